@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BudgetsConfig(AppConfig):
+    name = "budgets"
+    verbose_name = "Budgets"

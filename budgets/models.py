@@ -1,0 +1,80 @@
+"""The share tree (organisation → programs → projects) and the usage ledger."""
+
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Budget(models.Model):
+    """A node of the share tree (DESIGN.md §1, §3.7).
+
+    ``shares`` is the integer weight among siblings. A budget with workloads is
+    never deleted: it is archived (``archived_at``), which refuses new
+    submissions. ``hold`` starts no new attempts. ``cap_gpu_hours`` per
+    ``cap_period_days`` limits allocated usage; ``on_cap`` says what happens then.
+    """
+
+    class OnCap(models.TextChoices):
+        DOWNGRADE = "downgrade", "run as unallocated (unfunded)"
+        HOLD = "hold", "hold new attempts"
+
+    name = models.CharField(max_length=100)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    shares = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    hold = models.BooleanField(default=False)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    cap_gpu_hours = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    cap_period_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    on_cap = models.CharField(max_length=16, choices=OnCap.choices, default=OnCap.DOWNGRADE)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["parent", "name"],
+                condition=models.Q(archived_at__isnull=True),
+                name="budget_unique_live_name_per_parent",
+            ),
+            models.CheckConstraint(condition=models.Q(shares__gte=1), name="budget_shares_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
+
+    @property
+    def path(self) -> str:
+        """Slash-separated names from below the root, e.g. ``nlp/olmo`` (the root is its own name)."""
+        parts: list[str] = []
+        node: Budget | None = self
+        while node is not None and node.parent_id is not None:
+            parts.append(node.name)
+            node = node.parent
+        if not parts:
+            return self.name
+        return "/".join(reversed(parts))
+
+
+class UsageEntry(models.Model):
+    """Allocated GPU time charged to a budget outside attempts (imports, scenario history).
+
+    Either an interval (``gpus`` GPUs from ``start`` to ``end``, counted pro-rata
+    by the window) or, when ``gpus`` is null, a lump of ``gpu_seconds`` at ``end``.
+    """
+
+    budget = models.ForeignKey(Budget, on_delete=models.PROTECT, related_name="usage_entries")
+    cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.CASCADE, related_name="usage_entries")
+    start = models.DateTimeField()
+    end = models.DateTimeField(db_index=True)
+    gpus = models.PositiveIntegerField(null=True, blank=True)
+    gpu_seconds = models.BigIntegerField(default=0)
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name_plural = "usage entries"

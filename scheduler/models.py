@@ -1,0 +1,211 @@
+"""Clusters, hosts, GPUs, workloads, attempts and their events (DESIGN.md §1, §4, §6)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Cluster(models.Model):
+    """A pool of hosts scheduled together; fair share is computed per cluster."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Host(models.Model):
+    """A GPU machine running the Fairway agent. States of DESIGN.md §6."""
+
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        CORDONED = "cordoned"
+        DRAINING = "draining"
+        DRAINED = "drained"
+        OFFLINE = "offline"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="hosts")
+    name = models.CharField(max_length=128, unique=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE, db_index=True)
+    # The state to return to when an offline host's agent comes back.
+    state_before_offline = models.CharField(max_length=16, choices=State.choices, blank=True)
+    drain_now = models.BooleanField(default=False, help_text="drain ignoring protection (audited)")
+    labels = models.JSONField(default=dict, blank=True)
+    token_hash = models.CharField(max_length=64, unique=True, help_text="sha256 hex of the host token")
+    agent_version = models.CharField(max_length=32, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    removed_at = models.DateTimeField(null=True, blank=True, help_text="left the cluster; no longer registered")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GPU(models.Model):
+    """One device on a host. Only ``unhealthy`` GPUs leave placement (§4)."""
+
+    class Health(models.TextChoices):
+        HEALTHY = "healthy"
+        DEGRADED = "degraded"
+        UNHEALTHY = "unhealthy"
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveIntegerField()
+    uuid = models.CharField(max_length=64, unique=True)
+    model = models.CharField(max_length=64, db_index=True)
+    memory_mb = models.PositiveIntegerField(default=0)
+    health = models.CharField(max_length=16, choices=Health.choices, default=Health.HEALTHY)
+    last_sample = models.JSONField(default=dict, blank=True, help_text="latest NVML sample from the agent")
+    # GPUs being freed for a preemptor (DESIGN.md §3.4): nobody else may take them.
+    nominated_for = models.ForeignKey(
+        "Workload", null=True, blank=True, on_delete=models.SET_NULL, related_name="nominated_gpus"
+    )
+
+    class Meta:
+        ordering = ["host__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["host", "index"], name="gpu_unique_host_index")]
+
+    def __str__(self) -> str:
+        return f"{self.host.name}:{self.index}"
+
+
+class Workload(models.Model):
+    """What a researcher submits. ``min_runtime_s`` = 0 makes it unallocated."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        STARTING = "starting"
+        RUNNING = "running"
+        PREEMPTING = "preempting"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELED = "canceled"
+
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELED)
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
+    budget = models.ForeignKey("budgets.Budget", on_delete=models.PROTECT, related_name="workloads")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="workloads")
+    gpu_model = models.CharField(max_length=64)
+    gpu_count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    image = models.CharField(max_length=500, blank=True)
+    command = models.JSONField(help_text="argv list")
+    env = models.JSONField(default=dict, blank=True, help_text='{"NAME": {"value": "...", "secret": false}}')
+    min_runtime_s = models.PositiveIntegerField(help_text="minimum runtime in seconds; 0 = unallocated")
+    submitted_at = models.DateTimeField(db_index=True, help_text="original submission time, kept across requeues")
+    seq = models.BigIntegerField(null=True, blank=True, unique=True, help_text="submission sequence number")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING, db_index=True)
+    pending_reason = models.CharField(max_length=32, blank=True)
+    pending_detail = models.JSONField(default=dict, blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+    start_failures = models.PositiveIntegerField(default=0)
+    duration_hint_s = models.PositiveIntegerField(null=True, blank=True, help_text="informational (e.g. trace replay)")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["cluster", "state"], name="workload_cluster_state")]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def allocated(self) -> bool:
+        return self.min_runtime_s > 0
+
+
+class Attempt(models.Model):
+    """One run of a workload on specific GPUs (a gang's parts form one attempt)."""
+
+    class EndReason(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELED = "canceled"
+        PREEMPTED = "preempted"
+        DRAINED = "drained"
+        GPU_FAULT = "gpu_fault"
+        LOST = "lost"
+        FAILED_TO_START = "failed_to_start"
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField(help_text="1 for the first attempt of the workload")
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="attempts", help_text="first (rank 0) host")
+    gpus = models.ManyToManyField(GPU, through="AttemptGPU", related_name="attempts")
+    allocated = models.BooleanField()
+    unfunded = models.BooleanField(default=False, help_text="allocated workload run unallocated by its budget's cap")
+    placed_at = models.DateTimeField(help_text="when the scheduler decided the start")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="agent-confirmed start")
+    protected_until = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, blank=True, choices=EndReason.choices)
+    ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    end_reason = models.CharField(max_length=32, blank=True, choices=EndReason.choices)
+    exit_code = models.IntegerField(null=True, blank=True)
+    charged_gpu_seconds = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["workload", "number"], name="attempt_unique_number")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.pk} of workload {self.workload_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.ended_at is None
+
+
+class AttemptGPU(models.Model):
+    """A GPU held by an attempt. At most one open row per GPU: no double-booking (DESIGN.md §4)."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="gpu_links")
+    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="attempt_links")
+    rank = models.PositiveIntegerField(default=0, help_text="node rank of a gang part")
+    open = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["gpu"], condition=models.Q(open=True), name="one_open_attempt_per_gpu"),
+            models.UniqueConstraint(fields=["attempt", "gpu"], name="attemptgpu_unique"),
+        ]
+
+
+class WorkloadEvent(models.Model):
+    """An entry in a workload's event log (submitted, started, preempted, ...)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=32)
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class HostEvent(models.Model):
+    """An entry in a host's audit log (state changes, faults, drains) with who caused it."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    kind = models.CharField(max_length=32)
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["at", "id"]

@@ -1,0 +1,260 @@
+"""Plain data the policy consumes and produces (DESIGN.md §3).
+
+Everything here is immutable input or a plain output record. Times are integer
+seconds (server clock, e.g. UNIX epoch seconds); GPU amounts are integers; usage
+is in integer GPU-seconds, so every comparison in the policy is exact.
+
+A GPU is addressed as ``(host_name, gpu_index)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+GpuRef = tuple[str, int]
+"""One GPU: ``(host name, GPU index on that host)``."""
+
+
+class HostState(StrEnum):
+    """Host states of DESIGN.md §6."""
+
+    ACTIVE = "active"
+    CORDONED = "cordoned"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    OFFLINE = "offline"
+
+
+class GpuHealth(StrEnum):
+    """GPU health of DESIGN.md §4; only ``unhealthy`` leaves placement."""
+
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    UNHEALTHY = "unhealthy"
+
+
+class StopReason(StrEnum):
+    """Why the scheduler stops an attempt (a subset of attempt end reasons, §4)."""
+
+    PREEMPTED = "preempted"
+    DRAINED = "drained"
+    GPU_FAULT = "gpu_fault"
+
+
+class PendingReason(StrEnum):
+    """Pending reason codes of DESIGN.md §3.8, in order of precedence."""
+
+    UNSCHEDULABLE = "unschedulable"
+    HELD = "held"
+    BUDGET_CAPPED = "budget_capped"
+    AWAITING_PREEMPTION = "awaiting_preemption"
+    RESERVED_FOR_OTHER = "reserved_for_other"
+    PROTECTED_WORK = "protected_work"
+    FAIR_SHARE = "fair_share"
+    INSUFFICIENT_GPUS = "insufficient_gpus"
+
+
+class OnCap(StrEnum):
+    """What a capped budget's new attempts do (§3.7)."""
+
+    DOWNGRADE = "downgrade"  # run as unallocated ("unfunded")
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A GPU host of one cluster.
+
+    ``gpu_health`` maps GPU index → health; every index of the host is present.
+    All GPUs of a host are of one ``model``. ``drain_now`` marks a drain that
+    ignores protection (an audited admin action).
+    """
+
+    name: str
+    model: str
+    gpu_health: Mapping[int, GpuHealth]
+    state: HostState = HostState.ACTIVE
+    labels: Mapping[str, str] = field(default_factory=dict)
+    drain_now: bool = False
+
+    @property
+    def size(self) -> int:
+        """Number of GPUs registered on the host."""
+        return len(self.gpu_health)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A node of the share tree. ``key`` is unique; ``parent`` is a key or None (root).
+
+    ``capped`` says the budget's allocated usage in its cap period has reached the
+    cap; ``on_cap`` says what then happens to its new attempts.
+    """
+
+    key: str
+    name: str
+    parent: str | None
+    shares: int = 1
+    archived: bool = False
+    hold: bool = False
+    capped: bool = False
+    on_cap: OnCap = OnCap.DOWNGRADE
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A pending workload.
+
+    ``min_runtime`` is in seconds (0 = unallocated). ``submitted_at`` is the
+    original submission time (kept across requeues) and ``seq`` the global
+    submission sequence number that breaks ties within one second.
+    """
+
+    id: str
+    budget: str
+    gpus: int
+    model: str
+    min_runtime: int
+    submitted_at: int
+    seq: int
+
+    @property
+    def allocated(self) -> bool:
+        """True when the workload declares a minimum runtime (is budget-funded)."""
+        return self.min_runtime > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """An open attempt: starting, running or stopping (stop issued, GPUs not yet released).
+
+    ``started_at`` is the agent-confirmed start, or None while ``starting``: a
+    starting attempt counts as protected and commits ``gpus × min_runtime``.
+    ``allocated`` is False for unallocated (and cap-downgraded) attempts.
+    """
+
+    id: str
+    workload: str
+    budget: str
+    gpus: tuple[GpuRef, ...]
+    allocated: bool
+    min_runtime: int
+    started_at: int | None
+    stopping: bool = False
+
+    @property
+    def gpu_count(self) -> int:
+        """Number of GPUs the attempt holds."""
+        return len(self.gpus)
+
+    @property
+    def protected_until(self) -> int | None:
+        """End of protection in seconds; None while starting (protected until confirmed)."""
+        if not self.allocated:
+            return self.started_at if self.started_at is not None else None
+        if self.started_at is None:
+            return None
+        return self.started_at + self.min_runtime
+
+    def protected_at(self, now: int) -> bool:
+        """True while the scheduler may not preempt this attempt (§3.4 rule 1)."""
+        if not self.allocated:
+            return False
+        pu = self.protected_until
+        return pu is None or now < pu
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """Allocated GPU time charged to ``budget``.
+
+    Either an interval (``gpus`` GPUs held from ``start`` to ``end``, counted
+    pro-rata inside the window) or, when ``gpus`` is None, a lump of
+    ``gpu_seconds`` charged at instant ``end`` (``start`` ignored).
+    """
+
+    budget: str
+    start: int
+    end: int
+    gpus: int | None = None
+    gpu_seconds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one tick of one cluster needs, taken at ``now`` (seconds).
+
+    ``usage`` holds closed allocated intervals and lumps (running attempts add
+    their own time). ``nominations`` maps a pending workload id to the GPUs
+    being freed for it (§3.4). ``window`` is the lookback W in seconds.
+    """
+
+    now: int
+    hosts: Sequence[Host]
+    budgets: Sequence[Budget]
+    attempts: Sequence[Attempt]
+    pending: Sequence[Workload]
+    usage: Sequence[UsageRecord] = ()
+    nominations: Mapping[str, tuple[GpuRef, ...]] = field(default_factory=dict)
+    window: int = 7 * 24 * 3600
+    max_reservations: int = 8
+    with_reasons: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start ``workload`` on ``gpus``. ``allocated`` False means it runs unallocated
+    (``unfunded`` when an allocated workload was downgraded by its budget's cap)."""
+
+    workload: str
+    gpus: tuple[GpuRef, ...]
+    allocated: bool
+    unfunded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop ``attempt`` (SIGTERM, grace, SIGKILL) and requeue its workload.
+
+    ``for_workload`` names the preemptor the freed GPUs are nominated for, if any.
+    """
+
+    attempt: str
+    reason: StopReason
+    for_workload: str | None = None
+
+
+@dataclass(slots=True)
+class PendingInfo:
+    """Why a workload is still pending, with the numbers behind it (§3.8).
+
+    ``detail`` is JSON-ready: e.g. ``{"ratio": 1.3, "other_ratio": 0.4,
+    "other_budget": "vision", "protected_until": 1767600000, "host": "h12",
+    "reserved_for": "W42"}``.
+    """
+
+    reason: PendingReason
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Decisions:
+    """The output of one policy pass; applied in one transaction by the caller."""
+
+    starts: list[Start] = field(default_factory=list)
+    stops: list[Stop] = field(default_factory=list)
+    nominations: dict[str, tuple[GpuRef, ...]] = field(default_factory=dict)
+    reservations: dict[str, str] = field(default_factory=dict)
+    """host name → workload id holding a reservation on it (§3.5)."""
+    reserved_start: dict[str, int] = field(default_factory=dict)
+    """workload id → earliest start time of its reservation (seconds)."""
+    host_states: dict[str, HostState] = field(default_factory=dict)
+    """hosts whose state the policy changes (``draining`` → ``drained``)."""
+    pending: dict[str, PendingInfo] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        """True when the pass decided anything that changes state."""
+        return bool(self.starts or self.stops or self.host_states)
