@@ -1,0 +1,27 @@
+"""Side effects that must happen only after the database commits (STYLE.md: enqueue after commit).
+
+Every state change that the tick or an agent must hear about calls one of these
+inside its transaction; nothing is sent if the transaction rolls back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+
+
+def request_tick_on_commit(cluster_id: int) -> None:
+    """Ask for a (debounced) scheduling tick of ``cluster_id`` once the transaction commits."""
+    from scheduler import tasks  # local import: tasks imports the broker
+
+    transaction.on_commit(lambda: tasks.request_tick(cluster_id))
+
+
+def push_hosts_on_commit(host_ids: Iterable[int]) -> None:
+    """Push the desired state of these hosts to their agents once the transaction commits."""
+    from scheduler import gateway  # local import: gateway imports channels
+
+    ids = sorted(set(host_ids))
+    if ids:
+        transaction.on_commit(lambda: gateway.push_desired_state(ids))
