@@ -1,0 +1,506 @@
+"""The websocket protocol between the Fairway server and its host agents (DESIGN.md §7).
+
+Every frame is one JSON object, an *envelope*::
+
+    {"v": 1, "type": "<type>", "id": <n>, ...fields}
+
+``v`` is :data:`PROTOCOL_VERSION`; ``id`` is the sender's per-connection sequence number (the
+receiver names it in ``ack.ack`` and ``error.ref``). All fields of a message are required on the
+wire (``null`` where a field is optional) and unknown fields are rejected: a peer that needs a new
+field needs a new protocol version.
+
+Both sides use :func:`encode` and :func:`decode`; :func:`decode` never raises anything but
+:class:`ProtocolError`, so one ``except ProtocolError`` answers every malformed frame with an
+``error`` message and the connection survives.
+
+Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``error``.
+Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``ack``, ``error``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = 256 * 1024
+"""Largest encoded envelope either side sends or accepts, in bytes of UTF-8."""
+
+# ProtocolError codes (also used as ``Error.code`` when answering a bad frame).
+ERR_TOO_LARGE = "too_large"
+ERR_BAD_JSON = "bad_json"
+ERR_BAD_ENVELOPE = "bad_envelope"
+ERR_BAD_VERSION = "bad_version"
+ERR_UNKNOWN_TYPE = "unknown_type"
+ERR_UNEXPECTED_TYPE = "unexpected_type"
+ERR_INVALID = "invalid"
+
+FATAL_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120})
+"""NVIDIA XIDs that make a GPU unhealthy (DESIGN.md §4)."""
+
+
+class ProtocolError(Exception):
+    """A frame that is not a valid protocol message.
+
+    ``code`` is one of the ``ERR_*`` constants, ``message`` says what is wrong (with the field
+    path), ``ref`` is the offending envelope's ``id`` when it could be read, else ``None``.
+    """
+
+    def __init__(self, code: str, message: str, ref: int | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+
+# --- field constraints, attached with typing.Annotated ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Inclusive numeric bounds."""
+
+    lo: float
+    hi: float
+
+    def check(self, value: Any, path: str) -> None:
+        if not self.lo <= value <= self.hi:
+            raise ProtocolError(ERR_INVALID, f"{path}: {value!r} not in [{self.lo}, {self.hi}]")
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """Bounds on ``len()`` of a string (characters), list or dict (entries)."""
+
+    hi: int
+    lo: int = 0
+
+    def check(self, value: Any, path: str) -> None:
+        if not self.lo <= len(value) <= self.hi:
+            raise ProtocolError(ERR_INVALID, f"{path}: length {len(value)} not in [{self.lo}, {self.hi}]")
+
+
+@dataclass(frozen=True, slots=True)
+class NoNul:
+    """No NUL character (command arguments and environment entries end up in execve)."""
+
+    def check(self, value: Any, path: str) -> None:
+        if "\0" in value:
+            raise ProtocolError(ERR_INVALID, f"{path}: contains NUL")
+
+
+_INT64 = 2**63 - 1
+Id = Annotated[int, Range(1, _INT64)]  # database ids: positive, never reused
+Seq = Annotated[int, Range(0, _INT64)]
+Name = Annotated[str, Size(256, 1)]
+Text = Annotated[str, Size(65536)]
+Arg = Annotated[str, Size(65536), NoNul()]
+EnvKey = Annotated[str, Size(1024, 1), NoNul()]
+GpuIndex = Annotated[int, Range(0, 1023)]
+ExitCode = Annotated[int, Range(-(2**31), 2**31 - 1)]
+Seconds = Annotated[float, Range(0.0, 10.0**10)]
+GraceSeconds = Annotated[int, Range(0, 7 * 86400)]
+Health = Literal["healthy", "degraded", "unhealthy"]
+AttemptState = Literal["started", "running", "exited", "failed_to_start", "stopped"]
+
+
+# --- messages -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """Base of every message. ``id`` is the envelope's sequence number (0 until a sender sets it)."""
+
+    TYPE: ClassVar[str] = ""
+    id: int = field(default=0, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """One GPU of a host's inventory; ``memory_mb`` in MiB."""
+
+    index: GpuIndex
+    uuid: Name
+    model: Name
+    memory_mb: Annotated[int, Range(0, 2**40)]
+    health: Health
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU's telemetry at a heartbeat. Units: %, MiB, °C, W; ``xids``: recent XID events."""
+
+    index: GpuIndex
+    utilization_pct: Annotated[float, Range(0.0, 100.0)]
+    memory_used_mb: Annotated[int, Range(0, 2**40)]
+    temperature_c: Annotated[float, Range(-100.0, 300.0)]
+    power_w: Annotated[float, Range(0.0, 100_000.0)]
+    ecc_uncorrected: Annotated[int, Range(0, _INT64)]
+    health: Health
+    xids: Annotated[list[Annotated[int, Range(0, 2**31 - 1)]], Size(64)]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStatus:
+    """An attempt the agent knows of, in ``hello``.
+
+    ``exit_code`` is set for ``exited`` when known; ``age_s`` is the seconds since the exit on
+    the agent's monotonic clock (``None`` when unknown or still running).
+    """
+
+    attempt_id: Id
+    state: Literal["running", "exited"]
+    exit_code: ExitCode | None = None
+    age_s: Seconds | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hello(Message):
+    """Agent → server, first message of every connection: the host's full local state."""
+
+    TYPE: ClassVar[str] = "hello"
+    host: Name
+    agent_version: Annotated[str, Size(64, 1)]
+    gpus: Annotated[list[GpuInfo], Size(256)]
+    attempts: Annotated[list[AttemptStatus], Size(4096)]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(Message):
+    """Agent → server, every ``heartbeat_s``: GPU samples and the ids of running attempts."""
+
+    TYPE: ClassVar[str] = "heartbeat"
+    gpus: Annotated[list[GpuSample], Size(256)]
+    running: Annotated[list[Id], Size(4096)]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEvent(Message):
+    """Agent → server: an attempt changed state.
+
+    ``started``: the process was spawned. ``running``: answer to a ``start`` of an attempt
+    already running. ``exited``: it ended, ``exit_code`` set when known (128+N: killed by
+    signal N). ``failed_to_start``: spawning failed, ``message`` says why. ``stopped``: a
+    ``stop`` named an attempt unknown here (nothing runs). ``age_s`` is set only for an event
+    that happened while disconnected: its age in seconds on the agent's monotonic clock.
+    """
+
+    TYPE: ClassVar[str] = "attempt"
+    attempt_id: Id
+    state: AttemptState
+    exit_code: ExitCode | None = None
+    age_s: Seconds | None = None
+    message: Text = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Log(Message):
+    """Agent → server, answer to ``logs``: ``data`` starts at byte ``offset`` of the attempt's
+    log; ``eof`` is true when the attempt no longer runs (the log is complete)."""
+
+    TYPE: ClassVar[str] = "log"
+    attempt_id: Id
+    data: Annotated[str, Size(MAX_MESSAGE_BYTES)]
+    offset: Seq
+    eof: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Error(Message):
+    """Either way: a message could not be handled. ``ref`` is the offending message's ``id``."""
+
+    TYPE: ClassVar[str] = "error"
+    code: Name
+    message: Text
+    ref: Seq | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome(Message):
+    """Server → agent, after a valid ``hello``: also acknowledges every exit the hello reported.
+    ``heartbeat_s`` is the heartbeat period the agent must use, in seconds."""
+
+    TYPE: ClassVar[str] = "welcome"
+    host: Name
+    heartbeat_s: Annotated[float, Range(0.05, 3600.0)]
+
+
+@dataclass(frozen=True, slots=True)
+class Start(Message):
+    """Server → agent: run an attempt on the given GPUs (indices and UUIDs of this host).
+
+    ``image`` is ignored by the process runtime. ``grace_s``: default SIGTERM→SIGKILL grace.
+    """
+
+    TYPE: ClassVar[str] = "start"
+    attempt_id: Id
+    workload_id: Id
+    image: Annotated[str, Size(1024)]
+    command: Annotated[list[Arg], Size(4096, 1)]
+    env: Annotated[dict[EnvKey, Arg], Size(4096)]
+    gpu_uuids: Annotated[list[Name], Size(256)]
+    gpu_indices: Annotated[list[GpuIndex], Size(256)]
+    grace_s: GraceSeconds
+
+
+@dataclass(frozen=True, slots=True)
+class Stop(Message):
+    """Server → agent: stop an attempt (SIGTERM, ``grace_s`` seconds, SIGKILL)."""
+
+    TYPE: ClassVar[str] = "stop"
+    attempt_id: Id
+    reason: Name
+    grace_s: GraceSeconds
+
+
+@dataclass(frozen=True, slots=True)
+class Logs(Message):
+    """Server → agent: send the last ``tail_bytes`` bytes of an attempt's log."""
+
+    TYPE: ClassVar[str] = "logs"
+    attempt_id: Id
+    tail_bytes: Annotated[int, Range(0, 16 * 1024 * 1024)]
+
+
+@dataclass(frozen=True, slots=True)
+class Ack(Message):
+    """Server → agent: the message with id ``ack`` was processed."""
+
+    TYPE: ClassVar[str] = "ack"
+    ack: Seq
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    cls.TYPE: cls for cls in (Hello, Heartbeat, AttemptEvent, Log, Error, Welcome, Start, Stop, Logs, Ack)
+}
+AGENT_MESSAGE_TYPES: frozenset[str] = frozenset({"hello", "heartbeat", "attempt", "log", "error"})
+"""Types an agent sends (a server decodes with ``allowed=AGENT_MESSAGE_TYPES``)."""
+SERVER_MESSAGE_TYPES: frozenset[str] = frozenset({"welcome", "start", "stop", "logs", "ack", "error"})
+"""Types a server sends (an agent decodes with ``allowed=SERVER_MESSAGE_TYPES``)."""
+
+_ENVELOPE_KEYS = ("v", "type", "id")
+
+
+# --- validation, compiled once from the type hints above ----------------------------------------
+
+_Check = Callable[[Any, str], Any]
+
+
+def _compile(tp: Any) -> _Check:
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *constraints = get_args(tp)
+        inner = _compile(base)
+
+        def check_annotated(value: Any, path: str) -> Any:
+            value = inner(value, path)
+            for constraint in constraints:
+                constraint.check(value, path)
+            return value
+
+        return check_annotated
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) != 1:  # only ``X | None`` is used
+            raise TypeError(f"unsupported union {tp!r}")
+        inner_opt = _compile(args[0])
+        return lambda value, path: None if value is None else inner_opt(value, path)
+    if origin is Literal:
+        allowed = frozenset(get_args(tp))
+
+        def check_literal(value: Any, path: str) -> Any:
+            if not isinstance(value, str) or value not in allowed:
+                raise ProtocolError(ERR_INVALID, f"{path}: {value!r} not one of {sorted(allowed)}")
+            return value
+
+        return check_literal
+    if origin is list:
+        (item_tp,) = get_args(tp)
+        item = _compile(item_tp)
+
+        def check_list(value: Any, path: str) -> Any:
+            if not isinstance(value, list):
+                raise ProtocolError(ERR_INVALID, f"{path}: expected a list")
+            return [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
+
+        return check_list
+    if origin is dict:
+        key_tp, value_tp = get_args(tp)
+        key, val = _compile(key_tp), _compile(value_tp)
+
+        def check_dict(value: Any, path: str) -> Any:
+            if not isinstance(value, dict):
+                raise ProtocolError(ERR_INVALID, f"{path}: expected an object")
+            return {key(k, f"{path} key"): val(v, f"{path}.{k}") for k, v in value.items()}
+
+        return check_dict
+    if dataclasses.is_dataclass(tp):
+        return _compile_dataclass(tp)
+    if tp is bool:
+        return _scalar(lambda v: isinstance(v, bool), "a boolean")
+    if tp is int:
+        return _scalar(lambda v: type(v) is int, "an integer")
+    if tp is str:
+        return _scalar(lambda v: isinstance(v, str), "a string")
+    if tp is float:
+
+        def check_float(value: Any, path: str) -> Any:
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise ProtocolError(ERR_INVALID, f"{path}: expected a finite number")
+            return float(value)
+
+        return check_float
+    raise TypeError(f"unsupported field type {tp!r}")
+
+
+def _scalar(ok: Callable[[Any], bool], what: str) -> _Check:
+    def check_scalar(value: Any, path: str) -> Any:
+        if not ok(value):
+            raise ProtocolError(ERR_INVALID, f"{path}: expected {what}, got {type(value).__name__}")
+        return value
+
+    return check_scalar
+
+
+def _fields_of(cls: type) -> dict[str, _Check]:
+    hints = get_type_hints(cls, include_extras=True)
+    return {f.name: _compile(hints[f.name]) for f in dataclasses.fields(cls) if f.name != "id"}
+
+
+def _compile_dataclass(cls: type) -> _Check:
+    checks = _fields_of(cls)
+
+    def check_object(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            raise ProtocolError(ERR_INVALID, f"{path}: expected an object")
+        _check_keys(value.keys(), checks.keys(), path)
+        return cls(**{name: check(value[name], f"{path}.{name}") for name, check in checks.items()})
+
+    return check_object
+
+
+def _check_keys(got: Collection[str], want: Collection[str], path: str) -> None:
+    missing = [k for k in want if k not in got]
+    if missing:
+        raise ProtocolError(ERR_INVALID, f"{path}: missing field(s) {', '.join(missing)}")
+    unknown = sorted(k for k in got if k not in want)
+    if unknown:
+        raise ProtocolError(ERR_INVALID, f"{path}: unknown field(s) {', '.join(unknown)}")
+
+
+_MESSAGE_FIELDS: dict[str, dict[str, _Check]] = {t: _fields_of(c) for t, c in MESSAGE_TYPES.items()}
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ProtocolError(ERR_BAD_JSON, "duplicate key in object")
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ProtocolError(ERR_BAD_JSON, f"{name} is not valid JSON")
+
+
+def _build(payload: dict[str, Any], allowed: Collection[str] | None) -> Message:
+    """Validate a parsed envelope and build its message (shared by encode and decode)."""
+    ref = payload.get("id")
+    ref = ref if type(ref) is int and 0 <= ref <= _INT64 else None
+    v = payload.get("v")
+    if type(v) is not int or v != PROTOCOL_VERSION:
+        raise ProtocolError(ERR_BAD_VERSION, f"unsupported protocol version {v!r}", ref)
+    msg_type = payload.get("type")
+    if not isinstance(msg_type, str):
+        raise ProtocolError(ERR_BAD_ENVELOPE, "missing or non-string type", ref)
+    if ref is None:
+        raise ProtocolError(ERR_BAD_ENVELOPE, "missing or invalid id (a non-negative integer)")
+    cls = MESSAGE_TYPES.get(msg_type)
+    if cls is None:
+        raise ProtocolError(ERR_UNKNOWN_TYPE, f"unknown message type {msg_type[:64]!r}", ref)
+    if allowed is not None and msg_type not in allowed:
+        raise ProtocolError(ERR_UNEXPECTED_TYPE, f"message type {msg_type!r} not accepted here", ref)
+    checks = _MESSAGE_FIELDS[msg_type]
+    body = {k: v for k, v in payload.items() if k not in _ENVELOPE_KEYS}
+    try:
+        _check_keys(body.keys(), checks.keys(), msg_type)
+        values = {name: check(body[name], f"{msg_type}.{name}") for name, check in checks.items()}
+    except ProtocolError as exc:
+        raise ProtocolError(exc.code, exc.message, ref) from None
+    return cls(**values, id=ref)
+
+
+def encode(msg: Message) -> str:
+    """Serialize ``msg`` as a compact JSON envelope ``{"v": 1, "type", "id", ...fields}``.
+
+    The message is validated exactly as :func:`decode` would validate it, so a sender never
+    puts an invalid frame on the wire.
+
+    Raises:
+        ProtocolError: ``msg`` is invalid (``invalid``, ``unknown_type``, ``bad_envelope``) or
+            encodes to more than :data:`MAX_MESSAGE_BYTES` bytes (``too_large``).
+    """
+    if type(msg).TYPE not in MESSAGE_TYPES:
+        raise ProtocolError(ERR_UNKNOWN_TYPE, f"not a protocol message: {type(msg).__name__}")
+    payload: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": msg.TYPE, "id": msg.id}
+    payload.update((f.name, _plain(getattr(msg, f.name))) for f in dataclasses.fields(msg) if f.name != "id")
+    _build(payload, None)
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    size = len(text.encode("utf-8"))
+    if size > MAX_MESSAGE_BYTES:
+        raise ProtocolError(ERR_TOO_LARGE, f"{msg.TYPE} encodes to {size} bytes > {MAX_MESSAGE_BYTES}", msg.id)
+    return text
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def decode(text: str | bytes, *, allowed: Collection[str] | None = None) -> Message:
+    """Parse and strictly validate one frame.
+
+    ``text`` is a text frame or UTF-8 bytes of at most :data:`MAX_MESSAGE_BYTES`. ``allowed``
+    optionally restricts the accepted message types (e.g. :data:`SERVER_MESSAGE_TYPES`).
+
+    Returns:
+        The message dataclass, with ``id`` set from the envelope.
+
+    Raises:
+        ProtocolError: and nothing else, with code ``too_large``, ``bad_json`` (not UTF-8, not
+            JSON, duplicate keys, NaN), ``bad_envelope`` (not an object, bad ``type``/``id``),
+            ``bad_version``, ``unknown_type``, ``unexpected_type`` (not in ``allowed``) or
+            ``invalid`` (missing, unknown, mistyped or out-of-range field). ``ref`` carries
+            the frame's ``id`` when it could be read.
+    """
+    try:
+        if isinstance(text, str):
+            if len(text) > MAX_MESSAGE_BYTES:  # a character is at least one byte
+                raise ProtocolError(ERR_TOO_LARGE, f"frame of {len(text)} characters")
+            raw = text.encode("utf-8", errors="surrogatepass")
+        elif isinstance(text, bytes | bytearray | memoryview):
+            raw = bytes(text)
+        else:
+            raise ProtocolError(ERR_BAD_JSON, f"frame is {type(text).__name__}, not text")
+        if len(raw) > MAX_MESSAGE_BYTES:
+            raise ProtocolError(ERR_TOO_LARGE, f"frame of {len(raw)} bytes > {MAX_MESSAGE_BYTES}")
+        try:
+            payload = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise ProtocolError(ERR_BAD_JSON, str(exc)[:200]) from None
+        if not isinstance(payload, dict):
+            raise ProtocolError(ERR_BAD_ENVELOPE, "frame is not a JSON object")
+        return _build(payload, allowed)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the contract is "only ProtocolError", whatever slips through
+        raise ProtocolError(ERR_INVALID, f"unreadable message: {type(exc).__name__}") from None
