@@ -1,0 +1,490 @@
+"""Replay a job trace against a live Fairway: submit its jobs in compressed time, wait, summarise.
+
+    python manage.py replay_trace data/philly/philly_jobs.csv --start 34805 --limit 500 \\
+        --time-scale 300 --max-duration 1h
+
+Each trace job becomes a workload submitted through ``do_submit_workload`` (the service the API
+uses) by ``--user`` to the budget named ``vc-<vc>``, at the real instant its trace submission maps
+to (``--time-scale`` trace seconds per real second). It runs ``agent.standin`` for the compressed
+run time. The minimum runtime comes from ``--min-runtime-rule`` / ``--unallocated-rule``
+(``scheduler.trace``; docs/demo.md explains the defaults). The whole file is read and checked before
+anything is submitted. With ``--wait`` (default) the command waits until every workload is final
+and prints a summary; the exit code is 0 only when every job was submitted and (with ``--wait``)
+reached a final state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Count
+from django.utils import timezone
+from tqdm import tqdm
+
+from budgets.models import Budget
+from scheduler.models import Attempt, Cluster, Workload
+from scheduler.trace import (
+    DEFAULT_MIN_RUNTIME_RULE,
+    DEFAULT_UNALLOCATED_RULE,
+    MinRuntimeRule,
+    PlannedJob,
+    TraceError,
+    TraceJob,
+    UnallocatedRule,
+    format_duration,
+    parse_duration,
+    plan_replay,
+    read_trace,
+    select_jobs,
+)
+
+DEFAULT_TIME_SCALE = 300.0
+DEFAULT_TIMEOUT_S = 1800.0
+POLL_S = 0.5
+BUDGET_PREFIX = "vc-"
+
+
+def _duration_arg(text: str) -> int:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+@dataclass
+class ReplayRun:
+    """What one replay submitted, for progress and the summary."""
+
+    plan: list[PlannedJob]
+    time_scale: float
+    workload_ids: list[int] = field(default_factory=list)
+    rejected: list[tuple[int, str]] = field(default_factory=list)  # (trace job id, message)
+    clamped: int = 0  # minimum runtimes lowered to MAX_MINIMUM_RUNTIME_S
+
+
+class Command(BaseCommand):
+    help = "Replay a job trace (e.g. data/philly/philly_jobs.csv) through the submission service, time-compressed."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("trace", help="trace CSV (columns job_id, submit_time_s, vc, num_gpus, duration_s, ...)")
+        start = parser.add_mutually_exclusive_group()
+        start.add_argument("--start", type=int, metavar="JOB_ID", help="first trace job to replay")
+        start.add_argument("--start-day", type=float, metavar="D", help="start with the first job of day D")
+        parser.add_argument("--limit", type=_positive_int, metavar="N", help="replay at most N jobs")
+        parser.add_argument(
+            "--time-scale",
+            type=_positive_float,
+            default=DEFAULT_TIME_SCALE,
+            metavar="X",
+            help=f"trace seconds per real second (default {DEFAULT_TIME_SCALE:g})",
+        )
+        parser.add_argument(
+            "--max-duration",
+            type=_duration_arg,
+            metavar="SECONDS",
+            help="cap each job's run time at this many trace seconds (or 90m, 1h, ...) before compression",
+        )
+        parser.add_argument(
+            "--min-runtime-rule",
+            default=DEFAULT_MIN_RUNTIME_RULE,
+            help=f"minimum runtime of allocated jobs (default {DEFAULT_MIN_RUNTIME_RULE!r}; "
+            "duration | fraction:F | fixed:D, then optional floor:D, cap:D)",
+        )
+        parser.add_argument(
+            "--unallocated-rule",
+            default=DEFAULT_UNALLOCATED_RULE,
+            help=f"which jobs run unallocated (default {DEFAULT_UNALLOCATED_RULE!r}; vc:NAME, fraction:F, none, all)",
+        )
+        parser.add_argument("--cluster", default="philly")
+        parser.add_argument("--gpu-model", default="H100")
+        parser.add_argument("--user", default="researcher", help="username that submits the workloads")
+        parser.add_argument(
+            "--wait",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="wait until every workload is final, then print the summary (default: wait)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=_positive_float,
+            default=DEFAULT_TIMEOUT_S,
+            metavar="S",
+            help=f"with --wait, give up this many seconds after the last submission (default {DEFAULT_TIMEOUT_S:g})",
+        )
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="show tqdm progress bars on stderr (default: on)",
+        )
+
+    def handle(self, *args: object, **opts: Any) -> None:
+        try:
+            min_rule = MinRuntimeRule.parse(opts["min_runtime_rule"])
+            unalloc_rule = UnallocatedRule.parse(opts["unallocated_rule"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        time_scale: float = opts["time_scale"]
+        max_duration: int | None = opts["max_duration"]
+        timeout: float = opts["timeout"]
+        wait: bool = opts["wait"]
+        progress: bool = opts["progress"]
+        gpu_model: str = opts["gpu_model"]
+
+        # Read and check the whole file first: a bad file submits nothing.
+        try:
+            jobs = read_trace(opts["trace"])
+            jobs = select_jobs(jobs, start_job_id=opts["start"], start_day=opts["start_day"], limit=opts["limit"])
+        except TraceError as exc:
+            raise CommandError(f"bad trace, nothing submitted: {exc}") from None
+        except ValueError as exc:
+            raise CommandError(f"{exc}; nothing submitted") from None
+        if not jobs:
+            raise CommandError("no jobs selected")
+
+        user, cluster, budgets = self._resolve(jobs, opts["user"], opts["cluster"])
+        plan = plan_replay(
+            jobs,
+            time_scale=time_scale,
+            max_duration_s=max_duration,
+            min_runtime_rule=min_rule,
+            unallocated_rule=unalloc_rule,
+        )
+        run = ReplayRun(plan=plan, time_scale=time_scale)
+
+        n_unalloc = sum(1 for p in plan if not p.allocated)
+        cap_text = format_duration(max_duration) if max_duration is not None else "none"
+        self.stdout.write(
+            f"Replaying {len(plan)} jobs ({jobs[0].job_id}..{jobs[-1].job_id}) of {opts['trace']} "
+            f"on cluster {cluster.name} ({gpu_model}) as {user.get_username()}\n"
+            f"  time scale {time_scale:g} trace s per real s: {format_duration(plan[-1].offset_s)} of "
+            f"submissions ({format_duration(plan[-1].offset_s * time_scale)} of trace), run-time cap {cap_text}\n"
+            f"  minimum runtime: {min_rule.describe()} ({min_rule.spec})\n"
+            f"  unallocated: {unalloc_rule.describe()} ({unalloc_rule.spec}): "
+            f"{n_unalloc} of {len(plan)} jobs"
+        )
+        self.stdout.flush()
+
+        started = time.monotonic()
+        interrupted = False
+        try:
+            self._submit_all(run, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model, progress=progress)
+            if wait:
+                self._wait(run, timeout=timeout, progress=progress)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.stderr.write("interrupted")
+        elapsed = time.monotonic() - started
+
+        if run.clamped:
+            self.stdout.write(
+                f"  note: {run.clamped} minimum runtimes were lowered to MAX_MINIMUM_RUNTIME_S "
+                f"({settings.FAIRWAY['MAX_MINIMUM_RUNTIME_S']} s)"
+            )
+        for job_id, message in run.rejected[:20]:
+            self.stderr.write(f"  rejected trace job {job_id}: {message}")
+        if len(run.rejected) > 20:
+            self.stderr.write(f"  ... and {len(run.rejected) - 20} more rejections")
+
+        if wait or interrupted:
+            summary = summarize(run.workload_ids, time_scale=time_scale)
+            self.stdout.write(
+                format_summary(summary, elapsed_s=elapsed, time_scale=time_scale, rejected=len(run.rejected))
+            )
+        else:
+            self.stdout.write(
+                f"Submitted {len(run.workload_ids)} of {len(plan)} jobs in {elapsed:.1f} s (not waiting)."
+            )
+
+        if interrupted:
+            raise CommandError("interrupted", returncode=130)
+        if run.rejected:
+            raise CommandError(f"{len(run.rejected)} of {len(plan)} jobs were rejected at submission")
+        if wait:
+            open_count = len(run.workload_ids) - finished_count(run.workload_ids)
+            if open_count:
+                raise CommandError(
+                    f"{open_count} of {len(run.workload_ids)} workloads did not reach a final state "
+                    f"within {timeout:g} s after the last submission"
+                )
+
+    # --- setup -------------------------------------------------------------------------------
+
+    def _resolve(
+        self, jobs: Sequence[TraceJob], username: str, cluster_name: str
+    ) -> tuple[Any, Cluster, dict[str, Budget]]:
+        """The submitting user, the cluster and the budget of each VC; CommandError before any submission."""
+        user_model = get_user_model()
+        try:
+            user = user_model.objects.get(**{user_model.USERNAME_FIELD: username})
+        except user_model.DoesNotExist:
+            raise CommandError(f"no user {username!r} (run `manage.py seed_demo` first)") from None
+        try:
+            cluster = Cluster.objects.get(name=cluster_name)
+        except Cluster.DoesNotExist:
+            raise CommandError(f"no cluster {cluster_name!r} (run `manage.py seed_demo` first)") from None
+        budgets: dict[str, Budget] = {}
+        missing: list[str] = []
+        for vc in sorted({j.vc for j in jobs}):
+            name = f"{BUDGET_PREFIX}{vc}"
+            found = list(Budget.objects.filter(name=name, archived_at__isnull=True)[:2])
+            if len(found) != 1:
+                missing.append(name if not found else f"{name} (ambiguous: {len(found)} live budgets)")
+            else:
+                budgets[vc] = found[0]
+        if missing:
+            raise CommandError(
+                f"no budget for {len(missing)} VC(s) of the selected jobs: {', '.join(missing)}; "
+                "nothing submitted (seed_demo creates one project vc-<vc> per Philly VC)"
+            )
+        return user, cluster, budgets
+
+    # --- submitting --------------------------------------------------------------------------
+
+    def _submit_all(
+        self, run: ReplayRun, *, user: Any, cluster: Cluster, budgets: dict[str, Budget], gpu_model: str, progress: bool
+    ) -> None:
+        from scheduler.services import SubmissionError, do_submit_workload
+
+        max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
+        total = len(run.plan)
+        sub_bar = tqdm(total=total, desc="submitted", unit="job", position=0, disable=not progress, dynamic_ncols=True)
+        fin_bar = tqdm(total=total, desc="finished ", unit="job", position=1, disable=not progress, dynamic_ncols=True)
+        t_start = time.monotonic()
+        last_poll = 0.0
+        try:
+            for planned in run.plan:
+                due = t_start + planned.offset_s
+                while True:
+                    now = time.monotonic()
+                    if now - last_poll >= POLL_S and progress:
+                        self._update_finished(run, fin_bar)
+                        last_poll = now
+                    if now >= due:
+                        break
+                    time.sleep(min(POLL_S, due - now))
+                job = planned.job
+                m = planned.min_runtime_s
+                if m > max_m:
+                    m = max_m
+                    run.clamped += 1
+                try:
+                    workload = do_submit_workload(
+                        user,
+                        name=f"philly-{job.job_id}",
+                        budget=budgets[job.vc],
+                        cluster=cluster,
+                        gpu_model=gpu_model,
+                        gpu_count=job.num_gpus,
+                        image="",
+                        command=[sys.executable, "-m", "agent.standin", "--duration", f"{planned.run_s:.2f}"],
+                        env={
+                            "TRACE_JOB_ID": {"value": str(job.job_id), "secret": False},
+                            "TRACE_VC": {"value": job.vc, "secret": False},
+                        },
+                        min_runtime_s=m,
+                        duration_hint_s=math.ceil(planned.run_s),
+                    )
+                except SubmissionError as exc:
+                    where = f" ({exc.field})" if getattr(exc, "field", None) else ""
+                    run.rejected.append((job.job_id, f"{getattr(exc, 'code', 'error')}{where}: {exc}"))
+                else:
+                    run.workload_ids.append(workload.pk)
+                sub_bar.update(1)
+            self._update_finished(run, fin_bar)
+        finally:
+            sub_bar.close()
+            fin_bar.close()
+
+    def _update_finished(self, run: ReplayRun, bar: tqdm) -> int:
+        done = finished_count(run.workload_ids)
+        if done > bar.n:
+            bar.update(done - bar.n)
+        return done
+
+    def _wait(self, run: ReplayRun, *, timeout: float, progress: bool) -> None:
+        total = len(run.workload_ids)
+        bar = tqdm(total=total, desc="finished ", unit="job", disable=not progress, dynamic_ncols=True)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                done = self._update_finished(run, bar)
+                if done >= total or time.monotonic() >= deadline:
+                    return
+                time.sleep(POLL_S)
+        finally:
+            bar.close()
+
+
+# --- summary -------------------------------------------------------------------------------------
+
+
+def finished_count(workload_ids: Sequence[int]) -> int:
+    """How many of these workloads are in a final state."""
+    if not workload_ids:
+        return 0
+    return Workload.objects.filter(id__in=workload_ids, state__in=Workload.FINAL_STATES).count()
+
+
+@dataclass
+class BudgetHours:
+    allocated_s: float = 0.0  # GPU-seconds
+    unallocated_s: float = 0.0
+
+
+@dataclass
+class ReplaySummary:
+    """Figures of a replay, from the database (real seconds unless named trace)."""
+
+    submitted: int
+    states: Counter
+    preemptions: int
+    preempted_workloads: int
+    started: int
+    waits_s: list[float]
+    gpu_seconds: dict[str, BudgetHours]
+    open_attempts: int
+
+    @property
+    def mean_wait_s(self) -> float | None:
+        return sum(self.waits_s) / len(self.waits_s) if self.waits_s else None
+
+    @property
+    def p90_wait_s(self) -> float | None:
+        return percentile(self.waits_s, 0.9)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (the smallest value with at least ``q`` of the values at or below it)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarize(workload_ids: Sequence[int], *, time_scale: float, now: datetime | None = None) -> ReplaySummary:
+    """Read the outcome of the replayed workloads.
+
+    Wait: from the workload's submission to its first agent-confirmed start (``Attempt.started_at``)
+    in real seconds, over the workloads that started. GPU time: per attempt, GPUs × (release or now −
+    confirmed start), allocated when the attempt was funded (``allocated`` and not ``unfunded``).
+    Preemptions: attempts that ended ``preempted``.
+    """
+    now = now or timezone.now()
+    ids = list(workload_ids)
+    workloads = {w.pk: w for w in Workload.objects.filter(id__in=ids).select_related("budget")}
+    states = Counter(w.state for w in workloads.values())
+    attempts = list(
+        Attempt.objects.filter(workload_id__in=ids)
+        .annotate(n_gpus=Count("gpu_links"))
+        .only("id", "workload_id", "allocated", "unfunded", "started_at", "ended_at", "end_reason")
+    )
+    first_start: dict[int, datetime] = {}
+    preemptions = 0
+    preempted: set[int] = set()
+    gpu_seconds: dict[str, BudgetHours] = defaultdict(BudgetHours)
+    open_attempts = 0
+    for a in attempts:
+        if a.ended_at is None:
+            open_attempts += 1
+        if a.end_reason == Attempt.EndReason.PREEMPTED:
+            preemptions += 1
+            preempted.add(a.workload_id)
+        if a.started_at is None:
+            continue
+        if a.workload_id not in first_start or a.started_at < first_start[a.workload_id]:
+            first_start[a.workload_id] = a.started_at
+        end = a.ended_at or now
+        secs = max(0.0, (end - a.started_at).total_seconds()) * a.n_gpus
+        hours = gpu_seconds[workloads[a.workload_id].budget.name]
+        if a.allocated and not a.unfunded:
+            hours.allocated_s += secs
+        else:
+            hours.unallocated_s += secs
+    waits = [max(0.0, (first_start[wid] - workloads[wid].submitted_at).total_seconds()) for wid in first_start]
+    return ReplaySummary(
+        submitted=len(ids),
+        states=states,
+        preemptions=preemptions,
+        preempted_workloads=len(preempted),
+        started=len(first_start),
+        waits_s=waits,
+        gpu_seconds=dict(gpu_seconds),
+        open_attempts=open_attempts,
+    )
+
+
+def format_summary(s: ReplaySummary, *, elapsed_s: float, time_scale: float, rejected: int = 0) -> str:
+    """The summary as printed by the command (real figures and their trace-time equivalents)."""
+
+    def wait_text(value: float | None) -> str:
+        if value is None:
+            return "n/a"
+        return f"{value:6.1f} s real = {value * time_scale / 60:7.1f} min of trace"
+
+    final = sum(s.states.get(state, 0) for state in Workload.FINAL_STATES)
+    not_final = {k: v for k, v in s.states.items() if k not in Workload.FINAL_STATES}
+    lines = [
+        "",
+        f"Replay summary ({elapsed_s:.0f} s of real time, time scale {time_scale:g})",
+        f"  submitted           {s.submitted}" + (f"   (+{rejected} rejected)" if rejected else ""),
+        f"  completed           {final}   succeeded {s.states.get('succeeded', 0)}, "
+        f"failed {s.states.get('failed', 0)}, canceled {s.states.get('canceled', 0)}",
+    ]
+    if not_final:
+        lines.append("  not final           " + ", ".join(f"{k} {v}" for k, v in sorted(not_final.items())))
+    lines += [
+        f"  preempted           {s.preemptions} preemptions of {s.preempted_workloads} workloads",
+        f"  wait to first start ({s.started} started workloads)",
+        f"    mean              {wait_text(s.mean_wait_s)}",
+        f"    p90               {wait_text(s.p90_wait_s)}",
+        "  GPU-hours per budget (from attempts; real, and trace-equivalent = real × time scale)",
+        f"    {'budget':<14} {'allocated':>10} {'unallocated':>12} {'alloc (trace)':>14} {'unalloc (trace)':>16}",
+    ]
+    tot_a = tot_u = 0.0
+    for name in sorted(s.gpu_seconds):
+        h = s.gpu_seconds[name]
+        tot_a += h.allocated_s
+        tot_u += h.unallocated_s
+        lines.append(_hours_row(name, h.allocated_s, h.unallocated_s, time_scale))
+    lines.append(_hours_row("total", tot_a, tot_u, time_scale))
+    return "\n".join(lines)
+
+
+def _hours_row(name: str, alloc_s: float, unalloc_s: float, scale: float) -> str:
+    return (
+        f"    {name:<14} {alloc_s / 3600:10.3f} {unalloc_s / 3600:12.3f} "
+        f"{alloc_s * scale / 3600:14.1f} {unalloc_s * scale / 3600:16.1f}"
+    )
