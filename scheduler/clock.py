@@ -1,0 +1,69 @@
+"""The clock: asks for a tick of every cluster every ``TICK_INTERVAL_S`` and runs the sweeps (DESIGN.md §2).
+
+It only sends messages; the work happens in a dramatiq worker. The embedded
+``serve`` command runs it in a thread of the web process; in production run one
+clock (``serve --with-clock``) per deployment: a second one only doubles the
+requests, which the debounce and the per-cluster tick lock absorb.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+logger = logging.getLogger(__name__)
+
+
+class Clock:
+    """A thread that requests ticks every ``interval`` seconds and sweeps every ``sweep_interval`` seconds."""
+
+    def __init__(self, interval: float | None = None, sweep_interval: float | None = None) -> None:
+        self.interval = float(interval if interval is not None else settings.FAIRWAY["TICK_INTERVAL_S"])
+        self.sweep_interval = float(sweep_interval if sweep_interval is not None else max(self.interval, 5.0))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Clock:
+        """Start the thread (daemon) and return self."""
+        self._thread = threading.Thread(target=self._run, name="fairway-clock", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the thread to stop and wait up to ``timeout`` seconds for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def beat(self, *, sweep: bool) -> int:
+        """One beat: request a tick of every cluster (and the sweeps); returns the number of clusters."""
+        from scheduler import tasks
+        from scheduler.models import Cluster
+
+        cluster_ids = list(Cluster.objects.values_list("pk", flat=True))
+        for cid in cluster_ids:
+            tasks.request_tick(cid)
+        if sweep:
+            tasks.sweep_hosts.send()
+            tasks.start_timeouts.send()
+        return len(cluster_ids)
+
+    def _run(self) -> None:
+        next_sweep = time.monotonic()
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                close_old_connections()
+                sweep = began >= next_sweep
+                if sweep:
+                    next_sweep = began + self.sweep_interval
+                self.beat(sweep=sweep)
+            except Exception:
+                logger.exception("clock beat failed")
+            finally:
+                connection.close()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))

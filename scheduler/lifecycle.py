@@ -1,0 +1,536 @@
+"""Attempt lifecycle and host liveness: what the server does when an agent speaks (DESIGN.md §4, §6).
+
+Every function here is a service function: one transaction, conditional updates
+on the rows it changes, events recorded, and a tick requested (and agents
+pushed) only after the commit. Times are the server's clock at receipt; an
+event that happened while the agent was disconnected carries its age in
+seconds and is stamped ``receipt − age``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler import notify
+from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
+
+logger = logging.getLogger(__name__)
+
+FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120})
+"""NVIDIA XID errors that mean the device needs attention (DESIGN.md §4)."""
+
+MAX_START_FAILURES = 3
+"""A workload is requeued after ``failed_to_start`` at most this many times, then fails (§4)."""
+
+REQUEUE_REASONS = frozenset(
+    {
+        Attempt.EndReason.PREEMPTED,
+        Attempt.EndReason.DRAINED,
+        Attempt.EndReason.GPU_FAULT,
+        Attempt.EndReason.LOST,
+    }
+)
+_LIVE = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReport:
+    """One GPU as the agent's hello describes it."""
+
+    index: int
+    uuid: str
+    model: str
+    memory_mb: int = 0
+    health: str = GPU.Health.HEALTHY
+
+
+@dataclass(frozen=True, slots=True)
+class ExitReport:
+    """An attempt that ended while the agent was away: exit code and age in seconds."""
+
+    attempt_id: int
+    exit_code: int | None
+    age_s: float = 0.0
+    failed_to_start: bool = False
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU's heartbeat sample. ``sample`` is stored verbatim as ``GPU.last_sample``."""
+
+    index: int
+    health: str
+    xids: tuple[int, ...] = ()
+    sample: Mapping[str, Any] | None = None
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _attempts_on_host(host_id: int, attempt_ids: Iterable[int] | None = None) -> set[int]:
+    """Open attempts holding at least one GPU of ``host_id`` (optionally among ``attempt_ids``)."""
+    qs = AttemptGPU.objects.filter(open=True, gpu__host_id=host_id, attempt__ended_at__isnull=True)
+    if attempt_ids is not None:
+        qs = qs.filter(attempt_id__in=list(attempt_ids))
+    return set(qs.values_list("attempt_id", flat=True))
+
+
+def _end_attempt(
+    attempt: Attempt,
+    *,
+    ended_at: datetime,
+    reason: str,
+    exit_code: int | None = None,
+    message: str = "",
+) -> None:
+    """Close ``attempt`` (locked by the caller), charge it, release its GPUs, move its workload on.
+
+    Charge: ``gpus × (ended_at − started_at)`` GPU-seconds for allocated attempts
+    that were confirmed started; 0 otherwise (§4). A lost attempt passes the
+    host's last heartbeat as ``ended_at``.
+    """
+    ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
+    gpu_links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id"))
+    charged = 0
+    if attempt.allocated and attempt.started_at is not None:
+        charged = len(gpu_links) * int((ended_at - attempt.started_at).total_seconds())
+    attempt.ended_at = ended_at
+    attempt.end_reason = reason
+    attempt.exit_code = exit_code
+    attempt.charged_gpu_seconds = charged
+    attempt.save(update_fields=["ended_at", "end_reason", "exit_code", "charged_gpu_seconds"])
+    AttemptGPU.objects.filter(attempt=attempt, open=True).update(open=False)
+
+    workload = Workload.objects.select_for_update().get(pk=attempt.workload_id)
+    data = {"attempt": attempt.pk, "reason": reason, "exit_code": exit_code, "charged_gpu_seconds": charged}
+    if reason == Attempt.EndReason.FAILED_TO_START:
+        workload.start_failures += 1
+    if workload.state in _LIVE:
+        if reason in REQUEUE_REASONS or (
+            reason == Attempt.EndReason.FAILED_TO_START and workload.start_failures <= MAX_START_FAILURES
+        ):
+            # Requeue: same id, original submitted_at and seq, so it keeps its place (§1 requeue).
+            workload.state = Workload.State.PENDING
+            workload.finished_at = None
+            kind = "requeued"
+        else:
+            workload.state = {
+                Attempt.EndReason.SUCCEEDED: Workload.State.SUCCEEDED,
+                Attempt.EndReason.CANCELED: Workload.State.CANCELED,
+            }.get(reason, Workload.State.FAILED)  # type: ignore[call-overload]  # TextChoices keys
+            workload.finished_at = ended_at
+            kind = str(workload.state)
+    else:
+        kind = "attempt_ended"  # the workload already moved on (e.g. canceled while pending a stop)
+    workload.save(update_fields=["state", "finished_at", "start_failures", "updated_at"])
+    if workload.state in Workload.FINAL_STATES:
+        GPU.objects.filter(nominated_for_id=workload.pk).update(nominated_for=None)
+    WorkloadEvent.objects.create(
+        workload_id=workload.pk,
+        at=timezone.now(),
+        kind=kind,
+        message=f"attempt {attempt.number} ended {reason}"
+        + (f" (exit {exit_code})" if exit_code is not None else "")
+        + (f": {message}" if message else ""),
+        data=data,
+    )
+    notify.request_tick_on_commit(workload.cluster_id)
+    notify.push_hosts_on_commit({hid for _gid, hid in gpu_links})
+
+
+def _lock_open_attempt(host: Host | None, attempt_id: int) -> Attempt | None:
+    """The open attempt ``attempt_id``, row-locked, if ``host`` holds a GPU of it (None: ignore)."""
+    attempt = Attempt.objects.select_for_update().filter(pk=attempt_id, ended_at__isnull=True).first()
+    if attempt is None:
+        return None
+    if host is not None and not _attempts_on_host(host.pk, [attempt_id]):
+        logger.warning("host %s spoke of attempt %s which is not on it; ignored", host.name, attempt_id)
+        return None
+    return attempt
+
+
+# --- attempt events --------------------------------------------------------------------
+
+
+def attempt_started(host: Host, attempt_id: int, *, now: datetime | None = None) -> bool:
+    """The agent confirms ``attempt_id`` started: stamp ``started_at`` (receipt time) and protection.
+
+    Ignores unknown, foreign, ended or already-confirmed attempts (returns False).
+    The first confirmation of a gang's parts starts it.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        attempt = _lock_open_attempt(host, attempt_id)
+        if attempt is None or attempt.started_at is not None:
+            return False
+        attempt.started_at = now
+        if attempt.allocated:
+            min_runtime = Workload.objects.values_list("min_runtime_s", flat=True).get(pk=attempt.workload_id)
+            attempt.protected_until = now + timedelta(seconds=min_runtime)
+        attempt.save(update_fields=["started_at", "protected_until"])
+        Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
+            state=Workload.State.RUNNING, updated_at=now
+        )
+        WorkloadEvent.objects.create(
+            workload_id=attempt.workload_id,
+            at=now,
+            kind="started",
+            message=f"attempt {attempt.number} started on {host.name}",
+            data={"attempt": attempt.pk, "host": host.name},
+        )
+        notify.request_tick_on_commit(host.cluster_id)
+    return True
+
+
+def attempt_exited(
+    host: Host | None,
+    attempt_id: int,
+    exit_code: int | None,
+    age_s: float = 0.0,
+    *,
+    message: str = "",
+    now: datetime | None = None,
+) -> bool:
+    """The attempt's process ended ``age_s`` seconds ago with ``exit_code`` (None: killed/unknown).
+
+    End reason: the stop's reason if the server issued one, else ``succeeded``
+    (exit 0) or ``failed``. Returns False when the attempt is unknown, foreign
+    or already ended (a duplicate report).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        attempt = _lock_open_attempt(host, attempt_id)
+        if attempt is None:
+            return False
+        if attempt.stop_reason:
+            reason = attempt.stop_reason
+        elif exit_code == 0:
+            reason = Attempt.EndReason.SUCCEEDED
+        else:
+            reason = Attempt.EndReason.FAILED
+        _end_attempt(
+            attempt,
+            ended_at=now - timedelta(seconds=max(0.0, float(age_s))),
+            reason=reason,
+            exit_code=exit_code,
+            message=message,
+        )
+    return True
+
+
+def attempt_failed_to_start(
+    host: Host | None,
+    attempt_id: int,
+    message: str = "",
+    age_s: float = 0.0,
+    *,
+    now: datetime | None = None,
+) -> bool:
+    """The agent could not start ``attempt_id`` (image pull, bad command, ...).
+
+    Ends it ``failed_to_start`` (charged 0) and requeues the workload, at most
+    :data:`MAX_START_FAILURES` times, then fails it. If a stop was already
+    issued the stop's reason wins and the workload is requeued as usual.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        attempt = _lock_open_attempt(host, attempt_id)
+        if attempt is None:
+            return False
+        if attempt.started_at is not None:
+            reason = attempt.stop_reason or Attempt.EndReason.FAILED
+        else:
+            reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
+        _end_attempt(attempt, ended_at=now - timedelta(seconds=max(0.0, float(age_s))), reason=reason, message=message)
+    return True
+
+
+def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime | None = None) -> bool:
+    """The agent answered a ``stop`` with ``stopped``: it does not run ``attempt_id`` (nothing to kill).
+
+    If the server had asked for the stop, the attempt ends now with the stop's
+    reason; otherwise the report is ignored (the agent never had it). Returns True
+    when the attempt was ended.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        attempt = _lock_open_attempt(host, attempt_id)
+        if attempt is None or attempt.stop_requested_at is None:
+            return False
+        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message="not running on the agent")
+    return True
+
+
+# --- hosts -----------------------------------------------------------------------------
+
+
+def _host_back_online(host: Host, now: datetime) -> None:
+    """Restore an offline host's earlier state (the host row is locked by the caller)."""
+    if host.state != Host.State.OFFLINE:
+        return
+    before = host.state_before_offline or Host.State.ACTIVE
+    host.state = before
+    host.state_before_offline = ""
+    HostEvent.objects.create(host=host, at=now, kind="online", message=f"agent back: offline → {before}")
+    notify.request_tick_on_commit(host.cluster_id)
+
+
+def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime | None = None) -> None:
+    """Store a heartbeat: ``last_heartbeat``, each GPU's health and last sample.
+
+    A bounded number of queries whatever the GPU count. A GPU that turns
+    unhealthy (or healthy again) requests a tick: the policy stops attempts on
+    unhealthy GPUs with ``gpu_fault``. With ``AUTO_DRAIN_ON_GPU_FAULT`` a fatal
+    XID drains the host (HostEvent recorded).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        locked.last_heartbeat = now
+        _host_back_online(locked, now)
+        gpus = {g.index: g for g in GPU.objects.filter(host_id=host.pk)}
+        changed: list[GPU] = []
+        health_changed: list[tuple[int, str, str]] = []
+        fatal: list[tuple[int, int]] = []
+        for s in samples:
+            gpu = gpus.get(s.index)
+            if gpu is None:
+                continue
+            health = s.health if s.health in GPU.Health.values else GPU.Health.UNHEALTHY
+            if health != gpu.health:
+                health_changed.append((gpu.index, gpu.health, health))
+                gpu.health = health
+            fatal.extend((gpu.index, x) for x in s.xids if x in FATAL_XIDS)
+            if s.sample is not None:
+                gpu.last_sample = dict(s.sample)
+            changed.append(gpu)
+        if changed:
+            GPU.objects.bulk_update(changed, ["health", "last_sample"])
+        events = [
+            HostEvent(
+                host_id=host.pk,
+                at=now,
+                kind="gpu_health",
+                message=f"GPU {idx}: {old} → {new}",
+                data={"gpu": idx, "from": old, "to": new},
+            )
+            for idx, old, new in health_changed
+        ]
+        if (
+            fatal
+            and settings.FAIRWAY["AUTO_DRAIN_ON_GPU_FAULT"]
+            and locked.state
+            in (
+                Host.State.ACTIVE,
+                Host.State.CORDONED,
+            )
+        ):
+            events.append(
+                HostEvent(
+                    host_id=host.pk,
+                    at=now,
+                    kind="draining",
+                    message=f"auto-drain: fatal XID {', '.join(f'{x} on GPU {i}' for i, x in fatal)}",
+                    data={"from": locked.state, "to": Host.State.DRAINING, "xids": [list(f) for f in fatal]},
+                )
+            )
+            locked.state = Host.State.DRAINING
+            health_changed.append((-1, "", ""))
+        locked.save(update_fields=["last_heartbeat", "state", "state_before_offline"])
+        if events:
+            HostEvent.objects.bulk_create(events)
+        if health_changed:
+            notify.request_tick_on_commit(host.cluster_id)
+    host.last_heartbeat, host.state = locked.last_heartbeat, locked.state
+
+
+def host_hello(
+    host: Host,
+    *,
+    agent_version: str,
+    gpus: Sequence[GpuReport],
+    running: Iterable[int],
+    exited: Sequence[ExitReport] = (),
+    now: datetime | None = None,
+) -> None:
+    """An agent (re)connects: register its GPUs, bring the host back, reconcile attempts.
+
+    ``running`` are the attempt ids the agent has (starting or running);
+    ``exited`` those that ended while it was away. Open attempts the server
+    placed here that were confirmed started but that the agent no longer has
+    end ``lost``, charged to the last heartbeat; unconfirmed ones stay and their
+    start is re-sent; ones the server already asked to stop end with the stop's
+    reason. Attempts the agent runs that the server does not want are stopped
+    by the desired-state push that follows.
+    """
+    now = now or timezone.now()
+    running_ids = set(running)
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        last_seen = locked.last_heartbeat
+        _register_gpus(locked, gpus)
+        locked.agent_version = agent_version[:32]
+        locked.last_heartbeat = now
+        _host_back_online(locked, now)
+        locked.save(update_fields=["agent_version", "last_heartbeat", "state", "state_before_offline"])
+        HostEvent.objects.create(
+            host=locked,
+            at=now,
+            kind="hello",
+            message=f"agent {agent_version} connected: {len(gpus)} GPUs, {len(running_ids)} attempts running",
+            data={"running": sorted(running_ids), "exited": [e.attempt_id for e in exited]},
+        )
+        notify.request_tick_on_commit(locked.cluster_id)
+        notify.push_hosts_on_commit([locked.pk])
+    host.state, host.last_heartbeat, host.agent_version = locked.state, locked.last_heartbeat, locked.agent_version
+
+    for report in exited:
+        if report.failed_to_start:
+            attempt_failed_to_start(host, report.attempt_id, report.message, report.age_s, now=now)
+        else:
+            attempt_exited(host, report.attempt_id, report.exit_code, report.age_s, message=report.message, now=now)
+
+    reported = running_ids | {e.attempt_id for e in exited}
+    for attempt_id in sorted(_attempts_on_host(host.pk) - reported):
+        with transaction.atomic():
+            attempt = _lock_open_attempt(host, attempt_id)
+            if attempt is None:
+                continue
+            if attempt.stop_requested_at is not None:
+                _end_attempt(
+                    attempt,
+                    ended_at=last_seen or now,
+                    reason=attempt.stop_reason,
+                    message="gone when the agent reconnected",
+                )
+            elif attempt.started_at is not None:
+                _end_attempt(
+                    attempt,
+                    ended_at=last_seen or now,
+                    reason=Attempt.EndReason.LOST,
+                    message="the agent no longer runs it",
+                )
+            # else: never confirmed started; the start command is re-sent.
+
+
+def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
+    existing = {g.index: g for g in GPU.objects.filter(host=host)}
+    changed: list[GPU] = []
+    for report in gpus:
+        gpu = existing.get(report.index)
+        if gpu is None:
+            # A UUID seen before on another index or host moves with the device.
+            moved = GPU.objects.filter(uuid=report.uuid).first()
+            if (
+                moved is not None
+                and moved.host_id != host.pk
+                and AttemptGPU.objects.filter(gpu=moved, open=True).exists()
+            ):
+                logger.warning("GPU %s reported by %s is held by an open attempt elsewhere; ignored", report.uuid, host)
+                continue
+            if moved is not None:
+                moved.host, moved.index, moved.model, moved.memory_mb = (
+                    host,
+                    report.index,
+                    report.model,
+                    report.memory_mb,
+                )
+                moved.save(update_fields=["host", "index", "model", "memory_mb"])
+            else:
+                GPU.objects.create(
+                    host=host,
+                    index=report.index,
+                    uuid=report.uuid,
+                    model=report.model,
+                    memory_mb=report.memory_mb,
+                    health=report.health if report.health in GPU.Health.values else GPU.Health.HEALTHY,
+                )
+            continue
+        if (gpu.uuid, gpu.model, gpu.memory_mb) != (report.uuid, report.model, report.memory_mb):
+            if gpu.uuid != report.uuid and GPU.objects.filter(uuid=report.uuid).exclude(pk=gpu.pk).exists():
+                logger.warning("GPU %s:%s reports UUID %s, registered elsewhere; kept", host, gpu.index, report.uuid)
+            else:
+                gpu.uuid = report.uuid
+            gpu.model, gpu.memory_mb = report.model, report.memory_mb
+            changed.append(gpu)
+    if changed:
+        GPU.objects.bulk_update(changed, ["uuid", "model", "memory_mb"])
+
+
+# --- sweeps (run by the clock through scheduler.tasks) ----------------------------------
+
+
+def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
+    """Mark silent hosts ``offline``; end the attempts of hosts silent past ``HOST_LOST_AFTER_S``.
+
+    Lost attempts end ``lost``, charged up to the host's last heartbeat, and their
+    workloads are requeued. Safe to run twice. Returns counts.
+    """
+    now = now or timezone.now()
+    conf = settings.FAIRWAY
+    offline_before = now - timedelta(seconds=conf["HOST_OFFLINE_AFTER_S"])
+    lost_before = now - timedelta(seconds=conf["HOST_LOST_AFTER_S"])
+    went_offline = 0
+    live = Host.objects.filter(removed_at__isnull=True).exclude(state=Host.State.OFFLINE)
+    silent = list(live.filter(last_heartbeat__lt=offline_before).values_list("pk", flat=True)) + list(
+        live.filter(last_heartbeat__isnull=True, created_at__lt=offline_before).values_list("pk", flat=True)
+    )
+    for host_id in silent:
+        with transaction.atomic():
+            host = Host.objects.select_for_update().filter(pk=host_id).exclude(state=Host.State.OFFLINE).first()
+            if host is None or (host.last_heartbeat is not None and host.last_heartbeat >= offline_before):
+                continue
+            HostEvent.objects.create(
+                host=host,
+                at=now,
+                kind="offline",
+                message=f"agent silent since {host.last_heartbeat or 'registration'}: {host.state} → offline",
+                data={
+                    "from": host.state,
+                    "last_heartbeat": host.last_heartbeat.isoformat() if host.last_heartbeat else None,
+                },
+            )
+            host.state_before_offline = host.state
+            host.state = Host.State.OFFLINE
+            host.save(update_fields=["state", "state_before_offline"])
+            notify.request_tick_on_commit(host.cluster_id)
+            went_offline += 1
+
+    lost = 0
+    lost_hosts = Host.objects.filter(state=Host.State.OFFLINE, last_heartbeat__lt=lost_before)
+    for host in lost_hosts:
+        for attempt_id in sorted(_attempts_on_host(host.pk)):
+            with transaction.atomic():
+                attempt = _lock_open_attempt(None, attempt_id)
+                if attempt is None:
+                    continue
+                _end_attempt(
+                    attempt,
+                    ended_at=host.last_heartbeat,
+                    reason=attempt.stop_reason or Attempt.EndReason.LOST,
+                    message=f"host {host.name} lost",
+                )
+                lost += 1
+    return {"offline": went_offline, "lost": lost}
+
+
+def start_timeouts(now: datetime | None = None) -> int:
+    """End attempts not confirmed started within ``START_TIMEOUT_S`` as ``failed_to_start``."""
+    now = now or timezone.now()
+    before = now - timedelta(seconds=settings.FAIRWAY["START_TIMEOUT_S"])
+    ended = 0
+    for attempt_id in Attempt.objects.filter(
+        ended_at__isnull=True, started_at__isnull=True, placed_at__lt=before
+    ).values_list("pk", flat=True):
+        if attempt_failed_to_start(None, attempt_id, "start not confirmed in time", now=now):
+            ended += 1
+    return ended

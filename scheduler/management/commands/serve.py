@@ -1,0 +1,79 @@
+"""``manage.py serve``: the web server (HTTP + agent websockets) and, in the embedded mode, the worker and clock.
+
+Embedded (no ``REDIS_URL``): the dramatiq broker is the stub broker, which only
+this process can reach, so the worker threads and the clock always run here.
+With ``REDIS_URL`` only the web server runs unless ``--with-worker`` and/or
+``--with-clock`` are given (run ``manage.py rundramatiq`` and one clock elsewhere).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import dramatiq
+import uvicorn
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+logger = logging.getLogger("fairway.serve")
+
+
+def start_worker(threads: int = 1) -> dramatiq.Worker:
+    """An in-process dramatiq worker on the configured broker (the actors are imported first)."""
+    import scheduler.tasks  # noqa: F401 -- declares the actors (and their queues) on the broker
+
+    worker = dramatiq.Worker(dramatiq.get_broker(), worker_threads=threads, worker_timeout=100)
+    worker.start()
+    return worker
+
+
+class Command(BaseCommand):
+    help = "Run the Fairway web server (HTTP + agent websockets); embedded mode adds the worker and the clock."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+        parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+        parser.add_argument("--with-worker", action="store_true", help="also run a dramatiq worker in this process")
+        parser.add_argument("--with-clock", action="store_true", help="also run the clock in this process")
+        parser.add_argument("--worker-threads", type=int, default=1, help="threads of the in-process worker")
+        parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        from scheduler.clock import Clock
+
+        embedded = not settings.REDIS_URL
+        with_worker = embedded or opts["with_worker"]
+        with_clock = embedded or opts["with_clock"]
+        config = uvicorn.Config(
+            "config.asgi:application",
+            host=opts["host"],
+            port=opts["port"],
+            ws="websockets-sansio",
+            lifespan="off",
+            log_level=opts["log_level"],
+            proxy_headers=True,
+        )
+        server = uvicorn.Server(config)
+        worker = start_worker(opts["worker_threads"]) if with_worker else None
+        clock = Clock().start() if with_clock else None
+        broker = type(dramatiq.get_broker()).__name__
+        self.stdout.write(
+            f"web on http://{opts['host']}:{opts['port']} (agents: ws://{opts['host']}:{opts['port']}/ws/agent/); "
+            f"worker: {'in-process' if worker else 'external'} ({broker}); "
+            f"clock: {f'every {clock.interval}s' if clock else 'external'}"
+        )
+        try:
+            server.run()  # returns on SIGINT/SIGTERM after a graceful shutdown
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stdout.write("shutting down: clock, worker")
+            if clock is not None:
+                clock.stop()
+            if worker is not None:
+                stopper = threading.Thread(target=worker.stop, kwargs={"timeout": 5000}, daemon=True)
+                stopper.start()
+                stopper.join(10)
+            self.stdout.write("bye")

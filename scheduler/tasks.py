@@ -1,0 +1,120 @@
+"""Dramatiq actors of the scheduler: the tick, its debounced trigger, and the sweeps (DESIGN.md §2, §4).
+
+Every actor takes ids, states its queue, retries and time limit, and is safe to
+run twice: the tick is idempotent on a snapshot, the sweeps re-check each row
+under a lock.
+
+Debounce: :func:`request_tick` sets a per-cluster "tick pending" marker and, only
+when the marker was not already set, sends :func:`tick` delayed by
+``TICK_DEBOUNCE_S``; the tick clears the marker as it begins, so a burst of
+submissions costs one tick and a request that arrives during a tick gets a new
+one. The marker lives in Redis (``SET NX PX``) when ``REDIS_URL`` is set, so web
+processes and workers share it, and in this process otherwise (the embedded
+mode is one process). It expires on its own, so a lost message cannot stall the
+cluster: the clock's next request sends a fresh tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import cache
+
+import dramatiq
+import redis
+from django.conf import settings
+
+from scheduler import lifecycle
+from scheduler.tick import run_tick
+
+logger = logging.getLogger(__name__)
+
+QUEUE = "scheduler"
+MARKER_TTL_S = 60.0
+"""How long a "tick pending" marker lives at most (seconds): bounds the damage of a lost message."""
+
+_local_markers: dict[int, float] = {}
+_local_guard = threading.Lock()
+
+
+@cache
+def _redis() -> redis.Redis | None:
+    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+
+
+def _marker_key(cluster_id: int) -> str:
+    return f"fairway:tick-pending:{cluster_id}"
+
+
+def _set_marker(cluster_id: int) -> bool:
+    """Set the cluster's "tick pending" marker; True when it was not set (the caller sends the tick)."""
+    ttl = settings.FAIRWAY["TICK_DEBOUNCE_S"] + MARKER_TTL_S
+    client = _redis()
+    if client is not None:
+        return bool(client.set(_marker_key(cluster_id), b"1", nx=True, px=int(ttl * 1000)))
+    with _local_guard:
+        now = time.monotonic()
+        expires = _local_markers.get(cluster_id)
+        if expires is not None and expires > now:
+            return False
+        _local_markers[cluster_id] = now + ttl
+        return True
+
+
+def _clear_marker(cluster_id: int) -> None:
+    client = _redis()
+    if client is not None:
+        client.delete(_marker_key(cluster_id))
+        return
+    with _local_guard:
+        _local_markers.pop(cluster_id, None)
+
+
+def request_tick(cluster_id: int) -> bool:
+    """Ask for a tick of ``cluster_id`` soon (debounced). Returns True when a tick message was sent.
+
+    Call after commit (``scheduler.notify.request_tick_on_commit``) so the tick
+    sees the change that asked for it.
+    """
+    if not _set_marker(cluster_id):
+        return False
+    delay_ms = int(settings.FAIRWAY["TICK_DEBOUNCE_S"] * 1000)
+    tick.send_with_options(args=(cluster_id,), delay=delay_ms or None)
+    return True
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
+def tick(cluster_id: int) -> None:
+    """One scheduling tick of ``cluster_id`` (no retry: the clock asks again in seconds)."""
+    _clear_marker(cluster_id)
+    run_tick(cluster_id)
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
+def sweep_hosts() -> None:
+    """Offline and lost hosts (``lifecycle.sweep_hosts``)."""
+    counts = lifecycle.sweep_hosts()
+    if any(counts.values()):
+        logger.info("host sweep: %s", counts)
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
+def start_timeouts() -> None:
+    """Attempts never confirmed started (``lifecycle.start_timeouts``)."""
+    ended = lifecycle.start_timeouts()
+    if ended:
+        logger.info("start timeouts: %d attempts failed to start", ended)
+
+
+def reset_debounce(cluster_ids: list[int] | None = None) -> None:
+    """Forget "tick pending" markers (all local ones, or these clusters'): for tests and restarts."""
+    client = _redis()
+    with _local_guard:
+        if cluster_ids is None:
+            _local_markers.clear()
+        else:
+            for cid in cluster_ids:
+                _local_markers.pop(cid, None)
+    if client is not None and cluster_ids:
+        client.delete(*(_marker_key(c) for c in cluster_ids))

@@ -1,0 +1,328 @@
+"""The scheduling tick: lock → snapshot → policy → apply, in one transaction (DESIGN.md §2).
+
+Exactly one tick per cluster runs at a time. On PostgreSQL the lock is
+``pg_try_advisory_xact_lock(TICK_LOCK_CLASS, cluster_id)``, held until the
+transaction ends, so ticks of different clusters run in parallel on separate
+workers and a second tick of the same cluster returns ``skipped`` at once. On
+SQLite (the embedded mode: one process) a non-blocking ``threading.Lock`` per
+cluster does the same job.
+
+Decisions are applied with conditional updates: a workload is started only if
+it is still pending and an attempt is stopped only if it is still open and not
+already stopping, so a cancel or an exit that commits between the snapshot and
+the apply is never overwritten; the ``one_open_attempt_per_gpu`` constraint is
+the last line of defence against double-booking.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Case, Max, Value, When
+from django.utils import timezone
+
+from scheduler import notify
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
+from scheduler.policy import schedule
+from scheduler.policy import types as p
+from scheduler.snapshot import SnapshotIndex, load_snapshot
+
+logger = logging.getLogger(__name__)
+
+TICK_LOCK_CLASS = 0x46574159
+"""First key of the tick's advisory lock ("FWAY"); the second key is the cluster id."""
+
+_thread_locks: dict[int, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+@dataclass(slots=True)
+class TickResult:
+    """What one tick did. ``status``: ``ran``, ``skipped`` (another tick holds the lock) or ``no_cluster``."""
+
+    cluster_id: int
+    status: str
+    starts: list[int] = field(default_factory=list)
+    """pks of the attempts created"""
+    stops: list[int] = field(default_factory=list)
+    """pks of the attempts asked to stop"""
+    host_states: dict[str, str] = field(default_factory=dict)
+    dropped: int = 0
+    """decisions not applied because the row changed since the snapshot"""
+    seconds: float = 0.0
+
+
+@contextmanager
+def _cluster_lock(cluster_id: int) -> Iterator[bool]:
+    """Yield True when this tick may run. Must be entered inside ``transaction.atomic``."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [TICK_LOCK_CLASS, cluster_id])
+            (acquired,) = cur.fetchone()
+        yield bool(acquired)  # released by PostgreSQL when the transaction ends
+        return
+    with _thread_locks_guard:
+        lock = _thread_locks.setdefault(cluster_id, threading.Lock())
+    if not lock.acquire(blocking=False):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def run_tick(cluster_id: int, now: datetime | None = None) -> TickResult:
+    """Run one scheduling pass of cluster ``cluster_id`` at ``now`` (default: the server clock).
+
+    Returns a :class:`TickResult`; never raises for a missing cluster or a held lock.
+    Agents hear about starts and stops after the commit (``gateway.push_desired_state``).
+    """
+    began = time.monotonic()
+    now = now or timezone.now()
+    with transaction.atomic(), _cluster_lock(cluster_id) as acquired:
+        if not acquired:
+            return TickResult(cluster_id=cluster_id, status="skipped")
+        if not Cluster.objects.filter(pk=cluster_id).exists():
+            return TickResult(cluster_id=cluster_id, status="no_cluster")
+        snapshot, index = load_snapshot(cluster_id, now)
+        decisions = schedule(snapshot)
+        result = TickResult(cluster_id=cluster_id, status="ran")
+        touched_hosts = _apply(decisions, snapshot, index, now, result)
+        notify.push_hosts_on_commit(touched_hosts)
+    result.seconds = time.monotonic() - began
+    if result.starts or result.stops or result.host_states:
+        logger.info(
+            "tick cluster=%s: %d started, %d stopped, host states %s, %d dropped (%.3fs)",
+            cluster_id,
+            len(result.starts),
+            len(result.stops),
+            result.host_states or "-",
+            result.dropped,
+            result.seconds,
+        )
+    return result
+
+
+def _apply(
+    decisions: p.Decisions, snapshot: p.Snapshot, index: SnapshotIndex, now: datetime, result: TickResult
+) -> set[int]:
+    """Write ``decisions`` (inside the tick's transaction); return the pks of hosts to push."""
+    touched: set[int] = set()
+    events: list[WorkloadEvent] = []
+    started_workloads = _apply_starts(decisions.starts, index, now, result, touched, events)
+    nominations = _apply_stops(decisions, index, now, result, touched, events)
+    _apply_nominations(nominations, started_workloads, index)
+    _apply_host_states(decisions.host_states, index, now, result)
+    _apply_pending(decisions.pending, started_workloads, index)
+    if events:
+        WorkloadEvent.objects.bulk_create(events)
+    return touched
+
+
+def _apply_starts(
+    starts: list[p.Start],
+    index: SnapshotIndex,
+    now: datetime,
+    result: TickResult,
+    touched: set[int],
+    events: list[WorkloadEvent],
+) -> set[int]:
+    if not starts:
+        return set()
+    wanted = {int(s.workload): s for s in starts}
+    # Claim the workloads: only those still pending start (a cancel may have committed since).
+    still_pending = set(
+        Workload.objects.select_for_update()
+        .filter(pk__in=wanted, state=Workload.State.PENDING)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    result.dropped += len(wanted) - len(still_pending)
+    if not still_pending:
+        return set()
+    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING).update(
+        state=Workload.State.STARTING, pending_reason="", pending_detail={}, estimated_start=None
+    )
+    if updated != len(still_pending):  # the rows are locked: this cannot happen short of a bug
+        raise RuntimeError(f"tick: claimed {len(still_pending)} pending workloads, updated {updated}")
+    last_number = dict(
+        Attempt.objects.filter(workload_id__in=still_pending)
+        .values("workload_id")
+        .annotate(n=Max("number"))
+        .values_list("workload_id", "n")
+    )
+    new_attempts: list[Attempt] = []
+    gpu_plan: list[list[tuple[int, int]]] = []  # per attempt: (gpu pk, rank)
+    for wid in sorted(still_pending):
+        start = wanted[wid]
+        ranks: dict[str, int] = {}
+        plan: list[tuple[int, int]] = []
+        for host_name, gpu_index in start.gpus:
+            rank = ranks.setdefault(host_name, len(ranks))
+            plan.append((index.gpu_id_by_ref[(host_name, gpu_index)], rank))
+        first_host = index.host_id_by_name[start.gpus[0][0]]
+        new_attempts.append(
+            Attempt(
+                workload_id=wid,
+                number=(last_number.get(wid) or 0) + 1,
+                host_id=first_host,
+                allocated=start.allocated,
+                unfunded=start.unfunded,
+                placed_at=now,
+            )
+        )
+        gpu_plan.append(plan)
+    created = Attempt.objects.bulk_create(new_attempts)
+    links: list[AttemptGPU] = []
+    for attempt, plan in zip(created, gpu_plan, strict=True):
+        result.starts.append(attempt.pk)
+        for gpu_id, rank in plan:
+            links.append(AttemptGPU(attempt_id=attempt.pk, gpu_id=gpu_id, rank=rank, open=True))
+            touched.add(index.gpu_host_id[gpu_id])
+        events.append(
+            WorkloadEvent(
+                workload_id=attempt.workload_id,
+                at=now,
+                kind="placed",
+                message=f"attempt {attempt.number} placed on {_describe(wanted[attempt.workload_id].gpus)}"
+                + ("" if attempt.allocated else " (unfunded)" if attempt.unfunded else " (unallocated)"),
+                data={
+                    "attempt": attempt.pk,
+                    "number": attempt.number,
+                    "gpus": [list(ref) for ref in wanted[attempt.workload_id].gpus],
+                    "allocated": attempt.allocated,
+                    "unfunded": attempt.unfunded,
+                },
+            )
+        )
+    AttemptGPU.objects.bulk_create(links)
+    return still_pending
+
+
+def _apply_stops(
+    decisions: p.Decisions,
+    index: SnapshotIndex,
+    now: datetime,
+    result: TickResult,
+    touched: set[int],
+    events: list[WorkloadEvent],
+) -> dict[int, int]:
+    """Issue the stops; return the wanted nominations as GPU pk → workload pk."""
+    nominations: dict[int, int] = {}
+    for wid, refs in decisions.nominations.items():
+        for ref in refs:
+            gid = index.gpu_id_by_ref.get(tuple(ref))  # type: ignore[arg-type]  # refs may arrive as lists
+            if gid is not None:
+                nominations[gid] = int(wid)
+    if not decisions.stops:
+        return nominations
+    by_reason: dict[str, list[int]] = defaultdict(list)
+    stop_of: dict[int, p.Stop] = {}
+    for stop in decisions.stops:
+        aid = int(stop.attempt)
+        if aid in index.attempts:
+            by_reason[str(stop.reason)].append(aid)
+            stop_of[aid] = stop
+    claimed = set(
+        Attempt.objects.select_for_update()
+        .filter(pk__in=stop_of, ended_at__isnull=True, stop_requested_at__isnull=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    result.dropped += len(decisions.stops) - len(claimed)
+    for reason, ids in sorted(by_reason.items()):
+        ids = [a for a in ids if a in claimed]
+        if ids:
+            Attempt.objects.filter(pk__in=ids, ended_at__isnull=True, stop_requested_at__isnull=True).update(
+                stop_requested_at=now, stop_reason=reason
+            )
+    workload_ids = [index.attempts[a].workload_id for a in claimed]
+    Workload.objects.filter(pk__in=workload_ids, state__in=[Workload.State.STARTING, Workload.State.RUNNING]).update(
+        state=Workload.State.PREEMPTING
+    )
+    for aid in sorted(claimed):
+        info = index.attempts[aid]
+        stop = stop_of[aid]
+        result.stops.append(aid)
+        touched.update(info.host_ids)
+        if stop.for_workload is not None:
+            for gid in info.gpu_ids:
+                nominations.setdefault(gid, int(stop.for_workload))
+        events.append(
+            WorkloadEvent(
+                workload_id=info.workload_id,
+                at=now,
+                kind=str(stop.reason),
+                message=f"attempt {aid} stopping: {stop.reason}"
+                + (f" for workload {stop.for_workload}" if stop.for_workload else ""),
+                data={"attempt": aid, "reason": str(stop.reason), "for_workload": stop.for_workload},
+            )
+        )
+    return nominations
+
+
+def _apply_nominations(wanted: dict[int, int], started: set[int], index: SnapshotIndex) -> None:
+    """Make GPU.nominated_for equal ``wanted`` (GPU pk → workload pk); started workloads lose theirs."""
+    wanted = {gid: wid for gid, wid in wanted.items() if wid not in started}
+    changed = {gid for gid in set(index.nominated) | set(wanted) if index.nominated.get(gid) != wanted.get(gid)}
+    changed |= {gid for gid, wid in index.nominated.items() if wid in started}
+    if not changed:
+        return
+    to_clear = [gid for gid in changed if gid not in wanted]
+    if to_clear:
+        GPU.objects.filter(pk__in=to_clear).update(nominated_for=None)
+    to_set = {gid: wanted[gid] for gid in changed if gid in wanted}
+    if to_set:
+        GPU.objects.filter(pk__in=to_set).update(
+            nominated_for=Case(*(When(pk=gid, then=Value(wid)) for gid, wid in to_set.items()))
+        )
+
+
+def _apply_host_states(
+    host_states: dict[str, p.HostState], index: SnapshotIndex, now: datetime, result: TickResult
+) -> None:
+    for name, state in sorted(host_states.items()):
+        hid = index.host_id_by_name.get(name)
+        before = index.host_state_by_name.get(name)
+        if hid is None or before is None or before == str(state):
+            continue
+        # Conditional: an admin's resume or the agent going offline may have committed meanwhile.
+        if Host.objects.filter(pk=hid, state=before).update(state=str(state)):
+            HostEvent.objects.create(
+                host_id=hid,
+                at=now,
+                kind=str(state),
+                message=f"{before} → {state} (scheduler)",
+                data={"from": before, "to": str(state)},
+            )
+            result.host_states[name] = str(state)
+
+
+def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> None:
+    """Store each pending workload's reason; only rows whose reason or detail changed are written."""
+    changed: list[Workload] = []
+    for wid_s, info in pending.items():
+        wid = int(wid_s)
+        if wid in started or wid not in index.pending_reason:
+            continue
+        reason, detail = str(info.reason), dict(info.detail)
+        if index.pending_reason[wid] != (reason, detail):
+            changed.append(Workload(pk=wid, pending_reason=reason, pending_detail=detail))
+    if changed:
+        Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
+
+
+def _describe(gpus: tuple[p.GpuRef, ...]) -> str:
+    by_host: dict[str, list[int]] = defaultdict(list)
+    for host, idx in gpus:
+        by_host[host].append(idx)
+    return ", ".join(f"{h}:{','.join(str(i) for i in sorted(ix))}" for h, ix in by_host.items())
