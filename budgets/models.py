@@ -78,3 +78,7 @@ class UsageEntry(models.Model):
 
     class Meta:
         verbose_name_plural = "usage entries"
+
+    def __str__(self) -> str:
+        amount = f"{self.gpus} GPUs" if self.gpus is not None else f"{self.gpu_seconds} GPU-s"
+        return f"{amount} for budget {self.budget_id} until {self.end:%Y-%m-%d %H:%M}"

@@ -1,0 +1,57 @@
+"""Serializers of the accounts API. Fields are listed explicitly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from accounts.models import Membership, User
+
+
+class LoginSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    budget = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Membership
+        fields = ["budget_id", "budget", "role"]
+        read_only_fields = fields
+
+    def get_budget(self, obj: Membership) -> str:
+        return (self.context.get("budget_paths") or {}).get(obj.budget_id, str(obj.budget_id))
+
+
+class MeSerializer(serializers.ModelSerializer):
+    """The requester: identity, memberships, and the budget paths they may submit to."""
+
+    memberships = MembershipSerializer(many=True, read_only=True)
+    submit_budgets = serializers.SerializerMethodField()
+
+    class Meta:
+        model = User
+        fields = [
+            "id",
+            "username",
+            "email",
+            "first_name",
+            "last_name",
+            "is_staff",
+            "is_superuser",
+            "memberships",
+            "submit_budgets",
+        ]
+        read_only_fields = fields
+
+    def get_submit_budgets(self, obj: User) -> list[str]:
+        tree: dict[int, Any] = self.context.get("budget_tree") or {}
+        paths: dict[int, str] = self.context.get("budget_paths") or {}
+        allowed = set(tree) if obj.is_superuser else self.context.get("accessible_budget_ids") or set()
+        live_parents = {b.parent_id for b in tree.values() if b.archived_at is None}
+        return sorted(
+            paths[bid] for bid in allowed if bid in tree and tree[bid].archived_at is None and bid not in live_parents
+        )

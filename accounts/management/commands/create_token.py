@@ -1,0 +1,30 @@
+"""``manage.py create_token USERNAME [--expiry-hours H]``: print a new API token (for the CLI/demo)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from accounts.models import User
+from accounts.services import create_api_token
+
+
+class Command(BaseCommand):
+    help = "Create a knox API token for USERNAME and print it (it is stored hashed and cannot be shown again)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--expiry-hours", type=float, default=None, help="default: never expires")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            user = User.objects.get(username=options["username"])
+        except User.DoesNotExist:
+            raise CommandError(f"no user {options['username']!r}") from None
+        hours = options["expiry_hours"]
+        if hours is not None and hours <= 0:
+            raise CommandError("--expiry-hours must be > 0")
+        _instance, token = create_api_token(user, expiry=timedelta(hours=hours) if hours else None)
+        self.stdout.write(token)

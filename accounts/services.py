@@ -1,0 +1,72 @@
+"""Who may do what with which budget, memberships, and API tokens.
+
+Membership of a budget gives access to every budget under it (DESIGN.md §1); a
+``manager`` membership also lets its holder cancel other people's workloads there.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from knox.models import AuthToken
+
+from accounts.models import Membership, User
+from budgets.models import Budget
+from budgets.services import ancestor_ids, load_tree, subtree_ids
+from config.errors import ServiceError
+
+
+class AccountError(ServiceError):
+    """A refused account change; ``code`` is stable, ``field`` names the offending input."""
+
+
+def member_roles(user: User, budget: Budget, tree: dict[int, Budget] | None = None) -> set[str]:
+    """Roles ``user`` holds on ``budget`` or any of its ancestors (empty: no access)."""
+    if not user.is_authenticated:
+        return set()
+    ids = ancestor_ids(budget, tree)
+    return set(Membership.objects.filter(user=user, budget_id__in=ids).values_list("role", flat=True))
+
+
+def is_member(user: User, budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
+    """True when ``user`` is a member (any role) of ``budget`` or of an ancestor."""
+    return bool(member_roles(user, budget, tree))
+
+
+def is_manager(user: User, budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
+    """True when ``user`` holds the ``manager`` role on ``budget`` or an ancestor."""
+    return Membership.Role.MANAGER in member_roles(user, budget, tree)
+
+
+def accessible_budget_ids(user: User, tree: dict[int, Budget] | None = None) -> set[int]:
+    """Ids of every budget ``user`` has access to: their memberships and everything under them."""
+    if not user.is_authenticated:
+        return set()
+    roots = Membership.objects.filter(user=user).values_list("budget_id", flat=True)
+    return subtree_ids(list(roots), load_tree() if tree is None else tree)
+
+
+def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.MEMBER) -> Membership:
+    """Make ``user`` a member of ``budget`` with ``role`` (updates the role if already a member).
+
+    Raises AccountError ``invalid_role`` for an unknown role.
+    """
+    if role not in Membership.Role.values:
+        raise AccountError("invalid_role", "role", f"Role must be one of {', '.join(Membership.Role.values)}.")
+    with transaction.atomic():
+        membership, created = Membership.objects.select_for_update().get_or_create(
+            user=user, budget=budget, defaults={"role": role}
+        )
+        if not created and membership.role != role:
+            membership.role = role
+            membership.save(update_fields=["role"])
+    return membership
+
+
+def create_api_token(user: User, *, expiry: timedelta | None = None) -> tuple[AuthToken, str]:
+    """Create a knox API token for ``user``; returns the token row and the plaintext (shown once).
+
+    Only knox's digest (SHA-512 hex) is stored; ``expiry`` None means it never expires.
+    """
+    return AuthToken.objects.create(user=user, expiry=expiry)

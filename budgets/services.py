@@ -1,0 +1,214 @@
+"""Budget tree services: lookups by path, the share normalization, and the few state changes.
+
+The tree is small (tens to a few hundred budgets), so helpers that need the whole
+tree load it with one query and walk it in memory.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from fractions import Fraction
+
+from django.db import transaction
+from django.utils import timezone
+
+from budgets.models import Budget
+from config.errors import ServiceError
+
+
+class BudgetError(ServiceError):
+    """A refused budget change; ``code`` is stable, ``field`` names the offending input."""
+
+
+# --- reading the tree ----------------------------------------------------------------
+
+
+def load_tree() -> dict[int, Budget]:
+    """Every budget by id, one query; parents are attached so ``.path`` costs no query."""
+    budgets = {b.id: b for b in Budget.objects.all()}
+    for b in budgets.values():
+        if b.parent_id is not None and b.parent_id in budgets:
+            b.parent = budgets[b.parent_id]  # fill the FK cache: path walks without queries
+    return budgets
+
+
+def budget_paths(tree: dict[int, Budget] | None = None) -> dict[int, str]:
+    """Budget id → path (``nlp/olmo``; the root is its own name), one query."""
+    tree = load_tree() if tree is None else tree
+    return {bid: b.path for bid, b in tree.items()}
+
+
+def ancestor_ids(budget: Budget, tree: dict[int, Budget] | None = None) -> list[int]:
+    """Ids of ``budget`` and its ancestors, from ``budget`` up to the root."""
+    tree = load_tree() if tree is None else tree
+    ids: list[int] = []
+    node_id: int | None = budget.id
+    while node_id is not None and node_id not in ids:  # the "not in" guards against a corrupt cycle
+        ids.append(node_id)
+        node = tree.get(node_id)
+        node_id = node.parent_id if node is not None else None
+    return ids
+
+
+def subtree_ids(root_ids: Iterable[int], tree: dict[int, Budget] | None = None) -> set[int]:
+    """Ids of the given budgets and all their descendants (archived ones included)."""
+    tree = load_tree() if tree is None else tree
+    children: dict[int | None, list[int]] = defaultdict(list)
+    for b in tree.values():
+        children[b.parent_id].append(b.id)
+    seen: set[int] = set()
+    stack = [i for i in root_ids if i in tree]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(children.get(node, ()))
+    return seen
+
+
+def is_leaf(budget: Budget) -> bool:
+    """A leaf has no live child. (Archived children do not make a budget a parent.)"""
+    return not Budget.objects.filter(parent=budget, archived_at__isnull=True).exists()
+
+
+def resolve_budget(ref: Budget | int | str) -> Budget | None:
+    """The budget named by ``ref``: a Budget, an id (int or digits) or a path like ``nlp/olmo``.
+
+    A path is walked from below the root (``Budget.path`` format); a leading root name
+    is also accepted (``org/nlp/olmo``). At each step a live budget wins over an
+    archived one of the same name, then the newest archived one. Returns None when
+    nothing matches.
+    """
+    if isinstance(ref, Budget):
+        return ref
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isdigit()):
+        return Budget.objects.filter(pk=int(ref)).first()
+    if not isinstance(ref, str):
+        return None
+    parts = [p for p in ref.strip().strip("/").split("/") if p]
+    if not parts:
+        return None
+    tree = load_tree()
+    roots = sorted((b for b in tree.values() if b.parent_id is None), key=_live_first)
+    for start in ([r.id for r in roots], None):
+        found = _walk(tree, start, parts)
+        if found is not None:
+            return found
+    return None
+
+
+def _live_first(b: Budget) -> tuple[int, float]:
+    return (0 if b.archived_at is None else 1, -(b.archived_at.timestamp() if b.archived_at else 0))
+
+
+def _walk(tree: dict[int, Budget], parent_ids: list[int] | None, parts: list[str]) -> Budget | None:
+    """Walk ``parts`` down from the children of ``parent_ids`` (None: match the root names first)."""
+    if parent_ids is None:
+        candidates = [b for b in tree.values() if b.parent_id is None and b.name == parts[0]]
+    else:
+        candidates = [b for b in tree.values() if b.parent_id in parent_ids and b.name == parts[0]]
+    for cand in sorted(candidates, key=_live_first):
+        if len(parts) == 1:
+            return cand
+        found = _walk(tree, [cand.id], parts[1:])
+        if found is not None:
+            return found
+    return None
+
+
+def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fraction]:
+    """Budget id → normalized share ``s(b)`` (DESIGN.md §1), exact.
+
+    ``s(root) = 1``; ``s(b) = shares(b) / Σ shares(siblings incl. b) × s(parent)``. An
+    archived budget with no unfinished workload in its subtree drops out of its
+    siblings' normalization (§3.7) and gets 0.
+    """
+    from scheduler.models import Workload  # local: budgets must not depend on scheduler at import time
+
+    tree = load_tree() if tree is None else tree
+    busy_leaves = set(
+        Workload.objects.exclude(state__in=Workload.FINAL_STATES).values_list("budget_id", flat=True).distinct()
+    )
+    busy: set[int] = set()
+    for leaf in busy_leaves:
+        if leaf in tree:
+            busy.update(ancestor_ids(tree[leaf], tree))
+    counted = {bid for bid, b in tree.items() if b.archived_at is None or bid in busy}
+    children: dict[int | None, list[Budget]] = defaultdict(list)
+    for b in tree.values():
+        children[b.parent_id].append(b)
+    shares: dict[int, Fraction] = {}
+
+    def visit(parent_id: int | None, parent_share: Fraction) -> None:
+        kids = children.get(parent_id, [])
+        total = sum(k.shares for k in kids if k.id in counted)
+        for k in kids:
+            share = Fraction(k.shares, total) * parent_share if (k.id in counted and total) else Fraction(0)
+            shares[k.id] = share
+            visit(k.id, share)
+
+    roots = children.get(None, [])
+    for r in roots:
+        shares[r.id] = Fraction(1)
+        visit(r.id, Fraction(1))
+    return shares
+
+
+# --- changing the tree ---------------------------------------------------------------
+
+
+def do_create_budget(
+    *, name: str, parent: Budget | None, shares: int = 1, description: str = "", hold: bool = False
+) -> Budget:
+    """Create a live budget under ``parent`` (None: a root). Raises BudgetError on a bad name/shares
+    (``invalid_name``, ``invalid_shares``), an archived parent (``budget_archived``) or a live
+    sibling of the same name (``duplicate_name``)."""
+    name = (name or "").strip()
+    if not name or "/" in name or len(name) > 100:
+        raise BudgetError("invalid_name", "name", "A budget name is 1-100 characters without '/'.")
+    if not isinstance(shares, int) or isinstance(shares, bool) or shares < 1:
+        raise BudgetError("invalid_shares", "shares", "Shares are an integer >= 1.")
+    with transaction.atomic():
+        if parent is not None:
+            parent = Budget.objects.select_for_update().get(pk=parent.pk)
+            if parent.archived_at is not None:
+                raise BudgetError("budget_archived", "parent", f"Budget {parent.path} is archived.")
+        if Budget.objects.filter(parent=parent, name=name, archived_at__isnull=True).exists():
+            raise BudgetError("duplicate_name", "name", f"A live budget named {name!r} exists there already.")
+        return Budget.objects.create(name=name, parent=parent, shares=shares, description=description, hold=hold)
+
+
+def _request_ticks() -> None:
+    """A budget change can reorder every cluster's queue: ask each cluster for a tick."""
+    from scheduler.models import Cluster
+    from scheduler.notify import request_tick_on_commit
+
+    for cluster_id in Cluster.objects.values_list("id", flat=True):
+        request_tick_on_commit(cluster_id)
+
+
+def do_set_hold(budget: Budget, hold: bool) -> Budget:
+    """Put a budget on hold (no new attempts, §3.7) or release it; requests a tick of every cluster."""
+    with transaction.atomic():
+        budget = Budget.objects.select_for_update().get(pk=budget.pk)
+        if budget.hold != hold:
+            budget.hold = hold
+            budget.save(update_fields=["hold"])
+            _request_ticks()
+    return budget
+
+
+def do_archive_budget(budget: Budget) -> Budget:
+    """Archive a budget and its live descendants (§3.7): new submissions are refused, running and
+    pending work carries on. Idempotent. Requests a tick of every cluster."""
+    with transaction.atomic():
+        now = timezone.now()
+        ids = subtree_ids([budget.id])
+        Budget.objects.filter(pk__in=ids, archived_at__isnull=True).update(archived_at=now)
+        _request_ticks()
+    budget.refresh_from_db()
+    return budget

@@ -1,0 +1,120 @@
+"""API plumbing shared by every app: the one error format and the base view classes.
+
+Error format (every 4xx answer of ``/api/v1/``)::
+
+    400  {"<field>": ["message", ...], ..., "code": "<code of the first problem>"}
+         (problems not tied to one field are listed under "non_field_errors")
+    401/403/404/405/409/429  {"detail": "message", "code": "<code>"}
+
+Scoping lives in ``FairwayViewSet``: it loads the budget tree once per request and
+knows which budgets the user has access to (membership of a budget or an ancestor),
+so serializers can decide field by field what to show without extra queries.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status, views, viewsets
+from rest_framework.response import Response
+
+from accounts.services import accessible_budget_ids
+from budgets.models import Budget
+from budgets.services import budget_paths, load_tree
+from config.errors import ServiceError
+
+
+def _flatten(detail: Any, prefix: str, out: dict[str, list[str]]) -> None:
+    """DRF error details (nested dicts/lists) → ``{"field": ["message"]}``; nested keys joined by dots."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = "non_field_errors" if key == "non_field_errors" and not prefix else key
+            _flatten(value, f"{prefix}.{name}" if prefix else str(name), out)
+    elif isinstance(detail, list):
+        for item in detail:
+            _flatten(item, prefix, out)
+    else:
+        out.setdefault(prefix or "non_field_errors", []).append(str(detail))
+
+
+def _first_code(codes: Any) -> str:
+    if isinstance(codes, dict):
+        for value in codes.values():
+            return _first_code(value)
+    if isinstance(codes, list):
+        for value in codes:
+            return _first_code(value)
+    return str(codes) if codes else "invalid"
+
+
+def render_service_error(exc: ServiceError) -> Response:
+    """A ServiceError as the API's error format."""
+    if exc.status == status.HTTP_400_BAD_REQUEST:
+        data: dict[str, Any] = {}
+        for problem in exc.problems:
+            data.setdefault(problem.field or "non_field_errors", []).append(problem.message)
+    else:
+        data = {"detail": exc.message}
+    data["code"] = exc.code
+    return Response(data, status=exc.status)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler giving every error the one format of this module's docstring."""
+    if isinstance(exc, ServiceError):
+        return render_service_error(exc)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None  # a bug: let Django answer 500 and log it
+    response = views.exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields: dict[str, list[str]] = {}
+        _flatten(exc.detail, "", fields)
+        response.data = {**fields, "code": _first_code(exc.get_codes())}
+    else:
+        response.data = {"detail": str(exc.detail), "code": _first_code(exc.get_codes())}
+    return response
+
+
+class FairwayAPIView(views.APIView):
+    """Base of plain API views: the shared error format."""
+
+    def get_exception_handler(self):  # noqa: ANN201 -- DRF's signature
+        return exception_handler
+
+
+class FairwayViewSet(viewsets.GenericViewSet):
+    """Base of every ViewSet: error format, and the requesting user's scope.
+
+    ``budget_tree`` (id → Budget) and ``accessible_budget_ids`` (budgets the user may use and
+    whose workloads' private fields they may see) are computed once per request and passed
+    to serializers in the context, together with ``budget_paths``.
+    """
+
+    def get_exception_handler(self):  # noqa: ANN201 -- DRF's signature
+        return exception_handler
+
+    @cached_property
+    def budget_tree(self) -> dict[int, Budget]:
+        return load_tree()
+
+    @cached_property
+    def accessible_budget_ids(self) -> set[int]:
+        return accessible_budget_ids(self.request.user, self.budget_tree)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        context.update(
+            budget_tree=self.budget_tree,
+            budget_paths=budget_paths(self.budget_tree),
+            accessible_budget_ids=self.accessible_budget_ids,
+        )
+        return context

@@ -1,0 +1,38 @@
+"""Filters of the workload list: ``?state=pending,running&budget=nlp&owner=me&cluster=philly``."""
+
+from __future__ import annotations
+
+import django_filters
+from django.db.models import QuerySet
+
+from budgets.services import resolve_budget, subtree_ids
+from scheduler.models import Workload
+
+
+class WorkloadFilter(django_filters.FilterSet):
+    """``state``: one or more states, comma-separated. ``budget``: a path or id; includes the
+    budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name."""
+
+    state = django_filters.CharFilter(method="filter_state")
+    budget = django_filters.CharFilter(method="filter_budget")
+    owner = django_filters.CharFilter(method="filter_owner")
+    cluster = django_filters.CharFilter(field_name="cluster__name")
+
+    class Meta:
+        model = Workload
+        fields = ["state", "budget", "owner", "cluster"]
+
+    def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        states = [s.strip() for s in value.split(",") if s.strip()]
+        return queryset.filter(state__in=states)
+
+    def filter_budget(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        budget = resolve_budget(value)
+        if budget is None:
+            return queryset.none()
+        return queryset.filter(budget_id__in=subtree_ids([budget.id]))
+
+    def filter_owner(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        if value == "me":
+            return queryset.filter(owner=self.request.user)
+        return queryset.filter(owner__username=value)

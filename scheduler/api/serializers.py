@@ -1,0 +1,287 @@
+"""Serializers of the scheduler API. Fields are listed explicitly.
+
+Submission parsing only converts convenient inputs (a command string, a duration
+string, digits); every rule about what may be submitted lives in
+``scheduler.services.do_submit_workload`` so that its error codes are the API's.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from rest_framework import serializers
+
+from scheduler.models import Attempt, Cluster, Workload, WorkloadEvent
+from scheduler.services import SECRET_MASK
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration_s(value: Any) -> int:
+    """Seconds from ``3600``, ``"3600"``, ``"2h30m"``, ``"90m"``, ``"1d 2h"``, ``"1.5h"``, ``"45s"``.
+
+    Raises ValueError on anything else, on a negative value and on a fraction of a second.
+    """
+    if isinstance(value, bool):
+        raise ValueError("not a duration")
+    if isinstance(value, int):
+        seconds: float = value
+    elif isinstance(value, float):
+        seconds = value
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if re.fullmatch(r"\d+", text):
+            seconds = int(text)
+        else:
+            compact = text.replace(" ", "")
+            parts = _DURATION_PART.findall(compact)
+            if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
+                raise ValueError(f"{value!r} is not a duration like 2h30m")
+            seconds = sum(float(n) * _UNIT_S[u.lower()] for n, u in parts)
+    else:
+        raise ValueError("not a duration")
+    if seconds < 0 or seconds != int(seconds):
+        raise ValueError("a duration is a whole number of seconds >= 0")
+    return int(seconds)
+
+
+class PassThroughField(serializers.Field):
+    """Accepts any JSON value as is; the service function validates it."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class WorkloadSubmitSerializer(serializers.Serializer):
+    """Input of ``POST /api/v1/workloads/``.
+
+    ``budget``: path (``nlp/olmo``) or id. ``cluster``: name (optional when there is one
+    cluster). ``gpu_model``: optional when the cluster has one model. ``command``: argv list
+    or a string split like a shell would. ``min_runtime``: seconds or ``"2h30m"``.
+    ``env``: ``{"NAME": "value"}`` or ``{"NAME": {"value": "...", "secret": true}}``.
+    ``name``: defaults to the command's program name.
+    """
+
+    name = PassThroughField(required=False)
+    budget = PassThroughField()
+    cluster = PassThroughField(required=False)
+    gpu_model = PassThroughField(required=False)
+    gpu_count = PassThroughField()
+    image = PassThroughField(required=False)
+    command = PassThroughField()
+    env = PassThroughField(required=False)
+    min_runtime = PassThroughField()
+
+    def validate_gpu_count(self, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        return value
+
+    def validate_command(self, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return shlex.split(value)
+            except ValueError as exc:
+                raise serializers.ValidationError(f"Cannot split the command: {exc}.", code="invalid_command") from None
+        return value
+
+    def validate_min_runtime(self, value: Any) -> int:
+        try:
+            return parse_duration_s(value)
+        except ValueError:
+            raise serializers.ValidationError(
+                "The minimum runtime is seconds (an integer >= 0) or a duration like 2h30m.",
+                code="invalid_min_runtime",
+            ) from None
+
+    def to_service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``do_submit_workload`` (after ``is_valid()``)."""
+        data = self.validated_data
+        command = data["command"]
+        name = data.get("name")
+        if name is None and isinstance(command, list) and command and isinstance(command[0], str):
+            name = command[0].rsplit("/", 1)[-1][:200] or "workload"
+        return {
+            "name": name if name is not None else "",
+            "budget": data["budget"],
+            "cluster": data.get("cluster"),
+            "gpu_model": data.get("gpu_model") or "",
+            "gpu_count": data["gpu_count"],
+            "image": data.get("image") if data.get("image") is not None else "",
+            "command": command,
+            "env": data.get("env") or {},
+            "min_runtime_s": data["min_runtime"],
+        }
+
+
+class _ScopedMixin:
+    """Helpers reading the request scope that ``FairwayViewSet`` puts in the context."""
+
+    context: dict[str, Any]
+
+    def budget_path(self, budget_id: int) -> str:
+        paths = self.context.get("budget_paths") or {}
+        return paths.get(budget_id, str(budget_id))
+
+    def may_see_private(self, workload: Workload) -> bool:
+        """Env values are shown only to members of the workload's budget or above, and staff."""
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return False
+        if user.is_staff or user.is_superuser:
+            return True
+        return workload.budget_id in (self.context.get("accessible_budget_ids") or set())
+
+
+class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
+    """A queue row: what everybody may see (queue transparency)."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    budget = serializers.SerializerMethodField()
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    allocated = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "budget",
+            "budget_id",
+            "cluster",
+            "gpu_model",
+            "gpu_count",
+            "min_runtime_s",
+            "allocated",
+            "state",
+            "submitted_at",
+            "seq",
+            "pending_reason",
+            "estimated_start",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_budget(self, obj: Workload) -> str:
+        return self.budget_path(obj.budget_id)
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    host = serializers.CharField(source="host.name", read_only=True)
+    gpus = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "id",
+            "number",
+            "host",
+            "gpus",
+            "allocated",
+            "unfunded",
+            "placed_at",
+            "started_at",
+            "protected_until",
+            "stop_requested_at",
+            "stop_reason",
+            "ended_at",
+            "end_reason",
+            "exit_code",
+            "charged_gpu_seconds",
+        ]
+        read_only_fields = fields
+
+    def get_gpus(self, obj: Attempt) -> list[str]:
+        """``host:index`` of every GPU, in rank then host/index order."""
+        links = sorted(obj.gpu_links.all(), key=lambda link: (link.rank, link.gpu.host.name, link.gpu.index))
+        return [f"{link.gpu.host.name}:{link.gpu.index}" for link in links]
+
+
+class WorkloadEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", read_only=True, default=None)
+
+    class Meta:
+        model = WorkloadEvent
+        fields = ["at", "kind", "message", "data", "actor"]
+        read_only_fields = fields
+
+
+class WorkloadDetailSerializer(WorkloadListSerializer):
+    """One workload with its attempts and events. ``env`` is null for people outside its budget;
+    secret values are always masked. ``can_cancel`` says whether the requester may cancel it."""
+
+    env = serializers.SerializerMethodField()
+    env_visible = serializers.SerializerMethodField()
+    can_cancel = serializers.SerializerMethodField()
+    attempts = AttemptSerializer(many=True, read_only=True)
+    events = WorkloadEventSerializer(many=True, read_only=True)
+
+    class Meta(WorkloadListSerializer.Meta):
+        fields = [
+            *WorkloadListSerializer.Meta.fields,
+            "image",
+            "command",
+            "env",
+            "env_visible",
+            "pending_detail",
+            "start_failures",
+            "duration_hint_s",
+            "can_cancel",
+            "attempts",
+            "events",
+        ]
+        read_only_fields = fields
+
+    def get_env_visible(self, obj: Workload) -> bool:
+        return self.may_see_private(obj)
+
+    def get_env(self, obj: Workload) -> dict[str, dict[str, Any]] | None:
+        if not self.may_see_private(obj):
+            return None
+        shown: dict[str, dict[str, Any]] = {}
+        for name, spec in sorted((obj.env or {}).items()):
+            secret = bool(spec.get("secret"))
+            shown[name] = {"value": SECRET_MASK if secret else spec.get("value", ""), "secret": secret}
+        return shown
+
+    def get_can_cancel(self, obj: Workload) -> bool:
+        from scheduler.services import can_cancel
+
+        request = self.context.get("request")
+        if request is None or obj.state in Workload.FINAL_STATES:
+            return False
+        return can_cancel(request.user, obj)
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    """A cluster with its registered (not removed) hardware, by GPU model."""
+
+    models = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "description", "models"]
+        read_only_fields = fields
+
+    def get_models(self, obj: Cluster) -> dict[str, dict[str, int]]:
+        """``{"A100": {"hosts": 2, "gpus": 16, "largest_host": 8}}``."""
+        out: dict[str, dict[str, int]] = {}
+        for host in obj.hosts.all():
+            if host.removed_at is not None:
+                continue
+            gpus = list(host.gpus.all())
+            if not gpus:
+                continue
+            entry = out.setdefault(gpus[0].model, {"hosts": 0, "gpus": 0, "largest_host": 0})
+            entry["hosts"] += 1
+            entry["gpus"] += len(gpus)
+            entry["largest_host"] = max(entry["largest_host"], len(gpus))
+        return dict(sorted(out.items()))

@@ -1,0 +1,546 @@
+"""State changes of the scheduler app, as named service functions (STYLE.md).
+
+Each function validates first, changes rows in one transaction, records an event,
+and asks for a tick and/or an agent push *after commit* (``scheduler.notify``).
+Views, admin actions, management commands and consumers call these; they do not
+save important rows themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from accounts.models import User
+from accounts.services import is_manager, is_member
+from budgets.models import Budget
+from budgets.services import is_leaf, load_tree, resolve_budget
+from config.errors import FieldProblem, ServiceError
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
+from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
+
+# --- errors ----------------------------------------------------------------------------
+
+
+class SubmissionError(ServiceError):
+    """A refused submission. Codes: ``unknown_budget``, ``not_a_member``, ``not_a_leaf``,
+    ``budget_archived``, ``unknown_cluster``, ``unknown_model``, ``too_many_gpus``,
+    ``invalid_gpu_count``, ``invalid_min_runtime``, ``min_runtime_too_long``,
+    ``invalid_command``, ``invalid_env``, ``invalid_name``, ``invalid_image``,
+    ``invalid_duration_hint``."""
+
+
+class CancelError(ServiceError):
+    """A refused cancel: ``forbidden`` (403) or ``already_final`` (409)."""
+
+
+class HostError(ServiceError):
+    """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
+    ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``."""
+
+
+# --- submission --------------------------------------------------------------------------
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+RESERVED_ENV_PREFIX = "FAIRWAY_"
+MAX_ENV_VARS = 256
+MAX_ENV_VALUE_CHARS = 32 * 1024
+MAX_COMMAND_CHARS = 64 * 1024
+MAX_COMMAND_ARGS = 4096
+SECRET_MASK = "********"  # noqa: S105 -- the mask shown instead of a secret, not a password
+
+
+def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Accept ``{"NAME": "value"}`` or ``{"NAME": {"value": "...", "secret": true}}`` (mixed freely)
+    and return the storage format ``{"NAME": {"value": str, "secret": bool}}``.
+
+    Numbers are turned into strings. Raises SubmissionError ``invalid_env`` (field ``env``) on
+    a bad name (must match ``[A-Za-z_][A-Za-z0-9_]*``), a reserved name (``FAIRWAY_*``,
+    ``CUDA_VISIBLE_DEVICES``, ``NVIDIA_VISIBLE_DEVICES``: the agent sets those), a bad value,
+    more than 256 variables or a value over 32 KiB.
+    """
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise SubmissionError("invalid_env", "env", 'env must be an object like {"NAME": "value"}.')
+    if len(env) > MAX_ENV_VARS:
+        raise SubmissionError("invalid_env", "env", f"At most {MAX_ENV_VARS} environment variables.")
+    out: dict[str, dict[str, Any]] = {}
+    for name, raw in env.items():
+        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+            raise SubmissionError(
+                "invalid_env", "env", f"{name!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)."
+            )
+        if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV_NAMES:
+            raise SubmissionError("invalid_env", "env", f"{name} is set by Fairway and cannot be given.")
+        secret = False
+        value: Any = raw
+        if isinstance(raw, Mapping):
+            extra = set(raw) - {"value", "secret"}
+            if "value" not in raw or extra:
+                raise SubmissionError("invalid_env", "env", f'{name}: use {{"value": "...", "secret": true|false}}.')
+            value = raw["value"]
+            secret = raw.get("secret", False)
+            if not isinstance(secret, bool):
+                raise SubmissionError("invalid_env", "env", f"{name}: secret must be true or false.")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise SubmissionError("invalid_env", "env", f"{name}: the value must be a string.")
+        value = str(value)
+        if "\x00" in value or len(value) > MAX_ENV_VALUE_CHARS:
+            raise SubmissionError("invalid_env", "env", f"{name}: the value is too long or contains a NUL byte.")
+        out[name] = {"value": value, "secret": secret}
+    return out
+
+
+def resolve_cluster(ref: Cluster | int | str | None) -> Cluster | None:
+    """A Cluster, its id or its name; None means "the only cluster" when exactly one exists."""
+    if isinstance(ref, Cluster):
+        return ref
+    if ref is None or ref == "":
+        clusters = list(Cluster.objects.all()[:2])
+        return clusters[0] if len(clusters) == 1 else None
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, int):
+        return Cluster.objects.filter(pk=ref).first()
+    if isinstance(ref, str):
+        return Cluster.objects.filter(name=ref.strip()).first()
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_size(cluster: Cluster, gpu_model: str, gpu_count: int) -> tuple[str, FieldProblem | None]:
+    """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3).
+
+    Counts registered (not removed) hosts whatever their state or GPU health: drains and
+    faults pass, hardware does not. Returns the (possibly defaulted) model and a problem.
+    """
+    registered = GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+    if not gpu_model:
+        models = sorted(set(registered.values_list("model", flat=True).distinct()))
+        if len(models) != 1:
+            have = ", ".join(models) or "none"
+            return gpu_model, FieldProblem("unknown_model", "gpu_model", f"Give a GPU model (cluster has: {have}).")
+        gpu_model = models[0]
+    per_host = registered.filter(model=gpu_model).values("host_id").annotate(n=Count("id"))
+    sizes = [row["n"] for row in per_host]
+    if not sizes:
+        models = sorted(set(registered.values_list("model", flat=True).distinct()))
+        have = ", ".join(models) or "no registered hosts"
+        return gpu_model, FieldProblem(
+            "unknown_model", "gpu_model", f"Cluster {cluster.name} has no {gpu_model} GPUs (it has: {have})."
+        )
+    largest = max(sizes)
+    if gpu_count <= largest:
+        return gpu_model, None
+    if gpu_count % largest:
+        return gpu_model, FieldProblem(
+            "too_many_gpus",
+            "gpu_count",
+            f"{gpu_count} GPUs is more than the largest {gpu_model} host ({largest}) and not a multiple of it.",
+        )
+    hosts_needed = gpu_count // largest
+    hosts_there = sum(1 for n in sizes if n == largest)
+    if hosts_needed > hosts_there:
+        return gpu_model, FieldProblem(
+            "too_many_gpus",
+            "gpu_count",
+            f"{gpu_count} GPUs needs {hosts_needed} whole {largest}-GPU {gpu_model} hosts; "
+            f"cluster {cluster.name} has {hosts_there}.",
+        )
+    return gpu_model, None
+
+
+def do_submit_workload(
+    owner: User,
+    *,
+    name: str,
+    budget: Budget | int | str,
+    cluster: Cluster | int | str | None,
+    gpu_model: str,
+    gpu_count: int,
+    image: str,
+    command: Sequence[str],
+    env: Mapping[str, Any] | None,
+    min_runtime_s: int,
+    submitted_at: datetime | None = None,
+    duration_hint_s: int | None = None,
+) -> Workload:
+    """Submit a workload; returns it pending, with ``seq`` equal to its id.
+
+    ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
+    of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
+    the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
+    unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
+    ``submitted_at``: server time unless given (trace replay). Every bad field is reported at
+    once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
+    event and requests a tick of the cluster after commit.
+    """
+    problems: list[FieldProblem] = []
+
+    def refuse(code: str, field: str, message: str) -> None:
+        problems.append(FieldProblem(code, field, message))
+
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200:
+        refuse("invalid_name", "name", "A name is 1-200 characters.")
+    if not isinstance(image, str) or len(image) > 500:
+        refuse("invalid_image", "image", "An image reference is at most 500 characters.")
+
+    tree = load_tree()
+    the_budget = resolve_budget(budget)
+    if the_budget is not None:
+        the_budget = tree.get(the_budget.id, the_budget)
+    if the_budget is None:
+        refuse("unknown_budget", "budget", f"No budget {budget!r}.")
+    elif not (owner.is_superuser or is_member(owner, the_budget, tree)):
+        refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
+    elif not is_leaf(the_budget):
+        refuse("not_a_leaf", "budget", f"Budget {the_budget.path} has sub-budgets; submit to one of them.")
+    elif the_budget.archived:
+        refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")
+
+    the_cluster = resolve_cluster(cluster)
+    if the_cluster is None:
+        refuse("unknown_cluster", "cluster", f"No cluster {cluster!r}." if cluster else "Name a cluster.")
+
+    if not _is_int(gpu_count) or gpu_count < 1:
+        refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
+    if not isinstance(gpu_model, str) or len(gpu_model) > 64:
+        refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
+    elif the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
+        gpu_model, problem = _check_size(the_cluster, gpu_model.strip(), gpu_count)
+        if problem is not None:
+            problems.append(problem)
+
+    max_m = settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"]
+    if not _is_int(min_runtime_s) or min_runtime_s < 0:
+        refuse("invalid_min_runtime", "min_runtime", "The minimum runtime is a whole number of seconds >= 0.")
+    elif min_runtime_s > max_m:
+        refuse(
+            "min_runtime_too_long",
+            "min_runtime",
+            f"The minimum runtime is at most {max_m} s ({max_m / 3600:g} h): "
+            "a longer one would make the work unpreemptible for too long.",
+        )
+
+    if (
+        isinstance(command, str | bytes)
+        or not isinstance(command, Sequence)
+        or not command
+        or not all(isinstance(arg, str) for arg in command)
+        or not command[0]
+    ):
+        refuse("invalid_command", "command", "The command is a non-empty list of strings (argv).")
+    elif (
+        len(command) > MAX_COMMAND_ARGS
+        or sum(len(a) for a in command) > MAX_COMMAND_CHARS
+        or any("\x00" in a for a in command)
+    ):
+        refuse("invalid_command", "command", "The command is too long or contains a NUL byte.")
+
+    stored_env: dict[str, dict[str, Any]] = {}
+    try:
+        stored_env = normalize_env(env)
+    except SubmissionError as exc:
+        problems.extend(exc.problems)
+
+    if duration_hint_s is not None and (not _is_int(duration_hint_s) or duration_hint_s < 0):
+        refuse("invalid_duration_hint", "duration_hint", "duration_hint_s is a whole number of seconds >= 0.")
+    if submitted_at is not None and timezone.is_naive(submitted_at):
+        raise ValueError("submitted_at must be timezone-aware (UTC)")
+
+    if problems:
+        raise SubmissionError.from_problems(problems)
+    assert the_budget is not None and the_cluster is not None  # noqa: S101 -- narrowed by the checks above
+
+    with transaction.atomic():
+        # Lock the budget so an archive running now either precedes (we refuse) or follows us.
+        locked = Budget.objects.select_for_update().get(pk=the_budget.pk)
+        if locked.archived_at is not None:
+            raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
+        now = timezone.now()
+        workload = Workload.objects.create(
+            name=name.strip(),
+            owner=owner,
+            budget=locked,
+            cluster=the_cluster,
+            gpu_model=gpu_model,
+            gpu_count=gpu_count,
+            image=image,
+            command=list(command),
+            env=stored_env,
+            min_runtime_s=min_runtime_s,
+            submitted_at=submitted_at or now,
+            duration_hint_s=duration_hint_s,
+            state=Workload.State.PENDING,
+        )
+        # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
+        Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
+        workload.seq = workload.pk
+        WorkloadEvent.objects.create(
+            workload=workload,
+            at=now,
+            kind="submitted",
+            actor=owner,
+            message=f"submitted to {the_budget.path} on {the_cluster.name}",
+            data={
+                "budget": the_budget.path,
+                "cluster": the_cluster.name,
+                "gpu_model": gpu_model,
+                "gpu_count": gpu_count,
+                "min_runtime_s": min_runtime_s,
+            },
+        )
+        request_tick_on_commit(the_cluster.id)
+    return workload
+
+
+# --- cancel --------------------------------------------------------------------------------
+
+
+def can_cancel(actor: User, workload: Workload) -> bool:
+    """The owner, staff, and managers of the workload's budget or an ancestor may cancel it."""
+    if not actor.is_authenticated:
+        return False
+    if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
+        return True
+    return is_manager(actor, workload.budget)
+
+
+def do_cancel_workload(actor: User, workload: Workload) -> Workload:
+    """Cancel a workload.
+
+    Pending (or with no open attempt): canceled at once, its nominations cleared, a tick
+    requested. Starting/running/preempting: the open attempt gets ``stop_requested_at`` and
+    ``stop_reason="canceled"`` and its hosts are pushed; the workload keeps its state until
+    the agent reports the exit (DESIGN.md §4: a cancel is a stop like any other, charged until
+    the release). A cancel overrides a preemption already under way, so the workload ends
+    instead of being requeued. Cancelling twice is harmless. Raises CancelError
+    ``forbidden`` (403) or ``already_final`` (409).
+    """
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
+        if not can_cancel(actor, locked):
+            raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+        if locked.state in Workload.FINAL_STATES:
+            raise CancelError("already_final", "state", f"The workload has already {locked.state}.", status=409)
+        now = timezone.now()
+        attempt = Attempt.objects.select_for_update().filter(workload=locked, ended_at__isnull=True).first()
+        if locked.state == Workload.State.PENDING or attempt is None:
+            GPU.objects.filter(nominated_for=locked).update(nominated_for=None)
+            locked.state = Workload.State.CANCELED
+            locked.finished_at = now
+            locked.pending_reason = ""
+            locked.pending_detail = {}
+            locked.estimated_start = None
+            locked.save(
+                update_fields=[
+                    "state", "finished_at", "pending_reason", "pending_detail", "estimated_start", "updated_at"
+                ]
+            )
+            WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
+            request_tick_on_commit(locked.cluster_id)
+        elif attempt.stop_reason != Attempt.EndReason.CANCELED:
+            previous = attempt.stop_reason
+            attempt.stop_requested_at = attempt.stop_requested_at or now
+            attempt.stop_reason = Attempt.EndReason.CANCELED
+            attempt.save(update_fields=["stop_requested_at", "stop_reason"])
+            WorkloadEvent.objects.create(
+                workload=locked,
+                at=now,
+                kind="cancel_requested",
+                actor=actor,
+                message=f"stop requested for attempt {attempt.number}",
+                data={"attempt": attempt.pk, "replaces_stop": previous or None},
+            )
+            host_ids = AttemptGPU.objects.filter(attempt=attempt).values_list("gpu__host_id", flat=True)
+            push_hosts_on_commit([attempt.host_id, *host_ids])
+    return locked
+
+
+# --- hosts ---------------------------------------------------------------------------------
+
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def hash_host_token(token: str) -> str:
+    """SHA-256 hex of a host token: what ``Host.token_hash`` stores (tokens are random, no salt needed)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _new_host_token() -> tuple[str, str]:
+    token = secrets.token_urlsafe(32)
+    return token, hash_host_token(token)
+
+
+GpuSpec = tuple[int, str, str, int]
+"""``(index, uuid, model, memory_mb)``."""
+
+
+def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
+    if isinstance(gpus, str | bytes) or not isinstance(gpus, Sequence) or not gpus:
+        raise HostError("invalid_gpus", "gpus", "A host has at least one GPU: [(index, uuid, model, memory_mb)].")
+    out: list[GpuSpec] = []
+    for spec in gpus:
+        try:
+            index, uuid, model, memory_mb = spec
+        except (TypeError, ValueError):
+            raise HostError("invalid_gpus", "gpus", f"{spec!r} is not (index, uuid, model, memory_mb).") from None
+        if not (_is_int(index) and index >= 0 and _is_int(memory_mb) and memory_mb >= 0):
+            raise HostError("invalid_gpus", "gpus", f"{spec!r}: index and memory_mb are integers >= 0.")
+        if not (isinstance(uuid, str) and 0 < len(uuid) <= 64 and isinstance(model, str) and 0 < len(model) <= 64):
+            raise HostError("invalid_gpus", "gpus", f"{spec!r}: uuid and model are 1-64 characters.")
+        out.append((index, uuid, model, memory_mb))
+    if len({g[0] for g in out}) != len(out) or len({g[1] for g in out}) != len(out):
+        raise HostError("invalid_gpus", "gpus", "GPU indices and UUIDs must be unique.")
+    if len({g[2] for g in out}) != 1:
+        raise HostError("mixed_models", "gpus", "All GPUs of a host are of one model (DESIGN.md §3.3).")
+    return out
+
+
+def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 256 for k, v in labels.items()
+    ):
+        raise HostError("invalid_labels", "labels", "Labels map short strings to strings, e.g. {'rack': 'r1'}.")
+    return dict(labels)
+
+
+def do_register_host(
+    cluster: Cluster,
+    name: str,
+    gpus: Sequence[GpuSpec],
+    labels: Mapping[str, str] | None = None,
+    *,
+    actor: User | None = None,
+) -> tuple[Host, str]:
+    """Register a host and its GPUs in ``cluster``; returns the host and its plaintext token.
+
+    The token (``secrets.token_urlsafe(32)``) is shown once: only its SHA-256 hex is stored.
+    ``gpus``: ``[(index, uuid, model, memory_mb)]``, one model per host. The host starts
+    ``active`` and offline-until-heard-from is the gateway's business. Raises HostError
+    (``invalid_host_name``, ``host_exists``, ``invalid_gpus``, ``mixed_models``,
+    ``duplicate_gpu``, ``invalid_labels``). Records a ``registered`` HostEvent, requests a tick.
+    """
+    if not isinstance(name, str) or not HOST_NAME_RE.match(name):
+        raise HostError("invalid_host_name", "name", "A host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric.")
+    specs = _check_gpus(gpus)
+    clean_labels = _check_labels(labels)
+    token, digest = _new_host_token()
+    with transaction.atomic():
+        if Host.objects.filter(name=name).exists():
+            raise HostError("host_exists", "name", f"A host named {name} is already registered.")
+        taken = list(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
+        if taken:
+            raise HostError("duplicate_gpu", "gpus", f"GPU UUIDs already registered: {', '.join(sorted(taken))}.")
+        host = Host.objects.create(cluster=cluster, name=name, labels=clean_labels, token_hash=digest)
+        GPU.objects.bulk_create(
+            [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
+        )
+        HostEvent.objects.create(
+            host=host,
+            at=timezone.now(),
+            kind="registered",
+            actor=actor,
+            message=f"registered with {len(specs)} × {specs[0][2]}",
+            data={"gpus": len(specs), "model": specs[0][2], "labels": clean_labels},
+        )
+        request_tick_on_commit(cluster.id)
+    return host, token
+
+
+def do_rotate_host_token(actor: User | None, host: Host) -> str:
+    """Give ``host`` a new token (the old one stops working at once); returns the plaintext."""
+    token, digest = _new_host_token()
+    with transaction.atomic():
+        Host.objects.filter(pk=host.pk).update(token_hash=digest)
+        HostEvent.objects.create(host=host, at=timezone.now(), kind="token_rotated", actor=actor)
+    host.token_hash = digest
+    return token
+
+
+def authenticate_host_token(token: str) -> Host | None:
+    """The registered (not removed) host whose token this is, or None."""
+    if not isinstance(token, str) or not token:
+        return None
+    return Host.objects.filter(token_hash=hash_host_token(token), removed_at__isnull=True).first()
+
+
+# Operator-settable states; ``drained`` is reached by the policy, ``offline`` by silence.
+SETTABLE_HOST_STATES = (Host.State.ACTIVE, Host.State.CORDONED, Host.State.DRAINING)
+
+
+def do_set_host_state(
+    actor: User | None, host: Host, state: str, reason: str = "", *, drain_now: bool = False
+) -> Host:
+    """Cordon, drain, drain now (``state="draining", drain_now=True``) or resume (``"active"``) a host.
+
+    An offline host keeps ``offline`` and gets the new state as the one to return to. Draining
+    a drained host changes nothing. Records a HostEvent (``cordoned``, ``draining``,
+    ``drain_now``, ``resumed``) with the actor and reason — drain now is audited (DESIGN.md §6)
+    — and requests a tick and a push of the host after commit. Raises HostError
+    ``invalid_state`` or ``host_removed``.
+    """
+    if state not in SETTABLE_HOST_STATES:
+        raise HostError("invalid_state", "state", f"State must be one of {', '.join(SETTABLE_HOST_STATES)}.")
+    if drain_now and state != Host.State.DRAINING:
+        raise HostError("invalid_state", "drain_now", "drain_now only goes with state=draining.")
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        if locked.removed_at is not None:
+            raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
+        offline = locked.state == Host.State.OFFLINE
+        current = (locked.state_before_offline or Host.State.ACTIVE) if offline else locked.state
+        target = state
+        if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
+            target = Host.State.DRAINED  # already empty: nothing to drain
+        if target == current and locked.drain_now == drain_now:
+            return locked
+        if offline:
+            locked.state_before_offline = target
+        else:
+            locked.state = target
+        locked.drain_now = drain_now
+        locked.save(update_fields=["state", "state_before_offline", "drain_now"])
+        kind = {
+            Host.State.ACTIVE: "resumed",
+            Host.State.CORDONED: "cordoned",
+            Host.State.DRAINING: "drain_now" if drain_now else "draining",
+            Host.State.DRAINED: "draining",
+        }[target]
+        HostEvent.objects.create(
+            host=locked,
+            at=timezone.now(),
+            kind=kind,
+            actor=actor,
+            message=reason,
+            data={"from": current, "to": target, "drain_now": drain_now, "offline": offline},
+        )
+        request_tick_on_commit(locked.cluster_id)
+        push_hosts_on_commit([locked.pk])
+    return locked
+
+
+# --- clusters ------------------------------------------------------------------------------
+
+
+def do_create_cluster(name: str, description: str = "") -> Cluster:
+    """Create a cluster (or return the existing one of that name: idempotent)."""
+    with transaction.atomic():
+        cluster, _created = Cluster.objects.get_or_create(name=name, defaults={"description": description})
+    return cluster
