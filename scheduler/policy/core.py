@@ -1,10 +1,756 @@
-"""Placeholder: the real policy is being written (DESIGN.md §3)."""
+"""One scheduling pass (DESIGN.md §3): faults and drains, allocated dispatch with
+preemption and reservations, unallocated fill, pending reasons.
+
+Pure and deterministic: the same :class:`Snapshot` always gives the same
+:class:`Decisions`. Every iteration over a collection is in a defined order.
+"""
 
 from __future__ import annotations
 
-from scheduler.policy.types import Decisions, Snapshot
+from fractions import Fraction
+from itertools import combinations
+from math import comb
+
+from scheduler.policy.dispatch import Dispatcher
+from scheduler.policy.state import AttemptView, ClusterState, HostView
+from scheduler.policy.tree import BudgetTree
+from scheduler.policy.types import (
+    Attempt,
+    Decisions,
+    GpuHealth,
+    GpuRef,
+    HostState,
+    OnCap,
+    PendingInfo,
+    PendingReason,
+    Snapshot,
+    Start,
+    Stop,
+    StopReason,
+    Workload,
+)
+from scheduler.policy.usage import committed_usage, windowed_usage
+
+# Victim classes of an open attempt, seen from one pending workload P.
+NOW = 0  # rule 1 and 2 allow it now (unallocated, or unprotected and rule 2 holds)
+LATER = 1  # rule 2 allows it, but it is still protected
+FORBIDDEN = 2  # rule 2 forbids it (another budget, less served side)
+NEVER = 3  # never room for P: its own budget's allocated work, or already leaving
+
+MAX_EXACT_GANG_SETS = 2000
+"""Above this many host combinations the gang victim choice is greedy (docs/policy.md)."""
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
-    """One scheduling pass over ``snapshot``; returns the decisions to apply."""
-    return Decisions()
+    """Run one scheduling pass over ``snapshot`` and return the decisions.
+
+    Raises ValueError on an inconsistent snapshot (unknown parent budget, two roots).
+    """
+    return _Pass(snapshot).run()
+
+
+class _Pass:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.now = snap.now
+        self.tree = BudgetTree(snap.budgets)
+        self.pending: dict[str, Workload] = {w.id: w for w in snap.pending}
+        noms = {wid: tuple(g) for wid, g in sorted(snap.nominations.items()) if wid in self.pending and g}
+        self.state = ClusterState(list(snap.hosts), list(snap.attempts), noms)
+        self.noms: dict[str, tuple[GpuRef, ...]] = noms
+        own_u = windowed_usage(snap.usage, snap.attempts, self.now, snap.window)
+        own_c = committed_usage(snap.attempts, self.now, noms, self.pending)
+        self.usage = self.tree.roll_up(own_u)
+        both = dict(own_u)
+        for k, v in own_c.items():
+            both[k] = both.get(k, 0) + v
+        self.load: dict[str, int] = self.tree.roll_up(both)
+        self.total_gpus = sum(h.size for h in snap.hosts)
+        self.dec = Decisions()
+        self.gen = 0
+        self.reserved: dict[str, tuple[str, int]] = {}  # host -> (workload, reserved start)
+        self.reserving: set[str] = set()
+        self._memo_fail: set[tuple[object, ...]] = set()
+        self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
+        self._new_attempts = 0
+        self._hosts_by_model: dict[str, list[HostView]] = {}
+        for hv in self.state.hosts.values():
+            self._hosts_by_model.setdefault(hv.model, []).append(hv)
+        self._shares: dict[str, Fraction] | None = None
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> Decisions:
+        self._faults_and_drains()
+        self._check_nominations()
+        alloc_q: dict[str, list[Workload]] = {}
+        unalloc_q: dict[str, list[Workload]] = {}
+        self.unfunded: set[str] = set()
+        for w in sorted(self.pending.values(), key=lambda w: (w.submitted_at, w.seq, w.id)):
+            if w.budget not in self.tree.budgets:
+                continue
+            if self._unschedulable(w):
+                self._reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
+                continue
+            if self.tree.held(w.budget):
+                self._reason(w, PendingReason.HELD, {})
+                continue
+            capper = self.tree.capped_by(w.budget) if w.allocated else None
+            if capper is not None and capper.on_cap == OnCap.HOLD:
+                self._reason(w, PendingReason.BUDGET_CAPPED, {"budget": self.tree.path_name(capper.key)})
+                continue
+            if w.allocated and capper is None:
+                alloc_q.setdefault(w.budget, []).append(w)
+            else:
+                if w.allocated:
+                    self.unfunded.add(w.id)
+                unalloc_q.setdefault(w.budget, []).append(w)
+        self._dispatch_allocated(alloc_q)
+        self._dispatch_unallocated(unalloc_q)
+        self._finish_hosts()
+        self.dec.nominations = dict(self.noms)
+        self.dec.reservations = {h: wid for h, (wid, _) in sorted(self.reserved.items())}
+        return self.dec
+
+    # ------------------------------------------------------- faults, drains
+    def _stop(self, av: AttemptView, reason: StopReason, for_workload: str | None = None) -> None:
+        a = av.attempt
+        if a.allocated and not av.stopping:
+            remaining = self._commitment(a)
+            if remaining:
+                self._add_load(a.budget, -remaining)
+        av.stopping = True
+        self.dec.stops.append(Stop(a.id, reason, for_workload))
+
+    def _commitment(self, a: Attempt) -> int:
+        if a.started_at is None:
+            return a.gpu_count * a.min_runtime
+        return a.gpu_count * max(0, a.started_at + a.min_runtime - self.now)
+
+    def _faults_and_drains(self) -> None:
+        st = self.state
+        for av in st.attempts.values():
+            if av.stopping:
+                continue
+            for h, i in av.attempt.gpus:
+                hv = st.hosts.get(h)
+                if hv is not None and hv.host.gpu_health.get(i) == GpuHealth.UNHEALTHY:
+                    self._stop(av, StopReason.GPU_FAULT)
+                    break
+        for hv in st.hosts.values():
+            if hv.host.state != HostState.DRAINING:
+                continue
+            for aid in sorted(hv.attempts):
+                av = st.attempts[aid]
+                if av.stopping:
+                    continue
+                if hv.host.drain_now or not av.attempt.protected_at(self.now):
+                    self._stop(av, StopReason.DRAINED)
+
+    def _finish_hosts(self) -> None:
+        for hv in self.state.hosts.values():
+            if hv.host.state == HostState.DRAINING and not hv.attempts:
+                self.dec.host_states[hv.name] = HostState.DRAINED
+
+    def _check_nominations(self) -> None:
+        for wid in sorted(self.noms):
+            gpus = self.noms[wid]
+            bad = False
+            for g in gpus:
+                if not self.state.gpu_usable(g):
+                    bad = True
+                    break
+                owner = self.state.owner.get(g)
+                if owner is not None and not self.state.attempts[owner].stopping:
+                    bad = True
+                    break
+            if bad:
+                self._drop_nomination(wid)
+
+    def _drop_nomination(self, wid: str) -> None:
+        gpus = self.noms.pop(wid)
+        self.state.release_nomination(wid, gpus)
+        w = self.pending[wid]
+        if w.allocated:
+            self._add_load(w.budget, -w.gpus * w.min_runtime)
+
+    # ---------------------------------------------------------------- loads
+    def _add_load(self, budget: str, amount: int) -> None:
+        for node in self.tree.chain[budget]:
+            self.load[node] += amount
+        self.gen += 1
+        disp = getattr(self, "_disp", None)
+        if disp is not None:
+            disp.loads_changed(budget)
+
+    def shares(self) -> dict[str, Fraction]:
+        """Normalized shares; archived budgets without work drop out (§3.7)."""
+        if self._shares is None:
+            busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
+            busy_tree = set()
+            for b in busy:
+                if b in self.tree.chain:
+                    busy_tree.update(self.tree.chain[b])
+            live = {k for k, b in self.tree.budgets.items() if not b.archived or k in busy_tree}
+            self._shares = self.tree.normalized_shares(live)
+        return self._shares
+
+    def ratio(self, budget: str, extra: int = 0) -> Fraction:
+        """Exact ``(U + C + extra) / s(b)``; divide by GPUs × W for the displayed ratio."""
+        s = self.shares().get(budget, Fraction(0))
+        load = self.load[budget] + extra
+        if s == 0:
+            return Fraction(10**18) if load else Fraction(0)
+        return Fraction(load) / s
+
+    def display_ratio(self, budget: str, extra: int = 0) -> float:
+        """``r(b) = (U + C) / E`` with ``E = s(b) × GPUs × W`` (DESIGN.md §1), as a float."""
+        denom = self.total_gpus * self.snap.window
+        if not denom:
+            return 0.0
+        return float(self.ratio(budget, extra) / denom)
+
+    def rule2(self, w: Workload, victim_budget: str) -> bool:
+        """§3.4 rule 2: r(A) counting P's commitment strictly below r(B)."""
+        if victim_budget == w.budget:
+            return False
+        split = self.tree.split(w.budget, victim_budget)
+        if split is None:
+            return False
+        a, b = split
+        sa = self.tree.budgets[a].shares
+        sb = self.tree.budgets[b].shares
+        return (self.load[a] + w.gpus * w.min_runtime) * sb < self.load[b] * sa
+
+    def victim_class(self, w: Workload, av: AttemptView) -> int:
+        """How the attempt counts as room for ``w`` (NOW, LATER, FORBIDDEN, NEVER)."""
+        if av.stopping:
+            return NEVER
+        a = av.attempt
+        if not a.allocated:
+            return NOW if w.allocated else NEVER
+        if not w.allocated or a.budget == w.budget or a.budget not in self.tree.budgets:
+            return NEVER
+        if not self.rule2(w, a.budget):
+            return FORBIDDEN
+        return LATER if a.protected_at(self.now) else NOW
+
+    # ------------------------------------------------------------ placement
+    def _unschedulable(self, w: Workload) -> bool:
+        largest = self.state.largest.get(w.model, 0)
+        if largest == 0 or w.gpus < 1:
+            return True
+        if w.gpus <= largest:
+            return False
+        if w.gpus % largest:
+            return True
+        k = w.gpus // largest
+        return sum(1 for hv in self._hosts_by_model[w.model] if hv.size == largest) < k
+
+    def _is_gang(self, w: Workload) -> bool:
+        return w.gpus > self.state.largest.get(w.model, 0)
+
+    def _host_allowed(self, w: Workload, host: str) -> bool:
+        r = self.reserved.get(host)
+        if r is None or r[0] == w.id or not w.allocated:
+            return True
+        return self.now + w.min_runtime <= r[1]
+
+    def _free_placement(self, w: Workload, honour_reservations: bool = True) -> tuple[GpuRef, ...] | None:
+        st = self.state
+
+        def allowed(h: str) -> bool:
+            return self._host_allowed(w, h) if honour_reservations else True
+
+        if not self._is_gang(w):
+            host = st.best_fit(w.model, w.gpus, allowed)
+            if host is None:
+                return None
+            return tuple((host, i) for i in st.hosts[host].free[: w.gpus])
+        size = st.largest[w.model]
+        k = w.gpus // size
+        hosts = [h for h in st.whole_free_hosts(w.model, size) if allowed(h)]
+        if len(hosts) < k:
+            return None
+        chosen = self._pick_hosts_by_fabric(hosts, k)
+        return tuple((h, i) for h in chosen for i in sorted(st.hosts[h].healthy))
+
+    def _pick_hosts_by_fabric(self, hosts: list[str], k: int) -> list[str]:
+        """k hosts spanning the fewest fabrics, then the smallest host names (§3.3)."""
+        groups: dict[str, list[str]] = {}
+        for h in sorted(hosts):
+            groups.setdefault(self.state.hosts[h].fabric, []).append(h)
+        singles = [sorted(g)[:k] for g in groups.values() if len(g) >= k]
+        if singles:
+            return min(singles)
+        names = sorted(groups)
+        best: tuple[int, list[str]] | None = None
+        if len(names) <= 12:
+            for f in range(2, len(names) + 1):
+                for combo in combinations(names, f):
+                    pool = sorted(h for g in combo for h in groups[g])
+                    if len(pool) >= k:
+                        cand = (f, pool[:k])
+                        if best is None or cand < best:
+                            best = cand
+                if best is not None:
+                    return best[1]
+        # Many fabrics: largest groups first (greedy).
+        order = sorted(names, key=lambda g: (-len(groups[g]), g))
+        pool = []
+        for g in order:
+            pool.extend(groups[g])
+            if len(pool) >= k:
+                break
+        return sorted(pool)[:k]
+
+    def _start(self, w: Workload, gpus: tuple[GpuRef, ...], *, allocated: bool, unfunded: bool = False) -> None:
+        st = self.state
+        by_host: dict[str, list[int]] = {}
+        for h, i in gpus:
+            by_host.setdefault(h, []).append(i)
+        for h, idx in by_host.items():
+            free_here = [i for i in idx if i in st.hosts[h].free]
+            if free_here:
+                st.take(h, free_here)
+        if w.id in self.noms:
+            nom = self.noms.pop(w.id)
+            mine = set(gpus)
+            leftover = tuple(g for g in nom if g not in mine)
+            for g in nom:
+                if g in mine:
+                    st.nominated.pop(g, None)
+            if leftover:
+                st.release_nomination(w.id, leftover)
+            if w.allocated and not allocated:
+                self._add_load(w.budget, -w.gpus * w.min_runtime)
+        elif allocated:
+            self._add_load(w.budget, w.gpus * w.min_runtime)
+        self._new_attempts += 1
+        st.assign(
+            Attempt(f"new:{w.id}", w.id, w.budget, tuple(sorted(gpus)), allocated, w.min_runtime, started_at=None)
+        )
+        self.dec.starts.append(Start(w.id, tuple(sorted(gpus)), allocated=allocated, unfunded=unfunded))
+        self.gen += 1
+
+    # ------------------------------------------------------ allocated pass
+    def _dispatch_allocated(self, queues: dict[str, list[Workload]]) -> None:
+        self._disp = Dispatcher(self.tree, self.load, queues)
+        while True:
+            w = self._disp.next()
+            if w is None:
+                break
+            admitted = self._handle_allocated(w)
+            self._disp.done(w, admitted)
+        self._disp = None
+
+    def _handle_allocated(self, w: Workload) -> bool:
+        nom = self.noms.get(w.id)
+        if nom is not None:
+            if all(g not in self.state.owner for g in nom):
+                self._start(w, nom, allocated=True)
+                return True
+            gpus = self._free_placement(w)
+            if gpus is not None:
+                self._start(w, gpus, allocated=True)
+                return True
+            victims = sorted({self.state.owner[g] for g in nom if g in self.state.owner})
+            self._reason(
+                w,
+                PendingReason.AWAITING_PREEMPTION,
+                {"victims": [self.state.attempts[v].attempt.workload for v in victims], "host": nom[0][0]},
+            )
+            return False
+        gpus = self._free_placement(w)
+        if gpus is not None:
+            self._start(w, gpus, allocated=True)
+            return True
+        if self._try_preempt(w):
+            return True
+        self._blocked(w)
+        return False
+
+    # ----------------------------------------------------------- preemption
+    def _victim_key(
+        self, w: Workload, victims: list[AttemptView], hosts: list[str]
+    ) -> tuple[object, ...]:
+        alloc = sum(v.attempt.gpu_count for v in victims if v.attempt.allocated)
+        total = sum(v.attempt.gpu_count for v in victims)
+        sides = []
+        for v in victims:
+            split = self.tree.split(w.budget, v.attempt.budget)
+            side = split[1] if split is not None else v.attempt.budget
+            sides.append(-self.ratio(side))
+        starts = [-(v.attempt.started_at or 0) for v in victims]
+        fabrics = len({self.state.hosts[h].fabric for h in hosts})
+        return (
+            alloc,
+            total,
+            len(victims),
+            tuple(sorted(sides)),
+            tuple(sorted(starts)),
+            fabrics,
+            tuple(sorted(hosts)),
+            tuple(sorted(v.attempt.workload for v in victims)),
+        )
+
+    def _try_preempt(self, w: Workload) -> bool:
+        memo = ("p", w.budget, w.model, w.gpus, w.min_runtime, self.gen)
+        if memo in self._memo_fail:
+            return False
+        found = self._search_gang(w) if self._is_gang(w) else self._search_single(w)
+        if found is None:
+            self._memo_fail.add(memo)
+            return False
+        victims, gpus = found
+        for av in victims:
+            self._stop(av, StopReason.PREEMPTED, for_workload=w.id)
+        self.noms[w.id] = gpus
+        self.state.nominate(w.id, gpus)
+        self._add_load(w.budget, w.gpus * w.min_runtime)
+        self._reason(
+            w, PendingReason.AWAITING_PREEMPTION, {"victims": [v.attempt.workload for v in victims], "host": gpus[0][0]}
+        )
+        return True
+
+    def _search_single(self, w: Workload) -> tuple[list[AttemptView], tuple[GpuRef, ...]] | None:
+        st = self.state
+        n = w.gpus
+        cands = []
+        for hv in self._hosts_by_model.get(w.model, ()):
+            if not hv.active or not self._host_allowed(w, hv.name):
+                continue
+            free = len(hv.free)
+            vics = []
+            gain = 0
+            unalloc_gain = 0
+            for aid in hv.attempts:
+                av = st.attempts[aid]
+                if self.victim_class(w, av) != NOW:
+                    continue
+                freed = sum(1 for h, i in av.attempt.gpus if h == hv.name and i in hv.healthy)
+                freed -= sum(
+                    1 for h, i in av.attempt.gpus if h == hv.name and st.nominated.get((h, i)) not in (None, w.id)
+                )
+                if freed <= 0:
+                    continue
+                vics.append((av, freed))
+                gain += freed
+                if not av.attempt.allocated:
+                    unalloc_gain += freed
+            if free + gain < n or not vics:
+                continue
+            cands.append(((max(0, n - free - unalloc_gain), n - free), hv, free, vics))
+        cands.sort(key=lambda c: (c[0], c[1].name))
+        best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
+        for lb, hv, free, vics in cands:
+            if best is not None and lb > best[0][:2]:  # type: ignore[operator]
+                break
+            k = len(vics)
+            for mask in range(1, 1 << k):
+                chosen = [vics[i] for i in range(k) if mask >> i & 1]
+                got = free + sum(f for _, f in chosen)
+                if got < n:
+                    continue
+                if any(got - f >= n for _, f in chosen):
+                    continue  # not inclusion-minimal
+                key = self._victim_key(w, [c[0] for c in chosen], [hv.name])
+                if best is None or key < best[0]:
+                    best = (key, [c[0] for c in chosen], hv)
+        if best is None:
+            return None
+        _, victims, hv = best
+        pool = set(hv.free)
+        for av in victims:
+            pool.update(
+                i
+                for h, i in av.attempt.gpus
+                if h == hv.name and i in hv.healthy and st.nominated.get((h, i)) in (None, w.id)
+            )
+        gpus = tuple((hv.name, i) for i in sorted(pool)[:n])
+        return victims, gpus
+
+    def _host_vacate(self, w: Workload, hv: HostView) -> tuple[int, list[AttemptView]]:
+        """Worst victim class over the host's attempts (FREE hosts give NOW) and the victims."""
+        worst = NOW
+        vics = []
+        for (h, i), wid in self.state.nominated.items():
+            if h == hv.name and wid != w.id:
+                return NEVER, []
+        for aid in hv.attempts:
+            av = self.state.attempts[aid]
+            c = self.victim_class(w, av)
+            worst = max(worst, c)
+            vics.append(av)
+        return worst, vics
+
+    def _search_gang(self, w: Workload) -> tuple[list[AttemptView], tuple[GpuRef, ...]] | None:
+        size = self.state.largest[w.model]
+        k = w.gpus // size
+        options: list[tuple[HostView, list[AttemptView]]] = []
+        for hv in self._hosts_by_model.get(w.model, ()):
+            if not hv.active or not hv.all_healthy or hv.size != size or not self._host_allowed(w, hv.name):
+                continue
+            worst, vics = self._host_vacate(w, hv)
+            if worst == NOW:
+                options.append((hv, vics))
+        if len(options) < k:
+            return None
+        if comb(len(options), k) <= MAX_EXACT_GANG_SETS:
+            best = None
+            for combo in combinations(options, k):
+                victims = sorted({v.attempt.id: v for _, vs in combo for v in vs}.values(), key=lambda v: v.attempt.id)
+                if not victims:
+                    continue
+                key = self._victim_key(w, victims, [hv.name for hv, _ in combo])
+                if best is None or key < best[0]:
+                    best = (key, victims, [hv for hv, _ in combo])
+            if best is None:
+                return None
+            _, victims, hosts = best
+        else:
+            options.sort(key=lambda o: (self._victim_key(w, o[1], [o[0].name]), o[0].name))
+            chosen = options[:k]
+            victims = sorted({v.attempt.id: v for _, vs in chosen for v in vs}.values(), key=lambda v: v.attempt.id)
+            hosts = [hv for hv, _ in chosen]
+            if not victims:
+                return None
+        gpus = tuple((hv.name, i) for hv in sorted(hosts, key=lambda h: h.name) for i in sorted(hv.healthy))
+        return victims, gpus
+
+    # ------------------------------------------------- reservations, reasons
+    def _blocked(self, w: Workload) -> None:
+        if w.id not in self.reserving and len(self.reserving) < self.snap.max_reservations:
+            self._reserve(w)
+        if self.snap.with_reasons:
+            self._explain(w)
+
+    def _reserve(self, w: Workload) -> None:
+        st = self.state
+        now = self.now
+        best: tuple[int, int, tuple[str, ...]] | None = None
+        if not self._is_gang(w):
+            for hv in self._hosts_by_model.get(w.model, ()):
+                if not hv.active or hv.name in self.reserved:
+                    continue
+                have = len(hv.free)
+                times: list[tuple[int, int]] = []
+                for aid in hv.attempts:
+                    av = st.attempts[aid]
+                    freed = sum(1 for h, i in av.attempt.gpus if h == hv.name and i in hv.healthy)
+                    if av.stopping:
+                        if all(st.nominated.get(g) in (None, w.id) for g in av.attempt.gpus if g[0] == hv.name):
+                            times.append((now, freed))
+                        continue
+                    c = self.victim_class(w, av)
+                    if c == NOW:
+                        times.append((now, freed))
+                    elif c == LATER:
+                        pu = av.attempt.protected_until
+                        times.append((pu if pu is not None else now + av.attempt.min_runtime, freed))
+                t = now if have >= w.gpus else None
+                if t is None:
+                    for at, freed in sorted(times):
+                        have += freed
+                        if have >= w.gpus:
+                            t = at
+                            break
+                if t is None:
+                    continue
+                cand = (t, 1, (hv.name,))
+                if best is None or cand < best:
+                    best = cand
+        else:
+            size = st.largest[w.model]
+            k = w.gpus // size
+            per_host: list[tuple[int, str]] = []
+            for hv in self._hosts_by_model.get(w.model, ()):
+                if not hv.active or not hv.all_healthy or hv.size != size or hv.name in self.reserved:
+                    continue
+                if any(h == hv.name and wid != w.id for (h, _), wid in st.nominated.items()):
+                    continue
+                t = now
+                ok = True
+                for aid in hv.attempts:
+                    av = st.attempts[aid]
+                    if av.stopping:
+                        continue
+                    c = self.victim_class(w, av)
+                    if c == NOW:
+                        continue
+                    if c == LATER:
+                        pu = av.attempt.protected_until
+                        t = max(t, pu if pu is not None else now + av.attempt.min_runtime)
+                    else:
+                        ok = False
+                        break
+                if ok:
+                    per_host.append((t, hv.name))
+            if len(per_host) >= k:
+                per_host.sort()
+                start = per_host[k - 1][0]
+                eligible = [h for t, h in per_host if t <= start]
+                chosen = self._pick_hosts_by_fabric(eligible, k)
+                fabrics = len({st.hosts[h].fabric for h in chosen})
+                best = (start, fabrics, tuple(sorted(chosen)))
+        if best is None:
+            return
+        t, _, hosts = best
+        self.reserving.add(w.id)
+        for h in hosts:
+            self.reserved[h] = (w.id, t)
+        self.dec.reserved_start[w.id] = t
+        self.gen += 1
+
+    def _room_levels(self, w: Workload) -> tuple[int, dict[str, object]]:
+        """Best room level over hosts, ignoring reservations: 0 free, 1 NOW, 2 LATER, 3 FORBIDDEN, 4 none."""
+        st = self.state
+        best_level = 4
+        detail: dict[str, object] = {}
+        if not self._is_gang(w):
+            for hv in self._hosts_by_model.get(w.model, ()):
+                if not hv.active:
+                    continue
+                have = [len(hv.free), 0, 0, 0]
+                first: dict[int, AttemptView] = {}
+                for aid in hv.attempts:
+                    av = st.attempts[aid]
+                    c = self.victim_class(w, av)
+                    if c == NEVER:
+                        continue
+                    freed = sum(
+                        1
+                        for h, i in av.attempt.gpus
+                        if h == hv.name and i in hv.healthy and st.nominated.get((h, i)) in (None, w.id)
+                    )
+                    have[c + 1] += freed
+                    if c + 1 not in first or (
+                        c == LATER and (av.attempt.protected_until or 0) < (first[c + 1].attempt.protected_until or 0)
+                    ):
+                        first[c + 1] = av
+                acc = 0
+                for level in range(4):
+                    acc += have[level]
+                    if acc >= w.gpus:
+                        if level < best_level:
+                            best_level = level
+                            detail = {"host": hv.name}
+                            if level == 2 and 2 in first:
+                                detail["protected_until"] = self._latest_needed(w, hv)
+                            if level == 3 and 3 in first:
+                                detail.update(self._fair_share_detail(w, first[3]))
+                        break
+        else:
+            size = st.largest[w.model]
+            k = w.gpus // size
+            levels: list[tuple[int, str, AttemptView | None]] = []
+            for hv in self._hosts_by_model.get(w.model, ()):
+                if not hv.active or not hv.all_healthy or hv.size != size:
+                    continue
+                worst = 0
+                witness = None
+                for aid in hv.attempts:
+                    c = self.victim_class(w, st.attempts[aid]) + 1
+                    if c > worst:
+                        worst, witness = c, st.attempts[aid]
+                if any(h == hv.name and wid != w.id for (h, _), wid in st.nominated.items()):
+                    worst = 4
+                levels.append((worst, hv.name, witness))
+            levels.sort(key=lambda x: (x[0], x[1]))
+            if len(levels) >= k and levels[k - 1][0] < 4:
+                best_level = levels[k - 1][0]
+                witness = levels[k - 1][2]
+                detail = {"hosts": [h for _, h, _ in levels[:k]]}
+                if best_level == 2:
+                    pus = [
+                        st.attempts[aid].attempt.protected_until or self.now
+                        for _, h, _ in levels[:k]
+                        for aid in st.hosts[h].attempts
+                    ]
+                    detail["protected_until"] = max(pus) if pus else self.now
+                if best_level == 3 and witness is not None:
+                    detail.update(self._fair_share_detail(w, witness))
+        return best_level, detail
+
+    def _latest_needed(self, w: Workload, hv: HostView) -> int:
+        """When enough allowed victims on ``hv`` will be unprotected for ``w`` (seconds)."""
+        st = self.state
+        have = len(hv.free)
+        times = []
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            c = self.victim_class(w, av)
+            if c in (NOW, LATER):
+                freed = sum(1 for h, i in av.attempt.gpus if h == hv.name and i in hv.healthy)
+                times.append((av.attempt.protected_until or self.now if c == LATER else self.now, freed))
+        for t, f in sorted(times):
+            have += f
+            if have >= w.gpus:
+                return t
+        return self.now
+
+    def _fair_share_detail(self, w: Workload, av: AttemptView) -> dict[str, object]:
+        split = self.tree.split(w.budget, av.attempt.budget)
+        if split is None:
+            return {}
+        a, b = split
+        return {
+            "budget": self.tree.path_name(a),
+            "ratio": round(self.display_ratio(a, w.gpus * w.min_runtime), 6),
+            "other_budget": self.tree.path_name(b),
+            "other_ratio": round(self.display_ratio(b), 6),
+        }
+
+    def _explain(self, w: Workload) -> None:
+        memo = ("r", w.budget, w.model, w.gpus, w.min_runtime, self.gen)
+        cached = self._memo_reason.get(memo)
+        if cached is not None:
+            self.dec.pending[w.id] = PendingInfo(cached.reason, dict(cached.detail))
+            return
+        level, detail = self._room_levels(w)
+        if level <= 1:
+            holder = None
+            for h in [detail.get("host"), *list(detail.get("hosts", []) or [])]:  # type: ignore[misc]
+                if isinstance(h, str) and h in self.reserved and self.reserved[h][0] != w.id:
+                    holder = self.reserved[h][0]
+                    break
+            if holder is None:
+                holder = next((wid for wid, _ in self.reserved.values() if wid != w.id), None)
+            info = PendingInfo(PendingReason.RESERVED_FOR_OTHER, {"reserved_for": holder, **detail})
+        elif level == 2:
+            info = PendingInfo(PendingReason.PROTECTED_WORK, detail)
+        elif level == 3:
+            info = PendingInfo(PendingReason.FAIR_SHARE, detail)
+        else:
+            info = PendingInfo(PendingReason.INSUFFICIENT_GPUS, {})
+        if w.id in self.dec.reserved_start:
+            info.detail["reserved_start"] = self.dec.reserved_start[w.id]
+        self._memo_reason[memo] = info
+        self.dec.pending[w.id] = PendingInfo(info.reason, dict(info.detail))
+
+    def _reason(self, w: Workload, reason: PendingReason, detail: dict[str, object]) -> None:
+        self.dec.pending[w.id] = PendingInfo(reason, detail)
+
+    # ---------------------------------------------------- unallocated pass
+    def _dispatch_unallocated(self, queues: dict[str, list[Workload]]) -> None:
+        disp = Dispatcher(self.tree, self.load, queues)
+        smallest_failed: dict[str, int] = {}
+        while True:
+            w = disp.next()
+            if w is None:
+                break
+            placed = False
+            if w.gpus < smallest_failed.get(w.model, 1 << 30):
+                gpus = self._free_placement(w, honour_reservations=False)
+                if gpus is not None:
+                    self._start(w, gpus, allocated=False, unfunded=w.id in self.unfunded)
+                    placed = True
+                else:
+                    smallest_failed[w.model] = w.gpus
+            if not placed:
+                if w.id in self.unfunded:
+                    capper = self.tree.capped_by(w.budget)
+                    name = self.tree.path_name(capper.key) if capper else ""
+                    self._reason(w, PendingReason.BUDGET_CAPPED, {"budget": name, "unfunded": True})
+                else:
+                    self._reason(w, PendingReason.INSUFFICIENT_GPUS, {})
+            disp.done(w, placed)

@@ -143,6 +143,8 @@ class Attempt:
     min_runtime: int
     started_at: int | None
     stopping: bool = False
+    charged_until: int | None = None
+    """Charging stops here even if the attempt is still open (host offline since then)."""
 
     @property
     def gpu_count(self) -> int:

@@ -1,0 +1,165 @@
+"""Mutable per-pass view of a cluster: who holds which GPU, what is free, best-fit indexes.
+
+Internal to the policy. Free GPUs are healthy GPUs on ``active`` hosts that no
+open attempt holds and that are not nominated; they are indexed per GPU model by
+free count so best fit (DESIGN.md §3.3) is found without scanning every host.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.policy.types import Attempt, GpuHealth, GpuRef, Host, HostState
+
+
+@dataclass(slots=True)
+class HostView:
+    """A host as the policy sees it during one pass."""
+
+    host: Host
+    name: str
+    model: str
+    size: int
+    fabric: str
+    active: bool
+    all_healthy: bool
+    healthy: frozenset[int]
+    free: list[int] = field(default_factory=list)  # sorted free GPU indices (general use)
+    attempts: list[str] = field(default_factory=list)  # open attempt ids touching this host
+
+
+@dataclass(slots=True)
+class AttemptView:
+    """An open attempt plus the per-pass ``stopping`` flag."""
+
+    attempt: Attempt
+    stopping: bool
+    hosts: tuple[str, ...]
+
+
+class ClusterState:
+    """GPU ownership, free lists and best-fit buckets for one pass."""
+
+    def __init__(self, hosts: list[Host], attempts: list[Attempt], nominations: dict[str, tuple[GpuRef, ...]]):
+        self.hosts: dict[str, HostView] = {}
+        self.owner: dict[GpuRef, str] = {}
+        self.nominated: dict[GpuRef, str] = {}
+        self.attempts: dict[str, AttemptView] = {}
+        for h in sorted(hosts, key=lambda h: h.name):
+            healthy = frozenset(i for i, g in h.gpu_health.items() if g != GpuHealth.UNHEALTHY)
+            self.hosts[h.name] = HostView(
+                host=h,
+                name=h.name,
+                model=h.model,
+                size=h.size,
+                fabric=str(h.labels.get("fabric", "")),
+                active=h.state == HostState.ACTIVE,
+                all_healthy=len(healthy) == h.size,
+                healthy=healthy,
+            )
+        for a in sorted(attempts, key=lambda a: a.id):
+            hosts_of = tuple(sorted({g[0] for g in a.gpus}))
+            self.attempts[a.id] = AttemptView(a, a.stopping, hosts_of)
+            for g in a.gpus:
+                self.owner[g] = a.id
+            for hn in hosts_of:
+                if hn in self.hosts:
+                    self.hosts[hn].attempts.append(a.id)
+        for wid, gpus in nominations.items():
+            for g in gpus:
+                self.nominated[g] = wid
+        # model -> free count -> sorted host names (active hosts with >= 1 free GPU)
+        self.buckets: dict[str, dict[int, list[str]]] = {}
+        self.largest: dict[str, int] = {}  # model -> largest host size (registered hosts)
+        self.models: set[str] = set()
+        for hv in self.hosts.values():
+            self.models.add(hv.model)
+            self.largest[hv.model] = max(self.largest.get(hv.model, 0), hv.size)
+            if hv.active:
+                hv.free = sorted(
+                    i for i in hv.healthy if (hv.name, i) not in self.owner and (hv.name, i) not in self.nominated
+                )
+                self._bucket_add(hv)
+
+    # -- best-fit index -------------------------------------------------------
+    def _bucket_add(self, hv: HostView) -> None:
+        if hv.active and hv.free:
+            insort(self.buckets.setdefault(hv.model, {}).setdefault(len(hv.free), []), hv.name)
+
+    def _bucket_remove(self, hv: HostView) -> None:
+        if hv.active and hv.free:
+            lst = self.buckets[hv.model][len(hv.free)]
+            del lst[bisect_left(lst, hv.name)]
+
+    def best_fit(self, model: str, n: int, allowed: Callable[[str], bool] | None = None) -> str | None:
+        """The host with the fewest free GPUs that still fits ``n``; ties by host name.
+
+        ``allowed`` filters hosts (reservations); None allows all.
+        """
+        buckets = self.buckets.get(model)
+        if not buckets:
+            return None
+        for count in sorted(c for c in buckets if c >= n):
+            for name in buckets[count]:
+                if allowed is None or allowed(name):
+                    return name
+        return None
+
+    def whole_free_hosts(self, model: str, size: int) -> list[str]:
+        """Active hosts of ``model`` and ``size`` whose every GPU is healthy and free."""
+        return list(self.buckets.get(model, {}).get(size, []))
+
+    def take(self, host: str, indices: list[int]) -> None:
+        """Remove ``indices`` from the host's free list (they are being assigned)."""
+        hv = self.hosts[host]
+        self._bucket_remove(hv)
+        s = set(indices)
+        hv.free = [i for i in hv.free if i not in s]
+        self._bucket_add(hv)
+
+    def give_back(self, host: str, indices: list[int]) -> None:
+        """Return ``indices`` to the host's free list."""
+        hv = self.hosts[host]
+        self._bucket_remove(hv)
+        hv.free = sorted(set(hv.free) | set(indices))
+        self._bucket_add(hv)
+
+    # -- attempts -------------------------------------------------------------
+    def assign(self, attempt: Attempt) -> None:
+        """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
+        hosts_of = tuple(sorted({g[0] for g in attempt.gpus}))
+        self.attempts[attempt.id] = AttemptView(attempt, False, hosts_of)
+        for g in attempt.gpus:
+            self.owner[g] = attempt.id
+        for hn in hosts_of:
+            self.hosts[hn].attempts.append(attempt.id)
+
+    def nominate(self, workload: str, gpus: tuple[GpuRef, ...]) -> None:
+        """Nominate ``gpus`` for ``workload``: they leave the general free lists."""
+        by_host: dict[str, list[int]] = {}
+        for g in gpus:
+            self.nominated[g] = workload
+            by_host.setdefault(g[0], []).append(g[1])
+        for hn, idx in by_host.items():
+            hv = self.hosts[hn]
+            if any(i in hv.free for i in idx):
+                self.take(hn, [i for i in idx if i in hv.free])
+
+    def release_nomination(self, workload: str, gpus: tuple[GpuRef, ...]) -> None:
+        """Drop ``workload``'s nomination; GPUs that are free return to the free lists."""
+        by_host: dict[str, list[int]] = {}
+        for g in gpus:
+            if self.nominated.get(g) == workload:
+                del self.nominated[g]
+                hv = self.hosts.get(g[0])
+                if hv is not None and hv.active and g[1] in hv.healthy and g not in self.owner:
+                    by_host.setdefault(g[0], []).append(g[1])
+        for hn, idx in by_host.items():
+            self.give_back(hn, idx)
+
+    def gpu_usable(self, g: GpuRef) -> bool:
+        """True for a healthy GPU on an active host."""
+        hv = self.hosts.get(g[0])
+        return hv is not None and hv.active and g[1] in hv.healthy

@@ -1,0 +1,149 @@
+"""The share tree: normalized shares, usage roll-up and exact sibling comparisons.
+
+Fair Tree ordering (Slurm docs, fair_tree.html) with GPU-time over a window instead
+of decayed usage: siblings are ordered by ``r = (U + C) / E`` (DESIGN.md §1, §3.2).
+Siblings share their parent's normalized share and the cluster's GPU count and
+window, so ``r(A) < r(B)`` is exactly ``load(A) × shares(B) < load(B) × shares(A)``
+with integer loads in GPU-seconds: no floating point decides an order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+
+from scheduler.policy.types import Budget
+
+
+class BudgetTree:
+    """An immutable view of the budget tree of one snapshot.
+
+    Raises ValueError on a budget whose parent is unknown, a cycle, or more than
+    one root.
+    """
+
+    def __init__(self, budgets: Iterable[Budget]) -> None:
+        self.budgets: dict[str, Budget] = {b.key: b for b in budgets}
+        self.children: dict[str, list[str]] = {k: [] for k in self.budgets}
+        roots = []
+        for b in self.budgets.values():
+            if b.parent is None:
+                roots.append(b.key)
+            elif b.parent not in self.budgets:
+                raise ValueError(f"budget {b.name!r} has unknown parent {b.parent!r}")
+            else:
+                self.children[b.parent].append(b.key)
+        if len(roots) > 1:
+            raise ValueError(f"the share tree has {len(roots)} roots; exactly one is allowed")
+        self.root: str | None = roots[0] if roots else None
+        for kids in self.children.values():
+            kids.sort(key=lambda k: self.budgets[k].name)
+        # Ancestor chains, root first, the budget itself last.
+        self.chain: dict[str, tuple[str, ...]] = {}
+        for key in self.budgets:
+            path = []
+            node: str | None = key
+            seen = set()
+            while node is not None:
+                if node in seen:
+                    raise ValueError(f"the share tree has a cycle through {self.budgets[node].name!r}")
+                seen.add(node)
+                path.append(node)
+                node = self.budgets[node].parent
+            self.chain[key] = tuple(reversed(path))
+        self._held = {k: any(self.budgets[a].hold for a in self.chain[k]) for k in self.budgets}
+        self._capped = {k: self._first_capped(k) for k in self.budgets}
+
+    def _first_capped(self, key: str) -> Budget | None:
+        for a in reversed(self.chain[key]):
+            if self.budgets[a].capped:
+                return self.budgets[a]
+        return None
+
+    def is_leaf(self, key: str) -> bool:
+        """True when the budget has no children (workloads are submitted to leaves)."""
+        return not self.children[key]
+
+    def held(self, key: str) -> bool:
+        """True when the budget or one of its ancestors is on hold (§3.7)."""
+        return self._held[key]
+
+    def capped_by(self, key: str) -> Budget | None:
+        """The nearest budget on the path (the budget itself first) whose cap is reached."""
+        return self._capped[key]
+
+    def path_name(self, key: str) -> str:
+        """``program/project`` style name from below the root."""
+        names = [self.budgets[k].name for k in self.chain[key][1:]]
+        return "/".join(names) if names else self.budgets[key].name
+
+    def split(self, p: str, v: str) -> tuple[str, str] | None:
+        """Children ``(A, B)`` of the lowest common ancestor of ``p`` and ``v`` containing each.
+
+        None when one contains the other (including ``p == v``).
+        """
+        cp, cv = self.chain[p], self.chain[v]
+        for i in range(min(len(cp), len(cv))):
+            if cp[i] != cv[i]:
+                return cp[i], cv[i]
+        return None
+
+    def normalized_shares(self, live: set[str]) -> dict[str, Fraction]:
+        """``s(b)`` for every budget: shares over the live siblings' shares × ``s(parent)``.
+
+        ``live`` holds the budgets that count in normalization: every non-archived
+        budget, plus archived ones that still have work (§3.7). A budget outside
+        ``live`` gets its share computed as if it were live (for display only).
+        """
+        out: dict[str, Fraction] = {}
+        if self.root is None:
+            return out
+        out[self.root] = Fraction(1)
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            kids = self.children[node]
+            total = sum(self.budgets[k].shares for k in kids if k in live)
+            for k in kids:
+                denom = total if k in live else total + self.budgets[k].shares
+                out[k] = out[node] * Fraction(self.budgets[k].shares, denom) if denom else Fraction(0)
+                stack.append(k)
+        return out
+
+    def roll_up(self, per_budget: Mapping[str, int]) -> dict[str, int]:
+        """Sum a per-budget quantity over subtrees (a parent's usage is its children's sum)."""
+        total = dict.fromkeys(self.budgets, 0)
+        for key, value in per_budget.items():
+            if key in total and value:
+                for a in self.chain[key]:
+                    total[a] += value
+        return total
+
+
+def ratio_lt(load_a: int, shares_a: int, load_b: int, shares_b: int) -> bool:
+    """Exact ``r(A) < r(B)`` for siblings A and B (see module docstring)."""
+    return load_a * shares_b < load_b * shares_a
+
+
+class SiblingRatio:
+    """A sort key comparing siblings' ratios exactly: ``load / shares`` by cross-multiplication."""
+
+    __slots__ = ("load", "shares")
+
+    def __init__(self, load: int, shares: int) -> None:
+        self.load = load
+        self.shares = shares
+
+    def __lt__(self, other: SiblingRatio) -> bool:
+        return self.load * other.shares < other.load * self.shares
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SiblingRatio):
+            return NotImplemented
+        return self.load * other.shares == other.load * self.shares
+
+    def __hash__(self) -> int:
+        return hash(Fraction(self.load, self.shares))
+
+    def __repr__(self) -> str:
+        return f"SiblingRatio({self.load}/{self.shares})"

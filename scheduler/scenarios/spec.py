@@ -1,0 +1,406 @@
+"""Parse and validate scenario files (tests/scenarios/FORMAT.md). No Django.
+
+Every problem raises :class:`ScenarioError` naming the file, the key path and the
+problem; nothing here raises anything else on bad input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_START = "2026-01-05T00:00:00Z"
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+STEP_KINDS = {
+    "tick", "advance", "at", "submit", "finish", "fail", "cancel", "gpu", "host", "add_host",
+    "remove_host", "create_budget", "budget", "archive_budget", "restart", "expect",
+}
+EXPECT_KEYS = {
+    "started", "preempted", "not_started", "not_preempted", "running", "running_exactly", "pending",
+    "preempting", "rejected", "placement", "reasons", "usage", "ratio_order", "host_states",
+    "preemptions", "total_preemptions", "queue_order", "reserved",
+}
+SETTING_KEYS = {
+    "lookback", "max_reservations", "auto_drain_on_gpu_fault", "grace", "tick_interval", "start",
+    "host_lost_after",
+}
+
+
+class ScenarioError(Exception):
+    """A malformed scenario: ``str(err)`` is ``FILE: KEY: problem``."""
+
+    def __init__(self, file: str, key: str, problem: str) -> None:
+        super().__init__(f"{file}: {key}: {problem}")
+        self.file = file
+        self.key = key
+        self.problem = problem
+
+
+def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
+    """``90s``, ``2h1m``, ``6d12h``, ``0`` (or an integer of seconds) → seconds."""
+    if isinstance(value, bool):
+        raise ScenarioError(file, key, f"{value!r} is not a duration")
+    if isinstance(value, int):
+        if value == 0:
+            return 0
+        raise ScenarioError(file, key, f"{value!r} needs a unit (e.g. {value}s, {value}m)")
+    if not isinstance(value, str):
+        raise ScenarioError(file, key, f"{value!r} is not a duration like 90s, 30m, 2h, 1d")
+    text = value.strip()
+    if text == "0":
+        return 0
+    m = _DURATION.match(text)
+    if not text or not m or not any(m.groups()):
+        raise ScenarioError(file, key, f"{value!r} is not a duration like 90s, 30m, 2h, 1d or 0")
+    d, h, mi, s = (int(x) if x else 0 for x in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def parse_start(value: Any, file: str) -> int:
+    """An ISO-8601 UTC instant → epoch seconds."""
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return int(dt.timestamp())
+    if not isinstance(value, str):
+        raise ScenarioError(file, "settings.start", f"{value!r} is not an ISO-8601 UTC time")
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ScenarioError(file, "settings.start", f"{value!r} is not an ISO-8601 UTC time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp())
+
+
+@dataclass
+class Settings:
+    lookback: int = 7 * 86400
+    max_reservations: int = 8
+    auto_drain_on_gpu_fault: bool = True
+    grace: int = 0
+    tick_interval: int = 10
+    start: int = 0
+    host_lost_after: int = 300
+
+
+@dataclass
+class HostSpec:
+    name: str
+    gpus: int = 8
+    model: str = "H100"
+    cluster: str = "default"
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BudgetSpec:
+    path: str
+    shares: int = 1
+
+
+@dataclass
+class UsageSpec:
+    budget: str
+    gpu_hours: float | None = None
+    ago: int = 86400
+    gpus: int | None = None
+    from_ago: int | None = None
+    to_ago: int | None = None
+
+
+@dataclass
+class WorkloadSpec:
+    id: str
+    budget: str
+    gpus: int
+    min_runtime: int
+    model: str = "H100"
+    duration: int | None = None
+    submitted_ago: int | None = None
+    # running only
+    host: str | None = None
+    hosts: list[str] | None = None
+    gpu_indices: list[int] | None = None
+    elapsed: int = 0
+
+
+@dataclass
+class Step:
+    kind: str
+    arg: Any
+    expect: dict[str, Any] | None
+    index: int
+
+
+@dataclass
+class Scenario:
+    file: str
+    name: str
+    description: str
+    settings: Settings
+    hosts: list[HostSpec]
+    budgets: list[BudgetSpec]
+    usage: list[UsageSpec]
+    running: list[WorkloadSpec]
+    pending: list[WorkloadSpec]
+    steps: list[Step]
+
+
+def _mapping(v: Any, file: str, key: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise ScenarioError(file, key, f"expected a mapping, got {type(v).__name__}")
+    return v
+
+
+def _list(v: Any, file: str, key: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ScenarioError(file, key, f"expected a list, got {type(v).__name__}")
+    return v
+
+
+def _int(v: Any, file: str, key: str, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ScenarioError(file, key, f"{v!r} is not an integer")
+    if v < minimum:
+        raise ScenarioError(file, key, f"{v} must be >= {minimum}")
+    return v
+
+
+def _str(v: Any, file: str, key: str) -> str:
+    if isinstance(v, bool) or not isinstance(v, (str, int)) or str(v) == "":
+        raise ScenarioError(file, key, f"{v!r} is not a name")
+    return str(v)
+
+
+def _known(d: dict[str, Any], allowed: set[str], file: str, key: str) -> None:
+    extra = sorted(set(d) - allowed)
+    if extra:
+        raise ScenarioError(file, f"{key}.{extra[0]}", f"unknown key (known: {', '.join(sorted(allowed))})")
+
+
+def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
+    d = _mapping(d, file, key)
+    allowed = {"id", "budget", "gpus", "min_runtime", "model", "duration", "submitted_ago"}
+    if running:
+        allowed |= {"host", "hosts", "gpu_indices", "elapsed"}
+    _known(d, allowed, file, key)
+    for req in ("id", "budget", "gpus", "min_runtime"):
+        if req not in d:
+            raise ScenarioError(file, f"{key}.{req}", "is required")
+    w = WorkloadSpec(
+        id=_str(d["id"], file, f"{key}.id"),
+        budget=_str(d["budget"], file, f"{key}.budget"),
+        gpus=_int(d["gpus"], file, f"{key}.gpus", 1),
+        min_runtime=parse_duration(d["min_runtime"], file, f"{key}.min_runtime"),
+        model=_str(d.get("model", "H100"), file, f"{key}.model"),
+        duration=parse_duration(d["duration"], file, f"{key}.duration") if "duration" in d else None,
+        submitted_ago=parse_duration(d["submitted_ago"], file, f"{key}.submitted_ago")
+        if "submitted_ago" in d
+        else None,
+    )
+    if running:
+        if "host" in d and "hosts" in d:
+            raise ScenarioError(file, key, "give host or hosts, not both")
+        if "host" not in d and "hosts" not in d:
+            raise ScenarioError(file, f"{key}.host", "is required for a running workload")
+        if "host" in d:
+            w.host = _str(d["host"], file, f"{key}.host")
+        else:
+            w.hosts = [_str(h, file, f"{key}.hosts") for h in _list(d["hosts"], file, f"{key}.hosts")]
+        if "gpu_indices" in d:
+            w.gpu_indices = [_int(i, file, f"{key}.gpu_indices") for i in _list(d["gpu_indices"], file, key)]
+            if len(w.gpu_indices) != w.gpus:
+                raise ScenarioError(file, f"{key}.gpu_indices", f"lists {len(w.gpu_indices)} GPUs, gpus is {w.gpus}")
+        w.elapsed = parse_duration(d.get("elapsed", 0), file, f"{key}.elapsed")
+    return w
+
+
+def _check_expect(e: Any, file: str, key: str) -> dict[str, Any]:
+    e = _mapping(e, file, key)
+    _known(e, EXPECT_KEYS, file, key)
+    return e
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate one scenario file. Raises ScenarioError on any problem."""
+    file = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ScenarioError(file, "-", f"cannot read: {exc.strerror}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "-"
+        raise ScenarioError(file, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    doc = _mapping(doc, file, "(top)")
+    _known(doc, {"name", "description", "settings", "hosts", "budgets", "usage", "running", "pending", "steps"}, file,
+           "(top)")
+    s = Settings(start=parse_start(DEFAULT_START, file))
+    raw = _mapping(doc.get("settings") or {}, file, "settings")
+    _known(raw, SETTING_KEYS, file, "settings")
+    if "lookback" in raw:
+        s.lookback = parse_duration(raw["lookback"], file, "settings.lookback")
+        if s.lookback <= 0:
+            raise ScenarioError(file, "settings.lookback", "must be longer than 0")
+    if "max_reservations" in raw:
+        s.max_reservations = _int(raw["max_reservations"], file, "settings.max_reservations")
+    if "auto_drain_on_gpu_fault" in raw:
+        if not isinstance(raw["auto_drain_on_gpu_fault"], bool):
+            raise ScenarioError(file, "settings.auto_drain_on_gpu_fault", "must be true or false")
+        s.auto_drain_on_gpu_fault = raw["auto_drain_on_gpu_fault"]
+    if "grace" in raw:
+        s.grace = parse_duration(raw["grace"], file, "settings.grace")
+    if "tick_interval" in raw:
+        s.tick_interval = parse_duration(raw["tick_interval"], file, "settings.tick_interval")
+        if s.tick_interval <= 0:
+            raise ScenarioError(file, "settings.tick_interval", "must be longer than 0")
+    if "start" in raw:
+        s.start = parse_start(raw["start"], file)
+    if "host_lost_after" in raw:
+        s.host_lost_after = parse_duration(raw["host_lost_after"], file, "settings.host_lost_after")
+
+    hosts: list[HostSpec] = []
+    if "hosts" not in doc:
+        raise ScenarioError(file, "hosts", "is required")
+    for i, h in enumerate(_list(doc["hosts"], file, "hosts")):
+        key = f"hosts[{i}]"
+        hosts.extend(_host_specs(h, file, key))
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ScenarioError(file, "hosts", f"host {dup!r} is defined twice")
+
+    budgets: list[BudgetSpec] = []
+    for i, b in enumerate(_list(doc.get("budgets"), file, "budgets")):
+        key = f"budgets[{i}]"
+        b = _mapping(b, file, key)
+        _known(b, {"path", "shares"}, file, key)
+        if "path" not in b:
+            raise ScenarioError(file, f"{key}.path", "is required")
+        budgets.append(BudgetSpec(_str(b["path"], file, f"{key}.path"), _int(b.get("shares", 1), file, f"{key}.shares", 1)))
+
+    usage: list[UsageSpec] = []
+    for i, u in enumerate(_list(doc.get("usage"), file, "usage")):
+        key = f"usage[{i}]"
+        u = _mapping(u, file, key)
+        _known(u, {"budget", "gpu_hours", "ago", "gpus", "from_ago", "to_ago"}, file, key)
+        if "budget" not in u:
+            raise ScenarioError(file, f"{key}.budget", "is required")
+        spec = UsageSpec(budget=_str(u["budget"], file, f"{key}.budget"))
+        if "gpu_hours" in u:
+            gh = u["gpu_hours"]
+            if isinstance(gh, bool) or not isinstance(gh, (int, float)) or gh < 0:
+                raise ScenarioError(file, f"{key}.gpu_hours", f"{gh!r} is not a non-negative number")
+            spec.gpu_hours = float(gh)
+            spec.ago = parse_duration(u.get("ago", "1d"), file, f"{key}.ago")
+        elif "gpus" in u:
+            spec.gpus = _int(u["gpus"], file, f"{key}.gpus", 1)
+            for k in ("from_ago", "to_ago"):
+                if k not in u:
+                    raise ScenarioError(file, f"{key}.{k}", "is required with gpus")
+            spec.from_ago = parse_duration(u["from_ago"], file, f"{key}.from_ago")
+            spec.to_ago = parse_duration(u["to_ago"], file, f"{key}.to_ago")
+            if spec.to_ago > spec.from_ago:
+                raise ScenarioError(file, f"{key}.to_ago", "must be less than from_ago")
+        else:
+            raise ScenarioError(file, key, "needs gpu_hours or gpus with from_ago/to_ago")
+        usage.append(spec)
+
+    running = [_workload(w, file, f"running[{i}]", True) for i, w in enumerate(_list(doc.get("running"), file, "running"))]
+    pending = [_workload(w, file, f"pending[{i}]", False) for i, w in enumerate(_list(doc.get("pending"), file, "pending"))]
+    ids = [w.id for w in running + pending]
+    if len(set(ids)) != len(ids):
+        dup = next(x for x in ids if ids.count(x) > 1)
+        raise ScenarioError(file, "running/pending", f"workload id {dup!r} is used twice")
+
+    steps: list[Step] = []
+    for i, st in enumerate(_list(doc.get("steps"), file, "steps")):
+        key = f"steps[{i}]"
+        st = _mapping(st, file, key)
+        expect = st.get("expect")
+        kinds = [k for k in st if k != "expect"]
+        if not kinds:
+            if expect is None:
+                raise ScenarioError(file, key, "an empty step")
+            steps.append(Step("expect", None, _check_expect(expect, file, f"{key}.expect"), i))
+            continue
+        if len(kinds) != 1:
+            raise ScenarioError(file, key, f"one action per step, got {', '.join(map(str, kinds))}")
+        kind = kinds[0]
+        if kind not in STEP_KINDS:
+            raise ScenarioError(file, f"{key}.{kind}", f"unknown step (known: {', '.join(sorted(STEP_KINDS))})")
+        arg = st[kind]
+        steps.append(Step(kind, _step_arg(kind, arg, file, f"{key}.{kind}"),
+                          _check_expect(expect, file, f"{key}.expect") if expect is not None else None, i))
+    return Scenario(file, str(doc.get("name", Path(file).stem)), str(doc.get("description", "")), s, hosts, budgets,
+                    usage, running, pending, steps)
+
+
+def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
+    h = _mapping(h, file, key)
+    _known(h, {"name", "count", "gpus", "model", "cluster", "labels"}, file, key)
+    if "name" not in h:
+        raise ScenarioError(file, f"{key}.name", "is required")
+    name = _str(h["name"], file, f"{key}.name")
+    gpus = _int(h.get("gpus", 8), file, f"{key}.gpus", 1)
+    model = _str(h.get("model", "H100"), file, f"{key}.model")
+    cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
+    labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
+    labels = {str(k): str(v) for k, v in labels.items()}
+    if "count" in h:
+        count = _int(h["count"], file, f"{key}.count", 1)
+        return [HostSpec(f"{name}{i}", gpus, model, cluster, dict(labels)) for i in range(1, count + 1)]
+    return [HostSpec(name, gpus, model, cluster, labels)]
+
+
+def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
+    if kind in ("tick", "restart"):
+        return arg or {}
+    if kind in ("advance", "at"):
+        return parse_duration(arg, file, key)
+    if kind == "submit":
+        return [_workload(w, file, f"{key}[{i}]", False) for i, w in enumerate(_list(arg, file, key))]
+    if kind in ("finish", "fail", "cancel"):
+        return [_str(x, file, key) for x in _list(arg, file, key)]
+    if kind == "gpu":
+        d = _mapping(arg, file, key)
+        _known(d, {"host", "index", "health", "xid"}, file, key)
+        for r in ("host", "index", "health"):
+            if r not in d:
+                raise ScenarioError(file, f"{key}.{r}", "is required")
+        if d["health"] not in ("healthy", "degraded", "unhealthy"):
+            raise ScenarioError(file, f"{key}.health", f"{d['health']!r} is not healthy, degraded or unhealthy")
+        return {"host": _str(d["host"], file, key), "index": _int(d["index"], file, f"{key}.index"),
+                "health": d["health"], "xid": _int(d["xid"], file, f"{key}.xid") if "xid" in d else None}
+    if kind == "host":
+        d = _mapping(arg, file, key)
+        _known(d, {"name", "state"}, file, key)
+        states = ("active", "cordoned", "draining", "drain_now", "offline")
+        if d.get("state") not in states:
+            raise ScenarioError(file, f"{key}.state", f"{d.get('state')!r} is not one of {', '.join(states)}")
+        return {"name": _str(d.get("name"), file, f"{key}.name"), "state": d["state"]}
+    if kind == "add_host":
+        return _host_specs(arg, file, key)
+    if kind in ("remove_host", "archive_budget"):
+        return _str(arg, file, key)
+    if kind == "create_budget":
+        d = _mapping(arg, file, key)
+        _known(d, {"path", "shares"}, file, key)
+        return BudgetSpec(_str(d.get("path"), file, f"{key}.path"), _int(d.get("shares", 1), file, f"{key}.shares", 1))
+    if kind == "budget":
+        d = _mapping(arg, file, key)
+        _known(d, {"path", "hold"}, file, key)
+        if not isinstance(d.get("hold"), bool):
+            raise ScenarioError(file, f"{key}.hold", "must be true or false")
+        return {"path": _str(d.get("path"), file, f"{key}.path"), "hold": d["hold"]}
+    return arg
