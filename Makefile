@@ -20,7 +20,8 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# Placeholder: the demo engineer replaces this target (seed_demo + server + local agents).
+# The demo (docs/demo.md): fresh SQLite under var/demo, seed_demo, server, 4 agents × 8 fake H100,
+# replay of 500 Philly jobs; then serves until Ctrl-C. `make demo EXIT=1` exits when the replay is
+# done (exit code 0 only if every job reached a final state). PORT=8001 picks another port.
 demo: $(STAMP)
-	$(VENV)/bin/python manage.py migrate --noinput
-	$(VENV)/bin/python manage.py seed_demo
+	$(VENV)/bin/python scripts/demo.py $(if $(filter 1 yes true,$(EXIT)),--exit) $(if $(PORT),--port $(PORT))
