@@ -1,0 +1,375 @@
+"""The agent's connection to the server: one reconnect loop, a ``hello`` with the full local state
+on every connection, heartbeats, and the handlers for ``start``, ``stop`` and ``logs``
+(DESIGN.md §5, §7).
+
+The agent is level-triggered like the server: it keeps no command queue. Attempts keep running
+while the server is away; exits are kept on disk until the server acknowledges them (an ``ack``
+of the ``attempt`` message, or the ``welcome`` that answers a ``hello`` listing them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+from collections.abc import Coroutine, Iterator
+from dataclasses import replace
+from typing import Any
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
+
+from agent import AGENT_VERSION
+from agent.config import AgentConfig
+from agent.gpu.base import GpuBackend
+from agent.protocol import (
+    MAX_MESSAGE_BYTES,
+    SERVER_MESSAGE_TYPES,
+    Ack,
+    AttemptEvent,
+    AttemptStatus,
+    Error,
+    Heartbeat,
+    Hello,
+    Log,
+    Logs,
+    Message,
+    ProtocolError,
+    Start,
+    Stop,
+    Welcome,
+    decode,
+    encode,
+)
+from agent.runtime.base import AttemptSpec, Runtime, StartError
+from agent.state import AttemptRecord, current_boot_id, monotonic_s
+
+log = logging.getLogger(__name__)
+
+MAX_LOG_TAIL_BYTES = 64 * 1024
+"""Largest log tail sent in one ``log`` message, in bytes."""
+
+
+def backoff_delays(initial_s: float = 1.0, cap_s: float = 60.0, factor: float = 2.0) -> Iterator[float]:
+    """Reconnect delays in seconds: exponential from ``initial_s``, capped at ``cap_s``, each
+    drawn uniformly from [d/2, d] so that agents restarted together do not reconnect together."""
+    delay = min(initial_s, cap_s)
+    while True:
+        yield random.uniform(delay / 2, delay)  # noqa: S311 -- jitter, not crypto
+        delay = min(cap_s, delay * factor)
+
+
+def _retry_or_raise(exc: Exception) -> Exception | None:
+    """websockets ``process_exception``: retry every connection failure except a bad URI.
+
+    A rejected token (401/403) is retried too, at the capped delay: the admin may re-issue it,
+    and a service manager would restart a dead agent anyway.
+    """
+    if isinstance(exc, InvalidURI):
+        return exc
+    if isinstance(exc, InvalidStatus) and exc.response.status_code in (401, 403):
+        log.error("server refused the host token (HTTP %d)", exc.response.status_code)
+    return None
+
+
+class Agent:
+    """One host agent: connects to ``config.server`` and runs what the server asks for."""
+
+    def __init__(self, config: AgentConfig, gpu: GpuBackend, runtime: Runtime) -> None:
+        self.config = config
+        self.gpu = gpu
+        self.runtime = runtime
+        self.heartbeat_s = config.heartbeat
+        self._stopping = asyncio.Event()
+        self._boot_id = current_boot_id()
+        self._delays = self._new_backoff()
+        self._ws: ClientConnection | None = None
+        self._seq = 0
+        # message id -> attempt ids whose end state that message reported (per connection)
+        self._unacked: dict[int, list[int]] = {}
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._gpu_uuids: list[str] = []
+        runtime.on_exit = self._on_exit
+
+    def _new_backoff(self) -> Iterator[float]:
+        return backoff_delays(initial_s=1.0, cap_s=self.config.backoff_max)
+
+    def request_stop(self) -> None:
+        """Ask :meth:`run` to close the connection and return; attempts keep running."""
+        self._stopping.set()
+
+    async def run(self, install_signal_handlers: bool = False) -> None:
+        """Recover local state, then stay connected (reconnecting with backoff) until
+        :meth:`request_stop`, or SIGTERM/SIGINT with ``install_signal_handlers``.
+
+        Raises:
+            websockets.exceptions.InvalidURI: the server URL is unusable.
+        """
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+        await self.runtime.recover()
+        self.gpu.note_busy(self.runtime.busy_gpu_indices())
+        connector = asyncio.create_task(self._connect_forever(), name="agent-connect")
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({connector, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if connector.done():
+                connector.result()
+            elif self._ws is not None:
+                # The session closes itself with 1001; give it the close handshake's time.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(connector), timeout=6)
+        finally:
+            for task in (connector, stopping, *self._tasks):
+                task.cancel()
+            await asyncio.gather(connector, stopping, *self._tasks, return_exceptions=True)
+            await self.runtime.close()
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            log.info("agent stopped; %d attempt(s) left running", len(self.runtime.running_ids()))
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        log.info("%s received: disconnecting, leaving attempts running", sig.name)
+        self.request_stop()
+
+    async def _connect_forever(self) -> None:
+        connect = websockets.connect(
+            self.config.server,
+            additional_headers={"Authorization": f"Bearer {self.config.token}"},
+            user_agent_header=f"fairway-agent/{AGENT_VERSION}",
+            process_exception=_retry_or_raise,
+            reconnect_delays=lambda: self._delays,
+            open_timeout=10,
+            ping_interval=20,
+            ping_timeout=20,
+            close_timeout=5,
+            # Above the protocol limit, so that an oversized message is answered, not fatal.
+            max_size=4 * MAX_MESSAGE_BYTES,
+            logger=log,
+        )
+        async for ws in connect:
+            try:
+                await self._session(ws)
+            except ConnectionClosed as exc:
+                log.warning("connection lost: %s", exc)
+            except Exception:  # noqa: BLE001 -- the agent outlives any one session
+                log.exception("session failed")
+            finally:
+                self._ws = None
+                self._unacked.clear()
+            if self._stopping.is_set():
+                return
+            delay = next(self._delays)
+            log.info("reconnecting in %.1f s", delay)
+            await asyncio.sleep(delay)
+
+    async def _session(self, ws: ClientConnection) -> None:
+        log.info("connected to %s", self.config.server)
+        gpus = await asyncio.to_thread(self.gpu.inventory)
+        self._gpu_uuids = [g.uuid for g in gpus]
+        # No await between the snapshot and the hello's id: an exit is either in the hello or
+        # reported after it, never before it nor lost.
+        statuses, reported = self._attempt_statuses()
+        self._ws, self._seq = ws, 0
+        hello_id = await self._send(
+            Hello(host=self.config.host_name, agent_version=AGENT_VERSION, gpus=gpus, attempts=statuses)
+        )
+        if hello_id is not None and reported:
+            self._unacked[hello_id] = reported
+        log.info("hello sent: %d GPU(s), %d attempt(s)", len(gpus), len(statuses))
+        tasks = [
+            asyncio.create_task(self._receive(ws, hello_id), name="agent-receive"),
+            asyncio.create_task(self._heartbeats(), name="agent-heartbeat"),
+            asyncio.create_task(self._stopping.wait(), name="agent-stopping"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._stopping.is_set():
+            await ws.close(code=1001, reason="agent shutting down")
+            return
+        for task in done:
+            task.result()  # re-raise ConnectionClosed; a clean end falls through
+
+    def _attempt_statuses(self) -> tuple[list[AttemptStatus], list[int]]:
+        """The hello's attempts: running ones, and ended ones not yet acknowledged."""
+        now = monotonic_s()
+        statuses, ended = [], []
+        for record in self.runtime.records():
+            if record.state == "running":
+                statuses.append(AttemptStatus(attempt_id=record.attempt_id, state="running"))
+            elif record.state == "exited" and not record.reported:
+                age = record.age_s(now, self._boot_id)
+                statuses.append(AttemptStatus(record.attempt_id, "exited", record.exit_code, age))
+                ended.append(record.attempt_id)
+        return statuses, ended
+
+    async def _send(self, msg: Message) -> int | None:
+        """Send ``msg`` with the next sequence number; returns that id, or None if not sent."""
+        ws = self._ws
+        if ws is None:
+            return None
+        self._seq += 1
+        msg = replace(msg, id=self._seq)
+        try:
+            text = encode(msg)
+        except ProtocolError as exc:
+            log.error("not sending invalid %s message: %s", msg.TYPE, exc)
+            return None
+        try:
+            await ws.send(text)
+        except ConnectionClosed:
+            log.debug("not sent (connection closed): %s", msg.TYPE)
+            return None
+        return msg.id
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            self.gpu.note_busy(self.runtime.busy_gpu_indices())
+            try:
+                samples = await asyncio.to_thread(self.gpu.sample)
+            except Exception:  # noqa: BLE001 -- a failing GPU query must not silence the host
+                log.exception("GPU sampling failed; heartbeat without GPU samples")
+                samples = []
+            await self._send(Heartbeat(gpus=samples, running=self.runtime.running_ids()))
+            self.runtime.prune()
+
+    async def _receive(self, ws: ClientConnection, hello_id: int | None) -> None:
+        async for frame in ws:
+            try:
+                msg = decode(frame, allowed=SERVER_MESSAGE_TYPES)
+            except ProtocolError as exc:
+                log.warning("bad message from server (%s): %s", exc.code, exc.message)
+                await self._send(Error(code=exc.code, message=exc.message, ref=exc.ref))
+                continue
+            try:
+                await self._dispatch(msg, hello_id)
+            except ConnectionClosed:
+                raise
+            except Exception as exc:  # noqa: BLE001 -- one bad command must not kill the agent
+                log.exception("failed to handle %s %d", msg.TYPE, msg.id)
+                await self._send(Error(code="internal", message=f"{type(exc).__name__}: {exc}"[:1000], ref=msg.id))
+
+    async def _dispatch(self, msg: Message, hello_id: int | None) -> None:
+        if isinstance(msg, Start):
+            await self._on_start(msg)
+        elif isinstance(msg, Stop):
+            await self._on_stop(msg)
+        elif isinstance(msg, Logs):
+            await self._on_logs(msg)
+        elif isinstance(msg, Ack):
+            self.runtime.mark_reported(self._unacked.pop(msg.ack, []))
+        elif isinstance(msg, Welcome):
+            if msg.host != self.config.host_name:
+                log.warning("server welcomed host %r, this agent is %r", msg.host, self.config.host_name)
+            self.heartbeat_s = msg.heartbeat_s
+            self._delays = self._new_backoff()
+            if hello_id is not None:
+                self.runtime.mark_reported(self._unacked.pop(hello_id, []))
+            log.info("welcomed by the server; heartbeat every %g s", msg.heartbeat_s)
+        elif isinstance(msg, Error):
+            log.warning("server error %s (about message %s): %s", msg.code, msg.ref, msg.message)
+
+    async def _on_start(self, msg: Start) -> None:
+        known = self.runtime.get(msg.attempt_id)
+        if known is not None:
+            log.info("start of attempt %d: already %s", msg.attempt_id, known.state)
+            await self._report(known)
+            return
+        problem = self._check_gpus(msg)
+        if problem:
+            log.warning("refusing start of attempt %d: %s", msg.attempt_id, problem)
+            await self._send(AttemptEvent(msg.attempt_id, "failed_to_start", message=problem))
+            return
+        spec = AttemptSpec(
+            attempt_id=msg.attempt_id,
+            workload_id=msg.workload_id,
+            command=msg.command,
+            gpu_indices=msg.gpu_indices,
+            gpu_uuids=msg.gpu_uuids,
+            env=msg.env,
+            image=msg.image,
+            grace_s=msg.grace_s,
+        )
+        try:
+            await self.runtime.start(spec)
+        except StartError as exc:
+            await self._send(AttemptEvent(msg.attempt_id, "failed_to_start", message=str(exc)))
+            return
+        self.gpu.note_busy(self.runtime.busy_gpu_indices())
+        await self._send(AttemptEvent(msg.attempt_id, "started"))
+
+    def _check_gpus(self, msg: Start) -> str | None:
+        """Why the start names GPUs this host does not have (a host speaks only of its own)."""
+        uuids = self._gpu_uuids
+        if len(msg.gpu_uuids) != len(msg.gpu_indices) or len(set(msg.gpu_indices)) != len(msg.gpu_indices):
+            return "gpu_uuids and gpu_indices do not match"
+        for index, uuid in zip(msg.gpu_indices, msg.gpu_uuids, strict=True):
+            if index >= len(uuids) or uuids[index] != uuid:
+                return f"GPU {index} ({uuid}) is not on host {self.config.host_name}"
+        return None
+
+    async def _on_stop(self, msg: Stop) -> None:
+        record = self.runtime.get(msg.attempt_id)
+        if record is None:
+            log.info("stop of attempt %d: not known here", msg.attempt_id)
+            await self._send(AttemptEvent(msg.attempt_id, "stopped", message="attempt not known on this host"))
+        elif record.state != "running":
+            await self._report(record)
+        else:
+            log.info("stopping attempt %d (%s), grace %d s", msg.attempt_id, msg.reason, msg.grace_s)
+            # Not awaited: the grace period must not block the receive loop, and the stop goes
+            # on across reconnects. The exit is reported by _on_exit.
+            self._spawn(self.runtime.stop(msg.attempt_id, msg.grace_s))
+
+    async def _on_logs(self, msg: Logs) -> None:
+        record = self.runtime.get(msg.attempt_id)
+        if record is None:
+            await self._send(Error(code="unknown_attempt", message=f"no attempt {msg.attempt_id} here", ref=msg.id))
+            return
+        data, offset = self.runtime.read_log(msg.attempt_id, min(msg.tail_bytes, MAX_LOG_TAIL_BYTES))
+        eof = record.state != "running"
+        while True:
+            reply = Log(msg.attempt_id, data.decode("utf-8", errors="replace"), offset, eof)
+            try:
+                encode(reply)
+                break
+            except ProtocolError:  # escapes can blow the tail up past the message limit
+                cut = len(data) // 2
+                data, offset = data[cut:], offset + cut
+        await self._send(reply)
+
+    async def _report(self, record: AttemptRecord) -> None:
+        """Answer a repeated start/stop with what is known of an attempt."""
+        if record.state == "running":
+            await self._send(AttemptEvent(record.attempt_id, "running"))
+        elif record.state == "failed_to_start":
+            await self._send(AttemptEvent(record.attempt_id, "failed_to_start", message=record.message))
+        else:
+            await self._send_exit(record, record.age_s(monotonic_s(), self._boot_id))
+
+    async def _send_exit(self, record: AttemptRecord, age_s: float | None) -> None:
+        event = AttemptEvent(record.attempt_id, "exited", exit_code=record.exit_code, age_s=age_s)
+        sent = await self._send(event)
+        if sent is not None:
+            self._unacked[sent] = [record.attempt_id]
+
+    def _on_exit(self, record: AttemptRecord) -> None:
+        self.gpu.note_busy(self.runtime.busy_gpu_indices())
+        if self._ws is not None:  # else the next hello reports it, with its age
+            self._spawn(self._send_exit(record, None))
+
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,139 @@
+"""Agent settings from, in increasing precedence: defaults, a YAML file, environment variables
+(``FAIRWAY_<KEY>``, e.g. ``FAIRWAY_SERVER``, ``FAIRWAY_TOKEN``) and command-line options.
+
+YAML keys and option names are the field names of :class:`AgentConfig` (``host_name`` ↔
+``--host-name`` ↔ ``FAIRWAY_HOST_NAME``). Bad values fail loudly with :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+
+ENV_PREFIX = "FAIRWAY_"
+
+
+class ConfigError(Exception):
+    """A setting is missing or has a bad value."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """Settings of one agent. Durations in seconds."""
+
+    server: str
+    token: str
+    host_name: str
+    gpus: int = 8
+    model: str = "H100"
+    gpu_memory_mb: int | None = None
+    state_dir: Path = Path("/var/lib/fairway-agent")
+    heartbeat: float = 5.0
+    backoff_max: float = 60.0
+    gpu_backend: str = "fake"
+    runtime: str = "process"
+    log_level: str = "INFO"
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be >= 0")
+    return number
+
+
+def _positive_float(value: Any) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError("must be > 0")
+    return number
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if str(value) not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return str(value)
+
+    return parse
+
+
+def _server_url(value: Any) -> str:
+    url = str(value)
+    if urlparse(url).scheme not in ("ws", "wss"):
+        raise ValueError("must be a ws:// or wss:// URL")
+    return url
+
+
+def _non_empty(value: Any) -> str:
+    text = str(value).strip()
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "server": _server_url,
+    "token": _non_empty,
+    "host_name": _non_empty,
+    "gpus": _positive_int,
+    "model": _non_empty,
+    "gpu_memory_mb": lambda v: None if v in (None, "") else _positive_int(v),
+    "state_dir": lambda v: Path(str(v)).expanduser(),
+    "heartbeat": _positive_float,
+    "backoff_max": _positive_float,
+    "gpu_backend": _choice("fake"),
+    "runtime": _choice("process"),
+    "log_level": _choice("DEBUG", "INFO", "WARNING", "ERROR"),
+}
+KEYS = tuple(f.name for f in fields(AgentConfig))
+
+
+def load_config(
+    options: Mapping[str, Any],
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AgentConfig:
+    """Merge the YAML ``config_file``, ``environ`` (default ``os.environ``) and ``options``
+    (command-line values; ``None`` means not given) into an :class:`AgentConfig`.
+
+    ``host_name`` defaults to this machine's host name.
+
+    Raises:
+        ConfigError: unreadable file, unknown YAML key, bad value, or missing server/token.
+    """
+    environ = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(config_file.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {config_file} is not a mapping")
+        unknown = sorted(set(loaded) - set(KEYS))
+        if unknown:
+            raise ConfigError(f"unknown key(s) in {config_file}: {', '.join(map(str, unknown))}")
+        raw.update(loaded)
+    for key in KEYS:
+        if (value := environ.get(ENV_PREFIX + key.upper())) is not None:
+            raw[key] = value
+    raw.update({k: v for k, v in options.items() if k in KEYS and v is not None})
+    raw.setdefault("host_name", socket.gethostname())
+    for required in ("server", "token"):
+        if raw.get(required) in (None, ""):
+            raise ConfigError(f"{required} is required (--{required}, {ENV_PREFIX}{required.upper()} or config file)")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            values[key] = _PARSERS[key](value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"bad value for {key}: {value!r} ({exc})") from None
+    return AgentConfig(**values)

@@ -1,0 +1,199 @@
+"""Simulated GPUs for the demo and the tests, with faults injectable at run time.
+
+Faults live in ``<state dir>/faults.json`` (written by ``python -m agent inject-fault``) and are
+re-read on every :meth:`FakeGpuBackend.sample`, so a running agent picks them up at its next
+heartbeat::
+
+    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false}}
+
+A fatal XID (:data:`agent.protocol.FATAL_XIDS`) or an uncorrectable ECC error makes the GPU
+``unhealthy``; ``degraded`` flags it ``degraded``; other XIDs are only listed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.gpu.base import GpuBackend
+from agent.protocol import FATAL_XIDS, GpuInfo, GpuSample, Health
+
+log = logging.getLogger(__name__)
+
+MODEL_MEMORY_MB: dict[str, int] = {
+    "H100": 81559,
+    "H200": 143771,
+    "A100": 81920,
+    "A100-40GB": 40960,
+    "L40S": 46068,
+}
+"""Memory in MiB of the simulated models (as NVML reports them); other models get 81559."""
+
+FAULT_FILE = "faults.json"
+_UUID_NAMESPACE = uuid.UUID("6f1b3c2e-4d0a-5b8e-9c7f-2a1d0e3b4c5d")
+_TDP_W = 700.0
+
+
+@dataclass(slots=True)
+class Fault:
+    """Injected faults of one GPU."""
+
+    xids: list[int] = field(default_factory=list)
+    ecc_uncorrected: int = 0
+    degraded: bool = False
+
+    @property
+    def health(self) -> Health:
+        if self.ecc_uncorrected > 0 or any(x in FATAL_XIDS for x in self.xids):
+            return "unhealthy"
+        return "degraded" if self.degraded else "healthy"
+
+
+def fake_gpu_uuid(host: str, index: int) -> str:
+    """Stable UUID of simulated GPU ``index`` on ``host``: ``GPU-`` + uuid5(host/index)."""
+    return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{host}/{index}')}"
+
+
+def read_faults(state_dir: Path) -> dict[int, Fault]:
+    """Faults injected into ``state_dir``, by GPU index ({} when none).
+
+    Raises:
+        OSError: the file exists but cannot be read.
+        ValueError: the file is not a valid fault file.
+    """
+    try:
+        raw = json.loads((state_dir / FAULT_FILE).read_text())
+    except FileNotFoundError:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError("fault file is not an object")
+    faults: dict[int, Fault] = {}
+    for key, entry in raw.items():
+        xids = entry.get("xids", [])
+        ecc = entry.get("ecc_uncorrected", 0)
+        if not isinstance(xids, list) or not all(type(x) is int for x in xids) or type(ecc) is not int:
+            raise ValueError(f"bad fault entry for GPU {key}")
+        faults[int(key)] = Fault(xids=xids, ecc_uncorrected=ecc, degraded=bool(entry.get("degraded", False)))
+    return faults
+
+
+def write_faults(state_dir: Path, faults: dict[int, Fault]) -> None:
+    """Replace the fault file of ``state_dir`` atomically (creating the directory).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {
+        str(i): {"xids": f.xids, "ecc_uncorrected": f.ecc_uncorrected, "degraded": f.degraded}
+        for i, f in sorted(faults.items())
+    }
+    tmp = state_dir / f".{FAULT_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, state_dir / FAULT_FILE)
+
+
+@dataclass(slots=True)
+class _Telemetry:
+    utilization: float = 0.0
+    temperature: float = 32.0
+    power: float = 70.0
+    memory_used: float = 0.0
+
+
+class FakeGpuBackend(GpuBackend):
+    """``count`` simulated GPUs of ``model`` on host ``host``.
+
+    Busy GPUs (see :meth:`note_busy`) drift towards high utilization, power and temperature, idle
+    ones towards idle values, with noise. ``state_dir`` holds the fault file (None: no faults).
+    """
+
+    def __init__(
+        self,
+        host: str,
+        count: int,
+        model: str = "H100",
+        memory_mb: int | None = None,
+        state_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        self.host = host
+        self.model = model
+        self.memory_mb = memory_mb if memory_mb is not None else MODEL_MEMORY_MB.get(model, 81559)
+        self.state_dir = state_dir
+        self._uuids = [fake_gpu_uuid(host, i) for i in range(count)]
+        self._rng = random.Random(seed if seed is not None else host)  # noqa: S311 -- simulation, not crypto
+        self._telemetry = [_Telemetry() for _ in range(count)]
+        self._busy: frozenset[int] = frozenset()
+        self._faults: dict[int, Fault] = {}
+
+    def note_busy(self, indices: Collection[int]) -> None:
+        self._busy = frozenset(indices)
+
+    def _load_faults(self) -> dict[int, Fault]:
+        if self.state_dir is not None:
+            try:
+                self._faults = read_faults(self.state_dir)
+            except (OSError, ValueError) as exc:
+                # A half-edited fault file must not flap GPU health: keep the last good one.
+                log.warning("ignoring unreadable fault file in %s: %s", self.state_dir, exc)
+        return self._faults
+
+    def inventory(self) -> list[GpuInfo]:
+        faults = self._load_faults()
+        return [
+            GpuInfo(
+                index=i,
+                uuid=u,
+                model=self.model,
+                memory_mb=self.memory_mb,
+                health=faults[i].health if i in faults else "healthy",
+            )
+            for i, u in enumerate(self._uuids)
+        ]
+
+    def sample(self) -> list[GpuSample]:
+        faults = self._load_faults()
+        samples = []
+        for i, t in enumerate(self._telemetry):
+            busy = i in self._busy
+            self._drift(t, busy)
+            fault = faults.get(i, Fault())
+            samples.append(
+                GpuSample(
+                    index=i,
+                    utilization_pct=round(t.utilization, 1),
+                    memory_used_mb=int(t.memory_used),
+                    temperature_c=round(t.temperature, 1),
+                    power_w=round(t.power, 1),
+                    ecc_uncorrected=fault.ecc_uncorrected,
+                    health=fault.health,
+                    xids=list(fault.xids),
+                )
+            )
+        return samples
+
+    def _drift(self, t: _Telemetry, busy: bool) -> None:
+        rng = self._rng
+        if busy:
+            targets = (rng.uniform(75, 100), rng.uniform(60, 82), rng.uniform(0.6, 0.95) * _TDP_W, 0.8)
+        else:
+            targets = (0.0, rng.uniform(30, 38), rng.uniform(60, 80), 0.0)
+        util, temp, power, mem_frac = targets
+        t.utilization = _clamp(t.utilization + 0.6 * (util - t.utilization) + rng.gauss(0, 2), 0, 100)
+        t.temperature = _clamp(t.temperature + 0.3 * (temp - t.temperature) + rng.gauss(0, 0.5), 20, 95)
+        t.power = _clamp(t.power + 0.5 * (power - t.power) + rng.gauss(0, 5), 40, _TDP_W)
+        t.memory_used = _clamp(t.memory_used + 0.7 * (mem_frac * self.memory_mb - t.memory_used), 0, self.memory_mb)
+
+
+def _clamp(value: float, lo: float, hi: float) -> float:
+    return max(lo, min(hi, value))

@@ -1,0 +1,1 @@
+"""Runtimes that run attempts on a host (``process`` now, ``docker`` later)."""

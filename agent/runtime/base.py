@@ -1,0 +1,93 @@
+"""The interface every runtime implements (``process`` now, ``docker`` later; DESIGN.md §5)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.state import AttemptRecord
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSpec:
+    """What to run for one attempt (from a ``start`` message); ``grace_s`` in seconds."""
+
+    attempt_id: int
+    workload_id: int
+    command: list[str]
+    gpu_indices: list[int]
+    gpu_uuids: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    image: str = ""
+    grace_s: int = 30
+
+
+class StartError(Exception):
+    """The attempt could not be started (its message is reported as ``failed_to_start``)."""
+
+
+ExitCallback = Callable[[AttemptRecord], None]
+
+
+class Runtime(ABC):
+    """Runs attempts and keeps their records; reports every exit through ``on_exit``.
+
+    Attempt ids are unique and never reused, so a record, once ended, answers every later
+    ``start`` or ``stop`` for the same id without running anything again.
+    """
+
+    on_exit: ExitCallback | None = None
+
+    @abstractmethod
+    async def recover(self) -> None:
+        """Load the records on disk, re-adopt attempts still running, mark vanished ones exited."""
+
+    @abstractmethod
+    async def start(self, spec: AttemptSpec) -> AttemptRecord:
+        """Start ``spec`` and return its ``running`` record, or the existing record of that id.
+
+        Raises:
+            StartError: nothing could be started (the failure is recorded too).
+        """
+
+    @abstractmethod
+    async def stop(self, attempt_id: int, grace_s: float) -> AttemptRecord | None:
+        """Stop an attempt: SIGTERM, wait ``grace_s`` seconds, then SIGKILL; return once it has
+        exited (its record), at once for an attempt already ended, None for an unknown id."""
+
+    @abstractmethod
+    def get(self, attempt_id: int) -> AttemptRecord | None:
+        """The record of ``attempt_id``, if any."""
+
+    @abstractmethod
+    def records(self) -> list[AttemptRecord]:
+        """Every record, ordered by attempt id."""
+
+    @abstractmethod
+    def mark_reported(self, attempt_ids: list[int]) -> None:
+        """The server acknowledged these attempts' end states (they leave ``hello``)."""
+
+    @abstractmethod
+    def read_log(self, attempt_id: int, tail_bytes: int) -> tuple[bytes, int]:
+        """The last ``tail_bytes`` bytes of the attempt's log and their byte offset in it.
+
+        Raises:
+            KeyError: unknown attempt.
+        """
+
+    @abstractmethod
+    def prune(self) -> None:
+        """Forget acknowledged, ended attempts older than the retention period."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop watching attempts, leaving them running (the next agent re-adopts them)."""
+
+    def running_ids(self) -> list[int]:
+        """Ids of the attempts running now, ascending."""
+        return [r.attempt_id for r in self.records() if r.state == "running"]
+
+    def busy_gpu_indices(self) -> set[int]:
+        """GPU indices held by running attempts."""
+        return {i for r in self.records() if r.state == "running" for i in r.gpu_indices}

@@ -1,0 +1,337 @@
+"""The ``process`` runtime: each attempt is a local process group (for hosts without a container
+engine, and for development and the demo).
+
+An attempt runs under a tiny ``/bin/sh`` wrapper that leads its own session and process group,
+runs the command, and writes the exit code and exit time (``/proc/uptime``) to the attempt's
+exit file. The wrapper traps SIGTERM only to outlive its child, so an agent that restarted (and is
+no longer the parent) still learns the exit code of an attempt it re-adopted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import NoReturn
+
+from agent.runtime.base import AttemptSpec, Runtime, StartError
+from agent.state import AttemptRecord, AttemptStore, current_boot_id, monotonic_s
+
+log = logging.getLogger(__name__)
+
+RETENTION_S = 24 * 3600
+"""How long an acknowledged, ended attempt (record and log) is kept, in seconds."""
+POLL_S = 0.5
+"""Exit polling period where pidfd is unavailable, in seconds."""
+
+# "$1": exit file; the rest: the command. The trap handler (not an ignore, which the child would
+# inherit) makes the shell wait for its child on SIGTERM; the group signal reaches the child itself.
+_WRAPPER = """f=$1; shift
+trap : TERM INT HUP
+"$@"
+c=$?
+read u _ </proc/uptime
+echo "$c $u" >"$f"
+exit $c
+"""
+_AGENT_ENV_PREFIX = "FAIRWAY_"  # the agent's own settings (its token!) never reach a workload
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time of the live process ``pid`` in clock ticks after boot (``/proc/<pid>/stat``
+    field 22); None when there is no such process or it is a zombie. Together with the pid it
+    identifies a process across pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm (field 2) may contain spaces and parentheses: split after its closing parenthesis.
+    rest = stat[stat.rfind(")") + 2 :].split()
+    if rest[0] in ("Z", "X"):  # exited, not yet reaped
+        return None
+    return int(rest[19])
+
+
+def _command_execd(pid: int) -> bool:
+    """Whether the wrapper shell ``pid`` is gone or has forked a child that has exec'd."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        wrapper = (proc / "cmdline").read_bytes()
+        children = (proc / "task" / str(pid) / "children").read_text().split()
+        return bool(children) and Path(f"/proc/{children[0]}/cmdline").read_bytes() != wrapper
+    except OSError:  # gone, or a kernel without the children file
+        return True
+
+
+async def _wait_until_execd(pid: int, limit_s: float = 1.0) -> None:
+    """Wait (at most ``limit_s`` seconds) until the wrapper shell ``pid`` has forked its command
+    and the command has been exec'd.
+
+    A SIGTERM that reached the group earlier would be caught by the shell's trap (in the wrapper,
+    or in its forked child before exec) and lost, and the attempt would run on until the SIGKILL.
+    """
+    for _ in range(max(1, int(limit_s / 0.01))):
+        if proc_start_time(pid) is None or _command_execd(pid):
+            return
+        await asyncio.sleep(0.01)
+
+
+def _exit_status(returncode: int) -> int:
+    """Shell convention: 128+N for a process killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class ProcessRuntime(Runtime):
+    """Runs attempts as process groups; records, logs and exit files under ``state_dir``.
+
+    ``cwd`` is the attempts' working directory (default: the agent's).
+    """
+
+    def __init__(self, state_dir: Path, cwd: Path | None = None) -> None:
+        self.store = AttemptStore(state_dir)
+        self.cwd = cwd
+        self.boot_id = current_boot_id()
+        self._records: dict[int, AttemptRecord] = {}
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._watchers: dict[int, asyncio.Task[None]] = {}
+
+    # --- queries ---------------------------------------------------------------------------------
+
+    def get(self, attempt_id: int) -> AttemptRecord | None:
+        return self._records.get(attempt_id)
+
+    def records(self) -> list[AttemptRecord]:
+        return [self._records[k] for k in sorted(self._records)]
+
+    def read_log(self, attempt_id: int, tail_bytes: int) -> tuple[bytes, int]:
+        if attempt_id not in self._records:
+            raise KeyError(attempt_id)
+        try:
+            with self.store.log_path(attempt_id).open("rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                offset = max(0, size - tail_bytes)
+                f.seek(offset)
+                return f.read(size - offset), offset
+        except FileNotFoundError:
+            return b"", 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        for record in self.store.load_all():
+            self._records[record.attempt_id] = record
+            if record.state != "running":
+                continue
+            alive = (
+                record.boot_id == self.boot_id
+                and record.pid is not None
+                and record.proc_start is not None
+                and proc_start_time(record.pid) == record.proc_start
+            )
+            if alive:
+                log.info("re-adopted attempt %d (pid %s)", record.attempt_id, record.pid)
+                self._watch(record)
+            else:
+                self._finish(record, returncode=None)
+                log.info(
+                    "attempt %d ended while the agent was away (exit code %s)", record.attempt_id, record.exit_code
+                )
+        self.prune()
+
+    async def start(self, spec: AttemptSpec) -> AttemptRecord:
+        existing = self._records.get(spec.attempt_id)
+        if existing is not None:
+            return existing
+        record = AttemptRecord(
+            attempt_id=spec.attempt_id,
+            workload_id=spec.workload_id,
+            state="running",
+            gpu_indices=list(spec.gpu_indices),
+            grace_s=spec.grace_s,
+            boot_id=self.boot_id,
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
+        env.update(spec.env)
+        env.update(
+            CUDA_VISIBLE_DEVICES=",".join(str(i) for i in spec.gpu_indices),
+            NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids),
+            FAIRWAY_WORKLOAD_ID=str(spec.workload_id),
+            FAIRWAY_ATTEMPT=str(spec.attempt_id),
+        )
+        program = spec.command[0]
+        # Resolve here: the wrapper shell would turn "not found" into exit code 127 after "started".
+        executable = shutil.which(program, path=env.get("PATH", os.defpath))
+        if executable is None:
+            self._fail(record, f"command not found or not executable: {program}")
+        self.store.dir.mkdir(parents=True, exist_ok=True)
+        exit_path = self.store.exit_path(spec.attempt_id)
+        exit_path.unlink(missing_ok=True)
+        try:
+            with self.store.log_path(spec.attempt_id).open("ab") as log_file:
+                # Not asyncio's subprocess: its transport kills the child when closed, and attempts
+                # must outlive the agent.
+                proc = subprocess.Popen(  # noqa: S603, ASYNC220 -- running the workload's command is the point
+                    ["/bin/sh", "-c", _WRAPPER, f"fairway-attempt-{spec.attempt_id}", str(exit_path), executable]
+                    + spec.command[1:],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=self.cwd,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            self._fail(record, f"cannot start {program}: {exc}")
+        record.pid = proc.pid
+        record.proc_start = proc_start_time(proc.pid)
+        record.started_mono = monotonic_s()
+        self._records[spec.attempt_id] = record
+        self._procs[spec.attempt_id] = proc
+        self.store.save(record)
+        self._watch(record)
+        log.info(
+            "attempt %d started: pid %d, GPUs %s, command %s",
+            spec.attempt_id,
+            proc.pid,
+            env["CUDA_VISIBLE_DEVICES"] or "-",
+            spec.command,
+        )
+        return record
+
+    def _fail(self, record: AttemptRecord, message: str) -> NoReturn:
+        record.state = "failed_to_start"
+        record.message = message
+        record.finished_wall = time.time()
+        record.reported = True  # answered at once; a repeated start gets the same answer
+        self._records[record.attempt_id] = record
+        self.store.save(record)
+        log.warning("attempt %d failed to start: %s", record.attempt_id, message)
+        raise StartError(message)
+
+    async def stop(self, attempt_id: int, grace_s: float) -> AttemptRecord | None:
+        record = self._records.get(attempt_id)
+        if record is None or record.state != "running":
+            return record
+        watcher = self._watchers[attempt_id]
+        if record.pid is not None:
+            await _wait_until_execd(record.pid)
+        if not self._signal(record, signal.SIGTERM):
+            await watcher
+            return record
+        log.info("attempt %d: SIGTERM sent, grace %.0f s", attempt_id, grace_s)
+        try:
+            await asyncio.wait_for(asyncio.shield(watcher), timeout=grace_s)
+        except TimeoutError:
+            if record.state == "running":
+                record.killed = True
+                self.store.save(record)
+                self._signal(record, signal.SIGKILL)
+                log.info("attempt %d: grace over, SIGKILL sent", attempt_id)
+            await watcher
+        return record
+
+    def _signal(self, record: AttemptRecord, sig: signal.Signals) -> bool:
+        """Signal the attempt's process group if its leader is still the process we started."""
+        pid = record.pid
+        if pid is None:
+            return False
+        proc = self._procs.get(record.attempt_id)
+        if proc is not None:
+            if proc.returncode is not None:
+                return False
+        elif proc_start_time(pid) != record.proc_start:  # re-adopted: the pid may have been reused
+            return False
+        _killpg(pid, sig)
+        return True
+
+    def _watch(self, record: AttemptRecord) -> None:
+        task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
+        self._watchers[record.attempt_id] = task
+
+    async def _wait_exit(self, record: AttemptRecord) -> None:
+        assert record.pid is not None  # noqa: S101 -- running records always have a pid
+        pid = record.pid
+        proc = self._procs.get(record.attempt_id)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = None
+        try:
+            if pidfd is not None and (proc is not None or proc_start_time(pid) == record.proc_start):
+                loop = asyncio.get_running_loop()
+                readable = loop.create_future()
+                loop.add_reader(pidfd, lambda: readable.done() or readable.set_result(None))
+                try:
+                    await readable
+                finally:
+                    loop.remove_reader(pidfd)
+            else:
+                # No pidfd (old kernel): nothing to wait on but the process table.
+                while (proc.poll() is None) if proc is not None else (proc_start_time(pid) == record.proc_start):  # noqa: ASYNC110 -- polling a process, not an event
+                    await asyncio.sleep(POLL_S)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        # Leftovers of the group would hold the GPUs. For our own child the leader is still an
+        # unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
+        _killpg(pid, signal.SIGKILL)
+        returncode = proc.wait() if proc is not None else None
+        self._finish(record, returncode)
+        if self.on_exit is not None:
+            self.on_exit(record)
+
+    def _finish(self, record: AttemptRecord, returncode: int | None) -> None:
+        attempt_id = record.attempt_id
+        exit_info = self.store.read_exit(attempt_id)
+        now = monotonic_s()
+        if exit_info is not None:
+            code, exited_mono = exit_info
+        elif returncode is not None:
+            code, exited_mono = _exit_status(returncode), now
+        else:
+            # Re-adopted and SIGKILLed with its wrapper: no exit file, but the signal is known.
+            code, exited_mono = (128 + signal.SIGKILL if record.killed else None), None
+        if record.boot_id != self.boot_id:
+            exited_mono = None
+        elif exited_mono is None and attempt_id in self._watchers:
+            exited_mono = now  # watched until the end: the exit happened just now
+        record.state = "exited"
+        record.exit_code = code
+        record.exited_mono = exited_mono
+        record.finished_wall = time.time()
+        self.store.save(record)
+        self._procs.pop(attempt_id, None)
+        self._watchers.pop(attempt_id, None)
+        log.info("attempt %d exited with code %s", attempt_id, code)
+
+    def mark_reported(self, attempt_ids: list[int]) -> None:
+        for attempt_id in attempt_ids:
+            record = self._records.get(attempt_id)
+            if record is not None and record.state != "running" and not record.reported:
+                record.reported = True
+                self.store.save(record)
+
+    def prune(self) -> None:
+        cutoff = time.time() - RETENTION_S
+        for record in list(self._records.values()):
+            if record.reported and record.finished_wall is not None and record.finished_wall < cutoff:
+                self.store.delete(record.attempt_id)
+                del self._records[record.attempt_id]
+
+    async def close(self) -> None:
+        watchers = list(self._watchers.values())
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+        self._watchers.clear()

@@ -1,0 +1,155 @@
+"""Helpers of the agent tests: no Django, real processes, a real websocket server.
+
+Test modules here are named ``test_agent_*`` and the directory has no ``__init__.py``: a package
+named ``agent`` would shadow the real one. ``conftest.py`` puts this directory on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+from agent.gpu.fake import fake_gpu_uuid
+from agent.protocol import (
+    AGENT_MESSAGE_TYPES,
+    Ack,
+    AttemptEvent,
+    Hello,
+    Message,
+    ProtocolError,
+    Start,
+    Welcome,
+    decode,
+    encode,
+)
+from agent.state import AttemptStore
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST = "h1"
+T = TypeVar("T")
+
+
+def run_async(coro: Coroutine[Any, Any, T], timeout: float = 20.0) -> T:
+    """Run one async scenario to completion under a hard timeout (seconds)."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def standin(duration: float, *extra: str) -> list[str]:
+    """Command line of the stand-in trainer."""
+    return [sys.executable, "-m", "agent.standin", "--duration", str(duration), *extra]
+
+
+def start_msg(attempt_id: int, command: list[str], gpus: list[int], grace_s: int = 5) -> Start:
+    """A ``start`` for GPUs of the fake host ``h1``."""
+    return Start(
+        attempt_id=attempt_id,
+        workload_id=attempt_id + 1000,
+        image="",
+        command=command,
+        env={"MY_VAR": "x"},
+        gpu_uuids=[fake_gpu_uuid(HOST, i) for i in gpus],
+        gpu_indices=gpus,
+        grace_s=grace_s,
+    )
+
+
+class FakeServer:
+    """A minimal Fairway server: records what the agent sends, welcomes its hello, acks its
+    ``attempt`` messages, and lets a test push messages or refuse connections."""
+
+    def __init__(self, heartbeat_s: float = 0.2) -> None:
+        self.heartbeat_s = heartbeat_s
+        self.received: asyncio.Queue[Message | ProtocolError] = asyncio.Queue()
+        self.headers: list[Headers] = []
+        self.refuse = False
+        self.ws: ServerConnection | None = None
+        self.connected = asyncio.Event()
+        self._seq = 0
+        self._server: Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> FakeServer:
+        self._server = await serve(self._handler, "127.0.0.1", 0, process_request=self._process_request)
+        port = next(iter(self._server.sockets)).getsockname()[1]
+        self.url = f"ws://127.0.0.1:{port}/ws/agent/"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
+        if self.refuse:
+            return conn.respond(503, "not now\n")
+        self.headers.append(request.headers)
+        return None
+
+    async def _handler(self, ws: ServerConnection) -> None:
+        self.ws = ws
+        self.connected.set()
+        async for frame in ws:
+            try:
+                msg = decode(frame, allowed=AGENT_MESSAGE_TYPES)
+            except ProtocolError as exc:
+                await self.received.put(exc)
+                continue
+            await self.received.put(msg)
+            if isinstance(msg, Hello):
+                await self.send(Welcome(host=msg.host, heartbeat_s=self.heartbeat_s))
+            elif isinstance(msg, AttemptEvent):
+                await self.send(Ack(ack=msg.id))
+
+    async def send(self, msg: Message) -> None:
+        """Send ``msg`` with the next sequence number on the current connection."""
+        self._seq += 1
+        await self.send_raw(encode(replace(msg, id=self._seq)))
+
+    async def send_raw(self, text: str) -> None:
+        assert self.ws is not None
+        await self.ws.send(text)
+
+    async def drop(self) -> None:
+        """Close the current connection (the agent should reconnect)."""
+        assert self.ws is not None
+        self.connected.clear()
+        await self.ws.close()
+
+    async def expect(self, match: Callable[[Message], bool], within: float = 10.0) -> Message:
+        """The next received message for which ``match`` is true (others are skipped)."""
+
+        async def find() -> Message:
+            while True:
+                msg = await self.received.get()
+                if isinstance(msg, ProtocolError):
+                    raise AssertionError(f"agent sent an invalid message: {msg}")
+                if match(msg):
+                    return msg
+
+        return await asyncio.wait_for(find(), within)
+
+    async def expect_event(self, attempt_id: int, state: str, within: float = 10.0) -> AttemptEvent:
+        """The next ``attempt`` message of ``attempt_id``; fails if its state is not ``state``."""
+        msg = await self.expect(lambda m: isinstance(m, AttemptEvent) and m.attempt_id == attempt_id, within)
+        assert isinstance(msg, AttemptEvent)
+        assert msg.state == state, msg
+        return msg
+
+
+def kill_leftovers(state_dir: Path) -> None:
+    """SIGKILL the process group of every attempt recorded as running in ``state_dir``."""
+    for record in AttemptStore(state_dir).load_all():
+        if record.state == "running" and record.pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(record.pid, signal.SIGKILL)

@@ -1,0 +1,231 @@
+"""The websocket protocol: every message round-trips, every malformed frame is a ProtocolError."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from typing import Any
+
+import pytest
+
+from agent.protocol import (
+    MAX_MESSAGE_BYTES,
+    MESSAGE_TYPES,
+    PROTOCOL_VERSION,
+    SERVER_MESSAGE_TYPES,
+    Ack,
+    AttemptEvent,
+    AttemptStatus,
+    Error,
+    GpuInfo,
+    GpuSample,
+    Heartbeat,
+    Hello,
+    Log,
+    Logs,
+    Message,
+    ProtocolError,
+    Start,
+    Stop,
+    Welcome,
+    decode,
+    encode,
+)
+
+GPU = GpuInfo(index=0, uuid="GPU-1", model="H100", memory_mb=81559, health="healthy")
+SAMPLE = GpuSample(
+    index=0,
+    utilization_pct=97.5,
+    memory_used_mb=60000,
+    temperature_c=71.0,
+    power_w=650.0,
+    ecc_uncorrected=0,
+    health="unhealthy",
+    xids=[79],
+)
+EXAMPLES: list[Message] = [
+    Hello(
+        host="h1",
+        agent_version="0.1.0",
+        gpus=[GPU],
+        attempts=[AttemptStatus(7, "running"), AttemptStatus(8, "exited", exit_code=0, age_s=12.5)],
+        id=1,
+    ),
+    Heartbeat(gpus=[SAMPLE], running=[7], id=2),
+    AttemptEvent(7, "exited", exit_code=143, id=3),
+    AttemptEvent(9, "failed_to_start", message="command not found: trainx", id=4),
+    Log(7, "step 1 loss 2.4\n", offset=1024, eof=False, id=5),
+    Error(code="invalid", message="start.grace_s: expected an integer", ref=4, id=6),
+    Welcome(host="h1", heartbeat_s=5.0, id=1),
+    Start(
+        attempt_id=7,
+        workload_id=3,
+        image="pytorch:24.01",
+        command=["python", "train.py", "--lr", "3e-4"],
+        env={"WANDB_MODE": "offline"},
+        gpu_uuids=["GPU-1"],
+        gpu_indices=[0],
+        grace_s=30,
+        id=2,
+    ),
+    Stop(attempt_id=7, reason="preempted", grace_s=30, id=3),
+    Logs(attempt_id=7, tail_bytes=4096, id=4),
+    Ack(ack=3, id=5),
+]
+
+
+def envelope(msg: Message) -> dict[str, Any]:
+    return json.loads(encode(msg))
+
+
+def mutated(msg: Message, **changes: Any) -> str:
+    payload = envelope(msg)
+    payload.update(changes)
+    return json.dumps(payload)
+
+
+def rejected(frame: str | bytes, **kwargs: Any) -> ProtocolError:
+    with pytest.raises(ProtocolError) as info:
+        decode(frame, **kwargs)
+    return info.value
+
+
+@pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: m.TYPE)
+def test_every_message_round_trips(msg: Message) -> None:
+    text = encode(msg)
+
+    assert decode(text) == msg
+    assert decode(text.encode()) == msg
+
+
+def test_every_message_type_has_an_example() -> None:
+    assert {m.TYPE for m in EXAMPLES} == set(MESSAGE_TYPES)
+    assert set(MESSAGE_TYPES) == {
+        "hello",
+        "heartbeat",
+        "attempt",
+        "log",
+        "error",
+        "start",
+        "stop",
+        "logs",
+        "ack",
+        "welcome",
+    }
+
+
+def test_envelope_carries_version_type_and_id() -> None:
+    payload = envelope(Stop(attempt_id=7, reason="drained", grace_s=30, id=42))
+
+    assert payload == {
+        "v": PROTOCOL_VERSION,
+        "type": "stop",
+        "id": 42,
+        "attempt_id": 7,
+        "reason": "drained",
+        "grace_s": 30,
+    }
+
+
+def test_integer_is_accepted_where_a_float_is_expected() -> None:
+    msg = decode('{"v":1,"type":"welcome","id":1,"host":"h1","heartbeat_s":5}')
+
+    assert msg == Welcome(host="h1", heartbeat_s=5.0, id=1)
+
+
+STOP = Stop(attempt_id=7, reason="preempted", grace_s=30, id=9)
+HEARTBEAT = Heartbeat(gpus=[SAMPLE], running=[7], id=9)
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ("{not json", "bad_json"),
+        (b"\xff\xfe", "bad_json"),
+        ('{"v":1,"type":"ack","id":1,"ack":1,"ack":2}', "bad_json"),
+        ('{"v":1,"type":"welcome","id":1,"host":"h1","heartbeat_s":NaN}', "bad_json"),
+        ("[" * 50_000, "bad_json"),
+        ('["v", 1]', "bad_envelope"),
+        ('{"v":1,"type":"ack","ack":1}', "bad_envelope"),
+        ('{"v":1,"type":"ack","id":-1,"ack":1}', "bad_envelope"),
+        ('{"v":1,"type":7,"id":1,"ack":1}', "bad_envelope"),
+        ('{"type":"ack","id":1,"ack":1}', "bad_version"),
+        ('{"v":2,"type":"ack","id":1,"ack":1}', "bad_version"),
+        ('{"v":true,"type":"ack","id":1,"ack":1}', "bad_version"),
+        ('{"v":1,"type":"reboot","id":1}', "unknown_type"),
+        (mutated(STOP, grace_s="30"), "invalid"),
+        (mutated(STOP, grace_s=30.0), "invalid"),
+        (mutated(STOP, grace_s=True), "invalid"),
+        (mutated(STOP, grace_s=-1), "invalid"),
+        (mutated(STOP, attempt_id=0), "invalid"),
+        (mutated(STOP, reason=""), "invalid"),
+        (mutated(STOP, reason=None), "invalid"),
+        (mutated(STOP, signal="KILL"), "invalid"),
+        (json.dumps({k: v for k, v in envelope(STOP).items() if k != "reason"}), "invalid"),
+        (mutated(HEARTBEAT, running="7"), "invalid"),
+        (mutated(HEARTBEAT, gpus=[{**envelope(HEARTBEAT)["gpus"][0], "utilization_pct": 101}]), "invalid"),
+        (mutated(HEARTBEAT, gpus=[{**envelope(HEARTBEAT)["gpus"][0], "health": "fine"}]), "invalid"),
+        (mutated(HEARTBEAT, gpus=[{**envelope(HEARTBEAT)["gpus"][0], "extra": 1}]), "invalid"),
+        (encode(HEARTBEAT).replace('"temperature_c":71.0', '"temperature_c":1e999'), "invalid"),
+        (mutated(EXAMPLES[7], env={"A": "b\u0000c"}), "invalid"),
+        (mutated(EXAMPLES[7], command=[]), "invalid"),
+        (mutated(EXAMPLES[2], state="paused"), "invalid"),
+    ],
+)
+def test_malformed_frame_is_rejected_with_a_code(frame: str | bytes, code: str) -> None:
+    assert rejected(frame).code == code
+
+
+def test_rejection_names_the_offending_field_and_message_id() -> None:
+    error = rejected(mutated(STOP, grace_s="30"))
+
+    assert error.ref == 9
+    assert "stop.grace_s" in error.message
+
+
+def test_oversized_frame_is_rejected_before_parsing() -> None:
+    big = json.dumps({"v": 1, "type": "log", "id": 1, "pad": "x" * MAX_MESSAGE_BYTES})
+
+    assert rejected(big).code == "too_large"
+    assert rejected(big.encode()).code == "too_large"
+    # multi-byte characters count as bytes, not characters
+    assert rejected("é" * (MAX_MESSAGE_BYTES // 2 + 1)).code == "too_large"
+
+
+def test_message_of_the_wrong_direction_is_unexpected() -> None:
+    hello = encode(EXAMPLES[0])
+
+    error = rejected(hello, allowed=SERVER_MESSAGE_TYPES)
+
+    assert (error.code, error.ref) == ("unexpected_type", 1)
+
+
+def test_encode_refuses_an_invalid_message() -> None:
+    with pytest.raises(ProtocolError) as info:
+        encode(Stop(attempt_id=-3, reason="preempted", grace_s=30))
+    assert info.value.code == "invalid"
+
+
+def test_encode_refuses_an_oversized_message() -> None:
+    with pytest.raises(ProtocolError) as info:
+        encode(Log(attempt_id=1, data="\u0001" * 50_000, offset=0, eof=True))  # escapes: 6 bytes each
+    assert info.value.code == "too_large"
+
+
+def test_decode_raises_nothing_but_protocol_error_on_mangled_frames() -> None:
+    rng = random.Random(7)
+    frames = [encode(m) for m in EXAMPLES]
+    for _ in range(2000):
+        chars = list(rng.choice(frames))
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.randrange(len(chars))
+            op = rng.random()
+            if op < 0.4:
+                chars[pos] = rng.choice('{}[]",:0123456789-.eEtrufalsn\\ \u00e9')
+            elif op < 0.7:
+                del chars[pos]
+            else:
+                chars.insert(pos, rng.choice('{}[]",:01-e'))
+        with contextlib.suppress(ProtocolError):
+            decode("".join(chars))
