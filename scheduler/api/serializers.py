@@ -68,14 +68,14 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     ``name``: defaults to the command's program name.
     """
 
-    name = PassThroughField(required=False)
+    name = PassThroughField(required=False, allow_null=True)
     budget = PassThroughField()
-    cluster = PassThroughField(required=False)
-    gpu_model = PassThroughField(required=False)
+    cluster = PassThroughField(required=False, allow_null=True)
+    gpu_model = PassThroughField(required=False, allow_null=True)
     gpu_count = PassThroughField()
-    image = PassThroughField(required=False)
+    image = PassThroughField(required=False, allow_null=True)
     command = PassThroughField()
-    env = PassThroughField(required=False)
+    env = PassThroughField(required=False, allow_null=True)
     min_runtime = PassThroughField()
 
     def validate_gpu_count(self, value: Any) -> Any:
@@ -105,10 +105,11 @@ class WorkloadSubmitSerializer(serializers.Serializer):
         data = self.validated_data
         command = data["command"]
         name = data.get("name")
-        if name is None and isinstance(command, list) and command and isinstance(command[0], str):
-            name = command[0].rsplit("/", 1)[-1][:200] or "workload"
+        if name is None:
+            program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else ""
+            name = program.rsplit("/", 1)[-1][:200] or "workload"
         return {
-            "name": name if name is not None else "",
+            "name": name,
             "budget": data["budget"],
             "cluster": data.get("cluster"),
             "gpu_model": data.get("gpu_model") or "",

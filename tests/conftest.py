@@ -1,0 +1,213 @@
+"""Shared fixtures: personas, an organisation budget tree, a cluster with hosts, API clients.
+
+The tree (shares in brackets)::
+
+    org ─┬─ nlp [2] ─┬─ olmo [1]   researcher, teammate (members)
+         │           └─ tulu [1]
+         └─ vision [1] ── sam [1]  outsider (member)
+    manager: manager of nlp; admin: superuser, no membership.
+
+The cluster ``default``: hosts ``a100-1``, ``a100-2`` (8 × A100 each) and ``h100-1``
+(4 × H100), registered through ``do_register_host``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from accounts.models import Membership, User
+from accounts.services import create_api_token, do_add_membership
+from budgets.models import Budget
+from budgets.services import do_create_budget
+from scheduler.models import Cluster, Host
+from scheduler.services import do_create_cluster, do_register_host
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """Give each test run its own test database, so runs in one checkout (several engineers,
+    CI) never share one: SQLite in the temp dir, PostgreSQL with the process id appended."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    test = db.setdefault("TEST", {})
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        test["NAME"] = str(Path(tempfile.gettempdir()) / f"fairway-test-{os.getpid()}.sqlite3")
+    else:
+        test["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+
+
+@pytest.fixture
+def org_tree(db: None) -> dict[str, Budget]:
+    """Budgets by path: ``org``, ``nlp``, ``nlp/olmo``, ``nlp/tulu``, ``vision``, ``vision/sam``."""
+    org = do_create_budget(name="org", parent=None)
+    nlp = do_create_budget(name="nlp", parent=org, shares=2)
+    vision = do_create_budget(name="vision", parent=org)
+    return {
+        "org": org,
+        "nlp": nlp,
+        "nlp/olmo": do_create_budget(name="olmo", parent=nlp),
+        "nlp/tulu": do_create_budget(name="tulu", parent=nlp),
+        "vision": vision,
+        "vision/sam": do_create_budget(name="sam", parent=vision),
+    }
+
+
+def _user(username: str, **extra: Any) -> User:
+    return User.objects.create_user(username=username, password=PASSWORD, email=f"{username}@example.org", **extra)
+
+
+@pytest.fixture
+def admin(db: None) -> User:
+    return _user("admin", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def researcher(org_tree: dict[str, Budget]) -> User:
+    user = _user("researcher")
+    do_add_membership(user, org_tree["nlp/olmo"])
+    return user
+
+
+@pytest.fixture
+def teammate(org_tree: dict[str, Budget]) -> User:
+    user = _user("teammate")
+    do_add_membership(user, org_tree["nlp/olmo"])
+    return user
+
+
+@pytest.fixture
+def outsider(org_tree: dict[str, Budget]) -> User:
+    user = _user("outsider")
+    do_add_membership(user, org_tree["vision/sam"])
+    return user
+
+
+@pytest.fixture
+def manager(org_tree: dict[str, Budget]) -> User:
+    user = _user("manager")
+    do_add_membership(user, org_tree["nlp"], Membership.Role.MANAGER)
+    return user
+
+
+GPU_MEMORY_MB = {"A100": 81920, "H100": 81559}
+HOSTS = [("a100-1", "A100", 8, "r1"), ("a100-2", "A100", 8, "r2"), ("h100-1", "H100", 4, "r1")]
+
+
+def gpu_specs(host: str, model: str, count: int) -> list[tuple[int, str, str, int]]:
+    """``count`` GPU specs ``(index, uuid, model, memory_mb)`` for ``host``."""
+    return [(i, f"GPU-{host}-{i}", model, GPU_MEMORY_MB.get(model, 16384)) for i in range(count)]
+
+
+@pytest.fixture
+def host_tokens(db: None) -> dict[str, str]:
+    """Registers the ``default`` cluster's hosts; host name → plaintext token."""
+    cluster = do_create_cluster("default")
+    tokens = {}
+    for name, model, count, rack in HOSTS:
+        _host, token = do_register_host(cluster, name, gpu_specs(name, model, count), {"rack": rack, "fabric": rack})
+        tokens[name] = token
+    return tokens
+
+
+@pytest.fixture
+def cluster(host_tokens: dict[str, str]) -> Cluster:
+    """The ``default`` cluster with hosts a100-1, a100-2 (8 × A100) and h100-1 (4 × H100)."""
+    return Cluster.objects.get(name="default")
+
+
+@pytest.fixture
+def hosts(cluster: Cluster) -> dict[str, Host]:
+    return {h.name: h for h in cluster.hosts.all()}
+
+
+@pytest.fixture
+def api_client_for(db: None) -> Callable[[User | None], APIClient]:
+    """``api_client_for(user)``: an APIClient sending a fresh knox token of ``user`` (None: anonymous)."""
+
+    def make(user: User | None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            _instance, token = create_api_token(user)
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def admin_client_api(admin: User, api_client_for: Callable[[User | None], APIClient]) -> APIClient:
+    return api_client_for(admin)
+
+
+@pytest.fixture
+def researcher_client(researcher: User, api_client_for: Callable[[User | None], APIClient]) -> APIClient:
+    return api_client_for(researcher)
+
+
+@pytest.fixture
+def teammate_client(teammate: User, api_client_for: Callable[[User | None], APIClient]) -> APIClient:
+    return api_client_for(teammate)
+
+
+@pytest.fixture
+def outsider_client(outsider: User, api_client_for: Callable[[User | None], APIClient]) -> APIClient:
+    return api_client_for(outsider)
+
+
+@pytest.fixture
+def manager_client(manager: User, api_client_for: Callable[[User | None], APIClient]) -> APIClient:
+    return api_client_for(manager)
+
+
+@pytest.fixture
+def submission() -> Callable[..., dict[str, Any]]:
+    """``submission(**overrides)``: a valid API submission to ``nlp/olmo`` on ``default``."""
+
+    def make(**overrides: Any) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": "pretrain",
+            "budget": "nlp/olmo",
+            "cluster": "default",
+            "gpu_model": "A100",
+            "gpu_count": 4,
+            "image": "ghcr.io/example/train:1",
+            "command": ["python", "train.py", "--steps", "1000"],
+            "env": {"WANDB_PROJECT": "olmo", "HF_TOKEN": {"value": "hf_secret", "secret": True}},
+            "min_runtime": "2h",
+        }
+        data.update(overrides)
+        return data
+
+    return make
+
+
+@pytest.fixture
+def submit_kwargs(org_tree: dict[str, Budget], cluster: Cluster) -> Callable[..., dict[str, Any]]:
+    """``submit_kwargs(**overrides)``: valid keyword arguments for ``do_submit_workload``."""
+
+    def make(**overrides: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "name": "pretrain",
+            "budget": org_tree["nlp/olmo"],
+            "cluster": cluster,
+            "gpu_model": "A100",
+            "gpu_count": 4,
+            "image": "ghcr.io/example/train:1",
+            "command": ["python", "train.py"],
+            "env": {"WANDB_PROJECT": "olmo"},
+            "min_runtime_s": 3600,
+        }
+        kwargs.update(overrides)
+        return kwargs
+
+    return make

@@ -1,0 +1,79 @@
+"""Budget tree services and membership rules."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from accounts.services import accessible_budget_ids, create_api_token, is_manager, is_member
+from budgets.services import (
+    BudgetError,
+    budget_paths,
+    do_archive_budget,
+    do_create_budget,
+    normalized_shares,
+    resolve_budget,
+)
+
+
+def test_paths_resolve_with_or_without_the_root_name(org_tree):
+    assert resolve_budget("nlp/olmo") == org_tree["nlp/olmo"]
+    assert resolve_budget("org/nlp/olmo") == org_tree["nlp/olmo"]
+    assert resolve_budget("/nlp/olmo/") == org_tree["nlp/olmo"]
+    assert resolve_budget("org") == org_tree["org"]
+    assert resolve_budget(str(org_tree["vision"].pk)) == org_tree["vision"]
+    assert resolve_budget("nlp/nothing") is None
+    assert budget_paths()[org_tree["vision/sam"].pk] == "vision/sam"
+
+
+def test_live_budget_wins_over_archived_one_of_the_same_name(org_tree):
+    do_archive_budget(org_tree["nlp/olmo"])
+    fresh = do_create_budget(name="olmo", parent=org_tree["nlp"])
+    assert resolve_budget("nlp/olmo") == fresh
+
+
+def test_normalized_shares_follow_the_tree(org_tree):
+    shares = normalized_shares()
+    assert shares[org_tree["org"].pk] == 1
+    assert shares[org_tree["nlp"].pk] == Fraction(2, 3)
+    assert shares[org_tree["nlp/olmo"].pk] == Fraction(1, 3)
+    assert shares[org_tree["vision/sam"].pk] == Fraction(1, 3)
+
+
+def test_archived_budget_without_work_drops_out_of_normalization(org_tree):
+    do_archive_budget(org_tree["nlp/tulu"])
+    shares = normalized_shares()
+    assert shares[org_tree["nlp/olmo"].pk] == Fraction(2, 3)
+    assert shares[org_tree["nlp/tulu"].pk] == 0
+
+
+def test_archiving_archives_the_subtree(org_tree):
+    do_archive_budget(org_tree["nlp"])
+    org_tree["nlp/olmo"].refresh_from_db()
+    assert org_tree["nlp/olmo"].archived
+
+
+@pytest.mark.parametrize(("name", "shares", "code"), [("", 1, "invalid_name"), ("a/b", 1, "invalid_name"),
+                                                       ("x", 0, "invalid_shares"), ("olmo", 1, "duplicate_name")])
+def test_invalid_budget_is_refused(org_tree, name, shares, code):
+    with pytest.raises(BudgetError) as info:
+        do_create_budget(name=name, parent=org_tree["nlp"], shares=shares)
+    assert info.value.code == code
+
+
+def test_membership_reaches_every_budget_below(manager, researcher, org_tree):
+    assert is_member(manager, org_tree["nlp/tulu"])
+    assert is_manager(manager, org_tree["nlp/olmo"])
+    assert not is_member(manager, org_tree["vision/sam"])
+    assert not is_manager(researcher, org_tree["nlp/olmo"])
+    assert accessible_budget_ids(researcher) == {org_tree["nlp/olmo"].pk}
+
+
+def test_api_tokens_are_stored_hashed(researcher):
+    from knox.models import AuthToken
+
+    row, token = create_api_token(researcher)
+    stored = list(AuthToken.objects.values_list("digest", "token_key"))
+    assert all(token not in (digest, key) for digest, key in stored)
+    assert len(row.digest) == 128  # SHA-512 hex
