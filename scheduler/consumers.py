@@ -183,7 +183,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if isinstance(msg, protocol.Heartbeat):
             await _heartbeat(self.host, msg)
             self.reported_running = set(msg.running)
-            # Level-triggered: whatever is still missing is sent again on every heartbeat.
+            # Level-triggered: a start the agent does not report running is sent again (the agent
+            # answers a repeated start with what it knows); a stop is sent once per connection
+            # while the attempt runs (a second SIGTERM would restart nothing) and again once it
+            # no longer runs but is still open here (the agent answers with its exit).
             self.sent_starts &= self.reported_running
             self.sent_stops &= self.reported_running
             await self.reconcile()

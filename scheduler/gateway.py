@@ -121,8 +121,9 @@ def desired_commands(
     ``reported_running``: attempt ids the agent last said it runs (None: unknown yet).
     - open attempt on this host, no stop issued, not reported running, not in
       ``already_started`` → ``start`` (this host's part only, with its GPUs);
-    - open attempt with a stop issued, reported running or not yet stopped on this
-      connection (``already_stopped``) → ``stop`` with the stop's reason;
+    - open attempt with a stop issued, not in ``already_stopped`` → ``stop`` with the
+      stop's reason (the agent answers a stop of an attempt it does not run with
+      ``stopped``, and a repeated stop of an exited one with its exit);
     - reported running but not an open attempt on this host → ``stop`` (``not_wanted``).
     Two queries whatever the number of attempts.
     """
@@ -190,7 +191,7 @@ def desired_commands(
             )
         )
     for aid, part in sorted(parts.items()):
-        if part.stopping and (aid in running or aid not in already_stopped):
+        if part.stopping and aid not in already_stopped:
             messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
     for aid in sorted(running - set(parts)):
         messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))

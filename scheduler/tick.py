@@ -61,13 +61,20 @@ class TickResult:
 
 
 @contextmanager
-def _cluster_lock(cluster_id: int) -> Iterator[bool]:
-    """Yield True when this tick may run. Must be entered inside ``transaction.atomic``."""
+def _locked_transaction(cluster_id: int) -> Iterator[bool]:
+    """Open the tick's transaction holding the cluster's lock; yield False (no transaction work) if held.
+
+    PostgreSQL: the advisory lock is taken inside the transaction and released with it.
+    SQLite: the thread lock is taken *before* the transaction, because a second
+    ``BEGIN IMMEDIATE`` would wait for the first tick's write lock instead of
+    returning ``skipped``.
+    """
     if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [TICK_LOCK_CLASS, cluster_id])
-            (acquired,) = cur.fetchone()
-        yield bool(acquired)  # released by PostgreSQL when the transaction ends
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [TICK_LOCK_CLASS, cluster_id])
+                (acquired,) = cur.fetchone()
+            yield bool(acquired)
         return
     with _thread_locks_guard:
         lock = _thread_locks.setdefault(cluster_id, threading.Lock())
@@ -75,7 +82,8 @@ def _cluster_lock(cluster_id: int) -> Iterator[bool]:
         yield False
         return
     try:
-        yield True
+        with transaction.atomic():
+            yield True
     finally:
         lock.release()
 
@@ -88,7 +96,7 @@ def run_tick(cluster_id: int, now: datetime | None = None) -> TickResult:
     """
     began = time.monotonic()
     now = now or timezone.now()
-    with transaction.atomic(), _cluster_lock(cluster_id) as acquired:
+    with _locked_transaction(cluster_id) as acquired:
         if not acquired:
             return TickResult(cluster_id=cluster_id, status="skipped")
         if not Cluster.objects.filter(pk=cluster_id).exists():

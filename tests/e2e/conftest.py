@@ -1,0 +1,204 @@
+"""The whole stack in one test process, with one real agent subprocess (DESIGN.md §2).
+
+``stack`` starts, against the test database: the ASGI app under uvicorn in a
+thread (HTTP API + agent websocket), an in-process dramatiq worker on the
+configured broker (stub broker, or Redis with ``REDIS_URL``), the clock, and
+``python -m agent run --gpus 2`` connected over a real websocket to host ``h1``
+registered with ``do_register_host``. Timings are shortened through
+``settings.FAIRWAY`` (heartbeat 0.5 s, tick every 0.5 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import pytest
+import uvicorn
+from django.db import close_old_connections
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    """Poll ``predicate`` (a DB read) until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        close_old_connections()
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Stack:
+    def __init__(self, base_url: str, token: str, cluster: Any, alpha: Any, beta: Any, state_dir: Path, log: Path):
+        self.base_url = base_url
+        self.token = token
+        self.cluster = cluster
+        self.alpha = alpha
+        self.beta = beta
+        self.state_dir = state_dir
+        self.agent_log = log
+
+    wait_until = staticmethod(wait_until)
+
+    def submit(self, budget: str, gpus: int, min_runtime: int, duration: float, **extra: Any) -> int:
+        """POST /api/v1/workloads/ running the agent's stand-in trainer; returns the workload id."""
+        body = {
+            "name": extra.pop("name", f"standin-{duration:g}s"),
+            "budget": budget,
+            "cluster": self.cluster.name,
+            "gpu_model": "H100",
+            "gpu_count": gpus,
+            "command": [sys.executable, "-m", "agent.standin", "--duration", str(duration)],
+            "env": {"PYTHONPATH": str(REPO), "WANDB_KEY": {"value": "not-a-real-key", "secret": True}},
+            "min_runtime": min_runtime,
+            **extra,
+        }
+        req = urllib.request.Request(  # noqa: S310 -- http:// of the local test server
+            f"{self.base_url}/api/v1/workloads/",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Token {self.token}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 -- see above
+            assert resp.status == 201, resp.read()
+            return int(json.loads(resp.read())["id"])
+
+    def attempt_log(self, attempt_id: int) -> str:
+        path = self.state_dir / "attempts" / f"{attempt_id}.log"
+        return path.read_text() if path.exists() else ""
+
+    def agent_output(self) -> str:
+        return self.agent_log.read_text(errors="replace") if self.agent_log.exists() else ""
+
+
+def _kill_attempt_processes(state_dir: Path) -> None:
+    """Attempts outlive their agent by design (§5); the test kills what is left of them."""
+    for record in (state_dir / "attempts").glob("*.json") if (state_dir / "attempts").is_dir() else ():
+        try:
+            pid = json.loads(record.read_text()).get("pid")
+            if pid:
+                os.killpg(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+@pytest.fixture
+def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Stack]:
+    from accounts.models import User
+    from accounts.services import create_api_token, do_add_membership
+    from agent.gpu.fake import fake_gpu_uuid
+    from budgets.models import Budget
+    from scheduler import tasks
+    from scheduler.clock import Clock
+    from scheduler.models import Cluster
+    from scheduler.services import do_register_host
+
+    settings.FAIRWAY = {
+        **settings.FAIRWAY,
+        "HEARTBEAT_S": 0.5,
+        "TICK_INTERVAL_S": 0.5,
+        "TICK_DEBOUNCE_S": 0.1,
+        "GRACE_PERIOD_S": 5,
+        "HOST_OFFLINE_AFTER_S": 30,
+    }
+    settings.ALLOWED_HOSTS = ["*"]
+
+    cluster = Cluster.objects.create(name="e2e")
+    org = Budget.objects.create(name="org")
+    alpha = Budget.objects.create(name="alpha", parent=org)
+    beta = Budget.objects.create(name="beta", parent=org)
+    user = User.objects.create_user("rita", password="not-used")
+    do_add_membership(user, alpha)
+    do_add_membership(user, beta)
+    _, api_token = create_api_token(user)
+    gpus = [(i, fake_gpu_uuid("h1", i), "H100", 81920) for i in range(2)]
+    _host, host_token = do_register_host(cluster, "h1", gpus, {"rack": "r1"})
+    tasks.reset_debounce([cluster.pk])
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            "config.asgi:application",
+            host="127.0.0.1",
+            port=port,
+            ws="websockets-sansio",
+            lifespan="off",
+            log_level="warning",
+        )
+    )
+    web = threading.Thread(target=server.run, name="e2e-web", daemon=True)
+    web.start()
+    wait_until(lambda: server.started, 15, "uvicorn to start", 0.05)
+
+    import scheduler.tasks  # noqa: F401 -- the actors must be declared before the worker starts
+
+    worker = dramatiq.Worker(dramatiq.get_broker(), worker_threads=1, worker_timeout=100)
+    worker.start()
+    clock = Clock(interval=0.5, sweep_interval=1.0).start()
+
+    state_dir = tmp_path / "agent"
+    log_path = tmp_path / "agent.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with log_path.open("wb") as log:
+        agent = subprocess.Popen(  # noqa: S603 -- our own agent, fixed arguments
+            [
+                sys.executable, "-m", "agent", "run",
+                "--server", f"ws://127.0.0.1:{port}/ws/agent/",
+                "--token", host_token,
+                "--host-name", "h1",
+                "--gpus", "2",
+                "--model", "H100",
+                "--state-dir", str(state_dir),
+                "--heartbeat", "0.5",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    the_stack = Stack(f"http://127.0.0.1:{port}", api_token, cluster, alpha, beta, state_dir, log_path)
+    try:
+        from scheduler.models import Host
+
+        wait_until(
+            lambda: Host.objects.filter(pk=_host.pk, agent_version__gt="").exists() or agent.poll() is not None,
+            20,
+            "the agent's hello",
+        )
+        assert agent.poll() is None, the_stack.agent_output()
+        yield the_stack
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(10)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait(5)
+        _kill_attempt_processes(state_dir)
+        clock.stop()
+        worker.stop(timeout=5000)
+        server.should_exit = True
+        web.join(10)
+        tasks.reset_debounce([cluster.pk])

@@ -1,0 +1,214 @@
+"""Attempt lifecycle, charging, heartbeats, sweeps and the desired state (DESIGN.md §4, §6, §7)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from agent import protocol
+from scheduler import gateway, lifecycle, tasks
+from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload
+
+
+def test_started_confirmation_stamps_start_and_protection(tw, ticks):
+    host = tw.host("h1", 2)
+    w = tw.workload(gpus=2, min_runtime=600)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+
+    assert lifecycle.attempt_started(host, attempt.pk, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert attempt.started_at == tw.now and attempt.protected_until == tw.now + timedelta(seconds=600)
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.RUNNING
+
+
+def test_a_host_cannot_confirm_another_hosts_attempt(tw, ticks):
+    tw.host("h1", 1)
+    other = tw.host("h2", 1)
+    w = tw.workload(gpus=1)
+    attempt = tw.attempt(w, list(GPU.objects.filter(host__name="h1")), started_ago=None)
+
+    assert not lifecycle.attempt_started(other, attempt.pk, now=tw.now)
+    assert not lifecycle.attempt_exited(other, attempt.pk, 0, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert (attempt.started_at, attempt.ended_at) == (None, None)
+
+
+def test_exit_zero_succeeds_charges_gpu_seconds_and_frees_the_gpus(tw, ticks, django_capture_on_commit_callbacks):
+    host = tw.host("h1", 2)
+    w = tw.workload(gpus=2, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=100)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert lifecycle.attempt_exited(host, attempt.pk, 0, age_s=10, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert attempt.ended_at == tw.now - timedelta(seconds=10)
+    assert (attempt.end_reason, attempt.exit_code, attempt.charged_gpu_seconds) == ("succeeded", 0, 2 * 90)
+    assert not AttemptGPU.objects.filter(open=True).exists()
+    w.refresh_from_db()
+    assert (w.state, w.finished_at) == (Workload.State.SUCCEEDED, attempt.ended_at)
+    assert ticks == [tw.cluster.pk]
+    # a duplicate report changes nothing
+    assert not lifecycle.attempt_exited(host, attempt.pk, 0, now=tw.now)
+
+
+def test_preempted_attempt_requeues_with_the_original_submission_time(tw, ticks):
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    submitted, seq = w.submitted_at, w.seq
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=50, stop_requested_at=tw.now, stop_reason="preempted")
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.PREEMPTING)
+
+    lifecycle.attempt_exited(host, attempt.pk, 143, now=tw.now)
+
+    attempt.refresh_from_db()
+    w.refresh_from_db()
+    assert (attempt.end_reason, attempt.exit_code, attempt.charged_gpu_seconds) == ("preempted", 143, 50)
+    assert (w.state, w.submitted_at, w.seq, w.finished_at) == (Workload.State.PENDING, submitted, seq, None)
+
+
+def test_unallocated_attempts_are_never_charged(tw, ticks):
+    host = tw.host("h1", 2)
+    w = tw.workload(gpus=2, min_runtime=0)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=500)
+
+    lifecycle.attempt_exited(host, attempt.pk, 1, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.charged_gpu_seconds) == ("failed", 0)
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.FAILED
+
+
+def test_finished_workload_loses_its_nominations(tw, ticks):
+    host = tw.host("h1", 2)
+    w = tw.workload(gpus=1, min_runtime=0)
+    attempt = tw.attempt(w, list(GPU.objects.filter(index=0)))
+    GPU.objects.filter(index=1).update(nominated_for=w)
+
+    lifecycle.attempt_exited(host, attempt.pk, 0, now=tw.now)
+
+    assert list(GPU.objects.values_list("nominated_for_id", flat=True)) == [None, None]
+
+
+def test_failed_starts_requeue_three_times_then_fail(tw, ticks):
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1)
+    states = []
+    for _ in range(4):
+        attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+        lifecycle.attempt_failed_to_start(host, attempt.pk, "no such image", now=tw.now)
+        w.refresh_from_db()
+        states.append(w.state)
+    assert states == ["pending", "pending", "pending", "failed"]
+    assert w.start_failures == 4
+    assert set(Attempt.objects.values_list("end_reason", "charged_gpu_seconds")) == {("failed_to_start", 0)}
+
+
+def test_stop_answered_stopped_ends_the_attempt_with_the_stop_reason(tw, ticks):
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=0)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None, stop_requested_at=tw.now, stop_reason="drained")
+
+    assert lifecycle.attempt_stopped_unknown(host, attempt.pk, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert attempt.end_reason == "drained"
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
+
+
+def test_heartbeat_records_health_and_a_fatal_xid_drains_the_host(
+    tw, ticks, settings, django_capture_on_commit_callbacks
+):
+    settings.FAIRWAY = {**settings.FAIRWAY, "AUTO_DRAIN_ON_GPU_FAULT": True}
+    host = tw.host("h1", 2)
+    samples = [
+        lifecycle.GpuSample(0, "healthy", (), {"utilization_pct": 50.0}),
+        lifecycle.GpuSample(1, "unhealthy", (79,), {"utilization_pct": 0.0}),
+    ]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.record_heartbeat(host, samples, now=tw.now + timedelta(seconds=3))
+
+    host.refresh_from_db()
+    assert host.state == Host.State.DRAINING and host.last_heartbeat == tw.now + timedelta(seconds=3)
+    assert list(GPU.objects.order_by("index").values_list("health", flat=True)) == ["healthy", "unhealthy"]
+    assert GPU.objects.get(index=0).last_sample == {"utilization_pct": 50.0}
+    assert set(HostEvent.objects.values_list("kind", flat=True)) == {"gpu_health", "draining"}
+    assert ticks == [tw.cluster.pk]
+
+
+def test_silent_host_goes_offline_then_its_attempts_are_lost_and_requeued(tw, ticks, settings):
+    settings.FAIRWAY = {**settings.FAIRWAY, "HOST_OFFLINE_AFTER_S": 30, "HOST_LOST_AFTER_S": 300}
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=100)
+    last = tw.now
+    Host.objects.filter(pk=host.pk).update(last_heartbeat=last)
+
+    assert lifecycle.sweep_hosts(now=last + timedelta(seconds=31)) == {"offline": 1, "lost": 0}
+    host.refresh_from_db()
+    assert (host.state, host.state_before_offline) == ("offline", "active")
+    assert lifecycle.sweep_hosts(now=last + timedelta(seconds=301)) == {"offline": 0, "lost": 1}
+
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.ended_at, attempt.charged_gpu_seconds) == ("lost", last, 100)
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
+
+
+def test_hello_reregisters_gpus_brings_the_host_back_and_ends_vanished_attempts(tw, ticks, pushed, settings):
+    host = tw.host("h1", 2, state=Host.State.OFFLINE, state_before_offline=Host.State.CORDONED)
+    last = tw.now - timedelta(seconds=40)
+    Host.objects.filter(pk=host.pk).update(last_heartbeat=last)
+    host.refresh_from_db()
+    gone = tw.attempt(tw.workload(gpus=1), list(GPU.objects.filter(index=0)), started_ago=100)
+    kept = tw.attempt(tw.workload(gpus=1), list(GPU.objects.filter(index=1)), started_ago=None)
+    gpus = [lifecycle.GpuReport(i, f"GPU-new-{i}", "H100", 81559) for i in range(2)]
+
+    lifecycle.host_hello(host, agent_version="0.1", gpus=gpus, running=[], now=tw.now)
+
+    host.refresh_from_db()
+    assert (host.state, host.agent_version, host.last_heartbeat) == ("cordoned", "0.1", tw.now)
+    assert list(GPU.objects.order_by("index").values_list("uuid", "memory_mb")) == [
+        ("GPU-new-0", 81559),
+        ("GPU-new-1", 81559),
+    ]
+    gone.refresh_from_db()
+    kept.refresh_from_db()
+    assert (gone.end_reason, gone.ended_at, gone.charged_gpu_seconds) == ("lost", last, 60)
+    assert kept.ended_at is None  # never confirmed: its start is sent again
+
+
+def test_desired_state_starts_missing_attempts_and_stops_unwanted_ones(tw, ticks):
+    host = tw.host("h1", 3)
+    gpus = list(GPU.objects.order_by("index"))
+    w = tw.workload(gpus=2)
+    wanted = tw.attempt(w, gpus[:2], started_ago=None)
+    leaving = tw.attempt(
+        tw.workload(gpus=1), gpus[2:], started_ago=10, stop_requested_at=tw.now, stop_reason="preempted"
+    )
+
+    cmds = gateway.desired_commands(host.pk, reported_running={leaving.pk, 999})
+
+    start, stop, stray = cmds
+    assert isinstance(start, protocol.Start) and start.attempt_id == wanted.pk
+    assert (start.gpu_indices, start.gpu_uuids) == ([0, 1], ["GPU-h1-0", "GPU-h1-1"])
+    assert start.env["TOKEN"] == "s3cret" and start.env["WORLD_SIZE"] == "2" and start.workload_id == w.pk
+    assert (stop.attempt_id, stop.reason) == (leaving.pk, "preempted")
+    assert (stray.attempt_id, stray.reason) == (999, "not_wanted")
+    # already sent on this connection: nothing more to say
+    again = gateway.desired_commands(host.pk, {leaving.pk}, already_started={wanted.pk}, already_stopped={leaving.pk})
+    assert again == []
+
+
+def test_a_burst_of_tick_requests_sends_one_tick(db, monkeypatch):
+    sent: list[tuple] = []
+    monkeypatch.setattr(tasks.tick, "send_with_options", lambda **kw: sent.append(kw["args"]))
+    tasks.reset_debounce([4242])
+
+    results = [tasks.request_tick(4242) for _ in range(5)]
+
+    assert results == [True, False, False, False, False] and sent == [(4242,)]
+    tasks._clear_marker(4242)  # the tick clears the marker as it begins
+    assert tasks.request_tick(4242) and len(sent) == 2
+    tasks.reset_debounce([4242])
