@@ -57,6 +57,9 @@ class TickResult:
     host_states: dict[str, str] = field(default_factory=dict)
     dropped: int = 0
     """decisions not applied because the row changed since the snapshot"""
+    reservations: dict[str, int] = field(default_factory=dict)
+    """host name → pk of the workload holding a reservation on it (§3.5); recomputed by every
+    tick and not stored (the scenario runner's ``reserved`` check and displays read it here)"""
     seconds: float = 0.0
 
 
@@ -103,7 +106,11 @@ def run_tick(cluster_id: int, now: datetime | None = None) -> TickResult:
             return TickResult(cluster_id=cluster_id, status="no_cluster")
         snapshot, index = load_snapshot(cluster_id, now)
         decisions = schedule(snapshot)
-        result = TickResult(cluster_id=cluster_id, status="ran")
+        result = TickResult(
+            cluster_id=cluster_id,
+            status="ran",
+            reservations={host: int(wid) for host, wid in decisions.reservations.items()},
+        )
         touched_hosts = _apply(decisions, snapshot, index, now, result)
         notify.push_hosts_on_commit(touched_hosts)
     result.seconds = time.monotonic() - began
