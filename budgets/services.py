@@ -182,7 +182,7 @@ def do_create_budget(
         return Budget.objects.create(name=name, parent=parent, shares=shares, description=description, hold=hold)
 
 
-def _request_ticks() -> None:
+def request_ticks_everywhere() -> None:
     """A budget change can reorder every cluster's queue: ask each cluster for a tick."""
     from scheduler.models import Cluster
     from scheduler.notify import request_tick_on_commit
@@ -198,7 +198,7 @@ def do_set_hold(budget: Budget, hold: bool) -> Budget:
         if budget.hold != hold:
             budget.hold = hold
             budget.save(update_fields=["hold"])
-            _request_ticks()
+            request_ticks_everywhere()
     return budget
 
 
@@ -209,6 +209,6 @@ def do_archive_budget(budget: Budget) -> Budget:
         now = timezone.now()
         ids = subtree_ids([budget.id])
         Budget.objects.filter(pk__in=ids, archived_at__isnull=True).update(archived_at=now)
-        _request_ticks()
+        request_ticks_everywhere()
     budget.refresh_from_db()
     return budget

@@ -46,6 +46,12 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
         test["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """PBKDF2 at full strength costs a third of a second per persona; tests need no strength."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def org_tree(db: None) -> dict[str, Budget]:
     """Budgets by path: ``org``, ``nlp``, ``nlp/olmo``, ``nlp/tulu``, ``vision``, ``vision/sam``."""

@@ -1,0 +1,31 @@
+"""Admin of users and memberships."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+
+from accounts.models import Membership, User
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["budget"]
+    fields = ["budget", "role", "created_at"]
+    readonly_fields = ["created_at"]
+
+
+@admin.register(User)
+class UserAdmin(DjangoUserAdmin):
+    inlines = [MembershipInline]
+    list_display = ["username", "email", "first_name", "last_name", "is_staff", "is_active", "last_login"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "budget", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "budget__name"]
+    autocomplete_fields = ["user", "budget"]
+    list_select_related = ["user", "budget"]

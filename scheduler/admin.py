@@ -1,0 +1,265 @@
+"""The operators' console: clusters, hosts (cordon/drain/resume), GPUs, workloads, attempts, events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.http import HttpRequest
+
+from config.errors import ServiceError
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
+from scheduler.services import do_cancel_workload, do_set_host_state
+
+
+class ReadOnlyMixin:
+    """Rows written only by services: viewable, never edited, added or deleted here."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "host_count", "gpu_count", "description"]
+    search_fields = ["name"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Cluster]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_hosts=Count("hosts", filter=Q(hosts__removed_at__isnull=True), distinct=True),
+                n_gpus=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True), distinct=True),
+            )
+        )
+
+    @admin.display(description="hosts", ordering="n_hosts")
+    def host_count(self, obj: Cluster) -> int:
+        return obj.n_hosts
+
+    @admin.display(description="GPUs", ordering="n_gpus")
+    def gpu_count(self, obj: Cluster) -> int:
+        return obj.n_gpus
+
+
+class GPUInline(admin.TabularInline):
+    model = GPU
+    extra = 0
+    fields = ["index", "uuid", "model", "memory_mb", "health", "nominated_for"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class HostEventInline(ReadOnlyMixin, admin.TabularInline):
+    model = HostEvent
+    extra = 0
+    fields = ["at", "kind", "actor", "message", "data"]
+    readonly_fields = fields
+    ordering = ["-at", "-id"]
+
+
+@admin.register(Host)
+class HostAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "cluster",
+        "state",
+        "drain_now",
+        "gpu_count",
+        "gpu_model",
+        "last_heartbeat",
+        "agent_version",
+    ]
+    list_filter = ["cluster", "state", "drain_now", ("removed_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "labels"]
+    list_select_related = ["cluster"]
+    readonly_fields = [
+        "cluster",
+        "name",
+        "state",
+        "state_before_offline",
+        "drain_now",
+        "agent_version",
+        "last_heartbeat",
+        "removed_at",
+        "created_at",
+    ]
+    fields = [*readonly_fields, "labels"]
+    inlines = [GPUInline, HostEventInline]
+    actions = ["cordon", "drain", "drain_now_action", "resume"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # hosts register with a token (seed_demo --hosts, agent install), shown once
+
+    def has_delete_permission(self, request: HttpRequest, obj: Host | None = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Host]:
+        first_model = GPU.objects.filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
+        return super().get_queryset(request).annotate(n_gpus=Count("gpus"), model=Subquery(first_model))
+
+    @admin.display(description="GPUs", ordering="n_gpus")
+    def gpu_count(self, obj: Host) -> int:
+        return obj.n_gpus
+
+    @admin.display(description="model", ordering="model")
+    def gpu_model(self, obj: Host) -> str:
+        return obj.model or "-"
+
+    def _set_state(
+        self, request: HttpRequest, queryset: QuerySet[Host], state: str, *, drain_now: bool = False
+    ) -> None:
+        done = 0
+        for host in queryset:
+            try:
+                do_set_host_state(request.user, host, state, f"admin action by {request.user}", drain_now=drain_now)
+                done += 1
+            except ServiceError as exc:
+                messages.error(request, f"{host.name}: {exc.message}")
+        if done:
+            messages.success(request, f"{done} host(s) updated.")
+
+    @admin.action(description="Cordon: no new work, running work stays")
+    def cordon(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        self._set_state(request, queryset, Host.State.CORDONED)
+
+    @admin.action(description="Drain: no new work, attempts leave as their protection ends")
+    def drain(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        self._set_state(request, queryset, Host.State.DRAINING)
+
+    @admin.action(description="Drain now: stop everything, ignoring protection (audited)")
+    def drain_now_action(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        self._set_state(request, queryset, Host.State.DRAINING, drain_now=True)
+
+    @admin.action(description="Resume: back to active")
+    def resume(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        self._set_state(request, queryset, Host.State.ACTIVE)
+
+
+@admin.register(GPU)
+class GPUAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["__str__", "model", "memory_mb", "health", "uuid", "nominated_for"]
+    list_filter = ["health", "model", "host__cluster"]
+    search_fields = ["uuid", "host__name"]
+    list_select_related = ["host"]
+
+
+class AttemptInline(ReadOnlyMixin, admin.TabularInline):
+    model = Attempt
+    extra = 0
+    fields = [
+        "number",
+        "host",
+        "allocated",
+        "unfunded",
+        "placed_at",
+        "started_at",
+        "protected_until",
+        "stop_reason",
+        "ended_at",
+        "end_reason",
+        "exit_code",
+        "charged_gpu_seconds",
+    ]
+    readonly_fields = fields
+    ordering = ["number"]
+
+
+class WorkloadEventInline(ReadOnlyMixin, admin.TabularInline):
+    model = WorkloadEvent
+    extra = 0
+    fields = ["at", "kind", "actor", "message", "data"]
+    readonly_fields = fields
+
+
+@admin.register(Workload)
+class WorkloadAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "name",
+        "owner",
+        "budget",
+        "cluster",
+        "gpu_count",
+        "gpu_model",
+        "min_runtime_s",
+        "state",
+        "pending_reason",
+        "submitted_at",
+    ]
+    list_filter = ["state", "cluster", "pending_reason", "gpu_model"]
+    search_fields = ["name", "owner__username", "budget__name"]
+    list_select_related = ["owner", "budget__parent", "cluster"]
+    date_hierarchy = "submitted_at"
+    inlines = [AttemptInline, WorkloadEventInline]
+    actions = ["cancel"]
+    exclude = ["env"]  # may hold secrets; the API masks them for members
+
+    @admin.action(description="Cancel (pending: at once; running: stop, charged until released)")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
+        done = 0
+        for workload in queryset:
+            try:
+                do_cancel_workload(request.user, workload)
+                done += 1
+            except ServiceError as exc:
+                messages.error(request, f"#{workload.pk}: {exc.message}")
+        if done:
+            messages.success(request, f"{done} workload(s) canceled or stopping.")
+
+
+class AttemptGPUInline(ReadOnlyMixin, admin.TabularInline):
+    model = AttemptGPU
+    extra = 0
+    fields = ["gpu", "rank", "open"]
+    readonly_fields = fields
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "workload",
+        "number",
+        "host",
+        "allocated",
+        "started_at",
+        "protected_until",
+        "stop_reason",
+        "ended_at",
+        "end_reason",
+        "charged_gpu_seconds",
+    ]
+    list_filter = ["end_reason", "allocated", "unfunded", "host__cluster"]
+    search_fields = ["workload__name", "host__name"]
+    list_select_related = ["workload", "host"]
+    inlines = [AttemptGPUInline]
+
+
+@admin.register(WorkloadEvent)
+class WorkloadEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["at", "workload", "kind", "actor", "message"]
+    list_filter = ["kind"]
+    search_fields = ["workload__name", "message"]
+    list_select_related = ["workload", "actor"]
+    date_hierarchy = "at"
+
+
+@admin.register(HostEvent)
+class HostEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["at", "host", "kind", "actor", "message"]
+    list_filter = ["kind", "host__cluster"]
+    search_fields = ["host__name", "message"]
+    list_select_related = ["host", "actor"]
+    date_hierarchy = "at"
