@@ -14,7 +14,7 @@ import contextlib
 import logging
 import random
 import signal
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Generator
 from dataclasses import replace
 from typing import Any
 
@@ -53,7 +53,11 @@ MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
 
 
-def backoff_delays(initial_s: float = 1.0, cap_s: float = 60.0, factor: float = 2.0) -> Iterator[float]:
+MAX_HELLO_EXITS = 1024
+"""Most unacknowledged exits listed in one ``hello`` (the rest follow after they are acked)."""
+
+
+def backoff_delays(initial_s: float = 1.0, cap_s: float = 60.0, factor: float = 2.0) -> Generator[float]:
     """Reconnect delays in seconds: exponential from ``initial_s``, capped at ``cap_s``, each
     drawn uniformly from [d/2, d] so that agents restarted together do not reconnect together."""
     delay = min(initial_s, cap_s)
@@ -84,6 +88,7 @@ class Agent:
         self.runtime = runtime
         self.heartbeat_s = config.heartbeat
         self._stopping = asyncio.Event()
+        self._new_period = asyncio.Event()
         self._boot_id = current_boot_id()
         self._delays = self._new_backoff()
         self._ws: ClientConnection | None = None
@@ -94,7 +99,7 @@ class Agent:
         self._gpu_uuids: list[str] = []
         runtime.on_exit = self._on_exit
 
-    def _new_backoff(self) -> Iterator[float]:
+    def _new_backoff(self) -> Generator[float]:
         return backoff_delays(initial_s=1.0, cap_s=self.config.backoff_max)
 
     def request_stop(self) -> None:
@@ -156,8 +161,8 @@ class Agent:
         async for ws in connect:
             try:
                 await self._session(ws)
-            except ConnectionClosed as exc:
-                log.warning("connection lost: %s", exc)
+            except ConnectionClosed:
+                pass  # logged below, like a clean close
             except Exception:  # noqa: BLE001 -- the agent outlives any one session
                 log.exception("session failed")
             finally:
@@ -165,6 +170,7 @@ class Agent:
                 self._unacked.clear()
             if self._stopping.is_set():
                 return
+            log.warning("disconnected from the server (close code %s %s)", ws.close_code, ws.close_reason or "")
             delay = next(self._delays)
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)
@@ -180,7 +186,9 @@ class Agent:
         hello_id = await self._send(
             Hello(host=self.config.host_name, agent_version=AGENT_VERSION, gpus=gpus, attempts=statuses)
         )
-        if hello_id is not None and reported:
+        if hello_id is None:
+            return  # closed meanwhile (or unencodable): reconnect with backoff
+        if reported:
             self._unacked[hello_id] = reported
         log.info("hello sent: %d GPU(s), %d attempt(s)", len(gpus), len(statuses))
         tasks = [
@@ -203,11 +211,12 @@ class Agent:
     def _attempt_statuses(self) -> tuple[list[AttemptStatus], list[int]]:
         """The hello's attempts: running ones, and ended ones not yet acknowledged."""
         now = monotonic_s()
-        statuses, ended = [], []
+        statuses: list[AttemptStatus] = []
+        ended: list[int] = []
         for record in self.runtime.records():
             if record.state == "running":
                 statuses.append(AttemptStatus(attempt_id=record.attempt_id, state="running"))
-            elif record.state == "exited" and not record.reported:
+            elif record.state == "exited" and not record.reported and len(ended) < MAX_HELLO_EXITS:
                 age = record.age_s(now, self._boot_id)
                 statuses.append(AttemptStatus(record.attempt_id, "exited", record.exit_code, age))
                 ended.append(record.attempt_id)
@@ -234,7 +243,12 @@ class Agent:
 
     async def _heartbeats(self) -> None:
         while True:
-            await asyncio.sleep(self.heartbeat_s)
+            self._new_period.clear()
+            try:
+                await asyncio.wait_for(self._new_period.wait(), timeout=self.heartbeat_s)
+                continue  # the welcome set another period: start it now
+            except TimeoutError:
+                pass
             self.gpu.note_busy(self.runtime.busy_gpu_indices())
             try:
                 samples = await asyncio.to_thread(self.gpu.sample)
@@ -273,6 +287,7 @@ class Agent:
             if msg.host != self.config.host_name:
                 log.warning("server welcomed host %r, this agent is %r", msg.host, self.config.host_name)
             self.heartbeat_s = msg.heartbeat_s
+            self._new_period.set()
             self._delays = self._new_backoff()
             if hello_id is not None:
                 self.runtime.mark_reported(self._unacked.pop(hello_id, []))

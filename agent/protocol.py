@@ -339,7 +339,7 @@ def _compile(tp: Any) -> _Check:
             return {key(k, f"{path} key"): val(v, f"{path}.{k}") for k, v in value.items()}
 
         return check_dict
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _compile_dataclass(tp)
     if tp is bool:
         return _scalar(lambda v: isinstance(v, bool), "a boolean")

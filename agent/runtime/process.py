@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 RETENTION_S = 24 * 3600
 """How long an acknowledged, ended attempt (record and log) is kept, in seconds."""
+UNREPORTED_RETENTION_S = 7 * 24 * 3600
+"""How long an ended attempt the server never acknowledged is kept, in seconds."""
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
@@ -270,8 +272,13 @@ class ProcessRuntime(Runtime):
         try:
             if pidfd is not None and (proc is not None or proc_start_time(pid) == record.proc_start):
                 loop = asyncio.get_running_loop()
-                readable = loop.create_future()
-                loop.add_reader(pidfd, lambda: readable.done() or readable.set_result(None))
+                readable: asyncio.Future[None] = loop.create_future()
+
+                def on_readable() -> None:
+                    if not readable.done():
+                        readable.set_result(None)
+
+                loop.add_reader(pidfd, on_readable)
                 try:
                     await readable
                 finally:
@@ -295,6 +302,8 @@ class ProcessRuntime(Runtime):
         attempt_id = record.attempt_id
         exit_info = self.store.read_exit(attempt_id)
         now = monotonic_s()
+        code: int | None
+        exited_mono: float | None
         if exit_info is not None:
             code, exited_mono = exit_info
         elif returncode is not None:
@@ -323,9 +332,14 @@ class ProcessRuntime(Runtime):
                 self.store.save(record)
 
     def prune(self) -> None:
-        cutoff = time.time() - RETENTION_S
+        now = time.time()
         for record in list(self._records.values()):
-            if record.reported and record.finished_wall is not None and record.finished_wall < cutoff:
+            if record.finished_wall is None:
+                continue
+            age = now - record.finished_wall
+            if age > (RETENTION_S if record.reported else UNREPORTED_RETENTION_S):
+                if not record.reported:
+                    log.warning("forgetting attempt %d: its exit was never acknowledged", record.attempt_id)
                 self.store.delete(record.attempt_id)
                 del self._records[record.attempt_id]
 

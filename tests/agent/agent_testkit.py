@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +20,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from agent.gpu.fake import fake_gpu_uuid
+from agent.client import Agent
+from agent.config import AgentConfig
+from agent.gpu.fake import FakeGpuBackend, fake_gpu_uuid
 from agent.protocol import (
     AGENT_MESSAGE_TYPES,
     Ack,
@@ -33,6 +35,7 @@ from agent.protocol import (
     decode,
     encode,
 )
+from agent.runtime.process import ProcessRuntime
 from agent.state import AttemptStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -153,3 +156,28 @@ def kill_leftovers(state_dir: Path) -> None:
         if record.state == "running" and record.pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(record.pid, signal.SIGKILL)
+
+
+def make_agent(url: str, state_dir: Path, heartbeat: float = 0.2) -> Agent:
+    """An agent for host ``h1`` with 8 fake H100s, fast heartbeats and fast reconnects."""
+    config = AgentConfig(
+        server=url,
+        token="host-token",
+        host_name=HOST,
+        gpus=8,
+        state_dir=state_dir,
+        heartbeat=heartbeat,
+        backoff_max=0.3,
+    )
+    return Agent(config, FakeGpuBackend(HOST, 8, state_dir=state_dir), ProcessRuntime(state_dir, cwd=REPO_ROOT))
+
+
+@contextlib.asynccontextmanager
+async def running(agent: Agent) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``agent`` in the background; stop it cleanly on exit (failing if it crashed)."""
+    task = asyncio.create_task(agent.run())
+    try:
+        yield task
+    finally:
+        agent.request_stop()
+        await asyncio.wait_for(task, 10)

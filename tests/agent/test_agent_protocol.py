@@ -76,7 +76,8 @@ EXAMPLES: list[Message] = [
 
 
 def envelope(msg: Message) -> dict[str, Any]:
-    return json.loads(encode(msg))
+    payload: dict[str, Any] = json.loads(encode(msg))
+    return payload
 
 
 def mutated(msg: Message, **changes: Any) -> str:

@@ -1,0 +1,263 @@
+"""The agent against a small real websocket server: hello, heartbeats, start/stop/logs, bad
+messages, faults, disconnections and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from agent_testkit import HOST, FakeServer, make_agent, run_async, running, standin, start_msg
+
+from agent import AGENT_VERSION
+from agent.client import backoff_delays
+from agent.gpu.fake import fake_gpu_uuid
+from agent.protocol import AttemptStatus, Error, Heartbeat, Hello, Log, Logs, Message, Stop, encode
+
+
+def is_heartbeat(msg: Message) -> bool:
+    return isinstance(msg, Heartbeat)
+
+
+def test_hello_carries_the_token_and_gpus_then_heartbeats_flow(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer(heartbeat_s=0.2) as server, running(make_agent(server.url, state_dir, heartbeat=30)):
+            hello = await server.expect(lambda m: isinstance(m, Hello))
+            assert isinstance(hello, Hello)
+            assert (hello.id, hello.host, hello.agent_version, hello.attempts) == (1, HOST, AGENT_VERSION, [])
+            assert [(g.index, g.uuid, g.model, g.memory_mb) for g in hello.gpus] == [
+                (i, fake_gpu_uuid(HOST, i), "H100", 81559) for i in range(8)
+            ]
+            assert server.headers[0]["Authorization"] == "Bearer host-token"
+
+            # the welcome's period (0.2 s) overrides the configured 30 s
+            first = await server.expect(is_heartbeat, within=3)
+            second = await server.expect(is_heartbeat, within=3)
+
+            assert isinstance(first, Heartbeat) and isinstance(second, Heartbeat)
+            assert [s.index for s in first.gpus] == list(range(8))
+            assert {s.health for s in first.gpus} == {"healthy"}
+            assert first.running == []
+            assert hello.id < first.id < second.id
+
+    run_async(scenario())
+
+
+def test_start_runs_the_standin_to_an_exit_zero_report(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+
+                await server.send(start_msg(5, standin(1), gpus=[2, 3]))
+
+                await server.expect_event(5, "started")
+                beat = await server.expect(is_heartbeat)
+                assert isinstance(beat, Heartbeat) and beat.running == [5]
+                exited = await server.expect_event(5, "exited", within=10)
+                assert (exited.exit_code, exited.age_s) == (0, None)
+                await asyncio.sleep(0.2)  # the server's ack
+                record = agent.runtime.get(5)
+                assert record is not None and record.reported
+                log = agent.runtime.read_log(5, 4096)[0].decode()
+                assert "CUDA_VISIBLE_DEVICES=2,3" in log
+
+    run_async(scenario())
+
+
+def test_stop_ends_a_long_attempt_with_its_exit_code(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            await server.send(start_msg(6, standin(60), gpus=[0]))
+            await server.expect_event(6, "started")
+
+            await server.send(Stop(attempt_id=6, reason="preempted", grace_s=5))
+
+            exited = await server.expect_event(6, "exited", within=5)
+            assert exited.exit_code == 143
+
+            await server.send(Stop(attempt_id=6, reason="preempted", grace_s=5))  # again: nothing to do
+            again = await server.expect_event(6, "exited")
+            assert again.exit_code == 143 and again.age_s is not None
+
+    run_async(scenario())
+
+
+def test_malformed_server_messages_get_errors_and_the_connection_survives(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            bad_start = json.loads(encode(start_msg(7, standin(1), gpus=[0])))
+            bad_start["grace_s"] = "soon"
+
+            await server.send_raw("{not json")
+            await server.send_raw(json.dumps(bad_start))
+            await server.send_raw(encode(Hello(host="h9", agent_version="x", gpus=[], attempts=[], id=40)))
+            await server.send(Logs(attempt_id=999, tail_bytes=100))
+
+            errors = [await server.expect(lambda m: isinstance(m, Error)) for _ in range(4)]
+            assert [(e.code, e.ref) for e in errors if isinstance(e, Error)] == [
+                ("bad_json", None),
+                ("invalid", bad_start["id"]),
+                ("unexpected_type", 40),
+                ("unknown_attempt", server._seq),
+            ]
+            assert isinstance(errors[1], Error) and "start.grace_s" in errors[1].message
+
+            await server.send(start_msg(7, standin(0.2), gpus=[0]))
+            await server.expect_event(7, "started")
+            await server.expect_event(7, "exited")
+            assert len(server.headers) == 1  # still the first connection
+
+    run_async(scenario())
+
+
+def test_start_on_gpus_of_another_host_fails_to_start(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            wrong_uuid = replace(start_msg(8, standin(1), gpus=[1]), gpu_uuids=[fake_gpu_uuid("h2", 1)])
+
+            await server.send(wrong_uuid)
+            await server.send(start_msg(9, standin(1), gpus=[8]))
+            await server.send(start_msg(10, ["no-such-trainer"], gpus=[1]))
+
+            for attempt_id in (8, 9, 10):
+                failed = await server.expect_event(attempt_id, "failed_to_start")
+                assert failed.message
+            assert "no-such-trainer" in failed.message
+
+    run_async(scenario())
+
+
+def test_repeated_and_unknown_commands_are_idempotent(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            await server.send(start_msg(11, standin(0.5), gpus=[0]))
+            await server.expect_event(11, "started")
+
+            await server.send(start_msg(11, standin(0.5), gpus=[0]))
+            await server.expect_event(11, "running")
+            await server.send(Stop(attempt_id=12, reason="canceled", grace_s=5))
+            stopped = await server.expect_event(12, "stopped")
+            assert stopped.exit_code is None
+            first_exit = await server.expect_event(11, "exited")
+            await server.send(start_msg(11, standin(0.5), gpus=[0]))  # a stale start after the exit
+            replay = await server.expect_event(11, "exited")
+
+            assert first_exit.exit_code == replay.exit_code == 0
+            assert replay.age_s is not None
+
+    run_async(scenario())
+
+
+def test_logs_returns_the_tail_of_the_attempt_log(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            await server.send(start_msg(13, standin(1.1), gpus=[4]))
+            await server.expect_event(13, "started")
+            await server.expect_event(13, "exited")
+
+            await server.send(Logs(attempt_id=13, tail_bytes=1 << 20))
+            whole = await server.expect(lambda m: isinstance(m, Log))
+            await server.send(Logs(attempt_id=13, tail_bytes=20))
+            tail = await server.expect(lambda m: isinstance(m, Log))
+
+            assert isinstance(whole, Log) and isinstance(tail, Log)
+            assert (whole.offset, whole.eof) == (0, True)
+            assert "step 1 loss" in whole.data and whole.data.endswith("standin: done\n")
+            assert tail.data == whole.data[-20:] and tail.offset == len(whole.data.encode()) - 20
+
+    run_async(scenario())
+
+
+def test_fault_injection_makes_gpu_3_unhealthy_in_the_next_heartbeat(state_dir: Path) -> None:
+    from agent.__main__ import main
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(is_heartbeat)
+
+            assert main(["inject-fault", "--state-dir", str(state_dir), "--gpu", "3", "--xid", "79"]) == 0
+            beat = await server.expect(is_heartbeat)
+
+            assert isinstance(beat, Heartbeat)
+            assert (beat.gpus[3].health, beat.gpus[3].xids) == ("unhealthy", [79])
+            assert {g.health for g in beat.gpus if g.index != 3} == {"healthy"}
+
+    run_async(scenario())
+
+
+def test_exit_while_disconnected_is_reported_in_the_next_hello_with_its_age(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            await server.send(start_msg(14, standin(0.3), gpus=[0]))
+            await server.expect_event(14, "started")
+
+            server.refuse = True
+            await server.drop()
+            await asyncio.sleep(1.5)  # the attempt exits meanwhile; reconnects are refused
+            server.refuse = False
+
+            hello = await server.expect(lambda m: isinstance(m, Hello), within=5)
+            assert isinstance(hello, Hello)
+            (status,) = hello.attempts
+            assert (status.attempt_id, status.state, status.exit_code) == (14, "exited", 0)
+            assert status.age_s is not None and 0.3 < status.age_s < 5
+
+    run_async(scenario())
+
+
+def test_agent_shutdown_leaves_attempts_running_and_a_new_agent_readopts_them(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            first = make_agent(server.url, state_dir)
+            async with running(first):
+                await server.expect(lambda m: isinstance(m, Hello))
+                await server.send(start_msg(15, standin(60), gpus=[5]))
+                await server.expect_event(15, "started")
+            record = first.runtime.get(15)
+            assert record is not None and record.pid is not None
+            os.kill(record.pid, 0)  # survived the agent
+
+            async with running(make_agent(server.url, state_dir)):
+                hello = await server.expect(lambda m: isinstance(m, Hello))
+                assert isinstance(hello, Hello) and hello.attempts == [AttemptStatus(15, "running")]
+                beat = await server.expect(is_heartbeat)
+                assert isinstance(beat, Heartbeat) and beat.running == [15]
+
+                await server.send(Stop(attempt_id=15, reason="canceled", grace_s=5))
+                exited = await server.expect_event(15, "exited")
+                assert exited.exit_code == 143
+
+    run_async(scenario())
+
+
+def test_agent_keeps_reconnecting_until_the_server_is_back(state_dir: Path) -> None:
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            server.refuse = True
+            async with running(make_agent(server.url, state_dir)) as task:
+                await asyncio.sleep(1.0)
+                assert not task.done()
+                server.refuse = False
+                hello = await server.expect(lambda m: isinstance(m, Hello), within=5)
+                assert isinstance(hello, Hello)
+
+    run_async(scenario())
+
+
+def test_reconnect_delays_grow_with_jitter_up_to_the_cap() -> None:
+    delays = backoff_delays(initial_s=1.0, cap_s=8.0)
+
+    first = [next(delays) for _ in range(8)]
+
+    for delay, ceiling in zip(first, [1, 2, 4, 8, 8, 8, 8, 8], strict=True):
+        assert ceiling / 2 <= delay <= ceiling

@@ -1,0 +1,120 @@
+"""Simulated GPUs with injectable faults, and the agent's configuration sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.__main__ import main
+from agent.config import AgentConfig, ConfigError, load_config
+from agent.gpu.fake import FakeGpuBackend, fake_gpu_uuid
+
+
+def test_fake_gpus_have_stable_uuids_and_the_model_memory() -> None:
+    inventory = FakeGpuBackend("h1", 8, "H100").inventory()
+
+    assert [g.index for g in inventory] == list(range(8))
+    assert {g.model for g in inventory} == {"H100"}
+    assert {g.memory_mb for g in inventory} == {81559}
+    assert {g.health for g in inventory} == {"healthy"}
+    assert [g.uuid for g in inventory] == [g.uuid for g in FakeGpuBackend("h1", 8).inventory()]
+    assert inventory[0].uuid.startswith("GPU-") and inventory[0].uuid == fake_gpu_uuid("h1", 0)
+    assert len({g.uuid for g in inventory} | {g.uuid for g in FakeGpuBackend("h2", 8).inventory()}) == 16
+
+
+def test_busy_gpus_run_hotter_than_idle_ones() -> None:
+    backend = FakeGpuBackend("h1", 2, seed=1)
+    backend.note_busy({1})
+
+    for _ in range(10):
+        idle, busy = backend.sample()
+
+    assert idle.utilization_pct < 10 < 70 < busy.utilization_pct
+    assert idle.power_w < busy.power_w
+    assert idle.memory_used_mb < busy.memory_used_mb <= 81559
+
+
+def test_fatal_xid_makes_the_gpu_unhealthy_until_cleared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    backend = FakeGpuBackend("h1", 8, state_dir=tmp_path)
+
+    assert main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--xid", "79"]) == 0
+    faulty = backend.sample()
+    assert (faulty[3].health, faulty[3].xids) == ("unhealthy", [79])
+    assert backend.inventory()[3].health == "unhealthy"
+    assert {s.health for i, s in enumerate(faulty) if i != 3} == {"healthy"}
+    assert "GPU 3: unhealthy" in capsys.readouterr().out
+
+    assert main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--clear"]) == 0
+    assert (backend.sample()[3].health, backend.sample()[3].xids) == ("healthy", [])
+
+
+def test_non_fatal_xid_is_listed_but_leaves_the_gpu_healthy(tmp_path: Path) -> None:
+    backend = FakeGpuBackend("h1", 4, state_dir=tmp_path)
+
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "1", "--xid", "13"])
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "2", "--degraded"])
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "0", "--ecc", "1"])
+
+    samples = backend.sample()
+    assert [(s.health, s.xids) for s in samples] == [
+        ("unhealthy", []),
+        ("healthy", [13]),
+        ("degraded", []),
+        ("healthy", []),
+    ]
+    assert samples[0].ecc_uncorrected == 1
+    main(["inject-fault", "--state-dir", str(tmp_path), "--clear"])
+    assert {s.health for s in backend.sample()} == {"healthy"}
+
+
+def test_a_broken_fault_file_keeps_the_last_known_health(tmp_path: Path) -> None:
+    backend = FakeGpuBackend("h1", 4, state_dir=tmp_path)
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--xid", "48"])
+    assert backend.sample()[3].health == "unhealthy"
+
+    (tmp_path / "faults.json").write_text("{half written")
+
+    assert backend.sample()[3].health == "unhealthy"
+
+
+def test_config_precedence_is_file_then_env_then_options(tmp_path: Path) -> None:
+    config_file = tmp_path / "agent.yaml"
+    config_file.write_text("server: ws://file/ws/agent/\ntoken: from-file\ngpus: 4\nmodel: A100\nheartbeat: 2\n")
+    environ = {"FAIRWAY_TOKEN": "from-env", "FAIRWAY_GPUS": "2", "FAIRWAY_STATE_DIR": str(tmp_path)}
+
+    config = load_config({"gpus": 1, "host_name": "h7", "model": None}, config_file, environ)
+
+    assert config == AgentConfig(
+        server="ws://file/ws/agent/",
+        token="from-env",
+        host_name="h7",
+        gpus=1,
+        model="A100",
+        state_dir=tmp_path,
+        heartbeat=2.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"token": "t"}, "server is required"),
+        ({"server": "ws://s/"}, "token is required"),
+        ({"server": "http://s/", "token": "t"}, "bad value for server"),
+        ({"server": "ws://s/", "token": "t", "gpus": -1}, "bad value for gpus"),
+        ({"server": "ws://s/", "token": "t", "heartbeat": 0}, "bad value for heartbeat"),
+        ({"server": "ws://s/", "token": "t", "runtime": "docker"}, "bad value for runtime"),
+    ],
+)
+def test_bad_config_fails_loudly(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(options, None, {})
+
+
+def test_unknown_key_in_the_config_file_fails_loudly(tmp_path: Path) -> None:
+    config_file = tmp_path / "agent.yaml"
+    config_file.write_text("server: ws://s/\ntoken: t\nheartbeat_s: 5\n")
+
+    with pytest.raises(ConfigError, match="unknown key.*heartbeat_s"):
+        load_config({}, config_file, {})
