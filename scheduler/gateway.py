@@ -124,7 +124,8 @@ def desired_commands(
     - open attempt with a stop issued, not in ``already_stopped`` → ``stop`` with the
       stop's reason (the agent answers a stop of an attempt it does not run with
       ``stopped``, and a repeated stop of an exited one with its exit);
-    - reported running but not an open attempt on this host → ``stop`` (``not_wanted``).
+    - reported running but not an open attempt on this host, not in ``already_stopped``
+      → ``stop`` (``not_wanted``): attempt ids fence off stale copies (§4).
     Two queries whatever the number of attempts.
     """
     rows = AttemptGPU.objects.filter(open=True, gpu__host_id=host_id, attempt__ended_at__isnull=True).values_list(
@@ -193,7 +194,7 @@ def desired_commands(
     for aid, part in sorted(parts.items()):
         if part.stopping and aid not in already_stopped:
             messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
-    for aid in sorted(running - set(parts)):
+    for aid in sorted(running - set(parts) - set(already_stopped)):
         messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
     return messages
 

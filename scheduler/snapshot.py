@@ -151,6 +151,8 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
     attempts: list[p.Attempt] = []
     for aid, wid, bid, allocated, min_runtime, started_at, stop_at in attempt_rows:
         gpu_ids = tuple(gid for _rank, gid in sorted(links.get(aid, ()), key=lambda rg: (rg[0], gpu_ref_by_id[rg[1]])))
+        if not gpu_ids:
+            continue  # ended between the two reads (READ COMMITTED): it holds nothing any more
         index.attempts[aid] = OpenAttemptInfo(
             workload_id=wid,
             host_ids=frozenset(index.gpu_host_id[g] for g in gpu_ids),

@@ -1,0 +1,165 @@
+"""The agent websocket in-process (channels' WebsocketCommunicator): authentication, validation, dispatch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from agent import protocol
+from config.asgi import application
+from scheduler.models import Attempt, AttemptGPU, Cluster, Host, Workload
+
+pytestmark = [pytest.mark.timeout(30), pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def host_token(db: None) -> tuple[Host, str]:
+    from scheduler.services import do_register_host
+
+    cluster = Cluster.objects.create(name="gw")
+    return do_register_host(cluster, "h1", [(0, "GPU-a", "H100", 80000), (1, "GPU-b", "H100", 80000)])
+
+
+def _communicator(token: str | None) -> WebsocketCommunicator:
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else []
+    return WebsocketCommunicator(application, "/ws/agent/", headers=headers)
+
+
+def _hello(host: str = "h1", attempts: list[dict[str, Any]] | None = None) -> str:
+    return json.dumps(
+        {
+            "v": 1,
+            "type": "hello",
+            "id": 1,
+            "host": host,
+            "agent_version": "test",
+            "gpus": [
+                {"index": 0, "uuid": "GPU-a", "model": "H100", "memory_mb": 80000, "health": "healthy"},
+                {"index": 1, "uuid": "GPU-b", "model": "H100", "memory_mb": 80000, "health": "healthy"},
+            ],
+            "attempts": attempts or [],
+        }
+    )
+
+
+async def _receive(comm: WebsocketCommunicator) -> protocol.Message:
+    return protocol.decode(await comm.receive_from(timeout=5), allowed=protocol.SERVER_MESSAGE_TYPES)
+
+
+def test_a_bad_token_is_refused_with_4401(host_token):
+    asyncio.run(_test_a_bad_token_is_refused_with_4401(host_token))
+
+
+async def _test_a_bad_token_is_refused_with_4401(host_token):
+    comm = _communicator("not-a-token")
+    connected, _ = await comm.connect()
+    assert connected  # accepted only to say why: the close code tells the agent not to retry blindly
+    out = await comm.receive_output(timeout=5)
+    assert out == {"type": "websocket.close", "code": 4401, "reason": ""} or out.get("code") == 4401
+
+
+def test_hello_is_welcomed_and_bad_frames_get_errors_without_closing(host_token):
+    asyncio.run(_test_hello_is_welcomed_and_bad_frames_get_errors_without_closing(host_token))
+
+
+async def _test_hello_is_welcomed_and_bad_frames_get_errors_without_closing(host_token):
+    host, token = host_token
+    comm = _communicator(token)
+    assert (await comm.connect())[0]
+
+    await comm.send_to(text_data="{not json")
+    err = await _receive(comm)
+    assert isinstance(err, protocol.Error) and err.code == protocol.ERR_BAD_JSON
+
+    await comm.send_to(text_data=_hello(host="someone-else"))
+    err = await _receive(comm)
+    assert isinstance(err, protocol.Error) and "h1" in err.message
+
+    await comm.send_to(text_data=_hello())
+    welcome = await _receive(comm)
+    assert isinstance(welcome, protocol.Welcome) and welcome.host == "h1"
+
+    await comm.send_to(text_data=json.dumps({"v": 1, "type": "heartbeat", "id": 2, "gpus": "nope", "running": []}))
+    err = await _receive(comm)
+    assert isinstance(err, protocol.Error) and err.ref == 2
+    await comm.disconnect()
+
+    refreshed = await Host.objects.aget(pk=host.pk)
+    assert refreshed.agent_version == "test" and refreshed.last_heartbeat is not None
+
+
+def test_the_desired_state_is_sent_after_hello_and_unknown_attempts_are_stopped(host_token):
+    asyncio.run(_test_the_desired_state_is_sent_after_hello_and_unknown_attempts_are_stopped(host_token))
+
+
+async def _test_the_desired_state_is_sent_after_hello_and_unknown_attempts_are_stopped(host_token):
+    host, token = host_token
+    attempt_id = await _place(host)
+    comm = _communicator(token)
+    assert (await comm.connect())[0]
+
+    await comm.send_to(
+        text_data=_hello(attempts=[{"attempt_id": 777, "state": "running", "exit_code": None, "age_s": None}])
+    )
+    messages = [await _receive(comm) for _ in range(3)]
+
+    assert isinstance(messages[0], protocol.Welcome)
+    start, stop = messages[1], messages[2]
+    assert isinstance(start, protocol.Start) and start.attempt_id == attempt_id
+    assert start.gpu_uuids == ["GPU-a"] and start.command == ["sleep", "1"]
+    assert isinstance(stop, protocol.Stop) and (stop.attempt_id, stop.reason) == (777, "not_wanted")
+
+    # the agent confirms the start: the attempt is running, the event acknowledged
+    await comm.send_to(
+        text_data=json.dumps(
+            {
+                "v": 1,
+                "type": "attempt",
+                "id": 5,
+                "attempt_id": attempt_id,
+                "state": "started",
+                "exit_code": None,
+                "age_s": None,
+                "message": "",
+            }
+        )
+    )
+    ack = await _receive(comm)
+    assert isinstance(ack, protocol.Ack) and ack.ack == 5
+    attempt = await Attempt.objects.aget(pk=attempt_id)
+    assert attempt.started_at is not None
+    await comm.disconnect()
+
+
+async def _place(host: Host) -> int:
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    def place() -> int:
+        from accounts.models import User
+        from budgets.models import Budget
+
+        user = User.objects.create_user("gw-user")
+        budget = Budget.objects.create(name="gw-budget")
+        w = Workload.objects.create(
+            name="w",
+            owner=user,
+            budget=budget,
+            cluster=host.cluster,
+            gpu_model="H100",
+            gpu_count=1,
+            command=["sleep", "1"],
+            min_runtime_s=60,
+            submitted_at=timezone.now(),
+            seq=1,
+            state=Workload.State.STARTING,
+        )
+        a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
+        AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=0))
+        return a.pk
+
+    return await sync_to_async(place)()
