@@ -269,9 +269,9 @@ def _apply_stops(
         stop = stop_of[aid]
         result.stops.append(aid)
         touched.update(info.host_ids)
-        if stop.for_workload is not None:
-            for gid in info.gpu_ids:
-                nominations.setdefault(gid, int(stop.for_workload))
+        # Nominations are exactly ``decisions.nominations`` (the n GPUs the preemptor will
+        # take), never every GPU of its victims: the policy starts a nominated workload on
+        # its nominated GPUs, so extra ones would start it on more GPUs than it asked for.
         events.append(
             WorkloadEvent(
                 workload_id=info.workload_id,
