@@ -146,7 +146,7 @@ class Command(BaseCommand):
             "--progress",
             action=argparse.BooleanOptionalAction,
             default=True,
-            help="show tqdm progress bars on stderr (default: on)",
+            help="show a tqdm progress bar on stderr (default: on)",
         )
 
     def handle(self, *args: object, **opts: Any) -> None:
@@ -198,12 +198,16 @@ class Command(BaseCommand):
 
         started = time.monotonic()
         interrupted = False
+        bar = progress_bar(len(plan), enabled=progress)
         try:
-            self._submit_all(run, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model, progress=progress)
+            self._submit_all(run, bar, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model)
             if wait:
-                self._wait(run, timeout=timeout, progress=progress)
+                self._wait(run, bar, timeout=timeout)
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            bar.close()
+        if interrupted:
             self.stderr.write("interrupted")
         elapsed = time.monotonic() - started
 
@@ -273,78 +277,86 @@ class Command(BaseCommand):
     # --- submitting --------------------------------------------------------------------------
 
     def _submit_all(
-        self, run: ReplayRun, *, user: Any, cluster: Cluster, budgets: dict[str, Budget], gpu_model: str, progress: bool
+        self, run: ReplayRun, bar: tqdm, *, user: Any, cluster: Cluster, budgets: dict[str, Budget], gpu_model: str
     ) -> None:
+        """Submit every planned job at its instant, updating ``bar`` (finished, with submitted as postfix)."""
         from scheduler.services import SubmissionError, do_submit_workload
 
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
-        total = len(run.plan)
-        sub_bar = tqdm(total=total, desc="submitted", unit="job", position=0, disable=not progress, dynamic_ncols=True)
-        fin_bar = tqdm(total=total, desc="finished ", unit="job", position=1, disable=not progress, dynamic_ncols=True)
         t_start = time.monotonic()
         last_poll = 0.0
-        try:
-            for planned in run.plan:
-                due = t_start + planned.offset_s
-                while True:
-                    now = time.monotonic()
-                    if now - last_poll >= POLL_S and progress:
-                        self._update_finished(run, fin_bar)
-                        last_poll = now
-                    if now >= due:
-                        break
-                    time.sleep(min(POLL_S, due - now))
-                job = planned.job
-                m = planned.min_runtime_s
-                if m > max_m:
-                    m = max_m
-                    run.clamped += 1
-                try:
-                    workload = do_submit_workload(
-                        user,
-                        name=f"philly-{job.job_id}",
-                        budget=budgets[job.vc],
-                        cluster=cluster,
-                        gpu_model=gpu_model,
-                        gpu_count=job.num_gpus,
-                        image="",
-                        command=[sys.executable, "-m", "agent.standin", "--duration", f"{planned.run_s:.2f}"],
-                        env={
-                            "TRACE_JOB_ID": {"value": str(job.job_id), "secret": False},
-                            "TRACE_VC": {"value": job.vc, "secret": False},
-                        },
-                        min_runtime_s=m,
-                        duration_hint_s=math.ceil(planned.run_s),
-                    )
-                except SubmissionError as exc:
-                    where = f" ({exc.field})" if getattr(exc, "field", None) else ""
-                    run.rejected.append((job.job_id, f"{getattr(exc, 'code', 'error')}{where}: {exc}"))
-                else:
-                    run.workload_ids.append(workload.pk)
-                sub_bar.update(1)
-            self._update_finished(run, fin_bar)
-        finally:
-            sub_bar.close()
-            fin_bar.close()
+        for planned in run.plan:
+            due = t_start + planned.offset_s
+            while True:
+                now = time.monotonic()
+                if now - last_poll >= POLL_S and not bar.disable:
+                    self._update(run, bar)
+                    last_poll = now
+                if now >= due:
+                    break
+                time.sleep(min(POLL_S, due - now))
+            job = planned.job
+            m = planned.min_runtime_s
+            if m > max_m:
+                m = max_m
+                run.clamped += 1
+            try:
+                workload = do_submit_workload(
+                    user,
+                    name=f"philly-{job.job_id}",
+                    budget=budgets[job.vc],
+                    cluster=cluster,
+                    gpu_model=gpu_model,
+                    gpu_count=job.num_gpus,
+                    image="",
+                    command=[sys.executable, "-m", "agent.standin", "--duration", f"{planned.run_s:.2f}"],
+                    env={
+                        "TRACE_JOB_ID": {"value": str(job.job_id), "secret": False},
+                        "TRACE_VC": {"value": job.vc, "secret": False},
+                    },
+                    min_runtime_s=m,
+                    duration_hint_s=math.ceil(planned.run_s),
+                )
+            except SubmissionError as exc:
+                where = f" ({exc.field})" if getattr(exc, "field", None) else ""
+                run.rejected.append((job.job_id, f"{getattr(exc, 'code', 'error')}{where}: {exc}"))
+            else:
+                run.workload_ids.append(workload.pk)
+        self._update(run, bar)
 
-    def _update_finished(self, run: ReplayRun, bar: tqdm) -> int:
+    def _update(self, run: ReplayRun, bar: tqdm) -> int:
+        """Refresh the bar: n = finished workloads; postfix = submitted so far. Returns finished."""
         done = finished_count(run.workload_ids)
-        if done > bar.n:
-            bar.update(done - bar.n)
+        bar.set_postfix_str(f"submitted {len(run.workload_ids) + len(run.rejected)}/{len(run.plan)}", refresh=False)
+        bar.update(done - bar.n)
         return done
 
-    def _wait(self, run: ReplayRun, *, timeout: float, progress: bool) -> None:
-        total = len(run.workload_ids)
-        bar = tqdm(total=total, desc="finished ", unit="job", disable=not progress, dynamic_ncols=True)
+    def _wait(self, run: ReplayRun, bar: tqdm, *, timeout: float) -> None:
+        """Poll until every submitted workload is final or ``timeout`` seconds have passed."""
         deadline = time.monotonic() + timeout
-        try:
-            while True:
-                done = self._update_finished(run, bar)
-                if done >= total or time.monotonic() >= deadline:
-                    return
-                time.sleep(POLL_S)
-        finally:
-            bar.close()
+        while True:
+            done = self._update(run, bar)
+            if done >= len(run.workload_ids) or time.monotonic() >= deadline:
+                return
+            time.sleep(POLL_S)
+
+
+def progress_bar(total: int, *, enabled: bool) -> tqdm:
+    """One bar on stderr: finished workloads of ``total``, submitted ones as postfix. Off a terminal
+    it redraws at most every 10 s, so logs get a line per 10 s instead of one per poll."""
+    tty = sys.stderr.isatty()
+    return tqdm(
+        total=total,
+        desc="finished",
+        unit="job",
+        disable=not enabled,
+        dynamic_ncols=tty,
+        mininterval=0.5 if tty else 10.0,
+        # Off a terminal, end each redraw with a newline: a log gets lines, not carriage returns.
+        bar_format=None if tty else "{l_bar}{bar:20}{r_bar}\n",
+        ascii=not tty,
+        file=sys.stderr,
+    )
 
 
 # --- summary -------------------------------------------------------------------------------------
