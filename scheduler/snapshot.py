@@ -73,10 +73,14 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
     # hosts are still read so that an attempt left on one can be named.
     host_rows = list(
         Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True).values_list(
-            "id", "name", "state", "labels", "drain_now"
+            "id", "name", "state", "labels", "drain_now", "last_heartbeat"
         )
     )
     host_name_by_id = {hid: name for hid, name, *_ in host_rows}
+    # An offline host's attempts are charged only up to its last heartbeat (DESIGN.md §4).
+    silent_since = {
+        hid: epoch(last) for hid, _n, state, _l, _d, last in host_rows if state == Host.State.OFFLINE and last
+    }
     gpu_rows = list(
         GPU.objects.filter(host__cluster_id=cluster_id).values_list(
             "id", "host_id", "host__name", "index", "model", "health", "nominated_for_id"
@@ -95,7 +99,7 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
             gpus_of_host[hid].append((idx, model, health))
 
     hosts: list[p.Host] = []
-    for hid, name, state, labels, drain_now in host_rows:
+    for hid, name, state, labels, drain_now, _last in host_rows:
         index.host_id_by_name[name] = hid
         index.host_state_by_name[name] = state
         gpus = sorted(gpus_of_host.get(hid, ()))
@@ -169,6 +173,9 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
                 min_runtime=min_runtime,
                 started_at=epoch(started_at) if started_at is not None else None,
                 stopping=stop_at is not None,
+                charged_until=min(
+                    (silent_since[h] for h in index.attempts[aid].host_ids if h in silent_since), default=None
+                ),
             )
         )
 

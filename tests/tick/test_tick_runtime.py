@@ -147,3 +147,15 @@ def test_a_protected_attempt_is_never_preempted(tw, pushed):
     victim.refresh_from_db()
     assert result.stops == [victim.pk] and victim.stop_reason == "preempted"
     assert set(GPU.objects.values_list("nominated_for_id", flat=True)) == {waiting.pk}
+
+
+def test_attempts_on_an_offline_host_are_charged_only_up_to_its_last_heartbeat(tw):
+    host = tw.host("h1", 1, state="offline", state_before_offline="active")
+    last = tw.now - timedelta(seconds=40)
+    type(host).objects.filter(pk=host.pk).update(last_heartbeat=last)
+    attempt = tw.attempt(tw.workload(gpus=1), list(GPU.objects.all()), started_ago=100)
+
+    snap, _ = load_snapshot(tw.cluster, tw.now)
+
+    (seen,) = snap.attempts
+    assert seen.id == str(attempt.pk) and seen.charged_until == int(last.timestamp())
