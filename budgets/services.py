@@ -68,31 +68,35 @@ def subtree_ids(root_ids: Iterable[int], tree: dict[int, Budget] | None = None) 
     return seen
 
 
-def is_leaf(budget: Budget) -> bool:
+def is_leaf(budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
     """A leaf has no live child. (Archived children do not make a budget a parent.)"""
-    return not Budget.objects.filter(parent=budget, archived_at__isnull=True).exists()
+    if tree is None:
+        return not Budget.objects.filter(parent=budget, archived_at__isnull=True).exists()
+    return not any(b.parent_id == budget.id and b.archived_at is None for b in tree.values())
 
 
-def resolve_budget(ref: Budget | int | str) -> Budget | None:
+def resolve_budget(ref: Budget | int | str, tree: dict[int, Budget] | None = None) -> Budget | None:
     """The budget named by ``ref``: a Budget, an id (int or digits) or a path like ``nlp/olmo``.
 
-    A path is walked from below the root (``Budget.path`` format); a leading root name
-    is also accepted (``org/nlp/olmo``). At each step a live budget wins over an
-    archived one of the same name, then the newest archived one. Returns None when
-    nothing matches.
+    ``tree`` (from ``load_tree``) saves the queries. A path is walked from below the root
+    (``Budget.path`` format); a leading root name is also accepted (``org/nlp/olmo``).
+    At each step a live budget wins over an archived one of the same name, then the newest
+    archived one. Returns None when nothing matches.
     """
     if isinstance(ref, Budget):
         return ref
     if isinstance(ref, bool):
         return None
     if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isdigit()):
+        if tree is not None:
+            return tree.get(int(ref))
         return Budget.objects.filter(pk=int(ref)).first()
     if not isinstance(ref, str):
         return None
     parts = [p for p in ref.strip().strip("/").split("/") if p]
     if not parts:
         return None
-    tree = load_tree()
+    tree = load_tree() if tree is None else tree
     roots = sorted((b for b in tree.values() if b.parent_id is None), key=_live_first)
     for start in ([r.id for r in roots], None):
         found = _walk(tree, start, parts)

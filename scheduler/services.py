@@ -200,14 +200,14 @@ def do_submit_workload(
         refuse("invalid_image", "image", "An image reference is at most 500 characters.")
 
     tree = load_tree()
-    the_budget = resolve_budget(budget)
+    the_budget = resolve_budget(budget, tree)
     if the_budget is not None:
-        the_budget = tree.get(the_budget.id, the_budget)
+        the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
     if the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {budget!r}.")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
-    elif not is_leaf(the_budget):
+    elif not is_leaf(the_budget, tree):
         refuse("not_a_leaf", "budget", f"Budget {the_budget.path} has sub-budgets; submit to one of them.")
     elif the_budget.archived:
         refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")

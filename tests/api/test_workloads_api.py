@@ -215,3 +215,13 @@ def test_clusters_list_their_hardware(researcher_client, cluster):
         "A100": {"hosts": 2, "gpus": 16, "largest_host": 8},
         "H100": {"hosts": 1, "gpus": 4, "largest_host": 4},
     }
+
+
+def test_submission_and_detail_use_a_bounded_number_of_queries(
+    researcher_client, submission, cluster, django_assert_max_num_queries
+):
+    with django_assert_max_num_queries(20):
+        response = researcher_client.post(URL, submission(), format="json")
+    assert response.status_code == 201
+    with django_assert_max_num_queries(9):
+        assert researcher_client.get(f"{URL}{response.json()['id']}/").status_code == 200
