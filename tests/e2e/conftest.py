@@ -190,6 +190,7 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
         assert agent.poll() is None, the_stack.agent_output()
         yield the_stack
     finally:
+        # Every step runs even if one fails: a half-torn-down stack would break the next test.
         agent.send_signal(signal.SIGTERM)
         try:
             agent.wait(10)
@@ -198,7 +199,9 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
             agent.wait(5)
         _kill_attempt_processes(state_dir)
         clock.stop()
-        worker.stop(timeout=5000)
-        server.should_exit = True
-        web.join(10)
-        tasks.reset_debounce([cluster.pk])
+        try:
+            worker.stop(timeout=5000)
+        finally:
+            server.should_exit = True
+            web.join(10)
+            tasks.reset_debounce([cluster.pk])
