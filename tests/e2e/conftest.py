@@ -166,7 +166,7 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
             [
                 sys.executable, "-m", "agent", "run",
                 "--server", f"ws://127.0.0.1:{port}/ws/agent/",
-                "--token", host_token,
+                f"--token={host_token}",  # one argument: a token may start with "-"
                 "--host-name", "h1",
                 "--gpus", "2",
                 "--model", "H100",
