@@ -73,6 +73,9 @@ def free_port(preferred: int) -> int:
     """``preferred`` if nothing listens there and it can be bound, else a free port from the kernel."""
     for port in (preferred, 0):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # As uvicorn does: a port whose old connections linger in TIME_WAIT is still usable,
+            # while one with a live listener still fails to bind.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
