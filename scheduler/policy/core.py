@@ -56,7 +56,7 @@ class _Pass:
         self.tree = BudgetTree(snap.budgets)
         self.pending: dict[str, Workload] = {w.id: w for w in snap.pending}
         noms = {wid: tuple(g) for wid, g in sorted(snap.nominations.items()) if wid in self.pending and g}
-        self.state = ClusterState(list(snap.hosts), list(snap.attempts), noms)
+        self.state = ClusterState(list(snap.hosts), list(snap.attempts), noms, snap.now)
         self.noms: dict[str, tuple[GpuRef, ...]] = noms
         own_u = windowed_usage(snap.usage, snap.attempts, self.now, snap.window)
         own_c = committed_usage(snap.attempts, self.now, noms, self.pending)
@@ -118,7 +118,7 @@ class _Pass:
             remaining = self._commitment(a)
             if remaining:
                 self._add_load(a.budget, -remaining)
-        av.stopping = True
+        self.state.mark_stopping(av)
         self.dec.stops.append(Stop(a.id, reason, for_workload))
 
     def _commitment(self, a: Attempt) -> int:
@@ -371,23 +371,35 @@ class _Pass:
 
     # ----------------------------------------------------------- preemption
     def _victim_key(
-        self, w: Workload, victims: list[AttemptView], hosts: list[str]
+        self, w: Workload, victims: list[AttemptView], hosts: list[str], sides: dict[str, Fraction] | None = None
     ) -> tuple[object, ...]:
-        alloc = sum(v.attempt.gpu_count for v in victims if v.attempt.allocated)
-        total = sum(v.attempt.gpu_count for v in victims)
-        sides = []
+        """The §3.4 victim-choice key of a set (smaller is better); ``sides`` caches side ratios."""
+        alloc = 0
+        total = 0
+        side_keys = []
+        starts = []
         for v in victims:
-            split = self.tree.split(w.budget, v.attempt.budget)
-            side = split[1] if split is not None else v.attempt.budget
-            sides.append(-self.ratio(side))
-        starts = [-(v.attempt.started_at or 0) for v in victims]
-        fabrics = len({self.state.hosts[h].fabric for h in hosts})
+            a = v.attempt
+            total += a.gpu_count
+            if a.allocated:
+                alloc += a.gpu_count
+            r = sides.get(a.budget) if sides is not None else None
+            if r is None:
+                split = self.tree.split(w.budget, a.budget)
+                r = -self.ratio(split[1] if split is not None else a.budget)
+                if sides is not None:
+                    sides[a.budget] = r
+            side_keys.append(r)
+            starts.append(-(a.started_at or 0))
+        side_keys.sort()
+        starts.sort()
+        fabrics = len({self.state.hosts[h].fabric for h in hosts}) if len(hosts) > 1 else 1
         return (
             alloc,
             total,
             len(victims),
-            tuple(sorted(sides)),
-            tuple(sorted(starts)),
+            tuple(side_keys),
+            tuple(starts),
             fabrics,
             tuple(sorted(hosts)),
             tuple(sorted(v.attempt.workload for v in victims)),
@@ -415,47 +427,69 @@ class _Pass:
     def _search_single(self, w: Workload) -> tuple[list[AttemptView], tuple[GpuRef, ...]] | None:
         st = self.state
         n = w.gpus
-        cands = []
+        allow: dict[str, bool] = {}
+        sides: dict[str, Fraction] = {}
+        # Lower bounds on (allocated GPUs preempted, GPUs preempted) per host let the scan stop
+        # early: no set on a host can beat the best found once its bound is worse (exact).
+        order = []
         for hv in self._hosts_by_model.get(w.model, ()):
-            if not hv.active or not self._host_allowed(w, hv.name):
+            if not hv.active or not hv.attempts:
+                continue
+            f = len(hv.free)
+            order.append((max(0, n - f - hv.unalloc), n - f, hv.name, hv))
+        order.sort(key=lambda x: (x[0], x[1], x[2]))
+        best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
+        best_prefix: tuple[int, int, int] | None = None
+        for lb_alloc, lb_total, _, hv in order:
+            if best_prefix is not None and (lb_alloc, lb_total) > best_prefix[:2]:
+                break
+            if not self._host_allowed(w, hv.name):
                 continue
             free = len(hv.free)
-            vics = []
+            vics: list[tuple[AttemptView, int]] = []
             gain = 0
-            unalloc_gain = 0
             for aid in hv.attempts:
                 av = st.attempts[aid]
-                if self.victim_class(w, av) != NOW:
+                if av.stopping:
                     continue
-                freed = sum(1 for h, i in av.attempt.gpus if h == hv.name and i in hv.healthy)
-                freed -= sum(
-                    1 for h, i in av.attempt.gpus if h == hv.name and st.nominated.get((h, i)) not in (None, w.id)
-                )
+                a = av.attempt
+                if a.allocated:
+                    if av.protected or a.budget == w.budget:
+                        continue
+                    ok = allow.get(a.budget)
+                    if ok is None:
+                        ok = allow[a.budget] = a.budget in self.tree.budgets and self.rule2(w, a.budget)
+                    if not ok:
+                        continue
+                freed = av.on_host.get(hv.name, 0)
                 if freed <= 0:
                     continue
                 vics.append((av, freed))
                 gain += freed
-                if not av.attempt.allocated:
-                    unalloc_gain += freed
-            if free + gain < n or not vics:
+            if free + gain < n:
                 continue
-            cands.append(((max(0, n - free - unalloc_gain), n - free), hv, free, vics))
-        cands.sort(key=lambda c: (c[0], c[1].name))
-        best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
-        for lb, hv, free, vics in cands:
-            if best is not None and lb > best[0][:2]:  # type: ignore[operator]
-                break
             k = len(vics)
             for mask in range(1, 1 << k):
-                chosen = [vics[i] for i in range(k) if mask >> i & 1]
-                got = free + sum(f for _, f in chosen)
-                if got < n:
+                if k == 1:
+                    chosen = vics
+                else:
+                    chosen = [vics[i] for i in range(k) if mask >> i & 1]
+                got = free
+                alloc = total = 0
+                for c, f in chosen:
+                    got += f
+                    total += c.attempt.gpu_count
+                    if c.attempt.allocated:
+                        alloc += c.attempt.gpu_count
+                if got < n or any(got - f >= n for _, f in chosen):
+                    continue  # not sufficient, or not inclusion-minimal
+                prefix = (alloc, total, len(chosen))
+                if best_prefix is not None and prefix > best_prefix:
                     continue
-                if any(got - f >= n for _, f in chosen):
-                    continue  # not inclusion-minimal
-                key = self._victim_key(w, [c[0] for c in chosen], [hv.name])
+                key = self._victim_key(w, [c for c, _ in chosen], [hv.name], sides)
                 if best is None or key < best[0]:
-                    best = (key, [c[0] for c in chosen], hv)
+                    best = (key, [c for c, _ in chosen], hv)
+                    best_prefix = prefix
         if best is None:
             return None
         _, victims, hv = best

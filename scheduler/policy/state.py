@@ -28,6 +28,7 @@ class HostView:
     healthy: frozenset[int]
     free: list[int] = field(default_factory=list)  # sorted free GPU indices (general use)
     attempts: list[str] = field(default_factory=list)  # open attempt ids touching this host
+    unalloc: int = 0  # healthy GPUs held by unallocated attempts that are not stopping
 
 
 @dataclass(slots=True)
@@ -37,12 +38,17 @@ class AttemptView:
     attempt: Attempt
     stopping: bool
     hosts: tuple[str, ...]
+    on_host: dict[str, int] = field(default_factory=dict)  # healthy GPUs held on each host
+    protected: bool = False
 
 
 class ClusterState:
     """GPU ownership, free lists and best-fit buckets for one pass."""
 
-    def __init__(self, hosts: list[Host], attempts: list[Attempt], nominations: dict[str, tuple[GpuRef, ...]]):
+    def __init__(
+        self, hosts: list[Host], attempts: list[Attempt], nominations: dict[str, tuple[GpuRef, ...]], now: int = 0
+    ):
+        self.now = now
         self.hosts: dict[str, HostView] = {}
         self.owner: dict[GpuRef, str] = {}
         self.nominated: dict[GpuRef, str] = {}
@@ -60,13 +66,7 @@ class ClusterState:
                 healthy=healthy,
             )
         for a in sorted(attempts, key=lambda a: a.id):
-            hosts_of = tuple(sorted({g[0] for g in a.gpus}))
-            self.attempts[a.id] = AttemptView(a, a.stopping, hosts_of)
-            for g in a.gpus:
-                self.owner[g] = a.id
-            for hn in hosts_of:
-                if hn in self.hosts:
-                    self.hosts[hn].attempts.append(a.id)
+            self._add_attempt(a)
         for wid, gpus in nominations.items():
             for g in gpus:
                 self.nominated[g] = wid
@@ -127,14 +127,34 @@ class ClusterState:
         self._bucket_add(hv)
 
     # -- attempts -------------------------------------------------------------
+    def _add_attempt(self, a: Attempt) -> None:
+        hosts_of = tuple(sorted({g[0] for g in a.gpus}))
+        on_host: dict[str, int] = {}
+        for h, i in a.gpus:
+            hv = self.hosts.get(h)
+            if hv is not None and i in hv.healthy:
+                on_host[h] = on_host.get(h, 0) + 1
+        av = AttemptView(a, a.stopping, hosts_of, on_host, a.protected_at(self.now))
+        self.attempts[a.id] = av
+        for g in a.gpus:
+            self.owner[g] = a.id
+        for hn in hosts_of:
+            hv = self.hosts.get(hn)
+            if hv is not None:
+                hv.attempts.append(a.id)
+                if not a.allocated and not a.stopping:
+                    hv.unalloc += on_host.get(hn, 0)
+
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
-        hosts_of = tuple(sorted({g[0] for g in attempt.gpus}))
-        self.attempts[attempt.id] = AttemptView(attempt, False, hosts_of)
-        for g in attempt.gpus:
-            self.owner[g] = attempt.id
-        for hn in hosts_of:
-            self.hosts[hn].attempts.append(attempt.id)
+        self._add_attempt(attempt)
+
+    def mark_stopping(self, av: AttemptView) -> None:
+        """The attempt is leaving: it no longer counts as unallocated room."""
+        if not av.stopping and not av.attempt.allocated:
+            for hn, n in av.on_host.items():
+                self.hosts[hn].unalloc -= n
+        av.stopping = True
 
     def nominate(self, workload: str, gpus: tuple[GpuRef, ...]) -> None:
         """Nominate ``gpus`` for ``workload``: they leave the general free lists."""
