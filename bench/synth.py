@@ -41,8 +41,13 @@ def make_snapshot(hosts: int, running: int, pending: int, *, seed: int = 1, gpus
     rng = random.Random(seed)
     budgets, leaves = make_tree()
     host_list = [
-        Host(f"node{i:05d}", "H100", dict.fromkeys(range(gpus_per_host), GpuHealth.HEALTHY), HostState.ACTIVE,
-             {"fabric": f"f{i // 32}"})
+        Host(
+            f"node{i:05d}",
+            "H100",
+            dict.fromkeys(range(gpus_per_host), GpuHealth.HEALTHY),
+            HostState.ACTIVE,
+            {"fabric": f"f{i // 32}"},
+        )
         for i in range(hosts)
     ]
     attempts: list[Attempt] = []
@@ -62,8 +67,15 @@ def make_snapshot(hosts: int, running: int, pending: int, *, seed: int = 1, gpus
         started = T0 - rng.randint(60, 12 * 3600)
         attempts.append(Attempt(f"a{n}", f"r{n}", rng.choice(leaves), gpus, m > 0, m, started))
     work = [
-        Workload(f"w{n}", rng.choice(leaves), philly_gpus(rng), "H100", rng.choice([0, 1800, 3600, 3600, 7200]),
-                 T0 - rng.randint(0, 3 * 86400), n)
+        Workload(
+            f"w{n}",
+            rng.choice(leaves),
+            philly_gpus(rng),
+            "H100",
+            rng.choice([0, 1800, 3600, 3600, 7200]),
+            T0 - rng.randint(0, 3 * 86400),
+            n,
+        )
         for n in range(pending)
     ]
     usage = [

@@ -48,7 +48,8 @@ def main() -> None:
         snap = make_snapshot(hosts, running, pending)
         med, dec = timed(snap, args.repeat if pending < 100000 else max(1, args.repeat // 2))
         verdict = "met" if med <= target else "MISSED"
-        print(f"{label:48} {med:9.3f} {target:7.1f}  {len(dec.starts):6} {len(dec.stops):6} {len(dec.pending):7}  {verdict}")
+        counts = f"{len(dec.starts):6} {len(dec.stops):6} {len(dec.pending):7}"
+        print(f"{label:48} {med:9.3f} {target:7.1f}  {counts}  {verdict}")
     print()
     print("growth on 1,250 hosts × 8 GPUs, 5,000 running (n log n ratio = t(n)/t(1k) ÷ (n log n)/(1k log 1k))")
     print(f"{'pending':>8} {'median s':>9} {'per job µs':>10} {'vs n log n':>10}")

@@ -182,6 +182,9 @@ class AttemptGPU(models.Model):
             models.UniqueConstraint(fields=["attempt", "gpu"], name="attemptgpu_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.gpu} in attempt {self.attempt_id}"
+
 
 class WorkloadEvent(models.Model):
     """An entry in a workload's event log (submitted, started, preempted, ...)."""
@@ -196,6 +199,9 @@ class WorkloadEvent(models.Model):
     class Meta:
         ordering = ["at", "id"]
 
+    def __str__(self) -> str:
+        return f"{self.kind} of workload {self.workload_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
 
 class HostEvent(models.Model):
     """An entry in a host's audit log (state changes, faults, drains) with who caused it."""
@@ -209,3 +215,6 @@ class HostEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of host {self.host_id} at {self.at:%Y-%m-%d %H:%M:%S}"

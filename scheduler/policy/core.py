@@ -470,10 +470,7 @@ class _Pass:
                 continue
             k = len(vics)
             for mask in range(1, 1 << k):
-                if k == 1:
-                    chosen = vics
-                else:
-                    chosen = [vics[i] for i in range(k) if mask >> i & 1]
+                chosen = vics if k == 1 else [vics[i] for i in range(k) if mask >> i & 1]
                 got = free
                 alloc = total = 0
                 for c, f in chosen:
@@ -507,7 +504,7 @@ class _Pass:
         """Worst victim class over the host's attempts (FREE hosts give NOW) and the victims."""
         worst = NOW
         vics = []
-        for (h, i), wid in self.state.nominated.items():
+        for (h, _), wid in self.state.nominated.items():
             if h == hv.name and wid != w.id:
                 return NEVER, []
         for aid in hv.attempts:

@@ -81,7 +81,9 @@ def expand_budgets(specs: list[tuple[str, int]]) -> list[tuple[str, str, int]]:
     return out
 
 
-def place_running(spec: WorkloadSpec, hosts: dict[str, Host], taken: set[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+def place_running(
+    spec: WorkloadSpec, hosts: dict[str, Host], taken: set[tuple[str, int]]
+) -> tuple[tuple[str, int], ...]:
     """GPUs of a running workload of the scenario: given indices, else the lowest free ones."""
     names = [spec.host] if spec.host else list(spec.hosts or [])
     gpus: list[tuple[str, int]] = []
@@ -147,24 +149,34 @@ class MemoryBackend:
                 assert u.from_ago is not None and u.to_ago is not None  # noqa: S101 - validated by the loader
                 e.usage.append(UsageRecord(u.budget, s.start - u.from_ago, s.start - u.to_ago, gpus=u.gpus))
         taken: set[tuple[str, int]] = set()
-        order = 0
         for spec in sc.running:
             self._check_budget(spec.budget, spec.id)
-            order += 1
             gpus = place_running(spec, e.hosts, taken)
             submitted = s.start - (spec.submitted_ago if spec.submitted_ago is not None else spec.elapsed)
-            w = SimWorkload(spec.id, spec.budget, spec.gpus, spec.model, spec.min_runtime, submitted, e.next_seq(),
-                            remaining=spec.duration)
+            w = SimWorkload(
+                spec.id,
+                spec.budget,
+                spec.gpus,
+                spec.model,
+                spec.min_runtime,
+                submitted,
+                e.next_seq(),
+                remaining=spec.duration,
+            )
             e.add_running(w, gpus, s.start - spec.elapsed)
         for spec in sc.pending:
             self._check_budget(spec.budget, spec.id)
-            w = SimWorkload(spec.id, spec.budget, spec.gpus, spec.model, spec.min_runtime,
-                            s.start - (spec.submitted_ago or 0), e.next_seq(), remaining=spec.duration)
+            w = SimWorkload(
+                spec.id,
+                spec.budget,
+                spec.gpus,
+                spec.model,
+                spec.min_runtime,
+                s.start - (spec.submitted_ago or 0),
+                e.next_seq(),
+                remaining=spec.duration,
+            )
             e.submit(w)
-        # Running workloads whose duration already elapsed exit at t0.
-        for a in list(e.attempts.values()):
-            if a.run_budget is not None:
-                pass
 
     def _check_budget(self, path: str, what: str) -> None:
         if path not in self.e.budgets:
@@ -204,8 +216,18 @@ class MemoryBackend:
                 continue
             if spec.id in e.workloads:
                 raise ValueError(f"submit: workload id {spec.id!r} already exists")
-            e.submit(SimWorkload(spec.id, spec.budget, spec.gpus, spec.model, spec.min_runtime,
-                                 e.now - (spec.submitted_ago or 0), e.next_seq(), remaining=spec.duration))
+            e.submit(
+                SimWorkload(
+                    spec.id,
+                    spec.budget,
+                    spec.gpus,
+                    spec.model,
+                    spec.min_runtime,
+                    e.now - (spec.submitted_ago or 0),
+                    e.next_seq(),
+                    remaining=spec.duration,
+                )
+            )
         return rejected
 
     def finish(self, ids: list[str], code: int) -> None:

@@ -18,16 +18,50 @@ DEFAULT_START = "2026-01-05T00:00:00Z"
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 STEP_KINDS = {
-    "tick", "advance", "at", "submit", "finish", "fail", "cancel", "gpu", "host", "add_host",
-    "remove_host", "create_budget", "budget", "archive_budget", "restart", "expect",
+    "tick",
+    "advance",
+    "at",
+    "submit",
+    "finish",
+    "fail",
+    "cancel",
+    "gpu",
+    "host",
+    "add_host",
+    "remove_host",
+    "create_budget",
+    "budget",
+    "archive_budget",
+    "restart",
+    "expect",
 }
 EXPECT_KEYS = {
-    "started", "preempted", "not_started", "not_preempted", "running", "running_exactly", "pending",
-    "preempting", "rejected", "placement", "reasons", "usage", "ratio_order", "host_states",
-    "preemptions", "total_preemptions", "queue_order", "reserved",
+    "started",
+    "preempted",
+    "not_started",
+    "not_preempted",
+    "running",
+    "running_exactly",
+    "pending",
+    "preempting",
+    "rejected",
+    "placement",
+    "reasons",
+    "usage",
+    "ratio_order",
+    "host_states",
+    "preemptions",
+    "total_preemptions",
+    "queue_order",
+    "reserved",
 }
 SETTING_KEYS = {
-    "lookback", "max_reservations", "auto_drain_on_gpu_fault", "grace", "tick_interval", "start",
+    "lookback",
+    "max_reservations",
+    "auto_drain_on_gpu_fault",
+    "grace",
+    "tick_interval",
+    "start",
     "host_lost_after",
 }
 
@@ -243,8 +277,12 @@ def load_scenario(path: str | Path) -> Scenario:
         where = f"line {mark.line + 1}" if mark is not None else "-"
         raise ScenarioError(file, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
     doc = _mapping(doc, file, "(top)")
-    _known(doc, {"name", "description", "settings", "hosts", "budgets", "usage", "running", "pending", "steps"}, file,
-           "(top)")
+    _known(
+        doc,
+        {"name", "description", "settings", "hosts", "budgets", "usage", "running", "pending", "steps"},
+        file,
+        "(top)",
+    )
     s = Settings(start=parse_start(DEFAULT_START, file))
     raw = _mapping(doc.get("settings") or {}, file, "settings")
     _known(raw, SETTING_KEYS, file, "settings")
@@ -287,7 +325,9 @@ def load_scenario(path: str | Path) -> Scenario:
         _known(b, {"path", "shares"}, file, key)
         if "path" not in b:
             raise ScenarioError(file, f"{key}.path", "is required")
-        budgets.append(BudgetSpec(_str(b["path"], file, f"{key}.path"), _int(b.get("shares", 1), file, f"{key}.shares", 1)))
+        budgets.append(
+            BudgetSpec(_str(b["path"], file, f"{key}.path"), _int(b.get("shares", 1), file, f"{key}.shares", 1))
+        )
 
     usage: list[UsageSpec] = []
     for i, u in enumerate(_list(doc.get("usage"), file, "usage")):
@@ -316,8 +356,12 @@ def load_scenario(path: str | Path) -> Scenario:
             raise ScenarioError(file, key, "needs gpu_hours or gpus with from_ago/to_ago")
         usage.append(spec)
 
-    running = [_workload(w, file, f"running[{i}]", True) for i, w in enumerate(_list(doc.get("running"), file, "running"))]
-    pending = [_workload(w, file, f"pending[{i}]", False) for i, w in enumerate(_list(doc.get("pending"), file, "pending"))]
+    running = [
+        _workload(w, file, f"running[{i}]", True) for i, w in enumerate(_list(doc.get("running"), file, "running"))
+    ]
+    pending = [
+        _workload(w, file, f"pending[{i}]", False) for i, w in enumerate(_list(doc.get("pending"), file, "pending"))
+    ]
     ids = [w.id for w in running + pending]
     if len(set(ids)) != len(ids):
         dup = next(x for x in ids if ids.count(x) > 1)
@@ -340,10 +384,26 @@ def load_scenario(path: str | Path) -> Scenario:
         if kind not in STEP_KINDS:
             raise ScenarioError(file, f"{key}.{kind}", f"unknown step (known: {', '.join(sorted(STEP_KINDS))})")
         arg = st[kind]
-        steps.append(Step(kind, _step_arg(kind, arg, file, f"{key}.{kind}"),
-                          _check_expect(expect, file, f"{key}.expect") if expect is not None else None, i))
-    return Scenario(file, str(doc.get("name", Path(file).stem)), str(doc.get("description", "")), s, hosts, budgets,
-                    usage, running, pending, steps)
+        steps.append(
+            Step(
+                kind,
+                _step_arg(kind, arg, file, f"{key}.{kind}"),
+                _check_expect(expect, file, f"{key}.expect") if expect is not None else None,
+                i,
+            )
+        )
+    return Scenario(
+        file,
+        str(doc.get("name", Path(file).stem)),
+        str(doc.get("description", "")),
+        s,
+        hosts,
+        budgets,
+        usage,
+        running,
+        pending,
+        steps,
+    )
 
 
 def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
@@ -380,8 +440,12 @@ def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
                 raise ScenarioError(file, f"{key}.{r}", "is required")
         if d["health"] not in ("healthy", "degraded", "unhealthy"):
             raise ScenarioError(file, f"{key}.health", f"{d['health']!r} is not healthy, degraded or unhealthy")
-        return {"host": _str(d["host"], file, key), "index": _int(d["index"], file, f"{key}.index"),
-                "health": d["health"], "xid": _int(d["xid"], file, f"{key}.xid") if "xid" in d else None}
+        return {
+            "host": _str(d["host"], file, key),
+            "index": _int(d["index"], file, f"{key}.index"),
+            "health": d["health"],
+            "xid": _int(d["xid"], file, f"{key}.xid") if "xid" in d else None,
+        }
     if kind == "host":
         d = _mapping(arg, file, key)
         _known(d, {"name", "state"}, file, key)

@@ -311,9 +311,15 @@ class Engine:
         gh = dict(h.gpu_health)
         gh[index] = health
         state = h.state
-        if health == GpuHealth.UNHEALTHY and self.auto_drain and xid in FATAL_XIDS and state in (
-            HostState.ACTIVE,
-            HostState.CORDONED,
+        if (
+            health == GpuHealth.UNHEALTHY
+            and self.auto_drain
+            and xid in FATAL_XIDS
+            and state
+            in (
+                HostState.ACTIVE,
+                HostState.CORDONED,
+            )
         ):
             state = HostState.DRAINING
         self.hosts[host] = replace(h, gpu_health=gh, state=state)

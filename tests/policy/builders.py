@@ -26,12 +26,21 @@ def tree(*paths: str, shares: dict[str, int] | None = None) -> list[Budget]:
     return list(out.values())
 
 
-def pending(wid: str, budget: str, gpus: int, m: int = H, seq: int = 0, submitted: int = T0, model: str = "H100") -> Workload:
+def pending(
+    wid: str, budget: str, gpus: int, m: int = H, seq: int = 0, submitted: int = T0, model: str = "H100"
+) -> Workload:
     return Workload(wid, budget, gpus, model, m, submitted, seq)
 
 
-def running(aid: str, budget: str, gpus: list[tuple[str, int]], m: int = H, started: int | None = T0 - 2 * H,
-            allocated: bool | None = None, stopping: bool = False) -> Attempt:
+def running(
+    aid: str,
+    budget: str,
+    gpus: list[tuple[str, int]],
+    m: int = H,
+    started: int | None = T0 - 2 * H,
+    allocated: bool | None = None,
+    stopping: bool = False,
+) -> Attempt:
     return Attempt(aid, aid, budget, tuple(gpus), m > 0 if allocated is None else allocated, m, started, stopping)
 
 
@@ -39,7 +48,15 @@ def lump(budget: str, gpu_hours: float, at: int = T0 - 86400) -> UsageRecord:
     return UsageRecord(budget, at, at, None, round(gpu_hours * 3600))
 
 
-def snap(hosts: list[Host], budgets: list[Budget], attempts: list[Attempt] = (), pend: list[Workload] = (),
-         usage: list[UsageRecord] = (), now: int = T0, **kw: object) -> Snapshot:
-    return Snapshot(now=now, hosts=hosts, budgets=budgets, attempts=list(attempts), pending=list(pend),
-                    usage=list(usage), **kw)  # type: ignore[arg-type]
+def snap(
+    hosts: list[Host],
+    budgets: list[Budget],
+    attempts: list[Attempt] = (),
+    pend: list[Workload] = (),
+    usage: list[UsageRecord] = (),
+    now: int = T0,
+    **kw: object,
+) -> Snapshot:
+    return Snapshot(
+        now=now, hosts=hosts, budgets=budgets, attempts=list(attempts), pending=list(pend), usage=list(usage), **kw
+    )  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Host, UsageRecord
 from scheduler.policy.usage import windowed_usage
 from scheduler.policy.views import budget_usage, dispatch_order
-from tests.policy.builders import H, T0, host, lump, pending, running, snap, tree
+from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
 
 W = 7 * 86400
 
@@ -65,8 +65,12 @@ def test_nothing_is_placed_on_unhealthy_gpus_or_non_active_hosts():
 
 
 def test_committed_usage_alternates_equal_budgets():
-    s = snap([host("h1", 4)], tree("a", "b"), [], [pending(f"a{i}", "a", 1, seq=i) for i in range(4)]
-             + [pending(f"b{i}", "b", 1, seq=10 + i) for i in range(4)])
+    s = snap(
+        [host("h1", 4)],
+        tree("a", "b"),
+        [],
+        [pending(f"a{i}", "a", 1, seq=i) for i in range(4)] + [pending(f"b{i}", "b", 1, seq=10 + i) for i in range(4)],
+    )
     d = schedule(s)
     assert sorted(st.workload for st in d.starts) == ["a0", "a1", "b0", "b1"]
 
@@ -123,8 +127,7 @@ def test_starting_attempts_count_as_protected():
 def test_victims_in_grace_are_not_picked_twice():
     leaving = running("v", "b", [("h1", 0)], m=0, started=T0 - H, stopping=True)
     other = running("u", "b", [("h1", 1)], m=0, started=T0 - H)
-    s = snap([host("h1", 2)], tree("a", "b"), [leaving, other], [pending("w", "a", 1)],
-             nominations={"w": (("h1", 0),)})
+    s = snap([host("h1", 2)], tree("a", "b"), [leaving, other], [pending("w", "a", 1)], nominations={"w": (("h1", 0),)})
     d = schedule(s)
     assert d.stops == [] and d.starts == []
     assert d.pending["w"].reason == PendingReason.AWAITING_PREEMPTION
@@ -132,8 +135,13 @@ def test_victims_in_grace_are_not_picked_twice():
 
 
 def test_nominated_gpus_are_taken_by_nobody_else():
-    s = snap([host("h1", 2)], tree("a", "b"), [], [pending("w", "a", 2, seq=2), pending("x", "b", 1, seq=1, m=0)],
-             nominations={"w": (("h1", 0), ("h1", 1))})
+    s = snap(
+        [host("h1", 2)],
+        tree("a", "b"),
+        [],
+        [pending("w", "a", 2, seq=2), pending("x", "b", 1, seq=1, m=0)],
+        nominations={"w": (("h1", 0), ("h1", 1))},
+    )
     d = schedule(s)
     assert [st.workload for st in d.starts] == ["w"]
 
@@ -145,8 +153,12 @@ def test_hold_and_cap_hold_keep_work_pending_and_cap_downgrade_runs_unfunded():
         Budget("capped", "capped", "org", capped=True, on_cap=OnCap.HOLD),
         Budget("down", "down", "org", capped=True, on_cap=OnCap.DOWNGRADE),
     ]
-    s = snap([host("h1", 8)], budgets, [], [pending("h", "held", 1, seq=1), pending("c", "capped", 1, seq=2),
-                                            pending("d", "down", 1, seq=3)])
+    s = snap(
+        [host("h1", 8)],
+        budgets,
+        [],
+        [pending("h", "held", 1, seq=1), pending("c", "capped", 1, seq=2), pending("d", "down", 1, seq=3)],
+    )
     d = schedule(s)
     assert [(st.workload, st.allocated, st.unfunded) for st in d.starts] == [("d", False, True)]
     assert d.pending["h"].reason == PendingReason.HELD
@@ -154,16 +166,24 @@ def test_hold_and_cap_hold_keep_work_pending_and_cap_downgrade_runs_unfunded():
 
 
 def test_unschedulable_requests_block_nobody():
-    s = snap([host("h1", 8)], tree("a"), [], [pending("big", "a", 12, seq=1), pending("b200", "a", 1, model="B200", seq=2),
-                                              pending("ok", "a", 8, seq=3)])
+    s = snap(
+        [host("h1", 8)],
+        tree("a"),
+        [],
+        [pending("big", "a", 12, seq=1), pending("b200", "a", 1, model="B200", seq=2), pending("ok", "a", 8, seq=3)],
+    )
     d = schedule(s)
     assert [st.workload for st in d.starts] == ["ok"]
     assert d.pending["big"].reason == d.pending["b200"].reason == PendingReason.UNSCHEDULABLE
 
 
 def test_gang_takes_whole_hosts_on_one_fabric_first():
-    hosts = [host("n1", 8, fabric="f1"), host("n2", 8, fabric="f2"), host("n3", 8, fabric="f2"),
-             host("n4", 8, fabric="f1")]
+    hosts = [
+        host("n1", 8, fabric="f1"),
+        host("n2", 8, fabric="f2"),
+        host("n3", 8, fabric="f2"),
+        host("n4", 8, fabric="f1"),
+    ]
     d = schedule(snap(hosts, tree("a"), [], [pending("g", "a", 16)]))
     assert {h for h, _ in d.starts[0].gpus} == {"n1", "n4"}
 
@@ -194,9 +214,13 @@ def test_attempt_on_an_unhealthy_gpu_is_stopped_as_gpu_fault():
 
 
 def test_fair_tree_orders_programs_before_projects():
-    s = snap([host("h1", 1)], tree("p/a", "p/b", "q/c"), [],
-             [pending("b1", "p/b", 1, seq=1), pending("c1", "q/c", 1, seq=2), pending("a1", "p/a", 1, seq=3)],
-             usage=[lump("p/a", 100), lump("q/c", 60)])
+    s = snap(
+        [host("h1", 1)],
+        tree("p/a", "p/b", "q/c"),
+        [],
+        [pending("b1", "p/b", 1, seq=1), pending("c1", "q/c", 1, seq=2), pending("a1", "p/a", 1, seq=3)],
+        usage=[lump("p/a", 100), lump("q/c", 60)],
+    )
     assert dispatch_order(s) == ["c1", "b1", "a1"]
 
 
@@ -206,8 +230,7 @@ def test_reserved_host_admits_only_work_that_ends_protection_before_the_reserved
     big = pending("big", "a", 8, seq=1)
     short = pending("short", "c", 1, m=H // 2, seq=2)
     long_ = pending("long", "c", 1, m=2 * H, seq=3)
-    s = snap(hosts, tree("a", "b", "c"), [victim], [big, short, long_],
-             usage=[lump("b", 1000), lump("c", 50)])
+    s = snap(hosts, tree("a", "b", "c"), [victim], [big, short, long_], usage=[lump("b", 1000), lump("c", 50)])
     d = schedule(s)
     assert d.reservations == {"h1": "big"}
     assert [st.workload for st in d.starts] == ["short"]
@@ -224,8 +247,12 @@ def test_max_reservations_bounds_the_reservations():
 
 @pytest.mark.parametrize(
     ("gpus", "model", "code"),
-    [(1, "B200", "unknown_model"), (12, "H100", "too_many_gpus"), (24, "H100", "too_many_gpus"), (0, "H100",
-                                                                                                   "invalid_gpu_count")],
+    [
+        (1, "B200", "unknown_model"),
+        (12, "H100", "too_many_gpus"),
+        (24, "H100", "too_many_gpus"),
+        (0, "H100", "invalid_gpu_count"),
+    ],
 )
 def test_infeasible_requests_are_named(gpus, model, code):
     assert infeasible_request([("H100", 8), ("H100", 8)], model, gpus)[0] == code

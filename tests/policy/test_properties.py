@@ -119,22 +119,31 @@ class CheckedEngine(Engine):
         nominated = {g for v in snap.nominations.values() for g in v}
         for w in snap.pending:
             info = dec.pending.get(w.id)
-            if info is not None and info.reason in (PendingReason.UNSCHEDULABLE, PendingReason.HELD,
-                                                    PendingReason.BUDGET_CAPPED):
+            if info is not None and info.reason in (
+                PendingReason.UNSCHEDULABLE,
+                PendingReason.HELD,
+                PendingReason.BUDGET_CAPPED,
+            ):
                 continue
             largest = max((h.size for h in snap.hosts if h.model == w.model), default=0)
             for h in snap.hosts:
                 if h.state != HostState.ACTIVE or h.model != w.model:
                     continue
-                free = [i for i, g in h.gpu_health.items()
-                        if g != GpuHealth.UNHEALTHY and (h.name, i) not in owned and (h.name, i) not in nominated]
+                free = [
+                    i
+                    for i, g in h.gpu_health.items()
+                    if g != GpuHealth.UNHEALTHY and (h.name, i) not in owned and (h.name, i) not in nominated
+                ]
                 res = dec.reservations.get(h.name)
                 blocked = (
-                    w.allocated and res is not None and res != w.id
+                    w.allocated
+                    and res is not None
+                    and res != w.id
                     and now_plus(snap.now, w.min_runtime) > dec.reserved_start.get(res, 0)
                 )
                 if w.gpus <= largest and len(free) >= w.gpus and not blocked:
                     raise AssertionError(f"{w.id} ({w.gpus} GPUs) waits while {h.name} has {len(free)} idle GPUs")
+
 
 def now_plus(now: int, m: int) -> int:
     return now + m
@@ -150,8 +159,16 @@ def clusters(draw: st.DrawFn) -> dict[str, object]:
         unhealthy = draw(st.sets(st.integers(0, size - 1), max_size=1)) if draw(st.integers(0, 5)) == 0 else set()
         state = draw(st.sampled_from([HostState.ACTIVE] * 6 + [HostState.CORDONED, HostState.DRAINING]))
         health = {j: GpuHealth.UNHEALTHY if j in unhealthy else GpuHealth.HEALTHY for j in range(size)}
-        hosts.append(Host(f"h{i}", model, health, state, {"fabric": f"f{i % 2}"},
-                          drain_now=state == HostState.DRAINING and draw(st.booleans())))
+        hosts.append(
+            Host(
+                f"h{i}",
+                model,
+                health,
+                state,
+                {"fabric": f"f{i % 2}"},
+                drain_now=state == HostState.DRAINING and draw(st.booleans()),
+            )
+        )
     n_prog = draw(st.integers(1, 3))
     budgets = [Budget("org", "org", None)]
     leaves = []
@@ -162,17 +179,29 @@ def clusters(draw: st.DrawFn) -> dict[str, object]:
             budgets.append(Budget(key, f"q{q}", f"p{p}", draw(st.integers(1, 3))))
             leaves.append(key)
     usage = {leaf: draw(st.integers(0, 200)) for leaf in leaves}
-    workloads = draw(st.lists(st.tuples(
-        st.sampled_from(leaves),
-        st.sampled_from([1, 1, 1, 2, 2, 4, 8, 16]),
-        st.sampled_from([0, 0, 1800, 3600, 7200]),
-        st.sampled_from([None, 600, 3600, 3 * 3600]),
-        st.sampled_from(MODELS[:1] * 4 + MODELS[1:]),
-        st.integers(0, 3 * H),  # submitted at t0 + this
-    ), min_size=1, max_size=25))
+    workloads = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(leaves),
+                st.sampled_from([1, 1, 1, 2, 2, 4, 8, 16]),
+                st.sampled_from([0, 0, 1800, 3600, 7200]),
+                st.sampled_from([None, 600, 3600, 3 * 3600]),
+                st.sampled_from(MODELS[:1] * 4 + MODELS[1:]),
+                st.integers(0, 3 * H),  # submitted at t0 + this
+            ),
+            min_size=1,
+            max_size=25,
+        )
+    )
     steps = draw(st.lists(st.sampled_from([600, 1800, 3600, 2 * 3600]), min_size=1, max_size=5))
-    return {"hosts": hosts, "budgets": budgets, "usage": usage, "workloads": workloads, "steps": steps,
-            "grace": draw(st.sampled_from([0, 0, 30]))}
+    return {
+        "hosts": hosts,
+        "budgets": budgets,
+        "usage": usage,
+        "workloads": workloads,
+        "steps": steps,
+        "grace": draw(st.sampled_from([0, 0, 30])),
+    }
 
 
 def build(c: dict[str, object]) -> CheckedEngine:

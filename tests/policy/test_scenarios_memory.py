@@ -60,9 +60,11 @@ def test_durations(text: str | int, seconds: int) -> None:
 
 def test_command_exits_non_zero_on_a_failed_expectation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "fails.yaml"
-    f.write_text("hosts: [{name: h1, gpus: 1}]\nbudgets: [{path: A}]\n"
-                 "pending: [{id: a, budget: A, gpus: 1, min_runtime: 1h}]\n"
-                 "steps: [{tick: {}, expect: {started: [b]}}]")
+    f.write_text(
+        "hosts: [{name: h1, gpus: 1}]\nbudgets: [{path: A}]\n"
+        "pending: [{id: a, budget: A, gpus: 1, min_runtime: 1h}]\n"
+        "steps: [{tick: {}, expect: {started: [b]}}]"
+    )
     with pytest.raises(CommandError, match="1 of 1 scenario files failed"):
         call_command("scenario", str(f))
     out = capsys.readouterr().out
