@@ -25,6 +25,7 @@ class Clock:
         self.interval = float(interval if interval is not None else settings.FAIRWAY["TICK_INTERVAL_S"])
         self.sweep_interval = float(sweep_interval if sweep_interval is not None else max(self.interval, 5.0))
         self._stop = threading.Event()
+        self._next_estimate: dict[int, float] = {}
         self._thread: threading.Thread | None = None
 
     def start(self) -> Clock:
@@ -45,8 +46,12 @@ class Clock:
         from scheduler.models import Cluster
 
         cluster_ids = list(Cluster.objects.values_list("pk", flat=True))
+        now = time.monotonic()
         for cid in cluster_ids:
             tasks.request_tick(cid)
+            if now >= self._next_estimate.get(cid, 0.0):
+                self._next_estimate[cid] = now + tasks.ESTIMATE_EVERY_S
+                tasks.estimate_starts.send(cid)
         if sweep:
             tasks.sweep_hosts.send()
             tasks.start_timeouts.send()

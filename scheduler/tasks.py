@@ -118,3 +118,38 @@ def reset_debounce(cluster_ids: list[int] | None = None) -> None:
                 _local_markers.pop(cid, None)
     if client is not None and cluster_ids:
         client.delete(*(_marker_key(c) for c in cluster_ids))
+
+
+ESTIMATE_EVERY_S = 60.0
+"""The clock asks for estimated start times at most this often (seconds) per cluster (DESIGN.md §3.8)."""
+
+
+@dramatiq.actor(queue_name="estimates", max_retries=0, time_limit=120_000)
+def estimate_starts(cluster_id: int) -> None:
+    """Store an estimated start for every pending workload of ``cluster_id`` (None: none within W).
+
+    Runs the policy forward in simulated time (``scheduler.sim.estimate``) on a
+    snapshot; never takes the tick lock, so it cannot slow the tick. Safe to run
+    twice: it only overwrites estimates.
+    """
+    from datetime import UTC, datetime
+
+    from django.utils import timezone
+
+    from scheduler.models import Workload
+    from scheduler.sim.estimate import estimate_starts as simulate
+    from scheduler.snapshot import load_snapshot
+
+    snap, _ = load_snapshot(cluster_id, timezone.now())
+    found = simulate(snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0)
+    rows = list(
+        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only("id", "estimated_start")
+    )
+    changed = []
+    for w in rows:
+        at = found.get(str(w.pk))
+        value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
+        if w.estimated_start != value:
+            w.estimated_start = value
+            changed.append(w)
+    Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)

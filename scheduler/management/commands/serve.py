@@ -37,7 +37,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
         parser.add_argument("--with-worker", action="store_true", help="also run a dramatiq worker in this process")
         parser.add_argument("--with-clock", action="store_true", help="also run the clock in this process")
-        parser.add_argument("--worker-threads", type=int, default=1, help="threads of the in-process worker")
+        parser.add_argument(
+            "--worker-threads", type=int, default=2, help="threads of the in-process worker (ticks and estimates)"
+        )
         parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
