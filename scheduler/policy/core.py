@@ -466,6 +466,15 @@ class _Pass:
                     continue
                 vics.append((av, freed))
                 gain += freed
+            if best_prefix is not None:
+                # A victim alone worse than the best set on allocated GPUs or GPUs cannot be in a better set.
+                ba, bt = best_prefix[0], best_prefix[1]
+                vics = [
+                    (c, f)
+                    for c, f in vics
+                    if c.attempt.gpu_count <= bt and (not c.attempt.allocated or c.attempt.gpu_count <= ba)
+                ]
+                gain = sum(f for _, f in vics)
             if free + gain < n:
                 continue
             k = len(vics)
