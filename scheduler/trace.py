@@ -445,14 +445,21 @@ def plan_job(
     max_duration_s: int | None,
     min_runtime_rule: MinRuntimeRule,
     unallocated_rule: UnallocatedRule,
+    protection_allowance_s: int = 0,
 ) -> PlannedJob:
     """Compress one trace job into a replay submission.
 
     The replayed run time is ``min(duration_s, max_duration_s)`` trace seconds; real time is trace
     time ÷ ``time_scale``, the run at least ``MIN_REAL_RUN_S`` (1 s). The minimum-runtime rule is
     applied to the replayed run time (protection never outlasts the replayed job), then compressed
-    and rounded up to whole seconds, at least 1 s for an allocated job.
+    and rounded up to whole seconds, at least 1 s for an allocated job, plus
+    ``protection_allowance_s`` real seconds for an allocated job: room for the machinery around a
+    run (process start, exit report, whole-second timestamps), which is nothing in trace time but
+    not nothing at a high time scale, so a job its rule protects for its whole run stays protected
+    until it has exited.
     """
+    if protection_allowance_s < 0:
+        raise ValueError("protection_allowance_s must be >= 0")
     if time_scale <= 0:
         raise ValueError("time_scale must be positive")
     trace_run = job.duration_s if max_duration_s is None else min(job.duration_s, max_duration_s)
@@ -462,7 +469,7 @@ def plan_job(
         m = 0
     else:
         trace_m = min_runtime_rule.min_runtime_s(trace_run)
-        m = max(1, math.ceil(trace_m / time_scale - 1e-9))
+        m = max(1, math.ceil(trace_m / time_scale - 1e-9)) + protection_allowance_s
     return PlannedJob(
         job=job,
         offset_s=(job.submit_time_s - t0_s) / time_scale,
@@ -480,6 +487,7 @@ def plan_replay(
     max_duration_s: int | None,
     min_runtime_rule: MinRuntimeRule,
     unallocated_rule: UnallocatedRule,
+    protection_allowance_s: int = 0,
 ) -> list[PlannedJob]:
     """``plan_job`` for each job, with the first job's submission as time zero."""
     if not jobs:
@@ -493,6 +501,7 @@ def plan_replay(
             max_duration_s=max_duration_s,
             min_runtime_rule=min_runtime_rule,
             unallocated_rule=unallocated_rule,
+            protection_allowance_s=protection_allowance_s,
         )
         for job in jobs
     ]

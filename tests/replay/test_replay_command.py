@@ -67,6 +67,7 @@ def test_no_wait_replay_submits_each_job_in_trace_order_with_its_budget_and_min_
         max_duration_s=3600,
         min_runtime_rule=MinRuntimeRule.parse(DEFAULT_MIN_RUNTIME_RULE),
         unallocated_rule=UnallocatedRule.parse(DEFAULT_UNALLOCATED_RULE),
+        protection_allowance_s=1,  # replay_trace's default
     )
     workloads = list(Workload.objects.select_related("budget", "owner", "cluster").order_by("seq"))
     assert f"Submitted {LIMIT} of {LIMIT} jobs" in out
@@ -87,7 +88,18 @@ def test_no_wait_replay_submits_each_job_in_trace_order_with_its_budget_and_min_
 
 
 def test_rules_and_scale_reach_the_workloads(seeded: None) -> None:
-    replay("--start", str(START), "--limit", "5", "--min-runtime-rule", "fixed:30m", "--unallocated-rule", "none")
+    replay(
+        "--start",
+        str(START),
+        "--limit",
+        "5",
+        "--min-runtime-rule",
+        "fixed:30m",
+        "--unallocated-rule",
+        "none",
+        "--protection-allowance",
+        "0",
+    )
 
     # fixed 30 min at a scale of 1e9 is a fraction of a second: an allocated job keeps at least 1 s.
     assert list(Workload.objects.order_by("seq").values_list("min_runtime_s", flat=True)) == [1] * 5
@@ -153,7 +165,7 @@ def test_summary_counts_waits_preemptions_and_gpu_hours(seeded: None) -> None:
 
     assert s.submitted == 3
     assert s.states == {"succeeded": 2, "pending": 1}
-    assert (s.preemptions, s.preempted_workloads) == (1, 1)
+    assert (s.preemptions, s.preempted_workloads, s.preemptions_allocated) == (1, 1, 0)
     assert sorted(s.waits_s) == [10.0, 20.0]
     assert s.mean_wait_s == 15.0
     assert s.p90_wait_s == 20.0
@@ -161,7 +173,7 @@ def test_summary_counts_waits_preemptions_and_gpu_hours(seeded: None) -> None:
     assert sum(h.unallocated_s for h in s.gpu_seconds.values()) == 90.0  # 1 GPU × (30 + 60) s
     assert s.gpu_seconds[w1.budget.name].allocated_s == 200.0
     text = format_summary(s, elapsed_s=42, time_scale=SCALE)
-    assert "preempted           1 preemptions of 1 workloads" in text
+    assert "preempted           1 preemptions of 1 workloads (1 of unallocated attempts, 0 of allocated)" in text
     assert "15.0 s real =    75.0 min of trace" in text  # 15 s × 300 = 75 trace minutes
 
 

@@ -184,6 +184,22 @@ def test_plan_rounds_min_runtime_up_to_whole_seconds() -> None:
     assert planned.min_runtime_s == 3
 
 
+def test_protection_allowance_is_added_to_allocated_jobs_only() -> None:
+    rules = {**DEFAULT_RULES, "unallocated_rule": UnallocatedRule.parse("vc:unknown")}
+
+    allocated = plan_job(
+        job(duration=H), t0_s=0, time_scale=300, max_duration_s=None, protection_allowance_s=1, **rules
+    )
+    free = plan_job(
+        job(vc="unknown", duration=H), t0_s=0, time_scale=300, max_duration_s=None, protection_allowance_s=1, **rules
+    )
+
+    assert (allocated.run_s, allocated.min_runtime_s) == (12.0, 13)
+    assert free.min_runtime_s == 0
+    with pytest.raises(ValueError, match="protection_allowance_s"):
+        plan_job(job(), t0_s=0, time_scale=300, max_duration_s=None, protection_allowance_s=-1, **rules)
+
+
 def test_unallocated_jobs_get_no_minimum_runtime() -> None:
     rules = {**DEFAULT_RULES, "unallocated_rule": UnallocatedRule.parse("vc:unknown")}
 

@@ -51,6 +51,7 @@ from scheduler.trace import (
 
 DEFAULT_TIME_SCALE = 300.0
 DEFAULT_TIMEOUT_S = 1800.0
+DEFAULT_PROTECTION_ALLOWANCE_S = 1
 POLL_S = 0.5
 BUDGET_PREFIX = "vc-"
 
@@ -126,6 +127,14 @@ class Command(BaseCommand):
             default=DEFAULT_UNALLOCATED_RULE,
             help=f"which jobs run unallocated (default {DEFAULT_UNALLOCATED_RULE!r}; vc:NAME, fraction:F, none, all)",
         )
+        parser.add_argument(
+            "--protection-allowance",
+            type=int,
+            default=DEFAULT_PROTECTION_ALLOWANCE_S,
+            metavar="S",
+            help="real seconds added to each allocated job's compressed minimum runtime for process start "
+            f"and exit reporting (default {DEFAULT_PROTECTION_ALLOWANCE_S})",
+        )
         parser.add_argument("--cluster", default="philly")
         parser.add_argument("--gpu-model", default="H100")
         parser.add_argument("--user", default="researcher", help="username that submits the workloads")
@@ -161,6 +170,9 @@ class Command(BaseCommand):
         wait: bool = opts["wait"]
         progress: bool = opts["progress"]
         gpu_model: str = opts["gpu_model"]
+        allowance: int = opts["protection_allowance"]
+        if allowance < 0:
+            raise CommandError("--protection-allowance must be >= 0")
 
         # Read and check the whole file first: a bad file submits nothing.
         try:
@@ -180,6 +192,7 @@ class Command(BaseCommand):
             max_duration_s=max_duration,
             min_runtime_rule=min_rule,
             unallocated_rule=unalloc_rule,
+            protection_allowance_s=allowance,
         )
         run = ReplayRun(plan=plan, time_scale=time_scale)
 
@@ -190,7 +203,7 @@ class Command(BaseCommand):
             f"on cluster {cluster.name} ({gpu_model}) as {user.get_username()}\n"
             f"  time scale {time_scale:g} trace s per real s: {format_duration(plan[-1].offset_s)} of "
             f"submissions ({format_duration(plan[-1].offset_s * time_scale)} of trace), run-time cap {cap_text}\n"
-            f"  minimum runtime: {min_rule.describe()} ({min_rule.spec})\n"
+            f"  minimum runtime: {min_rule.describe()} ({min_rule.spec}), compressed, + {allowance} s allowance\n"
             f"  unallocated: {unalloc_rule.describe()} ({unalloc_rule.spec}): "
             f"{n_unalloc} of {len(plan)} jobs"
         )
@@ -383,6 +396,7 @@ class ReplaySummary:
     states: Counter
     preemptions: int
     preempted_workloads: int
+    preemptions_allocated: int  # of ``preemptions``: attempts that were funded (past their protection)
     started: int
     waits_s: list[float]
     gpu_seconds: dict[str, BudgetHours]
@@ -424,7 +438,7 @@ def summarize(workload_ids: Sequence[int], *, time_scale: float, now: datetime |
         .only("id", "workload_id", "allocated", "unfunded", "started_at", "ended_at", "end_reason")
     )
     first_start: dict[int, datetime] = {}
-    preemptions = 0
+    preemptions = preemptions_allocated = 0
     preempted: set[int] = set()
     gpu_seconds: dict[str, BudgetHours] = defaultdict(BudgetHours)
     open_attempts = 0
@@ -434,6 +448,8 @@ def summarize(workload_ids: Sequence[int], *, time_scale: float, now: datetime |
         if a.end_reason == Attempt.EndReason.PREEMPTED:
             preemptions += 1
             preempted.add(a.workload_id)
+            if a.allocated and not a.unfunded:
+                preemptions_allocated += 1
         if a.started_at is None:
             continue
         if a.workload_id not in first_start or a.started_at < first_start[a.workload_id]:
@@ -451,6 +467,7 @@ def summarize(workload_ids: Sequence[int], *, time_scale: float, now: datetime |
         states=states,
         preemptions=preemptions,
         preempted_workloads=len(preempted),
+        preemptions_allocated=preemptions_allocated,
         started=len(first_start),
         waits_s=waits,
         gpu_seconds=dict(gpu_seconds),
@@ -478,7 +495,8 @@ def format_summary(s: ReplaySummary, *, elapsed_s: float, time_scale: float, rej
     if not_final:
         lines.append("  not final           " + ", ".join(f"{k} {v}" for k, v in sorted(not_final.items())))
     lines += [
-        f"  preempted           {s.preemptions} preemptions of {s.preempted_workloads} workloads",
+        f"  preempted           {s.preemptions} preemptions of {s.preempted_workloads} workloads "
+        f"({s.preemptions - s.preemptions_allocated} of unallocated attempts, {s.preemptions_allocated} of allocated)",
         f"  wait to first start ({s.started} started workloads)",
         f"    mean              {wait_text(s.mean_wait_s)}",
         f"    p90               {wait_text(s.p90_wait_s)}",
