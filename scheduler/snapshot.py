@@ -29,6 +29,18 @@ def epoch(dt: datetime) -> int:
     return math.floor(dt.timestamp())
 
 
+def epoch_up(dt: datetime) -> int:
+    """An aware datetime as whole UNIX seconds, rounded up.
+
+    Used for an open attempt's start: the policy derives protection from it
+    (``started_at + M``), and rounding down would end the protection up to a second
+    before ``M`` has really passed. Rounding up keeps the contract; the live ratio
+    then misses under a second of the attempt's usage (its charge is computed from
+    the exact timestamps when it ends).
+    """
+    return math.ceil(dt.timestamp())
+
+
 @dataclass(slots=True)
 class OpenAttemptInfo:
     """Database facts about one open attempt, keyed by its pk in :class:`SnapshotIndex`."""
@@ -171,7 +183,7 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
                 gpus=tuple(gpu_ref_by_id[g] for g in gpu_ids),
                 allocated=allocated,
                 min_runtime=min_runtime,
-                started_at=epoch(started_at) if started_at is not None else None,
+                started_at=epoch_up(started_at) if started_at is not None else None,
                 stopping=stop_at is not None,
                 charged_until=min(
                     (silent_since[h] for h in index.attempts[aid].host_ids if h in silent_since), default=None
