@@ -156,6 +156,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the web process; it also finds them in the apps, so the
 # embedded mode works without `collectstatic` (production runs collectstatic for compression).
 WHITENOISE_USE_FINDERS = True
