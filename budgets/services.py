@@ -6,6 +6,7 @@ tree load it with one query and walk it in memory.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
@@ -75,6 +76,11 @@ def is_leaf(budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
     return not any(b.parent_id == budget.id and b.archived_at is None for b in tree.values())
 
 
+_ID_DIGITS = re.compile(r"[0-9]{1,18}")
+"""An id given as text: ASCII digits only (``"²".isdigit()`` is true but ``int("²")`` fails), short
+enough for ``int()`` and a database integer; anything else is read as a path."""
+
+
 def resolve_budget(ref: Budget | int | str, tree: dict[int, Budget] | None = None) -> Budget | None:
     """The budget named by ``ref``: a Budget, an id (int or digits) or a path like ``nlp/olmo``.
 
@@ -87,7 +93,7 @@ def resolve_budget(ref: Budget | int | str, tree: dict[int, Budget] | None = Non
         return ref
     if isinstance(ref, bool):
         return None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.strip().isdigit()):
+    if isinstance(ref, int) or (isinstance(ref, str) and _ID_DIGITS.fullmatch(ref.strip())):
         if tree is not None:
             return tree.get(int(ref))
         return Budget.objects.filter(pk=int(ref)).first()

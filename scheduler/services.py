@@ -9,6 +9,7 @@ save important rows themselves.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.services import is_manager, is_member
+from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
@@ -57,6 +59,10 @@ MAX_ENV_VARS = 256
 MAX_ENV_VALUE_CHARS = 32 * 1024
 MAX_COMMAND_CHARS = 64 * 1024
 MAX_COMMAND_ARGS = 4096
+MAX_ENV_NAME_CHARS = 1024  # the agent protocol's bound on an environment name
+MAX_START_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - 32 * 1024
+"""Command and env travel to the agent in one ``start`` frame of at most ``MAX_MESSAGE_BYTES``
+(UTF-8); the rest of the frame (GPU UUIDs, rendezvous variables, image) fits in 32 KiB."""
 SECRET_MASK = "********"  # noqa: S105 -- the mask shown instead of a secret, not a password
 
 
@@ -77,7 +83,7 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         raise SubmissionError("invalid_env", "env", f"At most {MAX_ENV_VARS} environment variables.")
     out: dict[str, dict[str, Any]] = {}
     for name, raw in env.items():
-        if not isinstance(name, str) or not ENV_NAME_RE.match(name):
+        if not isinstance(name, str) or len(name) > MAX_ENV_NAME_CHARS or not ENV_NAME_RE.fullmatch(name):
             raise SubmissionError(
                 "invalid_env", "env", f"{name!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)."
             )
@@ -102,6 +108,30 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _utf8_len(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _start_payload_problem(command: Sequence[str], env: Mapping[str, Mapping[str, Any]]) -> FieldProblem | None:
+    """A problem if command and env could not travel to the agent in one ``start`` message.
+
+    Each limit on its own (64 KiB of command, 256 variables of 32 KiB) fits the protocol, but
+    together, or in multi-byte characters, they may not: such a workload would be accepted,
+    placed, and its start never sent (it would hold GPUs until the start timeout, four times).
+    """
+    command_bytes = _utf8_len(list(command))
+    env_bytes = _utf8_len({name: spec["value"] for name, spec in env.items()})
+    if command_bytes + env_bytes <= MAX_START_PAYLOAD_BYTES:
+        return None
+    field = "env" if env_bytes >= command_bytes else "command"
+    return FieldProblem(
+        f"invalid_{field}",
+        field,
+        f"The command and environment take {command_bytes + env_bytes} bytes (UTF-8) together; "
+        f"at most {MAX_START_PAYLOAD_BYTES} fit in the message that starts the workload on its host.",
+    )
+
+
 def resolve_cluster(ref: Cluster | int | str | None) -> Cluster | None:
     """A Cluster, its id or its name; None means "the only cluster" when exactly one exists."""
     if isinstance(ref, Cluster):
@@ -114,6 +144,8 @@ def resolve_cluster(ref: Cluster | int | str | None) -> Cluster | None:
     if isinstance(ref, int):
         return Cluster.objects.filter(pk=ref).first()
     if isinstance(ref, str):
+        if "\x00" in ref:  # PostgreSQL cannot even compare text holding NUL
+            return None
         return Cluster.objects.filter(name=ref.strip()).first()
     return None
 
@@ -194,10 +226,10 @@ def do_submit_workload(
     def refuse(code: str, field: str, message: str) -> None:
         problems.append(FieldProblem(code, field, message))
 
-    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200:
-        refuse("invalid_name", "name", "A name is 1-200 characters.")
-    if not isinstance(image, str) or len(image) > 500:
-        refuse("invalid_image", "image", "An image reference is at most 500 characters.")
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200 or "\x00" in name:
+        refuse("invalid_name", "name", "A name is 1-200 characters, without NUL.")
+    if not isinstance(image, str) or len(image) > 500 or "\x00" in image:
+        refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
 
     tree = load_tree()
     the_budget = resolve_budget(budget, tree)
@@ -218,7 +250,7 @@ def do_submit_workload(
 
     if not _is_int(gpu_count) or gpu_count < 1:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
-    if not isinstance(gpu_model, str) or len(gpu_model) > 64:
+    if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
     elif the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
         gpu_model, problem = _check_size(the_cluster, gpu_model.strip(), gpu_count)
@@ -252,10 +284,16 @@ def do_submit_workload(
         refuse("invalid_command", "command", "The command is too long or contains a NUL byte.")
 
     stored_env: dict[str, dict[str, Any]] = {}
+    env_ok = True
     try:
         stored_env = normalize_env(env)
     except SubmissionError as exc:
         problems.extend(exc.problems)
+        env_ok = False
+    if env_ok and not any(p.field == "command" for p in problems):
+        problem = _start_payload_problem(command, stored_env)
+        if problem is not None:
+            problems.append(problem)
 
     if duration_hint_s is not None and (not _is_int(duration_hint_s) or duration_hint_s < 0):
         refuse("invalid_duration_hint", "duration_hint", "duration_hint_s is a whole number of seconds >= 0.")

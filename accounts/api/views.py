@@ -71,7 +71,8 @@ class LogoutView(FairwayAPIView):
     and ends a session."""
 
     def post(self, request: Request) -> Response:
-        if request.data.get("all") is True:
+        data = request.data
+        if isinstance(data, dict) and data.get("all") is True:  # any other body: this token only
             AuthToken.objects.filter(user=request.user).delete()
         elif isinstance(request.auth, AuthToken):
             request.auth.delete()

@@ -7,6 +7,7 @@ string, digits); every rule about what may be submitted lives in
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from typing import Any
@@ -18,6 +19,9 @@ from scheduler.services import SECRET_MASK
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_PLAIN_INT = re.compile(r"[0-9]{1,18}")
+"""Digits accepted as a number: ASCII only (``"²".isdigit()`` is true, ``int("²")`` fails) and
+short enough for ``int()`` (4300 digits at most) and for any database integer."""
 
 
 def parse_duration_s(value: Any) -> int:
@@ -33,7 +37,7 @@ def parse_duration_s(value: Any) -> int:
         seconds = value
     elif isinstance(value, str):
         text = value.strip().lower()
-        if re.fullmatch(r"\d+", text):
+        if _PLAIN_INT.fullmatch(text):
             seconds = int(text)
         else:
             compact = text.replace(" ", "")
@@ -43,6 +47,8 @@ def parse_duration_s(value: Any) -> int:
             seconds = sum(float(n) * _UNIT_S[u.lower()] for n, u in parts)
     else:
         raise ValueError("not a duration")
+    if not math.isfinite(seconds):  # "1111…1d" overflows to inf; int(inf) raises OverflowError
+        raise ValueError("a duration is a whole number of seconds >= 0")
     if seconds < 0 or seconds != int(seconds):
         raise ValueError("a duration is a whole number of seconds >= 0")
     return int(seconds)
@@ -79,8 +85,8 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     min_runtime = PassThroughField()
 
     def validate_gpu_count(self, value: Any) -> Any:
-        if isinstance(value, str) and value.strip().isdigit():
-            return int(value)
+        if isinstance(value, str) and _PLAIN_INT.fullmatch(value.strip()):
+            return int(value.strip())
         return value
 
     def validate_command(self, value: Any) -> Any:
