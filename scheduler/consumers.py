@@ -166,6 +166,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
                     protocol.ERR_INVALID, f"this token belongs to host {self.host.name}, not {msg.host}", msg.id
                 )
                 return
+            problem = lifecycle.hello_gpu_problem(
+                [lifecycle.GpuReport(g.index, g.uuid, g.model, g.memory_mb, g.health) for g in msg.gpus]
+            )
+            if problem is not None:
+                await self.send_error(protocol.ERR_INVALID, f"hello.gpus: {problem}", msg.id)
+                return
             await _hello(self.host, msg)
             self.hello_done = True
             self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"}

@@ -76,6 +76,33 @@ class GpuSample:
 # --- helpers ---------------------------------------------------------------------------
 
 
+def clean_text(text: str) -> str:
+    """An agent's free text made storable: PostgreSQL text holds no NUL (it would fail the
+    whole transaction, so an exit carrying one would never be recorded)."""
+    return text.replace("\x00", "\ufffd")
+
+
+def hello_gpu_problem(gpus: Sequence[GpuReport]) -> str | None:
+    """Why a hello's GPU inventory cannot be registered, or None.
+
+    Indices and UUIDs are unique within the hello (the database allows one GPU per index
+    and per UUID), UUID and model are 1-64 characters without NUL (the columns' bounds).
+    """
+    seen_index: set[int] = set()
+    seen_uuid: set[str] = set()
+    for g in gpus:
+        if g.index in seen_index:
+            return f"GPU index {g.index} is listed twice"
+        if g.uuid in seen_uuid:
+            return f"GPU UUID {g.uuid[:64]!r} is listed twice"
+        seen_index.add(g.index)
+        seen_uuid.add(g.uuid)
+        for what, value in (("uuid", g.uuid), ("model", g.model)):
+            if not 0 < len(value) <= 64 or "\x00" in value:
+                return f"GPU {g.index}: {what} must be 1-64 characters without NUL"
+    return None
+
+
 def _attempts_on_host(host_id: int, attempt_ids: Iterable[int] | None = None) -> set[int]:
     """Open attempts holding at least one GPU of ``host_id`` (optionally among ``attempt_ids``)."""
     qs = AttemptGPU.objects.filter(open=True, gpu__host_id=host_id, attempt__ended_at__isnull=True)
@@ -99,6 +126,7 @@ def _end_attempt(
     host's last heartbeat as ``ended_at``.
     """
     ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
+    message = clean_text(message)
     gpu_links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id"))
     charged = 0
     if attempt.allocated and attempt.started_at is not None:
@@ -378,6 +406,7 @@ def host_hello(
         locked = Host.objects.select_for_update().get(pk=host.pk)
         last_seen = locked.last_heartbeat
         _register_gpus(locked, gpus)
+        agent_version = clean_text(agent_version)
         locked.agent_version = agent_version[:32]
         locked.last_heartbeat = now
         _host_back_online(locked, now)
@@ -430,13 +459,15 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
         if gpu is None:
             # A UUID seen before on another index or host moves with the device.
             moved = GPU.objects.filter(uuid=report.uuid).first()
-            if (
-                moved is not None
-                and moved.host_id != host.pk
-                and AttemptGPU.objects.filter(gpu=moved, open=True).exists()
-            ):
-                logger.warning("GPU %s reported by %s is held by an open attempt elsewhere; ignored", report.uuid, host)
-                continue
+            if moved is not None and moved.host_id != host.pk:
+                # A host speaks only of its own GPUs (DESIGN.md §7): a UUID registered on another
+                # live host stays there (else a misconfigured agent takes GPUs away from a
+                # healthy host, and two agents claiming one UUID move it back and forth). It
+                # moves only from a removed host, and never while an open attempt holds it.
+                other_removed = Host.objects.filter(pk=moved.host_id, removed_at__isnull=False).exists()
+                if not other_removed or AttemptGPU.objects.filter(gpu=moved, open=True).exists():
+                    logger.warning("GPU %s reported by %s is registered on another host; ignored", report.uuid, host)
+                    continue
             if moved is not None:
                 moved.host, moved.index, moved.model, moved.memory_mb = (
                     host,

@@ -323,7 +323,8 @@ def _apply_host_states(
 
 
 def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> None:
-    """Store each pending workload's reason; only rows whose reason or detail changed are written."""
+    """Store each pending workload's reason; only rows whose reason or detail changed are written,
+    and only while still pending (a cancel committed since the snapshot keeps its cleared reason)."""
     changed: list[Workload] = []
     for wid_s, info in pending.items():
         wid = int(wid_s)
@@ -332,6 +333,14 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         reason, detail = str(info.reason), dict(info.detail)
         if index.pending_reason[wid] != (reason, detail):
             changed.append(Workload(pk=wid, pending_reason=reason, pending_detail=detail))
+    if changed:
+        still_pending = set(
+            Workload.objects.select_for_update()
+            .filter(pk__in=[w.pk for w in changed], state=Workload.State.PENDING)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        changed = [w for w in changed if w.pk in still_pending]
     if changed:
         Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
 
