@@ -12,6 +12,7 @@ from itertools import combinations
 from math import comb
 
 from scheduler.policy.dispatch import Dispatcher
+from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import (
@@ -77,6 +78,14 @@ class _Pass:
         for hv in self.state.hosts.values():
             self._hosts_by_model.setdefault(hv.model, []).append(hv)
         self._shares: dict[str, Fraction] | None = None
+        self.reclaim = ReclaimIndex(self.state, self._hosts_by_model)
+        # budget → hosts holding its unprotected allocated attempts (the only allocated victims there can be)
+        self._victim_hosts: dict[str, dict[str, int]] = {}
+        for av in self.state.attempts.values():
+            if av.attempt.allocated and not av.stopping and not av.protected:
+                where = self._victim_hosts.setdefault(av.attempt.budget, {})
+                for h in av.on_host:
+                    where[h] = where.get(h, 0) + 1
 
     # ------------------------------------------------------------------ run
     def run(self) -> Decisions:
@@ -118,6 +127,12 @@ class _Pass:
             remaining = self._commitment(a)
             if remaining:
                 self._add_load(a.budget, -remaining)
+        if a.allocated and not av.stopping and not av.protected:
+            where = self._victim_hosts.get(a.budget, {})
+            for h in av.on_host:
+                where[h] -= 1
+                if not where[h]:
+                    del where[h]
         self.state.mark_stopping(av)
         self.dec.stops.append(Stop(a.id, reason, for_workload))
 
@@ -318,7 +333,7 @@ class _Pass:
             leftover = tuple(g for g in nom if g not in mine)
             for g in nom:
                 if g in mine:
-                    st.nominated.pop(g, None)
+                    st.unnominate(g)
             if leftover:
                 st.release_nomination(w.id, leftover)
             if w.allocated and not allocated:
@@ -383,13 +398,17 @@ class _Pass:
             total += a.gpu_count
             if a.allocated:
                 alloc += a.gpu_count
-            r = sides.get(a.budget) if sides is not None else None
-            if r is None:
-                split = self.tree.split(w.budget, a.budget)
-                r = -self.ratio(split[1] if split is not None else a.budget)
-                if sides is not None:
-                    sides[a.budget] = r
-            side_keys.append(r)
+            if not a.allocated:
+                # Unallocated work has no fair-share side: it counts as the most over-served (docs/policy.md).
+                side_keys.append((0, Fraction(0)))
+            else:
+                r = sides.get(a.budget) if sides is not None else None
+                if r is None:
+                    split = self.tree.split(w.budget, a.budget)
+                    r = -self.ratio(split[1] if split is not None else a.budget)
+                    if sides is not None:
+                        sides[a.budget] = r
+                side_keys.append((1, r))
             starts.append(-(a.started_at or 0))
         side_keys.sort()
         starts.sort()
@@ -427,13 +446,30 @@ class _Pass:
     def _search_single(self, w: Workload) -> tuple[list[AttemptView], tuple[GpuRef, ...]] | None:
         st = self.state
         n = w.gpus
+        hit = self.reclaim.best(w.model, n, lambda h: self._host_allowed(w, h))
+        if hit is not None:
+            return self._take_victims(w, *hit)
+        # No set without allocated victims exists: every candidate set holds an allocated victim
+        # that rule 2 allows now, so only hosts holding one are scanned.
         allow: dict[str, bool] = {}
+        hosts: set[str] = set()
+        for v, where in self._victim_hosts.items():
+            if v == w.budget or not where or v not in self.tree.budgets:
+                continue
+            if self.rule2(w, v):
+                allow[v] = True
+                hosts.update(where)
+            else:
+                allow[v] = False
+        if not hosts:
+            return None
         sides: dict[str, Fraction] = {}
         # Lower bounds on (allocated GPUs preempted, GPUs preempted) per host let the scan stop
         # early: no set on a host can beat the best found once its bound is worse (exact).
         order = []
-        for hv in self._hosts_by_model.get(w.model, ()):
-            if not hv.active or not hv.attempts:
+        for name in hosts:
+            hv = st.hosts[name]
+            if not hv.active or hv.model != w.model:
                 continue
             f = len(hv.free)
             order.append((max(0, n - f - hv.unalloc), n - f, hv.name, hv))
@@ -453,14 +489,8 @@ class _Pass:
                 if av.stopping:
                     continue
                 a = av.attempt
-                if a.allocated:
-                    if av.protected or a.budget == w.budget:
-                        continue
-                    ok = allow.get(a.budget)
-                    if ok is None:
-                        ok = allow[a.budget] = a.budget in self.tree.budgets and self.rule2(w, a.budget)
-                    if not ok:
-                        continue
+                if a.allocated and (av.protected or not allow.get(a.budget, False)):
+                    continue
                 freed = av.on_host.get(hv.name, 0)
                 if freed <= 0:
                     continue
@@ -499,6 +529,14 @@ class _Pass:
         if best is None:
             return None
         _, victims, hv = best
+        return self._take_victims(w, victims, hv)
+
+    def _take_victims(
+        self, w: Workload, victims: list[AttemptView], hv: HostView
+    ) -> tuple[list[AttemptView], tuple[GpuRef, ...]]:
+        """The victims and the GPUs to nominate: the lowest indices among free and freed GPUs."""
+        st = self.state
+        n = w.gpus
         pool = set(hv.free)
         for av in victims:
             pool.update(
@@ -513,9 +551,8 @@ class _Pass:
         """Worst victim class over the host's attempts (FREE hosts give NOW) and the victims."""
         worst = NOW
         vics = []
-        for (h, _), wid in self.state.nominated.items():
-            if h == hv.name and wid != w.id:
-                return NEVER, []
+        if self.state.nominated_for_other(hv.name, w.id):
+            return NEVER, []
         for aid in hv.attempts:
             av = self.state.attempts[aid]
             c = self.victim_class(w, av)
@@ -606,7 +643,7 @@ class _Pass:
             for hv in self._hosts_by_model.get(w.model, ()):
                 if not hv.active or not hv.all_healthy or hv.size != size or hv.name in self.reserved:
                     continue
-                if any(h == hv.name and wid != w.id for (h, _), wid in st.nominated.items()):
+                if st.nominated_for_other(hv.name, w.id):
                     continue
                 t = now
                 ok = True
@@ -692,7 +729,7 @@ class _Pass:
                     c = self.victim_class(w, st.attempts[aid]) + 1
                     if c > worst:
                         worst, witness = c, st.attempts[aid]
-                if any(h == hv.name and wid != w.id for (h, _), wid in st.nominated.items()):
+                if st.nominated_for_other(hv.name, w.id):
                     worst = 4
                 levels.append((worst, hv.name, witness))
             levels.sort(key=lambda x: (x[0], x[1]))

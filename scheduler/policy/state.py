@@ -49,9 +49,11 @@ class ClusterState:
         self, hosts: list[Host], attempts: list[Attempt], nominations: dict[str, tuple[GpuRef, ...]], now: int = 0
     ):
         self.now = now
+        self.listeners: list[Callable[[str], None]] = []
         self.hosts: dict[str, HostView] = {}
         self.owner: dict[GpuRef, str] = {}
         self.nominated: dict[GpuRef, str] = {}
+        self.nominees: dict[str, dict[str, int]] = {}  # host -> nominee -> GPUs nominated there
         self.attempts: dict[str, AttemptView] = {}
         for h in sorted(hosts, key=lambda h: h.name):
             healthy = frozenset(i for i, g in h.gpu_health.items() if g != GpuHealth.UNHEALTHY)
@@ -69,7 +71,7 @@ class ClusterState:
             self._add_attempt(a)
         for wid, gpus in nominations.items():
             for g in gpus:
-                self.nominated[g] = wid
+                self._nominate_one(g, wid)
         # model -> free count -> sorted host names (active hosts with >= 1 free GPU)
         self.buckets: dict[str, dict[int, list[str]]] = {}
         self.largest: dict[str, int] = {}  # model -> largest host size (registered hosts)
@@ -111,8 +113,13 @@ class ClusterState:
         """Active hosts of ``model`` and ``size`` whose every GPU is healthy and free."""
         return list(self.buckets.get(model, {}).get(size, []))
 
+    def _touch(self, host: str) -> None:
+        for listener in self.listeners:
+            listener(host)
+
     def take(self, host: str, indices: list[int]) -> None:
         """Remove ``indices`` from the host's free list (they are being assigned)."""
+        self._touch(host)
         hv = self.hosts[host]
         self._bucket_remove(hv)
         s = set(indices)
@@ -125,6 +132,7 @@ class ClusterState:
         self._bucket_remove(hv)
         hv.free = sorted(set(hv.free) | set(indices))
         self._bucket_add(hv)
+        self._touch(host)
 
     # -- attempts -------------------------------------------------------------
     def _add_attempt(self, a: Attempt) -> None:
@@ -144,6 +152,7 @@ class ClusterState:
                 hv.attempts.append(a.id)
                 if not a.allocated and not a.stopping:
                     hv.unalloc += on_host.get(hn, 0)
+                self._touch(hn)
 
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
@@ -155,12 +164,15 @@ class ClusterState:
             for hn, n in av.on_host.items():
                 self.hosts[hn].unalloc -= n
         av.stopping = True
+        for hn in av.hosts:
+            if hn in self.hosts:
+                self._touch(hn)
 
     def nominate(self, workload: str, gpus: tuple[GpuRef, ...]) -> None:
         """Nominate ``gpus`` for ``workload``: they leave the general free lists."""
         by_host: dict[str, list[int]] = {}
         for g in gpus:
-            self.nominated[g] = workload
+            self._nominate_one(g, workload)
             by_host.setdefault(g[0], []).append(g[1])
         for hn, idx in by_host.items():
             hv = self.hosts[hn]
@@ -172,12 +184,30 @@ class ClusterState:
         by_host: dict[str, list[int]] = {}
         for g in gpus:
             if self.nominated.get(g) == workload:
-                del self.nominated[g]
+                self.unnominate(g)
                 hv = self.hosts.get(g[0])
                 if hv is not None and hv.active and g[1] in hv.healthy and g not in self.owner:
                     by_host.setdefault(g[0], []).append(g[1])
         for hn, idx in by_host.items():
             self.give_back(hn, idx)
+
+    def _nominate_one(self, g: GpuRef, workload: str) -> None:
+        self.nominated[g] = workload
+        per = self.nominees.setdefault(g[0], {})
+        per[workload] = per.get(workload, 0) + 1
+
+    def unnominate(self, g: GpuRef) -> None:
+        """Forget the nomination of one GPU (free lists are the caller's business)."""
+        wid = self.nominated.pop(g, None)
+        if wid is not None:
+            per = self.nominees[g[0]]
+            per[wid] -= 1
+            if not per[wid]:
+                del per[wid]
+
+    def nominated_for_other(self, host: str, workload: str) -> bool:
+        """True when some GPU of ``host`` is nominated for a workload other than ``workload``."""
+        return any(wid != workload for wid in self.nominees.get(host, ()))
 
     def gpu_usable(self, g: GpuRef) -> bool:
         """True for a healthy GPU on an active host."""

@@ -1,0 +1,104 @@
+"""Index of the best sets of unallocated victims, per (GPU model, GPUs needed).
+
+A set without allocated victims beats every set with one (§3.4, first
+component), and among such sets the victim-choice key does not depend on the
+preemptor: unallocated work has no fair-share side (docs/policy.md), so the key is
+(GPUs preempted, victims, start times latest first, host, workload ids). One heap
+per (model, n) therefore serves every preemptor; hosts whose state changes push a
+fresh entry (versioned, stale entries are skipped), keeping a reclaim search at
+O(log hosts) instead of a scan of the cluster.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from scheduler.policy.state import AttemptView, ClusterState, HostView
+
+Entry = tuple[int, int, tuple[int, ...], str, tuple[str, ...], int]
+"""(GPUs preempted, victims, negated start times, host, victim workload ids, host version)."""
+
+
+class ReclaimIndex:
+    """Best unallocated-only victim set per host, for every size asked so far."""
+
+    def __init__(self, state: ClusterState, hosts_by_model: dict[str, list[HostView]]) -> None:
+        self.state = state
+        self.hosts_by_model = hosts_by_model
+        self.heaps: dict[tuple[str, int], list[Entry]] = {}
+        self.version: dict[str, int] = {}
+        self.victims: dict[tuple[str, int, int], list[AttemptView]] = {}
+        state.listeners.append(self.touch)
+
+    def touch(self, host: str) -> None:
+        """The host's free GPUs or attempts changed: refresh its entries."""
+        self.version[host] = self.version.get(host, 0) + 1
+        hv = self.state.hosts[host]
+        for (model, n), heap in self.heaps.items():
+            if model == hv.model:
+                entry = self._entry(hv, n)
+                if entry is not None:
+                    heapq.heappush(heap, entry)
+
+    def _entry(self, hv: HostView, n: int) -> Entry | None:
+        if not hv.active:
+            return None
+        free = len(hv.free)
+        if free >= n or free + hv.unalloc < n:
+            return None
+        st = self.state
+        cands = []
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            if av.stopping or av.attempt.allocated:
+                continue
+            got = av.on_host.get(hv.name, 0)
+            if got > 0:
+                cands.append((av, got))
+        best: tuple[int, int, tuple[int, ...], tuple[str, ...]] | None = None
+        best_set: list[AttemptView] = []
+        k = len(cands)
+        for mask in range(1, 1 << k):
+            chosen = [cands[i] for i in range(k) if mask >> i & 1]
+            got = free + sum(g for _, g in chosen)
+            if got < n or any(got - g >= n for _, g in chosen):
+                continue
+            total = sum(c.attempt.gpu_count for c, _ in chosen)
+            if best is not None and (total, len(chosen)) > best[:2]:
+                continue
+            starts = tuple(sorted(-(c.attempt.started_at or 0) for c, _ in chosen))
+            ids = tuple(sorted(c.attempt.workload for c, _ in chosen))
+            key = (total, len(chosen), starts, ids)
+            if best is None or key < best:
+                best, best_set = key, [c for c, _ in chosen]
+        if best is None:
+            return None
+        version = self.version.get(hv.name, 0)
+        self.victims[(hv.name, n, version)] = best_set
+        return (best[0], best[1], best[2], hv.name, best[3], version)
+
+    def best(self, model: str, n: int, allowed: Callable[[str], bool]) -> tuple[list[AttemptView], HostView] | None:
+        """The best unallocated-only victim set for ``n`` GPUs of ``model`` on an allowed host, or None."""
+        key = (model, n)
+        heap = self.heaps.get(key)
+        if heap is None:
+            heap = [e for hv in self.hosts_by_model.get(model, ()) if (e := self._entry(hv, n)) is not None]
+            heapq.heapify(heap)
+            self.heaps[key] = heap
+        skipped: list[Entry] = []
+        found = None
+        while heap:
+            entry = heap[0]
+            host, version = entry[3], entry[5]
+            if version != self.version.get(host, 0):
+                heapq.heappop(heap)
+                continue
+            if not allowed(host):
+                skipped.append(heapq.heappop(heap))
+                continue
+            found = (self.victims[(host, n, version)], self.state.hosts[host])
+            break
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        return found
