@@ -73,12 +73,19 @@ class _Pass:
         self.reserving: set[str] = set()
         self._memo_fail: set[tuple[object, ...]] = set()
         self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
+        self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self._new_attempts = 0
         self._hosts_by_model: dict[str, list[HostView]] = {}
         for hv in self.state.hosts.values():
             self._hosts_by_model.setdefault(hv.model, []).append(hv)
         self._shares: dict[str, Fraction] | None = None
         self.reclaim = ReclaimIndex(self.state, self._hosts_by_model)
+        # host → budget → [unprotected, protected] healthy GPUs of its allocated, non-stopping attempts
+        self._agg: dict[str, dict[str, list[int]]] = {}
+        self._agg_total: dict[str, dict[str, list[int]]] = {}  # model → budget → GPUs on active hosts
+        self._agg_budgets: set[str] = set()
+        for av in self.state.attempts.values():
+            self._agg_add(av, 1)
         # budget → hosts holding its unprotected allocated attempts (the only allocated victims there can be)
         self._victim_hosts: dict[str, dict[str, int]] = {}
         for av in self.state.attempts.values():
@@ -120,6 +127,20 @@ class _Pass:
         self.dec.reservations = {h: wid for h, (wid, _) in sorted(self.reserved.items())}
         return self.dec
 
+    def _agg_add(self, av: AttemptView, sign: int) -> None:
+        a = av.attempt
+        if not a.allocated or av.stopping:
+            return
+        slot = 1 if av.protected or a.started_at is None else 0
+        self._agg_budgets.add(a.budget)
+        for h, n in av.on_host.items():
+            counts = self._agg.setdefault(h, {}).setdefault(a.budget, [0, 0])
+            counts[slot] += sign * n
+            hv = self.state.hosts[h]
+            if hv.active:
+                total = self._agg_total.setdefault(hv.model, {}).setdefault(a.budget, [0, 0])
+                total[slot] += sign * n
+
     # ------------------------------------------------------- faults, drains
     def _stop(self, av: AttemptView, reason: StopReason, for_workload: str | None = None) -> None:
         a = av.attempt
@@ -127,6 +148,7 @@ class _Pass:
             remaining = self._commitment(a)
             if remaining:
                 self._add_load(a.budget, -remaining)
+        self._agg_add(av, -1)
         if a.allocated and not av.stopping and not av.protected:
             where = self._victim_hosts.get(a.budget, {})
             for h in av.on_host:
@@ -341,9 +363,9 @@ class _Pass:
         elif allocated:
             self._add_load(w.budget, w.gpus * w.min_runtime)
         self._new_attempts += 1
-        st.assign(
-            Attempt(f"new:{w.id}", w.id, w.budget, tuple(sorted(gpus)), allocated, w.min_runtime, started_at=None)
-        )
+        new = Attempt(f"new:{w.id}", w.id, w.budget, tuple(sorted(gpus)), allocated, w.min_runtime, started_at=None)
+        st.assign(new)
+        self._agg_add(st.attempts[new.id], 1)
         self.dec.starts.append(Start(w.id, tuple(sorted(gpus)), allocated=allocated, unfunded=unfunded))
         self.gen += 1
 
@@ -564,8 +586,12 @@ class _Pass:
         size = self.state.largest[w.model]
         k = w.gpus // size
         options: list[tuple[HostView, list[AttemptView]]] = []
+        cls = self._budget_classes(w)
         for hv in self._hosts_by_model.get(w.model, ()):
             if not hv.active or not hv.all_healthy or hv.size != size or not self._host_allowed(w, hv.name):
+                continue
+            # Cheap filter first: protected or non-victim allocated work anywhere on the host rules it out.
+            if any((c[1] or cls[v] != NOW) and (c[0] or c[1]) for v, c in self._agg.get(hv.name, {}).items()):
                 continue
             worst, vics = self._host_vacate(w, hv)
             if worst == NOW:
@@ -678,58 +704,119 @@ class _Pass:
         self.dec.reserved_start[w.id] = t
         self.gen += 1
 
+    def _budget_classes(self, w: Workload) -> dict[str, int]:
+        """For every budget holding allocated work: NOW/LATER (rule 2 allows), FORBIDDEN or NEVER (own)."""
+        out: dict[str, int] = {}
+        for v in self._agg_budgets:
+            if v == w.budget or v not in self.tree.budgets:
+                out[v] = NEVER
+            else:
+                out[v] = NOW if self.rule2(w, v) else FORBIDDEN
+        return out
+
+    def _room_levels_memo(self, w: Workload) -> tuple[int, dict[str, object]]:
+        """:meth:`_room_levels`, shared by workloads that see every budget the same way.
+
+        The levels depend on the workload only through its model, size and the class
+        of every budget holding work (own, allowed, forbidden); the fair-share numbers
+        are recomputed for the workload itself.
+        """
+        cls = self._budget_classes(w)
+        key = (w.model, w.gpus, w.budget in self._agg_budgets and w.budget, tuple(cls.values()), self.gen)
+        hit = self._memo_levels.get(key)
+        if hit is None:
+            hit = self._room_levels(w)
+            self._memo_levels[key] = hit
+        level, detail = hit
+        detail = dict(detail)
+        if level == 3 and "other_budget_key" in detail:
+            detail.update(self._fair_share_detail_budgets(w, str(detail["other_budget_key"])))
+        return level, detail
+
     def _room_levels(self, w: Workload) -> tuple[int, dict[str, object]]:
-        """Best room level over hosts, ignoring reservations: 0 free, 1 NOW, 2 LATER, 3 FORBIDDEN, 4 none."""
+        """Best room level over hosts, ignoring reservations: 0 free, 1 NOW, 2 LATER, 3 FORBIDDEN, 4 none.
+
+        Uses the per-host, per-budget GPU counts of allocated work (unprotected, protected)
+        kept up to date by the pass, so a host costs one step per budget present on it.
+        """
         st = self.state
         best_level = 4
         detail: dict[str, object] = {}
         if not self._is_gang(w):
-            for hv in self._hosts_by_model.get(w.model, ()):
+            cls = self._budget_classes(w)
+            n = w.gpus
+            best_host: HostView | None = None
+            witness: str | None = None
+            hosts = self._hosts_by_model.get(w.model, [])
+            if n == 1:
+                # One GPU: any single GPU of a class is room at that level; only the witness host is searched.
+                totals = self._agg_total.get(w.model, {})
+                free = any(hv.active and (hv.free or hv.unalloc) for hv in hosts)
+                allowed_now = free or any(cls[v] == NOW and c[0] for v, c in totals.items())
+                allowed_later = any(cls[v] == NOW and c[1] for v, c in totals.items())
+                forbid = next((v for v, c in sorted(totals.items()) if cls[v] == FORBIDDEN and (c[0] or c[1])), None)
+                if not allowed_now and allowed_later:
+                    hv = next(
+                        hv
+                        for hv in hosts
+                        if hv.active and any(cls[v] == NOW and c[1] for v, c in self._agg.get(hv.name, {}).items())
+                    )
+                    return 2, {"host": hv.name, "protected_until": self._latest_needed(w, hv)}
+                if not allowed_now and forbid is not None:
+                    return 3, self._fair_share_detail_budgets(w, forbid)
+                if not allowed_now:
+                    return 4, {}
+            for hv in hosts:
                 if not hv.active:
                     continue
-                have = [len(hv.free), 0, 0, 0]
-                first: dict[int, AttemptView] = {}
-                for aid in hv.attempts:
-                    av = st.attempts[aid]
-                    c = self.victim_class(w, av)
-                    if c == NEVER:
-                        continue
-                    freed = sum(
-                        1
-                        for h, i in av.attempt.gpus
-                        if h == hv.name and i in hv.healthy and st.nominated.get((h, i)) in (None, w.id)
-                    )
-                    have[c + 1] += freed
-                    if c + 1 not in first or (
-                        c == LATER and (av.attempt.protected_until or 0) < (first[c + 1].attempt.protected_until or 0)
-                    ):
-                        first[c + 1] = av
-                acc = 0
-                for level in range(4):
-                    acc += have[level]
-                    if acc >= w.gpus:
-                        if level < best_level:
-                            best_level = level
-                            detail = {"host": hv.name}
-                            if level == 2 and 2 in first:
-                                detail["protected_until"] = self._latest_needed(w, hv)
-                            if level == 3 and 3 in first:
-                                detail.update(self._fair_share_detail(w, first[3]))
+                h1 = len(hv.free)
+                if h1 >= n:
+                    best_level, best_host = 0, hv
+                    break
+                h1 += hv.unalloc
+                h2 = h3 = 0
+                forbidden = None
+                for v, counts in self._agg.get(hv.name, {}).items():
+                    c = cls[v]
+                    if c == NOW:
+                        h1 += counts[0]
+                        h2 += counts[1]
+                    elif c == FORBIDDEN:
+                        h3 += counts[0] + counts[1]
+                        if forbidden is None and counts[0] + counts[1]:
+                            forbidden = v
+                level = 1 if h1 >= n else 2 if h1 + h2 >= n else 3 if h1 + h2 + h3 >= n else 4
+                if level < best_level:
+                    best_level, best_host, witness = level, hv, forbidden
+                    if level == 1:
                         break
+            if best_host is not None:
+                detail = {"host": best_host.name}
+                if best_level == 2:
+                    detail["protected_until"] = self._latest_needed(w, best_host)
+                if best_level == 3 and witness is not None:
+                    detail.update(self._fair_share_detail_budgets(w, witness))
         else:
             size = st.largest[w.model]
             k = w.gpus // size
-            levels: list[tuple[int, str, AttemptView | None]] = []
+            levels: list[tuple[int, str, str | None]] = []
+            cls = self._budget_classes(w)
             for hv in self._hosts_by_model.get(w.model, ()):
                 if not hv.active or not hv.all_healthy or hv.size != size:
                     continue
-                worst = 0
+                # Level of the host = worst class of its work: 1 unallocated or allowed now, 2 allowed
+                # but protected, 3 forbidden by rule 2, 4 never (own budget, leaving, nominated).
+                worst = 1 if hv.unalloc else 0
                 witness = None
-                for aid in hv.attempts:
-                    c = self.victim_class(w, st.attempts[aid]) + 1
-                    if c > worst:
-                        worst, witness = c, st.attempts[aid]
-                if st.nominated_for_other(hv.name, w.id):
+                for v, c in self._agg.get(hv.name, {}).items():
+                    if not (c[0] or c[1]):
+                        continue
+                    lvl = (2 if c[1] else 1) if cls[v] == NOW else 3 if cls[v] == FORBIDDEN else 4
+                    if lvl > worst:
+                        worst, witness = lvl, v
+                if worst < 4 and (
+                    hv.stopping or st.nominated_for_other(hv.name, w.id)
+                ):
                     worst = 4
                 levels.append((worst, hv.name, witness))
             levels.sort(key=lambda x: (x[0], x[1]))
@@ -745,7 +832,7 @@ class _Pass:
                     ]
                     detail["protected_until"] = max(pus) if pus else self.now
                 if best_level == 3 and witness is not None:
-                    detail.update(self._fair_share_detail(w, witness))
+                    detail.update(self._fair_share_detail_budgets(w, witness))
         return best_level, detail
 
     def _latest_needed(self, w: Workload, hv: HostView) -> int:
@@ -766,11 +853,16 @@ class _Pass:
         return self.now
 
     def _fair_share_detail(self, w: Workload, av: AttemptView) -> dict[str, object]:
-        split = self.tree.split(w.budget, av.attempt.budget)
+        return self._fair_share_detail_budgets(w, av.attempt.budget)
+
+    def _fair_share_detail_budgets(self, w: Workload, victim_budget: str) -> dict[str, object]:
+        """The ratios rule 2 compared: P's side counting its commitment, and the victim's side."""
+        split = self.tree.split(w.budget, victim_budget)
         if split is None:
             return {}
         a, b = split
         return {
+            "other_budget_key": victim_budget,
             "budget": self.tree.path_name(a),
             "ratio": round(self.display_ratio(a, w.gpus * w.min_runtime), 6),
             "other_budget": self.tree.path_name(b),
@@ -783,7 +875,7 @@ class _Pass:
         if cached is not None:
             self.dec.pending[w.id] = PendingInfo(cached.reason, dict(cached.detail))
             return
-        level, detail = self._room_levels(w)
+        level, detail = self._room_levels_memo(w)
         if level <= 1:
             holder = None
             for h in [detail.get("host"), *list(detail.get("hosts", []) or [])]:  # type: ignore[misc]

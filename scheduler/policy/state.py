@@ -29,6 +29,7 @@ class HostView:
     free: list[int] = field(default_factory=list)  # sorted free GPU indices (general use)
     attempts: list[str] = field(default_factory=list)  # open attempt ids touching this host
     unalloc: int = 0  # healthy GPUs held by unallocated attempts that are not stopping
+    stopping: int = 0  # open attempts on the host that are leaving (stop issued)
 
 
 @dataclass(slots=True)
@@ -152,6 +153,8 @@ class ClusterState:
                 hv.attempts.append(a.id)
                 if not a.allocated and not a.stopping:
                     hv.unalloc += on_host.get(hn, 0)
+                if a.stopping:
+                    hv.stopping += 1
                 self._touch(hn)
 
     def assign(self, attempt: Attempt) -> None:
@@ -163,6 +166,10 @@ class ClusterState:
         if not av.stopping and not av.attempt.allocated:
             for hn, n in av.on_host.items():
                 self.hosts[hn].unalloc -= n
+        if not av.stopping:
+            for hn in av.hosts:
+                if hn in self.hosts:
+                    self.hosts[hn].stopping += 1
         av.stopping = True
         for hn in av.hosts:
             if hn in self.hosts:
