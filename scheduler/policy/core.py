@@ -74,6 +74,8 @@ class _Pass:
         self._memo_fail: set[tuple[object, ...]] = set()
         self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
         self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
+        self._size_count: dict[tuple[str, int], int] = {}
+        self._tables: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
         self._new_attempts = 0
         self._hosts_by_model: dict[str, list[HostView]] = {}
         for hv in self.state.hosts.values():
@@ -156,6 +158,7 @@ class _Pass:
                 if not where[h]:
                     del where[h]
         self.state.mark_stopping(av)
+        self.gen += 1
         self.dec.stops.append(Stop(a.id, reason, for_workload))
 
     def _commitment(self, a: Attempt) -> int:
@@ -281,7 +284,11 @@ class _Pass:
         if w.gpus % largest:
             return True
         k = w.gpus // largest
-        return sum(1 for hv in self._hosts_by_model[w.model] if hv.size == largest) < k
+        key = (w.model, largest)
+        count = self._size_count.get(key)
+        if count is None:
+            count = self._size_count[key] = sum(1 for hv in self._hosts_by_model[w.model] if hv.size == largest)
+        return count < k
 
     def _is_gang(self, w: Workload) -> bool:
         return w.gpus > self.state.largest.get(w.model, 0)
@@ -450,9 +457,17 @@ class _Pass:
         memo = ("p", w.budget, w.model, w.gpus, w.min_runtime, self.gen)
         if memo in self._memo_fail:
             return False
+        if self._is_gang(w):
+            # A gang's search depends on the workload only through how it sees each budget (and M,
+            # for reserved hosts): share failures between workloads that see the budgets alike.
+            shared = ("g", w.model, w.gpus, w.min_runtime, tuple(self._budget_classes(w).values()), self.gen)
+            if shared in self._memo_fail:
+                return False
         found = self._search_gang(w) if self._is_gang(w) else self._search_single(w)
         if found is None:
             self._memo_fail.add(memo)
+            if self._is_gang(w):
+                self._memo_fail.add(shared)
             return False
         victims, gpus = found
         for av in victims:
@@ -733,6 +748,45 @@ class _Pass:
             detail.update(self._fair_share_detail_budgets(w, str(detail["other_budget_key"])))
         return level, detail
 
+    def _level_table(self, model: str, cls: dict[str, int]) -> list[dict[int, tuple[str, str | None]]]:
+        """For room levels 0–3 and every GPU count t: the first host (by name) with t GPUs of room.
+
+        Level 0 counts free GPUs; 1 adds unallocated work and unprotected work rule 2 allows;
+        2 adds protected work rule 2 allows; 3 adds work rule 2 forbids (with a witness budget).
+        Built once per (model, budget classes, state generation): one pass over the hosts.
+        """
+        key = (model, tuple(cls.values()), self.gen)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        table = [{}, {}, {}, {}]
+        filled = [0, 0, 0, 0]
+        for hv in self._hosts_by_model.get(model, ()):
+            if not hv.active:
+                continue
+            h0 = len(hv.free)
+            h1 = h0 + hv.unalloc
+            h2 = h3 = 0
+            forbidden = None
+            for v, counts in self._agg.get(hv.name, {}).items():
+                c = cls[v]
+                if c == NOW:
+                    h1 += counts[0]
+                    h2 += counts[1]
+                elif c == FORBIDDEN and (counts[0] or counts[1]):
+                    h3 += counts[0] + counts[1]
+                    if forbidden is None:
+                        forbidden = v
+            h2 += h1
+            h3 += h2
+            for level, room in enumerate((h0, h1, h2, h3)):
+                if room > filled[level]:
+                    for t in range(filled[level] + 1, room + 1):
+                        table[level][t] = (hv.name, forbidden)
+                    filled[level] = room
+        self._tables[key] = table
+        return table
+
     def _room_levels(self, w: Workload) -> tuple[int, dict[str, object]]:
         """Best room level over hosts, ignoring reservations: 0 free, 1 NOW, 2 LATER, 3 FORBIDDEN, 4 none.
 
@@ -744,58 +798,18 @@ class _Pass:
         detail: dict[str, object] = {}
         if not self._is_gang(w):
             cls = self._budget_classes(w)
-            n = w.gpus
-            best_host: HostView | None = None
-            witness: str | None = None
-            hosts = self._hosts_by_model.get(w.model, [])
-            if n == 1:
-                # One GPU: any single GPU of a class is room at that level; only the witness host is searched.
-                totals = self._agg_total.get(w.model, {})
-                free = any(hv.active and (hv.free or hv.unalloc) for hv in hosts)
-                allowed_now = free or any(cls[v] == NOW and c[0] for v, c in totals.items())
-                allowed_later = any(cls[v] == NOW and c[1] for v, c in totals.items())
-                forbid = next((v for v, c in sorted(totals.items()) if cls[v] == FORBIDDEN and (c[0] or c[1])), None)
-                if not allowed_now and allowed_later:
-                    hv = next(
-                        hv
-                        for hv in hosts
-                        if hv.active and any(cls[v] == NOW and c[1] for v, c in self._agg.get(hv.name, {}).items())
-                    )
-                    return 2, {"host": hv.name, "protected_until": self._latest_needed(w, hv)}
-                if not allowed_now and forbid is not None:
-                    return 3, self._fair_share_detail_budgets(w, forbid)
-                if not allowed_now:
-                    return 4, {}
-            for hv in hosts:
-                if not hv.active:
-                    continue
-                h1 = len(hv.free)
-                if h1 >= n:
-                    best_level, best_host = 0, hv
+            table = self._level_table(w.model, cls)
+            for level in range(4):
+                hit = table[level].get(w.gpus)
+                if hit is not None:
+                    best_level = level
+                    host, witness = hit
+                    detail = {"host": host}
+                    if level == 2:
+                        detail["protected_until"] = self._latest_needed(w, st.hosts[host])
+                    if level == 3 and witness is not None:
+                        detail.update(self._fair_share_detail_budgets(w, witness))
                     break
-                h1 += hv.unalloc
-                h2 = h3 = 0
-                forbidden = None
-                for v, counts in self._agg.get(hv.name, {}).items():
-                    c = cls[v]
-                    if c == NOW:
-                        h1 += counts[0]
-                        h2 += counts[1]
-                    elif c == FORBIDDEN:
-                        h3 += counts[0] + counts[1]
-                        if forbidden is None and counts[0] + counts[1]:
-                            forbidden = v
-                level = 1 if h1 >= n else 2 if h1 + h2 >= n else 3 if h1 + h2 + h3 >= n else 4
-                if level < best_level:
-                    best_level, best_host, witness = level, hv, forbidden
-                    if level == 1:
-                        break
-            if best_host is not None:
-                detail = {"host": best_host.name}
-                if best_level == 2:
-                    detail["protected_until"] = self._latest_needed(w, best_host)
-                if best_level == 3 and witness is not None:
-                    detail.update(self._fair_share_detail_budgets(w, witness))
         else:
             size = st.largest[w.model]
             k = w.gpus // size
