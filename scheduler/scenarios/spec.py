@@ -6,6 +6,7 @@ problem; nothing here raises anything else on bad input.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -200,12 +201,18 @@ def _list(v: Any, file: str, key: str) -> list[Any]:
     return v
 
 
-def _int(v: Any, file: str, key: str, minimum: int = 0) -> int:
+def _int(v: Any, file: str, key: str, minimum: int = 0, maximum: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ScenarioError(file, key, f"{v!r} is not an integer")
     if v < minimum:
         raise ScenarioError(file, key, f"{v} must be >= {minimum}")
+    if maximum is not None and v > maximum:
+        raise ScenarioError(file, key, f"{v} must be <= {maximum}")
     return v
+
+
+MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
+MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
 
 
 def _str(v: Any, file: str, key: str) -> str:
@@ -257,9 +264,37 @@ def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
     return w
 
 
+_EXPECT_LISTS = {"running", "running_exactly", "pending", "preempting", "ratio_order", "queue_order"}
+_EXPECT_OPTIONAL_LISTS = {"preempted", "not_started", "not_preempted"}  # null means []
+_EXPECT_MAPPINGS = {"placement", "reasons", "host_states", "reserved"}
+
+
 def _check_expect(e: Any, file: str, key: str) -> dict[str, Any]:
+    """Validate an ``expect:`` mapping's shape, so a typo fails the load with its key instead of
+    a traceback mid-run, or (``usage: {A: .nan}``) an expectation that can never fail."""
     e = _mapping(e, file, key)
     _known(e, EXPECT_KEYS, file, key)
+    for name, value in e.items():
+        where = f"{key}.{name}"
+        if name in _EXPECT_LISTS or (name in _EXPECT_OPTIONAL_LISTS and value is not None):
+            if not isinstance(value, list):
+                raise ScenarioError(file, where, f"expected a list, got {type(value).__name__}")
+            for i, item in enumerate(value):
+                _str(item, file, f"{where}[{i}]")
+        elif name == "started":
+            if not isinstance(value, list | dict):
+                raise ScenarioError(file, where, f"expected a list or a mapping, got {type(value).__name__}")
+        elif name in _EXPECT_MAPPINGS or (name == "rejected" and value is not None):
+            _mapping(value, file, where)
+        elif name == "usage":
+            for budget, hours in _mapping(value, file, where).items():
+                if isinstance(hours, bool) or not isinstance(hours, int | float) or not math.isfinite(hours):
+                    raise ScenarioError(file, f"{where}.{budget}", f"{hours!r} is not a number of GPU-hours")
+        elif name == "preemptions":
+            for wid, n in _mapping(value, file, where).items():
+                _int(n, file, f"{where}.{wid}")
+        elif name == "total_preemptions":
+            _int(value, file, where)
     return e
 
 
@@ -267,9 +302,11 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate one scenario file. Raises ScenarioError on any problem."""
     file = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(file, "-", f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(file, "-", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -412,13 +449,13 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     if "name" not in h:
         raise ScenarioError(file, f"{key}.name", "is required")
     name = _str(h["name"], file, f"{key}.name")
-    gpus = _int(h.get("gpus", 8), file, f"{key}.gpus", 1)
+    gpus = _int(h.get("gpus", 8), file, f"{key}.gpus", 1, MAX_HOST_GPUS)
     model = _str(h.get("model", "H100"), file, f"{key}.model")
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
     labels = {str(k): str(v) for k, v in labels.items()}
     if "count" in h:
-        count = _int(h["count"], file, f"{key}.count", 1)
+        count = _int(h["count"], file, f"{key}.count", 1, MAX_HOST_COUNT)
         return [HostSpec(f"{name}{i}", gpus, model, cluster, dict(labels)) for i in range(1, count + 1)]
     return [HostSpec(name, gpus, model, cluster, labels)]
 
