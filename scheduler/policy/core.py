@@ -76,6 +76,7 @@ class _Pass:
         self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self._size_count: dict[tuple[str, int], int] = {}
         self._tables: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
+        self._gang_tables: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
         self._new_attempts = 0
         self._hosts_by_model: dict[str, list[HostView]] = {}
         for hv in self.state.hosts.values():
@@ -601,12 +602,11 @@ class _Pass:
         size = self.state.largest[w.model]
         k = w.gpus // size
         options: list[tuple[HostView, list[AttemptView]]] = []
-        cls = self._budget_classes(w)
-        for hv in self._hosts_by_model.get(w.model, ()):
-            if not hv.active or not hv.all_healthy or hv.size != size or not self._host_allowed(w, hv.name):
-                continue
-            # Cheap filter first: protected or non-victim allocated work anywhere on the host rules it out.
-            if any((c[1] or cls[v] != NOW) and (c[0] or c[1]) for v, c in self._agg.get(hv.name, {}).items()):
+        for level, name, _ in self._gang_table(w.model, size, self._budget_classes(w)):
+            if level > 1:
+                break
+            hv = self.state.hosts[name]
+            if not self._host_allowed(w, name):
                 continue
             worst, vics = self._host_vacate(w, hv)
             if worst == NOW:
@@ -787,6 +787,36 @@ class _Pass:
         self._tables[key] = table
         return table
 
+    def _gang_table(self, model: str, size: int, cls: dict[str, int]) -> list[tuple[int, str, str | None]]:
+        """Whole hosts of ``size`` GPUs as ``(level, name, witness budget)``, best first.
+
+        The level of a host is the worst class of its work: 0 empty, 1 unallocated or
+        allowed now, 2 allowed but protected, 3 forbidden by rule 2, 4 never (own budget,
+        leaving, nominated). Built once per (model, size, budget classes, state generation).
+        """
+        key = ("g", model, size, tuple(cls.values()), self.gen)
+        cached = self._gang_tables.get(key)
+        if cached is not None:
+            return cached
+        levels: list[tuple[int, str, str | None]] = []
+        for hv in self._hosts_by_model.get(model, ()):
+            if not hv.active or not hv.all_healthy or hv.size != size:
+                continue
+            worst = 1 if hv.unalloc else 0
+            witness = None
+            for v, c in self._agg.get(hv.name, {}).items():
+                if not (c[0] or c[1]):
+                    continue
+                lvl = (2 if c[1] else 1) if cls[v] == NOW else 3 if cls[v] == FORBIDDEN else 4
+                if lvl > worst:
+                    worst, witness = lvl, v
+            if worst < 4 and (hv.stopping or self.state.nominees.get(hv.name)):
+                worst = 4  # leaving work or GPUs nominated for a preemptor (tables serve only workloads without one)
+            levels.append((worst, hv.name, witness))
+        levels.sort(key=lambda x: (x[0], x[1]))
+        self._gang_tables[key] = levels
+        return levels
+
     def _room_levels(self, w: Workload) -> tuple[int, dict[str, object]]:
         """Best room level over hosts, ignoring reservations: 0 free, 1 NOW, 2 LATER, 3 FORBIDDEN, 4 none.
 
@@ -813,27 +843,7 @@ class _Pass:
         else:
             size = st.largest[w.model]
             k = w.gpus // size
-            levels: list[tuple[int, str, str | None]] = []
-            cls = self._budget_classes(w)
-            for hv in self._hosts_by_model.get(w.model, ()):
-                if not hv.active or not hv.all_healthy or hv.size != size:
-                    continue
-                # Level of the host = worst class of its work: 1 unallocated or allowed now, 2 allowed
-                # but protected, 3 forbidden by rule 2, 4 never (own budget, leaving, nominated).
-                worst = 1 if hv.unalloc else 0
-                witness = None
-                for v, c in self._agg.get(hv.name, {}).items():
-                    if not (c[0] or c[1]):
-                        continue
-                    lvl = (2 if c[1] else 1) if cls[v] == NOW else 3 if cls[v] == FORBIDDEN else 4
-                    if lvl > worst:
-                        worst, witness = lvl, v
-                if worst < 4 and (
-                    hv.stopping or st.nominated_for_other(hv.name, w.id)
-                ):
-                    worst = 4
-                levels.append((worst, hv.name, witness))
-            levels.sort(key=lambda x: (x[0], x[1]))
+            levels = self._gang_table(w.model, size, self._budget_classes(w))
             if len(levels) >= k and levels[k - 1][0] < 4:
                 best_level = levels[k - 1][0]
                 witness = levels[k - 1][2]
