@@ -84,3 +84,37 @@ def make_snapshot(hosts: int, running: int, pending: int, *, seed: int = 1, gpus
     ]
     usage = [UsageRecord(u.budget, u.start, u.start + rng.randint(600, 86400), gpus=u.gpus) for u in usage]
     return Snapshot(now=T0, hosts=host_list, budgets=budgets, attempts=attempts, pending=work, usage=usage, window=W)
+
+
+def make_settled(hosts: int, workloads: int, *, seed: int = 2, after: int = 600):  # noqa: ANN201
+    """A state the policy itself produced: all ``workloads`` arrive over 3 days before T0 on an
+    empty cluster, one tick places what fits, then ``after`` seconds pass with exits but no
+    tick. Returns the engine (its ``snapshot()`` is the state to time)."""
+    from scheduler.sim.engine import Engine, SimWorkload
+
+    rng = random.Random(seed)
+    budgets, leaves = make_tree()
+    e = Engine(start=T0, window=W, tick_interval=after, grace=0, with_reasons=False)
+    for b in budgets:
+        e.add_budget(b)
+    for i in range(hosts):
+        e.add_host(Host(f"node{i:05d}", "H100", dict.fromkeys(range(8), GpuHealth.HEALTHY), HostState.ACTIVE,
+                        {"fabric": f"f{i // 32}"}))
+    for leaf in leaves:
+        e.usage.append(UsageRecord(leaf, T0 - 86400, T0 - 86400, None, rng.randint(0, 2000) * 3600))
+    for n in range(workloads):
+        m = rng.choice([0, 1800, 3600, 3600, 7200])
+        e.submit(SimWorkload(f"w{n}", rng.choice(leaves), philly_gpus(rng), "H100", m,
+                             T0 - rng.randint(0, 3 * 86400), e.next_seq(), remaining=rng.choice([None, 1200, 7200])))
+    e.tick()
+    e.with_reasons = True
+    # Let time pass without scheduling: attempts that end in the meantime free their GPUs and
+    # protections expire, so the timed tick has real work (starts, preemptions) to do.
+    import heapq
+
+    while e._events and e._events[0][0] <= T0 + after:
+        at, _, kind, ident = heapq.heappop(e._events)
+        e.now = at
+        e._process_event(kind, ident)
+    e.now = T0 + after
+    return e

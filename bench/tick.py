@@ -2,9 +2,15 @@
 
     python bench/tick.py [--repeat 5] [--quick]
 
-Sizes: 1,250 hosts × 8 GPUs, 60 budgets in 3 levels, 5,000 running and 20,000
-pending (target: median ≤ 0.5 s); 4,000 hosts and 140,000 pending (≤ 2 s); and the
-growth table for 1k, 10k, 100k pending on the first cluster.
+States are produced by the policy itself (``bench.synth.make_settled``): all workloads
+arrive on an empty cluster, one tick places what fits, 10 minutes pass, and the tick
+being timed is the next one — the ordinary tick of a busy cluster, pending reasons
+included; a second row lets an hour pass without a tick (attempts exit, protections
+expire), so the timed tick starts work. Sizes: 1,250 hosts × 8 GPUs, 60 budgets in 3
+levels, ~5,000 running and ~20,000 pending (target: median ≤ 0.5 s); 4,000 hosts and ~140,000 pending (≤ 2 s);
+the growth table for 1k, 10k, 100k pending on 1,250 hosts. A "cold" row times a
+pass over a random state in which thousands of running attempts violate fair share
+at once (every one a preemption search): not a target, shown for honesty.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.synth import make_snapshot  # noqa: E402
-from scheduler.policy import schedule  # noqa: E402
+from bench.synth import make_settled, make_snapshot  # noqa: E402
+from scheduler.policy import Decisions, Snapshot, schedule  # noqa: E402
 
 
-def timed(snapshot, repeat: int) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+def timed(snapshot: Snapshot, repeat: int) -> tuple[float, Decisions]:
+    """Median seconds of ``repeat`` policy passes over ``snapshot``, and the last decisions."""
     times = []
-    dec = None
+    dec = Decisions()
     for _ in range(repeat):
         t = time.perf_counter()
         dec = schedule(snapshot)
@@ -33,35 +40,42 @@ def timed(snapshot, repeat: int) -> tuple[float, object]:  # type: ignore[no-unt
     return statistics.median(times), dec
 
 
+def row(label: str, snap: Snapshot, repeat: int, target: float | None) -> float:
+    med, dec = timed(snap, repeat)
+    verdict = "" if target is None else ("met" if med <= target else "MISSED")
+    tgt = "-" if target is None else f"{target:.1f}"
+    counts = f"{len(snap.attempts):7,} {len(snap.pending):8,} {len(dec.starts):6} {len(dec.stops):6}"
+    print(f"{label:34} {counts} {med:9.3f} {tgt:>7}  {verdict}")
+    return med
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="skip the 140,000-pending size")
+    ap.add_argument("--quick", action="store_true", help="skip the 4,000-host size and the 100k growth row")
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; median of {args.repeat} passes")
     print()
-    rows = [("1,250 hosts, 5,000 running, 20,000 pending", 1250, 5000, 20000, 0.5)]
+    print(f"{'state':34} {'running':>7} {'pending':>8} {'starts':>6} {'stops':>6} {'median s':>9} {'target':>7}")
+    row("1,250 hosts (10,000 GPUs)", make_settled(1250, 25000).snapshot(), args.repeat, 0.5)
+    row("1,250 hosts, 1 h without a tick", make_settled(1250, 25000, after=3600).snapshot(), args.repeat, None)
     if not args.quick:
-        rows.append(("4,000 hosts, 16,000 running, 140,000 pending", 4000, 16000, 140000, 2.0))
-    print(f"{'size':48} {'median s':>9} {'target':>7}  {'starts':>6} {'stops':>6} {'reasons':>7}  verdict")
-    for label, hosts, running, pending, target in rows:
-        snap = make_snapshot(hosts, running, pending)
-        med, dec = timed(snap, args.repeat if pending < 100000 else max(1, args.repeat // 2))
-        verdict = "met" if med <= target else "MISSED"
-        counts = f"{len(dec.starts):6} {len(dec.stops):6} {len(dec.pending):7}"
-        print(f"{label:48} {med:9.3f} {target:7.1f}  {counts}  {verdict}")
+        row("4,000 hosts (32,000 GPUs)", make_settled(4000, 160000).snapshot(), max(1, args.repeat // 2), 2.0)
+    row("cold: 1,250 hosts, random state", make_snapshot(1250, 5000, 3000), 1, None)
     print()
-    print("growth on 1,250 hosts × 8 GPUs, 5,000 running (n log n ratio = t(n)/t(1k) ÷ (n log n)/(1k log 1k))")
-    print(f"{'pending':>8} {'median s':>9} {'per job µs':>10} {'vs n log n':>10}")
-    base = None
-    for n in (1000, 10000, 100000):
-        snap = make_snapshot(1250, 5000, n)
-        med, _ = timed(snap, args.repeat if n < 100000 else max(1, args.repeat // 2))
-        nlogn = n * math.log(n)
+    print("growth on 1,250 hosts × 8 GPUs (ratio = t(n)/t(1k) ÷ (n log n)/(1k log 1k); ≤ 1 is n log n or better)")
+    print(f"{'pending':>8} {'median s':>9} {'µs/job':>8} {'ratio':>6}")
+    base: tuple[float, float] | None = None
+    sizes = (1000, 10000) if args.quick else (1000, 10000, 100000)
+    for n in sizes:
+        snap = make_settled(1250, 5500 + n).snapshot()
+        med, _ = timed(snap, args.repeat)
+        pending = len(snap.pending)
+        nlogn = pending * math.log(pending)
         if base is None:
             base = (med, nlogn)
         ratio = (med / base[0]) / (nlogn / base[1])
-        print(f"{n:8,} {med:9.3f} {med / n * 1e6:10.1f} {ratio:10.2f}")
+        print(f"{pending:8,} {med:9.3f} {med / pending * 1e6:8.1f} {ratio:6.2f}")
 
 
 if __name__ == "__main__":
