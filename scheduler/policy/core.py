@@ -390,6 +390,9 @@ class _Pass:
 
     def _handle_allocated(self, w: Workload) -> bool:
         nom = self.noms.get(w.id)
+        if nom is not None and len(nom) != w.gpus:
+            self._drop_nomination(w.id)  # a nomination of the wrong size is never started (defence in depth)
+            nom = None
         if nom is not None:
             if all(g not in self.state.owner for g in nom):
                 self._start(w, nom, allocated=True)

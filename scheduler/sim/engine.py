@@ -191,7 +191,8 @@ class Engine:
         if w.first_start is None:
             w.first_start = started_at
         if run_budget is not None:
-            self._push(started_at + run_budget, "exit", aid)
+            # A running workload whose duration is already used up (scenario setup) exits now.
+            self._push(max(started_at + run_budget, self.now), "exit", aid)
         return a
 
     def _release(self, a: SimAttempt, end_reason: str, at: int) -> None:
