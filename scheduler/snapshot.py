@@ -14,9 +14,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count
 
 from budgets.models import Budget, UsageEntry
@@ -72,7 +74,8 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
 
     Queries: hosts, GPUs, budgets, open attempts, their GPUs, pending workloads,
     closed allocated attempts inside the window, usage entries — eight in all,
-    whatever the size of the cluster. Times become integer epoch seconds.
+    whatever the size of the cluster, plus one aggregate when some budget has a
+    cap (:func:`_capped_budgets`). Times become integer epoch seconds.
     """
     cluster_id = cluster if isinstance(cluster, int) else cluster.pk
     now_s = epoch(now)
@@ -129,6 +132,12 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
         )
     hosts.sort(key=lambda h: h.name)
 
+    budget_rows = list(
+        Budget.objects.values_list(
+            "id", "name", "parent_id", "shares", "archived_at", "hold", "on_cap", "cap_gpu_hours", "cap_period_days"
+        ).order_by("id")
+    )
+    capped = _capped_budgets(budget_rows, now)
     budgets = [
         p.Budget(
             key=str(bid),
@@ -137,12 +146,10 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
             shares=shares,
             archived=archived_at is not None,
             hold=hold,
-            capped=False,
+            capped=bid in capped,
             on_cap=p.OnCap(on_cap),
         )
-        for bid, name, parent_id, shares, archived_at, hold, on_cap in Budget.objects.values_list(
-            "id", "name", "parent_id", "shares", "archived_at", "hold", "on_cap"
-        ).order_by("id")
+        for bid, name, parent_id, shares, archived_at, hold, on_cap, _cap, _days in budget_rows
     ]
 
     # Open attempts and the GPUs they hold.
@@ -262,3 +269,86 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
         max_reservations=int(conf["MAX_RESERVATIONS"]),
     )
     return snapshot, index
+
+
+def _epoch_sql(column: str, *, up: bool = False) -> str:
+    """SQL for a timestamp column as whole UNIX seconds, floored (or rounded up), as :func:`epoch`
+    and :func:`epoch_up` do. SQLite keeps timestamps as ``YYYY-MM-DD HH:MM:SS[.ffffff]`` text (UTC)."""
+    if connection.vendor == "sqlite":
+        whole = f"CAST(strftime('%%s', {column}) AS INTEGER)"
+        return f"({whole} + (CAST(substr({column}, 21, 6) AS INTEGER) > 0))" if up else whole
+    return f"CAST({'CEIL' if up else 'FLOOR'}(EXTRACT(EPOCH FROM {column})) AS BIGINT)"
+
+
+def _capped_budgets(budget_rows: list[tuple[Any, ...]], now: datetime) -> set[int]:
+    """pks of the budgets whose cap is reached at ``now`` (DESIGN.md §3.7; docs/policy.md, Decisions).
+
+    A budget with ``cap_gpu_hours`` is capped when the allocated usage of its subtree over its
+    rolling period ``(now − cap_period_days, now]``, in GPU-seconds, is at least
+    ``cap_gpu_hours × 3600``. Usage follows the rules of the windowed usage (§3.1), over every
+    cluster (a cap limits the budget, not one cluster): closed allocated attempts pro-rata,
+    open allocated attempts for the part already run (up to the last heartbeat of an offline
+    host), usage entries (intervals pro-rata, lumps when charged inside the period).
+    Unallocated and unfunded time never counts. One aggregate query, grouped by budget with one
+    column per distinct period; none when no budget has a cap.
+    """
+    caps = {bid: (Decimal(cap), days) for bid, *_rest, cap, days in budget_rows if cap is not None}
+    if not caps:
+        return set()
+    now_s = epoch(now)
+    periods = sorted({days for _cap, days in caps.values()})
+    starts = [now_s - days * 86400 for days in periods]
+    since = now - timedelta(days=periods[-1])
+    a, w, link, gpu, host, entry = (m._meta.db_table for m in (Attempt, Workload, AttemptGPU, GPU, Host, UsageEntry))
+    least, greatest = ("MIN", "MAX") if connection.vendor == "sqlite" else ("LEAST", "GREATEST")
+    # Rows (budget, gpus, lo, hi, lump): gpus NULL marks a lump of ``lump`` GPU-seconds at ``hi``.
+    rows_sql = f"""
+        SELECT w.budget_id AS budget_id,
+               (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id) AS gpus,
+               {_epoch_sql("a.started_at")} AS lo, {_epoch_sql("a.ended_at")} AS hi, 0 AS lump
+          FROM {a} a JOIN {w} w ON w.id = a.workload_id
+         WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NOT NULL AND a.ended_at > %s
+        UNION ALL
+        SELECT w.budget_id,
+               (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id AND l."open"),
+               {_epoch_sql("a.started_at", up=True)},
+               COALESCE((SELECT MIN({_epoch_sql("h.last_heartbeat")})
+                           FROM {link} l JOIN {gpu} g ON g.id = l.gpu_id JOIN {host} h ON h.id = g.host_id
+                          WHERE l.attempt_id = a.id AND l."open" AND h.state = %s AND h.removed_at IS NULL
+                            AND h.last_heartbeat IS NOT NULL), %s),
+               0
+          FROM {a} a JOIN {w} w ON w.id = a.workload_id
+         WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NULL
+        UNION ALL
+        SELECT e.budget_id, e.gpus, {_epoch_sql('e."start"')}, {_epoch_sql('e."end"')}, e.gpu_seconds
+          FROM {entry} e
+         WHERE e."end" > %s
+    """  # noqa: S608 -- table names come from the models' meta; every value is a parameter
+    columns = []
+    params: list[Any] = []
+    for start in starts:
+        columns.append(
+            f"""SUM(CASE WHEN r.gpus IS NULL THEN (CASE WHEN r.hi > %s AND r.hi <= %s THEN r.lump ELSE 0 END)
+                    WHEN {least}(r.hi, %s) > {greatest}(r.lo, %s)
+                    THEN r.gpus * ({least}(r.hi, %s) - {greatest}(r.lo, %s)) ELSE 0 END)"""
+        )
+        params += [start, now_s, now_s, start, now_s, start]
+    db_since = connection.ops.adapt_datetimefield_value(since)
+    params += [db_since, Host.State.OFFLINE, now_s, db_since]
+    sql = f"SELECT r.budget_id, {', '.join(columns)} FROM ({rows_sql}) r GROUP BY r.budget_id"  # noqa: S608
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        own = {bid: [int(u or 0) for u in usage] for bid, *usage in cur.fetchall()}
+
+    parent = {bid: parent_id for bid, _name, parent_id, *_rest in budget_rows}
+    column_of = {days: i for i, days in enumerate(periods)}
+    subtree: dict[int, int] = dict.fromkeys(caps, 0)
+    for bid, usage in own.items():
+        node: int | None = bid
+        seen: set[int] = set()
+        while node is not None and node not in seen:  # a cycle is reported by the policy's tree
+            seen.add(node)
+            if node in caps:
+                subtree[node] += usage[column_of[caps[node][1]]]
+            node = parent.get(node)
+    return {bid for bid, (cap, _days) in caps.items() if subtree[bid] >= int(cap * 3600)}

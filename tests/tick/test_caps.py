@@ -1,0 +1,172 @@
+"""Budget caps in the live tick (DESIGN.md §3.7; the rule is in docs/policy.md, "Decisions").
+
+A budget with ``cap_gpu_hours`` is capped when the allocated usage of its subtree over the
+rolling period ``(now − cap_period_days, now]`` reaches the cap: its next allocated workloads
+then start unallocated ("unfunded", ``on_cap=downgrade``) or stay pending (``on_cap=hold``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from budgets.models import Budget, UsageEntry
+from scheduler.models import GPU, Attempt, Cluster, Workload
+from scheduler.snapshot import load_snapshot
+from scheduler.tick import run_tick
+
+HOUR = 3600
+
+
+def _cap(budget: Budget, hours: str, days: int = 1, on_cap: str = Budget.OnCap.DOWNGRADE) -> None:
+    Budget.objects.filter(pk=budget.pk).update(cap_gpu_hours=Decimal(hours), cap_period_days=days, on_cap=on_cap)
+
+
+def _used(
+    tw, budget: Budget, gpus: int, start_ago: int, end_ago: int | None, *, allocated: bool = True, host: str = "h1"
+) -> Attempt:
+    """An attempt of ``budget`` on ``host``'s first GPUs that ran from ``start_ago`` to ``end_ago`` seconds
+    before now (still open when ``end_ago`` is None); ``allocated=False`` makes it unfunded."""
+    workload = tw.workload(budget=budget, gpus=gpus, min_runtime=HOUR)
+    host_gpus = list(GPU.objects.filter(host__name=host).order_by("index")[:gpus])
+    attempt = tw.attempt(workload, host_gpus, started_ago=start_ago)
+    if not allocated:
+        Attempt.objects.filter(pk=attempt.pk).update(allocated=False, unfunded=True, protected_until=None)
+    if end_ago is not None:
+        Attempt.objects.filter(pk=attempt.pk).update(
+            ended_at=tw.now - timedelta(seconds=end_ago), end_reason=Attempt.EndReason.SUCCEEDED
+        )
+        attempt.gpu_links.update(open=False)
+        Workload.objects.filter(pk=workload.pk).update(state=Workload.State.SUCCEEDED)
+    return attempt
+
+
+def _next_start(tw, budget: Budget) -> tuple[Workload, Attempt | None]:
+    """Submit a 1-GPU allocated workload of ``budget``, tick, and return it with its new attempt."""
+    workload = tw.workload(budget=budget, gpus=1, min_runtime=HOUR)
+    result = run_tick(tw.cluster.pk, now=tw.now)
+    assert result.status == "ran"
+    workload.refresh_from_db()
+    return workload, workload.attempts.first()
+
+
+@pytest.fixture
+def cluster(tw):
+    tw.host("h1", 4)
+    tw.host("h2", 4)
+    return tw
+
+
+def test_usage_just_below_the_cap_stays_funded(cluster, pushed):
+    tw = cluster
+    _cap(tw.alpha, "2")
+    _used(tw, tw.alpha, 1, start_ago=3 * HOUR, end_ago=HOUR + 1)  # 2 GPU-hours less one GPU-second
+
+    workload, attempt = _next_start(tw, tw.alpha)
+
+    assert workload.state == Workload.State.STARTING
+    assert attempt.allocated and not attempt.unfunded
+
+
+def test_at_exactly_the_cap_the_next_workload_starts_unfunded(cluster, pushed):
+    tw = cluster
+    _cap(tw.alpha, "2")
+    _used(tw, tw.alpha, 2, start_ago=2 * HOUR, end_ago=HOUR)  # 2 GPUs × 1 h
+
+    workload, attempt = _next_start(tw, tw.alpha)
+
+    assert workload.state == Workload.State.STARTING
+    assert attempt.unfunded and not attempt.allocated
+    event = workload.events.get(kind="placed")
+    assert event.data["unfunded"] is True and event.message.endswith("(unfunded)")
+
+
+def test_at_the_cap_with_on_cap_hold_the_workload_stays_pending(cluster, pushed):
+    tw = cluster
+    _cap(tw.alpha, "2", on_cap=Budget.OnCap.HOLD)
+    _used(tw, tw.alpha, 2, start_ago=2 * HOUR, end_ago=HOUR)
+
+    workload, attempt = _next_start(tw, tw.alpha)
+
+    assert attempt is None
+    assert workload.state == Workload.State.PENDING
+    assert workload.pending_reason == "budget_capped"
+    assert workload.pending_detail == {"budget": "alpha"}
+
+
+def test_usage_outside_the_period_does_not_count_and_the_edge_counts_pro_rata(cluster, pushed):
+    tw = cluster
+    _cap(tw.alpha, "2")  # period: the last 24 hours
+    _used(tw, tw.alpha, 4, start_ago=30 * HOUR, end_ago=25 * HOUR)  # 20 GPU-hours, all before the period
+    # 1 GPU from 25 h ago to 22 h 0 min 1 s ago: 1 h 59 min 59 s of it inside the period
+    _used(tw, tw.alpha, 1, start_ago=25 * HOUR, end_ago=22 * HOUR + 1)
+
+    _workload, attempt = _next_start(tw, tw.alpha)
+    assert attempt.allocated and not attempt.unfunded
+
+    # One GPU-second more inside the period reaches the cap.
+    UsageEntry.objects.create(budget=tw.alpha, cluster=tw.cluster, start=tw.now, end=tw.now, gpu_seconds=1)
+    _workload, attempt = _next_start(tw, tw.alpha)
+    assert attempt.unfunded and not attempt.allocated
+
+
+def test_running_attempts_and_usage_entries_count_unallocated_time_does_not(cluster, pushed):
+    tw = cluster
+    _cap(tw.alpha, "1.5")  # 5,400 GPU-seconds
+    _used(tw, tw.alpha, 1, start_ago=HOUR, end_ago=None)  # running: 3,600 so far
+    _used(tw, tw.alpha, 2, start_ago=10 * HOUR, end_ago=None, allocated=False, host="h2")  # unfunded: never counted
+    UsageEntry.objects.create(  # an interval half inside the period: 1,200 GPU-seconds
+        budget=tw.alpha,
+        cluster=tw.cluster,
+        start=tw.now - timedelta(hours=24, minutes=10),
+        end=tw.now - timedelta(hours=23, minutes=50),
+        gpus=2,
+    )
+    UsageEntry.objects.create(  # a lump before the period: not counted
+        budget=tw.alpha, cluster=tw.cluster, start=tw.now, end=tw.now - timedelta(days=2), gpu_seconds=10**6
+    )
+
+    _workload, attempt = _next_start(tw, tw.alpha)
+    assert attempt.allocated  # 4,800 < 5,400
+
+    UsageEntry.objects.create(  # a lump inside the period: 600 more, 5,400 in all
+        budget=tw.alpha, cluster=tw.cluster, start=tw.now, end=tw.now - timedelta(hours=3), gpu_seconds=600
+    )
+    _workload, attempt = _next_start(tw, tw.alpha)
+    assert attempt.unfunded and not attempt.allocated
+
+
+def test_a_parents_cap_counts_its_whole_subtree_in_every_cluster(cluster, pushed):
+    tw = cluster
+    _cap(tw.org, "3")
+    _used(tw, tw.beta, 1, start_ago=3 * HOUR, end_ago=HOUR)  # 2 GPU-hours by beta here
+    other = Cluster.objects.create(name="c2")
+    UsageEntry.objects.create(  # 1 GPU-hour by alpha on another cluster
+        budget=tw.alpha, cluster=other, start=tw.now - timedelta(hours=2), end=tw.now - timedelta(hours=1), gpus=1
+    )
+
+    workload, attempt = _next_start(tw, tw.alpha)
+
+    assert attempt.unfunded and not attempt.allocated
+    assert workload.state == Workload.State.STARTING
+
+
+def test_a_cap_adds_one_query_to_the_snapshot_whatever_the_size(cluster):
+    tw = cluster
+    _cap(tw.alpha, "2")
+    _cap(tw.org, "100", days=30)
+
+    def queries(pending: int, history: int) -> int:
+        for _ in range(history):
+            _used(tw, tw.beta, 1, start_ago=2 * HOUR, end_ago=HOUR)
+        for _ in range(pending):
+            tw.workload(gpus=1)
+        with CaptureQueriesContext(connection) as ctx:
+            load_snapshot(tw.cluster, tw.now)
+        return len(ctx.captured_queries)
+
+    assert queries(1, 1) == queries(50, 20) == 9
