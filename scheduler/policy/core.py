@@ -646,6 +646,12 @@ class _Pass:
             self._explain(w)
 
     def _reserve(self, w: Workload) -> None:
+        # A search that found no host depends on the workload only through its model, size, budget
+        # and how rule 2 classes every budget (it has no nomination): share the failure until the
+        # state changes.
+        memo = ("r", w.model, w.gpus, w.budget, tuple(self._budget_classes(w).values()), self.gen)
+        if memo in self._memo_fail:
+            return
         st = self.state
         now = self.now
         best: tuple[int, int, tuple[str, ...]] | None = None
@@ -714,6 +720,7 @@ class _Pass:
                 fabrics = len({st.hosts[h].fabric for h in chosen})
                 best = (start, fabrics, tuple(sorted(chosen)))
         if best is None:
+            self._memo_fail.add(memo)
             return
         t, _, hosts = best
         self.reserving.add(w.id)
