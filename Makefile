@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 .PHONY: venv test lint demo
 
 # The virtualenv is (re)installed only when a requirements file changes (stamp file).
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt agent/requirements.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q -r requirements-dev.txt
 	touch $(STAMP)

@@ -4,6 +4,11 @@
         --gpus 8 --model H100 --state-dir DIR --heartbeat 5 [--config agent.yaml]
     python -m agent inject-fault --state-dir DIR --gpu 3 --xid 79 [--xid 31] [--ecc 1] [--degraded]
     python -m agent inject-fault --state-dir DIR [--gpu 3] --clear
+    FAIRWAY_JOIN_TOKEN=fwj_... python -m agent join --server http://fairway:8000 --config agent.yaml \
+        --state-dir DIR [--gpu-backend nvml|fake --gpus 2 --model H100] [--runtime process|docker]
+    python -m agent gpus [--gpu-backend nvml]     # inventory, one sample and health per GPU
+
+``fairway-agent`` (the console script of the installed package) is the same command.
 """
 
 from __future__ import annotations
@@ -12,14 +17,17 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
 from agent import AGENT_VERSION
 from agent.client import Agent
-from agent.config import ENV_PREFIX, ConfigError, load_config
+from agent.config import ENV_PREFIX, GPU_BACKENDS, RUNTIMES, AgentConfig, ConfigError, load_config
+from agent.gpu.base import GpuBackend, GpuUnavailable
 from agent.gpu.fake import FakeGpuBackend, Fault, read_faults, write_faults
-from agent.runtime.process import ProcessRuntime
+from agent.join import JOIN_TOKEN_ENV
+from agent.runtime.base import Runtime, RuntimeUnavailable
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,9 +46,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--state-dir", dest="state_dir", help="state directory (default /var/lib/fairway-agent)")
     run.add_argument("--heartbeat", type=float, help="heartbeat period in seconds until the server sets one")
     run.add_argument("--backoff-max", dest="backoff_max", type=float, help="longest reconnect delay, s")
-    run.add_argument("--gpu-backend", dest="gpu_backend", choices=["fake"])
-    run.add_argument("--runtime", choices=["process"])
+    run.add_argument("--gpu-backend", dest="gpu_backend", choices=GPU_BACKENDS)
+    run.add_argument("--runtime", choices=RUNTIMES)
     run.add_argument("--log-level", dest="log_level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.add_argument("--log-max-bytes", dest="log_max_bytes", type=int, help="cap of each attempt's log, bytes")
+    run.add_argument("--docker-url", dest="docker_url", help="Docker Engine API, e.g. unix:///run/podman.sock")
+
+    join = commands.add_parser("join", help=f"exchange a join token (env {JOIN_TOKEN_ENV}) for a host token")
+    join.add_argument("--server", required=True, help="the server's http(s) URL, e.g. https://fairway.example.org")
+    join.add_argument("--config", type=Path, required=True, help="config file to write (mode 0600)")
+    join.add_argument("--host-name", dest="host_name", default=None, help="host name (default: this machine's)")
+    join.add_argument("--state-dir", dest="state_dir", help="state directory to write into the config")
+    join.add_argument("--gpu-backend", dest="gpu_backend", choices=GPU_BACKENDS, default="nvml")
+    join.add_argument("--gpus", type=int, help="number of simulated GPUs (fake backend)")
+    join.add_argument("--model", help="simulated GPU model (fake backend)")
+    join.add_argument("--runtime", choices=RUNTIMES, default="process")
+    join.add_argument("--docker-url", dest="docker_url", help="Docker Engine API address (docker runtime)")
+    join.add_argument("--label", action="append", default=[], help="host label KEY=VALUE (repeatable)")
+
+    gpus = commands.add_parser("gpus", help="print the GPU inventory, one sample and the health of every GPU")
+    gpus.add_argument("--gpu-backend", dest="gpu_backend", choices=GPU_BACKENDS, default="nvml")
+    gpus.add_argument("--gpus", type=int, default=8, help="number of simulated GPUs (fake backend)")
+    gpus.add_argument("--model", default="H100", help="simulated GPU model (fake backend)")
 
     fault = commands.add_parser("inject-fault", help="inject or clear a fault of a simulated GPU")
     fault.add_argument("--state-dir", dest="state_dir", type=Path, required=True)
@@ -50,6 +77,98 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("--degraded", action="store_true", help="flag the GPU degraded")
     fault.add_argument("--clear", action="store_true", help="clear the GPU's faults (all GPUs without --gpu)")
     return parser
+
+
+def make_gpu_backend(
+    kind: str,
+    host: str,
+    gpus: int = 8,
+    model: str = "H100",
+    memory_mb: int | None = None,
+    state_dir: Path | None = None,
+) -> GpuBackend:
+    """The GPU backend ``kind`` (``nvml`` or ``fake``; the other arguments describe fake GPUs).
+
+    Raises:
+        GpuUnavailable: ``nvml`` without a usable NVIDIA driver (one-line explanation).
+    """
+    if kind == "nvml":
+        from agent.gpu.nvml import NvmlGpuBackend
+
+        return NvmlGpuBackend()
+    return FakeGpuBackend(host, gpus, model, memory_mb=memory_mb, state_dir=state_dir)
+
+
+def make_runtime(config: AgentConfig) -> Runtime:
+    """The runtime named by ``config.runtime``.
+
+    Raises:
+        RuntimeUnavailable: ``docker`` without a reachable Docker Engine API.
+    """
+    if config.runtime == "docker":
+        from agent.runtime.docker import DockerRuntime
+
+        return DockerRuntime(config.state_dir, base_url=config.docker_url or None, log_max_bytes=config.log_max_bytes)
+    from agent.runtime.process import ProcessRuntime
+
+    return ProcessRuntime(config.state_dir, log_max_bytes=config.log_max_bytes)
+
+
+def _join(args: argparse.Namespace) -> int:
+    from agent.join import JoinFailed, join
+
+    host_name = args.host_name or socket.gethostname()
+    labels: dict[str, str] = {}
+    for item in args.label:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"join: bad --label {item!r} (KEY=VALUE)", file=sys.stderr)
+            return 2
+        labels[key] = value
+    settings: dict[str, object] = {
+        "state_dir": args.state_dir,
+        "gpu_backend": args.gpu_backend,
+        "runtime": args.runtime,
+        "docker_url": args.docker_url,
+    }
+    if args.gpu_backend == "fake":
+        settings.update(gpus=args.gpus if args.gpus is not None else 8, model=args.model or "H100")
+    try:
+        report = join(
+            server=args.server,
+            join_token=os.environ.get(JOIN_TOKEN_ENV, ""),
+            config_path=args.config,
+            host_name=host_name,
+            gpu=make_gpu_backend(args.gpu_backend, host_name, int(args.gpus or 8), str(args.model or "H100")),
+            settings=settings,
+            labels=labels,
+        )
+    except (JoinFailed, GpuUnavailable) as exc:
+        print(f"join: {exc}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0
+
+
+def _gpus(args: argparse.Namespace) -> int:
+    try:
+        backend = make_gpu_backend(args.gpu_backend, socket.gethostname(), args.gpus, args.model)
+        inventory = backend.inventory()
+        samples = {s.index: s for s in backend.sample()}
+    except GpuUnavailable as exc:
+        print(f"gpus: {exc}", file=sys.stderr)
+        return 1
+    print(f"{len(inventory)} GPU(s), backend {args.gpu_backend}")
+    for g in inventory:
+        s = samples.get(g.index)
+        print(f"GPU {g.index} {g.uuid} {g.model} {g.memory_mb} MiB: health {s.health if s else g.health}")
+        if s is not None:
+            print(
+                f"  util {s.utilization_pct:.0f}%  mem {s.memory_used_mb} MiB  {s.temperature_c:.0f} C  "
+                f"{s.power_w:.0f} W  ecc_uncorrected {s.ecc_uncorrected}  xids {s.xids or '-'}"
+            )
+    backend.close()
+    return 0
 
 
 def _inject_fault(args: argparse.Namespace) -> int:
@@ -96,11 +215,19 @@ def _run(args: argparse.Namespace) -> int:
         config.state_dir,
     )
     config.state_dir.mkdir(parents=True, exist_ok=True)
-    gpu = FakeGpuBackend(
-        config.host_name, config.gpus, config.model, memory_mb=config.gpu_memory_mb, state_dir=config.state_dir
-    )
-    agent = Agent(config, gpu, ProcessRuntime(config.state_dir))
-    asyncio.run(agent.run(install_signal_handlers=True))
+    try:
+        gpu = make_gpu_backend(
+            config.gpu_backend, config.host_name, config.gpus, config.model, config.gpu_memory_mb, config.state_dir
+        )
+        runtime = make_runtime(config)
+    except (GpuUnavailable, RuntimeUnavailable) as exc:
+        print(f"agent: {exc}", file=sys.stderr)
+        return 1
+    agent = Agent(config, gpu, runtime)
+    try:
+        asyncio.run(agent.run(install_signal_handlers=True))
+    finally:
+        gpu.close()
     return 0
 
 
@@ -109,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "inject-fault":
         return _inject_fault(args)
+    if args.command == "join":
+        return _join(args)
+    if args.command == "gpus":
+        return _gpus(args)
     return _run(args)
 
 

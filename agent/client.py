@@ -53,6 +53,9 @@ MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
 
 
+HOUSEKEEPING_S = 5.0
+"""Period of log capping and pruning, in seconds."""
+
 MAX_HELLO_EXITS = 1024
 """Most unacknowledged exits listed in one ``hello`` (the rest follow after they are acked)."""
 
@@ -120,6 +123,7 @@ class Agent:
         await self.runtime.recover()
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
         connector = asyncio.create_task(self._connect_forever(), name="agent-connect")
+        self._spawn(self._housekeeping())
         stopping = asyncio.create_task(self._stopping.wait())
         try:
             await asyncio.wait({connector, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -138,6 +142,16 @@ class Agent:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
             log.info("agent stopped; %d attempt(s) left running", len(self.runtime.running_ids()))
+
+    async def _housekeeping(self) -> None:
+        """Connected or not: cap attempt logs and forget old ended attempts, every few seconds."""
+        while True:
+            try:
+                self.runtime.cap_logs()
+                self.runtime.prune()
+            except Exception:  # noqa: BLE001 -- housekeeping must never stop the agent
+                log.exception("housekeeping failed")
+            await asyncio.sleep(HOUSEKEEPING_S)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         log.info("%s received: disconnecting, leaving attempts running", sig.name)
@@ -256,7 +270,7 @@ class Agent:
                 log.exception("GPU sampling failed; heartbeat without GPU samples")
                 samples = []
             await self._send(Heartbeat(gpus=samples, running=self.runtime.running_ids()))
-            self.runtime.prune()
+
 
     async def _receive(self, ws: ClientConnection, hello_id: int | None) -> None:
         async for frame in ws:
@@ -345,7 +359,7 @@ class Agent:
             log.info("stopping attempt %d (%s), grace %d s", msg.attempt_id, msg.reason, msg.grace_s)
             # Not awaited: the grace period must not block the receive loop, and the stop goes
             # on across reconnects. The exit is reported by _on_exit.
-            self._spawn(self.runtime.stop(msg.attempt_id, msg.grace_s))
+            self._spawn(self.runtime.stop(msg.attempt_id, msg.grace_s, msg.reason))
 
     async def _on_logs(self, msg: Logs) -> None:
         record = self.runtime.get(msg.attempt_id)

@@ -18,6 +18,8 @@ from urllib.parse import urlparse
 import yaml
 
 ENV_PREFIX = "FAIRWAY_"
+GPU_BACKENDS = ("fake", "nvml")
+RUNTIMES = ("process", "docker")
 
 
 class ConfigError(Exception):
@@ -26,7 +28,12 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """Settings of one agent. Durations in seconds."""
+    """Settings of one agent. Durations in seconds.
+
+    ``gpus``, ``model`` and ``gpu_memory_mb`` describe simulated GPUs (``gpu_backend: fake``);
+    ``log_max_bytes`` caps each attempt's log (older output is dropped); ``docker_url`` is the
+    Docker Engine API address of the ``docker`` runtime ("" → ``DOCKER_HOST`` or the default socket).
+    """
 
     server: str
     token: str
@@ -40,6 +47,8 @@ class AgentConfig:
     gpu_backend: str = "fake"
     runtime: str = "process"
     log_level: str = "INFO"
+    log_max_bytes: int = 64 * 1024 * 1024
+    docker_url: str = ""
 
 
 def _positive_int(value: Any) -> int:
@@ -89,9 +98,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "state_dir": lambda v: Path(str(v)).expanduser(),
     "heartbeat": _positive_float,
     "backoff_max": _positive_float,
-    "gpu_backend": _choice("fake"),
-    "runtime": _choice("process"),
+    "gpu_backend": _choice(*GPU_BACKENDS),
+    "runtime": _choice(*RUNTIMES),
     "log_level": _choice("DEBUG", "INFO", "WARNING", "ERROR"),
+    "log_max_bytes": _positive_int,
+    "docker_url": lambda v: "" if v is None else str(v).strip(),
 }
 KEYS = tuple(f.name for f in fields(AgentConfig))
 

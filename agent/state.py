@@ -1,19 +1,24 @@
 """The agent's on-disk state: one JSON record per attempt, so a restarted agent re-adopts its
 running attempts and still reports exits that happened while it or the server was away.
 
-Layout of ``<state dir>/attempts/``: ``<id>.json`` (the record), ``<id>.log`` (stdout+stderr),
-``<id>.exit`` (exit code and exit time, written by the attempt's wrapper shell).
+Layout of ``<state dir>/attempts/``: ``<id>.json`` (the record), ``<id>.log`` (stdout+stderr,
+capped by :func:`cap_log`), ``<id>.exit`` (exit code and exit time, written by the attempt's
+wrapper shell), ``<id>.d/`` (files the attempt may read: ``preempt``, see :func:`write_preempt_notice`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +80,14 @@ class AttemptStore:
         """The attempt's stdout+stderr log file."""
         return self._path(attempt_id, "log")
 
+    def run_dir(self, attempt_id: int) -> Path:
+        """The attempt's own directory of files it may read (``preempt``); created by the runtime."""
+        return self._path(attempt_id, "d")
+
+    def preempt_path(self, attempt_id: int) -> Path:
+        """Where the preemption notice of a stopping attempt is written (``FAIRWAY_PREEMPT_FILE``)."""
+        return self.run_dir(attempt_id) / PREEMPT_FILE
+
     def exit_path(self, attempt_id: int) -> Path:
         """The file the attempt's wrapper writes ``"<exit code> <uptime s>"`` to on exit."""
         return self._path(attempt_id, "exit")
@@ -116,3 +129,90 @@ class AttemptStore:
         """Remove the record, log and exit file of an attempt (missing files are fine)."""
         for suffix in ("json", "log", "exit"):
             self._path(attempt_id, suffix).unlink(missing_ok=True)
+        shutil.rmtree(self.run_dir(attempt_id), ignore_errors=True)
+
+
+PREEMPT_FILE = "preempt"
+
+
+def write_preempt_notice(path: Path, deadline_wall: float, reason: str) -> None:
+    """Write the preemption notice an attempt reads on SIGTERM, atomically (rename).
+
+    Two shell-sourceable lines: ``FAIRWAY_PREEMPT_DEADLINE=<unix seconds>`` (the time of the
+    SIGKILL if the attempt has not exited by then) and ``FAIRWAY_PREEMPT_REASON=<stop reason>``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    safe_reason = "".join(c for c in reason if c.isalnum() or c in "_-.")
+    tmp.write_text(f"FAIRWAY_PREEMPT_DEADLINE={int(deadline_wall)}\nFAIRWAY_PREEMPT_REASON={safe_reason}\n")
+    os.replace(tmp, path)
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_libc: ctypes.CDLL | None = None
+
+
+def _punch_hole(fd: int, length: int) -> bool:
+    """Free the first ``length`` bytes of ``fd`` (Linux fallocate PUNCH_HOLE); False if unsupported."""
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fallocate = _libc.fallocate
+        fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    except (OSError, AttributeError):
+        return False
+    if fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, 0, length) == 0:
+        return True
+    if ctypes.get_errno() not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+        log.debug("fallocate punch hole failed: %s", os.strerror(ctypes.get_errno()))
+    return False
+
+
+def log_data_start(f: Any) -> int:
+    """Offset of the first byte of a capped log that was not dropped (0 when nothing was)."""
+    try:
+        return os.lseek(f.fileno(), 0, os.SEEK_DATA)
+    except OSError:  # ENXIO: no data at all; EINVAL: no SEEK_DATA here
+        return 0
+
+
+def cap_log(path: Path, max_bytes: int) -> bool:
+    """Keep at most about ``max_bytes`` of disk for the log at ``path``; True when it dropped data.
+
+    Output older than the last ``max_bytes`` is dropped by punching a hole at the start of the file
+    (the writer appends with ``O_APPEND`` and never notices; offsets stay true byte offsets, so a
+    tail reader never goes back). Where holes are unsupported the file is cut to its last
+    ``max_bytes / 2`` bytes instead (copy and truncate: a write landing meanwhile may be lost).
+    """
+    try:
+        size = path.stat().st_size
+        disk = path.stat().st_blocks * 512
+    except OSError:
+        return False
+    if size <= max_bytes or disk <= max_bytes:
+        return False
+    keep = max_bytes // 2
+    with path.open("r+b") as f:
+        if _punch_hole(f.fileno(), size - keep):
+            return True
+        f.seek(size - keep)
+        tail = f.read()
+        f.seek(0)
+        f.truncate(0)
+        f.write(tail)
+    return True
+
+
+def read_log_tail(path: Path, tail_bytes: int) -> tuple[bytes, int]:
+    """The last ``tail_bytes`` bytes kept of the log at ``path`` and their byte offset in it
+    (``(b"", 0)`` when there is no log yet)."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            offset = max(0, size - tail_bytes, min(size, log_data_start(f)))
+            f.seek(offset)
+            return f.read(size - offset), offset
+    except FileNotFoundError:
+        return b"", 0

@@ -227,6 +227,8 @@ FAIRWAY = {
     "TICK_INTERVAL_S": env_float("FAIRWAY_TICK_INTERVAL_S", 5.0, minimum=0.1),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
     "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1),
+    # Base URL agents reach this server at (install script, join answers); "" = the request's own.
+    "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
 }
 
 LOGGING = {

@@ -1,13 +1,23 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from scheduler import agent_install
+
 api_v1 = [
     path("", include("accounts.api.urls")),
     path("", include("budgets.api.urls")),
     path("", include("scheduler.api.urls")),
 ]
 
+agent = [
+    path("install.sh", agent_install.install_script, name="agent-install-script"),
+    path("join", agent_install.join, name="agent-join"),
+    path(agent_install.WHEEL_NAME, agent_install.agent_wheel, name="agent-wheel"),
+    path("fairway-agent.whl", agent_install.agent_wheel),
+]
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    path("agent/", include(agent)),
 ]

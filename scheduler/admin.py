@@ -9,8 +9,8 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 
 from config.errors import ServiceError
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
-from scheduler.services import do_cancel_workload, do_set_host_state
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
+from scheduler.services import do_cancel_workload, do_create_join_token, do_set_host_state
 
 
 class ReadOnlyMixin:
@@ -30,6 +30,20 @@ class ReadOnlyMixin:
 class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "host_count", "gpu_count", "description"]
     search_fields = ["name"]
+    actions = ["create_join_token"]
+
+    @admin.action(description="Create a join token (single use, valid 1 h) for a new host")
+    def create_join_token(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
+        from scheduler.agent_install import public_url
+
+        for cluster in queryset:
+            row, token = do_create_join_token(request.user, cluster, note=f"admin action by {request.user}")
+            messages.warning(
+                request,
+                f"{cluster.name}: join token {token} (shown once; valid until {row.expires_at:%Y-%m-%d %H:%M %Z}). "
+                f"On the new host, as root: curl -fsSL {public_url(request)}/agent/install.sh | "
+                f"FAIRWAY_JOIN_TOKEN={token} bash -s --",
+            )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Cluster]:
         return (
@@ -263,3 +277,24 @@ class HostEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
     search_fields = ["host__name", "message"]
     list_select_related = ["host", "actor"]
     date_hierarchy = "at"
+
+
+@admin.register(JoinToken)
+class JoinTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Join tokens are created by the cluster action or ``manage.py create_join_token``; only hashes are kept."""
+
+    list_display = ["id", "cluster", "created_at", "expires_at", "created_by", "used_at", "host", "note"]
+    list_filter = ["cluster", ("used_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["cluster", "created_by", "host"]
+    exclude = ["token_hash"]
+    actions = ["revoke"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    @admin.action(description="Revoke (expire now) the selected unused tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[JoinToken]) -> None:
+        from django.utils import timezone
+
+        done = queryset.filter(used_at__isnull=True).update(expires_at=timezone.now())
+        messages.success(request, f"{done} join token(s) revoked.")

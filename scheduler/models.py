@@ -218,3 +218,29 @@ class HostEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of host {self.host_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class JoinToken(models.Model):
+    """A single-use, expiring secret that lets a new host join ``cluster`` (DESIGN.md §5, install).
+
+    Only the SHA-256 hex of the token is stored; the plaintext is shown once when it is created.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="join_tokens")
+    token_hash = models.CharField(max_length=64, unique=True, help_text="sha256 hex of the join token")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=256, blank=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+    host = models.ForeignKey(
+        Host, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="the host that joined"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"join token {self.pk} for {self.cluster_id}"

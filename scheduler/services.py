@@ -13,7 +13,7 @@ import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -27,7 +27,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 
 # --- errors ----------------------------------------------------------------------------
@@ -517,6 +517,70 @@ def authenticate_host_token(token: str) -> Host | None:
     if not isinstance(token, str) or not token:
         return None
     return Host.objects.filter(token_hash=hash_host_token(token), removed_at__isnull=True).first()
+
+
+# --- joining hosts (agent install, DESIGN.md §5) ------------------------------------------
+
+JOIN_TOKEN_MAX_TTL = timedelta(days=30)
+
+
+class JoinError(ServiceError):
+    """A refused join: bad, used or expired join token (403), or a refused host registration."""
+
+
+def do_create_join_token(
+    actor: User | None, cluster: Cluster, ttl: timedelta = timedelta(hours=1), note: str = ""
+) -> tuple[JoinToken, str]:
+    """Create a single-use join token for ``cluster`` valid for ``ttl``; returns it and its plaintext.
+
+    The plaintext (``fwj_`` + ``secrets.token_urlsafe(32)``) is shown once: only its SHA-256 hex is
+    stored. Raises JoinError ``invalid_ttl`` unless 0 < ttl <= 30 days.
+    """
+    if not isinstance(ttl, timedelta) or not timedelta(0) < ttl <= JOIN_TOKEN_MAX_TTL:
+        raise JoinError("invalid_ttl", "ttl", "A join token lives more than 0 s and at most 30 days.")
+    token = "fwj_" + secrets.token_urlsafe(32)
+    now = timezone.now()
+    row = JoinToken.objects.create(
+        cluster=cluster,
+        token_hash=hash_host_token(token),
+        created_at=now,
+        expires_at=now + ttl,
+        created_by=actor,
+        note=str(note)[:256],
+    )
+    return row, token
+
+
+def do_join_host(
+    join_token: str, name: str, gpus: Sequence[GpuSpec], labels: Mapping[str, str] | None = None
+) -> tuple[Host, str]:
+    """Exchange a join token for a host token: register host ``name`` with ``gpus`` in the token's
+    cluster (:func:`do_register_host`) and spend the token, in one transaction.
+
+    Raises JoinError ``invalid_join_token`` (403: unknown, used or expired; one message for all three)
+    or the HostError of the registration (the token is then not spent).
+    """
+    refused = JoinError(
+        "invalid_join_token", "token", "The join token is unknown, already used or expired.", status=403
+    )
+    if not isinstance(join_token, str) or not join_token:
+        raise refused
+    with transaction.atomic():
+        row = (
+            JoinToken.objects.select_for_update()
+            .select_related("cluster")
+            .filter(token_hash=hash_host_token(join_token))
+            .first()
+        )
+        if row is None or row.used_at is not None or row.expires_at <= timezone.now():
+            raise refused
+        host, token = do_register_host(row.cluster, name, gpus, labels, actor=row.created_by)
+        row.used_at, row.host = timezone.now(), host
+        row.save(update_fields=["used_at", "host"])
+        HostEvent.objects.create(
+            host=host, at=row.used_at, kind="joined", message=f"joined with join token {row.pk}", data={"token": row.pk}
+        )
+    return host, token
 
 
 # Operator-settable states; ``drained`` is reached by the policy, ``offline`` by silence.

@@ -8,6 +8,10 @@ from collections.abc import Collection
 from agent.protocol import GpuInfo, GpuSample
 
 
+class GpuUnavailable(Exception):
+    """The backend cannot run on this host (e.g. no NVIDIA driver); the message says why in one line."""
+
+
 class GpuBackend(ABC):
     """Inventory and telemetry of one host's GPUs.
 
@@ -24,3 +28,6 @@ class GpuBackend(ABC):
 
     def note_busy(self, indices: Collection[int]) -> None:  # noqa: B027 -- optional hook, no-op by default
         """Tell the backend which GPU indices attempts hold now (simulated backends use it)."""
+
+    def close(self) -> None:  # noqa: B027 -- optional hook, no-op by default
+        """Release the backend's resources (threads, driver handles)."""

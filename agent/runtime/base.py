@@ -11,7 +11,13 @@ from agent.state import AttemptRecord
 
 @dataclass(frozen=True, slots=True)
 class AttemptSpec:
-    """What to run for one attempt (from a ``start`` message); ``grace_s`` in seconds."""
+    """What to run for one attempt (from a ``start`` message); ``grace_s`` in seconds.
+
+    Every runtime gives the attempt ``env`` (which carries the gang's rendezvous variables
+    ``MASTER_ADDR``, ``MASTER_PORT``, ``NNODES``, ``NODE_RANK``, ``WORLD_SIZE`` from the server)
+    plus ``CUDA_VISIBLE_DEVICES``, ``NVIDIA_VISIBLE_DEVICES``, ``FAIRWAY_WORKLOAD_ID``,
+    ``FAIRWAY_ATTEMPT`` and ``FAIRWAY_PREEMPT_FILE``.
+    """
 
     attempt_id: int
     workload_id: int
@@ -21,6 +27,10 @@ class AttemptSpec:
     env: dict[str, str] = field(default_factory=dict)
     image: str = ""
     grace_s: int = 30
+
+
+class RuntimeUnavailable(Exception):
+    """The runtime cannot run on this host (e.g. no container engine); the message says why in one line."""
 
 
 class StartError(Exception):
@@ -52,9 +62,10 @@ class Runtime(ABC):
         """
 
     @abstractmethod
-    async def stop(self, attempt_id: int, grace_s: float) -> AttemptRecord | None:
-        """Stop an attempt: SIGTERM, wait ``grace_s`` seconds, then SIGKILL; return once it has
-        exited (its record), at once for an attempt already ended, None for an unknown id."""
+    async def stop(self, attempt_id: int, grace_s: float, reason: str = "") -> AttemptRecord | None:
+        """Stop an attempt: write its preemption notice (deadline = now + ``grace_s``, ``reason``),
+        SIGTERM, wait ``grace_s`` seconds, then SIGKILL; return once it has exited (its record), at
+        once for an attempt already ended, None for an unknown id."""
 
     @abstractmethod
     def get(self, attempt_id: int) -> AttemptRecord | None:
@@ -75,6 +86,9 @@ class Runtime(ABC):
         Raises:
             KeyError: unknown attempt.
         """
+
+    def cap_logs(self) -> None:  # noqa: B027 -- optional: runtimes whose logs the engine caps skip it
+        """Drop the oldest output of logs over the size cap (called periodically)."""
 
     @abstractmethod
     def prune(self) -> None:

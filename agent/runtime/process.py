@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime.base import AttemptSpec, Runtime, StartError
-from agent.state import AttemptRecord, AttemptStore, current_boot_id, monotonic_s
+from agent.state import (
+    AttemptRecord,
+    AttemptStore,
+    cap_log,
+    current_boot_id,
+    monotonic_s,
+    read_log_tail,
+    write_preempt_notice,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +105,14 @@ def _killpg(pgid: int, sig: signal.Signals) -> None:
 class ProcessRuntime(Runtime):
     """Runs attempts as process groups; records, logs and exit files under ``state_dir``.
 
-    ``cwd`` is the attempts' working directory (default: the agent's).
+    ``cwd`` is the attempts' working directory (default: the agent's); ``log_max_bytes`` caps each
+    attempt's log (see :meth:`cap_logs`).
     """
 
-    def __init__(self, state_dir: Path, cwd: Path | None = None) -> None:
+    def __init__(self, state_dir: Path, cwd: Path | None = None, log_max_bytes: int = 64 * 1024 * 1024) -> None:
         self.store = AttemptStore(state_dir)
         self.cwd = cwd
+        self.log_max_bytes = log_max_bytes
         self.boot_id = current_boot_id()
         self._records: dict[int, AttemptRecord] = {}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -119,14 +129,7 @@ class ProcessRuntime(Runtime):
     def read_log(self, attempt_id: int, tail_bytes: int) -> tuple[bytes, int]:
         if attempt_id not in self._records:
             raise KeyError(attempt_id)
-        try:
-            with self.store.log_path(attempt_id).open("rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                offset = max(0, size - tail_bytes)
-                f.seek(offset)
-                return f.read(size - offset), offset
-        except FileNotFoundError:
-            return b"", 0
+        return read_log_tail(self.store.log_path(attempt_id), tail_bytes)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -170,6 +173,7 @@ class ProcessRuntime(Runtime):
             NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids),
             FAIRWAY_WORKLOAD_ID=str(spec.workload_id),
             FAIRWAY_ATTEMPT=str(spec.attempt_id),
+            FAIRWAY_PREEMPT_FILE=str(self.store.preempt_path(spec.attempt_id)),
         )
         program = spec.command[0]
         # Resolve here: the wrapper shell would turn "not found" into exit code 127 after "started".
@@ -177,6 +181,7 @@ class ProcessRuntime(Runtime):
         if executable is None:
             self._fail(record, f"command not found or not executable: {program}")
         self.store.dir.mkdir(parents=True, exist_ok=True)
+        self.store.run_dir(spec.attempt_id).mkdir(exist_ok=True)
         exit_path = self.store.exit_path(spec.attempt_id)
         exit_path.unlink(missing_ok=True)
         try:
@@ -221,13 +226,17 @@ class ProcessRuntime(Runtime):
         log.warning("attempt %d failed to start: %s", record.attempt_id, message)
         raise StartError(message)
 
-    async def stop(self, attempt_id: int, grace_s: float) -> AttemptRecord | None:
+    async def stop(self, attempt_id: int, grace_s: float, reason: str = "") -> AttemptRecord | None:
         record = self._records.get(attempt_id)
         if record is None or record.state != "running":
             return record
         watcher = self._watchers[attempt_id]
         if record.pid is not None:
             await _wait_until_execd(record.pid)
+        try:
+            write_preempt_notice(self.store.preempt_path(attempt_id), time.time() + grace_s, reason or "stopped")
+        except OSError as exc:
+            log.warning("attempt %d: cannot write the preemption notice: %s", attempt_id, exc)
         if not self._signal(record, signal.SIGTERM):
             await watcher
             return record
@@ -323,6 +332,12 @@ class ProcessRuntime(Runtime):
         self._procs.pop(attempt_id, None)
         self._watchers.pop(attempt_id, None)
         log.info("attempt %d exited with code %s", attempt_id, code)
+
+    def cap_logs(self) -> None:
+        """Hold each running attempt's log to ``log_max_bytes`` (see :func:`agent.state.cap_log`)."""
+        for record in self._records.values():
+            if record.state == "running" and cap_log(self.store.log_path(record.attempt_id), self.log_max_bytes):
+                log.info("attempt %d: log over %d bytes, oldest output dropped", record.attempt_id, self.log_max_bytes)
 
     def mark_reported(self, attempt_ids: list[int]) -> None:
         for attempt_id in attempt_ids:

@@ -104,7 +104,8 @@ def test_config_precedence_is_file_then_env_then_options(tmp_path: Path) -> None
         ({"server": "http://s/", "token": "t"}, "bad value for server"),
         ({"server": "ws://s/", "token": "t", "gpus": -1}, "bad value for gpus"),
         ({"server": "ws://s/", "token": "t", "heartbeat": 0}, "bad value for heartbeat"),
-        ({"server": "ws://s/", "token": "t", "runtime": "docker"}, "bad value for runtime"),
+        ({"server": "ws://s/", "token": "t", "runtime": "kubernetes"}, "bad value for runtime"),
+        ({"server": "ws://s/", "token": "t", "gpu_backend": "rocm"}, "bad value for gpu_backend"),
     ],
 )
 def test_bad_config_fails_loudly(options: dict[str, object], message: str) -> None:

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Fairway agent installer, served by the Fairway server at /agent/install.sh (DESIGN.md §5).
+#
+#   curl -fsSL SERVER/agent/install.sh | sudo FAIRWAY_JOIN_TOKEN=fwj_... bash -s --
+#   bash install.sh --token fwj_... [--host-name NAME] [--gpu-backend nvml|fake] [--gpus N --model M]
+#                   [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
+#                   [--no-systemd] [--prefix DIR] [--python PYTHON]
+#   bash install.sh --uninstall [--purge] [--no-systemd] [--prefix DIR]
+#
+# Installs the agent into its own virtualenv, exchanges the single-use join token for a host token
+# (`fairway-agent join`), writes a config readable only by its owner and a systemd unit, then
+# enables and (re)starts the agent. Idempotent: run again to upgrade; an existing config is kept
+# (the host does not join twice). --no-systemd starts the agent in the background instead
+# (containers, tests); --prefix DIR puts everything (venv, config, state, log) under DIR.
+# --uninstall stops the agent and removes the venv, config and unit; --purge also the state
+# directory (records and logs of attempts). Attempts keep running while the agent is stopped.
+# pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for the agent's dependencies.
+set -euo pipefail
+
+SERVER_URL=@@SERVER_URL@@
+WHEEL_NAME=@@WHEEL_NAME@@
+AGENT_VERSION=@@AGENT_VERSION@@
+
+TOKEN="${FAIRWAY_JOIN_TOKEN:-}"
+HOST_NAME=""
+GPU_BACKEND="nvml"
+GPUS=""
+MODEL=""
+RUNTIME="process"
+DOCKER_URL=""
+LABELS=()
+SYSTEMD=1
+PREFIX=""
+PYTHON="${PYTHON:-python3}"
+UNINSTALL=0
+PURGE=0
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+say() { echo "==> $*"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --token) TOKEN="$2"; shift 2 ;;
+        --token=*) TOKEN="${1#*=}"; shift ;;
+        --server) SERVER_URL="$2"; shift 2 ;;
+        --host-name) HOST_NAME="$2"; shift 2 ;;
+        --gpu-backend) GPU_BACKEND="$2"; shift 2 ;;
+        --gpus) GPUS="$2"; shift 2 ;;
+        --model) MODEL="$2"; shift 2 ;;
+        --runtime) RUNTIME="$2"; shift 2 ;;
+        --docker-url) DOCKER_URL="$2"; shift 2 ;;
+        --label) LABELS+=("$2"); shift 2 ;;
+        --no-systemd) SYSTEMD=0; shift ;;
+        --prefix) PREFIX="$2"; shift 2 ;;
+        --python) PYTHON="$2"; shift 2 ;;
+        --uninstall) UNINSTALL=1; shift ;;
+        --purge) PURGE=1; shift ;;
+        -h|--help) sed -n '2,18p' "$0" 2>/dev/null || true; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+
+if [ -n "$PREFIX" ]; then
+    mkdir -p "$PREFIX"
+    PREFIX="$(cd "$PREFIX" && pwd)"
+    VENV="$PREFIX/venv"; ETC="$PREFIX/etc"; STATE="$PREFIX/state"; RUN="$PREFIX/run"
+else
+    VENV="/opt/fairway-agent/venv"; ETC="/etc/fairway-agent"; STATE="/var/lib/fairway-agent"; RUN="/run/fairway-agent"
+fi
+CONFIG="$ETC/agent.yaml"
+UNIT_NAME="fairway-agent.service"
+UNIT="/etc/systemd/system/$UNIT_NAME"
+PIDFILE="$RUN/agent.pid"
+LOGFILE="${PREFIX:+$PREFIX/agent.log}"
+LOGFILE="${LOGFILE:-/var/log/fairway-agent.log}"
+
+stop_background_agent() {
+    [ -f "$PIDFILE" ] || return 0
+    local pid
+    pid="$(cat "$PIDFILE" 2>/dev/null || true)"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q fairway-agent "/proc/$pid/cmdline" 2>/dev/null; then
+        say "stopping the agent (pid $pid); its attempts keep running"
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$PIDFILE"
+}
+
+if [ "$UNINSTALL" = 1 ]; then
+    if [ "$SYSTEMD" = 1 ] && [ -f "$UNIT" ]; then
+        say "disabling and stopping $UNIT_NAME"
+        systemctl disable --now "$UNIT_NAME" || true
+        rm -f "$UNIT"
+        systemctl daemon-reload || true
+    fi
+    stop_background_agent
+    rm -rf "$VENV" "$CONFIG"
+    rmdir "$ETC" 2>/dev/null || true
+    [ -n "$PREFIX" ] || rmdir /opt/fairway-agent 2>/dev/null || true
+    if [ "$PURGE" = 1 ]; then rm -rf "$STATE"; fi
+    say "uninstalled (the host stays registered on the server; remove it there)"
+    exit 0
+fi
+
+[ "$SYSTEMD" = 0 ] || command -v systemctl >/dev/null || die "systemctl not found: use --no-systemd"
+[ "$SYSTEMD" = 0 ] || [ "$(id -u)" = 0 ] || die "installing a systemd service needs root (or use --no-systemd --prefix DIR)"
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found: the agent needs Python >= 3.11"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PYTHON is older than 3.11"
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || die "$PYTHON lacks venv/ensurepip (Debian: apt-get install python3-venv)"
+
+umask 022
+mkdir -p "$STATE" "$RUN" "$(dirname "$VENV")"
+(umask 077; mkdir -p "$ETC")
+chmod 700 "$ETC" "$STATE"
+
+say "downloading the agent $AGENT_VERSION from $SERVER_URL"
+DOWNLOAD="$(mktemp -d)"
+trap 'rm -rf "$DOWNLOAD"' EXIT
+"$PYTHON" - "$SERVER_URL/agent/$WHEEL_NAME" "$DOWNLOAD/$WHEEL_NAME" <<'PY'
+import sys, urllib.request
+url, dest = sys.argv[1], sys.argv[2]
+try:
+    with urllib.request.urlopen(url, timeout=60) as r, open(dest, "wb") as f:
+        f.write(r.read())
+except Exception as exc:
+    sys.exit(f"install.sh: cannot download {url}: {exc}")
+PY
+
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating the virtualenv $VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+say "installing the agent into $VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$DOWNLOAD/$WHEEL_NAME"
+
+if [ -s "$CONFIG" ] && grep -q '^token:' "$CONFIG"; then
+    say "keeping the existing config $CONFIG (already joined)"
+else
+    [ -n "$TOKEN" ] || die "a join token is required: --token fwj_... or FAIRWAY_JOIN_TOKEN (manage.py create_join_token)"
+    JOIN_ARGS=(--server "$SERVER_URL" --config "$CONFIG" --state-dir "$STATE" --gpu-backend "$GPU_BACKEND" --runtime "$RUNTIME")
+    [ -z "$HOST_NAME" ] || JOIN_ARGS+=(--host-name "$HOST_NAME")
+    [ -z "$GPUS" ] || JOIN_ARGS+=(--gpus "$GPUS")
+    [ -z "$MODEL" ] || JOIN_ARGS+=(--model "$MODEL")
+    [ -z "$DOCKER_URL" ] || JOIN_ARGS+=(--docker-url "$DOCKER_URL")
+    for label in "${LABELS[@]+"${LABELS[@]}"}"; do JOIN_ARGS+=(--label "$label"); done
+    say "joining the cluster"
+    FAIRWAY_JOIN_TOKEN="$TOKEN" "$VENV/bin/fairway-agent" join "${JOIN_ARGS[@]}"
+fi
+chmod 600 "$CONFIG"
+
+if [ "$SYSTEMD" = 1 ]; then
+    say "writing $UNIT"
+    cat >"$UNIT" <<EOF
+[Unit]
+Description=Fairway GPU-host agent
+After=network-online.target docker.service
+Wants=network-online.target
+
+[Service]
+ExecStart=$VENV/bin/fairway-agent run --config $CONFIG
+Restart=always
+RestartSec=5
+# Attempts run in their own sessions and must outlive agent restarts and upgrades:
+# stop only the agent process, never the attempts in its cgroup.
+KillMode=process
+TimeoutStopSec=20
+
+[Install]
+WantedBy=multi-user.target
+EOF
+    systemctl daemon-reload
+    systemctl enable "$UNIT_NAME"
+    systemctl restart "$UNIT_NAME"
+    say "agent started: systemctl status $UNIT_NAME; journalctl -u $UNIT_NAME"
+else
+    stop_background_agent
+    say "starting the agent in the background (log $LOGFILE)"
+    setsid "$VENV/bin/fairway-agent" run --config "$CONFIG" >>"$LOGFILE" 2>&1 </dev/null &
+    echo $! >"$PIDFILE"
+    sleep 1
+    kill -0 "$(cat "$PIDFILE")" 2>/dev/null || { tail -n 20 "$LOGFILE" >&2; die "the agent exited at once"; }
+    say "agent running, pid $(cat "$PIDFILE")"
+fi

@@ -1,0 +1,50 @@
+"""``manage.py create_join_token --cluster C [--ttl 1h] [--note TEXT]``: a single-use join token for a new host."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from config.errors import ServiceError
+from scheduler.models import Cluster
+from scheduler.services import do_create_join_token
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_ttl(text: str) -> timedelta:
+    """``90s``, ``15m``, ``1h``, ``2d`` (or plain seconds) → timedelta; ValueError otherwise."""
+    match = re.fullmatch(r"\s*(\d{1,7})\s*([smhd]?)\s*", text)
+    if match is None:
+        raise ValueError(f"bad duration {text!r}: use e.g. 90s, 15m, 1h, 2d")
+    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "s"])
+
+
+class Command(BaseCommand):
+    help = "Create a single-use, expiring join token that lets one new host join a cluster; prints it once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", required=True, help="cluster the host joins")
+        parser.add_argument("--ttl", default="1h", help="validity: 90s, 15m, 1h (default), 2d; at most 30d")
+        parser.add_argument("--note", default="", help="free text kept with the token (e.g. the host it is for)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        cluster = Cluster.objects.filter(name=opts["cluster"]).first()
+        if cluster is None:
+            raise CommandError(f"no such cluster: {opts['cluster']}")
+        try:
+            ttl = parse_ttl(opts["ttl"])
+            row, token = do_create_join_token(None, cluster, ttl, opts["note"])
+        except (ValueError, ServiceError) as exc:
+            raise CommandError(str(exc)) from None
+        base = str(settings.FAIRWAY.get("PUBLIC_URL") or "http://SERVER").rstrip("/")
+        self.stdout.write(token)
+        self.stderr.write(
+            f"join token {row.pk} for cluster {cluster.name}, valid until {row.expires_at:%Y-%m-%d %H:%M:%S %Z}, "
+            f"single use. On the new host, as root:\n"
+            f"  curl -fsSL {base}/agent/install.sh | FAIRWAY_JOIN_TOKEN={token} bash -s --\n"
+        )
