@@ -10,6 +10,7 @@ registered with ``do_register_host``. Timings are shortened through
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -50,6 +51,78 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
+class Proxy:
+    """A TCP relay 127.0.0.1:``port`` → 127.0.0.1:``target`` that can cut the agent's link.
+
+    :meth:`cut` closes every relayed connection and refuses new ones (accepted, then closed at
+    once) until :meth:`restore`: to the agent the server is unreachable, to the server the agent
+    is silent.
+    """
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.blocked = False
+        self.closed = False
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._live: set[socket.socket] = set()
+        threading.Thread(target=self._accept, name="e2e-proxy", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.blocked:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._live |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            with self._lock:
+                self._live -= {src, dst}
+
+    def cut(self) -> None:
+        """Drop every relayed connection and refuse new ones until :meth:`restore`."""
+        self.blocked = True
+        self.cuts += 1
+        with self._lock:
+            live = list(self._live)
+        for s in live:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def restore(self) -> None:
+        self.blocked = False
+
+    def close(self) -> None:
+        self.closed = True
+        self.cut()
+        self.listener.close()
+
+
 class Stack:
     def __init__(self, base_url: str, token: str, cluster: Any, alpha: Any, beta: Any, state_dir: Path, log: Path):
         self.base_url = base_url
@@ -59,8 +132,73 @@ class Stack:
         self.beta = beta
         self.state_dir = state_dir
         self.agent_log = log
+        self.agent: subprocess.Popen[bytes] | None = None
+        self.agent_args: list[str] = []
+        self.server: uvicorn.Server | None = None
+        self.web: threading.Thread | None = None
+        self.port = 0
+        self.proxy: Proxy | None = None
+        self.host: Any = None
 
     wait_until = staticmethod(wait_until)
+
+    # --- the pieces, each stoppable and restartable by fault tests --------------------------------
+
+    def start_server(self) -> None:
+        """Serve the ASGI app under uvicorn in a thread on ``self.port`` (picked on first start)."""
+        self.port = self.port or free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(
+                "config.asgi:application",
+                host="127.0.0.1",
+                port=self.port,
+                ws="websockets-sansio",
+                lifespan="off",
+                log_level="warning",
+            )
+        )
+        web = threading.Thread(target=server.run, name="e2e-web", daemon=True)
+        web.start()
+        wait_until(lambda: server.started or not web.is_alive(), 15, "uvicorn to start", 0.05)
+        assert server.started, "uvicorn did not start"
+        self.server, self.web = server, web
+
+    def stop_server(self) -> None:
+        """Stop uvicorn (open websockets are closed); the agent starts reconnecting."""
+        if self.server is not None and self.web is not None:
+            self.server.should_exit = True
+            self.web.join(15)
+        self.server = self.web = None
+
+    def start_agent(self) -> subprocess.Popen[bytes]:
+        """Start ``python -m agent run`` (through the proxy) with the state directory of the stack."""
+        with self.agent_log.open("ab") as log:
+            self.agent = subprocess.Popen(  # noqa: S603 -- our own agent, fixed arguments
+                [sys.executable, "-m", "agent", "run", *self.agent_args],
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return self.agent
+
+    def stop_agent(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        """Signal the agent and wait for it (SIGKILL: the attempts it ran are left orphaned)."""
+        if self.agent is None:
+            return
+        self.agent.send_signal(sig)
+        try:
+            self.agent.wait(10)
+        except subprocess.TimeoutExpired:
+            self.agent.kill()
+            self.agent.wait(5)
+        self.agent = None
+
+    def hellos(self) -> int:
+        """How many times the agent said hello (connections the server accepted)."""
+        from scheduler.models import HostEvent
+
+        return HostEvent.objects.filter(host_id=self.host.pk, kind="hello").count()
 
     def submit(self, budget: str, gpus: int, min_runtime: int, duration: float, **extra: Any) -> int:
         """POST /api/v1/workloads/ running the agent's stand-in trainer; returns the workload id."""
@@ -137,48 +275,29 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
     _host, host_token = do_register_host(cluster, "h1", gpus, {"rack": "r1"})
     tasks.reset_debounce([cluster.pk])
 
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            "config.asgi:application",
-            host="127.0.0.1",
-            port=port,
-            ws="websockets-sansio",
-            lifespan="off",
-            log_level="warning",
-        )
-    )
-    web = threading.Thread(target=server.run, name="e2e-web", daemon=True)
-    web.start()
-    wait_until(lambda: server.started, 15, "uvicorn to start", 0.05)
-
     import scheduler.tasks  # noqa: F401 -- the actors must be declared before the worker starts
-
-    worker = dramatiq.Worker(dramatiq.get_broker(), worker_threads=1, worker_timeout=100)
-    worker.start()
-    clock = Clock(interval=0.5, sweep_interval=1.0).start()
 
     state_dir = tmp_path / "agent"
     log_path = tmp_path / "agent.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with log_path.open("wb") as log:
-        agent = subprocess.Popen(  # noqa: S603 -- our own agent, fixed arguments
-            [
-                sys.executable, "-m", "agent", "run",
-                "--server", f"ws://127.0.0.1:{port}/ws/agent/",
-                f"--token={host_token}",  # one argument: a token may start with "-"
-                "--host-name", "h1",
-                "--gpus", "2",
-                "--model", "H100",
-                "--state-dir", str(state_dir),
-                "--heartbeat", "0.5",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    the_stack = Stack(f"http://127.0.0.1:{port}", api_token, cluster, alpha, beta, state_dir, log_path)
+    the_stack = Stack("", api_token, cluster, alpha, beta, state_dir, log_path)
+    the_stack.host = _host
+    the_stack.start_server()
+    the_stack.base_url = f"http://127.0.0.1:{the_stack.port}"
+    the_stack.proxy = Proxy(the_stack.port)
+    worker = dramatiq.Worker(dramatiq.get_broker(), worker_threads=1, worker_timeout=100)
+    worker.start()
+    clock = Clock(interval=0.5, sweep_interval=1.0).start()
+    the_stack.agent_args = [
+        "--server", f"ws://127.0.0.1:{the_stack.proxy.port}/ws/agent/",
+        f"--token={host_token}",  # one argument: a token may start with "-"
+        "--host-name", "h1",
+        "--gpus", "2",
+        "--model", "H100",
+        "--state-dir", str(state_dir),
+        "--heartbeat", "0.5",
+        "--backoff-max", "2",
+    ]  # fmt: skip
+    agent = the_stack.start_agent()
     try:
         from scheduler.models import Host
 
@@ -191,17 +310,12 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
         yield the_stack
     finally:
         # Every step runs even if one fails: a half-torn-down stack would break the next test.
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(10)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait(5)
+        the_stack.stop_agent()
         _kill_attempt_processes(state_dir)
         clock.stop()
         try:
             worker.stop(timeout=5000)
         finally:
-            server.should_exit = True
-            web.join(10)
+            the_stack.proxy.close()
+            the_stack.stop_server()
             tasks.reset_debounce([cluster.pk])
