@@ -186,10 +186,9 @@ class AttemptGPU(models.Model):
         return f"{self.gpu} in attempt {self.attempt_id}"
 
 
-class WorkloadEvent(models.Model):
-    """An entry in a workload's event log (submitted, started, preempted, ...)."""
+class EventBase(models.Model):
+    """An audit entry: what happened (``kind``), when, and who or what caused it."""
 
-    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(db_index=True)
     kind = models.CharField(max_length=32)
     message = models.TextField(blank=True)
@@ -197,24 +196,29 @@ class WorkloadEvent(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
     class Meta:
+        abstract = True
         ordering = ["at", "id"]
+
+
+class WorkloadEvent(EventBase):
+    """An entry in a workload's event log (submitted, started, preempted, ...)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+
+    class Meta(EventBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"{self.kind} of workload {self.workload_id} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
-class HostEvent(models.Model):
+class HostEvent(EventBase):
     """An entry in a host's audit log (state changes, faults, drains) with who caused it."""
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
-    at = models.DateTimeField(db_index=True)
-    kind = models.CharField(max_length=32)
-    message = models.TextField(blank=True)
-    data = models.JSONField(default=dict, blank=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
-    class Meta:
-        ordering = ["at", "id"]
+    class Meta(EventBase.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"{self.kind} of host {self.host_id} at {self.at:%Y-%m-%d %H:%M:%S}"
