@@ -25,6 +25,7 @@ from scheduler.models import Host
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+MAX_PENDING_LOG_REQUESTS = 64
 
 
 def _bearer_token(scope: dict[str, Any]) -> str:
@@ -109,6 +110,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.reported_running: set[int] | None = None
         self.sent_starts: set[int] = set()
         self.sent_stops: set[int] = set()
+        # ``logs`` message id -> (attempt id, reply channel) of log tails asked for by the API
+        self.log_requests: dict[int, tuple[int, str]] = {}
         self.lock = asyncio.Lock()
         gateway.remember_server_loop(asyncio.get_running_loop())
         host = await _authenticate(_bearer_token(self.scope))
@@ -206,7 +209,19 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.send_msg(protocol.Ack(ack=msg.id))
         elif isinstance(msg, protocol.Log):
             await self.send_msg(protocol.Ack(ack=msg.id))
+            # answers come in request order: the oldest request for this attempt gets it
+            for seq, (attempt_id, reply_to) in sorted(self.log_requests.items()):
+                if attempt_id == msg.attempt_id:
+                    del self.log_requests[seq]
+                    await self.channel_layer.send(
+                        reply_to, {"type": "logs.reply", "data": msg.data, "offset": msg.offset, "eof": msg.eof}
+                    )
+                    break
         elif isinstance(msg, protocol.Error):
+            pending = self.log_requests.pop(msg.ref, None) if msg.ref is not None else None
+            if pending is not None:
+                await self.channel_layer.send(pending[1], {"type": "logs.reply", "error": f"agent: {msg.message}"})
+                return
             logger.warning(
                 "agent of host %s reports error %s: %s (ref %s)", self.host.name, msg.code, msg.message, msg.ref
             )
@@ -221,6 +236,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
             elif isinstance(cmd, protocol.Stop):
                 self.sent_stops.add(cmd.attempt_id)
             await self.send_msg(cmd)
+
+    async def logs_request(self, event: dict[str, Any]) -> None:
+        """Group event ``logs.request`` (gateway.request_log_tail): ask the agent for a log tail."""
+        if self.host is None or not self.hello_done:
+            return
+        if len(self.log_requests) >= MAX_PENDING_LOG_REQUESTS:
+            self.log_requests.pop(min(self.log_requests))
+        # send_msg gives the message the next id; the agent's error about it names that id
+        self.log_requests[self.seq + 1] = (int(event["attempt_id"]), str(event["reply_to"]))
+        await self.send_msg(protocol.Logs(attempt_id=int(event["attempt_id"]), tail_bytes=int(event["tail_bytes"])))
 
     async def desired_state(self, event: dict[str, Any]) -> None:
         """Group event ``desired.state``: the database changed for this host (gateway.push_desired_state)."""

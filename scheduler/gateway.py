@@ -213,3 +213,83 @@ def _gang_layout(attempt_ids: list[int]) -> dict[int, tuple[int, str, int]]:
         name, labels = ranks[min(ranks)]
         out[aid] = (len(ranks), str(labels.get("address") or name), gpus[aid])
     return out
+
+
+# --- log tails (the agent keeps each attempt's log; the UI and CLI ask for its tail) ----------
+
+LOG_TAIL_TIMEOUT_S = 5.0
+
+
+@dataclass(slots=True)
+class LogTail:
+    """One host's part of an attempt's log: ``data`` starts at byte ``offset`` of its log;
+    ``eof``: the part no longer runs; ``error``: why there is no data (host offline, ...)."""
+
+    host: str
+    rank: int
+    data: str = ""
+    offset: int = 0
+    eof: bool = False
+    error: str | None = None
+
+
+def request_log_tail(host_id: int, attempt_id: int, tail_bytes: int, timeout: float = LOG_TAIL_TIMEOUT_S) -> dict:
+    """Ask the agent of ``host_id`` for the last ``tail_bytes`` of ``attempt_id``'s log; blocks up
+    to ``timeout`` seconds. Returns the consumer's reply (``data``, ``offset``, ``eof``) or
+    ``{"error": message}``. Call from a thread, never from the server's event loop."""
+    layer = get_channel_layer()
+    if layer is None:
+        return {"error": "no channel layer"}
+
+    async def ask() -> dict:
+        channel = await layer.new_channel()
+        await layer.group_send(
+            host_group(host_id),
+            {"type": "logs.request", "attempt_id": attempt_id, "tail_bytes": tail_bytes, "reply_to": channel},
+        )
+        try:
+            return dict(await asyncio.wait_for(layer.receive(channel), timeout))
+        except TimeoutError:
+            return {"error": f"no answer from the agent within {timeout:g} s"}
+
+    try:
+        if _is_in_memory(layer):
+            loop = _server_loop
+            if loop is None or not loop.is_running():
+                return {"error": "the agent is not connected"}
+            return asyncio.run_coroutine_threadsafe(ask(), loop).result(timeout + 2)
+        return async_to_sync(ask)()
+    except Exception as exc:  # a missing log must not fail the request
+        logger.warning("log tail of attempt %s from host %s failed", attempt_id, host_id, exc_info=True)
+        return {"error": f"log request failed: {type(exc).__name__}"}
+
+
+def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:
+    """The log tail of every host part of an attempt (rank order), asked of the agents in parallel.
+
+    A part whose host is offline or removed gets an ``error`` without asking."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scheduler.models import Host
+
+    parts: dict[int, tuple[str, int, str, bool]] = {}
+    for host_id, name, rank, state, removed in AttemptGPU.objects.filter(attempt_id=attempt_id).values_list(
+        "gpu__host_id", "gpu__host__name", "rank", "gpu__host__state", "gpu__host__removed_at"
+    ):
+        if host_id not in parts or rank < parts[host_id][1]:
+            parts[host_id] = (name, rank, state, removed is not None)
+    ordered = sorted(parts.items(), key=lambda item: item[1][1])
+
+    def fetch(item: tuple[int, tuple[str, int, str, bool]]) -> LogTail:
+        host_id, (name, rank, state, removed) = item
+        if removed or state == Host.State.OFFLINE:
+            return LogTail(name, rank, error=f"host {name} is {'removed' if removed else 'offline'}")
+        reply = request_log_tail(host_id, attempt_id, tail_bytes)
+        if reply.get("error"):
+            return LogTail(name, rank, error=str(reply["error"]))
+        return LogTail(name, rank, str(reply.get("data", "")), int(reply.get("offset", 0)), bool(reply.get("eof")))
+
+    if len(ordered) <= 1:
+        return [fetch(item) for item in ordered]
+    with ThreadPoolExecutor(max_workers=min(8, len(ordered))) as pool:
+        return list(pool.map(fetch, ordered))

@@ -1,10 +1,12 @@
-"""Scheduler API: workloads (submit, list, detail, cancel) and clusters (read-only)."""
+"""Scheduler API: workloads (submit, list, detail, cancel, log tails) and clusters (read-only)."""
 
 from __future__ import annotations
 
 from django.db.models import Prefetch, QuerySet
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -19,8 +21,50 @@ from scheduler.api.serializers import (
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
 from scheduler.services import do_cancel_workload, do_submit_workload
 
+MAX_LOG_TAIL_BYTES = 64 * 1024
 
-class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
+
+class WorkloadLogsMixin:
+    """``GET /api/v1/workloads/{id}/logs/?attempt=N&tail=BYTES``: the tail of an attempt's log,
+    fetched live from the agent(s) that ran it (members of the workload's budget, and staff)."""
+
+    @action(detail=True, methods=["get"])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        """200 ``{"workload", "attempt", "attempt_id", "parts": [{"host", "rank", "data", "offset",
+        "eof", "error"}]}`` (last attempt unless ``attempt``); 403 ``forbidden`` for non-members;
+        404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
+        from scheduler.gateway import attempt_log_tails
+
+        workload = get_object_or_404(Workload.objects.select_related("budget"), pk=pk)
+        if not (request.user.is_staff or workload.budget_id in self.accessible_budget_ids):
+            raise PermissionDenied("Only members of the workload's budget may read its logs.")
+        try:
+            tail = int(request.query_params.get("tail", 16384))
+            number = request.query_params.get("attempt")
+            number = int(number) if number not in (None, "") else None
+        except (TypeError, ValueError):
+            raise ValidationError({"tail": ["attempt and tail are integers."]}, code="invalid") from None
+        if not 0 <= tail <= MAX_LOG_TAIL_BYTES:
+            raise ValidationError({"tail": [f"tail is 0..{MAX_LOG_TAIL_BYTES} bytes."]}, code="invalid")
+        attempts = Attempt.objects.filter(workload=workload)
+        attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
+        if attempt is None:
+            raise NotFound("This workload has no such attempt.", code="no_attempt")
+        parts = attempt_log_tails(attempt.pk, tail)
+        return Response(
+            {
+                "workload": workload.pk,
+                "attempt": attempt.number,
+                "attempt_id": attempt.pk,
+                "parts": [
+                    {"host": p.host, "rank": p.rank, "data": p.data, "offset": p.offset, "eof": p.eof, "error": p.error}
+                    for p in parts
+                ],
+            }
+        )
+
+
+class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
     """Every authenticated user sees the whole queue; env values only within their budgets."""
 
     filterset_class = WorkloadFilter
