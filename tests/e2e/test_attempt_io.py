@@ -16,8 +16,10 @@ pytestmark = [pytest.mark.timeout(60)]
 
 # On SIGTERM: print the preemption notice, then exit 0 (a clean checkpoint-and-exit).
 _TRAP = 'trap \'echo "notice: $(cat "$FAIRWAY_PREEMPT_FILE" | tr "\\n" " ")"; exit 0\' TERM; '
-_SHELL_JOB = _TRAP + 'echo "env: $FAIRWAY_ATTEMPT $FAIRWAY_WORKLOAD_ID $NNODES $NODE_RANK $WORLD_SIZE"; ' + (
-    "while :; do sleep 0.1; done"
+_SHELL_JOB = (
+    _TRAP
+    + 'echo "env: $FAIRWAY_ATTEMPT $FAIRWAY_WORKLOAD_ID $NNODES $NODE_RANK $WORLD_SIZE"; '
+    + ("while :; do sleep 0.1; done")
 )
 
 
