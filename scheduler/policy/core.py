@@ -898,9 +898,10 @@ class _Pass:
         return {
             "other_budget_key": victim_budget,
             "budget": self.tree.path_name(a),
-            "ratio": round(self.display_ratio(a, w.gpus * w.min_runtime), 6),
+            # Three decimals: enough to read, and the stored reason does not change every tick.
+            "ratio": round(self.display_ratio(a, w.gpus * w.min_runtime), 3),
             "other_budget": self.tree.path_name(b),
-            "other_ratio": round(self.display_ratio(b), 6),
+            "other_ratio": round(self.display_ratio(b), 3),
         }
 
     def _explain(self, w: Workload) -> None:
