@@ -108,7 +108,12 @@ def make_runtime(config: AgentConfig) -> Runtime:
     if config.runtime == "docker":
         from agent.runtime.docker import DockerRuntime
 
-        return DockerRuntime(config.state_dir, base_url=config.docker_url or None, log_max_bytes=config.log_max_bytes)
+        return DockerRuntime(
+            config.state_dir,
+            base_url=config.docker_url or None,
+            nvidia=config.gpu_backend == "nvml",  # fake GPUs have no devices to request
+            log_max_bytes=config.log_max_bytes,
+        )
     from agent.runtime.process import ProcessRuntime
 
     return ProcessRuntime(config.state_dir, log_max_bytes=config.log_max_bytes)

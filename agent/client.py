@@ -100,6 +100,8 @@ class Agent:
         self._unacked: dict[int, list[int]] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self._gpu_uuids: list[str] = []
+        self._starting: set[int] = set()  # attempts whose runtime start is in progress
+        self._stop_after_start: dict[int, Stop] = {}
         runtime.on_exit = self._on_exit
 
     def _new_backoff(self) -> Generator[float]:
@@ -271,7 +273,6 @@ class Agent:
                 samples = []
             await self._send(Heartbeat(gpus=samples, running=self.runtime.running_ids()))
 
-
     async def _receive(self, ws: ClientConnection, hello_id: int | None) -> None:
         async for frame in ws:
             try:
@@ -315,6 +316,9 @@ class Agent:
             log.info("start of attempt %d: already %s", msg.attempt_id, known.state)
             await self._report(known)
             return
+        if msg.attempt_id in self._starting:
+            log.info("start of attempt %d: already starting", msg.attempt_id)
+            return  # the first start answers when the runtime is done (an image pull takes minutes)
         problem = self._check_gpus(msg)
         if problem:
             log.warning("refusing start of attempt %d: %s", msg.attempt_id, problem)
@@ -330,13 +334,24 @@ class Agent:
             image=msg.image,
             grace_s=msg.grace_s,
         )
+        self._starting.add(msg.attempt_id)
+        # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.
+        self._spawn(self._start(spec))
+
+    async def _start(self, spec: AttemptSpec) -> None:
         try:
             await self.runtime.start(spec)
         except StartError as exc:
-            await self._send(AttemptEvent(msg.attempt_id, "failed_to_start", message=str(exc)))
+            await self._send(AttemptEvent(spec.attempt_id, "failed_to_start", message=str(exc)))
             return
+        finally:
+            self._starting.discard(spec.attempt_id)
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
-        await self._send(AttemptEvent(msg.attempt_id, "started"))
+        await self._send(AttemptEvent(spec.attempt_id, "started"))
+        stop = self._stop_after_start.pop(spec.attempt_id, None)
+        if stop is not None:
+            log.info("attempt %d: stopping it, as asked while it was starting", spec.attempt_id)
+            await self.runtime.stop(spec.attempt_id, stop.grace_s, stop.reason)
 
     def _check_gpus(self, msg: Start) -> str | None:
         """Why the start names GPUs this host does not have (a host speaks only of its own)."""
@@ -350,7 +365,9 @@ class Agent:
 
     async def _on_stop(self, msg: Stop) -> None:
         record = self.runtime.get(msg.attempt_id)
-        if record is None:
+        if record is None and msg.attempt_id in self._starting:
+            self._stop_after_start[msg.attempt_id] = msg  # its exit is reported once it has started
+        elif record is None:
             log.info("stop of attempt %d: not known here", msg.attempt_id)
             await self._send(AttemptEvent(msg.attempt_id, "stopped", message="attempt not known on this host"))
         elif record.state != "running":

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
 
-from agent.state import AttemptRecord
+from agent.state import AttemptRecord, AttemptStore, cap_log, current_boot_id, read_log_tail
+
+log = logging.getLogger(__name__)
+
+RETENTION_S = 24 * 3600
+"""How long an acknowledged, ended attempt (record and log) is kept, in seconds."""
+UNREPORTED_RETENTION_S = 7 * 24 * 3600
+"""How long an ended attempt the server never acknowledged is kept, in seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +116,60 @@ class Runtime(ABC):
     def busy_gpu_indices(self) -> set[int]:
         """GPU indices held by running attempts."""
         return {i for r in self.records() if r.state == "running" for i in r.gpu_indices}
+
+
+class StoredRuntime(Runtime):
+    """The record keeping shared by the runtimes: records, logs and run directories under
+    ``<state_dir>/attempts`` (:class:`agent.state.AttemptStore`), each log capped at ``log_max_bytes``."""
+
+    def __init__(self, state_dir: Path, log_max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.store = AttemptStore(state_dir)
+        self.log_max_bytes = log_max_bytes
+        self.boot_id = current_boot_id()
+        self._records: dict[int, AttemptRecord] = {}
+
+    def get(self, attempt_id: int) -> AttemptRecord | None:
+        return self._records.get(attempt_id)
+
+    def records(self) -> list[AttemptRecord]:
+        return [self._records[k] for k in sorted(self._records)]
+
+    def read_log(self, attempt_id: int, tail_bytes: int) -> tuple[bytes, int]:
+        if attempt_id not in self._records:
+            raise KeyError(attempt_id)
+        return read_log_tail(self.store.log_path(attempt_id), tail_bytes)
+
+    def cap_logs(self) -> None:
+        """Hold each running attempt's log to ``log_max_bytes`` (see :func:`agent.state.cap_log`)."""
+        for record in list(self._records.values()):
+            if record.state == "running" and cap_log(self.store.log_path(record.attempt_id), self.log_max_bytes):
+                log.info("attempt %d: log over %d bytes, oldest output dropped", record.attempt_id, self.log_max_bytes)
+
+    def mark_reported(self, attempt_ids: list[int]) -> None:
+        for attempt_id in attempt_ids:
+            record = self._records.get(attempt_id)
+            if record is not None and record.state != "running" and not record.reported:
+                record.reported = True
+                self.store.save(record)
+
+    def prune(self) -> None:
+        now = time.time()
+        for record in list(self._records.values()):
+            if record.finished_wall is None:
+                continue
+            age = now - record.finished_wall
+            if age > (RETENTION_S if record.reported else UNREPORTED_RETENTION_S):
+                if not record.reported:
+                    log.warning("forgetting attempt %d: its exit was never acknowledged", record.attempt_id)
+                self.store.delete(record.attempt_id)
+                del self._records[record.attempt_id]
+
+    def _fail(self, record: AttemptRecord, message: str) -> NoReturn:
+        record.state = "failed_to_start"
+        record.message = message
+        record.finished_wall = time.time()
+        record.reported = True  # answered at once; a repeated start gets the same answer
+        self._records[record.attempt_id] = record
+        self.store.save(record)
+        log.warning("attempt %d failed to start: %s", record.attempt_id, message)
+        raise StartError(message)

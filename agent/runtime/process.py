@@ -18,25 +18,16 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import NoReturn
 
-from agent.runtime.base import AttemptSpec, Runtime, StartError
+from agent.runtime.base import AttemptSpec, StoredRuntime
 from agent.state import (
     AttemptRecord,
-    AttemptStore,
-    cap_log,
-    current_boot_id,
     monotonic_s,
-    read_log_tail,
     write_preempt_notice,
 )
 
 log = logging.getLogger(__name__)
 
-RETENTION_S = 24 * 3600
-"""How long an acknowledged, ended attempt (record and log) is kept, in seconds."""
-UNREPORTED_RETENTION_S = 7 * 24 * 3600
-"""How long an ended attempt the server never acknowledged is kept, in seconds."""
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
@@ -102,7 +93,7 @@ def _killpg(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-class ProcessRuntime(Runtime):
+class ProcessRuntime(StoredRuntime):
     """Runs attempts as process groups; records, logs and exit files under ``state_dir``.
 
     ``cwd`` is the attempts' working directory (default: the agent's); ``log_max_bytes`` caps each
@@ -110,26 +101,12 @@ class ProcessRuntime(Runtime):
     """
 
     def __init__(self, state_dir: Path, cwd: Path | None = None, log_max_bytes: int = 64 * 1024 * 1024) -> None:
-        self.store = AttemptStore(state_dir)
+        super().__init__(state_dir, log_max_bytes)
         self.cwd = cwd
-        self.log_max_bytes = log_max_bytes
-        self.boot_id = current_boot_id()
-        self._records: dict[int, AttemptRecord] = {}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: dict[int, asyncio.Task[None]] = {}
 
     # --- queries ---------------------------------------------------------------------------------
-
-    def get(self, attempt_id: int) -> AttemptRecord | None:
-        return self._records.get(attempt_id)
-
-    def records(self) -> list[AttemptRecord]:
-        return [self._records[k] for k in sorted(self._records)]
-
-    def read_log(self, attempt_id: int, tail_bytes: int) -> tuple[bytes, int]:
-        if attempt_id not in self._records:
-            raise KeyError(attempt_id)
-        return read_log_tail(self.store.log_path(attempt_id), tail_bytes)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -215,16 +192,6 @@ class ProcessRuntime(Runtime):
             spec.command,
         )
         return record
-
-    def _fail(self, record: AttemptRecord, message: str) -> NoReturn:
-        record.state = "failed_to_start"
-        record.message = message
-        record.finished_wall = time.time()
-        record.reported = True  # answered at once; a repeated start gets the same answer
-        self._records[record.attempt_id] = record
-        self.store.save(record)
-        log.warning("attempt %d failed to start: %s", record.attempt_id, message)
-        raise StartError(message)
 
     async def stop(self, attempt_id: int, grace_s: float, reason: str = "") -> AttemptRecord | None:
         record = self._records.get(attempt_id)
@@ -332,31 +299,6 @@ class ProcessRuntime(Runtime):
         self._procs.pop(attempt_id, None)
         self._watchers.pop(attempt_id, None)
         log.info("attempt %d exited with code %s", attempt_id, code)
-
-    def cap_logs(self) -> None:
-        """Hold each running attempt's log to ``log_max_bytes`` (see :func:`agent.state.cap_log`)."""
-        for record in self._records.values():
-            if record.state == "running" and cap_log(self.store.log_path(record.attempt_id), self.log_max_bytes):
-                log.info("attempt %d: log over %d bytes, oldest output dropped", record.attempt_id, self.log_max_bytes)
-
-    def mark_reported(self, attempt_ids: list[int]) -> None:
-        for attempt_id in attempt_ids:
-            record = self._records.get(attempt_id)
-            if record is not None and record.state != "running" and not record.reported:
-                record.reported = True
-                self.store.save(record)
-
-    def prune(self) -> None:
-        now = time.time()
-        for record in list(self._records.values()):
-            if record.finished_wall is None:
-                continue
-            age = now - record.finished_wall
-            if age > (RETENTION_S if record.reported else UNREPORTED_RETENTION_S):
-                if not record.reported:
-                    log.warning("forgetting attempt %d: its exit was never acknowledged", record.attempt_id)
-                self.store.delete(record.attempt_id)
-                del self._records[record.attempt_id]
 
     async def close(self) -> None:
         watchers = list(self._watchers.values())

@@ -1,0 +1,312 @@
+"""The ``docker`` runtime: each attempt is a container, through the Docker Engine API (the ``docker``
+SDK, called from threads; podman's Docker-compatible API works too).
+
+- The container gets the attempt's image, command and env, ``NVIDIA_VISIBLE_DEVICES`` (UUIDs),
+  ``CUDA_VISIBLE_DEVICES`` (0..n-1: a container sees only its own GPUs), ``FAIRWAY_WORKLOAD_ID``,
+  ``FAIRWAY_ATTEMPT`` and ``FAIRWAY_PREEMPT_FILE`` (``/run/fairway/preempt``, from the attempt's
+  run directory mounted read-only), host networking and IPC (NCCL), and labels
+  ``fairway.attempt``/``fairway.workload``. GPUs are requested by UUID as an NVIDIA device request
+  (``--gpus device=UUID,...``) when ``nvidia`` is on (the ``nvml`` backend; fake GPUs have none).
+- Output: a thread per container follows its logs into ``<id>.log`` (capped like the process
+  runtime's); an agent that re-adopts a container copies its log again from the start.
+- Stop: preemption notice, SIGTERM, the grace period, SIGKILL.
+- After an agent restart, containers are found again by label; one that ended meanwhile is
+  reported with its exit code and exit time, then removed. Containers are removed once their exit
+  is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime
+from agent.state import AttemptRecord, monotonic_s, write_preempt_notice
+
+try:
+    import docker
+    from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+    from docker.types import DeviceRequest
+except ImportError:  # pragma: no cover -- the agent's requirements install it
+    docker = None
+
+log = logging.getLogger(__name__)
+
+LABEL_ATTEMPT = "fairway.attempt"
+LABEL_WORKLOAD = "fairway.workload"
+RUN_DIR_IN_CONTAINER = "/run/fairway"
+
+
+def container_name(attempt_id: int) -> str:
+    """The container name of an attempt (unique: attempt ids are never reused)."""
+    return f"fairway-attempt-{attempt_id}"
+
+
+def container_spec(spec: AttemptSpec, run_dir: Path, *, nvidia: bool) -> dict[str, Any]:
+    """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine)."""
+    env = dict(spec.env)
+    env.update(
+        NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids) if spec.gpu_uuids else "void",
+        CUDA_VISIBLE_DEVICES=",".join(str(i) for i in range(len(spec.gpu_uuids))),
+        FAIRWAY_WORKLOAD_ID=str(spec.workload_id),
+        FAIRWAY_ATTEMPT=str(spec.attempt_id),
+        FAIRWAY_PREEMPT_FILE=f"{RUN_DIR_IN_CONTAINER}/preempt",
+    )
+    kwargs: dict[str, Any] = {
+        "image": spec.image,
+        "command": list(spec.command),
+        "environment": env,
+        "name": container_name(spec.attempt_id),
+        "labels": {LABEL_ATTEMPT: str(spec.attempt_id), LABEL_WORKLOAD: str(spec.workload_id)},
+        "network_mode": "host",
+        "ipc_mode": "host",
+        "volumes": {str(run_dir): {"bind": RUN_DIR_IN_CONTAINER, "mode": "ro"}},
+        "detach": True,
+    }
+    if nvidia and spec.gpu_uuids:
+        kwargs["device_requests"] = [
+            DeviceRequest(driver="nvidia", device_ids=list(spec.gpu_uuids), capabilities=[["gpu"]])
+        ]
+    return kwargs
+
+
+def _parse_engine_time(text: str) -> float | None:
+    """An engine timestamp (RFC 3339, nanoseconds) as unix seconds; None for the zero time."""
+    if not text or text.startswith("0001-"):
+        return None
+    main, _, frac = text.rstrip("Z").partition(".")
+    tz = ""
+    for sep in ("+", "-"):
+        if sep in frac:
+            frac, _, rest = frac.partition(sep)
+            tz = sep + rest
+    try:
+        stamp = datetime.fromisoformat(main + (tz or "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return stamp + (float("0." + frac) if frac.isdigit() else 0.0)
+
+
+class DockerRuntime(StoredRuntime):
+    """Runs attempts as containers of the engine at ``base_url`` (None: ``DOCKER_HOST`` or the
+    default socket). Records and logs live under ``state_dir`` as for the process runtime.
+
+    Raises:
+        RuntimeUnavailable: the SDK is missing or the engine does not answer (one-line reason).
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        base_url: str | None = None,
+        *,
+        nvidia: bool = True,
+        log_max_bytes: int = 64 * 1024 * 1024,
+        pull: bool = True,
+    ) -> None:
+        super().__init__(state_dir, log_max_bytes)
+        if docker is None:
+            raise RuntimeUnavailable("the docker runtime needs the docker package (pip install docker)")
+        try:
+            self.client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            self.client.ping()
+        except DockerException as exc:
+            where = base_url or "DOCKER_HOST or the default socket"
+            raise RuntimeUnavailable(f"no Docker Engine API at {where}: {str(exc).splitlines()[0][:200]}") from None
+        self.nvidia = nvidia
+        self.pull = pull
+        self._exits: dict[int, asyncio.Future[int | None]] = {}
+        self._closed = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def recover(self) -> None:
+        for record in self.store.load_all():
+            self._records[record.attempt_id] = record
+        containers = await asyncio.to_thread(self.client.containers.list, all=True, filters={"label": LABEL_ATTEMPT})
+        found: dict[int, Any] = {}
+        for container in containers:
+            try:
+                found[int(container.labels[LABEL_ATTEMPT])] = container
+            except (KeyError, ValueError):
+                continue
+        for attempt_id, container in sorted(found.items()):
+            record = self._records.get(attempt_id)
+            if record is None:
+                # Created by an agent that died before saving its record: adopt it, so the hello
+                # reports it and the server decides (attempt ids fence off what it no longer wants).
+                record = AttemptRecord(
+                    attempt_id=attempt_id,
+                    workload_id=int(container.labels.get(LABEL_WORKLOAD, "0") or 0) or attempt_id,
+                    state="running",
+                    boot_id=self.boot_id,
+                    started_mono=monotonic_s(),
+                )
+                self._records[attempt_id] = record
+                self.store.save(record)
+            if record.state != "running":
+                await asyncio.to_thread(self._remove, container)  # exit already recorded
+                continue
+            log.info("re-adopted attempt %d (container %s, %s)", attempt_id, container.short_id, container.status)
+            self.store.log_path(attempt_id).unlink(missing_ok=True)  # copied again from the start
+            self._watch(record, container)
+        for record in list(self._records.values()):
+            if record.state == "running" and record.attempt_id not in found:
+                self._finish(record, None, None)
+                log.info("attempt %d: its container is gone (exit code unknown)", record.attempt_id)
+        self.prune()
+
+    async def start(self, spec: AttemptSpec) -> AttemptRecord:
+        existing = self._records.get(spec.attempt_id)
+        if existing is not None:
+            return existing
+        record = AttemptRecord(
+            attempt_id=spec.attempt_id,
+            workload_id=spec.workload_id,
+            state="running",
+            gpu_indices=list(spec.gpu_indices),
+            grace_s=spec.grace_s,
+            boot_id=self.boot_id,
+        )
+        if not spec.image:
+            self._fail(record, "the docker runtime needs an image")
+        run_dir = self.store.run_dir(spec.attempt_id)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        kwargs = container_spec(spec, run_dir, nvidia=self.nvidia)
+        self._records[spec.attempt_id] = record
+        self.store.save(record)  # before the container exists: a restarted agent finds one or the other
+        try:
+            container = await asyncio.to_thread(self._create_and_start, kwargs)
+        except (DockerException, OSError) as exc:
+            await asyncio.to_thread(self._remove_by_name, container_name(spec.attempt_id))
+            del self._records[spec.attempt_id]
+            self._fail(record, f"cannot start container: {str(exc).splitlines()[0][:500]}")
+        record.started_mono = monotonic_s()
+        self.store.save(record)
+        self._watch(record, container)
+        log.info("attempt %d started: container %s, image %s, GPUs %s", spec.attempt_id, container.short_id,
+                 spec.image, spec.gpu_uuids or "-")  # fmt: skip
+        return record
+
+    def _create_and_start(self, kwargs: dict[str, Any]) -> Any:
+        try:
+            self.client.images.get(kwargs["image"])
+        except ImageNotFound:
+            if not self.pull:
+                raise
+            log.info("pulling %s", kwargs["image"])
+            self.client.images.pull(kwargs["image"])
+        container = self.client.containers.create(**kwargs)
+        container.start()
+        return container
+
+    def _remove_by_name(self, name: str) -> None:
+        with contextlib.suppress(DockerException, OSError):
+            self._remove(self.client.containers.get(name))
+
+    @staticmethod
+    def _remove(container: Any) -> None:
+        try:
+            container.remove(force=True)
+        except NotFound:
+            pass
+        except (DockerException, OSError) as exc:
+            log.warning("cannot remove container %s: %s", container.short_id, exc)
+
+    def _watch(self, record: AttemptRecord, container: Any) -> None:
+        """Follow the container's logs into the attempt's log in a thread, then collect its exit."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+        self._exits[record.attempt_id] = future
+        path = self.store.log_path(record.attempt_id)
+
+        def follow() -> None:
+            code: int | None = None
+            finished: float | None = None
+            try:
+                with path.open("ab") as out:
+                    for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                        out.write(chunk)
+                        out.flush()
+                code = int(container.wait().get("StatusCode"))
+                container.reload()
+                finished = _parse_engine_time(container.attrs.get("State", {}).get("FinishedAt", ""))
+            except (DockerException, OSError, ValueError, TypeError) as exc:
+                if self._closed.is_set():
+                    return
+                log.warning("attempt %d: lost track of container %s: %s", record.attempt_id, container.short_id, exc)
+            if self._closed.is_set():
+                return
+            self._remove(container)
+            loop.call_soon_threadsafe(self._exited, record, code, finished)
+
+        threading.Thread(target=follow, name=f"attempt-{record.attempt_id}", daemon=True).start()
+
+    def _exited(self, record: AttemptRecord, code: int | None, finished_wall: float | None) -> None:
+        future = self._exits.pop(record.attempt_id, None)
+        if record.state == "running":
+            self._finish(record, code, finished_wall)
+            if self.on_exit is not None:
+                self.on_exit(record)
+        if future is not None and not future.done():
+            future.set_result(code)
+
+    def _finish(self, record: AttemptRecord, code: int | None, finished_wall: float | None) -> None:
+        now_wall, now_mono = time.time(), monotonic_s()
+        if code is None and record.killed:
+            code = 128 + 9
+        record.state = "exited"
+        record.exit_code = code
+        if record.boot_id == self.boot_id and finished_wall is not None:
+            record.exited_mono = max(0.0, now_mono - max(0.0, now_wall - finished_wall))
+        else:
+            record.exited_mono = now_mono if record.boot_id == self.boot_id and code is not None else None
+        record.finished_wall = now_wall
+        self.store.save(record)
+        log.info("attempt %d exited with code %s", record.attempt_id, code)
+
+    async def stop(self, attempt_id: int, grace_s: float, reason: str = "") -> AttemptRecord | None:
+        record = self._records.get(attempt_id)
+        if record is None or record.state != "running":
+            return record
+        future = self._exits.get(attempt_id)
+        try:
+            write_preempt_notice(self.store.preempt_path(attempt_id), time.time() + grace_s, reason or "stopped")
+        except OSError as exc:
+            log.warning("attempt %d: cannot write the preemption notice: %s", attempt_id, exc)
+        await asyncio.to_thread(self._kill, attempt_id, "SIGTERM")
+        log.info("attempt %d: SIGTERM sent, grace %.0f s", attempt_id, grace_s)
+        if future is None:
+            return record
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout=grace_s)
+        except TimeoutError:
+            if record.state == "running":
+                record.killed = True
+                self.store.save(record)
+                await asyncio.to_thread(self._kill, attempt_id, "SIGKILL")
+                log.info("attempt %d: grace over, SIGKILL sent", attempt_id)
+            await future
+        return record
+
+    def _kill(self, attempt_id: int, sig: str) -> None:
+        try:
+            self.client.containers.get(container_name(attempt_id)).kill(signal=sig)
+        except NotFound:
+            pass
+        except APIError as exc:  # not running any more (409): the watcher reports the exit
+            log.debug("attempt %d: %s not delivered: %s", attempt_id, sig, exc)
+
+    async def close(self) -> None:
+        """Stop following containers, leaving them running (the next agent re-adopts them)."""
+        self._closed.set()
+        for future in self._exits.values():
+            future.cancel()
+        self._exits.clear()
+        await asyncio.to_thread(self.client.close)

@@ -1,0 +1,228 @@
+"""The docker runtime, for real, against podman's Docker-compatible API (skipped without podman).
+
+A session fixture starts ``podman system service`` on a private socket and storage (runc, the
+ulimits of hosts whose hard ``nofile`` limit is below podman's default) and builds a tiny image
+FROM scratch with a static busybox: no registry is needed. The NVIDIA device request cannot be
+run here (no GPU); its construction is checked without an engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from agent_testkit import run_async
+
+from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StartError
+from agent.state import AttemptRecord
+
+docker = pytest.importorskip("docker")
+from agent.runtime.docker import LABEL_ATTEMPT, DockerRuntime, container_name, container_spec  # noqa: E402
+
+IMAGE = "localhost/fairway-test-busybox:latest"
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+
+def _podman_usable() -> str | None:
+    """Why podman cannot be used here, or None."""
+    if shutil.which("podman") is None:
+        return "podman is not installed (apt-get install podman runc busybox-static)"
+    if shutil.which("runc") is None:
+        return "runc is not installed"
+    if not Path("/bin/busybox").exists():
+        return "a static /bin/busybox is needed (apt-get install busybox-static)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``unix://`` URL of a private podman API service holding the test image."""
+    why = _podman_usable()
+    if why is not None:
+        pytest.skip(why)
+    base = tmp_path_factory.mktemp("podman")
+    (base / "containers.conf").write_text(CONTAINERS_CONF)
+    env = {**os.environ, "CONTAINERS_CONF": str(base / "containers.conf")}
+    storage = ["--root", str(base / "root"), "--runroot", str(base / "run"), "--storage-driver", "vfs"]
+    context = base / "image"
+    context.mkdir()
+    shutil.copy("/bin/busybox", context / "busybox")
+    (context / "Containerfile").write_text(
+        'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+    )
+    build = subprocess.run(  # noqa: S603
+        ["podman", *storage, "build", "-q", "-t", IMAGE, str(context)],  # noqa: S607
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    if build.returncode != 0:
+        pytest.skip(f"podman cannot build here: {build.stderr.strip().splitlines()[-1:]}")
+    socket_path = base / "podman.sock"
+    service = subprocess.Popen(  # noqa: S603
+        ["podman", *storage, "system", "service", "--time=0", f"unix://{socket_path}"],  # noqa: S607
+        env=env, stdout=subprocess.DEVNULL, stderr=(base / "service.log").open("wb"),
+    )  # fmt: skip
+    url = f"unix://{socket_path}"
+    try:
+        for _ in range(100):
+            if socket_path.exists():
+                try:
+                    docker.DockerClient(base_url=url).ping()
+                    break
+                except Exception:  # noqa: BLE001, S110 -- not up yet
+                    pass
+            time.sleep(0.1)
+        else:
+            pytest.skip(f"podman service did not start: {(base / 'service.log').read_text()[-500:]}")
+        yield url
+    finally:
+        service.send_signal(signal.SIGTERM)
+        try:
+            service.wait(10)
+        except subprocess.TimeoutExpired:
+            service.kill()
+        subprocess.run(  # noqa: S603
+            ["podman", *storage, "rm", "-af", "-t", "0"],  # noqa: S607
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+
+def spec(attempt_id: int, script: str, gpus: int = 2, grace_s: int = 5, image: str = IMAGE) -> AttemptSpec:
+    return AttemptSpec(
+        attempt_id=attempt_id,
+        workload_id=900 + attempt_id,
+        command=["sh", "-c", script],
+        gpu_indices=list(range(gpus)),
+        gpu_uuids=[f"GPU-d0c{i}" for i in range(gpus)],
+        env={"MASTER_ADDR": "h1", "NODE_RANK": "0", "GREETING": "hello from the workload"},
+        image=image,
+        grace_s=grace_s,
+    )
+
+
+def runtime(state_dir: Path, url: str) -> tuple[DockerRuntime, asyncio.Queue[AttemptRecord]]:
+    rt = DockerRuntime(state_dir, base_url=url, nvidia=False, pull=False)
+    exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+    rt.on_exit = exits.put_nowait
+    return rt, exits
+
+
+async def wait_log(rt: DockerRuntime, attempt_id: int, text: str) -> str:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        data = rt.read_log(attempt_id, 1 << 20)[0].decode()
+        if text in data:
+            return data
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{text!r} not in the log of attempt {attempt_id}: {data!r}")
+
+
+def test_the_container_requests_its_gpus_by_uuid_from_nvidia(tmp_path: Path) -> None:
+    kwargs = container_spec(spec(7, "true", gpus=3), tmp_path / "7.d", nvidia=True)
+    (request,) = kwargs["device_requests"]
+    assert request["Driver"] == "nvidia" and request["DeviceIDs"] == ["GPU-d0c0", "GPU-d0c1", "GPU-d0c2"]
+    assert request["Capabilities"] == [["gpu"]] and request["Count"] == 0
+    assert kwargs["labels"] == {LABEL_ATTEMPT: "7", "fairway.workload": "907"}
+    assert kwargs["environment"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-d0c0,GPU-d0c1,GPU-d0c2"
+    assert kwargs["environment"]["CUDA_VISIBLE_DEVICES"] == "0,1,2"  # a container sees only its own GPUs
+    assert kwargs["environment"]["FAIRWAY_PREEMPT_FILE"] == "/run/fairway/preempt"
+    assert kwargs["volumes"] == {str(tmp_path / "7.d"): {"bind": "/run/fairway", "mode": "ro"}}
+    assert "device_requests" not in container_spec(spec(7, "true"), tmp_path, nvidia=False)
+
+
+def test_an_unreachable_engine_fails_at_start_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeUnavailable) as info:
+        DockerRuntime(tmp_path, base_url=f"unix://{tmp_path}/no.sock")
+    assert "no Docker Engine API at unix://" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_container_runs_with_env_and_labels_and_reports_its_exit_code(state_dir: Path, podman: str) -> None:
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, podman)
+        await rt.recover()
+        script = 'echo "$GREETING $FAIRWAY_ATTEMPT $FAIRWAY_WORKLOAD_ID $NVIDIA_VISIBLE_DEVICES $MASTER_ADDR"; '
+        script += "echo oops >&2; exit 3"
+        await rt.start(spec(1, script))
+        record = await asyncio.wait_for(exits.get(), 30)
+        assert (record.attempt_id, record.state, record.exit_code) == (1, "exited", 3)
+        log = await wait_log(rt, 1, "oops")
+        assert "hello from the workload 1 901 GPU-d0c0,GPU-d0c1 h1" in log
+        # the exited container is removed once its exit is recorded
+        assert not rt.client.containers.list(all=True, filters={"label": f"{LABEL_ATTEMPT}=1"})
+        with pytest.raises(StartError, match="cannot start container"):
+            await rt.start(spec(2, "true", image="localhost/no-such-image:1"))
+        assert rt.get(2).state == "failed_to_start"
+        await rt.close()
+
+    run_async(scenario())
+
+
+def test_stop_sends_sigterm_with_the_preemption_notice_then_sigkill(state_dir: Path, podman: str) -> None:
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, podman)
+        await rt.recover()
+        polite = "trap 'cat $FAIRWAY_PREEMPT_FILE; exit 0' TERM; echo ready; while :; do sleep 0.1; done"
+        stubborn = "echo ready; while :; do sleep 0.1; done"  # PID 1 without a handler ignores SIGTERM
+        await rt.start(spec(3, polite, grace_s=10))
+        await rt.start(spec(4, stubborn, grace_s=1))
+        await wait_log(rt, 3, "ready")
+        await wait_log(rt, 4, "ready")
+
+        t0 = time.monotonic()
+        first = await rt.stop(3, 10, "preempted")
+        assert first.exit_code == 0 and time.monotonic() - t0 < 8
+        log = await wait_log(rt, 3, "FAIRWAY_PREEMPT_REASON=preempted")
+        assert "FAIRWAY_PREEMPT_DEADLINE=" in log
+
+        second = await rt.stop(4, 1, "canceled")
+        assert (second.exit_code, second.killed) == (137, True)
+        assert {(await exits.get()).attempt_id, (await exits.get()).attempt_id} == {3, 4}
+        await rt.close()
+
+    run_async(scenario())
+
+
+def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman: str) -> None:
+    async def first_agent() -> None:
+        rt, _ = runtime(state_dir, podman)
+        await rt.recover()
+        await rt.start(spec(5, "echo long; sleep 3; exit 4"))
+        await rt.start(spec(6, "echo short; exit 6"))
+        await wait_log(rt, 5, "long")
+        await rt.close()  # the agent goes away; its containers stay
+
+    async def second_agent() -> None:
+        await asyncio.sleep(1.5)  # the short one has exited meanwhile
+        rt, exits = runtime(state_dir, podman)
+        await rt.recover()
+        short = rt.get(6)
+        assert short is not None
+        if short.state == "running":  # found exited by label: its exit is collected at once
+            short = await asyncio.wait_for(exits.get(), 10)
+        assert (short.attempt_id, short.exit_code) == (6, 6)
+        assert short.exited_mono is not None  # with its real exit time
+        assert rt.get(5).state == "running"
+        record = await asyncio.wait_for(exits.get(), 20)
+        assert (record.attempt_id, record.exit_code) == (5, 4)
+        assert "long" in (await wait_log(rt, 5, "long"))  # the log copied again from the start
+        assert not rt.client.containers.list(all=True, filters={"name": container_name(5)})
+        await rt.close()
+
+    run_async(first_agent())
+    run_async(second_agent())
