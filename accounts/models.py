@@ -31,3 +31,19 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.budget}"
+
+
+class ApiTokenInfo(models.Model):
+    """What Fairway adds to a knox token (which stores only a digest and the first characters):
+    a name its owner gave it and whether it is a personal token or one made by a login."""
+
+    class Kind(models.TextChoices):
+        LOGIN = "login", "login"
+        PERSONAL = "personal", "personal"
+
+    token = models.OneToOneField("knox.AuthToken", on_delete=models.CASCADE, primary_key=True, related_name="info")
+    name = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.LOGIN)
+
+    def __str__(self) -> str:
+        return f"{self.kind} token {self.name or self.token_id[:8]}"

@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.db import transaction
 from knox.models import AuthToken
 
-from accounts.models import Membership, User
+from accounts.models import ApiTokenInfo, Membership, User
 from budgets.models import Budget
 from budgets.services import ancestor_ids, load_tree, subtree_ids
 from config.errors import ServiceError
@@ -64,9 +64,50 @@ def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.ME
     return membership
 
 
-def create_api_token(user: User, *, expiry: timedelta | None = None) -> tuple[AuthToken, str]:
+def create_api_token(
+    user: User, *, expiry: timedelta | None = None, name: str = "", kind: str = ApiTokenInfo.Kind.LOGIN
+) -> tuple[AuthToken, str]:
     """Create a knox API token for ``user``; returns the token row and the plaintext (shown once).
 
-    Only knox's digest (SHA-512 hex) is stored; ``expiry`` None means it never expires.
+    Only knox's digest (SHA-512 hex) and the first 15 characters (``token_key``, to tell tokens
+    apart) are stored; ``expiry`` None means it never expires. ``name`` and ``kind`` (login or
+    personal) go into ``ApiTokenInfo``.
     """
-    return AuthToken.objects.create(user=user, expiry=expiry)
+    with transaction.atomic():
+        instance, token = AuthToken.objects.create(user=user, expiry=expiry)
+        ApiTokenInfo.objects.create(token=instance, name=name[:100], kind=kind)
+    return instance, token
+
+
+MAX_TOKEN_DAYS = 3650
+
+
+def do_create_personal_token(user: User, name: str, expiry_days: int | None = None) -> tuple[AuthToken, str]:
+    """A personal API token named ``name`` (1-100 characters) for scripts and the CLI, valid
+    ``expiry_days`` days (None: until revoked). Returns the row and the plaintext, shown once.
+
+    Raises AccountError ``invalid_name`` or ``invalid_expiry`` (1..3650 days).
+    """
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 100 or "\x00" in name:
+        raise AccountError("invalid_name", "name", "A token name is 1-100 characters.")
+    if expiry_days is not None and (
+        not isinstance(expiry_days, int) or isinstance(expiry_days, bool) or not 1 <= expiry_days <= MAX_TOKEN_DAYS
+    ):
+        raise AccountError("invalid_expiry", "expiry_days", f"A token lives 1 to {MAX_TOKEN_DAYS} days (or forever).")
+    expiry = timedelta(days=expiry_days) if expiry_days is not None else None
+    return create_api_token(user, expiry=expiry, name=name.strip(), kind=ApiTokenInfo.Kind.PERSONAL)
+
+
+def do_revoke_token(user: User, token_key: str) -> int:
+    """Delete ``user``'s tokens whose ``token_key`` (first 15 characters) is ``token_key``.
+
+    Returns how many were deleted; raises AccountError ``not_found`` (404) when none is ``user``'s
+    (another user's token is reported the same way: nobody learns that it exists).
+    """
+    if not isinstance(token_key, str) or not token_key or "\x00" in token_key:
+        raise AccountError("not_found", None, "No such token.", status=404)
+    _total, by_model = AuthToken.objects.filter(user=user, token_key=token_key).delete()
+    deleted = by_model.get(AuthToken._meta.label, 0)
+    if not deleted:
+        raise AccountError("not_found", None, "No such token.", status=404)
+    return deleted

@@ -96,9 +96,13 @@ INSTALLED_APPS = [
     "django_filters",
     "channels",
     "django_dramatiq",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from the package (offline)
+    "django_htmx",
     "accounts",
     "budgets",
     "scheduler",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -110,6 +114,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -147,7 +152,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -156,6 +163,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]  # Fairway's own CSS; third-party assets come from their packages
 STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the web process; it also finds them in the apps, so the
 # embedded mode works without `collectstatic` (production runs collectstatic for compression).
@@ -211,6 +219,42 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Per process (the default local-memory cache): a brake on runaway scripts, not an accounting.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_str("FAIRWAY_THROTTLE_ANON", "120/min"),
+        "user": env_str("FAIRWAY_THROTTLE_USER", "6000/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Fairway API",
+    "DESCRIPTION": (
+        "GPU scheduling with GPU-time budgets. Authenticate with `Authorization: Token <token>` "
+        "(POST /api/v1/auth/login/ or a personal API token). Every 4xx answer has one format: "
+        '`{"detail": "...", "code": "..."}`, or for 400 `{"<field>": ["message"], "code": "..."}`.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "PARSER_WHITELIST": ["config.parsers.FairwayJSONParser"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.add_error_responses",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "EndReasonEnum": "scheduler.models.Attempt.EndReason",
+        "WorkloadStateEnum": "scheduler.models.Workload.State",
+        "HostStateEnum": "scheduler.models.Host.State",
+        "GpuHealthEnum": "scheduler.models.GPU.Health",
+    },
 }
 REST_KNOX = {"TOKEN_TTL": None, "AUTO_REFRESH": False}
 

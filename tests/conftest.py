@@ -52,6 +52,14 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> None:
+    """Throttle counters live in the (local-memory) default cache: start every test at zero."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def org_tree(db: None) -> dict[str, Budget]:
     """Budgets by path: ``org``, ``nlp``, ``nlp/olmo``, ``nlp/tulu``, ``vision``, ``vision/sam``."""

@@ -55,3 +55,40 @@ class MeSerializer(serializers.ModelSerializer):
         return sorted(
             paths[bid] for bid in allowed if bid in tree and tree[bid].archived_at is None and bid not in live_parents
         )
+
+
+class TokenSerializer(serializers.Serializer):
+    """One API token of the requester. ``id`` is its first 15 characters (all that is stored
+    besides a digest); ``current`` marks the token of this request."""
+
+    id = serializers.CharField(source="token_key")
+    name = serializers.SerializerMethodField()
+    kind = serializers.SerializerMethodField()
+    created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True)
+    current = serializers.SerializerMethodField()
+
+    def _info(self, obj: Any) -> Any:
+        return getattr(obj, "info", None)
+
+    def get_name(self, obj: Any) -> str:
+        info = self._info(obj)
+        return info.name if info else ""
+
+    def get_kind(self, obj: Any) -> str:
+        info = self._info(obj)
+        return info.kind if info else "login"
+
+    def get_current(self, obj: Any) -> bool:
+        request = self.context.get("request")
+        auth = getattr(request, "auth", None)
+        return getattr(auth, "digest", None) == obj.digest
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    expiry_days = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=3650)
+
+
+class TokenCreatedSerializer(TokenSerializer):
+    token = serializers.CharField(help_text="the token itself: shown this once, never again")

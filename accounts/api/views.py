@@ -1,21 +1,28 @@
-"""Accounts API: log in for a knox token, log out, who am I."""
+"""Accounts API: log in for a knox token, log out, who am I, personal API tokens."""
 
 from __future__ import annotations
 
 from django.contrib.auth import authenticate, logout
 from django.db.models import Prefetch
+from drf_spectacular.utils import extend_schema, inline_serializer
 from knox.models import AuthToken
-from rest_framework import status
+from rest_framework import mixins, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 
-from accounts.api.serializers import LoginSerializer, MeSerializer
+from accounts.api.serializers import (
+    LoginSerializer,
+    MeSerializer,
+    TokenCreatedSerializer,
+    TokenCreateSerializer,
+    TokenSerializer,
+)
 from accounts.models import Membership, User
-from accounts.services import accessible_budget_ids, create_api_token
+from accounts.services import accessible_budget_ids, create_api_token, do_create_personal_token, do_revoke_token
 from budgets.services import budget_paths, load_tree
-from config.api import FairwayAPIView
+from config.api import FairwayAPIView, FairwayViewSet
 from config.errors import ServiceError
 
 
@@ -38,6 +45,17 @@ def _me(request: Request, user: User) -> dict:
     return MeSerializer(user, context=context).data
 
 
+_login_answer = inline_serializer(
+    "LoginAnswer",
+    {
+        "token": serializers.CharField(),
+        "expiry": serializers.DateTimeField(allow_null=True),
+        "user": MeSerializer(),
+    },
+)
+
+
+@extend_schema(request=LoginSerializer, responses={200: _login_answer}, auth=[])
 class LoginView(FairwayAPIView):
     """``POST {"username", "password"}`` → 200 ``{"token": "...", "expiry": null, "user": {...}}``.
 
@@ -66,6 +84,10 @@ class LoginView(FairwayAPIView):
         )
 
 
+@extend_schema(
+    request=inline_serializer("LogoutRequest", {"all": serializers.BooleanField(required=False)}),
+    responses={204: None},
+)
 class LogoutView(FairwayAPIView):
     """``POST`` → 204. Deletes the knox token used (``{"all": true}``: every token of the user)
     and ends a session."""
@@ -80,8 +102,44 @@ class LogoutView(FairwayAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(responses=MeSerializer)
 class MeView(FairwayAPIView):
     """``GET`` → the requester: id, username, memberships (budget path, role), submit_budgets."""
 
     def get(self, request: Request) -> Response:
         return Response(_me(request, request.user))
+
+
+class TokenViewSet(mixins.ListModelMixin, FairwayViewSet):
+    """The requester's API tokens: list, create a personal one (shown once), revoke by id.
+
+    Every user manages only their own tokens; another user's token id answers 404.
+    """
+
+    serializer_class = TokenSerializer
+    lookup_field = "token_key"
+    lookup_url_kwarg = "id"
+    lookup_value_regex = "[^/]+"
+    filter_backends: list = []
+    pagination_class = None
+
+    def get_queryset(self):  # noqa: ANN201 -- DRF's signature
+        return AuthToken.objects.filter(user=self.request.user).select_related("info").order_by("-created")
+
+    @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})
+    def create(self, request: Request) -> Response:
+        """Create a personal API token: 201 with ``token`` (the only time it is shown)."""
+        serializer = TokenCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        instance, token = do_create_personal_token(
+            request.user, serializer.validated_data["name"], serializer.validated_data.get("expiry_days")
+        )
+        instance = AuthToken.objects.select_related("info").get(pk=instance.pk)
+        data = TokenSerializer(instance, context=self.get_serializer_context()).data
+        return Response({**data, "token": token}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request: Request, id: str | None = None) -> Response:  # noqa: A002 -- the URL's name
+        """Revoke one of the requester's tokens (it stops working at once): 204; 404 ``not_found``."""
+        do_revoke_token(request.user, id or "")
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -62,3 +62,36 @@ class BudgetSerializer(serializers.ModelSerializer):
 
     def get_can_submit(self, obj: Budget) -> bool:
         return self.get_access(obj) and self.get_leaf(obj) and not obj.archived
+
+
+class BudgetStandingSerializer(serializers.Serializer):
+    """One budget's standing on one cluster (``scheduler.reports.BudgetStanding``)."""
+
+    budget_id = serializers.IntegerField()
+    name = serializers.CharField()
+    path = serializers.CharField()
+    parent_id = serializers.IntegerField(allow_null=True)
+    depth = serializers.IntegerField()
+    leaf = serializers.BooleanField()
+    archived = serializers.BooleanField()
+    hold = serializers.BooleanField()
+    shares = serializers.IntegerField()
+    normalized_share = serializers.FloatField(help_text="s(b), a fraction of the cluster")
+    usage_gpu_hours = serializers.FloatField(help_text="U(b): allocated GPU-hours in the window")
+    committed_gpu_hours = serializers.FloatField(help_text="C(b): protection still ahead, GPU-hours")
+    entitlement_gpu_hours = serializers.FloatField(help_text="E(b) = s(b) × GPUs × W, GPU-hours")
+    ratio = serializers.FloatField(allow_null=True, help_text="r(b) = (U + C) / E; lower goes first")
+    rank = serializers.IntegerField(allow_null=True, help_text="1 = most deserving among its siblings")
+    siblings = serializers.IntegerField()
+    demand_gpu_hours = serializers.FloatField()
+    attainment = serializers.FloatField(allow_null=True, help_text="U ÷ min(E, demand) over the window")
+    running_gpus = serializers.IntegerField()
+    pending_workloads = serializers.IntegerField()
+
+
+class ClusterStandingSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="registered GPUs of the cluster")
+    window_s = serializers.IntegerField(help_text="lookback window W in seconds")
+    at = serializers.DateTimeField()
+    budgets = BudgetStandingSerializer(many=True)

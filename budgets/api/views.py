@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 
-from budgets.api.serializers import BudgetSerializer
+from budgets.api.serializers import BudgetSerializer, ClusterStandingSerializer
 from budgets.models import Budget
 from budgets.services import normalized_shares
 from config.api import FairwayViewSet
@@ -31,6 +36,23 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
         paths = self.get_serializer_context()["budget_paths"]
         response.data = sorted(response.data, key=lambda row: paths.get(row["id"], ""))
         return response
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name); default all")],
+        responses=ClusterStandingSerializer(many=True),
+    )
+    @action(detail=False, methods=["get"])
+    def tree(self, request: Request) -> Response:
+        """The share tree per cluster with usage, committed usage, entitlement, ratio, rank among
+        siblings and attainment over the lookback window (DESIGN.md §1, §3.2, §8)."""
+        from scheduler.models import Cluster  # local: budgets does not depend on scheduler at import time
+        from scheduler.reports import budget_standings
+
+        clusters = Cluster.objects.order_by("name")
+        if request.query_params.get("cluster"):
+            clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
+        data = [budget_standings(c, self.budget_tree).as_dict() for c in clusters]
+        return Response(ClusterStandingSerializer(data, many=True).data)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()

@@ -12,6 +12,7 @@ import re
 import shlex
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scheduler.models import Attempt, Cluster, Workload, WorkloadEvent
@@ -64,6 +65,60 @@ class PassThroughField(serializers.Field):
         return value
 
 
+_STR_OR_INT = {"oneOf": [{"type": "string"}, {"type": "integer"}]}
+
+
+@extend_schema_field({**_STR_OR_INT, "nullable": True})
+class _StrOrIntField(PassThroughField):
+    """A name/path or an id (schema only; the service validates)."""
+
+
+@extend_schema_field(_STR_OR_INT)
+class _CountField(PassThroughField):
+    """An integer, or its digits as a string."""
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1}, {"type": "string"}],
+        "description": "argv list, or one string split like a shell would",
+    }
+)
+class _CommandField(PassThroughField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {"value": {"type": "string"}, "secret": {"type": "boolean"}},
+                    "required": ["value"],
+                },
+            ]
+        },
+        "description": '{"NAME": "value"} or {"NAME": {"value": "...", "secret": true}}',
+    }
+)
+class _EnvField(PassThroughField):
+    pass
+
+
+@extend_schema_field({"type": "string", "nullable": True})
+class _NullableStrField(PassThroughField):
+    pass
+
+
+@extend_schema_field({**_STR_OR_INT, "description": "seconds, or a duration like 2h30m; 0 = unallocated"})
+class _DurationField(PassThroughField):
+    pass
+
+
 class WorkloadSubmitSerializer(serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
@@ -74,15 +129,15 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     ``name``: defaults to the command's program name.
     """
 
-    name = PassThroughField(required=False, allow_null=True)
-    budget = PassThroughField()
-    cluster = PassThroughField(required=False, allow_null=True)
-    gpu_model = PassThroughField(required=False, allow_null=True)
-    gpu_count = PassThroughField()
-    image = PassThroughField(required=False, allow_null=True)
-    command = PassThroughField()
-    env = PassThroughField(required=False, allow_null=True)
-    min_runtime = PassThroughField()
+    name = _NullableStrField(required=False, allow_null=True)
+    budget = _StrOrIntField()
+    cluster = _StrOrIntField(required=False, allow_null=True)
+    gpu_model = _NullableStrField(required=False, allow_null=True)
+    gpu_count = _CountField()
+    image = _NullableStrField(required=False, allow_null=True)
+    command = _CommandField()
+    env = _EnvField(required=False, allow_null=True)
+    min_runtime = _DurationField()
 
     def validate_gpu_count(self, value: Any) -> Any:
         if isinstance(value, str) and _PLAIN_INT.fullmatch(value.strip()):

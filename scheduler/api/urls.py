@@ -1,10 +1,19 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
+from scheduler.api.hosts import HostViewSet, MetricsView
+from scheduler.api.schema import describe_workload_views
 from scheduler.api.views import ClusterViewSet, WorkloadViewSet
+
+describe_workload_views(WorkloadViewSet)
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("hosts", HostViewSet, basename="host")
 
-urlpatterns = router.urls
+urlpatterns = [
+    *router.urls,
+    path("metrics/", MetricsView.as_view(), name="api-metrics"),
+]

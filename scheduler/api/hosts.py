@@ -1,0 +1,233 @@
+"""Hosts (read by everybody; cordon, drain, drain now, resume by admins) and the metrics summary."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.api import FairwayAPIView, FairwayViewSet
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host
+from scheduler.reports import occupancy
+from scheduler.services import do_set_host_state
+
+
+class GpuSerializer(serializers.ModelSerializer):
+    """One GPU with its latest sample and the workload holding it (``null``: free)."""
+
+    utilization_pct = serializers.SerializerMethodField()
+    memory_used_mb = serializers.SerializerMethodField()
+    temperature_c = serializers.SerializerMethodField()
+    workload = serializers.SerializerMethodField()
+    allocated = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GPU
+        fields = [
+            "index",
+            "uuid",
+            "model",
+            "memory_mb",
+            "health",
+            "utilization_pct",
+            "memory_used_mb",
+            "temperature_c",
+            "workload",
+            "allocated",
+        ]
+        read_only_fields = fields
+
+    def _sample(self, obj: GPU, key: str) -> float | None:
+        value = (obj.last_sample or {}).get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def get_utilization_pct(self, obj: GPU) -> float | None:
+        return self._sample(obj, "utilization_pct")
+
+    def get_memory_used_mb(self, obj: GPU) -> float | None:
+        return self._sample(obj, "memory_used_mb")
+
+    def get_temperature_c(self, obj: GPU) -> float | None:
+        return self._sample(obj, "temperature_c")
+
+    def _link(self, obj: GPU) -> AttemptGPU | None:
+        links = [link for link in obj.attempt_links.all() if link.open]
+        return links[0] if links else None
+
+    def get_workload(self, obj: GPU) -> int | None:
+        link = self._link(obj)
+        return link.attempt.workload_id if link else None
+
+    def get_allocated(self, obj: GPU) -> bool | None:
+        link = self._link(obj)
+        return (link.attempt.allocated and not link.attempt.unfunded) if link else None
+
+
+class HostSerializer(serializers.ModelSerializer):
+    """A host, its GPUs and its drain progress: ``open_attempts`` still on it and the time the last
+    protection on it ends (``protected_until``; a drain ends then, DESIGN.md §6)."""
+
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    model = serializers.SerializerMethodField()
+    gpu_count = serializers.SerializerMethodField()
+    gpus = GpuSerializer(many=True, read_only=True)
+    open_attempts = serializers.SerializerMethodField()
+    protected_until = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Host
+        fields = [
+            "id",
+            "name",
+            "cluster",
+            "state",
+            "drain_now",
+            "labels",
+            "agent_version",
+            "last_heartbeat",
+            "model",
+            "gpu_count",
+            "open_attempts",
+            "protected_until",
+            "gpus",
+        ]
+        read_only_fields = fields
+
+    def get_model(self, obj: Host) -> str:
+        gpus = list(obj.gpus.all())
+        return gpus[0].model if gpus else ""
+
+    def get_gpu_count(self, obj: Host) -> int:
+        return len(obj.gpus.all())
+
+    def _attempts(self, obj: Host) -> list[Attempt]:
+        seen: dict[int, Attempt] = {}
+        for gpu in obj.gpus.all():
+            for link in gpu.attempt_links.all():
+                if link.open:
+                    seen[link.attempt_id] = link.attempt
+        return list(seen.values())
+
+    def get_open_attempts(self, obj: Host) -> int:
+        return len(self._attempts(obj))
+
+    def get_protected_until(self, obj: Host) -> datetime | None:
+        now = timezone.now()
+        ends = [a.protected_until for a in self._attempts(obj) if a.protected_until and a.protected_until > now]
+        return max(ends) if ends else None
+
+
+_reason_body = inline_serializer(
+    "HostActionRequest", {"reason": serializers.CharField(required=False, allow_blank=True, max_length=500)}
+)
+
+
+def hosts_queryset() -> QuerySet[Host]:
+    """Registered hosts with GPUs and their open attempt links: a fixed number of queries."""
+    links = AttemptGPU.objects.filter(open=True).select_related("attempt")
+    gpus = GPU.objects.order_by("index").prefetch_related(Prefetch("attempt_links", queryset=links))
+    return (
+        Host.objects.filter(removed_at__isnull=True)
+        .select_related("cluster")
+        .prefetch_related(Prefetch("gpus", queryset=gpus))
+        .order_by("name")
+    )
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("cluster", str, description="only hosts of this cluster (name)"),
+        OpenApiParameter("state", str, description="only hosts in this state"),
+    ]
+)
+class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
+    """Hosts by name. Everybody may read them; only admins (staff) cordon, drain or resume."""
+
+    serializer_class = HostSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+    filter_backends: list = []
+    pagination_class = None
+
+    def get_queryset(self) -> QuerySet[Host]:
+        queryset = hosts_queryset()
+        params = self.request.query_params
+        if params.get("cluster"):
+            queryset = queryset.filter(cluster__name=params["cluster"].replace("\x00", ""))
+        if params.get("state"):
+            queryset = queryset.filter(state=params["state"].replace("\x00", ""))
+        return queryset
+
+    def get_permissions(self) -> list[Any]:
+        if self.action in {"cordon", "drain", "drain_now", "resume"}:
+            return [IsAuthenticated(), IsAdminUser()]
+        return super().get_permissions()
+
+    def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
+        host = self.get_object()
+        reason = request.data.get("reason", "") if isinstance(request.data, dict) else ""
+        if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
+            raise serializers.ValidationError({"reason": ["A reason is a string of at most 500 characters."]})
+        do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
+        return Response(HostSerializer(self.get_queryset().get(pk=host.pk), context=self.get_serializer_context()).data)
+
+    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @action(detail=True, methods=["post"])
+    def cordon(self, request: Request, name: str | None = None) -> Response:
+        """Cordon: no new work; running work stays (DESIGN.md §6). Admins only."""
+        return self._change(request, Host.State.CORDONED)
+
+    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @action(detail=True, methods=["post"])
+    def drain(self, request: Request, name: str | None = None) -> Response:
+        """Drain: no new work; attempts leave as their protection ends. Admins only."""
+        return self._change(request, Host.State.DRAINING)
+
+    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @action(detail=True, methods=["post"], url_path="drain-now")
+    def drain_now(self, request: Request, name: str | None = None) -> Response:
+        """Drain now: stop every attempt at once, ignoring protection (audited). Admins only."""
+        return self._change(request, Host.State.DRAINING, drain_now=True)
+
+    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, name: str | None = None) -> Response:
+        """Resume: the host is schedulable again. Admins only."""
+        return self._change(request, Host.State.ACTIVE)
+
+
+class OccupancySerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    gpus = serializers.IntegerField()
+    allocated = serializers.IntegerField(help_text="GPUs held by allocated (funded) attempts")
+    unallocated = serializers.IntegerField(help_text="GPUs held by unallocated or unfunded attempts")
+    idle = serializers.IntegerField(help_text="free GPUs that could take work")
+    unavailable = serializers.IntegerField(help_text="free GPUs on hosts not active, or unhealthy")
+    occupancy = serializers.FloatField(help_text="(allocated + unallocated) / gpus")
+    hosts_by_state = serializers.DictField(child=serializers.IntegerField())
+    workloads_by_state = serializers.DictField(child=serializers.IntegerField())
+    pending_by_reason = serializers.DictField(child=serializers.IntegerField())
+    models = serializers.DictField(child=serializers.IntegerField(), help_text="GPUs by model")
+
+
+class MetricsView(FairwayAPIView):
+    """``GET /api/v1/metrics/``: occupancy right now, per cluster (the pyramid over time comes later)."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)")],
+        responses=OccupancySerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        clusters = Cluster.objects.order_by("name")
+        if request.query_params.get("cluster"):
+            clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
+        return Response([o.as_dict() for o in occupancy(list(clusters))])

@@ -1,0 +1,90 @@
+"""Hosts (read by everybody, operated by admins), the metrics summary and the budget tree."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.models import Host, HostEvent, Workload
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+
+
+def test_everybody_reads_hosts_with_their_gpus(researcher_client, hosts):
+    rows = researcher_client.get("/api/v1/hosts/").json()
+
+    assert [h["name"] for h in rows] == ["a100-1", "a100-2", "h100-1"]
+    a100 = rows[0]
+    assert (a100["cluster"], a100["state"], a100["model"], a100["gpu_count"]) == ("default", "active", "A100", 8)
+    assert [g["index"] for g in a100["gpus"]] == list(range(8))
+    assert a100["gpus"][0]["workload"] is None
+    assert researcher_client.get("/api/v1/hosts/?state=draining").json() == []
+    assert researcher_client.get("/api/v1/hosts/h100-1/").json()["gpu_count"] == 4
+
+
+@pytest.mark.parametrize(
+    ("verb", "state", "drain_now", "kind"),
+    [
+        ("cordon", "cordoned", False, "cordoned"),
+        ("drain", "drained", False, "draining"),  # nothing runs there: drained at once by the tick
+        ("drain-now", "draining", True, "drain_now"),
+    ],
+)
+def test_admin_operates_a_host_and_it_is_audited(admin_client_api, admin, hosts, verb, state, drain_now, kind):
+    response = admin_client_api.post(f"/api/v1/hosts/a100-1/{verb}/", {"reason": "maintenance"}, format="json")
+
+    assert response.status_code == 200, response.json()
+    host = Host.objects.get(name="a100-1")
+    assert host.drain_now is drain_now
+    assert host.state in {state, "draining"}
+    event = HostEvent.objects.filter(host=host).latest("id")
+    assert (event.kind, event.actor, event.message) == (kind, admin, "maintenance")
+
+    resumed = admin_client_api.post("/api/v1/hosts/a100-1/resume/", {}, format="json")
+    assert resumed.status_code == 200
+    assert resumed.json()["state"] == "active"
+
+
+def test_researcher_cannot_operate_a_host(researcher_client, hosts):
+    response = researcher_client.post("/api/v1/hosts/a100-1/drain/", {}, format="json")
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "permission_denied"
+    assert Host.objects.get(name="a100-1").state == "active"
+    assert not HostEvent.objects.filter(kind="draining").exists()
+
+
+def test_metrics_count_gpus_by_what_they_do(researcher_client, researcher, submit_kwargs, cluster):
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=0))
+    run_tick(cluster.pk)
+
+    [row] = researcher_client.get("/api/v1/metrics/").json()
+
+    assert (row["cluster"], row["gpus"], row["allocated"], row["unallocated"]) == ("default", 20, 8, 4)
+    assert row["idle"] == 8
+    assert row["unavailable"] == 0
+    assert row["occupancy"] == 0.6
+    assert row["workloads_by_state"] == {"starting": 2}
+    assert row["models"] == {"A100": 16, "H100": 4}
+
+
+def test_budget_tree_shows_usage_entitlement_ratio_and_rank(researcher_client, researcher, submit_kwargs, cluster):
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=8, min_runtime_s=3600))
+    run_tick(cluster.pk)
+    assert Workload.objects.get().state == "starting"
+
+    [tree] = researcher_client.get("/api/v1/budgets/tree/?cluster=default").json()
+
+    assert (tree["cluster"], tree["gpus"], tree["window_s"]) == ("default", 20, 7 * 86400)
+    rows = {b["path"]: b for b in tree["budgets"]}
+    assert list(rows) == ["org", "nlp", "nlp/olmo", "nlp/tulu", "vision", "vision/sam"]
+    week = 20 * 7 * 24
+    assert rows["nlp"]["entitlement_gpu_hours"] == pytest.approx(week * 2 / 3, abs=0.01)
+    assert rows["nlp/olmo"]["normalized_share"] == pytest.approx(1 / 3, abs=1e-5)
+    assert rows["nlp/olmo"]["committed_gpu_hours"] == 8.0
+    assert rows["nlp/olmo"]["ratio"] == pytest.approx(8 / (week / 3), abs=1e-3)
+    assert (rows["nlp/olmo"]["rank"], rows["nlp/olmo"]["siblings"]) == (2, 2)
+    assert rows["nlp/tulu"]["rank"] == 1
+    assert rows["vision"]["rank"] == 1
+    assert rows["nlp/olmo"]["running_gpus"] == 8
+    assert rows["org"]["rank"] is None
