@@ -1,1 +1,21 @@
-urlpatterns: list = []
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from web import views
+
+urlpatterns = [
+    path("login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.dashboard, name="web-dashboard"),
+    path("submit/", views.submit, name="web-submit"),
+    path("workloads/", views.workloads, name="web-workloads"),
+    path("workloads/<int:pk>/", views.workload, name="web-workload"),
+    path("workloads/<int:pk>/cancel/", views.cancel, name="web-cancel"),
+    path("workloads/<int:pk>/logs/", views.workload_logs, name="web-workload-logs"),
+    path("budgets/", views.budgets, name="web-budgets"),
+    path("clusters/", views.clusters, name="web-clusters"),
+    path("clusters/<slug:name>/", views.clusters, name="web-cluster"),
+    path("hosts/<str:name>/<str:verb>/", views.host_action, name="web-host-action"),
+    path("metrics/", views.metrics, name="web-metrics"),
+    path("tokens/", views.tokens, name="web-tokens"),
+]

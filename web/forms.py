@@ -1,0 +1,130 @@
+"""Forms of the web UI. Parsing only: every rule about submissions lives in
+``scheduler.services.do_submit_workload``, whose field errors the submit page shows inline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django import forms
+from django.conf import settings
+
+from config.errors import ServiceError
+from scheduler.api.serializers import WorkloadSubmitSerializer
+
+ENV_HELP = "One NAME=value per line."
+
+
+def _env_lines(text: str, field: str, secret: bool) -> tuple[dict[str, Any], list[str]]:
+    env: dict[str, Any] = {}
+    problems: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip():
+            problems.append(f"Line {number}: write NAME=value.")
+            continue
+        env[name.strip()] = {"value": value, "secret": secret}
+    return env, problems
+
+
+class SubmitForm(forms.Form):
+    """The submit page's form. ``budget`` offers only the leaf budgets the user may submit to."""
+
+    name = forms.CharField(max_length=200, required=False, help_text="Defaults to the program's name.")
+    image = forms.CharField(max_length=500, required=False, help_text="Container image, e.g. ghcr.io/lab/train:1.")
+    command = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Split like a shell would: python train.py --lr '3e-4'.",
+    )
+    env = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, help_text=ENV_HELP)
+    secret_env = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Secret env",
+        help_text=ENV_HELP + " Stored and passed to the workload, never shown back to anyone.",
+    )
+    cluster = forms.ChoiceField()
+    gpu_model = forms.ChoiceField(label="GPU model", required=False)
+    gpu_count = forms.IntegerField(label="GPUs", min_value=1, initial=1)
+    budget = forms.ChoiceField()
+    min_runtime = forms.CharField(
+        label="Minimum runtime",
+        initial="1h",
+        help_text="Seconds or a duration like 2h30m. 0 = unallocated.",
+    )
+
+    def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["budget"].choices = [(b, b) for b in budgets]
+        self.fields["cluster"].choices = [(c, c) for c in clusters]
+        self.fields["gpu_model"].choices = [("", "any (the cluster's only model)")] + [(m, m) for m in models]
+        max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
+        self.fields["min_runtime"].help_text += f" At most {max_m // 3600} h."
+
+    def submission(self) -> dict[str, Any]:
+        """The API-shaped submission (after ``is_valid()``); env lines that do not parse are field errors."""
+        data = self.cleaned_data
+        env, problems = _env_lines(data.get("env") or "", "env", secret=False)
+        secret, secret_problems = _env_lines(data.get("secret_env") or "", "secret_env", secret=True)
+        for problem in problems:
+            self.add_error("env", problem)
+        for problem in secret_problems:
+            self.add_error("secret_env", problem)
+        return {
+            "name": data.get("name") or None,
+            "image": data.get("image") or "",
+            "command": data["command"],
+            "env": {**env, **secret},
+            "cluster": data["cluster"],
+            "gpu_model": data.get("gpu_model") or None,
+            "gpu_count": data["gpu_count"],
+            "budget": data["budget"],
+            "min_runtime": data["min_runtime"],
+        }
+
+
+class SpecForm(forms.Form):
+    """A YAML spec with the API's fields (name, budget, cluster, gpu_model, gpu_count, image,
+    command, env, min_runtime)."""
+
+    spec = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label="YAML spec")
+
+    def submission(self) -> dict[str, Any]:
+        try:
+            data = yaml.safe_load(self.cleaned_data["spec"])
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ServiceError("invalid_spec", "spec", f"This is not valid YAML{where}.") from None
+        if not isinstance(data, dict):
+            raise ServiceError("invalid_spec", "spec", "The spec is a mapping of fields, e.g. command: [...].")
+        unknown = sorted(set(map(str, data)) - set(WorkloadSubmitSerializer().fields))
+        if unknown:
+            raise ServiceError("invalid_spec", "spec", f"Unknown fields: {', '.join(unknown)}.")
+        return data
+
+
+def parse_submission(data: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
+    """Run the API's submission parser: service keyword arguments, or errors by field."""
+    serializer = WorkloadSubmitSerializer(data=data)
+    if not serializer.is_valid():
+        return None, {field: [str(m) for m in messages] for field, messages in serializer.errors.items()}
+    return serializer.to_service_kwargs(), {}
+
+
+SPEC_EXAMPLE = """\
+name: pretrain-7b
+budget: nlp/olmo
+cluster: default
+gpu_model: A100
+gpu_count: 8
+image: ghcr.io/lab/train:1
+command: ["python", "train.py", "--steps", "1000"]
+env:
+  WANDB_PROJECT: olmo
+  HF_TOKEN: {value: "hf_...", secret: true}
+min_runtime: 2h
+"""

@@ -1,0 +1,128 @@
+"""Display helpers for Fairway's pages: durations, GPU-hours, ratios, percentages, ordinals."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds: Any) -> str:
+    """Seconds as ``2h 30m`` / ``45s`` / ``1d 2h``; ``0`` → ``0 (unallocated)`` is the caller's business."""
+    try:
+        total = int(seconds)
+    except (TypeError, ValueError):
+        return ""
+    if total < 60:
+        return f"{total}s"
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    if secs and not days:
+        parts.append(f"{secs}s")
+    return " ".join(p for p in parts if p)
+
+
+@register.filter
+def since(value: datetime | None, until: datetime | None = None) -> str:
+    """Time from ``value`` to ``until`` (default now) as a duration."""
+    if value is None:
+        return ""
+    return duration(max(0, int(((until or timezone.now()) - value).total_seconds())))
+
+
+@register.filter
+def hours(value: Any) -> str:
+    """GPU-hours, rounded sensibly: ``1,234`` / ``12.5`` / ``0.25``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if number >= 100:
+        return f"{number:,.0f}"
+    if number >= 10:
+        return f"{number:.1f}"
+    return f"{number:.2f}".rstrip("0").rstrip(".") if number else "0"
+
+
+@register.filter
+def times(value: Any) -> str:
+    """A fair-share ratio as ``1.30×``."""
+    if value is None:
+        return "–"
+    try:
+        return f"{float(value):.2f}×"
+    except (TypeError, ValueError):
+        return "–"
+
+
+@register.filter
+def pct(value: Any, digits: int = 0) -> str:
+    """A fraction as a percentage: ``0.333`` → ``33%``."""
+    if value is None:
+        return "–"
+    try:
+        return f"{float(value) * 100:.{int(digits)}f}%"
+    except (TypeError, ValueError):
+        return "–"
+
+
+@register.filter
+def width(value: Any, cap: float = 1.0) -> str:
+    """A fraction as a CSS width, clamped to 0..cap (as a percentage of the bar)."""
+    try:
+        number = max(0.0, min(float(value), float(cap)))
+    except (TypeError, ValueError):
+        number = 0.0
+    return f"{number / float(cap) * 100:.2f}%"
+
+
+@register.filter
+def ratio_of(part: Any, whole: Any) -> float:
+    try:
+        return float(part) / float(whole) if float(whole) else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@register.filter
+def ordinal(value: Any) -> str:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        return ""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+@register.filter
+def utc(value: datetime | None) -> str:
+    """``2026-03-01 14:05 UTC``; today's times as ``14:05:09 UTC``."""
+    if value is None:
+        return ""
+    value = value.astimezone(UTC)
+    if value.date() == timezone.now().date():
+        return f"{value:%H:%M:%S} UTC"
+    return f"{value:%Y-%m-%d %H:%M} UTC"
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.filter
+def indent(depth: Any) -> str:
+    try:
+        return f"{int(depth) * 18}px"
+    except (TypeError, ValueError):
+        return "0"

@@ -1,0 +1,504 @@
+"""The researchers' web UI: server-rendered pages, htmx for the live parts.
+
+Pages read through the same scopes and reports as the API (``accounts.services``,
+``scheduler.reports``) and change state only through service functions
+(``do_submit_workload``, ``do_cancel_workload``, ``do_set_host_state``, token services), so the
+UI cannot allow what the API refuses.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Prefetch, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+from knox.models import AuthToken
+
+from accounts.models import User
+from accounts.services import accessible_budget_ids, do_create_personal_token, do_revoke_token
+from budgets.models import Budget
+from budgets.services import budget_paths, load_tree
+from config.errors import ServiceError
+from scheduler.api.filters import WorkloadFilter
+from scheduler.api.hosts import hosts_queryset
+from scheduler.api.serializers import WorkloadDetailSerializer
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
+from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
+from scheduler.services import can_cancel, do_cancel_workload, do_set_host_state, do_submit_workload
+from web.forms import SPEC_EXAMPLE, SpecForm, SubmitForm, parse_submission
+
+PAGE_SIZE = 50
+REASON_WORDS = {
+    "unschedulable": "no host can ever fit it",
+    "held": "budget on hold",
+    "budget_capped": "budget capped",
+    "awaiting_preemption": "others are leaving for it",
+    "reserved_for_other": "GPUs reserved for a larger job",
+    "protected_work": "waiting for protection to end",
+    "fair_share": "other budgets go first",
+    "insufficient_gpus": "not enough GPUs",
+    "not_yet_considered": "just submitted",
+}
+
+
+@dataclass(slots=True)
+class Scope:
+    """Who is asking: the budget tree, paths, the budgets they may use, and the leaves they may submit to."""
+
+    user: User
+    tree: dict[int, Budget]
+    paths: dict[int, str]
+    accessible: set[int]
+
+    @property
+    def submit_budgets(self) -> list[str]:
+        allowed = set(self.tree) if self.user.is_superuser else self.accessible
+        live_parents = {b.parent_id for b in self.tree.values() if b.archived_at is None}
+        return sorted(
+            self.paths[b]
+            for b in allowed
+            if b in self.tree and self.tree[b].archived_at is None and b not in live_parents
+        )
+
+    def may_see_private(self, workload: Workload) -> bool:
+        return self.user.is_staff or self.user.is_superuser or workload.budget_id in self.accessible
+
+
+def _scope(request: HttpRequest) -> Scope:
+    tree = load_tree()
+    return Scope(request.user, tree, budget_paths(tree), accessible_budget_ids(request.user, tree))
+
+
+def _render(request: HttpRequest, template: str, context: dict[str, Any], *, status: int = 200) -> HttpResponse:
+    return render(request, template, {"now": timezone.now(), **context}, status=status)
+
+
+# --- dashboard -----------------------------------------------------------------------------------
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """My workloads by state, my budgets' standing among their siblings, cluster occupancy."""
+    scope = _scope(request)
+    mine = Workload.objects.filter(owner=request.user).select_related("cluster")
+    by_state = Counter(mine.values_list("state", flat=True))
+    live = list(mine.exclude(state__in=Workload.FINAL_STATES).order_by("-id")[:20])
+    recent = list(mine.filter(state__in=Workload.FINAL_STATES).order_by("-finished_at", "-id")[:8])
+    clusters = list(Cluster.objects.order_by("name"))
+    member_of = scope.accessible | {a for b in scope.accessible for a in _ancestors(scope.tree, b)}
+    standings = []
+    for cluster in clusters:
+        standing = budget_standings(cluster, scope.tree)
+        rows = [b for b in standing.budgets if b.budget_id in member_of and b.parent_id is not None]
+        if rows:
+            standings.append((standing, rows))
+    return _render(
+        request,
+        "web/dashboard.html",
+        {
+            "nav": "dashboard",
+            "by_state": [(s, by_state.get(s, 0)) for s in Workload.State.values],
+            "live": live,
+            "recent": recent,
+            "paths": scope.paths,
+            "standings": standings,
+            "occupancy": occupancy(clusters),
+            "reason_words": REASON_WORDS,
+        },
+    )
+
+
+def _ancestors(tree: dict[int, Budget], budget_id: int) -> list[int]:
+    out: list[int] = []
+    node = tree.get(budget_id)
+    while node is not None and node.parent_id is not None and node.parent_id not in out:
+        out.append(node.parent_id)
+        node = tree.get(node.parent_id)
+    return out
+
+
+# --- submit --------------------------------------------------------------------------------------
+
+
+def _cluster_choices() -> tuple[list[str], list[str]]:
+    clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    models = sorted(set(GPU.objects.filter(host__removed_at__isnull=True).values_list("model", flat=True)))
+    return clusters, models
+
+
+@login_required
+def submit(request: HttpRequest) -> HttpResponse:
+    """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
+    scope = _scope(request)
+    clusters, models = _cluster_choices()
+    kwargs = {"budgets": scope.submit_budgets, "clusters": clusters, "models": models}
+    form = SubmitForm(**kwargs)
+    spec_form = SpecForm(initial={"spec": SPEC_EXAMPLE})
+    spec_errors: list[str] = []
+    mode = "form"
+    if request.method == "POST":
+        mode = "spec" if "spec" in request.POST else "form"
+        try:
+            if mode == "spec":
+                spec_form = SpecForm(request.POST)
+                data = spec_form.submission() if spec_form.is_valid() else None
+            else:
+                form = SubmitForm(request.POST, **kwargs)
+                data = form.submission() if form.is_valid() else None
+                if form.errors:
+                    data = None
+            if data is not None:
+                service_kwargs, errors = parse_submission(data)
+                if service_kwargs is not None:
+                    workload = do_submit_workload(request.user, **service_kwargs)
+                    messages.success(request, f"Submitted {workload.name} (#{workload.pk}).")
+                    return redirect("web-workload", pk=workload.pk)
+                raise _as_service_error(errors)
+        except ServiceError as exc:
+            for problem in exc.problems:
+                field = problem.field if problem.field in form.fields else None
+                if mode == "form":
+                    form.add_error(field, problem.message)
+                else:
+                    spec_errors.append(f"{problem.field}: {problem.message}" if problem.field else problem.message)
+    return _render(
+        request,
+        "web/submit.html",
+        {
+            "nav": "submit",
+            "form": form,
+            "spec_form": spec_form,
+            "spec_errors": spec_errors,
+            "mode": mode,
+        },
+        status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
+    )
+
+
+def _as_service_error(errors: dict[str, list[str]]) -> ServiceError:
+    from config.errors import FieldProblem
+
+    problems = [FieldProblem("invalid", field, message) for field, msgs in errors.items() for message in msgs]
+    return ServiceError.from_problems(problems or [FieldProblem("invalid", None, "Invalid submission.")])
+
+
+# --- workloads -----------------------------------------------------------------------------------
+
+
+@login_required
+def workloads(request: HttpRequest) -> HttpResponse:
+    """Every workload (queue transparency), filtered by state, budget, owner, cluster; 50 a page."""
+    scope = _scope(request)
+    params = request.GET.copy()
+    states = params.getlist("state")
+    if len(states) > 1:
+        params.setlist("state", [",".join(states)])
+    params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster"}}
+    queryset = Workload.objects.select_related("owner", "cluster").order_by("-id")
+    filtered = WorkloadFilter(params, queryset=queryset, request=request)
+    page = Paginator(filtered.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "nav": "workloads",
+        "page": page,
+        "paths": scope.paths,
+        "filters": params,
+        "query": "&".join(f"{k}={v}" for k, v in params.items()),
+        "states": Workload.State.values,
+        "budget_choices": sorted(scope.paths.values()),
+        "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
+        "reason_words": REASON_WORDS,
+    }
+    if request.htmx and request.htmx.target == "workload-rows":
+        return _render(request, "web/_workload_rows.html", context)
+    return _render(request, "web/workloads.html", context)
+
+
+def _workload(pk: int) -> Workload:
+    return get_object_or_404(
+        Workload.objects.select_related("owner", "cluster", "budget").prefetch_related(
+            Prefetch(
+                "attempts",
+                queryset=Attempt.objects.select_related("host")
+                .prefetch_related(
+                    Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host").order_by("rank"))
+                )
+                .order_by("number"),
+            ),
+            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
+        ),
+        pk=pk,
+    )
+
+
+@dataclass(slots=True)
+class Lane:
+    attempt: Attempt
+    left: float
+    width: float
+    protected_width: float
+    gpus: list[str]
+    utilization: float | None
+
+
+def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
+    """Attempts as bars on one time axis, from the workload's submission to now (or its end)."""
+    attempts = list(workload.attempts.all())
+    start = workload.submitted_at
+    end = workload.finished_at or now
+    for a in attempts:
+        end = max(end, a.ended_at or now)
+    span = max((end - start).total_seconds(), 1.0)
+    lanes = []
+    for a in attempts:
+        begin = a.started_at or a.placed_at
+        finish = a.ended_at or now
+        left = max(0.0, (begin - start).total_seconds() / span * 100)
+        width = max(0.4, (finish - begin).total_seconds() / span * 100)
+        protected = 0.0
+        if a.protected_until and a.started_at:
+            protected = max(
+                0.0, min((a.protected_until - a.started_at).total_seconds(), (finish - begin).total_seconds())
+            )
+            protected = protected / span * 100
+        links = list(a.gpu_links.all())
+        utils = [
+            float(link.gpu.last_sample.get("utilization_pct"))
+            for link in links
+            if a.ended_at is None and isinstance((link.gpu.last_sample or {}).get("utilization_pct"), int | float)
+        ]
+        lanes.append(
+            Lane(
+                attempt=a,
+                left=round(left, 3),
+                width=round(min(width, 100 - left), 3),
+                protected_width=round(protected, 3),
+                gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
+                utilization=round(sum(utils) / len(utils), 1) if utils else None,
+            )
+        )
+    return lanes, start, end
+
+
+def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) -> dict[str, Any]:
+    now = timezone.now()
+    lanes, axis_start, axis_end = _timeline(workload, now)
+    serializer = WorkloadDetailSerializer(
+        context={"request": request, "accessible_budget_ids": scope.accessible, "budget_paths": scope.paths}
+    )
+    open_attempt = next((a for a in workload.attempts.all() if a.ended_at is None), None)
+    return {
+        "nav": "workloads",
+        "w": workload,
+        "budget_path": scope.paths.get(workload.budget_id, str(workload.budget_id)),
+        "env": serializer.get_env(workload),
+        "may_see_private": scope.may_see_private(workload),
+        "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
+        "why": explain_pending(workload),
+        "estimate": estimate_words(workload),
+        "lanes": lanes,
+        "axis_start": axis_start,
+        "axis_end": axis_end,
+        "events": list(workload.events.all()),
+        "final": workload.state in Workload.FINAL_STATES,
+        "open_attempt": open_attempt,
+        "has_attempts": bool(lanes),
+        "cancel_requested": bool(open_attempt and open_attempt.stop_reason == Attempt.EndReason.CANCELED),
+    }
+
+
+@login_required
+def workload(request: HttpRequest, pk: int) -> HttpResponse:
+    """One workload: state, why pending and the estimated start, attempts, events, log tail, cancel."""
+    scope = _scope(request)
+    context = _workload_context(request, _workload(pk), scope)
+    if request.htmx and request.htmx.target == "workload-live":
+        # 286 tells htmx to stop polling: a finished workload no longer changes.
+        return _render(request, "web/_workload_live.html", context, status=286 if context["final"] else 200)
+    return _render(request, "web/workload.html", context)
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
+    target = get_object_or_404(Workload, pk=pk)
+    try:
+        do_cancel_workload(request.user, target)
+        messages.success(request, f"Cancel requested for {target.name} (#{target.pk}).")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect("web-workload", pk=pk)
+
+
+def _logs_context(user: User, pk: int) -> tuple[Workload, Attempt | None, bool]:
+    target = get_object_or_404(Workload.objects.select_related("budget"), pk=pk)
+    allowed = user.is_staff or user.is_superuser or target.budget_id in accessible_budget_ids(user)
+    attempt = target.attempts.order_by("-number").first() if allowed else None
+    return target, attempt, allowed
+
+
+@login_required
+async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live log tail (htmx partial): asked of the agent in a worker thread, so a slow agent
+    never holds up the server's other pages."""
+    from scheduler.gateway import attempt_log_tails
+
+    user = await request.auser()
+    target, attempt, allowed = await sync_to_async(_logs_context)(user, pk)
+    parts = []
+    if allowed and attempt is not None:
+        parts = await sync_to_async(attempt_log_tails, thread_sensitive=False)(attempt.pk, 16384)
+    return await sync_to_async(render)(
+        request,
+        "web/_logs.html",
+        {"w": target, "attempt": attempt, "parts": parts, "allowed": allowed, "live": attempt and not attempt.ended_at},
+    )
+
+
+# --- budgets, clusters, metrics --------------------------------------------------------------------
+
+
+@login_required
+def budgets(request: HttpRequest) -> HttpResponse:
+    """The share tree per cluster: shares as %, entitlement per window, usage, ratio, rank, attainment."""
+    scope = _scope(request)
+    standings = [budget_standings(c, scope.tree) for c in Cluster.objects.order_by("name")]
+    return _render(
+        request,
+        "web/budgets.html",
+        {"nav": "budgets", "standings": standings, "accessible": scope.accessible, "window_days": _window_days()},
+    )
+
+
+def _window_days() -> float:
+    from django.conf import settings
+
+    return int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
+
+
+def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
+    now = timezone.now()
+    rows = []
+    for host in queryset:
+        gpus = []
+        attempts: dict[int, Attempt] = {}
+        for gpu in host.gpus.all():
+            link = next((link for link in gpu.attempt_links.all() if link.open), None)
+            if link is not None:
+                attempts[link.attempt_id] = link.attempt
+            if gpu.health == GPU.Health.UNHEALTHY:
+                css = "unhealthy"
+            elif link is not None:
+                css = "alloc" if link.attempt.allocated and not link.attempt.unfunded else "unalloc"
+            elif host.state != Host.State.ACTIVE:
+                css = "off"
+            else:
+                css = "free"
+            if gpu.health == GPU.Health.DEGRADED:
+                css += " degraded"
+            gpus.append({"gpu": gpu, "css": css, "workload": link.attempt.workload_id if link else None})
+        protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
+        rows.append(
+            {
+                "host": host,
+                "gpus": gpus,
+                "model": gpus[0]["gpu"].model if gpus else "",
+                "open_attempts": len(attempts),
+                "protected_until": max(protected) if protected else None,
+            }
+        )
+    return rows
+
+
+@login_required
+def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    """Clusters with occupancy and their hosts: GPU health grid, states, drain progress; admin actions."""
+    cluster_list = list(Cluster.objects.order_by("name"))
+    if name is not None:
+        cluster_list = [get_object_or_404(Cluster, name=name)]
+    occ = {o.cluster: o for o in occupancy(cluster_list)}
+    sections = [
+        {"cluster": c, "occupancy": occ[c.name], "hosts": _host_rows(hosts_queryset().filter(cluster=c))}
+        for c in cluster_list
+    ]
+    return _render(request, "web/clusters.html", {"nav": "clusters", "sections": sections})
+
+
+HOST_VERBS = {
+    "cordon": (Host.State.CORDONED, False),
+    "drain": (Host.State.DRAINING, False),
+    "drain-now": (Host.State.DRAINING, True),
+    "resume": (Host.State.ACTIVE, False),
+}
+
+
+@login_required
+@require_POST
+def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
+    """Cordon, drain, drain now or resume a host: admins (staff) only."""
+    if not request.user.is_staff or verb not in HOST_VERBS:
+        raise PermissionDenied("Only admins operate hosts.")
+    host = get_object_or_404(Host, name=name)
+    state, now = HOST_VERBS[verb]
+    try:
+        do_set_host_state(request.user, host, state, request.POST.get("reason", "")[:500], drain_now=now)
+        messages.success(request, f"{host.name}: {verb.replace('-', ' ')}.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
+
+
+@login_required
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Occupancy now, per cluster: GPUs by what they do, hosts by state, workloads and why they wait."""
+    return _render(
+        request,
+        "web/metrics.html",
+        {
+            "nav": "metrics",
+            "occupancy": occupancy(list(Cluster.objects.order_by("name"))),
+            "reason_words": REASON_WORDS,
+        },
+    )
+
+
+# --- personal API tokens --------------------------------------------------------------------------
+
+
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """Create (shown once), list and revoke personal API tokens."""
+    created = None
+    error = None
+    if request.method == "POST":
+        try:
+            if "revoke" in request.POST:
+                do_revoke_token(request.user, request.POST["revoke"])
+                messages.success(request, "Token revoked: it stopped working.")
+                return redirect("web-tokens")
+            days = request.POST.get("expiry_days") or None
+            if days is not None and not (days.isascii() and days.isdigit() and len(days) < 6):
+                raise ServiceError("invalid_expiry", "expiry_days", "Give a number of days, or leave it empty.")
+            _instance, created = do_create_personal_token(
+                request.user, request.POST.get("name", ""), int(days) if days else None
+            )
+        except ServiceError as exc:
+            error = exc.message
+    rows = AuthToken.objects.filter(user=request.user).select_related("info").order_by("-created")
+    return _render(
+        request,
+        "web/tokens.html",
+        {"nav": "tokens", "rows": rows, "created": created, "error": error},
+        status=400 if error else 200,
+    )
