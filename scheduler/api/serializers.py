@@ -283,6 +283,8 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     env = serializers.SerializerMethodField()
     env_visible = serializers.SerializerMethodField()
     can_cancel = serializers.SerializerMethodField()
+    why_pending = serializers.SerializerMethodField()
+    estimated_start_words = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
     events = WorkloadEventSerializer(many=True, read_only=True)
 
@@ -294,6 +296,8 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "env",
             "env_visible",
             "pending_detail",
+            "why_pending",
+            "estimated_start_words",
             "start_failures",
             "duration_hint_s",
             "can_cancel",
@@ -301,6 +305,17 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "events",
         ]
         read_only_fields = fields
+
+    def get_why_pending(self, obj: Workload) -> list[str]:
+        """The pending reason in plain sentences with its numbers (empty unless pending)."""
+        from scheduler.reports import explain_pending
+
+        return explain_pending(obj)
+
+    def get_estimated_start_words(self, obj: Workload) -> str:
+        from scheduler.reports import estimate_words
+
+        return estimate_words(obj)
 
     def get_env_visible(self, obj: Workload) -> bool:
         return self.may_see_private(obj)

@@ -1,0 +1,12 @@
+"""``fairway``: the researchers' command line for a Fairway server (REST API v1).
+
+Never imports Django: it talks HTTP only (``requests``), so it installs on any laptop.
+"""
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fairway_cli.cli import main as _main
+
+    return _main(argv)

@@ -1,0 +1,653 @@
+"""The ``fairway`` command: log in, submit, list, show (why pending, estimated start), cancel,
+logs, budgets, hosts. Tables for people, ``--json`` for scripts.
+
+Exit codes: 0 success; 1 the server refused (4xx: the error's code and message are printed);
+2 bad usage; 3 the server cannot be reached or failed (5xx); 4 not logged in (no token, or the
+token was revoked).
+
+Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
+``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
+and ``$FAIRWAY_TOKEN`` override it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import requests
+
+EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+REASONS = {
+    "unschedulable": "no host can fit it",
+    "held": "budget on hold",
+    "budget_capped": "budget capped",
+    "awaiting_preemption": "others leaving for it",
+    "reserved_for_other": "reserved for a larger job",
+    "protected_work": "protection ends first",
+    "fair_share": "other budgets first",
+    "insufficient_gpus": "not enough GPUs",
+}
+
+
+class CliError(Exception):
+    """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
+
+    def __init__(self, exit_code: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.message = message
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+
+def config_path() -> Path:
+    if os.environ.get("FAIRWAY_CONFIG"):
+        return Path(os.environ["FAIRWAY_CONFIG"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "fairway" / "config.json"
+
+
+@dataclass(slots=True)
+class Config:
+    server: str = DEFAULT_SERVER
+    token: str = ""
+
+    @classmethod
+    def load(cls) -> Config:
+        path = config_path()
+        data: dict[str, Any] = {}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                raise CliError(EXIT_USAGE, f"cannot read {path}: {exc}") from None
+        config = cls(server=str(data.get("server") or DEFAULT_SERVER), token=str(data.get("token") or ""))
+        config.server = os.environ.get("FAIRWAY_URL") or config.server
+        config.token = os.environ.get("FAIRWAY_TOKEN") or config.token
+        return config
+
+    def save(self) -> Path:
+        path = config_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"server": self.server, "token": self.token}, f, indent=2)
+        return path
+
+
+# --- HTTP -----------------------------------------------------------------------------------------
+
+
+def _error_text(status: int, body: Any) -> str:
+    if not isinstance(body, dict):
+        return f"HTTP {status}"
+    code = body.get("code", "error")
+    if "detail" in body:
+        return f"{body['detail']} ({code})"
+    lines = [
+        f"{field}: {' '.join(map(str, msgs)) if isinstance(msgs, list) else msgs}"
+        for field, msgs in body.items()
+        if field != "code"
+    ]
+    return f"refused ({code}):\n  " + "\n  ".join(lines)
+
+
+class Api:
+    """A thin client of ``/api/v1/``: JSON in and out, errors as :class:`CliError`."""
+
+    def __init__(self, server: str, token: str = "", timeout: float = 30.0) -> None:
+        self.server = server.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.session = requests.Session()
+
+    def call(
+        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, auth: bool = True
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if auth:
+            if not self.token:
+                raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
+            headers["Authorization"] = f"Token {self.token}"
+        url = f"{self.server}/api/v1/{path.lstrip('/')}"
+        clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
+        try:
+            response = self.session.request(method, url, json=body, params=clean, headers=headers, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise CliError(EXIT_UNREACHABLE, f"cannot reach {self.server}: {type(exc).__name__}") from None
+        if response.status_code == 204:
+            return None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code == 401:
+            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
+        if response.status_code >= 500 or data is None:
+            raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}")
+        if response.status_code >= 400:
+            raise CliError(EXIT_API, _error_text(response.status_code, data))
+        return data
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+
+def when(value: str | None) -> str:
+    """An API timestamp as ``2026-03-01 14:05 UTC`` (``14:05:09 UTC`` today)."""
+    if not value:
+        return ""
+    try:
+        at = datetime.fromisoformat(value).astimezone(UTC)
+    except ValueError:
+        return value
+    if at.date() == datetime.now(UTC).date():
+        return f"{at:%H:%M:%S} UTC"
+    return f"{at:%Y-%m-%d %H:%M} UTC"
+
+
+def duration(seconds: Any) -> str:
+    try:
+        total = int(seconds)
+    except (TypeError, ValueError):
+        return ""
+    if total == 0:
+        return "0"
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [
+        f"{days}d" if days else "",
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+        f"{secs}s" if secs and not days else "",
+    ]
+    return "".join(p for p in parts if p)
+
+
+def number(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{float(value):,.{digits}f}"
+
+
+Column = tuple[str, Callable[[dict[str, Any]], Any]]
+
+
+def table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[Column], out: TextIO, right: set[str] = frozenset()
+) -> None:
+    """Aligned columns, a header line, no borders (like ``kubectl get``)."""
+    cells = [[str(fn(row)) if fn(row) is not None else "" for _h, fn in columns] for row in rows]
+    headers = [h for h, _fn in columns]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if h in right else v.ljust(w) for v, w, h in zip(values, widths, headers, strict=True)
+        ).rstrip()
+
+    out.write(line(headers) + "\n")
+    for c in cells:
+        out.write(line(c) + "\n")
+
+
+def emit_json(data: Any, out: TextIO) -> None:
+    json.dump(data, out, indent=2, sort_keys=True)
+    out.write("\n")
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    config.server = (args.server or config.server).rstrip("/")
+    if args.token:
+        api = Api(config.server, args.token)
+        me = api.call("GET", "me/")
+        config.token = args.token
+    else:
+        username = args.username or input("username: ")
+        password = sys.stdin.readline().rstrip("\n") if args.password_stdin else getpass.getpass("password: ")
+        answer = Api(config.server).call(
+            "POST", "auth/login/", body={"username": username, "password": password}, auth=False
+        )
+        config.token, me = answer["token"], answer["user"]
+    path = config.save()
+    if args.json:
+        emit_json({"server": config.server, "user": me}, out)
+    else:
+        budgets = ", ".join(me.get("submit_budgets") or []) or "none yet"
+        out.write(f"logged in to {config.server} as {me['username']} (saved in {path})\n")
+        out.write(f"you may submit to: {budgets}\n")
+    return EXIT_OK
+
+
+def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    Api(config.server, config.token).call("POST", "auth/logout/", body={})
+    config.token = ""
+    config.save()
+    out.write("logged out (the token was deleted on the server)\n")
+    return EXIT_OK
+
+
+def cmd_whoami(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    me = Api(config.server, config.token).call("GET", "me/")
+    if args.json:
+        emit_json(me, out)
+        return EXIT_OK
+    out.write(f"{me['username']} on {config.server}{' (admin)' if me.get('is_staff') else ''}\n")
+    for m in me.get("memberships", []):
+        out.write(f"  {m['role']} of {m['budget']}\n")
+    return EXIT_OK
+
+
+def _env_pairs(pairs: list[str], secret: bool) -> dict[str, Any]:
+    env: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not name:
+            raise CliError(EXIT_USAGE, f"--env wants NAME=VALUE, not {pair!r}")
+        if not sep:
+            if name not in os.environ:
+                raise CliError(EXIT_USAGE, f"{name} is not set here; give NAME=VALUE or export {name}")
+            value = os.environ[name]  # read from this shell: keeps secrets out of the history
+        env[name] = {"value": value, "secret": True} if secret else value
+    return env
+
+
+def _submission(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if args.file:
+        import yaml
+
+        try:
+            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+            spec = yaml.safe_load(text)
+        except (OSError, yaml.YAMLError) as exc:
+            raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
+        if not isinstance(spec, dict):
+            raise CliError(EXIT_USAGE, "a spec is a YAML mapping of fields (name, budget, command, ...)")
+        body.update(spec)
+    flags = {
+        "name": args.name,
+        "budget": args.budget,
+        "cluster": args.cluster,
+        "gpu_model": args.gpu_model,
+        "gpu_count": args.gpus,
+        "image": args.image,
+        "min_runtime": args.min_runtime,
+    }
+    body.update({k: v for k, v in flags.items() if v is not None})
+    command = list(args.command or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    if command:
+        body["command"] = command
+    if args.env or args.secret_env:
+        env = dict(body.get("env") or {})
+        env.update(_env_pairs(args.env or [], secret=False))
+        env.update(_env_pairs(args.secret_env or [], secret=True))
+        body["env"] = env
+    missing = [f for f in ("budget", "command", "min_runtime") if f not in body]
+    if "gpu_count" not in body:
+        body["gpu_count"] = 1
+    if missing:
+        raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
+    return body
+
+
+def _why(w: dict[str, Any], out: TextIO) -> None:
+    if w.get("state") != "pending":
+        return
+    out.write("why pending:\n")
+    for line in w.get("why_pending") or []:
+        out.write(f"  {line}\n")
+    if w.get("estimated_start_words"):
+        out.write(f"estimated start: {w['estimated_start_words']}\n")
+
+
+def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    w = Api(config.server, config.token).call("POST", "workloads/", body=_submission(args))
+    if args.json:
+        emit_json(w, out)
+        return EXIT_OK
+    kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
+    out.write(
+        f"submitted #{w['id']} {w['name']}: {w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
+        f"budget {w['budget']}, {kind} — {w['state']}\n"
+    )
+    return EXIT_OK
+
+
+def _why_short(w: dict[str, Any]) -> str:
+    if w.get("state") != "pending":
+        return ""
+    words = REASONS.get(w.get("pending_reason") or "", "just submitted")
+    if w.get("estimated_start"):
+        words += f"; by {when(w['estimated_start'])}"
+    return words
+
+
+def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    params = {
+        "state": args.state,
+        "budget": args.budget,
+        "owner": "me" if args.mine else args.owner,
+        "cluster": args.cluster,
+        "limit": args.limit,
+    }
+    if not args.all and not args.state:
+        params["state"] = "pending,starting,running,preempting"
+    page = Api(config.server, config.token).call("GET", "workloads/", params=params)
+    rows = page["results"]
+    if args.json:
+        emit_json(rows, out)
+        return EXIT_OK
+    table(
+        rows,
+        [
+            ("ID", lambda w: w["id"]),
+            ("NAME", lambda w: w["name"][:40]),
+            ("USER", lambda w: w["owner"]),
+            ("BUDGET", lambda w: w["budget"]),
+            ("CLUSTER", lambda w: w["cluster"]),
+            ("GPUS", lambda w: f"{w['gpu_count']}×{w['gpu_model']}"),
+            ("MIN-RUNTIME", lambda w: duration(w["min_runtime_s"]) if w["min_runtime_s"] else "0 (unalloc.)"),
+            ("STATE", lambda w: w["state"]),
+            ("WHY / ESTIMATE", _why_short),
+            ("SUBMITTED", lambda w: when(w["submitted_at"])),
+        ],
+        out,
+        right={"ID"},
+    )
+    if page.get("count", 0) > len(rows):
+        out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
+    return EXIT_OK
+
+
+def _workload_id(value: str) -> int:
+    text = value.lstrip("#")
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise CliError(EXIT_USAGE, f"{value!r} is not a workload id")
+    return int(text)
+
+
+def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    w = Api(config.server, config.token).call("GET", f"workloads/{_workload_id(args.id)}/")
+    if args.json:
+        emit_json(w, out)
+        return EXIT_OK
+    out.write(f"#{w['id']} {w['name']} — {w['state']}\n")
+    kind = (
+        f"{duration(w['min_runtime_s'])} (allocated: protected and charged)"
+        if w["min_runtime_s"]
+        else "0 (unallocated: free, preemptible)"
+    )
+    facts = [
+        ("user", w["owner"]),
+        ("budget", w["budget"]),
+        ("cluster", w["cluster"]),
+        ("gpus", f"{w['gpu_count']} × {w['gpu_model']}"),
+        ("minimum runtime", kind),
+        ("submitted", when(w["submitted_at"])),
+        ("finished", when(w.get("finished_at"))),
+        ("image", w.get("image") or "-"),
+        ("command", " ".join(w.get("command") or [])),
+    ]
+    if w.get("env") is not None:
+        facts.append(("env", " ".join(f"{k}={v['value']}" for k, v in w["env"].items()) or "-"))
+    for label, value in facts:
+        if value:
+            out.write(f"  {label + ':':<17}{value}\n")
+    _why(w, out)
+    if w.get("attempts"):
+        out.write("attempts:\n")
+        table(
+            w["attempts"],
+            [
+                ("  #", lambda a: f"  {a['number']}"),
+                ("HOST", lambda a: a["host"]),
+                ("GPUS", lambda a: ",".join(a["gpus"])),
+                ("STARTED", lambda a: when(a["started_at"]) or "starting"),
+                ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
+                ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
+                (
+                    "REASON",
+                    lambda a: a["end_reason"] + (f" (exit {a['exit_code']})" if a["exit_code"] is not None else ""),
+                ),
+            ],
+            out,
+        )
+    events = w.get("events") or []
+    if events:
+        out.write("events:\n")
+        for e in events[-args.events :]:
+            actor = f" (by {e['actor']})" if e.get("actor") else ""
+            out.write(f"  {when(e['at'])}  {e['kind']}: {e['message']}{actor}\n")
+    return EXIT_OK
+
+
+def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    w = Api(config.server, config.token).call("POST", f"workloads/{_workload_id(args.id)}/cancel/", body={})
+    if args.json:
+        emit_json(w, out)
+    elif w["state"] == "canceled":
+        out.write(f"#{w['id']} {w['name']} canceled\n")
+    else:
+        out.write(f"#{w['id']} {w['name']}: stop requested (it is charged until its GPUs are released)\n")
+    return EXIT_OK
+
+
+def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    api = Api(config.server, config.token)
+    wid = _workload_id(args.id)
+    printed: dict[int, int] = {}  # rank -> end offset already written
+    while True:
+        tail = api.call("GET", f"workloads/{wid}/logs/", params={"tail": args.tail, "attempt": args.attempt})
+        if args.json:
+            emit_json(tail, out)
+            return EXIT_OK
+        done = True
+        for part in tail["parts"]:
+            if part.get("error"):
+                if not printed:
+                    out.write(f"[{part['host']}: {part['error']}]\n")
+                continue
+            data = part["data"]
+            start = part["offset"]
+            end = start + len(data.encode("utf-8"))
+            seen = printed.get(part["rank"], start)
+            if end > seen:
+                skip = max(0, seen - start)
+                out.write(data.encode("utf-8")[skip:].decode("utf-8", "replace"))
+                out.flush()
+            printed[part["rank"]] = max(seen, end)
+            done = done and part["eof"]
+        if not args.follow or done:
+            return EXIT_OK
+        time.sleep(args.interval)
+
+
+def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    trees = Api(config.server, config.token).call("GET", "budgets/tree/", params={"cluster": args.cluster})
+    if args.json:
+        emit_json(trees, out)
+        return EXIT_OK
+    for tree in trees:
+        out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])}\n")
+        table(
+            tree["budgets"],
+            [
+                (
+                    "BUDGET",
+                    lambda b: (
+                        "  " * b["depth"]
+                        + b["name"]
+                        + (" (archived)" if b["archived"] else "")
+                        + (" (hold)" if b["hold"] else "")
+                    ),
+                ),
+                ("SHARES", lambda b: b["shares"] if b["parent_id"] else ""),
+                ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
+                ("ENTITLED GPU-H", lambda b: number(b["entitlement_gpu_hours"])),
+                ("USED GPU-H", lambda b: number(b["usage_gpu_hours"])),
+                ("RATIO", lambda b: f"{b['ratio']:.2f}" if b["ratio"] is not None else "-"),
+                ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
+                ("ATTAINMENT", lambda b: f"{b['attainment'] * 100:.0f}%" if b["attainment"] is not None else "-"),
+                ("RUNNING", lambda b: b["running_gpus"]),
+                ("PENDING", lambda b: b["pending_workloads"]),
+            ],
+            out,
+            right={"SHARES", "SHARE", "ENTITLED GPU-H", "USED GPU-H", "RATIO", "ATTAINMENT", "RUNNING", "PENDING"},
+        )
+        out.write("\n")
+    return EXIT_OK
+
+
+HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume")
+
+
+def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    api = Api(config.server, config.token)
+    if args.action:
+        if not args.name:
+            raise CliError(EXIT_USAGE, f"fairway hosts {args.action} NAME")
+        host = api.call("POST", f"hosts/{args.name}/{args.action}/", body={"reason": args.reason or ""})
+        if args.json:
+            emit_json(host, out)
+        else:
+            out.write(f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}\n")
+        return EXIT_OK
+    hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
+    if args.json:
+        emit_json(hosts, out)
+        return EXIT_OK
+    table(
+        hosts,
+        [
+            ("NAME", lambda h: h["name"]),
+            ("CLUSTER", lambda h: h["cluster"]),
+            ("STATE", lambda h: h["state"] + (" (now)" if h["drain_now"] else "")),
+            ("GPUS", lambda h: f"{h['gpu_count']}×{h['model']}"),
+            ("BUSY", lambda h: sum(1 for g in h["gpus"] if g["workload"] is not None)),
+            ("UNHEALTHY", lambda h: sum(1 for g in h["gpus"] if g["health"] == "unhealthy")),
+            ("ATTEMPTS", lambda h: h["open_attempts"]),
+            ("PROTECTED-UNTIL", lambda h: when(h["protected_until"])),
+            ("HEARTBEAT", lambda h: when(h["last_heartbeat"]) or "never"),
+        ],
+        out,
+        right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
+    )
+    return EXIT_OK
+
+
+# --- parser ---------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
+    parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    parser.add_argument("--server", help=f"server URL (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})")
+    sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+        p.set_defaults(handler=handler)
+        return p
+
+    p = add("login", cmd_login, "log in and save a token")
+    p.add_argument("--username", "-u")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    p.add_argument("--token", help="use a personal API token instead of a password")
+    add("logout", cmd_logout, "delete the saved token on the server")
+    add("whoami", cmd_whoami, "who am I, and my budgets")
+
+    p = add("submit", cmd_submit, "submit a workload: flags, a YAML spec (-f), or both (flags win)")
+    p.add_argument("-f", "--file", help="YAML spec with the API's fields (- for stdin)")
+    p.add_argument("--name")
+    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo")
+    p.add_argument("--cluster", "-c")
+    p.add_argument("--gpus", "-g", type=int, help="GPU count (default 1)")
+    p.add_argument("--gpu-model", "-m")
+    p.add_argument("--image", "-i")
+    p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
+    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
+    p.add_argument(
+        "--secret-env",
+        "-s",
+        action="append",
+        metavar="NAME[=VALUE]",
+        help="stored, never shown back; NAME alone reads the value from this shell",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- program args...")
+
+    p = add("ls", cmd_ls, "list workloads (unfinished ones unless --all or --state)")
+    p.add_argument("--state", help="comma-separated states")
+    p.add_argument("--budget", "-b")
+    p.add_argument("--owner", "-u", help="username")
+    p.add_argument("--mine", action="store_true", help="only mine")
+    p.add_argument("--cluster", "-c")
+    p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
+    p.add_argument("--limit", type=int, default=50)
+
+    p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
+    p.add_argument("id")
+    p.add_argument("--events", type=int, default=10, help="how many recent events (10)")
+
+    p = add("cancel", cmd_cancel, "cancel a workload")
+    p.add_argument("id")
+
+    p = add("logs", cmd_logs, "the tail of a workload's log")
+    p.add_argument("id")
+    p.add_argument("--attempt", type=int, help="attempt number (default: the last)")
+    p.add_argument("--tail", type=int, default=16384, help="bytes (16384)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the attempt ends")
+    p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+
+    p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
+    p.add_argument("--cluster", "-c")
+
+    p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME")
+    p.add_argument("action", nargs="?", choices=HOST_ACTIONS)
+    p.add_argument("name", nargs="?")
+    p.add_argument("--cluster", "-c")
+    p.add_argument("--state")
+    p.add_argument("--reason", help="why (kept in the host's audit log)")
+    return parser
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
+        return int(exc.code or 0)
+    try:
+        config = Config.load()
+        if args.server and args.command_name != "login":
+            config.server = args.server.rstrip("/")
+        elif args.command_name == "login" and args.server:
+            config.server = args.server
+        args.server = args.server if args.command_name == "login" else None
+        return int(args.handler(args, config, out))
+    except CliError as exc:
+        err.write(f"fairway: {exc.message}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130

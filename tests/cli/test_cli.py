@@ -1,0 +1,187 @@
+"""The ``fairway`` CLI against a live server (pytest-django's live server in this process)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairway_cli.cli import EXIT_API, EXIT_AUTH, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
+from scheduler.models import Host, Workload
+from scheduler.services import do_submit_workload
+from tests.conftest import PASSWORD
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cli(live_server, tmp_path, monkeypatch):
+    """``cli(*argv)`` → (exit code, stdout, stderr), with its own config file."""
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("FAIRWAY_URL", live_server.url)
+    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
+
+    def run(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code = main(list(argv), out=out, err=err)
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+@pytest.fixture
+def logged_in(cli, researcher, cluster):
+    code, out, _err = cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")
+    assert code == EXIT_OK, out
+    return cli
+
+
+def test_login_saves_a_token_readable_only_by_its_owner(cli, researcher, cluster, tmp_path):
+    code, out, err = cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")
+
+    assert code == EXIT_OK, err
+    assert "logged in" in out and "you may submit to: nlp/olmo" in out
+    config = tmp_path / "config.json"
+    assert json.loads(config.read_text())["token"]
+    assert config.stat().st_mode & 0o077 == 0
+
+
+def test_wrong_password_exits_1_and_saves_nothing(cli, researcher, tmp_path):
+    code, _out, err = cli("login", "-u", "researcher", "--password-stdin", stdin="nope\n")
+    assert code == EXIT_API
+    assert "invalid_credentials" in err
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_not_logged_in_exits_4(cli, db):
+    code, _out, err = cli("ls")
+    assert code == EXIT_AUTH
+    assert "fairway login" in err
+
+
+def test_unreachable_server_exits_3(cli, monkeypatch):
+    monkeypatch.setenv("FAIRWAY_TOKEN", "x")
+    code, _out, err = cli("--server", "http://127.0.0.1:9", "ls")
+    assert code == EXIT_UNREACHABLE
+    assert "cannot reach" in err
+
+
+def test_submit_with_flags_then_ls_show_cancel(logged_in, researcher):
+    code, out, err = logged_in(
+        "submit", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "2h",
+        "-e", "WANDB_PROJECT=olmo", "-s", "HF_TOKEN=hf_secret", "--", "python", "train.py", "--steps", "10",
+    )  # fmt: skip
+    assert code == EXIT_OK, err
+    workload = Workload.objects.get()
+    assert f"submitted #{workload.pk} python: 4 × A100 on default, budget nlp/olmo, minimum runtime 2h" in out
+    assert workload.command == ["python", "train.py", "--steps", "10"]
+    assert workload.env["HF_TOKEN"] == {"value": "hf_secret", "secret": True}
+
+    code, out, _ = logged_in("ls")
+    assert code == EXIT_OK
+    header, row = out.splitlines()[:2]
+    assert header.split()[:4] == ["ID", "NAME", "USER", "BUDGET"]
+    assert row.split()[:4] == [str(workload.pk), "python", "researcher", "nlp/olmo"]
+    assert "pending" in row
+
+    code, out, _ = logged_in("show", str(workload.pk))
+    assert code == EXIT_OK
+    assert "why pending:" in out and "estimated start:" in out
+    assert "HF_TOKEN=********" in out and "hf_secret" not in out
+
+    code, out, _ = logged_in("--json", "show", str(workload.pk))
+    assert json.loads(out)["id"] == workload.pk
+
+    code, out, _ = logged_in("cancel", str(workload.pk))
+    assert (code, out.strip()) == (EXIT_OK, f"#{workload.pk} python canceled")
+    code, _out, err = logged_in("cancel", str(workload.pk))
+    assert code == EXIT_API and "already_final" in err
+
+
+def test_submit_from_a_yaml_spec_with_flag_overrides(logged_in, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: sweep\nbudget: nlp/olmo\ngpu_model: A100\ngpu_count: 2\ncommand: [python, s.py]\n"
+                    "min_runtime: 1h\n")  # fmt: skip
+    code, out, err = logged_in("--json", "submit", "-f", str(spec), "-M", "0")
+    assert code == EXIT_OK, err
+    body = json.loads(out)
+    assert (body["name"], body["gpu_count"], body["min_runtime_s"], body["allocated"]) == ("sweep", 2, 0, False)
+
+
+def test_refused_submission_prints_the_fields_and_exits_1(logged_in):
+    code, _out, err = logged_in("submit", "-b", "vision/sam", "-M", "30h", "-g", "3", "--", "python")
+    assert code == EXIT_API
+    assert "budget: You are not a member" in err
+    assert "min_runtime: The minimum runtime is at most" in err
+    assert not Workload.objects.exists()
+
+
+def test_usage_errors_exit_2(logged_in):
+    assert logged_in("submit", "-b", "nlp/olmo")[0] == EXIT_USAGE
+    assert logged_in("show", "abc")[0] == EXIT_USAGE
+    assert logged_in("frobnicate")[0] == EXIT_USAGE
+
+
+def test_budgets_and_hosts_tables(logged_in):
+    code, out, _ = logged_in("budgets")
+    assert code == EXIT_OK
+    lines = out.splitlines()
+    assert lines[0].startswith("default: 20 GPUs, window 7d")
+    assert lines[1].split()[:3] == ["BUDGET", "SHARES", "SHARE"]
+    assert any(line.strip().startswith("olmo") for line in lines)
+
+    code, out, _ = logged_in("hosts")
+    assert code == EXIT_OK
+    assert [line.split()[0] for line in out.splitlines()] == ["NAME", "a100-1", "a100-2", "h100-1"]
+
+    code, _out, err = logged_in("hosts", "drain", "a100-1")
+    assert code == EXIT_API and "permission_denied" in err
+    assert Host.objects.get(name="a100-1").state == "active"
+
+
+def test_admin_drains_a_host_from_the_cli(cli, admin, cluster):
+    assert cli("login", "-u", "admin", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+    code, out, _ = cli("hosts", "cordon", "h100-1", "--reason", "fan noise")
+    assert (code, out.strip()) == (EXIT_OK, "h100-1: cordoned")
+
+
+def test_logs_of_a_workload_without_attempt_exit_1(logged_in, researcher, submit_kwargs):
+    workload = do_submit_workload(researcher, **submit_kwargs())
+    code, _out, err = logged_in("logs", str(workload.pk))
+    assert code == EXIT_API and "no_attempt" in err
+
+
+def test_personal_token_login_and_logout(cli, researcher, cluster, api_client_for):
+    token = api_client_for(researcher).post("/api/v1/tokens/", {"name": "cli"}, format="json").json()["token"]
+    code, out, _ = cli("login", "--token", token)
+    assert code == EXIT_OK and "as researcher" in out
+    assert cli("whoami")[1].startswith("researcher on ")
+    assert cli("logout")[0] == EXIT_OK
+    assert cli("whoami")[0] == EXIT_AUTH
+
+
+def test_console_entry_point_runs_as_a_program(tmp_path):
+    env = {**os.environ, "FAIRWAY_CONFIG": str(tmp_path / "c.json"), "PYTHONPATH": str(REPO)}
+    env.pop("FAIRWAY_TOKEN", None)
+    done = subprocess.run(  # noqa: S603 -- our own module
+        [sys.executable, "-m", "fairway_cli", "ls"], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == EXIT_AUTH
+    assert "not logged in" in done.stderr
+    helped = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "fairway_cli", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert helped.returncode == 0
+    for command in ("login", "submit", "ls", "show", "cancel", "logs", "budgets", "hosts"):
+        assert command in helped.stdout
