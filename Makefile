@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo
+.PHONY: venv test lint demo screenshots
 
 # The virtualenv is (re)installed only when a requirements file changes (stamp file).
 $(STAMP): requirements.txt requirements-dev.txt agent/requirements.txt
@@ -25,3 +25,7 @@ lint: $(STAMP)
 # done (exit code 0 only if every job reached a final state). PORT=8001 picks another port.
 demo: $(STAMP)
 	$(VENV)/bin/python scripts/demo.py $(if $(filter 1 yes true,$(EXIT)),--exit) $(if $(PORT),--port $(PORT))
+
+# Refresh docs/screenshots/ from the browser test (Debian's chromium: apt-get install chromium).
+screenshots: $(STAMP)
+	FAIRWAY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py

@@ -359,10 +359,13 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
     parts = []
     if allowed and attempt is not None:
         parts = await sync_to_async(attempt_log_tails, thread_sensitive=False)(attempt.pk, 16384)
+    live = attempt is not None and attempt.ended_at is None
     return await sync_to_async(render)(
         request,
         "web/_logs.html",
-        {"w": target, "attempt": attempt, "parts": parts, "allowed": allowed, "live": attempt and not attempt.ended_at},
+        {"w": target, "attempt": attempt, "parts": parts, "allowed": allowed, "live": live},
+        # 286: htmx stops polling once the workload is finished (its last log no longer grows).
+        status=286 if target.state in Workload.FINAL_STATES else 200,
     )
 
 

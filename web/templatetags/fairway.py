@@ -57,9 +57,10 @@ def times(value: Any) -> str:
     if value is None:
         return "–"
     try:
-        return f"{float(value):.2f}×"
+        number = float(value)
     except (TypeError, ValueError):
         return "–"
+    return f"{number:.3f}×" if 0 < number < 0.1 else f"{number:.2f}×"
 
 
 @register.filter
