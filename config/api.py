@@ -17,7 +17,8 @@ from functools import cached_property
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponsePermanentRedirect
+from django.urls import Resolver404, resolve
 from rest_framework import exceptions, status, views, viewsets
 from rest_framework.response import Response
 
@@ -118,3 +119,37 @@ class FairwayViewSet(viewsets.GenericViewSet):
             accessible_budget_ids=self.accessible_budget_ids,
         )
         return context
+
+
+class NotFoundView(FairwayAPIView):
+    """Any path under ``/api/`` that names no endpoint: 404 in the API's error format (not HTML).
+
+    A path that lacks only its trailing slash is redirected as Django's ``APPEND_SLASH`` would.
+    """
+
+    schema = None  # not an endpoint of the OpenAPI schema
+    permission_classes: list = []
+    authentication_classes: list = []
+    throttle_classes: list = []
+
+    def initial(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        path = request.path_info
+        if not path.endswith("/") and request.method in {"GET", "HEAD"}:
+            try:
+                match = resolve(path + "/")
+            except Resolver404:
+                match = None
+            if match is not None and match.url_name != "api-not-found":
+                raise _Redirect(request.get_full_path(force_append_slash=True))
+        raise exceptions.NotFound()
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, _Redirect):
+            return HttpResponsePermanentRedirect(exc.url)  # type: ignore[return-value] -- a plain redirect
+        return super().handle_exception(exc)
+
+
+class _Redirect(Exception):  # noqa: N818 -- control flow, not an error
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url

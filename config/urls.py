@@ -1,7 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from config.api import NotFoundView
 from scheduler import agent_install
 
 api_v1 = [
@@ -23,6 +24,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    re_path(r"^api/", NotFoundView.as_view(), name="api-not-found"),  # one error format, even for 404
     path("agent/", include(agent)),
     path("", include("web.urls")),
 ]

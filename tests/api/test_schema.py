@@ -43,3 +43,12 @@ def test_swagger_ui_and_redoc_are_served_from_the_server_itself(db):
         assert "/static/drf_spectacular_sidecar/" in page
         assert "cdn." not in page and "unpkg" not in page
     assert client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").status_code == 200
+
+
+def test_unknown_api_paths_answer_in_the_error_format(researcher_client):
+    for url in ("/api/v1/nope/", "/api/v1/budgets/1.5/", "/api/v1/hosts/%C2%84/"):
+        response = researcher_client.get(url)
+        assert response.status_code == 404
+        assert response.json() == {"detail": "Not found.", "code": "not_found"}
+    redirect = researcher_client.get("/api/v1/me")
+    assert (redirect.status_code, redirect["Location"]) == (301, "/api/v1/me/")
