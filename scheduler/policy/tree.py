@@ -52,6 +52,7 @@ class BudgetTree:
                 node = self.budgets[node].parent
             self.chain[key] = tuple(reversed(path))
         self._held = {k: any(self.budgets[a].hold for a in self.chain[k]) for k in self.budgets}
+        self._splits: dict[tuple[str, str], tuple[str, str] | None] = {}
         self._capped = {k: self._first_capped(k) for k in self.budgets}
 
     def _first_capped(self, key: str) -> Budget | None:
@@ -82,11 +83,19 @@ class BudgetTree:
 
         None when one contains the other (including ``p == v``).
         """
+        key = (p, v)
+        try:
+            return self._splits[key]
+        except KeyError:
+            pass
         cp, cv = self.chain[p], self.chain[v]
+        out = None
         for i in range(min(len(cp), len(cv))):
             if cp[i] != cv[i]:
-                return cp[i], cv[i]
-        return None
+                out = (cp[i], cv[i])
+                break
+        self._splits[key] = out
+        return out
 
     def normalized_shares(self, live: set[str]) -> dict[str, Fraction]:
         """``s(b)`` for every budget: shares over the live siblings' shares × ``s(parent)``.

@@ -1,0 +1,130 @@
+"""Philly benchmark of the trace simulator (issue 4): all five policies, the whole trace, 512 GPUs.
+
+    python bench/simulate_philly.py [--out docs/benchmarks/philly] [--workers 2] [--days D]
+                                    [--policies fairway,fifo,...] [--depth 8] [--tick-gap 0]
+
+Runs each policy in its own process (``--workers`` at a time; wall-clock seconds are per policy),
+checks Fairway's targets and writes report.json, report.md and the plots. Defaults are those of
+``python manage.py simulate`` (docs/simulation.md): 64 hosts × 8 GPUs, one project per VC with
+equal shares, ``duration,cap:2h``, ``vc:unknown,fraction:0.1``, resume, grace 30 s, no faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scheduler.sim.report import write_report  # noqa: E402
+from scheduler.sim.simulate import POLICY_NAMES, SimConfig, describe_inputs, prepare, run_policy  # noqa: E402
+
+
+def _one(args: tuple[SimConfig, str]) -> dict[str, Any]:
+    config, name = args
+    result = run_policy(prepare(config), name)
+    print(f"  {name:16} {result['wall_s']:8.1f} s", flush=True)
+    return result
+
+
+def targets(pols: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fairway's targets of issue 4 against the peers of the same run."""
+    fw = pols.get("fairway")
+    if fw is None:
+        return []
+    out = []
+    out.append(
+        {"target": "whole trace in <= 5 min (wall-clock)", "value": f"{fw['wall_s']:.0f} s", "met": fw["wall_s"] <= 300}
+    )
+    mine = fw["attainment"]["saturated_min"]
+    peers = {n: r["attainment"]["saturated_min"] for n, r in pols.items() if n != "fairway"}
+    best_peer = max((v for v in peers.values() if v is not None), default=None)
+    out.append(
+        {
+            "target": "min entitlement attainment over saturated budgets >= 0.95",
+            "value": f"{mine}",
+            "met": mine is not None and mine >= 0.95,
+        }
+    )
+    out.append(
+        {
+            "target": "... and higher than every peer's",
+            "value": ", ".join(f"{n} {v}" for n, v in peers.items()),
+            "met": mine is not None and (best_peer is None or mine > best_peer),
+        }
+    )
+    fifo = pols.get("fifo")
+    if fifo is not None:
+        days = sorted(set(fw["backlogged_days"]) & set(fifo["backlogged_days"]))
+
+        def occ(r: dict[str, Any]) -> float:
+            s = r["series"]
+            return sum(s["occupancy_allocated"][d] + s["occupancy_unallocated"][d] for d in days) / max(1, len(days))
+
+        a, b = occ(fw), occ(fifo)
+        out.append(
+            {
+                "target": "occupancy within 1 % of fifo's when demand exceeds capacity",
+                "value": f"{a:.4f} vs fifo {b:.4f} over the {len(days)} days backlogged under both",
+                "met": bool(days) and a >= 0.99 * b,
+            }
+        )
+    out.append(
+        {
+            "target": "zero protected-work violations",
+            "value": str(fw["protected_work_violations"]),
+            "met": fw["protected_work_violations"] == 0,
+        }
+    )
+    for peer in ("fifo", "slurm-fairshare"):
+        if peer in pols:
+            a = fw["wait_hours"][">8"]["p90"]
+            b = pols[peer]["wait_hours"][">8"]["p90"]
+            out.append(
+                {
+                    "target": f"p90 wait of > 8-GPU jobs lower than {peer}'s",
+                    "value": f"{a} h vs {b} h",
+                    "met": a is not None and b is not None and a < b,
+                }
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "philly"))
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--days", type=float, default=None)
+    ap.add_argument("--policies", default=",".join(POLICY_NAMES))
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--tick-gap", type=int, default=0)
+    ap.add_argument("--fault-rate", type=float, default=0.0)
+    args = ap.parse_args()
+    names = [p for p in args.policies.split(",") if p]
+    config = SimConfig(days=args.days, depth=args.depth or None, tick_gap_s=args.tick_gap, fault_rate=args.fault_rate)
+    inputs = prepare(config)
+    print(f"{len(inputs.jobs):,} jobs, {inputs.horizon_s / 86400:.1f} days, 512 GPUs; {args.workers} workers")
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(_one, [(config, n) for n in names]))
+    by_name = {r["policy"]: r for r in results}
+    report = {
+        "inputs": describe_inputs(inputs),
+        "policies": results,
+        "targets": targets(by_name),
+        "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, {args.workers} policies at a time",
+    }
+    cmd = "python bench/simulate_philly.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    for p in write_report(report, args.out, command=cmd.strip()):
+        print(f"wrote {p}")
+    for t in report["targets"]:
+        print(f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['value']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""``python manage.py simulate``: the trace simulator (docs/simulation.md). Parses options, prints."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduler.sim.budgets import BudgetFileError
+from scheduler.sim.simulate import DEFAULT_TRACE, POLICY_NAMES, SimConfig, SimulationError, simulate
+from scheduler.trace import DEFAULT_MIN_RUNTIME_RULE, DEFAULT_UNALLOCATED_RULE, TraceError, parse_duration
+
+
+class Command(BaseCommand):
+    help = "Simulate a job trace under Fairway and peer policies; print the headline figures, write a report."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--trace", default=str(DEFAULT_TRACE), help="trace CSV (default: the Philly trace)")
+        parser.add_argument("--hosts", type=int, default=64)
+        parser.add_argument("--gpus-per-host", type=int, default=8)
+        parser.add_argument("--budgets", default=None, help="budget YAML (default: one project per VC, equal shares)")
+        parser.add_argument("--min-runtime-rule", default=DEFAULT_MIN_RUNTIME_RULE)
+        parser.add_argument("--unallocated-rule", default=DEFAULT_UNALLOCATED_RULE)
+        parser.add_argument("--days", type=float, default=None, help="simulate the first D days (default: all)")
+        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--policy", default="fairway", help=f"{'|'.join(POLICY_NAMES)}|all")
+        parser.add_argument("--checkpoint", choices=["resume", "restart"], default="resume")
+        parser.add_argument("--fault-rate", type=float, default=0.0, help="host faults per host per day")
+        parser.add_argument("--repair", default="4h", help="repair time of a faulty host (e.g. 4h)")
+        parser.add_argument("--grace", default="30s", help="stop-to-release time of a preempted attempt")
+        parser.add_argument(
+            "--depth",
+            type=int,
+            default=8,
+            help="oldest pending workloads per (budget, GPUs, class) a pass sees; 0: all",
+        )
+        parser.add_argument("--tick-gap", default="0", help="least simulated time between passes (0: every event)")
+        parser.add_argument("--out", default=None, help="write report.json, report.md and plots here")
+        parser.add_argument("--no-plots", action="store_true")
+        parser.add_argument("--no-progress", action="store_true")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        policies = list(POLICY_NAMES) if o["policy"] == "all" else [p.strip() for p in o["policy"].split(",")]
+        try:
+            config = SimConfig(
+                trace=o["trace"],
+                hosts=o["hosts"],
+                gpus_per_host=o["gpus_per_host"],
+                budgets=o["budgets"],
+                min_runtime_rule=o["min_runtime_rule"],
+                unallocated_rule=o["unallocated_rule"],
+                days=o["days"],
+                seed=o["seed"],
+                checkpoint=o["checkpoint"],
+                fault_rate=o["fault_rate"],
+                repair_s=parse_duration(o["repair"]),
+                grace_s=parse_duration(o["grace"]),
+                depth=o["depth"] or None,
+                tick_gap_s=parse_duration(o["tick_gap"]),
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        factory = None
+        if not o["no_progress"]:
+            from tqdm import tqdm
+
+            def factory(name: str, total: float) -> Any:
+                bar = tqdm(
+                    total=round(total, 2),
+                    desc=name,
+                    unit="day",
+                    file=sys.stderr,
+                    bar_format="{desc:16} {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} days [{elapsed}]",
+                )
+
+                def update(day: float) -> None:
+                    bar.n = round(min(day, total), 2)
+                    bar.refresh()
+                    if day >= total:
+                        bar.close()
+
+                return update
+
+        try:
+            report = simulate(config, policies, factory)
+        except (TraceError, BudgetFileError, SimulationError) as exc:
+            raise CommandError(f"nothing written: {exc}") from None
+        for r in report["policies"]:
+            a = r["attainment"]
+            self.stdout.write(
+                f"{r['policy']:16} occupancy {r['occupancy']:.3f} (alloc {r['occupancy_allocated']:.3f})"
+                f"  attainment min/mean {a['saturated_min']}/{a['saturated_mean']}"
+                f"  p90 wait >8 {r['wait_hours']['>8']['p90']} h"
+                f"  preemptions {r['preemptions']}  violations {r['protected_work_violations']}"
+                f"  {r['sim_days_per_wall_minute']} days/min"
+            )
+        if o["out"]:
+            from scheduler.sim.report import write_report
+
+            cmd = "python manage.py simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+            for p in write_report(report, o["out"], command=cmd, plots=not o["no_plots"]):
+                self.stdout.write(f"wrote {p}")

@@ -1,0 +1,218 @@
+"""Writing the simulator's report: ``report.json``, ``report.md`` and PNG plots (docs/simulation.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from scheduler.sim.simulate import SIZE_CLASSES
+
+
+def _f(x: Any, nd: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
+def write_report(
+    report: dict[str, Any], out: str | Path, *, command: str | None = None, plots: bool = True
+) -> list[Path]:
+    """Write the report files into ``out`` (created); returns the paths written."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if command:
+        report = {**report, "command": command}
+    p = out / "report.json"
+    p.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    written.append(p)
+    pngs = write_plots(report, out) if plots else []
+    written.extend(pngs)
+    p = out / "report.md"
+    p.write_text(markdown(report, [x.name for x in pngs]), encoding="utf-8")
+    written.append(p)
+    return written
+
+
+def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
+    """The report as Markdown: inputs, one table per metric family, policies as columns."""
+    inp = report["inputs"]
+    pols = report["policies"]
+    names = [r["policy"] for r in pols]
+    lines = ["# Trace simulation report", ""]
+    if report.get("command"):
+        lines += ["Made by:", "", "```", report["command"], "```", ""]
+    lines += [
+        f"- trace: `{inp['trace']}` — {inp['jobs']:,} jobs over {inp['days']} days",
+        f"- cluster: {inp['hosts']} hosts × {inp['gpus_per_host']} GPUs = {inp['gpus']} GPUs",
+        f"- budgets: {inp['budgets']} ({inp['leaves']} leaves)",
+        f"- minimum runtime: {inp['min_runtime_rule']}",
+        f"- unallocated: {inp['unallocated_rule']}",
+        f"- checkpoint: {inp['checkpoint']}; grace {inp['grace_s']} s; window {inp['window_s'] // 86400} days",
+        f"- host faults: {inp['fault_rate_per_host_day']} per host per day, repair {inp['repair_s']} s",
+        f"- seed: {inp['seed']}",
+        f"- queue view depth: {inp['depth']} per (budget, GPUs, class); tick gap {inp['tick_gap_s']} s",
+        "",
+        "Definitions: docs/simulation.md. Fractions are of registered GPU-time over the whole run.",
+        "",
+    ]
+
+    def table(title: str, rows: list[tuple[str, list[str]]]) -> None:
+        lines.append(f"## {title}")
+        lines.append("")
+        lines.append("| metric | " + " | ".join(names) + " |")
+        lines.append("|---|" + "---|" * len(names))
+        for label, vals in rows:
+            lines.append(f"| {label} | " + " | ".join(vals) + " |")
+        lines.append("")
+
+    table(
+        "The pyramid",
+        [
+            ("availability", [_pct(r["availability"]) for r in pols]),
+            ("occupancy", [_pct(r["occupancy"]) for r in pols]),
+            ("— allocated", [_pct(r["occupancy_allocated"]) for r in pols]),
+            ("— unallocated", [_pct(r["occupancy_unallocated"]) for r in pols]),
+            ("occupancy on backlogged days", [_pct(r["occupancy_backlogged_days"]) for r in pols]),
+            ("backlogged days", [str(len(r["backlogged_days"])) for r in pols]),
+            ("impact (allocated / occupied)", [_pct(r["impact"]) for r in pols]),
+        ],
+    )
+    table(
+        "Entitlement attainment (7-day windows, capped at 1)",
+        [
+            ("saturated budgets: minimum", [_f(r["attainment"]["saturated_min"]) for r in pols]),
+            ("saturated budgets: mean", [_f(r["attainment"]["saturated_mean"]) for r in pols]),
+            ("(budget, window) pairs saturated", [str(r["attainment"]["saturated_pairs"]) for r in pols]),
+            ("all budgets: minimum", [_f(r["attainment"]["min"]) for r in pols]),
+            ("all budgets: mean", [_f(r["attainment"]["mean"]) for r in pols]),
+            ("Jain's index: mean over windows", [_f(r["attainment"]["jain_mean"]) for r in pols]),
+            ("Jain's index: worst window", [_f(r["attainment"]["jain_min"]) for r in pols]),
+        ],
+    )
+    rows = []
+    for c in SIZE_CLASSES:
+        for p in ("p50", "p90", "p99"):
+            rows.append((f"{c} GPU {p}", [_f(r["wait_hours"][c][p], 2) for r in pols]))
+        rows.append((f"{c} GPU never started", [str(r["jobs_by_class"][c]["never_started"]) for r in pols]))
+    table("Wait to first start, hours (jobs never started count with their wait at the horizon)", rows)
+    rows = []
+    for c in SIZE_CLASSES:
+        rows.append((f"{c} GPU p90, started only", [_f(r["wait_hours_started_only"][c]["p90"], 2) for r in pols]))
+    table("Wait of started jobs only, hours", rows)
+    table(
+        "Jobs, completion, preemption",
+        [
+            ("submitted", [str(r["jobs"]["submitted"]) for r in pols]),
+            ("rejected (no host set fits)", [str(r["jobs"]["rejected_unplaceable"]) for r in pols]),
+            ("finished", [str(r["jobs"]["finished"]) for r in pols]),
+            ("never started", [str(r["jobs"]["never_started"]) for r in pols]),
+            ("completion time mean, h", [_f(r["jct_hours"]["mean"], 2) for r in pols]),
+            ("completion time p50, h", [_f(r["jct_hours"]["p50"], 2) for r in pols]),
+            ("completion time p90, h", [_f(r["jct_hours"]["p90"], 2) for r in pols]),
+            ("preemptions", [str(r["preemptions"]) for r in pols]),
+            ("— of allocated attempts", [str(r["preemptions_of_allocated"]) for r in pols]),
+            ("GPU-hours of preempted attempts", [_f(r["preempted_gpu_hours"], 0) for r in pols]),
+            ("GPU-hours of work lost (restart)", [_f(r["lost_gpu_hours"], 0) for r in pols]),
+            ("attempts ended by host faults", [str(r["fault_kills"]) for r in pols]),
+            ("**protected-work violations**", [f"**{r['protected_work_violations']}**" for r in pols]),
+        ],
+    )
+    table(
+        "Speed",
+        [
+            ("wall-clock seconds", [_f(r["wall_s"], 1) for r in pols]),
+            ("simulated days per wall-clock minute", [_f(r["sim_days_per_wall_minute"], 1) for r in pols]),
+            ("instants ticked", [str(r["ticks"]) for r in pols]),
+            ("policy passes", [str(r["passes"]) for r in pols]),
+        ],
+    )
+    if report.get("targets"):
+        lines += ["## Targets (fairway)", "", "| target | value | met |", "|---|---|---|"]
+        for t in report["targets"]:
+            lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+        lines.append("")
+    if pngs:
+        lines += ["## Plots", ""]
+        for name in pngs:
+            lines += [f"![{name}]({name})", ""]
+    return "\n".join(lines)
+
+
+def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """pyramid.png, usage_vs_entitlement_<policy>.png, wait_cdf.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pols = report["policies"]
+    written: list[Path] = []
+    fig, axes = plt.subplots(len(pols), 1, figsize=(10, 2.2 * len(pols)), sharex=True, squeeze=False)
+    for ax, r in zip(axes[:, 0], pols, strict=True):
+        s = r["series"]
+        days = list(range(len(s["availability"])))
+        alloc = s["occupancy_allocated"]
+        unalloc = s["occupancy_unallocated"]
+        ax.stackplot(
+            days, alloc, unalloc, labels=["occupied, allocated", "occupied, unallocated"], colors=["#3b75af", "#9ecae9"]
+        )
+        ax.plot(days, s["availability"], color="black", lw=1, label="available")
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel(r["policy"], fontsize=8)
+    axes[0, 0].legend(loc="upper left", fontsize=7)
+    axes[0, 0].set_title("The pyramid per day (fraction of registered GPU-time)")
+    axes[-1, 0].set_xlabel("day")
+    fig.tight_layout()
+    p = out / "pyramid.png"
+    fig.savefig(p, dpi=90)
+    plt.close(fig)
+    written.append(p)
+
+    for r in pols:
+        fig, ax = plt.subplots(figsize=(10, 4))
+        series = r["series"]["window_usage_over_entitlement"]
+        for b in sorted(series):
+            ys = series[b]
+            if not any(y for y in ys if y):
+                continue
+            ax.plot(range(len(ys)), [y if y is not None else float("nan") for y in ys], lw=1, label=b.split("/")[-1])
+        ax.axhline(1.0, color="black", lw=1, ls="--")
+        ax.set_title(f"{r['policy']}: allocated usage over the last 7 days ÷ entitlement, per budget")
+        ax.set_xlabel("day")
+        ax.set_ylabel("U / E")
+        ax.legend(fontsize=6, ncol=4)
+        fig.tight_layout()
+        p = out / f"usage_vs_entitlement_{r['policy']}.png"
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        written.append(p)
+
+    fig, axes = plt.subplots(1, len(SIZE_CLASSES), figsize=(12, 3.6), squeeze=False)
+    for ax, c in zip(axes[0], SIZE_CLASSES, strict=True):
+        for r in pols:
+            q = r["wait_quantiles_hours"][c]
+            if not q:
+                continue
+            ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
+            ax.plot([max(x, 1e-3) for x in q], ys, lw=1.2, label=r["policy"])
+        ax.set_xscale("log")
+        ax.set_title(f"{c} GPU jobs")
+        ax.set_xlabel("wait, hours (log)")
+        ax.set_ylim(0, 1)
+    axes[0, 0].set_ylabel("fraction of jobs")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Wait to first start, CDF (never-started jobs at their wait at the horizon)", fontsize=9)
+    fig.tight_layout()
+    p = out / "wait_cdf.png"
+    fig.savefig(p, dpi=90)
+    plt.close(fig)
+    written.append(p)
+    return written

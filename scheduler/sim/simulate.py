@@ -1,0 +1,849 @@
+"""Trace simulator (docs/simulation.md): real demand through the policy on a simulated clock.
+
+Pure Python, no Django. :class:`TraceSim` extends the scenario runner's discrete-event
+:class:`~scheduler.sim.engine.Engine`: same attempts, stops, grace, usage charging and
+``apply`` of :class:`~scheduler.policy.Decisions`; it adds trace arrivals, host faults, an
+event-driven tick (a pass only at instants where something changed) and the metrics of the
+report. The policy is any callable ``Snapshot -> Decisions``: Fairway's
+:func:`~scheduler.policy.schedule` or a peer of :mod:`scheduler.sim.peers`.
+
+Speed: a pass sees, per (budget, GPU count), the ``depth`` oldest pending workloads (the
+queue *view*, default 8). A queue whose whole view started in one pass is ticked again at the
+same instant, so for the peers (whose decisions depend on a pending job only through its
+budget, size and age) and for unallocated work the view is exact; for Fairway it can differ
+only where a deeper workload of the same budget and size declares a smaller minimum runtime
+(rule 2 and reservations read it). ``depth=None`` passes every pending workload.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from scheduler.policy import (
+    Attempt,
+    Decisions,
+    GpuHealth,
+    Host,
+    Snapshot,
+    StopReason,
+    UsageRecord,
+    Workload,
+    schedule,
+)
+from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
+from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
+from scheduler.trace import (
+    DEFAULT_MIN_RUNTIME_RULE,
+    DEFAULT_UNALLOCATED_RULE,
+    MinRuntimeRule,
+    TraceJob,
+    UnallocatedRule,
+    read_trace,
+)
+
+DAY = 86_400
+T0 = 1_501_545_600  # 2017-08-01T00:00:00Z: trace second 0 (Philly's first submission, August 2017)
+DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "data" / "philly" / "philly_jobs.csv"
+POLICY_NAMES = ("fairway", "fifo", "slurm-fairshare", "kueue-drs", "kai-timeshare")
+SIZE_CLASSES = ("1", "2-8", ">8")
+
+
+class SimulationError(ValueError):
+    """Bad simulator input that is not a trace or budget-file error (those have their own types)."""
+
+
+def size_class(gpus: int) -> str:
+    return "1" if gpus == 1 else "2-8" if gpus <= 8 else ">8"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything one simulation needs. Durations in seconds."""
+
+    trace: str = str(DEFAULT_TRACE)
+    hosts: int = 64
+    gpus_per_host: int = 8
+    budgets: str | None = None  # YAML file; None: one project per VC, equal shares
+    min_runtime_rule: str = DEFAULT_MIN_RUNTIME_RULE
+    unallocated_rule: str = DEFAULT_UNALLOCATED_RULE
+    days: float | None = None  # None: the trace's whole span (first to last submission)
+    seed: int = 1
+    checkpoint: str = "resume"  # resume | restart
+    fault_rate: float = 0.0  # host faults per host per day
+    repair_s: int = 4 * 3600
+    grace_s: int = 30
+    window_s: int = 7 * DAY
+    max_reservations: int = 8
+    depth: int | None = 8
+    tick_gap_s: int = 0
+    model: str = "GPU"
+
+    def check(self) -> None:
+        if self.hosts < 1 or self.gpus_per_host < 1:
+            raise SimulationError("--hosts and --gpus-per-host must be at least 1")
+        if self.days is not None and self.days <= 0:
+            raise SimulationError("--days must be positive")
+        if self.checkpoint not in ("resume", "restart"):
+            raise SimulationError("--checkpoint must be resume or restart")
+        if self.fault_rate < 0 or self.repair_s < 0 or self.grace_s < 0 or self.tick_gap_s < 0:
+            raise SimulationError("fault rate, repair, grace and tick gap must not be negative")
+        if self.depth is not None and self.depth < 1:
+            raise SimulationError("--depth must be at least 1")
+
+
+@dataclass
+class Inputs:
+    """Validated inputs shared by every policy of one run."""
+
+    config: SimConfig
+    jobs: list[TraceJob]
+    plan: BudgetPlan
+    min_rule: MinRuntimeRule
+    unalloc_rule: UnallocatedRule
+    horizon_s: int
+
+
+def prepare(config: SimConfig) -> Inputs:
+    """Read and check the trace, the budget file and the rules; raises before anything is written."""
+    config.check()
+    try:
+        min_rule = MinRuntimeRule.parse(config.min_runtime_rule)
+        unalloc_rule = UnallocatedRule.parse(config.unallocated_rule)
+    except ValueError as exc:
+        raise SimulationError(str(exc)) from None
+    jobs = read_trace(config.trace)
+    if not jobs:
+        raise SimulationError(f"{config.trace}: the trace has no jobs")
+    first_line: dict[str, int] = {}
+    for j in jobs:
+        first_line.setdefault(j.vc, j.line)
+    plan = load_plan(config.budgets, first_line) if config.budgets else default_plan(first_line)
+    span = jobs[-1].submit_time_s - jobs[0].submit_time_s
+    horizon = max(1, span) if config.days is None else int(config.days * DAY)
+    jobs = [j for j in jobs if j.submit_time_s - jobs[0].submit_time_s < horizon] or jobs[:1]
+    return Inputs(config, jobs, plan, min_rule, unalloc_rule, horizon)
+
+
+# ------------------------------------------------------------------------------------------------
+class WindowUsage:
+    """Exact windowed usage ``U`` of closed intervals, per budget, pro-rata at the window's start.
+
+    Intervals arrive in order of their end (releases happen at the simulated now), so expiry is a
+    queue and the pro-rata edge a heap: O(log n) per interval, O(budgets) per query.
+    """
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self._by_end: deque[list[Any]] = deque()
+        self._by_start: list[tuple[int, int, list[Any]]] = []
+        self._full: dict[str, int] = {}
+        self._edge_ge: dict[str, int] = {}
+        self._edge_g: dict[str, int] = {}
+        self._n = 0
+
+    def add(self, budget: str, gpus: int, start: int, end: int) -> None:
+        if end <= start or gpus <= 0:
+            return
+        rec = [budget, gpus, start, end, 0]  # state 0: inside, 1: crosses the window start
+        self._by_end.append(rec)
+        self._n += 1
+        heapq.heappush(self._by_start, (start, self._n, rec))
+        self._full[budget] = self._full.get(budget, 0) + gpus * (end - start)
+
+    def at(self, now: int) -> dict[str, int]:
+        ws = now - self.window
+        while self._by_start and self._by_start[0][0] < ws:
+            rec = heapq.heappop(self._by_start)[2]
+            if rec[4] == 0:
+                b, g, s, e = rec[0], rec[1], rec[2], rec[3]
+                self._full[b] -= g * (e - s)
+                self._edge_ge[b] = self._edge_ge.get(b, 0) + g * e
+                self._edge_g[b] = self._edge_g.get(b, 0) + g
+                rec[4] = 1
+        while self._by_end and self._by_end[0][3] <= ws:
+            rec = self._by_end.popleft()
+            b, g, e = rec[0], rec[1], rec[3]
+            if rec[4] == 1:
+                self._edge_ge[b] -= g * e
+                self._edge_g[b] -= g
+            rec[4] = 2
+        out = {}
+        for b in set(self._full) | set(self._edge_g):
+            u = self._full.get(b, 0) + self._edge_ge.get(b, 0) - ws * self._edge_g.get(b, 0)
+            if u:
+                out[b] = u
+        return out
+
+
+class PendingView(Sequence[Workload]):
+    """The pending workloads one pass sees: per (budget, GPU count, allocated) the oldest ``depth``,
+    in submission order within each queue. ``queues`` maps those keys to the lists."""
+
+    def __init__(
+        self,
+        items: list[Workload],
+        queues: dict[tuple[str, int, bool], list[Workload]],
+        pending_gpus: dict[str, int] | None = None,
+    ) -> None:
+        self._items = items
+        self.queues = queues
+        self.pending_gpus = pending_gpus if pending_gpus is not None else {}
+        """GPUs of *all* pending workloads per budget (the view may show fewer)."""
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        return self._items[i]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._items)
+
+
+def _wkey(w: Workload) -> tuple[int, int]:
+    return (w.submitted_at, w.seq)
+
+
+@dataclass
+class TraceWorkload(SimWorkload):
+    """A trace job in the simulation."""
+
+    vc: str = ""
+    duration: int = 0
+    line: int = 0
+    job_id: int = 0
+    policy_view: Workload | None = None
+    gpu_seconds_run: int = 0
+
+
+def _tw(w: SimWorkload) -> TraceWorkload:
+    if not isinstance(w, TraceWorkload):  # pragma: no cover - the simulator only makes TraceWorkloads
+        raise TypeError(f"{w.id} is not a trace workload")
+    return w
+
+
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Metrics:
+    """Raw measurements of one policy's run, turned into the report by :func:`summarize`."""
+
+    days: int
+    budgets: list[str]
+    avail_day: list[float] = field(default_factory=list)  # available GPU-seconds per day
+    occ_alloc_day: list[float] = field(default_factory=list)
+    occ_unalloc_day: list[float] = field(default_factory=list)
+    backlog_day: list[int] = field(default_factory=list)  # GPUs of pending work at each day's start
+    delivered_day: dict[str, list[float]] = field(default_factory=dict)  # allocated-class GPU-s per budget per day
+    demand_day: dict[str, list[float]] = field(default_factory=dict)
+    waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SIZE_CLASSES})
+    unstarted_waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SIZE_CLASSES})
+    jct: list[int] = field(default_factory=list)
+    preemptions: int = 0
+    preemptions_alloc: int = 0
+    preempted_gpu_s: int = 0
+    lost_gpu_s: int = 0
+    fault_kills: int = 0
+    violations: int = 0
+    starts: int = 0
+    passes: int = 0
+    ticks: int = 0
+    wall_s: float = 0.0
+    submitted: int = 0
+    rejected: int = 0
+    finished: int = 0
+
+    def __post_init__(self) -> None:
+        self.avail_day = [0.0] * self.days
+        self.occ_alloc_day = [0.0] * self.days
+        self.occ_unalloc_day = [0.0] * self.days
+        self.backlog_day = [0] * self.days
+        self.delivered_day = {b: [0.0] * self.days for b in self.budgets}
+        self.demand_day = {b: [0.0] * self.days for b in self.budgets}
+
+
+def _spread(series: list[float], t0: int, start: int, end: int, amount_per_s: float) -> None:
+    """Add ``amount_per_s`` × seconds of [start, end) into per-day buckets (seconds from ``t0``)."""
+    n = len(series)
+    s, e = start - t0, end - t0
+    if e <= s:
+        return
+    d = s // DAY
+    while s < e and d < n:
+        seg_end = min(e, (d + 1) * DAY)
+        if d >= 0:
+            series[d] += amount_per_s * (seg_end - s)
+        s = seg_end
+        d += 1
+
+
+class TraceSim(Engine):
+    """The scenario engine with trace arrivals, host faults, an event-driven tick and metrics."""
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        policy: Callable[[Snapshot], Decisions],
+        *,
+        charge_all: bool = False,
+        progress: Callable[[float], None] | None = None,
+    ) -> None:
+        cfg = inputs.config
+        super().__init__(
+            start=T0,
+            window=cfg.window_s,
+            tick_interval=max(1, cfg.tick_gap_s),
+            grace=cfg.grace_s,
+            max_reservations=cfg.max_reservations,
+            auto_drain_on_gpu_fault=False,
+            with_reasons=False,
+        )
+        self.inputs = inputs
+        self.cfg = cfg
+        self.policy = policy
+        self.charge_all = charge_all
+        self.progress = progress
+        self.horizon = T0 + inputs.horizon_s
+        self.total_gpus = cfg.hosts * cfg.gpus_per_host
+        self.days = math.ceil(inputs.horizon_s / DAY)
+        for b in inputs.plan.budgets:
+            self.add_budget(b)
+        self.leaves = inputs.plan.leaves
+        self.m = Metrics(self.days, self.leaves)
+        width = max(3, len(str(cfg.hosts)))
+        for i in range(cfg.hosts):
+            self.add_host(
+                Host(f"h{i:0{width}d}", cfg.model, dict.fromkeys(range(cfg.gpus_per_host), GpuHealth.HEALTHY))
+            )
+        self._host_list = list(self.hosts.values())
+        self._budget_list = list(self.budgets.values())
+        self.wusage = WindowUsage(cfg.window_s)
+        self.queues: dict[tuple[str, int, bool], list[Workload]] = {}
+        self._attempt_view: dict[str, Attempt] = {}
+        self._view_full: dict[tuple[str, int, bool], int] = {}
+        self._available = self.total_gpus
+        self._avail_since = T0
+        self._tick_at: int | None = None
+        self._last_tick: int | None = None
+        self._pending_gpus = 0
+        self._pending_by_budget: dict[str, int] = {}
+        self._alloc_pending = 0
+        # Host faults: one seeded stream per host, independent of the policy and of event order.
+        self._fault_rng = {h: random.Random(f"{cfg.seed}:{h}") for h in self.hosts}  # noqa: S311 (a simulation)
+        if cfg.fault_rate > 0:
+            for h in sorted(self.hosts):
+                self._push(self._next_fault(h, T0), "fault", h)
+        largest = cfg.gpus_per_host
+        self._fits = lambda n: n <= largest or (n % largest == 0 and n // largest <= cfg.hosts)
+
+    # ------------------------------------------------------------------ inputs
+    def _next_fault(self, host: str, after: int) -> int:
+        rate = self.cfg.fault_rate / DAY
+        return after + max(1, int(self._fault_rng[host].expovariate(rate)))
+
+    def _arrive(self, job: TraceJob) -> None:
+        inp = self.inputs
+        self.m.submitted += 1
+        if not self._fits(job.num_gpus):
+            self.m.rejected += 1  # no host set of this cluster could ever hold it (DESIGN.md §3.3)
+            return
+        if inp.unalloc_rule.is_unallocated(job):
+            m = 0
+        else:
+            m = max(1, math.ceil(inp.min_rule.min_runtime_s(job.duration_s) - 1e-9))
+        w = TraceWorkload(
+            id=f"j{job.job_id}",
+            budget=inp.plan.leaf_of_vc[job.vc],
+            gpus=job.num_gpus,
+            model=self.cfg.model,
+            min_runtime=m,
+            submitted_at=self.now,
+            seq=self.next_seq(),
+            remaining=job.duration_s,
+            vc=job.vc,
+            duration=job.duration_s,
+            line=job.line,
+            job_id=job.job_id,
+        )
+        self.workloads[w.id] = w
+        self._enqueue(w)
+
+    def _enqueue(self, w: TraceWorkload) -> None:
+        pv = w.as_pending()
+        w.policy_view = pv
+        q = self.queues.setdefault((w.budget, w.gpus, w.min_runtime > 0), [])
+        bisect.insort(q, pv, key=_wkey)
+        self._pending_gpus += w.gpus
+        self._pending_by_budget[w.budget] = self._pending_by_budget.get(w.budget, 0) + w.gpus
+        if w.min_runtime > 0:
+            self._alloc_pending += 1
+
+    def _dequeue(self, w: TraceWorkload) -> None:
+        pv = w.policy_view
+        if pv is None:
+            return
+        q = self.queues[(w.budget, w.gpus, w.min_runtime > 0)]
+        i = bisect.bisect_left(q, _wkey(pv), key=_wkey)
+        while q[i] is not pv:
+            i += 1
+        del q[i]
+        w.policy_view = None
+        self._pending_gpus -= w.gpus
+        self._pending_by_budget[w.budget] -= w.gpus
+        if w.min_runtime > 0:
+            self._alloc_pending -= 1
+
+    # ---------------------------------------------------------------- snapshot
+    def snapshot(self) -> Snapshot:
+        depth = self.cfg.depth
+        items: list[Workload] = []
+        view: dict[tuple[str, int, bool], list[Workload]] = {}
+        self._view_full = {}
+        for key in sorted(self.queues):
+            q = self.queues[key]
+            if not q:
+                continue
+            part = q if depth is None or len(q) <= depth else q[:depth]
+            if depth is not None and len(q) > depth:
+                self._view_full[key] = len(part)
+            view[key] = part
+            items.extend(part)
+        attempts = []
+        for a in self.attempts.values():
+            av = self._attempt_view.get(a.id)
+            if av is None or av.stopping != (a.stop_reason is not None):
+                av = self._attempt_view[a.id] = a.as_policy()
+            attempts.append(av)
+        usage = [UsageRecord(b, self.now, self.now, None, u) for b, u in sorted(self.wusage.at(self.now).items())]
+        return Snapshot(
+            now=self.now,
+            hosts=self._host_list,
+            budgets=self._budget_list,
+            attempts=attempts,
+            pending=PendingView(items, view, dict(self._pending_by_budget)),
+            usage=usage,
+            nominations=self.nominations,
+            window=self.window,
+            max_reservations=self.max_reservations,
+            with_reasons=False,
+        )
+
+    # -------------------------------------------------------------- lifecycle
+    def _open_attempt(
+        self, w: SimWorkload, gpus: tuple[tuple[str, int], ...], *, allocated: bool, started_at: int
+    ) -> SimAttempt:
+        w = _tw(w)
+        first = w.first_start is None
+        self._dequeue(w)
+        a = super()._open_attempt(w, gpus, allocated=allocated, started_at=started_at)
+        self.m.starts += 1
+        if first:
+            self.m.waits[size_class(w.gpus)].append(started_at - w.submitted_at)
+        if a.allocated and a.min_runtime > 0 and (a.run_budget is None or a.min_runtime < a.run_budget):
+            self._push(started_at + a.min_runtime, "protect", a.id)
+        return a
+
+    def _release(self, a: SimAttempt, end_reason: str, at: int) -> None:
+        if a.id not in self.attempts:
+            return
+        super()._release(a, end_reason, at)
+        self.usage.clear()  # closed usage lives in self.wusage (exact, see WindowUsage)
+        self._attempt_view.pop(a.id, None)
+        w = self.workloads[a.workload]
+        w = _tw(w)
+        g = len(a.gpus)
+        if a.allocated or self.charge_all:
+            self.wusage.add(a.budget, g, a.started_at, at)
+        self._account_interval(w, a, a.started_at, at)
+        if end_reason in ("preempted", "drained"):
+            self.m.preempted_gpu_s += g * (at - a.started_at)
+        if w.state == "pending":
+            if self.cfg.checkpoint == "restart":
+                self.m.lost_gpu_s += g * (w.duration - (w.remaining or 0))
+                w.remaining = w.duration
+            self._enqueue(w)
+        elif w.state in ("succeeded", "failed"):
+            self.m.finished += 1
+            self.m.jct.append(at - w.submitted_at)
+
+    def _account_interval(self, w: TraceWorkload, a: SimAttempt, start: int, end: int) -> None:
+        g = len(a.gpus)
+        allocated_class = w.min_runtime > 0
+        _spread(self.m.occ_alloc_day if allocated_class else self.m.occ_unalloc_day, T0, start, end, g)
+        if allocated_class:
+            _spread(self.m.delivered_day[w.budget], T0, start, end, g)
+
+    def apply(self, dec: Decisions) -> None:
+        for stop in dec.stops:
+            a = self.attempts.get(stop.attempt)
+            if a is None or a.stop_reason is not None:
+                continue
+            if stop.reason in (StopReason.PREEMPTED, StopReason.DRAINED):
+                self.m.preemptions += 1
+                if a.allocated:
+                    self.m.preemptions_alloc += 1
+                    if self.now < a.started_at + a.min_runtime:
+                        self.m.violations += 1
+        super().apply(dec)
+        self.log.started.clear()
+        self.log.preempted.clear()
+
+    # --------------------------------------------------------------- events
+    def _set_available(self, delta: int) -> None:
+        _spread(self.m.avail_day, T0, self._avail_since, self.now, self._available)
+        self._avail_since = self.now
+        self._available += delta
+
+    def _process_event(self, kind: str, ident: str) -> bool:
+        """Process one event; True when the state changed so that a pass is due."""
+        if kind == "protect":
+            return ident in self.attempts and self._alloc_pending > 0
+        if kind == "tick":
+            self._tick_at = None
+            return True
+        if kind == "fault":
+            h = self.hosts[ident]
+            self.hosts[ident] = replace(h, gpu_health=dict.fromkeys(h.gpu_health, GpuHealth.UNHEALTHY))
+            self._host_list = list(self.hosts.values())
+            for a in sorted(self.attempts.values(), key=lambda a: a.id):
+                if any(g[0] == ident for g in a.gpus):
+                    self.m.fault_kills += 1
+                    self._release(a, "gpu_fault", self.now)
+            self._set_available(-h.size)
+            self._push(self.now + self.cfg.repair_s, "repair", ident)
+            return True
+        if kind == "repair":
+            h = self.hosts[ident]
+            self.hosts[ident] = replace(h, gpu_health=dict.fromkeys(h.gpu_health, GpuHealth.HEALTHY))
+            self._host_list = list(self.hosts.values())
+            self._set_available(h.size)
+            self._push(self._next_fault(ident, self.now), "fault", ident)
+            return True
+        n = len(self.attempts)
+        super()._process_event(kind, ident)
+        return len(self.attempts) != n
+
+    def _pass(self) -> None:
+        """Passes at this instant until nothing more can change (see the module docstring)."""
+        self.m.ticks += 1
+        self._last_tick = self.now
+        for _ in range(50):
+            dec = self.policy(self.snapshot())
+            self.m.passes += 1
+            full = self._view_full
+            self.apply(dec)
+            if not dec.changed:
+                return
+            again = bool(dec.stops) and self.grace == 0
+            if full and not again:
+                started: dict[tuple[str, int, bool], int] = {}
+                for st in dec.starts:
+                    w = self.workloads[st.workload]
+                    key = (w.budget, w.gpus, w.min_runtime > 0)
+                    started[key] = started.get(key, 0) + 1
+                again = any(started.get(k, 0) >= n for k, n in full.items())
+            if not again:
+                return
+
+    def run(self) -> Metrics:
+        """Run to the horizon; returns the raw metrics."""
+        wall = time.perf_counter()
+        jobs = self.inputs.jobs
+        base = jobs[0].submit_time_s
+        i, n = 0, len(jobs)
+        gap = self.cfg.tick_gap_s
+        next_day = T0
+        day = 0
+        inf = 1 << 62
+        while True:
+            t_arr = T0 + jobs[i].submit_time_s - base if i < n else inf
+            t_ev = self._events[0][0] if self._events else inf
+            t = min(t_arr, t_ev)
+            if t >= self.horizon or t == inf:
+                break
+            while next_day <= t and day < self.days:
+                self.m.backlog_day[day] = self._pending_gpus
+                day += 1
+                next_day = T0 + day * DAY
+            self.now = t
+            due = False
+            while i < n and T0 + jobs[i].submit_time_s - base == t:
+                self._arrive(jobs[i])
+                i += 1
+                due = True
+            while self._events and self._events[0][0] == t:
+                _, _, kind, ident = heapq.heappop(self._events)
+                due = self._process_event(kind, ident) or due
+            if not due:
+                continue
+            if gap and self._last_tick is not None and t - self._last_tick < gap:
+                if self._tick_at is None:
+                    self._tick_at = self._last_tick + gap
+                    self._push(self._tick_at, "tick", "")
+                continue
+            self._pass()
+            if self.progress is not None and self.m.ticks % 200 == 0:
+                self.progress((t - T0) / DAY)
+        self.now = self.horizon
+        while day < self.days:
+            self.m.backlog_day[day] = self._pending_gpus
+            day += 1
+        self._finish()
+        self.m.wall_s = time.perf_counter() - wall
+        if self.progress is not None:
+            self.progress(self.inputs.horizon_s / DAY)
+        return self.m
+
+    def _finish(self) -> None:
+        """Close the books at the horizon: open attempts, unstarted waits, demand."""
+        self._set_available(0)
+        for a in self.attempts.values():
+            w = self.workloads[a.workload]
+            w = _tw(w)
+            self._account_interval(w, a, a.started_at, self.horizon)
+        for w in self.workloads.values():
+            w = _tw(w)
+            if w.first_start is None:
+                self.m.unstarted_waits[size_class(w.gpus)].append(self.horizon - w.submitted_at)
+            if w.min_runtime > 0:
+                end = w.finished_at if w.finished_at is not None else self.horizon
+                _spread(self.m.demand_day[w.budget], T0, w.submitted_at, end, w.gpus)
+
+
+# ------------------------------------------------------------------------------------------------
+def make_policy(name: str) -> tuple[Callable[[Snapshot], Decisions], bool]:
+    """The policy callable for ``name`` and whether it charges all work (peers) or allocated only."""
+    if name == "fairway":
+        return schedule, False
+    from scheduler.sim import peers
+
+    cls = peers.PEERS.get(name)
+    if cls is None:
+        raise SimulationError(f"unknown policy {name!r} (use {', '.join(POLICY_NAMES)} or all)")
+    return cls(), True
+
+
+def run_policy(inputs: Inputs, name: str, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Simulate ``inputs`` under one policy; returns its summary (see :func:`summarize`)."""
+    policy, charge_all = make_policy(name)
+    sim = TraceSim(inputs, policy, charge_all=charge_all, progress=progress)
+    m = sim.run()
+    return summarize(name, inputs, sim, m)
+
+
+# ------------------------------------------------------------------------------------------------
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0–100) of ``values``; None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = max(1, math.ceil(p / 100 * len(s)))
+    return float(s[k - 1])
+
+
+def jain(values: Sequence[float]) -> float | None:
+    """Jain's fairness index (Σx)² / (n Σx²); 1 means all equal."""
+    if not values:
+        return None
+    sq = sum(x * x for x in values)
+    return (sum(values) ** 2) / (len(values) * sq) if sq else 1.0
+
+
+def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str, Any]:
+    """The report's figures for one policy (definitions in docs/simulation.md)."""
+    cfg = inputs.config
+    total = sim.total_gpus * inputs.horizon_s
+    avail = sum(m.avail_day)
+    occ_a = sum(m.occ_alloc_day)
+    occ_u = sum(m.occ_unalloc_day)
+    shares = _normalized_shares(inputs.plan)
+    wdays = cfg.window_s // DAY
+    windows = sim.days // wdays if wdays else 0
+    attain: dict[str, list[float | None]] = {}
+    saturated_vals: list[float] = []
+    all_vals: list[float] = []
+    per_window_min: list[float | None] = []
+    for k in range(windows):
+        lo, hi = k * wdays, (k + 1) * wdays
+        wmin = None
+        for b in sim.leaves:
+            ent = shares[b] * sim.total_gpus * cfg.window_s
+            dem = sum(m.demand_day[b][lo:hi])
+            got = sum(m.delivered_day[b][lo:hi])
+            den = min(ent, dem)
+            if den <= 0:
+                attain.setdefault(b, []).append(None)
+                continue
+            val = min(1.0, got / den)
+            attain.setdefault(b, []).append(round(val, 4))
+            all_vals.append(val)
+            if dem >= ent:
+                saturated_vals.append(val)
+                wmin = val if wmin is None else min(wmin, val)
+        per_window_min.append(None if wmin is None else round(wmin, 4))
+    jains = []
+    for k in range(windows):
+        vals = [v[k] for v in attain.values() if k < len(v) and v[k] is not None]
+        j = jain([float(x) for x in vals])
+        if j is not None:
+            jains.append(j)
+    backlogged = [
+        d
+        for d in range(sim.days)
+        if m.backlog_day[d] >= sim.total_gpus and (d + 1 >= sim.days or m.backlog_day[d + 1] >= sim.total_gpus)
+    ]
+    waits_all = {c: m.waits[c] + m.unstarted_waits[c] for c in SIZE_CLASSES}
+    hours = 3600.0
+
+    def wstats(vals: list[int]) -> dict[str, float | None]:
+        return {f"p{p}": _h(percentile(vals, p)) for p in (50, 90, 99)}
+
+    return {
+        "policy": name,
+        "jobs": {
+            "submitted": m.submitted,
+            "rejected_unplaceable": m.rejected,
+            "started": sum(len(v) for v in m.waits.values()),
+            "finished": m.finished,
+            "never_started": sum(len(v) for v in m.unstarted_waits.values()),
+        },
+        "availability": round(avail / total, 4),
+        "occupancy": round((occ_a + occ_u) / total, 4),
+        "occupancy_allocated": round(occ_a / total, 4),
+        "occupancy_unallocated": round(occ_u / total, 4),
+        "occupancy_backlogged_days": _occ_days(m, backlogged, sim.total_gpus),
+        "backlogged_days": backlogged,
+        "impact": round(occ_a / (occ_a + occ_u), 4) if occ_a + occ_u else None,
+        "attainment": {
+            "windows": windows,
+            "saturated_min": _r(min(saturated_vals) if saturated_vals else None),
+            "saturated_mean": _r(sum(saturated_vals) / len(saturated_vals) if saturated_vals else None),
+            "saturated_pairs": len(saturated_vals),
+            "min": _r(min(all_vals) if all_vals else None),
+            "mean": _r(sum(all_vals) / len(all_vals) if all_vals else None),
+            "jain_mean": _r(sum(jains) / len(jains) if jains else None),
+            "jain_min": _r(min(jains) if jains else None),
+            "per_window_saturated_min": per_window_min,
+            "per_budget": attain,
+        },
+        "wait_hours": {c: wstats(waits_all[c]) for c in SIZE_CLASSES},
+        "wait_hours_started_only": {c: wstats(m.waits[c]) for c in SIZE_CLASSES},
+        "jobs_by_class": {
+            c: {"started": len(m.waits[c]), "never_started": len(m.unstarted_waits[c])} for c in SIZE_CLASSES
+        },
+        "jct_hours": {
+            "mean": _h(sum(m.jct) / len(m.jct) if m.jct else None),
+            "p50": _h(percentile(m.jct, 50)),
+            "p90": _h(percentile(m.jct, 90)),
+        },
+        "preemptions": m.preemptions,
+        "preemptions_of_allocated": m.preemptions_alloc,
+        "preempted_gpu_hours": round(m.preempted_gpu_s / hours, 1),
+        "lost_gpu_hours": round(m.lost_gpu_s / hours, 1),
+        "fault_kills": m.fault_kills,
+        "protected_work_violations": m.violations,
+        "ticks": m.ticks,
+        "passes": m.passes,
+        "wall_s": round(m.wall_s, 1),
+        "sim_days_per_wall_minute": round((inputs.horizon_s / DAY) / (m.wall_s / 60), 2) if m.wall_s else None,
+        "series": {
+            "availability": [round(x / (sim.total_gpus * DAY), 4) for x in m.avail_day],
+            "occupancy_allocated": [round(x / (sim.total_gpus * DAY), 4) for x in m.occ_alloc_day],
+            "occupancy_unallocated": [round(x / (sim.total_gpus * DAY), 4) for x in m.occ_unalloc_day],
+            "backlog_gpus": m.backlog_day,
+            "window_usage_over_entitlement": {
+                b: _rolling_ratio(m.delivered_day[b], wdays, shares[b] * sim.total_gpus * cfg.window_s)
+                for b in sim.leaves
+            },
+        },
+        "wait_quantiles_hours": {c: _quantiles(waits_all[c]) for c in SIZE_CLASSES},
+    }
+
+
+def _quantiles(values: list[int], points: int = 200) -> list[float]:
+    """``points`` + 1 evenly spaced quantiles (0 to 100 %) in hours, for CDF plots."""
+    if not values:
+        return []
+    s = sorted(values)
+    return [round(s[min(len(s) - 1, round(i / points * (len(s) - 1)))] / 3600, 3) for i in range(points + 1)]
+
+
+def _occ_days(m: Metrics, days: list[int], gpus: int) -> float | None:
+    if not days:
+        return None
+    occ = sum(m.occ_alloc_day[d] + m.occ_unalloc_day[d] for d in days)
+    return round(occ / (gpus * DAY * len(days)), 4)
+
+
+def _rolling_ratio(daily: list[float], wdays: int, ent: float) -> list[float | None]:
+    out: list[float | None] = []
+    run = 0.0
+    for d, x in enumerate(daily):
+        run += x
+        if d >= wdays:
+            run -= daily[d - wdays]
+        out.append(round(run / ent, 4) if d + 1 >= wdays and ent else None)
+    return out
+
+
+def _normalized_shares(plan: BudgetPlan) -> dict[str, float]:
+    from scheduler.policy.tree import BudgetTree
+
+    tree = BudgetTree(plan.budgets)
+    return {k: float(v) for k, v in tree.normalized_shares(set(tree.budgets)).items()}
+
+
+def _h(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 3600, 3)
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def describe_inputs(inputs: Inputs) -> dict[str, Any]:
+    """The run's inputs in words and numbers, for the report."""
+    cfg = inputs.config
+    return {
+        "trace": str(cfg.trace),
+        "jobs": len(inputs.jobs),
+        "days": round(inputs.horizon_s / DAY, 3),
+        "hosts": cfg.hosts,
+        "gpus_per_host": cfg.gpus_per_host,
+        "gpus": cfg.hosts * cfg.gpus_per_host,
+        "budgets": inputs.plan.source,
+        "leaves": len(inputs.plan.leaves),
+        "min_runtime_rule": f"{cfg.min_runtime_rule} ({inputs.min_rule.describe()})",
+        "unallocated_rule": f"{cfg.unallocated_rule} ({inputs.unalloc_rule.describe()})",
+        "checkpoint": cfg.checkpoint,
+        "fault_rate_per_host_day": cfg.fault_rate,
+        "repair_s": cfg.repair_s,
+        "grace_s": cfg.grace_s,
+        "window_s": cfg.window_s,
+        "depth": cfg.depth,
+        "tick_gap_s": cfg.tick_gap_s,
+        "seed": cfg.seed,
+    }
+
+
+def simulate(
+    config: SimConfig, policies: Sequence[str], progress_factory: Callable[[str, float], Any] | None = None
+) -> dict[str, Any]:
+    """Validate inputs, then run each policy; returns the whole report as a JSON-ready dict."""
+    for p in policies:
+        if p not in POLICY_NAMES:
+            raise SimulationError(f"unknown policy {p!r} (use {', '.join(POLICY_NAMES)} or all)")
+    inputs = prepare(config)
+    results = []
+    for p in policies:
+        bar = progress_factory(p, inputs.horizon_s / DAY) if progress_factory else None
+        results.append(run_policy(inputs, p, progress=bar))
+    return {"inputs": describe_inputs(inputs), "policies": results}
