@@ -188,7 +188,8 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
         ax.set_title(f"{r['policy']}: allocated usage over the last 7 days ÷ entitlement, per budget")
         ax.set_xlabel("day")
         ax.set_ylabel("U / E")
-        ax.legend(fontsize=6, ncol=4)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, ncol=4)
         fig.tight_layout()
         p = out / f"usage_vs_entitlement_{r['policy']}.png"
         fig.savefig(p, dpi=90)

@@ -128,7 +128,7 @@ def prepare(config: SimConfig) -> Inputs:
         first_line.setdefault(j.vc, j.line)
     plan = load_plan(config.budgets, first_line) if config.budgets else default_plan(first_line)
     span = jobs[-1].submit_time_s - jobs[0].submit_time_s
-    horizon = max(1, span) if config.days is None else int(config.days * DAY)
+    horizon = span + 1 if config.days is None else int(config.days * DAY)
     jobs = [j for j in jobs if j.submit_time_s - jobs[0].submit_time_s < horizon] or jobs[:1]
     return Inputs(config, jobs, plan, min_rule, unalloc_rule, horizon)
 

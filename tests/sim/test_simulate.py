@@ -1,0 +1,187 @@
+"""The trace simulator on small traces made here (scheduler/sim/simulate.py, docs/simulation.md)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from scheduler.policy import UsageRecord
+from scheduler.policy.usage import windowed_usage
+from scheduler.sim.budgets import BudgetFileError, default_plan, parse_plan
+from scheduler.sim.simulate import SimConfig, WindowUsage, prepare, run_policy, simulate
+from scheduler.trace import TraceError
+
+HEADER = "job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n"
+
+
+def make_trace(path: Path, rows: list[tuple[int, str, int, int]]) -> str:
+    """rows: (submit_s, vc, gpus, duration_s); ids in order."""
+    lines = [HEADER] + [f"{i},{t},{vc},{g},{d},{d}\n" for i, (t, vc, g, d) in enumerate(rows)]
+    path.write_text("".join(lines))
+    return str(path)
+
+
+def busy_trace(tmp_path: Path, n: int = 300, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    rows, t = [], 0
+    for _ in range(n):
+        t += rng.randint(0, 900)
+        g = rng.choice([1, 1, 1, 1, 2, 4, 8, 16])
+        rows.append((t, rng.choice(["aa", "aa", "aa", "bb", "cc"]), g, rng.randint(60, 6 * 3600)))
+    return make_trace(tmp_path / "t.csv", rows)
+
+
+def small(trace: str, **kw: object) -> SimConfig:
+    base = {"trace": trace, "hosts": 4, "gpus_per_host": 8, "grace_s": 30}
+    base.update(kw)
+    return SimConfig(**base)  # type: ignore[arg-type]
+
+
+def strip_timing(report: dict) -> dict:
+    for r in report["policies"]:
+        for k in ("wall_s", "sim_days_per_wall_minute"):
+            r.pop(k)
+    return report
+
+
+def test_every_policy_runs_and_fairway_never_preempts_protected_work(tmp_path: Path) -> None:
+    report = simulate(small(busy_trace(tmp_path)), ["fairway", "fifo", "slurm-fairshare", "kueue-drs", "kai-timeshare"])
+    by = {r["policy"]: r for r in report["policies"]}
+    fw = by["fairway"]
+    assert fw["protected_work_violations"] == 0
+    assert fw["jobs"]["submitted"] == 300
+    for r in by.values():
+        assert 0 < r["occupancy"] <= r["availability"] == 1.0
+        assert r["occupancy_allocated"] + r["occupancy_unallocated"] == pytest.approx(r["occupancy"], abs=2e-4)
+    assert by["fifo"]["preemptions"] == by["slurm-fairshare"]["preemptions"] == 0
+    # the peers that preempt know nothing of minimum runtimes: they cut protected work short
+    assert by["kueue-drs"]["protected_work_violations"] + by["kai-timeshare"]["protected_work_violations"] > 0
+
+
+def test_deterministic_for_a_seed_and_faults_follow_the_seed(tmp_path: Path) -> None:
+    trace = busy_trace(tmp_path, n=150)
+    cfg = small(trace, fault_rate=0.5, repair_s=2 * 3600, seed=3)
+    a = strip_timing(simulate(cfg, ["fairway", "kai-timeshare"]))
+    b = strip_timing(simulate(cfg, ["fairway", "kai-timeshare"]))
+    assert a == b
+    fw = a["policies"][0]
+    assert fw["availability"] < 1.0 and fw["fault_kills"] > 0
+    c = strip_timing(simulate(small(trace, fault_rate=0.5, repair_s=2 * 3600, seed=4), ["fairway"]))
+    assert c["policies"][0] != fw
+
+
+def test_checkpoint_resume_keeps_work_restart_loses_it(tmp_path: Path) -> None:
+    # a's long 8-GPU jobs fill the cluster; b arrives later and reclaims GPUs once protection (2 h) ends.
+    rows = [(0, "aa", 8, 20 * 3600), (0, "aa", 8, 20 * 3600), (3 * 3600, "bb", 8, 3600), (3 * 3600, "bb", 8, 3600)]
+    trace = make_trace(tmp_path / "t.csv", rows)
+    resume = run_policy(prepare(small(trace, hosts=2, unallocated_rule="none", days=2)), "fairway")
+    restart = run_policy(
+        prepare(small(trace, hosts=2, unallocated_rule="none", days=2, checkpoint="restart")), "fairway"
+    )
+    assert resume["preemptions"] == restart["preemptions"] == 2
+    assert resume["lost_gpu_hours"] == 0
+    assert restart["lost_gpu_hours"] == pytest.approx(2 * 8 * 3, abs=0.5)  # 3 h of 8 GPUs (and the grace), twice
+    assert (
+        resume["jobs"]["finished"] > restart["jobs"]["finished"]
+        or resume["jct_hours"]["mean"] < restart["jct_hours"]["mean"]
+    )
+
+
+def test_unplaceable_jobs_are_rejected_and_counted(tmp_path: Path) -> None:
+    trace = make_trace(tmp_path / "t.csv", [(0, "aa", 12, 60), (10, "aa", 1, 60), (20, "aa", 64, 60)])
+    r = run_policy(prepare(small(trace, days=1)), "fifo")
+    assert r["jobs"]["rejected_unplaceable"] == 2  # 12 is no multiple of 8; 64 needs 8 hosts of 4
+    assert r["jobs"]["finished"] == 1
+
+
+def test_window_usage_matches_the_policy_pro_rata_usage() -> None:
+    rng = random.Random(1)
+    wu = WindowUsage(1000)
+    recs = []
+    now = 0
+    for _ in range(300):
+        now += rng.randint(0, 50)
+        start = now - rng.randint(0, 2500)
+        g = rng.randint(1, 8)
+        b = rng.choice("xyz")
+        wu.add(b, g, start, now)
+        recs.append(UsageRecord(b, start, now, gpus=g))
+        if rng.random() < 0.3:
+            assert wu.at(now) == {k: v for k, v in windowed_usage(recs, [], now, 1000).items() if v}
+
+
+def test_budget_file_errors_name_the_line() -> None:
+    vcs = {"aa": 2, "bb": 3}
+    ok = parse_plan(
+        "org:\n  children:\n    g:\n      shares: 2\n      children:\n        vc-aa: {}\n    x:\n      vcs: [bb]\n", vcs
+    )
+    assert ok.leaf_of_vc == {"aa": "org/g/vc-aa", "bb": "org/x"}
+    with pytest.raises(BudgetFileError, match=r"line 4: budget 'org/g': shares must be >= 1, not -1"):
+        parse_plan("org:\n  children:\n    g:\n      shares: -1\n      vcs: [aa, bb]\n", vcs)
+    with pytest.raises(BudgetFileError, match=r"line 4: budget 'org/g': unknown key 'share'"):
+        parse_plan("org:\n  children:\n    g:\n      share: 1\n", vcs)
+    with pytest.raises(BudgetFileError, match=r"VC 'bb' of the trace \(first job on trace line 3\) has no budget"):
+        parse_plan("org:\n  children:\n    vc-aa: {}\n", vcs)
+    with pytest.raises(BudgetFileError, match=r"line 4: VC 'aa' belongs to"):
+        parse_plan("org:\n  children:\n    vc-aa: {}\n    z: {vcs: [aa, bb]}\n", vcs)
+    assert [b.key for b in default_plan(["bb", "aa"]).budgets] == ["org", "org/vc-aa", "org/vc-bb"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("job_id,submit_time_s,vc,num_gpus\n0,0,aa,1\n", "line 1, column 'duration_s': missing column"),
+        (HEADER + "0,0,aa,1,60,60\n1,5,aa,two,60,60\n", "line 3, column 'num_gpus': 'two' is not a number"),
+    ],
+)
+def test_bad_trace_fails_with_its_line_and_writes_nothing(tmp_path: Path, content: str, message: str) -> None:
+    trace = tmp_path / "bad.csv"
+    trace.write_text(content)
+    out = tmp_path / "out"
+    with pytest.raises(CommandError, match=message):
+        call_command("simulate", "--trace", str(trace), "--out", str(out), "--no-progress")
+    assert not out.exists()
+    with pytest.raises(TraceError):
+        prepare(SimConfig(trace=str(trace)))
+
+
+def test_bad_budget_file_writes_nothing(tmp_path: Path) -> None:
+    trace = make_trace(tmp_path / "t.csv", [(0, "aa", 1, 60)])
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text("org:\n  children:\n    vc-aa:\n      shares: zero\n")
+    out = tmp_path / "out"
+    with pytest.raises(CommandError, match=r"b.yaml, line 4: budget 'org/vc-aa': shares 'zero' is not a whole number"):
+        call_command("simulate", "--trace", trace, "--budgets", str(budgets), "--out", str(out), "--no-progress")
+    assert not out.exists()
+
+
+def test_command_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    call_command(
+        "simulate",
+        "--trace",
+        busy_trace(tmp_path, n=60),
+        "--hosts",
+        "2",
+        "--policy",
+        "fairway,fifo",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "pyramid.png",
+        "report.json",
+        "report.md",
+        "usage_vs_entitlement_fairway.png",
+        "usage_vs_entitlement_fifo.png",
+        "wait_cdf.png",
+    ]
+    assert (
+        "| protected-work violations" in (out / "report.md").read_text()
+        or "violations" in (out / "report.md").read_text()
+    )
