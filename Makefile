@@ -6,9 +6,11 @@ STAMP := $(VENV)/.installed
 .PHONY: venv test lint demo screenshots
 
 # The virtualenv is (re)installed only when a requirements file changes (stamp file).
-$(STAMP): requirements.txt requirements-dev.txt agent/requirements.txt
+$(STAMP): requirements.txt requirements-dev.txt agent/requirements.txt pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q -r requirements-dev.txt
+	# the console scripts `fairway` (CLI) and `fairway-agent`; the tests do not need them
+	$(VENV)/bin/python -m pip install -q --no-deps -e . || echo "console scripts not installed"
 	touch $(STAMP)
 
 .venv: $(STAMP)

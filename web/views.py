@@ -456,7 +456,8 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     state, now = HOST_VERBS[verb]
     try:
         do_set_host_state(request.user, host, state, request.POST.get("reason", "")[:500], drain_now=now)
-        messages.success(request, f"{host.name}: {verb.replace('-', ' ')}.")
+        done = {"cordon": "cordoned", "drain": "draining", "drain-now": "draining now", "resume": "resumed"}[verb]
+        messages.success(request, f"{host.name}: {done}.")
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))

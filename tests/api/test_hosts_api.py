@@ -88,3 +88,19 @@ def test_budget_tree_shows_usage_entitlement_ratio_and_rank(researcher_client, r
     assert rows["vision"]["rank"] == 1
     assert rows["nlp/olmo"]["running_gpus"] == 8
     assert rows["org"]["rank"] is None
+
+
+def test_host_list_costs_the_same_queries_for_more_hosts(
+    researcher_client, researcher, submit_kwargs, cluster, django_assert_max_num_queries
+):
+    from scheduler.services import do_register_host
+    from tests.conftest import gpu_specs
+
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    with django_assert_max_num_queries(8) as few:
+        researcher_client.get("/api/v1/hosts/")
+    for i in range(6):
+        do_register_host(cluster, f"extra-{i}", gpu_specs(f"extra-{i}", "A100", 8))
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(researcher_client.get("/api/v1/hosts/").json()) == 9

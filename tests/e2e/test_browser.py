@@ -151,6 +151,27 @@ def test_researcher_submits_watches_reads_why_pending_and_cancels(
     page.goto("/clusters/")
     assert page.locator("#host-h1 .gpu.alloc").count() == 2
 
+    # An admin drains the host from the cluster page: the protected attempt may finish its
+    # minimum runtime, and the page shows when the drain will end; then resumes it.
+    User.objects.create_user("ada", password="ada-password", is_staff=True, is_superuser=True)
+    admin_context = page.context.browser.new_context(viewport={"width": 1360, "height": 900}, base_url=stack.base_url)
+    try:
+        admin_page = admin_context.new_page()
+        admin_page.goto("/login/")
+        admin_page.fill("#id_username", "ada")
+        admin_page.fill("#id_password", "ada-password")
+        admin_page.click("button[type=submit]")
+        admin_page.wait_for_url(f"{stack.base_url}/")
+        admin_page.goto("/clusters/")
+        admin_page.click("#host-h1 form[action$='/drain/'] button")
+        admin_page.wait_for_selector("#host-h1 .badge.draining")
+        assert "last protection ends" in admin_page.inner_text("#host-h1")
+        admin_page.screenshot(path=str(shots / "10b-clusters-admin-draining.png"), full_page=True)
+        admin_page.click("#host-h1 form[action$='/resume/'] button")
+        admin_page.wait_for_selector("#host-h1 .badge.active")
+    finally:
+        admin_context.close()
+
     # Cancel the pending one from its page.
     page.goto(f"/workloads/{waiting}/")
     page.once("dialog", lambda dialog: dialog.accept())
