@@ -15,6 +15,7 @@ the snapshot.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 
 from scheduler.policy import (
@@ -22,6 +23,7 @@ from scheduler.policy import (
     Decisions,
     GpuHealth,
     GpuRef,
+    Host,
     HostState,
     Snapshot,
     Start,
@@ -43,29 +45,54 @@ class Room:
     """Free GPUs of one snapshot and best-fit placement (DESIGN.md §3.3 without fabrics).
 
     Free: healthy GPUs of ``active`` hosts held by no open attempt and nominated to nobody.
+    ``cache`` (kept by a policy instance across calls) holds each host's healthy indices, keyed by
+    the host object, so an unchanged host costs nothing to look at again.
     """
 
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, cache: dict[str, tuple[Host, list[int]]] | None = None) -> None:
         self.hosts = {h.name: h for h in snap.hosts}
-        held: set[GpuRef] = set()
-        self.attempts_on: dict[str, list[Attempt]] = {h.name: [] for h in snap.hosts}
+        self._attempts = snap.attempts
+        self._attempts_on: dict[str, list[Attempt]] | None = None
+        held: dict[str, set[int]] = {}
         for a in snap.attempts:
-            held.update(a.gpus)
-            for host in sorted({g[0] for g in a.gpus}):
-                if host in self.attempts_on:
-                    self.attempts_on[host].append(a)
+            for h, i in a.gpus:
+                held.setdefault(h, set()).add(i)
         nominated = {g for gs in snap.nominations.values() for g in gs}
+        cache = {} if cache is None else cache
         self.free: dict[str, list[int]] = {}
         self.whole: dict[str, bool] = {}
         for h in snap.hosts:
+            hit = cache.get(h.name)
+            if hit is None or hit[0] is not h:
+                hit = cache[h.name] = (h, [i for i, st in sorted(h.gpu_health.items()) if st != GpuHealth.UNHEALTHY])
+            healthy = hit[1]
             ok = h.state == HostState.ACTIVE
-            healthy = [i for i, s in sorted(h.gpu_health.items()) if s != GpuHealth.UNHEALTHY]
             self.whole[h.name] = ok and len(healthy) == h.size
-            self.free[h.name] = (
-                [i for i in healthy if (h.name, i) not in held and (h.name, i) not in nominated] if ok else []
-            )
+            if not ok:
+                self.free[h.name] = []
+                continue
+            busy = held.get(h.name)
+            free = healthy if not busy else [i for i in healthy if i not in busy]
+            if nominated:
+                free = [i for i in free if (h.name, i) not in nominated]
+            self.free[h.name] = list(free)
+        self.total_free = sum(len(f) for f in self.free.values())
         self.largest = max((h.size for h in snap.hosts), default=0)
         self.names = sorted(self.free)
+
+    @property
+    def attempts_on(self) -> dict[str, list[Attempt]]:
+        """Host name → attempts holding GPUs there (built on first use)."""
+        if self._attempts_on is None:
+            on: dict[str, list[Attempt]] = {name: [] for name in self.hosts}
+            for a in self._attempts:
+                seen = set()
+                for h, _ in a.gpus:
+                    if h not in seen and h in on:
+                        seen.add(h)
+                        on[h].append(a)
+            self._attempts_on = on
+        return self._attempts_on
 
     def usable(self, gpus: Iterable[GpuRef]) -> bool:
         """True when every GPU is healthy on an active host."""
@@ -100,12 +127,44 @@ class Room:
         for h, i in gpus:
             if i in self.free[h]:
                 self.free[h].remove(i)
+                self.total_free -= 1
+
+
+def by_budget(snap: Snapshot) -> dict[str, list[Workload]]:
+    """Pending workloads per budget in submission order (merging the simulator's sorted queues)."""
+    queues = getattr(snap.pending, "queues", None)
+    out: dict[str, list[Workload]] = {}
+    if queues is None:
+        for w in sorted(snap.pending, key=_order):
+            out.setdefault(w.budget, []).append(w)
+        return out
+    parts: dict[str, list[list[Workload]]] = {}
+    for key in sorted(queues):
+        parts.setdefault(key[0], []).append(queues[key])
+    for b, lists in parts.items():
+        out[b] = lists[0] if len(lists) == 1 else list(heapq.merge(*lists, key=_order))
+    return out
+
+
+def in_order(snap: Snapshot) -> Iterable[Workload]:
+    """All pending workloads in submission order."""
+    queues = getattr(snap.pending, "queues", None)
+    if queues is None:
+        return sorted(snap.pending, key=_order)
+    return heapq.merge(*(queues[k] for k in sorted(queues)), key=_order)
 
 
 class _Base:
     """Shared steps: nominations first, then an ordered scan where anything that fits starts."""
 
     name = "peer"
+    _hosts_cache: dict[str, tuple[Host, list[int]]] | None = None
+
+    @property
+    def _hosts(self) -> dict[str, tuple[Host, list[int]]]:
+        if self._hosts_cache is None:
+            self._hosts_cache = {}
+        return self._hosts_cache
 
     def _start(self, dec: Decisions, room: Room, w: Workload, gpus: tuple[GpuRef, ...]) -> None:
         room.take(gpus)
@@ -130,6 +189,8 @@ class _Base:
         """Anything that fits starts, in ``order``: backfill without reservations."""
         smallest_failed = 1 << 30
         for w in order:
+            if room.total_free == 0 or smallest_failed == 1:
+                break
             if w.id in skip or w.gpus >= smallest_failed:
                 continue
             gpus = room.place(w.gpus)
@@ -152,10 +213,10 @@ class FifoPolicy(_Base):
 
     def __call__(self, snap: Snapshot) -> Decisions:
         dec = Decisions()
-        room = Room(snap)
+        room = Room(snap, self._hosts)
         pending = {w.id: w for w in snap.pending}
         done = self._nominated(snap, room, dec, pending)
-        self._scan(dec, room, sorted(snap.pending, key=_order), done)
+        self._scan(dec, room, in_order(snap), done)
         return dec
 
 
@@ -213,11 +274,12 @@ class SlurmFairsharePolicy(_Base):
     def __call__(self, snap: Snapshot) -> Decisions:
         dec = Decisions()
         f = self.factors(snap)
-        room = Room(snap)
+        room = Room(snap, self._hosts)
         pending = {w.id: w for w in snap.pending}
         done = self._nominated(snap, room, dec, pending)
-        order = sorted(snap.pending, key=lambda w: (-f.get(w.budget, 0.0), w.submitted_at, w.seq, w.id))
-        self._scan(dec, room, order, done)
+        queues = by_budget(snap)
+        order = sorted(queues, key=lambda b: (-f.get(b, 0.0), queues[b][0].submitted_at, queues[b][0].seq, b))
+        self._scan(dec, room, (w for b in order for w in queues[b]), done)
         return dec
 
 
@@ -322,9 +384,7 @@ class _QuotaBase(_Base):
             dec.stops.append(Stop(a.id, StopReason.PREEMPTED, for_workload=w.id))
             stopped.add(a.id)
             used[a.budget] = used.get(a.budget, 0) - a.gpu_count
-        for h, i in gpus:
-            if i in room.free[h]:
-                room.free[h].remove(i)
+        room.take(gpus)
         dec.nominations[w.id] = gpus
         used[w.budget] = used.get(w.budget, 0) + n
         return True
@@ -337,15 +397,16 @@ class _QuotaBase(_Base):
 
     def __call__(self, snap: Snapshot) -> Decisions:
         dec = Decisions()
-        room = Room(snap)
+        room = Room(snap, self._hosts)
         pending = {w.id: w for w in snap.pending}
         done = self._nominated(snap, room, dec, pending)
         used = self._in_use(snap)
         target = self._targets(snap, used)
         queues: dict[str, list[Workload]] = {}
-        for w in sorted(snap.pending, key=_order):
-            if w.id not in done and w.id not in snap.nominations:
-                queues.setdefault(w.budget, []).append(w)
+        for b, q in by_budget(snap).items():
+            keep = [w for w in q if w.id not in done and w.id not in snap.nominations]
+            if keep:
+                queues[b] = keep
         pos = dict.fromkeys(queues, 0)
         failed: dict[str, int] = {}
         stopped: set[str] = set()

@@ -110,6 +110,13 @@ class Inputs:
     min_rule: MinRuntimeRule
     unalloc_rule: UnallocatedRule
     horizon_s: int
+    hosts: list[Host] | None = None
+    """Explicit hosts (the what-if from the database); None: ``hosts × gpus_per_host`` of one model."""
+    min_runtime_of: dict[int, int] | None = None
+    """Declared minimum runtime per job id (the database's); None: from the rules."""
+    model_of: dict[int, str] | None = None
+    t_base: int | None = None
+    """Trace second of the simulation's start; None: the first job's submission."""
 
 
 def prepare(config: SimConfig) -> Inputs:
@@ -247,6 +254,7 @@ class Metrics:
     waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SIZE_CLASSES})
     unstarted_waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SIZE_CLASSES})
     jct: list[int] = field(default_factory=list)
+    waits_by_budget: dict[str, list[int]] = field(default_factory=dict)
     preemptions: int = 0
     preemptions_alloc: int = 0
     preempted_gpu_s: int = 0
@@ -312,21 +320,25 @@ class TraceSim(Engine):
         self.charge_all = charge_all
         self.progress = progress
         self.horizon = T0 + inputs.horizon_s
-        self.total_gpus = cfg.hosts * cfg.gpus_per_host
         self.days = math.ceil(inputs.horizon_s / DAY)
         for b in inputs.plan.budgets:
             self.add_budget(b)
         self.leaves = inputs.plan.leaves
         self.m = Metrics(self.days, self.leaves)
-        width = max(3, len(str(cfg.hosts)))
-        for i in range(cfg.hosts):
-            self.add_host(
-                Host(f"h{i:0{width}d}", cfg.model, dict.fromkeys(range(cfg.gpus_per_host), GpuHealth.HEALTHY))
-            )
+        if inputs.hosts is not None:
+            for h in inputs.hosts:
+                self.add_host(h)
+        else:
+            width = max(3, len(str(cfg.hosts)))
+            for i in range(cfg.hosts):
+                gh = dict.fromkeys(range(cfg.gpus_per_host), GpuHealth.HEALTHY)
+                self.add_host(Host(f"h{i:0{width}d}", cfg.model, gh))
+        self.total_gpus = sum(h.size for h in self.hosts.values())
         self._host_list = list(self.hosts.values())
         self._budget_list = list(self.budgets.values())
         self.wusage = WindowUsage(cfg.window_s)
         self.queues: dict[tuple[str, int, bool], list[Workload]] = {}
+        self._qkeys: list[tuple[str, int, bool]] = []
         self._attempt_view: dict[str, Attempt] = {}
         self._view_full: dict[tuple[str, int, bool], int] = {}
         self._available = self.total_gpus
@@ -341,8 +353,18 @@ class TraceSim(Engine):
         if cfg.fault_rate > 0:
             for h in sorted(self.hosts):
                 self._push(self._next_fault(h, T0), "fault", h)
-        largest = cfg.gpus_per_host
-        self._fits = lambda n: n <= largest or (n % largest == 0 and n // largest <= cfg.hosts)
+        self._shape: dict[str, tuple[int, int]] = {}  # model -> (largest host, hosts of that size)
+        for h in self.hosts.values():
+            big, count = self._shape.get(h.model, (0, 0))
+            if h.size > big:
+                big, count = h.size, 0
+            if h.size == big:
+                count += 1
+            self._shape[h.model] = (big, count)
+
+    def _fits(self, n: int, model: str) -> bool:
+        largest, count = self._shape.get(model, (0, 0))
+        return 0 < n <= largest or (largest > 0 and n % largest == 0 and n // largest <= count)
 
     # ------------------------------------------------------------------ inputs
     def _next_fault(self, host: str, after: int) -> int:
@@ -352,10 +374,13 @@ class TraceSim(Engine):
     def _arrive(self, job: TraceJob) -> None:
         inp = self.inputs
         self.m.submitted += 1
-        if not self._fits(job.num_gpus):
+        model = self.cfg.model if inp.model_of is None else inp.model_of.get(job.job_id, self.cfg.model)
+        if not self._fits(job.num_gpus, model):
             self.m.rejected += 1  # no host set of this cluster could ever hold it (DESIGN.md §3.3)
             return
-        if inp.unalloc_rule.is_unallocated(job):
+        if inp.min_runtime_of is not None:
+            m = inp.min_runtime_of[job.job_id]
+        elif inp.unalloc_rule.is_unallocated(job):
             m = 0
         else:
             m = max(1, math.ceil(inp.min_rule.min_runtime_s(job.duration_s) - 1e-9))
@@ -363,7 +388,7 @@ class TraceSim(Engine):
             id=f"j{job.job_id}",
             budget=inp.plan.leaf_of_vc[job.vc],
             gpus=job.num_gpus,
-            model=self.cfg.model,
+            model=model,
             min_runtime=m,
             submitted_at=self.now,
             seq=self.next_seq(),
@@ -379,7 +404,11 @@ class TraceSim(Engine):
     def _enqueue(self, w: TraceWorkload) -> None:
         pv = w.as_pending()
         w.policy_view = pv
-        q = self.queues.setdefault((w.budget, w.gpus, w.min_runtime > 0), [])
+        key = (w.budget, w.gpus, w.min_runtime > 0)
+        q = self.queues.get(key)
+        if q is None:
+            q = self.queues[key] = []
+            bisect.insort(self._qkeys, key)
         bisect.insort(q, pv, key=_wkey)
         self._pending_gpus += w.gpus
         self._pending_by_budget[w.budget] = self._pending_by_budget.get(w.budget, 0) + w.gpus
@@ -407,7 +436,7 @@ class TraceSim(Engine):
         items: list[Workload] = []
         view: dict[tuple[str, int, bool], list[Workload]] = {}
         self._view_full = {}
-        for key in sorted(self.queues):
+        for key in self._qkeys:
             q = self.queues[key]
             if not q:
                 continue
@@ -447,6 +476,7 @@ class TraceSim(Engine):
         self.m.starts += 1
         if first:
             self.m.waits[size_class(w.gpus)].append(started_at - w.submitted_at)
+            self.m.waits_by_budget.setdefault(w.budget, []).append(started_at - w.submitted_at)
         if a.allocated and a.min_runtime > 0 and (a.run_budget is None or a.min_runtime < a.run_budget):
             self._push(started_at + a.min_runtime, "protect", a.id)
         return a
@@ -557,7 +587,7 @@ class TraceSim(Engine):
         """Run to the horizon; returns the raw metrics."""
         wall = time.perf_counter()
         jobs = self.inputs.jobs
-        base = jobs[0].submit_time_s
+        base = jobs[0].submit_time_s if self.inputs.t_base is None else self.inputs.t_base
         i, n = 0, len(jobs)
         gap = self.cfg.tick_gap_s
         next_day = T0
@@ -613,6 +643,7 @@ class TraceSim(Engine):
             w = _tw(w)
             if w.first_start is None:
                 self.m.unstarted_waits[size_class(w.gpus)].append(self.horizon - w.submitted_at)
+                self.m.waits_by_budget.setdefault(w.budget, []).append(self.horizon - w.submitted_at)
             if w.min_runtime > 0:
                 end = w.finished_at if w.finished_at is not None else self.horizon
                 _spread(self.m.demand_day[w.budget], T0, w.submitted_at, end, w.gpus)

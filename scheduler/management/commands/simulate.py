@@ -40,8 +40,18 @@ class Command(BaseCommand):
         parser.add_argument("--out", default=None, help="write report.json, report.md and plots here")
         parser.add_argument("--no-plots", action="store_true")
         parser.add_argument("--no-progress", action="store_true")
+        parser.add_argument(
+            "--from-db",
+            action="store_true",
+            help="what-if: replay the demand recorded in the database under the shares of --budgets",
+        )
+        parser.add_argument("--since", default="7d", help="with --from-db: the window replayed (default 7d)")
+        parser.add_argument("--cluster", default=None, help="with --from-db: the cluster (default: the only one)")
 
     def handle(self, *args: Any, **o: Any) -> None:
+        if o["from_db"]:
+            self._from_db(o)
+            return
         policies = list(POLICY_NAMES) if o["policy"] == "all" else [p.strip() for p in o["policy"].split(",")]
         try:
             config = SimConfig(
@@ -102,3 +112,34 @@ class Command(BaseCommand):
             cmd = "python manage.py simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
             for p in write_report(report, o["out"], command=cmd, plots=not o["no_plots"]):
                 self.stdout.write(f"wrote {p}")
+
+    def _from_db(self, o: dict[str, Any]) -> None:
+        """``--from-db``: actual vs simulated attainment and wait per budget under changed shares."""
+        import json
+        from datetime import timedelta
+        from pathlib import Path
+
+        from django.utils import timezone
+
+        from scheduler.sim.dbdemand import load_demand
+        from scheduler.sim.whatif import format_table, parse_shares, whatif
+
+        try:
+            since = timedelta(seconds=parse_duration(o["since"]))
+            demand = load_demand(o["cluster"], since, timezone.now())
+            budgets = demand.budgets
+            if o["budgets"]:
+                try:
+                    text = Path(o["budgets"]).read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise BudgetFileError(o["budgets"], None, f"cannot read the file: {exc}") from None
+                budgets = parse_shares(text, budgets, name=o["budgets"])
+            result = whatif(demand, budgets, grace_s=parse_duration(o["grace"]), depth=o["depth"] or None)
+        except (ValueError, BudgetFileError, SimulationError) as exc:
+            raise CommandError(f"nothing written: {exc}") from None
+        self.stdout.write(format_table(result))
+        if o["out"]:
+            out = Path(o["out"])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "whatif.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+            self.stdout.write(f"wrote {out / 'whatif.json'}")

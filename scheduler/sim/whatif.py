@@ -1,0 +1,231 @@
+"""What-if for leadership (docs/simulation.md): replay recorded demand under changed shares.
+
+Pure Python: :class:`Demand` is what the database recorded over a window (the command
+``manage.py simulate --from-db`` loads it, see :func:`scheduler.sim.dbdemand.load_demand`);
+:func:`parse_shares` reads the changed shares; :func:`whatif` simulates the same demand under
+Fairway with them and compares, per budget, actual and simulated entitlement attainment and wait.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import yaml
+
+from scheduler.policy import Budget, Host
+from scheduler.policy.tree import BudgetTree
+from scheduler.sim.budgets import BudgetFileError, BudgetPlan
+from scheduler.sim.simulate import (
+    DAY,
+    Inputs,
+    SimConfig,
+    TraceSim,
+    percentile,
+)
+from scheduler.trace import DEFAULT_MIN_RUNTIME_RULE, MinRuntimeRule, TraceJob, UnallocatedRule
+
+
+@dataclass(frozen=True)
+class DemandJob:
+    """One recorded workload. Times are epoch seconds.
+
+    ``work_s``: the run time it needs in the simulation — the sum of its attempts' run times when it
+    finished by ``now``; None when it had not (it then runs until the end of the simulation).
+    ``runs``: its actual attempts as (start, end, allocated), ends clipped to ``now``.
+    """
+
+    id: int
+    budget: str
+    gpus: int
+    model: str
+    min_runtime: int
+    submitted_at: int
+    work_s: int | None
+    first_start: int | None
+    finished_at: int | None
+    runs: tuple[tuple[int, int, bool], ...] = ()
+
+
+@dataclass(frozen=True)
+class Demand:
+    since: int
+    now: int
+    hosts: list[Host]
+    budgets: list[Budget]
+    jobs: list[DemandJob]
+
+
+def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") -> list[Budget]:
+    """Apply a shares file to ``budgets``; raises :class:`BudgetFileError` naming the line.
+
+    Format: ``shares:`` then one ``path: N`` per changed budget, where ``path`` is the budget's
+    names below the root joined by ``/`` (``nlp/olmo``) and ``N`` a whole number >= 1.
+    """
+    tree = BudgetTree(budgets)
+    by_path = {tree.path_name(k): k for k in tree.budgets if k != tree.root}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise BudgetFileError(name, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
+    if root is None or not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
+        raise BudgetFileError(name, 1, "expected one top-level key 'shares' with a mapping of budget paths")
+    key, body = root.value[0]
+    if not isinstance(key, yaml.ScalarNode) or key.value != "shares" or not isinstance(body, yaml.MappingNode):
+        raise BudgetFileError(name, key.start_mark.line + 1, "expected 'shares:' followed by 'path: N' lines")
+    new: dict[str, int] = {}
+    for k, v in body.value:
+        line = k.start_mark.line + 1
+        path = str(k.value).strip().strip("/")
+        if path not in by_path:
+            known = ", ".join(sorted(by_path)[:8])
+            raise BudgetFileError(name, line, f"unknown budget {path!r} (budgets are named by path, e.g. {known})")
+        raw = str(getattr(v, "value", "")).strip()
+        try:
+            shares = int(raw)
+        except ValueError:
+            raise BudgetFileError(name, line, f"budget {path!r}: shares {raw!r} is not a whole number") from None
+        if shares < 1:
+            raise BudgetFileError(name, line, f"budget {path!r}: shares must be >= 1, not {shares}")
+        new[by_path[path]] = shares
+    return [replace(b, shares=new[b.key]) if b.key in new else b for b in budgets]
+
+
+def _leaves(budgets: list[Budget]) -> list[str]:
+    parents = {b.parent for b in budgets}
+    return sorted(b.key for b in budgets if b.key not in parents)
+
+
+def _entitlements(budgets: list[Budget], gpus: int, seconds: int) -> dict[str, float]:
+    tree = BudgetTree(budgets)
+    shares = tree.normalized_shares(set(tree.budgets))
+    return {k: float(v) * gpus * seconds for k, v in shares.items()}
+
+
+def _overlap(a: int, b: int, lo: int, hi: int) -> int:
+    return max(0, min(b, hi) - max(a, lo))
+
+
+def actual(demand: Demand) -> dict[str, dict[str, Any]]:
+    """Per leaf budget, what happened: delivered, demand, attainment, wait p50/p90 (hours)."""
+    lo, hi = demand.since, demand.now
+    gpus = sum(h.size for h in demand.hosts)
+    ent = _entitlements(demand.budgets, gpus, hi - lo)
+    out: dict[str, dict[str, Any]] = {}
+    for b in _leaves(demand.budgets):
+        jobs = [j for j in demand.jobs if j.budget == b]
+        delivered = sum(j.gpus * _overlap(s, e, lo, hi) for j in jobs if j.min_runtime > 0 for s, e, a in j.runs if a)
+        dem = sum(j.gpus * _overlap(j.submitted_at, j.finished_at or hi, lo, hi) for j in jobs if j.min_runtime > 0)
+        waits = [(j.first_start if j.first_start is not None else hi) - j.submitted_at for j in jobs]
+        out[b] = _row(delivered, dem, ent.get(b, 0.0), waits)
+    return out
+
+
+def _row(delivered: float, dem: float, ent: float, waits: list[int]) -> dict[str, Any]:
+    den = min(ent, dem)
+    return {
+        "entitlement_gpu_h": round(ent / 3600, 1),
+        "demand_gpu_h": round(dem / 3600, 1),
+        "delivered_gpu_h": round(delivered / 3600, 1),
+        "attainment": None if den <= 0 else round(min(1.0, delivered / den), 4),
+        "wait_p50_h": None if not waits else round((percentile(waits, 50) or 0) / 3600, 3),
+        "wait_p90_h": None if not waits else round((percentile(waits, 90) or 0) / 3600, 3),
+        "jobs": len(waits),
+    }
+
+
+def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, depth: int | None = 8) -> dict[str, Any]:
+    """Simulate ``demand`` under Fairway with ``new_budgets``; returns actual and simulated rows per budget."""
+    horizon = max(1, demand.now - demand.since)
+    jobs = sorted(demand.jobs, key=lambda j: (j.submitted_at, j.id))
+    trace = [
+        TraceJob(
+            job_id=j.id,
+            submit_time_s=j.submitted_at - demand.since,
+            vc=j.budget,
+            num_gpus=j.gpus,
+            duration_s=j.work_s if j.work_s is not None else horizon + 1,
+            duration_pcs_s=None,
+        )
+        for j in jobs
+        if j.submitted_at >= demand.since
+    ]
+    plan = BudgetPlan(tuple(new_budgets), {b: b for b in _leaves(new_budgets)}, "database, changed shares")
+    cfg = SimConfig(trace="<database>", days=horizon / DAY, grace_s=grace_s, depth=depth)
+    inputs = Inputs(
+        config=cfg,
+        jobs=trace,
+        plan=plan,
+        min_rule=MinRuntimeRule.parse(DEFAULT_MIN_RUNTIME_RULE),
+        unalloc_rule=UnallocatedRule.parse("none"),
+        horizon_s=horizon,
+        hosts=list(demand.hosts),
+        min_runtime_of={j.id: j.min_runtime for j in jobs},
+        model_of={j.id: j.model for j in jobs},
+        t_base=0,
+    )
+    from scheduler.policy import schedule
+
+    sim = TraceSim(inputs, schedule) if trace else None
+    simulated: dict[str, dict[str, Any]] = {}
+    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon)
+    if sim is not None:
+        m = sim.run()
+        for b in _leaves(new_budgets):
+            simulated[b] = _row(
+                sum(m.delivered_day.get(b, [])),
+                sum(m.demand_day.get(b, [])),
+                ent.get(b, 0.0),
+                m.waits_by_budget.get(b, []),
+            )
+    tree = BudgetTree(new_budgets)
+    rows = []
+    act = actual(demand)
+    for b in _leaves(new_budgets):
+        old_share = next(x.shares for x in demand.budgets if x.key == b)
+        new_share = next(x.shares for x in new_budgets if x.key == b)
+        rows.append(
+            {
+                "budget": tree.path_name(b),
+                "key": b,
+                "shares": [old_share, new_share],
+                "actual": act.get(b),
+                "simulated": simulated.get(b),
+            }
+        )
+    return {
+        "since": demand.since,
+        "now": demand.now,
+        "days": round(horizon / DAY, 3),
+        "jobs": len(trace),
+        "gpus": sum(h.size for h in demand.hosts),
+        "budgets": rows,
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The per-budget comparison as plain text."""
+
+    def f(x: Any) -> str:
+        return "–" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+    lines = [
+        f"What-if over {result['days']} days: {result['jobs']} workloads on {result['gpus']} GPUs "
+        "(attainment = allocated GPU-time ÷ min(entitlement, demand); waits in hours)",
+        f"{'budget':28} {'shares':>9} {'attain act':>10} {'attain sim':>10} {'p50 act':>8} {'p50 sim':>8} "
+        f"{'p90 act':>8} {'p90 sim':>8}",
+    ]
+    for r in result["budgets"]:
+        a, s = r["actual"] or {}, r["simulated"] or {}
+        lines.append(
+            f"{r['budget'][:28]:28} {r['shares'][0]:>4}→{r['shares'][1]:<4} {f(a.get('attainment')):>10} "
+            f"{f(s.get('attainment')):>10} {f(a.get('wait_p50_h')):>8} {f(s.get('wait_p50_h')):>8} "
+            f"{f(a.get('wait_p90_h')):>8} {f(s.get('wait_p90_h')):>8}"
+        )
+    return "\n".join(lines)
+
+
+def days_of(seconds: int) -> int:
+    return math.ceil(seconds / DAY)

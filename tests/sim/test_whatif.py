@@ -1,0 +1,92 @@
+"""What-if from the database (``manage.py simulate --from-db``): actual vs simulated per budget."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from scheduler.models import Attempt, Workload
+from scheduler.sim.budgets import BudgetFileError
+from scheduler.sim.dbdemand import load_demand
+from scheduler.sim.whatif import parse_shares, whatif
+
+
+@pytest.fixture
+def recorded(org_tree, cluster, hosts, researcher):  # noqa: ANN001, ANN201
+    """Two days of demand: olmo runs 8-GPU jobs back to back; sam waits a day for one."""
+    now = timezone.now()
+    a100 = hosts["a100-1"]
+
+    def job(budget: str, gpus: int, submitted: timedelta, ran: list[tuple[timedelta, timedelta]], done: bool) -> None:
+        w = Workload.objects.create(
+            name=f"{budget}-{submitted}",
+            owner=researcher,
+            budget=org_tree[budget],
+            cluster=cluster,
+            gpu_model="A100",
+            gpu_count=gpus,
+            command=["true"],
+            min_runtime_s=3600,
+            submitted_at=now - submitted,
+            state="succeeded" if done else "running",
+            finished_at=(now - ran[-1][1]) if done else None,
+        )
+        for n, (start, end) in enumerate(ran, start=1):
+            Attempt.objects.create(
+                workload=w,
+                number=n,
+                host=a100,
+                allocated=True,
+                placed_at=now - start,
+                started_at=now - start,
+                ended_at=(now - end) if (done or n < len(ran)) else None,
+                end_reason="succeeded" if done else "",
+            )
+
+    h = timedelta(hours=1)
+    for k in range(6):
+        job("nlp/olmo", 8, (47 - 8 * k) * h, [((47 - 8 * k) * h, (39 - 8 * k) * h)], True)
+    job("vision/sam", 8, 40 * h, [(16 * h, 8 * h)], True)
+    return now
+
+
+def test_whatif_compares_actual_and_simulated_per_budget(recorded) -> None:  # noqa: ANN001
+    demand = load_demand(None, timedelta(days=2), recorded)
+    assert len(demand.jobs) == 7 and sum(h.size for h in demand.hosts) == 20
+    result = whatif(demand, demand.budgets)
+    rows = {r["budget"]: r for r in result["budgets"]}
+    sam = rows["vision/sam"]
+    assert sam["actual"]["wait_p50_h"] == pytest.approx(24, abs=0.01)
+    assert sam["simulated"]["wait_p50_h"] == pytest.approx(0, abs=0.01)  # 20 GPUs: room for both at once
+    # six 8-hour jobs of 8 GPUs, the last one recorded up to now (7 of its 8 hours)
+    assert rows["nlp/olmo"]["simulated"]["delivered_gpu_h"] == pytest.approx(5 * 8 * 8 + 7 * 8, abs=0.5)
+
+
+def test_command_prints_the_table_and_bad_shares_write_nothing(recorded, tmp_path: Path) -> None:  # noqa: ANN001
+    shares = tmp_path / "new.yaml"
+    shares.write_text("shares:\n  vision: 3\n  nlp/olmo: 2\n")
+    out = StringIO()
+    call_command(
+        "simulate", "--from-db", "--since", "2d", "--budgets", str(shares), "--out", str(tmp_path / "o"), stdout=out
+    )
+    text = out.getvalue()
+    assert "vision/sam" in text and "nlp/olmo" in text and (tmp_path / "o" / "whatif.json").exists()
+    shares.write_text("shares:\n  vision: 3\n  nlp/gpt: 2\n")
+    with pytest.raises(CommandError, match=r"new.yaml, line 3: unknown budget 'nlp/gpt'"):
+        call_command("simulate", "--from-db", "--budgets", str(shares), "--out", str(tmp_path / "p"))
+    assert not (tmp_path / "p").exists()
+
+
+def test_shares_file_errors_name_the_line(recorded) -> None:  # noqa: ANN001
+    budgets = load_demand(None, timedelta(days=2), recorded).budgets
+    with pytest.raises(BudgetFileError, match=r"line 2: budget 'vision': shares must be >= 1, not -2"):
+        parse_shares("shares:\n  vision: -2\n", budgets)
+    with pytest.raises(BudgetFileError, match=r"line 3: budget 'nlp': shares 'many' is not a whole number"):
+        parse_shares("shares:\n  vision: 1\n  nlp: many\n", budgets)
+    new = parse_shares("shares:\n  vision: 4\n", budgets)
+    assert [b.shares for b in new if b.name == "vision"] == [4]
