@@ -210,6 +210,7 @@ class FifoPolicy(_Base):
     """
 
     name = "fifo"
+    preempts = False
 
     def __call__(self, snap: Snapshot) -> Decisions:
         dec = Decisions()
@@ -235,6 +236,7 @@ class SlurmFairsharePolicy(_Base):
     """
 
     name = "slurm-fairshare"
+    preempts = False
 
     def __init__(self, half_life_s: int = HALF_LIFE_S) -> None:
         self.half_life = half_life_s

@@ -342,6 +342,8 @@ class TraceSim(Engine):
         self._attempt_view: dict[str, Attempt] = {}
         self._view_full: dict[tuple[str, int, bool], int] = {}
         self._available = self.total_gpus
+        self._held = 0  # GPUs held by open attempts
+        self._preempts = bool(getattr(policy, "preempts", True))
         self._avail_since = T0
         self._tick_at: int | None = None
         self._last_tick: int | None = None
@@ -371,13 +373,18 @@ class TraceSim(Engine):
         rate = self.cfg.fault_rate / DAY
         return after + max(1, int(self._fault_rng[host].expovariate(rate)))
 
-    def _arrive(self, job: TraceJob) -> None:
+    def _arrive(self, job: TraceJob) -> bool:
+        """Submit one trace job; True when a pass could act on it now.
+
+        Without idle GPUs a job can only start by preemption: never under a policy that does not
+        preempt, never for unallocated work under Fairway (§3.4 rule 4).
+        """
         inp = self.inputs
         self.m.submitted += 1
         model = self.cfg.model if inp.model_of is None else inp.model_of.get(job.job_id, self.cfg.model)
         if not self._fits(job.num_gpus, model):
             self.m.rejected += 1  # no host set of this cluster could ever hold it (DESIGN.md §3.3)
-            return
+            return False
         if inp.min_runtime_of is not None:
             m = inp.min_runtime_of[job.job_id]
         elif inp.unalloc_rule.is_unallocated(job):
@@ -400,6 +407,9 @@ class TraceSim(Engine):
         )
         self.workloads[w.id] = w
         self._enqueue(w)
+        if self._available > self._held:
+            return True
+        return self._preempts and (self.charge_all or m > 0)
 
     def _enqueue(self, w: TraceWorkload) -> None:
         pv = w.as_pending()
@@ -473,6 +483,7 @@ class TraceSim(Engine):
         first = w.first_start is None
         self._dequeue(w)
         a = super()._open_attempt(w, gpus, allocated=allocated, started_at=started_at)
+        self._held += len(gpus)
         self.m.starts += 1
         if first:
             self.m.waits[size_class(w.gpus)].append(started_at - w.submitted_at)
@@ -485,6 +496,7 @@ class TraceSim(Engine):
         if a.id not in self.attempts:
             return
         super()._release(a, end_reason, at)
+        self._held -= len(a.gpus)
         self.usage.clear()  # closed usage lives in self.wusage (exact, see WindowUsage)
         self._attempt_view.pop(a.id, None)
         w = self.workloads[a.workload]
@@ -606,9 +618,8 @@ class TraceSim(Engine):
             self.now = t
             due = False
             while i < n and T0 + jobs[i].submit_time_s - base == t:
-                self._arrive(jobs[i])
+                due = self._arrive(jobs[i]) or due
                 i += 1
-                due = True
             while self._events and self._events[0][0] == t:
                 _, _, kind, ident = heapq.heappop(self._events)
                 due = self._process_event(kind, ident) or due

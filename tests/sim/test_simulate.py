@@ -185,3 +185,18 @@ def test_command_writes_the_report(tmp_path: Path) -> None:
         "| protected-work violations" in (out / "report.md").read_text()
         or "violations" in (out / "report.md").read_text()
     )
+
+
+def test_skipping_passes_that_cannot_act_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arrival with no idle GPU gets no pass under a policy that never preempts: same results."""
+    from scheduler.sim import peers
+
+    def strip(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k not in ("wall_s", "sim_days_per_wall_minute", "ticks", "passes")}
+
+    inputs = prepare(small(busy_trace(tmp_path, n=250), hosts=2))
+    skipped = run_policy(inputs, "fifo")
+    monkeypatch.setattr(peers.FifoPolicy, "preempts", True)
+    every = run_policy(inputs, "fifo")
+    assert skipped["ticks"] < every["ticks"]
+    assert strip(skipped) == strip(every)
