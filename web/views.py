@@ -18,6 +18,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import connection
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
@@ -356,9 +357,16 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 
     user = await request.auser()
     target, attempt, allowed = await sync_to_async(_logs_context)(user, pk)
+
+    def tails(attempt_id: int) -> list[Any]:
+        try:
+            return attempt_log_tails(attempt_id, 16384)
+        finally:
+            connection.close()  # a pooled thread of its own: its connection must not outlive the request
+
     parts = []
     if allowed and attempt is not None:
-        parts = await sync_to_async(attempt_log_tails, thread_sensitive=False)(attempt.pk, 16384)
+        parts = await sync_to_async(tails, thread_sensitive=False)(attempt.pk)
     live = attempt is not None and attempt.ended_at is None
     return await sync_to_async(render)(
         request,
