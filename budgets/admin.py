@@ -18,9 +18,22 @@ from budgets.services import (
 )
 
 
+def _cluster_gpus() -> dict[str, int]:
+    """Registered GPUs (hosts not removed) per cluster name, one query."""
+    from django.db.models import Count, Q
+
+    from scheduler.models import Cluster
+
+    return dict(
+        Cluster.objects.annotate(n=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True)))
+        .order_by("name")
+        .values_list("name", "n")
+    )
+
+
 @admin.register(Budget)
 class BudgetAdmin(admin.ModelAdmin):
-    list_display = ["path", "shares", "normalized_share", "hold", "archived", "cap_gpu_hours", "on_cap"]
+    list_display = ["path", "shares", "normalized_share", "entitlement", "hold", "archived", "cap_gpu_hours", "on_cap"]
     list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", "parent"]
     search_fields = ["name", "description"]
     autocomplete_fields = ["parent"]
@@ -44,6 +57,7 @@ class BudgetAdmin(admin.ModelAdmin):
         # threads; a concurrent page may see the other's maps, which hold the same request-independent data.
         self._paths = budget_paths()
         self._shares = normalized_shares()
+        self._cluster_gpus = _cluster_gpus()
         return super().changelist_view(request, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
@@ -61,6 +75,19 @@ class BudgetAdmin(admin.ModelAdmin):
     def normalized_share(self, obj: Budget) -> str:
         shares = getattr(self, "_shares", None) or normalized_shares()
         return f"{float(shares.get(obj.pk, 0)):.2%}"
+
+    @admin.display(description="entitlement (GPU-h per window)")
+    def entitlement(self, obj: Budget) -> str:
+        """``E(b) = s(b) × registered GPUs × W`` per cluster (DESIGN.md §1), in GPU-hours."""
+        from django.conf import settings
+
+        shares = getattr(self, "_shares", None) or normalized_shares()
+        clusters = getattr(self, "_cluster_gpus", None)
+        if clusters is None:
+            clusters = _cluster_gpus()
+        hours = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 3600
+        share = float(shares.get(obj.pk, 0))
+        return " · ".join(f"{name}: {share * gpus * hours:,.0f}" for name, gpus in clusters.items()) or "–"
 
     @admin.display(boolean=True, description="archived")
     def archived(self, obj: Budget) -> bool:

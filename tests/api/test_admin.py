@@ -87,3 +87,15 @@ def test_workload_cancel_action(admin_web, researcher, submit_kwargs):
     admin_web.post(changelist, {"action": "cancel", "_selected_action": [workload.pk]})
     workload.refresh_from_db()
     assert workload.state == Workload.State.CANCELED
+
+
+def test_budget_admin_shows_entitlement_per_cluster_beside_the_shares(admin, org_tree, cluster):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(admin)
+    page = client.get("/admin/budgets/budget/").content.decode()
+
+    # nlp has 2 of 3 shares of 20 GPUs over 168 h: 2,240 GPU-hours per window.
+    assert "ntitlement (GPU-h per window)" in page
+    assert "default: 2,240" in page
