@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path as url_path
+from django.urls import reverse
 
-from budgets.models import Budget, UsageEntry
+from budgets.models import Budget, ShareChange, UsageEntry
 from budgets.services import (
     budget_paths,
     do_archive_budget,
     do_set_hold,
+    do_set_shares,
     normalized_shares,
     request_ticks_everywhere,
 )
@@ -31,8 +37,99 @@ def _cluster_gpus() -> dict[str, int]:
     )
 
 
+class BudgetAdminForm(forms.ModelForm):
+    change_note = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Reason for the change",
+        help_text="Kept in the audit history with a change of shares or hold.",
+    )
+
+    class Meta:
+        model = Budget
+        fields = [
+            "name",
+            "parent",
+            "shares",
+            "hold",
+            "cap_gpu_hours",
+            "cap_period_days",
+            "on_cap",
+            "description",
+        ]
+
+
+class ShareChangeInline(admin.TabularInline):
+    """The budget's audit history, newest first, read-only."""
+
+    model = ShareChange
+    fk_name = "budget"
+    extra = 0
+    fields = ["at", "kind", "old_shares", "new_shares", "actor_name", "note"]
+    readonly_fields = fields
+    ordering = ["-at", "-id"]
+    can_delete = False
+    verbose_name = "change"
+    verbose_name_plural = "history of shares, holds and archiving"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class WhatIfForm(forms.Form):
+    shares = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14, "cols": 60, "style": "font-family: monospace"}),
+        help_text="The simulator's shares file: 'shares:' then one 'path: N' per budget (path below the root).",
+    )
+    window = forms.CharField(initial="7d", max_length=20, help_text="The recorded demand replayed, e.g. 7d, 36h.")
+    cluster = forms.ChoiceField(required=False)
+
+
+def current_shares_yaml() -> str:
+    """Today's live tree in the what-if shares format (every budget below a root, by path)."""
+    from budgets.services import load_tree
+
+    tree = load_tree()
+    paths = budget_paths(tree)
+    lines = ["shares:"]
+    for bid in sorted(
+        (b.id for b in tree.values() if b.parent_id is not None and b.archived_at is None), key=lambda i: paths[i]
+    ):
+        lines.append(f"  {paths[bid]}: {tree[bid].shares}")
+    return "\n".join(lines) + "\n"
+
+
+def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str, Any]:
+    """The what-if over the recorded demand (docs/simulation.md, ``simulate --from-db``) through the
+    simulator's public functions. Raises ValueError (BudgetFileError, SimulationError included)
+    with a message naming the line of a bad shares text. Reads only; writes nothing."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.sim.dbdemand import load_demand
+    from scheduler.sim.whatif import parse_shares, whatif
+    from scheduler.trace import parse_duration
+
+    seconds = parse_duration(window.strip())
+    if seconds <= 0:
+        raise ValueError(f"window {window!r}: must be longer than zero")
+    demand = load_demand(cluster or None, timedelta(seconds=seconds), timezone.now())
+    budgets = parse_shares(shares_text, demand.budgets, name="shares")
+    return whatif(demand, budgets)
+
+
 @admin.register(Budget)
 class BudgetAdmin(admin.ModelAdmin):
+    form = BudgetAdminForm
+    inlines = [ShareChangeInline]
+    change_list_template = "admin/budgets/budget/change_list.html"
     list_display = ["path", "shares", "normalized_share", "entitlement", "hold", "archived", "cap_gpu_hours", "on_cap"]
     list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", "parent"]
     search_fields = ["name", "description"]
@@ -47,6 +144,7 @@ class BudgetAdmin(admin.ModelAdmin):
         "cap_period_days",
         "on_cap",
         "description",
+        "change_note",
         "archived_at",
         "created_at",
     ]
@@ -61,8 +159,63 @@ class BudgetAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
+        note = form.cleaned_data.get("change_note", "")
+        if not change:
+            super().save_model(request, obj, form, change)
+            request_ticks_everywhere()
+            return
+        # Shares and hold go through the services, which record who changed what (ShareChange).
+        new_shares, new_hold = obj.shares, obj.hold
+        if "shares" in form.changed_data:
+            obj.shares = form.initial["shares"]
+        if "hold" in form.changed_data:
+            obj.hold = form.initial["hold"]
         super().save_model(request, obj, form, change)
+        if new_shares != obj.shares:
+            do_set_shares(request.user, obj, new_shares, note)
+        if new_hold != obj.hold:
+            do_set_hold(obj, new_hold, actor=request.user, note=note)
+        obj.shares, obj.hold = new_shares, new_hold
         request_ticks_everywhere()  # shares, holds and caps reorder every cluster's queue
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.what_if_view)
+        return [url_path("what-if/", view, name="budgets_budget_what_if"), *super().get_urls()]
+
+    def what_if_view(self, request: HttpRequest) -> HttpResponse:
+        """What-if of changed shares over the recorded demand; reads only, changes nothing."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        from scheduler.models import Cluster
+
+        clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+        result: dict[str, Any] | None = None
+        error = ""
+        if request.method == "POST":
+            form = WhatIfForm(request.POST)
+        else:
+            form = WhatIfForm(initial={"shares": current_shares_yaml(), "window": "7d"})
+        form.fields["cluster"].choices = [(c, c) for c in clusters]
+        if len(clusters) == 1:
+            form.fields["cluster"].widget = forms.HiddenInput()
+            form.fields["cluster"].initial = clusters[0]
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = run_what_if(
+                    form.cleaned_data["shares"], form.cleaned_data["window"], form.cleaned_data["cluster"] or None
+                )
+            except ValueError as exc:  # BudgetFileError and SimulationError are ValueErrors
+                error = str(exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "What-if: changed shares over the recorded demand",
+            "opts": self.model._meta,
+            "form": form,
+            "result": result,
+            "error": error,
+            "changelist_url": reverse("admin:budgets_budget_changelist"),
+        }
+        return TemplateResponse(request, "admin/budgets/budget/what_if.html", context)
 
     def get_ordering(self, request: HttpRequest) -> list[str]:
         return ["parent__name", "name"]
@@ -100,19 +253,19 @@ class BudgetAdmin(admin.ModelAdmin):
     @admin.action(description="Hold: start no new attempts")
     def hold_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
         for budget in queryset:
-            do_set_hold(budget, True)
+            do_set_hold(budget, True, actor=request.user, note="admin action")
         messages.success(request, f"{queryset.count()} budget(s) on hold.")
 
     @admin.action(description="Release hold")
     def release_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
         for budget in queryset:
-            do_set_hold(budget, False)
+            do_set_hold(budget, False, actor=request.user, note="admin action")
         messages.success(request, f"{queryset.count()} budget(s) released.")
 
     @admin.action(description="Archive (refuse new submissions; running work carries on)")
     def archive_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
         for budget in queryset:
-            do_archive_budget(budget)
+            do_archive_budget(budget, actor=request.user, note="admin action")
         messages.success(request, f"{queryset.count()} budget(s) archived with their sub-budgets.")
 
 
@@ -124,3 +277,23 @@ class UsageEntryAdmin(admin.ModelAdmin):
     list_select_related = ["budget", "cluster"]
     autocomplete_fields = ["budget"]
     date_hierarchy = "end"
+
+
+@admin.register(ShareChange)
+class ShareChangeAdmin(admin.ModelAdmin):
+    """Audit history: who changed which budget's shares (or hold, archive) when. Read-only."""
+
+    list_display = ["at", "budget", "kind", "old_shares", "new_shares", "actor_name", "note"]
+    list_filter = ["budget", "actor", "kind", ("at", admin.DateFieldListFilter)]
+    search_fields = ["budget__name", "actor_name", "note"]
+    list_select_related = ["budget", "budget__parent"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

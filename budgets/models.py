@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 
 class Budget(models.Model):
@@ -82,3 +83,37 @@ class UsageEntry(models.Model):
     def __str__(self) -> str:
         amount = f"{self.gpus} GPUs" if self.gpus is not None else f"{self.gpu_seconds} GPU-s"
         return f"{amount} for budget {self.budget_id} until {self.end:%Y-%m-%d %H:%M}"
+
+
+class ShareChange(models.Model):
+    """Audit record of a change to a budget's shares (or its hold / archive), who and when.
+
+    Written by the services (``do_set_shares``, ``do_set_hold``, ``do_archive_budget``) only;
+    read-only in the admin. ``actor_name`` keeps the username should the user be deleted.
+    """
+
+    class Kind(models.TextChoices):
+        SHARES = "shares", "shares"
+        HOLD = "hold", "hold"
+        RELEASE = "release", "release hold"
+        ARCHIVE = "archive", "archive"
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="share_changes")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SHARES)
+    old_shares = models.PositiveIntegerField()
+    new_shares = models.PositiveIntegerField()
+    actor = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="share_changes"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    note = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        who = self.actor_name or "system"
+        if self.kind == self.Kind.SHARES:
+            return f"{who}: shares {self.old_shares} → {self.new_shares} at {self.at:%Y-%m-%d %H:%M}"
+        return f"{who}: {self.get_kind_display()} at {self.at:%Y-%m-%d %H:%M}"

@@ -14,7 +14,7 @@ from fractions import Fraction
 from django.db import transaction
 from django.utils import timezone
 
-from budgets.models import Budget
+from budgets.models import Budget, ShareChange
 from config.errors import ServiceError
 
 
@@ -201,24 +201,62 @@ def request_ticks_everywhere() -> None:
         request_tick_on_commit(cluster_id)
 
 
-def do_set_hold(budget: Budget, hold: bool) -> Budget:
-    """Put a budget on hold (no new attempts, §3.7) or release it; requests a tick of every cluster."""
+def _record(budget: Budget, kind: str, old: int, new: int, actor: object | None, note: str = "") -> ShareChange:
+    """Write one audit record; ``actor`` is a user (None or anonymous: the system)."""
+    user = actor if getattr(actor, "pk", None) is not None else None
+    return ShareChange.objects.create(
+        budget=budget,
+        kind=kind,
+        old_shares=old,
+        new_shares=new,
+        actor=user,
+        actor_name=getattr(user, "username", "") if user is not None else "",
+        note=(note or "")[:500],
+    )
+
+
+def do_set_shares(actor: object | None, budget: Budget, shares: int, note: str = "") -> Budget:
+    """Set a budget's shares (an integer >= 1, else BudgetError ``invalid_shares``), record who
+    changed them from what to what (``ShareChange``), and request a tick of every cluster.
+    Setting the shares a budget already has records nothing."""
+    if not isinstance(shares, int) or isinstance(shares, bool) or shares < 1:
+        raise BudgetError("invalid_shares", "shares", "Shares are an integer >= 1.")
+    with transaction.atomic():
+        budget = Budget.objects.select_for_update().get(pk=budget.pk)
+        old = budget.shares
+        if old != shares:
+            budget.shares = shares
+            budget.save(update_fields=["shares"])
+            _record(budget, ShareChange.Kind.SHARES, old, shares, actor, note)
+            request_ticks_everywhere()
+    return budget
+
+
+def do_set_hold(budget: Budget, hold: bool, *, actor: object | None = None, note: str = "") -> Budget:
+    """Put a budget on hold (no new attempts, §3.7) or release it; records the change and
+    requests a tick of every cluster."""
     with transaction.atomic():
         budget = Budget.objects.select_for_update().get(pk=budget.pk)
         if budget.hold != hold:
             budget.hold = hold
             budget.save(update_fields=["hold"])
+            kind = ShareChange.Kind.HOLD if hold else ShareChange.Kind.RELEASE
+            _record(budget, kind, budget.shares, budget.shares, actor, note)
             request_ticks_everywhere()
     return budget
 
 
-def do_archive_budget(budget: Budget) -> Budget:
+def do_archive_budget(budget: Budget, *, actor: object | None = None, note: str = "") -> Budget:
     """Archive a budget and its live descendants (§3.7): new submissions are refused, running and
-    pending work carries on. Idempotent. Requests a tick of every cluster."""
+    pending work carries on. Idempotent. Records each newly archived budget; requests a tick of
+    every cluster."""
     with transaction.atomic():
         now = timezone.now()
         ids = subtree_ids([budget.id])
-        Budget.objects.filter(pk__in=ids, archived_at__isnull=True).update(archived_at=now)
+        newly = list(Budget.objects.select_for_update().filter(pk__in=ids, archived_at__isnull=True))
+        Budget.objects.filter(pk__in=[b.pk for b in newly]).update(archived_at=now)
+        for b in newly:
+            _record(b, ShareChange.Kind.ARCHIVE, b.shares, b.shares, actor, note)
         request_ticks_everywhere()
     budget.refresh_from_db()
     return budget

@@ -1,0 +1,193 @@
+"""Audit history of shares (ShareChange) and the what-if of changed shares from the Django admin."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import User
+from budgets.models import Budget, ShareChange
+from budgets.services import BudgetError, do_archive_budget, do_set_hold, do_set_shares
+from scheduler.models import Attempt, Cluster, Host, Workload
+from tests.conftest import PASSWORD
+
+
+def _change_form(budget: Budget, **overrides: Any) -> dict[str, Any]:
+    """The Budget change form as the admin posts it (no history yet: an empty inline formset)."""
+    data: dict[str, Any] = {
+        "name": budget.name,
+        "parent": budget.parent_id or "",
+        "shares": budget.shares,
+        "cap_gpu_hours": "",
+        "cap_period_days": budget.cap_period_days,
+        "on_cap": budget.on_cap,
+        "description": budget.description,
+        "change_note": "",
+        "share_changes-TOTAL_FORMS": "0",
+        "share_changes-INITIAL_FORMS": "0",
+        "share_changes-MIN_NUM_FORMS": "0",
+        "share_changes-MAX_NUM_FORMS": "1000",
+        "_save": "Save",
+    }
+    if budget.hold:
+        data["hold"] = "on"
+    data.update(overrides)
+    return data
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def test_admin_change_of_shares_records_who_changed_what(admin: User, org_tree: dict[str, Budget]) -> None:
+    olmo = org_tree["nlp/olmo"]
+    url = reverse("admin:budgets_budget_change", args=[olmo.pk])
+    response = _client(admin).post(url, _change_form(olmo, shares=5, change_note="olmo pretraining push"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    olmo.refresh_from_db()
+    assert olmo.shares == 5
+    (change,) = ShareChange.objects.all()
+    assert (change.budget_id, change.kind, change.old_shares, change.new_shares) == (olmo.pk, "shares", 1, 5)
+    assert change.actor == admin and change.actor_name == "admin"
+    assert change.note == "olmo pretraining push"
+    # The change page shows the history inline; the audit admin lists it and is read-only.
+    page = _client(admin).get(url).content.decode()
+    assert "olmo pretraining push" in page
+    listing = _client(admin).get(reverse("admin:budgets_sharechange_changelist"), {"actor__id__exact": admin.pk})
+    assert listing.status_code == 200 and "olmo pretraining push" in listing.content.decode()
+    assert _client(admin).get(reverse("admin:budgets_sharechange_add")).status_code == 403
+
+
+def test_saving_without_changing_shares_records_nothing(admin: User, org_tree: dict[str, Budget]) -> None:
+    olmo = org_tree["nlp/olmo"]
+    url = reverse("admin:budgets_budget_change", args=[olmo.pk])
+    response = _client(admin).post(url, _change_form(olmo, description="the OLMo project"))
+    assert response.status_code == 302
+    assert not ShareChange.objects.exists()
+
+
+def test_non_staff_user_cannot_change_shares(researcher: User, org_tree: dict[str, Budget]) -> None:
+    olmo = org_tree["nlp/olmo"]
+    url = reverse("admin:budgets_budget_change", args=[olmo.pk])
+    response = _client(researcher).post(url, _change_form(olmo, shares=9))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+    olmo.refresh_from_db()
+    assert olmo.shares == 1
+    assert not ShareChange.objects.exists()
+
+
+def test_zero_shares_are_refused_and_record_nothing(admin: User, org_tree: dict[str, Budget]) -> None:
+    olmo = org_tree["nlp/olmo"]
+    url = reverse("admin:budgets_budget_change", args=[olmo.pk])
+    response = _client(admin).post(url, _change_form(olmo, shares=0))
+    assert response.status_code == 200  # the form again, with the error
+    assert "errornote" in response.content.decode()
+    olmo.refresh_from_db()
+    assert olmo.shares == 1
+    assert not ShareChange.objects.exists()
+    with pytest.raises(BudgetError):
+        do_set_shares(admin, olmo, 0)
+    assert not ShareChange.objects.exists()
+
+
+def test_hold_and_archive_are_recorded(admin: User, org_tree: dict[str, Budget]) -> None:
+    do_set_hold(org_tree["nlp/olmo"], True, actor=admin)
+    do_set_hold(org_tree["nlp/olmo"], True, actor=admin)  # no change, no record
+    do_archive_budget(org_tree["vision"], actor=admin)
+    kinds = sorted((c.budget.name, c.kind) for c in ShareChange.objects.select_related("budget"))
+    assert kinds == [("olmo", "hold"), ("sam", "archive"), ("vision", "archive")]
+
+
+# --- what-if from the admin -------------------------------------------------------------------
+
+
+@pytest.fixture
+def recorded(org_tree: dict[str, Budget], cluster: Cluster, hosts: dict[str, Host], researcher: User) -> None:
+    """A day of tiny demand: olmo ran two 8-GPU jobs, sam waited for one."""
+    now = timezone.now()
+    h = timedelta(hours=1)
+    for n, (budget, submitted, start, end) in enumerate(
+        [
+            ("nlp/olmo", 20 * h, 20 * h, 12 * h),
+            ("nlp/olmo", 12 * h, 12 * h, 4 * h),
+            ("vision/sam", 18 * h, 4 * h, 2 * h),
+        ]
+    ):
+        w = Workload.objects.create(
+            name=f"job-{n}",
+            owner=researcher,
+            budget=org_tree[budget],
+            cluster=cluster,
+            gpu_model="A100",
+            gpu_count=8,
+            command=["true"],
+            min_runtime_s=3600,
+            submitted_at=now - submitted,
+            state="succeeded",
+            finished_at=now - end,
+        )
+        Attempt.objects.create(
+            workload=w,
+            number=1,
+            host=hosts["a100-1"],
+            allocated=True,
+            placed_at=now - start,
+            started_at=now - start,
+            ended_at=now - end,
+            end_reason="succeeded",
+        )
+
+
+def test_what_if_page_renders_prefilled_and_is_linked(admin: User, recorded: None) -> None:
+    client = _client(admin)
+    changelist = client.get(reverse("admin:budgets_budget_changelist")).content.decode()
+    url = reverse("admin:budgets_budget_what_if")
+    assert url in changelist
+    page = client.get(url)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "nlp/olmo: 1" in text and "vision/sam: 1" in text and "nlp: 2" in text
+    prefilled = page.context["form"].initial["shares"]
+    again = client.post(url, {"shares": prefilled, "window": "7d", "cluster": "default"})
+    assert again.context["error"] == "" and len(again.context["result"]["budgets"]) == 3
+
+
+def test_what_if_shows_a_row_per_budget(admin: User, recorded: None) -> None:
+    url = reverse("admin:budgets_budget_what_if")
+    shares = "shares:\n  vision: 2\n  vision/sam: 1\n"
+    response = _client(admin).post(url, {"shares": shares, "window": "1d", "cluster": "default"})
+    assert response.status_code == 200
+    result = response.context["result"]
+    assert response.context["error"] == ""
+    assert [r["budget"] for r in result["budgets"]] == ["nlp/olmo", "nlp/tulu", "vision/sam"]
+    assert result["jobs"] == 3
+    text = response.content.decode()
+    assert text.count('class="whatif-row"') == 3
+    assert "whatif-result" in text
+
+
+def test_what_if_bad_input_shows_the_line_and_changes_nothing(admin: User, recorded: None) -> None:
+    url = reverse("admin:budgets_budget_what_if")
+    before = list(Budget.objects.order_by("pk").values_list("pk", "shares"))
+    shares = "shares:\n  nlp: 3\n  nlp/gpt: 2\n"
+    response = _client(admin).post(url, {"shares": shares, "window": "1d", "cluster": "default"})
+    assert response.status_code == 200
+    assert response.context["result"] is None
+    assert "line 3" in response.context["error"] and "nlp/gpt" in response.context["error"]
+    assert "line 3" in response.content.decode()
+    bad_window = _client(admin).post(url, {"shares": "shares:\n  nlp: 3\n", "window": "soon", "cluster": "default"})
+    assert bad_window.context["error"] and bad_window.context["result"] is None
+    assert list(Budget.objects.order_by("pk").values_list("pk", "shares")) == before
+    assert not ShareChange.objects.exists()
+
+
+def test_what_if_needs_staff(researcher: User, recorded: None) -> None:
+    response = _client(researcher).get(reverse("admin:budgets_budget_what_if"))
+    assert response.status_code == 302 and "/login/" in response["Location"]
