@@ -26,6 +26,7 @@ class Clock:
         self.sweep_interval = float(sweep_interval if sweep_interval is not None else max(self.interval, 5.0))
         self._stop = threading.Event()
         self._next_estimate: dict[int, float] = {}
+        self._next_prune = 0.0
         self._thread: threading.Thread | None = None
 
     def start(self) -> Clock:
@@ -55,6 +56,9 @@ class Clock:
         if sweep:
             tasks.sweep_hosts.send()
             tasks.start_timeouts.send()
+            if now >= self._next_prune:
+                self._next_prune = now + tasks.PRUNE_METRICS_EVERY_S
+                tasks.prune_gpu_metrics.send()
         return len(cluster_ids)
 
     def _run(self) -> None:

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler import notify
+from scheduler import metrics, notify
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 
 logger = logging.getLogger(__name__)
@@ -329,6 +329,7 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
         changed: list[GPU] = []
         health_changed: list[tuple[int, str, str]] = []
         fatal: list[tuple[int, int]] = []
+        minute_rows: list[tuple[int, str, dict]] = []
         for s in samples:
             gpu = gpus.get(s.index)
             if gpu is None:
@@ -340,9 +341,11 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
             fatal.extend((gpu.index, x) for x in s.xids if x in FATAL_XIDS)
             if s.sample is not None:
                 gpu.last_sample = dict(s.sample)
+                minute_rows.append((gpu.pk, health, gpu.last_sample))
             changed.append(gpu)
         if changed:
             GPU.objects.bulk_update(changed, ["health", "last_sample"])
+        metrics.record_samples(minute_rows, now)
         events = [
             HostEvent(
                 host_id=host.pk,

@@ -248,3 +248,35 @@ class JoinToken(models.Model):
 
     def __str__(self) -> str:
         return f"join token {self.pk} for {self.cluster_id}"
+
+
+class GpuMinuteSample(models.Model):
+    """Per-minute roll-up of one GPU's heartbeat samples (raw heartbeats are not kept).
+
+    Written by ``scheduler.metrics.record_samples`` from ``record_heartbeat``; pruned after
+    ``FAIRWAY_GPU_METRICS_RETENTION_DAYS`` by the ``prune_gpu_metrics`` actor.
+    """
+
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="minute_samples")
+    minute = models.DateTimeField(db_index=True, help_text="start of the minute (UTC, seconds zero)")
+    samples = models.PositiveIntegerField(default=0)
+    utilization_sum = models.FloatField(default=0.0, help_text="sum of utilization_pct over the samples")
+    memory_used_max_mb = models.BigIntegerField(default=0)
+    temperature_max_c = models.FloatField(null=True, blank=True)
+    power_sum_w = models.FloatField(default=0.0, help_text="sum of power_w over the samples")
+    health_worst = models.CharField(max_length=16, choices=GPU.Health.choices, default=GPU.Health.HEALTHY)
+
+    class Meta:
+        ordering = ["gpu_id", "minute"]
+        constraints = [models.UniqueConstraint(fields=["gpu", "minute"], name="gpuminute_unique_gpu_minute")]
+
+    def __str__(self) -> str:
+        return f"GPU {self.gpu_id} at {self.minute:%Y-%m-%d %H:%M}"
+
+    @property
+    def utilization_mean(self) -> float:
+        return self.utilization_sum / self.samples if self.samples else 0.0
+
+    @property
+    def power_mean_w(self) -> float:
+        return self.power_sum_w / self.samples if self.samples else 0.0

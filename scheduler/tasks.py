@@ -153,3 +153,17 @@ def estimate_starts(cluster_id: int) -> None:
             w.estimated_start = value
             changed.append(w)
     Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+
+
+PRUNE_METRICS_EVERY_S = 3600.0
+"""The clock asks for pruning of old GPU minute samples this often (seconds)."""
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=600_000)
+def prune_gpu_metrics() -> None:
+    """Delete GPU minute samples older than ``FAIRWAY_GPU_METRICS_RETENTION_DAYS`` (``metrics.prune``)."""
+    from scheduler import metrics
+
+    deleted = metrics.prune()
+    if deleted:
+        logger.info("GPU metrics: pruned %d minute samples", deleted)

@@ -1,0 +1,116 @@
+"""GPU metrics time series: per-minute roll-ups of heartbeat samples, retention, utilization per attempt.
+
+Design: one row per (GPU, minute) in :class:`~scheduler.models.GpuMinuteSample`, accumulated
+from every heartbeat (count, utilization sum, max memory, max temperature, power sum, worst
+health). :func:`record_samples` runs inside ``record_heartbeat``'s transaction, which holds the
+host row locked (``select_for_update``), so heartbeats of one host are serialized and a plain
+read-merge-write is correct on PostgreSQL and SQLite alike: one SELECT of this minute's rows of
+the host's GPUs, one bulk INSERT of the new ones, one bulk UPDATE of the existing ones —
+at most three queries whatever the GPU count. Raw heartbeats are not kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from scheduler.models import GPU, Attempt, AttemptGPU, GpuMinuteSample
+
+DEFAULT_RETENTION_DAYS = 30
+_HEALTH_RANK = {GPU.Health.HEALTHY: 0, GPU.Health.DEGRADED: 1, GPU.Health.UNHEALTHY: 2}
+
+
+def retention_days() -> int:
+    """Days of GPU minute samples kept: ``FAIRWAY["GPU_METRICS_RETENTION_DAYS"]``, else the env (default 30)."""
+    value = settings.FAIRWAY.get("GPU_METRICS_RETENTION_DAYS")
+    if value is None:
+        value = os.environ.get("FAIRWAY_GPU_METRICS_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)
+    days = int(value)
+    if days < 1:
+        raise ValueError("FAIRWAY_GPU_METRICS_RETENTION_DAYS must be at least 1")
+    return days
+
+
+def minute_of(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+def _worse(a: str, b: str) -> str:
+    return a if _HEALTH_RANK.get(a, 2) >= _HEALTH_RANK.get(b, 2) else b
+
+
+def record_samples(samples: Iterable[tuple[int, str, Mapping[str, Any]]], now: datetime) -> int:
+    """Accumulate ``(gpu_id, health, sample)`` into the minute of ``now``; returns the rows touched.
+
+    Call inside a transaction holding the host's row lock (``record_heartbeat`` does).
+    """
+    minute = minute_of(now)
+    incoming: dict[int, tuple[str, Mapping[str, Any]]] = {}
+    for gpu_id, health, sample in samples:
+        if sample:
+            incoming[gpu_id] = (health, sample)
+    if not incoming:
+        return 0
+    existing = {row.gpu_id: row for row in GpuMinuteSample.objects.filter(gpu_id__in=list(incoming), minute=minute)}
+    new: list[GpuMinuteSample] = []
+    changed: list[GpuMinuteSample] = []
+    for gpu_id, (health, s) in incoming.items():
+        row = existing.get(gpu_id)
+        if row is None:
+            row = GpuMinuteSample(gpu_id=gpu_id, minute=minute, health_worst=health)
+            new.append(row)
+        else:
+            row.health_worst = _worse(row.health_worst, health)
+            changed.append(row)
+        row.samples += 1
+        row.utilization_sum += float(s.get("utilization_pct") or 0.0)
+        row.memory_used_max_mb = max(row.memory_used_max_mb, int(s.get("memory_used_mb") or 0))
+        temp = s.get("temperature_c")
+        if temp is not None:
+            row.temperature_max_c = float(temp) if row.temperature_max_c is None else max(row.temperature_max_c, temp)
+        row.power_sum_w += float(s.get("power_w") or 0.0)
+    if new:
+        GpuMinuteSample.objects.bulk_create(new)
+    if changed:
+        GpuMinuteSample.objects.bulk_update(
+            changed,
+            ["samples", "utilization_sum", "memory_used_max_mb", "temperature_max_c", "power_sum_w", "health_worst"],
+        )
+    return len(new) + len(changed)
+
+
+def prune(now: datetime | None = None, days: int | None = None) -> int:
+    """Delete minute samples older than the retention; returns the number deleted."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=days if days is not None else retention_days())
+    deleted, _ = GpuMinuteSample.objects.filter(minute__lt=cutoff).delete()
+    return deleted
+
+
+def attempt_utilization(attempt: Attempt, now: datetime | None = None) -> float | None:
+    """GPU-time-weighted mean utilization (%) of ``attempt`` over its run, from the minute samples.
+
+    Each (GPU, minute) sample counts with the seconds of that minute the attempt ran
+    (``started_at``, else ``placed_at``, to ``ended_at`` or now). None without any sample.
+    """
+    begin = attempt.started_at or attempt.placed_at
+    end = attempt.ended_at or now or timezone.now()
+    if begin is None or end <= begin:
+        return None
+    gpu_ids = list(AttemptGPU.objects.filter(attempt_id=attempt.pk).values_list("gpu_id", flat=True))
+    rows = GpuMinuteSample.objects.filter(
+        gpu_id__in=gpu_ids, minute__gte=minute_of(begin), minute__lt=end, samples__gt=0
+    ).values_list("minute", "utilization_sum", "samples")
+    weighted = weight = 0.0
+    for minute, util_sum, n in rows:
+        overlap = (min(end, minute + timedelta(minutes=1)) - max(begin, minute)).total_seconds()
+        if overlap <= 0:
+            continue
+        weighted += overlap * util_sum / n
+        weight += overlap
+    return weighted / weight if weight else None
