@@ -275,6 +275,41 @@ FAIRWAY = {
     "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
 }
 
+# Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
+FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
+
+# --- Production (docs/deploy.md) ---------------------------------------------------------------
+# FAIRWAY_ENV=production turns on safe defaults behind a TLS-terminating proxy; each one can be
+# overridden by its own variable. `manage.py check --deploy` is clean with these defaults (tested).
+FAIRWAY_ENV = env_str("FAIRWAY_ENV", "development").strip().lower()
+if FAIRWAY_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured(f"FAIRWAY_ENV={FAIRWAY_ENV!r} must be development or production")
+PRODUCTION = FAIRWAY_ENV == "production"
+if PRODUCTION and not os.environ.get("SECRET_KEY"):
+    raise ImproperlyConfigured("FAIRWAY_ENV=production needs SECRET_KEY (50+ random characters)")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+# Prometheus and health checks may reach a web process directly over HTTP inside the lab.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if PRODUCTION else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+# Preloading is a commitment to browsers' lists, so it is opt-in; its deploy warning is silenced.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+SESSION_COOKIE_HTTPONLY = True
+# Behind the proxy: trust its X-Forwarded-Proto (set FAIRWAY_PROXY_SSL_HEADER=false without one).
+if env_bool("FAIRWAY_PROXY_SSL_HEADER", PRODUCTION):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    USE_X_FORWARDED_HOST = env_bool("USE_X_FORWARDED_HOST", False)
+if PRODUCTION:
+    # Compressed, content-hashed files from `manage.py collectstatic` (the Procfile runs it).
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

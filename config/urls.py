@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from config.api import NotFoundView
 from scheduler import agent_install
+from scheduler.prom import metrics_view
 
 api_v1 = [
     path("", include("accounts.api.urls")),
@@ -26,5 +27,6 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/", NotFoundView.as_view(), name="api-not-found"),  # one error format, even for 404
     path("agent/", include(agent)),
+    path("metrics", metrics_view, name="prometheus-metrics"),
     path("", include("web.urls")),
 ]

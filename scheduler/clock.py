@@ -14,6 +14,7 @@ import time
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ class Clock:
         self.sweep_interval = float(sweep_interval if sweep_interval is not None else max(self.interval, 5.0))
         self._stop = threading.Event()
         self._next_estimate: dict[int, float] = {}
+        self._rolled_up_hour: object = None
         self._next_prune = 0.0
         self._thread: threading.Thread | None = None
 
@@ -59,6 +61,10 @@ class Clock:
             if now >= self._next_prune:
                 self._next_prune = now + tasks.PRUNE_METRICS_EVERY_S
                 tasks.prune_gpu_metrics.send()
+        hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+        if hour != self._rolled_up_hour:  # once an hour (and once at start): the pyramid's last hour
+            self._rolled_up_hour = hour
+            tasks.rollup_pyramid.send()
         return len(cluster_ids)
 
     def _run(self) -> None:

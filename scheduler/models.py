@@ -280,3 +280,26 @@ class GpuMinuteSample(models.Model):
     @property
     def power_mean_w(self) -> float:
         return self.power_sum_w / self.samples if self.samples else 0.0
+
+
+class ClusterHourlyMetrics(models.Model):
+    """One hour of one cluster in GPU-seconds: the four-metric pyramid of DESIGN.md §8 (``scheduler.pyramid``).
+
+    ``registered ≥ available ≥ occupied (allocated + unallocated) ≥ utilized`` by construction.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hourly_metrics")
+    hour = models.DateTimeField(help_text="start of the hour (UTC)")
+    registered_gpu_s = models.FloatField(default=0.0)
+    available_gpu_s = models.FloatField(default=0.0, help_text="GPU healthy and host active (sampled, see pyramid)")
+    allocated_gpu_s = models.FloatField(default=0.0, help_text="held by allocated (funded) attempts")
+    unallocated_gpu_s = models.FloatField(default=0.0, help_text="held by unallocated or unfunded attempts")
+    utilized_gpu_s = models.FloatField(default=0.0, help_text="occupied GPU-seconds × NVML utilization")
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster", "hour"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "hour"], name="cluster_hourly_metrics_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} @ {self.hour:%Y-%m-%d %H:00}"

@@ -88,7 +88,11 @@ def request_tick(cluster_id: int) -> bool:
 def tick(cluster_id: int) -> None:
     """One scheduling tick of ``cluster_id`` (no retry: the clock asks again in seconds)."""
     _clear_marker(cluster_id)
-    run_tick(cluster_id)
+    result = run_tick(cluster_id)
+    if result.status == "ran":
+        from scheduler.prom import record_tick
+
+        record_tick(result.cluster_id, result.seconds)
 
 
 @dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
@@ -105,6 +109,14 @@ def start_timeouts() -> None:
     ended = lifecycle.start_timeouts()
     if ended:
         logger.info("start timeouts: %d attempts failed to start", ended)
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=3, time_limit=600_000)
+def rollup_pyramid() -> None:
+    """The last complete hour of every cluster into ``ClusterHourlyMetrics`` (``scheduler.pyramid``)."""
+    from scheduler.pyramid import rollup_previous_hour
+
+    rollup_previous_hour()
 
 
 def reset_debounce(cluster_ids: list[int] | None = None) -> None:

@@ -220,7 +220,7 @@ class OccupancySerializer(serializers.Serializer):
 
 
 class MetricsView(FairwayAPIView):
-    """``GET /api/v1/metrics/``: occupancy right now, per cluster (the pyramid over time comes later)."""
+    """``GET /api/v1/metrics/``: occupancy right now, per cluster (over time: ``metrics/pyramid/``)."""
 
     @extend_schema(
         parameters=[OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)")],

@@ -2,6 +2,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from scheduler.api.hosts import HostViewSet, MetricsView
+from scheduler.api.pyramid import PyramidView
 from scheduler.api.schema import describe_workload_views
 from scheduler.api.views import ClusterViewSet, WorkloadViewSet
 
@@ -16,4 +17,5 @@ router.register("hosts", HostViewSet, basename="host")
 urlpatterns = [
     *router.urls,
     path("metrics/", MetricsView.as_view(), name="api-metrics"),
+    path("metrics/pyramid/", PyramidView.as_view(), name="api-metrics-pyramid"),
 ]

@@ -1,0 +1,85 @@
+"""``GET /api/v1/metrics/pyramid/``: the four-metric pyramid (DESIGN.md §8) per cluster, hourly and in total."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.api import FairwayAPIView
+from scheduler.models import Cluster
+from scheduler.pyramid import pyramid_report
+
+MAX_RANGE = timedelta(days=400)
+
+
+class PyramidFigures(serializers.Serializer):
+    registered_gpu_hours = serializers.FloatField()
+    available_gpu_hours = serializers.FloatField()
+    allocated_gpu_hours = serializers.FloatField()
+    unallocated_gpu_hours = serializers.FloatField()
+    utilized_gpu_hours = serializers.FloatField()
+    availability = serializers.FloatField(help_text="available / registered GPU-time")
+    occupancy = serializers.FloatField(help_text="occupied / registered GPU-time (≤ availability)")
+    occupancy_allocated = serializers.FloatField()
+    occupancy_unallocated = serializers.FloatField()
+    utilization = serializers.FloatField(help_text="utilization-weighted / registered GPU-time (≤ occupancy)")
+    utilization_of_occupied = serializers.FloatField(help_text="mean NVML utilization over occupied GPU-time")
+    impact = serializers.FloatField(help_text="allocated share of occupied GPU-time")
+
+
+class PyramidHour(PyramidFigures):
+    hour = serializers.DateTimeField()
+
+
+class PyramidSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    total = PyramidFigures()
+    hours = PyramidHour(many=True)
+
+
+def _parse(name: str, raw: str | None, default: datetime) -> datetime:
+    if not raw:
+        return default
+    raw = raw.replace("\x00", "").strip()
+    try:
+        at = parse_datetime(raw)
+        if at is None:
+            day = parse_date(raw)
+            at = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+    except ValueError:
+        at = None
+    if at is None:
+        raise serializers.ValidationError({name: ["an ISO 8601 date or date-time, e.g. 2026-11-01T00:00Z"]})
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+class PyramidView(FairwayAPIView):
+    """The pyramid of the stored hourly roll-ups: default the last 24 hours, every cluster."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)"),
+            OpenApiParameter("since", OpenApiTypes.DATETIME, description="start (default: 24 hours ago)"),
+            OpenApiParameter("until", OpenApiTypes.DATETIME, description="end, exclusive (default: now)"),
+        ],
+        responses=PyramidSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        now = timezone.now()
+        until = _parse("until", request.query_params.get("until"), now)
+        since = _parse("since", request.query_params.get("since"), until - timedelta(hours=24))
+        if since >= until:
+            raise serializers.ValidationError({"since": ["must be before until"]})
+        if until - since > MAX_RANGE:
+            raise serializers.ValidationError({"since": [f"at most {MAX_RANGE.days} days"]})
+        clusters = Cluster.objects.order_by("name")
+        if request.query_params.get("cluster"):
+            clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
+        return Response(pyramid_report(list(clusters), since, until))

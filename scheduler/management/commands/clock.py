@@ -1,0 +1,30 @@
+"""``manage.py clock``: the clock in the foreground (production: exactly one per deployment, see docs/deploy.md)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run the Fairway clock (tick requests, sweeps, hourly pyramid roll-up) until SIGINT/SIGTERM."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--interval", type=float, default=None, help="seconds between ticks (default setting)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        import scheduler.tasks  # noqa: F401 -- declares the actors on the broker
+        from scheduler.clock import Clock
+
+        done = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: done.set())
+        clock = Clock(interval=opts["interval"]).start()
+        self.stdout.write(f"clock: a tick of every cluster every {clock.interval:g}s")
+        self.stdout.flush()
+        done.wait()
+        clock.stop()
+        self.stdout.write("clock: stopped")

@@ -1,0 +1,221 @@
+"""Prometheus metrics at ``/metrics``: a collector that reads the database on each scrape.
+
+Every family is one small aggregate query (GROUP BY over indexed columns, a bounded number of
+rows), so a scrape costs the same at any size. The tick runs in dramatiq workers, not in the web
+process that is scraped, so each tick's duration is written to Redis (a hash keyed by cluster;
+in this process in the embedded mode) and read back here as a gauge.
+
+``FAIRWAY_METRICS_TOKEN`` set: the scrape must send ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
+
+TICK_KEY = "fairway:tick-seconds"
+PREEMPTION_REASONS = (
+    Attempt.EndReason.PREEMPTED,
+    Attempt.EndReason.DRAINED,
+    Attempt.EndReason.GPU_FAULT,
+    Attempt.EndReason.LOST,
+)
+_local_ticks: dict[str, str] = {}
+_local_guard = threading.Lock()
+
+
+def record_tick(cluster_id: int, seconds: float) -> None:
+    """Remember the duration of the last tick of ``cluster_id`` (called by the tick actor)."""
+    from scheduler.tasks import _redis
+
+    value = f"{seconds:.6f} {time.time():.3f}"
+    client = _redis()
+    if client is not None:
+        client.hset(TICK_KEY, str(cluster_id), value)
+        return
+    with _local_guard:
+        _local_ticks[str(cluster_id)] = value
+
+
+def last_ticks() -> dict[int, tuple[float, float]]:
+    """Cluster id → (seconds, epoch when recorded) of its last tick."""
+    from scheduler.tasks import _redis
+
+    client = _redis()
+    if client is not None:
+        raw = {k.decode(): v.decode() for k, v in client.hgetall(TICK_KEY).items()}
+    else:
+        with _local_guard:
+            raw = dict(_local_ticks)
+    out = {}
+    for key, value in raw.items():
+        try:
+            seconds, at = value.split()
+            out[int(key)] = (float(seconds), float(at))
+        except ValueError:
+            continue
+    return out
+
+
+class FairwayCollector(Collector):
+    """Reads the database on collect(); registered on a fresh registry per scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        now = timezone.now()
+        names = dict(Cluster.objects.values_list("pk", "name"))
+
+        tick = GaugeMetricFamily("fairway_tick_duration_seconds", "Duration of the last tick", labels=["cluster"])
+        tick_at = GaugeMetricFamily(
+            "fairway_tick_last_run_timestamp_seconds", "When the last tick ran (epoch)", labels=["cluster"]
+        )
+        for cid, (seconds, at) in sorted(last_ticks().items()):
+            if cid in names:
+                tick.add_metric([names[cid]], seconds)
+                tick_at.add_metric([names[cid]], at)
+        yield tick
+        yield tick_at
+
+        pending = GaugeMetricFamily(
+            "fairway_pending_workloads", "Pending workloads by reason", labels=["cluster", "reason"]
+        )
+        rows = (
+            Workload.objects.filter(state=Workload.State.PENDING)
+            .values_list("cluster_id", "pending_reason")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for cid, reason, n in rows:
+            pending.add_metric([names.get(cid, str(cid)), reason or "not_yet_considered"], n)
+        yield pending
+
+        workloads = GaugeMetricFamily("fairway_workloads", "Live workloads by state", labels=["cluster", "state"])
+        live = Workload.objects.exclude(state__in=Workload.FINAL_STATES)
+        for cid, state, n in live.values_list("cluster_id", "state").annotate(n=Count("id")).order_by():
+            workloads.add_metric([names.get(cid, str(cid)), state], n)
+        yield workloads
+
+        yield self._gpus(names)
+
+        hosts = GaugeMetricFamily("fairway_hosts", "Registered hosts by state", labels=["cluster", "state"])
+        for cid, state, n in (
+            Host.objects.filter(removed_at__isnull=True)
+            .values_list("cluster_id", "state")
+            .annotate(n=Count("id"))
+            .order_by()
+        ):
+            hosts.add_metric([names.get(cid, str(cid)), state], n)
+        yield hosts
+
+        agents = GaugeMetricFamily(
+            "fairway_connected_agents", "Hosts with a heartbeat within HOST_OFFLINE_AFTER_S", labels=["cluster"]
+        )
+        since = now - timedelta(seconds=settings.FAIRWAY["HOST_OFFLINE_AFTER_S"])
+        connected = dict(
+            Host.objects.filter(removed_at__isnull=True, last_heartbeat__gte=since)
+            .values_list("cluster_id")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for cid, name in sorted(names.items(), key=lambda kv: kv[1]):
+            agents.add_metric([name], connected.get(cid, 0))
+        yield agents
+
+        preempt = GaugeMetricFamily(
+            "fairway_preemptions_last_hour",
+            "Attempts stopped by the scheduler or the hosts in the last hour, by end reason",
+            labels=["cluster", "reason"],
+        )
+        for cid, reason, n in (
+            Attempt.objects.filter(ended_at__gte=now - timedelta(hours=1), end_reason__in=PREEMPTION_REASONS)
+            .values_list("workload__cluster_id", "end_reason")
+            .annotate(n=Count("id"))
+            .order_by()
+        ):
+            preempt.add_metric([names.get(cid, str(cid)), reason], n)
+        yield preempt
+
+        yield from self._pyramid(names)
+
+    def _gpus(self, names: dict[int, str]) -> Metric:
+        """GPUs by state: allocated, unallocated (held), idle (free, schedulable), unhealthy, unavailable."""
+        held = {
+            gid: bool(allocated and not unfunded)
+            for gid, allocated, unfunded in AttemptGPU.objects.filter(
+                open=True, attempt__ended_at__isnull=True
+            ).values_list("gpu_id", "attempt__allocated", "attempt__unfunded")
+        }
+        counts: dict[tuple[int, str], int] = {}
+        for gid, cid, host_state, health in GPU.objects.filter(host__removed_at__isnull=True).values_list(
+            "id", "host__cluster_id", "host__state", "health"
+        ):
+            if gid in held:
+                state = "allocated" if held[gid] else "unallocated"
+            elif health == GPU.Health.UNHEALTHY:
+                state = "unhealthy"
+            elif host_state == Host.State.ACTIVE:
+                state = "idle"
+            else:
+                state = "unavailable"
+            counts[(cid, state)] = counts.get((cid, state), 0) + 1
+        gpus = GaugeMetricFamily("fairway_gpus", "Registered GPUs by state", labels=["cluster", "state"])
+        for cid, name in sorted(names.items(), key=lambda kv: kv[1]):
+            for state in ("allocated", "unallocated", "idle", "unhealthy", "unavailable"):
+                gpus.add_metric([name, state], counts.get((cid, state), 0))
+        return gpus
+
+    def _pyramid(self, names: dict[int, str]) -> Iterator[Metric]:
+        from scheduler.pyramid import Pyramid, latest_hour
+
+        fam = GaugeMetricFamily(
+            "fairway_pyramid_fraction",
+            "Four-metric pyramid of the last rolled-up hour (fractions of registered GPU-time)",
+            labels=["cluster", "metric"],
+        )
+        hour = GaugeMetricFamily(
+            "fairway_pyramid_hour_timestamp_seconds",
+            "Start of the hour the pyramid gauges describe",
+            labels=["cluster"],
+        )
+        for cid, row in sorted(latest_hour(list(names)).items()):
+            p = Pyramid()
+            p.add(row)
+            for metric, value in p.fractions().items():
+                fam.add_metric([names[cid], metric], value)
+            hour.add_metric([names[cid]], row.hour.timestamp())
+        yield fam
+        yield hour
+
+
+def _authorized(request: HttpRequest) -> bool:
+    token = getattr(settings, "FAIRWAY_METRICS_TOKEN", "")
+    if not token:
+        return True
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """``GET /metrics``: Prometheus text format (bearer token when ``FAIRWAY_METRICS_TOKEN`` is set)."""
+    if not _authorized(request):
+        response = HttpResponse("unauthorized\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FairwayCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,230 @@
+"""The four-metric pyramid of DESIGN.md §8, rolled up per cluster and hour into ``ClusterHourlyMetrics``.
+
+For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
+
+- **registered**: every GPU of a host of the cluster, over the part of the hour between the host's
+  ``created_at`` and its ``removed_at`` (GPUs have no registration time of their own).
+- **occupied**: the overlap of every attempt's interval ``[placed_at, ended_at or now)`` with the
+  hour, on each GPU it holds (``AttemptGPU``), capped per GPU at that GPU's registered seconds;
+  split into **allocated** (allocated and funded) and **unallocated** (unallocated or unfunded).
+- **utilized**: occupied GPU-seconds × NVML utilization. Per minute from the GPU time series
+  (``GpuMinuteSample``: the minute's mean utilization × the occupied seconds of that minute);
+  for a GPU without any minute sample in the hour, the GPU's latest sample (``last_sample``)
+  stands for the whole hour — an approximation.
+- **available**: GPU healthy (not ``unhealthy``) and host ``active``. GPU health has no history
+  and host states are only partly recorded as events, so the availability is **sampled**: the
+  roll-up, run by the clock right after the hour ends, takes the current host state and GPU
+  health as the state of the whole hour. To keep the pyramid, a GPU counted unavailable still
+  counts its occupied seconds as available (it was up enough to run them).
+
+So ``registered ≥ available ≥ occupied ≥ utilized`` holds per GPU, hence per hour and per range.
+Fractions are of the registered GPU-time. The roll-up of an hour is idempotent (upsert).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from scheduler.models import GPU, AttemptGPU, Cluster, ClusterHourlyMetrics, Host
+
+HOUR = timedelta(hours=1)
+
+
+def hour_of(at: datetime) -> datetime:
+    """The start of the UTC hour containing ``at``."""
+    return at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _overlap(a0: datetime, a1: datetime, b0: datetime, b1: datetime) -> float:
+    return max(0.0, (min(a1, b1) - max(a0, b0)).total_seconds())
+
+
+def _utilization(sample: Any) -> float:
+    value = (sample or {}).get("utilization_pct") if isinstance(sample, dict) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return 0.0
+    return min(100.0, max(0.0, float(value))) / 100.0
+
+
+def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[int, dict[datetime, float]]:
+    """GPU id → minute → mean utilization (0..1) from the per-minute roll-ups, if that table exists."""
+    try:
+        from scheduler.models import GpuMinuteSample
+    except ImportError:  # pragma: no cover - the time series is optional
+        return {}
+    out: dict[int, dict[datetime, float]] = defaultdict(dict)
+    rows = GpuMinuteSample.objects.filter(gpu_id__in=gpu_ids, minute__gte=start, minute__lt=end, samples__gt=0)
+    for gpu_id, minute, total, n in rows.values_list("gpu_id", "minute", "utilization_sum", "samples").iterator():
+        out[gpu_id][minute] = min(100.0, max(0.0, total / n)) / 100.0
+    return out
+
+
+def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) -> dict[str, float]:
+    """The pyramid's GPU-seconds of ``cluster`` over ``[hour, hour + 1 h)`` (clipped at ``now``)."""
+    now = now or timezone.now()
+    start = hour_of(hour)
+    end = min(start + HOUR, max(now, start))
+    registered: dict[int, float] = {}
+    available_now: dict[int, bool] = {}
+    last_util: dict[int, float] = {}
+    hosts = Host.objects.filter(cluster=cluster, created_at__lt=end).filter(
+        Q(removed_at__isnull=True) | Q(removed_at__gt=start)
+    )
+    for gid, created, removed, state, health, sample in GPU.objects.filter(host__in=hosts).values_list(
+        "id", "host__created_at", "host__removed_at", "host__state", "health", "last_sample"
+    ):
+        registered[gid] = _overlap(created, removed or end, start, end)
+        available_now[gid] = removed is None and state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY
+        last_util[gid] = _utilization(sample)
+
+    links = (
+        AttemptGPU.objects.filter(gpu_id__in=list(registered), attempt__placed_at__lt=end)
+        .filter(Q(attempt__ended_at__isnull=True) | Q(attempt__ended_at__gt=start))
+        .values_list("gpu_id", "attempt__placed_at", "attempt__ended_at", "attempt__allocated", "attempt__unfunded")
+    )
+    intervals: dict[int, list[tuple[datetime, datetime, bool]]] = defaultdict(list)
+    for gid, placed, ended, allocated, unfunded in links.iterator():
+        a0, a1 = max(placed, start), min(ended or end, end)
+        if a1 > a0:
+            intervals[gid].append((a0, a1, bool(allocated and not unfunded)))
+    minutes = _minute_samples(list(intervals), start, end) if intervals else {}
+
+    totals = dict.fromkeys(("registered", "available", "allocated", "unallocated", "utilized"), 0.0)
+    for gid, reg in registered.items():
+        occupied = {True: 0.0, False: 0.0}
+        utilized = 0.0
+        series = minutes.get(gid)
+        for a0, a1, funded in intervals.get(gid, ()):
+            seconds = (a1 - a0).total_seconds()
+            occupied[funded] += seconds
+            if series:
+                minute = a0.replace(second=0, microsecond=0)
+                while minute < a1:
+                    nxt = minute + timedelta(minutes=1)
+                    utilized += _overlap(a0, a1, minute, nxt) * series.get(minute, 0.0)
+                    minute = nxt
+            else:
+                utilized += seconds * last_util[gid]
+        busy = occupied[True] + occupied[False]
+        if busy > reg > 0:  # never more than the GPU's registered time (overlapping rows, clock skew)
+            scale = reg / busy
+            occupied = {k: v * scale for k, v in occupied.items()}
+            utilized *= scale
+            busy = reg
+        elif reg <= 0:
+            continue
+        totals["registered"] += reg
+        totals["available"] += reg if available_now[gid] else busy
+        totals["allocated"] += occupied[True]
+        totals["unallocated"] += occupied[False]
+        totals["utilized"] += min(utilized, busy)
+    return totals
+
+
+def rollup_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) -> ClusterHourlyMetrics:
+    """Compute and store (upsert) the hour of ``cluster`` starting at ``hour_of(hour)``."""
+    now = now or timezone.now()
+    t = compute_hour(cluster, hour, now)
+    row, _ = ClusterHourlyMetrics.objects.update_or_create(
+        cluster=cluster,
+        hour=hour_of(hour),
+        defaults={
+            "registered_gpu_s": t["registered"],
+            "available_gpu_s": t["available"],
+            "allocated_gpu_s": t["allocated"],
+            "unallocated_gpu_s": t["unallocated"],
+            "utilized_gpu_s": t["utilized"],
+            "computed_at": now,
+        },
+    )
+    return row
+
+
+def rollup_previous_hour(now: datetime | None = None) -> int:
+    """Roll up the last complete hour of every cluster (the clock's hourly job); returns the rows written."""
+    now = now or timezone.now()
+    hour = hour_of(now) - HOUR
+    clusters = list(Cluster.objects.all())
+    for cluster in clusters:
+        rollup_hour(cluster, hour, now)
+    return len(clusters)
+
+
+@dataclass
+class Pyramid:
+    """Sums of GPU-seconds and the fractions of DESIGN.md §8."""
+
+    registered: float = 0.0
+    available: float = 0.0
+    allocated: float = 0.0
+    unallocated: float = 0.0
+    utilized: float = 0.0
+
+    def add(self, row: ClusterHourlyMetrics) -> None:
+        self.registered += row.registered_gpu_s
+        self.available += row.available_gpu_s
+        self.allocated += row.allocated_gpu_s
+        self.unallocated += row.unallocated_gpu_s
+        self.utilized += row.utilized_gpu_s
+
+    def fractions(self) -> dict[str, float]:
+        reg = self.registered
+        occupied = self.allocated + self.unallocated
+
+        def frac(x: float, of: float) -> float:
+            return round(x / of, 6) if of > 0 else 0.0
+
+        return {
+            "availability": frac(self.available, reg),
+            "occupancy": frac(occupied, reg),
+            "occupancy_allocated": frac(self.allocated, reg),
+            "occupancy_unallocated": frac(self.unallocated, reg),
+            "utilization": frac(self.utilized, reg),
+            "utilization_of_occupied": frac(self.utilized, occupied),
+            "impact": frac(self.allocated, occupied),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "registered_gpu_hours": round(self.registered / 3600, 4),
+            "available_gpu_hours": round(self.available / 3600, 4),
+            "allocated_gpu_hours": round(self.allocated / 3600, 4),
+            "unallocated_gpu_hours": round(self.unallocated / 3600, 4),
+            "utilized_gpu_hours": round(self.utilized / 3600, 4),
+            **self.fractions(),
+        }
+
+
+def pyramid_report(clusters: list[Cluster], since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Per cluster: the pyramid of each stored hour in ``[since, until)`` and of the whole range."""
+    rows = ClusterHourlyMetrics.objects.filter(cluster__in=clusters, hour__gte=hour_of(since), hour__lt=until)
+    by_cluster: dict[int, list[ClusterHourlyMetrics]] = defaultdict(list)
+    for row in rows.order_by("hour"):
+        by_cluster[row.cluster_id].append(row)
+    out = []
+    for cluster in clusters:
+        total = Pyramid()
+        hours = []
+        for row in by_cluster.get(cluster.pk, []):
+            one = Pyramid()
+            one.add(row)
+            total.add(row)
+            hours.append({"hour": row.hour.isoformat().replace("+00:00", "Z"), **one.as_dict()})
+        out.append({"cluster": cluster.name, "total": total.as_dict(), "hours": hours})
+    return out
+
+
+def latest_hour(cluster_ids: list[int]) -> dict[int, ClusterHourlyMetrics]:
+    """The most recent stored hour of each cluster (for Prometheus)."""
+    out: dict[int, ClusterHourlyMetrics] = {}
+    for cid in cluster_ids:
+        row = ClusterHourlyMetrics.objects.filter(cluster_id=cid).order_by("-hour").first()
+        if row is not None:
+            out[cid] = row
+    return out

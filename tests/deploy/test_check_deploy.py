@@ -1,0 +1,70 @@
+"""Production settings: ``manage.py check --deploy`` is clean with the production environment."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SECURE_", "DJANGO_", "FAIRWAY_"))}
+    env.update(
+        FAIRWAY_ENV="production",
+        SECRET_KEY=secrets.token_urlsafe(60),
+        ALLOWED_HOSTS="fairway.example.org",
+        CSRF_TRUSTED_ORIGINS="https://fairway.example.org",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
+        FAIRWAY_VAR_DIR=str(tmp_path),
+        DEBUG="false",
+    )
+    env.update(extra)
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
+    done = manage(production_env(tmp_path), "check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
+    assert "WARNINGS" not in done.stdout + done.stderr
+
+
+def test_production_settings_values(tmp_path):
+    code = (
+        "from django.conf import settings as s;"
+        "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE,"
+        " s.SECURE_PROXY_SSL_HEADER, s.DEBUG, s.STORAGES['staticfiles']['BACKEND'])"
+    )
+    done = manage(production_env(tmp_path), "shell", "-v", "0", "-c", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1].split() == [
+        "True",
+        "31536000",
+        "True",
+        "True",
+        "('HTTP_X_FORWARDED_PROTO',",
+        "'https')",
+        "False",
+        "whitenoise.storage.CompressedManifestStaticFilesStorage",
+    ]
+
+
+def test_the_development_default_warns_and_production_needs_a_secret_key(tmp_path):
+    env = production_env(tmp_path, FAIRWAY_ENV="development")
+    done = manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode != 0 and "security.W004" in done.stderr + done.stdout  # no HSTS outside production
+    env = production_env(tmp_path)
+    env.pop("SECRET_KEY")
+    done = manage(env, "check")
+    assert done.returncode != 0 and "SECRET_KEY" in done.stderr

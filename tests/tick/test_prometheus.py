@@ -1,0 +1,81 @@
+"""``/metrics`` (Prometheus): the metric names and values on a small cluster, and the bearer token."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.models import GPU, Attempt, Host, Workload
+from scheduler.prom import record_tick
+from scheduler.pyramid import hour_of, rollup_hour
+
+
+def scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    answer = client.get("/metrics", **headers)
+    assert answer.status_code == 200, answer.content
+    assert answer["Content-Type"].startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(answer.content.decode()):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+@pytest.fixture
+def world(tw):
+    h1 = tw.host("h1", gpus=4)
+    tw.host("h2", gpus=2, state=Host.State.DRAINED)
+    silent = tw.host("h3", gpus=1)
+    Host.objects.filter(pk=silent.pk).update(last_heartbeat=tw.now - timedelta(minutes=10))
+    g = list(h1.gpus.order_by("index"))
+    GPU.objects.filter(pk=g[3].pk).update(health=GPU.Health.UNHEALTHY)
+    tw.attempt(tw.workload(gpus=2), g[:2])
+    tw.attempt(tw.workload(min_runtime=0), [g[2]])
+    tw.workload(pending_reason="no_capacity")
+    tw.workload(pending_reason="no_capacity")
+    tw.workload()
+    done = tw.attempt(tw.workload(state=Workload.State.PENDING), [g[3]])
+    Attempt.objects.filter(pk=done.pk).update(ended_at=tw.now - timedelta(minutes=5), end_reason="preempted")
+    done.gpu_links.update(open=False)
+    old = tw.attempt(tw.workload(), [g[3]], started_ago=7200)
+    Attempt.objects.filter(pk=old.pk).update(ended_at=tw.now - timedelta(hours=2), end_reason="drained")
+    old.gpu_links.update(open=False)
+    return tw
+
+
+def test_metrics_names_and_values(world, client):
+    record_tick(world.cluster.pk, 0.125)
+    rollup_hour(world.cluster, hour_of(world.now) - timedelta(hours=1), world.now)
+    m = scrape(client)
+    c = ("cluster", "c1")
+    assert m[("fairway_tick_duration_seconds", (c,))] == pytest.approx(0.125)
+    assert ("fairway_tick_last_run_timestamp_seconds", (c,)) in m
+    assert m[("fairway_pending_workloads", (c, ("reason", "no_capacity")))] == 2
+    assert m[("fairway_pending_workloads", (c, ("reason", "not_yet_considered")))] == 1
+    gpus = {
+        state: m[("fairway_gpus", (c, ("state", state)))]
+        for state in ("allocated", "unallocated", "idle", "unhealthy", "unavailable")
+    }
+    assert gpus == {"allocated": 2, "unallocated": 1, "idle": 1, "unhealthy": 1, "unavailable": 2}
+    assert m[("fairway_hosts", (c, ("state", "active")))] == 2
+    assert m[("fairway_hosts", (c, ("state", "drained")))] == 1
+    assert m[("fairway_connected_agents", (c,))] == 2
+    assert m[("fairway_preemptions_last_hour", (c, ("reason", "preempted")))] == 1
+    assert ("fairway_preemptions_last_hour", (c, ("reason", "drained"))) not in m  # two hours ago
+    pyramid = {
+        metric: m[("fairway_pyramid_fraction", (c, ("metric", metric)))]
+        for metric in ("availability", "occupancy", "utilization")
+    }
+    assert 1 >= pyramid["availability"] >= pyramid["occupancy"] >= pyramid["utilization"] >= 0
+    assert ("fairway_pyramid_hour_timestamp_seconds", (c,)) in m
+
+
+def test_metrics_bearer_token(world, client, settings):
+    settings.FAIRWAY_METRICS_TOKEN = "s3cret-scrape"
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    m = scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-scrape")
+    assert ("fairway_connected_agents", (("cluster", "c1"),)) in m

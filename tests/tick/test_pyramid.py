@@ -1,0 +1,106 @@
+"""The four-metric pyramid (DESIGN.md §8): hourly roll-up, the API, the clock's hourly request."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from scheduler.models import GPU, Attempt, ClusterHourlyMetrics, GpuMinuteSample, Host
+from scheduler.pyramid import compute_hour, hour_of, rollup_hour, rollup_previous_hour
+
+
+@pytest.fixture
+def hour_world(tw):
+    """One past hour H of cluster c1, in GPU-seconds.
+
+    h1 (active, 4 GPUs): gpu0 allocated all hour at 50 % (latest sample only); gpu1 unallocated
+    H+30..H+45 min at 80 % (minute samples; a sample outside the attempt is ignored); gpu2 idle;
+    gpu3 unhealthy. h2 (cordoned, 2 GPUs): gpu0 allocated all hour, no sample. h3 (1 GPU) removed
+    at H+15 min.
+    """
+    hour = hour_of(tw.now) - timedelta(hours=2)
+    h1 = tw.host("h1", gpus=4)
+    h2 = tw.host("h2", gpus=2, state=Host.State.CORDONED)
+    h3 = tw.host("h3", gpus=1, removed_at=hour + timedelta(minutes=15))
+    Host.objects.filter(pk__in=[h1.pk, h2.pk, h3.pk]).update(created_at=hour - timedelta(days=1))
+    g1 = list(h1.gpus.order_by("index"))
+    g2 = list(h2.gpus.order_by("index"))
+    GPU.objects.filter(pk=g1[0].pk).update(last_sample={"utilization_pct": 50})
+    GPU.objects.filter(pk=g1[1].pk).update(last_sample={"utilization_pct": 5})
+    GPU.objects.filter(pk=g1[3].pk).update(health=GPU.Health.UNHEALTHY)
+    long = tw.attempt(tw.workload(), [g1[0]])
+    Attempt.objects.filter(pk=long.pk).update(placed_at=hour - timedelta(hours=3))
+    short = tw.attempt(tw.workload(min_runtime=0), [g1[1]])
+    Attempt.objects.filter(pk=short.pk).update(
+        placed_at=hour + timedelta(minutes=30), ended_at=hour + timedelta(minutes=45), end_reason="preempted"
+    )
+    cordoned = tw.attempt(tw.workload(), [g2[0]])
+    Attempt.objects.filter(pk=cordoned.pk).update(placed_at=hour - timedelta(minutes=5))
+    GpuMinuteSample.objects.bulk_create(
+        [
+            GpuMinuteSample(gpu=g1[1], minute=hour + timedelta(minutes=m), samples=2, utilization_sum=160.0)
+            for m in range(30, 45)
+        ]
+        + [GpuMinuteSample(gpu=g1[1], minute=hour + timedelta(minutes=50), samples=1, utilization_sum=100.0)]
+    )
+    return tw, hour
+
+
+def test_an_hour_in_gpu_seconds(hour_world):
+    tw, hour = hour_world
+    t = compute_hour(tw.cluster, hour, tw.now)
+    assert t["registered"] == pytest.approx(6 * 3600 + 900)
+    # h1: gpu0-2 healthy on an active host; h2 cordoned: only its occupied hour; h3 removed
+    assert t["available"] == pytest.approx(3 * 3600 + 3600)
+    assert t["allocated"] == pytest.approx(2 * 3600)
+    assert t["unallocated"] == pytest.approx(900)
+    assert t["utilized"] == pytest.approx(3600 * 0.5 + 900 * 0.8)
+    assert t["registered"] >= t["available"] >= t["allocated"] + t["unallocated"] >= t["utilized"]
+
+
+def test_rollup_is_an_idempotent_upsert_and_the_api_returns_the_fractions(hour_world):
+    tw, hour = hour_world
+    rollup_hour(tw.cluster, hour, tw.now)
+    rollup_hour(tw.cluster, hour, tw.now)
+    assert ClusterHourlyMetrics.objects.count() == 1
+    client = APIClient()
+    client.force_authenticate(tw.user)
+    since = (hour - timedelta(hours=1)).isoformat()
+    answer = client.get("/api/v1/metrics/pyramid/", {"cluster": "c1", "since": since})
+    assert answer.status_code == 200, answer.content
+    [c1] = answer.json()
+    assert c1["cluster"] == "c1"
+    assert len(c1["hours"]) == 1
+    total = c1["total"]
+    reg = 6 * 3600 + 900
+    assert total["availability"] == pytest.approx(4 * 3600 / reg, abs=1e-5)
+    assert total["occupancy"] == pytest.approx((7200 + 900) / reg, abs=1e-5)
+    assert total["utilization"] == pytest.approx(2520 / reg, abs=1e-5)
+    assert total["impact"] == pytest.approx(7200 / 8100, abs=1e-5)
+    assert total["availability"] >= total["occupancy"] >= total["utilization"]
+    assert c1["hours"][0]["occupancy"] == total["occupancy"]
+    assert client.get("/api/v1/metrics/pyramid/", {"since": "yesterday"}).status_code == 400
+    assert client.get("/api/v1/metrics/pyramid/", {"since": "2026-01-02", "until": "2026-01-01"}).status_code == 400
+    assert APIClient().get("/api/v1/metrics/pyramid/").status_code == 401
+
+
+def test_rollup_previous_hour_writes_each_cluster_once(hour_world):
+    tw, hour = hour_world
+    assert rollup_previous_hour(hour + timedelta(hours=1, minutes=2)) == 1
+    row = ClusterHourlyMetrics.objects.get()
+    assert row.hour == hour
+    assert row.utilized_gpu_s <= row.allocated_gpu_s + row.unallocated_gpu_s <= row.available_gpu_s
+
+
+def test_clock_asks_for_the_rollup_once_an_hour(db, monkeypatch):
+    from scheduler import tasks
+    from scheduler.clock import Clock
+
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.rollup_pyramid, "send", lambda: sent.append(1))
+    clock = Clock(interval=1.0)
+    clock.beat(sweep=False)
+    clock.beat(sweep=False)
+    assert sent == [1]
