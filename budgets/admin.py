@@ -148,7 +148,7 @@ class BudgetAdmin(admin.ModelAdmin):
         "archived_at",
         "created_at",
     ]
-    actions = ["hold_budgets", "release_budgets", "archive_budgets"]
+    actions = ["hold_budgets", "release_budgets", "archive_budgets", "download_statement"]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):  # noqa: ANN201
         # One tree load per page instead of a parent walk per row. The admin instance is shared by
@@ -267,6 +267,20 @@ class BudgetAdmin(admin.ModelAdmin):
         for budget in queryset:
             do_archive_budget(budget, actor=request.user, note="admin action")
         messages.success(request, f"{queryset.count()} budget(s) archived with their sub-budgets.")
+
+    @admin.action(description="Download statement (CSV, last 30 days)")
+    def download_statement(self, request: HttpRequest, queryset: QuerySet[Budget]) -> HttpResponse:
+        """The accounting statement of the selected budgets (each with its subtree), one CSV."""
+        from budgets.statement import budget_statement, parse_range, statement_csv
+
+        since, until = parse_range(None, None)
+        parts = []
+        for n, budget in enumerate(sorted(queryset, key=lambda b: b.path)):
+            text = statement_csv(budget, budget_statement(budget, since, until))
+            parts.append(text if n == 0 else text.split("\n", 1)[1])
+        response = HttpResponse("".join(parts), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="statement-{since}-{until}.csv"'
+        return response
 
 
 @admin.register(UsageEntry)

@@ -1,3 +1,4 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from budgets.api.views import BudgetViewSet
@@ -6,4 +7,8 @@ router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("budgets", BudgetViewSet, basename="budget")
 
-urlpatterns = router.urls
+urlpatterns = [
+    # the statement as a file name, without the router's trailing slash (also served at statement.csv/)
+    path("budgets/<int:pk>/statement.csv", BudgetViewSet.as_view({"get": "statement"}), name="budget-statement-csv"),
+    *router.urls,
+]

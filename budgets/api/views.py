@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -53,6 +55,29 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
             clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
         data = [budget_standings(c, self.budget_tree).as_dict() for c in clusters]
         return Response(ClusterStandingSerializer(data, many=True).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", OpenApiTypes.DATE, description="first UTC day (default until - 29 days)"),
+            OpenApiParameter("until", OpenApiTypes.DATE, description="last UTC day (default today)"),
+        ],
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], url_path="statement.csv", url_name="statement")
+    def statement(self, request: Request, pk: str | None = None) -> HttpResponse:
+        """The budget's accounting statement as CSV: GPU-hours by UTC day, allocated vs unallocated, by
+        project (leaf) and user, the budget and everything under it. Members of the budget (or an
+        ancestor) and admins."""
+        from budgets.statement import budget_statement, parse_range, statement_csv
+
+        budget = self.get_object()
+        user = request.user
+        if not (user.is_superuser or user.is_staff or budget.pk in self.accessible_budget_ids):
+            raise PermissionDenied("Only members of this budget and admins may read its statement.")
+        since, until = parse_range(request.query_params.get("since"), request.query_params.get("until"))
+        response = HttpResponse(statement_csv(budget, budget_statement(budget, since, until)), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="statement-{budget.pk}-{since}-{until}.csv"'
+        return response
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()

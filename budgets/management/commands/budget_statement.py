@@ -1,0 +1,40 @@
+"""``manage.py budget_statement BUDGET [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--out FILE]``: the CSV statement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from budgets.services import resolve_budget
+from budgets.statement import StatementError, budget_statement, parse_range, statement_csv
+
+
+class Command(BaseCommand):
+    help = (
+        "A budget's accounting statement as CSV: GPU-hours by UTC day, allocated vs unallocated, by project "
+        "and user (the budget and everything under it). Default range: the last 30 days."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("budget", help="budget id or path (e.g. nlp/olmo)")
+        parser.add_argument("--since", default="", help="first day, YYYY-MM-DD (UTC; default until - 29 days)")
+        parser.add_argument("--until", default="", help="last day, YYYY-MM-DD (UTC; default today)")
+        parser.add_argument("--out", default="", help="write the CSV to this file (default stdout)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        ref = opts["budget"]
+        budget = resolve_budget(int(ref) if ref.isdigit() else ref)
+        if budget is None:
+            raise CommandError(f"no budget {ref!r}")
+        try:
+            since, until = parse_range(opts["since"], opts["until"])
+        except StatementError as exc:
+            raise CommandError(exc.message) from None
+        text = statement_csv(budget, budget_statement(budget, since, until))
+        if opts["out"]:
+            Path(opts["out"]).write_text(text)
+            self.stderr.write(f"statement of {budget.path} {since}..{until} written to {opts['out']}")
+        else:
+            self.stdout.write(text, ending="")

@@ -1,0 +1,151 @@
+"""Per-budget accounting statement: GPU-hours by day (UTC), allocated vs unallocated, by project and user.
+
+``budget_statement(budget, since, until)`` covers the budget and every budget under it; rows are
+(day, project = leaf path, user). Attempts count from ``started_at`` to ``ended_at`` (or now) times
+their GPUs, split across day boundaries pro-rata; an attempt is *allocated* when it ran funded
+(``allocated`` and not ``unfunded``), else unallocated. Usage entries (imports, history) are
+allocated, without a user: an interval entry is split like an attempt, a lump counts on its
+``end`` day. Days are UTC dates, ``since`` and ``until`` inclusive.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from budgets.models import Budget, UsageEntry
+from budgets.services import budget_paths, load_tree, subtree_ids
+from config.errors import ServiceError
+
+MAX_DAYS = 366
+DEFAULT_DAYS = 30
+USAGE_ENTRY_USER = "(usage entry)"
+CSV_HEADER = ["budget", "day", "project", "user", "allocated_gpu_hours", "unallocated_gpu_hours", "total_gpu_hours"]
+
+
+class StatementError(ServiceError):
+    """A bad date range (400)."""
+
+
+@dataclass(frozen=True)
+class StatementRow:
+    day: date
+    project: str
+    user: str
+    allocated_gpu_seconds: float
+    unallocated_gpu_seconds: float
+
+    @property
+    def allocated_gpu_hours(self) -> float:
+        return self.allocated_gpu_seconds / 3600
+
+    @property
+    def unallocated_gpu_hours(self) -> float:
+        return self.unallocated_gpu_seconds / 3600
+
+
+def parse_range(since: str | None, until: str | None, today: date | None = None) -> tuple[date, date]:
+    """``YYYY-MM-DD`` texts (either may be empty) → (since, until); default: the last 30 days to today.
+
+    Raises StatementError naming the field on a bad date, ``since`` after ``until`` or more than 366 days.
+    """
+    today = today or timezone.now().astimezone(UTC).date()
+
+    def parse(text: str | None, field: str) -> date | None:
+        if text is None or not str(text).strip():
+            return None
+        try:
+            return date.fromisoformat(str(text).strip())
+        except ValueError:
+            raise StatementError("invalid_date", field, f"{field}: {text!r} is not a date (YYYY-MM-DD).") from None
+
+    end = parse(until, "until") or today
+    start = parse(since, "since") or end - timedelta(days=DEFAULT_DAYS - 1)
+    if start > end:
+        raise StatementError("invalid_range", "since", f"since ({start}) is after until ({end}).")
+    if (end - start).days + 1 > MAX_DAYS:
+        raise StatementError("range_too_long", "since", f"A statement covers at most {MAX_DAYS} days.")
+    return start, end
+
+
+def _midnight(d: date) -> datetime:
+    return datetime.combine(d, time.min, tzinfo=UTC)
+
+
+def _split(start: datetime, end: datetime, lo: datetime, hi: datetime) -> Iterable[tuple[date, float]]:
+    """(day, seconds) of [start, end) clipped to [lo, hi), per UTC day."""
+    start, end = max(start, lo), min(end, hi)
+    while start < end:
+        next_midnight = _midnight(start.astimezone(UTC).date() + timedelta(days=1))
+        upto = min(end, next_midnight)
+        yield start.astimezone(UTC).date(), (upto - start).total_seconds()
+        start = upto
+
+
+def budget_statement(budget: Budget, since: date, until: date, *, now: datetime | None = None) -> list[StatementRow]:
+    """Rows of the statement of ``budget`` (and its subtree) for the UTC days ``since``..``until``."""
+    from scheduler.models import Attempt
+
+    now = now or timezone.now()
+    lo, hi = _midnight(since), _midnight(until + timedelta(days=1))
+    tree = load_tree()
+    paths = budget_paths(tree)
+    ids = subtree_ids([budget.pk], tree)
+    # day, project, user -> [allocated, unallocated] GPU-seconds
+    acc: dict[tuple[date, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    attempts = (
+        Attempt.objects.filter(workload__budget_id__in=ids, started_at__isnull=False, started_at__lt=hi)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=lo))
+        .annotate(n_gpus=Count("gpu_links"))
+        .values_list(
+            "workload__budget_id",
+            "workload__owner__username",
+            "allocated",
+            "unfunded",
+            "started_at",
+            "ended_at",
+            "n_gpus",
+        )
+    )
+    for budget_id, user, allocated, unfunded, started, ended, n_gpus in attempts:
+        column = 0 if allocated and not unfunded else 1
+        for day, seconds in _split(started, ended or now, lo, hi):
+            acc[(day, paths.get(budget_id, str(budget_id)), user)][column] += seconds * n_gpus
+    entries = UsageEntry.objects.filter(budget_id__in=ids, end__gte=lo).filter(
+        Q(gpus__isnull=True, end__lt=hi) | Q(gpus__isnull=False, start__lt=hi)
+    )
+    for entry in entries.values_list("budget_id", "start", "end", "gpus", "gpu_seconds"):
+        budget_id, start, end, gpus, lump = entry
+        project = paths.get(budget_id, str(budget_id))
+        if gpus is None:
+            acc[(end.astimezone(UTC).date(), project, USAGE_ENTRY_USER)][0] += lump
+        else:
+            for day, seconds in _split(start, end, lo, hi):
+                acc[(day, project, USAGE_ENTRY_USER)][0] += seconds * gpus
+    return [
+        StatementRow(day, project, user, allocated, unallocated)
+        for (day, project, user), (allocated, unallocated) in sorted(acc.items())
+        if allocated or unallocated
+    ]
+
+
+def statement_csv(budget: Budget, rows: Iterable[StatementRow], out: io.TextIOBase | None = None) -> str:
+    """The rows as CSV (GPU-hours with 4 decimals), header first; written to ``out`` too when given."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    name = budget.path
+    for r in rows:
+        a, u = round(r.allocated_gpu_hours, 4), round(r.unallocated_gpu_hours, 4)
+        writer.writerow([name, r.day.isoformat(), r.project, r.user, f"{a:.4f}", f"{u:.4f}", f"{a + u:.4f}"])
+    text = buffer.getvalue()
+    if out is not None:
+        out.write(text)
+    return text
