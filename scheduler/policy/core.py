@@ -649,11 +649,20 @@ class _Pass:
         # A search that found no host depends on the workload only through its model, size, budget
         # and how rule 2 classes every budget (it has no nomination): share the failure until the
         # state changes.
-        memo = ("r", w.model, w.gpus, w.budget, tuple(self._budget_classes(w).values()), self.gen)
+        classes = self._budget_classes(w)
+        memo = ("r", w.model, w.gpus, w.budget, tuple(classes.values()), self.gen)
         if memo in self._memo_fail:
             return
         st = self.state
         now = self.now
+
+        def klass(av: AttemptView) -> int:
+            """:meth:`victim_class` of a non-stopping attempt, from the per-budget classes."""
+            a = av.attempt
+            if not a.allocated:
+                return NOW if w.allocated else NEVER
+            c = classes.get(a.budget, NEVER) if w.allocated else NEVER
+            return LATER if c == NOW and av.protected else c
         best: tuple[int, int, tuple[str, ...]] | None = None
         if not self._is_gang(w):
             for hv in self._hosts_by_model.get(w.model, ()):
@@ -663,12 +672,12 @@ class _Pass:
                 times: list[tuple[int, int]] = []
                 for aid in hv.attempts:
                     av = st.attempts[aid]
-                    freed = sum(1 for h, i in av.attempt.gpus if h == hv.name and i in hv.healthy)
+                    freed = av.on_host.get(hv.name, 0)
                     if av.stopping:
                         if all(st.nominated.get(g) in (None, w.id) for g in av.attempt.gpus if g[0] == hv.name):
                             times.append((now, freed))
                         continue
-                    c = self.victim_class(w, av)
+                    c = klass(av)
                     if c == NOW:
                         times.append((now, freed))
                     elif c == LATER:
@@ -701,7 +710,7 @@ class _Pass:
                     av = st.attempts[aid]
                     if av.stopping:
                         continue
-                    c = self.victim_class(w, av)
+                    c = klass(av)
                     if c == NOW:
                         continue
                     if c == LATER:
