@@ -74,7 +74,10 @@ class PyramidView(FairwayAPIView):
     def get(self, request: Request) -> Response:
         now = timezone.now()
         until = _parse("until", request.query_params.get("until"), now)
-        since = _parse("since", request.query_params.get("since"), until - timedelta(hours=24))
+        try:
+            since = _parse("since", request.query_params.get("since"), until - timedelta(hours=24))
+        except OverflowError:
+            raise serializers.ValidationError({"until": ["out of range"]}) from None
         if since >= until:
             raise serializers.ValidationError({"since": ["must be before until"]})
         if until - since > MAX_RANGE:

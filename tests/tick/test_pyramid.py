@@ -83,6 +83,7 @@ def test_rollup_is_an_idempotent_upsert_and_the_api_returns_the_fractions(hour_w
     assert c1["hours"][0]["occupancy"] == total["occupancy"]
     assert client.get("/api/v1/metrics/pyramid/", {"since": "yesterday"}).status_code == 400
     assert client.get("/api/v1/metrics/pyramid/", {"since": "2026-01-02", "until": "2026-01-01"}).status_code == 400
+    assert client.get("/api/v1/metrics/pyramid/", {"until": "0001-01-01"}).status_code == 400
     assert APIClient().get("/api/v1/metrics/pyramid/").status_code == 401
 
 
