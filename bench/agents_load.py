@@ -1,0 +1,432 @@
+"""Many simulated agents against one real server on PostgreSQL and Redis (issue 6, point 1). Prints, asserts nothing.
+
+    python bench/agents_load.py [--agents 1000] [--duration 60] [--gpus 8] [--workloads N]
+
+What it does, all on loopback:
+
+1. Recreates the database ``DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/fairway_load``;
+   its name must contain "load"), migrates it, and registers the N hosts (``bench-0000`` ...) with
+   ``do_register_host`` (N × ``--gpus`` H100), a budget ``org/load`` and a user.
+2. Starts ``manage.py serve --with-worker --with-clock`` as a subprocess on ``REDIS_URL`` (default
+   ``redis://127.0.0.1:6379/7``, flushed first) through this file's ``--serve-timed`` mode, which
+   only wraps the consumer's handling of a heartbeat with a timer (see below) and then runs ``serve``.
+3. Connects N asyncio websocket clients speaking ``agent/protocol.py``: ``hello`` with their GPUs,
+   then a ``heartbeat`` with ``--gpus`` samples every ``--heartbeat`` seconds (random phase). A
+   ``start`` is answered ``attempt started`` (and the attempt is then reported running); the
+   receipt time of the first ``start`` of every attempt is recorded.
+4. Once every agent is connected (the ramp is not measured), it measures for ``--duration``
+   seconds, submitting ``--workloads`` workloads through ``do_submit_workload`` spread over the
+   first half of the window, so the server's ticks place them on the simulated hosts.
+
+Figures:
+
+- messages per second: every frame agents sent plus every frame they received in the window.
+- heartbeat handling time (p50/p99): measured **server-side**: the protocol has no answer to a
+  heartbeat, so a client-side round trip would need a probe the server does not normally see. The
+  ``--serve-timed`` wrapper times ``AgentConsumer.dispatch_message`` for each heartbeat (decode
+  excluded; the database work in the sync thread, the desired-state reconcile and the sends
+  included, and the wait for the sync thread, which is where saturation shows) and writes the
+  durations to a file this script reads.
+- start-command latency (p50/p99/max): agent receipt time of ``start`` minus ``Attempt.placed_at``,
+  the time the tick decided the placement — a little *before* its commit, so this is an upper bound
+  of commit → agent (same machine, same clock).
+
+Bounded: the ramp is limited to ``--ramp-timeout`` seconds, the run to ``--duration``; the server
+is terminated (then killed) at the end whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/fairway_load"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/7"
+
+
+def _raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+# --- server side: serve with heartbeat timing ----------------------------------------------------
+
+
+def serve_timed(out: str, port: int) -> None:
+    """Run ``manage.py serve`` with heartbeat handling timed into ``out`` (JSON list of seconds)."""
+    _raise_fd_limit()
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    if os.environ.get("BENCH_CONN_MAX_AGE"):
+        settings.DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["BENCH_CONN_MAX_AGE"])
+
+    from agent import protocol
+    from scheduler import consumers
+
+    durations: list[float] = []
+    original = consumers.AgentConsumer.dispatch_message
+
+    async def timed(self: Any, msg: protocol.Message) -> None:
+        if not isinstance(msg, protocol.Heartbeat):
+            return await original(self, msg)
+        began = time.perf_counter()
+        try:
+            return await original(self, msg)
+        finally:
+            durations.append(time.perf_counter() - began)
+
+    consumers.AgentConsumer.dispatch_message = timed
+
+    def flush() -> None:
+        while True:
+            time.sleep(1.0)
+            tmp = out + ".tmp"
+            Path(tmp).write_text(json.dumps(list(durations)))
+            os.replace(tmp, out)
+
+    threading.Thread(target=flush, daemon=True).start()
+    call_command(
+        "serve", host="127.0.0.1", port=port, with_worker=True, with_clock=True, worker_threads=2, log_level="warning"
+    )
+
+
+# --- setup ---------------------------------------------------------------------------------------
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+    from dj_database_url import parse
+
+    cfg = parse(url)
+    name = cfg["NAME"]
+    if "load" not in name:
+        raise SystemExit(f"refusing to recreate database {name!r}: its name must contain 'load'")
+    kwargs = {"host": cfg["HOST"] or "127.0.0.1", "port": cfg["PORT"] or 5432, "user": cfg["USER"] or "postgres"}
+    if cfg.get("PASSWORD"):
+        kwargs["password"] = cfg["PASSWORD"]
+    with psycopg.connect(dbname="postgres", autocommit=True, **kwargs) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_world(n: int, gpus: int) -> list[tuple[str, str]]:
+    """Migrate, create budget/user/cluster, register ``n`` hosts; returns [(host name, token)]."""
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from accounts.models import User
+    from budgets.services import do_create_budget
+    from scheduler.services import do_create_cluster, do_register_host
+
+    cluster = do_create_cluster("load")
+    org = do_create_budget(name="org", parent=None)
+    do_create_budget(name="load", parent=org)
+    User.objects.create_superuser("bench", password="bench")  # noqa: S106 -- throwaway bench database
+    hosts = []
+    for i in range(n):
+        name = f"bench-{i:04d}"
+        specs = [(g, f"GPU-{name}-{g}", "H100", 81559) for g in range(gpus)]
+        host, token = do_register_host(cluster, name, specs)
+        hosts.append((host.name, token))
+    return hosts
+
+
+# --- agents --------------------------------------------------------------------------------------
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.measuring = False
+        self.sent = 0
+        self.received = 0
+        self.heartbeats = 0
+        self.starts: dict[int, float] = {}  # attempt id -> first receipt (epoch seconds)
+        self.connected = 0
+        self.errors: list[str] = []
+
+
+async def agent(name: str, token: str, url: str, gpus: int, period: float, stats: Stats, stop: asyncio.Event) -> None:
+    import websockets
+
+    from agent import protocol
+
+    seq = 0
+    running: set[int] = set()
+
+    async def send(ws: Any, msg: protocol.Message) -> None:
+        nonlocal seq
+        seq += 1
+        data = protocol.encode(type(msg)(**{**_fields(msg), "id": seq}))
+        await ws.send(data)
+        if stats.measuring:
+            stats.sent += 1
+
+    try:
+        async with websockets.connect(
+            url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=60, ping_interval=None
+        ) as ws:
+            await send(
+                ws,
+                protocol.Hello(
+                    host=name,
+                    agent_version="load-1",
+                    gpus=[protocol.GpuInfo(g, f"GPU-{name}-{g}", "H100", 81559, "healthy") for g in range(gpus)],
+                    attempts=[],
+                ),
+            )
+            welcome = protocol.decode(await asyncio.wait_for(ws.recv(), 120))
+            if not isinstance(welcome, protocol.Welcome):
+                stats.errors.append(f"{name}: {welcome}")
+                return
+            stats.connected += 1
+
+            async def reader() -> None:
+                async for text in ws:
+                    now = time.time()
+                    if stats.measuring:
+                        stats.received += 1
+                    msg = protocol.decode(text)
+                    if isinstance(msg, protocol.Start):
+                        stats.starts.setdefault(msg.attempt_id, now)
+                        if msg.attempt_id not in running:
+                            running.add(msg.attempt_id)
+                            await send(ws, protocol.AttemptEvent(attempt_id=msg.attempt_id, state="started"))
+                    elif isinstance(msg, protocol.Stop):
+                        running.discard(msg.attempt_id)
+                        await send(ws, protocol.AttemptEvent(attempt_id=msg.attempt_id, state="exited", exit_code=0))
+
+            read_task = asyncio.create_task(reader())
+            await asyncio.sleep(random.uniform(0, period))  # noqa: S311 -- phase only
+            while not stop.is_set() and not read_task.done():
+                samples = [
+                    protocol.GpuSample(
+                        index=g,
+                        utilization_pct=random.uniform(0, 100),  # noqa: S311
+                        memory_used_mb=random.randint(0, 81559),  # noqa: S311
+                        temperature_c=55.0,
+                        power_w=350.0,
+                        ecc_uncorrected=0,
+                        health="healthy",
+                        xids=[],
+                    )
+                    for g in range(gpus)
+                ]
+                await send(ws, protocol.Heartbeat(gpus=samples, running=sorted(running)))
+                if stats.measuring:
+                    stats.heartbeats += 1
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), period)
+            read_task.cancel()
+    except Exception as exc:  # noqa: BLE001 -- counted and reported
+        stats.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+
+def _fields(msg: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
+
+
+async def submit_workloads(count: int, over: float) -> None:
+    """Submit ``count`` workloads (1, 2, 4 or 8 GPUs) through the service, spread over ``over`` seconds."""
+    from asgiref.sync import sync_to_async
+
+    @sync_to_async
+    def submit(i: int) -> None:
+        from django.db import close_old_connections
+
+        from accounts.models import User
+        from scheduler.services import do_submit_workload
+
+        close_old_connections()
+        do_submit_workload(
+            User.objects.get(username="bench"),
+            name=f"load-{i}",
+            budget="load",
+            cluster="load",
+            gpu_model="H100",
+            gpu_count=random.choice([1, 2, 4, 8]),  # noqa: S311
+            image="",
+            command=["sleep", "infinity"],
+            env=None,
+            min_runtime_s=3600,
+        )
+
+    batches = max(1, int(over))
+    per = [count // batches + (1 if b < count % batches else 0) for b in range(batches)]
+    i = 0
+    for n in per:
+        began = time.monotonic()
+        for _ in range(n):
+            i += 1
+            await submit(i)
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+
+
+async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url: str) -> tuple[Stats, float]:
+    stats, stop = Stats(), asyncio.Event()
+    tasks = []
+    ramp_began = time.monotonic()
+    for i, (name, token) in enumerate(hosts):
+        tasks.append(asyncio.create_task(agent(name, token, url, args.gpus, args.heartbeat, stats, stop)))
+        if i % 25 == 24:
+            await asyncio.sleep(0.25)
+    while stats.connected + len(stats.errors) < len(hosts) and time.monotonic() - ramp_began < args.ramp_timeout:  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+    ramp = time.monotonic() - ramp_began
+    print(f"ramp: {stats.connected}/{len(hosts)} agents connected in {ramp:.1f}s ({len(stats.errors)} errors)")
+    stats.measuring = True
+    window_began = time.monotonic()
+    submitter = asyncio.create_task(submit_workloads(args.workloads, args.duration / 2))
+    await asyncio.sleep(args.duration)
+    stats.measuring = False
+    window = time.monotonic() - window_began
+    stop.set()
+    submitter.cancel()
+    await asyncio.wait(tasks, timeout=15)
+    return stats, window
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--duration", type=float, default=60.0, help="measured seconds after the ramp")
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per simulated host")
+    parser.add_argument("--heartbeat", type=float, default=5.0, help="heartbeat period (s)")
+    parser.add_argument("--workloads", type=int, default=None, help="workloads submitted (default agents/2)")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--ramp-timeout", type=float, default=180.0)
+    parser.add_argument(
+        "--conn-max-age",
+        type=int,
+        default=None,
+        help="the server's CONN_MAX_AGE (s) for this run; default: the settings' (0: a connection per message)",
+    )
+    parser.add_argument("--serve-timed", metavar="FILE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.workloads is None:
+        args.workloads = max(1, args.agents // 2)
+    os.environ.setdefault("DATABASE_URL", DEFAULT_DB)
+    os.environ.setdefault("REDIS_URL", DEFAULT_REDIS)
+    os.environ["FAIRWAY_HEARTBEAT_S"] = str(args.heartbeat)
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    if args.conn_max_age is not None:
+        os.environ["BENCH_CONN_MAX_AGE"] = str(args.conn_max_age)
+    if args.serve_timed:
+        serve_timed(args.serve_timed, args.port)
+        return
+    _raise_fd_limit()
+    import redis
+
+    redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+    recreate_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    began = time.monotonic()
+    hosts = setup_world(args.agents, args.gpus)
+    print(f"setup: {len(hosts)} hosts × {args.gpus} GPUs registered in {time.monotonic() - began:.1f}s")
+    from django.db import connection
+
+    connection.close()
+
+    timings = Path(tempfile.mkdtemp(prefix="agents-load-")) / "heartbeats.json"
+    server = subprocess.Popen(  # noqa: S603 -- this interpreter and this file
+        [sys.executable, __file__, "--serve-timed", str(timings), "--port", str(args.port)],
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        _wait_port(args.port, 60)
+        stats, window = asyncio.run(run_agents(args, hosts, f"ws://127.0.0.1:{args.port}/ws/agent/"))
+        time.sleep(1.5)  # the timing file is flushed every second
+        report(args, stats, window, timings)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(5)
+
+
+def _wait_port(port: int, timeout: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"the server did not listen on port {port} within {timeout:.0f}s")
+
+
+def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path) -> None:
+    from django.db import close_old_connections
+
+    from scheduler.models import Attempt
+
+    close_old_connections()
+    durations = json.loads(timings.read_text()) if timings.exists() else []
+    placed = dict(Attempt.objects.filter(pk__in=list(stats.starts)).values_list("pk", "placed_at"))
+    latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
+    n_attempts = Attempt.objects.count()
+    print(
+        f"agents: {stats.connected} connected, {args.gpus} GPUs each, heartbeat every {args.heartbeat:g}s; "
+        f"server CONN_MAX_AGE: {os.environ.get('BENCH_CONN_MAX_AGE', 'from settings')}"
+    )
+    print(
+        f"messages/s: {(stats.sent + stats.received) / window:.0f} "
+        f"(sent {stats.sent}, received {stats.received} in {window:.1f}s; "
+        f"heartbeats {stats.heartbeats / window:.0f}/s)"
+    )
+    ms = [d * 1000 for d in durations]
+    print(
+        f"heartbeat handling (server-side, {len(ms)} heartbeats incl. ramp): "
+        f"p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, max {max(ms, default=float('nan')):.1f} ms"
+    )
+    lat = [x * 1000 for x in latencies]
+    print(
+        f"start commands: {len(lat)} attempts started of {n_attempts} placed ({args.workloads} workloads submitted); "
+        f"placed_at → agent receipt p50 {pct(lat, 50):.0f} ms, p99 {pct(lat, 99):.0f} ms, "
+        f"max {max(lat, default=float('nan')):.0f} ms"
+    )
+    if stats.errors:
+        print(f"errors ({len(stats.errors)}): {stats.errors[:5]}")
+    if lat:
+        print(f"mean start latency {statistics.fmean(lat):.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
