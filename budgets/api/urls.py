@@ -8,7 +8,7 @@ router.include_root_view = False
 router.register("budgets", BudgetViewSet, basename="budget")
 
 urlpatterns = [
-    # the statement as a file name, without the router's trailing slash (also served at statement.csv/)
+    # the statement as a file name, without the router's trailing slash
     path("budgets/<int:pk>/statement.csv", BudgetViewSet.as_view({"get": "statement"}), name="budget-statement-csv"),
     *router.urls,
 ]

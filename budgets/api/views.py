@@ -62,8 +62,8 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
             OpenApiParameter("until", OpenApiTypes.DATE, description="last UTC day (default today)"),
         ],
         responses={(200, "text/csv"): OpenApiTypes.STR},
+        operation_id="budgets_statement_csv",
     )
-    @action(detail=True, methods=["get"], url_path="statement.csv", url_name="statement")
     def statement(self, request: Request, pk: str | None = None) -> HttpResponse:
         """The budget's accounting statement as CSV: GPU-hours by UTC day, allocated vs unallocated, by
         project (leaf) and user, the budget and everything under it. Members of the budget (or an

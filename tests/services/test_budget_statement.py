@@ -153,7 +153,7 @@ def test_api_statement_for_members_and_admins(ledger, researcher, outsider, admi
     bad = api_client_for(researcher).get(f"/api/v1/budgets/{nlp.pk}/statement.csv?since=2026-03-05&until=2026-03-01")
     assert bad.status_code == 400
     assert bad.json() == {"since": ["since (2026-03-05) is after until (2026-03-01)."], "code": "invalid_range"}
-    assert api_client_for(researcher).get(reverse("budget-statement", args=[nlp.pk])).status_code == 200
+    assert api_client_for(researcher).get(reverse("budget-statement-csv", args=[nlp.pk])).status_code == 200
 
 
 def test_admin_action_downloads_the_statement(ledger, admin, client):
