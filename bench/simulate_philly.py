@@ -29,7 +29,7 @@ from scheduler.sim.simulate import POLICY_NAMES, SimConfig, describe_inputs, pre
 def _one(args: tuple[SimConfig, str]) -> dict[str, Any]:
     config, name = args
     result = run_policy(prepare(config), name)
-    print(f"  {name:16} {result['wall_s']:8.1f} s", flush=True)
+    print(f"  {name:16} {result['wall_s']:8.1f} s wall, {result['cpu_s']:8.1f} s CPU", flush=True)
     return result
 
 
@@ -40,7 +40,11 @@ def targets(pols: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return []
     out = []
     out.append(
-        {"target": "whole trace in <= 5 min (wall-clock)", "value": f"{fw['wall_s']:.0f} s", "met": fw["wall_s"] <= 300}
+        {
+            "target": "whole trace in <= 5 min",
+            "value": f"{fw['wall_s']:.0f} s wall-clock, {fw['cpu_s']:.0f} s of CPU",
+            "met": fw["wall_s"] <= 300,
+        }
     )
     mine = fw["attainment"]["saturated_min"]
     peers = {n: r["attainment"]["saturated_min"] for n, r in pols.items() if n != "fairway"}

@@ -129,6 +129,7 @@ def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
         "Speed",
         [
             ("wall-clock seconds", [_f(r["wall_s"], 1) for r in pols]),
+            ("CPU seconds (the process's own)", [_f(r.get("cpu_s"), 1) for r in pols]),
             ("simulated days per wall-clock minute", [_f(r["sim_days_per_wall_minute"], 1) for r in pols]),
             ("instants ticked", [str(r["ticks"]) for r in pols]),
             ("policy passes", [str(r["passes"]) for r in pols]),

@@ -265,6 +265,7 @@ class Metrics:
     passes: int = 0
     ticks: int = 0
     wall_s: float = 0.0
+    cpu_s: float = 0.0
     submitted: int = 0
     rejected: int = 0
     finished: int = 0
@@ -598,6 +599,7 @@ class TraceSim(Engine):
     def run(self) -> Metrics:
         """Run to the horizon; returns the raw metrics."""
         wall = time.perf_counter()
+        cpu = time.process_time()
         jobs = self.inputs.jobs
         base = jobs[0].submit_time_s if self.inputs.t_base is None else self.inputs.t_base
         i, n = 0, len(jobs)
@@ -639,6 +641,7 @@ class TraceSim(Engine):
             day += 1
         self._finish()
         self.m.wall_s = time.perf_counter() - wall
+        self.m.cpu_s = time.process_time() - cpu
         if self.progress is not None:
             self.progress(self.inputs.horizon_s / DAY)
         return self.m
@@ -795,6 +798,7 @@ def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str,
         "ticks": m.ticks,
         "passes": m.passes,
         "wall_s": round(m.wall_s, 1),
+        "cpu_s": round(m.cpu_s, 1),
         "sim_days_per_wall_minute": round((inputs.horizon_s / DAY) / (m.wall_s / 60), 2) if m.wall_s else None,
         "series": {
             "availability": [round(x / (sim.total_gpus * DAY), 4) for x in m.avail_day],
