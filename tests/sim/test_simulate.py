@@ -192,7 +192,9 @@ def test_skipping_passes_that_cannot_act_changes_nothing(tmp_path: Path, monkeyp
     from scheduler.sim import peers
 
     def strip(r: dict) -> dict:
-        return {k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "sim_days_per_wall_minute", "ticks", "passes")}
+        return {
+            k: v for k, v in r.items() if k not in ("wall_s", "cpu_s", "sim_days_per_wall_minute", "ticks", "passes")
+        }
 
     inputs = prepare(small(busy_trace(tmp_path, n=250), hosts=2))
     skipped = run_policy(inputs, "fifo")
