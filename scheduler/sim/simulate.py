@@ -7,12 +7,13 @@ event-driven tick (a pass only at instants where something changed) and the metr
 report. The policy is any callable ``Snapshot -> Decisions``: Fairway's
 :func:`~scheduler.policy.schedule` or a peer of :mod:`scheduler.sim.peers`.
 
-Speed: a pass sees, per (budget, GPU count), the ``depth`` oldest pending workloads (the
-queue *view*, default 8). A queue whose whole view started in one pass is ticked again at the
-same instant, so for the peers (whose decisions depend on a pending job only through its
-budget, size and age) and for unallocated work the view is exact; for Fairway it can differ
-only where a deeper workload of the same budget and size declares a smaller minimum runtime
-(rule 2 and reservations read it). ``depth=None`` passes every pending workload.
+Speed: a pass sees, per (budget, GPU count, allocated), the ``depth`` oldest pending workloads
+(the queue *view*, default 8). A queue whose whole view started in one pass is passed again at
+the same instant. For the peers (whose decisions depend on a pending job only through its
+budget, size and age) and for unallocated work the view is exact. For Fairway's allocated work
+it is not: rule 2 and reserved hosts read each workload's minimum runtime, and deeper workloads
+take reservations that hold other work back; docs/simulation.md gives the measured difference.
+``depth=None`` passes every pending workload (exact, slower as the backlog grows).
 """
 
 from __future__ import annotations
