@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -36,6 +36,7 @@ from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset
 from scheduler.api.serializers import WorkloadDetailSerializer
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
+from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
 from scheduler.services import can_cancel, do_cancel_workload, do_set_host_state, do_submit_workload
 from web.forms import SPEC_EXAMPLE, SpecForm, SubmitForm, parse_submission
@@ -471,15 +472,44 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
 
 
+PYRAMID_SERIES = (
+    ("availability", "#2f6f4f"),
+    ("occupancy", "#2b6cb0"),
+    ("utilization", "#b7791f"),
+    ("impact", "#6b46c1"),
+)
+"""The four metrics of DESIGN.md §8 and their colours in the chart."""
+
+
+def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 160) -> list[dict[str, str]]:
+    """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first."""
+    if not hours:
+        return []
+    n = len(hours)
+    step = width / max(1, n - 1)
+    out = []
+    for key, colour in PYRAMID_SERIES:
+        points = " ".join(f"{i * step:.1f},{height - float(h[key]) * height:.1f}" for i, h in enumerate(hours))
+        out.append({"name": key, "colour": colour, "points": points})
+    return out
+
+
 @login_required
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Occupancy now, per cluster: GPUs by what they do, hosts by state, workloads and why they wait."""
+    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups)."""
+    clusters = list(Cluster.objects.order_by("name"))
+    now = timezone.now()
+    pyramids = []
+    for report in pyramid_report(clusters, now - timedelta(days=7), now):
+        pyramids.append({**report, "chart": _pyramid_chart(report["hours"])})
     return _render(
         request,
         "web/metrics.html",
         {
             "nav": "metrics",
-            "occupancy": occupancy(list(Cluster.objects.order_by("name"))),
+            "occupancy": occupancy(clusters),
+            "pyramids": pyramids,
+            "series": PYRAMID_SERIES,
             "reason_words": REASON_WORDS,
         },
     )

@@ -208,3 +208,22 @@ def test_only_admins_operate_hosts_from_the_cluster_page(browser, admin_browser,
     assert admin_browser.post("/hosts/a100-1/cordon/", {"reason": "fan"}).status_code == 302
     assert Host.objects.get(name="a100-1").state == "cordoned"
     assert HostEvent.objects.filter(kind="cordoned", message="fan").exists()
+
+
+def test_metrics_page_shows_the_pyramid_of_the_last_week(browser, cluster):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import ClusterHourlyMetrics
+    from scheduler.pyramid import hour_of
+
+    hour = hour_of(timezone.now() - timedelta(hours=2))
+    ClusterHourlyMetrics.objects.create(
+        cluster=cluster, hour=hour, registered_gpu_s=3600 * 10, available_gpu_s=3600 * 9, allocated_gpu_s=3600 * 6,
+        unallocated_gpu_s=3600 * 2, utilized_gpu_s=3600 * 4, computed_at=timezone.now(),
+    )
+    page = browser.get("/metrics/").content.decode()
+    assert "the pyramid, last 7 days" in page
+    assert "90%" in page and "80%" in page and "40%" in page and "75%" in page  # avail, occ, util, impact
+    assert "<polyline" in page
