@@ -220,8 +220,14 @@ def test_metrics_page_shows_the_pyramid_of_the_last_week(browser, cluster):
 
     hour = hour_of(timezone.now() - timedelta(hours=2))
     ClusterHourlyMetrics.objects.create(
-        cluster=cluster, hour=hour, registered_gpu_s=3600 * 10, available_gpu_s=3600 * 9, allocated_gpu_s=3600 * 6,
-        unallocated_gpu_s=3600 * 2, utilized_gpu_s=3600 * 4, computed_at=timezone.now(),
+        cluster=cluster,
+        hour=hour,
+        registered_gpu_s=3600 * 10,
+        available_gpu_s=3600 * 9,
+        allocated_gpu_s=3600 * 6,
+        unallocated_gpu_s=3600 * 2,
+        utilized_gpu_s=3600 * 4,
+        computed_at=timezone.now(),
     )
     page = browser.get("/metrics/").content.decode()
     assert "the pyramid, last 7 days" in page
