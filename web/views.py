@@ -35,6 +35,7 @@ from config.errors import ServiceError
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset
 from scheduler.api.serializers import WorkloadDetailSerializer
+from scheduler.metrics import attempt_utilization
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
 from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
@@ -275,11 +276,17 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
             )
             protected = protected / span * 100
         links = list(a.gpu_links.all())
-        utils = [
-            float(link.gpu.last_sample.get("utilization_pct"))
-            for link in links
-            if a.ended_at is None and isinstance((link.gpu.last_sample or {}).get("utilization_pct"), int | float)
-        ]
+        # Over the attempt's run from the per-minute roll-ups; the latest sample while none exists yet.
+        mean = attempt_utilization(a, now)
+        utils = (
+            [mean]
+            if mean is not None
+            else [
+                float(link.gpu.last_sample.get("utilization_pct"))
+                for link in links
+                if a.ended_at is None and isinstance((link.gpu.last_sample or {}).get("utilization_pct"), int | float)
+            ]
+        )
         lanes.append(
             Lane(
                 attempt=a,
