@@ -802,9 +802,9 @@ def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str,
         "cpu_s": round(m.cpu_s, 1),
         "sim_days_per_wall_minute": round((inputs.horizon_s / DAY) / (m.wall_s / 60), 2) if m.wall_s else None,
         "series": {
-            "availability": [round(x / (sim.total_gpus * DAY), 4) for x in m.avail_day],
-            "occupancy_allocated": [round(x / (sim.total_gpus * DAY), 4) for x in m.occ_alloc_day],
-            "occupancy_unallocated": [round(x / (sim.total_gpus * DAY), 4) for x in m.occ_unalloc_day],
+            "availability": _daily(m.avail_day, sim.total_gpus, inputs.horizon_s),
+            "occupancy_allocated": _daily(m.occ_alloc_day, sim.total_gpus, inputs.horizon_s),
+            "occupancy_unallocated": _daily(m.occ_unalloc_day, sim.total_gpus, inputs.horizon_s),
             "backlog_gpus": m.backlog_day,
             "window_usage_over_entitlement": {
                 b: _rolling_ratio(m.delivered_day[b], wdays, shares[b] * sim.total_gpus * cfg.window_s)
@@ -821,6 +821,15 @@ def _quantiles(values: list[int], points: int = 200) -> list[float]:
         return []
     s = sorted(values)
     return [round(s[min(len(s) - 1, round(i / points * (len(s) - 1)))] / 3600, 3) for i in range(points + 1)]
+
+
+def _daily(series: list[float], gpus: int, horizon_s: int) -> list[float]:
+    """GPU-seconds per day as fractions of the day's registered GPU-time (the last day may be partial)."""
+    out = []
+    for d, x in enumerate(series):
+        seconds = min(DAY, horizon_s - d * DAY)
+        out.append(round(x / (gpus * seconds), 4) if seconds > 0 else 0.0)
+    return out
 
 
 def _occ_days(m: Metrics, days: list[int], gpus: int) -> float | None:
@@ -856,11 +865,19 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
+def _shown_path(path: str) -> str:
+    """A path inside the repository relative to it (reports are committed), others as given."""
+    try:
+        return str(Path(path).resolve().relative_to(DEFAULT_TRACE.parents[2]))
+    except ValueError:
+        return str(path)
+
+
 def describe_inputs(inputs: Inputs) -> dict[str, Any]:
     """The run's inputs in words and numbers, for the report."""
     cfg = inputs.config
     return {
-        "trace": str(cfg.trace),
+        "trace": _shown_path(cfg.trace),
         "jobs": len(inputs.jobs),
         "days": round(inputs.horizon_s / DAY, 3),
         "hosts": cfg.hosts,
