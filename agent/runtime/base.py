@@ -122,6 +122,17 @@ class StoredRuntime(Runtime):
     """The record keeping shared by the runtimes: records, logs and run directories under
     ``<state_dir>/attempts`` (:class:`agent.state.AttemptStore`), each log capped at ``log_max_bytes``."""
 
+    def _new_record(self, spec: AttemptSpec) -> AttemptRecord:
+        """The record of an attempt about to start (state ``running``), shared by every runtime."""
+        return AttemptRecord(
+            attempt_id=spec.attempt_id,
+            workload_id=spec.workload_id,
+            state="running",
+            gpu_indices=list(spec.gpu_indices),
+            grace_s=spec.grace_s,
+            boot_id=self.boot_id,
+        )
+
     def __init__(self, state_dir: Path, log_max_bytes: int = 64 * 1024 * 1024) -> None:
         self.store = AttemptStore(state_dir)
         self.log_max_bytes = log_max_bytes

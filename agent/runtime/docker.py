@@ -166,14 +166,7 @@ class DockerRuntime(StoredRuntime):
         existing = self._records.get(spec.attempt_id)
         if existing is not None:
             return existing
-        record = AttemptRecord(
-            attempt_id=spec.attempt_id,
-            workload_id=spec.workload_id,
-            state="running",
-            gpu_indices=list(spec.gpu_indices),
-            grace_s=spec.grace_s,
-            boot_id=self.boot_id,
-        )
+        record = self._new_record(spec)
         if not spec.image:
             self._fail(record, "the docker runtime needs an image")
         run_dir = self.store.run_dir(spec.attempt_id)

@@ -135,14 +135,7 @@ class ProcessRuntime(StoredRuntime):
         existing = self._records.get(spec.attempt_id)
         if existing is not None:
             return existing
-        record = AttemptRecord(
-            attempt_id=spec.attempt_id,
-            workload_id=spec.workload_id,
-            state="running",
-            gpu_indices=list(spec.gpu_indices),
-            grace_s=spec.grace_s,
-            boot_id=self.boot_id,
-        )
+        record = self._new_record(spec)
         env = {k: v for k, v in os.environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
         env.update(spec.env)
         env.update(
