@@ -37,6 +37,10 @@ def _cluster_gpus() -> dict[str, int]:
     )
 
 
+EDITABLE_FIELDS = ["name", "parent", "shares", "hold", "cap_gpu_hours", "cap_period_days", "on_cap", "description"]
+"""Budget fields leadership edits in the admin (the form and the change page list them once)."""
+
+
 class BudgetAdminForm(forms.ModelForm):
     change_note = forms.CharField(
         required=False,
@@ -47,16 +51,7 @@ class BudgetAdminForm(forms.ModelForm):
 
     class Meta:
         model = Budget
-        fields = [
-            "name",
-            "parent",
-            "shares",
-            "hold",
-            "cap_gpu_hours",
-            "cap_period_days",
-            "on_cap",
-            "description",
-        ]
+        fields = EDITABLE_FIELDS
 
 
 class ShareChangeInline(admin.TabularInline):
@@ -136,14 +131,7 @@ class BudgetAdmin(admin.ModelAdmin):
     autocomplete_fields = ["parent"]
     readonly_fields = ["archived_at", "created_at"]
     fields = [
-        "name",
-        "parent",
-        "shares",
-        "hold",
-        "cap_gpu_hours",
-        "cap_period_days",
-        "on_cap",
-        "description",
+        *EDITABLE_FIELDS,
         "change_note",
         "archived_at",
         "created_at",
