@@ -2,10 +2,14 @@
 
 The consumer only dispatches: every database touch is a small
 ``database_sync_to_async`` helper around a service of :mod:`scheduler.lifecycle`
-or :mod:`scheduler.gateway`. A malformed message is answered with ``error`` and
-logged; it never closes the connection. A host may only speak of its own GPUs
-and attempts: the lifecycle services ignore attempts that hold no GPU of the
-connection's host.
+or :mod:`scheduler.gateway`, except heartbeats: they are validated here and
+buffered in the process's :class:`scheduler.gateway.AgentHub`, which writes all
+of them in one flush every ``HEARTBEAT_FLUSH_S`` and hands each connection the
+commands of its host (:meth:`AgentConsumer.deliver`); a ``desired.state`` push
+is batched by the hub too. Hello, attempt events and logs are handled at once.
+A malformed message is answered with ``error`` and logged; it never closes the
+connection. A host may only speak of its own GPUs and attempts: the lifecycle
+services ignore attempts that hold no GPU of the connection's host.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.utils import timezone
 
 from agent import protocol
 from scheduler import gateway, lifecycle
@@ -57,27 +62,23 @@ def _hello(host: Host, msg: protocol.Hello) -> None:
     )
 
 
-@database_sync_to_async
-def _heartbeat(host: Host, msg: protocol.Heartbeat) -> None:
-    lifecycle.record_heartbeat(
-        host,
-        [
-            lifecycle.GpuSample(
-                index=s.index,
-                health=s.health,
-                xids=tuple(s.xids),
-                sample={
-                    "utilization_pct": s.utilization_pct,
-                    "memory_used_mb": s.memory_used_mb,
-                    "temperature_c": s.temperature_c,
-                    "power_w": s.power_w,
-                    "ecc_uncorrected": s.ecc_uncorrected,
-                    "xids": list(s.xids),
-                },
-            )
-            for s in msg.gpus
-        ],
-    )
+def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
+    return [
+        lifecycle.GpuSample(
+            index=s.index,
+            health=s.health,
+            xids=tuple(s.xids),
+            sample={
+                "utilization_pct": s.utilization_pct,
+                "memory_used_mb": s.memory_used_mb,
+                "temperature_c": s.temperature_c,
+                "power_w": s.power_w,
+                "ecc_uncorrected": s.ecc_uncorrected,
+                "xids": list(s.xids),
+            },
+        )
+        for s in msg.gpus
+    ]
 
 
 @database_sync_to_async
@@ -113,6 +114,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # ``logs`` message id -> (attempt id, reply channel) of log tails asked for by the API
         self.log_requests: dict[int, tuple[int, str]] = {}
         self.lock = asyncio.Lock()
+        self.live = False  # registered with the hub: after hello, until disconnect
         gateway.remember_server_loop(asyncio.get_running_loop())
         host = await _authenticate(_bearer_token(self.scope))
         await self.accept()
@@ -127,6 +129,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.host is not None:
+            self.live = False
+            gateway.hub().unregister(self.host.pk, self)
             await self.channel_layer.group_discard(self.group, self.channel_name)
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 
@@ -180,6 +184,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
             self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"}
             self.sent_starts.clear()
             self.sent_stops.clear()
+            self.live = True
+            gateway.hub().register(self.host.pk, self)
             await self.send_msg(
                 protocol.Welcome(host=self.host.name, heartbeat_s=float(settings.FAIRWAY["HEARTBEAT_S"]))
             )
@@ -190,15 +196,15 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 await self.send_error(protocol.ERR_UNEXPECTED_TYPE, "send hello first", msg.id)
             return
         if isinstance(msg, protocol.Heartbeat):
-            await _heartbeat(self.host, msg)
             self.reported_running = set(msg.running)
             # Level-triggered: a start the agent does not report running is sent again (the agent
             # answers a repeated start with what it knows); a stop is sent once per connection
             # while the attempt runs (a second SIGTERM would restart nothing) and again once it
-            # no longer runs but is still open here (the agent answers with its exit).
+            # no longer runs but is still open here (the agent answers with its exit). The hub's
+            # next flush writes the heartbeat and reconciles (deliver()).
             self.sent_starts &= self.reported_running
             self.sent_stops &= self.reported_running
-            await self.reconcile()
+            gateway.hub().heartbeat(self.host.pk, self, timezone.now(), _samples(msg))
         elif isinstance(msg, protocol.AttemptEvent):
             await _attempt_event(self.host, msg)
             if self.reported_running is not None:
@@ -227,13 +233,40 @@ class AgentConsumer(AsyncWebsocketConsumer):
             )
 
     async def reconcile(self) -> None:
-        """Send what the database wants on this host and the agent does not have yet."""
+        """Send what the database wants on this host and the agent does not have yet (lock held)."""
         assert self.host is not None  # noqa: S101 -- only called on authenticated connections
-        commands = await _desired(self.host.pk, self.reported_running, set(self.sent_starts), set(self.sent_stops))
+        view = self.agent_view()
+        commands = await _desired(self.host.pk, view.reported_running, view.already_started, view.already_stopped)
+        await self._send_commands(commands)
+
+    def agent_view(self) -> gateway.AgentView:
+        """What this connection knows of its agent, for a desired-state computation (the hub's)."""
+        assert self.host is not None  # noqa: S101 -- only called on authenticated connections
+        running = None if self.reported_running is None else set(self.reported_running)
+        return gateway.AgentView(self.host.pk, running, set(self.sent_starts), set(self.sent_stops))
+
+    async def deliver(self, commands: list[protocol.Message]) -> None:
+        """Commands the hub computed for this host (heartbeat flush or push)."""
+        if not self.live:
+            return
+        async with self.lock:
+            try:
+                await self._send_commands(commands)
+            except Exception:
+                logger.exception("sending desired state to host %s failed", self.host)
+
+    async def _send_commands(self, commands: list[protocol.Message]) -> None:
+        # Computed from a snapshot: what was sent or reported since then is not sent again, and
+        # a start computed before a stop of the same attempt was sent is stale.
         for cmd in commands:
             if isinstance(cmd, protocol.Start):
-                self.sent_starts.add(cmd.attempt_id)
+                aid = cmd.attempt_id
+                if aid in self.sent_starts or aid in self.sent_stops or aid in (self.reported_running or ()):
+                    continue
+                self.sent_starts.add(aid)
             elif isinstance(cmd, protocol.Stop):
+                if cmd.attempt_id in self.sent_stops:
+                    continue
                 self.sent_stops.add(cmd.attempt_id)
             await self.send_msg(cmd)
 
@@ -248,14 +281,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.send_msg(protocol.Logs(attempt_id=int(event["attempt_id"]), tail_bytes=int(event["tail_bytes"])))
 
     async def desired_state(self, event: dict[str, Any]) -> None:
-        """Group event ``desired.state``: the database changed for this host (gateway.push_desired_state)."""
-        if self.host is None or not self.hello_done:
+        """Group event ``desired.state``: the database changed for this host (gateway.push_desired_state).
+
+        The hub batches the reconciles of all hosts pushed at about the same time."""
+        if self.host is None or not self.hello_done or not self.live:
             return
-        async with self.lock:
-            try:
-                await self.reconcile()
-            except Exception:
-                logger.exception("pushing desired state to host %s failed", self.host.name)
+        gateway.hub().reconcile(self.host.pk, self)
 
 
 def _fields(msg: protocol.Message) -> dict[str, Any]:

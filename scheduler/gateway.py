@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+import weakref
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -109,6 +111,16 @@ def plain_env(env: Any) -> dict[str, str]:
     return out
 
 
+@dataclass(slots=True)
+class AgentView:
+    """What one connection knows of its agent when desired state is computed for it."""
+
+    host_id: int
+    reported_running: Collection[int] | None
+    already_started: Collection[int] = ()
+    already_stopped: Collection[int] = ()
+
+
 def desired_commands(
     host_id: int,
     reported_running: Collection[int] | None,
@@ -128,7 +140,21 @@ def desired_commands(
       → ``stop`` (``not_wanted``): attempt ids fence off stale copies (§4).
     Two queries whatever the number of attempts.
     """
-    rows = AttemptGPU.objects.filter(open=True, gpu__host_id=host_id, attempt__ended_at__isnull=True).values_list(
+    view = AgentView(host_id, reported_running, already_started, already_stopped)
+    return desired_commands_many([view])[host_id]
+
+
+def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol.Message]]:
+    """:func:`desired_commands` of many hosts at once: host id → messages (every host of ``views``).
+
+    Two queries whatever the number of hosts and attempts (one when nothing is to start)."""
+    out: dict[int, list[protocol.Message]] = {v.host_id: [] for v in views}
+    if not views:
+        return out
+    rows = AttemptGPU.objects.filter(
+        open=True, gpu__host_id__in=sorted(out), attempt__ended_at__isnull=True
+    ).values_list(
+        "gpu__host_id",
         "attempt_id",
         "attempt__workload_id",
         "attempt__stop_requested_at",
@@ -140,8 +166,9 @@ def desired_commands(
         "gpu__index",
         "gpu__uuid",
     )
-    parts: dict[int, _Part] = {}
-    for aid, wid, stop_at, stop_reason, image, command, env, rank, index, uuid in rows:
+    by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
+    for host_id, aid, wid, stop_at, stop_reason, image, command, env, rank, index, uuid in rows:
+        parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
             part = parts[aid] = _Part(
@@ -156,47 +183,54 @@ def desired_commands(
                 gpus=[],
             )
         part.gpus.append((index, uuid))
+    to_start: dict[int, list[_Part]] = {}
+    for view in views:
+        running = set(view.reported_running or ())
+        to_start[view.host_id] = [
+            part
+            for aid, part in sorted(by_host.get(view.host_id, {}).items())
+            if not part.stopping and aid not in running and aid not in view.already_started
+        ]
+    starting = [p.attempt_id for parts in to_start.values() for p in parts]
+    gangs = _gang_layout(starting) if starting else {}
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
-    running = set(reported_running or ())
-    messages: list[protocol.Message] = []
+    for view in views:
+        parts = by_host.get(view.host_id, {})
+        running = set(view.reported_running or ())
+        messages = out[view.host_id]
+        for part in to_start[view.host_id]:
+            messages.append(_start_message(part, gangs, grace))
+        for aid, part in sorted(parts.items()):
+            if part.stopping and aid not in view.already_stopped:
+                messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
+        for aid in sorted(running - set(parts) - set(view.already_stopped)):
+            messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
+    return out
 
-    to_start = [
-        part
-        for aid, part in sorted(parts.items())
-        if not part.stopping and aid not in running and aid not in already_started
-    ]
-    gangs = _gang_layout([p.attempt_id for p in to_start]) if to_start else {}
-    for part in to_start:
-        env = plain_env(part.env)
-        nodes, master, world = gangs.get(part.attempt_id, (1, "localhost", len(part.gpus)))
-        env.update(
-            {
-                "MASTER_ADDR": master,
-                "MASTER_PORT": str(MASTER_PORT_BASE + part.attempt_id % 1000),
-                "NNODES": str(nodes),
-                "NODE_RANK": str(part.rank),
-                "WORLD_SIZE": str(world),
-            }
-        )
-        gpus = sorted(part.gpus)
-        messages.append(
-            protocol.Start(
-                attempt_id=part.attempt_id,
-                workload_id=part.workload_id,
-                image=part.image,
-                command=part.command,
-                env=env,
-                gpu_uuids=[u for _i, u in gpus],
-                gpu_indices=[i for i, _u in gpus],
-                grace_s=grace,
-            )
-        )
-    for aid, part in sorted(parts.items()):
-        if part.stopping and aid not in already_stopped:
-            messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
-    for aid in sorted(running - set(parts) - set(already_stopped)):
-        messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
-    return messages
+
+def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: int) -> protocol.Start:
+    env = plain_env(part.env)
+    nodes, master, world = gangs.get(part.attempt_id, (1, "localhost", len(part.gpus)))
+    env.update(
+        {
+            "MASTER_ADDR": master,
+            "MASTER_PORT": str(MASTER_PORT_BASE + part.attempt_id % 1000),
+            "NNODES": str(nodes),
+            "NODE_RANK": str(part.rank),
+            "WORLD_SIZE": str(world),
+        }
+    )
+    gpus = sorted(part.gpus)
+    return protocol.Start(
+        attempt_id=part.attempt_id,
+        workload_id=part.workload_id,
+        image=part.image,
+        command=part.command,
+        env=env,
+        gpu_uuids=[u for _i, u in gpus],
+        gpu_indices=[i for i, _u in gpus],
+        grace_s=grace,
+    )
 
 
 def _gang_layout(attempt_ids: list[int]) -> dict[int, tuple[int, str, int]]:
@@ -213,6 +247,192 @@ def _gang_layout(attempt_ids: list[int]) -> dict[int, tuple[int, str, int]]:
         name, labels = ranks[min(ranks)]
         out[aid] = (len(ranks), str(labels.get("address") or name), gpus[aid])
     return out
+
+
+# --- the per-process hub: coalesced heartbeats and batched reconciles -----------------------------
+
+
+def flush_interval() -> float:
+    """Seconds between two heartbeat flushes: ``FAIRWAY["HEARTBEAT_FLUSH_S"]`` (default 1 s), and
+    never more than a quarter of the heartbeat period (short test heartbeats flush sooner)."""
+    cfg = settings.FAIRWAY
+    return max(0.005, min(float(cfg.get("HEARTBEAT_FLUSH_S", 1.0)), float(cfg["HEARTBEAT_S"]) / 4))
+
+
+def sample_interval() -> float:
+    """Seconds between two stored GPU samples (``GPU.last_sample`` and a per-minute roll-up
+    sample) of one host: 3 heartbeats, at most 15 s. The heartbeats in between only refresh
+    ``last_heartbeat``; a health change or a fatal XID is stored at once whatever this says."""
+    return min(SAMPLE_INTERVAL_MAX_S, 3 * float(settings.FAIRWAY["HEARTBEAT_S"]))
+
+
+SAMPLE_INTERVAL_MAX_S = 15.0
+
+
+def flush_heartbeats(reports: Sequence[Any], views: Sequence[AgentView]) -> dict[int, list[protocol.Message]]:
+    """One flush, in a worker thread: store every buffered heartbeat, then compute the desired
+    state of every host in ``views``. A fixed number of queries whatever the number of hosts."""
+    from scheduler import lifecycle
+    from scheduler.models import Host
+
+    try:
+        lifecycle.record_heartbeats(reports)
+    except Exception:  # e.g. one malformed row: the others must not be lost with it
+        logger.exception("bulk heartbeat write of %d hosts failed; writing them one by one", len(reports))
+        for report in reports:
+            try:
+                host = Host.objects.get(pk=report.host_id)
+                lifecycle.record_heartbeat(host, report.samples, now=report.received_at)
+            except Exception:
+                logger.warning("heartbeat of host %s lost", report.host_id, exc_info=True)
+    return desired_commands_many(views)
+
+
+class AgentLink(Protocol):
+    """What the hub needs of a connection (scheduler.consumers.AgentConsumer)."""
+
+    live: bool
+
+    def agent_view(self) -> AgentView: ...
+
+    async def deliver(self, commands: list[protocol.Message]) -> None: ...
+
+
+@dataclass(slots=True)
+class _Buffered:
+    link: AgentLink
+    received_at: Any  # datetime
+    samples: list[Any]  # lifecycle.GpuSample
+
+
+class AgentHub:
+    """The agent connections of this process on one event loop (DESIGN.md §2, heartbeats).
+
+    Heartbeats are not written one by one: the consumer hands each to :meth:`heartbeat`, which
+    keeps the latest per host (XIDs of replaced ones are kept), and one flusher task writes
+    the whole buffer every :func:`flush_interval` seconds in one worker-thread call
+    (:func:`flush_heartbeats`), then hands each connection the commands of its host. Every
+    heartbeat refreshes ``last_heartbeat`` and is checked for health changes and fatal XIDs;
+    its GPU samples are stored once per :func:`sample_interval` per host.
+    :meth:`reconcile` (a ``desired.state`` push) is batched the same way by a second task
+    that runs at once: a push never waits for a flush. Both run in this hub's own threads,
+    not in the thread-sensitive sync thread of the consumers' other database work. Both
+    tasks start with the first connection and end when none is left. A process that stops
+    loses the heartbeats still buffered: at most one flush interval of them.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.loop = loop
+        self.links: dict[int, AgentLink] = {}
+        self.buffer: dict[int, _Buffered] = {}
+        self.pushed: dict[int, AgentLink] = {}
+        self.sampled: dict[int, float] = {}  # host id → monotonic time its samples were last stored
+        self.flusher: asyncio.Task[None] | None = None
+        self.pusher: asyncio.Task[None] | None = None
+        self.deliveries: set[asyncio.Task[None]] = set()
+        self.flush_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-heartbeats")
+        self.push_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-pushes")
+
+    def register(self, host_id: int, link: AgentLink) -> None:
+        """``link`` speaks for ``host_id`` from now on (after its hello)."""
+        self.links[host_id] = link
+        if self.flusher is None or self.flusher.done():
+            self.flusher = self.loop.create_task(self._flush_loop())
+
+    def unregister(self, host_id: int, link: AgentLink) -> None:
+        if self.links.get(host_id) is link:
+            del self.links[host_id]
+            self.sampled.pop(host_id, None)
+
+    def heartbeat(self, host_id: int, link: AgentLink, received_at: Any, samples: list[Any]) -> None:
+        """Buffer a validated heartbeat; the next flush writes it."""
+        import dataclasses
+
+        old = self.buffer.get(host_id)
+        if old is not None and any(s.xids for s in old.samples):
+            xids = {s.index: s.xids for s in old.samples if s.xids}
+            samples = [dataclasses.replace(s, xids=tuple(sorted({*s.xids, *xids.get(s.index, ())}))) for s in samples]
+        self.buffer[host_id] = _Buffered(link, received_at, samples)
+        if self.flusher is None or self.flusher.done():
+            self.flusher = self.loop.create_task(self._flush_loop())
+
+    def reconcile(self, host_id: int, link: AgentLink) -> None:
+        """Send ``link`` what its host lacks, as soon as possible (batched with other pushes)."""
+        self.pushed[host_id] = link
+        if self.pusher is None or self.pusher.done():
+            self.pusher = self.loop.create_task(self._push_loop())
+
+    async def _flush_loop(self) -> None:
+        began = time.monotonic()
+        while self.links or self.buffer:
+            await asyncio.sleep(max(0.0, began + flush_interval() - time.monotonic()))  # a period, not a gap
+            began = time.monotonic()
+            if self.buffer:
+                await self.flush()
+
+    async def flush(self) -> None:
+        """Write the buffered heartbeats now and deliver the resulting commands."""
+        from channels.db import database_sync_to_async
+
+        from scheduler import lifecycle
+
+        batch, self.buffer = self.buffer, {}
+        if not batch:
+            return
+        now, every = time.monotonic(), sample_interval()
+        reports = []
+        for hid, b in batch.items():
+            store = now - self.sampled.get(hid, -every) >= every
+            if store:
+                self.sampled[hid] = now
+            reports.append(lifecycle.HeartbeatReport(hid, b.received_at, b.samples, store_samples=store))
+        live = {hid: b.link for hid, b in batch.items() if b.link.live}
+        views = [link.agent_view() for link in live.values()]
+        try:
+            commands = await database_sync_to_async(
+                flush_heartbeats, thread_sensitive=False, executor=self.flush_executor
+            )(reports, views)
+        except Exception:
+            logger.exception("heartbeat flush of %d hosts failed", len(reports))
+            return
+        self._deliver(live, commands)
+
+    async def _push_loop(self) -> None:
+        from channels.db import database_sync_to_async
+
+        while self.pushed:
+            batch, self.pushed = self.pushed, {}
+            live = {hid: link for hid, link in batch.items() if link.live}
+            try:
+                commands = await database_sync_to_async(
+                    desired_commands_many, thread_sensitive=False, executor=self.push_executor
+                )([link.agent_view() for link in live.values()])
+            except Exception:  # repaired by the next heartbeat flush
+                logger.exception("pushing desired state to %d hosts failed", len(live))
+                continue
+            self._deliver(live, commands)
+
+    def _deliver(self, links: dict[int, AgentLink], commands: dict[int, list[protocol.Message]]) -> None:
+        for hid, cmds in commands.items():
+            link = links.get(hid)
+            if cmds and link is not None and link.live:
+                task = self.loop.create_task(link.deliver(cmds))
+                self.deliveries.add(task)
+                task.add_done_callback(self.deliveries.discard)
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AgentHub] = weakref.WeakKeyDictionary()
+
+
+def hub() -> AgentHub:
+    """The :class:`AgentHub` of the running event loop (one per server loop, made on first use)."""
+    loop = asyncio.get_running_loop()
+    found = _hubs.get(loop)
+    if found is None:
+        found = _hubs[loop] = AgentHub(loop)
+    return found
 
 
 # --- log tails (the agent keeps each attempt's log; the UI and CLI ask for its tail) ----------

@@ -9,6 +9,7 @@ seconds and is stamped ``receipt − age``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -382,6 +383,180 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
         if health_changed:
             notify.request_tick_on_commit(host.cluster_id)
     host.last_heartbeat, host.state = locked.last_heartbeat, locked.state
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReport:
+    """One host's heartbeat as the web process buffered it: receipt time and GPU samples."""
+
+    host_id: int
+    received_at: datetime
+    samples: Sequence[GpuSample]
+    store_samples: bool = True
+    """False: only ``last_heartbeat`` (and health/XID handling); the GPU samples are not stored."""
+
+
+_HEALTH_VALUES = frozenset(GPU.Health.values)
+
+
+def _health(value: str) -> str:
+    return value if value in _HEALTH_VALUES else GPU.Health.UNHEALTHY
+
+
+def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
+    """Store many hosts' heartbeats at once (the web process's flush), exactly as
+    :func:`record_heartbeat` would one by one, in a fixed number of queries whatever the host count.
+
+    The common case, a host that is not offline and whose GPUs keep their health with no fatal
+    XID, is written in bulk: one read of the GPUs, one conditional UPDATE of ``last_heartbeat``
+    (it skips offline hosts), one UPDATE of ``GPU.last_sample``, one upsert of the per-minute
+    roll-ups (PostgreSQL; other engines: the ORM's bulk operations, a few queries more). Each
+    ``last_heartbeat`` is that heartbeat's receipt time. A report with ``store_samples`` false
+    only refreshes ``last_heartbeat`` (the web process stores one sample per host every few
+    heartbeats: roll-up means stay unbiased). The rare rest, a health change, a fatal XID, an
+    offline host coming back, goes through :func:`record_heartbeat` host by host (its own
+    transaction: tick request, events, auto-drain, the sample stored). One report per host (the
+    last one wins).
+    """
+    latest = {r.host_id: r for r in reports}
+    if not latest:
+        return
+    special: dict[int, HeartbeatReport] = {}
+    with transaction.atomic():
+        gpus: dict[int, dict[int, tuple[int, str]]] = {hid: {} for hid in latest}
+        for gid, hid, index, health in _gpus_of(list(latest)):
+            gpus[hid][index] = (gid, health)
+        plain: dict[int, HeartbeatReport] = {}
+        for hid, report in latest.items():
+            known = gpus[hid]
+            if any(
+                s.index in known and (_health(s.health) != known[s.index][1] or any(x in FATAL_XIDS for x in s.xids))
+                for s in report.samples
+            ):
+                special[hid] = report
+            else:
+                plain[hid] = report
+        touched = _touch_hosts({hid: r.received_at for hid, r in plain.items()})
+        rows: dict[int, tuple[str, dict[str, Any], datetime]] = {}  # gpu id → (health, sample, received)
+        for hid, report in plain.items():
+            if hid not in touched:  # offline (or gone) since: the per-host path brings it back
+                special[hid] = report
+                continue
+            for s in report.samples if report.store_samples else ():
+                if s.index in gpus[hid] and s.sample is not None:
+                    rows[gpus[hid][s.index][0]] = (_health(s.health), dict(s.sample), report.received_at)
+        _store_samples(rows)
+    if not special:
+        return
+    hosts = Host.objects.in_bulk(list(special))
+    for hid, report in special.items():
+        host = hosts.get(hid)
+        if host is None:
+            continue  # removed from the database meanwhile
+        try:
+            record_heartbeat(host, report.samples, now=report.received_at)
+        except Exception:  # one host's failure must not lose the others' heartbeats
+            logger.exception("recording the heartbeat of host %s failed", host.name)
+
+
+def _gpus_of(host_ids: list[int]) -> Iterable[tuple[int, int, int, str]]:
+    """(id, host id, index, health) of the GPUs of these hosts."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return GPU.objects.filter(host_id__in=host_ids).values_list("id", "host_id", "index", "health")
+    with connection.cursor() as cursor:  # one array parameter instead of one per host
+        cursor.execute(
+            f"SELECT id, host_id, index, health FROM {connection.ops.quote_name(GPU._meta.db_table)} "  # noqa: S608
+            "WHERE host_id = ANY(%s::bigint[])",
+            [host_ids],
+        )
+        return cursor.fetchall()
+
+
+def _touch_hosts(times: Mapping[int, datetime]) -> set[int]:
+    """Set ``last_heartbeat`` of the hosts that are not offline; returns the ids updated."""
+    if not times:
+        return set()
+    from django.db import connection
+    from django.db.models import Case, Value, When
+
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(Host._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} AS h SET last_heartbeat = v.t "  # noqa: S608 -- our own table name
+                "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, t timestamptz) "
+                "WHERE h.id = v.id AND h.state <> %s RETURNING h.id",
+                [json.dumps([{"id": hid, "t": t.isoformat()} for hid, t in times.items()]), Host.State.OFFLINE],
+            )
+            return {row[0] for row in cursor.fetchall()}
+    # SQLite (embedded mode): the transaction holds the database's write lock from its start.
+    alive = set(Host.objects.filter(pk__in=list(times)).exclude(state=Host.State.OFFLINE).values_list("pk", flat=True))
+    if alive:
+        Host.objects.filter(pk__in=alive).update(
+            last_heartbeat=Case(*(When(pk=hid, then=Value(times[hid])) for hid in alive))
+        )
+    return alive
+
+
+def _store_samples(rows: Mapping[int, tuple[str, dict[str, Any], datetime]]) -> None:
+    """``GPU.last_sample`` and the per-minute roll-ups (as :func:`metrics.record_samples`) of many GPUs."""
+    if not rows:
+        return
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        GPU.objects.bulk_update([GPU(pk=gid, last_sample=s) for gid, (_h, s, _t) in rows.items()], ["last_sample"])
+        by_minute: dict[datetime, list[tuple[int, str, dict[str, Any]]]] = {}
+        for gid, (health, sample, at) in rows.items():
+            by_minute.setdefault(metrics.minute_of(at), []).append((gid, health, sample))
+        for minute, samples in by_minute.items():
+            metrics.record_samples(samples, minute)
+        return
+    from scheduler.models import GpuMinuteSample
+
+    # One JSON parameter per statement: psycopg binds it as one string (client-side binding of
+    # long arrays costs more than the statement), PostgreSQL unpacks it with jsonb_to_recordset.
+    gpu_table = connection.ops.quote_name(GPU._meta.db_table)
+    minute_table = connection.ops.quote_name(GpuMinuteSample._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {gpu_table} AS g SET last_sample = v.s "  # noqa: S608 -- our own table name
+            "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, s jsonb) WHERE g.id = v.id",
+            [json.dumps([{"id": gid, "s": s} for gid, (_h, s, _t) in rows.items()])],
+        )
+        samples = [  # metrics.record_samples skips empty samples
+            {
+                "gpu": gid,
+                "minute": metrics.minute_of(at).isoformat(),
+                "util": float(s.get("utilization_pct") or 0.0),
+                "mem": int(s.get("memory_used_mb") or 0),
+                "temp": None if s.get("temperature_c") is None else float(s["temperature_c"]),
+                "power": float(s.get("power_w") or 0.0),
+                "health": health,
+            }
+            for gid, (health, s, at) in rows.items()
+            if s
+        ]
+        if not samples:
+            return
+        cursor.execute(
+            f"INSERT INTO {minute_table} AS m "  # noqa: S608 -- our own table name
+            "(gpu_id, minute, samples, utilization_sum, memory_used_max_mb, temperature_max_c, power_sum_w, "
+            "health_worst) "
+            "SELECT v.gpu, v.minute, 1, v.util, v.mem, v.temp, v.power, v.health FROM jsonb_to_recordset(%s::jsonb) "
+            "AS v(gpu bigint, minute timestamptz, util float8, mem bigint, temp float8, power float8, health text) "
+            "ON CONFLICT (gpu_id, minute) DO UPDATE SET "
+            "samples = m.samples + 1, "
+            "utilization_sum = m.utilization_sum + EXCLUDED.utilization_sum, "
+            "memory_used_max_mb = GREATEST(m.memory_used_max_mb, EXCLUDED.memory_used_max_mb), "
+            "temperature_max_c = GREATEST(m.temperature_max_c, EXCLUDED.temperature_max_c), "
+            "power_sum_w = m.power_sum_w + EXCLUDED.power_sum_w, "
+            "health_worst = CASE WHEN 'unhealthy' IN (m.health_worst, EXCLUDED.health_worst) THEN 'unhealthy' "
+            "WHEN 'degraded' IN (m.health_worst, EXCLUDED.health_worst) THEN 'degraded' ELSE 'healthy' END",
+            [json.dumps(samples)],
+        )
 
 
 def host_hello(

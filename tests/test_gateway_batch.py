@@ -1,0 +1,307 @@
+"""Coalesced heartbeats (scheduler.gateway.AgentHub): one flush writes every buffered heartbeat in a
+fixed number of queries, the flush keeps the level-triggered resend, a bad heartbeat changes nothing,
+and the rare cases (health change, fatal XID, offline host) still go through ``record_heartbeat``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from agent import protocol
+from config.asgi import application
+from scheduler import gateway, lifecycle
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, GpuMinuteSample, Host, HostEvent, Workload
+
+MAX_FLUSH_QUERIES = 10
+
+
+def _register(cluster: Cluster, n: int, prefix: str = "b") -> list[tuple[Host, str]]:
+    from scheduler.services import do_register_host
+
+    return [
+        do_register_host(
+            cluster, f"{prefix}{i:03d}", [(g, f"GPU-{prefix}{i:03d}-{g}", "H100", 80000) for g in range(2)]
+        )
+        for i in range(n)
+    ]
+
+
+def _samples(util: float = 50.0, health: str = "healthy", xids: tuple[int, ...] = ()) -> list[lifecycle.GpuSample]:
+    return [
+        lifecycle.GpuSample(
+            index=g,
+            health=health if g == 1 else "healthy",
+            xids=xids if g == 1 else (),
+            sample={"utilization_pct": util, "memory_used_mb": 1000, "temperature_c": 50.0, "power_w": 300.0},
+        )
+        for g in range(2)
+    ]
+
+
+def _place(host: Host, name: str) -> int:
+    from accounts.models import User
+    from budgets.models import Budget
+
+    user, _ = User.objects.get_or_create(username="batch-user")
+    budget, _ = Budget.objects.get_or_create(name="batch-budget")
+    w = Workload.objects.create(
+        name=name,
+        owner=user,
+        budget=budget,
+        cluster=host.cluster,
+        gpu_model="H100",
+        gpu_count=1,
+        command=["sleep", "1"],
+        min_runtime_s=60,
+        submitted_at=timezone.now(),
+        seq=Workload.objects.count() + 1,
+        state=Workload.State.STARTING,
+    )
+    a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
+    AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=0))
+    return a.pk
+
+
+def _flush(hosts: list[Host], now: Any) -> tuple[int, dict[int, list[protocol.Message]]]:
+    reports = [lifecycle.HeartbeatReport(h.pk, now, _samples()) for h in hosts]
+    views = [gateway.AgentView(h.pk, set()) for h in hosts]
+    with CaptureQueriesContext(connection) as ctx:
+        commands = gateway.flush_heartbeats(reports, views)
+    return len(ctx.captured_queries), commands
+
+
+@pytest.mark.django_db
+def test_one_flush_writes_5_or_50_hosts_in_the_same_number_of_queries():
+    cluster = Cluster.objects.create(name="batch")
+    hosts = [h for h, _ in _register(cluster, 55)]
+    few, many = hosts[:5], hosts[5:]
+    first, second = _place(few[0], "a"), _place(many[-1], "b")
+    now = timezone.now().replace(second=10, microsecond=0)
+
+    n_few, cmds_few = _flush(few, now)
+    n_many, cmds_many = _flush(many, now + timedelta(seconds=1))
+
+    assert n_few == n_many <= MAX_FLUSH_QUERIES
+    assert [c.attempt_id for c in cmds_few[few[0].pk] if isinstance(c, protocol.Start)] == [first]
+    assert [c.attempt_id for c in cmds_many[many[-1].pk] if isinstance(c, protocol.Start)] == [second]
+    assert sum(len(v) for v in cmds_many.values()) == 1
+    assert Host.objects.filter(pk__in=[h.pk for h in many], last_heartbeat=now + timedelta(seconds=1)).count() == 50
+    assert GPU.objects.filter(host__in=hosts, last_sample__utilization_pct=50.0).count() == 110
+    rows = GpuMinuteSample.objects.filter(gpu__host__in=hosts, minute=now.replace(second=0))
+    assert rows.count() == 110 and {r.samples for r in rows} == {1}
+
+    # the next flush in the same minute accumulates into the same roll-up rows
+    n_again, _ = _flush(many, now + timedelta(seconds=6))
+    assert n_again <= MAX_FLUSH_QUERIES + 1  # SQLite: the roll-up's read-merge-write adds its UPDATE
+    row = GpuMinuteSample.objects.get(gpu__host=many[0], gpu__index=0, minute=now.replace(second=0))
+    assert (row.samples, row.utilization_sum, row.temperature_max_c) == (2, 100.0, 50.0)
+
+
+@pytest.mark.django_db
+def test_health_changes_xids_and_offline_hosts_take_the_per_host_path():
+    cluster = Cluster.objects.create(name="batch")
+    plain, sick, faulty, away = (h for h, _ in _register(cluster, 4))
+    Host.objects.filter(pk=away.pk).update(state=Host.State.OFFLINE, state_before_offline=Host.State.CORDONED)
+    now = timezone.now()
+    lifecycle.record_heartbeats(
+        [
+            lifecycle.HeartbeatReport(plain.pk, now, _samples()),
+            lifecycle.HeartbeatReport(sick.pk, now, _samples(health="unhealthy")),
+            lifecycle.HeartbeatReport(faulty.pk, now, _samples(xids=(79,))),
+            lifecycle.HeartbeatReport(away.pk, now, _samples()),
+        ]
+    )
+    assert GPU.objects.get(host=sick, index=1).health == GPU.Health.UNHEALTHY
+    assert HostEvent.objects.filter(host=sick, kind="gpu_health").exists()
+    assert Host.objects.get(pk=faulty.pk).state == Host.State.DRAINING
+    assert Host.objects.get(pk=away.pk).state == Host.State.CORDONED
+    assert set(Host.objects.filter(last_heartbeat=now).values_list("name", flat=True)) == {
+        plain.name,
+        sick.name,
+        faulty.name,
+        away.name,
+    }
+
+
+# --- through the consumer ------------------------------------------------------------------------
+
+
+def _communicator(token: str) -> WebsocketCommunicator:
+    return WebsocketCommunicator(application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())])
+
+
+def _hello(host: str) -> str:
+    return json.dumps(
+        {
+            "v": 1,
+            "type": "hello",
+            "id": 1,
+            "host": host,
+            "agent_version": "test",
+            "gpus": [
+                {"index": g, "uuid": f"GPU-{host}-{g}", "model": "H100", "memory_mb": 80000, "health": "healthy"}
+                for g in range(2)
+            ],
+            "attempts": [],
+        }
+    )
+
+
+def _heartbeat(seq: int, running: list[int], util: float = 40.0) -> str:
+    gpu = {
+        "utilization_pct": util,
+        "memory_used_mb": 100,
+        "temperature_c": 40.0,
+        "power_w": 100.0,
+        "ecc_uncorrected": 0,
+        "health": "healthy",
+        "xids": [],
+    }
+    return json.dumps(
+        {"v": 1, "type": "heartbeat", "id": seq, "gpus": [{"index": g, **gpu} for g in range(2)], "running": running}
+    )
+
+
+async def _receive(comm: WebsocketCommunicator, wait: float = 5) -> protocol.Message:
+    return protocol.decode(await comm.receive_from(timeout=wait), allowed=protocol.SERVER_MESSAGE_TYPES)
+
+
+def _run(coro: Any) -> None:
+    """``asyncio.run`` that gives back the connection the async ORM calls borrowed (pool: to the pool)."""
+    from channels.db import aclose_old_connections
+
+    async def main() -> None:
+        try:
+            await coro
+        finally:
+            await aclose_old_connections()
+
+    asyncio.run(main())
+
+
+@pytest.fixture
+def fast_flush(settings: Any) -> None:
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_of_50_heartbeats_is_written_by_a_bounded_number_of_queries(fast_flush, monkeypatch):
+    cluster = Cluster.objects.create(name="burst")
+    registered = _register(cluster, 50, prefix="w")
+    flushes: list[tuple[int, int]] = []  # (hosts, queries)
+    original = gateway.flush_heartbeats
+
+    def counted(reports: Any, views: Any) -> Any:
+        with CaptureQueriesContext(connection) as ctx:
+            out = original(reports, views)
+        flushes.append((len(reports), len(ctx.captured_queries)))
+        return out
+
+    monkeypatch.setattr(gateway, "flush_heartbeats", counted)
+
+    async def run() -> None:
+        comms = []
+        for host, token in registered:
+            comm = _communicator(token)
+            assert (await comm.connect())[0]
+            await comm.send_to(text_data=_hello(host.name))
+            assert isinstance(await _receive(comm), protocol.Welcome)
+            comms.append(comm)
+        await asyncio.gather(*(c.send_to(text_data=_heartbeat(2, [], util=77.0)) for c in comms))
+        for _ in range(100):
+            if sum(n for n, _q in flushes) >= 50:
+                break
+            await asyncio.sleep(0.05)
+        for comm in comms:
+            assert await comm.receive_nothing(0.01)
+            await comm.disconnect()
+
+    _run(run())
+    assert sum(n for n, _q in flushes) == 50
+    assert max(q for _n, q in flushes) <= MAX_FLUSH_QUERIES
+    assert GPU.objects.filter(host__cluster=cluster, last_sample__utilization_pct=77.0).count() == 100
+    assert GpuMinuteSample.objects.filter(gpu__host__cluster=cluster).count() == 100
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.django_db(transaction=True)
+def test_a_start_not_reported_running_is_sent_again_on_the_next_flush(fast_flush):
+    cluster = Cluster.objects.create(name="resend")
+    [(host, token)] = _register(cluster, 1, prefix="r")
+    attempt_id = _place(host, "resend")
+
+    async def run() -> None:
+        comm = _communicator(token)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        first = await _receive(comm)
+        assert isinstance(first, protocol.Start) and first.attempt_id == attempt_id
+
+        await comm.send_to(text_data=_heartbeat(2, []))  # the agent does not run it (yet)
+        again = await _receive(comm)
+        assert isinstance(again, protocol.Start) and again.attempt_id == attempt_id
+
+        await comm.send_to(text_data=_heartbeat(3, [attempt_id]))  # now it does: nothing more
+        assert await comm.receive_nothing(0.5)
+        await comm.disconnect()
+
+    _run(run())
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.django_db(transaction=True)
+def test_a_push_is_delivered_without_waiting_for_a_flush(settings):
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_S": 60.0, "HEARTBEAT_FLUSH_S": 30.0}
+    cluster = Cluster.objects.create(name="push")
+    [(host, token)] = _register(cluster, 1, prefix="p")
+
+    async def run() -> None:
+        from asgiref.sync import sync_to_async
+
+        comm = _communicator(token)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        attempt_id = await sync_to_async(_place)(host, "pushed")
+        await get_channel_layer().group_send(gateway.host_group(host.pk), {"type": "desired.state"})
+        start = await _receive(comm, wait=2)
+        assert isinstance(start, protocol.Start) and start.attempt_id == attempt_id
+        await comm.disconnect()
+
+    _run(run())
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.django_db(transaction=True)
+def test_a_bad_heartbeat_gets_an_error_and_changes_nothing(fast_flush):
+    cluster = Cluster.objects.create(name="bad")
+    [(host, token)] = _register(cluster, 1, prefix="x")
+
+    async def run() -> None:
+        comm = _communicator(token)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        before = (await Host.objects.aget(pk=host.pk)).last_heartbeat
+        await comm.send_to(text_data=_heartbeat(2, [], util=500.0))  # utilization out of range
+        err = await _receive(comm)
+        assert isinstance(err, protocol.Error) and err.ref == 2
+        await asyncio.sleep(0.3)  # several flush intervals
+        assert not gateway.hub().buffer
+        assert (await Host.objects.aget(pk=host.pk)).last_heartbeat == before
+        assert not await GpuMinuteSample.objects.filter(gpu__host_id=host.pk).aexists()
+        assert [g.last_sample async for g in GPU.objects.filter(host_id=host.pk)] == [{}, {}]
+        await comm.disconnect()
+
+    _run(run())
