@@ -146,6 +146,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("FAIRWAY_DB_POOL", True):
+    # psycopg's connection pool (Django 5.1+; CONN_MAX_AGE stays 0): a connection is borrowed per
+    # request / per database_sync_to_async call instead of opened and closed each time. Per process:
+    # web threads, the hub's flush and push threads, in-process worker threads and the clock.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("FAIRWAY_DB_POOL_MIN_SIZE", 2, minimum=1),
+        "max_size": env_int("FAIRWAY_DB_POOL_MAX_SIZE", 16, minimum=1),
+        "timeout": 30,
+    }
 
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
@@ -271,6 +280,9 @@ FAIRWAY = {
     "TICK_INTERVAL_S": env_float("FAIRWAY_TICK_INTERVAL_S", 5.0, minimum=0.1),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
     "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1),
+    # The web process writes the heartbeats it received in one batch this often (at most a quarter
+    # of HEARTBEAT_S); a stopping process loses at most this much of them.
+    "HEARTBEAT_FLUSH_S": env_float("FAIRWAY_HEARTBEAT_FLUSH_S", 1.0, minimum=0.01),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
     "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
 }
