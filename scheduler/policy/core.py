@@ -69,6 +69,12 @@ class _Pass:
         self.total_gpus = sum(h.size for h in snap.hosts)
         self.dec = Decisions()
         self.gen = 0
+        # Bumped only when room for pending work can grow (a stop, a nomination released or turned into
+        # an attempt): within a pass, starts and reservations only shrink or delay room, so a failed
+        # victim or reservation search stays failed until then.
+        self.room_gen = 0
+        self.load_gen = 0  # bumped by every change of a budget's load (ratios, hence rule 2)
+        self._memo_classes: dict[tuple[object, ...], dict[str, int]] = {}
         self.reserved: dict[str, tuple[str, int]] = {}  # host -> (workload, reserved start)
         self.reserving: set[str] = set()
         self._memo_fail: set[tuple[object, ...]] = set()
@@ -82,6 +88,8 @@ class _Pass:
         for hv in self.state.hosts.values():
             self._hosts_by_model.setdefault(hv.model, []).append(hv)
         self._shares: dict[str, Fraction] | None = None
+        self._disp: Dispatcher | None = None  # the allocated pass's dispatcher while it runs
+        self.unfunded: set[str] = set()
         self.reclaim = ReclaimIndex(self.state, self._hosts_by_model)
         # host → budget → [unprotected, protected] healthy GPUs of its allocated, non-stopping attempts
         self._agg: dict[str, dict[str, list[int]]] = {}
@@ -103,7 +111,7 @@ class _Pass:
         self._check_nominations()
         alloc_q: dict[str, list[Workload]] = {}
         unalloc_q: dict[str, list[Workload]] = {}
-        self.unfunded: set[str] = set()
+        self.unfunded.clear()
         for w in sorted(self.pending.values(), key=lambda w: (w.submitted_at, w.seq, w.id)):
             if w.budget not in self.tree.budgets:
                 continue
@@ -160,6 +168,9 @@ class _Pass:
                     del where[h]
         self.state.mark_stopping(av)
         self.gen += 1
+        # A stop can make room elsewhere: a victim's GPUs on hosts not nominated for the preemptor,
+        # and a fault's or drain's GPUs once released.
+        self.room_gen += 1
         self.dec.stops.append(Stop(a.id, reason, for_workload))
 
     def _commitment(self, a: Attempt) -> int:
@@ -169,7 +180,11 @@ class _Pass:
 
     def _faults_and_drains(self) -> None:
         st = self.state
-        for av in st.attempts.values():
+        # Only attempts touching a host with an unhealthy GPU can be hit (in attempt-id order, as built).
+        sick = [hv for hv in st.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
+        touched = sorted({aid for hv in sick for aid in hv.attempts})
+        for aid in touched:
+            av = st.attempts[aid]
             if av.stopping:
                 continue
             for h, i in av.attempt.gpus:
@@ -210,6 +225,7 @@ class _Pass:
     def _drop_nomination(self, wid: str) -> None:
         gpus = self.noms.pop(wid)
         self.state.release_nomination(wid, gpus)
+        self.room_gen += 1
         w = self.pending[wid]
         if w.allocated:
             self._add_load(w.budget, -w.gpus * w.min_runtime)
@@ -219,7 +235,8 @@ class _Pass:
         for node in self.tree.chain[budget]:
             self.load[node] += amount
         self.gen += 1
-        disp = getattr(self, "_disp", None)
+        self.load_gen += 1
+        disp = self._disp
         if disp is not None:
             disp.loads_changed(budget)
 
@@ -227,7 +244,7 @@ class _Pass:
         """Normalized shares; archived budgets without work drop out (§3.7)."""
         if self._shares is None:
             busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
-            busy_tree = set()
+            busy_tree: set[str] = set()
             for b in busy:
                 if b in self.tree.chain:
                     busy_tree.update(self.tree.chain[b])
@@ -358,6 +375,7 @@ class _Pass:
             if free_here:
                 st.take(h, free_here)
         if w.id in self.noms:
+            self.room_gen += 1  # nominated GPUs become an attempt (room later), leftovers free now
             nom = self.noms.pop(w.id)
             mine = set(gpus)
             leftover = tuple(g for g in nom if g not in mine)
@@ -379,13 +397,13 @@ class _Pass:
 
     # ------------------------------------------------------ allocated pass
     def _dispatch_allocated(self, queues: dict[str, list[Workload]]) -> None:
-        self._disp = Dispatcher(self.tree, self.load, queues)
+        disp = self._disp = Dispatcher(self.tree, self.load, queues)
         while True:
-            w = self._disp.next()
+            w = disp.next()
             if w is None:
                 break
             admitted = self._handle_allocated(w)
-            self._disp.done(w, admitted)
+            disp.done(w, admitted)
         self._disp = None
 
     def _handle_allocated(self, w: Workload) -> bool:
@@ -458,20 +476,18 @@ class _Pass:
         )
 
     def _try_preempt(self, w: Workload) -> bool:
-        memo = ("p", w.budget, w.model, w.gpus, w.min_runtime, self.gen)
-        if memo in self._memo_fail:
-            return False
-        if self._is_gang(w):
-            # A gang's search depends on the workload only through how it sees each budget (and M,
-            # for reserved hosts): share failures between workloads that see the budgets alike.
-            shared = ("g", w.model, w.gpus, w.min_runtime, tuple(self._budget_classes(w).values()), self.gen)
-            if shared in self._memo_fail:
+        # A victim search depends on the workload only through its model, size, M (reserved hosts)
+        # and how rule 2 classes every budget (own budget included), as long as it holds no
+        # reservation; a failure stands until room can grow (``room_gen``).
+        memo: tuple[object, ...] | None = None
+        if w.id not in self.reserving:
+            memo = ("p", w.model, w.gpus, w.min_runtime, tuple(self._budget_classes(w).values()), self.room_gen)
+            if memo in self._memo_fail:
                 return False
         found = self._search_gang(w) if self._is_gang(w) else self._search_single(w)
         if found is None:
-            self._memo_fail.add(memo)
-            if self._is_gang(w):
-                self._memo_fail.add(shared)
+            if memo is not None:
+                self._memo_fail.add(memo)
             return False
         victims, gpus = found
         for av in victims:
@@ -617,7 +633,7 @@ class _Pass:
         if len(options) < k:
             return None
         if comb(len(options), k) <= MAX_EXACT_GANG_SETS:
-            best = None
+            best: tuple[tuple[object, ...], list[AttemptView], list[HostView]] | None = None
             for combo in combinations(options, k):
                 victims = sorted({v.attempt.id: v for _, vs in combo for v in vs}.values(), key=lambda v: v.attempt.id)
                 if not victims:
@@ -650,7 +666,7 @@ class _Pass:
         # and how rule 2 classes every budget (it has no nomination): share the failure until the
         # state changes.
         classes = self._budget_classes(w)
-        memo = ("r", w.model, w.gpus, w.budget, tuple(classes.values()), self.gen)
+        memo = ("r", w.model, w.gpus, tuple(classes.values()), self.room_gen)
         if memo in self._memo_fail:
             return
         st = self.state
@@ -663,6 +679,7 @@ class _Pass:
                 return NOW if w.allocated else NEVER
             c = classes.get(a.budget, NEVER) if w.allocated else NEVER
             return LATER if c == NOW and av.protected else c
+
         best: tuple[int, int, tuple[str, ...]] | None = None
         if not self._is_gang(w):
             for hv in self._hosts_by_model.get(w.model, ()):
@@ -739,8 +756,15 @@ class _Pass:
         self.gen += 1
 
     def _budget_classes(self, w: Workload) -> dict[str, int]:
-        """For every budget holding allocated work: NOW/LATER (rule 2 allows), FORBIDDEN or NEVER (own)."""
-        out: dict[str, int] = {}
+        """For every budget holding allocated work: NOW/LATER (rule 2 allows), FORBIDDEN or NEVER (own).
+
+        Shared (read-only) by workloads of one budget with the same commitment while no load changes.
+        """
+        key = (w.budget, w.gpus * w.min_runtime, len(self._agg_budgets), self.load_gen)
+        out = self._memo_classes.get(key)
+        if out is not None:
+            return out
+        out = self._memo_classes[key] = {}
         for v in self._agg_budgets:
             if v == w.budget or v not in self.tree.budgets:
                 out[v] = NEVER
@@ -786,7 +810,7 @@ class _Pass:
             h0 = len(hv.free)
             h1 = h0 + hv.unalloc
             h2 = h3 = 0
-            forbidden = None
+            forbidden: str | None = None
             for v, counts in self._agg.get(hv.name, {}).items():
                 c = cls[v]
                 if c == NOW:
@@ -922,7 +946,8 @@ class _Pass:
         level, detail = self._room_levels_memo(w)
         if level <= 1:
             holder = None
-            for h in [detail.get("host"), *list(detail.get("hosts", []) or [])]:  # type: ignore[misc]
+            hosts = detail.get("hosts")
+            for h in [detail.get("host"), *(hosts if isinstance(hosts, list) else [])]:
                 if isinstance(h, str) and h in self.reserved and self.reserved[h][0] != w.id:
                     holder = self.reserved[h][0]
                     break
