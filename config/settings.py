@@ -146,10 +146,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("FAIRWAY_DB_POOL", True):
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "FAIRWAY_DB_POOL", env_str("FAIRWAY_ENV", "development").strip().lower() == "production"
+):
     # psycopg's connection pool (Django 5.1+; CONN_MAX_AGE stays 0): a connection is borrowed per
     # request / per database_sync_to_async call instead of opened and closed each time. Per process:
     # web threads, the hub's flush and push threads, in-process worker threads and the clock.
+    # On by default in production only: the pool is bound to the database name it was opened
+    # with, and `manage.py scenario --backend db` (and its tests) switch databases at run time.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env_int("FAIRWAY_DB_POOL_MIN_SIZE", 2, minimum=1),
         "max_size": env_int("FAIRWAY_DB_POOL_MAX_SIZE", 16, minimum=1),
