@@ -251,7 +251,14 @@ class Metrics:
     occ_unalloc_day: list[float] = field(default_factory=list)
     backlog_day: list[int] = field(default_factory=list)  # GPUs of pending work at each day's start
     delivered_day: dict[str, list[float]] = field(default_factory=dict)  # allocated-class GPU-s per budget per day
-    demand_day: dict[str, list[float]] = field(default_factory=dict)
+    alloc_jobs: list[tuple[str, str, int, int, int, int]] = field(default_factory=list)
+    """Allocated-class jobs, filled at the horizon: (id, budget, GPUs, submitted, finished or horizon,
+    run time at submission). With :attr:`need_at`, the input of :func:`window_demand`."""
+    need_at: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Per metric-window start (simulated second): the run time each unfinished allocated-class job
+    still needed then (pending: its remaining work; running: minus the current attempt's run so far).
+    Only needs shorter than a window are kept: a longer one caps nothing, like the whole run time
+    :func:`window_demand` falls back to."""
     waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SIZE_CLASSES})
     unstarted_waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in SIZE_CLASSES})
     jct: list[int] = field(default_factory=list)
@@ -277,7 +284,6 @@ class Metrics:
         self.occ_unalloc_day = [0.0] * self.days
         self.backlog_day = [0] * self.days
         self.delivered_day = {b: [0.0] * self.days for b in self.budgets}
-        self.demand_day = {b: [0.0] * self.days for b in self.budgets}
 
 
 def _spread(series: list[float], t0: int, start: int, end: int, amount_per_s: float) -> None:
@@ -293,6 +299,33 @@ def _spread(series: list[float], t0: int, start: int, end: int, amount_per_s: fl
             series[d] += amount_per_s * (seg_end - s)
         s = seg_end
         d += 1
+
+
+def window_demand(m: Metrics, start: int, length: int, count: int) -> list[dict[str, float]]:
+    """Allocated-class demand per budget in ``count`` consecutive windows of ``length`` seconds from
+    ``start`` (docs/simulation.md, "Metrics"): per job, GPUs × min(time it is present in the window,
+    pending or running; run time it still needed at max(window start, submission)).
+
+    A job submitted before a window start uses the need recorded there (:attr:`Metrics.need_at`); with
+    none recorded, its whole run time (an upper bound). O(windows each job overlaps).
+    """
+    out: list[dict[str, float]] = [{} for _ in range(count)]
+    if length <= 0:
+        return out
+    needs = [m.need_at.get(start + k * length, {}) for k in range(count)]
+    for wid, budget, gpus, submitted, end, work in m.alloc_jobs:
+        k = max(0, (submitted - start) // length)
+        while k < count:
+            lo = start + k * length
+            if lo >= end:
+                break
+            present = min(end, lo + length) - max(submitted, lo)
+            if present > 0:
+                need = work if submitted >= lo else needs[k].get(wid, work)
+                d = out[k]
+                d[budget] = d.get(budget, 0.0) + gpus * min(present, need)
+            k += 1
+    return out
 
 
 class TraceSim(Engine):
@@ -323,6 +356,7 @@ class TraceSim(Engine):
         self.progress = progress
         self.horizon = T0 + inputs.horizon_s
         self.days = math.ceil(inputs.horizon_s / DAY)
+        self._wdays = cfg.window_s // DAY  # metric windows are whole days (see summarize)
         for b in inputs.plan.budgets:
             self.add_budget(b)
         self.leaves = inputs.plan.leaves
@@ -616,6 +650,8 @@ class TraceSim(Engine):
                 break
             while next_day <= t and day < self.days:
                 self.m.backlog_day[day] = self._pending_gpus
+                if self._wdays and day % self._wdays == 0:
+                    self._record_need(next_day)
                 day += 1
                 next_day = T0 + day * DAY
             self.now = t
@@ -639,6 +675,8 @@ class TraceSim(Engine):
         self.now = self.horizon
         while day < self.days:
             self.m.backlog_day[day] = self._pending_gpus
+            if self._wdays and day % self._wdays == 0:
+                self._record_need(T0 + day * DAY)
             day += 1
         self._finish()
         self.m.wall_s = time.perf_counter() - wall
@@ -646,6 +684,31 @@ class TraceSim(Engine):
         if self.progress is not None:
             self.progress(self.inputs.horizon_s / DAY)
         return self.m
+
+    def _record_need(self, at: int) -> None:
+        """At a metric-window start, the run time each unfinished allocated-class job still needs.
+
+        Pending: ``remaining`` (with ``--checkpoint restart`` the engine has reset it to the whole
+        duration when the job was requeued). Running (or stopping within its grace): ``remaining``
+        minus the current attempt's run so far. O(pending allocated + open attempts); needs of a
+        window or more are not kept (see :attr:`Metrics.need_at`).
+        """
+        need: dict[str, int] = {}
+        length = self._wdays * DAY
+        for key, q in self.queues.items():
+            if key[2]:
+                for pv in q:
+                    w = _tw(self.workloads[pv.id])
+                    left = w.duration if w.remaining is None else w.remaining
+                    if left < length:
+                        need[pv.id] = left
+        for a in self.attempts.values():
+            w = _tw(self.workloads[a.workload])
+            if w.min_runtime > 0:
+                left = max(0, (w.duration if w.remaining is None else w.remaining) - (at - a.started_at))
+                if left < length:
+                    need[w.id] = left
+        self.m.need_at[at] = need
 
     def _finish(self) -> None:
         """Close the books at the horizon: open attempts, unstarted waits, demand."""
@@ -661,7 +724,7 @@ class TraceSim(Engine):
                 self.m.waits_by_budget.setdefault(w.budget, []).append(self.horizon - w.submitted_at)
             if w.min_runtime > 0:
                 end = w.finished_at if w.finished_at is not None else self.horizon
-                _spread(self.m.demand_day[w.budget], T0, w.submitted_at, end, w.gpus)
+                self.m.alloc_jobs.append((w.id, w.budget, w.gpus, w.submitted_at, end, w.duration))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -717,12 +780,13 @@ def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str,
     saturated_vals: list[float] = []
     all_vals: list[float] = []
     per_window_min: list[float | None] = []
+    demand = window_demand(m, T0, wdays * DAY, windows)
     for k in range(windows):
         lo, hi = k * wdays, (k + 1) * wdays
         wmin = None
         for b in sim.leaves:
             ent = shares[b] * sim.total_gpus * cfg.window_s
-            dem = sum(m.demand_day[b][lo:hi])
+            dem = demand[k].get(b, 0.0)
             got = sum(m.delivered_day[b][lo:hi])
             den = min(ent, dem)
             if den <= 0:

@@ -19,10 +19,12 @@ from scheduler.policy.tree import BudgetTree
 from scheduler.sim.budgets import BudgetFileError, BudgetPlan
 from scheduler.sim.simulate import (
     DAY,
+    T0,
     Inputs,
     SimConfig,
     TraceSim,
     percentile,
+    window_demand,
 )
 from scheduler.trace import DEFAULT_MIN_RUNTIME_RULE, MinRuntimeRule, TraceJob, UnallocatedRule
 
@@ -108,6 +110,14 @@ def _overlap(a: int, b: int, lo: int, hi: int) -> int:
     return max(0, min(b, hi) - max(a, lo))
 
 
+def _demand(j: DemandJob, lo: int, hi: int) -> int:
+    """GPUs × the time ``j`` was present (pending or running) in [lo, hi), at most its work: a job
+    waiting asks for no more than the run time it needs. Jobs are submitted inside the window, so
+    that is its whole work; one not finished by now needs the rest of the window (as simulated)."""
+    present = _overlap(j.submitted_at, j.finished_at or hi, lo, hi)
+    return j.gpus * (present if j.work_s is None else min(present, j.work_s))
+
+
 def actual(demand: Demand) -> dict[str, dict[str, Any]]:
     """Per leaf budget, what happened: delivered, demand, attainment, wait p50/p90 (hours)."""
     lo, hi = demand.since, demand.now
@@ -117,7 +127,7 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
     for b in _leaves(demand.budgets):
         jobs = [j for j in demand.jobs if j.budget == b]
         delivered = sum(j.gpus * _overlap(s, e, lo, hi) for j in jobs if j.min_runtime > 0 for s, e, a in j.runs if a)
-        dem = sum(j.gpus * _overlap(j.submitted_at, j.finished_at or hi, lo, hi) for j in jobs if j.min_runtime > 0)
+        dem = sum(_demand(j, lo, hi) for j in jobs if j.min_runtime > 0)
         waits = [(j.first_start if j.first_start is not None else hi) - j.submitted_at for j in jobs]
         out[b] = _row(delivered, dem, ent.get(b, 0.0), waits)
     return out
@@ -173,10 +183,11 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
     ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon)
     if sim is not None:
         m = sim.run()
+        dem = window_demand(m, T0, horizon, 1)[0]  # one window, the whole replay: capped at each job's work
         for b in _leaves(new_budgets):
             simulated[b] = _row(
                 sum(m.delivered_day.get(b, [])),
-                sum(m.demand_day.get(b, [])),
+                dem.get(b, 0.0),
                 ent.get(b, 0.0),
                 m.waits_by_budget.get(b, []),
             )

@@ -11,7 +11,19 @@ from django.core.management import CommandError, call_command
 from scheduler.policy import UsageRecord
 from scheduler.policy.usage import windowed_usage
 from scheduler.sim.budgets import BudgetFileError, default_plan, parse_plan
-from scheduler.sim.simulate import SimConfig, WindowUsage, prepare, run_policy, simulate
+from scheduler.sim.simulate import (
+    DAY,
+    T0,
+    SimConfig,
+    TraceSim,
+    WindowUsage,
+    make_policy,
+    prepare,
+    run_policy,
+    simulate,
+    summarize,
+    window_demand,
+)
 from scheduler.trace import TraceError
 
 HEADER = "job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n"
@@ -202,3 +214,59 @@ def test_skipping_passes_that_cannot_act_changes_nothing(tmp_path: Path, monkeyp
     every = run_policy(inputs, "fifo")
     assert skipped["ticks"] < every["ticks"]
     assert strip(skipped) == strip(every)
+
+
+def _run(trace: str, policy: str, **kw: object) -> tuple[dict, list[dict[str, float]]]:
+    """One policy's summary and its per-window demand (GPU-seconds per budget)."""
+    inputs = prepare(small(trace, **kw))
+    fn, charge_all = make_policy(policy)
+    sim = TraceSim(inputs, fn, charge_all=charge_all)
+    m = sim.run()
+    return summarize(policy, inputs, sim, m), window_demand(m, T0, 7 * DAY, sim.days // 7)
+
+
+H = 3600
+E = 0.5 * 16 * 7 * 24 * H  # two equal budgets on 16 GPUs: 1,344 GPU-hours each per 7-day window
+
+
+def test_a_burst_of_short_waiting_jobs_asks_for_its_work_only(tmp_path: Path) -> None:
+    """aa submits 20 4-hour 8-GPU jobs at once on 16 GPUs: they wait up to ~40 h, but ask for 640 GPU-h."""
+    rows = [(0, "bb", 8, H)] + [(0, "aa", 8, 4 * H)] * 20
+    r, demand = _run(make_trace(tmp_path / "t.csv", rows), "fairway", hosts=2, unallocated_rule="none", days=7)
+    assert r["jobs"]["finished"] == 21
+    assert demand[0]["org/vc-aa"] == 20 * 8 * 4 * H  # at most each job's work, not GPUs × its wait
+    assert demand[0]["org/vc-bb"] == 8 * H
+    assert r["attainment"]["per_budget"] == {"org/vc-aa": [1.0], "org/vc-bb": [1.0]}
+    assert r["attainment"]["saturated_pairs"] == 0  # 640 GPU-h < E: not saturated
+    assert r["attainment"]["per_window_saturated_min"] == [None]
+
+
+def test_a_starving_budget_keeps_its_whole_demand(tmp_path: Path) -> None:
+    """Under fifo, aa's 10-day 16-GPU job holds the cluster; bb's two 10-day 8-GPU jobs wait until day 10."""
+    rows = [(0, "aa", 16, 10 * DAY), (60, "bb", 8, 10 * DAY), (60, "bb", 8, 10 * DAY)]
+    r, demand = _run(make_trace(tmp_path / "t.csv", rows), "fifo", hosts=2, unallocated_rule="none", days=14)
+    att = r["attainment"]
+    # window 0: bb asked for all 7 days (its remaining work is longer), got nothing
+    assert demand[0]["org/vc-bb"] == 16 * (7 * DAY - 60)
+    assert att["per_budget"]["org/vc-bb"][0] == 0.0
+    assert att["saturated_min"] == 0.0 and att["per_window_saturated_min"][0] == 0.0
+    # window 1: aa's running job needed 3 more days at its start (demand 16 GPUs × 3 days < E): served
+    assert demand[1]["org/vc-aa"] == 16 * 3 * DAY < E
+    assert att["per_budget"]["org/vc-aa"] == [1.0, 1.0]
+    # bb still needed 10 days each at day 7 and was present all window: saturated, got 4 days × 16 GPUs
+    assert demand[1]["org/vc-bb"] == 16 * 7 * DAY
+    assert att["per_budget"]["org/vc-bb"][1] == 1.0  # 1,536 GPU-h delivered ≥ E
+    assert att["saturated_pairs"] == 3
+
+
+def test_demand_at_a_window_start_is_the_work_still_needed(tmp_path: Path) -> None:
+    """Jobs crossing day 7 count at most their remaining work there: running (resume or restart) and pending."""
+    # aa's 9-day job runs from 0; bb's 8-GPU job of 3 days waits behind aa's second 8-GPU job (8 days)
+    rows = [(0, "aa", 8, 9 * DAY), (0, "aa", 8, 8 * DAY), (DAY, "bb", 8, 3 * DAY)]
+    trace = make_trace(tmp_path / "t.csv", rows)
+    for checkpoint in ("resume", "restart"):
+        _, demand = _run(trace, "fifo", hosts=2, unallocated_rule="none", days=14, checkpoint=checkpoint)
+        assert demand[1]["org/vc-aa"] == 8 * 2 * DAY + 8 * 1 * DAY  # 2 days and 1 day still to run
+        # bb waited from day 1 to 8 (present 6 of window 0, all 3 days still needed at day 7)
+        assert demand[0]["org/vc-bb"] == 8 * 3 * DAY
+        assert demand[1]["org/vc-bb"] == 8 * 3 * DAY

@@ -90,3 +90,17 @@ def test_shares_file_errors_name_the_line(recorded) -> None:  # noqa: ANN001
         parse_shares("shares:\n  vision: 1\n  nlp: many\n", budgets)
     new = parse_shares("shares:\n  vision: 4\n", budgets)
     assert [b.shares for b in new if b.name == "vision"] == [4]
+
+
+def test_demand_of_a_waiting_job_is_at_most_its_work(recorded) -> None:  # noqa: ANN001
+    """sam's job waited 24 h for 8 h of work: it asked for 8 × 8 GPU-h, not 8 × 32 (present 32 h)."""
+    demand = load_demand(None, timedelta(days=2), recorded)
+    result = whatif(demand, demand.budgets)
+    rows = {r["budget"]: r for r in result["budgets"]}
+    sam = rows["vision/sam"]["actual"]
+    assert sam["demand_gpu_h"] == pytest.approx(64, abs=0.1)
+    assert sam["attainment"] == 1.0  # all 64 GPU-h delivered
+    # olmo: five finished 8-hour jobs, and one still running (7 h so far: it needs the rest of the window)
+    assert rows["nlp/olmo"]["actual"]["demand_gpu_h"] == pytest.approx(5 * 64 + 7 * 8, abs=0.1)
+    assert rows["vision/sam"]["simulated"]["demand_gpu_h"] == pytest.approx(64, abs=0.1)
+    assert rows["nlp/olmo"]["simulated"]["demand_gpu_h"] == pytest.approx(5 * 64 + 7 * 8, abs=0.1)
