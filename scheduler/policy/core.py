@@ -13,6 +13,7 @@ from math import comb
 
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.reclaim import ReclaimIndex
+from scheduler.policy.screen import nothing_to_do
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import (
@@ -45,16 +46,22 @@ MAX_EXACT_GANG_SETS = 2000
 def schedule(snapshot: Snapshot) -> Decisions:
     """Run one scheduling pass over ``snapshot`` and return the decisions.
 
+    Without reasons (``snapshot.with_reasons`` False: simulations, estimates) a pass that
+    :func:`scheduler.policy.screen.nothing_to_do` proves idle returns empty decisions at once.
+
     Raises ValueError on an inconsistent snapshot (unknown parent budget, two roots).
     """
-    return _Pass(snapshot).run()
+    tree = BudgetTree(snapshot.budgets)
+    if not snapshot.with_reasons and nothing_to_do(snapshot, tree):
+        return Decisions()
+    return _Pass(snapshot, tree).run()
 
 
 class _Pass:
-    def __init__(self, snap: Snapshot) -> None:
+    def __init__(self, snap: Snapshot, tree: BudgetTree | None = None) -> None:
         self.snap = snap
         self.now = snap.now
-        self.tree = BudgetTree(snap.budgets)
+        self.tree = tree if tree is not None else BudgetTree(snap.budgets)
         self.pending: dict[str, Workload] = {w.id: w for w in snap.pending}
         noms = {wid: tuple(g) for wid, g in sorted(snap.nominations.items()) if wid in self.pending and g}
         self.state = ClusterState(list(snap.hosts), list(snap.attempts), noms, snap.now)

@@ -26,6 +26,8 @@ from scheduler.policy import (
     StopReason,
     schedule,
 )
+from scheduler.policy.screen import nothing_to_do
+from scheduler.policy.tree import BudgetTree
 from scheduler.policy.views import budget_usage
 from scheduler.sim.engine import Engine, SimWorkload
 
@@ -41,6 +43,7 @@ class CheckedEngine(Engine):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.pairs_this_instant: dict[int, set[tuple[str, str]]] = {}
         self.preemptors: dict[str, set[tuple[str, int]]] = {}
+        self.screened = 0
 
     def apply(self, dec: Decisions) -> None:
         snap = self.snapshot()
@@ -94,6 +97,10 @@ class CheckedEngine(Engine):
             budgets=random.Random(now + 3).sample(list(snap.budgets), len(snap.budgets)),
         )
         assert schedule(shuffled) == dec
+        # A pass the quick screen calls idle decides nothing (schedule() skips it without reasons).
+        if nothing_to_do(snap, BudgetTree(snap.budgets)):
+            assert not dec.changed, f"the screen called a deciding pass idle: {dec}"
+            self.screened += 1
         # Unallocated attempts never count in usage.
         only_alloc = replace(snap, attempts=[a for a in snap.attempts if a.allocated])
         assert budget_usage(only_alloc) == budget_usage(snap)

@@ -1,0 +1,76 @@
+"""The idle screen (scheduler/policy/screen.py): it calls a pass idle only when the pass decides nothing.
+
+The property test (test_properties.py) checks the "only when" on every pass of random clusters;
+these cases show it does call the common idle passes of a busy cluster idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.policy import GpuHealth, HostState, schedule
+from scheduler.policy.screen import nothing_to_do
+from scheduler.policy.tree import BudgetTree
+from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
+
+BUDGETS = ["org/a", "org/b"]
+
+
+def _full(budget: str, protected: bool) -> list:
+    started = T0 - H // 2 if protected else T0 - 3 * H
+    return [running(f"{budget}-{i}", budget, [("h1", i)], started=started) for i in range(8)]
+
+
+def _idle(s) -> bool:  # noqa: ANN001
+    return nothing_to_do(s, BudgetTree(s.budgets))
+
+
+def _tree():  # noqa: ANN202
+    return tree(*BUDGETS)
+
+
+def test_full_cluster_of_protected_work_is_idle_and_the_pass_agrees() -> None:
+    s = snap([host("h1")], _tree(), _full("org/b", protected=True), [pending("p", "org/a", 1)])
+    assert _idle(s)
+    assert not schedule(replace(s, with_reasons=True)).changed
+
+
+def test_more_served_budget_cannot_preempt_so_idle() -> None:
+    # a has used far more than b: rule 2 forbids a to take b's unprotected GPUs.
+    s = snap([host("h1")], _tree(), _full("org/b", protected=False), [pending("p", "org/a", 1)], [lump("org/a", 500)])
+    assert _idle(s)
+    assert not schedule(replace(s, with_reasons=True)).changed
+
+
+def test_less_served_budget_with_unprotected_victims_is_not_idle() -> None:
+    s = snap([host("h1")], _tree(), _full("org/b", protected=False), [pending("p", "org/a", 1)], [lump("org/b", 500)])
+    assert not _idle(s)
+    assert schedule(s).stops
+
+
+def test_free_gpu_nomination_drain_and_fault_are_not_idle() -> None:
+    work = _full("org/b", protected=True)
+    one_free = snap([host("h1")], _tree(), work[:-1], [pending("p", "org/a", 1)])
+    assert not _idle(one_free)
+    nominated = snap([host("h1")], _tree(), work, [pending("p", "org/a", 1)], nominations={"p": (("h1", 0),)})
+    assert not _idle(nominated)
+    draining = snap([host("h1", state=HostState.DRAINING)], _tree(), work, [])
+    assert not _idle(draining)
+    sick = host("h1")
+    sick = replace(sick, gpu_health={**sick.gpu_health, 3: GpuHealth.UNHEALTHY})
+    assert not _idle(snap([sick], _tree(), work, []))
+
+
+def test_unallocated_work_is_room_for_allocated_only() -> None:
+    scavengers = [running(f"u{i}", "org/b", [("h1", i)], m=0) for i in range(8)]
+    assert not _idle(snap([host("h1")], _tree(), scavengers, [pending("p", "org/a", 1)]))
+    assert _idle(snap([host("h1")], _tree(), scavengers, [pending("p", "org/a", 1, m=0)]))
+
+
+def test_gang_needs_whole_vacatable_hosts() -> None:
+    hosts = [host("h1"), host("h2")]
+    b_unprotected = _full("org/b", protected=False)
+    a_protected = [running(f"a{i}", "org/a", [("h2", i)], started=T0 - H // 2) for i in range(8)]
+    s = snap(hosts, _tree(), b_unprotected + a_protected, [pending("g", "org/a", 16)], [lump("org/b", 500)])
+    assert _idle(s)  # h2 holds a's own protected work: only one host could be vacated
+    assert not schedule(replace(s, with_reasons=True)).changed
