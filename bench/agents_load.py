@@ -9,35 +9,49 @@ What it does, all on loopback:
    ``do_register_host`` (N × ``--gpus`` H100), a budget ``org/load`` and a user.
 2. Starts ``manage.py serve --with-worker --with-clock`` as a subprocess on ``REDIS_URL`` (default
    ``redis://127.0.0.1:6379/7``, flushed first) through this file's ``--serve-timed`` mode, which
-   only wraps the consumer's handling of a heartbeat with a timer (see below) and then runs ``serve``.
+   only wraps the web process's heartbeat flush with timers (see below) and then runs ``serve``.
 3. Connects N asyncio websocket clients speaking ``agent/protocol.py``: ``hello`` with their GPUs,
    then a ``heartbeat`` with ``--gpus`` samples every ``--heartbeat`` seconds (random phase). A
    ``start`` is answered ``attempt started`` (and the attempt is then reported running); the
    receipt time of the first ``start`` of every attempt is recorded.
-4. Once every agent is connected (the ramp is not measured), it measures for ``--duration``
-   seconds, submitting ``--workloads`` workloads through ``do_submit_workload`` spread over the
-   first half of the window, so the server's ticks place them on the simulated hosts.
+4. Once every agent is connected and ``--settle`` seconds more have passed (the ramp and the
+   aftermath of its hellos are not measured), it measures for ``--duration`` seconds, submitting
+   ``--workloads`` workloads through ``do_submit_workload`` spread over the first half of the
+   window, so the server's ticks place them on the simulated hosts.
 
 Figures:
 
 - messages per second: every frame agents sent plus every frame they received in the window.
-- heartbeat handling time (p50/p99): measured **server-side**: the protocol has no answer to a
-  heartbeat, so a client-side round trip would need a probe the server does not normally see. The
-  ``--serve-timed`` wrapper times ``AgentConsumer.dispatch_message`` for each heartbeat (decode
-  excluded; the database work in the sync thread, the desired-state reconcile and the sends
-  included, and the wait for the sync thread, which is where saturation shows) and writes the
-  durations to a file this script reads.
+- heartbeat handling time (p50/p99): measured **server-side**, from the receipt of a heartbeat
+  (the consumer stamps it) to the commit of the flush that wrote it: the time it waited in the
+  web process's buffer plus the flush (``lifecycle.record_heartbeats``), the wait for the flush
+  thread included, which is where saturation shows. The protocol has no answer to a heartbeat,
+  so a client-side round trip would need a probe the server does not normally see.
+- flushes: how many, hosts per flush, database queries per flush (the write and the desired
+  state of every host of the batch, counted in the flush thread), flush duration.
 - start-command latency (p50/p99/max): agent receipt time of ``start`` minus ``Attempt.placed_at``,
   the time the tick decided the placement — a little *before* its commit, so this is an upper bound
   of commit → agent (same machine, same clock).
 
-Measured on the 2-core development box (bench clients, server, PostgreSQL and Redis sharing it;
-``--conn-max-age 60``): 200 agents: 47 msg/s, heartbeat p50 693 ms / p99 1.69 s, start p99 0.99 s;
-1,000 agents: saturated (106 heartbeats/s offered, ~18/s handled; heartbeat p50 16 s, start p99
-19.9 s; with the settings' CONN_MAX_AGE=0 worse: ~4/s handled, no start delivered in the window).
-The ceiling is the one thread-sensitive sync thread of ``database_sync_to_async`` that serializes
-every database touch of the process, at ~15-20 ms per heartbeat transaction here (8 queries +
-reconcile, commit fsync included).
+Measured on the 2-core development box (bench clients, server, PostgreSQL and Redis sharing it,
+and another engineer's benchmarks taking about 1.8 of its 2 cores throughout; psycopg pool;
+``--settle 15``; heartbeats coalesced and written once per second, see scheduler/gateway.py):
+
+- 1,000 agents: 202 msg/s (200 heartbeats/s offered, all handled); heartbeat receipt → committed
+  p50 763 ms / p99 1.79 s; flushes of p50 185 hosts in 5 queries each whatever their size
+  (1,000 hosts: 5 too), flush p50 104 ms / p99 841 ms; start latency p50 379 ms / p99 956 ms
+  (max 1.06 s; 53 starts: the bench's own submitter, sharing a process with the 1,000 clients,
+  got 55 of the 500 workloads in). Without ``--settle`` the first ~10 s after the ramp (1,000
+  hellos' ticks and pushes, a 1,000-host flush) reached start p99 5.2 s (p50 414 ms).
+- 200 agents: 44 msg/s; heartbeat p50 541 ms / p99 1.01 s (the flush interval, mostly); flush
+  p50 17 ms, 5 queries; start latency p50 101 ms / p99 243 ms (100 workloads).
+
+Before (one transaction per heartbeat on Channels' single thread-sensitive sync thread, ~8
+queries + a reconcile, ``--conn-max-age 60``): 200 agents 47 msg/s, heartbeat p50 693 ms / p99
+1.69 s, start p99 0.99 s; 1,000 agents saturated (~18 heartbeats/s handled, heartbeat p50 16 s,
+start p99 19.9 s). The remaining cost is PostgreSQL's: every stored sample rewrites 8 GPU rows
+and 8 per-minute roll-up rows (mostly not HOT updates here, so every index is written too),
+which is why samples are stored every third heartbeat per host (15 s at most).
 
 Bounded: the ramp is limited to ``--ramp-timeout`` seconds, the run to ``--duration``; the server
 is terminated (then killed) at the end whatever happens.
@@ -86,7 +100,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 def serve_timed(out: str, port: int) -> None:
-    """Run ``manage.py serve`` with heartbeat handling timed into ``out`` (JSON list of seconds)."""
+    """Run ``manage.py serve`` with heartbeat handling timed into ``out`` (JSON: see :func:`report`)."""
     _raise_fd_limit()
     import django
 
@@ -96,29 +110,43 @@ def serve_timed(out: str, port: int) -> None:
 
     if os.environ.get("BENCH_CONN_MAX_AGE"):
         settings.DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["BENCH_CONN_MAX_AGE"])
+        settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)  # the pool needs CONN_MAX_AGE 0
 
-    from agent import protocol
-    from scheduler import consumers
+    from django.db import connection
 
-    durations: list[float] = []
-    original = consumers.AgentConsumer.dispatch_message
+    from scheduler import gateway, lifecycle
 
-    async def timed(self: Any, msg: protocol.Message) -> None:
-        if not isinstance(msg, protocol.Heartbeat):
-            return await original(self, msg)
+    waits: list[float] = []  # per heartbeat: receipt → its flush committed (s)
+    flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
+    record, flush_heartbeats = lifecycle.record_heartbeats, gateway.flush_heartbeats
+
+    def timed_record(reports: Any) -> None:
+        record(reports)  # commits before it returns
+        now = time.time()
+        waits.extend(now - r.received_at.timestamp() for r in reports)
+
+    def counted_flush(reports: Any, views: Any) -> Any:
+        queries = 0
+
+        def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+            nonlocal queries
+            queries += 1
+            return execute(sql, params, many, context)
+
         began = time.perf_counter()
-        try:
-            return await original(self, msg)
-        finally:
-            durations.append(time.perf_counter() - began)
+        with connection.execute_wrapper(count):
+            result = flush_heartbeats(reports, views)
+        flushes.append([len(reports), queries, time.perf_counter() - began])
+        return result
 
-    consumers.AgentConsumer.dispatch_message = timed
+    lifecycle.record_heartbeats = timed_record
+    gateway.flush_heartbeats = counted_flush
 
     def flush() -> None:
         while True:
             time.sleep(1.0)
             tmp = out + ".tmp"
-            Path(tmp).write_text(json.dumps(list(durations)))
+            Path(tmp).write_text(json.dumps({"heartbeats": list(waits), "flushes": list(flushes)}))
             os.replace(tmp, out)
 
     threading.Thread(target=flush, daemon=True).start()
@@ -312,6 +340,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
         await asyncio.sleep(0.5)
     ramp = time.monotonic() - ramp_began
     print(f"ramp: {stats.connected}/{len(hosts)} agents connected in {ramp:.1f}s ({len(stats.errors)} errors)")
+    await asyncio.sleep(args.settle)  # the hellos' aftermath (ticks, pushes, a first full flush) is the ramp's
     stats.measuring = True
     window_began = time.monotonic()
     submitter = asyncio.create_task(submit_workloads(args.workloads, args.duration / 2))
@@ -333,11 +362,12 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=None, help="workloads submitted (default agents/2)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--ramp-timeout", type=float, default=180.0)
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds between the ramp and the window")
     parser.add_argument(
         "--conn-max-age",
         type=int,
         default=None,
-        help="the server's CONN_MAX_AGE (s) for this run; default: the settings' (0: a connection per message)",
+        help="the server's CONN_MAX_AGE (s) for this run, without the connection pool; default: the settings' pool",
     )
     parser.add_argument("--serve-timed", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -347,6 +377,7 @@ def main() -> None:
     os.environ.setdefault("REDIS_URL", DEFAULT_REDIS)
     os.environ["FAIRWAY_HEARTBEAT_S"] = str(args.heartbeat)
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("FAIRWAY_DB_POOL", "true")  # as in production (FAIRWAY_ENV=production)
     if args.conn_max_age is not None:
         os.environ["BENCH_CONN_MAX_AGE"] = str(args.conn_max_age)
     if args.serve_timed:
@@ -400,19 +431,29 @@ def _wait_port(port: int, timeout: float) -> None:
     raise SystemExit(f"the server did not listen on port {port} within {timeout:.0f}s")
 
 
+def _connections_label() -> str:
+    if os.environ.get("BENCH_CONN_MAX_AGE"):
+        return f"CONN_MAX_AGE {os.environ['BENCH_CONN_MAX_AGE']} s, no pool"
+    from django.conf import settings
+
+    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    return f"psycopg pool {pool}" if pool else "CONN_MAX_AGE 0, no pool"
+
+
 def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path) -> None:
     from django.db import close_old_connections
 
-    from scheduler.models import Attempt
+    from scheduler.models import Attempt, Workload
 
     close_old_connections()
-    durations = json.loads(timings.read_text()) if timings.exists() else []
+    timed = json.loads(timings.read_text()) if timings.exists() else {}
+    durations, flushes = timed.get("heartbeats", []), timed.get("flushes", [])
     placed = dict(Attempt.objects.filter(pk__in=list(stats.starts)).values_list("pk", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
-    n_attempts = Attempt.objects.count()
+    n_attempts, n_workloads = Attempt.objects.count(), Workload.objects.count()
     print(
         f"agents: {stats.connected} connected, {args.gpus} GPUs each, heartbeat every {args.heartbeat:g}s; "
-        f"server CONN_MAX_AGE: {os.environ.get('BENCH_CONN_MAX_AGE', 'from settings')}"
+        f"server connections: {_connections_label()}"
     )
     print(
         f"messages/s: {(stats.sent + stats.received) / window:.0f} "
@@ -421,12 +462,20 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     )
     ms = [d * 1000 for d in durations]
     print(
-        f"heartbeat handling (server-side, {len(ms)} heartbeats incl. ramp): "
+        f"heartbeat handling (receipt → its flush committed, {len(ms)} heartbeats incl. ramp): "
         f"p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, max {max(ms, default=float('nan')):.1f} ms"
     )
+    if flushes:
+        hosts, queries, secs = ([f[i] for f in flushes] for i in range(3))
+        print(
+            f"flushes: {len(flushes)}, hosts per flush p50 {pct(hosts, 50):.0f} / max {max(hosts):.0f}, "
+            f"queries per flush (write + desired state) p50 {pct(queries, 50):.0f} / max {max(queries):.0f}, "
+            f"flush duration p50 {pct(secs, 50) * 1000:.0f} ms / p99 {pct(secs, 99) * 1000:.0f} ms"
+        )
     lat = [x * 1000 for x in latencies]
     print(
-        f"start commands: {len(lat)} attempts started of {n_attempts} placed ({args.workloads} workloads submitted); "
+        f"start commands: {len(lat)} attempts started of {n_attempts} placed "
+        f"({n_workloads} of {args.workloads} workloads submitted in the window); "
         f"placed_at → agent receipt p50 {pct(lat, 50):.0f} ms, p99 {pct(lat, 99):.0f} ms, "
         f"max {max(lat, default=float('nan')):.0f} ms"
     )
