@@ -692,6 +692,14 @@ class _Pass:
             for hv in self._hosts_by_model.get(w.model, ()):
                 if not hv.active or hv.name in self.reserved:
                     continue
+                # Upper bound on the room ever made here: healthy GPUs less allocated work that
+                # is never room for w (forbidden by rule 2, or its own budget's).
+                bound = len(hv.healthy)
+                for v, counts in self._agg.get(hv.name, {}).items():
+                    if classes.get(v, NEVER) != NOW:
+                        bound -= counts[0] + counts[1]
+                if bound < w.gpus:
+                    continue
                 have = len(hv.free)
                 times: list[tuple[int, int]] = []
                 for aid in hv.attempts:

@@ -45,7 +45,9 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
         return False
     now = snap.now
     largest: dict[str, int] = {}
-    healthy: dict[str, frozenset[int]] = {}
+    n_healthy: dict[str, int] = {}  # host -> healthy GPUs
+    gpus_of: dict[str, dict[int, GpuHealth]] = {}
+    sick: dict[str, set[int]] = {}  # host -> unhealthy GPU indices (hosts with any)
     active: dict[str, bool] = {}
     model_of: dict[str, str] = {}
     size_of: dict[str, int] = {}
@@ -53,7 +55,10 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
         if h.state == HostState.DRAINING:
             return False
         largest[h.model] = max(largest.get(h.model, 0), h.size)
-        healthy[h.name] = frozenset(i for i, g in h.gpu_health.items() if g != GpuHealth.UNHEALTHY)
+        if GpuHealth.UNHEALTHY in h.gpu_health.values():
+            sick[h.name] = {i for i, g in h.gpu_health.items() if g == GpuHealth.UNHEALTHY}
+        n_healthy[h.name] = len(h.gpu_health) - len(sick.get(h.name, ()))
+        gpus_of[h.name] = h.gpu_health
         active[h.name] = h.state == HostState.ACTIVE
         model_of[h.name] = h.model
         size_of[h.name] = h.size
@@ -64,38 +69,42 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
     victim_budgets: set[str] = set()
     for a in snap.attempts:
         kind = 0 if a.stopping or a.protected_at(now) else 1 if not a.allocated else 2
+        on: dict[str, int] = {}
         for h, i in a.gpus:
-            ok = healthy.get(h)
-            if ok is None:
-                continue
-            if i not in ok:
+            known = gpus_of.get(h)
+            if known is None or i not in known:
+                continue  # not a GPU of this cluster: the pass ignores it too
+            bad = sick.get(h)
+            if bad is not None and i in bad:
                 if not a.stopping:
                     return False  # a fault stop is due
                 continue
-            held[h] = held.get(h, 0) + 1
+            on[h] = on.get(h, 0) + 1
+        for h, n in on.items():
+            held[h] = held.get(h, 0) + n
             if kind == 0:
                 blocked.add(h)
             elif kind == 1:
-                base[h] = base.get(h, 0) + 1
+                base[h] = base.get(h, 0) + n
             else:
                 per = unprot.setdefault(h, {})
-                per[a.budget] = per.get(a.budget, 0) + 1
+                per[a.budget] = per.get(a.budget, 0) + n
                 victim_budgets.add(a.budget)
     free: dict[str, int] = {}
     most_free: dict[str, int] = {}
     whole_free: dict[str, int] = {}
     most_base: dict[str, int] = {}  # model -> most free + unallocated GPUs on one host
     vacatable_base: dict[str, int] = {}  # model -> whole hosts holding only free GPUs and unallocated work
-    for name, ok in healthy.items():
+    for name, healthy in n_healthy.items():
         if not active[name]:
             continue
-        f = len(ok) - held.get(name, 0)
+        f = healthy - held.get(name, 0)
         free[name] = f
         m = model_of[name]
         most_free[m] = max(most_free.get(m, 0), f)
         room = f + base.get(name, 0)
         most_base[m] = max(most_base.get(m, 0), room)
-        whole = size_of[name] == largest[m] and len(ok) == size_of[name]
+        whole = size_of[name] == largest[m] == healthy
         if whole and f == size_of[name]:
             whole_free[m] = whole_free.get(m, 0) + 1
         if whole and room == size_of[name] and name not in blocked:
@@ -150,7 +159,7 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
             room = free[name] + base.get(name, 0) + extra
             if room >= need:
                 return False
-            whole = room == size_of[name] == largest[model] == len(healthy[name])
+            whole = room == size_of[name] == largest[model] == n_healthy[name]
             if hosts_needed != NONE and whole and name not in blocked:
                 vacatable += 1
         if vacatable >= hosts_needed:
