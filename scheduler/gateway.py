@@ -324,7 +324,7 @@ class AgentHub:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.loop = loop
+        self.loop = weakref.ref(loop)  # the hub lives as long as its loop (_hubs is keyed by it)
         self.links: dict[int, AgentLink] = {}
         self.buffer: dict[int, _Buffered] = {}
         self.pushed: dict[int, AgentLink] = {}
@@ -339,7 +339,7 @@ class AgentHub:
         """``link`` speaks for ``host_id`` from now on (after its hello)."""
         self.links[host_id] = link
         if self.flusher is None or self.flusher.done():
-            self.flusher = self.loop.create_task(self._flush_loop())
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_loop())
 
     def unregister(self, host_id: int, link: AgentLink) -> None:
         if self.links.get(host_id) is link:
@@ -356,13 +356,13 @@ class AgentHub:
             samples = [dataclasses.replace(s, xids=tuple(sorted({*s.xids, *xids.get(s.index, ())}))) for s in samples]
         self.buffer[host_id] = _Buffered(link, received_at, samples)
         if self.flusher is None or self.flusher.done():
-            self.flusher = self.loop.create_task(self._flush_loop())
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_loop())
 
     def reconcile(self, host_id: int, link: AgentLink) -> None:
         """Send ``link`` what its host lacks, as soon as possible (batched with other pushes)."""
         self.pushed[host_id] = link
         if self.pusher is None or self.pusher.done():
-            self.pusher = self.loop.create_task(self._push_loop())
+            self.pusher = asyncio.get_running_loop().create_task(self._push_loop())
 
     async def _flush_loop(self) -> None:
         began = time.monotonic()
@@ -418,7 +418,7 @@ class AgentHub:
         for hid, cmds in commands.items():
             link = links.get(hid)
             if cmds and link is not None and link.live:
-                task = self.loop.create_task(link.deliver(cmds))
+                task = asyncio.get_running_loop().create_task(link.deliver(cmds))
                 self.deliveries.add(task)
                 task.add_done_callback(self.deliveries.discard)
 
