@@ -93,6 +93,7 @@ class _ScratchDatabase:
         self.old_test_name = test.get("NAME")
         # SQLite: a shared-cache in-memory database; PostgreSQL: a database of this process.
         test["NAME"] = ":memory:" if connection.vendor == "sqlite" else f"fairway_scenario_{os.getpid()}"
+        _close_pool()  # a connection pool is bound to the database it was opened on
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
 
     def drop(self) -> None:
@@ -101,6 +102,14 @@ class _ScratchDatabase:
         # Django ignores close() while the name is an in-memory database's, so the connection
         # would stay on the scratch database: close it now that the name is the configured one.
         connection.close()
+        _close_pool()
+
+
+def _close_pool() -> None:
+    """Close the psycopg pool of the default connection, if any (``FAIRWAY_DB_POOL``)."""
+    close_pool = getattr(connection, "close_pool", None)
+    if close_pool is not None:
+        close_pool()
 
 
 class DbBackend:
