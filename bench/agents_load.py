@@ -16,8 +16,8 @@ What it does, all on loopback:
    receipt time of the first ``start`` of every attempt is recorded.
 4. Once every agent is connected and ``--settle`` seconds more have passed (the ramp and the
    aftermath of its hellos are not measured), it measures for ``--duration`` seconds, submitting
-   ``--workloads`` workloads through ``do_submit_workload`` spread over the first half of the
-   window, so the server's ticks place them on the simulated hosts.
+   ``--workloads`` workloads through ``do_submit_workload`` (from a process of its own) spread
+   over the first half of the window, so the server's ticks place them on the simulated hosts.
 
 Figures:
 
@@ -292,20 +292,23 @@ def _fields(msg: Any) -> dict[str, Any]:
     return {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
 
 
-async def submit_workloads(count: int, over: float) -> None:
-    """Submit ``count`` workloads (1, 2, 4 or 8 GPUs) through the service, spread over ``over`` seconds."""
-    from asgiref.sync import sync_to_async
+def submit_workloads(count: int, over: float) -> None:
+    """Submit ``count`` workloads (1, 2, 4 or 8 GPUs) through the service, spread over ``over`` seconds.
 
-    @sync_to_async
+    Runs in its own process (``--submit``): in the clients' process it would compete with 1,000
+    websocket clients for one interpreter and fall far behind.
+    """
+    import django
+
+    django.setup()
+    from accounts.models import User
+    from scheduler.services import do_submit_workload
+
+    user = User.objects.get(username="bench")
+
     def submit(i: int) -> None:
-        from django.db import close_old_connections
-
-        from accounts.models import User
-        from scheduler.services import do_submit_workload
-
-        close_old_connections()
         do_submit_workload(
-            User.objects.get(username="bench"),
+            user,
             name=f"load-{i}",
             budget="load",
             cluster="load",
@@ -324,8 +327,8 @@ async def submit_workloads(count: int, over: float) -> None:
         began = time.monotonic()
         for _ in range(n):
             i += 1
-            await submit(i)
-        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+            submit(i)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
 
 
 async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url: str) -> tuple[Stats, float]:
@@ -343,12 +346,16 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     await asyncio.sleep(args.settle)  # the hellos' aftermath (ticks, pushes, a first full flush) is the ramp's
     stats.measuring = True
     window_began = time.monotonic()
-    submitter = asyncio.create_task(submit_workloads(args.workloads, args.duration / 2))
+    submitter = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--submit", f"{args.workloads}:{args.duration / 2}", cwd=ROOT
+    )
     await asyncio.sleep(args.duration)
     stats.measuring = False
     window = time.monotonic() - window_began
     stop.set()
-    submitter.cancel()
+    if submitter.returncode is None:
+        submitter.kill()
+    await submitter.wait()
     await asyncio.wait(tasks, timeout=15)
     return stats, window
 
@@ -370,6 +377,7 @@ def main() -> None:
         help="the server's CONN_MAX_AGE (s) for this run, without the connection pool; default: the settings' pool",
     )
     parser.add_argument("--serve-timed", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--submit", metavar="COUNT:SECONDS", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.workloads is None:
         args.workloads = max(1, args.agents // 2)
@@ -382,6 +390,10 @@ def main() -> None:
         os.environ["BENCH_CONN_MAX_AGE"] = str(args.conn_max_age)
     if args.serve_timed:
         serve_timed(args.serve_timed, args.port)
+        return
+    if args.submit:
+        count, over = args.submit.split(":")
+        submit_workloads(int(count), float(over))
         return
     _raise_fd_limit()
     import redis
