@@ -315,6 +315,16 @@ class _Pass:
             count = self._size_count[key] = sum(1 for hv in self._hosts_by_model[w.model] if hv.size == largest)
         return count < k
 
+    def _fits_free(self, w: Workload) -> bool:
+        """True when free GPUs (reservations ignored) could hold ``w`` now: one host, or whole hosts."""
+        buckets = self.state.buckets.get(w.model)
+        if not buckets:
+            return False
+        if not self._is_gang(w):
+            return any(count >= w.gpus and hosts for count, hosts in buckets.items())
+        size = self.state.largest[w.model]
+        return len(buckets.get(size, ())) >= w.gpus // size
+
     def _is_gang(self, w: Workload) -> bool:
         return w.gpus > self.state.largest.get(w.model, 0)
 
@@ -981,10 +991,13 @@ class _Pass:
         self.dec.pending[w.id] = PendingInfo(info.reason, dict(info.detail))
 
     def _reason(self, w: Workload, reason: PendingReason, detail: dict[str, object]) -> None:
-        self.dec.pending[w.id] = PendingInfo(reason, detail)
+        if self.snap.with_reasons:
+            self.dec.pending[w.id] = PendingInfo(reason, detail)
 
     # ---------------------------------------------------- unallocated pass
     def _dispatch_unallocated(self, queues: dict[str, list[Workload]]) -> None:
+        if not self.snap.with_reasons and not any(self._fits_free(w) for q in queues.values() for w in q):
+            return  # nothing can start, and no reasons are wanted
         disp = Dispatcher(self.tree, self.load, queues)
         smallest_failed: dict[str, int] = {}
         while True:

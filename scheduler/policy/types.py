@@ -191,6 +191,8 @@ class Snapshot:
     ``usage`` holds closed allocated intervals and lumps (running attempts add
     their own time). ``nominations`` maps a pending workload id to the GPUs
     being freed for it (§3.4). ``window`` is the lookback W in seconds.
+    ``with_reasons`` False (simulations, estimated starts) leaves ``Decisions.pending`` empty
+    and lets the pass skip work that only explains (DESIGN.md §3.8 allows it in simulation).
     """
 
     now: int
