@@ -189,7 +189,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            # redis-py 8 reads with a 5 s socket timeout by default, exactly channels-redis's 5 s
+            # BZPOPMIN: a busy event loop then kills consumers with TimeoutError; and its pool of
+            # 100 connections is too small for a web process holding ~1,000 agents.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "max_connections": 1000}],
+                "capacity": 1000,
+                "expiry": 30,
+            },
         }
     }
     DRAMATIQ_BROKER = {
