@@ -33,18 +33,19 @@ Figures:
   the time the tick decided the placement — a little *before* its commit, so this is an upper bound
   of commit → agent (same machine, same clock).
 
-Measured on the 2-core development box (bench clients, server, PostgreSQL and Redis sharing it,
-and another engineer's benchmarks taking about 1.8 of its 2 cores throughout; psycopg pool;
-``--settle 15``; heartbeats coalesced and written once per second, see scheduler/gateway.py):
+Measured on the 2-core development box, nothing else running (bench clients, server, PostgreSQL
+and Redis sharing it; psycopg pool; ``--settle 15``; heartbeats coalesced and written once per
+second, see scheduler/gateway.py):
 
-- 1,000 agents: 202 msg/s (200 heartbeats/s offered, all handled); heartbeat receipt → committed
-  p50 763 ms / p99 1.79 s; flushes of p50 185 hosts in 5 queries each whatever their size
-  (1,000 hosts: 5 too), flush p50 104 ms / p99 841 ms; start latency p50 379 ms / p99 956 ms
-  (max 1.06 s; 53 starts: the bench's own submitter, sharing a process with the 1,000 clients,
-  got 55 of the 500 workloads in). Without ``--settle`` the first ~10 s after the ramp (1,000
-  hellos' ticks and pushes, a 1,000-host flush) reached start p99 5.2 s (p50 414 ms).
-- 200 agents: 44 msg/s; heartbeat p50 541 ms / p99 1.01 s (the flush interval, mostly); flush
-  p50 17 ms, 5 queries; start latency p50 101 ms / p99 243 ms (100 workloads).
+- 1,000 agents: 204 msg/s (200 heartbeats/s offered, all handled); heartbeat receipt → committed
+  p50 660 ms / p99 1.86 s; flushes of p50 194 hosts in 5 queries each whatever their size (965
+  hosts: 6), flush p50 90 ms / p99 640 ms; **start latency p50 324 ms / p99 851 ms** (82 starts:
+  the submitter, in its own process on the same 2 cores, got 82 of the 500 workloads in); no
+  errors. Before the channel layer's Redis socket timeout was raised to 30 s (redis-py 8's 5 s
+  default equals channels-redis's BZPOPMIN), the same run logged 840 consumer crashes.
+- 200 agents (an earlier run, another engineer's benchmarks on the cores): 44 msg/s; heartbeat
+  p50 541 ms / p99 1.01 s (the flush interval, mostly); flush p50 17 ms, 5 queries; start latency
+  p50 101 ms / p99 243 ms (100 workloads).
 
 Before (one transaction per heartbeat on Channels' single thread-sensitive sync thread, ~8
 queries + a reconcile, ``--conn-max-age 60``): 200 agents 47 msg/s, heartbeat p50 693 ms / p99
