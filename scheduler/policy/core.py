@@ -275,16 +275,8 @@ class _Pass:
         return float(self.ratio(budget, extra) / denom)
 
     def rule2(self, w: Workload, victim_budget: str) -> bool:
-        """§3.4 rule 2: r(A) counting P's commitment strictly below r(B)."""
-        if victim_budget == w.budget:
-            return False
-        split = self.tree.split(w.budget, victim_budget)
-        if split is None:
-            return False
-        a, b = split
-        sa = self.tree.budgets[a].shares
-        sb = self.tree.budgets[b].shares
-        return (self.load[a] + w.gpus * w.min_runtime) * sb < self.load[b] * sa
+        """§3.4 rule 2 for ``w`` and a victim of ``victim_budget`` (:meth:`BudgetTree.rule2`)."""
+        return self.tree.rule2(self.load, w.budget, w.gpus * w.min_runtime, victim_budget)
 
     def victim_class(self, w: Workload, av: AttemptView) -> int:
         """How the attempt counts as room for ``w`` (NOW, LATER, FORBIDDEN, NEVER)."""

@@ -146,7 +146,7 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
             return False
     loads = _loads(snap, tree)
     for (p, model), (need, hosts_needed, commitment) in want.items():
-        allowed = {v for v in victim_budgets if _rule2(tree, loads, p, commitment, v)}
+        allowed = {v for v in victim_budgets if v in tree.budgets and tree.rule2(loads, p, commitment, v)}
         if not allowed:
             continue  # room is free GPUs and unallocated work only: checked above
         vacatable = vacatable_base.get(model, 0)
@@ -173,14 +173,3 @@ def _loads(snap: Snapshot, tree: BudgetTree) -> dict[str, int]:
     for k, v in committed_usage(snap.attempts, snap.now, {}, {}).items():
         own[k] = own.get(k, 0) + v
     return tree.roll_up(own)
-
-
-def _rule2(tree: BudgetTree, loads: dict[str, int], p: str, commitment: int, v: str) -> bool:
-    """§3.4 rule 2 for a workload of budget ``p`` committing ``commitment`` GPU-seconds, victim budget ``v``."""
-    if v == p or v not in tree.budgets:
-        return False
-    split = tree.split(p, v)
-    if split is None:
-        return False
-    a, b = split
-    return (loads[a] + commitment) * tree.budgets[b].shares < loads[b] * tree.budgets[a].shares

@@ -97,6 +97,19 @@ class BudgetTree:
         self._splits[key] = out
         return out
 
+    def rule2(self, load: Mapping[str, int], p: str, commitment: int, v: str) -> bool:
+        """§3.4 rule 2: may work of budget ``p`` committing ``commitment`` GPU-seconds take
+        allocated work of budget ``v``? ``r(A)`` with the commitment strictly below ``r(B)``,
+        ``(A, B)`` = :meth:`split`; ``load`` is ``U + C`` per budget in GPU-seconds. Never for
+        ``v == p`` (or one containing the other)."""
+        if v == p:
+            return False
+        split = self.split(p, v)
+        if split is None:
+            return False
+        a, b = split
+        return (load[a] + commitment) * self.budgets[b].shares < load[b] * self.budgets[a].shares
+
     def normalized_shares(self, live: set[str]) -> dict[str, Fraction]:
         """``s(b)`` for every budget: shares over the live siblings' shares × ``s(parent)``.
 
