@@ -31,7 +31,7 @@ from scheduler.policy.types import (
     StopReason,
     Workload,
 )
-from scheduler.policy.usage import committed_usage, windowed_usage
+from scheduler.policy.usage import committed_usage, own_load, windowed_usage
 
 # Victim classes of an open attempt, seen from one pending workload P.
 NOW = 0  # rule 1 and 2 allow it now (unallocated, or unprotected and rule 2 holds)
@@ -69,10 +69,7 @@ class _Pass:
         own_u = windowed_usage(snap.usage, snap.attempts, self.now, snap.window)
         own_c = committed_usage(snap.attempts, self.now, noms, self.pending)
         self.usage = self.tree.roll_up(own_u)
-        both = dict(own_u)
-        for k, v in own_c.items():
-            both[k] = both.get(k, 0) + v
-        self.load: dict[str, int] = self.tree.roll_up(both)
+        self.load: dict[str, int] = self.tree.roll_up(own_load(own_u, own_c))
         self.total_gpus = sum(h.size for h in snap.hosts)
         self.dec = Decisions()
         self.gen = 0

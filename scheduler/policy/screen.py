@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import GpuHealth, HostState, OnCap, Snapshot
-from scheduler.policy.usage import committed_usage, windowed_usage
+from scheduler.policy.usage import committed_usage, own_load, windowed_usage
 
 NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
 
@@ -169,7 +169,5 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
 
 def _loads(snap: Snapshot, tree: BudgetTree) -> dict[str, int]:
     """``U + C`` per budget, rolled up the tree (as the pass computes it, no nominations)."""
-    own = dict(windowed_usage(snap.usage, snap.attempts, snap.now, snap.window))
-    for k, v in committed_usage(snap.attempts, snap.now, {}, {}).items():
-        own[k] = own.get(k, 0) + v
-    return tree.roll_up(own)
+    own_u = windowed_usage(snap.usage, snap.attempts, snap.now, snap.window)
+    return tree.roll_up(own_load(own_u, committed_usage(snap.attempts, snap.now, {}, {})))

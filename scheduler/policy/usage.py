@@ -73,3 +73,11 @@ def committed_usage(
         if w is not None and w.allocated:
             c[w.budget] = c.get(w.budget, 0) + w.gpus * w.min_runtime
     return c
+
+
+def own_load(usage: Mapping[str, int], committed: Mapping[str, int]) -> dict[str, int]:
+    """``U + C`` per budget (own only, GPU-seconds): the load ranked by (DESIGN.md §3.2)."""
+    out = dict(usage)
+    for k, v in committed.items():
+        out[k] = out.get(k, 0) + v
+    return out
