@@ -1,9 +1,12 @@
 """Fairway's scheduling policy: pure, deterministic, no Django (DESIGN.md §3).
 
 Entry point: :func:`schedule` takes a :class:`Snapshot` and returns :class:`Decisions`.
+:class:`IncrementalScheduler` gives the same decisions for a sequence of snapshots, keeping
+the cluster state between passes (simulations, the scenario engine).
 """
 
 from scheduler.policy.core import schedule
+from scheduler.policy.standing import IncrementalScheduler
 from scheduler.policy.types import (
     Attempt,
     Budget,
@@ -31,6 +34,7 @@ __all__ = [
     "GpuRef",
     "Host",
     "HostState",
+    "IncrementalScheduler",
     "OnCap",
     "PendingInfo",
     "PendingReason",

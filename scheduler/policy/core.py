@@ -14,7 +14,8 @@ from math import comb
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.screen import nothing_to_do
-from scheduler.policy.state import AttemptView, ClusterState, HostView
+from scheduler.policy.standing import Standing
+from scheduler.policy.state import AttemptView, HostView
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import (
     Attempt,
@@ -58,16 +59,27 @@ def schedule(snapshot: Snapshot) -> Decisions:
 
 
 class _Pass:
-    def __init__(self, snap: Snapshot, tree: BudgetTree | None = None) -> None:
+    def __init__(
+        self,
+        snap: Snapshot,
+        tree: BudgetTree | None = None,
+        standing: Standing | None = None,
+        pending: dict[str, Workload] | None = None,
+    ) -> None:
         self.snap = snap
         self.now = snap.now
         self.tree = tree if tree is not None else BudgetTree(snap.budgets)
-        self.pending: dict[str, Workload] = {w.id: w for w in snap.pending}
-        noms = {wid: tuple(g) for wid, g in sorted(snap.nominations.items()) if wid in self.pending and g}
-        self.state = ClusterState(list(snap.hosts), list(snap.attempts), noms, snap.now)
-        self.noms: dict[str, tuple[GpuRef, ...]] = noms
+        self.pending: dict[str, Workload] = pending if pending is not None else {w.id: w for w in snap.pending}
+        if standing is None:
+            standing = Standing(snap, self.pending)
+        # The standing (cluster state and aggregates) is this pass's to change: its end state is
+        # what the next snapshot is synced from (scheduler.policy.standing).
+        self.standing = standing
+        self.state = standing.state
+        self.state.listeners.clear()
+        self.noms: dict[str, tuple[GpuRef, ...]] = standing.noms
         own_u = windowed_usage(snap.usage, snap.attempts, self.now, snap.window)
-        own_c = committed_usage(snap.attempts, self.now, noms, self.pending)
+        own_c = committed_usage(snap.attempts, self.now, self.noms, self.pending)
         self.usage = self.tree.roll_up(own_u)
         self.load: dict[str, int] = self.tree.roll_up(own_load(own_u, own_c))
         self.total_gpus = sum(h.size for h in snap.hosts)
@@ -84,30 +96,20 @@ class _Pass:
         self._memo_fail: set[tuple[object, ...]] = set()
         self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
         self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
-        self._size_count: dict[tuple[str, int], int] = {}
+        self._size_count = standing.size_count
         self._tables: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
         self._gang_tables: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
         self._new_attempts = 0
-        self._hosts_by_model: dict[str, list[HostView]] = {}
-        for hv in self.state.hosts.values():
-            self._hosts_by_model.setdefault(hv.model, []).append(hv)
+        self._hosts_by_model = standing.hosts_by_model
         self._shares: dict[str, Fraction] | None = None
         self._disp: Dispatcher | None = None  # the allocated pass's dispatcher while it runs
         self.unfunded: set[str] = set()
         self.reclaim = ReclaimIndex(self.state, self._hosts_by_model)
         # host → budget → [unprotected, protected] healthy GPUs of its allocated, non-stopping attempts
-        self._agg: dict[str, dict[str, list[int]]] = {}
-        self._agg_total: dict[str, dict[str, list[int]]] = {}  # model → budget → GPUs on active hosts
-        self._agg_budgets: set[str] = set()
-        for av in self.state.attempts.values():
-            self._agg_add(av, 1)
+        self._agg = standing.agg
+        self._agg_budgets = standing.agg_budgets
         # budget → hosts holding its unprotected allocated attempts (the only allocated victims there can be)
-        self._victim_hosts: dict[str, dict[str, int]] = {}
-        for av in self.state.attempts.values():
-            if av.attempt.allocated and not av.stopping and not av.protected:
-                where = self._victim_hosts.setdefault(av.attempt.budget, {})
-                for h in av.on_host:
-                    where[h] = where.get(h, 0) + 1
+        self._victim_hosts = standing.victim_hosts
 
     # ------------------------------------------------------------------ run
     def run(self) -> Decisions:
@@ -142,20 +144,6 @@ class _Pass:
         self.dec.reservations = {h: wid for h, (wid, _) in sorted(self.reserved.items())}
         return self.dec
 
-    def _agg_add(self, av: AttemptView, sign: int) -> None:
-        a = av.attempt
-        if not a.allocated or av.stopping:
-            return
-        slot = 1 if av.protected or a.started_at is None else 0
-        self._agg_budgets.add(a.budget)
-        for h, n in av.on_host.items():
-            counts = self._agg.setdefault(h, {}).setdefault(a.budget, [0, 0])
-            counts[slot] += sign * n
-            hv = self.state.hosts[h]
-            if hv.active:
-                total = self._agg_total.setdefault(hv.model, {}).setdefault(a.budget, [0, 0])
-                total[slot] += sign * n
-
     # ------------------------------------------------------- faults, drains
     def _stop(self, av: AttemptView, reason: StopReason, for_workload: str | None = None) -> None:
         a = av.attempt
@@ -163,13 +151,7 @@ class _Pass:
             remaining = self._commitment(a)
             if remaining:
                 self._add_load(a.budget, -remaining)
-        self._agg_add(av, -1)
-        if a.allocated and not av.stopping and not av.protected:
-            where = self._victim_hosts.get(a.budget, {})
-            for h in av.on_host:
-                where[h] -= 1
-                if not where[h]:
-                    del where[h]
+        self.standing.track(av, -1)
         self.state.mark_stopping(av)
         self.gen += 1
         # A stop can make room elsewhere: a victim's GPUs on hosts not nominated for the preemptor,
@@ -397,7 +379,7 @@ class _Pass:
         self._new_attempts += 1
         new = Attempt(f"new:{w.id}", w.id, w.budget, tuple(sorted(gpus)), allocated, w.min_runtime, started_at=None)
         st.assign(new)
-        self._agg_add(st.attempts[new.id], 1)
+        self.standing.track(st.attempts[new.id], 1)
         self.dec.starts.append(Start(w.id, tuple(sorted(gpus)), allocated=allocated, unfunded=unfunded))
         self.gen += 1
 

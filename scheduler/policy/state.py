@@ -72,7 +72,7 @@ class ClusterState:
             self._add_attempt(a)
         for wid, gpus in nominations.items():
             for g in gpus:
-                self._nominate_one(g, wid)
+                self.nominate_one(g, wid)
         # model -> free count -> sorted host names (active hosts with >= 1 free GPU)
         self.buckets: dict[str, dict[int, list[str]]] = {}
         self.largest: dict[str, int] = {}  # model -> largest host size (registered hosts)
@@ -136,7 +136,7 @@ class ClusterState:
         self._touch(host)
 
     # -- attempts -------------------------------------------------------------
-    def _add_attempt(self, a: Attempt) -> None:
+    def _add_attempt(self, a: Attempt, ordered: bool = False) -> AttemptView:
         hosts_of = tuple(sorted({g[0] for g in a.gpus}))
         on_host: dict[str, int] = {}
         for h, i in a.gpus:
@@ -150,16 +150,61 @@ class ClusterState:
         for hn in hosts_of:
             hv = self.hosts.get(hn)
             if hv is not None:
-                hv.attempts.append(a.id)
+                if ordered:
+                    insort(hv.attempts, a.id)
+                else:
+                    hv.attempts.append(a.id)
                 if not a.allocated and not a.stopping:
                     hv.unalloc += on_host.get(hn, 0)
                 if a.stopping:
                     hv.stopping += 1
                 self._touch(hn)
+        return av
 
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
         self._add_attempt(attempt)
+
+    # -- between passes (scheduler.policy.standing) ---------------------------
+    def insert_attempt(self, a: Attempt) -> AttemptView:
+        """Add an open attempt of a new snapshot, keeping each host's attempt list in id order
+        (as a fresh build has it). Free lists are the caller's business (:meth:`refresh_free`)."""
+        return self._add_attempt(a, ordered=True)
+
+    def remove_attempt(self, aid: str) -> AttemptView:
+        """Forget an open attempt: the exact inverse of adding it (and of marking it stopping).
+        Free lists are the caller's business (:meth:`refresh_free`). Raises KeyError if unknown."""
+        av = self.attempts.pop(aid)
+        a = av.attempt
+        for g in a.gpus:
+            if self.owner.get(g) == aid:
+                del self.owner[g]
+        for hn in av.hosts:
+            hv = self.hosts.get(hn)
+            if hv is not None:
+                lst = hv.attempts
+                del lst[lst.index(aid)]
+                if not a.allocated and not av.stopping:
+                    hv.unalloc -= av.on_host.get(hn, 0)
+                if av.stopping:
+                    hv.stopping -= 1
+                self._touch(hn)
+        return av
+
+    def refresh_free(self, host: str) -> None:
+        """Recompute the host's free list from ownership and nominations (as a fresh build does)."""
+        hv = self.hosts[host]
+        if not hv.active:
+            return
+        name = hv.name
+        owner = self.owner
+        nominated = self.nominated
+        free = sorted(i for i in hv.healthy if (name, i) not in owner and (name, i) not in nominated)
+        if free != hv.free:
+            self._bucket_remove(hv)
+            hv.free = free
+            self._bucket_add(hv)
+            self._touch(host)
 
     def mark_stopping(self, av: AttemptView) -> None:
         """The attempt is leaving: it no longer counts as unallocated room."""
@@ -179,7 +224,7 @@ class ClusterState:
         """Nominate ``gpus`` for ``workload``: they leave the general free lists."""
         by_host: dict[str, list[int]] = {}
         for g in gpus:
-            self._nominate_one(g, workload)
+            self.nominate_one(g, workload)
             by_host.setdefault(g[0], []).append(g[1])
         for hn, idx in by_host.items():
             hv = self.hosts[hn]
@@ -198,7 +243,8 @@ class ClusterState:
         for hn, idx in by_host.items():
             self.give_back(hn, idx)
 
-    def _nominate_one(self, g: GpuRef, workload: str) -> None:
+    def nominate_one(self, g: GpuRef, workload: str) -> None:
+        """Record one nominated GPU (free lists are the caller's business)."""
         self.nominated[g] = workload
         per = self.nominees.setdefault(g[0], {})
         per[workload] = per.get(workload, 0) + 1

@@ -18,11 +18,11 @@ from scheduler.policy import (
     GpuHealth,
     Host,
     HostState,
+    IncrementalScheduler,
     Snapshot,
     StopReason,
     UsageRecord,
     Workload,
-    schedule,
 )
 
 FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120})
@@ -136,6 +136,8 @@ class Engine:
         self.on_release: Callable[[SimAttempt, str, int], None] | None = None
         self._events: list[tuple[int, int, str, str]] = []  # (time, order, kind, id)
         self._event_seq = 0
+        self.scheduler = IncrementalScheduler()
+        """The policy: :func:`scheduler.policy.schedule`'s decisions, kept state between passes."""
 
     # ---------------------------------------------------------------- setup
     def add_budget(self, budget: Budget) -> None:
@@ -280,7 +282,7 @@ class Engine:
     def tick(self, max_passes: int = 50) -> None:
         """Schedule at the current instant, repeatedly, until a pass decides nothing new."""
         for _ in range(max_passes):
-            dec = schedule(self.snapshot())
+            dec = self.scheduler(self.snapshot())
             self.log.ticks += 1
             self.apply(dec)
             if not dec.changed:

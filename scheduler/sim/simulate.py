@@ -34,11 +34,11 @@ from scheduler.policy import (
     Decisions,
     GpuHealth,
     Host,
+    IncrementalScheduler,
     Snapshot,
     StopReason,
     UsageRecord,
     Workload,
-    schedule,
 )
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
 from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
@@ -731,7 +731,7 @@ class TraceSim(Engine):
 def make_policy(name: str) -> tuple[Callable[[Snapshot], Decisions], bool]:
     """The policy callable for ``name`` and whether it charges all work (peers) or allocated only."""
     if name == "fairway":
-        return schedule, False
+        return IncrementalScheduler(), False
     from scheduler.sim import peers
 
     cls = peers.PEERS.get(name)

@@ -4,7 +4,8 @@ Invariants: no GPU assigned twice; no protected attempt preempted; nothing place
 non-active host or an unhealthy GPU; no GPU left idle while a pending workload could use
 it without breaking a reservation; every preemption is followed by the preemptor
 starting on the freed GPUs; no ping-pong; the same input gives the same decisions
-whatever the order of the input lists; unallocated time is never counted in usage.
+whatever the order of the input lists; unallocated time is never counted in usage; the
+incremental scheduler (state kept between passes) decides exactly what a fresh pass does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from scheduler.policy import (
     GpuHealth,
     Host,
     HostState,
+    IncrementalScheduler,
     PendingReason,
     Snapshot,
     StopReason,
@@ -41,6 +43,9 @@ class CheckedEngine(Engine):
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
+        # Every pass runs on the incremental state, checked against a fresh build; the decisions
+        # are compared with a fresh schedule() of the shuffled snapshot in _check.
+        self.scheduler = IncrementalScheduler(check=True)
         self.pairs_this_instant: dict[int, set[tuple[str, str]]] = {}
         self.preemptors: dict[str, set[tuple[str, int]]] = {}
         self.screened = 0

@@ -1,0 +1,288 @@
+"""The cluster between passes: what a pass builds from a snapshot, kept and brought up to date.
+
+A pass (:mod:`scheduler.policy.core`) needs GPU ownership, free lists with their best-fit
+index, nominations, and per-host, per-budget GPU counts of allocated work. Built from
+scratch that is O(GPUs + attempts) per pass, the largest single cost of a simulated trace
+(docs/policy.md "How it stays fast"). :class:`Standing` holds those structures;
+:meth:`Standing.sync` brings them from the previous pass's end state to a new snapshot by
+difference: attempts that left or changed, nominations that changed, protections that
+ended. The result is the same as a fresh build (``Standing(snapshot)``): same free lists,
+owners, counts and per-host attempt order; :meth:`Standing.same_as` checks it, and the
+policy tests run every pass both ways.
+
+:class:`IncrementalScheduler` is :func:`scheduler.policy.schedule` with a memory: a
+callable ``Snapshot -> Decisions`` giving exactly the decisions of ``schedule`` on every
+snapshot, whatever the sequence (a snapshot that does not follow from the last one only
+costs a bigger difference; other hosts or time going back cost a fresh build). The
+simulator and the scenario engine use it; the live tick, one pass per process start of
+its snapshot, uses :func:`~scheduler.policy.schedule`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+from scheduler.policy.state import AttemptView, ClusterState, HostView
+from scheduler.policy.types import Budget, GpuRef, Host, Snapshot, Workload
+
+
+def nominations_of(snap: Snapshot, pending: dict[str, Workload]) -> dict[str, tuple[GpuRef, ...]]:
+    """The snapshot's nominations a pass honours: of pending workloads, non-empty, in id order."""
+    return {wid: tuple(g) for wid, g in sorted(snap.nominations.items()) if wid in pending and g}
+
+
+class Standing:
+    """Cluster state plus the aggregates of allocated work a pass reads, kept between passes.
+
+    Aggregates (healthy GPUs of allocated attempts that are not leaving):
+
+    - ``agg``: host → budget → ``[unprotected, protected]`` GPU counts (budgets once seen
+      keep a zero entry; readers skip zeros);
+    - ``agg_budgets``: budgets that have held such work;
+    - ``victim_hosts``: budget → host → number of its unprotected attempts there (the only
+      allocated victims there can be, §3.4 rule 1).
+
+    The pass mutates all of it (starts, stops, nominations) through :class:`ClusterState`
+    and :meth:`track`; :meth:`sync` then takes it to the next snapshot.
+    """
+
+    def __init__(self, snap: Snapshot, pending: dict[str, Workload] | None = None) -> None:
+        if pending is None:
+            pending = {w.id: w for w in snap.pending}
+        self.now = snap.now
+        self.hosts: tuple[Host, ...] = tuple(snap.hosts)
+        self.noms: dict[str, tuple[GpuRef, ...]] = nominations_of(snap, pending)
+        self.state = ClusterState(list(snap.hosts), list(snap.attempts), self.noms, snap.now)
+        self.hosts_by_model: dict[str, list[HostView]] = {}
+        for hv in self.state.hosts.values():
+            self.hosts_by_model.setdefault(hv.model, []).append(hv)
+        self.size_count: dict[tuple[str, int], int] = {}
+        self.agg: dict[str, dict[str, list[int]]] = {}
+        self.agg_budgets: set[str] = set()
+        self.victim_hosts: dict[str, dict[str, int]] = {}
+        # (end of protection, attempt id, tie-breaker, view): protections still to end
+        self._ends: list[tuple[int, str, int, AttemptView]] = []
+        self._seq = 0
+        for av in self.state.attempts.values():
+            self.track(av, 1)
+            self._watch(av)
+
+    # ------------------------------------------------------------ aggregates
+    def track(self, av: AttemptView, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) an attempt's GPUs to or from the aggregates.
+
+        No-op for unallocated or leaving attempts; call it before changing the view's flags.
+        """
+        a = av.attempt
+        if not a.allocated or av.stopping:
+            return
+        unprotected = not av.protected and a.started_at is not None
+        slot = 0 if unprotected else 1
+        budget = a.budget
+        self.agg_budgets.add(budget)
+        agg = self.agg
+        for h, n in av.on_host.items():
+            per = agg.get(h)
+            if per is None:
+                per = agg[h] = {}
+            counts = per.get(budget)
+            if counts is None:
+                counts = per[budget] = [0, 0]
+            counts[slot] += sign * n
+        if unprotected:
+            where = self.victim_hosts.setdefault(budget, {})
+            for h in av.on_host:
+                left = where.get(h, 0) + sign
+                if left:
+                    where[h] = left
+                else:
+                    del where[h]
+
+    def _watch(self, av: AttemptView) -> None:
+        a = av.attempt
+        if av.protected and a.allocated and a.started_at is not None:
+            self._seq += 1
+            heapq.heappush(self._ends, (a.started_at + a.min_runtime, a.id, self._seq, av))
+
+    # ------------------------------------------------------------------ sync
+    def fits(self, snap: Snapshot) -> bool:
+        """True when :meth:`sync` can take this standing to ``snap`` (same hosts, time not going back)."""
+        hosts = snap.hosts
+        if snap.now < self.now or len(hosts) != len(self.hosts):
+            return False
+        return all(a is b for a, b in zip(hosts, self.hosts, strict=True))
+
+    def sync(self, snap: Snapshot, pending: dict[str, Workload]) -> None:
+        """Bring the standing to ``snap`` (see the module docstring); requires :meth:`fits`.
+
+        Raises ``_Rebuild`` when the snapshot nominates one GPU twice; the standing is then
+        half-synced and must be dropped.
+        """
+        st = self.state
+        now = snap.now
+        self.now = st.now = now
+        dirty: set[str] = set()
+        views = st.attempts
+        current = {a.id: a for a in snap.attempts}
+        gone = []
+        for aid, av in views.items():
+            a = current.get(aid)
+            if a is not av.attempt and a != av.attempt:
+                gone.append(aid)
+        for aid in gone:
+            av = views[aid]
+            self.track(av, -1)
+            st.remove_attempt(aid)
+            dirty.update(av.hosts)
+        for aid, a in current.items():
+            av = views.get(aid)
+            if av is not None:
+                if av.stopping != a.stopping:
+                    # The same attempt object, but the pass that saw it marked it leaving and the
+                    # caller did not apply that: back to what the snapshot says.
+                    self.track(av, -1)
+                    st.remove_attempt(aid)
+                    dirty.update(av.hosts)
+                else:
+                    continue
+            av = st.insert_attempt(a)
+            self.track(av, 1)
+            self._watch(av)
+            dirty.update(av.hosts)
+        ends = self._ends
+        while ends and ends[0][0] <= now:
+            _, aid, _, av = heapq.heappop(ends)
+            if views.get(aid) is av and av.protected:
+                self.track(av, -1)
+                av.protected = False
+                self.track(av, 1)
+        noms = nominations_of(snap, pending)
+        if noms != self.noms:
+            claimed = [g for gpus in noms.values() for g in gpus]
+            if len(claimed) != len(set(claimed)):
+                raise _Rebuild  # one GPU nominated twice: only a fresh build says what a pass sees
+            for wid, gpus in self.noms.items():
+                if noms.get(wid) != gpus:
+                    for g in gpus:
+                        if st.nominated.get(g) == wid:
+                            st.unnominate(g)
+                            dirty.add(g[0])
+            for wid, gpus in noms.items():
+                if self.noms.get(wid) != gpus:
+                    for g in gpus:
+                        st.nominate_one(g, wid)
+                        dirty.add(g[0])
+            self.noms.clear()
+            self.noms.update(noms)
+        for h in sorted(dirty):
+            if h in st.hosts:
+                st.refresh_free(h)
+
+    # ----------------------------------------------------------------- check
+    def same_as(self, other: Standing) -> list[str]:
+        """Differences from ``other`` that a pass could see (empty when none); for tests."""
+        a, b = self.state, other.state
+        out = []
+        if a.owner != b.owner:
+            out.append("owner")
+        if a.nominated != b.nominated:
+            out.append("nominated")
+        if {h: {w: n for w, n in d.items() if n} for h, d in a.nominees.items() if d} != {
+            h: {w: n for w, n in d.items() if n} for h, d in b.nominees.items() if d
+        }:
+            out.append("nominees")
+        if self.noms != other.noms:
+            out.append("noms")
+        for name, hv in a.hosts.items():
+            ov = b.hosts[name]
+            for f in ("free", "attempts", "unalloc", "stopping", "active", "healthy"):
+                if getattr(hv, f) != getattr(ov, f):
+                    out.append(f"host {name}.{f}: {getattr(hv, f)!r} != {getattr(ov, f)!r}")
+        def buckets(st: ClusterState) -> dict[str, dict[int, list[str]]]:
+            out = {m: {c: lst for c, lst in d.items() if lst} for m, d in st.buckets.items()}
+            return {m: d for m, d in out.items() if d}
+
+        if buckets(a) != buckets(b):
+            out.append(f"buckets {buckets(a)} != {buckets(b)}")
+        if set(a.attempts) != set(b.attempts):
+            out.append("attempt ids")
+        else:
+            for aid, av in a.attempts.items():
+                ov = b.attempts[aid]
+                if (av.attempt, av.stopping, av.hosts, av.on_host, av.protected) != (
+                    ov.attempt,
+                    ov.stopping,
+                    ov.hosts,
+                    ov.on_host,
+                    ov.protected,
+                ):
+                    out.append(f"attempt {aid}")
+
+        def nonzero(agg: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, list[int]]]:
+            out = {h: {v: c for v, c in d.items() if c[0] or c[1]} for h, d in agg.items()}
+            return {h: d for h, d in out.items() if d}
+
+        if nonzero(self.agg) != nonzero(other.agg):
+            out.append("agg")
+        if {v: d for v, d in self.victim_hosts.items() if d} != {v: d for v, d in other.victim_hosts.items() if d}:
+            out.append("victim_hosts")
+        if not other.agg_budgets <= self.agg_budgets:
+            out.append("agg_budgets")
+        return out
+
+
+class _Rebuild(Exception):
+    """The difference is one :meth:`Standing.sync` does not take; build afresh."""
+
+
+class IncrementalScheduler:
+    """``schedule`` with a memory of the last pass (module docstring); one per simulated cluster.
+
+    ``check`` (tests): after every sync, compare with a fresh build and raise AssertionError
+    on any difference.
+    """
+
+    def __init__(self, *, check: bool = False) -> None:
+        self.check = check
+        self._standing: Standing | None = None
+        self._budgets: tuple[Budget, ...] | None = None
+        self._tree = None
+
+    def __call__(self, snap: Snapshot):  # noqa: ANN204 (Decisions; import cycle)
+        from scheduler.policy.core import _Pass
+        from scheduler.policy.screen import nothing_to_do
+        from scheduler.policy.tree import BudgetTree
+        from scheduler.policy.types import Decisions
+
+        budgets = tuple(snap.budgets)
+        if self._tree is None or not _same(budgets, self._budgets):
+            self._tree = BudgetTree(budgets)
+            self._budgets = budgets
+        tree = self._tree
+        if not snap.with_reasons and nothing_to_do(snap, tree):
+            return Decisions()
+        pending = {w.id: w for w in snap.pending}
+        standing = self._standing
+        if standing is None or not standing.fits(snap):
+            standing = Standing(snap, pending)
+        else:
+            try:
+                standing.sync(snap, pending)
+            except _Rebuild:
+                standing = Standing(snap, pending)
+            if self.check:
+                diff = standing.same_as(Standing(snap, pending))
+                if diff:
+                    raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
+        self._standing = None  # until the pass has finished with it
+        dec = _Pass(snap, tree, standing, pending).run()
+        self._standing = standing
+        return dec
+
+
+def _same(a: Sequence[object], b: Sequence[object] | None) -> bool:
+    return b is not None and len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+__all__ = ["IncrementalScheduler", "Standing", "nominations_of"]
