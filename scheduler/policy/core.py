@@ -93,7 +93,9 @@ class _Pass:
         self._memo_classes: dict[tuple[object, ...], dict[str, int]] = {}
         self.reserved: dict[str, tuple[str, int]] = {}  # host -> (workload, reserved start)
         self.reserving: set[str] = set()
-        self._memo_fail: set[tuple[object, ...]] = set()
+        # (search kind, model, room_gen) -> failed searches as (allowed victim budgets, GPUs, M)
+        self._fails: dict[tuple[str, str, int], list[tuple[frozenset[str], int, int]]] = {}
+        self._memo_allowed: dict[tuple[object, ...], frozenset[str]] = {}
         self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
         self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self._size_count = standing.size_count
@@ -463,19 +465,49 @@ class _Pass:
             tuple(sorted(v.attempt.workload for v in victims)),
         )
 
+    def _failed_before(self, kind: str, w: Workload, exact_size: bool = False) -> bool:
+        """True when a search of ``kind`` already failed, since room last grew, for a workload
+        that had at least the room ``w`` has: same model, allowed victim budgets a superset of
+        ``w``'s, no more GPUs (the same number with ``exact_size``), no longer M.
+
+        A victim or reservation search depends on a workload without a reservation or a
+        nomination only through its model, size, M (hosts reserved by others) and the budgets
+        whose allocated work rule 2 lets it take; each of those only shrinks the room when it
+        grows, and within a pass room only shrinks until ``room_gen`` moves (see ``__init__``).
+        """
+        fails = self._fails.get((kind, w.model, self.room_gen))
+        if not fails:
+            return False
+        allowed = self._room_budgets(w)
+        n, m = w.gpus, w.min_runtime
+        for f_allowed, f_n, f_m in fails:
+            if (n == f_n if exact_size else n >= f_n) and m >= f_m and allowed <= f_allowed:
+                return True
+        return False
+
+    def _remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
+        self._fails.setdefault((kind, w.model, self.room_gen), []).append((self._room_budgets(w), w.gpus, min_runtime))
+
+    def _room_budgets(self, w: Workload) -> frozenset[str]:
+        """Budgets whose allocated work rule 2 lets ``w`` take (class NOW in :meth:`_budget_classes`)."""
+        key = (w.budget, w.gpus * w.min_runtime, len(self._agg_budgets), self.load_gen)
+        out = self._memo_allowed.get(key)
+        if out is None:
+            out = frozenset(v for v, c in self._budget_classes(w).items() if c == NOW)
+            self._memo_allowed[key] = out
+        return out
+
     def _try_preempt(self, w: Workload) -> bool:
-        # A victim search depends on the workload only through its model, size, M (reserved hosts)
-        # and how rule 2 classes every budget (own budget included), as long as it holds no
-        # reservation; a failure stands until room can grow (``room_gen``).
-        memo: tuple[object, ...] | None = None
-        if w.id not in self.reserving:
-            memo = ("p", w.model, w.gpus, w.min_runtime, tuple(self._budget_classes(w).values()), self.room_gen)
-            if memo in self._memo_fail:
-                return False
-        found = self._search_gang(w) if self._is_gang(w) else self._search_single(w)
+        # A failure stands for every workload with no more room until room can grow (_failed_before).
+        gang = self._is_gang(w)
+        kind = "pg" if gang else "p"
+        memo = w.id not in self.reserving
+        if memo and self._failed_before(kind, w, exact_size=gang):
+            return False
+        found = self._search_gang(w) if gang else self._search_single(w)
         if found is None:
-            if memo is not None:
-                self._memo_fail.add(memo)
+            if memo:
+                self._remember_failure(kind, w, w.min_runtime)
             return False
         victims, gpus = found
         for av in victims:
@@ -653,10 +685,10 @@ class _Pass:
         # A search that found no host depends on the workload only through its model, size, budget
         # and how rule 2 classes every budget (it has no nomination): share the failure until the
         # state changes.
-        classes = self._budget_classes(w)
-        memo = ("r", w.model, w.gpus, tuple(classes.values()), self.room_gen)
-        if memo in self._memo_fail:
+        kind = "rg" if self._is_gang(w) else "r"
+        if self._failed_before(kind, w):
             return
+        classes = self._budget_classes(w)
         st = self.state
         now = self.now
 
@@ -742,7 +774,7 @@ class _Pass:
                 fabrics = len({st.hosts[h].fabric for h in chosen})
                 best = (start, fabrics, tuple(sorted(chosen)))
         if best is None:
-            self._memo_fail.add(memo)
+            self._remember_failure(kind, w, 0)  # M plays no part in a reservation
             return
         t, _, hosts = best
         self.reserving.add(w.id)
