@@ -386,7 +386,12 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             locked.estimated_start = None
             locked.save(
                 update_fields=[
-                    "state", "finished_at", "pending_reason", "pending_detail", "estimated_start", "updated_at"
+                    "state",
+                    "finished_at",
+                    "pending_reason",
+                    "pending_detail",
+                    "estimated_start",
+                    "updated_at",
                 ]
             )
             WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
@@ -587,9 +592,7 @@ def do_join_host(
 SETTABLE_HOST_STATES = (Host.State.ACTIVE, Host.State.CORDONED, Host.State.DRAINING)
 
 
-def do_set_host_state(
-    actor: User | None, host: Host, state: str, reason: str = "", *, drain_now: bool = False
-) -> Host:
+def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = "", *, drain_now: bool = False) -> Host:
     """Cordon, drain, drain now (``state="draining", drain_now=True``) or resume (``"active"``) a host.
 
     An offline host keeps ``offline`` and gets the new state as the one to return to. Draining

@@ -13,7 +13,7 @@ from math import comb
 
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.reclaim import ReclaimIndex
-from scheduler.policy.screen import nothing_to_do
+from scheduler.policy.screen import idle
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView, HostView
 from scheduler.policy.tree import BudgetTree
@@ -48,14 +48,29 @@ def schedule(snapshot: Snapshot) -> Decisions:
     """Run one scheduling pass over ``snapshot`` and return the decisions.
 
     Without reasons (``snapshot.with_reasons`` False: simulations, estimates) a pass that
-    :func:`scheduler.policy.screen.nothing_to_do` proves idle returns empty decisions at once.
+    :func:`scheduler.policy.screen.idle` proves idle returns empty decisions at once.
 
     Raises ValueError on an inconsistent snapshot (unknown parent budget, two roots).
     """
     tree = BudgetTree(snapshot.budgets)
-    if not snapshot.with_reasons and nothing_to_do(snapshot, tree):
+    pending = {w.id: w for w in snapshot.pending}
+    standing = Standing(snapshot, pending)
+    loads = pass_loads(snapshot, tree, standing.noms, pending)
+    if not snapshot.with_reasons and idle(standing, pending.values(), tree, lambda: loads[1]):
         return Decisions()
-    return _Pass(snapshot, tree).run()
+    return _Pass(snapshot, tree, standing, pending, loads).run()
+
+
+def pass_loads(
+    snap: Snapshot, tree: BudgetTree, noms: dict[str, tuple[GpuRef, ...]], pending: dict[str, Workload]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Windowed usage ``U`` and load ``U + C`` per budget, rolled up the tree (GPU-seconds, §3.1–3.2).
+
+    ``noms`` are the nominations the pass honours (their workloads commit ``gpus × M``).
+    """
+    own_u = windowed_usage(snap.usage, snap.attempts, snap.now, snap.window)
+    own_c = committed_usage(snap.attempts, snap.now, noms, pending)
+    return tree.roll_up(own_u), tree.roll_up(own_load(own_u, own_c))
 
 
 class _Pass:
@@ -65,6 +80,7 @@ class _Pass:
         tree: BudgetTree | None = None,
         standing: Standing | None = None,
         pending: dict[str, Workload] | None = None,
+        loads: tuple[dict[str, int], dict[str, int]] | None = None,
     ) -> None:
         self.snap = snap
         self.now = snap.now
@@ -78,10 +94,10 @@ class _Pass:
         self.state = standing.state
         self.state.listeners.clear()
         self.noms: dict[str, tuple[GpuRef, ...]] = standing.noms
-        own_u = windowed_usage(snap.usage, snap.attempts, self.now, snap.window)
-        own_c = committed_usage(snap.attempts, self.now, self.noms, self.pending)
-        self.usage = self.tree.roll_up(own_u)
-        self.load: dict[str, int] = self.tree.roll_up(own_load(own_u, own_c))
+        if loads is None:
+            loads = pass_loads(snap, self.tree, self.noms, self.pending)
+        self.usage = loads[0]
+        self.load: dict[str, int] = dict(loads[1])  # changed by the pass's own starts and stops
         self.total_gpus = sum(h.size for h in snap.hosts)
         self.dec = Decisions()
         self.gen = 0
@@ -846,8 +862,8 @@ class _Pass:
                     h2 += counts[1]
                 elif c == FORBIDDEN and (counts[0] or counts[1]):
                     h3 += counts[0] + counts[1]
-                    if forbidden is None:
-                        forbidden = v
+                    if forbidden is None or v < forbidden:
+                        forbidden = v  # the smallest key: the same whatever order the work was seen in
             h2 += h1
             h3 += h2
             for level, room in enumerate((h0, h1, h2, h3)):
@@ -879,8 +895,8 @@ class _Pass:
                 if not (c[0] or c[1]):
                     continue
                 lvl = (2 if c[1] else 1) if cls[v] == NOW else 3 if cls[v] == FORBIDDEN else 4
-                if lvl > worst:
-                    worst, witness = lvl, v
+                if lvl > worst or (lvl == worst and witness is not None and v < witness):
+                    worst, witness = lvl, v  # the smallest key at the worst level, whatever the order
             if worst < 4 and (hv.stopping or self.state.nominees.get(hv.name)):
                 worst = 4  # leaving work or GPUs nominated for a preemptor (tables serve only workloads without one)
             levels.append((worst, hv.name, witness))

@@ -27,91 +27,73 @@ clusters that a pass the screen calls idle decides nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+
+from scheduler.policy.standing import Standing
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.types import GpuHealth, HostState, OnCap, Snapshot
-from scheduler.policy.usage import committed_usage, own_load, windowed_usage
+from scheduler.policy.types import OnCap, Snapshot, Workload
 
 NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
 
 
 def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
-    """True only when a pass over ``snap`` would start, stop and change nothing.
+    """:func:`idle` for a bare snapshot (builds its :class:`Standing` and loads)."""
+    from scheduler.policy.core import pass_loads
 
-    ``tree`` is the snapshot's :class:`BudgetTree`. Cost: one walk over hosts, open
-    attempts and pending workloads, plus one rule-2 test per (pending budget, budget
-    holding unprotected allocated work).
+    standing = Standing(snap)
+    pending = {w.id: w for w in snap.pending}
+    return idle(standing, pending.values(), tree, lambda: pass_loads(snap, tree, standing.noms, pending)[1])
+
+
+def idle(
+    standing: Standing, pending: Iterable[Workload], tree: BudgetTree, loads: Callable[[], Mapping[str, int]]
+) -> bool:
+    """True only when a pass over the snapshot ``standing`` was built or synced from would
+    start, stop and change nothing.
+
+    ``loads`` gives ``U + C`` per budget rolled up the tree, as the pass computes it (called
+    at most once, only when needed). Cost: one walk over hosts and pending workloads, plus
+    one rule-2 test per (pending budget, budget holding unprotected allocated work).
     """
-    if snap.nominations:
+    if standing.noms or standing.draining:
         return False
-    now = snap.now
-    largest: dict[str, int] = {}
-    n_healthy: dict[str, int] = {}  # host -> healthy GPUs
-    gpus_of: dict[str, dict[int, GpuHealth]] = {}
-    sick: dict[str, set[int]] = {}  # host -> unhealthy GPU indices (hosts with any)
-    active: dict[str, bool] = {}
-    model_of: dict[str, str] = {}
-    size_of: dict[str, int] = {}
-    for h in snap.hosts:
-        if h.state == HostState.DRAINING:
-            return False
-        largest[h.model] = max(largest.get(h.model, 0), h.size)
-        if GpuHealth.UNHEALTHY in h.gpu_health.values():
-            sick[h.name] = {i for i, g in h.gpu_health.items() if g == GpuHealth.UNHEALTHY}
-        n_healthy[h.name] = len(h.gpu_health) - len(sick.get(h.name, ()))
-        gpus_of[h.name] = h.gpu_health
-        active[h.name] = h.state == HostState.ACTIVE
-        model_of[h.name] = h.model
-        size_of[h.name] = h.size
-    held: dict[str, int] = {}  # host -> healthy GPUs held by open attempts
-    base: dict[str, int] = {}  # host -> healthy GPUs held by unallocated work that is not leaving
-    unprot: dict[str, dict[str, int]] = {}  # host -> budget -> healthy GPUs of unprotected allocated work
-    blocked: set[str] = set()  # hosts with leaving or protected work (never vacated whole now)
-    victim_budgets: set[str] = set()
-    for a in snap.attempts:
-        kind = 0 if a.stopping or a.protected_at(now) else 1 if not a.allocated else 2
-        on: dict[str, int] = {}
-        for h, i in a.gpus:
-            known = gpus_of.get(h)
-            if known is None or i not in known:
-                continue  # not a GPU of this cluster: the pass ignores it too
-            bad = sick.get(h)
-            if bad is not None and i in bad:
-                if not a.stopping:
-                    return False  # a fault stop is due
-                continue
-            on[h] = on.get(h, 0) + 1
-        for h, n in on.items():
-            held[h] = held.get(h, 0) + n
-            if kind == 0:
-                blocked.add(h)
-            elif kind == 1:
-                base[h] = base.get(h, 0) + n
-            else:
-                per = unprot.setdefault(h, {})
-                per[a.budget] = per.get(a.budget, 0) + n
-                victim_budgets.add(a.budget)
-    free: dict[str, int] = {}
+    st = standing.state
+    # A non-leaving attempt on an unhealthy GPU: a fault stop is due.
+    for name in standing.sick:
+        hv = st.hosts[name]
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            if not av.stopping and any(h == name and i not in hv.healthy for h, i in av.attempt.gpus):
+                return False
+    largest = st.largest
+    agg = standing.agg
     most_free: dict[str, int] = {}
     whole_free: dict[str, int] = {}
     most_base: dict[str, int] = {}  # model -> most free + unallocated GPUs on one host
     vacatable_base: dict[str, int] = {}  # model -> whole hosts holding only free GPUs and unallocated work
-    for name, healthy in n_healthy.items():
-        if not active[name]:
+    blocked: set[str] = set()  # hosts with leaving or protected work (never vacated whole now)
+    for hv in st.hosts.values():
+        if not hv.active:
             continue
-        f = healthy - held.get(name, 0)
-        free[name] = f
-        m = model_of[name]
-        most_free[m] = max(most_free.get(m, 0), f)
-        room = f + base.get(name, 0)
-        most_base[m] = max(most_base.get(m, 0), room)
-        whole = size_of[name] == largest[m] == healthy
-        if whole and f == size_of[name]:
-            whole_free[m] = whole_free.get(m, 0) + 1
-        if whole and room == size_of[name] and name not in blocked:
-            vacatable_base[m] = vacatable_base.get(m, 0) + 1
+        name = hv.name
+        per = agg.get(name)
+        if hv.stopping or (per is not None and any(c[1] for c in per.values())):
+            blocked.add(name)
+        f = len(hv.free)
+        m = hv.model
+        if f > most_free.get(m, 0):
+            most_free[m] = f
+        room = f + hv.unalloc
+        if room > most_base.get(m, 0):
+            most_base[m] = room
+        if hv.all_healthy and hv.size == largest[m]:
+            if f == hv.size:
+                whole_free[m] = whole_free.get(m, 0) + 1
+            if room == hv.size and name not in blocked:
+                vacatable_base[m] = vacatable_base.get(m, 0) + 1
     # Smallest single-host request and smallest gang (in hosts) per (budget, model) of allocated work.
     want: dict[tuple[str, str], list[int]] = {}  # -> [min gpus (single), min hosts (gang), min commitment]
-    for w in snap.pending:
+    for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
         big = largest.get(w.model, 0)
@@ -144,30 +126,32 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
     for (_, model), (need, hosts_needed, _) in want.items():
         if most_base.get(model, 0) >= need or vacatable_base.get(model, 0) >= hosts_needed:
             return False
-    loads = _loads(snap, tree)
+    victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
+    if not victim_budgets:
+        return True
+    load = loads()
     for (p, model), (need, hosts_needed, commitment) in want.items():
-        allowed = {v for v in victim_budgets if v in tree.budgets and tree.rule2(loads, p, commitment, v)}
+        allowed = {v for v in victim_budgets if tree.rule2(load, p, commitment, v)}
         if not allowed:
             continue  # room is free GPUs and unallocated work only: checked above
         vacatable = vacatable_base.get(model, 0)
-        for name, per in unprot.items():
-            if model_of[name] != model or name not in free:
+        hosts = set()
+        for v in allowed:
+            hosts.update(standing.victim_hosts[v])
+        for name in sorted(hosts):
+            hv = st.hosts[name]
+            if hv.model != model or not hv.active:
                 continue
-            extra = sum(n for v, n in per.items() if v in allowed)
+            per = agg[name]
+            extra = sum(c[0] for v, c in per.items() if v in allowed)
             if not extra:
                 continue
-            room = free[name] + base.get(name, 0) + extra
+            room = len(hv.free) + hv.unalloc + extra
             if room >= need:
                 return False
-            whole = room == size_of[name] == largest[model] == n_healthy[name]
+            whole = hv.all_healthy and room == hv.size == largest[model]
             if hosts_needed != NONE and whole and name not in blocked:
                 vacatable += 1
         if vacatable >= hosts_needed:
             return False
     return True
-
-
-def _loads(snap: Snapshot, tree: BudgetTree) -> dict[str, int]:
-    """``U + C`` per budget, rolled up the tree (as the pass computes it, no nominations)."""
-    own_u = windowed_usage(snap.usage, snap.attempts, snap.now, snap.window)
-    return tree.roll_up(own_load(own_u, committed_usage(snap.attempts, snap.now, {}, {})))

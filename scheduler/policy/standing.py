@@ -24,7 +24,7 @@ import heapq
 from collections.abc import Sequence
 
 from scheduler.policy.state import AttemptView, ClusterState, HostView
-from scheduler.policy.types import Budget, GpuRef, Host, Snapshot, Workload
+from scheduler.policy.types import Budget, GpuRef, Host, HostState, Snapshot, Workload
 
 
 def nominations_of(snap: Snapshot, pending: dict[str, Workload]) -> dict[str, tuple[GpuRef, ...]]:
@@ -58,6 +58,8 @@ class Standing:
         for hv in self.state.hosts.values():
             self.hosts_by_model.setdefault(hv.model, []).append(hv)
         self.size_count: dict[tuple[str, int], int] = {}
+        self.draining = any(h.state == HostState.DRAINING for h in self.hosts)
+        self.sick = [hv.name for hv in self.state.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
         self.agg: dict[str, dict[str, list[int]]] = {}
         self.agg_budgets: set[str] = set()
         self.victim_hosts: dict[str, dict[str, int]] = {}
@@ -199,6 +201,7 @@ class Standing:
             for f in ("free", "attempts", "unalloc", "stopping", "active", "healthy"):
                 if getattr(hv, f) != getattr(ov, f):
                     out.append(f"host {name}.{f}: {getattr(hv, f)!r} != {getattr(ov, f)!r}")
+
         def buckets(st: ClusterState) -> dict[str, dict[int, list[str]]]:
             out = {m: {c: lst for c, lst in d.items() if lst} for m, d in st.buckets.items()}
             return {m: d for m, d in out.items() if d}
@@ -250,8 +253,8 @@ class IncrementalScheduler:
         self._tree = None
 
     def __call__(self, snap: Snapshot):  # noqa: ANN204 (Decisions; import cycle)
-        from scheduler.policy.core import _Pass
-        from scheduler.policy.screen import nothing_to_do
+        from scheduler.policy.core import _Pass, pass_loads
+        from scheduler.policy.screen import idle
         from scheduler.policy.tree import BudgetTree
         from scheduler.policy.types import Decisions
 
@@ -260,10 +263,8 @@ class IncrementalScheduler:
             self._tree = BudgetTree(budgets)
             self._budgets = budgets
         tree = self._tree
-        if not snap.with_reasons and nothing_to_do(snap, tree):
-            return Decisions()
         pending = {w.id: w for w in snap.pending}
-        standing = self._standing
+        standing, self._standing = self._standing, None  # until this call has finished with it
         if standing is None or not standing.fits(snap):
             standing = Standing(snap, pending)
         else:
@@ -275,8 +276,18 @@ class IncrementalScheduler:
                 diff = standing.same_as(Standing(snap, pending))
                 if diff:
                     raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
-        self._standing = None  # until the pass has finished with it
-        dec = _Pass(snap, tree, standing, pending).run()
+        loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
+
+        def load() -> dict[str, int]:
+            if not loads:
+                loads.append(pass_loads(snap, tree, standing.noms, pending))
+            return loads[0][1]
+
+        if not snap.with_reasons and idle(standing, pending.values(), tree, load):
+            self._standing = standing
+            return Decisions()
+        load()
+        dec = _Pass(snap, tree, standing, pending, loads[0]).run()
         self._standing = standing
         return dec
 

@@ -101,7 +101,8 @@ class CheckedEngine(Engine):
             pending=random.Random(now + 2).sample(list(snap.pending), len(snap.pending)),
             budgets=random.Random(now + 3).sample(list(snap.budgets), len(snap.budgets)),
         )
-        assert schedule(shuffled) == dec
+        fresh = schedule(shuffled)
+        assert fresh == dec, f"{fresh}\n!=\n{dec}"
         # A pass the quick screen calls idle decides nothing (schedule() skips it without reasons).
         if nothing_to_do(snap, BudgetTree(snap.budgets)):
             assert not dec.changed, f"the screen called a deciding pass idle: {dec}"
