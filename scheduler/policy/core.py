@@ -595,29 +595,39 @@ class _Pass:
                 vics = [
                     (c, f)
                     for c, f in vics
-                    if c.attempt.gpu_count <= bt and (not c.attempt.allocated or c.attempt.gpu_count <= ba)
+                    if len(c.attempt.gpus) <= bt and (not c.attempt.allocated or len(c.attempt.gpus) <= ba)
                 ]
                 gain = sum(f for _, f in vics)
             if free + gain < n:
                 continue
+            # Every non-empty subset, its sums built from the subset without its lowest member:
+            # GPUs gained, GPUs preempted, allocated GPUs preempted, victims, smallest gain.
             k = len(vics)
-            for mask in range(1, 1 << k):
-                chosen = vics if k == 1 else [vics[i] for i in range(k) if mask >> i & 1]
-                got = free
-                alloc = total = 0
-                for c, f in chosen:
-                    got += f
-                    total += c.attempt.gpu_count
-                    if c.attempt.allocated:
-                        alloc += c.attempt.gpu_count
-                if got < n or any(got - f >= n for _, f in chosen):
+            size = 1 << k
+            got = [free] * size
+            tot = [0] * size
+            alc = [0] * size
+            cnt = [0] * size
+            least = [1 << 30] * size
+            for mask in range(1, size):
+                low = mask & -mask
+                rest = mask ^ low
+                c, f = vics[low.bit_length() - 1]
+                g = len(c.attempt.gpus)
+                got[mask] = got[rest] + f
+                tot[mask] = tot[rest] + g
+                alc[mask] = alc[rest] + (g if c.attempt.allocated else 0)
+                cnt[mask] = cnt[rest] + 1
+                least[mask] = f if f < least[rest] else least[rest]
+                if got[mask] < n or got[mask] - least[mask] >= n:
                     continue  # not sufficient, or not inclusion-minimal
-                prefix = (alloc, total, len(chosen))
+                prefix = (alc[mask], tot[mask], cnt[mask])
                 if best_prefix is not None and prefix > best_prefix:
                     continue
-                key = self._victim_key(w, [c for c, _ in chosen], [hv.name], sides)
+                chosen = [vics[i][0] for i in range(k) if mask >> i & 1]
+                key = self._victim_key(w, chosen, [hv.name], sides)
                 if best is None or key < best[0]:
-                    best = (key, [c for c, _ in chosen], hv)
+                    best = (key, chosen, hv)
                     best_prefix = prefix
         if best is None:
             return None
