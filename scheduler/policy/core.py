@@ -32,7 +32,7 @@ from scheduler.policy.types import (
     StopReason,
     Workload,
 )
-from scheduler.policy.usage import committed_usage, own_load, windowed_usage
+from scheduler.policy.usage import LoadBook, committed_usage, own_load, windowed_usage
 
 # Victim classes of an open attempt, seen from one pending workload P.
 NOW = 0  # rule 1 and 2 allow it now (unallocated, or unprotected and rule 2 holds)
@@ -62,14 +62,27 @@ def schedule(snapshot: Snapshot) -> Decisions:
 
 
 def pass_loads(
-    snap: Snapshot, tree: BudgetTree, noms: dict[str, tuple[GpuRef, ...]], pending: dict[str, Workload]
+    snap: Snapshot,
+    tree: BudgetTree,
+    noms: dict[str, tuple[GpuRef, ...]],
+    pending: dict[str, Workload],
+    book: LoadBook | None = None,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Windowed usage ``U`` and load ``U + C`` per budget, rolled up the tree (GPU-seconds, §3.1–3.2).
 
     ``noms`` are the nominations the pass honours (their workloads commit ``gpus × M``).
+    ``book``, when given, holds the open attempts' part, synced to ``snap`` (the same sums).
     """
-    own_u = windowed_usage(snap.usage, snap.attempts, snap.now, snap.window)
-    own_c = committed_usage(snap.attempts, snap.now, noms, pending)
+    if book is None:
+        own_u = windowed_usage(snap.usage, snap.attempts, snap.now, snap.window)
+        own_c = committed_usage(snap.attempts, snap.now, noms, pending)
+    else:
+        own_u = book.usage()
+        for b, v in windowed_usage(snap.usage, (), snap.now, snap.window).items():
+            own_u[b] = own_u.get(b, 0) + v
+        own_c = book.committed()
+        for b, v in committed_usage((), snap.now, noms, pending).items():
+            own_c[b] = own_c.get(b, 0) + v
     return tree.roll_up(own_u), tree.roll_up(own_load(own_u, own_c))
 
 

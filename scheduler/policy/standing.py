@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import Budget, GpuRef, Host, HostState, Snapshot, Workload
+from scheduler.policy.usage import LoadBook
 
 
 def nominations_of(snap: Snapshot, pending: dict[str, Workload]) -> dict[str, tuple[GpuRef, ...]]:
@@ -69,6 +70,11 @@ class Standing:
         for av in self.state.attempts.values():
             self.track(av, 1)
             self._watch(av)
+        self.window = snap.window
+        self.book = LoadBook(snap.window, snap.now)
+        for a in snap.attempts:
+            if a.id not in self.book.attempts:
+                self.book.add(a)
 
     # ------------------------------------------------------------ aggregates
     def track(self, av: AttemptView, sign: int) -> None:
@@ -111,7 +117,7 @@ class Standing:
     def fits(self, snap: Snapshot) -> bool:
         """True when :meth:`sync` can take this standing to ``snap`` (same hosts, time not going back)."""
         hosts = snap.hosts
-        if snap.now < self.now or len(hosts) != len(self.hosts):
+        if snap.now < self.now or len(hosts) != len(self.hosts) or snap.window != self.window:
             return False
         return all(a is b for a, b in zip(hosts, self.hosts, strict=True))
 
@@ -152,6 +158,18 @@ class Standing:
             self.track(av, 1)
             self._watch(av)
             dirty.update(av.hosts)
+        book = self.book
+        book.advance(now)
+        counted = book.attempts
+        for aid in [aid for aid in counted if aid not in current]:
+            book.remove(aid)
+        for aid, a in current.items():
+            rec = counted.get(aid)
+            if rec is None:
+                book.add(a)
+            elif rec[0] is not a and rec[0] != a:
+                book.remove(aid)
+                book.add(a)
         ends = self._ends
         while ends and ends[0][0] <= now:
             _, aid, _, av = heapq.heappop(ends)
@@ -273,14 +291,19 @@ class IncrementalScheduler:
             except _Rebuild:
                 standing = Standing(snap, pending)
             if self.check:
-                diff = standing.same_as(Standing(snap, pending))
+                fresh = Standing(snap, pending)
+                diff = standing.same_as(fresh)
+                if pass_loads(snap, tree, standing.noms, pending, standing.book) != pass_loads(
+                    snap, tree, fresh.noms, pending
+                ):
+                    diff.append("loads")
                 if diff:
                     raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
         loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
 
         def load() -> dict[str, int]:
             if not loads:
-                loads.append(pass_loads(snap, tree, standing.noms, pending))
+                loads.append(pass_loads(snap, tree, standing.noms, pending, standing.book))
             return loads[0][1]
 
         if not snap.with_reasons and idle(standing, pending.values(), tree, load):

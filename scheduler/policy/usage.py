@@ -6,6 +6,7 @@ roll up with :meth:`BudgetTree.roll_up`).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 
 from scheduler.policy.types import Attempt, GpuRef, UsageRecord, Workload
@@ -81,3 +82,142 @@ def own_load(usage: Mapping[str, int], committed: Mapping[str, int]) -> dict[str
     for k, v in committed.items():
         out[k] = out.get(k, 0) + v
     return out
+
+
+class LoadBook:
+    """``U`` (open attempts' part) and ``C`` (attempts' part) per budget, kept up to date as
+    attempts come and go and time advances, instead of a walk over every attempt per pass.
+
+    For the attempts added and not removed, at the ``now`` of the last :meth:`advance`,
+    :meth:`usage` equals :func:`windowed_usage` with no records and :meth:`committed` equals
+    :func:`committed_usage` with no nominations (GPU-seconds, own budget only). Each term is
+    linear in ``now`` between two instants at which an attempt's share changes form (its
+    start leaves the window: ``start + W``; its protection ends: ``start + M``), so each budget
+    keeps sums of GPUs and of GPUs × instants, and two heaps hold those instants. Attempts
+    with ``charged_until`` or a start in the future are summed directly. Costs O(log n) per
+    change and O(budgets) per query.
+    """
+
+    def __init__(self, window: int, now: int) -> None:
+        self.window = window
+        self.now = now
+        self.attempts: dict[str, tuple[Attempt, bool, bool]] = {}  # id -> (attempt, young, protected)
+        self.special: dict[str, Attempt] = {}
+        self.young_g: dict[str, int] = {}  # started inside the window: g × (now − start)
+        self.young_s: dict[str, int] = {}
+        self.old_g: dict[str, int] = {}  # started before it: g × W
+        self.prot_g: dict[str, int] = {}  # protected: g × (start + M − now)
+        self.prot_s: dict[str, int] = {}
+        self.starting: dict[str, int] = {}  # starting (no confirmed start): g × M
+        self._aging: list[tuple[int, int, str, Attempt]] = []  # (instant, tie-breaker, id, attempt)
+        self._ending: list[tuple[int, int, str, Attempt]] = []
+        self._seq = 0
+
+    @staticmethod
+    def _bump(d: dict[str, int], k: str, v: int) -> None:
+        d[k] = d.get(k, 0) + v
+
+    def add(self, a: Attempt) -> None:
+        """Count an open attempt (its id must not be counted already)."""
+        if not a.allocated:
+            self.attempts[a.id] = (a, False, False)
+            return
+        if a.charged_until is not None or (a.started_at is not None and a.started_at > self.now):
+            self.special[a.id] = a
+            self.attempts[a.id] = (a, False, False)
+            return
+        self._count(a, 1)
+
+    def _count(self, a: Attempt, sign: int) -> None:
+        g = len(a.gpus)
+        b = a.budget
+        now = self.now
+        if a.started_at is None:
+            if not a.stopping:
+                self._bump(self.starting, b, sign * g * a.min_runtime)
+            if sign > 0:
+                self.attempts[a.id] = (a, False, False)
+            return
+        start = a.started_at
+        young = start + self.window > now
+        if sign < 0:
+            _, young, prot = self.attempts[a.id]
+        if young:
+            self._bump(self.young_g, b, sign * g)
+            self._bump(self.young_s, b, sign * g * start)
+        else:
+            self._bump(self.old_g, b, sign * g)
+        end = start + a.min_runtime
+        prot = (not a.stopping and end > now) if sign > 0 else prot
+        if prot:
+            self._bump(self.prot_g, b, sign * g)
+            self._bump(self.prot_s, b, sign * g * end)
+        if sign > 0:
+            self.attempts[a.id] = (a, young, prot)
+            self._seq += 1
+            if young:
+                heapq.heappush(self._aging, (start + self.window, self._seq, a.id, a))
+            if prot:
+                heapq.heappush(self._ending, (end, self._seq, a.id, a))
+
+    def remove(self, aid: str) -> None:
+        """Stop counting the attempt ``aid`` (KeyError if it is not counted)."""
+        a, _, _ = self.attempts[aid]
+        if aid in self.special:
+            del self.special[aid]
+        elif a.allocated:
+            self._count(a, -1)
+        del self.attempts[aid]
+
+    def advance(self, now: int) -> None:
+        """Move to ``now`` (never back): starts that left the window, protections that ended."""
+        self.now = now
+        while self._aging and self._aging[0][0] <= now:
+            _, _, aid, a = heapq.heappop(self._aging)
+            rec = self.attempts.get(aid)
+            if rec is not None and rec[0] is a and rec[1]:
+                g = len(a.gpus)
+                self._bump(self.young_g, a.budget, -g)
+                self._bump(self.young_s, a.budget, -g * (a.started_at or 0))
+                self._bump(self.old_g, a.budget, g)
+                self.attempts[aid] = (a, False, rec[2])
+        while self._ending and self._ending[0][0] <= now:
+            end, _, aid, a = heapq.heappop(self._ending)
+            rec = self.attempts.get(aid)
+            if rec is not None and rec[0] is a and rec[2]:
+                g = len(a.gpus)
+                self._bump(self.prot_g, a.budget, -g)
+                self._bump(self.prot_s, a.budget, -g * end)
+                self.attempts[aid] = (a, rec[1], False)
+
+    def usage(self) -> dict[str, int]:
+        """:func:`windowed_usage` of the counted attempts at ``now`` (no records)."""
+        now, out = self.now, {}
+        for b, g in self.young_g.items():
+            v = g * now - self.young_s[b]
+            if v:
+                out[b] = v
+        for b, g in self.old_g.items():
+            if g:
+                out[b] = out.get(b, 0) + g * self.window
+        if self.special:
+            extra = windowed_usage((), self.special.values(), now, self.window)
+            for b, v in extra.items():
+                out[b] = out.get(b, 0) + v
+        return out
+
+    def committed(self) -> dict[str, int]:
+        """:func:`committed_usage` of the counted attempts at ``now`` (no nominations)."""
+        now, out = self.now, {}
+        for b, v in self.starting.items():
+            if v:
+                out[b] = v
+        for b, g in self.prot_g.items():
+            v = self.prot_s[b] - g * now
+            if v:
+                out[b] = out.get(b, 0) + v
+        if self.special:
+            extra = committed_usage(self.special.values(), now, {}, {})
+            for b, v in extra.items():
+                out[b] = out.get(b, 0) + v
+        return out
