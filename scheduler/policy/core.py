@@ -125,6 +125,7 @@ class _Pass:
         # (search kind, model, room_gen) -> failed searches as (allowed victim budgets, GPUs, M)
         self._fails: dict[tuple[str, str, int], list[tuple[frozenset[str], int, int]]] = {}
         self._memo_allowed: dict[tuple[object, ...], frozenset[str]] = {}
+        self._room_over_time: dict[tuple[str, int, frozenset[str]], tuple[int, list[tuple[int, int]], int]] = {}
         self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
         self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self._size_count = standing.size_count
@@ -243,6 +244,7 @@ class _Pass:
         gpus = self.noms.pop(wid)
         self.state.release_nomination(wid, gpus)
         self.room_gen += 1
+        self.gen += 1
         w = self.pending[wid]
         if w.allocated:
             self._add_load(w.budget, -w.gpus * w.min_runtime)
@@ -326,6 +328,28 @@ class _Pass:
             return any(count >= w.gpus and hosts for count, hosts in buckets.items())
         size = self.state.largest[w.model]
         return len(buckets.get(size, ())) >= w.gpus // size
+
+    def _any_fits_free(self, queues: dict[str, list[Workload]]) -> bool:
+        """:meth:`_fits_free` of any queued workload, from the most free GPUs on one host and the
+        whole free hosts of each model."""
+        st = self.state
+        most: dict[str, int] = {}
+        whole: dict[str, int] = {}
+        for model, buckets in st.buckets.items():
+            most[model] = max((c for c, hosts in buckets.items() if hosts), default=0)
+            whole[model] = len(buckets.get(st.largest[model], ()))
+        for q in queues.values():
+            for w in q:
+                m = most.get(w.model, 0)
+                if m == 0:
+                    continue
+                size = st.largest[w.model]
+                if w.gpus <= size:
+                    if w.gpus <= m:
+                        return True
+                elif whole[w.model] >= w.gpus // size:
+                    return True
+        return False
 
     def _is_gang(self, w: Workload) -> bool:
         return w.gpus > self.state.largest.get(w.model, 0)
@@ -417,11 +441,25 @@ class _Pass:
     # ------------------------------------------------------ allocated pass
     def _dispatch_allocated(self, queues: dict[str, list[Workload]]) -> None:
         disp = self._disp = Dispatcher(self.tree, self.load, queues)
+        # Without reasons, a workload with the same budget, model, size and M as one that failed
+        # outright (no start, preemption, nomination or reservation) fails the same way while
+        # nothing has changed since (``gen``): its handling would read the same state.
+        short_cut = not self.snap.with_reasons
+        failed: dict[tuple[str, str, int, int], int] = {}
         while True:
             w = disp.next()
             if w is None:
                 break
-            admitted = self._handle_allocated(w)
+            if short_cut and w.id not in self.noms:
+                sig = (w.budget, w.model, w.gpus, w.min_runtime)
+                if failed.get(sig) == self.gen:
+                    disp.done(w, False)
+                    continue
+                admitted = self._handle_allocated(w)
+                if not admitted and w.id not in self.reserving and w.id not in self.noms:
+                    failed[sig] = self.gen
+            else:
+                admitted = self._handle_allocated(w)
             disp.done(w, admitted)
         self._disp = None
 
@@ -741,41 +779,36 @@ class _Pass:
 
         best: tuple[int, int, tuple[str, ...]] | None = None
         if not self._is_gang(w):
+            n = w.gpus
+            allowed = self._room_budgets(w)
+            version = st.version
+            cache = self._room_over_time
+            agg = self._agg
             for hv in self._hosts_by_model.get(w.model, ()):
                 if not hv.active or hv.name in self.reserved:
                     continue
                 # Upper bound on the room ever made here: healthy GPUs less allocated work that
                 # is never room for w (forbidden by rule 2, or its own budget's).
                 bound = len(hv.healthy)
-                for v, counts in self._agg.get(hv.name, {}).items():
-                    if classes.get(v, NEVER) != NOW:
+                for v, counts in agg.get(hv.name, {}).items():
+                    if v not in allowed:
                         bound -= counts[0] + counts[1]
-                if bound < w.gpus:
+                if bound < n:
                     continue
-                have = len(hv.free)
-                times: list[tuple[int, int]] = []
-                for aid in hv.attempts:
-                    av = st.attempts[aid]
-                    freed = av.on_host.get(hv.name, 0)
-                    if av.stopping:
-                        if all(st.nominated.get(g) in (None, w.id) for g in av.attempt.gpus if g[0] == hv.name):
-                            times.append((now, freed))
-                        continue
-                    c = klass(av)
-                    if c == NOW:
-                        times.append((now, freed))
-                    elif c == LATER:
-                        pu = av.attempt.protected_until
-                        times.append((pu if pu is not None else now + av.attempt.min_runtime, freed))
-                t = now if have >= w.gpus else None
-                if t is None:
-                    for at, freed in sorted(times):
+                key = (hv.name, version.get(hv.name, 0), allowed)
+                room = cache.get(key)
+                if room is None:
+                    room = cache[key] = self._host_room_over_time(hv, allowed)
+                have, events, most = room
+                if most < n:
+                    continue
+                t = now
+                if have < n:
+                    for at, freed in events:
                         have += freed
-                        if have >= w.gpus:
+                        if have >= n:
                             t = at
                             break
-                if t is None:
-                    continue
                 cand = (t, 1, (hv.name,))
                 if best is None or cand < best:
                     best = cand
@@ -821,6 +854,40 @@ class _Pass:
             self.reserved[h] = (w.id, t)
         self.dec.reserved_start[w.id] = t
         self.gen += 1
+
+    def _host_room_over_time(self, hv: HostView, allowed: frozenset[str]) -> tuple[int, list[tuple[int, int]], int]:
+        """When GPUs of ``hv`` become room for an allocated workload without a nomination whose
+        rule 2 allows the budgets ``allowed``: ``(free now, [(instant, GPUs)] in order, most ever)``.
+
+        Free GPUs count now; leaving work whose GPUs no one else is nominated for, unallocated
+        work and allowed unprotected work count now; allowed protected work at the end of its
+        protection (a starting attempt: M from now). Own, forbidden or nominated work never counts.
+        Kept per (host, host version, allowed budgets): any change of the host's GPUs or work
+        bumps its version (:meth:`ClusterState._touch`).
+        """
+        st = self.state
+        now = self.now
+        name = hv.name
+        have = len(hv.free)
+        times: list[tuple[int, int]] = []
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            freed = av.on_host.get(name, 0)
+            a = av.attempt
+            if av.stopping:
+                if all(st.nominated.get(g) is None for g in a.gpus if g[0] == name):
+                    times.append((now, freed))
+                continue
+            if not a.allocated:
+                times.append((now, freed))
+            elif a.budget in allowed:
+                if av.protected:
+                    pu = a.protected_until
+                    times.append((pu if pu is not None else now + a.min_runtime, freed))
+                else:
+                    times.append((now, freed))
+        times.sort()
+        return have, times, have + sum(f for _, f in times)
 
     def _budget_classes(self, w: Workload) -> dict[str, int]:
         """For every budget holding allocated work: NOW/LATER (rule 2 allows), FORBIDDEN or NEVER (own).
@@ -1038,7 +1105,7 @@ class _Pass:
 
     # ---------------------------------------------------- unallocated pass
     def _dispatch_unallocated(self, queues: dict[str, list[Workload]]) -> None:
-        if not self.snap.with_reasons and not any(self._fits_free(w) for q in queues.values() for w in q):
+        if not self.snap.with_reasons and not self._any_fits_free(queues):
             return  # nothing can start, and no reasons are wanted
         disp = Dispatcher(self.tree, self.load, queues)
         smallest_failed: dict[str, int] = {}

@@ -51,6 +51,7 @@ class ClusterState:
     ):
         self.now = now
         self.listeners: list[Callable[[str], None]] = []
+        self.version: dict[str, int] = {}  # host -> bumped by every change of its GPUs, work or nominations
         self.hosts: dict[str, HostView] = {}
         self.owner: dict[GpuRef, str] = {}
         self.nominated: dict[GpuRef, str] = {}
@@ -115,6 +116,7 @@ class ClusterState:
         return list(self.buckets.get(model, {}).get(size, []))
 
     def _touch(self, host: str) -> None:
+        self.version[host] = self.version.get(host, 0) + 1
         for listener in self.listeners:
             listener(host)
 
@@ -248,11 +250,13 @@ class ClusterState:
         self.nominated[g] = workload
         per = self.nominees.setdefault(g[0], {})
         per[workload] = per.get(workload, 0) + 1
+        self.version[g[0]] = self.version.get(g[0], 0) + 1
 
     def unnominate(self, g: GpuRef) -> None:
         """Forget the nomination of one GPU (free lists are the caller's business)."""
         wid = self.nominated.pop(g, None)
         if wid is not None:
+            self.version[g[0]] = self.version.get(g[0], 0) + 1
             per = self.nominees[g[0]]
             per[wid] -= 1
             if not per[wid]:

@@ -28,6 +28,7 @@ from scheduler.policy import (
     StopReason,
     schedule,
 )
+from scheduler.policy.core import _Pass
 from scheduler.policy.screen import nothing_to_do
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.views import budget_usage
@@ -103,6 +104,9 @@ class CheckedEngine(Engine):
         )
         fresh = schedule(shuffled)
         assert fresh == dec, f"{fresh}\n!=\n{dec}"
+        # Without reasons (simulations) the pass takes short cuts; it decides exactly the same.
+        quiet = _Pass(replace(snap, with_reasons=False)).run()  # no idle screen: every field compares
+        assert replace(quiet, pending=dec.pending) == dec
         # A pass the quick screen calls idle decides nothing (schedule() skips it without reasons).
         if nothing_to_do(snap, BudgetTree(snap.budgets)):
             assert not dec.changed, f"the screen called a deciding pass idle: {dec}"
