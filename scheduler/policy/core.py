@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from itertools import combinations
 from math import comb
+from operator import attrgetter
 
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.reclaim import ReclaimIndex
@@ -39,6 +40,8 @@ NOW = 0  # rule 1 and 2 allow it now (unallocated, or unprotected and rule 2 hol
 LATER = 1  # rule 2 allows it, but it is still protected
 FORBIDDEN = 2  # rule 2 forbids it (another budget, less served side)
 NEVER = 3  # never room for P: its own budget's allocated work, or already leaving
+
+_submission_order = attrgetter("submitted_at", "seq", "id")
 
 MAX_EXACT_GANG_SETS = 2000
 """Above this many host combinations the gang victim choice is greedy (docs/policy.md)."""
@@ -150,7 +153,7 @@ class _Pass:
         alloc_q: dict[str, list[Workload]] = {}
         unalloc_q: dict[str, list[Workload]] = {}
         self.unfunded.clear()
-        for w in sorted(self.pending.values(), key=lambda w: (w.submitted_at, w.seq, w.id)):
+        for w in sorted(self.pending.values(), key=_submission_order):
             if w.budget not in self.tree.budgets:
                 continue
             if self._unschedulable(w):
@@ -784,15 +787,20 @@ class _Pass:
             version = st.version
             cache = self._room_over_time
             agg = self._agg
+            held = self.standing.agg_held
             for hv in self._hosts_by_model.get(w.model, ()):
                 if not hv.active or hv.name in self.reserved:
                     continue
                 # Upper bound on the room ever made here: healthy GPUs less allocated work that
                 # is never room for w (forbidden by rule 2, or its own budget's).
-                bound = len(hv.healthy)
-                for v, counts in agg.get(hv.name, {}).items():
-                    if v not in allowed:
-                        bound -= counts[0] + counts[1]
+                bound = len(hv.healthy) - held.get(hv.name, 0)
+                if allowed:
+                    per = agg.get(hv.name)
+                    if per:
+                        for v in allowed:
+                            counts = per.get(v)
+                            if counts is not None:
+                                bound += counts[0] + counts[1]
                 if bound < n:
                     continue
                 key = (hv.name, version.get(hv.name, 0), allowed)

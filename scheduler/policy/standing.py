@@ -38,8 +38,8 @@ class Standing:
 
     Aggregates (healthy GPUs of allocated attempts that are not leaving):
 
-    - ``agg``: host → budget → ``[unprotected, protected]`` GPU counts (budgets once seen
-      keep a zero entry; readers skip zeros);
+    - ``agg``: host → budget → ``[unprotected, protected]`` GPU counts (no zero entries);
+    - ``agg_held``: host → GPUs of all such work there;
     - ``agg_budgets``: budgets that have held such work;
     - ``victim_hosts``: budget → host → number of its unprotected attempts there (the only
       allocated victims there can be, §3.4 rule 1).
@@ -63,6 +63,7 @@ class Standing:
         self.sick = [hv.name for hv in self.state.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
         self.agg: dict[str, dict[str, list[int]]] = {}
         self.agg_budgets: set[str] = set()
+        self.agg_held: dict[str, int] = {}  # host -> sum of its agg counts
         self.victim_hosts: dict[str, dict[str, int]] = {}
         # (end of protection, attempt id, tie-breaker, view): protections still to end
         self._ends: list[tuple[int, str, int, AttemptView]] = []
@@ -90,6 +91,7 @@ class Standing:
         budget = a.budget
         self.agg_budgets.add(budget)
         agg = self.agg
+        held = self.agg_held
         for h, n in av.on_host.items():
             per = agg.get(h)
             if per is None:
@@ -98,6 +100,9 @@ class Standing:
             if counts is None:
                 counts = per[budget] = [0, 0]
             counts[slot] += sign * n
+            if not (counts[0] or counts[1]):
+                del per[budget]
+            held[h] = held.get(h, 0) + sign * n
         if unprotected:
             where = self.victim_hosts.setdefault(budget, {})
             for h in av.on_host:
@@ -246,6 +251,8 @@ class Standing:
 
         if nonzero(self.agg) != nonzero(other.agg):
             out.append("agg")
+        if {h: n for h, n in self.agg_held.items() if n} != {h: n for h, n in other.agg_held.items() if n}:
+            out.append("agg_held")
         if {v: d for v, d in self.victim_hosts.items() if d} != {v: d for v, d in other.victim_hosts.items() if d}:
             out.append("victim_hosts")
         if not other.agg_budgets <= self.agg_budgets:
