@@ -134,6 +134,7 @@ class _Pass:
         self._size_count = standing.size_count
         self._tables: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
         self._gang_tables: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
+        self._gang_opts: dict[tuple[str, int, frozenset[str], int], list[str]] = {}
         self._new_attempts = 0
         self._hosts_by_model = standing.hosts_by_model
         self._shares: dict[str, Fraction] | None = None
@@ -563,7 +564,8 @@ class _Pass:
         key = (w.budget, w.gpus * w.min_runtime, len(self._agg_budgets), self.load_gen)
         out = self._memo_allowed.get(key)
         if out is None:
-            out = frozenset(v for v, c in self._budget_classes(w).items() if c == NOW)
+            budgets = self.tree.budgets
+            out = frozenset(v for v in self._agg_budgets if v != w.budget and v in budgets and self.rule2(w, v))
             self._memo_allowed[key] = out
         return out
 
@@ -721,9 +723,7 @@ class _Pass:
         size = self.state.largest[w.model]
         k = w.gpus // size
         options: list[tuple[HostView, list[AttemptView]]] = []
-        for level, name, _ in self._gang_table(w.model, size, self._budget_classes(w)):
-            if level > 1:
-                break
+        for name in self._gang_options(w.model, size, self._room_budgets(w)):
             hv = self.state.hosts[name]
             if not self._host_allowed(w, name):
                 continue
@@ -971,6 +971,28 @@ class _Pass:
                     filled[level] = room
         self._tables[key] = table
         return table
+
+    def _gang_options(self, model: str, size: int, allowed: frozenset[str]) -> list[str]:
+        """Hosts of :meth:`_gang_table` at level 0 or 1 for a workload whose rule 2 allows the
+        budgets ``allowed``, best first: whole healthy hosts of ``size`` GPUs holding only
+        unallocated work and unprotected work of allowed budgets, nothing leaving or nominated.
+        Built once per (model, size, allowed budgets, state generation)."""
+        key = (model, size, allowed, self.gen)
+        cached = self._gang_opts.get(key)
+        if cached is not None:
+            return cached
+        empty: list[str] = []
+        usable: list[str] = []
+        nominees = self.state.nominees
+        for hv in self._hosts_by_model.get(model, ()):
+            if not hv.active or not hv.all_healthy or hv.size != size or hv.stopping or nominees.get(hv.name):
+                continue
+            per = self._agg.get(hv.name)
+            if per and any(c[1] or v not in allowed for v, c in per.items()):
+                continue
+            (usable if per or hv.unalloc else empty).append(hv.name)
+        out = self._gang_opts[key] = sorted(empty) + sorted(usable)
+        return out
 
     def _gang_table(self, model: str, size: int, cls: dict[str, int]) -> list[tuple[int, str, str | None]]:
         """Whole hosts of ``size`` GPUs as ``(level, name, witness budget)``, best first.
