@@ -154,25 +154,36 @@ class _Pass:
         alloc_q: dict[str, list[Workload]] = {}
         unalloc_q: dict[str, list[Workload]] = {}
         self.unfunded.clear()
+        tree = self.tree
+        unschedulable: dict[tuple[str, int], bool] = {}  # by (model, GPUs): all it depends on
         for w in sorted(self.pending.values(), key=_submission_order):
-            if w.budget not in self.tree.budgets:
+            budget = w.budget
+            if budget not in tree.budgets:
                 continue
-            if self._unschedulable(w):
+            shape = (w.model, w.gpus)
+            bad = unschedulable.get(shape)
+            if bad is None:
+                bad = unschedulable[shape] = self._unschedulable(w)
+            if bad:
                 self._reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
                 continue
-            if self.tree.held(w.budget):
+            if tree.held(budget):
                 self._reason(w, PendingReason.HELD, {})
                 continue
-            capper = self.tree.capped_by(w.budget) if w.allocated else None
+            allocated = w.min_runtime > 0
+            capper = tree.capped_by(budget) if allocated else None
             if capper is not None and capper.on_cap == OnCap.HOLD:
-                self._reason(w, PendingReason.BUDGET_CAPPED, {"budget": self.tree.path_name(capper.key)})
+                self._reason(w, PendingReason.BUDGET_CAPPED, {"budget": tree.path_name(capper.key)})
                 continue
-            if w.allocated and capper is None:
-                alloc_q.setdefault(w.budget, []).append(w)
+            if allocated and capper is None:
+                q = alloc_q.get(budget)
+                if q is None:
+                    q = alloc_q[budget] = []
+                q.append(w)
             else:
-                if w.allocated:
+                if allocated:
                     self.unfunded.add(w.id)
-                unalloc_q.setdefault(w.budget, []).append(w)
+                unalloc_q.setdefault(budget, []).append(w)
         self._dispatch_allocated(alloc_q)
         self._dispatch_unallocated(unalloc_q)
         self._finish_hosts()

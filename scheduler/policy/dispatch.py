@@ -11,7 +11,8 @@ node keeps the cost at O(depth × log(children)) per step.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import attrgetter
 
 from scheduler.policy.tree import BudgetTree, SiblingRatio
 from scheduler.policy.types import Workload
@@ -20,9 +21,8 @@ NEVER = (1 << 62, 1 << 62)
 """Oldest-pending key of a subtree with nothing pending."""
 
 
-def submission_key(w: Workload) -> tuple[int, int]:
-    """Order within a budget: original submission time, then submission sequence number."""
-    return (w.submitted_at, w.seq)
+submission_key: Callable[[Workload], tuple[int, int]] = attrgetter("submitted_at", "seq")
+"""Order within a budget: original submission time, then submission sequence number."""
 
 
 class Dispatcher:
