@@ -97,8 +97,10 @@ class _Pass:
         standing: Standing | None = None,
         pending: dict[str, Workload] | None = None,
         loads: tuple[dict[str, int], dict[str, int]] | None = None,
+        ordered: list[Workload] | None = None,
     ) -> None:
         self.snap = snap
+        self._ordered = ordered  # the pending workloads in submission order, if the caller has them
         self.now = snap.now
         self.tree = tree if tree is not None else BudgetTree(snap.budgets)
         self.pending: dict[str, Workload] = pending if pending is not None else {w.id: w for w in snap.pending}
@@ -156,7 +158,10 @@ class _Pass:
         self.unfunded.clear()
         tree = self.tree
         unschedulable: dict[tuple[str, int], bool] = {}  # by (model, GPUs): all it depends on
-        for w in sorted(self.pending.values(), key=_submission_order):
+        ordered = self._ordered
+        if ordered is None:
+            ordered = sorted(self.pending.values(), key=_submission_order)
+        for w in ordered:
             budget = w.budget
             if budget not in tree.budgets:
                 continue

@@ -21,6 +21,7 @@ its snapshot, uses :func:`~scheduler.policy.schedule`.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Sequence
 
 from scheduler.policy.state import AttemptView, ClusterState, HostView
@@ -260,6 +261,59 @@ class Standing:
         return out
 
 
+class PendingIndex:
+    """The pending workloads in submission order and their distinct shapes, kept by difference.
+
+    :meth:`sync` takes the pending workloads of a snapshot (id → workload) and returns them
+    ordered by (submitted_at, seq, id), the order a pass walks them in; ``shapes`` maps each
+    (budget, model, GPUs, M) to one workload of that shape, all the idle screen needs. Costs
+    O(changes × log n) plus a C-speed set difference per call instead of a sort.
+    """
+
+    def __init__(self) -> None:
+        self.objs: dict[str, Workload] = {}
+        self.order: list[tuple[int, int, str]] = []
+        self.counts: dict[tuple[str, str, int, int], int] = {}
+        self.shapes: dict[tuple[str, str, int, int], Workload] = {}
+
+    @staticmethod
+    def _shape(w: Workload) -> tuple[str, str, int, int]:
+        return (w.budget, w.model, w.gpus, w.min_runtime)
+
+    def _drop(self, wid: str) -> None:
+        w = self.objs.pop(wid)
+        key = (w.submitted_at, w.seq, w.id)
+        i = bisect_left(self.order, key)
+        del self.order[i]
+        shape = self._shape(w)
+        left = self.counts[shape] - 1
+        if left:
+            self.counts[shape] = left
+        else:
+            del self.counts[shape]
+            del self.shapes[shape]
+
+    def _add(self, w: Workload) -> None:
+        self.objs[w.id] = w
+        insort(self.order, (w.submitted_at, w.seq, w.id))
+        shape = self._shape(w)
+        self.counts[shape] = self.counts.get(shape, 0) + 1
+        self.shapes.setdefault(shape, w)
+
+    def sync(self, pending: dict[str, Workload]) -> list[Workload]:
+        """Take the index to ``pending``; returns the workloads in submission order."""
+        objs = self.objs
+        gone = objs.keys() - pending.keys()
+        changed = [wid for wid, w in pending.items() if objs.get(wid) is not w]
+        for wid in gone:
+            self._drop(wid)
+        for wid in changed:
+            if wid in objs:
+                self._drop(wid)
+            self._add(pending[wid])
+        return [objs[k[2]] for k in self.order]
+
+
 class _Rebuild(Exception):
     """The difference is one :meth:`Standing.sync` does not take; build afresh."""
 
@@ -274,6 +328,7 @@ class IncrementalScheduler:
     def __init__(self, *, check: bool = False) -> None:
         self.check = check
         self._standing: Standing | None = None
+        self._pending = PendingIndex()
         self._budgets: tuple[Budget, ...] | None = None
         self._tree = None
 
@@ -313,11 +368,18 @@ class IncrementalScheduler:
                 loads.append(pass_loads(snap, tree, standing.noms, pending, standing.book))
             return loads[0][1]
 
-        if not snap.with_reasons and idle(standing, pending.values(), tree, load):
+        index = self._pending
+        ordered = index.sync(pending)
+        if self.check:
+            expected = sorted(pending.values(), key=lambda w: (w.submitted_at, w.seq, w.id))
+            shapes = {PendingIndex._shape(w) for w in expected}
+            if [w.id for w in ordered] != [w.id for w in expected] or set(index.shapes) != shapes:
+                raise AssertionError(f"pending index differs at {snap.now}")
+        if not snap.with_reasons and idle(standing, index.shapes.values(), tree, load):
             self._standing = standing
             return Decisions()
         load()
-        dec = _Pass(snap, tree, standing, pending, loads[0]).run()
+        dec = _Pass(snap, tree, standing, pending, loads[0], ordered).run()
         self._standing = standing
         return dec
 
