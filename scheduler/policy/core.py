@@ -462,22 +462,23 @@ class _Pass:
     def _dispatch_allocated(self, queues: dict[str, list[Workload]]) -> None:
         disp = self._disp = Dispatcher(self.tree, self.load, queues)
         # Without reasons, a workload with the same budget, model, size and M as one that failed
-        # outright (no start, preemption, nomination or reservation) fails the same way while
-        # nothing has changed since (``gen``): its handling would read the same state.
+        # outright (no start, preemption, nomination or reservation) fails the same way until room
+        # can grow (``room_gen``) or a load changes (``load_gen``: rule 2's answers): starts and
+        # reservations in between only take room away (see ``__init__``).
         short_cut = not self.snap.with_reasons
-        failed: dict[tuple[str, str, int, int], int] = {}
+        failed: dict[tuple[str, str, int, int], tuple[int, int]] = {}
         while True:
             w = disp.next()
             if w is None:
                 break
             if short_cut and w.id not in self.noms:
                 sig = (w.budget, w.model, w.gpus, w.min_runtime)
-                if failed.get(sig) == self.gen:
+                if failed.get(sig) == (self.room_gen, self.load_gen):
                     disp.done(w, False)
                     continue
                 admitted = self._handle_allocated(w)
                 if not admitted and w.id not in self.reserving and w.id not in self.noms:
-                    failed[sig] = self.gen
+                    failed[sig] = (self.room_gen, self.load_gen)
             else:
                 admitted = self._handle_allocated(w)
             disp.done(w, admitted)
