@@ -270,3 +270,25 @@ def test_demand_at_a_window_start_is_the_work_still_needed(tmp_path: Path) -> No
         # bb waited from day 1 to 8 (present 6 of window 0, all 3 days still needed at day 7)
         assert demand[0]["org/vc-bb"] == 8 * 3 * DAY
         assert demand[1]["org/vc-bb"] == 8 * 3 * DAY
+
+
+@pytest.mark.parametrize("kw", [{}, {"fault_rate": 0.5, "repair_s": 2 * 3600, "grace_s": 0}])
+def test_incremental_policy_decides_like_a_fresh_pass_on_every_pass(tmp_path: Path, kw: dict) -> None:
+    """The simulator's IncrementalScheduler (state kept between passes, synced by difference) is
+    checked against a fresh build at every pass, and its decisions against schedule()."""
+    from scheduler.policy import IncrementalScheduler, schedule
+
+    inc = IncrementalScheduler(check=True)
+    passes = {"n": 0, "deciding": 0}
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        fresh = schedule(snap)
+        dec = inc(snap)
+        assert dec == fresh
+        passes["n"] += 1
+        passes["deciding"] += dec.changed
+        return dec
+
+    inputs = prepare(small(busy_trace(tmp_path, n=250), **kw))
+    TraceSim(inputs, both).run()
+    assert passes["n"] > 200 and passes["deciding"] > 100
