@@ -49,7 +49,7 @@ class Standing:
     and :meth:`track`; :meth:`sync` then takes it to the next snapshot.
     """
 
-    def __init__(self, snap: Snapshot, pending: dict[str, Workload] | None = None) -> None:
+    def __init__(self, snap: Snapshot, pending: dict[str, Workload] | None = None, *, kept: bool = False) -> None:
         if pending is None:
             pending = {w.id: w for w in snap.pending}
         self.now = snap.now
@@ -71,12 +71,17 @@ class Standing:
         self._seq = 0
         for av in self.state.attempts.values():
             self.track(av, 1)
-            self._watch(av)
         self.window = snap.window
-        self.book = LoadBook(snap.window, snap.now)
-        for a in snap.attempts:
-            if a.id not in self.book.attempts:
-                self.book.add(a)
+        # What only a standing kept between passes needs (``kept``): protection ends to watch and
+        # the open attempts' U and C (a single pass sums those from the snapshot).
+        self.book: LoadBook | None = None
+        if kept:
+            for av in self.state.attempts.values():
+                self._watch(av)
+            self.book = LoadBook(snap.window, snap.now)
+            for a in snap.attempts:
+                if a.id not in self.book.attempts:
+                    self.book.add(a)
 
     # ------------------------------------------------------------ aggregates
     def track(self, av: AttemptView, sign: int) -> None:
@@ -165,6 +170,8 @@ class Standing:
             self._watch(av)
             dirty.update(av.hosts)
         book = self.book
+        if book is None:
+            raise _Rebuild  # built for a single pass
         book.advance(now)
         counted = book.attempts
         for aid in [aid for aid in counted if aid not in current]:
@@ -346,12 +353,12 @@ class IncrementalScheduler:
         pending = {w.id: w for w in snap.pending}
         standing, self._standing = self._standing, None  # until this call has finished with it
         if standing is None or not standing.fits(snap):
-            standing = Standing(snap, pending)
+            standing = Standing(snap, pending, kept=True)
         else:
             try:
                 standing.sync(snap, pending)
             except _Rebuild:
-                standing = Standing(snap, pending)
+                standing = Standing(snap, pending, kept=True)
             if self.check:
                 fresh = Standing(snap, pending)
                 diff = standing.same_as(fresh)
