@@ -135,8 +135,7 @@ class Standing:
     def sync(self, snap: Snapshot, pending: dict[str, Workload]) -> None:
         """Bring the standing to ``snap`` (see the module docstring); requires :meth:`fits`.
 
-        Raises ``_Rebuild`` when the snapshot nominates one GPU twice; the standing is then
-        half-synced and must be dropped.
+        Raises ``_Rebuild`` when the standing was built for a single pass.
         """
         st = self.state
         now = snap.now
@@ -192,9 +191,6 @@ class Standing:
                 self.track(av, 1)
         noms = nominations_of(snap, pending)
         if noms != self.noms:
-            claimed = [g for gpus in noms.values() for g in gpus]
-            if len(claimed) != len(set(claimed)):
-                raise _Rebuild  # one GPU nominated twice: only a fresh build says what a pass sees
             for wid, gpus in self.noms.items():
                 if noms.get(wid) != gpus:
                     for g in gpus:
@@ -340,7 +336,7 @@ class IncrementalScheduler:
         self._tree = None
 
     def __call__(self, snap: Snapshot):  # noqa: ANN204 (Decisions; import cycle)
-        from scheduler.policy.core import _Pass, pass_loads
+        from scheduler.policy.core import _Pass, pass_loads, schedule
         from scheduler.policy.screen import idle
         from scheduler.policy.tree import BudgetTree
         from scheduler.policy.types import Decisions
@@ -352,6 +348,8 @@ class IncrementalScheduler:
         tree = self._tree
         pending = {w.id: w for w in snap.pending}
         standing, self._standing = self._standing, None  # until this call has finished with it
+        if not _well_formed(snap, pending):
+            return schedule(snap)  # one GPU claimed twice, or one id: a fresh build decides; keep nothing
         if standing is None or not standing.fits(snap):
             standing = Standing(snap, pending, kept=True)
         else:
@@ -359,15 +357,17 @@ class IncrementalScheduler:
                 standing.sync(snap, pending)
             except _Rebuild:
                 standing = Standing(snap, pending, kept=True)
-            if self.check:
-                fresh = Standing(snap, pending)
-                diff = standing.same_as(fresh)
-                if pass_loads(snap, tree, standing.noms, pending, standing.book) != pass_loads(
-                    snap, tree, fresh.noms, pending
-                ):
-                    diff.append("loads")
-                if diff:
-                    raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
+        if standing.state.malformed:
+            return schedule(snap)  # two attempts on one GPU: a fresh build decides; keep nothing
+        if self.check:
+            fresh = Standing(snap, pending)
+            diff = standing.same_as(fresh)
+            if pass_loads(snap, tree, standing.noms, pending, standing.book) != pass_loads(
+                snap, tree, fresh.noms, pending
+            ):
+                diff.append("loads")
+            if diff:
+                raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
         loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
 
         def load() -> dict[str, int]:
@@ -389,6 +389,14 @@ class IncrementalScheduler:
         dec = _Pass(snap, tree, standing, pending, loads[0], ordered).run()
         self._standing = standing
         return dec
+
+
+def _well_formed(snap: Snapshot, pending: dict[str, Workload]) -> bool:
+    """No attempt id twice and no GPU nominated twice (double-booked GPUs: ``ClusterState.malformed``)."""
+    if len({a.id for a in snap.attempts}) != len(snap.attempts):
+        return False
+    claimed = [g for gpus in nominations_of(snap, pending).values() for g in gpus]
+    return len(claimed) == len(set(claimed))
 
 
 def _same(a: Sequence[object], b: Sequence[object] | None) -> bool:

@@ -52,6 +52,8 @@ class ClusterState:
         self.now = now
         self.listeners: list[Callable[[str], None]] = []
         self.version: dict[str, int] = {}  # host -> bumped by every change of its GPUs, work or nominations
+        self.malformed = False
+        """Set when two open attempts claimed one GPU or one id: only a fresh build says what a pass sees."""
         self.hosts: dict[str, HostView] = {}
         self.owner: dict[GpuRef, str] = {}
         self.nominated: dict[GpuRef, str] = {}
@@ -146,9 +148,14 @@ class ClusterState:
             if hv is not None and i in hv.healthy:
                 on_host[h] = on_host.get(h, 0) + 1
         av = AttemptView(a, a.stopping, hosts_of, on_host, a.protected_at(self.now))
+        if a.id in self.attempts:
+            self.malformed = True
         self.attempts[a.id] = av
+        owner = self.owner
         for g in a.gpus:
-            self.owner[g] = a.id
+            if g in owner:
+                self.malformed = True
+            owner[g] = a.id
         for hn in hosts_of:
             hv = self.hosts.get(hn)
             if hv is not None:
@@ -165,7 +172,7 @@ class ClusterState:
 
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
-        self._add_attempt(attempt)
+        self._add_attempt(attempt, ordered=True)
 
     # -- between passes (scheduler.policy.standing) ---------------------------
     def insert_attempt(self, a: Attempt) -> AttemptView:
