@@ -13,9 +13,11 @@ policy tests run every pass both ways.
 :class:`IncrementalScheduler` is :func:`scheduler.policy.schedule` with a memory: a
 callable ``Snapshot -> Decisions`` giving exactly the decisions of ``schedule`` on every
 snapshot, whatever the sequence (a snapshot that does not follow from the last one only
-costs a bigger difference; other hosts or time going back cost a fresh build). The
-simulator and the scenario engine use it; the live tick, one pass per process start of
-its snapshot, uses :func:`~scheduler.policy.schedule`.
+costs a bigger difference; other hosts, another window or time going back cost a fresh
+build; a malformed snapshot — one GPU held by two attempts, one attempt id twice, one GPU
+nominated twice — is decided by a fresh build and nothing is kept). The simulator, the
+scenario engine and estimated starts use it; the live tick, which loads one snapshot per
+run, calls :func:`~scheduler.policy.schedule`.
 """
 
 from __future__ import annotations
