@@ -98,14 +98,31 @@ def make_settled(hosts: int, workloads: int, *, seed: int = 2, after: int = 600)
     for b in budgets:
         e.add_budget(b)
     for i in range(hosts):
-        e.add_host(Host(f"node{i:05d}", "H100", dict.fromkeys(range(8), GpuHealth.HEALTHY), HostState.ACTIVE,
-                        {"fabric": f"f{i // 32}"}))
+        e.add_host(
+            Host(
+                f"node{i:05d}",
+                "H100",
+                dict.fromkeys(range(8), GpuHealth.HEALTHY),
+                HostState.ACTIVE,
+                {"fabric": f"f{i // 32}"},
+            )
+        )
     for leaf in leaves:
         e.usage.append(UsageRecord(leaf, T0 - 86400, T0 - 86400, None, rng.randint(0, 2000) * 3600))
     for n in range(workloads):
         m = rng.choice([0, 1800, 3600, 3600, 7200])
-        e.submit(SimWorkload(f"w{n}", rng.choice(leaves), philly_gpus(rng), "H100", m,
-                             T0 - rng.randint(0, 3 * 86400), e.next_seq(), remaining=rng.choice([None, 1200, 7200])))
+        e.submit(
+            SimWorkload(
+                f"w{n}",
+                rng.choice(leaves),
+                philly_gpus(rng),
+                "H100",
+                m,
+                T0 - rng.randint(0, 3 * 86400),
+                e.next_seq(),
+                remaining=rng.choice([None, 1200, 7200]),
+            )
+        )
     e.tick()
     e.with_reasons = True
     # Let time pass without scheduling: attempts that end in the meantime free their GPUs and

@@ -26,9 +26,7 @@ def test_login_returns_a_token_that_authenticates(researcher, org_tree):
 
 
 def test_tokens_are_stored_hashed(researcher):
-    response = APIClient().post(
-        "/api/v1/auth/login/", {"username": "researcher", "password": PASSWORD}, format="json"
-    )
+    response = APIClient().post("/api/v1/auth/login/", {"username": "researcher", "password": PASSWORD}, format="json")
     token = response.json()["token"]
     for digest, key in AuthToken.objects.values_list("digest", "token_key"):
         assert token not in (digest, key)

@@ -54,8 +54,10 @@ def test_archiving_archives_the_subtree(org_tree):
     assert org_tree["nlp/olmo"].archived
 
 
-@pytest.mark.parametrize(("name", "shares", "code"), [("", 1, "invalid_name"), ("a/b", 1, "invalid_name"),
-                                                       ("x", 0, "invalid_shares"), ("olmo", 1, "duplicate_name")])
+@pytest.mark.parametrize(
+    ("name", "shares", "code"),
+    [("", 1, "invalid_name"), ("a/b", 1, "invalid_name"), ("x", 0, "invalid_shares"), ("olmo", 1, "duplicate_name")],
+)
 def test_invalid_budget_is_refused(org_tree, name, shares, code):
     with pytest.raises(BudgetError) as info:
         do_create_budget(name=name, parent=org_tree["nlp"], shares=shares)

@@ -14,8 +14,21 @@ from budgets.services import budget_paths
 from scheduler.models import GPU, Cluster, Host
 from scheduler.services import authenticate_host_token
 
-VCS = ["6214e9", "11cb48", "6c71a0", "b436b2", "ee9e8c", "103959", "0e4a51", "unknown", "7f04ca", "ed69ec",
-       "2869ce", "e13805", "51b7ef"]
+VCS = [
+    "6214e9",
+    "11cb48",
+    "6c71a0",
+    "b436b2",
+    "ee9e8c",
+    "103959",
+    "0e4a51",
+    "unknown",
+    "7f04ca",
+    "ed69ec",
+    "2869ce",
+    "e13805",
+    "51b7ef",
+]
 
 
 def _seed(*args: str) -> str:

@@ -34,9 +34,7 @@ class TickWorld:
         host = Host.objects.create(
             cluster=self.cluster, name=name, token_hash=f"hash-{name}", last_heartbeat=self.now, **fields
         )
-        GPU.objects.bulk_create(
-            [GPU(host=host, index=i, uuid=f"GPU-{name}-{i}", model=model) for i in range(gpus)]
-        )
+        GPU.objects.bulk_create([GPU(host=host, index=i, uuid=f"GPU-{name}-{i}", model=model) for i in range(gpus)])
         return host
 
     def workload(

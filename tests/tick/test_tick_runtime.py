@@ -87,7 +87,10 @@ def test_snapshot_reads_the_cluster_in_a_fixed_number_of_queries(tw):
     starting = tw.attempt(tw.workload(budget=tw.beta, gpus=1, min_runtime=0), gpus[2:], started_ago=None)
     Attempt.objects.filter(pk=starting.pk).update(stop_requested_at=tw.now)
     UsageEntry.objects.create(
-        budget=archived, cluster=tw.cluster, start=tw.now - timedelta(hours=2), end=tw.now - timedelta(hours=1),
+        budget=archived,
+        cluster=tw.cluster,
+        start=tw.now - timedelta(hours=2),
+        end=tw.now - timedelta(hours=1),
         gpus=4,
     )
     pending = tw.workload(gpus=1)
@@ -126,7 +129,10 @@ def test_a_protected_attempt_is_never_preempted(tw, pushed):
     # the only host, and beta (nothing used: more deserving) waiting for the same GPUs
     tw.host("h1", 2)
     UsageEntry.objects.create(
-        budget=tw.alpha, cluster=tw.cluster, start=tw.now - timedelta(hours=3), end=tw.now - timedelta(hours=1),
+        budget=tw.alpha,
+        cluster=tw.cluster,
+        start=tw.now - timedelta(hours=3),
+        end=tw.now - timedelta(hours=1),
         gpus=2,
     )
     victim = tw.attempt(tw.workload(budget=tw.alpha, gpus=2, min_runtime=600), list(GPU.objects.all()), 100)
