@@ -130,6 +130,7 @@ class _Pass:
         # (search kind, model, room_gen) -> failed searches as (allowed victim budgets, GPUs, M)
         self._fails: dict[tuple[str, str, int], list[tuple[frozenset[str], int, int]]] = {}
         self._memo_allowed: dict[tuple[object, ...], frozenset[str]] = {}
+        self._vacated_at: dict[tuple[str, int, frozenset[str]], int | None] = {}
         self._room_over_time: dict[tuple[str, int, frozenset[str]], tuple[int, list[tuple[int, int]], int]] = {}
         self._memo_reason: dict[tuple[object, ...], PendingInfo] = {}
         self._memo_levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
@@ -553,25 +554,24 @@ class _Pass:
             tuple(sorted(v.attempt.workload for v in victims)),
         )
 
-    def _failed_before(self, kind: str, w: Workload, exact_size: bool = False) -> bool:
+    def _failed_before(self, kind: str, w: Workload) -> bool:
         """True when a search of ``kind`` already failed, since room last grew, for a workload
         that had at least the room ``w`` has: same model, allowed victim budgets a superset of
-        ``w``'s, no more GPUs (the same number with ``exact_size``), no longer M.
+        ``w``'s, no more GPUs, no longer M.
 
         A victim or reservation search depends on a workload without a reservation or a
         nomination only through its model, size, M (hosts reserved by others) and the budgets
         whose allocated work rule 2 lets it take; each of those only shrinks the room when it
         grows, and within a pass room only shrinks until ``room_gen`` moves (see ``__init__``).
+        A gang's victim search fails only for too few vacatable hosts (a set without victims
+        would be whole free hosts, which free placement tried first), so more GPUs fail too.
         """
         fails = self._fails.get((kind, w.model, self.room_gen))
         if not fails:
             return False
         allowed = self._room_budgets(w)
         n, m = w.gpus, w.min_runtime
-        for f_allowed, f_n, f_m in fails:
-            if (n == f_n if exact_size else n >= f_n) and m >= f_m and allowed <= f_allowed:
-                return True
-        return False
+        return any(n >= f_n and m >= f_m and allowed <= f_allowed for f_allowed, f_n, f_m in fails)
 
     def _remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
         self._fails.setdefault((kind, w.model, self.room_gen), []).append((self._room_budgets(w), w.gpus, min_runtime))
@@ -591,7 +591,7 @@ class _Pass:
         gang = self._is_gang(w)
         kind = "pg" if gang else "p"
         memo = w.id not in self.reserving
-        if memo and self._failed_before(kind, w, exact_size=gang):
+        if memo and self._failed_before(kind, w):
             return False
         found = self._search_gang(w) if gang else self._search_single(w)
         if found is None:
@@ -785,18 +785,8 @@ class _Pass:
         kind = "rg" if self._is_gang(w) else "r"
         if self._failed_before(kind, w):
             return
-        classes = self._budget_classes(w)
         st = self.state
         now = self.now
-
-        def klass(av: AttemptView) -> int:
-            """:meth:`victim_class` of a non-stopping attempt, from the per-budget classes."""
-            a = av.attempt
-            if not a.allocated:
-                return NOW if w.allocated else NEVER
-            c = classes.get(a.budget, NEVER) if w.allocated else NEVER
-            return LATER if c == NOW and av.protected else c
-
         best: tuple[int, int, tuple[str, ...]] | None = None
         if not self._is_gang(w):
             n = w.gpus
@@ -841,27 +831,18 @@ class _Pass:
             size = st.largest[w.model]
             k = w.gpus // size
             per_host: list[tuple[int, str]] = []
+            allowed = self._room_budgets(w)
+            version = st.version
+            cache = self._vacated_at
             for hv in self._hosts_by_model.get(w.model, ()):
                 if not hv.active or not hv.all_healthy or hv.size != size or hv.name in self.reserved:
                     continue
-                if st.nominated_for_other(hv.name, w.id):
-                    continue
-                t = now
-                ok = True
-                for aid in hv.attempts:
-                    av = st.attempts[aid]
-                    if av.stopping:
-                        continue
-                    c = klass(av)
-                    if c == NOW:
-                        continue
-                    if c == LATER:
-                        pu = av.attempt.protected_until
-                        t = max(t, pu if pu is not None else now + av.attempt.min_runtime)
-                    else:
-                        ok = False
-                        break
-                if ok:
+                key = (hv.name, version.get(hv.name, 0), allowed)
+                if key in cache:
+                    t = cache[key]
+                else:
+                    t = cache[key] = self._host_vacated_at(hv, allowed)
+                if t is not None:
                     per_host.append((t, hv.name))
             if len(per_host) >= k:
                 per_host.sort()
@@ -913,6 +894,31 @@ class _Pass:
                     times.append((now, freed))
         times.sort()
         return have, times, have + sum(f for _, f in times)
+
+    def _host_vacated_at(self, hv: HostView, allowed: frozenset[str]) -> int | None:
+        """When ``hv`` can be wholly vacated for an allocated workload without a nomination whose
+        rule 2 allows the budgets ``allowed`` (seconds), or None if never: GPUs nominated for a
+        workload, or work of a budget not allowed. Unallocated and allowed unprotected work
+        count now, allowed protected work at the end of its protection (a starting attempt: M
+        from now), leaving work not at all. Kept per (host, host version, allowed budgets).
+        """
+        st = self.state
+        if st.nominees.get(hv.name):
+            return None
+        t = self.now
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            if av.stopping:
+                continue
+            a = av.attempt
+            if not a.allocated:
+                continue
+            if a.budget not in allowed:
+                return None
+            if av.protected:
+                pu = a.protected_until
+                t = max(t, pu if pu is not None else self.now + a.min_runtime)
+        return t
 
     def _budget_classes(self, w: Workload) -> dict[str, int]:
         """For every budget holding allocated work: NOW/LATER (rule 2 allows), FORBIDDEN or NEVER (own).
