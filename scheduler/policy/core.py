@@ -577,7 +577,8 @@ class _Pass:
         self._fails.setdefault((kind, w.model, self.room_gen), []).append((self._room_budgets(w), w.gpus, min_runtime))
 
     def _room_budgets(self, w: Workload) -> frozenset[str]:
-        """Budgets whose allocated work rule 2 lets ``w`` take (class NOW in :meth:`_budget_classes`)."""
+        """Budgets whose allocated work rule 2 lets ``w`` take: the one place a pass asks rule 2
+        of every budget (:meth:`_budget_classes` reads it)."""
         key = (w.budget, w.gpus * w.min_runtime, len(self._agg_budgets), self.load_gen)
         out = self._memo_allowed.get(key)
         if out is None:
@@ -930,11 +931,12 @@ class _Pass:
         if out is not None:
             return out
         out = self._memo_classes[key] = {}
+        allowed = self._room_budgets(w)  # rule 2, asked once per budget
         for v in self._agg_budgets:
             if v == w.budget or v not in self.tree.budgets:
                 out[v] = NEVER
             else:
-                out[v] = NOW if self.rule2(w, v) else FORBIDDEN
+                out[v] = NOW if v in allowed else FORBIDDEN
         return out
 
     def _room_levels_memo(self, w: Workload) -> tuple[int, dict[str, object]]:
