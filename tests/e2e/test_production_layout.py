@@ -107,7 +107,11 @@ class Stack:
 
     def final(self, wid: int) -> dict[str, Any] | None:
         w = self.workload(wid)
-        return w if w["state"] in ("succeeded", "failed", "canceled") and all(a["ended_at"] for a in w["attempts"]) else None
+        return (
+            w
+            if w["state"] in ("succeeded", "failed", "canceled") and all(a["ended_at"] for a in w["attempts"])
+            else None
+        )
 
     def attempt_log(self, host: str, attempt_id: int) -> str:
         path = self.state_dirs[host] / "attempts" / f"{attempt_id}.log"
@@ -228,7 +232,9 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         def teardown() -> None:
             # Agents first (their attempts outlive them: killed from the state records), then the rest.
+            t = time.monotonic()
             procs.stop_all(first=["agent-h1", "agent-h2"])
+            print(f"prodlayout: processes stopped in {time.monotonic() - t:.1f}s")
             for state in state_dirs:
                 kill_attempt_processes(state)
             for balancer in balancers:
@@ -236,18 +242,21 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         cleanup.callback(teardown)
         t0 = time.monotonic()
+        # As a release does it: static files and migrations, then every process at once (the seed,
+        # an admin's `manage.py shell`, meanwhile).
         collect = procs.start("collectstatic", [PY, "manage.py", "collectstatic", "--noinput", "-v0"])
         procs.run("migrate", [PY, "manage.py", "migrate", "--noinput", "-v0"], timeout=120)
-        out = procs.run("seed", [PY, "manage.py", "shell", "-v0", "-c", SEED], timeout=60)
-        seed = json.loads(next(line for line in out.splitlines() if line.startswith("SEED "))[5:])
-        assert collect.wait(60) == 0, procs.tail("collectstatic")
-
-        ports = {"web1": free_port(), "web2": free_port()}
-        stack = Stack(procs, db_url, ports, seed["token"])
-        for name, port in ports.items():
-            procs.start(name, _web_argv(port))
+        seeding = procs.start("seed", [PY, "manage.py", "shell", "-v0", "-c", SEED])
         procs.start("worker", [PY, "manage.py", "rundramatiq", "--processes", "1", "--threads", "2"])
         procs.start("clock", [PY, "manage.py", "clock"])
+        assert collect.wait(60) == 0, procs.tail("collectstatic")
+        ports = {"web1": free_port(), "web2": free_port()}
+        for name, port in ports.items():
+            procs.start(name, _web_argv(port))
+        assert seeding.wait(60) == 0, procs.tail("seed")
+        out = procs.output("seed")
+        seed = json.loads(next(line for line in out.splitlines() if line.startswith("SEED "))[5:])
+        stack = Stack(procs, db_url, ports, seed["token"])
         for api in (stack.api1, stack.api2):
             stack.wait(lambda api=api: api.get("me/", timeout=2), 60, f"{api.base_url} to answer")
 
@@ -259,15 +268,12 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             state = root / host / "state"
             state_dirs.append(state)
             stack.state_dirs[host] = state
-            joins[host] = procs.start(
-                f"join-{host}",
-                [
-                    PY, "-m", "agent", "join", "--server", api.base_url, "--config", str(root / host / "agent.yaml"),
-                    "--host-name", host, "--state-dir", str(state), "--gpu-backend", "fake",
-                    "--gpus", str(GPUS_PER_HOST), "--model", "H100",
-                ],  # fmt: skip
-                env={**agent_env, "FAIRWAY_JOIN_TOKEN": seed["joins"][host]},
-            )
+            argv = [
+                PY, "-m", "agent", "join", "--server", api.base_url, "--config", str(root / host / "agent.yaml"),
+                "--host-name", host, "--state-dir", str(state), "--gpu-backend", "fake",
+                "--gpus", str(GPUS_PER_HOST), "--model", "H100",
+            ]  # fmt: skip
+            joins[host] = procs.start(f"join-{host}", argv, {**agent_env, "FAIRWAY_JOIN_TOKEN": seed["joins"][host]})
         for host, proc in joins.items():
             assert proc.wait(60) == 0, procs.tail(f"join-{host}")
 
@@ -276,20 +282,19 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             balancer = Balancer(prefer[host])
             balancers.append(balancer)
             stack.balancers[host] = balancer
-            procs.start(
-                f"agent-{host}",
-                [
-                    PY, "-m", "agent", "run", "--config", str(root / host / "agent.yaml"),
-                    "--server", f"ws://127.0.0.1:{balancer.port}/ws/agent/",
-                    "--heartbeat", "0.5", "--backoff-max", "1",
-                ],  # fmt: skip
-                env=agent_env,
-            )
+            argv = [
+                PY, "-m", "agent", "run", "--config", str(root / host / "agent.yaml"),
+                "--server", f"ws://127.0.0.1:{balancer.port}/ws/agent/",
+                "--heartbeat", "0.5", "--backoff-max", "1",
+            ]  # fmt: skip
+            procs.start(f"agent-{host}", argv, agent_env)
         stack.wait(
-            lambda: {h["name"]: h["state"] for h in stack.api1.get("hosts/?cluster=prod")}
-            == {"h1": "active", "h2": "active"}
-            and stack.hellos("h1") >= 1
-            and stack.hellos("h2") >= 1,
+            lambda: (
+                {h["name"]: h["state"] for h in stack.api1.get("hosts/?cluster=prod")}
+                == {"h1": "active", "h2": "active"}
+                and stack.hellos("h1") >= 1
+                and stack.hellos("h2") >= 1
+            ),
             30,
             "both agents to say hello",
         )
@@ -332,7 +337,7 @@ def test_a_one_gpu_workload_runs_and_succeeds(prod: Stack) -> None:
 
 
 def test_a_gang_spanning_both_hosts_starts_on_both(prod: Stack) -> None:
-    wid = prod.submit("gang", gpus=2 * GPUS_PER_HOST, duration=6)
+    wid = prod.submit("gang", gpus=2 * GPUS_PER_HOST, duration=4)
     attempt = prod.wait(lambda: prod.running_attempt(wid), 30, "the gang to run")
     assert sorted(g.split(":")[0] for g in attempt["gpus"]) == ["h1", "h1", "h2", "h2"], attempt
     # Each host's agent runs its part (rank order): both stand-ins print their first line.
@@ -393,7 +398,7 @@ def test_a_running_workload_is_canceled(prod: Stack) -> None:
 def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
     # Given work running on both hosts, h1's agent on web 1 and h2's on web 2
     assert prod.balancers["h2"].current_backend() == prod.ports["web2"]
-    a, b = (prod.submit(f"survivor-{i}", gpus=GPUS_PER_HOST, duration=8) for i in (1, 2))
+    a, b = (prod.submit(f"survivor-{i}", gpus=GPUS_PER_HOST, duration=6) for i in (1, 2))
     running = [prod.wait(lambda w=w: prod.running_attempt(w), 30, f"workload {w} to run") for w in (a, b)]
     assert sorted(r["host"] for r in running) == ["h1", "h2"], running
     hellos = prod.hellos("h2")
@@ -417,6 +422,10 @@ def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
         w = prod.wait(lambda wid=wid: prod.final(wid), 30, f"workload {wid} to end")
         assert [(x["end_reason"], x["exit_code"]) for x in w["attempts"]] == [("succeeded", 0)], w
         assert w["state"] == "succeeded", w
+    # and the survivors were charged for their whole real run (6 s on 2 GPUs), not cut at the kill
+    for wid in (a, b):
+        (attempt,) = prod.workload(wid)["attempts"]
+        assert 2 * 5 <= attempt["charged_gpu_seconds"] <= 2 * 10, attempt
     for name in ("survivor-1", "survivor-2", "late"):
         prod.expected[name] = ("succeeded", ["succeeded"])
     hosts = {h["name"]: h["state"] for h in prod.api2.get("hosts/?cluster=prod")}
