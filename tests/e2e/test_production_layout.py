@@ -351,7 +351,11 @@ def test_a_gang_spanning_both_hosts_starts_on_both(prod: Stack) -> None:
     prod.expected["gang"] = ("succeeded", ["succeeded"])
 
 
-@pytest.mark.xfail(reason=GATEWAY_BUG, strict=False)
+class KnownGatewayBug(Exception):
+    """The log relay failed exactly as the known bug does (see ``GATEWAY_BUG``)."""
+
+
+@pytest.mark.xfail(reason=GATEWAY_BUG, strict=False, raises=KnownGatewayBug)
 def test_the_logs_of_the_gang_come_from_both_hosts(prod: Stack) -> None:
     _needs(prod, "gang")
     wid = prod.workloads["gang"]
@@ -360,6 +364,12 @@ def test_the_logs_of_the_gang_come_from_both_hosts(prod: Stack) -> None:
     data = prod.api1.get(f"workloads/{wid}/logs/?tail=4096", timeout=20)
     parts = {p["host"]: p for p in data["parts"]}
     assert sorted(parts) == ["h1", "h2"], data
+    # Narrow: only the known failure is expected (a RuntimeError in the relay, logged by web 1 with
+    # channels-redis's message); any other error fails this test for real.
+    if any(p["error"] == "log request failed: RuntimeError" for p in parts.values()) and (
+        "Two event loops are trying to receive() on one channel layer" in prod.procs.output("web1")
+    ):
+        raise KnownGatewayBug(json.dumps(data["parts"]))
     for host, part in parts.items():
         assert part["error"] is None, (host, part)
         assert "standin: running" in part["data"] or "step " in part["data"], (host, part)
@@ -406,8 +416,8 @@ def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
     # When web 2 is killed with SIGKILL (no goodbye to anyone)
     prod.procs.kill9("web2")
     assert not prod.procs.alive("web2")
-    # and work is submitted meanwhile through web 1
-    late = prod.submit("late", gpus=1, duration=1)
+    # and work is submitted meanwhile through web 1: a gang, so that its start reaches both agents
+    late = prod.submit("late", gpus=2 * GPUS_PER_HOST, duration=1)
 
     # Then h2's agent reconnects through its balancer to web 1 and says hello again there
     prod.wait(lambda: prod.hellos("h2") > hellos, 20, "h2's agent to say hello again")
@@ -426,6 +436,9 @@ def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
     for wid in (a, b):
         (attempt,) = prod.workload(wid)["attempts"]
         assert 2 * 5 <= attempt["charged_gpu_seconds"] <= 2 * 10, attempt
+    # the late gang ran on both hosts: web 1 now relays the worker's commands to both agents
+    (attempt,) = prod.workload(late)["attempts"]
+    assert all("standin: running" in prod.attempt_log(h, attempt["id"]) for h in ("h1", "h2")), attempt
     for name in ("survivor-1", "survivor-2", "late"):
         prod.expected[name] = ("succeeded", ["succeeded"])
     hosts = {h["name"]: h["state"] for h in prod.api2.get("hosts/?cluster=prod")}
