@@ -14,9 +14,10 @@ number of its own (claimed, flushed at the end):
 
 Heartbeats (0.5 s), flushes, ticks (0.5 s) and the grace period are shortened through the
 ``FAIRWAY_*`` variables of config/settings.py. The tests share the stack (module scope) and run
-in order: a 1-GPU workload; a gang of 4 GPUs spanning both hosts; its logs (known bug: xfail);
-a cancel; kill -9 of the web process holding ``h2`` while work runs on both hosts, the agent
-failing over to the other web process, the killed one restarted; finally nothing lost.
+in order: a 1-GPU workload; a gang of 4 GPUs spanning both hosts; a cancel; kill -9 of the web
+process holding ``h2`` while work runs on both hosts, the agent failing over to the other web
+process, the killed one restarted; nothing lost; last, the logs of a running gang (known bug,
+xfail: last because when it strikes it can leave web 1 unable to serve its agents).
 Everything is read through the REST API (personal token) and, for host events, SQL.
 """
 
@@ -300,6 +301,8 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         assert stack.balancers["h1"].current_backend() == ports["web1"]
         assert stack.balancers["h2"].current_backend() == ports["web2"]
+        assert "agent of host h1 connected" in procs.output("web1"), procs.report()
+        assert "agent of host h2 connected" in procs.output("web2"), procs.report()
         print(f"prodlayout: stack up in {time.monotonic() - t0:.1f}s; logs in {procs.logs}")
         stack.started = time.monotonic()
         yield stack
@@ -351,30 +354,6 @@ def test_a_gang_spanning_both_hosts_starts_on_both(prod: Stack) -> None:
     prod.expected["gang"] = ("succeeded", ["succeeded"])
 
 
-class KnownGatewayBug(Exception):
-    """The log relay failed exactly as the known bug does (see ``GATEWAY_BUG``)."""
-
-
-@pytest.mark.xfail(reason=GATEWAY_BUG, strict=False, raises=KnownGatewayBug)
-def test_the_logs_of_the_gang_come_from_both_hosts(prod: Stack) -> None:
-    _needs(prod, "gang")
-    wid = prod.workloads["gang"]
-    if prod.running_attempt(wid) is None:
-        pytest.skip("the gang is no longer running")
-    data = prod.api1.get(f"workloads/{wid}/logs/?tail=4096", timeout=20)
-    parts = {p["host"]: p for p in data["parts"]}
-    assert sorted(parts) == ["h1", "h2"], data
-    # Narrow: only the known failure is expected (a RuntimeError in the relay, logged by web 1 with
-    # channels-redis's message); any other error fails this test for real.
-    if any(p["error"] == "log request failed: RuntimeError" for p in parts.values()) and (
-        "Two event loops are trying to receive() on one channel layer" in prod.procs.output("web1")
-    ):
-        raise KnownGatewayBug(json.dumps(data["parts"]))
-    for host, part in parts.items():
-        assert part["error"] is None, (host, part)
-        assert "standin: running" in part["data"] or "step " in part["data"], (host, part)
-
-
 def test_the_gang_ends_succeeded_on_both_hosts(prod: Stack) -> None:
     _needs(prod, "gang")
     w = prod.wait(lambda: prod.final(prod.workloads["gang"]), 30, "the gang to end")
@@ -422,6 +401,7 @@ def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
     # Then h2's agent reconnects through its balancer to web 1 and says hello again there
     prod.wait(lambda: prod.hellos("h2") > hellos, 20, "h2's agent to say hello again")
     assert prod.balancers["h2"].current_backend() == prod.ports["web1"]
+    assert "agent of host h2 connected" in prod.procs.output("web1")
     assert prod.balancers["h1"].current_backend() == prod.ports["web1"]  # h1 never noticed
     # and web 2, restarted, serves again
     prod.procs.restart("web2")
@@ -461,3 +441,47 @@ def test_nothing_was_lost(prod: Stack) -> None:
     assert prod.procs.alive("worker") and prod.procs.alive("clock")
     assert prod.procs.alive("agent-h1") and prod.procs.alive("agent-h2")
     print(f"prodlayout: scenario so far {time.monotonic() - prod.started:.1f}s")
+
+
+# --- the known bug, last: it can break the web process that serves the request ------------------
+
+
+class KnownGatewayBug(Exception):
+    """The log relay failed exactly as the known bug does (see ``GATEWAY_BUG``)."""
+
+
+@pytest.mark.xfail(reason=GATEWAY_BUG, strict=False, raises=KnownGatewayBug)
+def test_the_logs_of_a_gang_come_from_both_hosts(prod: Stack) -> None:
+    # Last in the module: when the bug strikes, the web process that relayed the request may be left
+    # unable to serve any agent (every consumer's receive() raises the same RuntimeError), which
+    # would break the steps after it.
+    wid = prod.submit("gang-logs", gpus=2 * GPUS_PER_HOST, duration=30)
+    attempt = prod.wait(lambda: prod.running_attempt(wid), 30, "the gang to run")
+    prod.wait(
+        lambda: all("step 1 " in prod.attempt_log(h, attempt["id"]) for h in ("h1", "h2")),
+        15,
+        "both parts of the gang to print",
+    )
+    crashes = prod.procs.output("web1").count("Exception in ASGI application")
+    hellos = prod.hellos("h1")
+
+    data = prod.api1.get(f"workloads/{wid}/logs/?tail=4096", timeout=20)
+    time.sleep(1.5)  # three heartbeats: does h1's connection to web 1 survive the request?
+
+    parts = {p["host"]: p for p in data["parts"]}
+    assert sorted(parts) == ["h1", "h2"], data
+    web1 = prod.procs.output("web1")
+    crashed = web1.count("Exception in ASGI application") - crashes
+    # Narrow: only the known failure is expected (channels-redis's RuntimeError in the relay or in
+    # the consumers of web 1); any other error fails this test for real.
+    if "Two event loops are trying to receive() on one channel layer" in web1 and (
+        crashed or any(p["error"] == "log request failed: RuntimeError" for p in parts.values())
+    ):
+        raise KnownGatewayBug(
+            f"parts: {json.dumps(data['parts'])}; web 1 consumers crashed since the request: {crashed}, "
+            f"h1 hellos since: {prod.hellos('h1') - hellos}"
+        )
+    for host, part in parts.items():
+        assert part["error"] is None, (host, part)
+        assert "standin: running" in part["data"] or "step " in part["data"], (host, part)
+    assert crashed == 0 and prod.hellos("h1") == hellos, "h1's connection to web 1 did not survive the request"
