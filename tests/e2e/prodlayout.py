@@ -85,16 +85,17 @@ class Processes:
     def stop_all(self, grace: float = 5.0, first: Sequence[str] = ()) -> None:
         """SIGTERM every live group (``first`` ones first), wait up to ``grace``, SIGKILL the rest."""
         order = [n for n in first if n in self.procs] + [n for n in self.procs if n not in first]
-        for name in order:
-            proc = self.procs[name]
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+        # Only groups whose leader still runs: a group of a command that ended long ago may be gone
+        # and its id reused by someone else's process.
+        live = [self.procs[name] for name in order if self.procs[name].poll() is None]
+        for proc in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        for proc in self.procs.values():
+        for proc in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.1, deadline - time.monotonic()))
-        for proc in self.procs.values():
+        for proc in live:
             # The group, not just the leader: dramatiq's worker processes, uvicorn's children.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
