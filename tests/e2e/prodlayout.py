@@ -82,8 +82,9 @@ class Processes:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
 
-    def stop_all(self, grace: float = 5.0, first: Sequence[str] = ()) -> None:
-        """SIGTERM every live group (``first`` ones first), wait up to ``grace``, SIGKILL the rest."""
+    def stop_all(self, grace: float = 3.0, first: Sequence[str] = ()) -> list[str]:
+        """SIGTERM every live group (``first`` ones first), wait up to ``grace``, SIGKILL the rest;
+        returns the names of the processes that needed the SIGKILL."""
         order = [n for n in first if n in self.procs] + [n for n in self.procs if n not in first]
         # Only groups whose leader still runs: a group of a command that ended long ago may be gone
         # and its id reused by someone else's process.
@@ -95,12 +96,14 @@ class Processes:
         for proc in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.1, deadline - time.monotonic()))
+        stubborn = [name for name in order if self.procs[name] in live and self.procs[name].poll() is None]
         for proc in live:
             # The group, not just the leader: dramatiq's worker processes, uvicorn's children.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
+        return stubborn
 
     def output(self, name: str) -> str:
         path = self.logs / f"{name}.log"

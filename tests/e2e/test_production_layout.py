@@ -241,8 +241,10 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         def teardown() -> None:
             # Agents first (their attempts outlive them: killed from the state records), then the rest.
             t = time.monotonic()
-            procs.stop_all(first=["agent-h1", "agent-h2"])
-            print(f"prodlayout: processes stopped in {time.monotonic() - t:.1f}s")
+            stubborn = procs.stop_all(first=["agent-h1", "agent-h2"])
+            print(
+                f"prodlayout: processes stopped in {time.monotonic() - t:.1f}s (SIGKILL needed: {stubborn or 'none'})"
+            )
             for state in state_dirs:
                 kill_attempt_processes(state)
             for balancer in balancers:
