@@ -311,11 +311,13 @@ def run(
     start_day: float = 0.0,
     policy: Callable[[Snapshot], Decisions] | None = None,
     progress: bool = False,
+    inputs: Any = None,
 ) -> RunResult:
     """Run the slice under Fairway's policy (the simulator's: one ``IncrementalScheduler``), digest
     every pass and, with ``out``, capture every pass's snapshot and decisions there."""
     wall, cpu = time.perf_counter(), time.process_time()
-    inputs = prepare_slice(cfg, start_day)
+    if inputs is None:  # (``inputs``: those of prepare_slice(cfg, start_day), read once by a caller)
+        inputs = prepare_slice(cfg, start_day)
     sl = slice_of(cfg, start_day)
     sha = file_sha256(cfg.trace)
     bar = _bar(progress, total=round(inputs.horizon_s / DAY, 2), unit="day", desc="simulate")
@@ -382,7 +384,8 @@ def read_capture(path: str | Path) -> tuple[dict[str, Any], Iterator[tuple[int, 
     """The capture's header and an iterator of (index, snapshot, canonical decisions, digest);
     the iterator checks the trailer (the file is complete and its chain matches)."""
     fh = _open(path)
-    up = pickle.Unpickler(fh)  # noqa: S301 (our own capture files); one unpickler: objects shared between passes are read once
+    # One unpickler for the whole stream: objects shared between passes are read once.
+    up = pickle.Unpickler(fh)  # noqa: S301 (our own capture files)
     kind, header = up.load()
     if kind != "header" or header.get("format") != FORMAT:
         fh.close()
@@ -394,7 +397,7 @@ def read_capture(path: str | Path) -> tuple[dict[str, Any], Iterator[tuple[int, 
             while True:
                 try:
                     item = up.load()
-                except EOFError:
+                except (EOFError, pickle.UnpicklingError, gzip.BadGzipFile):
                     raise SystemExit(f"{path}: truncated capture (no trailer after {chain.n} passes)") from None
                 if item[0] == "end":
                     trailer = item[1]
