@@ -41,6 +41,8 @@ with ``--record`` and commit the file.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import gzip
 import hashlib
 import json
@@ -55,11 +57,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# FAIRWAY_ROOT=<another checkout>: its scheduler package (policy and simulator) is the one run, e.g. to
+# replay a capture made here through a branch's policy. Otherwise this checkout's (ahead of the
+# virtualenv's editable install, which may point at another checkout).
+_CODE = Path(os.environ.get("FAIRWAY_ROOT") or ROOT).resolve()
+if str(_CODE) not in sys.path[:1]:
+    sys.path.insert(0, str(_CODE))
 
+import scheduler  # noqa: E402
 from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, schedule  # noqa: E402
 from scheduler.sim.simulate import DAY, T0, SimConfig, TraceSim, prepare  # noqa: E402
+
+CODE_ROOT = Path(scheduler.__file__).resolve().parents[1]
+"""The checkout whose scheduler package runs (reported with its commit)."""
 
 FORMAT = 1
 DIGEST_FILE = ROOT / "bench" / "replay_passes.digest.json"
@@ -180,6 +190,20 @@ def freeze(snap: Snapshot) -> Snapshot:
     )
 
 
+class _Pickler(pickle.Pickler):
+    """Policy records (Snapshot, Host, Budget, Attempt, Workload, UsageRecord: the dataclasses of
+    scheduler.policy) are stored as their class and their fields by name, and rebuilt by calling the
+    class with them: a checkout whose records gained fields with defaults (or reordered them) still
+    reads a capture made before. Shared records are stored once (pickle's memo)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        if dataclasses.is_dataclass(cls) and cls.__module__.startswith("scheduler.policy"):
+            kw = {f.name: getattr(obj, f.name) for f in dataclasses.fields(cls) if f.init}
+            return functools.partial(cls, **kw), ()
+        return NotImplemented
+
+
 def slice_of(cfg: SimConfig, start_day: float = 0.0) -> dict[str, Any]:
     """The options that define a capture (what the digest file is valid for)."""
     out: dict[str, Any] = {"start_day": start_day}
@@ -203,16 +227,19 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def git_commit() -> str:
+def git_commit(where: Path | None = None) -> str:
+    """The commit of ``where`` (default: the checkout whose scheduler package runs), with
+    ``+dirty(scheduler/)`` when its scheduler/ has uncommitted changes."""
+    where = CODE_ROOT if where is None else where
     try:
         rev = subprocess.run(  # noqa: S603 (fixed arguments)
-            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],  # noqa: S607
+            ["git", "-C", str(where), "rev-parse", "--short=12", "HEAD"],  # noqa: S607
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(  # noqa: S603
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "scheduler"],  # noqa: S607
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no", "scheduler"],  # noqa: S607
             capture_output=True,
             text=True,
             check=True,
@@ -327,7 +354,7 @@ def run(
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".part")
         fh = gzip.open(tmp, "wb", compresslevel=1) if out.name.endswith(".gz") else open(tmp, "wb")  # noqa: SIM115
-        pickler = pickle.Pickler(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler = _Pickler(fh, protocol=pickle.HIGHEST_PROTOCOL)
         pickler.dump(
             (
                 "header",
@@ -440,6 +467,8 @@ class CompareResult:
     checks: tuple[str, ...] = ()
     differing: dict[str, list[int]] = field(default_factory=dict)
     first: Difference | None = None
+    shown: list[Difference] = field(default_factory=list)
+    """The first ``show`` differences (the first included), for the report."""
     digest: str = ""
     wall_s: float = 0.0
     cpu_s: float = 0.0
@@ -461,6 +490,7 @@ def compare(
     incremental: Callable[[], Callable[[Snapshot], Decisions]] = IncrementalScheduler,
     with_reasons: bool = False,
     limit: int | None = None,
+    show: int = 1,
     progress: bool = False,
 ) -> CompareResult:
     """Replay every captured pass under each check and compare its decisions with the recorded ones.
@@ -500,8 +530,10 @@ def compare(
                     got = want
             if got != want:
                 res.differing[check].append(i)
+                if len(res.shown) < show:
+                    res.shown.append(Difference(i, snap.now, check, want, got))
                 if res.first is None:
-                    res.first = Difference(i, snap.now, check, want, got)
+                    res.first = res.shown[0] if res.shown else Difference(i, snap.now, check, want, got)
             if check == checks[0]:
                 chain.add(snap.now, pass_digest(got))
         res.passes += 1
@@ -655,6 +687,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--check", default="both", choices=("fresh", "incremental", "both"))
     c.add_argument("--with-reasons", action="store_true", help="replay with pending reasons on (not compared)")
     c.add_argument("--limit", type=int, default=None, help="only the first N passes")
+    c.add_argument("--show", type=int, default=1, help="print the decisions of the first N differing passes (1)")
 
 
 def _print_run(r: RunResult, what: str) -> None:
@@ -689,11 +722,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.mode == "compare":
         checks = ("fresh", "incremental") if args.check == "both" else (args.check,)
-        r = compare(args.capture, checks=checks, with_reasons=args.with_reasons, limit=args.limit, progress=progress)
+        r = compare(
+            args.capture,
+            checks=checks,
+            with_reasons=args.with_reasons,
+            limit=args.limit,
+            show=args.show,
+            progress=progress,
+        )
         h = r.header
         print(
             f"capture {_shown(args.capture)}: slice {h['slice']}, captured at commit {h['commit']};"
-            f" replayed at commit {git_commit()}"
+            f" replayed with the policy of {_shown(str(CODE_ROOT)) or '.'} at commit {git_commit()}"
         )
         print(
             f"compared {r.passes:,} passes × {'+'.join(checks)}"
@@ -709,8 +749,8 @@ def main(argv: list[str] | None = None) -> int:
                 if idx:
                     more = " …" if len(idx) > 20 else ""
                     print(f"DIFFERENT under {check}: {len(idx):,} of {r.passes:,} passes differ: {idx[:20]}{more}")
-            assert r.first is not None
-            print(r.first.report())
+            for d in r.shown:
+                print(d.report())
         trailer = h.get("trailer")
         if trailer and Path(args.digest_file).exists():
             doc = read_digest_file(args.digest_file)

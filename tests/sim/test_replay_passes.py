@@ -149,3 +149,40 @@ def test_a_truncated_capture_is_refused(captured: tuple[rp.RunResult, Path], tmp
     with pytest.raises(SystemExit, match="truncated"):
         for _ in passes:
             pass
+
+
+def test_records_are_stored_by_field_name() -> None:
+    """A checkout whose policy records gained a field with a default (the contract branch adds
+    ``Attempt.release_at``) still reads a capture made before: records are rebuilt by keyword."""
+    import io
+    import pickle
+    from dataclasses import dataclass, fields
+
+    from scheduler.policy import Attempt
+
+    @dataclass(frozen=True, slots=True)
+    class Later:  # Attempt as a later checkout might have it: the same fields and one more
+        id: str
+        workload: str
+        budget: str
+        gpus: tuple
+        allocated: bool
+        min_runtime: int
+        started_at: int | None
+        stopping: bool = False
+        charged_until: int | None = None
+        release_at: int | None = None
+
+    assert [f.name for f in fields(Later)][:-1] == [f.name for f in fields(Attempt)]
+    a = Attempt("a1", "w1", "org/x", (("h0", 0), ("h0", 1)), True, 600, 100, stopping=True)
+    buf = io.BytesIO()
+    rp._Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump((a, a))
+
+    class Reader(pickle.Unpickler):
+        def find_class(self, module: str, name: str):  # type: ignore[no-untyped-def]
+            return Later if name == "Attempt" else super().find_class(module, name)
+
+    b, c = Reader(io.BytesIO(buf.getvalue())).load()
+    assert b is c  # stored once
+    assert isinstance(b, Later) and b.release_at is None
+    assert (b.id, b.gpus, b.started_at, b.stopping) == ("a1", (("h0", 0), ("h0", 1)), 100, True)
