@@ -4,9 +4,10 @@ replay them through ``schedule()`` / ``IncrementalScheduler`` and compare decisi
     python bench/replay_passes.py                      # = digest: run the default slice, check the
                                                        #   committed digest, print OK or DIFFERENT
     python bench/replay_passes.py --record             # re-record bench/replay_passes.digest.json
-    python bench/replay_passes.py capture [--out var/replay/philly.pkl]
-    python bench/replay_passes.py compare [var/replay/philly.pkl] [--check fresh|incremental|both]
-                                          [--with-reasons] [--limit N]
+    python bench/replay_passes.py capture [--capture var/replay/philly.pkl.gz] [--record]
+    python bench/replay_passes.py compare [--capture var/replay/philly.pkl.gz] [--check fresh|incremental|both]
+                                          [--with-reasons] [--show N] [--limit N]
+    FAIRWAY_ROOT=<other checkout> python bench/replay_passes.py compare   # replay through its policy
 
 Slice options (digest and capture): --days 44 --start 0 --hosts 64 --gpus-per-host 8 --depth 8
 --grace 30 --seed 1 --fault-rate 0 --repair 14400s --tick-gap 0 --checkpoint resume
@@ -28,8 +29,8 @@ of that JSON; the run's digest chains (pass index, simulated time, pass digest) 
 pass the snapshot the policy saw (containers frozen into tuples/dicts, shared objects stored once)
 and its canonical decisions, then a trailer with the run's digest. ``compare`` feeds each captured
 snapshot to a fresh ``schedule()`` (no state between passes) and/or to one ``IncrementalScheduler``
-(in capture order) and compares with the recorded decisions pass by pass; it prints the first
-differing pass with a readable diff and exits 1 on any difference.
+(in capture order) and compares with the recorded decisions pass by pass; it prints how many and
+which passes differ, the first (``--show N``: N) with a readable diff, and exits 1 on any difference.
 
 ``digest`` only runs the simulation (nothing written) and checks the whole-run digest and the
 per-pass digests against bench/replay_passes.digest.json; on a difference it names the first
