@@ -542,6 +542,7 @@ def compare(
             bar.update(1)
     if bar is not None:
         bar.close()
+    passes.close()  # (stopped early by --limit: closes the file)
     res.digest = chain.hexdigest()
     res.wall_s = time.perf_counter() - wall
     res.cpu_s = time.process_time() - cpu

@@ -11,7 +11,7 @@ import pytest
 
 from bench import replay_passes as rp
 from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, schedule
-from scheduler.sim.simulate import Inputs, SimConfig
+from scheduler.sim.simulate import DAY, DEFAULT_TRACE, Inputs, SimConfig
 
 START_DAY = 43.0
 CFG = SimConfig(hosts=4, days=6 / 24)
@@ -186,3 +186,29 @@ def test_records_are_stored_by_field_name() -> None:
     assert b is c  # stored once
     assert isinstance(b, Later) and b.release_at is None
     assert (b.id, b.gpus, b.started_at, b.stopping) == ("a1", (("h0", 0), ("h0", 1)), 100, True)
+
+
+def test_command_line_record_check_capture_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands as documented (a digest file of their own), on a trace of the Philly jobs of
+    2 hours of day 43 (a file of ~300 lines is read much faster than the whole trace)."""
+    lines = DEFAULT_TRACE.read_text().splitlines(keepends=True)
+    lo, hi = int(START_DAY * DAY), int(START_DAY * DAY) + 2 * 3600
+    rows = [r for r in lines[1:] if lo <= int(r.split(",", 2)[1]) < hi]
+    trace = tmp_path / "t.csv"
+    trace.write_text(lines[0] + "".join(rows))
+    digest, cap = str(tmp_path / "d.json"), str(tmp_path / "c.pkl.gz")
+    sl = ["--trace", str(trace), "--days", str(2 / 24), "--hosts", "4", "--digest-file", digest, "--no-progress"]
+    assert rp.main(["capture", "--record", "--capture", cap, *sl]) == 0
+    out = capsys.readouterr().out
+    assert "captured:" in out and "recorded" in out
+    assert rp.main(["compare", "--capture", cap, "--digest-file", digest, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "SAME decisions on all" in out and "recorded digest = the committed digest" in out
+
+    doc = rp.read_digest_file(digest)
+    doc["per_pass"][3][1] = "f" * 16
+    doc["digest"] = "f" * 64
+    rp.write_digest_file(doc, digest)
+    assert rp.main(["digest", *sl]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERENT" in out and "first differing pass: #3 " in out
