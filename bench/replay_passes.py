@@ -52,7 +52,7 @@ import pickle
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -284,11 +284,9 @@ class _Recorder:
         self,
         policy: Callable[[Snapshot], Decisions],
         pickler: pickle.Pickler | None,
-        tick: Callable[[], None] | None,
     ) -> None:
         self.policy = policy
         self.pickler = pickler
-        self.tick = tick
         self.chain = Chain()
         self.per_pass: list[tuple[int, str]] = []
         self.totals: dict[str, int] = {}
@@ -309,8 +307,6 @@ class _Recorder:
         self.deciding += dec.changed
         if self.pickler is not None:
             self.pickler.dump(("pass", i, freeze(snap), c, d))
-        if self.tick is not None:
-            self.tick()
         return dec
 
 
@@ -362,7 +358,7 @@ def run(
                 {"format": FORMAT, "slice": sl, "trace_sha256": sha, "commit": git_commit(), "python": sys.version},
             )
         )
-    rec = _Recorder(policy if policy is not None else IncrementalScheduler(), pickler, None)
+    rec = _Recorder(policy if policy is not None else IncrementalScheduler(), pickler)
     last = [0.0]
 
     def on_progress(day: float) -> None:
@@ -408,7 +404,9 @@ def _open(path: str | Path):  # type: ignore[no-untyped-def]
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")  # noqa: SIM115
 
 
-def read_capture(path: str | Path) -> tuple[dict[str, Any], Iterator[tuple[int, Snapshot, dict[str, list[Any]], str]]]:
+def read_capture(
+    path: str | Path,
+) -> tuple[dict[str, Any], Generator[tuple[int, Snapshot, dict[str, list[Any]], str], None, None]]:
     """The capture's header and an iterator of (index, snapshot, canonical decisions, digest);
     the iterator checks the trailer (the file is complete and its chain matches)."""
     fh = _open(path)
@@ -419,7 +417,7 @@ def read_capture(path: str | Path) -> tuple[dict[str, Any], Iterator[tuple[int, 
         fh.close()
         raise SystemExit(f"{path}: not a replay capture of format {FORMAT}")
 
-    def passes() -> Iterator[tuple[int, Snapshot, dict[str, list[Any]], str]]:
+    def passes() -> Generator[tuple[int, Snapshot, dict[str, list[Any]], str], None, None]:
         chain = Chain()
         try:
             while True:
