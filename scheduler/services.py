@@ -85,7 +85,7 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     for name, raw in env.items():
         if not isinstance(name, str) or len(name) > MAX_ENV_NAME_CHARS or not ENV_NAME_RE.fullmatch(name):
             raise SubmissionError(
-                "invalid_env", "env", f"{name!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)."
+                "invalid_env", "env", f"{shown(name)} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)."
             )
         if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV_NAMES:
             raise SubmissionError("invalid_env", "env", f"{name} is set by Fairway and cannot be given.")
@@ -106,6 +106,20 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
             raise SubmissionError("invalid_env", "env", f"{name}: the value is too long or contains a NUL byte.")
         out[name] = {"value": value, "secret": secret}
     return out
+
+
+MAX_SHOWN_CHARS = 80
+"""An input quoted back in an error message is cut to this many characters (it may be huge)."""
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, at most ``MAX_SHOWN_CHARS`` characters."""
+    if isinstance(value, str | bytes) and len(value) > MAX_SHOWN_CHARS:
+        value = value[:MAX_SHOWN_CHARS]  # no repr of a megabyte just to cut it
+    elif not isinstance(value, str | bytes | int | float | bool | None):
+        return f"a {type(value).__name__}"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
 def _utf8_len(value: Any) -> int:
@@ -236,7 +250,7 @@ def do_submit_workload(
     if the_budget is not None:
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
     if the_budget is None:
-        refuse("unknown_budget", "budget", f"No budget {budget!r}.")
+        refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
     elif not is_leaf(the_budget, tree):
@@ -246,7 +260,7 @@ def do_submit_workload(
 
     the_cluster = resolve_cluster(cluster)
     if the_cluster is None:
-        refuse("unknown_cluster", "cluster", f"No cluster {cluster!r}." if cluster else "Name a cluster.")
+        refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
 
     if not _is_int(gpu_count) or gpu_count < 1:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
