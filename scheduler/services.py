@@ -108,6 +108,10 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+MAX_DB_INT = 2**63 - 1
+"""The largest id (bigint); integer inputs beyond it are refused before any query."""
+MAX_GPU_COUNT = 2**31 - 1
+"""``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
 MAX_SHOWN_CHARS = 80
 """An input quoted back in an error message is cut to this many characters (it may be huge)."""
 
@@ -116,6 +120,8 @@ def shown(value: Any) -> str:
     """``repr(value)`` for an error message, at most ``MAX_SHOWN_CHARS`` characters."""
     if isinstance(value, str | bytes) and len(value) > MAX_SHOWN_CHARS:
         value = value[:MAX_SHOWN_CHARS]  # no repr of a megabyte just to cut it
+    elif isinstance(value, int) and value.bit_length() > 256:
+        return "a very large integer"  # (repr of a 5,000-digit one even raises)
     elif not isinstance(value, str | bytes | int | float | bool | None):
         return f"a {type(value).__name__}"
     text = repr(value)
@@ -156,6 +162,8 @@ def resolve_cluster(ref: Cluster | int | str | None) -> Cluster | None:
     if isinstance(ref, bool):
         return None
     if isinstance(ref, int):
+        if not 0 < ref <= MAX_DB_INT:  # a larger one is no id, and would overflow the query
+            return None
         return Cluster.objects.filter(pk=ref).first()
     if isinstance(ref, str):
         if "\x00" in ref:  # PostgreSQL cannot even compare text holding NUL
@@ -246,7 +254,8 @@ def do_submit_workload(
         refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
 
     tree = load_tree()
-    the_budget = resolve_budget(budget, tree)
+    huge = _is_int(budget) and not 0 < budget <= MAX_DB_INT  # type: ignore[operator]
+    the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
     if the_budget is None:
@@ -262,8 +271,9 @@ def do_submit_workload(
     if the_cluster is None:
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
 
-    if not _is_int(gpu_count) or gpu_count < 1:
+    if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
+        gpu_count = 0  # not quoted by the size check below
     if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
     elif the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
@@ -309,7 +319,7 @@ def do_submit_workload(
         if problem is not None:
             problems.append(problem)
 
-    if duration_hint_s is not None and (not _is_int(duration_hint_s) or duration_hint_s < 0):
+    if duration_hint_s is not None and (not _is_int(duration_hint_s) or not 0 <= duration_hint_s <= MAX_GPU_COUNT):
         refuse("invalid_duration_hint", "duration_hint", "duration_hint_s is a whole number of seconds >= 0.")
     if submitted_at is not None and timezone.is_naive(submitted_at):
         raise ValueError("submitted_at must be timezone-aware (UTC)")
