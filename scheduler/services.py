@@ -38,7 +38,8 @@ class SubmissionError(ServiceError):
     ``budget_archived``, ``unknown_cluster``, ``unknown_model``, ``too_many_gpus``,
     ``invalid_gpu_count``, ``invalid_min_runtime``, ``min_runtime_too_long``,
     ``invalid_command``, ``invalid_env``, ``invalid_name``, ``invalid_image``,
-    ``invalid_duration_hint``."""
+    ``image_unsupported`` (an image, and no host of the cluster that could take the workload can
+    run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``."""
 
 
 class CancelError(ServiceError):
@@ -218,6 +219,33 @@ def _check_size(cluster: Cluster, gpu_model: str, gpu_count: int) -> tuple[str, 
     return gpu_model, None
 
 
+RUNTIME_LABEL = "runtime"
+"""The host label naming the agent's runtime (``fairway-agent join`` sets it: ``docker``, ``process``)."""
+IMAGELESS_RUNTIMES = frozenset({"process"})
+"""Runtimes that cannot run a container image (the process runtime runs the command on the host)."""
+
+
+def host_runs_images(labels: Mapping[str, Any] | None) -> bool:
+    """False when the host's ``runtime`` label names a runtime without images; True otherwise
+    (``docker``, or no label: a host registered before agents reported their runtime)."""
+    runtime = (labels or {}).get(RUNTIME_LABEL)
+    return not (isinstance(runtime, str) and runtime.strip().lower() in IMAGELESS_RUNTIMES)
+
+
+def _image_problem(cluster: Cluster, gpu_model: str) -> FieldProblem | None:
+    """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image."""
+    hosts = Host.objects.filter(cluster=cluster, removed_at__isnull=True, gpus__model=gpu_model).distinct()
+    labels = list(hosts.values_list("labels", flat=True))
+    if not labels or any(host_runs_images(one) for one in labels):
+        return None
+    return FieldProblem(
+        "image_unsupported",
+        "image",
+        f"No {gpu_model} host of cluster {cluster.name} can run a container image (their agents use the "
+        "process runtime, which runs the command directly): leave the image empty.",
+    )
+
+
 def do_submit_workload(
     owner: User,
     *,
@@ -278,6 +306,18 @@ def do_submit_workload(
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
     elif the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
         gpu_model, problem = _check_size(the_cluster, gpu_model.strip(), gpu_count)
+        if problem is not None:
+            problems.append(problem)
+
+    if (
+        isinstance(image, str)
+        and image.strip()
+        and the_cluster is not None
+        and isinstance(gpu_model, str)
+        and gpu_model
+        and not any(p.field in ("image", "gpu_model") for p in problems)
+    ):
+        problem = _image_problem(the_cluster, gpu_model)
         if problem is not None:
             problems.append(problem)
 
