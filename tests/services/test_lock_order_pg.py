@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from scheduler import lifecycle, notify
 from scheduler.models import Attempt, AttemptGPU, Workload
-from scheduler.services import CancelError, do_cancel_workload, do_submit_workload
+from scheduler.services import CancelError, do_cancel_workload, do_set_host_state, do_submit_workload
 from scheduler.tick import run_tick
 
 pytestmark = [
@@ -102,6 +102,11 @@ def test_parallel_cancels_racing_natural_exits_and_ticks(researcher, submit_kwar
             (f"exit-{a.pk}", lambda a=a: lifecycle.attempt_exited(host_of[a.pk], a.pk, 0, 5.0, now=exit_at + timedelta(seconds=5)))
         )
     jobs.append(("tick", lambda: [run_tick(cluster.pk) for _ in range(3)]))
+    # ... and an admin drains a100-1 now (the tick stops its attempts), agents send heartbeats
+    jobs.append(("drain", lambda: do_set_host_state(None, hosts["a100-1"], "draining", "test", drain_now=True)))
+    for name in ("a100-1", "a100-2"):
+        samples = [lifecycle.GpuSample(i, "healthy", sample={"utilization_pct": 50.0}) for i in range(8)]
+        jobs.append((f"heartbeat-{name}", lambda h=hosts[name], s=samples: lifecycle.record_heartbeat(h, s)))
     errors = _race(jobs)
     assert errors == []
 
@@ -110,7 +115,7 @@ def test_parallel_cancels_racing_natural_exits_and_ticks(researcher, submit_kwar
     release_at = timezone.now()
     errors = _race(
         [(f"exit-{a.pk}", lambda a=a: lifecycle.attempt_exited(host_of[a.pk], a.pk, 143, now=release_at)) for a in stopped]
-        + [("sweep", lambda: lifecycle.sweep_hosts()), ("tick", lambda: run_tick(cluster.pk))]
+        + [("sweep", lambda: lifecycle.sweep_hosts()), ("tick", lambda: [run_tick(cluster.pk) for _ in range(3)])]
     )
     assert errors == []
 
@@ -123,6 +128,7 @@ def test_parallel_cancels_racing_natural_exits_and_ticks(researcher, submit_kwar
     for a in stopped:
         a.refresh_from_db()
         a.workload.refresh_from_db()
+        # canceled even where the drain's stop came first: a cancel overrides it (DESIGN.md §4)
         assert (a.end_reason, a.exit_code, a.workload.state) == ("canceled", 143, "canceled"), a.pk
         assert a.stop_requested_at is not None and a.stop_requested_at <= release_at
         assert a.ended_at == release_at
