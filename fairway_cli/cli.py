@@ -481,7 +481,9 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    w = Api(config.server, config.token, escape=not args.json).call("POST", f"workloads/{_workload_id(args.id)}/cancel/", body={})
+    w = Api(config.server, config.token, escape=not args.json).call(
+        "POST", f"workloads/{_workload_id(args.id)}/cancel/", body={}
+    )
     if args.json:
         emit_json(w, out)
     elif w["state"] == "canceled":
@@ -523,7 +525,9 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    trees = Api(config.server, config.token, escape=not args.json).call("GET", "budgets/tree/", params={"cluster": args.cluster})
+    trees = Api(config.server, config.token, escape=not args.json).call(
+        "GET", "budgets/tree/", params={"cluster": args.cluster}
+    )
     if args.json:
         emit_json(trees, out)
         return EXIT_OK

@@ -99,7 +99,10 @@ def test_parallel_cancels_racing_natural_exits_and_ticks(researcher, submit_kwar
         jobs.append((f"cancel-{a.pk}", lambda a=a: do_cancel_workload(researcher, a.workload)))
     for a in natural:
         jobs.append(
-            (f"exit-{a.pk}", lambda a=a: lifecycle.attempt_exited(host_of[a.pk], a.pk, 0, 5.0, now=exit_at + timedelta(seconds=5)))
+            (
+                f"exit-{a.pk}",
+                lambda a=a: lifecycle.attempt_exited(host_of[a.pk], a.pk, 0, 5.0, now=exit_at + timedelta(seconds=5)),
+            )
         )
     jobs.append(("tick", lambda: [run_tick(cluster.pk) for _ in range(3)]))
     # ... and an admin drains a100-1 now (the tick stops its attempts), agents send heartbeats
@@ -114,7 +117,10 @@ def test_parallel_cancels_racing_natural_exits_and_ticks(researcher, submit_kwar
     # with a sweep and a tick.
     release_at = timezone.now()
     errors = _race(
-        [(f"exit-{a.pk}", lambda a=a: lifecycle.attempt_exited(host_of[a.pk], a.pk, 143, now=release_at)) for a in stopped]
+        [
+            (f"exit-{a.pk}", lambda a=a: lifecycle.attempt_exited(host_of[a.pk], a.pk, 143, now=release_at))
+            for a in stopped
+        ]
         + [("sweep", lambda: lifecycle.sweep_hosts()), ("tick", lambda: [run_tick(cluster.pk) for _ in range(3)])]
     )
     assert errors == []
