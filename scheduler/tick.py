@@ -325,7 +325,8 @@ def _apply_nominations(wanted: dict[int, int], started: set[int], index: Snapsho
 def _apply_host_states(
     host_states: dict[str, p.HostState], index: SnapshotIndex, now: datetime, result: TickResult
 ) -> None:
-    for name, state in sorted(host_states.items()):
+    # In host id order (docs/locking.md), like every statement that locks several hosts.
+    for name, state in sorted(host_states.items(), key=lambda item: (index.host_id_by_name.get(item[0], 0), item[0])):
         hid = index.host_id_by_name.get(name)
         before = index.host_state_by_name.get(name)
         if hid is None or before is None or before == str(state):
