@@ -233,7 +233,7 @@ if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": env_str("FAIRWAY_CACHE_URL", REDIS_URL),
+            "LOCATION": REDIS_URL,
             "KEY_PREFIX": CACHE_KEY_PREFIX,
             "TIMEOUT": 3600,
         }
