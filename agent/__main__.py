@@ -130,6 +130,7 @@ def _join(args: argparse.Namespace) -> int:
             print(f"join: bad --label {item!r} (KEY=VALUE)", file=sys.stderr)
             return 2
         labels[key] = value
+    labels.setdefault("runtime", args.runtime)  # the server refuses images for process-runtime hosts
     settings: dict[str, object] = {
         "state_dir": args.state_dir,
         "gpu_backend": args.gpu_backend,

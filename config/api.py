@@ -4,7 +4,11 @@ Error format (every 4xx answer of ``/api/v1/``)::
 
     400  {"<field>": ["message", ...], ..., "code": "<code of the first problem>"}
          (problems not tied to one field are listed under "non_field_errors")
-    401/403/404/405/409/429  {"detail": "message", "code": "<code>"}
+    401/403/404/405/409/413/429  {"detail": "message", "code": "<code>"}
+
+NUL characters in the path (404 ``not_found``) or a query parameter (400
+``null_characters_not_allowed``) and bodies over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413
+``too_large``) are answered in this format by ``config.middleware`` before any view runs.
 
 Scoping lives in ``FairwayViewSet``: it loads the budget tree once per request and
 knows which budgets the user has access to (membership of a budget or an ancestor),

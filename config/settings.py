@@ -107,6 +107,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.middleware.InputGuardMiddleware",  # NUL in path/query, oversize bodies: before anything reads them
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -225,6 +226,21 @@ else:
     }
 DRAMATIQ_AUTODISCOVER_MODULES = ["tasks"]
 
+# The cache holds the API's throttle counters: with REDIS_URL they are shared by every web
+# process (Django's built-in RedisCache), else each process counts alone (local memory).
+CACHE_KEY_PREFIX = env_str("FAIRWAY_CACHE_PREFIX", "fairway")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": CACHE_KEY_PREFIX,
+            "TIMEOUT": 3600,
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "KEY_PREFIX": CACHE_KEY_PREFIX}}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "knox.auth.TokenAuthentication",
@@ -240,7 +256,7 @@ REST_FRAMEWORK = {
     ],
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # Per process (the default local-memory cache): a brake on runaway scripts, not an accounting.
+    # Counted in the default cache (shared through Redis when REDIS_URL is set, see CACHES).
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
@@ -248,6 +264,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("FAIRWAY_THROTTLE_ANON", "120/min"),
         "user": env_str("FAIRWAY_THROTTLE_USER", "6000/min"),
+        "login": env_str("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
+        "login_user": env_str("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -321,6 +339,12 @@ SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
 SESSION_COOKIE_HTTPONLY = True
+# The client address of a throttle is REMOTE_ADDR, or with N trusted reverse proxies the N-th
+# address from the right of X-Forwarded-For (the one the outermost trusted proxy saw), which the
+# client cannot choose. 0 ignores X-Forwarded-For (anyone can send one); production assumes the
+# one TLS-terminating proxy of docs/deploy.md.
+FAIRWAY_TRUSTED_PROXIES = env_int("FAIRWAY_TRUSTED_PROXIES", 1 if PRODUCTION else 0, minimum=0)
+REST_FRAMEWORK["NUM_PROXIES"] = FAIRWAY_TRUSTED_PROXIES
 # Behind the proxy: trust its X-Forwarded-Proto (set FAIRWAY_PROXY_SSL_HEADER=false without one).
 if env_bool("FAIRWAY_PROXY_SSL_HEADER", PRODUCTION):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

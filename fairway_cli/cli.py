@@ -16,6 +16,7 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -90,7 +91,41 @@ class Config:
 # --- HTTP -----------------------------------------------------------------------------------------
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on or that reorder the text around them: C0 and C1 controls (ESC
+starts every terminal escape), DEL, bidirectional overrides and isolates, line separators."""
+
+
+def escape_text(text: str, keep: str = "") -> str:
+    """``text`` with every control character written as ``\\xNN`` / ``\\uNNNN`` (but those in ``keep``).
+
+    The CLI prints what other users wrote (workload names, commands, messages, host names): a
+    name holding ``ESC [ 2 J`` must show as text, not clear the reader's screen.
+    """
+
+    def one(match: re.Match[str]) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        code = ord(char)
+        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+    return _CONTROL.sub(one, text)
+
+
+def escaped(data: Any) -> Any:
+    """A copy of decoded JSON with :func:`escape_text` applied to every string, keys included."""
+    if isinstance(data, str):
+        return escape_text(data)
+    if isinstance(data, list):
+        return [escaped(item) for item in data]
+    if isinstance(data, dict):
+        return {escaped(k) if isinstance(k, str) else k: escaped(v) for k, v in data.items()}
+    return data
+
+
 def _error_text(status: int, body: Any) -> str:
+    body = escaped(body)
     if not isinstance(body, dict):
         return f"HTTP {status}"
     code = body.get("code", "error")
@@ -105,12 +140,17 @@ def _error_text(status: int, body: Any) -> str:
 
 
 class Api:
-    """A thin client of ``/api/v1/``: JSON in and out, errors as :class:`CliError`."""
+    """A thin client of ``/api/v1/``: JSON in and out, errors as :class:`CliError`.
 
-    def __init__(self, server: str, token: str = "", timeout: float = 30.0) -> None:
+    ``escape``: answers come back with control characters escaped (:func:`escaped`), for
+    printing as text; ``--json`` output takes them as they are (JSON escapes them itself).
+    """
+
+    def __init__(self, server: str, token: str = "", timeout: float = 30.0, *, escape: bool = True) -> None:
         self.server = server.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.escape = escape
         self.session = requests.Session()
 
     def call(
@@ -139,7 +179,7 @@ class Api:
             raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}")
         if response.status_code >= 400:
             raise CliError(EXIT_API, _error_text(response.status_code, data))
-        return data
+        return escaped(data) if self.escape else data
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -215,13 +255,13 @@ def emit_json(data: Any, out: TextIO) -> None:
 def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     config.server = (args.server or config.server).rstrip("/")
     if args.token:
-        api = Api(config.server, args.token)
+        api = Api(config.server, args.token, escape=not args.json)
         me = api.call("GET", "me/")
         config.token = args.token
     else:
         username = args.username or input("username: ")
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else getpass.getpass("password: ")
-        answer = Api(config.server).call(
+        answer = Api(config.server, escape=not args.json).call(
             "POST", "auth/login/", body={"username": username, "password": password}, auth=False
         )
         config.token, me = answer["token"], answer["user"]
@@ -236,7 +276,7 @@ def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    Api(config.server, config.token).call("POST", "auth/logout/", body={})
+    Api(config.server, config.token, escape=not args.json).call("POST", "auth/logout/", body={})
     config.token = ""
     config.save()
     out.write("logged out (the token was deleted on the server)\n")
@@ -244,7 +284,7 @@ def cmd_logout(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_whoami(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    me = Api(config.server, config.token).call("GET", "me/")
+    me = Api(config.server, config.token, escape=not args.json).call("GET", "me/")
     if args.json:
         emit_json(me, out)
         return EXIT_OK
@@ -320,7 +360,7 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
 
 
 def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    w = Api(config.server, config.token).call("POST", "workloads/", body=_submission(args))
+    w = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/", body=_submission(args))
     if args.json:
         emit_json(w, out)
         return EXIT_OK
@@ -351,7 +391,7 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     }
     if not args.all and not args.state:
         params["state"] = "pending,starting,running,preempting"
-    page = Api(config.server, config.token).call("GET", "workloads/", params=params)
+    page = Api(config.server, config.token, escape=not args.json).call("GET", "workloads/", params=params)
     rows = page["results"]
     if args.json:
         emit_json(rows, out)
@@ -386,7 +426,7 @@ def _workload_id(value: str) -> int:
 
 
 def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    w = Api(config.server, config.token).call("GET", f"workloads/{_workload_id(args.id)}/")
+    w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
     if args.json:
         emit_json(w, out)
         return EXIT_OK
@@ -441,7 +481,9 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    w = Api(config.server, config.token).call("POST", f"workloads/{_workload_id(args.id)}/cancel/", body={})
+    w = Api(config.server, config.token, escape=not args.json).call(
+        "POST", f"workloads/{_workload_id(args.id)}/cancel/", body={}
+    )
     if args.json:
         emit_json(w, out)
     elif w["state"] == "canceled":
@@ -452,7 +494,7 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    api = Api(config.server, config.token)
+    api = Api(config.server, config.token, escape=False)  # the log text is escaped below, offsets need it raw
     wid = _workload_id(args.id)
     printed: dict[int, int] = {}  # rank -> end offset already written
     while True:
@@ -464,7 +506,7 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         for part in tail["parts"]:
             if part.get("error"):
                 if not printed:
-                    out.write(f"[{part['host']}: {part['error']}]\n")
+                    out.write(f"[{escape_text(str(part['host']))}: {escape_text(str(part['error']))}]\n")
                 continue
             data = part["data"]
             start = part["offset"]
@@ -472,7 +514,8 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             seen = printed.get(part["rank"], start)
             if end > seen:
                 skip = max(0, seen - start)
-                out.write(data.encode("utf-8")[skip:].decode("utf-8", "replace"))
+                text = data.encode("utf-8")[skip:].decode("utf-8", "replace")
+                out.write(text if args.raw else escape_text(text, keep="\n\t"))
                 out.flush()
             printed[part["rank"]] = max(seen, end)
             done = done and part["eof"]
@@ -482,7 +525,9 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    trees = Api(config.server, config.token).call("GET", "budgets/tree/", params={"cluster": args.cluster})
+    trees = Api(config.server, config.token, escape=not args.json).call(
+        "GET", "budgets/tree/", params={"cluster": args.cluster}
+    )
     if args.json:
         emit_json(trees, out)
         return EXIT_OK
@@ -521,7 +566,7 @@ HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume")
 
 
 def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    api = Api(config.server, config.token)
+    api = Api(config.server, config.token, escape=not args.json)
     if args.action:
         if not args.name:
             raise CliError(EXIT_USAGE, f"fairway hosts {args.action} NAME")
@@ -616,6 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attempt", type=int, help="attempt number (default: the last)")
     p.add_argument("--tail", type=int, default=16384, help="bytes (16384)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the attempt ends")
+    p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
 
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")

@@ -177,7 +177,17 @@ def _end_attempt(
 
 
 def _lock_open_attempt(host: Host | None, attempt_id: int) -> Attempt | None:
-    """The open attempt ``attempt_id``, row-locked, if ``host`` holds a GPU of it (None: ignore)."""
+    """The open attempt ``attempt_id``, row-locked, if ``host`` holds a GPU of it (None: ignore).
+
+    Locks in the one order of docs/locking.md: the attempt's **workload first**, then the
+    attempt (a cancel does the same; the reverse order deadlocked against it on PostgreSQL).
+    An attempt's workload never changes, so reading it unlocked first is safe.
+    """
+    workload_id = Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True).values_list("workload_id", flat=True)
+    wid = workload_id.first()
+    if wid is None:
+        return None
+    Workload.objects.select_for_update().filter(pk=wid).values_list("pk", flat=True).first()
     attempt = Attempt.objects.select_for_update().filter(pk=attempt_id, ended_at__isnull=True).first()
     if attempt is None:
         return None
@@ -231,28 +241,26 @@ def attempt_exited(
 ) -> bool:
     """The attempt's process ended ``age_s`` seconds ago with ``exit_code`` (None: killed/unknown).
 
-    End reason: the stop's reason if the server issued one, else ``succeeded``
-    (exit 0) or ``failed``. Returns False when the attempt is unknown, foreign
-    or already ended (a duplicate report).
+    End reason: the stop's reason if the server issued one before the exit, else
+    ``succeeded`` (exit 0) or ``failed`` — an attempt that ended on its own before a cancel
+    (or any stop) keeps its own end (DESIGN.md §4). The end is stamped with the agent's time
+    (``now − age_s``, ``now`` being the receipt time: pass it when the report waited before
+    being processed), never the time the lock was obtained. Returns False when the attempt is
+    unknown, foreign or already ended (a duplicate report).
     """
     now = now or timezone.now()
     with transaction.atomic():
         attempt = _lock_open_attempt(host, attempt_id)
         if attempt is None:
             return False
-        if attempt.stop_reason:
+        ended_at = now - timedelta(seconds=max(0.0, float(age_s)))
+        if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
             reason = attempt.stop_reason
         elif exit_code == 0:
             reason = Attempt.EndReason.SUCCEEDED
         else:
             reason = Attempt.EndReason.FAILED
-        _end_attempt(
-            attempt,
-            ended_at=now - timedelta(seconds=max(0.0, float(age_s))),
-            reason=reason,
-            exit_code=exit_code,
-            message=message,
-        )
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, exit_code=exit_code, message=message)
     return True
 
 

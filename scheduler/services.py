@@ -38,7 +38,8 @@ class SubmissionError(ServiceError):
     ``budget_archived``, ``unknown_cluster``, ``unknown_model``, ``too_many_gpus``,
     ``invalid_gpu_count``, ``invalid_min_runtime``, ``min_runtime_too_long``,
     ``invalid_command``, ``invalid_env``, ``invalid_name``, ``invalid_image``,
-    ``invalid_duration_hint``."""
+    ``image_unsupported`` (an image, and no host of the cluster that could take the workload can
+    run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``."""
 
 
 class CancelError(ServiceError):
@@ -85,7 +86,7 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     for name, raw in env.items():
         if not isinstance(name, str) or len(name) > MAX_ENV_NAME_CHARS or not ENV_NAME_RE.fullmatch(name):
             raise SubmissionError(
-                "invalid_env", "env", f"{name!r} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)."
+                "invalid_env", "env", f"{shown(name)} is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)."
             )
         if name.startswith(RESERVED_ENV_PREFIX) or name in RESERVED_ENV_NAMES:
             raise SubmissionError("invalid_env", "env", f"{name} is set by Fairway and cannot be given.")
@@ -106,6 +107,26 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
             raise SubmissionError("invalid_env", "env", f"{name}: the value is too long or contains a NUL byte.")
         out[name] = {"value": value, "secret": secret}
     return out
+
+
+MAX_DB_INT = 2**63 - 1
+"""The largest id (bigint); integer inputs beyond it are refused before any query."""
+MAX_GPU_COUNT = 2**31 - 1
+"""``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
+MAX_SHOWN_CHARS = 80
+"""An input quoted back in an error message is cut to this many characters (it may be huge)."""
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, at most ``MAX_SHOWN_CHARS`` characters."""
+    if isinstance(value, str | bytes) and len(value) > MAX_SHOWN_CHARS:
+        value = value[:MAX_SHOWN_CHARS]  # no repr of a megabyte just to cut it
+    elif isinstance(value, int) and value.bit_length() > 256:
+        return "a very large integer"  # (repr of a 5,000-digit one even raises)
+    elif not isinstance(value, str | bytes | int | float | bool | None):
+        return f"a {type(value).__name__}"
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
 def _utf8_len(value: Any) -> int:
@@ -142,6 +163,8 @@ def resolve_cluster(ref: Cluster | int | str | None) -> Cluster | None:
     if isinstance(ref, bool):
         return None
     if isinstance(ref, int):
+        if not 0 < ref <= MAX_DB_INT:  # a larger one is no id, and would overflow the query
+            return None
         return Cluster.objects.filter(pk=ref).first()
     if isinstance(ref, str):
         if "\x00" in ref:  # PostgreSQL cannot even compare text holding NUL
@@ -196,6 +219,33 @@ def _check_size(cluster: Cluster, gpu_model: str, gpu_count: int) -> tuple[str, 
     return gpu_model, None
 
 
+RUNTIME_LABEL = "runtime"
+"""The host label naming the agent's runtime (``fairway-agent join`` sets it: ``docker``, ``process``)."""
+IMAGELESS_RUNTIMES = frozenset({"process"})
+"""Runtimes that cannot run a container image (the process runtime runs the command on the host)."""
+
+
+def host_runs_images(labels: Mapping[str, Any] | None) -> bool:
+    """False when the host's ``runtime`` label names a runtime without images; True otherwise
+    (``docker``, or no label: a host registered before agents reported their runtime)."""
+    runtime = (labels or {}).get(RUNTIME_LABEL)
+    return not (isinstance(runtime, str) and runtime.strip().lower() in IMAGELESS_RUNTIMES)
+
+
+def _image_problem(cluster: Cluster, gpu_model: str) -> FieldProblem | None:
+    """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image."""
+    hosts = Host.objects.filter(cluster=cluster, removed_at__isnull=True, gpus__model=gpu_model).distinct()
+    labels = list(hosts.values_list("labels", flat=True))
+    if not labels or any(host_runs_images(one) for one in labels):
+        return None
+    return FieldProblem(
+        "image_unsupported",
+        "image",
+        f"No {gpu_model} host of cluster {cluster.name} can run a container image (their agents use the "
+        "process runtime, which runs the command directly): leave the image empty.",
+    )
+
+
 def do_submit_workload(
     owner: User,
     *,
@@ -232,11 +282,12 @@ def do_submit_workload(
         refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
 
     tree = load_tree()
-    the_budget = resolve_budget(budget, tree)
+    huge = _is_int(budget) and not 0 < budget <= MAX_DB_INT  # type: ignore[operator]
+    the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
     if the_budget is None:
-        refuse("unknown_budget", "budget", f"No budget {budget!r}.")
+        refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
     elif not is_leaf(the_budget, tree):
@@ -246,14 +297,27 @@ def do_submit_workload(
 
     the_cluster = resolve_cluster(cluster)
     if the_cluster is None:
-        refuse("unknown_cluster", "cluster", f"No cluster {cluster!r}." if cluster else "Name a cluster.")
+        refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
 
-    if not _is_int(gpu_count) or gpu_count < 1:
+    if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
+        gpu_count = 0  # not quoted by the size check below
     if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
     elif the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
         gpu_model, problem = _check_size(the_cluster, gpu_model.strip(), gpu_count)
+        if problem is not None:
+            problems.append(problem)
+
+    if (
+        isinstance(image, str)
+        and image.strip()
+        and the_cluster is not None
+        and isinstance(gpu_model, str)
+        and gpu_model
+        and not any(p.field in ("image", "gpu_model") for p in problems)
+    ):
+        problem = _image_problem(the_cluster, gpu_model)
         if problem is not None:
             problems.append(problem)
 
@@ -295,7 +359,7 @@ def do_submit_workload(
         if problem is not None:
             problems.append(problem)
 
-    if duration_hint_s is not None and (not _is_int(duration_hint_s) or duration_hint_s < 0):
+    if duration_hint_s is not None and (not _is_int(duration_hint_s) or not 0 <= duration_hint_s <= MAX_GPU_COUNT):
         refuse("invalid_duration_hint", "duration_hint", "duration_hint_s is a whole number of seconds >= 0.")
     if submitted_at is not None and timezone.is_naive(submitted_at):
         raise ValueError("submitted_at must be timezone-aware (UTC)")

@@ -131,17 +131,36 @@ def run_tick(cluster_id: int, now: datetime | None = None) -> TickResult:
 def _apply(
     decisions: p.Decisions, snapshot: p.Snapshot, index: SnapshotIndex, now: datetime, result: TickResult
 ) -> set[int]:
-    """Write ``decisions`` (inside the tick's transaction); return the pks of hosts to push."""
+    """Write ``decisions`` (inside the tick's transaction); return the pks of hosts to push.
+
+    Rows are locked in the one order of docs/locking.md — workloads, then attempts, then
+    hosts, then GPUs — like a cancel, an exit report, a heartbeat and the sweeps: every
+    workload the tick will change (started ones and the victims of its stops) is locked
+    first, in one statement in id order, pending reasons are written before any attempt
+    is locked, host states before GPU nominations.
+    """
     touched: set[int] = set()
     events: list[WorkloadEvent] = []
+    _lock_workloads(decisions, index)
     started_workloads = _apply_starts(decisions.starts, index, now, result, touched, events)
-    nominations = _apply_stops(decisions, index, now, result, touched, events)
-    _apply_nominations(nominations, started_workloads, index)
-    _apply_host_states(decisions.host_states, index, now, result)
     _apply_pending(decisions.pending, started_workloads, index)
+    nominations = _apply_stops(decisions, index, now, result, touched, events)
+    _apply_host_states(decisions.host_states, index, now, result)
+    _apply_nominations(nominations, started_workloads, index)
     if events:
         WorkloadEvent.objects.bulk_create(events)
     return touched
+
+
+def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> None:
+    """Row-lock (id order) the workloads the tick starts and those whose attempts it stops."""
+    ids = {int(s.workload) for s in decisions.starts}
+    for stop in decisions.stops:
+        info = index.attempts.get(int(stop.attempt))
+        if info is not None:
+            ids.add(int(info.workload_id))
+    if ids:
+        list(Workload.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
 
 
 def _apply_starts(
@@ -306,7 +325,8 @@ def _apply_nominations(wanted: dict[int, int], started: set[int], index: Snapsho
 def _apply_host_states(
     host_states: dict[str, p.HostState], index: SnapshotIndex, now: datetime, result: TickResult
 ) -> None:
-    for name, state in sorted(host_states.items()):
+    # In host id order (docs/locking.md), like every statement that locks several hosts.
+    for name, state in sorted(host_states.items(), key=lambda item: (index.host_id_by_name.get(item[0], 0), item[0])):
         hid = index.host_id_by_name.get(name)
         before = index.host_state_by_name.get(name)
         if hid is None or before is None or before == str(state):

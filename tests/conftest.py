@@ -53,10 +53,13 @@ def _fast_password_hashing(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles() -> None:
-    """Throttle counters live in the (local-memory) default cache: start every test at zero."""
+def _fresh_throttles(settings: Any) -> None:
+    """Throttle counters live in the default cache: start every test at zero, in a local-memory
+    cache of its own even when REDIS_URL is set (clearing a RedisCache flushes the whole Redis
+    database, which parallel runs share); a test that wants Redis sets its own prefix."""
     from django.core.cache import cache
 
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     cache.clear()
 
 

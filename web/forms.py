@@ -9,7 +9,9 @@ import yaml
 from django import forms
 from django.conf import settings
 
+from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
+from config.parsers import find_unencodable
 from scheduler.api.serializers import WorkloadSubmitSerializer
 
 ENV_HELP = "One NAME=value per line."
@@ -86,24 +88,74 @@ class SubmitForm(forms.Form):
         }
 
 
+MAX_SPEC_CHARS = MAX_MESSAGE_BYTES
+"""A spec's text: what can travel to an agent in one start message, and no more."""
+MAX_SPEC_INT = 2**63 - 1
+"""The largest integer a spec may hold (a database's bigint): larger ones are refused, not parsed."""
+
+
+class _AliasRefused(yaml.YAMLError):
+    pass
+
+
+class _NumberRefused(yaml.YAMLError):
+    pass
+
+
+class SpecLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without aliases (``*name``) and without integers beyond ``MAX_SPEC_INT``.
+
+    An alias makes a tiny document expand to gigabytes (nested aliases, "billion laughs"); a spec
+    has no use for one. Integers are checked on their text, before Python converts them.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise _AliasRefused
+        return super().compose_node(parent, index)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        digits = str(node.value).replace("_", "").lstrip("+-")
+        if len(digits) > 40:  # longer than any bigint in any base YAML 1.1 writes
+            raise _NumberRefused
+        value = super().construct_yaml_int(node)
+        if abs(value) > MAX_SPEC_INT:
+            raise _NumberRefused
+        return value
+
+
+SpecLoader.add_constructor("tag:yaml.org,2002:int", SpecLoader.construct_yaml_int)
+
+
 class SpecForm(forms.Form):
     """A YAML spec with the API's fields (name, budget, cluster, gpu_model, gpu_count, image,
     command, env, min_runtime)."""
 
-    spec = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label="YAML spec")
+    spec = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label="YAML spec", max_length=MAX_SPEC_CHARS)
 
     def submission(self) -> dict[str, Any]:
+        """The parsed spec; ServiceError ``invalid_spec`` (field ``spec``) when it cannot be one.
+
+        Error messages never quote the input: they name the line and the problem only.
+        """
         try:
-            data = yaml.safe_load(self.cleaned_data["spec"])
-        except yaml.YAMLError as exc:
+            data = yaml.load(self.cleaned_data["spec"], Loader=SpecLoader)  # noqa: S506 -- SafeLoader's subclass
+        except _AliasRefused:
+            raise ServiceError("invalid_spec", "spec", "Aliases (*name) are not allowed in a spec.") from None
+        except _NumberRefused:
+            raise ServiceError("invalid_spec", "spec", f"A number is larger than {MAX_SPEC_INT}.") from None
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
             raise ServiceError("invalid_spec", "spec", f"This is not valid YAML{where}.") from None
+        if find_unencodable(data):
+            raise ServiceError("invalid_spec", "spec", "A string holds an unpaired surrogate (\\ud800-\\udfff).")
         if not isinstance(data, dict):
             raise ServiceError("invalid_spec", "spec", "The spec is a mapping of fields, e.g. command: [...].")
         unknown = sorted(set(map(str, data)) - set(WorkloadSubmitSerializer().fields))
         if unknown:
-            raise ServiceError("invalid_spec", "spec", f"Unknown fields: {', '.join(unknown)}.")
+            names = ", ".join(name[:40] for name in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+            raise ServiceError("invalid_spec", "spec", f"Unknown fields: {names}.")
         return data
 
 

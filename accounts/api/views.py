@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.contrib.auth import authenticate, logout
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -10,7 +12,8 @@ from rest_framework import mixins, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle
+from rest_framework.settings import api_settings
+from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 
 from accounts.api.serializers import (
     LoginSerializer,
@@ -26,9 +29,40 @@ from config.api import FairwayAPIView, FairwayViewSet
 from config.errors import ServiceError
 
 
-class LoginThrottle(AnonRateThrottle):
+class _SettingsRate:
+    """Read the rate from the settings when asked (DRF reads them once, at import)."""
+
+    scope: str
+
+    def get_rate(self) -> str | None:
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+
+class LoginThrottle(_SettingsRate, AnonRateThrottle):
+    """Login attempts per client address (``FAIRWAY_THROTTLE_LOGIN``, default 30/min).
+
+    The address is ``REMOTE_ADDR`` or, behind ``FAIRWAY_TRUSTED_PROXIES`` proxies, the address
+    the outermost of them saw: a client varying ``X-Forwarded-For`` gets no new counter.
+    """
+
     scope = "login"
-    rate = "30/min"
+
+
+class LoginUsernameThrottle(_SettingsRate, SimpleRateThrottle):
+    """Login attempts per user name whatever the address (``FAIRWAY_THROTTLE_LOGIN_USER``,
+    default 10/min): guessing one account's password from many addresses is slowed too."""
+
+    scope = "login_user"
+
+    def get_cache_key(self, request: Request, view: object) -> str | None:
+        try:
+            username = request.data.get("username") if hasattr(request.data, "get") else None
+        except Exception:  # noqa: BLE001 -- an unparsable body is the view's 400, not the throttle's
+            return None
+        if not isinstance(username, str) or not username.strip():
+            return None
+        digest = hashlib.sha256(username.strip().casefold().encode("utf-8", "replace")).hexdigest()
+        return self.cache_format % {"scope": self.scope, "ident": digest}
 
 
 def _me(request: Request, user: User) -> dict:
@@ -65,7 +99,7 @@ class LoginView(FairwayAPIView):
 
     authentication_classes: list = []  # a login needs no prior authentication (and no CSRF)
     permission_classes = [AllowAny]
-    throttle_classes = [LoginThrottle]
+    throttle_classes = [LoginThrottle, LoginUsernameThrottle]
 
     def post(self, request: Request) -> Response:
         serializer = LoginSerializer(data=request.data)

@@ -48,7 +48,9 @@ def parse_duration_s(value: Any) -> int:
             seconds = sum(float(n) * _UNIT_S[u.lower()] for n, u in parts)
     else:
         raise ValueError("not a duration")
-    if not math.isfinite(seconds):  # "1111…1d" overflows to inf; int(inf) raises OverflowError
+    # "1111…1d" overflows to inf and int(inf) raises OverflowError; an int is finite (and a
+    # 4,000-digit one would overflow math.isfinite itself).
+    if isinstance(seconds, float) and not math.isfinite(seconds):
         raise ValueError("a duration is a whole number of seconds >= 0")
     if seconds < 0 or seconds != int(seconds):
         raise ValueError("a duration is a whole number of seconds >= 0")

@@ -1,0 +1,123 @@
+"""Malformed input gets the API's one error format, never a 500 or an HTML page (issue 14, finding 10).
+
+NUL in a path or a query parameter, huge integers, lone surrogates, oversize bodies. Each
+case also checks that nothing was created. NUL matters most on PostgreSQL (it cannot compare
+text holding one); the tests run on both.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from scheduler.models import Workload
+from tests.conftest import PASSWORD
+
+
+def _json(response) -> dict:
+    assert response["Content-Type"].startswith("application/json"), response.content[:200]
+    data = response.json()
+    assert "code" in data
+    return data
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/clusters/%00/",
+        "/api/v1/clusters/a%00b/",
+        "/api/v1/budgets/%00/",
+        "/api/v1/workloads/%00/",
+        "/api/v1/hosts/%00/",
+    ],
+)
+def test_nul_in_an_api_path_is_a_404_in_the_error_format(researcher_client, cluster, url):
+    response = researcher_client.get(url)
+    assert response.status_code == 404
+    assert _json(response)["code"] == "not_found"
+
+
+@pytest.mark.parametrize("param", ["owner", "cluster", "budget", "state"])
+def test_nul_in_a_query_parameter_is_a_400_in_the_error_format(researcher_client, cluster, param):
+    response = researcher_client.get(f"/api/v1/workloads/?{param}=a%00b")
+    assert response.status_code == 400
+    assert _json(response)["code"] == "null_characters_not_allowed"
+
+
+def test_nul_in_a_web_path_is_a_404_page(researcher, cluster):
+    client = Client(raise_request_exception=False)
+    assert client.login(username="researcher", password=PASSWORD)
+    assert client.get("/clusters/%00/").status_code == 404
+
+
+def test_an_oversize_api_body_is_a_413_in_the_error_format(researcher_client, cluster, submission, settings):
+    body = json.dumps(submission(name="x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)))
+    response = researcher_client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 413
+    assert _json(response)["code"] == "too_large"
+    assert not Workload.objects.exists()
+
+
+def test_an_oversize_login_body_is_a_413_in_the_error_format(db, settings):
+    body = json.dumps({"username": "u" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1), "password": "p"})
+    response = Client().post("/api/v1/auth/login/", body, content_type="application/json")
+    assert response.status_code == 413
+    assert _json(response)["code"] == "too_large"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"gpu_count": 10**4000},  # under the JSON parser's 4,300 digits
+        {"gpu_count": 2**64},
+        {"budget": 10**4000},  # an id no database integer holds: was a 500
+        {"cluster": 10**4000},
+        {"budget": 2**63},
+        {"cluster": 2**63},
+        {"min_runtime": 10**4000},
+        {"min_runtime": "9" * 4000},
+    ],
+)
+def test_huge_integers_are_field_errors(researcher_client, cluster, submission, overrides):
+    response = researcher_client.post(
+        "/api/v1/workloads/", json.dumps(submission(**overrides)), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    data = _json(response)
+    assert len(response.content) < 2000  # no 4,000-digit number quoted back
+    assert list(overrides)[0] in data
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"name": "\ud800"},
+        {"budget": "\udfff"},
+        {"cluster": "a\ud800"},
+        {"command": ["python", "\ud800"]},
+        {"env": {"A": "\ud800"}},
+        {"name": "a\x00b"},
+        {"budget": "nlp/olmo\x00"},
+        {"cluster": "\x00"},
+        {"gpu_model": "A100\x00"},
+        {"image": "x\x00"},
+        {"env": {"A\x00": "x"}},
+    ],
+)
+def test_surrogates_and_nul_in_a_body_are_400s(researcher_client, cluster, submission, overrides):
+    body = json.dumps(submission(**overrides))  # ensure_ascii: the surrogate travels as \\ud800
+    response = researcher_client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 400
+    _json(response)
+    assert not Workload.objects.exists()
+
+
+def test_a_huge_budget_string_is_not_quoted_back(researcher_client, cluster, submission):
+    body = json.dumps(submission(budget="b" * 1_000_000))
+    response = researcher_client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert _json(response)["code"] == "unknown_budget"
+    assert len(response.content) < 1000
