@@ -57,6 +57,12 @@ def _open_link(token: str) -> Host | None:
 
 
 @database_sync_to_async
+def _same_token(host: Host) -> bool:
+    """The host still has the token this connection was accepted with (not rotated or revoked)."""
+    return Host.objects.filter(pk=host.pk, token_hash=host.token_hash, removed_at__isnull=True).exists()
+
+
+@database_sync_to_async
 def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
     """Record a hello; False (nothing recorded) when this connection is no longer the host's live one."""
     if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
@@ -181,7 +187,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def fenced(self) -> None:
         """The hub found this connection stale (a newer one, or another token, since)."""
-        await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
+        if self.host is not None and not await _same_token(self.host):
+            await self._shut(CLOSE_UNAUTHORIZED, "host token changed")
+        else:
+            await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
 
     async def send_msg(self, msg: protocol.Message) -> None:
         """Encode and send ``msg`` with this connection's next sequence number."""
@@ -231,7 +240,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 await self.send_error(protocol.ERR_INVALID, f"hello.gpus: {problem}", msg.id)
                 return
             if not await _hello(self.host, self.generation, msg):
-                await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
+                await self.fenced()
                 return
             self.hello_done = True
             self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"}
@@ -290,7 +299,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
         assert self.host is not None  # noqa: S101 -- only called on authenticated connections
         commands = await _desired(self.agent_view())
         if commands is None:
-            await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
+            await self.fenced()
             return
         await self._send_commands(commands)
 
