@@ -69,8 +69,8 @@ def _event(seq: int, attempt_id: int, state: str, exit_code: int | None = None, 
     }
 
 
-async def _receive(comm: WebsocketCommunicator, timeout: float = 5) -> protocol.Message:
-    return protocol.decode(await comm.receive_from(timeout=timeout), allowed=protocol.SERVER_MESSAGE_TYPES)
+async def _receive(comm: WebsocketCommunicator, wait: float = 5) -> protocol.Message:
+    return protocol.decode(await comm.receive_from(timeout=wait), allowed=protocol.SERVER_MESSAGE_TYPES)
 
 
 async def _welcomed(token: str) -> WebsocketCommunicator:
@@ -81,11 +81,11 @@ async def _welcomed(token: str) -> WebsocketCommunicator:
     return comm
 
 
-async def _until_closed(comm: WebsocketCommunicator, timeout: float = 3) -> tuple[int | None, list[Any]]:
-    """(close code or None if still open after ``timeout``, messages received before)."""
+async def _until_closed(comm: WebsocketCommunicator, wait: float = 3) -> tuple[int | None, list[Any]]:
+    """(close code or None if still open after ``wait`` seconds, messages received before)."""
     seen: list[Any] = []
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + wait
     while (left := deadline - loop.time()) > 0:
         try:
             out = await comm.receive_output(timeout=left)
@@ -97,7 +97,7 @@ async def _until_closed(comm: WebsocketCommunicator, timeout: float = 3) -> tupl
     return None, seen
 
 
-def _place_sync(host: Host, secret: str = "s3cret", pk: int | None = None) -> Attempt:
+def _place_sync(host: Host, secret: str = "s3cret", pk: int | None = None) -> Attempt:  # noqa: S107 -- test env
     from accounts.models import User
     from budgets.models import Budget
 
