@@ -194,7 +194,8 @@ def join(request: HttpRequest) -> JsonResponse:
     except ServiceError as exc:
         status = 409 if exc.code in ("host_exists", "duplicate_gpu") else exc.status
         logger.warning("join of host %s refused: %s", ascii(host_name[:128]), ascii(exc.message))
-        return _error(status, exc.code, exc.message, exc.field)
+        # the service's ``name`` is the request's ``host``
+        return _error(status, exc.code, exc.message, "host" if exc.field == "name" else exc.field)
     logger.info("host %s joined cluster %s", host.name, host.cluster.name)
     return JsonResponse(
         {
