@@ -104,12 +104,15 @@ def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
 
 
 @database_sync_to_async
-def _attempt_event(host: Host, msg: protocol.AttemptEvent) -> None:
+def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent) -> bool:
+    """Record an attempt event; False (nothing recorded) when this connection is stale."""
+    if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
+        return False
     age = msg.age_s or 0.0
     pk = lifecycle.attempt_pks([msg.attempt_id]).get(msg.attempt_id)
     if pk is None:  # not an attempt of this database (e.g. from before a restore): nothing to record
         logger.info("host %s spoke of unknown attempt %s; ignored", host.name, msg.attempt_id)
-        return
+        return True
     if msg.state in ("started", "running"):
         lifecycle.attempt_started(host, pk)
     elif msg.state == "exited":
@@ -118,6 +121,7 @@ def _attempt_event(host: Host, msg: protocol.AttemptEvent) -> None:
         lifecycle.attempt_failed_to_start(host, pk, msg.message, age)
     elif msg.state == "stopped":
         lifecycle.attempt_stopped_unknown(host, pk)
+    return True
 
 
 @database_sync_to_async
@@ -182,8 +186,11 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self._shut(CLOSE_SUPERSEDED, "a newer connection with this host's token was accepted")
 
     async def agent_revoked(self, event: dict[str, Any]) -> None:
-        """Group event ``agent.revoked`` (gateway.close_host_links): the host token was rotated or revoked."""
-        await self._shut(CLOSE_UNAUTHORIZED, f"host token {event.get('reason') or 'changed'}")
+        """Group event ``agent.revoked`` (gateway.close_host_links): the host token was rotated or
+        revoked; connections accepted since (with the new token) stay."""
+        before = event.get("before")
+        if before is None or self.generation < int(before):
+            await self._shut(CLOSE_UNAUTHORIZED, f"host token {event.get('reason') or 'changed'}")
 
     async def fenced(self) -> None:
         """The hub found this connection stale (a newer one, or another token, since)."""
@@ -268,7 +275,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
             self.sent_stops &= self.reported_running
             gateway.hub().heartbeat(self.host.pk, self, timezone.now(), _samples(msg))
         elif isinstance(msg, protocol.AttemptEvent):
-            await _attempt_event(self.host, msg)
+            if not await _attempt_event(self.host, self.generation, msg):
+                await self.fenced()
+                return
             if self.reported_running is not None:
                 if msg.state in ("started", "running"):
                     self.reported_running.add(msg.attempt_id)

@@ -82,11 +82,13 @@ def push_desired_state(host_ids: Iterable[int]) -> None:
     _group_send_all(host_ids, {"type": "desired.state"}, "push of desired state")
 
 
-def close_host_links(host_ids: Iterable[int], reason: str = "token") -> None:
-    """Close every agent connection of these hosts at once (token rotated or revoked). Call after
-    commit; never raises. A connection the message misses is fenced anyway: its host's
-    ``link_generation`` moved on, so it is sent no command and closed at its next flush."""
-    _group_send_all(host_ids, {"type": "agent.revoked", "reason": reason}, "closing of agent connections")
+def close_host_links(host_ids: Iterable[int], reason: str = "token", *, before: int | None = None) -> None:
+    """Close the agent connections of these hosts at once (token rotated or revoked): those accepted
+    before generation ``before`` (None: all). Call after commit; never raises. A connection the
+    message misses is fenced anyway: its host's ``link_generation`` moved on, so it is sent no
+    command and closed at its next flush."""
+    message = {"type": "agent.revoked", "reason": reason, "before": before}
+    _group_send_all(host_ids, message, "closing of agent connections")
 
 
 def _group_send_all(host_ids: Iterable[int], message: dict[str, Any], what: str) -> None:

@@ -549,11 +549,12 @@ def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, 
 
     with transaction.atomic():
         Host.objects.filter(pk=host.pk).update(token_hash=digest, link_generation=F("link_generation") + 1)
+        generation = Host.objects.values_list("link_generation", flat=True).get(pk=host.pk)
         HostEvent.objects.create(
             host=host, at=timezone.now(), kind=kind, actor=actor, message="open agent connections closed"
         )
-        transaction.on_commit(lambda: gateway.close_host_links([host.pk], reason))
-    host.token_hash = digest
+        transaction.on_commit(lambda: gateway.close_host_links([host.pk], reason, before=generation))
+    host.token_hash, host.link_generation = digest, generation
 
 
 def authenticate_host_token(token: str) -> Host | None:

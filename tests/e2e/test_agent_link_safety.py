@@ -187,6 +187,24 @@ async def _stale_heartbeats(host: Host, token: str) -> None:
     assert not await HostEvent.objects.filter(host=host, kind="hello").aexists()
 
 
+def test_a_stale_connection_cannot_end_the_hosts_attempts(host_token):
+    """A connection that is no longer the host's live one speaks for it no more: its attempt
+    events are not recorded, it is closed."""
+    asyncio.run(_stale_event(*host_token))
+
+
+async def _stale_event(host: Host, token: str) -> None:
+    attempt = await _place(host)
+    comm = await _welcomed(token)
+    assert isinstance(await _receive(comm), protocol.Start)
+    await Host.objects.filter(pk=host.pk).aupdate(link_generation=host.link_generation + 100)
+    await comm.send_to(text_data=json.dumps(_event(2, attempt.wire_id, "failed_to_start", message="fake")))
+
+    code, before = await _until_closed(comm)
+    assert code == 4409 and not any(isinstance(m, protocol.Ack) for m in before)
+    assert (await Attempt.objects.aget(pk=attempt.pk)).ended_at is None
+
+
 def test_rotating_a_host_token_closes_its_open_connections_at_once(host_token):
     """Finding 8: rotating a token did not cut the open connections."""
     asyncio.run(_rotate(*host_token))
@@ -229,7 +247,9 @@ async def _revoke(host: Host, token: str) -> None:
 def test_the_admin_actions_rotate_and_revoke_host_tokens(host_token, admin_client, monkeypatch):
     host, _token = host_token
     closed: list[tuple[list[int], str]] = []
-    monkeypatch.setattr(gateway, "close_host_links", lambda ids, reason="token": closed.append((list(ids), reason)))
+    monkeypatch.setattr(
+        gateway, "close_host_links", lambda ids, reason="token", before=None: closed.append((list(ids), reason))
+    )
     url = "/admin/scheduler/host/"
 
     response = admin_client.post(url, {"action": "rotate_token", "_selected_action": [host.pk]}, follow=True)
