@@ -589,9 +589,10 @@ def host_hello(
     exited: Sequence[ExitReport] = (),
     now: datetime | None = None,
 ) -> None:
-    """An agent (re)connects: register its GPUs, bring the host back, reconcile attempts.
+    """An agent (re)connects: check its GPUs against the registered inventory (a different one
+    is held for an admin, :func:`_check_inventory`), bring the host back, reconcile attempts.
 
-    ``running`` are the attempt ids the agent has (starting or running);
+    ``running`` are the attempt ids (primary keys) the agent has (starting or running);
     ``exited`` those that ended while it was away. Open attempts the server
     placed here that were confirmed started but that the agent no longer has
     end ``lost``, charged to the last heartbeat; unconfirmed ones stay and their
