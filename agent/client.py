@@ -53,6 +53,11 @@ MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
 
 
+CLOSE_UNAUTHORIZED = 4401
+"""Close code of a connection whose host token is unknown, rotated or revoked."""
+CLOSE_SUPERSEDED = 4409
+"""Close code of a connection the server replaced by a newer one with the same host token."""
+
 HOUSEKEEPING_S = 5.0
 """Period of log capping and pruning, in seconds."""
 
@@ -187,6 +192,10 @@ class Agent:
             if self._stopping.is_set():
                 return
             log.warning("disconnected from the server (close code %s %s)", ws.close_code, ws.close_reason or "")
+            if ws.close_code == CLOSE_SUPERSEDED:
+                log.error("the server accepted a newer connection with this host's token: does another agent use it?")
+            elif ws.close_code == CLOSE_UNAUTHORIZED:
+                log.error("the server refused the host token (rotated or revoked?)")
             delay = next(self._delays)
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)

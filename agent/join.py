@@ -62,7 +62,13 @@ def post_join(
             answer = json.loads(response.read())
     except urllib.error.HTTPError as exc:
         try:
-            detail = json.loads(exc.read()).get("detail", "")
+            refusal = json.loads(exc.read())
+            # 400: {"<field>": ["message"], "code"}; other statuses: {"detail", "code"}
+            detail = refusal.get("detail") or "; ".join(
+                f"{field}: {' '.join(map(str, msgs))}"
+                for field, msgs in refusal.items()
+                if field != "code" and isinstance(msgs, list)
+            )
         except (ValueError, AttributeError):
             detail = ""
         raise JoinFailed(f"the server refused the join (HTTP {exc.code}): {detail or exc.reason}") from None

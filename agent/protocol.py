@@ -7,7 +7,14 @@ Every frame is one JSON object, an *envelope*::
 ``v`` is :data:`PROTOCOL_VERSION`; ``id`` is the sender's per-connection sequence number (the
 receiver names it in ``ack.ack`` and ``error.ref``). All fields of a message are required on the
 wire (``null`` where a field is optional) and unknown fields are rejected: a peer that needs a new
-field needs a new protocol version.
+field needs a new protocol version. Every string is valid Unicode: a lone surrogate (``"\ud800"``
+in the JSON) makes the frame ``invalid``.
+
+``attempt_id`` is the attempt's *wire id* (the server's ``Attempt.wire_id``): random in
+[1, 2^63 - 1], never the database's primary key, so that the ids an agent remembers cannot be
+given to new attempts after the server's database is restored from a backup (the agent would
+answer a new attempt's ``start`` with an old one's exit, and its ``logs`` with the old log).
+It is also what the attempt sees as ``FAIRWAY_ATTEMPT``.
 
 Both sides use :func:`encode` and :func:`decode`; :func:`decode` never raises anything but
 :class:`ProtocolError`, so one ``except ProtocolError`` answers every malformed frame with an
@@ -127,7 +134,7 @@ class GpuInfo:
     index: GpuIndex
     uuid: Name
     model: Name
-    memory_mb: Annotated[int, Range(0, 2**40)]
+    memory_mb: Annotated[int, Range(0, 2**31 - 1)]  # the server stores it in a 32-bit column
     health: Health
 
 
@@ -346,7 +353,18 @@ def _compile(tp: Any) -> _Check:
     if tp is int:
         return _scalar(lambda v: type(v) is int, "an integer")
     if tp is str:
-        return _scalar(lambda v: isinstance(v, str), "a string")
+
+        def check_str(value: Any, path: str) -> Any:
+            if not isinstance(value, str):
+                raise ProtocolError(ERR_INVALID, f"{path}: expected a string, got {type(value).__name__}")
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800"): not Unicode text
+                    raise ProtocolError(ERR_INVALID, f"{path}: not valid Unicode (lone surrogate)") from None
+            return value
+
+        return check_str
     if tp is float:
 
         def check_float(value: Any, path: str) -> Any:

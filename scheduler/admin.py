@@ -9,8 +9,15 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 
 from config.errors import ServiceError
+from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
-from scheduler.services import do_cancel_workload, do_create_join_token, do_set_host_state
+from scheduler.services import (
+    do_cancel_workload,
+    do_create_join_token,
+    do_revoke_host_token,
+    do_rotate_host_token,
+    do_set_host_state,
+)
 
 
 class ReadOnlyMixin:
@@ -107,11 +114,12 @@ class HostAdmin(admin.ModelAdmin):
         "agent_version",
         "last_heartbeat",
         "removed_at",
+        "pending_inventory",
         "created_at",
     ]
     fields = [*readonly_fields, "labels"]
     inlines = [GPUInline, HostEventInline]
-    actions = ["cordon", "drain", "drain_now_action", "resume"]
+    actions = ["cordon", "drain", "drain_now_action", "resume", "approve_inventory", "rotate_token", "revoke_token"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # hosts register with a token (seed_demo --hosts, agent install), shown once
@@ -159,6 +167,36 @@ class HostAdmin(admin.ModelAdmin):
     @admin.action(description="Resume: back to active")
     def resume(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         self._set_state(request, queryset, Host.State.ACTIVE)
+
+    @admin.action(description="Approve the GPU inventory the agent reported (resumes a host it cordoned)")
+    def approve_inventory(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        done = 0
+        for host in queryset:
+            try:
+                do_approve_host_inventory(request.user, host)
+                done += 1
+            except ServiceError as exc:
+                messages.error(request, f"{host.name}: {exc.message}")
+        if done:
+            messages.success(request, f"GPU inventory of {done} host(s) approved.")
+
+    @admin.action(description="Rotate the host token (shown once; closes the agent's connections at once)")
+    def rotate_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        for host in queryset:
+            token = do_rotate_host_token(request.user, host)
+            messages.warning(
+                request,
+                f"{host.name}: new host token {token} (shown once). Put it in the agent's config "
+                "(token:) and restart the agent; its open connections were closed.",
+            )
+
+    @admin.action(description="Revoke the host token (closes the agent's connections; refused until rotated)")
+    def revoke_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        done = 0
+        for host in queryset:
+            do_revoke_host_token(request.user, host)
+            done += 1
+        messages.success(request, f"Token of {done} host(s) revoked; their agent connections were closed.")
 
 
 @admin.register(GPU)

@@ -138,29 +138,33 @@ def agent_wheel(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _error(status: int, code: str, message: str) -> JsonResponse:
+def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:
+    """The API's one error format (config/api.py): 400 ``{"<field>": ["message"], "code"}``
+    (``non_field_errors`` when no one field is at fault), other statuses ``{"detail", "code"}``."""
+    if status == 400:
+        return JsonResponse({field or "non_field_errors": [message], "code": code}, status=status)
     return JsonResponse({"detail": message, "code": code}, status=status)
 
 
-def _parse_join(body: Any) -> tuple[str, str, list[tuple[int, str, str, int]], dict[str, str]] | str:
-    """(token, host, gpus, labels) from a join body, or what is wrong with it."""
+def _parse_join(body: Any) -> tuple[str, str, list[tuple[Any, Any, Any, Any]], dict[str, Any]] | tuple[str, str]:
+    """(token, host, gpus, labels) from a join body, or (field, what is wrong with it)."""
     if not isinstance(body, dict):
-        return "the body is a JSON object"
+        return "non_field_errors", "the body is a JSON object"
     token, host, gpus, labels = body.get("token"), body.get("host"), body.get("gpus"), body.get("labels") or {}
     if not isinstance(token, str) or not token:
-        return "token: a join token is required"
+        return "token", "a join token is required"
     if not isinstance(host, str):
-        return "host: a host name is required"
+        return "host", "a host name is required"
     if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
-        return "gpus: a list of {index, uuid, model, memory_mb}"
+        return "gpus", "a list of {index, uuid, model, memory_mb}"
     specs = []
     for g in gpus:
         try:
             specs.append((g["index"], g["uuid"], g["model"], g["memory_mb"]))
         except KeyError as exc:
-            return f"gpus: missing {exc.args[0]}"
+            return "gpus", f"missing {exc.args[0]}"
     if not isinstance(labels, dict):
-        return "labels: an object of strings"
+        return "labels", "an object of strings"
     return token, host, specs, labels
 
 
@@ -170,7 +174,8 @@ def join(request: HttpRequest) -> JsonResponse:
     """``POST /agent/join`` ``{"token", "host", "gpus": [{index, uuid, model, memory_mb}], "labels"}``.
 
     201 ``{"host", "cluster", "host_token", "websocket_url"}``; 400 bad body or facts; 403 bad,
-    used or expired join token; 409 host name or GPU already registered.
+    used or expired join token; 409 host name or GPU already registered; 413 too large. Errors
+    in the API's format (config/api.py); a refused join changes nothing (the token is not spent).
     """
     from scheduler.services import do_join_host
 
@@ -178,18 +183,19 @@ def join(request: HttpRequest) -> JsonResponse:
         return _error(413, "too_large", "The join request is too large.")
     try:
         body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return _error(400, "bad_json", "The body is not JSON.")
     parsed = _parse_join(body)
-    if isinstance(parsed, str):
-        return _error(400, "invalid", parsed)
+    if len(parsed) == 2:
+        return _error(400, "invalid", parsed[1], parsed[0])
     token, host_name, gpus, labels = parsed
     try:
         host, host_token = do_join_host(token, host_name, gpus, labels)
     except ServiceError as exc:
         status = 409 if exc.code in ("host_exists", "duplicate_gpu") else exc.status
-        logger.warning("join of host %r refused: %s", host_name[:128], exc.message)
-        return _error(status, exc.code, exc.message)
+        logger.warning("join of host %s refused: %s", ascii(host_name[:128]), ascii(exc.message))
+        # the service's ``name`` is the request's ``host``
+        return _error(status, exc.code, exc.message, "host" if exc.field == "name" else exc.field)
     logger.info("host %s joined cluster %s", host.name, host.cluster.name)
     return JsonResponse(
         {

@@ -10,6 +10,13 @@ is batched by the hub too. Hello, attempt events and logs are handled at once.
 A malformed message is answered with ``error`` and logged; it never closes the
 connection. A host may only speak of its own GPUs and attempts: the lifecycle
 services ignore attempts that hold no GPU of the connection's host.
+
+One live connection per host (docs/deploy.md, "The agent link"): each accepted connection
+bumps ``Host.link_generation``; older connections of the host are closed with 4409
+(``agent.superseded`` to the host's group) and, should that message be lost, are fenced: a
+desired-state computation for a stale generation sends nothing and closes them. Rotating
+or revoking the token bumps it too and closes the connections with 4401 (``agent.revoked``).
+Attempt ids on the wire are ``Attempt.wire_id``s, translated to primary keys here.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from scheduler.models import Host
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+CLOSE_SUPERSEDED = 4409
+"""Close code of a connection replaced by a newer one with the same host token (docs/deploy.md)."""
 MAX_PENDING_LOG_REQUESTS = 64
 
 
@@ -43,23 +52,36 @@ def _bearer_token(scope: dict[str, Any]) -> str:
 
 
 @database_sync_to_async
-def _authenticate(token: str) -> Host | None:
-    from scheduler.services import authenticate_host_token
-
-    return authenticate_host_token(token) if token else None
+def _open_link(token: str) -> Host | None:
+    return gateway.open_agent_link(token)
 
 
 @database_sync_to_async
-def _hello(host: Host, msg: protocol.Hello) -> None:
+def _same_token(host: Host) -> bool:
+    """The host still has the token this connection was accepted with (not rotated or revoked)."""
+    return Host.objects.filter(pk=host.pk, token_hash=host.token_hash, removed_at__isnull=True).exists()
+
+
+@database_sync_to_async
+def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
+    """Record a hello; False (nothing recorded) when this connection is no longer the host's live one."""
+    if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
+        return False
+    # Attempt ids on the wire are wire ids; ones the database does not know (from before a
+    # restore, or never placed here) are left to the desired state: running ones are stopped.
+    pks = lifecycle.attempt_pks(a.attempt_id for a in msg.attempts)
     lifecycle.host_hello(
         host,
         agent_version=msg.agent_version,
         gpus=[lifecycle.GpuReport(g.index, g.uuid, g.model, g.memory_mb, g.health) for g in msg.gpus],
-        running=[a.attempt_id for a in msg.attempts if a.state == "running"],
+        running=[pks[a.attempt_id] for a in msg.attempts if a.state == "running" and a.attempt_id in pks],
         exited=[
-            lifecycle.ExitReport(a.attempt_id, a.exit_code, a.age_s or 0.0) for a in msg.attempts if a.state == "exited"
+            lifecycle.ExitReport(pks[a.attempt_id], a.exit_code, a.age_s or 0.0)
+            for a in msg.attempts
+            if a.state == "exited" and a.attempt_id in pks
         ],
     )
+    return True
 
 
 def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
@@ -82,21 +104,29 @@ def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
 
 
 @database_sync_to_async
-def _attempt_event(host: Host, msg: protocol.AttemptEvent) -> None:
+def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent) -> bool:
+    """Record an attempt event; False (nothing recorded) when this connection is stale."""
+    if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
+        return False
     age = msg.age_s or 0.0
+    pk = lifecycle.attempt_pks([msg.attempt_id]).get(msg.attempt_id)
+    if pk is None:  # not an attempt of this database (e.g. from before a restore): nothing to record
+        logger.info("host %s spoke of unknown attempt %s; ignored", host.name, msg.attempt_id)
+        return True
     if msg.state in ("started", "running"):
-        lifecycle.attempt_started(host, msg.attempt_id)
+        lifecycle.attempt_started(host, pk)
     elif msg.state == "exited":
-        lifecycle.attempt_exited(host, msg.attempt_id, msg.exit_code, age, message=msg.message)
+        lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message)
     elif msg.state == "failed_to_start":
-        lifecycle.attempt_failed_to_start(host, msg.attempt_id, msg.message, age)
+        lifecycle.attempt_failed_to_start(host, pk, msg.message, age)
     elif msg.state == "stopped":
-        lifecycle.attempt_stopped_unknown(host, msg.attempt_id)
+        lifecycle.attempt_stopped_unknown(host, pk)
+    return True
 
 
 @database_sync_to_async
-def _desired(host_id: int, running: set[int] | None, started: set[int], stopped: set[int]) -> list[protocol.Message]:
-    return gateway.desired_commands(host_id, running, already_started=started, already_stopped=stopped)
+def _desired(view: gateway.AgentView) -> list[protocol.Message] | None:
+    return gateway.desired_commands_many([view])[view.host_id]
 
 
 class AgentConsumer(AsyncWebsocketConsumer):
@@ -115,16 +145,21 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.log_requests: dict[int, tuple[int, str]] = {}
         self.lock = asyncio.Lock()
         self.live = False  # registered with the hub: after hello, until disconnect
+        self.closing = False  # superseded, revoked or fenced: nothing more is handled or sent
+        self.generation = 0
         gateway.remember_server_loop(asyncio.get_running_loop())
-        host = await _authenticate(_bearer_token(self.scope))
+        host = await _open_link(_bearer_token(self.scope))
         await self.accept()
         if host is None:
             logger.warning("agent connection refused: bad or missing host token (%s)", self.scope.get("client"))
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         self.host = host
+        self.generation = host.link_generation
         self.group = gateway.host_group(host.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # One live connection per host: the newest wins, older ones (in any web process) close.
+        await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
     async def disconnect(self, code: int) -> None:
@@ -134,8 +169,40 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 
+    async def _shut(self, code: int, why: str) -> None:
+        """Close this connection for good: no message of it is handled, nothing more is sent."""
+        if self.closing:
+            return
+        self.closing = True
+        self.live = False
+        if self.host is not None:
+            gateway.hub().unregister(self.host.pk, self)
+            logger.warning("closing the connection of host %s: %s", self.host.name, why)
+        await self.close(code=code)
+
+    async def agent_superseded(self, event: dict[str, Any]) -> None:
+        """Group event ``agent.superseded``: a newer connection of this host was accepted."""
+        if int(event.get("generation", 0)) > self.generation:
+            await self._shut(CLOSE_SUPERSEDED, "a newer connection with this host's token was accepted")
+
+    async def agent_revoked(self, event: dict[str, Any]) -> None:
+        """Group event ``agent.revoked`` (gateway.close_host_links): the host token was rotated or
+        revoked; connections accepted since (with the new token) stay."""
+        before = event.get("before")
+        if before is None or self.generation < int(before):
+            await self._shut(CLOSE_UNAUTHORIZED, f"host token {event.get('reason') or 'changed'}")
+
+    async def fenced(self) -> None:
+        """The hub found this connection stale (a newer one, or another token, since)."""
+        if self.host is not None and not await _same_token(self.host):
+            await self._shut(CLOSE_UNAUTHORIZED, "host token changed")
+        else:
+            await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")
+
     async def send_msg(self, msg: protocol.Message) -> None:
         """Encode and send ``msg`` with this connection's next sequence number."""
+        if self.closing:
+            return
         self.seq += 1
         try:
             text = protocol.encode(type(msg)(**{**_fields(msg), "id": self.seq}))
@@ -148,7 +215,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.send_msg(protocol.Error(code=code, message=message[:2000], ref=ref))
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.host is None:
+        if self.host is None or self.closing:
             return
         try:
             msg = protocol.decode(
@@ -179,7 +246,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
             if problem is not None:
                 await self.send_error(protocol.ERR_INVALID, f"hello.gpus: {problem}", msg.id)
                 return
-            await _hello(self.host, msg)
+            if not await _hello(self.host, self.generation, msg):
+                await self.fenced()
+                return
             self.hello_done = True
             self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"}
             self.sent_starts.clear()
@@ -206,7 +275,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
             self.sent_stops &= self.reported_running
             gateway.hub().heartbeat(self.host.pk, self, timezone.now(), _samples(msg))
         elif isinstance(msg, protocol.AttemptEvent):
-            await _attempt_event(self.host, msg)
+            if not await _attempt_event(self.host, self.generation, msg):
+                await self.fenced()
+                return
             if self.reported_running is not None:
                 if msg.state in ("started", "running"):
                     self.reported_running.add(msg.attempt_id)
@@ -235,15 +306,19 @@ class AgentConsumer(AsyncWebsocketConsumer):
     async def reconcile(self) -> None:
         """Send what the database wants on this host and the agent does not have yet (lock held)."""
         assert self.host is not None  # noqa: S101 -- only called on authenticated connections
-        view = self.agent_view()
-        commands = await _desired(self.host.pk, view.reported_running, view.already_started, view.already_stopped)
+        commands = await _desired(self.agent_view())
+        if commands is None:
+            await self.fenced()
+            return
         await self._send_commands(commands)
 
     def agent_view(self) -> gateway.AgentView:
         """What this connection knows of its agent, for a desired-state computation (the hub's)."""
         assert self.host is not None  # noqa: S101 -- only called on authenticated connections
         running = None if self.reported_running is None else set(self.reported_running)
-        return gateway.AgentView(self.host.pk, running, set(self.sent_starts), set(self.sent_stops))
+        return gateway.AgentView(
+            self.host.pk, running, set(self.sent_starts), set(self.sent_stops), generation=self.generation
+        )
 
     async def deliver(self, commands: list[protocol.Message]) -> None:
         """Commands the hub computed for this host (heartbeat flush or push)."""
@@ -272,7 +347,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def logs_request(self, event: dict[str, Any]) -> None:
         """Group event ``logs.request`` (gateway.request_log_tail): ask the agent for a log tail."""
-        if self.host is None or not self.hello_done:
+        if self.host is None or not self.hello_done or self.closing:
             return
         if len(self.log_requests) >= MAX_PENDING_LOG_REQUESTS:
             self.log_requests.pop(min(self.log_requests))

@@ -48,6 +48,30 @@ def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
         _server_loop = loop
 
 
+def open_agent_link(token: str) -> Any:
+    """Authenticate a new agent connection by its host token and make it the host's live one.
+
+    Returns the host with ``link_generation`` set to this connection's generation (one more
+    than the last), or None for a bad token. Every older connection of the host is stale from
+    now on: the consumer tells them to close (``agent.superseded``), and whatever the channel
+    layer loses of that message, :func:`stale_hosts` keeps commands away from them."""
+    from django.db import transaction
+    from django.db.models import F
+
+    from scheduler.models import Host
+    from scheduler.services import authenticate_host_token
+
+    host = authenticate_host_token(token) if token else None
+    if host is None:
+        return None
+    with transaction.atomic():
+        mine = Host.objects.filter(pk=host.pk, token_hash=host.token_hash, removed_at__isnull=True)
+        if not mine.update(link_generation=F("link_generation") + 1):
+            return None  # rotated, revoked or removed meanwhile
+        host.link_generation = mine.values_list("link_generation", flat=True).get()
+    return host
+
+
 def push_desired_state(host_ids: Iterable[int]) -> None:
     """Tell each host's consumer to (re)send its desired state. Call after commit; never raises.
 
@@ -55,6 +79,19 @@ def push_desired_state(host_ids: Iterable[int]) -> None:
     on the web server's event loop, where the consumers' queues live; from any
     other thread it would not wake them.
     """
+    _group_send_all(host_ids, {"type": "desired.state"}, "push of desired state")
+
+
+def close_host_links(host_ids: Iterable[int], reason: str = "token", *, before: int | None = None) -> None:
+    """Close the agent connections of these hosts at once (token rotated or revoked): those accepted
+    before generation ``before`` (None: all). Call after commit; never raises. A connection the
+    message misses is fenced anyway: its host's ``link_generation`` moved on, so it is sent no
+    command and closed at its next flush."""
+    message = {"type": "agent.revoked", "reason": reason, "before": before}
+    _group_send_all(host_ids, message, "closing of agent connections")
+
+
+def _group_send_all(host_ids: Iterable[int], message: dict[str, Any], what: str) -> None:
     ids = sorted(set(host_ids))
     if not ids:
         return
@@ -64,7 +101,7 @@ def push_desired_state(host_ids: Iterable[int]) -> None:
 
     async def send_all() -> None:
         for hid in ids:
-            await layer.group_send(host_group(hid), {"type": "desired.state"})
+            await layer.group_send(host_group(hid), dict(message))
 
     try:
         loop = _server_loop
@@ -80,7 +117,7 @@ def push_desired_state(host_ids: Iterable[int]) -> None:
             return
         async_to_sync(send_all)()
     except Exception:  # a failed push is repaired by the next heartbeat
-        logger.warning("push of desired state to hosts %s failed", ids, exc_info=True)
+        logger.warning("%s to hosts %s failed", what, ids, exc_info=True)
 
 
 def _is_in_memory(layer: Any) -> bool:
@@ -89,7 +126,8 @@ def _is_in_memory(layer: Any) -> bool:
 
 @dataclass(slots=True)
 class _Part:
-    attempt_id: int
+    attempt_id: int  # the wire id (what the agent knows the attempt by)
+    pk: int
     workload_id: int
     stop_reason: str
     stopping: bool
@@ -113,12 +151,30 @@ def plain_env(env: Any) -> dict[str, str]:
 
 @dataclass(slots=True)
 class AgentView:
-    """What one connection knows of its agent when desired state is computed for it."""
+    """What one connection knows of its agent when desired state is computed for it.
+
+    Attempt ids are wire ids (``Attempt.wire_id``). ``generation``: the host's
+    ``link_generation`` the connection was accepted with (None: not checked); a view whose
+    host has moved on (a newer connection, a rotated or revoked token) is stale."""
 
     host_id: int
     reported_running: Collection[int] | None
     already_started: Collection[int] = ()
     already_stopped: Collection[int] = ()
+    generation: int | None = None
+
+
+def stale_hosts(views: Sequence[AgentView]) -> set[int]:
+    """Host ids of ``views`` whose connection is no longer the host's live one (one query)."""
+    from scheduler.models import Host
+
+    checked = {v.host_id: v.generation for v in views if v.generation is not None}
+    if not checked:
+        return set()
+    current = dict(
+        Host.objects.filter(pk__in=sorted(checked), removed_at__isnull=True).values_list("pk", "link_generation")
+    )
+    return {hid for hid, gen in checked.items() if current.get(hid) != gen}
 
 
 def desired_commands(
@@ -127,9 +183,12 @@ def desired_commands(
     *,
     already_started: Collection[int] = (),
     already_stopped: Collection[int] = (),
-) -> list[protocol.Message]:
+    generation: int | None = None,
+) -> list[protocol.Message] | None:
     """The ``start``/``stop`` messages that move host ``host_id`` towards the database's wishes.
 
+    Attempt ids are wire ids (``Attempt.wire_id``), never primary keys: after a restore of the
+    database, primary keys repeat but the agents still know the old attempts.
     ``reported_running``: attempt ids the agent last said it runs (None: unknown yet).
     - open attempt on this host, no stop issued, not reported running, not in
       ``already_started`` → ``start`` (this host's part only, with its GPUs);
@@ -138,23 +197,29 @@ def desired_commands(
       ``stopped``, and a repeated stop of an exited one with its exit);
     - reported running but not an open attempt on this host, not in ``already_stopped``
       → ``stop`` (``not_wanted``): attempt ids fence off stale copies (§4).
-    Two queries whatever the number of attempts.
+    Two queries whatever the number of attempts. None: ``generation`` is given and stale
+    (the connection must be closed, nothing is sent on it).
     """
-    view = AgentView(host_id, reported_running, already_started, already_stopped)
+    view = AgentView(host_id, reported_running, already_started, already_stopped, generation)
     return desired_commands_many([view])[host_id]
 
 
-def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol.Message]]:
-    """:func:`desired_commands` of many hosts at once: host id → messages (every host of ``views``).
+def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol.Message] | None]:
+    """:func:`desired_commands` of many hosts at once: host id → messages (every host of ``views``),
+    or None for a stale view (:func:`stale_hosts`): it gets nothing, its connection is closed.
 
-    Two queries whatever the number of hosts and attempts (one when nothing is to start)."""
-    out: dict[int, list[protocol.Message]] = {v.host_id: [] for v in views}
+    Two queries whatever the number of hosts and attempts (one when nothing is to start; one
+    more when views carry a generation)."""
+    stale = stale_hosts(views)
+    out: dict[int, list[protocol.Message] | None] = {v.host_id: None if v.host_id in stale else [] for v in views}
+    views = [v for v in views if v.host_id not in stale]
     if not views:
         return out
     rows = AttemptGPU.objects.filter(
-        open=True, gpu__host_id__in=sorted(out), attempt__ended_at__isnull=True
+        open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
     ).values_list(
         "gpu__host_id",
+        "attempt__wire_id",
         "attempt_id",
         "attempt__workload_id",
         "attempt__stop_requested_at",
@@ -167,12 +232,13 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
         "gpu__uuid",
     )
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
-    for host_id, aid, wid, stop_at, stop_reason, image, command, env, rank, index, uuid in rows:
+    for host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid in rows:
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
             part = parts[aid] = _Part(
                 attempt_id=aid,
+                pk=pk,
                 workload_id=wid,
                 stop_reason=stop_reason or "stopped",
                 stopping=stop_at is not None,
@@ -191,13 +257,14 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
             for aid, part in sorted(by_host.get(view.host_id, {}).items())
             if not part.stopping and aid not in running and aid not in view.already_started
         ]
-    starting = [p.attempt_id for parts in to_start.values() for p in parts]
+    starting = [p.pk for parts in to_start.values() for p in parts]
     gangs = _gang_layout(starting) if starting else {}
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     for view in views:
         parts = by_host.get(view.host_id, {})
         running = set(view.reported_running or ())
         messages = out[view.host_id]
+        assert messages is not None  # noqa: S101 -- stale views were left out above
         for part in to_start[view.host_id]:
             messages.append(_start_message(part, gangs, grace))
         for aid, part in sorted(parts.items()):
@@ -210,11 +277,11 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
 
 def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: int) -> protocol.Start:
     env = plain_env(part.env)
-    nodes, master, world = gangs.get(part.attempt_id, (1, "localhost", len(part.gpus)))
+    nodes, master, world = gangs.get(part.pk, (1, "localhost", len(part.gpus)))
     env.update(
         {
             "MASTER_ADDR": master,
-            "MASTER_PORT": str(MASTER_PORT_BASE + part.attempt_id % 1000),
+            "MASTER_PORT": str(MASTER_PORT_BASE + part.pk % 1000),
             "NNODES": str(nodes),
             "NODE_RANK": str(part.rank),
             "WORLD_SIZE": str(world),
@@ -269,12 +336,17 @@ def sample_interval() -> float:
 SAMPLE_INTERVAL_MAX_S = 15.0
 
 
-def flush_heartbeats(reports: Sequence[Any], views: Sequence[AgentView]) -> dict[int, list[protocol.Message]]:
+def flush_heartbeats(reports: Sequence[Any], views: Sequence[AgentView]) -> dict[int, list[protocol.Message] | None]:
     """One flush, in a worker thread: store every buffered heartbeat, then compute the desired
-    state of every host in ``views``. A fixed number of queries whatever the number of hosts."""
+    state of every host in ``views``. A fixed number of queries whatever the number of hosts.
+    A stale view (:func:`stale_hosts`) gets None and its heartbeat is not stored."""
     from scheduler import lifecycle
     from scheduler.models import Host
 
+    stale = stale_hosts(views)
+    if stale:  # a superseded or revoked connection's heartbeats keep no host alive
+        reports = [r for r in reports if r.host_id not in stale]
+        views = [v for v in views if v.host_id not in stale]
     try:
         lifecycle.record_heartbeats(reports)
     except Exception:  # e.g. one malformed row: the others must not be lost with it
@@ -285,7 +357,12 @@ def flush_heartbeats(reports: Sequence[Any], views: Sequence[AgentView]) -> dict
                 lifecycle.record_heartbeat(host, report.samples, now=report.received_at)
             except Exception:
                 logger.warning("heartbeat of host %s lost", report.host_id, exc_info=True)
-    return desired_commands_many(views)
+    import dataclasses
+
+    # checked above: no second generation query
+    commands = desired_commands_many([dataclasses.replace(v, generation=None) for v in views])
+    commands.update(dict.fromkeys(stale))
+    return commands
 
 
 class AgentLink(Protocol):
@@ -296,6 +373,9 @@ class AgentLink(Protocol):
     def agent_view(self) -> AgentView: ...
 
     async def deliver(self, commands: list[protocol.Message]) -> None: ...
+
+    async def fenced(self) -> None:
+        """The host has a newer connection, or its token changed: close this one."""
 
 
 @dataclass(slots=True)
@@ -414,10 +494,18 @@ class AgentHub:
                 continue
             self._deliver(live, commands)
 
-    def _deliver(self, links: dict[int, AgentLink], commands: dict[int, list[protocol.Message]]) -> None:
+    def _deliver(self, links: dict[int, AgentLink], commands: dict[int, list[protocol.Message] | None]) -> None:
         for hid, cmds in commands.items():
             link = links.get(hid)
-            if cmds and link is not None and link.live:
+            if link is None or not link.live:
+                continue
+            if cmds is None:  # stale connection: closed, sent nothing
+                link.live = False
+                self.unregister(hid, link)
+                task = asyncio.get_running_loop().create_task(link.fenced())
+                self.deliveries.add(task)
+                task.add_done_callback(self.deliveries.discard)
+            elif cmds:
                 task = asyncio.get_running_loop().create_task(link.deliver(cmds))
                 self.deliveries.add(task)
                 task.add_done_callback(self.deliveries.discard)
@@ -454,14 +542,40 @@ class LogTail:
 
 
 def request_log_tail(host_id: int, attempt_id: int, tail_bytes: int, timeout: float = LOG_TAIL_TIMEOUT_S) -> dict:
-    """Ask the agent of ``host_id`` for the last ``tail_bytes`` of ``attempt_id``'s log; blocks up
-    to ``timeout`` seconds. Returns the consumer's reply (``data``, ``offset``, ``eof``) or
-    ``{"error": message}``. Call from a thread, never from the server's event loop."""
+    """Ask the agent of ``host_id`` for the last ``tail_bytes`` of the log of the attempt whose
+    wire id is ``attempt_id``; blocks up to ``timeout`` seconds. Returns the consumer's reply
+    (``data``, ``offset``, ``eof``) or ``{"error": message}``. Call from a thread, never from the
+    server's event loop."""
+    return request_log_tails([host_id], attempt_id, tail_bytes, timeout)[host_id]
+
+
+def request_log_tails(
+    host_ids: Sequence[int], attempt_id: int, tail_bytes: int, timeout: float = LOG_TAIL_TIMEOUT_S
+) -> dict[int, dict]:
+    """:func:`request_log_tail` of several hosts at once (the parts of a gang), asked in parallel
+    in one coroutine: host id → reply.
+
+    The channel layer receives on one event loop at a time (channels-redis raises "Two event
+    loops are trying to receive() on one channel layer" otherwise). With the in-memory layer
+    the requests run on the server's loop, where the consumers are; with any other layer on
+    this process's private log-tail loop with its own layer instance (:func:`_log_tail_runner`),
+    never on a loop made per request thread."""
+    ids = list(dict.fromkeys(host_ids))
     layer = get_channel_layer()
     if layer is None:
-        return {"error": "no channel layer"}
+        return {hid: {"error": "no channel layer"} for hid in ids}
 
-    async def ask() -> dict:
+    async def ask_all(layer: Any) -> dict[int, dict]:
+        replies = await asyncio.gather(*(ask(layer, hid) for hid in ids), return_exceptions=True)
+        out: dict[int, dict] = {}
+        for hid, reply in zip(ids, replies, strict=True):
+            if isinstance(reply, BaseException):
+                logger.warning("log tail of attempt %s from host %s failed: %r", attempt_id, hid, reply)
+                reply = {"error": f"log request failed: {type(reply).__name__}"}
+            out[hid] = reply
+        return out
+
+    async def ask(layer: Any, host_id: int) -> dict:
         channel = await layer.new_channel()
         await layer.group_send(
             host_group(host_id),
@@ -476,22 +590,49 @@ def request_log_tail(host_id: int, attempt_id: int, tail_bytes: int, timeout: fl
         if _is_in_memory(layer):
             loop = _server_loop
             if loop is None or not loop.is_running():
-                return {"error": "the agent is not connected"}
-            return asyncio.run_coroutine_threadsafe(ask(), loop).result(timeout + 2)
-        return async_to_sync(ask)()
+                return {hid: {"error": "the agent is not connected"} for hid in ids}
+            return asyncio.run_coroutine_threadsafe(ask_all(layer), loop).result(timeout + 2)
+        loop, own_layer = _log_tail_runner()
+        return asyncio.run_coroutine_threadsafe(ask_all(own_layer), loop).result(timeout + 5)
     except Exception as exc:  # a missing log must not fail the request
-        logger.warning("log tail of attempt %s from host %s failed", attempt_id, host_id, exc_info=True)
-        return {"error": f"log request failed: {type(exc).__name__}"}
+        logger.warning("log tail of attempt %s from hosts %s failed", attempt_id, ids, exc_info=True)
+        return {hid: {"error": f"log request failed: {type(exc).__name__}"} for hid in ids}
+
+
+_log_tail_guard = threading.Lock()
+_log_tail_loop: tuple[str, asyncio.AbstractEventLoop, Any] | None = None
+
+
+def _log_tail_runner() -> tuple[asyncio.AbstractEventLoop, Any]:
+    """This process's log-tail event loop (a daemon thread) and its own channel layer instance,
+    made on first use (again when ``CHANNEL_LAYERS`` changed). Only that loop ever receives on
+    that layer instance, whatever thread asks for a log tail."""
+    global _log_tail_loop
+    from channels import DEFAULT_CHANNEL_LAYER
+    from channels.layers import channel_layers
+
+    key = repr(getattr(settings, "CHANNEL_LAYERS", None))
+    with _log_tail_guard:
+        found = _log_tail_loop
+        if found is not None and found[0] == key and found[1].is_running():
+            return found[1], found[2]
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, name="fairway-log-tails", daemon=True).start()
+        layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        if found is not None:  # settings changed (tests): the old loop's layer is dropped with it
+            found[1].call_soon_threadsafe(found[1].stop)
+        _log_tail_loop = (key, loop, layer)
+        return loop, layer
 
 
 def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:
-    """The log tail of every host part of an attempt (rank order), asked of the agents in parallel.
+    """The log tail of every host part of an attempt (rank order; ``attempt_id`` is its primary
+    key), asked of the agents in parallel.
 
     A part whose host is offline or removed gets an ``error`` without asking."""
-    from concurrent.futures import ThreadPoolExecutor
+    from scheduler.models import Attempt, Host
 
-    from scheduler.models import Host
-
+    wire_id = Attempt.objects.filter(pk=attempt_id).values_list("wire_id", flat=True).first()
     parts: dict[int, tuple[str, int, str, bool]] = {}
     for host_id, name, rank, state, removed in AttemptGPU.objects.filter(attempt_id=attempt_id).values_list(
         "gpu__host_id", "gpu__host__name", "rank", "gpu__host__state", "gpu__host__removed_at"
@@ -499,17 +640,18 @@ def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:
         if host_id not in parts or rank < parts[host_id][1]:
             parts[host_id] = (name, rank, state, removed is not None)
     ordered = sorted(parts.items(), key=lambda item: item[1][1])
-
-    def fetch(item: tuple[int, tuple[str, int, str, bool]]) -> LogTail:
-        host_id, (name, rank, state, removed) = item
+    online = [hid for hid, (_n, _r, state, removed) in ordered if not removed and state != Host.State.OFFLINE]
+    replies = request_log_tails(online, wire_id, tail_bytes) if online and wire_id is not None else {}
+    out = []
+    for host_id, (name, rank, state, removed) in ordered:
         if removed or state == Host.State.OFFLINE:
-            return LogTail(name, rank, error=f"host {name} is {'removed' if removed else 'offline'}")
-        reply = request_log_tail(host_id, attempt_id, tail_bytes)
+            out.append(LogTail(name, rank, error=f"host {name} is {'removed' if removed else 'offline'}"))
+            continue
+        reply = replies.get(host_id, {"error": "no such attempt"})
         if reply.get("error"):
-            return LogTail(name, rank, error=str(reply["error"]))
-        return LogTail(name, rank, str(reply.get("data", "")), int(reply.get("offset", 0)), bool(reply.get("eof")))
-
-    if len(ordered) <= 1:
-        return [fetch(item) for item in ordered]
-    with ThreadPoolExecutor(max_workers=min(8, len(ordered))) as pool:
-        return list(pool.map(fetch, ordered))
+            out.append(LogTail(name, rank, error=str(reply["error"])))
+        else:
+            out.append(
+                LogTail(name, rank, str(reply.get("data", "")), int(reply.get("offset", 0)), bool(reply.get("eof")))
+            )
+    return out

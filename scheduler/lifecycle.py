@@ -78,9 +78,30 @@ class GpuSample:
 
 
 def clean_text(text: str) -> str:
-    """An agent's free text made storable: PostgreSQL text holds no NUL (it would fail the
-    whole transaction, so an exit carrying one would never be recorded)."""
-    return text.replace("\x00", "\ufffd")
+    """An agent's free text made storable: PostgreSQL text holds no NUL and no lone surrogate
+    (UTF-8 cannot encode it); either would fail the whole transaction, so an exit carrying one
+    would never be recorded."""
+    text = text.replace("\x00", "\ufffd")
+    if _has_surrogate(text):
+        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def attempt_pks(wire_ids: Iterable[int]) -> dict[int, int]:
+    """Wire id → primary key of the attempts the agent link names (``Attempt.wire_id``); ids
+    the database does not know (e.g. attempts from before a restore) are left out."""
+    ids = sorted(set(wire_ids))
+    if not ids:
+        return {}
+    return dict(Attempt.objects.filter(wire_id__in=ids).values_list("wire_id", "pk"))
 
 
 def hello_gpu_problem(gpus: Sequence[GpuReport]) -> str | None:
@@ -576,9 +597,10 @@ def host_hello(
     exited: Sequence[ExitReport] = (),
     now: datetime | None = None,
 ) -> None:
-    """An agent (re)connects: register its GPUs, bring the host back, reconcile attempts.
+    """An agent (re)connects: check its GPUs against the registered inventory (a different one
+    is held for an admin, :func:`_check_inventory`), bring the host back, reconcile attempts.
 
-    ``running`` are the attempt ids the agent has (starting or running);
+    ``running`` are the attempt ids (primary keys) the agent has (starting or running);
     ``exited`` those that ended while it was away. Open attempts the server
     placed here that were confirmed started but that the agent no longer has
     end ``lost``, charged to the last heartbeat; unconfirmed ones stay and their
@@ -591,12 +613,14 @@ def host_hello(
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
         last_seen = locked.last_heartbeat
-        _register_gpus(locked, gpus)
         agent_version = clean_text(agent_version)
         locked.agent_version = agent_version[:32]
         locked.last_heartbeat = now
         _host_back_online(locked, now)
-        locked.save(update_fields=["agent_version", "last_heartbeat", "state", "state_before_offline"])
+        _check_inventory(locked, gpus, now)
+        locked.save(
+            update_fields=["agent_version", "last_heartbeat", "state", "state_before_offline", "pending_inventory"]
+        )
         HostEvent.objects.create(
             host=locked,
             at=now,
@@ -635,6 +659,123 @@ def host_hello(
                     message="the agent no longer runs it",
                 )
             # else: never confirmed started; the start command is re-sent.
+
+
+def _inventory_key(gpus: Iterable[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+    return sorted((int(i), str(u), str(m)) for i, u, m in gpus)
+
+
+def _check_inventory(host: Host, gpus: Sequence[GpuReport], now: datetime) -> None:
+    """Hold a hello's GPU inventory against the registered one (the host row is locked).
+
+    The registered GPUs (from the join or registration, or the last approved inventory) are the
+    truth: a hello never adds, moves or re-models GPUs. Same indices, UUIDs and models: only
+    ``memory_mb`` is refreshed, and a pending inventory is dropped. Anything else: the reported
+    inventory waits in ``pending_inventory`` for an admin (:func:`do_approve_host_inventory`)
+    and an active host is cordoned meanwhile (running work stays; nothing new is placed on GPUs
+    that may not be what the database says). A matching hello later resumes such a host.
+    """
+    registered = {g.index: g for g in GPU.objects.filter(host=host)}
+    reported = _inventory_key((g.index, g.uuid, g.model) for g in gpus)
+    if reported == _inventory_key((g.index, g.uuid, g.model) for g in registered.values()):
+        changed = []
+        for g in gpus:
+            gpu = registered[g.index]
+            if gpu.memory_mb != g.memory_mb:
+                gpu.memory_mb = g.memory_mb
+                changed.append(gpu)
+        if changed:
+            GPU.objects.bulk_update(changed, ["memory_mb"])
+        if host.pending_inventory is not None:
+            cordoned = bool(host.pending_inventory.get("cordoned"))
+            host.pending_inventory = None
+            HostEvent.objects.create(
+                host=host, at=now, kind="inventory_matched", message="the agent reports the registered GPUs again"
+            )
+            if cordoned:
+                _resume_after_hold(host, now, "the registered GPU inventory is back")
+        return
+    pending = [
+        {"index": g.index, "uuid": g.uuid, "model": g.model, "memory_mb": g.memory_mb, "health": g.health}
+        for g in sorted(gpus, key=lambda g: g.index)
+    ]
+    already = host.pending_inventory or {}
+    cordon = host.state == Host.State.ACTIVE
+    host.pending_inventory = {"gpus": pending, "cordoned": bool(already.get("cordoned")) or cordon}
+    if already.get("gpus") != pending:
+        registered_list = [[g.index, g.uuid, g.model] for g in sorted(registered.values(), key=lambda g: g.index)]
+        HostEvent.objects.create(
+            host=host,
+            at=now,
+            kind="inventory_held",
+            message=f"the agent reports {len(pending)} GPUs "
+            f"({', '.join(sorted({g['model'] for g in pending})) or 'none'}) that differ from the "
+            f"{len(registered)} registered: awaiting an admin's approval"
+            + (f"; {host.state} → cordoned" if cordon else ""),
+            data={"registered": registered_list, "reported": [[g["index"], g["uuid"], g["model"]] for g in pending]},
+        )
+    if cordon:
+        host.state = Host.State.CORDONED
+        notify.request_tick_on_commit(host.cluster_id)
+
+
+def _resume_after_hold(host: Host, now: datetime, why: str) -> None:
+    """Undo the cordon of an inventory hold, unless an operator changed the state since."""
+    if host.state == Host.State.CORDONED:
+        host.state = Host.State.ACTIVE
+        HostEvent.objects.create(host=host, at=now, kind="resumed", message=f"{why}: cordoned → active")
+        notify.request_tick_on_commit(host.cluster_id)
+    elif host.state == Host.State.OFFLINE and host.state_before_offline == Host.State.CORDONED:
+        host.state_before_offline = Host.State.ACTIVE
+
+
+def do_approve_host_inventory(actor: Any, host: Host) -> Host:
+    """An admin accepts the GPU inventory ``host``'s agent reported (``pending_inventory``).
+
+    The GPUs are registered as reported (added, re-indexed, re-modelled; a UUID registered on
+    another live host stays there); registered GPUs the agent no longer reports become
+    unhealthy (they leave placement). A host cordoned by the hold is resumed. Raises
+    ServiceError ``no_pending_inventory`` or ``mixed_models`` (all GPUs of a host are of one
+    model: such a host must leave and join again).
+    """
+    from config.errors import ServiceError
+
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        pending = locked.pending_inventory
+        if not pending:
+            raise ServiceError("no_pending_inventory", None, f"Host {locked.name} has no inventory awaiting approval.")
+        reports = [
+            GpuReport(int(g["index"]), str(g["uuid"]), str(g["model"]), int(g["memory_mb"]), str(g["health"]))
+            for g in pending["gpus"]
+        ]
+        models = sorted({r.model for r in reports})
+        if len(models) > 1:
+            raise ServiceError(
+                "mixed_models",
+                None,
+                f"Host {locked.name} reports GPUs of several models ({', '.join(models)}); "
+                "all GPUs of a host are of one model (DESIGN.md §3.3): remove it and join it again.",
+            )
+        _register_gpus(locked, reports)
+        missing = GPU.objects.filter(host=locked).exclude(index__in=[r.index for r in reports])
+        missing.exclude(health=GPU.Health.UNHEALTHY).update(health=GPU.Health.UNHEALTHY)
+        locked.pending_inventory = None
+        HostEvent.objects.create(
+            host=locked,
+            at=now,
+            kind="inventory_approved",
+            actor=actor,
+            message=f"GPU inventory approved: {len(reports)} × {models[0] if models else '-'}",
+            data={"gpus": [[r.index, r.uuid, r.model] for r in reports]},
+        )
+        if pending.get("cordoned"):
+            _resume_after_hold(locked, now, "GPU inventory approved")
+        locked.save(update_fields=["pending_inventory", "state", "state_before_offline"])
+        notify.request_tick_on_commit(locked.cluster_id)
+        notify.push_hosts_on_commit([locked.pk])
+    return locked
 
 
 def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:

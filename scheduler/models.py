@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -42,6 +44,13 @@ class Host(models.Model):
     agent_version = models.CharField(max_length=32, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     removed_at = models.DateTimeField(null=True, blank=True, help_text="left the cluster; no longer registered")
+    # One live agent connection per host (docs/deploy.md, "The agent link"): every accepted
+    # connection, token rotation and revocation bumps it; a connection of an older generation
+    # is closed and is sent no command.
+    link_generation = models.BigIntegerField(default=0, editable=False)
+    # A hello whose GPUs differ from the registered inventory: what it reported, awaiting an
+    # admin's approval ({"gpus": [...], "cordoned": bool}); None when the hello matched.
+    pending_inventory = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -127,6 +136,14 @@ class Workload(models.Model):
         return self.min_runtime_s > 0
 
 
+WIRE_ID_MAX = 2**63 - 1
+
+
+def new_wire_id() -> int:
+    """A random attempt identity for the agent link, in [1, 2^63 - 1] (see ``Attempt.wire_id``)."""
+    return secrets.randbelow(WIRE_ID_MAX) + 1
+
+
 class Attempt(models.Model):
     """One run of a workload on specific GPUs (a gang's parts form one attempt)."""
 
@@ -141,6 +158,10 @@ class Attempt(models.Model):
         FAILED_TO_START = "failed_to_start"
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="attempts")
+    # The attempt's identity on the agent link (the protocol's ``attempt_id``, the agent's record
+    # and ``FAIRWAY_ATTEMPT``), random rather than the primary key: ids restart from a dump's
+    # value after a restore, agents keep their records of the old ones (docs/deploy.md §7).
+    wire_id = models.BigIntegerField(unique=True, default=new_wire_id, editable=False)
     number = models.PositiveIntegerField(help_text="1 for the first attempt of the workload")
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="attempts", help_text="first (rank 0) host")
     gpus = models.ManyToManyField(GPU, through="AttemptGPU", related_name="attempts")

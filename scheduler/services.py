@@ -497,6 +497,17 @@ GpuSpec = tuple[int, str, str, int]
 """``(index, uuid, model, memory_mb)``."""
 
 
+MAX_GPU_INDEX = 1023
+"""Largest GPU index (as the agent protocol allows)."""
+MAX_GPU_MB = 2**31 - 1
+"""Largest ``memory_mb`` (the column is a 32-bit integer on PostgreSQL)."""
+
+
+def _show(value: object) -> str:
+    """``repr`` of refused input, shortened, printable in any encoding."""
+    return ascii(value)[:200]
+
+
 def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
     if isinstance(gpus, str | bytes) or not isinstance(gpus, Sequence) or not gpus:
         raise HostError("invalid_gpus", "gpus", "A host has at least one GPU: [(index, uuid, model, memory_mb)].")
@@ -505,11 +516,17 @@ def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
         try:
             index, uuid, model, memory_mb = spec
         except (TypeError, ValueError):
-            raise HostError("invalid_gpus", "gpus", f"{spec!r} is not (index, uuid, model, memory_mb).") from None
-        if not (_is_int(index) and index >= 0 and _is_int(memory_mb) and memory_mb >= 0):
-            raise HostError("invalid_gpus", "gpus", f"{spec!r}: index and memory_mb are integers >= 0.")
-        if not (isinstance(uuid, str) and 0 < len(uuid) <= 64 and isinstance(model, str) and 0 < len(model) <= 64):
-            raise HostError("invalid_gpus", "gpus", f"{spec!r}: uuid and model are 1-64 characters.")
+            raise HostError("invalid_gpus", "gpus", f"{_show(spec)} is not (index, uuid, model, memory_mb).") from None
+        if not (_is_int(index) and 0 <= index <= MAX_GPU_INDEX and _is_int(memory_mb) and 0 <= memory_mb <= MAX_GPU_MB):
+            raise HostError(
+                "invalid_gpus",
+                "gpus",
+                f"{_show(spec)}: index is an integer 0-{MAX_GPU_INDEX}, memory_mb an integer 0-{MAX_GPU_MB}.",
+            )
+        if not (_is_text(uuid) and 0 < len(uuid) <= 64 and _is_text(model) and 0 < len(model) <= 64):
+            raise HostError(
+                "invalid_gpus", "gpus", f"{_show(spec)}: uuid and model are 1-64 characters (no NUL, valid Unicode)."
+            )
         out.append((index, uuid, model, memory_mb))
     if len({g[0] for g in out}) != len(out) or len({g[1] for g in out}) != len(out):
         raise HostError("invalid_gpus", "gpus", "GPU indices and UUIDs must be unique.")
@@ -522,9 +539,11 @@ def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
     if labels is None:
         return {}
     if not isinstance(labels, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 256 for k, v in labels.items()
+        _is_text(k) and _is_text(v) and len(k) <= 64 and len(v) <= 256 for k, v in labels.items()
     ):
-        raise HostError("invalid_labels", "labels", "Labels map short strings to strings, e.g. {'rack': 'r1'}.")
+        raise HostError(
+            "invalid_labels", "labels", "Labels map short strings to strings (no NUL), e.g. {'rack': 'r1'}."
+        )
     return dict(labels)
 
 
@@ -544,7 +563,7 @@ def do_register_host(
     (``invalid_host_name``, ``host_exists``, ``invalid_gpus``, ``mixed_models``,
     ``duplicate_gpu``, ``invalid_labels``). Records a ``registered`` HostEvent, requests a tick.
     """
-    if not isinstance(name, str) or not HOST_NAME_RE.match(name):
+    if not isinstance(name, str) or not HOST_NAME_RE.fullmatch(name):
         raise HostError("invalid_host_name", "name", "A host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric.")
     specs = _check_gpus(gpus)
     clean_labels = _check_labels(labels)
@@ -572,20 +591,52 @@ def do_register_host(
 
 
 def do_rotate_host_token(actor: User | None, host: Host) -> str:
-    """Give ``host`` a new token (the old one stops working at once); returns the plaintext."""
+    """Give ``host`` a new token (the old one stops working at once); returns the plaintext.
+
+    The host's open agent connections are closed at once (after commit; any the message
+    misses is fenced by the bumped ``link_generation``: sent nothing, closed at its next flush)."""
     token, digest = _new_host_token()
-    with transaction.atomic():
-        Host.objects.filter(pk=host.pk).update(token_hash=digest)
-        HostEvent.objects.create(host=host, at=timezone.now(), kind="token_rotated", actor=actor)
-    host.token_hash = digest
+    _replace_host_token(actor, host, digest, "token_rotated", "rotated")
     return token
+
+
+def do_revoke_host_token(actor: User | None, host: Host) -> None:
+    """Revoke ``host``'s token: no agent connects with it any more, its open connections are closed
+    at once (as :func:`do_rotate_host_token`). :func:`do_rotate_host_token` issues a new one."""
+    _replace_host_token(actor, host, "revoked:" + secrets.token_hex(24), "token_revoked", "revoked")
+
+
+def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, reason: str) -> None:
+    from django.db.models import F
+
+    from scheduler import gateway
+
+    with transaction.atomic():
+        Host.objects.filter(pk=host.pk).update(token_hash=digest, link_generation=F("link_generation") + 1)
+        generation = Host.objects.values_list("link_generation", flat=True).get(pk=host.pk)
+        HostEvent.objects.create(
+            host=host, at=timezone.now(), kind=kind, actor=actor, message="open agent connections closed"
+        )
+        transaction.on_commit(lambda: gateway.close_host_links([host.pk], reason, before=generation))
+    host.token_hash, host.link_generation = digest, generation
 
 
 def authenticate_host_token(token: str) -> Host | None:
     """The registered (not removed) host whose token this is, or None."""
-    if not isinstance(token, str) or not token:
+    if not isinstance(token, str) or not token or not _is_text(token):
         return None
     return Host.objects.filter(token_hash=hash_host_token(token), removed_at__isnull=True).first()
+
+
+def _is_text(value: object, *, nul: bool = False) -> bool:
+    """A str that PostgreSQL can store and UTF-8 can encode: no lone surrogate, no NUL (unless ``nul``)."""
+    if not isinstance(value, str) or (not nul and "\x00" in value):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # --- joining hosts (agent install, DESIGN.md §5) ------------------------------------------
@@ -632,7 +683,7 @@ def do_join_host(
     refused = JoinError(
         "invalid_join_token", "token", "The join token is unknown, already used or expired.", status=403
     )
-    if not isinstance(join_token, str) or not join_token:
+    if not _is_text(join_token) or not join_token:
         raise refused
     with transaction.atomic():
         row = (

@@ -68,7 +68,7 @@ def _place(host: Host, name: str) -> int:
     )
     a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
     AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=0))
-    return a.pk
+    return a.wire_id  # what the agent link names it by
 
 
 def _flush(hosts: list[Host], now: Any) -> tuple[int, dict[int, list[protocol.Message]]]:

@@ -40,6 +40,9 @@ def test_a_gpu_of_a_removed_host_may_still_move(hosts):
     reports = [*_reports("a100-2"), lifecycle.GpuReport(8, "GPU-a100-1-0", "A100", 81920)]
 
     lifecycle.host_hello(a2, agent_version="x", gpus=reports, running=[])
+    # a hello never changes the registered inventory (issue 14, finding 6): an admin approves it
+    assert GPU.objects.get(uuid="GPU-a100-1-0").host_id == a1.pk
+    lifecycle.do_approve_host_inventory(None, a2)
 
     assert GPU.objects.get(uuid="GPU-a100-1-0").host_id == a2.pk
 

@@ -224,7 +224,10 @@ class Stack:
             return int(json.loads(resp.read())["id"])
 
     def attempt_log(self, attempt_id: int) -> str:
-        path = self.state_dir / "attempts" / f"{attempt_id}.log"
+        """The agent's log of attempt ``attempt_id`` (primary key; the agent files it by wire id)."""
+        from scheduler.models import Attempt
+
+        path = self.state_dir / "attempts" / f"{Attempt.objects.get(pk=attempt_id).wire_id}.log"
         return path.read_text() if path.exists() else ""
 
     def agent_output(self) -> str:

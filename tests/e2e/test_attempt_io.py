@@ -64,7 +64,7 @@ def test_log_tail_through_the_api_and_the_preemption_notice_on_stop(stack):
     assert (body["workload"], body["attempt"], body["attempt_id"]) == (wid, 1, attempt.pk)
     (part,) = body["parts"]
     assert (part["host"], part["rank"], part["eof"], part["error"]) == ("h1", 0, False, None)
-    assert f"env: {attempt.pk} {wid} 1 0 1" in part["data"]
+    assert f"env: {attempt.wire_id} {wid} 1 0 1" in part["data"]  # FAIRWAY_ATTEMPT is the wire id
 
     # and a non-member is refused, a missing attempt is a 404, a bad tail a 400
     outsider = User.objects.create_user("olga", password="not-used")

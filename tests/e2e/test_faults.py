@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.timeout(90)]
 
 
 def _record(stack: Any, attempt_id: int) -> dict[str, Any]:
-    return json.loads((stack.state_dir / "attempts" / f"{attempt_id}.json").read_text())
+    wire_id = Attempt.objects.get(pk=attempt_id).wire_id  # the agent files attempts by wire id
+    return json.loads((stack.state_dir / "attempts" / f"{wire_id}.json").read_text())
 
 
 def _alive(pid: int) -> bool:
@@ -84,7 +85,7 @@ def test_agent_killed_mid_run_its_attempts_run_on_and_are_readopted(stack):
 
     # Then the new agent re-adopts the long attempt (same process) and reports the short one's exit
     stack.wait_until(lambda: stack.hellos() > hellos, 20, "the new agent's hello")
-    assert f"re-adopted attempt {long_attempt.pk}" in stack.agent_output()
+    assert f"re-adopted attempt {long_attempt.wire_id}" in stack.agent_output()
     short = _succeeded(stack, short_id)
     # its end is the real exit (the agent reports its age), not the time the new agent said hello
     assert abs(short.ended_at.timestamp() - exited_at) < 1.5, (short.ended_at.timestamp(), exited_at)
@@ -217,7 +218,7 @@ def test_duplicate_out_of_order_malformed_and_oversized_messages(fake_host):
         assert _recv_until(ws, protocol.Error, ref=4).code == protocol.ERR_INVALID
         ws.send(json.dumps({**_event(5, aid, "started"), "message": "x" * (protocol.MAX_MESSAGE_BYTES + 10)}))
         assert _recv_until(ws, protocol.Error).code == protocol.ERR_TOO_LARGE
-        assert Attempt.objects.get(pk=aid).started_at is None  # none of them did anything
+        assert Attempt.objects.get(wire_id=aid).started_at is None  # none of them did anything
 
         # the start confirmed, then the exit twice, a late (out-of-order) start and a conflicting exit
         t0 = time.time()
@@ -236,7 +237,7 @@ def test_duplicate_out_of_order_malformed_and_oversized_messages(fake_host):
         time.sleep(0.3)
 
     # Then the attempt ended exactly once, with the first exit, charged once for its real run
-    attempt = Attempt.objects.get(pk=aid)
+    attempt = Attempt.objects.get(wire_id=aid)
     assert (attempt.end_reason, attempt.exit_code) == ("succeeded", 0)
     assert abs(attempt.started_at.timestamp() - t0) < 1 and 1 <= _ran_for(attempt) <= 2.5
     assert attempt.charged_gpu_seconds == 4 * int(_ran_for(attempt))

@@ -130,7 +130,7 @@ async def _test_the_desired_state_is_sent_after_hello_and_unknown_attempts_are_s
     )
     ack = await _receive(comm)
     assert isinstance(ack, protocol.Ack) and ack.ack == 5
-    attempt = await Attempt.objects.aget(pk=attempt_id)
+    attempt = await Attempt.objects.aget(wire_id=attempt_id)
     assert attempt.started_at is not None
     await comm.disconnect()
 
@@ -160,6 +160,6 @@ async def _place(host: Host) -> int:
         )
         a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
         AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=0))
-        return a.pk
+        return a.wire_id  # what the agent link names it by
 
     return await sync_to_async(place)()

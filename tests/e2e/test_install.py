@@ -168,7 +168,7 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
         )
         (attempt,) = Attempt.objects.filter(workload_id=wid)
         assert attempt.host.name == "h2" and attempt.exit_code == 0
-        assert "standin: done" in (prefix / "state" / "attempts" / f"{attempt.pk}.log").read_text()
+        assert "standin: done" in (prefix / "state" / "attempts" / f"{attempt.wire_id}.log").read_text()
 
         # When the script runs again (upgrade): the token is not needed, the config is kept, the agent restarts
         first_pid = int(pid_file.read_text())

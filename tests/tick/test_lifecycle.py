@@ -169,6 +169,10 @@ def test_hello_reregisters_gpus_brings_the_host_back_and_ends_vanished_attempts(
 
     host.refresh_from_db()
     assert (host.state, host.agent_version, host.last_heartbeat) == ("cordoned", "0.1", tw.now)
+    # new UUIDs differ from the registered inventory: held for an admin (issue 14, finding 6)
+    assert host.pending_inventory is not None
+    assert list(GPU.objects.order_by("index").values_list("uuid", flat=True)) == ["GPU-h1-0", "GPU-h1-1"]
+    lifecycle.do_approve_host_inventory(None, host)
     assert list(GPU.objects.order_by("index").values_list("uuid", "memory_mb")) == [
         ("GPU-new-0", 81559),
         ("GPU-new-1", 81559),
@@ -188,16 +192,19 @@ def test_desired_state_starts_missing_attempts_and_stops_unwanted_ones(tw, ticks
         tw.workload(gpus=1), gpus[2:], started_ago=10, stop_requested_at=tw.now, stop_reason="preempted"
     )
 
-    cmds = gateway.desired_commands(host.pk, reported_running={leaving.pk, 999})
+    # the agent link names attempts by their wire ids (issue 14, finding 3)
+    cmds = gateway.desired_commands(host.pk, reported_running={leaving.wire_id, 999})
 
     start, stop, stray = cmds
-    assert isinstance(start, protocol.Start) and start.attempt_id == wanted.pk
+    assert isinstance(start, protocol.Start) and start.attempt_id == wanted.wire_id
     assert (start.gpu_indices, start.gpu_uuids) == ([0, 1], ["GPU-h1-0", "GPU-h1-1"])
     assert start.env["TOKEN"] == "s3cret" and start.env["WORLD_SIZE"] == "2" and start.workload_id == w.pk
-    assert (stop.attempt_id, stop.reason) == (leaving.pk, "preempted")
+    assert (stop.attempt_id, stop.reason) == (leaving.wire_id, "preempted")
     assert (stray.attempt_id, stray.reason) == (999, "not_wanted")
     # already sent on this connection: nothing more to say
-    again = gateway.desired_commands(host.pk, {leaving.pk}, already_started={wanted.pk}, already_stopped={leaving.pk})
+    again = gateway.desired_commands(
+        host.pk, {leaving.wire_id}, already_started={wanted.wire_id}, already_stopped={leaving.wire_id}
+    )
     assert again == []
 
 
