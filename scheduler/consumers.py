@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -104,8 +105,12 @@ def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
 
 
 @database_sync_to_async
-def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent) -> bool:
-    """Record an attempt event; False (nothing recorded) when this connection is stale."""
+def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime) -> bool:
+    """Record an attempt event; False (nothing recorded) when this connection is stale.
+
+    ``received`` is when the frame arrived: the agent's ``age_s`` counts back from it, so a report
+    that waits for the database (a lock held by a cancel or the tick) is still stamped with the
+    agent's time (docs/locking.md)."""
     if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
         return False
     age = msg.age_s or 0.0
@@ -116,9 +121,9 @@ def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent) -> b
     if msg.state in ("started", "running"):
         lifecycle.attempt_started(host, pk)
     elif msg.state == "exited":
-        lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message)
+        lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message, now=received)
     elif msg.state == "failed_to_start":
-        lifecycle.attempt_failed_to_start(host, pk, msg.message, age)
+        lifecycle.attempt_failed_to_start(host, pk, msg.message, age, now=received)
     elif msg.state == "stopped":
         lifecycle.attempt_stopped_unknown(host, pk)
     return True
@@ -275,7 +280,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             self.sent_stops &= self.reported_running
             gateway.hub().heartbeat(self.host.pk, self, timezone.now(), _samples(msg))
         elif isinstance(msg, protocol.AttemptEvent):
-            if not await _attempt_event(self.host, self.generation, msg):
+            if not await _attempt_event(self.host, self.generation, msg, timezone.now()):
                 await self.fenced()
                 return
             if self.reported_running is not None:

@@ -219,3 +219,20 @@ def test_a_burst_of_tick_requests_sends_one_tick(db, monkeypatch):
     tasks._clear_marker(4242)  # the tick clears the marker as it begins
     assert tasks.request_tick(4242) and len(sent) == 2
     tasks.reset_debounce([4242])
+
+
+def test_an_exit_report_is_stamped_from_its_receipt_not_from_when_it_was_processed(tw, ticks):
+    """Issue 14 finding 4: a report that waited for a lock (a cancel, the tick) kept waiting in the
+    clock; the consumer now passes the frame's receipt time, and the end is receipt − age_s."""
+    from scheduler import consumers
+
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=100)
+    received = tw.now - timedelta(seconds=5)  # the frame arrived 5 s before it was processed
+    msg = protocol.AttemptEvent(attempt_id=attempt.wire_id, state="exited", exit_code=0, age_s=2.0)
+
+    assert consumers._attempt_event.func(host, host.link_generation, msg, received)
+
+    attempt.refresh_from_db()
+    assert attempt.ended_at == received - timedelta(seconds=2)
