@@ -11,6 +11,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from agent.protocol import FATAL_XIDS
 from scheduler.policy import (
     Attempt,
     Budget,
@@ -24,9 +25,6 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
-
-FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120})
-"""XIDs that make a GPU unhealthy and, with auto-drain, drain its host (DESIGN.md §4)."""
 
 
 @dataclass
