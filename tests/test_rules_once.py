@@ -4,11 +4,28 @@ needs one of these rules calls its single definition, and gives the same answer.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.test import Client
+from django.utils import timezone
 
 from agent import protocol
-from scheduler import lifecycle
-from scheduler.sim import engine
+from budgets.services import do_archive_budget, load_tree, normalized_shares
+from scheduler import lifecycle, services
+from scheduler.models import GPU, Workload
+from scheduler.policy.admission import gpu_shapes, infeasible_request
+from scheduler.policy.core import pass_loads
+from scheduler.policy.standing import nominations_of
+from scheduler.policy.tree import BudgetTree
+from scheduler.reports import budget_standings
+from scheduler.scenarios.runner import MemoryBackend
+from scheduler.scenarios.spec import BudgetSpec, HostSpec, Scenario, Settings, WorkloadSpec
+from scheduler.services import SubmissionError, do_submit_workload
+from scheduler.sim import engine, simulate
+from scheduler.snapshot import load_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [
@@ -34,3 +51,117 @@ def test_fatal_xids_have_one_home_the_agent_protocol() -> None:
 def test_server_and_simulator_use_the_protocols_fatal_xids() -> None:
     assert lifecycle.FATAL_XIDS is protocol.FATAL_XIDS
     assert engine.FATAL_XIDS is protocol.FATAL_XIDS
+
+
+# --- feasibility at submission (DESIGN.md §3.3): scheduler/policy/admission.py
+
+# The conftest cluster "default": two 8-GPU A100 hosts and one 4-GPU H100 host.
+DEFAULT_HOSTS = [("A100", 8), ("A100", 8), ("H100", 4)]
+SIZES = [
+    ("A100", 1),
+    ("A100", 8),
+    ("A100", 12),  # more than a host, not a multiple
+    ("A100", 16),  # a gang of both hosts
+    ("A100", 24),  # three whole hosts, two exist
+    ("H100", 4),
+    ("H100", 8),  # two whole hosts, one exists
+    ("V100", 1),  # no such model
+]
+
+
+@pytest.mark.parametrize(("model", "gpus"), SIZES)
+def test_submission_refuses_exactly_what_the_policy_rule_refuses_with_its_message(
+    researcher, submit_kwargs, model: str, gpus: int
+) -> None:
+    expected = infeasible_request(DEFAULT_HOSTS, model, gpus, cluster="default")
+    try:
+        do_submit_workload(researcher, **submit_kwargs(gpu_model=model, gpu_count=gpus))
+    except SubmissionError as exc:
+        assert expected is not None, exc.problems
+        assert [(p.code, p.message) for p in exc.problems] == [expected]
+    else:
+        assert expected is None
+
+
+@pytest.fixture
+def policy_says_no(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The policy's feasibility function replaced by one that refuses everything: every surface
+    that shows this refusal asked the one definition."""
+    calls: list[tuple[str, int]] = []
+
+    def refuse(host_sizes, model: str, gpus: int, *, cluster: str | None = None) -> tuple[str, str]:
+        calls.append((model, gpus))
+        return "too_many_gpus", f"the policy refuses {gpus} {model} GPUs on {cluster}"
+
+    monkeypatch.setattr(services, "infeasible_request", refuse)
+    return calls
+
+
+def test_api_shows_the_policy_rules_message(researcher_client, submission, cluster, policy_says_no) -> None:
+    response = researcher_client.post("/api/v1/workloads/", submission(gpu_count=2), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "too_many_gpus"
+    assert response.json()["gpu_count"] == ["the policy refuses 2 A100 GPUs on default"]
+    assert policy_says_no == [("A100", 2)]
+    assert not Workload.objects.exists()
+
+
+def test_web_form_shows_the_policy_rules_message(researcher, cluster, policy_says_no) -> None:
+    browser = Client()
+    browser.force_login(researcher)
+    form = {
+        "name": "pretrain",
+        "image": "",
+        "command": "python train.py",
+        "env": "",
+        "secret_env": "",
+        "cluster": "default",
+        "gpu_model": "A100",
+        "gpu_count": "2",
+        "budget": "nlp/olmo",
+        "min_runtime": "2h",
+    }
+    response = browser.post("/submit/", form)
+
+    assert response.status_code == 400
+    assert response.context["form"].errors["gpu_count"] == ["the policy refuses 2 A100 GPUs on default"]
+    assert not Workload.objects.exists()
+
+
+def test_trace_simulator_admits_by_the_policy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def rule(shapes, model: str, gpus: int, **kw):  # noqa: ANN003, ANN202 -- a spy
+        calls.append((dict(shapes), model, gpus))
+        return None if gpus == 3 else ("too_many_gpus", "no")
+
+    monkeypatch.setattr(simulate, "infeasible_shape", rule)
+    sim = SimpleNamespace(_shape=gpu_shapes(DEFAULT_HOSTS))
+
+    assert simulate.TraceSim._fits(sim, 3, "A100") is True
+    assert simulate.TraceSim._fits(sim, 1, "A100") is False
+    assert calls[0] == ({"A100": (8, 2), "H100": (4, 1)}, "A100", 3)
+
+
+@pytest.mark.parametrize(("model", "gpus"), SIZES)
+def test_scenario_runner_rejects_by_the_policy_rule(model: str, gpus: int) -> None:
+    backend = MemoryBackend()
+    backend.setup(
+        Scenario(
+            file="inline",
+            name="sizes",
+            settings=Settings(),
+            hosts=[HostSpec(name=f"h{i}", gpus=n, model=m) for i, (m, n) in enumerate(DEFAULT_HOSTS)],
+            budgets=[BudgetSpec(path="A")],
+            description="",
+            usage=[],
+            running=[],
+            pending=[],
+            steps=[],
+        )
+    )
+    spec = WorkloadSpec(id="w", budget="A", gpus=gpus, min_runtime=3600, model=model)
+    expected = infeasible_request(DEFAULT_HOSTS, model, gpus)
+    assert backend.submit([spec]).get("w") == (expected[0] if expected else None)
+
