@@ -165,3 +165,30 @@ def test_scenario_runner_rejects_by_the_policy_rule(model: str, gpus: int) -> No
     expected = infeasible_request(DEFAULT_HOSTS, model, gpus)
     assert backend.submit([spec]).get("w") == (expected[0] if expected else None)
 
+
+# --- normalized shares (DESIGN.md §1, §3.7): scheduler/policy/tree.py BudgetTree.normalized_shares
+
+
+@pytest.mark.parametrize("with_work", [False, True], ids=["archived-without-work", "archived-with-work"])
+def test_budgets_api_tree_api_and_policy_give_one_share_for_an_archived_budget(
+    manager, researcher_client, submit_kwargs, org_tree, cluster, with_work: bool
+) -> None:
+    if with_work:
+        do_submit_workload(manager, **submit_kwargs(budget=org_tree["nlp/tulu"]))
+    do_archive_budget(org_tree["nlp/tulu"])
+
+    snap, _index = load_snapshot(cluster, timezone.now())
+    policy = BudgetTree(snap.budgets)
+    live = {b.key for b in snap.budgets if not b.archived or with_work}  # tulu's work keeps it counted
+    expected = {path: policy.normalized_shares(live)[str(b.pk)] for path, b in org_tree.items()}
+    listed = {row["path"]: row["normalized_share"] for row in researcher_client.get("/api/v1/budgets/").json()}
+    (standing,) = researcher_client.get("/api/v1/budgets/tree/", {"cluster": "default"}).json()
+    reported = {row["path"]: row["normalized_share"] for row in standing["budgets"]}
+
+    assert expected["nlp/olmo"] == (Fraction(1, 3) if with_work else Fraction(2, 3))
+    assert expected["nlp/tulu"] == Fraction(1, 3)
+    for path, share in expected.items():
+        assert listed[path] == float(share), path
+        assert reported[path] == pytest.approx(float(share), abs=1e-6), path
+        assert normalized_shares()[org_tree[path].pk] == share, path
+
