@@ -192,3 +192,24 @@ def test_budgets_api_tree_api_and_policy_give_one_share_for_an_archived_budget(
         assert reported[path] == pytest.approx(float(share), abs=1e-6), path
         assert normalized_shares()[org_tree[path].pk] == share, path
 
+
+# --- committed usage C (DESIGN.md §3.2, §3.4): scheduler/policy/usage.py committed_usage
+
+
+def test_reports_count_a_nominated_workloads_commitment_as_the_policy_does(
+    researcher, submit_kwargs, org_tree, cluster, hosts
+) -> None:
+    nominated = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200))
+    GPU.objects.filter(host=hosts["a100-1"], index__lt=4).update(nominated_for=nominated)
+    now = timezone.now()
+
+    standing = budget_standings(cluster, load_tree(), now)
+    snap, _index = load_snapshot(cluster, now)
+    pending = {w.id: w for w in snap.pending}
+    usage, load = pass_loads(snap, BudgetTree(snap.budgets), nominations_of(snap, pending), pending)
+
+    reported = {b.path: b.committed_gpu_hours for b in standing.budgets}
+    assert reported["nlp/olmo"] == reported["nlp"] == 4 * 7200 / 3600  # from the moment of nomination
+    for path, budget in org_tree.items():
+        key = str(budget.pk)
+        assert reported[path] == round((load[key] - usage[key]) / 3600, 3), path
