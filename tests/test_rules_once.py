@@ -11,11 +11,14 @@ from types import SimpleNamespace
 import pytest
 from django.test import Client
 from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent import protocol
 from budgets.services import do_archive_budget, load_tree, normalized_shares
 from scheduler import lifecycle, services
 from scheduler.models import GPU, Workload
+from scheduler.policy import PendingReason, schedule
 from scheduler.policy.admission import gpu_shapes, infeasible_request
 from scheduler.policy.core import pass_loads
 from scheduler.policy.standing import nominations_of
@@ -26,6 +29,7 @@ from scheduler.scenarios.spec import BudgetSpec, HostSpec, Scenario, Settings, W
 from scheduler.services import SubmissionError, do_submit_workload
 from scheduler.sim import engine, simulate
 from scheduler.snapshot import load_snapshot
+from tests.policy import builders
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [
@@ -213,3 +217,21 @@ def test_reports_count_a_nominated_workloads_commitment_as_the_policy_does(
     for path, budget in org_tree.items():
         key = str(budget.pk)
         assert reported[path] == round((load[key] - usage[key]) / 3600, 3), path
+
+
+# The pass's `unschedulable` reason (scheduler/policy/core.py, not this branch's to change) must
+# give the verdict of the submission rule on the same hardware: hardware no host set could ever
+# serve is rejected at submission, and work left over when the cluster shrinks shows this reason.
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.sampled_from(["A100", "H100"]), st.integers(1, 8)), max_size=5),
+    requests=st.lists(st.tuples(st.sampled_from(["A100", "H100", "B200"]), st.integers(1, 40)), min_size=1, max_size=6),
+)
+def test_the_pass_calls_unschedulable_exactly_what_submission_refuses(sizes, requests) -> None:
+    hosts = [builders.host(f"h{i}", n, model) for i, (model, n) in enumerate(sizes)]
+    work = [builders.pending(f"w{i}", "a", n, seq=i, model=m) for i, (m, n) in enumerate(requests)]
+    decisions = schedule(builders.snap(hosts, builders.tree("a"), pend=work))
+    for w in work:
+        reason = decisions.pending.get(w.id)
+        unschedulable = reason is not None and reason.reason == PendingReason.UNSCHEDULABLE
+        assert unschedulable == (infeasible_request(sizes, w.model, w.gpus) is not None), (w, sizes)
