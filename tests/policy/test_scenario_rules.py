@@ -45,7 +45,7 @@ steps:
 
 REMAINING_COUNTED_TO_RELEASE = """
 name: a preempted workload keeps running (and using up its duration) until its GPUs are released
-settings: {grace: 5m}
+settings: {grace: 5m, tick_interval: 1h}  # events drive it; few grid ticks keep the db run short
 hosts: [{name: h1, gpus: 4}]
 budgets: [{path: A}, {path: B}]
 usage: [{budget: A, gpu_hours: 300}]
@@ -61,7 +61,7 @@ steps:
     expect: {started: [B1], pending: [A1]}
   - at: 15m
     expect: {started: [A1], running_exactly: [A1]}
-  - at: 69m50s
+  - at: 69m59s
     expect: {running_exactly: [A1]}
   - at: 70m
     expect: {running_exactly: []}
