@@ -68,8 +68,12 @@ class SnapshotIndex:
     pending_reason: dict[int, tuple[str, Any]] = field(default_factory=dict)
     # GPU pk → workload pk it is nominated for
     nominated: dict[int, int] = field(default_factory=dict)
-    # the policy's workload id → workload pk, for every workload the snapshot names
+    # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
     workload_pk: dict[str, int] = field(default_factory=dict)
+
+    def pk_of(self) -> Callable[[str], int]:
+        """The function from the policy's workload id to the workload's pk (a plain ``int`` live)."""
+        return self.workload_pk.__getitem__ if self.workload_pk else int
 
 
 def load_snapshot(
@@ -182,10 +186,12 @@ def load_snapshot(
     ).values_list("attempt_id", "gpu_id", "rank"):
         links[aid].append((rank, gid))
 
-    def key(wid: int) -> str:
+    def named(wid: int) -> str:
         k = workload_key(wid)
         index.workload_pk[k] = wid
         return k
+
+    key = str if workload_key is str else named  # live: no map, ids are the pks as text
 
     attempts: list[p.Attempt] = []
     for aid, wid, bid, allocated, min_runtime, started_at, stop_at in attempt_rows:

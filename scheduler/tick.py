@@ -110,10 +110,11 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
             return TickResult(cluster_id=cluster_id, status="no_cluster")
         snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key)
         decisions = schedule(snapshot)
+        pk_of = index.pk_of()
         result = TickResult(
             cluster_id=cluster_id,
             status="ran",
-            reservations={host: index.workload_pk[wid] for host, wid in decisions.reservations.items()},
+            reservations={host: pk_of(wid) for host, wid in decisions.reservations.items()},
         )
         touched_hosts = _apply(decisions, snapshot, index, now, result)
         notify.push_hosts_on_commit(touched_hosts)
@@ -157,7 +158,8 @@ def _apply_starts(
 ) -> set[int]:
     if not starts:
         return set()
-    wanted = {index.workload_pk[s.workload]: s for s in starts}
+    pk_of = index.pk_of()
+    wanted = {pk_of(s.workload): s for s in starts}
     # Claim the workloads: only those still pending start (a cancel may have committed since).
     still_pending = set(
         Workload.objects.select_for_update()
@@ -237,11 +239,12 @@ def _apply_stops(
 ) -> dict[int, int]:
     """Issue the stops; return the wanted nominations as GPU pk → workload pk."""
     nominations: dict[int, int] = {}
+    pk_of = index.pk_of()
     for wid, refs in decisions.nominations.items():
         for ref in refs:
             gid = index.gpu_id_by_ref.get(tuple(ref))  # type: ignore[arg-type]  # refs may arrive as lists
             if gid is not None:
-                nominations[gid] = index.workload_pk[wid]
+                nominations[gid] = pk_of(wid)
     if not decisions.stops:
         return nominations
     by_reason: dict[str, list[int]] = defaultdict(list)
@@ -330,9 +333,10 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
     """Store each pending workload's reason; only rows whose reason or detail changed are written,
     and only while still pending (a cancel committed since the snapshot keeps its cleared reason)."""
     changed: list[Workload] = []
+    pk_of = index.pk_of()
     for wid_s, info in pending.items():
-        wid = index.workload_pk.get(wid_s)
-        if wid is None or wid in started or wid not in index.pending_reason:
+        wid = pk_of(wid_s)
+        if wid in started or wid not in index.pending_reason:
             continue
         reason, detail = str(info.reason), dict(info.detail)
         if index.pending_reason[wid] != (reason, detail):
