@@ -131,13 +131,17 @@ def _walk(tree: dict[int, Budget], parent_ids: list[int] | None, parts: list[str
 
 
 def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fraction]:
-    """Budget id → normalized share ``s(b)`` (DESIGN.md §1), exact.
+    """Budget id → normalized share ``s(b)`` (DESIGN.md §1), exact, by the policy's one definition
+    (:meth:`scheduler.policy.tree.BudgetTree.normalized_shares`).
 
-    ``s(root) = 1``; ``s(b) = shares(b) / Σ shares(siblings incl. b) × s(parent)``. An
-    archived budget with no unfinished workload in its subtree drops out of its
-    siblings' normalization (§3.7) and gets 0.
+    ``s(root) = 1``; ``s(b) = shares(b) / Σ shares(live siblings) × s(parent)``. An archived
+    budget with no unfinished workload in its subtree (on any cluster: this view is not per
+    cluster) drops out of its siblings' normalization (§3.7); its own share is shown as the
+    policy shows it. Each root's tree is normalized on its own.
     """
     from scheduler.models import Workload  # local: budgets must not depend on scheduler at import time
+    from scheduler.policy.tree import BudgetTree
+    from scheduler.policy.types import Budget as ShareNode
 
     tree = load_tree() if tree is None else tree
     busy_leaves = set(
@@ -147,24 +151,21 @@ def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fracti
     for leaf in busy_leaves:
         if leaf in tree:
             busy.update(ancestor_ids(tree[leaf], tree))
-    counted = {bid for bid, b in tree.items() if b.archived_at is None or bid in busy}
-    children: dict[int | None, list[Budget]] = defaultdict(list)
-    for b in tree.values():
-        children[b.parent_id].append(b)
+    live = {str(bid) for bid, b in tree.items() if b.archived_at is None or bid in busy}
+    by_root: dict[int, list[ShareNode]] = defaultdict(list)
+    for bid, b in tree.items():
+        by_root[ancestor_ids(b, tree)[-1]].append(
+            ShareNode(
+                key=str(bid),
+                name=b.name,
+                parent=str(b.parent_id) if b.parent_id in tree else None,
+                shares=b.shares,
+                archived=b.archived_at is not None,
+            )
+        )
     shares: dict[int, Fraction] = {}
-
-    def visit(parent_id: int | None, parent_share: Fraction) -> None:
-        kids = children.get(parent_id, [])
-        total = sum(k.shares for k in kids if k.id in counted)
-        for k in kids:
-            share = Fraction(k.shares, total) * parent_share if (k.id in counted and total) else Fraction(0)
-            shares[k.id] = share
-            visit(k.id, share)
-
-    roots = children.get(None, [])
-    for r in roots:
-        shares[r.id] = Fraction(1)
-        visit(r.id, Fraction(1))
+    for nodes in by_root.values():
+        shares.update((int(key), s) for key, s in BudgetTree(nodes).normalized_shares(live).items())
     return shares
 
 

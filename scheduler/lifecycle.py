@@ -20,13 +20,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agent.protocol import FATAL_XIDS
 from scheduler import metrics, notify
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 
 logger = logging.getLogger(__name__)
-
-FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120})
-"""NVIDIA XID errors that mean the device needs attention (DESIGN.md §4)."""
 
 MAX_START_FAILURES = 3
 """A workload is requeued after ``failed_to_start`` at most this many times, then fails (§4)."""

@@ -20,6 +20,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from scheduler.models import GPU, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy import views as policy_views
+from scheduler.policy.usage import committed_usage
 from scheduler.snapshot import load_snapshot
 
 # --- budget standing -------------------------------------------------------------------------
@@ -30,7 +31,8 @@ class BudgetStanding:
     """One budget on one cluster over the lookback window ``W`` (DESIGN.md §1, §3.1, §3.2, §8).
 
     ``usage_gpu_hours``: allocated GPU-hours charged to the subtree inside the window.
-    ``committed_gpu_hours``: protection still ahead of its running allocated attempts.
+    ``committed_gpu_hours``: ``C(b)``, protection still ahead of its running allocated attempts plus
+    ``gpus × M`` of its nominated workloads (``scheduler.policy.usage.committed_usage``).
     ``entitlement_gpu_hours``: ``s(b) × GPUs × W``. ``ratio``: ``(U + C) / E`` (None when the
     budget has no share). ``rank``: 1 = most deserving among its live siblings (lower ratio first,
     §3.2). ``demand_gpu_hours``: GPU-time its allocated workloads asked for while pending or running
@@ -131,15 +133,11 @@ def budget_standings(cluster: Cluster, tree: dict[int, Budget], now: datetime | 
     total_gpus = sum(h.size for h in snap.hosts)
     shares_total = total_gpus * snap.window
 
-    committed: dict[str, int] = defaultdict(int)
+    # C(b) by the policy's definition: nominated workloads commit from the nomination (§3.2, §3.4).
+    committed = committed_usage(snap.attempts, snap.now, snap.nominations, {w.id: w for w in snap.pending})
     running: dict[int, int] = defaultdict(int)
     for a in snap.attempts:
         running[int(a.budget)] += len(a.gpus)
-        if a.allocated and not a.stopping and a.started_at is not None:
-            left = max(0, a.started_at + a.min_runtime - snap.now)
-            committed[a.budget] += len(a.gpus) * left
-        elif a.allocated and a.started_at is None:
-            committed[a.budget] += len(a.gpus) * a.min_runtime
     pending = Counter(int(w.budget) for w in snap.pending)
     demand = _demand(cluster.pk, now, snap.window)
 

@@ -29,6 +29,7 @@ from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
+from scheduler.policy.admission import infeasible_request
 
 # --- errors ----------------------------------------------------------------------------
 
@@ -177,46 +178,34 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_FEASIBILITY_FIELD = {"unknown_model": "gpu_model", "too_many_gpus": "gpu_count", "invalid_gpu_count": "gpu_count"}
+
+
 def _check_size(cluster: Cluster, gpu_model: str, gpu_count: int) -> tuple[str, FieldProblem | None]:
-    """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3).
+    """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3), by the
+    policy's rule (:func:`scheduler.policy.admission.infeasible_request`) and with its message.
 
     Counts registered (not removed) hosts whatever their state or GPU health: drains and
     faults pass, hardware does not. Returns the (possibly defaulted) model and a problem.
     """
-    registered = GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+    host_sizes = [
+        (row["model"], row["n"])
+        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+        .values("host_id", "model")
+        .annotate(n=Count("id"))
+        .order_by()
+    ]
     if not gpu_model:
-        models = sorted(set(registered.values_list("model", flat=True).distinct()))
+        models = sorted({model for model, _n in host_sizes})
         if len(models) != 1:
             have = ", ".join(models) or "none"
             return gpu_model, FieldProblem("unknown_model", "gpu_model", f"Give a GPU model (cluster has: {have}).")
         gpu_model = models[0]
-    per_host = registered.filter(model=gpu_model).values("host_id").annotate(n=Count("id"))
-    sizes = [row["n"] for row in per_host]
-    if not sizes:
-        models = sorted(set(registered.values_list("model", flat=True).distinct()))
-        have = ", ".join(models) or "no registered hosts"
-        return gpu_model, FieldProblem(
-            "unknown_model", "gpu_model", f"Cluster {cluster.name} has no {gpu_model} GPUs (it has: {have})."
-        )
-    largest = max(sizes)
-    if gpu_count <= largest:
+    bad = infeasible_request(host_sizes, gpu_model, gpu_count, cluster=cluster.name)
+    if bad is None:
         return gpu_model, None
-    if gpu_count % largest:
-        return gpu_model, FieldProblem(
-            "too_many_gpus",
-            "gpu_count",
-            f"{gpu_count} GPUs is more than the largest {gpu_model} host ({largest}) and not a multiple of it.",
-        )
-    hosts_needed = gpu_count // largest
-    hosts_there = sum(1 for n in sizes if n == largest)
-    if hosts_needed > hosts_there:
-        return gpu_model, FieldProblem(
-            "too_many_gpus",
-            "gpu_count",
-            f"{gpu_count} GPUs needs {hosts_needed} whole {largest}-GPU {gpu_model} hosts; "
-            f"cluster {cluster.name} has {hosts_there}.",
-        )
-    return gpu_model, None
+    code, message = bad
+    return gpu_model, FieldProblem(code, _FEASIBILITY_FIELD[code], message)
 
 
 RUNTIME_LABEL = "runtime"

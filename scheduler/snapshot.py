@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -67,10 +68,23 @@ class SnapshotIndex:
     pending_reason: dict[int, tuple[str, Any]] = field(default_factory=dict)
     # GPU pk → workload pk it is nominated for
     nominated: dict[int, int] = field(default_factory=dict)
+    # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
+    workload_pk: dict[str, int] = field(default_factory=dict)
+
+    def pk_of(self) -> Callable[[str], int]:
+        """The function from the policy's workload id to the workload's pk (a plain ``int`` live)."""
+        return self.workload_pk.__getitem__ if self.workload_pk else int
 
 
-def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, SnapshotIndex]:
+def load_snapshot(
+    cluster: Cluster | int, now: datetime, *, workload_key: Callable[[int], str] = str
+) -> tuple[p.Snapshot, SnapshotIndex]:
     """Read cluster ``cluster`` at ``now`` (aware datetime) into a policy snapshot.
+
+    ``workload_key`` gives a workload pk its policy id, the "workload id" of DESIGN.md's
+    tie-breaks (compared as plain strings); it must be one-to-one. Live: the pk as text. The
+    scenario runner's db backend passes the scenario id (tests/scenarios/FORMAT.md), so ties go
+    the same way as in memory whatever pks the rows get; ``SnapshotIndex.workload_pk`` maps back.
 
     Queries: hosts, GPUs, budgets, open attempts, their GPUs, pending workloads,
     closed allocated attempts inside the window, usage entries — eight in all,
@@ -171,6 +185,14 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
         open=True, attempt__ended_at__isnull=True, attempt__workload__cluster_id=cluster_id
     ).values_list("attempt_id", "gpu_id", "rank"):
         links[aid].append((rank, gid))
+
+    def named(wid: int) -> str:
+        k = workload_key(wid)
+        index.workload_pk[k] = wid
+        return k
+
+    key = str if workload_key is str else named  # live: no map, ids are the pks as text
+
     attempts: list[p.Attempt] = []
     for aid, wid, bid, allocated, min_runtime, started_at, stop_at in attempt_rows:
         gpu_ids = tuple(gid for _rank, gid in sorted(links.get(aid, ()), key=lambda rg: (rg[0], gpu_ref_by_id[rg[1]])))
@@ -185,7 +207,7 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
         attempts.append(
             p.Attempt(
                 id=str(aid),
-                workload=str(wid),
+                workload=key(wid),
                 budget=str(bid),
                 gpus=tuple(gpu_ref_by_id[g] for g in gpu_ids),
                 allocated=allocated,
@@ -217,7 +239,7 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
         index.pending_reason[wid] = (reason, detail)
         pending.append(
             p.Workload(
-                id=str(wid),
+                id=key(wid),
                 budget=str(bid),
                 gpus=count,
                 model=model,
@@ -255,7 +277,7 @@ def load_snapshot(cluster: Cluster | int, now: datetime) -> tuple[p.Snapshot, Sn
 
     nominations: dict[str, list[p.GpuRef]] = defaultdict(list)
     for gid, wid in index.nominated.items():
-        nominations[str(wid)].append(gpu_ref_by_id[gid])
+        nominations[key(wid)].append(gpu_ref_by_id[gid])
 
     snapshot = p.Snapshot(
         now=now_s,

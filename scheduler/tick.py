@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,8 +92,11 @@ def _locked_transaction(cluster_id: int) -> Iterator[bool]:
         lock.release()
 
 
-def run_tick(cluster_id: int, now: datetime | None = None) -> TickResult:
+def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Callable[[int], str] = str) -> TickResult:
     """Run one scheduling pass of cluster ``cluster_id`` at ``now`` (default: the server clock).
+
+    ``workload_key``: the policy's id of a workload pk (:func:`scheduler.snapshot.load_snapshot`;
+    only the scenario runner passes one).
 
     Returns a :class:`TickResult`; never raises for a missing cluster or a held lock.
     Agents hear about starts and stops after the commit (``gateway.push_desired_state``).
@@ -105,12 +108,13 @@ def run_tick(cluster_id: int, now: datetime | None = None) -> TickResult:
             return TickResult(cluster_id=cluster_id, status="skipped")
         if not Cluster.objects.filter(pk=cluster_id).exists():
             return TickResult(cluster_id=cluster_id, status="no_cluster")
-        snapshot, index = load_snapshot(cluster_id, now)
+        snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key)
         decisions = schedule(snapshot)
+        pk_of = index.pk_of()
         result = TickResult(
             cluster_id=cluster_id,
             status="ran",
-            reservations={host: int(wid) for host, wid in decisions.reservations.items()},
+            reservations={host: pk_of(wid) for host, wid in decisions.reservations.items()},
         )
         touched_hosts = _apply(decisions, snapshot, index, now, result)
         notify.push_hosts_on_commit(touched_hosts)
@@ -173,7 +177,8 @@ def _apply_starts(
 ) -> set[int]:
     if not starts:
         return set()
-    wanted = {int(s.workload): s for s in starts}
+    pk_of = index.pk_of()
+    wanted = {pk_of(s.workload): s for s in starts}
     # Claim the workloads: only those still pending start (a cancel may have committed since).
     still_pending = set(
         Workload.objects.select_for_update()
@@ -253,11 +258,12 @@ def _apply_stops(
 ) -> dict[int, int]:
     """Issue the stops; return the wanted nominations as GPU pk → workload pk."""
     nominations: dict[int, int] = {}
+    pk_of = index.pk_of()
     for wid, refs in decisions.nominations.items():
         for ref in refs:
             gid = index.gpu_id_by_ref.get(tuple(ref))  # type: ignore[arg-type]  # refs may arrive as lists
             if gid is not None:
-                nominations[gid] = int(wid)
+                nominations[gid] = pk_of(wid)
     if not decisions.stops:
         return nominations
     by_reason: dict[str, list[int]] = defaultdict(list)
@@ -347,8 +353,9 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
     """Store each pending workload's reason; only rows whose reason or detail changed are written,
     and only while still pending (a cancel committed since the snapshot keeps its cleared reason)."""
     changed: list[Workload] = []
+    pk_of = index.pk_of()
     for wid_s, info in pending.items():
-        wid = int(wid_s)
+        wid = pk_of(wid_s)
         if wid in started or wid not in index.pending_reason:
             continue
         reason, detail = str(info.reason), dict(info.detail)

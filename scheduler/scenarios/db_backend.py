@@ -19,7 +19,10 @@ memory: the next events are derived from the open ``Attempt`` rows each time
 ``Workload.duration_hint_s``; release = ``stop_requested_at + grace``).
 
 Scenario ids are workload names and budget paths are ``Budget.path`` (below a
-root budget named ``(root)``), so both maps are rebuilt from the database.
+root budget named ``(root)``), so both maps are rebuilt from the database. The
+snapshots the policy sees name workloads by scenario id (``workload_key``), so a
+tie the policy breaks by workload id goes as in memory whatever pks the rows get
+(FORMAT.md).
 
 ``DbBackend()`` (what ``manage.py scenario --backend db`` uses) plays each file in
 a scratch database of its own — an in-memory SQLite database, or a fresh
@@ -370,7 +373,7 @@ class DbBackend:
         now = _dt(self.t)
         for cid in self._clusters():
             for _ in range(MAX_PASSES):
-                result = run_tick(cid, now=now)
+                result = run_tick(cid, now=now, workload_key=self._name)
                 if result.status != "ran":
                     raise RuntimeError(f"tick of cluster {cid} did not run: {result.status}")
                 self._last[cid] = result
@@ -627,7 +630,7 @@ class DbBackend:
 
     def _snapshots(self) -> list[Any]:
         now = _dt(self.t)
-        return [load_snapshot(cid, now)[0] for cid in self._clusters()]
+        return [load_snapshot(cid, now, workload_key=self._name)[0] for cid in self._clusters()]
 
     def usage_gpu_hours(self, path: str) -> float:
         key = str(self._budget_obj(path).pk)
@@ -636,7 +639,7 @@ class DbBackend:
     def ratio_order(self, paths: list[str]) -> list[str]:
         keys = [str(self._budget_obj(p).pk) for p in paths]
         path_of = dict(zip(keys, paths, strict=True))
-        snap = load_snapshot(self._clusters()[0], _dt(self.t))[0]
+        snap = load_snapshot(self._clusters()[0], _dt(self.t), workload_key=self._name)[0]
         return [path_of[k] for k in ratio_order(snap, keys)]
 
     def host_states(self) -> dict[str, str]:
@@ -657,7 +660,7 @@ class DbBackend:
     def queue_order(self) -> list[str]:
         out: list[str] = []
         for snap in self._snapshots():
-            out.extend(self._name(int(pk)) for pk in dispatch_order(snap))
+            out.extend(dispatch_order(snap))
         return out
 
     def reserved(self) -> dict[str, str]:

@@ -11,6 +11,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from agent.protocol import FATAL_XIDS
 from scheduler.policy import (
     Attempt,
     Budget,
@@ -24,9 +25,6 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
-
-FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 94, 95, 119, 120})
-"""XIDs that make a GPU unhealthy and, with auto-drain, drain its host (DESIGN.md §4)."""
 
 
 @dataclass
@@ -250,7 +248,7 @@ class Engine:
             if since is not None and self.now >= since + self.host_lost_after:
                 for a in sorted(self.attempts.values(), key=lambda a: a.id):
                     if any(g[0] == host for g in a.gpus):
-                        self._release(a, "lost", self.now)
+                        self._release(a, self._lost_reason(a), self.now)
 
     # ------------------------------------------------------------------ tick
     def apply(self, dec: Decisions) -> None:
@@ -342,10 +340,17 @@ class Engine:
             self.offline_since.pop(host, None)
         self.hosts[host] = replace(h, state=HostState(state), drain_now=False)
 
+    @staticmethod
+    def _lost_reason(a: SimAttempt) -> str:
+        """How an attempt whose host is gone ends: ``lost``, unless the server had already issued
+        a stop, whose reason then stands (DESIGN.md §4), so a workload canceled inside its grace
+        period stays canceled and is not requeued."""
+        return a.stop_reason or "lost"
+
     def remove_host(self, host: str) -> None:
         for a in sorted(self.attempts.values(), key=lambda a: a.id):
             if any(g[0] == host for g in a.gpus):
-                self._release(a, "lost", self.now)
+                self._release(a, self._lost_reason(a), self.now)
         for wid, gpus in list(self.nominations.items()):
             if any(g[0] == host for g in gpus):
                 del self.nominations[wid]

@@ -40,6 +40,7 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
+from scheduler.policy.admission import gpu_shapes, infeasible_shape
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
 from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
 from scheduler.trace import (
@@ -391,18 +392,11 @@ class TraceSim(Engine):
         if cfg.fault_rate > 0:
             for h in sorted(self.hosts):
                 self._push(self._next_fault(h, T0), "fault", h)
-        self._shape: dict[str, tuple[int, int]] = {}  # model -> (largest host, hosts of that size)
-        for h in self.hosts.values():
-            big, count = self._shape.get(h.model, (0, 0))
-            if h.size > big:
-                big, count = h.size, 0
-            if h.size == big:
-                count += 1
-            self._shape[h.model] = (big, count)
+        self._shape = gpu_shapes((h.model, h.size) for h in self.hosts.values())
 
     def _fits(self, n: int, model: str) -> bool:
-        largest, count = self._shape.get(model, (0, 0))
-        return 0 < n <= largest or (largest > 0 and n % largest == 0 and n // largest <= count)
+        """Submission's feasibility rule (DESIGN.md §3.3), the policy's statement of it."""
+        return infeasible_shape(self._shape, model, n) is None
 
     # ------------------------------------------------------------------ inputs
     def _next_fault(self, host: str, after: int) -> int:

@@ -13,6 +13,7 @@ import pytest
 
 from fairway_cli.cli import EXIT_API, EXIT_AUTH, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
 from scheduler.models import Host, Workload
+from scheduler.policy.admission import infeasible_request
 from scheduler.services import do_submit_workload
 from tests.conftest import PASSWORD
 
@@ -119,6 +120,16 @@ def test_refused_submission_prints_the_fields_and_exits_1(logged_in):
     assert code == EXIT_API
     assert "budget: You are not a member" in err
     assert "min_runtime: The minimum runtime is at most" in err
+    assert not Workload.objects.exists()
+
+
+def test_refused_size_prints_the_policy_rules_message(logged_in):
+    # DESIGN.md §3.3, stated once in scheduler/policy/admission.py; the CLI shows its sentence.
+    _code, message = infeasible_request([("A100", 8), ("A100", 8), ("H100", 4)], "A100", 24, cluster="default")
+    code, _out, err = logged_in("submit", "-b", "nlp/olmo", "-c", "default", "-m", "A100", "-g", "24", "-M", "1h",
+                                "--", "python")  # fmt: skip
+    assert code == EXIT_API
+    assert f"gpu_count: {message}" in err
     assert not Workload.objects.exists()
 
 

@@ -30,7 +30,8 @@ SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.y
 def _canonical(lines: list[str], *, details: bool = True, restarts: bool = True) -> list[str]:
     """Lines with their trailing ``{...}`` printed with sorted keys (PostgreSQL's jsonb does not
     keep the key order of a stored reason's detail). ``details=False`` drops the details (they
-    name workloads by id: database pks on one side, scenario ids on the other);
+    name budgets by key: database pks on one side, paths on the other; workloads are named by
+    scenario id on both, the db backend's snapshots use them as the policy's workload ids);
     ``restarts=False`` keeps the decisions only (after a restart the memory backend has no
     reasons and reservations until its next tick, the database keeps its reasons)."""
     out = []
@@ -63,8 +64,9 @@ def _is_pk(value: object) -> bool:
 
 
 def _same_up_to_ids(db: list[str], memory: list[str]) -> tuple[list[str], list[str]]:
-    """Reason details name workloads and budgets by id: database pks on one side, scenario ids
-    and paths on the other. Where a detail value differs only that way, show ``<id>`` on both."""
+    """Reason details name budgets by key (``other_budget_key``): database pks on one side, paths
+    on the other. Where a detail value differs only that way, show ``<id>`` on both. (Workloads
+    are named by scenario id on both sides.)"""
     db, memory = list(db), list(memory)
     for i, (a, b) in enumerate(zip(db, memory, strict=False)):
         head_a, brace, rest_a = a.partition("{")

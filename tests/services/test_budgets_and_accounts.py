@@ -45,7 +45,8 @@ def test_archived_budget_without_work_drops_out_of_normalization(org_tree):
     do_archive_budget(org_tree["nlp/tulu"])
     shares = normalized_shares()
     assert shares[org_tree["nlp/olmo"].pk] == Fraction(2, 3)
-    assert shares[org_tree["nlp/tulu"].pk] == 0
+    # Its own share is the policy's display value: as if it were still counted (BudgetTree).
+    assert shares[org_tree["nlp/tulu"].pk] == Fraction(1, 3)
 
 
 def test_archiving_archives_the_subtree(org_tree):

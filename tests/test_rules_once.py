@@ -1,0 +1,237 @@
+"""Rules stated once (STYLE.md: the policy is the one statement of a rule): every surface that
+needs one of these rules calls its single definition, and gives the same answer."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent import protocol
+from budgets.services import do_archive_budget, load_tree, normalized_shares
+from scheduler import lifecycle, services
+from scheduler.models import GPU, Workload
+from scheduler.policy import PendingReason, schedule
+from scheduler.policy.admission import gpu_shapes, infeasible_request
+from scheduler.policy.core import pass_loads
+from scheduler.policy.standing import nominations_of
+from scheduler.policy.tree import BudgetTree
+from scheduler.reports import budget_standings
+from scheduler.scenarios.runner import MemoryBackend
+from scheduler.scenarios.spec import BudgetSpec, HostSpec, Scenario, Settings, WorkloadSpec
+from scheduler.services import SubmissionError, do_submit_workload
+from scheduler.sim import engine, simulate
+from scheduler.snapshot import load_snapshot
+from tests.policy import builders
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = [
+    p
+    for top in ("accounts", "agent", "bench", "budgets", "config", "fairway_cli", "scheduler", "web")
+    for p in (ROOT / top).rglob("*.py")
+]
+
+
+def _defining(pattern: str) -> list[str]:
+    rx = re.compile(pattern, re.MULTILINE)
+    return sorted(str(p.relative_to(ROOT)) for p in SOURCES if rx.search(p.read_text()))
+
+
+# --- fatal XIDs (DESIGN.md §4): agent/protocol.py, which the server imports (agent/ never imports Django)
+
+
+def test_fatal_xids_have_one_home_the_agent_protocol() -> None:
+    assert _defining(r"^FATAL_XIDS\b.*=") == ["agent/protocol.py"]
+    assert _defining(r"frozenset\(\{48, 63") == ["agent/protocol.py"]
+
+
+def test_server_and_simulator_use_the_protocols_fatal_xids() -> None:
+    assert lifecycle.FATAL_XIDS is protocol.FATAL_XIDS
+    assert engine.FATAL_XIDS is protocol.FATAL_XIDS
+
+
+# --- feasibility at submission (DESIGN.md §3.3): scheduler/policy/admission.py
+
+# The conftest cluster "default": two 8-GPU A100 hosts and one 4-GPU H100 host.
+DEFAULT_HOSTS = [("A100", 8), ("A100", 8), ("H100", 4)]
+SIZES = [
+    ("A100", 1),
+    ("A100", 8),
+    ("A100", 12),  # more than a host, not a multiple
+    ("A100", 16),  # a gang of both hosts
+    ("A100", 24),  # three whole hosts, two exist
+    ("H100", 4),
+    ("H100", 8),  # two whole hosts, one exists
+    ("V100", 1),  # no such model
+]
+
+
+@pytest.mark.parametrize(("model", "gpus"), SIZES)
+def test_submission_refuses_exactly_what_the_policy_rule_refuses_with_its_message(
+    researcher, submit_kwargs, model: str, gpus: int
+) -> None:
+    expected = infeasible_request(DEFAULT_HOSTS, model, gpus, cluster="default")
+    try:
+        do_submit_workload(researcher, **submit_kwargs(gpu_model=model, gpu_count=gpus))
+    except SubmissionError as exc:
+        assert expected is not None, exc.problems
+        assert [(p.code, p.message) for p in exc.problems] == [expected]
+    else:
+        assert expected is None
+
+
+@pytest.fixture
+def policy_says_no(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The policy's feasibility function replaced by one that refuses everything: every surface
+    that shows this refusal asked the one definition."""
+    calls: list[tuple[str, int]] = []
+
+    def refuse(host_sizes, model: str, gpus: int, *, cluster: str | None = None) -> tuple[str, str]:
+        calls.append((model, gpus))
+        return "too_many_gpus", f"the policy refuses {gpus} {model} GPUs on {cluster}"
+
+    monkeypatch.setattr(services, "infeasible_request", refuse)
+    return calls
+
+
+def test_api_shows_the_policy_rules_message(researcher_client, submission, cluster, policy_says_no) -> None:
+    response = researcher_client.post("/api/v1/workloads/", submission(gpu_count=2), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "too_many_gpus"
+    assert response.json()["gpu_count"] == ["the policy refuses 2 A100 GPUs on default"]
+    assert policy_says_no == [("A100", 2)]
+    assert not Workload.objects.exists()
+
+
+def test_web_form_shows_the_policy_rules_message(researcher, cluster, policy_says_no) -> None:
+    browser = Client()
+    browser.force_login(researcher)
+    form = {
+        "name": "pretrain",
+        "image": "",
+        "command": "python train.py",
+        "env": "",
+        "secret_env": "",
+        "cluster": "default",
+        "gpu_model": "A100",
+        "gpu_count": "2",
+        "budget": "nlp/olmo",
+        "min_runtime": "2h",
+    }
+    response = browser.post("/submit/", form)
+
+    assert response.status_code == 400
+    assert response.context["form"].errors["gpu_count"] == ["the policy refuses 2 A100 GPUs on default"]
+    assert not Workload.objects.exists()
+
+
+def test_trace_simulator_admits_by_the_policy_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def rule(shapes, model: str, gpus: int, **kw):  # noqa: ANN003, ANN202 -- a spy
+        calls.append((dict(shapes), model, gpus))
+        return None if gpus == 3 else ("too_many_gpus", "no")
+
+    monkeypatch.setattr(simulate, "infeasible_shape", rule)
+    sim = SimpleNamespace(_shape=gpu_shapes(DEFAULT_HOSTS))
+
+    assert simulate.TraceSim._fits(sim, 3, "A100") is True
+    assert simulate.TraceSim._fits(sim, 1, "A100") is False
+    assert calls[0] == ({"A100": (8, 2), "H100": (4, 1)}, "A100", 3)
+
+
+@pytest.mark.parametrize(("model", "gpus"), SIZES)
+def test_scenario_runner_rejects_by_the_policy_rule(model: str, gpus: int) -> None:
+    backend = MemoryBackend()
+    backend.setup(
+        Scenario(
+            file="inline",
+            name="sizes",
+            settings=Settings(),
+            hosts=[HostSpec(name=f"h{i}", gpus=n, model=m) for i, (m, n) in enumerate(DEFAULT_HOSTS)],
+            budgets=[BudgetSpec(path="A")],
+            description="",
+            usage=[],
+            running=[],
+            pending=[],
+            steps=[],
+        )
+    )
+    spec = WorkloadSpec(id="w", budget="A", gpus=gpus, min_runtime=3600, model=model)
+    expected = infeasible_request(DEFAULT_HOSTS, model, gpus)
+    assert backend.submit([spec]).get("w") == (expected[0] if expected else None)
+
+
+# --- normalized shares (DESIGN.md §1, §3.7): scheduler/policy/tree.py BudgetTree.normalized_shares
+
+
+@pytest.mark.parametrize("with_work", [False, True], ids=["archived-without-work", "archived-with-work"])
+def test_budgets_api_tree_api_and_policy_give_one_share_for_an_archived_budget(
+    manager, researcher_client, submit_kwargs, org_tree, cluster, with_work: bool
+) -> None:
+    if with_work:
+        do_submit_workload(manager, **submit_kwargs(budget=org_tree["nlp/tulu"]))
+    do_archive_budget(org_tree["nlp/tulu"])
+
+    snap, _index = load_snapshot(cluster, timezone.now())
+    policy = BudgetTree(snap.budgets)
+    live = {b.key for b in snap.budgets if not b.archived or with_work}  # tulu's work keeps it counted
+    expected = {path: policy.normalized_shares(live)[str(b.pk)] for path, b in org_tree.items()}
+    listed = {row["path"]: row["normalized_share"] for row in researcher_client.get("/api/v1/budgets/").json()}
+    (standing,) = researcher_client.get("/api/v1/budgets/tree/", {"cluster": "default"}).json()
+    reported = {row["path"]: row["normalized_share"] for row in standing["budgets"]}
+
+    assert expected["nlp/olmo"] == (Fraction(1, 3) if with_work else Fraction(2, 3))
+    assert expected["nlp/tulu"] == Fraction(1, 3)
+    for path, share in expected.items():
+        assert listed[path] == float(share), path
+        assert reported[path] == pytest.approx(float(share), abs=1e-6), path
+        assert normalized_shares()[org_tree[path].pk] == share, path
+
+
+# --- committed usage C (DESIGN.md §3.2, §3.4): scheduler/policy/usage.py committed_usage
+
+
+def test_reports_count_a_nominated_workloads_commitment_as_the_policy_does(
+    researcher, submit_kwargs, org_tree, cluster, hosts
+) -> None:
+    nominated = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200))
+    GPU.objects.filter(host=hosts["a100-1"], index__lt=4).update(nominated_for=nominated)
+    now = timezone.now()
+
+    standing = budget_standings(cluster, load_tree(), now)
+    snap, _index = load_snapshot(cluster, now)
+    pending = {w.id: w for w in snap.pending}
+    usage, load = pass_loads(snap, BudgetTree(snap.budgets), nominations_of(snap, pending), pending)
+
+    reported = {b.path: b.committed_gpu_hours for b in standing.budgets}
+    assert reported["nlp/olmo"] == reported["nlp"] == 4 * 7200 / 3600  # from the moment of nomination
+    for path, budget in org_tree.items():
+        key = str(budget.pk)
+        assert reported[path] == round((load[key] - usage[key]) / 3600, 3), path
+
+
+# The pass's `unschedulable` reason (scheduler/policy/core.py, not this branch's to change) must
+# give the verdict of the submission rule on the same hardware: hardware no host set could ever
+# serve is rejected at submission, and work left over when the cluster shrinks shows this reason.
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.sampled_from(["A100", "H100"]), st.integers(1, 8)), max_size=5),
+    requests=st.lists(st.tuples(st.sampled_from(["A100", "H100", "B200"]), st.integers(1, 40)), min_size=1, max_size=6),
+)
+def test_the_pass_calls_unschedulable_exactly_what_submission_refuses(sizes, requests) -> None:
+    hosts = [builders.host(f"h{i}", n, model) for i, (model, n) in enumerate(sizes)]
+    work = [builders.pending(f"w{i}", "a", n, seq=i, model=m) for i, (m, n) in enumerate(requests)]
+    decisions = schedule(builders.snap(hosts, builders.tree("a"), pend=work))
+    for w in work:
+        reason = decisions.pending.get(w.id)
+        unschedulable = reason is not None and reason.reason == PendingReason.UNSCHEDULABLE
+        assert unschedulable == (infeasible_request(sizes, w.model, w.gpus) is not None), (w, sizes)
