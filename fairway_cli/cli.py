@@ -26,6 +26,8 @@ from typing import Any, TextIO
 
 import requests
 
+from fairway_cli import __version__
+
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 REASONS = {
@@ -116,7 +118,7 @@ class Api:
     def call(
         self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, auth: bool = True
     ) -> Any:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": f"fairway-cli/{__version__}"}
         if auth:
             if not self.token:
                 raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
@@ -559,6 +561,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
+    parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     parser.add_argument("--server", help=f"server URL (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})")
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
