@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.models import GPU, Attempt, Host, Workload
 from scheduler import histograms
+from scheduler.models import GPU, Attempt, Host, Workload
 from scheduler.prom import record_tick
 from scheduler.pyramid import hour_of, rollup_hour
 
