@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from config.api import NotFoundView
-from scheduler import agent_install
+from scheduler import agent_install, health
 from scheduler.prom import metrics_view
 
 api_v1 = [
@@ -28,5 +28,7 @@ urlpatterns = [
     re_path(r"^api/", NotFoundView.as_view(), name="api-not-found"),  # one error format, even for 404
     path("agent/", include(agent)),
     path("metrics", metrics_view, name="prometheus-metrics"),
+    path("livez", health.livez, name="livez"),
+    path("readyz", health.readyz, name="readyz"),
     path("", include("web.urls")),
 ]
