@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_one_version_everywhere():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["version"] == SERVER_VERSION == AGENT_VERSION == CLI_VERSION
-    assert agent_install.WHEEL_NAME == f"fairway_agent-{SERVER_VERSION}-py3-none-any.whl"
-    assert cli_install.WHEEL_NAME == f"fairway_cli-{SERVER_VERSION}-py3-none-any.whl"
+    assert f"fairway_agent-{SERVER_VERSION}-py3-none-any.whl" == agent_install.WHEEL_NAME
+    assert f"fairway_cli-{SERVER_VERSION}-py3-none-any.whl" == cli_install.WHEEL_NAME
 
 
 def test_changelog_names_the_release():
