@@ -549,11 +549,33 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("ATTEMPTS", lambda h: h["open_attempts"]),
             ("PROTECTED-UNTIL", lambda h: when(h["protected_until"])),
             ("HEARTBEAT", lambda h: when(h["last_heartbeat"]) or "never"),
+            ("AGENT", lambda h: h.get("agent_version") or "-"),
+            ("HEALTH", host_health),
         ],
         out,
         right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
     )
     return EXIT_OK
+
+
+STALE_HEARTBEAT_S = 60.0
+
+
+def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
+    """The agent's health as the server sees it: ``ok``, ``offline``, ``never connected``,
+    ``stale <age>`` (no heartbeat for a minute) or ``<n> GPU unhealthy``."""
+    if host.get("state") == "offline":
+        return "offline"
+    if not host.get("last_heartbeat"):
+        return "never connected"
+    try:
+        age = ((now or datetime.now(UTC)) - datetime.fromisoformat(host["last_heartbeat"])).total_seconds()
+    except (TypeError, ValueError):
+        return "?"
+    if age > STALE_HEARTBEAT_S:
+        return f"stale {age:.0f}s"
+    sick = sum(1 for g in host.get("gpus", []) if g.get("health") == "unhealthy")
+    return f"{sick} GPU unhealthy" if sick else "ok"
 
 
 # --- parser ---------------------------------------------------------------------------------------
