@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 def plotting_available() -> bool:
-    """matplotlib is the ``sim`` extra (``pip install 'fairway[sim]'``), not a server dependency."""
+    """matplotlib is the ``sim`` extra (requirements-dev.txt), not a server dependency."""
     return importlib.util.find_spec("matplotlib") is not None
 
 
