@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.ops.conftest import scrape_text
@@ -76,3 +79,24 @@ def test_the_dashboard_shows_what_operators_asked_for():
     ids = [p["id"] for p in panels(dashboard)]
     assert len(ids) == len(set(ids))
     assert dashboard["uid"] == "fairway-overview"
+
+
+RULES = DASHBOARD.parents[1] / "prometheus" / "fairway-alerts.yml"
+
+
+def test_every_alert_rule_names_exported_metrics(live_world, client):
+    import yaml
+
+    exported = exported_series_names(scrape_text(client))
+    rules = [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    assert len(rules) >= 5
+    unknown = [f"{r['alert']}: {name}" for r in rules for name in METRIC.findall(r["expr"]) if name not in exported]
+    assert unknown == []
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
+def test_promtool_check_rules():
+    done = subprocess.run(  # noqa: S603 -- promtool from PATH, fixed arguments
+        [shutil.which("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
