@@ -33,6 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from budgets.models import Budget
 from scheduler import histograms
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 
@@ -178,24 +179,21 @@ class FairwayCollector(Collector):
         yield preempt
 
         yield from self._pyramid(names)
-        yield from self._budgets()
-        yield from histograms.families(self._relabel(names))
-
-    @staticmethod
-    def _relabel(names: dict[int, str]) -> dict[str, dict[str, str]]:
         from budgets.services import load_tree
 
-        return {
+        tree = load_tree()
+        yield from self._budgets(tree)
+        relabel = {
             "cluster": {str(cid): name for cid, name in names.items()},
-            "budget": {str(bid): b.path for bid, b in load_tree().items()},
+            "budget": {str(bid): b.path for bid, b in tree.items()},
         }
+        yield from histograms.families(relabel)
 
-    def _budgets(self) -> Iterator[Metric]:
+    def _budgets(self, tree: dict[int, Budget]) -> Iterator[Metric]:
         """Per budget: usage, committed usage, entitlement, ratio, pending workloads, running GPUs.
 
         Straight from ``budget_standings`` (hours × 3600 for base units); archived budgets left out.
         """
-        from budgets.services import load_tree
         from scheduler.reports import budget_standings
 
         labels = ["cluster", "budget"]
@@ -228,7 +226,6 @@ class FairwayCollector(Collector):
         window = GaugeMetricFamily(
             "fairway_budget_window_seconds", "The lookback window of usage and entitlement", labels=["cluster"]
         )
-        tree = load_tree()
         for cluster in Cluster.objects.order_by("name"):
             standing = budget_standings(cluster, tree)
             window.add_metric([standing.cluster], standing.window_s)
