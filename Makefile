@@ -3,12 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo screenshots
+.PHONY: venv test lint demo screenshots lock wheel
 
-# The virtualenv is (re)installed only when a requirements file changes (stamp file).
-$(STAMP): requirements.txt requirements-dev.txt agent/requirements.txt pyproject.toml
+# The virtualenv is (re)installed only when the lock changes (stamp file). requirements.lock pins
+# every package of requirements-dev.txt (server, agent, CLI, simulator plots, test tools) with its
+# hashes, so a fresh clone installs exactly what was tested, from PyPI alone.
+$(STAMP): requirements.lock pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q -r requirements-dev.txt
+	$(VENV)/bin/python -m pip install -q --require-hashes -r requirements.lock
 	# the console scripts `fairway` (CLI) and `fairway-agent`; the tests do not need them
 	$(VENV)/bin/python -m pip install -q --no-deps -e . || echo "console scripts not installed"
 	touch $(STAMP)
@@ -31,3 +33,17 @@ demo: $(STAMP)
 # Refresh docs/screenshots/ from the browser test (Debian's chromium: apt-get install chromium).
 screenshots: $(STAMP)
 	FAIRWAY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py
+
+# Regenerate the hashed locks after editing a requirements file (pip-tools in a throwaway venv,
+# Python 3.11, PyPI): requirements.lock (make, CI) and requirements-server.lock (production server).
+LOCK_VENV ?= /tmp/fairway-lock-venv
+PIP_COMPILE = $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-index-url --index-url https://pypi.org/simple
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || ($(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools)
+	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PIP_COMPILE) -o requirements.lock requirements-dev.txt
+	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PIP_COMPILE) -o requirements-server.lock requirements.txt
+
+# The `fairway` wheel (CLI and agent only; the server runs from the tree) into dist/.
+wheel: $(STAMP)
+	$(VENV)/bin/python -m pip wheel -q --no-deps -w dist .

@@ -7,6 +7,7 @@
     FAIRWAY_JOIN_TOKEN=fwj_... python -m agent join --server http://fairway:8000 --config agent.yaml \
         --state-dir DIR [--gpu-backend nvml|fake --gpus 2 --model H100] [--runtime process|docker]
     python -m agent gpus [--gpu-backend nvml]     # inventory, one sample and health per GPU
+    python -m agent health [--config agent.yaml | --state-dir DIR] [--json]   # exit 1: unhealthy
 
 ``fairway-agent`` (the console script of the installed package) is the same command.
 """
@@ -68,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     gpus.add_argument("--gpu-backend", dest="gpu_backend", choices=GPU_BACKENDS, default="nvml")
     gpus.add_argument("--gpus", type=int, default=8, help="number of simulated GPUs (fake backend)")
     gpus.add_argument("--model", default="H100", help="simulated GPU model (fake backend)")
+
+    health = commands.add_parser("health", help="the running agent's health from its state dir (exit 1: unhealthy)")
+    health.add_argument("--config", type=Path, help=f"YAML config file (env {ENV_PREFIX}CONFIG), for its state_dir")
+    health.add_argument("--state-dir", dest="state_dir", help="state directory (default: the config's)")
+    health.add_argument("--json", action="store_true", help="print the health file and the problems as JSON")
 
     fault = commands.add_parser("inject-fault", help="inject or clear a fault of a simulated GPU")
     fault.add_argument("--state-dir", dest="state_dir", type=Path, required=True)
@@ -237,6 +243,32 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _health(args: argparse.Namespace) -> int:
+    import json
+
+    from agent import health
+
+    if args.state_dir:
+        state_dir = Path(args.state_dir).expanduser()
+    else:
+        config_file = args.config or (Path(p) if (p := os.environ.get(ENV_PREFIX + "CONFIG")) else None)
+        if config_file is None:
+            state_dir = AgentConfig.__dataclass_fields__["state_dir"].default
+        else:
+            try:
+                state_dir = load_config({}, config_file).state_dir
+            except ConfigError as exc:
+                print(f"agent: {exc}", file=sys.stderr)
+                return 2
+    data = health.read(state_dir)
+    found = health.problems(data)
+    if args.json:
+        print(json.dumps({"healthy": not found, "problems": found, "health": data}, indent=1, sort_keys=True))
+    else:
+        print(health.describe(data))
+    return 0 if not found else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m agent``; returns the process exit code (2: bad usage/config)."""
     args = _parser().parse_args(argv)
@@ -246,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         return _join(args)
     if args.command == "gpus":
         return _gpus(args)
+    if args.command == "health":
+        return _health(args)
     return _run(args)
 
 

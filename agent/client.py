@@ -14,6 +14,7 @@ import contextlib
 import logging
 import random
 import signal
+import time
 from collections.abc import Coroutine, Generator
 from dataclasses import replace
 from typing import Any
@@ -25,6 +26,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI
 from agent import AGENT_VERSION
 from agent.config import AgentConfig
 from agent.gpu.base import GpuBackend
+from agent.health import HealthFile
 from agent.protocol import (
     MAX_MESSAGE_BYTES,
     SERVER_MESSAGE_TYPES,
@@ -107,6 +109,7 @@ class Agent:
         self._gpu_uuids: list[str] = []
         self._starting: set[int] = set()  # attempts whose runtime start is in progress
         self._stop_after_start: dict[int, Stop] = {}
+        self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
         runtime.on_exit = self._on_exit
 
     def _new_backoff(self) -> Generator[float]:
@@ -127,6 +130,7 @@ class Agent:
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._on_signal, sig)
+        self.health.update()
         await self.runtime.recover()
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
         connector = asyncio.create_task(self._connect_forever(), name="agent-connect")
@@ -145,6 +149,7 @@ class Agent:
                 task.cancel()
             await asyncio.gather(connector, stopping, *self._tasks, return_exceptions=True)
             await self.runtime.close()
+            self.health.update(running=False, connected=False)
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
@@ -189,6 +194,7 @@ class Agent:
             finally:
                 self._ws = None
                 self._unacked.clear()
+                self.health.update(connected=False, last_disconnect=f"{time.time():.0f}: close code {ws.close_code}")
             if self._stopping.is_set():
                 return
             log.warning("disconnected from the server (close code %s %s)", ws.close_code, ws.close_reason or "")
@@ -204,6 +210,7 @@ class Agent:
         log.info("connected to %s", self.config.server)
         gpus = await asyncio.to_thread(self.gpu.inventory)
         self._gpu_uuids = [g.uuid for g in gpus]
+        self.health.update(connected=True, connected_since=time.time(), gpus=len(gpus), last_heartbeat_at=None)
         # No await between the snapshot and the hello's id: an exit is either in the hello or
         # reported after it, never before it nor lost.
         statuses, reported = self._attempt_statuses()
@@ -277,10 +284,19 @@ class Agent:
             self.gpu.note_busy(self.runtime.busy_gpu_indices())
             try:
                 samples = await asyncio.to_thread(self.gpu.sample)
+                sampled = True
             except Exception:  # noqa: BLE001 -- a failing GPU query must not silence the host
                 log.exception("GPU sampling failed; heartbeat without GPU samples")
-                samples = []
-            await self._send(Heartbeat(gpus=samples, running=self.runtime.running_ids()))
+                samples, sampled = [], False
+            running = self.runtime.running_ids()
+            if await self._send(Heartbeat(gpus=samples, running=running)) is not None:
+                self.health.update(
+                    last_heartbeat_at=time.time(),
+                    heartbeat_s=self.heartbeat_s,
+                    gpu_sampling_ok=sampled,
+                    unhealthy_gpus=sum(1 for g in samples if g.health == "unhealthy"),
+                    running_attempts=len(running),
+                )
 
     async def _receive(self, ws: ClientConnection, hello_id: int | None) -> None:
         async for frame in ws:
@@ -311,6 +327,7 @@ class Agent:
             if msg.host != self.config.host_name:
                 log.warning("server welcomed host %r, this agent is %r", msg.host, self.config.host_name)
             self.heartbeat_s = msg.heartbeat_s
+            self.health.update(welcomed_at=time.time(), heartbeat_s=msg.heartbeat_s)
             self._new_period.set()
             self._delays = self._new_backoff()
             if hello_id is not None:

@@ -365,3 +365,14 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
+
+# --- health and packaging (ops; scheduler/health.py, docs/deploy.md §10) ------------------------
+# /readyz fails when a cluster has not ticked within this many tick intervals.
+FAIRWAY_READYZ_TICK_INTERVALS = env_float("FAIRWAY_READYZ_TICK_INTERVALS", 3.0, minimum=1.0)
+# Probes reach a web process over plain HTTP inside the lab, like Prometheus.
+SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^livez$", r"^readyz$"]
+# WhiteNoise streams static files asynchronously under the ASGI server (config/staticfiles.py).
+MIDDLEWARE = [
+    "config.staticfiles.AsgiWhiteNoiseMiddleware" if m == "whitenoise.middleware.WhiteNoiseMiddleware" else m
+    for m in MIDDLEWARE
+]

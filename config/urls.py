@@ -3,7 +3,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from config.api import NotFoundView
-from scheduler import agent_install
+from scheduler import agent_install, cli_install, health
 from scheduler.prom import metrics_view
 
 api_v1 = [
@@ -19,6 +19,12 @@ agent = [
     path("fairway-agent.whl", agent_install.agent_wheel),
 ]
 
+cli = [
+    path("install.sh", cli_install.install_script, name="cli-install-script"),
+    path(cli_install.WHEEL_NAME, cli_install.cli_wheel, name="cli-wheel"),
+    path("fairway-cli.whl", cli_install.cli_wheel),
+]
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
@@ -27,6 +33,9 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/", NotFoundView.as_view(), name="api-not-found"),  # one error format, even for 404
     path("agent/", include(agent)),
+    path("cli/", include(cli)),
     path("metrics", metrics_view, name="prometheus-metrics"),
+    path("livez", health.livez, name="livez"),
+    path("readyz", health.readyz, name="readyz"),
     path("", include("web.urls")),
 ]

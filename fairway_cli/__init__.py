@@ -3,7 +3,9 @@
 Never imports Django: it talks HTTP only (``requests``), so it installs on any laptop.
 """
 
-__all__ = ["main"]
+__version__ = "0.1.0"  # the Fairway release (scheduler/version.py)
+
+__all__ = ["__version__", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,8 @@ from typing import Any, TextIO
 
 import requests
 
+from fairway_cli import __version__
+
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 REASONS = {
@@ -156,7 +158,7 @@ class Api:
     def call(
         self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, auth: bool = True
     ) -> Any:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": f"fairway-cli/{__version__}"}
         if auth:
             if not self.token:
                 raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
@@ -592,6 +594,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("ATTEMPTS", lambda h: h["open_attempts"]),
             ("PROTECTED-UNTIL", lambda h: when(h["protected_until"])),
             ("HEARTBEAT", lambda h: when(h["last_heartbeat"]) or "never"),
+            ("AGENT", lambda h: h.get("agent_version") or "-"),
+            ("HEALTH", host_health),
         ],
         out,
         right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
@@ -599,11 +603,32 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+STALE_HEARTBEAT_S = 60.0
+
+
+def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
+    """The agent's health as the server sees it: ``ok``, ``offline``, ``never connected``,
+    ``stale <age>`` (no heartbeat for a minute) or ``<n> GPU unhealthy``."""
+    if host.get("state") == "offline":
+        return "offline"
+    if not host.get("last_heartbeat"):
+        return "never connected"
+    try:
+        age = ((now or datetime.now(UTC)) - datetime.fromisoformat(host["last_heartbeat"])).total_seconds()
+    except (TypeError, ValueError):
+        return "?"
+    if age > STALE_HEARTBEAT_S:
+        return f"stale {age:.0f}s"
+    sick = sum(1 for g in host.get("gpus", []) if g.get("health") == "unhealthy")
+    return f"{sick} GPU unhealthy" if sick else "ok"
+
+
 # --- parser ---------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
+    parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
     parser.add_argument("--server", help=f"server URL (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})")
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
-from scheduler import metrics, notify
+from scheduler import histograms, metrics, notify
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 
 logger = logging.getLogger(__name__)
@@ -235,6 +235,7 @@ def attempt_started(host: Host, attempt_id: int, *, now: datetime | None = None)
             min_runtime = Workload.objects.values_list("min_runtime_s", flat=True).get(pk=attempt.workload_id)
             attempt.protected_until = now + timedelta(seconds=min_runtime)
         attempt.save(update_fields=["started_at", "protected_until"])
+        histograms.attempt_started(attempt, now)
         Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
             state=Workload.State.RUNNING, updated_at=now
         )

@@ -1,9 +1,17 @@
 """Prometheus metrics at ``/metrics``: a collector that reads the database on each scrape.
 
 Every family is one small aggregate query (GROUP BY over indexed columns, a bounded number of
-rows), so a scrape costs the same at any size. The tick runs in dramatiq workers, not in the web
-process that is scraped, so each tick's duration is written to Redis (a hash keyed by cluster;
-in this process in the embedded mode) and read back here as a gauge.
+rows), so a scrape costs the same at any size; the per-budget series cost one snapshot load per
+cluster (``scheduler.reports.budget_standings``, the function behind the budgets page and
+``/api/v1/budgets/tree/``: the same numbers, never recomputed here). The tick runs in dramatiq
+workers, not in the web process that is scraped, so each tick's duration is written to Redis (a
+hash keyed by cluster; in this process in the embedded mode) and read back here, and the
+histograms (tick duration, submission and start latency, wait per budget) are Redis buckets
+(``scheduler.histograms``).
+
+Naming follows the Prometheus conventions (tests/ops/test_metrics_conventions.py checks them):
+base units in the name (``_seconds``, ``_gpu_seconds``, ``_ratio`` for 0..1), counters end in
+``_total``, one quantity per metric name (labels only split that quantity).
 
 ``FAIRWAY_METRICS_TOKEN`` set: the scrape must send ``Authorization: Bearer <token>``.
 """
@@ -22,9 +30,11 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from budgets.models import Budget
+from scheduler import histograms
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 
 TICK_KEY = "fairway:tick-seconds"
@@ -34,6 +44,15 @@ PREEMPTION_REASONS = (
     Attempt.EndReason.GPU_FAULT,
     Attempt.EndReason.LOST,
 )
+PYRAMID_RATIOS = {
+    "availability": "Available GPU-time / registered GPU-time, last rolled-up hour",
+    "occupancy": "Occupied (allocated + unallocated) GPU-time / registered GPU-time, last rolled-up hour",
+    "occupancy_allocated": "Allocated GPU-time / registered GPU-time, last rolled-up hour",
+    "occupancy_unallocated": "Unallocated GPU-time / registered GPU-time, last rolled-up hour",
+    "utilization": "Utilized GPU-time / registered GPU-time, last rolled-up hour",
+    "utilization_of_occupied": "Utilized GPU-time / occupied GPU-time, last rolled-up hour",
+    "impact": "Allocated GPU-time / occupied GPU-time, last rolled-up hour",
+}
 _local_ticks: dict[str, str] = {}
 _local_guard = threading.Lock()
 
@@ -42,6 +61,7 @@ def record_tick(cluster_id: int, seconds: float) -> None:
     """Remember the duration of the last tick of ``cluster_id`` (called by the tick actor)."""
     from scheduler.tasks import _redis
 
+    histograms.observe(histograms.TICK_DURATION, seconds, str(cluster_id))
     value = f"{seconds:.6f} {time.time():.3f}"
     client = _redis()
     if client is not None:
@@ -78,7 +98,17 @@ class FairwayCollector(Collector):
         now = timezone.now()
         names = dict(Cluster.objects.values_list("pk", "name"))
 
-        tick = GaugeMetricFamily("fairway_tick_duration_seconds", "Duration of the last tick", labels=["cluster"])
+        from scheduler.version import PROTOCOL_VERSION, SERVER_VERSION
+
+        info = GaugeMetricFamily(
+            "fairway_build_info", "The Fairway release this server runs (value 1)", labels=["version", "protocol"]
+        )
+        info.add_metric([SERVER_VERSION, str(PROTOCOL_VERSION)], 1)
+        yield info
+
+        tick = GaugeMetricFamily(
+            "fairway_tick_last_duration_seconds", "Duration of the last tick (seconds)", labels=["cluster"]
+        )
         tick_at = GaugeMetricFamily(
             "fairway_tick_last_run_timestamp_seconds", "When the last tick ran (epoch)", labels=["cluster"]
         )
@@ -134,13 +164,13 @@ class FairwayCollector(Collector):
             agents.add_metric([name], connected.get(cid, 0))
         yield agents
 
-        preempt = GaugeMetricFamily(
-            "fairway_preemptions_last_hour",
-            "Attempts stopped by the scheduler or the hosts in the last hour, by end reason",
+        preempt = CounterMetricFamily(
+            "fairway_preemptions",
+            "Attempts stopped by the scheduler or the hosts (preempted, drained, gpu_fault, lost), by end reason",
             labels=["cluster", "reason"],
         )
         for cid, reason, n in (
-            Attempt.objects.filter(ended_at__gte=now - timedelta(hours=1), end_reason__in=PREEMPTION_REASONS)
+            Attempt.objects.filter(end_reason__in=PREEMPTION_REASONS)
             .values_list("workload__cluster_id", "end_reason")
             .annotate(n=Count("id"))
             .order_by()
@@ -149,6 +179,68 @@ class FairwayCollector(Collector):
         yield preempt
 
         yield from self._pyramid(names)
+        from budgets.services import load_tree
+
+        tree = load_tree()
+        yield from self._budgets(tree)
+        relabel = {
+            "cluster": {str(cid): name for cid, name in names.items()},
+            "budget": {str(bid): b.path for bid, b in tree.items()},
+        }
+        yield from histograms.families(relabel)
+
+    def _budgets(self, tree: dict[int, Budget]) -> Iterator[Metric]:
+        """Per budget: usage, committed usage, entitlement, ratio, pending workloads, running GPUs.
+
+        Straight from ``budget_standings`` (hours × 3600 for base units); archived budgets left out.
+        """
+        from scheduler.reports import budget_standings
+
+        labels = ["cluster", "budget"]
+        usage = GaugeMetricFamily(
+            "fairway_budget_usage_gpu_seconds",
+            "Allocated GPU-time charged to the budget's subtree inside the lookback window",
+            labels=labels,
+        )
+        committed = GaugeMetricFamily(
+            "fairway_budget_committed_gpu_seconds",
+            "Protection still ahead of the budget's running allocated attempts (GPU-seconds)",
+            labels=labels,
+        )
+        entitlement = GaugeMetricFamily(
+            "fairway_budget_entitlement_gpu_seconds",
+            "The budget's entitlement over the lookback window: share × GPUs × window",
+            labels=labels,
+        )
+        ratio = GaugeMetricFamily(
+            "fairway_budget_usage_entitlement_ratio",
+            "(usage + committed) / entitlement; absent for a budget without share",
+            labels=labels,
+        )
+        pending = GaugeMetricFamily(
+            "fairway_budget_pending_workloads", "Pending workloads of the budget's subtree", labels=labels
+        )
+        running = GaugeMetricFamily(
+            "fairway_budget_running_gpus", "GPUs held by the budget's subtree's attempts", labels=labels
+        )
+        window = GaugeMetricFamily(
+            "fairway_budget_window_seconds", "The lookback window of usage and entitlement", labels=["cluster"]
+        )
+        for cluster in Cluster.objects.order_by("name"):
+            standing = budget_standings(cluster, tree)
+            window.add_metric([standing.cluster], standing.window_s)
+            for b in standing.budgets:
+                if b.archived:
+                    continue
+                key = [standing.cluster, b.path]
+                usage.add_metric(key, b.usage_gpu_hours * 3600)
+                committed.add_metric(key, b.committed_gpu_hours * 3600)
+                entitlement.add_metric(key, b.entitlement_gpu_hours * 3600)
+                if b.ratio is not None:
+                    ratio.add_metric(key, b.ratio)
+                pending.add_metric(key, b.pending_workloads)
+                running.add_metric(key, b.running_gpus)
+        yield from (usage, committed, entitlement, ratio, pending, running, window)
 
     def _gpus(self, names: dict[int, str]) -> Metric:
         """GPUs by state: allocated, unallocated (held), idle (free, schedulable), unhealthy, unavailable."""
@@ -178,13 +270,14 @@ class FairwayCollector(Collector):
         return gpus
 
     def _pyramid(self, names: dict[int, str]) -> Iterator[Metric]:
+        """The pyramid of the last rolled-up hour: one gauge per fraction (they have different
+        denominators: registered GPU-time, or occupied GPU-time for ``*_of_occupied`` and impact)."""
         from scheduler.pyramid import Pyramid, latest_hour
 
-        fam = GaugeMetricFamily(
-            "fairway_pyramid_fraction",
-            "Four-metric pyramid of the last rolled-up hour (fractions of registered GPU-time)",
-            labels=["cluster", "metric"],
-        )
+        fams = {
+            metric: GaugeMetricFamily(f"fairway_pyramid_{metric}_ratio", doc, labels=["cluster"])
+            for metric, doc in PYRAMID_RATIOS.items()
+        }
         hour = GaugeMetricFamily(
             "fairway_pyramid_hour_timestamp_seconds",
             "Start of the hour the pyramid gauges describe",
@@ -194,9 +287,10 @@ class FairwayCollector(Collector):
             p = Pyramid()
             p.add(row)
             for metric, value in p.fractions().items():
-                fam.add_metric([names[cid], metric], value)
+                if metric in fams:
+                    fams[metric].add_metric([names[cid]], value)
             hour.add_metric([names[cid]], row.hour.timestamp())
-        yield fam
+        yield from fams.values()
         yield hour
 
 

@@ -27,6 +27,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
+from scheduler import histograms
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
@@ -235,6 +236,7 @@ def _image_problem(cluster: Cluster, gpu_model: str) -> FieldProblem | None:
     )
 
 
+@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
 def do_submit_workload(
     owner: User,
     *,

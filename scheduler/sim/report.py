@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from scheduler.sim.simulate import SIZE_CLASSES
+
+logger = logging.getLogger(__name__)
+
+
+def plotting_available() -> bool:
+    """matplotlib is the ``sim`` extra (requirements-dev.txt), not a server dependency."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _f(x: Any, nd: int = 3) -> str:
@@ -33,6 +42,9 @@ def write_report(
     p = out / "report.json"
     p.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     written.append(p)
+    if plots and not plotting_available():
+        logger.warning("no plots: matplotlib is not installed (the `sim` extra)")
+        plots = False
     pngs = write_plots(report, out) if plots else []
     written.extend(pngs)
     p = out / "report.md"

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler import histograms
 from scheduler.models import GPU, Attempt, Host, Workload
 from scheduler.prom import record_tick
 from scheduler.pyramid import hour_of, rollup_hour
@@ -26,6 +27,7 @@ def scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, s
 
 @pytest.fixture
 def world(tw):
+    histograms.reset()
     h1 = tw.host("h1", gpus=4)
     tw.host("h2", gpus=2, state=Host.State.DRAINED)
     silent = tw.host("h3", gpus=1)
@@ -51,7 +53,8 @@ def test_metrics_names_and_values(world, client):
     rollup_hour(world.cluster, hour_of(world.now) - timedelta(hours=1), world.now)
     m = scrape(client)
     c = ("cluster", "c1")
-    assert m[("fairway_tick_duration_seconds", (c,))] == pytest.approx(0.125)
+    assert m[("fairway_tick_last_duration_seconds", (c,))] == pytest.approx(0.125)
+    assert m[("fairway_tick_duration_seconds_count", (c,))] == 1
     assert ("fairway_tick_last_run_timestamp_seconds", (c,)) in m
     assert m[("fairway_pending_workloads", (c, ("reason", "no_capacity")))] == 2
     assert m[("fairway_pending_workloads", (c, ("reason", "not_yet_considered")))] == 1
@@ -63,11 +66,10 @@ def test_metrics_names_and_values(world, client):
     assert m[("fairway_hosts", (c, ("state", "active")))] == 2
     assert m[("fairway_hosts", (c, ("state", "drained")))] == 1
     assert m[("fairway_connected_agents", (c,))] == 2
-    assert m[("fairway_preemptions_last_hour", (c, ("reason", "preempted")))] == 1
-    assert ("fairway_preemptions_last_hour", (c, ("reason", "drained"))) not in m  # two hours ago
+    assert m[("fairway_preemptions_total", (c, ("reason", "preempted")))] == 1
+    assert m[("fairway_preemptions_total", (c, ("reason", "drained")))] == 1  # a counter: since ever
     pyramid = {
-        metric: m[("fairway_pyramid_fraction", (c, ("metric", metric)))]
-        for metric in ("availability", "occupancy", "utilization")
+        metric: m[(f"fairway_pyramid_{metric}_ratio", (c,))] for metric in ("availability", "occupancy", "utilization")
     }
     assert 1 >= pyramid["availability"] >= pyramid["occupancy"] >= pyramid["utilization"] >= 0
     assert ("fairway_pyramid_hour_timestamp_seconds", (c,)) in m

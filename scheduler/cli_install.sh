@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Fairway CLI installer, served by the Fairway server at /cli/install.sh.
+#
+#   curl -fsSL SERVER/cli/install.sh | bash
+#   bash install.sh [--prefix DIR] [--bin-dir DIR] [--python PYTHON]
+#   bash install.sh --uninstall [--prefix DIR] [--bin-dir DIR]
+#
+# Installs `fairway` (the researchers' command line, pure Python plus `requests`) into its own
+# virtualenv, DIR/venv (default ~/.local/share/fairway-cli), and links DIR/venv/bin/fairway into
+# the bin directory (default ~/.local/bin). No root needed. Run again to upgrade to this server's
+# version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for `requests`.
+set -euo pipefail
+
+SERVER_URL=@@SERVER_URL@@
+WHEEL_NAME=@@WHEEL_NAME@@
+CLI_VERSION=@@CLI_VERSION@@
+
+PREFIX="${XDG_DATA_HOME:-$HOME/.local/share}/fairway-cli"
+BIN_DIR="$HOME/.local/bin"
+PYTHON="${PYTHON:-python3}"
+UNINSTALL=0
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+say() { echo "==> $*"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --prefix) PREFIX="$2"; shift 2 ;;
+        --bin-dir) BIN_DIR="$2"; shift 2 ;;
+        --python) PYTHON="$2"; shift 2 ;;
+        --server) SERVER_URL="$2"; shift 2 ;;
+        --uninstall) UNINSTALL=1; shift ;;
+        -h|--help) sed -n '2,11p' "$0" 2>/dev/null || true; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+
+VENV="$PREFIX/venv"
+if [ "$UNINSTALL" = 1 ]; then
+    rm -rf "$VENV"
+    [ -L "$BIN_DIR/fairway" ] && rm -f "$BIN_DIR/fairway"
+    say "fairway removed (your ~/.config/fairway stays)"
+    exit 0
+fi
+
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found (Python 3.11 or newer; --python PYTHON)"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PYTHON is older than 3.11"
+"$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || die "$PYTHON lacks venv/ensurepip (Debian: apt-get install python3-venv)"
+
+say "fairway $CLI_VERSION from $SERVER_URL into $VENV"
+mkdir -p "$PREFIX" "$BIN_DIR"
+DOWNLOAD="$(mktemp -d)"
+trap 'rm -rf "$DOWNLOAD"' EXIT
+"$PYTHON" - "$SERVER_URL/cli/$WHEEL_NAME" "$DOWNLOAD/$WHEEL_NAME" <<'PY'
+import shutil, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as answer, open(sys.argv[2], "wb") as out:  # noqa: S310
+    shutil.copyfileobj(answer, out)
+PY
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$DOWNLOAD/$WHEEL_NAME"
+ln -sf "$VENV/bin/fairway" "$BIN_DIR/fairway"
+say "installed: $("$BIN_DIR/fairway" --version)"
+case ":$PATH:" in *":$BIN_DIR:"*) ;; *) say "add $BIN_DIR to your PATH" ;; esac
+say "next: fairway --server $SERVER_URL login"
