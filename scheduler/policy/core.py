@@ -882,8 +882,12 @@ class _Pass:
             freed = av.on_host.get(name, 0)
             a = av.attempt
             if av.stopping:
-                if all(st.nominated.get(g) is None for g in a.gpus if g[0] == name):
-                    times.append((now, freed))
+                # §3.5: GPUs of an attempt already stopping are room from its release, those nominated
+                # for another workload excepted (a reserving workload has no nomination of its own).
+                nominated = st.nominated
+                gone = sum(1 for g in a.gpus if g[0] == name and g[1] in hv.healthy and g not in nominated)
+                if gone:
+                    times.append((now if a.release_at is None else max(now, a.release_at), gone))
                 continue
             if not a.allocated:
                 times.append((now, freed))
@@ -909,9 +913,11 @@ class _Pass:
         t = self.now
         for aid in hv.attempts:
             av = st.attempts[aid]
-            if av.stopping:
-                continue
             a = av.attempt
+            if av.stopping:
+                if a.release_at is not None:
+                    t = max(t, a.release_at)  # §3.5: room from its release
+                continue
             if not a.allocated:
                 continue
             if a.budget not in allowed:
