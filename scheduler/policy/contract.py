@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.tree import BudgetTree
@@ -265,9 +266,10 @@ def host_room(
     return room
 
 
-@dataclass(frozen=True, slots=True)
-class RoomCounts:
-    """The totals of a :class:`HostRoom` that the pass's aggregates index (no instants)."""
+class RoomCounts(NamedTuple):
+    """The totals of a :class:`HostRoom` that the pass's aggregates index (no instants).
+
+    A named tuple: the reason tables build one per host and table (cheap to make)."""
 
     free: int
     now: int
@@ -311,23 +313,37 @@ def indexed_counts(
     ``per_budget`` is ``Standing.agg[host]`` (budget → [unprotected, protected] GPUs of allocated
     work not leaving); ``classes`` maps each such budget to :func:`budget_class`.
     """
-    now = hv.unalloc
-    later = forbidden = never = 0
-    witness: str | None = None
-    for v, (unprotected, protected) in (per_budget or {}).items():
-        c = classes[v]
-        if c == NOW:
-            now += unprotected
-            later += protected
-        elif c == FORBIDDEN:
-            forbidden += unprotected + protected
-            # the smallest key: the same whatever order the work was seen in
-            witness = v if witness is None or v < witness else witness
-        else:
-            never += unprotected + protected
+    now, later, forbidden, never, witness = indexed_sums(hv, per_budget, classes)
     return RoomCounts(
         len(hv.free), now, later, forbidden, witness, never, bool(hv.stopping), bool(state.nominees.get(hv.name))
     )
+
+
+def indexed_sums(
+    hv: HostView, per_budget: Mapping[str, list[int]] | None, classes: Mapping[str, int]
+) -> tuple[int, int, int, int, str | None]:
+    """GPUs of ``hv`` by class, read from the index: ``(NOW, LATER, FORBIDDEN, NEVER, witness)``
+    (the fields of :func:`indexed_counts`, as a plain tuple for the tables built per host).
+
+    NOW counts unallocated work (room for every allocated workload) and unprotected allocated
+    work of NOW budgets; LATER their protected work; the witness is the smallest FORBIDDEN budget.
+    """
+    now = hv.unalloc
+    later = forbidden = never = 0
+    witness: str | None = None
+    if per_budget:
+        for v, counts in per_budget.items():
+            c = classes[v]
+            if c == NOW:
+                now += counts[0]
+                later += counts[1]
+            elif c == FORBIDDEN:
+                forbidden += counts[0] + counts[1]
+                # the smallest key: the same whatever order the work was seen in
+                witness = v if witness is None or v < witness else witness
+            else:
+                never += counts[0] + counts[1]
+    return now, later, forbidden, never, witness
 
 
 def index_slot(av: AttemptView) -> int | None:

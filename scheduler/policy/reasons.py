@@ -121,16 +121,18 @@ def level_table(ps: PassState, w: Workload) -> LevelTable:
         return table
     table = [{}, {}, {}, {}]
     filled = [0, 0, 0, 0]
-    st = ps.state
     agg = ps.standing.agg
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active:
             continue
-        counts = contract.indexed_counts(st, hv, agg.get(hv.name), cls)
-        for level, room in enumerate(counts.levels()):
+        now, later, forbidden, _, witness = contract.indexed_sums(hv, agg.get(hv.name), cls)
+        h0 = len(hv.free)
+        h1 = h0 + now
+        h2 = h1 + later
+        for level, room in enumerate((h0, h1, h2, h2 + forbidden)):  # RoomCounts.levels
             if room > filled[level]:
                 for t in range(filled[level] + 1, room + 1):
-                    table[level][t] = (hv.name, counts.witness)
+                    table[level][t] = (hv.name, witness)
                 filled[level] = room
     ps.memo.level_table[key] = table
     return table
