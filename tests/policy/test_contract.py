@@ -55,6 +55,29 @@ def brute_force(s: Snapshot) -> set[str] | None:
     return None if best is None else best[1]
 
 
+def brute_force_gang(s: Snapshot) -> set[str] | None:
+    """As :func:`brute_force` for a gang: every set of k whole hosts whose work is all class NOW."""
+    ps = PassState(s)
+    (w,) = s.pending
+    st = ps.state
+    size = st.largest[w.model]
+    k = w.gpus // size
+    whole = [hv for hv in st.hosts.values() if hv.model == w.model and hv.active and hv.size == size]
+    if sum(len(hv.free) == size for hv in whole) >= k:
+        return None  # it starts on whole free hosts
+    ctx = ps.key_context(w)
+    options = [hv for hv in whole if all(ps.victim_class(w, st.attempts[a]) == contract.NOW for a in hv.attempts)]
+    best: tuple[tuple[object, ...], set[str]] | None = None
+    for combo in combinations(options, k):
+        victims = {a: st.attempts[a] for hv in combo for a in hv.attempts}
+        if not victims:
+            continue
+        key = contract.victim_key(ctx, [victims[a] for a in sorted(victims)], [hv.name for hv in combo])
+        if best is None or key < best[0]:
+            best = (key, set(victims))
+    return None if best is None else best[1]
+
+
 def fast_path(s: Snapshot) -> set[str] | None:
     d = schedule(s)
     if d.starts:
@@ -66,10 +89,13 @@ def fast_path(s: Snapshot) -> set[str] | None:
     return stops or None
 
 
-def random_snapshots(n: int) -> Iterator[Snapshot]:
+def random_snapshots(n: int, gangs: bool = False) -> Iterator[Snapshot]:
     rng = random.Random(12)
     for _ in range(n):
-        hosts = [host(f"h{i}", rng.choice([4, 8]), fabric=f"f{i % 2}") for i in range(rng.randint(1, 3))]
+        if gangs:
+            hosts = [host(f"h{i}", 4, fabric=f"f{i % 3}") for i in range(rng.randint(2, 5))]
+        else:
+            hosts = [host(f"h{i}", rng.choice([4, 8]), fabric=f"f{i % 2}") for i in range(rng.randint(1, 3))]
         attempts = []
         for hv in hosts:
             i = 0
@@ -87,7 +113,7 @@ def random_snapshots(n: int) -> Iterator[Snapshot]:
                 attempts.append(Attempt(aid, aid, rng.choice(["a", "b", "c"]), gpus, allocated, m, started))
                 i += g
         usage = [lump(b, rng.randint(0, 300)) for b in ("a", "b", "c")]
-        w = pending("w", rng.choice(["a", "b", "c"]), rng.randint(1, 8))
+        w = pending("w", rng.choice(["a", "b", "c"]), rng.choice([8, 12]) if gangs else rng.randint(1, 8))
         yield snap(hosts, tree("a", "b", "c"), attempts, [w], usage)
 
 
@@ -103,6 +129,20 @@ def test_the_fast_path_chooses_the_victims_the_contract_key_says_under_any_order
         assert fast_path(s) == want, s
         preempted += want is not None
     assert preempted > 50  # the comparison is not vacuous
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_gang_search_chooses_the_hosts_the_contract_key_says_under_any_order(order, monkeypatch):
+    # Given the contract's key with two criteria swapped (or not)
+    monkeypatch.setattr(contract, "CRITERIA", ORDERS[order])
+    # When 300 random clusters of 4-GPU hosts each get one allocated gang of 8 or 12 GPUs
+    # Then the fast path preempts exactly the set a brute force under the same key picks.
+    preempted = 0
+    for s in random_snapshots(300, gangs=True):
+        want = brute_force_gang(s)
+        assert fast_path(s) == want, s
+        preempted += want is not None
+    assert preempted > 20  # the comparison is not vacuous
 
 
 def test_swapping_gpus_and_victims_changes_the_choice_everywhere(monkeypatch):
