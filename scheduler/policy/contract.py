@@ -287,14 +287,21 @@ class RoomCounts(NamedTuple):
         return self.free, h1, h2, h2 + self.forbidden
 
     def worst(self) -> int:
-        """A whole host's level for a gang: the worst class of its work, 0 when empty, 4 when never."""
-        if self.never or self.stopping or self.nominated:
-            return 4
-        if self.forbidden:
-            return 3
-        if self.later:
-            return 2
-        return 1 if self.now else 0
+        """A whole host's level for a gang (:func:`worst_level`)."""
+        return worst_level(self.now, self.later, self.forbidden, self.never or self.stopping or self.nominated)
+
+
+def worst_level(now: int, later: int, forbidden: int, never: object) -> int:
+    """A whole host's level for a gang: the worst class of its work (GPUs by class), 0 when
+    empty, 4 when it can never be vacated for the workload (``never``: own work, leaving work or
+    nominated GPUs there)."""
+    if never:
+        return 4
+    if forbidden:
+        return 3
+    if later:
+        return 2
+    return 1 if now else 0
 
 
 def counts_of(room: HostRoom) -> RoomCounts:

@@ -150,13 +150,14 @@ def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str, st
     if cached is not None:
         return cached
     levels: list[tuple[int, str, str | None]] = []
-    st = ps.state
+    nominees = ps.state.nominees
     agg = ps.standing.agg
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        counts = contract.indexed_counts(st, hv, agg.get(hv.name), cls)
-        levels.append((counts.worst(), hv.name, counts.witness))
+        now, later, forbidden, never, witness = contract.indexed_sums(hv, agg.get(hv.name), cls)
+        blocked = never or hv.stopping or nominees.get(hv.name)  # RoomCounts.worst
+        levels.append((contract.worst_level(now, later, forbidden, blocked), hv.name, witness))
     levels.sort(key=lambda x: (x[0], x[1]))
     ps.memo.gang_table[key] = levels
     return levels
