@@ -174,3 +174,22 @@ def test_swapping_sides_and_start_times_changes_the_choice_everywhere(monkeypatc
     monkeypatch.setattr(contract, "CRITERIA", swapped(4, 5))
     assert contract.counts_lead()
     assert fast_path(s) == brute_force(s) == {"vc"}
+
+
+def test_the_room_index_is_checked_against_fresh_room_profiles():
+    # Given a cluster's standing, the index of its room profiles (Standing.agg) agrees with a
+    # fresh contract.host_room on every host for every pending allocated workload...
+    from scheduler.policy.incremental import room_index_differences
+    from scheduler.policy.standing import Standing
+    from scheduler.policy.tree import BudgetTree
+    from scheduler.policy.usage import pass_loads
+
+    s = next(iter(random_snapshots(1)))
+    standing = Standing(s)
+    tree_ = BudgetTree(s.budgets)
+    load = pass_loads(s, tree_, standing.noms, {w.id: w for w in s.pending})[1]
+    assert room_index_differences(standing, tree_, load, s.pending) == []
+    # ...and a stale index entry is reported.
+    host_name, per = next((h, d) for h, d in standing.agg.items() if d)
+    next(iter(per.values()))[0] += 1
+    assert any(host_name in d for d in room_index_differences(standing, tree_, load, s.pending))
