@@ -23,6 +23,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/python -m mypy  # scheduler/policy/, strict ([tool.mypy] in pyproject.toml)
 
 # The demo (docs/demo.md): fresh SQLite under var/demo, seed_demo, server, 4 agents × 8 fake H100,
 # replay of 500 Philly jobs; then serves until Ctrl-C. `make demo EXIT=1` exits when the replay is

@@ -6,7 +6,7 @@ the cluster state between passes (simulations, the scenario engine).
 """
 
 from scheduler.policy.core import schedule
-from scheduler.policy.standing import IncrementalScheduler
+from scheduler.policy.incremental import IncrementalScheduler
 from scheduler.policy.types import (
     Attempt,
     Budget,

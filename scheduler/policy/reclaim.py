@@ -1,23 +1,29 @@
 """Index of the best sets of unallocated victims, per (GPU model, GPUs needed).
 
-A set without allocated victims beats every set with one (§3.4, first
-component), and among such sets the victim-choice key does not depend on the
-preemptor: unallocated work has no fair-share side (docs/policy.md), so the key is
-(GPUs preempted, victims, start times latest first, host, workload ids). One heap
-per (model, n) therefore serves every preemptor; hosts whose state changes push a
-fresh entry (versioned, stale entries are skipped), keeping a reclaim search at
-O(log hosts) instead of a scan of the cluster.
+A set without allocated victims beats every set with one (§3.4, first criterion), and among
+such sets the victim key (:func:`contract.victim_key`) does not depend on the preemptor:
+unallocated work has no fair-share side (docs/policy.md). One heap per (model, n) therefore
+serves every preemptor; hosts whose state changes push a fresh entry (versioned, stale entries
+are skipped), keeping a reclaim search at O(log hosts) instead of a scan of the cluster. Used
+only while :func:`contract.counts_lead` holds.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from fractions import Fraction
 
+import scheduler.policy.contract as contract
+from scheduler.policy.contract import KeyContext
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 
-Entry = tuple[int, int, tuple[int, ...], str, tuple[str, ...], int]
-"""(GPUs preempted, victims, negated start times, host, victim workload ids, host version)."""
+Entry = tuple[tuple[object, ...], int, str]
+"""(victim key, host version, host)."""
+
+
+def _no_side(budget: str) -> Fraction:  # pragma: no cover - unallocated victims have no side
+    raise AssertionError(f"an allocated victim of {budget} in the reclaim index")
 
 
 class ReclaimIndex:
@@ -29,6 +35,7 @@ class ReclaimIndex:
         self.heaps: dict[tuple[str, int], list[Entry]] = {}
         self.version: dict[str, int] = {}
         self.victims: dict[tuple[str, int, int], list[AttemptView]] = {}
+        self.ctx = KeyContext(_no_side, lambda h: state.hosts[h].fabric)
         state.listeners.append(self.touch)
 
     def touch(self, host: str) -> None:
@@ -56,27 +63,27 @@ class ReclaimIndex:
             got = av.on_host.get(hv.name, 0)
             if got > 0:
                 cands.append((av, got))
-        best: tuple[int, int, tuple[int, ...], tuple[str, ...]] | None = None
+        best: tuple[object, ...] | None = None
         best_set: list[AttemptView] = []
         k = len(cands)
         for mask in range(1, 1 << k):
             chosen = [cands[i] for i in range(k) if mask >> i & 1]
             got = free + sum(g for _, g in chosen)
             if got < n or any(got - g >= n for _, g in chosen):
-                continue
+                continue  # not sufficient, or not inclusion-minimal
+            # Criteria 2 and 3 lead among sets without allocated victims (contract.counts_lead).
             total = sum(c.attempt.gpu_count for c, _ in chosen)
-            if best is not None and (total, len(chosen)) > best[:2]:
+            if best is not None and (total, len(chosen)) > best[1:3]:
                 continue
-            starts = tuple(sorted(-(c.attempt.started_at or 0) for c, _ in chosen))
-            ids = tuple(sorted(c.attempt.workload for c, _ in chosen))
-            key = (total, len(chosen), starts, ids)
+            victims = [c for c, _ in chosen]
+            key = contract.victim_key(self.ctx, victims, [hv.name])
             if best is None or key < best:
-                best, best_set = key, [c for c, _ in chosen]
+                best, best_set = key, victims
         if best is None:
             return None
         version = self.version.get(hv.name, 0)
         self.victims[(hv.name, n, version)] = best_set
-        return (best[0], best[1], best[2], hv.name, best[3], version)
+        return (best, version, hv.name)
 
     def best(self, model: str, n: int, allowed: Callable[[str], bool]) -> tuple[list[AttemptView], HostView] | None:
         """The best unallocated-only victim set for ``n`` GPUs of ``model`` on an allowed host, or None."""
@@ -90,7 +97,7 @@ class ReclaimIndex:
         found = None
         while heap:
             entry = heap[0]
-            host, version = entry[3], entry[5]
+            host, version = entry[2], entry[1]
             if version != self.version.get(host, 0):
                 heapq.heappop(heap)
                 continue

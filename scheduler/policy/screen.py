@@ -28,18 +28,23 @@ clusters that a pass the screen calls idle decides nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
+import scheduler.policy.contract as contract
+from scheduler.policy.contract import NEVER, NOW
 from scheduler.policy.standing import Standing
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import OnCap, Snapshot, Workload
+from scheduler.policy.usage import pass_loads
 
 NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
+
+Want = dict[tuple[str, str], list[int]]
+"""(budget, model) -> [smallest single-host request, smallest gang in hosts, smallest commitment]."""
 
 
 def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
     """:func:`idle` for a bare snapshot (builds its :class:`Standing` and loads)."""
-    from scheduler.policy.core import pass_loads
-
     standing = Standing(snap)
     pending = {w.id: w for w in snap.pending}
     return idle(standing, pending.values(), tree, lambda: pass_loads(snap, tree, standing.noms, pending)[1])
@@ -55,44 +60,87 @@ def idle(
     at most once, only when needed). Cost: one walk over hosts and pending workloads, plus
     one rule-2 test per (pending budget, budget holding unprotected allocated work).
     """
-    if standing.noms or standing.draining:
+    if standing.noms or standing.draining or _fault_due(standing):
         return False
+    summary = _summary(standing)
+    want = _smallest_requests(standing, pending, tree, summary)
+    if want is None:
+        return False  # some workload fits the free GPUs
+    if not want:
+        return True
+    # Unallocated work is class NOW for every allocated workload (contract.victim_class).
+    for (_, model), (need, hosts_needed, _) in want.items():
+        if summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed:
+            return False
+    victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
+    if not victim_budgets:
+        return True
+    load = loads()
+    for (p, model), (need, hosts_needed, commitment) in want.items():
+        allowed = contract.allowed_budgets(tree, load, p, commitment, victim_budgets)
+        if allowed and _may_preempt(standing, summary, model, allowed, need, hosts_needed):
+            return False
+    return True
+
+
+def _fault_due(standing: Standing) -> bool:
+    """A non-leaving attempt on an unhealthy GPU: a fault stop is due."""
     st = standing.state
-    # A non-leaving attempt on an unhealthy GPU: a fault stop is due.
     for name in standing.sick:
         hv = st.hosts[name]
         for aid in hv.attempts:
             av = st.attempts[aid]
             if not av.stopping and any(h == name and i not in hv.healthy for h, i in av.attempt.gpus):
-                return False
+                return True
+    return False
+
+
+@dataclass(slots=True)
+class _Summary:
+    """Per model: the most free GPUs on one host, whole free hosts, the most free + unallocated
+    GPUs on one host, whole hosts holding only those; hosts never vacated whole now."""
+
+    most_free: dict[str, int] = field(default_factory=dict)
+    whole_free: dict[str, int] = field(default_factory=dict)
+    most_base: dict[str, int] = field(default_factory=dict)
+    vacatable_base: dict[str, int] = field(default_factory=dict)
+    blocked: set[str] = field(default_factory=set)  # hosts with leaving or protected work
+
+
+def _summary(standing: Standing) -> _Summary:
+    st = standing.state
     largest = st.largest
     agg = standing.agg
-    most_free: dict[str, int] = {}
-    whole_free: dict[str, int] = {}
-    most_base: dict[str, int] = {}  # model -> most free + unallocated GPUs on one host
-    vacatable_base: dict[str, int] = {}  # model -> whole hosts holding only free GPUs and unallocated work
-    blocked: set[str] = set()  # hosts with leaving or protected work (never vacated whole now)
+    out = _Summary()
     for hv in st.hosts.values():
         if not hv.active:
             continue
         name = hv.name
         per = agg.get(name)
         if hv.stopping or (per is not None and any(c[1] for c in per.values())):
-            blocked.add(name)
+            out.blocked.add(name)
         f = len(hv.free)
         m = hv.model
-        if f > most_free.get(m, 0):
-            most_free[m] = f
-        room = f + hv.unalloc
-        if room > most_base.get(m, 0):
-            most_base[m] = room
+        if f > out.most_free.get(m, 0):
+            out.most_free[m] = f
+        room = f + hv.unalloc  # free GPUs and unallocated work: room now for any allocated workload
+        if room > out.most_base.get(m, 0):
+            out.most_base[m] = room
         if hv.all_healthy and hv.size == largest[m]:
             if f == hv.size:
-                whole_free[m] = whole_free.get(m, 0) + 1
-            if room == hv.size and name not in blocked:
-                vacatable_base[m] = vacatable_base.get(m, 0) + 1
-    # Smallest single-host request and smallest gang (in hosts) per (budget, model) of allocated work.
-    want: dict[tuple[str, str], list[int]] = {}  # -> [min gpus (single), min hosts (gang), min commitment]
+                out.whole_free[m] = out.whole_free.get(m, 0) + 1
+            if room == hv.size and name not in out.blocked:
+                out.vacatable_base[m] = out.vacatable_base.get(m, 0) + 1
+    return out
+
+
+def _smallest_requests(
+    standing: Standing, pending: Iterable[Workload], tree: BudgetTree, summary: _Summary
+) -> Want | None:
+    """Smallest single-host request and smallest gang (in hosts) per (budget, model) of allocated
+    work that may preempt; None when some pending workload fits the free GPUs now."""
+    largest = standing.state.largest
+    want: Want = {}
     for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
@@ -103,55 +151,50 @@ def idle(
         if capper is not None and capper.on_cap == OnCap.HOLD:
             continue
         if w.gpus <= big:
-            if most_free.get(w.model, 0) >= w.gpus:
-                return False
+            if summary.most_free.get(w.model, 0) >= w.gpus:
+                return None
             k = 0
         else:
             if w.gpus % big:
                 continue  # unschedulable
             k = w.gpus // big
-            if whole_free.get(w.model, 0) >= k:
-                return False
+            if summary.whole_free.get(w.model, 0) >= k:
+                return None
         if not w.allocated or capper is not None:
-            continue  # unallocated (or downgraded) work never preempts
-        slot = want.setdefault((w.budget, w.model), [NONE, NONE, w.gpus * w.min_runtime])
+            continue  # unallocated (or downgraded) work never preempts (rule 4)
+        c = contract.commitment(w)
+        slot = want.setdefault((w.budget, w.model), [NONE, NONE, c])
         if k:
             slot[1] = min(slot[1], k)
         else:
             slot[0] = min(slot[0], w.gpus)
-        slot[2] = min(slot[2], w.gpus * w.min_runtime)
-    if not want:
-        return True
-    # Unallocated work is room for every allocated workload.
-    for (_, model), (need, hosts_needed, _) in want.items():
-        if most_base.get(model, 0) >= need or vacatable_base.get(model, 0) >= hosts_needed:
-            return False
-    victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
-    if not victim_budgets:
-        return True
-    load = loads()
-    for (p, model), (need, hosts_needed, commitment) in want.items():
-        allowed = {v for v in victim_budgets if tree.rule2(load, p, commitment, v)}
-        if not allowed:
-            continue  # room is free GPUs and unallocated work only: checked above
-        vacatable = vacatable_base.get(model, 0)
-        hosts = set()
-        for v in allowed:
-            hosts.update(standing.victim_hosts[v])
-        for name in sorted(hosts):
-            hv = st.hosts[name]
-            if hv.model != model or not hv.active:
-                continue
-            per = agg[name]
-            extra = sum(c[0] for v, c in per.items() if v in allowed)
-            if not extra:
-                continue
-            room = len(hv.free) + hv.unalloc + extra
-            if room >= need:
-                return False
-            whole = hv.all_healthy and room == hv.size == largest[model]
-            if hosts_needed != NONE and whole and name not in blocked:
-                vacatable += 1
-        if vacatable >= hosts_needed:
-            return False
-    return True
+        slot[2] = min(slot[2], c)
+    return want
+
+
+def _may_preempt(
+    standing: Standing, summary: _Summary, model: str, allowed: frozenset[str], need: int, hosts_needed: int
+) -> bool:
+    """True when some host's room profile, read from the index with the budgets rule 2 allows at
+    the smallest commitment as class NOW, reaches ``need`` GPUs, or enough whole hosts are."""
+    st = standing.state
+    largest = st.largest[model]
+    classes = {v: NOW if v in allowed else NEVER for v in standing.agg_budgets}
+    vacatable = summary.vacatable_base.get(model, 0)
+    hosts: set[str] = set()
+    for v in allowed:
+        hosts.update(standing.victim_hosts[v])
+    for name in sorted(hosts):
+        hv = st.hosts[name]
+        if hv.model != model or not hv.active:
+            continue
+        counts = contract.indexed_counts(st, hv, standing.agg[name], classes)
+        if counts.now == hv.unalloc:
+            continue  # no allowed unprotected work here
+        room = counts.levels()[1]
+        if room >= need:
+            return True
+        whole = hv.all_healthy and room == hv.size == largest
+        if hosts_needed != NONE and whole and name not in summary.blocked:
+            vacatable += 1
+    return vacatable >= hosts_needed

@@ -10,7 +10,7 @@ ended. The result is the same as a fresh build (``Standing(snapshot)``): same fr
 owners, counts and per-host attempt order; :meth:`Standing.same_as` checks it, and the
 policy tests run every pass both ways.
 
-:class:`IncrementalScheduler` is :func:`scheduler.policy.schedule` with a memory: a
+:class:`~scheduler.policy.incremental.IncrementalScheduler` is :func:`scheduler.policy.schedule` with a memory: a
 callable ``Snapshot -> Decisions`` giving exactly the decisions of ``schedule`` on every
 snapshot, whatever the sequence (a snapshot that does not follow from the last one only
 costs a bigger difference; other hosts, another window or time going back cost a fresh
@@ -23,11 +23,10 @@ run, calls :func:`~scheduler.policy.schedule`.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
-from collections.abc import Sequence
 
+from scheduler.policy.contract import index_slot
 from scheduler.policy.state import AttemptView, ClusterState, HostView
-from scheduler.policy.types import Budget, GpuRef, Host, HostState, Snapshot, Workload
+from scheduler.policy.types import Attempt, GpuRef, Host, HostState, Snapshot, Workload
 from scheduler.policy.usage import LoadBook
 
 
@@ -89,14 +88,15 @@ class Standing:
     def track(self, av: AttemptView, sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) an attempt's GPUs to or from the aggregates.
 
-        No-op for unallocated or leaving attempts; call it before changing the view's flags.
+        The aggregates index the room profiles of :mod:`scheduler.policy.contract`: the attempt's
+        slot is :func:`contract.index_slot` (no-op for unallocated or leaving attempts). Call it
+        before changing the view's flags.
         """
-        a = av.attempt
-        if not a.allocated or av.stopping:
+        slot = index_slot(av)
+        if slot is None:
             return
-        unprotected = not av.protected and a.started_at is not None
-        slot = 0 if unprotected else 1
-        budget = a.budget
+        unprotected = slot == 0
+        budget = av.attempt.budget
         self.agg_budgets.add(budget)
         agg = self.agg
         held = self.agg_held
@@ -137,43 +137,54 @@ class Standing:
     def sync(self, snap: Snapshot, pending: dict[str, Workload]) -> None:
         """Bring the standing to ``snap`` (see the module docstring); requires :meth:`fits`.
 
-        Raises ``_Rebuild`` when the standing was built for a single pass.
+        Raises ``Rebuild`` when the standing was built for a single pass.
         """
         st = self.state
-        now = snap.now
-        self.now = st.now = now
-        dirty: set[str] = set()
-        views = st.attempts
+        self.now = st.now = snap.now
         current = {a.id: a for a in snap.attempts}
-        gone = []
-        for aid, av in views.items():
-            a = current.get(aid)
-            if a is not av.attempt and a != av.attempt:
-                gone.append(aid)
+        dirty = self._sync_attempts(current)
+        if self.book is None:
+            raise Rebuild  # built for a single pass
+        self._sync_book(current)
+        self._end_protections()
+        dirty |= self._sync_nominations(nominations_of(snap, pending))
+        for h in sorted(dirty):
+            if h in st.hosts:
+                st.refresh_free(h)
+
+    def _sync_attempts(self, current: dict[str, Attempt]) -> set[str]:
+        """Attempts gone, changed or new; returns the hosts whose free lists may have changed."""
+        st = self.state
+        views = st.attempts
+        dirty: set[str] = set()
+        gone = [
+            aid for aid, av in views.items() if current.get(aid) is not av.attempt and current.get(aid) != av.attempt
+        ]
         for aid in gone:
             av = views[aid]
             self.track(av, -1)
             st.remove_attempt(aid)
             dirty.update(av.hosts)
         for aid, a in current.items():
-            av = views.get(aid)
-            if av is not None:
-                if av.stopping != a.stopping:
-                    # The same attempt object, but the pass that saw it marked it leaving and the
-                    # caller did not apply that: back to what the snapshot says.
-                    self.track(av, -1)
-                    st.remove_attempt(aid)
-                    dirty.update(av.hosts)
-                else:
+            seen = views.get(aid)
+            if seen is not None:
+                if seen.stopping == a.stopping:
                     continue
+                # The same attempt object, but the pass that saw it marked it leaving and the
+                # caller did not apply that: back to what the snapshot says.
+                self.track(seen, -1)
+                st.remove_attempt(aid)
+                dirty.update(seen.hosts)
             av = st.insert_attempt(a)
             self.track(av, 1)
             self._watch(av)
             dirty.update(av.hosts)
+        return dirty
+
+    def _sync_book(self, current: dict[str, Attempt]) -> None:
         book = self.book
-        if book is None:
-            raise _Rebuild  # built for a single pass
-        book.advance(now)
+        assert book is not None  # noqa: S101 (sync raised Rebuild otherwise)
+        book.advance(self.now)
         counted = book.attempts
         for aid in [aid for aid in counted if aid not in current]:
             book.remove(aid)
@@ -184,31 +195,38 @@ class Standing:
             elif rec[0] is not a and rec[0] != a:
                 book.remove(aid)
                 book.add(a)
+
+    def _end_protections(self) -> None:
+        """Protections that ended by now: the attempts move to the unprotected slot of the index."""
         ends = self._ends
-        while ends and ends[0][0] <= now:
+        views = self.state.attempts
+        while ends and ends[0][0] <= self.now:
             _, aid, _, av = heapq.heappop(ends)
             if views.get(aid) is av and av.protected:
                 self.track(av, -1)
                 av.protected = False
                 self.track(av, 1)
-        noms = nominations_of(snap, pending)
-        if noms != self.noms:
-            for wid, gpus in self.noms.items():
-                if noms.get(wid) != gpus:
-                    for g in gpus:
-                        if st.nominated.get(g) == wid:
-                            st.unnominate(g)
-                            dirty.add(g[0])
-            for wid, gpus in noms.items():
-                if self.noms.get(wid) != gpus:
-                    for g in gpus:
-                        st.nominate_one(g, wid)
+
+    def _sync_nominations(self, noms: dict[str, tuple[GpuRef, ...]]) -> set[str]:
+        """Nominations changed; returns the hosts whose free lists may have changed."""
+        dirty: set[str] = set()
+        if noms == self.noms:
+            return dirty
+        st = self.state
+        for wid, gpus in self.noms.items():
+            if noms.get(wid) != gpus:
+                for g in gpus:
+                    if st.nominated.get(g) == wid:
+                        st.unnominate(g)
                         dirty.add(g[0])
-            self.noms.clear()
-            self.noms.update(noms)
-        for h in sorted(dirty):
-            if h in st.hosts:
-                st.refresh_free(h)
+        for wid, gpus in noms.items():
+            if self.noms.get(wid) != gpus:
+                for g in gpus:
+                    st.nominate_one(g, wid)
+                    dirty.add(g[0])
+        self.noms.clear()
+        self.noms.update(noms)
+        return dirty
 
     # ----------------------------------------------------------------- check
     def same_as(self, other: Standing) -> list[str]:
@@ -240,14 +258,14 @@ class Standing:
         if set(a.attempts) != set(b.attempts):
             out.append("attempt ids")
         else:
-            for aid, av in a.attempts.items():
-                ov = b.attempts[aid]
-                if (av.attempt, av.stopping, av.hosts, av.on_host, av.protected) != (
-                    ov.attempt,
-                    ov.stopping,
-                    ov.hosts,
-                    ov.on_host,
-                    ov.protected,
+            for aid, mine in a.attempts.items():
+                theirs = b.attempts[aid]
+                if (mine.attempt, mine.stopping, mine.hosts, mine.on_host, mine.protected) != (
+                    theirs.attempt,
+                    theirs.stopping,
+                    theirs.hosts,
+                    theirs.on_host,
+                    theirs.protected,
                 ):
                     out.append(f"attempt {aid}")
 
@@ -266,143 +284,8 @@ class Standing:
         return out
 
 
-class PendingIndex:
-    """The pending workloads in submission order and their distinct shapes, kept by difference.
-
-    :meth:`sync` takes the pending workloads of a snapshot (id → workload) and returns them
-    ordered by (submitted_at, seq, id), the order a pass walks them in; ``shapes`` maps each
-    (budget, model, GPUs, M) to one workload of that shape, all the idle screen needs. Costs
-    O(changes × log n) plus a C-speed set difference per call instead of a sort.
-    """
-
-    def __init__(self) -> None:
-        self.objs: dict[str, Workload] = {}
-        self.order: list[tuple[int, int, str]] = []
-        self.counts: dict[tuple[str, str, int, int], int] = {}
-        self.shapes: dict[tuple[str, str, int, int], Workload] = {}
-
-    @staticmethod
-    def _shape(w: Workload) -> tuple[str, str, int, int]:
-        return (w.budget, w.model, w.gpus, w.min_runtime)
-
-    def _drop(self, wid: str) -> None:
-        w = self.objs.pop(wid)
-        key = (w.submitted_at, w.seq, w.id)
-        i = bisect_left(self.order, key)
-        del self.order[i]
-        shape = self._shape(w)
-        left = self.counts[shape] - 1
-        if left:
-            self.counts[shape] = left
-        else:
-            del self.counts[shape]
-            del self.shapes[shape]
-
-    def _add(self, w: Workload) -> None:
-        self.objs[w.id] = w
-        insort(self.order, (w.submitted_at, w.seq, w.id))
-        shape = self._shape(w)
-        self.counts[shape] = self.counts.get(shape, 0) + 1
-        self.shapes.setdefault(shape, w)
-
-    def sync(self, pending: dict[str, Workload]) -> list[Workload]:
-        """Take the index to ``pending``; returns the workloads in submission order."""
-        objs = self.objs
-        gone = objs.keys() - pending.keys()
-        changed = [wid for wid, w in pending.items() if objs.get(wid) is not w]
-        for wid in gone:
-            self._drop(wid)
-        for wid in changed:
-            if wid in objs:
-                self._drop(wid)
-            self._add(pending[wid])
-        return [objs[k[2]] for k in self.order]
-
-
-class _Rebuild(Exception):
+class Rebuild(Exception):
     """The difference is one :meth:`Standing.sync` does not take; build afresh."""
 
 
-class IncrementalScheduler:
-    """``schedule`` with a memory of the last pass (module docstring); one per simulated cluster.
-
-    ``check`` (tests): after every sync, compare with a fresh build and raise AssertionError
-    on any difference.
-    """
-
-    def __init__(self, *, check: bool = False) -> None:
-        self.check = check
-        self._standing: Standing | None = None
-        self._pending = PendingIndex()
-        self._budgets: tuple[Budget, ...] | None = None
-        self._tree = None
-
-    def __call__(self, snap: Snapshot):  # noqa: ANN204 (Decisions; import cycle)
-        from scheduler.policy.core import _Pass, pass_loads, schedule
-        from scheduler.policy.screen import idle
-        from scheduler.policy.tree import BudgetTree
-        from scheduler.policy.types import Decisions
-
-        budgets = tuple(snap.budgets)
-        if self._tree is None or not _same(budgets, self._budgets):
-            self._tree = BudgetTree(budgets)
-            self._budgets = budgets
-        tree = self._tree
-        pending = {w.id: w for w in snap.pending}
-        standing, self._standing = self._standing, None  # until this call has finished with it
-        if not _well_formed(snap, pending):
-            return schedule(snap)  # one GPU claimed twice, or one id: a fresh build decides; keep nothing
-        if standing is None or not standing.fits(snap):
-            standing = Standing(snap, pending, kept=True)
-        else:
-            try:
-                standing.sync(snap, pending)
-            except _Rebuild:
-                standing = Standing(snap, pending, kept=True)
-        if standing.state.malformed:
-            return schedule(snap)  # two attempts on one GPU: a fresh build decides; keep nothing
-        if self.check:
-            fresh = Standing(snap, pending)
-            diff = standing.same_as(fresh)
-            if pass_loads(snap, tree, standing.noms, pending, standing.book) != pass_loads(
-                snap, tree, fresh.noms, pending
-            ):
-                diff.append("loads")
-            if diff:
-                raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
-        loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
-
-        def load() -> dict[str, int]:
-            if not loads:
-                loads.append(pass_loads(snap, tree, standing.noms, pending, standing.book))
-            return loads[0][1]
-
-        index = self._pending
-        ordered = index.sync(pending)
-        if self.check:
-            expected = sorted(pending.values(), key=lambda w: (w.submitted_at, w.seq, w.id))
-            shapes = {PendingIndex._shape(w) for w in expected}
-            if [w.id for w in ordered] != [w.id for w in expected] or set(index.shapes) != shapes:
-                raise AssertionError(f"pending index differs at {snap.now}")
-        if not snap.with_reasons and idle(standing, index.shapes.values(), tree, load):
-            self._standing = standing
-            return Decisions()
-        load()
-        dec = _Pass(snap, tree, standing, pending, loads[0], ordered).run()
-        self._standing = standing
-        return dec
-
-
-def _well_formed(snap: Snapshot, pending: dict[str, Workload]) -> bool:
-    """No attempt id twice and no GPU nominated twice (double-booked GPUs: ``ClusterState.malformed``)."""
-    if len({a.id for a in snap.attempts}) != len(snap.attempts):
-        return False
-    claimed = [g for gpus in nominations_of(snap, pending).values() for g in gpus]
-    return len(claimed) == len(set(claimed))
-
-
-def _same(a: Sequence[object], b: Sequence[object] | None) -> bool:
-    return b is not None and len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
-
-
-__all__ = ["IncrementalScheduler", "Standing", "nominations_of"]
+__all__ = ["Rebuild", "Standing", "nominations_of"]

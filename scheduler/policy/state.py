@@ -123,13 +123,17 @@ class ClusterState:
             listener(host)
 
     def take(self, host: str, indices: list[int]) -> None:
-        """Remove ``indices`` from the host's free list (they are being assigned)."""
-        self._touch(host)
+        """Remove ``indices`` from the host's free list (they are being assigned).
+
+        Listeners are told after the change: an index told before would read the old free list
+        and keep a stale victim set (a nomination smaller than its workload, §3.4 rule 3).
+        """
         hv = self.hosts[host]
         self._bucket_remove(hv)
         s = set(indices)
         hv.free = [i for i in hv.free if i not in s]
         self._bucket_add(hv)
+        self._touch(host)
 
     def give_back(self, host: str, indices: list[int]) -> None:
         """Return ``indices`` to the host's free list."""

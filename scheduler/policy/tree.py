@@ -142,11 +142,6 @@ class BudgetTree:
         return total
 
 
-def ratio_lt(load_a: int, shares_a: int, load_b: int, shares_b: int) -> bool:
-    """Exact ``r(A) < r(B)`` for siblings A and B (see module docstring)."""
-    return load_a * shares_b < load_b * shares_a
-
-
 class SiblingRatio:
     """A sort key comparing siblings' ratios exactly: ``load / shares`` by cross-multiplication."""
 

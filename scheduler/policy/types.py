@@ -145,6 +145,9 @@ class Attempt:
     stopping: bool = False
     charged_until: int | None = None
     """Charging stops here even if the attempt is still open (host offline since then)."""
+    release_at: int | None = None
+    """For a stopping attempt: when its GPUs are expected back (stop + grace, seconds); None when
+    unknown, taken as now. Reservations count the GPUs from then (§3.5)."""
 
     @property
     def gpu_count(self) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 
-from scheduler.policy.types import Attempt, GpuRef, UsageRecord, Workload
+from scheduler.policy.tree import BudgetTree
+from scheduler.policy.types import Attempt, GpuRef, Snapshot, UsageRecord, Workload
 
 
 def overlap(start: int, end: int, window_start: int, now: int) -> int:
@@ -221,3 +222,28 @@ class LoadBook:
             for b, v in extra.items():
                 out[b] = out.get(b, 0) + v
         return out
+
+
+def pass_loads(
+    snap: Snapshot,
+    tree: BudgetTree,
+    noms: Mapping[str, tuple[GpuRef, ...]],
+    pending: Mapping[str, Workload],
+    book: LoadBook | None = None,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Windowed usage ``U`` and load ``U + C`` per budget, rolled up the tree (GPU-seconds, §3.1–3.2).
+
+    ``noms`` are the nominations the pass honours (their workloads commit ``gpus × M``).
+    ``book``, when given, holds the open attempts' part, synced to ``snap`` (the same sums).
+    """
+    if book is None:
+        own_u = windowed_usage(snap.usage, snap.attempts, snap.now, snap.window)
+        own_c = committed_usage(snap.attempts, snap.now, noms, pending)
+    else:
+        own_u = book.usage()
+        for b, v in windowed_usage(snap.usage, (), snap.now, snap.window).items():
+            own_u[b] = own_u.get(b, 0) + v
+        own_c = book.committed()
+        for b, v in committed_usage((), snap.now, noms, pending).items():
+            own_c[b] = own_c.get(b, 0) + v
+    return tree.roll_up(own_u), tree.roll_up(own_load(own_u, own_c))

@@ -5,34 +5,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from scheduler.policy.core import _Pass
 from scheduler.policy.dispatch import NEVER, Dispatcher, submission_key
+from scheduler.policy.pass_state import PassState
 from scheduler.policy.types import Snapshot, Workload
 from scheduler.policy.usage import windowed_usage
 
 
 def budget_usage(snap: Snapshot) -> dict[str, int]:
     """``U(b)`` for every budget, subtree included, in GPU-seconds (§3.1)."""
-    p = _Pass(snap)
+    p = PassState(snap)
     return dict(p.usage)
 
 
 def budget_ratios(snap: Snapshot) -> dict[str, float]:
     """``r(b) = (U + C) / E`` for every budget (§1), as floats for display."""
-    p = _Pass(snap)
+    p = PassState(snap)
     return {k: p.display_ratio(k) for k in p.tree.budgets}
 
 
 def entitlements(snap: Snapshot) -> dict[str, int]:
     """``E(b) = s(b) × GPUs × W`` in GPU-seconds (rounded down), for display."""
-    p = _Pass(snap)
+    p = PassState(snap)
     total = p.total_gpus * snap.window
     return {k: int(s * total) for k, s in p.shares().items()}
 
 
 def ratio_order(snap: Snapshot, keys: Sequence[str]) -> list[str]:
     """``keys`` sorted by exact ratio, then oldest pending workload, then name (§3.2)."""
-    p = _Pass(snap)
+    p = PassState(snap)
     oldest: dict[str, tuple[int, int]] = {}
     for w in snap.pending:
         for node in p.tree.chain.get(w.budget, ()):
@@ -51,7 +51,7 @@ def dispatch_order(snap: Snapshot) -> list[str]:
 
     Allocated workloads first, then unallocated ones (they fill what is left, §3.6).
     """
-    p = _Pass(snap)
+    p = PassState(snap)
     alloc: dict[str, list[Workload]] = {}
     unalloc: dict[str, list[Workload]] = {}
     for w in snap.pending:
@@ -60,9 +60,9 @@ def dispatch_order(snap: Snapshot) -> list[str]:
     out: list[str] = []
     for queues in (alloc, unalloc):
         d = Dispatcher(p.tree, p.load, queues)
-        while (w := d.next()) is not None:
-            out.append(w.id)
-            d.done(w, admitted=False)
+        while (nxt := d.next()) is not None:
+            out.append(nxt.id)
+            d.done(nxt, admitted=False)
     return out
 
 

@@ -28,7 +28,7 @@ from scheduler.policy import (
     StopReason,
     schedule,
 )
-from scheduler.policy.core import _Pass
+from scheduler.policy.core import Pass
 from scheduler.policy.screen import nothing_to_do
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.views import budget_usage
@@ -105,7 +105,7 @@ class CheckedEngine(Engine):
         fresh = schedule(shuffled)
         assert fresh == dec, f"{fresh}\n!=\n{dec}"
         # Without reasons (simulations) the pass takes short cuts; it decides exactly the same.
-        quiet = _Pass(replace(snap, with_reasons=False)).run()  # no idle screen: every field compares
+        quiet = Pass(replace(snap, with_reasons=False)).run()  # no idle screen: every field compares
         assert replace(quiet, pending=dec.pending) == dec
         # A pass the quick screen calls idle decides nothing (schedule() skips it without reasons).
         if nothing_to_do(snap, BudgetTree(snap.budgets)):

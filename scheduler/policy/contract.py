@@ -1,0 +1,363 @@
+"""The scheduling contract (DESIGN.md §3.4, §3.5), stated once.
+
+Every search, reservation, pending reason and the idle screen read this module:
+
+- **Victim classes** (:func:`victim_class`): how an open attempt counts as room for a pending
+  workload ``P``. ``NOW`` (rule 1 and 2 allow it now), ``LATER`` (rule 2 allows it, still
+  protected), ``FORBIDDEN`` (rule 2 forbids it), ``NEVER`` (its own budget's allocated work, any
+  work for unallocated ``P`` (rule 4), or work already leaving).
+- **Rule 2** (:func:`rule2`, :func:`allowed_budgets`): which budgets' allocated work ``P`` may take.
+- **The victim key** (:data:`CRITERIA`, :func:`victim_key`): the victim-choice order of §3.4 as
+  one tuple of numbered criteria, smaller first. Shortcuts that lean on its order say so in one
+  boolean (:func:`counts_lead`) and switch off when the order is changed.
+- **The room profile of a host** (:class:`HostRoom`, :func:`host_room`): what each class of victim
+  there could free for ``P``, and from when. Reservations read its timeline; the pass's per-host,
+  per-budget counts (``Standing.agg``) are an index of its totals (:func:`indexed_counts`), and the
+  property test checks the index against :func:`host_room` on every pass.
+
+Shapes: GPU counts are integers, instants integer seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import NamedTuple
+
+from scheduler.policy.state import AttemptView, ClusterState, HostView
+from scheduler.policy.tree import BudgetTree
+from scheduler.policy.types import Workload
+
+# ----------------------------------------------------------------- victim classes
+NOW = 0
+"""Room now: unallocated work (for allocated ``P``), or unprotected work rule 2 allows."""
+LATER = 1
+"""Room at the end of its protection: rule 2 allows it, rule 1 not yet."""
+FORBIDDEN = 2
+"""Never room while rule 2 forbids it (another budget, the less served side)."""
+NEVER = 3
+"""Never room for ``P``: its own budget's allocated work, anything for unallocated ``P``, leaving work."""
+
+
+def rule2(tree: BudgetTree, load: Mapping[str, int], budget: str, commitment: int, victim_budget: str) -> bool:
+    """§3.4 rule 2: may a workload of ``budget`` committing ``commitment`` GPU-seconds (``gpus × M``)
+    take allocated work of ``victim_budget``? ``r(A)`` with the commitment strictly below ``r(B)``
+    (:meth:`BudgetTree.rule2`); ``load`` is ``U + C`` per budget in GPU-seconds. Never for its
+    own budget."""
+    return victim_budget in tree.budgets and tree.rule2(load, budget, commitment, victim_budget)
+
+
+def allowed_budgets(
+    tree: BudgetTree, load: Mapping[str, int], budget: str, commitment: int, budgets: Iterable[str]
+) -> frozenset[str]:
+    """The budgets among ``budgets`` whose allocated work rule 2 lets a workload of ``budget``
+    committing ``commitment`` take (rule 4 aside: :func:`budget_class` never lets unallocated
+    work take any)."""
+    return frozenset(v for v in budgets if v != budget and rule2(tree, load, budget, commitment, v))
+
+
+def commitment(w: Workload) -> int:
+    """``w``'s commitment once admitted or nominated: ``gpus × M`` GPU-seconds (§3.2, §3.4)."""
+    return w.gpus * w.min_runtime
+
+
+def budget_class(w: Workload, budget: str, allowed: Container[str], known: Container[str]) -> int:
+    """Class of ``budget``'s unprotected allocated work for ``w``: NOW, FORBIDDEN or NEVER.
+
+    ``allowed`` is :func:`allowed_budgets` of ``w``; ``known`` the budgets of the tree."""
+    if not w.allocated or budget == w.budget or budget not in known:
+        return NEVER
+    return NOW if budget in allowed else FORBIDDEN
+
+
+def victim_class(av: AttemptView, w: Workload, allowed: Container[str], known: Container[str]) -> int:
+    """How the open attempt ``av`` counts as room for ``w`` (§3.4 rules 1, 2 and 4)."""
+    if av.stopping:
+        return NEVER
+    a = av.attempt
+    if not a.allocated:
+        return NOW if w.allocated else NEVER
+    c = budget_class(w, a.budget, allowed, known)
+    if c == NOW and av.protected:
+        return LATER
+    return c
+
+
+# ------------------------------------------------------------------ the victim key
+@dataclass(frozen=True, slots=True)
+class KeyContext:
+    """What the victim key needs beyond the victims: ``side(v)`` is ``-r(B)`` for a victim of
+    budget ``v`` (B the side of the lowest common ancestor holding ``v``; negated so that the most
+    over-served side sorts first), ``fabric(host)`` the host's fabric label."""
+
+    side: Callable[[str], Fraction]
+    fabric: Callable[[str], str]
+
+
+Criterion = Callable[[KeyContext, Sequence[AttemptView], Sequence[str]], object]
+
+
+def allocated_gpus(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> int:
+    """1. Fewest allocated GPUs preempted."""
+    return sum(v.attempt.gpu_count for v in victims if v.attempt.allocated)
+
+
+def gpus(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> int:
+    """2. Fewest GPUs preempted (a gang victim's GPUs all count)."""
+    return sum(v.attempt.gpu_count for v in victims)
+
+
+def victim_count(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> int:
+    """3. Fewest victims."""
+    return len(victims)
+
+
+def sides(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[tuple[int, Fraction], ...]:
+    """4. Victims of the most over-served side first: their ``r(B)`` sorted highest first, as a vector.
+
+    Unallocated work has no side: it counts as the most over-served (docs/policy.md)."""
+    out = [(1, ctx.side(v.attempt.budget)) if v.attempt.allocated else (0, Fraction(0)) for v in victims]
+    out.sort()
+    return tuple(out)
+
+
+def start_times(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[int, ...]:
+    """5. Most recently started first: start times sorted latest first, as a vector."""
+    return tuple(sorted(-(v.attempt.started_at or 0) for v in victims))
+
+
+def fabrics(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> int:
+    """6. Fewest fabrics (a gang's hosts; §3.3: after the victim order, before host names)."""
+    return len({ctx.fabric(h) for h in hosts}) if len(hosts) > 1 else 1
+
+
+def host_names(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[str, ...]:
+    """7. Host names, ascending in plain string order."""
+    return tuple(sorted(hosts))
+
+
+def workload_ids(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[str, ...]:
+    """8. The victims' workload ids, ascending in plain string order."""
+    return tuple(sorted(v.attempt.workload for v in victims))
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    allocated_gpus,
+    gpus,
+    victim_count,
+    sides,
+    start_times,
+    fabrics,
+    host_names,
+    workload_ids,
+)
+"""The victim-choice order of DESIGN.md §3.4, in its order and numbering: compared
+lexicographically, smaller first. The same input always gives the same victims."""
+
+COUNTS: tuple[Criterion, ...] = (allocated_gpus, gpus, victim_count)
+
+
+def victim_key(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[object, ...]:
+    """The §3.4 key of a victim set on ``hosts`` (smaller is better): :data:`CRITERIA` in order."""
+    return tuple(c(ctx, victims, hosts) for c in CRITERIA)
+
+
+def counts_lead() -> bool:
+    """True while criteria 1–3 are, in this order, allocated GPUs, GPUs and victims.
+
+    The searches' shortcuts rest on it and are used only while it holds:
+    - a set with no allocated victim beats every set with one (criterion 1), and among such
+      sets the key does not depend on the preemptor (unallocated work has no side), so one
+      index of the best unallocated-only set per host serves every preemptor (reclaim.py); a
+      search that finds none there need only scan hosts holding an allocated victim it may take;
+    - the three counts are sums over the victims, so a set's ``(allocated GPUs, GPUs)`` is at
+      least a host's lower bound (GPUs still missing after free and unallocated GPUs; after free
+      GPUs) and a superset is never better on them: the scan stops at the first host whose bound
+      is worse than the best set, and skips sets whose counts are.
+    Otherwise every host is enumerated in full (same key, slower).
+    """
+    return CRITERIA[:3] == COUNTS
+
+
+# -------------------------------------------------------------- the room profile
+@dataclass(slots=True)
+class HostRoom:
+    """What one host could free for one pending workload, by victim class, and from when (GPUs).
+
+    Only healthy GPUs count. ``leaving``: GPUs of attempts already stopping that no one is
+    nominated for, by release instant (§3.5); ``now``: class NOW; ``later``: class LATER as
+    ``(end of protection, GPUs, confirmed)`` (a starting attempt, not confirmed: ``M`` from now);
+    ``forbidden``: class FORBIDDEN, ``witness``
+    its smallest budget key; ``never``: class NEVER, leaving work apart; ``nominated``: some GPU of
+    the host is nominated (for a workload with a nomination elsewhere: another one).
+    """
+
+    free: int
+    now: int = 0
+    leaving: list[tuple[int, int]] = field(default_factory=list)
+    later: list[tuple[int, int, bool]] = field(default_factory=list)
+    forbidden: int = 0
+    witness: str | None = None
+    never: int = 0
+    stopping: bool = False
+    nominated: bool = False
+
+    def over_time(self, now: int) -> tuple[int, list[tuple[int, int]], int]:
+        """``(GPUs room now, [(instant, more GPUs)] in order, most ever)`` for a reservation:
+        free GPUs, leaving work at its release, NOW work now, LATER work at its protection's end."""
+        events = [(now, self.now)] if self.now else []
+        events.extend(self.leaving)
+        events.extend((t, g) for t, g, _ in self.later)
+        events.sort()
+        have = self.free
+        return have, events, have + sum(g for _, g in events)
+
+    def vacated_at(self, now: int) -> int | None:
+        """When the whole host is room (a gang's reservation), or None: never while rule 2 forbids
+        some of its work, its own budget's work is there, or some GPU is nominated."""
+        if self.nominated or self.forbidden or self.never:
+            return None
+        return max([now, *(t for t, _ in self.leaving), *(t for t, _, _ in self.later)])
+
+    def room_by(self, need: int, now: int, starting_now: bool = False) -> int:
+        """When free, NOW and LATER work reach ``need`` GPUs (seconds; ``now`` if never).
+
+        ``starting_now``: count starting attempts' GPUs now, as the ``protected_work`` reason
+        has always shown them (a reservation assumes ``M`` from now)."""
+        have = self.free + self.now
+        if have >= need:
+            return now
+        for t, g in sorted((t if confirmed or not starting_now else now, g) for t, g, confirmed in self.later):
+            have += g
+            if have >= need:
+                return t
+        return now
+
+
+def host_room(
+    state: ClusterState, hv: HostView, w: Workload, allowed: Container[str], known: Container[str], now: int
+) -> HostRoom:
+    """The room profile of ``hv`` for ``w`` (rule 2 allowing ``allowed``), from its attempts."""
+    name = hv.name
+    nominated = state.nominated
+    room = HostRoom(len(hv.free), stopping=bool(hv.stopping), nominated=bool(state.nominees.get(name)))
+    for aid in hv.attempts:
+        av = state.attempts[aid]
+        a = av.attempt
+        got = av.on_host.get(name, 0)
+        if av.stopping:
+            gone = sum(1 for g in a.gpus if g[0] == name and g[1] in hv.healthy and g not in nominated)
+            if gone:
+                room.leaving.append((now if a.release_at is None else max(now, a.release_at), gone))
+            continue
+        c = victim_class(av, w, allowed, known)
+        if c == NOW:
+            room.now += got
+        elif c == LATER:
+            pu = a.protected_until
+            room.later.append((pu if pu is not None else now + a.min_runtime, got, pu is not None))
+        elif c == FORBIDDEN:
+            room.forbidden += got
+            smaller = got and (room.witness is None or a.budget < room.witness)
+            room.witness = a.budget if smaller else room.witness
+        else:
+            room.never += got
+    return room
+
+
+class RoomCounts(NamedTuple):
+    """The totals of a :class:`HostRoom` that the pass's aggregates index (no instants).
+
+    A named tuple: the reason tables build one per host and table (cheap to make)."""
+
+    free: int
+    now: int
+    later: int
+    forbidden: int
+    witness: str | None
+    never: int
+    stopping: bool
+    nominated: bool
+
+    def levels(self) -> tuple[int, int, int, int]:
+        """Room at levels 0 (free), 1 (+ NOW), 2 (+ LATER), 3 (+ FORBIDDEN) of §3.8's reasons."""
+        h1 = self.free + self.now
+        h2 = h1 + self.later
+        return self.free, h1, h2, h2 + self.forbidden
+
+    def worst(self) -> int:
+        """A whole host's level for a gang (:func:`worst_level`)."""
+        return worst_level(self.now, self.later, self.forbidden, self.never or self.stopping or self.nominated)
+
+
+def worst_level(now: int, later: int, forbidden: int, never: object) -> int:
+    """A whole host's level for a gang: the worst class of its work (GPUs by class), 0 when
+    empty, 4 when it can never be vacated for the workload (``never``: own work, leaving work or
+    nominated GPUs there)."""
+    if never:
+        return 4
+    if forbidden:
+        return 3
+    if later:
+        return 2
+    return 1 if now else 0
+
+
+def counts_of(room: HostRoom) -> RoomCounts:
+    """The totals of a fresh profile, to compare with :func:`indexed_counts`."""
+    later = sum(g for _, g, _ in room.later)
+    return RoomCounts(
+        room.free, room.now, later, room.forbidden, room.witness, room.never, room.stopping, room.nominated
+    )
+
+
+def indexed_counts(
+    state: ClusterState, hv: HostView, per_budget: Mapping[str, list[int]] | None, classes: Mapping[str, int]
+) -> RoomCounts:
+    """:func:`counts_of` :func:`host_room` for an allocated workload, read from the index.
+
+    ``per_budget`` is ``Standing.agg[host]`` (budget → [unprotected, protected] GPUs of allocated
+    work not leaving); ``classes`` maps each such budget to :func:`budget_class`.
+    """
+    now, later, forbidden, never, witness = indexed_sums(hv, per_budget, classes)
+    return RoomCounts(
+        len(hv.free), now, later, forbidden, witness, never, bool(hv.stopping), bool(state.nominees.get(hv.name))
+    )
+
+
+def indexed_sums(
+    hv: HostView, per_budget: Mapping[str, list[int]] | None, classes: Mapping[str, int]
+) -> tuple[int, int, int, int, str | None]:
+    """GPUs of ``hv`` by class, read from the index: ``(NOW, LATER, FORBIDDEN, NEVER, witness)``
+    (the fields of :func:`indexed_counts`, as a plain tuple for the tables built per host).
+
+    NOW counts unallocated work (room for every allocated workload) and unprotected allocated
+    work of NOW budgets; LATER their protected work; the witness is the smallest FORBIDDEN budget.
+    """
+    now = hv.unalloc
+    later = forbidden = never = 0
+    witness: str | None = None
+    if per_budget:
+        for v, counts in per_budget.items():
+            c = classes[v]
+            if c == NOW:
+                now += counts[0]
+                later += counts[1]
+            elif c == FORBIDDEN:
+                forbidden += counts[0] + counts[1]
+                # the smallest key: the same whatever order the work was seen in
+                witness = v if witness is None or v < witness else witness
+            else:
+                never += counts[0] + counts[1]
+    return now, later, forbidden, never, witness
+
+
+def index_slot(av: AttemptView) -> int | None:
+    """Where an attempt sits in the index of room profiles: 0 (unprotected allocated work, NOW or
+    FORBIDDEN by budget), 1 (protected: LATER or FORBIDDEN), None (not indexed: unallocated work
+    is counted per host, leaving work is nobody's room but its release)."""
+    a = av.attempt
+    if not a.allocated or av.stopping:
+        return None
+    return 0 if not av.protected and a.started_at is not None else 1

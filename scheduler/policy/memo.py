@@ -1,0 +1,72 @@
+"""The pass's one memo: every cached answer of a pass, with one invalidation rule.
+
+**Rule: a change drops every entry that read what changed.** The pass reports each change
+through :meth:`Memo.changed`, naming what it touched:
+
+- every decision (start, stop, nomination, reservation, load change) changes the *state*;
+- ``load``: a budget's ``U + C`` changed (ratios, hence rule 2's answers);
+- ``room``: room for pending work can grow (a stop; a nomination released or turned into an
+  attempt). Within a pass starts and reservations only take room away or delay it, so a failed
+  search stays failed until room can grow (``Pass.failed_before``).
+
+Each table below says what its entries read. The one exception reads a single host: room
+profiles carry that host's version (:attr:`ClusterState.version`, bumped by every change of its
+GPUs, work or nominations) in their key, so a change elsewhere never drops them.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+
+class Memo:
+    """Cached answers of one pass (module docstring). Plain dicts, read and filled by the pass."""
+
+    __slots__ = (
+        "allowed",
+        "classes",
+        "failed",
+        "gang_options",
+        "gang_table",
+        "host_room",
+        "level_table",
+        "levels",
+        "outright",
+        "reason",
+        "sides",
+    )
+
+    def __init__(self) -> None:
+        # read loads: (budget, commitment, budgets seen) -> budgets rule 2 allows / class of each budget
+        self.allowed: dict[tuple[str, int, int], frozenset[str]] = {}
+        self.classes: dict[tuple[str, int, int], dict[str, int]] = {}
+        self.sides: dict[tuple[str, str], Fraction] = {}  # (preemptor budget, victim budget) -> -r(B)
+        # read room: (search kind, model) -> failed searches as (allowed budgets, GPUs, M)
+        self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
+        # read room and loads: (budget, model, GPUs, M) of workloads that failed outright
+        self.outright: set[tuple[str, str, int, int]] = set()
+        # read the state: reason tables and reasons
+        self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
+        self.level_table: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
+        self.gang_table: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
+        self.gang_options: dict[tuple[object, ...], list[str]] = {}
+        self.reason: dict[tuple[object, ...], Any] = {}
+        # read one host: (host, host version, allowed budgets) -> its room profile's answers
+        self.host_room: dict[tuple[object, ...], Any] = {}
+
+    def changed(self, *, load: bool = False, room: bool = False) -> None:
+        """Drop what read the state (always), the loads (``load``) or the room (``room``)."""
+        self.levels.clear()
+        self.level_table.clear()
+        self.gang_table.clear()
+        self.gang_options.clear()
+        self.reason.clear()
+        if load:
+            self.allowed.clear()
+            self.classes.clear()
+            self.sides.clear()
+            self.outright.clear()
+        if room:
+            self.failed.clear()
+            self.outright.clear()

@@ -1,0 +1,177 @@
+"""What one pass knows while it runs, and the queries its parts share.
+
+:class:`PassState` holds the snapshot, the budget tree, the cluster state (a
+:class:`~scheduler.policy.standing.Standing` the pass may change), loads, the decisions so far,
+reservations and the pass's :class:`~scheduler.policy.memo.Memo`. Placement, victim search,
+reservations and reasons (their own modules) read it; only the pass (core.py) decides, and it
+reports every change through :meth:`PassState.changed`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import scheduler.policy.contract as contract
+from scheduler.policy.contract import KeyContext
+from scheduler.policy.dispatch import Dispatcher
+from scheduler.policy.memo import Memo
+from scheduler.policy.standing import Standing
+from scheduler.policy.state import AttemptView
+from scheduler.policy.tree import BudgetTree
+from scheduler.policy.types import Decisions, GpuRef, Snapshot, Workload
+from scheduler.policy.usage import pass_loads
+
+
+class PassState:
+    """The state of one pass over ``snap`` (the arguments after it are what a caller already has)."""
+
+    def __init__(
+        self,
+        snap: Snapshot,
+        tree: BudgetTree | None = None,
+        standing: Standing | None = None,
+        pending: dict[str, Workload] | None = None,
+        loads: tuple[dict[str, int], dict[str, int]] | None = None,
+    ) -> None:
+        self.snap = snap
+        self.now = snap.now
+        self.tree = tree if tree is not None else BudgetTree(snap.budgets)
+        self.pending: dict[str, Workload] = pending if pending is not None else {w.id: w for w in snap.pending}
+        # The standing (cluster state and aggregates) is this pass's to change: its end state is
+        # what the next snapshot is synced from (scheduler.policy.standing).
+        self.standing = standing if standing is not None else Standing(snap, self.pending)
+        self.state = self.standing.state
+        self.noms: dict[str, tuple[GpuRef, ...]] = self.standing.noms
+        if loads is None:
+            loads = pass_loads(snap, self.tree, self.noms, self.pending)
+        self.usage = loads[0]
+        self.load: dict[str, int] = dict(loads[1])  # changed by the pass's own starts and stops
+        self.total_gpus = sum(h.size for h in snap.hosts)
+        self.dec = Decisions()
+        self.memo = Memo()
+        self.reserved: dict[str, tuple[str, int]] = {}  # host -> (workload, reserved start)
+        self.reserving: set[str] = set()
+        self.unfunded: set[str] = set()
+        self.disp: Dispatcher | None = None  # the allocated pass's dispatcher while it runs
+        self._shares: dict[str, Fraction] | None = None
+
+    # ------------------------------------------------------------ changes
+    def changed(self, *, room: bool = False) -> None:
+        """A decision changed the state; ``room``: room for pending work can grow (memo.py)."""
+        self.memo.changed(room=room)
+
+    def add_load(self, budget: str, amount: int) -> None:
+        """Add ``amount`` GPU-seconds to the load of ``budget`` and its ancestors; re-rank them."""
+        for node in self.tree.chain[budget]:
+            self.load[node] += amount
+        self.memo.changed(load=True)
+        if self.disp is not None:
+            self.disp.loads_changed(budget)
+
+    # ------------------------------------------------------------ ratios
+    def shares(self) -> dict[str, Fraction]:
+        """Normalized shares; archived budgets without work drop out (§3.7)."""
+        if self._shares is None:
+            busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
+            busy_tree: set[str] = set()
+            for b in busy:
+                if b in self.tree.chain:
+                    busy_tree.update(self.tree.chain[b])
+            live = {k for k, b in self.tree.budgets.items() if not b.archived or k in busy_tree}
+            self._shares = self.tree.normalized_shares(live)
+        return self._shares
+
+    def ratio(self, budget: str, extra: int = 0) -> Fraction:
+        """Exact ``(U + C + extra) / s(b)``; divide by GPUs × W for the displayed ratio."""
+        s = self.shares().get(budget, Fraction(0))
+        load = self.load[budget] + extra
+        if s == 0:
+            return Fraction(10**18) if load else Fraction(0)
+        return Fraction(load) / s
+
+    def display_ratio(self, budget: str, extra: int = 0) -> float:
+        """``r(b) = (U + C) / E`` with ``E = s(b) × GPUs × W`` (DESIGN.md §1), as a float."""
+        denom = self.total_gpus * self.snap.window
+        if not denom:
+            return 0.0
+        return float(self.ratio(budget, extra) / denom)
+
+    # ------------------------------------------------------------ the contract, for this pass
+    def room_budgets(self, w: Workload) -> frozenset[str]:
+        """Budgets whose allocated work rule 2 lets ``w`` take: the one place a pass asks rule 2
+        of every budget (:func:`contract.allowed_budgets`)."""
+        agg_budgets = self.standing.agg_budgets
+        key = (w.budget, w.gpus * w.min_runtime, len(agg_budgets))
+        out = self.memo.allowed.get(key)
+        if out is None:
+            out = self.memo.allowed[key] = contract.allowed_budgets(
+                self.tree, self.load, w.budget, contract.commitment(w), agg_budgets
+            )
+        return out
+
+    def budget_classes(self, w: Workload) -> dict[str, int]:
+        """:func:`contract.budget_class` of every budget holding allocated work, for ``w``."""
+        agg_budgets = self.standing.agg_budgets
+        key = (w.budget, w.gpus * w.min_runtime, len(agg_budgets))
+        out = self.memo.classes.get(key)
+        if out is None:
+            allowed = self.room_budgets(w)
+            known = self.tree.budgets
+            out = self.memo.classes[key] = {v: contract.budget_class(w, v, allowed, known) for v in agg_budgets}
+        return out
+
+    def victim_class(self, w: Workload, av: AttemptView) -> int:
+        """How the attempt counts as room for ``w`` (:func:`contract.victim_class`)."""
+        return contract.victim_class(av, w, self.room_budgets(w), self.tree.budgets)
+
+    def key_context(self, w: Workload) -> KeyContext:
+        """The victim key's view of this pass for preemptor ``w``."""
+        cache = self.memo.sides
+        tree = self.tree
+        hosts = self.state.hosts
+
+        def side(v: str) -> Fraction:
+            r = cache.get((w.budget, v))
+            if r is None:
+                split = tree.split(w.budget, v)
+                r = cache[(w.budget, v)] = -self.ratio(split[1] if split is not None else v)
+            return r
+
+        return KeyContext(side, lambda h: hosts[h].fabric)
+
+    # ------------------------------------------------------------ shapes and reservations
+    def is_gang(self, w: Workload) -> bool:
+        """True when ``w`` needs more GPUs than the largest host of its model (§3.3)."""
+        return w.gpus > self.state.largest.get(w.model, 0)
+
+    def host_allowed(self, w: Workload, host: str) -> bool:
+        """May ``w`` be placed on ``host`` despite a reservation there (§3.5)?"""
+        r = self.reserved.get(host)
+        if r is None or r[0] == w.id or not w.allocated:
+            return True
+        return self.now + w.min_runtime <= r[1]
+
+    # ------------------------------------------------------------ failures that stand
+    def failed_before(self, kind: str, w: Workload) -> bool:
+        """True when a search of ``kind`` already failed, since room last grew, for a workload
+        that had at least the room ``w`` has: same model, allowed victim budgets a superset of
+        ``w``'s, no more GPUs, no longer M.
+
+        A victim or reservation search depends on a workload without a reservation or a
+        nomination only through its model, size, M (hosts reserved by others) and the budgets
+        whose allocated work rule 2 lets it take; each of those only shrinks the room when it
+        grows, and within a pass room only shrinks until it can grow again (memo.py).
+        A gang's victim search fails only for too few vacatable hosts (a set without victims
+        would be whole free hosts, which free placement tried first), so more GPUs fail too.
+        """
+        fails = self.memo.failed.get((kind, w.model))
+        if not fails:
+            return False
+        allowed = self.room_budgets(w)
+        n, m = w.gpus, w.min_runtime
+        return any(n >= f_n and m >= f_m and allowed <= f_allowed for f_allowed, f_n, f_m in fails)
+
+    def remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
+        """Record a failed search of ``kind`` (:meth:`failed_before`)."""
+        entry = (self.room_budgets(w), w.gpus, min_runtime)
+        self.memo.failed.setdefault((kind, w.model), []).append(entry)

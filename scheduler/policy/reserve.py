@@ -1,0 +1,115 @@
+"""Reservations (DESIGN.md §3.5): the host (set) where a blocked workload could start earliest.
+
+Room over time is the host's room profile (:func:`contract.host_room`): free GPUs now, the GPUs
+of attempts already stopping from their release (those nominated for another workload
+excepted), unallocated and allowed unprotected work now, allowed protected work at the end of
+its protection. Each host's answer is kept per (host version, allowed budgets).
+"""
+
+from __future__ import annotations
+
+import scheduler.policy.contract as contract
+from scheduler.policy.pass_state import PassState
+from scheduler.policy.placement import pick_hosts_by_fabric
+from scheduler.policy.state import HostView
+from scheduler.policy.types import Workload
+
+Best = tuple[int, int, tuple[str, ...]]
+"""(reserved start, fabrics, host names): the earliest, then fewest fabrics, then names."""
+
+
+def reserve(ps: PassState, w: Workload) -> bool:
+    """Reserve the earliest host (set) for ``w``; True when one was found.
+
+    A search that found no host depends on the workload only through its model, size and how
+    rule 2 classes every budget (it has no nomination): the failure stands for every workload
+    with no more room until room can grow (:meth:`PassState.failed_before`).
+    """
+    gang = ps.is_gang(w)
+    kind = "rg" if gang else "r"
+    if ps.failed_before(kind, w):
+        return False
+    best = _earliest_gang(ps, w) if gang else _earliest_single(ps, w)
+    if best is None:
+        ps.remember_failure(kind, w, 0)  # M plays no part in a reservation
+        return False
+    t, _, hosts = best
+    ps.reserving.add(w.id)
+    for h in hosts:
+        ps.reserved[h] = (w.id, t)
+    ps.dec.reserved_start[w.id] = t
+    ps.changed()
+    return True
+
+
+def _room(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> contract.HostRoom:
+    return contract.host_room(ps.state, hv, w, allowed, ps.tree.budgets, ps.now)
+
+
+def _earliest_single(ps: PassState, w: Workload) -> Best | None:
+    n = w.gpus
+    allowed = ps.room_budgets(w)
+    version = ps.state.version
+    cache = ps.memo.host_room
+    agg = ps.standing.agg
+    held = ps.standing.agg_held
+    best: Best | None = None
+    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+        if not hv.active or hv.name in ps.reserved:
+            continue
+        # Upper bound on the room ever made here: healthy GPUs less allocated work that is
+        # never room for w (forbidden by rule 2, or its own budget's).
+        bound = len(hv.healthy) - held.get(hv.name, 0)
+        per = agg.get(hv.name)
+        if allowed and per:
+            for v in allowed:
+                counts = per.get(v)
+                if counts is not None:
+                    bound += counts[0] + counts[1]
+        if bound < n:
+            continue
+        key = (hv.name, version.get(hv.name, 0), allowed)
+        room = cache.get(key)
+        if room is None:
+            room = cache[key] = _room(ps, w, hv, allowed).over_time(ps.now)
+        have, events, most = room
+        if most < n:
+            continue
+        t = ps.now
+        if have < n:
+            for at, freed in events:
+                have += freed
+                if have >= n:
+                    t = at
+                    break
+        cand = (t, 1, (hv.name,))
+        if best is None or cand < best:
+            best = cand
+    return best
+
+
+def _earliest_gang(ps: PassState, w: Workload) -> Best | None:
+    st = ps.state
+    size = st.largest[w.model]
+    k = w.gpus // size
+    per_host: list[tuple[int, str]] = []
+    allowed = ps.room_budgets(w)
+    cache = ps.memo.host_room
+    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+        if not hv.active or not hv.all_healthy or hv.size != size or hv.name in ps.reserved:
+            continue
+        key = ("vacated", hv.name, st.version.get(hv.name, 0), allowed)
+        if key in cache:
+            t = cache[key]
+        else:
+            t = cache[key] = _room(ps, w, hv, allowed).vacated_at(ps.now)
+        if t is not None:
+            per_host.append((t, hv.name))
+    if len(per_host) < k:
+        return None
+    per_host.sort()
+    start = per_host[k - 1][0]
+    eligible = [h for t, h in per_host if t <= start]
+    chosen = pick_hosts_by_fabric(st, eligible, k)
+    fabrics = len({st.hosts[h].fabric for h in chosen})
+    return (start, fabrics, tuple(sorted(chosen)))

@@ -1,0 +1,253 @@
+"""Victim search (DESIGN.md §3.4): the best inclusion-minimal sufficient set of victims.
+
+Eligibility is :func:`contract.victim_class` (only class NOW may go), the order is
+:func:`contract.victim_key`. Single-host work: every non-empty subset of a host's NOW work that
+frees enough GPUs and from which no victim could be spared; hosts in order of a lower bound on
+the key's leading counts, so the scan stops early (:func:`contract.counts_lead` says when that
+holds). A gang: sets of whole hosts holding only NOW work, exact up to
+:data:`MAX_EXACT_GANG_SETS` host combinations, greedy above (docs/policy.md).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from math import comb
+
+import scheduler.policy.contract as contract
+from scheduler.policy.contract import NEVER, NOW, KeyContext
+from scheduler.policy.pass_state import PassState
+from scheduler.policy.reclaim import ReclaimIndex
+from scheduler.policy.state import AttemptView, HostView
+from scheduler.policy.types import GpuRef, Workload
+
+MAX_EXACT_GANG_SETS = 2000
+"""Above this many host combinations the gang victim choice is greedy (docs/policy.md)."""
+
+Found = tuple[list[AttemptView], tuple[GpuRef, ...]]
+"""Victims to stop and the GPUs to nominate for the preemptor."""
+
+Counts = tuple[int, int, int]
+"""A set's (allocated GPUs, GPUs, victims): criteria 1–3 while :func:`contract.counts_lead`."""
+
+
+def search(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | None:
+    """The victims ``w`` may preempt and the GPUs it then takes, or None (§3.4 rules 1–3)."""
+    return search_gang(ps, w) if ps.is_gang(w) else search_single(ps, reclaim, w)
+
+
+def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | None:
+    """Best victim set on one host for ``w``."""
+    lead = contract.counts_lead()
+    if lead:
+        hit = reclaim.best(w.model, w.gpus, lambda h: ps.host_allowed(w, h))
+        if hit is not None:
+            return take_victims(ps, w, *hit)
+    allowed = ps.room_budgets(w)
+    ctx = ps.key_context(w)
+    best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
+    counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
+    for lb, hv in _candidate_hosts(ps, w, allowed, lead):
+        if counts is not None and lb > counts[:2]:
+            break  # no set here can beat the best on its leading counts (contract.counts_lead)
+        if not ps.host_allowed(w, hv.name):
+            continue
+        found = _best_on_host(ps, ctx, w, hv, allowed, lead, counts)
+        if found is not None and (best is None or found[0] < best[0]):
+            best = (found[0], found[1], hv)
+            if lead:
+                counts = found[2]
+    if best is None:
+        return None
+    return take_victims(ps, w, best[1], best[2])
+
+
+def _candidate_hosts(
+    ps: PassState, w: Workload, allowed: frozenset[str], lead: bool
+) -> list[tuple[tuple[int, int], HostView]]:
+    """Hosts that may hold a victim set, by lower bound on (allocated GPUs, GPUs) preempted.
+
+    With the counts leading and no unallocated-only set anywhere (the reclaim index found none),
+    every candidate set holds an allocated victim rule 2 allows now: only hosts holding one."""
+    st = ps.state
+    if lead:
+        names: set[str] = set()
+        for v, where in ps.standing.victim_hosts.items():
+            if where and v in allowed:
+                names.update(where)
+        views = [st.hosts[name] for name in names]
+    else:
+        views = list(ps.standing.hosts_by_model.get(w.model, ()))
+    n = w.gpus
+    order = []
+    for hv in views:
+        if not hv.active or hv.model != w.model:
+            continue
+        f = len(hv.free)
+        order.append(((max(0, n - f - hv.unalloc), n - f), hv.name, hv))
+    order.sort(key=lambda x: (x[0], x[1]))
+    return [(lb, hv) for lb, _, hv in order]
+
+
+def _best_on_host(
+    ps: PassState,
+    ctx: KeyContext,
+    w: Workload,
+    hv: HostView,
+    allowed: frozenset[str],
+    lead: bool,
+    bound: Counts | None,
+) -> tuple[tuple[object, ...], list[AttemptView], Counts] | None:
+    """The best inclusion-minimal sufficient set of NOW work on ``hv``; with ``bound`` (the best
+    set's leading counts so far, only while :func:`contract.counts_lead`), only sets whose counts
+    are not worse."""
+    st = ps.state
+    known = ps.tree.budgets
+    name = hv.name
+    vics: list[tuple[AttemptView, int]] = []
+    for aid in hv.attempts:
+        av = st.attempts[aid]
+        freed = av.on_host.get(name, 0)
+        if freed > 0 and contract.victim_class(av, w, allowed, known) == NOW:
+            vics.append((av, freed))
+    if bound is not None:
+        # A victim alone worse than the best set on allocated GPUs or GPUs cannot be in a better set.
+        ba, bt = bound[0], bound[1]
+        vics = [
+            (c, f)
+            for c, f in vics
+            if c.attempt.gpu_count <= bt and (not c.attempt.allocated or c.attempt.gpu_count <= ba)
+        ]
+    free = len(hv.free)
+    if free + sum(f for _, f in vics) < w.gpus:
+        return None
+    best: tuple[tuple[object, ...], list[AttemptView], Counts] | None = None
+    for mask, prefix in _minimal_sets(vics, free, w.gpus):
+        if bound is not None and prefix > bound:
+            continue
+        chosen = [vics[i][0] for i in range(len(vics)) if mask >> i & 1]
+        key = contract.victim_key(ctx, chosen, [name])
+        if best is None or key < best[0]:
+            best = (key, chosen, prefix)
+            if lead:
+                bound = prefix  # the key's first three criteria (contract.counts_lead)
+    return best
+
+
+def _minimal_sets(vics: list[tuple[AttemptView, int]], free: int, n: int) -> list[tuple[int, Counts]]:
+    """Every inclusion-minimal subset (as a bit mask over ``vics``) that, with ``free`` GPUs, frees
+    ``n``, with its counts (allocated GPUs, GPUs, victims). Sums of a subset are built from the
+    subset without its lowest member: GPUs gained, GPUs, allocated GPUs, victims, smallest gain."""
+    size = 1 << len(vics)
+    got = [free] * size
+    tot = [0] * size
+    alc = [0] * size
+    cnt = [0] * size
+    least = [1 << 30] * size
+    out = []
+    for mask in range(1, size):
+        low = mask & -mask
+        rest = mask ^ low
+        c, f = vics[low.bit_length() - 1]
+        g = c.attempt.gpu_count
+        got[mask] = got[rest] + f
+        tot[mask] = tot[rest] + g
+        alc[mask] = alc[rest] + (g if c.attempt.allocated else 0)
+        cnt[mask] = cnt[rest] + 1
+        least[mask] = f if f < least[rest] else least[rest]
+        if got[mask] < n or got[mask] - least[mask] >= n:
+            continue  # not sufficient, or not inclusion-minimal
+        out.append((mask, (alc[mask], tot[mask], cnt[mask])))
+    return out
+
+
+def take_victims(ps: PassState, w: Workload, victims: list[AttemptView], hv: HostView) -> Found:
+    """The victims and the GPUs to nominate: the lowest indices among free and freed GPUs."""
+    nominated = ps.state.nominated
+    pool = set(hv.free)
+    for av in victims:
+        pool.update(
+            i for h, i in av.attempt.gpus if h == hv.name and i in hv.healthy and nominated.get((h, i)) in (None, w.id)
+        )
+    gpus = tuple((hv.name, i) for i in sorted(pool)[: w.gpus])
+    return victims, gpus
+
+
+def _host_vacate(ps: PassState, w: Workload, hv: HostView) -> tuple[int, list[AttemptView]]:
+    """Worst victim class over the host's attempts (an empty host gives NOW) and its attempts."""
+    if ps.state.nominated_for_other(hv.name, w.id):
+        return NEVER, []
+    worst = NOW
+    vics = []
+    for aid in hv.attempts:
+        av = ps.state.attempts[aid]
+        worst = max(worst, ps.victim_class(w, av))
+        vics.append(av)
+    return worst, vics
+
+
+def search_gang(ps: PassState, w: Workload) -> Found | None:
+    """Best set of whole hosts for the gang ``w`` whose work may all be preempted now."""
+    size = ps.state.largest[w.model]
+    k = w.gpus // size
+    options: list[tuple[HostView, list[AttemptView]]] = []
+    for name in gang_options(ps, w, size):
+        hv = ps.state.hosts[name]
+        if not ps.host_allowed(w, name):
+            continue
+        worst, vics = _host_vacate(ps, w, hv)
+        if worst == NOW:
+            options.append((hv, vics))
+    if len(options) < k:
+        return None
+    ctx = ps.key_context(w)
+    if comb(len(options), k) <= MAX_EXACT_GANG_SETS:
+        chosen = _exact_gang(ctx, options, k)
+    else:
+        options.sort(key=lambda o: (contract.victim_key(ctx, o[1], [o[0].name]), o[0].name))
+        chosen = options[:k]
+    if chosen is None:
+        return None
+    victims = sorted({v.attempt.id: v for _, vs in chosen for v in vs}.values(), key=lambda v: v.attempt.id)
+    if not victims:
+        return None
+    hosts = sorted((hv for hv, _ in chosen), key=lambda h: h.name)
+    return victims, tuple((hv.name, i) for hv in hosts for i in sorted(hv.healthy))
+
+
+def _exact_gang(
+    ctx: KeyContext, options: list[tuple[HostView, list[AttemptView]]], k: int
+) -> list[tuple[HostView, list[AttemptView]]] | None:
+    best: tuple[tuple[object, ...], list[tuple[HostView, list[AttemptView]]]] | None = None
+    for combo in combinations(options, k):
+        victims = sorted({v.attempt.id: v for _, vs in combo for v in vs}.values(), key=lambda v: v.attempt.id)
+        if not victims:
+            continue
+        key = contract.victim_key(ctx, victims, [hv.name for hv, _ in combo])
+        if best is None or key < best[0]:
+            best = (key, list(combo))
+    return None if best is None else best[1]
+
+
+def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
+    """Whole healthy hosts of ``size`` GPUs, best first, that ``w`` could vacate now: nothing
+    leaving or nominated there, only unallocated work and unprotected work rule 2 allows
+    (room profile level 0 or 1, read from the index). Kept per (model, size, allowed budgets)
+    until the state changes."""
+    allowed = ps.room_budgets(w)
+    key = (w.model, size, allowed)
+    cached = ps.memo.gang_options.get(key)
+    if cached is not None:
+        return cached
+    classes = ps.budget_classes(w)
+    empty: list[str] = []
+    usable: list[str] = []
+    st = ps.state
+    agg = ps.standing.agg
+    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+        if not hv.active or not hv.all_healthy or hv.size != size:
+            continue
+        level = contract.indexed_counts(st, hv, agg.get(hv.name), classes).worst()
+        if level <= 1:
+            (usable if level else empty).append(hv.name)
+    out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)
+    return out

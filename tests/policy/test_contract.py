@@ -1,0 +1,195 @@
+"""The scheduling contract in one place (scheduler/policy/contract.py, DESIGN.md §3.4).
+
+Swapping two victim criteria in the contract's key changes every consumer alike: the fast
+path's victims equal a brute-force enumeration of all inclusion-minimal sufficient sets under
+the same (swapped) key. The brute force here is deliberately naive: every subset of every
+host's attempts, judged by :func:`contract.victim_class` and ordered by :func:`contract.victim_key`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from itertools import combinations
+
+import pytest
+
+from scheduler.policy import Snapshot, contract, schedule
+from scheduler.policy.pass_state import PassState
+from scheduler.policy.types import Attempt
+from tests.policy.builders import T0, H, host, lump, pending, snap, tree
+
+DEFAULT = contract.CRITERIA
+
+
+def swapped(i: int, j: int) -> tuple[contract.Criterion, ...]:
+    """The criteria with numbers ``i`` and ``j`` (1-based, as in DESIGN.md §3.4) exchanged."""
+    c = list(DEFAULT)
+    c[i - 1], c[j - 1] = c[j - 1], c[i - 1]
+    return tuple(c)
+
+
+ORDERS = {"default": DEFAULT, "gpus<->victims": swapped(2, 3), "sides<->starts": swapped(4, 5)}
+
+
+def brute_force(s: Snapshot) -> set[str] | None:
+    """Attempt ids the contract says the only pending workload preempts, or None (no preemption)."""
+    ps = PassState(s)
+    (w,) = s.pending
+    st = ps.state
+    if any(len(hv.free) >= w.gpus for hv in st.hosts.values() if hv.model == w.model and hv.active):
+        return None  # it starts on free GPUs
+    ctx = ps.key_context(w)
+    best: tuple[tuple[object, ...], set[str]] | None = None
+    for hv in st.hosts.values():
+        cands = [st.attempts[a] for a in hv.attempts if ps.victim_class(w, st.attempts[a]) == contract.NOW]
+        for k in range(1, len(cands) + 1):
+            for subset in combinations(cands, k):
+                freed = [v.on_host.get(hv.name, 0) for v in subset]
+                got = len(hv.free) + sum(freed)
+                if got < w.gpus or any(got - f >= w.gpus for f in freed):
+                    continue  # not sufficient, or not inclusion-minimal
+                key = contract.victim_key(ctx, list(subset), [hv.name])
+                if best is None or key < best[0]:
+                    best = (key, {v.attempt.id for v in subset})
+    return None if best is None else best[1]
+
+
+def brute_force_gang(s: Snapshot) -> set[str] | None:
+    """As :func:`brute_force` for a gang: every set of k whole hosts whose work is all class NOW."""
+    ps = PassState(s)
+    (w,) = s.pending
+    st = ps.state
+    size = st.largest[w.model]
+    k = w.gpus // size
+    whole = [hv for hv in st.hosts.values() if hv.model == w.model and hv.active and hv.size == size]
+    if sum(len(hv.free) == size for hv in whole) >= k:
+        return None  # it starts on whole free hosts
+    ctx = ps.key_context(w)
+    options = [hv for hv in whole if all(ps.victim_class(w, st.attempts[a]) == contract.NOW for a in hv.attempts)]
+    best: tuple[tuple[object, ...], set[str]] | None = None
+    for combo in combinations(options, k):
+        victims = {a: st.attempts[a] for hv in combo for a in hv.attempts}
+        if not victims:
+            continue
+        key = contract.victim_key(ctx, [victims[a] for a in sorted(victims)], [hv.name for hv in combo])
+        if best is None or key < best[0]:
+            best = (key, set(victims))
+    return None if best is None else best[1]
+
+
+def fast_path(s: Snapshot) -> set[str] | None:
+    d = schedule(s)
+    if d.starts:
+        return None
+    stops = {x.attempt for x in d.stops}
+    if stops:
+        (w,) = s.pending
+        assert len(d.nominations[w.id]) == w.gpus  # §3.4 rule 3
+    return stops or None
+
+
+def random_snapshots(n: int, gangs: bool = False) -> Iterator[Snapshot]:
+    rng = random.Random(12)
+    for _ in range(n):
+        if gangs:
+            hosts = [host(f"h{i}", 4, fabric=f"f{i % 3}") for i in range(rng.randint(2, 5))]
+        else:
+            hosts = [host(f"h{i}", rng.choice([4, 8]), fabric=f"f{i % 2}") for i in range(rng.randint(1, 3))]
+        attempts = []
+        for hv in hosts:
+            i = 0
+            size = len(hv.gpu_health)
+            while i < size:
+                g = rng.randint(1, 3)
+                if rng.random() < 0.2:
+                    i += g  # leave them free
+                    continue
+                allocated = rng.random() < 0.7
+                m = rng.choice([H, 4 * H]) if allocated else 0
+                started = T0 - rng.choice([1, 2, 3, 5]) * H
+                gpus = tuple((hv.name, j) for j in range(i, min(i + g, size)))
+                aid = f"x{len(attempts)}"
+                attempts.append(Attempt(aid, aid, rng.choice(["a", "b", "c"]), gpus, allocated, m, started))
+                i += g
+        usage = [lump(b, rng.randint(0, 300)) for b in ("a", "b", "c")]
+        w = pending("w", rng.choice(["a", "b", "c"]), rng.choice([8, 12]) if gangs else rng.randint(1, 8))
+        yield snap(hosts, tree("a", "b", "c"), attempts, [w], usage)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_fast_path_chooses_the_victims_the_contract_key_says_under_any_order(order, monkeypatch):
+    # Given the contract's key with two criteria swapped (or not)
+    monkeypatch.setattr(contract, "CRITERIA", ORDERS[order])
+    # When 300 random clusters each get one allocated workload that may preempt
+    # Then the fast path preempts exactly the set a brute force under the same key picks.
+    preempted = 0
+    for s in random_snapshots(300):
+        want = brute_force(s)
+        assert fast_path(s) == want, s
+        preempted += want is not None
+    assert preempted > 50  # the comparison is not vacuous
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_gang_search_chooses_the_hosts_the_contract_key_says_under_any_order(order, monkeypatch):
+    # Given the contract's key with two criteria swapped (or not)
+    monkeypatch.setattr(contract, "CRITERIA", ORDERS[order])
+    # When 300 random clusters of 4-GPU hosts each get one allocated gang of 8 or 12 GPUs
+    # Then the fast path preempts exactly the set a brute force under the same key picks.
+    preempted = 0
+    for s in random_snapshots(300, gangs=True):
+        want = brute_force_gang(s)
+        assert fast_path(s) == want, s
+        preempted += want is not None
+    assert preempted > 20  # the comparison is not vacuous
+
+
+def test_swapping_gpus_and_victims_changes_the_choice_everywhere(monkeypatch):
+    # Given h1 with one 3-GPU unallocated attempt (latest started), and h2 with two 1-GPU
+    # unallocated attempts; w needs 2 GPUs and none is free.
+    h1, h2 = host("h1", 3), host("h2", 2)
+    big = Attempt("big", "big", "b", tuple(("h1", i) for i in range(3)), False, 0, T0 - H)
+    one = Attempt("one", "one", "b", (("h2", 0),), False, 0, T0 - 2 * H)
+    two = Attempt("two", "two", "b", (("h2", 1),), False, 0, T0 - 3 * H)
+    s = snap([h1, h2], tree("a", "b"), [big, one, two], [pending("w", "a", 2)])
+    # Then by §3.4 fewer GPUs preempted (2) beats fewer victims (1)...
+    assert fast_path(s) == brute_force(s) == {"one", "two"}
+    # ...and with criteria 2 and 3 swapped in the contract, fewer victims wins, for both.
+    monkeypatch.setattr(contract, "CRITERIA", swapped(2, 3))
+    assert not contract.counts_lead()
+    assert fast_path(s) == brute_force(s) == {"big"}
+
+
+def test_swapping_sides_and_start_times_changes_the_choice_everywhere(monkeypatch):
+    # Given two unprotected 2-GPU attempts on h1: b's (more over-served, started earlier) and c's
+    # (less over-served, started later); w of a needs 2 GPUs.
+    h1 = host("h1", 4)
+    vb = Attempt("vb", "vb", "b", (("h1", 0), ("h1", 1)), True, H, T0 - 5 * H)
+    vc = Attempt("vc", "vc", "c", (("h1", 2), ("h1", 3)), True, H, T0 - 2 * H)
+    s = snap([h1], tree("a", "b", "c"), [vb, vc], [pending("w", "a", 2)], [lump("b", 400), lump("c", 100)])
+    # Then by §3.4 the most over-served side goes first...
+    assert fast_path(s) == brute_force(s) == {"vb"}
+    # ...and with criteria 4 and 5 swapped, the most recently started does, for both.
+    monkeypatch.setattr(contract, "CRITERIA", swapped(4, 5))
+    assert contract.counts_lead()
+    assert fast_path(s) == brute_force(s) == {"vc"}
+
+
+def test_the_room_index_is_checked_against_fresh_room_profiles():
+    # Given a cluster's standing, the index of its room profiles (Standing.agg) agrees with a
+    # fresh contract.host_room on every host for every pending allocated workload...
+    from scheduler.policy.incremental import room_index_differences
+    from scheduler.policy.standing import Standing
+    from scheduler.policy.tree import BudgetTree
+    from scheduler.policy.usage import pass_loads
+
+    s = next(iter(random_snapshots(1)))
+    standing = Standing(s)
+    tree_ = BudgetTree(s.budgets)
+    load = pass_loads(s, tree_, standing.noms, {w.id: w for w in s.pending})[1]
+    assert room_index_differences(standing, tree_, load, s.pending) == []
+    # ...and a stale index entry is reported.
+    host_name, per = next((h, d) for h, d in standing.agg.items() if d)
+    next(iter(per.values()))[0] += 1
+    assert any(host_name in d for d in room_index_differences(standing, tree_, load, s.pending))
