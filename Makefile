@@ -39,7 +39,7 @@ screenshots: $(STAMP)
 # Python 3.11, PyPI): requirements.lock (make, CI) and requirements-server.lock (production server).
 LOCK_VENV ?= /tmp/fairway-lock-venv
 PIP_COMPILE = $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
-	--no-emit-index-url --index-url https://pypi.org/simple
+	--no-emit-index-url
 lock:
 	test -x $(LOCK_VENV)/bin/pip-compile || ($(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q pip-tools)
 	env -u PIP_FIND_LINKS -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null $(PIP_COMPILE) -o requirements.lock requirements-dev.txt
