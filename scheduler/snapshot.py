@@ -95,6 +95,7 @@ def load_snapshot(
     now_s = epoch(now)
     conf = settings.FAIRWAY
     window = int(conf["LOOKBACK_WINDOW_S"])
+    grace = int(conf["GRACE_PERIOD_S"])  # a stopping attempt's GPUs are expected back at stop + grace
     since = now - timedelta(seconds=window)
     index = SnapshotIndex(cluster_id=cluster_id)
 
@@ -214,6 +215,7 @@ def load_snapshot(
                 min_runtime=min_runtime,
                 started_at=epoch_up(started_at) if started_at is not None else None,
                 stopping=stop_at is not None,
+                release_at=epoch_up(stop_at) + grace if stop_at is not None else None,
                 charged_until=min(
                     (silent_since[h] for h in index.attempts[aid].host_ids if h in silent_since), default=None
                 ),

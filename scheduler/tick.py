@@ -158,7 +158,8 @@ def _apply(
 
 def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> None:
     """Row-lock (id order) the workloads the tick starts and those whose attempts it stops."""
-    ids = {int(s.workload) for s in decisions.starts}
+    pk_of = index.pk_of()
+    ids = {pk_of(s.workload) for s in decisions.starts}
     for stop in decisions.stops:
         info = index.attempts.get(int(stop.attempt))
         if info is not None:

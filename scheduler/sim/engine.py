@@ -78,6 +78,7 @@ class SimAttempt:
             self.started_at,
             stopping=self.stop_reason is not None,
             charged_until=self.charged_until,
+            release_at=self.release_at,
         )
 
 

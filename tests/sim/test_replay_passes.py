@@ -152,8 +152,8 @@ def test_a_truncated_capture_is_refused(captured: tuple[rp.RunResult, Path], tmp
 
 
 def test_records_are_stored_by_field_name() -> None:
-    """A checkout whose policy records gained a field with a default (the contract branch adds
-    ``Attempt.release_at``) still reads a capture made before: records are rebuilt by keyword."""
+    """A checkout whose policy records gained a field with a default (as ``Attempt.release_at``
+    was added) still reads a capture made before: records are rebuilt by keyword."""
     import io
     import pickle
     from dataclasses import dataclass, fields
@@ -172,6 +172,7 @@ def test_records_are_stored_by_field_name() -> None:
         stopping: bool = False
         charged_until: int | None = None
         release_at: int | None = None
+        later_field: int | None = None
 
     assert [f.name for f in fields(Later)][:-1] == [f.name for f in fields(Attempt)]
     a = Attempt("a1", "w1", "org/x", (("h0", 0), ("h0", 1)), True, 600, 100, stopping=True)
