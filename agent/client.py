@@ -333,6 +333,10 @@ class Agent:
             env=msg.env,
             image=msg.image,
             grace_s=msg.grace_s,
+            owner=msg.owner.name if msg.owner else "",
+            owner_uid=msg.owner.uid if msg.owner else None,
+            owner_gid=msg.owner.gid if msg.owner else None,
+            owner_groups=tuple(msg.owner.groups) if msg.owner else (),
         )
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.
