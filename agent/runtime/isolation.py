@@ -79,6 +79,7 @@ class IsolationConfig:
                 if value not in MODES:
                     raise ValueError(f"mode must be one of {', '.join(MODES)}")
             elif key == "cgroup":
+                value = "off" if value is False else value  # YAML 1.1 reads a bare off as false
                 if value not in CGROUP_MODES:
                     raise ValueError(f"cgroup must be one of {', '.join(CGROUP_MODES)}")
             elif key == "uid_range":

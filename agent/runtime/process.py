@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
-# The wrapper, run as ``python -I -c _WRAPPER FD EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
+# The wrapper, run as ``python -I -c _WRAPPER FD EXIT_FILE UID GID GROUPS LC COMMAND...`` by the agent
 # (so as the agent's user). It waits on the pipe FD until the agent has put it into the attempt's
 # cgroup, becomes a child subreaper (orphans of the attempt stay its descendants), runs the command
 # (with the attempt's identity when UID is not "-", and no_new_privs), writes the exit code and
@@ -52,7 +52,9 @@ POLL_S = 0.5
 # outlives its command, whom the stop's signal reaches directly.
 _WRAPPER = r"""
 import contextlib, ctypes, os, signal, subprocess, sys, time
-fd, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+fd, exit_file, uid, gid, groups, lc, cmd = int(sys.argv[1]), *sys.argv[2:7], sys.argv[7:]
+if lc == "-":
+    os.environ.pop("LC_CTYPE", None)  # Python's C-locale coercion set it; the attempt did not
 go = os.read(fd, 1)
 os.close(fd)
 if go != b"1":
@@ -262,7 +264,8 @@ class ProcessRuntime(StoredRuntime):
                 # Not asyncio's subprocess: its transport kills the child when closed, and attempts
                 # must outlive the agent.
                 proc = subprocess.Popen(  # noqa: S603, ASYNC220 -- running the workload's command is the point
-                    [sys.executable, "-I", "-c", _WRAPPER, str(read_fd), str(exit_path), *ids, executable]
+                    [sys.executable, "-I", "-c", _WRAPPER, str(read_fd), str(exit_path), *ids,
+                     "+" if "LC_CTYPE" in env else "-", executable]
                     + spec.command[1:],
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
