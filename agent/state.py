@@ -75,12 +75,15 @@ class AttemptStore:
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
         self.dir = state_dir / "attempts"
+        self._private = False
 
     def ensure_private(self) -> None:
         """Make the state directory and ``attempts/`` (mode 0711: workloads may reach their own
         ``<id>.d/`` by name but list nothing) and keep every file in them owner-only (0600).
-        Repairs the modes of state written by older agents."""
-        fix_private_modes(self.state_dir)
+        Repairs the modes of state written by older agents (once per store)."""
+        if not self._private or not self.dir.is_dir():
+            fix_private_modes(self.state_dir)
+            self._private = True
 
     def _path(self, attempt_id: int, suffix: str) -> Path:
         return self.dir / f"{attempt_id}.{suffix}"
@@ -182,11 +185,13 @@ def fix_private_modes(state_dir: Path) -> None:
     attempts = state_dir / "attempts"
     attempts.mkdir(parents=True, exist_ok=True)
     for directory in (state_dir, attempts):
-        os.chmod(directory, 0o711)
+        os.chmod(directory, 0o711)  # noqa: S103 -- searchable, not listable: attempts reach their <id>.d
         for entry in os.scandir(directory):
-            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.geteuid():
-                if entry.stat(follow_symlinks=False).st_mode & 0o077:
-                    os.chmod(entry.path, 0o600)
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                os.chmod(entry.path, 0o600)
 
 
 _FALLOC_FL_KEEP_SIZE = 0x01

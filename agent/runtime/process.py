@@ -33,8 +33,8 @@ from agent.runtime.isolation import (
 )
 from agent.state import (
     AttemptRecord,
-    open_private_append,
     monotonic_s,
+    open_private_append,
     write_preempt_notice,
 )
 
@@ -247,7 +247,7 @@ class ProcessRuntime(StoredRuntime):
         if ident.switch:
             # Root-owned (the workload cannot plant links where the agent writes), readable by its group.
             os.chown(run_dir, 0, ident.gid)
-            os.chmod(run_dir, 0o750)
+            os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
             if env["HOME"] == "/" and "HOME" not in spec.env:
                 home = run_dir / "home"
                 home.mkdir(exist_ok=True)
@@ -264,8 +264,17 @@ class ProcessRuntime(StoredRuntime):
                 # Not asyncio's subprocess: its transport kills the child when closed, and attempts
                 # must outlive the agent.
                 proc = subprocess.Popen(  # noqa: S603, ASYNC220 -- running the workload's command is the point
-                    [sys.executable, "-I", "-c", _WRAPPER, str(read_fd), str(exit_path), *ids,
-                     "+" if "LC_CTYPE" in env else "-", executable]
+                    [
+                        sys.executable,
+                        "-I",
+                        "-c",
+                        _WRAPPER,
+                        str(read_fd),
+                        str(exit_path),
+                        *ids,
+                        "+" if "LC_CTYPE" in env else "-",
+                        executable,
+                    ]
                     + spec.command[1:],
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
