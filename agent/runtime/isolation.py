@@ -363,6 +363,12 @@ def account_name(prefix: str, user: str) -> str:
 
 
 _account_lock = threading.Lock()
+ACCOUNT_LOCK_FILE = Path("/run/lock/fairway-agent-accounts.lock")
+"""Serializes account creation between the agents of one host (the demo runs four)."""
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True)  # noqa: S603 -- fixed programs, checked names
 
 
 def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.struct_passwd:
@@ -372,47 +378,44 @@ def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.st
     Raises:
         IdentityError: it exists outside ``uid_range``, the range is full or useradd failed.
     """
+    import fcntl
+    import grp
+
     name = account_name(prefix, user)
     lo, hi = uid_range
-    with _account_lock:
-        for _ in range(5):  # another agent on this host may create accounts at the same time
-            try:
-                pw = pwd.getpwnam(name)
-            except KeyError:
-                pass
-            else:
-                if not lo <= pw.pw_uid <= hi:
-                    raise IdentityError(f"account {name} has uid {pw.pw_uid}, outside uid_range [{lo}, {hi}]")
-                return pw
-            import grp
-
-            used = {p.pw_uid for p in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
-            free = next((u for u in range(lo, hi + 1) if u not in used), None)
-            if free is None:
-                raise IdentityError(f"no free uid left in uid_range [{lo}, {hi}] for {name}")
-            try:
-                with contextlib.suppress(KeyError):
-                    grp.getgrnam(name)
-                    raise IdentityError(f"a group {name} exists without its account")
-                subprocess.run(["groupadd", "-g", str(free), name], check=True, capture_output=True, text=True)  # noqa: S603, S607
-                subprocess.run(  # noqa: S603 -- fixed program, checked name
-                    ["useradd", "-u", str(free), "-g", str(free), "-M", "-d", "/nonexistent", "-s",  # noqa: S607
-                     "/usr/sbin/nologin", "-c", "Fairway workload account", name],
-                    check=True, capture_output=True, text=True,
-                )  # fmt: skip
-                log.info("created account %s (uid %d) for Fairway user %s", name, free, user)
-            except FileNotFoundError as exc:
-                raise IdentityError(f"cannot create account {name}: {exc.filename} not found") from None
-            except subprocess.CalledProcessError as exc:
-                log.info("creating %s failed (%s); retrying", name, (exc.stderr or "").strip())
-                with contextlib.suppress(KeyError):
-                    if not any(p.pw_name == name for p in pwd.getpwall()):
-                        subprocess.run(["groupdel", name], capture_output=True, check=False)  # noqa: S603, S607
-                time.sleep(0.05)
+    with _account_lock, contextlib.ExitStack() as stack:
         try:
-            return pwd.getpwnam(name)
+            lock = stack.enter_context(ACCOUNT_LOCK_FILE.open("a"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError as exc:
+            log.debug("no account lock file %s: %s", ACCOUNT_LOCK_FILE, exc)
+        try:
+            pw = pwd.getpwnam(name)
         except KeyError:
-            raise IdentityError(f"cannot create account {name} (useradd failed)") from None
+            pass
+        else:
+            if not lo <= pw.pw_uid <= hi:
+                raise IdentityError(f"account {name} has uid {pw.pw_uid}, outside uid_range [{lo}, {hi}]")
+            return pw
+        used = {p.pw_uid for p in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
+        free = next((u for u in range(lo, hi + 1) if u not in used), None)
+        if free is None:
+            raise IdentityError(f"no free uid left in uid_range [{lo}, {hi}] for {name}")
+        try:
+            try:
+                group_existed = grp.getgrnam(name).gr_gid
+            except KeyError:
+                group_existed = None
+                _run("groupadd", "-g", str(free), name)
+            gid = free if group_existed is None else group_existed
+            _run("useradd", "-u", str(free), "-g", str(gid), "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin",
+                 "-c", "Fairway workload account", name)  # fmt: skip
+        except FileNotFoundError as exc:
+            raise IdentityError(f"cannot create account {name}: {exc.filename} not found") from None
+        except subprocess.CalledProcessError as exc:
+            raise IdentityError(f"cannot create account {name}: {(exc.stderr or '').strip()[:300]}") from None
+        log.info("created account %s (uid %d) for Fairway user %s", name, free, user)
+        return pwd.getpwnam(name)
 
 
 @dataclass(slots=True)

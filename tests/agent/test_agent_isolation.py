@@ -14,6 +14,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,42 @@ def test_isolation_settings_parse_and_reject_bad_values() -> None:
     for bad in ("{mode: sudo}", "{uid_range: [5, 1]}", "{colour: blue}", "{allow_root: yes please}", "[1"):
         with pytest.raises(ConfigError, match="isolation"):
             load_config(base, environ={"FAIRWAY_ISOLATION": bad})
+
+
+def test_a_container_runs_as_the_owner_identity() -> None:
+    pytest.importorskip("docker")
+    from agent.runtime.docker import container_spec
+    from agent.runtime.isolation import Identity
+
+    ident = Identity(61005, 61005, (44, 45), "fw-alice", "", "dedicated")
+    kwargs = container_spec(spec(7, ["true"]), Path("/x/7.d"), nvidia=False, identity=ident)
+    assert kwargs["user"] == "61005:61005" and kwargs["group_add"] == ["44", "45"]
+    own = Identity(0, 0, (), "root", "/root", "agent", switch=False)
+    assert "user" not in container_spec(spec(7, ["true"]), Path("/x/7.d"), nvidia=False, identity=own)
+
+
+@needs_root
+def test_the_agent_runs_a_start_as_the_owner_it_names(open_state: Path) -> None:
+    from agent_testkit import FakeServer, running, start_msg
+
+    from agent.client import Agent
+    from agent.config import AgentConfig
+    from agent.gpu.fake import FakeGpuBackend
+    from agent.protocol import Hello, Owner
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            config = AgentConfig(server=server.url, token="t", host_name="h1", state_dir=open_state, backoff_max=0.3)
+            rt = ProcessRuntime(open_state, cwd=REPO_ROOT, isolation=owner_isolation())
+            async with running(Agent(config, FakeGpuBackend("h1", 8, state_dir=open_state), rt)):
+                await server.expect(lambda m: isinstance(m, Hello))
+                start = start_msg(9, ["id", "-un"], gpus=[0])
+                await server.send(replace(start, owner=Owner(name="iso-alice")))
+                await server.expect_event(9, "started")
+                await server.expect_event(9, "exited")
+                assert log_of(rt, 9).strip() == "fwt-iso-alice"
+                await server.send(replace(start_msg(10, ["true"], gpus=[0]), owner=None))
+                failed = await server.expect_event(10, "failed_to_start")
+                assert "names no owner" in failed.message
+
+    run_async(scenario())
