@@ -1,10 +1,11 @@
-"""The ``process`` runtime: each attempt is a local process group (for hosts without a container
-engine, and for development and the demo).
+"""The ``process`` runtime: each attempt is a local process tree in a cgroup of its own (for hosts
+without a container engine, and for development and the demo; docs/isolation.md).
 
-An attempt runs under a tiny ``/bin/sh`` wrapper that leads its own session and process group,
-runs the command, and writes the exit code and exit time (``/proc/uptime``) to the attempt's
-exit file. The wrapper traps SIGTERM only to outlive its child, so an agent that restarted (and is
-no longer the parent) still learns the exit code of an attempt it re-adopted.
+An attempt runs under a small Python wrapper (the agent's interpreter, the agent's uid) that leads
+its own session, joins the attempt's cgroup before anything else, is a child subreaper, runs the
+command under the attempt's identity, and writes the exit code and exit time (``/proc/uptime``) to
+the attempt's exit file. The wrapper ignores SIGTERM only to outlive its child, so an agent that
+restarted (and is no longer the parent) still learns the exit code of an attempt it re-adopted.
 """
 
 from __future__ import annotations
