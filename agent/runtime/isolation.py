@@ -230,8 +230,9 @@ def kill_cgroup(path: Path, sig: signal.Signals = signal.SIGKILL) -> None:
             (path / "freezer.state").write_text("THAWED")
 
 
-def remove_cgroup(path: Path, wait_s: float = 2.0) -> bool:
-    """Kill what is left in the cgroup ``path`` and remove it; True when it is gone."""
+def remove_cgroup(path: Path, wait_s: float = 2.0, *, parent_too: bool = False) -> bool:
+    """Kill what is left in the cgroup ``path`` and remove it (and its parent if that is then empty,
+    with ``parent_too``); True when it is gone."""
     deadline = time.monotonic() + wait_s
     while True:
         if not path.exists():
@@ -239,6 +240,9 @@ def remove_cgroup(path: Path, wait_s: float = 2.0) -> bool:
         kill_cgroup(path)
         try:
             path.rmdir()
+            if parent_too:
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
             return True
         except OSError:
             if time.monotonic() > deadline:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -198,7 +199,7 @@ class ProcessRuntime(StoredRuntime):
                 self._watch(record)
             else:
                 if record.cgroup and record.boot_id == self.boot_id:
-                    remove_cgroup(Path(record.cgroup))  # what outlived its wrapper
+                    remove_cgroup(Path(record.cgroup), parent_too=True)  # what outlived its wrapper
                 self._finish(record, returncode=None)
                 log.info(
                     "attempt %d ended while the agent was away (exit code %s)", record.attempt_id, record.exit_code
@@ -328,9 +329,14 @@ class ProcessRuntime(StoredRuntime):
         setup = self.isolation.cgroups
         if setup is None or setup.parent is None:
             return None
-        path = setup.parent / f"attempt-{attempt_id}"
+        # Per agent (several agents may share a host and its cgroup tree: the demo, test runs).
+        agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
+        path = setup.parent / f"agent-{agent_key}" / f"attempt-{attempt_id}"
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except FileNotFoundError:  # the agent's directory was just removed with its last attempt
+                path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             log.warning("attempt %d: cannot make cgroup %s (%s): process-tree tracking only", attempt_id, path, exc)
             return None
@@ -418,7 +424,7 @@ class ProcessRuntime(StoredRuntime):
         # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
         if record.cgroup:
-            await asyncio.to_thread(remove_cgroup, Path(record.cgroup))
+            await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         returncode = proc.wait() if proc is not None else None
         self._finish(record, returncode)
         if self.on_exit is not None:
