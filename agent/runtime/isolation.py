@@ -335,7 +335,8 @@ def access_problem(path: str, uid: int, gids: set[int], want: int = 1) -> str | 
         except OSError as exc:
             return f"{current}: {exc.strerror}"
         if not _allowed(st, uid, gids, final_want):
-            return f"{current} is not {'executable' if final_want == 1 else 'readable'}"
+            what = {1: "executable", 4: "readable"}.get(final_want, "readable and executable")
+            return f"{current} is not {what}"
         return None
 
     return walk(os.path.abspath(path), want)

@@ -239,7 +239,11 @@ class ProcessRuntime(StoredRuntime):
         gids = {ident.gid, *ident.groups}
         if ident.switch:
             cwd = str(self.cwd or os.getcwd())
-            for path, want, what in ((executable, 1, "run"), (cwd, 1, "enter the working directory")):
+            script = False
+            with contextlib.suppress(OSError), open(executable, "rb") as f:  # noqa: ASYNC230 -- two bytes
+                script = f.read(2) == b"#!"  # an interpreter reads it: it must be readable too
+            run_want = 5 if script else 1
+            for path, want, what in ((executable, run_want, "run"), (cwd, 1, "enter the working directory")):
                 problem = access_problem(path, ident.uid, gids, want)
                 if problem is not None:
                     self._fail(record, f"user {ident.user} (uid {ident.uid}) cannot {what} {path}: {problem}")

@@ -400,3 +400,11 @@ def test_the_agent_runs_a_start_as_the_owner_it_names(open_state: Path) -> None:
                 assert "names no owner" in failed.message
 
     run_async(scenario())
+
+
+def test_a_script_must_be_readable_by_its_owner_too(open_state: Path) -> None:
+    script = open_state.parent / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o711)
+    assert access_problem(str(script), 65000, set(), 1) is None
+    assert access_problem(str(script), 65000, set(), 5) == f"{script} is not readable and executable"
