@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -408,3 +409,24 @@ def test_a_script_must_be_readable_by_its_owner_too(open_state: Path) -> None:
     script.chmod(0o711)
     assert access_problem(str(script), 65000, set(), 1) is None
     assert access_problem(str(script), 65000, set(), 5) == f"{script} is not readable and executable"
+
+
+def test_websocket_frames_are_not_logged_even_at_debug(state_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from agent_testkit import FakeServer, make_agent, running, start_msg
+
+    from agent.protocol import Hello
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            start = start_msg(3, ["true"], gpus=[0])
+            await server.send(replace(start, env={"HF_TOKEN": SCAN_FOR}))
+            await server.expect_event(3, "started")
+            await server.expect_event(3, "exited")
+
+    with caplog.at_level(logging.DEBUG):
+        run_async(scenario())
+    agent_log = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("agent"))
+    assert "connected to" in agent_log
+    assert SCAN_FOR not in agent_log
+    assert "TEXT" not in agent_log  # frames (truncated, or not) are never logged by the agent
