@@ -226,3 +226,31 @@ def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman
 
     run_async(first_agent())
     run_async(second_agent())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+def test_a_container_runs_as_its_owner_and_reads_its_preemption_notice(state_dir: Path, podman: str) -> None:
+    from dataclasses import replace
+
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+
+    async def scenario() -> None:
+        rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
+        exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.recover()
+        script = "trap 'cat $FAIRWAY_PREEMPT_FILE; exit 0' TERM; echo uid=$(id -u) gid=$(id -g); "
+        script += "while :; do sleep 0.1; done"
+        await rt.start(replace(spec(5, script, grace_s=10), owner="iso-alice"))
+        expected = isolation.resolve("iso-alice")
+        await wait_log(rt, 5, f"uid={expected.uid} gid={expected.gid}")
+        await rt.stop(5, 10, "preempted")
+        await wait_log(rt, 5, "FAIRWAY_PREEMPT_REASON=preempted")
+        assert (await exits.get()).exit_code == 0
+        with pytest.raises(StartError, match="root"):
+            await rt.start(replace(spec(6, "true"), owner="ops", owner_uid=0))
+        await rt.close()
+
+    run_async(scenario())
