@@ -69,3 +69,13 @@ def test_a_start_without_the_owner_field_reads_as_no_owner() -> None:
     payload["owner"] = {"name": "alice", "uid": -1, "gid": None, "groups": []}
     with pytest.raises(protocol.ProtocolError, match="owner.uid"):
         protocol.decode(json.dumps(payload))
+
+
+@pytest.mark.django_db
+def test_the_user_admin_edits_the_posix_identity(admin_client: object) -> None:
+    from accounts.models import User
+
+    user = User.objects.create(username="dora", posix_uid=7001, posix_gid=7001, posix_groups=[5])
+    page = admin_client.get(f"/admin/accounts/user/{user.pk}/change/")  # type: ignore[attr-defined]
+    assert page.status_code == 200
+    assert b"POSIX identity on GPU hosts" in page.content and b'name="posix_uid"' in page.content
