@@ -367,6 +367,16 @@ def account_name(prefix: str, user: str) -> str:
     return name
 
 
+def account_gecos(user: str) -> str:
+    """The GECOS field of ``user``'s dedicated account: names its Fairway user (checked on reuse)."""
+    return "Fairway user " + "".join(c for c in user if c.isprintable() and c not in ":,=\\")[:200]
+
+
+def dedicated_owner(pw: pwd.struct_passwd) -> str | None:
+    """The GECOS of a dedicated account (``Fairway user <name>``), None for any other account."""
+    return pw.pw_gecos if pw.pw_gecos.startswith("Fairway user ") else None
+
+
 _account_lock = threading.Lock()
 ACCOUNT_LOCK_FILE = Path("/run/lock/fairway-agent-accounts.lock")
 """Serializes account creation between the agents of one host (the demo runs four)."""
@@ -401,6 +411,9 @@ def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.st
         else:
             if not lo <= pw.pw_uid <= hi:
                 raise IdentityError(f"account {name} has uid {pw.pw_uid}, outside uid_range [{lo}, {hi}]")
+            other = dedicated_owner(pw)
+            if other is not None and other != account_gecos(user):
+                raise IdentityError(f"account {name} belongs to another Fairway user ({other})")
             return pw
         used = {p.pw_uid for p in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
         free = next((u for u in range(lo, hi + 1) if u not in used), None)
@@ -414,7 +427,7 @@ def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.st
                 _run("groupadd", "-g", str(free), name)
             gid = free if group_existed is None else group_existed
             _run("useradd", "-u", str(free), "-g", str(gid), "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin",
-                 "-c", "Fairway workload account", name)  # fmt: skip
+                 "-c", account_gecos(user), name)  # fmt: skip
         except FileNotFoundError as exc:
             raise IdentityError(f"cannot create account {name}: {exc.filename} not found") from None
         except subprocess.CalledProcessError as exc:
@@ -464,6 +477,10 @@ class Isolation:
                 user, home, default_gid = pw.pw_name, pw.pw_dir, pw.pw_gid
             except KeyError:
                 user, home, default_gid = name or str(uid), "", uid
+            else:
+                other = dedicated_owner(pw)
+                if other is not None and other != account_gecos(name or ""):
+                    raise IdentityError(f"uid {uid} is the dedicated account {pw.pw_name} of another user ({other})")
             ident = Identity(uid, default_gid if gid is None else gid, tuple(groups), user, home, "admin")
         elif not name:
             raise IdentityError("the start names no owner: this agent runs attempts only as their owner")
@@ -472,7 +489,8 @@ class Isolation:
             if cfg.nss:
                 with contextlib.suppress(KeyError):
                     pw = pwd.getpwnam(name)  # NSS: /etc/passwd, LDAP, sssd (what getent passwd asks)
-                    if pw.pw_uid >= cfg.nss_min_uid:
+                    # Not system accounts, nor another user's dedicated one (a user named fw-bob).
+                    if pw.pw_uid >= cfg.nss_min_uid and dedicated_owner(pw) is None:
                         extra = tuple(g for g in os.getgrouplist(name, pw.pw_gid) if g != pw.pw_gid)
                         ident = Identity(pw.pw_uid, pw.pw_gid, extra, pw.pw_name, pw.pw_dir, "nss")
             if ident is None:

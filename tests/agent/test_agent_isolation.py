@@ -430,3 +430,15 @@ def test_websocket_frames_are_not_logged_even_at_debug(state_dir: Path, caplog: 
     assert "connected to" in agent_log
     assert SCAN_FOR not in agent_log
     assert "TEXT" not in agent_log  # frames (truncated, or not) are never logged by the agent
+
+
+@needs_root
+def test_no_owner_can_take_the_dedicated_account_of_another() -> None:
+    from agent.runtime.isolation import IdentityError
+
+    alice = owner_isolation().resolve("iso-alice")
+    nss = owner_isolation(nss=True)
+    # a Fairway user named like alice's account gets an account of its own, not alice's
+    assert nss.resolve(alice.user).uid != alice.uid
+    with pytest.raises(IdentityError, match="another user"):
+        owner_isolation().resolve("iso-mallory", uid=alice.uid)
