@@ -506,11 +506,15 @@ class Isolation:
         assert self.cgroups is not None  # noqa: S101 -- set in __post_init__
         warnings: list[str] = []
         if self.config.mode == "agent":
-            warnings.append("isolation.mode is agent: every attempt runs as the agent's own user")
+            warnings.append(
+                "isolation.mode is agent: every attempt runs as the agent's own user, and can read the "
+                "agent's token, state and the environment of every other attempt"
+            )
         elif not self.is_root:
             warnings.append(
                 f"the agent does not run as root: attempts run as its own user "
-                f"({self._agent_identity().user}), not as their owners, and can read each other's environment"
+                f"({self._agent_identity().user}), not as their owners, and can read each other's environment "
+                "and the agent's token"
             )
         if self.cgroups.kind == "none":
             warnings.append(
