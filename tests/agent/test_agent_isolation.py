@@ -442,3 +442,21 @@ def test_no_owner_can_take_the_dedicated_account_of_another() -> None:
     assert nss.resolve(alice.user).uid != alice.uid
     with pytest.raises(IdentityError, match="another user"):
         owner_isolation().resolve("iso-mallory", uid=alice.uid)
+
+
+@needs_root
+def test_a_user_known_to_the_hosts_nss_runs_as_that_account_with_its_groups() -> None:
+    import grp
+    import pwd
+    import subprocess
+
+    name, group = "fwtnss-carol", "fwtnss-lab"
+    if not any(g.gr_name == group for g in grp.getgrall()):
+        subprocess.run(["groupadd", "-g", "62098", group], check=True)  # noqa: S603, S607 -- fixed test names
+    if not any(p.pw_name == name for p in pwd.getpwall()):
+        subprocess.run(["useradd", "-u", "62097", "-U", "-G", group, "-M", name], check=True)  # noqa: S603, S607
+    ident = owner_isolation(nss=True).resolve(name)
+    assert (ident.user, ident.uid, ident.source) == (name, 62097, "nss")
+    assert 62098 in ident.groups
+    # below nss_min_uid (system accounts: root, daemons) the name is not mapped
+    assert owner_isolation(nss=True, nss_min_uid=62098).resolve(name).source == "dedicated"
