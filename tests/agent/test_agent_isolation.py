@@ -93,7 +93,9 @@ async def wait_log(rt: ProcessRuntime, attempt_id: int, text: str, within: float
     raise AssertionError(f"{text!r} not in the log of attempt {attempt_id}: {log_of(rt, attempt_id)!r}")
 
 
-MARKERS = ("987.101", "987.202", "987.303")
+# Sleep durations no other process uses: unique per test session (several may run on one machine).
+_SESSION = 900000 + os.getpid() % 90000
+MARKERS = (f"{_SESSION}.101", f"{_SESSION}.202", f"{_SESSION}.303")
 
 
 def _marker_pids() -> list[int]:
@@ -211,7 +213,8 @@ def test_no_secret_value_is_written_under_the_state_dir(open_state: Path) -> Non
 
 ESCAPE = (
     # a setsid child that ignores SIGTERM, and a double-forked one that also left the session
-    'trap "" TERM; setsid sleep 987.101 & ( (setsid sleep 987.202 &) & ); echo forked; exec sleep 987.303'
+    f'trap "" TERM; setsid sleep {MARKERS[0]} & ( (setsid sleep {MARKERS[1]} &) & ); echo forked; '
+    f"exec sleep {MARKERS[2]}"
 )
 
 
@@ -257,7 +260,7 @@ def test_leftovers_are_killed_when_the_command_ends_even_without_cgroups(state_d
 
     async def scenario() -> None:
         rt, exits = runtime(state_dir, isolation)
-        await rt.start(spec(1, ["sh", "-c", "setsid sleep 987.101 & (setsid sleep 987.202 &); sleep 0.3"]))
+        await rt.start(spec(1, ["sh", "-c", f"setsid sleep {MARKERS[0]} & (setsid sleep {MARKERS[1]} &); sleep 0.3"]))
         done = await asyncio.wait_for(exits.get(), 10)
         assert done.exit_code == 0
         assert _marker_pids() == []
