@@ -185,13 +185,16 @@ def fix_private_modes(state_dir: Path) -> None:
     attempts = state_dir / "attempts"
     attempts.mkdir(parents=True, exist_ok=True)
     for directory in (state_dir, attempts):
-        os.chmod(directory, 0o711)  # noqa: S103 -- searchable, not listable: attempts reach their <id>.d
-        for entry in os.scandir(directory):
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            st = entry.stat(follow_symlinks=False)
-            if st.st_uid == os.geteuid() and st.st_mode & 0o077:
-                os.chmod(entry.path, 0o600)
+        try:
+            os.chmod(directory, 0o711)  # noqa: S103 -- searchable, not listable: attempts reach their <id>.d
+            for entry in os.scandir(directory):
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                    os.chmod(entry.path, 0o600)
+        except OSError as exc:  # e.g. a state directory that is not the agent's own
+            log.warning("cannot make %s private: %s", directory, exc)
 
 
 _FALLOC_FL_KEEP_SIZE = 0x01
