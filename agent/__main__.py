@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -205,8 +206,7 @@ def _inject_fault(args: argparse.Namespace) -> int:
 
 
 def protect_config(path: Path) -> None:
-    """The config holds the host token: make it 0600 (and its directory not writable by others)
-    if it is ours, else warn."""
+    """The config holds the host token: make it 0600 if it is ours, else warn."""
     log = logging.getLogger("agent")
     try:
         st = path.stat()
@@ -218,6 +218,16 @@ def protect_config(path: Path) -> None:
             log.warning("config %s was readable by others (mode %o): made it 0600", path, st.st_mode & 0o777)
         else:
             log.warning("config %s is readable by others and not ours (mode %o)", path, st.st_mode & 0o777)
+
+
+def _not_dumpable() -> None:
+    """No core dump of the agent (its memory holds the secrets of start messages), and its /proc
+    files (environ: the token) are root's even when attempts run as the agent's own user. Children
+    are dumpable again after exec."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
 
 
 def report_isolation(isolation: Isolation, state_dir: Path) -> None:
@@ -255,6 +265,7 @@ def _run(args: argparse.Namespace) -> int:
         config.state_dir,
     )
     os.umask(0o077)  # the agent's own files (records, logs, exit files) are owner-only
+    _not_dumpable()
     config.state_dir.mkdir(parents=True, exist_ok=True)
     if config_file is not None:
         protect_config(config_file)
