@@ -19,7 +19,18 @@ class MembershipInline(admin.TabularInline):
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
     inlines = [MembershipInline]
-    list_display = ["username", "email", "first_name", "last_name", "is_staff", "is_active", "last_login"]
+    list_display = ["username", "email", "first_name", "last_name", "posix_uid", "is_staff", "is_active", "last_login"]
+    fieldsets = (
+        *DjangoUserAdmin.fieldsets,
+        (
+            "POSIX identity on GPU hosts",
+            {
+                "fields": ["posix_uid", "posix_gid", "posix_groups"],
+                "description": "Attempts run under this uid/gid/groups on every host. Empty: the host maps "
+                "the user name through NSS/LDAP (getent passwd), else uses a dedicated fw-&lt;name&gt; account.",
+            },
+        ),
+    )
 
 
 @admin.register(Membership)

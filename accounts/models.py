@@ -4,14 +4,57 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 
+def validate_posix_groups(value: object) -> None:
+    """A list of at most 64 distinct gids."""
+    if (
+        not isinstance(value, list)
+        or len(value) > 64
+        or any(type(g) is not int or not 0 <= g <= MAX_POSIX_ID for g in value)
+    ):
+        raise ValidationError("a list of at most 64 group ids (integers 0..4294967294)")
+
+
+MAX_POSIX_ID = 2**32 - 2
+
+
 class User(AbstractUser):
-    """A Fairway user (researcher, leader or operator). Custom from the start."""
+    """A Fairway user (researcher, leader or operator). Custom from the start.
+
+    ``posix_uid``/``posix_gid``/``posix_groups``: the POSIX identity the user's attempts run under
+    on every host (docs/isolation.md), set by an admin. Left empty, each agent maps the user name
+    through its host's NSS/LDAP, else runs the attempts under a dedicated account ``fw-<name>``.
+    """
+
+    posix_uid = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        unique=True,
+        validators=[MaxValueValidator(MAX_POSIX_ID)],
+        help_text="uid attempts run under on every host (empty: the host maps the user name, "
+        "else a dedicated fw-<name> account). 0 (root) is refused by agents unless allowed.",
+    )
+    posix_gid = models.PositiveBigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MAX_POSIX_ID)],
+        help_text="primary gid (empty: the uid's own group on the host, else the uid)",
+    )
+    posix_groups = models.JSONField(
+        default=list, blank=True, validators=[validate_posix_groups], help_text="extra group ids, e.g. [2000, 2001]"
+    )
 
     class Meta:
         db_table = "accounts_user"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.posix_uid is None and (self.posix_gid is not None or self.posix_groups):
+            raise ValidationError({"posix_uid": "set a uid with a gid or groups"})
 
 
 class Membership(models.Model):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -29,6 +30,7 @@ from agent.gpu.base import GpuBackend, GpuUnavailable
 from agent.gpu.fake import FakeGpuBackend, Fault, read_faults, write_faults
 from agent.join import JOIN_TOKEN_ENV
 from agent.runtime.base import Runtime, RuntimeUnavailable
+from agent.runtime.isolation import Isolation
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,12 +107,13 @@ def make_gpu_backend(
     return FakeGpuBackend(host, gpus, model, memory_mb=memory_mb, state_dir=state_dir)
 
 
-def make_runtime(config: AgentConfig) -> Runtime:
+def make_runtime(config: AgentConfig, isolation: Isolation | None = None) -> Runtime:
     """The runtime named by ``config.runtime``.
 
     Raises:
         RuntimeUnavailable: ``docker`` without a reachable Docker Engine API.
     """
+    isolation = isolation or Isolation(config.isolation)
     if config.runtime == "docker":
         from agent.runtime.docker import DockerRuntime
 
@@ -119,10 +122,11 @@ def make_runtime(config: AgentConfig) -> Runtime:
             base_url=config.docker_url or None,
             nvidia=config.gpu_backend == "nvml",  # fake GPUs have no devices to request
             log_max_bytes=config.log_max_bytes,
+            isolation=isolation,
         )
     from agent.runtime.process import ProcessRuntime
 
-    return ProcessRuntime(config.state_dir, log_max_bytes=config.log_max_bytes)
+    return ProcessRuntime(config.state_dir, log_max_bytes=config.log_max_bytes, isolation=isolation)
 
 
 def _join(args: argparse.Namespace) -> int:
@@ -208,6 +212,47 @@ def _inject_fault(args: argparse.Namespace) -> int:
     return 0
 
 
+def protect_config(path: Path) -> None:
+    """The config holds the host token: make it 0600 if it is ours, else warn."""
+    log = logging.getLogger("agent")
+    try:
+        st = path.stat()
+    except OSError:
+        return
+    if st.st_mode & 0o077:
+        if st.st_uid == os.geteuid():
+            os.chmod(path, 0o600)
+            log.warning("config %s was readable by others (mode %o): made it 0600", path, st.st_mode & 0o777)
+        else:
+            log.warning("config %s is readable by others and not ours (mode %o)", path, st.st_mode & 0o777)
+
+
+def _not_dumpable() -> None:
+    """No core dump of the agent (its memory holds the secrets of start messages), and its /proc
+    files (environ: the token) are root's even when attempts run as the agent's own user. Children
+    are dumpable again after exec."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+
+
+def report_isolation(isolation: Isolation, state_dir: Path) -> None:
+    """Log how attempts run here and write it to ``<state>/isolation.json`` (the host's state)."""
+    import json
+
+    from agent.state import fix_private_modes, write_private
+
+    log = logging.getLogger("agent")
+    status = isolation.status()
+    fix_private_modes(state_dir)
+    write_private(state_dir / "isolation.json", json.dumps(status, indent=1) + "\n")
+    log.info("isolation: attempts run as %s, cgroup %s %s", status["identity"], status["cgroup"],
+             status["cgroup_parent"] or status["cgroup_note"])  # fmt: skip
+    for warning in status["warnings"]:
+        log.warning("isolation: %s", warning)
+
+
 def _run(args: argparse.Namespace) -> int:
     config_file = args.config or (Path(p) if (p := os.environ.get(ENV_PREFIX + "CONFIG")) else None)
     try:
@@ -226,12 +271,18 @@ def _run(args: argparse.Namespace) -> int:
         config.runtime,
         config.state_dir,
     )
+    os.umask(0o077)  # the agent's own files (records, logs, exit files) are owner-only
+    _not_dumpable()
     config.state_dir.mkdir(parents=True, exist_ok=True)
+    if config_file is not None:
+        protect_config(config_file)
+    isolation = Isolation(config.isolation)
+    report_isolation(isolation, config.state_dir)
     try:
         gpu = make_gpu_backend(
             config.gpu_backend, config.host_name, config.gpus, config.model, config.gpu_memory_mb, config.state_dir
         )
-        runtime = make_runtime(config)
+        runtime = make_runtime(config, isolation)
     except (GpuUnavailable, RuntimeUnavailable) as exc:
         print(f"agent: {exc}", file=sys.stderr)
         return 1

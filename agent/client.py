@@ -50,6 +50,10 @@ from agent.runtime.base import AttemptSpec, Runtime, StartError
 from agent.state import AttemptRecord, current_boot_id, monotonic_s
 
 log = logging.getLogger(__name__)
+_ws_log = logging.getLogger("agent.websocket")
+# websockets logs frames at DEBUG; a start frame carries the attempt's secrets, which never go to
+# a log (docs/isolation.md): connection events only, even with log_level DEBUG.
+_ws_log.setLevel(logging.INFO)
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
@@ -182,7 +186,7 @@ class Agent:
             close_timeout=5,
             # Above the protocol limit, so that an oversized message is answered, not fatal.
             max_size=4 * MAX_MESSAGE_BYTES,
-            logger=log,
+            logger=_ws_log,
         )
         async for ws in connect:
             try:
@@ -359,6 +363,10 @@ class Agent:
             env=msg.env,
             image=msg.image,
             grace_s=msg.grace_s,
+            owner=msg.owner.name if msg.owner else "",
+            owner_uid=msg.owner.uid if msg.owner else None,
+            owner_gid=msg.owner.gid if msg.owner else None,
+            owner_groups=tuple(msg.owner.groups) if msg.owner else (),
         )
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.

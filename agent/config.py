@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 
 import yaml
 
+from agent.runtime.isolation import IsolationConfig
+
 ENV_PREFIX = "FAIRWAY_"
 GPU_BACKENDS = ("fake", "nvml")
 RUNTIMES = ("process", "docker")
@@ -32,7 +34,9 @@ class AgentConfig:
 
     ``gpus``, ``model`` and ``gpu_memory_mb`` describe simulated GPUs (``gpu_backend: fake``);
     ``log_max_bytes`` caps each attempt's log (older output is dropped); ``docker_url`` is the
-    Docker Engine API address of the ``docker`` runtime ("" → ``DOCKER_HOST`` or the default socket).
+    Docker Engine API address of the ``docker`` runtime ("" → ``DOCKER_HOST`` or the default socket);
+    ``isolation`` whose identity attempts run under and their cgroups (docs/isolation.md; YAML
+    mapping, or ``FAIRWAY_ISOLATION='{mode: agent, allow_root: true}'``).
     """
 
     server: str
@@ -49,6 +53,7 @@ class AgentConfig:
     log_level: str = "INFO"
     log_max_bytes: int = 64 * 1024 * 1024
     docker_url: str = ""
+    isolation: IsolationConfig = IsolationConfig()
 
 
 def _positive_int(value: Any) -> int:
@@ -88,6 +93,15 @@ def _non_empty(value: Any) -> str:
     return text
 
 
+def _isolation(value: Any) -> IsolationConfig:
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"not YAML: {exc}") from None
+    return IsolationConfig.parse(value)
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "server": _server_url,
     "token": _non_empty,
@@ -103,6 +117,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "log_level": _choice("DEBUG", "INFO", "WARNING", "ERROR"),
     "log_max_bytes": _positive_int,
     "docker_url": lambda v: "" if v is None else str(v).strip(),
+    "isolation": lambda v: _isolation(v),
 }
 KEYS = tuple(f.name for f in fields(AgentConfig))
 

@@ -237,11 +237,28 @@ class Welcome(Message):
     heartbeat_s: Annotated[float, Range(0.05, 3600.0)]
 
 
+PosixId = Annotated[int, Range(0, 2**32 - 2)]
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who an attempt runs as (docs/isolation.md): the Fairway user ``name`` and, when an admin set
+    them, the POSIX ``uid``, ``gid`` and extra ``groups``. Without a ``uid`` the agent maps ``name``
+    through the host's NSS (``getent passwd``), else uses a dedicated account ``fw-<name>``."""
+
+    name: Name
+    uid: PosixId | None = None
+    gid: PosixId | None = None
+    groups: Annotated[list[PosixId], Size(64)] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class Start(Message):
     """Server → agent: run an attempt on the given GPUs (indices and UUIDs of this host).
 
-    ``image`` is ignored by the process runtime. ``grace_s``: default SIGTERM→SIGKILL grace.
+    ``image``: the process runtime refuses a start with one (``failed_to_start``). ``grace_s``:
+    default SIGTERM→SIGKILL grace. ``owner``: whose identity the attempt runs under; optional on
+    the wire (a missing ``owner`` reads as ``null``: a server older than the field).
     """
 
     TYPE: ClassVar[str] = "start"
@@ -253,6 +270,9 @@ class Start(Message):
     gpu_uuids: Annotated[list[Name], Size(256)]
     gpu_indices: Annotated[list[GpuIndex], Size(256)]
     grace_s: GraceSeconds
+    owner: Owner | None = None
+
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,6 +464,8 @@ def _build(payload: dict[str, Any], allowed: Collection[str] | None) -> Message:
         raise ProtocolError(ERR_UNEXPECTED_TYPE, f"message type {msg_type!r} not accepted here", ref)
     checks = _MESSAGE_FIELDS[msg_type]
     body = {k: v for k, v in payload.items() if k not in _ENVELOPE_KEYS}
+    for name in getattr(cls, "WIRE_OPTIONAL", ()):
+        body.setdefault(name, None)  # fields added later: absent reads as null
     try:
         _check_keys(body.keys(), checks.keys(), msg_type)
         values = {name: check(body[name], f"{msg_type}.{name}") for name, check in checks.items()}

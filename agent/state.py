@@ -59,6 +59,8 @@ class AttemptRecord:
     reported: bool = False  # the server acknowledged the end state
     killed: bool = False  # the agent sent SIGKILL
     message: str = ""
+    uid: int | None = None  # the identity it runs under
+    cgroup: str = ""  # its cgroup directory ("" : tracked by process tree)
 
     def age_s(self, now_mono: float, boot_id: str) -> float | None:
         """Seconds since the exit, or None while running or when the exit time is unknown."""
@@ -71,7 +73,17 @@ class AttemptStore:
     """Attempt records as files under ``<state_dir>/attempts`` (created on first use)."""
 
     def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
         self.dir = state_dir / "attempts"
+        self._private = False
+
+    def ensure_private(self) -> None:
+        """Make the state directory and ``attempts/`` (mode 0711: workloads may reach their own
+        ``<id>.d/`` by name but list nothing) and keep every file in them owner-only (0600).
+        Repairs the modes of state written by older agents (once per store)."""
+        if not self._private or not self.dir.is_dir():
+            fix_private_modes(self.state_dir)
+            self._private = True
 
     def _path(self, attempt_id: int, suffix: str) -> Path:
         return self.dir / f"{attempt_id}.{suffix}"
@@ -100,7 +112,7 @@ class AttemptStore:
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self._path(record.attempt_id, "json.tmp")
-        tmp.write_text(json.dumps(asdict(record)))
+        write_private(tmp, json.dumps(asdict(record)))
         os.replace(tmp, self._path(record.attempt_id, "json"))
 
     def load_all(self) -> list[AttemptRecord]:
@@ -144,8 +156,45 @@ def write_preempt_notice(path: Path, deadline_wall: float, reason: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     safe_reason = "".join(c for c in reason if c.isalnum() or c in "_-.")
-    tmp.write_text(f"FAIRWAY_PREEMPT_DEADLINE={int(deadline_wall)}\nFAIRWAY_PREEMPT_REASON={safe_reason}\n")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"FAIRWAY_PREEMPT_DEADLINE={int(deadline_wall)}\nFAIRWAY_PREEMPT_REASON={safe_reason}\n")
+    os.chmod(tmp, 0o644)  # the directory (root, group of the attempt) decides who reads it
     os.replace(tmp, path)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (0600), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)
+        f.write(text)
+
+
+def open_private_append(path: Path) -> Any:
+    """``path`` opened for appending in binary, created owner-only (0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def fix_private_modes(state_dir: Path) -> None:
+    """State dir and ``attempts/`` 0711, files in them 0600 (run dirs ``<id>.d`` are left to the
+    runtime). Files the agent did not write are left alone."""
+    attempts = state_dir / "attempts"
+    attempts.mkdir(parents=True, exist_ok=True)
+    for directory in (state_dir, attempts):
+        try:
+            os.chmod(directory, 0o711)  # noqa: S103 -- searchable, not listable: attempts reach their <id>.d
+            for entry in os.scandir(directory):
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                    os.chmod(entry.path, 0o600)
+        except OSError as exc:  # e.g. a state directory that is not the agent's own
+            log.warning("cannot make %s private: %s", directory, exc)
 
 
 _FALLOC_FL_KEEP_SIZE = 0x01

@@ -165,6 +165,8 @@ RestartSec=5
 # Attempts run in their own sessions and must outlive agent restarts and upgrades:
 # stop only the agent process, never the attempts in its cgroup.
 KillMode=process
+# Each attempt gets a cgroup of its own under the agent's (docs/isolation.md): a stop kills all of it.
+Delegate=yes
 TimeoutStopSec=20
 
 [Install]

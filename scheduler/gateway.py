@@ -136,6 +136,7 @@ class _Part:
     env: dict[str, Any]
     rank: int
     gpus: list[tuple[int, str]]  # (index, uuid)
+    owner: protocol.Owner | None = None
 
 
 def plain_env(env: Any) -> dict[str, str]:
@@ -230,9 +231,10 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
         "rank",
         "gpu__index",
         "gpu__uuid",
+        *_OWNER_FIELDS,
     )
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
-    for host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid in rows:
+    for host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, *owner in rows:
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
@@ -247,6 +249,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
                 env=env or {},
                 rank=rank,
                 gpus=[],
+                owner=owner_of(*owner),
             )
         part.gpus.append((index, uuid))
     to_start: dict[int, list[_Part]] = {}
@@ -297,6 +300,28 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
         gpu_uuids=[u for _i, u in gpus],
         gpu_indices=[i for i, _u in gpus],
         grace_s=grace,
+        owner=part.owner,
+    )
+
+
+_OWNER_FIELDS = (
+    "attempt__workload__owner__username",
+    "attempt__workload__owner__posix_uid",
+    "attempt__workload__owner__posix_gid",
+    "attempt__workload__owner__posix_groups",
+)
+
+
+def owner_of(username: str | None, uid: int | None, gid: int | None, groups: Any) -> protocol.Owner | None:
+    """The ``start.owner`` of a workload's owner: the user name, and the POSIX identity an admin
+    set (docs/isolation.md); the agent maps the name on its host when no uid is set."""
+    if not username:
+        return None
+    return protocol.Owner(
+        name=username[:256],
+        uid=uid,
+        gid=gid if uid is not None else None,
+        groups=[int(g) for g in (groups or [])] if uid is not None else [],
     )
 
 

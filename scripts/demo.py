@@ -49,6 +49,19 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def demo_isolation() -> dict[str, str]:
+    """Agent environment for isolation (docs/isolation.md). As root, agents run each user's attempts
+    under a dedicated account ``fw-<user>``, which must be able to run this Python; a development
+    Python under a private home (e.g. /root, mode 0700) cannot be, and the demo then runs attempts
+    as the agents' own user, saying so."""
+    from agent.runtime.isolation import usable_by_others
+
+    if os.geteuid() != 0 or usable_by_others(PYTHON):
+        return {}
+    say(f"note: {PYTHON} is not usable by other accounts: attempts run as root, not isolated (docs/isolation.md)")
+    return {"FAIRWAY_ISOLATION": "{mode: agent, allow_root: true}"}
+
+
 class DemoError(Exception):
     """A step of the demo failed; the message says which and where its log is."""
 
@@ -189,11 +202,12 @@ class Demo:
         tokens = read_tokens(self.var / "tokens.json")
         if len(tokens) < self.args.hosts:
             raise DemoError(f"seed_demo wrote {len(tokens)} host tokens, expected {self.args.hosts}")
+        isolation = demo_isolation()
         for name, token in sorted(tokens.items())[: self.args.hosts]:
             state = self.var / "agents" / name
             state.mkdir(parents=True, exist_ok=True)
             # The token goes by environment, not argv, where `ps` would show it.
-            env = {**self.env, "FAIRWAY_TOKEN": token}
+            env = {**self.env, "FAIRWAY_TOKEN": token, **isolation}
             self.agents.append(
                 self._spawn(
                     [

@@ -38,6 +38,10 @@ class AttemptSpec:
     env: dict[str, str] = field(default_factory=dict)
     image: str = ""
     grace_s: int = 30
+    owner: str = ""  # the Fairway user (start.owner.name); "" when the server named none
+    owner_uid: int | None = None  # set by an admin (start.owner.uid), else mapped on the host
+    owner_gid: int | None = None
+    owner_groups: tuple[int, ...] = ()
 
 
 class RuntimeUnavailable(Exception):

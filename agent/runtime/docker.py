@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from datetime import datetime
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime
-from agent.state import AttemptRecord, monotonic_s, write_preempt_notice
+from agent.runtime.isolation import Identity, IdentityError, Isolation, IsolationConfig
+from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
 try:
     import docker
@@ -48,8 +50,13 @@ def container_name(attempt_id: int) -> str:
     return f"fairway-attempt-{attempt_id}"
 
 
-def container_spec(spec: AttemptSpec, run_dir: Path, *, nvidia: bool) -> dict[str, Any]:
-    """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine)."""
+def container_spec(
+    spec: AttemptSpec, run_dir: Path, *, nvidia: bool, identity: Identity | None = None
+) -> dict[str, Any]:
+    """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine).
+
+    With an ``identity`` that the agent switches to, the container runs as ``--user uid:gid``
+    with its extra groups (``--group-add``), whatever the image's ``USER`` says."""
     env = dict(spec.env)
     env.update(
         NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids) if spec.gpu_uuids else "void",
@@ -69,6 +76,10 @@ def container_spec(spec: AttemptSpec, run_dir: Path, *, nvidia: bool) -> dict[st
         "volumes": {str(run_dir): {"bind": RUN_DIR_IN_CONTAINER, "mode": "ro"}},
         "detach": True,
     }
+    if identity is not None and identity.switch:
+        kwargs["user"] = f"{identity.uid}:{identity.gid}"
+        if identity.groups:
+            kwargs["group_add"] = [str(g) for g in identity.groups]
     if nvidia and spec.gpu_uuids:
         kwargs["device_requests"] = [
             DeviceRequest(driver="nvidia", device_ids=list(spec.gpu_uuids), capabilities=[["gpu"]])
@@ -109,8 +120,11 @@ class DockerRuntime(StoredRuntime):
         nvidia: bool = True,
         log_max_bytes: int = 64 * 1024 * 1024,
         pull: bool = True,
+        isolation: Isolation | None = None,
     ) -> None:
         super().__init__(state_dir, log_max_bytes)
+        # None: the image's own user (the library default of tests); the agent passes its own.
+        self.isolation = isolation or Isolation(IsolationConfig(mode="agent", allow_root=True, cgroup="off"))
         if docker is None:
             raise RuntimeUnavailable("the docker runtime needs the docker package (pip install docker)")
         try:
@@ -169,9 +183,19 @@ class DockerRuntime(StoredRuntime):
         record = self._new_record(spec)
         if not spec.image:
             self._fail(record, "the docker runtime needs an image")
+        try:
+            ident = await asyncio.to_thread(
+                self.isolation.resolve, spec.owner, spec.owner_uid, spec.owner_gid, tuple(spec.owner_groups)
+            )
+        except IdentityError as exc:
+            self._fail(record, str(exc))
+        self.store.ensure_private()
         run_dir = self.store.run_dir(spec.attempt_id)
         run_dir.mkdir(parents=True, exist_ok=True)
-        kwargs = container_spec(spec, run_dir, nvidia=self.nvidia)
+        if ident.switch:
+            os.chown(run_dir, os.geteuid(), ident.gid)
+            os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
+        kwargs = container_spec(spec, run_dir, nvidia=self.nvidia, identity=ident)
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other
         try:
@@ -223,7 +247,7 @@ class DockerRuntime(StoredRuntime):
             code: int | None = None
             finished: float | None = None
             try:
-                with path.open("ab") as out:
+                with open_private_append(path) as out:
                     for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
                         out.write(chunk)
                         out.flush()

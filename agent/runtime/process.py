@@ -1,28 +1,42 @@
-"""The ``process`` runtime: each attempt is a local process group (for hosts without a container
-engine, and for development and the demo).
+"""The ``process`` runtime: each attempt is a local process tree in a cgroup of its own (for hosts
+without a container engine, and for development and the demo; docs/isolation.md).
 
-An attempt runs under a tiny ``/bin/sh`` wrapper that leads its own session and process group,
-runs the command, and writes the exit code and exit time (``/proc/uptime``) to the attempt's
-exit file. The wrapper traps SIGTERM only to outlive its child, so an agent that restarted (and is
-no longer the parent) still learns the exit code of an attempt it re-adopted.
+An attempt runs under a small Python wrapper (the agent's interpreter, the agent's uid) that leads
+its own session, joins the attempt's cgroup before anything else, is a child subreaper, runs the
+command under the attempt's identity, and writes the exit code and exit time (``/proc/uptime``) to
+the attempt's exit file. The wrapper ignores SIGTERM only to outlive its child, so an agent that
+restarted (and is no longer the parent) still learns the exit code of an attempt it re-adopted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from agent.runtime.base import AttemptSpec, StoredRuntime
+from agent.runtime.isolation import (
+    IdentityError,
+    Isolation,
+    IsolationConfig,
+    access_problem,
+    attempt_env,
+    kill_cgroup,
+    kill_tree,
+    remove_cgroup,
+)
 from agent.state import (
     AttemptRecord,
     monotonic_s,
+    open_private_append,
     write_preempt_notice,
 )
 
@@ -31,17 +45,69 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
-# "$1": exit file; the rest: the command. The trap handler (not an ignore, which the child would
-# inherit) makes the shell wait for its child on SIGTERM; the group signal reaches the child itself.
-_WRAPPER = """f=$1; shift
-trap : TERM INT HUP
-"$@"
-c=$?
-read u _ </proc/uptime
-echo "$c $u" >"$f"
-exit $c
+# The wrapper, run as ``python -I -c _WRAPPER FD EXIT_FILE UID GID GROUPS LC COMMAND...`` by the agent
+# (so as the agent's user). It waits on the pipe FD until the agent has put it into the attempt's
+# cgroup, becomes a child subreaper (orphans of the attempt stay its descendants), runs the command
+# (with the attempt's identity when UID is not "-", and no_new_privs), writes the exit code and
+# exit time to EXIT_FILE, kills what is left of the attempt, and exits with the command's code.
+# SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
+# outlives its command, whom the stop's signal reaches directly.
+_WRAPPER = r"""
+import contextlib, ctypes, os, signal, subprocess, sys, time
+fd, exit_file, uid, gid, groups, lc, cmd = int(sys.argv[1]), *sys.argv[2:7], sys.argv[7:]
+if lc == "-":
+    os.environ.pop("LC_CTYPE", None)  # Python's C-locale coercion set it; the attempt did not
+go = os.read(fd, 1)
+os.close(fd)
+if go != b"1":
+    sys.exit(125)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, lambda *a: None)
+kw = dict(umask=0o022)
+if uid != "-":
+    kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
+              preexec_fn=lambda: libc.prctl(38, 1, 0, 0, 0))
+try:
+    child = subprocess.Popen(cmd, **kw)
+except OSError as e:
+    print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
+    code = 126
+else:
+    rc = child.wait()
+    code = 128 - rc if rc < 0 else rc
+with open("/proc/uptime") as f:
+    up = f.read().split()[0]
+with os.fdopen(os.open(exit_file + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+    f.write(f"{code} {up}\n")
+os.replace(exit_file + ".tmp", exit_file)
+def kids():
+    table = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            with contextlib.suppress(OSError):
+                t = open(f"/proc/{e}/stat").read()
+                table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for c in table.get(todo.pop(), []):
+            out.append(c); todo.append(c)
+    return out
+for _ in range(200):
+    left = kids()
+    if not left:
+        break
+    for p in left:
+        with contextlib.suppress(OSError):
+            os.kill(p, 9)
+    time.sleep(0.005)
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+sys.exit(code)
 """
-_AGENT_ENV_PREFIX = "FAIRWAY_"  # the agent's own settings (its token!) never reach a workload
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -94,19 +160,27 @@ def _killpg(pgid: int, sig: signal.Signals) -> None:
 
 
 class ProcessRuntime(StoredRuntime):
-    """Runs attempts as process groups; records, logs and exit files under ``state_dir``.
+    """Runs attempts as process trees, each in its own cgroup; records, logs and exit files under
+    ``state_dir``.
 
     ``cwd`` is the attempts' working directory (default: the agent's); ``log_max_bytes`` caps each
-    attempt's log (see :meth:`cap_logs`).
+    attempt's log (see :meth:`cap_logs`); ``isolation`` says whose identity attempts run under and
+    where their cgroups go (None: the agent's own user, cgroups where available — the library
+    default of tests; the agent passes its configured one).
     """
 
-    def __init__(self, state_dir: Path, cwd: Path | None = None, log_max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        cwd: Path | None = None,
+        log_max_bytes: int = 64 * 1024 * 1024,
+        isolation: Isolation | None = None,
+    ) -> None:
         super().__init__(state_dir, log_max_bytes)
         self.cwd = cwd
+        self.isolation = isolation or Isolation(IsolationConfig(mode="agent", allow_root=True))
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: dict[int, asyncio.Task[None]] = {}
-
-    # --- queries ---------------------------------------------------------------------------------
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -125,6 +199,8 @@ class ProcessRuntime(StoredRuntime):
                 log.info("re-adopted attempt %d (pid %s)", record.attempt_id, record.pid)
                 self._watch(record)
             else:
+                if record.cgroup and record.boot_id == self.boot_id:
+                    remove_cgroup(Path(record.cgroup), parent_too=True)  # what outlived its wrapper
                 self._finish(record, returncode=None)
                 log.info(
                     "attempt %d ended while the agent was away (exit code %s)", record.attempt_id, record.exit_code
@@ -136,8 +212,19 @@ class ProcessRuntime(StoredRuntime):
         if existing is not None:
             return existing
         record = self._new_record(spec)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_AGENT_ENV_PREFIX)}
-        env.update(spec.env)
+        if spec.image:
+            self._fail(
+                record,
+                f"this host runs the process runtime, which cannot run image {spec.image!r}: "
+                "the workload needs a host with the docker runtime",
+            )
+        try:
+            ident = await asyncio.to_thread(
+                self.isolation.resolve, spec.owner, spec.owner_uid, spec.owner_gid, tuple(spec.owner_groups)
+            )
+        except IdentityError as exc:
+            self._fail(record, str(exc))
+        env = attempt_env(spec.env, ident, os.environ.get("PATH"))
         env.update(
             CUDA_VISIBLE_DEVICES=",".join(str(i) for i in spec.gpu_indices),
             NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids),
@@ -146,20 +233,55 @@ class ProcessRuntime(StoredRuntime):
             FAIRWAY_PREEMPT_FILE=str(self.store.preempt_path(spec.attempt_id)),
         )
         program = spec.command[0]
-        # Resolve here: the wrapper shell would turn "not found" into exit code 127 after "started".
+        # Resolve here: the wrapper would turn "not found" into exit code 126 after "started".
         executable = shutil.which(program, path=env.get("PATH", os.defpath))
         if executable is None:
             self._fail(record, f"command not found or not executable: {program}")
-        self.store.dir.mkdir(parents=True, exist_ok=True)
-        self.store.run_dir(spec.attempt_id).mkdir(exist_ok=True)
+        gids = {ident.gid, *ident.groups}
+        if ident.switch:
+            cwd = str(self.cwd or os.getcwd())
+            script = False
+            with contextlib.suppress(OSError), open(executable, "rb") as f:  # noqa: ASYNC230 -- two bytes
+                script = f.read(2) == b"#!"  # an interpreter reads it: it must be readable too
+            run_want = 5 if script else 1
+            for path, want, what in ((executable, run_want, "run"), (cwd, 1, "enter the working directory")):
+                problem = access_problem(path, ident.uid, gids, want)
+                if problem is not None:
+                    self._fail(record, f"user {ident.user} (uid {ident.uid}) cannot {what} {path}: {problem}")
+        self.store.ensure_private()
+        run_dir = self.store.run_dir(spec.attempt_id)
+        run_dir.mkdir(exist_ok=True)
+        if ident.switch:
+            # Root-owned (the workload cannot plant links where the agent writes), readable by its group.
+            os.chown(run_dir, 0, ident.gid)
+            os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
+            if env["HOME"] == "/" and "HOME" not in spec.env:
+                home = run_dir / "home"
+                home.mkdir(exist_ok=True)
+                os.chown(home, ident.uid, ident.gid)
+                os.chmod(home, 0o700)
+                env["HOME"] = str(home)
         exit_path = self.store.exit_path(spec.attempt_id)
         exit_path.unlink(missing_ok=True)
+        cgroup = self._make_cgroup(spec.attempt_id)
+        read_fd, write_fd = os.pipe()
+        ids = (str(ident.uid), str(ident.gid), ",".join(map(str, ident.groups))) if ident.switch else ("-", "-", "")
         try:
-            with self.store.log_path(spec.attempt_id).open("ab") as log_file:
+            with open_private_append(self.store.log_path(spec.attempt_id)) as log_file:
                 # Not asyncio's subprocess: its transport kills the child when closed, and attempts
                 # must outlive the agent.
                 proc = subprocess.Popen(  # noqa: S603, ASYNC220 -- running the workload's command is the point
-                    ["/bin/sh", "-c", _WRAPPER, f"fairway-attempt-{spec.attempt_id}", str(exit_path), executable]
+                    [
+                        sys.executable,
+                        "-I",
+                        "-c",
+                        _WRAPPER,
+                        str(read_fd),
+                        str(exit_path),
+                        *ids,
+                        "+" if "LC_CTYPE" in env else "-",
+                        executable,
+                    ]
                     + spec.command[1:],
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
@@ -167,24 +289,63 @@ class ProcessRuntime(StoredRuntime):
                     env=env,
                     cwd=self.cwd,
                     start_new_session=True,
+                    pass_fds=(read_fd,),
                 )
         except OSError as exc:
+            os.close(write_fd)
+            if cgroup is not None:
+                remove_cgroup(cgroup)
             self._fail(record, f"cannot start {program}: {exc}")
+        finally:
+            os.close(read_fd)
+        if cgroup is not None:
+            try:
+                (cgroup / "cgroup.procs").write_text(str(proc.pid))
+            except OSError as exc:
+                log.warning("attempt %d: cannot join cgroup %s (%s): process-tree tracking only",
+                            spec.attempt_id, cgroup, exc)  # fmt: skip
+                remove_cgroup(cgroup)
+                cgroup = None
+        os.write(write_fd, b"1")
+        os.close(write_fd)
         record.pid = proc.pid
         record.proc_start = proc_start_time(proc.pid)
         record.started_mono = monotonic_s()
+        record.uid = ident.uid
+        record.cgroup = str(cgroup or "")
         self._records[spec.attempt_id] = record
         self._procs[spec.attempt_id] = proc
         self.store.save(record)
         self._watch(record)
         log.info(
-            "attempt %d started: pid %d, GPUs %s, command %s",
+            "attempt %d started: pid %d as %s (uid %d, %s), cgroup %s, GPUs %s, command %s",
             spec.attempt_id,
             proc.pid,
+            ident.user,
+            ident.uid,
+            ident.source,
+            cgroup or "none",
             env["CUDA_VISIBLE_DEVICES"] or "-",
             spec.command,
         )
         return record
+
+    def _make_cgroup(self, attempt_id: int) -> Path | None:
+        setup = self.isolation.cgroups
+        if setup is None or setup.parent is None:
+            return None
+        # Per agent (several agents may share a host and its cgroup tree: the demo, test runs).
+        agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
+        path = setup.parent / f"agent-{agent_key}" / f"attempt-{attempt_id}"
+        try:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except FileNotFoundError:  # the agent's directory was just removed with its last attempt
+                path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            log.warning("attempt %d: cannot make cgroup %s (%s): process-tree tracking only", attempt_id, path, exc)
+            return None
+        return path
 
     async def stop(self, attempt_id: int, grace_s: float, reason: str = "") -> AttemptRecord | None:
         record = self._records.get(attempt_id)
@@ -207,13 +368,14 @@ class ProcessRuntime(StoredRuntime):
             if record.state == "running":
                 record.killed = True
                 self.store.save(record)
-                self._signal(record, signal.SIGKILL)
+                await asyncio.to_thread(self._signal, record, signal.SIGKILL)
                 log.info("attempt %d: grace over, SIGKILL sent", attempt_id)
             await watcher
         return record
 
     def _signal(self, record: AttemptRecord, sig: signal.Signals) -> bool:
-        """Signal the attempt's process group if its leader is still the process we started."""
+        """Signal every process of the attempt (its cgroup, else its wrapper's process tree) if its
+        wrapper is still the process we started."""
         pid = record.pid
         if pid is None:
             return False
@@ -223,6 +385,10 @@ class ProcessRuntime(StoredRuntime):
                 return False
         elif proc_start_time(pid) != record.proc_start:  # re-adopted: the pid may have been reused
             return False
+        if record.cgroup:
+            kill_cgroup(Path(record.cgroup), sig)
+        else:
+            kill_tree(pid, sig)
         _killpg(pid, sig)
         return True
 
@@ -259,9 +425,11 @@ class ProcessRuntime(StoredRuntime):
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        # Leftovers of the group would hold the GPUs. For our own child the leader is still an
-        # unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
+        # Leftovers would hold the GPUs: the whole cgroup goes. For our own child the leader is
+        # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
+        if record.cgroup:
+            await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         returncode = proc.wait() if proc is not None else None
         self._finish(record, returncode)
         if self.on_exit is not None:

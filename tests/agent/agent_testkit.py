@@ -151,11 +151,15 @@ class FakeServer:
 
 
 def kill_leftovers(state_dir: Path) -> None:
-    """SIGKILL the process group of every attempt recorded as running in ``state_dir``."""
+    """SIGKILL the process group and the cgroup of every attempt recorded as running in ``state_dir``."""
+    from agent.runtime.isolation import remove_cgroup
+
     for record in AttemptStore(state_dir).load_all():
         if record.state == "running" and record.pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(record.pid, signal.SIGKILL)
+        if record.cgroup:
+            remove_cgroup(Path(record.cgroup), parent_too=True)
 
 
 def make_agent(url: str, state_dir: Path, heartbeat: float = 0.2) -> Agent:

@@ -210,15 +210,23 @@ def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman
     async def second_agent() -> None:
         await asyncio.sleep(1.5)  # the short one has exited meanwhile
         rt, exits = runtime(state_dir, podman)
+        seen: dict[int, AttemptRecord] = {}
+
+        async def exit_of(attempt_id: int) -> AttemptRecord:  # exits in any order (a loaded machine)
+            while attempt_id not in seen:
+                got = await asyncio.wait_for(exits.get(), 20)
+                seen[got.attempt_id] = got
+            return seen[attempt_id]
+
         await rt.recover()
         short = rt.get(6)
         assert short is not None
         if short.state == "running":  # found exited by label: its exit is collected at once
-            short = await asyncio.wait_for(exits.get(), 10)
+            short = await exit_of(6)
         assert (short.attempt_id, short.exit_code) == (6, 6)
         assert short.exited_mono is not None  # with its real exit time
         assert rt.get(5).state == "running"
-        record = await asyncio.wait_for(exits.get(), 20)
+        record = await exit_of(5)
         assert (record.attempt_id, record.exit_code) == (5, 4)
         assert "long" in (await wait_log(rt, 5, "long"))  # the log copied again from the start
         assert not rt.client.containers.list(all=True, filters={"name": container_name(5)})
@@ -226,3 +234,31 @@ def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman
 
     run_async(first_agent())
     run_async(second_agent())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+def test_a_container_runs_as_its_owner_and_reads_its_preemption_notice(state_dir: Path, podman: str) -> None:
+    from dataclasses import replace
+
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+
+    async def scenario() -> None:
+        rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
+        exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.recover()
+        script = "trap 'cat $FAIRWAY_PREEMPT_FILE; exit 0' TERM; echo uid=$(id -u) gid=$(id -g); "
+        script += "while :; do sleep 0.1; done"
+        await rt.start(replace(spec(5, script, grace_s=10), owner="iso-alice"))
+        expected = isolation.resolve("iso-alice")
+        await wait_log(rt, 5, f"uid={expected.uid} gid={expected.gid}")
+        await rt.stop(5, 10, "preempted")
+        await wait_log(rt, 5, "FAIRWAY_PREEMPT_REASON=preempted")
+        assert (await exits.get()).exit_code == 0
+        with pytest.raises(StartError, match="root"):
+            await rt.start(replace(spec(6, "true"), owner="ops", owner_uid=0))
+        await rt.close()
+
+    run_async(scenario())

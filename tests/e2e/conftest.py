@@ -30,6 +30,9 @@ import uvicorn
 from django.db import close_old_connections
 
 REPO = Path(__file__).resolve().parents[2]
+AGENT_USER_ISOLATION = "{mode: agent, allow_root: true}"
+"""``FAIRWAY_ISOLATION`` of the agents here: a test Python under a private home (/root) is not
+usable by the dedicated accounts an agent running as root would use (docs/isolation.md)."""
 
 
 def free_port() -> int:
@@ -171,12 +174,13 @@ class Stack:
         self.server = self.web = None
 
     def start_agent(self) -> subprocess.Popen[bytes]:
-        """Start ``python -m agent run`` (through the proxy) with the state directory of the stack."""
+        """Start ``python -m agent run`` (through the proxy) with the state directory of the stack.
+        Attempts run as the agent's own user (docs/isolation.md; tests/agent covers isolation)."""
         with self.agent_log.open("ab") as log:
             self.agent = subprocess.Popen(  # noqa: S603 -- our own agent, fixed arguments
                 [sys.executable, "-m", "agent", "run", *self.agent_args],
                 cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
+                env={**os.environ, "PYTHONPATH": str(REPO), "FAIRWAY_ISOLATION": AGENT_USER_ISOLATION},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

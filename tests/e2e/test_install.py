@@ -134,6 +134,7 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(wheelhouse),
         "FAIRWAY_JOIN_TOKEN": token,
+        "FAIRWAY_ISOLATION": "{mode: agent, allow_root: true}",  # this Python is under /root (0700)
     }
     common = ["--no-systemd", "--prefix", str(prefix), "--python", sys.executable]
     install = ["--host-name", "h2", "--gpu-backend", "fake", "--gpus", "4", "--model", "H100", "--label", "rack=r9"]

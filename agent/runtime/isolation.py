@@ -1,0 +1,546 @@
+"""Workload isolation on the agent (docs/isolation.md): whose identity an attempt runs under, the
+cgroup that holds all of its processes, and the process-tree fallback where there is no usable
+cgroup.
+
+Identity (``mode: owner``, the default), in order:
+
+1. the uid/gid/groups an admin set on the Fairway user (``start.owner.uid``);
+2. the Fairway user name mapped through the host's NSS (``getent passwd``: files, LDAP, sssd),
+   for accounts with uid ≥ ``nss_min_uid``;
+3. an agent running as root: a dedicated account ``<account_prefix><name>`` with uid = gid from
+   ``uid_range``, created once (``groupadd``/``useradd``) and reused;
+4. an agent not running as root: its own user (it cannot switch), with a warning in
+   :meth:`Isolation.status`.
+
+uid 0 is refused unless ``allow_root``. ``mode: agent`` runs every attempt as the agent's own
+user (development; as root it needs ``allow_root``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import pwd
+import re
+import signal
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MODES = ("owner", "agent")
+CGROUP_MODES = ("auto", "v2", "v1", "off")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_NAME_RE = re.compile(r"[^a-z0-9_-]")
+
+
+class IdentityError(Exception):
+    """No acceptable identity for an attempt (reported as ``failed_to_start``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IsolationConfig:
+    """The agent's ``isolation`` settings (YAML mapping, ``FAIRWAY_ISOLATION`` as a YAML flow
+    mapping, e.g. ``{mode: agent, allow_root: true}``)."""
+
+    mode: str = "owner"
+    uid_range: tuple[int, int] = (61000, 61999)
+    account_prefix: str = "fw-"
+    allow_root: bool = False
+    nss: bool = True
+    nss_min_uid: int = 1000
+    cgroup: str = "auto"
+    cgroup_parent: str = ""  # "" = <the agent's own cgroup>/fairway
+
+    @classmethod
+    def parse(cls, raw: Any) -> IsolationConfig:
+        """From a mapping (or None); raises ValueError on unknown keys or bad values."""
+        if raw is None or raw == "":
+            return cls()
+        if isinstance(raw, IsolationConfig):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise ValueError("must be a mapping, e.g. {mode: owner, uid_range: [61000, 61999]}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(map(str, raw)) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key == "mode":
+                if value not in MODES:
+                    raise ValueError(f"mode must be one of {', '.join(MODES)}")
+            elif key == "cgroup":
+                value = "off" if value is False else value  # YAML 1.1 reads a bare off as false
+                if value not in CGROUP_MODES:
+                    raise ValueError(f"cgroup must be one of {', '.join(CGROUP_MODES)}")
+            elif key == "uid_range":
+                lo, hi = (int(v) for v in value)
+                if not 0 < lo <= hi < 2**31:
+                    raise ValueError("uid_range must be [low, high] with 0 < low <= high")
+                value = (lo, hi)
+            elif key in ("allow_root", "nss"):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key} must be true or false")
+            elif key == "nss_min_uid":
+                value = int(value)
+            else:
+                value = str(value)
+            values[key] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The POSIX identity of an attempt. ``switch``: the agent changes to it (False: the agent's own)."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    user: str
+    home: str
+    source: str  # admin | nss | dedicated | agent
+    switch: bool = True
+
+
+# --- cgroups ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupSetup:
+    """Where attempt cgroups are made: ``kind`` v2, v1 (one hierarchy) or none; ``parent`` dir."""
+
+    kind: str
+    parent: Path | None = None
+    note: str = ""
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    """(mount point, fs type, options) of /proc/self/mounts."""
+    out = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 4:
+                out.append((parts[1].replace("\\040", " "), parts[2], parts[3]))
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """Hierarchy ("" for v2, else controller list) → this process's cgroup path."""
+    out: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            out[controllers] = path
+    return out
+
+
+def _probe(parent: Path) -> str:
+    """'' if a child cgroup can be made under ``parent``, else why not."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        probe = parent / f"probe-{os.getpid()}"
+        probe.mkdir(exist_ok=True)
+        ok = (probe / "cgroup.procs").exists() and os.access(probe / "cgroup.procs", os.W_OK)
+        probe.rmdir()
+    except OSError as exc:
+        return f"{parent}: {exc.strerror or exc}"
+    return "" if ok else f"{parent}: cgroup.procs not writable"
+
+
+def detect_cgroups(mode: str = "auto", parent: str = "") -> CgroupSetup:
+    """The cgroup setup for attempts: v2 if a cgroup2 mount is writable here, else v1 (freezer or
+    pids hierarchy), else none (the process-tree fallback), as ``mode`` allows."""
+    if mode == "off":
+        return CgroupSetup("none", note="cgroups turned off (isolation.cgroup: off)")
+    own = _own_cgroups()
+    notes: list[str] = []
+    mounts = _mounts()
+    if mode in ("auto", "v2"):
+        for point, fstype, _opts in mounts:
+            if fstype == "cgroup2":
+                base = Path(parent) if parent else Path(point) / own.get("", "/").lstrip("/") / "fairway"
+                why = _probe(base)
+                if not why:
+                    return CgroupSetup("v2", base)
+                notes.append(f"v2 {why}")
+                break
+        else:
+            notes.append("no cgroup2 mount")
+    if mode in ("auto", "v1"):
+        for controller in ("freezer", "pids"):
+            for point, fstype, opts in mounts:
+                if fstype == "cgroup" and controller in opts.split(","):
+                    key = next((k for k in own if controller in k.split(",")), None)
+                    rel = own.get(key, "/") if key is not None else "/"
+                    base = Path(parent) if parent else Path(point) / rel.lstrip("/") / "fairway"
+                    why = _probe(base)
+                    if not why:
+                        return CgroupSetup("v1", base, note=controller)
+                    notes.append(f"v1 {controller} {why}")
+                    break
+    return CgroupSetup("none", note="; ".join(notes) or "no cgroup hierarchy")
+
+
+def cgroup_pids(path: Path) -> list[int]:
+    """Processes in the cgroup ``path`` (empty when it is gone)."""
+    try:
+        return [int(p) for p in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_cgroup(path: Path, sig: signal.Signals = signal.SIGKILL) -> None:
+    """Send ``sig`` to every process of the cgroup ``path``. SIGKILL uses ``cgroup.kill`` (v2,
+    Linux 5.14+) or, on v1, freezes the cgroup first so nothing forks past the kill."""
+    if sig == signal.SIGKILL and (path / "cgroup.kill").exists():
+        with contextlib.suppress(OSError):
+            (path / "cgroup.kill").write_text("1")
+            return
+    frozen = False
+    if sig == signal.SIGKILL and (path / "freezer.state").exists():
+        with contextlib.suppress(OSError):
+            (path / "freezer.state").write_text("FROZEN")
+            frozen = True
+    for _ in range(50):
+        pids = cgroup_pids(path)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if sig != signal.SIGKILL:
+            break
+        if frozen:
+            with contextlib.suppress(OSError):
+                (path / "freezer.state").write_text("THAWED")
+            frozen = False
+        time.sleep(0.01)
+    if frozen:
+        with contextlib.suppress(OSError):
+            (path / "freezer.state").write_text("THAWED")
+
+
+def remove_cgroup(path: Path, wait_s: float = 2.0, *, parent_too: bool = False) -> bool:
+    """Kill what is left in the cgroup ``path`` and remove it (and its parent if that is then empty,
+    with ``parent_too``); True when it is gone."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        if not path.exists():
+            return True
+        kill_cgroup(path)
+        try:
+            path.rmdir()
+            if parent_too:
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                log.warning("cannot remove cgroup %s (processes left: %s)", path, cgroup_pids(path))
+                return False
+            time.sleep(0.02)
+
+
+# --- the process-tree fallback ----------------------------------------------------------------------
+
+
+def descendants(root: int) -> list[int]:
+    """Every process under ``root`` by parent links (/proc), deepest last."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(text[text.rfind(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_tree(root: int, sig: signal.Signals, *, include_root: bool = True) -> None:
+    """Signal every descendant of ``root`` (then ``root``). The attempt's wrapper is a child
+    subreaper, so processes that ``setsid`` or double-fork stay its descendants; SIGKILL repeats
+    until none is left, and kills the wrapper last (killed first, it would orphan them)."""
+    for _ in range(100 if sig == signal.SIGKILL else 1):
+        pids = descendants(root)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if sig == signal.SIGKILL:
+            time.sleep(0.01)
+    if include_root:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(root, sig)
+
+
+# --- file access as another user ---------------------------------------------------------------------
+
+
+def _allowed(st: os.stat_result, uid: int, gids: set[int], want: int) -> bool:
+    """Whether ``uid``/``gids`` have the permission bits ``want`` (4 r, 2 w, 1 x) by mode bits."""
+    if uid == 0:
+        return want != 1 or bool(st.st_mode & 0o111) or stat.S_ISDIR(st.st_mode)
+    if st.st_uid == uid:
+        bits = (st.st_mode >> 6) & 7
+    elif st.st_gid in gids:
+        bits = (st.st_mode >> 3) & 7
+    else:
+        bits = st.st_mode & 7
+    return bits & want == want
+
+
+def access_problem(path: str, uid: int, gids: set[int], want: int = 1) -> str | None:
+    """Why ``uid`` (in ``gids``) cannot use ``path`` (want 1: execute or enter, 4: read), by the mode
+    bits of the path and every directory on the way, symlinks followed; None when it can."""
+    seen: set[str] = set()
+
+    def walk(p: str, final_want: int) -> str | None:
+        parts = Path(p).parts
+        current = Path("/")
+        for i, part in enumerate(parts[1:], 1):
+            try:
+                st_dir = os.stat(current)
+            except OSError as exc:
+                return f"{current}: {exc.strerror}"
+            if not _allowed(st_dir, uid, gids, 1):
+                return f"{current} is not searchable"
+            current = current / part
+            if os.path.islink(current) and str(current) not in seen:
+                seen.add(str(current))
+                target = os.path.realpath(current)
+                rest = Path(target, *parts[i + 1 :])
+                return walk(str(rest), final_want)
+        try:
+            st = os.stat(current)
+        except OSError as exc:
+            return f"{current}: {exc.strerror}"
+        if not _allowed(st, uid, gids, final_want):
+            what = {1: "executable", 4: "readable"}.get(final_want, "readable and executable")
+            return f"{current} is not {what}"
+        return None
+
+    return walk(os.path.abspath(path), want)
+
+
+def usable_by_others(path: str) -> bool:
+    """Whether an unprivileged account of its own could run the program ``path`` (e.g. the Python
+    of a development checkout under a 0700 home is not): the demo and e2e tests ask this."""
+    import sys
+
+    problem = access_problem(path, 2**31 - 3, set(), 1)
+    if problem is None and os.path.realpath(path) == os.path.realpath(sys.executable):
+        problem = access_problem(os.path.join(sys.base_prefix, "lib"), 2**31 - 3, set(), 1)
+    return problem is None
+
+
+# --- identities -------------------------------------------------------------------------------------
+
+
+def account_name(prefix: str, user: str) -> str:
+    """The dedicated account of Fairway user ``user``: ``prefix`` + the name in [a-z0-9_-], at most
+    32 characters (a short hash keeps names that had to be changed distinct)."""
+    clean = _NAME_RE.sub("-", user.lower())
+    name = prefix + clean
+    if clean != user or len(name) > 32 or not clean:
+        digest = hashlib.sha256(user.encode()).hexdigest()[:6]
+        name = f"{prefix}{clean[: 32 - len(prefix) - 7]}-{digest}"
+    return name
+
+
+def account_gecos(user: str) -> str:
+    """The GECOS field of ``user``'s dedicated account: names its Fairway user (checked on reuse)."""
+    return "Fairway user " + "".join(c for c in user if c.isprintable() and c not in ":,=\\")[:200]
+
+
+def dedicated_owner(pw: pwd.struct_passwd) -> str | None:
+    """The GECOS of a dedicated account (``Fairway user <name>``), None for any other account."""
+    return pw.pw_gecos if pw.pw_gecos.startswith("Fairway user ") else None
+
+
+_account_lock = threading.Lock()
+ACCOUNT_LOCK_FILE = Path("/run/lock/fairway-agent-accounts.lock")
+"""Serializes account creation between the agents of one host (the demo runs four)."""
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True)  # noqa: S603 -- fixed programs, checked names
+
+
+def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.struct_passwd:
+    """The dedicated account of ``user``, created (uid = gid, from ``uid_range``, no home, no login
+    shell) if it does not exist yet; reused otherwise.
+
+    Raises:
+        IdentityError: it exists outside ``uid_range``, the range is full or useradd failed.
+    """
+    import fcntl
+    import grp
+
+    name = account_name(prefix, user)
+    lo, hi = uid_range
+    with _account_lock, contextlib.ExitStack() as stack:
+        try:
+            lock = stack.enter_context(ACCOUNT_LOCK_FILE.open("a"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError as exc:
+            log.debug("no account lock file %s: %s", ACCOUNT_LOCK_FILE, exc)
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            pass
+        else:
+            if not lo <= pw.pw_uid <= hi:
+                raise IdentityError(f"account {name} has uid {pw.pw_uid}, outside uid_range [{lo}, {hi}]")
+            other = dedicated_owner(pw)
+            if other is not None and other != account_gecos(user):
+                raise IdentityError(f"account {name} belongs to another Fairway user ({other})")
+            return pw
+        used = {p.pw_uid for p in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
+        free = next((u for u in range(lo, hi + 1) if u not in used), None)
+        if free is None:
+            raise IdentityError(f"no free uid left in uid_range [{lo}, {hi}] for {name}")
+        try:
+            try:
+                group_existed = grp.getgrnam(name).gr_gid
+            except KeyError:
+                group_existed = None
+                _run("groupadd", "-g", str(free), name)
+            gid = free if group_existed is None else group_existed
+            _run("useradd", "-u", str(free), "-g", str(gid), "-M", "-d", "/nonexistent", "-s", "/usr/sbin/nologin",
+                 "-c", account_gecos(user), name)  # fmt: skip
+        except FileNotFoundError as exc:
+            raise IdentityError(f"cannot create account {name}: {exc.filename} not found") from None
+        except subprocess.CalledProcessError as exc:
+            raise IdentityError(f"cannot create account {name}: {(exc.stderr or '').strip()[:300]}") from None
+        log.info("created account %s (uid %d) for Fairway user %s", name, free, user)
+        return pwd.getpwnam(name)
+
+
+@dataclass(slots=True)
+class Isolation:
+    """The agent's isolation: identity resolution and the cgroup setup, shared by its runtimes."""
+
+    config: IsolationConfig = field(default_factory=IsolationConfig)
+    cgroups: CgroupSetup | None = None
+
+    def __post_init__(self) -> None:
+        if self.cgroups is None:
+            self.cgroups = detect_cgroups(self.config.cgroup, self.config.cgroup_parent)
+
+    @property
+    def is_root(self) -> bool:
+        return os.geteuid() == 0
+
+    def _agent_identity(self) -> Identity:
+        uid = os.geteuid()
+        try:
+            pw = pwd.getpwuid(uid)
+            user, home = pw.pw_name, pw.pw_dir
+        except KeyError:
+            user, home = str(uid), "/"
+        return Identity(uid, os.getegid(), tuple(os.getgroups()), user, home, "agent", switch=False)
+
+    def resolve(self, name: str | None, uid: int | None = None, gid: int | None = None,
+                groups: tuple[int, ...] = ()) -> Identity:  # fmt: skip
+        """The identity of an attempt of Fairway user ``name`` (admin-set ``uid``/``gid``/``groups``).
+
+        Raises:
+            IdentityError: no owner where one is needed, uid 0 without ``allow_root``, an account
+                that cannot be made.
+        """
+        cfg = self.config
+        if cfg.mode == "agent" or not self.is_root:
+            ident = self._agent_identity()
+        elif uid is not None:
+            try:
+                pw = pwd.getpwuid(uid)
+                user, home, default_gid = pw.pw_name, pw.pw_dir, pw.pw_gid
+            except KeyError:
+                user, home, default_gid = name or str(uid), "", uid
+            else:
+                other = dedicated_owner(pw)
+                if other is not None and other != account_gecos(name or ""):
+                    raise IdentityError(f"uid {uid} is the dedicated account {pw.pw_name} of another user ({other})")
+            ident = Identity(uid, default_gid if gid is None else gid, tuple(groups), user, home, "admin")
+        elif not name:
+            raise IdentityError("the start names no owner: this agent runs attempts only as their owner")
+        else:
+            ident = None
+            if cfg.nss:
+                with contextlib.suppress(KeyError):
+                    pw = pwd.getpwnam(name)  # NSS: /etc/passwd, LDAP, sssd (what getent passwd asks)
+                    # Not system accounts, nor another user's dedicated one (a user named fw-bob).
+                    if pw.pw_uid >= cfg.nss_min_uid and dedicated_owner(pw) is None:
+                        extra = tuple(g for g in os.getgrouplist(name, pw.pw_gid) if g != pw.pw_gid)
+                        ident = Identity(pw.pw_uid, pw.pw_gid, extra, pw.pw_name, pw.pw_dir, "nss")
+            if ident is None:
+                pw = ensure_account(cfg.account_prefix, name, cfg.uid_range)
+                ident = Identity(pw.pw_uid, pw.pw_gid, (), pw.pw_name, "", "dedicated")
+        if ident.uid == 0 and not cfg.allow_root:
+            raise IdentityError("refusing to run an attempt as root (isolation.allow_root is false)")
+        return ident
+
+    def status(self) -> dict[str, Any]:
+        """The host's isolation state (``<state>/isolation.json``, logged at start): how attempts
+        run and the warnings an operator must see."""
+        assert self.cgroups is not None  # noqa: S101 -- set in __post_init__
+        warnings: list[str] = []
+        if self.config.mode == "agent":
+            warnings.append(
+                "isolation.mode is agent: every attempt runs as the agent's own user, and can read the "
+                "agent's token, state and the environment of every other attempt"
+            )
+        elif not self.is_root:
+            warnings.append(
+                f"the agent does not run as root: attempts run as its own user "
+                f"({self._agent_identity().user}), not as their owners, and can read each other's environment "
+                "and the agent's token"
+            )
+        if self.cgroups.kind == "none":
+            warnings.append(
+                f"no usable cgroup ({self.cgroups.note}): a stop kills the attempt's process tree "
+                "(the wrapper is a child subreaper), which misses a process whose wrapper was killed by others"
+            )
+        return {
+            "mode": self.config.mode,
+            "agent_uid": os.geteuid(),
+            "identity": "agent" if self.config.mode == "agent" or not self.is_root else "owner",
+            "cgroup": self.cgroups.kind,
+            "cgroup_parent": str(self.cgroups.parent or ""),
+            "cgroup_note": self.cgroups.note,
+            "allow_root": self.config.allow_root,
+            "warnings": warnings,
+        }
+
+
+def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | None) -> dict[str, str]:
+    """The attempt's environment: its own variables and a minimal PATH, HOME, USER and LOGNAME
+    (nothing of the agent's; ``PATH`` is the agent's own only when it runs as the agent's user)."""
+    base = {
+        "PATH": (agent_path or DEFAULT_PATH) if not ident.switch else DEFAULT_PATH,
+        "HOME": ident.home if ident.home and os.path.isdir(ident.home) else "/",
+        "USER": ident.user,
+        "LOGNAME": ident.user,
+    }
+    base.update(spec_env)
+    return base

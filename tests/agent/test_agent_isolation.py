@@ -1,0 +1,465 @@
+"""Workload isolation (issue 14, findings 1–2; docs/isolation.md): attempts run as their owner, in
+their own cgroup, with only their own environment; the agent's config and state stay private.
+
+Tests that switch identities need root and ``useradd`` (they make accounts ``fwt-*`` with uids
+62000–62099 and reuse them); they are skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from agent_testkit import REPO_ROOT, run_async
+
+from agent.runtime.base import AttemptSpec, StartError
+from agent.runtime.isolation import (
+    CgroupSetup,
+    Isolation,
+    IsolationConfig,
+    access_problem,
+    account_name,
+    descendants,
+    detect_cgroups,
+)
+from agent.runtime.process import ProcessRuntime
+from agent.state import AttemptRecord
+
+TEST_RANGE = (62000, 62099)
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None, reason="switching identities needs root and useradd"
+)
+
+
+def owner_isolation(**overrides: object) -> Isolation:
+    config = IsolationConfig(mode="owner", uid_range=TEST_RANGE, account_prefix="fwt-", nss=False)
+    return Isolation(IsolationConfig(**{**{f: getattr(config, f) for f in config.__dataclass_fields__}, **overrides}))
+
+
+@pytest.fixture
+def open_state() -> Iterator[Path]:
+    """A state directory whose parents other users may traverse (as /var/lib/fairway-agent)."""
+    base = Path(tempfile.mkdtemp(prefix="fw-iso-", dir="/tmp"))
+    os.chmod(base, 0o755)  # noqa: S103 -- as /var/lib: others may traverse
+    state = base / "state"
+    state.mkdir()
+    try:
+        yield state
+    finally:
+        _kill_markers()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def spec(attempt_id: int, command: list[str], owner: str = "", env: dict[str, str] | None = None,
+         **kwargs: object) -> AttemptSpec:  # fmt: skip
+    return AttemptSpec(
+        attempt_id=attempt_id,
+        workload_id=500 + attempt_id,
+        command=command,
+        gpu_indices=[0],
+        gpu_uuids=["GPU-0"],
+        env=env or {},
+        grace_s=1,
+        owner=owner,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def runtime(state: Path, isolation: Isolation | None = None) -> tuple[ProcessRuntime, asyncio.Queue[AttemptRecord]]:
+    rt = ProcessRuntime(state, cwd=REPO_ROOT, isolation=isolation)
+    exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+    rt.on_exit = exits.put_nowait
+    return rt, exits
+
+
+def log_of(rt: ProcessRuntime, attempt_id: int) -> str:
+    return rt.read_log(attempt_id, 1 << 20)[0].decode()
+
+
+async def wait_log(rt: ProcessRuntime, attempt_id: int, text: str, within: float = 5.0) -> None:
+    for _ in range(int(within / 0.02)):
+        if text in log_of(rt, attempt_id):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{text!r} not in the log of attempt {attempt_id}: {log_of(rt, attempt_id)!r}")
+
+
+# Sleep durations no other process uses: unique per test session (several may run on one machine).
+_SESSION = 900000 + os.getpid() % 90000
+MARKERS = (f"{_SESSION}.101", f"{_SESSION}.202", f"{_SESSION}.303")
+
+
+def _marker_pids() -> list[int]:
+    """Live processes running ``sleep <marker>`` (left behind by a stop that missed them)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if len(cmd) > 1 and cmd[1].decode() in MARKERS and stat[stat.rfind(")") + 2] != "Z":
+                    found.append(int(entry))
+    return found
+
+
+def _kill_markers() -> None:
+    for pid in _marker_pids():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# --- finding 1: secrets leak between workloads ---------------------------------------------------------
+
+SCAN_FOR = "s3cr3t-hf-token-of-team-a"
+SCAN = (
+    f'for f in /proc/[0-9]*/environ; do if tr "\\0" "\\n" <"$f" 2>/dev/null | grep -q {SCAN_FOR}; then '
+    'echo "LEAK $f"; fi; done; echo scanned'
+)
+
+
+@needs_root
+def test_an_attempt_cannot_read_the_secret_env_of_another_owners_attempt(open_state: Path) -> None:
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        a = await rt.start(spec(1, ["sleep", "30"], owner="iso-alice", env={"HF_TOKEN": SCAN_FOR}))
+        b = await rt.start(spec(2, ["sh", "-c", SCAN], owner="iso-bob"))
+        assert a.uid != b.uid and a.uid is not None and b.uid is not None
+        assert TEST_RANGE[0] <= a.uid <= TEST_RANGE[1]
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.attempt_id == 2 and done.exit_code == 0, log_of(rt, 2)
+        lines = log_of(rt, 2).splitlines()
+        assert lines[-1] == "scanned"
+        assert [line for line in lines if line.startswith("LEAK")] == []  # not even the wrapper's environ
+        await rt.stop(1, 1)
+
+    run_async(scenario())
+
+
+@needs_root
+def test_the_agent_config_and_state_are_not_readable_by_an_attempt(open_state: Path) -> None:
+    from agent.__main__ import protect_config
+
+    config = open_state.parent / "agent.yaml"
+    config.write_text("token: fwh_the-host-token\n")
+    os.chmod(config, 0o644)  # as an older install or a careless admin left it
+    protect_config(config)
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        await rt.start(spec(1, ["true"], owner="iso-alice"))
+        await asyncio.wait_for(exits.get(), 10)
+        probe = (
+            f"cat {config} || echo no-config; ls {open_state} || echo no-list; "
+            f"cat {open_state}/attempts/1.json || echo no-record; cat {open_state}/attempts/1.log || echo no-log"
+        )
+        await rt.start(spec(2, ["sh", "-c", probe], owner="iso-bob"))
+        await asyncio.wait_for(exits.get(), 10)
+        out = log_of(rt, 2)
+        assert "fwh_the-host-token" not in out and "attempt_id" not in out
+        for word in ("no-config", "no-list", "no-record", "no-log"):
+            assert word in out, out
+
+    run_async(scenario())
+    assert config.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_attempt_env_is_its_own_with_no_agent_variables(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_SIDE_SECRET", "the-agents-own")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/of/the/agent")
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir)
+        await rt.start(spec(1, ["env"], env={"MY_VAR": "x"}))
+        await asyncio.wait_for(exits.get(), 10)
+        keys = {line.split("=", 1)[0] for line in log_of(rt, 1).splitlines()}
+        assert keys == {
+            "PATH", "HOME", "USER", "LOGNAME", "MY_VAR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+            "FAIRWAY_WORKLOAD_ID", "FAIRWAY_ATTEMPT", "FAIRWAY_PREEMPT_FILE",
+        }  # fmt: skip
+
+    run_async(scenario())
+
+
+@needs_root
+def test_no_secret_value_is_written_under_the_state_dir(open_state: Path) -> None:
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        await rt.start(spec(1, ["sh", "-c", "echo started; exec sleep 30"], owner="iso-alice",
+                            env={"HF_TOKEN": SCAN_FOR}))  # fmt: skip
+        await wait_log(rt, 1, "started")
+        await rt.stop(1, 1, "preempted")
+        await asyncio.wait_for(exits.get(), 10)
+
+    run_async(scenario())
+    files = [p for p in open_state.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".json" for p in files)
+    for path in files:
+        assert SCAN_FOR.encode() not in path.read_bytes(), path
+        if path.parent.name == "attempts":
+            assert path.stat().st_mode & 0o077 == 0, path  # the agent's files are owner-only
+    assert open_state.stat().st_mode & 0o777 == 0o711
+
+
+# --- finding 2: a stop does not stop everything ------------------------------------------------------
+
+ESCAPE = (
+    # a setsid child that ignores SIGTERM, and a double-forked one that also left the session
+    f'trap "" TERM; setsid sleep {MARKERS[0]} & ( (setsid sleep {MARKERS[1]} &) & ); echo forked; '
+    f"exec sleep {MARKERS[2]}"
+)
+
+
+def _setup(kind: str) -> CgroupSetup:
+    if kind == "none":
+        return CgroupSetup("none", note="test")
+    setup = detect_cgroups(kind)
+    if setup.kind != kind:
+        pytest.skip(f"no usable cgroup {kind} here ({setup.note})")
+    return setup
+
+
+@pytest.mark.parametrize("kind", ["v2", "v1", "none"])
+def test_a_stop_kills_setsid_and_double_forked_children(state_dir: Path, kind: str) -> None:
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup(kind))
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, isolation)
+        record = await rt.start(spec(1, ["sh", "-c", ESCAPE]))
+        await wait_log(rt, 1, "forked")
+        for _ in range(100):
+            if len(_marker_pids()) == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert len(_marker_pids()) == 3
+        assert bool(record.cgroup) == (kind != "none")
+        await rt.stop(1, 0.5, "preempted")
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.exit_code == 137  # it ignored SIGTERM: killed at the end of the grace period
+        await asyncio.sleep(0.1)
+        assert _marker_pids() == []
+        if record.cgroup:
+            assert not await asyncio.to_thread(os.path.exists, record.cgroup)
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+def test_leftovers_are_killed_when_the_command_ends_even_without_cgroups(state_dir: Path) -> None:
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, isolation)
+        await rt.start(spec(1, ["sh", "-c", f"setsid sleep {MARKERS[0]} & (setsid sleep {MARKERS[1]} &); sleep 0.3"]))
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.exit_code == 0
+        assert _marker_pids() == []
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+# --- identities ------------------------------------------------------------------------------------------
+
+
+@needs_root
+def test_each_owner_gets_a_reused_dedicated_account_and_an_admin_uid_wins(open_state: Path) -> None:
+    isolation = owner_isolation()
+    first = isolation.resolve("iso-alice")
+    again = isolation.resolve("iso-alice")
+    assert (first.user, first.source) == ("fwt-iso-alice", "dedicated")
+    assert again.uid == first.uid and first.uid == first.gid and first.switch
+    admin = isolation.resolve("iso-alice", uid=62090, gid=62091, groups=(62092,))
+    assert (admin.uid, admin.gid, admin.groups, admin.source) == (62090, 62091, (62092,), "admin")
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        await rt.start(spec(1, ["id"], owner="x", owner_uid=62090, owner_gid=62091, owner_groups=(62092,)))
+        await asyncio.wait_for(exits.get(), 10)
+        out = log_of(rt, 1)
+        assert "uid=62090" in out and "gid=62091" in out and "62092" in out, out
+
+    run_async(scenario())
+
+
+@needs_root
+def test_root_is_refused_unless_allowed_and_an_owner_is_required() -> None:
+    from agent.runtime.isolation import IdentityError
+
+    with pytest.raises(IdentityError, match="root"):
+        owner_isolation().resolve("ops", uid=0)
+    assert owner_isolation(allow_root=True).resolve("ops", uid=0).uid == 0
+    with pytest.raises(IdentityError, match="no owner"):
+        owner_isolation().resolve("")
+    with pytest.raises(IdentityError, match="root"):
+        Isolation(IsolationConfig(mode="agent")).resolve("anyone")  # the agent is root here
+
+
+@needs_root
+def test_an_owner_who_cannot_reach_the_program_fails_to_start_clearly(open_state: Path) -> None:
+    hidden = open_state.parent / "hidden"
+    hidden.mkdir(mode=0o700)
+    program = hidden / "train.sh"
+    program.write_text("#!/bin/sh\necho hi\n")
+    program.chmod(0o755)
+
+    async def scenario() -> None:
+        rt, _ = runtime(open_state, owner_isolation())
+        with pytest.raises(StartError, match=f"cannot run {program}.*{hidden} is not searchable"):
+            await rt.start(spec(1, [str(program)], owner="iso-alice"))
+
+    run_async(scenario())
+
+
+def test_a_non_root_agent_warns_that_attempts_run_as_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    isolation = Isolation(IsolationConfig(), cgroups=CgroupSetup("none", note="read-only"))
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)
+    ident = isolation.resolve("alice")
+    assert not ident.switch and ident.source == "agent"
+    status = isolation.status()
+    assert status["identity"] == "agent" and status["cgroup"] == "none"
+    assert any("does not run as root" in w for w in status["warnings"])
+    assert any("no usable cgroup" in w for w in status["warnings"])
+
+
+def test_an_image_on_the_process_runtime_fails_to_start(state_dir: Path) -> None:
+    async def scenario() -> None:
+        rt, _ = runtime(state_dir)
+        with pytest.raises(StartError, match="process runtime.*cannot run image 'pytorch:24.01'"):
+            await rt.start(AttemptSpec(1, 2, ["true"], [0], ["GPU-0"], image="pytorch:24.01"))
+        assert rt.get(1) is not None and rt.get(1).state == "failed_to_start"  # type: ignore[union-attr]
+
+    run_async(scenario())
+
+
+def test_account_names_and_access_checks() -> None:
+    assert account_name("fw-", "alice") == "fw-alice"
+    odd = account_name("fw-", "Alice.Smith@lab")
+    assert odd.startswith("fw-alice-smith-lab-") and len(odd) <= 32
+    assert account_name("fw-", "Alice.Smith@lab") != account_name("fw-", "alice-smith-lab")
+    assert len(account_name("fw-", "x" * 100)) <= 32
+    assert access_problem("/bin/sh", 65000, set()) is None
+    assert access_problem("/etc/shadow", 65000, set(), 4) is not None
+    assert descendants(os.getpid()) == [] or all(isinstance(p, int) for p in descendants(os.getpid()))
+
+
+def test_isolation_settings_parse_and_reject_bad_values() -> None:
+    from agent.config import ConfigError, load_config
+
+    base = {"server": "ws://x/ws/agent/", "token": "t"}
+    config = load_config(base, environ={"FAIRWAY_ISOLATION": "{mode: agent, allow_root: true, cgroup: off}"})
+    assert config.isolation == IsolationConfig(mode="agent", allow_root=True, cgroup="off")
+    assert load_config(base, environ={}).isolation == IsolationConfig()
+    for bad in ("{mode: sudo}", "{uid_range: [5, 1]}", "{colour: blue}", "{allow_root: yes please}", "[1"):
+        with pytest.raises(ConfigError, match="isolation"):
+            load_config(base, environ={"FAIRWAY_ISOLATION": bad})
+
+
+def test_a_container_runs_as_the_owner_identity() -> None:
+    pytest.importorskip("docker")
+    from agent.runtime.docker import container_spec
+    from agent.runtime.isolation import Identity
+
+    ident = Identity(61005, 61005, (44, 45), "fw-alice", "", "dedicated")
+    kwargs = container_spec(spec(7, ["true"]), Path("/x/7.d"), nvidia=False, identity=ident)
+    assert kwargs["user"] == "61005:61005" and kwargs["group_add"] == ["44", "45"]
+    own = Identity(0, 0, (), "root", "/root", "agent", switch=False)
+    assert "user" not in container_spec(spec(7, ["true"]), Path("/x/7.d"), nvidia=False, identity=own)
+
+
+@needs_root
+def test_the_agent_runs_a_start_as_the_owner_it_names(open_state: Path) -> None:
+    from agent_testkit import FakeServer, running, start_msg
+
+    from agent.client import Agent
+    from agent.config import AgentConfig
+    from agent.gpu.fake import FakeGpuBackend
+    from agent.protocol import Hello, Owner
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            config = AgentConfig(server=server.url, token="t", host_name="h1", state_dir=open_state, backoff_max=0.3)
+            rt = ProcessRuntime(open_state, cwd=REPO_ROOT, isolation=owner_isolation())
+            async with running(Agent(config, FakeGpuBackend("h1", 8, state_dir=open_state), rt)):
+                await server.expect(lambda m: isinstance(m, Hello))
+                start = start_msg(9, ["id", "-un"], gpus=[0])
+                await server.send(replace(start, owner=Owner(name="iso-alice")))
+                await server.expect_event(9, "started")
+                await server.expect_event(9, "exited")
+                assert log_of(rt, 9).strip() == "fwt-iso-alice"
+                await server.send(replace(start_msg(10, ["true"], gpus=[0]), owner=None))
+                failed = await server.expect_event(10, "failed_to_start")
+                assert "names no owner" in failed.message
+
+    run_async(scenario())
+
+
+def test_a_script_must_be_readable_by_its_owner_too(open_state: Path) -> None:
+    script = open_state.parent / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o711)
+    assert access_problem(str(script), 65000, set(), 1) is None
+    assert access_problem(str(script), 65000, set(), 5) == f"{script} is not readable and executable"
+
+
+def test_websocket_frames_are_not_logged_even_at_debug(state_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from agent_testkit import FakeServer, make_agent, running, start_msg
+
+    from agent.protocol import Hello
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            start = start_msg(3, ["true"], gpus=[0])
+            await server.send(replace(start, env={"HF_TOKEN": SCAN_FOR}))
+            await server.expect_event(3, "started")
+            await server.expect_event(3, "exited")
+
+    with caplog.at_level(logging.DEBUG):
+        run_async(scenario())
+    agent_log = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("agent"))
+    assert "connected to" in agent_log
+    assert SCAN_FOR not in agent_log
+    assert "TEXT" not in agent_log  # frames (truncated, or not) are never logged by the agent
+
+
+@needs_root
+def test_no_owner_can_take_the_dedicated_account_of_another() -> None:
+    from agent.runtime.isolation import IdentityError
+
+    alice = owner_isolation().resolve("iso-alice")
+    nss = owner_isolation(nss=True)
+    # a Fairway user named like alice's account gets an account of its own, not alice's
+    assert nss.resolve(alice.user).uid != alice.uid
+    with pytest.raises(IdentityError, match="another user"):
+        owner_isolation().resolve("iso-mallory", uid=alice.uid)
+
+
+@needs_root
+def test_a_user_known_to_the_hosts_nss_runs_as_that_account_with_its_groups() -> None:
+    import grp
+    import pwd
+    import subprocess
+
+    name, group = "fwtnss-carol", "fwtnss-lab"
+    if not any(g.gr_name == group for g in grp.getgrall()):
+        subprocess.run(["groupadd", "-g", "62098", group], check=True)  # noqa: S603, S607 -- fixed test names
+    if not any(p.pw_name == name for p in pwd.getpwall()):
+        subprocess.run(["useradd", "-u", "62097", "-U", "-G", group, "-M", name], check=True)  # noqa: S603, S607
+    ident = owner_isolation(nss=True).resolve(name)
+    assert (ident.user, ident.uid, ident.source) == (name, 62097, "nss")
+    assert 62098 in ident.groups
+    # below nss_min_uid (system accounts: root, daemons) the name is not mapped
+    assert owner_isolation(nss=True, nss_min_uid=62098).resolve(name).source == "dedicated"
