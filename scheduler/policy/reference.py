@@ -223,10 +223,8 @@ def windowed_usage(snap: Snapshot) -> dict[str, int]:
         return max(0, min(end, hi) - max(start, lo))
 
     for r in snap.usage:
-        if r.gpus is None:
-            amount = r.gpu_seconds if lo < r.end <= hi else 0
-        else:
-            amount = r.gpus * inside(r.start, r.end)
+        lump = r.gpu_seconds if lo < r.end <= hi else 0  # a lump counts when charged inside
+        amount = lump if r.gpus is None else r.gpus * inside(r.start, r.end)
         out[r.budget] = out.get(r.budget, 0) + amount
     for a in snap.attempts:
         if a.allocated and a.started_at is not None:
@@ -325,9 +323,7 @@ def next_in_fair_tree(world: World, queue: list[Workload], handled: set[str], ad
         kids = [k for k in world.children(node) if any(world.in_subtree(w.budget, k) for w in left)]
 
         def key(k: str) -> tuple[Fraction, tuple[int, int], str]:
-            oldest = min(
-                submission_order(w) for w in queue if w.id not in admitted and world.in_subtree(w.budget, k)
-            )
+            oldest = min(submission_order(w) for w in queue if w.id not in admitted and world.in_subtree(w.budget, k))
             return (world.ratio(k), oldest, world.budgets[k].name)
 
         node = min(kids, key=key)
@@ -532,7 +528,9 @@ def preempt(world: World, w: Workload) -> bool:
         world.stop(a, StopReason.PREEMPTED, for_workload=w.id)
     world.nominations[w.id] = gpus
     world.add_load(w.budget, w.gpus * w.min_runtime)  # committed from the nomination
-    world.explain(w, PendingReason.AWAITING_PREEMPTION, {"victims": sorted(a.workload for a in victims), "host": gpus[0][0]})
+    world.explain(
+        w, PendingReason.AWAITING_PREEMPTION, {"victims": sorted(a.workload for a in victims), "host": gpus[0][0]}
+    )
     return True
 
 
@@ -603,9 +601,7 @@ def reserve(world: World, w: Workload) -> None:
     if len(holders) >= world.snap.max_reservations:
         return
     hosts = [
-        h
-        for h in world.hosts_of_model(w.model)
-        if world.hosts[h].state == HostState.ACTIVE and h not in world.reserved
+        h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE and h not in world.reserved
     ]
     best: tuple[int, int, tuple[str, ...]] | None = None
     if not world.is_gang(w):
@@ -825,9 +821,7 @@ def reference_schedule(snapshot: Snapshot) -> Decisions:
             queues[q].append(w)
     run_in_fair_tree(world, queues["allocated"], handle_allocated)
     unfunded = {w.id for w in queues["unfunded"]}
-    run_in_fair_tree(
-        world, queues["unallocated"] + queues["unfunded"], lambda wd, w: fill_unallocated(wd, w, unfunded)
-    )
+    run_in_fair_tree(world, queues["unallocated"] + queues["unfunded"], lambda wd, w: fill_unallocated(wd, w, unfunded))
     for h in sorted(world.hosts):
         if world.hosts[h].state == HostState.DRAINING and not world.attempts_on(h):
             world.dec.host_states[h] = HostState.DRAINED

@@ -31,9 +31,9 @@ from scheduler.policy import (
     PendingReason,
     Snapshot,
     UsageRecord,
+    reference,
     schedule,
 )
-from scheduler.policy import reference
 from scheduler.policy.reference import reference_schedule
 from scheduler.sim.engine import Engine, SimWorkload
 
@@ -120,9 +120,7 @@ def reserved_start_leaked(snap: Snapshot, fast: Decisions, ref: Decisions) -> bo
         if other is None or other.reason != info.reason:
             return False
     leaked = {
-        wid
-        for wid, info in fast.pending.items()
-        if "reserved_start" in info.detail and wid not in fast.reserved_start
+        wid for wid, info in fast.pending.items() if "reserved_start" in info.detail and wid not in fast.reserved_start
     }
     if not leaked:
         return False
@@ -134,7 +132,9 @@ def reserved_start_leaked(snap: Snapshot, fast: Decisions, ref: Decisions) -> bo
         fast.reserved_start,
         fast.host_states,
         {
-            wid: PendingInfo(i.reason, {k: v for k, v in i.detail.items() if not (wid in leaked and k == "reserved_start")})
+            wid: PendingInfo(
+                i.reason, {k: v for k, v in i.detail.items() if not (wid in leaked and k == "reserved_start")}
+            )
             for wid, i in fast.pending.items()
         },
     )
@@ -336,7 +336,9 @@ def build_cluster(seed: int, tally: Tally) -> tuple[OracleEngine, list[tuple[int
             e.usage.append(UsageRecord(leaf, T0 - 2 * H, T0 - 2 * H, None, gh * H))
         if rnd.random() < 0.3:
             # An interval across the window's start (pro-rata).
-            e.usage.append(UsageRecord(leaf, T0 - window - H, T0 - window + rnd.randint(1, 3) * H, gpus=rnd.randint(1, 4)))
+            e.usage.append(
+                UsageRecord(leaf, T0 - window - H, T0 - window + rnd.randint(1, 3) * H, gpus=rnd.randint(1, 4))
+            )
     horizon = rnd.choice([H, 2 * H, 2 * H])
     events: list[tuple[int, int, Callable[[], None]]] = []
     largest = {m: max((h.size for h in hosts if h.model == m), default=1) for m in MODELS}
@@ -365,7 +367,9 @@ def build_cluster(seed: int, tally: Tally) -> tuple[OracleEngine, list[tuple[int
             continue
         taken.update((h.name, i) for i in idx)
         m = rnd.choice([0, 0, 600, 3600])
-        w = SimWorkload(f"r{r}", rnd.choice(leaves), n, h.model, m, T0 - 2 * H, e.next_seq(), remaining=rnd.choice([None, 1800]))
+        w = SimWorkload(
+            f"r{r}", rnd.choice(leaves), n, h.model, m, T0 - 2 * H, e.next_seq(), remaining=rnd.choice([None, 1800])
+        )
         e.add_running(w, tuple((h.name, i) for i in idx), T0 - rnd.choice([0, 300, 1800, 2 * H]))
     for _ in range(rnd.choice([0, 1, 2, 3, 4])):
         events.append((rnd.randrange(horizon), len(events), _random_event(rnd, e, hosts, budgets, n_work)))

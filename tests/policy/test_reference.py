@@ -37,7 +37,9 @@ def test_schedule_decides_what_the_reference_decides(seed: int) -> None:
     SEEN.merge(tally)
     if tally.unknown:
         _, snap, diff = tally.unknown[0]
-        pytest.fail(f"seed {seed}: schedule() and the reference disagree at now={snap.now}:\n" + "\n".join(diff) + f"\n{snap!r}")
+        pytest.fail(
+            f"seed {seed}: schedule() and the reference disagree at now={snap.now}:\n" + "\n".join(diff) + f"\n{snap!r}"
+        )
 
 
 def test_enough_clusters_and_passes_were_compared() -> None:
@@ -48,7 +50,15 @@ def test_enough_clusters_and_passes_were_compared() -> None:
     assert SEEN.passes >= SEEN.clusters
     if SEEN.clusters >= 500:
         assert SEEN.preemptions and SEEN.reservations and SEEN.nominated_passes and SEEN.gangs_started
-        for reason in ("unschedulable", "held", "budget_capped", "awaiting_preemption", "protected_work", "fair_share", "insufficient_gpus"):
+        for reason in (
+            "unschedulable",
+            "held",
+            "budget_capped",
+            "awaiting_preemption",
+            "protected_work",
+            "fair_share",
+            "insufficient_gpus",
+        ):
             assert SEEN.reasons[reason], f"no pending workload was ever {reason}"
     print(
         f"\noracle: {SEEN.clusters} clusters, {SEEN.passes} passes, {SEEN.starts} starts, "

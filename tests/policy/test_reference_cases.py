@@ -47,7 +47,11 @@ def p04(now: int) -> Snapshot:
     ]
     pending = [Workload("B1", "b", 4, "H100", H, T0, 1)]
     if now > T0:
-        attempts = [attempts[0], attempts[3], Attempt("b1", "B1", "b", tuple(("h1", i) for i in range(2, 6)), True, H, T0)]
+        attempts = [
+            attempts[0],
+            attempts[3],
+            Attempt("b1", "B1", "b", tuple(("h1", i) for i in range(2, 6)), True, H, T0),
+        ]
         pending = [Workload("B2", "b", 3, "H100", H, now, 2)]
     usage = [UsageRecord("a", T0 - 86400, T0 - 86400, None, 379 * H)]
     return Snapshot(now, [host("h1", 8)], TWO, attempts, pending, usage)
@@ -209,3 +213,16 @@ def test_a_nominated_workload_whose_gpus_are_free_starts_on_them(scheduler) -> N
     if best fit would tie or prefer another host."""
     dec = scheduler(nominated(victim_leaving=False))
     assert [(s.workload, s.gpus) for s in dec.starts] == [("P", (("h0", 0), ("h0", 1)))]
+
+
+def test_the_reference_is_an_independent_reading() -> None:
+    """The oracle imports only the dataclasses, none of the fast path's machinery (issue 12)."""
+    import ast
+    from pathlib import Path
+
+    import scheduler.policy.reference as ref
+
+    tree = ast.parse(Path(ref.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in imported if m and m.startswith("scheduler")} == {"scheduler.policy.types"}
