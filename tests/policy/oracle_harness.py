@@ -107,38 +107,19 @@ def rule3_broken(snap: Snapshot, fast: Decisions) -> bool:
     return False
 
 
-def reserved_start_leaked(snap: Snapshot, fast: Decisions, ref: Decisions) -> bool:
+def without_leaked_reserved_start(fast: Decisions) -> Decisions | None:
     """Fault (e), found by this oracle: the fast path's reason memo (``_memo_reason``, keyed by
     budget, model, size, M and state generation) copies one workload's ``reserved_start`` detail
-    into the reason of a later workload of the same shape that holds no reservation. True when
-    that is the only difference."""
-    diff = differences(snap, fast, ref)
-    if not diff:
-        return False
-    for wid, info in fast.pending.items():
-        other = ref.pending.get(wid)
-        if other is None or other.reason != info.reason:
-            return False
-    leaked = {
-        wid for wid, info in fast.pending.items() if "reserved_start" in info.detail and wid not in fast.reserved_start
-    }
+    into the reason of a later workload of the same shape that holds no reservation. Returns the
+    decisions with those leaked details removed, or None when nothing leaked."""
+    leaked = {wid for wid, i in fast.pending.items() if "reserved_start" in i.detail and wid not in fast.reserved_start}
     if not leaked:
-        return False
-    cleaned = Decisions(
-        fast.starts,
-        fast.stops,
-        fast.nominations,
-        fast.reservations,
-        fast.reserved_start,
-        fast.host_states,
-        {
-            wid: PendingInfo(
-                i.reason, {k: v for k, v in i.detail.items() if not (wid in leaked and k == "reserved_start")}
-            )
-            for wid, i in fast.pending.items()
-        },
-    )
-    return not differences(snap, cleaned, ref)
+        return None
+    pending = {
+        wid: PendingInfo(i.reason, {k: v for k, v in i.detail.items() if not (wid in leaked and k == "reserved_start")})
+        for wid, i in fast.pending.items()
+    }
+    return replace(fast, pending=pending)
 
 
 def _room_fault_b_all(world, w, g):  # noqa: ANN001, ANN202 (the reference's own signature)
@@ -175,7 +156,7 @@ def _injected(room) -> Iterator[None]:  # noqa: ANN001
 
 
 def known_fault(snap: Snapshot, fast: Decisions) -> str | None:
-    """``"a"``, ``"b"`` or ``"e"`` when the disagreement is exactly one of the known fast-path
+    """``"a"``, ``"b"``, ``"e"`` or ``"b+e"`` when the disagreement is exactly one of the known fast-path
     faults (tests/policy/test_reference_cases.py holds a minimal case of each), else None.
     Set ``FAIRWAY_ORACLE_STRICT=1`` to count them as unknown (the fix branch's check).
 
@@ -183,7 +164,7 @@ def known_fault(snap: Snapshot, fast: Decisions) -> str | None:
     (b) reservations ignore GPUs of attempts in their grace period: the reference with that
         fault injected (either form below) decides exactly what the fast path decides.
     (e) a reason's ``reserved_start`` detail leaked to a workload holding no reservation:
-        see :func:`reserved_start_leaked`.
+        see :func:`without_leaked_reserved_start`. ``"b+e"``: both in one pass.
     """
     if os.environ.get("FAIRWAY_ORACLE_STRICT"):
         return None
@@ -192,13 +173,16 @@ def known_fault(snap: Snapshot, fast: Decisions) -> str | None:
         return None
     if rule3_broken(snap, fast):
         return "a"
-    if reserved_start_leaked(snap, fast, ref):
-        return "e"
+    cleaned = without_leaked_reserved_start(fast)
+    if cleaned is not None:
+        if not differences(snap, cleaned, ref):
+            return "e"
+        fast = cleaned
     for room in (_room_fault_b_host, _room_fault_b_all):
         with _injected(room):
             variant = reference_schedule(snap)
         if not differences(snap, fast, variant):
-            return "b"
+            return "b" if cleaned is None else "b+e"
     return None
 
 

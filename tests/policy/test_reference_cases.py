@@ -82,6 +82,36 @@ def assert_agree(snap: Snapshot) -> None:
     assert not diff, "\n".join(diff)
 
 
+# ----------------------------------------------------------------------------- fault (a)
+def second_preemptor() -> Snapshot:
+    """h1: GPUs 0-1 free, unallocated A3 on GPU 2 (started later) and A4 on GPU 3. P2 and P3
+    (budget b, 3 GPUs each) come in that order: P2 preempts A3 and is nominated GPUs 0-2; for P3
+    only A4's one GPU is left, which cannot make room."""
+    attempts = [
+        Attempt("a3", "A3", "c", (("h1", 2),), False, 0, T0 - 700),
+        Attempt("a4", "A4", "b", (("h1", 3),), False, 0, T0 - 2000),
+    ]
+    budgets = [*TWO, Budget("c", "c", "org")]
+    pending = [Workload("P2", "b", 3, "H100", 600, T0 - 8, 2), Workload("P3", "b", 3, "H100", 1800, T0 - 7, 3)]
+    return Snapshot(T0, [host("h1", 4)], budgets, attempts, pending)
+
+
+def test_the_reference_preempts_only_what_makes_room() -> None:
+    dec = reference_schedule(second_preemptor())
+    assert [(s.attempt, s.for_workload) for s in dec.stops] == [("a3", "P2")]
+    assert dec.nominations == {"P2": (("h1", 0), ("h1", 1), ("h1", 2))}
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="fault (a): the fast path also preempts A4 for P3 and nominates it one GPU of the three it "
+    "needs (stale per-host reclaim index); DESIGN.md §3.4 rule 3: with the victims gone, P can start "
+    "at once; otherwise nothing is preempted",
+)
+def test_schedule_preempts_only_what_makes_room() -> None:
+    assert_agree(second_preemptor())
+
+
 # ----------------------------------------------------------------------------- fault (b)
 def grace_in_snapshot() -> Snapshot:
     """h0's four GPUs are held by X (budget a), stopping for P (budget b), which was nominated
