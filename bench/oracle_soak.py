@@ -1,7 +1,7 @@
 """The long profile of the oracle comparison (issue 12): ``schedule()`` against the reference
 scheduler (scheduler/policy/reference.py) on every pass of ≥ 50,000 random clusters.
 
-    python bench/oracle_soak.py                      # 50,000 clusters, seeds 0..49,999
+    python bench/oracle_soak.py                      # 50,000 clusters + 20,000 crowded passes
     python bench/oracle_soak.py --clusters 200000 --first 10**6 --jobs 2
     FAIRWAY_ORACLE_STRICT=1 python bench/oracle_soak.py   # known faults count as disagreements
 
@@ -21,7 +21,7 @@ from multiprocessing import Pool
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.policy.oracle_harness import Tally, run_cluster  # noqa: E402
+from tests.policy.oracle_harness import Tally, compare_once, run_cluster  # noqa: E402
 
 CHUNK = 250
 
@@ -34,10 +34,19 @@ def _chunk(first: int) -> Tally:
     return tally
 
 
+def _crowded_chunk(first: int) -> Tally:
+    tally = Tally()
+    for seed in range(first, first + CHUNK):
+        compare_once(seed, tally)
+    del tally.unknown[20:]
+    return tally
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clusters", type=int, default=50_000)
     ap.add_argument("--first", type=int, default=0, help="first seed")
+    ap.add_argument("--crowded", type=int, default=20_000, help="single crowded passes compared too")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (the box is shared: default 1)")
     args = ap.parse_args()
     starts = list(range(args.first, args.first + args.clusters, CHUNK))
@@ -52,7 +61,14 @@ def main() -> int:
                     f"known {dict(total.known)}  unknown {len(total.unknown)}",
                     flush=True,
                 )
+        crowded = Tally()
+        for tally in pool.imap(_crowded_chunk, range(args.first, args.first + args.crowded, CHUNK)):
+            crowded.merge(tally)
     wall = time.perf_counter() - t0
+    print(
+        f"crowded passes: {crowded.clusters} compared, preemptions {crowded.preemptions}, "
+        f"known {dict(crowded.known)}, unknown {len(crowded.unknown)} (seeds {[s for s, _, _ in crowded.unknown[:20]]})"
+    )
     print(f"\n{total.clusters} clusters, {total.passes} passes compared in {wall:.1f} s ({args.jobs} job(s))")
     print(
         f"starts {total.starts}, preemptions {total.preemptions}, reservations {total.reservations}, "
@@ -68,7 +84,11 @@ def main() -> int:
         print(f"\nseed {seed}, now={snap.now}:")
         for line in diff:
             print("  " + line)
-    return 1 if total.unknown else 0
+    for seed, _, diff in crowded.unknown[:3]:
+        print(f"\ncrowded seed {seed}:")
+        for line in diff:
+            print("  " + line)
+    return 1 if total.unknown or crowded.unknown else 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from scheduler.policy import (
+    Attempt,
     Budget,
     Decisions,
     GpuHealth,
@@ -31,6 +32,7 @@ from scheduler.policy import (
     PendingReason,
     Snapshot,
     UsageRecord,
+    Workload,
     reference,
     schedule,
 )
@@ -430,6 +432,72 @@ def run_cluster(seed: int, tally: Tally | None = None) -> Tally:
         e.tick()
     e.advance_to(T0 + horizon)
     tally.clusters += 1
+    return tally
+
+
+def crowded_snapshot(seed: int) -> Snapshot:
+    """One busy instant from ``seed``, for a single-pass comparison: 1–3 hosts filled with
+    allocated (protected or not), unallocated and leaving attempts, and 2–5 allocated
+    workloads arriving together, so that several preemptors, reservations and reasons meet in
+    one pass (which the simulated clusters, one arrival at a time, reach less often)."""
+    rnd = random.Random(seed)
+    budgets = [Budget("org", "org", None)]
+    for k in "abc":
+        budgets.append(Budget(k, k, "org", shares=rnd.randint(1, 2)))
+    hosts = [
+        Host(f"h{i}", "H100", {j: GpuHealth.HEALTHY for j in range(4)}, HostState.ACTIVE, {"fabric": f"f{i % 2}"})
+        for i in range(rnd.randint(1, 3))
+    ]
+    attempts = []
+    for h in hosts:
+        j = 0
+        while j < 4:
+            k = min(rnd.randint(1, 3), 4 - j)
+            if rnd.random() < 0.2:
+                j += k
+                continue
+            alloc = rnd.random() < 0.4
+            n = len(attempts) + 1
+            attempts.append(
+                Attempt(
+                    f"a{n}",
+                    f"A{n}",
+                    rnd.choice("abc"),
+                    tuple((h.name, x) for x in range(j, j + k)),
+                    alloc,
+                    600 if alloc else 0,
+                    T0 - rnd.choice([100, 700, 2000]),
+                    stopping=rnd.random() < 0.1,
+                )
+            )
+            j += k
+    pending = [
+        Workload(
+            f"P{i}", rnd.choice("abc"), rnd.choice([1, 2, 3, 4, 8]), "H100", rnd.choice([0, 600, 1800]), T0 - 10 + i, i
+        )
+        for i in range(rnd.randint(2, 5))
+    ]
+    usage = [UsageRecord(rnd.choice("abc"), T0 - 100, T0 - 100, None, rnd.randint(0, 50) * H)]
+    return Snapshot(T0, hosts, budgets, attempts, pending, usage, max_reservations=rnd.choice([1, 2, 8]))
+
+
+def compare_once(seed: int, tally: Tally | None = None) -> Tally:
+    """Compare the two schedulers on :func:`crowded_snapshot` of ``seed`` (one pass)."""
+    tally = tally if tally is not None else Tally()
+    snap = crowded_snapshot(seed)
+    fast = schedule(snap)
+    ref = reference_schedule(snap)
+    tally.clusters += 1
+    tally.passes += 1
+    tally.preemptions += sum(1 for s in fast.stops if s.for_workload)
+    diff = differences(snap, fast, ref)
+    if diff:
+        kind = known_fault(snap, fast)
+        if kind is not None:
+            tally.known[kind] += 1
+            tally.known_examples.setdefault(kind, (seed, snap))
+        else:
+            tally.unknown.append((seed, snap, diff))
     return tally
 
 

@@ -6,9 +6,11 @@ and compares starts, stops, nominations, reservations, reserved starts, host sta
 pending reasons on every pass. Hypothesis draws the seeds; a failure names the seed, which
 replays exactly (``run_cluster(seed)``).
 
-``make test`` runs ``FAIRWAY_ORACLE_CLUSTERS`` clusters (default 2,000); bench/oracle_soak.py
-runs the long profile (≥ 50,000). Known fast-path faults (tests/policy/test_reference_cases.py)
-are counted, not failed, unless ``FAIRWAY_ORACLE_STRICT=1``.
+A second property compares single crowded passes (several allocated workloads arriving at one
+instant on full hosts), half as many. ``make test`` runs ``FAIRWAY_ORACLE_CLUSTERS`` clusters
+(default 2,000) and 1,000 crowded passes; bench/oracle_soak.py runs the long profile (≥ 50,000).
+Known fast-path faults (tests/policy/test_reference_cases.py) are counted, not failed, unless
+``FAIRWAY_ORACLE_STRICT=1``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.policy.oracle_harness import Tally, run_cluster
+from tests.policy.oracle_harness import Tally, compare_once, run_cluster
 
 CLUSTERS = int(os.environ.get("FAIRWAY_ORACLE_CLUSTERS", "2000"))
 SEEN = Tally()
@@ -40,6 +42,18 @@ def test_schedule_decides_what_the_reference_decides(seed: int) -> None:
         pytest.fail(
             f"seed {seed}: schedule() and the reference disagree at now={snap.now}:\n" + "\n".join(diff) + f"\n{snap!r}"
         )
+
+
+@settings(max_examples=max(1, CLUSTERS // 2), deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_schedule_decides_what_the_reference_decides_in_a_crowded_pass(seed: int) -> None:
+    """One pass over a busy instant where several allocated workloads arrive together (several
+    preemptors, reservations and reasons in one pass: where fault (a) lives)."""
+    tally = compare_once(seed)
+    SEEN.known.update(tally.known)
+    if tally.unknown:
+        _, snap, diff = tally.unknown[0]
+        pytest.fail(f"crowded seed {seed}: schedule() and the reference disagree:\n" + "\n".join(diff) + f"\n{snap!r}")
 
 
 def test_enough_clusters_and_passes_were_compared() -> None:
