@@ -271,11 +271,8 @@ def normalized_shares(snap: Snapshot, budgets: dict[str, Budget]) -> dict[str, F
     it were live (it has nothing to rank).
     """
     busy = {a.budget for a in snap.attempts} | {w.budget for w in snap.pending}
-
-    def has_work(key: str) -> bool:
-        return any(key in _chain(budgets, b) for b in busy if b in budgets)
-
-    live = {k for k, b in budgets.items() if not b.archived or has_work(k)}
+    with_work = {node for b in busy if b in budgets for node in _chain(budgets, b)}  # and their ancestors
+    live = {k for k, b in budgets.items() if not b.archived or k in with_work}
     out: dict[str, Fraction] = {}
     for k in sorted(budgets, key=lambda k: len(_chain(budgets, k))):
         b = budgets[k]

@@ -4,7 +4,7 @@ The reference (scheduler/policy/reference.py) is a slow, plain reading of DESIGN
 harness (tests/policy/oracle_harness.py) drives seed-generated clusters through the simulator
 and compares starts, stops, nominations, reservations, reserved starts, host state changes and
 pending reasons on every pass. Hypothesis draws the seeds; a failure names the seed, which
-replays exactly (``run_cluster(seed)``).
+replays exactly (``run_cluster(seed, quick=True)``; the soak plays the same clusters longer).
 
 A second property compares single crowded passes (several allocated workloads arriving at one
 instant on full hosts), half as many. ``make test`` runs ``FAIRWAY_ORACLE_CLUSTERS`` clusters
@@ -35,7 +35,7 @@ SEEN = Tally()
 )
 @given(st.integers(min_value=0, max_value=2**32 - 1))
 def test_schedule_decides_what_the_reference_decides(seed: int) -> None:
-    tally = run_cluster(seed)
+    tally = run_cluster(seed, quick=True)
     SEEN.merge(tally)
     if tally.unknown:
         _, snap, diff = tally.unknown[0]
