@@ -758,10 +758,11 @@ def faults_and_drains(world: World) -> None:
 
 def check_nominations(world: World) -> None:
     """Nominations of GPUs that became unusable (host not active, GPU unhealthy), or held by an
-    attempt that is not leaving, are dropped."""
+    attempt that is not leaving, are dropped (and, in defence, one of the wrong size: no pass
+    makes one)."""
     for wid in sorted(world.nominations):
         gpus = world.nominations[wid]
-        bad = False
+        bad = len(gpus) != world.pending[wid].gpus
         for g in gpus:
             owner = world.owner(g)
             if not world.usable(g) or (owner is not None and owner not in world.stopping):

@@ -95,6 +95,8 @@ def rule3_broken(snap: Snapshot, fast: Decisions) -> bool:
     for (§3.4 rule 3) — its nomination has fewer GPUs than the workload asks, or holds a GPU
     that is neither free nor being freed by its own victims."""
     pending = {w.id: w for w in snap.pending}
+    if any(wid in pending and len(g) != pending[wid].gpus for wid, g in snap.nominations.items()):
+        return True  # a nomination of the wrong size, left by the fault in an earlier pass
     owner = {g: a.id for a in snap.attempts for g in a.gpus}
     for wid in {s.for_workload for s in fast.stops if s.for_workload is not None}:
         w = pending.get(wid)
