@@ -1,0 +1,515 @@
+"""Random clusters driven through the simulator, comparing ``schedule()`` with the reference
+scheduler (scheduler/policy/reference.py) on every pass.
+
+Shared by tests/policy/test_reference.py (the ``make test`` profile) and bench/oracle_soak.py
+(the long profile). A cluster is a pure function of one integer seed (``random.Random``), so a
+failure names its seed and replays exactly.
+
+Clusters are small on purpose: at most 5 hosts (so a gang never has more than C(5, 2) = 10 host
+combinations and the fast path always takes its exact gang search, docs/policy.md "at most
+2,000 combinations"), at most 8 GPUs per host and 10 workloads, so the reference's brute force
+(every victim subset on every host) stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from scheduler.policy import (
+    Attempt,
+    Budget,
+    Decisions,
+    GpuHealth,
+    Host,
+    HostState,
+    OnCap,
+    PendingInfo,
+    PendingReason,
+    Snapshot,
+    UsageRecord,
+    Workload,
+    reference,
+    schedule,
+)
+from scheduler.policy.reference import reference_schedule
+from scheduler.sim.engine import Engine, SimWorkload
+
+T0 = 1_767_571_200
+H = 3600
+MODELS = ("H100", "A100")
+
+
+# ------------------------------------------------------------------------------- comparison
+def decisions_view(snap: Snapshot, dec: Decisions) -> dict[str, object]:
+    """What must be equal between the two schedulers: starts, stops, nominations, reservations,
+    host state changes, pending reason codes and the reason details that identify a decision
+    (the unschedulable shape, the capping budget, the victims awaited and their host, the
+    reserved start)."""
+    reasons: dict[str, tuple[object, ...]] = {}
+    for wid, info in dec.pending.items():
+        d = info.detail
+        if info.reason == PendingReason.UNSCHEDULABLE:
+            extra: tuple[object, ...] = (d.get("model"), d.get("gpus"))
+        elif info.reason == PendingReason.BUDGET_CAPPED:
+            extra = (d.get("budget"), bool(d.get("unfunded")))
+        elif info.reason == PendingReason.AWAITING_PREEMPTION:
+            extra = (tuple(sorted(d.get("victims", ()))), d.get("host"))  # type: ignore[call-overload]
+        else:
+            extra = (d.get("reserved_start"),)
+        reasons[wid] = (str(info.reason), *extra)
+    stops = Counter((s.attempt, str(s.reason), s.for_workload) for s in dec.stops)
+    return {
+        "starts": {s.workload: (tuple(sorted(s.gpus)), s.allocated, s.unfunded) for s in dec.starts},
+        "stops": dict(stops),
+        "nominations": {k: tuple(sorted(v)) for k, v in dec.nominations.items()},
+        "reservations": dict(dec.reservations),
+        "reserved_start": dict(dec.reserved_start),
+        "host_states": {k: str(v) for k, v in dec.host_states.items()},
+        "pending": reasons,
+    }
+
+
+def differences(snap: Snapshot, fast: Decisions, ref: Decisions) -> list[str]:
+    """Human-readable differences, one per differing entry (empty when they agree)."""
+    a, b = decisions_view(snap, fast), decisions_view(snap, ref)
+    out = []
+    for part in a:
+        x, y = a[part], b[part]
+        if x == y:
+            continue
+        assert isinstance(x, dict) and isinstance(y, dict)
+        for k in sorted(set(x) | set(y), key=str):
+            if x.get(k) != y.get(k):
+                out.append(f"{part}[{k}]: fast={x.get(k)!r} reference={y.get(k)!r}")
+    return out
+
+
+# ------------------------------------------------------------------------------ known faults
+def rule3_broken(snap: Snapshot, fast: Decisions) -> bool:
+    """Known fault (a): the fast path preempted for a workload that the victims cannot make room
+    for (§3.4 rule 3) — its nomination has fewer GPUs than the workload asks, or holds a GPU
+    that is neither free nor being freed by its own victims."""
+    pending = {w.id: w for w in snap.pending}
+    if any(wid in pending and len(g) != pending[wid].gpus for wid, g in snap.nominations.items()):
+        return True  # a nomination of the wrong size, left by the fault in an earlier pass
+    owner = {g: a.id for a in snap.attempts for g in a.gpus}
+    for wid in {s.for_workload for s in fast.stops if s.for_workload is not None}:
+        w = pending.get(wid)
+        nom = fast.nominations.get(wid)
+        if w is None or nom is None:
+            return True
+        if len(nom) != w.gpus:
+            return True
+        mine = {s.attempt for s in fast.stops if s.for_workload == wid}
+        if any(g in owner and owner[g] not in mine and g not in snap.nominations.get(wid, ()) for g in nom):
+            return True
+    return False
+
+
+def without_leaked_reserved_start(fast: Decisions) -> Decisions | None:
+    """Fault (e), found by this oracle: the fast path's reason memo (``_memo_reason``, keyed by
+    budget, model, size, M and state generation) copies one workload's ``reserved_start`` detail
+    into the reason of a later workload of the same shape that holds no reservation. Returns the
+    decisions with those leaked details removed, or None when nothing leaked."""
+    leaked = {wid for wid, i in fast.pending.items() if "reserved_start" in i.detail and wid not in fast.reserved_start}
+    if not leaked:
+        return None
+    pending = {
+        wid: PendingInfo(i.reason, {k: v for k, v in i.detail.items() if not (wid in leaked and k == "reserved_start")})
+        for wid, i in fast.pending.items()
+    }
+    return replace(fast, pending=pending)
+
+
+def _room_fault_b_all(world, w, g):  # noqa: ANN001, ANN202 (the reference's own signature)
+    """gpu_room_at with known fault (b) injected, first form: GPUs of attempts in their grace
+    period never count for a reservation."""
+    oid = world.owner(g)
+    if oid is not None and oid in world.stopping:
+        return None
+    return _ORIGINAL_ROOM(world, w, g)
+
+
+def _room_fault_b_host(world, w, g):  # noqa: ANN001, ANN202
+    """Second form, the one the fast path has: a GPU of an attempt in its grace period counts
+    only if none of that attempt's GPUs on the same host is nominated (the reference, §3.5,
+    counts every such GPU nominated for no other workload)."""
+    oid = world.owner(g)
+    if oid is not None and oid in world.stopping:
+        a = world.attempts[oid]
+        if any(world.nominee(x) is not None for x in a.gpus if x[0] == g[0]):
+            return None
+    return _ORIGINAL_ROOM(world, w, g)
+
+
+_ORIGINAL_ROOM = reference.gpu_room_at
+
+
+@contextmanager
+def _injected(room) -> Iterator[None]:  # noqa: ANN001
+    reference.gpu_room_at = room
+    try:
+        yield
+    finally:
+        reference.gpu_room_at = _ORIGINAL_ROOM
+
+
+def known_fault(snap: Snapshot, fast: Decisions) -> str | None:
+    """``"a"``, ``"b"``, ``"e"`` or ``"b+e"`` when the disagreement is exactly one of the known fast-path
+    faults (tests/policy/test_reference_cases.py holds a minimal case of each), else None.
+    Set ``FAIRWAY_ORACLE_STRICT=1`` to count them as unknown (the fix branch's check).
+
+    (a) rule 3 of §3.4 broken (stale per-host reclaim index): see :func:`rule3_broken`.
+    (b) reservations ignore GPUs of attempts in their grace period: the reference with that
+        fault injected (either form below) decides exactly what the fast path decides.
+    (e) a reason's ``reserved_start`` detail leaked to a workload holding no reservation:
+        see :func:`without_leaked_reserved_start`. ``"b+e"``: both in one pass.
+    """
+    if os.environ.get("FAIRWAY_ORACLE_STRICT"):
+        return None
+    ref = reference_schedule(snap)
+    if not differences(snap, fast, ref):
+        return None
+    if rule3_broken(snap, fast):
+        return "a"
+    cleaned = without_leaked_reserved_start(fast)
+    if cleaned is not None:
+        if not differences(snap, cleaned, ref):
+            return "e"
+        fast = cleaned
+    for room in (_room_fault_b_host, _room_fault_b_all):
+        with _injected(room):
+            variant = reference_schedule(snap)
+        if not differences(snap, fast, variant):
+            return "b" if cleaned is None else "b+e"
+    return None
+
+
+# ------------------------------------------------------------------------------- the engine
+@dataclass
+class Tally:
+    """What a run of clusters saw."""
+
+    clusters: int = 0
+    passes: int = 0
+    starts: int = 0
+    preemptions: int = 0
+    reservations: int = 0
+    nominated_passes: int = 0
+    gangs_started: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    known: Counter[str] = field(default_factory=Counter)
+    known_examples: dict[str, tuple[int, Snapshot]] = field(default_factory=dict)
+    unknown: list[tuple[int, Snapshot, list[str]]] = field(default_factory=list)
+
+    def merge(self, other: Tally) -> None:
+        self.clusters += other.clusters
+        self.passes += other.passes
+        self.starts += other.starts
+        self.preemptions += other.preemptions
+        self.reservations += other.reservations
+        self.nominated_passes += other.nominated_passes
+        self.gangs_started += other.gangs_started
+        self.reasons.update(other.reasons)
+        self.known.update(other.known)
+        for k, v in other.known_examples.items():
+            self.known_examples.setdefault(k, v)
+        self.unknown.extend(other.unknown)
+
+
+class OracleEngine(Engine):
+    """The simulator with ``schedule()`` as its policy, compared with the reference on every pass.
+
+    The fast path's decisions are applied (both see the same snapshot every pass).
+    """
+
+    def __init__(self, seed: int, tally: Tally, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.seed = seed
+        self.tally = tally
+        self.scheduler = self._compare  # type: ignore[assignment]
+
+    def _compare(self, snap: Snapshot) -> Decisions:
+        fast = schedule(snap)
+        ref = reference_schedule(snap)
+        t = self.tally
+        t.passes += 1
+        t.starts += len(fast.starts)
+        t.preemptions += sum(1 for s in fast.stops if s.for_workload)
+        t.reservations += len(fast.reserved_start)
+        t.nominated_passes += bool(snap.nominations)
+        largest = {}
+        for h in snap.hosts:
+            largest[h.model] = max(largest.get(h.model, 0), h.size)
+        t.gangs_started += sum(1 for s in fast.starts if len({g[0] for g in s.gpus}) > 1)
+        t.reasons.update(str(i.reason) for i in ref.pending.values())
+        diff = differences(snap, fast, ref)
+        if diff:
+            kind = known_fault(snap, fast)
+            if kind is not None:
+                t.known[kind] += 1
+                t.known_examples.setdefault(kind, (self.seed, snap))
+            else:
+                t.unknown.append((self.seed, snap, diff))
+        return fast
+
+
+# ------------------------------------------------------------------------------- the clusters
+def build_cluster(
+    seed: int, tally: Tally, *, quick: bool = False
+) -> tuple[OracleEngine, list[tuple[int, int, Callable[[], None]]], int]:
+    """A random cluster from ``seed``: the engine, its events ``(time, order, action)`` and the end time.
+
+    ``quick`` (the ``make test`` profile) ticks half as often on the grid and plays three
+    quarters of the time: fewer passes per cluster, the same kinds of cluster.
+
+    Covers single hosts and gangs, fabrics, two GPU models, cordons, drains and drain-now,
+    offline hosts, unhealthy GPUs (fatal XIDs drain), holds (static and toggled), caps
+    (``on_cap`` hold and downgrade), archived budgets, a share tree of depth 2–3, usage
+    inside and across the window's start, grace periods (nominations inside them), cancels,
+    small ``max_reservations`` and unallocated work (M = 0).
+    """
+    rnd = random.Random(seed)
+    # Hosts: per model one size most of the time (so gangs are possible), sometimes mixed.
+    n_hosts = rnd.randint(1, 5)
+    size_of = {m: rnd.choice([2, 4, 4, 8]) for m in MODELS}
+    mixed = rnd.random() < 0.3
+    hosts = []
+    for i in range(n_hosts):
+        model = MODELS[0] if rnd.random() < 0.75 else MODELS[1]
+        size = rnd.choice([2, 4, 8]) if mixed else size_of[model]
+        health = {j: GpuHealth.HEALTHY for j in range(size)}
+        if rnd.random() < 0.1:
+            health[rnd.randrange(size)] = GpuHealth.UNHEALTHY
+        if rnd.random() < 0.1:
+            health[rnd.randrange(size)] = GpuHealth.DEGRADED
+        state = rnd.choice([HostState.ACTIVE] * 8 + [HostState.CORDONED, HostState.DRAINING])
+        labels = {"fabric": f"f{rnd.randrange(3)}"} if rnd.random() < 0.9 else {}
+        hosts.append(Host(f"h{i}", model, health, state, labels))
+    # Budgets: org → programs → projects (→ sub-budgets).
+    budgets = [Budget("org", "org", None)]
+    leaves: list[str] = []
+    for p in range(rnd.randint(1, 3)):
+        pk = f"p{p}"
+        budgets.append(_budget(rnd, pk, f"p{p}", "org", leaf=False))
+        for q in range(rnd.randint(1, 3)):
+            qk = f"{pk}/q{q}"
+            if rnd.random() < 0.25:
+                budgets.append(_budget(rnd, qk, f"q{q}", pk, leaf=False))
+                for s in range(rnd.randint(1, 2)):
+                    sk = f"{qk}/s{s}"
+                    budgets.append(_budget(rnd, sk, f"s{s}", qk, leaf=True))
+                    leaves.append(sk)
+            else:
+                budgets.append(_budget(rnd, qk, f"q{q}", pk, leaf=True))
+                leaves.append(qk)
+    window = rnd.choice([7 * 86400, 7 * 86400, 3 * H])
+    grace = rnd.choice([0, 0, 30, 120, 400])
+    e = OracleEngine(
+        seed,
+        tally,
+        start=T0,
+        window=window,
+        tick_interval=rnd.choice([600, 900]) * (2 if quick else 1),
+        grace=grace,
+        max_reservations=rnd.choice([1, 1, 2, 3]),
+    )
+    for b in budgets:
+        e.add_budget(b)
+    for h in hosts:
+        e.add_host(h)
+    for leaf in leaves:
+        if rnd.random() < 0.7:
+            gh = rnd.randint(0, 40)
+            e.usage.append(UsageRecord(leaf, T0 - 2 * H, T0 - 2 * H, None, gh * H))
+        if rnd.random() < 0.3:
+            # An interval across the window's start (pro-rata).
+            e.usage.append(
+                UsageRecord(leaf, T0 - window - H, T0 - window + rnd.randint(1, 3) * H, gpus=rnd.randint(1, 4))
+            )
+    horizon = rnd.choice([H, 2 * H, 2 * H])
+    if quick:
+        horizon = horizon * 3 // 4
+    events: list[tuple[int, int, Callable[[], None]]] = []
+    largest = {m: max((h.size for h in hosts if h.model == m), default=1) for m in MODELS}
+    n_work = rnd.randint(2, 10)
+    for n in range(n_work):
+        model = MODELS[0] if rnd.random() < 0.8 else MODELS[1]
+        gpus = rnd.choice([1, 1, 1, 2, 2, 3, 4, largest[model], 2 * largest[model]])
+        m = rnd.choice([0, 0, 600, 1800, 3600])
+        dur = rnd.choice([None, 300, 900, 1800, 3 * H])
+        at = 0 if rnd.random() < 0.3 else rnd.randrange(horizon)
+        leaf = rnd.choice(leaves)
+        wid = f"w{n}"
+
+        def submit(wid: str = wid, leaf: str = leaf, gpus: int = gpus, model: str = model, m: int = m, dur=dur) -> None:  # noqa: ANN001
+            e.submit(SimWorkload(wid, leaf, gpus, model, m, e.now, e.next_seq(), remaining=dur))
+
+        events.append((at, len(events), submit))
+    # Work already running at the start (some of it unallocated, some protected, some on hosts
+    # that drain or have a bad GPU), so the first passes already preempt, drain and fault.
+    taken: set[tuple[str, int]] = set()
+    for r in range(rnd.choice([0, 0, 1, 2, 4])):
+        h = rnd.choice(hosts)
+        n = rnd.choice([1, 1, 2, h.size])
+        idx = [i for i in range(h.size) if (h.name, i) not in taken][:n]
+        if len(idx) < n:
+            continue
+        taken.update((h.name, i) for i in idx)
+        m = rnd.choice([0, 0, 600, 3600])
+        w = SimWorkload(
+            f"r{r}", rnd.choice(leaves), n, h.model, m, T0 - 2 * H, e.next_seq(), remaining=rnd.choice([None, 1800])
+        )
+        e.add_running(w, tuple((h.name, i) for i in idx), T0 - rnd.choice([0, 300, 1800, 2 * H]))
+    for _ in range(rnd.choice([0, 1, 2, 3, 4])):
+        events.append((rnd.randrange(horizon), len(events), _random_event(rnd, e, hosts, budgets, n_work)))
+    events.sort(key=lambda x: (x[0], x[1]))
+    return e, events, horizon
+
+
+def _budget(rnd: random.Random, key: str, name: str, parent: str, *, leaf: bool) -> Budget:
+    capped = rnd.random() < 0.08
+    return Budget(
+        key,
+        name,
+        parent,
+        shares=rnd.randint(1, 3),
+        archived=leaf and rnd.random() < 0.1,
+        hold=rnd.random() < 0.03,
+        capped=capped,
+        on_cap=rnd.choice([OnCap.HOLD, OnCap.DOWNGRADE]),
+    )
+
+
+def _random_event(
+    rnd: random.Random, e: Engine, hosts: list[Host], budgets: list[Budget], n_work: int
+) -> Callable[[], None]:
+    kind = rnd.choice(
+        ["drain", "drain_now", "cordon", "resume", "offline", "gpu_bad", "gpu_fatal", "gpu_good", "hold", "cancel"]
+    )
+    host = rnd.choice(hosts).name
+    idx = rnd.randrange(len(rnd.choice(hosts).gpu_health))
+    key = rnd.choice(budgets[1:]).key
+    wid = f"w{rnd.randrange(n_work)}"
+
+    def act() -> None:
+        h = e.hosts[host]
+        if kind == "drain":
+            e.set_host_state(host, "draining")
+        elif kind == "drain_now":
+            e.set_host_state(host, "drain_now")
+        elif kind == "cordon":
+            e.set_host_state(host, "cordoned")
+        elif kind == "resume":
+            e.set_host_state(host, "active")
+        elif kind == "offline":
+            e.set_host_state(host, "offline")
+        elif kind in ("gpu_bad", "gpu_fatal"):
+            if idx < h.size:
+                e.set_gpu_health(host, idx, GpuHealth.UNHEALTHY, 79 if kind == "gpu_fatal" else None)
+        elif kind == "gpu_good":
+            for i, g in h.gpu_health.items():
+                if g == GpuHealth.UNHEALTHY:
+                    e.set_gpu_health(host, i, GpuHealth.HEALTHY)
+        elif kind == "hold":
+            b = e.budgets[key]
+            e.budgets[key] = replace(b, hold=not b.hold)
+        elif kind == "cancel" and wid in e.workloads and e.workloads[wid].state in ("pending", "running"):
+            e.cancel(wid)
+
+    return act
+
+
+def run_cluster(seed: int, tally: Tally | None = None, *, quick: bool = False) -> Tally:
+    """Build the cluster of ``seed`` and run it to its end, comparing every pass."""
+    tally = tally if tally is not None else Tally()
+    e, events, horizon = build_cluster(seed, tally, quick=quick)
+    # Everything of one instant happens before that instant's tick (the live tick is debounced),
+    # so one pass often sees several arrivals: several preemptors, reservations and reasons.
+    i = 0
+    while i < len(events):
+        at = events[i][0]
+        e.advance_to(T0 + at)
+        while i < len(events) and events[i][0] == at:
+            events[i][2]()
+            i += 1
+        e.tick()
+    e.advance_to(T0 + horizon)
+    tally.clusters += 1
+    return tally
+
+
+def crowded_snapshot(seed: int) -> Snapshot:
+    """One busy instant from ``seed``, for a single-pass comparison: 1–3 hosts filled with
+    allocated (protected or not), unallocated and leaving attempts, and 2–5 allocated
+    workloads arriving together, so that several preemptors, reservations and reasons meet in
+    one pass (which the simulated clusters, one arrival at a time, reach less often)."""
+    rnd = random.Random(seed)
+    budgets = [Budget("org", "org", None)]
+    for k in "abc":
+        budgets.append(Budget(k, k, "org", shares=rnd.randint(1, 2)))
+    hosts = [
+        Host(f"h{i}", "H100", {j: GpuHealth.HEALTHY for j in range(4)}, HostState.ACTIVE, {"fabric": f"f{i % 2}"})
+        for i in range(rnd.randint(1, 3))
+    ]
+    attempts = []
+    for h in hosts:
+        j = 0
+        while j < 4:
+            k = min(rnd.randint(1, 3), 4 - j)
+            if rnd.random() < 0.2:
+                j += k
+                continue
+            alloc = rnd.random() < 0.4
+            n = len(attempts) + 1
+            attempts.append(
+                Attempt(
+                    f"a{n}",
+                    f"A{n}",
+                    rnd.choice("abc"),
+                    tuple((h.name, x) for x in range(j, j + k)),
+                    alloc,
+                    600 if alloc else 0,
+                    T0 - rnd.choice([100, 700, 2000]),
+                    stopping=rnd.random() < 0.1,
+                )
+            )
+            j += k
+    pending = [
+        Workload(
+            f"P{i}", rnd.choice("abc"), rnd.choice([1, 2, 3, 4, 8]), "H100", rnd.choice([0, 600, 1800]), T0 - 10 + i, i
+        )
+        for i in range(rnd.randint(2, 5))
+    ]
+    usage = [UsageRecord(rnd.choice("abc"), T0 - 100, T0 - 100, None, rnd.randint(0, 50) * H)]
+    return Snapshot(T0, hosts, budgets, attempts, pending, usage, max_reservations=rnd.choice([1, 2, 8]))
+
+
+def compare_once(seed: int, tally: Tally | None = None) -> Tally:
+    """Compare the two schedulers on :func:`crowded_snapshot` of ``seed`` (one pass)."""
+    tally = tally if tally is not None else Tally()
+    snap = crowded_snapshot(seed)
+    fast = schedule(snap)
+    ref = reference_schedule(snap)
+    tally.clusters += 1
+    tally.passes += 1
+    tally.preemptions += sum(1 for s in fast.stops if s.for_workload)
+    diff = differences(snap, fast, ref)
+    if diff:
+        kind = known_fault(snap, fast)
+        if kind is not None:
+            tally.known[kind] += 1
+            tally.known_examples.setdefault(kind, (seed, snap))
+        else:
+            tally.unknown.append((seed, snap, diff))
+    return tally
+
+
+def describe(snap: Snapshot) -> str:
+    """A snapshot as Python source (to paste into tests/policy/test_reference_cases.py)."""
+    return repr(snap)
