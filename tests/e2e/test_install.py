@@ -151,7 +151,7 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
         host = stack.wait_until(
             lambda: Host.objects.filter(name="h2", agent_version=AGENT_VERSION).first(), 30, "h2's hello"
         )
-        assert host.cluster_id == stack.cluster.pk and host.labels == {"rack": "r9"}
+        assert host.cluster_id == stack.cluster.pk and host.labels == {"rack": "r9", "runtime": "process"}
         assert sorted(host.gpus.values_list("uuid", flat=True)) == sorted(fake_gpu_uuid("h2", i) for i in range(4))
 
         # and it runs a 4-GPU workload (only h2 has 4 GPUs) with the installed package's Python
