@@ -89,10 +89,12 @@ def victim_class(av: AttemptView, w: Workload, allowed: Container[str], known: C
 class KeyContext:
     """What the victim key needs beyond the victims: ``side(v)`` is ``-r(B)`` for a victim of
     budget ``v`` (B the side of the lowest common ancestor holding ``v``; negated so that the most
-    over-served side sorts first), ``fabric(host)`` the host's fabric label."""
+    over-served side sorts first), ``fabric(host)`` the host's fabric label, ``now`` the pass's
+    instant (when a starting attempt, not yet confirmed, counts as started)."""
 
     side: Callable[[str], Fraction]
     fabric: Callable[[str], str]
+    now: int
 
 
 Criterion = Callable[[KeyContext, Sequence[AttemptView], Sequence[str]], object]
@@ -123,8 +125,10 @@ def sides(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str])
 
 
 def start_times(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[int, ...]:
-    """5. Most recently started first: start times sorted latest first, as a vector."""
-    return tuple(sorted(-(v.attempt.started_at or 0) for v in victims))
+    """5. Most recently started first: start times sorted latest first, as a vector. A starting
+    attempt (``started_at`` None, not yet confirmed) started now: the most recent of all."""
+    now = ctx.now
+    return tuple(sorted(-(now if (s := v.attempt.started_at) is None else s) for v in victims))
 
 
 def fabrics(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> int:

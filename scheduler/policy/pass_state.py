@@ -137,7 +137,7 @@ class PassState:
                 r = cache[(w.budget, v)] = -self.ratio(split[1] if split is not None else v)
             return r
 
-        return KeyContext(side, lambda h: hosts[h].fabric)
+        return KeyContext(side, lambda h: hosts[h].fabric, self.now)
 
     # ------------------------------------------------------------ shapes and reservations
     def is_gang(self, w: Workload) -> bool:

@@ -24,7 +24,7 @@ def explain(ps: PassState, w: Workload) -> None:
     memo = (w.budget, w.model, w.gpus, w.min_runtime)
     cached = ps.memo.reason.get(memo)
     if cached is not None:
-        ps.dec.pending[w.id] = PendingInfo(cached.reason, dict(cached.detail))
+        ps.dec.pending[w.id] = _with_reserved_start(ps, w, cached)
         return
     level, detail = _levels_memo(ps, w)
     if level <= 1:
@@ -35,10 +35,17 @@ def explain(ps: PassState, w: Workload) -> None:
         info = PendingInfo(PendingReason.FAIR_SHARE, detail)
     else:
         info = PendingInfo(PendingReason.INSUFFICIENT_GPUS, {})
+    ps.memo.reason[memo] = info
+    ps.dec.pending[w.id] = _with_reserved_start(ps, w, info)
+
+
+def _with_reserved_start(ps: PassState, w: Workload, shared: PendingInfo) -> PendingInfo:
+    """A copy of the (memoized, shape-wide) reason for ``w``, with ``reserved_start`` only if
+    ``w`` itself holds a reservation (§3.8: a workload holding a reservation carries its start)."""
+    info = PendingInfo(shared.reason, dict(shared.detail))
     if w.id in ps.dec.reserved_start:
         info.detail["reserved_start"] = ps.dec.reserved_start[w.id]
-    ps.memo.reason[memo] = info
-    ps.dec.pending[w.id] = PendingInfo(info.reason, dict(info.detail))
+    return info
 
 
 def _holder(ps: PassState, w: Workload, detail: dict[str, object]) -> str | None:

@@ -35,7 +35,7 @@ class ReclaimIndex:
         self.heaps: dict[tuple[str, int], list[Entry]] = {}
         self.version: dict[str, int] = {}
         self.victims: dict[tuple[str, int, int], list[AttemptView]] = {}
-        self.ctx = KeyContext(_no_side, lambda h: state.hosts[h].fabric)
+        self.ctx = KeyContext(_no_side, lambda h: state.hosts[h].fabric, state.now)
         state.listeners.append(self.touch)
 
     def touch(self, host: str) -> None:

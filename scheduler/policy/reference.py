@@ -563,11 +563,19 @@ def reservation_allows(world: World, w: Workload, host: str) -> bool:
     return world.now + w.min_runtime <= r[1]
 
 
+def release(world: World, a: Attempt) -> int:
+    """When the GPUs of the stopping attempt ``a`` are expected back (§3.5): its ``release_at``
+    (stop + grace), or now when unknown (a stop issued in this pass, or no grace known) or when
+    the release is already due."""
+    return world.now if a.release_at is None else max(world.now, a.release_at)
+
+
 def gpu_room_at(world: World, w: Workload, g: GpuRef) -> int | None:
     """When the GPU ``g`` can be ``w``'s (§3.5), or None for never.
 
-    Free now; held by an attempt already stopping (its release; the GPU nominated for no other
-    workload) now; held by unallocated work now; held by work rule 2 allows now when its
+    Free now; held by an attempt already stopping (the GPU nominated for no other workload) at
+    its release (``release_at``, stop + grace; unknown, or already past, counts as now); held by
+    unallocated work now; held by work rule 2 allows now when its
     protection will have ended (a starting attempt: ``M`` from now); own, forbidden or
     nominated-for-another: never.
     """
@@ -581,7 +589,7 @@ def gpu_room_at(world: World, w: Workload, g: GpuRef) -> int | None:
         return world.now
     a = world.attempts[oid]
     if oid in world.stopping:
-        return world.now
+        return release(world, a)
     c = victim_class(world, w, a)
     if c == NOW:
         return world.now

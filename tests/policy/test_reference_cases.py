@@ -1,11 +1,11 @@
 """Minimal snapshots behind the oracle comparison (tests/policy/test_reference.py).
 
 The first tests check the reference scheduler itself on DESIGN.md's own worked example
-(docs/policy.md, tests/scenarios/P04). The ``xfail(strict=False)`` tests are the smallest
-snapshots found where ``schedule()`` disagrees with the reference and DESIGN.md sides with the
-reference: each names the sentence that decides it; the fix branch flips them by making
-``schedule()`` pass (then drop the mark and the matching filter in
-tests/policy/oracle_harness.py ``known_fault``).
+(docs/policy.md, tests/scenarios/P04). The cases after them are the smallest snapshots found
+where ``schedule()`` disagreed with the reference and DESIGN.md sides with the reference (faults
+(a), (b), (e), (f) of docs/policy.md, all fixed): each names the sentence that decides it. A
+fault found later gets an ``xfail(strict=False)`` case here and a filter branch in
+tests/policy/oracle_harness.py ``known_fault`` until it is fixed.
 """
 
 from __future__ import annotations
@@ -102,12 +102,6 @@ def test_the_reference_preempts_only_what_makes_room() -> None:
     assert dec.nominations == {"P2": (("h1", 0), ("h1", 1), ("h1", 2))}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fault (a): the fast path also preempts A4 for P3 and nominates it one GPU of the three it "
-    "needs (stale per-host reclaim index); DESIGN.md §3.4 rule 3: with the victims gone, P can start "
-    "at once; otherwise nothing is preempted",
-)
 def test_schedule_preempts_only_what_makes_room() -> None:
     assert_agree(second_preemptor())
 
@@ -139,15 +133,29 @@ def test_the_reference_reserves_the_gpus_being_freed_for_nobody() -> None:
         assert dec.nominations == {"P": (("h0", 0),)}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fault (b): the fast path counts a stopping attempt's GPUs for a reservation only if none "
-    "of its GPUs on that host is nominated (core.py _host_room_over_time); DESIGN.md §3.5 counts every "
-    "GPU being freed that is not nominated for another workload",
-)
 @pytest.mark.parametrize("make", [grace_in_snapshot, grace_in_pass], ids=["in-snapshot", "in-pass"])
 def test_schedule_reserves_the_gpus_being_freed_for_nobody(make) -> None:  # noqa: ANN001
     assert_agree(make())
+
+
+def released_later(release_at: int | None) -> Snapshot:
+    """X (budget a) holds h0, stopping with its GPUs expected back at ``release_at``; Q (budget
+    a, 2 GPUs) is blocked and nobody is nominated."""
+    x = Attempt(
+        "x", "X", "a", tuple(("h0", i) for i in range(4)), True, 600, T0 - H, stopping=True, release_at=release_at
+    )
+    return Snapshot(T0, [host("h0", 4)], TWO, [x], [Workload("Q", "a", 2, "H100", 600, T0 - 30, 2)])
+
+
+@pytest.mark.parametrize(
+    ("release_at", "start"), [(T0 + 120, T0 + 120), (None, T0), (T0 - 5, T0)], ids=["ahead", "unknown", "overdue"]
+)
+@pytest.mark.parametrize("scheduler", [reference_schedule, schedule], ids=["reference", "schedule"])
+def test_a_reservation_counts_a_stopping_attempt_from_its_release(scheduler, release_at, start) -> None:  # noqa: ANN001
+    """DESIGN.md §3.5: GPUs "free from the release of an attempt already stopping": the release is
+    ``release_at`` (stop + grace); unknown or already due, it is now."""
+    dec = scheduler(released_later(release_at))
+    assert dec.reservations == {"h0": "Q"} and dec.reserved_start == {"Q": start}
 
 
 # ----------------------------------------------------------------------------- fault (e)
@@ -167,12 +175,6 @@ def test_the_reference_gives_a_reserved_start_only_to_the_holder() -> None:
     assert "reserved_start" not in dec.pending["W7"].detail
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fault (e): core.py's reason memo (_memo_reason, keyed by budget, model, GPUs, M and state "
-    "generation) copies W2's reserved_start into W7's reason, though W7 holds no reservation "
-    "(DESIGN.md §3.8: the estimate of a workload holding a reservation is bounded by its start)",
-)
 def test_schedule_gives_a_reserved_start_only_to_the_holder() -> None:
     snap = two_of_one_shape()
     dec = schedule(snap)
@@ -204,12 +206,6 @@ def test_the_reference_counts_a_starting_victim_as_the_most_recently_started() -
     assert [s.attempt for s in dec.stops] == ["u1"]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="reading (f): core.py _victim_key sorts a starting attempt (started_at None) as started at "
-    "time 0, the oldest, so it preempts U2; the simulator confirms starts at once, so the random "
-    "clusters never see this (the live tick does, for up to START_TIMEOUT)",
-)
 def test_schedule_counts_a_starting_victim_as_the_most_recently_started() -> None:
     assert_agree(starting_victim())
 
