@@ -410,8 +410,24 @@ def victim_class(world: World, w: Workload, a: Attempt) -> int:
     return LATER if world.protected(a) else NOW
 
 
+CRITERIA: tuple[str, ...] = (
+    "allocated_gpus",
+    "gpus",
+    "victim_count",
+    "sides",
+    "start_times",
+    "fabrics",
+    "host_names",
+    "workload_ids",
+)
+"""The order of :func:`victim_key`'s criteria, by name, as DESIGN.md §3.4 lists them. Only
+tests change it (tests/policy/test_contract.py swaps two names here and the same two criteria
+in the fast path's contract, and the two schedulers must still agree)."""
+
+
 def victim_key(world: World, w: Workload, victims: list[Attempt], hosts: list[str]) -> tuple[object, ...]:
-    """The §3.4 victim-choice order as one key (smaller is better), criteria in order:
+    """The §3.4 victim-choice order as one key (smaller is better), criteria in the order of
+    :data:`CRITERIA` (by default DESIGN.md's):
 
     1. fewest allocated GPUs preempted (a gang victim's GPUs all count);
     2. fewest GPUs preempted;
@@ -436,20 +452,24 @@ def victim_key(world: World, w: Workload, victims: list[Attempt], hosts: list[st
             sides.append((0, world.ratio(side)))
     sides.sort(reverse=True)
     starts = sorted((world.now if a.started_at is None else a.started_at for a in victims), reverse=True)
-    return (
-        alloc,
-        total,
-        len(victims),
-        _Desc(tuple(sides)),
-        _Desc(tuple(starts)),
-        world.fabrics(hosts),
-        tuple(sorted(hosts)),
-        tuple(sorted(a.workload for a in victims)),
-    )
+    parts: dict[str, object] = {
+        "allocated_gpus": alloc,
+        "gpus": total,
+        "victim_count": len(victims),
+        "sides": _Desc(tuple(sides)),
+        "start_times": _Desc(tuple(starts)),
+        "fabrics": world.fabrics(hosts),
+        "host_names": tuple(sorted(hosts)),
+        "workload_ids": tuple(sorted(a.workload for a in victims)),
+    }
+    return tuple(parts[c] for c in CRITERIA)
 
 
 class _Desc:
-    """Wraps a vector so that the lexicographically larger one sorts first."""
+    """Wraps a vector so that the lexicographically larger one sorts first: at the first
+    position where they differ the larger entry wins; when one is a prefix of the other the
+    shorter wins (fewer victims). Vectors of one length are all the default order compares
+    (fewest victims comes first); other lengths meet only when a test reorders the criteria."""
 
     __slots__ = ("v",)
 
@@ -457,7 +477,10 @@ class _Desc:
         self.v = v
 
     def __lt__(self, other: _Desc) -> bool:
-        return self.v > other.v  # type: ignore[operator]
+        for x, y in zip(self.v, other.v, strict=False):
+            if x != y:
+                return x > y  # type: ignore[operator]
+        return len(self.v) < len(other.v)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Desc) and self.v == other.v

@@ -1,9 +1,17 @@
 """The scheduling contract in one place (scheduler/policy/contract.py, DESIGN.md §3.4).
 
-Swapping two victim criteria in the contract's key changes every consumer alike: the fast
-path's victims equal a brute-force enumeration of all inclusion-minimal sufficient sets under
-the same (swapped) key. The brute force here is deliberately naive: every subset of every
-host's attempts, judged by :func:`contract.victim_class` and ordered by :func:`contract.victim_key`.
+Swapping two victim criteria in the contract's key changes every consumer alike. Two checks:
+
+- against the reference scheduler (scheduler/policy/reference.py, an independent reading whose
+  ``victim_key`` takes its criteria in the order of ``reference.CRITERIA``, by name): the same two
+  criteria are swapped in both, and ``schedule()`` must decide what ``reference_schedule()``
+  decides on every pass of random clusters and crowded passes of tests/policy/oracle_harness.py —
+  every fast-path consumer (reclaim index, single-host and gang searches, their bounds) follows
+  the one swapped statement;
+- against a brute force here over the contract's own ``victim_class`` and ``victim_key``, on
+  denser single passes than the harness reaches (hosts of 8 GPUs full of up to 8 attempts, gangs
+  over 5 full hosts): the fast path's victims equal every inclusion-minimal sufficient set
+  enumerated and ordered by the (swapped) key.
 """
 
 from __future__ import annotations
@@ -14,10 +22,12 @@ from itertools import combinations
 
 import pytest
 
-from scheduler.policy import Snapshot, contract, schedule
+from scheduler.policy import Snapshot, contract, reference, schedule
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.reference import reference_schedule
 from scheduler.policy.types import Attempt
 from tests.policy.builders import T0, H, host, lump, pending, snap, tree
+from tests.policy.oracle_harness import Tally, compare_once, crowded_snapshot, decisions_view, run_cluster
 
 DEFAULT = contract.CRITERIA
 
@@ -29,7 +39,59 @@ def swapped(i: int, j: int) -> tuple[contract.Criterion, ...]:
     return tuple(c)
 
 
+def swap_both(monkeypatch: pytest.MonkeyPatch, i: int, j: int) -> None:
+    """Swap criteria ``i`` and ``j`` in the contract and, by name, in the reference."""
+    monkeypatch.setattr(contract, "CRITERIA", swapped(i, j))
+    names = list(reference.CRITERIA)
+    names[i - 1], names[j - 1] = names[j - 1], names[i - 1]
+    monkeypatch.setattr(reference, "CRITERIA", tuple(names))
+
+
 ORDERS = {"default": DEFAULT, "gpus<->victims": swapped(2, 3), "sides<->starts": swapped(4, 5)}
+
+SWAPS: dict[str, tuple[int, int] | None] = {
+    "default": None,
+    "allocated<->gpus": (1, 2),
+    "gpus<->victims": (2, 3),
+    "victims<->sides": (3, 4),
+    "sides<->starts": (4, 5),
+    "allocated<->starts": (1, 5),
+}
+CHANGES_CROWDED = {"allocated<->gpus", "gpus<->victims", "allocated<->starts"}
+"""Swaps that change the reference's decisions on some of the crowded passes below (the others
+are shown to matter by the targeted tests at the end)."""
+
+
+def test_the_reference_names_the_contracts_criteria_in_its_order():
+    assert tuple(c.__name__ for c in contract.CRITERIA) == reference.CRITERIA
+
+
+@pytest.mark.parametrize("order", SWAPS)
+def test_schedule_follows_a_swapped_key_as_the_reference_does(order, monkeypatch):
+    # Given the crowded passes' decisions under DESIGN.md's order
+    seeds = range(300)
+    before = {
+        seed: decisions_view(crowded_snapshot(seed), reference_schedule(crowded_snapshot(seed))) for seed in seeds
+    }
+    # and two criteria swapped in both the contract and the reference (or none)
+    pair = SWAPS[order]
+    if pair is not None:
+        swap_both(monkeypatch, *pair)
+    # When 150 random clusters run through the simulator and 300 crowded passes are decided
+    tally = Tally()
+    for seed in range(150):
+        run_cluster(seed, tally, quick=True)
+    for seed in seeds:
+        compare_once(seed, tally)
+    # Then schedule() decides what the reference decides on every pass
+    for seed, s, diff in tally.unknown[:1]:
+        pytest.fail(f"{order}, seed {seed}, now={s.now}:\n" + "\n".join(diff) + f"\n{s!r}")
+    assert tally.preemptions > 100  # the comparison is not vacuous
+    changed = sum(
+        decisions_view(crowded_snapshot(seed), reference_schedule(crowded_snapshot(seed))) != before[seed]
+        for seed in seeds
+    )
+    assert (changed > 0) == (order in CHANGES_CROWDED)
 
 
 def brute_force(s: Snapshot) -> set[str] | None:
@@ -87,6 +149,12 @@ def fast_path(s: Snapshot) -> set[str] | None:
         (w,) = s.pending
         assert len(d.nominations[w.id]) == w.gpus  # §3.4 rule 3
     return stops or None
+
+
+def oracle(s: Snapshot) -> set[str] | None:
+    """What the reference scheduler preempts for the only pending workload, as :func:`fast_path`."""
+    d = reference_schedule(s)
+    return None if d.starts else ({x.attempt for x in d.stops} or None)
 
 
 def random_snapshots(n: int, gangs: bool = False) -> Iterator[Snapshot]:
@@ -156,9 +224,10 @@ def test_swapping_gpus_and_victims_changes_the_choice_everywhere(monkeypatch):
     # Then by §3.4 fewer GPUs preempted (2) beats fewer victims (1)...
     assert fast_path(s) == brute_force(s) == {"one", "two"}
     # ...and with criteria 2 and 3 swapped in the contract, fewer victims wins, for both.
-    monkeypatch.setattr(contract, "CRITERIA", swapped(2, 3))
+    assert oracle(s) == {"one", "two"}
+    swap_both(monkeypatch, 2, 3)
     assert not contract.counts_lead()
-    assert fast_path(s) == brute_force(s) == {"big"}
+    assert fast_path(s) == brute_force(s) == oracle(s) == {"big"}
 
 
 def test_swapping_sides_and_start_times_changes_the_choice_everywhere(monkeypatch):
@@ -171,9 +240,10 @@ def test_swapping_sides_and_start_times_changes_the_choice_everywhere(monkeypatc
     # Then by §3.4 the most over-served side goes first...
     assert fast_path(s) == brute_force(s) == {"vb"}
     # ...and with criteria 4 and 5 swapped, the most recently started does, for both.
-    monkeypatch.setattr(contract, "CRITERIA", swapped(4, 5))
+    assert oracle(s) == {"vb"}
+    swap_both(monkeypatch, 4, 5)
     assert contract.counts_lead()
-    assert fast_path(s) == brute_force(s) == {"vc"}
+    assert fast_path(s) == brute_force(s) == oracle(s) == {"vc"}
 
 
 def test_the_room_index_is_checked_against_fresh_room_profiles():
