@@ -3,8 +3,8 @@ could ever satisfy is rejected at once with a clear code and message.
 
 This is the one statement of the rule. Live submission (``scheduler.services``,
 hence the API, the web form, the CLI and trace replays), the scenario runner and
-the trace simulator call it; the pass's ``unschedulable`` reason asks the same
-question of the same hardware.
+the trace simulator call it; so do the pass's ``unschedulable`` reason and the idle
+screen (``Standing.unschedulable``, per shape, on the registered hosts).
 """
 
 from __future__ import annotations

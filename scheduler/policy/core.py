@@ -111,7 +111,7 @@ class Pass(PassState):
             shape = (w.model, w.gpus)
             bad = unschedulable.get(shape)
             if bad is None:
-                bad = unschedulable[shape] = placement.unschedulable(self, w)
+                bad = unschedulable[shape] = self.standing.unschedulable(w.model, w.gpus)
             if bad:
                 self._reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
                 continue

@@ -13,23 +13,6 @@ from scheduler.policy.state import ClusterState
 from scheduler.policy.types import GpuRef, Workload
 
 
-def unschedulable(ps: PassState, w: Workload) -> bool:
-    """True when no host of the cluster could ever hold ``w`` (model absent, bad size, too few hosts)."""
-    largest = ps.state.largest.get(w.model, 0)
-    if largest == 0 or w.gpus < 1:
-        return True
-    if w.gpus <= largest:
-        return False
-    if w.gpus % largest:
-        return True
-    key = (w.model, largest)
-    sizes = ps.standing.size_count
-    count = sizes.get(key)
-    if count is None:
-        count = sizes[key] = sum(1 for hv in ps.standing.hosts_by_model[w.model] if hv.size == largest)
-    return count < w.gpus // largest
-
-
 def any_fits_free(st: ClusterState, workloads: Iterable[Workload]) -> bool:
     """True when free GPUs (reservations ignored) could hold some workload of ``workloads`` now,
     from the most free GPUs on one host and the whole free hosts of each model."""

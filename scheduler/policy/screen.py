@@ -144,9 +144,9 @@ def _smallest_requests(
     for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
-        big = largest.get(w.model, 0)
-        if big == 0 or w.gpus < 1:
-            continue  # unschedulable: the pass only gives it a reason
+        if standing.unschedulable(w.model, w.gpus):
+            continue  # the pass only gives it a reason
+        big = largest[w.model]
         capper = tree.capped_by(w.budget) if w.allocated else None
         if capper is not None and capper.on_cap == OnCap.HOLD:
             continue
@@ -155,8 +155,6 @@ def _smallest_requests(
                 return None
             k = 0
         else:
-            if w.gpus % big:
-                continue  # unschedulable
             k = w.gpus // big
             if summary.whole_free.get(w.model, 0) >= k:
                 return None
