@@ -29,6 +29,7 @@ Units: seconds, GPUs, GPU-seconds (integers); ratios are exact fractions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import combinations
@@ -326,7 +327,7 @@ def next_in_fair_tree(world: World, queue: list[Workload], handled: set[str], ad
         node = min(kids, key=key)
 
 
-def run_in_fair_tree(world: World, queue: list[Workload], handle) -> None:  # noqa: ANN001 (callable)
+def run_in_fair_tree(world: World, queue: list[Workload], handle: Callable[[World, Workload], bool]) -> None:
     """Dispatch is iterative (§3.2): take the next workload, handle it, then re-rank."""
     handled: set[str] = set()
     admitted: set[str] = set()
@@ -479,7 +480,7 @@ class _Desc:
     def __lt__(self, other: _Desc) -> bool:
         for x, y in zip(self.v, other.v, strict=False):
             if x != y:
-                return x > y  # type: ignore[operator]
+                return bool(x > y)  # type: ignore[operator]
         return len(self.v) < len(other.v)
 
     def __eq__(self, other: object) -> bool:
@@ -634,9 +635,9 @@ def reserve(world: World, w: Workload) -> None:
     best: tuple[int, int, tuple[str, ...]] | None = None
     if not world.is_gang(w):
         for h in hosts:
-            times = sorted(t for i in world.healthy(h) if (t := gpu_room_at(world, w, (h, i))) is not None)
-            if len(times) >= w.gpus:
-                cand = (times[w.gpus - 1], 1, (h,))
+            ready = sorted(t for i in world.healthy(h) if (t := gpu_room_at(world, w, (h, i))) is not None)
+            if len(ready) >= w.gpus:
+                cand: tuple[int, int, tuple[str, ...]] = (ready[w.gpus - 1], 1, (h,))
                 if best is None or cand < best:
                     best = cand
     else:
@@ -646,8 +647,9 @@ def reserve(world: World, w: Workload) -> None:
             if world.hosts[h].size != size:
                 continue
             times = [gpu_room_at(world, w, (h, i)) for i in range(size)]
-            if all(t is not None for t in times):
-                at[h] = max(times)  # type: ignore[type-var]
+            known = [t for t in times if t is not None]
+            if len(known) == len(times):
+                at[h] = max(known)
         for combo in combinations(sorted(at), w.gpus // size):
             cand = (max(at[h] for h in combo), world.fabrics(combo), combo)
             if best is None or cand < best:
