@@ -360,7 +360,7 @@ def run_cluster(seed: int, tally: Tally | None = None, *, quick: bool = False) -
 
 def crowded_snapshot(seed: int) -> Snapshot:
     """One busy instant from ``seed``, for a single-pass comparison: 1–3 hosts filled with
-    allocated (protected or not), unallocated and leaving attempts, and 2–5 allocated
+    allocated (protected or not), unallocated, starting and leaving attempts, and 2–5 allocated
     workloads arriving together, so that several preemptors, reservations and reasons meet in
     one pass (which the simulated clusters, one arrival at a time, reach less often)."""
     rnd = random.Random(seed)
@@ -389,7 +389,8 @@ def crowded_snapshot(seed: int) -> Snapshot:
                     tuple((h.name, x) for x in range(j, j + k)),
                     alloc,
                     600 if alloc else 0,
-                    T0 - rnd.choice([100, 700, 2000]),
+                    # None: still starting (not confirmed; the simulator confirms at once)
+                    None if (ago := rnd.choice([100, 700, 2000, 0])) == 0 else T0 - ago,
                     stopping=(stopping := rnd.random() < 0.1),
                     # a stop issued earlier: its GPUs come back at stop + grace (§3.5), unknown (None)
                     # or already due in some snapshots
