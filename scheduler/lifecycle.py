@@ -436,7 +436,8 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
     :func:`record_heartbeat` would one by one, in a fixed number of queries whatever the host count.
 
     The common case, a host that is not offline and whose GPUs keep their health with no fatal
-    XID, is written in bulk: one read of the GPUs, one conditional UPDATE of ``last_heartbeat``
+    XID, is written in bulk: one ``SELECT … FOR UPDATE`` of the hosts in id order (docs/locking.md),
+    one read of the GPUs, one conditional UPDATE of ``last_heartbeat``
     (it skips offline hosts), one UPDATE of ``GPU.last_sample``, one upsert of the per-minute
     roll-ups (PostgreSQL; other engines: the ORM's bulk operations, a few queries more). Each
     ``last_heartbeat`` is that heartbeat's receipt time. A report with ``store_samples`` false
@@ -451,6 +452,9 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
         return
     special: dict[int, HeartbeatReport] = {}
     with transaction.atomic():
+        # docs/locking.md: hosts in id order before their GPUs (the UPDATE below would lock them
+        # in the order PostgreSQL picks). One query whatever the host count.
+        list(Host.objects.select_for_update().filter(pk__in=sorted(latest)).order_by("pk").values_list("pk", flat=True))
         gpus: dict[int, dict[int, tuple[int, str]]] = {hid: {} for hid in latest}
         for gid, hid, index, health in _gpus_of(list(latest)):
             gpus[hid][index] = (gid, health)
