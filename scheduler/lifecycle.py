@@ -454,7 +454,8 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
     with transaction.atomic():
         # docs/locking.md: hosts in id order before their GPUs (the UPDATE below would lock them
         # in the order PostgreSQL picks). One query whatever the host count.
-        list(Host.objects.select_for_update().filter(pk__in=sorted(latest)).order_by("pk").values_list("pk", flat=True))
+        locking = Host.objects.select_for_update().filter(pk__in=sorted(latest)).order_by("pk")
+        list(locking.values_list("pk", flat=True))
         gpus: dict[int, dict[int, tuple[int, str]]] = {hid: {} for hid in latest}
         for gid, hid, index, health in _gpus_of(list(latest)):
             gpus[hid][index] = (gid, health)
