@@ -35,7 +35,7 @@ class ReadOnlyMixin:
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "host_count", "gpu_count", "description"]
+    list_display = ["name", "host_count", "gpu_count", "allow_root_workloads", "description"]
     search_fields = ["name"]
     actions = ["create_join_token"]
 

@@ -194,6 +194,8 @@ from accounts.services import create_api_token, do_add_membership
 from budgets.services import do_create_budget
 from scheduler.services import do_create_cluster, do_create_join_token
 cluster = do_create_cluster("prod")
+cluster.allow_root_workloads = True  # the agents run attempts as themselves: root here
+cluster.save(update_fields=["allow_root_workloads"])
 org = do_create_budget(name="org", parent=None)
 lab = do_create_budget(name="lab", parent=org)
 user = User.objects.create_user("rita", password=None)
