@@ -115,6 +115,7 @@ class HostAdmin(admin.ModelAdmin):
         "last_heartbeat",
         "removed_at",
         "pending_inventory",
+        "isolation",
         "created_at",
     ]
     fields = [*readonly_fields, "labels"]
