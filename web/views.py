@@ -585,7 +585,7 @@ class LoginView(auth_views.LoginView):
         probe = _ThrottledRequest(request)
         waits = []
         for throttle in (LoginThrottle(), LoginUsernameThrottle()):
-            if not throttle.allow_request(probe, self):  # type: ignore[arg-type]
+            if not throttle.allow_request(probe, self):
                 waits.append(throttle.wait() or 60.0)
         if not waits:
             return super().post(request, *args, **kwargs)
