@@ -36,6 +36,7 @@ from agent.protocol import (
     Error,
     Heartbeat,
     Hello,
+    HostIsolation,
     Log,
     Logs,
     Message,
@@ -210,6 +211,23 @@ class Agent:
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)
 
+    def _isolation_state(self) -> HostIsolation | None:
+        """How attempts run here, for the hello (docs/isolation.md); None for a runtime without isolation."""
+        isolation = getattr(self.runtime, "isolation", None)
+        if isolation is None:
+            return None
+        try:
+            status = isolation.status()
+            return HostIsolation(
+                mode=status["mode"],
+                identity=status["identity"],
+                cgroup=str(status["cgroup"])[:16],
+                warnings=[str(w)[:1024] for w in status["warnings"][:16]],
+            )
+        except Exception:  # noqa: BLE001 -- the hello goes out without it rather than not at all
+            log.exception("cannot read the isolation state")
+            return None
+
     async def _session(self, ws: ClientConnection) -> None:
         log.info("connected to %s", self.config.server)
         gpus = await asyncio.to_thread(self.gpu.inventory)
@@ -220,7 +238,13 @@ class Agent:
         statuses, reported = self._attempt_statuses()
         self._ws, self._seq = ws, 0
         hello_id = await self._send(
-            Hello(host=self.config.host_name, agent_version=AGENT_VERSION, gpus=gpus, attempts=statuses)
+            Hello(
+                host=self.config.host_name,
+                agent_version=AGENT_VERSION,
+                gpus=gpus,
+                attempts=statuses,
+                isolation=self._isolation_state(),
+            )
         )
         if hello_id is None:
             return  # closed meanwhile (or unencodable): reconnect with backoff
@@ -367,6 +391,7 @@ class Agent:
             owner_uid=msg.owner.uid if msg.owner else None,
             owner_gid=msg.owner.gid if msg.owner else None,
             owner_groups=tuple(msg.owner.groups) if msg.owner else (),
+            allow_root=msg.allow_root,
         )
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.

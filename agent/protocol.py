@@ -167,14 +167,32 @@ class AttemptStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class HostIsolation:
+    """How attempts run on the host (docs/isolation.md, the agent's ``isolation.json``): ``mode``
+    the agent's setting, ``identity`` whose identity attempts actually get (``agent``: the agent's
+    own user, e.g. an agent not running as root), ``cgroup`` v2 | v1 | none, and the ``warnings``
+    an operator must see."""
+
+    mode: Literal["owner", "agent"]
+    identity: Literal["owner", "agent"]
+    cgroup: Annotated[str, Size(16)]
+    warnings: Annotated[list[Annotated[str, Size(1024)]], Size(16)] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class Hello(Message):
-    """Agent → server, first message of every connection: the host's full local state."""
+    """Agent → server, first message of every connection: the host's full local state.
+
+    ``isolation``: optional on the wire (an agent older than the field omits it: ``null``)."""
 
     TYPE: ClassVar[str] = "hello"
     host: Name
     agent_version: Annotated[str, Size(64, 1)]
     gpus: Annotated[list[GpuInfo], Size(256)]
     attempts: Annotated[list[AttemptStatus], Size(4096)]
+    isolation: HostIsolation | None = None
+
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"isolation"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +277,9 @@ class Start(Message):
     ``image``: the process runtime refuses a start with one (``failed_to_start``). ``grace_s``:
     default SIGTERM→SIGKILL grace. ``owner``: whose identity the attempt runs under; optional on
     the wire (a missing ``owner`` reads as ``null``: a server older than the field).
+    ``allow_root``: the cluster's ``allow_root_workloads`` (docs/isolation.md): false, the agent
+    refuses to run the attempt as uid 0; optional on the wire (``null``: a server older than the
+    field, the agent's own ``isolation.allow_root`` alone decides).
     """
 
     TYPE: ClassVar[str] = "start"
@@ -271,8 +292,9 @@ class Start(Message):
     gpu_indices: Annotated[list[GpuIndex], Size(256)]
     grace_s: GraceSeconds
     owner: Owner | None = None
+    allow_root: bool | None = None
 
-    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner"})
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root"})
 
 
 @dataclass(frozen=True, slots=True)

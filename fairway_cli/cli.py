@@ -595,12 +595,25 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("PROTECTED-UNTIL", lambda h: when(h["protected_until"])),
             ("HEARTBEAT", lambda h: when(h["last_heartbeat"]) or "never"),
             ("AGENT", lambda h: h.get("agent_version") or "-"),
+            ("ISOLATION", host_isolation),
             ("HEALTH", host_health),
         ],
         out,
         right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
     )
+    for h in hosts:
+        for warning in (h.get("isolation") or {}).get("warnings") or []:
+            print(f"WARN {h['name']}: {warning}", file=out)
     return EXIT_OK
+
+
+def host_isolation(host: dict[str, Any]) -> str:
+    """Whose identity attempts run under on the host (``owner`` | ``agent``), ``WARN`` first when
+    its agent reported isolation warnings (printed below the table); ``-``: an older agent."""
+    iso = host.get("isolation")
+    if not iso:
+        return "-"
+    return ("WARN " if iso.get("warnings") else "") + str(iso.get("identity") or "?")
 
 
 STALE_HEARTBEAT_S = 60.0

@@ -35,7 +35,7 @@ class ReadOnlyMixin:
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "host_count", "gpu_count", "description"]
+    list_display = ["name", "host_count", "gpu_count", "allow_root_workloads", "description"]
     search_fields = ["name"]
     actions = ["create_join_token"]
 
@@ -115,6 +115,7 @@ class HostAdmin(admin.ModelAdmin):
         "last_heartbeat",
         "removed_at",
         "pending_inventory",
+        "isolation",
         "created_at",
     ]
     fields = [*readonly_fields, "labels"]

@@ -22,6 +22,7 @@ Attempt ids on the wire are ``Attempt.wire_id``s, translated to primary keys her
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
@@ -81,6 +82,7 @@ def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
             for a in msg.attempts
             if a.state == "exited" and a.attempt_id in pks
         ],
+        isolation=dataclasses.asdict(msg.isolation) if msg.isolation is not None else None,
     )
     return True
 

@@ -137,6 +137,7 @@ class _Part:
     rank: int
     gpus: list[tuple[int, str]]  # (index, uuid)
     owner: protocol.Owner | None = None
+    allow_root: bool = False  # the cluster's allow_root_workloads
 
 
 def plain_env(env: Any) -> dict[str, str]:
@@ -231,10 +232,12 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
         "rank",
         "gpu__index",
         "gpu__uuid",
+        "gpu__host__cluster__allow_root_workloads",
         *_OWNER_FIELDS,
     )
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
-    for host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, *owner in rows:
+    for row in rows:
+        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, root, *owner = row
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
@@ -250,6 +253,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
                 rank=rank,
                 gpus=[],
                 owner=owner_of(*owner),
+                allow_root=bool(root),
             )
         part.gpus.append((index, uuid))
     to_start: dict[int, list[_Part]] = {}
@@ -301,6 +305,7 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
         gpu_indices=[i for i, _u in gpus],
         grace_s=grace,
         owner=part.owner,
+        allow_root=part.allow_root,
     )
 
 

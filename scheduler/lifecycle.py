@@ -436,7 +436,8 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
     :func:`record_heartbeat` would one by one, in a fixed number of queries whatever the host count.
 
     The common case, a host that is not offline and whose GPUs keep their health with no fatal
-    XID, is written in bulk: one read of the GPUs, one conditional UPDATE of ``last_heartbeat``
+    XID, is written in bulk: one ``SELECT … FOR UPDATE`` of the hosts in id order (docs/locking.md),
+    one read of the GPUs, one conditional UPDATE of ``last_heartbeat``
     (it skips offline hosts), one UPDATE of ``GPU.last_sample``, one upsert of the per-minute
     roll-ups (PostgreSQL; other engines: the ORM's bulk operations, a few queries more). Each
     ``last_heartbeat`` is that heartbeat's receipt time. A report with ``store_samples`` false
@@ -451,6 +452,10 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
         return
     special: dict[int, HeartbeatReport] = {}
     with transaction.atomic():
+        # docs/locking.md: hosts in id order before their GPUs (the UPDATE below would lock them
+        # in the order PostgreSQL picks). One query whatever the host count.
+        locking = Host.objects.select_for_update().filter(pk__in=sorted(latest)).order_by("pk")
+        list(locking.values_list("pk", flat=True))
         gpus: dict[int, dict[int, tuple[int, str]]] = {hid: {} for hid in latest}
         for gid, hid, index, health in _gpus_of(list(latest)):
             gpus[hid][index] = (gid, health)
@@ -594,6 +599,7 @@ def host_hello(
     gpus: Sequence[GpuReport],
     running: Iterable[int],
     exited: Sequence[ExitReport] = (),
+    isolation: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> None:
     """An agent (re)connects: check its GPUs against the registered inventory (a different one
@@ -605,7 +611,8 @@ def host_hello(
     end ``lost``, charged to the last heartbeat; unconfirmed ones stay and their
     start is re-sent; ones the server already asked to stop end with the stop's
     reason. Attempts the agent runs that the server does not want are stopped
-    by the desired-state push that follows.
+    by the desired-state push that follows. ``isolation``: how attempts run there (``hello.isolation``,
+    docs/isolation.md), stored on the host; None from an agent older than the field.
     """
     now = now or timezone.now()
     running_ids = set(running)
@@ -617,8 +624,16 @@ def host_hello(
         locked.last_heartbeat = now
         _host_back_online(locked, now)
         _check_inventory(locked, gpus, now)
+        locked.isolation = _clean_isolation(isolation)
         locked.save(
-            update_fields=["agent_version", "last_heartbeat", "state", "state_before_offline", "pending_inventory"]
+            update_fields=[
+                "agent_version",
+                "last_heartbeat",
+                "state",
+                "state_before_offline",
+                "pending_inventory",
+                "isolation",
+            ]
         )
         HostEvent.objects.create(
             host=locked,
@@ -658,6 +673,18 @@ def host_hello(
                     message="the agent no longer runs it",
                 )
             # else: never confirmed started; the start command is re-sent.
+
+
+def _clean_isolation(isolation: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``hello.isolation`` as stored on the host (text cleaned as the agent version is)."""
+    if isolation is None:
+        return None
+    return {
+        "mode": clean_text(str(isolation.get("mode", ""))),
+        "identity": clean_text(str(isolation.get("identity", ""))),
+        "cgroup": clean_text(str(isolation.get("cgroup", ""))),
+        "warnings": [clean_text(str(w)) for w in isolation.get("warnings", [])],
+    }
 
 
 def _inventory_key(gpus: Iterable[tuple[int, str, str]]) -> list[tuple[int, str, str]]:

@@ -14,6 +14,11 @@ class Cluster(models.Model):
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.TextField(blank=True)
+    allow_root_workloads = models.BooleanField(
+        default=False,
+        help_text="let attempts run as root (uid 0) on this cluster's hosts; a host's agent must allow it too "
+        "(isolation.allow_root). Off: an attempt that would run as root fails to start (docs/isolation.md)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -51,6 +56,9 @@ class Host(models.Model):
     # A hello whose GPUs differ from the registered inventory: what it reported, awaiting an
     # admin's approval ({"gpus": [...], "cordoned": bool}); None when the hello matched.
     pending_inventory = models.JSONField(null=True, blank=True, editable=False)
+    # How attempts run there, from the agent's last hello ({"mode", "identity", "cgroup",
+    # "warnings"}, docs/isolation.md); None: an agent older than the field (or never connected).
+    isolation = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,17 +50,49 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def demo_isolation() -> dict[str, str]:
-    """Agent environment for isolation (docs/isolation.md). As root, agents run each user's attempts
-    under a dedicated account ``fw-<user>``, which must be able to run this Python; a development
-    Python under a private home (e.g. /root, mode 0700) cannot be, and the demo then runs attempts
-    as the agents' own user, saying so."""
-    from agent.runtime.isolation import usable_by_others
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""The workloads' Python where this one is unusable by other accounts: ``agent.standin`` needs only
+the standard library (and the repository, its working directory)."""
 
-    if os.geteuid() != 0 or usable_by_others(PYTHON):
-        return {}
+
+@dataclass(frozen=True)
+class DemoIsolation:
+    """How the demo's attempts are isolated (docs/isolation.md): the agents' extra environment, the
+    Python the workloads run, whether the cluster must allow root workloads."""
+
+    agent_env: dict[str, str]
+    workload_python: str
+    allow_root: bool = False
+
+
+def demo_isolation() -> DemoIsolation:
+    """As root, agents run each user's attempts under a dedicated account ``fw-<user>``, which must
+    be able to run the workloads' Python and enter the repository (their working directory). A
+    development Python under a private home (e.g. /root, mode 0700) cannot be run by it: the
+    workloads then run the system's Python. Without a usable one, attempts run as the agents' own
+    user (root: the cluster allows root workloads), and the demo says so. Not root: attempts run as
+    the agents' user, with the warning in each host's state."""
+    from agent.runtime.isolation import access_problem, usable_by_others
+
+    if os.geteuid() != 0:
+        say("note: not root: attempts run as the agents' own user, not isolated (each host shows the warning)")
+        return DemoIsolation({}, PYTHON)
+    if usable_by_others(PYTHON):
+        return DemoIsolation({}, PYTHON)
+    nobody = 2**31 - 3
+    if (
+        usable_by_others(SYSTEM_PYTHON)
+        and access_problem(str(REPO), nobody, set(), 5) is None
+        and access_problem(str(REPO / "agent" / "standin.py"), nobody, set(), 4) is None
+        and subprocess.run(  # noqa: S603 -- a fixed program
+            [SYSTEM_PYTHON, "-c", "import sys; sys.exit(sys.version_info < (3, 9))"], check=False
+        ).returncode
+        == 0
+    ):
+        say(f"note: {PYTHON} is not usable by other accounts: workloads run {SYSTEM_PYTHON}, as accounts fw-<user>")
+        return DemoIsolation({}, SYSTEM_PYTHON)
     say(f"note: {PYTHON} is not usable by other accounts: attempts run as root, not isolated (docs/isolation.md)")
-    return {"FAIRWAY_ISOLATION": "{mode: agent, allow_root: true}"}
+    return DemoIsolation({"FAIRWAY_ISOLATION": "{mode: agent, allow_root: true}"}, PYTHON, allow_root=True)
 
 
 class DemoError(Exception):
@@ -108,6 +141,7 @@ class Demo:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.isolation = DemoIsolation({}, PYTHON)  # set by prepare()
         self.var = (REPO / args.var_dir).resolve() if not Path(args.var_dir).is_absolute() else Path(args.var_dir)
         self.logs = self.var / "logs"
         self.env = dict(os.environ)
@@ -180,6 +214,12 @@ class Demo:
             "seed_demo", "--hosts", str(self.args.hosts), "--gpus", str(self.args.gpus), "--tokens-out", str(tokens)
         )
         say(f"seeded: budgets, logins, {self.args.hosts} hosts × {self.args.gpus} GPUs")
+        self.isolation = demo_isolation()
+        if self.isolation.allow_root:  # attempts run as the agents' user, root: the cluster must allow it
+            self.manage(
+                "shell", "-c",
+                "from scheduler.models import Cluster; Cluster.objects.update(allow_root_workloads=True)",
+            )  # fmt: skip
 
     def start_server(self) -> None:
         self.port = free_port(self.args.port)
@@ -202,7 +242,7 @@ class Demo:
         tokens = read_tokens(self.var / "tokens.json")
         if len(tokens) < self.args.hosts:
             raise DemoError(f"seed_demo wrote {len(tokens)} host tokens, expected {self.args.hosts}")
-        isolation = demo_isolation()
+        isolation = self.isolation.agent_env
         for name, token in sorted(tokens.items())[: self.args.hosts]:
             state = self.var / "agents" / name
             state.mkdir(parents=True, exist_ok=True)
@@ -282,6 +322,8 @@ class Demo:
             "researcher",
             "--timeout",
             f"{a.timeout:g}",
+            "--workload-python",
+            self.isolation.workload_python,
         ]
         say("replaying: " + " ".join(argv[2:]))
         self.replay = self._spawn(argv, None)  # progress bars and the summary go to this terminal

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +22,7 @@ from config.asgi import application
 from scheduler import gateway, lifecycle
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, GpuMinuteSample, Host, HostEvent, Workload
 
-MAX_FLUSH_QUERIES = 10
+MAX_FLUSH_QUERIES = 11  # 10 + the SELECT … FOR UPDATE of the hosts in id order (docs/locking.md)
 
 
 def _register(cluster: Cluster, n: int, prefix: str = "b") -> list[tuple[Host, str]]:
@@ -104,6 +105,22 @@ def test_one_flush_writes_5_or_50_hosts_in_the_same_number_of_queries():
     assert n_again <= MAX_FLUSH_QUERIES + 1  # SQLite: the roll-up's read-merge-write adds its UPDATE
     row = GpuMinuteSample.objects.get(gpu__host=many[0], gpu__index=0, minute=now.replace(second=0))
     assert (row.samples, row.utilization_sum, row.temperature_max_c) == (2, 100.0, 50.0)
+
+
+@pytest.mark.django_db
+def test_the_flush_locks_its_hosts_in_id_order_first():
+    """docs/locking.md: hosts in id order before their GPUs (the UPDATE … FROM picks its own order)."""
+    cluster = Cluster.objects.create(name="batch")
+    hosts = [h for h, _ in _register(cluster, 3)]
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as ctx:
+        lifecycle.record_heartbeats([lifecycle.HeartbeatReport(h.pk, now, _samples()) for h in reversed(hosts)])
+    sql = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN"))]
+    first = sql[0]
+    assert first.startswith("SELECT") and f'FROM "{Host._meta.db_table}"' in first, sql[:2]
+    assert re.search(rf'ORDER BY (1|"{Host._meta.db_table}"\."id") ASC', first), first  # 1: the selected id
+    if connection.vendor == "postgresql":
+        assert "FOR UPDATE" in first
 
 
 @pytest.mark.django_db

@@ -4,7 +4,7 @@ from django.urls import path
 from web import views
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),  # throttled like the API's login
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.dashboard, name="web-dashboard"),
     path("submit/", views.submit, name="web-submit"),

@@ -8,6 +8,7 @@ UI cannot allow what the API refuses.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,11 +16,13 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Prefetch, QuerySet
+from django.forms.utils import ErrorDict
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -551,3 +554,46 @@ def tokens(request: HttpRequest) -> HttpResponse:
         {"nav": "tokens", "rows": rows, "created": created, "error": error},
         status=400 if error else 200,
     )
+
+
+# --- log in ---------------------------------------------------------------------------------------
+
+
+class _ThrottledRequest:
+    """What the API's login throttles read of a request (``META``, ``headers``, ``user``, ``data``),
+    for a form."""
+
+    def __init__(self, request: HttpRequest) -> None:
+        self.META = request.META
+        self.headers = request.headers
+        self.user = getattr(request, "user", None)
+        self.data = request.POST
+
+
+class LoginView(auth_views.LoginView):
+    """The web log-in page, with the API login's throttles (``accounts.api.views``): per client
+    address (``FAIRWAY_THROTTLE_LOGIN``, ``FAIRWAY_TRUSTED_PROXIES``) and per user name
+    (``FAIRWAY_THROTTLE_LOGIN_USER``), the same counters (in Redis when REDIS_URL is set): trying
+    passwords on the page and the API together gets no more tries. Over a limit: 429, the form
+    with an error and ``Retry-After``; the password is not checked."""
+
+    template_name = "web/login.html"
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        from accounts.api.views import LoginThrottle, LoginUsernameThrottle
+
+        probe = _ThrottledRequest(request)
+        waits = []
+        for throttle in (LoginThrottle(), LoginUsernameThrottle()):
+            if not throttle.allow_request(probe, self):
+                waits.append(throttle.wait() or 60.0)
+        if not waits:
+            return super().post(request, *args, **kwargs)
+        wait_s = max(1, int(math.ceil(max(waits))))
+        form = self.get_form()
+        form.cleaned_data = {}
+        form._errors = ErrorDict()  # noqa: SLF001 -- not validated: the password is not checked when throttled
+        form.add_error(None, f"Too many login attempts: try again in {wait_s} seconds.")
+        response = self.render_to_response(self.get_context_data(form=form), status=429)
+        response["Retry-After"] = str(wait_s)
+        return response

@@ -42,6 +42,7 @@ class AttemptSpec:
     owner_uid: int | None = None  # set by an admin (start.owner.uid), else mapped on the host
     owner_gid: int | None = None
     owner_groups: tuple[int, ...] = ()
+    allow_root: bool | None = None  # the cluster allows uid 0 (start.allow_root); None: a server older than it
 
 
 class RuntimeUnavailable(Exception):

@@ -12,8 +12,8 @@ Identity (``mode: owner``, the default), in order:
 4. an agent not running as root: its own user (it cannot switch), with a warning in
    :meth:`Isolation.status`.
 
-uid 0 is refused unless ``allow_root``. ``mode: agent`` runs every attempt as the agent's own
-user (development; as root it needs ``allow_root``).
+uid 0 is refused unless both the cluster (``start.allow_root``) and ``allow_root`` allow it.
+``mode: agent`` runs every attempt as the agent's own user (development; as root it needs both).
 """
 
 from __future__ import annotations
@@ -461,11 +461,15 @@ class Isolation:
         return Identity(uid, os.getegid(), tuple(os.getgroups()), user, home, "agent", switch=False)
 
     def resolve(self, name: str | None, uid: int | None = None, gid: int | None = None,
-                groups: tuple[int, ...] = ()) -> Identity:  # fmt: skip
+                groups: tuple[int, ...] = (), *, cluster_allows_root: bool | None = None) -> Identity:  # fmt: skip
         """The identity of an attempt of Fairway user ``name`` (admin-set ``uid``/``gid``/``groups``).
 
+        uid 0 needs both the cluster's consent (``cluster_allows_root``: ``start.allow_root``, the
+        cluster's ``allow_root_workloads``) and the host's (``isolation.allow_root``); None (a
+        server older than the field) leaves it to the host's setting alone.
+
         Raises:
-            IdentityError: no owner where one is needed, uid 0 without ``allow_root``, an account
+            IdentityError: no owner where one is needed, uid 0 without both consents, an account
                 that cannot be made.
         """
         cfg = self.config
@@ -496,6 +500,8 @@ class Isolation:
             if ident is None:
                 pw = ensure_account(cfg.account_prefix, name, cfg.uid_range)
                 ident = Identity(pw.pw_uid, pw.pw_gid, (), pw.pw_name, "", "dedicated")
+        if ident.uid == 0 and cluster_allows_root is False:
+            raise IdentityError("refusing to run an attempt as root (the cluster's allow_root_workloads is off)")
         if ident.uid == 0 and not cfg.allow_root:
             raise IdentityError("refusing to run an attempt as root (isolation.allow_root is false)")
         return ident

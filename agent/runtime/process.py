@@ -220,7 +220,12 @@ class ProcessRuntime(StoredRuntime):
             )
         try:
             ident = await asyncio.to_thread(
-                self.isolation.resolve, spec.owner, spec.owner_uid, spec.owner_gid, tuple(spec.owner_groups)
+                self.isolation.resolve,
+                spec.owner,
+                spec.owner_uid,
+                spec.owner_gid,
+                tuple(spec.owner_groups),
+                cluster_allows_root=spec.allow_root,
             )
         except IdentityError as exc:
             self._fail(record, str(exc))

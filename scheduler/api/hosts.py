@@ -93,6 +93,7 @@ class HostSerializer(serializers.ModelSerializer):
             "drain_now",
             "labels",
             "agent_version",
+            "isolation",
             "last_heartbeat",
             "model",
             "gpu_count",

@@ -463,3 +463,73 @@ def test_a_user_known_to_the_hosts_nss_runs_as_that_account_with_its_groups() ->
     assert 62098 in ident.groups
     # below nss_min_uid (system accounts: root, daemons) the name is not mapped
     assert owner_isolation(nss=True, nss_min_uid=62098).resolve(name).source == "dedicated"
+
+
+@needs_root
+def test_root_needs_the_cluster_and_the_host_to_allow_it() -> None:
+    """``start.allow_root`` (the cluster's allow_root_workloads) and ``isolation.allow_root`` must both
+    allow uid 0; a start without the field (an older server) leaves it to the host's setting."""
+    from agent.runtime.isolation import IdentityError
+
+    with pytest.raises(IdentityError, match="allow_root_workloads is off"):
+        owner_isolation(allow_root=True).resolve("ops", uid=0, cluster_allows_root=False)
+    with pytest.raises(IdentityError, match="isolation.allow_root is false"):
+        owner_isolation().resolve("ops", uid=0, cluster_allows_root=True)
+    assert owner_isolation(allow_root=True).resolve("ops", uid=0, cluster_allows_root=True).uid == 0
+    assert owner_isolation(allow_root=True).resolve("ops", uid=0, cluster_allows_root=None).uid == 0
+    agent_mode = Isolation(IsolationConfig(mode="agent", allow_root=True))  # the agent is root here
+    with pytest.raises(IdentityError, match="allow_root_workloads is off"):
+        agent_mode.resolve("anyone", cluster_allows_root=False)
+    # Not root: the cluster's setting does not matter for a dedicated account.
+    assert owner_isolation().resolve("iso-root-check", cluster_allows_root=False).uid != 0
+
+
+@needs_root
+def test_the_agent_refuses_a_root_start_the_cluster_does_not_allow(state_dir: Path) -> None:
+    from agent_testkit import FakeServer, running, start_msg
+
+    from agent.client import Agent
+    from agent.config import AgentConfig
+    from agent.gpu.fake import FakeGpuBackend
+    from agent.protocol import Hello
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            config = AgentConfig(server=server.url, token="t", host_name="h1", state_dir=state_dir, backoff_max=0.3)
+            isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+            rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation)
+            async with running(Agent(config, FakeGpuBackend("h1", 8, state_dir=state_dir), rt)):
+                hello = await server.expect(lambda m: isinstance(m, Hello))
+                assert hello.isolation is not None and hello.isolation.identity == "agent"
+                assert any("isolation.mode is agent" in w for w in hello.isolation.warnings)
+                assert any("no usable cgroup" in w for w in hello.isolation.warnings)
+                await server.send(replace(start_msg(11, ["true"], gpus=[0]), allow_root=False))
+                failed = await server.expect_event(11, "failed_to_start")
+                assert "allow_root_workloads is off" in failed.message
+                await server.send(replace(start_msg(12, ["true"], gpus=[0]), allow_root=True))
+                await server.expect_event(12, "started")
+                await server.expect_event(12, "exited")
+
+    run_async(scenario())
+
+
+def test_hello_isolation_and_start_allow_root_are_optional_on_the_wire() -> None:
+    import json
+
+    from agent import protocol
+
+    hello = protocol.Hello(
+        "h1", "1", [], [], isolation=protocol.HostIsolation("owner", "agent", "v2", ["not root"]), id=1
+    )
+    payload = json.loads(protocol.encode(hello))
+    assert payload["isolation"] == {"mode": "owner", "identity": "agent", "cgroup": "v2", "warnings": ["not root"]}
+    assert protocol.decode(json.dumps(payload)) == hello
+    del payload["isolation"]  # an agent older than the field
+    assert protocol.decode(json.dumps(payload)).isolation is None  # type: ignore[attr-defined]
+    payload["isolation"] = {"mode": "sudo", "identity": "agent", "cgroup": "v2", "warnings": []}
+    with pytest.raises(protocol.ProtocolError, match="isolation.mode"):
+        protocol.decode(json.dumps(payload))
+    start = json.loads(protocol.encode(protocol.Start(7, 3, "", ["true"], {}, [], [], 30, allow_root=False, id=2)))
+    assert start["allow_root"] is False
+    del start["allow_root"]  # a server older than the field
+    assert protocol.decode(json.dumps(start)).allow_root is None  # type: ignore[attr-defined]

@@ -270,7 +270,7 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
     }
     settings.ALLOWED_HOSTS = ["*"]
 
-    cluster = Cluster.objects.create(name="e2e")
+    cluster = Cluster.objects.create(name="e2e", allow_root_workloads=True)
     org = Budget.objects.create(name="org")
     alpha = Budget.objects.create(name="alpha", parent=org)
     beta = Budget.objects.create(name="beta", parent=org)

@@ -31,7 +31,7 @@ GPUS = [(0, "GPU-a", "H100", 80000), (1, "GPU-b", "H100", 80000)]
 def host_token(db: None) -> tuple[Host, str]:
     from scheduler.services import do_register_host
 
-    cluster = Cluster.objects.create(name="link")
+    cluster = Cluster.objects.create(name="link", allow_root_workloads=True)
     return do_register_host(cluster, "h1", GPUS)
 
 

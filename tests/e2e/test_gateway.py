@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.timeout(30), pytest.mark.django_db(transaction=True)]
 def host_token(db: None) -> tuple[Host, str]:
     from scheduler.services import do_register_host
 
-    cluster = Cluster.objects.create(name="gw")
+    cluster = Cluster.objects.create(name="gw", allow_root_workloads=True)
     return do_register_host(cluster, "h1", [(0, "GPU-a", "H100", 80000), (1, "GPU-b", "H100", 80000)])
 
 

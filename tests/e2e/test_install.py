@@ -43,7 +43,7 @@ def _post_join(client: Client, body: object) -> tuple[int, dict]:
 
 @pytest.mark.django_db
 def test_a_join_token_is_single_use_and_hashed(client: Client) -> None:
-    cluster = Cluster.objects.create(name="c1")
+    cluster = Cluster.objects.create(name="c1", allow_root_workloads=True)
     row, token = do_create_join_token(None, cluster, timedelta(hours=1), note="for h9")
     assert token.startswith("fwj_") and token not in row.token_hash and len(row.token_hash) == 64
 
@@ -65,7 +65,7 @@ def test_a_join_token_is_single_use_and_hashed(client: Client) -> None:
 
 @pytest.mark.django_db
 def test_expired_unknown_and_refused_joins(client: Client) -> None:
-    cluster = Cluster.objects.create(name="c1")
+    cluster = Cluster.objects.create(name="c1", allow_root_workloads=True)
     expired, old = do_create_join_token(None, cluster, timedelta(seconds=1))
     JoinToken.objects.filter(pk=expired.pk).update(expires_at=expired.created_at - timedelta(seconds=1))
     assert _post_join(client, {"token": old, "host": "h1", "gpus": GPUS})[0] == 403
@@ -90,7 +90,7 @@ def test_expired_unknown_and_refused_joins(client: Client) -> None:
 
 @pytest.mark.django_db
 def test_create_join_token_command_prints_the_token_once(capsys: pytest.CaptureFixture[str]) -> None:
-    Cluster.objects.create(name="c1")
+    Cluster.objects.create(name="c1", allow_root_workloads=True)
     call_command("create_join_token", "--cluster", "c1", "--ttl", "15m", "--note", "rack 3")
     out, err = capsys.readouterr()
     token = out.strip()

@@ -16,8 +16,9 @@ Heartbeats (0.5 s), flushes, ticks (0.5 s) and the grace period are shortened th
 ``FAIRWAY_*`` variables of config/settings.py. The tests share the stack (module scope) and run
 in order: a 1-GPU workload; a gang of 4 GPUs spanning both hosts; a cancel; kill -9 of the web
 process holding ``h2`` while work runs on both hosts, the agent failing over to the other web
-process, the killed one restarted; nothing lost; last, the logs of a running gang (known bug,
-xfail: last because when it strikes it can leave web 1 unable to serve its agents).
+process, the killed one restarted; nothing lost; last, the logs of a running gang from both hosts (a
+regression check of a bug fixed in scheduler/gateway.py: last because it could leave web 1 unable
+to serve its agents).
 Everything is read through the REST API (personal token) and, for host events, SQL.
 """
 
@@ -42,8 +43,11 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "")
 REDIS_URL = os.environ.get("REDIS_URL", "")
 PY = sys.executable
 GPUS_PER_HOST = 2
+AGENT_ISOLATION = "{mode: agent, allow_root: true}"
+"""``FAIRWAY_ISOLATION`` of the agents: this Python is under a private home (/root), which the dedicated
+accounts of an agent running as root cannot enter (docs/isolation.md, as tests/e2e/conftest.py)."""
 GATEWAY_BUG = (
-    "known bug (being fixed on branch `gateway`): logs of a workload spanning several hosts fail on Redis, "
+    "regression of a fixed bug: logs of a workload spanning several hosts failed on Redis with "
     "`RuntimeError: Two event loops are trying to receive() on one channel layer` (scheduler/gateway.py)"
 )
 
@@ -77,6 +81,7 @@ class Stack:
         self.api2 = Api(f"http://127.0.0.1:{ports['web2']}", token)
         self.balancers: dict[str, Balancer] = {}
         self.state_dirs: dict[str, Path] = {}
+        self.wire_ids: dict[int, int] = {}  # attempt id → wire id (what the agent files its log by)
         self.workloads: dict[str, int] = {}  # role in the scenario → workload id
         self.expected: dict[str, tuple[str, list[str]]] = {}  # role → (final state, attempts' end reasons)
         self.started = time.monotonic()
@@ -122,7 +127,12 @@ class Stack:
         )
 
     def attempt_log(self, host: str, attempt_id: int) -> str:
-        path = self.state_dirs[host] / "attempts" / f"{attempt_id}.log"
+        """The agent's log of attempt ``attempt_id`` (primary key; the agent files it by wire id)."""
+        if attempt_id not in self.wire_ids:
+            self.wire_ids[attempt_id] = self.sql("select wire_id from scheduler_attempt where id = %s", attempt_id)[0][
+                0
+            ]
+        path = self.state_dirs[host] / "attempts" / f"{self.wire_ids[attempt_id]}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
     def hellos(self, host: str) -> int:
@@ -184,6 +194,8 @@ from accounts.services import create_api_token, do_add_membership
 from budgets.services import do_create_budget
 from scheduler.services import do_create_cluster, do_create_join_token
 cluster = do_create_cluster("prod")
+cluster.allow_root_workloads = True  # the agents run attempts as themselves: root here
+cluster.save(update_fields=["allow_root_workloads"])
 org = do_create_budget(name="org", parent=None)
 lab = do_create_budget(name="lab", parent=org)
 user = User.objects.create_user("rita", password=None)
@@ -272,7 +284,8 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
         # Two hosts join as in production (single-use join token → host token), each through another web.
         agent_env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWAY_")}
-        agent_env.update(PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        # Attempts run as the agent's own user: this Python is under a private home (docs/isolation.md).
+        agent_env.update(PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", FAIRWAY_ISOLATION=AGENT_ISOLATION)
         joins = {}
         for host, api in (("h1", stack.api1), ("h2", stack.api2)):
             state = root / host / "state"
@@ -456,11 +469,6 @@ def test_nothing_was_lost(prod: Stack) -> None:
 # --- the known bug, last: it can break the web process that serves the request ------------------
 
 
-class KnownGatewayBug(Exception):
-    """The log relay failed exactly as the known bug does (see ``GATEWAY_BUG``)."""
-
-
-@pytest.mark.xfail(reason=GATEWAY_BUG, strict=False, raises=KnownGatewayBug)
 def test_the_logs_of_a_gang_come_from_both_hosts(prod: Stack) -> None:
     # Last in the module: when the bug strikes, the web process that relayed the request may be left
     # unable to serve any agent (every consumer's receive() raises the same RuntimeError), which
@@ -482,15 +490,11 @@ def test_the_logs_of_a_gang_come_from_both_hosts(prod: Stack) -> None:
     assert sorted(parts) == ["h1", "h2"], data
     web1 = prod.procs.output("web1")
     crashed = web1.count("Exception in ASGI application") - crashes
-    # Narrow: only the known failure is expected (channels-redis's RuntimeError in the relay or in
-    # the consumers of web 1); any other error fails this test for real.
-    if "Two event loops are trying to receive() on one channel layer" in web1 and (
-        crashed or any(p["error"] == "log request failed: RuntimeError" for p in parts.values())
-    ):
-        raise KnownGatewayBug(
-            f"parts: {json.dumps(data['parts'])}; web 1 consumers crashed since the request: {crashed}, "
-            f"h1 hellos since: {prod.hellos('h1') - hellos}"
-        )
+    # The bug this step once caught (fixed in scheduler/gateway.py): say so plainly if it is back.
+    assert "Two event loops are trying to receive() on one channel layer" not in web1, (
+        f"{GATEWAY_BUG}; parts: {json.dumps(data['parts'])}; web 1 consumers crashed since the request: "
+        f"{crashed}, h1 hellos since: {prod.hellos('h1') - hellos}"
+    )
     for host, part in parts.items():
         assert part["error"] is None, (host, part)
         assert "standin: running" in part["data"] or "step " in part["data"], (host, part)

@@ -88,7 +88,7 @@ def _gang(hosts: list[Host]) -> Attempt:
 def test_log_tails_of_a_gang_on_two_hosts_work_on_the_redis_layer(redis_layer):
     from scheduler.services import do_register_host
 
-    cluster = Cluster.objects.create(name="logs")
+    cluster = Cluster.objects.create(name="logs", allow_root_workloads=True)
     registered = [do_register_host(cluster, name, [(0, f"GPU-{name}", "H100", 80000)]) for name in ("gang-1", "gang-2")]
     attempt = _gang([h for h, _ in registered])
     asyncio.run(_two_hosts(registered, attempt))

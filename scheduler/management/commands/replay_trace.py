@@ -152,6 +152,13 @@ class Command(BaseCommand):
             help=f"with --wait, give up this many seconds after the last submission (default {DEFAULT_TIMEOUT_S:g})",
         )
         parser.add_argument(
+            "--workload-python",
+            default=sys.executable,
+            metavar="PATH",
+            help="the Python the workloads run (python -m agent.standin, standard library only); default: this "
+            "one. The demo gives /usr/bin/python3 where the accounts attempts run as cannot use this one",
+        )
+        parser.add_argument(
             "--progress",
             action=argparse.BooleanOptionalAction,
             default=True,
@@ -213,7 +220,10 @@ class Command(BaseCommand):
         interrupted = False
         bar = progress_bar(len(plan), enabled=progress)
         try:
-            self._submit_all(run, bar, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model)
+            self._submit_all(
+                run, bar, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model,
+                python=str(opts["workload_python"]),
+            )  # fmt: skip
             if wait:
                 self._wait(run, bar, timeout=timeout)
         except KeyboardInterrupt:
@@ -290,7 +300,15 @@ class Command(BaseCommand):
     # --- submitting --------------------------------------------------------------------------
 
     def _submit_all(
-        self, run: ReplayRun, bar: tqdm, *, user: Any, cluster: Cluster, budgets: dict[str, Budget], gpu_model: str
+        self,
+        run: ReplayRun,
+        bar: tqdm,
+        *,
+        user: Any,
+        cluster: Cluster,
+        budgets: dict[str, Budget],
+        gpu_model: str,
+        python: str = sys.executable,
     ) -> None:
         """Submit every planned job at its instant, updating ``bar`` (finished, with submitted as postfix)."""
         from scheduler.services import SubmissionError, do_submit_workload
@@ -322,7 +340,7 @@ class Command(BaseCommand):
                     gpu_model=gpu_model,
                     gpu_count=job.num_gpus,
                     image="",
-                    command=[sys.executable, "-m", "agent.standin", "--duration", f"{planned.run_s:.2f}"],
+                    command=[python, "-m", "agent.standin", "--duration", f"{planned.run_s:.2f}"],
                     env={
                         "TRACE_JOB_ID": {"value": str(job.job_id), "secret": False},
                         "TRACE_VC": {"value": job.vc, "secret": False},
