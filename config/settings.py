@@ -305,6 +305,9 @@ FAIRWAY = {
     "START_TIMEOUT_S": env_int("FAIRWAY_START_TIMEOUT_S", 600, minimum=1),
     "HOST_OFFLINE_AFTER_S": env_int("FAIRWAY_HOST_OFFLINE_AFTER_S", 30, minimum=1),
     "HOST_LOST_AFTER_S": env_int("FAIRWAY_HOST_LOST_AFTER_S", 300, minimum=1),
+    # A host whose last N attempts (of at least two workloads) all failed to start is cordoned,
+    # so one broken host cannot burn every workload's retries (docs/deploy.md); 0: never.
+    "HOST_START_FAILURES": env_int("FAIRWAY_HOST_START_FAILURES", 3, minimum=0),
     "AUTO_DRAIN_ON_GPU_FAULT": env_bool("FAIRWAY_AUTO_DRAIN_ON_GPU_FAULT", True),
     "TICK_INTERVAL_S": env_float("FAIRWAY_TICK_INTERVAL_S", 5.0, minimum=0.1),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),

@@ -308,7 +308,42 @@ def attempt_failed_to_start(
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
         _end_attempt(attempt, ended_at=now - timedelta(seconds=max(0.0, float(age_s))), reason=reason, message=message)
+        if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
+            _cordon_after_start_failures(host, now, message)
     return True
+
+
+def _cordon_after_start_failures(host: Host, now: datetime, message: str) -> None:
+    """Cordon ``host`` when its last ``HOST_START_FAILURES`` attempts, of two workloads or more,
+    all failed to start: the host is broken (an account that cannot run the program, a missing
+    runtime), not the workloads, and each retry would land on it again while it is the emptiest
+    fit. Like Slurm draining a node whose job launches fail; an operator resumes it. Called with
+    the workload and attempt locked; the host is locked after them (docs/locking.md)."""
+    n = int(settings.FAIRWAY["HOST_START_FAILURES"])
+    if n <= 0:
+        return
+    last = list(
+        Attempt.objects.filter(gpus__host=host, ended_at__isnull=False)
+        .distinct()
+        .order_by("-ended_at", "-pk")
+        .values_list("end_reason", "workload_id")[:n]
+    )
+    if len(last) < n or any(r != Attempt.EndReason.FAILED_TO_START for r, _ in last) or len({w for _, w in last}) < 2:
+        return
+    locked = Host.objects.select_for_update().get(pk=host.pk)
+    if locked.state != Host.State.ACTIVE:
+        return
+    locked.state = Host.State.CORDONED
+    locked.save(update_fields=["state"])
+    HostEvent.objects.create(
+        host=locked,
+        at=now,
+        kind="cordoned",
+        message=f"the last {n} attempts on this host failed to start (last: {message[:200]}): "
+        "active → cordoned until an operator resumes it",
+        data={"from": Host.State.ACTIVE, "to": Host.State.CORDONED, "start_failures": n},
+    )
+    notify.request_tick_on_commit(locked.cluster_id)
 
 
 def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime | None = None) -> bool:

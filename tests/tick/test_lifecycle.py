@@ -236,3 +236,28 @@ def test_an_exit_report_is_stamped_from_its_receipt_not_from_when_it_was_process
 
     attempt.refresh_from_db()
     assert attempt.ended_at == received - timedelta(seconds=2)
+
+
+def test_a_host_where_attempts_of_several_workloads_keep_failing_to_start_is_cordoned(tw, ticks):
+    """A broken host (e.g. an account that cannot run the program) must not burn every workload's
+    retries: each requeued workload is placed on it again while it is the emptiest fit."""
+    host = tw.host("h1", 1)
+    gpus = list(GPU.objects.all())
+    for i, w in enumerate([tw.workload(gpus=1), tw.workload(gpus=1), tw.workload(gpus=1)]):
+        attempt = tw.attempt(w, gpus, started_ago=None)
+        assert lifecycle.attempt_failed_to_start(host, attempt.pk, "cannot run /x", now=tw.now + timedelta(seconds=i))
+        assert Host.objects.get(pk=host.pk).state == (Host.State.CORDONED if i == 2 else Host.State.ACTIVE)
+    event = HostEvent.objects.get(host=host, kind="cordoned")
+    assert "failed to start" in event.message and "cannot run /x" in event.message
+
+
+def test_one_workload_failing_to_start_again_and_again_cordons_nothing(tw, ticks):
+    """A workload's own fault (a bad image) fails the workload after its retries, not the host."""
+    host = tw.host("h1", 1)
+    gpus = list(GPU.objects.all())
+    w = tw.workload(gpus=1)
+    for i in range(3):
+        attempt = tw.attempt(w, gpus, started_ago=None)
+        assert lifecycle.attempt_failed_to_start(host, attempt.pk, "no such image", now=tw.now + timedelta(seconds=i))
+        Workload.objects.filter(pk=w.pk).update(state=Workload.State.STARTING)
+    assert Host.objects.get(pk=host.pk).state == Host.State.ACTIVE
