@@ -30,6 +30,7 @@ import requests
 from fairway_cli import __version__
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
+EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 REASONS = {
     "unschedulable": "no host can fit it",
@@ -729,9 +730,26 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         elif args.command_name == "login" and args.server:
             config.server = args.server
         args.server = args.server if args.command_name == "login" else None
-        return int(args.handler(args, config, out))
+        code = int(args.handler(args, config, out))
+        out.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        return code
     except CliError as exc:
         err.write(f"fairway: {exc.message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `fairway ls | head`: the reader left. Exit quietly, like a Unix tool killed by SIGPIPE.
+        if out is sys.stdout:
+            _silence_stdout()
+        return EXIT_SIGPIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit finds no closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (tests pass a StringIO)
+        pass

@@ -1,20 +1,6 @@
 #!/usr/bin/env bash
 # Fairway agent installer, served by the Fairway server at /agent/install.sh (DESIGN.md §5).
-#
-#   curl -fsSL SERVER/agent/install.sh | sudo FAIRWAY_JOIN_TOKEN=fwj_... bash -s --
-#   bash install.sh --token fwj_... [--host-name NAME] [--gpu-backend nvml|fake] [--gpus N --model M]
-#                   [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
-#                   [--no-systemd] [--prefix DIR] [--python PYTHON]
-#   bash install.sh --uninstall [--purge] [--no-systemd] [--prefix DIR]
-#
-# Installs the agent into its own virtualenv, exchanges the single-use join token for a host token
-# (`fairway-agent join`), writes a config readable only by its owner and a systemd unit, then
-# enables and (re)starts the agent. Idempotent: run again to upgrade; an existing config is kept
-# (the host does not join twice). --no-systemd starts the agent in the background instead
-# (containers, tests); --prefix DIR puts everything (venv, config, state, log) under DIR.
-# --uninstall stops the agent and removes the venv, config and unit; --purge also the state
-# directory (records and logs of attempts). Attempts keep running while the agent is stopped.
-# pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for the agent's dependencies.
+# `usage` below says what it does (`--help` prints it, also when the script comes from a pipe).
 set -euo pipefail
 
 SERVER_URL=@@SERVER_URL@@
@@ -37,6 +23,28 @@ PURGE=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 say() { echo "==> $*"; }
+usage() {
+    cat <<'USAGE'
+Fairway agent installer (served by the Fairway server at /agent/install.sh).
+
+  curl -fsSL SERVER/agent/install.sh | sudo FAIRWAY_JOIN_TOKEN=fwj_... bash -s -- [OPTIONS]
+  bash install.sh --token fwj_... [--host-name NAME] [--gpu-backend nvml|fake] [--gpus N --model M]
+                  [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
+                  [--no-systemd] [--prefix DIR] [--python PYTHON]
+  bash install.sh --uninstall [--purge] [--no-systemd] [--prefix DIR]
+
+Installs the agent into its own virtualenv, exchanges the single-use join token for a host token
+(`fairway-agent join`), writes a config readable only by its owner and a systemd unit, then
+enables and (re)starts the agent. Idempotent: run again to upgrade; an existing config is kept
+(the host does not join twice). --no-systemd starts the agent in the background instead
+(containers, tests); --prefix DIR puts everything (venv, config, state, run, log) under DIR.
+--uninstall stops the agent and removes the venv, config and unit; --purge also the state
+directory (records and logs of attempts), the run directory and the agent's log. Attempts keep
+running while the agent is stopped. The host stays registered and schedulable on the server until
+it goes offline: drain it first, and revoke its token there. pip honours PIP_INDEX_URL /
+PIP_FIND_LINKS / PIP_NO_INDEX for the agent's dependencies.
+USAGE
+}
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -55,7 +63,7 @@ while [ $# -gt 0 ]; do
         --python) PYTHON="$2"; shift 2 ;;
         --uninstall) UNINSTALL=1; shift ;;
         --purge) PURGE=1; shift ;;
-        -h|--help) sed -n '2,18p' "$0" 2>/dev/null || true; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
@@ -95,11 +103,18 @@ if [ "$UNINSTALL" = 1 ]; then
         systemctl daemon-reload || true
     fi
     stop_background_agent
+    JOINED_AS="$(sed -n 's/^host_name: *//p' "$CONFIG" 2>/dev/null | head -n 1 | tr -d "'\"" || true)"
     rm -rf "$VENV" "$CONFIG"
-    rmdir "$ETC" 2>/dev/null || true
+    rmdir "$ETC" "$RUN" 2>/dev/null || true
     [ -n "$PREFIX" ] || rmdir /opt/fairway-agent 2>/dev/null || true
-    if [ "$PURGE" = 1 ]; then rm -rf "$STATE"; fi
-    say "uninstalled (the host stays registered on the server; remove it there)"
+    if [ "$PURGE" = 1 ]; then
+        say "purging the state $STATE, $RUN and the log $LOGFILE"
+        rm -rf "$STATE" "$RUN" "$LOGFILE"
+        [ -z "$PREFIX" ] || rmdir "$PREFIX" 2>/dev/null || true
+    fi
+    say "uninstalled"
+    say "the host ${JOINED_AS:-of this machine} is still registered on the server, and schedulable until it goes offline:"
+    say "drain it (\`fairway hosts drain ${JOINED_AS:-NAME}\` or admin → Hosts) and revoke its token (admin → Hosts)"
     exit 0
 fi
 

@@ -1,14 +1,6 @@
 #!/usr/bin/env bash
 # Fairway CLI installer, served by the Fairway server at /cli/install.sh.
-#
-#   curl -fsSL SERVER/cli/install.sh | bash
-#   bash install.sh [--prefix DIR] [--bin-dir DIR] [--python PYTHON]
-#   bash install.sh --uninstall [--prefix DIR] [--bin-dir DIR]
-#
-# Installs `fairway` (the researchers' command line, pure Python plus `requests`) into its own
-# virtualenv, DIR/venv (default ~/.local/share/fairway-cli), and links DIR/venv/bin/fairway into
-# the bin directory (default ~/.local/bin). No root needed. Run again to upgrade to this server's
-# version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for `requests`.
+# `usage` below says what it does (`--help` prints it, also when the script comes from a pipe).
 set -euo pipefail
 
 SERVER_URL=@@SERVER_URL@@
@@ -22,6 +14,20 @@ UNINSTALL=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 say() { echo "==> $*"; }
+usage() {
+    cat <<'USAGE'
+Fairway CLI installer (served by the Fairway server at /cli/install.sh).
+
+  curl -fsSL SERVER/cli/install.sh | bash [-s -- OPTIONS]
+  bash install.sh [--prefix DIR] [--bin-dir DIR] [--python PYTHON] [--server URL]
+  bash install.sh --uninstall [--prefix DIR] [--bin-dir DIR]
+
+Installs `fairway` (the researchers' command line, pure Python plus `requests`) into its own
+virtualenv, DIR/venv (default ~/.local/share/fairway-cli), and links DIR/venv/bin/fairway into
+the bin directory (default ~/.local/bin). No root needed. Run again to upgrade to this server's
+version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for `requests`.
+USAGE
+}
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -30,7 +36,7 @@ while [ $# -gt 0 ]; do
         --python) PYTHON="$2"; shift 2 ;;
         --server) SERVER_URL="$2"; shift 2 ;;
         --uninstall) UNINSTALL=1; shift ;;
-        -h|--help) sed -n '2,11p' "$0" 2>/dev/null || true; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done

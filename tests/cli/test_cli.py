@@ -196,3 +196,22 @@ def test_console_entry_point_runs_as_a_program(tmp_path):
     assert helped.returncode == 0
     for command in ("login", "submit", "ls", "show", "cancel", "logs", "budgets", "hosts"):
         assert command in helped.stdout
+
+
+def test_ls_into_head_exits_quietly_when_the_pipe_closes(logged_in, researcher, submit_kwargs, tmp_path):
+    """``fairway ls | head -1``: more rows than a pipe holds, the reader leaves after one line."""
+    for i in range(700):
+        do_submit_workload(researcher, **submit_kwargs(name=f"sweep-{i:04d}-" + "x" * 28))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the logged_in fixture's config and server
+    env.pop("FAIRWAY_TOKEN", None)
+    done = subprocess.run(  # noqa: S603 -- our own module and head
+        ["bash", "-c", 'set -o pipefail; "$0" -m fairway_cli ls --limit 700 | head -1', sys.executable],  # noqa: S607
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.split()[:2] == ["ID", "NAME"]
+    assert done.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored"
+    assert done.returncode == 141  # 128 + SIGPIPE, like a Unix tool that the closed pipe stopped

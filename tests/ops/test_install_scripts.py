@@ -1,0 +1,73 @@
+"""The served install scripts (agent and CLI) without installing anything: ``--help`` when piped
+into bash, and the agent's ``--uninstall --purge``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+BASH = shutil.which("bash") or "bash"
+
+
+def _served(path: str) -> bytes:
+    response = Client().get(path)
+    assert response.status_code == 200
+    return response.content
+
+
+def _bash_stdin(script: bytes, *args: str) -> subprocess.CompletedProcess[str]:
+    """``curl … | bash -s -- ARGS``: bash reads the script from its standard input ($0 is bash)."""
+    return subprocess.run(  # noqa: S603 -- bash runs the script this server serves
+        [BASH, "-s", "--", *args], input=script.decode(), capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "first_line", "options"),
+    [
+        ("/agent/install.sh", "Fairway agent installer", ["--token", "--uninstall", "--purge", "--no-systemd"]),
+        ("/cli/install.sh", "Fairway CLI installer", ["--prefix", "--bin-dir", "--uninstall"]),
+    ],
+)
+def test_help_prints_the_usage_when_the_script_comes_from_a_pipe(path, first_line, options):
+    done = _bash_stdin(_served(path), "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(first_line)
+    for option in options:
+        assert option in done.stdout
+    assert done.stderr == ""
+
+
+def test_uninstall_purge_removes_everything_under_the_prefix(tmp_path: Path):
+    prefix = tmp_path / "agent"
+    for sub in ("venv/bin", "etc", "state/attempts", "run"):
+        (prefix / sub).mkdir(parents=True)
+    (prefix / "etc" / "agent.yaml").write_text("host_name: gpu-7\ntoken: fwh_x\n")
+    (prefix / "state" / "attempts" / "a1.log").write_text("log\n")
+    (prefix / "run" / "agent.pid").write_text("999999999\n")  # no such process
+    (prefix / "agent.log").write_text("agent log\n")
+
+    done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--purge", "--no-systemd", "--prefix", str(prefix))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not prefix.exists(), sorted(str(p) for p in prefix.rglob("*"))
+    # the operator learns that the server still schedules on the host until it goes offline
+    assert "gpu-7 is still registered on the server" in done.stdout
+    assert "fairway hosts drain gpu-7" in done.stdout
+
+
+def test_uninstall_without_purge_keeps_the_state_and_the_log(tmp_path: Path):
+    prefix = tmp_path / "agent"
+    for sub in ("venv/bin", "etc", "state", "run"):
+        (prefix / sub).mkdir(parents=True)
+    (prefix / "etc" / "agent.yaml").write_text("host_name: gpu-8\n")
+    (prefix / "agent.log").write_text("agent log\n")
+
+    done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--no-systemd", "--prefix", str(prefix))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in prefix.iterdir()) == ["agent.log", "state"]
