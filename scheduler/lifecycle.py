@@ -326,10 +326,13 @@ def _cordon_after_start_failures(host: Host, now: datetime, message: str) -> Non
         Attempt.objects.filter(gpus__host=host, ended_at__isnull=False)
         .distinct()
         .order_by("-ended_at", "-pk")
-        .values_list("end_reason", "workload_id")[:n]
+        .values_list("end_reason", "workload_id", "workload__image")[:n]
     )
-    if len(last) < n or any(r != Attempt.EndReason.FAILED_TO_START for r, _ in last) or len({w for _, w in last}) < 2:
+    failed = all(r == Attempt.EndReason.FAILED_TO_START for r, _, _ in last)
+    if len(last) < n or not failed or len({w for _, w, _ in last}) < 2:
         return
+    if (host.labels or {}).get("runtime") == "process" and any(image for _, _, image in last):
+        return  # images on a process-runtime host: the placement's mismatch, not a broken host
     locked = Host.objects.select_for_update().get(pk=host.pk)
     if locked.state != Host.State.ACTIVE:
         return

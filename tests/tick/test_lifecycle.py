@@ -261,3 +261,16 @@ def test_one_workload_failing_to_start_again_and_again_cordons_nothing(tw, ticks
         assert lifecycle.attempt_failed_to_start(host, attempt.pk, "no such image", now=tw.now + timedelta(seconds=i))
         Workload.objects.filter(pk=w.pk).update(state=Workload.State.STARTING)
     assert Host.objects.get(pk=host.pk).state == Host.State.ACTIVE
+
+
+def test_image_workloads_failing_on_a_process_runtime_host_cordon_nothing(tw, ticks):
+    """In a mixed cluster an image workload may land on a process-runtime host and fail to start
+    there: that is the placement's mismatch, not a broken host."""
+    host = tw.host("h1", 1, labels={"runtime": "process"})
+    gpus = list(GPU.objects.all())
+    for i in range(3):
+        w = tw.workload(gpus=1)
+        Workload.objects.filter(pk=w.pk).update(image="busybox")
+        attempt = tw.attempt(w, gpus, started_ago=None)
+        assert lifecycle.attempt_failed_to_start(host, attempt.pk, "no images here", now=tw.now + timedelta(seconds=i))
+    assert Host.objects.get(pk=host.pk).state == Host.State.ACTIVE
