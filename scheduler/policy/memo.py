@@ -3,7 +3,10 @@
 **Rule: a change drops every entry that read what changed.** The pass reports each change
 through :meth:`Memo.changed`, naming what it touched:
 
-- every decision (start, stop, nomination, reservation, load change) changes the *state*;
+- every decision that moves GPUs, work or nominations (start, stop, nomination, load change)
+  changes the *state*;
+- a reservation changes none of that, only what reads reservations: the reasons
+  (``reserved_for``, ``reserved_start``); :meth:`Memo.reserved`;
 - ``load``: a budget's ``U + C`` changed (ratios, hence rule 2's answers);
 - ``room``: room for pending work can grow (a stop; a nomination released or turned into an
   attempt). Within a pass starts and reservations only take room away or delay it, so a failed
@@ -46,11 +49,12 @@ class Memo:
         self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
         # read room and loads: (budget, model, GPUs, M) of workloads that failed outright
         self.outright: set[tuple[str, str, int, int]] = set()
-        # read the state: reason tables and reasons
+        # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self.level_table: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
         self.gang_table: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
+        # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
         # read one host: (host, host version, allowed budgets) -> its room profile's answers
         self.host_room: dict[tuple[object, ...], Any] = {}
@@ -70,3 +74,9 @@ class Memo:
         if room:
             self.failed.clear()
             self.outright.clear()
+
+    def reserved(self) -> None:
+        """A reservation was made: drop what read the reservations (the reasons). The reason
+        tables, room profiles and failed searches read GPUs, work and loads only; a reservation
+        only takes room away, so a failure stands."""
+        self.reason.clear()

@@ -60,6 +60,10 @@ class PassState:
         """A decision changed the state; ``room``: room for pending work can grow (memo.py)."""
         self.memo.changed(room=room)
 
+    def reserved_hosts(self) -> None:
+        """A reservation was made: only what reads reservations is dropped (memo.py)."""
+        self.memo.reserved()
+
     def add_load(self, budget: str, amount: int) -> None:
         """Add ``amount`` GPU-seconds to the load of ``budget`` and its ancestors; re-rank them."""
         for node in self.tree.chain[budget]:
