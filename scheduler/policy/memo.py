@@ -51,8 +51,8 @@ class Memo:
         self.outright: set[tuple[str, str, int, int]] = set()
         # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
-        self.level_table: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
-        self.gang_table: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
+        self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads
+        self.gang_table: dict[tuple[object, ...], list[tuple[int, str]]] = {}
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
         # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
