@@ -237,15 +237,19 @@ class Pass(PassState):
     # ------------------------------------------------------ allocated pass
     def _dispatch_allocated(self, queues: Queues) -> None:
         disp = self.disp = Dispatcher(self.tree, self.load, queues)
-        # Without reasons, a workload with the same budget, model, size and M as one that failed
-        # outright (no start, preemption, nomination or reservation) fails the same way until room
-        # can grow or a load changes (rule 2's answers): memo.outright (memo.py).
-        short_cut = not self.snap.with_reasons
+        # A workload with the same budget, model, size and M as one that failed outright (no
+        # start, preemption, nomination or reservation) fails the same way until room can grow or
+        # a load changes (rule 2's answers): memo.outright (memo.py). Free placement, the victim
+        # search and the reservation search are skipped (each would fail: room only shrank, and
+        # reservations only grew); its reason is explained as on the full path.
+        with_reasons = self.snap.with_reasons
         outright = self.memo.outright
         while (w := disp.next()) is not None:
-            if short_cut and w.id not in self.noms:
+            if w.id not in self.noms:
                 sig = (w.budget, w.model, w.gpus, w.min_runtime)
                 if sig in outright:
+                    if with_reasons:
+                        reasons.explain(self, w)
                     disp.done(w, False)
                     continue
                 admitted = self._handle_allocated(w)
