@@ -38,12 +38,15 @@ class Memo:
         "outright",
         "reason",
         "sides",
+        "thresholds",
     )
 
     def __init__(self) -> None:
         # read loads: (budget, commitment, budgets seen) -> budgets rule 2 allows / class of each budget
         self.allowed: dict[tuple[str, int, int], frozenset[str]] = {}
         self.classes: dict[tuple[str, int, int], dict[str, int]] = {}
+        # (budget, budgets seen) -> rule 2's thresholds (contract.rule2_thresholds)
+        self.thresholds: dict[tuple[str, int], tuple[list[Any], list[str]]] = {}
         self.sides: dict[tuple[str, str], Fraction] = {}  # (preemptor budget, victim budget) -> -r(B)
         # read room: (search kind, model) -> failed searches as (allowed budgets, GPUs, M)
         self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
@@ -69,6 +72,7 @@ class Memo:
         if load:
             self.allowed.clear()
             self.classes.clear()
+            self.thresholds.clear()
             self.sides.clear()
             self.outright.clear()
         if room:

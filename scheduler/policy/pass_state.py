@@ -105,12 +105,18 @@ class PassState:
         """Budgets whose allocated work rule 2 lets ``w`` take: the one place a pass asks rule 2
         of every budget (:func:`contract.allowed_budgets`)."""
         agg_budgets = self.standing.agg_budgets
-        key = (w.budget, w.gpus * w.min_runtime, len(agg_budgets))
+        c = contract.commitment(w)
+        key = (w.budget, c, len(agg_budgets))
         out = self.memo.allowed.get(key)
         if out is None:
-            out = self.memo.allowed[key] = contract.allowed_budgets(
-                self.tree, self.load, w.budget, contract.commitment(w), agg_budgets
-            )
+            # rule 2 for every commitment at once, per budget until a load changes
+            tkey = (w.budget, len(agg_budgets))
+            thresholds = self.memo.thresholds.get(tkey)
+            if thresholds is None:
+                thresholds = self.memo.thresholds[tkey] = contract.rule2_thresholds(
+                    self.tree, self.load, w.budget, agg_budgets
+                )
+            out = self.memo.allowed[key] = contract.allowed_from_thresholds(*thresholds, c)
         return out
 
     def budget_classes(self, w: Workload) -> dict[str, int]:
