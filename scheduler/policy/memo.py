@@ -30,6 +30,7 @@ class Memo:
         "allowed",
         "classes",
         "failed",
+        "free_failed",
         "gang_options",
         "gang_table",
         "host_room",
@@ -50,6 +51,8 @@ class Memo:
         self.sides: dict[tuple[str, str], Fraction] = {}  # (preemptor budget, victim budget) -> -r(B)
         # read room: (search kind, model) -> failed searches as (allowed budgets, GPUs, M)
         self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
+        # read room: (model, gang) -> failed free placements of allocated work as (GPUs, M)
+        self.free_failed: dict[tuple[str, bool], list[tuple[int, int]]] = {}
         # read room and loads: (budget, model, GPUs, M) of workloads that failed outright
         self.outright: set[tuple[str, str, int, int]] = set()
         # read the state: reason tables (reservations ignored, §3.8)
@@ -77,6 +80,7 @@ class Memo:
             self.outright.clear()
         if room:
             self.failed.clear()
+            self.free_failed.clear()
             self.outright.clear()
 
     def reserved(self) -> None:

@@ -183,5 +183,9 @@ class PassState:
 
     def remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
         """Record a failed search of ``kind`` (:meth:`failed_before`)."""
-        entry = (self.room_budgets(w), w.gpus, min_runtime)
-        self.memo.failed.setdefault((kind, w.model), []).append(entry)
+        allowed, n = self.room_budgets(w), w.gpus
+        fails = self.memo.failed.setdefault((kind, w.model), [])
+        # Entries the new one covers (more GPUs, longer M, fewer allowed budgets) are dropped:
+        # failed_before answers the same, over an antichain.
+        fails[:] = [f for f in fails if not (n <= f[1] and min_runtime <= f[2] and f[0] <= allowed)]
+        fails.append((allowed, n, min_runtime))
