@@ -236,7 +236,7 @@ class Pass(PassState):
 
     # ------------------------------------------------------ allocated pass
     def _dispatch_allocated(self, queues: Queues) -> None:
-        disp = self.disp = Dispatcher(self.tree, self.load, queues)
+        disp = self.disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         # A workload with the same budget, model, size and M as one that failed outright (no
         # start, preemption, nomination or reservation) fails the same way until room can grow or
         # a load changes (rule 2's answers): memo.outright (memo.py). Free placement, the victim
@@ -308,7 +308,7 @@ class Pass(PassState):
     def _dispatch_unallocated(self, queues: Queues) -> None:
         if not self.snap.with_reasons and not placement.any_fits_free(self.state, _each(queues)):
             return  # nothing can start, and no reasons are wanted
-        disp = Dispatcher(self.tree, self.load, queues)
+        disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[str, int] = {}
         while (w := disp.next()) is not None:
             placed = False
