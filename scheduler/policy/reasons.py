@@ -222,35 +222,53 @@ def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
     if cached is not None:
         return cached
     levels: list[tuple[int, str]] = []
-    nominees = ps.state.nominees
-    agg = ps.standing.agg
     now_c, forbidden_c = contract.NOW, contract.FORBIDDEN
-    for hv in ps.standing.hosts_by_model.get(w.model, ()):
-        if not hv.active or not hv.all_healthy or hv.size != size:
-            continue
-        if hv.stopping or nominees.get(hv.name):
-            levels.append((4, hv.name))
+    for name, blocked, level0, items in _gang_hosts(ps, w.model, size):
+        if blocked:
+            levels.append((4, name))
             continue
         # contract.worst_level of the host's GPUs by class, stopping at the first NEVER GPU
-        level = 1 if hv.unalloc else 0
-        per = agg.get(hv.name)
-        if per:
-            for v, counts in per.items():
-                c = cls[v]
-                if c == now_c:
-                    if counts[1]:
-                        level = max(level, 2)
-                    elif counts[0]:
-                        level = max(level, 1)
-                elif counts[0] or counts[1]:
-                    if c != forbidden_c:
-                        level = 4
-                        break
-                    level = 3
-        levels.append((level, hv.name))
+        level = level0
+        for v, protected in items:
+            c = cls[v]
+            if c == now_c:
+                if protected:
+                    if level < 2:
+                        level = 2
+                elif level < 1:
+                    level = 1
+            elif c == forbidden_c:
+                level = 3
+            else:
+                level = 4
+                break
+        levels.append((level, name))
     levels.sort()
     ps.memo.gang_table[key] = levels
     return levels
+
+
+def _gang_hosts(ps: PassState, model: str, size: int) -> list[tuple[str, bool, int, list[tuple[str, bool]]]]:
+    """Whole healthy active hosts of ``size`` GPUs, in the index's order, with what their gang
+    level reads whatever the budget classes: blocked (leaving work or nominated GPUs), 1 with
+    unallocated work else 0, and each budget holding allocated work there (nonzero
+    ``Standing.agg`` entries) with whether some of it is protected. Kept until the state changes."""
+    key = ("hosts", model, size)
+    cached = ps.memo.gang_table.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    out: list[tuple[str, bool, int, list[tuple[str, bool]]]] = []
+    nominees = ps.state.nominees
+    agg = ps.standing.agg
+    for hv in ps.standing.hosts_by_model.get(model, ()):
+        if not hv.active or not hv.all_healthy or hv.size != size:
+            continue
+        blocked = bool(hv.stopping or nominees.get(hv.name))
+        per = agg.get(hv.name)
+        items = [(v, counts[1] > 0) for v, counts in per.items() if counts[0] or counts[1]] if per else []
+        out.append((hv.name, blocked, 1 if hv.unalloc else 0, items))
+    ps.memo.gang_table[key] = out  # type: ignore[assignment]
+    return out
 
 
 def fair_share_detail(ps: PassState, w: Workload, victim_budget: str) -> dict[str, object]:
