@@ -53,8 +53,8 @@ class Memo:
         self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
         # read room: (model, gang) -> failed free placements of allocated work as (GPUs, M)
         self.free_failed: dict[tuple[str, bool], list[tuple[int, int]]] = {}
-        # read room and loads: (budget, model, GPUs, M) of workloads that failed outright
-        self.outright: set[tuple[str, str, int, int]] = set()
+        # read room and loads: (budget, model, gang) -> (GPUs, M) of workloads that failed outright
+        self.outright: dict[tuple[str, str, bool], list[tuple[int, int]]] = {}
         # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads
