@@ -44,7 +44,7 @@ def timed(snapshot: Snapshot, repeat: int) -> tuple[float, Decisions]:
 def row(label: str, snap: Snapshot, repeat: int, target: float | None) -> float:
     med, dec = timed(snap, repeat)
     verdict = "" if target is None else ("met" if med <= target else "MISSED")
-    tgt = "-" if target is None else f"{target:.1f}"
+    tgt = "-" if target is None else f"{target:.2f}"
     counts = f"{len(snap.attempts):7,} {len(snap.pending):8,} {len(dec.starts):6} {len(dec.stops):6}"
     print(f"{label:34} {counts} {med:9.3f} {tgt:>7}  {verdict}")
     return med
