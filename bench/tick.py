@@ -55,7 +55,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="skip the 4,000-host size and the 100k growth row")
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}; median CPU s of {args.repeat} passes")
+    print(
+        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}; "
+        f"median CPU s of {args.repeat} passes"
+    )
     print()
     print(f"{'state':34} {'running':>7} {'pending':>8} {'starts':>6} {'stops':>6} {'median s':>9} {'target':>7}")
     row("1,250 hosts (10,000 GPUs)", make_settled(1250, 25000).snapshot(), args.repeat, 0.25)

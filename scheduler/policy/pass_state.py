@@ -116,7 +116,7 @@ class PassState:
                 thresholds = self.memo.thresholds[tkey] = contract.rule2_thresholds(
                     self.tree, self.load, w.budget, agg_budgets
                 )
-            out = self.memo.allowed[key] = contract.allowed_from_thresholds(*thresholds, c)
+            out = self.memo.allowed[key] = contract.allowed_from_thresholds(thresholds[0], thresholds[1], c)
         return out
 
     def budget_classes(self, w: Workload) -> dict[str, int]:

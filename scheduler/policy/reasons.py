@@ -10,7 +10,8 @@ tables per (model, budget classes) until the state changes.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import scheduler.policy.contract as contract
 from scheduler.policy.pass_state import PassState
