@@ -676,7 +676,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--hosts", type=int, default=d.hosts)
     g.add_argument("--gpus-per-host", type=int, default=d.gpus_per_host)
-    g.add_argument("--depth", type=int, default=d.depth, help="queue view (0: all pending)")
+    g.add_argument("--depth", type=int, default=8, help="queue view (0: all pending; 8: the recorded slice)")
     g.add_argument("--grace", type=int, default=d.grace_s)
     g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--fault-rate", type=float, default=d.fault_rate)

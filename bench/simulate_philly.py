@@ -1,7 +1,7 @@
 """Philly benchmark of the trace simulator (issue 4): all five policies, the whole trace, 512 GPUs.
 
     python bench/simulate_philly.py [--out docs/benchmarks/philly] [--workers 2] [--days D]
-                                    [--policies fairway,fifo,...] [--depth 8] [--tick-gap 0]
+                                    [--policies fairway,fifo,...] [--depth 0] [--tick-gap 0]
 
 Runs each policy in its own process (``--workers`` at a time; wall-clock seconds are per policy),
 checks Fairway's targets and writes report.json, report.md and the plots. Defaults are those of
@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--days", type=float, default=None)
     ap.add_argument("--policies", default=",".join(POLICY_NAMES))
-    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--depth", type=int, default=0, help="queue view (0: all pending, exact)")
     ap.add_argument("--tick-gap", type=int, default=0)
     ap.add_argument("--fault-rate", type=float, default=0.0)
     args = ap.parse_args()

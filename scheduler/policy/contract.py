@@ -20,6 +20,8 @@ Shapes: GPU counts are integers, instants integer seconds.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -55,6 +57,38 @@ def allowed_budgets(
     committing ``commitment`` take (rule 4 aside: :func:`budget_class` never lets unallocated
     work take any)."""
     return frozenset(v for v in budgets if v != budget and rule2(tree, load, budget, commitment, v))
+
+
+def rule2_thresholds(
+    tree: BudgetTree, load: Mapping[str, int], budget: str, budgets: Iterable[str]
+) -> tuple[list[int | float], list[str]]:
+    """:func:`allowed_budgets` for every commitment at once: rule 2 is
+    ``(load_A + c)·s_B < load_B·s_A``, i.e. ``c < T`` with ``T = ceil((load_B·s_A − load_A·s_B) / s_B)``
+    for integer commitments ``c`` (``s_B > 0``; with ``s_B = 0`` it does not depend on ``c``).
+    Returns the thresholds ascending and their budgets: the budgets allowed a commitment ``c``
+    are those after ``bisect_right(thresholds, c)`` (:func:`allowed_from_thresholds`)."""
+    pairs: list[tuple[int | float, str]] = []
+    for v in budgets:
+        if v == budget or v not in tree.budgets:
+            continue
+        split = tree.split(budget, v)
+        if split is None:
+            continue
+        a, b = split
+        sa, sb = tree.budgets[a].shares, tree.budgets[b].shares
+        d = load[b] * sa - load[a] * sb
+        if sb > 0:
+            t: int | float = -((-d) // sb)
+        else:
+            t = math.inf if d > 0 else -math.inf
+        pairs.append((t, v))
+    pairs.sort()
+    return [t for t, _ in pairs], [v for _, v in pairs]
+
+
+def allowed_from_thresholds(thresholds: list[int | float], names: list[str], c: int) -> frozenset[str]:
+    """The budgets rule 2 allows a commitment ``c`` (:func:`rule2_thresholds`)."""
+    return frozenset(names[bisect.bisect_right(thresholds, c) :])
 
 
 def commitment(w: Workload) -> int:

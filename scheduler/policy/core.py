@@ -236,21 +236,30 @@ class Pass(PassState):
 
     # ------------------------------------------------------ allocated pass
     def _dispatch_allocated(self, queues: Queues) -> None:
-        disp = self.disp = Dispatcher(self.tree, self.load, queues)
-        # Without reasons, a workload with the same budget, model, size and M as one that failed
-        # outright (no start, preemption, nomination or reservation) fails the same way until room
-        # can grow or a load changes (rule 2's answers): memo.outright (memo.py).
-        short_cut = not self.snap.with_reasons
+        disp = self.disp = Dispatcher(self.tree, self.load, queues, in_order=True)
+        # A workload of the same budget, model and shape (gang or not) as one that failed
+        # outright (no start, preemption, nomination or reservation), with no fewer GPUs and no
+        # shorter M, fails the same way until room can grow or a load changes: free placement,
+        # the victim search and the reservation search would each fail (room only shrank,
+        # reservations only grew, and a larger commitment gives rule 2 no more budgets:
+        # memo.outright, memo.py). They are skipped; its reason is explained as on the full path.
+        with_reasons = self.snap.with_reasons
         outright = self.memo.outright
         while (w := disp.next()) is not None:
-            if short_cut and w.id not in self.noms:
-                sig = (w.budget, w.model, w.gpus, w.min_runtime)
-                if sig in outright:
+            if w.id not in self.noms:
+                sig = (w.budget, w.model, self.is_gang(w))
+                fails = outright.get(sig)
+                n, m = w.gpus, w.min_runtime
+                if fails and any(n >= f_n and m >= f_m for f_n, f_m in fails):
+                    if with_reasons:
+                        reasons.explain(self, w)
                     disp.done(w, False)
                     continue
                 admitted = self._handle_allocated(w)
                 if not admitted and w.id not in self.reserving and w.id not in self.noms:
-                    self.memo.outright.add(sig)
+                    fails = outright.setdefault(sig, [])
+                    fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
+                    fails.append((n, m))
             else:
                 admitted = self._handle_allocated(w)
             disp.done(w, admitted)
@@ -304,7 +313,7 @@ class Pass(PassState):
     def _dispatch_unallocated(self, queues: Queues) -> None:
         if not self.snap.with_reasons and not placement.any_fits_free(self.state, _each(queues)):
             return  # nothing can start, and no reasons are wanted
-        disp = Dispatcher(self.tree, self.load, queues)
+        disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[str, int] = {}
         while (w := disp.next()) is not None:
             placed = False

@@ -33,10 +33,21 @@ class Dispatcher:
     then calls :meth:`loads_changed`).
     """
 
-    def __init__(self, tree: BudgetTree, load: Mapping[str, int], queues: Mapping[str, list[Workload]]) -> None:
+    def __init__(
+        self,
+        tree: BudgetTree,
+        load: Mapping[str, int],
+        queues: Mapping[str, list[Workload]],
+        *,
+        in_order: bool = False,
+    ) -> None:
+        """``in_order``: every queue is already in submission order (the pass builds them so)."""
         self.tree = tree
         self.load = load
-        self.queues = {k: sorted(v, key=submission_key) for k, v in queues.items() if v and k in tree.budgets}
+        if in_order:
+            self.queues = {k: v for k, v in queues.items() if v and k in tree.budgets}
+        else:
+            self.queues = {k: sorted(v, key=submission_key) for k, v in queues.items() if v and k in tree.budgets}
         self.pos = dict.fromkeys(self.queues, 0)
         self.admitted: set[str] = set()
         self.first_open = dict.fromkeys(self.queues, 0)

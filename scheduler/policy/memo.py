@@ -3,7 +3,10 @@
 **Rule: a change drops every entry that read what changed.** The pass reports each change
 through :meth:`Memo.changed`, naming what it touched:
 
-- every decision (start, stop, nomination, reservation, load change) changes the *state*;
+- every decision that moves GPUs, work or nominations (start, stop, nomination, load change)
+  changes the *state*;
+- a reservation changes none of that, only what reads reservations: the reasons
+  (``reserved_for``, ``reserved_start``); :meth:`Memo.reserved`;
 - ``load``: a budget's ``U + C`` changed (ratios, hence rule 2's answers);
 - ``room``: room for pending work can grow (a stop; a nomination released or turned into an
   attempt). Within a pass starts and reservations only take room away or delay it, so a failed
@@ -27,6 +30,7 @@ class Memo:
         "allowed",
         "classes",
         "failed",
+        "free_failed",
         "gang_options",
         "gang_table",
         "host_room",
@@ -35,22 +39,28 @@ class Memo:
         "outright",
         "reason",
         "sides",
+        "thresholds",
     )
 
     def __init__(self) -> None:
         # read loads: (budget, commitment, budgets seen) -> budgets rule 2 allows / class of each budget
         self.allowed: dict[tuple[str, int, int], frozenset[str]] = {}
         self.classes: dict[tuple[str, int, int], dict[str, int]] = {}
+        # (budget, budgets seen) -> rule 2's thresholds (contract.rule2_thresholds)
+        self.thresholds: dict[tuple[str, int], tuple[list[Any], list[str]]] = {}
         self.sides: dict[tuple[str, str], Fraction] = {}  # (preemptor budget, victim budget) -> -r(B)
         # read room: (search kind, model) -> failed searches as (allowed budgets, GPUs, M)
         self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
-        # read room and loads: (budget, model, GPUs, M) of workloads that failed outright
-        self.outright: set[tuple[str, str, int, int]] = set()
-        # read the state: reason tables and reasons
+        # read room: (model, gang) -> failed free placements of allocated work as (GPUs, M)
+        self.free_failed: dict[tuple[str, bool], list[tuple[int, int]]] = {}
+        # read room and loads: (budget, model, gang) -> (GPUs, M) of workloads that failed outright
+        self.outright: dict[tuple[str, str, bool], list[tuple[int, int]]] = {}
+        # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
-        self.level_table: dict[tuple[object, ...], list[dict[int, tuple[str, str | None]]]] = {}
-        self.gang_table: dict[tuple[object, ...], list[tuple[int, str, str | None]]] = {}
+        self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads
+        self.gang_table: dict[tuple[object, ...], list[tuple[int, str]]] = {}
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
+        # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
         # read one host: (host, host version, allowed budgets) -> its room profile's answers
         self.host_room: dict[tuple[object, ...], Any] = {}
@@ -65,8 +75,16 @@ class Memo:
         if load:
             self.allowed.clear()
             self.classes.clear()
+            self.thresholds.clear()
             self.sides.clear()
             self.outright.clear()
         if room:
             self.failed.clear()
+            self.free_failed.clear()
             self.outright.clear()
+
+    def reserved(self) -> None:
+        """A reservation was made: drop what read the reservations (the reasons). The reason
+        tables, room profiles and failed searches read GPUs, work and loads only; a reservation
+        only takes room away, so a failure stands."""
+        self.reason.clear()

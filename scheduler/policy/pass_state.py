@@ -60,6 +60,10 @@ class PassState:
         """A decision changed the state; ``room``: room for pending work can grow (memo.py)."""
         self.memo.changed(room=room)
 
+    def reserved_hosts(self) -> None:
+        """A reservation was made: only what reads reservations is dropped (memo.py)."""
+        self.memo.reserved()
+
     def add_load(self, budget: str, amount: int) -> None:
         """Add ``amount`` GPU-seconds to the load of ``budget`` and its ancestors; re-rank them."""
         for node in self.tree.chain[budget]:
@@ -101,12 +105,18 @@ class PassState:
         """Budgets whose allocated work rule 2 lets ``w`` take: the one place a pass asks rule 2
         of every budget (:func:`contract.allowed_budgets`)."""
         agg_budgets = self.standing.agg_budgets
-        key = (w.budget, w.gpus * w.min_runtime, len(agg_budgets))
+        c = contract.commitment(w)
+        key = (w.budget, c, len(agg_budgets))
         out = self.memo.allowed.get(key)
         if out is None:
-            out = self.memo.allowed[key] = contract.allowed_budgets(
-                self.tree, self.load, w.budget, contract.commitment(w), agg_budgets
-            )
+            # rule 2 for every commitment at once, per budget until a load changes
+            tkey = (w.budget, len(agg_budgets))
+            thresholds = self.memo.thresholds.get(tkey)
+            if thresholds is None:
+                thresholds = self.memo.thresholds[tkey] = contract.rule2_thresholds(
+                    self.tree, self.load, w.budget, agg_budgets
+                )
+            out = self.memo.allowed[key] = contract.allowed_from_thresholds(thresholds[0], thresholds[1], c)
         return out
 
     def budget_classes(self, w: Workload) -> dict[str, int]:
@@ -173,5 +183,9 @@ class PassState:
 
     def remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
         """Record a failed search of ``kind`` (:meth:`failed_before`)."""
-        entry = (self.room_budgets(w), w.gpus, min_runtime)
-        self.memo.failed.setdefault((kind, w.model), []).append(entry)
+        allowed, n = self.room_budgets(w), w.gpus
+        fails = self.memo.failed.setdefault((kind, w.model), [])
+        # Entries the new one covers (more GPUs, longer M, fewer allowed budgets) are dropped:
+        # failed_before answers the same, over an antichain.
+        fails[:] = [f for f in fails if not (n <= f[1] and min_runtime <= f[2] and f[0] <= allowed)]
+        fails.append((allowed, n, min_runtime))

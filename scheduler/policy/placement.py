@@ -42,18 +42,37 @@ def free_placement(ps: PassState, w: Workload, honour_reservations: bool = True)
     def allowed(h: str) -> bool:
         return ps.host_allowed(w, h) if honour_reservations else True
 
-    if not ps.is_gang(w):
+    gang = ps.is_gang(w)
+    # An allocated workload holding no reservation fails, until room can grow, where one with no
+    # more GPUs and no longer M failed: starts and nominations only take free GPUs, reservations
+    # only bar more hosts (a longer M is barred from every host a shorter one is).
+    memo = honour_reservations and w.allocated and w.id not in ps.reserving
+    if memo:
+        fails = ps.memo.free_failed.get((w.model, gang))
+        if fails and any(w.gpus >= n and w.min_runtime >= m for n, m in fails):
+            return None
+    if not gang:
         host = st.best_fit(w.model, w.gpus, allowed)
         if host is None:
+            if memo:
+                _free_failure(ps, w, gang)
             return None
         return tuple((host, i) for i in st.hosts[host].free[: w.gpus])
     size = st.largest[w.model]
     k = w.gpus // size
     hosts = [h for h in st.whole_free_hosts(w.model, size) if allowed(h)]
     if len(hosts) < k:
+        if memo:
+            _free_failure(ps, w, gang)
         return None
     chosen = pick_hosts_by_fabric(st, hosts, k)
     return tuple((h, i) for h in chosen for i in sorted(st.hosts[h].healthy))
+
+
+def _free_failure(ps: PassState, w: Workload, gang: bool) -> None:
+    fails = ps.memo.free_failed.setdefault((w.model, gang), [])
+    fails[:] = [(n, m) for n, m in fails if not (w.gpus <= n and w.min_runtime <= m)]
+    fails.append((w.gpus, w.min_runtime))
 
 
 def pick_hosts_by_fabric(st: ClusterState, hosts: list[str], k: int) -> list[str]:

@@ -10,13 +10,16 @@ tables per (model, budget classes) until the state changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import scheduler.policy.contract as contract
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.state import HostView
 from scheduler.policy.types import PendingInfo, PendingReason, Workload
 
-LevelTable = list[dict[int, tuple[str, str | None]]]
-"""For levels 0–3 and every GPU count t: the first host (by name) with t GPUs, and a witness
-budget of its forbidden work."""
+LevelTable = list[dict[int, str]]
+"""For levels 0–3 and every GPU count t: the first host (by name) with t GPUs of room."""
 
 
 def explain(ps: PassState, w: Workload) -> None:
@@ -82,19 +85,26 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
         return _gang_levels(ps, w)
     table = level_table(ps, w)
     for level in range(4):
-        hit = table[level].get(w.gpus)
-        if hit is not None:
-            host, witness = hit
+        host = table[level].get(w.gpus)
+        if host is not None:
             detail: dict[str, object] = {"host": host}
             if level == 2:
                 room = contract.host_room(
                     ps.state, ps.state.hosts[host], w, ps.room_budgets(w), ps.tree.budgets, ps.now
                 )
                 detail["protected_until"] = room.room_by(w.gpus, ps.now, starting_now=True)
-            if level == 3 and witness is not None:
-                detail.update(fair_share_detail(ps, w, witness))
+            if level == 3:
+                witness = _witness(ps, w, host)
+                if witness is not None:
+                    detail.update(fair_share_detail(ps, w, witness))
             return level, detail
     return 4, {}
+
+
+def _witness(ps: PassState, w: Workload, host: str) -> str | None:
+    """The smallest FORBIDDEN budget holding work on ``host`` (:func:`contract.indexed_sums`)."""
+    hv = ps.state.hosts[host]
+    return contract.indexed_sums(hv, ps.standing.agg.get(host), ps.budget_classes(w))[4]
 
 
 def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
@@ -104,49 +114,112 @@ def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
     levels = gang_table(ps, w, size)
     if len(levels) < k or levels[k - 1][0] >= 4:
         return 4, {}
-    level, _, witness = levels[k - 1]
-    detail: dict[str, object] = {"hosts": [h for _, h, _ in levels[:k]]}
+    level, last = levels[k - 1]
+    detail: dict[str, object] = {"hosts": [h for _, h in levels[:k]]}
     if level == 2:
         pus = [
-            st.attempts[aid].attempt.protected_until or ps.now for _, h, _ in levels[:k] for aid in st.hosts[h].attempts
+            st.attempts[aid].attempt.protected_until or ps.now for _, h in levels[:k] for aid in st.hosts[h].attempts
         ]
         detail["protected_until"] = max(pus) if pus else ps.now
-    if level == 3 and witness is not None:
-        detail.update(fair_share_detail(ps, w, witness))
+    if level == 3:
+        witness = _witness(ps, w, last)
+        if witness is not None:
+            detail.update(fair_share_detail(ps, w, witness))
     return level, detail
 
 
 def level_table(ps: PassState, w: Workload) -> LevelTable:
     """For room levels 0–3 and every GPU count t: the first host (by name) with t GPUs of room.
 
-    Built once per (model, budget classes) until the state changes: one pass over the hosts.
+    Each level reads only part of the budget classes, and its table is kept per that part until
+    the state changes (one pass over the hosts each): level 0 (free GPUs) per model; levels 1
+    and 2 (adding the unallocated work and the NOW budgets' unprotected, then protected, work)
+    per (model, NOW budgets); level 3 (adding every allocated budget's work but the NEVER
+    ones': ``Standing.agg_held`` less theirs) per (model, NEVER budgets).
     """
     cls = ps.budget_classes(w)
-    key = (w.model, tuple(cls.values()))
-    table = ps.memo.level_table.get(key)
-    if table is not None:
-        return table
-    table = [{}, {}, {}, {}]
-    filled = [0, 0, 0, 0]
+    now_set = frozenset(v for v, c in cls.items() if c == contract.NOW)
+    never_set = frozenset(v for v, c in cls.items() if c == contract.NEVER)
+    cache = ps.memo.level_table
+    free = cache.get(("free", w.model))
+    if free is None:
+        free = cache[("free", w.model)] = _first_hosts(ps, w.model, lambda hv, per: len(hv.free))
+    key1 = ("now", w.model, now_set)
+    if key1 not in cache:
+        cache[key1] = _now_tables(ps, w.model, now_set)
+    low, later = cache[key1]
+    key3 = ("all", w.model, never_set)
+    every = cache.get(key3)
+    if every is None:
+        held = ps.standing.agg_held
+
+        def room3(hv: HostView, per: dict[str, list[int]] | None) -> int:
+            room = len(hv.free) + hv.unalloc + held.get(hv.name, 0)
+            if per:
+                for v in never_set:
+                    counts = per.get(v)
+                    if counts is not None:
+                        room -= counts[0] + counts[1]
+            return room
+
+        every = cache[key3] = _first_hosts(ps, w.model, room3)
+    return [free, low, later, every]
+
+
+def _first_hosts(ps: PassState, model: str, room_of: Callable[[HostView, Any], int]) -> dict[int, str]:
+    """GPU count t → the first active host of ``model`` (in the index's order) whose room is ≥ t."""
+    table: dict[int, str] = {}
+    filled = 0
     agg = ps.standing.agg
-    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+    for hv in ps.standing.hosts_by_model.get(model, ()):
         if not hv.active:
             continue
-        now, later, forbidden, _, witness = contract.indexed_sums(hv, agg.get(hv.name), cls)
-        h0 = len(hv.free)
-        h1 = h0 + now
-        h2 = h1 + later
-        for level, room in enumerate((h0, h1, h2, h2 + forbidden)):  # RoomCounts.levels
-            if room > filled[level]:
-                for t in range(filled[level] + 1, room + 1):
-                    table[level][t] = (hv.name, witness)
-                filled[level] = room
-    ps.memo.level_table[key] = table
+        room = room_of(hv, agg.get(hv.name))
+        if room > filled:
+            for t in range(filled + 1, room + 1):
+                table[t] = hv.name
+            filled = room
     return table
 
 
-def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str, str | None]]:
-    """Whole hosts of ``size`` GPUs as ``(level, name, witness budget)``, best first.
+def _now_tables(ps: PassState, model: str, now_set: frozenset[str]) -> tuple[dict[int, str], dict[int, str]]:
+    """:func:`_first_hosts` for levels 1 (free, unallocated and the NOW budgets' unprotected work)
+    and 2 (their protected work too), in one pass."""
+    t1: dict[int, str] = {}
+    t2: dict[int, str] = {}
+    f1 = f2 = 0
+    agg = ps.standing.agg
+    for hv in ps.standing.hosts_by_model.get(model, ()):
+        if not hv.active:
+            continue
+        h1 = len(hv.free) + hv.unalloc
+        h2 = h1
+        per = agg.get(hv.name)
+        if per and now_set:
+            if len(now_set) < len(per):
+                for v in now_set:
+                    counts = per.get(v)
+                    if counts is not None:
+                        h1 += counts[0]
+                        h2 += counts[0] + counts[1]
+            else:
+                for v, counts in per.items():
+                    if v in now_set:
+                        h1 += counts[0]
+                        h2 += counts[0] + counts[1]
+        if h1 > f1:
+            for t in range(f1 + 1, h1 + 1):
+                t1[t] = hv.name
+            f1 = h1
+        if h2 > f2:
+            for t in range(f2 + 1, h2 + 1):
+                t2[t] = hv.name
+            f2 = h2
+    return t1, t2
+
+
+def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
+    """Whole hosts of ``size`` GPUs as ``(level, name)``, best first.
 
     The level of a host is the worst class of its work (:meth:`contract.RoomCounts.worst`).
     Built once per (model, size, budget classes) until the state changes.
@@ -156,18 +229,54 @@ def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str, st
     cached = ps.memo.gang_table.get(key)
     if cached is not None:
         return cached
-    levels: list[tuple[int, str, str | None]] = []
-    nominees = ps.state.nominees
-    agg = ps.standing.agg
-    for hv in ps.standing.hosts_by_model.get(w.model, ()):
-        if not hv.active or not hv.all_healthy or hv.size != size:
+    levels: list[tuple[int, str]] = []
+    now_c, forbidden_c = contract.NOW, contract.FORBIDDEN
+    for name, blocked, level0, items in _gang_hosts(ps, w.model, size):
+        if blocked:
+            levels.append((4, name))
             continue
-        now, later, forbidden, never, witness = contract.indexed_sums(hv, agg.get(hv.name), cls)
-        blocked = never or hv.stopping or nominees.get(hv.name)  # RoomCounts.worst
-        levels.append((contract.worst_level(now, later, forbidden, blocked), hv.name, witness))
-    levels.sort(key=lambda x: (x[0], x[1]))
+        # contract.worst_level of the host's GPUs by class, stopping at the first NEVER GPU
+        level = level0
+        for v, protected in items:
+            c = cls[v]
+            if c == now_c:
+                if protected:
+                    if level < 2:
+                        level = 2
+                elif level < 1:
+                    level = 1
+            elif c == forbidden_c:
+                level = 3
+            else:
+                level = 4
+                break
+        levels.append((level, name))
+    levels.sort()
     ps.memo.gang_table[key] = levels
     return levels
+
+
+def _gang_hosts(ps: PassState, model: str, size: int) -> list[tuple[str, bool, int, list[tuple[str, bool]]]]:
+    """Whole healthy active hosts of ``size`` GPUs, in the index's order, with what their gang
+    level reads whatever the budget classes: blocked (leaving work or nominated GPUs), 1 with
+    unallocated work else 0, and each budget holding allocated work there (nonzero
+    ``Standing.agg`` entries) with whether some of it is protected. Kept until the state changes."""
+    key = ("hosts", model, size)
+    cached = ps.memo.gang_table.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    out: list[tuple[str, bool, int, list[tuple[str, bool]]]] = []
+    nominees = ps.state.nominees
+    agg = ps.standing.agg
+    for hv in ps.standing.hosts_by_model.get(model, ()):
+        if not hv.active or not hv.all_healthy or hv.size != size:
+            continue
+        blocked = bool(hv.stopping or nominees.get(hv.name))
+        per = agg.get(hv.name)
+        items = [(v, counts[1] > 0) for v, counts in per.items() if counts[0] or counts[1]] if per else []
+        out.append((hv.name, blocked, 1 if hv.unalloc else 0, items))
+    ps.memo.gang_table[key] = out  # type: ignore[assignment]
+    return out
 
 
 def fair_share_detail(ps: PassState, w: Workload, victim_budget: str) -> dict[str, object]:

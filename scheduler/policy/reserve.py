@@ -38,7 +38,7 @@ def reserve(ps: PassState, w: Workload) -> bool:
     for h in hosts:
         ps.reserved[h] = (w.id, t)
     ps.dec.reserved_start[w.id] = t
-    ps.changed()
+    ps.reserved_hosts()
     return True
 
 

@@ -7,13 +7,13 @@ event-driven tick (a pass only at instants where something changed) and the metr
 report. The policy is any callable ``Snapshot -> Decisions``: Fairway's
 :func:`~scheduler.policy.schedule` or a peer of :mod:`scheduler.sim.peers`.
 
-Speed: a pass sees, per (budget, GPU count, allocated), the ``depth`` oldest pending workloads
-(the queue *view*, default 8). A queue whose whole view started in one pass is passed again at
+Speed: with ``depth`` N a pass sees, per (budget, GPU count, allocated), the N oldest pending
+workloads (the queue *view*; default None: all, exact). A queue whose whole view started in one pass is passed again at
 the same instant. For the peers (whose decisions depend on a pending job only through its
 budget, size and age) and for unallocated work the view is exact. For Fairway's allocated work
 it is not: rule 2 and reserved hosts read each workload's minimum runtime, and deeper workloads
 take reservations that hold other work back; docs/simulation.md gives the measured difference.
-``depth=None`` passes every pending workload (exact, slower as the backlog grows).
+``depth=None`` (the default) passes every pending workload (exact).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class SimConfig:
     grace_s: int = 30
     window_s: int = 7 * DAY
     max_reservations: int = 8
-    depth: int | None = 8
+    depth: int | None = None  # None: every pending workload (exact); N: the oldest N per queue
     tick_gap_s: int = 0
     model: str = "GPU"
 

@@ -146,7 +146,7 @@ def _row(delivered: float, dem: float, ent: float, waits: list[int]) -> dict[str
     }
 
 
-def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, depth: int | None = 8) -> dict[str, Any]:
+def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, depth: int | None = None) -> dict[str, Any]:
     """Simulate ``demand`` under Fairway with ``new_budgets``; returns actual and simulated rows per budget."""
     horizon = max(1, demand.now - demand.since)
     jobs = sorted(demand.jobs, key=lambda j: (j.submitted_at, j.id))

@@ -263,3 +263,33 @@ def test_the_room_index_is_checked_against_fresh_room_profiles():
     host_name, per = next((h, d) for h, d in standing.agg.items() if d)
     next(iter(per.values()))[0] += 1
     assert any(host_name in d for d in room_index_differences(standing, tree_, load, s.pending))
+
+
+def test_rule2_thresholds_answer_as_rule2_for_every_commitment() -> None:
+    """:func:`contract.rule2_thresholds` (rule 2 for all commitments at once, used by
+    ``PassState.room_budgets``) allows exactly what :func:`contract.allowed_budgets` allows."""
+    from scheduler.policy.tree import BudgetTree
+    from scheduler.policy.types import Budget
+
+    rnd = random.Random(12)
+    for _ in range(300):
+        budgets = [Budget("org", "org", None)]
+        for i in range(rnd.randint(1, 4)):
+            budgets.append(Budget(f"p{i}", f"p{i}", "org", shares=rnd.randint(1, 4)))
+            for j in range(rnd.randint(0, 3)):
+                budgets.append(Budget(f"p{i}/q{j}", f"q{j}", f"p{i}", shares=rnd.randint(1, 4)))
+        t = BudgetTree(budgets)
+        keys = [b.key for b in budgets]
+        load = {k: rnd.choice([0, rnd.randint(0, 50) * 3600, rnd.randint(0, 10**7)]) for k in keys}
+        for k in keys:  # a parent's load is its children's sum (ties are frequent at 0)
+            if t.children[k]:
+                load[k] = sum(load[c] for c in t.children[k]) + rnd.choice([0, 0, 3600])
+        for p in keys:
+            thresholds = contract.rule2_thresholds(t, load, p, [*keys, "gone"])
+            for c in {0, 1, 3599, 3600, 7200, rnd.randint(0, 10**7), *(int(x) for x in thresholds[0] if abs(x) < 1e18)}:
+                for cc in (c - 1, c, c + 1):
+                    if cc < 0:
+                        continue
+                    assert contract.allowed_from_thresholds(*thresholds, cc) == contract.allowed_budgets(
+                        t, load, p, cc, [*keys, "gone"]
+                    ), (p, cc)

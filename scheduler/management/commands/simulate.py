@@ -33,8 +33,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--depth",
             type=int,
-            default=8,
-            help="oldest pending workloads per (budget, GPUs, class) a pass sees; 0: all",
+            default=0,
+            help="oldest pending workloads per (budget, GPUs, class) a pass sees; 0 (default): all, exact",
         )
         parser.add_argument("--tick-gap", default="0", help="least simulated time between passes (0: every event)")
         parser.add_argument("--out", default=None, help="write report.json, report.md and plots here")
