@@ -192,21 +192,9 @@ def _now_tables(ps: PassState, model: str, now_set: frozenset[str]) -> tuple[dic
     for hv in ps.standing.hosts_by_model.get(model, ()):
         if not hv.active:
             continue
-        h1 = len(hv.free) + hv.unalloc
-        h2 = h1
-        per = agg.get(hv.name)
-        if per and now_set:
-            if len(now_set) < len(per):
-                for v in now_set:
-                    counts = per.get(v)
-                    if counts is not None:
-                        h1 += counts[0]
-                        h2 += counts[0] + counts[1]
-            else:
-                for v, counts in per.items():
-                    if v in now_set:
-                        h1 += counts[0]
-                        h2 += counts[0] + counts[1]
+        unprotected, protected = _now_work(agg.get(hv.name), now_set)
+        h1 = len(hv.free) + hv.unalloc + unprotected
+        h2 = h1 + protected
         if h1 > f1:
             for t in range(f1 + 1, h1 + 1):
                 t1[t] = hv.name
@@ -216,6 +204,18 @@ def _now_tables(ps: PassState, model: str, now_set: frozenset[str]) -> tuple[dic
                 t2[t] = hv.name
             f2 = h2
     return t1, t2
+
+
+def _now_work(per: dict[str, list[int]] | None, now_set: frozenset[str]) -> tuple[int, int]:
+    """GPUs of the NOW budgets' allocated work on one host (``Standing.agg`` entry): unprotected,
+    protected. Walks the smaller of the two sets."""
+    if not per or not now_set:
+        return 0, 0
+    if len(now_set) < len(per):
+        pairs = [per[v] for v in now_set if v in per]
+    else:
+        pairs = [counts for v, counts in per.items() if v in now_set]
+    return sum(c[0] for c in pairs), sum(c[1] for c in pairs)
 
 
 def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
@@ -229,31 +229,30 @@ def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
     cached = ps.memo.gang_table.get(key)
     if cached is not None:
         return cached
-    levels: list[tuple[int, str]] = []
-    now_c, forbidden_c = contract.NOW, contract.FORBIDDEN
-    for name, blocked, level0, items in _gang_hosts(ps, w.model, size):
-        if blocked:
-            levels.append((4, name))
-            continue
-        # contract.worst_level of the host's GPUs by class, stopping at the first NEVER GPU
-        level = level0
-        for v, protected in items:
-            c = cls[v]
-            if c == now_c:
-                if protected:
-                    if level < 2:
-                        level = 2
-                elif level < 1:
-                    level = 1
-            elif c == forbidden_c:
-                level = 3
-            else:
-                level = 4
-                break
-        levels.append((level, name))
+    levels = [
+        (4 if blocked else _gang_level(cls, unallocated, items), name)
+        for name, blocked, unallocated, items in _gang_hosts(ps, w.model, size)
+    ]
     levels.sort()
     ps.memo.gang_table[key] = levels
     return levels
+
+
+def _gang_level(cls: dict[str, int], unallocated: int, items: list[tuple[str, bool]]) -> int:
+    """:func:`contract.worst_level` of a whole host from its budgets' classes: ``unallocated``
+    (1 when unallocated work is there) and each budget's allocated work with whether some of it
+    is protected."""
+    now = later = forbidden = never = False
+    for v, protected in items:
+        c = cls[v]
+        if c == contract.NOW:
+            later = later or protected
+            now = now or not protected
+        elif c == contract.FORBIDDEN:
+            forbidden = True
+        else:
+            never = True
+    return contract.worst_level(int(now or unallocated), int(later), int(forbidden), never)
 
 
 def _gang_hosts(ps: PassState, model: str, size: int) -> list[tuple[str, bool, int, list[tuple[str, bool]]]]:
