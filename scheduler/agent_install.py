@@ -12,13 +12,9 @@ and cached until a source file changes.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
 import json
 import logging
-import threading
-import zipfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agent import AGENT_VERSION
 from config.errors import ServiceError
+from scheduler.wheels import ServedWheel
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +34,7 @@ AGENT_DIR = Path(__file__).resolve().parents[1] / "agent"
 INSTALL_SCRIPT = Path(__file__).resolve().parent / "agent_install.sh"
 DIST_NAME = "fairway-agent"
 WHEEL_NAME = f"fairway_agent-{AGENT_VERSION}-py3-none-any.whl"
-_ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 MAX_JOIN_BODY_BYTES = 256 * 1024
-
-_cache_lock = threading.Lock()
-_cache: tuple[tuple[tuple[str, int, int], ...], bytes] | None = None
-
-
-def _sources() -> list[Path]:
-    return sorted(p for p in AGENT_DIR.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def _requirements() -> list[str]:
@@ -53,53 +42,21 @@ def _requirements() -> list[str]:
     return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
 
 
-def _record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"sha256={digest}"
+WHEEL = ServedWheel(
+    package_dir=AGENT_DIR,
+    dist_name=DIST_NAME,
+    version=AGENT_VERSION,
+    summary="Fairway GPU-host agent",
+    script="fairway-agent = agent.__main__:main",
+    requirements=_requirements,
+    watched=[AGENT_DIR / "requirements.txt"],
+)
 
 
 def build_wheel() -> bytes:
     """The agent wheel (``WHEEL_NAME``): every ``agent/**/*.py``, metadata and a ``fairway-agent``
-    console script. Cached until a source file changes (path, size, mtime)."""
-    global _cache
-    sources = _sources()
-    key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in [*sources, AGENT_DIR / "requirements.txt"])
-    with _cache_lock:
-        if _cache is not None and _cache[0] == key:
-            return _cache[1]
-    dist_info = f"fairway_agent-{AGENT_VERSION}.dist-info"
-    files: list[tuple[str, bytes]] = [(f"agent/{p.relative_to(AGENT_DIR).as_posix()}", p.read_bytes()) for p in sources]
-    metadata = [
-        "Metadata-Version: 2.1",
-        f"Name: {DIST_NAME}",
-        f"Version: {AGENT_VERSION}",
-        "Summary: Fairway GPU-host agent",
-        "Requires-Python: >=3.11",
-        *(f"Requires-Dist: {req}" for req in _requirements()),
-    ]
-    files += [
-        (f"{dist_info}/METADATA", ("\n".join(metadata) + "\n").encode()),
-        (
-            f"{dist_info}/WHEEL",
-            b"Wheel-Version: 1.0\nGenerator: fairway-server\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        ),
-        (f"{dist_info}/entry_points.txt", b"[console_scripts]\nfairway-agent = agent.__main__:main\n"),
-        (f"{dist_info}/top_level.txt", b"agent\n"),
-    ]
-    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files)
-    record += f"{dist_info}/RECORD,,\n"
-    files.append((f"{dist_info}/RECORD", record.encode()))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in files:
-            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
-    wheel = buffer.getvalue()
-    with _cache_lock:
-        _cache = (key, wheel)
-    return wheel
+    script (:class:`scheduler.wheels.ServedWheel`)."""
+    return WHEEL.build()
 
 
 def public_url(request: HttpRequest) -> str:

@@ -15,26 +15,21 @@ byte-for-byte reproducible for the same sources, and cached until a source file 
 from __future__ import annotations
 
 import hashlib
-import io
-import threading
 import tomllib
-import zipfile
 from pathlib import Path
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from fairway_cli import __version__ as CLI_VERSION
-from scheduler.agent_install import _ZIP_DATE, _record_hash, _shell_quote, public_url
+from scheduler.agent_install import _shell_quote, public_url
+from scheduler.wheels import ServedWheel
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DIR = ROOT / "fairway_cli"
 INSTALL_SCRIPT = Path(__file__).resolve().parent / "cli_install.sh"
 DIST_NAME = "fairway-cli"
 WHEEL_NAME = f"fairway_cli-{CLI_VERSION}-py3-none-any.whl"
-
-_cache_lock = threading.Lock()
-_cache: tuple[tuple[tuple[str, int, int], ...], bytes] | None = None
 
 
 def requirements() -> list[str]:
@@ -43,54 +38,20 @@ def requirements() -> list[str]:
     return list(project["optional-dependencies"]["cli"])
 
 
-def _sources() -> list[Path]:
-    return sorted(p for p in CLI_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+WHEEL = ServedWheel(
+    package_dir=CLI_DIR,
+    dist_name=DIST_NAME,
+    version=CLI_VERSION,
+    summary="Fairway command line (fairway)",
+    script="fairway = fairway_cli.cli:main",
+    requirements=requirements,
+    watched=[ROOT / "pyproject.toml"],
+)
 
 
 def build_wheel() -> bytes:
     """The CLI wheel (``WHEEL_NAME``): every ``fairway_cli/**/*.py``, metadata, a ``fairway`` script."""
-    global _cache
-    sources = _sources()
-    watched = [*sources, ROOT / "pyproject.toml"]
-    key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in watched)
-    with _cache_lock:
-        if _cache is not None and _cache[0] == key:
-            return _cache[1]
-    dist_info = f"fairway_cli-{CLI_VERSION}.dist-info"
-    files: list[tuple[str, bytes]] = [
-        (f"fairway_cli/{p.relative_to(CLI_DIR).as_posix()}", p.read_bytes()) for p in sources
-    ]
-    metadata = [
-        "Metadata-Version: 2.1",
-        f"Name: {DIST_NAME}",
-        f"Version: {CLI_VERSION}",
-        "Summary: Fairway command line (fairway)",
-        "Requires-Python: >=3.11",
-        *(f"Requires-Dist: {req}" for req in requirements()),
-    ]
-    files += [
-        (f"{dist_info}/METADATA", ("\n".join(metadata) + "\n").encode()),
-        (
-            f"{dist_info}/WHEEL",
-            b"Wheel-Version: 1.0\nGenerator: fairway-server\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        ),
-        (f"{dist_info}/entry_points.txt", b"[console_scripts]\nfairway = fairway_cli.cli:main\n"),
-        (f"{dist_info}/top_level.txt", b"fairway_cli\n"),
-    ]
-    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files)
-    record += f"{dist_info}/RECORD,,\n"
-    files.append((f"{dist_info}/RECORD", record.encode()))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in files:
-            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
-    wheel = buffer.getvalue()
-    with _cache_lock:
-        _cache = (key, wheel)
-    return wheel
+    return WHEEL.build()
 
 
 @require_GET
