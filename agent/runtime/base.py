@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from agent.runtime.isolation import Identity, IdentityError, Isolation
 from agent.state import AttemptRecord, AttemptStore, cap_log, current_boot_id, read_log_tail
 
 log = logging.getLogger(__name__)
@@ -179,6 +181,22 @@ class StoredRuntime(Runtime):
                     log.warning("forgetting attempt %d: its exit was never acknowledged", record.attempt_id)
                 self.store.delete(record.attempt_id)
                 del self._records[record.attempt_id]
+
+    isolation: Isolation
+
+    async def _identity(self, record: AttemptRecord, spec: AttemptSpec) -> Identity:
+        """Who the attempt runs as (:meth:`Isolation.resolve`); a refusal fails the start."""
+        try:
+            return await asyncio.to_thread(
+                self.isolation.resolve,
+                spec.owner,
+                spec.owner_uid,
+                spec.owner_gid,
+                tuple(spec.owner_groups),
+                cluster_allows_root=spec.allow_root,
+            )
+        except IdentityError as exc:
+            self._fail(record, str(exc))
 
     def _fail(self, record: AttemptRecord, message: str) -> NoReturn:
         record.state = "failed_to_start"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime
-from agent.runtime.isolation import Identity, IdentityError, Isolation, IsolationConfig
+from agent.runtime.isolation import Identity, Isolation, IsolationConfig
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
 try:
@@ -183,17 +183,7 @@ class DockerRuntime(StoredRuntime):
         record = self._new_record(spec)
         if not spec.image:
             self._fail(record, "the docker runtime needs an image")
-        try:
-            ident = await asyncio.to_thread(
-                self.isolation.resolve,
-                spec.owner,
-                spec.owner_uid,
-                spec.owner_gid,
-                tuple(spec.owner_groups),
-                cluster_allows_root=spec.allow_root,
-            )
-        except IdentityError as exc:
-            self._fail(record, str(exc))
+        ident = await self._identity(record, spec)
         self.store.ensure_private()
         run_dir = self.store.run_dir(spec.attempt_id)
         run_dir.mkdir(parents=True, exist_ok=True)

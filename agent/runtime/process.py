@@ -24,7 +24,6 @@ from pathlib import Path
 
 from agent.runtime.base import AttemptSpec, StoredRuntime
 from agent.runtime.isolation import (
-    IdentityError,
     Isolation,
     IsolationConfig,
     access_problem,
@@ -218,17 +217,7 @@ class ProcessRuntime(StoredRuntime):
                 f"this host runs the process runtime, which cannot run image {spec.image!r}: "
                 "the workload needs a host with the docker runtime",
             )
-        try:
-            ident = await asyncio.to_thread(
-                self.isolation.resolve,
-                spec.owner,
-                spec.owner_uid,
-                spec.owner_gid,
-                tuple(spec.owner_groups),
-                cluster_allows_root=spec.allow_root,
-            )
-        except IdentityError as exc:
-            self._fail(record, str(exc))
+        ident = await self._identity(record, spec)
         env = attempt_env(spec.env, ident, os.environ.get("PATH"))
         env.update(
             CUDA_VISIBLE_DEVICES=",".join(str(i) for i in spec.gpu_indices),
