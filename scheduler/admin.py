@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -31,6 +32,22 @@ class ReadOnlyMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def _each(
+    request: HttpRequest, rows: QuerySet[Any], act: Callable[[Any], object], label: Callable[[Any], str], done_msg: str
+) -> None:
+    """Apply a service to each selected row: a refusal is shown per row, the count of the others
+    once (``done_msg`` with ``{n}``)."""
+    done = 0
+    for row in rows:
+        try:
+            act(row)
+            done += 1
+        except ServiceError as exc:
+            messages.error(request, f"{label(row)}: {exc.message}")
+    if done:
+        messages.success(request, done_msg.format(n=done))
 
 
 @admin.register(Cluster)
@@ -143,15 +160,14 @@ class HostAdmin(admin.ModelAdmin):
     def _set_state(
         self, request: HttpRequest, queryset: QuerySet[Host], state: str, *, drain_now: bool = False
     ) -> None:
-        done = 0
-        for host in queryset:
-            try:
-                do_set_host_state(request.user, host, state, f"admin action by {request.user}", drain_now=drain_now)
-                done += 1
-            except ServiceError as exc:
-                messages.error(request, f"{host.name}: {exc.message}")
-        if done:
-            messages.success(request, f"{done} host(s) updated.")
+        reason = f"admin action by {request.user}"
+        _each(
+            request,
+            queryset,
+            lambda host: do_set_host_state(request.user, host, state, reason, drain_now=drain_now),
+            lambda host: host.name,
+            "{n} host(s) updated.",
+        )
 
     @admin.action(description="Cordon: no new work, running work stays")
     def cordon(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
@@ -171,15 +187,13 @@ class HostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Approve the GPU inventory the agent reported (resumes a host it cordoned)")
     def approve_inventory(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
-        done = 0
-        for host in queryset:
-            try:
-                do_approve_host_inventory(request.user, host)
-                done += 1
-            except ServiceError as exc:
-                messages.error(request, f"{host.name}: {exc.message}")
-        if done:
-            messages.success(request, f"GPU inventory of {done} host(s) approved.")
+        _each(
+            request,
+            queryset,
+            lambda host: do_approve_host_inventory(request.user, host),
+            lambda host: host.name,
+            "GPU inventory of {n} host(s) approved.",
+        )
 
     @admin.action(description="Rotate the host token (shown once; closes the agent's connections at once)")
     def rotate_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
@@ -261,15 +275,13 @@ class WorkloadAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Cancel (pending: at once; running: stop, charged until released)")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
-        done = 0
-        for workload in queryset:
-            try:
-                do_cancel_workload(request.user, workload)
-                done += 1
-            except ServiceError as exc:
-                messages.error(request, f"#{workload.pk}: {exc.message}")
-        if done:
-            messages.success(request, f"{done} workload(s) canceled or stopping.")
+        _each(
+            request,
+            queryset,
+            lambda workload: do_cancel_workload(request.user, workload),
+            lambda workload: f"#{workload.pk}",
+            "{n} workload(s) canceled or stopping.",
+        )
 
 
 class AttemptGPUInline(ReadOnlyMixin, admin.TabularInline):

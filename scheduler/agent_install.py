@@ -12,7 +12,6 @@ and cached until a source file changes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -88,11 +87,7 @@ def install_script(request: HttpRequest) -> HttpResponse:
 @require_GET
 def agent_wheel(request: HttpRequest) -> HttpResponse:
     """``GET /agent/fairway_agent-<version>-py3-none-any.whl`` (also ``/agent/fairway-agent.whl``)."""
-    wheel = build_wheel()
-    response = HttpResponse(wheel, content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{WHEEL_NAME}"'
-    response["ETag"] = '"' + hashlib.sha256(wheel).hexdigest()[:32] + '"'
-    return response
+    return WHEEL.response()
 
 
 def _error(status: int, code: str, message: str, field: str | None = None) -> JsonResponse:

@@ -14,7 +14,6 @@ byte-for-byte reproducible for the same sources, and cached until a source file 
 
 from __future__ import annotations
 
-import hashlib
 import tomllib
 from pathlib import Path
 
@@ -66,8 +65,4 @@ def install_script(request: HttpRequest) -> HttpResponse:
 @require_GET
 def cli_wheel(request: HttpRequest) -> HttpResponse:
     """``GET /cli/fairway_cli-<version>-py3-none-any.whl`` (also ``/cli/fairway-cli.whl``)."""
-    wheel = build_wheel()
-    response = HttpResponse(wheel, content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="{WHEEL_NAME}"'
-    response["ETag"] = '"' + hashlib.sha256(wheel).hexdigest()[:32] + '"'
-    return response
+    return WHEEL.response()

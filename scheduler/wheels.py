@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.http import HttpResponse
+
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 
 
@@ -60,6 +62,14 @@ class ServedWheel:
         with self._lock:
             self._cache = (key, wheel)
         return wheel
+
+    def response(self) -> HttpResponse:
+        """The wheel as a download, with its file name and a content ETag."""
+        wheel = self.build()
+        response = HttpResponse(wheel, content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{self.file_name}"'
+        response["ETag"] = '"' + hashlib.sha256(wheel).hexdigest()[:32] + '"'
+        return response
 
     def _zip(self, sources: list[Path]) -> bytes:
         dist_info = f"{self.dist_name.replace('-', '_')}-{self.version}.dist-info"
