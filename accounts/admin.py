@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
-from accounts.models import Membership, User
+from accounts.models import Membership, OidcIdentity, User
 
 
 class MembershipInline(admin.TabularInline):
@@ -16,9 +16,18 @@ class MembershipInline(admin.TabularInline):
     readonly_fields = ["created_at"]
 
 
+class OidcIdentityInline(admin.TabularInline):
+    """The single sign-on identities linked to the account (accounts/oidc.py); delete one to unlink."""
+
+    model = OidcIdentity
+    extra = 0
+    fields = ["issuer", "subject", "created_at", "last_login_at"]
+    readonly_fields = fields
+
+
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, OidcIdentityInline]
     list_display = ["username", "email", "first_name", "last_name", "posix_uid", "is_staff", "is_active", "last_login"]
     fieldsets = (
         *DjangoUserAdmin.fieldsets,

@@ -90,3 +90,23 @@ class ApiTokenInfo(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} token {self.name or self.token_id[:8]}"
+
+
+class OidcIdentity(models.Model):
+    """A user's account at the OpenID Connect provider: the provider's ``iss`` and the stable
+    ``sub`` it gives that person. Single sign-on finds the user by this pair first (then, once, by
+    a verified email; docs/deploy.md, "Single sign-on")."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "OIDC identity"
+        verbose_name_plural = "OIDC identities"
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique_sub")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -379,3 +379,41 @@ MIDDLEWARE = [
     "config.staticfiles.AsgiWhiteNoiseMiddleware" if m == "whitenoise.middleware.WhiteNoiseMiddleware" else m
     for m in MIDDLEWARE
 ]
+
+# --- single sign-on: OpenID Connect (accounts/oidc.py, docs/deploy.md "Single sign-on") ---------
+# Off unless FAIRWAY_OIDC_CLIENT_ID is set; then the endpoints (from the provider's
+# /.well-known/openid-configuration), the secret and the issuer are required. Local accounts and
+# personal API tokens keep working next to it.
+FAIRWAY_OIDC_CLIENT_ID = env_str("FAIRWAY_OIDC_CLIENT_ID", "")
+OIDC_ENABLED = bool(FAIRWAY_OIDC_CLIENT_ID)
+FAIRWAY_OIDC_ISSUER = env_str("FAIRWAY_OIDC_ISSUER", "")
+FAIRWAY_OIDC_PROVIDER_NAME = env_str("FAIRWAY_OIDC_PROVIDER_NAME", "single sign-on")
+FAIRWAY_OIDC_GROUPS_CLAIM = env_str("FAIRWAY_OIDC_GROUPS_CLAIM", "groups")
+FAIRWAY_OIDC_LINK_BY_EMAIL = env_bool("FAIRWAY_OIDC_LINK_BY_EMAIL", True)
+FAIRWAY_OIDC_CREATE_USERS = env_bool("FAIRWAY_OIDC_CREATE_USERS", True)
+try:
+    from accounts.oidc_rules import parse_group_rules
+
+    FAIRWAY_OIDC_GROUP_RULES = parse_group_rules(env_str("FAIRWAY_OIDC_GROUP_RULES", ""))
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+if OIDC_ENABLED:
+    _oidc = {
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": "FAIRWAY_OIDC_AUTHORIZATION_ENDPOINT",
+        "OIDC_OP_TOKEN_ENDPOINT": "FAIRWAY_OIDC_TOKEN_ENDPOINT",
+        "OIDC_OP_USER_ENDPOINT": "FAIRWAY_OIDC_USERINFO_ENDPOINT",
+        "OIDC_OP_JWKS_ENDPOINT": "FAIRWAY_OIDC_JWKS_ENDPOINT",
+        "OIDC_RP_CLIENT_SECRET": "FAIRWAY_OIDC_CLIENT_SECRET",
+    }
+    _missing = [var for var in [*_oidc.values(), "FAIRWAY_OIDC_ISSUER"] if not os.environ.get(var)]
+    if _missing:
+        raise ImproperlyConfigured(f"FAIRWAY_OIDC_CLIENT_ID is set: also set {', '.join(_missing)}")
+    for _name, _var in _oidc.items():
+        globals()[_name] = os.environ[_var]
+    OIDC_RP_CLIENT_ID = FAIRWAY_OIDC_CLIENT_ID
+    OIDC_RP_SCOPES = env_str("FAIRWAY_OIDC_SCOPES", "openid email profile")
+    OIDC_RP_SIGN_ALGO = env_str("FAIRWAY_OIDC_SIGN_ALGO", "RS256")
+    OIDC_USE_PKCE = True
+    OIDC_TIMEOUT = 10
+    LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+    AUTHENTICATION_BACKENDS = ["accounts.oidc.FairwayOIDCBackend", "django.contrib.auth.backends.ModelBackend"]

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from accounts.oidc import sso_urls
 from config.api import NotFoundView
 from scheduler import agent_install, cli_install, health
 from scheduler.prom import metrics_view
@@ -35,6 +36,7 @@ urlpatterns = [
     path("agent/", include(agent)),
     path("cli/", include(cli)),
     path("metrics", metrics_view, name="prometheus-metrics"),
+    path("oidc/", include(sso_urls)),  # single sign-on; 404 unless FAIRWAY_OIDC_CLIENT_ID is set
     path("livez", health.livez, name="livez"),
     path("readyz", health.readyz, name="readyz"),
     path("", include("web.urls")),

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -578,6 +579,12 @@ class LoginView(auth_views.LoginView):
     with an error and ``Retry-After``; the password is not checked."""
 
     template_name = "web/login.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["sso_name"] = settings.FAIRWAY_OIDC_PROVIDER_NAME if settings.OIDC_ENABLED else ""
+        context["sso_failed"] = settings.OIDC_ENABLED and self.request.GET.get("sso") == "failed"
+        return context
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         from accounts.api.views import LoginThrottle, LoginUsernameThrottle

@@ -1,0 +1,190 @@
+"""OpenID Connect single sign-on (mozilla-django-oidc), next to local accounts.
+
+On only when ``FAIRWAY_OIDC_CLIENT_ID`` is set (config/settings.py). The library runs the
+authorization code flow (state, nonce, PKCE, the ID token's signature against the provider's
+JWKS); this backend adds what Fairway decides (docs/deploy.md, "Single sign-on"):
+
+- the ID token's ``iss`` must be ``FAIRWAY_OIDC_ISSUER`` and its ``aud`` must name our client;
+  the userinfo answer must be about the same ``sub``;
+- who the person is: the account linked to (issuer, ``sub``) (``OidcIdentity``); else, the first
+  time, the one local account with the same email if the provider says it is verified
+  (``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) — that account keeps its password and tokens; else
+  a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default on);
+- what the person may do: the groups claim through ``FAIRWAY_OIDC_GROUP_RULES``, synchronised at
+  every login, added and removed (``sync_rights``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponseBase
+from django.urls import URLPattern, path
+from django.utils import timezone
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
+
+from accounts.models import Membership, OidcIdentity, User
+from accounts.oidc_rules import GroupRules
+from accounts.services import do_add_membership
+from budgets.services import load_tree, resolve_budget
+
+log = logging.getLogger("fairway.oidc")
+
+_USERNAME_BAD = re.compile(r"[^\w.@+-]")
+
+
+def claimed_groups(claims: dict[str, Any]) -> list[str]:
+    """The groups claim (``FAIRWAY_OIDC_GROUPS_CLAIM``) as a list of names; a string is one group."""
+    value = claims.get(settings.FAIRWAY_OIDC_GROUPS_CLAIM, [])
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [g for g in value if isinstance(g, str)]
+    return []
+
+
+def sync_rights(user: User, groups: list[str], rules: GroupRules) -> dict[str, Any]:
+    """Make ``user``'s rights what ``rules`` grant ``groups``, for what the rules mention only.
+
+    A membership of a budget that some rule names is added, changed or removed to match the
+    groups; memberships of other budgets are the admin's and stay. ``is_staff`` follows the groups
+    when some rule grants ``staff`` or ``superuser``, ``is_superuser`` when some rule grants
+    ``superuser``. A budget path no budget has is logged and skipped. Returns what changed.
+    """
+    roles, staff, superuser = rules.rights(groups)
+    tree = load_tree()
+    changes: dict[str, Any] = {"added": [], "removed": [], "unknown_budgets": []}
+    for path in sorted(rules.budgets):
+        budget = resolve_budget(path, tree)
+        if budget is None or budget.archived:
+            changes["unknown_budgets"].append(path)
+            continue
+        if path in roles:
+            do_add_membership(user, budget, roles[path])
+            changes["added"].append(f"{roles[path]}:{budget.path}")
+        elif Membership.objects.filter(user=user, budget=budget).delete()[0]:
+            changes["removed"].append(budget.path)
+    if changes["unknown_budgets"]:
+        log.warning("FAIRWAY_OIDC_GROUP_RULES names unknown budgets: %s", ", ".join(changes["unknown_budgets"]))
+    fields = []
+    if rules.manages_staff and user.is_staff != staff:
+        user.is_staff = staff
+        fields.append("is_staff")
+    if rules.manages_superuser and user.is_superuser != superuser:
+        user.is_superuser = superuser
+        fields.append("is_superuser")
+    if fields:
+        user.save(update_fields=fields)
+    changes["flags"] = fields
+    return changes
+
+
+def _unique_username(claims: dict[str, Any]) -> str:
+    base = claims.get("preferred_username") or (claims.get("email") or "").split("@")[0] or claims["sub"]
+    base = _USERNAME_BAD.sub("-", str(base))[:140] or "user"
+    name, n = base, 1
+    while User.objects.filter(username__iexact=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+class FairwayOIDCBackend(OIDCAuthenticationBackend):
+    """mozilla-django-oidc's backend with Fairway's matching of accounts and its group rule."""
+
+    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> User | None:
+        try:
+            return super().authenticate(request, **kwargs)
+        except SuspiciousOperation as exc:  # a bad token: nobody is logged in, the page says so
+            log.warning("OIDC login refused: %s", exc)
+            return None
+
+    def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        issuer = settings.FAIRWAY_OIDC_ISSUER
+        if issuer and payload.get("iss") != issuer:
+            raise SuspiciousOperation(f"OIDC token issuer {payload.get('iss')!r} is not {issuer!r}")
+        audience = payload.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        if "aud" in payload and self.OIDC_RP_CLIENT_ID not in audiences:
+            raise SuspiciousOperation("OIDC token is not for this client (aud)")
+        return payload
+
+    def verify_claims(self, claims: dict[str, Any]) -> bool:
+        return bool(claims.get("sub"))
+
+    def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> User | None:
+        userinfo = self.get_userinfo(access_token, id_token, payload)
+        if not self.verify_claims(userinfo) or userinfo.get("sub") != payload.get("sub"):
+            raise SuspiciousOperation("OIDC userinfo is not about the ID token's subject")
+        claims = {**payload, **userinfo}  # groups may come in either
+        issuer = settings.FAIRWAY_OIDC_ISSUER or str(payload.get("iss", ""))
+        with transaction.atomic():
+            user = self._match(issuer, claims)
+            if user is None or not user.is_active:
+                return None
+            self._update_profile(user, claims)
+            changes = sync_rights(user, claimed_groups(claims), settings.FAIRWAY_OIDC_GROUP_RULES)
+            OidcIdentity.objects.filter(user=user, issuer=issuer, subject=claims["sub"]).update(
+                last_login_at=timezone.now()
+            )
+        log.info("OIDC login of %s (sub %s): %s", user.username, claims["sub"], changes)
+        return user
+
+    def _match(self, issuer: str, claims: dict[str, Any]) -> User | None:
+        identity = OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=claims["sub"]).first()
+        if identity is not None:
+            return identity.user
+        email = (claims.get("email") or "").strip()
+        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL and claims.get("email_verified", True) is not False:
+            same = list(User.objects.filter(email__iexact=email)[:2])
+            if len(same) > 1:
+                log.warning("OIDC login refused: several local accounts have the email %s", email)
+                return None
+            if same:
+                OidcIdentity.objects.create(user=same[0], issuer=issuer, subject=claims["sub"])
+                log.info("OIDC subject %s linked to the local account %s by email", claims["sub"], same[0].username)
+                return same[0]
+        if not settings.FAIRWAY_OIDC_CREATE_USERS:
+            log.info(
+                "OIDC login refused: no account for subject %s and FAIRWAY_OIDC_CREATE_USERS is off", claims["sub"]
+            )
+            return None
+        user = User.objects.create_user(_unique_username(claims), email=email)  # unusable password
+        OidcIdentity.objects.create(user=user, issuer=issuer, subject=claims["sub"])
+        return user
+
+    @staticmethod
+    def _update_profile(user: User, claims: dict[str, Any]) -> None:
+        wanted = {
+            "email": claims.get("email"),
+            "first_name": claims.get("given_name"),
+            "last_name": claims.get("family_name"),
+        }
+        fields = [f for f, v in wanted.items() if isinstance(v, str) and v and getattr(user, f) != v[:150]]
+        for f in fields:
+            setattr(user, f, wanted[f][:150])
+        if fields:
+            user.save(update_fields=fields)
+
+
+def _when_enabled(view: Any) -> Any:
+    def sso_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not settings.OIDC_ENABLED:
+            raise Http404("single sign-on is not configured")
+        return view(request, *args, **kwargs)
+
+    return sso_view
+
+
+# The library's two views (its logout view is not used: logging out ends the Fairway session only).
+sso_urls: list[URLPattern] = [
+    path("authenticate/", _when_enabled(OIDCAuthenticationRequestView.as_view()), name="oidc_authentication_init"),
+    path("callback/", _when_enabled(OIDCAuthenticationCallbackView.as_view()), name="oidc_authentication_callback"),
+]

@@ -1,0 +1,158 @@
+"""Single sign-on through OpenID Connect (accounts/oidc.py) against the test provider: accounts
+found by ``sub`` then by verified email, the group rule applied at every login (added and removed),
+tokens checked (issuer, audience), personal API tokens of SSO users, and configuration errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from accounts.models import Membership, OidcIdentity, User
+from accounts.oidc_rules import parse_group_rules
+from accounts.services import do_add_membership, do_create_personal_token
+from budgets.models import Budget
+from tests.sso.conftest import add_person, sso_login
+from tests.sso.provider import Provider
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def roles(user: User) -> dict[str, str]:
+    return {m.budget.path: m.role for m in Membership.objects.filter(user=user).select_related("budget")}
+
+
+def test_first_login_creates_the_account_with_the_rights_of_its_groups(sso: Provider, org_tree: dict[str, Budget]):
+    add_person(sso, "nora", groups=["lab-nlp", "lab-nlp-leads", "lab-ops", "unrelated"])
+    client = Client()
+    done = sso_login(client, sso, "nora", next_url="/budgets/")
+    assert done.status_code == 302 and done["Location"] == "/budgets/"
+    assert client.get("/budgets/").status_code == 200
+    nora = User.objects.get(username="nora")
+    assert (nora.email, nora.first_name, nora.is_staff, nora.is_superuser) == (
+        "nora@lab.example.org",
+        "Nora",
+        True,
+        False,
+    )
+    assert not nora.has_usable_password()
+    assert roles(nora) == {"nlp": "member", "nlp/olmo": "manager"}
+    identity = OidcIdentity.objects.get(user=nora)
+    assert (identity.issuer, identity.subject) == (sso.issuer, "sub-nora-0001")
+
+
+def test_every_login_synchronises_memberships_and_staff_added_and_removed(sso: Provider, org_tree: dict[str, Budget]):
+    add_person(sso, "nora", groups=["lab-nlp", "lab-root"])
+    sso_login(Client(), sso, "nora")
+    nora = User.objects.get(username="nora")
+    do_add_membership(nora, org_tree["vision"])  # no rule names vision: the admin's, kept
+    assert (nora.is_staff, nora.is_superuser) == (True, True)
+
+    sso.users["nora"]["claims"]["groups"] = ["lab-nlp-leads"]  # left lab-nlp and lab-root
+    sso_login(Client(), sso, "nora")
+    nora.refresh_from_db()
+    assert roles(nora) == {"nlp/olmo": "manager", "vision": "member"}
+    assert (nora.is_staff, nora.is_superuser) == (False, False)
+    assert User.objects.filter(username__startswith="nora").count() == 1  # found again by sub
+
+
+def test_an_existing_local_account_is_linked_by_verified_email_and_keeps_password_and_tokens(
+    sso: Provider, org_tree: dict[str, Budget]
+):
+    local = User.objects.create_user("rita", email="Rita@Lab.example.org", password="rita-local-password")
+    _, token = do_create_personal_token(local, "laptop")
+    add_person(sso, "rita.k", groups=["lab-nlp"], email="rita@lab.example.org")
+    client = Client()
+    assert sso_login(client, sso, "rita.k")["Location"] == "/"
+    assert client.session["_auth_user_id"] == str(local.pk)
+    assert OidcIdentity.objects.get(subject="sub-rita.k-0001").user == local
+    assert roles(local) == {"nlp": "member"}
+    # The same person's personal token and password keep working.
+    api = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    assert api.get("/api/v1/budgets/").status_code == 200
+    assert Client().login(username="rita", password="rita-local-password")
+
+
+def test_an_unverified_email_links_nothing_and_a_taken_user_name_gets_a_suffix(sso: Provider, org_tree):
+    local = User.objects.create_user("sam", email="sam@lab.example.org", password="x-local-password")
+    add_person(sso, "sam", groups=[], verified=False)
+    client = Client()
+    assert sso_login(client, sso, "sam")["Location"] == "/"
+    created = User.objects.get(pk=int(client.session["_auth_user_id"]))
+    assert created != local and created.username == "sam-2"
+
+
+def test_accounts_are_not_created_when_that_is_off(sso: Provider, settings: Any, org_tree):
+    settings.FAIRWAY_OIDC_CREATE_USERS = False
+    add_person(sso, "ghost", groups=["lab-nlp"])
+    assert sso_login(Client(), sso, "ghost")["Location"] == "/login/?sso=failed"
+    assert not User.objects.filter(username="ghost").exists()
+    page = Client().get("/login/?sso=failed").content.decode()
+    assert "Single sign-on did not log you in" in page
+
+
+def test_a_token_of_another_issuer_or_a_disabled_account_logs_nobody_in(sso: Provider, settings: Any, org_tree):
+    add_person(sso, "nora", groups=["lab-nlp"])
+    sso_login(Client(), sso, "nora")
+    User.objects.filter(username="nora").update(is_active=False)
+    assert sso_login(Client(), sso, "nora")["Location"] == "/login/?sso=failed"
+    User.objects.filter(username="nora").update(is_active=True)
+    settings.FAIRWAY_OIDC_ISSUER = "https://idp.elsewhere.example"
+    client = Client()
+    assert sso_login(client, sso, "nora")["Location"] == "/login/?sso=failed"
+    assert "_auth_user_id" not in client.session
+
+
+def test_sso_is_off_without_a_client_id(db: None):
+    assert Client().get("/oidc/authenticate/").status_code == 404
+    assert 'id="sso-login"' not in Client().get("/login/").content.decode()
+
+
+def test_the_login_page_offers_sso_next_to_the_password_form(sso: Provider):
+    page = Client().get("/login/?next=/budgets/").content.decode()
+    assert 'id="id_password"' in page and "Log in with Lab IdP" in page
+    assert "/oidc/authenticate/?next=/budgets/" in page
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("[]", "JSON object"),
+        ("{nope", "is not JSON"),
+        ('{"g": "staff"}', "list of strings"),
+        ('{"g": ["admin"]}', "is not staff, superuser"),
+        ('{"g": ["member:"]}', "member:<budget path>"),
+    ],
+)
+def test_malformed_group_rules_are_refused_with_the_variable_name(raw: str, message: str):
+    with pytest.raises(ValueError, match="FAIRWAY_OIDC_GROUP_RULES") as err:
+        parse_group_rules(raw)
+    assert message in str(err.value)
+
+
+def test_group_rules_grant_the_strongest_role():
+    rules = parse_group_rules('{"a": ["member:/nlp/"], "b": ["manager:nlp"], "c": ["superuser"]}')
+    assert rules.rights(["a", "b"]) == ({"nlp": "manager"}, False, False)
+    assert rules.rights(["a", "c"]) == ({"nlp": "member"}, True, True)
+    assert rules.budgets == {"nlp"} and rules.manages_staff and rules.manages_superuser
+
+
+def test_a_partial_oidc_configuration_stops_the_process_naming_what_is_missing(tmp_path: Path):
+    env = {
+        **os.environ,
+        "FAIRWAY_VAR_DIR": str(tmp_path),
+        "FAIRWAY_OIDC_CLIENT_ID": "x",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    env.pop("FAIRWAY_OIDC_ISSUER", None)
+    run = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert run.returncode != 0
+    assert "FAIRWAY_OIDC_CLIENT_ID is set: also set FAIRWAY_OIDC_AUTHORIZATION_ENDPOINT" in run.stderr
+    assert "FAIRWAY_OIDC_ISSUER" in run.stderr
