@@ -33,7 +33,7 @@ demo: $(STAMP)
 
 # Refresh docs/screenshots/ from the browser test (Debian's chromium: apt-get install chromium).
 screenshots: $(STAMP)
-	FAIRWAY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py
+	FAIRWAY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py tests/sso/test_sso_browser.py
 
 # Regenerate the hashed locks after editing a requirements file (pip-tools in a throwaway venv,
 # Python 3.11, PyPI): requirements.lock (make, CI) and requirements-server.lock (production server).

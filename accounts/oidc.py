@@ -60,14 +60,14 @@ def sync_rights(user: User, groups: list[str], rules: GroupRules) -> dict[str, A
     roles, staff, superuser = rules.rights(groups)
     tree = load_tree()
     changes: dict[str, Any] = {"added": [], "removed": [], "unknown_budgets": []}
-    for path in sorted(rules.budgets):
-        budget = resolve_budget(path, tree)
+    for budget_path in sorted(rules.budgets):
+        budget = resolve_budget(budget_path, tree)
         if budget is None or budget.archived:
-            changes["unknown_budgets"].append(path)
+            changes["unknown_budgets"].append(budget_path)
             continue
-        if path in roles:
-            do_add_membership(user, budget, roles[path])
-            changes["added"].append(f"{roles[path]}:{budget.path}")
+        if budget_path in roles:
+            do_add_membership(user, budget, roles[budget_path])
+            changes["added"].append(f"{roles[budget_path]}:{budget.path}")
         elif Membership.objects.filter(user=user, budget=budget).delete()[0]:
             changes["removed"].append(budget.path)
     if changes["unknown_budgets"]:

@@ -12,7 +12,10 @@ import requests
 from accounts.oidc_rules import parse_group_rules
 from tests.sso.provider import Provider
 
-RULES = '{"lab-nlp": ["member:nlp"], "lab-nlp-leads": ["manager:nlp/olmo"], "lab-ops": ["staff"], "lab-root": ["superuser"]}'
+RULES = (
+    '{"lab-nlp": ["member:nlp"], "lab-nlp-leads": ["manager:nlp/olmo"],'
+    ' "lab-ops": ["staff"], "lab-root": ["superuser"]}'
+)
 
 
 @pytest.fixture(scope="session")
