@@ -176,7 +176,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("FAIRWAY_STATIC_ROOT") or VAR_DIR / "static")  # the image collects into /opt/fairway/static
 STATICFILES_DIRS = [BASE_DIR / "static"]  # Fairway's own CSS; third-party assets come from their packages
 STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the web process; it also finds them in the apps, so the

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Entry point of the server image (Containerfile): the first argument names the process, as in the
+# Procfile; static files were collected at build time.
+set -eu
+cmd=${1:-web}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+web)
+    exec uvicorn config.asgi:application --host "${HOST:-0.0.0.0}" --port "${PORT:-8000}" \
+        --workers "${WEB_WORKERS:-4}" --ws websockets-sansio --lifespan off --proxy-headers "$@" ;;
+worker)
+    exec python manage.py rundramatiq --processes "${WORKER_PROCESSES:-2}" --threads "${WORKER_THREADS:-4}" "$@" ;;
+clock)
+    exec python manage.py clock "$@" ;;
+migrate)
+    exec python manage.py migrate --noinput "$@" ;;
+manage)
+    exec python manage.py "$@" ;;
+*)
+    exec "$cmd" "$@" ;;
+esac

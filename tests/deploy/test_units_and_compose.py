@@ -1,0 +1,119 @@
+"""The deployment files of deploy/ are what docs/deploy.md says: systemd units for web, worker and
+clock with their hardening and the Procfile's commands, a compose file for one host whose services
+run the server image's commands, and the image's entry point knowing every command."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+UNITS = REPO / "deploy" / "systemd"
+HARDENING = {
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "PrivateDevices": "yes",
+    "DynamicUser": "yes",
+    "CapabilityBoundingSet": "",
+    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+}
+COMMANDS = {
+    "web": "uvicorn config.asgi:application",
+    "worker": "manage.py rundramatiq",
+    "clock": "manage.py clock",
+}
+
+
+def unit(name: str) -> dict[str, dict[str, str]]:
+    """section → key → value, as systemd reads a unit: a repeated key adds to the value (joined
+    with spaces here), comments and blank lines ignored."""
+    sections: dict[str, dict[str, str]] = {}
+    current: dict[str, str] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        key, _, value = line.partition("=")
+        current[key] = f"{current[key]} {value}".strip() if key in current else value
+    return sections
+
+
+@pytest.mark.parametrize("process", sorted(COMMANDS))
+def test_each_process_has_a_hardened_unit_running_the_procfile_command(process: str):
+    service = unit(f"fairway-{process}.service")["Service"]
+    for key, value in HARDENING.items():
+        assert service.get(key) == value, (process, key)
+    assert service["EnvironmentFile"] == "/etc/fairway/fairway.env"
+    assert service["StateDirectory"] == "fairway" and "FAIRWAY_VAR_DIR=/var/lib/fairway" in service["Environment"]
+    assert COMMANDS[process] in service["ExecStart"]
+    procfile = dict(line.split(": ", 1) for line in (REPO / "Procfile").read_text().splitlines() if ": " in line)
+    assert COMMANDS[process] in procfile[process]
+    assert unit(f"fairway-{process}.service")["Install"]["WantedBy"] == "fairway.target"
+    assert f"fairway-{process}.service" in unit("fairway.target")["Unit"]["Wants"]
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+def test_systemd_reads_the_units_without_syntax_errors(tmp_path: Path):
+    run = subprocess.run(
+        ["systemd-analyze", "verify", *[str(p) for p in sorted(UNITS.glob("*.service"))]],
+        capture_output=True,
+        text=True,
+    )
+    # Missing binaries (no /opt/fairway here) are expected; unknown keys and syntax errors are not.
+    bad = [line for line in run.stderr.splitlines() if re.search(r"Unknown (key|section)|[Ss]yntax|Invalid", line)]
+    assert not bad, run.stderr
+
+
+def test_the_compose_file_runs_postgres_redis_and_the_three_processes_after_migrate():
+    compose = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "clock"}
+    for name in ("migrate", "web", "worker", "clock"):
+        service = services[name]
+        assert service["image"].endswith("localhost/fairway:latest}")
+        assert service["command"] == [name]
+        assert (
+            "REDIS_URL" in service["environment"] and "@postgres:5432/fairway" in service["environment"]["DATABASE_URL"]
+        )
+        assert service["env_file"] == ["fairway.env"]
+    for name in ("web", "worker", "clock"):
+        assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
+    assert services["migrate"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+    assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
+    assert services["web"]["ports"] == ["8000:8000"]
+    assert set(compose["volumes"]) == {"postgres-data", "fairway-state"}
+
+
+@pytest.mark.skipif(not shutil.which("podman-compose"), reason="podman-compose is not installed")
+def test_podman_compose_reads_the_file(tmp_path: Path):
+    env = {"POSTGRES_PASSWORD": "x", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(
+        ["podman-compose", "-f", str(REPO / "deploy" / "compose.yaml"), "config"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_image_entry_point_knows_every_command_of_the_compose_file_and_the_containerfile():
+    entry = (REPO / "deploy" / "image" / "entrypoint.sh").read_text()
+    for command in ("web", "worker", "clock", "migrate", "manage"):
+        assert re.search(rf"^{command}\)$", entry, re.M), command
+    for process, command in COMMANDS.items():
+        assert command.split(" ", 1)[-1] in entry, process
+    containerfile = (REPO / "Containerfile").read_text()
+    assert containerfile.count("\nFROM ") == 2  # build stage, runtime stage
+    assert re.search(r"^USER 10001", containerfile, re.M)
+    assert "collectstatic" in containerfile and "--require-hashes" in containerfile
+    assert 'CMD ["web"]' in containerfile
