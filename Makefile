@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo screenshots lock wheel
+.PHONY: venv test lint demo screenshots lock wheel image
 
 # The virtualenv is (re)installed only when the lock changes (stamp file). requirements.lock pins
 # every package of requirements-dev.txt (server, agent, CLI, simulator plots, test tools) with its
@@ -48,3 +48,9 @@ lock:
 # The `fairway` wheel (CLI and agent only; the server runs from the tree) into dist/.
 wheel: $(STAMP)
 	$(VENV)/bin/python -m pip wheel -q --no-deps -w dist .
+
+# The server image (docs/deploy.md, "The server image"): a Debian base built by mmdebstrap, cached
+# in var/image/ and imported into podman once, then `podman build` of the Containerfile →
+# localhost/fairway:<version> and :latest. Needs podman and mmdebstrap (apt-get install podman mmdebstrap).
+image:
+	bash scripts/build_image.sh

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make image`: the Fairway server image, with podman, from Debian packages only (no registry).
 #   1. base: a minimal Debian rootfs (python3, venv, CA certificates, tzdata) built by mmdebstrap
-#      into var/image/, imported as localhost/fairway-base:bookworm. Cached: rebuilt only when
-#      var/image/base.tar is missing (delete it to refresh the Debian packages).
+#      into var/image/base.tar, imported as localhost/fairway-base:bookworm. Cached: made only when
+#      podman has no such image and the tar is missing; REFRESH_BASE=1 makes it anew.
 #   2. image: `podman build` of the Containerfile on that base → localhost/fairway:<version>
 #      and localhost/fairway:latest.
 # Environment: IMAGE (localhost/fairway), BASE_IMAGE, SUITE (bookworm), MIRROR, PODMAN_RUNTIME
@@ -30,20 +30,23 @@ for tool in "$PODMAN" mmdebstrap; do
 done
 
 mkdir -p "$CACHE"
-if [ ! -s "$CACHE/base.tar" ]; then
-    echo "make image: building the Debian $SUITE base with mmdebstrap (a few minutes, once)"
-    mmdebstrap --quiet --variant=minbase --format=tar \
-        --include=python3,python3-venv,ca-certificates,tzdata \
-        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-        --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-        --dpkgopt='path-exclude=/usr/share/info/*' \
-        --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
-        "$SUITE" "$CACHE/base.tar.part" \
-        "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" "deb $SECURITY $SUITE-security main"
-    mv "$CACHE/base.tar.part" "$CACHE/base.tar"
+if [ -n "${REFRESH_BASE:-}" ]; then  # REFRESH_BASE=1 make image: newer Debian packages
+    rm -f "$CACHE/base.tar"
     "$PODMAN" rmi -f "$BASE_IMAGE" >/dev/null 2>&1 || true
 fi
 if ! "$PODMAN" image exists "$BASE_IMAGE"; then
+    if [ ! -s "$CACHE/base.tar" ]; then
+        echo "make image: building the Debian $SUITE base with mmdebstrap (a few minutes, once)"
+        mmdebstrap --quiet --variant=minbase --format=tar \
+            --include=python3,python3-venv,ca-certificates,tzdata \
+            --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+            --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+            --dpkgopt='path-exclude=/usr/share/info/*' \
+            --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
+            "$SUITE" "$CACHE/base.tar.part" \
+            "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" "deb $SECURITY $SUITE-security main"
+        mv "$CACHE/base.tar.part" "$CACHE/base.tar"
+    fi
     echo "make image: importing $CACHE/base.tar as $BASE_IMAGE"
     "$PODMAN" import --quiet "$CACHE/base.tar" "$BASE_IMAGE" >/dev/null
 fi
