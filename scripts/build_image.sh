@@ -5,7 +5,8 @@
 #      podman has no such image and the tar is missing; REFRESH_BASE=1 makes it anew.
 #   2. image: `podman build` of the Containerfile on that base → localhost/fairway:<version>
 #      and localhost/fairway:latest.
-# Environment: IMAGE (localhost/fairway), BASE_IMAGE, SUITE (bookworm), MIRROR, PODMAN_RUNTIME
+# Environment: IMAGE (localhost/fairway), BASE_IMAGE, SUITE (bookworm), MIRROR, PODMAN_RUNTIME,
+# BUILD_CA_BUNDLE (CA certificates pip trusts during the build; default $PIP_CERT or the host's),
 # (runc where crun is missing), PODMAN (podman). Needs root (rootful podman) or a working rootless setup.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +52,15 @@ if ! "$PODMAN" image exists "$BASE_IMAGE"; then
     "$PODMAN" import --quiet "$CACHE/base.tar" "$BASE_IMAGE" >/dev/null
 fi
 
+# pip in the build stage trusts the CA bundle pip trusts here (a TLS-inspecting proxy's CA), mounted
+# for the build only: the image keeps Debian's certificates.
+ca=${BUILD_CA_BUNDLE:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}
+cert=()
+if [ -s "$ca" ]; then
+    cert=(--volume "$(readlink -f "$ca"):/run/build-ca.crt:ro" --build-arg PIP_CERT=/run/build-ca.crt)
+fi
+
 echo "make image: podman build → $IMAGE:$VERSION"
-"$PODMAN" build "${runtime[@]}" --network host --pull=never --build-arg "BASE=$BASE_IMAGE" \
+"$PODMAN" build "${runtime[@]}" --network host --pull=never --build-arg "BASE=$BASE_IMAGE" "${cert[@]}" \
     -f Containerfile -t "$IMAGE:$VERSION" -t "$IMAGE:latest" .
 "$PODMAN" image inspect "$IMAGE:$VERSION" --format "make image: $IMAGE:$VERSION, {{.Size}} bytes"
