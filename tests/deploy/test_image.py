@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -27,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PODMAN = shutil.which("podman")
 BASE = os.environ.get("BASE_IMAGE", "localhost/fairway-base:bookworm")
-IMAGE = "localhost/fairway:test"
+IMAGE = "localhost/fairway-test:latest"
 pytestmark = [
     pytest.mark.skipif(not PODMAN or not shutil.which("mmdebstrap"), reason="podman or mmdebstrap is not installed"),
     pytest.mark.timeout(600),
@@ -47,12 +48,22 @@ def runtime() -> list[str]:
     return [] if shutil.which("crun") or not shutil.which("runc") else ["--runtime", "runc"]
 
 
+def ulimits() -> list[str]:
+    """This host's hard ``nofile`` limit is below podman's default (as in tests/agent/test_docker_runtime.py)."""
+    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 1 << 20)
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=32768:32768"]
+
+
 @pytest.fixture(scope="module")
 def image() -> str:
     if podman("image", "exists", BASE, check=False).returncode != 0:
         pytest.skip(f"no cached base image {BASE}: run `make image` first (docs/deploy.md)")
-    podman(*runtime(), "build", "--network", "host", "--pull=never", "--build-arg", f"BASE={BASE}",
-           "-f", str(REPO / "Containerfile"), "-t", IMAGE, str(REPO), timeout=540)  # fmt: skip
+    # The build of `make image` (its flags, the build-time CA bundle), under another name.
+    env = {**os.environ, "IMAGE": IMAGE.rsplit(":", 1)[0], "BASE_IMAGE": BASE}
+    build = subprocess.run(  # noqa: S603 -- the repository's own script
+        ["/bin/bash", str(REPO / "scripts" / "build_image.sh")], capture_output=True, text=True, env=env, timeout=540
+    )
+    assert build.returncode == 0, f"make image failed:\n{build.stdout[-4000:]}{build.stderr[-4000:]}"
     return IMAGE
 
 
@@ -61,7 +72,12 @@ def database() -> Iterator[str]:
     import psycopg
 
     url = os.environ.get("DATABASE_URL", "")
-    admin = url if url.startswith("postgres") else "postgres://postgres@127.0.0.1:5432/postgres"
+    # The server of DATABASE_URL (CI's), through its maintenance database `postgres`.
+    admin = (
+        re.sub(r"/[^/]*$", "/postgres", url)
+        if url.startswith("postgres")
+        else "postgres://postgres@127.0.0.1:5432/postgres"
+    )
     name = f"fairway_image_{os.getpid()}"
     try:
         conn = psycopg.connect(admin, autocommit=True, connect_timeout=5)
@@ -128,7 +144,14 @@ def test_the_image_runs_web_worker_and_clock_against_postgres_and_redis(image: s
         "FAIRWAY_CACHE_PREFIX": tag,
         "FAIRWAY_TICK_INTERVAL_S": "1",
     }
-    common = [*runtime(), "run", "--network", "host", *[a for k, v in env.items() for a in ("-e", f"{k}={v}")]]
+    common = [
+        *runtime(),
+        "run",
+        *ulimits(),
+        "--network",
+        "host",
+        *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+    ]
     started: list[str] = []
     try:
         podman(*common, "--rm", image, "migrate", timeout=180)
