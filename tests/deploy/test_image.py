@@ -136,7 +136,7 @@ def test_the_image_runs_web_worker_and_clock_against_postgres_and_redis(image: s
         "SECRET_KEY": "image-test-" + "x" * 50,
         "DATABASE_URL": database,
         "REDIS_URL": redis_url,
-        "ALLOWED_HOSTS": "127.0.0.1",
+        "ALLOWED_HOSTS": "fairway.example.org,127.0.0.1",
         "PORT": str(port),
         "WEB_WORKERS": "1",
         "WORKER_PROCESSES": "1",
@@ -176,6 +176,8 @@ def test_the_image_runs_web_worker_and_clock_against_postgres_and_redis(image: s
         assert css and re.search(r"\.[0-9a-f]{12}\.css$", css.group(1)), "hashed static names (collectstatic)"
         assert get(base + css.group(1), **{"X-Forwarded-Proto": "https"})[0] == 200
         assert podman("exec", f"{tag}-web", "id", "-u").stdout.strip() == "10001"
+        # The image's health probe (Host: the first ALLOWED_HOSTS name), as compose's readiness check runs it.
+        podman("exec", f"{tag}-web", "python", "deploy/image/healthcheck.py", "/readyz?exclude=tick")
         for name in started:
             assert podman("inspect", "-f", "{{.State.Running}}", name).stdout.strip() == "true", name
     except BaseException:
