@@ -176,7 +176,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = Path(os.environ.get("FAIRWAY_STATIC_ROOT") or VAR_DIR / "static")  # the image collects into /opt/fairway/static
+# collectstatic's target (the server image collects into /opt/fairway/static at build time).
+STATIC_ROOT = Path(os.environ.get("FAIRWAY_STATIC_ROOT") or VAR_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"]  # Fairway's own CSS; third-party assets come from their packages
 STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the web process; it also finds them in the apps, so the

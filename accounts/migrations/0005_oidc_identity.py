@@ -6,26 +6,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_posix_identity'),
+        ("accounts", "0004_posix_identity"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='OidcIdentity',
+            name="OidcIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(max_length=255)),
-                ('subject', models.CharField(max_length=255)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_login_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='oidc_identities', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("issuer", models.CharField(max_length=255)),
+                ("subject", models.CharField(max_length=255)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_login_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="oidc_identities",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'OIDC identity',
-                'verbose_name_plural': 'OIDC identities',
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='oidc_identity_unique_sub')],
+                "verbose_name": "OIDC identity",
+                "verbose_name_plural": "OIDC identities",
+                "constraints": [models.UniqueConstraint(fields=("issuer", "subject"), name="oidc_identity_unique_sub")],
             },
         ),
     ]
