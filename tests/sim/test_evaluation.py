@@ -150,3 +150,27 @@ def test_a_slice_starts_later_and_bad_options_fail(tmp_path: Path) -> None:
     ):
         with pytest.raises(SimulationError, match=msg):
             prepare(SimConfig(trace=trace, **kw))  # type: ignore[arg-type]
+
+
+def test_report_shows_the_evaluation_and_the_target_table(tmp_path: Path) -> None:
+    from bench.simulate_philly import target_table
+    from scheduler.sim.report import write_report
+    from scheduler.sim.simulate import simulate
+
+    from .test_simulate import busy_trace
+
+    cfg = SimConfig(trace=busy_trace(tmp_path, n=80), hosts=2, gpus_per_host=8, days=8, checkpoint_interval_s=1800)
+    report = simulate(cfg, ["fairway", "kai-timeshare"])
+    by = {r["policy"]: r for r in report["policies"]}
+    rows = target_table(by)
+    assert [r["met"] for r in rows][-1] is True  # 0 protected-work violations
+    assert set(rows[0]["values"]) == {"fairway", "kai-timeshare"}
+    report["target_table"] = rows
+    names = {p.name for p in write_report(report, tmp_path / "out")}
+    assert {"delivered_vs_owed.png", "wait_cdf_by_class.png", "demand_over_capacity.png"} <= names
+    md = (tmp_path / "out" / "report.md").read_text()
+    for title in ("## Demand ÷ capacity", "## The disruption ledger", "debug p90, seconds", "## Targets of issue 16"):
+        assert title in md
+    for r in report["policies"]:  # the ledger's totals are the sums of its budgets
+        led = r["ledger"]
+        assert led["total"]["run_gpu_h"] == pytest.approx(sum(b["run_gpu_h"] for b in led["per_budget"].values()))
