@@ -19,6 +19,7 @@ equal shares, ``duration,cap:2h``, ``vc:unknown,fraction:0.1``, resume, grace 30
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -34,11 +35,24 @@ from scheduler.sim.report import write_report  # noqa: E402
 from scheduler.sim.simulate import POLICY_NAMES, SimConfig, describe_inputs, prepare, run_policy  # noqa: E402
 
 
-def _one(args: tuple[SimConfig, str]) -> dict[str, Any]:
-    config, name = args
+def _one(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
+    config, name, parts = args
     result = run_policy(prepare(config), name)
     print(f"  {name:16} {result['wall_s']:8.1f} s wall, {result['cpu_s']:8.1f} s CPU", flush=True)
+    _keep(result, parts)
     return result
+
+
+def _keep(result: dict[str, Any], parts: str | None) -> None:
+    """With ``--parts DIR``: each policy's result as soon as it is done (``--from-parts`` reuses them)."""
+    if parts:
+        Path(parts).mkdir(parents=True, exist_ok=True)
+        (Path(parts) / f"{result['policy']}.json").write_text(json.dumps(result), encoding="utf-8")
+
+
+def _kept(parts: str | None, name: str) -> dict[str, Any] | None:
+    p = Path(parts) / f"{name}.json" if parts else None
+    return json.loads(p.read_text(encoding="utf-8")) if p is not None and p.exists() else None
 
 
 def targets(pols: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -198,11 +212,12 @@ def _variant(spec: str) -> tuple[str, str, float]:
         raise SystemExit(f"--variant {spec!r}: {p!r} is not a probability") from None
 
 
-def _one_variant(args: tuple[SimConfig, str]) -> dict[str, Any]:
-    config, label = args
+def _one_variant(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
+    config, label, parts = args
     result = run_policy(prepare(config), "fairway")
     result["policy"] = f"fairway-{label}"
     print(f"  {result['policy']:16} {result['wall_s']:8.1f} s wall, {result['cpu_s']:8.1f} s CPU", flush=True)
+    _keep(result, parts)
     return result
 
 
@@ -223,7 +238,11 @@ def main() -> None:
     ap.add_argument("--min-runtime-rule", default=SimConfig.min_runtime_rule)
     ap.add_argument("--debug-zero", type=float, default=0.0, help="probability that a debug job declares M = 0")
     ap.add_argument("--variant", action="append", default=[], help="LABEL=RULE[@P]: Fairway once more, see above")
+    ap.add_argument("--parts", default=None, help="keep each policy's result in DIR as it finishes; reuse them")
+    ap.add_argument("--from-parts", action="store_true", help="write the report from --parts only, run nothing")
     args = ap.parse_args()
+    if args.parts is None:
+        args.parts = str(ROOT / "var" / "philly-parts" / Path(args.out).resolve().name)
     if args.gpus < 8 or args.gpus % 8:
         raise SystemExit(f"--gpus {args.gpus}: a positive multiple of 8 (8 GPUs per host)")
     names = [p for p in args.policies.split(",") if p]
@@ -252,9 +271,15 @@ def main() -> None:
         f"{args.gpus} GPUs; {args.workers} workers",
         flush=True,
     )
+    parts = args.parts
+    todo = [n for n in names if _kept(parts, n) is None]
+    todo_v = [(v, label) for v, label in variants if _kept(parts, f"fairway-{label}") is None]
+    if args.from_parts:
+        todo, todo_v = [], []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        results = list(pool.map(_one, [(config, n) for n in names]))
-        results += list(pool.map(_one_variant, variants))
+        list(pool.map(_one, [(config, n, parts) for n in todo]))
+        list(pool.map(_one_variant, [(v, label, parts) for v, label in todo_v]))
+    results = [r for n in names + [f"fairway-{label}" for _, label in variants] if (r := _kept(parts, n))]
     by_name = {r["policy"]: r for r in results}
     report = {
         "inputs": {
