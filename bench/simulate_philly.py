@@ -55,7 +55,7 @@ def _kept(parts: str | None, name: str) -> dict[str, Any] | None:
     return json.loads(p.read_text(encoding="utf-8")) if p is not None and p.exists() else None
 
 
-def targets(pols: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def targets(pols: dict[str, dict[str, Any]], whole: bool = True) -> list[dict[str, Any]]:
     """Fairway's targets of issue 4 against the peers of the same run."""
     fw = pols.get("fairway")
     if fw is None:
@@ -63,9 +63,9 @@ def targets(pols: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     out.append(
         {
-            "target": "whole trace in <= 5 min",
+            "target": "whole trace in <= 5 min" if whole else "(a slice, not the whole trace) wall-clock",
             "value": f"{fw['wall_s']:.0f} s wall-clock, {fw['cpu_s']:.0f} s of CPU",
-            "met": fw["wall_s"] <= 300,
+            "met": fw["wall_s"] <= 300 if whole else None,
         }
     )
     mine = fw["attainment"]["saturated_min"]
@@ -289,7 +289,7 @@ def main() -> None:
             "debug_zero": args.debug_zero,
         },
         "policies": results,
-        "targets": targets(by_name),
+        "targets": targets(by_name, whole=not args.start_day and args.days is None),
         "target_table": target_table(by_name),
         "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, {args.workers} policies at a time",
     }

@@ -152,7 +152,8 @@ def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
     if report.get("targets"):
         lines += ["## Targets (fairway)", "", "| target | value | met |", "|---|---|---|"]
         for t in report["targets"]:
-            lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+            met = "–" if t["met"] is None else "yes" if t["met"] else "**no**"
+            lines.append(f"| {t['target']} | {t['value']} | {met} |")
         lines.append("")
     if pngs:
         lines += ["## Plots", ""]
