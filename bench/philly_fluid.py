@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.sim.simulate import DEFAULT_TRACE  # noqa: E402
+from scheduler.sim.simulate import DEFAULT_TRACE, median_over_capacity  # noqa: E402
 from scheduler.trace import read_trace  # noqa: E402
 
 DAY = 86_400
@@ -83,8 +83,8 @@ def main() -> None:
     ]
     for size in args.sizes:
         daily = fluid(jobs, size, args.days)
-        over = sorted(x for x in daily if x > 1)
-        med = over[(len(over) - 1) // 2] if over else None
+        over = [x for x in daily if x > 1]
+        med = median_over_capacity(daily)
         print(
             f"{size} GPUs: median {med and round(med, 2)} over {len(over)} days > 1; daily",
             [round(x, 1) for x in daily],

@@ -32,7 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scheduler.sim.report import write_report  # noqa: E402
-from scheduler.sim.simulate import POLICY_NAMES, SimConfig, describe_inputs, prepare, run_policy  # noqa: E402
+from scheduler.sim.simulate import (  # noqa: E402
+    POLICY_NAMES,
+    SimConfig,
+    describe_inputs,
+    median_over_capacity,
+    prepare,
+    run_policy,
+)
 
 
 def _one(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
@@ -280,6 +287,8 @@ def main() -> None:
         list(pool.map(_one, [(config, n, parts) for n in todo]))
         list(pool.map(_one_variant, [(v, label, parts) for v, label in todo_v]))
     results = [r for n in names + [f"fairway-{label}" for _, label in variants] if (r := _kept(parts, n))]
+    for r in results:  # kept results of an older version may hold a lower median
+        r["demand_ratio"]["median_over_capacity"] = median_over_capacity(r["demand_ratio"]["daily"])
     by_name = {r["policy"]: r for r in results}
     report = {
         "inputs": {

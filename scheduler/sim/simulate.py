@@ -22,6 +22,7 @@ import bisect
 import heapq
 import math
 import random
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -975,15 +976,20 @@ def demand_ratio(m: Metrics, gpus: int, horizon_s: int) -> dict[str, Any]:
     over the day, and its least value), the days on which the mean exceeds 1 and their median."""
     daily = _daily(m.demand_day, gpus, horizon_s)
     least = [round(x / gpus, 4) if x != math.inf else 0.0 for x in m.demand_min_day]
-    over = sorted(x for x in daily if x > 1)
-    med = over[(len(over) - 1) // 2] if over else None  # the lower median: a value of the series
+    over = [x for x in daily if x > 1]
     return {
         "daily": daily,
         "daily_min": least,
         "mean": round(sum(m.demand_day) / (gpus * horizon_s), 4) if horizon_s else None,
         "days_over_capacity": len(over),
-        "median_over_capacity": med,
+        "median_over_capacity": median_over_capacity(daily),
     }
+
+
+def median_over_capacity(daily: Sequence[float]) -> float | None:
+    """The median of the daily demand ÷ capacity over the days on which it exceeds 1 (None: no such day)."""
+    over = [x for x in daily if x > 1]
+    return round(statistics.median(over), 4) if over else None
 
 
 def ledger(

@@ -174,3 +174,11 @@ def test_report_shows_the_evaluation_and_the_target_table(tmp_path: Path) -> Non
     for r in report["policies"]:  # the ledger's totals are the sums of its budgets
         led = r["ledger"]
         assert led["total"]["run_gpu_h"] == pytest.approx(sum(b["run_gpu_h"] for b in led["per_budget"].values()))
+
+
+def test_median_over_capacity_is_over_the_days_above_one() -> None:
+    from scheduler.sim.simulate import median_over_capacity
+
+    assert median_over_capacity([0.4, 1.0, 1.5, 2.0, 3.5, 4.0]) == 2.75  # days above 1: 1.5, 2, 3.5, 4
+    assert median_over_capacity([1.2, 0.9, 3.0]) == 2.1
+    assert median_over_capacity([0.5, 1.0]) is None
