@@ -147,10 +147,13 @@ def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
             ("policy passes", [str(r["passes"]) for r in pols]),
         ],
     )
+    if all("ledger" in r for r in pols):
+        lines += evaluation_markdown(report)
     if report.get("targets"):
         lines += ["## Targets (fairway)", "", "| target | value | met |", "|---|---|---|"]
         for t in report["targets"]:
-            lines.append(f"| {t['target']} | {t['value']} | {'yes' if t['met'] else '**no**'} |")
+            met = "–" if t["met"] is None else "yes" if t["met"] else "**no**"
+            lines.append(f"| {t['target']} | {t['value']} | {met} |")
         lines.append("")
     if pngs:
         lines += ["## Plots", ""]
@@ -227,6 +230,177 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig.tight_layout()
     p = out / "wait_cdf.png"
     fig.savefig(p, dpi=90)
+    plt.close(fig)
+    written.append(p)
+    if all("ledger" in r for r in pols):
+        written.extend(write_evaluation_plots(report, out))
+    return written
+
+
+def _s(x: float | None) -> str:
+    """Seconds, readable: 42 s, 3.1 h."""
+    if x is None:
+        return "–"
+    return f"{x:.0f} s" if x < 600 else f"{x / 60:.0f} min" if x < 7200 else f"{x / 3600:.1f} h"
+
+
+def evaluation_markdown(report: dict[str, Any]) -> list[str]:
+    """Issue 16's sections: demand ÷ capacity, waits per workload class, the ledger, evictions."""
+    from scheduler.sim.classes import WORKLOAD_CLASSES
+
+    pols = report["policies"]
+    names = [r["policy"] for r in pols]
+    lines: list[str] = []
+
+    def table(title: str, rows: list[tuple[str, list[str]]], note: str = "") -> None:
+        lines.extend([f"## {title}", ""] + ([note, ""] if note else []))
+        lines.append("| metric | " + " | ".join(names) + " |")
+        lines.append("|---|" + "---|" * len(names))
+        for label, vals in rows:
+            lines.append(f"| {label} | " + " | ".join(vals) + " |")
+        lines.append("")
+
+    table(
+        "Demand ÷ capacity",
+        [
+            ("mean over the run", [_f(r["demand_ratio"]["mean"], 2) for r in pols]),
+            ("days with demand > capacity", [str(r["demand_ratio"]["days_over_capacity"]) for r in pols]),
+            ("median over those days", [_f(r["demand_ratio"]["median_over_capacity"], 2) for r in pols]),
+            ("busy days (demand ≥ capacity all day)", [str(len(r["busy_days"])) for r in pols]),
+            ("occupancy ÷ available on busy days", [_pct(r["occupancy_of_available_busy_days"]) for r in pols]),
+        ],
+        "GPUs asked by pending + running work ÷ the cluster's GPUs, daily mean (docs/simulation.md).",
+    )
+    rows = []
+    for c in WORKLOAD_CLASSES:
+        for p in ("p50", "p90", "p99"):
+            rows.append((f"{c} {p}", [_s(r["wait_s_by_class"][c][p]) for r in pols]))
+        rows.append(
+            (
+                f"{c} jobs started / never",
+                [f"{r['wait_s_by_class'][c]['started']} / {r['wait_s_by_class'][c]['never_started']}" for r in pols],
+            )
+        )
+        rows.append((f"{c} GPU-hours run", [_f(r["class_run_gpu_h"][c], 0) for r in pols]))
+    rows.append(("**debug p90, seconds**", [_f(r["wait_s_by_class"]["debug"]["p90"], 0) for r in pols]))
+    table("Wait to first start per workload class", rows, "Never-started jobs count with their wait at the horizon.")
+    rows = [
+        ("owed (entitlement capped by demand), GPU-h", [_f(r["ledger"]["total"].get("owed_gpu_h"), 0) for r in pols]),
+        ("delivered (allocated class), GPU-h", [_f(r["ledger"]["total"].get("delivered_gpu_h"), 0) for r in pols]),
+        ("run, any class, GPU-h", [_f(r["ledger"]["total"].get("run_gpu_h"), 0) for r in pols]),
+        (
+            "lost to preemption, GPU-h",
+            [_f(r["ledger"]["total"].get("lost_preemption_gpu_h"), 1) for r in pols],
+        ),
+        ("lost to host faults, GPU-h", [_f(r["ledger"]["total"].get("lost_faults_gpu_h"), 1) for r in pols]),
+        ("preemptions per 1,000 GPU-h run", [_f(r["ledger"]["preemptions_per_1000_gpu_h"], 2) for r in pols]),
+        ("saturated budget-weeks", [str(len(r["ledger"]["saturated_weeks"])) for r in pols]),
+        ("— delivered ÷ owed, minimum", [_f(r["ledger"]["saturated_week_ratio_min"]) for r in pols]),
+        ("— weeks below 0.98", [str(r["ledger"]["saturated_weeks_below"]) for r in pols]),
+        ("preemption decisions", [str(r["evictions"]["decisions"]) for r in pols]),
+    ]
+    for k, label in (
+        ("evicted_over_requested", "GPUs evicted ÷ requested"),
+        ("evicted_beyond_need", "GPUs evicted beyond need"),
+    ):
+        for st in ("max", "p99", "mean"):
+            rows.append((f"{label}: {st}", [_f(r["evictions"][k][st], 2) for r in pols]))
+    table("The disruption ledger", rows, "Totals over the leaf budgets; per budget below and in report.json.")
+    budgets = sorted({b for r in pols for b in r["ledger"]["per_budget"]})
+    lines += ["### Per budget: owed / delivered / lost to preemption / lost to faults (GPU-h), preemptions", ""]
+    lines.append("| budget | " + " | ".join(names) + " |")
+    lines.append("|---|" + "---|" * len(names))
+    for b in budgets:
+        cells = []
+        for r in pols:
+            x = r["ledger"]["per_budget"].get(b)
+            cells.append(
+                "–"
+                if x is None
+                else f"{x['owed_gpu_h']:.0f} / {x['delivered_gpu_h']:.0f} / {x['lost_preemption_gpu_h']:.0f} / "
+                f"{x['lost_faults_gpu_h']:.0f}, {x['preemptions']}"
+            )
+        lines.append(f"| {b.split('/')[-1]} | " + " | ".join(cells) + " |")
+    lines.append("")
+    tt = report.get("target_table")
+    if tt:
+        tnames = list(tt[0]["values"])
+        lines += ["## Targets of issue 16, every policy of this run", ""]
+        lines.append("| target | " + " | ".join(tnames) + " | fairway meets it |")
+        lines.append("|---|" + "---|" * len(tnames) + "---|")
+        for t in tt:
+            met = "" if t["met"] is None else "yes" if t["met"] else "**no**"
+            lines.append(f"| {t['target']} | " + " | ".join(t["values"][n] for n in tnames) + f" | {met} |")
+        lines.append("")
+    return lines
+
+
+def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """delivered_vs_owed.png, wait_cdf_by_class.png, demand_over_capacity.png."""
+    import matplotlib.pyplot as plt
+
+    from scheduler.sim.classes import WORKLOAD_CLASSES
+
+    pols = report["policies"]
+    written: list[Path] = []
+    budgets = sorted({b for r in pols for b in r["ledger"]["per_budget"]})
+    fig, ax = plt.subplots(figsize=(11, 4))
+    width = 0.8 / max(1, len(pols))
+    for i, r in enumerate(pols):
+        per = r["ledger"]["per_budget"]
+        ys = [
+            per[b]["delivered_gpu_h"] / per[b]["owed_gpu_h"] if per.get(b, {}).get("owed_gpu_h") else 0 for b in budgets
+        ]
+        ax.bar([k + i * width for k in range(len(budgets))], ys, width, label=r["policy"])
+    ax.axhline(1.0, color="black", lw=1)
+    ax.axhline(0.98, color="red", lw=0.8, ls="--", label="0.98")
+    ax.set_xticks(
+        [k + 0.4 - width / 2 for k in range(len(budgets))], [b.split("/")[-1] for b in budgets], fontsize=7, rotation=30
+    )
+    ax.set_ylabel("delivered ÷ owed (GPU-h, whole run)")
+    ax.set_title("Delivered vs owed per budget (owed = entitlement capped by demand, per 7-day window)", fontsize=9)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    p = out / "delivered_vs_owed.png"
+    fig.savefig(p, dpi=80)
+    plt.close(fig)
+    written.append(p)
+
+    fig, axes = plt.subplots(1, len(WORKLOAD_CLASSES), figsize=(13, 3.6), squeeze=False)
+    for ax, c in zip(axes[0], WORKLOAD_CLASSES, strict=True):
+        for r in pols:
+            q = r["wait_quantiles_s_by_class"][c]
+            if not q:
+                continue
+            ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
+            ax.plot([max(x, 1.0) for x in q], ys, lw=1.2, label=r["policy"])
+        ax.axvline(60, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_title(f"{c} jobs", fontsize=9)
+        ax.set_xlabel("wait, seconds (log; dotted: 60 s)")
+        ax.set_ylim(0, 1)
+    axes[0, 0].set_ylabel("fraction of jobs")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Wait to first start per workload class, CDF", fontsize=9)
+    fig.tight_layout()
+    p = out / "wait_cdf_by_class.png"
+    fig.savefig(p, dpi=80)
+    plt.close(fig)
+    written.append(p)
+
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    for r in pols:
+        ys = r["demand_ratio"]["daily"]
+        ax.plot(range(len(ys)), ys, lw=1, label=r["policy"])
+    ax.axhspan(2, 3, color="#c7e9c0", alpha=0.6, label="2–3×")
+    ax.axhline(1, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("day")
+    ax.set_ylabel("demand ÷ capacity")
+    ax.set_title("GPUs asked by pending + running work ÷ GPUs (daily mean)", fontsize=9)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    p = out / "demand_over_capacity.png"
+    fig.savefig(p, dpi=80)
     plt.close(fig)
     written.append(p)
     return written

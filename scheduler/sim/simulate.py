@@ -22,6 +22,7 @@ import bisect
 import heapq
 import math
 import random
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -42,6 +43,7 @@ from scheduler.policy import (
 )
 from scheduler.policy.admission import gpu_shapes, infeasible_shape
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
+from scheduler.sim.classes import WORKLOAD_CLASSES, classify, declares_zero
 from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
 from scheduler.trace import (
     DEFAULT_MIN_RUNTIME_RULE,
@@ -88,6 +90,9 @@ class SimConfig:
     depth: int | None = None  # None: every pending workload (exact); N: the oldest N per queue
     tick_gap_s: int = 0
     model: str = "GPU"
+    start_day: float = 0.0  # the slice starts this many days after the trace's first submission
+    checkpoint_interval_s: int = 0  # with resume: a job checkpoints every S s of an attempt (0: at every instant)
+    debug_zero: float = 0.0  # probability that a debug-class job declares M = 0 (runs unallocated)
 
     def check(self) -> None:
         if self.hosts < 1 or self.gpus_per_host < 1:
@@ -100,6 +105,12 @@ class SimConfig:
             raise SimulationError("fault rate, repair, grace and tick gap must not be negative")
         if self.depth is not None and self.depth < 1:
             raise SimulationError("--depth must be at least 1")
+        if self.start_day < 0:
+            raise SimulationError("--start-day must not be negative")
+        if self.checkpoint_interval_s < 0:
+            raise SimulationError("--checkpoint-interval must not be negative")
+        if not 0 <= self.debug_zero <= 1:
+            raise SimulationError("--debug-zero must be a probability between 0 and 1")
 
 
 @dataclass
@@ -119,6 +130,8 @@ class Inputs:
     model_of: dict[int, str] | None = None
     t_base: int | None = None
     """Trace second of the simulation's start; None: the first job's submission."""
+    classes: dict[int, str] | None = None
+    """Workload class per job id (:mod:`scheduler.sim.classes`, from the whole trace); None: all "other"."""
 
 
 def prepare(config: SimConfig) -> Inputs:
@@ -136,10 +149,16 @@ def prepare(config: SimConfig) -> Inputs:
     for j in jobs:
         first_line.setdefault(j.vc, j.line)
     plan = load_plan(config.budgets, first_line) if config.budgets else default_plan(first_line)
-    span = jobs[-1].submit_time_s - jobs[0].submit_time_s
+    classes = classify(jobs)  # on the whole trace: a burst cut by the slice's edge stays a sweep
+    base = jobs[0].submit_time_s + int(config.start_day * DAY)
+    t_base = base if config.start_day else None
+    jobs = [j for j in jobs if j.submit_time_s >= base]
+    if not jobs:
+        raise SimulationError(f"{config.trace}: no job is submitted after --start-day {config.start_day:g}")
+    span = jobs[-1].submit_time_s - base
     horizon = span + 1 if config.days is None else int(config.days * DAY)
-    jobs = [j for j in jobs if j.submit_time_s - jobs[0].submit_time_s < horizon] or jobs[:1]
-    return Inputs(config, jobs, plan, min_rule, unalloc_rule, horizon)
+    jobs = [j for j in jobs if j.submit_time_s - base < horizon] or jobs[:1]
+    return Inputs(config, jobs, plan, min_rule, unalloc_rule, horizon, t_base=t_base, classes=classes)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -278,6 +297,19 @@ class Metrics:
     submitted: int = 0
     rejected: int = 0
     finished: int = 0
+    demand_day: list[float] = field(default_factory=list)
+    """GPU-seconds asked by pending + running work (open attempts, grace included) per day."""
+    demand_min_day: list[float] = field(default_factory=list)
+    """Per day, the least GPUs asked by pending + running work at any moment of it."""
+    class_waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in WORKLOAD_CLASSES})
+    class_unstarted: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in WORKLOAD_CLASSES})
+    class_run_gpu_s: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WORKLOAD_CLASSES, 0))
+    run_gpu_s_by_budget: dict[str, int] = field(default_factory=dict)  # every attempt's GPU-time, any class
+    lost_preemption_by_budget: dict[str, int] = field(default_factory=dict)  # GPU-s since the last checkpoint
+    lost_faults_by_budget: dict[str, int] = field(default_factory=dict)
+    preemptions_by_budget: dict[str, int] = field(default_factory=dict)
+    decisions: list[tuple[int, int, int]] = field(default_factory=list)
+    """Per preemption decision (one preemptor in one pass): (GPUs evicted, GPUs requested, evicted beyond need)."""
 
     def __post_init__(self) -> None:
         self.avail_day = [0.0] * self.days
@@ -285,6 +317,8 @@ class Metrics:
         self.occ_unalloc_day = [0.0] * self.days
         self.backlog_day = [0] * self.days
         self.delivered_day = {b: [0.0] * self.days for b in self.budgets}
+        self.demand_day = [0.0] * self.days
+        self.demand_min_day = [math.inf] * self.days
 
 
 def _spread(series: list[float], t0: int, start: int, end: int, amount_per_s: float) -> None:
@@ -387,6 +421,8 @@ class TraceSim(Engine):
         self._pending_gpus = 0
         self._pending_by_budget: dict[str, int] = {}
         self._alloc_pending = 0
+        self._demand_since = T0
+        self._wclass = inputs.classes or {}
         # Host faults: one seeded stream per host, independent of the policy and of event order.
         self._fault_rng = {h: random.Random(f"{cfg.seed}:{h}") for h in self.hosts}  # noqa: S311 (a simulation)
         if cfg.fault_rate > 0:
@@ -417,7 +453,7 @@ class TraceSim(Engine):
             return False
         if inp.min_runtime_of is not None:
             m = inp.min_runtime_of[job.job_id]
-        elif inp.unalloc_rule.is_unallocated(job):
+        elif inp.unalloc_rule.is_unallocated(job) or self._declares_zero(job):
             m = 0
         else:
             m = max(1, math.ceil(inp.min_rule.min_runtime_s(job.duration_s) - 1e-9))
@@ -440,6 +476,11 @@ class TraceSim(Engine):
         if self._available > self._held:
             return True
         return self._preempts and (self.charge_all or m > 0)
+
+    def _declares_zero(self, job: TraceJob) -> bool:
+        """A debug-class job that declares ``M = 0`` under ``debug_zero`` (scheduler/sim/classes.py)."""
+        p = self.cfg.debug_zero
+        return bool(p) and self._wclass.get(job.job_id) == "debug" and declares_zero(job.job_id, p)
 
     def _enqueue(self, w: TraceWorkload) -> None:
         pv = w.as_pending()
@@ -517,6 +558,7 @@ class TraceSim(Engine):
         self.m.starts += 1
         if first:
             self.m.waits[size_class(w.gpus)].append(started_at - w.submitted_at)
+            self.m.class_waits[self._wclass.get(w.job_id, "other")].append(started_at - w.submitted_at)
             self.m.waits_by_budget.setdefault(w.budget, []).append(started_at - w.submitted_at)
         if a.allocated and a.min_runtime > 0 and (a.run_budget is None or a.min_runtime < a.run_budget):
             self._push(started_at + a.min_runtime, "protect", a.id)
@@ -537,10 +579,21 @@ class TraceSim(Engine):
         self._account_interval(w, a, a.started_at, at)
         if end_reason in ("preempted", "drained"):
             self.m.preempted_gpu_s += g * (at - a.started_at)
+        if end_reason in ("preempted", "drained"):
+            self.m.preemptions_by_budget[w.budget] = self.m.preemptions_by_budget.get(w.budget, 0) + 1
         if w.state == "pending":
             if self.cfg.checkpoint == "restart":
-                self.m.lost_gpu_s += g * (w.duration - (w.remaining or 0))
+                lost = w.duration - (w.remaining or 0)
                 w.remaining = w.duration
+            elif self.cfg.checkpoint_interval_s:
+                # the work since the attempt's last checkpoint (one every interval of its run) is redone
+                lost = min((at - a.started_at) % self.cfg.checkpoint_interval_s, w.duration - (w.remaining or 0))
+                w.remaining = (w.remaining or 0) + lost
+            else:
+                lost = 0
+            self.m.lost_gpu_s += g * lost
+            book = self.m.lost_faults_by_budget if end_reason == "gpu_fault" else self.m.lost_preemption_by_budget
+            book[w.budget] = book.get(w.budget, 0) + g * lost
             self._enqueue(w)
         elif w.state in ("succeeded", "failed"):
             self.m.finished += 1
@@ -550,10 +603,15 @@ class TraceSim(Engine):
         g = len(a.gpus)
         allocated_class = w.min_runtime > 0
         _spread(self.m.occ_alloc_day if allocated_class else self.m.occ_unalloc_day, T0, start, end, g)
+        if end > start:
+            self.m.run_gpu_s_by_budget[w.budget] = self.m.run_gpu_s_by_budget.get(w.budget, 0) + g * (end - start)
+            c = self._wclass.get(w.job_id, "other")
+            self.m.class_run_gpu_s[c] += g * (end - start)
         if allocated_class:
             _spread(self.m.delivered_day[w.budget], T0, start, end, g)
 
     def apply(self, dec: Decisions) -> None:
+        self._note_decisions(dec)
         for stop in dec.stops:
             a = self.attempts.get(stop.attempt)
             if a is None or a.stop_reason is not None:
@@ -567,6 +625,41 @@ class TraceSim(Engine):
         super().apply(dec)
         self.log.started.clear()
         self.log.preempted.clear()
+
+    def _note_decisions(self, dec: Decisions) -> None:
+        """The preemption decisions of one pass: per preemptor, GPUs evicted, requested and beyond need.
+
+        Beyond need: evicted GPUs the preemptor is not nominated for (it will not run on them); a
+        stop without a nomination counts ``max(0, evicted - requested)``. Stops with no preemptor
+        (drains) are no decision.
+        """
+        groups: dict[str, list[SimAttempt]] = {}
+        for stop in dec.stops:
+            a = self.attempts.get(stop.attempt)
+            if a is None or a.stop_reason is not None or stop.reason != StopReason.PREEMPTED:
+                continue
+            if stop.for_workload is not None:
+                groups.setdefault(stop.for_workload, []).append(a)
+        for wid, victims in groups.items():
+            w = self.workloads.get(wid)
+            requested = w.gpus if w is not None else 0
+            freed = {g for a in victims for g in a.gpus}
+            nominated = dec.nominations.get(wid)
+            beyond = len(freed - set(nominated)) if nominated else max(0, len(freed) - requested)
+            self.m.decisions.append((len(freed), requested, beyond))
+
+    def _note_demand(self, t: int) -> None:
+        """GPUs asked by pending + running work, held since the last instant, up to ``t``."""
+        s = self._demand_since
+        if t <= s:
+            return
+        v = self._pending_gpus + self._held
+        _spread(self.m.demand_day, T0, s, t, v)
+        mins = self.m.demand_min_day
+        for d in range(max(0, (s - T0) // DAY), min(len(mins), (t - 1 - T0) // DAY + 1)):
+            if v < mins[d]:
+                mins[d] = v
+        self._demand_since = t
 
     # --------------------------------------------------------------- events
     def _set_available(self, delta: int) -> None:
@@ -642,6 +735,7 @@ class TraceSim(Engine):
             t = min(t_arr, t_ev)
             if t >= self.horizon or t == inf:
                 break
+            self._note_demand(t)
             while next_day <= t and day < self.days:
                 self.m.backlog_day[day] = self._pending_gpus
                 if self._wdays and day % self._wdays == 0:
@@ -667,6 +761,7 @@ class TraceSim(Engine):
             if self.progress is not None and self.m.ticks % 200 == 0:
                 self.progress((t - T0) / DAY)
         self.now = self.horizon
+        self._note_demand(self.horizon)
         while day < self.days:
             self.m.backlog_day[day] = self._pending_gpus
             if self._wdays and day % self._wdays == 0:
@@ -715,6 +810,7 @@ class TraceSim(Engine):
             w = _tw(w)
             if w.first_start is None:
                 self.m.unstarted_waits[size_class(w.gpus)].append(self.horizon - w.submitted_at)
+                self.m.class_unstarted[self._wclass.get(w.job_id, "other")].append(self.horizon - w.submitted_at)
                 self.m.waits_by_budget.setdefault(w.budget, []).append(self.horizon - w.submitted_at)
             if w.min_runtime > 0:
                 end = w.finished_at if w.finished_at is not None else self.horizon
@@ -810,7 +906,7 @@ def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str,
     def wstats(vals: list[int]) -> dict[str, float | None]:
         return {f"p{p}": _h(percentile(vals, p)) for p in (50, 90, 99)}
 
-    return {
+    out = {
         "policy": name,
         "jobs": {
             "submitted": m.submitted,
@@ -870,6 +966,126 @@ def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str,
             },
         },
         "wait_quantiles_hours": {c: _quantiles(waits_all[c]) for c in SIZE_CLASSES},
+    }
+    out.update(evaluation(inputs, sim, m, demand, shares))
+    return out
+
+
+def demand_ratio(m: Metrics, gpus: int, horizon_s: int) -> dict[str, Any]:
+    """Demand ÷ capacity: GPUs asked by pending + running work ÷ the cluster's GPUs, per day (mean
+    over the day, and its least value), the days on which the mean exceeds 1 and their median."""
+    daily = _daily(m.demand_day, gpus, horizon_s)
+    least = [round(x / gpus, 4) if x != math.inf else 0.0 for x in m.demand_min_day]
+    over = [x for x in daily if x > 1]
+    return {
+        "daily": daily,
+        "daily_min": least,
+        "mean": round(sum(m.demand_day) / (gpus * horizon_s), 4) if horizon_s else None,
+        "days_over_capacity": len(over),
+        "median_over_capacity": median_over_capacity(daily),
+    }
+
+
+def median_over_capacity(daily: Sequence[float]) -> float | None:
+    """The median of the daily demand ÷ capacity over the days on which it exceeds 1 (None: no such day)."""
+    over = [x for x in daily if x > 1]
+    return round(statistics.median(over), 4) if over else None
+
+
+def ledger(
+    m: Metrics, sim: TraceSim, demand: list[dict[str, float]], shares: dict[str, float], threshold: float = 0.98
+) -> dict[str, Any]:
+    """The disruption ledger (docs/simulation.md): per leaf budget, GPU-hours owed (per full 7-day
+    window min(entitlement, demand), summed), delivered (allocated class, the same windows), run in
+    total (any class, whole run), lost to preemption and to host faults (work since the last
+    checkpoint), preemptions; per saturated budget-week delivered ÷ owed, uncapped."""
+    cfg = sim.cfg
+    wdays = cfg.window_s // DAY
+    windows = len(demand)
+    hours = 3600.0
+    per: dict[str, dict[str, float | int]] = {}
+    weeks: list[dict[str, Any]] = []
+    for b in sim.leaves:
+        ent = shares[b] * sim.total_gpus * cfg.window_s
+        owed = got = 0.0
+        for k in range(windows):
+            dem = demand[k].get(b, 0.0)
+            g = sum(m.delivered_day[b][k * wdays : (k + 1) * wdays])
+            owed += min(ent, dem)
+            got += g
+            if dem >= ent > 0:
+                weeks.append(
+                    {"budget": b, "window": k, "owed_gpu_h": round(ent / hours, 1), "ratio": round(g / ent, 4)}
+                )  # noqa: E501
+        per[b] = {
+            "owed_gpu_h": round(owed / hours, 1),
+            "delivered_gpu_h": round(got / hours, 1),
+            "run_gpu_h": round(m.run_gpu_s_by_budget.get(b, 0) / hours, 1),
+            "lost_preemption_gpu_h": round(m.lost_preemption_by_budget.get(b, 0) / hours, 1),
+            "lost_faults_gpu_h": round(m.lost_faults_by_budget.get(b, 0) / hours, 1),
+            "preemptions": m.preemptions_by_budget.get(b, 0),
+        }
+    total = {k: round(sum(float(v[k]) for v in per.values()), 1) for k in next(iter(per.values()), {})}
+    run_h = sum(m.run_gpu_s_by_budget.values()) / hours
+    ratios = [w["ratio"] for w in weeks]
+    return {
+        "per_budget": per,
+        "total": total,
+        "preemptions_per_1000_gpu_h": round(1000 * m.preemptions / run_h, 3) if run_h else None,
+        "saturated_weeks": weeks,
+        "saturated_week_ratio_min": min(ratios) if ratios else None,
+        "saturated_weeks_below": sum(1 for r in ratios if r < threshold),
+        "threshold": threshold,
+    }
+
+
+def eviction_stats(decisions: list[tuple[int, int, int]]) -> dict[str, Any]:
+    """Per preemption decision: GPUs evicted ÷ GPUs requested and GPUs evicted beyond need (max, p99, mean)."""
+    ratios = [e / r for e, r, _ in decisions if r > 0]
+    beyond = [float(b) for _, _, b in decisions]
+
+    def st(vals: list[float]) -> dict[str, float | None]:
+        return {
+            "max": _r(max(vals) if vals else None),
+            "p99": _r(percentile(vals, 99)),
+            "mean": _r(sum(vals) / len(vals) if vals else None),
+        }
+
+    return {
+        "decisions": len(decisions),
+        "evicted_over_requested": st(ratios),
+        "evicted_beyond_need": st(beyond),
+        "gpus_evicted": sum(e for e, _, _ in decisions),
+        "gpus_beyond_need": sum(b for _, _, b in decisions),
+    }
+
+
+def evaluation(
+    inputs: Inputs, sim: TraceSim, m: Metrics, demand: list[dict[str, float]], shares: dict[str, float]
+) -> dict[str, Any]:
+    """Issue 16's figures: demand ÷ capacity, busy days, waits per workload class, the ledger, evictions."""
+    dr = demand_ratio(m, sim.total_gpus, inputs.horizon_s)
+    busy = [d for d, x in enumerate(dr["daily_min"]) if x >= 1 and (d + 1) * DAY <= inputs.horizon_s]
+    occ = sum(m.occ_alloc_day[d] + m.occ_unalloc_day[d] for d in busy)
+    avail = sum(m.avail_day[d] for d in busy)
+    waits = {c: m.class_waits[c] + m.class_unstarted[c] for c in WORKLOAD_CLASSES}
+
+    def st(c: str) -> dict[str, Any]:
+        vals = waits[c]
+        out: dict[str, Any] = {f"p{p}": percentile(vals, p) for p in (50, 90, 99)}
+        out["started"] = len(m.class_waits[c])
+        out["never_started"] = len(m.class_unstarted[c])
+        return out
+
+    return {
+        "demand_ratio": dr,
+        "busy_days": busy,
+        "occupancy_of_available_busy_days": round(occ / avail, 4) if avail else None,
+        "wait_s_by_class": {c: st(c) for c in WORKLOAD_CLASSES},
+        "wait_quantiles_s_by_class": {c: [x * 3600 for x in _quantiles(waits[c])] for c in WORKLOAD_CLASSES},
+        "class_run_gpu_h": {c: round(v / 3600, 1) for c, v in m.class_run_gpu_s.items()},
+        "ledger": ledger(m, sim, demand, shares),
+        "evictions": eviction_stats(m.decisions),
     }
 
 

@@ -27,6 +27,13 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument("--policy", default="fairway", help=f"{'|'.join(POLICY_NAMES)}|all")
         parser.add_argument("--checkpoint", choices=["resume", "restart"], default="resume")
+        parser.add_argument(
+            "--checkpoint-interval", default="0", help="with resume: time between a job's checkpoints (0: no loss)"
+        )
+        parser.add_argument("--start-day", type=float, default=0.0, help="start D days into the trace (a slice)")
+        parser.add_argument(
+            "--debug-zero", type=float, default=0.0, help="probability that a debug-class job declares M = 0"
+        )
         parser.add_argument("--fault-rate", type=float, default=0.0, help="host faults per host per day")
         parser.add_argument("--repair", default="4h", help="repair time of a faulty host (e.g. 4h)")
         parser.add_argument("--grace", default="30s", help="stop-to-release time of a preempted attempt")
@@ -69,6 +76,9 @@ class Command(BaseCommand):
                 grace_s=parse_duration(o["grace"]),
                 depth=o["depth"] or None,
                 tick_gap_s=parse_duration(o["tick_gap"]),
+                checkpoint_interval_s=parse_duration(o["checkpoint_interval"]),
+                start_day=o["start_day"],
+                debug_zero=o["debug_zero"],
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
