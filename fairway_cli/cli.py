@@ -527,6 +527,17 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         time.sleep(args.interval)
 
 
+def ratio_cell(b: dict[str, Any]) -> str:
+    """A budget's ratio as the server wrote it (digits enough to tell every two budgets apart)."""
+    if b.get("ratio") is None:
+        return "-"
+    return f"{b.get('ratio_text') or b['ratio']}×"
+
+
+def attainment_cell(b: dict[str, Any]) -> str:
+    return f"{b['attainment'] * 100:.1f}%" if b.get("attainment") is not None else "-"
+
+
 def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     trees = Api(config.server, config.token, escape=not args.json).call(
         "GET", "budgets/tree/", params={"cluster": args.cluster}
@@ -552,14 +563,27 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
                 ("ENTITLED GPU-H", lambda b: number(b["entitlement_gpu_hours"])),
                 ("USED GPU-H", lambda b: number(b["usage_gpu_hours"])),
-                ("RATIO", lambda b: f"{b['ratio']:.2f}" if b["ratio"] is not None else "-"),
+                ("COMMITTED GPU-H", lambda b: number(b["committed_gpu_hours"])),
+                ("RATIO", ratio_cell),
                 ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
-                ("ATTAINMENT", lambda b: f"{b['attainment'] * 100:.0f}%" if b["attainment"] is not None else "-"),
+                ("OWED GPU-H", lambda b: number(b["owed_gpu_hours"])),
+                ("ATTAINMENT", attainment_cell),
                 ("RUNNING", lambda b: b["running_gpus"]),
                 ("PENDING", lambda b: b["pending_workloads"]),
             ],
             out,
-            right={"SHARES", "SHARE", "ENTITLED GPU-H", "USED GPU-H", "RATIO", "ATTAINMENT", "RUNNING", "PENDING"},
+            right={
+                "SHARES",
+                "SHARE",
+                "ENTITLED GPU-H",
+                "USED GPU-H",
+                "COMMITTED GPU-H",
+                "RATIO",
+                "OWED GPU-H",
+                "ATTAINMENT",
+                "RUNNING",
+                "PENDING",
+            },
         )
         out.write("\n")
     return EXIT_OK
