@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from budgets.models import Budget
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
-from scheduler.policy.figures import budget_figures, owed, workload_demand
+from scheduler.policy.figures import budget_figures, owed, usage_curve, workload_demand
 from scheduler.snapshot import load_snapshot
 
 # --- budget standing -------------------------------------------------------------------------
@@ -64,6 +64,8 @@ class BudgetStanding:
     attainment: float | None
     running_gpus: int = 0
     pending_workloads: int = 0
+    usage_curve_gpu_hours: list[float] = field(default_factory=list)
+    """Cumulative usage at evenly spaced instants from the window's start to now (when asked for)."""
 
 
 @dataclass(slots=True)
@@ -82,7 +84,7 @@ class ClusterStanding:
             "gpus": self.gpus,
             "window_s": self.window_s,
             "at": self.at,
-            "budgets": [asdict(b) for b in self.budgets],
+            "budgets": [asdict(b) for b in self.budgets],  # the serializer lists the fields it shows
         }
 
 
@@ -154,16 +156,20 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     return demand
 
 
-def budget_standings(cluster: Cluster, tree: dict[int, Budget], now: datetime | None = None) -> ClusterStanding:
+def budget_standings(
+    cluster: Cluster, tree: dict[int, Budget], now: datetime | None = None, *, curve_points: int = 0
+) -> ClusterStanding:
     """The standing of every budget of ``tree`` on ``cluster`` at ``now`` (default: the server's now).
 
     The figures are :func:`scheduler.policy.figures.budget_figures` of the cluster's snapshot, the
     one computation every surface reads. Cost: one snapshot load (a fixed number of queries) plus
-    two for the demand.
+    two for the demand. ``curve_points`` > 1 also fills ``usage_curve_gpu_hours``
+    (:func:`scheduler.policy.figures.usage_curve`).
     """
     now = now or timezone.now()
     snap, _index = load_snapshot(cluster, now)
     figures = budget_figures(snap, _demand(cluster.pk, now, snap.window))
+    curves = usage_curve(snap, curve_points) if curve_points > 1 else {}
     total_gpus = sum(h.size for h in snap.hosts)
     running: dict[str, int] = defaultdict(int)
     for a in snap.attempts:
@@ -208,6 +214,7 @@ def budget_standings(cluster: Cluster, tree: dict[int, Budget], now: datetime | 
                 attainment=float(f.attainment) if f.attainment is not None else None,
                 running_gpus=subtree_sum(running, budget.id),
                 pending_workloads=subtree_sum(dict(pending), budget.id),
+                usage_curve_gpu_hours=[_hours(v) for v in curves.get(str(budget.id), ())],
             )
         )
     return standing

@@ -395,12 +395,35 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 def budgets(request: HttpRequest) -> HttpResponse:
     """The share tree per cluster: shares as %, entitlement per window, usage, ratio, rank, attainment."""
     scope = _scope(request)
-    standings = [budget_standings(c, scope.tree) for c in Cluster.objects.order_by("name")]
+    standings = [budget_standings(c, scope.tree, curve_points=CURVE_POINTS) for c in Cluster.objects.order_by("name")]
+    plots = {s.cluster: {b.budget_id: _usage_plot(b) for b in s.budgets} for s in standings}
     return _render(
         request,
         "web/budgets.html",
-        {"nav": "budgets", "standings": standings, "accessible": scope.accessible, "window_days": _window_days()},
+        {
+            "nav": "budgets",
+            "standings": standings,
+            "plots": plots,
+            "accessible": scope.accessible,
+            "window_days": _window_days(),
+        },
     )
+
+
+CURVE_POINTS = 29
+"""Points of each budget's usage-against-entitlement plot over the window (every 6 h of 7 days)."""
+
+
+def _usage_plot(b: Any, width: int = 160, height: int = 36) -> dict[str, str]:
+    """SVG points of a budget's cumulative usage and of its entitlement accruing evenly across the
+    window (the same server-side SVG as the metrics chart: no script, no CDN)."""
+    curve = b.usage_curve_gpu_hours
+    top = max([b.entitlement_gpu_hours, *curve, 1e-9])
+    n = max(2, len(curve))
+    step = width / (n - 1)
+    usage = " ".join(f"{i * step:.1f},{height - v / top * height:.1f}" for i, v in enumerate(curve))
+    ent = f"0,{height} {width},{height - b.entitlement_gpu_hours / top * height:.1f}"
+    return {"usage": usage, "entitlement": ent, "width": str(width), "height": str(height)}
 
 
 def _window_days() -> float:
@@ -495,6 +518,8 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
     """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first."""
     if not hours:
         return []
+    if len(hours) == 1:  # one hour (the current one, say): a level line across the chart
+        hours = [hours[0], hours[0]]
     n = len(hours)
     step = width / max(1, n - 1)
     out = []
@@ -506,11 +531,12 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
 
 @login_required
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups)."""
+    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups
+    and the current, partial hour) with each budget's delivered and owed GPU-hours."""
     clusters = list(Cluster.objects.order_by("name"))
     now = timezone.now()
     pyramids = []
-    for report in pyramid_report(clusters, now - timedelta(days=7), now):
+    for report in pyramid_report(clusters, now - timedelta(days=7), now, now):
         pyramids.append({**report, "chart": _pyramid_chart(report["hours"])})
     return _render(
         request,
