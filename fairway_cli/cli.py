@@ -358,6 +358,19 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
     out.write("why pending:\n")
     for line in w.get("why_pending") or []:
         out.write(f"  {line}\n")
+    why = w.get("pending_explanation") or {}
+    numbers = why.get("numbers") or {}
+    for key in ("budget", "other_budget"):
+        side = numbers.get(key) or {}
+        if side.get("ratio") is not None:
+            out.write(
+                f"    {side['path']}: used {number(side['used_gpu_hours'])} GPU-h, committed "
+                f"{number(side['committed_gpu_hours'])} GPU-h, entitled {number(side['entitled_gpu_hours'])} GPU-h, "
+                f"ratio {side['ratio_text']}×\n"
+            )
+    for b in why.get("blocking") or []:
+        until = f", protected until {when(b['protected_until'])}" if b.get("protected_until") else ""
+        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{until})\n")
     if w.get("estimated_start_words"):
         out.write(f"estimated start: {w['estimated_start_words']}\n")
 

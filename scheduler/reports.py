@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from budgets.models import Budget
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
-from scheduler.policy.figures import budget_figures, owed, usage_curve, workload_demand
+from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.snapshot import load_snapshot
 
 # --- budget standing -------------------------------------------------------------------------
@@ -322,34 +322,140 @@ def _when(epoch_s: Any) -> str:
     return f"{at:%b} {at.day} {at:%H:%M} UTC"
 
 
-def _times(ratio: Any) -> str:
-    return f"{ratio:.2f}×" if isinstance(ratio, int | float) else "?×"
-
-
 def _hosts(detail: dict[str, Any]) -> str:
     hosts = detail.get("hosts") or ([detail["host"]] if detail.get("host") else [])
     return ", ".join(str(h) for h in hosts)
 
 
-def _fair_share_sentence(detail: dict[str, Any]) -> str | None:
-    if "other_budget" not in detail:
+def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dict[str, Any]:
+    if f is None:
+        return {"path": path}
+    ratio = f.ratio_with(commitment)
+    return {
+        "path": path,
+        "used_gpu_hours": _hours(f.usage),
+        "committed_gpu_hours": _hours(f.committed + commitment),
+        "entitled_gpu_hours": _hours(f.entitlement),
+        "ratio": float(ratio) if ratio is not None else None,
+        "ratio_text": text,
+    }
+
+
+def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The figures behind a fair-share comparison, from the one standing at ``now``: both sides'
+    used, committed and entitled GPU-hours and ratios, this workload's commitment on its side."""
+    mine, rival = detail.get("budget_key"), detail.get("rival_key")
+    if mine is None or rival is None:
+        return {}
+    snap, _index = load_snapshot(workload.cluster_id, now)
+    figures = budget_figures(snap)
+    commitment = workload.gpu_count * workload.min_runtime_s
+    a, b = figures.get(str(mine)), figures.get(str(rival))
+    ra = a.ratio_with(commitment) if a else None
+    rb = b.ratio if b else None
+    ta, tb = ratio_texts([ra, rb])
+    first = "other_budget" if ra is not None and rb is not None and rb <= ra else "budget"
+    return {
+        "budget": _side(a, str(detail.get("budget")), commitment, ta),
+        "other_budget": _side(b, str(detail.get("other_budget")), 0, tb),
+        "commitment_gpu_hours": _hours(commitment),
+        "first": first,
+    }
+
+
+def _blocking(detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """The blocking workloads the tick named, with their budgets and protection ends (one query)."""
+    ids = [int(x) for x in detail.get("blocking") or [] if str(x).isdigit()]
+    if not ids:
+        return []
+    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).select_related("budget", "budget__parent")}
+    until = dict(
+        Attempt.objects.filter(workload_id__in=ids, ended_at__isnull=True).values_list("workload_id", "protected_until")
+    )
+    out = []
+    for wid in ids:
+        w = rows.get(wid)
+        if w is None:
+            continue
+        pu = until.get(wid)
+        out.append(
+            {
+                "workload": wid,
+                "name": w.name,
+                "budget": w.budget.path,
+                "protected_until": pu.astimezone(UTC).isoformat().replace("+00:00", "Z") if pu else None,
+            }
+        )
+    return out
+
+
+def _blocking_words(blocking: list[dict[str, Any]]) -> str:
+    parts = []
+    for b in blocking:
+        until = b["protected_until"]
+        end = f", protected until {_when(datetime.fromisoformat(until).timestamp())}" if until else ""
+        parts.append(f"#{b['workload']} ({b['budget']}{end})")
+    return ", ".join(parts)
+
+
+def _fair_share_sentence(numbers: dict[str, Any]) -> str | None:
+    if not numbers:
         return None
-    mine, theirs = detail.get("ratio"), detail.get("other_ratio")
-    first = detail["other_budget"] if (theirs or 0) <= (mine or 0) else detail.get("budget")
+    a, b = numbers["budget"], numbers["other_budget"]
+    if a.get("ratio") is None or b.get("ratio") is None:
+        return None
+    first = b["path"] if numbers["first"] == "other_budget" else a["path"]
     return (
-        f"Budget {detail.get('budget')} has used {_times(mine)} its share {_window_words()} "
-        f"(counting this workload's minimum runtime); {detail['other_budget']} has used {_times(theirs)} "
-        f"— {first} goes first."
+        f"Budget {a['path']} has used {a['ratio_text']}× its share {_window_words()} counting this workload's "
+        f"{number_words(numbers['commitment_gpu_hours'])} GPU-h of minimum runtime "
+        f"({number_words(a['used_gpu_hours'])} GPU-h used + {number_words(a['committed_gpu_hours'])} GPU-h committed "
+        f"of {number_words(a['entitled_gpu_hours'])} GPU-h entitled); {b['path']} has used {b['ratio_text']}× "
+        f"({number_words(b['used_gpu_hours'])} + {number_words(b['committed_gpu_hours'])} of "
+        f"{number_words(b['entitled_gpu_hours'])} GPU-h) — {first} goes first."
     )
 
 
+def number_words(value: float) -> str:
+    """GPU-hours for a sentence: ``1,234``, ``12.5``, ``0.25``, ``0.004``."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}" if value else "0"
+
+
+def pending_explanation(workload: Workload, now: datetime | None = None) -> dict[str, Any]:
+    """Why ``workload`` is pending, structured: ``reason`` (the code of DESIGN.md §3.8),
+    ``sentence`` (the first line), ``lines`` (every line), ``numbers`` (both sides of a fair-share
+    comparison, from the one standing at ``now``) and ``blocking`` (the workloads the tick named,
+    with budget and protection end). Empty reason and lists when the workload is not pending.
+    Costs one snapshot load when there are numbers, one query when there is blocking work."""
+    cached = getattr(workload, "_pending_explanation", None)
+    if cached is not None:
+        return cached
+    out: dict[str, Any] = {"reason": "", "sentence": "", "lines": [], "numbers": {}, "blocking": []}
+    if workload.state == Workload.State.PENDING:
+        detail: dict[str, Any] = workload.pending_detail or {}
+        out["reason"] = workload.pending_reason
+        if workload.pending_reason in ("fair_share", "protected_work"):
+            out["numbers"] = _numbers(workload, detail, now or timezone.now())
+            out["blocking"] = _blocking(detail)
+        out["lines"] = _lines(workload, detail, out["numbers"], out["blocking"])
+        out["sentence"] = out["lines"][0] if out["lines"] else ""
+    workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request
+    return out
+
+
 def explain_pending(workload: Workload) -> list[str]:
-    """Why ``workload`` is pending, in plain sentences with the numbers of its ``pending_detail``
-    (reason codes of DESIGN.md §3.8). Empty when the workload is not pending."""
-    if workload.state != Workload.State.PENDING:
-        return []
+    """Why ``workload`` is pending, in plain sentences with its numbers (reason codes of DESIGN.md
+    §3.8; :func:`pending_explanation`). Empty when the workload is not pending."""
+    return list(pending_explanation(workload)["lines"])
+
+
+def _lines(
+    workload: Workload, detail: dict[str, Any], numbers: dict[str, Any], blocking: list[dict[str, Any]]
+) -> list[str]:
     reason = workload.pending_reason
-    detail: dict[str, Any] = workload.pending_detail or {}
     lines: list[str] = []
     if not reason:
         lines.append("Submitted; the scheduler has not considered it yet (it will within a few seconds).")
@@ -385,19 +491,22 @@ def explain_pending(workload: Workload) -> list[str]:
         )
     elif reason == "protected_work":
         where = _hosts(detail) or "the hosts it needs"
+        who = f" ({_blocking_words(blocking)})" if blocking else ""
         lines.append(
-            f"Protected work on {where} ends at {_when(detail.get('protected_until'))}; it can take those GPUs then."
+            f"Protected work on {where}{who} ends at {_when(detail.get('protected_until'))}; "
+            "it can take those GPUs then."
         )
-        sentence = _fair_share_sentence(detail)
+        sentence = _fair_share_sentence(numbers)
         if sentence:
             lines.append(sentence)
     elif reason == "fair_share":
         lines.append(
-            _fair_share_sentence(detail)
+            _fair_share_sentence(numbers)
             or "Other budgets are further below their share; their work goes first and may not be preempted for it."
         )
         if _hosts(detail):
-            lines.append(f"Room could be made on {_hosts(detail)} only by preempting that work.")
+            who = f": {_blocking_words(blocking)}" if blocking else ""
+            lines.append(f"Room could be made on {_hosts(detail)} only by preempting the work there{who}.")
     elif reason == "insufficient_gpus":
         if not workload.allocated:
             lines.append(

@@ -41,7 +41,7 @@ from scheduler.api.serializers import WorkloadDetailSerializer
 from scheduler.metrics import attempt_utilization
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
 from scheduler.pyramid import pyramid_report
-from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
+from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy, pending_explanation
 from scheduler.services import can_cancel, do_cancel_workload, do_set_host_state, do_submit_workload
 from web.forms import SPEC_EXAMPLE, SpecForm, SubmitForm, parse_submission
 
@@ -318,6 +318,11 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "may_see_private": scope.may_see_private(workload),
         "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
         "why": explain_pending(workload),
+        "why_numbers": pending_explanation(workload)["numbers"],
+        "why_sides": [
+            side for k in ("budget", "other_budget") if (side := pending_explanation(workload)["numbers"].get(k))
+        ],
+        "why_blocking": pending_explanation(workload)["blocking"],
         "estimate": estimate_words(workload),
         "lanes": lanes,
         "axis_start": axis_start,

@@ -278,6 +278,38 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class PendingSideSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    used_gpu_hours = serializers.FloatField(required=False, help_text="U: allocated GPU-hours in the window")
+    committed_gpu_hours = serializers.FloatField(
+        required=False, help_text="C: protection still ahead (this workload's gpus × M included on its side)"
+    )
+    entitled_gpu_hours = serializers.FloatField(required=False, help_text="E: share × GPUs × window")
+    ratio = serializers.FloatField(required=False, allow_null=True, help_text="(U + C) / E")
+    ratio_text = serializers.CharField(required=False, help_text="the ratio with the digits that tell the two apart")
+
+
+class PendingNumbersSerializer(serializers.Serializer):
+    budget = PendingSideSerializer(required=False, help_text="this workload's side of the comparison")
+    other_budget = PendingSideSerializer(required=False, help_text="the rival side whose work is in the way")
+    commitment_gpu_hours = serializers.FloatField(required=False, help_text="this workload's gpus × M")
+    first = serializers.CharField(required=False, help_text="which side goes first: budget or other_budget")
+
+
+class BlockingSerializer(serializers.Serializer):
+    workload = serializers.IntegerField()
+    name = serializers.CharField()
+    budget = serializers.CharField()
+    protected_until = serializers.DateTimeField(allow_null=True)
+
+
+class PendingExplanationSerializer(serializers.Serializer):
+    reason = serializers.CharField(help_text="the reason code of the last tick (DESIGN.md §3.8); empty unless pending")
+    sentence = serializers.CharField()
+    numbers = PendingNumbersSerializer()
+    blocking = BlockingSerializer(many=True)
+
+
 class WorkloadDetailSerializer(WorkloadListSerializer):
     """One workload with its attempts and events. ``env`` is null for people outside its budget;
     secret values are always masked. ``can_cancel`` says whether the requester may cancel it."""
@@ -286,6 +318,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     env_visible = serializers.SerializerMethodField()
     can_cancel = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
+    pending_explanation = serializers.SerializerMethodField()
     estimated_start_words = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
     events = WorkloadEventSerializer(many=True, read_only=True)
@@ -299,6 +332,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "env_visible",
             "pending_detail",
             "why_pending",
+            "pending_explanation",
             "estimated_start_words",
             "start_failures",
             "duration_hint_s",
@@ -313,6 +347,16 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         from scheduler.reports import explain_pending
 
         return explain_pending(obj)
+
+    @extend_schema_field(PendingExplanationSerializer)
+    def get_pending_explanation(self, obj: Workload) -> dict[str, Any]:
+        """Why pending, structured: ``reason``, ``sentence``, ``numbers`` (GPU-hours and ratios of
+        both sides, from the one standing now) and ``blocking`` (the workloads in the way)."""
+        from scheduler.reports import pending_explanation
+
+        data = dict(pending_explanation(obj))
+        data.pop("lines", None)
+        return data
 
     def get_estimated_start_words(self, obj: Workload) -> str:
         from scheduler.reports import estimate_words

@@ -8,7 +8,6 @@ show the numbers of ``scheduler.reports.budget_standings`` (:func:`scheduler.pol
 
 from __future__ import annotations
 
-import io
 import re
 from datetime import timedelta
 from fractions import Fraction
@@ -20,13 +19,13 @@ from rest_framework.test import APIClient
 
 from budgets.models import UsageEntry
 from budgets.services import load_tree
-from fairway_cli import cli as fairway_cli
 from scheduler import lifecycle
 from scheduler.models import Attempt, Workload
 from scheduler.policy.figures import attainment, workload_demand
 from scheduler.reports import budget_standings, ratio_texts
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli
 
 
 @pytest.fixture
@@ -111,7 +110,7 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         assert "usage-plot" in cells
 
     # CLI (its API calls answered in-process, at the same frozen instant)
-    cli_out = _cli(monkeypatch, researcher, "budgets")
+    cli_out = run_cli(monkeypatch, researcher, "budgets")
     for b in (olmo, tulu, sam):
         line = next(ln for ln in cli_out.splitlines() if re.match(rf"\s*{b.name}\s", ln))
         assert f"{b.ratio_text}×" in line.split()
@@ -147,34 +146,6 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         assert prom[("fairway_budget_usage_gpu_seconds", b.path)] == pytest.approx(b.usage_gpu_hours * 3600)
         assert prom[("fairway_budget_committed_gpu_seconds", b.path)] == pytest.approx(b.committed_gpu_hours * 3600)
         assert prom[("fairway_budget_usage_entitlement_ratio", b.path)] == pytest.approx(b.ratio, rel=1e-12)
-
-
-def _cli(monkeypatch, user, *argv: str) -> str:
-    """Run ``fairway ARGV`` with its API calls served by an in-process APIClient as ``user``."""
-    api = APIClient()
-    api.force_authenticate(user)
-
-    def call(self, method, path, *, body=None, params=None, auth=True):
-        clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
-        url = f"/api/v1/{path.lstrip('/')}"
-        if method == "GET":
-            response = api.get(url, clean)
-        else:
-            response = getattr(api, method.lower())(url, body or {}, format="json")
-        if response.status_code >= 400:
-            raise fairway_cli.CliError(
-                fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, response.json())
-            )
-        data = response.json() if response.status_code != 204 else None
-        return fairway_cli.escaped(data) if self.escape and data is not None else data
-
-    monkeypatch.setattr(fairway_cli.Api, "call", call)
-    monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
-    monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
-    out, err = io.StringIO(), io.StringIO()
-    code = fairway_cli.main(list(argv), out=out, err=err)
-    assert code == fairway_cli.EXIT_OK, err.getvalue()
-    return out.getvalue()
 
 
 def test_attainment_counts_each_workload_for_at_most_the_run_time_it_needed():
