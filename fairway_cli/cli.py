@@ -17,6 +17,7 @@ import getpass
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -461,7 +462,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("submitted", when(w["submitted_at"])),
         ("finished", when(w.get("finished_at"))),
         ("image", w.get("image") or "-"),
-        ("command", " ".join(w.get("command") or [])),
+        ("command", shlex.join(w.get("command") or [])),
     ]
     if w.get("env") is not None:
         facts.append(("env", " ".join(f"{k}={v['value']}" for k, v in w["env"].items()) or "-"))
@@ -505,7 +506,16 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     elif w["state"] == "canceled":
         out.write(f"#{w['id']} {w['name']} canceled\n")
     else:
-        out.write(f"#{w['id']} {w['name']}: stop requested (it is charged until its GPUs are released)\n")
+        stop = w.get("stop") or {}
+        charged = (
+            "charged until its GPUs are released"
+            if stop.get("charged_until_release", w.get("allocated"))
+            else "unallocated: never charged"
+        )
+        out.write(
+            f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
+            f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})\n"
+        )
     return EXIT_OK
 
 

@@ -351,8 +351,18 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
 def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
     target = get_object_or_404(Workload, pk=pk)
     try:
-        do_cancel_workload(request.user, target)
-        messages.success(request, f"Cancel requested for {target.name} (#{target.pk}).")
+        done = do_cancel_workload(request.user, target)
+        if done.state == Workload.State.CANCELED:
+            messages.success(request, f"Canceled {target.name} (#{target.pk}).")
+        else:
+            charged = (
+                "it is charged until its GPUs are released" if done.allocated else "unallocated work is never charged"
+            )
+            messages.success(
+                request,
+                f"Stop issued for {target.name} (#{target.pk}): it ends canceled once its GPUs are "
+                f"released; {charged}.",
+            )
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("web-workload", pk=pk)

@@ -303,6 +303,21 @@ class BlockingSerializer(serializers.Serializer):
     protected_until = serializers.DateTimeField(allow_null=True)
 
 
+STOP_ENDS_AS = {
+    Attempt.EndReason.CANCELED: Workload.State.CANCELED,
+    Attempt.EndReason.TIMEOUT: Workload.State.FAILED,
+}
+"""What a stop leads to; every other stop (preemption, drain, fault) requeues: pending (DESIGN.md §4)."""
+
+
+class StopSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    requested_at = serializers.DateTimeField()
+    attempt = serializers.IntegerField(help_text="the attempt's number within the workload")
+    ends_as = serializers.CharField(help_text="the workload's state once the GPUs are released")
+    charged_until_release = serializers.BooleanField()
+
+
 class PendingExplanationSerializer(serializers.Serializer):
     reason = serializers.CharField(help_text="the reason code of the last tick (DESIGN.md §3.8); empty unless pending")
     sentence = serializers.CharField()
@@ -319,6 +334,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     can_cancel = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
     pending_explanation = serializers.SerializerMethodField()
+    stop = serializers.SerializerMethodField()
     estimated_start_words = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
     events = WorkloadEventSerializer(many=True, read_only=True)
@@ -333,6 +349,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "pending_detail",
             "why_pending",
             "pending_explanation",
+            "stop",
             "estimated_start_words",
             "start_failures",
             "duration_hint_s",
@@ -347,6 +364,24 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         from scheduler.reports import explain_pending
 
         return explain_pending(obj)
+
+    @extend_schema_field(StopSerializer(allow_null=True))
+    def get_stop(self, obj: Workload) -> dict[str, Any] | None:
+        """The stop issued to the open attempt, if any: its reason, when, the attempt number, and
+        ``ends_as``, the state the workload reaches once the GPUs are released."""
+        if obj.state in Workload.FINAL_STATES:
+            return None
+        attempt = next((a for a in obj.attempts.all() if a.ended_at is None and a.stop_requested_at), None)
+        if attempt is None:
+            return None
+        ends_as = STOP_ENDS_AS.get(attempt.stop_reason, Workload.State.PENDING)
+        return {
+            "reason": attempt.stop_reason,
+            "requested_at": serializers.DateTimeField().to_representation(attempt.stop_requested_at),
+            "attempt": attempt.number,
+            "ends_as": str(ends_as),
+            "charged_until_release": bool(attempt.allocated and not attempt.unfunded),
+        }
 
     @extend_schema_field(PendingExplanationSerializer)
     def get_pending_explanation(self, obj: Workload) -> dict[str, Any]:

@@ -103,10 +103,15 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
 
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        """Cancel: 200 with the workload; 403 ``forbidden``; 409 ``already_final``."""
+        """Cancel: 200 with the workload when it is canceled at once (it held no GPUs); 202 when a
+        stop was issued to its running attempt: ``stop`` says which, and ``stop.ends_as`` the
+        state to expect (``canceled``) once the agent reports the release (it keeps running, and an
+        allocated attempt is charged, until then); 403 ``forbidden``; 409 ``already_final``."""
         workload = self.get_object()
         do_cancel_workload(request.user, workload)
-        return Response(self._detail(workload.pk))
+        data = self._detail(workload.pk)
+        final = data["state"] in Workload.FINAL_STATES
+        return Response(data, status=status.HTTP_200_OK if final else status.HTTP_202_ACCEPTED)
 
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
