@@ -20,7 +20,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -162,8 +162,10 @@ def submit(request: HttpRequest) -> HttpResponse:
                 data = spec_form.submission() if spec_form.is_valid() else None
             else:
                 form = SubmitForm(request.POST, **kwargs)
-                data = form.submission() if form.is_valid() else None
+                form.is_valid()
+                data = form.submission()
                 if form.errors:
+                    _all_problems(request.user, form, data)
                     data = None
             if data is not None:
                 service_kwargs, errors = parse_submission(data)
@@ -191,6 +193,32 @@ def submit(request: HttpRequest) -> HttpResponse:
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
+
+
+class _DryRun(Exception):
+    """Rolls back a submission made only to collect its problems."""
+
+
+def _all_problems(user: User, form: SubmitForm, data: dict[str, Any]) -> None:
+    """Add to ``form`` every problem the API's parser and the service find in ``data`` on fields the
+    form did not already refuse, so one answer lists them all. Nothing is created: the service
+    runs inside a transaction that is rolled back."""
+    service_kwargs, errors = parse_submission(data)
+    problems = [(field, message) for field, messages in errors.items() for message in messages]
+    if service_kwargs is not None:
+        try:
+            with transaction.atomic():
+                do_submit_workload(user, **service_kwargs)
+                raise _DryRun
+        except _DryRun:
+            pass
+        except ServiceError as exc:
+            problems += [(p.field, p.message) for p in exc.problems]
+    for field, message in problems:
+        if field in form.fields and field not in form.errors:
+            form.add_error(field, message)
+        elif field not in form.fields and message not in form.non_field_errors():
+            form.add_error(None, f"{field}: {message}" if field else message)
 
 
 def _as_service_error(errors: dict[str, list[str]]) -> ServiceError:
