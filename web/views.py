@@ -35,6 +35,7 @@ from accounts.services import accessible_budget_ids, do_create_personal_token, d
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from scheduler.accounting import accounting, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset
 from scheduler.api.serializers import WorkloadDetailSerializer
@@ -240,9 +241,12 @@ def workloads(request: HttpRequest) -> HttpResponse:
     if len(states) > 1:
         params.setlist("state", [",".join(states)])
     params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster"}}
-    queryset = Workload.objects.select_related("owner", "cluster").order_by("-id")
+    queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
     page = Paginator(filtered.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    now = timezone.now()
+    for w in page:
+        w.acct = accounting(w, now)
     context = {
         "nav": "workloads",
         "page": page,

@@ -204,6 +204,41 @@ class _ScopedMixin:
         return workload.budget_id in (self.context.get("accessible_budget_ids") or set())
 
 
+class HistoryRowSerializer(serializers.Serializer):
+    workload = serializers.IntegerField()
+    name = serializers.CharField()
+    owner = serializers.CharField()
+    budget = serializers.CharField()
+    cluster = serializers.CharField()
+    attempt = serializers.IntegerField(help_text="the attempt's number within the workload")
+    host = serializers.CharField(help_text="first (rank 0) host")
+    gpus = serializers.IntegerField()
+    gpu_model = serializers.CharField()
+    allocated = serializers.BooleanField(help_text="funded by the budget (charged)")
+    submitted_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField()
+    elapsed_s = serializers.IntegerField()
+    end_reason = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    charged_gpu_hours = serializers.FloatField()
+
+
+class HistorySerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    count = serializers.IntegerField(help_text="attempts that ended in the range (results may be fewer: limit)")
+    results = HistoryRowSerializer(many=True)
+
+
+class AccountingSerializer(serializers.Serializer):
+    started_at = serializers.DateTimeField(allow_null=True, help_text="first agent-confirmed start")
+    wait_s = serializers.IntegerField(help_text="submission to first start (to now, or its end, if never started)")
+    elapsed_s = serializers.IntegerField(help_text="run time of all its attempts, the open one up to now")
+    charged_gpu_hours = serializers.FloatField(help_text="allocated GPU-hours charged to its budget")
+    preemptions = serializers.IntegerField(help_text="attempts ended by preemption")
+
+
 class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
     """A queue row: what everybody may see (queue transparency)."""
 
@@ -211,6 +246,7 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
     budget = serializers.SerializerMethodField()
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     allocated = serializers.BooleanField(read_only=True)
+    accounting = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -231,11 +267,28 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
             "pending_reason",
             "estimated_start",
             "finished_at",
+            "accounting",
         ]
         read_only_fields = fields
 
     def get_budget(self, obj: Workload) -> str:
         return self.budget_path(obj.budget_id)
+
+    @extend_schema_field(AccountingSerializer)
+    def get_accounting(self, obj: Workload) -> dict[str, Any]:
+        """Like sacct: first start, wait, elapsed, GPU-hours charged, preemptions (scheduler.accounting)."""
+        from scheduler.accounting import accounting
+
+        if not hasattr(obj, "acct_preemptions"):  # not annotated (a single workload): one query
+            from scheduler.accounting import with_accounting
+
+            obj = with_accounting(Workload.objects.filter(pk=obj.pk)).get()
+        data = accounting(obj)
+        data.pop("charged_gpu_seconds")
+        data["started_at"] = (
+            serializers.DateTimeField().to_representation(data["started_at"]) if data["started_at"] else None
+        )
+        return data
 
 
 class AttemptSerializer(serializers.ModelSerializer):
