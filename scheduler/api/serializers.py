@@ -357,8 +357,8 @@ class BlockingSerializer(serializers.Serializer):
 
 
 STOP_ENDS_AS = {
-    Attempt.EndReason.CANCELED: Workload.State.CANCELED,
-    Attempt.EndReason.TIMEOUT: Workload.State.FAILED,
+    str(Attempt.EndReason.CANCELED): Workload.State.CANCELED,
+    "timeout": Workload.State.FAILED,  # the max_runtime stop (DESIGN.md §4) where the build has it
 }
 """What a stop leads to; every other stop (preemption, drain, fault) requeues: pending (DESIGN.md §4)."""
 
