@@ -76,6 +76,7 @@ def test_api_page_and_cli_explain_with_numbers_and_blocking_work(blocked, resear
     assert all(b["budget"] == "vision/sam" and b["protected_until"] for b in blocking.values())
     assert f"{mine['ratio_text']}×" in why["sentence"] and f"{theirs['ratio_text']}×" in why["sentence"]
     assert "vision goes first" in why["sentence"]
+    assert not any("that work" in line for line in body["why_pending"])  # the work in the way is named
 
     page = APIClient()
     page.force_login(researcher)
