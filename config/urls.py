@@ -27,6 +27,7 @@ cli = [
     path("fairway-cli.whl", cli_install.cli_wheel),
 ]
 
+
 def favicon(request: HttpRequest) -> HttpResponseRedirect:
     """Browsers ask for /favicon.ico whatever a page says: send them to the static icon (resolved
     per request, so the hashed name of the production storage is found)."""
