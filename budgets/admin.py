@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -19,6 +20,7 @@ from budgets.services import (
     do_archive_budget,
     do_set_hold,
     do_set_shares,
+    load_tree,
     normalized_shares,
     request_ticks_everywhere,
 )
@@ -88,8 +90,6 @@ class WhatIfForm(forms.Form):
 
 def current_shares_yaml() -> str:
     """Today's live tree in the what-if shares format (every budget below a root, by path)."""
-    from budgets.services import load_tree
-
     tree = load_tree()
     paths = budget_paths(tree)
     lines = ["shares:"]
@@ -115,9 +115,39 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
     seconds = parse_duration(window.strip())
     if seconds <= 0:
         raise ValueError(f"window {window!r}: must be longer than zero")
-    demand = load_demand(cluster or None, timedelta(seconds=seconds), timezone.now())
+    now = timezone.now()
+    demand = load_demand(cluster or None, timedelta(seconds=seconds), now)
     budgets = parse_shares(shares_text, demand.budgets, name="shares")
-    return whatif(demand, budgets)
+    result = whatif(demand, budgets)
+    if seconds == int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]):
+        _actual_from_standing(result, cluster or None, now)
+    return result
+
+
+def _actual_from_standing(result: dict[str, Any], cluster: str | None, now: Any) -> None:
+    """Over the lookback window, the actual column is the budgets' standing at the same instant
+    (``scheduler.reports.budget_standings``, the numbers of the budgets page, the API and the CLI):
+    one computation of delivered, demand, entitlement and attainment, not a second one."""
+    from scheduler.models import Cluster
+    from scheduler.reports import budget_standings
+
+    clusters = Cluster.objects.filter(name=cluster) if cluster else Cluster.objects.all()
+    found = list(clusters[:2])
+    if len(found) != 1:
+        return
+    standing = budget_standings(found[0], load_tree(), now)
+    by_key = {str(b.budget_id): b for b in standing.budgets}
+    for row in result["budgets"]:
+        b = by_key.get(str(row["key"]))
+        if b is None or row["actual"] is None:
+            continue
+        row["actual"].update(
+            entitlement_gpu_h=b.entitlement_gpu_hours,
+            demand_gpu_h=b.demand_gpu_hours,
+            delivered_gpu_h=b.usage_gpu_hours,
+            attainment=b.attainment,
+        )
+    result["actual_is_standing"] = True
 
 
 @admin.register(Budget)

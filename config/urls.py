@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponseRedirect
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
@@ -26,6 +28,13 @@ cli = [
     path("fairway-cli.whl", cli_install.cli_wheel),
 ]
 
+
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    """Browsers ask for /favicon.ico whatever a page says: send them to the static icon (resolved
+    per request, so the hashed name of the production storage is found)."""
+    return HttpResponseRedirect(static("fairway/favicon.svg"))
+
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
@@ -37,6 +46,8 @@ urlpatterns = [
     path("cli/", include(cli)),
     path("metrics", metrics_view, name="prometheus-metrics"),
     path("oidc/", include(sso_urls)),  # single sign-on; 404 unless FAIRWAY_OIDC_CLIENT_ID is set
+    # Browsers ask for /favicon.ico whatever the page says; answer with the page's icon.
+    path("favicon.ico", favicon, name="favicon"),
     path("livez", health.livez, name="livez"),
     path("readyz", health.readyz, name="readyz"),
     path("", include("web.urls")),

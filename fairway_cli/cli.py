@@ -17,6 +17,7 @@ import getpass
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -358,6 +359,19 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
     out.write("why pending:\n")
     for line in w.get("why_pending") or []:
         out.write(f"  {line}\n")
+    why = w.get("pending_explanation") or {}
+    numbers = why.get("numbers") or {}
+    for key in ("budget", "other_budget"):
+        side = numbers.get(key) or {}
+        if side.get("ratio") is not None:
+            out.write(
+                f"    {side['path']}: used {number(side['used_gpu_hours'])} GPU-h, committed "
+                f"{number(side['committed_gpu_hours'])} GPU-h, entitled {number(side['entitled_gpu_hours'])} GPU-h, "
+                f"ratio {side['ratio_text']}×\n"
+            )
+    for b in why.get("blocking") or []:
+        until = f", protected until {when(b['protected_until'])}" if b.get("protected_until") else ""
+        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{until})\n")
     if w.get("estimated_start_words"):
         out.write(f"estimated start: {w['estimated_start_words']}\n")
 
@@ -412,13 +426,29 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("STATE", lambda w: w["state"]),
             ("WHY / ESTIMATE", _why_short),
             ("SUBMITTED", lambda w: when(w["submitted_at"])),
+            ("STARTED", lambda w: when(_acct(w).get("started_at")) or "-"),
+            ("WAIT", lambda w: duration(_acct(w).get("wait_s")) or "-"),
+            ("ELAPSED", lambda w: duration(_acct(w).get("elapsed_s")) or "-"),
+            ("GPU-H", lambda w: gpu_hours_cell(w)),
+            ("PREEMPT", lambda w: _acct(w).get("preemptions", 0)),
         ],
         out,
-        right={"ID"},
+        right={"ID", "WAIT", "ELAPSED", "GPU-H", "PREEMPT"},
     )
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
     return EXIT_OK
+
+
+def _acct(w: dict[str, Any]) -> dict[str, Any]:
+    return w.get("accounting") or {}
+
+
+def gpu_hours_cell(w: dict[str, Any]) -> str:
+    """GPU-hours charged; unallocated work says so instead of a 0 that reads as free by mistake."""
+    if not w.get("min_runtime_s"):
+        return "free"
+    return f"{_acct(w).get('charged_gpu_hours', 0):.2f}"
 
 
 def _workload_id(value: str) -> int:
@@ -446,9 +476,17 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("gpus", f"{w['gpu_count']} × {w['gpu_model']}"),
         ("minimum runtime", kind),
         ("submitted", when(w["submitted_at"])),
+        ("started", when(_acct(w).get("started_at"))),
+        ("wait", duration(_acct(w).get("wait_s")) or "0"),
+        ("elapsed", duration(_acct(w).get("elapsed_s")) or "0"),
+        (
+            "charged",
+            f"{_acct(w).get('charged_gpu_hours', 0):.2f} GPU-h" if w["min_runtime_s"] else "unallocated: never charged",
+        ),
+        ("preemptions", str(_acct(w).get("preemptions", 0))),
         ("finished", when(w.get("finished_at"))),
         ("image", w.get("image") or "-"),
-        ("command", " ".join(w.get("command") or [])),
+        ("command", shlex.join(w.get("command") or [])),
     ]
     if w.get("env") is not None:
         facts.append(("env", " ".join(f"{k}={v['value']}" for k, v in w["env"].items()) or "-"))
@@ -492,7 +530,16 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     elif w["state"] == "canceled":
         out.write(f"#{w['id']} {w['name']} canceled\n")
     else:
-        out.write(f"#{w['id']} {w['name']}: stop requested (it is charged until its GPUs are released)\n")
+        stop = w.get("stop") or {}
+        charged = (
+            "charged until its GPUs are released"
+            if stop.get("charged_until_release", w.get("allocated"))
+            else "unallocated: never charged"
+        )
+        out.write(
+            f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
+            f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})\n"
+        )
     return EXIT_OK
 
 
@@ -527,6 +574,17 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         time.sleep(args.interval)
 
 
+def ratio_cell(b: dict[str, Any]) -> str:
+    """A budget's ratio as the server wrote it (digits enough to tell every two budgets apart)."""
+    if b.get("ratio") is None:
+        return "-"
+    return f"{b.get('ratio_text') or b['ratio']}×"
+
+
+def attainment_cell(b: dict[str, Any]) -> str:
+    return f"{b['attainment'] * 100:.1f}%" if b.get("attainment") is not None else "-"
+
+
 def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     trees = Api(config.server, config.token, escape=not args.json).call(
         "GET", "budgets/tree/", params={"cluster": args.cluster}
@@ -552,16 +610,136 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
                 ("ENTITLED GPU-H", lambda b: number(b["entitlement_gpu_hours"])),
                 ("USED GPU-H", lambda b: number(b["usage_gpu_hours"])),
-                ("RATIO", lambda b: f"{b['ratio']:.2f}" if b["ratio"] is not None else "-"),
+                ("COMMITTED GPU-H", lambda b: number(b["committed_gpu_hours"])),
+                ("RATIO", ratio_cell),
                 ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
-                ("ATTAINMENT", lambda b: f"{b['attainment'] * 100:.0f}%" if b["attainment"] is not None else "-"),
+                ("OWED GPU-H", lambda b: number(b["owed_gpu_hours"])),
+                ("ATTAINMENT", attainment_cell),
                 ("RUNNING", lambda b: b["running_gpus"]),
                 ("PENDING", lambda b: b["pending_workloads"]),
             ],
             out,
-            right={"SHARES", "SHARE", "ENTITLED GPU-H", "USED GPU-H", "RATIO", "ATTAINMENT", "RUNNING", "PENDING"},
+            right={
+                "SHARES",
+                "SHARE",
+                "ENTITLED GPU-H",
+                "USED GPU-H",
+                "COMMITTED GPU-H",
+                "RATIO",
+                "OWED GPU-H",
+                "ATTAINMENT",
+                "RUNNING",
+                "PENDING",
+            },
         )
         out.write("\n")
+    return EXIT_OK
+
+
+def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """The share tree like Slurm's ``sshare``: raw and normalized shares, raw and effective usage,
+    and the fair-share standing, from the one standing (``budgets/tree/``)."""
+    trees = Api(config.server, config.token, escape=not args.json).call(
+        "GET", "budgets/tree/", params={"cluster": args.cluster}
+    )
+    if args.json:
+        emit_json(trees, out)
+        return EXIT_OK
+    for tree in trees:
+        capacity = tree["gpus"] * tree["window_s"] / 3600 or 1
+        out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])} (GPU-hours)\n")
+        table(
+            tree["budgets"],
+            [
+                ("Account", lambda b: " " * b["depth"] + b["name"]),
+                ("RawShares", lambda b: b["shares"] if b["parent_id"] else "parent"),
+                ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
+                ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),
+                ("Committed", lambda b: f"{b['committed_gpu_hours']:.3f}"),
+                ("EffectvUsage", lambda b, cap=capacity: f"{b['usage_gpu_hours'] / cap:.6f}"),
+                ("Entitled", lambda b: f"{b['entitlement_gpu_hours']:.3f}"),
+                ("Ratio", ratio_cell),
+                ("Rank", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
+                ("Attainment", attainment_cell),
+            ],
+            out,
+            right={
+                "RawShares",
+                "NormShares",
+                "RawUsage",
+                "Committed",
+                "EffectvUsage",
+                "Entitled",
+                "Ratio",
+                "Attainment",
+            },
+        )
+        out.write("\n")
+    return EXIT_OK
+
+
+HISTORY_COLUMNS = (
+    "workload",
+    "attempt",
+    "name",
+    "owner",
+    "budget",
+    "cluster",
+    "host",
+    "gpus",
+    "gpu_model",
+    "allocated",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "elapsed_s",
+    "end_reason",
+    "exit_code",
+    "charged_gpu_hours",
+)
+
+
+def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """Finished attempts like ``sacct``; ``--csv`` for a spreadsheet (every field, one row each)."""
+    page = Api(config.server, config.token, escape=not (args.json or args.csv)).call(
+        "GET",
+        "workloads/history/",
+        params={"since": args.since, "budget": args.budget, "cluster": args.cluster, "limit": args.limit},
+    )
+    rows = page["results"]
+    if args.json:
+        emit_json(rows, out)
+        return EXIT_OK
+    if args.csv:
+        import csv
+
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(HISTORY_COLUMNS)
+        for r in rows:
+            writer.writerow(["" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
+        return EXIT_OK
+    table(
+        rows,
+        [
+            ("ID", lambda r: f"{r['workload']}.{r['attempt']}"),
+            ("NAME", lambda r: r["name"][:30]),
+            ("USER", lambda r: r["owner"]),
+            ("BUDGET", lambda r: r["budget"]),
+            ("GPUS", lambda r: f"{r['gpus']}×{r['gpu_model']}"),
+            ("HOST", lambda r: r["host"]),
+            ("STARTED", lambda r: when(r["started_at"]) or "-"),
+            ("ENDED", lambda r: when(r["ended_at"])),
+            ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
+            ("STATE", lambda r: r["end_reason"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")),
+            ("GPU-H", lambda r: f"{r['charged_gpu_hours']:.2f}" if r["allocated"] else "free"),
+        ],
+        out,
+        right={"ELAPSED", "GPU-H"},
+    )
+    if page["count"] > len(rows):
+        out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
+    elif not rows:
+        out.write(f"no attempt ended since {when(page['since'])}\n")
     return EXIT_OK
 
 
@@ -705,6 +883,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
     p.add_argument("--cluster", "-c")
+
+    p = add("share", cmd_share, "the share tree like Slurm's sshare: shares, usage, ratio, rank")
+    p.add_argument("--cluster", "-c")
+
+    p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
+    p.add_argument("--since", default="7d", help="how far back, e.g. 7d, 36h (default 7d)")
+    p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
+    p.add_argument("--cluster", "-c")
+    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--csv", action="store_true", help="CSV with every field")
 
     p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME")
     p.add_argument("action", nargs="?", choices=HOST_ACTIONS)

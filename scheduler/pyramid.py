@@ -201,23 +201,92 @@ class Pyramid:
         }
 
 
-def pyramid_report(clusters: list[Cluster], since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """Per cluster: the pyramid of each stored hour in ``[since, until)`` and of the whole range."""
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def pyramid_report(
+    clusters: list[Cluster], since: datetime, until: datetime, now: datetime | None = None, *, budgets: bool = True
+) -> list[dict[str, Any]]:
+    """Per cluster: the pyramid of each hour in ``[since, until)`` and of the whole range.
+
+    Complete hours come from the stored roll-ups; the current hour, not rolled up yet, is computed
+    now up to ``now`` and marked ``partial`` (the finding: 0 % with 32 busy GPUs because only
+    completed hours counted). ``range`` says what the figures cover. ``budgets`` (per budget:
+    delivered and owed GPU-hours and the entitlement attainment of §8 over the lookback window) is
+    the budgets' standing (``scheduler.reports.budget_standings``), the numbers of the budgets page.
+    """
+    now = now or timezone.now()
+    current = hour_of(now)
     rows = ClusterHourlyMetrics.objects.filter(cluster__in=clusters, hour__gte=hour_of(since), hour__lt=until)
     by_cluster: dict[int, list[ClusterHourlyMetrics]] = defaultdict(list)
     for row in rows.order_by("hour"):
-        by_cluster[row.cluster_id].append(row)
+        if row.hour < current:
+            by_cluster[row.cluster_id].append(row)
     out = []
+    tree = None
     for cluster in clusters:
         total = Pyramid()
         hours = []
-        for row in by_cluster.get(cluster.pk, []):
+        stored = by_cluster.get(cluster.pk, [])
+        live: ClusterHourlyMetrics | None = None
+        if since <= now and until > current:
+            t = compute_hour(cluster, current, now)
+            live = ClusterHourlyMetrics(
+                cluster=cluster,
+                hour=current,
+                registered_gpu_s=t["registered"],
+                available_gpu_s=t["available"],
+                allocated_gpu_s=t["allocated"],
+                unallocated_gpu_s=t["unallocated"],
+                utilized_gpu_s=t["utilized"],
+                computed_at=now,
+            )
+        for row in [*stored, *([live] if live is not None else [])]:
             one = Pyramid()
             one.add(row)
             total.add(row)
-            hours.append({"hour": row.hour.isoformat().replace("+00:00", "Z"), **one.as_dict()})
-        out.append({"cluster": cluster.name, "total": total.as_dict(), "hours": hours})
+            hours.append({"hour": _iso(row.hour), "partial": row is live, **one.as_dict()})
+        covered_until = min(until, now) if live is not None else (stored[-1].hour + HOUR if stored else None)
+        report: dict[str, Any] = {
+            "cluster": cluster.name,
+            "range": {
+                "since": _iso(hours_start(stored, live, since)),
+                "until": _iso(covered_until) if covered_until is not None else None,
+                "complete_hours": len(stored),
+                "partial_hour_until": _iso(now) if live is not None else None,
+            },
+            "total": total.as_dict(),
+            "hours": hours,
+        }
+        if budgets:
+            from budgets.services import load_tree
+            from scheduler.reports import budget_standings
+
+            tree = load_tree() if tree is None else tree
+            standing = budget_standings(cluster, tree, now)
+            report["budgets"] = [
+                {
+                    "path": b.path,
+                    "delivered_gpu_hours": b.usage_gpu_hours,
+                    "owed_gpu_hours": b.owed_gpu_hours,
+                    "entitlement_gpu_hours": b.entitlement_gpu_hours,
+                    "demand_gpu_hours": b.demand_gpu_hours,
+                    "attainment": b.attainment,
+                }
+                for b in standing.budgets
+                if not b.archived and b.parent_id is not None
+            ]
+            report["budgets_window_s"] = standing.window_s
+        out.append(report)
     return out
+
+
+def hours_start(stored: list[ClusterHourlyMetrics], live: ClusterHourlyMetrics | None, since: datetime) -> datetime:
+    """The start of the first hour shown, else the range's start."""
+    if stored:
+        return stored[0].hour
+    return live.hour if live is not None else since
 
 
 def latest_hour(cluster_ids: list[int]) -> dict[int, ClusterHourlyMetrics]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -18,9 +19,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from budgets.models import Budget
-from scheduler.models import GPU, AttemptGPU, Cluster, Host, Workload
-from scheduler.policy import views as policy_views
-from scheduler.policy.usage import committed_usage
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
+from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.snapshot import load_snapshot
 
 # --- budget standing -------------------------------------------------------------------------
@@ -34,9 +34,12 @@ class BudgetStanding:
     ``committed_gpu_hours``: ``C(b)``, protection still ahead of its running allocated attempts plus
     ``gpus × M`` of its nominated workloads (``scheduler.policy.usage.committed_usage``).
     ``entitlement_gpu_hours``: ``s(b) × GPUs × W``. ``ratio``: ``(U + C) / E`` (None when the
-    budget has no share). ``rank``: 1 = most deserving among its live siblings (lower ratio first,
-    §3.2). ``demand_gpu_hours``: GPU-time its allocated workloads asked for while pending or running
-    inside the window; ``attainment``: usage ÷ min(entitlement, demand) (§8; None when that is 0).
+    budget has no share); ``ratio_text`` the same with the significant digits that tell it from
+    every other budget's ratio. ``rank``: 1 = most deserving among its live siblings (lower ratio
+    first, §3.2). ``demand_gpu_hours``: GPU-time its allocated workloads asked for while pending or
+    running inside the window, each at most the run time it needed; ``owed_gpu_hours``:
+    min(entitlement, demand); ``attainment``: usage ÷ owed, capped at 1 (§8; None when owed is 0).
+    All from :func:`scheduler.policy.figures.budget_figures`.
     """
 
     budget_id: int
@@ -53,12 +56,16 @@ class BudgetStanding:
     committed_gpu_hours: float
     entitlement_gpu_hours: float
     ratio: float | None
+    ratio_text: str
     rank: int | None
     siblings: int
     demand_gpu_hours: float
+    owed_gpu_hours: float
     attainment: float | None
     running_gpus: int = 0
     pending_workloads: int = 0
+    usage_curve_gpu_hours: list[float] = field(default_factory=list)
+    """Cumulative usage at evenly spaced instants from the window's start to now (when asked for)."""
 
 
 @dataclass(slots=True)
@@ -77,12 +84,32 @@ class ClusterStanding:
             "gpus": self.gpus,
             "window_s": self.window_s,
             "at": self.at,
-            "budgets": [asdict(b) for b in self.budgets],
+            "budgets": [asdict(b) for b in self.budgets],  # the serializer lists the fields it shows
         }
 
 
 def _hours(gpu_seconds: float) -> float:
-    return round(gpu_seconds / 3600, 3)
+    return round(float(gpu_seconds) / 3600, 3)
+
+
+def ratio_texts(values: list[Any]) -> list[str]:
+    """Ratios as text with the fewest significant digits (at least 3) that print every two
+    different values differently (the finding: "0.00× … 0.00× — small goes first")."""
+    nums = [None if v is None else float(v) for v in values]
+    distinct = {v for v in nums if v is not None}
+    for digits in range(3, 18):
+        texts = [None if v is None else _significant(v, digits) for v in nums]
+        if len({t for t in texts if t is not None}) == len(distinct):
+            return [t if t is not None else "–" for t in texts]
+    return [t if t is not None else "–" for t in texts]
+
+
+def _significant(value: float, digits: int) -> str:
+    """``value`` rounded to ``digits`` significant digits, in plain (not exponent) notation."""
+    if value == 0:
+        return "0"
+    text = format(Decimal(f"{value:.{digits - 1}e}"), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _tree_order(tree: dict[int, Budget]) -> list[tuple[Budget, int]]:
@@ -100,65 +127,69 @@ def _tree_order(tree: dict[int, Budget]) -> list[tuple[Budget, int]]:
     return out
 
 
-def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[int, int]:
-    """Leaf budget id → GPU-seconds its allocated workloads were pending or running inside the window."""
+def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
+    """Budget key → GPU-seconds its allocated workloads asked for inside the window
+    (:func:`scheduler.policy.figures.workload_demand`: the time present, at most the run time a
+    finished workload needed there). Two queries."""
     since = now - timedelta(seconds=window_s)
-    demand: dict[int, int] = defaultdict(int)
-    rows = (
+    rows = list(
         Workload.objects.filter(cluster_id=cluster_id, min_runtime_s__gt=0, submitted_at__lt=now)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
-        .values_list("budget_id", "gpu_count", "submitted_at", "finished_at")
+        .values_list("id", "budget_id", "gpu_count", "submitted_at", "finished_at")
     )
-    for budget_id, gpus, submitted_at, finished_at in rows:
+    ran: dict[int, float] = defaultdict(float)
+    for wid, started, ended in (
+        Attempt.objects.filter(workload_id__in=[r[0] for r in rows], started_at__isnull=False, started_at__lt=now)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values_list("workload_id", "started_at", "ended_at")
+    ):
+        lo, hi = max(started, since), min(ended or now, now)
+        if hi > lo:
+            ran[wid] += (hi - lo).total_seconds()
+    demand: dict[str, int] = defaultdict(int)
+    for wid, budget_id, gpus, submitted_at, finished_at in rows:
         start = max(submitted_at, since)
         end = min(finished_at or now, now)
         if end > start:
-            demand[budget_id] += int(gpus * (end - start).total_seconds())
+            need = int(ran[wid]) if finished_at is not None and finished_at <= now else None
+            demand[str(budget_id)] += workload_demand(gpus, int((end - start).total_seconds()), need)
     return demand
 
 
-def budget_standings(cluster: Cluster, tree: dict[int, Budget], now: datetime | None = None) -> ClusterStanding:
+def budget_standings(
+    cluster: Cluster, tree: dict[int, Budget], now: datetime | None = None, *, curve_points: int = 0
+) -> ClusterStanding:
     """The standing of every budget of ``tree`` on ``cluster`` at ``now`` (default: the server's now).
 
-    Cost: one snapshot load (a fixed number of queries) plus two aggregate queries.
+    The figures are :func:`scheduler.policy.figures.budget_figures` of the cluster's snapshot, the
+    one computation every surface reads. Cost: one snapshot load (a fixed number of queries) plus
+    two for the demand. ``curve_points`` > 1 also fills ``usage_curve_gpu_hours``
+    (:func:`scheduler.policy.figures.usage_curve`).
     """
     now = now or timezone.now()
     snap, _index = load_snapshot(cluster, now)
-    usage = policy_views.budget_usage(snap)
-    ratios = policy_views.budget_ratios(snap)
-    ents = policy_views.entitlements(snap)
-    keys = [str(bid) for bid in tree]
-    order = policy_views.ratio_order(snap, keys)
-    position = {k: i for i, k in enumerate(order)}
+    figures = budget_figures(snap, _demand(cluster.pk, now, snap.window))
+    curves = usage_curve(snap, curve_points) if curve_points > 1 else {}
     total_gpus = sum(h.size for h in snap.hosts)
-    shares_total = total_gpus * snap.window
-
-    # C(b) by the policy's definition: nominated workloads commit from the nomination (§3.2, §3.4).
-    committed = committed_usage(snap.attempts, snap.now, snap.nominations, {w.id: w for w in snap.pending})
-    running: dict[int, int] = defaultdict(int)
+    running: dict[str, int] = defaultdict(int)
     for a in snap.attempts:
-        running[int(a.budget)] += len(a.gpus)
-    pending = Counter(int(w.budget) for w in snap.pending)
-    demand = _demand(cluster.pk, now, snap.window)
-
+        running[a.budget] += len(a.gpus)
+    pending = Counter(w.budget for w in snap.pending)
     children: dict[int | None, list[int]] = defaultdict(list)
     for b in tree.values():
         children[b.parent_id].append(b.id)
     live_parents = {b.parent_id for b in tree.values() if b.archived_at is None}
 
-    def subtree_sum(values: dict[int, int], bid: int) -> int:
-        return values.get(bid, 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
+    def subtree_sum(values: dict[str, int], bid: int) -> int:
+        return values.get(str(bid), 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
 
-    committed_by_id = {int(k): v for k, v in committed.items()}
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
-    for budget, depth in _tree_order(tree):
-        key = str(budget.id)
-        entitlement = ents.get(key, 0)
-        siblings = [s for s in children.get(budget.parent_id, ()) if tree[s].archived_at is None or ents.get(str(s), 0)]
-        ranked = sorted(siblings, key=lambda s: position.get(str(s), len(position)))
-        u = usage.get(key, 0)
-        d = subtree_sum(demand, budget.id)
-        basis = min(entitlement, d)
+    order = _tree_order(tree)
+    texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
+    for (budget, depth), text in zip(order, texts, strict=True):
+        f = figures.get(str(budget.id))
+        if f is None:  # a budget of another root's tree: not in this cluster's snapshot
+            continue
         standing.budgets.append(
             BudgetStanding(
                 budget_id=budget.id,
@@ -170,17 +201,20 @@ def budget_standings(cluster: Cluster, tree: dict[int, Budget], now: datetime | 
                 archived=budget.archived_at is not None,
                 hold=budget.hold,
                 shares=budget.shares,
-                normalized_share=round(entitlement / shares_total, 6) if shares_total else 0.0,
-                usage_gpu_hours=_hours(u),
-                committed_gpu_hours=_hours(subtree_sum(committed_by_id, budget.id)),
-                entitlement_gpu_hours=_hours(entitlement),
-                ratio=round(ratios[key], 4) if entitlement and key in ratios else None,
-                rank=ranked.index(budget.id) + 1 if budget.id in ranked and budget.parent_id is not None else None,
-                siblings=len(ranked),
-                demand_gpu_hours=_hours(d),
-                attainment=round(u / basis, 4) if basis else None,
-                running_gpus=subtree_sum(dict(running), budget.id),
+                normalized_share=float(f.share),
+                usage_gpu_hours=_hours(f.usage),
+                committed_gpu_hours=_hours(f.committed),
+                entitlement_gpu_hours=_hours(f.entitlement),
+                ratio=float(f.ratio) if f.ratio is not None else None,
+                ratio_text=text,
+                rank=f.rank if budget.parent_id is not None else None,
+                siblings=f.siblings,
+                demand_gpu_hours=_hours(f.demand),
+                owed_gpu_hours=_hours(owed(f.entitlement, f.demand)),
+                attainment=float(f.attainment) if f.attainment is not None else None,
+                running_gpus=subtree_sum(running, budget.id),
                 pending_workloads=subtree_sum(dict(pending), budget.id),
+                usage_curve_gpu_hours=[_hours(v) for v in curves.get(str(budget.id), ())],
             )
         )
     return standing
@@ -288,34 +322,140 @@ def _when(epoch_s: Any) -> str:
     return f"{at:%b} {at.day} {at:%H:%M} UTC"
 
 
-def _times(ratio: Any) -> str:
-    return f"{ratio:.2f}×" if isinstance(ratio, int | float) else "?×"
-
-
 def _hosts(detail: dict[str, Any]) -> str:
     hosts = detail.get("hosts") or ([detail["host"]] if detail.get("host") else [])
     return ", ".join(str(h) for h in hosts)
 
 
-def _fair_share_sentence(detail: dict[str, Any]) -> str | None:
-    if "other_budget" not in detail:
+def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dict[str, Any]:
+    if f is None:
+        return {"path": path}
+    ratio = f.ratio_with(commitment)
+    return {
+        "path": path,
+        "used_gpu_hours": _hours(f.usage),
+        "committed_gpu_hours": _hours(f.committed + commitment),
+        "entitled_gpu_hours": _hours(f.entitlement),
+        "ratio": float(ratio) if ratio is not None else None,
+        "ratio_text": text,
+    }
+
+
+def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """The figures behind a fair-share comparison, from the one standing at ``now``: both sides'
+    used, committed and entitled GPU-hours and ratios, this workload's commitment on its side."""
+    mine, rival = detail.get("budget_key"), detail.get("rival_key")
+    if mine is None or rival is None:
+        return {}
+    snap, _index = load_snapshot(workload.cluster_id, now)
+    figures = budget_figures(snap)
+    commitment = workload.gpu_count * workload.min_runtime_s
+    a, b = figures.get(str(mine)), figures.get(str(rival))
+    ra = a.ratio_with(commitment) if a else None
+    rb = b.ratio if b else None
+    ta, tb = ratio_texts([ra, rb])
+    first = "other_budget" if ra is not None and rb is not None and rb <= ra else "budget"
+    return {
+        "budget": _side(a, str(detail.get("budget")), commitment, ta),
+        "other_budget": _side(b, str(detail.get("other_budget")), 0, tb),
+        "commitment_gpu_hours": _hours(commitment),
+        "first": first,
+    }
+
+
+def _blocking(detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """The blocking workloads the tick named, with their budgets and protection ends (one query)."""
+    ids = [int(x) for x in detail.get("blocking") or [] if str(x).isdigit()]
+    if not ids:
+        return []
+    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).select_related("budget", "budget__parent")}
+    until = dict(
+        Attempt.objects.filter(workload_id__in=ids, ended_at__isnull=True).values_list("workload_id", "protected_until")
+    )
+    out = []
+    for wid in ids:
+        w = rows.get(wid)
+        if w is None:
+            continue
+        pu = until.get(wid)
+        out.append(
+            {
+                "workload": wid,
+                "name": w.name,
+                "budget": w.budget.path,
+                "protected_until": pu.astimezone(UTC).isoformat().replace("+00:00", "Z") if pu else None,
+            }
+        )
+    return out
+
+
+def _blocking_words(blocking: list[dict[str, Any]]) -> str:
+    parts = []
+    for b in blocking:
+        until = b["protected_until"]
+        end = f", protected until {_when(datetime.fromisoformat(until).timestamp())}" if until else ""
+        parts.append(f"#{b['workload']} ({b['budget']}{end})")
+    return ", ".join(parts)
+
+
+def _fair_share_sentence(numbers: dict[str, Any]) -> str | None:
+    if not numbers:
         return None
-    mine, theirs = detail.get("ratio"), detail.get("other_ratio")
-    first = detail["other_budget"] if (theirs or 0) <= (mine or 0) else detail.get("budget")
+    a, b = numbers["budget"], numbers["other_budget"]
+    if a.get("ratio") is None or b.get("ratio") is None:
+        return None
+    first = b["path"] if numbers["first"] == "other_budget" else a["path"]
     return (
-        f"Budget {detail.get('budget')} has used {_times(mine)} its share {_window_words()} "
-        f"(counting this workload's minimum runtime); {detail['other_budget']} has used {_times(theirs)} "
-        f"— {first} goes first."
+        f"Budget {a['path']} has used {a['ratio_text']}× its share {_window_words()} counting this workload's "
+        f"{number_words(numbers['commitment_gpu_hours'])} GPU-h of minimum runtime "
+        f"({number_words(a['used_gpu_hours'])} GPU-h used + {number_words(a['committed_gpu_hours'])} GPU-h committed "
+        f"of {number_words(a['entitled_gpu_hours'])} GPU-h entitled); {b['path']} has used {b['ratio_text']}× "
+        f"({number_words(b['used_gpu_hours'])} + {number_words(b['committed_gpu_hours'])} of "
+        f"{number_words(b['entitled_gpu_hours'])} GPU-h) — {first} goes first."
     )
 
 
+def number_words(value: float) -> str:
+    """GPU-hours for a sentence: ``1,234``, ``12.5``, ``0.25``, ``0.004``."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}" if value else "0"
+
+
+def pending_explanation(workload: Workload, now: datetime | None = None) -> dict[str, Any]:
+    """Why ``workload`` is pending, structured: ``reason`` (the code of DESIGN.md §3.8),
+    ``sentence`` (the first line), ``lines`` (every line), ``numbers`` (both sides of a fair-share
+    comparison, from the one standing at ``now``) and ``blocking`` (the workloads the tick named,
+    with budget and protection end). Empty reason and lists when the workload is not pending.
+    Costs one snapshot load when there are numbers, one query when there is blocking work."""
+    cached = getattr(workload, "_pending_explanation", None)
+    if cached is not None:
+        return cached
+    out: dict[str, Any] = {"reason": "", "sentence": "", "lines": [], "numbers": {}, "blocking": []}
+    if workload.state == Workload.State.PENDING:
+        detail: dict[str, Any] = workload.pending_detail or {}
+        out["reason"] = workload.pending_reason
+        if workload.pending_reason in ("fair_share", "protected_work"):
+            out["numbers"] = _numbers(workload, detail, now or timezone.now())
+            out["blocking"] = _blocking(detail)
+        out["lines"] = _lines(workload, detail, out["numbers"], out["blocking"])
+        out["sentence"] = out["lines"][0] if out["lines"] else ""
+    workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request
+    return out
+
+
 def explain_pending(workload: Workload) -> list[str]:
-    """Why ``workload`` is pending, in plain sentences with the numbers of its ``pending_detail``
-    (reason codes of DESIGN.md §3.8). Empty when the workload is not pending."""
-    if workload.state != Workload.State.PENDING:
-        return []
+    """Why ``workload`` is pending, in plain sentences with its numbers (reason codes of DESIGN.md
+    §3.8; :func:`pending_explanation`). Empty when the workload is not pending."""
+    return list(pending_explanation(workload)["lines"])
+
+
+def _lines(
+    workload: Workload, detail: dict[str, Any], numbers: dict[str, Any], blocking: list[dict[str, Any]]
+) -> list[str]:
     reason = workload.pending_reason
-    detail: dict[str, Any] = workload.pending_detail or {}
     lines: list[str] = []
     if not reason:
         lines.append("Submitted; the scheduler has not considered it yet (it will within a few seconds).")
@@ -351,19 +491,22 @@ def explain_pending(workload: Workload) -> list[str]:
         )
     elif reason == "protected_work":
         where = _hosts(detail) or "the hosts it needs"
+        who = f" ({_blocking_words(blocking)})" if blocking else ""
         lines.append(
-            f"Protected work on {where} ends at {_when(detail.get('protected_until'))}; it can take those GPUs then."
+            f"Protected work on {where}{who} ends at {_when(detail.get('protected_until'))}; "
+            "it can take those GPUs then."
         )
-        sentence = _fair_share_sentence(detail)
+        sentence = _fair_share_sentence(numbers)
         if sentence:
             lines.append(sentence)
     elif reason == "fair_share":
         lines.append(
-            _fair_share_sentence(detail)
+            _fair_share_sentence(numbers)
             or "Other budgets are further below their share; their work goes first and may not be preempted for it."
         )
         if _hosts(detail):
-            lines.append(f"Room could be made on {_hosts(detail)} only by preempting that work.")
+            who = f": {_blocking_words(blocking)}" if blocking else ""
+            lines.append(f"Room could be made on {_hosts(detail)} only by preempting the work there{who}.")
     elif reason == "insufficient_gpus":
         if not workload.allocated:
             lines.append(

@@ -291,6 +291,8 @@ def _apply_stops(
     Workload.objects.filter(pk__in=workload_ids, state__in=[Workload.State.STARTING, Workload.State.RUNNING]).update(
         state=Workload.State.PREEMPTING
     )
+    # Events name attempts by their number within the workload (as every other event does), not pk.
+    numbers = dict(Attempt.objects.filter(pk__in=claimed).values_list("pk", "number")) if claimed else {}
     for aid in sorted(claimed):
         info = index.attempts[aid]
         stop = stop_of[aid]
@@ -304,9 +306,14 @@ def _apply_stops(
                 workload_id=info.workload_id,
                 at=now,
                 kind=str(stop.reason),
-                message=f"attempt {aid} stopping: {stop.reason}"
-                + (f" for workload {stop.for_workload}" if stop.for_workload else ""),
-                data={"attempt": aid, "reason": str(stop.reason), "for_workload": stop.for_workload},
+                message=f"attempt {numbers.get(aid, '?')} stopping: {stop.reason}"
+                + (f" for workload #{stop.for_workload}" if stop.for_workload else ""),
+                data={
+                    "attempt": aid,
+                    "attempt_number": numbers.get(aid),
+                    "reason": str(stop.reason),
+                    "for_workload": stop.for_workload,
+                },
             )
         )
     return nominations

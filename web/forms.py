@@ -67,8 +67,12 @@ class SubmitForm(forms.Form):
         self.fields["min_runtime"].help_text += f" At most {max_m // 3600} h."
 
     def submission(self) -> dict[str, Any]:
-        """The API-shaped submission (after ``is_valid()``); env lines that do not parse are field errors."""
-        data = self.cleaned_data
+        """The API-shaped submission (after ``is_valid()``); env lines that do not parse are field errors.
+
+        Fields the form refused are passed as typed, so that the API's parser and the service
+        report every other problem in the same answer (not one at a time)."""
+        data = {k: self.data.get(k) for k in self.fields if k not in ("env", "secret_env")}
+        data.update(getattr(self, "cleaned_data", {}))
         env, problems = _env_lines(data.get("env") or "", "env", secret=False)
         secret, secret_problems = _env_lines(data.get("secret_env") or "", "secret_env", secret=True)
         for problem in problems:
@@ -78,13 +82,13 @@ class SubmitForm(forms.Form):
         return {
             "name": data.get("name") or None,
             "image": data.get("image") or "",
-            "command": data["command"],
+            "command": data.get("command") or "",
             "env": {**env, **secret},
-            "cluster": data["cluster"],
+            "cluster": data.get("cluster"),
             "gpu_model": data.get("gpu_model") or None,
-            "gpu_count": data["gpu_count"],
-            "budget": data["budget"],
-            "min_runtime": data["min_runtime"],
+            "gpu_count": data.get("gpu_count"),
+            "budget": data.get("budget"),
+            "min_runtime": data.get("min_runtime"),
         }
 
 

@@ -21,7 +21,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
@@ -36,13 +36,14 @@ from accounts.services import accessible_budget_ids, do_create_personal_token, d
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from scheduler.accounting import accounting, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset
 from scheduler.api.serializers import WorkloadDetailSerializer
 from scheduler.metrics import attempt_utilization
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
 from scheduler.pyramid import pyramid_report
-from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
+from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy, pending_explanation
 from scheduler.services import can_cancel, do_cancel_workload, do_set_host_state, do_submit_workload
 from web.forms import SPEC_EXAMPLE, SpecForm, SubmitForm, parse_submission
 
@@ -163,8 +164,10 @@ def submit(request: HttpRequest) -> HttpResponse:
                 data = spec_form.submission() if spec_form.is_valid() else None
             else:
                 form = SubmitForm(request.POST, **kwargs)
-                data = form.submission() if form.is_valid() else None
+                form.is_valid()
+                data = form.submission()
                 if form.errors:
+                    _all_problems(request.user, form, data)
                     data = None
             if data is not None:
                 service_kwargs, errors = parse_submission(data)
@@ -194,6 +197,32 @@ def submit(request: HttpRequest) -> HttpResponse:
     )
 
 
+class _DryRun(Exception):
+    """Rolls back a submission made only to collect its problems."""
+
+
+def _all_problems(user: User, form: SubmitForm, data: dict[str, Any]) -> None:
+    """Add to ``form`` every problem the API's parser and the service find in ``data`` on fields the
+    form did not already refuse, so one answer lists them all. Nothing is created: the service
+    runs inside a transaction that is rolled back."""
+    service_kwargs, errors = parse_submission(data)
+    problems = [(field, message) for field, messages in errors.items() for message in messages]
+    if service_kwargs is not None:
+        try:
+            with transaction.atomic():
+                do_submit_workload(user, **service_kwargs)
+                raise _DryRun
+        except _DryRun:
+            pass
+        except ServiceError as exc:
+            problems += [(p.field, p.message) for p in exc.problems]
+    for field, message in problems:
+        if field in form.fields and field not in form.errors:
+            form.add_error(field, message)
+        elif field not in form.fields and message not in form.non_field_errors():
+            form.add_error(None, f"{field}: {message}" if field else message)
+
+
 def _as_service_error(errors: dict[str, list[str]]) -> ServiceError:
     from config.errors import FieldProblem
 
@@ -213,9 +242,12 @@ def workloads(request: HttpRequest) -> HttpResponse:
     if len(states) > 1:
         params.setlist("state", [",".join(states)])
     params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster"}}
-    queryset = Workload.objects.select_related("owner", "cluster").order_by("-id")
+    queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
     page = Paginator(filtered.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    now = timezone.now()
+    for w in page:
+        w.acct = accounting(w, now)
     context = {
         "nav": "workloads",
         "page": page,
@@ -319,6 +351,11 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "may_see_private": scope.may_see_private(workload),
         "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
         "why": explain_pending(workload),
+        "why_numbers": pending_explanation(workload)["numbers"],
+        "why_sides": [
+            side for k in ("budget", "other_budget") if (side := pending_explanation(workload)["numbers"].get(k))
+        ],
+        "why_blocking": pending_explanation(workload)["blocking"],
         "estimate": estimate_words(workload),
         "lanes": lanes,
         "axis_start": axis_start,
@@ -347,8 +384,18 @@ def workload(request: HttpRequest, pk: int) -> HttpResponse:
 def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
     target = get_object_or_404(Workload, pk=pk)
     try:
-        do_cancel_workload(request.user, target)
-        messages.success(request, f"Cancel requested for {target.name} (#{target.pk}).")
+        done = do_cancel_workload(request.user, target)
+        if done.state == Workload.State.CANCELED:
+            messages.success(request, f"Canceled {target.name} (#{target.pk}).")
+        else:
+            charged = (
+                "it is charged until its GPUs are released" if done.allocated else "unallocated work is never charged"
+            )
+            messages.success(
+                request,
+                f"Stop issued for {target.name} (#{target.pk}): it ends canceled once its GPUs are "
+                f"released; {charged}.",
+            )
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("web-workload", pk=pk)
@@ -396,12 +443,35 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 def budgets(request: HttpRequest) -> HttpResponse:
     """The share tree per cluster: shares as %, entitlement per window, usage, ratio, rank, attainment."""
     scope = _scope(request)
-    standings = [budget_standings(c, scope.tree) for c in Cluster.objects.order_by("name")]
+    standings = [budget_standings(c, scope.tree, curve_points=CURVE_POINTS) for c in Cluster.objects.order_by("name")]
+    plots = {s.cluster: {b.budget_id: _usage_plot(b) for b in s.budgets} for s in standings}
     return _render(
         request,
         "web/budgets.html",
-        {"nav": "budgets", "standings": standings, "accessible": scope.accessible, "window_days": _window_days()},
+        {
+            "nav": "budgets",
+            "standings": standings,
+            "plots": plots,
+            "accessible": scope.accessible,
+            "window_days": _window_days(),
+        },
     )
+
+
+CURVE_POINTS = 29
+"""Points of each budget's usage-against-entitlement plot over the window (every 6 h of 7 days)."""
+
+
+def _usage_plot(b: Any, width: int = 160, height: int = 36) -> dict[str, str]:
+    """SVG points of a budget's cumulative usage and of its entitlement accruing evenly across the
+    window (the same server-side SVG as the metrics chart: no script, no CDN)."""
+    curve = b.usage_curve_gpu_hours
+    top = max([b.entitlement_gpu_hours, *curve, 1e-9])
+    n = max(2, len(curve))
+    step = width / (n - 1)
+    usage = " ".join(f"{i * step:.1f},{height - v / top * height:.1f}" for i, v in enumerate(curve))
+    ent = f"0,{height} {width},{height - b.entitlement_gpu_hours / top * height:.1f}"
+    return {"usage": usage, "entitlement": ent, "width": str(width), "height": str(height)}
 
 
 def _window_days() -> float:
@@ -496,6 +566,8 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
     """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first."""
     if not hours:
         return []
+    if len(hours) == 1:  # one hour (the current one, say): a level line across the chart
+        hours = [hours[0], hours[0]]
     n = len(hours)
     step = width / max(1, n - 1)
     out = []
@@ -507,11 +579,12 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
 
 @login_required
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups)."""
+    """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups
+    and the current, partial hour) with each budget's delivered and owed GPU-hours."""
     clusters = list(Cluster.objects.order_by("name"))
     now = timezone.now()
     pyramids = []
-    for report in pyramid_report(clusters, now - timedelta(days=7), now):
+    for report in pyramid_report(clusters, now - timedelta(days=7), now, now):
         pyramids.append({**report, "chart": _pyramid_chart(report["hours"])})
     return _render(
         request,

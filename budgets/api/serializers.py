@@ -81,10 +81,18 @@ class BudgetStandingSerializer(serializers.Serializer):
     committed_gpu_hours = serializers.FloatField(help_text="C(b): protection still ahead, GPU-hours")
     entitlement_gpu_hours = serializers.FloatField(help_text="E(b) = s(b) × GPUs × W, GPU-hours")
     ratio = serializers.FloatField(allow_null=True, help_text="r(b) = (U + C) / E; lower goes first")
+    ratio_text = serializers.CharField(
+        help_text="r(b) with the significant digits that tell it from every other budget's ratio"
+    )
     rank = serializers.IntegerField(allow_null=True, help_text="1 = most deserving among its siblings")
     siblings = serializers.IntegerField()
-    demand_gpu_hours = serializers.FloatField()
-    attainment = serializers.FloatField(allow_null=True, help_text="U ÷ min(E, demand) over the window")
+    demand_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours its allocated workloads asked for in the window (each at most the run time it needed)"
+    )
+    owed_gpu_hours = serializers.FloatField(help_text="min(E, demand): what the window owed it, GPU-hours")
+    attainment = serializers.FloatField(
+        allow_null=True, help_text="U ÷ min(E, demand) over the window, capped at 1 (DESIGN.md §8)"
+    )
     running_gpus = serializers.IntegerField()
     pending_workloads = serializers.IntegerField()
 

@@ -36,12 +36,34 @@ class PyramidFigures(serializers.Serializer):
 
 class PyramidHour(PyramidFigures):
     hour = serializers.DateTimeField()
+    partial = serializers.BooleanField(help_text="the current hour, computed now up to now (not rolled up yet)")
+
+
+class PyramidRange(serializers.Serializer):
+    since = serializers.DateTimeField(help_text="start of the first hour counted")
+    until = serializers.DateTimeField(allow_null=True, help_text="end of what is counted (now for a partial hour)")
+    complete_hours = serializers.IntegerField(help_text="rolled-up hours counted")
+    partial_hour_until = serializers.DateTimeField(
+        allow_null=True, help_text="the current hour is counted up to this instant"
+    )
+
+
+class PyramidBudget(serializers.Serializer):
+    path = serializers.CharField()
+    delivered_gpu_hours = serializers.FloatField(help_text="allocated GPU-hours delivered in the lookback window")
+    owed_gpu_hours = serializers.FloatField(help_text="min(entitlement, demand) over the lookback window")
+    entitlement_gpu_hours = serializers.FloatField()
+    demand_gpu_hours = serializers.FloatField()
+    attainment = serializers.FloatField(allow_null=True, help_text="delivered ÷ owed, capped at 1 (DESIGN.md §8)")
 
 
 class PyramidSerializer(serializers.Serializer):
     cluster = serializers.CharField()
+    range = PyramidRange()
     total = PyramidFigures()
     hours = PyramidHour(many=True)
+    budgets = PyramidBudget(many=True, help_text="impact per budget: the budgets' standing (budgets/tree/)")
+    budgets_window_s = serializers.IntegerField(help_text="the lookback window of the budget figures")
 
 
 def _parse(name: str, raw: str | None, default: datetime) -> datetime:
@@ -61,7 +83,8 @@ def _parse(name: str, raw: str | None, default: datetime) -> datetime:
 
 
 class PyramidView(FairwayAPIView):
-    """The pyramid of the stored hourly roll-ups: default the last 24 hours, every cluster."""
+    """The pyramid of the hourly roll-ups plus the current, partial hour: default the last 24 hours,
+    every cluster; ``range`` says what is covered."""
 
     @extend_schema(
         parameters=[

@@ -204,6 +204,41 @@ class _ScopedMixin:
         return workload.budget_id in (self.context.get("accessible_budget_ids") or set())
 
 
+class HistoryRowSerializer(serializers.Serializer):
+    workload = serializers.IntegerField()
+    name = serializers.CharField()
+    owner = serializers.CharField()
+    budget = serializers.CharField()
+    cluster = serializers.CharField()
+    attempt = serializers.IntegerField(help_text="the attempt's number within the workload")
+    host = serializers.CharField(help_text="first (rank 0) host")
+    gpus = serializers.IntegerField()
+    gpu_model = serializers.CharField()
+    allocated = serializers.BooleanField(help_text="funded by the budget (charged)")
+    submitted_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField()
+    elapsed_s = serializers.IntegerField()
+    end_reason = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    charged_gpu_hours = serializers.FloatField()
+
+
+class HistorySerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    count = serializers.IntegerField(help_text="attempts that ended in the range (results may be fewer: limit)")
+    results = HistoryRowSerializer(many=True)
+
+
+class AccountingSerializer(serializers.Serializer):
+    started_at = serializers.DateTimeField(allow_null=True, help_text="first agent-confirmed start")
+    wait_s = serializers.IntegerField(help_text="submission to first start (to now, or its end, if never started)")
+    elapsed_s = serializers.IntegerField(help_text="run time of all its attempts, the open one up to now")
+    charged_gpu_hours = serializers.FloatField(help_text="allocated GPU-hours charged to its budget")
+    preemptions = serializers.IntegerField(help_text="attempts ended by preemption")
+
+
 class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
     """A queue row: what everybody may see (queue transparency)."""
 
@@ -211,6 +246,7 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
     budget = serializers.SerializerMethodField()
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     allocated = serializers.BooleanField(read_only=True)
+    accounting = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -231,11 +267,28 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
             "pending_reason",
             "estimated_start",
             "finished_at",
+            "accounting",
         ]
         read_only_fields = fields
 
     def get_budget(self, obj: Workload) -> str:
         return self.budget_path(obj.budget_id)
+
+    @extend_schema_field(AccountingSerializer)
+    def get_accounting(self, obj: Workload) -> dict[str, Any]:
+        """Like sacct: first start, wait, elapsed, GPU-hours charged, preemptions (scheduler.accounting)."""
+        from scheduler.accounting import accounting
+
+        if not hasattr(obj, "acct_preemptions"):  # not annotated (a single workload): one query
+            from scheduler.accounting import with_accounting
+
+            obj = with_accounting(Workload.objects.filter(pk=obj.pk)).get()
+        data = accounting(obj)
+        data.pop("charged_gpu_seconds")
+        data["started_at"] = (
+            serializers.DateTimeField().to_representation(data["started_at"]) if data["started_at"] else None
+        )
+        return data
 
 
 class AttemptSerializer(serializers.ModelSerializer):
@@ -278,6 +331,53 @@ class WorkloadEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class PendingSideSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    used_gpu_hours = serializers.FloatField(required=False, help_text="U: allocated GPU-hours in the window")
+    committed_gpu_hours = serializers.FloatField(
+        required=False, help_text="C: protection still ahead (this workload's gpus × M included on its side)"
+    )
+    entitled_gpu_hours = serializers.FloatField(required=False, help_text="E: share × GPUs × window")
+    ratio = serializers.FloatField(required=False, allow_null=True, help_text="(U + C) / E")
+    ratio_text = serializers.CharField(required=False, help_text="the ratio with the digits that tell the two apart")
+
+
+class PendingNumbersSerializer(serializers.Serializer):
+    budget = PendingSideSerializer(required=False, help_text="this workload's side of the comparison")
+    other_budget = PendingSideSerializer(required=False, help_text="the rival side whose work is in the way")
+    commitment_gpu_hours = serializers.FloatField(required=False, help_text="this workload's gpus × M")
+    first = serializers.CharField(required=False, help_text="which side goes first: budget or other_budget")
+
+
+class BlockingSerializer(serializers.Serializer):
+    workload = serializers.IntegerField()
+    name = serializers.CharField()
+    budget = serializers.CharField()
+    protected_until = serializers.DateTimeField(allow_null=True)
+
+
+STOP_ENDS_AS = {
+    str(Attempt.EndReason.CANCELED): Workload.State.CANCELED,
+    "timeout": Workload.State.FAILED,  # the max_runtime stop (DESIGN.md §4) where the build has it
+}
+"""What a stop leads to; every other stop (preemption, drain, fault) requeues: pending (DESIGN.md §4)."""
+
+
+class StopSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    requested_at = serializers.DateTimeField()
+    attempt = serializers.IntegerField(help_text="the attempt's number within the workload")
+    ends_as = serializers.CharField(help_text="the workload's state once the GPUs are released")
+    charged_until_release = serializers.BooleanField()
+
+
+class PendingExplanationSerializer(serializers.Serializer):
+    reason = serializers.CharField(help_text="the reason code of the last tick (DESIGN.md §3.8); empty unless pending")
+    sentence = serializers.CharField()
+    numbers = PendingNumbersSerializer()
+    blocking = BlockingSerializer(many=True)
+
+
 class WorkloadDetailSerializer(WorkloadListSerializer):
     """One workload with its attempts and events. ``env`` is null for people outside its budget;
     secret values are always masked. ``can_cancel`` says whether the requester may cancel it."""
@@ -286,6 +386,8 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     env_visible = serializers.SerializerMethodField()
     can_cancel = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
+    pending_explanation = serializers.SerializerMethodField()
+    stop = serializers.SerializerMethodField()
     estimated_start_words = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
     events = WorkloadEventSerializer(many=True, read_only=True)
@@ -299,6 +401,8 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "env_visible",
             "pending_detail",
             "why_pending",
+            "pending_explanation",
+            "stop",
             "estimated_start_words",
             "start_failures",
             "duration_hint_s",
@@ -313,6 +417,34 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         from scheduler.reports import explain_pending
 
         return explain_pending(obj)
+
+    @extend_schema_field(StopSerializer(allow_null=True))
+    def get_stop(self, obj: Workload) -> dict[str, Any] | None:
+        """The stop issued to the open attempt, if any: its reason, when, the attempt number, and
+        ``ends_as``, the state the workload reaches once the GPUs are released."""
+        if obj.state in Workload.FINAL_STATES:
+            return None
+        attempt = next((a for a in obj.attempts.all() if a.ended_at is None and a.stop_requested_at), None)
+        if attempt is None:
+            return None
+        ends_as = STOP_ENDS_AS.get(attempt.stop_reason, Workload.State.PENDING)
+        return {
+            "reason": attempt.stop_reason,
+            "requested_at": serializers.DateTimeField().to_representation(attempt.stop_requested_at),
+            "attempt": attempt.number,
+            "ends_as": str(ends_as),
+            "charged_until_release": bool(attempt.allocated and not attempt.unfunded),
+        }
+
+    @extend_schema_field(PendingExplanationSerializer)
+    def get_pending_explanation(self, obj: Workload) -> dict[str, Any]:
+        """Why pending, structured: ``reason``, ``sentence``, ``numbers`` (GPU-hours and ratios of
+        both sides, from the one standing now) and ``blocking`` (the workloads in the way)."""
+        from scheduler.reports import pending_explanation
+
+        data = dict(pending_explanation(obj))
+        data.pop("lines", None)
+        return data
 
     def get_estimated_start_words(self, obj: Workload) -> str:
         from scheduler.reports import estimate_words

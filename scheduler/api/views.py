@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
@@ -10,10 +15,13 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from budgets.services import budget_paths
 from config.api import FairwayViewSet
+from scheduler.accounting import with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
+    HistorySerializer,
     WorkloadDetailSerializer,
     WorkloadListSerializer,
     WorkloadSubmitSerializer,
@@ -22,6 +30,9 @@ from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, 
 from scheduler.services import do_cancel_workload, do_submit_workload
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
+HISTORY_MAX = 10_000
+"""At most this many finished attempts in one history answer."""
+HISTORY_MAX_SINCE_S = 400 * 86400
 
 
 class WorkloadLogsMixin:
@@ -72,7 +83,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     def get_queryset(self) -> QuerySet[Workload]:
         queryset = Workload.objects.select_related("owner", "cluster", "budget")
         if self.action == "list":
-            return queryset.order_by("-id")
+            return with_accounting(queryset).order_by("-id")
         return queryset.prefetch_related(
             Prefetch(
                 "attempts",
@@ -101,12 +112,86 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         workload = do_submit_workload(request.user, **serializer.to_service_kwargs())
         return Response(self._detail(workload.pk), status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "since", OpenApiTypes.STR, description="a duration back from now, e.g. 7d, 36h (default 7d)"
+            ),
+            OpenApiParameter("budget", OpenApiTypes.STR, description="a budget (path or id): it and its sub-budgets"),
+            OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)"),
+            OpenApiParameter(
+                "limit", OpenApiTypes.INT, description=f"at most this many (default and maximum {HISTORY_MAX})"
+            ),
+        ],
+        responses=HistorySerializer,
+    )
+    @action(detail=False, methods=["get"])
+    def history(self, request: Request) -> Response:
+        """Finished attempts, newest first, like ``sacct``: who, where, when, how long, why it ended,
+        GPU-hours charged. One query whatever the number of rows; 400 ``invalid`` on a bad
+        ``since``, ``budget`` or ``limit``."""
+        from budgets.services import resolve_budget, subtree_ids
+        from scheduler.accounting import finished_attempts
+        from scheduler.trace import parse_duration
+
+        params = request.query_params
+        try:
+            seconds = parse_duration((params.get("since") or "7d").replace("\x00", ""))
+        except ValueError as exc:
+            raise ValidationError({"since": [str(exc)]}, code="invalid") from None
+        if not 0 < seconds <= HISTORY_MAX_SINCE_S:
+            raise ValidationError({"since": ["a duration from 1s to 400d"]}, code="invalid")
+        try:
+            limit = int(params.get("limit") or HISTORY_MAX)
+        except ValueError:
+            raise ValidationError({"limit": ["an integer"]}, code="invalid") from None
+        if not 1 <= limit <= HISTORY_MAX:
+            raise ValidationError({"limit": [f"1..{HISTORY_MAX}"]}, code="invalid")
+        budget_ids = None
+        if params.get("budget"):
+            found = resolve_budget(params["budget"].replace("\x00", ""), self.budget_tree)
+            if found is None:
+                raise ValidationError({"budget": [f"no budget {params['budget']!r}"]}, code="invalid")
+            budget_ids = subtree_ids([found.id], self.budget_tree)
+        now = timezone.now()
+        since = now - timedelta(seconds=seconds)
+        attempts = finished_attempts(since, budget_ids, (params.get("cluster") or "").replace("\x00", "") or None)
+        paths = budget_paths(self.budget_tree)
+        rows = [
+            {
+                "workload": a.workload_id,
+                "name": a.workload.name,
+                "owner": a.workload.owner.username,
+                "budget": paths.get(a.workload.budget_id, str(a.workload.budget_id)),
+                "cluster": a.workload.cluster.name,
+                "attempt": a.number,
+                "host": a.host.name,
+                "gpus": a.workload.gpu_count,
+                "gpu_model": a.workload.gpu_model,
+                "allocated": a.allocated and not a.unfunded,
+                "submitted_at": a.workload.submitted_at,
+                "started_at": a.started_at,
+                "ended_at": a.ended_at,
+                "elapsed_s": int((a.ended_at - a.started_at).total_seconds()) if a.started_at else 0,
+                "end_reason": a.end_reason,
+                "exit_code": a.exit_code,
+                "charged_gpu_hours": round(a.charged_gpu_seconds / 3600, 4),
+            }
+            for a in attempts[:limit]
+        ]
+        return Response(HistorySerializer({"since": since, "until": now, "count": len(attempts), "results": rows}).data)
+
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        """Cancel: 200 with the workload; 403 ``forbidden``; 409 ``already_final``."""
+        """Cancel: 200 with the workload when it is canceled at once (it held no GPUs); 202 when a
+        stop was issued to its running attempt: ``stop`` says which, and ``stop.ends_as`` the
+        state to expect (``canceled``) once the agent reports the release (it keeps running, and an
+        allocated attempt is charged, until then); 403 ``forbidden``; 409 ``already_final``."""
         workload = self.get_object()
         do_cancel_workload(request.user, workload)
-        return Response(self._detail(workload.pk))
+        data = self._detail(workload.pk)
+        final = data["state"] in Workload.FINAL_STATES
+        return Response(data, status=status.HTTP_200_OK if final else status.HTTP_202_ACCEPTED)
 
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):

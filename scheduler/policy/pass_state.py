@@ -76,14 +76,17 @@ class PassState:
     def shares(self) -> dict[str, Fraction]:
         """Normalized shares; archived budgets without work drop out (§3.7)."""
         if self._shares is None:
-            busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
-            busy_tree: set[str] = set()
-            for b in busy:
-                if b in self.tree.chain:
-                    busy_tree.update(self.tree.chain[b])
-            live = {k for k, b in self.tree.budgets.items() if not b.archived or k in busy_tree}
-            self._shares = self.tree.normalized_shares(live)
+            self._shares = self.tree.normalized_shares(self.live_budgets())
         return self._shares
+
+    def live_budgets(self) -> set[str]:
+        """Budgets that count in their siblings' normalization: not archived, or with work (§3.7)."""
+        busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
+        busy_tree: set[str] = set()
+        for b in busy:
+            if b in self.tree.chain:
+                busy_tree.update(self.tree.chain[b])
+        return {k for k, b in self.tree.budgets.items() if not b.archived or k in busy_tree}
 
     def ratio(self, budget: str, extra: int = 0) -> Fraction:
         """Exact ``(U + C + extra) / s(b)``; divide by GPUs × W for the displayed ratio."""

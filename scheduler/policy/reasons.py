@@ -88,6 +88,8 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
         host = table[level].get(w.gpus)
         if host is not None:
             detail: dict[str, object] = {"host": host}
+            if level in (2, 3):
+                detail["blocking"] = _blocking(ps, w, [host], level)
             if level == 2:
                 room = contract.host_room(
                     ps.state, ps.state.hosts[host], w, ps.room_budgets(w), ps.tree.budgets, ps.now
@@ -99,6 +101,28 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
                     detail.update(fair_share_detail(ps, w, witness))
             return level, detail
     return 4, {}
+
+
+BLOCKING_SHOWN = 8
+"""At most this many blocking workloads are named in a reason (the first by protection end)."""
+
+
+def _blocking(ps: PassState, w: Workload, hosts: list[str], level: int) -> list[str]:
+    """Workload ids of the work on ``hosts`` that keeps ``w`` out: at level 2 the protected
+    attempts rule 2 would let it take once unprotected, at level 3 the allocated attempts rule 2
+    forbids it (other budgets only: its own budget's work never counts as room, §3.8). First by
+    protection end, then id; stable from tick to tick while that work stays."""
+    allowed = ps.room_budgets(w)
+    found: list[tuple[int, str]] = []
+    for h in hosts:
+        for aid in ps.state.hosts[h].attempts:
+            av = ps.state.attempts[aid]
+            a = av.attempt
+            if not a.allocated or av.stopping or a.budget == w.budget:
+                continue
+            if (level == 2 and av.protected and a.budget in allowed) or (level == 3 and a.budget not in allowed):
+                found.append((a.protected_until or ps.now, a.workload))
+    return [wid for _, wid in sorted(set(found))[:BLOCKING_SHOWN]]
 
 
 def _witness(ps: PassState, w: Workload, host: str) -> str | None:
@@ -116,6 +140,8 @@ def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
         return 4, {}
     level, last = levels[k - 1]
     detail: dict[str, object] = {"hosts": [h for _, h in levels[:k]]}
+    if level in (2, 3):
+        detail["blocking"] = _blocking(ps, w, [h for _, h in levels[:k]], level)
     if level == 2:
         pus = [
             st.attempts[aid].attempt.protected_until or ps.now for _, h in levels[:k] for aid in st.hosts[h].attempts
@@ -279,16 +305,18 @@ def _gang_hosts(ps: PassState, model: str, size: int) -> list[tuple[str, bool, i
 
 
 def fair_share_detail(ps: PassState, w: Workload, victim_budget: str) -> dict[str, object]:
-    """The ratios rule 2 compared: P's side counting its commitment, and the victim's side."""
+    """The sides rule 2 compared: P's side (``budget``) and the victim's (``other_budget``), by key and path."""
     split = ps.tree.split(w.budget, victim_budget)
     if split is None:
         return {}
     a, b = split
+    # Only what the pass decided: the two sides rule 2 compared. Their usage and ratios move every
+    # second; the server derives them on read from the one standing (scheduler.policy.figures),
+    # so the stored reason changes only when the decision does.
     return {
         "other_budget_key": victim_budget,
+        "budget_key": a,
         "budget": ps.tree.path_name(a),
-        # Three decimals: enough to read, and the stored reason does not change every tick.
-        "ratio": round(ps.display_ratio(a, w.gpus * w.min_runtime), 3),
+        "rival_key": b,
         "other_budget": ps.tree.path_name(b),
-        "other_ratio": round(ps.display_ratio(b), 3),
     }

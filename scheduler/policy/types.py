@@ -237,9 +237,10 @@ class Stop:
 class PendingInfo:
     """Why a workload is still pending, with the numbers behind it (§3.8).
 
-    ``detail`` is JSON-ready: e.g. ``{"ratio": 1.3, "other_ratio": 0.4,
-    "other_budget": "vision", "protected_until": 1767600000, "host": "h12",
-    "reserved_for": "W42"}``.
+    ``detail`` is JSON-ready and holds only what the pass decided, so it does not change from tick
+    to tick while the decision stands: e.g. ``{"budget_key": "3", "budget": "nlp", "rival_key": "5",
+    "other_budget": "vision", "protected_until": 1767600000, "host": "h12", "blocking": ["W7"],
+    "reserved_for": "W42"}``. Usage and ratios are derived on read (``scheduler.policy.figures``).
     """
 
     reason: PendingReason

@@ -42,6 +42,7 @@ from scheduler.policy import (
     Workload,
 )
 from scheduler.policy.admission import gpu_shapes, infeasible_shape
+from scheduler.policy.figures import attainment
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
 from scheduler.sim.classes import WORKLOAD_CLASSES, classify, declares_zero
 from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
@@ -878,11 +879,11 @@ def summarize(name: str, inputs: Inputs, sim: TraceSim, m: Metrics) -> dict[str,
             ent = shares[b] * sim.total_gpus * cfg.window_s
             dem = demand[k].get(b, 0.0)
             got = sum(m.delivered_day[b][lo:hi])
-            den = min(ent, dem)
-            if den <= 0:
+            share = attainment(got, ent, dem)
+            if share is None:
                 attain.setdefault(b, []).append(None)
                 continue
-            val = min(1.0, got / den)
+            val = float(share)
             attain.setdefault(b, []).append(round(val, 4))
             all_vals.append(val)
             if dem >= ent:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from scheduler.policy import Budget, Host
+from scheduler.policy.figures import attainment, workload_demand
 from scheduler.policy.tree import BudgetTree
 from scheduler.sim.budgets import BudgetFileError, BudgetPlan
 from scheduler.sim.simulate import (
@@ -115,7 +116,7 @@ def _demand(j: DemandJob, lo: int, hi: int) -> int:
     waiting asks for no more than the run time it needs. Jobs are submitted inside the window, so
     that is its whole work; one not finished by now needs the rest of the window (as simulated)."""
     present = _overlap(j.submitted_at, j.finished_at or hi, lo, hi)
-    return j.gpus * (present if j.work_s is None else min(present, j.work_s))
+    return workload_demand(j.gpus, present, j.work_s)
 
 
 def actual(demand: Demand) -> dict[str, dict[str, Any]]:
@@ -134,12 +135,12 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
 
 
 def _row(delivered: float, dem: float, ent: float, waits: list[int]) -> dict[str, Any]:
-    den = min(ent, dem)
+    got = attainment(delivered, ent, dem)
     return {
         "entitlement_gpu_h": round(ent / 3600, 1),
         "demand_gpu_h": round(dem / 3600, 1),
         "delivered_gpu_h": round(delivered / 3600, 1),
-        "attainment": None if den <= 0 else round(min(1.0, delivered / den), 4),
+        "attainment": None if got is None else round(float(got), 4),
         "wait_p50_h": None if not waits else round((percentile(waits, 50) or 0) / 3600, 3),
         "wait_p90_h": None if not waits else round((percentile(waits, 90) or 0) / 3600, 3),
         "jobs": len(waits),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,36 @@ def duration(seconds: Any) -> str:
     if secs and not days:
         parts.append(f"{secs}s")
     return " ".join(p for p in parts if p)
+
+
+def gpu_time_text(gpu_seconds: Any) -> str:
+    """GPU-seconds as ``12.5 GPU-h`` or, under one GPU-hour, ``4 GPU-min`` (never a bare ``4m``,
+    which reads as wall time)."""
+    try:
+        total = float(gpu_seconds)
+    except (TypeError, ValueError):
+        return "–"
+    if total <= 0:
+        return "0 GPU-h"
+    if total < 3600:
+        minutes = total / 60
+        return f"{minutes:.0f} GPU-min" if minutes >= 10 else f"{minutes:.1f} GPU-min"
+    hours = total / 3600
+    return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
+
+
+@register.filter
+def shell_join(argv: Any) -> str:
+    """An argv list as one shell-quoted line (``shlex.join``), so spaces and quotes read right."""
+    if not isinstance(argv, list | tuple):
+        return "" if argv is None else str(argv)
+    return shlex.join(str(a) for a in argv)
+
+
+@register.filter
+def gpu_time(gpu_seconds: Any) -> str:
+    """:func:`gpu_time_text` for templates."""
+    return gpu_time_text(gpu_seconds)
 
 
 @register.filter

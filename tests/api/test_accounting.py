@@ -1,0 +1,122 @@
+"""Accounting like sacct/sshare (issue 13, point 6): wait, elapsed, GPU-hours charged and
+preemptions on the workloads list (API, page, ``fairway ls``/``show``), finished attempts in
+``workloads/history/`` and ``fairway history``, and the share tree in ``fairway share``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from scheduler import lifecycle
+from scheduler.models import Attempt, Workload
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli
+
+H = 3600
+
+
+@pytest.fixture
+def preempted_once(researcher, cluster, submit_kwargs, monkeypatch, django_capture_on_commit_callbacks):
+    """Submitted 3 h ago, first attempt ran 2 h → 1 h ago and was preempted; the second has run 30 min."""
+    at = timezone.now().replace(microsecond=0)
+    monkeypatch.setattr(timezone, "now", lambda: at)
+    with django_capture_on_commit_callbacks(execute=True):
+        w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4), submitted_at=at - timedelta(hours=3))
+        run_tick(cluster.pk)
+        first = Attempt.objects.select_related("host").get(workload=w)
+        lifecycle.attempt_started(first.host, first.pk, now=at - timedelta(hours=2))
+        Attempt.objects.filter(pk=first.pk).update(stop_requested_at=at - timedelta(hours=1), stop_reason="preempted")
+        lifecycle.attempt_exited(first.host, first.pk, None, now=at - timedelta(hours=1))
+        run_tick(cluster.pk)
+        second = Attempt.objects.select_related("host").get(workload=w, ended_at__isnull=True)
+        lifecycle.attempt_started(second.host, second.pk, now=at - timedelta(minutes=30))
+    w.refresh_from_db()
+    assert w.state == Workload.State.RUNNING
+    return w, at
+
+
+def test_list_and_detail_carry_wait_elapsed_charge_and_preemptions(preempted_once, researcher_client):
+    w, at = preempted_once
+    rows = researcher_client.get("/api/v1/workloads/").json()["results"]
+    acct = next(r for r in rows if r["id"] == w.pk)["accounting"]
+    assert acct == {
+        "started_at": (at - timedelta(hours=2)).isoformat().replace("+00:00", "Z"),
+        "wait_s": H,
+        "elapsed_s": H + H // 2,
+        "charged_gpu_hours": 6.0,  # 4 GPUs × 1 h closed + 4 GPUs × 30 min so far
+        "preemptions": 1,
+    }
+    assert researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["accounting"] == acct
+
+
+def test_list_costs_no_query_per_row(researcher, submit_kwargs, preempted_once, researcher_client):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert researcher_client.get("/api/v1/workloads/?state=pending,running").status_code == 200
+        return len(ctx.captured_queries)
+
+    before = queries()
+    for _ in range(3):
+        do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    assert queries() == before
+
+
+def test_history_lists_finished_attempts_with_filters(preempted_once, researcher_client):
+    w, _at = preempted_once
+    answer = researcher_client.get("/api/v1/workloads/history/", {"since": "7d"}).json()
+    assert answer["count"] == 1
+    [row] = answer["results"]
+    assert (row["workload"], row["attempt"], row["end_reason"], row["elapsed_s"]) == (w.pk, 1, "preempted", H)
+    assert row["charged_gpu_hours"] == 4.0 and row["budget"] == "nlp/olmo" and row["allocated"] is True
+    assert researcher_client.get("/api/v1/workloads/history/", {"budget": "nlp"}).json()["count"] == 1
+    assert researcher_client.get("/api/v1/workloads/history/", {"budget": "vision"}).json()["count"] == 0
+    assert researcher_client.get("/api/v1/workloads/history/", {"since": "30m"}).json()["count"] == 0
+    for bad in ({"since": "soon"}, {"since": "0"}, {"budget": "nope"}, {"limit": "0"}):
+        response = researcher_client.get("/api/v1/workloads/history/", bad)
+        assert response.status_code == 400, bad
+
+
+def test_cli_ls_show_history_and_share(preempted_once, researcher, monkeypatch):
+    w, _at = preempted_once
+    out = run_cli(monkeypatch, researcher, "ls")
+    header, *lines = out.splitlines()
+    for column in ("SUBMITTED", "STARTED", "WAIT", "ELAPSED", "GPU-H", "PREEMPT"):
+        assert column in header
+    row = next(line for line in lines if line.split()[0] == str(w.pk))
+    assert row.split()[-4:] == ["1h", "1h30m", "6.00", "1"]
+
+    shown = run_cli(monkeypatch, researcher, "show", str(w.pk))
+    assert "wait:            1h" in shown and "charged:         6.00 GPU-h" in shown
+    assert "preemptions:     1" in shown
+
+    text = run_cli(monkeypatch, researcher, "history", "--since", "7d", "--csv")
+    [record] = list(csv.DictReader(io.StringIO(text)))
+    assert (record["workload"], record["attempt"], record["end_reason"]) == (str(w.pk), "1", "preempted")
+    assert record["charged_gpu_hours"] == "4.0"
+    table = run_cli(monkeypatch, researcher, "history", "--budget", "nlp/olmo")
+    assert f"{w.pk}.1" in table and "preempted" in table
+
+    share = run_cli(monkeypatch, researcher, "share")
+    head = share.splitlines()[1].split()
+    assert head[:4] == ["Account", "RawShares", "NormShares", "RawUsage"]
+    olmo = next(line for line in share.splitlines() if line.strip().startswith("olmo"))
+    tulu = next(line for line in share.splitlines() if line.strip().startswith("tulu"))
+    assert "2/2" in olmo.split() and "1/2" in tulu.split()  # rank among its siblings: less used first
+    assert olmo.split()[3] == "6.000"  # RawUsage, GPU-hours
+
+
+def test_web_list_shows_the_accounting(preempted_once, researcher):
+    w, _at = preempted_once
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get("/workloads/").content.decode()
+    assert '<td class="num small acct-preemptions">1</td>' in html
+    assert '<td class="num small acct-charged">6.00 GPU-h</td>' in html

@@ -1,0 +1,39 @@
+"""Run the ``fairway`` CLI with its API calls answered in-process (no live server: fast, and the
+server's clock is whatever the test froze)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rest_framework.test import APIClient
+
+from fairway_cli import cli as fairway_cli
+
+
+def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
+    """``fairway ARGV`` as ``user``; returns stdout (stderr on a failure the test did not expect)."""
+    api = APIClient()
+    api.force_authenticate(user)
+
+    def call(self: Any, method: str, path: str, *, body: Any = None, params: Any = None, auth: bool = True) -> Any:
+        clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
+        url = f"/api/v1/{path.lstrip('/')}"
+        if method == "GET":
+            response = api.get(url, clean)
+        else:
+            response = getattr(api, method.lower())(url, body or {}, format="json")
+        if response.status_code == 204:
+            return None
+        data = response.json()
+        if response.status_code >= 400:
+            raise fairway_cli.CliError(fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, data))
+        return fairway_cli.escaped(data) if self.escape else data
+
+    monkeypatch.setattr(fairway_cli.Api, "call", call)
+    monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
+    monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
+    out, err = io.StringIO(), io.StringIO()
+    code = fairway_cli.main(list(argv), out=out, err=err)
+    assert code == expect, err.getvalue() or out.getvalue()
+    return out.getvalue() if code == 0 else err.getvalue()

@@ -1,0 +1,111 @@
+"""Copy and small faults of issue 13, point 8: one test each."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from django.test import Client
+
+from scheduler import lifecycle
+from scheduler.models import Attempt, WorkloadEvent
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli
+from tests.web.test_pages import _form
+from web.templatetags.fairway import gpu_time_text, shell_join
+
+
+@pytest.fixture
+def browser(researcher, cluster) -> Client:
+    c = Client()
+    c.force_login(researcher)
+    return c
+
+
+def _running(researcher, cluster, submit_kwargs, **overrides):
+    w = do_submit_workload(researcher, **submit_kwargs(**overrides))
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    return w, attempt
+
+
+def test_cancelling_unallocated_work_never_says_charged(browser, researcher, cluster, submit_kwargs, monkeypatch):
+    w, _ = _running(researcher, cluster, submit_kwargs, min_runtime_s=0)
+    page = browser.post(f"/workloads/{w.pk}/cancel/", follow=True).content.decode()
+    assert "never charged" in page and "it is charged" not in page
+    w2, _ = _running(researcher, cluster, submit_kwargs, min_runtime_s=0, gpu_count=1)
+    out = run_cli(monkeypatch, researcher, "cancel", str(w2.pk))
+    assert "never charged" in out and "charged until" not in out
+
+
+def test_charged_gpu_time_says_gpu_minutes_or_hours():
+    assert gpu_time_text(240) == "4.0 GPU-min"
+    assert gpu_time_text(1800) == "30 GPU-min"
+    assert gpu_time_text(7200) == "2.00 GPU-h"
+    assert gpu_time_text(0) == "0 GPU-h"
+
+
+def test_events_name_attempt_numbers_and_the_preempting_workload(researcher, cluster, submit_kwargs):
+    # Given unallocated work on every A100, allocated work preempts one of them.
+    free = [_running(researcher, cluster, submit_kwargs, min_runtime_s=0, gpu_count=8)[0] for _ in range(2)]
+    taker = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    stop = WorkloadEvent.objects.get(workload__in=free, kind="preempted")
+    assert stop.message == f"attempt 1 stopping: preempted for workload #{taker.pk}"
+    assert stop.data["attempt_number"] == 1
+
+
+def test_cancel_of_running_work_answers_the_stop_and_the_state_to_expect(
+    researcher, cluster, submit_kwargs, researcher_client
+):
+    w, _ = _running(researcher, cluster, submit_kwargs)
+    response = researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["stop"]["reason"] == "canceled" and body["stop"]["ends_as"] == "canceled"
+    assert body["stop"]["attempt"] == 1 and body["stop"]["charged_until_release"] is True
+
+
+def test_already_final_is_grammatical(researcher, cluster, submit_kwargs, researcher_client):
+    w = do_submit_workload(researcher, **submit_kwargs())
+    assert researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/").status_code == 200
+    again = researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/")
+    assert again.status_code == 409
+    assert "The workload has already ended: it is canceled." in str(again.json())
+
+
+def test_submit_form_shows_every_error_at_once(browser):
+    response = browser.post("/submit/", _form(command="", min_runtime="soon", gpu_count="0"))
+    assert response.status_code == 400
+    form = response.context["form"]
+    assert {"command", "min_runtime", "gpu_count"} <= set(form.errors)
+
+
+def test_budget_and_workload_tables_scroll_inside_their_card(browser, researcher, submit_kwargs):
+    do_submit_workload(researcher, **submit_kwargs())
+    for url in ("/budgets/", "/workloads/"):
+        assert '<div class="table-scroll">' in browser.get(url).content.decode(), url
+    css = browser.get("/static/fairway/fairway.css")
+    assert b".table-scroll { overflow-x: auto" in b"".join(css.streaming_content if css.streaming else [css.content])
+
+
+def test_redoc_loads_nothing_from_the_internet(browser):
+    html = browser.get("/api/redoc/").content.decode()
+    assert "https://" not in html and "fonts.googleapis" not in html
+    assert '<script src="/static/drf_spectacular_sidecar/redoc/' in html
+
+
+def test_a_favicon_is_served(browser):
+    assert 'rel="icon"' in browser.get("/").content.decode()
+    answer = browser.get("/favicon.ico")
+    assert answer.status_code == 302 and answer["Location"].endswith("favicon.svg")
+
+
+def test_commands_are_shown_shell_quoted(browser, researcher, submit_kwargs, monkeypatch):
+    argv = ["python", "train.py", "--msg", "hello world"]
+    w = do_submit_workload(researcher, **submit_kwargs(command=argv))
+    assert shell_join(argv) == "python train.py --msg 'hello world'" == shlex.join(argv)
+    assert "python train.py --msg &#x27;hello world&#x27;" in browser.get(f"/workloads/{w.pk}/").content.decode()
+    assert "command:         python train.py --msg 'hello world'" in run_cli(monkeypatch, researcher, "show", str(w.pk))
