@@ -132,8 +132,10 @@ def reset_debounce(cluster_ids: list[int] | None = None) -> None:
         client.delete(*(_marker_key(c) for c in cluster_ids))
 
 
-ESTIMATE_EVERY_S = 60.0
-"""The clock asks for estimated start times at most this often (seconds) per cluster (DESIGN.md §3.8)."""
+def estimate_every_s() -> float:
+    """The clock asks for estimated start times at most this often (seconds) per cluster (DESIGN.md
+    §3.8; ``FAIRWAY_ESTIMATE_INTERVAL_S``)."""
+    return float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
 
 
 @dramatiq.actor(queue_name="estimates", max_retries=0, time_limit=120_000)
@@ -149,14 +151,24 @@ def estimate_starts(cluster_id: int) -> None:
     from django.utils import timezone
 
     from scheduler.models import Workload
+    from scheduler.sim.estimate import cap_by_reservations
     from scheduler.sim.estimate import estimate_starts as simulate
     from scheduler.snapshot import load_snapshot
 
     snap, _ = load_snapshot(cluster_id, timezone.now())
     found = simulate(snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0)
     rows = list(
-        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only("id", "estimated_start")
+        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
+            "id", "estimated_start", "pending_detail"
+        )
     )
+    # The reservation the last tick stored (and the page shows) caps the estimate too (§3.8).
+    stored = {}
+    for w in rows:
+        reserved = (w.pending_detail or {}).get("reserved_start")
+        if isinstance(reserved, int | float):
+            stored[str(w.pk)] = int(reserved)
+    found = cap_by_reservations(found, stored)
     changed = []
     for w in rows:
         at = found.get(str(w.pk))

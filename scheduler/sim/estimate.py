@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, Snapshot, UsageRecord, Workload
 from scheduler.policy.tree import BudgetTree
@@ -259,3 +259,40 @@ def estimate_starts(
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
     reserved = fw.first.reserved_start if fw.first is not None else {}
     return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted})
+
+
+QUOTE_ID = "quote"
+"""The id of the hypothetical workload a quote adds (never a real workload's id: those are digits)."""
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One line of a quote (§3.8): for minimum runtime ``min_runtime`` (seconds), the estimated
+    start (epoch seconds; None: none within one window), the GPU-seconds its protected part
+    would charge (``gpus × M``) and the budget's ratio ``r = (U + C) / E`` once it is admitted
+    (its commitment added)."""
+
+    min_runtime: int
+    start: int | None
+    charge_gpu_seconds: int
+    ratio_after: float
+
+
+def quote(
+    snap: Snapshot, workload: Workload, minimum_runtimes: Iterable[int], *, grace: int = 30, budget_s: float = 5.0
+) -> list[Quote]:
+    """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
+    replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
+    workload added per minimum runtime, stopped once it starts. Pure: nothing is written."""
+    from scheduler.policy.pass_state import PassState
+
+    seq = max((w.seq for w in snap.pending), default=0) + 1
+    standing = PassState(snap)
+    out = []
+    for m in dict.fromkeys(minimum_runtimes):
+        w = replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
+        found = estimate_starts(replace(snap, pending=[*snap.pending, w]), grace=grace, budget_s=budget_s, only=[w.id])
+        commit = w.gpus * m
+        ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
+        out.append(Quote(m, found.get(w.id), commit, ratio))
+    return out
