@@ -146,37 +146,11 @@ def estimate_starts(cluster_id: int) -> None:
     snapshot; never takes the tick lock, so it cannot slow the tick. Safe to run
     twice: it only overwrites estimates.
     """
-    from datetime import UTC, datetime
-
     from django.utils import timezone
 
-    from scheduler.models import Workload
-    from scheduler.sim.estimate import cap_by_reservations
-    from scheduler.sim.estimate import estimate_starts as simulate
-    from scheduler.snapshot import load_snapshot
+    from scheduler.estimates import store_estimates
 
-    snap, _ = load_snapshot(cluster_id, timezone.now())
-    found = simulate(snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0)
-    rows = list(
-        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
-            "id", "estimated_start", "pending_detail"
-        )
-    )
-    # The reservation the last tick stored (and the page shows) caps the estimate too (§3.8).
-    stored = {}
-    for w in rows:
-        reserved = (w.pending_detail or {}).get("reserved_start")
-        if isinstance(reserved, int | float):
-            stored[str(w.pk)] = int(reserved)
-    found = cap_by_reservations(found, stored)
-    changed = []
-    for w in rows:
-        at = found.get(str(w.pk))
-        value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
-        if w.estimated_start != value:
-            w.estimated_start = value
-            changed.append(w)
-    Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    store_estimates(cluster_id, timezone.now())
 
 
 PRUNE_METRICS_EVERY_S = 3600.0

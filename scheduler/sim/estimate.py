@@ -194,9 +194,13 @@ class Forward:
         """Passes at ``now`` until one decides nothing new."""
         self.release_due()
         for _ in range(max_passes):
-            dec = self.scheduler(self.snapshot())
+            snap = self.snapshot()
             if self.first is None:
-                self.first = dec
+                # The first pass in full (the idle screen would skip it): its reservations cap
+                # the estimates (§3.8).
+                dec = self.first = self.scheduler(replace(snap, with_reasons=True))
+            else:
+                dec = self.scheduler(snap)
             self.apply(dec)
             if not dec.changed:
                 return
