@@ -74,3 +74,56 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             changed.append(w)
     Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
     return len(changed)
+
+
+QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600)
+"""The minimum runtimes every quote shows (0, 30 min, 2 h, 8 h), beside the user's own."""
+
+
+@dataclass(frozen=True)
+class QuoteLine:
+    """One minimum runtime of a quote: ``start`` None means no start within one window."""
+
+    min_runtime_s: int
+    estimated_start: datetime | None
+    charge_gpu_hours: float
+    ratio_after: float
+    yours: bool
+
+
+def do_quote(owner: object, *, now: datetime | None = None, **submission: object) -> tuple[Workload, list[QuoteLine]]:
+    """Quote a workload before submission (DESIGN.md §3.8): for minimum runtimes 0, 30 min, 2 h,
+    8 h and the one given, the estimated start (one forward simulation with the workload added
+    per minimum runtime, :func:`scheduler.sim.estimate.quote`), the GPU-hours its protected part
+    would charge (``gpus × M``) and its budget's ratio with that commitment added.
+
+    ``submission``: the keyword arguments of ``do_submit_workload``, validated by it
+    (``dry_run``): raises its SubmissionError on the same problems. Writes nothing.
+    """
+    from django.utils import timezone
+
+    from scheduler import services
+    from scheduler.policy import Workload as PolicyWorkload
+    from scheduler.sim.estimate import QUOTE_ID, quote
+    from scheduler.snapshot import epoch, load_snapshot
+
+    workload = services.do_submit_workload(owner, dry_run=True, **submission)  # type: ignore[arg-type]
+    now = now or timezone.now()
+    snap, _ = load_snapshot(workload.cluster.pk, now)
+    hypothetical = PolicyWorkload(
+        QUOTE_ID, str(workload.budget.pk), workload.gpu_count, workload.gpu_model, 0, epoch(now), 0
+    )
+    own = workload.min_runtime_s
+    runtimes = sorted({*QUOTE_RUNTIMES_S, own})
+    rows = quote(snap, hypothetical, runtimes, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]))
+    lines = [
+        QuoteLine(
+            q.min_runtime,
+            datetime.fromtimestamp(q.start, tz=UTC) if q.start is not None else None,
+            q.charge_gpu_seconds / 3600,
+            q.ratio_after,
+            q.min_runtime == own,
+        )
+        for q in rows
+    ]
+    return workload, lines
