@@ -217,6 +217,16 @@ class Demo:
             "seed_demo", "--hosts", str(self.args.hosts), "--gpus", str(self.args.gpus), "--tokens-out", str(tokens)
         )
         say(f"seeded: budgets, logins, {self.args.hosts} hosts × {self.args.gpus} GPUs")
+        if self.args.history_days > 0:
+            # A week of the trace before the replay, simulated and written as finished work:
+            # budgets start with real ratios, the pyramid with a week (docs/demo.md).
+            began = time.monotonic()
+            self.manage(
+                "import_history", "philly", "--trace", str(self.args.trace), "--cluster", "philly",
+                "--user", "researcher", "--before-job", str(self.args.start), "--days", f"{self.args.history_days:g}",
+            )  # fmt: skip
+            say(f"history: {self.args.history_days:g} days of the trace before the replay imported "
+                f"({time.monotonic() - began:.0f} s)")  # fmt: skip
         self.isolation = demo_isolation()
         if self.isolation.allow_root:  # attempts run as the agents' user, root: the cluster must allow it
             self.manage(
@@ -534,6 +544,9 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=DEMO_TIME_SCALE)
     parser.add_argument("--max-duration", default=DEMO_MAX_DURATION)
     parser.add_argument("--timeout", type=float, default=900, help="replay: wait after the last submission (s)")
+    parser.add_argument(
+        "--history-days", type=float, default=7.0, help="days of the trace imported before the replay (0: none)"
+    )
     parser.add_argument("--tick", type=float, default=1.0, help="server clock period in seconds (default 1)")
     args = parser.parse_args()
 
