@@ -54,7 +54,7 @@ class Clock:
             tasks.request_tick(cid)
             if now >= self._next_estimate.get(cid, 0.0):
                 self._next_estimate[cid] = now + tasks.estimate_every_s()
-                tasks.estimate_starts.send(cid)
+                tasks.request_estimates(cid)
         if sweep:
             tasks.sweep_hosts.send()
             tasks.start_timeouts.send()

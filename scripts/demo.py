@@ -155,8 +155,8 @@ class Demo:
                 "FAIRWAY_TICK_INTERVAL_S": str(args.tick),
                 "FAIRWAY_HEARTBEAT_S": "1",
                 "FAIRWAY_GRACE_PERIOD_S": "5",
-                # Estimates every few seconds: the replay submits a job every ~0.3 s.
-                "FAIRWAY_ESTIMATE_INTERVAL_S": "3",
+                # Estimates every 10 s (one run at a time: tasks.request_estimates).
+                "FAIRWAY_ESTIMATE_INTERVAL_S": "10",
                 "PYTHONUNBUFFERED": "1",
             }
         )

@@ -97,3 +97,16 @@ def test_estimate_actor_stores_estimates_on_pending_workloads(db, org_tree, rese
     w.refresh_from_db()
     assert w.estimated_start is not None
     assert Workload.objects.get(pk=w.pk).state == "pending"
+
+
+def test_estimates_are_not_requested_again_while_one_is_queued(db, org_tree, researcher):
+    from scheduler import tasks
+    from scheduler.services import do_create_cluster
+
+    cluster = do_create_cluster("est2")
+    tasks.reset_debounce([cluster.pk])
+    assert tasks.request_estimates(cluster.pk) is True
+    assert tasks.request_estimates(cluster.pk) is False  # the first is still queued
+    tasks.estimate_starts.fn(cluster.pk)  # the run clears its marker when it ends
+    assert tasks.request_estimates(cluster.pk) is True
+    tasks.reset_debounce([cluster.pk])
