@@ -396,7 +396,12 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                     + (" *" if r["yours"] else "")
                 ),
             ),
-            ("STARTS BY", lambda r: when(r["estimated_start"]) if r["estimated_start"] else "none within the window"),
+            (
+                "STARTS BY",
+                lambda r: (
+                    when(r["estimated_start"]) if r["estimated_start"] else f"none before {when(r['searched_until'])}"
+                ),
+            ),
             ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
             ("RATIO AFTER", lambda r: f"{r['ratio_after']:.4g}×"),
         ],

@@ -89,6 +89,7 @@ class QuoteLine:
     charge_gpu_hours: float
     ratio_after: float
     yours: bool
+    searched_until: datetime
 
 
 def do_quote(owner: object, *, now: datetime | None = None, **submission: object) -> tuple[Workload, list[QuoteLine]]:
@@ -123,6 +124,7 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
             q.charge_gpu_seconds / 3600,
             q.ratio_after,
             q.min_runtime == own,
+            datetime.fromtimestamp(q.searched_until, tz=UTC),
         )
         for q in rows
     ]

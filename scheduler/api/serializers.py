@@ -194,6 +194,10 @@ class QuoteLineSerializer(serializers.Serializer):
     charge_gpu_hours = serializers.FloatField(help_text="GPU-hours the protected part charges the budget (gpus × M)")
     ratio_after = serializers.FloatField(help_text="the budget's ratio (U + C) / E once admitted (commitment added)")
     yours = serializers.BooleanField(help_text="the minimum runtime of the request")
+    searched_until = serializers.DateTimeField(
+        help_text="how far the forward simulation got: with no estimated start, none before this "
+        "(one window ahead unless the quote's time limit ran out)"
+    )
 
 
 class QuoteSerializer(serializers.Serializer):

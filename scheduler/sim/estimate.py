@@ -251,6 +251,20 @@ def estimate_starts(
     no estimate. ``only`` stops the simulation once these workloads have started (quotes).
     Workloads holding a reservation in the first pass are capped by its start.
     """
+    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only)[0]
+
+
+def forward(
+    snap: Snapshot,
+    *,
+    grace: int = 30,
+    horizon: int | None = None,
+    budget_s: float = 20.0,
+    only: Iterable[str] | None = None,
+) -> tuple[dict[str, int], int]:
+    """:func:`estimate_starts` and the simulated instant it reached: the horizon's end when the
+    search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
+    start before the horizon)."""
     horizon = snap.window if horizon is None else horizon
     fw = Forward(snap, grace)
     wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
@@ -262,7 +276,8 @@ def estimate_starts(
         fw.tick()
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
     reserved = fw.first.reserved_start if fw.first is not None else {}
-    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted})
+    reached = end if wanted <= fw.started.keys() else fw.now
+    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}), reached
 
 
 QUOTE_ID = "quote"
@@ -280,14 +295,18 @@ class Quote:
     start: int | None
     charge_gpu_seconds: int
     ratio_after: float
+    searched_until: int
+    """The simulated instant the search reached: with no ``start``, none before it; before the
+    window's end only when the time budget ran out."""
 
 
 def quote(
-    snap: Snapshot, workload: Workload, minimum_runtimes: Iterable[int], *, grace: int = 30, budget_s: float = 5.0
+    snap: Snapshot, workload: Workload, minimum_runtimes: Iterable[int], *, grace: int = 30, budget_s: float = 0.5
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
-    workload added per minimum runtime, stopped once it starts. Pure: nothing is written."""
+    workload added per minimum runtime, stopped once it starts or after ``budget_s`` seconds of
+    wall-clock (then ``searched_until`` says how far it got). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
     seq = max((w.seq for w in snap.pending), default=0) + 1
@@ -295,8 +314,8 @@ def quote(
     out = []
     for m in dict.fromkeys(minimum_runtimes):
         w = replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
-        found = estimate_starts(replace(snap, pending=[*snap.pending, w]), grace=grace, budget_s=budget_s, only=[w.id])
+        found, reached = forward(replace(snap, pending=[*snap.pending, w]), grace=grace, budget_s=budget_s, only=[w.id])
         commit = w.gpus * m
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
-        out.append(Quote(m, found.get(w.id), commit, ratio))
+        out.append(Quote(m, found.get(w.id), commit, ratio, reached))
     return out

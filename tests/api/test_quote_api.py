@@ -45,6 +45,11 @@ def test_a_quote_behind_protected_work_is_estimated_at_its_end(researcher, resea
     body = researcher_client.post(URL, submission(gpu_count=8, min_runtime="2h"), format="json").json()
     # Its own budget's work is never room (§3.4): no start within one window, whatever M.
     assert {q["estimated_start"] for q in body["quotes"]} == {None}
+    from datetime import datetime
+
+    for q in body["quotes"]:  # the search covered the whole window
+        searched = datetime.fromisoformat(q["searched_until"].replace("Z", "+00:00"))
+        assert searched >= timezone.now() + timedelta(days=7) - timedelta(minutes=5)
 
 
 def test_a_quote_is_validated_like_a_submission(researcher_client, submission, cluster):
