@@ -377,6 +377,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
 
 
 def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    if args.quote:
+        return _quote(args, config, out)
     w = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/", body=_submission(args))
     if args.json:
         emit_json(w, out)
@@ -386,6 +388,40 @@ def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         f"submitted #{w['id']} {w['name']}: {w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
         f"budget {w['budget']}, {kind} — {w['state']}\n"
     )
+    return EXIT_OK
+
+
+def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway submit --quote``: the server's quote for this submission; nothing is submitted."""
+    q = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/quote/", body=_submission(args))
+    if args.json:
+        emit_json(q, out)
+        return EXIT_OK
+    out.write(
+        f"quote (nothing submitted): {q['gpu_count']} × {q['gpu_model']} on {q['cluster']}, budget {q['budget']}\n"
+    )
+    table(
+        q["quotes"],
+        [
+            (
+                "MIN-RUNTIME",
+                lambda r: (
+                    (duration(r["min_runtime_s"]) if r["min_runtime_s"] else "0 (unalloc.)")
+                    + (" *" if r["yours"] else "")
+                ),
+            ),
+            (
+                "STARTS BY",
+                lambda r: (
+                    when(r["estimated_start"]) if r["estimated_start"] else f"none before {when(r['searched_until'])}"
+                ),
+            ),
+            ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
+            ("RATIO AFTER", lambda r: f"{r['ratio_after']:.4g}×"),
+        ],
+        out,
+    )
+    out.write("* your minimum runtime. Starts are upper bounds: nothing else ending earlier is assumed.\n")
     return EXIT_OK
 
 
@@ -854,6 +890,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME[=VALUE]",
         help="stored, never shown back; NAME alone reads the value from this shell",
+    )
+    p.add_argument(
+        "--quote",
+        action="store_true",
+        help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- program args...")
 

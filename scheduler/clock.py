@@ -53,8 +53,8 @@ class Clock:
         for cid in cluster_ids:
             tasks.request_tick(cid)
             if now >= self._next_estimate.get(cid, 0.0):
-                self._next_estimate[cid] = now + tasks.ESTIMATE_EVERY_S
-                tasks.estimate_starts.send(cid)
+                self._next_estimate[cid] = now + tasks.estimate_every_s()
+                tasks.request_estimates(cid)
         if sweep:
             tasks.sweep_hosts.send()
             tasks.start_timeouts.send()

@@ -529,11 +529,14 @@ def estimate_words(workload: Workload) -> str:
     """The estimated start in words (DESIGN.md §3.8: an upper bound, or none within one window)."""
     if workload.state != Workload.State.PENDING:
         return ""
+    reserved = (workload.pending_detail or {}).get("reserved_start")
+    if isinstance(reserved, int | float) and (
+        workload.estimated_start is None or reserved <= workload.estimated_start.timestamp()
+    ):
+        # Never later than the reservation shown beside it (§3.8).
+        return f"By {_when(reserved)} at the latest (GPUs are reserved for it)."
     if workload.estimated_start is not None:
         return f"By {_when(workload.estimated_start.timestamp())} at the latest (if nothing else ends earlier)."
-    reserved = (workload.pending_detail or {}).get("reserved_start")
-    if isinstance(reserved, int | float):
-        return f"By {_when(reserved)} at the latest (GPUs are reserved for it)."
     return (
         "None yet: estimates are refreshed about once a minute, and there is none when no start "
         "is found within one window without other work ending."

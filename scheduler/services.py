@@ -251,8 +251,12 @@ def do_submit_workload(
     min_runtime_s: int,
     submitted_at: datetime | None = None,
     duration_hint_s: int | None = None,
+    dry_run: bool = False,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
+
+    ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
+    ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices.
 
     ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
     of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
@@ -359,27 +363,28 @@ def do_submit_workload(
         raise SubmissionError.from_problems(problems)
     assert the_budget is not None and the_cluster is not None  # noqa: S101 -- narrowed by the checks above
 
+    fields = {
+        "name": name.strip(),
+        "owner": owner,
+        "cluster": the_cluster,
+        "gpu_model": gpu_model,
+        "gpu_count": gpu_count,
+        "image": image,
+        "command": list(command),
+        "env": stored_env,
+        "min_runtime_s": min_runtime_s,
+        "duration_hint_s": duration_hint_s,
+        "state": Workload.State.PENDING,
+    }
+    if dry_run:
+        return Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
     with transaction.atomic():
         # Lock the budget so an archive running now either precedes (we refuse) or follows us.
         locked = Budget.objects.select_for_update().get(pk=the_budget.pk)
         if locked.archived_at is not None:
             raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
         now = timezone.now()
-        workload = Workload.objects.create(
-            name=name.strip(),
-            owner=owner,
-            budget=locked,
-            cluster=the_cluster,
-            gpu_model=gpu_model,
-            gpu_count=gpu_count,
-            image=image,
-            command=list(command),
-            env=stored_env,
-            min_runtime_s=min_runtime_s,
-            submitted_at=submitted_at or now,
-            duration_hint_s=duration_hint_s,
-            state=Workload.State.PENDING,
-        )
+        workload = Workload.objects.create(budget=locked, submitted_at=submitted_at or now, **fields)
         # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
         Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
         workload.seq = workload.pk

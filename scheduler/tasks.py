@@ -34,8 +34,10 @@ QUEUE = "scheduler"
 MARKER_TTL_S = 60.0
 """How long a "tick pending" marker lives at most (seconds): bounds the damage of a lost message."""
 
-_local_markers: dict[int, float] = {}
+_local_markers: dict[tuple[str, int], float] = {}
 _local_guard = threading.Lock()
+TICK_MARKER = "tick-pending"
+ESTIMATE_MARKER = "estimate-pending"
 
 
 @cache
@@ -43,32 +45,33 @@ def _redis() -> redis.Redis | None:
     return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
 
 
-def _marker_key(cluster_id: int) -> str:
-    return f"fairway:tick-pending:{cluster_id}"
+def _marker_key(cluster_id: int, kind: str = TICK_MARKER) -> str:
+    return f"fairway:{kind}:{cluster_id}"
 
 
-def _set_marker(cluster_id: int) -> bool:
-    """Set the cluster's "tick pending" marker; True when it was not set (the caller sends the tick)."""
-    ttl = settings.FAIRWAY["TICK_DEBOUNCE_S"] + MARKER_TTL_S
+def _set_marker(cluster_id: int, kind: str = TICK_MARKER, ttl: float | None = None) -> bool:
+    """Set the cluster's ``kind`` marker ("tick pending", "estimate pending"); True when it was
+    not set (the caller sends the message)."""
+    ttl = settings.FAIRWAY["TICK_DEBOUNCE_S"] + MARKER_TTL_S if ttl is None else ttl
     client = _redis()
     if client is not None:
-        return bool(client.set(_marker_key(cluster_id), b"1", nx=True, px=int(ttl * 1000)))
+        return bool(client.set(_marker_key(cluster_id, kind), b"1", nx=True, px=int(ttl * 1000)))
     with _local_guard:
         now = time.monotonic()
-        expires = _local_markers.get(cluster_id)
+        expires = _local_markers.get((kind, cluster_id))
         if expires is not None and expires > now:
             return False
-        _local_markers[cluster_id] = now + ttl
+        _local_markers[(kind, cluster_id)] = now + ttl
         return True
 
 
-def _clear_marker(cluster_id: int) -> None:
+def _clear_marker(cluster_id: int, kind: str = TICK_MARKER) -> None:
     client = _redis()
     if client is not None:
-        client.delete(_marker_key(cluster_id))
+        client.delete(_marker_key(cluster_id, kind))
         return
     with _local_guard:
-        _local_markers.pop(cluster_id, None)
+        _local_markers.pop((kind, cluster_id), None)
 
 
 def request_tick(cluster_id: int) -> bool:
@@ -127,13 +130,31 @@ def reset_debounce(cluster_ids: list[int] | None = None) -> None:
             _local_markers.clear()
         else:
             for cid in cluster_ids:
-                _local_markers.pop(cid, None)
+                for kind in (TICK_MARKER, ESTIMATE_MARKER):
+                    _local_markers.pop((kind, cid), None)
     if client is not None and cluster_ids:
-        client.delete(*(_marker_key(c) for c in cluster_ids))
+        client.delete(*(_marker_key(c, k) for c in cluster_ids for k in (TICK_MARKER, ESTIMATE_MARKER)))
 
 
-ESTIMATE_EVERY_S = 60.0
-"""The clock asks for estimated start times at most this often (seconds) per cluster (DESIGN.md §3.8)."""
+def estimate_every_s() -> float:
+    """The clock asks for estimated start times at most this often (seconds) per cluster (DESIGN.md
+    §3.8; ``FAIRWAY_ESTIMATE_INTERVAL_S``)."""
+    return float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
+
+
+ESTIMATE_MARKER_TTL_S = 300.0
+"""How long an "estimate pending" marker lives at most (seconds; a run is bounded to well under it)."""
+
+
+def request_estimates(cluster_id: int) -> bool:
+    """Ask for the estimated starts of ``cluster_id`` unless a request is still queued or running
+    (its marker is cleared when the run ends): estimates never pile up behind a slow run, so in
+    the embedded mode, whose worker threads also run the ticks, they never crowd the ticks out.
+    Returns True when a message was sent."""
+    if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S):
+        return False
+    estimate_starts.send(cluster_id)
+    return True
 
 
 @dramatiq.actor(queue_name="estimates", max_retries=0, time_limit=120_000)
@@ -144,27 +165,14 @@ def estimate_starts(cluster_id: int) -> None:
     snapshot; never takes the tick lock, so it cannot slow the tick. Safe to run
     twice: it only overwrites estimates.
     """
-    from datetime import UTC, datetime
-
     from django.utils import timezone
 
-    from scheduler.models import Workload
-    from scheduler.sim.estimate import estimate_starts as simulate
-    from scheduler.snapshot import load_snapshot
+    from scheduler.estimates import store_estimates
 
-    snap, _ = load_snapshot(cluster_id, timezone.now())
-    found = simulate(snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0)
-    rows = list(
-        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only("id", "estimated_start")
-    )
-    changed = []
-    for w in rows:
-        at = found.get(str(w.pk))
-        value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
-        if w.estimated_start != value:
-            w.estimated_start = value
-            changed.append(w)
-    Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    try:
+        store_estimates(cluster_id, timezone.now())
+    finally:
+        _clear_marker(cluster_id, ESTIMATE_MARKER)
 
 
 PRUNE_METRICS_EVERY_S = 3600.0

@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,8 @@ class Demo:
                 "FAIRWAY_TICK_INTERVAL_S": str(args.tick),
                 "FAIRWAY_HEARTBEAT_S": "1",
                 "FAIRWAY_GRACE_PERIOD_S": "5",
+                # Estimates every 10 s (one run at a time: tasks.request_estimates).
+                "FAIRWAY_ESTIMATE_INTERVAL_S": "10",
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -214,6 +217,16 @@ class Demo:
             "seed_demo", "--hosts", str(self.args.hosts), "--gpus", str(self.args.gpus), "--tokens-out", str(tokens)
         )
         say(f"seeded: budgets, logins, {self.args.hosts} hosts × {self.args.gpus} GPUs")
+        if self.args.history_days > 0:
+            # A week of the trace before the replay, simulated and written as finished work:
+            # budgets start with real ratios, the pyramid with a week (docs/demo.md).
+            began = time.monotonic()
+            self.manage(
+                "import_history", "philly", "--trace", str(self.args.trace), "--cluster", "philly",
+                "--user", "researcher", "--before-job", str(self.args.start), "--days", f"{self.args.history_days:g}",
+            )  # fmt: skip
+            say(f"history: {self.args.history_days:g} days of the trace before the replay imported "
+                f"({time.monotonic() - began:.0f} s)")  # fmt: skip
         self.isolation = demo_isolation()
         if self.isolation.allow_root:  # attempts run as the agents' user, root: the cluster must allow it
             self.manage(
@@ -327,8 +340,13 @@ class Demo:
         ]
         say("replaying: " + " ".join(argv[2:]))
         self.replay = self._spawn(argv, None)  # progress bars and the summary go to this terminal
-        code = self.replay.wait()
+        sampler = CoverageSampler().start()
+        try:
+            code = self.replay.wait()
+        finally:
+            sampler.stop()
         self.replay = None
+        say(sampler.summary())
         return code
 
     def serve_forever(self) -> None:
@@ -366,6 +384,59 @@ class Demo:
         for f in self._log_files:
             f.close()
         say("stopped")
+
+
+class CoverageSampler:
+    """Samples, every ``every`` seconds during the replay, how many pending allocated workloads
+    carry an estimated start (``scheduler.estimates.estimate_coverage``: held, capped,
+    unschedulable and dependency-waiting ones not counted), and sums the samples."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.counted = 0
+        self.estimated = 0
+        self.samples = 0
+        self.worst: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="coverage", daemon=True)
+
+    def start(self) -> CoverageSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        from scheduler.estimates import estimate_coverage
+
+        while not self._stop.wait(self.every):
+            try:
+                cov = estimate_coverage()
+            except Exception as exc:  # a locked SQLite file: skip the sample
+                say(f"coverage sample skipped: {exc}")
+                continue
+            finally:
+                connection.close()  # never hold the SQLite file between polls
+            if cov.counted:
+                self.samples += 1
+                self.counted += cov.counted
+                self.estimated += cov.estimated
+                frac = cov.estimated / cov.counted
+                self.worst = frac if self.worst is None else min(self.worst, frac)
+
+    def summary(self) -> str:
+        if not self.counted:
+            return "estimate coverage: no pending allocated workload was sampled"
+        return (
+            f"estimate coverage: {self.estimated} of {self.counted} pending allocated workloads "
+            f"({100 * self.estimated / self.counted:.1f} %) over {self.samples} samples every {self.every:g} s "
+            f"carried an estimated start (worst sample {100 * (self.worst or 0):.1f} %; held, capped, "
+            "unschedulable and dependency-waiting ones not counted)"
+        )
 
 
 def terminate(procs: list[subprocess.Popen[bytes]], *, timeout: float, sig: signal.Signals = signal.SIGTERM) -> None:
@@ -473,6 +544,9 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=DEMO_TIME_SCALE)
     parser.add_argument("--max-duration", default=DEMO_MAX_DURATION)
     parser.add_argument("--timeout", type=float, default=900, help="replay: wait after the last submission (s)")
+    parser.add_argument(
+        "--history-days", type=float, default=7.0, help="days of the trace imported before the replay (0: none)"
+    )
     parser.add_argument("--tick", type=float, default=1.0, help="server clock period in seconds (default 1)")
     args = parser.parse_args()
 

@@ -155,6 +155,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     form = SubmitForm(**kwargs)
     spec_form = SpecForm(initial={"spec": SPEC_EXAMPLE})
     spec_errors: list[str] = []
+    quote_lines: list[Any] = []
     mode = "form"
     if request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
@@ -171,11 +172,17 @@ def submit(request: HttpRequest) -> HttpResponse:
                     data = None
             if data is not None:
                 service_kwargs, errors = parse_submission(data)
-                if service_kwargs is not None:
+                if service_kwargs is not None and "quote" in request.POST:
+                    # A quote (DESIGN.md §3.8): validated like the submission, nothing written.
+                    from scheduler.estimates import do_quote
+
+                    _quoted, quote_lines = do_quote(request.user, **service_kwargs)
+                elif service_kwargs is not None:
                     workload = do_submit_workload(request.user, **service_kwargs)
                     messages.success(request, f"Submitted {workload.name} (#{workload.pk}).")
                     return redirect("web-workload", pk=workload.pk)
-                raise _as_service_error(errors)
+                else:
+                    raise _as_service_error(errors)
         except ServiceError as exc:
             for problem in exc.problems:
                 field = problem.field if problem.field in form.fields else None
@@ -192,6 +199,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "spec_form": spec_form,
             "spec_errors": spec_errors,
             "mode": mode,
+            "quote_lines": quote_lines,
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )

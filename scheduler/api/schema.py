@@ -8,7 +8,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 
-from scheduler.api.serializers import WorkloadDetailSerializer, WorkloadSubmitSerializer
+from scheduler.api.serializers import QuoteSerializer, WorkloadDetailSerializer, WorkloadSubmitSerializer
 
 
 class LogPartSerializer(serializers.Serializer):
@@ -39,6 +39,7 @@ def describe_workload_views(viewset: type) -> None:
         ),
         create=extend_schema(request=WorkloadSubmitSerializer, responses={201: WorkloadDetailSerializer}),
         cancel=extend_schema(request=None, responses=WorkloadDetailSerializer),
+        quote=extend_schema(request=WorkloadSubmitSerializer, responses=QuoteSerializer),
         logs=extend_schema(
             parameters=[
                 OpenApiParameter("attempt", OpenApiTypes.INT, description="attempt number (default: the last)"),

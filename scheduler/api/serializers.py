@@ -184,6 +184,32 @@ class WorkloadSubmitSerializer(serializers.Serializer):
         }
 
 
+class QuoteLineSerializer(serializers.Serializer):
+    """One minimum runtime of a quote (DESIGN.md §3.8)."""
+
+    min_runtime_s = serializers.IntegerField(help_text="minimum runtime quoted, seconds (0 = unallocated)")
+    estimated_start = serializers.DateTimeField(
+        allow_null=True, help_text="upper bound on the start; null: none within one window"
+    )
+    charge_gpu_hours = serializers.FloatField(help_text="GPU-hours the protected part charges the budget (gpus × M)")
+    ratio_after = serializers.FloatField(help_text="the budget's ratio (U + C) / E once admitted (commitment added)")
+    yours = serializers.BooleanField(help_text="the minimum runtime of the request")
+    searched_until = serializers.DateTimeField(
+        help_text="how far the forward simulation got: with no estimated start, none before this "
+        "(one window ahead unless the quote's time limit ran out)"
+    )
+
+
+class QuoteSerializer(serializers.Serializer):
+    """Output of ``POST /api/v1/workloads/quote/``: nothing is written."""
+
+    budget = serializers.CharField()
+    cluster = serializers.CharField()
+    gpu_model = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    quotes = QuoteLineSerializer(many=True)
+
+
 class _ScopedMixin:
     """Helpers reading the request scope that ``FairwayViewSet`` puts in the context."""
 

@@ -22,6 +22,7 @@ from scheduler.api.filters import WorkloadFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
     HistorySerializer,
+    QuoteSerializer,
     WorkloadDetailSerializer,
     WorkloadListSerializer,
     WorkloadSubmitSerializer,
@@ -180,6 +181,26 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             for a in attempts[:limit]
         ]
         return Response(HistorySerializer({"since": since, "until": now, "count": len(attempts), "results": rows}).data)
+
+    @action(detail=False, methods=["post"])
+    def quote(self, request: Request) -> Response:
+        """Quote before submitting (DESIGN.md §3.8): the submission's body, validated like a
+        submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
+        and the request's own, the estimated start, the GPU-hours charged and the ratio after
+        admission. Nothing is written."""
+        from scheduler.estimates import do_quote
+
+        serializer = WorkloadSubmitSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        workload, lines = do_quote(request.user, **serializer.to_service_kwargs())
+        body = {
+            "budget": workload.budget.path,
+            "cluster": workload.cluster.name,
+            "gpu_model": workload.gpu_model,
+            "gpu_count": workload.gpu_count,
+            "quotes": [line.__dict__ for line in lines],
+        }
+        return Response(QuoteSerializer(body).data)
 
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:

@@ -666,6 +666,17 @@ class DbBackend:
     def reserved(self) -> dict[str, str]:
         return {host: self._name(wpk) for res in self._last.values() for host, wpk in res.reservations.items()}
 
+    def estimated_starts(self) -> dict[str, int]:
+        """Pending workload name → estimated start − now (seconds), as the live service stores it
+        (``scheduler.estimates.store_estimates``: one forward simulation per cluster)."""
+        from scheduler.estimates import store_estimates
+
+        now = _dt(self.t)
+        for cid in self._clusters():
+            store_estimates(cid, now)
+        rows = Workload.objects.filter(state=Workload.State.PENDING, estimated_start__isnull=False)
+        return {self._name(pk): int(at.timestamp()) - self.t for pk, at in rows.values_list("pk", "estimated_start")}
+
     def describe_last(self) -> list[str]:
         rows = (
             Workload.objects.filter(state=Workload.State.PENDING)

@@ -14,8 +14,17 @@ from typing import Any, Protocol
 from scheduler.policy import Budget, GpuHealth, Host, HostState, UsageRecord
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
-from scheduler.scenarios.spec import HostSpec, Scenario, ScenarioError, Step, WorkloadSpec, load_scenario
+from scheduler.scenarios.spec import (
+    HostSpec,
+    Scenario,
+    ScenarioError,
+    Step,
+    WorkloadSpec,
+    load_scenario,
+    parse_duration,
+)
 from scheduler.sim.engine import Engine, SimWorkload, StepLog
+from scheduler.sim.estimate import estimate_starts
 
 ROOT = "(root)"
 
@@ -51,6 +60,7 @@ class Backend(Protocol):
     def total_preemptions(self) -> int: ...
     def queue_order(self) -> list[str]: ...
     def reserved(self) -> dict[str, str]: ...
+    def estimated_starts(self) -> dict[str, int]: ...
     def describe_last(self) -> list[str]: ...
 
 
@@ -299,6 +309,12 @@ class MemoryBackend:
     def reserved(self) -> dict[str, str]:
         return dict(self.e.last.reservations)
 
+    def estimated_starts(self) -> dict[str, int]:
+        """Pending workload id → estimated start − now (seconds), from one forward simulation."""
+        snap = self.e.snapshot()
+        found = estimate_starts(snap, grace=self.e.grace)
+        return {wid: t - snap.now for wid, t in found.items()}
+
     def describe_last(self) -> list[str]:
         return [f"{k}: {v.reason} {v.detail}" for k, v in sorted(self.e.last.pending.items())]
 
@@ -447,6 +463,13 @@ def check(be: Backend, step: Step, rejected: dict[str, str], fails: list[Failure
         for h, wid in exp["reserved"].items():
             if res.get(str(h)) != str(wid):
                 fail(f"reserved.{h}", wid, res.get(str(h)))
+    if "estimated_start" in exp:
+        est = be.estimated_starts()
+        for wid, when in exp["estimated_start"].items():
+            want = None if when is None or when == "none" else parse_duration(when)
+            got = est.get(str(wid))
+            if got != want:
+                fail(f"estimated_start.{wid}", when, "none" if got is None else f"{got}s")
 
 
 def run_scenario(

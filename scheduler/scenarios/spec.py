@@ -55,6 +55,7 @@ EXPECT_KEYS = {
     "total_preemptions",
     "queue_order",
     "reserved",
+    "estimated_start",
 }
 SETTING_KEYS = {
     "lookback",
@@ -295,6 +296,10 @@ def _check_expect(e: Any, file: str, key: str) -> dict[str, Any]:
                 _int(n, file, f"{where}.{wid}")
         elif name == "total_preemptions":
             _int(value, file, where)
+        elif name == "estimated_start":
+            for wid, when in _mapping(value, file, where).items():
+                if when is not None and when != "none":
+                    parse_duration(when, file, f"{where}.{wid}")
     return e
 
 

@@ -1,78 +1,321 @@
-"""Estimated start times (DESIGN.md §3.8): run the policy forward in simulated time.
+"""Estimated start times (DESIGN.md §3.8): run the policy forward in simulated time, event to event.
 
-From the current state, with no new arrivals and no running workload ending on its
-own, ticks are simulated at every instant where a decision can change — a
-protection ending, a stop's grace ending — and on a coarse grid in between (usage
-slides continuously with the window). The simulated start of each pending
-workload is an upper bound on its real start ("by 14:05 at the latest"), given the
-declared minimum runtimes; no start within one window means no estimate.
+From the current state, with no new arrivals and no running workload ending on its own, one
+forward simulation per cluster gives every pending workload its estimate: the instant at which
+the simulation starts it, an upper bound on its real start ("by 14:05 at the latest"). No start
+within one window means no estimate.
+
+The simulation never steps on a grid. Between two instants at which an attempt starts, stops or
+is released, a pass can decide something new only when
+
+- a protection ends (``started_at + M``) or a stop's grace ends (``release_at``), or
+- the Fair Tree order of two siblings changes, or a rule-2 answer (§3.4) changes: usage slides
+  with the window, so loads move although nothing starts or stops.
+
+Each budget's load ``U + C`` is linear in time between breakpoints (a record's or attempt's
+start or end leaving the window, a protection ending: see :func:`_breakpoints`), so for two
+siblings ``A``, ``B`` the instant at which ``load_B·s_A − (load_A + c)·s_B`` changes sign is
+exact integer arithmetic (:func:`_first_sign_change`). The next instant simulated is the earliest
+of all those (docs/estimates.md). The instants in between would repeat the same decisions.
+
+Work preempted inside the simulation is not requeued there (the snapshot has no submission time
+for running work): its budget's demand is what is pending now. A workload holding a reservation
+is never estimated later than its reservation's start (:func:`cap_by_reservations`).
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
-from scheduler.policy import Decisions, Snapshot
-from scheduler.sim.engine import Engine, SimWorkload
+from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, Snapshot, UsageRecord, Workload
+from scheduler.policy.tree import BudgetTree
+from scheduler.policy.usage import pass_loads
+
+NEVER = float("inf")
+
+
+def _first_sign_change(h0: int, slope: int, now: int) -> int | None:
+    """The first integer instant ``t > now`` at which ``h(t) = h0 + slope·(t − now)`` has another
+    sign than ``h0`` (zero counts as a sign of its own), or None if never (on this linear piece)."""
+    if slope == 0:
+        return None
+    if h0 == 0:
+        return now + 1
+    if (h0 > 0) == (slope > 0):
+        return None
+    return now + -(-abs(h0) // abs(slope))
+
+
+def _breakpoints(snap: Snapshot) -> int | float:
+    """The first instant after ``snap.now`` at which some budget's ``U`` or ``C`` changes slope
+    (§3.1 pro-rata edges, §3.2 protection ends): loads are linear in time until then."""
+    now, w = snap.now, snap.window
+    best: int | float = NEVER
+    for r in snap.usage:
+        for t in (r.end + w,) if r.gpus is None else (r.start + w, r.end + w):
+            if now < t < best:
+                best = t
+    for a in snap.attempts:
+        if not a.allocated or a.started_at is None:
+            continue
+        for t in (a.started_at + w, a.started_at + a.min_runtime):
+            if now < t < best:
+                best = t
+        if a.charged_until is not None:
+            for t in (a.charged_until, a.charged_until + w):
+                if now < t < best:
+                    best = t
+    return best
+
+
+def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
+    """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
+    Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
+
+    Rule 2 for a commitment ``c`` holds while ``c < T(t)`` (:func:`contract.rule2_thresholds`);
+    between breakpoints ``T`` moves one way, so only the nearest pending commitment on that side
+    can change an answer first. Returns ``inf`` when nothing changes within the loads' linear
+    piece's end and no piece ends (a piece end is itself returned as a candidate).
+    """
+    now = snap.now
+    pending = {w.id: w for w in snap.pending}
+    noms = {k: v for k, v in snap.nominations.items() if k in pending}
+    _, load0 = pass_loads(snap, tree, noms, pending)
+    _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending)
+    piece_end = _breakpoints(snap)
+    best: int | float = piece_end
+    active: set[str] = set()
+    commits: dict[str, set[int]] = {}
+    for w in snap.pending:
+        for a in tree.chain.get(w.budget, ()):
+            active.add(a)
+            if w.min_runtime > 0:
+                commits.setdefault(a, set()).add(w.gpus * w.min_runtime)
+    sorted_commits = {k: sorted(v) for k, v in commits.items()}
+    budgets = tree.budgets
+    for parent, kids in tree.children.items():
+        if parent not in active or len(kids) < 2:
+            continue
+        for a in kids:
+            if a not in active:
+                continue
+            sa = budgets[a].shares
+            for b in kids:
+                if b == a:
+                    continue
+                sb = budgets[b].shares
+                f0 = load0[b] * sa - load0[a] * sb
+                slope = (load1[b] * sa - load1[a] * sb) - f0
+                if b in active and a < b:
+                    t = _first_sign_change(f0, slope, now)
+                    if t is not None and t < best:
+                        best = t
+                cs = sorted_commits.get(a)
+                if not cs or slope == 0:
+                    continue
+                # Rule 2 for commitment c: h_c = f − c·s_B > 0. The answer that changes first is
+                # the nearest commitment on the side T moves to.
+                if sb == 0:
+                    side: int | None = 0
+                else:
+                    i = bisect_left(cs, -(-f0 // sb))  # cs[:i] are allowed now: c < ceil(f / s_B)
+                    side = cs[i] if slope > 0 and i < len(cs) else (cs[i - 1] if slope < 0 and i > 0 else None)
+                if side is not None:
+                    t = _first_sign_change(f0 - side * sb, slope, now)
+                    if t is not None and t < best:
+                        best = t
+    return best
+
+
+class Forward:
+    """The simulated cluster: attempts, pending workloads, usage and nominations, moved from
+    event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
+    starts at once and release a stopped attempt's GPUs ``grace`` seconds after the stop."""
+
+    def __init__(self, snap: Snapshot, grace: int) -> None:
+        self.base = replace(snap, with_reasons=False)
+        self.now = snap.now
+        self.grace = grace
+        self.hosts: dict[str, Host] = {h.name: h for h in snap.hosts}
+        self.attempts: dict[str, Attempt] = {}
+        for a in snap.attempts:
+            if a.stopping and a.release_at is None:
+                a = replace(a, release_at=snap.now + grace)
+            self.attempts[a.id] = a
+        self.pending: dict[str, Workload] = {w.id: w for w in snap.pending}
+        self.usage: list[UsageRecord] = list(snap.usage)
+        self.nominations = dict(snap.nominations)
+        self.tree = BudgetTree(snap.budgets)
+        self.scheduler = IncrementalScheduler()
+        self.started: dict[str, int] = {}
+        self.first: Decisions | None = None
+
+    def snapshot(self) -> Snapshot:
+        return replace(
+            self.base,
+            now=self.now,
+            hosts=list(self.hosts.values()),
+            attempts=list(self.attempts.values()),
+            pending=list(self.pending.values()),
+            usage=self.usage,
+            nominations=self.nominations,
+        )
+
+    def release_due(self) -> None:
+        for a in [a for a in self.attempts.values() if a.release_at is not None and a.release_at <= self.now]:
+            del self.attempts[a.id]
+            end = self.now if a.charged_until is None else min(self.now, a.charged_until)
+            if a.allocated and a.started_at is not None and end > a.started_at:
+                self.usage.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
+
+    def apply(self, dec: Decisions) -> None:
+        for stop in dec.stops:
+            a = self.attempts.get(stop.attempt)
+            if a is not None and not a.stopping:
+                self.attempts[a.id] = replace(a, stopping=True, release_at=self.now + self.grace)
+        self.nominations = {k: v for k, v in dec.nominations.items() if k in self.pending}
+        for st in dec.starts:
+            w = self.pending.pop(st.workload, None)
+            if w is None:
+                continue
+            self.nominations.pop(w.id, None)
+            aid = f"forward:{w.id}"
+            self.attempts[aid] = Attempt(aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now)
+            self.started.setdefault(w.id, self.now)
+        for name, state in dec.host_states.items():
+            self.hosts[name] = replace(self.hosts[name], state=state, drain_now=False)
+        if self.grace == 0:
+            self.release_due()
+
+    def tick(self, max_passes: int = 50) -> None:
+        """Passes at ``now`` until one decides nothing new."""
+        self.release_due()
+        for _ in range(max_passes):
+            snap = self.snapshot()
+            if self.first is None:
+                # The first pass in full (the idle screen would skip it): its reservations cap
+                # the estimates (§3.8).
+                dec = self.first = self.scheduler(replace(snap, with_reasons=True))
+            else:
+                dec = self.scheduler(snap)
+            self.apply(dec)
+            if not dec.changed:
+                return
+
+    def next_event(self, end: int) -> int:
+        """The next instant at which a pass may decide something new (at most ``end``)."""
+        best: int | float = end
+        for a in self.attempts.values():
+            if a.release_at is not None and a.stopping:
+                if self.now < a.release_at < best:
+                    best = a.release_at
+            elif a.allocated and a.started_at is not None:
+                t = a.started_at + a.min_runtime
+                if self.now < t < best:
+                    best = t
+        if self.pending:
+            t2 = next_order_change(self.snapshot(), self.tree)
+            if t2 < best:
+                best = t2
+        return int(best)
+
+
+def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | float]) -> dict[str, int]:
+    """``found`` with every workload holding a reservation estimated no later than its
+    reservation's start (§3.8; a reservation's start counts its victims' protection end, the
+    simulation also their grace)."""
+    out = dict(found)
+    for wid, t in reserved.items():
+        at = int(t)
+        if wid not in out or at < out[wid]:
+            out[wid] = at
+    return out
 
 
 def estimate_starts(
-    snap: Snapshot, *, grace: int = 30, grid: int = 900, horizon: int | None = None, budget_s: float = 20.0
+    snap: Snapshot,
+    *,
+    grace: int = 30,
+    horizon: int | None = None,
+    budget_s: float = 20.0,
+    only: Iterable[str] | None = None,
 ) -> dict[str, int]:
     """Pending workload id → estimated start (epoch seconds) for those that start within ``horizon``.
 
-    ``grace`` is the stop-to-release time of simulated attempts (seconds); ``grid``
-    the longest simulated gap between ticks (seconds); ``horizon`` defaults to the
-    snapshot's window. ``budget_s`` bounds the wall-clock time spent: workloads not
-    started when it runs out get no estimate. Pure: reads only ``snap``.
+    One forward simulation of ``snap`` (pure: reads only ``snap``). ``grace`` is the
+    stop-to-release time of simulated stops (seconds); ``horizon`` defaults to the window.
+    ``budget_s`` bounds the wall-clock time spent: workloads not started when it runs out get
+    no estimate. ``only`` stops the simulation once these workloads have started (quotes).
+    Workloads holding a reservation in the first pass are capped by its start.
     """
+    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only)[0]
+
+
+def forward(
+    snap: Snapshot,
+    *,
+    grace: int = 30,
+    horizon: int | None = None,
+    budget_s: float = 20.0,
+    only: Iterable[str] | None = None,
+) -> tuple[dict[str, int], int]:
+    """:func:`estimate_starts` and the simulated instant it reached: the horizon's end when the
+    search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
+    start before the horizon)."""
     horizon = snap.window if horizon is None else horizon
-    e = Engine(
-        start=snap.now,
-        window=snap.window,
-        tick_interval=max(1, grid),
-        grace=grace,
-        max_reservations=snap.max_reservations,
-        with_reasons=False,
-    )
-    for b in snap.budgets:
-        e.add_budget(b)
-    for h in snap.hosts:
-        e.add_host(h)
-    e.usage = list(snap.usage)
-    e.nominations = dict(snap.nominations)
-    for seq, a in enumerate(snap.attempts, start=1):
-        w = SimWorkload(a.workload, a.budget, a.gpu_count, "", a.min_runtime, 0, seq)
-        sa = e.add_running(w, a.gpus, a.started_at if a.started_at is not None else snap.now)
-        sa.allocated = a.allocated
-        sa.charged_until = a.charged_until
-        if a.stopping:
-            e.stop_attempt(sa, "preempted")
-    waiting = {}
-    for w in snap.pending:
-        waiting[w.id] = w
-        e.submit(SimWorkload(w.id, w.budget, w.gpus, w.model, w.min_runtime, w.submitted_at, w.seq))
-    found: dict[str, int] = {}
-
-    def note_starts(dec: Decisions) -> None:
-        for st in dec.starts:
-            if st.workload in waiting and st.workload not in found:
-                found[st.workload] = e.now
-
-    e.on_decisions = note_starts
-
-    deadline = time.monotonic() + budget_s
+    fw = Forward(snap, grace)
+    wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     end = snap.now + horizon
-    e.tick()
-    while len(found) < len(waiting) and e.now < end and time.monotonic() < deadline:
-        # The next instant where protection ends (nothing else changes on its own), capped by the grid.
-        nxt = min(
-            (
-                a.started_at + a.min_runtime
-                for a in e.attempts.values()
-                if a.allocated and a.stop_reason is None and a.started_at + a.min_runtime > e.now
-            ),
-            default=end,
-        )
-        e.advance_to(min(nxt, e.now + grid, end))
-    return found
+    deadline = time.monotonic() + budget_s
+    fw.tick()
+    while not wanted <= fw.started.keys() and fw.now < end and time.monotonic() < deadline:
+        fw.now = fw.next_event(end)
+        fw.tick()
+    found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
+    reserved = fw.first.reserved_start if fw.first is not None else {}
+    reached = end if wanted <= fw.started.keys() else fw.now
+    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}), reached
+
+
+QUOTE_ID = "quote"
+"""The id of the hypothetical workload a quote adds (never a real workload's id: those are digits)."""
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One line of a quote (§3.8): for minimum runtime ``min_runtime`` (seconds), the estimated
+    start (epoch seconds; None: none within one window), the GPU-seconds its protected part
+    would charge (``gpus × M``) and the budget's ratio ``r = (U + C) / E`` once it is admitted
+    (its commitment added)."""
+
+    min_runtime: int
+    start: int | None
+    charge_gpu_seconds: int
+    ratio_after: float
+    searched_until: int
+    """The simulated instant the search reached: with no ``start``, none before it; before the
+    window's end only when the time budget ran out."""
+
+
+def quote(
+    snap: Snapshot, workload: Workload, minimum_runtimes: Iterable[int], *, grace: int = 30, budget_s: float = 0.5
+) -> list[Quote]:
+    """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
+    replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
+    workload added per minimum runtime, stopped once it starts or after ``budget_s`` seconds of
+    wall-clock (then ``searched_until`` says how far it got). Pure: nothing is written."""
+    from scheduler.policy.pass_state import PassState
+
+    seq = max((w.seq for w in snap.pending), default=0) + 1
+    standing = PassState(snap)
+    out = []
+    for m in dict.fromkeys(minimum_runtimes):
+        w = replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
+        found, reached = forward(replace(snap, pending=[*snap.pending, w]), grace=grace, budget_s=budget_s, only=[w.id])
+        commit = w.gpus * m
+        ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
+        out.append(Quote(m, found.get(w.id), commit, ratio, reached))
+    return out

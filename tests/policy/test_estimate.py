@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from scheduler.sim.estimate import estimate_starts
+from dataclasses import replace
+
+from scheduler.policy import UsageRecord
+from scheduler.sim.estimate import cap_by_reservations, estimate_starts
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
 
 
@@ -10,18 +13,65 @@ def test_waiting_for_protection_is_estimated_at_the_protection_end():
     victim = running("v", "b", [("h1", 0), ("h1", 1)], m=3 * H, started=T0 - H)
     s = snap([host("h1", 2)], tree("a", "b"), [victim], [pending("w", "a", 2)], usage=[lump("b", 1000)])
     est = estimate_starts(s, grace=30)
-    assert est == {"w": T0 + 2 * H + 30}  # protection ends, then the victim's 30 s grace
+    # The simulation starts it when the victim's protection and 30 s grace have ended; the
+    # reservation (at the protection end) caps the estimate.
+    assert est == {"w": T0 + 2 * H}
 
 
 def test_a_workload_behind_its_own_budget_has_no_estimate():
     mine = running("m", "a", [("h1", 0)], m=H, started=T0 - H)
     s = snap([host("h1", 1)], tree("a"), [mine], [pending("w", "a", 1)])
-    assert estimate_starts(s, grid=3600) == {}
+    assert estimate_starts(s) == {}
 
 
 def test_free_gpus_give_an_immediate_estimate():
     s = snap([host("h1", 2)], tree("a"), [], [pending("w", "a", 1)])
     assert estimate_starts(s) == {"w": T0}
+
+
+def test_usage_sliding_past_a_rule2_threshold_is_an_exact_event():
+    # a's unprotected attempt grows a's load 1 GPU-s per second; b (pending, M = 1 h) may take it
+    # once (load_b + 3600) < load_a: 10000 + 3600 < 3600 + (t - T0), i.e. from T0 + 10001 on.
+    victim = running("v", "a", [("h1", 0)], m=H // 2, started=T0 - H)
+    s = snap(
+        [host("h1", 1)],
+        tree("a", "b"),
+        [victim],
+        [pending("w", "b", 1)],
+        usage=[UsageRecord("b", T0 - 99, T0 - 90, None, 10000)],
+    )
+    assert estimate_starts(s, grace=30) == {"w": T0 + 10001 + 30}
+
+
+def test_usage_leaving_the_window_is_an_exact_event():
+    # b's lump of 20000 GPU-s leaves the window (7 d) at T0 + 100: from then on b's load is 0
+    # and b may take a's unprotected attempt (load_a = 3600 + (t - T0) > 3600).
+    victim = running("v", "a", [("h1", 0)], m=H // 2, started=T0 - H)
+    w = 7 * 86400
+    lumped = UsageRecord("b", T0 - w + 100, T0 - w + 100, None, 20000)
+    s = snap([host("h1", 1)], tree("a", "b"), [victim], [pending("w", "b", 1)], usage=[lumped])
+    assert estimate_starts(s, grace=0) == {"w": T0 + 100}
+
+
+def test_estimates_do_not_move_when_time_passes_without_events():
+    victim = running("v", "a", [("h1", 0)], m=3 * H, started=T0 - H)
+    s = snap([host("h1", 1)], tree("a", "b"), [victim], [pending("w", "b", 1)], usage=[lump("a", 100)])
+    first = estimate_starts(s, grace=30)
+    later = estimate_starts(replace(s, now=T0 + 600), grace=30)
+    assert first == later == {"w": T0 + 2 * H}
+
+
+def test_a_reservation_caps_the_estimate():
+    assert cap_by_reservations({"w": T0 + 900, "x": T0 + 50}, {"w": T0 + 600, "x": T0 + 60, "y": T0}) == {
+        "w": T0 + 600,
+        "x": T0 + 50,
+        "y": T0,
+    }
+
+
+def test_only_stops_once_the_named_workloads_started():
+    s = snap([host("h1", 2)], tree("a"), [], [pending("w", "a", 1), pending("x", "a", 1, seq=1)])
+    assert estimate_starts(s, only=["x"]) == {"x": T0}
 
 
 def test_estimate_actor_stores_estimates_on_pending_workloads(db, org_tree, researcher):
@@ -47,3 +97,16 @@ def test_estimate_actor_stores_estimates_on_pending_workloads(db, org_tree, rese
     w.refresh_from_db()
     assert w.estimated_start is not None
     assert Workload.objects.get(pk=w.pk).state == "pending"
+
+
+def test_estimates_are_not_requested_again_while_one_is_queued(db, org_tree, researcher):
+    from scheduler import tasks
+    from scheduler.services import do_create_cluster
+
+    cluster = do_create_cluster("est2")
+    tasks.reset_debounce([cluster.pk])
+    assert tasks.request_estimates(cluster.pk) is True
+    assert tasks.request_estimates(cluster.pk) is False  # the first is still queued
+    tasks.estimate_starts.fn(cluster.pk)  # the run clears its marker when it ends
+    assert tasks.request_estimates(cluster.pk) is True
+    tasks.reset_debounce([cluster.pk])

@@ -1,0 +1,80 @@
+"""Estimated starts and quotes benchmark (DESIGN.md §9): prints figures, asserts nothing.
+
+    nice -n 10 python bench/estimates.py [--repeat 3] [--hosts 1250] [--workloads 25000]
+
+Estimates: one forward simulation (``scheduler.sim.estimate.estimate_starts``) over a state the
+policy itself produced (``bench.synth.make_settled``: 1,250 hosts × 8 GPUs, 60 budgets in 3
+levels, ~5,000 running and ~20,000 pending; target ≤ 1 s, off the tick's path). Quotes: the
+five minimum runtimes of a quote (0, 30 min, 2 h, 8 h and 1 h as the user's own) for a 1-GPU
+workload on a demo-size state (4 hosts × 8 GPUs, ~300 pending; target ≤ 300 ms for the whole
+quote). CPU seconds (``time.process_time``): the box is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.synth import make_settled  # noqa: E402
+from scheduler.policy import Snapshot, Workload  # noqa: E402
+from scheduler.sim.estimate import estimate_starts, quote  # noqa: E402
+
+QUOTE_MS = (0, 1800, 7200, 8 * 3600, 3600)
+
+
+def cpu(fn, repeat: int):  # noqa: ANN001, ANN201
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.process_time()
+        out = fn()
+        times.append(time.process_time() - t)
+    return statistics.median(times), min(times), out
+
+
+def state(hosts: int, workloads: int) -> Snapshot:
+    return replace(make_settled(hosts, workloads).snapshot(), with_reasons=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hosts", type=int, default=1250)
+    ap.add_argument("--workloads", type=int, default=25000)
+    args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
+
+    big = state(args.hosts, args.workloads)
+    allocated = sum(1 for w in big.pending if w.min_runtime > 0)
+    med, low, found = cpu(lambda: estimate_starts(big, budget_s=120.0), args.repeat)
+    print(
+        f"estimates  {len(big.hosts):5} hosts {len(big.attempts):6,} running {len(big.pending):7,} pending "
+        f"({allocated:,} allocated): median {med:.3f} s, min {low:.3f} s CPU (target 1 s: "
+        f"{'met' if med <= 1.0 else 'MISSED'}); {len(found):,} estimated "
+        f"({100 * len(found) / max(1, len(big.pending)):.1f} %)"
+    )
+
+    demo = state(4, 330)
+    w = Workload("q", demo.pending[0].budget, 1, "H100", 3600, demo.now, 0)
+    med, low, rows = cpu(lambda: quote(demo, w, QUOTE_MS), max(args.repeat, 5))
+    print(
+        f"quote      {len(demo.hosts):5} hosts {len(demo.attempts):6,} running {len(demo.pending):7,} pending, "
+        f"{len(QUOTE_MS)} minimum runtimes: median {med * 1000:.0f} ms, min {low * 1000:.0f} ms CPU "
+        f"(target 300 ms: {'met' if med <= 0.3 else 'MISSED'})"
+    )
+    for r in rows:
+        start = "none" if r.start is None else f"now + {(r.start - demo.now) / 60:.0f} min"
+        print(
+            f"    M = {r.min_runtime / 3600:4.1f} h: start {start}, charge {r.charge_gpu_seconds / 3600:.1f} GPU-h, "
+            f"ratio after {r.ratio_after:.4f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Estimated starts and quotes on the live database (DESIGN.md §3.8).
+
+The forward simulation itself is pure (:mod:`scheduler.sim.estimate`); this module reads the
+snapshot, measures how many pending workloads carry an estimate and answers quotes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+
+from scheduler.models import Workload
+
+NOT_ESTIMABLE = ("held", "budget_capped", "unschedulable", "dependency")
+"""Reasons (§3.8) under which no estimate is expected: nothing starts them in the forward
+simulation until a person or another workload acts."""
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Pending allocated workloads that should carry an estimate, and how many do."""
+
+    counted: int
+    estimated: int
+
+    @property
+    def fraction(self) -> float | None:
+        return self.estimated / self.counted if self.counted else None
+
+
+def estimate_coverage(cluster_id: int | None = None) -> Coverage:
+    """How many pending allocated workloads (``M > 0``) carry an estimated start, not counting
+    those held, capped, unschedulable or waiting on a dependency (§3.8). One aggregate query."""
+    from django.db.models import Count, Q
+
+    qs = Workload.objects.filter(state=Workload.State.PENDING, min_runtime_s__gt=0).exclude(
+        pending_reason__in=NOT_ESTIMABLE
+    )
+    if cluster_id is not None:
+        qs = qs.filter(cluster_id=cluster_id)
+    row = qs.aggregate(counted=Count("id"), estimated=Count("id", filter=Q(estimated_start__isnull=False)))
+    return Coverage(row["counted"], row["estimated"])
+
+
+def store_estimates(cluster_id: int, now: datetime) -> int:
+    """Store an estimated start on every pending workload of ``cluster_id`` (None: none within
+    one window) from one forward simulation of the snapshot at ``now`` (§3.8); returns how many
+    rows changed. A reservation the last tick stored (and the page shows) caps the estimate too.
+    Safe to run twice: it only overwrites estimates."""
+    from scheduler.sim.estimate import cap_by_reservations, estimate_starts
+    from scheduler.snapshot import load_snapshot
+
+    snap, _ = load_snapshot(cluster_id, now)
+    found = estimate_starts(snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0)
+    rows = list(
+        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
+            "id", "estimated_start", "pending_detail"
+        )
+    )
+    stored = {}
+    for w in rows:
+        reserved = (w.pending_detail or {}).get("reserved_start")
+        if isinstance(reserved, int | float):
+            stored[str(w.pk)] = int(reserved)
+    found = cap_by_reservations(found, stored)
+    changed = []
+    for w in rows:
+        at = found.get(str(w.pk))
+        value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
+        if w.estimated_start != value:
+            w.estimated_start = value
+            changed.append(w)
+    Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    return len(changed)
+
+
+QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600)
+"""The minimum runtimes every quote shows (0, 30 min, 2 h, 8 h), beside the user's own."""
+
+
+@dataclass(frozen=True)
+class QuoteLine:
+    """One minimum runtime of a quote: ``start`` None means no start within one window."""
+
+    min_runtime_s: int
+    estimated_start: datetime | None
+    charge_gpu_hours: float
+    ratio_after: float
+    yours: bool
+    searched_until: datetime
+
+
+def do_quote(owner: object, *, now: datetime | None = None, **submission: object) -> tuple[Workload, list[QuoteLine]]:
+    """Quote a workload before submission (DESIGN.md §3.8): for minimum runtimes 0, 30 min, 2 h,
+    8 h and the one given, the estimated start (one forward simulation with the workload added
+    per minimum runtime, :func:`scheduler.sim.estimate.quote`), the GPU-hours its protected part
+    would charge (``gpus × M``) and its budget's ratio with that commitment added.
+
+    ``submission``: the keyword arguments of ``do_submit_workload``, validated by it
+    (``dry_run``): raises its SubmissionError on the same problems. Writes nothing.
+    """
+    from django.utils import timezone
+
+    from scheduler import services
+    from scheduler.policy import Workload as PolicyWorkload
+    from scheduler.sim.estimate import QUOTE_ID, quote
+    from scheduler.snapshot import epoch, load_snapshot
+
+    workload = services.do_submit_workload(owner, dry_run=True, **submission)  # type: ignore[arg-type]
+    now = now or timezone.now()
+    snap, _ = load_snapshot(workload.cluster.pk, now)
+    hypothetical = PolicyWorkload(
+        QUOTE_ID, str(workload.budget.pk), workload.gpu_count, workload.gpu_model, 0, epoch(now), 0
+    )
+    own = workload.min_runtime_s
+    runtimes = sorted({*QUOTE_RUNTIMES_S, own})
+    rows = quote(snap, hypothetical, runtimes, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]))
+    lines = [
+        QuoteLine(
+            q.min_runtime,
+            datetime.fromtimestamp(q.start, tz=UTC) if q.start is not None else None,
+            q.charge_gpu_seconds / 3600,
+            q.ratio_after,
+            q.min_runtime == own,
+            datetime.fromtimestamp(q.searched_until, tz=UTC),
+        )
+        for q in rows
+    ]
+    return workload, lines

@@ -1,0 +1,374 @@
+"""A cluster's past, imported (``manage.py import_history``; docs/demo.md, README).
+
+Two sources:
+
+- **the Philly trace**: the days before a start job, run through the real policy on the
+  cluster's own hosts and budgets (``scheduler.sim.engine``), shifted so that they end now, and
+  written as finished workloads, attempts (with their GPUs) and events, in bulk;
+- **a Slurm accounting export** (``sacct -a -X -P -S <start> -o
+  JobID,User,Account,AllocTRES,Start,End,State``): every finished job that held GPUs becomes a
+  usage interval (``UsageEntry``) of the budget named by its Account, noted with its JobID and
+  User, so a lab moving from Slurm keeps its window of usage.
+
+Every problem is found before anything is written: :class:`HistoryError` lists them all, one a
+line, and the database is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from budgets.models import Budget, UsageEntry
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
+from scheduler.trace import MinRuntimeRule, TraceJob, UnallocatedRule, job_hash_fraction
+
+PHILLY_PREFIX = "vc-"
+
+
+class HistoryError(ValueError):
+    """Bad input; ``problems`` lists every one (``str()`` joins them, one a line)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+# --- the Philly trace through the simulator ------------------------------------------------------
+
+
+@dataclass
+class PastAttempt:
+    gpus: tuple[tuple[str, int], ...]
+    allocated: bool
+    started_at: int
+    ended_at: int
+    end_reason: str
+
+
+@dataclass
+class PastWorkload:
+    job: TraceJob
+    budget_key: str
+    min_runtime: int
+    submitted_at: int
+    attempts: list[PastAttempt] = field(default_factory=list)
+    state: str = "pending"
+
+
+@dataclass
+class PhillyHistory:
+    workloads: list[PastWorkload]
+    start: int
+    end: int
+    sampled: float
+    skipped_vcs: dict[str, int]
+
+
+def choose_jobs(
+    jobs: Sequence[TraceJob], before_job: int, days: float, *, capacity_gpus: int, load: float, max_duration: int
+) -> tuple[list[TraceJob], float]:
+    """The jobs submitted in the ``days`` before job ``before_job``, sampled (deterministically, by
+    job id) so that their GPU-time, each capped at ``max_duration``, is about ``load`` × the
+    cluster's capacity over the span. Returns the jobs and the fraction kept."""
+    index = next((i for i, j in enumerate(jobs) if j.job_id == before_job), None)
+    if index is None:
+        raise HistoryError([f"job {before_job} is not in the trace"])
+    end = jobs[index].submit_time_s
+    start = end - int(days * 86400)
+    span = [j for j in jobs[:index] if j.submit_time_s >= start]
+    demand = sum(j.num_gpus * min(j.duration_s, max_duration) for j in span)
+    capacity = capacity_gpus * (end - start)
+    fraction = 1.0 if demand <= 0 else min(1.0, load * capacity / demand)
+    return [j for j in span if job_hash_fraction(j.job_id) < fraction], fraction
+
+
+def simulate_philly(
+    jobs: Sequence[TraceJob],
+    *,
+    trace_end_s: int,
+    now: int,
+    snapshot_hosts: Sequence,  # noqa: ANN001 -- policy Hosts
+    budgets: Sequence,  # noqa: ANN001 -- policy Budgets
+    budget_key_of: dict[str, str],
+    min_rule: MinRuntimeRule,
+    unalloc_rule: UnallocatedRule,
+    max_duration: int,
+    grace: int,
+    window: int,
+    tick_interval: int = 600,
+) -> PhillyHistory:
+    """Run ``jobs`` (trace seconds; ``trace_end_s`` maps to ``now``) through the policy on the
+    given hosts and budgets (``budget_key_of``: Philly VC → policy budget key; jobs of other VCs
+    are skipped and counted). Pure: no database."""
+    from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
+
+    shift = now - trace_end_s
+    skipped: dict[str, int] = {}
+    kept = []
+    for j in jobs:
+        if j.vc in budget_key_of:
+            kept.append(j)
+        else:
+            skipped[j.vc] = skipped.get(j.vc, 0) + 1
+    start = (kept[0].submit_time_s + shift) if kept else now
+    e = Engine(start=start, window=window, tick_interval=tick_interval, grace=grace, with_reasons=False)
+    for b in budgets:
+        e.add_budget(b)
+    for h in snapshot_hosts:
+        e.add_host(h)
+    model = next(iter(snapshot_hosts)).model if snapshot_hosts else ""
+    past: dict[str, PastWorkload] = {}
+
+    def on_release(a: SimAttempt, reason: str, at: int) -> None:
+        past[a.workload].attempts.append(PastAttempt(a.gpus, a.allocated, a.started_at, at, reason))
+
+    e.on_release = on_release
+    sizes = {h.name: len(h.gpu_health) for h in snapshot_hosts}
+    biggest = max(sizes.values(), default=0)
+    for j in kept:
+        t = j.submit_time_s + shift
+        if t > e.now:
+            e.advance_to(t)
+        gpus = j.num_gpus
+        if biggest and gpus > biggest and gpus % biggest:
+            gpus = math.ceil(gpus / biggest) * biggest  # a gang takes whole hosts (§3.3)
+        if gpus > biggest * len(sizes):
+            continue  # larger than the cluster: the trace's own giant jobs
+        run = min(j.duration_s, max_duration)
+        m = 0 if unalloc_rule.is_unallocated(j) else max(1, math.ceil(min_rule.min_runtime_s(run)))
+        wid = f"j{j.job_id}"
+        past[wid] = PastWorkload(j, budget_key_of[j.vc], m, t)
+        e.submit(SimWorkload(wid, budget_key_of[j.vc], gpus, model, m, t, e.next_seq(), remaining=run))
+        e.tick()
+    e.advance_to(now)
+    for a in list(e.attempts.values()):
+        if a.started_at < now:
+            past[a.workload].attempts.append(PastAttempt(a.gpus, a.allocated, a.started_at, now, "canceled"))
+    for wid, pw in past.items():
+        sw = e.workloads[wid]
+        pw.state = sw.state if sw.state in ("succeeded", "failed", "canceled") else ("canceled" if pw.attempts else "")
+    done = [pw for pw in past.values() if pw.state]  # still pending at the end: not history
+    return PhillyHistory(done, start, now, 1.0, skipped)
+
+
+def _dt(epoch_s: int) -> datetime:
+    return datetime.fromtimestamp(epoch_s, tz=UTC)
+
+
+def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_model: str) -> dict[str, int]:
+    """Write the simulated past as finished workloads, attempts, their GPUs and events, in bulk
+    and in one transaction. Returns counts."""
+    hosts = {h.name: h for h in Host.objects.filter(cluster=cluster)}
+    gpus = {(g.host.name, g.index): g.pk for g in GPU.objects.filter(host__cluster=cluster).select_related("host")}
+    budgets = Budget.objects.in_bulk([int(pw.budget_key) for pw in history.workloads])
+    with transaction.atomic():
+        rows = [
+            Workload(
+                name=f"philly-{pw.job.job_id}",
+                owner=owner,
+                budget=budgets[int(pw.budget_key)],
+                cluster=cluster,
+                gpu_model=gpu_model,
+                gpu_count=len(pw.attempts[0].gpus) if pw.attempts else pw.job.num_gpus,
+                image="",
+                command=["philly", str(pw.job.job_id)],
+                env={},
+                min_runtime_s=pw.min_runtime,
+                submitted_at=_dt(pw.submitted_at),
+                state=pw.state,
+                duration_hint_s=pw.job.duration_s,
+                finished_at=_dt(max((a.ended_at for a in pw.attempts), default=pw.submitted_at)),
+            )
+            for pw in history.workloads
+        ]
+        Workload.objects.bulk_create(rows, batch_size=500)
+        Workload.objects.filter(pk__in=[w.pk for w in rows]).update(seq=F("id"))
+        attempts, links, events = [], [], []
+        for w, pw in zip(rows, history.workloads, strict=True):
+            events.append(
+                WorkloadEvent(
+                    workload=w,
+                    at=w.submitted_at,
+                    kind="submitted",
+                    message=f"imported history: Philly job {pw.job.job_id} (vc {pw.job.vc}), simulated",
+                    data={"imported": "philly", "job": pw.job.job_id},
+                )
+            )
+            for n, a in enumerate(pw.attempts, start=1):
+                gpu_count = len(a.gpus)
+                attempts.append(
+                    Attempt(
+                        workload=w,
+                        number=n,
+                        host=hosts[a.gpus[0][0]],
+                        allocated=a.allocated,
+                        placed_at=_dt(a.started_at),
+                        started_at=_dt(a.started_at),
+                        protected_until=_dt(a.started_at + (pw.min_runtime if a.allocated else 0)),
+                        stop_requested_at=_dt(a.ended_at) if a.end_reason not in ("succeeded", "failed") else None,
+                        stop_reason=a.end_reason if a.end_reason not in ("succeeded", "failed") else "",
+                        ended_at=_dt(a.ended_at),
+                        end_reason=a.end_reason,
+                        exit_code=0 if a.end_reason == "succeeded" else None,
+                        charged_gpu_seconds=gpu_count * (a.ended_at - a.started_at) if a.allocated else 0,
+                    )
+                )
+                if a.end_reason in ("preempted", "drained"):
+                    events.append(
+                        WorkloadEvent(workload=w, at=_dt(a.ended_at), kind="preempted", message="imported history")
+                    )
+        Attempt.objects.bulk_create(attempts, batch_size=500)
+        k = 0
+        for pw in history.workloads:
+            for a in pw.attempts:
+                att = attempts[k]
+                k += 1
+                host_rank = {name: r for r, name in enumerate(dict.fromkeys(g[0] for g in a.gpus))}
+                links.extend(AttemptGPU(attempt=att, gpu_id=gpus[g], rank=host_rank[g[0]], open=False) for g in a.gpus)
+        AttemptGPU.objects.bulk_create(links, batch_size=1000)
+        WorkloadEvent.objects.bulk_create(events, batch_size=1000)
+    return {"workloads": len(rows), "attempts": len(attempts), "events": len(events)}
+
+
+def rollup_span(cluster: Cluster, start: datetime, end: datetime) -> int:
+    """Roll the pyramid (``scheduler.pyramid.rollup_hour``) up for every complete hour of the span."""
+    from scheduler.pyramid import hour_of, rollup_hour
+
+    hour = hour_of(start)
+    last = hour_of(end)
+    n = 0
+    while hour < last:
+        rollup_hour(cluster, hour, end)
+        hour += timedelta(hours=1)
+        n += 1
+    return n
+
+
+# --- a Slurm accounting export -------------------------------------------------------------------
+
+SACCT_COLUMNS = ("JobID", "User", "Account", "AllocTRES", "Start", "End", "State")
+"""The columns ``import_history sacct`` needs (any order, others ignored): ``sacct -a -X -P -S
+<start> -o JobID,User,Account,AllocTRES,Start,End,State``."""
+
+
+@dataclass(frozen=True)
+class SacctJob:
+    line: int
+    job_id: str
+    user: str
+    budget: Budget
+    gpus: int
+    start: datetime
+    end: datetime
+
+
+def _gpus_of(tres: str) -> int | None:
+    """GPUs in an AllocTRES value (``cpu=8,gres/gpu=4,mem=64G`` or ``gres/gpu:a100=4``); None if
+    it names none."""
+    total = None
+    for part in tres.split(","):
+        key, _, value = part.partition("=")
+        if key == "gres/gpu" or (key.startswith("gres/gpu:") and total is None):
+            total = int(value)
+    return total
+
+
+def _slurm_time(raw: str) -> datetime | None:
+    if raw in ("", "Unknown", "None"):
+        return None
+    return datetime.fromisoformat(raw).replace(tzinfo=UTC)
+
+
+def parse_sacct(
+    lines: Iterable[str], budgets: dict[str, Budget], users: set[str], *, now: datetime
+) -> tuple[list[SacctJob], list[str]]:
+    """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
+    as UTC). Returns the GPU jobs and the skipped lines' notes (no GPUs, job steps, not started or
+    still running); raises :class:`HistoryError` listing every bad line. ``budgets``: Account →
+    leaf budget (by path or name); ``users``: the usernames that exist."""
+    it = iter(lines)
+    header = next(it, "").rstrip("\n").split("|")
+    missing = [c for c in SACCT_COLUMNS if c not in header]
+    if missing:
+        raise HistoryError(
+            [f"line 1: the header lacks {', '.join(missing)} (export with -P -o {','.join(SACCT_COLUMNS)})"]
+        )
+    col = {c: header.index(c) for c in SACCT_COLUMNS}
+    jobs: list[SacctJob] = []
+    problems: list[str] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(it, start=2):
+        line = raw.rstrip("\n")
+        if not line.strip():
+            continue
+        cells = line.split("|")
+        if len(cells) != len(header):
+            problems.append(f"line {n}: {len(cells)} fields, the header has {len(header)}")
+            continue
+        v = {c: cells[i].strip() for c, i in col.items()}
+        job = v["JobID"]
+        if "." in job:
+            skipped.append(f"line {n}: job step {job} (export with -X)")
+            continue
+        here = []
+        try:
+            gpus = _gpus_of(v["AllocTRES"])
+        except ValueError:
+            here.append(f"AllocTRES {v['AllocTRES']!r} has a GPU count that is not a whole number")
+            gpus = 0
+        try:
+            start, end = _slurm_time(v["Start"]), _slurm_time(v["End"])
+        except ValueError:
+            here.append("Start and End are times like 2026-11-24T10:00:00 (or Unknown)")
+            start = end = None
+        if not here and (gpus is None or gpus == 0):
+            skipped.append(f"line {n}: job {job} held no GPUs")
+            continue
+        if not here and (start is None or end is None):
+            skipped.append(f"line {n}: job {job} has not started or not ended ({v['State']})")
+            continue
+        budget = budgets.get(v["Account"])
+        if budget is None:
+            here.append(f"no leaf budget for Account {v['Account']!r}")
+        if v["User"] not in users:
+            here.append(f"no user {v['User']!r}")
+        if job in seen:
+            here.append(f"JobID {job} appears twice")
+        if start is not None and end is not None and (end < start or end > now):
+            here.append("End is before Start or in the future")
+        if gpus is not None and gpus < 0:
+            here.append("the GPU count is negative")
+        if here:
+            problems.append(f"line {n} (job {job}): " + "; ".join(here))
+            continue
+        seen.add(job)
+        assert budget is not None and start is not None and end is not None and gpus  # noqa: S101 -- checked
+        jobs.append(SacctJob(n, job, v["User"], budget, gpus, start, end))
+    if problems:
+        raise HistoryError(problems)
+    return jobs, skipped
+
+
+def write_sacct(cluster: Cluster, jobs: Sequence[SacctJob]) -> int:
+    """One usage interval per job, in bulk (one transaction)."""
+    entries = [
+        UsageEntry(
+            budget=j.budget,
+            cluster=cluster,
+            start=j.start,
+            end=j.end,
+            gpus=j.gpus,
+            note=f"sacct job {j.job_id} user {j.user}"[:200],
+        )
+        for j in jobs
+    ]
+    with transaction.atomic():
+        UsageEntry.objects.bulk_create(entries, batch_size=1000)
+    return len(entries)

@@ -1,0 +1,163 @@
+"""Give a cluster its past: ``manage.py import_history philly|sacct`` (scheduler/history.py).
+
+    python manage.py import_history philly --cluster philly --user researcher --before-job 34805 --days 7
+    python manage.py import_history sacct usage.txt --cluster h100
+
+``philly``: the ``--days`` of the Philly trace before ``--before-job`` (the demo's replay start),
+sampled to about ``--load`` × the cluster's capacity, each job's run capped at ``--max-duration``,
+run through the policy on the cluster's hosts and its ``vc-<id>`` budgets, shifted to end now and
+written as finished workloads and attempts (their usage), then the pyramid's hours rolled up.
+
+``sacct``: a Slurm export, ``sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
+(``--parsable2``: ``|``-separated, a header line; times read as UTC). Account names a leaf budget
+(path or name), User an existing user; each finished job that held GPUs becomes a usage interval.
+Every bad line is reported and nothing is written.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from budgets.services import budget_paths, load_tree
+from scheduler.history import (
+    PHILLY_PREFIX,
+    HistoryError,
+    choose_jobs,
+    parse_sacct,
+    rollup_span,
+    simulate_philly,
+    write_philly,
+    write_sacct,
+)
+from scheduler.models import Cluster
+from scheduler.trace import (
+    DEFAULT_MIN_RUNTIME_RULE,
+    DEFAULT_UNALLOCATED_RULE,
+    MinRuntimeRule,
+    TraceError,
+    UnallocatedRule,
+    parse_duration,
+    read_trace,
+)
+
+
+class Command(BaseCommand):
+    help = "Import a cluster's past: the Philly trace's preceding days (simulated) or a Slurm sacct export."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="source", required=True)
+        ph = sub.add_parser("philly", help="the Philly trace's days before a job, through the simulator")
+        ph.add_argument("--trace", default="data/philly/philly_jobs.csv")
+        ph.add_argument("--cluster", required=True)
+        ph.add_argument("--user", required=True, help="owner of the imported workloads")
+        ph.add_argument("--before-job", type=int, default=34805, help="the first job not imported (the replay's start)")
+        ph.add_argument("--days", type=float, default=7.0)
+        ph.add_argument("--load", type=float, default=1.2, help="sampled demand ÷ the cluster's capacity (default 1.2)")
+        ph.add_argument("--max-duration", default="8h", help="run-time cap per job (default 8h)")
+        ph.add_argument("--min-runtime-rule", default=DEFAULT_MIN_RUNTIME_RULE)
+        ph.add_argument("--unallocated-rule", default=DEFAULT_UNALLOCATED_RULE)
+        sa = sub.add_parser("sacct", help="a Slurm `sacct -a -X -P` export (see the command's docstring)")
+        sa.add_argument("file")
+        sa.add_argument("--cluster", required=True)
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            cluster = Cluster.objects.get(name=opts["cluster"])
+        except Cluster.DoesNotExist:
+            raise CommandError(f"no cluster {opts['cluster']!r}; nothing written") from None
+        try:
+            if opts["source"] == "philly":
+                self._philly(cluster, opts)
+            else:
+                self._sacct(cluster, opts)
+        except HistoryError as exc:
+            raise CommandError(f"nothing written:\n{exc}") from None
+
+    def _philly(self, cluster: Cluster, opts: dict[str, Any]) -> None:
+        from scheduler.snapshot import epoch, load_snapshot
+
+        began = time.monotonic()
+        try:
+            user = get_user_model().objects.get(username=opts["user"])
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"no user {opts['user']!r}; nothing written") from None
+        try:
+            min_rule = MinRuntimeRule.parse(opts["min_runtime_rule"])
+            unalloc_rule = UnallocatedRule.parse(opts["unallocated_rule"])
+            max_duration = parse_duration(opts["max_duration"])
+            jobs = read_trace(opts["trace"])
+        except (TraceError, ValueError) as exc:
+            raise CommandError(f"{exc}; nothing written") from None
+        if opts["days"] <= 0 or opts["load"] <= 0:
+            raise CommandError("--days and --load must be positive; nothing written")
+        now = timezone.now()
+        snap, _ = load_snapshot(cluster, now)
+        if not snap.hosts:
+            raise CommandError(f"cluster {cluster.name} has no hosts; nothing written")
+        capacity = sum(len(h.gpu_health) for h in snap.hosts)
+        chosen, fraction = choose_jobs(
+            jobs, opts["before_job"], opts["days"], capacity_gpus=capacity, load=opts["load"], max_duration=max_duration
+        )
+        end_trace = next(j.submit_time_s for j in jobs if j.job_id == opts["before_job"])
+        tree = load_tree()
+        leaves = {
+            b.name: str(b.pk) for b in tree.values() if b.archived_at is None and b.name.startswith(PHILLY_PREFIX)
+        }
+        key_of = {
+            vc: leaves[f"{PHILLY_PREFIX}{vc}"] for vc in {j.vc for j in chosen} if f"{PHILLY_PREFIX}{vc}" in leaves
+        }
+        history = simulate_philly(
+            chosen,
+            trace_end_s=end_trace,
+            now=epoch(now),
+            snapshot_hosts=snap.hosts,
+            budgets=snap.budgets,
+            budget_key_of=key_of,
+            min_rule=min_rule,
+            unalloc_rule=unalloc_rule,
+            max_duration=max_duration,
+            grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
+            window=snap.window,
+        )
+        simulated = time.monotonic() - began
+        counts = write_philly(cluster, user, history, snap.hosts[0].model)
+        start = datetime.fromtimestamp(history.start, tz=UTC)
+        hours = rollup_span(cluster, start, now)
+        skipped = sum(history.skipped_vcs.values())
+        self.stdout.write(
+            f"imported {counts['workloads']} Philly jobs ({100 * fraction:.1f} % of the {opts['days']:g} days before "
+            f"job {opts['before_job']}, {skipped} of VCs without a budget skipped) as {counts['attempts']} attempts "
+            f"on {cluster.name}; {hours} pyramid hours rolled up; simulated in {simulated:.1f} s, "
+            f"{time.monotonic() - began:.1f} s in all"
+        )
+
+    def _sacct(self, cluster: Cluster, opts: dict[str, Any]) -> None:
+        path = Path(opts["file"])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"cannot read {path}: {exc}; nothing written") from None
+        tree = load_tree()
+        paths = budget_paths(tree)
+        leaf_ids = {b.pk for b in tree.values() if b.archived_at is None} - {b.parent_id for b in tree.values()}
+        budgets = {}
+        for pk in leaf_ids:
+            budgets.setdefault(tree[pk].name, tree[pk])
+            budgets[paths[pk]] = tree[pk]
+        users = set(get_user_model().objects.values_list("username", flat=True))
+        jobs, skipped = parse_sacct(text.splitlines(), budgets, users, now=timezone.now())
+        n = write_sacct(cluster, jobs)
+        for note in skipped:
+            self.stdout.write(f"skipped {note}")
+        gpu_h = sum(j.gpus * (j.end - j.start).total_seconds() for j in jobs) / 3600
+        self.stdout.write(
+            f"imported {n} Slurm jobs ({gpu_h:.1f} GPU-hours) into {cluster.name}; {len(skipped)} skipped"
+        )

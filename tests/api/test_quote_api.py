@@ -1,0 +1,77 @@
+"""Contract quotes before submission (DESIGN.md §3.8): ``POST /api/v1/workloads/quote/``."""
+
+from __future__ import annotations
+
+from rest_framework.test import APIClient
+
+from scheduler.models import Attempt, Workload, WorkloadEvent
+
+URL = "/api/v1/workloads/quote/"
+
+
+def _rows() -> tuple[int, int, int]:
+    return Workload.objects.count(), WorkloadEvent.objects.count(), Attempt.objects.count()
+
+
+def test_a_quote_prices_every_minimum_runtime_and_writes_nothing(researcher_client, submission, cluster):
+    before = _rows()
+    response = researcher_client.post(URL, submission(min_runtime="1h"), format="json")
+
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert (body["budget"], body["cluster"], body["gpu_model"], body["gpu_count"]) == ("nlp/olmo", "default", "A100", 4)
+    lines = body["quotes"]
+    assert [q["min_runtime_s"] for q in lines] == [0, 1800, 3600, 7200, 28800]
+    assert [q["yours"] for q in lines] == [False, False, True, False, False]
+    assert [q["charge_gpu_hours"] for q in lines] == [0.0, 2.0, 4.0, 8.0, 32.0]
+    ratios = [q["ratio_after"] for q in lines]
+    assert ratios == sorted(ratios) and ratios[0] < ratios[-1]
+    assert all(q["estimated_start"] is not None for q in lines)  # 16 A100s are free
+    assert _rows() == before
+
+
+def test_a_quote_behind_protected_work_is_estimated_at_its_end(researcher, researcher_client, submission, cluster):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.tick import run_tick
+
+    filler = submission(gpu_count=8, min_runtime="1h")
+    for _ in range(2):
+        assert researcher_client.post("/api/v1/workloads/", filler, format="json").status_code == 201
+    run_tick(cluster.pk)
+    Attempt.objects.update(started_at=timezone.now(), protected_until=timezone.now() + timedelta(hours=1))
+    body = researcher_client.post(URL, submission(gpu_count=8, min_runtime="2h"), format="json").json()
+    # Its own budget's work is never room (§3.4): no start within one window, whatever M.
+    assert {q["estimated_start"] for q in body["quotes"]} == {None}
+    from datetime import datetime
+
+    for q in body["quotes"]:  # the search covered the whole window
+        searched = datetime.fromisoformat(q["searched_until"].replace("Z", "+00:00"))
+        assert searched >= timezone.now() + timedelta(days=7) - timedelta(minutes=5)
+
+
+def test_a_quote_is_validated_like_a_submission(researcher_client, submission, cluster):
+    bad = submission(budget="nope", gpu_count=0, min_runtime="forever")
+    quoted = researcher_client.post(URL, bad, format="json")
+    submitted = researcher_client.post("/api/v1/workloads/", bad, format="json")
+
+    assert quoted.status_code == submitted.status_code == 400
+    assert quoted.json() == submitted.json()
+    assert Workload.objects.count() == 0
+
+
+def test_an_outsider_gets_the_submissions_refusal(outsider, api_client_for, submission, cluster):
+    response = api_client_for(outsider).post(URL, submission(), format="json")
+    assert response.status_code == 400
+    assert "not_a_member" in str(response.json())
+    assert Workload.objects.count() == 0
+
+
+def test_the_quote_is_in_the_openapi_schema(db):
+    import yaml
+
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    post = schema["paths"]["/api/v1/workloads/quote/"]["post"]
+    assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Quote")

@@ -1,0 +1,142 @@
+"""``manage.py import_history``: the Philly trace's preceding days through the simulator, and a
+Slurm ``sacct --parsable2`` export; every bad line reported, nothing written on error."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from budgets.models import UsageEntry
+from budgets.services import do_create_budget
+from scheduler.models import Attempt, AttemptGPU, Workload, WorkloadEvent
+from scheduler.services import do_create_cluster, do_register_host
+
+TRACE = """job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s
+1,0,aa,2,7200,
+2,600,bb,4,3600,
+3,1200,aa,1,600,
+4,90000,bb,2,1800,
+5,172800,aa,1,60,
+"""
+
+
+def _rows() -> tuple[int, ...]:
+    return (
+        Workload.objects.count(),
+        Attempt.objects.count(),
+        AttemptGPU.objects.count(),
+        WorkloadEvent.objects.count(),
+        UsageEntry.objects.count(),
+    )
+
+
+@pytest.fixture
+def philly(db, researcher, org_tree):
+    cluster = do_create_cluster("philly")
+    for h in ("p1", "p2"):
+        do_register_host(cluster, h, [(i, f"GPU-{h}-{i}", "H100", 80000) for i in range(4)])
+    do_create_budget(name="vc-aa", parent=org_tree["nlp"])
+    do_create_budget(name="vc-bb", parent=org_tree["vision"])
+    return cluster
+
+
+def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_path: Path):
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    out = StringIO()
+    call_command(
+        "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+        "--before-job", "5", "--days", "2", "--load", "100", stdout=out,
+    )  # fmt: skip
+
+    assert "imported 4 Philly jobs" in out.getvalue()
+    now = timezone.now()
+    rows = list(Workload.objects.order_by("submitted_at"))
+    assert [w.name for w in rows] == ["philly-1", "philly-2", "philly-3", "philly-4"]
+    assert {w.state for w in rows} == {"succeeded"}
+    assert all(w.seq == w.pk for w in rows)
+    # The span ends now: job 5's submission (trace second 172800) maps to the import's instant.
+    assert abs((rows[0].submitted_at - (now - timedelta(seconds=172800))).total_seconds()) < 60
+    for a in Attempt.objects.select_related("workload"):
+        assert a.ended_at is not None and a.started_at >= a.workload.submitted_at
+        assert a.gpu_links.count() == a.workload.gpu_count and not a.gpu_links.filter(open=True).exists()
+        if a.allocated:
+            assert a.charged_gpu_seconds == a.workload.gpu_count * (a.ended_at - a.started_at).total_seconds()
+
+
+def test_philly_history_refuses_an_unknown_start_job(philly, tmp_path: Path):
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    before = _rows()
+    with pytest.raises(CommandError, match="job 99 is not in the trace"):
+        call_command("import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+                     "--before-job", "99")  # fmt: skip
+    assert _rows() == before
+
+
+SACCT = """JobID|User|Account|AllocTRES|Start|End|State
+101|researcher|olmo|billing=8,cpu=8,gres/gpu=4,mem=64G,node=1|{s}|{e}|COMPLETED
+102|researcher|nlp/olmo|cpu=4,gres/gpu:a100=2,mem=8G|{s}|{e}|CANCELLED by 0
+102.batch|researcher|olmo|cpu=4,gres/gpu=2|{s}|{e}|COMPLETED
+103|researcher|olmo|cpu=4,mem=8G|{s}|{e}|COMPLETED
+104|researcher|olmo|cpu=4,gres/gpu=1|{s}|Unknown|RUNNING
+"""
+
+
+def _stamp(dt) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def test_sacct_export_becomes_usage_intervals(cluster, researcher, org_tree, tmp_path: Path):
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = tmp_path / "sacct.txt"
+    f.write_text(SACCT.format(s=s, e=e))
+    out = StringIO()
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
+
+    entries = list(UsageEntry.objects.order_by("note"))
+    assert [(u.budget.name, u.gpus, u.note) for u in entries] == [
+        ("olmo", 4, "sacct job 101 user researcher"),
+        ("olmo", 2, "sacct job 102 user researcher"),
+    ]
+    assert (entries[0].end - entries[0].start) == timedelta(hours=2)
+    text = out.getvalue()
+    assert "imported 2 Slurm jobs (12.0 GPU-hours)" in text and "3 skipped" in text
+    assert "job step 102.batch" in text and "job 103 held no GPUs" in text and "job 104 has not" in text
+
+
+def test_a_bad_sacct_export_names_every_bad_line_and_writes_nothing(cluster, researcher, org_tree, tmp_path: Path):
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = tmp_path / "sacct.txt"
+    f.write_text(
+        "JobID|User|Account|AllocTRES|Start|End|State\n"
+        f"1|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED\n"
+        f"2|nobody|olmo|gres/gpu=1|{s}|{e}|COMPLETED\n"
+        f"3|researcher|nlp|gres/gpu=1|{s}|{e}|COMPLETED\n"
+        f"4|researcher|olmo|gres/gpu=x|{s}|{e}|COMPLETED\n"
+        f"5|researcher|olmo|gres/gpu=1|{e}|{s}|COMPLETED\n"
+        "6|researcher|olmo\n"
+    )
+    before = _rows()
+    with pytest.raises(CommandError) as err:
+        call_command("import_history", "sacct", str(f), "--cluster", "default")
+    text = str(err.value)
+    assert "line 3 (job 2): no user 'nobody'" in text
+    assert "line 4 (job 3): no leaf budget for Account 'nlp'" in text
+    assert "line 5 (job 4)" in text and "line 6 (job 5): End is before Start" in text
+    assert "line 7: 3 fields" in text
+    assert _rows() == before
+
+
+def test_a_sacct_export_without_the_columns_is_refused(cluster, tmp_path: Path):
+    f = tmp_path / "sacct.txt"
+    f.write_text("JobID|User|Start\n1|x|now\n")
+    with pytest.raises(CommandError, match="the header lacks Account, AllocTRES, End, State"):
+        call_command("import_history", "sacct", str(f), "--cluster", "default")

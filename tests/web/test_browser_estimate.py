@@ -1,0 +1,86 @@
+"""A waiting workload's page in a real browser (Playwright driving Debian's Chromium, as
+tests/e2e/test_browser.py launches it): its reason, its reservation and its estimated start agree
+(DESIGN.md §3.8: a workload holding a reservation is never estimated later than its start).
+Skipped when ``/usr/bin/chromium`` or the ``playwright`` package is missing."""
+
+from __future__ import annotations
+
+import calendar
+import re
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler import lifecycle
+from scheduler.estimates import store_estimates
+from scheduler.models import Attempt, Workload
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.conftest import PASSWORD
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
+
+_WHEN = re.compile(r"(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}) )?(?P<hm>\d{2}:\d{2}) UTC")
+
+
+def _parse_when(text: str, now: datetime) -> datetime:
+    """``14:05 UTC`` (today) or ``Mar 3 14:05 UTC``, as the page writes times."""
+    m = _WHEN.search(text)
+    assert m is not None, text
+    hour, minute = (int(x) for x in m["hm"].split(":"))
+    if m["mon"]:
+        month = list(calendar.month_abbr).index(m["mon"])
+        return datetime(now.year, month, int(m["day"]), hour, minute, tzinfo=UTC)
+    return now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+
+
+def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
+    live_server, researcher, outsider, submit_kwargs, org_tree, cluster, monkeypatch
+):
+    # vision/sam holds both A100 hosts with work started 50 minutes ago (M = 1 h): nlp/olmo,
+    # further below its share, may preempt it once its protection ends in 10 minutes.
+    now = timezone.now()
+    for _ in range(2):
+        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
+    run_tick(cluster.pk)
+    for a in Attempt.objects.select_related("host"):
+        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    store_estimates(cluster.pk, timezone.now())
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.pending_reason) == ("pending", "protected_work")
+    reserved_start = waiting.pending_detail["reserved_start"]
+    assert waiting.estimated_start is not None
+    assert waiting.estimated_start.timestamp() <= reserved_start
+    assert Workload.objects.filter(state="pending").count() == 1
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            page.goto("/login/")
+            page.fill("#id_username", "researcher")
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{live_server.url}/")
+            page.goto(f"/workloads/{waiting.pk}/")
+            why = page.inner_text("#why-pending")
+            estimate = page.inner_text("#estimated-start")
+        finally:
+            browser.close()
+
+    assert "protected" in why.lower()  # the reason: the victims are still protected
+    reservation = re.search(r"reserved for it: it starts by (.+?) at the latest", why)
+    assert reservation is not None, why
+    shown_reserved = _parse_when(reservation[1], now)
+    shown_estimate = _parse_when(estimate, now)
+    protection_end = _parse_when(why.split("reserved for it")[0], now)  # the reason's own numbers
+    assert shown_estimate <= shown_reserved == protection_end
+    assert shown_reserved == datetime.fromtimestamp(reserved_start, tz=UTC).replace(second=0)

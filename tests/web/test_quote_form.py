@@ -1,0 +1,29 @@
+"""The submit page's "Quote first" button: a quote table beside the filled form, nothing submitted."""
+
+from __future__ import annotations
+
+import re
+
+from scheduler.models import Workload, WorkloadEvent
+from tests.web.test_pages import _form, browser  # noqa: F401 -- fixture
+
+
+def test_quote_first_shows_the_quote_and_submits_nothing(browser):  # noqa: F811
+    response = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    table = page[page.index('id="quote-table"') :]
+    rows = re.findall(r"<tr(?: class=\"yours\")?><td>(.*?)</td>", table)
+    assert [re.sub("<.*?>", "", r).strip() for r in rows] == ["0 (unallocated)", "30m", "1h (yours)", "2h", "8h"]
+    assert "2.00 GPU-h" in table and "32.00 GPU-h" in table  # 4 GPUs × 30 min, × 8 h
+    assert 'value="pretrain"' in page  # the form keeps what was typed
+    assert Workload.objects.count() == 0 and WorkloadEvent.objects.count() == 0
+
+
+def test_quote_first_shows_the_submissions_errors(browser):  # noqa: F811
+    response = browser.post("/submit/", {**_form(min_runtime="48h"), "quote": "1"})
+    assert response.status_code == 400
+    assert "at most" in response.content.decode()
+    assert 'id="quote-table"' not in response.content.decode()
+    assert Workload.objects.count() == 0
