@@ -218,7 +218,7 @@ class Stats:
         self.sent = 0
         self.received = 0
         self.heartbeats = 0
-        self.starts: dict[int, float] = {}  # attempt id -> first receipt (epoch seconds)
+        self.starts: dict[int, float] = {}  # attempt wire id -> first receipt (epoch seconds)
         self.connected = 0
         self.errors: list[str] = []
 
@@ -259,6 +259,13 @@ async def agent(name: str, token: str, url: str, gpus: int, period: float, stats
             stats.connected += 1
 
             async def reader() -> None:
+                try:
+                    await read()
+                except Exception as exc:  # noqa: BLE001 -- counted and reported
+                    stats.errors.append(f"{name} reader: {type(exc).__name__}: {exc}")
+                    raise
+
+            async def read() -> None:
                 async for text in ws:
                     now = time.time()
                     if stats.measuring:
@@ -549,7 +556,8 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     close_old_connections()
     timed = json.loads(timings.read_text()) if timings.exists() else {}
     durations, flushes = timed.get("heartbeats", []), timed.get("flushes", [])
-    placed = dict(Attempt.objects.filter(pk__in=list(stats.starts)).values_list("pk", "placed_at"))
+    # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
+    placed = dict(Attempt.objects.filter(wire_id__in=list(stats.starts)).values_list("wire_id", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
     n_attempts, n_workloads = Attempt.objects.count(), Workload.objects.count()
     print(
