@@ -62,6 +62,7 @@ DEFAULT_DB_SERVER = "postgres://postgres@127.0.0.1:5432/"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 REDIS_MARKER = "fairway:api_load:owner"
 REQUEST_TIMEOUT_S = 30.0
+KEEP_ALIVE_S = 4.0  # an idle connection is reused for this long (uvicorn closes them after 5 s)
 MIX = (("submit", 0.60), ("detail", 0.20), ("list", 0.15), ("cancel", 0.05))
 GROUPS, PROJECTS, USERS = 4, 5, 40
 
@@ -147,7 +148,7 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     call_command("migrate", verbosity=0)
     from accounts.models import ApiTokenInfo, User
     from accounts.services import create_api_token, do_add_membership
-    from budgets.services import do_create_budget, load_tree
+    from budgets.services import do_create_budget
     from scheduler.services import do_create_cluster, do_register_host, do_submit_workload
 
     cluster = do_create_cluster("bench")
@@ -171,26 +172,60 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
         specs = [(g, f"GPU-{name}-{g}", "H100", 81559) for g in range(args.gpus)]
         _host, token = do_register_host(cluster, name, specs)
         hosts.append((name, token))
-    tree = load_tree()
+    # The queue's backlog, written in bulk (as bench/tick_db.py does; one submission through the
+    # service first, so the rows are those it writes): submitted events, seq = id.
+    from django.db.models import F
+    from django.utils import timezone
+
+    from scheduler.models import Workload, WorkloadEvent
+
     began = time.monotonic()
-    for i in range(args.seed_workloads):
+    first = users[0]
+    template = do_submit_workload(
+        first["obj"],
+        name="seed-0",
+        budget=first["budgets"][0],
+        cluster=cluster,
+        gpu_model="H100",
+        gpu_count=1,
+        image="ghcr.io/lab/train:1",
+        command=["python", "train.py"],
+        env={"WANDB_PROJECT": "bench"},
+        min_runtime_s=3600,
+    )
+    paths = {b.path: b for b in leaves}
+    now = timezone.now()
+    rows = []
+    for i in range(1, args.seed_workloads):
         user = rng.choice(users)
-        do_submit_workload(
-            user["obj"],
-            name=f"seed-{i}",
-            budget=rng.choice(user["budgets"]),
-            cluster=cluster,
-            gpu_model="H100",
-            gpu_count=rng.choice([1, 2, 4, 8]),
-            image="ghcr.io/lab/train:1",
-            command=["python", "train.py"],
-            env={"WANDB_PROJECT": "bench"},
-            min_runtime_s=rng.choice([0, 3600]),
-            tree=tree,
+        rows.append(
+            Workload(
+                name=f"seed-{i}",
+                owner=user["obj"],
+                budget=paths[rng.choice(user["budgets"])],
+                cluster=cluster,
+                gpu_model="H100",
+                gpu_count=rng.choice([1, 2, 4, 8]),
+                image=template.image,
+                command=template.command,
+                env=template.env,
+                min_runtime_s=rng.choice([0, 3600]),
+                submitted_at=now,
+                state=Workload.State.PENDING,
+            )
         )
+    created = Workload.objects.bulk_create(rows, batch_size=500)
+    Workload.objects.filter(seq__isnull=True).update(seq=F("id"))
+    WorkloadEvent.objects.bulk_create(
+        [
+            WorkloadEvent(workload=w, at=now, kind="submitted", actor=w.owner, message=f"submitted to {w.budget.path}")
+            for w in created
+        ],
+        batch_size=500,
+    )
     print(
         f"seed: {args.hosts} hosts × {args.gpus} GPUs, {len(leaves)} projects, {USERS} users, "
-        f"{args.seed_workloads} workloads submitted in {time.monotonic() - began:.1f}s"
+        f"{args.seed_workloads} pending workloads written in {time.monotonic() - began:.1f}s"
     )
     from django.db import connection
 
@@ -253,7 +288,14 @@ class Layout:
                 raise SystemExit(f"{name} exited ({proc.returncode}); its log: {self.logs / (name + '.log')}")
 
     def stop(self, grace: float = 10.0) -> list[str]:
-        """SIGTERM to every group, SIGKILL to those still alive after ``grace``; returns those."""
+        """SIGTERM to every group (the agents first: the web processes then have no websocket to
+        wait for), SIGKILL to those still alive after ``grace``; returns those."""
+        agents = self.procs.get("agents")
+        if agents is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(agents.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agents.wait(5)
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -344,7 +386,7 @@ class Http:
     def __init__(self, base: str) -> None:
         parsed = urlparse(base)
         self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]] = []
         self.opened = 0
 
     async def request(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, dict[str, str], bytes]:
@@ -355,41 +397,58 @@ class Http:
             + ("Content-Type: application/json\r\n" if body is not None else "")
             + "\r\n"
         ).encode()
-        if self.idle:
-            reader, writer = self.idle.pop()
-        else:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-            self.opened += 1
+        while self.idle:
+            reader, writer, since = self.idle.pop()
+            if time.monotonic() - since < KEEP_ALIVE_S:
+                try:
+                    return await self._exchange(reader, writer, head + payload)
+                except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+                    if getattr(exc, "answered", False):
+                        raise
+                    # The server closed this idle connection meanwhile: not the request's fault.
+            writer.close()
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        self.opened += 1
+        return await self._exchange(reader, writer, head + payload)
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         try:
-            writer.write(head + payload)
+            writer.write(data)
             await writer.drain()
             status_line = await reader.readline()
             if not status_line:
                 raise ConnectionError("connection closed by the server")
+        except BaseException:
+            writer.close()
+            raise
+        try:
             status = int(status_line.split()[1])
             headers: dict[str, str] = {}
             while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
                 key, _, value = line.decode("latin-1").partition(":")
                 headers[key.strip().lower()] = value.strip()
             if headers.get("transfer-encoding", "").lower() == "chunked":
-                data = b""
+                body = b""
                 while (size := int((await reader.readline()).strip() or b"0", 16)) > 0:
-                    data += await reader.readexactly(size)
+                    body += await reader.readexactly(size)
                     await reader.readline()
                 await reader.readline()
             else:
-                data = await reader.readexactly(int(headers.get("content-length", "0")))
-        except BaseException:
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+        except BaseException as exc:
             writer.close()
+            exc.answered = True  # type: ignore[attr-defined] -- the server began an answer: no retry
             raise
         if headers.get("connection", "").lower() == "close":
             writer.close()
         else:
-            self.idle.append((reader, writer))
-        return status, headers, data
+            self.idle.append((reader, writer, time.monotonic()))
+        return status, headers, body
 
     def close(self) -> None:
-        for _reader, writer in self.idle:
+        for _reader, writer, _since in self.idle:
             writer.close()
 
 
