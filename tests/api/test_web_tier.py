@@ -200,7 +200,9 @@ def test_an_api_request_under_asgi_takes_few_thread_hops(researcher, api_client_
             "/api/v1/me/",
             headers=[(b"authorization", f"Token {token}".encode()), (b"host", b"testserver")],
         )
-        return await communicator.get_response(timeout=10)
+        answer = await communicator.get_response(timeout=10)
+        await communicator.wait(timeout=10)  # the handler's end: request_finished gives the connection back
+        return answer
 
     answer = asyncio.run(get())
     assert answer["status"] == 200, answer["body"]
