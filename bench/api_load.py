@@ -586,6 +586,12 @@ async def drive(
         + ", ".join(f"{name} {(cpu_after[name] - cpu_before[name]) / wall:.2f}" for name in cpu_after)
         + f" (of {os.cpu_count()})"
     )
+    answered = sum(len(s.latencies) for s in load.stats.values())
+    if "web" in groups and answered:
+        print(
+            f"web CPU per answered request: {(cpu_after['web'] - cpu_before['web']) / answered * 1000:.1f} ms "
+            "(shed answers included in the CPU, not in the count)"
+        )
 
 
 def known_workloads(db_url: str) -> list[int]:
