@@ -33,3 +33,15 @@ def sweep_expired_tokens(user: object) -> int:
     the tokens are listed)."""
     deleted, _ = AuthToken.objects.filter(user=user, expiry__lt=timezone.now()).delete()
     return deleted
+
+
+def _register_schema_extension() -> None:
+    """The OpenAPI schema describes this class as drf-spectacular's knox extension does knox's
+    (the same ``knoxApiToken`` security scheme: same header, same prefix)."""
+    from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
+
+    class FairwayTokenScheme(KnoxTokenScheme):
+        target_class = "accounts.auth.FairwayTokenAuthentication"
+
+
+_register_schema_extension()
