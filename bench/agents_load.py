@@ -1,6 +1,7 @@
 """Many simulated agents against one real server on PostgreSQL and Redis (issue 6, point 1). Prints, asserts nothing.
 
     python bench/agents_load.py [--agents 1000] [--duration 60] [--gpus 8] [--workloads N]
+    python bench/agents_load.py --submit-rate 100    # the agents and 100 API submissions/s at once
 
 What it does, all on loopback:
 
@@ -18,6 +19,12 @@ What it does, all on loopback:
    aftermath of its hellos are not measured), it measures for ``--duration`` seconds, submitting
    ``--workloads`` workloads through ``do_submit_workload`` (from a process of its own) spread
    over the first half of the window, so the server's ticks place them on the simulated hosts.
+
+With ``--submit-rate R`` the submitter is an HTTP client instead (issue 15, point 5): it POSTs
+``/api/v1/workloads/`` to the same server at R requests/s, open loop (request *i* sent at
+``t0 + i/R`` whatever the answers before it, latency counted from then; ``bench/api_load.py``'s
+client), for the whole window, and the report adds the submissions' achieved rate, p50/p99 and
+errors next to the heartbeat handling and start-command latency it measured under that load.
 
 Figures:
 
@@ -176,7 +183,8 @@ def recreate_database(url: str) -> None:
 
 
 def setup_world(n: int, gpus: int) -> list[tuple[str, str]]:
-    """Migrate, create budget/user/cluster, register ``n`` hosts; returns [(host name, token)]."""
+    """Migrate, create budget/user/cluster, register ``n`` hosts; returns [(host name, token)].
+    The user's API token is written to ``BENCH_TOKEN_FILE`` when that is set (``--submit-rate``)."""
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
@@ -187,7 +195,11 @@ def setup_world(n: int, gpus: int) -> list[tuple[str, str]]:
     cluster = do_create_cluster("load")
     org = do_create_budget(name="org", parent=None)
     do_create_budget(name="load", parent=org)
-    User.objects.create_superuser("bench", password="bench")  # noqa: S106 -- throwaway bench database
+    user = User.objects.create_superuser("bench", password="bench")  # noqa: S106 -- throwaway bench database
+    if os.environ.get("BENCH_TOKEN_FILE"):
+        from accounts.services import create_api_token
+
+        Path(os.environ["BENCH_TOKEN_FILE"]).write_text(create_api_token(user)[1])
     hosts = []
     for i in range(n):
         name = f"bench-{i:04d}"
@@ -206,7 +218,7 @@ class Stats:
         self.sent = 0
         self.received = 0
         self.heartbeats = 0
-        self.starts: dict[int, float] = {}  # attempt id -> first receipt (epoch seconds)
+        self.starts: dict[int, float] = {}  # attempt wire id -> first receipt (epoch seconds)
         self.connected = 0
         self.errors: list[str] = []
 
@@ -247,6 +259,13 @@ async def agent(name: str, token: str, url: str, gpus: int, period: float, stats
             stats.connected += 1
 
             async def reader() -> None:
+                try:
+                    await read()
+                except Exception as exc:  # noqa: BLE001 -- counted and reported
+                    stats.errors.append(f"{name} reader: {type(exc).__name__}: {exc}")
+                    raise
+
+            async def read() -> None:
                 async for text in ws:
                     now = time.time()
                     if stats.measuring:
@@ -332,6 +351,61 @@ def submit_workloads(count: int, over: float) -> None:
         time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
 
 
+def submit_http(spec: str) -> None:
+    """``--submit-http RATE:SECONDS:PORT:TOKEN_FILE:OUT``: open-loop API submissions, latencies to OUT."""
+    from bench.api_load import Http
+
+    rate_s, seconds_s, port, token_file, out = spec.split(":", 4)
+    rate, seconds, token = float(rate_s), float(seconds_s), Path(token_file).read_text().strip()
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+
+    async def one(http: Http, scheduled: float) -> None:
+        body = {
+            "name": "load",
+            "budget": "org/load",
+            "cluster": "load",
+            "gpu_model": "H100",
+            "gpu_count": random.choice([1, 2, 4, 8]),  # noqa: S311
+            "image": "",
+            "command": ["sleep", "infinity"],
+            "min_runtime": "1h",
+        }
+        try:
+            status, headers, _data = await asyncio.wait_for(http.request("POST", "/api/v1/workloads/", token, body), 30)
+        except TimeoutError:
+            errors["timeout"] = errors.get("timeout", 0) + 1
+            return
+        except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError):
+            errors["conn"] = errors.get("conn", 0) + 1
+            return
+        if status == 201:
+            latencies.append(time.monotonic() - scheduled)
+        else:
+            kind = "shed" if status == 503 and "retry-after" in headers else str(status)
+            errors[kind] = errors.get(kind, 0) + 1
+
+    async def main() -> float:
+        http = Http(f"http://127.0.0.1:{port}")
+        tasks: set[asyncio.Task[None]] = set()
+        t0 = time.monotonic()
+        for i in range(int(rate * seconds)):
+            scheduled = t0 + i / rate
+            if (delay := scheduled - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.create_task(one(http, scheduled))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        window = max(seconds, time.monotonic() - t0)
+        if tasks:
+            await asyncio.wait(tasks, timeout=35)
+        http.close()
+        return window
+
+    window = asyncio.run(main())
+    Path(out).write_text(json.dumps({"latencies": latencies, "errors": errors, "window": window}))
+
+
 async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url: str) -> tuple[Stats, float]:
     stats, stop = Stats(), asyncio.Event()
     tasks = []
@@ -347,10 +421,17 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     await asyncio.sleep(args.settle)  # the hellos' aftermath (ticks, pushes, a first full flush) is the ramp's
     stats.measuring = True
     window_began = time.monotonic()
-    submitter = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--submit", f"{args.workloads}:{args.duration / 2}", cwd=ROOT
-    )
+    if args.submit_rate:
+        spec = f"{args.submit_rate}:{args.duration}:{args.port}:{args.token_file}:{args.submissions_file}"
+        submitter = await asyncio.create_subprocess_exec(sys.executable, __file__, "--submit-http", spec, cwd=ROOT)
+    else:
+        submitter = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--submit", f"{args.workloads}:{args.duration / 2}", cwd=ROOT
+        )
     await asyncio.sleep(args.duration)
+    if args.submit_rate:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(submitter.wait(), 40)  # its last answers, then its report
     stats.measuring = False
     window = time.monotonic() - window_began
     stop.set()
@@ -377,7 +458,14 @@ def main() -> None:
         default=None,
         help="the server's CONN_MAX_AGE (s) for this run, without the connection pool; default: the settings' pool",
     )
+    parser.add_argument(
+        "--submit-rate",
+        type=float,
+        default=None,
+        help="API submissions/s (open loop, HTTP) during the whole window instead of --workloads",
+    )
     parser.add_argument("--serve-timed", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--submit-http", metavar="SPEC", help=argparse.SUPPRESS)
     parser.add_argument("--submit", metavar="COUNT:SECONDS", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.workloads is None:
@@ -392,6 +480,9 @@ def main() -> None:
     if args.serve_timed:
         serve_timed(args.serve_timed, args.port)
         return
+    if args.submit_http:
+        submit_http(args.submit_http)
+        return
     if args.submit:
         count, over = args.submit.split(":")
         submit_workloads(int(count), float(over))
@@ -401,6 +492,10 @@ def main() -> None:
 
     redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
     recreate_database(os.environ["DATABASE_URL"])
+    scratch = Path(tempfile.mkdtemp(prefix="agents-load-"))
+    args.token_file, args.submissions_file = scratch / "token", scratch / "submissions.json"
+    if args.submit_rate:
+        os.environ["BENCH_TOKEN_FILE"] = str(args.token_file)
     import django
 
     django.setup()
@@ -411,7 +506,7 @@ def main() -> None:
 
     connection.close()
 
-    timings = Path(tempfile.mkdtemp(prefix="agents-load-")) / "heartbeats.json"
+    timings = scratch / "heartbeats.json"
     server = subprocess.Popen(  # noqa: S603 -- this interpreter and this file
         [sys.executable, __file__, "--serve-timed", str(timings), "--port", str(args.port)],
         cwd=ROOT,
@@ -461,7 +556,8 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     close_old_connections()
     timed = json.loads(timings.read_text()) if timings.exists() else {}
     durations, flushes = timed.get("heartbeats", []), timed.get("flushes", [])
-    placed = dict(Attempt.objects.filter(pk__in=list(stats.starts)).values_list("pk", "placed_at"))
+    # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
+    placed = dict(Attempt.objects.filter(wire_id__in=list(stats.starts)).values_list("wire_id", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
     n_attempts, n_workloads = Attempt.objects.count(), Workload.objects.count()
     print(
@@ -492,6 +588,18 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         f"placed_at → agent receipt p50 {pct(lat, 50):.0f} ms, p99 {pct(lat, 99):.0f} ms, "
         f"max {max(lat, default=float('nan')):.0f} ms"
     )
+    if args.submit_rate:
+        submitted = json.loads(args.submissions_file.read_text()) if args.submissions_file.exists() else {}
+        sub = [x * 1000 for x in submitted.get("latencies", [])]
+        errors = submitted.get("errors", {})
+        print(
+            f"API submissions: offered {args.submit_rate:g}/s, achieved {len(sub) / submitted.get('window', 1):.1f}/s "
+            f"(201), p50 {pct(sub, 50):.0f} ms, p99 {pct(sub, 99):.0f} ms, errors {sum(errors.values())} {errors or ''}"
+        )
+        print(
+            f"agents+submissions heartbeat_p99_ms={pct(ms, 99):.0f} start_p99_ms={pct(lat, 99):.0f} "
+            f"submit_p99_ms={pct(sub, 99):.0f} submit_achieved_rps={len(sub) / submitted.get('window', 1):.1f}"
+        )
     if stats.errors:
         print(f"errors ({len(stats.errors)}): {stats.errors[:5]}")
     if lat:

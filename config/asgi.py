@@ -1,27 +1,33 @@
 """ASGI entry point: Django over HTTP, the agent gateway over websockets (DESIGN.md §2, §7).
 
-The agent route has no ``AllowedHostsOriginValidator``: agents are not browsers
-and authenticate with their host token (``Authorization: Bearer``).
+HTTP goes through ``config.overload``: at most ``FAIRWAY_WEB_MAX_IN_FLIGHT`` requests per
+process (beyond: 503 + ``Retry-After``), each run in one thread hop (a synchronous middleware
+chain). The agent route has no ``AllowedHostsOriginValidator``: agents are not browsers and
+authenticate with their host token (``Authorization: Bearer``).
 """
 
 from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # Django must be set up before the routing (and with it the models) is imported.
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
+from config.overload import InFlightLimit, SyncChainASGIHandler  # noqa: E402
 from scheduler.routing import websocket_urlpatterns  # noqa: E402
+
+django_asgi_app = SyncChainASGIHandler()
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": InFlightLimit(django_asgi_app, settings.FAIRWAY_WEB_MAX_IN_FLIGHT),
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )

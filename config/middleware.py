@@ -6,6 +6,10 @@
 * A body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (by its ``Content-Length``): 413
   ``too_large``, before anything reads it.
 
+``DatabaseBusyMiddleware``: a view that could not get a database connection (the process's pool
+stayed empty for ``FAIRWAY_DB_POOL_TIMEOUT_S``, or PostgreSQL refused one: "too many clients")
+is answered 503 + ``Retry-After`` (code ``database_busy``), never 500: the request changed nothing.
+
 Under ``/api/`` the answers use the API's one error format (``config.api``); elsewhere the
 plain pages (404 page, 400/413 text). Surrogates cannot arrive through a URL or a form: Django
 decodes both as UTF-8 with replacement (JSON bodies are ``config.parsers``' business).
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
 
@@ -55,3 +60,42 @@ class InputGuardMiddleware:
                     return JsonResponse({name: [message], "code": "null_characters_not_allowed"}, status=400)
                 return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
         return None
+
+
+TOO_MANY_CONNECTIONS = "53300"  # PostgreSQL's SQLSTATE for "sorry, too many clients already"
+DATABASE_BUSY_RETRY_AFTER_S = 2
+
+
+def is_connection_shortage(exc: BaseException) -> bool:
+    """True for a failure to get a connection at all: the pool timed out, or PostgreSQL said no."""
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    try:
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # SQLite-only installs
+        PoolTimeout = ()  # type: ignore[assignment,misc] # noqa: N806
+    if isinstance(cause, PoolTimeout):
+        return True
+    return getattr(cause, "sqlstate", None) == TOO_MANY_CONNECTIONS or "too many clients" in str(exc)
+
+
+class DatabaseBusyMiddleware:
+    """503 + ``Retry-After`` instead of 500 when a view could not get a database connection."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not is_connection_shortage(exception):
+            return None
+        message = "The database is busy; retry after the Retry-After seconds."
+        if _is_api(request):
+            response: HttpResponse = JsonResponse({"detail": message, "code": "database_busy"}, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(DATABASE_BUSY_RETRY_AFTER_S)
+        return response

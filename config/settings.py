@@ -108,6 +108,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.InputGuardMiddleware",  # NUL in path/query, oversize bodies: before anything reads them
+    "config.middleware.DatabaseBusyMiddleware",  # no database connection to be had: 503, not 500
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -136,6 +137,8 @@ TEMPLATES = [
 ]
 
 ASGI_APPLICATION = "config.asgi.application"
+# HTTP requests one web process holds at once (config/overload.py); beyond: 503 + Retry-After.
+FAIRWAY_WEB_MAX_IN_FLIGHT = env_int("FAIRWAY_WEB_MAX_IN_FLIGHT", 32, minimum=1)
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'fairway.sqlite3'}")
 try:
@@ -147,18 +150,29 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
-    "FAIRWAY_DB_POOL", env_str("FAIRWAY_ENV", "development").strip().lower() == "production"
-):
-    # psycopg's connection pool (Django 5.1+; CONN_MAX_AGE stays 0): a connection is borrowed per
-    # request / per database_sync_to_async call instead of opened and closed each time. Per process:
-    # web threads, the hub's flush and push threads, in-process worker threads and the clock.
-    # On by default in production only: the pool is bound to the database name it was opened
-    # with, and `manage.py scenario --backend db` (and its tests) switch databases at run time.
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("FAIRWAY_DB_POOL", True):
+    # psycopg's connection pool (Django 5.1+; CONN_MAX_AGE stays 0), on by default on PostgreSQL: a
+    # connection is borrowed per request / per database_sync_to_async call instead of opened and
+    # closed each time (without it, 100 req/s opened 100 connections a second and PostgreSQL ran
+    # out: "too many clients"). Sizing rule (docs/deploy.md "Sizing"): every process of the layout
+    # has its own pool, so max_size = (max_connections - reserve) // processes, where the processes
+    # are the Procfile's WEB_WORKERS + WORKER_PROCESSES + the clock + one for manage.py commands.
+    # A request that finds its pool empty for FAIRWAY_DB_POOL_TIMEOUT_S is answered 503 (never
+    # 500; config.middleware.DatabaseBusyMiddleware). `manage.py scenario --backend db` and the
+    # test runner close the pool when they switch databases.
+    DB_MAX_CONNECTIONS = env_int("FAIRWAY_DB_MAX_CONNECTIONS", 100, minimum=4)
+    DB_PROCESSES = env_int(
+        "FAIRWAY_DB_PROCESSES",
+        env_int("WEB_WORKERS", 4, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 2,
+        minimum=1,
+    )
+    _reserve = max(3, DB_MAX_CONNECTIONS // 10)  # superuser slots, psql, migrations, backups
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": env_int("FAIRWAY_DB_POOL_MIN_SIZE", 2, minimum=1),
-        "max_size": env_int("FAIRWAY_DB_POOL_MAX_SIZE", 16, minimum=1),
-        "timeout": 30,
+        "min_size": env_int("FAIRWAY_DB_POOL_MIN_SIZE", 1, minimum=1),
+        "max_size": env_int(
+            "FAIRWAY_DB_POOL_MAX_SIZE", max(2, (DB_MAX_CONNECTIONS - _reserve) // DB_PROCESSES), minimum=1
+        ),
+        "timeout": env_float("FAIRWAY_DB_POOL_TIMEOUT_S", 10.0, minimum=0.1),
     }
 
 AUTH_USER_MODEL = "accounts.User"
@@ -244,7 +258,7 @@ else:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "accounts.auth.FairwayTokenAuthentication",  # knox, one query per request
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -252,6 +252,7 @@ def do_submit_workload(
     submitted_at: datetime | None = None,
     duration_hint_s: int | None = None,
     dry_run: bool = False,
+    tree: dict[int, Budget] | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -262,7 +263,8 @@ def do_submit_workload(
     of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
     the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
     unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
-    ``submitted_at``: server time unless given (trace replay). Every bad field is reported at
+    ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
+    already loaded this request (``load_tree()``), to spare a query. Every bad field is reported at
     once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
     event and requests a tick of the cluster after commit.
     """
@@ -276,7 +278,7 @@ def do_submit_workload(
     if not isinstance(image, str) or len(image) > 500 or "\x00" in image:
         refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
 
-    tree = load_tree()
+    tree = load_tree() if tree is None else tree
     huge = _is_int(budget) and not 0 < budget <= MAX_DB_INT  # type: ignore[operator]
     the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:

@@ -31,6 +31,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
 
+from accounts.auth import sweep_expired_tokens
 from accounts.models import User
 from accounts.services import accessible_budget_ids, do_create_personal_token, do_revoke_token
 from budgets.models import Budget
@@ -629,6 +630,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             )
         except ServiceError as exc:
             error = exc.message
+    sweep_expired_tokens(request.user)
     rows = AuthToken.objects.filter(user=request.user).select_related("info").order_by("-created")
     return _render(
         request,

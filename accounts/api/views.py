@@ -22,6 +22,7 @@ from accounts.api.serializers import (
     TokenCreateSerializer,
     TokenSerializer,
 )
+from accounts.auth import sweep_expired_tokens
 from accounts.models import Membership, User
 from accounts.services import accessible_budget_ids, create_api_token, do_create_personal_token, do_revoke_token
 from budgets.services import budget_paths, load_tree
@@ -158,6 +159,8 @@ class TokenViewSet(mixins.ListModelMixin, FairwayViewSet):
     pagination_class = None
 
     def get_queryset(self):  # noqa: ANN201 -- DRF's signature
+        if self.action == "list":
+            sweep_expired_tokens(self.request.user)
         return AuthToken.objects.filter(user=self.request.user).select_related("info").order_by("-created")
 
     @extend_schema(request=TokenCreateSerializer, responses={201: TokenCreatedSerializer})

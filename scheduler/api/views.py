@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -81,11 +81,10 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
 
     filterset_class = WorkloadFilter
 
-    def get_queryset(self) -> QuerySet[Workload]:
-        queryset = Workload.objects.select_related("owner", "cluster", "budget")
-        if self.action == "list":
-            return with_accounting(queryset).order_by("-id")
-        return queryset.prefetch_related(
+    @staticmethod
+    def detail_prefetches() -> list[Prefetch]:
+        """What the detail serializer reads besides the workload row (tests guard the query count)."""
+        return [
             Prefetch(
                 "attempts",
                 queryset=Attempt.objects.select_related("host")
@@ -93,7 +92,13 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .order_by("number"),
             ),
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
-        )
+        ]
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        queryset = Workload.objects.select_related("owner", "cluster", "budget")
+        if self.action == "list":
+            return with_accounting(queryset).order_by("-id")
+        return queryset.prefetch_related(*self.detail_prefetches())
 
     def get_serializer_class(self):  # noqa: ANN201 -- DRF's signature
         if self.action == "list":
@@ -110,8 +115,11 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """Submit a workload: 201 with the workload, or 400 in the API's error format."""
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        workload = do_submit_workload(request.user, **serializer.to_service_kwargs())
-        return Response(self._detail(workload.pk), status=status.HTTP_201_CREATED)
+        workload = do_submit_workload(request.user, tree=self.budget_tree, **serializer.to_service_kwargs())
+        # The row just written (owner, budget, cluster attached) is the answer: no second read of it.
+        prefetch_related_objects([workload], *self.detail_prefetches())
+        data = WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
+        return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         parameters=[

@@ -1,0 +1,81 @@
+"""The web process under load: one thread hop per request, and overload answered 503.
+
+``SyncChainASGIHandler``: Django's ASGI handler builds its middleware chain in async mode, and
+every ``MiddlewareMixin`` middleware (sessions, CSRF, auth, messages, ...) then hops to the
+sync thread and back for its ``process_request`` and again for its ``process_response``: about
+15 hops through the one thread-sensitive executor per API request (measured), each a context
+switch and a wait in the executor's queue under load. This handler builds the chain
+synchronously, as under WSGI, and runs the whole request in one hop; an async view (the log
+tail page) is run on the event loop by Django's own adapter, as under WSGI.
+
+``InFlightLimit``: an ASGI middleware bounding the HTTP requests one process holds at once. A
+request beyond ``FAIRWAY_WEB_MAX_IN_FLIGHT`` is answered at once with 503 + ``Retry-After``
+(the API's error format, code ``overloaded``) instead of waiting in an unbounded queue until
+the client or the proxy gives up; websockets (the agents) and ``/livez`` are never refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+RETRY_AFTER_S = 1
+OVERLOADED_BODY = json.dumps(
+    {"detail": "The server is at capacity; retry after the Retry-After seconds.", "code": "overloaded"}
+).encode()
+NEVER_REFUSED = frozenset({"/livez"})
+
+
+class SyncChainASGIHandler(ASGIHandler):
+    """Django's ASGI handler with a synchronous middleware chain run in one thread hop."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+
+class InFlightLimit:
+    """At most ``limit`` HTTP requests in this process at once; beyond: 503 + ``Retry-After``."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.in_flight = 0  # one event loop per process: no lock needed
+        self.refused = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in NEVER_REFUSED:
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            self.refused += 1
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"retry-after", str(RETRY_AFTER_S).encode()),
+                        (b"content-length", str(len(OVERLOADED_BODY)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": OVERLOADED_BODY})
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1

@@ -1,0 +1,210 @@
+"""The web tier under load (issue 15): per-request query counts, one thread hop per request,
+overload and connection shortage answered 503 + Retry-After, never 500.
+
+Query counts are upper bounds of what the request does today (docs/benchmarks/api_load.md lists
+them); a change that adds a query per request, or a query per row, fails here. No timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync
+from channels.testing import HttpCommunicator
+from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
+
+from config.overload import InFlightLimit
+from scheduler.models import Workload
+from scheduler.services import do_submit_workload
+
+URL = "/api/v1/workloads/"
+
+# PostgreSQL counts no savepoint queries inside a test's transaction the way SQLite's test
+# transaction does; the bounds hold on both (the submission's 2 are SAVEPOINT/RELEASE).
+SUBMIT_QUERIES = 15  # auth 1, tree 1, membership 1, cluster 1, hardware 2, lock+insert+seq+event 4, answer 3+2
+DETAIL_QUERIES = 6  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, access 1
+LIST_QUERIES = 5  # auth 1, count 1, page 1, tree 1, access 1: whatever the page's length
+TREE_QUERIES = 12  # auth 1, tree 1, access 1, clusters 1, then the standing of the one cluster
+
+
+def _count(client: Any, method: str, url: str, **kwargs: Any) -> tuple[Any, int]:
+    with CaptureQueriesContext(connection) as ctx:
+        response = getattr(client, method)(url, **kwargs)
+    return response, len([q for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))])
+
+
+def test_a_submission_costs_a_fixed_number_of_queries(researcher_client, submission, cluster):
+    _count(researcher_client, "post", URL, data=submission(), format="json")  # warm caches (content types)
+    response, queries = _count(researcher_client, "post", URL, data=submission(), format="json")
+    assert response.status_code == 201, response.json()
+    assert queries <= SUBMIT_QUERIES - 2
+
+
+def test_detail_and_list_cost_the_same_whatever_the_queue_holds(researcher_client, researcher, submit_kwargs, cluster):
+    first = do_submit_workload(researcher, **submit_kwargs())
+    response, few = _count(researcher_client, "get", URL)
+    assert response.status_code == 200
+    _detail, detail_one = _count(researcher_client, "get", f"{URL}{first.pk}/")
+    for _ in range(20):
+        do_submit_workload(researcher, **submit_kwargs())
+    response, many = _count(researcher_client, "get", URL)
+    assert len(response.json()["results"]) == 21
+    assert many == few <= LIST_QUERIES
+    _detail, detail_again = _count(researcher_client, "get", f"{URL}{first.pk}/")
+    assert detail_again == detail_one <= DETAIL_QUERIES
+
+
+def test_detail_of_a_running_workload_has_no_query_per_attempt_or_gpu(researcher_client, researcher, submit_kwargs):
+    from scheduler.tick import run_tick
+
+    workload = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(workload.cluster_id)
+    workload.refresh_from_db()
+    assert workload.state != Workload.State.PENDING
+    response, queries = _count(researcher_client, "get", f"{URL}{workload.pk}/")
+    assert response.status_code == 200 and len(response.json()["attempts"]) == 1
+    assert len(response.json()["attempts"][0]["gpus"]) == 8
+    assert queries <= DETAIL_QUERIES + 1
+
+
+def test_the_tree_costs_a_fixed_number_of_queries_whatever_the_queue_holds(
+    researcher_client, researcher, submit_kwargs
+):
+    do_submit_workload(researcher, **submit_kwargs())
+    response, few = _count(researcher_client, "get", "/api/v1/budgets/tree/")
+    assert response.status_code == 200 and len(response.json()) == 1
+    for _ in range(10):
+        do_submit_workload(researcher, **submit_kwargs())
+    _response, many = _count(researcher_client, "get", "/api/v1/budgets/tree/")
+    assert many == few <= TREE_QUERIES
+
+
+def test_token_authentication_is_one_query_however_many_tokens_the_user_has(researcher, api_client_for):
+    from accounts.services import create_api_token
+
+    for _ in range(5):
+        create_api_token(researcher)
+    client = api_client_for(researcher)
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/api/v1/me/").status_code == 200
+    assert sum("knox_authtoken" in q["sql"] for q in ctx.captured_queries) == 1
+
+
+def test_an_expired_token_is_refused_and_swept_where_tokens_are_listed(researcher, api_client_for):
+    from datetime import timedelta
+
+    from knox.models import AuthToken
+
+    from accounts.services import create_api_token
+
+    old, token = create_api_token(researcher, expiry=timedelta(seconds=1))
+    AuthToken.objects.filter(pk=old.pk).update(expiry=old.created - timedelta(seconds=1))
+    stale, _ = create_api_token(researcher, expiry=timedelta(seconds=1))
+    AuthToken.objects.filter(pk=stale.pk).update(expiry=stale.created - timedelta(seconds=1))
+    client = api_client_for(None)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.get("/api/v1/me/").status_code == 401
+    assert not AuthToken.objects.filter(pk=old.pk).exists()
+    listed = api_client_for(researcher).get("/api/v1/tokens/")
+    assert listed.status_code == 200
+    assert not AuthToken.objects.filter(pk=stale.pk).exists()
+
+
+def test_a_view_without_a_database_connection_answers_503_not_500(researcher_client, monkeypatch):
+    from psycopg_pool import PoolTimeout
+
+    from accounts.api import views
+
+    def no_connection(*_args: Any, **_kwargs: Any) -> Any:
+        try:
+            raise PoolTimeout("couldn't get a connection after 10.00 sec")
+        except PoolTimeout as exc:
+            raise OperationalError(str(exc)) from exc
+
+    monkeypatch.setattr(views, "_me", no_connection)
+    response = researcher_client.get("/api/v1/me/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert response.json()["code"] == "database_busy"
+
+
+def test_too_many_clients_is_503_and_other_database_errors_stay_500(rf):
+    from config.middleware import DatabaseBusyMiddleware
+
+    middleware = DatabaseBusyMiddleware(lambda request: None)  # type: ignore[arg-type,return-value]
+    request = rf.get("/api/v1/me/")
+    busy = OperationalError("connection failed: FATAL:  sorry, too many clients already")
+    assert middleware.process_exception(request, busy).status_code == 503
+    assert middleware.process_exception(request, OperationalError("deadlock detected")) is None
+    assert middleware.process_exception(request, ValueError("bug")) is None
+
+
+def test_beyond_the_in_flight_limit_requests_are_answered_503_with_retry_after():
+    release = asyncio.Event()
+    started: asyncio.Queue[str] = asyncio.Queue()
+
+    async def slow_app(scope: Any, receive: Any, send: Any) -> None:
+        started.put_nowait(scope["path"])
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    limited = InFlightLimit(slow_app, limit=2)
+
+    async def scenario() -> list[tuple[int, dict[bytes, bytes]]]:
+        def request(path: str) -> HttpCommunicator:
+            return HttpCommunicator(limited, "GET", path)
+
+        held = [request("/api/v1/me/"), request("/api/v1/me/")]
+        tasks = [asyncio.ensure_future(c.get_response(timeout=5)) for c in held]
+        assert [await started.get(), await started.get()] == ["/api/v1/me/"] * 2
+        refused = await request("/api/v1/me/").get_response(timeout=5)
+        alive_task = asyncio.ensure_future(request("/livez").get_response(timeout=5))
+        assert await started.get() == "/livez"  # never refused
+        release.set()
+        answers = [*(await asyncio.gather(*tasks)), refused, await alive_task]
+        return [(a["status"], dict(a["headers"])) for a in answers]
+
+    answers = asyncio.run(scenario())
+    assert [status for status, _ in answers] == [200, 200, 503, 200]
+    assert answers[2][1][b"retry-after"] == b"1"
+    assert limited.in_flight == 0 and limited.refused == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_api_request_under_asgi_takes_few_thread_hops(researcher, api_client_for, monkeypatch):
+    """Django's async middleware chain hopped to the sync thread and back for every middleware
+    (about 15 hops per request); the synchronous chain takes one, plus the request signals."""
+    from accounts.services import create_api_token
+    from config.asgi import application
+
+    _instance, token = create_api_token(researcher)
+    hops = 0
+    original = SyncToAsync.__call__
+
+    async def counting(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counting)
+
+    async def get() -> dict[str, Any]:
+        communicator = HttpCommunicator(
+            application,
+            "GET",
+            "/api/v1/me/",
+            headers=[(b"authorization", f"Token {token}".encode()), (b"host", b"testserver")],
+        )
+        answer = await communicator.get_response(timeout=10)
+        await communicator.wait(timeout=10)  # the handler's end: request_finished gives the connection back
+        return answer
+
+    answer = asyncio.run(get())
+    assert answer["status"] == 200, answer["body"]
+    assert json.loads(answer["body"])["username"] == "researcher"
+    assert hops <= 3  # request_started, the request, request_finished

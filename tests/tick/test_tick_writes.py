@@ -1,0 +1,59 @@
+"""A tick writes only what changed (issue 15): a pending workload whose reason code and detail are
+the same as stored is not rewritten, and a tick with nothing to do costs a fixed number of queries."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from scheduler.models import Workload
+from scheduler.tick import run_tick
+
+TICK_QUERIES = 20  # the quiet tick: lock, snapshot (8), policy, nothing to write, bounded
+
+
+def _tick(tw) -> tuple[str, list[str]]:
+    with CaptureQueriesContext(connection) as ctx:
+        result = run_tick(tw.cluster.pk, now=tw.now)
+    return result.status, [q["sql"] for q in ctx.captured_queries]
+
+
+def _workload_writes(queries: list[str]) -> list[str]:
+    table = Workload._meta.db_table
+    return [q for q in queries if q.lstrip().upper().startswith("UPDATE") and table in q]
+
+
+def test_a_second_tick_with_nothing_changed_rewrites_no_pending_reason(tw, pushed):
+    tw.host("h1", 2)
+    for i in range(12):
+        tw.workload(budget=tw.alpha if i % 2 else tw.beta, gpus=2, min_runtime=600)
+    status, first = _tick(tw)
+    assert status == "ran"
+    assert _workload_writes(first)  # the first tick started one and stored the others' reasons
+    stored = dict(Workload.objects.filter(state="pending").values_list("pk", "pending_reason"))
+    assert len(stored) == 11 and all(stored.values())
+
+    status, second = _tick(tw)
+
+    assert status == "ran"
+    assert _workload_writes(second) == []
+    assert len(second) <= TICK_QUERIES
+    assert dict(Workload.objects.filter(state="pending").values_list("pk", "pending_reason")) == stored
+
+
+def test_only_the_reasons_that_changed_are_written(tw, pushed):
+    tw.host("h1", 2)
+    for _ in range(6):
+        tw.workload(gpus=2, min_runtime=600)
+    assert _tick(tw)[0] == "ran"
+    pending = list(Workload.objects.filter(state="pending").order_by("pk"))
+    stale = pending[-1]
+    Workload.objects.filter(pk=stale.pk).update(pending_reason="stale", pending_detail={"old": 1})
+
+    status, queries = _tick(tw)
+
+    assert status == "ran"
+    writes = _workload_writes(queries)
+    assert len(writes) == 1
+    stale.refresh_from_db()
+    assert stale.pending_reason == pending[-1].pending_reason and stale.pending_detail == pending[-1].pending_detail
