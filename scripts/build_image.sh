@@ -5,6 +5,7 @@
 #      podman has no such image and the tar is missing; REFRESH_BASE=1 makes it anew.
 #   2. image: `podman build` of the Containerfile on that base → localhost/fairway:<version>
 #      and localhost/fairway:latest.
+# The docker image format keeps the HEALTHCHECK (OCI has none).
 # Environment: IMAGE (localhost/fairway), BASE_IMAGE, SUITE (bookworm), MIRROR, PODMAN_RUNTIME,
 # BUILD_CA_BUNDLE (CA certificates pip trusts during the build; default $PIP_CERT or the host's),
 # (runc where crun is missing), PODMAN (podman). Needs root (rootful podman) or a working rootless setup.
@@ -61,6 +62,6 @@ if [ -s "$ca" ]; then
 fi
 
 echo "make image: podman build → $IMAGE:$VERSION"
-"$PODMAN" build "${runtime[@]}" --network host --pull=never --build-arg "BASE=$BASE_IMAGE" "${cert[@]}" \
+"$PODMAN" build "${runtime[@]}" --format docker --network host --pull=never --build-arg "BASE=$BASE_IMAGE" "${cert[@]}" \
     -f Containerfile -t "$IMAGE:$VERSION" -t "$IMAGE:latest" .
 "$PODMAN" image inspect "$IMAGE:$VERSION" --format "make image: $IMAGE:$VERSION, {{.Size}} bytes"

@@ -178,6 +178,7 @@ def test_the_image_runs_web_worker_and_clock_against_postgres_and_redis(image: s
         assert podman("exec", f"{tag}-web", "id", "-u").stdout.strip() == "10001"
         # The image's health probe (Host: the first ALLOWED_HOSTS name), as compose's readiness check runs it.
         podman("exec", f"{tag}-web", "python", "deploy/image/healthcheck.py", "/readyz?exclude=tick")
+        podman("healthcheck", "run", f"{tag}-web")  # the image's HEALTHCHECK (/livez)
         for name in started:
             assert podman("inspect", "-f", "{{.State.Running}}", name).stdout.strip() == "true", name
     except BaseException:
