@@ -491,11 +491,11 @@ def _lines(
         )
     elif reason == "protected_work":
         where = _hosts(detail) or "the hosts it needs"
-        who = f" ({_blocking_words(blocking)})" if blocking else ""
         lines.append(
-            f"Protected work on {where}{who} ends at {_when(detail.get('protected_until'))}; "
-            "it can take those GPUs then."
+            f"Protected work on {where} ends at {_when(detail.get('protected_until'))}; it can take those GPUs then."
         )
+        if blocking:
+            lines.append(f"In the way: {_blocking_words(blocking)}.")
         sentence = _fair_share_sentence(numbers)
         if sentence:
             lines.append(sentence)
