@@ -13,6 +13,8 @@ tail page, which waits for agents) still goes through Django's stock asynchronou
 request beyond ``FAIRWAY_WEB_MAX_IN_FLIGHT`` is answered at once with 503 + ``Retry-After``
 (the API's error format, code ``overloaded``) instead of waiting in an unbounded queue until
 the client or the proxy gives up; websockets (the agents) and ``/livez`` are never refused.
+(uvicorn's own ``--limit-concurrency`` counts websockets too, so a web process holding its
+agents would refuse all HTTP, and it sends no ``Retry-After``.)
 """
 
 from __future__ import annotations
