@@ -10,7 +10,9 @@ busy cluster: the target), and 1 hour on without a tick (attempts exited, so the
 ``bulk_create`` into a dedicated database, ``DATABASE_URL`` (default
 ``postgres://postgres@127.0.0.1:5432/fairway_bench``; created if missing, migrated, and emptied
 with ``flush`` — so its name must contain "bench"). Pending workloads carry the reasons the tick
-before (at T0) stored, so the timed tick writes only the reasons that changed, as a live tick does.
+before (at T0) stored, named as a live tick stores them (budgets and workloads by pk, not by the
+engine's keys: else every reason compared unequal), so the timed tick writes only the reasons that
+changed, as a live tick does.
 Closed attempts of the window are attempt rows (the snapshot's closed-attempt query has real
 work); the per-budget history lumps are usage entries.
 
@@ -68,6 +70,33 @@ def ensure_database(url: str) -> str:
 
 def dt(seconds: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
+
+
+BUDGET_KEYS = ("other_budget_key", "budget_key", "rival_key")
+"""Detail fields naming a budget by its policy key: the engine's names, the database's pks."""
+
+
+def _as_stored(detail: dict[str, Any], budget_pk: dict[str, int]) -> dict[str, Any]:
+    """``detail`` as a live tick would have stored it: budgets named by pk (the snapshot's keys),
+    so a reason whose facts did not change compares equal and is not rewritten."""
+    out = dict(detail)
+    for key in BUDGET_KEYS:
+        if key in out and str(out[key]) in budget_pk:
+            out[key] = str(budget_pk[str(out[key])])
+    return out
+
+
+def _reserved_for_as_stored() -> None:
+    """``reserved_for`` names a workload: the engine's id (the row's name) → the row's pk."""
+    from scheduler.models import Workload
+
+    pk_of = dict(Workload.objects.filter(state="pending").values_list("name", "pk"))
+    rows = list(Workload.objects.filter(state="pending", pending_detail__has_key="reserved_for"))
+    for w in rows:
+        holder = w.pending_detail.get("reserved_for")
+        if holder in pk_of:
+            w.pending_detail = {**w.pending_detail, "reserved_for": str(pk_of[holder])}
+    Workload.objects.bulk_update(rows, ["pending_detail"], batch_size=1000)
 
 
 def populate(engine: Any, previous: dict[str, Any]) -> int:
@@ -135,6 +164,7 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
     rows = []
     for w in live:
         reason, detail = previous.get(w.id, ("", {})) if w.state == "pending" else ("", {})
+        detail = _as_stored(detail, budget_pk)
         rows.append(
             Workload(
                 name=w.id,
@@ -171,6 +201,7 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
         )
     created = Workload.objects.bulk_create(rows, batch_size=5000)
     workload_pk = {w.name: w.pk for w in created[: len(live)]}
+    _reserved_for_as_stored()
 
     attempts: list[Attempt] = []
     plans: list[list[tuple[int, int, bool]]] = []
