@@ -86,17 +86,30 @@ def _as_stored(detail: dict[str, Any], budget_pk: dict[str, int]) -> dict[str, A
     return out
 
 
-def _reserved_for_as_stored() -> None:
-    """``reserved_for`` names a workload: the engine's id (the row's name) → the row's pk."""
+WORKLOAD_KEYS = ("reserved_for", "blocking")
+"""Detail fields naming workloads (one, or a list) by their policy id: the engine's, the rows' pks."""
+
+
+def _workloads_as_stored() -> None:
+    """Workloads named in stored details: the engine's id (the row's name) → the row's pk."""
+    from django.db.models import Q
+
     from scheduler.models import Workload
 
     pk_of = dict(Workload.objects.filter(state="pending").values_list("name", "pk"))
-    rows = list(Workload.objects.filter(state="pending", pending_detail__has_key="reserved_for"))
+
+    def stored(value: Any) -> Any:
+        if isinstance(value, list):
+            return [stored(v) for v in value]
+        return str(pk_of[value]) if isinstance(value, str) and value in pk_of else value
+
+    named = Q()
+    for key in WORKLOAD_KEYS:
+        named |= Q(pending_detail__has_key=key)
+    rows = list(Workload.objects.filter(named, state="pending").only("pk", "pending_detail"))
     for w in rows:
-        holder = w.pending_detail.get("reserved_for")
-        if holder in pk_of:
-            w.pending_detail = {**w.pending_detail, "reserved_for": str(pk_of[holder])}
-    Workload.objects.bulk_update(rows, ["pending_detail"], batch_size=1000)
+        w.pending_detail = {k: stored(v) if k in WORKLOAD_KEYS else v for k, v in w.pending_detail.items()}
+    Workload.objects.bulk_update(rows, ["pending_detail"], batch_size=2000)
 
 
 def populate(engine: Any, previous: dict[str, Any]) -> int:
@@ -201,7 +214,7 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
         )
     created = Workload.objects.bulk_create(rows, batch_size=5000)
     workload_pk = {w.name: w.pk for w in created[: len(live)]}
-    _reserved_for_as_stored()
+    _workloads_as_stored()
 
     attempts: list[Attempt] = []
     plans: list[list[tuple[int, int, bool]]] = []
