@@ -90,13 +90,11 @@ WORKLOAD_KEYS = ("reserved_for", "blocking")
 """Detail fields naming workloads (one, or a list) by their policy id: the engine's, the rows' pks."""
 
 
-def _workloads_as_stored() -> None:
-    """Workloads named in stored details: the engine's id (the row's name) → the row's pk."""
+def _workloads_as_stored(pk_of: dict[str, int]) -> None:
+    """Workloads named in stored details (pending or running ones): the engine's id → the row's pk."""
     from django.db.models import Q
 
     from scheduler.models import Workload
-
-    pk_of = dict(Workload.objects.filter(state="pending").values_list("name", "pk"))
 
     def stored(value: Any) -> Any:
         if isinstance(value, list):
@@ -214,7 +212,7 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
         )
     created = Workload.objects.bulk_create(rows, batch_size=5000)
     workload_pk = {w.name: w.pk for w in created[: len(live)]}
-    _workloads_as_stored()
+    _workloads_as_stored(workload_pk)
 
     attempts: list[Attempt] = []
     plans: list[list[tuple[int, int, bool]]] = []
