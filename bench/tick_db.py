@@ -10,7 +10,9 @@ busy cluster: the target), and 1 hour on without a tick (attempts exited, so the
 ``bulk_create`` into a dedicated database, ``DATABASE_URL`` (default
 ``postgres://postgres@127.0.0.1:5432/fairway_bench``; created if missing, migrated, and emptied
 with ``flush`` — so its name must contain "bench"). Pending workloads carry the reasons the tick
-before (at T0) stored, so the timed tick writes only the reasons that changed, as a live tick does.
+before (at T0) stored, named as a live tick stores them (budgets and workloads by pk, not by the
+engine's keys: else every reason compared unequal), so the timed tick writes only the reasons that
+changed, as a live tick does.
 Closed attempts of the window are attempt rows (the snapshot's closed-attempt query has real
 work); the per-budget history lumps are usage entries.
 
@@ -68,6 +70,44 @@ def ensure_database(url: str) -> str:
 
 def dt(seconds: int) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
+
+
+BUDGET_KEYS = ("other_budget_key", "budget_key", "rival_key")
+"""Detail fields naming a budget by its policy key: the engine's names, the database's pks."""
+
+
+def _as_stored(detail: dict[str, Any], budget_pk: dict[str, int]) -> dict[str, Any]:
+    """``detail`` as a live tick would have stored it: budgets named by pk (the snapshot's keys),
+    so a reason whose facts did not change compares equal and is not rewritten."""
+    out = dict(detail)
+    for key in BUDGET_KEYS:
+        if key in out and str(out[key]) in budget_pk:
+            out[key] = str(budget_pk[str(out[key])])
+    return out
+
+
+WORKLOAD_KEYS = ("reserved_for", "blocking")
+"""Detail fields naming workloads (one, or a list) by their policy id: the engine's, the rows' pks."""
+
+
+def _workloads_as_stored(pk_of: dict[str, int]) -> None:
+    """Workloads named in stored details (pending or running ones): the engine's id → the row's pk."""
+    from django.db.models import Q
+
+    from scheduler.models import Workload
+
+    def stored(value: Any) -> Any:
+        if isinstance(value, list):
+            return [stored(v) for v in value]
+        return str(pk_of[value]) if isinstance(value, str) and value in pk_of else value
+
+    named = Q()
+    for key in WORKLOAD_KEYS:
+        named |= Q(pending_detail__has_key=key)
+    rows = list(Workload.objects.filter(named, state="pending").only("pk", "pending_detail"))
+    for w in rows:
+        w.pending_detail = {k: stored(v) if k in WORKLOAD_KEYS else v for k, v in w.pending_detail.items()}
+    Workload.objects.bulk_update(rows, ["pending_detail"], batch_size=2000)
 
 
 def populate(engine: Any, previous: dict[str, Any]) -> int:
@@ -135,6 +175,7 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
     rows = []
     for w in live:
         reason, detail = previous.get(w.id, ("", {})) if w.state == "pending" else ("", {})
+        detail = _as_stored(detail, budget_pk)
         rows.append(
             Workload(
                 name=w.id,
@@ -171,6 +212,7 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
         )
     created = Workload.objects.bulk_create(rows, batch_size=5000)
     workload_pk = {w.name: w.pk for w in created[: len(live)]}
+    _workloads_as_stored(workload_pk)
 
     attempts: list[Attempt] = []
     plans: list[list[tuple[int, int, bool]]] = []

@@ -2,8 +2,9 @@
 
 HTTP goes through ``config.overload``: at most ``FAIRWAY_WEB_MAX_IN_FLIGHT`` requests per
 process (beyond: 503 + ``Retry-After``), each run in one thread hop (a synchronous middleware
-chain). The agent route has no ``AllowedHostsOriginValidator``: agents are not browsers and
-authenticate with their host token (``Authorization: Bearer``).
+chain; ``async def`` views through Django's stock handler). The agent route has no
+``AllowedHostsOriginValidator``: agents are not browsers and authenticate with their host token
+(``Authorization: Bearer``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ django.setup(set_prefix=False)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from config.overload import InFlightLimit, SyncChainASGIHandler  # noqa: E402
+from config.overload import HttpDispatch, InFlightLimit  # noqa: E402
 from scheduler.routing import websocket_urlpatterns  # noqa: E402
 
-django_asgi_app = SyncChainASGIHandler()
+django_asgi_app = HttpDispatch()
 
 application = ProtocolTypeRouter(
     {

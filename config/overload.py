@@ -6,23 +6,28 @@ sync thread and back for its ``process_request`` and again for its ``process_res
 15 hops through the one thread-sensitive executor per API request (measured), each a context
 switch and a wait in the executor's queue under load. This handler builds the chain
 synchronously, as under WSGI, and runs the whole request in one hop; an async view (the log
-tail page) is run on the event loop by Django's own adapter, as under WSGI.
+tail page, which waits for agents) still goes through Django's stock asynchronous handler
+(``HttpDispatch``), so a slow agent never holds the process's one sync thread.
 
 ``InFlightLimit``: an ASGI middleware bounding the HTTP requests one process holds at once. A
 request beyond ``FAIRWAY_WEB_MAX_IN_FLIGHT`` is answered at once with 503 + ``Retry-After``
 (the API's error format, code ``overloaded``) instead of waiting in an unbounded queue until
 the client or the proxy gives up; websockets (the agents) and ``/livez`` are never refused.
+(uvicorn's own ``--limit-concurrency`` counts websockets too, so a web process holding its
+agents would refuse all HTTP, and it sends no ``Retry-After``.)
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from functools import lru_cache
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
+from django.urls import Resolver404, resolve
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -44,6 +49,34 @@ class SyncChainASGIHandler(ASGIHandler):
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+
+@lru_cache(maxsize=4096)
+def is_async_view(path: str) -> bool:
+    """True when ``path`` resolves to an ``async def`` view (Resolver404: False)."""
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return False
+    func = match.func
+    return iscoroutinefunction(getattr(func, "view_class", func)) or iscoroutinefunction(func)
+
+
+class HttpDispatch:
+    """Synchronous views through ``SyncChainASGIHandler`` (one hop); ``async def`` views through
+    Django's stock ``ASGIHandler`` (they run on the event loop, as Django intends)."""
+
+    def __init__(self) -> None:
+        self.sync_handler = SyncChainASGIHandler()
+        self.async_handler = ASGIHandler()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        handler = self.async_handler if is_async_view(path) else self.sync_handler
+        await handler(scope, receive, send)
 
 
 class InFlightLimit:

@@ -208,3 +208,26 @@ def test_an_api_request_under_asgi_takes_few_thread_hops(researcher, api_client_
     assert answer["status"] == 200, answer["body"]
     assert json.loads(answer["body"])["username"] == "researcher"
     assert hops <= 3  # request_started, the request, request_finished
+
+
+def test_async_views_keep_django_s_asynchronous_handler():
+    """The log tail page waits for agents: it must not hold the process's one sync thread."""
+    from config.overload import is_async_view
+
+    assert is_async_view("/workloads/1/logs/")
+    assert not is_async_view("/api/v1/workloads/")
+    assert not is_async_view("/no/such/page/")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_view_answers_under_asgi():
+    from config.asgi import application
+
+    async def get() -> dict[str, Any]:
+        communicator = HttpCommunicator(application, "GET", "/workloads/1/logs/", headers=[(b"host", b"testserver")])
+        answer = await communicator.get_response(timeout=10)
+        await communicator.wait(timeout=10)
+        return answer
+
+    answer = asyncio.run(get())
+    assert answer["status"] == 302  # to the login page: the async view ran through its decorator
