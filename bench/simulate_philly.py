@@ -2,7 +2,7 @@
 
     python bench/simulate_philly.py [--out docs/benchmarks/philly] [--workers 2] [--days D]
                                     [--policies fairway,fifo,...] [--depth 0] [--tick-gap 0]
-    python bench/simulate_philly.py --estimates --days 3   # estimate quality (DESIGN.md §3.8)
+    python bench/simulate_philly.py --estimates --days 44 --estimates-from 41   # estimate quality (§3.8)
 
 Runs each policy in its own process (``--workers`` at a time; wall-clock seconds are per policy),
 checks Fairway's targets and writes report.json, report.md and the plots. Defaults are those of
@@ -101,18 +101,21 @@ def targets(pols: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def estimate_quality(config: SimConfig, every_s: int = 3600, budget_s: float = 2.0) -> dict[str, Any]:
+def estimate_quality(
+    config: SimConfig, every_s: int = 3600, budget_s: float = 2.0, from_day: float = 0.0
+) -> dict[str, Any]:
     """Fairway on the trace, sampling estimated starts (DESIGN.md §3.8) inside the simulation: at
     most once per ``every_s`` simulated seconds, after a pass, one forward simulation
     (``scheduler.sim.estimate``, at most ``budget_s`` s of wall-clock) estimates the workloads
     that arrived since the last sample and are still pending. Each job's first estimate is
     compared with its real (simulated) first start: the fraction that started no later than it
-    said, and the median error (estimate − start, hours; positive = the bound held)."""
+    said, and the median error (estimate − start, hours; positive = the bound held). Samples
+    begin on day ``from_day`` (the trace's backlog on 512 GPUs begins on day 41)."""
     import statistics
     import time
 
     from scheduler.sim.estimate import estimate_starts
-    from scheduler.sim.simulate import TraceSim, make_policy
+    from scheduler.sim.simulate import T0, TraceSim, make_policy
 
     inputs = prepare(config)
     policy, charge_all = make_policy("fairway")
@@ -130,7 +133,8 @@ def estimate_quality(config: SimConfig, every_s: int = 3600, budget_s: float = 2
 
         def _pass(self) -> None:
             super()._pass()
-            if self.now < self.next_sample:
+            if self.now < self.next_sample or self.now < T0 + from_day * 86400:
+                self.fresh = set() if self.now < T0 + from_day * 86400 else self.fresh
                 return
             self.next_sample = self.now + every_s
             wanted = {w for w in self.fresh if self.workloads[w].state == "pending"}
@@ -180,13 +184,14 @@ def main() -> None:
         action="store_true",
         help="only Fairway, sampling estimated starts hourly: their quality (fraction kept, median error)",
     )
+    ap.add_argument("--estimates-from", type=float, default=0.0, help="first day sampled with --estimates")
     args = ap.parse_args()
     names = [p for p in args.policies.split(",") if p]
     config = SimConfig(days=args.days, depth=args.depth or None, tick_gap_s=args.tick_gap, fault_rate=args.fault_rate)
     if args.estimates:
         import json
 
-        print(json.dumps(estimate_quality(config), indent=2))
+        print(json.dumps(estimate_quality(config, from_day=args.estimates_from), indent=2))
         return
     inputs = prepare(config)
     print(f"{len(inputs.jobs):,} jobs, {inputs.horizon_s / 86400:.1f} days, 512 GPUs; {args.workers} workers")
