@@ -110,3 +110,24 @@ def test_estimates_are_not_requested_again_while_one_is_queued(db, org_tree, res
     tasks.estimate_starts.fn(cluster.pk)  # the run clears its marker when it ends
     assert tasks.request_estimates(cluster.pk) is True
     tasks.reset_debounce([cluster.pk])
+
+
+def test_preempted_work_is_requeued_with_its_submission_time():
+    # b's unprotected 1-GPU attempt is taken by a's w at once; b's r (the victim, submitted long
+    # ago) then waits behind nothing of its own and returns ahead of b's later x when a's
+    # protection ends... unless it is requeued, x would take its place.
+    victim = running("v", "b", [("h1", 0)], m=H // 2, started=T0 - H)
+    s = snap(
+        [host("h1", 1)],
+        tree("a", "b"),
+        [victim],
+        [pending("w", "a", 1, m=H), pending("x", "b", 1, m=H, seq=2, submitted=T0)],
+        usage=[lump("b", 100)],
+    )
+    requeued = pending("v", "b", 1, m=H, seq=1, submitted=T0 - 2 * H)
+    with_requeue = estimate_starts(s, grace=0, running={"v": requeued})
+    without = estimate_starts(s, grace=0)
+    assert with_requeue["w"] == without["w"] == T0
+    # Without the requeue x gets the GPU when w's protection ends and b may take a's work back;
+    # with it, v (submitted earlier) goes first and x later, or not within the window.
+    assert with_requeue.get("x", float("inf")) > without["x"]
