@@ -256,8 +256,8 @@ def estimate_starts(
 
     One forward simulation of ``snap`` (pure: reads only ``snap``). ``grace`` is the
     stop-to-release time of simulated stops (seconds); ``horizon`` defaults to the window.
-    ``budget_s`` bounds the wall-clock time spent: workloads not started when it runs out get
-    no estimate. ``only`` stops the simulation once these workloads have started (quotes).
+    ``budget_s`` bounds the CPU time spent (this thread's): workloads not started when it runs
+    out get no estimate. ``only`` stops the simulation once these workloads have started (quotes).
     Workloads holding a reservation in the first pass are capped by its start. ``running``: the
     workloads of the snapshot's attempts (id → workload), requeued when the simulation preempts them.
     """
@@ -280,9 +280,11 @@ def forward(
     fw = Forward(snap, grace, running)
     wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     end = snap.now + horizon
-    deadline = time.monotonic() + budget_s
+    # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
+    # embedded mode) a wall-clock budget would cut the simulation short at random.
+    deadline = time.thread_time() + budget_s
     fw.tick()
-    while not wanted <= fw.started.keys() and fw.now < end and time.monotonic() < deadline:
+    while not wanted <= fw.started.keys() and fw.now < end and time.thread_time() < deadline:
         fw.now = fw.next_event(end)
         fw.tick()
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
@@ -322,8 +324,8 @@ def quote(
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
-    workload added per minimum runtime, stopped once it starts or after ``budget_s`` seconds of
-    wall-clock (then ``searched_until`` says how far it got). Pure: nothing is written."""
+    workload added per minimum runtime, stopped once it starts or after ``budget_s`` CPU seconds
+    (then ``searched_until`` says how far it got). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
     seq = max((w.seq for w in snap.pending), default=0) + 1
