@@ -137,7 +137,7 @@ def estimate_quality(
                 self.fresh = set() if self.now < T0 + from_day * 86400 else self.fresh
                 return
             self.next_sample = self.now + every_s
-            wanted = {w for w in self.fresh if self.workloads[w].state == "pending"}
+            wanted = {w for w in self.fresh if w in self.workloads and self.workloads[w].state == "pending"}
             self.fresh = set()
             if not wanted:
                 return
