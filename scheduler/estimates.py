@@ -44,6 +44,11 @@ def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     return Coverage(row["counted"], row["estimated"])
 
 
+ESTIMATE_BUDGET_S = 3.0
+"""CPU seconds one estimate run may take (its thread's); a run cut short keeps the earlier
+estimates it did not reach."""
+
+
 def running_workloads(snap: object) -> dict[str, object]:
     """The workloads of the snapshot's open attempts as policy workloads (id → workload, with
     their original submission time and sequence number), so the forward simulation can requeue
@@ -66,13 +71,14 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     one window) from one forward simulation of the snapshot at ``now`` (§3.8); returns how many
     rows changed. A reservation the last tick stored (and the page shows) caps the estimate too.
     Safe to run twice: it only overwrites estimates."""
-    from scheduler.sim.estimate import cap_by_reservations, estimate_starts
+    from scheduler.sim.estimate import cap_by_reservations, forward
     from scheduler.snapshot import load_snapshot
 
     snap, _ = load_snapshot(cluster_id, now)
-    found = estimate_starts(
-        snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0, running=running_workloads(snap)
+    found, reached = forward(
+        snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=ESTIMATE_BUDGET_S, running=running_workloads(snap)
     )
+    complete = reached >= snap.now + snap.window
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
             "id", "estimated_start", "pending_detail"
@@ -88,6 +94,15 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     for w in rows:
         at = found.get(str(w.pk))
         value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
+        if (
+            value is None
+            and not complete
+            and w.estimated_start is not None
+            and w.estimated_start.timestamp() >= reached
+        ):
+            # The run stopped at its CPU budget before reaching this workload's earlier estimate,
+            # which it did not contradict: keep it (docs/estimates.md).
+            continue
         if w.estimated_start != value:
             w.estimated_start = value
             changed.append(w)
