@@ -47,9 +47,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=1250)
     ap.add_argument("--workloads", type=int, default=25000)
+    ap.add_argument("--quick", action="store_true", help="only the quote at demo size")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
 
+    if not args.quick:
+        big_state(args)
+    quote_bench(args)
+
+
+def big_state(args: argparse.Namespace) -> None:
     big = state(args.hosts, args.workloads)
     allocated = sum(1 for w in big.pending if w.min_runtime > 0)
     med, low, found = cpu(lambda: estimate_starts(big, budget_s=120.0), args.repeat)
@@ -60,6 +67,8 @@ def main() -> None:
         f"({100 * len(found) / max(1, len(big.pending)):.1f} %)"
     )
 
+
+def quote_bench(args: argparse.Namespace) -> None:
     demo = state(4, 330)
     w = Workload("q", demo.pending[0].budget, 1, "H100", 3600, demo.now, 0)
     med, low, rows = cpu(lambda: quote(demo, w, QUOTE_MS), max(args.repeat, 5))

@@ -5,7 +5,7 @@
                                     [--tick-gap 0] [--fault-rate R] [--repair 14400] [--checkpoint resume]
                                     [--checkpoint-interval S] [--min-runtime-rule duration,cap:2h]
                                     [--debug-zero P] [--variant LABEL=RULE[@P] ...]
-    python bench/simulate_philly.py --estimates --days 3   # estimate quality (DESIGN.md §3.8)
+    python bench/simulate_philly.py --estimates --days 44 --estimates-from 41   # estimate quality (§3.8)
 
 ``--variant`` runs Fairway once more under another minimum-runtime rule (and optionally with debug
 jobs declaring M = 0 with probability P), shown as policy ``fairway-LABEL``: how the contract
@@ -229,18 +229,21 @@ def _one_variant(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
     return result
 
 
-def estimate_quality(config: SimConfig, every_s: int = 3600, budget_s: float = 2.0) -> dict[str, Any]:
+def estimate_quality(
+    config: SimConfig, every_s: int = 3600, budget_s: float = 2.0, from_day: float = 0.0
+) -> dict[str, Any]:
     """Fairway on the trace, sampling estimated starts (DESIGN.md §3.8) inside the simulation: at
     most once per ``every_s`` simulated seconds, after a pass, one forward simulation
     (``scheduler.sim.estimate``, at most ``budget_s`` s of wall-clock) estimates the workloads
     that arrived since the last sample and are still pending. Each job's first estimate is
     compared with its real (simulated) first start: the fraction that started no later than it
-    said, and the median error (estimate − start, hours; positive = the bound held)."""
+    said, and the median error (estimate − start, hours; positive = the bound held). Samples
+    begin on day ``from_day`` (the trace's backlog on 512 GPUs begins on day 41)."""
     import statistics
     import time
 
     from scheduler.sim.estimate import estimate_starts
-    from scheduler.sim.simulate import TraceSim, make_policy
+    from scheduler.sim.simulate import T0, TraceSim, make_policy
 
     inputs = prepare(config)
     policy, charge_all = make_policy("fairway")
@@ -258,10 +261,11 @@ def estimate_quality(config: SimConfig, every_s: int = 3600, budget_s: float = 2
 
         def _pass(self) -> None:
             super()._pass()
-            if self.now < self.next_sample:
+            if self.now < self.next_sample or self.now < T0 + from_day * 86400:
+                self.fresh = set() if self.now < T0 + from_day * 86400 else self.fresh
                 return
             self.next_sample = self.now + every_s
-            wanted = {w for w in self.fresh if self.workloads[w].state == "pending"}
+            wanted = {w for w in self.fresh if w in self.workloads and self.workloads[w].state == "pending"}
             self.fresh = set()
             if not wanted:
                 return
@@ -318,6 +322,7 @@ def main() -> None:
         action="store_true",
         help="only Fairway, sampling estimated starts hourly: their quality (fraction kept, median error)",
     )
+    ap.add_argument("--estimates-from", type=float, default=0.0, help="first day sampled with --estimates")
     args = ap.parse_args()
     if args.parts is None:
         args.parts = str(ROOT / "var" / "philly-parts" / Path(args.out).resolve().name)
@@ -344,7 +349,7 @@ def main() -> None:
     if args.estimates:
         import json
 
-        print(json.dumps(estimate_quality(config), indent=2))
+        print(json.dumps(estimate_quality(config, from_day=args.estimates_from), indent=2))
         return
     inputs = prepare(config)
     for v, _ in variants:

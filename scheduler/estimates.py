@@ -44,16 +44,41 @@ def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     return Coverage(row["counted"], row["estimated"])
 
 
+ESTIMATE_BUDGET_S = 3.0
+"""CPU seconds one estimate run may take (its thread's); a run cut short keeps the earlier
+estimates it did not reach."""
+
+
+def running_workloads(snap: object) -> dict[str, object]:
+    """The workloads of the snapshot's open attempts as policy workloads (id → workload, with
+    their original submission time and sequence number), so the forward simulation can requeue
+    what it preempts (DESIGN.md §4). One query."""
+    from scheduler.policy import Workload as PolicyWorkload
+    from scheduler.snapshot import epoch
+
+    ids = {int(a.workload) for a in snap.attempts if a.workload.isdigit()}  # type: ignore[attr-defined]
+    rows = Workload.objects.filter(pk__in=ids).values_list(
+        "id", "budget_id", "gpu_count", "gpu_model", "min_runtime_s", "submitted_at", "seq"
+    )
+    return {
+        str(pk): PolicyWorkload(str(pk), str(bid), n, model, m, epoch(sub), seq if seq is not None else pk)
+        for pk, bid, n, model, m, sub, seq in rows
+    }
+
+
 def store_estimates(cluster_id: int, now: datetime) -> int:
     """Store an estimated start on every pending workload of ``cluster_id`` (None: none within
     one window) from one forward simulation of the snapshot at ``now`` (§3.8); returns how many
     rows changed. A reservation the last tick stored (and the page shows) caps the estimate too.
     Safe to run twice: it only overwrites estimates."""
-    from scheduler.sim.estimate import cap_by_reservations, estimate_starts
+    from scheduler.sim.estimate import cap_by_reservations, forward
     from scheduler.snapshot import load_snapshot
 
     snap, _ = load_snapshot(cluster_id, now)
-    found = estimate_starts(snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=10.0)
+    found, reached = forward(
+        snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=ESTIMATE_BUDGET_S, running=running_workloads(snap)
+    )
+    complete = reached >= snap.now + snap.window
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
             "id", "estimated_start", "pending_detail"
@@ -69,6 +94,15 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     for w in rows:
         at = found.get(str(w.pk))
         value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
+        if (
+            value is None
+            and not complete
+            and w.estimated_start is not None
+            and w.estimated_start.timestamp() >= reached
+        ):
+            # The run stopped at its CPU budget before reaching this workload's earlier estimate,
+            # which it did not contradict: keep it (docs/estimates.md).
+            continue
         if w.estimated_start != value:
             w.estimated_start = value
             changed.append(w)
@@ -116,7 +150,9 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
     )
     own = workload.min_runtime_s
     runtimes = sorted({*QUOTE_RUNTIMES_S, own})
-    rows = quote(snap, hypothetical, runtimes, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]))
+    rows = quote(
+        snap, hypothetical, runtimes, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), running=running_workloads(snap)
+    )
     lines = [
         QuoteLine(
             q.min_runtime,

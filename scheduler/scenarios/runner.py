@@ -312,7 +312,8 @@ class MemoryBackend:
     def estimated_starts(self) -> dict[str, int]:
         """Pending workload id → estimated start − now (seconds), from one forward simulation."""
         snap = self.e.snapshot()
-        found = estimate_starts(snap, grace=self.e.grace)
+        running = {a.workload: self.e.workloads[a.workload].as_pending() for a in self.e.attempts.values()}
+        found = estimate_starts(snap, grace=self.e.grace, running=running)
         return {wid: t - snap.now for wid, t in found.items()}
 
     def describe_last(self) -> list[str]:

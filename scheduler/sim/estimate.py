@@ -18,9 +18,10 @@ siblings ``A``, ``B`` the instant at which ``load_B·s_A − (load_A + c)·s_B``
 exact integer arithmetic (:func:`_first_sign_change`). The next instant simulated is the earliest
 of all those (docs/estimates.md). The instants in between would repeat the same decisions.
 
-Work preempted inside the simulation is not requeued there (the snapshot has no submission time
-for running work): its budget's demand is what is pending now. A workload holding a reservation
-is never estimated later than its reservation's start (:func:`cap_by_reservations`).
+Work the simulation preempts is requeued when its GPUs are released, with its original submission
+time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
+passes those workloads (``running``; without them such work is not requeued). A workload holding
+a reservation is never estimated later than its reservation's start (:func:`cap_by_reservations`).
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ class Forward:
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
     starts at once and release a stopped attempt's GPUs ``grace`` seconds after the stop."""
 
-    def __init__(self, snap: Snapshot, grace: int) -> None:
+    def __init__(self, snap: Snapshot, grace: int, running: Mapping[str, Workload] | None = None) -> None:
         self.base = replace(snap, with_reasons=False)
         self.now = snap.now
         self.grace = grace
@@ -152,6 +153,10 @@ class Forward:
         self.scheduler = IncrementalScheduler()
         self.started: dict[str, int] = {}
         self.first: Decisions | None = None
+        self.known: dict[str, Workload] = {**(running or {}), **self.pending}
+        """Workload id → the workload, for requeueing what the simulation preempts."""
+        self.requeue: set[str] = set()
+        """Attempts the simulation stopped: their workloads return to pending on release."""
 
     def snapshot(self) -> Snapshot:
         return replace(
@@ -170,19 +175,22 @@ class Forward:
             end = self.now if a.charged_until is None else min(self.now, a.charged_until)
             if a.allocated and a.started_at is not None and end > a.started_at:
                 self.usage.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
+            if a.id in self.requeue and a.workload in self.known:
+                self.pending[a.workload] = self.known[a.workload]  # same id, original submission
 
     def apply(self, dec: Decisions) -> None:
         for stop in dec.stops:
             a = self.attempts.get(stop.attempt)
             if a is not None and not a.stopping:
                 self.attempts[a.id] = replace(a, stopping=True, release_at=self.now + self.grace)
+                self.requeue.add(a.id)
         self.nominations = {k: v for k, v in dec.nominations.items() if k in self.pending}
         for st in dec.starts:
             w = self.pending.pop(st.workload, None)
             if w is None:
                 continue
             self.nominations.pop(w.id, None)
-            aid = f"forward:{w.id}"
+            aid = f"forward:{w.id}:{self.now}"
             self.attempts[aid] = Attempt(aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now)
             self.started.setdefault(w.id, self.now)
         for name, state in dec.host_states.items():
@@ -242,16 +250,18 @@ def estimate_starts(
     horizon: int | None = None,
     budget_s: float = 20.0,
     only: Iterable[str] | None = None,
+    running: Mapping[str, Workload] | None = None,
 ) -> dict[str, int]:
     """Pending workload id → estimated start (epoch seconds) for those that start within ``horizon``.
 
     One forward simulation of ``snap`` (pure: reads only ``snap``). ``grace`` is the
     stop-to-release time of simulated stops (seconds); ``horizon`` defaults to the window.
-    ``budget_s`` bounds the wall-clock time spent: workloads not started when it runs out get
-    no estimate. ``only`` stops the simulation once these workloads have started (quotes).
-    Workloads holding a reservation in the first pass are capped by its start.
+    ``budget_s`` bounds the CPU time spent (this thread's): workloads not started when it runs
+    out get no estimate. ``only`` stops the simulation once these workloads have started (quotes).
+    Workloads holding a reservation in the first pass are capped by its start. ``running``: the
+    workloads of the snapshot's attempts (id → workload), requeued when the simulation preempts them.
     """
-    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only)[0]
+    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only, running=running)[0]
 
 
 def forward(
@@ -261,17 +271,20 @@ def forward(
     horizon: int | None = None,
     budget_s: float = 20.0,
     only: Iterable[str] | None = None,
+    running: Mapping[str, Workload] | None = None,
 ) -> tuple[dict[str, int], int]:
     """:func:`estimate_starts` and the simulated instant it reached: the horizon's end when the
     search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
     start before the horizon)."""
     horizon = snap.window if horizon is None else horizon
-    fw = Forward(snap, grace)
+    fw = Forward(snap, grace, running)
     wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     end = snap.now + horizon
-    deadline = time.monotonic() + budget_s
+    # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
+    # embedded mode) a wall-clock budget would cut the simulation short at random.
+    deadline = time.thread_time() + budget_s
     fw.tick()
-    while not wanted <= fw.started.keys() and fw.now < end and time.monotonic() < deadline:
+    while not wanted <= fw.started.keys() and fw.now < end and time.thread_time() < deadline:
         fw.now = fw.next_event(end)
         fw.tick()
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
@@ -301,12 +314,18 @@ class Quote:
 
 
 def quote(
-    snap: Snapshot, workload: Workload, minimum_runtimes: Iterable[int], *, grace: int = 30, budget_s: float = 0.5
+    snap: Snapshot,
+    workload: Workload,
+    minimum_runtimes: Iterable[int],
+    *,
+    grace: int = 30,
+    budget_s: float = 0.5,
+    running: Mapping[str, Workload] | None = None,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
-    workload added per minimum runtime, stopped once it starts or after ``budget_s`` seconds of
-    wall-clock (then ``searched_until`` says how far it got). Pure: nothing is written."""
+    workload added per minimum runtime, stopped once it starts or after ``budget_s`` CPU seconds
+    (then ``searched_until`` says how far it got). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
     seq = max((w.seq for w in snap.pending), default=0) + 1

@@ -110,3 +110,54 @@ def test_estimates_are_not_requested_again_while_one_is_queued(db, org_tree, res
     tasks.estimate_starts.fn(cluster.pk)  # the run clears its marker when it ends
     assert tasks.request_estimates(cluster.pk) is True
     tasks.reset_debounce([cluster.pk])
+
+
+def test_preempted_work_is_requeued_with_its_submission_time():
+    # b's unprotected 1-GPU attempt is taken by a's w at once; b's r (the victim, submitted long
+    # ago) then waits behind nothing of its own and returns ahead of b's later x when a's
+    # protection ends... unless it is requeued, x would take its place.
+    victim = running("v", "b", [("h1", 0)], m=H // 2, started=T0 - H)
+    s = snap(
+        [host("h1", 1)],
+        tree("a", "b"),
+        [victim],
+        [pending("w", "a", 1, m=H), pending("x", "b", 1, m=H, seq=2, submitted=T0)],
+        usage=[lump("b", 100)],
+    )
+    requeued = pending("v", "b", 1, m=H, seq=1, submitted=T0 - 2 * H)
+    with_requeue = estimate_starts(s, grace=0, running={"v": requeued})
+    without = estimate_starts(s, grace=0)
+    assert with_requeue["w"] == without["w"] == T0
+    # Without the requeue x gets the GPU when w's protection ends and b may take a's work back;
+    # with it, v (submitted earlier) goes first and x later, or not within the window.
+    assert with_requeue.get("x", float("inf")) > without["x"]
+
+
+def test_a_run_cut_short_keeps_the_estimates_it_did_not_reach(db, org_tree, researcher, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import estimates
+    from scheduler.models import Workload
+    from scheduler.services import do_create_cluster, do_register_host, do_submit_workload
+    from scheduler.tick import run_tick
+
+    cluster = do_create_cluster("est3")
+    do_register_host(cluster, "e3", [(0, "GPU-e3-0", "H100", 80000)])
+    kw = {"budget": org_tree["nlp/olmo"], "cluster": cluster, "gpu_model": "H100", "gpu_count": 1, "image": ""}
+    do_submit_workload(researcher, name="holder", command=["true"], env={}, min_runtime_s=3600, **kw)
+    run_tick(cluster.pk)  # the holder takes the only GPU; the next two wait behind their own budget
+    later = do_submit_workload(researcher, name="later", command=["true"], env={}, min_runtime_s=3600, **kw)
+    stale = do_submit_workload(researcher, name="stale", command=["true"], env={}, min_runtime_s=3600, **kw)
+    now = timezone.now()
+    Workload.objects.filter(pk=later.pk).update(estimated_start=now + timedelta(days=3))
+    Workload.objects.filter(pk=stale.pk).update(estimated_start=now - timedelta(hours=1))
+    monkeypatch.setattr(estimates, "ESTIMATE_BUDGET_S", 0.0)  # the run stops after its first pass
+
+    estimates.store_estimates(cluster.pk, now)
+
+    later.refresh_from_db()
+    stale.refresh_from_db()
+    assert later.estimated_start is not None  # beyond what the run reached: not contradicted
+    assert stale.estimated_start is None  # before it: contradicted

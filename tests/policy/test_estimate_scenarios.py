@@ -32,9 +32,9 @@ def test_own_scenario_passes_on_db_backend(path: Path) -> None:
 
 
 def test_a_wrong_estimate_fails_with_its_value(tmp_path: Path) -> None:
-    text = (OWN[0]).read_text().replace("U1: none}\n  - at: 10m", "U1: 5m}\n  - at: 10m")
+    text = (OWN[0]).read_text().replace("H1: none}", "H1: 5m}")
     f = tmp_path / "wrong.yaml"
     f.write_text(text)
     result = run_scenario(str(f), MemoryBackend())
     assert not result.ok
-    assert any("estimated_start.U1" in line for line in result.lines)
+    assert any("estimated_start.H1" in line for line in result.lines)
