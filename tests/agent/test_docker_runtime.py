@@ -276,7 +276,7 @@ def test_the_container_gets_its_cpu_memory_and_shm_limits(state_dir: Path, podma
         await rt.recover()
         limited = replace(spec(5, "df -k /dev/shm; sleep 30"), cpus=2, memory=256 * mib, shared_memory=64 * mib)
         await rt.start(limited)
-        log = await wait_log(rt, 5, "/dev/shm")
+        log = await wait_log(rt, 5, "/dev/shm")  # noqa: S108 -- inside the container
         (container,) = rt.client.containers.list(filters={"label": f"{LABEL_ATTEMPT}=5"})
         host = container.attrs["HostConfig"]
         assert host["NanoCpus"] == 2_000_000_000
