@@ -1,0 +1,84 @@
+"""CPU, memory and shared-memory requests through the API (DESIGN.md §3.3): accepted as numbers
+or sizes, shown back, refused clearly when malformed or when no host could offer them; host CPUs
+and memory from the agent's hello in the hosts API; the limits a start carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler import lifecycle
+from scheduler.gateway import _Part, limits_of
+from scheduler.models import Host, Workload
+
+URL = "/api/v1/workloads/"
+G = 1 << 30
+
+
+@pytest.fixture
+def sized(cluster, hosts):
+    """The A100 hosts report 64 CPUs and 512G (as their hellos would); h100-1 stays unknown."""
+    Host.objects.filter(name__startswith="a100").update(cpus=64, memory_bytes=512 * G)
+
+
+def test_requests_are_stored_and_shown(researcher_client, submission, sized):
+    body = researcher_client.post(URL, submission(cpus="16", memory="64G", shared_memory=8 * G), format="json").json()
+    assert (body["cpus"], body["memory_bytes"], body["shared_memory_bytes"]) == (16, 64 * G, 8 * G)
+    w = Workload.objects.get()
+    assert (w.cpus, w.memory_bytes, w.shared_memory_bytes) == (16, 64 * G, 8 * G)
+    assert w.events.get().data["memory_bytes"] == 64 * G
+    # nothing asked: the per-GPU share, stored as null
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert (body["cpus"], body["memory_bytes"], body["shared_memory_bytes"]) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "code"),
+    [
+        ({"cpus": 65}, "cpus", "too_many_cpus"),
+        ({"memory": "513G"}, "memory", "too_much_memory"),
+        ({"cpus": 0}, "cpus", "invalid_cpus"),
+        ({"cpus": "lots"}, "cpus", "invalid_cpus"),
+        ({"memory": "32X"}, "memory", "invalid_memory"),
+        ({"memory": -1}, "memory", "invalid_memory"),
+        ({"shared_memory": "1.5"}, "shared_memory", "invalid_shared_memory"),
+        ({"memory": "8G", "shared_memory": "16G"}, "shared_memory", "invalid_shared_memory"),
+    ],
+)
+def test_bad_or_impossible_requests_are_refused_and_create_nothing(
+    researcher_client, submission, sized, overrides, field, code
+):
+    response = researcher_client.post(URL, submission(**overrides), format="json")
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body["code"] == code and body[field]
+    assert Workload.objects.count() == 0
+
+
+def test_a_host_of_unknown_capacity_limits_nothing(researcher_client, submission, cluster):
+    # hosts registered before the fields (no hello with them): any request is feasible
+    response = researcher_client.post(URL, submission(cpus=500, memory="4T"), format="json")
+    assert response.status_code == 201, response.json()
+
+
+def test_hello_stores_the_hosts_cpus_and_memory_and_the_hosts_api_shows_them(admin_client_api, hosts):
+    host = hosts["a100-1"]
+    gpus = [lifecycle.GpuReport(g.index, g.uuid, g.model, g.memory_mb, "healthy") for g in host.gpus.all()]
+    lifecycle.host_hello(host, agent_version="t", gpus=gpus, running=[], cpus=96, memory=768 * G)
+    row = next(h for h in admin_client_api.get("/api/v1/hosts/").json() if h["name"] == "a100-1")
+    assert (row["cpus"], row["memory_bytes"]) == (96, 768 * G)
+    # an agent older than the fields: unknown again
+    lifecycle.host_hello(host, agent_version="t", gpus=gpus, running=[])
+    host.refresh_from_db()
+    assert (host.cpus, host.memory_bytes) == (None, None)
+
+
+def _part(gpus: int, requests=(None, None, None), host=(64, 512 * G)) -> _Part:  # noqa: ANN001
+    return _Part(1, 1, 1, "", False, "", [], {}, 0, [(i, f"u{i}") for i in range(gpus)], None, False, requests, host)
+
+
+def test_a_start_carries_the_requests_or_the_hosts_per_gpu_share():
+    share = limits_of(_part(2), 8)
+    assert (share.cpus, share.memory, share.shared_memory) == (16, 128 * G, None)
+    asked = limits_of(_part(1, (4, 8 * G, G)), 8)
+    assert (asked.cpus, asked.memory, asked.shared_memory) == (4, 8 * G, G)
+    assert limits_of(_part(1, host=(None, None)), 8) is None  # unknown host, nothing asked: no limits
