@@ -4,11 +4,15 @@ and memory from the agent's hello in the hosts API; the limits a start carries."
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 
 from scheduler import lifecycle
 from scheduler.gateway import _Part, limits_of
 from scheduler.models import Host, Workload
+from tests.replay.test_replay_command import replay
 
 URL = "/api/v1/workloads/"
 G = 1 << 30
@@ -82,3 +86,12 @@ def test_a_start_carries_the_requests_or_the_hosts_per_gpu_share():
     asked = limits_of(_part(1, (4, 8 * G, G)), 8)
     assert (asked.cpus, asked.memory, asked.shared_memory) == (4, 8 * G, G)
     assert limits_of(_part(1, host=(None, None)), 8) is None  # unknown host, nothing asked: no limits
+
+
+def test_the_demo_replay_asks_cpus_and_memory_from_the_gpu_count(db):
+    call_command("seed_demo", "--hosts", "1", "--gpus", "8", stdout=StringIO())
+    replay("--start", "34805", "--limit", "40", "--cpus-per-gpu", "6", "--memory-per-gpu", "48G")
+    rows = list(Workload.objects.values_list("gpu_count", "cpus", "memory_bytes"))
+    assert len(rows) == 40
+    for gpus, cpus, memory in rows:
+        assert (cpus, memory) == (6 * min(gpus, 8), 48 * G * min(gpus, 8))
