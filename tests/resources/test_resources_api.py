@@ -77,15 +77,15 @@ def test_hello_stores_the_hosts_cpus_and_memory_and_the_hosts_api_shows_them(adm
 
 
 def _part(gpus: int, requests=(None, None, None), host=(64, 512 * G)) -> _Part:  # noqa: ANN001
-    return _Part(1, 1, 1, "", False, "", [], {}, 0, [(i, f"u{i}") for i in range(gpus)], None, False, requests, host)
+    return _Part(1, 1, 1, "", False, "", [], {}, 0, [(i, f"u{i}") for i in range(gpus)], None, False, requests, host, 8)
 
 
 def test_a_start_carries_the_requests_or_the_hosts_per_gpu_share():
-    share = limits_of(_part(2), 8)
+    share = limits_of(_part(2))
     assert (share.cpus, share.memory, share.shared_memory) == (16, 128 * G, None)
-    asked = limits_of(_part(1, (4, 8 * G, G)), 8)
+    asked = limits_of(_part(1, (4, 8 * G, G)))
     assert (asked.cpus, asked.memory, asked.shared_memory) == (4, 8 * G, G)
-    assert limits_of(_part(1, host=(None, None)), 8) is None  # unknown host, nothing asked: no limits
+    assert limits_of(_part(1, host=(None, None))) is None  # unknown host, nothing asked: no limits
 
 
 def test_the_demo_replay_asks_cpus_and_memory_from_the_gpu_count(db):
