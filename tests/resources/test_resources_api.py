@@ -8,10 +8,15 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
-from scheduler import lifecycle
+from accounts.models import User
+from agent import protocol
+from budgets.models import Budget
+from scheduler import gateway, lifecycle
 from scheduler.gateway import _Part, limits_of
-from scheduler.models import Host, Workload
+from scheduler.models import Attempt, AttemptGPU, Cluster, Host, Workload
+from scheduler.services import do_register_host
 from tests.replay.test_replay_command import replay
 
 URL = "/api/v1/workloads/"
@@ -95,3 +100,24 @@ def test_the_demo_replay_asks_cpus_and_memory_from_the_gpu_count(db):
     assert len(rows) == 40
     for gpus, cpus, memory in rows:
         assert (cpus, memory) == (6 * min(gpus, 8), 48 * G * min(gpus, 8))
+
+
+@pytest.mark.parametrize(
+    ("requests", "limits"), [((None, None, None), (8, 64 * G, None)), ((3, 5 * G, G), (3, 5 * G, G))]
+)
+def test_the_start_message_carries_the_limits_for_its_host(db, requests, limits):
+    cluster = Cluster.objects.create(name="res")
+    host, _ = do_register_host(cluster, "res-1", [(i, f"GPU-res-{i}", "H100", 80000) for i in range(8)])
+    Host.objects.filter(pk=host.pk).update(cpus=64, memory_bytes=512 * G)
+    owner = User.objects.create(username="res")
+    cpus, memory, shm = requests
+    w = Workload.objects.create(
+        name="w", owner=owner, budget=Budget.objects.create(name="res-b"), cluster=cluster, gpu_model="H100",
+        gpu_count=1, command=["true"], min_runtime_s=60, submitted_at=timezone.now(), seq=1,
+        state=Workload.State.STARTING, cpus=cpus, memory_bytes=memory, shared_memory_bytes=shm,
+    )  # fmt: skip
+    attempt = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
+    AttemptGPU.objects.create(attempt=attempt, gpu=host.gpus.get(index=0))
+    (start,) = gateway.desired_commands(host.pk, set())
+    assert isinstance(start, protocol.Start)
+    assert (start.limits.cpus, start.limits.memory, start.limits.shared_memory) == limits
