@@ -42,7 +42,7 @@ def estimate_starts(
     e.usage = list(snap.usage)
     e.nominations = dict(snap.nominations)
     for seq, a in enumerate(snap.attempts, start=1):
-        w = SimWorkload(a.workload, a.budget, a.gpu_count, "", a.min_runtime, 0, seq)
+        w = SimWorkload(a.workload, a.budget, a.gpu_count, "", a.min_runtime, 0, seq, cpus=a.cpus, memory=a.memory)
         sa = e.add_running(w, a.gpus, a.started_at if a.started_at is not None else snap.now)
         sa.allocated = a.allocated
         sa.charged_until = a.charged_until
@@ -51,7 +51,11 @@ def estimate_starts(
     waiting = {}
     for w in snap.pending:
         waiting[w.id] = w
-        e.submit(SimWorkload(w.id, w.budget, w.gpus, w.model, w.min_runtime, w.submitted_at, w.seq))
+        e.submit(
+            SimWorkload(
+                w.id, w.budget, w.gpus, w.model, w.min_runtime, w.submitted_at, w.seq, cpus=w.cpus, memory=w.memory
+            )
+        )
     found: dict[str, int] = {}
 
     def note_starts(dec: Decisions) -> None:
