@@ -38,10 +38,11 @@ def search(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | None:
 
 def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | None:
     """Best victim set on one host for ``w``."""
-    lead = contract.counts_lead()
-    # The reclaim index serves default requests (its sets are sufficient for a host's share).
-    indexed = lead and w.cpus is None and w.memory is None
-    if indexed:
+    # The reclaim index serves default requests (its sets are sufficient for a host's share), and
+    # the scan's shortcuts rest on its having found no unallocated-only set: explicit CPU or memory
+    # requests take the full scan (same key, slower; such work is rare).
+    lead = contract.counts_lead() and w.cpus is None and w.memory is None
+    if lead:
         hit = reclaim.best(w.model, w.gpus, lambda h: ps.host_allowed(w, h))
         if hit is not None:
             return take_victims(ps, w, *hit)
@@ -49,7 +50,7 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     ctx = ps.key_context(w)
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
-    for lb, hv in _candidate_hosts(ps, w, allowed, indexed):
+    for lb, hv in _candidate_hosts(ps, w, allowed, lead):
         if counts is not None and lb > counts[:2]:
             break  # no set here can beat the best on its leading counts (contract.counts_lead)
         if not ps.host_allowed(w, hv.name):

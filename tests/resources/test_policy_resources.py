@@ -15,7 +15,7 @@ from scheduler.policy.resources import fits, need, within_share
 from scheduler.scenarios.runner import MemoryBackend, run_scenario
 from scheduler.sizes import SizeError, format_size, parse_size
 from tests.policy.builders import T0, H, lump, pending, running, snap, tree
-from tests.policy.oracle_harness import differences
+from tests.policy.oracle_harness import compare_once, differences
 from tests.policy.test_scenarios_db import _assert_same, _canonical, _play_db
 
 G = 1 << 30
@@ -134,3 +134,11 @@ def test_resource_scenario_on_db_backend_like_memory(path: Path, transactional_d
 
 def _with(x, **kw):  # noqa: ANN001, ANN202
     return replace(x, **kw)
+
+
+@pytest.mark.parametrize("seed", [5648])
+def test_crowded_passes_found_by_the_property_test_agree(seed: int) -> None:
+    # 5648: a preemptor with an explicit CPU request must still prefer an unallocated victim on
+    # another host (the scan's shortcuts rest on the reclaim index, which serves default requests)
+    tally = compare_once(seed)
+    assert not tally.unknown, tally.unknown[0][2]
