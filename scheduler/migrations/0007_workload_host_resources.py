@@ -4,35 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduler', '0006_isolation_state_allow_root'),
+        ("scheduler", "0006_isolation_state_allow_root"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='host',
-            name='cpus',
+            model_name="host",
+            name="cpus",
             field=models.PositiveIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='host',
-            name='memory_bytes',
+            model_name="host",
+            name="memory_bytes",
             field=models.BigIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='cpus',
-            field=models.PositiveIntegerField(blank=True, help_text='CPUs per host; empty: per-GPU share', null=True),
+            model_name="workload",
+            name="cpus",
+            field=models.PositiveIntegerField(blank=True, help_text="CPUs per host; empty: per-GPU share", null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='memory_bytes',
-            field=models.BigIntegerField(blank=True, help_text='memory per host; empty: per-GPU share', null=True),
+            model_name="workload",
+            name="memory_bytes",
+            field=models.BigIntegerField(blank=True, help_text="memory per host; empty: per-GPU share", null=True),
         ),
         migrations.AddField(
-            model_name='workload',
-            name='shared_memory_bytes',
-            field=models.BigIntegerField(blank=True, help_text='shm size; empty: runtime default', null=True),
+            model_name="workload",
+            name="shared_memory_bytes",
+            field=models.BigIntegerField(blank=True, help_text="shm size; empty: runtime default", null=True),
         ),
     ]
