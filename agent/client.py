@@ -211,6 +211,18 @@ class Agent:
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)
 
+    def _host_resources(self) -> tuple[int | None, int | None]:
+        """The CPUs and memory the hello reports (DESIGN.md §3.3): the GPU backend's, where the
+        agent's config (``cpus``, ``memory``) does not set them; None where unknown."""
+        try:
+            cpus, memory = self.gpu.host_resources()
+        except Exception:  # noqa: BLE001 -- the hello goes out without them rather than not at all
+            log.exception("cannot read the host's CPUs and memory")
+            cpus, memory = None, None
+        cpus = self.config.cpus if self.config.cpus is not None else cpus
+        memory = self.config.memory if self.config.memory is not None else memory
+        return cpus, memory
+
     def _isolation_state(self) -> HostIsolation | None:
         """How attempts run here, for the hello (docs/isolation.md); None for a runtime without isolation."""
         isolation = getattr(self.runtime, "isolation", None)
@@ -231,6 +243,7 @@ class Agent:
     async def _session(self, ws: ClientConnection) -> None:
         log.info("connected to %s", self.config.server)
         gpus = await asyncio.to_thread(self.gpu.inventory)
+        cpus, memory = await asyncio.to_thread(self._host_resources)
         self._gpu_uuids = [g.uuid for g in gpus]
         self.health.update(connected=True, connected_since=time.time(), gpus=len(gpus), last_heartbeat_at=None)
         # No await between the snapshot and the hello's id: an exit is either in the hello or
@@ -244,6 +257,8 @@ class Agent:
                 gpus=gpus,
                 attempts=statuses,
                 isolation=self._isolation_state(),
+                cpus=cpus,
+                memory=memory,
             )
         )
         if hello_id is None:
@@ -392,6 +407,9 @@ class Agent:
             owner_gid=msg.owner.gid if msg.owner else None,
             owner_groups=tuple(msg.owner.groups) if msg.owner else (),
             allow_root=msg.allow_root,
+            cpus=msg.limits.cpus if msg.limits else None,
+            memory=msg.limits.memory if msg.limits else None,
+            shared_memory=msg.limits.shared_memory if msg.limits else None,
         )
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.

@@ -36,7 +36,9 @@ class AgentConfig:
     ``log_max_bytes`` caps each attempt's log (older output is dropped); ``docker_url`` is the
     Docker Engine API address of the ``docker`` runtime ("" → ``DOCKER_HOST`` or the default socket);
     ``isolation`` whose identity attempts run under and their cgroups (docs/isolation.md; YAML
-    mapping, or ``FAIRWAY_ISOLATION='{mode: agent, allow_root: true}'``).
+    mapping, or ``FAIRWAY_ISOLATION='{mode: agent, allow_root: true}'``); ``cpus`` and ``memory``
+    (bytes) override what the hello reports the host offers to attempts (default: the machine's,
+    or 8 CPUs and 64 GiB per simulated GPU; e.g. less, to keep some for the system).
     """
 
     server: str
@@ -54,12 +56,21 @@ class AgentConfig:
     log_max_bytes: int = 64 * 1024 * 1024
     docker_url: str = ""
     isolation: IsolationConfig = IsolationConfig()
+    cpus: int | None = None
+    memory: int | None = None
 
 
 def _positive_int(value: Any) -> int:
     number = int(value)
     if number < 0:
         raise ValueError("must be >= 0")
+    return number
+
+
+def _at_least_one(value: Any) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be >= 1")
     return number
 
 
@@ -118,6 +129,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "log_max_bytes": _positive_int,
     "docker_url": lambda v: "" if v is None else str(v).strip(),
     "isolation": lambda v: _isolation(v),
+    "cpus": lambda v: None if v in (None, "") else _at_least_one(v),
+    "memory": lambda v: None if v in (None, "") else _at_least_one(v),
 }
 KEYS = tuple(f.name for f in fields(AgentConfig))
 

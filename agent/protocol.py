@@ -179,11 +179,17 @@ class HostIsolation:
     warnings: Annotated[list[Annotated[str, Size(1024)]], Size(16)] = field(default_factory=list)
 
 
+Cpus = Annotated[int, Range(1, 1 << 20)]
+Bytes = Annotated[int, Range(1, 1 << 62)]
+
+
 @dataclass(frozen=True, slots=True)
 class Hello(Message):
     """Agent → server, first message of every connection: the host's full local state.
 
-    ``isolation``: optional on the wire (an agent older than the field omits it: ``null``)."""
+    ``isolation``: optional on the wire (an agent older than the field omits it: ``null``).
+    ``cpus``, ``memory``: the CPUs and bytes of memory the host offers to attempts (DESIGN.md
+    §3.3); optional on the wire (``null``: an agent older than the fields, no constraint)."""
 
     TYPE: ClassVar[str] = "hello"
     host: Name
@@ -191,8 +197,10 @@ class Hello(Message):
     gpus: Annotated[list[GpuInfo], Size(256)]
     attempts: Annotated[list[AttemptStatus], Size(4096)]
     isolation: HostIsolation | None = None
+    cpus: Cpus | None = None
+    memory: Bytes | None = None
 
-    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"isolation"})
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"isolation", "cpus", "memory"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +279,17 @@ class Owner:
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """What an attempt may use on this host (DESIGN.md §3.3, docs/isolation.md): ``cpus`` CPUs,
+    ``memory`` bytes, ``shared_memory`` bytes of ``/dev/shm``; None: not limited. The server
+    resolves a workload's default request (the host's per-GPU share) before sending."""
+
+    cpus: Cpus | None = None
+    memory: Bytes | None = None
+    shared_memory: Bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Start(Message):
     """Server → agent: run an attempt on the given GPUs (indices and UUIDs of this host).
 
@@ -279,7 +298,8 @@ class Start(Message):
     the wire (a missing ``owner`` reads as ``null``: a server older than the field).
     ``allow_root``: the cluster's ``allow_root_workloads`` (docs/isolation.md): false, the agent
     refuses to run the attempt as uid 0; optional on the wire (``null``: a server older than the
-    field, the agent's own ``isolation.allow_root`` alone decides).
+    field, the agent's own ``isolation.allow_root`` alone decides). ``limits``: CPUs and memory
+    the runtime enforces; optional on the wire (``null``: a server older than the field, none).
     """
 
     TYPE: ClassVar[str] = "start"
@@ -293,8 +313,9 @@ class Start(Message):
     grace_s: GraceSeconds
     owner: Owner | None = None
     allow_root: bool | None = None
+    limits: Limits | None = None
 
-    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root"})
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root", "limits"})
 
 
 @dataclass(frozen=True, slots=True)

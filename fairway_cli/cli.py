@@ -202,6 +202,38 @@ def when(value: str | None) -> str:
     return f"{at:%Y-%m-%d %H:%M} UTC"
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def size(n: Any) -> str:
+    """Bytes for display: ``32G``, ``512M`` (binary units), ``-`` when unknown."""
+    if not isinstance(n, int) or n <= 0:
+        return "-"
+    for unit, shift in (("P", 50), ("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return f"{n}B"
+
+
+def resources(w: dict[str, Any]) -> str:
+    """A workload's CPU, memory and shared-memory requests per host, for display."""
+    parts = [
+        f"{w['cpus']} CPUs" if w.get("cpus") else "per-GPU share of CPUs",
+        f"{size(w['memory_bytes'])} memory" if w.get("memory_bytes") else "per-GPU share of memory",
+    ]
+    if w.get("shared_memory_bytes"):
+        parts.append(f"{size(w['shared_memory_bytes'])} /dev/shm")
+    return ", ".join(parts) + " per host"
+
+
 def duration(seconds: Any) -> str:
     try:
         total = int(seconds)
@@ -333,6 +365,9 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_count": args.gpus,
         "image": args.image,
         "min_runtime": args.min_runtime,
+        "cpus": args.cpus,
+        "memory": args.memory,  # sizes are read by the server (one parser): its error names the field
+        "shared_memory": args.shm,
     }
     body.update({k: v for k, v in flags.items() if v is not None})
     command = list(args.command or [])
@@ -510,6 +545,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("budget", w["budget"]),
         ("cluster", w["cluster"]),
         ("gpus", f"{w['gpu_count']} × {w['gpu_model']}"),
+        ("resources", resources(w)),
         ("minimum runtime", kind),
         ("submitted", when(w["submitted_at"])),
         ("started", when(_acct(w).get("started_at"))),
@@ -804,6 +840,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("CLUSTER", lambda h: h["cluster"]),
             ("STATE", lambda h: h["state"] + (" (now)" if h["drain_now"] else "")),
             ("GPUS", lambda h: f"{h['gpu_count']}×{h['model']}"),
+            ("CPUS", lambda h: h.get("cpus") or "-"),
+            ("MEMORY", lambda h: size(h.get("memory_bytes"))),
             ("BUSY", lambda h: sum(1 for g in h["gpus"] if g["workload"] is not None)),
             ("UNHEALTHY", lambda h: sum(1 for g in h["gpus"] if g["health"] == "unhealthy")),
             ("ATTEMPTS", lambda h: h["open_attempts"]),
@@ -883,6 +921,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-model", "-m")
     p.add_argument("--image", "-i")
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
+    p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
+    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
     p.add_argument(
         "--secret-env",

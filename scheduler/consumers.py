@@ -83,6 +83,8 @@ def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
             if a.state == "exited" and a.attempt_id in pks
         ],
         isolation=dataclasses.asdict(msg.isolation) if msg.isolation is not None else None,
+        cpus=msg.cpus,
+        memory=msg.memory,
     )
     return True
 

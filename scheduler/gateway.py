@@ -22,9 +22,11 @@ from typing import Any, Protocol
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db.models import Count, IntegerField, OuterRef, Subquery
 
 from agent import protocol
-from scheduler.models import AttemptGPU
+from scheduler.models import GPU, AttemptGPU
+from scheduler.policy.resources import share
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +140,9 @@ class _Part:
     gpus: list[tuple[int, str]]  # (index, uuid)
     owner: protocol.Owner | None = None
     allow_root: bool = False  # the cluster's allow_root_workloads
+    requests: tuple[int | None, int | None, int | None] = (None, None, None)  # CPUs, memory, shm
+    host_res: tuple[int | None, int | None] = (None, None)  # the host's CPUs, memory
+    host_gpus: int = 0  # the host's registered GPUs
 
 
 def plain_env(env: Any) -> dict[str, str]:
@@ -217,27 +222,43 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     views = [v for v in views if v.host_id not in stale]
     if not views:
         return out
-    rows = AttemptGPU.objects.filter(
-        open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
-    ).values_list(
-        "gpu__host_id",
-        "attempt__wire_id",
-        "attempt_id",
-        "attempt__workload_id",
-        "attempt__stop_requested_at",
-        "attempt__stop_reason",
-        "attempt__workload__image",
-        "attempt__workload__command",
-        "attempt__workload__env",
-        "rank",
-        "gpu__index",
-        "gpu__uuid",
-        "gpu__host__cluster__allow_root_workloads",
-        *_OWNER_FIELDS,
+    # the host's registered GPUs, for the per-GPU share of its CPUs and memory (same query)
+    host_gpus = Subquery(
+        GPU.objects.filter(host_id=OuterRef("gpu__host_id")).values("host_id").annotate(n=Count("id")).values("n"),
+        output_field=IntegerField(),
+    )
+    rows = (
+        AttemptGPU.objects.filter(
+            open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
+        )
+        .annotate(host_gpus=host_gpus)
+        .values_list(
+            "gpu__host_id",
+            "attempt__wire_id",
+            "attempt_id",
+            "attempt__workload_id",
+            "attempt__stop_requested_at",
+            "attempt__stop_reason",
+            "attempt__workload__image",
+            "attempt__workload__command",
+            "attempt__workload__env",
+            "rank",
+            "gpu__index",
+            "gpu__uuid",
+            "gpu__host__cluster__allow_root_workloads",
+            "attempt__workload__cpus",
+            "attempt__workload__memory_bytes",
+            "attempt__workload__shared_memory_bytes",
+            "gpu__host__cpus",
+            "gpu__host__memory_bytes",
+            "host_gpus",
+            *_OWNER_FIELDS,
+        )
     )
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
     for row in rows:
-        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, root, *owner = row
+        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, root, *rest = row
+        req_c, req_m, req_shm, host_c, host_m, size, *owner = rest
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
@@ -254,6 +275,9 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
                 gpus=[],
                 owner=owner_of(*owner),
                 allow_root=bool(root),
+                requests=(req_c, req_m, req_shm),
+                host_res=(host_c, host_m),
+                host_gpus=size or 0,
             )
         part.gpus.append((index, uuid))
     to_start: dict[int, list[_Part]] = {}
@@ -282,6 +306,19 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     return out
 
 
+def limits_of(part: _Part) -> protocol.Limits | None:
+    """The limits the runtime enforces for ``part`` (DESIGN.md §3.3): its workload's requests, a
+    request left out being the host's per-GPU share of the GPUs it holds here
+    (:func:`scheduler.policy.resources.share`); a host of unknown capacity limits only what was asked."""
+    (cpus, memory, shm), (host_c, host_m) = part.requests, part.host_res
+    n, size = len(part.gpus), part.host_gpus
+    cpus = cpus if cpus is not None else (share(host_c, n, size) if host_c is not None else None)
+    memory = memory if memory is not None else (share(host_m, n, size) if host_m is not None else None)
+    if not any((cpus, memory, shm)):
+        return None
+    return protocol.Limits(cpus=cpus or None, memory=memory or None, shared_memory=shm or None)
+
+
 def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: int) -> protocol.Start:
     env = plain_env(part.env)
     nodes, master, world = gangs.get(part.pk, (1, "localhost", len(part.gpus)))
@@ -306,6 +343,7 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
         grace_s=grace,
         owner=part.owner,
         allow_root=part.allow_root,
+        limits=limits_of(part),
     )
 
 

@@ -638,6 +638,8 @@ def host_hello(
     running: Iterable[int],
     exited: Sequence[ExitReport] = (),
     isolation: Mapping[str, Any] | None = None,
+    cpus: int | None = None,
+    memory: int | None = None,
     now: datetime | None = None,
 ) -> None:
     """An agent (re)connects: check its GPUs against the registered inventory (a different one
@@ -651,6 +653,9 @@ def host_hello(
     reason. Attempts the agent runs that the server does not want are stopped
     by the desired-state push that follows. ``isolation``: how attempts run there (``hello.isolation``,
     docs/isolation.md), stored on the host; None from an agent older than the field.
+    ``cpus``, ``memory``: what the host offers (DESIGN.md §3.3), stored as reported (None: an
+    agent older than the fields, unknown: no CPU or memory constraint there); unlike GPUs, a change
+    needs no approval (docs/resources.md).
     """
     now = now or timezone.now()
     running_ids = set(running)
@@ -663,6 +668,7 @@ def host_hello(
         _host_back_online(locked, now)
         _check_inventory(locked, gpus, now)
         locked.isolation = _clean_isolation(isolation)
+        locked.cpus, locked.memory_bytes = cpus, memory
         locked.save(
             update_fields=[
                 "agent_version",
@@ -671,6 +677,8 @@ def host_hello(
                 "state_before_offline",
                 "pending_inventory",
                 "isolation",
+                "cpus",
+                "memory_bytes",
             ]
         )
         HostEvent.objects.create(

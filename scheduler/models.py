@@ -59,6 +59,10 @@ class Host(models.Model):
     # How attempts run there, from the agent's last hello ({"mode", "identity", "cgroup",
     # "warnings"}, docs/isolation.md); None: an agent older than the field (or never connected).
     isolation = models.JSONField(null=True, blank=True, editable=False)
+    # CPUs and memory the agent reports in its hello (DESIGN.md §3.3); null: not reported yet
+    # (an agent older than the fields), no CPU or memory constraint there (docs/resources.md).
+    cpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    memory_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -128,6 +132,10 @@ class Workload(models.Model):
     estimated_start = models.DateTimeField(null=True, blank=True)
     start_failures = models.PositiveIntegerField(default=0)
     duration_hint_s = models.PositiveIntegerField(null=True, blank=True, help_text="informational (e.g. trace replay)")
+    # Requests per host it runs on (DESIGN.md §3.3); null: the host's per-GPU share.
+    cpus = models.PositiveIntegerField(null=True, blank=True, help_text="CPUs per host; empty: per-GPU share")
+    memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="memory per host; empty: per-GPU share")
+    shared_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="shm size; empty: runtime default")
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -179,10 +179,19 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-_FEASIBILITY_FIELD = {"unknown_model": "gpu_model", "too_many_gpus": "gpu_count", "invalid_gpu_count": "gpu_count"}
+_FEASIBILITY_FIELD = {
+    "unknown_model": "gpu_model",
+    "too_many_gpus": "gpu_count",
+    "invalid_gpu_count": "gpu_count",
+    "too_many_cpus": "cpus",
+    "too_much_memory": "memory",
+    "invalid_request": "cpus",
+}
 
 
-def _check_size(cluster: Cluster, gpu_model: str, gpu_count: int) -> tuple[str, FieldProblem | None]:
+def _check_size(
+    cluster: Cluster, gpu_model: str, gpu_count: int, cpus: int | None = None, memory: int | None = None
+) -> tuple[str, FieldProblem | None]:
     """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3), by the
     policy's rule (:func:`scheduler.policy.admission.infeasible_request`) and with its message.
 
@@ -190,23 +199,43 @@ def _check_size(cluster: Cluster, gpu_model: str, gpu_count: int) -> tuple[str, 
     faults pass, hardware does not. Returns the (possibly defaulted) model and a problem.
     """
     host_sizes = [
-        (row["model"], row["n"])
+        (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"])
         for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
-        .values("host_id", "model")
+        .values("host_id", "model", "host__cpus", "host__memory_bytes")
         .annotate(n=Count("id"))
         .order_by()
     ]
     if not gpu_model:
-        models = sorted({model for model, _n in host_sizes})
+        models = sorted({model for model, *_rest in host_sizes})
         if len(models) != 1:
             have = ", ".join(models) or "none"
             return gpu_model, FieldProblem("unknown_model", "gpu_model", f"Give a GPU model (cluster has: {have}).")
         gpu_model = models[0]
-    bad = infeasible_request(host_sizes, gpu_model, gpu_count, cluster=cluster.name)
+    bad = infeasible_request(host_sizes, gpu_model, gpu_count, cluster=cluster.name, cpus=cpus, memory=memory)
     if bad is None:
         return gpu_model, None
     code, message = bad
     return gpu_model, FieldProblem(code, _FEASIBILITY_FIELD[code], message)
+
+
+MAX_CPUS = 4096
+MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: above any host
+
+
+def _check_requests(cpus: object, memory: object, shm: object, refuse: Callable[[str, str, str], None]) -> bool:
+    """Refuse malformed CPU, memory and shared-memory requests; True when all are well-formed."""
+    ok = True
+    if cpus is not None and (not _is_int(cpus) or not 1 <= cpus <= MAX_CPUS):  # type: ignore[operator]
+        refuse("invalid_cpus", "cpus", f"cpus is a whole number of CPUs per host, 1-{MAX_CPUS}.")
+        ok = False
+    for value, field, what in ((memory, "memory", "memory"), (shm, "shared_memory", "shared memory")):
+        if value is not None and (not _is_int(value) or not 1 <= value <= MAX_MEMORY_BYTES):  # type: ignore[operator]
+            refuse(f"invalid_{field}", field, f"The {what} request is a size per host such as 32G (1 byte to 1P).")
+            ok = False
+    if ok and shm is not None and memory is not None and shm > memory:  # type: ignore[operator]
+        refuse("invalid_shared_memory", "shared_memory", "Shared memory is part of memory: at most the memory request.")
+        ok = False
+    return ok
 
 
 RUNTIME_LABEL = "runtime"
@@ -253,6 +282,9 @@ def do_submit_workload(
     duration_hint_s: int | None = None,
     dry_run: bool = False,
     tree: dict[int, Budget] | None = None,
+    cpus: int | None = None,
+    memory_bytes: int | None = None,
+    shared_memory_bytes: int | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -263,6 +295,9 @@ def do_submit_workload(
     of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
     the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
     unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
+    ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
+    §3.3), refused when no host could ever offer them; ``shared_memory_bytes``: the size of
+    ``/dev/shm`` (None: the runtime's default), at most the memory request.
     ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
     already loaded this request (``load_tree()``), to spare a query. Every bad field is reported at
     once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
@@ -299,12 +334,21 @@ def do_submit_workload(
     if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
         gpu_count = 0  # not quoted by the size check below
+    # CPU, memory and shared-memory requests (DESIGN.md §3.3; docs/resources.md)
+    requests_ok = _check_requests(cpus, memory_bytes, shared_memory_bytes, refuse)
     if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
-    elif the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
-        gpu_model, problem = _check_size(the_cluster, gpu_model.strip(), gpu_count)
-        if problem is not None:
-            problems.append(problem)
+    else:
+        if the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
+            gpu_model, problem = _check_size(
+                the_cluster,
+                gpu_model.strip(),
+                gpu_count,
+                cpus if requests_ok else None,
+                memory_bytes if requests_ok else None,
+            )
+            if problem is not None:
+                problems.append(problem)
 
     if (
         isinstance(image, str)
@@ -376,6 +420,9 @@ def do_submit_workload(
         "env": stored_env,
         "min_runtime_s": min_runtime_s,
         "duration_hint_s": duration_hint_s,
+        "cpus": cpus,
+        "memory_bytes": memory_bytes,
+        "shared_memory_bytes": shared_memory_bytes,
         "state": Workload.State.PENDING,
     }
     if dry_run:
@@ -402,6 +449,15 @@ def do_submit_workload(
                 "gpu_model": gpu_model,
                 "gpu_count": gpu_count,
                 "min_runtime_s": min_runtime_s,
+                **{
+                    k: v
+                    for k, v in (
+                        ("cpus", cpus),
+                        ("memory_bytes", memory_bytes),
+                        ("shared_memory_bytes", shared_memory_bytes),
+                    )
+                    if v is not None
+                },
             },
         )
         request_tick_on_commit(the_cluster.id)

@@ -103,13 +103,13 @@ def load_snapshot(
     # hosts are still read so that an attempt left on one can be named.
     host_rows = list(
         Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True).values_list(
-            "id", "name", "state", "labels", "drain_now", "last_heartbeat"
+            "id", "name", "state", "labels", "drain_now", "last_heartbeat", "cpus", "memory_bytes"
         )
     )
     host_name_by_id = {hid: name for hid, name, *_ in host_rows}
     # An offline host's attempts are charged only up to its last heartbeat (DESIGN.md §4).
     silent_since = {
-        hid: epoch(last) for hid, _n, state, _l, _d, last in host_rows if state == Host.State.OFFLINE and last
+        hid: epoch(last) for hid, _n, state, _l, _d, last, *_r in host_rows if state == Host.State.OFFLINE and last
     }
     gpu_rows = list(
         GPU.objects.filter(host__cluster_id=cluster_id).values_list(
@@ -129,7 +129,7 @@ def load_snapshot(
             gpus_of_host[hid].append((idx, model, health))
 
     hosts: list[p.Host] = []
-    for hid, name, state, labels, drain_now, _last in host_rows:
+    for hid, name, state, labels, drain_now, _last, cpus, memory in host_rows:
         index.host_id_by_name[name] = hid
         index.host_state_by_name[name] = state
         gpus = sorted(gpus_of_host.get(hid, ()))
@@ -143,6 +143,8 @@ def load_snapshot(
                 state=p.HostState(state),
                 labels={str(k): str(v) for k, v in (labels or {}).items()},
                 drain_now=bool(drain_now),
+                cpus=cpus,
+                memory=memory,
             )
         )
     hosts.sort(key=lambda h: h.name)
@@ -178,6 +180,8 @@ def load_snapshot(
             "workload__min_runtime_s",
             "started_at",
             "stop_requested_at",
+            "workload__cpus",
+            "workload__memory_bytes",
         )
         .order_by("id")
     )
@@ -195,7 +199,7 @@ def load_snapshot(
     key = str if workload_key is str else named  # live: no map, ids are the pks as text
 
     attempts: list[p.Attempt] = []
-    for aid, wid, bid, allocated, min_runtime, started_at, stop_at in attempt_rows:
+    for aid, wid, bid, allocated, min_runtime, started_at, stop_at, cpus, memory in attempt_rows:
         gpu_ids = tuple(gid for _rank, gid in sorted(links.get(aid, ()), key=lambda rg: (rg[0], gpu_ref_by_id[rg[1]])))
         if not gpu_ids:
             continue  # ended between the two reads (READ COMMITTED): it holds nothing any more
@@ -219,11 +223,13 @@ def load_snapshot(
                 charged_until=min(
                     (silent_since[h] for h in index.attempts[aid].host_ids if h in silent_since), default=None
                 ),
+                cpus=cpus,
+                memory=memory,
             )
         )
 
     pending: list[p.Workload] = []
-    for wid, bid, count, model, min_runtime, submitted_at, seq, reason, detail in (
+    for wid, bid, count, model, min_runtime, submitted_at, seq, reason, detail, cpus, memory in (
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING)
         .values_list(
             "id",
@@ -235,6 +241,8 @@ def load_snapshot(
             "seq",
             "pending_reason",
             "pending_detail",
+            "cpus",
+            "memory_bytes",
         )
         .order_by("id")
     ):
@@ -248,6 +256,8 @@ def load_snapshot(
                 min_runtime=min_runtime,
                 submitted_at=epoch(submitted_at),
                 seq=seq if seq is not None else wid,
+                cpus=cpus,
+                memory=memory,
             )
         )
 

@@ -337,6 +337,12 @@ class Demo:
             f"{a.timeout:g}",
             "--workload-python",
             self.isolation.workload_python,
+            # CPUs and memory from the GPU count (DESIGN.md §3.3): 6 CPUs and 48G per GPU, under the
+            # fake hosts' share (8 and 64G), so the replay places as before and the pages show requests
+            "--cpus-per-gpu",
+            "6",
+            "--memory-per-gpu",
+            "48G",
         ]
         say("replaying: " + " ".join(argv[2:]))
         self.replay = self._spawn(argv, None)  # progress bars and the summary go to this terminal

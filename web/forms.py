@@ -57,6 +57,12 @@ class SubmitForm(forms.Form):
         initial="1h",
         help_text="Seconds or a duration like 2h30m. 0 = unallocated.",
     )
+    # Requests per host (DESIGN.md §3.3): empty is the host's per-GPU share.
+    cpus = forms.IntegerField(label="CPUs", min_value=1, required=False, help_text="Per host. Empty: per-GPU share.")
+    memory = forms.CharField(max_length=32, required=False, help_text="Per host, e.g. 64G. Empty: per-GPU share.")
+    shared_memory = forms.CharField(
+        label="Shared memory", max_length=32, required=False, help_text="Size of /dev/shm, e.g. 8G."
+    )
 
     def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -89,6 +95,9 @@ class SubmitForm(forms.Form):
             "gpu_count": data.get("gpu_count"),
             "budget": data.get("budget"),
             "min_runtime": data.get("min_runtime"),
+            "cpus": data.get("cpus"),
+            "memory": data.get("memory") or None,
+            "shared_memory": data.get("shared_memory") or None,
         }
 
 
@@ -133,7 +142,7 @@ SpecLoader.add_constructor("tag:yaml.org,2002:int", SpecLoader.construct_yaml_in
 
 class SpecForm(forms.Form):
     """A YAML spec with the API's fields (name, budget, cluster, gpu_model, gpu_count, image,
-    command, env, min_runtime)."""
+    command, env, min_runtime, cpus, memory, shared_memory)."""
 
     spec = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), label="YAML spec", max_length=MAX_SPEC_CHARS)
 
@@ -183,4 +192,7 @@ env:
   WANDB_PROJECT: olmo
   HF_TOKEN: {value: "hf_...", secret: true}
 min_runtime: 2h
+cpus: 64          # per host; leave out for the per-GPU share
+memory: 512G
+shared_memory: 64G
 """

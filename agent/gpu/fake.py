@@ -123,10 +123,15 @@ class FakeGpuBackend(GpuBackend):
         memory_mb: int | None = None,
         state_dir: Path | None = None,
         seed: int | None = None,
+        cpus: int | None = None,
+        memory: int | None = None,
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
         self.host = host
+        # A simulated host offers 8 CPUs and 64G per GPU unless told otherwise (as scenarios do).
+        self.cpus = cpus if cpus is not None else max(1, 8 * count)
+        self.memory = memory if memory is not None else max(1, 64 * count) << 30
         self.model = model
         self.memory_mb = memory_mb if memory_mb is not None else MODEL_MEMORY_MB.get(model, 81559)
         self.state_dir = state_dir
@@ -138,6 +143,10 @@ class FakeGpuBackend(GpuBackend):
 
     def note_busy(self, indices: Collection[int]) -> None:
         self._busy = frozenset(indices)
+
+    def host_resources(self) -> tuple[int | None, int | None]:
+        """The simulated host's CPUs and memory (8 and 64G per GPU by default)."""
+        return self.cpus, self.memory
 
     def _load_faults(self) -> dict[int, Fault]:
         if self.state_dir is not None:

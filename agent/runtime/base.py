@@ -45,6 +45,10 @@ class AttemptSpec:
     owner_gid: int | None = None
     owner_groups: tuple[int, ...] = ()
     allow_root: bool | None = None  # the cluster allows uid 0 (start.allow_root); None: a server older than it
+    # Limits (start.limits, DESIGN.md §3.3): CPUs, memory and /dev/shm bytes; None: not limited
+    cpus: int | None = None
+    memory: int | None = None
+    shared_memory: int | None = None
 
 
 class RuntimeUnavailable(Exception):

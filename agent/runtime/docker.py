@@ -84,7 +84,25 @@ def container_spec(
         kwargs["device_requests"] = [
             DeviceRequest(driver="nvidia", device_ids=list(spec.gpu_uuids), capabilities=[["gpu"]])
         ]
+    kwargs.update(resource_limits(spec))
     return kwargs
+
+
+def resource_limits(spec: AttemptSpec) -> dict[str, Any]:
+    """``containers.create`` arguments enforcing ``start.limits`` (DESIGN.md §3.3, docs/isolation.md):
+    ``nano_cpus`` (CPU time of ``cpus`` CPUs), ``mem_limit`` with ``memswap_limit`` equal (no swap
+    beyond it), and a private IPC namespace whose ``/dev/shm`` is ``shm_size`` when shared memory is
+    asked (otherwise the host's IPC namespace, as before)."""
+    out: dict[str, Any] = {}
+    if spec.cpus is not None:
+        out["nano_cpus"] = spec.cpus * 1_000_000_000
+    if spec.memory is not None:
+        out["mem_limit"] = spec.memory
+        out["memswap_limit"] = spec.memory
+    if spec.shared_memory is not None:
+        out["ipc_mode"] = "private"
+        out["shm_size"] = spec.shared_memory
+    return out
 
 
 def _parse_engine_time(text: str) -> float | None:

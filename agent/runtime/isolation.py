@@ -251,6 +251,114 @@ def remove_cgroup(path: Path, wait_s: float = 2.0, *, parent_too: bool = False) 
             time.sleep(0.02)
 
 
+# --- CPU and memory limits (DESIGN.md §3.3) ---------------------------------------------------------
+
+CPU_PERIOD_US = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSetup:
+    """Where an attempt's CPU and memory limits go: ``v2`` (``cpu.max``, ``memory.max`` in the
+    attempt's own cgroup, controllers enabled below the parent), ``v1`` (a cgroup of the same name
+    in the ``cpu`` and ``memory`` hierarchies beside the attempt's tracking cgroup:
+    ``cpu.cfs_quota_us``, ``memory.limit_in_bytes``), or ``none`` (not enforced; ``note`` says why)."""
+
+    kind: str
+    cpu: Path | None = None  # v1: parent dir in the cpu hierarchy
+    memory: Path | None = None  # v1: parent dir in the memory hierarchy
+    note: str = ""
+
+
+def detect_limits(cgroups: CgroupSetup) -> LimitSetup:
+    """How this host can enforce limits, next to the tracking cgroups of ``cgroups``."""
+    if cgroups.kind == "v2" and cgroups.parent is not None:
+        parent = cgroups.parent
+        with contextlib.suppress(OSError):
+            have = set((parent / "cgroup.controllers").read_text().split())
+            if {"cpu", "memory"} <= have:
+                return LimitSetup("v2")
+        # A hybrid host: controllers on v1 hierarchies, an empty cgroup2 for tracking.
+    if cgroups.kind in ("v2", "v1"):
+        own = _own_cgroups()
+        found: dict[str, Path] = {}
+        notes = []
+        for controller in ("cpu", "memory"):
+            for point, fstype, opts in _mounts():
+                if fstype == "cgroup" and controller in opts.split(","):
+                    key = next((k for k in own if controller in k.split(",")), None)
+                    rel = own.get(key, "/") if key is not None else "/"
+                    base = Path(point) / rel.lstrip("/") / "fairway"
+                    why = _probe(base)
+                    if why:
+                        notes.append(f"v1 {controller} {why}")
+                    else:
+                        found[controller] = base
+                    break
+            else:
+                notes.append(f"no {controller} controller")
+        if len(found) == 2:
+            return LimitSetup("v1", found["cpu"], found["memory"])
+        return LimitSetup("none", note="; ".join(notes))
+    return LimitSetup("none", note=f"no usable cgroup ({cgroups.note})")
+
+
+def limit_files(cpus: int | None, memory: int | None, kind: str) -> list[tuple[str, str, str]]:
+    """``(controller, file, value)`` to write for ``cpus`` CPUs and ``memory`` bytes (pure)."""
+    out: list[tuple[str, str, str]] = []
+    if kind == "v2":
+        if cpus is not None:
+            out.append(("cpu", "cpu.max", f"{cpus * CPU_PERIOD_US} {CPU_PERIOD_US}"))
+        if memory is not None:
+            out.append(("memory", "memory.max", str(memory)))
+            out.append(("memory", "memory.swap.max", "0"))
+    elif kind == "v1":
+        if cpus is not None:
+            out.append(("cpu", "cpu.cfs_period_us", str(CPU_PERIOD_US)))
+            out.append(("cpu", "cpu.cfs_quota_us", str(cpus * CPU_PERIOD_US)))
+        if memory is not None:
+            out.append(("memory", "memory.limit_in_bytes", str(memory)))
+    return out
+
+
+def apply_limits(
+    setup: LimitSetup, cgroup: Path | None, name: Path, cpus: int | None, memory: int | None
+) -> list[Path]:
+    """Make and fill the cgroups that limit an attempt to ``cpus`` and ``memory`` before its
+    process joins them: for v2 the attempt's ``cgroup`` itself (controllers enabled on its parents
+    below the fairway parent), for v1 ``name`` (relative, as the tracking cgroup's) under the cpu
+    and memory hierarchies. Returns the extra cgroups the process must join (v1). Raises OSError
+    when a limit cannot be written (the start then fails: a limit asked for is a limit kept)."""
+    if setup is None or (cpus is None and memory is None):
+        return []
+    if setup.kind == "v2" and cgroup is not None:
+        for parent in (cgroup.parent.parent, cgroup.parent):  # the fairway dir, the agent's dir
+            with contextlib.suppress(OSError):
+                (parent / "cgroup.subtree_control").write_text("+cpu +memory")
+        for _controller, file, value in limit_files(cpus, memory, "v2"):
+            if file == "memory.swap.max" and not (cgroup / file).exists():
+                continue  # swap accounting off: nothing to limit
+            (cgroup / file).write_text(value)
+        return []
+    if setup.kind == "v1":
+        made: list[Path] = []
+        for controller, base in (("cpu", setup.cpu), ("memory", setup.memory)):
+            files = [(f, v) for c, f, v in limit_files(cpus, memory, "v1") if c == controller]
+            if not files or base is None:
+                continue
+            path = base / name
+            path.mkdir(parents=True, exist_ok=True)
+            made.append(path)
+            for file, value in files:
+                (path / file).write_text(value)
+        return made
+    return []
+
+
+def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
+    """The v1 limit cgroups an attempt named ``name`` may have (to remove at its end)."""
+    return [base / name for base in (setup.cpu, setup.memory) if setup.kind == "v1" and base is not None]
+
+
 # --- the process-tree fallback ----------------------------------------------------------------------
 
 
@@ -442,10 +550,13 @@ class Isolation:
 
     config: IsolationConfig = field(default_factory=IsolationConfig)
     cgroups: CgroupSetup | None = None
+    limits: LimitSetup | None = None
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
             self.cgroups = detect_cgroups(self.config.cgroup, self.config.cgroup_parent)
+        if self.limits is None:
+            self.limits = detect_limits(self.cgroups)
 
     @property
     def is_root(self) -> bool:
@@ -527,6 +638,12 @@ class Isolation:
                 f"no usable cgroup ({self.cgroups.note}): a stop kills the attempt's process tree "
                 "(the wrapper is a child subreaper), which misses a process whose wrapper was killed by others"
             )
+        assert self.limits is not None  # noqa: S101 -- set in __post_init__
+        if self.limits.kind == "none":
+            warnings.append(
+                f"CPU and memory requests are not enforced by the process runtime here ({self.limits.note}): "
+                "attempts can use more than they asked"
+            )
         return {
             "mode": self.config.mode,
             "agent_uid": os.geteuid(),
@@ -534,6 +651,7 @@ class Isolation:
             "cgroup": self.cgroups.kind,
             "cgroup_parent": str(self.cgroups.parent or ""),
             "cgroup_note": self.cgroups.note,
+            "limits": self.limits.kind,
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }

@@ -27,10 +27,12 @@ from agent.runtime.isolation import (
     Isolation,
     IsolationConfig,
     access_problem,
+    apply_limits,
     attempt_env,
     kill_cgroup,
     kill_tree,
     remove_cgroup,
+    v1_limit_cgroups,
 )
 from agent.state import (
     AttemptRecord,
@@ -200,6 +202,7 @@ class ProcessRuntime(StoredRuntime):
             else:
                 if record.cgroup and record.boot_id == self.boot_id:
                     remove_cgroup(Path(record.cgroup), parent_too=True)  # what outlived its wrapper
+                    self._remove_limit_cgroups(record.attempt_id)
                 self._finish(record, returncode=None)
                 log.info(
                     "attempt %d ended while the agent was away (exit code %s)", record.attempt_id, record.exit_code
@@ -258,6 +261,16 @@ class ProcessRuntime(StoredRuntime):
         exit_path = self.store.exit_path(spec.attempt_id)
         exit_path.unlink(missing_ok=True)
         cgroup = self._make_cgroup(spec.attempt_id)
+        try:
+            # CPU and memory limits (DESIGN.md §3.3, docs/isolation.md), set before the command runs
+            limit_cgroups = apply_limits(
+                self.isolation.limits, cgroup, self._cgroup_name(spec.attempt_id), spec.cpus, spec.memory
+            )
+        except OSError as exc:
+            if cgroup is not None:
+                remove_cgroup(cgroup)
+            self._remove_limit_cgroups(spec.attempt_id)
+            self._fail(record, f"cannot set the CPU and memory limits: {exc}")
         read_fd, write_fd = os.pipe()
         ids = (str(ident.uid), str(ident.gid), ",".join(map(str, ident.groups))) if ident.switch else ("-", "-", "")
         try:
@@ -289,6 +302,7 @@ class ProcessRuntime(StoredRuntime):
             os.close(write_fd)
             if cgroup is not None:
                 remove_cgroup(cgroup)
+            self._remove_limit_cgroups(spec.attempt_id)
             self._fail(record, f"cannot start {program}: {exc}")
         finally:
             os.close(read_fd)
@@ -300,6 +314,17 @@ class ProcessRuntime(StoredRuntime):
                             spec.attempt_id, cgroup, exc)  # fmt: skip
                 remove_cgroup(cgroup)
                 cgroup = None
+        for path in limit_cgroups:
+            try:
+                (path / "cgroup.procs").write_text(str(proc.pid))
+            except OSError as exc:  # the wrapper has not run the command yet: it never runs unlimited
+                os.close(write_fd)
+                _killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                if cgroup is not None:
+                    remove_cgroup(cgroup)
+                self._remove_limit_cgroups(spec.attempt_id)
+                self._fail(record, f"cannot join the limit cgroup {path}: {exc}")
         os.write(write_fd, b"1")
         os.close(write_fd)
         record.pid = proc.pid
@@ -324,13 +349,24 @@ class ProcessRuntime(StoredRuntime):
         )
         return record
 
+    def _cgroup_name(self, attempt_id: int) -> Path:
+        """The attempt's cgroup below the fairway parent, per agent (several agents may share a
+        host and its cgroup tree: the demo, test runs)."""
+        agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
+        return Path(f"agent-{agent_key}") / f"attempt-{attempt_id}"
+
+    def _remove_limit_cgroups(self, attempt_id: int) -> None:
+        """Remove the attempt's v1 CPU and memory cgroups, if any."""
+        assert self.isolation.limits is not None  # noqa: S101 -- set by Isolation
+        for path in v1_limit_cgroups(self.isolation.limits, self._cgroup_name(attempt_id)):
+            if path.exists():
+                remove_cgroup(path, parent_too=True)
+
     def _make_cgroup(self, attempt_id: int) -> Path | None:
         setup = self.isolation.cgroups
         if setup is None or setup.parent is None:
             return None
-        # Per agent (several agents may share a host and its cgroup tree: the demo, test runs).
-        agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
-        path = setup.parent / f"agent-{agent_key}" / f"attempt-{attempt_id}"
+        path = setup.parent / self._cgroup_name(attempt_id)
         try:
             try:
                 path.mkdir(parents=True, exist_ok=True)
@@ -424,6 +460,7 @@ class ProcessRuntime(StoredRuntime):
         _killpg(pid, signal.SIGKILL)
         if record.cgroup:
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
+        await asyncio.to_thread(self._remove_limit_cgroups, record.attempt_id)
         returncode = proc.wait() if proc is not None else None
         self._finish(record, returncode)
         if self.on_exit is not None:

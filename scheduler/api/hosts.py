@@ -97,6 +97,8 @@ class HostSerializer(serializers.ModelSerializer):
             "last_heartbeat",
             "model",
             "gpu_count",
+            "cpus",
+            "memory_bytes",
             "open_attempts",
             "protected_until",
             "gpus",

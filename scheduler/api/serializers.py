@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 from scheduler.models import Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import SECRET_MASK
+from scheduler.sizes import SizeError, parse_size
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -121,6 +122,37 @@ class _DurationField(PassThroughField):
     pass
 
 
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
+        "nullable": True,
+        "description": "bytes, or a size like 32G, 512M (binary units); null: the host's per-GPU share",
+    }
+)
+class _SizeField(PassThroughField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
+        "nullable": True,
+        "description": "CPUs per host; null: the host's per-GPU share",
+    }
+)
+class _CpusField(PassThroughField):
+    pass
+
+
+def _size_or_refuse(value: Any, field: str) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return parse_size(value)
+    except SizeError as exc:
+        raise serializers.ValidationError(str(exc), code=f"invalid_{field}") from None
+
+
 class WorkloadSubmitSerializer(serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
@@ -128,7 +160,9 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     cluster). ``gpu_model``: optional when the cluster has one model. ``command``: argv list
     or a string split like a shell would. ``min_runtime``: seconds or ``"2h30m"``.
     ``env``: ``{"NAME": "value"}`` or ``{"NAME": {"value": "...", "secret": true}}``.
-    ``name``: defaults to the command's program name.
+    ``name``: defaults to the command's program name. ``cpus``, ``memory``, ``shared_memory``:
+    requests per host it runs on (DESIGN.md §3.3; sizes as bytes or ``"32G"``), optional: the
+    host's per-GPU share of CPUs and memory, the runtime's ``/dev/shm``.
     """
 
     name = _NullableStrField(required=False, allow_null=True)
@@ -140,6 +174,22 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     command = _CommandField()
     env = _EnvField(required=False, allow_null=True)
     min_runtime = _DurationField()
+    cpus = _CpusField(required=False, allow_null=True)
+    memory = _SizeField(required=False, allow_null=True)
+    shared_memory = _SizeField(required=False, allow_null=True)
+
+    def validate_cpus(self, value: Any) -> Any:
+        if value == "":
+            return None
+        if isinstance(value, str) and _PLAIN_INT.fullmatch(value.strip()):
+            return int(value.strip())
+        return value
+
+    def validate_memory(self, value: Any) -> int | None:
+        return _size_or_refuse(value, "memory")
+
+    def validate_shared_memory(self, value: Any) -> int | None:
+        return _size_or_refuse(value, "shared_memory")
 
     def validate_gpu_count(self, value: Any) -> Any:
         if isinstance(value, str) and _PLAIN_INT.fullmatch(value.strip()):
@@ -181,6 +231,9 @@ class WorkloadSubmitSerializer(serializers.Serializer):
             "command": command,
             "env": data.get("env") or {},
             "min_runtime_s": data["min_runtime"],
+            "cpus": data.get("cpus"),
+            "memory_bytes": data.get("memory"),
+            "shared_memory_bytes": data.get("shared_memory"),
         }
 
 
@@ -286,6 +339,9 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
             "gpu_model",
             "gpu_count",
             "min_runtime_s",
+            "cpus",
+            "memory_bytes",
+            "shared_memory_bytes",
             "allocated",
             "state",
             "submitted_at",

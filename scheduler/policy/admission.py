@@ -1,7 +1,8 @@
 """Submission-time feasibility (DESIGN.md §3.3): a request no host of the cluster
 could ever satisfy is rejected at once with a clear code and message.
 
-This is the one statement of the rule. Live submission (``scheduler.services``,
+This is the one statement of the rule (GPUs: :func:`infeasible_shape`; CPUs and memory per
+host: :func:`infeasible_resources`). Live submission (``scheduler.services``,
 hence the API, the web form, the CLI and trace replays), the scenario runner and
 the trace simulator call it; so do the pass's ``unschedulable`` reason and the idle
 screen (``Standing.unschedulable``, per shape, on the registered hosts).
@@ -9,7 +10,10 @@ screen (``Standing.unschedulable``, per shape, on the registered hosts).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+HostCapacity = tuple[int, int | None, int | None]
+"""One registered host's ``(GPUs, CPUs, memory bytes)``; None: unknown (no constraint)."""
 
 GpuShapes = Mapping[str, tuple[int, int]]
 """GPU model → ``(largest host size, number of hosts of that size)``, from :func:`gpu_shapes`."""
@@ -60,8 +64,75 @@ def infeasible_shape(shapes: GpuShapes, model: str, gpus: int, *, cluster: str |
     return None
 
 
-def infeasible_request(
-    host_sizes: Iterable[tuple[str, int]], model: str, gpus: int, *, cluster: str | None = None
+def infeasible_resources(
+    capacities: Sequence[HostCapacity], largest: int, gpus: int, cpus: int | None, memory: int | None
 ) -> tuple[str, str] | None:
-    """:func:`infeasible_shape` of ``(model, GPU count)`` of every registered host of the cluster."""
-    return infeasible_shape(gpu_shapes(host_sizes), model, gpus, cluster=cluster)
+    """Why CPU or memory requests per host can never be met on hosts of one model (``capacities``;
+    the request's GPUs already fit their shape), or None.
+
+    Work of ``gpus ≤ largest`` needs one host with at least ``gpus`` GPUs offering the requests;
+    a gang needs ``gpus / largest`` hosts of the largest size offering them. A request left out
+    is the host's per-GPU share, which every host offers (DESIGN.md §3.3). Codes
+    ``too_many_cpus``, ``too_much_memory``.
+    """
+    if cpus is None and memory is None:
+        return None
+    if cpus is not None and cpus < 0 or memory is not None and memory < 0:
+        return "invalid_request", "CPU and memory requests cannot be negative."
+    gang = gpus > largest
+    on_host = largest if gang else gpus
+    need = gpus // largest if gang else 1
+
+    def offers(cap: HostCapacity, cpu_ok: bool, mem_ok: bool) -> bool:
+        size, c, m = cap
+        if size < on_host or gang and size != largest:
+            return False
+        return (cpu_ok or cpus is None or c is None or cpus <= c) and (
+            mem_ok or memory is None or m is None or memory <= m
+        )
+
+    if sum(1 for cap in capacities if offers(cap, False, True)) < need:
+        most = max((c or 0 for s, c, _ in capacities if s >= on_host), default=0)
+        return "too_many_cpus", f"{cpus} CPUs per host is more than {_hosts(need)} offers (at most {most})."
+    if sum(1 for cap in capacities if offers(cap, False, False)) < need:
+        most = max((m or 0 for s, _, m in capacities if s >= on_host), default=0)
+        return (
+            "too_much_memory",
+            f"{_size(memory or 0)} of memory per host is more than {_hosts(need)} offers (at most {_size(most)}).",
+        )
+    return None
+
+
+def _hosts(need: int) -> str:
+    return "any host of the model" if need == 1 else f"{need} whole hosts of the model"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n} bytes"
+
+
+def infeasible_request(
+    host_sizes: Iterable[tuple[str, int] | tuple[str, int, int | None, int | None]],
+    model: str,
+    gpus: int,
+    *,
+    cluster: str | None = None,
+    cpus: int | None = None,
+    memory: int | None = None,
+) -> tuple[str, str] | None:
+    """:func:`infeasible_shape` of ``(model, GPU count)`` of every registered host of the cluster,
+    then :func:`infeasible_resources` of the CPU and memory requests (hosts given as
+    ``(model, GPUs, CPUs, memory)``; a pair has unknown CPUs and memory)."""
+    hosts = [(h[0], h[1], h[2] if len(h) > 2 else None, h[3] if len(h) > 3 else None) for h in host_sizes]
+    shapes = gpu_shapes((m, n) for m, n, _, _ in hosts)
+    bad = infeasible_shape(shapes, model, gpus, cluster=cluster)
+    if bad is None:
+        caps = [(n, c, m) for mo, n, c, m in hosts if mo == model]
+        bad = infeasible_resources(caps, shapes[model][0], gpus, cpus, memory)
+    return bad
+
+
+__all__ = ["gpu_shapes", "infeasible_request", "infeasible_resources", "infeasible_shape"]

@@ -240,6 +240,22 @@ class HostRoom:
     never: int = 0
     stopping: bool = False
     nominated: bool = False
+    freed: list[tuple[int, int, int]] = field(default_factory=list)
+    """``(instant, CPUs, memory)`` each attempt that is room gives back (leaving ones at their
+    release, NOW now, LATER at its protection's end), on hosts that count them (§3.3)."""
+
+    def resources_by(self, now: int, enough: Callable[[tuple[int, int]], bool]) -> int | None:
+        """When what the attempts that are room give back makes ``enough`` true (CPUs and memory
+        beside the GPUs; ``now`` if already), or None for never."""
+        got = [0, 0]
+        if enough((0, 0)):
+            return now
+        for t, c, m in sorted(self.freed):
+            got[0] += c
+            got[1] += m
+            if enough((got[0], got[1])):
+                return max(now, t)
+        return None
 
     def over_time(self, now: int) -> tuple[int, list[tuple[int, int]], int]:
         """``(GPUs room now, [(instant, more GPUs)] in order, most ever)`` for a reservation:
@@ -284,17 +300,25 @@ def host_room(
         av = state.attempts[aid]
         a = av.attempt
         got = av.on_host.get(name, 0)
+        res = av.res.get(name)
         if av.stopping:
             gone = sum(1 for g in a.gpus if g[0] == name and g[1] in hv.healthy and g not in nominated)
+            at = now if a.release_at is None else max(now, a.release_at)
             if gone:
-                room.leaving.append((now if a.release_at is None else max(now, a.release_at), gone))
+                room.leaving.append((at, gone))
+            if res is not None:
+                room.freed.append((at, *res))
             continue
         c = victim_class(av, w, allowed, known)
         if c == NOW:
             room.now += got
+            if res is not None:
+                room.freed.append((now, *res))
         elif c == LATER:
             pu = a.protected_until
             room.later.append((pu if pu is not None else now + a.min_runtime, got, pu is not None))
+            if res is not None:
+                room.freed.append((room.later[-1][0], *res))
         elif c == FORBIDDEN:
             room.forbidden += got
             smaller = got and (room.witness is None or a.budget < room.witness)

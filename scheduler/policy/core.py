@@ -100,7 +100,7 @@ class Pass(PassState):
         unalloc_q: Queues = {}
         self.unfunded.clear()
         tree = self.tree
-        unschedulable: dict[tuple[str, int], bool] = {}  # by (model, GPUs): all it depends on
+        unschedulable: dict[tuple[str, int, int | None, int | None], bool] = {}  # by shape: all it depends on
         ordered = self.ordered
         if ordered is None:
             ordered = sorted(self.pending.values(), key=_submission_order)
@@ -108,10 +108,10 @@ class Pass(PassState):
             budget = w.budget
             if budget not in tree.budgets:
                 continue
-            shape = (w.model, w.gpus)
+            shape = (w.model, w.gpus, w.cpus, w.memory)
             bad = unschedulable.get(shape)
             if bad is None:
-                bad = unschedulable[shape] = self.standing.unschedulable(w.model, w.gpus)
+                bad = unschedulable[shape] = self.standing.unschedulable(*shape)
             if bad:
                 self._reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
                 continue
@@ -217,7 +217,17 @@ class Pass(PassState):
                 self.add_load(w.budget, -w.gpus * w.min_runtime)
         elif allocated:
             self.add_load(w.budget, w.gpus * w.min_runtime)
-        new = Attempt(f"new:{w.id}", w.id, w.budget, tuple(sorted(gpus)), allocated, w.min_runtime, started_at=None)
+        new = Attempt(
+            f"new:{w.id}",
+            w.id,
+            w.budget,
+            tuple(sorted(gpus)),
+            allocated,
+            w.min_runtime,
+            started_at=None,
+            cpus=w.cpus,
+            memory=w.memory,
+        )
         st.assign(new)
         self.standing.track(st.attempts[new.id], 1)
         self.dec.starts.append(Start(w.id, tuple(sorted(gpus)), allocated=allocated, unfunded=unfunded))
@@ -247,7 +257,7 @@ class Pass(PassState):
         outright = self.memo.outright
         while (w := disp.next()) is not None:
             if w.id not in self.noms:
-                sig = (w.budget, w.model, self.is_gang(w))
+                sig = (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
                 fails = outright.get(sig)
                 n, m = w.gpus, w.min_runtime
                 if fails and any(n >= f_n and m >= f_m for f_n, f_m in fails):
@@ -270,7 +280,7 @@ class Pass(PassState):
         if nom is not None and len(nom) != w.gpus:
             self._drop_nomination(w.id)  # a nomination of the wrong size is never started (defence in depth)
             nom = None
-        if nom is not None and all(g not in self.state.owner for g in nom):
+        if nom is not None and all(g not in self.state.owner for g in nom) and self._nomination_fits(w, nom):
             self._start(w, nom, allocated=True)
             return True
         # §3.4: a nominated workload is first placed by the ordinary rules; if it starts elsewhere,
@@ -295,6 +305,13 @@ class Pass(PassState):
             reasons.explain(self, w)
         return False
 
+    def _nomination_fits(self, w: Workload, nom: tuple[GpuRef, ...]) -> bool:
+        """CPUs and memory on every host of the nomination suffice for ``w`` now (§3.3)."""
+        per: dict[str, int] = {}
+        for h, _ in nom:
+            per[h] = per.get(h, 0) + 1
+        return all(self.state.fits(self.state.hosts[h], w, n) for h, n in per.items())
+
     def _try_preempt(self, w: Workload) -> bool:
         # A failure stands for every workload with no more room until room can grow (failed_before).
         kind = "pg" if self.is_gang(w) else "p"
@@ -314,16 +331,17 @@ class Pass(PassState):
         if not self.snap.with_reasons and not placement.any_fits_free(self.state, _each(queues)):
             return  # nothing can start, and no reasons are wanted
         disp = Dispatcher(self.tree, self.load, queues, in_order=True)
-        smallest_failed: dict[str, int] = {}
+        smallest_failed: dict[tuple[str, int | None, int | None], int] = {}  # by (model, requests)
         while (w := disp.next()) is not None:
             placed = False
-            if w.gpus < smallest_failed.get(w.model, 1 << 30):
+            shape = (w.model, w.cpus, w.memory)
+            if w.gpus < smallest_failed.get(shape, 1 << 30):
                 gpus = placement.free_placement(self, w, honour_reservations=False)
                 if gpus is not None:
                     self._start(w, gpus, allocated=False, unfunded=w.id in self.unfunded)
                     placed = True
                 else:
-                    smallest_failed[w.model] = w.gpus
+                    smallest_failed[shape] = w.gpus
             if not placed:
                 if w.id in self.unfunded:
                     capper = self.tree.capped_by(w.budget)

@@ -49,12 +49,12 @@ class Memo:
         # (budget, budgets seen) -> rule 2's thresholds (contract.rule2_thresholds)
         self.thresholds: dict[tuple[str, int], tuple[list[Any], list[str]]] = {}
         self.sides: dict[tuple[str, str], Fraction] = {}  # (preemptor budget, victim budget) -> -r(B)
-        # read room: (search kind, model) -> failed searches as (allowed budgets, GPUs, M)
-        self.failed: dict[tuple[str, str], list[tuple[frozenset[str], int, int]]] = {}
-        # read room: (model, gang) -> failed free placements of allocated work as (GPUs, M)
-        self.free_failed: dict[tuple[str, bool], list[tuple[int, int]]] = {}
-        # read room and loads: (budget, model, gang) -> (GPUs, M) of workloads that failed outright
-        self.outright: dict[tuple[str, str, bool], list[tuple[int, int]]] = {}
+        # read room: (search kind, model, CPUs, memory) -> failed searches as (allowed budgets, GPUs, M)
+        self.failed: dict[tuple[str, str, int | None, int | None], list[tuple[frozenset[str], int, int]]] = {}
+        # read room: (model, gang, CPUs, memory) -> failed free placements of allocated work as (GPUs, M)
+        self.free_failed: dict[tuple[str, bool, int | None, int | None], list[tuple[int, int]]] = {}
+        # read room and loads: (budget, model, gang, CPUs, memory) -> (GPUs, M) of workloads that failed outright
+        self.outright: dict[tuple[str, str, bool, int | None, int | None], list[tuple[int, int]]] = {}
         # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads

@@ -172,12 +172,13 @@ class PassState:
 
         A victim or reservation search depends on a workload without a reservation or a
         nomination only through its model, size, M (hosts reserved by others) and the budgets
-        whose allocated work rule 2 lets it take; each of those only shrinks the room when it
+        whose allocated work rule 2 lets it take (and its CPU and memory requests: the same
+        explicit ones, or defaults that grow with the GPUs); each of those only shrinks the room when it
         grows, and within a pass room only shrinks until it can grow again (memo.py).
         A gang's victim search fails only for too few vacatable hosts (a set without victims
         would be whole free hosts, which free placement tried first), so more GPUs fail too.
         """
-        fails = self.memo.failed.get((kind, w.model))
+        fails = self.memo.failed.get((kind, w.model, w.cpus, w.memory))
         if not fails:
             return False
         allowed = self.room_budgets(w)
@@ -187,7 +188,7 @@ class PassState:
     def remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
         """Record a failed search of ``kind`` (:meth:`failed_before`)."""
         allowed, n = self.room_budgets(w), w.gpus
-        fails = self.memo.failed.setdefault((kind, w.model), [])
+        fails = self.memo.failed.setdefault((kind, w.model, w.cpus, w.memory), [])
         # Entries the new one covers (more GPUs, longer M, fewer allowed budgets) are dropped:
         # failed_before answers the same, over an antichain.
         fails[:] = [f for f in fails if not (n <= f[1] and min_runtime <= f[2] and f[0] <= allowed)]

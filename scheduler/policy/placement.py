@@ -48,11 +48,11 @@ def free_placement(ps: PassState, w: Workload, honour_reservations: bool = True)
     # only bar more hosts (a longer M is barred from every host a shorter one is).
     memo = honour_reservations and w.allocated and w.id not in ps.reserving
     if memo:
-        fails = ps.memo.free_failed.get((w.model, gang))
+        fails = ps.memo.free_failed.get(_shape(w, gang))
         if fails and any(w.gpus >= n and w.min_runtime >= m for n, m in fails):
             return None
     if not gang:
-        host = st.best_fit(w.model, w.gpus, allowed)
+        host = st.best_fit(w, allowed)
         if host is None:
             if memo:
                 _free_failure(ps, w, gang)
@@ -60,7 +60,7 @@ def free_placement(ps: PassState, w: Workload, honour_reservations: bool = True)
         return tuple((host, i) for i in st.hosts[host].free[: w.gpus])
     size = st.largest[w.model]
     k = w.gpus // size
-    hosts = [h for h in st.whole_free_hosts(w.model, size) if allowed(h)]
+    hosts = [h for h in st.whole_free_hosts(w.model, size) if allowed(h) and st.fits(st.hosts[h], w, size)]
     if len(hosts) < k:
         if memo:
             _free_failure(ps, w, gang)
@@ -69,8 +69,14 @@ def free_placement(ps: PassState, w: Workload, honour_reservations: bool = True)
     return tuple((h, i) for h in chosen for i in sorted(st.hosts[h].healthy))
 
 
+def _shape(w: Workload, gang: bool) -> tuple[str, bool, int | None, int | None]:
+    """What a free placement's failure stands for beside GPUs and M: model, gang, requests
+    (default requests grow with the GPUs, explicit ones stand only for themselves)."""
+    return (w.model, gang, w.cpus, w.memory)
+
+
 def _free_failure(ps: PassState, w: Workload, gang: bool) -> None:
-    fails = ps.memo.free_failed.setdefault((w.model, gang), [])
+    fails = ps.memo.free_failed.setdefault(_shape(w, gang), [])
     fails[:] = [(n, m) for n, m in fails if not (w.gpus <= n and w.min_runtime <= m)]
     fails.append((w.gpus, w.min_runtime))
 

@@ -3,7 +3,8 @@
 A set without allocated victims beats every set with one (§3.4, first criterion), and among
 such sets the victim key (:func:`contract.victim_key`) does not depend on the preemptor:
 unallocated work has no fair-share side (docs/policy.md). One heap per (model, n) therefore
-serves every preemptor; hosts whose state changes push a fresh entry (versioned, stale entries
+serves every preemptor with default CPU and memory requests (a host's share of ``n`` GPUs);
+hosts whose state changes push a fresh entry (versioned, stale entries
 are skipped), keeping a reclaim search at O(log hosts) instead of a scan of the cluster. Used
 only while :func:`contract.counts_lead` holds.
 """
@@ -16,7 +17,12 @@ from fractions import Fraction
 
 import scheduler.policy.contract as contract
 from scheduler.policy.contract import KeyContext
+from scheduler.policy.resources import NONE
 from scheduler.policy.state import AttemptView, ClusterState, HostView
+from scheduler.policy.types import Workload
+
+_DEFAULT = Workload("", "", 0, "", 0, 0, 0)
+"""A workload with default requests (only its CPU and memory requests are read)."""
 
 Entry = tuple[tuple[object, ...], int, str]
 """(victim key, host version, host)."""
@@ -52,9 +58,11 @@ class ReclaimIndex:
         if not hv.active:
             return None
         free = len(hv.free)
-        if free >= n or free + hv.unalloc < n:
-            return None
         st = self.state
+        # Sets are sufficient for default requests: the host's share of n GPUs (resources.py).
+        gpus_only = hv.over_share == 0
+        if (free >= n and (gpus_only or st.fits(hv, _DEFAULT, n))) or free + hv.unalloc < n:
+            return None
         cands = []
         for aid in hv.attempts:
             av = st.attempts[aid]
@@ -69,8 +77,13 @@ class ReclaimIndex:
         for mask in range(1, 1 << k):
             chosen = [cands[i] for i in range(k) if mask >> i & 1]
             got = free + sum(g for _, g in chosen)
-            if got < n or any(got - g >= n for _, g in chosen):
-                continue  # not sufficient, or not inclusion-minimal
+            if gpus_only:
+                if got < n or any(got - g >= n for _, g in chosen):
+                    continue  # not sufficient, or not inclusion-minimal
+            elif not self._enough(hv, n, free, chosen) or any(
+                self._enough(hv, n, free, [x for x in chosen if x is not c]) for c in chosen
+            ):
+                continue
             # Criteria 2 and 3 lead among sets without allocated victims (contract.counts_lead).
             total = sum(c.attempt.gpu_count for c, _ in chosen)
             if best is not None and (total, len(chosen)) > best[1:3]:
@@ -84,6 +97,15 @@ class ReclaimIndex:
         version = self.version.get(hv.name, 0)
         self.victims[(hv.name, n, version)] = best_set
         return (best, version, hv.name)
+
+    def _enough(self, hv: HostView, n: int, free: int, chosen: list[tuple[AttemptView, int]]) -> bool:
+        """With ``chosen`` gone, GPUs, CPUs and memory suffice for default requests of ``n`` GPUs."""
+        got = free + sum(g for _, g in chosen)
+        freed = (
+            sum(c.res.get(hv.name, NONE)[0] for c, _ in chosen),
+            sum(c.res.get(hv.name, NONE)[1] for c, _ in chosen),
+        )
+        return got >= n and self.state.fits(hv, _DEFAULT, n, freed)
 
     def best(self, model: str, n: int, allowed: Callable[[str], bool]) -> tuple[list[AttemptView], HostView] | None:
         """The best unallocated-only victim set for ``n`` GPUs of ``model`` on an allowed host, or None."""

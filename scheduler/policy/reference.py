@@ -11,13 +11,13 @@ but the dataclasses of :mod:`scheduler.policy.types`. It is a test instrument (t
 test tests/policy/test_reference.py and bench/oracle_soak.py compare the two on every pass of
 random clusters) and never a production path: its cost is exponential in attempts per host.
 
-Covered: all of §3 except CPUs and memory (§3.3) and the ``dependency`` reason (§3.8), plus the
+Covered: all of §3 except the ``dependency`` reason (§3.8), plus the
 faults and drains a pass decides (§4, §6) and the product decisions of docs/policy.md
 (including its "Readings" section). One function per subsection:
 
 - §3.1 :func:`windowed_usage` — ``U(b)``;
 - §3.2 :func:`committed_usage`, :func:`normalized_shares`, :func:`next_in_fair_tree` — ranking;
-- §3.3 :func:`unschedulable`, :func:`free_placement` — placement;
+- §3.3 :func:`unschedulable`, :func:`free_placement` — placement; :func:`World.fits` — CPUs and memory;
 - §3.4 :func:`victim_class`, :func:`victim_key`, :func:`preempt`, :func:`place_nominated` — preemption;
 - §3.5 :func:`reserve`, :func:`reservation_allows` — reservations and backfill;
 - §3.6 :func:`fill_unallocated` — unallocated work;
@@ -153,6 +153,33 @@ class World:
         """Healthy GPUs of ``a`` on ``host`` (what stopping it frees there)."""
         return sorted(i for h, i in a.gpus if h == host and self.hosts[h].gpu_health.get(i) != GpuHealth.UNHEALTHY)
 
+    # -- CPUs and memory (§3.3)
+    def request(self, host: str, gpus: int, cpus: int | None, memory: int | None) -> tuple[int, int]:
+        """CPUs and memory that work holding ``gpus`` GPUs of ``host`` takes there: its requests,
+        or the host's per-GPU share ``floor(total × gpus / host GPUs)`` of what it leaves out."""
+        h = self.hosts[host]
+        c = cpus if cpus is not None else (h.cpus or 0) * gpus // h.size
+        m = memory if memory is not None else (h.memory or 0) * gpus // h.size
+        return c, m
+
+    def fits(self, w: Workload, host: str, gpus: int, gone: tuple[Attempt, ...] | list[Attempt] = ()) -> bool:
+        """CPUs and memory on ``host`` suffice for ``w`` holding ``gpus`` GPUs there, beside every
+        open attempt on it but ``gone``; an unknown capacity (None) never limits."""
+        h = self.hosts[host]
+        used_c = used_m = 0
+        for a in self.attempts_on(host):
+            if a in gone:
+                continue
+            c, m = self.request(host, sum(1 for g in a.gpus if g[0] == host), a.cpus, a.memory)
+            used_c += c
+            used_m += m
+        c, m = self.request(host, gpus, w.cpus, w.memory)
+        return (h.cpus is None or used_c + c <= h.cpus) and (h.memory is None or used_m + m <= h.memory)
+
+    def fits_empty(self, w: Workload, host: str, gpus: int) -> bool:
+        """The requests fit ``host`` with nothing else on it."""
+        return self.fits(w, host, gpus, self.attempts_on(host))
+
     def hosts_of_model(self, model: str) -> list[str]:
         return sorted(n for n, h in self.hosts.items() if h.model == model)
 
@@ -195,7 +222,9 @@ class World:
         if nominated is not None and w.allocated and not allocated:
             self.add_load(w.budget, -w.gpus * w.min_runtime)
         # An allocated start after a nomination keeps the nomination's commitment (same gpus × M).
-        self.attempts[f"new:{w.id}"] = Attempt(f"new:{w.id}", w.id, w.budget, gpus, allocated, w.min_runtime, None)
+        self.attempts[f"new:{w.id}"] = Attempt(
+            f"new:{w.id}", w.id, w.budget, gpus, allocated, w.min_runtime, None, cpus=w.cpus, memory=w.memory
+        )
         self.dec.starts.append(Start(w.id, gpus, allocated=allocated, unfunded=unfunded))
 
     def drop_nomination(self, wid: str) -> None:
@@ -342,15 +371,19 @@ def run_in_fair_tree(world: World, queue: list[Workload], handle: Callable[[Worl
 
 # --------------------------------------------------------------------------- §3.3 placement
 def unschedulable(world: World, w: Workload) -> bool:
-    """No host of the cluster could ever hold ``w`` (hardware only: registered hosts in any state)."""
+    """No host of the cluster could ever hold ``w`` (hardware only: registered hosts in any state):
+    GPUs, and the CPU and memory requests on an empty host of enough GPUs (a gang: of the largest size)."""
     largest = world.largest(w.model)
     if largest == 0 or w.gpus < 1:
         return True
     if w.gpus <= largest:
-        return False
+        return not any(
+            world.fits_empty(w, n, w.gpus) for n, h in world.hosts.items() if h.model == w.model and h.size >= w.gpus
+        )
     if w.gpus % largest:
         return True
-    return sum(1 for h in world.hosts.values() if h.model == w.model and h.size == largest) < w.gpus // largest
+    whole = [n for n, h in world.hosts.items() if h.model == w.model and h.size == largest]
+    return sum(1 for n in whole if world.fits_empty(w, n, largest)) < w.gpus // largest
 
 
 def free_placement(world: World, w: Workload, *, honour_reservations: bool) -> tuple[GpuRef, ...] | None:
@@ -366,13 +399,13 @@ def free_placement(world: World, w: Workload, *, honour_reservations: bool) -> t
 
     hosts = [h for h in world.hosts_of_model(w.model) if allowed(h)]
     if not world.is_gang(w):
-        fits = [(len(world.free(h)), h) for h in hosts if len(world.free(h)) >= w.gpus]
+        fits = [(len(world.free(h)), h) for h in hosts if len(world.free(h)) >= w.gpus and world.fits(w, h, w.gpus)]
         if not fits:
             return None
         _, host = min(fits)
         return tuple((host, i) for i in world.free(host)[: w.gpus])
     size = world.largest(w.model)
-    whole = [h for h in hosts if world.hosts[h].size == size and len(world.free(h)) == size]
+    whole = [h for h in hosts if world.hosts[h].size == size and len(world.free(h)) == size and world.fits(w, h, size)]
     k = w.gpus // size
     sets = [tuple(c) for c in combinations(whole, k)]
     if not sets:
@@ -497,7 +530,8 @@ def preempt(world: World, w: Workload) -> bool:
     Candidates are every subset of the NOW-class attempts on every allowed host (one host), or
     every combination of whole hosts whose every attempt is NOW-class and none of whose GPUs is
     nominated for another workload (a gang; the victims are all their attempts). Sufficient
-    (rule 3): with the victims gone ``w`` starts at once, the free GPUs counting too.
+    (rule 3): with the victims gone ``w`` starts at once, the free GPUs counting too, and its CPUs
+    and memory fit (§3.3).
     Returns True when it preempted.
     """
     best: tuple[tuple[object, ...], list[Attempt], tuple[GpuRef, ...]] | None = None
@@ -507,12 +541,16 @@ def preempt(world: World, w: Workload) -> bool:
         for h in hosts:
             free = world.free(h)
             cands = [a for a in world.attempts_on(h) if victim_class(world, w, a) == NOW and world.gpus_on(a, h)]
+
+            def enough(subset: tuple[Attempt, ...], h: str = h, free: list[int] = free) -> bool:
+                got = len(free) + sum(len(world.gpus_on(a, h)) for a in subset)
+                return got >= w.gpus and world.fits(w, h, w.gpus, subset)
+
             for r in range(1, len(cands) + 1):
                 for subset in combinations(cands, r):
-                    got = len(free) + sum(len(world.gpus_on(a, h)) for a in subset)
-                    if got < w.gpus:
+                    if not enough(subset):
                         continue
-                    if any(got - len(world.gpus_on(a, h)) >= w.gpus for a in subset):
+                    if any(enough(tuple(b for b in subset if b is not a)) for a in subset):
                         continue  # not inclusion-minimal: a proper subset suffices
                     victims = list(subset)
                     key = victim_key(world, w, victims, [h])
@@ -531,6 +569,8 @@ def preempt(world: World, w: Workload) -> bool:
             if host.size != size or any(x == GpuHealth.UNHEALTHY for x in host.gpu_health.values()):
                 return False
             if any(world.nominee((h, i)) not in (None, w.id) for i in range(size)):
+                return False
+            if not world.fits_empty(w, h, size):
                 return False
             return all(victim_class(world, w, a) == NOW for a in world.attempts_on(h))
 
@@ -561,7 +601,8 @@ def place_nominated(world: World, w: Workload) -> bool:
     now elsewhere (free GPUs, nominated ones excluded, reservations honoured), it does and its
     nomination is dropped; otherwise it waits for its victims."""
     nominated = world.nominations[w.id]
-    if all(world.owner(g) is None for g in nominated):
+    on = {h: sum(1 for g in nominated if g[0] == h) for h, _ in nominated}
+    if all(world.owner(g) is None for g in nominated) and all(world.fits(w, h, n) for h, n in on.items()):
         world.start(w, nominated, allocated=True)
         return True
     gpus = free_placement(world, w, honour_reservations=True)
@@ -622,6 +663,31 @@ def gpu_room_at(world: World, w: Workload, g: GpuRef) -> int | None:
     return None
 
 
+def attempt_room_at(world: World, w: Workload, a: Attempt) -> int | None:
+    """When the open attempt ``a`` gives its CPUs and memory back as room for ``w`` (§3.3, §3.5):
+    a leaving one at its release, NOW work now, LATER work when its protection ends, else never."""
+    if a.id in world.stopping:
+        return release(world, a)
+    c = victim_class(world, w, a)
+    if c == NOW:
+        return world.now
+    if c == LATER:
+        return world.now + a.min_runtime if a.started_at is None else a.started_at + a.min_runtime
+    return None
+
+
+def resources_room_at(world: World, w: Workload, host: str) -> int | None:
+    """The first instant (now or an attempt's :func:`attempt_room_at`) at which ``w``'s CPUs and
+    memory fit ``host`` with every attempt that is room by then gone, or None."""
+    attempts = world.attempts_on(host)
+    at = {a.id: attempt_room_at(world, w, a) for a in attempts}
+    for t in sorted({world.now} | {x for x in at.values() if x is not None}):
+        gone = [a for a in attempts if at[a.id] is not None and at[a.id] <= t]  # type: ignore[operator]
+        if world.fits(w, host, w.gpus, gone):
+            return t
+    return None
+
+
 def reserve(world: World, w: Workload) -> None:
     """§3.5: the host (set of hosts) where the blocked allocated ``w`` could start earliest,
     not reserved for another workload; among equally early ones, fewest fabrics, then host
@@ -636,15 +702,16 @@ def reserve(world: World, w: Workload) -> None:
     if not world.is_gang(w):
         for h in hosts:
             ready = sorted(t for i in world.healthy(h) if (t := gpu_room_at(world, w, (h, i))) is not None)
-            if len(ready) >= w.gpus:
-                cand: tuple[int, int, tuple[str, ...]] = (ready[w.gpus - 1], 1, (h,))
+            res_t = resources_room_at(world, w, h)
+            if len(ready) >= w.gpus and res_t is not None:
+                cand: tuple[int, int, tuple[str, ...]] = (max(ready[w.gpus - 1], res_t), 1, (h,))
                 if best is None or cand < best:
                     best = cand
     else:
         size = world.largest(w.model)
         at: dict[str, int] = {}
         for h in hosts:
-            if world.hosts[h].size != size:
+            if world.hosts[h].size != size or not world.fits_empty(w, h, size):
                 continue
             times = [gpu_room_at(world, w, (h, i)) for i in range(size)]
             known = [t for t in times if t is not None]

@@ -3,12 +3,16 @@
 Room over time is the host's room profile (:func:`contract.host_room`): free GPUs now, the GPUs
 of attempts already stopping from their release (those nominated for another workload
 excepted), unallocated and allowed unprotected work now, allowed protected work at the end of
-its protection. Each host's answer is kept per (host version, allowed budgets).
+its protection; on hosts where CPUs or memory can bind, the instant they suffice too (the later
+of the two). Each host's profile is kept per (host version, allowed budgets).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import scheduler.policy.contract as contract
+import scheduler.policy.resources as resources
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.placement import pick_hosts_by_fabric
 from scheduler.policy.state import HostView
@@ -71,8 +75,9 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
         key = (hv.name, version.get(hv.name, 0), allowed)
         room = cache.get(key)
         if room is None:
-            room = cache[key] = _room(ps, w, hv, allowed).over_time(ps.now)
-        have, events, most = room
+            profile = _room(ps, w, hv, allowed)
+            room = cache[key] = (profile.over_time(ps.now), profile)
+        (have, events, most), profile = room
         if most < n:
             continue
         t = ps.now
@@ -82,6 +87,12 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
                 if have >= n:
                     t = at
                     break
+        if not ps.state.only_gpus(hv, w, n):
+            # CPUs and memory too: the later of the two instants (both only grow with time)
+            t_res = profile.resources_by(ps.now, partial(ps.state.fits, hv, w, n))
+            if t_res is None:
+                continue
+            t = max(t, t_res)
         cand = (t, 1, (hv.name,))
         if best is None or cand < best:
             best = cand
@@ -97,6 +108,8 @@ def _earliest_gang(ps: PassState, w: Workload) -> Best | None:
     cache = ps.memo.host_room
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size or hv.name in ps.reserved:
+            continue
+        if not resources.fits_empty(hv.host, size, w.cpus, w.memory):
             continue
         key = ("vacated", hv.name, st.version.get(hv.name, 0), allowed)
         if key in cache:

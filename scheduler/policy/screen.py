@@ -144,7 +144,7 @@ def _smallest_requests(
     for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
-        if standing.unschedulable(w.model, w.gpus):
+        if standing.unschedulable(w.model, w.gpus, w.cpus, w.memory):
             continue  # the pass only gives it a reason
         big = largest[w.model]
         capper = tree.capped_by(w.budget) if w.allocated else None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 
-from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_shape
+from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_resources, infeasible_shape
 from scheduler.policy.contract import index_slot
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import Attempt, GpuRef, Host, HostState, Snapshot, Workload
@@ -62,7 +62,7 @@ class Standing:
         for hv in self.state.hosts.values():
             self.hosts_by_model.setdefault(hv.model, []).append(hv)
         self._shapes: GpuShapes | None = None
-        self._infeasible: dict[tuple[str, int], bool] = {}  # (model, GPUs) -> unschedulable
+        self._infeasible: dict[tuple[str, int, int | None, int | None], bool] = {}  # shape -> unschedulable
         self.draining = any(h.state == HostState.DRAINING for h in self.hosts)
         self.sick = [hv.name for hv in self.state.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
         self.agg: dict[str, dict[str, list[int]]] = {}
@@ -86,16 +86,21 @@ class Standing:
                 if a.id not in self.book.attempts:
                     self.book.add(a)
 
-    def unschedulable(self, model: str, gpus: int) -> bool:
-        """True when no host set of the cluster could ever hold ``gpus`` GPUs of ``model``: the
-        submission rule (:func:`admission.infeasible_shape`, DESIGN.md §3.3) on the registered
-        hosts, in any state. Kept per shape: a standing's hosts never change."""
-        key = (model, gpus)
+    def unschedulable(self, model: str, gpus: int, cpus: int | None = None, memory: int | None = None) -> bool:
+        """True when no host set of the cluster could ever hold ``gpus`` GPUs of ``model`` (with
+        these CPU and memory requests per host): the submission rule
+        (:func:`admission.infeasible_shape`, :func:`admission.infeasible_resources`, DESIGN.md §3.3)
+        on the registered hosts, in any state. Kept per shape: a standing's hosts never change."""
+        key = (model, gpus, cpus, memory)
         bad = self._infeasible.get(key)
         if bad is None:
             if self._shapes is None:
                 self._shapes = gpu_shapes((h.model, h.size) for h in self.hosts)
-            bad = self._infeasible[key] = infeasible_shape(self._shapes, model, gpus) is not None
+            why = infeasible_shape(self._shapes, model, gpus)
+            if why is None and (cpus is not None or memory is not None):
+                caps = [(h.size, h.cpus, h.memory) for h in self.hosts if h.model == model]
+                why = infeasible_resources(caps, self._shapes[model][0], gpus, cpus, memory)
+            bad = self._infeasible[key] = why is not None
         return bad
 
     # ------------------------------------------------------------ aggregates

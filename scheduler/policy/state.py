@@ -11,7 +11,8 @@ from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scheduler.policy.types import Attempt, GpuHealth, GpuRef, Host, HostState
+import scheduler.policy.resources as resources
+from scheduler.policy.types import Attempt, GpuHealth, GpuRef, Host, HostState, Workload
 
 
 @dataclass(slots=True)
@@ -30,6 +31,8 @@ class HostView:
     attempts: list[str] = field(default_factory=list)  # open attempt ids touching this host
     unalloc: int = 0  # healthy GPUs held by unallocated attempts that are not stopping
     stopping: int = 0  # open attempts on the host that are leaving (stop issued)
+    used: list[int] = field(default_factory=lambda: [0, 0])  # CPUs, memory its open attempts request
+    over_share: int = 0  # open attempts asking more than their per-GPU share (resources.only_gpus)
 
 
 @dataclass(slots=True)
@@ -41,6 +44,7 @@ class AttemptView:
     hosts: tuple[str, ...]
     on_host: dict[str, int] = field(default_factory=dict)  # healthy GPUs held on each host
     protected: bool = False
+    res: dict[str, resources.Res] = field(default_factory=dict)  # CPUs, memory requested on each host
 
 
 class ClusterState:
@@ -99,17 +103,20 @@ class ClusterState:
             lst = self.buckets[hv.model][len(hv.free)]
             del lst[bisect_left(lst, hv.name)]
 
-    def best_fit(self, model: str, n: int, allowed: Callable[[str], bool] | None = None) -> str | None:
-        """The host with the fewest free GPUs that still fits ``n``; ties by host name.
+    def best_fit(self, w: Workload, allowed: Callable[[str], bool] | None = None) -> str | None:
+        """The host with the fewest free GPUs that still fits ``w`` (its CPUs and memory too,
+        :meth:`fits`); ties by host name.
 
         ``allowed`` filters hosts (reservations); None allows all.
         """
-        buckets = self.buckets.get(model)
+        buckets = self.buckets.get(w.model)
         if not buckets:
             return None
+        n = w.gpus
+        hosts = self.hosts
         for count in sorted(c for c in buckets if c >= n):
             for name in buckets[count]:
-                if allowed is None or allowed(name):
+                if (allowed is None or allowed(name)) and self.fits(hosts[name], w, n):
                     return name
         return None
 
@@ -152,6 +159,7 @@ class ClusterState:
             if hv is not None and i in hv.healthy:
                 on_host[h] = on_host.get(h, 0) + 1
         av = AttemptView(a, a.stopping, hosts_of, on_host, a.protected_at(self.now))
+        self._add_res(av, 1)
         if a.id in self.attempts:
             self.malformed = True
         self.attempts[a.id] = av
@@ -174,6 +182,39 @@ class ClusterState:
                 self._touch(hn)
         return av
 
+    def _add_res(self, av: AttemptView, sign: int) -> None:
+        """Count (``sign`` 1) or uncount (-1) the CPUs and memory the attempt requests on its hosts."""
+        a = av.attempt
+        for hn in av.hosts:
+            hv = self.hosts.get(hn)
+            if hv is None:
+                continue
+            h = hv.host
+            if h.cpus is None and h.memory is None:
+                continue  # no constraint to count against
+            held = sum(1 for g in a.gpus if g[0] == hn)
+            r = av.res.get(hn)
+            if r is None:
+                r = av.res[hn] = resources.need(h, held, a.cpus, a.memory)
+            hv.used[0] += sign * r[0]
+            hv.used[1] += sign * r[1]
+            if not resources.within_share(h, held, a.cpus, a.memory):
+                hv.over_share += sign
+
+    def only_gpus(self, hv: HostView, w: Workload, gpus: int) -> bool:
+        """True when on ``hv`` only GPUs can bind ``w`` holding ``gpus`` GPUs there: no open attempt
+        asks more than its share and ``w`` asks no more than its own (resources module)."""
+        return hv.over_share == 0 and resources.within_share(hv.host, gpus, w.cpus, w.memory)
+
+    def fits(self, hv: HostView, w: Workload, gpus: int, freed: resources.Res = resources.NONE) -> bool:
+        """True when CPUs and memory on ``hv`` suffice for ``w`` holding ``gpus`` GPUs there, with
+        ``freed`` given back by victims (:func:`resources.fits`)."""
+        h = hv.host
+        if h.cpus is None and h.memory is None:
+            return True
+        used = (hv.used[0] - freed[0], hv.used[1] - freed[1])
+        return resources.fits(h, used, resources.need(h, gpus, w.cpus, w.memory))
+
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
         self._add_attempt(attempt, ordered=True)
@@ -189,6 +230,7 @@ class ClusterState:
         Free lists are the caller's business (:meth:`refresh_free`). Raises KeyError if unknown."""
         av = self.attempts.pop(aid)
         a = av.attempt
+        self._add_res(av, -1)
         for g in a.gpus:
             if self.owner.get(g) == aid:
                 del self.owner[g]

@@ -78,6 +78,10 @@ class Host:
     state: HostState = HostState.ACTIVE
     labels: Mapping[str, str] = field(default_factory=dict)
     drain_now: bool = False
+    cpus: int | None = None
+    """CPUs the host offers (its agent's report); None: unknown, no CPU constraint (§3.3)."""
+    memory: int | None = None
+    """Memory in bytes the host offers; None: unknown, no memory constraint (§3.3)."""
 
     @property
     def size(self) -> int:
@@ -119,6 +123,10 @@ class Workload:
     min_runtime: int
     submitted_at: int
     seq: int
+    cpus: int | None = None
+    """CPUs requested per host it runs on; None: the host's per-GPU share (§3.3)."""
+    memory: int | None = None
+    """Memory in bytes requested per host; None: the host's per-GPU share (§3.3)."""
 
     @property
     def allocated(self) -> bool:
@@ -148,6 +156,10 @@ class Attempt:
     release_at: int | None = None
     """For a stopping attempt: when its GPUs are expected back (stop + grace, seconds); None when
     unknown, taken as now. Reservations count the GPUs from then (§3.5)."""
+    cpus: int | None = None
+    """Its workload's CPU request per host (None: each host's per-GPU share, §3.3)."""
+    memory: int | None = None
+    """Its workload's memory request per host in bytes (None: each host's per-GPU share)."""
 
     @property
     def gpu_count(self) -> int:

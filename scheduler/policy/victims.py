@@ -14,10 +14,11 @@ from itertools import combinations
 from math import comb
 
 import scheduler.policy.contract as contract
+import scheduler.policy.resources as resources
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
-from scheduler.policy.state import AttemptView, HostView
+from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import GpuRef, Workload
 
 MAX_EXACT_GANG_SETS = 2000
@@ -37,7 +38,10 @@ def search(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | None:
 
 def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | None:
     """Best victim set on one host for ``w``."""
-    lead = contract.counts_lead()
+    # The reclaim index serves default requests (its sets are sufficient for a host's share), and
+    # the scan's shortcuts rest on its having found no unallocated-only set: explicit CPU or memory
+    # requests take the full scan (same key, slower; such work is rare).
+    lead = contract.counts_lead() and w.cpus is None and w.memory is None
     if lead:
         hit = reclaim.best(w.model, w.gpus, lambda h: ps.host_allowed(w, h))
         if hit is not None:
@@ -66,8 +70,9 @@ def _candidate_hosts(
 ) -> list[tuple[tuple[int, int], HostView]]:
     """Hosts that may hold a victim set, by lower bound on (allocated GPUs, GPUs) preempted.
 
-    With the counts leading and no unallocated-only set anywhere (the reclaim index found none),
-    every candidate set holds an allocated victim rule 2 allows now: only hosts holding one."""
+    With the counts leading and no unallocated-only set anywhere (``lead``: the reclaim index
+    found none), every candidate set holds an allocated victim rule 2 allows now: only hosts
+    holding one. The bounds count GPUs: CPUs and memory can only ask for more victims."""
     st = ps.state
     if lead:
         names: set[str] = set()
@@ -121,7 +126,11 @@ def _best_on_host(
     if free + sum(f for _, f in vics) < w.gpus:
         return None
     best: tuple[tuple[object, ...], list[AttemptView], Counts] | None = None
-    for mask, prefix in _minimal_sets(vics, free, w.gpus):
+    if st.only_gpus(hv, w, w.gpus):
+        sets = _minimal_sets(vics, free, w.gpus)
+    else:
+        sets = minimal_sets_with_resources(st, hv, w, vics, free)
+    for mask, prefix in sets:
         if bound is not None and prefix > bound:
             continue
         chosen = [vics[i][0] for i in range(len(vics)) if mask >> i & 1]
@@ -160,6 +169,39 @@ def _minimal_sets(vics: list[tuple[AttemptView, int]], free: int, n: int) -> lis
     return out
 
 
+def minimal_sets_with_resources(
+    st: ClusterState, hv: HostView, w: Workload, vics: list[tuple[AttemptView, int]], free: int
+) -> list[tuple[int, Counts]]:
+    """:func:`_minimal_sets` where CPUs or memory may bind (``ClusterState.only_gpus`` false):
+    sufficient when GPUs, CPUs and memory all suffice with the set gone (§3.4 rule 3),
+    inclusion-minimal when no member can be spared. Plain enumeration: such hosts are few."""
+    n = w.gpus
+    name = hv.name
+    out = []
+    res = [c.res.get(name, resources.NONE) for c, _ in vics]
+
+    def enough(mask: int) -> bool:
+        got = free
+        freed = [0, 0]
+        for i in range(len(vics)):
+            if mask >> i & 1:
+                got += vics[i][1]
+                freed[0] += res[i][0]
+                freed[1] += res[i][1]
+        return got >= n and st.fits(hv, w, n, (freed[0], freed[1]))
+
+    for mask in range(1, 1 << len(vics)):
+        if not enough(mask):
+            continue
+        if any(mask >> i & 1 and enough(mask ^ (1 << i)) for i in range(len(vics))):
+            continue  # not inclusion-minimal
+        chosen = [vics[i][0] for i in range(len(vics)) if mask >> i & 1]
+        g = sum(c.attempt.gpu_count for c in chosen)
+        a = sum(c.attempt.gpu_count for c in chosen if c.attempt.allocated)
+        out.append((mask, (a, g, len(chosen))))
+    return out
+
+
 def take_victims(ps: PassState, w: Workload, victims: list[AttemptView], hv: HostView) -> Found:
     """The victims and the GPUs to nominate: the lowest indices among free and freed GPUs."""
     nominated = ps.state.nominated
@@ -192,7 +234,7 @@ def search_gang(ps: PassState, w: Workload) -> Found | None:
     options: list[tuple[HostView, list[AttemptView]]] = []
     for name in gang_options(ps, w, size):
         hv = ps.state.hosts[name]
-        if not ps.host_allowed(w, name):
+        if not ps.host_allowed(w, name) or not resources.fits_empty(hv.host, size, w.cpus, w.memory):
             continue
         worst, vics = _host_vacate(ps, w, hv)
         if worst == NOW:

@@ -290,6 +290,7 @@ class DbBackend:
         host, _token = do_register_host(
             cluster, h.name, [(i, f"GPU-{h.name}-{i}", h.model, 0) for i in range(h.gpus)], h.labels
         )
+        Host.objects.filter(pk=host.pk).update(cpus=h.cpus, memory_bytes=h.memory)  # as its hello reports
         lifecycle.record_heartbeat(host, [], now=now)  # the simulated agent is connected
         return host
 
@@ -324,6 +325,8 @@ class DbBackend:
                 min_runtime_s=spec.min_runtime,
                 submitted_at=_dt(submitted),
                 duration_hint_s=spec.duration,
+                cpus=spec.cpus,
+                memory_bytes=spec.memory,
                 state=Workload.State.PENDING,
             )
             Workload.objects.filter(pk=w.pk).update(seq=w.pk)
@@ -343,6 +346,8 @@ class DbBackend:
             min_runtime_s=spec.min_runtime,
             submitted_at=_dt(submitted),
             duration_hint_s=spec.duration,
+            cpus=spec.cpus,
+            memory_bytes=spec.memory,
         )
 
     def close(self) -> None:

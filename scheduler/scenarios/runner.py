@@ -118,7 +118,15 @@ def place_running(
 
 
 def host_from_spec(h: HostSpec) -> Host:
-    return Host(h.name, h.model, dict.fromkeys(range(h.gpus), GpuHealth.HEALTHY), HostState.ACTIVE, dict(h.labels))
+    return Host(
+        h.name,
+        h.model,
+        dict.fromkeys(range(h.gpus), GpuHealth.HEALTHY),
+        HostState.ACTIVE,
+        dict(h.labels),
+        cpus=h.cpus,
+        memory=h.memory,
+    )
 
 
 class MemoryBackend:
@@ -172,6 +180,8 @@ class MemoryBackend:
                 submitted,
                 e.next_seq(),
                 remaining=spec.duration,
+                cpus=spec.cpus,
+                memory=spec.memory,
             )
             e.add_running(w, gpus, s.start - spec.elapsed)
         for spec in sc.pending:
@@ -185,6 +195,8 @@ class MemoryBackend:
                 s.start - (spec.submitted_ago or 0),
                 e.next_seq(),
                 remaining=spec.duration,
+                cpus=spec.cpus,
+                memory=spec.memory,
             )
             e.submit(w)
 
@@ -220,7 +232,13 @@ class MemoryBackend:
             if e.budgets[spec.budget].archived:
                 rejected[spec.id] = "budget_archived"
                 continue
-            bad = infeasible_request([(h.model, h.size) for h in e.hosts.values()], spec.model, spec.gpus)
+            bad = infeasible_request(
+                [(h.model, h.size, h.cpus, h.memory) for h in e.hosts.values()],
+                spec.model,
+                spec.gpus,
+                cpus=spec.cpus,
+                memory=spec.memory,
+            )
             if bad is not None:
                 rejected[spec.id] = bad[0]
                 continue
@@ -236,6 +254,8 @@ class MemoryBackend:
                     e.now - (spec.submitted_ago or 0),
                     e.next_seq(),
                     remaining=spec.duration,
+                    cpus=spec.cpus,
+                    memory=spec.memory,
                 )
             )
         return rejected

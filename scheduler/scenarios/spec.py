@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from scheduler.sizes import SizeError, parse_size
+
 DEFAULT_START = "2026-01-05T00:00:00Z"
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -132,6 +134,14 @@ class HostSpec:
     model: str = "H100"
     cluster: str = "default"
     labels: dict[str, str] = field(default_factory=dict)
+    cpus: int | None = None  # None: 8 per GPU (FORMAT.md)
+    memory: int | None = None  # bytes; None: 64G per GPU
+
+    def __post_init__(self) -> None:
+        if self.cpus is None:
+            self.cpus = 8 * self.gpus
+        if self.memory is None:
+            self.memory = 64 * self.gpus << 30
 
 
 @dataclass
@@ -159,6 +169,8 @@ class WorkloadSpec:
     model: str = "H100"
     duration: int | None = None
     submitted_ago: int | None = None
+    cpus: int | None = None  # per host; None: the host's per-GPU share (DESIGN.md §3.3)
+    memory: int | None = None  # bytes per host; None: the host's per-GPU share
     # running only
     host: str | None = None
     hosts: list[str] | None = None
@@ -230,7 +242,7 @@ def _known(d: dict[str, Any], allowed: set[str], file: str, key: str) -> None:
 
 def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
     d = _mapping(d, file, key)
-    allowed = {"id", "budget", "gpus", "min_runtime", "model", "duration", "submitted_ago"}
+    allowed = {"id", "budget", "gpus", "min_runtime", "model", "duration", "submitted_ago", "cpus", "memory"}
     if running:
         allowed |= {"host", "hosts", "gpu_indices", "elapsed"}
     _known(d, allowed, file, key)
@@ -247,6 +259,8 @@ def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
         submitted_ago=parse_duration(d["submitted_ago"], file, f"{key}.submitted_ago")
         if "submitted_ago" in d
         else None,
+        cpus=_int(d["cpus"], file, f"{key}.cpus", 1) if "cpus" in d else None,
+        memory=_size(d["memory"], file, f"{key}.memory") if "memory" in d else None,
     )
     if running:
         if "host" in d and "hosts" in d:
@@ -450,7 +464,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     h = _mapping(h, file, key)
-    _known(h, {"name", "count", "gpus", "model", "cluster", "labels"}, file, key)
+    _known(h, {"name", "count", "gpus", "model", "cluster", "labels", "cpus", "memory"}, file, key)
     if "name" not in h:
         raise ScenarioError(file, f"{key}.name", "is required")
     name = _str(h["name"], file, f"{key}.name")
@@ -459,10 +473,23 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
     labels = {str(k): str(v) for k, v in labels.items()}
+    cpus = _int(h["cpus"], file, f"{key}.cpus", 1) if "cpus" in h else None
+    memory = _size(h["memory"], file, f"{key}.memory") if "memory" in h else None
     if "count" in h:
         count = _int(h["count"], file, f"{key}.count", 1, MAX_HOST_COUNT)
-        return [HostSpec(f"{name}{i}", gpus, model, cluster, dict(labels)) for i in range(1, count + 1)]
-    return [HostSpec(name, gpus, model, cluster, labels)]
+        return [HostSpec(f"{name}{i}", gpus, model, cluster, dict(labels), cpus, memory) for i in range(1, count + 1)]
+    return [HostSpec(name, gpus, model, cluster, labels, cpus, memory)]
+
+
+def _size(v: Any, file: str, key: str) -> int:
+    """A memory size such as ``64G`` (scheduler.sizes)."""
+    try:
+        n = parse_size(v)
+    except SizeError as exc:
+        raise ScenarioError(file, key, str(exc)) from None
+    if n < 1:
+        raise ScenarioError(file, key, "must be at least 1 byte")
+    return n
 
 
 def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:

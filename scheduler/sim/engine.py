@@ -44,9 +44,21 @@ class SimWorkload:
     attempts: int = 0
     first_start: int | None = None
     finished_at: int | None = None
+    cpus: int | None = None  # CPUs and memory (bytes) per host; None: the host's per-GPU share
+    memory: int | None = None
 
     def as_pending(self) -> Workload:
-        return Workload(self.id, self.budget, self.gpus, self.model, self.min_runtime, self.submitted_at, self.seq)
+        return Workload(
+            self.id,
+            self.budget,
+            self.gpus,
+            self.model,
+            self.min_runtime,
+            self.submitted_at,
+            self.seq,
+            self.cpus,
+            self.memory,
+        )
 
 
 @dataclass
@@ -66,6 +78,8 @@ class SimAttempt:
     release_at: int | None = None
     charged_until: int | None = None
     for_workload: str | None = None
+    cpus: int | None = None
+    memory: int | None = None
 
     def as_policy(self) -> Attempt:
         return Attempt(
@@ -79,6 +93,8 @@ class SimAttempt:
             stopping=self.stop_reason is not None,
             charged_until=self.charged_until,
             release_at=self.release_at,
+            cpus=self.cpus,
+            memory=self.memory,
         )
 
 
@@ -186,6 +202,7 @@ class Engine:
         if w.remaining is not None:
             run_budget = max(0, w.remaining)
         a = SimAttempt(aid, w.id, w.budget, gpus, allocated, w.min_runtime, started_at, run_budget)
+        a.cpus, a.memory = w.cpus, w.memory
         self.attempts[aid] = a
         w.state = "running"
         w.attempts += 1

@@ -191,7 +191,9 @@ class Forward:
                 continue
             self.nominations.pop(w.id, None)
             aid = f"forward:{w.id}:{self.now}"
-            self.attempts[aid] = Attempt(aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now)
+            self.attempts[aid] = Attempt(
+                aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now, cpus=w.cpus, memory=w.memory
+            )
             self.started.setdefault(w.id, self.now)
         for name, state in dec.host_states.items():
             self.hosts[name] = replace(self.hosts[name], state=state, drain_now=False)

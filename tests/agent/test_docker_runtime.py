@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,31 @@ def test_a_container_runs_as_its_owner_and_reads_its_preemption_notice(state_dir
         assert (await exits.get()).exit_code == 0
         with pytest.raises(StartError, match="root"):
             await rt.start(replace(spec(6, "true"), owner="ops", owner_uid=0))
+        await rt.close()
+
+    run_async(scenario())
+
+
+def test_the_container_gets_its_cpu_memory_and_shm_limits(state_dir: Path, podman: str) -> None:
+    """``start.limits`` reach the engine (DESIGN.md §3.3): NanoCpus, Memory (no swap beyond it) and a
+    private /dev/shm of the asked size; without limits, none are set and IPC stays the host's."""
+    mib = 1 << 20
+    assert "nano_cpus" not in container_spec(spec(9, "true"), state_dir, nvidia=False)
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, podman)
+        await rt.recover()
+        limited = replace(spec(5, "df -k /dev/shm; sleep 30"), cpus=2, memory=256 * mib, shared_memory=64 * mib)
+        await rt.start(limited)
+        log = await wait_log(rt, 5, "/dev/shm")  # noqa: S108 -- inside the container
+        (container,) = rt.client.containers.list(filters={"label": f"{LABEL_ATTEMPT}=5"})
+        host = container.attrs["HostConfig"]
+        assert host["NanoCpus"] == 2_000_000_000
+        assert host["Memory"] == 256 * mib and host["MemorySwap"] == 256 * mib
+        assert host["ShmSize"] == 64 * mib
+        assert " 65536 " in log  # the container's /dev/shm is 64 MiB (1K blocks)
+        await rt.stop(5, 1, "canceled")
+        await asyncio.wait_for(exits.get(), 30)
         await rt.close()
 
     run_async(scenario())

@@ -39,6 +39,7 @@ from scheduler.sim.engine import Engine, SimWorkload
 T0 = 1_767_571_200
 H = 3600
 MODELS = ("H100", "A100")
+GIB = 1 << 30
 
 
 # ------------------------------------------------------------------------------- comparison
@@ -204,7 +205,10 @@ def build_cluster(
             health[rnd.randrange(size)] = GpuHealth.DEGRADED
         state = rnd.choice([HostState.ACTIVE] * 8 + [HostState.CORDONED, HostState.DRAINING])
         labels = {"fabric": f"f{rnd.randrange(3)}"} if rnd.random() < 0.9 else {}
-        hosts.append(Host(f"h{i}", model, health, state, labels))
+        # CPUs and memory (§3.3): unknown on some hosts, a few per GPU on most, uneven on some.
+        cpus = rnd.choice([None, size * 4, size * 4, size * 4 + 3])
+        memory = rnd.choice([None, size * GIB * 16, size * GIB * 16 + GIB])
+        hosts.append(Host(f"h{i}", model, health, state, labels, cpus=cpus, memory=memory))
     # Budgets: org → programs → projects (→ sub-budgets).
     budgets = [Budget("org", "org", None)]
     leaves: list[str] = []
@@ -261,8 +265,23 @@ def build_cluster(
         leaf = rnd.choice(leaves)
         wid = f"w{n}"
 
-        def submit(wid: str = wid, leaf: str = leaf, gpus: int = gpus, model: str = model, m: int = m, dur=dur) -> None:  # noqa: ANN001
-            e.submit(SimWorkload(wid, leaf, gpus, model, m, e.now, e.next_seq(), remaining=dur))
+        # Requests: the default share mostly; sometimes more CPUs or memory than that (binding),
+        # sometimes less, now and then more than any host offers (unschedulable).
+        cpus = rnd.choice([None, None, None, 1, 4 * gpus + 6, 40])
+        memory = rnd.choice([None, None, None, None, GIB, 24 * GIB * gpus])
+
+        def submit(  # noqa: PLR0913
+            wid: str = wid,
+            leaf: str = leaf,
+            gpus: int = gpus,
+            model: str = model,
+            m: int = m,
+            dur=dur,  # noqa: ANN001
+            cpus: int | None = cpus,
+            memory: int | None = memory,
+        ) -> None:
+            w = SimWorkload(wid, leaf, gpus, model, m, e.now, e.next_seq(), remaining=dur, cpus=cpus, memory=memory)
+            e.submit(w)
 
         events.append((at, len(events), submit))
     # Work already running at the start (some of it unallocated, some protected, some on hosts
@@ -279,6 +298,7 @@ def build_cluster(
         w = SimWorkload(
             f"r{r}", rnd.choice(leaves), n, h.model, m, T0 - 2 * H, e.next_seq(), remaining=rnd.choice([None, 1800])
         )
+        w.cpus = rnd.choice([None, None, 4 * n + 4])
         e.add_running(w, tuple((h.name, i) for i in idx), T0 - rnd.choice([0, 300, 1800, 2 * H]))
     for _ in range(rnd.choice([0, 1, 2, 3, 4])):
         events.append((rnd.randrange(horizon), len(events), _random_event(rnd, e, hosts, budgets, n_work)))
@@ -368,7 +388,15 @@ def crowded_snapshot(seed: int) -> Snapshot:
     for k in "abc":
         budgets.append(Budget(k, k, "org", shares=rnd.randint(1, 2)))
     hosts = [
-        Host(f"h{i}", "H100", {j: GpuHealth.HEALTHY for j in range(4)}, HostState.ACTIVE, {"fabric": f"f{i % 2}"})
+        Host(
+            f"h{i}",
+            "H100",
+            {j: GpuHealth.HEALTHY for j in range(4)},
+            HostState.ACTIVE,
+            {"fabric": f"f{i % 2}"},
+            cpus=rnd.choice([None, 16, 16]),
+            memory=rnd.choice([None, 64 * GIB]),
+        )
         for i in range(rnd.randint(1, 3))
     ]
     attempts = []
@@ -395,12 +423,22 @@ def crowded_snapshot(seed: int) -> Snapshot:
                     # a stop issued earlier: its GPUs come back at stop + grace (§3.5), unknown (None)
                     # or already due in some snapshots
                     release_at=rnd.choice([None, T0, T0 + 30, T0 + 400, T0 + 900]) if stopping else None,
+                    cpus=rnd.choice([None, None, 1, 4 * k + 3]),
+                    memory=rnd.choice([None, None, 20 * GIB * k]),
                 )
             )
             j += k
     pending = [
         Workload(
-            f"P{i}", rnd.choice("abc"), rnd.choice([1, 2, 3, 4, 8]), "H100", rnd.choice([0, 600, 1800]), T0 - 10 + i, i
+            f"P{i}",
+            rnd.choice("abc"),
+            rnd.choice([1, 2, 3, 4, 8]),
+            "H100",
+            rnd.choice([0, 600, 1800]),
+            T0 - 10 + i,
+            i,
+            cpus=rnd.choice([None, None, 2, 12]),
+            memory=rnd.choice([None, None, 40 * GIB]),
         )
         for i in range(rnd.randint(2, 5))
     ]

@@ -9,7 +9,15 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from scheduler.sizes import format_size
+
 register = template.Library()
+
+
+@register.filter
+def size(n: Any) -> str:
+    """Bytes as ``64G``, ``512M`` (binary units, scheduler.sizes); ``—`` for None."""
+    return format_size(n if isinstance(n, int) else None)
 
 
 @register.filter

@@ -33,7 +33,8 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from budgets.models import Budget
-from scheduler.models import Attempt, Cluster, Workload
+from scheduler.models import GPU, Attempt, Cluster, Workload
+from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import (
     DEFAULT_MIN_RUNTIME_RULE,
     DEFAULT_UNALLOCATED_RULE,
@@ -159,6 +160,19 @@ class Command(BaseCommand):
             "one. The demo gives /usr/bin/python3 where the accounts attempts run as cannot use this one",
         )
         parser.add_argument(
+            "--cpus-per-gpu",
+            type=int,
+            default=0,
+            metavar="N",
+            help="request N CPUs per GPU each job holds on a host (default 0: no request, the host's per-GPU share)",
+        )
+        parser.add_argument(
+            "--memory-per-gpu",
+            default="0",
+            metavar="SIZE",
+            help="request SIZE of memory (e.g. 48G) per GPU each job holds on a host (default 0: the per-GPU share)",
+        )
+        parser.add_argument(
             "--progress",
             action=argparse.BooleanOptionalAction,
             default=True,
@@ -180,6 +194,12 @@ class Command(BaseCommand):
         allowance: int = opts["protection_allowance"]
         if allowance < 0:
             raise CommandError("--protection-allowance must be >= 0")
+        try:
+            per_gpu = (int(opts["cpus_per_gpu"]), parse_size(opts["memory_per_gpu"]))
+        except SizeError as exc:
+            raise CommandError(f"--memory-per-gpu: {exc}") from None
+        if per_gpu[0] < 0:
+            raise CommandError("--cpus-per-gpu must be >= 0")
 
         # Read and check the whole file first: a bad file submits nothing.
         try:
@@ -222,7 +242,7 @@ class Command(BaseCommand):
         try:
             self._submit_all(
                 run, bar, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model,
-                python=str(opts["workload_python"]),
+                python=str(opts["workload_python"]), per_gpu=per_gpu,
             )  # fmt: skip
             if wait:
                 self._wait(run, bar, timeout=timeout)
@@ -309,9 +329,20 @@ class Command(BaseCommand):
         budgets: dict[str, Budget],
         gpu_model: str,
         python: str = sys.executable,
+        per_gpu: tuple[int, int] = (0, 0),
     ) -> None:
-        """Submit every planned job at its instant, updating ``bar`` (finished, with submitted as postfix)."""
+        """Submit every planned job at its instant, updating ``bar`` (finished, with submitted as postfix).
+
+        ``per_gpu``: CPUs and memory bytes to request per GPU a job holds on one host (0: no
+        request); a gang holds a whole host on each, so its request is per host of the model."""
         from scheduler.services import SubmissionError, do_submit_workload
+
+        host_size = max(
+            Counter(
+                GPU.objects.filter(host__cluster=cluster, model=gpu_model).values_list("host_id", flat=True)
+            ).values(),
+            default=1,
+        )
 
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
         t_start = time.monotonic()
@@ -347,6 +378,8 @@ class Command(BaseCommand):
                     },
                     min_runtime_s=m,
                     duration_hint_s=math.ceil(planned.run_s),
+                    cpus=per_gpu[0] * min(job.num_gpus, host_size) or None,
+                    memory_bytes=per_gpu[1] * min(job.num_gpus, host_size) or None,
                 )
             except SubmissionError as exc:
                 where = f" ({exc.field})" if getattr(exc, "field", None) else ""
