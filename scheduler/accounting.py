@@ -39,6 +39,15 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     )
 
 
+def as_never_started(w: Workload) -> Workload:
+    """``w``, known to have no attempt yet (just submitted), given the annotations of
+    :func:`with_accounting` without a query: nothing started, run or charged."""
+    w.acct_first_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
+    w.acct_closed_run = w.acct_charged = None  # type: ignore[attr-defined]
+    w.acct_preemptions = 0  # type: ignore[attr-defined]
+    return w
+
+
 def _seconds(value: Any) -> int:
     if value is None:
         return 0

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from budgets.services import budget_paths
 from config.api import FairwayViewSet
-from scheduler.accounting import with_accounting
+from scheduler.accounting import as_never_started, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.serializers import (
     ClusterSerializer,
@@ -98,7 +98,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         queryset = Workload.objects.select_related("owner", "cluster", "budget")
         if self.action == "list":
             return with_accounting(queryset).order_by("-id")
-        return queryset.prefetch_related(*self.detail_prefetches())
+        return with_accounting(queryset).prefetch_related(*self.detail_prefetches())
 
     def get_serializer_class(self):  # noqa: ANN201 -- DRF's signature
         if self.action == "list":
@@ -118,6 +118,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         workload = do_submit_workload(request.user, tree=self.budget_tree, **serializer.to_service_kwargs())
         # The row just written (owner, budget, cluster attached) is the answer: no second read of it.
         prefetch_related_objects([workload], *self.detail_prefetches())
+        as_never_started(workload)
         data = WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED)
 

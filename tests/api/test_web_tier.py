@@ -28,7 +28,7 @@ URL = "/api/v1/workloads/"
 SUBMIT_QUERIES = 15  # auth 1, tree 1, membership 1, cluster 1, hardware 2, lock+insert+seq+event 4, answer 3+2
 DETAIL_QUERIES = 6  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, access 1
 LIST_QUERIES = 5  # auth 1, count 1, page 1, tree 1, access 1: whatever the page's length
-TREE_QUERIES = 12  # auth 1, tree 1, access 1, clusters 1, then the standing of the one cluster
+TREE_QUERIES = 13  # auth 1, clusters 1, tree 1, then the standing of the one cluster (snapshot 8, demand 2)
 
 
 def _count(client: Any, method: str, url: str, **kwargs: Any) -> tuple[Any, int]:
