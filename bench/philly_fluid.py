@@ -3,9 +3,10 @@
     PYTHONPATH=. python bench/philly_fluid.py [--start-day 50] [--days 30] SIZE [SIZE ...]
 
 No hosts, no policy: one pool of SIZE GPUs, jobs start in submission order whenever enough GPUs
-are free (any job that fits starts, like the fifo peer without placement). It ignores
-fragmentation, so it *under*-states demand ÷ capacity; it only guides which sizes the real search
-(bench/philly_sizes.py, a peer on the simulator) and the five-policy run should try. Prints, per
+are free (any job that fits starts, like the fifo peer without placement). It ignores hosts,
+grace and the policy, so it is an estimate, not a bound (on trace days 50–58 at 1,024 GPUs it
+gives 3.6 where the simulator measures 2.7 under fifo); it only guides which sizes the real
+search (bench/philly_sizes.py, a peer on the simulator) and the five-policy run should try. Prints, per
 size, the daily mean of GPUs asked by pending + running work ÷ SIZE and the median over the days
 above 1.
 """

@@ -383,11 +383,11 @@ def main() -> None:
         "target_table": target_table(by_name),
         "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, {args.workers} policies at a time",
     }
-    cmd = "python bench/simulate_philly.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    cmd = "python bench/simulate_philly.py " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--from-parts")
     for p in write_report(report, args.out, command=cmd.strip()):
         print(f"wrote {p}")
     for t in report["targets"]:
-        print(f"{'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['value']}")
+        print(f"{'n/a   ' if t['met'] is None else 'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['value']}")
 
 
 if __name__ == "__main__":

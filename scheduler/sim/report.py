@@ -70,6 +70,14 @@ def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
         f"- checkpoint: {inp['checkpoint']}; grace {inp['grace_s']} s; window {inp['window_s'] // 86400} days",
         f"- host faults: {inp['fault_rate_per_host_day']} per host per day, repair {inp['repair_s']} s",
         f"- seed: {inp['seed']}",
+        *(
+            [
+                f"- slice: from trace day {inp['start_day']:g}; checkpoint interval {inp['checkpoint_interval_s']} s; "
+                f"debug jobs declaring M = 0: probability {inp['debug_zero']:g}"
+            ]
+            if "start_day" in inp
+            else []
+        ),
         f"- queue view depth: {inp['depth']} per (budget, GPUs, class); tick gap {inp['tick_gap_s']} s",
         "",
         "Definitions: docs/simulation.md. Fractions are of registered GPU-time over the whole run.",

@@ -186,12 +186,15 @@ def test_command_writes_the_report(tmp_path: Path) -> None:
     )
     names = sorted(p.name for p in out.iterdir())
     assert names == [
+        "delivered_vs_owed.png",
+        "demand_over_capacity.png",
         "pyramid.png",
         "report.json",
         "report.md",
         "usage_vs_entitlement_fairway.png",
         "usage_vs_entitlement_fifo.png",
         "wait_cdf.png",
+        "wait_cdf_by_class.png",
     ]
     assert (
         "| protected-work violations" in (out / "report.md").read_text()
