@@ -10,13 +10,14 @@ iteration over a collection is in a defined order.
 
 from __future__ import annotations
 
-from operator import attrgetter
+from collections.abc import Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
 import scheduler.policy.victims as victims
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_order
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.reserve import reserve
 from scheduler.policy.screen import idle
@@ -29,7 +30,6 @@ from scheduler.policy.types import (
     GpuHealth,
     GpuRef,
     HostState,
-    OnCap,
     PendingInfo,
     PendingReason,
     Snapshot,
@@ -39,10 +39,6 @@ from scheduler.policy.types import (
     Workload,
 )
 from scheduler.policy.usage import pass_loads
-
-_submission_order = attrgetter("submitted_at", "seq", "id")
-
-Queues = dict[str, list[Workload]]
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
@@ -72,10 +68,10 @@ class Pass(PassState):
         standing: Standing | None = None,
         pending: dict[str, Workload] | None = None,
         loads: tuple[dict[str, int], dict[str, int]] | None = None,
-        ordered: list[Workload] | None = None,
+        grouped: Mapping[str, BudgetPending] | None = None,
     ) -> None:
         super().__init__(snap, tree, standing, pending, loads)
-        self.ordered = ordered  # the pending workloads in submission order, if the caller has them
+        self.grouped = grouped  # the pending workloads by budget (queues.group), if the caller has them
         self.state.listeners.clear()
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
 
@@ -96,43 +92,13 @@ class Pass(PassState):
 
     def _queues(self) -> tuple[Queues, Queues]:
         """Pending workloads by budget, allocated and unallocated; the others get their reason."""
-        alloc_q: Queues = {}
-        unalloc_q: Queues = {}
-        self.unfunded.clear()
-        tree = self.tree
-        unschedulable: dict[tuple[str, int, int | None, int | None], bool] = {}  # by shape: all it depends on
-        ordered = self.ordered
-        if ordered is None:
-            ordered = sorted(self.pending.values(), key=_submission_order)
-        for w in ordered:
-            budget = w.budget
-            if budget not in tree.budgets:
-                continue
-            shape = (w.model, w.gpus, w.cpus, w.memory)
-            bad = unschedulable.get(shape)
-            if bad is None:
-                bad = unschedulable[shape] = self.standing.unschedulable(*shape)
-            if bad:
-                self._reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
-                continue
-            if tree.held(budget):
-                self._reason(w, PendingReason.HELD, {})
-                continue
-            allocated = w.min_runtime > 0
-            capper = tree.capped_by(budget) if allocated else None
-            if capper is not None and capper.on_cap == OnCap.HOLD:
-                self._reason(w, PendingReason.BUDGET_CAPPED, {"budget": tree.path_name(capper.key)})
-                continue
-            if allocated and capper is None:
-                q = alloc_q.get(budget)
-                if q is None:
-                    q = alloc_q[budget] = []
-                q.append(w)
-            else:
-                if allocated:
-                    self.unfunded.add(w.id)
-                unalloc_q.setdefault(budget, []).append(w)
-        return alloc_q, unalloc_q
+        grouped = self.grouped
+        if grouped is None:
+            grouped = group(sorted(self.pending.values(), key=submission_order))
+        qb = QueueBuilder(self.tree, self.standing.unschedulable, self._reason, with_reasons=self.snap.with_reasons)
+        queues = qb.build(grouped)
+        self.unfunded = qb.unfunded
+        return queues
 
     def _reason(self, w: Workload, reason: PendingReason, detail: dict[str, object]) -> None:
         if self.snap.with_reasons:
@@ -252,28 +218,44 @@ class Pass(PassState):
         # shorter M, fails the same way until room can grow or a load changes: free placement,
         # the victim search and the reservation search would each fail (room only shrank,
         # reservations only grew, and a larger commitment gives rule 2 no more budgets:
-        # memo.outright, memo.py). They are skipped; its reason is explained as on the full path.
-        with_reasons = self.snap.with_reasons
+        # memo.outright, memo.py). They are skipped (a run of them at once: a skip changes
+        # nothing, Dispatcher.skip_run); its reason is explained as on the full path.
+        skipped = self._skipped
         outright = self.memo.outright
         while (w := disp.next()) is not None:
-            if w.id not in self.noms:
-                sig = (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
-                fails = outright.get(sig)
+            if skipped(w):
+                disp.skip_run(w, skipped)
+                continue
+            nominated = w.id in self.noms
+            admitted = self._handle_allocated(w)
+            if not (admitted or nominated or w.id in self.reserving or w.id in self.noms):
                 n, m = w.gpus, w.min_runtime
-                if fails and any(n >= f_n and m >= f_m for f_n, f_m in fails):
-                    if with_reasons:
-                        reasons.explain(self, w)
-                    disp.done(w, False)
-                    continue
-                admitted = self._handle_allocated(w)
-                if not admitted and w.id not in self.reserving and w.id not in self.noms:
-                    fails = outright.setdefault(sig, [])
-                    fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
-                    fails.append((n, m))
-            else:
-                admitted = self._handle_allocated(w)
+                fails = outright.setdefault(self._outright_key(w), [])
+                fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
+                fails.append((n, m))
             disp.done(w, admitted)
         self.disp = None
+
+    def _outright_key(self, w: Workload) -> tuple[str, str, bool, int | None, int | None]:
+        """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
+        this key with no fewer GPUs and no shorter M fails the same way."""
+        return (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
+
+    def _skipped(self, w: Workload) -> bool:
+        """True when ``w`` fails outright as an earlier workload did (memo.outright): its reason,
+        if wanted, is recorded and nothing else changes."""
+        if w.id in self.noms:
+            return False
+        fails = self.memo.outright.get(self._outright_key(w))
+        if not fails:
+            return False
+        n, m = w.gpus, w.min_runtime
+        for f_n, f_m in fails:
+            if n >= f_n and m >= f_m:
+                if self.snap.with_reasons:
+                    reasons.explain(self, w)
+                return True
+        return False
 
     def _handle_allocated(self, w: Workload) -> bool:
         nom = self.noms.get(w.id)

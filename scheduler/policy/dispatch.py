@@ -137,6 +137,25 @@ class Dispatcher:
         if changed_oldest:
             self._propagate_oldest(leaf)
 
+    def skip_run(self, w: Workload, skipped: Callable[[Workload], bool]) -> None:
+        """:meth:`done` (not admitted) for ``w``, the workload :meth:`next` returned, and then for
+        each following workload of its budget's queue for which ``skipped`` is true (it handles
+        the workload and says so), stopping at the first false.
+
+        Exactly the loop ``next(); done(x, False)`` over those workloads: a skip changes nothing
+        :meth:`next` reads but the position in this queue, so it keeps returning this queue's
+        next workload until the queue ends; ``skipped`` must change no load (the caller's rule).
+        """
+        leaf = w.budget
+        q = self.queues[leaf]
+        n = len(q)
+        i = self.pos[leaf] + 1
+        while i < n and skipped(q[i]):
+            i += 1
+        self.pos[leaf] = i
+        if i >= n:
+            self._exhaust(leaf)
+
     def _exhaust(self, leaf: str) -> None:
         node: str | None = leaf
         while node is not None:

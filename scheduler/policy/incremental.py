@@ -10,28 +10,39 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import TypeVar
 
 import scheduler.policy.contract as contract
 from scheduler.policy.core import Pass, schedule
+from scheduler.policy.queues import BudgetPending, group, submission_order
 from scheduler.policy.screen import idle
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Workload
 from scheduler.policy.usage import pass_loads
 
+_K = TypeVar("_K")
+_workload_id = attrgetter("id")
+
 
 class PendingIndex:
-    """The pending workloads in submission order and their distinct shapes, kept by difference.
+    """The pending workloads grouped by budget, each list in submission order, and their
+    distinct shapes, kept by difference.
 
-    :meth:`sync` takes the pending workloads of a snapshot (id → workload) and returns them
-    ordered by (submitted_at, seq, id), the order a pass walks them in; ``shapes`` maps each
-    (budget, model, GPUs, M) to one workload of that shape, all the idle screen needs. Costs
-    O(changes × log n) plus a C-speed set difference per call instead of a sort.
+    :meth:`sync` takes the pending workloads of a snapshot (id → workload) and returns them by
+    budget (:class:`~scheduler.policy.queues.BudgetPending`), the lists a pass queues; ``shapes``
+    maps each (budget, model, GPUs, M) of the pending workloads to one workload of that shape (it
+    may have left since, as long as others of its shape are pending: the idle screen, its only
+    reader, reads nothing but the shape).
+    A workload is known by its object: one the last sync saw is unchanged (workloads are
+    immutable values), so a sync costs C-speed set differences of object identities plus
+    O(changes × log n).
     """
 
     def __init__(self) -> None:
-        self.objs: dict[str, Workload] = {}
-        self.order: list[tuple[int, int, str]] = []
+        self.by_obj: dict[int, Workload] = {}  # id(object) -> the workload object (kept alive here)
+        self.budgets: dict[str, BudgetPending] = {}
         self.counts: dict[tuple[str, str, int, int], int] = {}
         self.shapes: dict[tuple[str, str, int, int], Workload] = {}
 
@@ -39,38 +50,52 @@ class PendingIndex:
     def _shape(w: Workload) -> tuple[str, str, int, int]:
         return (w.budget, w.model, w.gpus, w.min_runtime)
 
-    def _drop(self, wid: str) -> None:
-        w = self.objs.pop(wid)
-        key = (w.submitted_at, w.seq, w.id)
-        i = bisect_left(self.order, key)
-        del self.order[i]
+    def _drop(self, w: Workload) -> None:
+        bp = self.budgets[w.budget]
+        lst = bp.allocated if w.min_runtime > 0 else bp.unallocated
+        key = submission_order(w)
+        del lst[bisect_left(lst, key, key=submission_order)]
+        del bp.ordered[bisect_left(bp.ordered, key, key=submission_order)]
+        _count(bp.shapes, (w.model, w.gpus, w.cpus, w.memory), -1)
+        if not bp.shapes:
+            del self.budgets[w.budget]
         shape = self._shape(w)
-        left = self.counts[shape] - 1
-        if left:
-            self.counts[shape] = left
-        else:
-            del self.counts[shape]
+        if not _count(self.counts, shape, -1):
             del self.shapes[shape]
 
     def _add(self, w: Workload) -> None:
-        self.objs[w.id] = w
-        insort(self.order, (w.submitted_at, w.seq, w.id))
+        bp = self.budgets.get(w.budget)
+        if bp is None:
+            bp = self.budgets[w.budget] = BudgetPending()
+        insort(bp.allocated if w.min_runtime > 0 else bp.unallocated, w, key=submission_order)
+        insort(bp.ordered, w, key=submission_order)
+        _count(bp.shapes, (w.model, w.gpus, w.cpus, w.memory), 1)
         shape = self._shape(w)
-        self.counts[shape] = self.counts.get(shape, 0) + 1
+        _count(self.counts, shape, 1)
         self.shapes.setdefault(shape, w)
 
-    def sync(self, pending: dict[str, Workload]) -> list[Workload]:
-        """Take the index to ``pending``; returns the workloads in submission order."""
-        objs = self.objs
-        gone = objs.keys() - pending.keys()
-        changed = [wid for wid, w in pending.items() if objs.get(wid) is not w]
-        for wid in gone:
-            self._drop(wid)
-        for wid in changed:
-            if wid in objs:
-                self._drop(wid)
-            self._add(pending[wid])
-        return [objs[k[2]] for k in self.order]
+    def sync(self, pending: dict[str, Workload]) -> dict[str, BudgetPending]:
+        """Take the index to ``pending``; returns the workloads by budget."""
+        by_obj = self.by_obj
+        now = dict(zip(map(id, pending.values()), pending.values(), strict=True))
+        gone = by_obj.keys() - now.keys()
+        new = now.keys() - by_obj.keys()
+        for i in gone:
+            self._drop(by_obj.pop(i))
+        for w in sorted((now[i] for i in new), key=submission_order):
+            by_obj[id(w)] = w
+            self._add(w)
+        return self.budgets
+
+
+def _count(counts: dict[_K, int], key: _K, delta: int) -> int:
+    """Add ``delta`` to ``counts[key]``, deleting it at zero; returns the new count."""
+    left = counts.get(key, 0) + delta
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+    return left
 
 
 class IncrementalScheduler:
@@ -93,7 +118,7 @@ class IncrementalScheduler:
             self._tree = BudgetTree(budgets)
             self._budgets = budgets
         tree = self._tree
-        pending = {w.id: w for w in snap.pending}
+        pending = dict(zip(map(_workload_id, snap.pending), snap.pending, strict=True))  # C speed
         standing, self._standing = self._standing, None  # until this call has finished with it
         if not _well_formed(snap, pending):
             return schedule(snap)  # one GPU claimed twice, or one id: a fresh build decides; keep nothing
@@ -123,17 +148,14 @@ class IncrementalScheduler:
             return loads[0][1]
 
         index = self._pending
-        ordered = index.sync(pending)
+        grouped = index.sync(pending)
         if self.check:
-            expected = sorted(pending.values(), key=lambda w: (w.submitted_at, w.seq, w.id))
-            shapes = {PendingIndex._shape(w) for w in expected}
-            if [w.id for w in ordered] != [w.id for w in expected] or set(index.shapes) != shapes:
-                raise AssertionError(f"pending index differs at {snap.now}")
+            _check_index(snap.now, index, pending)
         if not snap.with_reasons and idle(standing, index.shapes.values(), tree, load):
             self._standing = standing
             return Decisions()
         load()
-        dec = Pass(snap, tree, standing, pending, loads[0], ordered).run()
+        dec = Pass(snap, tree, standing, pending, loads[0], grouped).run()
         self._standing = standing
         return dec
 
@@ -158,6 +180,24 @@ def room_index_differences(
             if fresh != kept:
                 out.append(f"room of {hv.name} for {w.id}: {kept} != {fresh}")
     return out
+
+
+def _check_index(now: int, index: PendingIndex, pending: dict[str, Workload]) -> None:
+    """Raise AssertionError when the kept pending index differs from a fresh grouping (tests)."""
+    fresh = group(sorted(pending.values(), key=submission_order))
+
+    def ids(grouped: Mapping[str, BudgetPending]) -> dict[str, tuple[object, ...]]:
+        return {
+            b: ([id(w) for w in bp.allocated], [id(w) for w in bp.unallocated], bp.shapes) for b, bp in grouped.items()
+        }
+
+    if ids(index.budgets) != ids(fresh):
+        raise AssertionError(f"pending index differs at {now}")
+    shapes = {PendingIndex._shape(w) for w in pending.values()}
+    if set(index.shapes) != shapes or any(PendingIndex._shape(w) != k for k, w in index.shapes.items()):
+        raise AssertionError(f"pending shapes differ at {now}")
+    if index.by_obj.keys() != {id(w) for w in pending.values()}:
+        raise AssertionError(f"pending objects differ at {now}")
 
 
 def _well_formed(snap: Snapshot, pending: dict[str, Workload]) -> bool:
