@@ -27,7 +27,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
-from scheduler import histograms
+from scheduler import histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
@@ -41,7 +41,10 @@ class SubmissionError(ServiceError):
     ``invalid_gpu_count``, ``invalid_min_runtime``, ``min_runtime_too_long``,
     ``invalid_command``, ``invalid_env``, ``invalid_name``, ``invalid_image``,
     ``image_unsupported`` (an image, and no host of the cluster that could take the workload can
-    run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``."""
+    run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``; jobs
+    (docs/jobs.md): ``invalid_mount``, ``invalid_max_runtime``, ``max_runtime_too_long``,
+    ``max_runtime_below_min_runtime``, ``invalid_retries``, ``invalid_array``, ``invalid_after``,
+    ``dependency_failed``."""
 
 
 class CancelError(ServiceError):
@@ -251,6 +254,11 @@ def do_submit_workload(
     min_runtime_s: int,
     submitted_at: datetime | None = None,
     duration_hint_s: int | None = None,
+    mounts: Sequence[str] = (),
+    max_runtime_s: int | None = None,
+    retries: int = 0,
+    after: Sequence[str | int] = (),
+    array: str | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -261,6 +269,12 @@ def do_submit_workload(
     ``submitted_at``: server time unless given (trace replay). Every bad field is reported at
     once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
     event and requests a tick of the cluster after commit.
+
+    Jobs (docs/jobs.md): ``mounts`` names mounts of the cluster's catalog; ``max_runtime_s`` is
+    the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
+    non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
+    ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
+    first (the others are ``workload.group.members``).
     """
     problems: list[FieldProblem] = []
 
@@ -355,6 +369,19 @@ def do_submit_workload(
     if submitted_at is not None and timezone.is_naive(submitted_at):
         raise ValueError("submitted_at must be timezone-aware (UTC)")
 
+    jobs = jobspec.check(
+        owner,
+        cluster=the_cluster,
+        budget=the_budget if not any(p.field == "budget" for p in problems) else None,
+        min_runtime_s=min_runtime_s if _is_int(min_runtime_s) else 0,
+        mounts=mounts,
+        max_runtime_s=max_runtime_s,
+        retries=retries,
+        after=after,
+        array=array,
+    )
+    problems.extend(jobs.problems)
+
     if problems:
         raise SubmissionError.from_problems(problems)
     assert the_budget is not None and the_cluster is not None  # noqa: S101 -- narrowed by the checks above
@@ -365,40 +392,55 @@ def do_submit_workload(
         if locked.archived_at is not None:
             raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
         now = timezone.now()
-        workload = Workload.objects.create(
-            name=name.strip(),
-            owner=owner,
-            budget=locked,
-            cluster=the_cluster,
-            gpu_model=gpu_model,
-            gpu_count=gpu_count,
-            image=image,
-            command=list(command),
-            env=stored_env,
-            min_runtime_s=min_runtime_s,
-            submitted_at=submitted_at or now,
-            duration_hint_s=duration_hint_s,
-            state=Workload.State.PENDING,
-        )
-        # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
-        Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
-        workload.seq = workload.pk
-        WorkloadEvent.objects.create(
-            workload=workload,
-            at=now,
-            kind="submitted",
-            actor=owner,
-            message=f"submitted to {the_budget.path} on {the_cluster.name}",
-            data={
-                "budget": the_budget.path,
-                "cluster": the_cluster.name,
-                "gpu_model": gpu_model,
-                "gpu_count": gpu_count,
-                "min_runtime_s": min_runtime_s,
-            },
-        )
+        group = jobs.create_group(owner, the_cluster, name.strip())
+        first: Workload | None = None
+        for index in jobs.indices:
+            member_env = dict(stored_env)
+            if index is not None:
+                member_env["FAIRWAY_ARRAY_INDEX"] = {"value": str(index), "secret": False}
+            workload = Workload.objects.create(
+                name=name.strip() if index is None else f"{name.strip()}[{index}]",
+                owner=owner,
+                budget=locked,
+                cluster=the_cluster,
+                gpu_model=gpu_model,
+                gpu_count=gpu_count,
+                image=image,
+                command=list(command),
+                env=member_env,
+                min_runtime_s=min_runtime_s,
+                submitted_at=submitted_at or now,
+                duration_hint_s=duration_hint_s,
+                state=Workload.State.PENDING,
+                mounts=jobs.mounts,
+                max_runtime_s=jobs.max_runtime_s,
+                retries=jobs.retries,
+                group=group,
+                array_index=index,
+            )
+            # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
+            Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
+            workload.seq = workload.pk
+            jobs.create_dependencies(workload)
+            WorkloadEvent.objects.create(
+                workload=workload,
+                at=now,
+                kind="submitted",
+                actor=owner,
+                message=f"submitted to {the_budget.path} on {the_cluster.name}" + jobs.describe(index),
+                data={
+                    "budget": the_budget.path,
+                    "cluster": the_cluster.name,
+                    "gpu_model": gpu_model,
+                    "gpu_count": gpu_count,
+                    "min_runtime_s": min_runtime_s,
+                    **jobs.event_data(index),
+                },
+            )
+            first = first or workload
         request_tick_on_commit(the_cluster.id)
-    return workload
+    assert first is not None  # noqa: S101 -- jobs.indices is never empty
+    return first
 
 
 # --- cancel --------------------------------------------------------------------------------

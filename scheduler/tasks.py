@@ -158,13 +158,47 @@ def estimate_starts(cluster_id: int) -> None:
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only("id", "estimated_start")
     )
     changed = []
+    moved = []
     for w in rows:
         at = found.get(str(w.pk))
         value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
         if w.estimated_start != value:
+            if (
+                value is not None
+                and w.estimated_start is not None
+                and abs(value - w.estimated_start).total_seconds() > 3600
+            ):
+                moved.append((w, w.estimated_start, value))
             w.estimated_start = value
             changed.append(w)
     Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    if moved:  # notifications: an estimated start moved by more than an hour (docs/jobs.md)
+        from django.db import transaction
+
+        from scheduler import notify
+        from scheduler.models import WorkloadEvent
+
+        with transaction.atomic():
+            events = WorkloadEvent.objects.bulk_create(
+                WorkloadEvent(
+                    workload_id=w.pk,
+                    at=timezone.now(),
+                    kind="estimate_moved",
+                    message=f"estimated start moved from {old:%Y-%m-%d %H:%M} to {new:%Y-%m-%d %H:%M} UTC",
+                    data={"from": old.isoformat(), "to": new.isoformat()},
+                )
+                for w, old, new in moved
+            )
+            notify.events_on_commit(events)
+
+
+@dramatiq.actor(queue_name="notifications", max_retries=5, min_backoff=5_000, max_backoff=600_000, time_limit=60_000)
+def deliver_notification(key: str) -> None:
+    """Send one notification (email or webhook) at most once; raises to be retried with backoff
+    while it is not delivered (``scheduler.notifications.deliver``)."""
+    from scheduler import notifications
+
+    notifications.deliver(key)
 
 
 PRUNE_METRICS_EVERY_S = 3600.0

@@ -162,6 +162,7 @@ class MemoryBackend:
                 submitted,
                 e.next_seq(),
                 remaining=spec.duration,
+                max_runtime=spec.max_runtime,
             )
             e.add_running(w, gpus, s.start - spec.elapsed)
         for spec in sc.pending:
@@ -175,6 +176,7 @@ class MemoryBackend:
                 s.start - (spec.submitted_ago or 0),
                 e.next_seq(),
                 remaining=spec.duration,
+                max_runtime=spec.max_runtime,
             )
             e.submit(w)
 
@@ -226,6 +228,7 @@ class MemoryBackend:
                     e.now - (spec.submitted_ago or 0),
                     e.next_seq(),
                     remaining=spec.duration,
+                    max_runtime=spec.max_runtime,
                 )
             )
         return rejected

@@ -158,6 +158,7 @@ class WorkloadSpec:
     model: str = "H100"
     duration: int | None = None
     submitted_ago: int | None = None
+    max_runtime: int | None = None
     # running only
     host: str | None = None
     hosts: list[str] | None = None
@@ -229,7 +230,7 @@ def _known(d: dict[str, Any], allowed: set[str], file: str, key: str) -> None:
 
 def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
     d = _mapping(d, file, key)
-    allowed = {"id", "budget", "gpus", "min_runtime", "model", "duration", "submitted_ago"}
+    allowed = {"id", "budget", "gpus", "min_runtime", "model", "duration", "submitted_ago", "max_runtime"}
     if running:
         allowed |= {"host", "hosts", "gpu_indices", "elapsed"}
     _known(d, allowed, file, key)
@@ -246,7 +247,10 @@ def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
         submitted_ago=parse_duration(d["submitted_ago"], file, f"{key}.submitted_ago")
         if "submitted_ago" in d
         else None,
+        max_runtime=parse_duration(d["max_runtime"], file, f"{key}.max_runtime") if "max_runtime" in d else None,
     )
+    if w.max_runtime is not None and w.max_runtime < max(1, w.min_runtime):
+        raise ScenarioError(file, f"{key}.max_runtime", "must be at least min_runtime (DESIGN.md §4) and > 0")
     if running:
         if "host" in d and "hosts" in d:
             raise ScenarioError(file, key, "give host or hosts, not both")
