@@ -270,6 +270,20 @@ class Owner:
     groups: Annotated[list[PosixId], Size(64)] = field(default_factory=list)
 
 
+Path = Annotated[str, Size(1024, 1), NoNul()]
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A storage mount of the cluster's catalog, resolved by the server (docs/jobs.md): the docker
+    runtime binds ``host_path`` at ``container_path``; the process runtime exposes the host path."""
+
+    name: Annotated[str, Size(64, 1), NoNul()]
+    host_path: Path
+    container_path: Path
+    read_only: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class Start(Message):
     """Server → agent: run an attempt on the given GPUs (indices and UUIDs of this host).
@@ -279,7 +293,8 @@ class Start(Message):
     the wire (a missing ``owner`` reads as ``null``: a server older than the field).
     ``allow_root``: the cluster's ``allow_root_workloads`` (docs/isolation.md): false, the agent
     refuses to run the attempt as uid 0; optional on the wire (``null``: a server older than the
-    field, the agent's own ``isolation.allow_root`` alone decides).
+    field, the agent's own ``isolation.allow_root`` alone decides). ``mounts``: storage mounts
+    (docs/jobs.md); optional on the wire (missing: none).
     """
 
     TYPE: ClassVar[str] = "start"
@@ -293,8 +308,9 @@ class Start(Message):
     grace_s: GraceSeconds
     owner: Owner | None = None
     allow_root: bool | None = None
+    mounts: Annotated[list[Mount], Size(16)] = field(default_factory=list)
 
-    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root"})
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root", "mounts"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
@@ -138,6 +138,7 @@ class _Part:
     gpus: list[tuple[int, str]]  # (index, uuid)
     owner: protocol.Owner | None = None
     allow_root: bool = False  # the cluster's allow_root_workloads
+    mounts: list[protocol.Mount] = field(default_factory=list)  # resolved at submission (docs/jobs.md)
 
 
 def plain_env(env: Any) -> dict[str, str]:
@@ -229,6 +230,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
         "attempt__workload__image",
         "attempt__workload__command",
         "attempt__workload__env",
+        "attempt__workload__mounts",
         "rank",
         "gpu__index",
         "gpu__uuid",
@@ -237,7 +239,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     )
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
     for row in rows:
-        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, root, *owner = row
+        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, index, uuid, root, *owner = row
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
@@ -254,6 +256,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
                 gpus=[],
                 owner=owner_of(*owner),
                 allow_root=bool(root),
+                mounts=[protocol.Mount(**m) for m in (mounts or [])],
             )
         part.gpus.append((index, uuid))
     to_start: dict[int, list[_Part]] = {}
@@ -306,6 +309,7 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
         grace_s=grace,
         owner=part.owner,
         allow_root=part.allow_root,
+        mounts=part.mounts,
     )
 
 

@@ -35,11 +35,6 @@ def path_problem(path: str, *, allow_user: bool) -> str | None:
     return None
 
 
-def env_name(mount_name: str) -> str:
-    """``FAIRWAY_MOUNT_<NAME>``: the mount's name upper-cased, '-' as '_'."""
-    return "FAIRWAY_MOUNT_" + mount_name.upper().replace("-", "_")
-
-
 def resolve(owner: Any, cluster: Any, budget: Any, names: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """The mounts ``names`` of ``cluster``'s catalog as ``owner`` may use them with ``budget``.
 
@@ -86,10 +81,10 @@ def resolve(owner: Any, cluster: Any, budget: Any, names: Sequence[str]) -> tupl
                 problems.append(f"Mount {name!r} needs a user name of letters, digits, '_', '.', '-'.")
                 continue
             host_path = host_path.replace("{user}", user)
-        if m.container_path in paths:
-            problems.append(f"Mount {name!r} uses a container path already mounted.")
+        if m.container_path in paths or host_path in paths:
+            problems.append(f"Mount {name!r} uses a path another of these mounts uses.")
             continue
-        paths.add(m.container_path)
+        paths.update((m.container_path, host_path))
         out.append(
             {"name": m.name, "host_path": host_path, "container_path": m.container_path, "read_only": m.read_only}
         )
