@@ -511,6 +511,26 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     return locked
 
 
+def do_cancel_group(actor: User, group: Any) -> int:
+    """Cancel every member of an array group that is not final yet (one ``do_cancel_workload``
+    each, so each member's cancel is the ordinary one); returns how many were canceled or asked
+    to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
+    members = list(
+        Workload.objects.filter(group=group).exclude(state__in=Workload.FINAL_STATES).select_related("budget")
+    )
+    allowed = [w for w in members if can_cancel(actor, w)]
+    if members and not allowed:
+        raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+    done = 0
+    for w in allowed:
+        try:
+            do_cancel_workload(actor, w)
+        except CancelError:
+            continue  # it became final meanwhile
+        done += 1
+    return done
+
+
 # --- hosts ---------------------------------------------------------------------------------
 
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
