@@ -392,7 +392,7 @@ class Agent:
             owner_gid=msg.owner.gid if msg.owner else None,
             owner_groups=tuple(msg.owner.groups) if msg.owner else (),
             allow_root=msg.allow_root,
-            mounts=tuple(msg.mounts),
+            mounts=tuple(msg.mounts or ()),
         )
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.

@@ -294,7 +294,7 @@ class Start(Message):
     ``allow_root``: the cluster's ``allow_root_workloads`` (docs/isolation.md): false, the agent
     refuses to run the attempt as uid 0; optional on the wire (``null``: a server older than the
     field, the agent's own ``isolation.allow_root`` alone decides). ``mounts``: storage mounts
-    (docs/jobs.md); optional on the wire (missing: none).
+    (docs/jobs.md); optional on the wire (missing or ``null``: none).
     """
 
     TYPE: ClassVar[str] = "start"
@@ -308,7 +308,7 @@ class Start(Message):
     grace_s: GraceSeconds
     owner: Owner | None = None
     allow_root: bool | None = None
-    mounts: Annotated[list[Mount], Size(16)] = field(default_factory=list)
+    mounts: Annotated[list[Mount], Size(16)] | None = None
 
     WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root", "mounts"})
 
