@@ -49,7 +49,16 @@ def estimate_starts(
         if a.stopping:
             e.stop_attempt(sa, "preempted")
     waiting = {}
-    for w in snap.pending:
+    # No running workload ends on its own here, so an unmet ``after`` list stays unmet and an
+    # array group's cap frees no slot: those workloads get no estimate (docs/jobs.md).
+    slots = {g: limit - holding for g, (limit, holding) in snap.group_limits.items()}
+    for w in sorted(snap.pending, key=lambda w: (w.submitted_at, w.seq, w.id)):
+        if w.waiting:
+            continue
+        if w.group is not None and w.group in slots:
+            if slots[w.group] <= 0:
+                continue
+            slots[w.group] -= 1
         waiting[w.id] = w
         e.submit(SimWorkload(w.id, w.budget, w.gpus, w.model, w.min_runtime, w.submitted_at, w.seq))
     found: dict[str, int] = {}

@@ -92,3 +92,16 @@ def test_the_crowded_generator_compares_dependencies_and_caps() -> None:
         assert not tally.unknown, tally.unknown[0][2]
     mixed = sum(any(w.waiting or w.group for w in crowded_snapshot(seed).pending) for seed in range(60))
     assert mixed > 10  # the generator really mixes them in
+
+
+def test_estimates_skip_what_only_an_end_could_release() -> None:
+    from scheduler.sim.estimate import estimate_starts
+
+    members = [replace(pending(f"G{i}", "A", 1, seq=i), group="g") for i in range(3)]
+    s = snap(
+        [host("h1", 8)],
+        tree("A"),
+        pend=[*members, replace(pending("W", "A", 1, seq=5), waiting=True), pending("X", "A", 1, seq=6)],
+        group_limits={"g": (2, 1)},
+    )
+    assert set(estimate_starts(s)) == {"G0", "X"}  # one slot left in g; W waits for an end
