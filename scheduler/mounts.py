@@ -81,6 +81,10 @@ def resolve(owner: Any, cluster: Any, budget: Any, names: Sequence[str]) -> tupl
                 problems.append(f"Mount {name!r} needs a user name of letters, digits, '_', '.', '-'.")
                 continue
             host_path = host_path.replace("{user}", user)
+        if path_problem(host_path, allow_user=False) or path_problem(m.container_path, allow_user=False):
+            # defence in depth: a catalog row written around Mount.clean (e.g. by a script)
+            problems.append(f"Mount {name!r} is misconfigured (its paths); ask an admin.")
+            continue
         if m.container_path in paths or host_path in paths:
             problems.append(f"Mount {name!r} uses a path another of these mounts uses.")
             continue
