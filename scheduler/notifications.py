@@ -148,7 +148,7 @@ def deliver(key: str) -> bool:
 
     with transaction.atomic():
         n = (
-            Notification.objects.select_for_update()
+            Notification.objects.select_for_update(of=("self",))
             .select_related("event__workload", "user__notification_settings")
             .filter(key=key)
             .first()
