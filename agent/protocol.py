@@ -311,6 +311,8 @@ class Start(Message):
     mounts: Annotated[list[Mount], Size(16)] | None = None
 
     WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root", "mounts"})
+    WIRE_OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"mounts"})
+    """Left out of the frame when empty, so agents older than the field take the start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +527,12 @@ def encode(msg: Message) -> str:
     if type(msg).TYPE not in MESSAGE_TYPES:
         raise ProtocolError(ERR_UNKNOWN_TYPE, f"not a protocol message: {type(msg).__name__}")
     payload: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": msg.TYPE, "id": msg.id}
-    payload.update((f.name, _plain(getattr(msg, f.name))) for f in dataclasses.fields(msg) if f.name != "id")
+    omit = getattr(msg, "WIRE_OMIT_EMPTY", frozenset())
+    payload.update(
+        (f.name, _plain(getattr(msg, f.name)))
+        for f in dataclasses.fields(msg)
+        if f.name != "id" and not (f.name in omit and not getattr(msg, f.name))
+    )
     _build(payload, None)
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     size = len(text.encode("utf-8"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,4 @@ def test_mounts_travel_in_the_start_message_and_are_optional_on_the_wire() -> No
     plain = json.loads(encode(msg))
     del plain["mounts"]  # a server older than the field
     assert not decode(json.dumps(plain)).mounts
+    assert "mounts" not in json.loads(encode(replace(msg, mounts=[])))  # agents older than it take the start
