@@ -15,6 +15,7 @@ from operator import attrgetter
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
 import scheduler.policy.victims as victims
+from scheduler.policy.dependency import dependency_block
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
@@ -78,6 +79,7 @@ class Pass(PassState):
         self.ordered = ordered  # the pending workloads in submission order, if the caller has them
         self.state.listeners.clear()
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
+        self.group_started: dict[str, int] = {}  # array group → members started in this pass
 
     # ------------------------------------------------------------------ run
     def run(self) -> Decisions:
@@ -115,6 +117,8 @@ class Pass(PassState):
             if bad:
                 self._reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
                 continue
+            if self._waits(w):
+                continue
             if tree.held(budget):
                 self._reason(w, PendingReason.HELD, {})
                 continue
@@ -133,6 +137,17 @@ class Pass(PassState):
                     self.unfunded.add(w.id)
                 unalloc_q.setdefault(budget, []).append(w)
         return alloc_q, unalloc_q
+
+    def _waits(self, w: Workload) -> bool:
+        """§3.8 ``dependency``: ``w`` waits for its ``after`` list, or its array group runs its
+        ``%N`` cap (members holding GPUs plus those started in this pass); records the reason."""
+        full = dependency_block(self.snap, w, self.group_started)
+        if full is None:
+            return False
+        if w.id in self.noms:
+            self._drop_nomination(w.id)
+        self._reason(w, PendingReason.DEPENDENCY, full)
+        return True
 
     def _reason(self, w: Workload, reason: PendingReason, detail: dict[str, object]) -> None:
         if self.snap.with_reasons:
@@ -231,6 +246,8 @@ class Pass(PassState):
         st.assign(new)
         self.standing.track(st.attempts[new.id], 1)
         self.dec.starts.append(Start(w.id, tuple(sorted(gpus)), allocated=allocated, unfunded=unfunded))
+        if w.group is not None:
+            self.group_started[w.group] = self.group_started.get(w.group, 0) + 1
         self.changed()
 
     def _nominate(self, w: Workload, found: victims.Found) -> None:
@@ -256,6 +273,9 @@ class Pass(PassState):
         with_reasons = self.snap.with_reasons
         outright = self.memo.outright
         while (w := disp.next()) is not None:
+            if w.group is not None and self._waits(w):
+                disp.done(w, False)
+                continue
             if w.id not in self.noms:
                 sig = (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
                 fails = outright.get(sig)
@@ -333,6 +353,9 @@ class Pass(PassState):
         disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[tuple[str, int | None, int | None], int] = {}  # by (model, requests)
         while (w := disp.next()) is not None:
+            if w.group is not None and self._waits(w):
+                disp.done(w, False)
+                continue
             placed = False
             shape = (w.model, w.cpus, w.memory)
             if w.gpus < smallest_failed.get(shape, 1 << 30):
