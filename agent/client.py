@@ -410,6 +410,7 @@ class Agent:
             cpus=msg.limits.cpus if msg.limits else None,
             memory=msg.limits.memory if msg.limits else None,
             shared_memory=msg.limits.shared_memory if msg.limits else None,
+            mounts=tuple(msg.mounts or ()),
         )
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.

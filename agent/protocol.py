@@ -278,6 +278,20 @@ class Owner:
     groups: Annotated[list[PosixId], Size(64)] = field(default_factory=list)
 
 
+Path = Annotated[str, Size(1024, 1), NoNul()]
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A storage mount of the cluster's catalog, resolved by the server (docs/jobs.md): the docker
+    runtime binds ``host_path`` at ``container_path``; the process runtime exposes the host path."""
+
+    name: Annotated[str, Size(64, 1), NoNul()]
+    host_path: Path
+    container_path: Path
+    read_only: bool = True
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What an attempt may use on this host (DESIGN.md §3.3, docs/isolation.md): ``cpus`` CPUs,
@@ -300,6 +314,7 @@ class Start(Message):
     refuses to run the attempt as uid 0; optional on the wire (``null``: a server older than the
     field, the agent's own ``isolation.allow_root`` alone decides). ``limits``: CPUs and memory
     the runtime enforces; optional on the wire (``null``: a server older than the field, none).
+    ``mounts``: storage mounts (docs/jobs.md); optional on the wire (missing or ``null``: none).
     """
 
     TYPE: ClassVar[str] = "start"
@@ -314,8 +329,11 @@ class Start(Message):
     owner: Owner | None = None
     allow_root: bool | None = None
     limits: Limits | None = None
+    mounts: Annotated[list[Mount], Size(16)] | None = None
 
-    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root", "limits"})
+    WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"owner", "allow_root", "limits", "mounts"})
+    WIRE_OMIT_EMPTY: ClassVar[frozenset[str]] = frozenset({"mounts"})
+    """Left out of the frame when empty, so agents older than the field take the start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,7 +548,12 @@ def encode(msg: Message) -> str:
     if type(msg).TYPE not in MESSAGE_TYPES:
         raise ProtocolError(ERR_UNKNOWN_TYPE, f"not a protocol message: {type(msg).__name__}")
     payload: dict[str, Any] = {"v": PROTOCOL_VERSION, "type": msg.TYPE, "id": msg.id}
-    payload.update((f.name, _plain(getattr(msg, f.name))) for f in dataclasses.fields(msg) if f.name != "id")
+    omit = getattr(msg, "WIRE_OMIT_EMPTY", frozenset())
+    payload.update(
+        (f.name, _plain(getattr(msg, f.name)))
+        for f in dataclasses.fields(msg)
+        if f.name != "id" and not (f.name in omit and not getattr(msg, f.name))
+    )
     _build(payload, None)
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     size = len(text.encode("utf-8"))

@@ -333,7 +333,27 @@ FAIRWAY = {
     "HEARTBEAT_FLUSH_S": env_float("FAIRWAY_HEARTBEAT_FLUSH_S", 1.0, minimum=0.01),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
     "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
+    # Jobs (docs/jobs.md): the longest wall-time limit a workload may ask, the most retries,
+    # the most members of one array.
+    "MAX_RUNTIME_LIMIT_S": env_int("FAIRWAY_MAX_RUNTIME_LIMIT_S", 7 * 24 * 3600, minimum=1),
+    "MAX_RETRIES": env_int("FAIRWAY_MAX_RETRIES", 10, minimum=0),
+    "MAX_ARRAY_SIZE": env_int("FAIRWAY_MAX_ARRAY_SIZE", 1000, minimum=1),
+    # Notifications (docs/jobs.md): webhook hosts allowed besides public addresses (comma list,
+    # e.g. "hooks.slack.com,10.0.0.5"); private, loopback and link-local targets are refused
+    # unless listed here.
+    "WEBHOOK_ALLOW_HOSTS": [
+        h.strip().lower() for h in env_str("FAIRWAY_WEBHOOK_ALLOW_HOSTS", "").split(",") if h.strip()
+    ],
+    "NOTIFY_FROM_EMAIL": env_str("FAIRWAY_NOTIFY_FROM_EMAIL", "fairway@localhost"),
 }
+
+# Outgoing email for notifications (docs/jobs.md): Django's own settings, read from the env.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")

@@ -35,6 +35,7 @@ EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 REASONS = {
     "unschedulable": "no host can fit it",
+    "dependency": "waits for other workloads",
     "held": "budget on hold",
     "budget_capped": "budget capped",
     "awaiting_preemption": "others leaving for it",
@@ -368,8 +369,15 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         "cpus": args.cpus,
         "memory": args.memory,  # sizes are read by the server (one parser): its error names the field
         "shared_memory": args.shm,
+        "max_runtime": args.max_runtime,
+        "retries": args.retries,
+        "array": args.array,
     }
     body.update({k: v for k, v in flags.items() if v is not None})
+    if args.mount:
+        body["mounts"] = [*(body.get("mounts") or []), *args.mount]
+    if args.after:
+        body["after"] = [a.strip() for item in args.after for a in item.split(",") if a.strip()]
     command = list(args.command or [])
     if command and command[0] == "--":
         command = command[1:]
@@ -423,6 +431,8 @@ def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         f"submitted #{w['id']} {w['name']}: {w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
         f"budget {w['budget']}, {kind} — {w['state']}\n"
     )
+    if w.get("group"):
+        out.write(f"array group {w['group']}: fairway ls --group {w['group']}; fairway cancel --group {w['group']}\n")
     return EXIT_OK
 
 
@@ -475,9 +485,10 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         "budget": args.budget,
         "owner": "me" if args.mine else args.owner,
         "cluster": args.cluster,
+        "group": args.group,
         "limit": args.limit,
     }
-    if not args.all and not args.state:
+    if not args.all and not args.state and args.group is None:
         params["state"] = "pending,starting,running,preempting"
     page = Api(config.server, config.token, escape=not args.json).call("GET", "workloads/", params=params)
     rows = page["results"]
@@ -559,6 +570,17 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("finished", when(w.get("finished_at"))),
         ("image", w.get("image") or "-"),
         ("command", shlex.join(w.get("command") or [])),
+        ("wall-time limit", duration(w["max_runtime_s"]) if w.get("max_runtime_s") else ""),
+        ("retries", f"{w.get('retries_used', 0)} of {w['retries']} used" if w.get("retries") else ""),
+        (
+            "mounts",
+            ", ".join(
+                f"{m['name']} at {m['container_path']}" + (" (ro)" if m.get("read_only") else "")
+                for m in w.get("mounts") or []
+            ),
+        ),
+        ("after", ", ".join(f"#{d['workload']}:{d['condition']} ({d['state']})" for d in w.get("after") or [])),
+        ("array", f"group {w['group']}, index {w['array_index']}" if w.get("group") else ""),
     ]
     if w.get("env") is not None:
         facts.append(("env", " ".join(f"{k}={v['value']}" for k, v in w["env"].items()) or "-"))
@@ -594,6 +616,15 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    if args.group is not None:
+        g = Api(config.server, config.token, escape=not args.json).call("POST", f"groups/{args.group}/cancel/", body={})
+        if args.json:
+            emit_json(g, out)
+        else:
+            out.write(f"array group {g['group']}: {g['canceled']} workloads canceled or stopping\n")
+        return EXIT_OK
+    if args.id is None:
+        raise CliError(EXIT_USAGE, "give a workload id or --group ID")
     w = Api(config.server, config.token, escape=not args.json).call(
         "POST", f"workloads/{_workload_id(args.id)}/cancel/", body={}
     )
@@ -612,6 +643,33 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
             f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})\n"
         )
+    return EXIT_OK
+
+
+NOTIFY_KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
+
+
+def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    api = Api(config.server, config.token, escape=not args.json)
+    current = api.call("GET", "notifications/")
+    if args.email is not None or args.webhook_kinds is not None or args.webhook is not None:
+
+        def kinds(text: str) -> list[str]:
+            return [k.strip() for k in text.split(",") if k.strip()]
+
+        body = dict(current)
+        if args.email is not None:
+            body["email_kinds"] = kinds(args.email)
+        if args.webhook_kinds is not None:
+            body["webhook_kinds"] = kinds(args.webhook_kinds)
+        if args.webhook is not None:
+            body["webhook_url"] = args.webhook
+        current = api.call("PUT", "notifications/", body=body)
+    if args.json:
+        emit_json(current, out)
+        return EXIT_OK
+    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}\n")
+    out.write(f"webhook: {', '.join(current['webhook_kinds']) or '-'} -> {current['webhook_url'] or '(no URL)'}\n")
     return EXIT_OK
 
 
@@ -932,6 +990,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[=VALUE]",
         help="stored, never shown back; NAME alone reads the value from this shell",
     )
+    p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog")
+    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
+    p.add_argument("--retries", type=int, help="re-runs after a non-zero exit (default 0)")
+    p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end")
+    p.add_argument(
+        "--array", metavar="0-99[%%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
+    )
     p.add_argument(
         "--quote",
         action="store_true",
@@ -946,14 +1011,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mine", action="store_true", help="only mine")
     p.add_argument("--cluster", "-c")
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
+    p.add_argument("--group", type=int, help="the members of one array group (all states)")
     p.add_argument("--limit", type=int, default=50)
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
     p.add_argument("id")
     p.add_argument("--events", type=int, default=10, help="how many recent events (10)")
 
-    p = add("cancel", cmd_cancel, "cancel a workload")
-    p.add_argument("id")
+    p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--group", type=int, help="an array group id")
+
+    p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
+    p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")
+    p.add_argument("--webhook-kinds", metavar="KINDS", help="comma-separated, as --email")
+    p.add_argument("--webhook", metavar="URL", help="Slack-compatible webhook URL ('' to remove)")
 
     p = add("logs", cmd_logs, "the tail of a workload's log")
     p.add_argument("id")

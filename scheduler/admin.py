@@ -11,7 +11,21 @@ from django.http import HttpRequest
 
 from config.errors import ServiceError
 from scheduler.lifecycle import do_approve_host_inventory
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
+from scheduler.models import (
+    GPU,
+    ArrayGroup,
+    Attempt,
+    AttemptGPU,
+    Cluster,
+    Host,
+    HostEvent,
+    JoinToken,
+    Mount,
+    Notification,
+    NotificationSettings,
+    Workload,
+    WorkloadEvent,
+)
 from scheduler.services import (
     do_cancel_workload,
     do_create_join_token,
@@ -349,3 +363,31 @@ class JoinTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
         done = queryset.filter(used_at__isnull=True).update(expires_at=timezone.now())
         messages.success(request, f"{done} join token(s) revoked.")
+
+
+@admin.register(Mount)
+class MountAdmin(admin.ModelAdmin):
+    """The storage catalog (docs/jobs.md): host paths are set here only, by admins; ``clean``
+    refuses relative paths, ``..`` and a misplaced ``{user}``."""
+
+    list_display = ["name", "cluster", "host_path", "container_path", "read_only", "access"]
+    list_filter = ["cluster", "access", "read_only"]
+    filter_horizontal = ["budgets"]
+    search_fields = ["name", "host_path", "container_path"]
+
+
+@admin.register(ArrayGroup)
+class ArrayGroupAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["id", "name", "owner", "cluster", "spec", "limit", "created_at"]
+    list_filter = ["cluster"]
+
+
+@admin.register(NotificationSettings)
+class NotificationSettingsAdmin(admin.ModelAdmin):
+    list_display = ["user", "email_kinds", "webhook_kinds", "webhook_url"]
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["key", "user", "channel", "state", "tries", "last_error", "sent_at"]
+    list_filter = ["state", "channel"]

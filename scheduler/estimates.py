@@ -91,6 +91,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             stored[str(w.pk)] = int(reserved)
     found = cap_by_reservations(found, stored)
     changed = []
+    moved = []
     for w in rows:
         at = found.get(str(w.pk))
         value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
@@ -104,10 +105,40 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             # which it did not contradict: keep it (docs/estimates.md).
             continue
         if w.estimated_start != value:
+            if (
+                value is not None
+                and w.estimated_start is not None
+                and abs(value - w.estimated_start).total_seconds() > 3600
+            ):
+                moved.append((w, w.estimated_start, value))
             w.estimated_start = value
             changed.append(w)
     Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    if moved:  # notifications: an estimated start moved by more than an hour (docs/jobs.md)
+        _notify_moved(moved)
     return len(changed)
+
+
+def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
+    """One ``estimate_moved`` event per workload, queued for its owner's notifications."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from scheduler import notify
+    from scheduler.models import WorkloadEvent
+
+    with transaction.atomic():
+        events = WorkloadEvent.objects.bulk_create(
+            WorkloadEvent(
+                workload_id=w.pk,
+                at=timezone.now(),
+                kind="estimate_moved",
+                message=f"estimated start moved from {old:%Y-%m-%d %H:%M} to {new:%Y-%m-%d %H:%M} UTC",
+                data={"from": old.isoformat(), "to": new.isoformat()},
+            )
+            for w, old, new in moved
+        )
+        notify.events_on_commit(events)
 
 
 QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600)

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
@@ -143,6 +143,7 @@ class _Part:
     requests: tuple[int | None, int | None, int | None] = (None, None, None)  # CPUs, memory, shm
     host_res: tuple[int | None, int | None] = (None, None)  # the host's CPUs, memory
     host_gpus: int = 0  # the host's registered GPUs
+    mounts: list[protocol.Mount] = field(default_factory=list)  # resolved at submission (docs/jobs.md)
 
 
 def plain_env(env: Any) -> dict[str, str]:
@@ -242,6 +243,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
             "attempt__workload__image",
             "attempt__workload__command",
             "attempt__workload__env",
+            "attempt__workload__mounts",
             "rank",
             "gpu__index",
             "gpu__uuid",
@@ -257,7 +259,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     )
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
     for row in rows:
-        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, rank, index, uuid, root, *rest = row
+        host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, index, uuid, root, *rest = row
         req_c, req_m, req_shm, host_c, host_m, size, *owner = rest
         parts = by_host[host_id]
         part = parts.get(aid)
@@ -278,6 +280,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
                 requests=(req_c, req_m, req_shm),
                 host_res=(host_c, host_m),
                 host_gpus=size or 0,
+                mounts=[protocol.Mount(**m) for m in (mounts or [])],
             )
         part.gpus.append((index, uuid))
     to_start: dict[int, list[_Part]] = {}
@@ -344,6 +347,7 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
         owner=part.owner,
         allow_root=part.allow_root,
         limits=limits_of(part),
+        mounts=part.mounts,
     )
 
 

@@ -162,6 +162,7 @@ def _end_attempt(
     data = {"attempt": attempt.pk, "reason": reason, "exit_code": exit_code, "charged_gpu_seconds": charged}
     if reason == Attempt.EndReason.FAILED_TO_START:
         workload.start_failures += 1
+    retry = reason == Attempt.EndReason.FAILED and workload.retries_used < workload.retries
     if workload.state in _LIVE:
         if reason in REQUEUE_REASONS or (
             reason == Attempt.EndReason.FAILED_TO_START and workload.start_failures <= MAX_START_FAILURES
@@ -170,6 +171,15 @@ def _end_attempt(
             workload.state = Workload.State.PENDING
             workload.finished_at = None
             kind = "requeued"
+        elif retry:
+            # A non-zero exit of its own with retries left (docs/jobs.md): a new attempt later,
+            # with the same submission time, like a requeue.
+            workload.retries_used += 1
+            workload.state = Workload.State.PENDING
+            workload.finished_at = None
+            kind = "retried"
+            data["retry"] = workload.retries_used
+            data["retries"] = workload.retries
         else:
             workload.state = {
                 Attempt.EndReason.SUCCEEDED: Workload.State.SUCCEEDED,
@@ -179,18 +189,20 @@ def _end_attempt(
             kind = str(workload.state)
     else:
         kind = "attempt_ended"  # the workload already moved on (e.g. canceled while pending a stop)
-    workload.save(update_fields=["state", "finished_at", "start_failures", "updated_at"])
+    workload.save(update_fields=["state", "finished_at", "start_failures", "retries_used", "updated_at"])
     if workload.state in Workload.FINAL_STATES:
         GPU.objects.filter(nominated_for_id=workload.pk).update(nominated_for=None)
-    WorkloadEvent.objects.create(
+    event = WorkloadEvent.objects.create(
         workload_id=workload.pk,
         at=timezone.now(),
         kind=kind,
         message=f"attempt {attempt.number} ended {reason}"
         + (f" (exit {exit_code})" if exit_code is not None else "")
+        + (f" (retry {workload.retries_used} of {workload.retries})" if kind == "retried" else "")
         + (f": {message}" if message else ""),
         data=data,
     )
+    notify.events_on_commit([event])
     notify.request_tick_on_commit(workload.cluster_id)
     notify.push_hosts_on_commit({hid for _gid, hid in gpu_links})
 
@@ -239,13 +251,14 @@ def attempt_started(host: Host, attempt_id: int, *, now: datetime | None = None)
         Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
             state=Workload.State.RUNNING, updated_at=now
         )
-        WorkloadEvent.objects.create(
+        event = WorkloadEvent.objects.create(
             workload_id=attempt.workload_id,
             at=now,
             kind="started",
             message=f"attempt {attempt.number} started on {host.name}",
             data={"attempt": attempt.pk, "host": host.name},
         )
+        notify.events_on_commit([event])
         notify.request_tick_on_commit(host.cluster_id)
     return True
 
@@ -964,3 +977,105 @@ def start_timeouts(now: datetime | None = None) -> int:
         if attempt_failed_to_start(None, attempt_id, "start not confirmed in time", now=now):
             ended += 1
     return ended
+
+
+# --- wall-time limits and dependencies (docs/jobs.md), run by the tick before its snapshot ---------
+
+
+def stop_timed_out(cluster_id: int, now: datetime) -> list[int]:
+    """Issue a ``timeout`` stop to every attempt of ``cluster_id`` that has run its workload's
+    ``max_runtime_s`` since its confirmed start (DESIGN.md §4: a stop like any other, charged to
+    the release; the workload then ends ``failed``). Returns the attempt ids stopped.
+
+    Locks workloads, then attempts (docs/locking.md order).
+    """
+    rows = [
+        (aid, wid)
+        for aid, wid, started, limit in Attempt.objects.filter(
+            workload__cluster_id=cluster_id,
+            ended_at__isnull=True,
+            started_at__isnull=False,
+            stop_requested_at__isnull=True,
+            workload__max_runtime_s__isnull=False,
+        ).values_list("pk", "workload_id", "started_at", "workload__max_runtime_s")
+        if started + timedelta(seconds=limit) <= now
+    ]
+    if not rows:
+        return []
+    list(Workload.objects.select_for_update().filter(pk__in=[w for _a, w in rows]).order_by("pk").values_list("pk"))
+    claimed = list(
+        Attempt.objects.select_for_update()
+        .filter(pk__in=[a for a, _w in rows], ended_at__isnull=True, stop_requested_at__isnull=True)
+        .order_by("pk")
+        .values_list("pk", "workload_id", "number", "workload__max_runtime_s")
+    )
+    if not claimed:
+        return []
+    Attempt.objects.filter(pk__in=[a for a, *_ in claimed]).update(
+        stop_requested_at=now, stop_reason=Attempt.EndReason.TIMEOUT
+    )
+    Workload.objects.filter(
+        pk__in=[w for _a, w, *_ in claimed], state__in=[Workload.State.STARTING, Workload.State.RUNNING]
+    ).update(state=Workload.State.PREEMPTING, updated_at=now)
+    WorkloadEvent.objects.bulk_create(
+        WorkloadEvent(
+            workload_id=wid,
+            at=now,
+            kind="timeout",
+            message=f"attempt {number} stopping: wall-time limit of {limit} s reached",
+            data={"attempt": aid, "reason": "timeout", "max_runtime_s": limit},
+        )
+        for aid, wid, number, limit in claimed
+    )
+    notify.push_hosts_on_commit(
+        AttemptGPU.objects.filter(attempt_id__in=[a for a, *_ in claimed]).values_list("gpu__host_id", flat=True)
+    )
+    return [a for a, *_ in claimed]
+
+
+def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
+    """Cancel the pending workloads of ``cluster_id`` whose ``after ID:ok`` can no longer be met
+    (the workload waited for ended failed or canceled), each with an event naming it. Returns
+    the workloads canceled; their own dependents follow at the next tick."""
+    from scheduler.models import WorkloadDependency
+
+    doomed: dict[int, tuple[int, str]] = {}
+    for wid, after, state in (
+        WorkloadDependency.objects.filter(
+            workload__cluster_id=cluster_id,
+            workload__state=Workload.State.PENDING,
+            condition=WorkloadDependency.Condition.OK,
+            after__state__in=[Workload.State.FAILED, Workload.State.CANCELED],
+        )
+        .values_list("workload_id", "after_id", "after__state")
+        .order_by("workload_id", "after_id")
+    ):
+        doomed.setdefault(wid, (after, state))
+    if not doomed:
+        return []
+    ids = list(
+        Workload.objects.select_for_update()
+        .filter(pk__in=list(doomed), state=Workload.State.PENDING)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    GPU.objects.filter(nominated_for_id__in=ids).update(nominated_for=None)
+    Workload.objects.filter(pk__in=ids).update(
+        state=Workload.State.CANCELED,
+        finished_at=now,
+        pending_reason="",
+        pending_detail={},
+        estimated_start=None,
+        updated_at=now,
+    )
+    WorkloadEvent.objects.bulk_create(
+        WorkloadEvent(
+            workload_id=wid,
+            at=now,
+            kind="canceled",
+            message=f"canceled: workload {doomed[wid][0]} it waited for (after :ok) ended {doomed[wid][1]}",
+            data={"dependency": doomed[wid][0], "dependency_state": doomed[wid][1]},
+        )
+        for wid in ids
+    )
+    return ids

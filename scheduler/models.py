@@ -137,6 +137,14 @@ class Workload(models.Model):
     memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="memory per host; empty: per-GPU share")
     shared_memory_bytes = models.BigIntegerField(null=True, blank=True, help_text="shm size; empty: runtime default")
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Mounts, wall-time limit, retries, arrays (docs/jobs.md). ``mounts`` is resolved at
+    # submission from the cluster's catalog: [{"name", "host_path", "container_path", "read_only"}].
+    mounts = models.JSONField(default=list, blank=True, help_text="storage mounts resolved at submission")
+    max_runtime_s = models.PositiveIntegerField(null=True, blank=True, help_text="wall-time limit per attempt")
+    retries = models.PositiveIntegerField(default=0, help_text="re-runs allowed after a non-zero exit")
+    retries_used = models.PositiveIntegerField(default=0)
+    group = models.ForeignKey("ArrayGroup", null=True, blank=True, on_delete=models.PROTECT, related_name="members")
+    array_index = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -150,6 +158,136 @@ class Workload(models.Model):
     @property
     def allocated(self) -> bool:
         return self.min_runtime_s > 0
+
+
+class ArrayGroup(models.Model):
+    """The workloads of one ``--array`` submission: listed and canceled together; ``limit``
+    (``%N``) caps how many of them run at once (DESIGN.md §3.8 ``dependency``)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="array_groups")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="array_groups")
+    name = models.CharField(max_length=200)
+    spec = models.CharField(max_length=64, help_text="the array as submitted, e.g. 0-99%10")
+    limit = models.PositiveIntegerField(null=True, blank=True, help_text="at most this many members run at once")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"array {self.name} (#{self.pk})"
+
+
+class WorkloadDependency(models.Model):
+    """``workload`` waits until ``after`` is final; ``ok``: and succeeded, else it is canceled."""
+
+    class Condition(models.TextChoices):
+        OK = "ok"
+        ANY = "any"
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="dependencies")
+    after = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="dependents")
+    condition = models.CharField(max_length=8, choices=Condition.choices, default=Condition.OK)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workload", "after"], name="dependency_unique_pair")]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} after {self.after_id}:{self.condition}"
+
+
+class Mount(models.Model):
+    """A storage mount of a cluster's catalog, set by an admin (docs/jobs.md "Mounts").
+
+    ``host_path`` may contain ``{user}`` (access ``home``): it expands to the submitting user's
+    name, which must be a plain POSIX-style name, so it cannot escape the directory.
+    """
+
+    class Access(models.TextChoices):
+        ALL = "all"
+        BUDGETS = "budgets"
+        HOME = "home"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="mounts")
+    name = models.SlugField(max_length=64, help_text="what workloads ask for (-v NAME)")
+    host_path = models.CharField(max_length=1024, help_text="absolute; {user} for access 'home'")
+    container_path = models.CharField(max_length=1024, help_text="absolute path inside the container")
+    read_only = models.BooleanField(default=True)
+    access = models.CharField(max_length=16, choices=Access.choices, default=Access.ALL)
+    budgets = models.ManyToManyField(
+        "budgets.Budget", blank=True, related_name="mounts", help_text="access 'budgets': members of these (or below)"
+    )
+    description = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="mount_unique_cluster_name")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}:{self.name}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from scheduler.mounts import path_problem
+
+        errors = {}
+        for field in ("host_path", "container_path"):
+            problem = path_problem(getattr(self, field), allow_user=field == "host_path")
+            if problem:
+                errors[field] = problem
+        has_user = "{user}" in self.host_path
+        if self.access == self.Access.HOME and not has_user:
+            errors["host_path"] = "access 'home' needs {user} in the host path"
+        if self.access != self.Access.HOME and has_user:
+            errors["host_path"] = "{user} is only for access 'home'"
+        if errors:
+            raise ValidationError(errors)
+
+
+class NotificationSettings(models.Model):
+    """What a user is told, per event kind and channel (docs/jobs.md "Notifications")."""
+
+    KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings"
+    )
+    email_kinds = models.JSONField(default=list, blank=True, help_text="event kinds sent by email")
+    webhook_kinds = models.JSONField(default=list, blank=True, help_text="event kinds sent to the webhook")
+    webhook_url = models.URLField(max_length=500, blank=True, help_text="Slack-compatible incoming webhook")
+
+    def __str__(self) -> str:
+        return f"notifications of {self.user_id}"
+
+
+class Notification(models.Model):
+    """One message for one event and channel; ``key`` makes delivery idempotent (once per event)."""
+
+    class Channel(models.TextChoices):
+        EMAIL = "email"
+        WEBHOOK = "webhook"
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"
+
+    key = models.CharField(max_length=64, unique=True, help_text="idempotency key: event and channel")
+    event = models.ForeignKey("WorkloadEvent", on_delete=models.CASCADE, related_name="notifications")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    tries = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 WIRE_ID_MAX = 2**63 - 1
@@ -172,6 +310,7 @@ class Attempt(models.Model):
         GPU_FAULT = "gpu_fault"
         LOST = "lost"
         FAILED_TO_START = "failed_to_start"
+        TIMEOUT = "timeout"
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="attempts")
     # The attempt's identity on the agent link (the protocol's ``attempt_id``, the agent's record

@@ -25,3 +25,11 @@ def push_hosts_on_commit(host_ids: Iterable[int]) -> None:
     ids = sorted(set(host_ids))
     if ids:
         transaction.on_commit(lambda: gateway.push_desired_state(ids))
+
+
+def events_on_commit(events: Iterable[object]) -> None:
+    """Queue the notifications these just-written workload events call for; they are sent by
+    the ``deliver_notification`` actor once the transaction commits (scheduler/notifications.py)."""
+    from scheduler import notifications  # local import: it imports the mail machinery
+
+    notifications.queue_for(events)

@@ -464,6 +464,19 @@ def _lines(
             f"No host of cluster {workload.cluster.name} can ever hold {detail.get('gpus', workload.gpu_count)} "
             f"× {detail.get('model', workload.gpu_model)} GPUs: it waits until such hardware is registered."
         )
+    elif reason == "dependency":
+        if detail.get("group") is not None:
+            lines.append(
+                f"Its array group already runs {detail.get('limit')} members, its %N limit: "
+                "it starts when one of them ends."
+            )
+        else:
+            waits = [
+                f"#{d.after_id} ({d.after.state}, needs {'success' if d.condition == 'ok' else 'any end'})"
+                for d in workload.dependencies.select_related("after").order_by("after_id")
+                if d.after.state not in Workload.FINAL_STATES
+            ]
+            lines.append(f"It waits for {', '.join(waits) or 'the workloads it depends on'} to end.")
     elif reason == "held":
         lines.append("Its budget (or a budget above it) is on hold: no new work starts until leadership releases it.")
     elif reason == "budget_capped":

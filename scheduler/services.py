@@ -27,7 +27,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
-from scheduler import histograms
+from scheduler import histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
@@ -41,7 +41,10 @@ class SubmissionError(ServiceError):
     ``invalid_gpu_count``, ``invalid_min_runtime``, ``min_runtime_too_long``,
     ``invalid_command``, ``invalid_env``, ``invalid_name``, ``invalid_image``,
     ``image_unsupported`` (an image, and no host of the cluster that could take the workload can
-    run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``."""
+    run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``; jobs
+    (docs/jobs.md): ``invalid_mount``, ``invalid_max_runtime``, ``max_runtime_too_long``,
+    ``max_runtime_below_min_runtime``, ``invalid_retries``, ``invalid_array``, ``invalid_after``,
+    ``dependency_failed``."""
 
 
 class CancelError(ServiceError):
@@ -285,6 +288,11 @@ def do_submit_workload(
     cpus: int | None = None,
     memory_bytes: int | None = None,
     shared_memory_bytes: int | None = None,
+    mounts: Sequence[str] = (),
+    max_runtime_s: int | None = None,
+    retries: int = 0,
+    after: Sequence[str | int] = (),
+    array: str | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -302,6 +310,13 @@ def do_submit_workload(
     already loaded this request (``load_tree()``), to spare a query. Every bad field is reported at
     once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
     event and requests a tick of the cluster after commit.
+
+    Jobs (docs/jobs.md): ``mounts`` names mounts of the cluster's catalog; ``max_runtime_s`` is
+    the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
+    non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
+    ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
+    first (the others are ``workload.group.members``); a ``dry_run`` returns one unsaved workload
+    without group or dependencies.
     """
     problems: list[FieldProblem] = []
 
@@ -405,6 +420,19 @@ def do_submit_workload(
     if submitted_at is not None and timezone.is_naive(submitted_at):
         raise ValueError("submitted_at must be timezone-aware (UTC)")
 
+    jobs = jobspec.check(
+        owner,
+        cluster=the_cluster,
+        budget=the_budget if not any(p.field == "budget" for p in problems) else None,
+        min_runtime_s=min_runtime_s if _is_int(min_runtime_s) else 0,
+        mounts=mounts,
+        max_runtime_s=max_runtime_s,
+        retries=retries,
+        after=after,
+        array=array,
+    )
+    problems.extend(jobs.problems)
+
     if problems:
         raise SubmissionError.from_problems(problems)
     assert the_budget is not None and the_cluster is not None  # noqa: S101 -- narrowed by the checks above
@@ -424,6 +452,9 @@ def do_submit_workload(
         "memory_bytes": memory_bytes,
         "shared_memory_bytes": shared_memory_bytes,
         "state": Workload.State.PENDING,
+        "mounts": jobs.mounts,
+        "max_runtime_s": jobs.max_runtime_s,
+        "retries": jobs.retries,
     }
     if dry_run:
         return Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
@@ -433,35 +464,55 @@ def do_submit_workload(
         if locked.archived_at is not None:
             raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
         now = timezone.now()
-        workload = Workload.objects.create(budget=locked, submitted_at=submitted_at or now, **fields)
-        # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
-        Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
-        workload.seq = workload.pk
-        WorkloadEvent.objects.create(
-            workload=workload,
-            at=now,
-            kind="submitted",
-            actor=owner,
-            message=f"submitted to {the_budget.path} on {the_cluster.name}",
-            data={
-                "budget": the_budget.path,
-                "cluster": the_cluster.name,
-                "gpu_model": gpu_model,
-                "gpu_count": gpu_count,
-                "min_runtime_s": min_runtime_s,
+        group = jobs.create_group(owner, the_cluster, name.strip())
+        first: Workload | None = None
+        for index in jobs.indices:
+            member_env = dict(stored_env)
+            if index is not None:
+                member_env["FAIRWAY_ARRAY_INDEX"] = {"value": str(index), "secret": False}
+            workload = Workload.objects.create(
                 **{
-                    k: v
-                    for k, v in (
-                        ("cpus", cpus),
-                        ("memory_bytes", memory_bytes),
-                        ("shared_memory_bytes", shared_memory_bytes),
-                    )
-                    if v is not None
+                    **fields,
+                    "name": name.strip() if index is None else f"{name.strip()}[{index}]",
+                    "env": member_env,
                 },
-            },
-        )
+                budget=locked,
+                submitted_at=submitted_at or now,
+                group=group,
+                array_index=index,
+            )
+            # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
+            Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
+            workload.seq = workload.pk
+            jobs.create_dependencies(workload)
+            WorkloadEvent.objects.create(
+                workload=workload,
+                at=now,
+                kind="submitted",
+                actor=owner,
+                message=f"submitted to {the_budget.path} on {the_cluster.name}" + jobs.describe(index),
+                data={
+                    "budget": the_budget.path,
+                    "cluster": the_cluster.name,
+                    "gpu_model": gpu_model,
+                    "gpu_count": gpu_count,
+                    "min_runtime_s": min_runtime_s,
+                    **{
+                        k: v
+                        for k, v in (
+                            ("cpus", cpus),
+                            ("memory_bytes", memory_bytes),
+                            ("shared_memory_bytes", shared_memory_bytes),
+                        )
+                        if v is not None
+                    },
+                    **jobs.event_data(index),
+                },
+            )
+            first = first or workload
         request_tick_on_commit(the_cluster.id)
-    return workload
+    assert first is not None  # noqa: S101 -- jobs.indices is never empty
+    return first
 
 
 # --- cancel --------------------------------------------------------------------------------
@@ -532,6 +583,26 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             host_ids = AttemptGPU.objects.filter(attempt=attempt).values_list("gpu__host_id", flat=True)
             push_hosts_on_commit([attempt.host_id, *host_ids])
     return locked
+
+
+def do_cancel_group(actor: User, group: Any) -> int:
+    """Cancel every member of an array group that is not final yet (one ``do_cancel_workload``
+    each, so each member's cancel is the ordinary one); returns how many were canceled or asked
+    to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
+    members = list(
+        Workload.objects.filter(group=group).exclude(state__in=Workload.FINAL_STATES).select_related("budget")
+    )
+    allowed = [w for w in members if can_cancel(actor, w)]
+    if members and not allowed:
+        raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+    done = 0
+    for w in allowed:
+        try:
+            do_cancel_workload(actor, w)
+        except CancelError:
+            continue  # it became final meanwhile
+        done += 1
+    return done
 
 
 # --- hosts ---------------------------------------------------------------------------------

@@ -20,11 +20,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 
 from budgets.models import Budget, UsageEntry
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy import types as p
+
+_HOLDING = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
+"""Workload states that hold GPUs: they count against an array's ``%N`` cap."""
 
 
 def epoch(dt: datetime) -> int:
@@ -229,8 +232,13 @@ def load_snapshot(
         )
 
     pending: list[p.Workload] = []
-    for wid, bid, count, model, min_runtime, submitted_at, seq, reason, detail, cpus, memory in (
+    # A dependency is unmet while the workload waited for is not final (docs/jobs.md); one
+    # whose ``:ok`` can no longer be met is canceled by ``lifecycle.settle_dependencies``.
+    unmet = WorkloadDependency.objects.filter(workload=OuterRef("pk")).exclude(after__state__in=Workload.FINAL_STATES)
+    capped_groups: dict[int, int] = {}
+    for wid, bid, count, model, min_runtime, submitted_at, seq, reason, detail, cpus, memory, waiting, group, limit in (
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING)
+        .annotate(waiting=Exists(unmet))
         .values_list(
             "id",
             "budget_id",
@@ -243,10 +251,15 @@ def load_snapshot(
             "pending_detail",
             "cpus",
             "memory_bytes",
+            "waiting",
+            "group_id",
+            "group__limit",
         )
         .order_by("id")
     ):
         index.pending_reason[wid] = (reason, detail)
+        if limit is not None:
+            capped_groups[group] = limit
         pending.append(
             p.Workload(
                 id=key(wid),
@@ -258,8 +271,19 @@ def load_snapshot(
                 seq=seq if seq is not None else wid,
                 cpus=cpus,
                 memory=memory,
+                waiting=bool(waiting),
+                group=str(group) if limit is not None else None,
             )
         )
+    group_limits: dict[str, tuple[int, int]] = {}
+    if capped_groups:  # one more query, only when an array with a %N cap has pending members
+        holding = dict(
+            Workload.objects.filter(group_id__in=list(capped_groups), state__in=_HOLDING)
+            .values("group_id")
+            .annotate(n=Count("id"))
+            .values_list("group_id", "n")
+        )
+        group_limits = {str(g): (lim, holding.get(g, 0)) for g, lim in sorted(capped_groups.items())}
 
     usage: list[p.UsageRecord] = [
         p.UsageRecord(budget=str(bid), start=epoch(started_at), end=epoch(ended_at), gpus=gpus)
@@ -301,6 +325,7 @@ def load_snapshot(
         nominations={wid: tuple(sorted(refs)) for wid, refs in sorted(nominations.items())},
         window=window,
         max_reservations=int(conf["MAX_RESERVATIONS"]),
+        group_limits=group_limits,
     )
     return snapshot, index
 

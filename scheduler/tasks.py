@@ -175,6 +175,15 @@ def estimate_starts(cluster_id: int) -> None:
         _clear_marker(cluster_id, ESTIMATE_MARKER)
 
 
+@dramatiq.actor(queue_name="notifications", max_retries=5, min_backoff=5_000, max_backoff=600_000, time_limit=60_000)
+def deliver_notification(key: str) -> None:
+    """Send one notification (email or webhook) at most once; raises to be retried with backoff
+    while it is not delivered (``scheduler.notifications.deliver``)."""
+    from scheduler import notifications
+
+    notifications.deliver(key)
+
+
 PRUNE_METRICS_EVERY_S = 3600.0
 """The clock asks for pruning of old GPU minute samples this often (seconds)."""
 

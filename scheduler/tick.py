@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Max, Value, When
 from django.utils import timezone
 
-from scheduler import notify
+from scheduler import lifecycle, notify
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.policy import schedule
 from scheduler.policy import types as p
@@ -108,6 +108,8 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
             return TickResult(cluster_id=cluster_id, status="skipped")
         if not Cluster.objects.filter(pk=cluster_id).exists():
             return TickResult(cluster_id=cluster_id, status="no_cluster")
+        lifecycle.stop_timed_out(cluster_id, now)
+        lifecycle.settle_dependencies(cluster_id, now)
         snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key)
         decisions = schedule(snapshot)
         pk_of = index.pk_of()
@@ -153,6 +155,7 @@ def _apply(
     _apply_nominations(nominations, started_workloads, index)
     if events:
         WorkloadEvent.objects.bulk_create(events)
+        notify.events_on_commit(events)
     return touched
 
 

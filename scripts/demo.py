@@ -312,6 +312,27 @@ class Demo:
             time.sleep(0.3)
         say(f"{len(names)} agents connected ({', '.join(names)}), heartbeat 1 s")
 
+    def submit_array(self) -> None:
+        """One array (docs/jobs.md) next to the replay: six 1-GPU unallocated members, two at a
+        time (``%2``), each with a 10-minute wall-time limit; shown at /workloads/?group=N."""
+        code = (
+            "from accounts.models import User; from budgets.models import Budget; "
+            "from scheduler.services import do_submit_workload; "
+            "leaf = Budget.objects.filter(children__isnull=True, archived_at__isnull=True, parent__isnull=False)"
+            ".order_by('id').first(); "
+            "w = do_submit_workload(User.objects.get(username='researcher'), name='demo-sweep', budget=leaf, "
+            "cluster='philly', gpu_model='H100', gpu_count=1, image='', "
+            f"command=[{self.isolation.workload_python!r}, '-m', 'agent.standin', '--duration', '40'], "
+            "env=None, min_runtime_s=0, max_runtime_s=600, array='0-5%2'); "
+            "print(w.group_id)"
+        )
+        try:
+            self.manage("shell", "-c", code)
+        except DemoError as exc:  # the array is a side show: the replay goes on without it
+            say(f"could not submit the demo array: {exc}")
+            return
+        say("submitted array demo-sweep[0-5]%2 (6 × 1 GPU, unallocated, two at a time): see /workloads/")
+
     def run_replay(self) -> int:
         a = self.args
         argv = [
@@ -576,6 +597,7 @@ def main() -> int:
         demo.prepare()
         demo.start_server()
         demo.start_agents()
+        demo.submit_array()
         code = demo.run_replay()
         say(f"replay finished with exit code {code} after {time.monotonic() - started:.0f} s of demo")
         demo.print_access()

@@ -13,6 +13,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
 from scheduler.api.serializers import WorkloadSubmitSerializer
+from scheduler.notifications import KIND_LABELS, webhook_problem
 
 ENV_HELP = "One NAME=value per line."
 
@@ -64,6 +65,23 @@ class SubmitForm(forms.Form):
         label="Shared memory", max_length=32, required=False, help_text="Size of /dev/shm, e.g. 8G."
     )
 
+    # Job options (docs/jobs.md)
+    mounts = forms.CharField(
+        required=False, help_text="Mount names of the cluster's catalog, comma-separated (e.g. datasets, home)."
+    )
+    max_runtime = forms.CharField(
+        label="Wall-time limit",
+        required=False,
+        help_text="Optional, e.g. 12h: the attempt is stopped then (at least the minimum runtime).",
+    )
+    retries = forms.IntegerField(min_value=0, required=False, initial=0, help_text="Re-runs after a non-zero exit.")
+    after = forms.CharField(
+        required=False, help_text="Wait for workloads: 12, 13:any (ok = only if they succeed, the default)."
+    )
+    array = forms.CharField(
+        required=False, help_text="One workload per index, e.g. 0-99%10 (at most 10 at once); FAIRWAY_ARRAY_INDEX."
+    )
+
     def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["budget"].choices = [(b, b) for b in budgets]
@@ -98,7 +116,37 @@ class SubmitForm(forms.Form):
             "cpus": data.get("cpus"),
             "memory": data.get("memory") or None,
             "shared_memory": data.get("shared_memory") or None,
+            "mounts": [m.strip() for m in (data.get("mounts") or "").split(",") if m.strip()],
+            "max_runtime": data.get("max_runtime") or None,
+            "retries": data.get("retries") or 0,
+            "after": data.get("after") or None,
+            "array": data.get("array") or None,
         }
+
+
+class NotificationForm(forms.Form):
+    """Per event kind, email and/or a Slack-compatible webhook (docs/jobs.md "Notifications")."""
+
+    email_kinds = forms.MultipleChoiceField(
+        choices=list(KIND_LABELS.items()), required=False, widget=forms.CheckboxSelectMultiple, label="Email me when"
+    )
+    webhook_kinds = forms.MultipleChoiceField(
+        choices=list(KIND_LABELS.items()),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Post to the webhook when",
+    )
+    webhook_url = forms.CharField(
+        max_length=500, required=False, label="Webhook URL", help_text='Slack-compatible: receives {"text": ...}.'
+    )
+
+    def clean_webhook_url(self) -> str:
+        url = (self.cleaned_data.get("webhook_url") or "").strip()
+        if url:
+            problem = webhook_problem(url)
+            if problem:
+                raise forms.ValidationError(f"Webhook refused: {problem}.")
+        return url
 
 
 MAX_SPEC_CHARS = MAX_MESSAGE_BYTES

@@ -42,15 +42,32 @@ from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset
 from scheduler.api.serializers import WorkloadDetailSerializer
 from scheduler.metrics import attempt_utilization
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
+from scheduler.models import (
+    GPU,
+    ArrayGroup,
+    Attempt,
+    AttemptGPU,
+    Cluster,
+    Host,
+    NotificationSettings,
+    Workload,
+    WorkloadEvent,
+)
 from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy, pending_explanation
-from scheduler.services import can_cancel, do_cancel_workload, do_set_host_state, do_submit_workload
-from web.forms import SPEC_EXAMPLE, SpecForm, SubmitForm, parse_submission
+from scheduler.services import (
+    can_cancel,
+    do_cancel_group,
+    do_cancel_workload,
+    do_set_host_state,
+    do_submit_workload,
+)
+from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, parse_submission
 
 PAGE_SIZE = 50
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
+    "dependency": "waits for other workloads",
     "held": "budget on hold",
     "budget_capped": "budget capped",
     "awaiting_preemption": "others are leaving for it",
@@ -250,7 +267,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
     states = params.getlist("state")
     if len(states) > 1:
         params.setlist("state", [",".join(states)])
-    params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster"}}
+    params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster", "group"}}
     queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
     page = Paginator(filtered.qs, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -374,6 +391,8 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "open_attempt": open_attempt,
         "has_attempts": bool(lanes),
         "cancel_requested": bool(open_attempt and open_attempt.stop_reason == Attempt.EndReason.CANCELED),
+        "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
+        "can_cancel_group": workload.group_id is not None and can_cancel(request.user, workload),
     }
 
 
@@ -408,6 +427,19 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("web-workload", pk=pk)
+
+
+@login_required
+@require_POST
+def cancel_group(request: HttpRequest, pk: int) -> HttpResponseBase:
+    """Cancel every member of array group ``pk`` not final yet; back to the group's list."""
+    group = get_object_or_404(ArrayGroup, pk=pk)
+    try:
+        n = do_cancel_group(request.user, group)
+        messages.success(request, f"Canceled {n} workloads of array group {group.pk}.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(f"{reverse('web-workloads')}?group={group.pk}")
 
 
 def _logs_context(user: User, pk: int) -> tuple[Workload, Attempt | None, bool]:
@@ -637,6 +669,28 @@ def tokens(request: HttpRequest) -> HttpResponse:
         "web/tokens.html",
         {"nav": "tokens", "rows": rows, "created": created, "error": error},
         status=400 if error else 200,
+    )
+
+
+@login_required
+def notifications(request: HttpRequest) -> HttpResponse:
+    """What the user is told, per event kind, by email and/or webhook (docs/jobs.md)."""
+    pref = NotificationSettings.objects.filter(user=request.user).first()
+    initial = (
+        {"email_kinds": pref.email_kinds, "webhook_kinds": pref.webhook_kinds, "webhook_url": pref.webhook_url}
+        if pref
+        else {}
+    )
+    form = NotificationForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        NotificationSettings.objects.update_or_create(user=request.user, defaults=form.cleaned_data)
+        messages.success(request, "Notification settings saved.")
+        return redirect("web-notifications")
+    return _render(
+        request,
+        "web/notifications.html",
+        {"nav": "notifications", "form": form, "email": request.user.email},
+        status=400 if form.errors else 200,
     )
 
 

@@ -6,11 +6,12 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from agent.protocol import Mount
 from agent.runtime.isolation import Identity, IdentityError, Isolation
 from agent.state import AttemptRecord, AttemptStore, cap_log, current_boot_id, read_log_tail
 
@@ -49,6 +50,16 @@ class AttemptSpec:
     cpus: int | None = None
     memory: int | None = None
     shared_memory: int | None = None
+    mounts: tuple[Mount, ...] = ()  # storage mounts (docs/jobs.md)
+
+
+def mount_env(mounts: Sequence[Mount], *, in_container: bool) -> dict[str, str]:
+    """``FAIRWAY_MOUNT_<NAME>`` → where each mount is seen by the attempt (its container path in a
+    container, its host path for a process); ``-`` in a name becomes ``_`` (docs/jobs.md)."""
+    return {
+        "FAIRWAY_MOUNT_" + m.name.upper().replace("-", "_"): m.container_path if in_container else m.host_path
+        for m in mounts
+    }
 
 
 class RuntimeUnavailable(Exception):

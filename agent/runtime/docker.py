@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime
+from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime, mount_env
 from agent.runtime.isolation import Identity, Isolation, IsolationConfig
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
@@ -65,6 +65,10 @@ def container_spec(
         FAIRWAY_ATTEMPT=str(spec.attempt_id),
         FAIRWAY_PREEMPT_FILE=f"{RUN_DIR_IN_CONTAINER}/preempt",
     )
+    env.update(mount_env(spec.mounts, in_container=True))
+    volumes = {str(run_dir): {"bind": RUN_DIR_IN_CONTAINER, "mode": "ro"}}
+    for m in spec.mounts:  # docs/jobs.md: bound at the catalog's container path; the image's workdir stays
+        volumes[m.host_path] = {"bind": m.container_path, "mode": "ro" if m.read_only else "rw"}
     kwargs: dict[str, Any] = {
         "image": spec.image,
         "command": list(spec.command),
@@ -73,7 +77,7 @@ def container_spec(
         "labels": {LABEL_ATTEMPT: str(spec.attempt_id), LABEL_WORKLOAD: str(spec.workload_id)},
         "network_mode": "host",
         "ipc_mode": "host",
-        "volumes": {str(run_dir): {"bind": RUN_DIR_IN_CONTAINER, "mode": "ro"}},
+        "volumes": volumes,
         "detach": True,
     }
     if identity is not None and identity.switch:

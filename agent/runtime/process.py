@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.runtime.base import AttemptSpec, StoredRuntime
+from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     Isolation,
     IsolationConfig,
@@ -229,6 +229,13 @@ class ProcessRuntime(StoredRuntime):
             FAIRWAY_ATTEMPT=str(spec.attempt_id),
             FAIRWAY_PREEMPT_FILE=str(self.store.preempt_path(spec.attempt_id)),
         )
+        # Mounts (docs/jobs.md): a process sees the host paths themselves, in FAIRWAY_MOUNT_<NAME>;
+        # it starts in the first one. Read-only is up to the host's file permissions.
+        env.update(mount_env(spec.mounts, in_container=False))
+        for m in spec.mounts:
+            if not os.path.isdir(m.host_path):  # noqa: ASYNC240 -- one stat per mount
+                self._fail(record, f"mount {m.name}: {m.host_path} is not a directory on this host")
+        workdir = spec.mounts[0].host_path if spec.mounts else (str(self.cwd) if self.cwd else None)
         program = spec.command[0]
         # Resolve here: the wrapper would turn "not found" into exit code 126 after "started".
         executable = shutil.which(program, path=env.get("PATH", os.defpath))
@@ -236,7 +243,7 @@ class ProcessRuntime(StoredRuntime):
             self._fail(record, f"command not found or not executable: {program}")
         gids = {ident.gid, *ident.groups}
         if ident.switch:
-            cwd = str(self.cwd or os.getcwd())
+            cwd = workdir or os.getcwd()
             script = False
             with contextlib.suppress(OSError), open(executable, "rb") as f:  # noqa: ASYNC230 -- two bytes
                 script = f.read(2) == b"#!"  # an interpreter reads it: it must be readable too
@@ -294,7 +301,7 @@ class ProcessRuntime(StoredRuntime):
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    cwd=self.cwd,
+                    cwd=workdir,
                     start_new_session=True,
                     pass_fds=(read_fd,),
                 )

@@ -11,16 +11,18 @@ from scheduler.models import Workload
 
 class WorkloadFilter(django_filters.FilterSet):
     """``state``: one or more states, comma-separated. ``budget``: a path or id; includes the
-    budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name."""
+    budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name. ``group``: an
+    array group id."""
 
     state = django_filters.CharFilter(method="filter_state")
     budget = django_filters.CharFilter(method="filter_budget")
     owner = django_filters.CharFilter(method="filter_owner")
     cluster = django_filters.CharFilter(field_name="cluster__name")
+    group = django_filters.NumberFilter(field_name="group_id")
 
     class Meta:
         model = Workload
-        fields = ["state", "budget", "owner", "cluster"]
+        fields = ["state", "budget", "owner", "cluster", "group"]
 
     def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         states = [s.strip() for s in value.split(",") if s.strip()]

@@ -15,7 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler.models import Attempt, Cluster, Workload, WorkloadEvent
+from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
@@ -153,6 +153,26 @@ def _size_or_refuse(value: Any, field: str) -> int | None:
         raise serializers.ValidationError(str(exc), code=f"invalid_{field}") from None
 
 
+@extend_schema_field({"type": "array", "items": {"type": "string"}, "description": "mount names of the cluster"})
+class _NamesField(PassThroughField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "array", "items": _STR_OR_INT}, {"type": "string"}],
+        "description": "workload ids to wait for, each ID, ID:ok (default) or ID:any; a string is comma-separated",
+    }
+)
+class _AfterField(PassThroughField):
+    pass
+
+
+@extend_schema_field({**_STR_OR_INT, "nullable": True, "description": "wall-time limit: seconds or 2h30m"})
+class _OptionalDurationField(PassThroughField):
+    pass
+
+
 class WorkloadSubmitSerializer(serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
@@ -162,7 +182,10 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     ``env``: ``{"NAME": "value"}`` or ``{"NAME": {"value": "...", "secret": true}}``.
     ``name``: defaults to the command's program name. ``cpus``, ``memory``, ``shared_memory``:
     requests per host it runs on (DESIGN.md §3.3; sizes as bytes or ``"32G"``), optional: the
-    host's per-GPU share of CPUs and memory, the runtime's ``/dev/shm``.
+    host's per-GPU share of CPUs and memory, the runtime's ``/dev/shm``. Jobs (docs/jobs.md):
+    ``mounts`` (names of the cluster's catalog), ``max_runtime`` (wall-time limit per attempt,
+    >= ``min_runtime``), ``retries`` (re-runs after a non-zero exit), ``after``
+    (``ID[:ok|any]``), ``array`` (``0-99%10``: one workload per index, ``FAIRWAY_ARRAY_INDEX``).
     """
 
     name = _NullableStrField(required=False, allow_null=True)
@@ -177,6 +200,11 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     cpus = _CpusField(required=False, allow_null=True)
     memory = _SizeField(required=False, allow_null=True)
     shared_memory = _SizeField(required=False, allow_null=True)
+    mounts = _NamesField(required=False, allow_null=True)
+    max_runtime = _OptionalDurationField(required=False, allow_null=True)
+    retries = _CountField(required=False, allow_null=True)
+    after = _AfterField(required=False, allow_null=True)
+    array = _NullableStrField(required=False, allow_null=True)
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":
@@ -190,6 +218,25 @@ class WorkloadSubmitSerializer(serializers.Serializer):
 
     def validate_shared_memory(self, value: Any) -> int | None:
         return _size_or_refuse(value, "shared_memory")
+
+    def validate_max_runtime(self, value: Any) -> int | None:
+        if value is None or value == "":
+            return None
+        try:
+            return parse_duration_s(value)
+        except ValueError:
+            raise serializers.ValidationError(
+                "The wall-time limit is seconds (an integer >= 1) or a duration like 2h30m.",
+                code="invalid_max_runtime",
+            ) from None
+
+    def validate_retries(self, value: Any) -> Any:
+        return self.validate_gpu_count(value) if value is not None else 0
+
+    def validate_after(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value if value is not None else []
 
     def validate_gpu_count(self, value: Any) -> Any:
         if isinstance(value, str) and _PLAIN_INT.fullmatch(value.strip()):
@@ -234,6 +281,11 @@ class WorkloadSubmitSerializer(serializers.Serializer):
             "cpus": data.get("cpus"),
             "memory_bytes": data.get("memory"),
             "shared_memory_bytes": data.get("shared_memory"),
+            "mounts": data.get("mounts") or [],
+            "max_runtime_s": data.get("max_runtime"),
+            "retries": data.get("retries") or 0,
+            "after": data.get("after") or [],
+            "array": data.get("array") or None,
         }
 
 
@@ -350,6 +402,8 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
             "estimated_start",
             "finished_at",
             "accounting",
+            "group",
+            "array_index",
         ]
         read_only_fields = fields
 
@@ -473,6 +527,20 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     estimated_start_words = serializers.SerializerMethodField()
     attempts = AttemptSerializer(many=True, read_only=True)
     events = WorkloadEventSerializer(many=True, read_only=True)
+    after = serializers.SerializerMethodField()
+    mounts = serializers.SerializerMethodField()
+
+    def get_after(self, obj: Workload) -> list[dict[str, Any]]:
+        """``[{"workload": 12, "condition": "ok", "state": "running"}]``: what it waits for."""
+        return [
+            {"workload": d.after_id, "condition": d.condition, "state": d.after.state}
+            for d in obj.dependencies.select_related("after").order_by("after_id")
+        ]
+
+    def get_mounts(self, obj: Workload) -> list[dict[str, Any]]:
+        """Name, container path and mode of each mount; host paths only within its budget."""
+        private = self.may_see_private(obj)
+        return [{k: v for k, v in m.items() if private or k != "host_path"} for m in (obj.mounts or [])]
 
     class Meta(WorkloadListSerializer.Meta):
         fields = [
@@ -488,6 +556,11 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "estimated_start_words",
             "start_failures",
             "duration_hint_s",
+            "mounts",
+            "max_runtime_s",
+            "retries",
+            "retries_used",
+            "after",
             "can_cancel",
             "attempts",
             "events",
@@ -558,10 +631,11 @@ class ClusterSerializer(serializers.ModelSerializer):
     """A cluster with its registered (not removed) hardware, by GPU model."""
 
     models = serializers.SerializerMethodField()
+    mounts = serializers.SerializerMethodField()
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "description", "models"]
+        fields = ["id", "name", "description", "models", "mounts"]
         read_only_fields = fields
 
     def get_models(self, obj: Cluster) -> dict[str, dict[str, int]]:
@@ -578,3 +652,86 @@ class ClusterSerializer(serializers.ModelSerializer):
             entry["gpus"] += len(gpus)
             entry["largest_host"] = max(entry["largest_host"], len(gpus))
         return dict(sorted(out.items()))
+
+    def get_mounts(self, obj: Cluster) -> list[dict[str, Any]]:
+        """The mount catalog (docs/jobs.md): name, container path, mode, who may use it."""
+        return [
+            {
+                "name": m.name,
+                "container_path": m.container_path,
+                "read_only": m.read_only,
+                "access": m.access,
+                "description": m.description,
+            }
+            for m in obj.mounts.all()
+        ]
+
+
+class ArrayGroupSerializer(serializers.ModelSerializer):
+    """An array submission: its members' states counted, and their ids."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    states = serializers.SerializerMethodField()
+    members = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ArrayGroup
+        fields = ["id", "name", "owner", "cluster", "spec", "limit", "created_at", "states", "members"]
+        read_only_fields = fields
+
+    def get_states(self, obj: Any) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for w in obj.members.all():
+            out[w.state] = out.get(w.state, 0) + 1
+        return dict(sorted(out.items()))
+
+    def get_mounts(self, obj: Cluster) -> list[dict[str, Any]]:
+        """The mount catalog (docs/jobs.md): name, container path, mode, who may use it."""
+        return [
+            {
+                "name": m.name,
+                "container_path": m.container_path,
+                "read_only": m.read_only,
+                "access": m.access,
+                "description": m.description,
+            }
+            for m in obj.mounts.all()
+        ]
+
+    def get_members(self, obj: Any) -> list[int]:
+        return sorted(w.pk for w in obj.members.all())
+
+
+class NotificationSettingsSerializer(serializers.Serializer):
+    """The requester's notification choices (docs/jobs.md): kinds among ``started``,
+    ``succeeded``, ``failed``, ``preempted``, ``estimate_moved``, per channel."""
+
+    email_kinds = serializers.ListField(child=serializers.CharField(), required=False)
+    webhook_kinds = serializers.ListField(child=serializers.CharField(), required=False)
+    webhook_url = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    def validate_email_kinds(self, value: Any) -> list[str]:
+        return self._kinds(value)
+
+    def validate_webhook_kinds(self, value: Any) -> list[str]:
+        return self._kinds(value)
+
+    @staticmethod
+    def _kinds(value: Any) -> list[str]:
+        from scheduler.notifications import clean_kinds
+
+        try:
+            return clean_kinds(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc), code="invalid_kind") from None
+
+    def validate_webhook_url(self, value: str) -> str:
+        from scheduler.notifications import webhook_problem
+
+        value = value.strip()
+        if value:
+            problem = webhook_problem(value)
+            if problem:
+                raise serializers.ValidationError(f"Webhook refused: {problem}.", code="invalid_webhook")
+        return value

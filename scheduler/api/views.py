@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.utils import timezone
@@ -16,19 +17,32 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from budgets.services import budget_paths
-from config.api import FairwayViewSet
+from config.api import FairwayAPIView, FairwayViewSet
 from scheduler.accounting import as_never_started, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.serializers import (
+    ArrayGroupSerializer,
     ClusterSerializer,
     HistorySerializer,
+    NotificationSettingsSerializer,
     QuoteSerializer,
     WorkloadDetailSerializer,
     WorkloadListSerializer,
     WorkloadSubmitSerializer,
 )
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
-from scheduler.services import do_cancel_workload, do_submit_workload
+from scheduler.models import (
+    GPU,
+    ArrayGroup,
+    Attempt,
+    AttemptGPU,
+    Cluster,
+    Host,
+    Mount,
+    NotificationSettings,
+    Workload,
+    WorkloadEvent,
+)
+from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
 HISTORY_MAX = 10_000
@@ -233,5 +247,52 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVi
 
     def get_queryset(self) -> QuerySet[Cluster]:
         return Cluster.objects.prefetch_related(
-            Prefetch("hosts", queryset=Host.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.all())))
+            Prefetch("hosts", queryset=Host.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.all()))),
+            Prefetch("mounts", queryset=Mount.objects.order_by("name")),
         ).order_by("name")
+
+
+class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
+    """Array groups (docs/jobs.md): ``GET /api/v1/groups/`` (``?owner=me``), one group, and
+    ``POST /api/v1/groups/{id}/cancel/`` to cancel every member not final yet."""
+
+    serializer_class = ArrayGroupSerializer
+    filter_backends: list = []
+
+    def get_queryset(self) -> QuerySet[ArrayGroup]:
+        qs = ArrayGroup.objects.select_related("owner", "cluster").prefetch_related(
+            Prefetch("members", queryset=Workload.objects.only("id", "state", "group_id"))
+        )
+        if self.request.query_params.get("owner") == "me":
+            qs = qs.filter(owner=self.request.user)
+        return qs.order_by("-id")
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """200 ``{"group", "canceled"}``: members canceled (or asked to stop); 403 ``forbidden``."""
+        group = self.get_object()
+        canceled = do_cancel_group(request.user, group)
+        return Response({"group": group.pk, "canceled": canceled})
+
+
+class NotificationSettingsView(FairwayAPIView):
+    """``GET``/``PUT /api/v1/notifications/``: the requester's own notification choices."""
+
+    serializer_class = NotificationSettingsSerializer
+
+    def _data(self, user: Any) -> dict[str, Any]:
+        pref = NotificationSettings.objects.filter(user=user).first()
+        if pref is None:
+            return {"email_kinds": [], "webhook_kinds": [], "webhook_url": ""}
+        return {"email_kinds": pref.email_kinds, "webhook_kinds": pref.webhook_kinds, "webhook_url": pref.webhook_url}
+
+    @extend_schema(responses=NotificationSettingsSerializer)
+    def get(self, request: Request) -> Response:
+        return Response(self._data(request.user))
+
+    @extend_schema(request=NotificationSettingsSerializer, responses=NotificationSettingsSerializer)
+    def put(self, request: Request) -> Response:
+        serializer = NotificationSettingsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        NotificationSettings.objects.update_or_create(user=request.user, defaults=dict(serializer.validated_data))
+        return Response(self._data(request.user))

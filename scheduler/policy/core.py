@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
 import scheduler.policy.victims as victims
+from scheduler.policy.dependency import dependency_block
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_order
@@ -74,6 +75,7 @@ class Pass(PassState):
         self.grouped = grouped  # the pending workloads by budget (queues.group), if the caller has them
         self.state.listeners.clear()
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
+        self.group_started: dict[str, int] = {}  # array group → members started in this pass
 
     # ------------------------------------------------------------------ run
     def run(self) -> Decisions:
@@ -95,10 +97,23 @@ class Pass(PassState):
         grouped = self.grouped
         if grouped is None:
             grouped = group(sorted(self.pending.values(), key=submission_order))
-        qb = QueueBuilder(self.tree, self.standing.unschedulable, self._reason, with_reasons=self.snap.with_reasons)
+        qb = QueueBuilder(
+            self.tree, self.standing.unschedulable, self._reason, self._waits, with_reasons=self.snap.with_reasons
+        )
         queues = qb.build(grouped)
         self.unfunded = qb.unfunded
         return queues
+
+    def _waits(self, w: Workload) -> bool:
+        """§3.8 ``dependency``: ``w`` waits for its ``after`` list, or its array group runs its
+        ``%N`` cap (members holding GPUs plus those started in this pass); records the reason."""
+        full = dependency_block(self.snap, w, self.group_started)
+        if full is None:
+            return False
+        if w.id in self.noms:
+            self._drop_nomination(w.id)
+        self._reason(w, PendingReason.DEPENDENCY, full)
+        return True
 
     def _reason(self, w: Workload, reason: PendingReason, detail: dict[str, object]) -> None:
         if self.snap.with_reasons:
@@ -197,6 +212,8 @@ class Pass(PassState):
         st.assign(new)
         self.standing.track(st.attempts[new.id], 1)
         self.dec.starts.append(Start(w.id, tuple(sorted(gpus)), allocated=allocated, unfunded=unfunded))
+        if w.group is not None:
+            self.group_started[w.group] = self.group_started.get(w.group, 0) + 1
         self.changed()
 
     def _nominate(self, w: Workload, found: victims.Found) -> None:
@@ -223,6 +240,9 @@ class Pass(PassState):
         skipped = self._skipped
         outright = self.memo.outright
         while (w := disp.next()) is not None:
+            if w.group is not None and self._waits(w):
+                disp.done(w, False)
+                continue
             if skipped(w):
                 disp.skip_run(w, skipped)
                 continue
@@ -244,7 +264,7 @@ class Pass(PassState):
     def _skipped(self, w: Workload) -> bool:
         """True when ``w`` fails outright as an earlier workload did (memo.outright): its reason,
         if wanted, is recorded and nothing else changes."""
-        if w.id in self.noms:
+        if w.id in self.noms or w.group is not None:  # a group member may wait on its cap (§3.8 order)
             return False
         fails = self.memo.outright.get(self._outright_key(w))
         if not fails:
@@ -315,6 +335,9 @@ class Pass(PassState):
         disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[tuple[str, int | None, int | None], int] = {}  # by (model, requests)
         while (w := disp.next()) is not None:
+            if w.group is not None and self._waits(w):
+                disp.done(w, False)
+                continue
             placed = False
             shape = (w.model, w.cpus, w.memory)
             if w.gpus < smallest_failed.get(shape, 1 << 30):

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import scheduler.policy.contract as contract
 from scheduler.policy.core import Pass, schedule
-from scheduler.policy.queues import BudgetPending, group, submission_order
+from scheduler.policy.queues import BudgetPending, group, shape_of, submission_order
 from scheduler.policy.screen import idle
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
@@ -56,7 +56,7 @@ class PendingIndex:
         key = submission_order(w)
         del lst[bisect_left(lst, key, key=submission_order)]
         del bp.ordered[bisect_left(bp.ordered, key, key=submission_order)]
-        _count(bp.shapes, (w.model, w.gpus, w.cpus, w.memory), -1)
+        _count(bp.shapes, shape_of(w), -1)
         if not bp.shapes:
             del self.budgets[w.budget]
         shape = self._shape(w)
@@ -69,7 +69,7 @@ class PendingIndex:
             bp = self.budgets[w.budget] = BudgetPending()
         insort(bp.allocated if w.min_runtime > 0 else bp.unallocated, w, key=submission_order)
         insort(bp.ordered, w, key=submission_order)
-        _count(bp.shapes, (w.model, w.gpus, w.cpus, w.memory), 1)
+        _count(bp.shapes, shape_of(w), 1)
         shape = self._shape(w)
         _count(self.counts, shape, 1)
         self.shapes.setdefault(shape, w)

@@ -24,6 +24,14 @@ submission_order = attrgetter("submitted_at", "seq", "id")
 """The order a pass walks pending workloads in (and each budget's queue)."""
 
 Queues = dict[str, list[Workload]]
+Shape = tuple[str, int, int | None, int | None, bool]
+"""(model, GPUs, CPUs, memory, may wait on a dependency): what classifying a workload reads of it."""
+
+
+def shape_of(w: Workload) -> Shape:
+    return (w.model, w.gpus, w.cpus, w.memory, w.waiting or w.group is not None)
+
+
 Reason = Callable[[Workload, PendingReason, dict[str, object]], None]
 
 
@@ -36,7 +44,7 @@ class BudgetPending:
     ordered: list[Workload] = field(default_factory=list)
     allocated: list[Workload] = field(default_factory=list)
     unallocated: list[Workload] = field(default_factory=list)
-    shapes: dict[tuple[str, int, int | None, int | None], int] = field(default_factory=dict)
+    shapes: dict[Shape, int] = field(default_factory=dict)
 
 
 def group(ordered: Iterable[Workload]) -> dict[str, BudgetPending]:
@@ -48,7 +56,7 @@ def group(ordered: Iterable[Workload]) -> dict[str, BudgetPending]:
             bp = out[w.budget] = BudgetPending()
         bp.ordered.append(w)
         (bp.allocated if w.min_runtime > 0 else bp.unallocated).append(w)
-        shape = (w.model, w.gpus, w.cpus, w.memory)
+        shape = shape_of(w)
         bp.shapes[shape] = bp.shapes.get(shape, 0) + 1
     return out
 
@@ -61,12 +69,14 @@ class QueueBuilder:
         tree: BudgetTree,
         unschedulable: Callable[[str, int, int | None, int | None], bool],
         reason: Reason,
+        waits: Callable[[Workload], bool],
         *,
         with_reasons: bool,
     ) -> None:
         self.tree = tree
         self.unschedulable = unschedulable
         self.reason = reason
+        self.waits = waits
         self.with_reasons = with_reasons
         self.alloc_q: Queues = {}
         self.unalloc_q: Queues = {}
@@ -79,14 +89,20 @@ class QueueBuilder:
             if budget not in tree.budgets:
                 continue
             bp = pending[budget]
-            if self.with_reasons or any(self.unschedulable(*shape) for shape in bp.shapes):
+            if self.with_reasons or any(self._special(shape) for shape in bp.shapes):
                 self._each(budget, bp.ordered)
             else:
                 self._whole(budget, bp)
         return self.alloc_q, self.unalloc_q
 
+    def _special(self, shape: Shape) -> bool:
+        """True when workloads of ``shape`` may need a reason of their own (unschedulable, dependency)."""
+        model, gpus, cpus, memory, may_wait = shape
+        return may_wait or self.unschedulable(model, gpus, cpus, memory)
+
     def _whole(self, budget: str, bp: BudgetPending) -> None:
-        """The budget's lists as they are: nothing in them is unschedulable, no reason is wanted."""
+        """The budget's lists as they are: nothing in them is unschedulable or may wait on a
+        dependency, no reason is wanted."""
         tree = self.tree
         if tree.held(budget):
             return
@@ -110,6 +126,8 @@ class QueueBuilder:
         for w in ordered:
             if self.unschedulable(w.model, w.gpus, w.cpus, w.memory):
                 self.reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
+                continue
+            if self.waits(w):  # records the `dependency` reason
                 continue
             if held:
                 self.reason(w, PendingReason.HELD, {})

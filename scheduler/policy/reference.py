@@ -733,6 +733,8 @@ def reserve(world: World, w: Workload) -> None:
 def fill_unallocated(world: World, w: Workload, unfunded: set[str]) -> bool:
     """Unallocated (and unfunded) work fills GPUs still idle, reserved ones included, nominated
     ones not, in budget order and best fit; it never preempts."""
+    if waits_for_dependency(world, w):
+        return False
     gpus = free_placement(world, w, honour_reservations=False)
     if gpus is not None:
         world.start(w, gpus, allocated=False, unfunded=w.id in unfunded)
@@ -763,12 +765,34 @@ def capped_by(world: World, budget: str) -> Budget | None:
     return None
 
 
+def waits_for_dependency(world: World, w: Workload) -> bool:
+    """§3.8 ``dependency``: ``w``'s ``after`` list is unmet, or its array group holds its ``%N``
+    cap (members holding GPUs now plus members this pass has started). Records the reason and,
+    as it cannot start, drops a nomination it holds."""
+    detail: dict[str, object] | None = None
+    if w.waiting:
+        detail = {"after": True}
+    elif w.group is not None and w.group in world.snap.group_limits:
+        limit, holding = world.snap.group_limits[w.group]
+        started = sum(1 for s in world.dec.starts if world.pending[s.workload].group == w.group)
+        if holding + started >= limit:
+            detail = {"group": w.group, "limit": limit}
+    if detail is None:
+        return False
+    if w.id in world.nominations:
+        world.drop_nomination(w.id)
+    world.explain(w, PendingReason.DEPENDENCY, detail)
+    return True
+
+
 def queue_of(world: World, w: Workload) -> str | None:
     """Which pass a pending workload goes to: ``"allocated"``, ``"unallocated"``, ``"unfunded"``
     (cap reached, ``on_cap=downgrade``: runs unallocated), or None with its reason recorded
-    (§3.3 unschedulable, §3.7 held, capped with ``on_cap=hold``), in §3.8's order."""
+    (§3.3 unschedulable, §3.8 dependency, §3.7 held, capped with ``on_cap=hold``), in §3.8's order."""
     if unschedulable(world, w):
         world.explain(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
+        return None
+    if waits_for_dependency(world, w):
         return None
     if held(world, w.budget):
         world.explain(w, PendingReason.HELD)
@@ -875,6 +899,8 @@ def handle_allocated(world: World, w: Workload) -> bool:
     """One allocated workload at its turn: nominated → :func:`place_nominated`; else free
     placement, else preemption, else a reservation and a reason. True when admitted (started
     or preempted for)."""
+    if waits_for_dependency(world, w):
+        return False
     if w.id in world.nominations:
         return place_nominated(world, w)
     gpus = free_placement(world, w, honour_reservations=True)

@@ -47,6 +47,7 @@ class PendingReason(StrEnum):
     """Pending reason codes of DESIGN.md §3.8, in order of precedence."""
 
     UNSCHEDULABLE = "unschedulable"
+    DEPENDENCY = "dependency"
     HELD = "held"
     BUDGET_CAPPED = "budget_capped"
     AWAITING_PREEMPTION = "awaiting_preemption"
@@ -127,6 +128,10 @@ class Workload:
     """CPUs requested per host it runs on; None: the host's per-GPU share (§3.3)."""
     memory: int | None = None
     """Memory in bytes requested per host; None: the host's per-GPU share (§3.3)."""
+    waiting: bool = False
+    """Its ``after`` list is not met yet (the server judges it): reason ``dependency`` (§3.8)."""
+    group: str | None = None
+    """Its array group, whose ``%N`` cap (``Snapshot.group_limits``) it counts against."""
 
     @property
     def allocated(self) -> bool:
@@ -220,6 +225,9 @@ class Snapshot:
     window: int = 7 * 24 * 3600
     max_reservations: int = 8
     with_reasons: bool = True
+    group_limits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """Array group → (``%N`` cap, members holding GPUs now): a pass starts a member only while
+    the members holding GPUs plus those it started stay below the cap (§3.8 ``dependency``)."""
 
 
 @dataclass(frozen=True, slots=True)

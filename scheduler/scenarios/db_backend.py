@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import override_settings
 
 from accounts.models import User
@@ -82,8 +82,8 @@ class _Event:
     """Something a simulated agent does at ``at``: an attempt exits, or an offline host's attempts are lost."""
 
     at: int
-    kind: str  # "attempt" | "lost"
-    ident: int  # attempt pk | host pk
+    kind: str  # "attempt" | "lost" | "timeout" (the server's wall-time limit: DESIGN.md §4)
+    ident: int  # attempt pk | host pk | cluster pk
     exit_code: int | None = None
 
 
@@ -327,6 +327,7 @@ class DbBackend:
                 duration_hint_s=spec.duration,
                 cpus=spec.cpus,
                 memory_bytes=spec.memory,
+                max_runtime_s=spec.max_runtime,
                 state=Workload.State.PENDING,
             )
             Workload.objects.filter(pk=w.pk).update(seq=w.pk)
@@ -348,6 +349,7 @@ class DbBackend:
             duration_hint_s=spec.duration,
             cpus=spec.cpus,
             memory_bytes=spec.memory,
+            max_runtime_s=spec.max_runtime,
         )
 
     def close(self) -> None:
@@ -423,6 +425,16 @@ class DbBackend:
                 "pk", "workload_id", "started_at", "stop_requested_at", "workload__duration_hint_s"
             )
         )
+        limits = dict(
+            Attempt.objects.filter(
+                ended_at__isnull=True, started_at__isnull=False, workload__max_runtime_s__isnull=False
+            ).values_list("pk", "workload__max_runtime_s")
+        )
+        clusters = (
+            dict(Attempt.objects.filter(pk__in=list(limits)).values_list("pk", "workload__cluster_id"))
+            if limits
+            else {}
+        )
         ran: dict[int, int] = defaultdict(int)  # workload pk → seconds run by its closed attempts
         with_duration = [wid for _a, wid, _s, _st, duration in rows if duration is not None]
         if with_duration:
@@ -436,7 +448,10 @@ class DbBackend:
             release_at = None
             if stop_at is not None:
                 release_at = self._agent_stop_at.get(aid, epoch(stop_at)) + grace
-            if exit_at is not None and (release_at is None or exit_at < release_at):
+            timeout_at = epoch(started) + limits[aid] if aid in limits and stop_at is None else None
+            if timeout_at is not None and (exit_at is None or timeout_at < exit_at):
+                events.append(_Event(timeout_at, "timeout", clusters[aid]))
+            elif exit_at is not None and (release_at is None or exit_at < release_at):
                 events.append(_Event(exit_at, "attempt", aid, 0))
             elif release_at is not None:
                 events.append(_Event(release_at, "attempt", aid, None))
@@ -456,6 +471,9 @@ class DbBackend:
             attempt = Attempt.objects.select_related("host").filter(pk=ev.ident, ended_at__isnull=True).first()
             if attempt is not None:
                 lifecycle.attempt_exited(attempt.host, attempt.pk, ev.exit_code, now=now)
+        elif ev.kind == "timeout":
+            with transaction.atomic():  # what the tick does first (tick.run_tick)
+                lifecycle.stop_timed_out(ev.ident, now)
         else:
             # The live agents keep heartbeating; the sweep then ends the silent host's attempts as lost.
             for host in Host.objects.filter(removed_at__isnull=True).exclude(state=Host.State.OFFLINE):

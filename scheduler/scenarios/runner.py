@@ -182,6 +182,7 @@ class MemoryBackend:
                 remaining=spec.duration,
                 cpus=spec.cpus,
                 memory=spec.memory,
+                max_runtime=spec.max_runtime,
             )
             e.add_running(w, gpus, s.start - spec.elapsed)
         for spec in sc.pending:
@@ -197,6 +198,7 @@ class MemoryBackend:
                 remaining=spec.duration,
                 cpus=spec.cpus,
                 memory=spec.memory,
+                max_runtime=spec.max_runtime,
             )
             e.submit(w)
 
@@ -256,6 +258,7 @@ class MemoryBackend:
                     remaining=spec.duration,
                     cpus=spec.cpus,
                     memory=spec.memory,
+                    max_runtime=spec.max_runtime,
                 )
             )
         return rejected

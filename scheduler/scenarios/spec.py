@@ -171,6 +171,7 @@ class WorkloadSpec:
     submitted_ago: int | None = None
     cpus: int | None = None  # per host; None: the host's per-GPU share (DESIGN.md §3.3)
     memory: int | None = None  # bytes per host; None: the host's per-GPU share
+    max_runtime: int | None = None
     # running only
     host: str | None = None
     hosts: list[str] | None = None
@@ -242,7 +243,18 @@ def _known(d: dict[str, Any], allowed: set[str], file: str, key: str) -> None:
 
 def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
     d = _mapping(d, file, key)
-    allowed = {"id", "budget", "gpus", "min_runtime", "model", "duration", "submitted_ago", "cpus", "memory"}
+    allowed = {
+        "id",
+        "budget",
+        "gpus",
+        "min_runtime",
+        "model",
+        "duration",
+        "submitted_ago",
+        "cpus",
+        "memory",
+        "max_runtime",
+    }
     if running:
         allowed |= {"host", "hosts", "gpu_indices", "elapsed"}
     _known(d, allowed, file, key)
@@ -261,7 +273,10 @@ def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
         else None,
         cpus=_int(d["cpus"], file, f"{key}.cpus", 1) if "cpus" in d else None,
         memory=_size(d["memory"], file, f"{key}.memory") if "memory" in d else None,
+        max_runtime=parse_duration(d["max_runtime"], file, f"{key}.max_runtime") if "max_runtime" in d else None,
     )
+    if w.max_runtime is not None and w.max_runtime < max(1, w.min_runtime):
+        raise ScenarioError(file, f"{key}.max_runtime", "must be at least min_runtime (DESIGN.md §4) and > 0")
     if running:
         if "host" in d and "hosts" in d:
             raise ScenarioError(file, key, "give host or hosts, not both")

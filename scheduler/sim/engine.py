@@ -39,6 +39,8 @@ class SimWorkload:
     submitted_at: int
     seq: int
     remaining: int | None = None
+    max_runtime: int | None = None
+    """Wall-time limit per attempt (DESIGN.md §4): stopped ``timeout`` then, and it ends failed."""
     state: str = "pending"  # pending | running | preempting | succeeded | failed | canceled
     preemptions: int = 0
     attempts: int = 0
@@ -211,6 +213,8 @@ class Engine:
         if run_budget is not None:
             # A running workload whose duration is already used up (scenario setup) exits now.
             self._push(max(started_at + run_budget, self.now), "exit", aid)
+        if w.max_runtime is not None:
+            self._push(max(started_at + w.max_runtime, self.now), "timeout", aid)
         return a
 
     def _release(self, a: SimAttempt, end_reason: str, at: int) -> None:
@@ -224,8 +228,8 @@ class Engine:
         w = self.workloads[a.workload]
         if w.remaining is not None:
             w.remaining = max(0, w.remaining - (at - a.started_at))
-        if end_reason in ("succeeded", "failed", "canceled"):
-            w.state = end_reason
+        if end_reason in ("succeeded", "failed", "canceled", "timeout"):
+            w.state = "failed" if end_reason == "timeout" else end_reason
             w.finished_at = at
             self.nominations.pop(w.id, None)
         else:
@@ -256,6 +260,10 @@ class Engine:
             a = self.attempts.get(ident)
             if a is not None and (a.release_at is None or a.release_at > self.now):
                 self.exit_attempt(a, 0)
+        elif kind == "timeout":
+            a = self.attempts.get(ident)
+            if a is not None and a.stop_reason is None:
+                self.stop_attempt(a, "timeout")
         elif kind == "release":
             a = self.attempts.get(ident)
             if a is not None and a.release_at == self.now:

@@ -131,6 +131,24 @@ def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
     return best
 
 
+def startable(snap: Snapshot) -> list[Workload]:
+    """The pending workloads the simulation may start. No running workload ends on its own here,
+    so an unmet ``after`` list stays unmet and an array group's ``%N`` cap frees no slot: those
+    workloads get no estimate (docs/jobs.md); of a capped group, only as many members as it has
+    free slots, in submission order."""
+    slots = {g: limit - holding for g, (limit, holding) in snap.group_limits.items()}
+    out: list[Workload] = []
+    for w in sorted(snap.pending, key=lambda w: (w.submitted_at, w.seq, w.id)):
+        if w.waiting:
+            continue
+        if w.group is not None and w.group in slots:
+            if slots[w.group] <= 0:
+                continue
+            slots[w.group] -= 1
+        out.append(w)
+    return out
+
+
 class Forward:
     """The simulated cluster: attempts, pending workloads, usage and nominations, moved from
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
@@ -146,7 +164,7 @@ class Forward:
             if a.stopping and a.release_at is None:
                 a = replace(a, release_at=snap.now + grace)
             self.attempts[a.id] = a
-        self.pending: dict[str, Workload] = {w.id: w for w in snap.pending}
+        self.pending: dict[str, Workload] = {w.id: w for w in startable(snap)}
         self.usage: list[UsageRecord] = list(snap.usage)
         self.nominations = dict(snap.nominations)
         self.tree = BudgetTree(snap.budgets)

@@ -288,3 +288,37 @@ def test_the_container_gets_its_cpu_memory_and_shm_limits(state_dir: Path, podma
         await rt.close()
 
     run_async(scenario())
+
+
+def test_mounts_are_bound_read_only_or_writable_with_their_env(state_dir: Path, tmp_path: Path, podman: str) -> None:
+    """Catalog mounts (docs/jobs.md): bound at their container path, ``ro`` refused writes,
+    ``FAIRWAY_MOUNT_<NAME>`` the container path."""
+    from dataclasses import replace
+
+    from agent.protocol import Mount
+
+    data, scratch = tmp_path / "data", tmp_path / "scratch"
+    data.mkdir()
+    scratch.mkdir()
+    (data / "train.txt").write_text("tokens\n")
+    mounts = (
+        Mount(name="data-sets", host_path=str(data), container_path="/datasets", read_only=True),
+        Mount(name="scratch", host_path=str(scratch), container_path="/scratch", read_only=False),
+    )
+    kwargs = container_spec(replace(spec(8, "true"), mounts=mounts), tmp_path / "8.d", nvidia=False)
+    assert kwargs["volumes"][str(data)] == {"bind": "/datasets", "mode": "ro"}
+    assert kwargs["environment"]["FAIRWAY_MOUNT_DATA_SETS"] == "/datasets"
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, podman)
+        await rt.recover()
+        script = 'cat "$FAIRWAY_MOUNT_DATA_SETS/train.txt"; echo x > /datasets/new || echo ro-refused; '
+        script += 'echo out > "$FAIRWAY_MOUNT_SCRATCH/result" && echo rw-ok'
+        await rt.start(replace(spec(8, script), mounts=mounts))
+        assert (await asyncio.wait_for(exits.get(), 30)).exit_code == 0
+        log = await wait_log(rt, 8, "rw-ok")
+        assert "tokens" in log and "ro-refused" in log
+        assert (scratch / "result").read_text() == "out\n" and not (data / "new").exists()
+        await rt.close()
+
+    run_async(scenario())

@@ -443,7 +443,23 @@ def crowded_snapshot(seed: int) -> Snapshot:
         for i in range(rnd.randint(2, 5))
     ]
     usage = [UsageRecord(rnd.choice("abc"), T0 - 100, T0 - 100, None, rnd.randint(0, 50) * H)]
-    return Snapshot(T0, hosts, budgets, attempts, pending, usage, max_reservations=rnd.choice([1, 2, 8]))
+    pending, groups = _with_dependencies(random.Random(seed ^ 0x5EED), pending)
+    return Snapshot(
+        T0, hosts, budgets, attempts, pending, usage, max_reservations=rnd.choice([1, 2, 8]), group_limits=groups
+    )
+
+
+def _with_dependencies(jr: random.Random, pending: list[Workload]) -> tuple[list[Workload], dict[str, tuple[int, int]]]:
+    """In about half the snapshots, some pending workloads wait on dependencies and some belong
+    to array groups with a ``%N`` cap, partly used by members already holding GPUs (§3.8)."""
+    if jr.random() < 0.5:
+        return pending, {}
+    groups = {g: (jr.randint(1, 3), jr.randint(0, 2)) for g in ("g1", "g2")}
+    out = [
+        replace(w, waiting=jr.random() < 0.2, group=jr.choice([None, "g1", "g1", "g2"]))  # type: ignore[arg-type]
+        for w in pending
+    ]
+    return out, groups
 
 
 def _in_grace(snap: Snapshot) -> bool:

@@ -33,6 +33,7 @@ def _workloads(draw: st.DrawFn, n: int) -> list[Workload]:
                 draw(st.sampled_from((0, 600, 3600))),
                 draw(st.integers(0, 5)),
                 i,
+                waiting=draw(st.sampled_from((False, False, False, True))),
             )
         )
     return out
@@ -148,8 +149,9 @@ def test_whole_budgets_classify_as_each_workload(
         reasons: dict[str, PendingReason] = {}
         qb = QueueBuilder(
             BudgetTree(budgets),
-            lambda m, g: (m, g) in bad,
+            lambda m, g, *_resources: (m, g) in bad,
             lambda w, r, _d, out=reasons: out.__setitem__(w.id, r),
+            lambda w, out=reasons: w.waiting and (out.__setitem__(w.id, PendingReason.DEPENDENCY) or True),
             with_reasons=with_reasons,
         )
         alloc, unalloc = qb.build(grouped)

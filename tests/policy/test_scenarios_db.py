@@ -190,6 +190,27 @@ steps:
   - host: {name: n1, state: active}
   - advance: 10m
 """,
+    # max_runtime (FORMAT.md, DESIGN.md §4): a wall-time stop at confirmed start + limit, released
+    # after the grace, not a preemption; the timed-out workload ends (failed), it is not requeued.
+    "max-runtime": """
+settings: {grace: 30s, tick_interval: 10s}
+hosts: [{name: h1, gpus: 4}]
+budgets: [{path: A}, {path: B}]
+running:
+  - {id: R1, budget: A, gpus: 2, host: h1, min_runtime: 30m, elapsed: 50m, max_runtime: 1h}
+pending:
+  - {id: T1, budget: B, gpus: 2, min_runtime: 10m, max_runtime: 20m, duration: 1h}
+  - {id: W1, budget: B, gpus: 4, min_runtime: 1h}
+steps:
+  - tick: {}
+    expect: {started: [T1], running_exactly: [R1, T1], pending: [W1]}
+  - at: 10m15s
+    expect: {preempted: [], preempting: [R1], running: [T1]}
+  - at: 10m30s
+    expect: {running_exactly: [T1], pending: [W1], total_preemptions: 0}
+  - at: 21m
+    expect: {started: [W1], running_exactly: [W1], total_preemptions: 0}
+""",
 }
 
 

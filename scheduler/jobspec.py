@@ -1,0 +1,189 @@
+"""The job options of a submission (docs/jobs.md): mounts, wall-time limit, retries, arrays and
+dependencies, each checked with a clear error (``config.errors.FieldProblem``) before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from config.errors import FieldProblem
+from scheduler import mounts as mount_catalog
+
+ARRAY_RE = re.compile(r"^(?P<items>[0-9,\-]+)(?:%(?P<limit>[0-9]+))?$")
+AFTER_RE = re.compile(r"^(?P<id>[0-9]{1,18})(?::(?P<cond>ok|any))?$")
+MAX_AFTER = 64
+
+
+def parse_array(spec: str, most: int) -> tuple[list[int], int | None]:
+    """``0-99``, ``1,3,5-7``, with an optional ``%N`` cap → (sorted indices, cap or None).
+
+    Raises ValueError with a sentence for a bad spec, an empty or reversed range, more than
+    ``most`` indices, or a cap of 0.
+    """
+    m = ARRAY_RE.match(spec.strip()) if isinstance(spec, str) else None
+    if m is None:
+        raise ValueError("an array is like 0-99, 1,3,5-7 or 0-99%10")
+    indices: set[int] = set()
+    for item in m.group("items").split(","):
+        lo, sep, hi = item.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"{item!r} is not an index or a range A-B")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a:
+            raise ValueError(f"the range {item} is reversed")
+        if b - a + 1 + len(indices) > most:
+            raise ValueError(f"an array has at most {most} members")
+        indices.update(range(a, b + 1))
+    limit = m.group("limit")
+    if limit is not None and int(limit) < 1:
+        raise ValueError("the %N cap is at least 1")
+    return sorted(indices), int(limit) if limit is not None else None
+
+
+@dataclass
+class JobOptions:
+    """The checked options; ``problems`` empty means they may be written."""
+
+    problems: list[FieldProblem] = field(default_factory=list)
+    mounts: list[dict[str, Any]] = field(default_factory=list)
+    max_runtime_s: int | None = None
+    retries: int = 0
+    after: list[tuple[int, str]] = field(default_factory=list)
+    indices: list[int | None] = field(default_factory=lambda: [None])
+    array: str | None = None
+    limit: int | None = None
+
+    def create_group(self, owner: Any, cluster: Any, name: str) -> Any:
+        """The ArrayGroup of an array submission (None otherwise)."""
+        from scheduler.models import ArrayGroup
+
+        if self.array is None:
+            return None
+        return ArrayGroup.objects.create(owner=owner, cluster=cluster, name=name, spec=self.array, limit=self.limit)
+
+    def create_dependencies(self, workload: Any) -> None:
+        from scheduler.models import WorkloadDependency
+
+        WorkloadDependency.objects.bulk_create(
+            [WorkloadDependency(workload=workload, after_id=pk, condition=cond) for pk, cond in self.after]
+        )
+
+    def describe(self, index: int | None) -> str:
+        parts = []
+        if index is not None:
+            parts.append(f"array index {index}")
+        if self.after:
+            parts.append("after " + ", ".join(f"{pk}:{c}" for pk, c in self.after))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def event_data(self, index: int | None) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.mounts:
+            data["mounts"] = [m["name"] for m in self.mounts]
+        if self.max_runtime_s is not None:
+            data["max_runtime_s"] = self.max_runtime_s
+        if self.retries:
+            data["retries"] = self.retries
+        if self.after:
+            data["after"] = [f"{pk}:{c}" for pk, c in self.after]
+        if index is not None:
+            data["array"] = self.array
+            data["array_index"] = index
+        return data
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check(
+    owner: Any,
+    *,
+    cluster: Any,
+    budget: Any,
+    min_runtime_s: int,
+    mounts: Sequence[str] = (),
+    max_runtime_s: int | None = None,
+    retries: int = 0,
+    after: Sequence[str | int] = (),
+    array: str | None = None,
+) -> JobOptions:
+    """Check the job options of one submission by ``owner`` (see :class:`JobOptions`)."""
+    from scheduler.models import Workload
+
+    out = JobOptions()
+
+    def refuse(code: str, where: str, message: str) -> None:
+        out.problems.append(FieldProblem(code, where, message))
+
+    cfg = settings.FAIRWAY
+    if cluster is not None and mounts:
+        resolved, problems = mount_catalog.resolve(owner, cluster, budget, mounts)
+        for p in problems:
+            refuse("invalid_mount", "mounts", p)
+        out.mounts = resolved
+    elif mounts and (isinstance(mounts, str) or not isinstance(mounts, Sequence)):
+        refuse("invalid_mount", "mounts", "mounts is a list of mount names")
+
+    if max_runtime_s is not None:
+        limit = cfg["MAX_RUNTIME_LIMIT_S"]
+        if not _whole(max_runtime_s) or max_runtime_s < 1:
+            refuse("invalid_max_runtime", "max_runtime", "The wall-time limit is a whole number of seconds >= 1.")
+        elif max_runtime_s > limit:
+            refuse(
+                "max_runtime_too_long", "max_runtime", f"The wall-time limit is at most {limit} s ({limit / 3600:g} h)."
+            )
+        elif max_runtime_s < min_runtime_s:
+            refuse(
+                "max_runtime_below_min_runtime",
+                "max_runtime",
+                f"The wall-time limit ({max_runtime_s} s) must be at least the minimum runtime ({min_runtime_s} s).",
+            )
+        else:
+            out.max_runtime_s = max_runtime_s
+
+    most = cfg["MAX_RETRIES"]
+    if not _whole(retries) or not 0 <= retries <= most:
+        refuse("invalid_retries", "retries", f"retries is a whole number from 0 to {most}.")
+    else:
+        out.retries = retries
+
+    if array is not None and array != "":
+        try:
+            indices, cap = parse_array(array, cfg["MAX_ARRAY_SIZE"])
+        except ValueError as exc:
+            refuse("invalid_array", "array", f"Bad array {str(array)[:64]!r}: {exc}.")
+        else:
+            out.indices = list(indices)
+            out.array = array.strip()
+            out.limit = cap
+
+    if isinstance(after, str | int):
+        after = [after]
+    if not isinstance(after, Sequence) or len(after) > MAX_AFTER:
+        refuse("invalid_after", "after", f"after is a list of at most {MAX_AFTER} entries ID[:ok|any].")
+        return out
+    wanted: dict[int, str] = {}
+    for item in after:
+        m = AFTER_RE.match(str(item).strip()) if isinstance(item, str | int) and not isinstance(item, bool) else None
+        if m is None:
+            refuse("invalid_after", "after", f"{str(item)[:40]!r} is not ID, ID:ok or ID:any.")
+            continue
+        wanted[int(m.group("id"))] = m.group("cond") or "ok"
+    if wanted:
+        found = {w.pk: w for w in Workload.objects.filter(pk__in=list(wanted)).only("id", "owner_id", "state")}
+        for pk, cond in sorted(wanted.items()):
+            w = found.get(pk)
+            if w is None or not (w.owner_id == getattr(owner, "pk", None) or getattr(owner, "is_staff", False)):
+                refuse("invalid_after", "after", f"No workload {pk} of yours to wait for.")
+            elif cond == "ok" and w.state in (Workload.State.FAILED, Workload.State.CANCELED):
+                refuse("dependency_failed", "after", f"Workload {pk} has already {w.state}; :ok can never be met.")
+            else:
+                out.after.append((pk, cond))
+    return out

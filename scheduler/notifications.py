@@ -1,0 +1,206 @@
+"""Notifications of workload events by email and webhook (docs/jobs.md "Notifications").
+
+:func:`queue_for` runs inside the transaction that records the events: it writes one
+:class:`~scheduler.models.Notification` per (event, channel) the owner chose, keyed by an
+idempotency key, and after the commit sends the ``deliver_notification`` actor for each. The
+actor (:func:`deliver`) locks the row, sends only if it is not sent yet and marks it sent, so a
+retried or duplicated message delivers once; a failure raises, and dramatiq retries with backoff.
+Nothing here runs inside the tick's work: the tick only inserts rows.
+
+Webhooks are user input. Only ``http``/``https`` URLs are taken; at save and again at every send
+the host is resolved and private, loopback, link-local, multicast and reserved addresses are
+refused unless the host is in ``FAIRWAY_WEBHOOK_ALLOW_HOSTS``; redirects are not followed. That
+keeps a webhook from reaching the server's own network (SSRF).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+KIND_OF_EVENT = {
+    "started": "started",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "preempted": "preempted",
+    "estimate_moved": "estimate_moved",
+}
+"""WorkloadEvent kind → the notification kind a user may choose."""
+
+KIND_LABELS = {
+    "started": "started",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "preempted": "preempted",
+    "estimate_moved": "estimated start moved by more than an hour",
+}
+
+MAX_TRIES = 6
+WEBHOOK_TIMEOUT_S = 10.0
+
+
+class WebhookRefused(ValueError):
+    """A webhook URL that may not be called (scheme, or an address the server must not reach)."""
+
+
+def webhook_problem(url: str, *, resolve: bool = True) -> str | None:
+    """Why ``url`` may not be used as a webhook, or None (see the module docstring)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "not a URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "a webhook is an http:// or https:// URL with a host"
+    if parts.username or parts.password:
+        return "a webhook URL carries no user or password"
+    host = parts.hostname.lower()
+    if host in settings.FAIRWAY["WEBHOOK_ALLOW_HOSTS"]:
+        return None
+    if not resolve:
+        return None
+    try:
+        infos = socket.getaddrinfo(
+            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
+    except (OSError, UnicodeError):
+        return f"the host {host} does not resolve"
+    for info in infos:
+        addr = ipaddress.ip_address(info[4][0].split("%")[0])
+        if not addr.is_global or addr.is_multicast:
+            return f"the host {host} is a private or local address (an admin may allow it: FAIRWAY_WEBHOOK_ALLOW_HOSTS)"
+    return None
+
+
+def clean_kinds(kinds: Any) -> list[str]:
+    """The notification kinds in ``kinds``; raises ValueError naming an unknown one."""
+    if isinstance(kinds, str) or not isinstance(kinds, Sequence):
+        raise ValueError("a list of event kinds")
+    bad = [k for k in kinds if k not in KIND_LABELS]
+    if bad:
+        raise ValueError(f"unknown event kind {str(bad[0])[:40]!r} (known: {', '.join(KIND_LABELS)})")
+    return [k for k in KIND_LABELS if k in kinds]
+
+
+def queue_for(events: Iterable[Any]) -> None:
+    """Write the notifications ``events`` call for, and send them after the commit."""
+    from scheduler.models import Notification, NotificationSettings, Workload
+
+    events = [e for e in events if e.kind in KIND_OF_EVENT and e.pk is not None]
+    if not events:
+        return
+    owners = dict(Workload.objects.filter(pk__in={e.workload_id for e in events}).values_list("pk", "owner_id"))
+    prefs = {s.user_id: s for s in NotificationSettings.objects.filter(user_id__in=set(owners.values()))}
+    if not prefs:
+        return
+    rows = []
+    for e in events:
+        pref = prefs.get(owners.get(e.workload_id))
+        if pref is None:
+            continue
+        kind = KIND_OF_EVENT[e.kind]
+        if kind in (pref.email_kinds or []):
+            rows.append(Notification(key=f"event-{e.pk}-email", event_id=e.pk, user_id=pref.user_id, channel="email"))
+        if kind in (pref.webhook_kinds or []) and pref.webhook_url:
+            rows.append(
+                Notification(key=f"event-{e.pk}-webhook", event_id=e.pk, user_id=pref.user_id, channel="webhook")
+            )
+    if not rows:
+        return
+    Notification.objects.bulk_create(rows, ignore_conflicts=True)
+    keys = [r.key for r in rows]
+
+    def send() -> None:
+        from scheduler.tasks import deliver_notification
+
+        for key in keys:
+            deliver_notification.send(key)
+
+    transaction.on_commit(send)
+
+
+def render(notification: Any) -> tuple[str, str]:
+    """(subject, text) of a notification."""
+    e = notification.event
+    w = e.workload
+    base = settings.FAIRWAY.get("PUBLIC_URL") or ""
+    link = f"{base.rstrip('/')}/workloads/{w.pk}/" if base else f"/workloads/{w.pk}/"
+    subject = f"[fairway] {w.name} (#{w.pk}) {KIND_LABELS.get(e.kind, e.kind)}"
+    return subject, f"{subject}: {e.message}\n{link}"
+
+
+def deliver(key: str) -> bool:
+    """Send notification ``key`` once; True when it was sent by this call. Raises to be retried."""
+    from scheduler.models import Notification
+
+    with transaction.atomic():
+        n = (
+            Notification.objects.select_for_update(of=("self",))
+            .select_related("event__workload", "user__notification_settings")
+            .filter(key=key)
+            .first()
+        )
+        if n is None or n.state != Notification.State.PENDING:
+            return False
+        n.tries += 1
+        try:
+            _send(n)
+        except Exception as exc:  # noqa: BLE001 -- any failure is recorded, then retried
+            n.last_error = str(exc)[:500]
+            if n.tries >= MAX_TRIES or isinstance(exc, WebhookRefused):
+                n.state = Notification.State.FAILED
+            n.save(update_fields=["tries", "last_error", "state"])
+            failed = n.state == Notification.State.FAILED
+        else:
+            n.state = Notification.State.SENT
+            n.sent_at = timezone.now()
+            n.save(update_fields=["tries", "state", "sent_at", "last_error"])
+            return True
+    if failed:
+        logger.warning("notification %s failed for good: %s", key, n.last_error)
+        return False
+    raise RuntimeError(f"notification {key} not delivered yet: {n.last_error}")
+
+
+def _send(n: Any) -> None:
+    subject, text = render(n)
+    if n.channel == "email":
+        if not n.user.email:
+            raise WebhookRefused("the user has no email address")
+        send_mail(subject, text, settings.FAIRWAY["NOTIFY_FROM_EMAIL"], [n.user.email])
+        return
+    url = n.user.notification_settings.webhook_url
+    problem = webhook_problem(url)
+    if problem:
+        raise WebhookRefused(problem)
+    body = json.dumps({"text": text}).encode()
+    request = urllib.request.Request(  # noqa: S310 -- the scheme is checked above (http/https only)
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Idempotency-Key": n.key, "User-Agent": "fairway"},
+    )
+    opener = urllib.request.build_opener(_NoRedirect)
+    with opener.open(request, timeout=WEBHOOK_TIMEOUT_S) as response:
+        if not 200 <= response.status < 300:
+            raise RuntimeError(f"webhook answered {response.status}")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect could lead to an address the check refused: it is an error instead."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        raise urllib.error.HTTPError(req.full_url, code, "redirect not followed", headers, fp)

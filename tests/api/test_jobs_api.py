@@ -1,0 +1,116 @@
+"""Job options in the API (docs/jobs.md): submit fields, their errors, array groups, notification
+settings, the mount catalog on clusters, and the OpenAPI schema."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from rest_framework.test import APIClient
+
+from scheduler.models import Mount, Workload
+
+
+def _submit(client, payload):
+    return client.post("/api/v1/workloads/", payload, format="json")
+
+
+@pytest.fixture
+def datasets(cluster):
+    return Mount.objects.create(cluster=cluster, name="datasets", host_path="/data/sets", container_path="/datasets")
+
+
+def test_an_array_with_options_is_submitted_and_listed_as_a_group(
+    researcher_client, teammate_client, outsider_client, submission, datasets
+):
+    response = _submit(
+        researcher_client,
+        submission(mounts=["datasets"], max_runtime="3h", retries=2, array="0-2%1", gpu_count=1),
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["mounts"] == [
+        {"name": "datasets", "host_path": "/data/sets", "container_path": "/datasets", "read_only": True}
+    ]
+    assert (body["max_runtime_s"], body["retries"], body["retries_used"]) == (3 * 3600, 2, 0)
+    assert body["group"] and body["array_index"] == 0
+
+    group = researcher_client.get(f"/api/v1/groups/{body['group']}/").json()
+    assert (group["spec"], group["limit"], group["states"]) == ("0-2%1", 1, {"pending": 3})
+    listed = researcher_client.get("/api/v1/workloads/", {"group": body["group"]}).json()
+    assert sorted(w["array_index"] for w in listed["results"]) == [0, 1, 2]
+
+    # host paths are private like env values: members of the budget see them, others do not
+    assert "host_path" in teammate_client.get(f"/api/v1/workloads/{body['id']}/").json()["mounts"][0]
+    outside = outsider_client.get(f"/api/v1/workloads/{body['id']}/").json()["mounts"][0]
+    assert outside == {"name": "datasets", "container_path": "/datasets", "read_only": True}
+
+
+def test_only_the_owner_or_a_manager_cancels_a_group(researcher_client, outsider_client, submission, cluster):
+    body = _submit(researcher_client, submission(array="0-1", gpu_count=1)).json()
+    refused = outsider_client.post(f"/api/v1/groups/{body['group']}/cancel/")
+    assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+    done = researcher_client.post(f"/api/v1/groups/{body['group']}/cancel/")
+    assert done.json() == {"group": body["group"], "canceled": 2}
+    assert set(Workload.objects.values_list("state", flat=True)) == {"canceled"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "code"),
+    [
+        ({"max_runtime": "1h"}, "max_runtime", "max_runtime_below_min_runtime"),
+        ({"max_runtime": "soon"}, "max_runtime", "invalid_max_runtime"),
+        ({"max_runtime": "30d"}, "max_runtime", "max_runtime_too_long"),
+        ({"retries": 99}, "retries", "invalid_retries"),
+        ({"mounts": ["nope"]}, "mounts", "invalid_mount"),
+        ({"array": "9-1"}, "array", "invalid_array"),
+        ({"after": "abc"}, "after", "invalid_after"),
+        ({"after": ["123456"]}, "after", "invalid_after"),
+    ],
+)
+def test_bad_job_options_are_400_with_their_field(researcher_client, submission, cluster, overrides, field, code):
+    response = _submit(researcher_client, submission(**overrides))
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == code and body[field]
+    assert Workload.objects.count() == 0
+
+
+def test_after_is_shown_with_the_state_it_waits_for(researcher_client, submission, cluster):
+    first = _submit(researcher_client, submission()).json()
+    second = _submit(researcher_client, submission(after=f"{first['id']}:any")).json()
+    assert second["after"] == [{"workload": first["id"], "condition": "any", "state": "pending"}]
+
+
+def test_notification_settings_are_the_requesters_own_and_validated(researcher_client, outsider_client, db):
+    assert researcher_client.get("/api/v1/notifications/").json() == {
+        "email_kinds": [],
+        "webhook_kinds": [],
+        "webhook_url": "",
+    }
+    saved = researcher_client.put(
+        "/api/v1/notifications/", {"email_kinds": ["failed", "started"], "webhook_kinds": []}, format="json"
+    )
+    assert saved.status_code == 200 and saved.json()["email_kinds"] == ["started", "failed"]
+    assert outsider_client.get("/api/v1/notifications/").json()["email_kinds"] == []
+    bad_kind = researcher_client.put("/api/v1/notifications/", {"email_kinds": ["exploded"]}, format="json")
+    assert bad_kind.status_code == 400 and bad_kind.json()["code"] == "invalid_kind"
+    local = researcher_client.put("/api/v1/notifications/", {"webhook_url": "http://127.0.0.1:8000/x"}, format="json")
+    assert local.status_code == 400 and local.json()["code"] == "invalid_webhook"
+
+
+def test_clusters_list_their_mount_catalog_without_host_paths(researcher_client, datasets):
+    (c,) = researcher_client.get("/api/v1/clusters/").json()["results"]
+    assert c["mounts"] == [
+        {"name": "datasets", "container_path": "/datasets", "read_only": True, "access": "all", "description": ""}
+    ]
+
+
+def test_the_schema_describes_the_job_options(db):
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    assert {"/api/v1/groups/", "/api/v1/groups/{id}/", "/api/v1/groups/{id}/cancel/", "/api/v1/notifications/"} <= set(
+        schema["paths"]
+    )
+    submit = schema["components"]["schemas"]["WorkloadSubmitRequest"]["properties"]
+    assert {"mounts", "max_runtime", "retries", "after", "array"} <= set(submit)
+    detail = schema["components"]["schemas"]["WorkloadDetail"]["properties"]
+    assert {"mounts", "max_runtime_s", "retries", "retries_used", "after", "group", "array_index"} <= set(detail)

@@ -1,0 +1,55 @@
+"""``fairway submit`` job options (docs/jobs.md), ``ls --group``, ``cancel --group`` and
+``fairway notifications`` against a live server."""
+
+from __future__ import annotations
+
+from fairway_cli.cli import EXIT_API, EXIT_OK
+from scheduler.models import ArrayGroup, Mount, NotificationSettings, Workload
+from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
+
+
+def test_an_array_with_every_option_then_ls_show_and_cancel_the_group(logged_in, cluster):  # noqa: F811
+    Mount.objects.create(cluster=cluster, name="datasets", host_path="/data", container_path="/datasets")
+    code, out, err = logged_in("submit", "-b", "nlp/olmo", "-c", "default", "-m", "A100", "-M", "1h",
+                               "-t", "2h", "--retries", "1", "-v", "datasets", "--array", "0-2%1",
+                               "--", "python", "sweep.py")  # fmt: skip
+    assert code == EXIT_OK, err
+    group = ArrayGroup.objects.get()
+    assert f"array group {group.pk}: fairway ls --group {group.pk}" in out
+    first = group.members.order_by("array_index").first()
+    assert (first.max_runtime_s, first.retries, first.mounts[0]["name"]) == (7200, 1, "datasets")
+
+    code, out, err = logged_in("submit", "-b", "nlp/olmo", "-m", "A100", "-M", "1h",
+                               "--after", f"{first.pk}:any", "--", "python", "eval.py")  # fmt: skip
+    assert code == EXIT_OK, err
+    after = Workload.objects.get(name="python")
+    assert after.dependencies.get().after_id == first.pk
+
+    code, out, _ = logged_in("ls", "--group", str(group.pk))
+    assert code == EXIT_OK and len(out.strip().splitlines()) == 4  # header and three members
+
+    code, out, _ = logged_in("show", str(first.pk))
+    assert "wall-time limit: 2h" in out and "retries:         0 of 1 used" in out
+    assert "datasets at /datasets (ro)" in out and f"group {group.pk}, index 0" in out
+    code, out, _ = logged_in("show", str(after.pk))
+    assert f"#{first.pk}:any (pending)" in out
+
+    code, out, _ = logged_in("cancel", "--group", str(group.pk))
+    assert (code, out.strip()) == (EXIT_OK, f"array group {group.pk}: 3 workloads canceled or stopping")
+
+
+def test_bad_job_options_print_their_field(logged_in):  # noqa: F811
+    code, _out, err = logged_in("submit", "-b", "nlp/olmo", "-m", "A100", "-M", "2h", "-t", "1h",
+                                "--array", "3-1", "-v", "nope", "--", "python")  # fmt: skip
+    assert code == EXIT_API
+    assert "max_runtime: The wall-time limit (3600 s) must be at least the minimum runtime" in err
+    assert "array: Bad array '3-1'" in err and "mounts: No mount 'nope'" in err
+
+
+def test_notifications_are_shown_and_set(logged_in, researcher):  # noqa: F811
+    code, out, err = logged_in("notifications", "--email", "started,failed")
+    assert code == EXIT_OK, err
+    assert "email:   started, failed" in out
+    assert NotificationSettings.objects.get(user=researcher).email_kinds == ["started", "failed"]
+    code, _out, err = logged_in("notifications", "--webhook", "http://10.0.0.1/hook", "--webhook-kinds", "failed")
+    assert code == EXIT_API and "webhook_url: Webhook refused" in err
