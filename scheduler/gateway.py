@@ -347,7 +347,7 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
         owner=part.owner,
         allow_root=part.allow_root,
         limits=limits_of(part),
-        mounts=part.mounts,
+        mounts=part.mounts or None,  # none: as on the wire (left out, read back as null)
     )
 
 

@@ -532,10 +532,10 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
 
     def get_after(self, obj: Workload) -> list[dict[str, Any]]:
         """``[{"workload": 12, "condition": "ok", "state": "running"}]``: what it waits for."""
-        return [
-            {"workload": d.after_id, "condition": d.condition, "state": d.after.state}
-            for d in obj.dependencies.select_related("after").order_by("after_id")
-        ]
+        deps = obj.dependencies.all()
+        if "dependencies" not in getattr(obj, "_prefetched_objects_cache", {}):  # not by views.detail_prefetches
+            deps = deps.select_related("after").order_by("after_id")
+        return [{"workload": d.after_id, "condition": d.condition, "state": d.after.state} for d in deps]
 
     def get_mounts(self, obj: Workload) -> list[dict[str, Any]]:
         """Name, container path and mode of each mount; host paths only within its budget."""

@@ -40,6 +40,7 @@ from scheduler.models import (
     Mount,
     NotificationSettings,
     Workload,
+    WorkloadDependency,
     WorkloadEvent,
 )
 from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload
@@ -106,6 +107,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .order_by("number"),
             ),
             Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
+            Prefetch("dependencies", queryset=WorkloadDependency.objects.select_related("after").order_by("after_id")),
         ]
 
     def get_queryset(self) -> QuerySet[Workload]:
@@ -129,9 +131,16 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """Submit a workload: 201 with the workload, or 400 in the API's error format."""
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        workload = do_submit_workload(request.user, tree=self.budget_tree, **serializer.to_service_kwargs())
-        # The row just written (owner, budget, cluster attached) is the answer: no second read of it.
-        prefetch_related_objects([workload], *self.detail_prefetches())
+        kwargs = serializer.to_service_kwargs()
+        workload = do_submit_workload(request.user, tree=self.budget_tree, **kwargs)
+        # The row just written (owner, budget, cluster attached) is the answer: no second read of it;
+        # without an ``after`` list it has no dependencies, known without a query.
+        prefetches = self.detail_prefetches()
+        if not kwargs["after"]:
+            none = workload.dependencies.none()
+            workload._prefetched_objects_cache = {"dependencies": none}  # noqa: SLF001 -- Django's prefetch cache
+            prefetches = [p for p in prefetches if p.prefetch_to != "dependencies"]
+        prefetch_related_objects([workload], *prefetches)
         as_never_started(workload)
         data = WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED)

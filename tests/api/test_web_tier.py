@@ -26,7 +26,9 @@ URL = "/api/v1/workloads/"
 # PostgreSQL counts no savepoint queries inside a test's transaction the way SQLite's test
 # transaction does; the bounds hold on both (the submission's 2 are SAVEPOINT/RELEASE).
 SUBMIT_QUERIES = 15  # auth 1, tree 1, membership 1, cluster 1, hardware 2, lock+insert+seq+event 4, answer 3+2
-DETAIL_QUERIES = 6  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, access 1
+DETAIL_QUERIES = 7  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, access 1,
+# dependencies 1 (the ``after`` list with its workloads' states, one prefetch whatever its length; a fresh
+# submission without one skips it, so SUBMIT_QUERIES is unchanged)
 LIST_QUERIES = 5  # auth 1, count 1, page 1, tree 1, access 1: whatever the page's length
 TREE_QUERIES = 13  # auth 1, clusters 1, tree 1, then the standing of the one cluster (snapshot 8, demand 2)
 

@@ -172,6 +172,8 @@ def test_records_are_stored_by_field_name() -> None:
         stopping: bool = False
         charged_until: int | None = None
         release_at: int | None = None
+        cpus: int | None = None
+        memory: int | None = None
         later_field: int | None = None
 
     assert [f.name for f in fields(Later)][:-1] == [f.name for f in fields(Attempt)]
