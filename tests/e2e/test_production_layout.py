@@ -398,7 +398,7 @@ def test_a_running_workload_is_canceled(prod: Stack) -> None:
     wid = prod.submit("cancel-me", gpus=2, duration=120, api=prod.api2)
     attempt = prod.wait(lambda: prod.running_attempt(wid), 30, "the workload to run")
     prod.wait(lambda: "standin: running" in prod.attempt_log(attempt["host"], attempt["id"]), 10, "its process")
-    prod.api2.post(f"workloads/{wid}/cancel/")
+    prod.api2.post(f"workloads/{wid}/cancel/", expect=202)  # a stop was issued: 202 with `stop`
     w = prod.wait(lambda: prod.final(wid), 20, "the canceled workload to end")
     ((ended),) = w["attempts"]
     assert (w["state"], ended["end_reason"], ended["exit_code"]) == ("canceled", "canceled", 143), w
