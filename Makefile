@@ -18,8 +18,12 @@ $(STAMP): requirements.lock pyproject.toml
 .venv: $(STAMP)
 venv: $(STAMP)
 
+# The test process itself talks to PostgreSQL without the connection pool (FAIRWAY_DB_POOL=0,
+# unless set): the browser tests end stray server connections with pg_terminate_backend, which
+# would also end the pool's idle ones. The production-layout e2e test starts its processes with
+# the production default (pool on), and tests/api/test_web_tier.py covers the pool's 503.
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	FAIRWAY_DB_POOL=$${FAIRWAY_DB_POOL:-0} $(VENV)/bin/python -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -166,8 +166,6 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
         env_int("WEB_WORKERS", 4, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 2,
         minimum=1,
     )
-    from psycopg_pool import ConnectionPool as _PgPool
-
     _reserve = max(3, DB_MAX_CONNECTIONS // 10)  # superuser slots, psql, migrations, backups
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env_int("FAIRWAY_DB_POOL_MIN_SIZE", 1, minimum=1),
@@ -175,9 +173,6 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
             "FAIRWAY_DB_POOL_MAX_SIZE", max(2, (DB_MAX_CONNECTIONS - _reserve) // DB_PROCESSES), minimum=1
         ),
         "timeout": env_float("FAIRWAY_DB_POOL_TIMEOUT_S", 10.0, minimum=0.1),
-        # A connection is checked as it leaves the pool: one PostgreSQL closed (a restart, a
-        # failover, pg_terminate_backend) is replaced instead of failing the request.
-        "check": _PgPool.check_connection,
     }
 
 AUTH_USER_MODEL = "accounts.User"
