@@ -58,6 +58,21 @@ def parse_duration_s(value: Any) -> int:
     return int(seconds)
 
 
+def mount_catalog(cluster: Cluster) -> list[dict[str, Any]]:
+    """The cluster's mount catalog as the API shows it (docs/jobs.md): name, container path,
+    mode, who may use it (never the host path)."""
+    return [
+        {
+            "name": m.name,
+            "container_path": m.container_path,
+            "read_only": m.read_only,
+            "access": m.access,
+            "description": m.description,
+        }
+        for m in cluster.mounts.all()
+    ]
+
+
 class PassThroughField(serializers.Field):
     """Accepts any JSON value as is; the service function validates it."""
 
@@ -654,17 +669,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         return dict(sorted(out.items()))
 
     def get_mounts(self, obj: Cluster) -> list[dict[str, Any]]:
-        """The mount catalog (docs/jobs.md): name, container path, mode, who may use it."""
-        return [
-            {
-                "name": m.name,
-                "container_path": m.container_path,
-                "read_only": m.read_only,
-                "access": m.access,
-                "description": m.description,
-            }
-            for m in obj.mounts.all()
-        ]
+        return mount_catalog(obj)
 
 
 class ArrayGroupSerializer(serializers.ModelSerializer):
@@ -687,17 +692,7 @@ class ArrayGroupSerializer(serializers.ModelSerializer):
         return dict(sorted(out.items()))
 
     def get_mounts(self, obj: Cluster) -> list[dict[str, Any]]:
-        """The mount catalog (docs/jobs.md): name, container path, mode, who may use it."""
-        return [
-            {
-                "name": m.name,
-                "container_path": m.container_path,
-                "read_only": m.read_only,
-                "access": m.access,
-                "description": m.description,
-            }
-            for m in obj.mounts.all()
-        ]
+        return mount_catalog(obj)
 
     def get_members(self, obj: Any) -> list[int]:
         return sorted(w.pk for w in obj.members.all())
