@@ -45,6 +45,7 @@ DEMO_START_JOB = 34805  # first job of day 60: scripts/find_stretch.py
 DEMO_JOBS = 500
 DEMO_TIME_SCALE = 300.0  # trace seconds per real second: 13.1 h of submissions in 157 s
 DEMO_MAX_DURATION = "1h"  # run-time cap in trace time (12 s real)
+DEMO_WALL_TIME_SLACK = 20  # real seconds of wall-time limit beyond each job's run time (replay_trace)
 LOGINS = (("admin", "fairway-admin", "operator: everything"), ("researcher", "fairway-demo", "member of every vc-*"))
 
 PR_SET_PDEATHSIG = 1
@@ -155,8 +156,10 @@ class Demo:
                 "FAIRWAY_TICK_INTERVAL_S": str(args.tick),
                 "FAIRWAY_HEARTBEAT_S": "1",
                 "FAIRWAY_GRACE_PERIOD_S": "5",
-                # Estimates every 10 s (one run at a time: tasks.request_estimates).
+                # Estimates after every tick that starts, stops or sees new work, 1 s later, and
+                # every 10 s anyway (one run at a time: tasks.request_estimates).
                 "FAIRWAY_ESTIMATE_INTERVAL_S": "10",
+                "FAIRWAY_ESTIMATE_DEBOUNCE_S": "1",
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -348,6 +351,10 @@ class Demo:
             f"{a.time_scale:g}",
             "--max-duration",
             a.max_duration,
+            # A wall-time limit per job (run time + 20 s, as a Slurm user gives --time): the forward
+            # simulation of estimated starts knows when running work ends (docs/estimates.md).
+            "--wall-time-slack",
+            str(DEMO_WALL_TIME_SLACK),
             "--cluster",
             "philly",
             "--gpu-model",
