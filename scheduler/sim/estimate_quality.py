@@ -36,7 +36,7 @@ from typing import Any
 
 from scheduler.policy import Workload
 from scheduler.sim.estimate import forward
-from scheduler.sim.simulate import DAY, T0, Inputs, TraceSim, make_policy, percentile
+from scheduler.sim.simulate import DAY, T0, Inputs, TraceSim, _tw, make_policy, percentile
 from scheduler.trace import TraceJob
 
 
@@ -52,12 +52,17 @@ class Sampling:
     """CPU seconds one forward simulation may take (as the live actor's ``ESTIMATE_BUDGET_S``)."""
     from_day: float = 0.0
     """Sample only jobs arriving on or after this day of the simulated slice."""
+    wall_time_slack_s: int | None = None
+    """If set, every job declares a wall-time limit of its run time plus this many seconds (as a
+    Slurm user gives ``--time``; no job reaches it, so the trace runs as without): the forward
+    simulations then know when running work ends (docs/estimates.md). None: no limits, nothing
+    ends on its own in the forward simulation."""
 
     def check(self) -> None:
         if not 0 < self.rate <= 1:
             raise ValueError(f"estimate sampling rate {self.rate}: a fraction in (0, 1]")
-        if self.every_s < 0 or self.budget_s <= 0 or self.from_day < 0:
-            raise ValueError("estimate sampling: every_s ≥ 0, budget_s > 0 and from_day ≥ 0")
+        if self.every_s < 0 or self.budget_s <= 0 or self.from_day < 0 or (self.wall_time_slack_s or 0) < 0:
+            raise ValueError("estimate sampling: every_s ≥ 0, budget_s > 0, from_day ≥ 0 and wall_time_slack_s ≥ 0")
 
 
 def sampled(job_id: int, rate: float) -> bool:
@@ -114,8 +119,16 @@ class EstimatingSim(TraceSim):
         running: dict[str, Workload] = {}
         for a in self.attempts.values():
             running[a.workload] = self.workloads[a.workload].as_pending()
+        limits = None
+        slack = self.sampling.wall_time_slack_s
+        if slack is not None:
+            limits = {
+                wid: _tw(self.workloads[wid]).duration + slack for wid in (*running, *(w.id for w in snap.pending))
+            }
         t = time.process_time()
-        found, reached = forward(snap, grace=self.grace, budget_s=self.sampling.budget_s, only=waiting, running=running)
+        found, reached = forward(
+            snap, grace=self.grace, budget_s=self.sampling.budget_s, only=waiting, running=running, limits=limits
+        )
         self.cpu_s += time.process_time() - t
         self.runs += 1
         complete = reached >= snap.now + snap.window
@@ -157,9 +170,10 @@ def estimate_quality(inputs: Inputs, sampling: Sampling | None = None) -> dict[s
             "every_s": sampling.every_s,
             "budget_s": sampling.budget_s,
             "from_day": sampling.from_day,
+            "wall_time_slack_s": sampling.wall_time_slack_s,
         },
-        "jobs_sampled": len(sim.first) + len(sim.at_arrival),
-        "started_unestimated": len(sim.at_arrival),
+        "jobs_sampled": len(sim.first) + len(sim.unestimated),
+        "started_unestimated": len(sim.unestimated),
         "estimated": len(sim.first) - none,
         "no_estimate": none - cut,
         "cut": cut,
