@@ -28,6 +28,8 @@ class Coverage:
 
     counted: int
     estimated: int
+    unseen: int = 0
+    """Counted ones without a reason yet: submitted since the last tick, not yet seen by it."""
 
     @property
     def fraction(self) -> float | None:
@@ -44,8 +46,12 @@ def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     )
     if cluster_id is not None:
         qs = qs.filter(cluster_id=cluster_id)
-    row = qs.aggregate(counted=Count("id"), estimated=Count("id", filter=Q(estimated_start__isnull=False)))
-    return Coverage(row["counted"], row["estimated"])
+    row = qs.aggregate(
+        counted=Count("id"),
+        estimated=Count("id", filter=Q(estimated_start__isnull=False)),
+        unseen=Count("id", filter=Q(estimated_start__isnull=True, pending_reason="")),
+    )
+    return Coverage(row["counted"], row["estimated"], row["unseen"])
 
 
 ESTIMATE_BUDGET_S = 3.0

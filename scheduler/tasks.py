@@ -169,7 +169,8 @@ def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
     running at a time (the "estimate pending" marker, cleared when the run ends), sent
     ``FAIRWAY_ESTIMATE_DEBOUNCE_S`` later so a burst of ticks costs one run; a request that
     arrives while a run is queued or running is not lost: it sets "estimate again" and that run
-    asks once more as it ends, so work that arrived during a run is estimated by the next one.
+    asks once more as it ends (with no delay), so work that arrived during a run is estimated by
+    the next one.
     Estimates never pile up behind a slow run, so in the embedded mode, whose worker threads also
     run the ticks, they never crowd the ticks out. Returns True when a message was sent."""
     if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S):
@@ -197,7 +198,8 @@ def estimate_starts(cluster_id: int) -> None:
     finally:
         _clear_marker(cluster_id, ESTIMATE_MARKER)
         if _take_marker(cluster_id, ESTIMATE_AGAIN):
-            request_estimates(cluster_id)
+            # At once: the requests that came during this run have waited for it already.
+            request_estimates(cluster_id, delay=False)
 
 
 @dramatiq.actor(queue_name="notifications", max_retries=5, min_backoff=5_000, max_backoff=600_000, time_limit=60_000)

@@ -156,10 +156,10 @@ class Demo:
                 "FAIRWAY_TICK_INTERVAL_S": str(args.tick),
                 "FAIRWAY_HEARTBEAT_S": "1",
                 "FAIRWAY_GRACE_PERIOD_S": "5",
-                # Estimates after every tick that starts, stops or sees new work, 1 s later, and
+                # Estimates after every tick that starts, stops or sees new work, 0.5 s later, and
                 # every 10 s anyway (one run at a time: tasks.request_estimates).
                 "FAIRWAY_ESTIMATE_INTERVAL_S": "10",
-                "FAIRWAY_ESTIMATE_DEBOUNCE_S": "1",
+                "FAIRWAY_ESTIMATE_DEBOUNCE_S": "0.5",
                 "PYTHONUNBUFFERED": "1",
             }
         )
@@ -429,6 +429,7 @@ class CoverageSampler:
         self.every = every
         self.counted = 0
         self.estimated = 0
+        self.unseen = 0
         self.samples = 0
         self.worst: float | None = None
         self._stop = threading.Event()
@@ -459,6 +460,7 @@ class CoverageSampler:
                 self.samples += 1
                 self.counted += cov.counted
                 self.estimated += cov.estimated
+                self.unseen += cov.unseen
                 frac = cov.estimated / cov.counted
                 self.worst = frac if self.worst is None else min(self.worst, frac)
 
@@ -469,7 +471,8 @@ class CoverageSampler:
             f"estimate coverage: {self.estimated} of {self.counted} pending allocated workloads "
             f"({100 * self.estimated / self.counted:.1f} %) over {self.samples} samples every {self.every:g} s "
             f"carried an estimated start (worst sample {100 * (self.worst or 0):.1f} %; held, capped, "
-            "unschedulable and dependency-waiting ones not counted)"
+            "unschedulable and dependency-waiting ones not counted); of the "
+            f"{self.counted - self.estimated} without one, {self.unseen} had not yet been seen by a tick"
         )
 
 
