@@ -29,7 +29,9 @@ class Coverage:
     counted: int
     estimated: int
     unseen: int = 0
-    """Counted ones without a reason yet: submitted since the last tick, not yet seen by it."""
+    """Pending allocated workloads not counted because no tick has seen them yet (no reason: they
+    were submitted or requeued since the last tick, so whether they are held, capped,
+    unschedulable or waiting on a dependency is not known yet)."""
 
     @property
     def fraction(self) -> float | None:
@@ -38,7 +40,9 @@ class Coverage:
 
 def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     """How many pending allocated workloads (``M > 0``) carry an estimated start, not counting
-    those held, capped, unschedulable or waiting on a dependency (§3.8). One aggregate query."""
+    those held, capped, unschedulable or waiting on a dependency (§3.8), nor those no tick has
+    seen yet (no reason, so none of these is known yet: ``unseen``, counted apart). One
+    aggregate query."""
     from django.db.models import Count, Q
 
     qs = Workload.objects.filter(state=Workload.State.PENDING, min_runtime_s__gt=0).exclude(
@@ -46,10 +50,11 @@ def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     )
     if cluster_id is not None:
         qs = qs.filter(cluster_id=cluster_id)
+    seen = ~Q(pending_reason="")
     row = qs.aggregate(
-        counted=Count("id"),
-        estimated=Count("id", filter=Q(estimated_start__isnull=False)),
-        unseen=Count("id", filter=Q(estimated_start__isnull=True, pending_reason="")),
+        counted=Count("id", filter=seen),
+        estimated=Count("id", filter=seen & Q(estimated_start__isnull=False)),
+        unseen=Count("id", filter=Q(pending_reason="")),
     )
     return Coverage(row["counted"], row["estimated"], row["unseen"])
 

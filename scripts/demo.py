@@ -423,7 +423,8 @@ class Demo:
 class CoverageSampler:
     """Samples, every ``every`` seconds during the replay, how many pending allocated workloads
     carry an estimated start (``scheduler.estimates.estimate_coverage``: held, capped,
-    unschedulable and dependency-waiting ones not counted), and sums the samples."""
+    unschedulable and dependency-waiting ones not counted, nor those no tick has seen yet, whose
+    reason is not known: summed apart and shown), and sums the samples."""
 
     def __init__(self, every: float = 5.0) -> None:
         self.every = every
@@ -456,11 +457,11 @@ class CoverageSampler:
                 continue
             finally:
                 connection.close()  # never hold the SQLite file between polls
+            self.unseen += cov.unseen
             if cov.counted:
                 self.samples += 1
                 self.counted += cov.counted
                 self.estimated += cov.estimated
-                self.unseen += cov.unseen
                 frac = cov.estimated / cov.counted
                 self.worst = frac if self.worst is None else min(self.worst, frac)
 
@@ -471,8 +472,9 @@ class CoverageSampler:
             f"estimate coverage: {self.estimated} of {self.counted} pending allocated workloads "
             f"({100 * self.estimated / self.counted:.1f} %) over {self.samples} samples every {self.every:g} s "
             f"carried an estimated start (worst sample {100 * (self.worst or 0):.1f} %; held, capped, "
-            "unschedulable and dependency-waiting ones not counted); of the "
-            f"{self.counted - self.estimated} without one, {self.unseen} had not yet been seen by a tick"
+            "unschedulable and dependency-waiting ones not counted, nor the "
+            f"{self.unseen} not yet seen by a tick, whose reason is not known yet; counting those: "
+            f"{100 * self.estimated / (self.counted + self.unseen):.1f} %)"
         )
 
 

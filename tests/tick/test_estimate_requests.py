@@ -73,3 +73,19 @@ def test_without_a_wall_time_limit_work_behind_its_own_budget_has_no_estimate(on
     tasks.estimate_starts.fn(cluster.pk)
     waiting.refresh_from_db()
     assert waiting.estimated_start is None  # nothing ends on its own in the forward simulation
+
+
+def test_coverage_counts_seen_pending_allocated_work(one_gpu, researcher, org_tree):
+    from scheduler.estimates import Coverage, estimate_coverage
+
+    cluster, sent = one_gpu
+    _submit(researcher, org_tree, cluster, "first", max_runtime_s=3600)
+    tasks.tick.fn(cluster.pk)
+    _submit(researcher, org_tree, cluster, "waiting")
+    # No tick has seen it: whether it is held, capped, ... is not known yet; counted apart.
+    assert estimate_coverage(cluster.pk) == Coverage(counted=0, estimated=0, unseen=1)
+    tasks.tick.fn(cluster.pk)
+    assert estimate_coverage(cluster.pk) == Coverage(counted=1, estimated=0, unseen=0)
+    tasks.estimate_starts.fn(cluster.pk)
+    assert estimate_coverage(cluster.pk) == Coverage(counted=1, estimated=1, unseen=0)
+    assert estimate_coverage(cluster.pk).fraction == 1.0
