@@ -281,8 +281,8 @@ class Forward:
                     best = t
         for aid, t in self.ends.items():
             if self.now < t < best:
-                a = self.attempts.get(aid)
-                if a is not None and not a.stopping:
+                held = self.attempts.get(aid)
+                if held is not None and not held.stopping:
                     best = t
         if self.pending:
             t2 = next_order_change(self.snapshot(), self.tree)
