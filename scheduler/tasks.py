@@ -164,9 +164,9 @@ ESTIMATE_MARKER_TTL_S = 300.0
 def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
     """Ask for the estimated starts of ``cluster_id``: debounced and single flight.
 
-    The clock asks every ``FAIRWAY_ESTIMATE_INTERVAL_S``; a tick that started, stopped or wrote a
-    pending reason (a new arrival) asks at once (:func:`tick`). One run per cluster is queued or
-    running at a time (the "estimate pending" marker, cleared when the run ends), sent
+    The clock asks every ``FAIRWAY_ESTIMATE_INTERVAL_S``; a tick that started or stopped work or
+    gave a pending workload its first reason (new or requeued work) asks at once (:func:`tick`).
+    One run per cluster is queued or running at a time (the "estimate pending" marker, cleared when the run ends), sent
     ``FAIRWAY_ESTIMATE_DEBOUNCE_S`` later so a burst of ticks costs one run; a request that
     arrives while a run is queued or running is not lost: it sets "estimate again" and that run
     asks once more as it ends (with no delay), so work that arrived during a run is estimated by
