@@ -5,7 +5,9 @@
                                     [--tick-gap 0] [--fault-rate R] [--repair 14400] [--checkpoint resume]
                                     [--checkpoint-interval S] [--min-runtime-rule duration,cap:2h]
                                     [--debug-zero P] [--variant LABEL=RULE[@P] ...]
-    python bench/simulate_philly.py --estimates --days 44 --estimates-from 41   # estimate quality (§3.8)
+    python bench/simulate_philly.py --estimates --start-day 41 --days 3 [--estimate-rate 0.25]
+                                    [--estimate-every 0] [--estimate-budget 2] [--estimate-wall-time-slack S]
+                                    # estimate quality (§3.8, scheduler/sim/estimate_quality.py)
 
 ``--variant`` runs Fairway once more under another minimum-runtime rule (and optionally with debug
 jobs declaring M = 0 with probability P), shown as policy ``fairway-LABEL``: how the contract
@@ -229,75 +231,6 @@ def _one_variant(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
     return result
 
 
-def estimate_quality(
-    config: SimConfig, every_s: int = 3600, budget_s: float = 2.0, from_day: float = 0.0
-) -> dict[str, Any]:
-    """Fairway on the trace, sampling estimated starts (DESIGN.md §3.8) inside the simulation: at
-    most once per ``every_s`` simulated seconds, after a pass, one forward simulation
-    (``scheduler.sim.estimate``, at most ``budget_s`` s of wall-clock) estimates the workloads
-    that arrived since the last sample and are still pending. Each job's first estimate is
-    compared with its real (simulated) first start: the fraction that started no later than it
-    said, and the median error (estimate − start, hours; positive = the bound held). Samples
-    begin on day ``from_day`` (the trace's backlog on 512 GPUs begins on day 41)."""
-    import statistics
-    import time
-
-    from scheduler.sim.estimate import estimate_starts
-    from scheduler.sim.simulate import T0, TraceSim, make_policy
-
-    inputs = prepare(config)
-    policy, charge_all = make_policy("fairway")
-    first: dict[str, int | None] = {}
-    cost = {"samples": 0, "cpu_s": 0.0}
-
-    class Sampling(TraceSim):
-        next_sample = 0
-        fresh: set[str] = set()
-
-        def _arrive(self, job: Any) -> bool:
-            due = super()._arrive(job)
-            self.fresh.add(f"j{job.job_id}")
-            return due
-
-        def _pass(self) -> None:
-            super()._pass()
-            if self.now < self.next_sample or self.now < T0 + from_day * 86400:
-                self.fresh = set() if self.now < T0 + from_day * 86400 else self.fresh
-                return
-            self.next_sample = self.now + every_s
-            wanted = {w for w in self.fresh if w in self.workloads and self.workloads[w].state == "pending"}
-            self.fresh = set()
-            if not wanted:
-                return
-            t = time.process_time()
-            found = estimate_starts(self.snapshot(), grace=self.grace, budget_s=budget_s, only=wanted)
-            cost["cpu_s"] += time.process_time() - t
-            cost["samples"] += 1
-            for w in wanted:
-                first.setdefault(w, found.get(w))
-
-    sim = Sampling(inputs, policy, charge_all=charge_all)
-    sim.run()
-    errors, held, estimated = [], 0, 0
-    for wid, est in first.items():
-        start = sim.workloads[wid].first_start
-        if est is None or start is None:
-            continue
-        estimated += 1
-        held += start <= est
-        errors.append((est - start) / 3600)
-    return {
-        "jobs_sampled": len(first),
-        "with_estimate": estimated,
-        "started_by_estimate": held,
-        "fraction_started_by_estimate": round(held / estimated, 4) if estimated else None,
-        "median_error_h": round(statistics.median(errors), 3) if errors else None,
-        "median_abs_error_h": round(statistics.median(abs(e) for e in errors), 3) if errors else None,
-        "samples": cost["samples"],
-        "estimate_cpu_s": round(cost["cpu_s"], 1),
-    }
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "philly"))
@@ -320,9 +253,16 @@ def main() -> None:
     ap.add_argument(
         "--estimates",
         action="store_true",
-        help="only Fairway, sampling estimated starts hourly: their quality (fraction kept, median error)",
+        help="only Fairway: the quality of first estimated starts (fraction kept, median error; "
+        "scheduler/sim/estimate_quality.py)",
     )
     ap.add_argument("--estimates-from", type=float, default=0.0, help="first day sampled with --estimates")
+    ap.add_argument("--estimate-rate", type=float, default=1.0, help="fraction of jobs sampled (by job id hash)")
+    ap.add_argument("--estimate-every", type=int, default=0, help="least simulated seconds between forward runs")
+    ap.add_argument("--estimate-budget", type=float, default=2.0, help="CPU seconds per forward simulation")
+    ap.add_argument(
+        "--estimate-wall-time-slack", type=int, default=None, help="jobs declare wall-time run time + S seconds"
+    )
     args = ap.parse_args()
     if args.parts is None:
         args.parts = str(ROOT / "var" / "philly-parts" / Path(args.out).resolve().name)
@@ -347,9 +287,16 @@ def main() -> None:
         label, rule, p = _variant(spec)
         variants.append((replace(config, min_runtime_rule=rule, debug_zero=p), label))
     if args.estimates:
-        import json
+        from scheduler.sim.estimate_quality import Sampling, estimate_quality
 
-        print(json.dumps(estimate_quality(config, from_day=args.estimates_from), indent=2))
+        sampling = Sampling(
+            rate=args.estimate_rate,
+            every_s=args.estimate_every,
+            budget_s=args.estimate_budget,
+            from_day=args.estimates_from,
+            wall_time_slack_s=args.estimate_wall_time_slack,
+        )
+        print(json.dumps(estimate_quality(prepare(config), sampling), indent=2))
         return
     inputs = prepare(config)
     for v, _ in variants:

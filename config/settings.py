@@ -326,6 +326,9 @@ FAIRWAY = {
     "AUTO_DRAIN_ON_GPU_FAULT": env_bool("FAIRWAY_AUTO_DRAIN_ON_GPU_FAULT", True),
     "TICK_INTERVAL_S": env_float("FAIRWAY_TICK_INTERVAL_S", 5.0, minimum=0.1),
     "ESTIMATE_INTERVAL_S": env_float("FAIRWAY_ESTIMATE_INTERVAL_S", 60.0, minimum=0.5),
+    # A tick that starts, stops or sees new pending work asks for estimates this much later
+    # (debounce: a burst of ticks costs one run; one run per cluster at a time).
+    "ESTIMATE_DEBOUNCE_S": env_float("FAIRWAY_ESTIMATE_DEBOUNCE_S", 2.0, minimum=0.0),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
     "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1),
     # The web process writes the heartbeats it received in one batch this often (at most a quarter

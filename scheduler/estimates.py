@@ -6,12 +6,16 @@ snapshot, measures how many pending workloads carry an estimate and answers quot
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.conf import settings
 
 from scheduler.models import Workload
+
+logger = logging.getLogger(__name__)
 
 NOT_ESTIMABLE = ("held", "budget_capped", "unschedulable", "dependency")
 """Reasons (§3.8) under which no estimate is expected: nothing starts them in the forward
@@ -24,6 +28,10 @@ class Coverage:
 
     counted: int
     estimated: int
+    unseen: int = 0
+    """Pending allocated workloads not counted because no tick has seen them yet (no reason: they
+    were submitted or requeued since the last tick, so whether they are held, capped,
+    unschedulable or waiting on a dependency is not known yet)."""
 
     @property
     def fraction(self) -> float | None:
@@ -32,7 +40,9 @@ class Coverage:
 
 def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     """How many pending allocated workloads (``M > 0``) carry an estimated start, not counting
-    those held, capped, unschedulable or waiting on a dependency (§3.8). One aggregate query."""
+    those held, capped, unschedulable or waiting on a dependency (§3.8), nor those no tick has
+    seen yet (no reason, so none of these is known yet: ``unseen``, counted apart). One
+    aggregate query."""
     from django.db.models import Count, Q
 
     qs = Workload.objects.filter(state=Workload.State.PENDING, min_runtime_s__gt=0).exclude(
@@ -40,8 +50,13 @@ def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     )
     if cluster_id is not None:
         qs = qs.filter(cluster_id=cluster_id)
-    row = qs.aggregate(counted=Count("id"), estimated=Count("id", filter=Q(estimated_start__isnull=False)))
-    return Coverage(row["counted"], row["estimated"])
+    seen = ~Q(pending_reason="")
+    row = qs.aggregate(
+        counted=Count("id", filter=seen),
+        estimated=Count("id", filter=seen & Q(estimated_start__isnull=False)),
+        unseen=Count("id", filter=Q(pending_reason="")),
+    )
+    return Coverage(row["counted"], row["estimated"], row["unseen"])
 
 
 ESTIMATE_BUDGET_S = 3.0
@@ -66,6 +81,16 @@ def running_workloads(snap: object) -> dict[str, object]:
     }
 
 
+def wall_time_limits(snap: object) -> dict[str, int]:
+    """Workload id → wall-time limit (``max_runtime_s``) of the snapshot's pending workloads and
+    of its open attempts' workloads, those that have one: the forward simulation stops their
+    attempts then (a ``timeout``, DESIGN.md §4), the only way running work ends in it. One query."""
+    ids = {int(a.workload) for a in snap.attempts if a.workload.isdigit()}  # type: ignore[attr-defined]
+    ids.update(int(w.id) for w in snap.pending if w.id.isdigit())  # type: ignore[attr-defined]
+    rows = Workload.objects.filter(pk__in=ids, max_runtime_s__isnull=False).values_list("id", "max_runtime_s")
+    return {str(pk): int(limit) for pk, limit in rows}
+
+
 def store_estimates(cluster_id: int, now: datetime) -> int:
     """Store an estimated start on every pending workload of ``cluster_id`` (None: none within
     one window) from one forward simulation of the snapshot at ``now`` (§3.8); returns how many
@@ -74,9 +99,15 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     from scheduler.sim.estimate import cap_by_reservations, forward
     from scheduler.snapshot import load_snapshot
 
+    cpu0 = time.thread_time()
     snap, _ = load_snapshot(cluster_id, now)
+    cpu1 = time.thread_time()
     found, reached = forward(
-        snap, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), budget_s=ESTIMATE_BUDGET_S, running=running_workloads(snap)
+        snap,
+        grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
+        budget_s=ESTIMATE_BUDGET_S,
+        running=running_workloads(snap),
+        limits=wall_time_limits(snap),
     )
     complete = reached >= snap.now + snap.window
     rows = list(
@@ -114,6 +145,18 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             w.estimated_start = value
             changed.append(w)
     Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    logger.info(
+        "estimates of cluster %s: %d pending (%d in the snapshot), %d found, %s, %d changed; "
+        "%.2f s CPU (snapshot %.2f s)",
+        cluster_id,
+        len(rows),
+        len(snap.pending),
+        len(found),
+        "complete" if complete else f"cut at +{int(reached - snap.now)} s",
+        len(changed),
+        time.thread_time() - cpu0,
+        cpu1 - cpu0,
+    )
     if moved:  # notifications: an estimated start moved by more than an hour (docs/jobs.md)
         _notify_moved(moved)
     return len(changed)
@@ -182,7 +225,12 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
     own = workload.min_runtime_s
     runtimes = sorted({*QUOTE_RUNTIMES_S, own})
     rows = quote(
-        snap, hypothetical, runtimes, grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]), running=running_workloads(snap)
+        snap,
+        hypothetical,
+        runtimes,
+        grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
+        running=running_workloads(snap),
+        limits=wall_time_limits(snap),
     )
     lines = [
         QuoteLine(

@@ -38,6 +38,7 @@ _local_markers: dict[tuple[str, int], float] = {}
 _local_guard = threading.Lock()
 TICK_MARKER = "tick-pending"
 ESTIMATE_MARKER = "estimate-pending"
+ESTIMATE_AGAIN = "estimate-again"
 
 
 @cache
@@ -63,6 +64,16 @@ def _set_marker(cluster_id: int, kind: str = TICK_MARKER, ttl: float | None = No
             return False
         _local_markers[(kind, cluster_id)] = now + ttl
         return True
+
+
+def _take_marker(cluster_id: int, kind: str) -> bool:
+    """Clear the cluster's ``kind`` marker; True when it was set."""
+    client = _redis()
+    if client is not None:
+        return bool(client.delete(_marker_key(cluster_id, kind)))
+    with _local_guard:
+        expires = _local_markers.pop((kind, cluster_id), None)
+        return expires is not None and expires > time.monotonic()
 
 
 def _clear_marker(cluster_id: int, kind: str = TICK_MARKER) -> None:
@@ -96,6 +107,10 @@ def tick(cluster_id: int) -> None:
         from scheduler.prom import record_tick
 
         record_tick(result.cluster_id, result.seconds)
+        if result.starts or result.stops or result.arrivals:
+            # New arrivals, starts and stops move the estimates: ask now, not at the clock's
+            # next interval (debounced, one run at a time: request_estimates).
+            request_estimates(cluster_id)
 
 
 @dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
@@ -130,10 +145,10 @@ def reset_debounce(cluster_ids: list[int] | None = None) -> None:
             _local_markers.clear()
         else:
             for cid in cluster_ids:
-                for kind in (TICK_MARKER, ESTIMATE_MARKER):
+                for kind in (TICK_MARKER, ESTIMATE_MARKER, ESTIMATE_AGAIN):
                     _local_markers.pop((kind, cid), None)
     if client is not None and cluster_ids:
-        client.delete(*(_marker_key(c, k) for c in cluster_ids for k in (TICK_MARKER, ESTIMATE_MARKER)))
+        client.delete(*(_marker_key(c, k) for c in cluster_ids for k in (TICK_MARKER, ESTIMATE_MARKER, ESTIMATE_AGAIN)))
 
 
 def estimate_every_s() -> float:
@@ -146,14 +161,23 @@ ESTIMATE_MARKER_TTL_S = 300.0
 """How long an "estimate pending" marker lives at most (seconds; a run is bounded to well under it)."""
 
 
-def request_estimates(cluster_id: int) -> bool:
-    """Ask for the estimated starts of ``cluster_id`` unless a request is still queued or running
-    (its marker is cleared when the run ends): estimates never pile up behind a slow run, so in
-    the embedded mode, whose worker threads also run the ticks, they never crowd the ticks out.
-    Returns True when a message was sent."""
+def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
+    """Ask for the estimated starts of ``cluster_id``: debounced and single flight.
+
+    The clock asks every ``FAIRWAY_ESTIMATE_INTERVAL_S``; a tick that started or stopped work or
+    gave a pending workload its first reason (new or requeued work) asks at once (:func:`tick`).
+    One run per cluster is queued or running at a time (the "estimate pending" marker, cleared when the run ends), sent
+    ``FAIRWAY_ESTIMATE_DEBOUNCE_S`` later so a burst of ticks costs one run; a request that
+    arrives while a run is queued or running is not lost: it sets "estimate again" and that run
+    asks once more as it ends (with no delay), so work that arrived during a run is estimated by
+    the next one.
+    Estimates never pile up behind a slow run, so in the embedded mode, whose worker threads also
+    run the ticks, they never crowd the ticks out. Returns True when a message was sent."""
     if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S):
+        _set_marker(cluster_id, ESTIMATE_AGAIN, ESTIMATE_MARKER_TTL_S)
         return False
-    estimate_starts.send(cluster_id)
+    delay_ms = int(settings.FAIRWAY["ESTIMATE_DEBOUNCE_S"] * 1000) if delay else 0
+    estimate_starts.send_with_options(args=(cluster_id,), delay=delay_ms or None)
     return True
 
 
@@ -173,6 +197,9 @@ def estimate_starts(cluster_id: int) -> None:
         store_estimates(cluster_id, timezone.now())
     finally:
         _clear_marker(cluster_id, ESTIMATE_MARKER)
+        if _take_marker(cluster_id, ESTIMATE_AGAIN):
+            # At once: the requests that came during this run have waited for it already.
+            request_estimates(cluster_id, delay=False)
 
 
 @dramatiq.actor(queue_name="notifications", max_retries=5, min_backoff=5_000, max_backoff=600_000, time_limit=60_000)

@@ -62,6 +62,8 @@ class TickResult:
     """host name → pk of the workload holding a reservation on it (§3.5); recomputed by every
     tick and not stored (the scenario runner's ``reserved`` check and displays read it here)"""
     seconds: float = 0.0
+    arrivals: int = 0
+    """pending workloads this tick gave their first reason (new or requeued since the last tick)"""
 
 
 @contextmanager
@@ -149,7 +151,7 @@ def _apply(
     events: list[WorkloadEvent] = []
     _lock_workloads(decisions, index)
     started_workloads = _apply_starts(decisions.starts, index, now, result, touched, events)
-    _apply_pending(decisions.pending, started_workloads, index)
+    result.arrivals = _apply_pending(decisions.pending, started_workloads, index)
     nominations = _apply_stops(decisions, index, now, result, touched, events)
     _apply_host_states(decisions.host_states, index, now, result)
     _apply_nominations(nominations, started_workloads, index)
@@ -360,23 +362,27 @@ def _apply_host_states(
             result.host_states[name] = str(state)
 
 
-def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> None:
+def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> int:
     """Store each pending workload's reason; only rows whose reason or detail changed are written,
-    and only while still pending (a cancel committed since the snapshot keeps its cleared reason)."""
+    and only while still pending (a cancel committed since the snapshot keeps its cleared reason).
+    Returns how many of them had no reason yet (new or requeued since the last tick)."""
     changed: list[Workload] = []
+    arrivals = 0
     pk_of = index.pk_of()
     for wid_s, info in pending.items():
         wid = pk_of(wid_s)
         if wid in started or wid not in index.pending_reason:
             continue
         reason, detail = str(info.reason), dict(info.detail)
-        if index.pending_reason[wid] != (reason, detail):
+        before = index.pending_reason[wid]
+        if before != (reason, detail):
             changed.append(Workload(pk=wid, pending_reason=reason, pending_detail=detail))
+            arrivals += not before[0]
     if not changed:
-        return
+        return 0
     if connection.vendor == "postgresql":
         _write_reasons_pg(changed)
-        return
+        return arrivals
     still_pending = set(
         Workload.objects.select_for_update()
         .filter(pk__in=[w.pk for w in changed], state=Workload.State.PENDING)
@@ -386,6 +392,7 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
     changed = [w for w in changed if w.pk in still_pending]
     if changed:
         Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
+    return arrivals
 
 
 REASON_CHUNK = 2000

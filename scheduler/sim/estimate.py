@@ -22,6 +22,14 @@ Work the simulation preempts is requeued when its GPUs are released, with its or
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
 passes those workloads (``running``; without them such work is not requeued). A workload holding
 a reservation is never estimated later than its reservation's start (:func:`cap_by_reservations`).
+
+No work ends on its own, but the system itself stops an attempt at its workload's wall-time limit
+(``max_runtime``, DESIGN.md §4: a ``timeout`` stop, then the grace, and the workload ends failed):
+the caller passes those limits (``limits``: workload id → seconds), and the simulation stops
+every attempt that has run its limit (a snapshot attempt from its start, or from ``now`` while
+still starting), as the tick's ``stop_timed_out`` does. Without them, pending work behind running
+work it may not preempt (its own budget's, or work rule 2 protects) never starts in the simulation
+and has no estimate (docs/estimates.md "Coverage").
 """
 
 from __future__ import annotations
@@ -154,7 +162,13 @@ class Forward:
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
     starts at once and release a stopped attempt's GPUs ``grace`` seconds after the stop."""
 
-    def __init__(self, snap: Snapshot, grace: int, running: Mapping[str, Workload] | None = None) -> None:
+    def __init__(
+        self,
+        snap: Snapshot,
+        grace: int,
+        running: Mapping[str, Workload] | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> None:
         self.base = replace(snap, with_reasons=False)
         self.now = snap.now
         self.grace = grace
@@ -175,6 +189,13 @@ class Forward:
         """Workload id → the workload, for requeueing what the simulation preempts."""
         self.requeue: set[str] = set()
         """Attempts the simulation stopped: their workloads return to pending on release."""
+        self.limits: Mapping[str, int] = limits or {}
+        self.ends: dict[str, int] = {}
+        """Attempt id → the instant its wall-time limit stops it (timeout: not requeued)."""
+        for a in self.attempts.values():
+            limit = self.limits.get(a.workload)
+            if limit is not None and not a.stopping:
+                self.ends[a.id] = (a.started_at if a.started_at is not None else snap.now) + limit
 
     def snapshot(self) -> Snapshot:
         return replace(
@@ -213,13 +234,27 @@ class Forward:
                 aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now, cpus=w.cpus, memory=w.memory
             )
             self.started.setdefault(w.id, self.now)
+            limit = self.limits.get(w.id)
+            if limit is not None:
+                self.ends[aid] = self.now + limit
         for name, state in dec.host_states.items():
             self.hosts[name] = replace(self.hosts[name], state=state, drain_now=False)
         if self.grace == 0:
             self.release_due()
 
+    def time_out(self) -> None:
+        """Stop every attempt whose wall-time limit has come (released a grace later, not requeued)."""
+        for aid in [aid for aid, t in self.ends.items() if t <= self.now]:
+            del self.ends[aid]
+            a = self.attempts.get(aid)
+            if a is not None and not a.stopping:
+                self.attempts[aid] = replace(a, stopping=True, release_at=self.now + self.grace)
+                self.requeue.discard(aid)
+
     def tick(self, max_passes: int = 50) -> None:
         """Passes at ``now`` until one decides nothing new."""
+        if self.ends:
+            self.time_out()
         self.release_due()
         for _ in range(max_passes):
             snap = self.snapshot()
@@ -243,6 +278,11 @@ class Forward:
             elif a.allocated and a.started_at is not None:
                 t = a.started_at + a.min_runtime
                 if self.now < t < best:
+                    best = t
+        for aid, t in self.ends.items():
+            if self.now < t < best:
+                held = self.attempts.get(aid)
+                if held is not None and not held.stopping:
                     best = t
         if self.pending:
             t2 = next_order_change(self.snapshot(), self.tree)
@@ -271,6 +311,7 @@ def estimate_starts(
     budget_s: float = 20.0,
     only: Iterable[str] | None = None,
     running: Mapping[str, Workload] | None = None,
+    limits: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
     """Pending workload id → estimated start (epoch seconds) for those that start within ``horizon``.
 
@@ -280,8 +321,9 @@ def estimate_starts(
     out get no estimate. ``only`` stops the simulation once these workloads have started (quotes).
     Workloads holding a reservation in the first pass are capped by its start. ``running``: the
     workloads of the snapshot's attempts (id → workload), requeued when the simulation preempts them.
+    ``limits``: wall-time limits (workload id → seconds) at which the simulation stops attempts.
     """
-    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only, running=running)[0]
+    return forward(snap, grace=grace, horizon=horizon, budget_s=budget_s, only=only, running=running, limits=limits)[0]
 
 
 def forward(
@@ -292,12 +334,13 @@ def forward(
     budget_s: float = 20.0,
     only: Iterable[str] | None = None,
     running: Mapping[str, Workload] | None = None,
+    limits: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], int]:
     """:func:`estimate_starts` and the simulated instant it reached: the horizon's end when the
     search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
     start before the horizon)."""
     horizon = snap.window if horizon is None else horizon
-    fw = Forward(snap, grace, running)
+    fw = Forward(snap, grace, running, limits)
     wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     end = snap.now + horizon
     # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
@@ -341,6 +384,7 @@ def quote(
     grace: int = 30,
     budget_s: float = 0.5,
     running: Mapping[str, Workload] | None = None,
+    limits: Mapping[str, int] | None = None,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
@@ -353,7 +397,14 @@ def quote(
     out = []
     for m in dict.fromkeys(minimum_runtimes):
         w = replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
-        found, reached = forward(replace(snap, pending=[*snap.pending, w]), grace=grace, budget_s=budget_s, only=[w.id])
+        found, reached = forward(
+            replace(snap, pending=[*snap.pending, w]),
+            grace=grace,
+            budget_s=budget_s,
+            only=[w.id],
+            running=running,
+            limits=limits,
+        )
         commit = w.gpus * m
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
         out.append(Quote(m, found.get(w.id), commit, ratio, reached))

@@ -69,6 +69,19 @@ def test_a_reservation_caps_the_estimate():
     }
 
 
+def test_wall_time_limits_end_running_work_in_the_forward_simulation():
+    # a's own attempt holds the only GPU and is protected (rule 2 never lets a take its own
+    # work): without a wall-time limit nothing ends and w has no estimate; with a limit of 2 h
+    # (started 1 h ago) the timeout stops it at T0 + H, released a grace later, and w starts then.
+    holder = running("v", "a", [("h1", 0)], m=3 * H, started=T0 - H)
+    s = snap([host("h1", 1)], tree("a"), [holder], [pending("w", "a", 1, m=H)])
+    assert estimate_starts(s, grace=30) == {}
+    assert estimate_starts(s, grace=30, limits={"v": 2 * H}) == {"w": T0 + H + 30}
+    # w's own limit ends it in turn: x (behind it) starts a limit and a grace later.
+    s2 = replace(s, pending=[pending("w", "a", 1, m=H), pending("x", "a", 1, m=H, seq=1)])
+    assert estimate_starts(s2, grace=30, limits={"v": 2 * H, "w": H}) == {"w": T0 + H + 30, "x": T0 + 2 * H + 60}
+
+
 def test_only_stops_once_the_named_workloads_started():
     s = snap([host("h1", 2)], tree("a"), [], [pending("w", "a", 1), pending("x", "a", 1, seq=1)])
     assert estimate_starts(s, only=["x"]) == {"x": T0}
@@ -99,16 +112,26 @@ def test_estimate_actor_stores_estimates_on_pending_workloads(db, org_tree, rese
     assert Workload.objects.get(pk=w.pk).state == "pending"
 
 
-def test_estimates_are_not_requested_again_while_one_is_queued(db, org_tree, researcher):
+def test_estimates_are_not_requested_again_while_one_is_queued(db, org_tree, researcher, monkeypatch):
     from scheduler import tasks
     from scheduler.services import do_create_cluster
 
     cluster = do_create_cluster("est2")
+    sent: list[tuple] = []
+    monkeypatch.setattr(tasks.estimate_starts, "send_with_options", lambda **kw: sent.append(kw["args"]))
     tasks.reset_debounce([cluster.pk])
     assert tasks.request_estimates(cluster.pk) is True
     assert tasks.request_estimates(cluster.pk) is False  # the first is still queued
-    tasks.estimate_starts.fn(cluster.pk)  # the run clears its marker when it ends
+    assert tasks.request_estimates(cluster.pk) is False
+    assert len(sent) == 1
+    # The run clears its marker when it ends and, as requests came meanwhile, asks once more
+    # (work that arrived during a run is estimated by the next one): one more run, not two.
+    tasks.estimate_starts.fn(cluster.pk)
+    assert len(sent) == 2
+    tasks.estimate_starts.fn(cluster.pk)  # nothing asked during this one
+    assert len(sent) == 2
     assert tasks.request_estimates(cluster.pk) is True
+    assert sent == [(cluster.pk,)] * 3
     tasks.reset_debounce([cluster.pk])
 
 

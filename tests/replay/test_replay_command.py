@@ -105,6 +105,16 @@ def test_rules_and_scale_reach_the_workloads(seeded: None) -> None:
     assert list(Workload.objects.order_by("seq").values_list("min_runtime_s", flat=True)) == [1] * 5
 
 
+def test_wall_time_slack_gives_each_job_a_limit_of_its_run_time_plus_the_slack(seeded: None) -> None:
+    replay("--start", str(START), "--limit", "5", "--wall-time-slack", "20")
+    rows = list(Workload.objects.order_by("seq").values_list("min_runtime_s", "duration_hint_s", "max_runtime_s"))
+    # At a scale of 1e9 every run is the 1 s floor: max(M, run time) + 20.
+    assert rows and all(limit == max(m, run) + 20 for m, run, limit in rows)
+    Workload.objects.all().delete()
+    replay("--start", str(START), "--limit", "5")
+    assert set(Workload.objects.values_list("max_runtime_s", flat=True)) == {None}
+
+
 def test_bad_trace_submits_nothing_and_names_the_line(seeded: None, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(

@@ -136,6 +136,15 @@ class Command(BaseCommand):
             help="real seconds added to each allocated job's compressed minimum runtime for process start "
             f"and exit reporting (default {DEFAULT_PROTECTION_ALLOWANCE_S})",
         )
+        parser.add_argument(
+            "--wall-time-slack",
+            type=int,
+            default=None,
+            metavar="S",
+            help="give each job a wall-time limit (max_runtime) of its compressed run time (at least its "
+            "minimum runtime) plus S real seconds, as a Slurm user gives --time; the forward simulation "
+            "of estimated starts knows when such work ends (docs/estimates.md). Default: no limit",
+        )
         parser.add_argument("--cluster", default="philly")
         parser.add_argument("--gpu-model", default="H100")
         parser.add_argument("--user", default="researcher", help="username that submits the workloads")
@@ -194,6 +203,9 @@ class Command(BaseCommand):
         allowance: int = opts["protection_allowance"]
         if allowance < 0:
             raise CommandError("--protection-allowance must be >= 0")
+        slack: int | None = opts["wall_time_slack"]
+        if slack is not None and slack < 0:
+            raise CommandError("--wall-time-slack must be >= 0")
         try:
             per_gpu = (int(opts["cpus_per_gpu"]), parse_size(opts["memory_per_gpu"]))
         except SizeError as exc:
@@ -233,6 +245,7 @@ class Command(BaseCommand):
             f"  minimum runtime: {min_rule.describe()} ({min_rule.spec}), compressed, + {allowance} s allowance\n"
             f"  unallocated: {unalloc_rule.describe()} ({unalloc_rule.spec}): "
             f"{n_unalloc} of {len(plan)} jobs"
+            + (f"\n  wall-time limit: run time + {slack} s" if slack is not None else "")
         )
         self.stdout.flush()
 
@@ -242,7 +255,7 @@ class Command(BaseCommand):
         try:
             self._submit_all(
                 run, bar, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model,
-                python=str(opts["workload_python"]), per_gpu=per_gpu,
+                python=str(opts["workload_python"]), per_gpu=per_gpu, wall_time_slack=slack,
             )  # fmt: skip
             if wait:
                 self._wait(run, bar, timeout=timeout)
@@ -330,6 +343,7 @@ class Command(BaseCommand):
         gpu_model: str,
         python: str = sys.executable,
         per_gpu: tuple[int, int] = (0, 0),
+        wall_time_slack: int | None = None,
     ) -> None:
         """Submit every planned job at its instant, updating ``bar`` (finished, with submitted as postfix).
 
@@ -377,6 +391,9 @@ class Command(BaseCommand):
                         "TRACE_VC": {"value": job.vc, "secret": False},
                     },
                     min_runtime_s=m,
+                    max_runtime_s=(
+                        max(m, math.ceil(planned.run_s)) + wall_time_slack if wall_time_slack is not None else None
+                    ),
                     duration_hint_s=math.ceil(planned.run_s),
                     cpus=per_gpu[0] * min(job.num_gpus, host_size) or None,
                     memory_bytes=per_gpu[1] * min(job.num_gpus, host_size) or None,

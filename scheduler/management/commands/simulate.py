@@ -54,6 +54,24 @@ class Command(BaseCommand):
         )
         parser.add_argument("--since", default="7d", help="with --from-db: the window replayed (default 7d)")
         parser.add_argument("--cluster", default=None, help="with --from-db: the cluster (default: the only one)")
+        est = parser.add_argument_group("estimate quality (docs/estimates.md): Fairway only, prints JSON")
+        est.add_argument(
+            "--estimates",
+            action="store_true",
+            help="sample the first estimated start of allocated jobs still pending after their arrival pass and "
+            "report the fraction that started no later than it and the median error (actual − estimate)",
+        )
+        est.add_argument("--estimate-rate", type=float, default=1.0, help="fraction of jobs sampled (by job id hash)")
+        est.add_argument(
+            "--estimate-every", default="0", help="at most one forward simulation per this much simulated time"
+        )
+        est.add_argument("--estimate-budget", type=float, default=2.0, help="CPU seconds per forward simulation")
+        est.add_argument("--estimate-from-day", type=float, default=0.0, help="sample jobs arriving from this day on")
+        est.add_argument(
+            "--estimate-wall-time-slack",
+            default=None,
+            help="jobs declare a wall-time limit of run time + this (e.g. 1h): the forward simulation knows ends",
+        )
 
     def handle(self, *args: Any, **o: Any) -> None:
         if o["from_db"]:
@@ -82,6 +100,9 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        if o["estimates"]:
+            self._estimates(config, o)
+            return
         factory = None
         if not o["no_progress"]:
             from tqdm import tqdm
@@ -122,6 +143,35 @@ class Command(BaseCommand):
             cmd = "python manage.py simulate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
             for p in write_report(report, o["out"], command=cmd, plots=not o["no_plots"]):
                 self.stdout.write(f"wrote {p}")
+
+    def _estimates(self, config: SimConfig, o: dict[str, Any]) -> None:
+        """``--estimates``: the quality of first estimated starts (scheduler/sim/estimate_quality.py)."""
+        import json
+        from pathlib import Path
+
+        from scheduler.sim.estimate_quality import Sampling, estimate_quality
+        from scheduler.sim.simulate import prepare
+
+        try:
+            slack = o["estimate_wall_time_slack"]
+            sampling = Sampling(
+                rate=o["estimate_rate"],
+                every_s=parse_duration(o["estimate_every"]),
+                budget_s=o["estimate_budget"],
+                from_day=o["estimate_from_day"],
+                wall_time_slack_s=parse_duration(slack) if slack is not None else None,
+            )
+            sampling.check()
+            result = estimate_quality(prepare(config), sampling)
+        except (ValueError, TraceError, BudgetFileError, SimulationError) as exc:
+            raise CommandError(f"nothing written: {exc}") from None
+        text = json.dumps(result, indent=2)
+        self.stdout.write(text)
+        if o["out"]:
+            out = Path(o["out"])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "estimates.json").write_text(text + "\n", encoding="utf-8")
+            self.stdout.write(f"wrote {out / 'estimates.json'}")
 
     def _from_db(self, o: dict[str, Any]) -> None:
         """``--from-db``: actual vs simulated attainment and wait per budget under changed shares."""
