@@ -293,30 +293,32 @@ def do_submit_workload(
     retries: int = 0,
     after: Sequence[str | int] = (),
     array: str | None = None,
+    memberships: dict[int, str] | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
-    ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
-    ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices.
+        ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
+        ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices.
 
-    ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
-    of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
-    the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
-    unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
-    ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
-    §3.3), refused when no host could ever offer them; ``shared_memory_bytes``: the size of
-    ``/dev/shm`` (None: the runtime's default), at most the memory request.
-    ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
-    already loaded this request (``load_tree()``), to spare a query. Every bad field is reported at
-    once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
-    event and requests a tick of the cluster after commit.
+        ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
+        of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
+        the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
+        unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
+        ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
+        §3.3), refused when no host could ever offer them; ``shared_memory_bytes``: the size of
+        ``/dev/shm`` (None: the runtime's default), at most the memory request.
+        ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
+        already loaded this request (``load_tree()``), to spare a query; ``memberships`` likewise
+    (``accounts.services.user_memberships(owner)``). Every bad field is reported at
+        once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
+        event and requests a tick of the cluster after commit.
 
-    Jobs (docs/jobs.md): ``mounts`` names mounts of the cluster's catalog; ``max_runtime_s`` is
-    the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
-    non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
-    ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
-    first (the others are ``workload.group.members``); a ``dry_run`` returns one unsaved workload
-    without group or dependencies.
+        Jobs (docs/jobs.md): ``mounts`` names mounts of the cluster's catalog; ``max_runtime_s`` is
+        the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
+        non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
+        ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
+        first (the others are ``workload.group.members``); a ``dry_run`` returns one unsaved workload
+        without group or dependencies.
     """
     problems: list[FieldProblem] = []
 
@@ -335,7 +337,7 @@ def do_submit_workload(
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
     if the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
-    elif not (owner.is_superuser or is_member(owner, the_budget, tree)):
+    elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
     elif not is_leaf(the_budget, tree):
         refuse("not_a_leaf", "budget", f"Budget {the_budget.path} has sub-budgets; submit to one of them.")
@@ -485,7 +487,7 @@ def do_submit_workload(
             Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
             workload.seq = workload.pk
             jobs.create_dependencies(workload)
-            WorkloadEvent.objects.create(
+            workload.submitted_event = WorkloadEvent.objects.create(  # type: ignore[attr-defined]
                 workload=workload,
                 at=now,
                 kind="submitted",
@@ -518,13 +520,16 @@ def do_submit_workload(
 # --- cancel --------------------------------------------------------------------------------
 
 
-def can_cancel(actor: User, workload: Workload) -> bool:
-    """The owner, staff, and managers of the workload's budget or an ancestor may cancel it."""
+def can_cancel(
+    actor: User, workload: Workload, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> bool:
+    """The owner, staff, and managers of the workload's budget or an ancestor may cancel it.
+    ``tree``, ``memberships``: already loaded this request (no query then)."""
     if not actor.is_authenticated:
         return False
     if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
         return True
-    return is_manager(actor, workload.budget)
+    return is_manager(actor, workload.budget, tree, memberships)
 
 
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:

@@ -233,3 +233,57 @@ def test_an_async_view_answers_under_asgi():
 
     answer = asyncio.run(get())
     assert answer["status"] == 302  # to the login page: the async view ran through its decorator
+
+
+def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher, submit_kwargs, hosts):
+    """The detail (prefetched attempts) and the list (one query of the page's attempts) compute the
+    accounting in memory; it must equal ``with_accounting``'s aggregates, row for row."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.accounting import account_page, account_prefetched, accounting, with_accounting
+    from scheduler.models import Attempt
+
+    host = hosts["a100-1"]
+    t0 = timezone.now() - timedelta(hours=5)
+    h = timedelta(hours=1)
+    # (started, ended, charged, allocated, unfunded, end_reason) per attempt, for several workloads
+    shapes = [
+        [],
+        [(None, None, 0, True, False, "")],  # placed, not started
+        [(t0, None, 0, True, False, "")],  # running, funded
+        [(t0, None, 0, True, True, "")],  # running unfunded
+        [(t0, t0 + h, 3600, True, False, "preempted"), (t0 + 2 * h, None, 0, False, False, "")],
+        [(t0, t0 + h, 100, True, False, "preempted"), (t0 + h, t0 + 3 * h, 200, True, False, "succeeded")],
+        [(None, t0 + h, 0, True, False, "failed_to_start"), (t0 + 2 * h, t0 + 4 * h, 50, True, False, "failed")],
+    ]
+    ids = []
+    for shape in shapes:
+        workload = do_submit_workload(researcher, **submit_kwargs())
+        for number, (started, ended, charged, allocated, unfunded, reason) in enumerate(shape, start=1):
+            Attempt.objects.create(
+                workload=workload,
+                number=number,
+                host=host,
+                allocated=allocated,
+                unfunded=unfunded,
+                placed_at=t0 - h,
+                started_at=started,
+                ended_at=ended,
+                charged_gpu_seconds=charged,
+                end_reason=reason,
+            )
+        ids.append(workload.pk)
+    now = timezone.now()
+    fields = ("acct_first_start", "acct_closed_run", "acct_charged", "acct_open_start", "acct_open_funded")
+    sql = {w.pk: w for w in with_accounting(Workload.objects.filter(pk__in=ids))}
+    page = list(Workload.objects.filter(pk__in=ids))
+    account_page(page)
+    prefetched = Workload.objects.filter(pk__in=ids).prefetch_related("attempts")
+    for memory in (page, [account_prefetched(w) for w in prefetched]):
+        for w in memory:
+            want = sql[w.pk]
+            assert [getattr(w, f) for f in fields] == [getattr(want, f) for f in fields], w.pk
+            assert w.acct_preemptions == want.acct_preemptions
+            assert accounting(w, now) == accounting(want, now)
