@@ -192,22 +192,35 @@ _FEASIBILITY_FIELD = {
 }
 
 
+def _hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | None, Any]]:
+    """``(model, GPUs, cpus, memory_bytes, labels)`` per registered (not removed) host of
+    ``cluster`` and GPU model it has: one query, what both submission checks below read."""
+    return [
+        (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"], row["host__labels"])
+        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+        .values("host_id", "model", "host__cpus", "host__memory_bytes", "host__labels")
+        .annotate(n=Count("id"))
+        .order_by()
+    ]
+
+
 def _check_size(
-    cluster: Cluster, gpu_model: str, gpu_count: int, cpus: int | None = None, memory: int | None = None
+    cluster: Cluster,
+    gpu_model: str,
+    gpu_count: int,
+    cpus: int | None = None,
+    memory: int | None = None,
+    hardware: list[tuple[str, int, int | None, int | None, Any]] | None = None,
 ) -> tuple[str, FieldProblem | None]:
     """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3), by the
     policy's rule (:func:`scheduler.policy.admission.infeasible_request`) and with its message.
 
     Counts registered (not removed) hosts whatever their state or GPU health: drains and
     faults pass, hardware does not. Returns the (possibly defaulted) model and a problem.
+    ``hardware``: :func:`_hardware` of the cluster, already read.
     """
-    host_sizes = [
-        (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"])
-        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
-        .values("host_id", "model", "host__cpus", "host__memory_bytes")
-        .annotate(n=Count("id"))
-        .order_by()
-    ]
+    hardware = _hardware(cluster) if hardware is None else hardware
+    host_sizes = [(model, n, cpus_, memory_) for model, n, cpus_, memory_, _labels in hardware]
     if not gpu_model:
         models = sorted({model for model, *_rest in host_sizes})
         if len(models) != 1:
@@ -254,10 +267,13 @@ def host_runs_images(labels: Mapping[str, Any] | None) -> bool:
     return not (isinstance(runtime, str) and runtime.strip().lower() in IMAGELESS_RUNTIMES)
 
 
-def _image_problem(cluster: Cluster, gpu_model: str) -> FieldProblem | None:
-    """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image."""
-    hosts = Host.objects.filter(cluster=cluster, removed_at__isnull=True, gpus__model=gpu_model).distinct()
-    labels = list(hosts.values_list("labels", flat=True))
+def _image_problem(
+    cluster: Cluster, gpu_model: str, hardware: list[tuple[str, int, int | None, int | None, Any]] | None = None
+) -> FieldProblem | None:
+    """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image
+    (``hardware``: :func:`_hardware` of the cluster, already read)."""
+    hardware = _hardware(cluster) if hardware is None else hardware
+    labels = [labels for model, _n, _cpus, _memory, labels in hardware if model == gpu_model]
     if not labels or any(host_runs_images(one) for one in labels):
         return None
     return FieldProblem(
@@ -347,6 +363,7 @@ def do_submit_workload(
     the_cluster = resolve_cluster(cluster)
     if the_cluster is None:
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
+    hardware = _hardware(the_cluster) if the_cluster is not None else []  # one query for both checks
 
     if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
@@ -363,6 +380,7 @@ def do_submit_workload(
                 gpu_count,
                 cpus if requests_ok else None,
                 memory_bytes if requests_ok else None,
+                hardware,
             )
             if problem is not None:
                 problems.append(problem)
@@ -375,7 +393,7 @@ def do_submit_workload(
         and gpu_model
         and not any(p.field in ("image", "gpu_model") for p in problems)
     ):
-        problem = _image_problem(the_cluster, gpu_model)
+        problem = _image_problem(the_cluster, gpu_model, hardware)
         if problem is not None:
             problems.append(problem)
 
