@@ -134,6 +134,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             # query of the page's attempts (list()).
             return Workload.objects.select_related("owner", "cluster").only(*LIST_COLUMNS).order_by("-id")
         queryset = Workload.objects.select_related("owner", "cluster", "budget")
+        if self.action == "cancel":
+            return queryset  # the answer is read after the cancel (_detail): nothing prefetched before
         return queryset.prefetch_related(*self.detail_prefetches())  # accounting from the attempts
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -154,7 +156,11 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         return WorkloadDetailSerializer
 
     def _detail(self, workload_id: int) -> dict:
-        workload = self.get_queryset().get(pk=workload_id)
+        workload = (
+            Workload.objects.select_related("owner", "cluster", "budget")
+            .prefetch_related(*self.detail_prefetches())
+            .get(pk=workload_id)
+        )
         return WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
 
     def create(self, request: Request) -> Response:
