@@ -1,6 +1,6 @@
 """CPU per API request, in one process, on PostgreSQL + Redis (issue 15). Prints, asserts nothing.
 
-    python bench/api_cpu.py [--n 200] [--via client,asgi] [--profile submit] [--db NAME] [--redis URL]
+    python bench/api_cpu.py [--n 200] [--via client,asgi] [--profile submit] [--db NAME] [--redis-db N]
 
 The CPU a web process spends per answer decides how many requests per second a core serves, and
 CPU seconds (``time.process_time``: every thread of this process) hardly move when other
@@ -21,7 +21,8 @@ the pool):
 Prints per request kind and path the mean and median CPU ms, the wall ms and the SQL queries of
 one request. ``--profile KIND`` (submit, detail, list, cancel) runs cProfile over ``--n`` more
 requests of that kind through the first ``--via`` and prints the top functions. The database is
-dropped and the Redis database flushed at the end (``--keep`` keeps them).
+dropped and the Redis database (an empty one, claimed as ``bench/api_load.py`` does, on
+``REDIS_URL``'s server) flushed at the end (``--keep`` keeps them).
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def configure(args: argparse.Namespace) -> tuple[str, str]:
     """The environment of a production web process (bench/api_load.py's ``server_env``)."""
     server = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/"
     db_url = urlunparse(urlparse(server)._replace(path=f"/{args.db}"))
-    redis_url = args.redis
+    from bench.api_load import DEFAULT_REDIS, claim_redis
+
+    # A free (empty) Redis database number, claimed with api_load's marker; --redis-db: that one.
+    redis_url = claim_redis(os.environ.get("REDIS_URL") or DEFAULT_REDIS, args.redis_db)
     for key in [k for k in os.environ if k.startswith(("FAIRWAY_", "SECURE_"))]:
         del os.environ[key]
     os.environ.update(
@@ -274,7 +278,7 @@ def main() -> None:
     parser.add_argument("--profile-n", type=int, default=200)
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--db", default="fairway_api_cpu_bench", help="database name (dropped, re-created)")
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/15", help="a Redis database of its own")
+    parser.add_argument("--redis-db", type=int, help="the (empty) Redis database number to use; default: a free one")
     parser.add_argument("--hosts", type=int, default=64)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--seed-workloads", type=int, default=1200)
@@ -294,7 +298,6 @@ def main() -> None:
         with psycopg.connect(dbname="postgres", autocommit=True, **_pg_kwargs(server)) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{args.db}"')
-        release_redis(redis_url)
         began = time.process_time()
         world = seed(SimpleNamespace(hosts=args.hosts, gpus=args.gpus, seed_workloads=args.seed_workloads))
         from scheduler.models import Cluster, Workload
