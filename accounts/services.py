@@ -21,30 +21,53 @@ class AccountError(ServiceError):
     """A refused account change; ``code`` is stable, ``field`` names the offending input."""
 
 
-def member_roles(user: User, budget: Budget, tree: dict[int, Budget] | None = None) -> set[str]:
-    """Roles ``user`` holds on ``budget`` or any of its ancestors (empty: no access)."""
+def user_memberships(user: User) -> dict[int, str]:
+    """``user``'s memberships, budget id → role (one query; empty for an anonymous user). A view
+    loads them once per request and passes them to the helpers below, which then ask nothing."""
+    if not user.is_authenticated:
+        return {}
+    return dict(Membership.objects.filter(user=user).values_list("budget_id", "role"))
+
+
+def member_roles(
+    user: User, budget: Budget, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> set[str]:
+    """Roles ``user`` holds on ``budget`` or any of its ancestors (empty: no access).
+    ``memberships``: ``user_memberships(user)`` already loaded this request (no query then)."""
     if not user.is_authenticated:
         return set()
     ids = ancestor_ids(budget, tree)
+    if memberships is not None:
+        return {memberships[i] for i in ids if i in memberships}
     return set(Membership.objects.filter(user=user, budget_id__in=ids).values_list("role", flat=True))
 
 
-def is_member(user: User, budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
+def is_member(
+    user: User, budget: Budget, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> bool:
     """True when ``user`` is a member (any role) of ``budget`` or of an ancestor."""
-    return bool(member_roles(user, budget, tree))
+    return bool(member_roles(user, budget, tree, memberships))
 
 
-def is_manager(user: User, budget: Budget, tree: dict[int, Budget] | None = None) -> bool:
+def is_manager(
+    user: User, budget: Budget, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> bool:
     """True when ``user`` holds the ``manager`` role on ``budget`` or an ancestor."""
-    return Membership.Role.MANAGER in member_roles(user, budget, tree)
+    return Membership.Role.MANAGER in member_roles(user, budget, tree, memberships)
 
 
-def accessible_budget_ids(user: User, tree: dict[int, Budget] | None = None) -> set[int]:
+def accessible_budget_ids(
+    user: User, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> set[int]:
     """Ids of every budget ``user`` has access to: their memberships and everything under them."""
     if not user.is_authenticated:
         return set()
-    roots = Membership.objects.filter(user=user).values_list("budget_id", flat=True)
-    return subtree_ids(list(roots), load_tree() if tree is None else tree)
+    roots = (
+        list(memberships)
+        if memberships is not None
+        else list(Membership.objects.filter(user=user).values_list("budget_id", flat=True))
+    )
+    return subtree_ids(roots, load_tree() if tree is None else tree)
 
 
 def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.MEMBER) -> Membership:

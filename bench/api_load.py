@@ -89,11 +89,12 @@ def _pg_kwargs(url: str) -> dict[str, Any]:
     return kwargs
 
 
-def create_database(server_url: str) -> str:
-    """A new database of this run on ``server_url``'s server; returns its URL."""
+def create_database(server_url: str, name: str | None = None) -> str:
+    """A new database of this run on ``server_url``'s server (``name``, default
+    ``fairway_api_bench_<pid>``; dropped first if it exists); returns its URL."""
     import psycopg
 
-    name = f"fairway_api_bench_{os.getpid()}"
+    name = name or f"fairway_api_bench_{os.getpid()}"
     with psycopg.connect(dbname="postgres", autocommit=True, **_pg_kwargs(server_url)) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -110,12 +111,13 @@ def drop_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def claim_redis(url: str) -> str:
-    """A Redis database number nobody uses (claimed with a marker key), as a URL."""
+def claim_redis(url: str, only: int | None = None) -> str:
+    """A Redis database number nobody uses (claimed with a marker key), as a URL; ``only``: that
+    number or none."""
     import redis
 
     base = urlparse(url)
-    for number in range(15, 0, -1):
+    for number in [only] if only is not None else range(15, 0, -1):
         candidate = urlunparse(base._replace(path=f"/{number}"))
         client = redis.Redis.from_url(candidate)
         try:
@@ -625,6 +627,8 @@ def main() -> None:
     )
     parser.add_argument("--settle", type=float, default=10.0, help="seconds between agents connected and the load")
     parser.add_argument("--port", type=int, default=8790)
+    parser.add_argument("--db-name", help="the database to create (its name must contain 'bench')")
+    parser.add_argument("--redis-db", type=int, help="the Redis database number to use (must be empty)")
     parser.add_argument("--seed", type=int, default=15, help="random seed of the mix")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra server setting")
     parser.add_argument("--url", help="drive a running layout (with --tokens) instead of starting one")
@@ -651,8 +655,10 @@ def main() -> None:
     db_url = redis_url = None
     layout: Layout | None = None
     try:
-        db_url = create_database(server)
-        redis_url = claim_redis(os.environ.get("REDIS_URL") or DEFAULT_REDIS)
+        if args.db_name is not None and "bench" not in args.db_name:
+            raise SystemExit("--db-name must contain 'bench' (the run drops it at the end)")
+        db_url = create_database(server, args.db_name)
+        redis_url = claim_redis(os.environ.get("REDIS_URL") or DEFAULT_REDIS, args.redis_db)
         os.environ.update(DATABASE_URL=db_url, REDIS_URL=redis_url, FAIRWAY_VAR_DIR=str(work / "var"))
         world = seed(args)
         (work / "seed.json").write_text(json.dumps({"database": db_url, "users": world["users"]}))

@@ -23,10 +23,11 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpResponsePermanentRedirect
 from django.urls import Resolver404, resolve
+from django.utils.functional import SimpleLazyObject
 from rest_framework import exceptions, status, views, viewsets
 from rest_framework.response import Response
 
-from accounts.services import accessible_budget_ids
+from accounts.services import accessible_budget_ids, user_memberships
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
@@ -112,15 +113,23 @@ class FairwayViewSet(viewsets.GenericViewSet):
         return load_tree()
 
     @cached_property
+    def memberships(self) -> dict[int, str]:
+        """The user's memberships, budget id → role: one query per request, shared by access
+        checks, membership checks of a submission and ``can_cancel``."""
+        return user_memberships(self.request.user)
+
+    @cached_property
     def accessible_budget_ids(self) -> set[int]:
-        return accessible_budget_ids(self.request.user, self.budget_tree)
+        return accessible_budget_ids(self.request.user, self.budget_tree, self.memberships)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         context.update(
             budget_tree=self.budget_tree,
             budget_paths=budget_paths(self.budget_tree),
-            accessible_budget_ids=self.accessible_budget_ids,
+            # Lazy: a serializer that shows nothing private (the queue list) costs no query for it.
+            accessible_budget_ids=SimpleLazyObject(lambda: self.accessible_budget_ids),
+            memberships=SimpleLazyObject(lambda: self.memberships),
         )
         return context
 

@@ -5,7 +5,8 @@ every ``MiddlewareMixin`` middleware (sessions, CSRF, auth, messages, ...) then 
 sync thread and back for its ``process_request`` and again for its ``process_response``: about
 15 hops through the one thread-sensitive executor per API request (measured), each a context
 switch and a wait in the executor's queue under load. This handler builds the chain
-synchronously, as under WSGI, and runs the whole request in one hop; an async view (the log
+synchronously, as under WSGI, and runs the whole request (signals and close included) in one
+hop; an async view (the log
 tail page, which waits for agents) still goes through Django's stock asynchronous handler
 (``HttpDispatch``), so a slow agent never holds the process's one sync thread.
 
@@ -25,9 +26,11 @@ from functools import lru_cache
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpRequest, HttpResponseBase
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, resolve, set_script_prefix
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -42,13 +45,47 @@ NEVER_REFUSED = frozenset({"/livez"})
 
 
 class SyncChainASGIHandler(ASGIHandler):
-    """Django's ASGI handler with a synchronous middleware chain run in one thread hop."""
+    """Django's ASGI handler with a synchronous middleware chain, the whole request in one hop.
+
+    Django's ``handle`` hops to the sync thread three times per request (``request_started``'s
+    receivers, the request, and ``response.close()`` with ``request_finished``) and runs a second
+    task listening for a disconnect it cannot act on (a synchronous view is not interrupted).
+    Here one hop does all three, as a WSGI server's thread would: the response of a synchronous
+    view is complete once ``get_response`` returns (DRF's is rendered by then), so it is closed,
+    and its database connection given back to the pool, before it is sent. A streaming response
+    is sent first and closed after, as Django does.
+    """
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            response = await sync_to_async(self._serve, thread_sensitive=True)(scope, body_file)
+            await self.send_response(response, send)
+            if response.streaming:
+                await sync_to_async(response.close, thread_sensitive=True)()
+        finally:
+            body_file.close()
+
+    def _serve(self, scope: Scope, body_file: Any) -> HttpResponseBase:
+        """On the sync thread: ``request_started``, the request, and (unless it streams) its close."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__  # noqa: SLF001 -- as Django's run_get_response
+        if not response.streaming:
+            response.close()  # request_finished: the connection goes back to the pool now
+        return response
 
 
 @lru_cache(maxsize=4096)

@@ -247,7 +247,7 @@ CACHE_KEY_PREFIX = env_str("FAIRWAY_CACHE_PREFIX", "fairway")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "config.cache.FairwayRedisCache",  # Django's, one client object per pool
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": CACHE_KEY_PREFIX,
             "TIMEOUT": 3600,

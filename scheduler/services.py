@@ -192,22 +192,35 @@ _FEASIBILITY_FIELD = {
 }
 
 
+def _hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | None, Any]]:
+    """``(model, GPUs, cpus, memory_bytes, labels)`` per registered (not removed) host of
+    ``cluster`` and GPU model it has: one query, what both submission checks below read."""
+    return [
+        (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"], row["host__labels"])
+        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+        .values("host_id", "model", "host__cpus", "host__memory_bytes", "host__labels")
+        .annotate(n=Count("id"))
+        .order_by()
+    ]
+
+
 def _check_size(
-    cluster: Cluster, gpu_model: str, gpu_count: int, cpus: int | None = None, memory: int | None = None
+    cluster: Cluster,
+    gpu_model: str,
+    gpu_count: int,
+    cpus: int | None = None,
+    memory: int | None = None,
+    hardware: list[tuple[str, int, int | None, int | None, Any]] | None = None,
 ) -> tuple[str, FieldProblem | None]:
     """Reject a request no host of the cluster could ever satisfy (DESIGN.md §3.3), by the
     policy's rule (:func:`scheduler.policy.admission.infeasible_request`) and with its message.
 
     Counts registered (not removed) hosts whatever their state or GPU health: drains and
     faults pass, hardware does not. Returns the (possibly defaulted) model and a problem.
+    ``hardware``: :func:`_hardware` of the cluster, already read.
     """
-    host_sizes = [
-        (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"])
-        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
-        .values("host_id", "model", "host__cpus", "host__memory_bytes")
-        .annotate(n=Count("id"))
-        .order_by()
-    ]
+    hardware = _hardware(cluster) if hardware is None else hardware
+    host_sizes = [(model, n, cpus_, memory_) for model, n, cpus_, memory_, _labels in hardware]
     if not gpu_model:
         models = sorted({model for model, *_rest in host_sizes})
         if len(models) != 1:
@@ -254,10 +267,13 @@ def host_runs_images(labels: Mapping[str, Any] | None) -> bool:
     return not (isinstance(runtime, str) and runtime.strip().lower() in IMAGELESS_RUNTIMES)
 
 
-def _image_problem(cluster: Cluster, gpu_model: str) -> FieldProblem | None:
-    """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image."""
-    hosts = Host.objects.filter(cluster=cluster, removed_at__isnull=True, gpus__model=gpu_model).distinct()
-    labels = list(hosts.values_list("labels", flat=True))
+def _image_problem(
+    cluster: Cluster, gpu_model: str, hardware: list[tuple[str, int, int | None, int | None, Any]] | None = None
+) -> FieldProblem | None:
+    """A problem if no registered host of ``cluster`` with ``gpu_model`` GPUs can run an image
+    (``hardware``: :func:`_hardware` of the cluster, already read)."""
+    hardware = _hardware(cluster) if hardware is None else hardware
+    labels = [labels for model, _n, _cpus, _memory, labels in hardware if model == gpu_model]
     if not labels or any(host_runs_images(one) for one in labels):
         return None
     return FieldProblem(
@@ -293,30 +309,32 @@ def do_submit_workload(
     retries: int = 0,
     after: Sequence[str | int] = (),
     array: str | None = None,
+    memberships: dict[int, str] | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
-    ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
-    ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices.
+        ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
+        ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices.
 
-    ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
-    of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
-    the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
-    unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
-    ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
-    §3.3), refused when no host could ever offer them; ``shared_memory_bytes``: the size of
-    ``/dev/shm`` (None: the runtime's default), at most the memory request.
-    ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
-    already loaded this request (``load_tree()``), to spare a query. Every bad field is reported at
-    once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
-    event and requests a tick of the cluster after commit.
+        ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
+        of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
+        the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
+        unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
+        ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
+        §3.3), refused when no host could ever offer them; ``shared_memory_bytes``: the size of
+        ``/dev/shm`` (None: the runtime's default), at most the memory request.
+        ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
+        already loaded this request (``load_tree()``), to spare a query; ``memberships`` likewise
+    (``accounts.services.user_memberships(owner)``). Every bad field is reported at
+        once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
+        event and requests a tick of the cluster after commit.
 
-    Jobs (docs/jobs.md): ``mounts`` names mounts of the cluster's catalog; ``max_runtime_s`` is
-    the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
-    non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
-    ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
-    first (the others are ``workload.group.members``); a ``dry_run`` returns one unsaved workload
-    without group or dependencies.
+        Jobs (docs/jobs.md): ``mounts`` names mounts of the cluster's catalog; ``max_runtime_s`` is
+        the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
+        non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
+        ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
+        first (the others are ``workload.group.members``); a ``dry_run`` returns one unsaved workload
+        without group or dependencies.
     """
     problems: list[FieldProblem] = []
 
@@ -335,7 +353,7 @@ def do_submit_workload(
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
     if the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
-    elif not (owner.is_superuser or is_member(owner, the_budget, tree)):
+    elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
     elif not is_leaf(the_budget, tree):
         refuse("not_a_leaf", "budget", f"Budget {the_budget.path} has sub-budgets; submit to one of them.")
@@ -345,6 +363,7 @@ def do_submit_workload(
     the_cluster = resolve_cluster(cluster)
     if the_cluster is None:
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
+    hardware = _hardware(the_cluster) if the_cluster is not None else []  # one query for both checks
 
     if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
@@ -361,6 +380,7 @@ def do_submit_workload(
                 gpu_count,
                 cpus if requests_ok else None,
                 memory_bytes if requests_ok else None,
+                hardware,
             )
             if problem is not None:
                 problems.append(problem)
@@ -373,7 +393,7 @@ def do_submit_workload(
         and gpu_model
         and not any(p.field in ("image", "gpu_model") for p in problems)
     ):
-        problem = _image_problem(the_cluster, gpu_model)
+        problem = _image_problem(the_cluster, gpu_model, hardware)
         if problem is not None:
             problems.append(problem)
 
@@ -485,7 +505,7 @@ def do_submit_workload(
             Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
             workload.seq = workload.pk
             jobs.create_dependencies(workload)
-            WorkloadEvent.objects.create(
+            workload.submitted_event = WorkloadEvent.objects.create(  # type: ignore[attr-defined]
                 workload=workload,
                 at=now,
                 kind="submitted",
@@ -518,13 +538,16 @@ def do_submit_workload(
 # --- cancel --------------------------------------------------------------------------------
 
 
-def can_cancel(actor: User, workload: Workload) -> bool:
-    """The owner, staff, and managers of the workload's budget or an ancestor may cancel it."""
+def can_cancel(
+    actor: User, workload: Workload, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> bool:
+    """The owner, staff, and managers of the workload's budget or an ancestor may cancel it.
+    ``tree``, ``memberships``: already loaded this request (no query then)."""
     if not actor.is_authenticated:
         return False
     if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
         return True
-    return is_manager(actor, workload.budget)
+    return is_manager(actor, workload.budget, tree, memberships)
 
 
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:

@@ -7,13 +7,19 @@ string, digits); every rule about what may be submitted lives in
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import shlex
+from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import SkipField
+from rest_framework.relations import PKOnlyObject
 
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import SECRET_MASK
@@ -350,6 +356,79 @@ class _ScopedMixin:
         return workload.budget_id in (self.context.get("accessible_budget_ids") or set())
 
 
+class FieldsOnceMixin:
+    """Build a serializer class's fields once, not once per instance.
+
+    DRF's ``ModelSerializer.get_fields`` introspects the model and builds every field again for
+    each serializer instance (each response: the detail's, its attempts', its events'), a large
+    part of a small request's CPU. Here the fields are built on the class's first use and each
+    instance gets copies of those unbound templates: a plain field is copied shallowly (it is
+    then bound, and only read), a nested serializer deeply (it has fields and a context of its
+    own). ``Meta`` and the declared fields of a class never change at run time.
+    """
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        cls = type(self)
+        template = cls.__dict__.get("_fields_template")
+        if template is None:
+            template = super().get_fields()  # type: ignore[misc]
+            cls._fields_template = template  # type: ignore[attr-defined]  # a race builds it twice: harmless
+        fields = {}
+        for name, field in template.items():
+            if isinstance(field, serializers.BaseSerializer):
+                fields[name] = copy.deepcopy(field)
+            else:
+                clone = object.__new__(type(field))
+                clone.__dict__.update(field.__dict__)
+                fields[name] = clone
+        return fields
+
+    @cached_property
+    def _plan(self) -> list[tuple[serializers.Field, tuple[str, ...] | None]]:
+        """Each readable field with its source attributes when DRF would read them by plain
+        ``getattr`` (the field keeps ``Field.get_attribute``), else None."""
+        return [
+            (field, tuple(field.source_attrs) if type(field).get_attribute is _FIELD_GET_ATTRIBUTE else None)
+            for field in self._readable_fields  # type: ignore[attr-defined]
+        ]
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        """DRF's ``Serializer.to_representation`` with the plain attribute reads done directly:
+        DRF's ``get_attribute`` checks every value for a Mapping and a callable, per field and
+        row. A value that is callable, missing or behind a Mapping takes DRF's own path, so
+        the answer is DRF's."""
+        if isinstance(instance, Mapping):
+            return super().to_representation(instance)  # type: ignore[misc]
+        ret: dict[str, Any] = {}
+        for field, attrs in self._plan:
+            attribute: Any = _SLOW
+            if attrs:
+                attribute = instance
+                try:
+                    for i, attr in enumerate(attrs):
+                        if i and isinstance(attribute, Mapping):  # DRF reads a Mapping by key
+                            attribute = _SLOW
+                            break
+                        attribute = getattr(attribute, attr)
+                        if callable(attribute):  # DRF calls it
+                            attribute = _SLOW
+                            break
+                except (AttributeError, ObjectDoesNotExist):
+                    attribute = _SLOW
+            if attribute is _SLOW:
+                try:
+                    attribute = field.get_attribute(instance)
+                except SkipField:
+                    continue
+            check_for_none = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
+            ret[field.field_name] = None if check_for_none is None else field.to_representation(attribute)
+        return ret
+
+
+_FIELD_GET_ATTRIBUTE = serializers.Field.get_attribute
+_SLOW = object()
+
+
 class HistoryRowSerializer(serializers.Serializer):
     workload = serializers.IntegerField()
     name = serializers.CharField()
@@ -385,7 +464,7 @@ class AccountingSerializer(serializers.Serializer):
     preemptions = serializers.IntegerField(help_text="attempts ended by preemption")
 
 
-class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
+class WorkloadListSerializer(FieldsOnceMixin, _ScopedMixin, serializers.ModelSerializer):
     """A queue row: what everybody may see (queue transparency)."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -421,6 +500,29 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
             "array_index",
         ]
         read_only_fields = fields
+        # The workload columns these fields read (the list view loads only these; ``allocated``
+        # reads min_runtime_s, ``accounting`` submitted_at and finished_at besides its annotations).
+        model_columns = (
+            "id",
+            "name",
+            "owner_id",
+            "budget_id",
+            "cluster_id",
+            "gpu_model",
+            "gpu_count",
+            "min_runtime_s",
+            "cpus",
+            "memory_bytes",
+            "shared_memory_bytes",
+            "state",
+            "submitted_at",
+            "seq",
+            "pending_reason",
+            "estimated_start",
+            "finished_at",
+            "group_id",
+            "array_index",
+        )
 
     def get_budget(self, obj: Workload) -> str:
         return self.budget_path(obj.budget_id)
@@ -430,10 +532,15 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
         """Like sacct: first start, wait, elapsed, GPU-hours charged, preemptions (scheduler.accounting)."""
         from scheduler.accounting import accounting
 
-        if not hasattr(obj, "acct_preemptions"):  # not annotated (a single workload): one query
-            from scheduler.accounting import with_accounting
+        if not hasattr(obj, "acct_preemptions"):
+            if "attempts" in getattr(obj, "_prefetched_objects_cache", {}):  # a detail: from them, no query
+                from scheduler.accounting import account_prefetched
 
-            obj = with_accounting(Workload.objects.filter(pk=obj.pk)).get()
+                account_prefetched(obj)
+            else:  # a single workload without its attempts: one query
+                from scheduler.accounting import with_accounting
+
+                obj = with_accounting(Workload.objects.filter(pk=obj.pk)).get()
         data = accounting(obj)
         data.pop("charged_gpu_seconds")
         data["started_at"] = (
@@ -442,7 +549,7 @@ class WorkloadListSerializer(_ScopedMixin, serializers.ModelSerializer):
         return data
 
 
-class AttemptSerializer(serializers.ModelSerializer):
+class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     host = serializers.CharField(source="host.name", read_only=True)
     gpus = serializers.SerializerMethodField()
 
@@ -473,7 +580,7 @@ class AttemptSerializer(serializers.ModelSerializer):
         return [f"{link.gpu.host.name}:{link.gpu.index}" for link in links]
 
 
-class WorkloadEventSerializer(serializers.ModelSerializer):
+class WorkloadEventSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     actor = serializers.CharField(source="actor.username", read_only=True, default=None)
 
     class Meta:
@@ -639,10 +746,10 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         request = self.context.get("request")
         if request is None or obj.state in Workload.FINAL_STATES:
             return False
-        return can_cancel(request.user, obj)
+        return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     """A cluster with its registered (not removed) hardware, by GPU model."""
 
     models = serializers.SerializerMethodField()

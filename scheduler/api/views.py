@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet
-from scheduler.accounting import as_never_started, with_accounting
+from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.serializers import (
     ArrayGroupSerializer,
@@ -91,6 +91,23 @@ class WorkloadLogsMixin:
         )
 
 
+LIST_COLUMNS = (
+    *WorkloadListSerializer.Meta.model_columns,
+    "owner__username",
+    "cluster__name",
+)
+"""What ``WorkloadListSerializer`` reads of a workload row (tests: no query per row)."""
+
+
+def _prefill(obj: Any, name: str, rows: list[Any]) -> None:
+    """Put ``rows`` in ``obj``'s prefetch cache of the relation ``name`` (as ``prefetch_related``
+    would after reading them): ``obj.<name>.all()`` then answers them without a query."""
+    queryset = getattr(obj, name).all()
+    queryset._result_cache = rows  # noqa: SLF001 -- Django's prefetch cache, as prefetch_one_level fills it
+    queryset._prefetch_done = True  # noqa: SLF001
+    obj.__dict__.setdefault("_prefetched_objects_cache", {})[name] = queryset
+
+
 class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
     """Every authenticated user sees the whole queue; env values only within their budgets."""
 
@@ -111,10 +128,25 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         ]
 
     def get_queryset(self) -> QuerySet[Workload]:
-        queryset = Workload.objects.select_related("owner", "cluster", "budget")
         if self.action == "list":
-            return with_accounting(queryset).order_by("-id")
-        return with_accounting(queryset).prefetch_related(*self.detail_prefetches())
+            # Only the columns a queue row shows (not env, command, pending_detail, ...: JSON the row
+            # would decode for nothing); the budget's path comes from the tree. Accounting: one
+            # query of the page's attempts (list()).
+            return Workload.objects.select_related("owner", "cluster").only(*LIST_COLUMNS).order_by("-id")
+        queryset = Workload.objects.select_related("owner", "cluster", "budget")
+        if self.action == "cancel":
+            return queryset  # the answer is read after the cancel (_detail): nothing prefetched before
+        return queryset.prefetch_related(*self.detail_prefetches())  # accounting from the attempts
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The queue, newest first, paginated; each row's accounting from one query of the page's
+        attempts (``scheduler.accounting.account_page``), not an aggregate over the whole join."""
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = list(page if page is not None else queryset)
+        account_page(rows)
+        data = self.get_serializer(rows, many=True).data
+        return self.get_paginated_response(data) if page is not None else Response(data)
 
     def get_serializer_class(self):  # noqa: ANN201 -- DRF's signature
         if self.action == "list":
@@ -124,7 +156,11 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         return WorkloadDetailSerializer
 
     def _detail(self, workload_id: int) -> dict:
-        workload = self.get_queryset().get(pk=workload_id)
+        workload = (
+            Workload.objects.select_related("owner", "cluster", "budget")
+            .prefetch_related(*self.detail_prefetches())
+            .get(pk=workload_id)
+        )
         return WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
 
     def create(self, request: Request) -> Response:
@@ -132,15 +168,18 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         kwargs = serializer.to_service_kwargs()
-        workload = do_submit_workload(request.user, tree=self.budget_tree, **kwargs)
-        # The row just written (owner, budget, cluster attached) is the answer: no second read of it;
-        # without an ``after`` list it has no dependencies, known without a query.
-        prefetches = self.detail_prefetches()
+        workload = do_submit_workload(request.user, tree=self.budget_tree, memberships=self.memberships, **kwargs)
+        # The row just written (owner, budget, cluster attached) is the answer: no second read of
+        # it. Known without a query: no attempt yet, the one ``submitted`` event the service wrote,
+        # and, without an ``after`` list, no dependencies.
+        _prefill(workload, "attempts", [])
+        _prefill(workload, "events", [workload.submitted_event])
         if not kwargs["after"]:
-            none = workload.dependencies.none()
-            workload._prefetched_objects_cache = {"dependencies": none}  # noqa: SLF001 -- Django's prefetch cache
-            prefetches = [p for p in prefetches if p.prefetch_to != "dependencies"]
-        prefetch_related_objects([workload], *prefetches)
+            _prefill(workload, "dependencies", [])
+        else:
+            prefetch_related_objects(
+                [workload], *[p for p in self.detail_prefetches() if p.prefetch_to == "dependencies"]
+            )
         as_never_started(workload)
         data = WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED)

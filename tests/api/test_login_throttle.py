@@ -83,7 +83,7 @@ def test_with_redis_url_the_cache_is_redis_and_proxies_are_trusted_in_production
         "print(json.dumps([settings.CACHES['default']['BACKEND'], settings.REST_FRAMEWORK['NUM_PROXIES']]))"
     )
     assert json.loads(_settings_in_a_process({"REDIS_URL": "redis://127.0.0.1:1/0"}, code)) == [
-        "django.core.cache.backends.redis.RedisCache",
+        "config.cache.FairwayRedisCache",  # Django's RedisCache, one client object per pool
         0,
     ]
     production = {"FAIRWAY_ENV": "production", "SECRET_KEY": "x" * 60, "ALLOWED_HOSTS": "example.org"}
@@ -97,7 +97,7 @@ def test_throttle_counts_are_shared_with_another_process(db, rates, settings):
     prefix = f"fairway-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     settings.CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "config.cache.FairwayRedisCache",
             "LOCATION": os.environ["REDIS_URL"],
             "KEY_PREFIX": prefix,
         }
