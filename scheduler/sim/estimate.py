@@ -341,6 +341,7 @@ def quote(
     grace: int = 30,
     budget_s: float = 0.5,
     running: Mapping[str, Workload] | None = None,
+    horizon: int | None = None,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
@@ -353,7 +354,14 @@ def quote(
     out = []
     for m in dict.fromkeys(minimum_runtimes):
         w = replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
-        found, reached = forward(replace(snap, pending=[*snap.pending, w]), grace=grace, budget_s=budget_s, only=[w.id])
+        found, reached = forward(
+            replace(snap, pending=[*snap.pending, w]),
+            grace=grace,
+            horizon=horizon,
+            budget_s=budget_s,
+            only=[w.id],
+            running=running,
+        )
         commit = w.gpus * m
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
         out.append(Quote(m, found.get(w.id), commit, ratio, reached))
