@@ -72,9 +72,12 @@ def _breakpoints(snap: Snapshot) -> int | float:
     return best
 
 
-def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
+def next_order_change(snap: Snapshot, tree: BudgetTree, *, order: bool = True) -> int | float:
     """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
     Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
+    ``order=False`` (the caller knows the state is quiet, :attr:`Forward.quiet`): the order
+    cannot matter, and only rule-2 answers about a side ``B`` holding unprotected allocated
+    work (preemptible now) can: allowing a side whose work is all protected makes no room.
 
     Rule 2 for a commitment ``c`` holds while ``c < T(t)`` (:func:`contract.rule2_thresholds`);
     between breakpoints ``T`` moves one way, so only the nearest pending commitment on that side
@@ -96,6 +99,12 @@ def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
             if w.min_runtime > 0:
                 commits.setdefault(a, set()).add(w.gpus * w.min_runtime)
     sorted_commits = {k: sorted(v) for k, v in commits.items()}
+    preemptible: set[str] | None = None
+    if not order:
+        preemptible = set()
+        for at in snap.attempts:
+            if at.allocated and not at.stopping and at.started_at is not None and at.started_at + at.min_runtime <= now:
+                preemptible.update(tree.chain.get(at.budget, ()))
     budgets = tree.budgets
     for parent, kids in tree.children.items():
         if parent not in active or len(kids) < 2:
@@ -110,12 +119,12 @@ def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
                 sb = budgets[b].shares
                 f0 = load0[b] * sa - load0[a] * sb
                 slope = (load1[b] * sa - load1[a] * sb) - f0
-                if b in active and a < b:
+                if order and b in active and a < b:
                     t = _first_sign_change(f0, slope, now)
                     if t is not None and t < best:
                         best = t
                 cs = sorted_commits.get(a)
-                if not cs or slope == 0:
+                if not cs or slope == 0 or (preemptible is not None and b not in preemptible):
                     continue
                 # Rule 2 for commitment c: h_c = f − c·s_B > 0. The answer that changes first is
                 # the nearest commitment on the side T moves to.
@@ -154,8 +163,14 @@ class Forward:
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
     starts at once and release a stopped attempt's GPUs ``grace`` seconds after the stop."""
 
-    def __init__(self, snap: Snapshot, grace: int, running: Mapping[str, Workload] | None = None) -> None:
+    def __init__(
+        self, snap: Snapshot, grace: int, running: Mapping[str, Workload] | None = None, end: int | None = None
+    ) -> None:
         self.base = replace(snap, with_reasons=False)
+        self.merge_from = (snap.now + snap.window if end is None else end) - snap.window
+        """Released attempts that started at or after this instant stay wholly inside the window
+        until the simulation's end: their usage is kept as one lump per budget (:meth:`_charge`)."""
+        self.lumps: dict[str, UsageRecord] = {}
         self.now = snap.now
         self.grace = grace
         self.hosts: dict[str, Host] = {h.name: h for h in snap.hosts}
@@ -171,6 +186,9 @@ class Forward:
         self.scheduler = IncrementalScheduler()
         self.started: dict[str, int] = {}
         self.first: Decisions | None = None
+        self.quiet = False
+        """The last pass decided nothing, reserved nothing, and no nomination is open: see
+        :meth:`next_event`."""
         self.known: dict[str, Workload] = {**(running or {}), **self.pending}
         """Workload id → the workload, for requeueing what the simulation preempts."""
         self.requeue: set[str] = set()
@@ -183,16 +201,32 @@ class Forward:
             hosts=list(self.hosts.values()),
             attempts=list(self.attempts.values()),
             pending=list(self.pending.values()),
-            usage=self.usage,
+            usage=[*self.usage, *self.lumps.values()] if self.lumps else self.usage,
             nominations=self.nominations,
         )
+
+    def _charge(self, a: Attempt, start: int, end: int) -> None:
+        """Record the usage of ``a``, started at ``start``, released at ``self.now`` and charged until ``end``.
+
+        An attempt that started at or after ``merge_from`` counts wholly, ``gpus × (end −
+        start)``, at every instant from its release to the simulation's end (its start never
+        leaves the window before then): it is added to its budget's lump, dated at this release
+        (a lump counts while ``now − window < its date ≤ now``, DESIGN.md §3.1), which holds
+        every such attempt's GPU-seconds. The loads are those of one interval record each, and
+        the records the policy sums per pass stay one per budget however long the simulation."""
+        if start >= self.merge_from and end > self.merge_from:
+            old = self.lumps.get(a.budget)
+            total = len(a.gpus) * (end - start) + (old.gpu_seconds if old is not None else 0)
+            self.lumps[a.budget] = UsageRecord(a.budget, end, end, None, total)
+        else:
+            self.usage.append(UsageRecord(a.budget, start, end, gpus=len(a.gpus)))
 
     def release_due(self) -> None:
         for a in [a for a in self.attempts.values() if a.release_at is not None and a.release_at <= self.now]:
             del self.attempts[a.id]
             end = self.now if a.charged_until is None else min(self.now, a.charged_until)
             if a.allocated and a.started_at is not None and end > a.started_at:
-                self.usage.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
+                self._charge(a, a.started_at, end)
             if a.id in self.requeue and a.workload in self.known:
                 self.pending[a.workload] = self.known[a.workload]  # same id, original submission
 
@@ -231,7 +265,9 @@ class Forward:
                 dec = self.scheduler(snap)
             self.apply(dec)
             if not dec.changed:
+                self.quiet = not dec.reservations and not self.nominations
                 return
+        self.quiet = False
 
     def next_event(self, end: int) -> int:
         """The next instant at which a pass may decide something new (at most ``end``)."""
@@ -245,7 +281,7 @@ class Forward:
                 if self.now < t < best:
                     best = t
         if self.pending:
-            t2 = next_order_change(self.snapshot(), self.tree)
+            t2 = next_order_change(self.snapshot(), self.tree, order=not self.quiet)
             if t2 < best:
                 best = t2
         return int(best)
@@ -297,9 +333,9 @@ def forward(
     search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
     start before the horizon)."""
     horizon = snap.window if horizon is None else horizon
-    fw = Forward(snap, grace, running)
-    wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     end = snap.now + horizon
+    fw = Forward(snap, grace, running, end)
+    wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
     # embedded mode) a wall-clock budget would cut the simulation short at random.
     deadline = time.thread_time() + budget_s
