@@ -72,7 +72,34 @@ def _breakpoints(snap: Snapshot) -> int | float:
     return best
 
 
-def next_order_change(snap: Snapshot, tree: BudgetTree, *, order: bool = True) -> int | float:
+def pending_commitments(pending: Iterable[Workload]) -> dict[str, dict[int, int]]:
+    """Budget → commitment ``gpus × M`` (0 for unallocated work) → how many pending workloads
+    of that budget commit it: what :func:`next_order_change` reads of the pending workloads."""
+    out: dict[str, dict[int, int]] = {}
+    for w in pending:
+        _bump(out, w, 1)
+    return out
+
+
+def _bump(counts: dict[str, dict[int, int]], w: Workload, delta: int) -> None:
+    per = counts.setdefault(w.budget, {})
+    c = w.gpus * w.min_runtime if w.min_runtime > 0 else 0
+    left = per.get(c, 0) + delta
+    if left:
+        per[c] = left
+    else:
+        del per[c]
+        if not per:
+            del counts[w.budget]
+
+
+def next_order_change(
+    snap: Snapshot,
+    tree: BudgetTree,
+    *,
+    order: bool = True,
+    commitments: Mapping[str, Mapping[int, int]] | None = None,
+) -> int | float:
     """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
     Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
     ``order=False`` (the caller knows the state is quiet, :attr:`Forward.quiet`): the order
@@ -83,21 +110,28 @@ def next_order_change(snap: Snapshot, tree: BudgetTree, *, order: bool = True) -
     between breakpoints ``T`` moves one way, so only the nearest pending commitment on that side
     can change an answer first. Returns ``inf`` when nothing changes within the loads' linear
     piece's end and no piece ends (a piece end is itself returned as a candidate).
+    ``commitments``: :func:`pending_commitments` of ``snap.pending``, when the caller keeps it.
     """
     now = snap.now
-    pending = {w.id: w for w in snap.pending}
-    noms = {k: v for k, v in snap.nominations.items() if k in pending}
+    if commitments is None:
+        commitments = pending_commitments(snap.pending)
+    if snap.nominations:
+        pending = {w.id: w for w in snap.pending if w.id in snap.nominations}
+        noms = {k: v for k, v in snap.nominations.items() if k in pending}
+    else:
+        pending, noms = {}, {}
     _, load0 = pass_loads(snap, tree, noms, pending)
     _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending)
     piece_end = _breakpoints(snap)
     best: int | float = piece_end
     active: set[str] = set()
     commits: dict[str, set[int]] = {}
-    for w in snap.pending:
-        for a in tree.chain.get(w.budget, ()):
+    for budget, per in commitments.items():
+        positive = [c for c in per if c > 0]
+        for a in tree.chain.get(budget, ()):
             active.add(a)
-            if w.min_runtime > 0:
-                commits.setdefault(a, set()).add(w.gpus * w.min_runtime)
+            if positive:
+                commits.setdefault(a, set()).update(positive)
     sorted_commits = {k: sorted(v) for k, v in commits.items()}
     preemptible: set[str] | None = None
     if not order:
@@ -180,6 +214,8 @@ class Forward:
                 a = replace(a, release_at=snap.now + grace)
             self.attempts[a.id] = a
         self.pending: dict[str, Workload] = {w.id: w for w in startable(snap)}
+        self.commitments = pending_commitments(self.pending.values())
+        """:func:`pending_commitments` of ``pending``, kept as it changes."""
         self.usage: list[UsageRecord] = list(snap.usage)
         self.nominations = dict(snap.nominations)
         self.tree = BudgetTree(snap.budgets)
@@ -210,7 +246,7 @@ class Forward:
 
         An attempt that started at or after ``merge_from`` counts wholly, ``gpus × (end −
         start)``, at every instant from its release to the simulation's end (its start never
-        leaves the window before then): it is added to its budget's lump, dated at this release
+        leaves the window before then): it is added to its budget's lump, dated at its charged end
         (a lump counts while ``now − window < its date ≤ now``, DESIGN.md §3.1), which holds
         every such attempt's GPU-seconds. The loads are those of one interval record each, and
         the records the policy sums per pass stay one per budget however long the simulation."""
@@ -228,7 +264,12 @@ class Forward:
             if a.allocated and a.started_at is not None and end > a.started_at:
                 self._charge(a, a.started_at, end)
             if a.id in self.requeue and a.workload in self.known:
-                self.pending[a.workload] = self.known[a.workload]  # same id, original submission
+                w = self.known[a.workload]
+                old = self.pending.get(w.id)
+                if old is not None:
+                    _bump(self.commitments, old, -1)
+                self.pending[w.id] = w  # same id, original submission
+                _bump(self.commitments, w, 1)
 
     def apply(self, dec: Decisions) -> None:
         for stop in dec.stops:
@@ -241,6 +282,7 @@ class Forward:
             w = self.pending.pop(st.workload, None)
             if w is None:
                 continue
+            _bump(self.commitments, w, -1)
             self.nominations.pop(w.id, None)
             aid = f"forward:{w.id}:{self.now}"
             self.attempts[aid] = Attempt(
@@ -281,7 +323,7 @@ class Forward:
                 if self.now < t < best:
                     best = t
         if self.pending:
-            t2 = next_order_change(self.snapshot(), self.tree, order=not self.quiet)
+            t2 = next_order_change(self.snapshot(), self.tree, order=not self.quiet, commitments=self.commitments)
             if t2 < best:
                 best = t2
         return int(best)
