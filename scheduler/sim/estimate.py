@@ -31,7 +31,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, Snapshot, UsageRecord, Workload
+from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, OnCap, Snapshot, UsageRecord, Workload
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import pass_loads
 
@@ -230,6 +230,17 @@ class Forward:
         self.requeue: set[str] = set()
         """Attempts the simulation stopped: their workloads return to pending on release."""
 
+    def may_start(self, wid: str) -> bool:
+        """False for a pending workload nothing in the simulation can start: its budget is
+        unknown or on hold, or it is allocated and its budget capped with ``on_cap=hold`` (the
+        budgets do not change in the simulation; queues.py). The simulation stops once every
+        other wanted workload has started."""
+        w = self.pending[wid]
+        if w.budget not in self.tree.budgets or self.tree.held(w.budget):
+            return False
+        capper = self.tree.capped_by(w.budget) if w.min_runtime > 0 else None
+        return capper is None or capper.on_cap != OnCap.HOLD
+
     def snapshot(self) -> Snapshot:
         return replace(
             self.base,
@@ -377,7 +388,7 @@ def forward(
     horizon = snap.window if horizon is None else horizon
     end = snap.now + horizon
     fw = Forward(snap, grace, running, end)
-    wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
+    wanted = {w for w in (fw.pending if only is None else set(only) & set(fw.pending)) if fw.may_start(w)}
     # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
     # embedded mode) a wall-clock budget would cut the simulation short at random.
     deadline = time.thread_time() + budget_s

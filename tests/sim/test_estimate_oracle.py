@@ -16,7 +16,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.policy import Snapshot, UsageRecord, Workload
+from scheduler.policy import OnCap, Snapshot, UsageRecord, Workload
 from scheduler.sim.estimate import QUOTE_ID, estimate_starts, quote
 from tests.policy.oracle_harness import T0, H, crowded_snapshot
 from tests.sim.estimate_oracle import reference_estimates
@@ -36,7 +36,11 @@ def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
         for _ in range(rnd.randint(0, 4))
     ] + [UsageRecord(rnd.choice(budgets), T0 - 200, T0 - 200, None, rnd.randint(0, 8) * 600)]
     window = rnd.choice([7 * 86400, 7 * 86400, 1800, 3000])
-    s = replace(s, usage=usage, window=window)
+    # Sometimes a budget on hold or capped (its work never starts: the simulation may stop early).
+    stuck = rnd.choice([None, None, *budgets])
+    how = rnd.choice([{"hold": True}, {"capped": True, "on_cap": OnCap.HOLD}, {"capped": True}])
+    tree = [replace(b, **how) if b.key == stuck else b for b in s.budgets]  # type: ignore[arg-type]
+    s = replace(s, usage=usage, window=window, budgets=tree)
     running = {
         a.workload: Workload(a.workload, a.budget, len(a.gpus), "H100", a.min_runtime, T0 - H - i, -1 - i)
         for i, a in enumerate(s.attempts)
