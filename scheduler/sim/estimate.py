@@ -16,7 +16,11 @@ Each budget's load ``U + C`` is linear in time between breakpoints (a record's o
 start or end leaving the window, a protection ending: see :func:`_breakpoints`), so for two
 siblings ``A``, ``B`` the instant at which ``load_B·s_A − (load_A + c)·s_B`` changes sign is
 exact integer arithmetic (:func:`_first_sign_change`). The next instant simulated is the earliest
-of all those (docs/estimates.md). The instants in between would repeat the same decisions.
+of all those (docs/estimates.md). The instants in between would repeat the same decisions. In a
+quiet state (nothing decided, reserved or nominated) order changes are no events, nor rule-2
+answers about sides with no preemptible work (:attr:`Forward.quiet`). The simulation stops once
+every wanted workload that can start in it has started (:meth:`Forward.may_start`).
+tests/sim/test_estimate_oracle.py compares all this with a fresh ``schedule()`` at every second.
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
