@@ -48,7 +48,7 @@ def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
     return s, running, rnd.choice([0, 0, 30, 200])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1))
 def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
     s, running, grace = small_state(seed)
@@ -57,7 +57,7 @@ def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
     assert fast == slow, f"seed {seed}"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4]))
 def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, gpus: int) -> None:
     s, running, grace = small_state(seed)
