@@ -1,6 +1,7 @@
 """Estimated starts and quotes benchmark (DESIGN.md §9): prints figures, asserts nothing.
 
-    nice -n 10 python bench/estimates.py [--repeat 3] [--hosts 1250] [--workloads 25000]
+    nice -n 10 python bench/estimates.py [--repeat 3] [--hosts 1250] [--workloads 25000] [--budget 120]
+    nice -n 10 python bench/estimates.py --quick     # the quote, and estimates, at demo size only
 
 Estimates: one forward simulation (``scheduler.sim.estimate.estimate_starts``) over a state the
 policy itself produced (``bench.synth.make_settled``: 1,250 hosts × 8 GPUs, 60 budgets in 3
@@ -8,6 +9,11 @@ levels, ~5,000 running and ~20,000 pending; target ≤ 1 s, off the tick's path)
 five minimum runtimes of a quote (0, 30 min, 2 h, 8 h and 1 h as the user's own) for a 1-GPU
 workload on a demo-size state (4 hosts × 8 GPUs, ~300 pending; target ≤ 300 ms for the whole
 quote). CPU seconds (``time.process_time``): the box is shared.
+
+Each estimate line also says how far the simulation got: the simulated instant it reached (the
+window's end, 7 d, when it was complete; earlier when ``--budget`` CPU seconds ran out), the
+instants it simulated (``ticks``) and the simulated days per CPU second: run the same command on
+two trees back to back to compare them.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synth import make_settled  # noqa: E402
 from scheduler.policy import Snapshot, Workload  # noqa: E402
-from scheduler.sim.estimate import estimate_starts, quote  # noqa: E402
+from scheduler.sim import estimate as est  # noqa: E402
+from scheduler.sim.estimate import forward, quote  # noqa: E402
 
 QUOTE_MS = (0, 1800, 7200, 8 * 3600, 3600)
 
@@ -47,24 +54,38 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=1250)
     ap.add_argument("--workloads", type=int, default=25000)
-    ap.add_argument("--quick", action="store_true", help="only the quote at demo size")
+    ap.add_argument("--budget", type=float, default=120.0, help="CPU seconds one estimate run may take")
+    ap.add_argument("--quick", action="store_true", help="only demo size: the quote, and estimates")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
 
     if not args.quick:
-        big_state(args)
+        estimates_bench(state(args.hosts, args.workloads), args.budget, args.repeat, 1.0)
+    estimates_bench(state(4, 330), args.budget, 1, None)
     quote_bench(args)
 
 
-def big_state(args: argparse.Namespace) -> None:
-    big = state(args.hosts, args.workloads)
-    allocated = sum(1 for w in big.pending if w.min_runtime > 0)
-    med, low, found = cpu(lambda: estimate_starts(big, budget_s=120.0), args.repeat)
+def estimates_bench(snap: Snapshot, budget: float, repeat: int, target: float | None) -> None:
+    allocated = sum(1 for w in snap.pending if w.min_runtime > 0)
+    ticks = [0]
+    tick = est.Forward.tick
+
+    def counted(self: est.Forward, max_passes: int = 50) -> None:
+        ticks[0] += 1
+        tick(self, max_passes)
+
+    est.Forward.tick = counted  # type: ignore[method-assign]
+    try:
+        med, low, (found, reached) = cpu(lambda: forward(snap, budget_s=budget), repeat)
+    finally:
+        est.Forward.tick = tick  # type: ignore[method-assign]
+    days = (reached - snap.now) / 86400
+    verdict = "" if target is None else f" (target {target:g} s: {'met' if med <= target else 'MISSED'})"
     print(
-        f"estimates  {len(big.hosts):5} hosts {len(big.attempts):6,} running {len(big.pending):7,} pending "
-        f"({allocated:,} allocated): median {med:.3f} s, min {low:.3f} s CPU (target 1 s: "
-        f"{'met' if med <= 1.0 else 'MISSED'}); {len(found):,} estimated "
-        f"({100 * len(found) / max(1, len(big.pending)):.1f} %)"
+        f"estimates  {len(snap.hosts):5} hosts {len(snap.attempts):6,} running {len(snap.pending):7,} pending "
+        f"({allocated:,} allocated): median {med:.3f} s, min {low:.3f} s CPU{verdict}; {len(found):,} estimated "
+        f"({100 * len(found) / max(1, len(snap.pending)):.1f} %); reached now + {days:.3f} d of "
+        f"{snap.window / 86400:g} d in {ticks[0] // repeat:,} ticks ({days / max(med, 1e-9):.4f} d per CPU s)"
     )
 
 
@@ -78,7 +99,11 @@ def quote_bench(args: argparse.Namespace) -> None:
         f"(target 300 ms: {'met' if med <= 0.3 else 'MISSED'})"
     )
     for r in rows:
-        start = "none" if r.start is None else f"now + {(r.start - demo.now) / 60:.0f} min"
+        start = (
+            f"none before now + {(r.searched_until - demo.now) / 86400:.2f} d"
+            if r.start is None
+            else f"now + {(r.start - demo.now) / 60:.0f} min"
+        )
         print(
             f"    M = {r.min_runtime / 3600:4.1f} h: start {start}, charge {r.charge_gpu_seconds / 3600:.1f} GPU-h, "
             f"ratio after {r.ratio_after:.4f}"

@@ -16,7 +16,11 @@ Each budget's load ``U + C`` is linear in time between breakpoints (a record's o
 start or end leaving the window, a protection ending: see :func:`_breakpoints`), so for two
 siblings ``A``, ``B`` the instant at which ``load_B·s_A − (load_A + c)·s_B`` changes sign is
 exact integer arithmetic (:func:`_first_sign_change`). The next instant simulated is the earliest
-of all those (docs/estimates.md). The instants in between would repeat the same decisions.
+of all those (docs/estimates.md). The instants in between would repeat the same decisions. In a
+quiet state (nothing decided, reserved or nominated) order changes are no events, nor rule-2
+answers about sides with no preemptible work (:attr:`Forward.quiet`). The simulation stops once
+every wanted workload that can start in it has started (:meth:`Forward.may_start`).
+tests/sim/test_estimate_oracle.py compares all this with a fresh ``schedule()`` at every second.
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
@@ -39,7 +43,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, Snapshot, UsageRecord, Workload
+from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, OnCap, Snapshot, UsageRecord, Workload
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import pass_loads
 
@@ -80,30 +84,73 @@ def _breakpoints(snap: Snapshot) -> int | float:
     return best
 
 
-def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
+def pending_commitments(pending: Iterable[Workload]) -> dict[str, dict[int, int]]:
+    """Budget → commitment ``gpus × M`` (0 for unallocated work) → how many pending workloads
+    of that budget commit it: what :func:`next_order_change` reads of the pending workloads."""
+    out: dict[str, dict[int, int]] = {}
+    for w in pending:
+        _bump(out, w, 1)
+    return out
+
+
+def _bump(counts: dict[str, dict[int, int]], w: Workload, delta: int) -> None:
+    per = counts.setdefault(w.budget, {})
+    c = w.gpus * w.min_runtime if w.min_runtime > 0 else 0
+    left = per.get(c, 0) + delta
+    if left:
+        per[c] = left
+    else:
+        del per[c]
+        if not per:
+            del counts[w.budget]
+
+
+def next_order_change(
+    snap: Snapshot,
+    tree: BudgetTree,
+    *,
+    order: bool = True,
+    commitments: Mapping[str, Mapping[int, int]] | None = None,
+) -> int | float:
     """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
     Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
+    ``order=False`` (the caller knows the state is quiet, :attr:`Forward.quiet`): the order
+    cannot matter, and only rule-2 answers about a side ``B`` holding unprotected allocated
+    work (preemptible now) can: allowing a side whose work is all protected makes no room.
 
     Rule 2 for a commitment ``c`` holds while ``c < T(t)`` (:func:`contract.rule2_thresholds`);
     between breakpoints ``T`` moves one way, so only the nearest pending commitment on that side
     can change an answer first. Returns ``inf`` when nothing changes within the loads' linear
     piece's end and no piece ends (a piece end is itself returned as a candidate).
+    ``commitments``: :func:`pending_commitments` of ``snap.pending``, when the caller keeps it.
     """
     now = snap.now
-    pending = {w.id: w for w in snap.pending}
-    noms = {k: v for k, v in snap.nominations.items() if k in pending}
+    if commitments is None:
+        commitments = pending_commitments(snap.pending)
+    if snap.nominations:
+        pending = {w.id: w for w in snap.pending if w.id in snap.nominations}
+        noms = {k: v for k, v in snap.nominations.items() if k in pending}
+    else:
+        pending, noms = {}, {}
     _, load0 = pass_loads(snap, tree, noms, pending)
     _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending)
     piece_end = _breakpoints(snap)
     best: int | float = piece_end
     active: set[str] = set()
     commits: dict[str, set[int]] = {}
-    for w in snap.pending:
-        for a in tree.chain.get(w.budget, ()):
+    for budget, per in commitments.items():
+        positive = [c for c in per if c > 0]
+        for a in tree.chain.get(budget, ()):
             active.add(a)
-            if w.min_runtime > 0:
-                commits.setdefault(a, set()).add(w.gpus * w.min_runtime)
+            if positive:
+                commits.setdefault(a, set()).update(positive)
     sorted_commits = {k: sorted(v) for k, v in commits.items()}
+    preemptible: set[str] | None = None
+    if not order:
+        preemptible = set()
+        for at in snap.attempts:
+            if at.allocated and not at.stopping and at.started_at is not None and at.started_at + at.min_runtime <= now:
+                preemptible.update(tree.chain.get(at.budget, ()))
     budgets = tree.budgets
     for parent, kids in tree.children.items():
         if parent not in active or len(kids) < 2:
@@ -118,12 +165,12 @@ def next_order_change(snap: Snapshot, tree: BudgetTree) -> int | float:
                 sb = budgets[b].shares
                 f0 = load0[b] * sa - load0[a] * sb
                 slope = (load1[b] * sa - load1[a] * sb) - f0
-                if b in active and a < b:
+                if order and b in active and a < b:
                     t = _first_sign_change(f0, slope, now)
                     if t is not None and t < best:
                         best = t
                 cs = sorted_commits.get(a)
-                if not cs or slope == 0:
+                if not cs or slope == 0 or (preemptible is not None and b not in preemptible):
                     continue
                 # Rule 2 for commitment c: h_c = f − c·s_B > 0. The answer that changes first is
                 # the nearest commitment on the side T moves to.
@@ -168,8 +215,13 @@ class Forward:
         grace: int,
         running: Mapping[str, Workload] | None = None,
         limits: Mapping[str, int] | None = None,
+        end: int | None = None,
     ) -> None:
         self.base = replace(snap, with_reasons=False)
+        self.merge_from = (snap.now + snap.window if end is None else end) - snap.window
+        """Released attempts that started at or after this instant stay wholly inside the window
+        until the simulation's end: their usage is kept as one lump per budget (:meth:`_charge`)."""
+        self.lumps: dict[str, UsageRecord] = {}
         self.now = snap.now
         self.grace = grace
         self.hosts: dict[str, Host] = {h.name: h for h in snap.hosts}
@@ -179,12 +231,17 @@ class Forward:
                 a = replace(a, release_at=snap.now + grace)
             self.attempts[a.id] = a
         self.pending: dict[str, Workload] = {w.id: w for w in startable(snap)}
+        self.commitments = pending_commitments(self.pending.values())
+        """:func:`pending_commitments` of ``pending``, kept as it changes."""
         self.usage: list[UsageRecord] = list(snap.usage)
         self.nominations = dict(snap.nominations)
         self.tree = BudgetTree(snap.budgets)
         self.scheduler = IncrementalScheduler()
         self.started: dict[str, int] = {}
         self.first: Decisions | None = None
+        self.quiet = False
+        """The last pass decided nothing, reserved nothing, and no nomination is open: see
+        :meth:`next_event`."""
         self.known: dict[str, Workload] = {**(running or {}), **self.pending}
         """Workload id → the workload, for requeueing what the simulation preempts."""
         self.requeue: set[str] = set()
@@ -197,6 +254,17 @@ class Forward:
             if limit is not None and not a.stopping:
                 self.ends[a.id] = (a.started_at if a.started_at is not None else snap.now) + limit
 
+    def may_start(self, wid: str) -> bool:
+        """False for a pending workload nothing in the simulation can start: its budget is
+        unknown or on hold, or it is allocated and its budget capped with ``on_cap=hold`` (the
+        budgets do not change in the simulation; queues.py). The simulation stops once every
+        other wanted workload has started."""
+        w = self.pending[wid]
+        if w.budget not in self.tree.budgets or self.tree.held(w.budget):
+            return False
+        capper = self.tree.capped_by(w.budget) if w.min_runtime > 0 else None
+        return capper is None or capper.on_cap != OnCap.HOLD
+
     def snapshot(self) -> Snapshot:
         return replace(
             self.base,
@@ -204,18 +272,39 @@ class Forward:
             hosts=list(self.hosts.values()),
             attempts=list(self.attempts.values()),
             pending=list(self.pending.values()),
-            usage=self.usage,
+            usage=[*self.usage, *self.lumps.values()] if self.lumps else self.usage,
             nominations=self.nominations,
         )
+
+    def _charge(self, a: Attempt, start: int, end: int) -> None:
+        """Record the usage of ``a``, started at ``start``, released at ``self.now`` and charged until ``end``.
+
+        An attempt that started at or after ``merge_from`` counts wholly, ``gpus × (end −
+        start)``, at every instant from its release to the simulation's end (its start never
+        leaves the window before then): it is added to its budget's lump, dated at its charged end
+        (a lump counts while ``now − window < its date ≤ now``, DESIGN.md §3.1), which holds
+        every such attempt's GPU-seconds. The loads are those of one interval record each, and
+        the records the policy sums per pass stay one per budget however long the simulation."""
+        if start >= self.merge_from and end > self.merge_from:
+            old = self.lumps.get(a.budget)
+            total = len(a.gpus) * (end - start) + (old.gpu_seconds if old is not None else 0)
+            self.lumps[a.budget] = UsageRecord(a.budget, end, end, None, total)
+        else:
+            self.usage.append(UsageRecord(a.budget, start, end, gpus=len(a.gpus)))
 
     def release_due(self) -> None:
         for a in [a for a in self.attempts.values() if a.release_at is not None and a.release_at <= self.now]:
             del self.attempts[a.id]
             end = self.now if a.charged_until is None else min(self.now, a.charged_until)
             if a.allocated and a.started_at is not None and end > a.started_at:
-                self.usage.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
+                self._charge(a, a.started_at, end)
             if a.id in self.requeue and a.workload in self.known:
-                self.pending[a.workload] = self.known[a.workload]  # same id, original submission
+                w = self.known[a.workload]
+                old = self.pending.get(w.id)
+                if old is not None:
+                    _bump(self.commitments, old, -1)
+                self.pending[w.id] = w  # same id, original submission
+                _bump(self.commitments, w, 1)
 
     def apply(self, dec: Decisions) -> None:
         for stop in dec.stops:
@@ -228,6 +317,7 @@ class Forward:
             w = self.pending.pop(st.workload, None)
             if w is None:
                 continue
+            _bump(self.commitments, w, -1)
             self.nominations.pop(w.id, None)
             aid = f"forward:{w.id}:{self.now}"
             self.attempts[aid] = Attempt(
@@ -266,7 +356,9 @@ class Forward:
                 dec = self.scheduler(snap)
             self.apply(dec)
             if not dec.changed:
+                self.quiet = not dec.reservations and not self.nominations
                 return
+        self.quiet = False
 
     def next_event(self, end: int) -> int:
         """The next instant at which a pass may decide something new (at most ``end``)."""
@@ -285,7 +377,7 @@ class Forward:
                 if held is not None and not held.stopping:
                     best = t
         if self.pending:
-            t2 = next_order_change(self.snapshot(), self.tree)
+            t2 = next_order_change(self.snapshot(), self.tree, order=not self.quiet, commitments=self.commitments)
             if t2 < best:
                 best = t2
         return int(best)
@@ -340,9 +432,9 @@ def forward(
     search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
     start before the horizon)."""
     horizon = snap.window if horizon is None else horizon
-    fw = Forward(snap, grace, running, limits)
-    wanted = set(fw.pending) if only is None else set(only) & set(fw.pending)
     end = snap.now + horizon
+    fw = Forward(snap, grace, running, limits, end)
+    wanted = {w for w in (fw.pending if only is None else set(only) & set(fw.pending)) if fw.may_start(w)}
     # CPU seconds of this thread, not wall-clock: on a loaded machine (or beside the ticks of the
     # embedded mode) a wall-clock budget would cut the simulation short at random.
     deadline = time.thread_time() + budget_s
@@ -385,6 +477,7 @@ def quote(
     budget_s: float = 0.5,
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
+    horizon: int | None = None,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
     replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
@@ -400,6 +493,7 @@ def quote(
         found, reached = forward(
             replace(snap, pending=[*snap.pending, w]),
             grace=grace,
+            horizon=horizon,
             budget_s=budget_s,
             only=[w.id],
             running=running,

@@ -1,0 +1,100 @@
+"""The slow, readable forward simulation (test instrument, never a production path).
+
+:func:`reference_estimates` reads DESIGN.md §3.8 literally: from the snapshot, with no new
+arrivals and no running workload ending on its own, a fresh :func:`scheduler.policy.schedule`
+runs at **every second** of the horizon (passes at one instant until one decides nothing);
+simulated agents confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds
+after the stop; preempted work returns to pending (with its original submission) when its GPUs
+are released. A workload's estimate is the first second at which a pass starts it, capped by
+the reservation the first pass (with reasons) gives it. No event computation, no kept state, no
+shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give the same
+answers (tests/sim/test_estimate_oracle.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from scheduler.policy import Attempt, Decisions, Snapshot, UsageRecord, Workload, schedule
+from scheduler.sim.estimate import startable
+
+
+def reference_estimates(
+    snap: Snapshot,
+    *,
+    grace: int,
+    horizon: int,
+    running: Mapping[str, Workload] | None = None,
+    only: Iterable[str] | None = None,
+) -> dict[str, int]:
+    now = snap.now
+    hosts = {h.name: h for h in snap.hosts}
+    attempts: dict[str, Attempt] = {}
+    for a in snap.attempts:
+        if a.stopping and a.release_at is None:
+            a = replace(a, release_at=now + grace)
+        attempts[a.id] = a
+    pending = {w.id: w for w in startable(snap)}
+    known = {**(running or {}), **pending}
+    wanted = set(pending) if only is None else set(only) & set(pending)
+    usage = list(snap.usage)
+    nominations = dict(snap.nominations)
+    requeue: set[str] = set()
+    started: dict[str, int] = {}
+    first: Decisions | None = None
+
+    def release(t: int) -> None:
+        for a in [a for a in attempts.values() if a.release_at is not None and a.release_at <= t]:
+            del attempts[a.id]
+            end = t if a.charged_until is None else min(t, a.charged_until)
+            if a.allocated and a.started_at is not None and end > a.started_at:
+                usage.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
+            if a.id in requeue and a.workload in known:
+                pending[a.workload] = known[a.workload]
+
+    for t in range(now, now + horizon + 1):
+        release(t)
+        for _ in range(50):
+            s = replace(
+                snap,
+                now=t,
+                hosts=list(hosts.values()),
+                attempts=list(attempts.values()),
+                pending=list(pending.values()),
+                usage=list(usage),
+                nominations=dict(nominations),
+                with_reasons=first is None,
+            )
+            dec = schedule(s)
+            if first is None:
+                first = dec
+            for stop in dec.stops:
+                a = attempts.get(stop.attempt)
+                if a is not None and not a.stopping:
+                    attempts[a.id] = replace(a, stopping=True, release_at=t + grace)
+                    requeue.add(a.id)
+            nominations = {k: v for k, v in dec.nominations.items() if k in pending}
+            for st in dec.starts:
+                w = pending.pop(st.workload, None)
+                if w is None:
+                    continue
+                nominations.pop(w.id, None)
+                aid = f"forward:{w.id}:{t}"
+                attempts[aid] = Attempt(
+                    aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, t, cpus=w.cpus, memory=w.memory
+                )
+                started.setdefault(w.id, t)
+            for name, state in dec.host_states.items():
+                hosts[name] = replace(hosts[name], state=state, drain_now=False)
+            if grace == 0:
+                release(t)
+            if not dec.changed:
+                break
+        if wanted <= started.keys():
+            break
+    found = {w: t for w, t in started.items() if w in wanted}
+    for wid, at in (first.reserved_start if first is not None else {}).items():
+        if wid in wanted and (wid not in found or int(at) < found[wid]):
+            found[wid] = int(at)
+    return found

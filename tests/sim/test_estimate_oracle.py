@@ -1,0 +1,77 @@
+"""The forward simulation of estimated starts and quotes (DESIGN.md §3.8) against its slow oracle.
+
+:func:`tests.sim.estimate_oracle.reference_estimates` runs a fresh ``schedule()`` at every
+second; the fast path (:mod:`scheduler.sim.estimate`) jumps from event to event with kept state.
+Both must give every pending workload the same estimate on small random states
+(``crowded_snapshot``: protected, unprotected, unallocated, starting and stopping attempts,
+reservations, dependencies), with usage that slides past rule-2 thresholds and leaves a short
+window inside the horizon.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.policy import OnCap, Snapshot, UsageRecord, Workload
+from scheduler.sim.estimate import QUOTE_ID, estimate_starts, quote
+from tests.policy.oracle_harness import T0, H, crowded_snapshot
+from tests.sim.estimate_oracle import reference_estimates
+
+HORIZON = 2400
+
+
+def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
+    """A crowded instant with usage near the rule-2 thresholds (so loads sliding change answers
+    within the horizon), sometimes a window short enough for usage to leave it, the workloads of
+    its attempts (requeued when preempted) and a grace period."""
+    rnd = random.Random(seed ^ 0xE57)
+    s = crowded_snapshot(seed)
+    budgets = [b.key for b in s.budgets if b.parent is not None]
+    usage = [
+        UsageRecord(rnd.choice(budgets), T0 - rnd.randint(100, 3000), T0 - rnd.randint(0, 90), gpus=rnd.randint(1, 4))
+        for _ in range(rnd.randint(0, 4))
+    ] + [UsageRecord(rnd.choice(budgets), T0 - 200, T0 - 200, None, rnd.randint(0, 8) * 600)]
+    window = rnd.choice([7 * 86400, 7 * 86400, 1800, 3000])
+    # Sometimes a budget on hold or capped (its work never starts: the simulation may stop early).
+    stuck = rnd.choice([None, None, *budgets])
+    how = rnd.choice([{"hold": True}, {"capped": True, "on_cap": OnCap.HOLD}, {"capped": True}])
+    tree = [replace(b, **how) if b.key == stuck else b for b in s.budgets]  # type: ignore[arg-type]
+    s = replace(s, usage=usage, window=window, budgets=tree)
+    running = {
+        a.workload: Workload(a.workload, a.budget, len(a.gpus), "H100", a.min_runtime, T0 - H - i, -1 - i)
+        for i, a in enumerate(s.attempts)
+    }
+    return s, running, rnd.choice([0, 0, 30, 200])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
+    s, running, grace = small_state(seed)
+    fast = estimate_starts(s, grace=grace, horizon=HORIZON, running=running, budget_s=1e9)
+    slow = reference_estimates(s, grace=grace, horizon=HORIZON, running=running)
+    assert fast == slow, f"seed {seed}"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4]))
+def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, gpus: int) -> None:
+    s, running, grace = small_state(seed)
+    rnd = random.Random(seed)
+    budget = rnd.choice([b.key for b in s.budgets if b.parent is not None])
+    hypothetical = Workload("anything", budget, gpus, "H100", 0, T0 - 5, 0)
+    runtimes = [0, 600, 1800, 7200]
+    lines = quote(s, hypothetical, runtimes, grace=grace, budget_s=1e9, running=running, horizon=HORIZON)
+    seq = max((w.seq for w in s.pending), default=0) + 1
+    for line in lines:
+        submitted = replace(hypothetical, id=QUOTE_ID, min_runtime=line.min_runtime, submitted_at=s.now, seq=seq)
+        with_it = replace(s, pending=[*s.pending, submitted])
+        slow = reference_estimates(with_it, grace=grace, horizon=HORIZON, running=running, only=[QUOTE_ID])
+        estimate = estimate_starts(with_it, grace=grace, horizon=HORIZON, running=running, budget_s=1e9)
+        assert line.start == slow.get(QUOTE_ID) == estimate.get(QUOTE_ID), f"seed {seed}, M {line.min_runtime}"
+        if line.start is None:
+            assert line.searched_until == s.now + HORIZON
