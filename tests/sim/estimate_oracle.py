@@ -5,7 +5,8 @@ arrivals and no running workload ending on its own, a fresh :func:`scheduler.pol
 runs at **every second** of the horizon (passes at one instant until one decides nothing);
 simulated agents confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds
 after the stop; preempted work returns to pending (with its original submission) when its GPUs
-are released. A workload's estimate is the first second at which a pass starts it, capped by
+are released; an attempt whose workload has a wall-time limit (``limits``: workload id →
+seconds) is stopped when it has run that long and is not requeued. A workload's estimate is the first second at which a pass starts it, capped by
 the reservation the first pass (with reasons) gives it. No event computation, no kept state, no
 shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give the same
 answers (tests/sim/test_estimate_oracle.py).
@@ -27,7 +28,9 @@ def reference_estimates(
     horizon: int,
     running: Mapping[str, Workload] | None = None,
     only: Iterable[str] | None = None,
+    limits: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
+    limits = limits or {}
     now = snap.now
     hosts = {h.name: h for h in snap.hosts}
     attempts: dict[str, Attempt] = {}
@@ -53,7 +56,15 @@ def reference_estimates(
             if a.id in requeue and a.workload in known:
                 pending[a.workload] = known[a.workload]
 
+    def time_out(t: int) -> None:
+        for a in list(attempts.values()):
+            limit = limits.get(a.workload)
+            began = now if a.started_at is None else a.started_at
+            if limit is not None and not a.stopping and began + limit <= t:
+                attempts[a.id] = replace(a, stopping=True, release_at=t + grace)
+
     for t in range(now, now + horizon + 1):
+        time_out(t)
         release(t)
         for _ in range(50):
             s = replace(

@@ -24,6 +24,16 @@ from tests.sim.estimate_oracle import reference_estimates
 HORIZON = 2400
 
 
+def limits_for(seed: int, s: Snapshot, running: dict[str, Workload]) -> dict[str, int]:
+    """Wall-time limits for some of the running and pending workloads (none in a third of the
+    states): a limit ends an attempt in the forward simulation (docs/estimates.md)."""
+    rnd = random.Random(seed ^ 0x71A1)
+    if rnd.random() < 0.33:
+        return {}
+    ids = [*running, *(w.id for w in s.pending)]
+    return {wid: rnd.randint(60, 2 * H) for wid in ids if rnd.random() < 0.5}
+
+
 def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
     """A crowded instant with usage near the rule-2 thresholds (so loads sliding change answers
     within the horizon), sometimes a window short enough for usage to leave it, the workloads of
@@ -52,8 +62,9 @@ def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
 @given(st.integers(0, 2**32 - 1))
 def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
     s, running, grace = small_state(seed)
-    fast = estimate_starts(s, grace=grace, horizon=HORIZON, running=running, budget_s=1e9)
-    slow = reference_estimates(s, grace=grace, horizon=HORIZON, running=running)
+    limits = limits_for(seed, s, running)
+    fast = estimate_starts(s, grace=grace, horizon=HORIZON, running=running, budget_s=1e9, limits=limits)
+    slow = reference_estimates(s, grace=grace, horizon=HORIZON, running=running, limits=limits)
     assert fast == slow, f"seed {seed}"
 
 
