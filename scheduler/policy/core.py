@@ -278,24 +278,36 @@ class Pass(PassState):
         return False
 
     def _skipped_like(self, first: Workload) -> Callable[[Workload], bool]:
-        """:meth:`_skipped` for the run after ``first`` (just skipped) in its budget's queue: a
-        workload of its shape (model, GPUs, M, CPUs, memory; no group, no nomination) is skipped
-        with its reason at once (the same answers: nothing changes during a run, and the
-        reason is the shape-wide one, ``first`` holding no reservation); others ask
-        :meth:`_skipped` (tests/policy/test_queues_kept.py)."""
-        shape = (first.model, first.gpus, first.min_runtime, first.cpus, first.memory)
-        info = self.dec.pending.get(first.id) if self.snap.with_reasons else None
-        if (info is None and self.snap.with_reasons) or first.id in self.dec.reserved_start:
-            return self._skipped
-        pending, noms, skipped = self.dec.pending, self.noms, self._skipped
+        """:meth:`_skipped` for the run after ``first`` (just skipped) in its budget's queue,
+        remembering each shape (model, GPUs, M, CPUs, memory) skipped in the run with its
+        reason: a later workload of a remembered shape (no group, no nomination) is skipped with
+        that reason at once. The same answers: nothing changes during a run, the reason is the
+        shape-wide one (a skipped workload holds no reservation), and what :meth:`_skipped` reads
+        of a workload is its shape, group and nomination (tests/policy/test_queues_kept.py)."""
+        with_reasons = self.snap.with_reasons
+        pending, noms, skipped, reserved = self.dec.pending, self.noms, self._skipped, self.dec.reserved_start
+        known: dict[tuple[str, int, int, int | None, int | None], PendingInfo | None] = {}
+
+        def remember(w: Workload, shape: tuple[str, int, int, int | None, int | None]) -> None:
+            info = pending.get(w.id) if with_reasons else None
+            if w.id not in reserved and (info is not None or not with_reasons):
+                known[shape] = info
 
         def like(w: Workload) -> bool:
-            if w.group is None and (w.model, w.gpus, w.min_runtime, w.cpus, w.memory) == shape and w.id not in noms:
+            if w.group is not None or w.id in noms:
+                return skipped(w)
+            shape = (w.model, w.gpus, w.min_runtime, w.cpus, w.memory)
+            if shape in known:
+                info = known[shape]
                 if info is not None:
                     pending[w.id] = info
                 return True
-            return skipped(w)
+            if skipped(w):
+                remember(w, shape)
+                return True
+            return False
 
+        remember(first, (first.model, first.gpus, first.min_runtime, first.cpus, first.memory))
         return like
 
     def _handle_allocated(self, w: Workload) -> bool:
