@@ -10,7 +10,7 @@ iteration over a collection is in a defined order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
@@ -18,7 +18,7 @@ import scheduler.policy.victims as victims
 from scheduler.policy.dependency import dependency_block
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.pass_state import PassState
-from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_order
+from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_sorted
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.reserve import reserve
 from scheduler.policy.screen import idle
@@ -96,7 +96,7 @@ class Pass(PassState):
         """Pending workloads by budget, allocated and unallocated; the others get their reason."""
         grouped = self.grouped
         if grouped is None:
-            grouped = group(sorted(self.pending.values(), key=submission_order))
+            grouped = group(submission_sorted(self.pending.values()))
         qb = QueueBuilder(
             self.tree, self.standing.unschedulable, self._reason, self._waits, with_reasons=self.snap.with_reasons
         )
@@ -244,7 +244,7 @@ class Pass(PassState):
                 disp.done(w, False)
                 continue
             if skipped(w):
-                disp.skip_run(w, skipped)
+                disp.skip_run(w, self._skipped_like(w))
                 continue
             nominated = w.id in self.noms
             admitted = self._handle_allocated(w)
@@ -276,6 +276,39 @@ class Pass(PassState):
                     reasons.explain(self, w)
                 return True
         return False
+
+    def _skipped_like(self, first: Workload) -> Callable[[Workload], bool]:
+        """:meth:`_skipped` for the run after ``first`` (just skipped) in its budget's queue,
+        remembering each shape (model, GPUs, M, CPUs, memory) skipped in the run with its
+        reason: a later workload of a remembered shape (no group, no nomination) is skipped with
+        that reason at once. The same answers: nothing changes during a run, the reason is the
+        shape-wide one (a skipped workload holds no reservation), and what :meth:`_skipped` reads
+        of a workload is its shape, group and nomination (tests/policy/test_queues_kept.py)."""
+        with_reasons = self.snap.with_reasons
+        pending, noms, skipped, reserved = self.dec.pending, self.noms, self._skipped, self.dec.reserved_start
+        known: dict[tuple[str, int, int, int | None, int | None], PendingInfo | None] = {}
+
+        def remember(w: Workload, shape: tuple[str, int, int, int | None, int | None]) -> None:
+            info = pending.get(w.id) if with_reasons else None
+            if w.id not in reserved and (info is not None or not with_reasons):
+                known[shape] = info
+
+        def like(w: Workload) -> bool:
+            if w.group is not None or w.id in noms:
+                return skipped(w)
+            shape = (w.model, w.gpus, w.min_runtime, w.cpus, w.memory)
+            if shape in known:
+                info = known[shape]
+                if info is not None:
+                    pending[w.id] = info
+                return True
+            if skipped(w):
+                remember(w, shape)
+                return True
+            return False
+
+        remember(first, (first.model, first.gpus, first.min_runtime, first.cpus, first.memory))
+        return like
 
     def _handle_allocated(self, w: Workload) -> bool:
         nom = self.noms.get(w.id)

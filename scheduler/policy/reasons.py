@@ -43,12 +43,13 @@ def explain(ps: PassState, w: Workload) -> None:
 
 
 def _with_reserved_start(ps: PassState, w: Workload, shared: PendingInfo) -> PendingInfo:
-    """A copy of the (memoized, shape-wide) reason for ``w``, with ``reserved_start`` only if
-    ``w`` itself holds a reservation (§3.8: a workload holding a reservation carries its start)."""
-    info = PendingInfo(shared.reason, dict(shared.detail))
-    if w.id in ps.dec.reserved_start:
-        info.detail["reserved_start"] = ps.dec.reserved_start[w.id]
-    return info
+    """The (memoized, shape-wide) reason for ``w``, with ``reserved_start`` only if ``w`` itself
+    holds a reservation (§3.8: a workload holding a reservation carries its start): then a copy;
+    else the shared object itself (a reason in the decisions is never mutated)."""
+    start = ps.dec.reserved_start.get(w.id)
+    if start is None:
+        return shared
+    return PendingInfo(shared.reason, {**shared.detail, "reserved_start": start})
 
 
 def _holder(ps: PassState, w: Workload, detail: dict[str, object]) -> str | None:
@@ -247,18 +248,19 @@ def _now_work(per: dict[str, list[int]] | None, now_set: frozenset[str]) -> tupl
 def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
     """Whole hosts of ``size`` GPUs as ``(level, name)``, best first.
 
-    The level of a host is the worst class of its work (:meth:`contract.RoomCounts.worst`).
-    Built once per (model, size, budget classes) until the state changes.
+    The level of a host is the worst class of its work (:meth:`contract.RoomCounts.worst`):
+    :func:`_gang_level` of its budgets, found here with two set tests per host
+    (:func:`_gang_level_by_sets`). Built once per (model, size, budget classes) until the state
+    changes.
     """
     cls = ps.budget_classes(w)
     key = (w.model, size, tuple(cls.values()))
     cached = ps.memo.gang_table.get(key)
     if cached is not None:
         return cached
-    levels = [
-        (4 if blocked else _gang_level(cls, unallocated, items), name)
-        for name, blocked, unallocated, items in _gang_hosts(ps, w.model, size)
-    ]
+    never = frozenset(v for v, c in cls.items() if c != contract.NOW and c != contract.FORBIDDEN)
+    forbidden = frozenset(v for v, c in cls.items() if c == contract.FORBIDDEN)
+    levels = [(_gang_level_by_sets(never, forbidden, *host[1:]), host[0]) for host in _gang_hosts(ps, w.model, size)]
     levels.sort()
     ps.memo.gang_table[key] = levels
     return levels
@@ -267,7 +269,8 @@ def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
 def _gang_level(cls: dict[str, int], unallocated: int, items: list[tuple[str, bool]]) -> int:
     """:func:`contract.worst_level` of a whole host from its budgets' classes: ``unallocated``
     (1 when unallocated work is there) and each budget's allocated work with whether some of it
-    is protected."""
+    is protected. The plain statement; the tables use :func:`_gang_level_by_sets`
+    (tests/policy/test_queues_kept.py compares them)."""
     now = later = forbidden = never = False
     for v, protected in items:
         c = cls[v]
@@ -281,25 +284,43 @@ def _gang_level(cls: dict[str, int], unallocated: int, items: list[tuple[str, bo
     return contract.worst_level(int(now or unallocated), int(later), int(forbidden), never)
 
 
-def _gang_hosts(ps: PassState, model: str, size: int) -> list[tuple[str, bool, int, list[tuple[str, bool]]]]:
+def _gang_level_by_sets(
+    never: frozenset[str], forbidden: frozenset[str], blocked: bool, held: frozenset[str], protected: bool, busy: int
+) -> int:
+    """:func:`_gang_level` (4 when ``blocked``) from the NEVER and FORBIDDEN budgets and a host's
+    summary (:func:`_gang_hosts`). Whether work is protected or not matters only once every
+    budget there is NOW: then LATER is "some budget's work is protected", else NOW is "some
+    work is there"."""
+    if blocked or not never.isdisjoint(held):
+        return 4
+    return contract.worst_level(busy, int(protected), int(not forbidden.isdisjoint(held)), False)
+
+
+GangHost = tuple[str, bool, frozenset[str], bool, int]
+"""(name, blocked, budgets with allocated work there, some of it protected, 1 if any work is there)."""
+
+
+def _gang_hosts(ps: PassState, model: str, size: int) -> list[GangHost]:
     """Whole healthy active hosts of ``size`` GPUs, in the index's order, with what their gang
-    level reads whatever the budget classes: blocked (leaving work or nominated GPUs), 1 with
-    unallocated work else 0, and each budget holding allocated work there (nonzero
-    ``Standing.agg`` entries) with whether some of it is protected. Kept until the state changes."""
+    level reads whatever the budget classes: blocked (leaving work or nominated GPUs), the
+    budgets holding allocated work there (nonzero ``Standing.agg`` entries), whether some of it
+    is protected, and 1 when any work (unallocated or allocated) is there. Kept until the state
+    changes."""
     key = ("hosts", model, size)
     cached = ps.memo.gang_table.get(key)
     if cached is not None:
         return cached  # type: ignore[return-value]
-    out: list[tuple[str, bool, int, list[tuple[str, bool]]]] = []
+    out: list[GangHost] = []
     nominees = ps.state.nominees
     agg = ps.standing.agg
     for hv in ps.standing.hosts_by_model.get(model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
         blocked = bool(hv.stopping or nominees.get(hv.name))
-        per = agg.get(hv.name)
-        items = [(v, counts[1] > 0) for v, counts in per.items() if counts[0] or counts[1]] if per else []
-        out.append((hv.name, blocked, 1 if hv.unalloc else 0, items))
+        per = agg.get(hv.name) or {}
+        held = frozenset(v for v, counts in per.items() if counts[0] or counts[1])
+        protected = any(counts[1] > 0 for counts in per.values())
+        out.append((hv.name, blocked, held, protected, 1 if hv.unalloc or held else 0))
     ps.memo.gang_table[key] = out  # type: ignore[assignment]
     return out
 

@@ -66,10 +66,7 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
         bound = len(hv.healthy) - held.get(hv.name, 0)
         per = agg.get(hv.name)
         if allowed and per:
-            for v in allowed:
-                counts = per.get(v)
-                if counts is not None:
-                    bound += counts[0] + counts[1]
+            bound += _allowed_work(per, allowed)
         if bound < n:
             continue
         key = (hv.name, version.get(hv.name, 0), allowed)
@@ -97,6 +94,14 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
         if best is None or cand < best:
             best = cand
     return best
+
+
+def _allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:
+    """GPUs of the allowed budgets' allocated work on one host (``Standing.agg`` entry), walking
+    the smaller of the two."""
+    if len(allowed) < len(per):
+        return sum(c[0] + c[1] for v in allowed if (c := per.get(v)) is not None)
+    return sum(c[0] + c[1] for v, c in per.items() if v in allowed)
 
 
 def _earliest_gang(ps: PassState, w: Workload) -> Best | None:

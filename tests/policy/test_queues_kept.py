@@ -3,20 +3,31 @@
 - ``Dispatcher.skip_run`` is the loop ``next(); done(w, False)`` over the skipped workloads;
 - ``PendingIndex`` (kept between passes by difference) equals ``queues.group`` of the same
   pending workloads, over random sequences of arrivals, departures and replacements;
-- ``QueueBuilder`` classifies a budget as a whole only where workload by workload says the same.
+- ``QueueBuilder`` classifies a budget as a whole only where workload by workload says the same
+  (reasons included);
+- ``submission_sorted`` (three stable sorts) is ``sorted`` by ``submission_order``;
+- the gang reason table's set tests (``reasons._gang_level_by_sets``) give ``reasons._gang_level``;
+- ``Pass._skipped_like`` (a run of one shape skipped at once, with the first one's reason) decides
+  what ``Pass._skipped`` asked of every workload decides, reasons included.
 """
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scheduler.policy.contract as contract
+from bench.synth import make_settled
+from scheduler.policy import Decisions, Snapshot, reasons, schedule
+from scheduler.policy.core import Pass
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.incremental import PendingIndex
-from scheduler.policy.queues import QueueBuilder, group, submission_order
+from scheduler.policy.queues import QueueBuilder, group, submission_order, submission_sorted
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, OnCap, PendingReason, Workload
 from tests.policy.builders import tree
+from tests.policy.oracle_harness import crowded_snapshot
 
 LEAVES = ("a/x", "a/y", "b", "c/z")
 
@@ -145,7 +156,7 @@ def test_whole_budgets_classify_as_each_workload(
     budgets, ws, bad = case
     grouped = group(sorted(ws, key=submission_order))
     out = []
-    for with_reasons in (False, True):
+    for with_reasons, each in ((False, False), (True, False), (True, True)):
         reasons: dict[str, PendingReason] = {}
         qb = QueueBuilder(
             BudgetTree(budgets),
@@ -154,10 +165,76 @@ def test_whole_budgets_classify_as_each_workload(
             lambda w, out=reasons: w.waiting and (out.__setitem__(w.id, PendingReason.DEPENDENCY) or True),
             with_reasons=with_reasons,
         )
-        alloc, unalloc = qb.build(grouped)
+        if each:  # the plain classification: every budget workload by workload
+            for b in sorted(grouped):
+                if b in qb.tree.budgets:
+                    qb._each(b, grouped[b].ordered)
+            alloc, unalloc = qb.alloc_q, qb.unalloc_q
+        else:
+            alloc, unalloc = qb.build(grouped)
         ids = (
             {k: [w.id for w in q] for k, q in alloc.items() if q},
             {k: [w.id for w in q] for k, q in unalloc.items() if q},
         )
-        out.append((ids, qb.unfunded))
-    assert out[0] == out[1]
+        out.append((ids, qb.unfunded, reasons if with_reasons else None))
+    assert out[0][:2] == out[1][:2] == out[2][:2]
+    assert out[1][2] == out[2][2]  # with reasons, the same reasons as workload by workload
+
+
+def _plain(snap: Snapshot, monkeypatch: pytest.MonkeyPatch) -> Decisions:
+    """``schedule`` with every skipped workload asked of :meth:`Pass._skipped` itself."""
+    with monkeypatch.context() as m:
+        m.setattr(Pass, "_skipped_like", lambda self, first: self._skipped)
+        return schedule(snap)
+
+
+@pytest.mark.parametrize("size", [(3, 60, 1), (12, 400, 2), (40, 1500, 3)])
+def test_skipped_runs_decide_as_each_workload(size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    hosts, workloads, seed = size
+    for after in (600, 3600):
+        snap = make_settled(hosts, workloads, seed=seed, after=after).snapshot()
+        assert snap.with_reasons
+        fast = schedule(snap)
+        assert len(fast.pending) > workloads // 3  # a busy cluster: long runs of blocked workloads
+        assert fast == _plain(snap, monkeypatch)
+
+
+def test_skipped_runs_decide_as_each_workload_crowded(monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed in range(300):
+        snap = crowded_snapshot(seed)
+        assert schedule(snap) == _plain(snap, monkeypatch), seed
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from(("a", "b", "c", "d"))),
+        max_size=40,
+    )
+)
+def test_submission_sorted_is_sorted_by_submission_order(keys: list[tuple[int, int, str]]) -> None:
+    ws = [Workload(wid, "b", 1, "H100", 0, at, seq) for at, seq, wid in keys]  # ties and repeats included
+    assert [id(w) for w in submission_sorted(ws)] == [id(w) for w in sorted(ws, key=submission_order)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdef"), st.sampled_from((contract.NOW, contract.FORBIDDEN, contract.NEVER)), min_size=6
+    ),
+    st.dictionaries(st.sampled_from("abcdef"), st.tuples(st.integers(0, 3), st.integers(0, 3))),
+    st.integers(0, 4),
+)
+def test_gang_level_by_sets_is_the_plain_level(
+    cls: dict[str, int], per: dict[str, tuple[int, int]], unalloc: int
+) -> None:
+    """A host's ``Standing.agg`` entry ``per`` (zero entries included) and unallocated GPUs."""
+    items = [(v, c[1] > 0) for v, c in per.items() if c[0] or c[1]]
+    plain = reasons._gang_level(cls, 1 if unalloc else 0, items)
+    never = frozenset(v for v, c in cls.items() if c == contract.NEVER)
+    forbidden = frozenset(v for v, c in cls.items() if c == contract.FORBIDDEN)
+    held = frozenset(v for v, _ in items)
+    busy = 1 if unalloc or held else 0
+    by_sets = reasons._gang_level_by_sets(never, forbidden, False, held, any(c[1] > 0 for c in per.values()), busy)
+    assert by_sets == plain
+    assert reasons._gang_level_by_sets(never, forbidden, True, held, False, busy) == 4
