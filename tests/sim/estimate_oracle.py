@@ -6,8 +6,8 @@ runs at **every second** of the horizon (passes at one instant until one decides
 simulated agents confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds
 after the stop; preempted work returns to pending (with its original submission) when its GPUs
 are released; an attempt whose workload has a wall-time limit (``limits``: workload id →
-seconds) is stopped when it has run that long and is not requeued. A workload's estimate is the first second at which a pass starts it, capped by
-the reservation the first pass (with reasons) gives it. No event computation, no kept state, no
+seconds) is stopped when it has run that long and is not requeued. A workload's estimate is the
+first second at which a pass starts it, capped by the reservation the first pass (with reasons) gives it. No event computation, no kept state, no
 shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give the same
 answers (tests/sim/test_estimate_oracle.py).
 """
