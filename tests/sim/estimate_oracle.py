@@ -1,15 +1,15 @@
 """The slow, readable forward simulation (test instrument, never a production path).
 
-:func:`reference_estimates` reads DESIGN.md §3.8 literally: from the snapshot, with no new
-arrivals and no running workload ending on its own, a fresh :func:`scheduler.policy.schedule`
-runs at **every second** of the horizon (passes at one instant until one decides nothing);
-simulated agents confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds
-after the stop; preempted work returns to pending (with its original submission) when its GPUs
-are released; an attempt whose workload has a wall-time limit (``limits``: workload id →
-seconds) is stopped when it has run that long and is not requeued. A workload's estimate is the
-first second at which a pass starts it, capped by the reservation the first pass (with reasons) gives it. No event computation, no kept state, no
-shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give the same
-answers (tests/sim/test_estimate_oracle.py).
+:func:`reference_estimates` reads DESIGN.md §3.8 literally: from the snapshot, with no new arrivals
+and no running workload ending on its own, a fresh :func:`scheduler.policy.schedule` runs at
+**every second** of the horizon (passes at one instant until one decides nothing); simulated agents
+confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds after the stop;
+preempted work returns to pending (with its original submission) when its GPUs are released; an
+attempt whose workload has a wall-time limit (``limits``: workload id → seconds) is stopped when it
+has run that long and is not requeued. A workload's estimate is the first second at which a pass
+starts it, capped by the reservation the first pass (with reasons) gives it. No event computation,
+no kept state, no shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give
+the same answers (tests/sim/test_estimate_oracle.py).
 """
 
 from __future__ import annotations
