@@ -11,15 +11,10 @@ import copy
 import math
 import re
 import shlex
-from collections.abc import Mapping
-from functools import cached_property
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.fields import SkipField
-from rest_framework.relations import PKOnlyObject
 
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import SECRET_MASK
@@ -382,51 +377,6 @@ class FieldsOnceMixin:
                 clone.__dict__.update(field.__dict__)
                 fields[name] = clone
         return fields
-
-    @cached_property
-    def _plan(self) -> list[tuple[serializers.Field, tuple[str, ...] | None]]:
-        """Each readable field with its source attributes when DRF would read them by plain
-        ``getattr`` (the field keeps ``Field.get_attribute``), else None."""
-        return [
-            (field, tuple(field.source_attrs) if type(field).get_attribute is _FIELD_GET_ATTRIBUTE else None)
-            for field in self._readable_fields  # type: ignore[attr-defined]
-        ]
-
-    def to_representation(self, instance: Any) -> dict[str, Any]:
-        """DRF's ``Serializer.to_representation`` with the plain attribute reads done directly:
-        DRF's ``get_attribute`` checks every value for a Mapping and a callable, per field and
-        row. A value that is callable, missing or behind a Mapping takes DRF's own path, so
-        the answer is DRF's."""
-        if isinstance(instance, Mapping):
-            return super().to_representation(instance)  # type: ignore[misc]
-        ret: dict[str, Any] = {}
-        for field, attrs in self._plan:
-            attribute: Any = _SLOW
-            if attrs:
-                attribute = instance
-                try:
-                    for i, attr in enumerate(attrs):
-                        if i and isinstance(attribute, Mapping):  # DRF reads a Mapping by key
-                            attribute = _SLOW
-                            break
-                        attribute = getattr(attribute, attr)
-                        if callable(attribute):  # DRF calls it
-                            attribute = _SLOW
-                            break
-                except (AttributeError, ObjectDoesNotExist):
-                    attribute = _SLOW
-            if attribute is _SLOW:
-                try:
-                    attribute = field.get_attribute(instance)
-                except SkipField:
-                    continue
-            check_for_none = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
-            ret[field.field_name] = None if check_for_none is None else field.to_representation(attribute)
-        return ret
-
-
-_FIELD_GET_ATTRIBUTE = serializers.Field.get_attribute
-_SLOW = object()
 
 
 class HistoryRowSerializer(serializers.Serializer):

@@ -297,32 +297,3 @@ def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher
             assert [getattr(w, f) for f in fields] == [getattr(want, f) for f in fields], w.pk
             assert w.acct_preemptions == want.acct_preemptions
             assert accounting(w, now) == accounting(want, now)
-
-
-def test_the_serializers_fast_path_answers_what_drf_answers(researcher, submit_kwargs, rf, monkeypatch):
-    """``FieldsOnceMixin`` builds fields once per class and reads plain attributes directly; the
-    representation must be DRF's own, field for field (a running workload: attempts, GPUs, events)."""
-    from django.utils import timezone
-    from rest_framework import serializers
-
-    from budgets.services import budget_paths, load_tree
-    from scheduler.api.serializers import WorkloadDetailSerializer, WorkloadListSerializer
-    from scheduler.api.views import WorkloadViewSet
-    from scheduler.tick import run_tick
-
-    workload = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
-    run_tick(workload.cluster_id)
-    frozen = timezone.now()
-    monkeypatch.setattr(timezone, "now", lambda: frozen)  # wait_s, elapsed_s: the same instant for both
-    request = rf.get("/")
-    request.user = researcher
-    tree = load_tree()
-    context = {"request": request, "budget_tree": tree, "budget_paths": budget_paths(tree)}
-    row = Workload.objects.select_related("owner", "cluster", "budget").prefetch_related(
-        *WorkloadViewSet.detail_prefetches()
-    )
-    for serializer_class in (WorkloadListSerializer, WorkloadDetailSerializer):
-        fast = serializer_class(row.get(pk=workload.pk), context=context).data
-        drf = serializers.ModelSerializer.to_representation(serializer_class(context=context), row.get(pk=workload.pk))
-        assert json.loads(json.dumps(fast, default=str)) == json.loads(json.dumps(drf, default=str))
-        assert serializer_class is WorkloadListSerializer or fast["attempts"][0]["gpus"]
