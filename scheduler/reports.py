@@ -552,7 +552,8 @@ def estimate_words(workload: Workload) -> str:
         return f"By {_when(reserved)} at the latest (GPUs are reserved for it)."
     if workload.estimated_start is not None:
         return f"By {_when(workload.estimated_start.timestamp())} at the latest (if nothing else ends earlier)."
+    every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (
-        "None yet: estimates are refreshed about once a minute, and there is none when no start "
-        "is found within one window without other work ending."
+        f"None yet: estimates are refreshed every {every:g} s and after ticks that start or stop work, "
+        "and there is none when no start is found within one window without other work ending."
     )

@@ -145,3 +145,18 @@ def test_a_waiting_workloads_page_names_its_bounds_to_the_second_and_its_blockin
     # ...the blocking work is listed once, linked, with its protection end to the second.
     assert page.count("In the way:") == 1
     assert f", protected until {blocker.protected_until.astimezone(UTC):%H:%M:%S} UTC)" in page
+
+
+def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
+    researcher, cluster, submit_kwargs, settings
+):
+    # The demo refreshes every 10 s, the default every 60 s: the words follow the setting.
+    from scheduler.reports import estimate_words
+
+    settings.FAIRWAY = {**settings.FAIRWAY, "ESTIMATE_INTERVAL_S": 10.0}
+    w = do_submit_workload(researcher, **submit_kwargs())
+    assert w.estimated_start is None
+    assert estimate_words(w) == (
+        "None yet: estimates are refreshed every 10 s and after ticks that start or stop work, "
+        "and there is none when no start is found within one window without other work ending."
+    )
