@@ -462,7 +462,7 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ),
             ),
             ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
-            ("RATIO AFTER", lambda r: f"{r['ratio_after']:.4g}×"),
+            ("RATIO AFTER", lambda r: f"{r.get('ratio_after_text') or format(r['ratio_after'], '.4g')}×"),
         ],
         out,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -198,6 +198,7 @@ class QuoteLine:
     ratio_after: float
     yours: bool
     searched_until: datetime
+    ratio_after_text: str = ""  # as the web form and the CLI print it (reports.ratio_texts)
 
 
 def do_quote(owner: object, *, now: datetime | None = None, **submission: object) -> tuple[Workload, list[QuoteLine]]:
@@ -243,4 +244,8 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
         )
         for q in rows
     ]
-    return workload, lines
+    # One text per ratio, with the digits that tell the rows apart, for every surface alike.
+    from scheduler.reports import ratio_texts
+
+    texts = ratio_texts([line.ratio_after for line in lines])
+    return workload, [replace(line, ratio_after_text=t) for line, t in zip(lines, texts, strict=True)]

@@ -168,6 +168,13 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
     gpus = {(g.host.name, g.index): g.pk for g in GPU.objects.filter(host__cluster=cluster).select_related("host")}
     budgets = Budget.objects.in_bulk([int(pw.budget_key) for pw in history.workloads])
     with transaction.atomic():
+        # The simulated past ran on the cluster's hosts, so they were registered then: a host
+        # created after the span's start (the demo seeds its hosts just before importing) is
+        # backdated to it, or the pyramid would count none of the span's GPU-time (compute_hour
+        # counts a GPU only from its host's creation).
+        Host.objects.filter(
+            pk__in=[h.pk for h in hosts.values() if h.removed_at is None], created_at__gt=_dt(history.start)
+        ).update(created_at=_dt(history.start))
         rows = [
             Workload(
                 name=f"philly-{pw.job.job_id}",

@@ -313,12 +313,14 @@ def _window_words() -> str:
 
 
 def _when(epoch_s: Any) -> str:
-    """An epoch (seconds) as ``14:05 UTC`` today, else ``Mar 3 14:05 UTC``."""
+    """An epoch (seconds) as ``14:05:09 UTC`` today, else ``Mar 3 14:05 UTC``. Today's times keep
+    their seconds, as the CLI, the events and the quote table write them: a bound like "starts by
+    … at the latest" cut to the minute would name an instant up to 59 s before the real one."""
     if not isinstance(epoch_s, int | float):
         return "an unknown time"
     at = datetime.fromtimestamp(epoch_s, tz=UTC)
     if at.date() == timezone.now().date():
-        return f"{at:%H:%M} UTC"
+        return f"{at:%H:%M:%S} UTC"
     return f"{at:%b} {at.day} {at:%H:%M} UTC"
 
 
@@ -550,7 +552,8 @@ def estimate_words(workload: Workload) -> str:
         return f"By {_when(reserved)} at the latest (GPUs are reserved for it)."
     if workload.estimated_start is not None:
         return f"By {_when(workload.estimated_start.timestamp())} at the latest (if nothing else ends earlier)."
+    every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (
-        "None yet: estimates are refreshed about once a minute, and there is none when no start "
-        "is found within one window without other work ending."
+        f"None yet: estimates are refreshed every {every:g} s and after ticks that start or stop work, "
+        "and there is none when no start is found within one window without other work ending."
     )

@@ -376,12 +376,16 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "env": serializer.get_env(workload),
         "may_see_private": scope.may_see_private(workload),
         "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
-        "why": explain_pending(workload),
+        # The page lists the blocking work itself, linked (why_blocking): not twice.
+        "why": [line for line in explain_pending(workload) if not line.startswith("In the way: ")],
         "why_numbers": pending_explanation(workload)["numbers"],
         "why_sides": [
             side for k in ("budget", "other_budget") if (side := pending_explanation(workload)["numbers"].get(k))
         ],
-        "why_blocking": pending_explanation(workload)["blocking"],
+        "why_blocking": [
+            {**b, "protected_until_at": datetime.fromisoformat(b["protected_until"]) if b["protected_until"] else None}
+            for b in pending_explanation(workload)["blocking"]
+        ],
         "estimate": estimate_words(workload),
         "lanes": lanes,
         "axis_start": axis_start,

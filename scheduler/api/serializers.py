@@ -314,6 +314,9 @@ class QuoteLineSerializer(serializers.Serializer):
     )
     charge_gpu_hours = serializers.FloatField(help_text="GPU-hours the protected part charges the budget (gpus × M)")
     ratio_after = serializers.FloatField(help_text="the budget's ratio (U + C) / E once admitted (commitment added)")
+    ratio_after_text = serializers.CharField(
+        help_text="ratio_after with the fewest significant digits (at least 3) that print the quote's rows apart"
+    )
     yours = serializers.BooleanField(help_text="the minimum runtime of the request")
     searched_until = serializers.DateTimeField(
         help_text="how far the forward simulation got: with no estimated start, none before this "

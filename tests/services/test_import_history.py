@@ -69,6 +69,33 @@ def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_pa
             assert a.charged_gpu_seconds == a.workload.gpu_count * (a.ended_at - a.started_at).total_seconds()
 
 
+def test_philly_history_fills_the_pyramid_hours_it_spans_though_the_hosts_are_newer(philly, tmp_path: Path):
+    """The demo seeds its hosts just before importing the week before: the imported hours must
+    still count the hosts' GPUs and the imported attempts' GPU-time, not zeros."""
+    from scheduler.models import ClusterHourlyMetrics, Host
+
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    call_command(
+        "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+        "--before-job", "5", "--days", "2", "--load", "100", stdout=StringIO(),
+    )  # fmt: skip
+
+    first = Attempt.objects.order_by("started_at").first()
+    assert first is not None
+    assert all(h.created_at <= first.started_at for h in Host.objects.filter(cluster=philly))
+    hours = ClusterHourlyMetrics.objects.filter(cluster=philly)
+    last = Attempt.objects.order_by("-ended_at").first()
+    assert last is not None and last.ended_at is not None
+    complete = hours.filter(hour__gte=first.started_at, hour__lt=last.ended_at - timedelta(hours=1))
+    assert complete.exists()
+    assert {row.registered_gpu_s for row in complete} == {8 * 3600.0}
+    charged = sum(a.charged_gpu_seconds for a in Attempt.objects.filter(allocated=True))
+    rolled = sum(row.allocated_gpu_s for row in hours)
+    assert charged > 0
+    assert rolled == pytest.approx(charged, rel=0.01)
+
+
 def test_philly_history_refuses_an_unknown_start_job(philly, tmp_path: Path):
     trace = tmp_path / "t.csv"
     trace.write_text(TRACE)

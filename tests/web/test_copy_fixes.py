@@ -109,3 +109,54 @@ def test_commands_are_shown_shell_quoted(browser, researcher, submit_kwargs, mon
     assert shell_join(argv) == "python train.py --msg 'hello world'" == shlex.join(argv)
     assert "python train.py --msg &#x27;hello world&#x27;" in browser.get(f"/workloads/{w.pk}/").content.decode()
     assert "command:         python train.py --msg 'hello world'" in run_cli(monkeypatch, researcher, "show", str(w.pk))
+
+
+def test_a_waiting_workloads_page_names_its_bounds_to_the_second_and_its_blocking_work_once(
+    browser, researcher, outsider, submit_kwargs, org_tree, cluster
+):
+    # Given: vision/sam holds both A100 hosts, protected for 10 more minutes; nlp/olmo's 8-GPU
+    # workload waits for that protection to end and holds a reservation for then.
+    from datetime import UTC, datetime, timedelta
+
+    from django.utils import timezone
+
+    from scheduler.estimates import store_estimates
+
+    now = timezone.now()
+    for _ in range(2):
+        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
+    run_tick(cluster.pk)
+    for a in Attempt.objects.select_related("host"):
+        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50, seconds=17))
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    store_estimates(cluster.pk, timezone.now())
+    waiting.refresh_from_db()
+    assert waiting.pending_reason == "protected_work"
+    reserved = datetime.fromtimestamp(waiting.pending_detail["reserved_start"], tz=UTC)
+    blocker = Attempt.objects.filter(ended_at__isnull=True).order_by("protected_until").first()
+    assert blocker is not None and blocker.protected_until is not None
+
+    page = browser.get(f"/workloads/{waiting.pk}/").content.decode()
+
+    # Then: the reservation and the estimate name the reserved instant with its seconds...
+    assert f"GPUs are reserved for it: it starts by {reserved:%H:%M:%S} UTC at the latest." in page
+    assert f"Estimated start: By {reserved:%H:%M:%S} UTC at the latest (GPUs are reserved for it)." in page
+    # ...the blocking work is listed once, linked, with its protection end to the second.
+    assert page.count("In the way:") == 1
+    assert f", protected until {blocker.protected_until.astimezone(UTC):%H:%M:%S} UTC)" in page
+
+
+def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
+    researcher, cluster, submit_kwargs, settings
+):
+    # The demo refreshes every 10 s, the default every 60 s: the words follow the setting.
+    from scheduler.reports import estimate_words
+
+    settings.FAIRWAY = {**settings.FAIRWAY, "ESTIMATE_INTERVAL_S": 10.0}
+    w = do_submit_workload(researcher, **submit_kwargs())
+    assert w.estimated_start is None
+    assert estimate_words(w) == (
+        "None yet: estimates are refreshed every 10 s and after ticks that start or stop work, "
+        "and there is none when no start is found within one window without other work ending."
+    )

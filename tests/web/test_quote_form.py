@@ -27,3 +27,23 @@ def test_quote_first_shows_the_submissions_errors(browser):  # noqa: F811
     assert "at most" in response.content.decode()
     assert 'id="quote-table"' not in response.content.decode()
     assert Workload.objects.count() == 0
+
+
+def test_the_quote_prints_each_ratio_after_as_the_api_and_the_cli_write_it(browser, researcher, monkeypatch):  # noqa: F811
+    # The form and the CLI printed the same quote with 4 decimals and 4 significant digits
+    # ("0.0538×" beside "0.05379×"). Both now print the API's ratio_after_text.
+    import json
+
+    from tests.cli.inprocess import run_cli
+
+    page = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"}).content.decode()
+    table = page[page.index('id="quote-table"') :]
+    shown = re.findall(r"<td>([^<]*)×</td></tr>", table)
+    argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h", "--", "python")
+    cli_ratios = [
+        line.split()[-1].removesuffix("×") for line in run_cli(monkeypatch, researcher, *argv).splitlines()[2:7]
+    ]
+    api = [q["ratio_after_text"] for q in json.loads(run_cli(monkeypatch, researcher, "--json", *argv))["quotes"]]
+
+    assert len(shown) == 5 and len(set(shown)) == 5
+    assert shown == cli_ratios == api
