@@ -170,6 +170,15 @@ def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _cdf(ax: Any, q: list[float], floor: float, label: str) -> None:
+    """One CDF line from evenly spaced quantiles ``q`` (waits), on a log axis: waits below ``floor``
+    are drawn at ``floor``; nothing is drawn for an empty list."""
+    if not q:
+        return
+    ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
+    ax.plot([max(x, floor) for x in q], ys, lw=1.2, label=label)
+
+
 def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     """pyramid.png, usage_vs_entitlement_<policy>.png, wait_cdf.png."""
     import matplotlib
@@ -223,11 +232,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(SIZE_CLASSES), figsize=(12, 3.6), squeeze=False)
     for ax, c in zip(axes[0], SIZE_CLASSES, strict=True):
         for r in pols:
-            q = r["wait_quantiles_hours"][c]
-            if not q:
-                continue
-            ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
-            ax.plot([max(x, 1e-3) for x in q], ys, lw=1.2, label=r["policy"])
+            _cdf(ax, r["wait_quantiles_hours"][c], 1e-3, r["policy"])
         ax.set_xscale("log")
         ax.set_title(f"{c} GPU jobs")
         ax.set_xlabel("wait, hours (log)")
@@ -377,11 +382,7 @@ def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(WORKLOAD_CLASSES), figsize=(13, 3.6), squeeze=False)
     for ax, c in zip(axes[0], WORKLOAD_CLASSES, strict=True):
         for r in pols:
-            q = r["wait_quantiles_s_by_class"][c]
-            if not q:
-                continue
-            ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
-            ax.plot([max(x, 1.0) for x in q], ys, lw=1.2, label=r["policy"])
+            _cdf(ax, r["wait_quantiles_s_by_class"][c], 1.0, r["policy"])
         ax.axvline(60, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_title(f"{c} jobs", fontsize=9)

@@ -311,6 +311,8 @@ class Metrics:
     preemptions_by_budget: dict[str, int] = field(default_factory=dict)
     decisions: list[tuple[int, int, int]] = field(default_factory=list)
     """Per preemption decision (one preemptor in one pass): (GPUs evicted, GPUs requested, evicted beyond need)."""
+    decision_victims: list[tuple[int, int]] = field(default_factory=list)
+    """Per decision, in the order of ``decisions``: (GPUs evicted of allocated attempts, of unallocated ones)."""
 
     def __post_init__(self) -> None:
         self.avail_day = [0.0] * self.days
@@ -648,6 +650,8 @@ class TraceSim(Engine):
             nominated = dec.nominations.get(wid)
             beyond = len(freed - set(nominated)) if nominated else max(0, len(freed) - requested)
             self.m.decisions.append((len(freed), requested, beyond))
+            alloc = sum(len(a.gpus) for a in victims if a.allocated)
+            self.m.decision_victims.append((alloc, len(freed) - alloc))
 
     def _note_demand(self, t: int) -> None:
         """GPUs asked by pending + running work, held since the last instant, up to ``t``."""
@@ -1040,8 +1044,15 @@ def ledger(
     }
 
 
-def eviction_stats(decisions: list[tuple[int, int, int]]) -> dict[str, Any]:
-    """Per preemption decision: GPUs evicted ÷ GPUs requested and GPUs evicted beyond need (max, p99, mean)."""
+def eviction_stats(
+    decisions: list[tuple[int, int, int]], victims: list[tuple[int, int]] | None = None
+) -> dict[str, Any]:
+    """Per preemption decision: GPUs evicted ÷ GPUs requested and GPUs evicted beyond need (max, p99, mean).
+
+    With ``victims`` (per decision: GPUs evicted of allocated attempts, of unallocated ones), the
+    beyond-need figures split by the victims' funding class: ``unallocated_only`` (every victim
+    unallocated) and ``some_allocated``; each with its decisions, those with GPUs beyond need, their
+    sum and maximum, and the mean GPUs requested."""
     ratios = [e / r for e, r, _ in decisions if r > 0]
     beyond = [float(b) for _, _, b in decisions]
 
@@ -1058,7 +1069,22 @@ def eviction_stats(decisions: list[tuple[int, int, int]]) -> dict[str, Any]:
         "evicted_beyond_need": st(beyond),
         "gpus_evicted": sum(e for e, _, _ in decisions),
         "gpus_beyond_need": sum(b for _, _, b in decisions),
+        **({"beyond_need_by_victims": _beyond_by_victims(decisions, victims)} if victims is not None else {}),
     }
+
+
+def _beyond_by_victims(decisions: list[tuple[int, int, int]], victims: list[tuple[int, int]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, pick in (("unallocated_only", lambda v: v[0] == 0), ("some_allocated", lambda v: v[0] > 0)):
+        ds = [d for d, v in zip(decisions, victims, strict=True) if pick(v)]
+        out[key] = {
+            "decisions": len(ds),
+            "with_beyond_need": sum(1 for _, _, b in ds if b > 0),
+            "gpus_beyond_need": sum(b for _, _, b in ds),
+            "max_beyond_need": max((b for _, _, b in ds), default=None),
+            "mean_requested": _r(sum(r for _, r, _ in ds) / len(ds)) if ds else None,
+        }
+    return out
 
 
 def evaluation(
@@ -1086,7 +1112,7 @@ def evaluation(
         "wait_quantiles_s_by_class": {c: [x * 3600 for x in _quantiles(waits[c])] for c in WORKLOAD_CLASSES},
         "class_run_gpu_h": {c: round(v / 3600, 1) for c, v in m.class_run_gpu_s.items()},
         "ledger": ledger(m, sim, demand, shares),
-        "evictions": eviction_stats(m.decisions),
+        "evictions": eviction_stats(m.decisions, m.decision_victims),
     }
 
 
