@@ -24,7 +24,7 @@ import math
 import random
 import statistics
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -1069,6 +1069,7 @@ def eviction_stats(
         "evicted_beyond_need": st(beyond),
         "gpus_evicted": sum(e for e, _, _ in decisions),
         "gpus_beyond_need": sum(b for _, _, b in decisions),
+        "beyond_need_counts": {str(b): n for b, n in sorted(Counter(b for _, _, b in decisions).items())},
         **({"beyond_need_by_victims": _beyond_by_victims(decisions, victims)} if victims is not None else {}),
     }
 

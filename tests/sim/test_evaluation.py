@@ -138,6 +138,7 @@ def test_beyond_need_split_by_the_victims_funding_class() -> None:
         "mean_requested": 4.5,
     }
     assert "beyond_need_by_victims" not in eviction_stats(decisions)
+    assert eviction_stats(decisions)["beyond_need_counts"] == {"0": 1, "7": 1, "15": 1}
 
 
 def test_work_lost_to_a_host_fault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
