@@ -318,6 +318,17 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
     ):
         for st in ("max", "p99", "mean"):
             rows.append((f"{label}: {st}", [_f(r["evictions"][k][st], 2) for r in pols]))
+
+    def split(r: dict[str, Any], key: str) -> str:
+        x = r["evictions"].get("beyond_need_by_victims", {}).get(key)
+        if x is None:
+            return "–"
+        return f"{x['decisions']} / {x['with_beyond_need']} / {x['gpus_beyond_need']} / {_f(x['max_beyond_need'])}"
+
+    for key, label in (("unallocated_only", "only unallocated"), ("some_allocated", "some allocated")):
+        rows.append(
+            (f"victims {label}: decisions / with GPUs beyond need / GPUs beyond / max", [split(r, key) for r in pols])
+        )
     table("The disruption ledger", rows, "Totals over the leaf budgets; per budget below and in report.json.")
     budgets = sorted({b for r in pols for b in r["ledger"]["per_budget"]})
     lines += ["### Per budget: owed / delivered / lost to preemption / lost to faults (GPU-h), preemptions", ""]
@@ -349,7 +360,8 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
 
 
 def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
-    """delivered_vs_owed.png, wait_cdf_by_class.png, demand_over_capacity.png."""
+    """delivered_vs_owed.png, wait_cdf_by_class.png, demand_over_capacity.png, evicted_beyond_need.png
+    (with the per-decision counts)."""
     import matplotlib.pyplot as plt
 
     from scheduler.sim.classes import WORKLOAD_CLASSES
@@ -412,4 +424,23 @@ def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig.savefig(p, dpi=80)
     plt.close(fig)
     written.append(p)
+    counted = [r for r in pols if r["evictions"].get("beyond_need_counts") and r["evictions"]["decisions"]]
+    if counted:
+        fig, ax = plt.subplots(figsize=(10, 3.6))
+        top = max(int(b) for r in counted for b in r["evictions"]["beyond_need_counts"])
+        width = 0.8 / len(counted)
+        for i, r in enumerate(counted):
+            ev = r["evictions"]
+            ys = [ev["beyond_need_counts"].get(str(b), 0) / ev["decisions"] for b in range(top + 1)]
+            ax.bar([b + i * width for b in range(top + 1)], ys, width, label=f"{r['policy']} ({ev['decisions']})")
+        ax.set_yscale("log")
+        ax.set_xlabel("GPUs evicted beyond need in one preemption decision")
+        ax.set_ylabel("fraction of decisions (log)")
+        ax.set_title("GPUs evicted beyond need per decision (legend: decisions)", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = out / "evicted_beyond_need.png"
+        fig.savefig(p, dpi=80)
+        plt.close(fig)
+        written.append(p)
     return written
