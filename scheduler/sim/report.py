@@ -296,6 +296,15 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
         )
         rows.append((f"{c} GPU-hours run", [_f(r["class_run_gpu_h"][c], 0) for r in pols]))
     rows.append(("**debug p90, seconds**", [_f(r["wait_s_by_class"]["debug"]["p90"], 0) for r in pols]))
+
+    def funded(r: dict[str, Any], key: str) -> str:
+        x = r.get("debug_wait_s_by_funding", {}).get(key)
+        if not x or not x["jobs"]:
+            return "–"
+        return f"{x['jobs']} / {_pct(x['within_30s'])} / {_s(x['p90'])}"
+
+    for key in ("allocated", "unallocated"):
+        rows.append((f"debug, {key}: jobs / started within 30 s / p90", [funded(r, key) for r in pols]))
     table("Wait to first start per workload class", rows, "Never-started jobs count with their wait at the horizon.")
     rows = [
         ("owed (entitlement capped by demand), GPU-h", [_f(r["ledger"]["total"].get("owed_gpu_h"), 0) for r in pols]),

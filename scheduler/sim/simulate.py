@@ -304,6 +304,8 @@ class Metrics:
     """Per day, the least GPUs asked by pending + running work at any moment of it."""
     class_waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in WORKLOAD_CLASSES})
     class_unstarted: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in WORKLOAD_CLASSES})
+    debug_waits_by_funding: dict[str, list[int]] = field(default_factory=lambda: {"allocated": [], "unallocated": []})
+    """Debug-class waits (never-started ones to the horizon) by the job's funding class (M > 0: allocated)."""
     class_run_gpu_s: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WORKLOAD_CLASSES, 0))
     run_gpu_s_by_budget: dict[str, int] = field(default_factory=dict)  # every attempt's GPU-time, any class
     lost_preemption_by_budget: dict[str, int] = field(default_factory=dict)  # GPU-s since the last checkpoint
@@ -562,6 +564,7 @@ class TraceSim(Engine):
         if first:
             self.m.waits[size_class(w.gpus)].append(started_at - w.submitted_at)
             self.m.class_waits[self._wclass.get(w.job_id, "other")].append(started_at - w.submitted_at)
+            self._note_debug_wait(w, started_at - w.submitted_at)
             self.m.waits_by_budget.setdefault(w.budget, []).append(started_at - w.submitted_at)
         if a.allocated and a.min_runtime > 0 and (a.run_budget is None or a.min_runtime < a.run_budget):
             self._push(started_at + a.min_runtime, "protect", a.id)
@@ -628,6 +631,10 @@ class TraceSim(Engine):
         super().apply(dec)
         self.log.started.clear()
         self.log.preempted.clear()
+
+    def _note_debug_wait(self, w: TraceWorkload, wait: int) -> None:
+        if self._wclass.get(w.job_id) == "debug":
+            self.m.debug_waits_by_funding["allocated" if w.min_runtime > 0 else "unallocated"].append(wait)
 
     def _note_decisions(self, dec: Decisions) -> None:
         """The preemption decisions of one pass: per preemptor, GPUs evicted, requested and beyond need.
@@ -816,6 +823,7 @@ class TraceSim(Engine):
             if w.first_start is None:
                 self.m.unstarted_waits[size_class(w.gpus)].append(self.horizon - w.submitted_at)
                 self.m.class_unstarted[self._wclass.get(w.job_id, "other")].append(self.horizon - w.submitted_at)
+                self._note_debug_wait(w, self.horizon - w.submitted_at)
                 self.m.waits_by_budget.setdefault(w.budget, []).append(self.horizon - w.submitted_at)
             if w.min_runtime > 0:
                 end = w.finished_at if w.finished_at is not None else self.horizon
@@ -1111,9 +1119,21 @@ def evaluation(
         "occupancy_of_available_busy_days": round(occ / avail, 4) if avail else None,
         "wait_s_by_class": {c: st(c) for c in WORKLOAD_CLASSES},
         "wait_quantiles_s_by_class": {c: [x * 3600 for x in _quantiles(waits[c])] for c in WORKLOAD_CLASSES},
+        "debug_wait_s_by_funding": {k: _wait_summary(v) for k, v in m.debug_waits_by_funding.items()},
         "class_run_gpu_h": {c: round(v / 3600, 1) for c, v in m.class_run_gpu_s.items()},
         "ledger": ledger(m, sim, demand, shares),
         "evictions": eviction_stats(m.decisions, m.decision_victims),
+    }
+
+
+def _wait_summary(vals: list[int]) -> dict[str, Any]:
+    """Jobs, p50/p90/p99 wait (s) and the fraction that waited at most 30 s (the grace) and 60 s."""
+    n = len(vals)
+    return {
+        "jobs": n,
+        **{f"p{p}": percentile(vals, p) for p in (50, 90, 99)},
+        "within_30s": round(sum(1 for v in vals if v <= 30) / n, 4) if n else None,
+        "within_60s": round(sum(1 for v in vals if v <= 60) / n, 4) if n else None,
     }
 
 

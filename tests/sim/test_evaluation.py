@@ -165,8 +165,21 @@ def test_wait_by_class_and_debug_zero(tmp_path: Path) -> None:
     assert w["training"]["p90"] == 0 and w["debug"]["p90"] == 2 * H - 100
     assert w["debug"]["started"] == 1 and w["sweep"]["p50"] is None
     assert r["class_run_gpu_h"]["debug"] == round(600 / H, 1)
+    by = r["debug_wait_s_by_funding"]
+    assert by["allocated"] == {
+        "jobs": 1,
+        "p50": 2 * H - 100,
+        "p90": 2 * H - 100,
+        "p99": 2 * H - 100,
+        "within_30s": 0.0,
+        "within_60s": 0.0,
+    }
+    assert by["unallocated"]["jobs"] == 0 and by["unallocated"]["within_30s"] is None
     r, _ = _sim(tmp_path, rows, "fairway", days=1, debug_zero=1.0)
     assert r["occupancy_unallocated"] > 0 and r["ledger"]["per_budget"]["org/vc-bb"]["delivered_gpu_h"] == 0
+    by = r["debug_wait_s_by_funding"]
+    assert by["allocated"]["jobs"] == 0 and by["unallocated"]["jobs"] == 1
+    assert by["unallocated"]["p90"] == 2 * H - 100  # unallocated work never preempts (DESIGN.md §3.4 rule 4)
 
 
 def test_a_slice_starts_later_and_bad_options_fail(tmp_path: Path) -> None:
