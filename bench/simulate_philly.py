@@ -45,9 +45,23 @@ from scheduler.sim.simulate import (  # noqa: E402
 )
 
 
+def _progress(name: str) -> Any:
+    """Prints each whole simulated day reached, with the CPU seconds spent so far (to plan long runs)."""
+    import time
+
+    seen = [-1]
+
+    def tick(day: float) -> None:
+        if int(day) > seen[0]:
+            seen[0] = int(day)
+            print(f"  {name:16} day {day:6.1f}  {time.process_time():8.1f} s CPU", flush=True)
+
+    return tick
+
+
 def _one(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
     config, name, parts = args
-    result = run_policy(prepare(config), name)
+    result = run_policy(prepare(config), name, progress=_progress(name))
     print(f"  {name:16} {result['wall_s']:8.1f} s wall, {result['cpu_s']:8.1f} s CPU", flush=True)
     _keep(result, parts)
     return result
@@ -224,7 +238,7 @@ def _variant(spec: str) -> tuple[str, str, float]:
 
 def _one_variant(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
     config, label, parts = args
-    result = run_policy(prepare(config), "fairway")
+    result = run_policy(prepare(config), "fairway", progress=_progress(f"fairway-{label}"))
     result["policy"] = f"fairway-{label}"
     print(f"  {result['policy']:16} {result['wall_s']:8.1f} s wall, {result['cpu_s']:8.1f} s CPU", flush=True)
     _keep(result, parts)

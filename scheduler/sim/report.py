@@ -170,6 +170,15 @@ def markdown(report: dict[str, Any], pngs: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _cdf(ax: Any, q: list[float], floor: float, label: str) -> None:
+    """One CDF line from evenly spaced quantiles ``q`` (waits), on a log axis: waits below ``floor``
+    are drawn at ``floor``; nothing is drawn for an empty list."""
+    if not q:
+        return
+    ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
+    ax.plot([max(x, floor) for x in q], ys, lw=1.2, label=label)
+
+
 def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     """pyramid.png, usage_vs_entitlement_<policy>.png, wait_cdf.png."""
     import matplotlib
@@ -223,11 +232,7 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(SIZE_CLASSES), figsize=(12, 3.6), squeeze=False)
     for ax, c in zip(axes[0], SIZE_CLASSES, strict=True):
         for r in pols:
-            q = r["wait_quantiles_hours"][c]
-            if not q:
-                continue
-            ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
-            ax.plot([max(x, 1e-3) for x in q], ys, lw=1.2, label=r["policy"])
+            _cdf(ax, r["wait_quantiles_hours"][c], 1e-3, r["policy"])
         ax.set_xscale("log")
         ax.set_title(f"{c} GPU jobs")
         ax.set_xlabel("wait, hours (log)")
@@ -291,6 +296,15 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
         )
         rows.append((f"{c} GPU-hours run", [_f(r["class_run_gpu_h"][c], 0) for r in pols]))
     rows.append(("**debug p90, seconds**", [_f(r["wait_s_by_class"]["debug"]["p90"], 0) for r in pols]))
+
+    def funded(r: dict[str, Any], key: str) -> str:
+        x = r.get("debug_wait_s_by_funding", {}).get(key)
+        if not x or not x["jobs"]:
+            return "–"
+        return f"{x['jobs']} / {_pct(x['within_30s'])} / {_s(x['p90'])}"
+
+    for key in ("allocated", "unallocated"):
+        rows.append((f"debug, {key}: jobs / started within 30 s / p90", [funded(r, key) for r in pols]))
     table("Wait to first start per workload class", rows, "Never-started jobs count with their wait at the horizon.")
     rows = [
         ("owed (entitlement capped by demand), GPU-h", [_f(r["ledger"]["total"].get("owed_gpu_h"), 0) for r in pols]),
@@ -313,6 +327,17 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
     ):
         for st in ("max", "p99", "mean"):
             rows.append((f"{label}: {st}", [_f(r["evictions"][k][st], 2) for r in pols]))
+
+    def split(r: dict[str, Any], key: str) -> str:
+        x = r["evictions"].get("beyond_need_by_victims", {}).get(key)
+        if x is None:
+            return "–"
+        return f"{x['decisions']} / {x['with_beyond_need']} / {x['gpus_beyond_need']} / {_f(x['max_beyond_need'])}"
+
+    for key, label in (("unallocated_only", "only unallocated"), ("some_allocated", "some allocated")):
+        rows.append(
+            (f"victims {label}: decisions / with GPUs beyond need / GPUs beyond / max", [split(r, key) for r in pols])
+        )
     table("The disruption ledger", rows, "Totals over the leaf budgets; per budget below and in report.json.")
     budgets = sorted({b for r in pols for b in r["ledger"]["per_budget"]})
     lines += ["### Per budget: owed / delivered / lost to preemption / lost to faults (GPU-h), preemptions", ""]
@@ -344,7 +369,8 @@ def evaluation_markdown(report: dict[str, Any]) -> list[str]:
 
 
 def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
-    """delivered_vs_owed.png, wait_cdf_by_class.png, demand_over_capacity.png."""
+    """delivered_vs_owed.png, wait_cdf_by_class.png, demand_over_capacity.png, evicted_beyond_need.png
+    (with the per-decision counts)."""
     import matplotlib.pyplot as plt
 
     from scheduler.sim.classes import WORKLOAD_CLASSES
@@ -377,11 +403,7 @@ def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(WORKLOAD_CLASSES), figsize=(13, 3.6), squeeze=False)
     for ax, c in zip(axes[0], WORKLOAD_CLASSES, strict=True):
         for r in pols:
-            q = r["wait_quantiles_s_by_class"][c]
-            if not q:
-                continue
-            ys = [i / (len(q) - 1) for i in range(len(q))] if len(q) > 1 else [1.0]
-            ax.plot([max(x, 1.0) for x in q], ys, lw=1.2, label=r["policy"])
+            _cdf(ax, r["wait_quantiles_s_by_class"][c], 1.0, r["policy"])
         ax.axvline(60, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_title(f"{c} jobs", fontsize=9)
@@ -411,4 +433,23 @@ def write_evaluation_plots(report: dict[str, Any], out: Path) -> list[Path]:
     fig.savefig(p, dpi=80)
     plt.close(fig)
     written.append(p)
+    counted = [r for r in pols if r["evictions"].get("beyond_need_counts") and r["evictions"]["decisions"]]
+    if counted:
+        fig, ax = plt.subplots(figsize=(10, 3.6))
+        top = max(int(b) for r in counted for b in r["evictions"]["beyond_need_counts"])
+        width = 0.8 / len(counted)
+        for i, r in enumerate(counted):
+            ev = r["evictions"]
+            ys = [ev["beyond_need_counts"].get(str(b), 0) / ev["decisions"] for b in range(top + 1)]
+            ax.bar([b + i * width for b in range(top + 1)], ys, width, label=f"{r['policy']} ({ev['decisions']})")
+        ax.set_yscale("log")
+        ax.set_xlabel("GPUs evicted beyond need in one preemption decision")
+        ax.set_ylabel("fraction of decisions (log)")
+        ax.set_title("GPUs evicted beyond need per decision (legend: decisions)", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = out / "evicted_beyond_need.png"
+        fig.savefig(p, dpi=80)
+        plt.close(fig)
+        written.append(p)
     return written

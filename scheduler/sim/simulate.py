@@ -24,7 +24,7 @@ import math
 import random
 import statistics
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -304,6 +304,8 @@ class Metrics:
     """Per day, the least GPUs asked by pending + running work at any moment of it."""
     class_waits: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in WORKLOAD_CLASSES})
     class_unstarted: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in WORKLOAD_CLASSES})
+    debug_waits_by_funding: dict[str, list[int]] = field(default_factory=lambda: {"allocated": [], "unallocated": []})
+    """Debug-class waits (never-started ones to the horizon) by the job's funding class (M > 0: allocated)."""
     class_run_gpu_s: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WORKLOAD_CLASSES, 0))
     run_gpu_s_by_budget: dict[str, int] = field(default_factory=dict)  # every attempt's GPU-time, any class
     lost_preemption_by_budget: dict[str, int] = field(default_factory=dict)  # GPU-s since the last checkpoint
@@ -311,6 +313,8 @@ class Metrics:
     preemptions_by_budget: dict[str, int] = field(default_factory=dict)
     decisions: list[tuple[int, int, int]] = field(default_factory=list)
     """Per preemption decision (one preemptor in one pass): (GPUs evicted, GPUs requested, evicted beyond need)."""
+    decision_victims: list[tuple[int, int]] = field(default_factory=list)
+    """Per decision, in the order of ``decisions``: (GPUs evicted of allocated attempts, of unallocated ones)."""
 
     def __post_init__(self) -> None:
         self.avail_day = [0.0] * self.days
@@ -560,6 +564,7 @@ class TraceSim(Engine):
         if first:
             self.m.waits[size_class(w.gpus)].append(started_at - w.submitted_at)
             self.m.class_waits[self._wclass.get(w.job_id, "other")].append(started_at - w.submitted_at)
+            self._note_debug_wait(w, started_at - w.submitted_at)
             self.m.waits_by_budget.setdefault(w.budget, []).append(started_at - w.submitted_at)
         if a.allocated and a.min_runtime > 0 and (a.run_budget is None or a.min_runtime < a.run_budget):
             self._push(started_at + a.min_runtime, "protect", a.id)
@@ -627,6 +632,10 @@ class TraceSim(Engine):
         self.log.started.clear()
         self.log.preempted.clear()
 
+    def _note_debug_wait(self, w: TraceWorkload, wait: int) -> None:
+        if self._wclass.get(w.job_id) == "debug":
+            self.m.debug_waits_by_funding["allocated" if w.min_runtime > 0 else "unallocated"].append(wait)
+
     def _note_decisions(self, dec: Decisions) -> None:
         """The preemption decisions of one pass: per preemptor, GPUs evicted, requested and beyond need.
 
@@ -648,6 +657,8 @@ class TraceSim(Engine):
             nominated = dec.nominations.get(wid)
             beyond = len(freed - set(nominated)) if nominated else max(0, len(freed) - requested)
             self.m.decisions.append((len(freed), requested, beyond))
+            alloc = sum(len(a.gpus) for a in victims if a.allocated)
+            self.m.decision_victims.append((alloc, len(freed) - alloc))
 
     def _note_demand(self, t: int) -> None:
         """GPUs asked by pending + running work, held since the last instant, up to ``t``."""
@@ -812,6 +823,7 @@ class TraceSim(Engine):
             if w.first_start is None:
                 self.m.unstarted_waits[size_class(w.gpus)].append(self.horizon - w.submitted_at)
                 self.m.class_unstarted[self._wclass.get(w.job_id, "other")].append(self.horizon - w.submitted_at)
+                self._note_debug_wait(w, self.horizon - w.submitted_at)
                 self.m.waits_by_budget.setdefault(w.budget, []).append(self.horizon - w.submitted_at)
             if w.min_runtime > 0:
                 end = w.finished_at if w.finished_at is not None else self.horizon
@@ -1040,8 +1052,15 @@ def ledger(
     }
 
 
-def eviction_stats(decisions: list[tuple[int, int, int]]) -> dict[str, Any]:
-    """Per preemption decision: GPUs evicted ÷ GPUs requested and GPUs evicted beyond need (max, p99, mean)."""
+def eviction_stats(
+    decisions: list[tuple[int, int, int]], victims: list[tuple[int, int]] | None = None
+) -> dict[str, Any]:
+    """Per preemption decision: GPUs evicted ÷ GPUs requested and GPUs evicted beyond need (max, p99, mean).
+
+    With ``victims`` (per decision: GPUs evicted of allocated attempts, of unallocated ones), the
+    beyond-need figures split by the victims' funding class: ``unallocated_only`` (every victim
+    unallocated) and ``some_allocated``; each with its decisions, those with GPUs beyond need, their
+    sum and maximum, and the mean GPUs requested."""
     ratios = [e / r for e, r, _ in decisions if r > 0]
     beyond = [float(b) for _, _, b in decisions]
 
@@ -1058,7 +1077,23 @@ def eviction_stats(decisions: list[tuple[int, int, int]]) -> dict[str, Any]:
         "evicted_beyond_need": st(beyond),
         "gpus_evicted": sum(e for e, _, _ in decisions),
         "gpus_beyond_need": sum(b for _, _, b in decisions),
+        "beyond_need_counts": {str(b): n for b, n in sorted(Counter(b for _, _, b in decisions).items())},
+        **({"beyond_need_by_victims": _beyond_by_victims(decisions, victims)} if victims is not None else {}),
     }
+
+
+def _beyond_by_victims(decisions: list[tuple[int, int, int]], victims: list[tuple[int, int]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, pick in (("unallocated_only", lambda v: v[0] == 0), ("some_allocated", lambda v: v[0] > 0)):
+        ds = [d for d, v in zip(decisions, victims, strict=True) if pick(v)]
+        out[key] = {
+            "decisions": len(ds),
+            "with_beyond_need": sum(1 for _, _, b in ds if b > 0),
+            "gpus_beyond_need": sum(b for _, _, b in ds),
+            "max_beyond_need": max((b for _, _, b in ds), default=None),
+            "mean_requested": _r(sum(r for _, r, _ in ds) / len(ds)) if ds else None,
+        }
+    return out
 
 
 def evaluation(
@@ -1084,9 +1119,21 @@ def evaluation(
         "occupancy_of_available_busy_days": round(occ / avail, 4) if avail else None,
         "wait_s_by_class": {c: st(c) for c in WORKLOAD_CLASSES},
         "wait_quantiles_s_by_class": {c: [x * 3600 for x in _quantiles(waits[c])] for c in WORKLOAD_CLASSES},
+        "debug_wait_s_by_funding": {k: _wait_summary(v) for k, v in m.debug_waits_by_funding.items()},
         "class_run_gpu_h": {c: round(v / 3600, 1) for c, v in m.class_run_gpu_s.items()},
         "ledger": ledger(m, sim, demand, shares),
-        "evictions": eviction_stats(m.decisions),
+        "evictions": eviction_stats(m.decisions, m.decision_victims),
+    }
+
+
+def _wait_summary(vals: list[int]) -> dict[str, Any]:
+    """Jobs, p50/p90/p99 wait (s) and the fraction that waited at most 30 s (the grace) and 60 s."""
+    n = len(vals)
+    return {
+        "jobs": n,
+        **{f"p{p}": percentile(vals, p) for p in (50, 90, 99)},
+        "within_30s": round(sum(1 for v in vals if v <= 30) / n, 4) if n else None,
+        "within_60s": round(sum(1 for v in vals if v <= 60) / n, 4) if n else None,
     }
 
 

@@ -106,6 +106,39 @@ def test_a_one_gpu_preemptor_evicts_eight(tmp_path: Path) -> None:
     assert ev["evicted_over_requested"] == {"max": 8.0, "p99": 8.0, "mean": 8.0}
     assert ev["evicted_beyond_need"] == {"max": 7.0, "p99": 7.0, "mean": 7.0}
     assert (ev["gpus_evicted"], ev["gpus_beyond_need"]) == (8, 7)
+    split = ev["beyond_need_by_victims"]  # aa's attempt is allocated (M = its run time, at most 2 h)
+    assert split["some_allocated"] == {
+        "decisions": 1,
+        "with_beyond_need": 1,
+        "gpus_beyond_need": 7,
+        "max_beyond_need": 7,
+        "mean_requested": 1.0,
+    }
+    assert split["unallocated_only"]["decisions"] == 0 and split["unallocated_only"]["max_beyond_need"] is None
+
+
+def test_beyond_need_split_by_the_victims_funding_class() -> None:
+    from scheduler.sim.simulate import eviction_stats
+
+    decisions = [(16, 1, 15), (8, 8, 0), (8, 1, 7)]
+    victims = [(0, 16), (8, 0), (2, 6)]  # (allocated GPUs evicted, unallocated GPUs evicted)
+    split = eviction_stats(decisions, victims)["beyond_need_by_victims"]
+    assert split["unallocated_only"] == {
+        "decisions": 1,
+        "with_beyond_need": 1,
+        "gpus_beyond_need": 15,
+        "max_beyond_need": 15,
+        "mean_requested": 1.0,
+    }
+    assert split["some_allocated"] == {
+        "decisions": 2,
+        "with_beyond_need": 1,
+        "gpus_beyond_need": 7,
+        "max_beyond_need": 7,
+        "mean_requested": 4.5,
+    }
+    assert "beyond_need_by_victims" not in eviction_stats(decisions)
+    assert eviction_stats(decisions)["beyond_need_counts"] == {"0": 1, "7": 1, "15": 1}
 
 
 def test_work_lost_to_a_host_fault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,8 +165,21 @@ def test_wait_by_class_and_debug_zero(tmp_path: Path) -> None:
     assert w["training"]["p90"] == 0 and w["debug"]["p90"] == 2 * H - 100
     assert w["debug"]["started"] == 1 and w["sweep"]["p50"] is None
     assert r["class_run_gpu_h"]["debug"] == round(600 / H, 1)
+    by = r["debug_wait_s_by_funding"]
+    assert by["allocated"] == {
+        "jobs": 1,
+        "p50": 2 * H - 100,
+        "p90": 2 * H - 100,
+        "p99": 2 * H - 100,
+        "within_30s": 0.0,
+        "within_60s": 0.0,
+    }
+    assert by["unallocated"]["jobs"] == 0 and by["unallocated"]["within_30s"] is None
     r, _ = _sim(tmp_path, rows, "fairway", days=1, debug_zero=1.0)
     assert r["occupancy_unallocated"] > 0 and r["ledger"]["per_budget"]["org/vc-bb"]["delivered_gpu_h"] == 0
+    by = r["debug_wait_s_by_funding"]
+    assert by["allocated"]["jobs"] == 0 and by["unallocated"]["jobs"] == 1
+    assert by["unallocated"]["p90"] == 2 * H - 100  # unallocated work never preempts (DESIGN.md §3.4 rule 4)
 
 
 def test_a_slice_starts_later_and_bad_options_fail(tmp_path: Path) -> None:

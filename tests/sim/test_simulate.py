@@ -188,6 +188,7 @@ def test_command_writes_the_report(tmp_path: Path) -> None:
     assert names == [
         "delivered_vs_owed.png",
         "demand_over_capacity.png",
+        "evicted_beyond_need.png",
         "pyramid.png",
         "report.json",
         "report.md",
