@@ -297,3 +297,34 @@ def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher
             assert [getattr(w, f) for f in fields] == [getattr(want, f) for f in fields], w.pk
             assert w.acct_preemptions == want.acct_preemptions
             assert accounting(w, now) == accounting(want, now)
+
+
+def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instance(
+    researcher_client, researcher, submit_kwargs
+):
+    """``FieldsOnceMixin`` copies field templates built on a class's first use; the plain reading is
+    DRF's own ``get_fields`` per instance. Both must give the same representation, also on the
+    second and later uses of a class (the copies, not the templates, are bound)."""
+    from rest_framework import serializers as drf
+
+    from scheduler.api import serializers as api
+    from scheduler.models import Attempt, Cluster, WorkloadEvent
+    from scheduler.tick import run_tick
+
+    running = do_submit_workload(researcher, **submit_kwargs(gpu_count=2))
+    do_submit_workload(researcher, **submit_kwargs())
+    run_tick(running.cluster_id)
+    request = researcher_client.get(URL).wsgi_request  # a request for the scoped serializers' context
+    cases = [
+        (api.WorkloadListSerializer, list(Workload.objects.all())),
+        (api.AttemptSerializer, list(Attempt.objects.all())),
+        (api.WorkloadEventSerializer, list(WorkloadEvent.objects.all())),
+        (api.ClusterSerializer, list(Cluster.objects.all())),
+    ]
+    for cls, rows in cases:
+        assert issubclass(cls, api.FieldsOnceMixin) and rows, cls
+        plain = type(f"Plain{cls.__name__}", (cls,), {"get_fields": drf.ModelSerializer.get_fields})
+        context = {"request": request}
+        for _ in range(2):  # the second round copies the templates the first one built
+            once = cls(rows, many=True, context=context).data
+            assert once == plain(rows, many=True, context=context).data, cls.__name__
