@@ -617,8 +617,19 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
     step = width / max(1, n - 1)
     out = []
     for key, colour in PYRAMID_SERIES:
-        points = " ".join(f"{i * step:.1f},{height - float(h[key]) * height:.1f}" for i, h in enumerate(hours))
-        out.append({"name": key, "colour": colour, "points": points})
+        # An hour whose value is unknown (utilization not measured) breaks the line: one
+        # polyline per run of known hours, never a drop to 0.
+        runs: list[list[tuple[float, float]]] = [[]]
+        for i, h in enumerate(hours):
+            if h[key] is None:
+                runs.append([])
+            else:
+                runs[-1].append((i * step, height - float(h[key]) * height))
+        for run in runs:
+            if len(run) == 1:  # a lone known hour: a short dash, a single point draws nothing
+                run.append((min(width, run[0][0] + 4.0), run[0][1]))
+            if run:
+                out.append({"name": key, "colour": colour, "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in run)})
     return out
 
 
