@@ -400,9 +400,10 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
     if w.get("state") != "pending":
         return
     out.write("why pending:\n")
-    for line in w.get("why_pending") or []:
-        out.write(f"  {line}\n")
     why = w.get("pending_explanation") or {}
+    # The parts, each once: the sentences, the numbers, the blocking work (not why_pending's text).
+    for line in why.get("sentences", w.get("why_pending")) or []:
+        out.write(f"  {line}\n")
     numbers = why.get("numbers") or {}
     for key in ("budget", "other_budget"):
         side = numbers.get(key) or {}
@@ -413,8 +414,10 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:
-        until = f", protected until {when(b['protected_until'])}" if b.get("protected_until") else ""
-        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{until})\n")
+        until = b.get("protection_text")  # the server's words; an older server sends only the instant
+        if until is None and b.get("protected_until"):
+            until = f"protected until {when(b['protected_until'])}"
+        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
     if w.get("estimated_start_words"):
         out.write(f"estimated start: {w['estimated_start_words']}\n")
 
@@ -874,7 +877,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 
 def _pct(value: Any) -> str:
-    return f"{value * 100:.1f} %" if isinstance(value, int | float) else "-"
+    return f"{value * 100:.0f}%" if isinstance(value, int | float) else "-"  # as the metrics page
 
 
 def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:

@@ -224,7 +224,8 @@ class Pyramid:
 
     def utilization_text(self) -> str:
         """The utilization in words, the one wording every surface shows (web, API, CLI):
-        ``41.2 %``, ``41.2 % (measured over 12 % of the occupied GPU-time)`` or ``not measured``."""
+        ``41%`` (as the page writes every fraction), ``41% (measured over 12% of the occupied
+        GPU-time)`` or ``not measured (…)``."""
         share = self.fractions()
         value = share["utilization"]
         if value is None:
@@ -232,8 +233,8 @@ class Pyramid:
         measured = share["utilization_measured"] or 0.0
         occupied = self.allocated + self.unallocated
         if occupied <= 0 or measured >= 0.9995:
-            return f"{100 * value:.1f} %"
-        return f"{100 * value:.1f} % (measured over {100 * measured:.0f} % of the occupied GPU-time)"
+            return f"{100 * value:.0f}%"
+        return f"{100 * value:.0f}% (measured over {100 * measured:.0f}% of the occupied GPU-time)"
 
     def as_dict(self) -> dict[str, Any]:
         return {

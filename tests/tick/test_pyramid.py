@@ -86,7 +86,7 @@ def test_rollup_is_an_idempotent_upsert_and_the_api_returns_the_fractions(hour_w
     assert total["utilization_of_occupied"] == pytest.approx(2520 / 4500, abs=1e-5)
     assert total["utilization"] == pytest.approx(2520 / 4500 * 8100 / reg, abs=1e-5)
     assert total["utilization_measured"] == pytest.approx(4500 / 8100, abs=1e-5)
-    assert total["utilization_text"] == "20.2 % (measured over 56 % of the occupied GPU-time)"
+    assert total["utilization_text"] == "20% (measured over 56% of the occupied GPU-time)"
     assert total["impact"] == pytest.approx(7200 / 8100, abs=1e-5)
     assert total["availability"] >= total["occupancy"] >= total["utilization"]
     assert c1["hours"][0]["occupancy"] == total["occupancy"]
