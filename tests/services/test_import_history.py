@@ -209,6 +209,13 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     html = page.get("/metrics/").content.decode()
     assert 'id="utilization-philly">not measured' in html
     assert "utilization   not measured" in run_cli(monkeypatch, researcher, "metrics", "--cluster", "philly")
+    # Prometheus shows the last rolled-up hour; made busy (the tiny trace's last hours are idle).
+    last = ClusterHourlyMetrics.objects.filter(cluster=philly).order_by("-hour").first()
+    assert last is not None and last.measured_gpu_s == 0
+    ClusterHourlyMetrics.objects.filter(pk=last.pk).update(allocated_gpu_s=3600.0)
+    scrape = Client().get("/metrics").content.decode()
+    assert 'fairway_pyramid_occupancy_ratio{cluster="philly"} 0.125' in scrape
+    assert 'fairway_pyramid_utilization_ratio{cluster="philly"}' not in scrape  # absent, not 0
 
     # One measured busy minute now (and no latest sample to stand in for the current hour):
     # the utilization is that minute's mean, over that minute only.
