@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.policy import OnCap, Snapshot, UsageRecord, Workload
-from scheduler.sim.estimate import QUOTE_ID, estimate_starts, quote
+from scheduler.sim.estimate import QUOTE_ID, estimate_starts, forward, quote, quote_starts
 from tests.policy.oracle_harness import T0, H, crowded_snapshot
 from tests.sim.estimate_oracle import reference_estimates
 
@@ -86,3 +86,31 @@ def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, g
         assert line.start == slow.get(QUOTE_ID) == estimate.get(QUOTE_ID), f"seed {seed}, M {line.min_runtime}"
         if line.start is None:
             assert line.searched_until == s.now + HORIZON
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8, 16]))
+def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus: int) -> None:
+    """quote_starts shares one simulation between the minimum runtimes until each may act
+    (may_act): every line equals the plain forward simulation of the snapshot with that workload
+    added (cheaper than the every-second oracle, so more states and a longer horizon)."""
+    s, running, grace = small_state(seed)
+    limits = limits_for(seed, s, running)
+    rnd = random.Random(seed)
+    budget = rnd.choice([b.key for b in s.budgets if b.parent is not None])
+    seq = max((w.seq for w in s.pending), default=0) + 1
+    runtimes = [0, 600, 1800, 3600, 7200, 8 * 3600]
+    variants = [Workload(QUOTE_ID, budget, gpus, "H100", m, s.now, seq) for m in runtimes]
+    horizon = 4 * HORIZON
+    shared = quote_starts(s, variants, grace=grace, horizon=horizon, budget_s=1e9, running=running, limits=limits)
+    for w, (start, reached) in zip(variants, shared, strict=True):
+        found, plain_reached = forward(
+            replace(s, pending=[*s.pending, w]),
+            grace=grace,
+            horizon=horizon,
+            budget_s=1e9,
+            only=[QUOTE_ID],
+            running=running,
+            limits=limits,
+        )
+        assert (start, reached) == (found.get(QUOTE_ID), plain_reached), f"seed {seed}, M {w.min_runtime}"
