@@ -93,7 +93,8 @@ def wall_time_limits(snap: object) -> dict[str, int]:
 def store_estimates(cluster_id: int, now: datetime) -> int:
     """Store an estimated start on every pending workload of ``cluster_id`` (None: none within
     one window) from one forward simulation of the snapshot at ``now`` (§3.8); returns how many
-    rows changed. A reservation the last tick stored (and the page shows) caps the estimate too.
+    rows changed. A reservation the last tick stored (and the page shows) caps the estimate too,
+    plus the grace (its room counts from the victims' release).
     Safe to run twice: it only overwrites estimates."""
     from scheduler.sim.estimate import cap_by_reservations, forward
     from scheduler.snapshot import load_snapshot
@@ -101,9 +102,10 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     cpu0 = time.thread_time()
     snap, _ = load_snapshot(cluster_id, now)
     cpu1 = time.thread_time()
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     found, reached = forward(
         snap,
-        grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
+        grace=grace,
         budget_s=ESTIMATE_BUDGET_S,
         running=running_workloads(snap),
         limits=wall_time_limits(snap),
@@ -119,7 +121,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         reserved = (w.pending_detail or {}).get("reserved_start")
         if isinstance(reserved, int | float):
             stored[str(w.pk)] = int(reserved)
-    found = cap_by_reservations(found, stored)
+    found = cap_by_reservations(found, stored, grace)
     changed = []
     moved = []
     for w in rows:

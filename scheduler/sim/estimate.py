@@ -25,7 +25,8 @@ tests/sim/test_estimate_oracle.py compares all this with a fresh ``schedule()`` 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
 passes those workloads (``running``; without them such work is not requeued). A workload holding
-a reservation is never estimated later than its reservation's start (:func:`cap_by_reservations`).
+a reservation is never estimated later than its reservation's start plus the grace: its room
+counts from its victims' release (:func:`cap_by_reservations`).
 
 No work ends on its own, but the system itself stops an attempt at its workload's wall-time limit
 (``max_runtime``, DESIGN.md §4: a ``timeout`` stop, then the grace, and the workload ends failed):
@@ -418,13 +419,16 @@ class Forward:
         return int(best)
 
 
-def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | float]) -> dict[str, int]:
+def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | float], grace: int = 0) -> dict[str, int]:
     """``found`` with every workload holding a reservation estimated no later than its
-    reservation's start (§3.8; a reservation's start counts its victims' protection end, the
-    simulation also their grace)."""
+    reservation's start plus ``grace`` (§3.8). A reservation's start is the instant its room is
+    made (§3.5: its victims' protection ends, or an attempt already stopping is released); room
+    made by a stop counts from the release, a grace later (§3.5), so the workload starts up to a
+    grace after it (docs/estimates.md). The simulation's own start is exact: the cap only bites
+    where the simulation starts the workload later than that."""
     out = dict(found)
     for wid, t in reserved.items():
-        at = int(t)
+        at = int(t) + grace
         if wid not in out or at < out[wid]:
             out[wid] = at
     return out
@@ -446,7 +450,7 @@ def estimate_starts(
     stop-to-release time of simulated stops (seconds); ``horizon`` defaults to the window.
     ``budget_s`` bounds the CPU time spent (this thread's): workloads not started when it runs
     out get no estimate. ``only`` stops the simulation once these workloads have started (quotes).
-    Workloads holding a reservation in the first pass are capped by its start. ``running``: the
+    Workloads holding a reservation in the first pass are capped by its start plus ``grace``. ``running``: the
     workloads of the snapshot's attempts (id → workload), requeued when the simulation preempts them.
     ``limits``: wall-time limits (workload id → seconds) at which the simulation stops attempts.
     """
@@ -480,7 +484,7 @@ def forward(
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
     reserved = fw.first.reserved_start if fw.first is not None else {}
     reached = end if wanted <= fw.started.keys() else fw.now
-    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}), reached
+    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}, grace), reached
 
 
 QUOTE_BUDGET_S = 0.25
@@ -670,7 +674,7 @@ def _finish(fw: Forward, w: Workload, end: int, deadline: float) -> tuple[int | 
     start = fw.started.get(w.id)
     found = {w.id: start} if start is not None and start <= end else {}
     reserved = fw.first.reserved_start if fw.first is not None else {}
-    found = cap_by_reservations(found, {k: v for k, v in reserved.items() if k == w.id})
+    found = cap_by_reservations(found, {k: v for k, v in reserved.items() if k == w.id}, fw.grace)
     return found.get(w.id), end if w.id in fw.started else fw.now
 
 
