@@ -562,13 +562,14 @@ def quote_starts(
     ``only``: the start, capped by its first pass's reservation), and the instant the search
     reached (the horizon's end when complete). ``budget_s``: CPU seconds for all of them.
 
-    Exact, and shared: until a variant **may act** in a pass (:func:`may_act`: be placed,
-    preempt or reserve; a necessary condition, checked on each pass's snapshot and decisions),
-    that pass decides with it what it decides without it, so one simulation without the variants
-    serves all of them; the first instant at which one may act is replayed from its start with
-    that variant added, which then goes on alone (:func:`_finish`). Their commitments count in
-    the shared simulation's events (rule-2 answers about them change at instants of their own).
-    tests/sim/test_estimate_oracle.py compares each line with the every-second oracle.
+    Exact, and shared: until a variant acts in a pass (is placed, preempts or reserves), that
+    pass decides with it what it decides without it, so one simulation without the variants
+    serves all of them. At each pass a variant that :func:`may_act` (a cheap necessary
+    condition on the pass's snapshot and decisions) is tried (:class:`_Probe`); the first instant
+    at which one acts is replayed from its start with that variant added, which then goes on
+    alone (:func:`_finish`). Their commitments count in the shared simulation's events (rule-2
+    answers about them change at instants of their own). tests/sim/test_estimate_oracle.py
+    compares each line with the every-second oracle and with the plain :func:`forward`.
     """
     horizon = snap.window if horizon is None else horizon
     end = snap.now + horizon
