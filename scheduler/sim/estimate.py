@@ -58,7 +58,7 @@ from scheduler.policy import (
     Workload,
 )
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.usage import pass_loads
+from scheduler.policy.usage import LoadBook, pass_loads
 
 NEVER = float("inf")
 
@@ -124,6 +124,7 @@ def next_order_change(
     *,
     order: bool = True,
     commitments: Mapping[str, Mapping[int, int]] | None = None,
+    book: LoadBook | None = None,
 ) -> int | float:
     """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
     Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
@@ -136,6 +137,8 @@ def next_order_change(
     can change an answer first. Returns ``inf`` when nothing changes within the loads' linear
     piece's end and no piece ends (a piece end is itself returned as a candidate).
     ``commitments``: :func:`pending_commitments` of ``snap.pending``, when the caller keeps it.
+    ``book``: a :class:`LoadBook` of ``snap.attempts`` at ``snap.now`` (:meth:`Forward.book_at`),
+    for the loads without a walk over every attempt; it is left at ``now + 1``.
     """
     now = snap.now
     if commitments is None:
@@ -145,8 +148,10 @@ def next_order_change(
         noms = {k: v for k, v in snap.nominations.items() if k in pending}
     else:
         pending, noms = {}, {}
-    _, load0 = pass_loads(snap, tree, noms, pending)
-    _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending)
+    _, load0 = pass_loads(snap, tree, noms, pending, book)
+    if book is not None:
+        book.advance(now + 1)
+    _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending, book)
     piece_end = _breakpoints(snap)
     best: int | float = piece_end
     active: set[str] = set()
@@ -262,6 +267,8 @@ class Forward:
         self.limits: Mapping[str, int] = limits or {}
         self.ends: dict[str, int] = {}
         """Attempt id → the instant its wall-time limit stops it (timeout: not requeued)."""
+        self.book: LoadBook | None = None
+        """The attempts' part of the loads for :meth:`next_event` (:meth:`book_at`)."""
         for a in self.attempts.values():
             limit = self.limits.get(a.workload)
             if limit is not None and not a.stopping:
@@ -379,6 +386,25 @@ class Forward:
         self.quiet = False
         return True
 
+    def book_at(self) -> LoadBook:
+        """The open attempts' part of the loads (:class:`LoadBook`) at ``now``, synced by
+        difference with :attr:`attempts` (an attempt replaced, e.g. stopping, is counted anew)."""
+        book = self.book
+        if book is None or book.now > self.now:
+            book = self.book = LoadBook(self.base.window, self.now)
+        book.advance(self.now)
+        counted = book.attempts
+        for aid in [aid for aid in counted if aid not in self.attempts]:
+            book.remove(aid)
+        for aid, a in self.attempts.items():
+            rec = counted.get(aid)
+            if rec is None:
+                book.add(a)
+            elif rec[0] is not a:
+                book.remove(aid)
+                book.add(a)
+        return book
+
     def clone(self) -> Forward:
         """A copy at the same instant that moves on alone (the policy's memory is shared: it is a
         cache, exact whatever sequence of snapshots it sees)."""
@@ -394,6 +420,7 @@ class Forward:
         other.known = dict(self.known)
         other.requeue = set(self.requeue)
         other.ends = dict(self.ends)
+        other.book = None  # rebuilt on use: a book is never moved back in time
         return other
 
     def next_event(self, end: int) -> int:
@@ -413,7 +440,9 @@ class Forward:
                 if held is not None and not held.stopping:
                     best = t
         if self.commitments:  # pending work, or a quote's hypothetical workloads (quote_starts)
-            t2 = next_order_change(self.snapshot(), self.tree, order=not self.quiet, commitments=self.commitments)
+            t2 = next_order_change(
+                self.snapshot(), self.tree, order=not self.quiet, commitments=self.commitments, book=self.book_at()
+            )
             if t2 < best:
                 best = t2
         return int(best)
