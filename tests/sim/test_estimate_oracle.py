@@ -143,3 +143,26 @@ def test_may_act_is_a_necessary_condition(seed: int, gpus: int) -> None:
         est.quote_starts(s, variants, grace=grace, horizon=4 * HORIZON, budget_s=1e9, running=running, limits=limits)
     finally:
         est._Probe = original  # type: ignore[misc]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_next_order_change_from_the_kept_load_book_equals_the_walk(seed: int) -> None:
+    """Forward.next_event reads the attempts' loads from a LoadBook kept by difference
+    (Forward.book_at): at every instant of a forward simulation it gives the instant the plain
+    walk over every attempt gives."""
+    s, running, grace = small_state(seed)
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), s.now + 4 * HORIZON)
+    fw.tick()
+    for _ in range(40):
+        if not fw.commitments:
+            break
+        snap = fw.snapshot()
+        for order in (True, False):
+            plain = est.next_order_change(snap, fw.tree, order=order, commitments=fw.commitments)
+            kept = est.next_order_change(snap, fw.tree, order=order, commitments=fw.commitments, book=fw.book_at())
+            assert kept == plain, f"seed {seed} at {fw.now}"
+        fw.now = fw.next_event(s.now + 4 * HORIZON)
+        if fw.now >= s.now + 4 * HORIZON:
+            break
+        fw.tick()
