@@ -90,24 +90,36 @@ def estimates_bench(snap: Snapshot, budget: float, repeat: int, target: float | 
 
 
 def quote_bench(args: argparse.Namespace) -> None:
+    """The quote for a 1-GPU workload of two budgets: the bench's first pending workload's (very
+    over-served: no start within the window, so the search runs to its CPU budget) and the
+    budget of the workload the estimates start first (allocated variants start within hours; the
+    unallocated one, ``M = 0``, never: idle GPUs only)."""
+    from scheduler.policy.pass_state import PassState
+
     demo = state(4, 330)
-    w = Workload("q", demo.pending[0].budget, 1, "H100", 3600, demo.now, 0)
-    med, low, rows = cpu(lambda: quote(demo, w, QUOTE_MS), max(args.repeat, 5))
-    print(
-        f"quote      {len(demo.hosts):5} hosts {len(demo.attempts):6,} running {len(demo.pending):7,} pending, "
-        f"{len(QUOTE_MS)} minimum runtimes: median {med * 1000:.0f} ms, min {low * 1000:.0f} ms CPU "
-        f"(target 300 ms: {'met' if med <= 0.3 else 'MISSED'})"
-    )
-    for r in rows:
-        start = (
-            f"none before now + {(r.searched_until - demo.now) / 86400:.2f} d"
-            if r.start is None
-            else f"now + {(r.start - demo.now) / 60:.0f} min"
-        )
+    standing = PassState(demo)
+    found = forward(demo, budget_s=5.0)[0]
+    first = min(found, key=lambda wid: (found[wid], wid))
+    starts = next(w.budget for w in demo.pending if w.id == first)
+    for budget in (demo.pending[0].budget, starts):
+        w = Workload("q", budget, 1, "H100", 3600, demo.now, 0)
+        med, low, rows = cpu(lambda w=w: quote(demo, w, QUOTE_MS), max(args.repeat, 5))
         print(
-            f"    M = {r.min_runtime / 3600:4.1f} h: start {start}, charge {r.charge_gpu_seconds / 3600:.1f} GPU-h, "
-            f"ratio after {r.ratio_after:.4f}"
+            f"quote      {len(demo.hosts):5} hosts {len(demo.attempts):6,} running {len(demo.pending):7,} pending, "
+            f"budget {budget} (ratio {standing.display_ratio(budget, 0):.3f}), {len(QUOTE_MS)} minimum runtimes: "
+            f"median {med * 1000:.0f} ms, min {low * 1000:.0f} ms CPU "
+            f"(target 300 ms: {'met' if med <= 0.3 else 'MISSED'})"
         )
+        for r in rows:
+            start = (
+                f"none before now + {(r.searched_until - demo.now) / 86400:.2f} d"
+                if r.start is None
+                else f"now + {(r.start - demo.now) / 60:.0f} min"
+            )
+            print(
+                f"    M = {r.min_runtime / 3600:4.1f} h: start {start}, "
+                f"charge {r.charge_gpu_seconds / 3600:.1f} GPU-h, ratio after {r.ratio_after:.4f}"
+            )
 
 
 if __name__ == "__main__":

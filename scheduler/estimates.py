@@ -68,16 +68,15 @@ def running_workloads(snap: object) -> dict[str, object]:
     """The workloads of the snapshot's open attempts as policy workloads (id → workload, with
     their original submission time and sequence number), so the forward simulation can requeue
     what it preempts (DESIGN.md §4). One query."""
-    from scheduler.policy import Workload as PolicyWorkload
-    from scheduler.snapshot import epoch
+    from scheduler.snapshot import policy_workload
 
     ids = {int(a.workload) for a in snap.attempts if a.workload.isdigit()}  # type: ignore[attr-defined]
     rows = Workload.objects.filter(pk__in=ids).values_list(
-        "id", "budget_id", "gpu_count", "gpu_model", "min_runtime_s", "submitted_at", "seq"
+        "id", "budget_id", "gpu_count", "gpu_model", "min_runtime_s", "submitted_at", "seq", "cpus", "memory_bytes"
     )
     return {
-        str(pk): PolicyWorkload(str(pk), str(bid), n, model, m, epoch(sub), seq if seq is not None else pk)
-        for pk, bid, n, model, m, sub, seq in rows
+        str(pk): policy_workload(str(pk), bid, n, model, m, sub, seq if seq is not None else pk, cpus, memory)
+        for pk, bid, n, model, m, sub, seq, cpus, memory in rows
     }
 
 
@@ -94,7 +93,8 @@ def wall_time_limits(snap: object) -> dict[str, int]:
 def store_estimates(cluster_id: int, now: datetime) -> int:
     """Store an estimated start on every pending workload of ``cluster_id`` (None: none within
     one window) from one forward simulation of the snapshot at ``now`` (§3.8); returns how many
-    rows changed. A reservation the last tick stored (and the page shows) caps the estimate too.
+    rows changed. A reservation the last tick stored (and the page shows) caps the estimate too,
+    plus the grace (its room counts from the victims' release).
     Safe to run twice: it only overwrites estimates."""
     from scheduler.sim.estimate import cap_by_reservations, forward
     from scheduler.snapshot import load_snapshot
@@ -102,9 +102,10 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     cpu0 = time.thread_time()
     snap, _ = load_snapshot(cluster_id, now)
     cpu1 = time.thread_time()
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     found, reached = forward(
         snap,
-        grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
+        grace=grace,
         budget_s=ESTIMATE_BUDGET_S,
         running=running_workloads(snap),
         limits=wall_time_limits(snap),
@@ -120,7 +121,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         reserved = (w.pending_detail or {}).get("reserved_start")
         if isinstance(reserved, int | float):
             stored[str(w.pk)] = int(reserved)
-    found = cap_by_reservations(found, stored)
+    found = cap_by_reservations(found, stored, grace)
     changed = []
     moved = []
     for w in rows:
@@ -213,15 +214,23 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
     from django.utils import timezone
 
     from scheduler import services
-    from scheduler.policy import Workload as PolicyWorkload
     from scheduler.sim.estimate import QUOTE_ID, quote
-    from scheduler.snapshot import epoch, load_snapshot
+    from scheduler.snapshot import load_snapshot, policy_workload
 
     workload = services.do_submit_workload(owner, dry_run=True, **submission)  # type: ignore[arg-type]
     now = now or timezone.now()
     snap, _ = load_snapshot(workload.cluster.pk, now)
-    hypothetical = PolicyWorkload(
-        QUOTE_ID, str(workload.budget.pk), workload.gpu_count, workload.gpu_model, 0, epoch(now), 0
+    # Built as the snapshot builds a submitted workload: its CPU and memory requests count (§3.3).
+    hypothetical = policy_workload(
+        QUOTE_ID,
+        workload.budget.pk,
+        workload.gpu_count,
+        workload.gpu_model,
+        0,
+        now,
+        0,
+        workload.cpus,
+        workload.memory_bytes,
     )
     own = workload.min_runtime_s
     runtimes = sorted({*QUOTE_RUNTIMES_S, own})

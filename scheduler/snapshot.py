@@ -79,6 +79,39 @@ class SnapshotIndex:
         return self.workload_pk.__getitem__ if self.workload_pk else int
 
 
+def policy_workload(
+    key: str,
+    budget_id: object,
+    gpus: int,
+    model: str,
+    min_runtime: int,
+    submitted_at: datetime,
+    seq: int,
+    cpus: int | None,
+    memory: int | None,
+    *,
+    waiting: bool = False,
+    group: str | None = None,
+) -> p.Workload:
+    """The policy's workload for a database workload's fields: the one builder of the pending
+    workloads a snapshot reads, of the workloads of its running attempts (requeued by the forward
+    simulation) and of a quote's hypothetical workload, so all three carry the same requests
+    (GPUs, model, ``M``, CPUs and memory, DESIGN.md §3.3)."""
+    return p.Workload(
+        id=key,
+        budget=str(budget_id),
+        gpus=gpus,
+        model=model,
+        min_runtime=min_runtime,
+        submitted_at=epoch(submitted_at),
+        seq=seq,
+        cpus=cpus,
+        memory=memory,
+        waiting=waiting,
+        group=group,
+    )
+
+
 def load_snapshot(
     cluster: Cluster | int, now: datetime, *, workload_key: Callable[[int], str] = str
 ) -> tuple[p.Snapshot, SnapshotIndex]:
@@ -261,16 +294,16 @@ def load_snapshot(
         if limit is not None:
             capped_groups[group] = limit
         pending.append(
-            p.Workload(
-                id=key(wid),
-                budget=str(bid),
-                gpus=count,
-                model=model,
-                min_runtime=min_runtime,
-                submitted_at=epoch(submitted_at),
-                seq=seq if seq is not None else wid,
-                cpus=cpus,
-                memory=memory,
+            policy_workload(
+                key(wid),
+                bid,
+                count,
+                model,
+                min_runtime,
+                submitted_at,
+                seq if seq is not None else wid,
+                cpus,
+                memory,
                 waiting=bool(waiting),
                 group=str(group) if limit is not None else None,
             )

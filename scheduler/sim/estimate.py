@@ -25,7 +25,8 @@ tests/sim/test_estimate_oracle.py compares all this with a fresh ``schedule()`` 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
 passes those workloads (``running``; without them such work is not requeued). A workload holding
-a reservation is never estimated later than its reservation's start (:func:`cap_by_reservations`).
+a reservation is never estimated later than its reservation's start plus the grace: its room
+counts from its victims' release (:func:`cap_by_reservations`).
 
 No work ends on its own, but the system itself stops an attempt at its workload's wall-time limit
 (``max_runtime``, DESIGN.md §4: a ``timeout`` stop, then the grace, and the workload ends failed):
@@ -38,14 +39,26 @@ and has no estimate (docs/estimates.md "Coverage").
 
 from __future__ import annotations
 
+import copy
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scheduler.policy import Attempt, Decisions, Host, IncrementalScheduler, OnCap, Snapshot, UsageRecord, Workload
+from scheduler.policy import (
+    Attempt,
+    Decisions,
+    GpuHealth,
+    Host,
+    HostState,
+    IncrementalScheduler,
+    OnCap,
+    Snapshot,
+    UsageRecord,
+    Workload,
+)
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.usage import pass_loads
+from scheduler.policy.usage import LoadBook, pass_loads
 
 NEVER = float("inf")
 
@@ -111,6 +124,7 @@ def next_order_change(
     *,
     order: bool = True,
     commitments: Mapping[str, Mapping[int, int]] | None = None,
+    book: LoadBook | None = None,
 ) -> int | float:
     """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
     Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
@@ -123,6 +137,8 @@ def next_order_change(
     can change an answer first. Returns ``inf`` when nothing changes within the loads' linear
     piece's end and no piece ends (a piece end is itself returned as a candidate).
     ``commitments``: :func:`pending_commitments` of ``snap.pending``, when the caller keeps it.
+    ``book``: a :class:`LoadBook` of ``snap.attempts`` at ``snap.now`` (:meth:`Forward.book_at`),
+    for the loads without a walk over every attempt; it is left at ``now + 1``.
     """
     now = snap.now
     if commitments is None:
@@ -132,8 +148,10 @@ def next_order_change(
         noms = {k: v for k, v in snap.nominations.items() if k in pending}
     else:
         pending, noms = {}, {}
-    _, load0 = pass_loads(snap, tree, noms, pending)
-    _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending)
+    _, load0 = pass_loads(snap, tree, noms, pending, book)
+    if book is not None:
+        book.advance(now + 1)
+    _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending, book)
     piece_end = _breakpoints(snap)
     best: int | float = piece_end
     active: set[str] = set()
@@ -249,6 +267,8 @@ class Forward:
         self.limits: Mapping[str, int] = limits or {}
         self.ends: dict[str, int] = {}
         """Attempt id → the instant its wall-time limit stops it (timeout: not requeued)."""
+        self.book: LoadBook | None = None
+        """The attempts' part of the loads for :meth:`next_event` (:meth:`book_at`)."""
         for a in self.attempts.values():
             limit = self.limits.get(a.workload)
             if limit is not None and not a.stopping:
@@ -341,8 +361,10 @@ class Forward:
                 self.attempts[aid] = replace(a, stopping=True, release_at=self.now + self.grace)
                 self.requeue.discard(aid)
 
-    def tick(self, max_passes: int = 50) -> None:
-        """Passes at ``now`` until one decides nothing new."""
+    def tick(self, max_passes: int = 50, probe: Callable[[Snapshot, Decisions], bool] | None = None) -> bool:
+        """Passes at ``now`` until one decides nothing new. ``probe`` (quotes) sees each pass's
+        snapshot and decisions before they are applied; when it answers True the instant is
+        abandoned half done (the caller restarts it from a :meth:`clone`) and tick returns False."""
         if self.ends:
             self.time_out()
         self.release_due()
@@ -351,14 +373,55 @@ class Forward:
             if self.first is None:
                 # The first pass in full (the idle screen would skip it): its reservations cap
                 # the estimates (§3.8).
-                dec = self.first = self.scheduler(replace(snap, with_reasons=True))
-            else:
-                dec = self.scheduler(snap)
+                snap = replace(snap, with_reasons=True)
+            dec = self.scheduler(snap)
+            if probe is not None and probe(snap, dec):
+                return False
+            if self.first is None:
+                self.first = dec
             self.apply(dec)
             if not dec.changed:
                 self.quiet = not dec.reservations and not self.nominations
-                return
+                return True
         self.quiet = False
+        return True
+
+    def book_at(self) -> LoadBook:
+        """The open attempts' part of the loads (:class:`LoadBook`) at ``now``, synced by
+        difference with :attr:`attempts` (an attempt replaced, e.g. stopping, is counted anew)."""
+        book = self.book
+        if book is None or book.now > self.now:
+            book = self.book = LoadBook(self.base.window, self.now)
+        book.advance(self.now)
+        counted = book.attempts
+        for aid in [aid for aid in counted if aid not in self.attempts]:
+            book.remove(aid)
+        for aid, a in self.attempts.items():
+            rec = counted.get(aid)
+            if rec is None:
+                book.add(a)
+            elif rec[0] is not a:
+                book.remove(aid)
+                book.add(a)
+        return book
+
+    def clone(self) -> Forward:
+        """A copy at the same instant that moves on alone (the policy's memory is shared: it is a
+        cache, exact whatever sequence of snapshots it sees)."""
+        other = copy.copy(self)
+        other.hosts = dict(self.hosts)
+        other.attempts = dict(self.attempts)
+        other.pending = dict(self.pending)
+        other.commitments = {k: dict(v) for k, v in self.commitments.items()}
+        other.usage = list(self.usage)
+        other.lumps = dict(self.lumps)
+        other.nominations = dict(self.nominations)
+        other.started = dict(self.started)
+        other.known = dict(self.known)
+        other.requeue = set(self.requeue)
+        other.ends = dict(self.ends)
+        other.book = None  # rebuilt on use: a book is never moved back in time
+        return other
 
     def next_event(self, end: int) -> int:
         """The next instant at which a pass may decide something new (at most ``end``)."""
@@ -376,20 +439,25 @@ class Forward:
                 held = self.attempts.get(aid)
                 if held is not None and not held.stopping:
                     best = t
-        if self.pending:
-            t2 = next_order_change(self.snapshot(), self.tree, order=not self.quiet, commitments=self.commitments)
+        if self.commitments:  # pending work, or a quote's hypothetical workloads (quote_starts)
+            t2 = next_order_change(
+                self.snapshot(), self.tree, order=not self.quiet, commitments=self.commitments, book=self.book_at()
+            )
             if t2 < best:
                 best = t2
         return int(best)
 
 
-def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | float]) -> dict[str, int]:
+def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | float], grace: int = 0) -> dict[str, int]:
     """``found`` with every workload holding a reservation estimated no later than its
-    reservation's start (§3.8; a reservation's start counts its victims' protection end, the
-    simulation also their grace)."""
+    reservation's start plus ``grace`` (§3.8). A reservation's start is the instant its room is
+    made (§3.5: its victims' protection ends, or an attempt already stopping is released); room
+    made by a stop counts from the release, a grace later (§3.5), so the workload starts up to a
+    grace after it (docs/estimates.md). The simulation's own start is exact: the cap only bites
+    where the simulation starts the workload later than that."""
     out = dict(found)
     for wid, t in reserved.items():
-        at = int(t)
+        at = int(t) + grace
         if wid not in out or at < out[wid]:
             out[wid] = at
     return out
@@ -411,7 +479,7 @@ def estimate_starts(
     stop-to-release time of simulated stops (seconds); ``horizon`` defaults to the window.
     ``budget_s`` bounds the CPU time spent (this thread's): workloads not started when it runs
     out get no estimate. ``only`` stops the simulation once these workloads have started (quotes).
-    Workloads holding a reservation in the first pass are capped by its start. ``running``: the
+    Workloads holding a reservation in the first pass are capped by its start plus ``grace``. ``running``: the
     workloads of the snapshot's attempts (id → workload), requeued when the simulation preempts them.
     ``limits``: wall-time limits (workload id → seconds) at which the simulation stops attempts.
     """
@@ -445,8 +513,13 @@ def forward(
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
     reserved = fw.first.reserved_start if fw.first is not None else {}
     reached = end if wanted <= fw.started.keys() else fw.now
-    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}), reached
+    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}, grace), reached
 
+
+QUOTE_BUDGET_S = 0.25
+"""CPU seconds one quote (all its minimum runtimes, from :func:`quote`'s call) may take, its
+last pass aside (docs/estimates.md "Quotes": the target is 300 ms): a variant not started by
+then says how far its search got (``Quote.searched_until``)."""
 
 QUOTE_ID = "quote"
 """The id of the hypothetical workload a quote adds (never a real workload's id: those are digits)."""
@@ -474,32 +547,277 @@ def quote(
     minimum_runtimes: Iterable[int],
     *,
     grace: int = 30,
-    budget_s: float = 0.5,
+    budget_s: float = QUOTE_BUDGET_S,
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
     horizon: int | None = None,
 ) -> list[Quote]:
     """Quotes for ``workload`` (not submitted: its ``id``, ``submitted_at`` and ``seq`` are
-    replaced) under each of ``minimum_runtimes``: one forward simulation of ``snap`` with the
-    workload added per minimum runtime, stopped once it starts or after ``budget_s`` CPU seconds
-    (then ``searched_until`` says how far it got). Pure: nothing is written."""
+    replaced) under each of ``minimum_runtimes``: the start the forward simulation of ``snap`` with
+    the workload added gives it (:func:`quote_starts`: the variants share the simulation until
+    each can first act), searched for at most ``budget_s`` CPU seconds in all (then
+    ``searched_until`` says how far each got). Pure: nothing is written."""
     from scheduler.policy.pass_state import PassState
 
+    deadline = time.thread_time() + budget_s
     seq = max((w.seq for w in snap.pending), default=0) + 1
     standing = PassState(snap)
+    variants = [
+        replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
+        for m in dict.fromkeys(minimum_runtimes)
+    ]
+    left = deadline - time.thread_time()
+    starts = quote_starts(snap, variants, grace=grace, horizon=horizon, budget_s=left, running=running, limits=limits)
     out = []
-    for m in dict.fromkeys(minimum_runtimes):
-        w = replace(workload, id=QUOTE_ID, min_runtime=m, submitted_at=snap.now, seq=seq)
-        found, reached = forward(
-            replace(snap, pending=[*snap.pending, w]),
-            grace=grace,
-            horizon=horizon,
-            budget_s=budget_s,
-            only=[w.id],
-            running=running,
-            limits=limits,
-        )
-        commit = w.gpus * m
+    for w, (start, reached) in zip(variants, starts, strict=True):
+        commit = w.gpus * w.min_runtime
         ratio = standing.display_ratio(w.budget, commit) if w.budget in standing.tree.budgets else 0.0
-        out.append(Quote(m, found.get(w.id), commit, ratio, reached))
+        out.append(Quote(w.min_runtime, start, commit, ratio, reached))
     return out
+
+
+def quote_starts(
+    snap: Snapshot,
+    variants: Sequence[Workload],
+    *,
+    grace: int = 30,
+    horizon: int | None = None,
+    budget_s: float = QUOTE_BUDGET_S,
+    running: Mapping[str, Workload] | None = None,
+    limits: Mapping[str, int] | None = None,
+) -> list[tuple[int | None, int]]:
+    """For each of ``variants`` (workloads not in ``snap``, all of one id, differing in ``M``):
+    its estimate in the forward simulation of ``snap`` with it added (as :func:`forward` with
+    ``only``: the start, capped by its first pass's reservation), and the instant the search
+    reached (the horizon's end when complete). ``budget_s``: CPU seconds for all of them.
+
+    Exact, and shared: until a variant acts in a pass (is placed, preempts or reserves), that
+    pass decides with it what it decides without it, so one simulation without the variants
+    serves all of them. At each pass a variant that :func:`may_act` (a cheap necessary
+    condition on the pass's snapshot and decisions) is tried (:class:`_Probe`); the first instant
+    at which one acts is replayed from its start with that variant added, which then goes on
+    alone (:func:`_finish`). Their commitments count in the shared simulation's events (rule-2
+    answers about them change at instants of their own). tests/sim/test_estimate_oracle.py
+    compares each line with the every-second oracle and with the plain :func:`forward`.
+    """
+    horizon = snap.window if horizon is None else horizon
+    end = snap.now + horizon
+    deadline = time.thread_time() + budget_s
+    shared = Forward(snap, grace, running, limits, end)
+    tree = shared.tree
+    out: dict[int, tuple[int | None, int]] = {}
+    waiting: list[int] = []
+    for i, w in enumerate(variants):
+        if not _may_ever_start(tree, w):
+            out[i] = (None, end)
+        elif tree.capped_by(w.budget) is not None:  # a capped budget's work may run unallocated:
+            out[i] = _finish(_fork(shared, w), w, end, deadline)  # no sharing, the plain search
+        else:
+            waiting.append(i)
+            _bump(shared.commitments, w, 1)
+    probe = _Probe(tree, variants)
+    probe.waiting = waiting
+    while waiting:
+        saved = shared.clone()
+        if shared.tick(probe=probe):
+            if shared.now >= end or time.thread_time() >= deadline:
+                break
+            shared.now = shared.next_event(end)
+            continue
+        for i in probe.acting:
+            waiting.remove(i)
+            _bump(saved.commitments, variants[i], -1)
+            out[i] = _finish(_fork(saved, variants[i]), variants[i], end, deadline)
+        shared = saved  # the same instant again, for the variants still waiting
+    reached = end if shared.now >= end else shared.now
+    for i in waiting:
+        out[i] = (None, reached)
+    return [out[i] for i in range(len(variants))]
+
+
+class _Probe:
+    """:meth:`Forward.tick`'s probe for :func:`quote_starts`: the variants that act in a pass.
+
+    A variant that :func:`may_act` (the cheap necessary condition) is tried: the same pass with
+    it added (its own :class:`IncrementalScheduler`); it acts unless that pass decides exactly
+    what the shared one did (:func:`same_decisions`)."""
+
+    def __init__(self, tree: BudgetTree, variants: Sequence[Workload]) -> None:
+        self.tree = tree
+        self.variants = variants
+        self.trials = [IncrementalScheduler() for _ in variants]
+        self.waiting: list[int] = list(range(len(variants)))
+        self.acting: list[int] = []
+        self.tried = 0
+
+    def __call__(self, snap: Snapshot, dec: Decisions) -> bool:
+        self.acting = [i for i in self.waiting if self._acts(i, snap, dec)]
+        return bool(self.acting)
+
+    def _acts(self, i: int, snap: Snapshot, dec: Decisions) -> bool:
+        w = self.variants[i]
+        if not may_act(snap, dec, self.tree, w):
+            return False
+        self.tried += 1
+        return not same_decisions(self.trials[i](replace(snap, pending=[*snap.pending, w])), dec)
+
+
+def same_decisions(a: Decisions, b: Decisions) -> bool:
+    """The two passes decide the same (starts, stops, nominations, reservations, host states;
+    reasons aside): applied, they leave the same state."""
+    return (
+        a.starts == b.starts
+        and a.stops == b.stops
+        and a.nominations == b.nominations
+        and a.reservations == b.reservations
+        and a.reserved_start == b.reserved_start
+        and a.host_states == b.host_states
+    )
+
+
+def _may_ever_start(tree: BudgetTree, w: Workload) -> bool:
+    """:meth:`Forward.may_start` for a workload not yet pending."""
+    if w.budget not in tree.budgets or tree.held(w.budget):
+        return False
+    capper = tree.capped_by(w.budget) if w.min_runtime > 0 else None
+    return capper is None or capper.on_cap != OnCap.HOLD
+
+
+def _fork(fw: Forward, w: Workload) -> Forward:
+    """A copy of ``fw`` with ``w`` pending (and requeued as itself when preempted)."""
+    other = fw.clone()
+    other.scheduler = IncrementalScheduler()
+    other.pending[w.id] = w
+    other.known[w.id] = w
+    other.commitments = pending_commitments(other.pending.values())
+    return other
+
+
+def _finish(fw: Forward, w: Workload, end: int, deadline: float) -> tuple[int | None, int]:
+    """Move ``fw`` on from its instant (not yet simulated) until ``w`` starts, the horizon's
+    ``end`` or the CPU ``deadline``: ``w``'s start capped by its first pass's reservation, and
+    the instant reached (as :func:`forward`)."""
+    fw.tick()
+    while w.id not in fw.started and fw.now < end and time.thread_time() < deadline:
+        fw.now = fw.next_event(end)
+        fw.tick()
+    start = fw.started.get(w.id)
+    found = {w.id: start} if start is not None and start <= end else {}
+    reserved = fw.first.reserved_start if fw.first is not None else {}
+    found = cap_by_reservations(found, {k: v for k, v in reserved.items() if k == w.id}, fw.grace)
+    return found.get(w.id), end if w.id in fw.started else fw.now
+
+
+def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bool:
+    """False only when ``w``, added to ``snap``'s pending workloads, provably changes nothing in
+    the pass on ``snap`` (whose decisions without it are ``dec``): it is neither placed, nor
+    preempts, nor reserves. A necessary condition for any of these (DESIGN.md §3.3–3.6; within a
+    pass GPUs are only taken, never freed, and a nomination is given up only when its workload
+    starts elsewhere, on free GPUs, or no longer fits its GPUs):
+
+    - placed: some active host of its model has ``gpus`` free GPUs nominated for nobody (a gang:
+      that many in all), or free nominated GPUs that could return to everyone (other free GPUs
+      exist, or the nomination is of a workload that left or of another size);
+    - (allocated ``w`` only) preempts or reserves: on an active host of its model, an unallocated
+      attempt; a stopping attempt with GPUs nominated for nobody (or, as above, that may return);
+      an attempt the pass stops (``dec``) whose GPUs it does not all nominate; or allocated work of
+      another budget that rule 2 may allow ``w`` at its turn (:func:`_rule2_may_allow`).
+    """
+    hosts = {h.name: h for h in snap.hosts if h.model == w.model and h.state == HostState.ACTIVE}
+    if not hosts:
+        return False
+    pending = {p.id: p for p in snap.pending}
+    kept: set[tuple[str, int]] = set()  # GPUs nominated for a pending workload of that size
+    loose = False  # a nomination the pass may give up at once
+    for wid, gpus in snap.nominations.items():
+        nominee = pending.get(wid)
+        if nominee is not None and len(gpus) == nominee.gpus:
+            kept.update(gpus)
+        elif gpus:
+            loose = True
+    free = {n: {i for i, health in h.gpu_health.items() if health != GpuHealth.UNHEALTHY} for n, h in hosts.items()}
+    on_model = []
+    for a in snap.attempts:
+        mine = False
+        for host, index in a.gpus:
+            if host in free:
+                free[host].discard(index)
+                mine = True
+        if mine:
+            on_model.append(a)
+    nominated_free = False
+    for host, idle in free.items():
+        held = {i for i in idle if (host, i) in kept}
+        if held:
+            nominated_free = True
+            idle -= held
+    counts = [len(v) for v in free.values()]
+    returning = loose or (nominated_free and any(counts))
+    largest = max(len(h.gpu_health) for h in hosts.values())
+    if returning or (max(counts) if w.gpus <= largest else sum(counts)) >= w.gpus:
+        return True
+    if not w.allocated:
+        return False
+    any_free = any(counts)
+    stopped = {st.attempt for st in dec.stops}
+    nominated_now = {g for gpus in dec.nominations.values() for g in gpus}
+    others: set[str] = set()
+    for a in on_model:
+        if a.stopping:
+            if any_free or not all(g in kept for g in a.gpus):
+                return True
+        elif not a.allocated or (a.id in stopped and not all(g in nominated_now for g in a.gpus)):
+            return True
+        elif a.budget != w.budget:
+            others.add(a.budget)
+    return bool(others) and _rule2_may_allow(snap, dec, tree, w, others)
+
+
+def _rule2_may_allow(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload, others: set[str]) -> bool:
+    """Rule 2 (§3.4) may allow ``w`` some budget of ``others`` at its turn in the pass on ``snap``
+    (:func:`may_act`): ``(load_A − fall_A + c)·s_B < (load_B + rise_B)·s_A``. Until ``w``'s turn
+    the pass decides what the pass without it decided (``dec``), and within a pass a load only
+    rises by what it admits (its starts and new nominations commit ``gpus × M``) and only falls
+    by what it stops (their commitment left) or un-nominates."""
+    pending = {p.id: p for p in snap.pending}
+    noms = {k: v for k, v in snap.nominations.items() if k in pending and v}
+    _, load = pass_loads(snap, tree, noms, pending)
+    rise: dict[str, int] = {}
+    fall: dict[str, int] = {}
+
+    def add(into: dict[str, int], budget: str, amount: int) -> None:
+        if amount:
+            for b in tree.chain.get(budget, ()):
+                into[b] = into.get(b, 0) + amount
+
+    for st in dec.starts:
+        p = pending.get(st.workload)
+        if p is not None and st.allocated:
+            add(rise, p.budget, p.gpus * p.min_runtime)
+    for wid in dec.nominations.keys() - noms.keys():
+        p = pending.get(wid)
+        if p is not None and p.allocated:
+            add(rise, p.budget, p.gpus * p.min_runtime)
+    for wid in noms.keys() - dec.nominations.keys():
+        p = pending[wid]
+        if p.allocated:
+            add(fall, p.budget, p.gpus * p.min_runtime)
+    if dec.stops:
+        attempts = {a.id: a for a in snap.attempts}
+        for stop in dec.stops:
+            a = attempts.get(stop.attempt)
+            if a is not None and a.allocated and not a.stopping:
+                began = snap.now if a.started_at is None else a.started_at
+                add(fall, a.budget, len(a.gpus) * max(0, began + a.min_runtime - snap.now))
+    c = w.gpus * w.min_runtime
+    for v in others:
+        split = tree.split(w.budget, v) if v in tree.budgets else None
+        if split is None:
+            continue
+        a_side, b_side = split
+        sa, sb = tree.budgets[a_side].shares, tree.budgets[b_side].shares
+        low_a = load.get(a_side, 0) - fall.get(a_side, 0)
+        high_b = load.get(b_side, 0) + rise.get(b_side, 0)
+        if (low_a + c) * sb < high_b * sa:
+            return True
+    return False

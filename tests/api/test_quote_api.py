@@ -75,3 +75,28 @@ def test_the_quote_is_in_the_openapi_schema(db):
     schema = yaml.safe_load(APIClient().get("/api/schema/").content)
     post = schema["paths"]["/api/v1/workloads/quote/"]["post"]
     assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Quote")
+
+
+def test_a_quote_counts_the_cpu_request_like_a_submission(researcher_client, submission, cluster):
+    """DESIGN.md §3.3: a host fits only if its unrequested CPUs suffice. Both A100 hosts keep 24 of
+    their 64 CPUs after a 40-CPU filler each: a 1-GPU quote asking the per-GPU share (8) starts
+    now, one asking 30 CPUs never does (only its own budget's work runs there)."""
+    from django.utils import timezone
+
+    from scheduler.models import Host
+    from scheduler.tick import run_tick
+
+    Host.objects.filter(name__startswith="a100").update(cpus=64)
+    filler = submission(gpu_count=1, min_runtime="1h", cpus=40)
+    for _ in range(2):
+        assert researcher_client.post("/api/v1/workloads/", filler, format="json").status_code == 201
+    run_tick(cluster.pk)
+    assert sorted(Attempt.objects.values_list("gpus__host__name", flat=True)) == ["a100-1", "a100-2"]
+    Attempt.objects.update(started_at=timezone.now())
+
+    def starts(**extra: object) -> set[object]:
+        body = researcher_client.post(URL, submission(gpu_count=1, **extra), format="json").json()
+        return {q["estimated_start"] is not None for q in body["quotes"]}
+
+    assert starts() == {True}
+    assert starts(cpus=30) == {False}

@@ -9,13 +9,13 @@ from scheduler.sim.estimate import cap_by_reservations, estimate_starts
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
 
 
-def test_waiting_for_protection_is_estimated_at_the_protection_end():
+def test_waiting_for_protection_is_estimated_at_the_victims_release():
     victim = running("v", "b", [("h1", 0), ("h1", 1)], m=3 * H, started=T0 - H)
     s = snap([host("h1", 2)], tree("a", "b"), [victim], [pending("w", "a", 2)], usage=[lump("b", 1000)])
     est = estimate_starts(s, grace=30)
-    # The simulation starts it when the victim's protection and 30 s grace have ended; the
-    # reservation (at the protection end) caps the estimate.
-    assert est == {"w": T0 + 2 * H}
+    # The simulation starts it when the victim's protection and 30 s grace have ended; its
+    # reservation (at the protection end) counts its room from that release (DESIGN.md §3.5).
+    assert est == {"w": T0 + 2 * H + 30}
 
 
 def test_a_workload_behind_its_own_budget_has_no_estimate():
@@ -58,14 +58,19 @@ def test_estimates_do_not_move_when_time_passes_without_events():
     s = snap([host("h1", 1)], tree("a", "b"), [victim], [pending("w", "b", 1)], usage=[lump("a", 100)])
     first = estimate_starts(s, grace=30)
     later = estimate_starts(replace(s, now=T0 + 600), grace=30)
-    assert first == later == {"w": T0 + 2 * H}
+    assert first == later == {"w": T0 + 2 * H + 30}  # the victim's protection end, then its grace
 
 
-def test_a_reservation_caps_the_estimate():
+def test_a_reservation_caps_the_estimate_from_its_victims_release():
     assert cap_by_reservations({"w": T0 + 900, "x": T0 + 50}, {"w": T0 + 600, "x": T0 + 60, "y": T0}) == {
         "w": T0 + 600,
         "x": T0 + 50,
         "y": T0,
+    }
+    # Room made by a stop counts from the release, a grace after the reservation's start (§3.5).
+    assert cap_by_reservations({"w": T0 + 900, "x": T0 + 50}, {"w": T0 + 600, "x": T0 + 60}, 30) == {
+        "w": T0 + 630,
+        "x": T0 + 50,
     }
 
 

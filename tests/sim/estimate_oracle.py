@@ -7,7 +7,8 @@ confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds af
 preempted work returns to pending (with its original submission) when its GPUs are released; an
 attempt whose workload has a wall-time limit (``limits``: workload id → seconds) is stopped when it
 has run that long and is not requeued. A workload's estimate is the first second at which a pass
-starts it, capped by the reservation the first pass (with reasons) gives it. No event computation,
+starts it, capped by the reservation the first pass (with reasons) gives it, counted from its
+victims' release (the reservation's start plus the grace, DESIGN.md §3.5). No event computation,
 no kept state, no shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give
 the same answers (tests/sim/test_estimate_oracle.py).
 """
@@ -106,6 +107,6 @@ def reference_estimates(
             break
     found = {w: t for w, t in started.items() if w in wanted}
     for wid, at in (first.reserved_start if first is not None else {}).items():
-        if wid in wanted and (wid not in found or int(at) < found[wid]):
-            found[wid] = int(at)
+        if wid in wanted and (wid not in found or int(at) + grace < found[wid]):
+            found[wid] = int(at) + grace
     return found

@@ -16,8 +16,9 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.policy import OnCap, Snapshot, UsageRecord, Workload
-from scheduler.sim.estimate import QUOTE_ID, estimate_starts, quote
+from scheduler.policy import Decisions, OnCap, Snapshot, UsageRecord, Workload
+from scheduler.sim import estimate as est
+from scheduler.sim.estimate import QUOTE_ID, estimate_starts, forward, quote, quote_starts, same_decisions
 from tests.policy.oracle_harness import T0, H, crowded_snapshot
 from tests.sim.estimate_oracle import reference_estimates
 
@@ -86,3 +87,82 @@ def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, g
         assert line.start == slow.get(QUOTE_ID) == estimate.get(QUOTE_ID), f"seed {seed}, M {line.min_runtime}"
         if line.start is None:
             assert line.searched_until == s.now + HORIZON
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8, 16]))
+def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus: int) -> None:
+    """quote_starts shares one simulation between the minimum runtimes until each may act
+    (may_act): every line equals the plain forward simulation of the snapshot with that workload
+    added (cheaper than the every-second oracle, so more states and a longer horizon)."""
+    s, running, grace = small_state(seed)
+    limits = limits_for(seed, s, running)
+    rnd = random.Random(seed)
+    budget = rnd.choice([b.key for b in s.budgets if b.parent is not None])
+    seq = max((w.seq for w in s.pending), default=0) + 1
+    runtimes = [0, 600, 1800, 3600, 7200, 8 * 3600]
+    variants = [Workload(QUOTE_ID, budget, gpus, "H100", m, s.now, seq) for m in runtimes]
+    horizon = 4 * HORIZON
+    shared = quote_starts(s, variants, grace=grace, horizon=horizon, budget_s=1e9, running=running, limits=limits)
+    for w, (start, reached) in zip(variants, shared, strict=True):
+        found, plain_reached = forward(
+            replace(s, pending=[*s.pending, w]),
+            grace=grace,
+            horizon=horizon,
+            budget_s=1e9,
+            only=[QUOTE_ID],
+            running=running,
+            limits=limits,
+        )
+        assert (start, reached) == (found.get(QUOTE_ID), plain_reached), f"seed {seed}, M {w.min_runtime}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8]))
+def test_may_act_is_a_necessary_condition(seed: int, gpus: int) -> None:
+    """Wherever may_act says a variant cannot act in a pass, the pass with it added decides
+    exactly what the shared pass decided (the trial quote_starts skips is run anyway)."""
+    s, running, grace = small_state(seed)
+    limits = limits_for(seed, s, running)
+    rnd = random.Random(seed)
+    budget = rnd.choice([b.key for b in s.budgets if b.parent is not None])
+    seq = max((w.seq for w in s.pending), default=0) + 1
+    variants = [Workload(QUOTE_ID, budget, gpus, "H100", m, s.now, seq) for m in (0, 600, 7200)]
+
+    class Checking(est._Probe):
+        def _acts(self, i: int, snap: Snapshot, dec: Decisions) -> bool:
+            w = self.variants[i]
+            tried = same_decisions(self.trials[i](replace(snap, pending=[*snap.pending, w])), dec)
+            if not est.may_act(snap, dec, self.tree, w):
+                assert tried, f"seed {seed}: may_act said {w.min_runtime} cannot act at {snap.now}"
+            return not tried
+
+    original = est._Probe
+    est._Probe = Checking  # type: ignore[misc]
+    try:
+        est.quote_starts(s, variants, grace=grace, horizon=4 * HORIZON, budget_s=1e9, running=running, limits=limits)
+    finally:
+        est._Probe = original  # type: ignore[misc]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_next_order_change_from_the_kept_load_book_equals_the_walk(seed: int) -> None:
+    """Forward.next_event reads the attempts' loads from a LoadBook kept by difference
+    (Forward.book_at): at every instant of a forward simulation it gives the instant the plain
+    walk over every attempt gives."""
+    s, running, grace = small_state(seed)
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), s.now + 4 * HORIZON)
+    fw.tick()
+    for _ in range(40):
+        if not fw.commitments:
+            break
+        snap = fw.snapshot()
+        for order in (True, False):
+            plain = est.next_order_change(snap, fw.tree, order=order, commitments=fw.commitments)
+            kept = est.next_order_change(snap, fw.tree, order=order, commitments=fw.commitments, book=fw.book_at())
+            assert kept == plain, f"seed {seed} at {fw.now}"
+        fw.now = fw.next_event(s.now + 4 * HORIZON)
+        if fw.now >= s.now + 4 * HORIZON:
+            break
+        fw.tick()

@@ -32,25 +32,25 @@ def test_first_estimates_and_their_quality_on_a_tiny_trace(tmp_path: Path) -> No
     starts = {k: w.first_start for k, w in sim.workloads.items()}
     assert starts == {"j0": T0, "j1": T0 + 7230, "j2": T0 + 18000}
     # With limits of run time + 600 s the forward simulation at j2's arrival: j1 holds the
-    # reservation at j0's protection end (7200: the reservation caps its estimate, the grace is
-    # not counted), starts at 7230 and is stopped by its limit at 7230 + 4200, released at 11460;
-    # j0 (requeued, first in aa's queue) then runs until its limit 11460 + 15000, released at
-    # 26490, when j2 starts.
-    assert sim.first == {"j1": T0 + 7200, "j2": T0 + 26490}
+    # reservation at j0's protection end (7200); j0 is stopped then and released a grace later,
+    # so j1's room counts from 7230 (DESIGN.md §3.5) and its estimate is 7230, when it starts.
+    # It is stopped by its limit at 7230 + 4200, released at 11460; j0 (requeued, first in aa's
+    # queue) then runs until its limit 11460 + 15000, released at 26490, when j2 starts.
+    assert sim.first == {"j1": T0 + 7230, "j2": T0 + 26490}
     assert sim.unestimated == {"j0"}
     q = estimate_quality(prepare(cfg), Sampling(wall_time_slack_s=600))
-    assert (q["jobs_sampled"], q["started_unestimated"], q["judged"], q["started_by_estimate"]) == (3, 1, 2, 1)
-    assert q["fraction_started_by_estimate"] == 0.5  # j1 started 30 s after its estimate (the grace)
-    assert q["median_error_h"] == pytest.approx((30 - 8490) / 2 / H, abs=1e-3)
+    assert (q["jobs_sampled"], q["started_unestimated"], q["judged"], q["started_by_estimate"]) == (3, 1, 2, 2)
+    assert q["fraction_started_by_estimate"] == 1.0  # j1 at its estimate, j2 before it
+    assert q["median_error_h"] == pytest.approx((0 - 8490) / 2 / H, abs=1e-3)
     assert q["forward_runs"] == 2 and q["forward_runs_cut"] == 0
 
 
 def test_without_limits_nothing_ends_and_estimates_follow_preemption_only(tmp_path: Path) -> None:
     sim = EstimatingSim(prepare(tiny(tmp_path)), Sampling())
     sim.run()
-    # j1's estimate is its reservation as before; j2's comes from the forward simulation
-    # preempting j1 (nothing ends on its own there), earlier than its real start.
-    assert sim.first["j1"] == T0 + 7200
+    # j1's estimate is its start after its reservation, as before; j2's comes from the forward
+    # simulation preempting j1 (nothing ends on its own there), earlier than its real start.
+    assert sim.first["j1"] == T0 + 7230
     assert sim.first["j2"] is not None and sim.first["j2"] < T0 + 18000
 
 
@@ -75,7 +75,7 @@ def test_simulate_command_reports_estimate_quality(tmp_path: Path, capsys: pytes
         "--estimates", "--estimate-wall-time-slack", "10m", "--out", str(tmp_path / "out"),
     )  # fmt: skip
     out = capsys.readouterr().out
-    assert '"fraction_started_by_estimate": 0.5' in out
+    assert '"fraction_started_by_estimate": 1.0' in out
     assert (tmp_path / "out" / "estimates.json").exists()
 
 
