@@ -52,6 +52,8 @@ class Command(BaseCommand):
             "config.asgi:application",
             host=opts["host"],
             port=opts["port"],
+            http="httptools",  # the C parser and libuv loop, as the Procfile (docs/benchmarks/api_load.md)
+            loop="uvloop",
             ws="websockets-sansio",
             lifespan="off",
             log_level=opts["log_level"],
