@@ -19,9 +19,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from budgets.models import Budget
+from budgets.services import budget_paths
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.snapshot import load_snapshot
+from scheduler.tick_figures import standing_figures
 
 # --- budget standing -------------------------------------------------------------------------
 
@@ -344,13 +346,15 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
 
 
 def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """The figures behind a fair-share comparison, from the one standing at ``now``: both sides'
-    used, committed and entitled GPU-hours and ratios, this workload's commitment on its side."""
+    """The figures behind a fair-share comparison, from the one standing: both sides' used,
+    committed and entitled GPU-hours and ratios, this workload's commitment on its side, and
+    ``at``, the standing's instant: the last tick's, which decided the reason on these figures
+    (:func:`scheduler.tick_figures.standing_figures`; ``now``'s when no recent tick's are cached)."""
     mine, rival = detail.get("budget_key"), detail.get("rival_key")
     if mine is None or rival is None:
         return {}
-    snap, _index = load_snapshot(workload.cluster_id, now)
-    figures = budget_figures(snap)
+    standing = standing_figures(workload.cluster_id, now)
+    figures = standing.figures
     commitment = workload.gpu_count * workload.min_runtime_s
     a, b = figures.get(str(mine)), figures.get(str(rival))
     ra = a.ratio_with(commitment) if a else None
@@ -362,15 +366,18 @@ def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[
         "other_budget": _side(b, str(detail.get("other_budget")), 0, tb),
         "commitment_gpu_hours": _hours(commitment),
         "first": first,
+        "at": standing.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
     }
 
 
-def _blocking(detail: dict[str, Any]) -> list[dict[str, Any]]:
-    """The blocking workloads the tick named, with their budgets and protection ends (one query)."""
+def _blocking(detail: dict[str, Any], tree: dict[int, Budget] | None) -> list[dict[str, Any]]:
+    """The blocking workloads the tick named, with their budgets and protection ends (two queries;
+    the budgets' paths from ``tree`` when given, ``budgets.services.load_tree``'s shape)."""
     ids = [int(x) for x in detail.get("blocking") or [] if str(x).isdigit()]
     if not ids:
         return []
-    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).select_related("budget", "budget__parent")}
+    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).only("id", "name", "budget_id")}
+    paths = budget_paths(tree)
     until = dict(
         Attempt.objects.filter(workload_id__in=ids, ended_at__isnull=True).values_list("workload_id", "protected_until")
     )
@@ -384,7 +391,7 @@ def _blocking(detail: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "workload": wid,
                 "name": w.name,
-                "budget": w.budget.path,
+                "budget": paths.get(w.budget_id, str(w.budget_id)),
                 "protected_until": pu.astimezone(UTC).isoformat().replace("+00:00", "Z") if pu else None,
             }
         )
@@ -426,12 +433,16 @@ def number_words(value: float) -> str:
     return f"{value:.3g}" if value else "0"
 
 
-def pending_explanation(workload: Workload, now: datetime | None = None) -> dict[str, Any]:
+def pending_explanation(
+    workload: Workload, now: datetime | None = None, tree: dict[int, Budget] | None = None
+) -> dict[str, Any]:
     """Why ``workload`` is pending, structured: ``reason`` (the code of DESIGN.md §3.8),
     ``sentence`` (the first line), ``lines`` (every line), ``numbers`` (both sides of a fair-share
-    comparison, from the one standing at ``now``) and ``blocking`` (the workloads the tick named,
+    comparison, from the last tick's standing or the one at ``now``) and ``blocking`` (the workloads the tick named,
     with budget and protection end). Empty reason and lists when the workload is not pending.
-    Costs one snapshot load when there are numbers, one query when there is blocking work."""
+    ``tree``: every budget by id (``budgets.services.load_tree``), to name budgets without a query.
+    Costs one cache read when there are numbers (the last tick's figures; a snapshot load without
+    them) and one query when there is blocking work."""
     cached = getattr(workload, "_pending_explanation", None)
     if cached is not None:
         return cached
@@ -441,17 +452,17 @@ def pending_explanation(workload: Workload, now: datetime | None = None) -> dict
         out["reason"] = workload.pending_reason
         if workload.pending_reason in ("fair_share", "protected_work"):
             out["numbers"] = _numbers(workload, detail, now or timezone.now())
-            out["blocking"] = _blocking(detail)
+            out["blocking"] = _blocking(detail, tree)
         out["lines"] = _lines(workload, detail, out["numbers"], out["blocking"])
         out["sentence"] = out["lines"][0] if out["lines"] else ""
     workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request
     return out
 
 
-def explain_pending(workload: Workload) -> list[str]:
+def explain_pending(workload: Workload, tree: dict[int, Budget] | None = None) -> list[str]:
     """Why ``workload`` is pending, in plain sentences with its numbers (reason codes of DESIGN.md
     §3.8; :func:`pending_explanation`). Empty when the workload is not pending."""
-    return list(pending_explanation(workload)["lines"])
+    return list(pending_explanation(workload, tree=tree)["lines"])
 
 
 def _lines(

@@ -558,6 +558,9 @@ class PendingNumbersSerializer(serializers.Serializer):
     other_budget = PendingSideSerializer(required=False, help_text="the rival side whose work is in the way")
     commitment_gpu_hours = serializers.FloatField(required=False, help_text="this workload's gpus × M")
     first = serializers.CharField(required=False, help_text="which side goes first: budget or other_budget")
+    at = serializers.DateTimeField(
+        required=False, help_text="the instant of the standing the numbers come from: the last tick's, which decided"
+    )
 
 
 class BlockingSerializer(serializers.Serializer):
@@ -646,7 +649,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         """The pending reason in plain sentences with its numbers (empty unless pending)."""
         from scheduler.reports import explain_pending
 
-        return explain_pending(obj)
+        return explain_pending(obj, self.context.get("budget_tree"))
 
     @extend_schema_field(StopSerializer(allow_null=True))
     def get_stop(self, obj: Workload) -> dict[str, Any] | None:
@@ -672,7 +675,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         both sides, from the one standing now) and ``blocking`` (the workloads in the way)."""
         from scheduler.reports import pending_explanation
 
-        data = dict(pending_explanation(obj))
+        data = dict(pending_explanation(obj, tree=self.context.get("budget_tree")))
         data.pop("lines", None)
         return data
 

@@ -328,3 +328,89 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
         for _ in range(2):  # the second round copies the templates the first one built
             once = cls(rows, many=True, context=context).data
             assert once == plain(rows, many=True, context=context).data, cls.__name__
+
+
+@pytest.fixture
+def waits_for_fair_share(researcher, outsider, cluster, org_tree, submit_kwargs, django_capture_on_commit_callbacks):
+    """vision/sam runs two protected 8-GPU workloads; nlp/olmo, with a day of 20 GPUs of usage,
+    waits for 8 GPUs (not yet considered); the tick committed (its figures cached)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets.models import UsageEntry
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.tick import run_tick
+
+    now = timezone.now()
+    UsageEntry.objects.create(
+        budget=org_tree["nlp/olmo"],
+        cluster=cluster,
+        start=now - timedelta(days=2),
+        end=now - timedelta(days=1),
+        gpus=20,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(2):
+            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
+        run_tick(cluster.pk)
+        for attempt in Attempt.objects.filter(workload__cluster=cluster).select_related("host"):
+            lifecycle.attempt_started(attempt.host, attempt.pk)
+        waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    waiting.refresh_from_db()
+    return waiting
+
+
+def test_a_fair_share_detail_reads_the_last_tick_s_figures_not_a_snapshot(
+    waits_for_fair_share, researcher_client, cluster, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    from scheduler.tick import run_tick
+
+    at = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        run_tick(cluster.pk, at)
+    response, queries = _count(researcher_client, "get", f"{URL}{waits_for_fair_share.pk}/")
+    why = response.json()["pending_explanation"]
+    assert why["reason"] == "fair_share" and why["numbers"]["budget"]["ratio"] > 0 and why["blocking"]
+    assert why["numbers"]["at"] == at.isoformat().replace("+00:00", "Z")  # the tick's standing
+    assert queries <= DETAIL_QUERIES + 2  # + the blocking work and its protection ends; no snapshot (8)
+
+
+def test_the_figures_a_tick_caches_are_the_standing_at_its_instant(
+    waits_for_fair_share, cluster, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The oracle of the cached figures: ``budget_figures`` of a snapshot loaded at the tick's
+    instant, as a detail computes them without a cache. A tick older than the readiness limit is
+    not shown: the standing is computed at the reader's instant."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import tick_figures
+    from scheduler.tick import run_tick
+
+    at = timezone.now()
+    oracle = tick_figures.figures_now(cluster.pk, at)  # what the tick will see
+    with django_capture_on_commit_callbacks(execute=True):
+        run_tick(cluster.pk, at)
+    cached = tick_figures.standing_figures(cluster.pk, at + timedelta(seconds=1))
+    assert cached.at == at and cached.figures == oracle.figures
+    assert any(f.committed and f.usage for f in cached.figures.values())  # not trivial
+    later = at + timedelta(seconds=tick_figures.max_age_s() + 1)
+    assert tick_figures.standing_figures(cluster.pk, later) == tick_figures.figures_now(cluster.pk, later)
+
+
+def test_a_rolled_back_tick_caches_no_figures(waits_for_fair_share, cluster):
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from scheduler import tick_figures
+    from scheduler.tick import run_tick
+
+    before = cache.get(tick_figures.cache_key(cluster.pk))  # the fixture's committed tick
+    assert before is not None
+    run_tick(cluster.pk, timezone.now())  # inside the test's transaction: never committed
+    assert cache.get(tick_figures.cache_key(cluster.pk)) == before
