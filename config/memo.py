@@ -8,7 +8,8 @@ at once (the writer's own process, and tests that never commit, see it) and agai
 commit of the current transaction (a reader that loaded between the write and the commit under a
 new token loads again). A reader takes the token *before* it loads, so a value is never kept
 under a token newer than its rows. A cache that loses the token costs one load; a cache that
-cannot be read costs a load per read, never a wrong answer.
+cannot be read costs a load per read, never a wrong answer; a local-memory cache (no ``REDIS_URL``)
+keeps nothing (:func:`shared`).
 
 The values are shared by the requests of a process: read them, never change them.
 """
@@ -21,11 +22,20 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def shared() -> bool:
+    """Whether the default cache reaches every process that writes the rows: a local-memory cache
+    does not (a ``manage.py`` command's writes would never reach the server's token), unless
+    ``FAIRWAY_MEMO_LOCAL_CACHE`` says one process does everything (the tests)."""
+    backend = str(settings.CACHES["default"]["BACKEND"])
+    return not backend.endswith("LocMemCache") or bool(getattr(settings, "FAIRWAY_MEMO_LOCAL_CACHE", False))
 
 
 class VersionedMemo:
@@ -49,7 +59,10 @@ class VersionedMemo:
         return token if isinstance(token, str) else None
 
     def get(self, name: Hashable, loader: Callable[[], T]) -> T:
-        """``loader()``'s value, kept while the version does not change."""
+        """``loader()``'s value, kept while the version does not change; always ``loader()``'s
+        when the cache is not shared between processes (see :func:`shared`)."""
+        if not shared():
+            return loader()
         token = self.version()
         kept = self._kept.get(name)
         if token is not None and kept is not None and kept[0] == token:

@@ -487,3 +487,11 @@ def test_the_hardware_a_process_keeps_is_the_hardware_after_every_kind_of_host_o
     assert same()
     Host.objects.filter(pk=host.pk).update(removed_at=timezone.now())
     assert same()
+
+
+def test_nothing_is_kept_when_the_cache_is_local_to_a_process(org_tree, settings):
+    # Without Redis a manage.py command's budget writes would never reach the server's version.
+    from budgets.tree_memo import shared_tree
+
+    settings.FAIRWAY_MEMO_LOCAL_CACHE = False
+    assert shared_tree() is not shared_tree()
