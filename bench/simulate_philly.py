@@ -6,7 +6,8 @@
                                     [--checkpoint-interval S] [--min-runtime-rule duration,cap:2h]
                                     [--debug-zero P] [--variant LABEL=RULE[@P] ...]
     python bench/simulate_philly.py --estimates --start-day 41 --days 3 [--estimate-rate 0.25]
-                                    [--estimate-every 0] [--estimate-budget 2] [--estimate-wall-time-slack S]
+                                    [--estimate-every 30m] [--estimate-budget 2] [--estimate-from-day D]
+                                    [--estimate-wall-time-slack 1h]
                                     # estimate quality (§3.8, scheduler/sim/estimate_quality.py)
 
 ``--variant`` runs Fairway once more under another minimum-runtime rule (and optionally with debug
@@ -34,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scheduler.sim.estimate_options import add_estimate_options, sampling_from  # noqa: E402
 from scheduler.sim.report import write_report  # noqa: E402
 from scheduler.sim.simulate import (  # noqa: E402
     POLICY_NAMES,
@@ -245,7 +247,8 @@ def _one_variant(args: tuple[SimConfig, str, str | None]) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The bench's options; the estimate-quality ones from ``scheduler.sim.estimate_options``."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "philly"))
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
@@ -264,20 +267,12 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[], help="LABEL=RULE[@P]: Fairway once more, see above")
     ap.add_argument("--parts", default=None, help="keep each policy's result in DIR as it finishes; reuse them")
     ap.add_argument("--from-parts", action="store_true", help="write the report from --parts only, run nothing")
-    ap.add_argument(
-        "--estimates",
-        action="store_true",
-        help="only Fairway: the quality of first estimated starts (fraction kept, median error; "
-        "scheduler/sim/estimate_quality.py)",
-    )
-    ap.add_argument("--estimates-from", type=float, default=0.0, help="first day sampled with --estimates")
-    ap.add_argument("--estimate-rate", type=float, default=1.0, help="fraction of jobs sampled (by job id hash)")
-    ap.add_argument("--estimate-every", type=int, default=0, help="least simulated seconds between forward runs")
-    ap.add_argument("--estimate-budget", type=float, default=2.0, help="CPU seconds per forward simulation")
-    ap.add_argument(
-        "--estimate-wall-time-slack", type=int, default=None, help="jobs declare wall-time run time + S seconds"
-    )
-    args = ap.parse_args()
+    add_estimate_options(ap)  # the same options as manage.py simulate
+    return ap
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.parts is None:
         args.parts = str(ROOT / "var" / "philly-parts" / Path(args.out).resolve().name)
     if args.gpus < 8 or args.gpus % 8:
@@ -301,15 +296,12 @@ def main() -> None:
         label, rule, p = _variant(spec)
         variants.append((replace(config, min_runtime_rule=rule, debug_zero=p), label))
     if args.estimates:
-        from scheduler.sim.estimate_quality import Sampling, estimate_quality
+        from scheduler.sim.estimate_quality import estimate_quality
 
-        sampling = Sampling(
-            rate=args.estimate_rate,
-            every_s=args.estimate_every,
-            budget_s=args.estimate_budget,
-            from_day=args.estimates_from,
-            wall_time_slack_s=args.estimate_wall_time_slack,
-        )
+        try:
+            sampling = sampling_from(vars(args))
+        except ValueError as exc:
+            raise SystemExit(f"--estimate-*: {exc}") from None
         print(json.dumps(estimate_quality(prepare(config), sampling), indent=2))
         return
     inputs = prepare(config)

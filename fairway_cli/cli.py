@@ -400,9 +400,10 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
     if w.get("state") != "pending":
         return
     out.write("why pending:\n")
-    for line in w.get("why_pending") or []:
-        out.write(f"  {line}\n")
     why = w.get("pending_explanation") or {}
+    # The parts, each once: the sentences, the numbers, the blocking work (not why_pending's text).
+    for line in why.get("sentences", w.get("why_pending")) or []:
+        out.write(f"  {line}\n")
     numbers = why.get("numbers") or {}
     for key in ("budget", "other_budget"):
         side = numbers.get(key) or {}
@@ -413,8 +414,10 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:
-        until = f", protected until {when(b['protected_until'])}" if b.get("protected_until") else ""
-        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{until})\n")
+        until = b.get("protection_text")  # the server's words; an older server sends only the instant
+        if until is None and b.get("protected_until"):
+            until = f"protected until {when(b['protected_until'])}"
+        out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
     if w.get("estimated_start_words"):
         out.write(f"estimated start: {w['estimated_start_words']}\n")
 
@@ -873,6 +876,43 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _pct(value: Any) -> str:
+    return f"{value * 100:.0f}%" if isinstance(value, int | float) else "-"  # as the metrics page
+
+
+def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """The four-metric pyramid (DESIGN.md §8) of the last ``--days`` per cluster, as the metrics
+    page shows it: the utilization in the server's words (not measured, or over how much of the
+    occupied time it was measured)."""
+    since = datetime.fromtimestamp(time.time() - args.days * 86400, tz=UTC).isoformat().replace("+00:00", "Z")
+    reports = Api(config.server, config.token, escape=not args.json).call(
+        "GET", "metrics/pyramid/", params={"cluster": args.cluster, "since": since}
+    )
+    if args.json:
+        emit_json(reports, out)
+        return EXIT_OK
+    for r in reports:
+        cover = r["range"]
+        if not r["hours"]:
+            out.write(f"{r['cluster']}: no hour counted yet\n")
+            continue
+        until = cover["partial_hour_until"]
+        partial = f" and the current hour up to {when(until)}" if until else ""
+        out.write(
+            f"{r['cluster']}: {when(cover['since'])} to {when(cover['until'])}, "
+            f"{cover['complete_hours']} complete hours{partial}\n"
+        )
+        t = r["total"]
+        out.write(f"  availability  {_pct(t['availability'])}\n")
+        out.write(
+            f"  occupancy     {_pct(t['occupancy'])} ({_pct(t['occupancy_allocated'])} allocated, "
+            f"{_pct(t['occupancy_unallocated'])} unallocated)\n"
+        )
+        out.write(f"  utilization   {t['utilization_text']}\n")
+        out.write(f"  impact        {_pct(t['impact'])}\n")
+    return EXIT_OK
+
+
 HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume")
 
 
@@ -1040,6 +1080,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("share", cmd_share, "the share tree like Slurm's sshare: shares, usage, ratio, rank")
     p.add_argument("--cluster", "-c")
+
+    p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
+    p.add_argument("--cluster", "-c")
+    p.add_argument("--days", type=float, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back, e.g. 7d, 36h (default 7d)")

@@ -503,7 +503,7 @@ class GpuMinuteSample(models.Model):
 class ClusterHourlyMetrics(models.Model):
     """One hour of one cluster in GPU-seconds: the four-metric pyramid of DESIGN.md §8 (``scheduler.pyramid``).
 
-    ``registered ≥ available ≥ occupied (allocated + unallocated) ≥ utilized`` by construction.
+    ``registered ≥ available ≥ occupied (allocated + unallocated) ≥ measured ≥ utilized`` by construction.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hourly_metrics")
@@ -512,7 +512,10 @@ class ClusterHourlyMetrics(models.Model):
     available_gpu_s = models.FloatField(default=0.0, help_text="GPU healthy and host active (sampled, see pyramid)")
     allocated_gpu_s = models.FloatField(default=0.0, help_text="held by allocated (funded) attempts")
     unallocated_gpu_s = models.FloatField(default=0.0, help_text="held by unallocated or unfunded attempts")
-    utilized_gpu_s = models.FloatField(default=0.0, help_text="occupied GPU-seconds × NVML utilization")
+    measured_gpu_s = models.FloatField(
+        default=0.0, help_text="occupied GPU-seconds whose NVML utilization was measured (imported history: none)"
+    )
+    utilized_gpu_s = models.FloatField(default=0.0, help_text="measured GPU-seconds × NVML utilization")
     computed_at = models.DateTimeField()
 
     class Meta:

@@ -287,7 +287,8 @@ class FairwayCollector(Collector):
             p = Pyramid()
             p.add(row)
             for metric, value in p.fractions().items():
-                if metric in fams:
+                # Not measured (imported history): no sample rather than a false 0.
+                if metric in fams and value is not None:
                     fams[metric].add_metric([names[cid]], value)
             hour.add_metric([names[cid]], row.hour.timestamp())
         yield from fams.values()

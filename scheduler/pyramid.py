@@ -7,17 +7,23 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
 - **occupied**: the overlap of every attempt's interval ``[placed_at, ended_at or now)`` with the
   hour, on each GPU it holds (``AttemptGPU``), capped per GPU at that GPU's registered seconds;
   split into **allocated** (allocated and funded) and **unallocated** (unallocated or unfunded).
-- **utilized**: occupied GPU-seconds × NVML utilization. Per minute from the GPU time series
-  (``GpuMinuteSample``: the minute's mean utilization × the occupied seconds of that minute);
-  for a GPU without any minute sample in the hour, the GPU's latest sample (``last_sample``)
-  stands for the whole hour — an approximation.
+- **utilized**: occupied GPU-seconds × NVML utilization, where it was measured. Per minute from
+  the GPU time series (``GpuMinuteSample``: the minute's mean utilization × the occupied seconds
+  of that minute); for a GPU without any minute sample in the hour, the GPU's latest sample
+  (``last_sample``) stands for the whole hour — an approximation, and only when that sample was
+  taken in the hour (its host's last heartbeat falls in it).
+- **measured**: the occupied GPU-seconds whose utilization was measured that way. Occupied time
+  without a measurement (an imported past: ``manage.py import_history``; minutes without a
+  sample; a host that stopped reporting) is **not measured**, never 0 %: the utilization is the
+  mean over the measured occupied time (:meth:`Pyramid.fractions`), and unknown when none was
+  measured (docs/standing.md, "The pyramid").
 - **available**: GPU healthy (not ``unhealthy``) and host ``active``. GPU health has no history
   and host states are only partly recorded as events, so the availability is **sampled**: the
   roll-up, run by the clock right after the hour ends, takes the current host state and GPU
   health as the state of the whole hour. To keep the pyramid, a GPU counted unavailable still
   counts its occupied seconds as available (it was up enough to run them).
 
-So ``registered ≥ available ≥ occupied ≥ utilized`` holds per GPU, hence per hour and per range.
+So ``registered ≥ available ≥ occupied ≥ measured ≥ utilized`` holds per GPU, hence per hour and per range.
 Fractions are of the registered GPU-time. The roll-up of an hour is idempotent (upsert).
 """
 
@@ -45,10 +51,11 @@ def _overlap(a0: datetime, a1: datetime, b0: datetime, b1: datetime) -> float:
     return max(0.0, (min(a1, b1) - max(a0, b0)).total_seconds())
 
 
-def _utilization(sample: Any) -> float:
+def _utilization(sample: Any) -> float | None:
+    """A sample's NVML utilization as 0..1; None when it holds none."""
     value = (sample or {}).get("utilization_pct") if isinstance(sample, dict) else None
     if not isinstance(value, int | float) or isinstance(value, bool):
-        return 0.0
+        return None
     return min(100.0, max(0.0, float(value))) / 100.0
 
 
@@ -72,16 +79,18 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
     end = min(start + HOUR, max(now, start))
     registered: dict[int, float] = {}
     available_now: dict[int, bool] = {}
-    last_util: dict[int, float] = {}
+    last_util: dict[int, float | None] = {}
     hosts = Host.objects.filter(cluster=cluster, created_at__lt=end).filter(
         Q(removed_at__isnull=True) | Q(removed_at__gt=start)
     )
-    for gid, created, removed, state, health, sample in GPU.objects.filter(host__in=hosts).values_list(
-        "id", "host__created_at", "host__removed_at", "host__state", "health", "last_sample"
+    for gid, created, removed, state, health, sample, heartbeat in GPU.objects.filter(host__in=hosts).values_list(
+        "id", "host__created_at", "host__removed_at", "host__state", "health", "last_sample", "host__last_heartbeat"
     ):
         registered[gid] = _overlap(created, removed or end, start, end)
         available_now[gid] = removed is None and state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY
-        last_util[gid] = _utilization(sample)
+        # The latest sample measures this hour only if it was taken in it (not a week later).
+        taken_in_hour = heartbeat is not None and start <= heartbeat <= end
+        last_util[gid] = _utilization(sample) if taken_in_hour else None
 
     links = (
         AttemptGPU.objects.filter(gpu_id__in=list(registered), attempt__placed_at__lt=end)
@@ -95,11 +104,12 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
             intervals[gid].append((a0, a1, bool(allocated and not unfunded)))
     minutes = _minute_samples(list(intervals), start, end) if intervals else {}
 
-    totals = dict.fromkeys(("registered", "available", "allocated", "unallocated", "utilized"), 0.0)
+    totals = dict.fromkeys(("registered", "available", "allocated", "unallocated", "measured", "utilized"), 0.0)
     for gid, reg in registered.items():
         occupied = {True: 0.0, False: 0.0}
-        utilized = 0.0
+        utilized = measured = 0.0
         series = minutes.get(gid)
+        stand_in = last_util[gid]
         for a0, a1, funded in intervals.get(gid, ()):
             seconds = (a1 - a0).total_seconds()
             occupied[funded] += seconds
@@ -107,15 +117,20 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
                 minute = a0.replace(second=0, microsecond=0)
                 while minute < a1:
                     nxt = minute + timedelta(minutes=1)
-                    utilized += _overlap(a0, a1, minute, nxt) * series.get(minute, 0.0)
+                    if (util := series.get(minute)) is not None:
+                        part = _overlap(a0, a1, minute, nxt)
+                        measured += part
+                        utilized += part * util
                     minute = nxt
-            else:
-                utilized += seconds * last_util[gid]
+            elif stand_in is not None:
+                measured += seconds
+                utilized += seconds * stand_in
         busy = occupied[True] + occupied[False]
         if busy > reg > 0:  # never more than the GPU's registered time (overlapping rows, clock skew)
             scale = reg / busy
             occupied = {k: v * scale for k, v in occupied.items()}
             utilized *= scale
+            measured *= scale
             busy = reg
         elif reg <= 0:
             continue
@@ -123,7 +138,8 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
         totals["available"] += reg if available_now[gid] else busy
         totals["allocated"] += occupied[True]
         totals["unallocated"] += occupied[False]
-        totals["utilized"] += min(utilized, busy)
+        totals["measured"] += min(measured, busy)
+        totals["utilized"] += min(utilized, measured, busy)
     return totals
 
 
@@ -139,6 +155,7 @@ def rollup_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) -
             "available_gpu_s": t["available"],
             "allocated_gpu_s": t["allocated"],
             "unallocated_gpu_s": t["unallocated"],
+            "measured_gpu_s": t["measured"],
             "utilized_gpu_s": t["utilized"],
             "computed_at": now,
         },
@@ -164,6 +181,7 @@ class Pyramid:
     available: float = 0.0
     allocated: float = 0.0
     unallocated: float = 0.0
+    measured: float = 0.0
     utilized: float = 0.0
 
     def add(self, row: ClusterHourlyMetrics) -> None:
@@ -171,24 +189,52 @@ class Pyramid:
         self.available += row.available_gpu_s
         self.allocated += row.allocated_gpu_s
         self.unallocated += row.unallocated_gpu_s
+        self.measured += row.measured_gpu_s
         self.utilized += row.utilized_gpu_s
 
-    def fractions(self) -> dict[str, float]:
+    def utilization_of_occupied(self) -> float | None:
+        """The GPU-time weighted mean NVML utilization (0..1) over the occupied GPU-time where it
+        was measured (DESIGN.md §8); None when occupied time was never measured (imported history:
+        unknown, not 0 %). 0.0 when nothing was occupied."""
+        if self.measured > 0:
+            return min(1.0, self.utilized / self.measured)
+        return None if self.allocated + self.unallocated > 0 else 0.0
+
+    def fractions(self) -> dict[str, float | None]:
+        """The pyramid's fractions of registered GPU-time; ``utilization`` is the occupancy times
+        the mean measured utilization (so it never extrapolates 0 % from time nobody measured, and
+        ``utilization ≤ occupancy`` holds), None with ``utilization_of_occupied`` when not measured."""
         reg = self.registered
         occupied = self.allocated + self.unallocated
 
         def frac(x: float, of: float) -> float:
             return round(x / of, 6) if of > 0 else 0.0
 
+        mean = self.utilization_of_occupied()
         return {
             "availability": frac(self.available, reg),
             "occupancy": frac(occupied, reg),
             "occupancy_allocated": frac(self.allocated, reg),
             "occupancy_unallocated": frac(self.unallocated, reg),
-            "utilization": frac(self.utilized, reg),
-            "utilization_of_occupied": frac(self.utilized, occupied),
+            "utilization": round(mean * occupied / reg, 6) if mean is not None and reg > 0 else mean,
+            "utilization_of_occupied": round(mean, 6) if mean is not None else None,
+            "utilization_measured": frac(self.measured, occupied),
             "impact": frac(self.allocated, occupied),
         }
+
+    def utilization_text(self) -> str:
+        """The utilization in words, the one wording every surface shows (web, API, CLI):
+        ``41%`` (as the page writes every fraction), ``41% (measured over 12% of the occupied
+        GPU-time)`` or ``not measured (…)``."""
+        share = self.fractions()
+        value = share["utilization"]
+        if value is None:
+            return "not measured (no utilization samples for the occupied GPU-time, e.g. imported history)"
+        measured = share["utilization_measured"] or 0.0
+        occupied = self.allocated + self.unallocated
+        if occupied <= 0 or measured >= 0.9995:
+            return f"{100 * value:.0f}%"
+        return f"{100 * value:.0f}% (measured over {100 * measured:.0f}% of the occupied GPU-time)"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -196,8 +242,10 @@ class Pyramid:
             "available_gpu_hours": round(self.available / 3600, 4),
             "allocated_gpu_hours": round(self.allocated / 3600, 4),
             "unallocated_gpu_hours": round(self.unallocated / 3600, 4),
+            "measured_gpu_hours": round(self.measured / 3600, 4),
             "utilized_gpu_hours": round(self.utilized / 3600, 4),
             **self.fractions(),
+            "utilization_text": self.utilization_text(),
         }
 
 
@@ -239,6 +287,7 @@ def pyramid_report(
                 available_gpu_s=t["available"],
                 allocated_gpu_s=t["allocated"],
                 unallocated_gpu_s=t["unallocated"],
+                measured_gpu_s=t["measured"],
                 utilized_gpu_s=t["utilized"],
                 computed_at=now,
             )

@@ -370,41 +370,61 @@ def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[
     }
 
 
-def _blocking(detail: dict[str, Any], tree: dict[int, Budget] | None) -> list[dict[str, Any]]:
-    """The blocking workloads the tick named, with their budgets and protection ends (two queries;
-    the budgets' paths from ``tree`` when given, ``budgets.services.load_tree``'s shape)."""
+def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | None) -> list[dict[str, Any]]:
+    """The blocking workloads the tick named that still hold GPUs, each with its budget and its
+    protection end (one query each for the workloads and their open attempts; the budgets' paths
+    from ``tree`` when given, ``budgets.services.load_tree``'s shape, else one more).
+
+    ``protected_until`` is never missing for allocated work: an attempt still starting is
+    protected until ``M`` after the agent confirms it (DESIGN.md §3.4), so at least ``now + M``
+    (``starting: true``; the policy's room profile assumes the same, ``contract.host_room``).
+    ``protection_text`` is that end in the words every surface shows."""
     ids = [int(x) for x in detail.get("blocking") or [] if str(x).isdigit()]
     if not ids:
         return []
-    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).only("id", "name", "budget_id")}
+    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).only("id", "name", "budget_id", "min_runtime_s")}
+    open_attempts = {
+        wid: (started, until, allocated)
+        for wid, started, until, allocated in Attempt.objects.filter(
+            workload_id__in=ids, ended_at__isnull=True
+        ).values_list("workload_id", "started_at", "protected_until", "allocated")
+    }
     paths = budget_paths(tree)
-    until = dict(
-        Attempt.objects.filter(workload_id__in=ids, ended_at__isnull=True).values_list("workload_id", "protected_until")
-    )
     out = []
     for wid in ids:
         w = rows.get(wid)
-        if w is None:
-            continue
-        pu = until.get(wid)
+        if w is None or wid not in open_attempts:
+            continue  # ended (or requeued) since the tick: no longer in the way
+        started, until, allocated = open_attempts[wid]
+        starting = started is None
+        if starting and allocated:
+            until = now + timedelta(seconds=w.min_runtime_s)
         out.append(
             {
                 "workload": wid,
                 "name": w.name,
                 "budget": paths.get(w.budget_id, str(w.budget_id)),
-                "protected_until": pu.astimezone(UTC).isoformat().replace("+00:00", "Z") if pu else None,
+                "protected_until": until.astimezone(UTC).isoformat().replace("+00:00", "Z") if until else None,
+                "starting": starting,
+                "protection_text": _protection_words(until, starting, now),
             }
         )
     return out
 
 
+def _protection_words(until: datetime | None, starting: bool, now: datetime) -> str:
+    """A blocking attempt's protection end in words: ``protected until 14:05:09 UTC``,
+    ``starting, protected until at least 14:05:09 UTC`` or ``protection ended 13:05:09 UTC``."""
+    if until is None:
+        return "not protected"
+    at = _when(until.timestamp())
+    if starting:
+        return f"starting, protected until at least {at}"
+    return f"protected until {at}" if until > now else f"protection ended {at}"
+
+
 def _blocking_words(blocking: list[dict[str, Any]]) -> str:
-    parts = []
-    for b in blocking:
-        until = b["protected_until"]
-        end = f", protected until {_when(datetime.fromisoformat(until).timestamp())}" if until else ""
-        parts.append(f"#{b['workload']} ({b['budget']}{end})")
-    return ", ".join(parts)
+    return ", ".join(f"#{b['workload']} {b['name']} ({b['budget']}, {b['protection_text']})" for b in blocking)
 
 
 def _fair_share_sentence(numbers: dict[str, Any]) -> str | None:
@@ -433,41 +453,68 @@ def number_words(value: float) -> str:
     return f"{value:.3g}" if value else "0"
 
 
-def pending_explanation(
+@dataclass(frozen=True, slots=True)
+class PendingExplanation:
+    """Why a workload is pending, in parts that each surface renders (the page links the blocking
+    work, the CLI lists it, the API gives it structured and in words): ``reason`` (the code of
+    DESIGN.md §3.8), ``sentences`` (the decision in words; none of them lists the blocking work),
+    ``numbers`` (both sides of a fair-share comparison, from the one standing) and ``blocking``
+    (the workloads in the way, with budget and protection end: :func:`_blocking`)."""
+
+    reason: str = ""
+    sentences: tuple[str, ...] = ()
+    numbers: dict[str, Any] = field(default_factory=dict)
+    blocking: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def sentence(self) -> str:
+        return self.sentences[0] if self.sentences else ""
+
+    def lines(self) -> list[str]:
+        """Every part as text, one line each: the sentences, then the blocking work ("In the way:
+        #12 name (budget, protected until …).") — the API's ``why_pending``."""
+        tail = [f"In the way: {_blocking_words(list(self.blocking))}."] if self.blocking else []
+        return [*self.sentences, *tail]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The API's ``pending_explanation``."""
+        return {
+            "reason": self.reason,
+            "sentence": self.sentence,
+            "sentences": list(self.sentences),
+            "numbers": self.numbers,
+            "blocking": list(self.blocking),
+        }
+
+
+def explain_pending(
     workload: Workload, now: datetime | None = None, tree: dict[int, Budget] | None = None
-) -> dict[str, Any]:
-    """Why ``workload`` is pending, structured: ``reason`` (the code of DESIGN.md §3.8),
-    ``sentence`` (the first line), ``lines`` (every line), ``numbers`` (both sides of a fair-share
-    comparison, from the last tick's standing or the one at ``now``) and ``blocking`` (the workloads the tick named,
-    with budget and protection end). Empty reason and lists when the workload is not pending.
-    ``tree``: every budget by id (``budgets.services.load_tree``), to name budgets without a query.
-    Costs one cache read when there are numbers (the last tick's figures; a snapshot load without
-    them) and one query when there is blocking work."""
+) -> PendingExplanation:
+    """Why ``workload`` is pending (reason codes of DESIGN.md §3.8), in parts: see
+    :class:`PendingExplanation`. Empty when the workload is not pending. ``tree``: every budget by
+    id (``budgets.services.load_tree``), to name budgets without a query. Costs one cache read when
+    there are numbers (the last tick's figures, :func:`scheduler.tick_figures.standing_figures`; a
+    snapshot load without them), two queries when there is blocking work (three without ``tree``);
+    computed once per request."""
     cached = getattr(workload, "_pending_explanation", None)
     if cached is not None:
         return cached
-    out: dict[str, Any] = {"reason": "", "sentence": "", "lines": [], "numbers": {}, "blocking": []}
+    out = PendingExplanation()
     if workload.state == Workload.State.PENDING:
+        now = now or timezone.now()
         detail: dict[str, Any] = workload.pending_detail or {}
-        out["reason"] = workload.pending_reason
+        numbers: dict[str, Any] = {}
+        blocking: list[dict[str, Any]] = []
         if workload.pending_reason in ("fair_share", "protected_work"):
-            out["numbers"] = _numbers(workload, detail, now or timezone.now())
-            out["blocking"] = _blocking(detail, tree)
-        out["lines"] = _lines(workload, detail, out["numbers"], out["blocking"])
-        out["sentence"] = out["lines"][0] if out["lines"] else ""
+            numbers = _numbers(workload, detail, now)
+            blocking = _blocking(detail, now, tree)
+        sentences = _lines(workload, detail, numbers)
+        out = PendingExplanation(workload.pending_reason, tuple(sentences), numbers, tuple(blocking))
     workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request
     return out
 
 
-def explain_pending(workload: Workload, tree: dict[int, Budget] | None = None) -> list[str]:
-    """Why ``workload`` is pending, in plain sentences with its numbers (reason codes of DESIGN.md
-    §3.8; :func:`pending_explanation`). Empty when the workload is not pending."""
-    return list(pending_explanation(workload, tree=tree)["lines"])
-
-
-def _lines(
-    workload: Workload, detail: dict[str, Any], numbers: dict[str, Any], blocking: list[dict[str, Any]]
-) -> list[str]:
+def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) -> list[str]:
     reason = workload.pending_reason
     lines: list[str] = []
     if not reason:
@@ -520,8 +567,6 @@ def _lines(
         lines.append(
             f"Protected work on {where} ends at {_when(detail.get('protected_until'))}; it can take those GPUs then."
         )
-        if blocking:
-            lines.append(f"In the way: {_blocking_words(blocking)}.")
         sentence = _fair_share_sentence(numbers)
         if sentence:
             lines.append(sentence)
@@ -531,8 +576,7 @@ def _lines(
             or "Other budgets are further below their share; their work goes first and may not be preempted for it."
         )
         if _hosts(detail):
-            who = f": {_blocking_words(blocking)}" if blocking else ""
-            lines.append(f"Room could be made on {_hosts(detail)} only by preempting the work there{who}.")
+            lines.append(f"Room could be made on {_hosts(detail)} only by preempting the work there.")
     elif reason == "insufficient_gpus":
         if not workload.allocated:
             lines.append(

@@ -54,7 +54,7 @@ from scheduler.models import (
     WorkloadEvent,
 )
 from scheduler.pyramid import pyramid_report
-from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy, pending_explanation
+from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
 from scheduler.services import (
     can_cancel,
     do_cancel_group,
@@ -369,6 +369,7 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         context={"request": request, "accessible_budget_ids": scope.accessible, "budget_paths": scope.paths}
     )
     open_attempt = next((a for a in workload.attempts.all() if a.ended_at is None), None)
+    why = explain_pending(workload, now)
     return {
         "nav": "workloads",
         "w": workload,
@@ -376,16 +377,11 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "env": serializer.get_env(workload),
         "may_see_private": scope.may_see_private(workload),
         "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
-        # The page lists the blocking work itself, linked (why_blocking): not twice.
-        "why": [line for line in explain_pending(workload) if not line.startswith("In the way: ")],
-        "why_numbers": pending_explanation(workload)["numbers"],
-        "why_sides": [
-            side for k in ("budget", "other_budget") if (side := pending_explanation(workload)["numbers"].get(k))
-        ],
-        "why_blocking": [
-            {**b, "protected_until_at": datetime.fromisoformat(b["protected_until"]) if b["protected_until"] else None}
-            for b in pending_explanation(workload)["blocking"]
-        ],
+        # The parts of the explanation: the sentences, the numbers, the blocking work (linked).
+        "why": why.sentences,
+        "why_numbers": why.numbers,
+        "why_sides": [side for k in ("budget", "other_budget") if (side := why.numbers.get(k))],
+        "why_blocking": why.blocking,
         "estimate": estimate_words(workload),
         "lanes": lanes,
         "axis_start": axis_start,
@@ -617,8 +613,19 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
     step = width / max(1, n - 1)
     out = []
     for key, colour in PYRAMID_SERIES:
-        points = " ".join(f"{i * step:.1f},{height - float(h[key]) * height:.1f}" for i, h in enumerate(hours))
-        out.append({"name": key, "colour": colour, "points": points})
+        # An hour whose value is unknown (utilization not measured) breaks the line: one
+        # polyline per run of known hours, never a drop to 0.
+        runs: list[list[tuple[float, float]]] = [[]]
+        for i, h in enumerate(hours):
+            if h[key] is None:
+                runs.append([])
+            else:
+                runs[-1].append((i * step, height - float(h[key]) * height))
+        for run in runs:
+            if len(run) == 1:  # a lone known hour: a short dash, a single point draws nothing
+                run.append((min(width, run[0][0] + 4.0), run[0][1]))
+            if run:
+                out.append({"name": key, "colour": colour, "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in run)})
     return out
 
 

@@ -24,13 +24,22 @@ class PyramidFigures(serializers.Serializer):
     available_gpu_hours = serializers.FloatField()
     allocated_gpu_hours = serializers.FloatField()
     unallocated_gpu_hours = serializers.FloatField()
-    utilized_gpu_hours = serializers.FloatField()
+    measured_gpu_hours = serializers.FloatField(help_text="occupied GPU-hours whose NVML utilization was measured")
+    utilized_gpu_hours = serializers.FloatField(help_text="measured GPU-hours × NVML utilization")
     availability = serializers.FloatField(help_text="available / registered GPU-time")
     occupancy = serializers.FloatField(help_text="occupied / registered GPU-time (≤ availability)")
     occupancy_allocated = serializers.FloatField()
     occupancy_unallocated = serializers.FloatField()
-    utilization = serializers.FloatField(help_text="utilization-weighted / registered GPU-time (≤ occupancy)")
-    utilization_of_occupied = serializers.FloatField(help_text="mean NVML utilization over occupied GPU-time")
+    utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="occupancy × utilization_of_occupied (≤ occupancy); null: not measured (e.g. imported history)",
+    )
+    utilization_of_occupied = serializers.FloatField(
+        allow_null=True,
+        help_text="mean NVML utilization over the occupied GPU-time where it was measured; null: never measured",
+    )
+    utilization_measured = serializers.FloatField(help_text="measured / occupied GPU-time")
+    utilization_text = serializers.CharField(help_text="the utilization in words, as the web page and CLI show it")
     impact = serializers.FloatField(help_text="allocated share of occupied GPU-time")
 
 

@@ -567,7 +567,11 @@ class BlockingSerializer(serializers.Serializer):
     workload = serializers.IntegerField()
     name = serializers.CharField()
     budget = serializers.CharField()
-    protected_until = serializers.DateTimeField(allow_null=True)
+    protected_until = serializers.DateTimeField(
+        allow_null=True, help_text="its protection end; while starting, the earliest (now + M); null if unallocated"
+    )
+    starting = serializers.BooleanField(help_text="not confirmed started yet: protected until M after it starts")
+    protection_text = serializers.CharField(help_text="the protection end in words, as the page and the CLI show it")
 
 
 STOP_ENDS_AS = {
@@ -587,7 +591,10 @@ class StopSerializer(serializers.Serializer):
 
 class PendingExplanationSerializer(serializers.Serializer):
     reason = serializers.CharField(help_text="the reason code of the last tick (DESIGN.md §3.8); empty unless pending")
-    sentence = serializers.CharField()
+    sentence = serializers.CharField(help_text="the first of the sentences")
+    sentences = serializers.ListField(
+        child=serializers.CharField(), help_text="the decision in words; none lists the blocking work (see blocking)"
+    )
     numbers = PendingNumbersSerializer()
     blocking = BlockingSerializer(many=True)
 
@@ -646,10 +653,11 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         read_only_fields = fields
 
     def get_why_pending(self, obj: Workload) -> list[str]:
-        """The pending reason in plain sentences with its numbers (empty unless pending)."""
+        """The pending reason in plain sentences with its numbers, then the work in the way
+        (``PendingExplanation.lines``; empty unless pending)."""
         from scheduler.reports import explain_pending
 
-        return explain_pending(obj, self.context.get("budget_tree"))
+        return explain_pending(obj, tree=self.context.get("budget_tree")).lines()
 
     @extend_schema_field(StopSerializer(allow_null=True))
     def get_stop(self, obj: Workload) -> dict[str, Any] | None:
@@ -671,13 +679,12 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
 
     @extend_schema_field(PendingExplanationSerializer)
     def get_pending_explanation(self, obj: Workload) -> dict[str, Any]:
-        """Why pending, structured: ``reason``, ``sentence``, ``numbers`` (GPU-hours and ratios of
-        both sides, from the one standing now) and ``blocking`` (the workloads in the way)."""
-        from scheduler.reports import pending_explanation
+        """Why pending, structured: ``reason``, ``sentence``/``sentences``, ``numbers`` (GPU-hours
+        and ratios of both sides, from the last tick's standing) and ``blocking`` (the workloads in the
+        way, with their protection ends)."""
+        from scheduler.reports import explain_pending
 
-        data = dict(pending_explanation(obj, tree=self.context.get("budget_tree")))
-        data.pop("lines", None)
-        return data
+        return explain_pending(obj, tree=self.context.get("budget_tree")).as_dict()
 
     def get_estimated_start_words(self, obj: Workload) -> str:
         from scheduler.reports import estimate_words

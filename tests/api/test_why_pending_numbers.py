@@ -4,7 +4,7 @@ name the blocking work with its budget and protection end."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -93,5 +93,83 @@ def test_api_page_and_cli_explain_with_numbers_and_blocking_work(blocked, resear
 def test_not_pending_explains_nothing(blocked, researcher_client):
     _waiting, rivals = blocked
     body = researcher_client.get(f"/api/v1/workloads/{rivals[0].pk}/").json()
-    assert body["pending_explanation"] == {"reason": "", "sentence": "", "numbers": {}, "blocking": []}
+    assert body["pending_explanation"] == {"reason": "", "sentence": "", "sentences": [], "numbers": {}, "blocking": []}
     assert Workload.objects.get(pk=rivals[0].pk).state == Workload.State.RUNNING
+
+
+@pytest.fixture
+def blocked_by_starting(researcher, outsider, cluster, org_tree, submit_kwargs, django_capture_on_commit_callbacks):
+    """As ``blocked``, but vision's two attempts are still starting (no agent confirmed them):
+    protected, with no ``protected_until`` stored yet."""
+    now = timezone.now()
+    UsageEntry.objects.create(
+        budget=org_tree["nlp/olmo"],
+        cluster=cluster,
+        start=now - timedelta(days=2),
+        end=now - timedelta(days=1),
+        gpus=20,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        rivals = [
+            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8)) for _ in range(2)
+        ]
+        run_tick(cluster.pk)
+        waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, name="waits"))
+        run_tick(cluster.pk)
+    waiting.refresh_from_db()
+    assert not Attempt.objects.filter(started_at__isnull=False).exists()
+    return waiting, rivals
+
+
+def test_blocking_work_still_starting_carries_its_protection_end(
+    blocked_by_starting, researcher, researcher_client, monkeypatch
+):
+    """Issue 13 (fix13): an attempt still starting is protected until ``M`` after the agent
+    confirms it, so at least now + M: every blocking workload named carries that end, in the
+    structured ``blocking`` and in the words of the API, the page and the CLI."""
+    waiting, rivals = blocked_by_starting
+    before = timezone.now()
+    body = researcher_client.get(f"/api/v1/workloads/{waiting.pk}/").json()
+    blocking = body["pending_explanation"]["blocking"]
+    assert blocking and {b["workload"] for b in blocking} <= {r.pk for r in rivals}
+    for b in blocking:
+        assert b["starting"] is True
+        until = datetime.fromisoformat(b["protected_until"])
+        assert until >= before + timedelta(hours=1) - timedelta(seconds=1)
+    assert any("starting, protected until at least" in line for line in body["why_pending"])
+
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get(f"/workloads/{waiting.pk}/").content.decode()
+    assert html.count("starting, protected until at least") == len(blocking)
+
+    out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    assert out.count("starting, protected until at least") == len(blocking)
+
+
+def test_fair_share_page_and_cli_name_the_blocking_work_once(blocked, researcher, monkeypatch):
+    """Issue 13 (fix13): the sentences do not list the blocking work; the page lists it once,
+    linked, the CLI once as ``blocking:`` lines, the API's ``why_pending`` once as "In the way"."""
+    waiting, _rivals = blocked
+    assert waiting.pending_reason == "fair_share"
+    ids = [int(x) for x in waiting.pending_detail["blocking"]]
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get(f"/workloads/{waiting.pk}/").content.decode()
+    why = html[html.index('id="why-pending"') : html.index('id="estimated-start"')]
+    for wid in ids:
+        assert why.count(f"#{wid} ") == 1, why
+        assert f'href="/workloads/{wid}/"' in why
+    assert why.count("In the way:") == 1
+    assert "Room could be made on" in why
+
+    out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    for wid in ids:
+        assert out.count(f"#{wid} ") == 1, out
+    body = page.get(f"/api/v1/workloads/{waiting.pk}/").json()
+    text = "\n".join(body["why_pending"])
+    for wid in ids:
+        assert text.count(f"#{wid} ") == 1, text
+    sentences = body["pending_explanation"]["sentences"]
+    assert sentences == body["why_pending"][: len(sentences)]
+    assert not any(f"#{wid}" in s for s in sentences for wid in ids)

@@ -167,3 +167,67 @@ def test_a_sacct_export_without_the_columns_is_refused(cluster, tmp_path: Path):
     f.write_text("JobID|User|Start\n1|x|now\n")
     with pytest.raises(CommandError, match="the header lacks Account, AllocTRES, End, State"):
         call_command("import_history", "sacct", str(f), "--cluster", "default")
+
+
+def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, researcher, tmp_path: Path, monkeypatch):
+    """Issue 13 (fix13): the imported week has no NVML samples, so its utilization is unknown,
+    not 0 %: the API says null, and the metrics page and ``fairway metrics`` say "not measured"
+    in the one wording (``Pyramid.utilization_text``). Agents reporting now do not measure the
+    past: their latest samples stand for no imported hour. A measured live minute counts alone."""
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from scheduler.models import GPU, ClusterHourlyMetrics, GpuMinuteSample, Host
+    from scheduler.pyramid import hour_of
+    from tests.cli.inprocess import run_cli
+
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    call_command(
+        "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+        "--before-job", "5", "--days", "2", "--load", "100", stdout=StringIO(),
+    )  # fmt: skip
+    # The agents come up after the import: fresh heartbeats and samples at 70 %.
+    Host.objects.filter(cluster=philly).update(last_heartbeat=timezone.now())
+    GPU.objects.filter(host__cluster=philly).update(last_sample={"utilization_pct": 70})
+
+    busy = [h for h in ClusterHourlyMetrics.objects.filter(cluster=philly) if h.allocated_gpu_s + h.unallocated_gpu_s]
+    assert busy and all(h.measured_gpu_s == 0 for h in busy)
+    api = APIClient()
+    api.force_authenticate(researcher)
+    since = (timezone.now() - timedelta(days=3)).isoformat()
+    until = hour_of(timezone.now()).isoformat()  # the imported complete hours only
+    [c] = api.get("/api/v1/metrics/pyramid/", {"cluster": "philly", "since": since, "until": until}).json()
+    assert c["total"]["occupancy"] > 0
+    assert c["total"]["utilization"] is None and c["total"]["utilization_of_occupied"] is None
+    assert c["total"]["utilization_text"].startswith("not measured")
+    assert {h["utilization"] for h in c["hours"] if h["occupancy"] > 0} == {None}
+    assert {h["utilization"] for h in c["hours"] if h["occupancy"] == 0} <= {0.0}
+
+    page = Client()
+    page.force_login(researcher)
+    html = page.get("/metrics/").content.decode()
+    assert 'id="utilization-philly">not measured' in html
+    assert "utilization   not measured" in run_cli(monkeypatch, researcher, "metrics", "--cluster", "philly")
+    # Prometheus shows the last rolled-up hour; made busy (the tiny trace's last hours are idle).
+    last = ClusterHourlyMetrics.objects.filter(cluster=philly).order_by("-hour").first()
+    assert last is not None and last.measured_gpu_s == 0
+    ClusterHourlyMetrics.objects.filter(pk=last.pk).update(allocated_gpu_s=3600.0)
+    scrape = Client().get("/metrics").content.decode()
+    assert 'fairway_pyramid_occupancy_ratio{cluster="philly"} 0.125' in scrape
+    assert 'fairway_pyramid_utilization_ratio{cluster="philly"}' not in scrape  # absent, not 0
+
+    # One measured busy minute now (and no latest sample to stand in for the current hour):
+    # the utilization is that minute's mean, over that minute only.
+    GPU.objects.filter(host__cluster=philly).update(last_sample={})
+    a = Attempt.objects.order_by("pk").first()
+    assert a is not None
+    gpu = a.gpu_links.first().gpu
+    minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=2)
+    Attempt.objects.filter(pk=a.pk).update(placed_at=minute, started_at=minute, ended_at=None)
+    GpuMinuteSample.objects.create(gpu=gpu, minute=minute, samples=2, utilization_sum=80.0)
+    [c] = api.get("/api/v1/metrics/pyramid/", {"cluster": "philly", "since": since}).json()
+    [live] = [h for h in c["hours"] if h["partial"]]
+    assert live["utilization_of_occupied"] == pytest.approx(0.4)
+    assert c["total"]["utilization_of_occupied"] == pytest.approx(0.4)
+    assert c["total"]["utilization_text"].endswith("of the occupied GPU-time)")

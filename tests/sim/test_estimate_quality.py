@@ -77,3 +77,28 @@ def test_simulate_command_reports_estimate_quality(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert '"fraction_started_by_estimate": 0.5' in out
     assert (tmp_path / "out" / "estimates.json").exists()
+
+
+def test_simulate_and_the_philly_bench_take_the_same_estimate_options() -> None:
+    """Issue 13 (fix13): the estimate-quality options were declared twice, with different names
+    (``--estimate-from-day`` / ``--estimates-from``) and units (a duration / integer seconds).
+    Declared once (``scheduler.sim.estimate_options``): the same names, the same parse."""
+    from bench.simulate_philly import build_parser
+    from scheduler.management.commands.simulate import Command
+    from scheduler.sim.estimate_options import sampling_from
+
+    argv = [
+        "--estimates", "--estimate-rate", "0.25", "--estimate-every", "30m", "--estimate-budget", "20",
+        "--estimate-from-day", "7", "--estimate-wall-time-slack", "1h",
+    ]  # fmt: skip
+    simulate = vars(Command().create_parser("manage.py", "simulate").parse_args(argv))
+    bench = vars(build_parser().parse_args(argv))
+    expected = Sampling(rate=0.25, every_s=1800, budget_s=20.0, from_day=7.0, wall_time_slack_s=3600)
+    assert sampling_from(simulate) == sampling_from(bench) == expected
+    # Plain seconds are the same unit.
+    seconds = ["--estimate-every", "1800", "--estimate-wall-time-slack", "3600"]
+    assert sampling_from(vars(build_parser().parse_args(seconds))).every_s == 1800
+    names = {a.dest for a in build_parser()._actions if a.dest.startswith("estimate")}
+    assert names == {a.dest for a in Command().create_parser("m", "simulate")._actions if a.dest.startswith("estimate")}
+    with pytest.raises(ValueError, match="not a duration"):
+        sampling_from(vars(build_parser().parse_args(["--estimate-every", "soon"])))

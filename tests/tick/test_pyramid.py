@@ -15,21 +15,24 @@ from scheduler.pyramid import compute_hour, hour_of, rollup_hour, rollup_previou
 def hour_world(tw):
     """One past hour H of cluster c1, in GPU-seconds.
 
-    h1 (active, 4 GPUs): gpu0 allocated all hour at 50 % (latest sample only); gpu1 unallocated
-    H+30..H+45 min at 80 % (minute samples; a sample outside the attempt is ignored); gpu2 idle;
-    gpu3 unhealthy. h2 (cordoned, 2 GPUs): gpu0 allocated all hour, no sample. h3 (1 GPU) removed
-    at H+15 min.
+    h1 (active, 4 GPUs, last heartbeat in H): gpu0 allocated all hour at 50 % (latest sample
+    only, taken in H); gpu1 unallocated H+30..H+45 min at 80 % (minute samples; a sample outside
+    the attempt is ignored); gpu2 idle; gpu3 unhealthy. h2 (cordoned, 2 GPUs, last heartbeat
+    now): gpu0 allocated all hour, its latest sample (90 %) taken after H: not measured in H.
+    h3 (1 GPU) removed at H+15 min.
     """
     hour = hour_of(tw.now) - timedelta(hours=2)
     h1 = tw.host("h1", gpus=4)
     h2 = tw.host("h2", gpus=2, state=Host.State.CORDONED)
     h3 = tw.host("h3", gpus=1, removed_at=hour + timedelta(minutes=15))
     Host.objects.filter(pk__in=[h1.pk, h2.pk, h3.pk]).update(created_at=hour - timedelta(days=1))
+    Host.objects.filter(pk=h1.pk).update(last_heartbeat=hour + timedelta(minutes=59))
     g1 = list(h1.gpus.order_by("index"))
     g2 = list(h2.gpus.order_by("index"))
     GPU.objects.filter(pk=g1[0].pk).update(last_sample={"utilization_pct": 50})
     GPU.objects.filter(pk=g1[1].pk).update(last_sample={"utilization_pct": 5})
     GPU.objects.filter(pk=g1[3].pk).update(health=GPU.Health.UNHEALTHY)
+    GPU.objects.filter(pk=g2[0].pk).update(last_sample={"utilization_pct": 90})
     long = tw.attempt(tw.workload(), [g1[0]])
     Attempt.objects.filter(pk=long.pk).update(placed_at=hour - timedelta(hours=3))
     short = tw.attempt(tw.workload(min_runtime=0), [g1[1]])
@@ -57,7 +60,8 @@ def test_an_hour_in_gpu_seconds(hour_world):
     assert t["allocated"] == pytest.approx(2 * 3600)
     assert t["unallocated"] == pytest.approx(900)
     assert t["utilized"] == pytest.approx(3600 * 0.5 + 900 * 0.8)
-    assert t["registered"] >= t["available"] >= t["allocated"] + t["unallocated"] >= t["utilized"]
+    assert t["measured"] == pytest.approx(3600 + 900)  # h2's hour was not measured: not 0 %
+    assert t["registered"] >= t["available"] >= t["allocated"] + t["unallocated"] >= t["measured"] >= t["utilized"]
 
 
 def test_rollup_is_an_idempotent_upsert_and_the_api_returns_the_fractions(hour_world):
@@ -78,7 +82,11 @@ def test_rollup_is_an_idempotent_upsert_and_the_api_returns_the_fractions(hour_w
     reg = 6 * 3600 + 900
     assert total["availability"] == pytest.approx(4 * 3600 / reg, abs=1e-5)
     assert total["occupancy"] == pytest.approx((7200 + 900) / reg, abs=1e-5)
-    assert total["utilization"] == pytest.approx(2520 / reg, abs=1e-5)
+    # The mean over the measured occupied time (2,520 of 4,500 GPU-s), times the occupancy.
+    assert total["utilization_of_occupied"] == pytest.approx(2520 / 4500, abs=1e-5)
+    assert total["utilization"] == pytest.approx(2520 / 4500 * 8100 / reg, abs=1e-5)
+    assert total["utilization_measured"] == pytest.approx(4500 / 8100, abs=1e-5)
+    assert total["utilization_text"] == "20% (measured over 56% of the occupied GPU-time)"
     assert total["impact"] == pytest.approx(7200 / 8100, abs=1e-5)
     assert total["availability"] >= total["occupancy"] >= total["utilization"]
     assert c1["hours"][0]["occupancy"] == total["occupancy"]

@@ -226,6 +226,7 @@ def test_metrics_page_shows_the_pyramid_of_the_last_week(browser, cluster):
         available_gpu_s=3600 * 9,
         allocated_gpu_s=3600 * 6,
         unallocated_gpu_s=3600 * 2,
+        measured_gpu_s=3600 * 8,
         utilized_gpu_s=3600 * 4,
         computed_at=timezone.now(),
     )

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler.sim.budgets import BudgetFileError
+from scheduler.sim.estimate_options import add_estimate_options, sampling_from
 from scheduler.sim.simulate import DEFAULT_TRACE, POLICY_NAMES, SimConfig, SimulationError, simulate
 from scheduler.trace import DEFAULT_MIN_RUNTIME_RULE, DEFAULT_UNALLOCATED_RULE, TraceError, parse_duration
 
@@ -54,24 +55,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--since", default="7d", help="with --from-db: the window replayed (default 7d)")
         parser.add_argument("--cluster", default=None, help="with --from-db: the cluster (default: the only one)")
-        est = parser.add_argument_group("estimate quality (docs/estimates.md): Fairway only, prints JSON")
-        est.add_argument(
-            "--estimates",
-            action="store_true",
-            help="sample the first estimated start of allocated jobs still pending after their arrival pass and "
-            "report the fraction that started no later than it and the median error (actual − estimate)",
-        )
-        est.add_argument("--estimate-rate", type=float, default=1.0, help="fraction of jobs sampled (by job id hash)")
-        est.add_argument(
-            "--estimate-every", default="0", help="at most one forward simulation per this much simulated time"
-        )
-        est.add_argument("--estimate-budget", type=float, default=2.0, help="CPU seconds per forward simulation")
-        est.add_argument("--estimate-from-day", type=float, default=0.0, help="sample jobs arriving from this day on")
-        est.add_argument(
-            "--estimate-wall-time-slack",
-            default=None,
-            help="jobs declare a wall-time limit of run time + this (e.g. 1h): the forward simulation knows ends",
-        )
+        add_estimate_options(parser)
 
     def handle(self, *args: Any, **o: Any) -> None:
         if o["from_db"]:
@@ -149,19 +133,11 @@ class Command(BaseCommand):
         import json
         from pathlib import Path
 
-        from scheduler.sim.estimate_quality import Sampling, estimate_quality
+        from scheduler.sim.estimate_quality import estimate_quality
         from scheduler.sim.simulate import prepare
 
         try:
-            slack = o["estimate_wall_time_slack"]
-            sampling = Sampling(
-                rate=o["estimate_rate"],
-                every_s=parse_duration(o["estimate_every"]),
-                budget_s=o["estimate_budget"],
-                from_day=o["estimate_from_day"],
-                wall_time_slack_s=parse_duration(slack) if slack is not None else None,
-            )
-            sampling.check()
+            sampling = sampling_from(o)
             result = estimate_quality(prepare(config), sampling)
         except (ValueError, TraceError, BudgetFileError, SimulationError) as exc:
             raise CommandError(f"nothing written: {exc}") from None
