@@ -7,6 +7,34 @@ from django.db import models
 from django.utils import timezone
 
 
+class BudgetQuerySet(models.QuerySet["Budget"]):
+    """Bulk writes forget the tree the web processes keep (``budgets.tree_memo``), as saves do."""
+
+    def update(self, **kwargs: object) -> int:
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().update(**kwargs)
+
+    def bulk_create(self, *args: object, **kwargs: object) -> list[Budget]:  # type: ignore[override]
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().bulk_create(*args, **kwargs)  # type: ignore[arg-type]
+
+    def bulk_update(self, *args: object, **kwargs: object) -> int:  # type: ignore[override]
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().bulk_update(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().delete()
+
+
 class Budget(models.Model):
     """A node of the share tree (DESIGN.md §1, §3.7).
 
@@ -30,6 +58,8 @@ class Budget(models.Model):
     on_cap = models.CharField(max_length=16, choices=OnCap.choices, default=OnCap.DOWNGRADE)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = BudgetQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

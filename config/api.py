@@ -29,7 +29,8 @@ from rest_framework.response import Response
 
 from accounts.services import accessible_budget_ids, user_memberships
 from budgets.models import Budget
-from budgets.services import budget_paths, load_tree
+from budgets.services import budget_paths
+from budgets.tree_memo import shared_tree
 from config.errors import ServiceError
 
 
@@ -110,7 +111,8 @@ class FairwayViewSet(viewsets.GenericViewSet):
 
     @cached_property
     def budget_tree(self) -> dict[int, Budget]:
-        return load_tree()
+        """The tree this process keeps while no budget changed (``budgets.tree_memo``): read only."""
+        return shared_tree()
 
     @cached_property
     def memberships(self) -> dict[int, str]:

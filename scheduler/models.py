@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
@@ -26,6 +28,42 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class _HardwareQuerySet(models.QuerySet[Any]):
+    """Bulk writes of hardware fields forget the hardware web processes keep (``scheduler.hardware_memo``)."""
+
+    hardware_fields: frozenset[str] = frozenset()
+
+    def _forget(self, fields: Iterable[str] | None) -> None:
+        from scheduler.hardware_memo import forget_if
+
+        forget_if(fields, self.hardware_fields)
+
+    def update(self, **kwargs: Any) -> int:
+        self._forget(kwargs)
+        return super().update(**kwargs)
+
+    def bulk_update(self, objs: Iterable[Any], fields: Iterable[str], *args: Any, **kwargs: Any) -> int:
+        fields = list(fields)
+        self._forget(fields)
+        return super().bulk_update(objs, fields, *args, **kwargs)
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> list[Any]:
+        self._forget(None)
+        return super().bulk_create(*args, **kwargs)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        self._forget(None)
+        return super().delete()
+
+
+class HostQuerySet(_HardwareQuerySet):
+    hardware_fields = frozenset({"cluster", "cluster_id", "labels", "removed_at", "cpus", "memory_bytes"})
+
+
+class GPUQuerySet(_HardwareQuerySet):
+    hardware_fields = frozenset({"host", "host_id", "model"})
 
 
 class Host(models.Model):
@@ -65,6 +103,8 @@ class Host(models.Model):
     memory_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = HostQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
@@ -91,6 +131,8 @@ class GPU(models.Model):
     nominated_for = models.ForeignKey(
         "Workload", null=True, blank=True, on_delete=models.SET_NULL, related_name="nominated_gpus"
     )
+
+    objects = GPUQuerySet.as_manager()
 
     class Meta:
         ordering = ["host__name", "index"]

@@ -19,9 +19,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from budgets.models import Budget
+from budgets.services import budget_paths
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.snapshot import load_snapshot
+from scheduler.tick_figures import standing_figures
 
 # --- budget standing -------------------------------------------------------------------------
 
@@ -344,13 +346,15 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
 
 
 def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """The figures behind a fair-share comparison, from the one standing at ``now``: both sides'
-    used, committed and entitled GPU-hours and ratios, this workload's commitment on its side."""
+    """The figures behind a fair-share comparison, from the one standing: both sides' used,
+    committed and entitled GPU-hours and ratios, this workload's commitment on its side, and
+    ``at``, the standing's instant: the last tick's, which decided the reason on these figures
+    (:func:`scheduler.tick_figures.standing_figures`; ``now``'s when no recent tick's are cached)."""
     mine, rival = detail.get("budget_key"), detail.get("rival_key")
     if mine is None or rival is None:
         return {}
-    snap, _index = load_snapshot(workload.cluster_id, now)
-    figures = budget_figures(snap)
+    standing = standing_figures(workload.cluster_id, now)
+    figures = standing.figures
     commitment = workload.gpu_count * workload.min_runtime_s
     a, b = figures.get(str(mine)), figures.get(str(rival))
     ra = a.ratio_with(commitment) if a else None
@@ -362,12 +366,14 @@ def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[
         "other_budget": _side(b, str(detail.get("other_budget")), 0, tb),
         "commitment_gpu_hours": _hours(commitment),
         "first": first,
+        "at": standing.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
     }
 
 
-def _blocking(detail: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | None) -> list[dict[str, Any]]:
     """The blocking workloads the tick named that still hold GPUs, each with its budget and its
-    protection end (one query each for the workloads and their open attempts).
+    protection end (one query each for the workloads and their open attempts; the budgets' paths
+    from ``tree`` when given, ``budgets.services.load_tree``'s shape, else one more).
 
     ``protected_until`` is never missing for allocated work: an attempt still starting is
     protected until ``M`` after the agent confirms it (DESIGN.md §3.4), so at least ``now + M``
@@ -376,13 +382,14 @@ def _blocking(detail: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
     ids = [int(x) for x in detail.get("blocking") or [] if str(x).isdigit()]
     if not ids:
         return []
-    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).select_related("budget", "budget__parent")}
+    rows = {w.pk: w for w in Workload.objects.filter(pk__in=ids).only("id", "name", "budget_id", "min_runtime_s")}
     open_attempts = {
         wid: (started, until, allocated)
         for wid, started, until, allocated in Attempt.objects.filter(
             workload_id__in=ids, ended_at__isnull=True
         ).values_list("workload_id", "started_at", "protected_until", "allocated")
     }
+    paths = budget_paths(tree)
     out = []
     for wid in ids:
         w = rows.get(wid)
@@ -396,7 +403,7 @@ def _blocking(detail: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
             {
                 "workload": wid,
                 "name": w.name,
-                "budget": w.budget.path,
+                "budget": paths.get(w.budget_id, str(w.budget_id)),
                 "protected_until": until.astimezone(UTC).isoformat().replace("+00:00", "Z") if until else None,
                 "starting": starting,
                 "protection_text": _protection_words(until, starting, now),
@@ -480,10 +487,15 @@ class PendingExplanation:
         }
 
 
-def explain_pending(workload: Workload, now: datetime | None = None) -> PendingExplanation:
+def explain_pending(
+    workload: Workload, now: datetime | None = None, tree: dict[int, Budget] | None = None
+) -> PendingExplanation:
     """Why ``workload`` is pending (reason codes of DESIGN.md §3.8), in parts: see
-    :class:`PendingExplanation`. Empty when the workload is not pending. Costs one snapshot load
-    when there are numbers, two queries when there is blocking work; computed once per request."""
+    :class:`PendingExplanation`. Empty when the workload is not pending. ``tree``: every budget by
+    id (``budgets.services.load_tree``), to name budgets without a query. Costs one cache read when
+    there are numbers (the last tick's figures, :func:`scheduler.tick_figures.standing_figures`; a
+    snapshot load without them), two queries when there is blocking work (three without ``tree``);
+    computed once per request."""
     cached = getattr(workload, "_pending_explanation", None)
     if cached is not None:
         return cached
@@ -495,7 +507,7 @@ def explain_pending(workload: Workload, now: datetime | None = None) -> PendingE
         blocking: list[dict[str, Any]] = []
         if workload.pending_reason in ("fair_share", "protected_work"):
             numbers = _numbers(workload, detail, now)
-            blocking = _blocking(detail, now)
+            blocking = _blocking(detail, now, tree)
         sentences = _lines(workload, detail, numbers)
         out = PendingExplanation(workload.pending_reason, tuple(sentences), numbers, tuple(blocking))
     workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request

@@ -194,7 +194,15 @@ _FEASIBILITY_FIELD = {
 
 def _hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | None, Any]]:
     """``(model, GPUs, cpus, memory_bytes, labels)`` per registered (not removed) host of
-    ``cluster`` and GPU model it has: one query, what both submission checks below read."""
+    ``cluster`` and GPU model it has, what both submission checks below read: :func:`read_hardware`
+    as this process last read it while no hardware changed (``scheduler.hardware_memo``). Read-only."""
+    from scheduler.hardware_memo import MEMO
+
+    return MEMO.get(cluster.pk, lambda: read_hardware(cluster))
+
+
+def read_hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | None, Any]]:
+    """:func:`_hardware` read from the database: one query."""
     return [
         (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"], row["host__labels"])
         for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)

@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Max, Value, When
 from django.utils import timezone
 
-from scheduler import lifecycle, notify
+from scheduler import lifecycle, notify, tick_figures
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.policy import schedule
 from scheduler.policy import types as p
@@ -122,6 +122,7 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
         )
         touched_hosts = _apply(decisions, snapshot, index, now, result)
         notify.push_hosts_on_commit(touched_hosts)
+        tick_figures.remember_on_commit(cluster_id, snapshot, now)
     result.seconds = time.monotonic() - began
     if result.starts or result.stops or result.host_states:
         logger.info(

@@ -60,6 +60,7 @@ def _fresh_throttles(settings: Any) -> None:
     from django.core.cache import cache
 
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.FAIRWAY_MEMO_LOCAL_CACHE = True  # one process reads and writes: keep as with Redis (config.memo)
     cache.clear()
 
 

@@ -558,6 +558,9 @@ class PendingNumbersSerializer(serializers.Serializer):
     other_budget = PendingSideSerializer(required=False, help_text="the rival side whose work is in the way")
     commitment_gpu_hours = serializers.FloatField(required=False, help_text="this workload's gpus × M")
     first = serializers.CharField(required=False, help_text="which side goes first: budget or other_budget")
+    at = serializers.DateTimeField(
+        required=False, help_text="the instant of the standing the numbers come from: the last tick's, which decided"
+    )
 
 
 class BlockingSerializer(serializers.Serializer):
@@ -654,7 +657,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         (``PendingExplanation.lines``; empty unless pending)."""
         from scheduler.reports import explain_pending
 
-        return explain_pending(obj).lines()
+        return explain_pending(obj, tree=self.context.get("budget_tree")).lines()
 
     @extend_schema_field(StopSerializer(allow_null=True))
     def get_stop(self, obj: Workload) -> dict[str, Any] | None:
@@ -677,11 +680,11 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     @extend_schema_field(PendingExplanationSerializer)
     def get_pending_explanation(self, obj: Workload) -> dict[str, Any]:
         """Why pending, structured: ``reason``, ``sentence``/``sentences``, ``numbers`` (GPU-hours
-        and ratios of both sides, from the one standing now) and ``blocking`` (the workloads in the
+        and ratios of both sides, from the last tick's standing) and ``blocking`` (the workloads in the
         way, with their protection ends)."""
         from scheduler.reports import explain_pending
 
-        return explain_pending(obj).as_dict()
+        return explain_pending(obj, tree=self.context.get("budget_tree")).as_dict()
 
     def get_estimated_start_words(self, obj: Workload) -> str:
         from scheduler.reports import estimate_words

@@ -52,6 +52,11 @@ class Command(BaseCommand):
             "config.asgi:application",
             host=opts["host"],
             port=opts["port"],
+            http="httptools",  # the C parser and libuv loop, as the Procfile (docs/benchmarks/api_load.md)
+            loop="uvloop",
+            # A bound on the graceful shutdown: with httptools a process waited on a background task
+            # after SIGTERM in every layout run (docs/benchmarks/api_load.md, third pass; cause open).
+            timeout_graceful_shutdown=30,
             ws="websockets-sansio",
             lifespan="off",
             log_level=opts["log_level"],

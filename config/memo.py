@@ -1,0 +1,88 @@
+"""Values a process keeps while the rows they come from do not change (issue 15).
+
+A :class:`VersionedMemo` keeps what a loader read together with the *version* it read it under: a
+random token in the default cache (Redis, shared by every process, when ``REDIS_URL`` is set). A
+reader takes the token (one cache round trip) and calls the loader again only when the token is
+not the one it kept. Writers of the rows call :meth:`VersionedMemo.forget`, which drops the token
+at once (the writer's own process, and tests that never commit, see it) and again after the
+commit of the current transaction (a reader that loaded between the write and the commit under a
+new token loads again). A reader takes the token *before* it loads, so a value is never kept
+under a token newer than its rows. A cache that loses the token costs one load; a cache that
+cannot be read costs a load per read, never a wrong answer; a local-memory cache (no ``REDIS_URL``)
+keeps nothing (:func:`shared`).
+
+The values are shared by the requests of a process: read them, never change them.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def shared() -> bool:
+    """Whether the default cache reaches every process that writes the rows: a local-memory cache
+    does not (a ``manage.py`` command's writes would never reach the server's token), unless
+    ``FAIRWAY_MEMO_LOCAL_CACHE`` says one process does everything (the tests)."""
+    backend = str(settings.CACHES["default"]["BACKEND"])
+    return not backend.endswith("LocMemCache") or bool(getattr(settings, "FAIRWAY_MEMO_LOCAL_CACHE", False))
+
+
+class VersionedMemo:
+    """Per-process values under one version key of the default cache; ``name`` tells them apart."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._lock = threading.Lock()
+        self._kept: dict[Hashable, tuple[str, Any]] = {}
+
+    def version(self) -> str | None:
+        """The current token (created when missing); None when the cache cannot be read."""
+        try:
+            token = cache.get(self.key)
+            if token is None:
+                cache.add(self.key, secrets.token_hex(8), timeout=None)
+                token = cache.get(self.key)
+        except Exception:  # a cache outage costs a load per read, not the answer
+            logger.warning("%s: cache read failed", self.key, exc_info=True)
+            return None
+        return token if isinstance(token, str) else None
+
+    def get(self, name: Hashable, loader: Callable[[], T]) -> T:
+        """``loader()``'s value, kept while the version does not change; always ``loader()``'s
+        when the cache is not shared between processes (see :func:`shared`)."""
+        if not shared():
+            return loader()
+        token = self.version()
+        kept = self._kept.get(name)
+        if token is not None and kept is not None and kept[0] == token:
+            return kept[1]  # type: ignore[no-any-return]  # kept by this same name's loader
+        value = loader()
+        if token is not None:
+            with self._lock:
+                self._kept[name] = (token, value)
+        return value
+
+    def _drop(self) -> None:
+        try:
+            cache.delete(self.key)
+        except Exception:  # the token then expires only with the cache: say so loudly
+            logger.error("%s: could not forget the version; processes may keep old values", self.key, exc_info=True)
+
+    def forget(self) -> None:
+        """The rows changed: every process loads again at its next read (now, and after the
+        commit of the current transaction if there is one)."""
+        with self._lock:
+            self._kept.clear()
+        self._drop()
+        transaction.on_commit(self._drop)
