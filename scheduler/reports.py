@@ -22,6 +22,7 @@ from budgets.models import Budget
 from budgets.services import budget_paths
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
+from scheduler.sim.estimate import reservation_latest
 from scheduler.snapshot import load_snapshot
 from scheduler.tick_figures import standing_figures
 
@@ -591,8 +592,15 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
     else:
         lines.append(f"Pending: {reason}.")
     if detail.get("reserved_start"):
-        lines.append(f"GPUs are reserved for it: it starts by {_when(detail['reserved_start'])} at the latest.")
+        latest = _when(_reserved_by(detail["reserved_start"]))
+        lines.append(f"GPUs are reserved for it: it starts by {latest} at the latest.")
     return lines
+
+
+def _reserved_by(reserved_start: int | float) -> int:
+    """The latest start of a workload whose reservation starts at ``reserved_start``: the same
+    bound the estimates are capped by (``cap_by_reservations``), so the two never disagree."""
+    return reservation_latest(reserved_start, int(settings.FAIRWAY["GRACE_PERIOD_S"]))
 
 
 def estimate_words(workload: Workload) -> str:
@@ -600,6 +608,8 @@ def estimate_words(workload: Workload) -> str:
     if workload.state != Workload.State.PENDING:
         return ""
     reserved = (workload.pending_detail or {}).get("reserved_start")
+    if isinstance(reserved, int | float):
+        reserved = _reserved_by(reserved)
     if isinstance(reserved, int | float) and (
         workload.estimated_start is None or reserved <= workload.estimated_start.timestamp()
     ):

@@ -448,6 +448,12 @@ class Forward:
         return int(best)
 
 
+def reservation_latest(reserved_start: int | float, grace: int) -> int:
+    """The latest instant a workload holding a reservation starting at ``reserved_start`` starts:
+    its room is made at that instant and counts from the release, a grace later (§3.5)."""
+    return int(reserved_start) + grace
+
+
 def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | float], grace: int = 0) -> dict[str, int]:
     """``found`` with every workload holding a reservation estimated no later than its
     reservation's start plus ``grace`` (§3.8). A reservation's start is the instant its room is
@@ -457,7 +463,7 @@ def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | floa
     where the simulation starts the workload later than that."""
     out = dict(found)
     for wid, t in reserved.items():
-        at = int(t) + grace
+        at = reservation_latest(t, grace)
         if wid not in out or at < out[wid]:
             out[wid] = at
     return out

@@ -85,5 +85,7 @@ def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
     shown_reserved = _parse_when(reservation[1], now)
     shown_estimate = _parse_when(estimate, now)
     protection_end = _parse_when(why.split("reserved for it")[0], now)  # the reason's own numbers
-    assert shown_estimate <= shown_reserved == protection_end
-    assert shown_reserved == datetime.fromtimestamp(reserved_start, tz=UTC)
+    grace = timedelta(seconds=settings.FAIRWAY["GRACE_PERIOD_S"])
+    # The reservation names the latest start: the victims' protection end, then their grace.
+    assert shown_estimate <= shown_reserved == protection_end + grace
+    assert shown_reserved == datetime.fromtimestamp(reserved_start, tz=UTC) + grace

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
 from scheduler import lifecycle
@@ -133,7 +134,10 @@ def test_a_waiting_workloads_page_names_its_bounds_to_the_second_and_its_blockin
     store_estimates(cluster.pk, timezone.now())
     waiting.refresh_from_db()
     assert waiting.pending_reason == "protected_work"
-    reserved = datetime.fromtimestamp(waiting.pending_detail["reserved_start"], tz=UTC)
+    # The latest start: the reservation's start plus the grace of its victims' release (§3.5).
+    reserved = datetime.fromtimestamp(
+        waiting.pending_detail["reserved_start"] + settings.FAIRWAY["GRACE_PERIOD_S"], tz=UTC
+    )
     blocker = Attempt.objects.filter(ended_at__isnull=True).order_by("protected_until").first()
     assert blocker is not None and blocker.protected_until is not None
 
