@@ -1035,7 +1035,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, help="re-runs after a non-zero exit (default 0)")
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end")
     p.add_argument(
-        "--array", metavar="0-99[%%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
+        "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
     )
     p.add_argument(
         "--quote",
