@@ -543,6 +543,16 @@ def _workload_id(value: str) -> int:
     return int(text)
 
 
+def gpu_words(names: Sequence[str]) -> str:
+    """An attempt's GPUs (``host:index`` names) with each host once, as the events write them:
+    ``h1:0,1,2,3, h2:0,1,2,3``."""
+    by_host: dict[str, list[str]] = {}
+    for name in names:
+        host, _, index = name.rpartition(":")
+        by_host.setdefault(host, []).append(index)
+    return ", ".join(f"{host}:{','.join(indices)}" for host, indices in by_host.items())
+
+
 def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
     if args.json:
@@ -598,7 +608,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             [
                 ("  #", lambda a: f"  {a['number']}"),
                 ("HOST", lambda a: a["host"]),
-                ("GPUS", lambda a: ",".join(a["gpus"])),
+                ("GPUS", lambda a: gpu_words(a["gpus"])),
                 ("STARTED", lambda a: when(a["started_at"]) or "starting"),
                 ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
