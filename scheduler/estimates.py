@@ -203,8 +203,9 @@ class QuoteLine:
 
 def do_quote(owner: object, *, now: datetime | None = None, **submission: object) -> tuple[Workload, list[QuoteLine]]:
     """Quote a workload before submission (DESIGN.md §3.8): for minimum runtimes 0, 30 min, 2 h,
-    8 h and the one given, the estimated start (one forward simulation with the workload added
-    per minimum runtime, :func:`scheduler.sim.estimate.quote`), the GPU-hours its protected part
+    8 h and the one given, the estimated start (one forward simulation with the workload, its GPUs
+    and its CPU and memory requests, added per minimum runtime,
+    :func:`scheduler.sim.estimate.quote`), the GPU-hours its protected part
     would charge (``gpus × M``) and its budget's ratio with that commitment added.
 
     ``submission``: the keyword arguments of ``do_submit_workload``, validated by it
@@ -221,7 +222,15 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
     now = now or timezone.now()
     snap, _ = load_snapshot(workload.cluster.pk, now)
     hypothetical = PolicyWorkload(
-        QUOTE_ID, str(workload.budget.pk), workload.gpu_count, workload.gpu_model, 0, epoch(now), 0
+        QUOTE_ID,
+        str(workload.budget.pk),
+        workload.gpu_count,
+        workload.gpu_model,
+        0,
+        epoch(now),
+        0,
+        cpus=workload.cpus,
+        memory=workload.memory_bytes,
     )
     own = workload.min_runtime_s
     runtimes = sorted({*QUOTE_RUNTIMES_S, own})
