@@ -20,7 +20,7 @@ from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEve
 from scheduler.services import SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _PLAIN_INT = re.compile(r"[0-9]{1,18}")
 """Digits accepted as a number: ASCII only (``"²".isdigit()`` is true, ``int("²")`` fails) and

@@ -78,6 +78,8 @@ def test_an_oversize_login_body_is_a_413_in_the_error_format(db, settings):
         {"cluster": 2**63},
         {"min_runtime": 10**4000},
         {"min_runtime": "9" * 4000},
+        {"array": "9" * 20},  # an index SQLite cannot hold: was a 500 (tryout22)
+        {"array": "0-1%" + "9" * 20},
     ],
 )
 def test_huge_integers_are_field_errors(researcher_client, cluster, submission, overrides):
@@ -121,3 +123,23 @@ def test_a_huge_budget_string_is_not_quoted_back(researcher_client, cluster, sub
     assert response.status_code == 400
     assert _json(response)["code"] == "unknown_budget"
     assert len(response.content) < 1000
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"min_runtime": "\u0663\u0660m"},  # Arabic-Indic 30m
+        {"max_runtime": "\uff11h"},  # fullwidth 1h
+        {"memory": "\uff11G"},
+        {"shared_memory": "\u0663G"},
+    ],
+)
+def test_digits_other_than_ascii_are_field_errors(researcher_client, cluster, submission, overrides):
+    """tryout22: durations and sizes took any Unicode digit (``\\d``): "٣٠m" was 30 minutes,
+    while plain numbers are ASCII only (``serializers._PLAIN_INT``). One rule: ASCII digits."""
+    response = researcher_client.post(
+        "/api/v1/workloads/", json.dumps(submission(**overrides)), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert list(overrides)[0] in _json(response)
+    assert not Workload.objects.exists()
