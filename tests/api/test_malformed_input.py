@@ -143,3 +143,18 @@ def test_digits_other_than_ascii_are_field_errors(researcher_client, cluster, su
     assert response.status_code == 400, response.content[:300]
     assert list(overrides)[0] in _json(response)
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize("group", [str(2**64), str(2**63), "0", "-1", "1.5"])
+def test_a_group_filter_no_database_holds_is_a_400_on_the_api_and_no_500_on_the_page(
+    researcher, researcher_client, cluster, group
+):
+    """tryout22: ``GET /api/v1/workloads/?group=99999999999999999999`` (and the workloads page
+    with it) overflowed SQLite's integer: a 500."""
+    response = researcher_client.get("/api/v1/workloads/", {"group": group})
+    assert response.status_code == 400, response.content[:300]
+    assert "group" in _json(response)
+    assert researcher_client.get("/api/v1/workloads/", {"group": str(2**63 - 1)}).json()["count"] == 0
+    page = Client()
+    page.force_login(researcher)
+    assert page.get("/workloads/", {"group": group}).status_code in (200, 400)
