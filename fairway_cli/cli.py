@@ -34,16 +34,19 @@ EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 REASONS = {
-    "unschedulable": "no host can fit it",
+    "unschedulable": "no host can ever fit it",
     "dependency": "waits for other workloads",
     "held": "budget on hold",
     "budget_capped": "budget capped",
-    "awaiting_preemption": "others leaving for it",
-    "reserved_for_other": "reserved for a larger job",
-    "protected_work": "protection ends first",
-    "fair_share": "other budgets first",
+    "awaiting_preemption": "others are leaving for it",
+    "reserved_for_other": "GPUs reserved for a larger job",
+    "protected_work": "waiting for protection to end",
+    "fair_share": "other budgets go first",
     "insufficient_gpus": "not enough GPUs",
+    "not_yet_considered": "just submitted",
 }
+"""A pending reason in a few words, as the web's lists write it (``web.views.REASON_WORDS``; the CLI
+imports nothing of the server, a test keeps the two equal)."""
 
 
 class CliError(Exception):

@@ -229,3 +229,12 @@ def test_show_writes_an_attempts_gpus_once_per_host(logged_in, researcher, clust
     attempts = out.split("attempts:")[1].split("events:")[0]
     assert "a100-1:0,1,2,3,4,5,6,7, a100-2:0,1,2,3,4,5,6,7" in attempts
     assert "a100-1:1" not in attempts
+
+
+def test_the_cli_and_the_web_say_a_pending_reason_in_the_same_words():
+    """tryout22: ``fairway ls`` said "protection ends first" where the web's lists say "waiting for
+    protection to end" for the same workload (five of nine reasons differed)."""
+    from fairway_cli.cli import REASONS
+    from web.views import REASON_WORDS
+
+    assert REASONS == REASON_WORDS
