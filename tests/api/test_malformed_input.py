@@ -158,3 +158,16 @@ def test_a_group_filter_no_database_holds_is_a_400_on_the_api_and_no_500_on_the_
     page = Client()
     page.force_login(researcher)
     assert page.get("/workloads/", {"group": group}).status_code in (200, 400)
+
+
+@pytest.mark.parametrize("url", ["/api/v1/workloads/", "/api/v1/workloads/quote/"])
+def test_an_unknown_field_is_refused_not_dropped(researcher_client, cluster, submission, url):
+    """tryout22: ``{"max_runtme": "1h"}`` (a typo) was accepted and dropped, so the workload ran
+    without a wall-time limit; the web's spec refused it ("Unknown fields: max_runtme."), and
+    ``fairway submit -f`` sends its YAML to the API as is."""
+    response = researcher_client.post(url, json.dumps(submission(max_runtme="1h")), content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    data = _json(response)
+    assert data["code"] == "unknown_field"
+    assert "max_runtime" in data["max_runtme"][0]  # names the fields it may have meant
+    assert not Workload.objects.exists()
