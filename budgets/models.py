@@ -8,6 +8,14 @@ from django.db import models
 from django.utils import timezone
 
 
+def budget_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a budget (None: it can): a path joins names with '/', so a name
+    holding one could never be found by its path."""
+    if not name or "/" in name or len(name) > 100:
+        return "A budget name is 1-100 characters without '/'."
+    return None
+
+
 class Budget(models.Model):
     """A node of the share tree (DESIGN.md §1, §3.7).
 
@@ -66,10 +74,13 @@ class Budget(models.Model):
         return "/".join(reversed(parts))
 
     def clean(self) -> None:
-        """A budget's parent is never the budget itself nor one of its sub-budgets: the tree would
-        have a cycle, and every tick refuses a tree with a cycle. A cap is never negative (0: no
-        allocated usage at all)."""
+        """What the admin may save: a name :func:`budget_name_problem` accepts; a parent that is
+        never the budget itself nor one of its sub-budgets (the tree would have a cycle, and every
+        tick refuses a tree with a cycle); a cap never negative (0: no allocated usage at all)."""
         super().clean()
+        problem = budget_name_problem((self.name or "").strip())
+        if problem:
+            raise ValidationError({"name": problem})
         if self.cap_gpu_hours is not None and self.cap_gpu_hours < 0:
             raise ValidationError({"cap_gpu_hours": "A cap is 0 GPU-hours or more (empty: no cap)."})
         if self.pk is None or self.parent_id is None:

@@ -155,3 +155,17 @@ def test_a_negative_cap_is_refused(admin_web, org_tree):
     assert response.status_code == 200
     assert "A cap is 0 GPU-hours or more" in response.content.decode()
     assert Budget.objects.get(pk=sam.pk).cap_gpu_hours is None
+
+
+def test_a_budget_name_with_a_slash_is_refused(admin_web, org_tree):
+    """tryout22: the admin renamed a budget "a/b": its path "small/a/b" then named no budget
+    (``resolve_budget`` walks names split at '/'), so it could be submitted to by id only. The
+    admin now says what ``do_create_budget`` says."""
+    from budgets.models import Budget
+
+    sam = org_tree["vision/sam"]
+    url = reverse("admin:budgets_budget_change", args=[sam.pk])
+    response = admin_web.post(url, _budget_form(sam, name="a/b"))
+    assert response.status_code == 200
+    assert "without &#x27;/&#x27;" in response.content.decode()
+    assert Budget.objects.get(pk=sam.pk).name == "sam"
