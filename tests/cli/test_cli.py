@@ -166,6 +166,8 @@ def test_logs_of_a_workload_without_attempt_exit_1(logged_in, researcher, submit
     workload = do_submit_workload(researcher, **submit_kwargs())
     code, _out, err = logged_in("logs", str(workload.pk))
     assert code == EXIT_API and "no_attempt" in err
+    # tryout22: it said "This workload has no such attempt." of a workload still pending.
+    assert "has no attempt yet" in err
 
 
 def test_personal_token_login_and_logout(cli, researcher, cluster, api_client_for):
