@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -33,6 +34,14 @@ class BudgetQuerySet(models.QuerySet["Budget"]):
 
         forget()
         return super().delete()
+
+
+def budget_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a budget (None: it can): a path joins names with '/', so a name
+    holding one could never be found by its path."""
+    if not name or "/" in name or len(name) > 100:
+        return "A budget name is 1-100 characters without '/'."
+    return None
 
 
 class Budget(models.Model):
@@ -81,15 +90,35 @@ class Budget(models.Model):
 
     @property
     def path(self) -> str:
-        """Slash-separated names from below the root, e.g. ``nlp/olmo`` (the root is its own name)."""
+        """Slash-separated names from below the root, e.g. ``nlp/olmo`` (the root is its own name).
+        A corrupt cycle of parents ends the walk at the first budget met twice."""
         parts: list[str] = []
+        seen: set[int | None] = set()
         node: Budget | None = self
-        while node is not None and node.parent_id is not None:
+        while node is not None and node.parent_id is not None and node.pk not in seen:
+            seen.add(node.pk)
             parts.append(node.name)
             node = node.parent
         if not parts:
             return self.name
         return "/".join(reversed(parts))
+
+    def clean(self) -> None:
+        """What the admin may save: a name :func:`budget_name_problem` accepts; a parent that is
+        never the budget itself nor one of its sub-budgets (the tree would have a cycle, and every
+        tick refuses a tree with a cycle); a cap never negative (0: no allocated usage at all)."""
+        super().clean()
+        problem = budget_name_problem((self.name or "").strip())
+        if problem:
+            raise ValidationError({"name": problem})
+        if self.cap_gpu_hours is not None and self.cap_gpu_hours < 0:
+            raise ValidationError({"cap_gpu_hours": "A cap is 0 GPU-hours or more (empty: no cap)."})
+        if self.pk is None or self.parent_id is None:
+            return
+        from budgets.services import subtree_ids
+
+        if self.parent_id in subtree_ids([self.pk]):
+            raise ValidationError({"parent": "A budget cannot be under itself or one of its sub-budgets."})
 
 
 class UsageEntry(models.Model):

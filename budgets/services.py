@@ -14,7 +14,7 @@ from fractions import Fraction
 from django.db import transaction
 from django.utils import timezone
 
-from budgets.models import Budget, ShareChange
+from budgets.models import Budget, ShareChange, budget_name_problem
 from config.errors import ServiceError
 
 
@@ -179,8 +179,9 @@ def do_create_budget(
     (``invalid_name``, ``invalid_shares``), an archived parent (``budget_archived``) or a live
     sibling of the same name (``duplicate_name``)."""
     name = (name or "").strip()
-    if not name or "/" in name or len(name) > 100:
-        raise BudgetError("invalid_name", "name", "A budget name is 1-100 characters without '/'.")
+    problem = budget_name_problem(name)
+    if problem:
+        raise BudgetError("invalid_name", "name", problem)
     if not isinstance(shares, int) or isinstance(shares, bool) or shares < 1:
         raise BudgetError("invalid_shares", "shares", "Shares are an integer >= 1.")
     with transaction.atomic():

@@ -34,16 +34,19 @@ EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 REASONS = {
-    "unschedulable": "no host can fit it",
+    "unschedulable": "no host can ever fit it",
     "dependency": "waits for other workloads",
     "held": "budget on hold",
     "budget_capped": "budget capped",
-    "awaiting_preemption": "others leaving for it",
-    "reserved_for_other": "reserved for a larger job",
-    "protected_work": "protection ends first",
-    "fair_share": "other budgets first",
+    "awaiting_preemption": "others are leaving for it",
+    "reserved_for_other": "GPUs reserved for a larger job",
+    "protected_work": "waiting for protection to end",
+    "fair_share": "other budgets go first",
     "insufficient_gpus": "not enough GPUs",
+    "not_yet_considered": "just submitted",
 }
+"""A pending reason in a few words, as the web's lists write it (``web.views.REASON_WORDS``; the CLI
+imports nothing of the server, a test keeps the two equal)."""
 
 
 class CliError(Exception):
@@ -543,6 +546,16 @@ def _workload_id(value: str) -> int:
     return int(text)
 
 
+def gpu_words(names: Sequence[str]) -> str:
+    """An attempt's GPUs (``host:index`` names) with each host once, as the events write them:
+    ``h1:0,1,2,3, h2:0,1,2,3``."""
+    by_host: dict[str, list[str]] = {}
+    for name in names:
+        host, _, index = name.rpartition(":")
+        by_host.setdefault(host, []).append(index)
+    return ", ".join(f"{host}:{','.join(indices)}" for host, indices in by_host.items())
+
+
 def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
     if args.json:
@@ -598,7 +611,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             [
                 ("  #", lambda a: f"  {a['number']}"),
                 ("HOST", lambda a: a["host"]),
-                ("GPUS", lambda a: ",".join(a["gpus"])),
+                ("GPUS", lambda a: gpu_words(a["gpus"])),
                 ("STARTED", lambda a: when(a["started_at"]) or "starting"),
                 ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
@@ -1035,7 +1048,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, help="re-runs after a non-zero exit (default 0)")
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end")
     p.add_argument(
-        "--array", metavar="0-99[%%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
+        "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
     )
     p.add_argument(
         "--quote",

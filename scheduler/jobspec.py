@@ -18,13 +18,26 @@ from scheduler import mounts as mount_catalog
 ARRAY_RE = re.compile(r"^(?P<items>[0-9,\-]+)(?:%(?P<limit>[0-9]+))?$")
 AFTER_RE = re.compile(r"^(?P<id>[0-9]{1,18})(?::(?P<cond>ok|any))?$")
 MAX_AFTER = 64
+MAX_ARRAY_INDEX = 2_147_483_647
+"""The largest array index: what an integer column holds on every database (PostgreSQL's
+``integer``); a larger one would fail when written instead of being refused."""
+
+
+def _array_number(text: str, what: str) -> int:
+    """An index of an array (ASCII digits, checked by the caller) as an int, at most
+    ``MAX_ARRAY_INDEX``; ValueError with a sentence otherwise (before ``int()`` meets a
+    thousands-digit string)."""
+    if len(text) > len(str(MAX_ARRAY_INDEX)) or int(text) > MAX_ARRAY_INDEX:
+        raise ValueError(f"{what} is at most {MAX_ARRAY_INDEX}")
+    return int(text)
 
 
 def parse_array(spec: str, most: int) -> tuple[list[int], int | None]:
     """``0-99``, ``1,3,5-7``, with an optional ``%N`` cap → (sorted indices, cap or None).
 
     Raises ValueError with a sentence for a bad spec, an empty or reversed range, more than
-    ``most`` indices, or a cap of 0.
+    ``most`` indices, an index above ``MAX_ARRAY_INDEX``, or a cap outside 1 to ``most`` (a cap
+    of ``most`` or more caps nothing).
     """
     m = ARRAY_RE.match(spec.strip()) if isinstance(spec, str) else None
     if m is None:
@@ -34,16 +47,19 @@ def parse_array(spec: str, most: int) -> tuple[list[int], int | None]:
         lo, sep, hi = item.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
             raise ValueError(f"{item!r} is not an index or a range A-B")
-        a, b = int(lo), int(hi) if sep else int(lo)
+        a = _array_number(lo, "an index")
+        b = _array_number(hi, "an index") if sep else a
         if b < a:
             raise ValueError(f"the range {item} is reversed")
         if b - a + 1 + len(indices) > most:
             raise ValueError(f"an array has at most {most} members")
         indices.update(range(a, b + 1))
     limit = m.group("limit")
-    if limit is not None and int(limit) < 1:
-        raise ValueError("the %N cap is at least 1")
-    return sorted(indices), int(limit) if limit is not None else None
+    if limit is None:
+        return sorted(indices), None
+    if len(limit) > len(str(most)) or not 1 <= int(limit) <= most:
+        raise ValueError(f"the %N cap is from 1 to {most}")
+    return sorted(indices), int(limit)
 
 
 @dataclass

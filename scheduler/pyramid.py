@@ -173,6 +173,16 @@ def rollup_previous_hour(now: datetime | None = None) -> int:
     return len(clusters)
 
 
+def _part_words(part: float) -> str:
+    """A part (0..1) of a whole, strictly between none and all, as a percentage that never reads as
+    none or all: ``12%``, ``less than 1%`` (not ``0%``), ``more than 99%`` (not ``100%``)."""
+    if part < 0.005:
+        return "less than 1%"
+    if part >= 0.995:
+        return "more than 99%"
+    return f"{100 * part:.0f}%"
+
+
 @dataclass
 class Pyramid:
     """Sums of GPU-seconds and the fractions of DESIGN.md §8."""
@@ -234,7 +244,7 @@ class Pyramid:
         occupied = self.allocated + self.unallocated
         if occupied <= 0 or measured >= 0.9995:
             return f"{100 * value:.0f}%"
-        return f"{100 * value:.0f}% (measured over {100 * measured:.0f}% of the occupied GPU-time)"
+        return f"{100 * value:.0f}% (measured over {_part_words(measured)} of the occupied GPU-time)"
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -23,7 +23,7 @@ from budgets.services import budget_paths
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.sim.estimate import reservation_latest
-from scheduler.snapshot import load_snapshot
+from scheduler.snapshot import epoch_up, load_snapshot
 from scheduler.tick_figures import standing_figures
 
 # --- budget standing -------------------------------------------------------------------------
@@ -415,10 +415,13 @@ def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | N
 
 def _protection_words(until: datetime | None, starting: bool, now: datetime) -> str:
     """A blocking attempt's protection end in words: ``protected until 14:05:09 UTC``,
-    ``starting, protected until at least 14:05:09 UTC`` or ``protection ended 13:05:09 UTC``."""
+    ``starting, protected until at least 14:05:09 UTC`` or ``protection ended 13:05:09 UTC``.
+
+    The end is the policy's: whole seconds rounded up (``snapshot.epoch_up``), the second the
+    reason's own sentence names ("Protected work on h1 ends at …"), not the one before it."""
     if until is None:
         return "not protected"
-    at = _when(until.timestamp())
+    at = _when(epoch_up(until))
     if starting:
         return f"starting, protected until at least {at}"
     return f"protected until {at}" if until > now else f"protection ended {at}"

@@ -12,7 +12,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
 
 
 class SizeError(ValueError):

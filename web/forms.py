@@ -213,7 +213,7 @@ class SpecForm(forms.Form):
             raise ServiceError("invalid_spec", "spec", "A string holds an unpaired surrogate (\\ud800-\\udfff).")
         if not isinstance(data, dict):
             raise ServiceError("invalid_spec", "spec", "The spec is a mapping of fields, e.g. command: [...].")
-        unknown = sorted(set(map(str, data)) - set(WorkloadSubmitSerializer().fields))
+        unknown = WorkloadSubmitSerializer().unknown_fields(data)
         if unknown:
             names = ", ".join(name[:40] for name in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
             raise ServiceError("invalid_spec", "spec", f"Unknown fields: {names}.")

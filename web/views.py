@@ -77,6 +77,8 @@ REASON_WORDS = {
     "insufficient_gpus": "not enough GPUs",
     "not_yet_considered": "just submitted",
 }
+"""A pending reason in a few words (lists, dashboard); ``fairway_cli.cli.REASONS`` repeats them for
+``fairway ls`` (the CLI imports nothing of the server), a test keeps the two equal."""
 
 
 @dataclass(slots=True)

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import django_filters
+from django import forms
 from django.db.models import QuerySet
 
 from budgets.services import resolve_budget, subtree_ids
 from scheduler.models import Workload
+from scheduler.services import MAX_DB_INT
+
+
+class IdFilter(django_filters.NumberFilter):
+    """A row id: a whole number a database integer holds (1 to 2^63 - 1), else a 400 with the
+    field's message (a larger one overflowed SQLite's integer: a 500)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, min_value=1, max_value=MAX_DB_INT, **kwargs)  # type: ignore[arg-type]
 
 
 class WorkloadFilter(django_filters.FilterSet):
@@ -18,7 +30,7 @@ class WorkloadFilter(django_filters.FilterSet):
     budget = django_filters.CharFilter(method="filter_budget")
     owner = django_filters.CharFilter(method="filter_owner")
     cluster = django_filters.CharFilter(field_name="cluster__name")
-    group = django_filters.NumberFilter(field_name="group_id")
+    group = IdFilter(field_name="group_id")
 
     class Meta:
         model = Workload

@@ -20,7 +20,7 @@ from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEve
 from scheduler.services import SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _PLAIN_INT = re.compile(r"[0-9]{1,18}")
 """Digits accepted as a number: ASCII only (``"²".isdigit()`` is true, ``int("²")`` fails) and
@@ -221,6 +221,23 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     retries = _CountField(required=False, allow_null=True)
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
+
+    def unknown_fields(self, data: Any) -> list[str]:
+        """The keys of a submission that are none of its fields (a typo such as ``max_runtme``),
+        sorted; refused by the API and the web's spec alike rather than silently dropped."""
+        if not hasattr(data, "keys"):
+            return []
+        return sorted(set(map(str, data.keys())) - set(self.fields))
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = self.unknown_fields(data)
+        if unknown:
+            known = ", ".join(self.fields)
+            raise serializers.ValidationError(
+                {name[:40]: [f"Unknown field (the fields are: {known})."] for name in unknown[:10]},
+                code="unknown_field",
+            )
+        return super().to_internal_value(data)
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":

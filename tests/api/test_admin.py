@@ -99,3 +99,73 @@ def test_budget_admin_shows_entitlement_per_cluster_beside_the_shares(admin, org
     # nlp has 2 of 3 shares of 20 GPUs over 168 h: 2,240 GPU-hours per window.
     assert "ntitlement (GPU-h per window)" in page
     assert "default: 2,240" in page
+
+
+def _budget_form(budget, **changes):
+    data = {
+        "name": budget.name,
+        "parent": budget.parent_id or "",
+        "shares": budget.shares,
+        "cap_gpu_hours": "",
+        "cap_period_days": budget.cap_period_days,
+        "on_cap": budget.on_cap,
+        "description": "",
+        "change_note": "",
+        "share_changes-TOTAL_FORMS": "0",
+        "share_changes-INITIAL_FORMS": "0",
+        "share_changes-MIN_NUM_FORMS": "0",
+        "share_changes-MAX_NUM_FORMS": "0",
+        "_continue": "1",
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize("new_parent", ["nlp", "nlp/olmo"])
+def test_a_budget_cannot_be_moved_under_itself_or_its_sub_budgets(admin_web, org_tree, new_parent):
+    """tryout22: the admin saved nlp's parent as nlp itself (or as nlp/olmo): a cycle. Every tick
+    of every cluster then failed ("the share tree has a cycle") and ``Budget.path`` looped for
+    ever, one query per turn (the demo's server grew to 1.3 GB on the change page)."""
+    from budgets.models import Budget
+
+    nlp = org_tree["nlp"]
+    url = reverse("admin:budgets_budget_change", args=[nlp.pk])
+    response = admin_web.post(url, _budget_form(nlp, parent=org_tree[new_parent].pk))
+    assert response.status_code == 200
+    assert "under itself or one of its sub-budgets" in response.content.decode()
+    assert Budget.objects.get(pk=nlp.pk).parent_id == org_tree["org"].pk
+
+
+def test_a_budgets_path_ends_even_on_a_corrupt_cycle(org_tree):
+    """A cycle already in the database (written around the admin) still gives a path: the walk
+    stops at the first budget it meets twice, as ``ancestor_ids`` does."""
+    from budgets.models import Budget
+
+    Budget.objects.filter(pk=org_tree["nlp"].pk).update(parent=org_tree["nlp/olmo"])
+    assert Budget.objects.get(pk=org_tree["nlp/olmo"].pk).path == "nlp/olmo"
+
+
+def test_a_negative_cap_is_refused(admin_web, org_tree):
+    """tryout22: the admin saved a cap of -5 GPU-hours (a budget capped for ever)."""
+    from budgets.models import Budget
+
+    sam = org_tree["vision/sam"]
+    url = reverse("admin:budgets_budget_change", args=[sam.pk])
+    response = admin_web.post(url, _budget_form(sam, cap_gpu_hours="-5"))
+    assert response.status_code == 200
+    assert "A cap is 0 GPU-hours or more" in response.content.decode()
+    assert Budget.objects.get(pk=sam.pk).cap_gpu_hours is None
+
+
+def test_a_budget_name_with_a_slash_is_refused(admin_web, org_tree):
+    """tryout22: the admin renamed a budget "a/b": its path "small/a/b" then named no budget
+    (``resolve_budget`` walks names split at '/'), so it could be submitted to by id only. The
+    admin now says what ``do_create_budget`` says."""
+    from budgets.models import Budget
+
+    sam = org_tree["vision/sam"]
+    url = reverse("admin:budgets_budget_change", args=[sam.pk])
+    response = admin_web.post(url, _budget_form(sam, name="a/b"))
+    assert response.status_code == 200
+    assert "without &#x27;/&#x27;" in response.content.decode()
+    assert Budget.objects.get(pk=sam.pk).name == "sam"

@@ -78,6 +78,8 @@ def test_an_oversize_login_body_is_a_413_in_the_error_format(db, settings):
         {"cluster": 2**63},
         {"min_runtime": 10**4000},
         {"min_runtime": "9" * 4000},
+        {"array": "9" * 20},  # an index SQLite cannot hold: was a 500 (tryout22)
+        {"array": "0-1%" + "9" * 20},
     ],
 )
 def test_huge_integers_are_field_errors(researcher_client, cluster, submission, overrides):
@@ -121,3 +123,51 @@ def test_a_huge_budget_string_is_not_quoted_back(researcher_client, cluster, sub
     assert response.status_code == 400
     assert _json(response)["code"] == "unknown_budget"
     assert len(response.content) < 1000
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"min_runtime": "\u0663\u0660m"},  # Arabic-Indic 30m
+        {"max_runtime": "\uff11h"},  # fullwidth 1h
+        {"memory": "\uff11G"},
+        {"shared_memory": "\u0663G"},
+    ],
+)
+def test_digits_other_than_ascii_are_field_errors(researcher_client, cluster, submission, overrides):
+    """tryout22: durations and sizes took any Unicode digit (``\\d``): "٣٠m" was 30 minutes,
+    while plain numbers are ASCII only (``serializers._PLAIN_INT``). One rule: ASCII digits."""
+    response = researcher_client.post(
+        "/api/v1/workloads/", json.dumps(submission(**overrides)), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert list(overrides)[0] in _json(response)
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize("group", [str(2**64), str(2**63), "0", "-1", "1.5"])
+def test_a_group_filter_no_database_holds_is_a_400_on_the_api_and_no_500_on_the_page(
+    researcher, researcher_client, cluster, group
+):
+    """tryout22: ``GET /api/v1/workloads/?group=99999999999999999999`` (and the workloads page
+    with it) overflowed SQLite's integer: a 500."""
+    response = researcher_client.get("/api/v1/workloads/", {"group": group})
+    assert response.status_code == 400, response.content[:300]
+    assert "group" in _json(response)
+    assert researcher_client.get("/api/v1/workloads/", {"group": str(2**63 - 1)}).json()["count"] == 0
+    page = Client()
+    page.force_login(researcher)
+    assert page.get("/workloads/", {"group": group}).status_code in (200, 400)
+
+
+@pytest.mark.parametrize("url", ["/api/v1/workloads/", "/api/v1/workloads/quote/"])
+def test_an_unknown_field_is_refused_not_dropped(researcher_client, cluster, submission, url):
+    """tryout22: ``{"max_runtme": "1h"}`` (a typo) was accepted and dropped, so the workload ran
+    without a wall-time limit; the web's spec refused it ("Unknown fields: max_runtme."), and
+    ``fairway submit -f`` sends its YAML to the API as is."""
+    response = researcher_client.post(url, json.dumps(submission(max_runtme="1h")), content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    data = _json(response)
+    assert data["code"] == "unknown_field"
+    assert "max_runtime" in data["max_runtme"][0]  # names the fields it may have meant
+    assert not Workload.objects.exists()

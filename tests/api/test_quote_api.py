@@ -77,26 +77,32 @@ def test_the_quote_is_in_the_openapi_schema(db):
     assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/Quote")
 
 
-def test_a_quote_counts_the_cpu_request_like_a_submission(researcher_client, submission, cluster):
-    """DESIGN.md §3.3: a host fits only if its unrequested CPUs suffice. Both A100 hosts keep 24 of
-    their 64 CPUs after a 40-CPU filler each: a 1-GPU quote asking the per-GPU share (8) starts
-    now, one asking 30 CPUs never does (only its own budget's work runs there)."""
+def test_a_quote_counts_the_cpu_and_memory_it_asks_for(researcher_client, submission, cluster):
+    """tryout22: the quote's hypothetical workload dropped ``cpus`` and ``memory``, so a request
+    no host could hold beside the running work was quoted to start now. Each A100 host runs a
+    protected 1-GPU workload of its own budget holding 40 of its 64 CPUs (or 400G of 512G):
+    a 1-GPU request for 40 CPUs (or 400G) fits nowhere until they end, and its own budget's work
+    is never room (§3.4), so no start is found; without the request it starts now."""
+    from datetime import timedelta
+
     from django.utils import timezone
 
     from scheduler.models import Host
     from scheduler.tick import run_tick
 
-    Host.objects.filter(name__startswith="a100").update(cpus=64)
-    filler = submission(gpu_count=1, min_runtime="1h", cpus=40)
+    g = 1 << 30
+    Host.objects.filter(name__startswith="a100").update(cpus=64, memory_bytes=512 * g)
+    filler = submission(gpu_count=1, min_runtime="1h", cpus=40, memory="400G")
     for _ in range(2):
         assert researcher_client.post("/api/v1/workloads/", filler, format="json").status_code == 201
     run_tick(cluster.pk)
-    assert sorted(Attempt.objects.values_list("gpus__host__name", flat=True)) == ["a100-1", "a100-2"]
-    Attempt.objects.update(started_at=timezone.now())
+    assert Attempt.objects.count() == 2
+    Attempt.objects.update(started_at=timezone.now(), protected_until=timezone.now() + timedelta(hours=1))
 
-    def starts(**extra: object) -> set[object]:
-        body = researcher_client.post(URL, submission(gpu_count=1, **extra), format="json").json()
-        return {q["estimated_start"] is not None for q in body["quotes"]}
+    def starts(**asks):
+        body = researcher_client.post(URL, submission(gpu_count=1, min_runtime="1h", **asks), format="json").json()
+        return {q["estimated_start"] is not None for q in body["quotes"] if q["min_runtime_s"]}
 
     assert starts() == {True}
-    assert starts(cpus=30) == {False}
+    assert starts(cpus=40) == {False}
+    assert starts(memory="400G") == {False}

@@ -4,6 +4,7 @@ name the blocking work with its budget and protection end."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from budgets.models import UsageEntry
-from scheduler import lifecycle
+from scheduler import lifecycle, reports
 from scheduler.models import Attempt, Workload
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
@@ -173,3 +174,49 @@ def test_fair_share_page_and_cli_name_the_blocking_work_once(blocked, researcher
     sentences = body["pending_explanation"]["sentences"]
     assert sentences == body["why_pending"][: len(sentences)]
     assert not any(f"#{wid}" in s for s in sentences for wid in ids)
+
+
+def test_protected_work_names_one_end_in_the_sentence_and_the_blocking_line(
+    researcher,
+    outsider,
+    cluster,
+    org_tree,
+    submit_kwargs,
+    researcher_client,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+):
+    """tryout22: an attempt confirmed at 10:49:55.74 with M = 30 min is protected until
+    11:19:55.74. The policy works in whole seconds rounded up (``snapshot.epoch_up``), so the host's
+    sentence said "ends at 11:19:56" while the blocking line under it said "protected until
+    11:19:55": one end, two times. Both now name the policy's second, on the API, page and CLI."""
+    with django_capture_on_commit_callbacks(execute=True):
+        rivals = [
+            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8)) for _ in range(2)
+        ]
+        run_tick(cluster.pk)
+        for attempt in Attempt.objects.filter(workload__cluster=cluster).select_related("host"):
+            lifecycle.attempt_started(attempt.host, attempt.pk)
+        started = timezone.now().replace(microsecond=744733) - timedelta(minutes=5)
+        Attempt.objects.filter(workload__in=rivals).update(
+            started_at=started, protected_until=started + timedelta(hours=1)
+        )
+        waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, name="waits"))
+        run_tick(cluster.pk)
+    waiting.refresh_from_db()
+    assert waiting.pending_reason == "protected_work"
+    end = started + timedelta(hours=1)
+    words = reports._when(math.ceil(end.timestamp()))  # 11:19:56 UTC for 11:19:55.74
+    too_early = reports._when(math.floor(end.timestamp()))
+    body = researcher_client.get(f"/api/v1/workloads/{waiting.pk}/").json()
+    why = body["pending_explanation"]
+    assert words in why["sentence"]
+    assert why["blocking"] and all(b["protection_text"] == f"protected until {words}" for b in why["blocking"])
+    assert not any(too_early in line for line in body["why_pending"])
+
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get(f"/workloads/{waiting.pk}/").content.decode()
+    assert f"protected until {words}" in html and too_early not in html
+    out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    assert f"protected until {words}" in out and too_early not in out

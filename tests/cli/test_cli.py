@@ -166,6 +166,8 @@ def test_logs_of_a_workload_without_attempt_exit_1(logged_in, researcher, submit
     workload = do_submit_workload(researcher, **submit_kwargs())
     code, _out, err = logged_in("logs", str(workload.pk))
     assert code == EXIT_API and "no_attempt" in err
+    # tryout22: it said "This workload has no such attempt." of a workload still pending.
+    assert "has no attempt yet" in err
 
 
 def test_personal_token_login_and_logout(cli, researcher, cluster, api_client_for):
@@ -215,3 +217,26 @@ def test_ls_into_head_exits_quietly_when_the_pipe_closes(logged_in, researcher, 
     assert done.stdout.split()[:2] == ["ID", "NAME"]
     assert done.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored"
     assert done.returncode == 141  # 128 + SIGPIPE, like a Unix tool that the closed pipe stopped
+
+
+def test_show_writes_an_attempts_gpus_once_per_host(logged_in, researcher, cluster, submit_kwargs):
+    """tryout22: ``fairway show`` of a 16-GPU attempt printed ``a100-1:0,a100-1:1,…,a100-2:7`` in
+    its GPUS column (the table 220 characters wide); each host is named once, as the events write it."""
+    from scheduler.tick import run_tick
+
+    workload = do_submit_workload(researcher, **submit_kwargs(gpu_count=16))
+    run_tick(cluster.pk)
+    code, out, err = logged_in("show", str(workload.pk))
+    assert code == EXIT_OK, err
+    attempts = out.split("attempts:")[1].split("events:")[0]
+    assert "a100-1:0,1,2,3,4,5,6,7, a100-2:0,1,2,3,4,5,6,7" in attempts
+    assert "a100-1:1" not in attempts
+
+
+def test_the_cli_and_the_web_say_a_pending_reason_in_the_same_words():
+    """tryout22: ``fairway ls`` said "protection ends first" where the web's lists say "waiting for
+    protection to end" for the same workload (five of nine reasons differed)."""
+    from fairway_cli.cli import REASONS
+    from web.views import REASON_WORDS
+
+    assert REASONS == REASON_WORDS

@@ -53,3 +53,17 @@ def test_notifications_are_shown_and_set(logged_in, researcher):  # noqa: F811
     assert NotificationSettings.objects.get(user=researcher).email_kinds == ["started", "failed"]
     code, _out, err = logged_in("notifications", "--webhook", "http://10.0.0.1/hook", "--webhook-kinds", "failed")
     assert code == EXIT_API and "webhook_url: Webhook refused" in err
+
+
+def test_submit_help_writes_the_array_cap_as_users_type_it():
+    """tryout22: ``fairway submit --help`` showed ``--array 0-99[%%N]`` (a metavar is printed as
+    is, only help strings are %-formatted)."""
+    import argparse
+
+    from fairway_cli.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["submit"].format_help()
+    assert "--array 0-99[%N]" in text
+    assert "%%" not in text

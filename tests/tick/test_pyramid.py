@@ -114,3 +114,27 @@ def test_clock_asks_for_the_rollup_once_an_hour(db, monkeypatch):
     clock.beat(sweep=False)
     clock.beat(sweep=False)
     assert sent == [1]
+
+
+@pytest.mark.parametrize(
+    ("measured", "words"),
+    [
+        (0.3, "less than 1%"),  # the demo's week: a few live minutes after an imported week
+        (1.0, "1%"),
+        (56.0, "56%"),
+        (99.6, "more than 99%"),
+        (100.0, None),  # measured throughout: no parenthesis
+    ],
+)
+def test_utilization_never_says_it_was_measured_over_0_or_100_percent(measured, words):
+    """tryout22: the demo's 7-day pyramid read "72% (measured over 0% of the occupied GPU-time)":
+    measured over 0.2 %, rounded to none. A part strictly between none and all never reads as
+    either."""
+    from scheduler.pyramid import Pyramid
+
+    text = Pyramid(
+        registered=100.0, available=100.0, allocated=100.0, measured=measured, utilized=measured / 2
+    ).utilization_text()
+    assert text.startswith("50%")
+    assert "measured over 0%" not in text and "measured over 100%" not in text
+    assert text == ("50%" if words is None else f"50% (measured over {words} of the occupied GPU-time)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 
 import pytest
@@ -146,9 +147,12 @@ def test_a_waiting_workloads_page_names_its_bounds_to_the_second_and_its_blockin
     # Then: the reservation and the estimate name the reserved instant with its seconds...
     assert f"GPUs are reserved for it: it starts by {reserved:%H:%M:%S} UTC at the latest." in page
     assert f"Estimated start: By {reserved:%H:%M:%S} UTC at the latest (GPUs are reserved for it)." in page
-    # ...the blocking work is listed once, linked, with its protection end to the second.
+    # ...the blocking work is listed once, linked, with its protection end to the second: the
+    # policy's second (rounded up), the one the reservation names, not the one before (tryout22).
     assert page.count("In the way:") == 1
-    assert f", protected until {blocker.protected_until.astimezone(UTC):%H:%M:%S} UTC)" in page
+    end = datetime.fromtimestamp(math.ceil(blocker.protected_until.timestamp()), tz=UTC)
+    assert end == reserved
+    assert f", protected until {end:%H:%M:%S} UTC)" in page
 
 
 def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
