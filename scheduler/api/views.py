@@ -341,7 +341,7 @@ class NotificationSettingsView(FairwayAPIView):
 
     @extend_schema(request=NotificationSettingsSerializer, responses=NotificationSettingsSerializer)
     def put(self, request: Request) -> Response:
-        serializer = NotificationSettingsSerializer(data=request.data)
+        serializer = NotificationSettingsSerializer(data=request.data, context={"current": self._data(request.user)})
         serializer.is_valid(raise_exception=True)
         NotificationSettings.objects.update_or_create(user=request.user, defaults=dict(serializer.validated_data))
         return Response(self._data(request.user))

@@ -66,3 +66,10 @@ def test_the_notifications_page_saves_choices_and_refuses_local_webhooks(browser
     assert NotificationSettings.objects.get(user=researcher).email_kinds == ["failed", "preempted"]
     response = browser.post("/notifications/", {"webhook_kinds": ["failed"], "webhook_url": "http://192.168.1.9/x"})
     assert response.status_code == 400 and "private or local" in response.content.decode()
+
+
+def test_the_notifications_page_refuses_webhook_kinds_without_a_url(browser, researcher):
+    """tryout: webhook kinds were saved with no URL to post to (the same rule as the API's)."""
+    response = browser.post("/notifications/", {"webhook_kinds": ["failed"], "webhook_url": ""})
+    assert response.status_code == 400 and "need a webhook URL" in response.content.decode()
+    assert not NotificationSettings.objects.filter(user=researcher).exists()
