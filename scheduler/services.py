@@ -616,18 +616,27 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     return locked
 
 
+def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
+    """Whether ``actor`` may cancel array group ``group``: whether they may cancel one of its
+    ``members`` (all of them, final or not: a foreign group is refused whether or not anything is
+    left to cancel). One check per (owner, budget) among the members; a group without members
+    is its owner's and staff's."""
+    if not members:
+        return actor.is_authenticated and (actor.is_staff or actor.is_superuser or group.owner_id == actor.pk)
+    distinct = {(w.owner_id, w.budget_id): w for w in members}
+    return any(can_cancel(actor, w) for w in distinct.values())
+
+
 def do_cancel_group(actor: User, group: Any) -> int:
     """Cancel every member of an array group that is not final yet (one ``do_cancel_workload``
     each, so each member's cancel is the ordinary one); returns how many were canceled or asked
     to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
-    members = list(
-        Workload.objects.filter(group=group).exclude(state__in=Workload.FINAL_STATES).select_related("budget")
-    )
-    allowed = [w for w in members if can_cancel(actor, w)]
-    if members and not allowed:
+    members = list(Workload.objects.filter(group=group).select_related("budget"))
+    if not can_cancel_group(actor, group, members):
         raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+    live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
     done = 0
-    for w in allowed:
+    for w in live:
         try:
             do_cancel_workload(actor, w)
         except CancelError:

@@ -54,6 +54,19 @@ def test_only_the_owner_or_a_manager_cancels_a_group(researcher_client, outsider
     assert set(Workload.objects.values_list("state", flat=True)) == {"canceled"}
 
 
+def test_a_foreign_group_whose_members_all_finished_is_refused_too(
+    researcher_client, outsider_client, submission, cluster
+):
+    """tryout: cancelling someone else's finished group answered 200 "0 canceled"; the same
+    permission as a group with live members decides (403), and its owner still gets 200 with 0."""
+    body = _submit(researcher_client, submission(array="0-1", gpu_count=1)).json()
+    Workload.objects.update(state=Workload.State.SUCCEEDED)
+    refused = outsider_client.post(f"/api/v1/groups/{body['group']}/cancel/")
+    assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+    done = researcher_client.post(f"/api/v1/groups/{body['group']}/cancel/")
+    assert done.status_code == 200 and done.json() == {"group": body["group"], "canceled": 0}
+
+
 @pytest.mark.parametrize(
     ("overrides", "field", "code"),
     [
