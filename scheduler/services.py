@@ -134,6 +134,30 @@ def shown(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
+def json_kind(value: Any) -> str:
+    """What kind of (JSON) value ``value`` is, in words, for a message about a value of the wrong
+    kind: ``null``, ``true or false``, ``a number``, ``a string``, ``a list``, ``a mapping``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def _is_reference(value: Any, model: type) -> bool:
+    """Whether ``value`` may name a row of ``model``: a name or path, an id, or the row itself
+    (not a list, a mapping, null or true/false, which are refused in words, see :func:`json_kind`)."""
+    return not isinstance(value, bool) and isinstance(value, str | int | model)
+
+
 def _utf8_len(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
@@ -359,7 +383,9 @@ def do_submit_workload(
     the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
-    if the_budget is None:
+    if the_budget is None and not _is_reference(budget, Budget):
+        refuse("unknown_budget", "budget", f"budget must be a budget path or id, not {json_kind(budget)}.")
+    elif the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
@@ -369,7 +395,9 @@ def do_submit_workload(
         refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")
 
     the_cluster = resolve_cluster(cluster)
-    if the_cluster is None:
+    if the_cluster is None and cluster and not _is_reference(cluster, Cluster):
+        refuse("unknown_cluster", "cluster", f"cluster must be a cluster name or id, not {json_kind(cluster)}.")
+    elif the_cluster is None:
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
     hardware = _hardware(the_cluster) if the_cluster is not None else []  # one query for both checks
 
