@@ -496,8 +496,11 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     }
     if not args.all and not args.state and args.group is None:
         params["state"] = "pending,starting,running,preempting"
-    page = Api(config.server, config.token, escape=not args.json).call("GET", "workloads/", params=params)
+    api = Api(config.server, config.token, escape=not args.json)
+    page = api.call("GET", "workloads/", params=params)
     rows = page["results"]
+    if not rows and args.group is not None:
+        _require_group(api, args.group)
     if args.json:
         emit_json(rows, out)
         return EXIT_OK
@@ -526,6 +529,17 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
     return EXIT_OK
+
+
+def _require_group(api: Api, group: int) -> None:
+    """Stop with "no group N" when array group ``group`` does not exist (an empty listing of a
+    group that exists stays an empty table)."""
+    try:
+        api.call("GET", f"groups/{group}/")
+    except CliError as exc:
+        if exc.exit_code != EXIT_API:
+            raise
+        raise CliError(EXIT_API, f"no group {group}") from None
 
 
 def _acct(w: dict[str, Any]) -> dict[str, Any]:

@@ -50,9 +50,14 @@ def resolve(owner: Any, cluster: Any, budget: Any, names: Sequence[str]) -> tupl
         return [], ["mounts is a list of mount names"]
     if len(names) > MAX_MOUNTS:
         return [], [f"at most {MAX_MOUNTS} mounts"]
-    bad = [n for n in names if not isinstance(n, str) or not NAME_RE.match(n)]
+    from scheduler.services import json_kind
+
+    not_names = [n for n in names if not isinstance(n, str)]
+    if not_names:
+        return [], [f"mounts: each entry is a mount name, not {json_kind(not_names[0])}"]
+    bad = [n for n in names if not NAME_RE.match(n)]
     if bad:
-        return [], [f"{str(bad[0])[:64]!r} is not a mount name"]
+        return [], [f"{bad[0][:64]!r} is not a mount name (1-64 letters, digits, - or _)"]
     if len(set(names)) != len(names):
         return [], ["a mount is named twice"]
     if not names:

@@ -85,6 +85,14 @@ def webhook_problem(url: str, *, resolve: bool = True) -> str | None:
     return None
 
 
+def webhook_without_url(kinds: Sequence[str], url: str) -> str | None:
+    """Why webhook ``kinds`` with the webhook ``url`` cannot be saved, or None: a kind to post
+    needs a URL to post it to (else nothing would ever be sent)."""
+    if kinds and not (url or "").strip():
+        return "webhook kinds need a webhook URL to post to (set webhook_url, or choose no webhook kinds)"
+    return None
+
+
 def clean_kinds(kinds: Any) -> list[str]:
     """The notification kinds in ``kinds``; raises ValueError naming an unknown one."""
     if isinstance(kinds, str) or not isinstance(kinds, Sequence):

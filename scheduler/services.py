@@ -134,6 +134,30 @@ def shown(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
+def json_kind(value: Any) -> str:
+    """What kind of (JSON) value ``value`` is, in words, for a message about a value of the wrong
+    kind: ``null``, ``true or false``, ``a number``, ``a string``, ``a list``, ``a mapping``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def _is_reference(value: Any, model: type) -> bool:
+    """Whether ``value`` may name a row of ``model``: a name or path, an id, or the row itself
+    (not a list, a mapping, null or true/false, which are refused in words, see :func:`json_kind`)."""
+    return not isinstance(value, bool) and isinstance(value, str | int | model)
+
+
 def _utf8_len(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
@@ -359,7 +383,9 @@ def do_submit_workload(
     the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
-    if the_budget is None:
+    if the_budget is None and not _is_reference(budget, Budget):
+        refuse("unknown_budget", "budget", f"budget must be a budget path or id, not {json_kind(budget)}.")
+    elif the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
@@ -369,7 +395,9 @@ def do_submit_workload(
         refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")
 
     the_cluster = resolve_cluster(cluster)
-    if the_cluster is None:
+    if the_cluster is None and cluster and not _is_reference(cluster, Cluster):
+        refuse("unknown_cluster", "cluster", f"cluster must be a cluster name or id, not {json_kind(cluster)}.")
+    elif the_cluster is None:
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
     hardware = _hardware(the_cluster) if the_cluster is not None else []  # one query for both checks
 
@@ -616,18 +644,27 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     return locked
 
 
+def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
+    """Whether ``actor`` may cancel array group ``group``: whether they may cancel one of its
+    ``members`` (all of them, final or not: a foreign group is refused whether or not anything is
+    left to cancel). One check per (owner, budget) among the members; a group without members
+    is its owner's and staff's."""
+    if not members:
+        return actor.is_authenticated and (actor.is_staff or actor.is_superuser or group.owner_id == actor.pk)
+    distinct = {(w.owner_id, w.budget_id): w for w in members}
+    return any(can_cancel(actor, w) for w in distinct.values())
+
+
 def do_cancel_group(actor: User, group: Any) -> int:
     """Cancel every member of an array group that is not final yet (one ``do_cancel_workload``
     each, so each member's cancel is the ordinary one); returns how many were canceled or asked
     to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
-    members = list(
-        Workload.objects.filter(group=group).exclude(state__in=Workload.FINAL_STATES).select_related("budget")
-    )
-    allowed = [w for w in members if can_cancel(actor, w)]
-    if members and not allowed:
+    members = list(Workload.objects.filter(group=group).select_related("budget"))
+    if not can_cancel_group(actor, group, members):
         raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+    live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
     done = 0
-    for w in allowed:
+    for w in live:
         try:
             do_cancel_workload(actor, w)
         except CancelError:

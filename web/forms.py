@@ -13,7 +13,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
 from scheduler.api.serializers import WorkloadSubmitSerializer
-from scheduler.notifications import KIND_LABELS, webhook_problem
+from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
 
 ENV_HELP = "One NAME=value per line."
 
@@ -147,6 +147,13 @@ class NotificationForm(forms.Form):
             if problem:
                 raise forms.ValidationError(f"Webhook refused: {problem}.")
         return url
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        problem = webhook_without_url(cleaned.get("webhook_kinds") or [], cleaned.get("webhook_url") or "")
+        if problem and "webhook_url" not in self.errors:
+            self.add_error("webhook_url", problem[0].upper() + problem[1:] + ".")
+        return cleaned
 
 
 MAX_SPEC_CHARS = MAX_MESSAGE_BYTES

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -13,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView
+from scheduler.api.params import INSTANT_HELP, parse_instant
 from scheduler.models import Cluster
 from scheduler.pyramid import pyramid_report
 
@@ -75,22 +75,6 @@ class PyramidSerializer(serializers.Serializer):
     budgets_window_s = serializers.IntegerField(help_text="the lookback window of the budget figures")
 
 
-def _parse(name: str, raw: str | None, default: datetime) -> datetime:
-    if not raw:
-        return default
-    raw = raw.replace("\x00", "").strip()
-    try:
-        at = parse_datetime(raw)
-        if at is None:
-            day = parse_date(raw)
-            at = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
-    except ValueError:
-        at = None
-    if at is None:
-        raise serializers.ValidationError({name: ["an ISO 8601 date or date-time, e.g. 2026-11-01T00:00Z"]})
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
-
-
 class PyramidView(FairwayAPIView):
     """The pyramid of the hourly roll-ups plus the current, partial hour: default the last 24 hours,
     every cluster; ``range`` says what is covered."""
@@ -98,16 +82,16 @@ class PyramidView(FairwayAPIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)"),
-            OpenApiParameter("since", OpenApiTypes.DATETIME, description="start (default: 24 hours ago)"),
-            OpenApiParameter("until", OpenApiTypes.DATETIME, description="end, exclusive (default: now)"),
+            OpenApiParameter("since", OpenApiTypes.STR, description=f"start, {INSTANT_HELP} (default: 24 hours ago)"),
+            OpenApiParameter("until", OpenApiTypes.STR, description="end, exclusive, the same forms (default: now)"),
         ],
         responses=PyramidSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
         now = timezone.now()
-        until = _parse("until", request.query_params.get("until"), now)
+        until = parse_instant("until", request.query_params.get("until"), now, now)
         try:
-            since = _parse("since", request.query_params.get("since"), until - timedelta(hours=24))
+            since = parse_instant("since", request.query_params.get("since"), now, until - timedelta(hours=24))
         except OverflowError:
             raise serializers.ValidationError({"until": ["out of range"]}) from None
         if since >= until:

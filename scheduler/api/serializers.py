@@ -189,7 +189,32 @@ class _OptionalDurationField(PassThroughField):
     pass
 
 
-class WorkloadSubmitSerializer(serializers.Serializer):
+class RefusesUnknownFieldsMixin:
+    """A serializer whose input may hold only its own fields: any other key (a typo such as
+    ``max_runtme``, or ``email`` for ``email_kinds``) is a 400 ``unknown_field`` naming it,
+    rather than silently dropped."""
+
+    fields: Any
+
+    def unknown_fields(self, data: Any) -> list[str]:
+        """The keys of ``data`` that are none of the fields, sorted (the API and the web's spec
+        alike refuse them)."""
+        if not hasattr(data, "keys"):
+            return []
+        return sorted(set(map(str, data.keys())) - set(self.fields))
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown = self.unknown_fields(data)
+        if unknown:
+            known = ", ".join(self.fields)
+            raise serializers.ValidationError(
+                {name[:40]: [f"Unknown field (the fields are: {known})."] for name in unknown[:10]},
+                code="unknown_field",
+            )
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class WorkloadSubmitSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
     ``budget``: path (``nlp/olmo``) or id. ``cluster``: name (optional when there is one
@@ -221,23 +246,6 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     retries = _CountField(required=False, allow_null=True)
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
-
-    def unknown_fields(self, data: Any) -> list[str]:
-        """The keys of a submission that are none of its fields (a typo such as ``max_runtme``),
-        sorted; refused by the API and the web's spec alike rather than silently dropped."""
-        if not hasattr(data, "keys"):
-            return []
-        return sorted(set(map(str, data.keys())) - set(self.fields))
-
-    def to_internal_value(self, data: Any) -> Any:
-        unknown = self.unknown_fields(data)
-        if unknown:
-            known = ", ".join(self.fields)
-            raise serializers.ValidationError(
-                {name[:40]: [f"Unknown field (the fields are: {known})."] for name in unknown[:10]},
-                code="unknown_field",
-            )
-        return super().to_internal_value(data)
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":
@@ -785,7 +793,7 @@ class ArrayGroupSerializer(serializers.ModelSerializer):
         return sorted(w.pk for w in obj.members.all())
 
 
-class NotificationSettingsSerializer(serializers.Serializer):
+class NotificationSettingsSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
     """The requester's notification choices (docs/jobs.md): kinds among ``started``,
     ``succeeded``, ``failed``, ``preempted``, ``estimate_moved``, per channel."""
 
@@ -807,6 +815,21 @@ class NotificationSettingsSerializer(serializers.Serializer):
             return clean_kinds(value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc), code="invalid_kind") from None
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Refuse webhook kinds without a URL, counting what the PUT leaves as it was
+        (``context["current"]``, the saved choices)."""
+        from scheduler.notifications import webhook_without_url
+
+        current = self.context.get("current", {})
+        kinds = attrs.get("webhook_kinds", current.get("webhook_kinds", []))
+        url = attrs.get("webhook_url", current.get("webhook_url", ""))
+        problem = webhook_without_url(kinds, url)
+        if problem:
+            raise serializers.ValidationError(
+                {"webhook_url": [problem[0].upper() + problem[1:] + "."]}, code="webhook_url_required"
+            )
+        return attrs
 
     def validate_webhook_url(self, value: str) -> str:
         from scheduler.notifications import webhook_problem

@@ -20,6 +20,7 @@ from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
+from scheduler.api.params import INSTANT_HELP, MAX_BACK, parse_instant
 from scheduler.api.serializers import (
     ArrayGroupSerializer,
     ClusterSerializer,
@@ -48,7 +49,6 @@ from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_wo
 MAX_LOG_TAIL_BYTES = 64 * 1024
 HISTORY_MAX = 10_000
 """At most this many finished attempts in one history answer."""
-HISTORY_MAX_SINCE_S = 400 * 86400
 
 
 class WorkloadLogsMixin:
@@ -187,9 +187,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
 
     @extend_schema(
         parameters=[
-            OpenApiParameter(
-                "since", OpenApiTypes.STR, description="a duration back from now, e.g. 7d, 36h (default 7d)"
-            ),
+            OpenApiParameter("since", OpenApiTypes.STR, description=f"{INSTANT_HELP} (default 7d)"),
             OpenApiParameter("budget", OpenApiTypes.STR, description="a budget (path or id): it and its sub-budgets"),
             OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)"),
             OpenApiParameter(
@@ -205,15 +203,12 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         ``since``, ``budget`` or ``limit``."""
         from budgets.services import resolve_budget, subtree_ids
         from scheduler.accounting import finished_attempts
-        from scheduler.trace import parse_duration
 
         params = request.query_params
-        try:
-            seconds = parse_duration((params.get("since") or "7d").replace("\x00", ""))
-        except ValueError as exc:
-            raise ValidationError({"since": [str(exc)]}, code="invalid") from None
-        if not 0 < seconds <= HISTORY_MAX_SINCE_S:
-            raise ValidationError({"since": ["a duration from 1s to 400d"]}, code="invalid")
+        now = timezone.now()
+        since = parse_instant("since", params.get("since"), now, now - timedelta(days=7))
+        if not timedelta(0) < now - since <= MAX_BACK:
+            raise ValidationError({"since": ["an instant in the past, at most 400 days back"]}, code="invalid")
         try:
             limit = int(params.get("limit") or HISTORY_MAX)
         except ValueError:
@@ -226,8 +221,6 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             if found is None:
                 raise ValidationError({"budget": [f"no budget {params['budget']!r}"]}, code="invalid")
             budget_ids = subtree_ids([found.id], self.budget_tree)
-        now = timezone.now()
-        since = now - timedelta(seconds=seconds)
         attempts = finished_attempts(since, budget_ids, (params.get("cluster") or "").replace("\x00", "") or None)
         paths = budget_paths(self.budget_tree)
         rows = [
@@ -341,7 +334,7 @@ class NotificationSettingsView(FairwayAPIView):
 
     @extend_schema(request=NotificationSettingsSerializer, responses=NotificationSettingsSerializer)
     def put(self, request: Request) -> Response:
-        serializer = NotificationSettingsSerializer(data=request.data)
+        serializer = NotificationSettingsSerializer(data=request.data, context={"current": self._data(request.user)})
         serializer.is_valid(raise_exception=True)
         NotificationSettings.objects.update_or_create(user=request.user, defaults=dict(serializer.validated_data))
         return Response(self._data(request.user))

@@ -85,6 +85,23 @@ def test_history_lists_finished_attempts_with_filters(preempted_once, researcher
         assert response.status_code == 400, bad
 
 
+def test_history_and_pyramid_read_since_alike(researcher_client, cluster):
+    """tryout: ``metrics/pyramid/?since=7d`` was refused (ISO dates only) while
+    ``workloads/history/?since=7d`` worked (durations only); one parser reads both forms in both."""
+    now = timezone.now()
+    day = (now - timedelta(days=3)).date()
+    forms = {"7d": now - timedelta(days=7), day.isoformat(): day, f"{day.isoformat()}T06:00Z": day}
+    for since, start in forms.items():
+        history = researcher_client.get("/api/v1/workloads/history/", {"since": since})
+        pyramid = researcher_client.get("/api/v1/metrics/pyramid/", {"since": since})
+        assert history.status_code == 200 and pyramid.status_code == 200, (since, pyramid.content[:200])
+        assert history.json()["since"][:10] == str(start)[:10]
+    for url in ("/api/v1/workloads/history/", "/api/v1/metrics/pyramid/"):
+        refused = researcher_client.get(url, {"since": "soon"})
+        assert refused.status_code == 400 and "7d" in refused.json()["since"][0]
+        assert "ISO 8601" in refused.json()["since"][0]
+
+
 def test_cli_ls_show_history_and_share(preempted_once, researcher, monkeypatch):
     w, _at = preempted_once
     out = run_cli(monkeypatch, researcher, "ls")

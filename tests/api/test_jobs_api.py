@@ -54,6 +54,19 @@ def test_only_the_owner_or_a_manager_cancels_a_group(researcher_client, outsider
     assert set(Workload.objects.values_list("state", flat=True)) == {"canceled"}
 
 
+def test_a_foreign_group_whose_members_all_finished_is_refused_too(
+    researcher_client, outsider_client, submission, cluster
+):
+    """tryout: cancelling someone else's finished group answered 200 "0 canceled"; the same
+    permission as a group with live members decides (403), and its owner still gets 200 with 0."""
+    body = _submit(researcher_client, submission(array="0-1", gpu_count=1)).json()
+    Workload.objects.update(state=Workload.State.SUCCEEDED)
+    refused = outsider_client.post(f"/api/v1/groups/{body['group']}/cancel/")
+    assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+    done = researcher_client.post(f"/api/v1/groups/{body['group']}/cancel/")
+    assert done.status_code == 200 and done.json() == {"group": body["group"], "canceled": 0}
+
+
 @pytest.mark.parametrize(
     ("overrides", "field", "code"),
     [
@@ -114,3 +127,30 @@ def test_the_schema_describes_the_job_options(db):
     assert {"mounts", "max_runtime", "retries", "after", "array"} <= set(submit)
     detail = schema["components"]["schemas"]["WorkloadDetail"]["properties"]
     assert {"mounts", "max_runtime_s", "retries", "retries_used", "after", "group", "array_index"} <= set(detail)
+
+
+@pytest.mark.parametrize("body", [{"email": "x"}, {"unknown": 1}, {"email_kinds": ["failed"], "emails": ["started"]}])
+def test_notification_settings_refuse_an_unknown_field(researcher_client, db, body):
+    """tryout: ``PUT {"email": "x"}`` answered 200 and changed nothing; refused like a
+    submission's unknown field (the same rule), naming the field."""
+    response = researcher_client.put("/api/v1/notifications/", body, format="json")
+    assert response.status_code == 400, response.content[:300]
+    data = response.json()
+    assert data["code"] == "unknown_field"
+    (name,) = set(body) - {"email_kinds"}
+    assert "email_kinds" in data[name][0]
+    assert researcher_client.get("/api/v1/notifications/").json()["email_kinds"] == []
+
+
+def test_webhook_kinds_without_a_url_are_refused(researcher_client, db, settings):
+    """tryout: webhook kinds were saved with no URL (the CLI then printed "webhook: - -> (no URL)")."""
+    bare = researcher_client.put("/api/v1/notifications/", {"webhook_kinds": ["failed"]}, format="json")
+    assert bare.status_code == 400 and bare.json()["code"] == "webhook_url_required"
+    assert "webhook URL" in bare.json()["webhook_url"][0]
+    settings.FAIRWAY = {**settings.FAIRWAY, "WEBHOOK_ALLOW_HOSTS": ["hooks.example"]}
+    url = researcher_client.put("/api/v1/notifications/", {"webhook_url": "https://hooks.example/x"}, format="json")
+    assert url.status_code == 200
+    kinds = researcher_client.put("/api/v1/notifications/", {"webhook_kinds": ["failed"]}, format="json")
+    assert kinds.status_code == 200 and kinds.json()["webhook_kinds"] == ["failed"]  # the saved URL counts
+    removed = researcher_client.put("/api/v1/notifications/", {"webhook_url": ""}, format="json")
+    assert removed.status_code == 400 and removed.json()["code"] == "webhook_url_required"

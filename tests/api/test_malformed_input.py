@@ -171,3 +171,21 @@ def test_an_unknown_field_is_refused_not_dropped(researcher_client, cluster, sub
     assert data["code"] == "unknown_field"
     assert "max_runtime" in data["max_runtme"][0]  # names the fields it may have meant
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"budget": ["nlp/olmo"]}, "budget", "budget must be a budget path or id, not a list."),
+        ({"budget": {"path": "nlp/olmo"}}, "budget", "budget must be a budget path or id, not a mapping."),
+        ({"mounts": [None]}, "mounts", "mounts: each entry is a mount name, not null"),
+        ({"cluster": ["c1"]}, "cluster", "cluster must be a cluster name or id, not a list."),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_named_in_words(researcher_client, cluster, submission, overrides, field, message):
+    """tryout: "No budget a list." and "'None' is not a mount name" (Python's words) for JSON values."""
+    body = json.dumps(submission(**overrides))
+    response = researcher_client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert message in _json(response)[field][0]
+    assert not Workload.objects.exists()

@@ -38,6 +38,19 @@ def test_an_array_with_every_option_then_ls_show_and_cancel_the_group(logged_in,
     assert (code, out.strip()) == (EXIT_OK, f"array group {group.pk}: 3 workloads canceled or stopping")
 
 
+def test_ls_of_a_group_that_does_not_exist_is_an_error(logged_in, cluster):  # noqa: F811
+    """tryout: ``fairway ls --group 999`` printed an empty table and exited 0; a group that exists
+    with no member shown (here: none running) stays an empty table."""
+    code, out, err = logged_in("ls", "--group", "999")
+    assert (code, out) == (EXIT_API, "") and "no group 999" in err
+    code, _out, err = logged_in("submit", "-b", "nlp/olmo", "-m", "A100", "-M", "1h", "--array", "0-1",
+                                "--", "python")  # fmt: skip
+    assert code == EXIT_OK, err
+    group = ArrayGroup.objects.get()
+    code, out, err = logged_in("ls", "--group", str(group.pk), "--state", "running")
+    assert code == EXIT_OK and err == "" and len(out.strip().splitlines()) == 1  # the header
+
+
 def test_bad_job_options_print_their_field(logged_in):  # noqa: F811
     code, _out, err = logged_in("submit", "-b", "nlp/olmo", "-m", "A100", "-M", "2h", "-t", "1h",
                                 "--array", "3-1", "-v", "nope", "--", "python")  # fmt: skip

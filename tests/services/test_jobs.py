@@ -59,6 +59,8 @@ def test_mounts_are_resolved_at_submission_with_the_owners_home(researcher, subm
         (["../etc"], "is not a mount name"),
         (["datasets", "datasets"], "named twice"),
         ("datasets", "a list of mount names"),
+        ([None], "mounts: each entry is a mount name, not null"),  # tryout: "'None' is not a mount name"
+        ([{"name": "datasets"}], "mounts: each entry is a mount name, not a mapping"),
     ],
 )
 def test_unknown_or_malformed_mounts_are_refused(researcher, submit_kwargs, catalog, names, needle):

@@ -43,6 +43,17 @@ def test_an_array_submitted_from_the_form_shows_its_options_and_cancels_as_a_gro
     assert "pretrain[0]" in listing and "eval" not in listing
 
 
+def test_a_foreign_finished_group_is_not_canceled_from_the_web(browser, outsider):
+    """tryout: the web said "Canceled 0 workloads" for someone else's finished group."""
+    browser.post("/submit/", _form(array="0-1", gpu_count="1"))
+    group = ArrayGroup.objects.get()
+    Workload.objects.update(state=Workload.State.SUCCEEDED)
+    other = Client()
+    assert other.login(username="outsider", password=PASSWORD)
+    page = other.post(f"/groups/{group.pk}/cancel/", follow=True).content.decode()
+    assert "Only the owner" in page and "Canceled 0" not in page
+
+
 @pytest.mark.parametrize(
     ("overrides", "field", "words"),
     [
@@ -66,3 +77,10 @@ def test_the_notifications_page_saves_choices_and_refuses_local_webhooks(browser
     assert NotificationSettings.objects.get(user=researcher).email_kinds == ["failed", "preempted"]
     response = browser.post("/notifications/", {"webhook_kinds": ["failed"], "webhook_url": "http://192.168.1.9/x"})
     assert response.status_code == 400 and "private or local" in response.content.decode()
+
+
+def test_the_notifications_page_refuses_webhook_kinds_without_a_url(browser, researcher):
+    """tryout: webhook kinds were saved with no URL to post to (the same rule as the API's)."""
+    response = browser.post("/notifications/", {"webhook_kinds": ["failed"], "webhook_url": ""})
+    assert response.status_code == 400 and "need a webhook URL" in response.content.decode()
+    assert not NotificationSettings.objects.filter(user=researcher).exists()

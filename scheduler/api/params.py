@@ -1,0 +1,49 @@
+"""Query parameters more than one endpoint reads, read by one parser each."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.utils.dateparse import parse_date, parse_datetime
+from rest_framework import serializers
+
+from scheduler.trace import parse_duration
+
+MAX_BACK = timedelta(days=400)
+"""The furthest back an instant may be given as a duration (``400d``)."""
+
+INSTANT_HELP = "a duration back from now (e.g. 7d, 36h) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
+
+
+def _iso(raw: str) -> datetime | None:
+    """``raw`` as an ISO 8601 date-time (UTC unless it says) or date (its UTC midnight), or None."""
+    try:
+        at = parse_datetime(raw)
+        if at is None:
+            day = parse_date(raw)
+            at = datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+    except ValueError:
+        return None
+    if at is None:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) -> datetime:
+    """The instant query parameter ``name`` means: ``default`` when absent; a duration back from
+    ``now`` (``7d``, ``36h``, ``90m``: :func:`~scheduler.trace.parse_duration`, 1s to 400d); or an
+    ISO 8601 date or date-time. Anything else is a 400 ``invalid`` saying both forms.
+    ``metrics/pyramid/`` (``since``, ``until``) and ``workloads/history/`` (``since``) read it."""
+    if not raw:
+        return default
+    raw = raw.replace("\x00", "").strip()
+    at = _iso(raw)
+    if at is not None:
+        return at
+    try:
+        seconds = parse_duration(raw)
+    except ValueError:
+        raise serializers.ValidationError({name: [INSTANT_HELP]}, code="invalid") from None
+    if not 0 < seconds <= MAX_BACK.total_seconds():
+        raise serializers.ValidationError({name: ["a duration from 1s to 400d back, or a date"]}, code="invalid")
+    return now - timedelta(seconds=seconds)
