@@ -13,7 +13,7 @@ from operator import attrgetter
 
 import scheduler.policy.contract as contract
 from scheduler.policy.core import Pass, schedule
-from scheduler.policy.pending import PendingChanges, PendingIndex
+from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
 from scheduler.policy.screen import idle
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
@@ -97,7 +97,7 @@ class IncrementalScheduler:
             self._standing = standing
             return Decisions()
         load()
-        dec = Pass(snap, tree, standing, pending, loads[0], grouped).run()
+        dec = Pass(snap, tree, standing, pending, loads[0], grouped, index.allocated_shapes).run()
         self._standing = standing
         return dec
 
@@ -139,7 +139,7 @@ def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workl
     if ids(index.budgets) != ids(fresh):
         raise AssertionError(f"pending index differs at {now}")
     shapes = {(PendingIndex.coarse(w), w.min_runtime) for w in pending.values()}
-    least: dict[object, int] = {}
+    least: dict[Coarse, int] = {}
     for c, m in shapes:
         least[c] = min(least.get(c, m), m)
     kept = {k: (PendingIndex.coarse(w), w.min_runtime) for k, w in index.shapes.items()}
@@ -147,6 +147,11 @@ def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workl
         raise AssertionError(f"pending shapes differ at {now}")
     if index.least != least:
         raise AssertionError(f"least minimum runtimes differ at {now}")
+    coarse_of: dict[str, set[Coarse]] = {}
+    for c in least:
+        coarse_of.setdefault(c[0], set()).add(c)
+    if index.coarse_of != coarse_of:
+        raise AssertionError(f"coarse shapes by budget differ at {now}")
     if index.by_obj.keys() != {id(w) for w in pending.values()}:
         raise AssertionError(f"pending objects differ at {now}")
 
