@@ -10,7 +10,7 @@ iteration over a collection is in a defined order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
@@ -70,13 +70,9 @@ class Pass(SkipRuns):
         pending: dict[str, Workload] | None = None,
         loads: tuple[dict[str, int], dict[str, int]] | None = None,
         grouped: Mapping[str, BudgetPending] | None = None,
-        allocated_shapes: Callable[[str], list[Workload]] | None = None,
     ) -> None:
         super().__init__(snap, tree, standing, pending, loads)
         self.grouped = grouped  # the pending workloads by budget (queues.group), if the caller has them
-        # budget -> one allocated workload per shape with the least M (PendingIndex.allocated_shapes),
-        # if the caller keeps them: a skipped run then ends its queue at once when all are skipped
-        self.allocated_shapes = allocated_shapes
         self.state.listeners.clear()
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
         self.group_started: dict[str, int] = {}  # array group → members started in this pass
@@ -248,10 +244,7 @@ class Pass(SkipRuns):
                 disp.done(w, False)
                 continue
             if skipped(w):
-                if self._rest_skipped(w.budget):
-                    disp.skip_rest(w)
-                else:
-                    disp.skip_run(w, self._skipped_like(w))
+                disp.skip_run(w, self._skipped_like(w))
                 continue
             nominated = w.id in self.noms
             admitted = self._handle_allocated(w)

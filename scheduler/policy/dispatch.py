@@ -156,12 +156,6 @@ class Dispatcher:
         if i >= n:
             self._exhaust(leaf)
 
-    def skip_rest(self, w: Workload) -> None:
-        """:meth:`skip_run` with every following workload of the queue skipped: the queue ends."""
-        leaf = w.budget
-        self.pos[leaf] = len(self.queues[leaf])
-        self._exhaust(leaf)
-
     def _exhaust(self, leaf: str) -> None:
         node: str | None = leaf
         while node is not None:

@@ -97,7 +97,7 @@ class IncrementalScheduler:
             self._standing = standing
             return Decisions()
         load()
-        dec = Pass(snap, tree, standing, pending, loads[0], grouped, index.allocated_shapes).run()
+        dec = Pass(snap, tree, standing, pending, loads[0], grouped).run()
         self._standing = standing
         return dec
 
@@ -147,11 +147,6 @@ def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workl
         raise AssertionError(f"pending shapes differ at {now}")
     if index.least != least:
         raise AssertionError(f"least minimum runtimes differ at {now}")
-    coarse_of: dict[str, set[Coarse]] = {}
-    for c in least:
-        coarse_of.setdefault(c[0], set()).add(c)
-    if index.coarse_of != coarse_of:
-        raise AssertionError(f"coarse shapes by budget differ at {now}")
     if index.by_obj.keys() != {id(w) for w in pending.values()}:
         raise AssertionError(f"pending objects differ at {now}")
 

@@ -87,7 +87,6 @@ class PendingIndex:
         self.shapes: dict[tuple[Coarse, int], Workload] = {}
         self.ms: dict[Coarse, dict[int, int]] = {}  # coarse shape -> M -> workloads
         self.least: dict[Coarse, int] = {}
-        self.coarse_of: dict[str, set[Coarse]] = {}  # budget -> its coarse shapes pending
         self._source: tuple[object, int] | None = None  # the last changes followed
         self.followed = 0  # snapshots taken by their changes (tests: the fast path was used)
 
@@ -100,13 +99,6 @@ class PendingIndex:
         needs (it reads the shape and takes the smallest commitment per budget and model)."""
         shapes = self.shapes
         return [shapes[c, m] for c, m in self.least.items()]
-
-    def allocated_shapes(self, budget: str) -> list[Workload]:
-        """One workload per coarse shape of ``budget``'s allocated work, of the least M pending
-        with it (every pending allocated workload of the budget has the shape of one of them
-        and no shorter M)."""
-        shapes, least = self.shapes, self.least
-        return [shapes[c, least[c]] for c in self.coarse_of.get(budget, ()) if c[5]]
 
     def sync(self, pending: dict[str, Workload]) -> dict[str, BudgetPending]:
         """Take the index to ``pending`` (id → workload) by comparing; returns the workloads by budget."""
@@ -167,10 +159,6 @@ class PendingIndex:
         del ms[m]
         if not ms:
             del self.ms[c], self.least[c]
-            of = self.coarse_of[w.budget]
-            of.discard(c)
-            if not of:
-                del self.coarse_of[w.budget]
         elif self.least[c] == m:
             self.least[c] = min(ms)
 
@@ -184,10 +172,7 @@ class PendingIndex:
         c, m = self.coarse(w), w.min_runtime
         if _count(self.counts, (c, m), 1) == 1:
             self.shapes[c, m] = w
-            if c not in self.ms:
-                self.ms[c] = {}
-                self.coarse_of.setdefault(w.budget, set()).add(c)
-            self.ms[c][m] = 1
+            self.ms.setdefault(c, {})[m] = 1
             if m < self.least.get(c, m + 1):
                 self.least[c] = m
 

@@ -9,19 +9,15 @@ the full path when reasons are wanted. :class:`SkipRuns` is the part of a pass t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import scheduler.policy.reasons as reasons
 from scheduler.policy.pass_state import PassState
-from scheduler.policy.queues import BudgetPending
 from scheduler.policy.types import PendingInfo, Workload
 
 
 class SkipRuns(PassState):
     """What a pass skips in its allocated dispatch (module docstring)."""
-
-    grouped: Mapping[str, BudgetPending] | None
-    allocated_shapes: Callable[[str], list[Workload]] | None
 
     def _outright_key(self, w: Workload) -> tuple[str, str, bool, int | None, int | None]:
         """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
@@ -43,24 +39,6 @@ class SkipRuns(PassState):
                     reasons.explain(self, w)
                 return True
         return False
-
-    def _rest_skipped(self, budget: str) -> bool:
-        """True (without reasons only) when every workload of ``budget``'s queue would be skipped
-        (:meth:`_skipped`): no group member, dependency or nomination among its pending work, and
-        each of its allocated shapes is skipped at its least M — :meth:`_skipped` reads a workload's
-        shape, group and nomination only, and a failure with (n, m) covers every longer M.
-        The queue holds some of the budget's allocated workloads (queues.QueueBuilder)."""
-        shapes = self.allocated_shapes
-        if shapes is None or self.snap.with_reasons or self.grouped is None:
-            return False
-        bp = self.grouped.get(budget)
-        if bp is None or any(flag for *_, flag in bp.shapes):
-            return False
-        pending = self.pending
-        if any((n := pending.get(wid)) is not None and n.budget == budget for wid in self.noms):
-            return False
-        skipped = self._skipped
-        return all(skipped(w) for w in shapes(budget))
 
     def _skipped_like(self, first: Workload) -> Callable[[Workload], bool]:
         """:meth:`_skipped` for the run after ``first`` (just skipped) in its budget's queue,
@@ -121,4 +99,3 @@ class SkipRuns(PassState):
         if first.id not in reserved:
             least[first.model, first.gpus, first.cpus, first.memory] = first.min_runtime
         return like
-

@@ -155,11 +155,6 @@ def test_pending_index_equals_a_fresh_grouping(steps: list[list[Workload]]) -> N
                 c = PendingIndex.coarse(w)
                 least[c] = min(least.get(c, w.min_runtime), w.min_runtime)
             assert index.least == least
-            for b in {w.budget for w in step}:
-                reps = index.allocated_shapes(b)
-                assert {(PendingIndex.coarse(w), w.min_runtime) for w in reps} == {
-                    (c, m) for c, m in least.items() if c[0] == b and c[5]
-                }
     assert followed.followed == max(0, len(steps) - 1)
 
 
@@ -286,28 +281,3 @@ def test_gang_level_by_sets_is_the_plain_level(
     by_sets = reasons._gang_level_by_sets(never, forbidden, False, held, any(c[1] > 0 for c in per.values()), busy)
     assert by_sets == plain
     assert reasons._gang_level_by_sets(never, forbidden, True, held, False, busy) == 4
-
-
-def test_skipped_rest_of_a_queue_decides_as_each_workload(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the kept index, a skipped run ends its budget's queue at once when each allocated
-    shape of the budget is skipped at its least M (``SkipRuns._rest_skipped``,
-    ``Dispatcher.skip_rest``): the same decisions as asking ``_skipped`` of every workload."""
-    from scheduler.policy import IncrementalScheduler
-
-    rests = {"n": 0}
-    plain_rest = Dispatcher.skip_rest
-
-    def counted(self: Dispatcher, w: Workload) -> None:
-        rests["n"] += 1
-        plain_rest(self, w)
-
-    snaps = [replace(crowded_snapshot(seed), with_reasons=False) for seed in range(300)]
-    for hosts, workloads, seed in ((3, 60, 1), (12, 400, 2), (40, 1500, 3)):
-        for after in (600, 3600):
-            snaps.append(replace(make_settled(hosts, workloads, seed=seed, after=after).snapshot(), with_reasons=False))
-    for snap in snaps:
-        with monkeypatch.context() as m:
-            m.setattr(Dispatcher, "skip_rest", counted)
-            kept = IncrementalScheduler(check=True)(snap)
-        assert kept == _plain(snap, monkeypatch)
-    assert rests["n"] > 0
