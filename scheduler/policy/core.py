@@ -10,18 +10,18 @@ iteration over a collection is in a defined order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
 import scheduler.policy.victims as victims
 from scheduler.policy.dependency import dependency_block
 from scheduler.policy.dispatch import Dispatcher
-from scheduler.policy.pass_state import PassState
 from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_sorted
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.reserve import reserve
 from scheduler.policy.screen import idle
+from scheduler.policy.skips import SkipRuns
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView
 from scheduler.policy.tree import BudgetTree
@@ -59,7 +59,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
     return Pass(snapshot, tree, standing, pending, loads).run()
 
 
-class Pass(PassState):
+class Pass(SkipRuns):
     """One pass: :meth:`run` decides and applies every start, stop, nomination and reservation."""
 
     def __init__(
@@ -255,60 +255,6 @@ class Pass(PassState):
                 fails.append((n, m))
             disp.done(w, admitted)
         self.disp = None
-
-    def _outright_key(self, w: Workload) -> tuple[str, str, bool, int | None, int | None]:
-        """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
-        this key with no fewer GPUs and no shorter M fails the same way."""
-        return (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
-
-    def _skipped(self, w: Workload) -> bool:
-        """True when ``w`` fails outright as an earlier workload did (memo.outright): its reason,
-        if wanted, is recorded and nothing else changes."""
-        if w.id in self.noms or w.group is not None:  # a group member may wait on its cap (§3.8 order)
-            return False
-        fails = self.memo.outright.get(self._outright_key(w))
-        if not fails:
-            return False
-        n, m = w.gpus, w.min_runtime
-        for f_n, f_m in fails:
-            if n >= f_n and m >= f_m:
-                if self.snap.with_reasons:
-                    reasons.explain(self, w)
-                return True
-        return False
-
-    def _skipped_like(self, first: Workload) -> Callable[[Workload], bool]:
-        """:meth:`_skipped` for the run after ``first`` (just skipped) in its budget's queue,
-        remembering each shape (model, GPUs, M, CPUs, memory) skipped in the run with its
-        reason: a later workload of a remembered shape (no group, no nomination) is skipped with
-        that reason at once. The same answers: nothing changes during a run, the reason is the
-        shape-wide one (a skipped workload holds no reservation), and what :meth:`_skipped` reads
-        of a workload is its shape, group and nomination (tests/policy/test_queues_kept.py)."""
-        with_reasons = self.snap.with_reasons
-        pending, noms, skipped, reserved = self.dec.pending, self.noms, self._skipped, self.dec.reserved_start
-        known: dict[tuple[str, int, int, int | None, int | None], PendingInfo | None] = {}
-
-        def remember(w: Workload, shape: tuple[str, int, int, int | None, int | None]) -> None:
-            info = pending.get(w.id) if with_reasons else None
-            if w.id not in reserved and (info is not None or not with_reasons):
-                known[shape] = info
-
-        def like(w: Workload) -> bool:
-            if w.group is not None or w.id in noms:
-                return skipped(w)
-            shape = (w.model, w.gpus, w.min_runtime, w.cpus, w.memory)
-            if shape in known:
-                info = known[shape]
-                if info is not None:
-                    pending[w.id] = info
-                return True
-            if skipped(w):
-                remember(w, shape)
-                return True
-            return False
-
-        remember(first, (first.model, first.gpus, first.min_runtime, first.cpus, first.memory))
-        return like
 
     def _handle_allocated(self, w: Workload) -> bool:
         nom = self.noms.get(w.id)

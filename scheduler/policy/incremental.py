@@ -8,94 +8,20 @@ difference) and the pending workloads in submission order (:class:`PendingIndex`
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
-from typing import TypeVar
 
 import scheduler.policy.contract as contract
 from scheduler.policy.core import Pass, schedule
-from scheduler.policy.queues import BudgetPending, group, shape_of, submission_order
+from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
+from scheduler.policy.queues import BudgetPending, group, submission_order
 from scheduler.policy.screen import idle
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Workload
 from scheduler.policy.usage import pass_loads
 
-_K = TypeVar("_K")
 _workload_id = attrgetter("id")
-
-
-class PendingIndex:
-    """The pending workloads grouped by budget, each list in submission order, and their
-    distinct shapes, kept by difference.
-
-    :meth:`sync` takes the pending workloads of a snapshot (id → workload) and returns them by
-    budget (:class:`~scheduler.policy.queues.BudgetPending`), the lists a pass queues; ``shapes``
-    maps each (budget, model, GPUs, M) of the pending workloads to one workload of that shape (it
-    may have left since, as long as others of its shape are pending: the idle screen, its only
-    reader, reads nothing but the shape).
-    A workload is known by its object: one the last sync saw is unchanged (workloads are
-    immutable values), so a sync costs C-speed set differences of object identities plus
-    O(changes × log n).
-    """
-
-    def __init__(self) -> None:
-        self.by_obj: dict[int, Workload] = {}  # id(object) -> the workload object (kept alive here)
-        self.budgets: dict[str, BudgetPending] = {}
-        self.counts: dict[tuple[str, str, int, int], int] = {}
-        self.shapes: dict[tuple[str, str, int, int], Workload] = {}
-
-    @staticmethod
-    def _shape(w: Workload) -> tuple[str, str, int, int]:
-        return (w.budget, w.model, w.gpus, w.min_runtime)
-
-    def _drop(self, w: Workload) -> None:
-        bp = self.budgets[w.budget]
-        lst = bp.allocated if w.min_runtime > 0 else bp.unallocated
-        key = submission_order(w)
-        del lst[bisect_left(lst, key, key=submission_order)]
-        del bp.ordered[bisect_left(bp.ordered, key, key=submission_order)]
-        _count(bp.shapes, shape_of(w), -1)
-        if not bp.shapes:
-            del self.budgets[w.budget]
-        shape = self._shape(w)
-        if not _count(self.counts, shape, -1):
-            del self.shapes[shape]
-
-    def _add(self, w: Workload) -> None:
-        bp = self.budgets.get(w.budget)
-        if bp is None:
-            bp = self.budgets[w.budget] = BudgetPending()
-        insort(bp.allocated if w.min_runtime > 0 else bp.unallocated, w, key=submission_order)
-        insort(bp.ordered, w, key=submission_order)
-        _count(bp.shapes, shape_of(w), 1)
-        shape = self._shape(w)
-        _count(self.counts, shape, 1)
-        self.shapes.setdefault(shape, w)
-
-    def sync(self, pending: dict[str, Workload]) -> dict[str, BudgetPending]:
-        """Take the index to ``pending``; returns the workloads by budget."""
-        by_obj = self.by_obj
-        now = dict(zip(map(id, pending.values()), pending.values(), strict=True))
-        gone = by_obj.keys() - now.keys()
-        new = now.keys() - by_obj.keys()
-        for i in gone:
-            self._drop(by_obj.pop(i))
-        for w in sorted((now[i] for i in new), key=submission_order):
-            by_obj[id(w)] = w
-            self._add(w)
-        return self.budgets
-
-
-def _count(counts: dict[_K, int], key: _K, delta: int) -> int:
-    """Add ``delta`` to ``counts[key]``, deleting it at zero; returns the new count."""
-    left = counts.get(key, 0) + delta
-    if left:
-        counts[key] = left
-    else:
-        del counts[key]
-    return left
 
 
 class IncrementalScheduler:
@@ -112,13 +38,31 @@ class IncrementalScheduler:
         self._budgets: tuple[Budget, ...] | None = None
         self._tree: BudgetTree | None = None
 
+    @property
+    def followed(self) -> int:
+        """Snapshots whose pending workloads were taken by their changes, not compared (tests)."""
+        return self._pending.followed
+
+    def _pending_of(self, snap: Snapshot) -> dict[str, Workload]:
+        """The snapshot's pending workloads by id, the index brought to them: by the changes
+        the snapshot carries when they follow the last ones (:mod:`scheduler.policy.pending`),
+        else by comparing the whole list."""
+        index = self._pending
+        changes = getattr(snap.pending, "changes", None)
+        if not (isinstance(changes, PendingChanges) and index.follow(changes)):
+            index.sync(dict(zip(map(_workload_id, snap.pending), snap.pending, strict=True)))  # C speed
+            index.start_following(changes if isinstance(changes, PendingChanges) else None)
+        if self.check:
+            _check_index(snap.now, index, snap.pending)
+        return index.by_id
+
     def __call__(self, snap: Snapshot) -> Decisions:
         budgets = tuple(snap.budgets)
         if self._tree is None or not _same(budgets, self._budgets):
             self._tree = BudgetTree(budgets)
             self._budgets = budgets
         tree = self._tree
-        pending = dict(zip(map(_workload_id, snap.pending), snap.pending, strict=True))  # C speed
+        pending = self._pending_of(snap)
         standing, self._standing = self._standing, None  # until this call has finished with it
         if not _well_formed(snap, pending):
             return schedule(snap)  # one GPU claimed twice, or one id: a fresh build decides; keep nothing
@@ -148,10 +92,8 @@ class IncrementalScheduler:
             return loads[0][1]
 
         index = self._pending
-        grouped = index.sync(pending)
-        if self.check:
-            _check_index(snap.now, index, pending)
-        if not snap.with_reasons and idle(standing, index.shapes.values(), tree, load):
+        grouped = index.budgets
+        if not snap.with_reasons and idle(standing, index.screen_shapes(), tree, load):
             self._standing = standing
             return Decisions()
         load()
@@ -182,8 +124,11 @@ def room_index_differences(
     return out
 
 
-def _check_index(now: int, index: PendingIndex, pending: dict[str, Workload]) -> None:
+def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workload]) -> None:
     """Raise AssertionError when the kept pending index differs from a fresh grouping (tests)."""
+    pending = {w.id: w for w in snapshot_pending}
+    if index.by_id.keys() != pending.keys() or any(index.by_id[k] is not w for k, w in pending.items()):
+        raise AssertionError(f"pending workloads differ at {now}")
     fresh = group(sorted(pending.values(), key=submission_order))
 
     def ids(grouped: Mapping[str, BudgetPending]) -> dict[str, tuple[object, ...]]:
@@ -193,9 +138,15 @@ def _check_index(now: int, index: PendingIndex, pending: dict[str, Workload]) ->
 
     if ids(index.budgets) != ids(fresh):
         raise AssertionError(f"pending index differs at {now}")
-    shapes = {PendingIndex._shape(w) for w in pending.values()}
-    if set(index.shapes) != shapes or any(PendingIndex._shape(w) != k for k, w in index.shapes.items()):
+    shapes = {(PendingIndex.coarse(w), w.min_runtime) for w in pending.values()}
+    least: dict[Coarse, int] = {}
+    for c, m in shapes:
+        least[c] = min(least.get(c, m), m)
+    kept = {k: (PendingIndex.coarse(w), w.min_runtime) for k, w in index.shapes.items()}
+    if set(index.shapes) != shapes or any(k != v for k, v in kept.items()):
         raise AssertionError(f"pending shapes differ at {now}")
+    if index.least != least:
+        raise AssertionError(f"least minimum runtimes differ at {now}")
     if index.by_obj.keys() != {id(w) for w in pending.values()}:
         raise AssertionError(f"pending objects differ at {now}")
 

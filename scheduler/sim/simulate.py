@@ -43,6 +43,7 @@ from scheduler.policy import (
 )
 from scheduler.policy.admission import gpu_shapes, infeasible_shape
 from scheduler.policy.figures import attainment
+from scheduler.policy.pending import PendingChanges, PendingLog
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
 from scheduler.sim.classes import WORKLOAD_CLASSES, classify, declares_zero
 from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
@@ -222,11 +223,15 @@ class PendingView(Sequence[Workload]):
         items: list[Workload],
         queues: dict[tuple[str, int, bool], list[Workload]],
         pending_gpus: dict[str, int] | None = None,
+        changes: PendingChanges | None = None,
     ) -> None:
         self._items = items
         self.queues = queues
         self.pending_gpus = pending_gpus if pending_gpus is not None else {}
         """GPUs of *all* pending workloads per budget (the view may show fewer)."""
+        self.changes = changes
+        """With the whole queue in view: what arrived and left since the simulator's previous
+        snapshot (scheduler/policy/pending.py); the policy follows them instead of comparing."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -414,6 +419,7 @@ class TraceSim(Engine):
         self._budget_list = list(self.budgets.values())
         self.wusage = WindowUsage(cfg.window_s)
         self.queues: dict[tuple[str, int, bool], list[Workload]] = {}
+        self._pending_log = PendingLog()  # every change of the queues, for the policy (snapshot)
         self._qkeys: list[tuple[str, int, bool]] = []
         self._attempt_view: dict[str, Attempt] = {}
         self._view_full: dict[tuple[str, int, bool], int] = {}
@@ -496,6 +502,7 @@ class TraceSim(Engine):
             q = self.queues[key] = []
             bisect.insort(self._qkeys, key)
         bisect.insort(q, pv, key=_wkey)
+        self._pending_log.add(pv)
         self._pending_gpus += w.gpus
         self._pending_by_budget[w.budget] = self._pending_by_budget.get(w.budget, 0) + w.gpus
         if w.min_runtime > 0:
@@ -510,6 +517,7 @@ class TraceSim(Engine):
         while q[i] is not pv:
             i += 1
         del q[i]
+        self._pending_log.remove(pv)
         w.policy_view = None
         self._pending_gpus -= w.gpus
         self._pending_by_budget[w.budget] -= w.gpus
@@ -522,6 +530,7 @@ class TraceSim(Engine):
         items: list[Workload] = []
         view: dict[tuple[str, int, bool], list[Workload]] = {}
         self._view_full = {}
+        changes = self._pending_log.cut() if depth is None else None
         for key in self._qkeys:
             q = self.queues[key]
             if not q:
@@ -543,7 +552,7 @@ class TraceSim(Engine):
             hosts=self._host_list,
             budgets=self._budget_list,
             attempts=attempts,
-            pending=PendingView(items, view, dict(self._pending_by_budget)),
+            pending=PendingView(items, view, dict(self._pending_by_budget), changes),
             usage=usage,
             nominations=self.nominations,
             window=self.window,

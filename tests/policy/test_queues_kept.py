@@ -1,17 +1,21 @@
 """What the speed work of issue 12 keeps or shortcuts, against a plain computation.
 
 - ``Dispatcher.skip_run`` is the loop ``next(); done(w, False)`` over the skipped workloads;
-- ``PendingIndex`` (kept between passes by difference) equals ``queues.group`` of the same
-  pending workloads, over random sequences of arrivals, departures and replacements;
+- ``PendingIndex`` (kept between passes by difference, by comparing lists or by following a
+  ``PendingLog``'s changes) equals ``queues.group`` of the same pending workloads, over random
+  sequences of arrivals, departures and replacements;
 - ``QueueBuilder`` classifies a budget as a whole only where workload by workload says the same
   (reasons included);
 - ``submission_sorted`` (three stable sorts) is ``sorted`` by ``submission_order``;
 - the gang reason table's set tests (``reasons._gang_level_by_sets``) give ``reasons._gang_level``;
 - ``Pass._skipped_like`` (a run of one shape skipped at once, with the first one's reason) decides
-  what ``Pass._skipped`` asked of every workload decides, reasons included.
+  what ``Pass._skipped`` asked of every workload decides, reasons included; without reasons
+  (``Pass._skipped_like_bare``, the least M skipped per shape) too.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +26,7 @@ from bench.synth import make_settled
 from scheduler.policy import Decisions, Snapshot, reasons, schedule
 from scheduler.policy.core import Pass
 from scheduler.policy.dispatch import Dispatcher
-from scheduler.policy.incremental import PendingIndex
+from scheduler.policy.pending import PendingIndex, PendingLog
 from scheduler.policy.queues import QueueBuilder, group, submission_order, submission_sorted
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, OnCap, PendingReason, Workload
@@ -115,19 +119,43 @@ def histories(draw: st.DrawFn) -> list[list[Workload]]:
 @settings(max_examples=100, deadline=None)
 @given(histories())
 def test_pending_index_equals_a_fresh_grouping(steps: list[list[Workload]]) -> None:
-    index = PendingIndex()
-    for step in steps:
+    """Both ways of keeping the index: comparing whole lists (``sync``) and following a
+    producer's changes (``follow``, scheduler/policy/pending.py)."""
+    compared, followed, log = PendingIndex(), PendingIndex(), PendingLog()
+    before: dict[str, Workload] = {}
+    for i, step in enumerate(steps):
         pending = {w.id: w for w in step}
-        kept = index.sync(pending)
+        for w in before.values():
+            if pending.get(w.id) is not w:
+                log.remove(w)
+        for w in pending.values():
+            if before.get(w.id) is not w:
+                log.add(w)
+        before = pending
+        changes = log.cut()
+        compared.sync(dict(pending))
+        if not followed.follow(changes):
+            assert i == 0  # only the first changes start the following
+            followed.sync(dict(pending))
+            followed.start_following(changes)
         fresh = group(sorted(step, key=submission_order))
-        assert set(kept) == set(fresh)
-        for b, bp in fresh.items():
-            k = kept[b]
-            assert [id(w) for w in k.ordered] == [id(w) for w in bp.ordered]
-            assert [id(w) for w in k.allocated] == [id(w) for w in bp.allocated]
-            assert [id(w) for w in k.unallocated] == [id(w) for w in bp.unallocated]
-            assert k.shapes == bp.shapes
-        assert set(index.shapes) == {PendingIndex._shape(w) for w in step}
+        for index in (compared, followed):
+            kept = index.budgets
+            assert set(kept) == set(fresh)
+            for b, bp in fresh.items():
+                k = kept[b]
+                assert [id(w) for w in k.ordered] == [id(w) for w in bp.ordered]
+                assert [id(w) for w in k.allocated] == [id(w) for w in bp.allocated]
+                assert [id(w) for w in k.unallocated] == [id(w) for w in bp.unallocated]
+                assert k.shapes == bp.shapes
+            assert index.by_id == pending
+            assert set(index.shapes) == {(PendingIndex.coarse(w), w.min_runtime) for w in step}
+            least: dict[object, int] = {}
+            for w in step:
+                c = PendingIndex.coarse(w)
+                least[c] = min(least.get(c, w.min_runtime), w.min_runtime)
+            assert index.least == least
+    assert followed.followed == max(0, len(steps) - 1)
 
 
 @st.composite
@@ -202,6 +230,21 @@ def test_skipped_runs_decide_as_each_workload(size: tuple[int, int, int], monkey
 def test_skipped_runs_decide_as_each_workload_crowded(monkeypatch: pytest.MonkeyPatch) -> None:
     for seed in range(300):
         snap = crowded_snapshot(seed)
+        assert schedule(snap) == _plain(snap, monkeypatch), seed
+
+
+@pytest.mark.parametrize("size", [(3, 60, 1), (12, 400, 2), (40, 1500, 3)])
+def test_skipped_runs_without_reasons_decide_as_each_workload(
+    size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without reasons (simulations) a run skips by the least M skipped per shape
+    (``Pass._skipped_like_bare``): the same decisions as asking ``_skipped`` of each workload."""
+    hosts, workloads, seed = size
+    for after in (600, 3600):
+        snap = replace(make_settled(hosts, workloads, seed=seed, after=after).snapshot(), with_reasons=False)
+        assert schedule(snap) == _plain(snap, monkeypatch)
+    for seed in range(300):
+        snap = replace(crowded_snapshot(seed), with_reasons=False)
         assert schedule(snap) == _plain(snap, monkeypatch), seed
 
 

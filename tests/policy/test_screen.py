@@ -74,3 +74,33 @@ def test_gang_needs_whole_vacatable_hosts() -> None:
     s = snap(hosts, _tree(), b_unprotected + a_protected, [pending("g", "org/a", 16)], [lump("org/b", 500)])
     assert _idle(s)  # h2 holds a's own protected work: only one host could be vacated
     assert not schedule(replace(s, with_reasons=True)).changed
+
+
+def test_screen_on_least_m_per_shape_is_the_screen_on_every_workload() -> None:
+    """The kept index hands the screen one workload per coarse shape, of the least M
+    (``PendingIndex.screen_shapes``): the screen answers as it does on every pending workload."""
+    from bench.synth import make_settled
+    from scheduler.policy.pending import PendingIndex
+    from scheduler.policy.screen import idle
+    from scheduler.policy.standing import Standing
+    from scheduler.policy.usage import pass_loads
+    from tests.policy.oracle_harness import crowded_snapshot
+
+    snaps = [crowded_snapshot(seed) for seed in range(200)]
+    snaps += [make_settled(h, n, seed=h, after=a).snapshot() for h, n in ((12, 400), (40, 1500)) for a in (600, 3600)]
+    answers = set()
+    for s in snaps:
+        t = BudgetTree(s.budgets)
+        by_id = {w.id: w for w in s.pending}
+        index = PendingIndex()
+        index.sync(dict(by_id))
+        assert len(index.screen_shapes()) <= len(by_id)
+        standing = Standing(s, by_id)
+
+        def loads(s=s, t=t, standing=standing, by_id=by_id):  # noqa: ANN001, ANN202
+            return pass_loads(s, t, standing.noms, by_id)[1]
+
+        plain = idle(standing, by_id.values(), t, loads)
+        assert idle(standing, index.screen_shapes(), t, loads) == plain
+        answers.add(plain)
+    assert answers == {True, False}

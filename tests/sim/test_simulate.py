@@ -296,3 +296,29 @@ def test_incremental_policy_decides_like_a_fresh_pass_on_every_pass(tmp_path: Pa
     inputs = prepare(small(busy_trace(tmp_path, n=250), **kw))
     TraceSim(inputs, both).run()
     assert passes["n"] > 200 and passes["deciding"] > 100
+    # The whole queue is in view: every pass after the first takes the simulator's pending
+    # changes (scheduler/policy/pending.py), checked against the snapshot's list by check=True.
+    assert inc.followed == passes["n"] - 1
+
+
+def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Path) -> None:
+    """A policy that misses some of the simulator's snapshots (another reader took them) or
+    sees another producer's compares the whole list for those and decides as schedule()."""
+    from scheduler.policy import IncrementalScheduler, schedule
+
+    inc = IncrementalScheduler(check=True)
+    calls = {"n": 0}
+
+    def policy(snap):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] % 7 == 0:
+            sim.snapshot()  # a snapshot the policy never sees: its changes are lost to it
+        dec = inc(snap)
+        assert dec == schedule(snap)
+        return dec
+
+    inputs = prepare(small(busy_trace(tmp_path, n=120)))
+    sim = TraceSim(inputs, policy)
+    sim.run()
+    assert calls["n"] > 100
+    assert 0 < inc.followed < calls["n"] - calls["n"] // 7

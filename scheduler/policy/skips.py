@@ -1,0 +1,101 @@
+"""Skipped runs of the allocated dispatch (DESIGN.md §3.4, docs/policy.md "How it stays fast").
+
+A workload of the same budget, model and shape (gang or not) as one that failed outright in the
+pass (no start, preemption, nomination or reservation), with no fewer GPUs and no shorter M,
+fails the same way until room can grow or a load changes (``memo.outright``, memo.py): it is
+skipped, and so is a run of such workloads at once (``Dispatcher.skip_run``), with the reason of
+the full path when reasons are wanted. :class:`SkipRuns` is the part of a pass that says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import scheduler.policy.reasons as reasons
+from scheduler.policy.pass_state import PassState
+from scheduler.policy.types import PendingInfo, Workload
+
+
+class SkipRuns(PassState):
+    """What a pass skips in its allocated dispatch (module docstring)."""
+
+    def _outright_key(self, w: Workload) -> tuple[str, str, bool, int | None, int | None]:
+        """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
+        this key with no fewer GPUs and no shorter M fails the same way."""
+        return (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
+
+    def _skipped(self, w: Workload) -> bool:
+        """True when ``w`` fails outright as an earlier workload did (memo.outright): its reason,
+        if wanted, is recorded and nothing else changes."""
+        if w.id in self.noms or w.group is not None:  # a group member may wait on its cap (§3.8 order)
+            return False
+        fails = self.memo.outright.get(self._outright_key(w))
+        if not fails:
+            return False
+        n, m = w.gpus, w.min_runtime
+        for f_n, f_m in fails:
+            if n >= f_n and m >= f_m:
+                if self.snap.with_reasons:
+                    reasons.explain(self, w)
+                return True
+        return False
+
+    def _skipped_like(self, first: Workload) -> Callable[[Workload], bool]:
+        """:meth:`_skipped` for the run after ``first`` (just skipped) in its budget's queue,
+        remembering each shape (model, GPUs, M, CPUs, memory) skipped in the run with its
+        reason: a later workload of a remembered shape (no group, no nomination) is skipped with
+        that reason at once. The same answers: nothing changes during a run, the reason is the
+        shape-wide one (a skipped workload holds no reservation), and what :meth:`_skipped` reads
+        of a workload is its shape, group and nomination (tests/policy/test_queues_kept.py)."""
+        with_reasons = self.snap.with_reasons
+        if not with_reasons:
+            return self._skipped_like_bare(first)
+        pending, noms, skipped, reserved = self.dec.pending, self.noms, self._skipped, self.dec.reserved_start
+        known: dict[tuple[str, int, int, int | None, int | None], PendingInfo | None] = {}
+
+        def remember(w: Workload, shape: tuple[str, int, int, int | None, int | None]) -> None:
+            info = pending.get(w.id) if with_reasons else None
+            if w.id not in reserved and (info is not None or not with_reasons):
+                known[shape] = info
+
+        def like(w: Workload) -> bool:
+            if w.group is not None or w.id in noms:
+                return skipped(w)
+            shape = (w.model, w.gpus, w.min_runtime, w.cpus, w.memory)
+            if shape in known:
+                info = known[shape]
+                if info is not None:
+                    pending[w.id] = info
+                return True
+            if skipped(w):
+                remember(w, shape)
+                return True
+            return False
+
+        remember(first, (first.model, first.gpus, first.min_runtime, first.cpus, first.memory))
+        return like
+
+    def _skipped_like_bare(self, first: Workload) -> Callable[[Workload], bool]:
+        """:meth:`_skipped_like` without reasons: per (model, GPUs, CPUs, memory) the least M
+        skipped in the run; a later workload of that shape with no shorter M (no group, no
+        nomination) is skipped at once. The same answers: during a run the failures
+        (memo.outright) do not change, and a failure with (n, m) covers every longer M."""
+        noms, skipped, reserved = self.noms, self._skipped, self.dec.reserved_start
+        least: dict[tuple[str, int, int | None, int | None], int] = {}
+
+        def like(w: Workload) -> bool:
+            if w.group is not None or w.id in noms:
+                return skipped(w)
+            shape = (w.model, w.gpus, w.cpus, w.memory)
+            m = least.get(shape)
+            if m is not None and w.min_runtime >= m:
+                return True
+            if skipped(w):
+                if w.id not in reserved:
+                    least[shape] = w.min_runtime if m is None else min(m, w.min_runtime)
+                return True
+            return False
+
+        if first.id not in reserved:
+            least[first.model, first.gpus, first.cpus, first.memory] = first.min_runtime
+        return like
