@@ -7,7 +7,9 @@ not the one it kept. Writers of the rows call :meth:`VersionedMemo.forget`, whic
 at once (the writer's own process, and tests that never commit, see it) and again after the
 commit of the current transaction (a reader that loaded between the write and the commit under a
 new token loads again). A reader takes the token *before* it loads, so a value is never kept
-under a token newer than its rows. A cache that loses the token costs one load; a cache that
+under a token newer than its rows; what the writer's own thread loads before its transaction ends
+is kept for that thread alone, and dropped when the transaction ends (a rollback would take those
+rows back with no commit to forget them). A cache that loses the token costs one load; a cache that
 cannot be read costs a load per read, never a wrong answer; a local-memory cache (no ``REDIS_URL``)
 keeps nothing (:func:`shared`).
 
@@ -45,6 +47,7 @@ class VersionedMemo:
         self.key = key
         self._lock = threading.Lock()
         self._kept: dict[Hashable, tuple[str, Any]] = {}
+        self._writing = threading.local()  # .conn whose open transaction forgot, .kept meanwhile
 
     def version(self) -> str | None:
         """The current token (created when missing); None when the cache cannot be read."""
@@ -64,13 +67,15 @@ class VersionedMemo:
         if not shared():
             return loader()
         token = self.version()
-        kept = self._kept.get(name)
+        own = self._own_write()
+        store = self._kept if own is None else own
+        kept = store.get(name)
         if token is not None and kept is not None and kept[0] == token:
             return kept[1]  # type: ignore[no-any-return]  # kept by this same name's loader
         value = loader()
         if token is not None:
             with self._lock:
-                self._kept[name] = (token, value)
+                store[name] = (token, value)
         return value
 
     def _drop(self) -> None:
@@ -85,4 +90,24 @@ class VersionedMemo:
         with self._lock:
             self._kept.clear()
         self._drop()
+        connection = transaction.get_connection()
+        if connection.in_atomic_block:
+            self._writing.conn, self._writing.kept = connection, {}
+            self._writing.scope = tuple(connection.savepoint_ids)
         transaction.on_commit(self._drop)
+
+    def _own_write(self) -> dict[Hashable, tuple[str, Any]] | None:
+        """What this thread keeps while it reads inside the transaction that wrote (and forgot),
+        apart from the process's values: they hold uncommitted rows, which a rollback takes back
+        with no commit to forget them. None outside such a transaction (then its values go)."""
+        connection = getattr(self._writing, "conn", None)
+        if connection is None:
+            return None
+        if not connection.in_atomic_block:
+            self._writing.conn = self._writing.kept = None  # that transaction has ended
+            return None
+        scope = tuple(connection.savepoint_ids)
+        if scope[: len(self._writing.scope)] != self._writing.scope:
+            # The savepoint that wrote has ended (released or rolled back): load again.
+            self._writing.kept, self._writing.scope = {}, scope
+        return self._writing.kept  # type: ignore[no-any-return]

@@ -24,7 +24,7 @@ from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.sim.estimate import reservation_latest
 from scheduler.snapshot import epoch_up, load_snapshot
-from scheduler.tick_figures import standing_figures
+from scheduler.tick_figures import shows_numbers, standing_figures
 
 # --- budget standing -------------------------------------------------------------------------
 
@@ -351,9 +351,9 @@ def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[
     committed and entitled GPU-hours and ratios, this workload's commitment on its side, and
     ``at``, the standing's instant: the last tick's, which decided the reason on these figures
     (:func:`scheduler.tick_figures.standing_figures`; ``now``'s when no recent tick's are cached)."""
-    mine, rival = detail.get("budget_key"), detail.get("rival_key")
-    if mine is None or rival is None:
+    if not shows_numbers(detail):
         return {}
+    mine, rival = detail["budget_key"], detail["rival_key"]
     standing = standing_figures(workload.cluster_id, now)
     figures = standing.figures
     commitment = workload.gpu_count * workload.min_runtime_s

@@ -122,7 +122,7 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
         )
         touched_hosts = _apply(decisions, snapshot, index, now, result)
         notify.push_hosts_on_commit(touched_hosts)
-        tick_figures.remember_on_commit(cluster_id, snapshot, now)
+        tick_figures.remember_on_commit(cluster_id, snapshot, decisions, now)
     result.seconds = time.monotonic() - began
     if result.starts or result.stops or result.host_states:
         logger.info(

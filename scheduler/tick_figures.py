@@ -17,7 +17,10 @@ computes the standing at its own instant with the same function (:func:`figures_
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,7 +30,7 @@ from django.db import transaction
 
 from scheduler.health import tick_intervals
 from scheduler.policy.figures import BudgetFigures, budget_figures
-from scheduler.policy.types import Snapshot
+from scheduler.policy.types import Decisions, Snapshot
 from scheduler.snapshot import load_snapshot
 
 logger = logging.getLogger(__name__)
@@ -42,8 +45,20 @@ class StandingFigures:
     figures: dict[str, BudgetFigures]
 
 
+def _schema() -> str:
+    """The cached value's shape: a deploy that changes a field reads none of the old pickles."""
+    names = [f.name for cls in (StandingFigures, BudgetFigures) for f in dataclasses.fields(cls)]
+    return hashlib.sha256(" ".join(names).encode()).hexdigest()[:8]
+
+
 def cache_key(cluster_id: int) -> str:
-    return f"fairway:tick-figures:{cluster_id}"
+    return f"fairway:tick-figures:{_SCHEMA}:{cluster_id}"
+
+
+def shows_numbers(detail: Mapping[str, object]) -> bool:
+    """Whether a pending reason's ``detail`` compares two budgets, so that its explanation shows
+    the standing's numbers (``reports._numbers``) and reads these figures."""
+    return detail.get("budget_key") is not None and detail.get("rival_key") is not None
 
 
 def max_age_s() -> float:
@@ -51,10 +66,16 @@ def max_age_s() -> float:
     return tick_intervals() * float(settings.FAIRWAY["TICK_INTERVAL_S"])
 
 
-def remember_on_commit(cluster_id: int, snapshot: Snapshot, now: datetime) -> None:
+_SCHEMA = _schema()
+
+
+def remember_on_commit(cluster_id: int, snapshot: Snapshot, decisions: Decisions, now: datetime) -> None:
     """After the tick's commit, cache ``budget_figures(snapshot)`` as the cluster's figures at
-    ``now``. A cache error is logged, never raised: the tick has committed, and a detail without
-    cached figures computes them."""
+    ``now``, when some pending workload's reason shows numbers (else no detail reads them: the
+    tick does no work for nobody). A cache error is logged, never raised: the tick has committed,
+    and a detail without cached figures computes them."""
+    if not any(shows_numbers(info.detail) for info in decisions.pending.values()):
+        return
 
     def remember() -> None:
         standing = StandingFigures(cluster_id, now, budget_figures(snapshot))

@@ -406,31 +406,59 @@ def test_the_figures_a_tick_caches_are_the_standing_at_its_instant(
     assert tick_figures.standing_figures(cluster.pk, later) == tick_figures.figures_now(cluster.pk, later)
 
 
-def test_a_rolled_back_tick_caches_no_figures(waits_for_fair_share, cluster):
+def test_a_rolled_back_tick_caches_no_figures(waits_for_fair_share, cluster, django_capture_on_commit_callbacks):
     from django.core.cache import cache
     from django.utils import timezone
 
     from scheduler import tick_figures
     from scheduler.tick import run_tick
 
-    before = cache.get(tick_figures.cache_key(cluster.pk))  # the fixture's committed tick
+    assert cache.get(tick_figures.cache_key(cluster.pk)) is None  # no reason with numbers was pending
+    with django_capture_on_commit_callbacks(execute=True):
+        run_tick(cluster.pk, timezone.now())  # committed: the waiting workload's fair_share numbers
+    before = cache.get(tick_figures.cache_key(cluster.pk))
     assert before is not None
     run_tick(cluster.pk, timezone.now())  # inside the test's transaction: never committed
     assert cache.get(tick_figures.cache_key(cluster.pk)) == before
 
 
+def test_a_tree_read_inside_a_write_that_rolls_back_is_not_kept(org_tree, cluster):
+    """review22: a budget write forgets the tree, then its own transaction reads it (uncommitted
+    rows) and rolls back: nothing commits to forget again, so that read must not be kept, neither
+    for the process nor for the thread."""
+    from django.db import transaction
+
+    from budgets.tree_memo import shared_tree
+
+    olmo = org_tree["nlp/olmo"]
+    shares = olmo.shares
+    assert shared_tree()[olmo.pk].shares == shares
+
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback), transaction.atomic():
+        olmo.shares = shares + 7
+        olmo.save()
+        assert shared_tree()[olmo.pk].shares == shares + 7  # the writer sees its own write
+        raise Rollback
+    assert shared_tree()[olmo.pk].shares == shares
+
+
 def test_the_tree_a_process_keeps_is_the_tree_after_every_kind_of_budget_write(org_tree, cluster, researcher_client):
     """``budgets.tree_memo.shared_tree`` against ``load_tree`` (the plain reading) after a save, a
     queryset update, a bulk create and a delete; and the API names a renamed budget at once."""
+    from django.forms.models import model_to_dict
+
     from budgets.models import Budget
     from budgets.services import load_tree
     from budgets.tree_memo import shared_tree
 
     def same() -> bool:
-        kept, plain = shared_tree(), load_tree()
-        return {k: (b.path, b.shares, b.hold, b.archived_at) for k, b in kept.items()} == {
-            k: (b.path, b.shares, b.hold, b.archived_at) for k, b in plain.items()
-        }
+        def rows(tree: dict) -> dict:  # every concrete field, and the path
+            return {k: {**model_to_dict(b), "id": b.pk, "path": b.path} for k, b in tree.items()}
+
+        return rows(shared_tree()) == rows(load_tree())
 
     assert same() and shared_tree() is shared_tree()  # kept: one load
     olmo = org_tree["nlp/olmo"]
