@@ -21,6 +21,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import budget_paths
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
+from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
 from scheduler.sim.estimate import reservation_latest
 from scheduler.snapshot import epoch_up, load_snapshot
@@ -399,7 +400,7 @@ def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | N
         started, until, allocated = open_attempts[wid]
         starting = started is None
         if starting and allocated:
-            until = now + timedelta(seconds=w.min_runtime_s)
+            until = datetime.fromtimestamp(protection_end(None, w.min_runtime_s, epoch_up(now)), tz=UTC)
         out.append(
             {
                 "workload": wid,

@@ -96,6 +96,12 @@ def commitment(w: Workload) -> int:
     return w.gpus * w.min_runtime
 
 
+def protection_end(protected_until: int | None, min_runtime: int, now: int) -> int:
+    """When an allocated attempt's protection ends, at the earliest: its end once it has started,
+    else ``now + M`` (a starting attempt is protected until confirmed, and M counts from then, §3.4)."""
+    return protected_until if protected_until is not None else now + min_runtime
+
+
 def budget_class(w: Workload, budget: str, allowed: Container[str], known: Container[str]) -> int:
     """Class of ``budget``'s unprotected allocated work for ``w``: NOW, FORBIDDEN or NEVER.
 
@@ -316,7 +322,7 @@ def host_room(
                 room.freed.append((now, *res))
         elif c == LATER:
             pu = a.protected_until
-            room.later.append((pu if pu is not None else now + a.min_runtime, got, pu is not None))
+            room.later.append((protection_end(pu, a.min_runtime, now), got, pu is not None))
             if res is not None:
                 room.freed.append((room.later[-1][0], *res))
         elif c == FORBIDDEN:
