@@ -336,30 +336,12 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
 @pytest.fixture
 def waits_for_fair_share(researcher, outsider, cluster, org_tree, submit_kwargs, django_capture_on_commit_callbacks):
     """vision/sam runs two protected 8-GPU workloads; nlp/olmo, with a day of 20 GPUs of usage,
-    waits for 8 GPUs (not yet considered); the tick committed (its figures cached)."""
-    from datetime import timedelta
+    waits for 8 GPUs (not yet considered by a tick, so no figures are cached yet)."""
 
-    from django.utils import timezone
+    from tests.api.fair_share_setup import vision_runs_while_olmo_has_used_more
 
-    from budgets.models import UsageEntry
-    from scheduler import lifecycle
-    from scheduler.models import Attempt
-    from scheduler.tick import run_tick
-
-    now = timezone.now()
-    UsageEntry.objects.create(
-        budget=org_tree["nlp/olmo"],
-        cluster=cluster,
-        start=now - timedelta(days=2),
-        end=now - timedelta(days=1),
-        gpus=20,
-    )
     with django_capture_on_commit_callbacks(execute=True):
-        for _ in range(2):
-            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
-        run_tick(cluster.pk)
-        for attempt in Attempt.objects.filter(workload__cluster=cluster).select_related("host"):
-            lifecycle.attempt_started(attempt.host, attempt.pk)
+        vision_runs_while_olmo_has_used_more(outsider, cluster, org_tree, submit_kwargs, started=True)
         waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
     waiting.refresh_from_db()
     return waiting

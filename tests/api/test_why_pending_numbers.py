@@ -11,11 +11,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from budgets.models import UsageEntry
 from scheduler import lifecycle, reports
 from scheduler.models import Attempt, Workload
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
+from tests.api.fair_share_setup import vision_runs_while_olmo_has_used_more
 from tests.cli.inprocess import run_cli
 
 
@@ -23,21 +23,8 @@ from tests.cli.inprocess import run_cli
 def blocked(researcher, outsider, cluster, org_tree, submit_kwargs, monkeypatch, django_capture_on_commit_callbacks):
     """vision/sam runs two protected 8-GPU workloads on the A100s; nlp/olmo, with much more usage
     this week, waits for 8 A100s: ``fair_share`` (rule 2 forbids taking vision's work)."""
-    now = timezone.now()
-    UsageEntry.objects.create(
-        budget=org_tree["nlp/olmo"],
-        cluster=cluster,
-        start=now - timedelta(days=2),
-        end=now - timedelta(days=1),
-        gpus=20,
-    )
     with django_capture_on_commit_callbacks(execute=True):
-        rivals = [
-            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8)) for _ in range(2)
-        ]
-        run_tick(cluster.pk)
-        for attempt in Attempt.objects.filter(workload__cluster=cluster).select_related("host"):
-            lifecycle.attempt_started(attempt.host, attempt.pk)
+        rivals = vision_runs_while_olmo_has_used_more(outsider, cluster, org_tree, submit_kwargs, started=True)
         waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, name="waits"))
         run_tick(cluster.pk)
     waiting.refresh_from_db()
@@ -102,19 +89,8 @@ def test_not_pending_explains_nothing(blocked, researcher_client):
 def blocked_by_starting(researcher, outsider, cluster, org_tree, submit_kwargs, django_capture_on_commit_callbacks):
     """As ``blocked``, but vision's two attempts are still starting (no agent confirmed them):
     protected, with no ``protected_until`` stored yet."""
-    now = timezone.now()
-    UsageEntry.objects.create(
-        budget=org_tree["nlp/olmo"],
-        cluster=cluster,
-        start=now - timedelta(days=2),
-        end=now - timedelta(days=1),
-        gpus=20,
-    )
     with django_capture_on_commit_callbacks(execute=True):
-        rivals = [
-            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8)) for _ in range(2)
-        ]
-        run_tick(cluster.pk)
+        rivals = vision_runs_while_olmo_has_used_more(outsider, cluster, org_tree, submit_kwargs, started=False)
         waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, name="waits"))
         run_tick(cluster.pk)
     waiting.refresh_from_db()
