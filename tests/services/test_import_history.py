@@ -69,22 +69,17 @@ def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_pa
             assert a.charged_gpu_seconds == a.workload.gpu_count * (a.ended_at - a.started_at).total_seconds()
 
 
-def _import_two_days(tmp_path: Path) -> None:
-    """``import_history philly`` of the two days before job 5 of ``TRACE`` onto cluster philly."""
+def test_philly_history_fills_the_pyramid_hours_it_spans_though_the_hosts_are_newer(philly, tmp_path: Path):
+    """The demo seeds its hosts just before importing the week before: the imported hours must
+    still count the hosts' GPUs and the imported attempts' GPU-time, not zeros."""
+    from scheduler.models import ClusterHourlyMetrics, Host
+
     trace = tmp_path / "t.csv"
     trace.write_text(TRACE)
     call_command(
         "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
         "--before-job", "5", "--days", "2", "--load", "100", stdout=StringIO(),
     )  # fmt: skip
-
-
-def test_philly_history_fills_the_pyramid_hours_it_spans_though_the_hosts_are_newer(philly, tmp_path: Path):
-    """The demo seeds its hosts just before importing the week before: the imported hours must
-    still count the hosts' GPUs and the imported attempts' GPU-time, not zeros."""
-    from scheduler.models import ClusterHourlyMetrics, Host
-
-    _import_two_days(tmp_path)
 
     first = Attempt.objects.order_by("started_at").first()
     assert first is not None
@@ -186,7 +181,12 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     from scheduler.pyramid import hour_of
     from tests.cli.inprocess import run_cli
 
-    _import_two_days(tmp_path)
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    call_command(
+        "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+        "--before-job", "5", "--days", "2", "--load", "100", stdout=StringIO(),
+    )  # fmt: skip
     # The agents come up after the import: fresh heartbeats and samples at 70 %.
     Host.objects.filter(cluster=philly).update(last_heartbeat=timezone.now())
     GPU.objects.filter(host__cluster=philly).update(last_sample={"utilization_pct": 70})
