@@ -85,7 +85,7 @@ class PendingIndex:
         self.budgets: dict[str, BudgetPending] = {}
         self.counts: dict[tuple[Coarse, int], int] = {}
         self.shapes: dict[tuple[Coarse, int], Workload] = {}
-        self.ms: dict[Coarse, dict[int, int]] = {}  # coarse shape -> M -> workloads
+        self.ms: dict[Coarse, set[int]] = {}  # coarse shape -> the Ms pending with it (the keys of counts)
         self.least: dict[Coarse, int] = {}
         self._source: tuple[object, int] | None = None  # the last changes followed
         self.followed = 0  # snapshots taken by their changes (tests: the fast path was used)
@@ -104,8 +104,10 @@ class PendingIndex:
         """Take the index to ``pending`` (id → workload) by comparing; returns the workloads by budget."""
         by_obj = self.by_obj
         now = dict(zip(map(id, pending.values()), pending.values(), strict=True))  # C speed
-        self._apply([by_obj[i] for i in by_obj.keys() - now.keys()], [now[i] for i in now.keys() - by_obj.keys()])
-        self.by_id = pending
+        gone = [by_obj[i] for i in by_obj.keys() - now.keys()]
+        new = [now[i] for i in now.keys() - by_obj.keys()]
+        self.by_id = pending  # already the new ids: _apply keeps the other views
+        self._apply(gone, new, by_id=False)
         self._source = None
         return self.budgets
 
@@ -130,15 +132,18 @@ class PendingIndex:
         """After a :meth:`sync` to the snapshot these changes came with: follow them from here."""
         self._source = None if changes is None else (changes.source, changes.serial)
 
-    def _apply(self, gone: Iterable[Workload], new: Iterable[Workload]) -> None:
-        by_id, by_obj = self.by_id, self.by_obj
+    def _apply(self, gone: Iterable[Workload], new: Iterable[Workload], *, by_id: bool = True) -> None:
+        """Drop ``gone`` and add ``new`` in every view; in ``by_id`` too unless told not to
+        (:meth:`sync` replaces it whole)."""
+        ids, by_obj = self.by_id, self.by_obj
         for w in gone:
-            if by_id.get(w.id) is w:
-                del by_id[w.id]
+            if by_id and ids.get(w.id) is w:
+                del ids[w.id]
             del by_obj[id(w)]
             self._drop(w)
         for w in new:
-            by_id[w.id] = w
+            if by_id:
+                ids[w.id] = w
             by_obj[id(w)] = w
             self._add(w)
 
@@ -156,7 +161,7 @@ class PendingIndex:
             return
         del self.shapes[c, m]
         ms = self.ms[c]
-        del ms[m]
+        ms.discard(m)
         if not ms:
             del self.ms[c], self.least[c]
         elif self.least[c] == m:
@@ -172,7 +177,7 @@ class PendingIndex:
         c, m = self.coarse(w), w.min_runtime
         if _count(self.counts, (c, m), 1) == 1:
             self.shapes[c, m] = w
-            self.ms.setdefault(c, {})[m] = 1
+            self.ms.setdefault(c, set()).add(m)
             if m < self.least.get(c, m + 1):
                 self.least[c] = m
 
