@@ -107,19 +107,10 @@ def pct(values: list[float], p: float) -> float:
 # --- server side: serve with heartbeat timing ----------------------------------------------------
 
 
-def serve_timed(out: str, port: int) -> None:
-    """Run ``manage.py serve`` with heartbeat handling timed into ``out`` (JSON: see :func:`report`)."""
-    _raise_fd_limit()
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-
-    if os.environ.get("BENCH_CONN_MAX_AGE"):
-        settings.DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["BENCH_CONN_MAX_AGE"])
-        settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)  # the pool needs CONN_MAX_AGE 0
-
+def install_timers(out: str) -> None:
+    """Time this process's heartbeat handling into ``out`` (JSON, rewritten every second: see
+    :func:`report`): each heartbeat's receipt → its flush committed, and each flush's hosts,
+    queries and seconds. Django must be set up."""
     from django.db import connection
 
     from scheduler import gateway, lifecycle
@@ -158,9 +149,50 @@ def serve_timed(out: str, port: int) -> None:
             os.replace(tmp, out)
 
     threading.Thread(target=flush, daemon=True).start()
+
+
+def serve_timed(out: str, port: int) -> None:
+    """Run ``manage.py serve`` with heartbeat handling timed into the folder ``out``."""
+    _raise_fd_limit()
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    if os.environ.get("BENCH_CONN_MAX_AGE"):
+        settings.DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ["BENCH_CONN_MAX_AGE"])
+        settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)  # the pool needs CONN_MAX_AGE 0
+
+    install_timers(str(Path(out) / "serve.json"))
     call_command(
         "serve", host="127.0.0.1", port=port, with_worker=True, with_clock=True, worker_threads=2, log_level="warning"
     )
+
+
+def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
+    """``--layout``: the Procfile's processes (every line: web processes, worker, clock, ...) as
+    ``bench/api_load.py`` starts them, the web line's application wrapped by :func:`install_timers`
+    (``bench/agents_timed_asgi.py``, one timing file per web process); returns the layout."""
+    from bench.api_load import Layout, procfile_lines, server_env, wait_ready
+
+    opts = argparse.Namespace(
+        port=args.port, web_workers=args.web_workers, worker_processes=2, worker_threads=4, env=[]
+    )
+    env = server_env(opts, os.environ["DATABASE_URL"], os.environ["REDIS_URL"], logs.parent / "var")
+    env.update(FAIRWAY_HEARTBEAT_S=os.environ["FAIRWAY_HEARTBEAT_S"], BENCH_TIMING_DIR=str(timings))
+    (logs.parent / "var").mkdir(exist_ok=True)
+    layout = Layout(env, logs)
+    for name, line in procfile_lines().items():
+        if name == "release":
+            continue
+        if name == "web":
+            if "config.asgi:application" not in line:
+                raise SystemExit("the Procfile's web line no longer names config.asgi:application")
+            line = line.replace("config.asgi:application", "bench.agents_timed_asgi:application")
+        layout.start(name, ["bash", "-c", f"ulimit -n $(ulimit -Hn); {line}"])
+    wait_ready(f"http://127.0.0.1:{args.port}", layout, 120)
+    return layout
 
 
 # --- setup ---------------------------------------------------------------------------------------
@@ -221,6 +253,8 @@ class Stats:
         self.starts: dict[int, float] = {}  # attempt wire id -> first receipt (epoch seconds)
         self.connected = 0
         self.errors: list[str] = []
+        self.cpu_before: dict[str, float] = {}  # CPU seconds by process group at the window's start
+        self.cpu_after: dict[str, float] = {}
 
 
 async def agent(name: str, token: str, url: str, gpus: int, period: float, stats: Stats, stop: asyncio.Event) -> None:
@@ -419,7 +453,10 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     ramp = time.monotonic() - ramp_began
     print(f"ramp: {stats.connected}/{len(hosts)} agents connected in {ramp:.1f}s ({len(stats.errors)} errors)")
     await asyncio.sleep(args.settle)  # the hellos' aftermath (ticks, pushes, a first full flush) is the ramp's
+    from bench.api_load import cpu_by_group
+
     stats.measuring = True
+    stats.cpu_before = cpu_by_group(args.cpu_groups)
     window_began = time.monotonic()
     if args.submit_rate:
         spec = f"{args.submit_rate}:{args.duration}:{args.port}:{args.token_file}:{args.submissions_file}"
@@ -434,6 +471,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
             await asyncio.wait_for(submitter.wait(), 40)  # its last answers, then its report
     stats.measuring = False
     window = time.monotonic() - window_began
+    stats.cpu_after = cpu_by_group(args.cpu_groups)
     stop.set()
     if submitter.returncode is None:
         submitter.kill()
@@ -464,7 +502,13 @@ def main() -> None:
         default=None,
         help="API submissions/s (open loop, HTTP) during the whole window instead of --workloads",
     )
-    parser.add_argument("--serve-timed", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--layout",
+        action="store_true",
+        help="serve with the Procfile's processes (--web-workers web processes, worker, clock) instead of one `serve`",
+    )
+    parser.add_argument("--web-workers", type=int, default=4, help="with --layout: WEB_WORKERS (default 4)")
+    parser.add_argument("--serve-timed", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--submit-http", metavar="SPEC", help=argparse.SUPPRESS)
     parser.add_argument("--submit", metavar="COUNT:SECONDS", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -506,12 +550,28 @@ def main() -> None:
 
     connection.close()
 
-    timings = scratch / "heartbeats.json"
+    timings = scratch / "heartbeats"
+    timings.mkdir()
+    if args.layout:
+        (scratch / "logs").mkdir()
+        layout = start_layout(args, scratch / "logs", timings)
+        args.cpu_groups = {name: proc.pid for name, proc in layout.procs.items()}
+        try:
+            stats, window = asyncio.run(run_agents(args, hosts, f"ws://127.0.0.1:{args.port}/ws/agent/"))
+            time.sleep(1.5)  # the timing files are flushed every second
+            layout.check()
+            report(args, stats, window, timings)
+        finally:
+            stubborn = layout.stop()
+            if stubborn:
+                print(f"needed SIGKILL: {', '.join(stubborn)}; logs {scratch / 'logs'}")
+        return
     server = subprocess.Popen(  # noqa: S603 -- this interpreter and this file
         [sys.executable, __file__, "--serve-timed", str(timings), "--port", str(args.port)],
         cwd=ROOT,
         start_new_session=True,
     )
+    args.cpu_groups = {"serve": server.pid}
     try:
         _wait_port(args.port, 60)
         stats, window = asyncio.run(run_agents(args, hosts, f"ws://127.0.0.1:{args.port}/ws/agent/"))
@@ -554,16 +614,28 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     from scheduler.models import Attempt, Workload
 
     close_old_connections()
-    timed = json.loads(timings.read_text()) if timings.exists() else {}
-    durations, flushes = timed.get("heartbeats", []), timed.get("flushes", [])
+    durations: list[float] = []
+    flushes: list[list[float]] = []
+    for path in sorted(timings.glob("*.json")):  # one per web process
+        timed = json.loads(path.read_text())
+        durations += timed.get("heartbeats", [])
+        flushes += timed.get("flushes", [])
     # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
     placed = dict(Attempt.objects.filter(wire_id__in=list(stats.starts)).values_list("wire_id", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
     n_attempts, n_workloads = Attempt.objects.count(), Workload.objects.count()
+    served_by = (
+        f"the Procfile's layout ({args.web_workers} web processes, worker, clock)"
+        if args.layout
+        else "one `manage.py serve` process (web, worker, clock)"
+    )
     print(
         f"agents: {stats.connected} connected, {args.gpus} GPUs each, heartbeat every {args.heartbeat:g}s; "
-        f"server connections: {_connections_label()}"
+        f"served by {served_by}; server connections: {_connections_label()}"
     )
+    if stats.cpu_after:
+        cores = {k: (stats.cpu_after[k] - stats.cpu_before.get(k, 0.0)) / window for k in stats.cpu_after}
+        print("cores busy in the window: " + ", ".join(f"{k} {v:.2f}" for k, v in cores.items()))
     print(
         f"messages/s: {(stats.sent + stats.received) / window:.0f} "
         f"(sent {stats.sent}, received {stats.received} in {window:.1f}s; "
