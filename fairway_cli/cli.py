@@ -570,6 +570,12 @@ def gpu_words(names: Sequence[str]) -> str:
     return ", ".join(f"{host}:{','.join(indices)}" for host, indices in by_host.items())
 
 
+def host_words(attempt: dict[str, Any]) -> str:
+    """Every host an attempt holds GPUs on (a gang's parts), rank 0 first: ``h1,h2``. The API's
+    ``hosts``; a server older than it gives only the first, ``host``."""
+    return ",".join(attempt.get("hosts") or [attempt["host"]])
+
+
 def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
     if args.json:
@@ -624,7 +630,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             w["attempts"],
             [
                 ("  #", lambda a: f"  {a['number']}"),
-                ("HOST", lambda a: a["host"]),
+                ("HOSTS", host_words),
                 ("GPUS", lambda a: gpu_words(a["gpus"])),
                 ("STARTED", lambda a: when(a["started_at"]) or "starting"),
                 ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
@@ -846,6 +852,7 @@ HISTORY_COLUMNS = (
     "budget",
     "cluster",
     "host",
+    "hosts",
     "gpus",
     "gpu_model",
     "allocated",
@@ -876,7 +883,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(HISTORY_COLUMNS)
         for r in rows:
-            writer.writerow(["" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
+            writer.writerow([host_words(r) if c == "hosts" else "" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
         return EXIT_OK
     table(
         rows,
@@ -886,7 +893,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("USER", lambda r: r["owner"]),
             ("BUDGET", lambda r: r["budget"]),
             ("GPUS", lambda r: f"{r['gpus']}×{r['gpu_model']}"),
-            ("HOST", lambda r: r["host"]),
+            ("HOSTS", host_words),
             ("STARTED", lambda r: when(r["started_at"]) or "-"),
             ("ENDED", lambda r: when(r["ended_at"])),
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),

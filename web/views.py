@@ -316,6 +316,7 @@ class Lane:
     width: float
     protected_width: float
     gpus: list[str]
+    hosts: list[str]
     utilization: float | None
 
 
@@ -358,6 +359,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 width=round(min(width, 100 - left), 3),
                 protected_width=round(protected, 3),
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
+                hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
             )
         )

@@ -415,6 +415,9 @@ class HistoryRowSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     attempt = serializers.IntegerField(help_text="the attempt's number within the workload")
     host = serializers.CharField(help_text="first (rank 0) host")
+    hosts = serializers.ListField(
+        child=serializers.CharField(), help_text="every host it held GPUs on, rank 0 first (a gang's parts)"
+    )
     gpus = serializers.IntegerField()
     gpu_model = serializers.CharField()
     allocated = serializers.BooleanField(help_text="funded by the budget (charged)")
@@ -528,7 +531,13 @@ class WorkloadListSerializer(FieldsOnceMixin, _ScopedMixin, serializers.ModelSer
 
 
 class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
-    host = serializers.CharField(source="host.name", read_only=True)
+    host = serializers.CharField(source="host.name", read_only=True, help_text="first (rank 0) host")
+    hosts = serializers.ListField(
+        child=serializers.CharField(),
+        source="host_names",
+        read_only=True,
+        help_text="every host it holds GPUs on, rank 0 first (a gang's parts)",
+    )
     gpus = serializers.SerializerMethodField()
 
     class Meta:
@@ -537,6 +546,7 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
             "id",
             "number",
             "host",
+            "hosts",
             "gpus",
             "allocated",
             "unfunded",
