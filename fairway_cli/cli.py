@@ -464,7 +464,11 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             (
                 "STARTS BY",
                 lambda r: (
-                    when(r["estimated_start"]) if r["estimated_start"] else f"none before {when(r['searched_until'])}"
+                    when(r["estimated_start"])
+                    if r["estimated_start"]
+                    else "none: waits for " + ", ".join(f"#{wid}" for wid in q["waits_for"])
+                    if q.get("waits_for")
+                    else f"none before {when(r['searched_until'])}"
                 ),
             ),
             ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
@@ -472,7 +476,10 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ],
         out,
     )
-    out.write("* your minimum runtime. Starts are upper bounds: nothing else ending earlier is assumed.\n")
+    out.write("* your minimum runtime.\n")
+    # The server's words for what the lines assume (an older server sends none).
+    for note in q.get("notes") or ["Starts are upper bounds: nothing else ending earlier is assumed."]:
+        out.write(f"{note}\n")
     return EXIT_OK
 
 

@@ -256,18 +256,22 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """Quote before submitting (DESIGN.md §3.8): the submission's body, validated like a
         submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
         and the request's own, the estimated start, the GPU-hours charged and the ratio after
-        admission. Nothing is written."""
+        admission; ``waits_for`` (its ``after`` work not ended: then no start), ``array`` (the lines
+        price one member) and ``notes`` (what the lines assume, in words). Nothing is written."""
         from scheduler.estimates import do_quote
 
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        workload, lines = do_quote(request.user, **serializer.to_service_kwargs())
+        workload, lines, terms = do_quote(request.user, **serializer.to_service_kwargs())
         body = {
             "budget": workload.budget.path,
             "cluster": workload.cluster.name,
             "gpu_model": workload.gpu_model,
             "gpu_count": workload.gpu_count,
             "quotes": [line.__dict__ for line in lines],
+            "waits_for": terms.waits_for,
+            "array": {"members": terms.array_members, "limit": terms.array_limit} if terms.array_members else None,
+            "notes": terms.notes,
         }
         return Response(QuoteSerializer(body).data)
 
