@@ -1035,12 +1035,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
-    parser.add_argument("--server", help=f"server URL (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help=f"server URL, before or after the command (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})",
+    )
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 
     def add(name: str, handler: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+        # Also after the command (``fairway login --server URL``), as before it: one option.
+        p.add_argument("--server", metavar="URL", default=argparse.SUPPRESS, help="server URL (as before the command)")
         p.set_defaults(handler=handler)
         return p
 
@@ -1151,6 +1157,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
     try:
+        if args.server is not None and not args.server.startswith(("http://", "https://")):
+            raise CliError(
+                EXIT_USAGE,
+                f"--server {args.server!r}: give the server's URL, starting with http:// or https:// "
+                "(e.g. https://fairway.example.org)",
+            )
         config = Config.load()
         if args.server and args.command_name != "login":
             config.server = args.server.rstrip("/")
