@@ -99,3 +99,19 @@ def test_the_start_words_say_it_is_the_schedulers_start(reserved, researcher, re
     seen = _surfaces(w, researcher, researcher_client, monkeypatch)
     assert seen["words"].endswith(note)
     assert html.escape(note) in seen["detail page"] and note in seen["show"]
+
+
+def test_a_workload_waiting_on_a_dependency_says_why_it_has_no_estimate(
+    researcher, researcher_client, submission, cluster
+):
+    """Its quote said "none: waits for #N"; once submitted its page said "None yet: estimates are
+    refreshed every 60 s", as if one were coming. It says none comes while it waits."""
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    quoted = researcher_client.post("/api/v1/workloads/quote/", submission(after=[str(first)]), format="json").json()
+    assert quoted["waits_for"] == [first]
+    second = researcher_client.post("/api/v1/workloads/", submission(after=[str(first)]), format="json").json()["id"]
+    run_tick(cluster.pk)
+    detail = researcher_client.get(f"/api/v1/workloads/{second}/").json()
+    assert detail["pending_reason"] == "dependency" and detail["estimated_start"] is None
+    assert detail["estimated_start_words"].startswith("None while it waits as said above")
+    assert f"#{first}" in " ".join(detail["pending_explanation"]["sentences"])
