@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.forms import UserChangeForm
 
-from accounts.models import Membership, OidcIdentity, User
+from accounts.models import POSIX_GROUPS_HELP, Membership, OidcIdentity, User, parse_posix_groups
+
+
+class UserPosixForm(UserChangeForm):
+    """The admin's user form, with the extra group ids typed as an admin writes them (``2000,
+    2001``; a JSON list too) and shown that way: Django's JSON field refused ``2000, 2001`` with
+    "Enter a valid JSON." and ``wheel`` likewise, instead of saying what a group list is."""
+
+    posix_groups = forms.CharField(required=False, label="Posix groups", help_text=POSIX_GROUPS_HELP)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.initial["posix_groups"] = ", ".join(str(g) for g in self.instance.posix_groups or [])
+
+    def clean_posix_groups(self) -> list[int]:
+        return parse_posix_groups(self.cleaned_data.get("posix_groups") or "")
 
 
 class MembershipInline(admin.TabularInline):
@@ -27,6 +47,7 @@ class OidcIdentityInline(admin.TabularInline):
 
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
+    form = UserPosixForm
     inlines = [MembershipInline, OidcIdentityInline]
     list_display = ["username", "email", "first_name", "last_name", "posix_uid", "is_staff", "is_active", "last_login"]
     fieldsets = (

@@ -21,6 +21,19 @@ def validate_posix_groups(value: object) -> None:
 
 MAX_POSIX_ID = 2**32 - 2
 
+POSIX_GROUPS_HELP = "extra group ids, e.g. 2000, 2001 (or the JSON list [2000, 2001])"
+
+
+def parse_posix_groups(text: str) -> list[int]:
+    """Group ids as an admin types them: ``2000, 2001``, ``2000 2001`` or the JSON list
+    ``[2000, 2001]``; empty: none. Raises the validator's ValidationError on anything else."""
+    words = text.strip().removeprefix("[").removesuffix("]").replace(",", " ").split()
+    if not all(w.isascii() and w.isdigit() for w in words):
+        validate_posix_groups(None)  # the one message for a bad list
+    groups = [int(w) for w in words]
+    validate_posix_groups(groups)
+    return groups
+
 
 class User(AbstractUser):
     """A Fairway user (researcher, leader or operator). Custom from the start.

@@ -464,7 +464,11 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             (
                 "STARTS BY",
                 lambda r: (
-                    when(r["estimated_start"]) if r["estimated_start"] else f"none before {when(r['searched_until'])}"
+                    when(r["estimated_start"])
+                    if r["estimated_start"]
+                    else "none: waits for " + ", ".join(f"#{wid}" for wid in q["waits_for"])
+                    if q.get("waits_for")
+                    else f"none before {when(r['searched_until'])}"
                 ),
             ),
             ("CHARGES", lambda r: f"{r['charge_gpu_hours']:.2f} GPU-h"),
@@ -472,7 +476,10 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ],
         out,
     )
-    out.write("* your minimum runtime. Starts are upper bounds: nothing else ending earlier is assumed.\n")
+    out.write("* your minimum runtime.\n")
+    # The server's words for what the lines assume (an older server sends none).
+    for note in q.get("notes") or ["Starts are upper bounds: nothing else ending earlier is assumed."]:
+        out.write(f"{note}\n")
     return EXIT_OK
 
 
@@ -570,6 +577,12 @@ def gpu_words(names: Sequence[str]) -> str:
     return ", ".join(f"{host}:{','.join(indices)}" for host, indices in by_host.items())
 
 
+def host_words(attempt: dict[str, Any]) -> str:
+    """Every host an attempt holds GPUs on (a gang's parts), rank 0 first: ``h1,h2``. The API's
+    ``hosts``; a server older than it gives only the first, ``host``."""
+    return ",".join(attempt.get("hosts") or [attempt["host"]])
+
+
 def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
     if args.json:
@@ -624,7 +637,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             w["attempts"],
             [
                 ("  #", lambda a: f"  {a['number']}"),
-                ("HOST", lambda a: a["host"]),
+                ("HOSTS", host_words),
                 ("GPUS", lambda a: gpu_words(a["gpus"])),
                 ("STARTED", lambda a: when(a["started_at"]) or "starting"),
                 ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
@@ -846,6 +859,7 @@ HISTORY_COLUMNS = (
     "budget",
     "cluster",
     "host",
+    "hosts",
     "gpus",
     "gpu_model",
     "allocated",
@@ -876,7 +890,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(HISTORY_COLUMNS)
         for r in rows:
-            writer.writerow(["" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
+            writer.writerow([host_words(r) if c == "hosts" else "" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
         return EXIT_OK
     table(
         rows,
@@ -886,7 +900,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("USER", lambda r: r["owner"]),
             ("BUDGET", lambda r: r["budget"]),
             ("GPUS", lambda r: f"{r['gpus']}×{r['gpu_model']}"),
-            ("HOST", lambda r: r["host"]),
+            ("HOSTS", host_words),
             ("STARTED", lambda r: when(r["started_at"]) or "-"),
             ("ENDED", lambda r: when(r["ended_at"])),
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
@@ -1021,12 +1035,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts)")
-    parser.add_argument("--server", help=f"server URL (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help=f"server URL, before or after the command (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})",
+    )
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 
     def add(name: str, handler: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+        # Also after the command (``fairway login --server URL``), as before it: one option.
+        p.add_argument("--server", metavar="URL", default=argparse.SUPPRESS, help="server URL (as before the command)")
         p.set_defaults(handler=handler)
         return p
 
@@ -1137,6 +1157,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
     try:
+        if args.server is not None and not args.server.startswith(("http://", "https://")):
+            raise CliError(
+                EXIT_USAGE,
+                f"--server {args.server!r}: give the server's URL, starting with http:// or https:// "
+                "(e.g. https://fairway.example.org)",
+            )
         config = Config.load()
         if args.server and args.command_name != "login":
             config.server = args.server.rstrip("/")

@@ -202,14 +202,63 @@ class QuoteLine:
     ratio_after_text: str = ""  # as the web form and the CLI print it (reports.ratio_texts)
 
 
-def do_quote(owner: object, *, now: datetime | None = None, **submission: object) -> tuple[Workload, list[QuoteLine]]:
+@dataclass(frozen=True)
+class QuoteTerms:
+    """What a quote's lines assume, said once for every surface (docs/estimates.md, "Quotes"):
+    ``waits_for``, the ``after`` dependencies not yet ended (then no line has a start: a
+    workload waiting on a dependency has no estimate, as it would have submitted); the array's
+    size and ``%N`` cap (the lines price one member); ``notes``, the sentences the web form and
+    ``fairway submit --quote`` print under the lines."""
+
+    waits_for: list[int]
+    array_members: int | None
+    array_limit: int | None
+    notes: list[str]
+
+
+def quote_terms(workload: Workload) -> QuoteTerms:
+    """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result)."""
+    from scheduler.reports import start_note
+
+    jobs = getattr(workload, "job_options", None)
+    after = [wid for wid, _condition in (jobs.after if jobs is not None else [])]
+    waits_for = sorted(
+        Workload.objects.filter(pk__in=after).exclude(state__in=Workload.FINAL_STATES).values_list("pk", flat=True)
+    )
+    members = len(jobs.indices) if jobs is not None and jobs.array else None
+    limit = jobs.limit if members else None
+    notes = [
+        "Starts are upper bounds from a forward simulation in which no running work ends before its "
+        "wall-time limit and no other work arrives.",
+        start_note(),
+    ]
+    if waits_for:
+        ids = ", ".join(f"#{wid}" for wid in waits_for)
+        notes.append(
+            f"It waits for {ids} (after), not ended yet: no start is estimated until they have ended "
+            "(the simulation ends no work on its own)."
+        )
+    if members:
+        capped = f", at most {limit} running at once (%{limit})" if limit else ""
+        notes.append(
+            f"An array of {members} members: each line prices one member as if it were submitted alone; "
+            f"the others queue behind it{capped}."
+        )
+    return QuoteTerms(waits_for, members, limit, notes)
+
+
+def do_quote(
+    owner: object, *, now: datetime | None = None, **submission: object
+) -> tuple[Workload, list[QuoteLine], QuoteTerms]:
     """Quote a workload before submission (DESIGN.md §3.8): for minimum runtimes 0, 30 min, 2 h,
     8 h and the one given, the estimated start (one forward simulation with the workload added
     per minimum runtime, :func:`scheduler.sim.estimate.quote`), the GPU-hours its protected part
     would charge (``gpus × M``) and its budget's ratio with that commitment added.
 
     ``submission``: the keyword arguments of ``do_submit_workload``, validated by it
-    (``dry_run``): raises its SubmissionError on the same problems. Writes nothing.
+    (``dry_run``): raises its SubmissionError on the same problems. Writes nothing. The terms
+    (:func:`quote_terms`) say what the lines assume; with ``after`` work not ended no line has a
+    start, as the workload submitted would have none (it waits on a dependency).
     """
     from django.utils import timezone
 
@@ -257,4 +306,9 @@ def do_quote(owner: object, *, now: datetime | None = None, **submission: object
     from scheduler.reports import ratio_texts
 
     texts = ratio_texts([line.ratio_after for line in lines])
-    return workload, [replace(line, ratio_after_text=t) for line, t in zip(lines, texts, strict=True)]
+    terms = quote_terms(workload)
+    lines = [
+        replace(line, ratio_after_text=t, estimated_start=None if terms.waits_for else line.estimated_start)
+        for line, t in zip(lines, texts, strict=True)
+    ]
+    return workload, lines, terms

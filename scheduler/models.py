@@ -381,6 +381,13 @@ class Attempt(models.Model):
     def __str__(self) -> str:
         return f"attempt {self.pk} of workload {self.workload_id}"
 
+    def host_names(self) -> list[str]:
+        """Every host the attempt holds GPUs on, rank 0 first: a gang's parts (``h1``, ``h2``), one
+        host for most. The one reading the API, the pages and the CLI show (``hosts``); callers
+        that list many attempts prefetch ``gpu_links__gpu__host``."""
+        links = sorted(self.gpu_links.all(), key=lambda link: (link.rank, link.gpu.host.name, link.gpu.index))
+        return list(dict.fromkeys(link.gpu.host.name for link in links)) or [self.host.name]
+
     @property
     def is_open(self) -> bool:
         return self.ended_at is None

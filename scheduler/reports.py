@@ -596,8 +596,8 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
     else:
         lines.append(f"Pending: {reason}.")
     if detail.get("reserved_start"):
-        latest = _when(_reserved_by(detail["reserved_start"]))
-        lines.append(f"GPUs are reserved for it: it starts by {latest} at the latest.")
+        at, _reserved = expected_start(workload)
+        lines.append(f"GPUs are reserved for it: it starts by {_when(at)} at the latest.")
     return lines
 
 
@@ -607,20 +607,52 @@ def _reserved_by(reserved_start: int | float) -> int:
     return reservation_latest(reserved_start, int(settings.FAIRWAY["GRACE_PERIOD_S"]))
 
 
-def estimate_words(workload: Workload) -> str:
-    """The estimated start in words (DESIGN.md §3.8: an upper bound, or none within one window)."""
-    if workload.state != Workload.State.PENDING:
-        return ""
+def expected_start(workload: Workload) -> tuple[int | None, bool]:
+    """A pending workload's expected start, the one instant every surface shows (epoch seconds;
+    None: none), and whether it is its reservation's bound: the stored estimate
+    (``estimated_start``, which the lists and the API read), never later than the reservation of
+    the last tick's reason (``reservation_latest``: its start plus the grace). The tick caps the
+    stored estimate when it stores a reservation (``tick._cap_estimates``) and the estimates run
+    caps by it (``cap_by_reservations``), so the minimum here is the stored value itself; it is
+    kept so that a row written before either never shows a later instant than its reservation.
+    """
+    estimate = int(workload.estimated_start.timestamp()) if workload.estimated_start is not None else None
     reserved = (workload.pending_detail or {}).get("reserved_start")
     if isinstance(reserved, int | float):
-        reserved = _reserved_by(reserved)
-    if isinstance(reserved, int | float) and (
-        workload.estimated_start is None or reserved <= workload.estimated_start.timestamp()
-    ):
+        latest = _reserved_by(reserved)
+        if estimate is None or latest <= estimate:
+            return latest, True
+    return estimate, False
+
+
+def start_note() -> str:
+    """What an estimated start is, in the words every surface prints after it (docs/estimates.md,
+    "What the instant means"): the scheduler's start, not the job's."""
+    tick = float(settings.FAIRWAY["TICK_INTERVAL_S"])
+    return (
+        f"That is the scheduler's start, to within a tick ({tick:g} s); "
+        "the job runs a few seconds later, once its host has started it."
+    )
+
+
+def estimate_words(workload: Workload) -> str:
+    """The estimated start in words (DESIGN.md §3.8: an upper bound, or none within one window),
+    then what the instant means (``start_note``)."""
+    if workload.state != Workload.State.PENDING:
+        return ""
+    at, reserved = expected_start(workload)
+    if at is not None:
         # Never later than the reservation shown beside it (§3.8).
-        return f"By {_when(reserved)} at the latest (GPUs are reserved for it)."
-    if workload.estimated_start is not None:
-        return f"By {_when(workload.estimated_start.timestamp())} at the latest (if nothing else ends earlier)."
+        why = "GPUs are reserved for it" if reserved else "if nothing else ends earlier"
+        return f"By {_when(at)} at the latest ({why}). {start_note()}"
+    from scheduler.estimates import NOT_ESTIMABLE
+
+    if workload.pending_reason in NOT_ESTIMABLE:
+        # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
+        return (
+            "None while it waits as said above: the estimate lets no work end on its own and "
+            "no hold, cap or hardware change, so none is given until that wait is over."
+        )
     every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (
         f"None yet: estimates are refreshed every {every:g} s and after ticks that start or stop work, "

@@ -346,7 +346,8 @@ def do_submit_workload(
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
         ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
-        ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices.
+        ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices; its
+        ``job_options`` (``jobspec.JobOptions``) carry the ``after`` list and the array.
 
         ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
         of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
@@ -513,7 +514,9 @@ def do_submit_workload(
         "retries": jobs.retries,
     }
     if dry_run:
-        return Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
+        unsaved = Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
+        unsaved.job_options = jobs  # type: ignore[attr-defined] -- its after list and array, for a quote
+        return unsaved
     with transaction.atomic():
         # Lock the budget so an archive running now either precedes (we refuse) or follows us.
         locked = Budget.objects.select_for_update().get(pk=the_budget.pk)

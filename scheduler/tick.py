@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 from django.db.models import Case, Max, Value, When
@@ -383,17 +383,40 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         return 0
     if connection.vendor == "postgresql":
         _write_reasons_pg(changed)
-        return arrivals
-    still_pending = set(
-        Workload.objects.select_for_update()
-        .filter(pk__in=[w.pk for w in changed], state=Workload.State.PENDING)
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
-    changed = [w for w in changed if w.pk in still_pending]
-    if changed:
-        Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
+    else:
+        still_pending = set(
+            Workload.objects.select_for_update()
+            .filter(pk__in=[w.pk for w in changed], state=Workload.State.PENDING)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        changed = [w for w in changed if w.pk in still_pending]
+        if changed:
+            Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
+    _cap_estimates(changed)
     return arrivals
+
+
+def _cap_estimates(changed: list[Workload]) -> None:
+    """A workload given a reservation starts by its latest start (``reservation_latest``: the
+    reservation's start plus the grace, §3.8): its stored estimate, which the lists, the API and
+    the CLI show, is capped in the same transaction, so no surface shows a later start than the
+    reservation beside it until the next estimates run (which caps by it too). One conditional
+    UPDATE per reservation stored by this tick (a few: at most one per host)."""
+    from django.conf import settings
+    from django.db.models import Q
+
+    from scheduler.sim.estimate import reservation_latest
+
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
+    for w in changed:
+        start = w.pending_detail.get("reserved_start")
+        if not isinstance(start, int | float):
+            continue
+        latest = datetime.fromtimestamp(reservation_latest(start, grace), tz=UTC)
+        Workload.objects.filter(pk=w.pk, state=Workload.State.PENDING).filter(
+            Q(estimated_start__isnull=True) | Q(estimated_start__gt=latest)
+        ).update(estimated_start=latest)
 
 
 REASON_CHUNK = 2000

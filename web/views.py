@@ -176,6 +176,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     spec_form = SpecForm(initial={"spec": SPEC_EXAMPLE})
     spec_errors: list[str] = []
     quote_lines: list[Any] = []
+    quote_terms: Any = None
     mode = "form"
     if request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
@@ -196,7 +197,7 @@ def submit(request: HttpRequest) -> HttpResponse:
                     # A quote (DESIGN.md §3.8): validated like the submission, nothing written.
                     from scheduler.estimates import do_quote
 
-                    _quoted, quote_lines = do_quote(request.user, **service_kwargs)
+                    _quoted, quote_lines, quote_terms = do_quote(request.user, **service_kwargs)
                 elif service_kwargs is not None:
                     workload = do_submit_workload(request.user, **service_kwargs)
                     messages.success(request, f"Submitted {workload.name} (#{workload.pk}).")
@@ -220,6 +221,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "spec_errors": spec_errors,
             "mode": mode,
             "quote_lines": quote_lines,
+            "quote_terms": quote_terms,
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
@@ -316,6 +318,7 @@ class Lane:
     width: float
     protected_width: float
     gpus: list[str]
+    hosts: list[str]
     utilization: float | None
 
 
@@ -358,6 +361,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 width=round(min(width, 100 - left), 3),
                 protected_width=round(protected, 3),
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
+                hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
             )
         )

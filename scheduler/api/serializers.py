@@ -349,6 +349,11 @@ class QuoteLineSerializer(serializers.Serializer):
     )
 
 
+class QuoteArraySerializer(serializers.Serializer):
+    members = serializers.IntegerField(help_text="workloads the array submits")
+    limit = serializers.IntegerField(allow_null=True, help_text="its %N cap: at most this many running at once")
+
+
 class QuoteSerializer(serializers.Serializer):
     """Output of ``POST /api/v1/workloads/quote/``: nothing is written."""
 
@@ -357,6 +362,16 @@ class QuoteSerializer(serializers.Serializer):
     gpu_model = serializers.CharField()
     gpu_count = serializers.IntegerField()
     quotes = QuoteLineSerializer(many=True)
+    waits_for = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="its after dependencies not ended yet: then no line has a start (it waits for them)",
+    )
+    array = QuoteArraySerializer(
+        allow_null=True, help_text="an array submission: the lines price one member as if submitted alone"
+    )
+    notes = serializers.ListField(
+        child=serializers.CharField(), help_text="what the lines assume, in the sentences the form and the CLI print"
+    )
 
 
 class _ScopedMixin:
@@ -415,6 +430,9 @@ class HistoryRowSerializer(serializers.Serializer):
     cluster = serializers.CharField()
     attempt = serializers.IntegerField(help_text="the attempt's number within the workload")
     host = serializers.CharField(help_text="first (rank 0) host")
+    hosts = serializers.ListField(
+        child=serializers.CharField(), help_text="every host it held GPUs on, rank 0 first (a gang's parts)"
+    )
     gpus = serializers.IntegerField()
     gpu_model = serializers.CharField()
     allocated = serializers.BooleanField(help_text="funded by the budget (charged)")
@@ -528,7 +546,13 @@ class WorkloadListSerializer(FieldsOnceMixin, _ScopedMixin, serializers.ModelSer
 
 
 class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
-    host = serializers.CharField(source="host.name", read_only=True)
+    host = serializers.CharField(source="host.name", read_only=True, help_text="first (rank 0) host")
+    hosts = serializers.ListField(
+        child=serializers.CharField(),
+        source="host_names",
+        read_only=True,
+        help_text="every host it holds GPUs on, rank 0 first (a gang's parts)",
+    )
     gpus = serializers.SerializerMethodField()
 
     class Meta:
@@ -537,6 +561,7 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
             "id",
             "number",
             "host",
+            "hosts",
             "gpus",
             "allocated",
             "unfunded",

@@ -199,7 +199,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     @action(detail=False, methods=["get"])
     def history(self, request: Request) -> Response:
         """Finished attempts, newest first, like ``sacct``: who, where, when, how long, why it ended,
-        GPU-hours charged. One query whatever the number of rows; 400 ``invalid`` on a bad
+        GPU-hours charged. Two queries whatever the number of rows; 400 ``invalid`` on a bad
         ``since``, ``budget`` or ``limit``."""
         from budgets.services import resolve_budget, subtree_ids
         from scheduler.accounting import finished_attempts
@@ -222,6 +222,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 raise ValidationError({"budget": [f"no budget {params['budget']!r}"]}, code="invalid")
             budget_ids = subtree_ids([found.id], self.budget_tree)
         attempts = finished_attempts(since, budget_ids, (params.get("cluster") or "").replace("\x00", "") or None)
+        shown = attempts[:limit]
+        # Every host of a gang (``hosts``), for the rows shown only: one more query.
+        prefetch_related_objects(shown, Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))
         paths = budget_paths(self.budget_tree)
         rows = [
             {
@@ -232,6 +235,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 "cluster": a.workload.cluster.name,
                 "attempt": a.number,
                 "host": a.host.name,
+                "hosts": a.host_names(),
                 "gpus": a.workload.gpu_count,
                 "gpu_model": a.workload.gpu_model,
                 "allocated": a.allocated and not a.unfunded,
@@ -243,7 +247,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 "exit_code": a.exit_code,
                 "charged_gpu_hours": round(a.charged_gpu_seconds / 3600, 4),
             }
-            for a in attempts[:limit]
+            for a in shown
         ]
         return Response(HistorySerializer({"since": since, "until": now, "count": len(attempts), "results": rows}).data)
 
@@ -252,18 +256,22 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """Quote before submitting (DESIGN.md §3.8): the submission's body, validated like a
         submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
         and the request's own, the estimated start, the GPU-hours charged and the ratio after
-        admission. Nothing is written."""
+        admission; ``waits_for`` (its ``after`` work not ended: then no start), ``array`` (the lines
+        price one member) and ``notes`` (what the lines assume, in words). Nothing is written."""
         from scheduler.estimates import do_quote
 
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        workload, lines = do_quote(request.user, **serializer.to_service_kwargs())
+        workload, lines, terms = do_quote(request.user, **serializer.to_service_kwargs())
         body = {
             "budget": workload.budget.path,
             "cluster": workload.cluster.name,
             "gpu_model": workload.gpu_model,
             "gpu_count": workload.gpu_count,
             "quotes": [line.__dict__ for line in lines],
+            "waits_for": terms.waits_for,
+            "array": {"members": terms.array_members, "limit": terms.array_limit} if terms.array_members else None,
+            "notes": terms.notes,
         }
         return Response(QuoteSerializer(body).data)
 

@@ -12,7 +12,9 @@ from django.utils import timezone
 from agent import protocol
 
 
-def _start_for(username: str, **identity: object) -> protocol.Start:
+def _start_for(username: object, **identity: object) -> protocol.Start:
+    """The ``start`` the server sends for a one-GPU workload of ``username`` (a name: a new user
+    with ``identity``; or a User)."""
     from accounts.models import User
     from budgets.models import Budget
     from scheduler import gateway
@@ -21,7 +23,7 @@ def _start_for(username: str, **identity: object) -> protocol.Start:
 
     cluster = Cluster.objects.create(name="iso")
     host, _token = do_register_host(cluster, "iso-1", [(0, "GPU-iso-0", "H100", 80000)])
-    user = User.objects.create(username=username, **identity)
+    user = username if isinstance(username, User) else User.objects.create(username=username, **identity)
     budget = Budget.objects.create(name="iso-budget")
     workload = Workload.objects.create(
         name="w", owner=user, budget=budget, cluster=cluster, gpu_model="H100", gpu_count=1,
@@ -79,3 +81,81 @@ def test_the_user_admin_edits_the_posix_identity(admin_client: object) -> None:
     page = admin_client.get(f"/admin/accounts/user/{user.pk}/change/")  # type: ignore[attr-defined]
     assert page.status_code == 200
     assert b"POSIX identity on GPU hosts" in page.content and b'name="posix_uid"' in page.content
+
+
+def _admin_change(admin_client: object, user: object, **posix: str) -> object:
+    """POST the user's admin change form as an admin would, the POSIX fields as typed."""
+    data = {
+        "username": user.username,  # type: ignore[attr-defined]
+        "email": "",
+        "first_name": "",
+        "last_name": "",
+        "is_active": "on",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        "last_login_0": "",
+        "last_login_1": "",
+        "posix_uid": "",
+        "posix_gid": "",
+        "posix_groups": "",
+    }
+    for prefix in ("memberships", "oidc_identities"):
+        data.update({f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0", f"{prefix}-MIN_NUM_FORMS": "0"})
+        data[f"{prefix}-MAX_NUM_FORMS"] = "1000"
+    data.update(posix)
+    return admin_client.post(f"/admin/accounts/user/{user.pk}/change/", data)  # type: ignore[attr-defined]
+
+
+def _identity(user: object) -> tuple[object, object, object]:
+    user.refresh_from_db()  # type: ignore[attr-defined]
+    return user.posix_uid, user.posix_gid, user.posix_groups  # type: ignore[attr-defined]
+
+
+@pytest.mark.django_db
+def test_an_admin_sets_the_posix_identity_and_the_start_carries_it(admin_client: object) -> None:
+    """tryout: an admin sets a user's uid, gid and groups in the Django admin (groups typed as
+    ``2000, 2001`` or as JSON), and the agent's ``start.owner`` carries them."""
+    from accounts.models import User
+
+    user = User.objects.create(username="erin")
+    answer = _admin_change(admin_client, user, posix_uid="61234", posix_gid="5000", posix_groups="2000, 2001")
+    assert answer.status_code == 302, answer.content.decode()[-3000:]  # type: ignore[attr-defined]
+    assert _identity(user) == (61234, 5000, [2000, 2001])
+    assert _start_for(user).owner == protocol.Owner(name="erin", uid=61234, gid=5000, groups=[2000, 2001])
+
+    answer = _admin_change(admin_client, user, posix_uid="61234", posix_groups="[2002]")
+    assert answer.status_code == 302
+    assert _identity(user) == (61234, None, [2002])
+    page = admin_client.get(f"/admin/accounts/user/{user.pk}/change/").content.decode()  # type: ignore[attr-defined]
+    assert 'name="posix_groups"' in page and "2002" in page
+
+    assert _admin_change(admin_client, user).status_code == 302  # all empty: the host maps the name
+    assert _identity(user) == (None, None, [])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"posix_uid": "-1"}, "greater than or equal to 0"),
+        ({"posix_uid": "4294967295"}, "less than or equal to 4294967294"),
+        ({"posix_uid": "alice"}, "whole number"),
+        ({"posix_gid": "5000"}, "set a uid with a gid or groups"),
+        ({"posix_uid": "7000", "posix_groups": "wheel"}, "group ids"),
+        ({"posix_uid": "7000", "posix_groups": "[-3]"}, "group ids"),
+        ({"posix_uid": "7000", "posix_gid": "4294967295"}, "less than or equal to 4294967294"),
+        ({"posix_uid": "7100"}, "already"),
+    ],
+)
+def test_an_invalid_posix_identity_is_refused_with_a_clear_error_and_changes_nothing(
+    admin_client: object, fields: dict[str, str], words: str
+) -> None:
+    from accounts.models import User
+
+    User.objects.create(username="other", posix_uid=7100)
+    user = User.objects.create(username="frank", posix_uid=7000, posix_gid=7000, posix_groups=[1])
+    answer = _admin_change(admin_client, user, **fields)
+    assert answer.status_code == 200  # type: ignore[attr-defined]
+    errors = answer.context["adminform"].form.errors.as_text()  # type: ignore[attr-defined]
+    assert words in errors, errors
+    assert _identity(user) == (7000, 7000, [1])

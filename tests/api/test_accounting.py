@@ -138,3 +138,43 @@ def test_web_list_shows_the_accounting(preempted_once, researcher):
     html = page.get("/workloads/").content.decode()
     assert '<td class="num small acct-preemptions">1</td>' in html
     assert '<td class="num small acct-charged">6.00 GPU-h</td>' in html
+
+
+@pytest.fixture
+def gang_ran(researcher, cluster, submit_kwargs, monkeypatch, django_capture_on_commit_callbacks):
+    """A 16-GPU gang on a100-1 and a100-2 that ran an hour 2 h ago, then a second attempt running."""
+    at = timezone.now().replace(microsecond=0)
+    monkeypatch.setattr(timezone, "now", lambda: at)
+    with django_capture_on_commit_callbacks(execute=True):
+        w = do_submit_workload(researcher, **submit_kwargs(gpu_count=16), submitted_at=at - timedelta(hours=3))
+        run_tick(cluster.pk)
+        first = Attempt.objects.select_related("host").get(workload=w)
+        lifecycle.attempt_started(first.host, first.pk, now=at - timedelta(hours=2))
+        Attempt.objects.filter(pk=first.pk).update(stop_requested_at=at - timedelta(hours=1), stop_reason="preempted")
+        lifecycle.attempt_exited(first.host, first.pk, None, now=at - timedelta(hours=1))
+        run_tick(cluster.pk)
+    assert sorted(first.host_names()) == ["a100-1", "a100-2"]
+    return w, first.host_names()
+
+
+def test_a_gang_shows_every_host_everywhere(gang_ran, researcher, researcher_client, monkeypatch):
+    """tryout: a gang's attempt showed one host (rank 0) in the history, the API, the CLI and the
+    page; every surface shows every host it holds GPUs on, rank 0 first, from Attempt.host_names."""
+    w, hosts = gang_ran
+    words = ",".join(hosts)
+    [row] = researcher_client.get("/api/v1/workloads/history/", {"since": "7d"}).json()["results"]
+    assert row["hosts"] == hosts and row["host"] == hosts[0]
+    attempts = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["attempts"]
+    assert [a["hosts"] for a in attempts] == [hosts, hosts]
+
+    table = run_cli(monkeypatch, researcher, "history", "--since", "7d")
+    assert "HOSTS" in table.splitlines()[0] and words in table
+    [record] = list(csv.DictReader(io.StringIO(run_cli(monkeypatch, researcher, "history", "--csv"))))
+    assert record["hosts"] == words and record["host"] == hosts[0]
+    shown = run_cli(monkeypatch, researcher, "show", str(w.pk))
+    assert "HOSTS" in shown and shown.count(words) == 2
+
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get(f"/workloads/{w.pk}/").content.decode()
+    assert html.count(f'<td class="attempt-hosts">{words}</td>') == 2

@@ -106,3 +106,74 @@ def test_a_quote_counts_the_cpu_and_memory_it_asks_for(researcher_client, submis
     assert starts() == {True}
     assert starts(cpus=40) == {False}
     assert starts(memory="400G") == {False}
+
+
+def test_a_quote_with_after_work_not_ended_has_no_start_and_says_for_what(
+    researcher, researcher_client, submission, cluster, monkeypatch
+):
+    """tryout: a quote with ``after`` priced the workload as if its dependency were done, while
+    the workload submitted has no estimate until it has ended (it waits on a dependency). The
+    quote says so: no start, ``waits_for`` and a note, on the API, the CLI and the form."""
+    import re
+
+    from django.test import Client
+
+    from tests.cli.inprocess import run_cli
+    from tests.web.test_pages import _form
+
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    body = researcher_client.post(URL, submission(after=[f"{first}:ok"]), format="json").json()
+    assert body["waits_for"] == [first] and body["array"] is None
+    assert {q["estimated_start"] for q in body["quotes"]} == {None}
+    note = next(n for n in body["notes"] if "waits for" in n)
+    assert f"#{first}" in note
+
+    argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h")
+    out = run_cli(monkeypatch, researcher, *argv, "--after", str(first), "--", "python")
+    assert out.count(f"none: waits for #{first}") == 5 and note in out
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.post("/submit/", {**_form(min_runtime="1h", after=str(first)), "quote": "1"}).content.decode()
+    assert len(re.findall(f"none: waits for #{first}</td>", page)) == 5
+
+    Workload.objects.filter(pk=first).update(state=Workload.State.SUCCEEDED)
+    done = researcher_client.post(URL, submission(after=[f"{first}:ok"]), format="json").json()
+    assert done["waits_for"] == [] and all(q["estimated_start"] for q in done["quotes"])
+    assert not any("waits for" in n for n in done["notes"])
+
+
+def test_an_array_quote_says_it_prices_one_member(researcher, researcher_client, submission, cluster, monkeypatch):
+    from tests.cli.inprocess import run_cli
+
+    body = researcher_client.post(URL, submission(array="0-9%2"), format="json").json()
+    assert body["array"] == {"members": 10, "limit": 2} and body["waits_for"] == []
+    note = next(n for n in body["notes"] if "array" in n)
+    assert "10 members" in note and "one member" in note and "%2" in note
+    argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h")
+    assert note in run_cli(monkeypatch, researcher, *argv, "--array", "0-9%2", "--", "python")
+    plain = researcher_client.post(URL, submission(), format="json").json()
+    assert plain["array"] is None and not any("array" in n for n in plain["notes"])
+
+
+def test_the_quote_notes_are_the_servers_words_on_every_surface(
+    researcher, researcher_client, submission, cluster, monkeypatch
+):
+    """The form and the CLI printed two different footnotes; both print the API's notes, the
+    start note among them (what the instant means, docs/estimates.md)."""
+    import html
+
+    from django.test import Client
+
+    from scheduler.reports import start_note
+    from tests.cli.inprocess import run_cli
+    from tests.web.test_pages import _form
+
+    notes = researcher_client.post(URL, submission(), format="json").json()["notes"]
+    assert start_note() in notes
+    argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h", "--", "x")
+    out = run_cli(monkeypatch, researcher, *argv)
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"}).content.decode()
+    for note in notes:
+        assert note in out and html.escape(note) in page

@@ -73,6 +73,33 @@ def test_unreachable_server_exits_3(cli, monkeypatch):
     assert "cannot reach" in err
 
 
+@pytest.mark.parametrize("server_first", [True, False])
+def test_login_takes_the_server_before_or_after_the_command(
+    cli, researcher, cluster, live_server, tmp_path, monkeypatch, server_first
+):
+    """tryout: ``fairway login --server URL`` was refused ("unrecognized arguments") though
+    ``--server`` is an option of every command; it is accepted on either side now."""
+    monkeypatch.delenv("FAIRWAY_URL")
+    where = ["--server", live_server.url]
+    argv = [*where, "login"] if server_first else ["login", *where]
+    code, out, err = cli(*argv, "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")
+    assert code == EXIT_OK, err
+    assert f"logged in to {live_server.url} as researcher" in out
+    assert json.loads((tmp_path / "config.json").read_text())["server"] == live_server.url
+    code, out, err = cli("whoami")
+    assert code == EXIT_OK and f"researcher on {live_server.url}" in out, err
+
+
+def test_a_server_that_is_not_a_url_is_a_usage_error(cli, monkeypatch):
+    monkeypatch.setenv("FAIRWAY_TOKEN", "x")
+    for argv in (("login", "--server", "fairway.example.org", "--token", "t"), ("--server", "nope", "ls")):
+        code, _out, err = cli(*argv)
+        assert code == EXIT_USAGE, argv
+        assert "--server" in err and "http://" in err and "https://" in err
+    code, _out, err = cli("ls", "--server", "http://127.0.0.1:9")  # after any command, too
+    assert code == EXIT_UNREACHABLE and "cannot reach http://127.0.0.1:9" in err
+
+
 def test_submit_with_flags_then_ls_show_cancel(logged_in, researcher):
     code, out, err = logged_in(
         "submit", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "2h",

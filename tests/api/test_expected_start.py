@@ -1,0 +1,117 @@
+"""One expected start (tryout): a pending workload's start is the same instant, in the same
+words, on the API (list and detail), the pages (list and detail) and the CLI (``ls``, ``show``);
+a reserved workload's is capped at its reservation's start plus the grace
+(``scheduler.sim.estimate.reservation_latest``) wherever it is shown, also before any estimate
+run; and the words say what the instant is: the scheduler's start (docs/estimates.md)."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.utils import timezone
+
+from scheduler import lifecycle
+from scheduler.models import Attempt, Workload
+from scheduler.reports import start_note
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli
+
+
+@pytest.fixture
+def reserved(researcher, outsider, submit_kwargs, org_tree, cluster):
+    """vision/sam holds both A100 hosts, protected 10 more minutes; nlp/olmo's 8-GPU workload
+    waits with a reservation for then. No estimate run yet."""
+    now = timezone.now()
+    for _ in range(2):
+        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
+    run_tick(cluster.pk)
+    for a in Attempt.objects.select_related("host"):
+        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    waiting.refresh_from_db()
+    latest = datetime.fromtimestamp(
+        waiting.pending_detail["reserved_start"] + settings.FAIRWAY["GRACE_PERIOD_S"], tz=UTC
+    )
+    return waiting, latest
+
+
+def _surfaces(w: Workload, user, researcher_client, monkeypatch) -> dict[str, str]:
+    browser = Client()
+    browser.force_login(user)
+    listed = next(r for r in researcher_client.get("/api/v1/workloads/").json()["results"] if r["id"] == w.pk)
+    detail = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
+    ls = next(line for line in run_cli(monkeypatch, user, "ls").splitlines() if line.split()[0] == str(w.pk))
+    return {
+        "api list": listed["estimated_start"],
+        "api detail": detail["estimated_start"],
+        "words": detail["estimated_start_words"],
+        "sentences": " ".join(detail["pending_explanation"]["sentences"]),
+        "list page": browser.get("/workloads/").content.decode(),
+        "detail page": browser.get(f"/workloads/{w.pk}/").content.decode(),
+        "ls": ls,
+        "show": run_cli(monkeypatch, user, "show", str(w.pk)),
+    }
+
+
+def test_a_reserved_workload_shows_one_start_everywhere_before_any_estimate_run(
+    reserved, researcher, researcher_client, monkeypatch
+):
+    """tryout: before an estimate run the page said 'by <reservation + grace>' while the API's
+    estimated_start was null and ``fairway ls`` / the list page showed no start at all; the tick
+    that stores the reservation caps the stored estimate at its latest start."""
+    w, latest = reserved
+    text = f"{latest:%H:%M:%S} UTC"
+    iso = latest.isoformat().replace("+00:00", "Z")
+    seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+    assert seen["api list"] == seen["api detail"] == iso
+    assert f"By {text} at the latest (GPUs are reserved for it)." in seen["words"]
+    assert f"it starts by {text} at the latest" in seen["sentences"]
+    assert f"by {text}" in seen["list page"] and f"by {text}" in seen["ls"]
+    assert f"Estimated start: By {text} at the latest" in seen["detail page"]
+    assert f"estimated start: By {text} at the latest" in seen["show"]
+
+
+def test_a_later_stored_estimate_is_capped_by_a_new_reservation(reserved, researcher, researcher_client, monkeypatch):
+    """An estimate stored before the reservation (later than its latest start) is capped by the
+    tick that stores it, so no surface shows the later one."""
+    w, latest = reserved
+    Workload.objects.filter(pk=w.pk).update(estimated_start=latest + timedelta(hours=3), pending_detail={})
+    run_tick(w.cluster_id)
+    w.refresh_from_db()
+    assert w.estimated_start == latest
+    seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+    assert seen["api list"] == latest.isoformat().replace("+00:00", "Z")
+    assert f"by {latest:%H:%M:%S} UTC" in seen["ls"]
+
+
+def test_the_start_words_say_it_is_the_schedulers_start(reserved, researcher, researcher_client, monkeypatch):
+    """The instant is the scheduler's decision; the job runs after a tick and its agent's start.
+    The words say so, in one sentence every surface prints (docs/estimates.md)."""
+    w, _latest = reserved
+    note = start_note()
+    assert "scheduler" in note and "host has started it" in note
+    seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+    assert seen["words"].endswith(note)
+    assert html.escape(note) in seen["detail page"] and note in seen["show"]
+
+
+def test_a_workload_waiting_on_a_dependency_says_why_it_has_no_estimate(
+    researcher, researcher_client, submission, cluster
+):
+    """Its quote said "none: waits for #N"; once submitted its page said "None yet: estimates are
+    refreshed every 60 s", as if one were coming. It says none comes while it waits."""
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    quoted = researcher_client.post("/api/v1/workloads/quote/", submission(after=[str(first)]), format="json").json()
+    assert quoted["waits_for"] == [first]
+    second = researcher_client.post("/api/v1/workloads/", submission(after=[str(first)]), format="json").json()["id"]
+    run_tick(cluster.pk)
+    detail = researcher_client.get(f"/api/v1/workloads/{second}/").json()
+    assert detail["pending_reason"] == "dependency" and detail["estimated_start"] is None
+    assert detail["estimated_start_words"].startswith("None while it waits as said above")
+    assert f"#{first}" in " ".join(detail["pending_explanation"]["sentences"])
