@@ -198,12 +198,13 @@ def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
     asks, and runs back to back would take a core (docs/estimates.md, "Cost").
     Estimates never pile up behind a slow run, so in the embedded mode, whose worker threads also
     run the ticks, they never crowd the ticks out. Returns True when a message was sent."""
-    if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S):
-        _set_marker(cluster_id, ESTIMATE_AGAIN, ESTIMATE_MARKER_TTL_S)
-        return False
     debounce = float(settings.FAIRWAY["ESTIMATE_DEBOUNCE_S"]) if delay else 0.0
-    delay_ms = int(max(debounce, _marker_left_s(cluster_id, ESTIMATE_RECENT)) * 1000)
-    estimate_starts.send_with_options(args=(cluster_id,), delay=delay_ms or None)
+    wait_s = max(debounce, _marker_left_s(cluster_id, ESTIMATE_RECENT))
+    # The markers outlive the wait, however long the gap: else a second run could be queued.
+    if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S + wait_s):
+        _set_marker(cluster_id, ESTIMATE_AGAIN, ESTIMATE_MARKER_TTL_S + wait_s)
+        return False
+    estimate_starts.send_with_options(args=(cluster_id,), delay=int(wait_s * 1000) or None)
     return True
 
 
