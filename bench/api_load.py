@@ -10,8 +10,8 @@ What it does, all on loopback, with a database and a Redis database of its own:
    of 2 projects with a personal API token, and ``--seed-workloads`` submissions (1, 2, 4 or 8
    GPUs) of which about 1,000 stay pending once the first tick has filled the cluster. Claims a
    free Redis database number (1..15, marker key) on ``REDIS_URL``'s server.
-2. Starts the Procfile's ``web``, ``worker`` and ``clock`` lines unchanged (``bash -c``, each in a
-   process group of its own, logs in a temporary directory) with ``FAIRWAY_ENV=production``,
+2. Starts every line of the Procfile unchanged (``web``, ``worker``, ``estimates``, ``clock``;
+   ``bash -c``, each in a process group of its own, logs in a temporary directory) with ``FAIRWAY_ENV=production``,
    ``WEB_WORKERS=--web-workers``, ``WORKER_PROCESSES``/``WORKER_THREADS``, plus a process of fake
    agents (``bench/agents_load.py``'s agent: hello, heartbeats every 5 s, answers ``start``/``stop``),
    one websocket per host. The clock ticks every 5 s as in production.
@@ -665,8 +665,8 @@ def main() -> None:
         env = server_env(args, db_url, redis_url, work / "var")
         layout = Layout(env, work / "logs")
         lines = procfile_lines()
-        for name in ("web", "worker", "clock"):
-            layout.start(name, ["bash", "-c", lines[name]])
+        for name, line in lines.items():  # the production layout: every process type of the Procfile
+            layout.start(name, ["bash", "-c", line])
         base = f"http://127.0.0.1:{args.port}"
         wait_ready(base, layout, 120)
         agents_out = work / "agents.json"
@@ -686,8 +686,9 @@ def main() -> None:
             time.sleep(0.5)
         time.sleep(args.settle)
         print(
-            f"layout: Procfile web (WEB_WORKERS={args.web_workers}), worker ({args.worker_processes} × "
-            f"{args.worker_threads} threads), clock; {connected}/{len(world['hosts'])} agents connected; "
+            f"layout: Procfile {', '.join(lines)} (WEB_WORKERS={args.web_workers}, worker "
+            f"{args.worker_processes} × {args.worker_threads} threads); "
+            f"{connected}/{len(world['hosts'])} agents connected; "
             f"{layout_summary(db_url)}; logs {work / 'logs'}"
         )
         print(

@@ -156,14 +156,15 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     # closed each time (without it, 100 req/s opened 100 connections a second and PostgreSQL ran
     # out: "too many clients"). Sizing rule (docs/deploy.md "Sizing"): every process of the layout
     # has its own pool, so max_size = (max_connections - reserve) // processes, where the processes
-    # are the Procfile's WEB_WORKERS + WORKER_PROCESSES + the clock + one for manage.py commands.
+    # are the Procfile's WEB_WORKERS + WORKER_PROCESSES + the estimates process + the clock + one for
+    # manage.py commands.
     # A request that finds its pool empty for FAIRWAY_DB_POOL_TIMEOUT_S is answered 503 (never
     # 500; config.middleware.DatabaseBusyMiddleware). `manage.py scenario --backend db` and the
     # test runner close the pool when they switch databases.
     DB_MAX_CONNECTIONS = env_int("FAIRWAY_DB_MAX_CONNECTIONS", 100, minimum=4)
     DB_PROCESSES = env_int(
         "FAIRWAY_DB_PROCESSES",
-        env_int("WEB_WORKERS", 4, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 2,
+        env_int("WEB_WORKERS", 4, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 3,
         minimum=1,
     )
     _reserve = max(3, DB_MAX_CONNECTIONS // 10)  # superuser slots, psql, migrations, backups
@@ -329,6 +330,9 @@ FAIRWAY = {
     # A tick that starts, stops or sees new pending work asks for estimates this much later
     # (debounce: a burst of ticks costs one run; one run per cluster at a time).
     "ESTIMATE_DEBOUNCE_S": env_float("FAIRWAY_ESTIMATE_DEBOUNCE_S", 2.0, minimum=0.0),
+    # A cluster's next estimate run begins at least this long after its last one ended, however
+    # often ticks ask: bounds the estimates' CPU under a stream of submissions (docs/estimates.md).
+    "ESTIMATE_MIN_GAP_S": env_float("FAIRWAY_ESTIMATE_MIN_GAP_S", 15.0, minimum=0.0),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
     "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1),
     # The web process writes the heartbeats it received in one batch this often (at most a quarter

@@ -39,6 +39,8 @@ _local_guard = threading.Lock()
 TICK_MARKER = "tick-pending"
 ESTIMATE_MARKER = "estimate-pending"
 ESTIMATE_AGAIN = "estimate-again"
+ESTIMATE_RECENT = "estimate-recent"
+MARKERS = (TICK_MARKER, ESTIMATE_MARKER, ESTIMATE_AGAIN, ESTIMATE_RECENT)
 
 
 @cache
@@ -64,6 +66,27 @@ def _set_marker(cluster_id: int, kind: str = TICK_MARKER, ttl: float | None = No
             return False
         _local_markers[(kind, cluster_id)] = now + ttl
         return True
+
+
+def _put_marker(cluster_id: int, kind: str, ttl: float) -> None:
+    """Set the cluster's ``kind`` marker for ``ttl`` seconds, set or not before."""
+    client = _redis()
+    if client is not None:
+        client.set(_marker_key(cluster_id, kind), b"1", px=max(1, int(ttl * 1000)))
+        return
+    with _local_guard:
+        _local_markers[(kind, cluster_id)] = time.monotonic() + ttl
+
+
+def _marker_left_s(cluster_id: int, kind: str) -> float:
+    """Seconds the cluster's ``kind`` marker has left to live (0 when it is not set)."""
+    client = _redis()
+    if client is not None:
+        left_ms = int(client.pttl(_marker_key(cluster_id, kind)))  # -2: no key, -1: no expiry (never set so)
+        return max(0.0, left_ms / 1000)
+    with _local_guard:
+        expires = _local_markers.get((kind, cluster_id))
+    return max(0.0, expires - time.monotonic()) if expires is not None else 0.0
 
 
 def _take_marker(cluster_id: int, kind: str) -> bool:
@@ -145,10 +168,10 @@ def reset_debounce(cluster_ids: list[int] | None = None) -> None:
             _local_markers.clear()
         else:
             for cid in cluster_ids:
-                for kind in (TICK_MARKER, ESTIMATE_MARKER, ESTIMATE_AGAIN):
+                for kind in MARKERS:
                     _local_markers.pop((kind, cid), None)
     if client is not None and cluster_ids:
-        client.delete(*(_marker_key(c, k) for c in cluster_ids for k in (TICK_MARKER, ESTIMATE_MARKER, ESTIMATE_AGAIN)))
+        client.delete(*(_marker_key(c, k) for c in cluster_ids for k in MARKERS))
 
 
 def estimate_every_s() -> float:
@@ -169,15 +192,19 @@ def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
     One run per cluster is queued or running at a time (the "estimate pending" marker, cleared when the run ends), sent
     ``FAIRWAY_ESTIMATE_DEBOUNCE_S`` later so a burst of ticks costs one run; a request that
     arrives while a run is queued or running is not lost: it sets "estimate again" and that run
-    asks once more as it ends (with no delay), so work that arrived during a run is estimated by
-    the next one.
+    asks once more as it ends, so work that arrived during a run is estimated by the next one.
+    A run never begins sooner than ``FAIRWAY_ESTIMATE_MIN_GAP_S`` after the cluster's last run
+    ended (the "estimate recent" marker the run leaves): under a stream of submissions every tick
+    asks, and runs back to back would take a core (docs/estimates.md, "Cost").
     Estimates never pile up behind a slow run, so in the embedded mode, whose worker threads also
     run the ticks, they never crowd the ticks out. Returns True when a message was sent."""
-    if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S):
-        _set_marker(cluster_id, ESTIMATE_AGAIN, ESTIMATE_MARKER_TTL_S)
+    debounce = float(settings.FAIRWAY["ESTIMATE_DEBOUNCE_S"]) if delay else 0.0
+    wait_s = max(debounce, _marker_left_s(cluster_id, ESTIMATE_RECENT))
+    # The markers outlive the wait, however long the gap: else a second run could be queued.
+    if not _set_marker(cluster_id, ESTIMATE_MARKER, ESTIMATE_MARKER_TTL_S + wait_s):
+        _set_marker(cluster_id, ESTIMATE_AGAIN, ESTIMATE_MARKER_TTL_S + wait_s)
         return False
-    delay_ms = int(settings.FAIRWAY["ESTIMATE_DEBOUNCE_S"] * 1000) if delay else 0
-    estimate_starts.send_with_options(args=(cluster_id,), delay=delay_ms or None)
+    estimate_starts.send_with_options(args=(cluster_id,), delay=int(wait_s * 1000) or None)
     return True
 
 
@@ -196,9 +223,13 @@ def estimate_starts(cluster_id: int) -> None:
     try:
         store_estimates(cluster_id, timezone.now())
     finally:
+        gap = float(settings.FAIRWAY["ESTIMATE_MIN_GAP_S"])
+        if gap > 0:  # before the "pending" marker goes: no request may slip in without the gap
+            _put_marker(cluster_id, ESTIMATE_RECENT, gap)
         _clear_marker(cluster_id, ESTIMATE_MARKER)
         if _take_marker(cluster_id, ESTIMATE_AGAIN):
-            # At once: the requests that came during this run have waited for it already.
+            # No debounce: the requests that came during this run have waited for it already;
+            # the minimum gap still applies.
             request_estimates(cluster_id, delay=False)
 
 

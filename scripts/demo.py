@@ -157,9 +157,11 @@ class Demo:
                 "FAIRWAY_HEARTBEAT_S": "1",
                 "FAIRWAY_GRACE_PERIOD_S": "5",
                 # Estimates after every tick that starts, stops or sees new work, 0.5 s later, and
-                # every 10 s anyway (one run at a time: tasks.request_estimates).
+                # every 10 s anyway (one run at a time: tasks.request_estimates); no minimum gap
+                # between runs: compressed time, freshness over CPU (docs/estimates.md, "Cost").
                 "FAIRWAY_ESTIMATE_INTERVAL_S": "10",
                 "FAIRWAY_ESTIMATE_DEBOUNCE_S": "0.5",
+                "FAIRWAY_ESTIMATE_MIN_GAP_S": "0",
                 "PYTHONUNBUFFERED": "1",
             }
         )

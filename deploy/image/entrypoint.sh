@@ -9,7 +9,10 @@ web)
     exec uvicorn config.asgi:application --host "${HOST:-0.0.0.0}" --port "${PORT:-8000}" \
         --workers "${WEB_WORKERS:-4}" --http httptools --loop uvloop --timeout-graceful-shutdown 30 --ws websockets-sansio --lifespan off --proxy-headers "$@" ;;
 worker)
-    exec python manage.py rundramatiq --processes "${WORKER_PROCESSES:-2}" --threads "${WORKER_THREADS:-4}" "$@" ;;
+    exec python manage.py rundramatiq --queues scheduler notifications default \
+        --processes "${WORKER_PROCESSES:-2}" --threads "${WORKER_THREADS:-4}" "$@" ;;
+estimates)
+    exec nice -n "${ESTIMATES_NICE:-10}" python manage.py rundramatiq --queues estimates --processes 1 --threads 1 "$@" ;;
 clock)
     exec python manage.py clock "$@" ;;
 migrate)

@@ -1,6 +1,7 @@
-"""The deployment files of deploy/ are what docs/deploy.md says: systemd units for web, worker and
-clock with their hardening and the Procfile's commands, a compose file for one host whose services
-run the server image's commands, and the image's entry point knowing every command."""
+"""The deployment files of deploy/ are what docs/deploy.md says: systemd units for web, worker,
+estimates and clock with their hardening and the Procfile's commands, a compose file for one host
+whose services run the server image's commands, and the image's entry point knowing every command;
+every dramatiq queue is served by exactly one process type, the estimates at a lower priority."""
 
 from __future__ import annotations
 
@@ -27,8 +28,22 @@ HARDENING = {
 COMMANDS = {
     "web": "uvicorn config.asgi:application",
     "worker": "manage.py rundramatiq",
+    "estimates": "manage.py rundramatiq",
     "clock": "manage.py clock",
 }
+
+
+def procfile() -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in (REPO / "Procfile").read_text().splitlines() if ": " in line)
+
+
+def queues_of(command: str) -> set[str]:
+    """The ``--queues`` of a ``rundramatiq`` command line (every option after it ends the list)."""
+    words = command.replace('"', "").replace("\\\n", " ").split()  # a shell line continued
+    if "--queues" not in words:
+        return set()
+    rest = words[words.index("--queues") + 1 :]
+    return set(rest[: next((i for i, w in enumerate(rest) if w.startswith("-")), len(rest))])
 
 
 def unit(name: str) -> dict[str, dict[str, str]]:
@@ -56,8 +71,8 @@ def test_each_process_has_a_hardened_unit_running_the_procfile_command(process: 
     assert service["EnvironmentFile"] == "/etc/fairway/fairway.env"
     assert service["StateDirectory"] == "fairway" and "FAIRWAY_VAR_DIR=/var/lib/fairway" in service["Environment"]
     assert COMMANDS[process] in service["ExecStart"]
-    procfile = dict(line.split(": ", 1) for line in (REPO / "Procfile").read_text().splitlines() if ": " in line)
-    assert COMMANDS[process] in procfile[process]
+    assert COMMANDS[process] in procfile()[process]
+    assert queues_of(service["ExecStart"]) == queues_of(procfile()[process])
     assert unit(f"fairway-{process}.service")["Install"]["WantedBy"] == "fairway.target"
     assert f"fairway-{process}.service" in unit("fairway.target")["Unit"]["Wants"]
 
@@ -78,11 +93,33 @@ def test_systemd_reads_the_units_without_syntax_errors(tmp_path: Path):
     assert not bad, run.stderr
 
 
-def test_the_compose_file_runs_postgres_redis_and_the_three_processes_after_migrate():
+def test_every_queue_is_served_by_exactly_one_process_type_and_the_estimates_at_a_lower_priority():
+    """The worker serves every queue but ``estimates``; the estimates process that one alone, at
+    nice 10 (docs/deploy.md §4): a new actor's queue must be added to one of them."""
+    import django_dramatiq.tasks  # noqa: F401 -- declares its actor's queue, as rundramatiq's discovery does
+    import dramatiq
+
+    import scheduler.tasks  # noqa: F401
+
+    declared = {q for q in dramatiq.get_broker().get_declared_queues() if not q.endswith((".DQ", ".XQ"))}
+    lines = procfile()
+    worker, estimates = queues_of(lines["worker"]), queues_of(lines["estimates"])
+    assert estimates == {"estimates"}
+    assert worker | estimates == declared and not worker & estimates
+    assert lines["estimates"].startswith("nice -n ")
+    assert unit("fairway-estimates.service")["Service"]["Nice"] == "10"
+    entry = (REPO / "deploy" / "image" / "entrypoint.sh").read_text()
+    for process in ("worker", "estimates"):
+        body = entry.split(f"\n{process})\n", 1)[1].split(";;", 1)[0]
+        assert queues_of(body) == queues_of(lines[process]), process
+    assert "nice -n" in entry.split("\nestimates)\n", 1)[1].split(";;", 1)[0]
+
+
+def test_the_compose_file_runs_postgres_redis_and_the_four_processes_after_migrate():
     compose = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "clock"}
-    for name in ("migrate", "web", "worker", "clock"):
+    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "estimates", "clock"}
+    for name in ("migrate", "web", "worker", "estimates", "clock"):
         service = services[name]
         assert service["image"].endswith("localhost/fairway:latest}")
         assert service["command"] == [name]
@@ -90,7 +127,7 @@ def test_the_compose_file_runs_postgres_redis_and_the_three_processes_after_migr
             "REDIS_URL" in service["environment"] and "@postgres:5432/fairway" in service["environment"]["DATABASE_URL"]
         )
         assert service["env_file"] == ["fairway.env"]
-    for name in ("web", "worker", "clock"):
+    for name in ("web", "worker", "estimates", "clock"):
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert services["migrate"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
     assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
@@ -112,7 +149,7 @@ def test_podman_compose_reads_the_file(tmp_path: Path):
 
 def test_the_image_entry_point_knows_every_command_of_the_compose_file_and_the_containerfile():
     entry = (REPO / "deploy" / "image" / "entrypoint.sh").read_text()
-    for command in ("web", "worker", "clock", "migrate", "manage"):
+    for command in ("web", "worker", "estimates", "clock", "migrate", "manage"):
         assert re.search(rf"^{command}\)$", entry, re.M), command
     for process, command in COMMANDS.items():
         assert command.split(" ", 1)[-1] in entry, process

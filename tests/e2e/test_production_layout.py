@@ -7,7 +7,9 @@ number of its own (claimed, flushed at the end):
 - two web processes: ``uvicorn config.asgi:application --ws websockets-sansio --lifespan off
   --proxy-headers`` on two ports (``FAIRWAY_ENV=production``, so the psycopg pool and the
   production settings are on; ``SECURE_SSL_REDIRECT=false``: no TLS proxy in front here);
-- one worker: ``manage.py rundramatiq --processes 1 --threads 2``; the clock: ``manage.py clock``;
+- one worker: ``manage.py rundramatiq --queues scheduler notifications default --processes 1
+  --threads 2``; the estimates: ``nice -n 10 manage.py rundramatiq --queues estimates --processes 1
+  --threads 1``; the clock: ``manage.py clock``;
 - two agents (fake backend, 2 H100 each) that joined with single-use join tokens
   (``python -m agent join``) and connect through a TCP balancer each, ``h1`` preferring web 1
   and ``h2`` web 2 (what a reverse proxy in front of several web processes does).
@@ -269,7 +271,16 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         collect = procs.start("collectstatic", [PY, "manage.py", "collectstatic", "--noinput", "-v0"])
         procs.run("migrate", [PY, "manage.py", "migrate", "--noinput", "-v0"], timeout=120)
         seeding = procs.start("seed", [PY, "manage.py", "shell", "-v0", "-c", SEED])
-        procs.start("worker", [PY, "manage.py", "rundramatiq", "--processes", "1", "--threads", "2"])
+        procs.start(
+            "worker",
+            [PY, "manage.py", "rundramatiq", "--queues", "scheduler", "notifications", "default",
+             "--processes", "1", "--threads", "2"],
+        )  # fmt: skip
+        procs.start(
+            "estimates",
+            ["nice", "-n", "10", PY, "manage.py", "rundramatiq", "--queues", "estimates", "--processes", "1",
+             "--threads", "1"],
+        )  # fmt: skip
         procs.start("clock", [PY, "manage.py", "clock"])
         assert collect.wait(60) == 0, procs.tail("collectstatic")
         ports = {"web1": free_port(), "web2": free_port()}
@@ -461,7 +472,7 @@ def test_nothing_was_lost(prod: Stack) -> None:
     assert lost == [(0,)]
     open_gpus = prod.sql("select count(*) from scheduler_attemptgpu where open")
     assert open_gpus == [(0,)]
-    assert prod.procs.alive("worker") and prod.procs.alive("clock")
+    assert prod.procs.alive("worker") and prod.procs.alive("estimates") and prod.procs.alive("clock")
     assert prod.procs.alive("agent-h1") and prod.procs.alive("agent-h2")
     print(f"prodlayout: scenario so far {time.monotonic() - prod.started:.1f}s")
 

@@ -89,3 +89,30 @@ def test_coverage_counts_seen_pending_allocated_work(one_gpu, researcher, org_tr
     tasks.estimate_starts.fn(cluster.pk)
     assert estimate_coverage(cluster.pk) == Coverage(counted=1, estimated=1, unseen=0)
     assert estimate_coverage(cluster.pk).fraction == 1.0
+
+
+def test_a_run_begins_no_sooner_than_the_minimum_gap_after_the_last_one(one_gpu, monkeypatch, settings):
+    """Under a stream of submissions every tick asks: the next run waits out
+    FAIRWAY_ESTIMATE_MIN_GAP_S after the last one ended (docs/estimates.md, "Cost"), the debounce
+    alone otherwise; a request during a run is still served, by a run a gap after it."""
+    cluster, _sent = one_gpu
+    delays: list[int | None] = []
+    monkeypatch.setattr(tasks.estimate_starts, "send_with_options", lambda **kw: delays.append(kw["delay"]))
+    settings.FAIRWAY = {**settings.FAIRWAY, "ESTIMATE_DEBOUNCE_S": 2.0, "ESTIMATE_MIN_GAP_S": 15.0}
+
+    assert tasks.request_estimates(cluster.pk)  # no run yet: the debounce
+    assert delays == [2000]
+    assert not tasks.request_estimates(cluster.pk)  # queued: "estimate again", no message
+    tasks.estimate_starts.fn(cluster.pk)  # ends; the request made during it asks again, a gap later
+    assert len(delays) == 2 and 14_000 <= (delays[1] or 0) <= 15_000
+    tasks.estimate_starts.fn(cluster.pk)
+    assert len(delays) == 2  # nothing asked during that run: no further message
+
+    assert tasks.request_estimates(cluster.pk)  # a tick right after the run: the gap, not the debounce
+    assert 14_000 <= (delays[2] or 0) <= 15_000
+
+    tasks.reset_debounce([cluster.pk])
+    settings.FAIRWAY = {**settings.FAIRWAY, "ESTIMATE_MIN_GAP_S": 0.0}
+    tasks.estimate_starts.fn(cluster.pk)
+    assert tasks.request_estimates(cluster.pk)  # no gap: the debounce only, as before
+    assert delays[3] == 2000
