@@ -126,7 +126,12 @@ def tick(cluster_id: int) -> None:
     """One scheduling tick of ``cluster_id`` (no retry: the clock asks again in seconds)."""
     _clear_marker(cluster_id)
     result = run_tick(cluster_id)
-    if result.status == "ran":
+    if result.status == "skipped":
+        # Another tick holds the cluster's lock: it may have read its snapshot before the change
+        # that asked for this one. Ask again (debounced, one message at a time), rather than
+        # leave that change to the clock's next interval.
+        request_tick(cluster_id)
+    elif result.status == "ran":
         from scheduler.prom import record_tick
 
         record_tick(result.cluster_id, result.seconds)

@@ -221,6 +221,24 @@ def test_a_burst_of_tick_requests_sends_one_tick(db, monkeypatch):
     tasks.reset_debounce([4242])
 
 
+def test_a_tick_that_finds_the_lock_held_asks_for_another(db, monkeypatch):
+    """A change that asked for a tick while another tick ran (and had read its snapshot) is not
+    left to the clock: the tick that found the cluster's lock held asks again (one message, the
+    debounce's; a burst of requests meanwhile adds none)."""
+    from scheduler.tick import TickResult
+
+    sent: list[tuple] = []
+    monkeypatch.setattr(tasks.tick, "send_with_options", lambda **kw: sent.append(kw["args"]))
+    monkeypatch.setattr(tasks, "run_tick", lambda cid: TickResult(cluster_id=cid, status="skipped"))
+    tasks.reset_debounce([4243])
+
+    tasks.tick.fn(4243)
+    assert [tasks.request_tick(4243) for _ in range(3)] == [False] * 3  # the retry is pending already
+
+    assert sent == [(4243,)]
+    tasks.reset_debounce([4243])
+
+
 def test_an_exit_report_is_stamped_from_its_receipt_not_from_when_it_was_processed(tw, ticks):
     """Issue 14 finding 4: a report that waited for a lock (a cancel, the tick) kept waiting in the
     clock; the consumer now passes the frame's receipt time, and the end is receipt − age_s."""
