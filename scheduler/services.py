@@ -606,7 +606,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
         if locked.state in Workload.FINAL_STATES:
             raise CancelError(
-                "already_final", "state", f"The workload has already ended: it is {locked.state}.", status=409
+                "already_final", "state", f"The workload has already ended ({locked.state}).", status=409
             )
         now = timezone.now()
         attempt = Attempt.objects.select_for_update().filter(workload=locked, ended_at__isnull=True).first()
