@@ -169,3 +169,8 @@ def test_a_budget_name_with_a_slash_is_refused(admin_web, org_tree):
     assert response.status_code == 200
     assert "without &#x27;/&#x27;" in response.content.decode()
     assert Budget.objects.get(pk=sam.pk).name == "sam"
+
+
+def test_the_admin_index_names_notification_settings_in_plain_english(admin_web):
+    page = admin_web.get(reverse("admin:index")).content.decode()
+    assert "Notification settings<" in page and "settingss" not in page
