@@ -296,7 +296,15 @@ def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     config.server = (args.server or config.server).rstrip("/")
     if args.token:
         api = Api(config.server, args.token, escape=not args.json)
-        me = api.call("GET", "me/")
+        try:
+            me = api.call("GET", "me/")
+        except CliError as exc:
+            if exc.exit_code != EXIT_AUTH:
+                raise
+            # Not "run `fairway login`": that is what was just run, with this token.
+            raise CliError(
+                EXIT_AUTH, f"{config.server} refused this token (unknown, expired or revoked); nothing saved"
+            ) from None
         config.token = args.token
     else:
         username = args.username or input("username: ")

@@ -123,6 +123,9 @@ fi
 command -v "$PYTHON" >/dev/null || die "$PYTHON not found: the agent needs Python >= 3.11"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "$PYTHON is older than 3.11"
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || die "$PYTHON lacks venv/ensurepip (Debian: apt-get install python3-venv)"
+# A first install needs a join token: say so before downloading or creating anything.
+{ [ -s "$CONFIG" ] && grep -q '^token:' "$CONFIG"; } || [ -n "$TOKEN" ] \
+    || die "a join token is required: --token fwj_... or FAIRWAY_JOIN_TOKEN (manage.py create_join_token)"
 
 umask 022
 mkdir -p "$STATE" "$RUN" "$(dirname "$VENV")"

@@ -70,12 +70,16 @@ class PhillyHistory:
     skipped_vcs: dict[str, int]
 
 
+SAMPLE_SALT = "fairway-history-sample"
+
+
 def choose_jobs(
     jobs: Sequence[TraceJob], before_job: int, days: float, *, capacity_gpus: int, load: float, max_duration: int
 ) -> tuple[list[TraceJob], float]:
     """The jobs submitted in the ``days`` before job ``before_job``, sampled (deterministically, by
     job id) so that their GPU-time, each capped at ``max_duration``, is about ``load`` × the
-    cluster's capacity over the span. Returns the jobs and the fraction kept."""
+    cluster's capacity over the span, independently of which of them the unallocated rule picks.
+    Returns the jobs and the fraction kept."""
     index = next((i for i, j in enumerate(jobs) if j.job_id == before_job), None)
     if index is None:
         raise HistoryError([f"job {before_job} is not in the trace"])
@@ -85,7 +89,9 @@ def choose_jobs(
     demand = sum(j.num_gpus * min(j.duration_s, max_duration) for j in span)
     capacity = capacity_gpus * (end - start)
     fraction = 1.0 if demand <= 0 else min(1.0, load * capacity / demand)
-    return [j for j in span if job_hash_fraction(j.job_id) < fraction], fraction
+    # Its own salt: with the unallocated rule's hash, a sample of F <= 10 % would keep only the
+    # jobs that rule makes unallocated (a history with no charged work at all).
+    return [j for j in span if job_hash_fraction(j.job_id, SAMPLE_SALT) < fraction], fraction
 
 
 def simulate_philly(

@@ -299,6 +299,9 @@ class NotificationSettings(models.Model):
     webhook_kinds = models.JSONField(default=list, blank=True, help_text="event kinds sent to the webhook")
     webhook_url = models.URLField(max_length=500, blank=True, help_text="Slack-compatible incoming webhook")
 
+    class Meta:
+        verbose_name_plural = "notification settings"  # the admin said "Notification settingss"
+
     def __str__(self) -> str:
         return f"notifications of {self.user_id}"
 

@@ -532,7 +532,8 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
     elif reason == "dependency":
         if detail.get("group") is not None:
             lines.append(
-                f"Its array group already runs {detail.get('limit')} members, its %N limit: "
+                f"Its array group already runs {detail.get('limit')} "
+                f"member{'' if detail.get('limit') == 1 else 's'}, its limit (%{detail.get('limit')}): "
                 "it starts when one of them ends."
             )
         else:

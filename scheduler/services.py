@@ -605,9 +605,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
         if not can_cancel(actor, locked):
             raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
         if locked.state in Workload.FINAL_STATES:
-            raise CancelError(
-                "already_final", "state", f"The workload has already ended: it is {locked.state}.", status=409
-            )
+            raise CancelError("already_final", "state", f"The workload has already ended ({locked.state}).", status=409)
         now = timezone.now()
         attempt = Attempt.objects.select_for_update().filter(workload=locked, ended_at__isnull=True).first()
         if locked.state == Workload.State.PENDING or attempt is None:

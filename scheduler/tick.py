@@ -394,7 +394,22 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         if changed:
             Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
     _cap_estimates(changed)
+    _clear_estimates(changed)
     return arrivals
+
+
+def _clear_estimates(changed: list[Workload]) -> None:
+    """A workload that now waits on a hold, a cap, hardware or a dependency (``NOT_ESTIMABLE``)
+    has no estimated start, as its words say: its stored one, found before that wait, is cleared in
+    the same transaction rather than shown beside the reason until the next estimates run (up to
+    ``ESTIMATE_INTERVAL_S``). One UPDATE, only when such a reason was written."""
+    from scheduler.estimates import NOT_ESTIMABLE
+
+    waiting = [w.pk for w in changed if w.pending_reason in NOT_ESTIMABLE]
+    if waiting:
+        Workload.objects.filter(pk__in=waiting, state=Workload.State.PENDING, estimated_start__isnull=False).update(
+            estimated_start=None
+        )
 
 
 def _cap_estimates(changed: list[Workload]) -> None:

@@ -344,13 +344,14 @@ def _rule_duration(spec: str, value: str) -> int:
 # --- the unallocated rule ----------------------------------------------------------------------
 
 
-def job_hash_fraction(job_id: int) -> float:
-    """A fixed pseudo-random number in [0, 1) for a job id: the first 8 bytes of sha256("fairway:<id>").
+def job_hash_fraction(job_id: int, salt: str = "fairway") -> float:
+    """A fixed pseudo-random number in [0, 1) for a job id: the first 8 bytes of sha256("<salt>:<id>").
 
     Independent of Python's hash seed, platform and the order of the trace, so a job runs
-    unallocated in every replay or in none.
+    unallocated in every replay or in none. Another ``salt`` gives an independent number, for a
+    second choice that must not follow the first (``scheduler.history.choose_jobs``'s sample).
     """
-    digest = hashlib.sha256(f"fairway:{job_id}".encode()).digest()
+    digest = hashlib.sha256(f"{salt}:{job_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 

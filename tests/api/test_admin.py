@@ -169,3 +169,28 @@ def test_a_budget_name_with_a_slash_is_refused(admin_web, org_tree):
     assert response.status_code == 200
     assert "without &#x27;/&#x27;" in response.content.decode()
     assert Budget.objects.get(pk=sam.pk).name == "sam"
+
+
+def test_the_admin_index_names_notification_settings_in_plain_english(admin_web):
+    page = admin_web.get(reverse("admin:index")).content.decode()
+    assert "Notification settings<" in page and "settingss" not in page
+
+
+def test_the_what_if_prints_both_entitlements_to_one_decimal(admin_web, cluster, org_tree, researcher, submit_kwargs):
+    """tryout: the actual column printed 298.667 beside the simulated 597.3."""
+    import re
+
+    from budgets.admin import current_shares_yaml
+    from budgets.services import do_set_shares
+
+    do_set_shares(None, org_tree["nlp/olmo"], 10)  # elevenths: entitlements that do not end in .0
+    do_submit_workload(researcher, **submit_kwargs())
+    page = admin_web.post(
+        "/admin/budgets/budget/what-if/", {"shares": current_shares_yaml(), "window": "7d", "cluster": cluster.name}
+    ).content.decode()
+    rows = re.findall(r'<tr class="whatif-row">(.*?)</tr>', page, re.S)
+    assert rows
+    for row in rows:
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        for cell in cells[2:4]:
+            assert cell.strip() == "–" or re.fullmatch(r"[\d,]+\.\d", cell.strip()), cells

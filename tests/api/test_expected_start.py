@@ -115,3 +115,24 @@ def test_a_workload_waiting_on_a_dependency_says_why_it_has_no_estimate(
     assert detail["pending_reason"] == "dependency" and detail["estimated_start"] is None
     assert detail["estimated_start_words"].startswith("None while it waits as said above")
     assert f"#{first}" in " ".join(detail["pending_explanation"]["sentences"])
+
+
+def test_a_hold_clears_the_estimate_on_every_surface_at_the_next_tick(
+    reserved, researcher, researcher_client, monkeypatch, org_tree
+):
+    """tryout: a budget put on hold said "budget on hold; by 22:46:50 UTC" in `fairway ls`, and
+    "By 22:46:50 UTC at the latest" beside "no new work starts until leadership releases it" on
+    the page and the API, until the next estimates run (up to 60 s). The tick that writes the
+    reason clears the estimate found before it."""
+    from budgets.services import do_set_hold
+
+    w, latest = reserved
+    assert w.estimated_start == latest
+    do_set_hold(org_tree["nlp/olmo"], True)
+    run_tick(w.cluster_id)
+    w.refresh_from_db()
+    assert w.pending_reason == "held" and w.estimated_start is None
+    seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+    assert seen["api list"] is None and seen["api detail"] is None
+    assert seen["words"].startswith("None while it waits as said above")
+    assert f"{latest:%H:%M:%S}" not in seen["ls"] + seen["show"] + seen["detail page"]

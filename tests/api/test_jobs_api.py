@@ -154,3 +154,21 @@ def test_webhook_kinds_without_a_url_are_refused(researcher_client, db, settings
     assert kinds.status_code == 200 and kinds.json()["webhook_kinds"] == ["failed"]  # the saved URL counts
     removed = researcher_client.put("/api/v1/notifications/", {"webhook_url": ""}, format="json")
     assert removed.status_code == 400 and removed.json()["code"] == "webhook_url_required"
+
+
+def test_an_array_member_waiting_on_its_limit_names_the_limit(researcher_client, submission, cluster):
+    """tryout: the words said "its %N limit" literally (and "runs 1 members")."""
+    from scheduler.tick import run_tick
+
+    body = _submit(researcher_client, submission(array="0-2%1", gpu_count=1)).json()
+    run_tick(cluster.pk)
+    waiting = [
+        w
+        for w in researcher_client.get("/api/v1/workloads/", {"group": body["group"]}).json()["results"]
+        if w["pending_reason"] == "dependency"
+    ]
+    assert waiting
+    detail = researcher_client.get(f"/api/v1/workloads/{waiting[0]['id']}/").json()
+    assert detail["why_pending"][0] == (
+        "Its array group already runs 1 member, its limit (%1): it starts when one of them ends."
+    )

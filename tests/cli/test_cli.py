@@ -206,6 +206,16 @@ def test_personal_token_login_and_logout(cli, researcher, cluster, api_client_fo
     assert cli("whoami")[0] == EXIT_AUTH
 
 
+def test_a_refused_token_says_so_and_saves_nothing(cli, researcher, cluster):
+    """tryout: `fairway login --token bogus` answered "not logged in, or the token was revoked: run
+    `fairway login`", the command just run."""
+    code, _out, err = cli("login", "--token", "bogus")
+    assert code == EXIT_AUTH
+    assert "refused this token (unknown, expired or revoked); nothing saved" in err
+    assert "run `fairway login`" not in err
+    assert cli("whoami")[0] == EXIT_AUTH
+
+
 def test_console_entry_point_runs_as_a_program(tmp_path):
     env = {**os.environ, "FAIRWAY_CONFIG": str(tmp_path / "c.json"), "PYTHONPATH": str(REPO)}
     env.pop("FAIRWAY_TOKEN", None)

@@ -71,3 +71,20 @@ def test_uninstall_without_purge_keeps_the_state_and_the_log(tmp_path: Path):
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in prefix.iterdir()) == ["agent.log", "state"]
+
+
+def test_a_first_install_without_a_join_token_stops_before_downloading_anything(tmp_path: Path):
+    prefix = tmp_path / "agent"
+    done = subprocess.run(  # noqa: S603 -- bash runs the script this server serves
+        [BASH, "-s", "--", "--no-systemd", "--prefix", str(prefix)],
+        input=_served("/agent/install.sh").decode(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "FAIRWAY_JOIN_TOKEN": ""},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a join token is required" in done.stderr
+    assert "downloading" not in done.stdout
+    assert not (prefix / "venv").exists()

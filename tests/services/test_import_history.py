@@ -69,6 +69,20 @@ def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_pa
             assert a.charged_gpu_seconds == a.workload.gpu_count * (a.ended_at - a.started_at).total_seconds()
 
 
+def test_the_sample_does_not_follow_the_unallocated_rule():
+    """A sample of 6 % (16 GPUs against the demo's week) kept only the jobs the default rule's
+    10 % makes unallocated: a week of history with no charged GPU-hour. The sample is drawn apart."""
+    from scheduler.history import choose_jobs
+    from scheduler.trace import DEFAULT_UNALLOCATED_RULE, TraceJob, UnallocatedRule
+
+    jobs = [TraceJob(i, i * 60, "aa", 1, 3600, None) for i in range(1, 5002)]
+    chosen, fraction = choose_jobs(jobs, 5001, 4, capacity_gpus=52, load=0.06, max_duration=3600)
+    assert 0.05 < fraction < 0.07 and 200 < len(chosen) < 400
+    rule = UnallocatedRule.parse(DEFAULT_UNALLOCATED_RULE)
+    unallocated = sum(rule.is_unallocated(j) for j in chosen) / len(chosen)
+    assert 0.03 < unallocated < 0.2  # about the rule's 10 %, as in the whole trace (was 100 %)
+
+
 def test_philly_history_fills_the_pyramid_hours_it_spans_though_the_hosts_are_newer(philly, tmp_path: Path):
     """The demo seeds its hosts just before importing the week before: the imported hours must
     still count the hosts' GPUs and the imported attempts' GPU-time, not zeros."""

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import Client
 
 from scheduler import lifecycle
-from scheduler.models import Attempt, WorkloadEvent
+from scheduler.models import Attempt, Workload, WorkloadEvent
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
 from tests.cli.inprocess import run_cli
@@ -75,7 +75,15 @@ def test_already_final_is_grammatical(researcher, cluster, submit_kwargs, resear
     assert researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/").status_code == 200
     again = researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/")
     assert again.status_code == 409
-    assert "The workload has already ended: it is canceled." in str(again.json())
+    assert "The workload has already ended (canceled)." in str(again.json())
+
+
+def test_already_final_reads_well_for_every_final_state(researcher, cluster, submit_kwargs, researcher_client):
+    w = do_submit_workload(researcher, **submit_kwargs())
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.SUCCEEDED)
+    again = researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/")
+    assert again.status_code == 409
+    assert again.json()["detail"] == "The workload has already ended (succeeded)."  # was "it is succeeded"
 
 
 def test_submit_form_shows_every_error_at_once(browser):
