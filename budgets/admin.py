@@ -84,7 +84,7 @@ class WhatIfForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 14, "cols": 60, "style": "font-family: monospace"}),
         help_text="The simulator's shares file: 'shares:' then one 'path: N' per budget (path below the root).",
     )
-    window = forms.CharField(initial="7d", max_length=20, help_text="The recorded demand replayed, e.g. 7d, 36h.")
+    window = forms.CharField(initial="7d", max_length=20, help_text="The recorded demand replayed, e.g. 7d, 36h, 2w.")
     cluster = forms.ChoiceField(required=False)
 
 

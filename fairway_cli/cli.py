@@ -1141,7 +1141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=float, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
-    p.add_argument("--since", default="7d", help="how far back, e.g. 7d, 36h (default 7d)")
+    p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
     p.add_argument("--cluster", "-c")
     p.add_argument("--limit", type=int, default=1000)
