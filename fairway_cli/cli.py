@@ -441,13 +441,31 @@ def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(w, out)
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
+    array = w.get("array")
+    what = _array_submitted(array) if array else f"#{w['id']} {w['name']}"
+    each = "each " if array and array["count"] > 1 else ""
     out.write(
-        f"submitted #{w['id']} {w['name']}: {w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
+        f"submitted {what}: {each}{w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
         f"budget {w['budget']}, {kind} — {w['state']}\n"
     )
     if w.get("group"):
         out.write(f"array group {w['group']}: fairway ls --group {w['group']}; fairway cancel --group {w['group']}\n")
     return EXIT_OK
+
+
+def _array_submitted(array: dict[str, Any]) -> str:
+    """``4 members #964–#967 (sweep[0]…sweep[3]), at most 2 at a time``: the ``array`` of a
+    submission's answer (ids listed one by one where another submission took ids between them)."""
+    ids, indices, count = array["members"], array["indices"], array["count"]
+    if count == 1:
+        return f"1 member #{ids[0]} ({array['name']}[{indices[0]}])"
+    if ids == list(range(ids[0], ids[0] + count)):
+        numbers = f"#{ids[0]}–#{ids[-1]}"
+    else:
+        numbers = ", ".join(f"#{i}" for i in ids[:5]) + (f", … #{ids[-1]}" if count > 5 else "")
+    names = f"{array['name']}[{indices[0]}]…{array['name']}[{indices[-1]}]"
+    limit = f", at most {array['limit']} at a time" if array.get("limit") else ""
+    return f"{count} members {numbers} ({names}){limit}"
 
 
 def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:

@@ -32,7 +32,7 @@ def test_schema_is_valid_and_lists_every_endpoint(db):
         "/api/v1/metrics/",
     }
     submit = schema["paths"]["/api/v1/workloads/"]["post"]["responses"]
-    assert submit["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkloadDetail")
+    assert submit["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkloadSubmitted")
     assert submit["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
 
 
