@@ -40,6 +40,30 @@ def budget_paths(tree: dict[int, Budget] | None = None) -> dict[int, str]:
     return {bid: b.path for bid, b in tree.items()}
 
 
+def tree_order(tree: dict[int, Budget] | None = None) -> list[int]:
+    """Every budget id in tree order: each budget followed by its sub-budgets, depth-first,
+    siblings (and roots) by name then id. A budget no root reaches (a corrupt cycle of parents)
+    comes last, by name then id."""
+    tree = load_tree() if tree is None else tree
+    children: dict[int | None, list[Budget]] = defaultdict(list)
+    for b in tree.values():
+        children[b.parent_id if b.parent_id in tree else None].append(b)
+    for kids in children.values():
+        kids.sort(key=lambda b: (b.name, b.id))
+    order: list[int] = []
+    seen: set[int] = set()
+    stack = list(reversed(children[None]))
+    while stack:
+        b = stack.pop()
+        if b.id in seen:
+            continue
+        seen.add(b.id)
+        order.append(b.id)
+        stack.extend(reversed(children[b.id]))
+    order += [b.id for b in sorted(tree.values(), key=lambda b: (b.name, b.id)) if b.id not in seen]
+    return order
+
+
 def ancestor_ids(budget: Budget, tree: dict[int, Budget] | None = None) -> list[int]:
     """Ids of ``budget`` and its ancestors, from ``budget`` up to the root."""
     tree = load_tree() if tree is None else tree
