@@ -268,9 +268,10 @@ class BudgetAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/budgets/budget/what_if.html", context)
 
     def get_ordering(self, request: HttpRequest) -> list[Any]:
-        """Tree order (each budget followed by its sub-budgets, siblings by name:
-        ``services.tree_order``) from the process's budget tree (``tree_memo``: no query while no
-        budget changed), as one CASE on the id; a budget newer than that tree goes last, by name."""
+        """Tree order (each budget followed by its sub-budgets, siblings live first, then by name:
+        ``services.tree_order``, the budgets page's order) from the process's budget tree
+        (``tree_memo``: no query while no budget changed), as one CASE on the id; a budget newer
+        than that tree goes last, by name."""
         from django.db.models import Case, IntegerField, Value, When
 
         from budgets.tree_memo import shared_tree

@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from budgets.models import Budget
-from budgets.services import budget_paths
+from budgets.services import budget_paths, tree_walk
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
@@ -116,21 +116,6 @@ def _significant(value: float, digits: int) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _tree_order(tree: dict[int, Budget]) -> list[tuple[Budget, int]]:
-    children: dict[int | None, list[Budget]] = defaultdict(list)
-    for b in tree.values():
-        children[b.parent_id if b.parent_id in tree else None].append(b)
-    out: list[tuple[Budget, int]] = []
-
-    def visit(parent: int | None, depth: int) -> None:
-        for b in sorted(children.get(parent, ()), key=lambda b: (b.archived_at is not None, b.name, b.id)):
-            out.append((b, depth))
-            visit(b.id, depth + 1)
-
-    visit(None, 0)
-    return out
-
-
 def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     """Budget key → GPU-seconds its allocated workloads asked for inside the window
     (:func:`scheduler.policy.figures.workload_demand`: the time present, at most the run time a
@@ -188,7 +173,7 @@ def budget_standings(
         return values.get(str(bid), 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
 
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
-    order = _tree_order(tree)
+    order = tree_walk(tree)
     texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
     for (budget, depth), text in zip(order, texts, strict=True):
         f = figures.get(str(budget.id))
