@@ -837,7 +837,9 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """The share tree like Slurm's ``sshare``: raw and normalized shares, raw and effective usage,
-    and the fair-share standing, from the one standing (``budgets/tree/``)."""
+    and the fair-share standing, from the one standing (``budgets/tree/``). ``EffectvUsage`` is
+    Slurm's under Fair Tree, the server's ``effective_usage``: the budget's usage over its parent's
+    (it printed usage over the cluster's GPU-hours in the window, computed here)."""
     trees = Api(config.server, config.token, escape=not args.json).call(
         "GET", "budgets/tree/", params={"cluster": args.cluster}
     )
@@ -845,7 +847,6 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        capacity = tree["gpus"] * tree["window_s"] / 3600 or 1
         out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])} (GPU-hours)\n")
         table(
             tree["budgets"],
@@ -855,7 +856,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),
                 ("Committed", lambda b: f"{b['committed_gpu_hours']:.3f}"),
-                ("EffectvUsage", lambda b, cap=capacity: f"{b['usage_gpu_hours'] / cap:.6f}"),
+                ("EffectvUsage", lambda b: f"{b['effective_usage']:.6f}" if "effective_usage" in b else ""),
                 ("Entitled", lambda b: f"{b['entitlement_gpu_hours']:.3f}"),
                 ("Ratio", ratio_cell),
                 ("Rank", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
@@ -1151,7 +1152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
     p.add_argument("--cluster", "-c")
 
-    p = add("share", cmd_share, "the share tree like Slurm's sshare: shares, usage, ratio, rank")
+    p = add("share", cmd_share, "the share tree like sshare: shares, usage, EffectvUsage (÷ parent's), ratio, rank")
     p.add_argument("--cluster", "-c")
 
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")

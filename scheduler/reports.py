@@ -66,6 +66,9 @@ class BudgetStanding:
     demand_gpu_hours: float
     owed_gpu_hours: float
     attainment: float | None
+    effective_usage: float = 0.0
+    """Slurm's ``EffectvUsage`` (Fair Tree): U(b) ÷ U(parent), the budget's share of its parent's
+    usage (its siblings' and its own); a root 1 when it has usage; 0 when the parent has none."""
     running_gpus: int = 0
     pending_workloads: int = 0
     usage_curve_gpu_hours: list[float] = field(default_factory=list)
@@ -114,6 +117,14 @@ def _significant(value: float, digits: int) -> str:
         return "0"
     text = format(Decimal(f"{value:.{digits - 1}e}"), "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _effective_usage(own: BudgetFigures, parent: BudgetFigures | None) -> float:
+    """Slurm's ``EffectvUsage`` under Fair Tree: the budget's usage over its parent's (a subtree's
+    usage includes its sub-budgets', so this is its fraction of the usage under its parent); a
+    root, with no parent, 1 when it has usage. 0 when there is no usage to divide by."""
+    whole = own.usage if parent is None else parent.usage
+    return float(own.usage / whole) if whole else 0.0
 
 
 def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
@@ -201,6 +212,7 @@ def budget_standings(
                 demand_gpu_hours=_hours(f.demand),
                 owed_gpu_hours=_hours(owed(f.entitlement, f.demand)),
                 attainment=float(f.attainment) if f.attainment is not None else None,
+                effective_usage=_effective_usage(f, figures.get(str(budget.parent_id))),
                 running_gpus=subtree_sum(running, budget.id),
                 pending_workloads=subtree_sum(dict(pending), budget.id),
                 usage_curve_gpu_hours=[_hours(v) for v in curves.get(str(budget.id), ())],
