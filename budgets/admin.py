@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -23,6 +24,7 @@ from budgets.services import (
     load_tree,
     normalized_shares,
     request_ticks_everywhere,
+    tree_order,
 )
 
 
@@ -84,7 +86,7 @@ class WhatIfForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 14, "cols": 60, "style": "font-family: monospace"}),
         help_text="The simulator's shares file: 'shares:' then one 'path: N' per budget (path below the root).",
     )
-    window = forms.CharField(initial="7d", max_length=20, help_text="The recorded demand replayed, e.g. 7d, 36h.")
+    window = forms.CharField(initial="7d", max_length=20, help_text="The recorded demand replayed, e.g. 7d, 36h, 2w.")
     cluster = forms.ChoiceField(required=False)
 
 
@@ -150,13 +152,40 @@ def _actual_from_standing(result: dict[str, Any], cluster: str | None, now: Any)
     result["actual_is_standing"] = True
 
 
+class ParentListFilter(admin.RelatedFieldListFilter):
+    """The "By parent" filter: the budgets that have sub-budgets, by path in tree order, from the process's
+    budget tree (the default listed every budget, each ``str()`` walking its parents: a query per
+    level per budget, twice a page)."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[tuple[int, str]]:
+        from budgets.tree_memo import shared_tree
+
+        tree = shared_tree()
+        parents = {b.parent_id for b in tree.values()}
+        return [(pk, tree[pk].path) for pk in tree_order(tree) if pk in parents]
+
+
+class BudgetChangeList(ChangeList):
+    """The page's budgets with their parents from the process's budget tree, so each row's
+    ``str()`` (the action checkbox's label: the path) walks no parent by query."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        from budgets.tree_memo import shared_tree
+
+        super().get_results(request)
+        tree = shared_tree()
+        for budget in self.result_list:
+            if budget.parent_id in tree:
+                budget.parent = tree[budget.parent_id]
+
+
 @admin.register(Budget)
 class BudgetAdmin(admin.ModelAdmin):
     form = BudgetAdminForm
     inlines = [ShareChangeInline]
     change_list_template = "admin/budgets/budget/change_list.html"
     list_display = ["path", "shares", "normalized_share", "entitlement", "hold", "archived", "cap_gpu_hours", "on_cap"]
-    list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", "parent"]
+    list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", ("parent", ParentListFilter)]
     search_fields = ["name", "description"]
     autocomplete_fields = ["parent"]
     readonly_fields = ["archived_at", "created_at"]
@@ -167,6 +196,9 @@ class BudgetAdmin(admin.ModelAdmin):
         "created_at",
     ]
     actions = ["hold_budgets", "release_budgets", "archive_budgets", "download_statement"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return BudgetChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None):  # noqa: ANN201
         # One tree load per page instead of a parent walk per row. The admin instance is shared by
@@ -235,8 +267,24 @@ class BudgetAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/budgets/budget/what_if.html", context)
 
-    def get_ordering(self, request: HttpRequest) -> list[str]:
-        return ["parent__name", "name"]
+    def get_ordering(self, request: HttpRequest) -> list[Any]:
+        """Tree order (each budget followed by its sub-budgets, siblings live first, then by name:
+        ``services.tree_order``, the budgets page's order) from the process's budget tree
+        (``tree_memo``: no query while no budget changed), as one CASE on the id; a budget newer
+        than that tree goes last, by name."""
+        from django.db.models import Case, IntegerField, Value, When
+
+        from budgets.tree_memo import shared_tree
+
+        order = tree_order(shared_tree())
+        if not order:
+            return ["name"]
+        position = Case(
+            *(When(pk=pk, then=Value(n)) for n, pk in enumerate(order)),
+            default=Value(len(order)),
+            output_field=IntegerField(),
+        )
+        return [position.asc(), "name", "pk"]
 
     @admin.display(description="path")
     def path(self, obj: Budget) -> str:

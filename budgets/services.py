@@ -40,6 +40,38 @@ def budget_paths(tree: dict[int, Budget] | None = None) -> dict[int, str]:
     return {bid: b.path for bid, b in tree.items()}
 
 
+def tree_walk(tree: dict[int, Budget] | None = None) -> list[tuple[Budget, int]]:
+    """Every budget a root reaches, with its depth (a root 0), in tree order: each budget followed
+    by its sub-budgets, depth-first; siblings (and roots) live before archived, then by name, then
+    id. The one order of the budgets page, ``budgets/tree/``, ``fairway share`` and the admin."""
+    tree = load_tree() if tree is None else tree
+    children: dict[int | None, list[Budget]] = defaultdict(list)
+    for b in tree.values():
+        children[b.parent_id if b.parent_id in tree else None].append(b)
+    for kids in children.values():
+        kids.sort(key=lambda b: (b.archived_at is not None, b.name, b.id))
+    out: list[tuple[Budget, int]] = []
+    seen: set[int] = set()
+    stack = [(b, 0) for b in reversed(children[None])]
+    while stack:
+        b, depth = stack.pop()
+        if b.id in seen:
+            continue
+        seen.add(b.id)
+        out.append((b, depth))
+        stack.extend((c, depth + 1) for c in reversed(children[b.id]))
+    return out
+
+
+def tree_order(tree: dict[int, Budget] | None = None) -> list[int]:
+    """Every budget id in :func:`tree_walk`'s order; a budget no root reaches (a corrupt cycle of
+    parents) comes last, by name then id."""
+    tree = load_tree() if tree is None else tree
+    order = [b.id for b, _depth in tree_walk(tree)]
+    reached = set(order)
+    return order + [b.id for b in sorted(tree.values(), key=lambda b: (b.name, b.id)) if b.id not in reached]
+
+
 def ancestor_ids(budget: Budget, tree: dict[int, Budget] | None = None) -> list[int]:
     """Ids of ``budget`` and its ancestors, from ``budget`` up to the root."""
     tree = load_tree() if tree is None else tree

@@ -6,10 +6,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from accounts.oidc import sso_urls
 from config.api import NotFoundView
+from config.api_root import ApiRootView
 from scheduler import agent_install, cli_install, health
 from scheduler.prom import metrics_view
 
 api_v1 = [
+    path("", ApiRootView.as_view(), name="api-root"),
     path("", include("accounts.api.urls")),
     path("", include("budgets.api.urls")),
     path("", include("scheduler.api.urls")),

@@ -441,13 +441,31 @@ def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(w, out)
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
+    array = w.get("array")
+    what = _array_submitted(array) if array else f"#{w['id']} {w['name']}"
+    each = "each " if array and array["count"] > 1 else ""
     out.write(
-        f"submitted #{w['id']} {w['name']}: {w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
+        f"submitted {what}: {each}{w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
         f"budget {w['budget']}, {kind} — {w['state']}\n"
     )
     if w.get("group"):
         out.write(f"array group {w['group']}: fairway ls --group {w['group']}; fairway cancel --group {w['group']}\n")
     return EXIT_OK
+
+
+def _array_submitted(array: dict[str, Any]) -> str:
+    """``4 members #964–#967 (sweep[0]…sweep[3]), at most 2 at a time``: the ``array`` of a
+    submission's answer (ids listed one by one where another submission took ids between them)."""
+    ids, indices, count = array["members"], array["indices"], array["count"]
+    if count == 1:
+        return f"1 member #{ids[0]} ({array['name']}[{indices[0]}])"
+    if ids == list(range(ids[0], ids[0] + count)):
+        numbers = f"#{ids[0]}–#{ids[-1]}"
+    else:
+        numbers = ", ".join(f"#{i}" for i in ids[:5]) + (f", … #{ids[-1]}" if count > 5 else "")
+    names = f"{array['name']}[{indices[0]}]…{array['name']}[{indices[-1]}]"
+    limit = f", at most {array['limit']} at a time" if array.get("limit") else ""
+    return f"{count} members {numbers} ({names}){limit}"
 
 
 def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -819,7 +837,9 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 
 def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """The share tree like Slurm's ``sshare``: raw and normalized shares, raw and effective usage,
-    and the fair-share standing, from the one standing (``budgets/tree/``)."""
+    and the fair-share standing, from the one standing (``budgets/tree/``). ``EffectvUsage`` is
+    Slurm's under Fair Tree, the server's ``effective_usage``: the budget's usage over its parent's
+    (it printed usage over the cluster's GPU-hours in the window, computed here)."""
     trees = Api(config.server, config.token, escape=not args.json).call(
         "GET", "budgets/tree/", params={"cluster": args.cluster}
     )
@@ -827,7 +847,6 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(trees, out)
         return EXIT_OK
     for tree in trees:
-        capacity = tree["gpus"] * tree["window_s"] / 3600 or 1
         out.write(f"{tree['cluster']}: {tree['gpus']} GPUs, window {duration(tree['window_s'])} (GPU-hours)\n")
         table(
             tree["budgets"],
@@ -837,7 +856,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),
                 ("Committed", lambda b: f"{b['committed_gpu_hours']:.3f}"),
-                ("EffectvUsage", lambda b, cap=capacity: f"{b['usage_gpu_hours'] / cap:.6f}"),
+                ("EffectvUsage", lambda b: f"{b['effective_usage']:.6f}" if "effective_usage" in b else ""),
                 ("Entitled", lambda b: f"{b['entitlement_gpu_hours']:.3f}"),
                 ("Ratio", ratio_cell),
                 ("Rank", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
@@ -1133,7 +1152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
     p.add_argument("--cluster", "-c")
 
-    p = add("share", cmd_share, "the share tree like Slurm's sshare: shares, usage, ratio, rank")
+    p = add("share", cmd_share, "the share tree like sshare: shares, usage, EffectvUsage (÷ parent's), ratio, rank")
     p.add_argument("--cluster", "-c")
 
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
@@ -1141,7 +1160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=float, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
-    p.add_argument("--since", default="7d", help="how far back, e.g. 7d, 36h (default 7d)")
+    p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
     p.add_argument("--cluster", "-c")
     p.add_argument("--limit", type=int, default=1000)

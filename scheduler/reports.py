@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from budgets.models import Budget
-from budgets.services import budget_paths
+from budgets.services import budget_paths, tree_walk
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
@@ -66,6 +66,9 @@ class BudgetStanding:
     demand_gpu_hours: float
     owed_gpu_hours: float
     attainment: float | None
+    effective_usage: float = 0.0
+    """Slurm's ``EffectvUsage`` (Fair Tree): U(b) ÷ U(parent), the budget's share of its parent's
+    usage (its siblings' and its own); a root 1 when it has usage; 0 when the parent has none."""
     running_gpus: int = 0
     pending_workloads: int = 0
     usage_curve_gpu_hours: list[float] = field(default_factory=list)
@@ -116,19 +119,12 @@ def _significant(value: float, digits: int) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _tree_order(tree: dict[int, Budget]) -> list[tuple[Budget, int]]:
-    children: dict[int | None, list[Budget]] = defaultdict(list)
-    for b in tree.values():
-        children[b.parent_id if b.parent_id in tree else None].append(b)
-    out: list[tuple[Budget, int]] = []
-
-    def visit(parent: int | None, depth: int) -> None:
-        for b in sorted(children.get(parent, ()), key=lambda b: (b.archived_at is not None, b.name, b.id)):
-            out.append((b, depth))
-            visit(b.id, depth + 1)
-
-    visit(None, 0)
-    return out
+def _effective_usage(own: BudgetFigures, parent: BudgetFigures | None) -> float:
+    """Slurm's ``EffectvUsage`` under Fair Tree: the budget's usage over its parent's (a subtree's
+    usage includes its sub-budgets', so this is its fraction of the usage under its parent); a
+    root, with no parent, 1 when it has usage. 0 when there is no usage to divide by."""
+    whole = own.usage if parent is None else parent.usage
+    return float(own.usage / whole) if whole else 0.0
 
 
 def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
@@ -188,7 +184,7 @@ def budget_standings(
         return values.get(str(bid), 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
 
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
-    order = _tree_order(tree)
+    order = tree_walk(tree)
     texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
     for (budget, depth), text in zip(order, texts, strict=True):
         f = figures.get(str(budget.id))
@@ -216,6 +212,7 @@ def budget_standings(
                 demand_gpu_hours=_hours(f.demand),
                 owed_gpu_hours=_hours(owed(f.entitlement, f.demand)),
                 attainment=float(f.attainment) if f.attainment is not None else None,
+                effective_usage=_effective_usage(f, figures.get(str(budget.parent_id))),
                 running_gpus=subtree_sum(running, budget.id),
                 pending_workloads=subtree_sum(dict(pending), budget.id),
                 usage_curve_gpu_hours=[_hours(v) for v in curves.get(str(budget.id), ())],

@@ -366,7 +366,8 @@ def do_submit_workload(
         the wall-time limit per attempt (M..``MAX_RUNTIME_LIMIT_S``); ``retries`` re-runs after a
         non-zero exit (0..``MAX_RETRIES``); ``after`` lists ``ID[:ok|any]`` the workload waits for;
         ``array`` (``0-99%10``) creates one workload per index in one ArrayGroup and returns the
-        first (the others are ``workload.group.members``); a ``dry_run`` returns one unsaved workload
+        first (the others are ``workload.group.members``; ``workload.submitted_members`` lists
+        every workload created, the first included, in index order); a ``dry_run`` returns one unsaved workload
         without group or dependencies.
     """
     problems: list[FieldProblem] = []
@@ -525,6 +526,7 @@ def do_submit_workload(
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())
         first: Workload | None = None
+        members: list[Workload] = []
         for index in jobs.indices:
             member_env = dict(stored_env)
             if index is not None:
@@ -569,8 +571,10 @@ def do_submit_workload(
                 },
             )
             first = first or workload
+            members.append(workload)
         request_tick_on_commit(the_cluster.id)
     assert first is not None  # noqa: S101 -- jobs.indices is never empty
+    first.submitted_members = members  # type: ignore[attr-defined] -- every workload of this submission
     return first
 
 

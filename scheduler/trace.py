@@ -200,22 +200,32 @@ def select_jobs(
 
 # --- durations ---------------------------------------------------------------------------------
 
-_DURATION_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+DURATION_RE = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+"""Weeks, days, hours, minutes, seconds, each at most once and in that order (``2w3d``, ``6d12h``):
+the one grammar of durations, here and in the scenario files."""
+
+DURATION_FORMS = "90s, 30m, 2h, 1d, 2w, 6d12h, 0"
+"""Examples of every unit, for error messages and help."""
+
+
+def duration_seconds(match: re.Match[str]) -> int:
+    """Seconds of a :data:`DURATION_RE` match."""
+    weeks, days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def parse_duration(text: str) -> int:
-    """Seconds of a duration like ``90s``, ``30m``, ``2h``, ``1d``, ``6d12h`` or a plain number of seconds.
+    """Seconds of a duration like ``90s``, ``30m``, ``2h``, ``1d``, ``2w``, ``6d12h`` or a plain number of seconds.
 
     Raises ``ValueError`` on anything else (the same grammar as the scenario files).
     """
     raw = text.strip().lower()
     if raw.isdigit():
         return int(raw)
-    match = _DURATION_RE.match(raw)
+    match = DURATION_RE.match(raw)
     if not raw or match is None or not any(match.groups()):
-        raise ValueError(f"{text!r} is not a duration (examples: 90s, 30m, 2h, 1d, 6d12h, 0)")
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        raise ValueError(f"{text!r} is not a duration (examples: {DURATION_FORMS})")
+    return duration_seconds(match)
 
 
 def format_duration(seconds: float) -> str:

@@ -93,6 +93,10 @@ class BudgetStandingSerializer(serializers.Serializer):
     attainment = serializers.FloatField(
         allow_null=True, help_text="U ÷ min(E, demand) over the window, capped at 1 (DESIGN.md §8)"
     )
+    effective_usage = serializers.FloatField(
+        help_text="Slurm's EffectvUsage (Fair Tree): U(b) ÷ U(parent), its fraction of the usage under its "
+        "parent; a root 1 when it has usage; 0 when there is none"
+    )
     running_gpus = serializers.IntegerField()
     pending_workloads = serializers.IntegerField()
 

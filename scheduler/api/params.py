@@ -12,7 +12,7 @@ from scheduler.trace import parse_duration
 MAX_BACK = timedelta(days=400)
 """The furthest back an instant may be given as a duration (``400d``)."""
 
-INSTANT_HELP = "a duration back from now (e.g. 7d, 36h) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
+INSTANT_HELP = "a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
 
 
 def _iso(raw: str) -> datetime | None:
@@ -31,7 +31,7 @@ def _iso(raw: str) -> datetime | None:
 
 def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) -> datetime:
     """The instant query parameter ``name`` means: ``default`` when absent; a duration back from
-    ``now`` (``7d``, ``36h``, ``90m``: :func:`~scheduler.trace.parse_duration`, 1s to 400d); or an
+    ``now`` (``2w``, ``7d``, ``36h``, ``90m``: :func:`~scheduler.trace.parse_duration`, 1s to 400d); or an
     ISO 8601 date or date-time. Anything else is a 400 ``invalid`` saying both forms.
     ``metrics/pyramid/`` (``since``, ``until``) and ``workloads/history/`` (``since``) read it."""
     if not raw:

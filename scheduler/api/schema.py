@@ -8,7 +8,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers
 
-from scheduler.api.serializers import QuoteSerializer, WorkloadDetailSerializer, WorkloadSubmitSerializer
+from scheduler.api.serializers import (
+    QuoteSerializer,
+    WorkloadDetailSerializer,
+    WorkloadSubmitSerializer,
+    WorkloadSubmittedSerializer,
+)
 
 
 class LogPartSerializer(serializers.Serializer):
@@ -37,7 +42,7 @@ def describe_workload_views(viewset: type) -> None:
                 OpenApiParameter("cluster", OpenApiTypes.STR, description="cluster name"),
             ]
         ),
-        create=extend_schema(request=WorkloadSubmitSerializer, responses={201: WorkloadDetailSerializer}),
+        create=extend_schema(request=WorkloadSubmitSerializer, responses={201: WorkloadSubmittedSerializer}),
         cancel=extend_schema(request=None, responses=WorkloadDetailSerializer),
         quote=extend_schema(request=WorkloadSubmitSerializer, responses=QuoteSerializer),
         logs=extend_schema(

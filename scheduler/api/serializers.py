@@ -762,6 +762,46 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
 
 
+class SubmittedArraySerializer(serializers.Serializer):
+    """What an array submission created: every member, in index order."""
+
+    group = serializers.IntegerField(help_text="the array group (``groups/{id}/``)")
+    name = serializers.CharField(help_text="the name the members share (each is ``name[index]``)")
+    spec = serializers.CharField(help_text="the array as submitted, e.g. 0-99%10")
+    limit = serializers.IntegerField(allow_null=True, help_text="at most this many members run at once")
+    count = serializers.IntegerField(help_text="how many members were submitted")
+    members = serializers.ListField(child=serializers.IntegerField(), help_text="the members' ids, in index order")
+    indices = serializers.ListField(child=serializers.IntegerField(), help_text="their indices, in the same order")
+
+
+class WorkloadSubmittedSerializer(WorkloadDetailSerializer):
+    """The answer to a submission: the workload (an array's first member) and, for an array, what
+    the submission created (``array``; null otherwise). Read from the rows the service just wrote:
+    no query."""
+
+    array = serializers.SerializerMethodField()
+
+    class Meta(WorkloadDetailSerializer.Meta):
+        fields = [*WorkloadDetailSerializer.Meta.fields, "array"]
+        read_only_fields = fields
+
+    @extend_schema_field(SubmittedArraySerializer(allow_null=True))
+    def get_array(self, obj: Workload) -> dict[str, Any] | None:
+        group = obj.group
+        if group is None:
+            return None
+        members = getattr(obj, "submitted_members", None) or [obj]
+        return {
+            "group": group.pk,
+            "name": group.name,
+            "spec": group.spec,
+            "limit": group.limit,
+            "count": len(members),
+            "members": [w.pk for w in members],
+            "indices": [w.array_index for w in members],
+        }
+
+
 class ClusterSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     """A cluster with its registered (not removed) hardware, by GPU model."""
 

@@ -30,6 +30,7 @@ from scheduler.api.serializers import (
     WorkloadDetailSerializer,
     WorkloadListSerializer,
     WorkloadSubmitSerializer,
+    WorkloadSubmittedSerializer,
 )
 from scheduler.models import (
     GPU,
@@ -182,7 +183,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 [workload], *[p for p in self.detail_prefetches() if p.prefetch_to == "dependencies"]
             )
         as_never_started(workload)
-        data = WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
+        data = WorkloadSubmittedSerializer(workload, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -7,7 +7,6 @@ problem; nothing here raises anything else on bad input.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,9 +15,9 @@ from typing import Any
 import yaml
 
 from scheduler.sizes import SizeError, parse_size
+from scheduler.trace import DURATION_RE, duration_seconds
 
 DEFAULT_START = "2026-01-05T00:00:00Z"
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 STEP_KINDS = {
     "tick",
@@ -81,7 +80,7 @@ class ScenarioError(Exception):
 
 
 def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
-    """``90s``, ``2h1m``, ``6d12h``, ``0`` (or an integer of seconds) → seconds."""
+    """``90s``, ``2h1m``, ``6d12h``, ``2w``, ``0`` (or an integer of seconds) → seconds."""
     if isinstance(value, bool):
         raise ScenarioError(file, key, f"{value!r} is not a duration")
     if isinstance(value, int):
@@ -93,11 +92,10 @@ def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
     text = value.strip()
     if text == "0":
         return 0
-    m = _DURATION.match(text)
+    m = DURATION_RE.match(text)
     if not text or not m or not any(m.groups()):
-        raise ScenarioError(file, key, f"{value!r} is not a duration like 90s, 30m, 2h, 1d or 0")
-    d, h, mi, s = (int(x) if x else 0 for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + s
+        raise ScenarioError(file, key, f"{value!r} is not a duration like 90s, 30m, 2h, 1d, 2w or 0")
+    return duration_seconds(m)
 
 
 def parse_start(value: Any, file: str) -> int:

@@ -102,6 +102,21 @@ def test_history_and_pyramid_read_since_alike(researcher_client, cluster):
         assert "ISO 8601" in refused.json()["since"][0]
 
 
+def test_history_since_takes_weeks(preempted_once, researcher, researcher_client, monkeypatch):
+    """tryout: ``fairway history --since 1w`` (and ``?since=1w``) was refused: days and hours only."""
+    w, at = preempted_once
+    answer = researcher_client.get("/api/v1/workloads/history/", {"since": "1w"})
+    assert answer.status_code == 200 and answer.json()["count"] == 1
+    assert answer.json()["since"][:10] == str((at - timedelta(weeks=1)).date())
+    assert researcher_client.get("/api/v1/workloads/history/", {"since": "2w3d"}).json()["count"] == 1
+    assert researcher_client.get("/api/v1/metrics/pyramid/", {"since": "1w"}).status_code == 200
+    refused = researcher_client.get("/api/v1/workloads/history/", {"since": "1.5w"})
+    assert refused.status_code == 400 and "7d" in refused.json()["since"][0] and "2w" in refused.json()["since"][0]
+    assert researcher_client.get("/api/v1/workloads/history/", {"since": "60w"}).status_code == 400  # past 400d
+    table = run_cli(monkeypatch, researcher, "history", "--since", "1w")
+    assert f"{w.pk}.1" in table and "preempted" in table
+
+
 def test_cli_ls_show_history_and_share(preempted_once, researcher, monkeypatch):
     w, _at = preempted_once
     out = run_cli(monkeypatch, researcher, "ls")

@@ -194,3 +194,44 @@ def test_the_what_if_prints_both_entitlements_to_one_decimal(admin_web, cluster,
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
         for cell in cells[2:4]:
             assert cell.strip() == "–" or re.fullmatch(r"[\d,]+\.\d", cell.strip()), cells
+
+
+def test_budget_changelist_is_in_tree_order_with_bounded_queries(admin_web, org_tree):
+    """tryout: the list was sorted by parent name then name (olmo, tulu, nlp, vision, sam): each
+    budget now comes before its sub-budgets, depth-first, siblings by name."""
+    import re
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from budgets.services import do_create_budget
+
+    def paths() -> list[str]:
+        page = admin_web.get(reverse("admin:budgets_budget_changelist")).content.decode()
+        return re.findall(r'<th class="field-path"><a href="[^"]+">([^<]+)</a>', page)
+
+    assert paths() == ["org", "nlp", "nlp/olmo", "nlp/tulu", "vision", "vision/sam"]
+    do_create_budget(name="alpha", parent=org_tree["vision"])
+    do_create_budget(name="aaa", parent=org_tree["org"])  # a sibling sorted before nlp
+    assert paths() == ["org", "aaa", "nlp", "nlp/olmo", "nlp/tulu", "vision", "vision/alpha", "vision/sam"]
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            paths()
+        return len(ctx.captured_queries)
+
+    before = queries()
+    for n in range(5):
+        do_create_budget(name=f"team{n}", parent=org_tree["nlp"])
+    queries()  # the tree is loaded again once after a change
+    assert queries() == before
+
+
+def test_tree_order_lists_every_budget_even_on_a_corrupt_cycle(org_tree):
+    from budgets.models import Budget
+    from budgets.services import tree_order
+
+    Budget.objects.filter(pk=org_tree["nlp"].pk).update(parent=org_tree["nlp/olmo"])
+    order = tree_order()
+    ids = {b.pk: path for path, b in org_tree.items()}
+    assert [ids[pk] for pk in order] == ["org", "vision", "vision/sam", "nlp", "nlp/olmo", "nlp/tulu"]

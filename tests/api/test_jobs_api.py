@@ -45,6 +45,26 @@ def test_an_array_with_options_is_submitted_and_listed_as_a_group(
     assert outside == {"name": "datasets", "container_path": "/datasets", "read_only": True}
 
 
+def test_an_array_submission_answers_with_every_member(researcher_client, submission, cluster):
+    """tryout: the answer to an array submission named only its first member (the CLI printed
+    "submitted #964 sweep[0]" for 4 members); ``array`` lists what the submission created."""
+    body = _submit(researcher_client, submission(name="sweep", array="0-3%2", gpu_count=1)).json()
+    ids = list(Workload.objects.order_by("array_index").values_list("pk", flat=True))
+    assert body["id"] == ids[0] and body["name"] == "sweep[0]"
+    assert body["array"] == {
+        "group": body["group"],
+        "name": "sweep",
+        "spec": "0-3%2",
+        "limit": 2,
+        "count": 4,
+        "members": ids,
+        "indices": [0, 1, 2, 3],
+    }
+    single = _submit(researcher_client, submission(gpu_count=1)).json()
+    assert single["array"] is None and single["group"] is None
+    assert "array" not in researcher_client.get(f"/api/v1/workloads/{body['id']}/").json()  # the answer only
+
+
 def test_only_the_owner_or_a_manager_cancels_a_group(researcher_client, outsider_client, submission, cluster):
     body = _submit(researcher_client, submission(array="0-1", gpu_count=1)).json()
     refused = outsider_client.post(f"/api/v1/groups/{body['group']}/cancel/")
@@ -127,6 +147,8 @@ def test_the_schema_describes_the_job_options(db):
     assert {"mounts", "max_runtime", "retries", "after", "array"} <= set(submit)
     detail = schema["components"]["schemas"]["WorkloadDetail"]["properties"]
     assert {"mounts", "max_runtime_s", "retries", "retries_used", "after", "group", "array_index"} <= set(detail)
+    submitted = schema["components"]["schemas"]["WorkloadSubmitted"]["properties"]
+    assert set(detail) < set(submitted) and "array" in submitted
 
 
 @pytest.mark.parametrize("body", [{"email": "x"}, {"unknown": 1}, {"email_kinds": ["failed"], "emails": ["started"]}])

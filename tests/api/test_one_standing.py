@@ -92,6 +92,7 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
             "demand_gpu_hours",
             "owed_gpu_hours",
             "attainment",
+            "effective_usage",
         ):
             assert api[path][field] == getattr(b, field), (path, field)
 
@@ -115,6 +116,18 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         line = next(ln for ln in cli_out.splitlines() if re.match(rf"\s*{b.name}\s", ln))
         assert f"{b.ratio_text}×" in line.split()
         assert (f"{b.attainment * 100:.1f}%" if b.attainment is not None else "-") in line.split()
+
+    # fairway share: EffectvUsage is the standing's, Slurm's Fair Tree one (usage over the parent's);
+    # tryout: it printed usage over the cluster's GPU-hours, computed by the CLI
+    nlp, org = rows["nlp"], rows["org"]
+    assert olmo.effective_usage == pytest.approx(olmo.usage_gpu_hours / nlp.usage_gpu_hours, rel=1e-3)
+    assert 0 < tulu.effective_usage < 1 and olmo.effective_usage + tulu.effective_usage == pytest.approx(1)
+    assert nlp.effective_usage + rows["vision"].effective_usage == pytest.approx(1) and org.effective_usage == 1.0
+    share_out = run_cli(monkeypatch, researcher, "share")
+    columns = share_out.splitlines()[1].split()
+    for b in (org, nlp, olmo, tulu, sam):
+        line = next(ln for ln in share_out.splitlines() if re.match(rf"\s*{b.name}\s", ln))
+        assert line.split()[columns.index("EffectvUsage")] == f"{b.effective_usage:.6f}", b.path
 
     # Admin what-if over the lookback window: the actual column is the standing
     admin_client = APIClient()

@@ -32,7 +32,7 @@ def test_schema_is_valid_and_lists_every_endpoint(db):
         "/api/v1/metrics/",
     }
     submit = schema["paths"]["/api/v1/workloads/"]["post"]["responses"]
-    assert submit["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkloadDetail")
+    assert submit["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/WorkloadSubmitted")
     assert submit["400"]["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
 
 
@@ -52,3 +52,27 @@ def test_unknown_api_paths_answer_in_the_error_format(researcher_client):
         assert response.json() == {"detail": "Not found.", "code": "not_found"}
     redirect = researcher_client.get("/api/v1/me")
     assert (redirect.status_code, redirect["Location"]) == (301, "/api/v1/me/")
+
+
+def test_api_root_lists_the_endpoints(researcher_client):
+    """tryout: the README says "REST API v1 at `/api/v1/`" and ``GET /api/v1/`` answered 404."""
+    response = researcher_client.get("/api/v1/")
+    assert response.status_code == 200
+    links = response.json()
+    for key in ("me", "tokens", "budgets", "budgets/tree", "workloads", "workloads/history", "clusters"):
+        assert links[key] == f"http://testserver/api/v1/{key}/", key
+    for key in ("hosts", "groups", "metrics", "metrics/pyramid", "notifications", "auth/login"):
+        assert key in links, key
+    assert links["schema"] == "http://testserver/api/schema/" and links["docs"] == "http://testserver/api/docs/"
+    assert not any("{" in url or url.endswith("/api/v1/") for url in links.values())
+    for key, url in links.items():
+        if key not in ("schema", "docs", "auth/logout"):
+            assert researcher_client.get(url).status_code in (200, 405), key  # an endpoint (405: POST only)
+
+
+def test_api_root_is_authenticated_and_in_the_schema(db):
+    response = APIClient().get("/api/v1/")
+    assert response.status_code == 401 and response.json()["code"] == "not_authenticated"
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    root = schema["paths"]["/api/v1/"]["get"]
+    assert root["summary"] == "The API's endpoints" and "200" in root["responses"]

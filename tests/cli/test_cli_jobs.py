@@ -17,6 +17,10 @@ def test_an_array_with_every_option_then_ls_show_and_cancel_the_group(logged_in,
     group = ArrayGroup.objects.get()
     assert f"array group {group.pk}: fairway ls --group {group.pk}" in out
     first = group.members.order_by("array_index").first()
+    # tryout: it printed "submitted #N python[0]" only; every member, their ids, the limit
+    assert out.startswith(
+        f"submitted 3 members #{first.pk}–#{first.pk + 2} (python[0]…python[2]), at most 1 at a time: each 1 ×"
+    )
     assert (first.max_runtime_s, first.retries, first.mounts[0]["name"]) == (7200, 1, "datasets")
 
     code, out, err = logged_in("submit", "-b", "nlp/olmo", "-m", "A100", "-M", "1h",
@@ -36,6 +40,18 @@ def test_an_array_with_every_option_then_ls_show_and_cancel_the_group(logged_in,
 
     code, out, _ = logged_in("cancel", "--group", str(group.pk))
     assert (code, out.strip()) == (EXIT_OK, f"array group {group.pk}: 3 workloads canceled or stopping")
+
+
+def test_array_submitted_words() -> None:
+    """The line of ``fairway submit --array``: a range where the ids follow each other, else the ids."""
+    from fairway_cli.cli import _array_submitted
+
+    array = {"name": "sweep", "limit": None, "count": 3, "members": [5, 6, 7], "indices": [1, 3, 5]}
+    assert _array_submitted(array) == "3 members #5–#7 (sweep[1]…sweep[5])"
+    gaps = {**array, "limit": 2, "count": 7, "members": [5, 7, 9, 11, 13, 15, 17], "indices": list(range(7))}
+    assert _array_submitted(gaps) == "7 members #5, #7, #9, #11, #13, … #17 (sweep[0]…sweep[6]), at most 2 at a time"
+    one = {**array, "count": 1, "members": [5], "indices": [0]}
+    assert _array_submitted(one) == "1 member #5 (sweep[0])"
 
 
 def test_ls_of_a_group_that_does_not_exist_is_an_error(logged_in, cluster):  # noqa: F811

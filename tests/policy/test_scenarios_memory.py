@@ -53,7 +53,9 @@ def test_unknown_budget_in_setup_is_a_scenario_error(tmp_path: Path) -> None:
         run_scenario(str(f), MemoryBackend())
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("2h1m", 7260), ("6d12h", 561600), ("0", 0), (0, 0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("2h1m", 7260), ("6d12h", 561600), ("1w", 604800), ("0", 0), (0, 0)]
+)
 def test_durations(text: str | int, seconds: int) -> None:
     assert parse_duration(text) == seconds
 

@@ -37,13 +37,24 @@ def job(job_id: int = 1, *, vc: str = "abc", duration: int = 600, gpus: int = 1,
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("0", 0), ("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400), ("6d12h", 561600)],
+    [
+        ("0", 0),
+        ("90", 90),
+        ("90s", 90),
+        ("30m", 1800),
+        ("2h", 7200),
+        ("1d", 86400),
+        ("6d12h", 561600),
+        ("1w", 604800),
+        ("2W", 1209600),
+        ("1w2d3h", 788400),
+    ],
 )
 def test_parse_duration(text: str, seconds: int) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "h", "2x", "-5", "1.5h", "2h1d"])
+@pytest.mark.parametrize("text", ["", "h", "w", "2x", "-5", "1.5h", "2h1d", "1d2w", "1.5w", "1w1w", "1week"])
 def test_parse_duration_rejects_garbage(text: str) -> None:
     with pytest.raises(ValueError, match="is not a duration"):
         parse_duration(text)
