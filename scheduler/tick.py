@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Case, Max, Value, When
@@ -363,11 +364,19 @@ def _apply_host_states(
             result.host_states[name] = str(state)
 
 
+class ReasonRow(NamedTuple):
+    """A pending workload's reason to store: its pk, reason code and detail."""
+
+    pk: int
+    reason: str
+    detail: dict[str, object]
+
+
 def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> int:
     """Store each pending workload's reason; only rows whose reason or detail changed are written,
     and only while still pending (a cancel committed since the snapshot keeps its cleared reason).
     Returns how many of them had no reason yet (new or requeued since the last tick)."""
-    changed: list[Workload] = []
+    changed: list[ReasonRow] = []
     arrivals = 0
     pk_of = index.pk_of()
     for wid_s, info in pending.items():
@@ -377,42 +386,47 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         reason, detail = str(info.reason), dict(info.detail)
         before = index.pending_reason[wid]
         if before != (reason, detail):
-            changed.append(Workload(pk=wid, pending_reason=reason, pending_detail=detail))
+            changed.append(ReasonRow(wid, reason, detail))
             arrivals += not before[0]
     if not changed:
         return 0
+    changed.sort()  # by pk: rows are locked in one order, as everywhere else
     if connection.vendor == "postgresql":
         _write_reasons_pg(changed)
     else:
         still_pending = set(
             Workload.objects.select_for_update()
-            .filter(pk__in=[w.pk for w in changed], state=Workload.State.PENDING)
+            .filter(pk__in=[r.pk for r in changed], state=Workload.State.PENDING)
             .order_by("pk")
             .values_list("pk", flat=True)
         )
-        changed = [w for w in changed if w.pk in still_pending]
+        changed = [r for r in changed if r.pk in still_pending]
         if changed:
-            Workload.objects.bulk_update(changed, ["pending_reason", "pending_detail"], batch_size=500)
+            Workload.objects.bulk_update(
+                [Workload(pk=r.pk, pending_reason=r.reason, pending_detail=r.detail) for r in changed],
+                ["pending_reason", "pending_detail"],
+                batch_size=500,
+            )
     _cap_estimates(changed)
     _clear_estimates(changed)
     return arrivals
 
 
-def _clear_estimates(changed: list[Workload]) -> None:
+def _clear_estimates(changed: list[ReasonRow]) -> None:
     """A workload that now waits on a hold, a cap, hardware or a dependency (``NOT_ESTIMABLE``)
     has no estimated start, as its words say: its stored one, found before that wait, is cleared in
     the same transaction rather than shown beside the reason until the next estimates run (up to
     ``ESTIMATE_INTERVAL_S``). One UPDATE, only when such a reason was written."""
     from scheduler.estimates import NOT_ESTIMABLE
 
-    waiting = [w.pk for w in changed if w.pending_reason in NOT_ESTIMABLE]
+    waiting = [r.pk for r in changed if r.reason in NOT_ESTIMABLE]
     if waiting:
         Workload.objects.filter(pk__in=waiting, state=Workload.State.PENDING, estimated_start__isnull=False).update(
             estimated_start=None
         )
 
 
-def _cap_estimates(changed: list[Workload]) -> None:
+def _cap_estimates(changed: list[ReasonRow]) -> None:
     """A workload given a reservation starts by its latest start (``reservation_latest``: the
     reservation's start plus the grace, §3.8): its stored estimate, which the lists, the API and
     the CLI show, is capped in the same transaction, so no surface shows a later start than the
@@ -424,41 +438,33 @@ def _cap_estimates(changed: list[Workload]) -> None:
     from scheduler.sim.estimate import reservation_latest
 
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
-    for w in changed:
-        start = w.pending_detail.get("reserved_start")
+    for r in changed:
+        start = r.detail.get("reserved_start")
         if not isinstance(start, int | float):
             continue
         latest = datetime.fromtimestamp(reservation_latest(start, grace), tz=UTC)
-        Workload.objects.filter(pk=w.pk, state=Workload.State.PENDING).filter(
+        Workload.objects.filter(pk=r.pk, state=Workload.State.PENDING).filter(
             Q(estimated_start__isnull=True) | Q(estimated_start__gt=latest)
         ).update(estimated_start=latest)
 
 
-REASON_CHUNK = 2000
-"""Rows per ``UPDATE … FROM (VALUES …)`` statement when writing pending reasons on PostgreSQL."""
+def _write_reasons_pg(changed: list[ReasonRow]) -> None:
+    """Write reasons with one ``UPDATE … FROM unnest(ids, reasons, details)``, only on rows still
+    pending: three array parameters, whatever the number of rows.
 
-
-def _write_reasons_pg(changed: list[Workload]) -> None:
-    """Write reasons with one ``UPDATE … FROM (VALUES …)`` per chunk, only on rows still pending.
-
-    Django's ``bulk_update`` builds a CASE expression per row and field in Python, which
-    dominates a tick with thousands of pending workloads; the condition on ``state``
-    does the job of a row lock (a cancel committed meanwhile keeps its cleared reason).
+    Django's ``bulk_update`` builds a CASE expression per row and field in Python, and a
+    ``VALUES`` list of three placeholders per row costs the driver its conversion per row; both
+    dominated a tick with thousands of pending workloads. The condition on ``state`` does the job
+    of a row lock (a cancel committed meanwhile keeps its cleared reason).
     """
     table = Workload._meta.db_table
-    for i in range(0, len(changed), REASON_CHUNK):
-        chunk = sorted(changed[i : i + REASON_CHUNK], key=lambda w: w.pk)
-        rows = ", ".join(["(%s, %s, %s::jsonb)"] * len(chunk))
-        params: list[object] = []
-        for w in chunk:
-            params.extend([w.pk, w.pending_reason, json.dumps(w.pending_detail)])
-        with connection.cursor() as cur:
-            cur.execute(
-                f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
-                f"FROM (VALUES {rows}) AS v(id, reason, detail) "
-                "WHERE w.id = v.id AND w.state = 'pending'",
-                params,
-            )
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[]::jsonb[]) AS v(id, reason, detail) "
+            "WHERE w.id = v.id AND w.state = 'pending'",
+            [[r.pk for r in changed], [r.reason for r in changed], [json.dumps(r.detail) for r in changed]],
+        )
 
 
 def _describe(gpus: tuple[p.GpuRef, ...]) -> str:
