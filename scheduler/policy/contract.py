@@ -358,7 +358,7 @@ class RoomBase:
     held: set[str]
     """Budgets holding GPUs of allocated work here (not leaving): no vacating unless all are allowed."""
 
-    def over_time(self, allowed: Container[str], now: int) -> tuple[int, list[tuple[int, int]], int]:
+    def over_time(self, allowed: frozenset[str], now: int) -> tuple[int, list[tuple[int, int]], int]:
         """:meth:`HostRoom.over_time` for a workload whose rule 2 allows ``allowed``."""
         room_now = self.unalloc
         for v, g in self.unprotected.items():
@@ -373,9 +373,9 @@ class RoomBase:
         have = self.free
         return have, events, have + sum(g for _, g in events)
 
-    def vacated_at(self, allowed: Container[str], now: int) -> int | None:
+    def vacated_at(self, allowed: frozenset[str], now: int) -> int | None:
         """:meth:`HostRoom.vacated_at` for a workload whose rule 2 allows ``allowed``."""
-        if self.nominated or any(v not in allowed for v in self.held):
+        if self.nominated or not self.held <= allowed:
             return None
         t = now
         for r, _ in self.leaving:

@@ -74,17 +74,18 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     agg = ps.standing.agg
     held = ps.standing.agg_held
     best: Best | None = None
+    reserved = ps.reserved
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
-        if not hv.active or hv.name in ps.reserved:
+        if not hv.active or hv.name in reserved:
             continue
         # Upper bound on the room ever made here: healthy GPUs less allocated work that is
-        # never room for w (forbidden by rule 2, or its own budget's).
-        bound = len(hv.healthy) - held.get(hv.name, 0)
-        per = agg.get(hv.name)
-        if allowed and per:
-            bound += _allowed_work(per, allowed)
-        if bound < n:
-            continue
+        # never room for w (forbidden by rule 2, or its own budget's); the allowed budgets'
+        # work is summed only when the rest falls short of w.
+        short = n - len(hv.healthy) + held.get(hv.name, 0)
+        if short > 0:
+            per = agg.get(hv.name)
+            if not (allowed and per) or _allowed_work(per, allowed) < short:
+                continue
         key = (hv.name, version.get(hv.name, 0), allowed)
         room = cache.get(key)
         if room is None:

@@ -10,10 +10,14 @@ the full path when reasons are wanted. :class:`SkipRuns` is the part of a pass t
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 import scheduler.policy.reasons as reasons
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.types import PendingInfo, Workload
+
+shape_of: Callable[[Workload], tuple[str, int, int | None, int | None]] = attrgetter("model", "gpus", "cpus", "memory")
+"""What a run without reasons keys its least M skipped by: (model, GPUs, CPUs, memory)."""
 
 
 class SkipRuns(PassState):
@@ -82,24 +86,22 @@ class SkipRuns(PassState):
         noms, skipped, reserved = self.noms, self._skipped, self.dec.reserved_start
         least: dict[tuple[str, int, int | None, int | None], int] = {}
         if first.id not in reserved:
-            least[first.model, first.gpus, first.cpus, first.memory] = first.min_runtime
+            least[shape_of(first)] = first.min_runtime
 
         def end(q: list[Workload], i: int) -> int:
-            n = len(q)
-            while i < n:
-                w = q[i]
-                if w.group is not None or w.id in noms:
+            for j in range(i, len(q)):
+                w = q[j]
+                if w.group is not None or (noms and w.id in noms):
                     if not skipped(w):
-                        return i
-                else:
-                    shape = (w.model, w.gpus, w.cpus, w.memory)
-                    m = least.get(shape)
-                    if m is None or w.min_runtime < m:
-                        if not skipped(w):
-                            return i
-                        if w.id not in reserved:
-                            least[shape] = w.min_runtime if m is None else min(m, w.min_runtime)
-                i += 1
-            return n
+                        return j
+                    continue
+                shape = shape_of(w)
+                m = least.get(shape)
+                if m is None or w.min_runtime < m:
+                    if not skipped(w):
+                        return j
+                    if w.id not in reserved:
+                        least[shape] = w.min_runtime if m is None else min(m, w.min_runtime)
+            return len(q)
 
         return end
