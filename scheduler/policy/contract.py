@@ -334,6 +334,84 @@ def host_room(
     return room
 
 
+@dataclass(slots=True)
+class RoomBase:
+    """What :func:`host_room` reads of one host for any allocated workload, before the workload,
+    rule 2 and ``now`` are applied (:func:`room_base`): a reservation's index of the room profile,
+    kept between passes per host version (``Standing.rooms``; a protection's end bumps it too).
+
+    Its answers are :meth:`HostRoom.over_time` and :meth:`HostRoom.vacated_at` of
+    ``host_room(state, hv, w, allowed, known, now)`` for every allocated ``w`` whose ``allowed``
+    (:meth:`PassState.room_budgets`) holds only budgets of the tree other than ``w``'s own
+    (tests/policy/test_contract.py compares them on random hosts)."""
+
+    free: int
+    unalloc: int
+    """GPUs of unallocated work not leaving: NOW for every allocated workload."""
+    nominated: bool
+    leaving: list[tuple[int | None, int]]
+    """``(release_at, GPUs)`` of each leaving attempt with healthy GPUs no one is nominated for."""
+    unprotected: dict[str, int]
+    """Budget → GPUs of its unprotected allocated work (NOW when allowed, else not room)."""
+    protected: dict[str, list[tuple[int | None, int, int]]]
+    """Budget → ``(protected_until, M, GPUs)`` of its protected allocated work (LATER when allowed)."""
+    held: set[str]
+    """Budgets holding GPUs of allocated work here (not leaving): no vacating unless all are allowed."""
+
+    def over_time(self, allowed: frozenset[str], now: int) -> tuple[int, list[tuple[int, int]], int]:
+        """:meth:`HostRoom.over_time` for a workload whose rule 2 allows ``allowed``."""
+        room_now = self.unalloc
+        for v, g in self.unprotected.items():
+            if v in allowed:
+                room_now += g
+        events = [(now, room_now)] if room_now else []
+        events.extend((now if r is None else max(now, r), g) for r, g in self.leaving)
+        for v, entries in self.protected.items():
+            if v in allowed:
+                events.extend((protection_end(pu, m, now), g) for pu, m, g in entries)
+        events.sort()
+        have = self.free
+        return have, events, have + sum(g for _, g in events)
+
+    def vacated_at(self, allowed: frozenset[str], now: int) -> int | None:
+        """:meth:`HostRoom.vacated_at` for a workload whose rule 2 allows ``allowed``."""
+        if self.nominated or not self.held <= allowed:
+            return None
+        t = now
+        for r, _ in self.leaving:
+            if r is not None and r > t:
+                t = r
+        for v, entries in self.protected.items():
+            if v in allowed:
+                for pu, m, _ in entries:
+                    t = max(t, protection_end(pu, m, now))
+        return t
+
+
+def room_base(state: ClusterState, hv: HostView) -> RoomBase:
+    """The :class:`RoomBase` of ``hv``: :func:`host_room`'s walk over its attempts, by budget."""
+    name = hv.name
+    nominated = state.nominated
+    base = RoomBase(len(hv.free), 0, bool(state.nominees.get(name)), [], {}, {}, set())
+    for aid in hv.attempts:
+        av = state.attempts[aid]
+        a = av.attempt
+        got = av.on_host.get(name, 0)
+        if av.stopping:
+            gone = sum(1 for g in a.gpus if g[0] == name and g[1] in hv.healthy and g not in nominated)
+            if gone:
+                base.leaving.append((a.release_at, gone))
+        elif not a.allocated:
+            base.unalloc += got
+        elif av.protected:
+            base.protected.setdefault(a.budget, []).append((a.protected_until, a.min_runtime, got))
+        else:
+            base.unprotected[a.budget] = base.unprotected.get(a.budget, 0) + got
+        if got and a.allocated and not av.stopping:
+            base.held.add(a.budget)
+    return base
+
+
 class RoomCounts(NamedTuple):
     """The totals of a :class:`HostRoom` that the pass's aggregates index (no instants).
 

@@ -244,7 +244,10 @@ class Pass(SkipRuns):
                 disp.done(w, False)
                 continue
             if skipped(w):
-                disp.skip_run(w, self._skipped_like(w))
+                if self.snap.with_reasons:
+                    disp.skip_run(w, self._skipped_like(w))
+                else:
+                    disp.skip_run_to(w, self._run_end_bare(w))
                 continue
             nominated = w.id in self.noms
             admitted = self._handle_allocated(w)

@@ -156,6 +156,17 @@ class Dispatcher:
         if i >= n:
             self._exhaust(leaf)
 
+    def skip_run_to(self, w: Workload, end: Callable[[list[Workload], int], int]) -> None:
+        """:meth:`skip_run` with the run's end found by ``end(queue, i)``: the index of the first
+        workload from ``i`` on that is not skipped (``len(queue)`` when none), handling each
+        skipped one as ``skipped`` does in :meth:`skip_run` (one call for the run)."""
+        leaf = w.budget
+        q = self.queues[leaf]
+        i = end(q, self.pos[leaf] + 1)
+        self.pos[leaf] = i
+        if i >= len(q):
+            self._exhaust(leaf)
+
     def _exhaust(self, leaf: str) -> None:
         node: str | None = leaf
         while node is not None:

@@ -106,7 +106,9 @@ def room_index_differences(
     standing: Standing, tree: BudgetTree, load: Mapping[str, int], workloads: Iterable[Workload]
 ) -> list[str]:
     """Hosts whose room profile, read from the kept index (``Standing.agg``), differs from a
-    fresh :func:`contract.host_room` over their attempts, for each allocated workload (tests)."""
+    fresh :func:`contract.host_room` over their attempts, for each allocated workload, and hosts
+    whose kept reservation base (``Standing.rooms``) at their version differs from a fresh
+    :func:`contract.room_base` (tests)."""
     out = []
     st = standing.state
     seen = set()
@@ -121,6 +123,9 @@ def room_index_differences(
             kept = contract.indexed_counts(st, hv, standing.agg.get(hv.name), classes)
             if fresh != kept:
                 out.append(f"room of {hv.name} for {w.id}: {kept} != {fresh}")
+    for name, (version, base) in standing.rooms.items():  # reservations' bases kept since their version
+        if version == st.version.get(name, 0) and base != contract.room_base(st, st.hosts[name]):
+            out.append(f"kept room base of {name}: {base} != {contract.room_base(st, st.hosts[name])}")
     return out
 
 

@@ -4,7 +4,8 @@ Room over time is the host's room profile (:func:`contract.host_room`): free GPU
 of attempts already stopping from their release (those nominated for another workload
 excepted), unallocated and allowed unprotected work now, allowed protected work at the end of
 its protection; on hosts where CPUs or memory can bind, the instant they suffice too (the later
-of the two). Each host's profile is kept per (host version, allowed budgets).
+of the two). Each host's profile is read from its :class:`contract.RoomBase`, kept between
+passes per host version; a pass keeps each host's answer per (host version, allowed budgets).
 """
 
 from __future__ import annotations
@@ -50,34 +51,49 @@ def _room(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> 
     return contract.host_room(ps.state, hv, w, allowed, ps.tree.budgets, ps.now)
 
 
+def _base(ps: PassState, hv: HostView) -> contract.RoomBase:
+    """``hv``'s :func:`contract.room_base`, kept between passes while its version stands."""
+    version = ps.state.version.get(hv.name, 0)
+    kept = ps.standing.rooms.get(hv.name)
+    if kept is None or kept[0] != version:
+        kept = ps.standing.rooms[hv.name] = (version, contract.room_base(ps.state, hv))
+    return kept[1]
+
+
 def _earliest_single(ps: PassState, w: Workload) -> Best | None:
+    """The host where ``w`` could start earliest, ties to the first by name.
+
+    The hosts are walked in name order (``Standing.hosts_by_model``), so once a host is found
+    where ``w`` could start now, no later host can beat it and the walk stops.
+    """
     n = w.gpus
+    now = ps.now
     allowed = ps.room_budgets(w)
     version = ps.state.version
     cache = ps.memo.host_room
     agg = ps.standing.agg
     held = ps.standing.agg_held
     best: Best | None = None
+    reserved = ps.reserved
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
-        if not hv.active or hv.name in ps.reserved:
+        if not hv.active or hv.name in reserved:
             continue
         # Upper bound on the room ever made here: healthy GPUs less allocated work that is
-        # never room for w (forbidden by rule 2, or its own budget's).
-        bound = len(hv.healthy) - held.get(hv.name, 0)
-        per = agg.get(hv.name)
-        if allowed and per:
-            bound += _allowed_work(per, allowed)
-        if bound < n:
-            continue
+        # never room for w (forbidden by rule 2, or its own budget's); the allowed budgets'
+        # work is summed only when the rest falls short of w.
+        short = n - len(hv.healthy) + held.get(hv.name, 0)
+        if short > 0:
+            per = agg.get(hv.name)
+            if not (allowed and per) or _allowed_work(per, allowed) < short:
+                continue
         key = (hv.name, version.get(hv.name, 0), allowed)
         room = cache.get(key)
         if room is None:
-            profile = _room(ps, w, hv, allowed)
-            room = cache[key] = (profile.over_time(ps.now), profile)
-        (have, events, most), profile = room
+            room = cache[key] = _base(ps, hv).over_time(allowed, now)
+        have, events, most = room
         if most < n:
             continue
-        t = ps.now
+        t = now
         if have < n:
             for at, freed in events:
                 have += freed
@@ -86,13 +102,19 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
                     break
         if not ps.state.only_gpus(hv, w, n):
             # CPUs and memory too: the later of the two instants (both only grow with time)
-            t_res = profile.resources_by(ps.now, partial(ps.state.fits, hv, w, n))
+            pkey = ("profile", *key)
+            profile = cache.get(pkey)
+            if profile is None:
+                profile = cache[pkey] = _room(ps, w, hv, allowed)
+            t_res = profile.resources_by(now, partial(ps.state.fits, hv, w, n))
             if t_res is None:
                 continue
             t = max(t, t_res)
         cand = (t, 1, (hv.name,))
         if best is None or cand < best:
             best = cand
+            if t == now:
+                break  # the earliest instant at the first name: nothing later in the walk beats it
     return best
 
 
@@ -104,23 +126,33 @@ def _allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:
     return sum(c[0] + c[1] for v, c in per.items() if v in allowed)
 
 
+def gang_hosts(ps: PassState, model: str, size: int, cpus: int | None, memory: int | None) -> list[HostView]:
+    """Hosts a gang of ``model`` in whole hosts of ``size`` GPUs could ever have whole: active,
+    every GPU healthy, that size, room for the requests on an empty host; in name order. Kept
+    in the standing (its hosts never change)."""
+    key = (model, size, cpus, memory)
+    out = ps.standing.gang_hosts.get(key)
+    if out is None:
+        out = ps.standing.gang_hosts[key] = [
+            hv
+            for hv in ps.standing.hosts_by_model.get(model, ())
+            if hv.active and hv.all_healthy and hv.size == size and resources.fits_empty(hv.host, size, cpus, memory)
+        ]
+    return out
+
+
 def _earliest_gang(ps: PassState, w: Workload) -> Best | None:
     st = ps.state
     size = st.largest[w.model]
     k = w.gpus // size
     per_host: list[tuple[int, str]] = []
     allowed = ps.room_budgets(w)
-    cache = ps.memo.host_room
-    for hv in ps.standing.hosts_by_model.get(w.model, ()):
-        if not hv.active or not hv.all_healthy or hv.size != size or hv.name in ps.reserved:
+    now = ps.now
+    reserved = ps.reserved
+    for hv in gang_hosts(ps, w.model, size, w.cpus, w.memory):
+        if hv.name in reserved:
             continue
-        if not resources.fits_empty(hv.host, size, w.cpus, w.memory):
-            continue
-        key = ("vacated", hv.name, st.version.get(hv.name, 0), allowed)
-        if key in cache:
-            t = cache[key]
-        else:
-            t = cache[key] = _room(ps, w, hv, allowed).vacated_at(ps.now)
+        t = _base(ps, hv).vacated_at(allowed, now)
         if t is not None:
             per_host.append((t, hv.name))
     if len(per_host) < k:

@@ -10,10 +10,14 @@ the full path when reasons are wanted. :class:`SkipRuns` is the part of a pass t
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 import scheduler.policy.reasons as reasons
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.types import PendingInfo, Workload
+
+shape_of: Callable[[Workload], tuple[str, int, int | None, int | None]] = attrgetter("model", "gpus", "cpus", "memory")
+"""What a run without reasons keys its least M skipped by: (model, GPUs, CPUs, memory)."""
 
 
 class SkipRuns(PassState):
@@ -47,15 +51,12 @@ class SkipRuns(PassState):
         that reason at once. The same answers: nothing changes during a run, the reason is the
         shape-wide one (a skipped workload holds no reservation), and what :meth:`_skipped` reads
         of a workload is its shape, group and nomination (tests/policy/test_queues_kept.py)."""
-        with_reasons = self.snap.with_reasons
-        if not with_reasons:
-            return self._skipped_like_bare(first)
         pending, noms, skipped, reserved = self.dec.pending, self.noms, self._skipped, self.dec.reserved_start
         known: dict[tuple[str, int, int, int | None, int | None], PendingInfo | None] = {}
 
         def remember(w: Workload, shape: tuple[str, int, int, int | None, int | None]) -> None:
-            info = pending.get(w.id) if with_reasons else None
-            if w.id not in reserved and (info is not None or not with_reasons):
+            info = pending.get(w.id)
+            if w.id not in reserved and info is not None:
                 known[shape] = info
 
         def like(w: Workload) -> bool:
@@ -75,27 +76,32 @@ class SkipRuns(PassState):
         remember(first, (first.model, first.gpus, first.min_runtime, first.cpus, first.memory))
         return like
 
-    def _skipped_like_bare(self, first: Workload) -> Callable[[Workload], bool]:
-        """:meth:`_skipped_like` without reasons: per (model, GPUs, CPUs, memory) the least M
-        skipped in the run; a later workload of that shape with no shorter M (no group, no
-        nomination) is skipped at once. The same answers: during a run the failures
-        (memo.outright) do not change, and a failure with (n, m) covers every longer M."""
+    def _run_end_bare(self, first: Workload) -> Callable[[list[Workload], int], int]:
+        """:meth:`_skipped_like` without reasons, over a whole run at once
+        (``Dispatcher.skip_run_to``): the index of the first workload from ``i`` on that is not
+        skipped. Per (model, GPUs, CPUs, memory) the least M skipped in the run; a later workload
+        of that shape with no shorter M (no group, no nomination) is skipped at once, others are
+        asked of :meth:`_skipped`. The same answers: during a run the failures (memo.outright) do
+        not change, and a failure with (n, m) covers every longer M."""
         noms, skipped, reserved = self.noms, self._skipped, self.dec.reserved_start
         least: dict[tuple[str, int, int | None, int | None], int] = {}
-
-        def like(w: Workload) -> bool:
-            if w.group is not None or w.id in noms:
-                return skipped(w)
-            shape = (w.model, w.gpus, w.cpus, w.memory)
-            m = least.get(shape)
-            if m is not None and w.min_runtime >= m:
-                return True
-            if skipped(w):
-                if w.id not in reserved:
-                    least[shape] = w.min_runtime if m is None else min(m, w.min_runtime)
-                return True
-            return False
-
         if first.id not in reserved:
-            least[first.model, first.gpus, first.cpus, first.memory] = first.min_runtime
-        return like
+            least[shape_of(first)] = first.min_runtime
+
+        def end(q: list[Workload], i: int) -> int:
+            for j in range(i, len(q)):
+                w = q[j]
+                if w.group is not None or (noms and w.id in noms):
+                    if not skipped(w):
+                        return j
+                    continue
+                shape = shape_of(w)
+                m = least.get(shape)
+                if m is None or w.min_runtime < m:
+                    if not skipped(w):
+                        return j
+                    if w.id not in reserved:
+                        least[shape] = w.min_runtime if m is None else min(m, w.min_runtime)
+            return len(q)
+
+        return end

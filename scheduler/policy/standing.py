@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 
 from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_resources, infeasible_shape
-from scheduler.policy.contract import index_slot
+from scheduler.policy.contract import RoomBase, index_slot
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import Attempt, GpuRef, Host, HostState, Snapshot, Workload
 from scheduler.policy.usage import LoadBook
@@ -72,6 +72,11 @@ class Standing:
         # (end of protection, attempt id, tie-breaker, view): protections still to end
         self._ends: list[tuple[int, str, int, AttemptView]] = []
         self._seq = 0
+        # Reservations' indexes, kept between passes: host -> (host version, contract.room_base)
+        # (valid while the version is; a protection's end bumps it), and the hosts a gang of
+        # (model, host size, CPUs, memory) could ever have whole (the hosts never change).
+        self.rooms: dict[str, tuple[int, RoomBase]] = {}
+        self.gang_hosts: dict[tuple[str, int, int | None, int | None], list[HostView]] = {}
         for av in self.state.attempts.values():
             self.track(av, 1)
         self.window = snap.window
@@ -225,6 +230,8 @@ class Standing:
                 self.track(av, -1)
                 av.protected = False
                 self.track(av, 1)
+                for h in av.hosts:  # its hosts' room profiles changed (LATER work is NOW now)
+                    self.state.version[h] = self.state.version.get(h, 0) + 1
 
     def _sync_nominations(self, noms: dict[str, tuple[GpuRef, ...]]) -> set[str]:
         """Nominations changed; returns the hosts whose free lists may have changed."""

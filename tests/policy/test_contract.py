@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -293,3 +294,42 @@ def test_rule2_thresholds_answer_as_rule2_for_every_commitment() -> None:
                     assert contract.allowed_from_thresholds(*thresholds, cc) == contract.allowed_budgets(
                         t, load, p, cc, [*keys, "gone"]
                     ), (p, cc)
+
+
+def test_the_room_base_answers_as_the_room_profile() -> None:
+    """A reservation reads :class:`contract.RoomBase` (kept between passes per host version) in
+    place of :func:`contract.host_room`: for every host, allocated workload, rule 2's budgets
+    (the pass's, and random subsets of the tree's other budgets) and instant, the same
+    ``over_time`` and ``vacated_at`` (crowded instants: leaving, starting, protected,
+    unallocated and nominated work)."""
+    from scheduler.policy.tree import BudgetTree
+    from tests.policy.oracle_harness import crowded_snapshot
+
+    rnd = random.Random(13)
+    seen = {"events": 0, "vacated": 0, "nominated": 0}
+    snaps = [crowded_snapshot(seed) for seed in range(150)] + list(random_snapshots(60))
+    for i, s in enumerate(snaps[:100:2]):  # some with a nomination (of a pending workload, on owned GPUs or not)
+        h = s.hosts[0]
+        gpus = tuple((h.name, j) for j in sorted(rnd.sample(sorted(h.gpu_health), rnd.randint(1, 2))))
+        snaps.append(replace(s, nominations={s.pending[i % len(s.pending)].id: gpus}))
+    for s in snaps:
+        ps = PassState(s)
+        st = ps.state
+        known = BudgetTree(s.budgets).budgets
+        for w in s.pending:
+            if not w.allocated:
+                continue
+            others = sorted(k for k in known if k != w.budget)
+            choices = [ps.room_budgets(w), frozenset(), frozenset(others)]
+            choices += [frozenset(rnd.sample(others, rnd.randint(0, len(others)))) for _ in range(3)]
+            for allowed in choices:
+                for now in (s.now, s.now + rnd.randint(1, 4 * H)):
+                    for hv in st.hosts.values():
+                        base = contract.room_base(st, hv)
+                        room = contract.host_room(st, hv, w, allowed, known, now)
+                        assert base.over_time(allowed, now) == room.over_time(now), (hv.name, w.id, allowed)
+                        assert base.vacated_at(allowed, now) == room.vacated_at(now), (hv.name, w.id, allowed)
+                        seen["events"] += bool(room.over_time(now)[1])
+                        seen["vacated"] += room.vacated_at(now) is not None
+                        seen["nominated"] += room.nominated
+    assert seen["events"] > 100 and seen["vacated"] > 100 and seen["nominated"] > 100, seen

@@ -1,6 +1,7 @@
 """What the speed work of issue 12 keeps or shortcuts, against a plain computation.
 
-- ``Dispatcher.skip_run`` is the loop ``next(); done(w, False)`` over the skipped workloads;
+- ``Dispatcher.skip_run`` (and ``skip_run_to``, the run's end found in one call) is the loop
+  ``next(); done(w, False)`` over the skipped workloads;
 - ``PendingIndex`` (kept between passes by difference, by comparing lists or by following a
   ``PendingLog``'s changes) equals ``queues.group`` of the same pending workloads, over random
   sequences of arrivals, departures and replacements;
@@ -10,11 +11,12 @@
 - the gang reason table's set tests (``reasons._gang_level_by_sets``) give ``reasons._gang_level``;
 - ``Pass._skipped_like`` (a run of one shape skipped at once, with the first one's reason) decides
   what ``Pass._skipped`` asked of every workload decides, reasons included; without reasons
-  (``Pass._skipped_like_bare``, the least M skipped per shape) too.
+  (``Pass._run_end_bare``, the least M skipped per shape, a run in one loop) too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -74,10 +76,18 @@ def _order(ws: list[Workload], load: dict[str, int], skip: set[int], fast: bool)
         seen.append(w.id)
         return w.seq in skip
 
+    def end(q: list[Workload], i: int) -> int:
+        while i < len(q) and skipped(q[i]):
+            i += 1
+        return i
+
     while (w := disp.next()) is not None:
         seen.append(w.id)
         if w.seq in skip and fast:
-            disp.skip_run(w, skipped)
+            if w.seq % 2:
+                disp.skip_run(w, skipped)
+            else:
+                disp.skip_run_to(w, end)
             continue
         admitted = w.seq % 3 == 0 and w.seq not in skip
         disp.done(w, admitted)
@@ -210,9 +220,20 @@ def test_whole_budgets_classify_as_each_workload(
 
 
 def _plain(snap: Snapshot, monkeypatch: pytest.MonkeyPatch) -> Decisions:
-    """``schedule`` with every skipped workload asked of :meth:`Pass._skipped` itself."""
+    """``schedule`` with every skipped workload asked of :meth:`Pass._skipped` itself (a run
+    without reasons too: ``Pass._run_end_bare`` replaced by the plain loop)."""
+
+    def plain_end(self: Pass, first: Workload) -> Callable[[list[Workload], int], int]:
+        def end(q: list[Workload], i: int) -> int:
+            while i < len(q) and self._skipped(q[i]):
+                i += 1
+            return i
+
+        return end
+
     with monkeypatch.context() as m:
         m.setattr(Pass, "_skipped_like", lambda self, first: self._skipped)
+        m.setattr(Pass, "_run_end_bare", plain_end)
         return schedule(snap)
 
 
@@ -238,7 +259,7 @@ def test_skipped_runs_without_reasons_decide_as_each_workload(
     size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without reasons (simulations) a run skips by the least M skipped per shape
-    (``Pass._skipped_like_bare``): the same decisions as asking ``_skipped`` of each workload."""
+    (``Pass._run_end_bare``, the whole run in one loop): the same decisions as asking ``_skipped`` of each workload."""
     hosts, workloads, seed = size
     for after in (600, 3600):
         snap = replace(make_settled(hosts, workloads, seed=seed, after=after).snapshot(), with_reasons=False)
