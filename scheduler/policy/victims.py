@@ -10,6 +10,8 @@ holds). A gang: sets of whole hosts holding only NOW work, exact up to
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
 from itertools import combinations
 from math import comb
 
@@ -50,12 +52,12 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     ctx = ps.key_context(w)
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
-    for lb, hv in _candidate_hosts(ps, w, allowed, lead):
-        if counts is not None and lb > counts[:2]:
-            break  # no set here can beat the best on its leading counts (contract.counts_lead)
+    for bound, hv in _candidate_hosts(ps, ctx, w, allowed, lead):
+        if best is not None and bound > best[0]:
+            break  # no set on this host or a later one beats the best (contract.key_bound)
         if not ps.host_allowed(w, hv.name):
             continue
-        found = _best_on_host(ps, ctx, w, hv, allowed, lead, counts)
+        found = _best_on_host(ps, ctx, w, hv, allowed, lead, counts, None if best is None else best[0])
         if found is not None and (best is None or found[0] < best[0]):
             best = (found[0], found[1], hv)
             if lead:
@@ -66,13 +68,17 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
 
 
 def _candidate_hosts(
-    ps: PassState, w: Workload, allowed: frozenset[str], lead: bool
-) -> list[tuple[tuple[int, int], HostView]]:
-    """Hosts that may hold a victim set, by lower bound on (allocated GPUs, GPUs) preempted.
+    ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], lead: bool
+) -> Iterator[tuple[tuple[object, ...], HostView]]:
+    """Hosts that may hold a victim set with a lower bound of its key (:func:`_host_bound`),
+    ascending, lazily (a heap: the scan usually stops after a few); a host without a victim
+    holds no set.
 
     With the counts leading and no unallocated-only set anywhere (``lead``: the reclaim index
     found none), every candidate set holds an allocated victim rule 2 allows now: only hosts
-    holding one. The bounds count GPUs: CPUs and memory can only ask for more victims."""
+    holding one."""
+    if not w.allocated:
+        return  # nothing is a victim of unallocated work (contract.victim_class)
     st = ps.state
     if lead:
         names: set[str] = set()
@@ -82,15 +88,88 @@ def _candidate_hosts(
         views = [st.hosts[name] for name in names]
     else:
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
-    n = w.gpus
-    order = []
+    # The heap orders hosts by the bound with each side entry replaced by its rank among the
+    # entries there can be: the same order, with integers to compare instead of fractions.
+    classes = ps.budget_classes(w)
+    entry = {v: contract.allocated_side(ctx, v) for v, c in classes.items() if c == NOW}
+    by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
+    rank = {e: i for i, e in enumerate(by_rank)}
+    budget_rank = {v: rank[e] for v, e in entry.items()}
+    heap = []
     for hv in views:
         if not hv.active or hv.model != w.model:
             continue
-        f = len(hv.free)
-        order.append(((max(0, n - f - hv.unalloc), n - f), hv.name, hv))
-    order.sort(key=lambda x: (x[0], x[1]))
-    return [(lb, hv) for lb, _, hv in order]
+        least = _host_bound(ctx, w, hv, _rows(ps, ctx, hv), budget_rank)
+        if least is not None:
+            heap.append((contract.key_bound(least), hv.name, least, hv))
+    heapq.heapify(heap)
+    while heap:
+        _, _, least, hv = heapq.heappop(heap)
+        assert least.side is not None  # noqa: S101 (_host_bound sets it)
+        yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
+
+
+Rows = tuple[int | None, dict[str, int]]
+"""A host's possible victims for any preemptor: the least :func:`contract.start_entry` (the
+latest start) of its unallocated work, and per budget of its unprotected allocated work (None,
+or no entry: no such work); attempts not leaving, with healthy GPUs there."""
+
+
+def _rows(ps: PassState, ctx: KeyContext, hv: HostView) -> Rows:
+    """The host's :data:`Rows`, kept between passes (``Standing.victim_rows``) while the host's
+    version stands (every change of its GPUs, work, nominations or protections bumps it) and,
+    when a starting attempt's entry read the instant, while the instant stands."""
+    name = hv.name
+    version = ps.state.version.get(name, 0)
+    kept = ps.standing.victim_rows.get(name)
+    if kept is not None and kept[0] == version and (kept[1] is None or kept[1] == ctx.now):
+        return kept[2]  # type: ignore[return-value]
+    attempts = ps.state.attempts
+    unalloc: int | None = None
+    per: dict[str, int] = {}
+    reads_now = False
+    for aid in hv.attempts:
+        av = attempts[aid]
+        if av.stopping or av.on_host.get(name, 0) <= 0:
+            continue
+        a = av.attempt
+        reads_now = reads_now or a.started_at is None
+        s = contract.start_entry(ctx, av)
+        if not a.allocated:
+            unalloc = s if unalloc is None or s < unalloc else unalloc
+        elif not av.protected:
+            old = per.get(a.budget)
+            per[a.budget] = s if old is None or s < old else old
+    rows = (unalloc, per)
+    ps.standing.victim_rows[name] = (version, ctx.now if reads_now else None, rows)
+    return rows
+
+
+def _host_bound(
+    ctx: KeyContext, w: Workload, hv: HostView, rows: Rows, budget_rank: dict[str, int]
+) -> contract.SetBound | None:
+    """What bounds the victim sets on ``hv`` for allocated ``w`` (:func:`contract.key_bound`),
+    with the side entry given by its rank (``(0, rank)``), or None when the host holds no victim
+    (class NOW, :func:`contract.victim_class`): GPUs still missing after free and unallocated
+    GPUs (allocated GPUs), after free GPUs (GPUs), the least side entry and the latest start of
+    a victim. Unallocated work is a victim of every allocated workload (rank 0, the least
+    entry); unprotected allocated work is one when its budget's class is NOW (``budget_rank``
+    holds those budgets)."""
+    unalloc, per = rows
+    side = None if unalloc is None else 0
+    start = unalloc
+    for v, s in per.items():
+        r = budget_rank.get(v)
+        if r is None:
+            continue
+        if side is None or r < side:
+            side = r
+        if start is None or s < start:
+            start = s
+    if side is None:
+        return None
+    n, f = w.gpus, len(hv.free)
+    return contract.SetBound(hv.name, max(0, n - f - hv.unalloc), n - f, (0, side), start)
 
 
 def _best_on_host(
@@ -101,10 +180,12 @@ def _best_on_host(
     allowed: frozenset[str],
     lead: bool,
     bound: Counts | None,
+    beat: tuple[object, ...] | None,
 ) -> tuple[tuple[object, ...], list[AttemptView], Counts] | None:
     """The best inclusion-minimal sufficient set of NOW work on ``hv``; with ``bound`` (the best
     set's leading counts so far, only while :func:`contract.counts_lead`), only sets whose counts
-    are not worse."""
+    are not worse; None at once when no set here can have a key below ``beat`` (the best key so
+    far; :func:`contract.key_bound` over the host's victims)."""
     st = ps.state
     known = ps.tree.budgets
     name = hv.name
@@ -123,8 +204,15 @@ def _best_on_host(
             if c.attempt.gpu_count <= bt and (not c.attempt.allocated or c.attempt.gpu_count <= ba)
         ]
     free = len(hv.free)
-    if free + sum(f for _, f in vics) < w.gpus:
+    if not vics or free + sum(f for _, f in vics) < w.gpus:
         return None
+    n = w.gpus
+    if beat is not None:
+        side = min(contract.side_entry(ctx, c) for c, _ in vics)
+        start = min(contract.start_entry(ctx, c) for c, _ in vics)
+        least = contract.SetBound(name, max(0, n - free - hv.unalloc), n - free, side, start)
+        if contract.key_bound(least) > beat:
+            return None
     best: tuple[tuple[object, ...], list[AttemptView], Counts] | None = None
     if st.only_gpus(hv, w, w.gpus):
         sets = _minimal_sets(vics, free, w.gpus)
