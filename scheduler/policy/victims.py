@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from fractions import Fraction
 from itertools import combinations
 from math import comb
 
@@ -20,6 +21,7 @@ import scheduler.policy.resources as resources
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
+from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import GpuRef, Workload
 
@@ -88,18 +90,28 @@ def _candidate_hosts(
         views = [st.hosts[name] for name in names]
     else:
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
-    # The heap orders hosts by the bound with each side entry replaced by its rank among the
-    # entries there can be: the same order, with integers to compare instead of fractions.
     classes = ps.budget_classes(w)
-    entry = {v: contract.allocated_side(ctx, v) for v, c in classes.items() if c == NOW}
-    by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
-    rank = {e: i for i, e in enumerate(by_rank)}
-    budget_rank = {v: rank[e] for v, e in entry.items()}
+    n = w.gpus
+    # The heap orders hosts by the bound with each side entry replaced by its rank among the
+    # entries there can be (made at the first host that may hold a set): the same order, with
+    # integers to compare instead of fractions.
+    by_rank: list[tuple[int, Fraction]] = []
+    budget_rank: dict[str, int] | None = None
     heap = []
     for hv in views:
         if not hv.active or hv.model != w.model:
             continue
-        least = _host_bound(ctx, w, hv, _rows(ps, ctx, hv), budget_rank)
+        rows = _rows(ps, ctx, hv)
+        # free GPUs and every victim's GPUs there: short of n, no set (the full check's sum)
+        room = len(hv.free) + hv.unalloc + sum(g for v, (_, g) in rows[1].items() if classes[v] == NOW)
+        if room < n:
+            continue
+        if budget_rank is None:
+            entry = {v: contract.allocated_side(ctx, v) for v, c in classes.items() if c == NOW}
+            by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
+            rank = {e: i for i, e in enumerate(by_rank)}
+            budget_rank = {v: rank[e] for v, e in entry.items()}
+        least = _host_bound(w, hv, rows, budget_rank)
         if least is not None:
             heap.append((contract.key_bound(least), hv.name, least, hv))
     heapq.heapify(heap)
@@ -109,28 +121,39 @@ def _candidate_hosts(
         yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
 
 
-Rows = tuple[int | None, dict[str, int]]
+Rows = tuple[int | None, dict[str, tuple[int, int]]]
 """A host's possible victims for any preemptor: the least :func:`contract.start_entry` (the
-latest start) of its unallocated work, and per budget of its unprotected allocated work (None,
-or no entry: no such work); attempts not leaving, with healthy GPUs there."""
+latest start) of its unallocated work (None: none), and per budget of its unprotected
+allocated work with their GPUs there (no entry: none); attempts not leaving, with healthy GPUs
+there."""
 
 
 def _rows(ps: PassState, ctx: KeyContext, hv: HostView) -> Rows:
     """The host's :data:`Rows`, kept between passes (``Standing.victim_rows``) while the host's
     version stands (every change of its GPUs, work, nominations or protections bumps it) and,
-    when a starting attempt's entry read the instant, while the instant stands."""
+    when a starting attempt's entry read the instant, while the instant stands
+    (:func:`kept_rows_differences` checks them)."""
     name = hv.name
     version = ps.state.version.get(name, 0)
     kept = ps.standing.victim_rows.get(name)
     if kept is not None and kept[0] == version and (kept[1] is None or kept[1] == ctx.now):
         return kept[2]  # type: ignore[return-value]
-    attempts = ps.state.attempts
+    rows, reads_now = fresh_rows(ps.state, ctx, hv)
+    ps.standing.victim_rows[name] = (version, ctx.now if reads_now else None, rows)
+    return rows
+
+
+def fresh_rows(st: ClusterState, ctx: KeyContext, hv: HostView) -> tuple[Rows, bool]:
+    """The host's :data:`Rows` from its attempts, and whether they read the instant."""
+    name = hv.name
+    attempts = st.attempts
     unalloc: int | None = None
-    per: dict[str, int] = {}
+    per: dict[str, tuple[int, int]] = {}
     reads_now = False
     for aid in hv.attempts:
         av = attempts[aid]
-        if av.stopping or av.on_host.get(name, 0) <= 0:
+        got = av.on_host.get(name, 0)
+        if av.stopping or got <= 0:
             continue
         a = av.attempt
         reads_now = reads_now or a.started_at is None
@@ -139,15 +162,25 @@ def _rows(ps: PassState, ctx: KeyContext, hv: HostView) -> Rows:
             unalloc = s if unalloc is None or s < unalloc else unalloc
         elif not av.protected:
             old = per.get(a.budget)
-            per[a.budget] = s if old is None or s < old else old
-    rows = (unalloc, per)
-    ps.standing.victim_rows[name] = (version, ctx.now if reads_now else None, rows)
-    return rows
+            per[a.budget] = (s, got) if old is None else (min(s, old[0]), old[1] + got)
+    return (unalloc, per), reads_now
 
 
-def _host_bound(
-    ctx: KeyContext, w: Workload, hv: HostView, rows: Rows, budget_rank: dict[str, int]
-) -> contract.SetBound | None:
+def kept_rows_differences(standing: Standing) -> list[str]:
+    """Hosts whose kept victim rows, still valid by their version and instant, differ from fresh
+    ones (tests: ``IncrementalScheduler(check=True)`` after every sync)."""
+    st = standing.state
+    ctx = KeyContext(lambda v: Fraction(0), lambda h: "", st.now)
+    out = []
+    for name, (version, now, rows) in standing.victim_rows.items():
+        if version == st.version.get(name, 0) and now in (None, st.now):
+            fresh = fresh_rows(st, ctx, st.hosts[name])[0]
+            if fresh != rows:
+                out.append(f"victim rows of {name}: {rows} != {fresh}")
+    return out
+
+
+def _host_bound(w: Workload, hv: HostView, rows: Rows, budget_rank: dict[str, int]) -> contract.SetBound | None:
     """What bounds the victim sets on ``hv`` for allocated ``w`` (:func:`contract.key_bound`),
     with the side entry given by its rank (``(0, rank)``), or None when the host holds no victim
     (class NOW, :func:`contract.victim_class`): GPUs still missing after free and unallocated
@@ -158,7 +191,7 @@ def _host_bound(
     unalloc, per = rows
     side = None if unalloc is None else 0
     start = unalloc
-    for v, s in per.items():
+    for v, (s, _) in per.items():
         r = budget_rank.get(v)
         if r is None:
             continue
