@@ -90,7 +90,7 @@ def _candidate_hosts(
         views = [st.hosts[name] for name in names]
     else:
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
-    classes = ps.budget_classes(w)
+    # For allocated w the budgets of class NOW (contract.budget_class) are exactly ``allowed``.
     n = w.gpus
     # The heap orders hosts by the bound with each side entry replaced by its rank among the
     # entries there can be (made at the first host that may hold a set): the same order, with
@@ -103,11 +103,11 @@ def _candidate_hosts(
             continue
         rows = _rows(ps, ctx, hv)
         # free GPUs and every victim's GPUs there: short of n, no set (the full check's sum)
-        room = len(hv.free) + hv.unalloc + sum(g for v, (_, g) in rows[1].items() if classes[v] == NOW)
+        room = len(hv.free) + hv.unalloc + sum(g for v, (_, g) in rows[1].items() if v in allowed)
         if room < n:
             continue
         if budget_rank is None:
-            entry = {v: contract.allocated_side(ctx, v) for v, c in classes.items() if c == NOW}
+            entry = {v: contract.allocated_side(ctx, v) for v in allowed}
             by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
             rank = {e: i for i, e in enumerate(by_rank)}
             budget_rank = {v: rank[e] for v, e in entry.items()}
