@@ -401,16 +401,31 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     cached = ps.memo.gang_options.get(key)
     if cached is not None:
         return cached
-    classes = ps.budget_classes(w)
     empty: list[str] = []
     usable: list[str] = []
-    st = ps.state
-    agg = ps.standing.agg
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        level = contract.indexed_counts(st, hv, agg.get(hv.name), classes).worst()
-        if level <= 1:
+        level = vacate_level(ps, w, hv, allowed)
+        if level is not None:
             (usable if level else empty).append(hv.name)
     out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)
     return out
+
+
+def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The host's level for a gang (:meth:`contract.RoomCounts.worst`, read from the index) when
+    at most 1, else None. For allocated ``w`` at most 1 means: nothing leaving or nominated there
+    (else 4) and every budget's work there unprotected (else LATER: 2 or more) and of a budget
+    in ``allowed`` (class NOW; else FORBIDDEN or NEVER); then 1 when some work is there, else 0.
+    ``test_vacate_level_is_the_indexed_level`` compares it with the full counts."""
+    st = ps.state
+    per = ps.standing.agg.get(hv.name)
+    if not w.allocated:
+        level = contract.indexed_counts(st, hv, per, ps.budget_classes(w)).worst()
+        return level if level <= 1 else None
+    if hv.stopping or st.nominees.get(hv.name):
+        return None
+    if per and any(c[1] or v not in allowed for v, c in per.items()):
+        return None
+    return 1 if hv.unalloc or per else 0
