@@ -88,4 +88,3 @@ def test_vacate_level_is_the_indexed_level():
                 assert victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
                 seen[want] += 1
     assert all(seen.values()), seen  # every answer seen
-
