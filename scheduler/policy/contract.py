@@ -159,16 +159,35 @@ def sides(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str])
     """4. Victims of the most over-served side first: their ``r(B)`` sorted highest first, as a vector.
 
     Unallocated work has no side: it counts as the most over-served (docs/policy.md)."""
-    out = [(1, ctx.side(v.attempt.budget)) if v.attempt.allocated else (0, Fraction(0)) for v in victims]
+    out = [side_entry(ctx, v) for v in victims]
     out.sort()
     return tuple(out)
+
+
+def side_entry(ctx: KeyContext, v: AttemptView) -> tuple[int, Fraction]:
+    """One victim's entry in :func:`sides`."""
+    return allocated_side(ctx, v.attempt.budget) if v.attempt.allocated else UNALLOCATED_SIDE
+
+
+def allocated_side(ctx: KeyContext, budget: str) -> tuple[int, Fraction]:
+    """The :func:`side_entry` of allocated work of ``budget``."""
+    return (1, ctx.side(budget))
+
+
+UNALLOCATED_SIDE = (0, Fraction(0))
+"""The :func:`side_entry` of unallocated work: below every allocated victim's."""
 
 
 def start_times(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[int, ...]:
     """5. Most recently started first: start times sorted latest first, as a vector. A starting
     attempt (``started_at`` None, not yet confirmed) started now: the most recent of all."""
-    now = ctx.now
-    return tuple(sorted(-(now if (s := v.attempt.started_at) is None else s) for v in victims))
+    return tuple(sorted(start_entry(ctx, v) for v in victims))
+
+
+def start_entry(ctx: KeyContext, v: AttemptView) -> int:
+    """One victim's entry in :func:`start_times`: its start, negated."""
+    s = v.attempt.started_at
+    return -(ctx.now if s is None else s)
 
 
 def fabrics(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> int:
@@ -205,6 +224,49 @@ COUNTS: tuple[Criterion, ...] = (allocated_gpus, gpus, victim_count)
 def victim_key(ctx: KeyContext, victims: Sequence[AttemptView], hosts: Sequence[str]) -> tuple[object, ...]:
     """The §3.4 key of a victim set on ``hosts`` (smaller is better): :data:`CRITERIA` in order."""
     return tuple(c(ctx, victims, hosts) for c in CRITERIA)
+
+
+class SetBound(NamedTuple):
+    """What holds for every victim set on the one host ``host`` (a single-host search): at least
+    ``allocated`` allocated GPUs and ``gpus`` GPUs, one victim or more, each victim's
+    :func:`side_entry` at least ``side`` and its :func:`start_entry` at least ``start`` (None:
+    not known; a search may give ``side`` as any pair ordered as the entries are)."""
+
+    host: str
+    allocated: int
+    gpus: int
+    side: tuple[int, Fraction | int] | None = None
+    start: int | None = None
+
+
+BOUNDS: dict[Criterion, Callable[[SetBound], object]] = {
+    allocated_gpus: lambda b: b.allocated,
+    gpus: lambda b: b.gpus,
+    victim_count: lambda b: 1,
+    sides: lambda b: None if b.side is None else (b.side,),
+    start_times: lambda b: None if b.start is None else (b.start,),
+    fabrics: lambda b: 1,
+    host_names: lambda b: (b.host,),
+    workload_ids: lambda b: (),
+}
+"""Each criterion's least value over the victim sets a :class:`SetBound` describes (None: not
+known). A sorted vector is at least the 1-tuple of a lower bound of its entries."""
+
+
+def key_bound(b: SetBound) -> tuple[object, ...]:
+    """A lower bound of :func:`victim_key` over every victim set ``b`` describes: the criteria's
+    least values (:data:`BOUNDS`) in :data:`CRITERIA`'s order, up to the first one not known.
+    Each criterion of a set is at least its bound, so the set's key is at least this tuple
+    (lexicographically; a prefix is below every tuple it begins): a host whose bound is above
+    the best key found holds no better set."""
+    out: list[object] = []
+    for c in CRITERIA:
+        f = BOUNDS.get(c)
+        v = None if f is None else f(b)
+        if v is None:
+            break
+        out.append(v)
+    return tuple(out)
 
 
 def counts_lead() -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
 import scheduler.policy.contract as contract
+import scheduler.policy.victims as victims
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
@@ -82,6 +83,7 @@ class IncrementalScheduler:
             if pass_loads(snap, tree, standing.noms, pending, standing.book) != fresh_loads:
                 diff.append("loads")
             diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
+            diff.extend(victims.kept_rows_differences(standing))
             if diff:
                 raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
         loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed

@@ -4,8 +4,8 @@ A set without allocated victims beats every set with one (§3.4, first criterion
 such sets the victim key (:func:`contract.victim_key`) does not depend on the preemptor:
 unallocated work has no fair-share side (docs/policy.md). One heap per (model, n) therefore
 serves every preemptor with default CPU and memory requests (a host's share of ``n`` GPUs);
-hosts whose state changes push a fresh entry (versioned, stale entries
-are skipped), keeping a reclaim search at O(log hosts) instead of a scan of the cluster. Used
+hosts whose state changes push a fresh entry when the heap is next read (versioned, stale
+entries are skipped), keeping a reclaim search at O(log hosts) instead of a scan of the cluster. Used
 only while :func:`contract.counts_lead` holds.
 """
 
@@ -41,18 +41,18 @@ class ReclaimIndex:
         self.heaps: dict[tuple[str, int], list[Entry]] = {}
         self.version: dict[str, int] = {}
         self.victims: dict[tuple[str, int, int], list[AttemptView]] = {}
+        self.dirty: dict[tuple[str, int], set[str]] = {}  # per heap: hosts changed since it was last read
         self.ctx = KeyContext(_no_side, lambda h: state.hosts[h].fabric, state.now)
         state.listeners.append(self.touch)
 
     def touch(self, host: str) -> None:
-        """The host's free GPUs or attempts changed: refresh its entries."""
+        """The host's free GPUs or attempts changed: its entries are stale; each heap pushes a
+        fresh one when next read (:meth:`best`)."""
         self.version[host] = self.version.get(host, 0) + 1
-        hv = self.state.hosts[host]
-        for (model, n), heap in self.heaps.items():
-            if model == hv.model:
-                entry = self._entry(hv, n)
-                if entry is not None:
-                    heapq.heappush(heap, entry)
+        model = self.state.hosts[host].model
+        for key, dirty in self.dirty.items():
+            if key[0] == model:
+                dirty.add(host)
 
     def _entry(self, hv: HostView, n: int) -> Entry | None:
         if not hv.active:
@@ -115,6 +115,14 @@ class ReclaimIndex:
             heap = [e for hv in self.hosts_by_model.get(model, ()) if (e := self._entry(hv, n)) is not None]
             heapq.heapify(heap)
             self.heaps[key] = heap
+            self.dirty[key] = set()
+        else:
+            dirty = self.dirty[key]
+            for host in sorted(dirty):
+                entry = self._entry(self.state.hosts[host], n)
+                if entry is not None:
+                    heapq.heappush(heap, entry)
+            dirty.clear()
         skipped: list[Entry] = []
         found = None
         while heap:

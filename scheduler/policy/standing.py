@@ -69,6 +69,9 @@ class Standing:
         self.agg_budgets: set[str] = set()
         self.agg_held: dict[str, int] = {}  # host -> sum of its agg counts
         self.victim_hosts: dict[str, dict[str, int]] = {}
+        # host -> (host version, the instant it read or None, its victim rows): victims.py's, kept
+        # while the host's version stands (protections ending bump it, _end_protections)
+        self.victim_rows: dict[str, tuple[int, int | None, object]] = {}
         # (end of protection, attempt id, tie-breaker, view): protections still to end
         self._ends: list[tuple[int, str, int, AttemptView]] = []
         self._seq = 0
@@ -230,8 +233,9 @@ class Standing:
                 self.track(av, -1)
                 av.protected = False
                 self.track(av, 1)
-                for h in av.hosts:  # its hosts' room profiles changed (LATER work is NOW now)
-                    self.state.version[h] = self.state.version.get(h, 0) + 1
+                version = self.state.version
+                for h in av.hosts:  # its hosts' room profiles and victim rows changed (LATER work is NOW now)
+                    version[h] = version.get(h, 0) + 1
 
     def _sync_nominations(self, noms: dict[str, tuple[GpuRef, ...]]) -> set[str]:
         """Nominations changed; returns the hosts whose free lists may have changed."""

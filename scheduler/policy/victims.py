@@ -10,6 +10,9 @@ holds). A gang: sets of whole hosts holding only NOW work, exact up to
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
+from fractions import Fraction
 from itertools import combinations
 from math import comb
 
@@ -18,6 +21,7 @@ import scheduler.policy.resources as resources
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
+from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import GpuRef, Workload
 
@@ -50,12 +54,12 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     ctx = ps.key_context(w)
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
-    for lb, hv in _candidate_hosts(ps, w, allowed, lead):
-        if counts is not None and lb > counts[:2]:
-            break  # no set here can beat the best on its leading counts (contract.counts_lead)
+    for bound, hv in _candidate_hosts(ps, ctx, w, allowed, lead):
+        if best is not None and bound > best[0]:
+            break  # no set on this host or a later one beats the best (contract.key_bound)
         if not ps.host_allowed(w, hv.name):
             continue
-        found = _best_on_host(ps, ctx, w, hv, allowed, lead, counts)
+        found = _best_on_host(ps, ctx, w, hv, allowed, lead, counts, None if best is None else best[0])
         if found is not None and (best is None or found[0] < best[0]):
             best = (found[0], found[1], hv)
             if lead:
@@ -66,13 +70,17 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
 
 
 def _candidate_hosts(
-    ps: PassState, w: Workload, allowed: frozenset[str], lead: bool
-) -> list[tuple[tuple[int, int], HostView]]:
-    """Hosts that may hold a victim set, by lower bound on (allocated GPUs, GPUs) preempted.
+    ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], lead: bool
+) -> Iterator[tuple[tuple[object, ...], HostView]]:
+    """Hosts that may hold a victim set with a lower bound of its key (:func:`_host_bound`),
+    ascending, lazily (a heap: the scan usually stops after a few); a host without a victim
+    holds no set.
 
     With the counts leading and no unallocated-only set anywhere (``lead``: the reclaim index
     found none), every candidate set holds an allocated victim rule 2 allows now: only hosts
-    holding one. The bounds count GPUs: CPUs and memory can only ask for more victims."""
+    holding one."""
+    if not w.allocated:
+        return  # nothing is a victim of unallocated work (contract.victim_class)
     st = ps.state
     if lead:
         names: set[str] = set()
@@ -82,15 +90,119 @@ def _candidate_hosts(
         views = [st.hosts[name] for name in names]
     else:
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
+    # For allocated w the budgets of class NOW (contract.budget_class) are exactly ``allowed``.
     n = w.gpus
-    order = []
+    # The heap orders hosts by the bound with each side entry replaced by its rank among the
+    # entries there can be (made at the first host that may hold a set): the same order, with
+    # integers to compare instead of fractions.
+    by_rank: list[tuple[int, Fraction]] = []
+    budget_rank: dict[str, int] | None = None
+    heap = []
     for hv in views:
         if not hv.active or hv.model != w.model:
             continue
-        f = len(hv.free)
-        order.append(((max(0, n - f - hv.unalloc), n - f), hv.name, hv))
-    order.sort(key=lambda x: (x[0], x[1]))
-    return [(lb, hv) for lb, _, hv in order]
+        rows = _rows(ps, ctx, hv)
+        # free GPUs and every victim's GPUs there: short of n, no set (the full check's sum)
+        room = len(hv.free) + hv.unalloc + sum(g for v, (_, g) in rows[1].items() if v in allowed)
+        if room < n:
+            continue
+        if budget_rank is None:
+            entry = {v: contract.allocated_side(ctx, v) for v in allowed}
+            by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
+            rank = {e: i for i, e in enumerate(by_rank)}
+            budget_rank = {v: rank[e] for v, e in entry.items()}
+        least = _host_bound(w, hv, rows, budget_rank)
+        if least is not None:
+            heap.append((contract.key_bound(least), hv.name, least, hv))
+    heapq.heapify(heap)
+    while heap:
+        _, _, least, hv = heapq.heappop(heap)
+        assert least.side is not None  # noqa: S101 (_host_bound sets it)
+        yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
+
+
+Rows = tuple[int | None, dict[str, tuple[int, int]]]
+"""A host's possible victims for any preemptor: the least :func:`contract.start_entry` (the
+latest start) of its unallocated work (None: none), and per budget of its unprotected
+allocated work with their GPUs there (no entry: none); attempts not leaving, with healthy GPUs
+there."""
+
+
+def _rows(ps: PassState, ctx: KeyContext, hv: HostView) -> Rows:
+    """The host's :data:`Rows`, kept between passes (``Standing.victim_rows``) while the host's
+    version stands (every change of its GPUs, work, nominations or protections bumps it) and,
+    when a starting attempt's entry read the instant, while the instant stands
+    (:func:`kept_rows_differences` checks them)."""
+    name = hv.name
+    version = ps.state.version.get(name, 0)
+    kept = ps.standing.victim_rows.get(name)
+    if kept is not None and kept[0] == version and (kept[1] is None or kept[1] == ctx.now):
+        return kept[2]  # type: ignore[return-value]
+    rows, reads_now = fresh_rows(ps.state, ctx, hv)
+    ps.standing.victim_rows[name] = (version, ctx.now if reads_now else None, rows)
+    return rows
+
+
+def fresh_rows(st: ClusterState, ctx: KeyContext, hv: HostView) -> tuple[Rows, bool]:
+    """The host's :data:`Rows` from its attempts, and whether they read the instant."""
+    name = hv.name
+    attempts = st.attempts
+    unalloc: int | None = None
+    per: dict[str, tuple[int, int]] = {}
+    reads_now = False
+    for aid in hv.attempts:
+        av = attempts[aid]
+        got = av.on_host.get(name, 0)
+        if av.stopping or got <= 0:
+            continue
+        a = av.attempt
+        reads_now = reads_now or a.started_at is None
+        s = contract.start_entry(ctx, av)
+        if not a.allocated:
+            unalloc = s if unalloc is None or s < unalloc else unalloc
+        elif not av.protected:
+            old = per.get(a.budget)
+            per[a.budget] = (s, got) if old is None else (min(s, old[0]), old[1] + got)
+    return (unalloc, per), reads_now
+
+
+def kept_rows_differences(standing: Standing) -> list[str]:
+    """Hosts whose kept victim rows, still valid by their version and instant, differ from fresh
+    ones (tests: ``IncrementalScheduler(check=True)`` after every sync)."""
+    st = standing.state
+    ctx = KeyContext(lambda v: Fraction(0), lambda h: "", st.now)
+    out = []
+    for name, (version, now, rows) in standing.victim_rows.items():
+        if version == st.version.get(name, 0) and now in (None, st.now):
+            fresh = fresh_rows(st, ctx, st.hosts[name])[0]
+            if fresh != rows:
+                out.append(f"victim rows of {name}: {rows} != {fresh}")
+    return out
+
+
+def _host_bound(w: Workload, hv: HostView, rows: Rows, budget_rank: dict[str, int]) -> contract.SetBound | None:
+    """What bounds the victim sets on ``hv`` for allocated ``w`` (:func:`contract.key_bound`),
+    with the side entry given by its rank (``(0, rank)``), or None when the host holds no victim
+    (class NOW, :func:`contract.victim_class`): GPUs still missing after free and unallocated
+    GPUs (allocated GPUs), after free GPUs (GPUs), the least side entry and the latest start of
+    a victim. Unallocated work is a victim of every allocated workload (rank 0, the least
+    entry); unprotected allocated work is one when its budget's class is NOW (``budget_rank``
+    holds those budgets)."""
+    unalloc, per = rows
+    side = None if unalloc is None else 0
+    start = unalloc
+    for v, (s, _) in per.items():
+        r = budget_rank.get(v)
+        if r is None:
+            continue
+        if side is None or r < side:
+            side = r
+        if start is None or s < start:
+            start = s
+    if side is None:
+        return None
+    n, f = w.gpus, len(hv.free)
+    return contract.SetBound(hv.name, max(0, n - f - hv.unalloc), n - f, (0, side), start)
 
 
 def _best_on_host(
@@ -101,10 +213,12 @@ def _best_on_host(
     allowed: frozenset[str],
     lead: bool,
     bound: Counts | None,
+    beat: tuple[object, ...] | None,
 ) -> tuple[tuple[object, ...], list[AttemptView], Counts] | None:
     """The best inclusion-minimal sufficient set of NOW work on ``hv``; with ``bound`` (the best
     set's leading counts so far, only while :func:`contract.counts_lead`), only sets whose counts
-    are not worse."""
+    are not worse; None at once when no set here can have a key below ``beat`` (the best key so
+    far; :func:`contract.key_bound` over the host's victims)."""
     st = ps.state
     known = ps.tree.budgets
     name = hv.name
@@ -123,8 +237,15 @@ def _best_on_host(
             if c.attempt.gpu_count <= bt and (not c.attempt.allocated or c.attempt.gpu_count <= ba)
         ]
     free = len(hv.free)
-    if free + sum(f for _, f in vics) < w.gpus:
+    if not vics or free + sum(f for _, f in vics) < w.gpus:
         return None
+    n = w.gpus
+    if beat is not None:
+        side = min(contract.side_entry(ctx, c) for c, _ in vics)
+        start = min(contract.start_entry(ctx, c) for c, _ in vics)
+        least = contract.SetBound(name, max(0, n - free - hv.unalloc), n - free, side, start)
+        if contract.key_bound(least) > beat:
+            return None
     best: tuple[tuple[object, ...], list[AttemptView], Counts] | None = None
     if st.only_gpus(hv, w, w.gpus):
         sets = _minimal_sets(vics, free, w.gpus)
@@ -280,16 +401,31 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     cached = ps.memo.gang_options.get(key)
     if cached is not None:
         return cached
-    classes = ps.budget_classes(w)
     empty: list[str] = []
     usable: list[str] = []
-    st = ps.state
-    agg = ps.standing.agg
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        level = contract.indexed_counts(st, hv, agg.get(hv.name), classes).worst()
-        if level <= 1:
+        level = vacate_level(ps, w, hv, allowed)
+        if level is not None:
             (usable if level else empty).append(hv.name)
     out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)
     return out
+
+
+def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The host's level for a gang (:meth:`contract.RoomCounts.worst`, read from the index) when
+    at most 1, else None. For allocated ``w`` at most 1 means: nothing leaving or nominated there
+    (else 4) and every budget's work there unprotected (else LATER: 2 or more) and of a budget
+    in ``allowed`` (class NOW; else FORBIDDEN or NEVER); then 1 when some work is there, else 0.
+    ``test_vacate_level_is_the_indexed_level`` compares it with the full counts."""
+    st = ps.state
+    per = ps.standing.agg.get(hv.name)
+    if not w.allocated:
+        level = contract.indexed_counts(st, hv, per, ps.budget_classes(w)).worst()
+        return level if level <= 1 else None
+    if hv.stopping or st.nominees.get(hv.name):
+        return None
+    if per and any(c[1] or v not in allowed for v, c in per.items()):
+        return None
+    return 1 if hv.unalloc or per else 0

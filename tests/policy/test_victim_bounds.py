@@ -1,0 +1,90 @@
+"""The victim search's fast paths against plain computations (scheduler/policy/victims.py).
+
+- ``contract.key_bound``: the host order of the single-host search. On crowded and random
+  passes, under the contract's order and two swapped ones, every host that holds a victim set
+  is a candidate, the candidates come in ascending bound order, and every inclusion-minimal
+  sufficient set there (plain enumeration over ``contract.victim_class``) has a key at least
+  its host's bound: so stopping at the first bound above the best key loses nothing.
+- ``victims.vacate_level``: the gang search's host levels, against the room index's full
+  counts (``contract.indexed_counts(...).worst()``).
+- The victim rows kept between passes are checked against fresh rows by
+  ``IncrementalScheduler(check=True)`` on every pass of tests/policy/test_properties.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import scheduler.policy.victims as victims
+from scheduler.policy import Snapshot, contract
+from scheduler.policy.pass_state import PassState
+from scheduler.policy.types import Workload
+from tests.policy.oracle_harness import crowded_snapshot
+from tests.policy.test_contract import ORDERS, random_snapshots
+
+
+def snapshots() -> list[Snapshot]:
+    return [crowded_snapshot(seed) for seed in range(150)] + list(random_snapshots(150))
+
+
+def plain_sets(ps: PassState, w: Workload, name: str) -> list[tuple[tuple[object, ...], list[str]]]:
+    """Every inclusion-minimal sufficient victim set on one host, with its key (GPUs, CPUs and memory)."""
+    st = ps.state
+    hv = st.hosts[name]
+    allowed = ps.room_budgets(w)
+    cands = [
+        st.attempts[a]
+        for a in hv.attempts
+        if st.attempts[a].on_host.get(name, 0) > 0
+        and contract.victim_class(st.attempts[a], w, allowed, ps.tree.budgets) == contract.NOW
+    ]
+    vics = [(c, c.on_host[name]) for c in cands]
+    sets = victims.minimal_sets_with_resources(st, hv, w, vics, len(hv.free))
+    ctx = ps.key_context(w)
+    out = []
+    for mask, _ in sets:
+        chosen = [vics[i][0] for i in range(len(vics)) if mask >> i & 1]
+        out.append((contract.victim_key(ctx, chosen, [name]), [c.attempt.id for c in chosen]))
+    return out
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_key_bound_is_below_every_victim_set_of_its_host(order, monkeypatch):
+    monkeypatch.setattr(contract, "CRITERIA", ORDERS[order])
+    checked = 0
+    for s in snapshots():
+        ps = PassState(s)
+        for w in s.pending:
+            if not w.allocated or ps.is_gang(w):
+                continue
+            allowed = ps.room_budgets(w)
+            ctx = ps.key_context(w)
+            got = list(victims._candidate_hosts(ps, ctx, w, allowed, False))
+            bounds = [b for b, _ in got]
+            assert bounds == sorted(bounds)
+            bound = {hv.name: b for b, hv in got}
+            for hv in ps.state.hosts.values():
+                if hv.model != w.model or not hv.active:
+                    continue
+                sets = plain_sets(ps, w, hv.name)
+                if sets:
+                    assert hv.name in bound, (s, w.id, hv.name)
+                for key, _ in sets:
+                    assert key >= bound[hv.name], (s, w.id, key, bound[hv.name])
+                    checked += 1
+    assert checked > 200  # not vacuous
+
+
+def test_vacate_level_is_the_indexed_level():
+    seen = {0: 0, 1: 0, None: 0}
+    for s in snapshots():
+        ps = PassState(s)
+        for w in s.pending:
+            allowed = ps.room_budgets(w)
+            classes = ps.budget_classes(w)
+            for hv in ps.state.hosts.values():
+                full = contract.indexed_counts(ps.state, hv, ps.standing.agg.get(hv.name), classes).worst()
+                want = full if full <= 1 else None
+                assert victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
+                seen[want] += 1
+    assert all(seen.values()), seen  # every answer seen
