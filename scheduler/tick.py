@@ -449,21 +449,27 @@ def _cap_estimates(changed: list[ReasonRow]) -> None:
 
 
 def _write_reasons_pg(changed: list[ReasonRow]) -> None:
-    """Write reasons with one ``UPDATE … FROM unnest(ids, reasons, details)``, only on rows still
-    pending: three array parameters, whatever the number of rows.
+    """Write reasons with one ``UPDATE``, only on rows still pending: three parameters whatever
+    the number of rows — the ids and the reason codes as arrays, the details as one JSON array
+    (row *i*'s detail is its element *i*).
 
-    Django's ``bulk_update`` builds a CASE expression per row and field in Python, and a
-    ``VALUES`` list of three placeholders per row costs the driver its conversion per row; both
-    dominated a tick with thousands of pending workloads. The condition on ``state`` does the job
-    of a row lock (a cancel committed meanwhile keeps its cleared reason).
+    Django's ``bulk_update`` builds a CASE expression per row and field in Python, a ``VALUES``
+    list of three placeholders per row costs the driver a conversion per row, and a text array
+    of JSON documents an escape of every quote (12,257 reasons: 0.42 s to pass them, against
+    0.08 s as one JSON array); each dominated a tick with thousands of pending workloads. The
+    condition on ``state`` does the job of a row lock (a cancel committed meanwhile keeps its
+    cleared reason).
     """
     table = Workload._meta.db_table
+    details = "[" + ",".join(json.dumps(r.detail) for r in changed) + "]"
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
-            "FROM unnest(%s::bigint[], %s::text[], %s::text[]::jsonb[]) AS v(id, reason, detail) "
+            "FROM (SELECT a.id, a.reason, d.detail "
+            "FROM unnest(%s::bigint[], %s::text[]) WITH ORDINALITY AS a(id, reason, n) "
+            "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d(detail, n) USING (n)) AS v "
             "WHERE w.id = v.id AND w.state = 'pending'",
-            [[r.pk for r in changed], [r.reason for r in changed], [json.dumps(r.detail) for r in changed]],
+            [[r.pk for r in changed], [r.reason for r in changed], details],
         )
 
 
