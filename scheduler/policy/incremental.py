@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
 import scheduler.policy.contract as contract
+import scheduler.policy.room_index as room_index
 import scheduler.policy.victims as victims
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
@@ -110,7 +111,7 @@ def room_index_differences(
     """Hosts whose room profile, read from the kept index (``Standing.agg``), differs from a
     fresh :func:`contract.host_room` over their attempts, for each allocated workload, and hosts
     whose kept reservation base (``Standing.rooms``) at their version differs from a fresh
-    :func:`contract.room_base` (tests)."""
+    :func:`room_index.room_base` (tests)."""
     out = []
     st = standing.state
     seen = set()
@@ -121,13 +122,13 @@ def room_index_differences(
         allowed = contract.allowed_budgets(tree, load, w.budget, contract.commitment(w), standing.agg_budgets)
         classes = {v: contract.budget_class(w, v, allowed, tree.budgets) for v in standing.agg_budgets}
         for hv in st.hosts.values():
-            fresh = contract.counts_of(contract.host_room(st, hv, w, allowed, tree.budgets, st.now))
-            kept = contract.indexed_counts(st, hv, standing.agg.get(hv.name), classes)
+            fresh = room_index.counts_of(contract.host_room(st, hv, w, allowed, tree.budgets, st.now))
+            kept = room_index.indexed_counts(st, hv, standing.agg.get(hv.name), classes)
             if fresh != kept:
                 out.append(f"room of {hv.name} for {w.id}: {kept} != {fresh}")
     for name, (version, base) in standing.rooms.items():  # reservations' bases kept since their version
-        if version == st.version.get(name, 0) and base != contract.room_base(st, st.hosts[name]):
-            out.append(f"kept room base of {name}: {base} != {contract.room_base(st, st.hosts[name])}")
+        if version == st.version.get(name, 0) and base != room_index.room_base(st, st.hosts[name]):
+            out.append(f"kept room base of {name}: {base} != {room_index.room_base(st, st.hosts[name])}")
     return out
 
 

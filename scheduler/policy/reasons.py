@@ -4,7 +4,7 @@ The reason is the best *room level* over hosts, reservations ignored: 0 free GPU
 NOW work (unallocated, unprotected work rule 2 allows), 2 adding LATER work (protected), 3
 adding FORBIDDEN work (rule 2 forbids it), 4 none. Levels 0–1 give ``reserved_for_other``, 2
 ``protected_work``, 3 ``fair_share``, 4 ``insufficient_gpus``. The levels are the totals of
-each host's room profile read from the pass's index (:func:`contract.indexed_counts`), kept in
+each host's room profile read from the pass's index (:func:`room_index.indexed_counts`), kept in
 tables per (model, budget classes) until the state changes.
 """
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import scheduler.policy.contract as contract
+import scheduler.policy.room_index as room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.state import HostView
 from scheduler.policy.types import PendingInfo, PendingReason, Workload
@@ -127,9 +128,9 @@ def _blocking(ps: PassState, w: Workload, hosts: list[str], level: int) -> list[
 
 
 def _witness(ps: PassState, w: Workload, host: str) -> str | None:
-    """The smallest FORBIDDEN budget holding work on ``host`` (:func:`contract.indexed_sums`)."""
+    """The smallest FORBIDDEN budget holding work on ``host`` (:func:`room_index.indexed_sums`)."""
     hv = ps.state.hosts[host]
-    return contract.indexed_sums(hv, ps.standing.agg.get(host), ps.budget_classes(w))[4]
+    return room_index.indexed_sums(hv, ps.standing.agg.get(host), ps.budget_classes(w))[4]
 
 
 def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
@@ -248,7 +249,7 @@ def _now_work(per: dict[str, list[int]] | None, now_set: frozenset[str]) -> tupl
 def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
     """Whole hosts of ``size`` GPUs as ``(level, name)``, best first.
 
-    The level of a host is the worst class of its work (:meth:`contract.RoomCounts.worst`):
+    The level of a host is the worst class of its work (:meth:`room_index.RoomCounts.worst`):
     :func:`_gang_level` of its budgets, found here with two set tests per host
     (:func:`_gang_level_by_sets`). Built once per (model, size, budget classes) until the state
     changes.
@@ -267,7 +268,7 @@ def gang_table(ps: PassState, w: Workload, size: int) -> list[tuple[int, str]]:
 
 
 def _gang_level(cls: dict[str, int], unallocated: int, items: list[tuple[str, bool]]) -> int:
-    """:func:`contract.worst_level` of a whole host from its budgets' classes: ``unallocated``
+    """:func:`room_index.worst_level` of a whole host from its budgets' classes: ``unallocated``
     (1 when unallocated work is there) and each budget's allocated work with whether some of it
     is protected. The plain statement; the tables use :func:`_gang_level_by_sets`
     (tests/policy/test_queues_kept.py compares them)."""
@@ -281,7 +282,7 @@ def _gang_level(cls: dict[str, int], unallocated: int, items: list[tuple[str, bo
             forbidden = True
         else:
             never = True
-    return contract.worst_level(int(now or unallocated), int(later), int(forbidden), never)
+    return room_index.worst_level(int(now or unallocated), int(later), int(forbidden), never)
 
 
 def _gang_level_by_sets(
@@ -293,7 +294,7 @@ def _gang_level_by_sets(
     work is there"."""
     if blocked or not never.isdisjoint(held):
         return 4
-    return contract.worst_level(busy, int(protected), int(not forbidden.isdisjoint(held)), False)
+    return room_index.worst_level(busy, int(protected), int(not forbidden.isdisjoint(held)), False)
 
 
 GangHost = tuple[str, bool, frozenset[str], bool, int]

@@ -4,7 +4,7 @@ Room over time is the host's room profile (:func:`contract.host_room`): free GPU
 of attempts already stopping from their release (those nominated for another workload
 excepted), unallocated and allowed unprotected work now, allowed protected work at the end of
 its protection; on hosts where CPUs or memory can bind, the instant they suffice too (the later
-of the two). Each host's profile is read from its :class:`contract.RoomBase`, kept between
+of the two). Each host's profile is read from its :class:`room_index.RoomBase`, kept between
 passes per host version; a pass keeps each host's answer per (host version, allowed budgets).
 """
 
@@ -14,6 +14,7 @@ from functools import partial
 
 import scheduler.policy.contract as contract
 import scheduler.policy.resources as resources
+import scheduler.policy.room_index as room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.placement import pick_hosts_by_fabric
 from scheduler.policy.state import HostView
@@ -51,12 +52,12 @@ def _room(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> 
     return contract.host_room(ps.state, hv, w, allowed, ps.tree.budgets, ps.now)
 
 
-def _base(ps: PassState, hv: HostView) -> contract.RoomBase:
-    """``hv``'s :func:`contract.room_base`, kept between passes while its version stands."""
+def _base(ps: PassState, hv: HostView) -> room_index.RoomBase:
+    """``hv``'s :func:`room_index.room_base`, kept between passes while its version stands."""
     version = ps.state.version.get(hv.name, 0)
     kept = ps.standing.rooms.get(hv.name)
     if kept is None or kept[0] != version:
-        kept = ps.standing.rooms[hv.name] = (version, contract.room_base(ps.state, hv))
+        kept = ps.standing.rooms[hv.name] = (version, room_index.room_base(ps.state, hv))
     return kept[1]
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import scheduler.policy.contract as contract
+import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW
 from scheduler.policy.standing import Standing
 from scheduler.policy.tree import BudgetTree
@@ -186,7 +187,7 @@ def _may_preempt(
         hv = st.hosts[name]
         if hv.model != model or not hv.active:
             continue
-        counts = contract.indexed_counts(st, hv, standing.agg[name], classes)
+        counts = room_index.indexed_counts(st, hv, standing.agg[name], classes)
         if counts.now == hv.unalloc:
             continue  # no allowed unprotected work here
         room = counts.levels()[1]

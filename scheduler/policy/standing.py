@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 
 from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_resources, infeasible_shape
-from scheduler.policy.contract import RoomBase, index_slot
+from scheduler.policy.room_index import RoomBase, index_slot
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import Attempt, GpuRef, Host, HostState, Snapshot, Workload
 from scheduler.policy.usage import LoadBook
@@ -75,7 +75,7 @@ class Standing:
         # (end of protection, attempt id, tie-breaker, view): protections still to end
         self._ends: list[tuple[int, str, int, AttemptView]] = []
         self._seq = 0
-        # Reservations' indexes, kept between passes: host -> (host version, contract.room_base)
+        # Reservations' indexes, kept between passes: host -> (host version, room_index.room_base)
         # (valid while the version is; a protection's end bumps it), and the hosts a gang of
         # (model, host size, CPUs, memory) could ever have whole (the hosts never change).
         self.rooms: dict[str, tuple[int, RoomBase]] = {}
@@ -116,7 +116,7 @@ class Standing:
         """Add (``sign`` 1) or remove (-1) an attempt's GPUs to or from the aggregates.
 
         The aggregates index the room profiles of :mod:`scheduler.policy.contract`: the attempt's
-        slot is :func:`contract.index_slot` (no-op for unallocated or leaving attempts). Call it
+        slot is :func:`room_index.index_slot` (no-op for unallocated or leaving attempts). Call it
         before changing the view's flags.
         """
         slot = index_slot(av)

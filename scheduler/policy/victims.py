@@ -18,6 +18,7 @@ from math import comb
 
 import scheduler.policy.contract as contract
 import scheduler.policy.resources as resources
+import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
@@ -414,7 +415,7 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
 
 
 def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
-    """The host's level for a gang (:meth:`contract.RoomCounts.worst`, read from the index) when
+    """The host's level for a gang (:meth:`room_index.RoomCounts.worst`, read from the index) when
     at most 1, else None. For allocated ``w`` at most 1 means: nothing leaving or nominated there
     (else 4) and every budget's work there unprotected (else LATER: 2 or more) and of a budget
     in ``allowed`` (class NOW; else FORBIDDEN or NEVER); then 1 when some work is there, else 0.
@@ -422,7 +423,7 @@ def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[st
     st = ps.state
     per = ps.standing.agg.get(hv.name)
     if not w.allocated:
-        level = contract.indexed_counts(st, hv, per, ps.budget_classes(w)).worst()
+        level = room_index.indexed_counts(st, hv, per, ps.budget_classes(w)).worst()
         return level if level <= 1 else None
     if hv.stopping or st.nominees.get(hv.name):
         return None

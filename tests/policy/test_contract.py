@@ -23,7 +23,7 @@ from itertools import combinations
 
 import pytest
 
-from scheduler.policy import Snapshot, contract, reference, schedule
+from scheduler.policy import Snapshot, contract, reference, room_index, schedule
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reference import reference_schedule
 from scheduler.policy.types import Attempt
@@ -297,7 +297,7 @@ def test_rule2_thresholds_answer_as_rule2_for_every_commitment() -> None:
 
 
 def test_the_room_base_answers_as_the_room_profile() -> None:
-    """A reservation reads :class:`contract.RoomBase` (kept between passes per host version) in
+    """A reservation reads :class:`room_index.RoomBase` (kept between passes per host version) in
     place of :func:`contract.host_room`: for every host, allocated workload, rule 2's budgets
     (the pass's, and random subsets of the tree's other budgets) and instant, the same
     ``over_time`` and ``vacated_at`` (crowded instants: leaving, starting, protected,
@@ -325,7 +325,7 @@ def test_the_room_base_answers_as_the_room_profile() -> None:
             for allowed in choices:
                 for now in (s.now, s.now + rnd.randint(1, 4 * H)):
                     for hv in st.hosts.values():
-                        base = contract.room_base(st, hv)
+                        base = room_index.room_base(st, hv)
                         room = contract.host_room(st, hv, w, allowed, known, now)
                         assert base.over_time(allowed, now) == room.over_time(now), (hv.name, w.id, allowed)
                         assert base.vacated_at(allowed, now) == room.vacated_at(now), (hv.name, w.id, allowed)

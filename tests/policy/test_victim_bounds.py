@@ -6,7 +6,7 @@
   sufficient set there (plain enumeration over ``contract.victim_class``) has a key at least
   its host's bound: so stopping at the first bound above the best key loses nothing.
 - ``victims.vacate_level``: the gang search's host levels, against the room index's full
-  counts (``contract.indexed_counts(...).worst()``).
+  counts (``room_index.indexed_counts(...).worst()``).
 - The victim rows kept between passes are checked against fresh rows by
   ``IncrementalScheduler(check=True)`` on every pass of tests/policy/test_properties.py.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 import scheduler.policy.victims as victims
-from scheduler.policy import Snapshot, contract
+from scheduler.policy import Snapshot, contract, room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.types import Workload
 from tests.policy.oracle_harness import crowded_snapshot
@@ -83,7 +83,7 @@ def test_vacate_level_is_the_indexed_level():
             allowed = ps.room_budgets(w)
             classes = ps.budget_classes(w)
             for hv in ps.state.hosts.values():
-                full = contract.indexed_counts(ps.state, hv, ps.standing.agg.get(hv.name), classes).worst()
+                full = room_index.indexed_counts(ps.state, hv, ps.standing.agg.get(hv.name), classes).worst()
                 want = full if full <= 1 else None
                 assert victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
                 seen[want] += 1
