@@ -376,7 +376,9 @@ def _epoch_sql(column: str, *, up: bool = False) -> str:
     """SQL for a timestamp column as whole UNIX seconds, floored (or rounded up), as :func:`epoch`
     and :func:`epoch_up` do. SQLite keeps timestamps as ``YYYY-MM-DD HH:MM:SS[.ffffff]`` text (UTC)."""
     if connection.vendor == "sqlite":
-        whole = f"CAST(strftime('%%s', {column}) AS INTEGER)"
+        # Whole seconds parsed from the text's first 19 characters: SQLite's date functions keep
+        # milliseconds, so .999999 of a second would round up to the next one.
+        whole = f"CAST(strftime('%%s', substr({column}, 1, 19)) AS INTEGER)"
         return f"({whole} + (CAST(substr({column}, 21, 6) AS INTEGER) > 0))" if up else whole
     return f"CAST({'CEIL' if up else 'FLOOR'}(EXTRACT(EPOCH FROM {column})) AS BIGINT)"
 

@@ -81,3 +81,26 @@ def test_started_attempts_rows_are_those_a_model_object_would_write(tw, pushed):
     assert sorted(links) == sorted([(h, 0 if h == first else 1, True) for h in ("h1", "h1", "h2", "h2")])
     event = WorkloadEvent.objects.get(workload=gang, kind="placed")
     assert event.data["attempt"] == attempt.pk and event.data["number"] == 1
+
+
+def test_the_snapshot_s_epoch_seconds_from_sql_are_those_of_python(tw):
+    """``snapshot._epoch_col`` (the database's ``FLOOR``/``CEIL`` of the epoch) agrees with
+    ``epoch``/``epoch_up`` on whole seconds, microseconds and the instant before a second."""
+    from datetime import UTC, datetime
+
+    from scheduler.snapshot import _epoch_col, epoch, epoch_up
+
+    times = [
+        datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 500000, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 59, 999999, tzinfo=UTC),
+    ]
+    for at in times:
+        w = tw.workload(gpus=1, min_runtime=600)
+        Workload.objects.filter(pk=w.pk).update(submitted_at=at)
+    rows = Workload.objects.annotate(
+        down=_epoch_col(Workload, "submitted_at"), up=_epoch_col(Workload, "submitted_at", up=True)
+    ).values_list("submitted_at", "down", "up")
+    got = sorted((at, down, up) for at, down, up in rows)
+    assert got == [(at, epoch(at), epoch_up(at)) for at in times]
