@@ -158,7 +158,10 @@ def _apply(
     _apply_host_states(decisions.host_states, index, now, result)
     _apply_nominations(nominations, started_workloads, index)
     if events:
-        WorkloadEvent.objects.bulk_create(events)
+        if connection.vendor == "postgresql":
+            _insert_events_pg(events)
+        else:
+            WorkloadEvent.objects.bulk_create(events)
         notify.events_on_commit(events)
     return touched
 
@@ -298,6 +301,41 @@ def _insert_attempts_pg(
             [[r[0] for r in link_rows], [r[1] for r in link_rows], [r[2] for r in link_rows]],
         )
     return attempt_ids
+
+
+def _insert_events_pg(events: list[WorkloadEvent]) -> None:
+    """Insert the tick's workload events with one ``INSERT … SELECT FROM unnest(…)`` (the data as
+    one JSON array, as :func:`_write_reasons_pg` passes details) and give each object its pk, as
+    ``bulk_create`` does (the notifications name events by pk): the same rows without Django's
+    per-object preparation (1,952 ``placed`` events a tick after an hour without one). The rows
+    come back in insertion order (as ``bulk_create`` relies on); a mismatch raises rather than
+    mis-number an event."""
+    table = WorkloadEvent._meta.db_table
+    data = "[" + ",".join(json.dumps(e.data) for e in events) + "]"
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {table} (at, kind, message, data, actor_id, workload_id) "  # noqa: S608 - table name from the model, values are parameters
+            "SELECT e.at, e.kind, e.message, d.data, e.actor, e.w "
+            "FROM unnest(%s::timestamptz[], %s::text[], %s::text[], %s::bigint[], %s::bigint[]) "
+            "WITH ORDINALITY AS e(at, kind, message, actor, w, n) "
+            "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d(data, n) USING (n) ORDER BY n "
+            "RETURNING id, workload_id, kind",
+            [
+                [e.at for e in events],
+                [e.kind for e in events],
+                [e.message for e in events],
+                [e.actor_id for e in events],
+                [e.workload_id for e in events],
+                data,
+            ],
+        )
+        rows = cur.fetchall()
+    if [(w, k) for _pk, w, k in rows] != [(e.workload_id, e.kind) for e in events]:
+        raise RuntimeError("tick: the inserted events came back in another order")
+    for event, (pk, _w, _k) in zip(events, rows, strict=True):
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = connection.alias
 
 
 def _apply_stops(

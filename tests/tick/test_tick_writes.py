@@ -80,7 +80,15 @@ def test_started_attempts_rows_are_those_a_model_object_would_write(tw, pushed):
     first = attempt.host.name
     assert sorted(links) == sorted([(h, 0 if h == first else 1, True) for h in ("h1", "h1", "h2", "h2")])
     event = WorkloadEvent.objects.get(workload=gang, kind="placed")
-    assert event.data["attempt"] == attempt.pk and event.data["number"] == 1
+    assert event.data == {
+        "attempt": attempt.pk,
+        "number": 1,
+        "gpus": event.data["gpus"],
+        "allocated": attempt.allocated,
+        "unfunded": False,
+    }
+    assert sorted(map(tuple, event.data["gpus"])) == [("h1", 0), ("h1", 1), ("h2", 0), ("h2", 1)]
+    assert event.at == tw.now and event.actor_id is None and event.message.startswith("attempt 1 placed on ")
 
 
 def test_the_snapshot_s_epoch_seconds_from_sql_are_those_of_python(tw):
