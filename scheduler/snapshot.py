@@ -20,7 +20,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import BigIntegerField, Count, Exists, OuterRef
+from django.db.models.expressions import RawSQL
 
 from budgets.models import Budget, UsageEntry
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
@@ -85,7 +86,7 @@ def policy_workload(
     gpus: int,
     model: str,
     min_runtime: int,
-    submitted_at: datetime,
+    submitted_at: datetime | int,
     seq: int,
     cpus: int | None,
     memory: int | None,
@@ -96,14 +97,15 @@ def policy_workload(
     """The policy's workload for a database workload's fields: the one builder of the pending
     workloads a snapshot reads, of the workloads of its running attempts (requeued by the forward
     simulation) and of a quote's hypothetical workload, so all three carry the same requests
-    (GPUs, model, ``M``, CPUs and memory, DESIGN.md §3.3)."""
+    (GPUs, model, ``M``, CPUs and memory, DESIGN.md §3.3). ``submitted_at`` is an aware datetime
+    or already its :func:`epoch` (the snapshot selects it so, :func:`_epoch_col`)."""
     return p.Workload(
         id=key,
         budget=str(budget_id),
         gpus=gpus,
         model=model,
         min_runtime=min_runtime,
-        submitted_at=epoch(submitted_at),
+        submitted_at=epoch(submitted_at) if isinstance(submitted_at, datetime) else submitted_at,
         seq=seq,
         cpus=cpus,
         memory=memory,
@@ -208,14 +210,18 @@ def load_snapshot(
     # Open attempts and the GPUs they hold.
     attempt_rows = list(
         Attempt.objects.filter(workload__cluster_id=cluster_id, ended_at__isnull=True)
+        .annotate(
+            started_s=_epoch_col(Attempt, "started_at", up=True),
+            stop_s=_epoch_col(Attempt, "stop_requested_at", up=True),
+        )
         .values_list(
             "id",
             "workload_id",
             "workload__budget_id",
             "allocated",
             "workload__min_runtime_s",
-            "started_at",
-            "stop_requested_at",
+            "started_s",
+            "stop_s",
             "workload__cpus",
             "workload__memory_bytes",
         )
@@ -235,7 +241,7 @@ def load_snapshot(
     key = str if workload_key is str else named  # live: no map, ids are the pks as text
 
     attempts: list[p.Attempt] = []
-    for aid, wid, bid, allocated, min_runtime, started_at, stop_at, cpus, memory in attempt_rows:
+    for aid, wid, bid, allocated, min_runtime, started_s, stop_s, cpus, memory in attempt_rows:
         gpu_ids = tuple(gid for _rank, gid in sorted(links.get(aid, ()), key=lambda rg: (rg[0], gpu_ref_by_id[rg[1]])))
         if not gpu_ids:
             continue  # ended between the two reads (READ COMMITTED): it holds nothing any more
@@ -243,7 +249,7 @@ def load_snapshot(
             workload_id=wid,
             host_ids=frozenset(index.gpu_host_id[g] for g in gpu_ids),
             gpu_ids=gpu_ids,
-            stopping=stop_at is not None,
+            stopping=stop_s is not None,
         )
         attempts.append(
             p.Attempt(
@@ -253,9 +259,9 @@ def load_snapshot(
                 gpus=tuple(gpu_ref_by_id[g] for g in gpu_ids),
                 allocated=allocated,
                 min_runtime=min_runtime,
-                started_at=epoch_up(started_at) if started_at is not None else None,
-                stopping=stop_at is not None,
-                release_at=epoch_up(stop_at) + grace if stop_at is not None else None,
+                started_at=started_s,
+                stopping=stop_s is not None,
+                release_at=stop_s + grace if stop_s is not None else None,
                 charged_until=min(
                     (silent_since[h] for h in index.attempts[aid].host_ids if h in silent_since), default=None
                 ),
@@ -271,14 +277,14 @@ def load_snapshot(
     capped_groups: dict[int, int] = {}
     for wid, bid, count, model, min_runtime, submitted_at, seq, reason, detail, cpus, memory, waiting, group, limit in (
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING)
-        .annotate(waiting=Exists(unmet))
+        .annotate(waiting=Exists(unmet), submitted_s=_epoch_col(Workload, "submitted_at"))
         .values_list(
             "id",
             "budget_id",
             "gpu_count",
             "gpu_model",
             "min_runtime_s",
-            "submitted_at",
+            "submitted_s",
             "seq",
             "pending_reason",
             "pending_detail",
@@ -319,28 +325,31 @@ def load_snapshot(
         group_limits = {str(g): (lim, holding.get(g, 0)) for g, lim in sorted(capped_groups.items())}
 
     usage: list[p.UsageRecord] = [
-        p.UsageRecord(budget=str(bid), start=epoch(started_at), end=epoch(ended_at), gpus=gpus)
-        for bid, started_at, ended_at, gpus in Attempt.objects.filter(
+        p.UsageRecord(budget=str(bid), start=start, end=end, gpus=gpus)
+        for bid, start, end, gpus in Attempt.objects.filter(
             workload__cluster_id=cluster_id,
             allocated=True,
             started_at__isnull=False,
             ended_at__gt=since,
         )
-        .annotate(n_gpus=Count("gpu_links"))
-        .values_list("workload__budget_id", "started_at", "ended_at", "n_gpus")
+        .annotate(
+            n_gpus=Count("gpu_links"), start_s=_epoch_col(Attempt, "started_at"), end_s=_epoch_col(Attempt, "ended_at")
+        )
+        .values_list("workload__budget_id", "start_s", "end_s", "n_gpus")
         .order_by("id")
         if gpus
     ]
     usage.extend(
         p.UsageRecord(
             budget=str(bid),
-            start=epoch(start),
-            end=epoch(end),
+            start=start,
+            end=end,
             gpus=gpus,
             gpu_seconds=gpu_seconds,
         )
         for bid, start, end, gpus, gpu_seconds in UsageEntry.objects.filter(cluster_id=cluster_id, end__gt=since)
-        .values_list("budget_id", "start", "end", "gpus", "gpu_seconds")
+        .annotate(start_s=_epoch_col(UsageEntry, "start"), end_s=_epoch_col(UsageEntry, "end"))
+        .values_list("budget_id", "start_s", "end_s", "gpus", "gpu_seconds")
         .order_by("id")
     )
 
@@ -367,9 +376,20 @@ def _epoch_sql(column: str, *, up: bool = False) -> str:
     """SQL for a timestamp column as whole UNIX seconds, floored (or rounded up), as :func:`epoch`
     and :func:`epoch_up` do. SQLite keeps timestamps as ``YYYY-MM-DD HH:MM:SS[.ffffff]`` text (UTC)."""
     if connection.vendor == "sqlite":
-        whole = f"CAST(strftime('%%s', {column}) AS INTEGER)"
+        # Whole seconds parsed from the text's first 19 characters: SQLite's date functions keep
+        # milliseconds, so .999999 of a second would round up to the next one.
+        whole = f"CAST(strftime('%%s', substr({column}, 1, 19)) AS INTEGER)"
         return f"({whole} + (CAST(substr({column}, 21, 6) AS INTEGER) > 0))" if up else whole
     return f"CAST({'CEIL' if up else 'FLOOR'}(EXTRACT(EPOCH FROM {column})) AS BIGINT)"
+
+
+def _epoch_col(model: Any, column: str, *, up: bool = False) -> RawSQL:
+    """A timestamp column of ``model``'s own table as whole UNIX seconds (:func:`_epoch_sql`), to
+    select in place of the column: the database computes it, so the driver parses no timestamp and
+    Django runs no converter per row (tens of thousands of rows in a tick's snapshot). Only for the
+    query's base table (its alias is the table's name)."""
+    sql = _epoch_sql(f'"{model._meta.db_table}"."{column}"', up=up)
+    return RawSQL(sql, (), output_field=BigIntegerField())  # noqa: S611 - names from the model, no values
 
 
 def _capped_budgets(budget_rows: list[tuple[Any, ...]], now: datetime) -> set[int]:

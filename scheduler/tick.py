@@ -32,7 +32,7 @@ from django.db.models import Case, Max, Value, When
 from django.utils import timezone
 
 from scheduler import lifecycle, notify, tick_figures
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent, new_wire_id
 from scheduler.policy import schedule
 from scheduler.policy import types as p
 from scheduler.snapshot import SnapshotIndex, load_snapshot
@@ -158,7 +158,10 @@ def _apply(
     _apply_host_states(decisions.host_states, index, now, result)
     _apply_nominations(nominations, started_workloads, index)
     if events:
-        WorkloadEvent.objects.bulk_create(events)
+        if connection.vendor == "postgresql":
+            _insert_events_pg(events)
+        else:
+            WorkloadEvent.objects.bulk_create(events)
         notify.events_on_commit(events)
     return touched
 
@@ -208,8 +211,10 @@ def _apply_starts(
         .annotate(n=Max("number"))
         .values_list("workload_id", "n")
     )
-    new_attempts: list[Attempt] = []
-    gpu_plan: list[list[tuple[int, int]]] = []  # per attempt: (gpu pk, rank)
+    # Per attempt, in workload pk order: (workload pk, number, first host pk, allocated, unfunded)
+    # and its GPUs as (gpu pk, rank).
+    planned: list[tuple[int, int, int, bool, bool]] = []
+    gpu_plan: list[list[tuple[int, int]]] = []
     for wid in sorted(still_pending):
         start = wanted[wid]
         ranks: dict[str, int] = {}
@@ -218,42 +223,119 @@ def _apply_starts(
             rank = ranks.setdefault(host_name, len(ranks))
             plan.append((index.gpu_id_by_ref[(host_name, gpu_index)], rank))
         first_host = index.host_id_by_name[start.gpus[0][0]]
-        new_attempts.append(
-            Attempt(
-                workload_id=wid,
-                number=(last_number.get(wid) or 0) + 1,
-                host_id=first_host,
-                allocated=start.allocated,
-                unfunded=start.unfunded,
-                placed_at=now,
-            )
-        )
+        planned.append((wid, (last_number.get(wid) or 0) + 1, first_host, start.allocated, start.unfunded))
         gpu_plan.append(plan)
-    created = Attempt.objects.bulk_create(new_attempts)
-    links: list[AttemptGPU] = []
-    for attempt, plan in zip(created, gpu_plan, strict=True):
-        result.starts.append(attempt.pk)
-        for gpu_id, rank in plan:
-            links.append(AttemptGPU(attempt_id=attempt.pk, gpu_id=gpu_id, rank=rank, open=True))
+    if connection.vendor == "postgresql":
+        attempt_ids = _insert_attempts_pg(planned, gpu_plan, now)
+    else:
+        created = Attempt.objects.bulk_create(
+            Attempt(workload_id=wid, number=number, host_id=host, allocated=alloc, unfunded=unfunded, placed_at=now)
+            for wid, number, host, alloc, unfunded in planned
+        )
+        attempt_ids = [a.pk for a in created]
+        AttemptGPU.objects.bulk_create(
+            AttemptGPU(attempt_id=aid, gpu_id=gpu_id, rank=rank, open=True)
+            for aid, plan in zip(attempt_ids, gpu_plan, strict=True)
+            for gpu_id, rank in plan
+        )
+    for aid, (wid, number, _host, allocated, unfunded), plan in zip(attempt_ids, planned, gpu_plan, strict=True):
+        result.starts.append(aid)
+        for gpu_id, _rank in plan:
             touched.add(index.gpu_host_id[gpu_id])
         events.append(
             WorkloadEvent(
-                workload_id=attempt.workload_id,
+                workload_id=wid,
                 at=now,
                 kind="placed",
-                message=f"attempt {attempt.number} placed on {_describe(wanted[attempt.workload_id].gpus)}"
-                + ("" if attempt.allocated else " (unfunded)" if attempt.unfunded else " (unallocated)"),
+                message=f"attempt {number} placed on {_describe(wanted[wid].gpus)}"
+                + ("" if allocated else " (unfunded)" if unfunded else " (unallocated)"),
                 data={
-                    "attempt": attempt.pk,
-                    "number": attempt.number,
-                    "gpus": [list(ref) for ref in wanted[attempt.workload_id].gpus],
-                    "allocated": attempt.allocated,
-                    "unfunded": attempt.unfunded,
+                    "attempt": aid,
+                    "number": number,
+                    "gpus": [list(ref) for ref in wanted[wid].gpus],
+                    "allocated": allocated,
+                    "unfunded": unfunded,
                 },
             )
         )
-    AttemptGPU.objects.bulk_create(links)
     return still_pending
+
+
+def _insert_attempts_pg(
+    planned: list[tuple[int, int, int, bool, bool]], gpu_plan: list[list[tuple[int, int]]], now: datetime
+) -> list[int]:
+    """Insert the new attempts and their GPU links with one ``INSERT … SELECT FROM unnest(…)``
+    each (the columns as arrays); return the attempts' pks in ``planned``'s order.
+
+    The same rows ``bulk_create`` writes (every column a new :class:`Attempt` and
+    :class:`AttemptGPU` get, their defaults included: a random ``wire_id``, empty stop and end
+    reasons, no charge), inserted in the same order (attempts by workload pk, then their GPU
+    links), without building a model object per row (1,952 starts, ~8,000 links: 0.4–0.5 s as
+    objects).
+    """
+    attempts, links = Attempt._meta.db_table, AttemptGPU._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {attempts} (workload_id, wire_id, number, host_id, allocated, unfunded, placed_at, "  # noqa: S608 - table names from the models, values are parameters
+            "stop_reason, end_reason, charged_gpu_seconds) "
+            "SELECT w, x, n, h, a, u, %s, '', '', 0 FROM unnest(%s::bigint[], %s::bigint[], %s::integer[], "
+            "%s::bigint[], %s::boolean[], %s::boolean[]) WITH ORDINALITY AS t(w, x, n, h, a, u, i) ORDER BY i "
+            "RETURNING id, workload_id",
+            [
+                now,
+                [r[0] for r in planned],
+                [new_wire_id() for _ in planned],
+                [r[1] for r in planned],
+                [r[2] for r in planned],
+                [r[3] for r in planned],
+                [r[4] for r in planned],
+            ],
+        )
+        id_of = {wid: aid for aid, wid in cur.fetchall()}  # one new attempt per workload
+        attempt_ids = [id_of[r[0]] for r in planned]
+        link_rows = [(aid, g, rank) for aid, plan in zip(attempt_ids, gpu_plan, strict=True) for g, rank in plan]
+        cur.execute(
+            f"INSERT INTO {links} (attempt_id, gpu_id, rank, open) "  # noqa: S608 - table name from the model, values are parameters
+            "SELECT a, g, r, TRUE FROM unnest(%s::bigint[], %s::bigint[], %s::integer[]) "
+            "WITH ORDINALITY AS t(a, g, r, i) ORDER BY i",
+            [[r[0] for r in link_rows], [r[1] for r in link_rows], [r[2] for r in link_rows]],
+        )
+    return attempt_ids
+
+
+def _insert_events_pg(events: list[WorkloadEvent]) -> None:
+    """Insert the tick's workload events with one ``INSERT … SELECT FROM unnest(…)`` (the data as
+    one JSON array, as :func:`_write_reasons_pg` passes details) and give each object its pk, as
+    ``bulk_create`` does (the notifications name events by pk): the same rows without Django's
+    per-object preparation (1,952 ``placed`` events a tick after an hour without one). The rows
+    come back in insertion order (as ``bulk_create`` relies on); a mismatch raises rather than
+    mis-number an event."""
+    table = WorkloadEvent._meta.db_table
+    data = "[" + ",".join(json.dumps(e.data) for e in events) + "]"
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {table} (at, kind, message, data, actor_id, workload_id) "  # noqa: S608 - table name from the model, values are parameters
+            "SELECT e.at, e.kind, e.message, d.data, e.actor, e.w "
+            "FROM unnest(%s::timestamptz[], %s::text[], %s::text[], %s::bigint[], %s::bigint[]) "
+            "WITH ORDINALITY AS e(at, kind, message, actor, w, n) "
+            "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d(data, n) USING (n) ORDER BY n "
+            "RETURNING id, workload_id, kind",
+            [
+                [e.at for e in events],
+                [e.kind for e in events],
+                [e.message for e in events],
+                [e.actor_id for e in events],
+                [e.workload_id for e in events],
+                data,
+            ],
+        )
+        rows = cur.fetchall()
+    if [(w, k) for _pk, w, k in rows] != [(e.workload_id, e.kind) for e in events]:
+        raise RuntimeError("tick: the inserted events came back in another order")
+    for event, (pk, _w, _k) in zip(events, rows, strict=True):
+        event.pk = pk
+        event._state.adding = False
+        event._state.db = connection.alias
 
 
 def _apply_stops(

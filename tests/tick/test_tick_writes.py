@@ -57,3 +57,58 @@ def test_only_the_reasons_that_changed_are_written(tw, pushed):
     assert len(writes) == 1
     stale.refresh_from_db()
     assert stale.pending_reason == pending[-1].pending_reason and stale.pending_detail == pending[-1].pending_detail
+
+
+def test_started_attempts_rows_are_those_a_model_object_would_write(tw, pushed):
+    """PostgreSQL inserts the starts with raw ``INSERT … SELECT FROM unnest``: every column as
+    ``Attempt``/``AttemptGPU`` defaults give it, and a gang's links ranked per host."""
+    from scheduler.models import WIRE_ID_MAX, Attempt, AttemptGPU, WorkloadEvent
+
+    tw.host("h1", 2)
+    tw.host("h2", 2)
+    gang = tw.workload(gpus=4, min_runtime=600)
+    result = run_tick(tw.cluster.pk, now=tw.now)
+    assert result.status == "ran"
+    (attempt,) = Attempt.objects.filter(workload=gang)
+    assert result.starts == [attempt.pk]
+    assert attempt.number == 1 and attempt.placed_at == tw.now and attempt.host.name in {"h1", "h2"}
+    assert 1 <= attempt.wire_id <= WIRE_ID_MAX
+    assert (attempt.started_at, attempt.protected_until, attempt.stop_requested_at, attempt.ended_at) == (None,) * 4
+    assert (attempt.stop_reason, attempt.end_reason, attempt.exit_code) == ("", "", None)
+    assert attempt.charged_gpu_seconds == 0
+    links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu__host__name", "rank", "open"))
+    first = attempt.host.name
+    assert sorted(links) == sorted([(h, 0 if h == first else 1, True) for h in ("h1", "h1", "h2", "h2")])
+    event = WorkloadEvent.objects.get(workload=gang, kind="placed")
+    assert event.data == {
+        "attempt": attempt.pk,
+        "number": 1,
+        "gpus": event.data["gpus"],
+        "allocated": attempt.allocated,
+        "unfunded": False,
+    }
+    assert sorted(map(tuple, event.data["gpus"])) == [("h1", 0), ("h1", 1), ("h2", 0), ("h2", 1)]
+    assert event.at == tw.now and event.actor_id is None and event.message.startswith("attempt 1 placed on ")
+
+
+def test_the_snapshot_s_epoch_seconds_from_sql_are_those_of_python(tw):
+    """``snapshot._epoch_col`` (the database's ``FLOOR``/``CEIL`` of the epoch) agrees with
+    ``epoch``/``epoch_up`` on whole seconds, microseconds and the instant before a second."""
+    from datetime import UTC, datetime
+
+    from scheduler.snapshot import _epoch_col, epoch, epoch_up
+
+    times = [
+        datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 1, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 500000, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 59, 999999, tzinfo=UTC),
+    ]
+    for at in times:
+        w = tw.workload(gpus=1, min_runtime=600)
+        Workload.objects.filter(pk=w.pk).update(submitted_at=at)
+    rows = Workload.objects.annotate(
+        down=_epoch_col(Workload, "submitted_at"), up=_epoch_col(Workload, "submitted_at", up=True)
+    ).values_list("submitted_at", "down", "up")
+    got = sorted((at, down, up) for at, down, up in rows)
+    assert got == [(at, epoch(at), epoch_up(at)) for at in times]
