@@ -237,7 +237,10 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     a = Attempt.objects.order_by("pk").first()
     assert a is not None
     gpu = a.gpu_links.first().gpu
-    minute = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=2)
+    # Two minutes ago, but inside the current (partial) hour: in an hour's first two minutes that
+    # is the hour's first minute (the minute two minutes ago belongs to the complete hour before).
+    now = timezone.now()
+    minute = max(hour_of(now), now.replace(second=0, microsecond=0) - timedelta(minutes=2))
     Attempt.objects.filter(pk=a.pk).update(placed_at=minute, started_at=minute, ended_at=None)
     GpuMinuteSample.objects.create(gpu=gpu, minute=minute, samples=2, utilization_sum=80.0)
     [c] = api.get("/api/v1/metrics/pyramid/", {"cluster": "philly", "since": since}).json()
