@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,25 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 def _fast_password_hashing(settings: Any) -> None:
     """PBKDF2 at full strength costs a third of a second per persona; tests need no strength."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _sync_thread_finished(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, before pytest-django flushes a transactional test's database: the
+    database work left on asgiref's single sync thread has finished and that thread's connection
+    is closed. Websocket consumers driven with ``asyncio.run`` write there (a disconnect handler
+    still running when the test returns), and such a write during the flush's TRUNCATE deadlocked
+    the two now and then (tests/e2e/test_agent_link_safety.py, tests/breaker/test_agent_link.py).
+    The database fixture is set up first (the ``django_db`` marker's is a plugin's autouse
+    fixture; one the test names is taken here), so it is torn down after this one."""
+    for name in ("transactional_db", "live_server"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name)
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=20)
 
 
 @pytest.fixture(autouse=True)

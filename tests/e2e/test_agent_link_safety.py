@@ -35,19 +35,6 @@ def host_token(db: None) -> tuple[Host, str]:
     return do_register_host(cluster, "h1", GPUS)
 
 
-@pytest.fixture(autouse=True)
-def _consumers_finished(transactional_db: None):  # noqa: ANN202, PT004
-    """After each test, before the database is flushed: the consumers' database work (run on
-    asgiref's single sync thread, which outlives ``asyncio.run``) has finished and that thread's
-    connection is closed. A disconnect handler still writing during the flush's TRUNCATE
-    deadlocked the two now and then."""
-    yield
-    from asgiref.sync import SyncToAsync
-    from django.db import connections
-
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=20)
-
-
 def _communicator(token: str) -> WebsocketCommunicator:
     return WebsocketCommunicator(application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())])
 
