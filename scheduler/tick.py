@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -311,7 +311,7 @@ def _insert_events_pg(events: list[WorkloadEvent]) -> None:
     come back in insertion order (as ``bulk_create`` relies on); a mismatch raises rather than
     mis-number an event."""
     table = WorkloadEvent._meta.db_table
-    data = "[" + ",".join(json.dumps(e.data) for e in events) + "]"
+    data = _json_array(e.data for e in events)
     with connection.cursor() as cur:
         cur.execute(
             f"INSERT INTO {table} (at, kind, message, data, actor_id, workload_id) "  # noqa: S608 - table name from the model, values are parameters
@@ -543,7 +543,7 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     cleared reason).
     """
     table = Workload._meta.db_table
-    details = "[" + ",".join(json.dumps(r.detail) for r in changed) + "]"
+    details = _json_array(r.detail for r in changed)
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
@@ -553,6 +553,13 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
             "WHERE w.id = v.id AND w.state = 'pending'",
             [[r.pk for r in changed], [r.reason for r in changed], details],
         )
+
+
+def _json_array(values: Iterable[object]) -> str:
+    """``values`` as one JSON array: the one parameter that carries a column of JSON documents
+    into an ``unnest`` statement (``jsonb_array_elements``), where a text array would escape every
+    quote of every document."""
+    return "[" + ",".join(json.dumps(v) for v in values) + "]"
 
 
 def _describe(gpus: tuple[p.GpuRef, ...]) -> str:
