@@ -44,3 +44,24 @@ def vision_runs_while_olmo_has_used_more(
         for attempt in Attempt.objects.filter(workload__cluster=cluster).select_related("host"):
             lifecycle.attempt_started(attempt.host, attempt.pk)
     return rivals
+
+
+def olmo_waits_for_visions_protection(
+    researcher: Any,
+    outsider: Any,
+    cluster: Any,
+    org_tree: dict[str, Any],
+    submit_kwargs: Callable[..., dict[str, Any]],
+) -> Workload:
+    """vision/sam holds both A100 hosts with work started 50 minutes ago (M = 1 h, protected 10
+    more minutes); nlp/olmo, further below its share, submits an 8-GPU workload that waits with a
+    reservation for that protection's end (``protected_work``). No estimate run yet."""
+    now = timezone.now()
+    for _ in range(2):
+        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
+    run_tick(cluster.pk)
+    for a in Attempt.objects.select_related("host"):
+        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    return waiting

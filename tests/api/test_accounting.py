@@ -23,19 +23,26 @@ from tests.cli.inprocess import run_cli
 H = 3600
 
 
+def _ran_an_hour_and_was_preempted(researcher, cluster, kwargs, at):
+    """Submitted 3 h before ``at``; its first attempt ran 2 h → 1 h before ``at`` and was preempted,
+    then a tick placed it again. Returns the workload and that first attempt."""
+    w = do_submit_workload(researcher, **kwargs, submitted_at=at - timedelta(hours=3))
+    run_tick(cluster.pk)
+    first = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(first.host, first.pk, now=at - timedelta(hours=2))
+    Attempt.objects.filter(pk=first.pk).update(stop_requested_at=at - timedelta(hours=1), stop_reason="preempted")
+    lifecycle.attempt_exited(first.host, first.pk, None, now=at - timedelta(hours=1))
+    run_tick(cluster.pk)
+    return w, first
+
+
 @pytest.fixture
 def preempted_once(researcher, cluster, submit_kwargs, monkeypatch, django_capture_on_commit_callbacks):
     """Submitted 3 h ago, first attempt ran 2 h → 1 h ago and was preempted; the second has run 30 min."""
     at = timezone.now().replace(microsecond=0)
     monkeypatch.setattr(timezone, "now", lambda: at)
     with django_capture_on_commit_callbacks(execute=True):
-        w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4), submitted_at=at - timedelta(hours=3))
-        run_tick(cluster.pk)
-        first = Attempt.objects.select_related("host").get(workload=w)
-        lifecycle.attempt_started(first.host, first.pk, now=at - timedelta(hours=2))
-        Attempt.objects.filter(pk=first.pk).update(stop_requested_at=at - timedelta(hours=1), stop_reason="preempted")
-        lifecycle.attempt_exited(first.host, first.pk, None, now=at - timedelta(hours=1))
-        run_tick(cluster.pk)
+        w, _first = _ran_an_hour_and_was_preempted(researcher, cluster, submit_kwargs(gpu_count=4), at)
         second = Attempt.objects.select_related("host").get(workload=w, ended_at__isnull=True)
         lifecycle.attempt_started(second.host, second.pk, now=at - timedelta(minutes=30))
     w.refresh_from_db()
@@ -161,13 +168,7 @@ def gang_ran(researcher, cluster, submit_kwargs, monkeypatch, django_capture_on_
     at = timezone.now().replace(microsecond=0)
     monkeypatch.setattr(timezone, "now", lambda: at)
     with django_capture_on_commit_callbacks(execute=True):
-        w = do_submit_workload(researcher, **submit_kwargs(gpu_count=16), submitted_at=at - timedelta(hours=3))
-        run_tick(cluster.pk)
-        first = Attempt.objects.select_related("host").get(workload=w)
-        lifecycle.attempt_started(first.host, first.pk, now=at - timedelta(hours=2))
-        Attempt.objects.filter(pk=first.pk).update(stop_requested_at=at - timedelta(hours=1), stop_reason="preempted")
-        lifecycle.attempt_exited(first.host, first.pk, None, now=at - timedelta(hours=1))
-        run_tick(cluster.pk)
+        w, first = _ran_an_hour_and_was_preempted(researcher, cluster, submit_kwargs(gpu_count=16), at)
     assert sorted(first.host_names()) == ["a100-1", "a100-2"]
     return w, first.host_names()
 

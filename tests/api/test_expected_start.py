@@ -12,13 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.conf import settings
 from django.test import Client
-from django.utils import timezone
 
-from scheduler import lifecycle
-from scheduler.models import Attempt, Workload
+from scheduler.models import Workload
 from scheduler.reports import start_note
-from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
+from tests.api.fair_share_setup import olmo_waits_for_visions_protection
 from tests.cli.inprocess import run_cli
 
 
@@ -26,14 +24,7 @@ from tests.cli.inprocess import run_cli
 def reserved(researcher, outsider, submit_kwargs, org_tree, cluster):
     """vision/sam holds both A100 hosts, protected 10 more minutes; nlp/olmo's 8-GPU workload
     waits with a reservation for then. No estimate run yet."""
-    now = timezone.now()
-    for _ in range(2):
-        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
-    run_tick(cluster.pk)
-    for a in Attempt.objects.select_related("host"):
-        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
-    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
-    run_tick(cluster.pk)
+    waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
     waiting.refresh_from_db()
     latest = datetime.fromtimestamp(
         waiting.pending_detail["reserved_start"] + settings.FAIRWAY["GRACE_PERIOD_S"], tz=UTC

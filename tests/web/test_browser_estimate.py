@@ -14,11 +14,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler import lifecycle
 from scheduler.estimates import store_estimates
-from scheduler.models import Attempt, Workload
-from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
+from scheduler.models import Workload
+from tests.api.fair_share_setup import olmo_waits_for_visions_protection
 from tests.conftest import PASSWORD
 from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 
@@ -42,16 +40,10 @@ def _parse_when(text: str, now: datetime) -> datetime:
 def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
     live_server, researcher, outsider, submit_kwargs, org_tree, cluster, monkeypatch
 ):
-    # vision/sam holds both A100 hosts with work started 50 minutes ago (M = 1 h): nlp/olmo,
-    # further below its share, may preempt it once its protection ends in 10 minutes.
+    # nlp/olmo, further below its share, may preempt vision/sam's work on both A100 hosts once its
+    # protection ends in 10 minutes.
     now = timezone.now()
-    for _ in range(2):
-        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
-    run_tick(cluster.pk)
-    for a in Attempt.objects.select_related("host"):
-        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
-    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
-    run_tick(cluster.pk)
+    waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
     store_estimates(cluster.pk, timezone.now())
     waiting.refresh_from_db()
     assert (waiting.state, waiting.pending_reason) == ("pending", "protected_work")
