@@ -314,15 +314,17 @@ def _window_words() -> str:
 
 
 def _when(epoch_s: Any) -> str:
-    """An epoch (seconds) as ``14:05:09 UTC`` today, else ``Mar 3 14:05 UTC``. Today's times keep
-    their seconds, as the CLI, the events and the quote table write them: a bound like "starts by
-    … at the latest" cut to the minute would name an instant up to 59 s before the real one."""
+    """An epoch (seconds) as ``14:05:09 UTC`` today, else ``Mar 3 14:05:09 UTC``. Times keep their
+    seconds, as the CLI, the events and the quote table write them: a bound like "starts by … at
+    the latest" cut to the minute would name an instant up to 59 s before the real one (another
+    day's too: a reservation's protection end and its latest start a grace later, read after
+    midnight, were the same minute)."""
     if not isinstance(epoch_s, int | float):
         return "an unknown time"
     at = datetime.fromtimestamp(epoch_s, tz=UTC)
     if at.date() == timezone.now().date():
         return f"{at:%H:%M:%S} UTC"
-    return f"{at:%b} {at.day} {at:%H:%M} UTC"
+    return f"{at:%b} {at.day} {at:%H:%M:%S} UTC"
 
 
 def _hosts(detail: dict[str, Any]) -> str:

@@ -23,18 +23,18 @@ from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
 
-_WHEN = re.compile(r"(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}) )?(?P<hm>\d{2}:\d{2})(?::(?P<s>\d{2}))? UTC")
+_WHEN = re.compile(r"(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}) )?(?P<hms>\d{2}:\d{2}:\d{2}) UTC")
 
 
 def _parse_when(text: str, now: datetime) -> datetime:
-    """``14:05:09 UTC`` (today) or ``Mar 3 14:05 UTC``, as the page writes times."""
+    """``14:05:09 UTC`` (today) or ``Mar 3 14:05:09 UTC``, as the page writes times."""
     m = _WHEN.search(text)
     assert m is not None, text
-    hour, minute = (int(x) for x in m["hm"].split(":"))
+    hour, minute, second = (int(x) for x in m["hms"].split(":"))
     if m["mon"]:
         month = list(calendar.month_abbr).index(m["mon"])
-        return datetime(now.year, month, int(m["day"]), hour, minute, tzinfo=UTC)
-    return now.replace(hour=hour, minute=minute, second=int(m["s"] or 0), microsecond=0)
+        return datetime(now.year, month, int(m["day"]), hour, minute, second, tzinfo=UTC)
+    return now.replace(hour=hour, minute=minute, second=second, microsecond=0)
 
 
 def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
