@@ -34,7 +34,8 @@ def _parse_when(text: str, now: datetime) -> datetime:
     if m["mon"]:
         month = list(calendar.month_abbr).index(m["mon"])
         return datetime(now.year, month, int(m["day"]), hour, minute, second, tzinfo=UTC)
-    return now.replace(hour=hour, minute=minute, second=second, microsecond=0)
+    at = now.replace(hour=hour, minute=minute, second=second, microsecond=0)
+    return at + timedelta(days=1) if at < now - timedelta(hours=12) else at  # rendered after midnight
 
 
 def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
