@@ -57,6 +57,7 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
+from scheduler.policy.pending import PendingChanges, PendingLog
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import LoadBook, pass_loads
 
@@ -222,6 +223,17 @@ def startable(snap: Snapshot) -> list[Workload]:
     return out
 
 
+class PendingView(list[Workload]):
+    """A pass's pending workloads with what arrived and left since the previous pass's snapshot
+    of the same :class:`Forward` (``changes``, scheduler/policy/pending.py): the policy's
+    :class:`~scheduler.policy.pending.PendingIndex` follows them in O(changes) instead of
+    comparing the whole list (a third of a pass's CPU at 19k pending)."""
+
+    def __init__(self, items: list[Workload], changes: PendingChanges) -> None:
+        super().__init__(items)
+        self.changes = changes
+
+
 class Forward:
     """The simulated cluster: attempts, pending workloads, usage and nominations, moved from
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
@@ -249,6 +261,10 @@ class Forward:
                 a = replace(a, release_at=snap.now + grace)
             self.attempts[a.id] = a
         self.pending: dict[str, Workload] = {w.id: w for w in startable(snap)}
+        self.log = PendingLog()
+        """Every arrival in and departure from :attr:`pending` since the last pass's snapshot: the
+        policy takes its pending index forward by them instead of comparing 20k workloads per
+        pass (:class:`PendingView`). Each :meth:`clone` starts a log of its own."""
         self.commitments = pending_commitments(self.pending.values())
         """:func:`pending_commitments` of ``pending``, kept as it changes."""
         self.usage: list[UsageRecord] = list(snap.usage)
@@ -285,13 +301,17 @@ class Forward:
         capper = self.tree.capped_by(w.budget) if w.min_runtime > 0 else None
         return capper is None or capper.on_cap != OnCap.HOLD
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, for_pass: bool = False) -> Snapshot:
+        """The simulated cluster at ``now``. ``for_pass``: the snapshot of the policy's next pass,
+        carrying the pending workloads' changes since the previous one (:attr:`log`); every other
+        snapshot (events, probes) leaves the log alone."""
+        items = list(self.pending.values())
         return replace(
             self.base,
             now=self.now,
             hosts=list(self.hosts.values()),
             attempts=list(self.attempts.values()),
-            pending=list(self.pending.values()),
+            pending=PendingView(items, self.log.cut()) if for_pass else items,
             usage=[*self.usage, *self.lumps.values()] if self.lumps else self.usage,
             nominations=self.nominations,
         )
@@ -312,6 +332,16 @@ class Forward:
         else:
             self.usage.append(UsageRecord(a.budget, start, end, gpus=len(a.gpus)))
 
+    def _enqueue(self, w: Workload) -> None:
+        """``w`` pending (replacing a workload of its id), told to :attr:`log` and :attr:`commitments`."""
+        old = self.pending.get(w.id)
+        if old is not None:
+            _bump(self.commitments, old, -1)
+            self.log.remove(old)
+        self.pending[w.id] = w
+        self.log.add(w)
+        _bump(self.commitments, w, 1)
+
     def release_due(self) -> None:
         for a in [a for a in self.attempts.values() if a.release_at is not None and a.release_at <= self.now]:
             del self.attempts[a.id]
@@ -319,12 +349,7 @@ class Forward:
             if a.allocated and a.started_at is not None and end > a.started_at:
                 self._charge(a, a.started_at, end)
             if a.id in self.requeue and a.workload in self.known:
-                w = self.known[a.workload]
-                old = self.pending.get(w.id)
-                if old is not None:
-                    _bump(self.commitments, old, -1)
-                self.pending[w.id] = w  # same id, original submission
-                _bump(self.commitments, w, 1)
+                self._enqueue(self.known[a.workload])  # same id, original submission
 
     def apply(self, dec: Decisions) -> None:
         for stop in dec.stops:
@@ -337,6 +362,7 @@ class Forward:
             w = self.pending.pop(st.workload, None)
             if w is None:
                 continue
+            self.log.remove(w)
             _bump(self.commitments, w, -1)
             self.nominations.pop(w.id, None)
             aid = f"forward:{w.id}:{self.now}"
@@ -369,7 +395,7 @@ class Forward:
             self.time_out()
         self.release_due()
         for _ in range(max_passes):
-            snap = self.snapshot()
+            snap = self.snapshot(for_pass=True)
             if self.first is None:
                 # The first pass in full (the idle screen would skip it): its reservations cap
                 # the estimates (§3.8).
@@ -412,6 +438,7 @@ class Forward:
         other.hosts = dict(self.hosts)
         other.attempts = dict(self.attempts)
         other.pending = dict(self.pending)
+        other.log = PendingLog()  # a source of its own: the policy's index compares once, then follows it
         other.commitments = {k: dict(v) for k, v in self.commitments.items()}
         other.usage = list(self.usage)
         other.lumps = dict(self.lumps)
@@ -694,6 +721,7 @@ def _fork(fw: Forward, w: Workload) -> Forward:
     other = fw.clone()
     other.scheduler = IncrementalScheduler()
     other.pending[w.id] = w
+    other.log.add(w)
     other.known[w.id] = w
     other.commitments = pending_commitments(other.pending.values())
     return other
