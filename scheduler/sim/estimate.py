@@ -211,9 +211,7 @@ def next_order_change(
     return best
 
 
-def _pair_crossings(
-    f0: int, slope: int, sb: int, cs: Sequence[int] | None, now: int
-) -> tuple[int | None, int | None]:
+def _pair_crossings(f0: int, slope: int, sb: int, cs: Sequence[int] | None, now: int) -> tuple[int | None, int | None]:
     """For siblings ``A``, ``B`` with ``f(t) = load_B·s_A − load_A·s_B = f0 + slope·(t − now)``:
     the first instant after ``now`` at which their order changes (``f`` changes sign), and the
     first at which a rule-2 answer for one of ``A``'s pending commitments ``cs`` (sorted,
@@ -552,7 +550,9 @@ class Forward:
             _bump(self.commitments, w, -1)
             self.nominations.pop(w.id, None)
             aid = f"forward:{w.id}:{self.now}"
-            a = Attempt(aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now, cpus=w.cpus, memory=w.memory)
+            a = Attempt(
+                aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now, cpus=w.cpus, memory=w.memory
+            )
             self._put(a)
             self.started.setdefault(w.id, self.now)
             limit = self.limits.get(w.id)
