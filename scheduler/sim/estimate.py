@@ -334,7 +334,7 @@ class _Instants:
     lazy deletion: an entry counts while its attempt is still that object in the simulation
     (attempts are immutable values: a stop replaces the object). :meth:`first_after` drops the
     entries at or before ``now`` for good, so one heap serves one simulation moving forward
-    (a :meth:`Forward.clone` copies it)."""
+    (a :meth:`Forward.clone` builds its own: :meth:`Forward._reindex`)."""
 
     __slots__ = ("heap", "seq")
 
@@ -354,12 +354,6 @@ class _Instants:
                 return t
             heapq.heappop(heap)
         return NEVER
-
-    def copy(self) -> _Instants:
-        other = _Instants()
-        other.heap = list(self.heap)
-        other.seq = self.seq
-        return other
 
 
 class PendingView(list[Workload]):
@@ -398,11 +392,13 @@ class Forward:
         """Changed only by :meth:`_put` and :meth:`_drop`, which keep the instants and the book."""
         self.touched: set[str] = set()
         """Attempt ids put or dropped since :attr:`book` last took them (:meth:`book_at`)."""
-        self.events = _Instants()
-        """Per attempt, the instant :meth:`next_event` reads of it: its release when stopping,
-        else its protection's end."""
-        self.breaks = _Instants()
-        """:func:`_breakpoints` of the attempts and usage records (the lumps aside)."""
+        self.events: _Instants | None = _Instants()
+        """Per attempt, the instants :meth:`next_event` reads of it: its release when stopping,
+        else its protection's end; its wall-time limit while it runs. None: rebuilt on use
+        (:meth:`_reindex`; a :meth:`clone`)."""
+        self.breaks: _Instants | None = _Instants()
+        """:func:`_breakpoints` of the attempts and usage records (the lumps aside); None with
+        :attr:`events`."""
         self.window = snap.window
         for a in snap.attempts:
             if a.stopping and a.release_at is None:
@@ -457,17 +453,38 @@ class Forward:
         """``a`` in :attr:`attempts` (new, or replacing the attempt of its id), its instants kept."""
         self.attempts[a.id] = a
         self.touched.add(a.id)
+        if self.events is not None and self.breaks is not None:
+            self._index(a, self.events, self.breaks)
+
+    def _index(self, a: Attempt, events: _Instants, breaks: _Instants) -> None:
         if a.release_at is not None and a.stopping:
-            self.events.push(a.release_at, a.id, a)
+            events.push(a.release_at, a.id, a)
         elif a.allocated and a.started_at is not None:
-            self.events.push(a.started_at + a.min_runtime, a.id, a)
+            events.push(a.started_at + a.min_runtime, a.id, a)
         if a.allocated and a.started_at is not None:
             w = self.window
             for t in (a.started_at + w, a.started_at + a.min_runtime):
-                self.breaks.push(t, a.id, a)
+                breaks.push(t, a.id, a)
             if a.charged_until is not None:
                 for t in (a.charged_until, a.charged_until + w):
-                    self.breaks.push(t, a.id, a)
+                    breaks.push(t, a.id, a)
+
+    def _reindex(self) -> tuple[_Instants, _Instants]:
+        """:attr:`events` and :attr:`breaks` built afresh from the attempts, the wall-time limits
+        of those not stopping and the usage records (after a :meth:`clone`: copying the heaps at
+        every instant of a quote would cost more than rebuilding them the few times a clone is
+        used)."""
+        events, breaks = _Instants(), _Instants()
+        for a in self.attempts.values():
+            self._index(a, events, breaks)
+        for aid, t in self.ends.items():
+            held = self.attempts.get(aid)
+            if held is not None and not held.stopping:
+                events.push(t, aid, held)
+        for r in self.usage:
+            self._index_record(r, breaks)
+        self.events, self.breaks = events, breaks
+        return events, breaks
 
     def _drop(self, aid: str) -> None:
         del self.attempts[aid]
@@ -476,14 +493,19 @@ class Forward:
     def _end_at(self, a: Attempt, t: int) -> None:
         """``a``'s wall-time limit stops it at ``t`` (while it is that object: not stopping)."""
         self.ends[a.id] = t
-        self.events.push(t, a.id, a)
+        if self.events is not None:
+            self.events.push(t, a.id, a)
 
     def _record(self, r: UsageRecord) -> None:
         """A usage record kept (not a lump: those are read afresh), its breakpoints too."""
         self.usage.append(r)
+        if self.breaks is not None:
+            self._index_record(r, self.breaks)
+
+    def _index_record(self, r: UsageRecord, breaks: _Instants) -> None:
         w = self.window
         for t in (r.end + w,) if r.gpus is None else (r.start + w, r.end + w):
-            self.breaks.push(t)
+            breaks.push(t)
 
     def snapshot(self, *, for_pass: bool = False) -> Snapshot:
         """The simulated cluster at ``now``. ``for_pass``: the snapshot of the policy's next pass,
@@ -637,8 +659,7 @@ class Forward:
         other.ends = dict(self.ends)
         other.book = None  # rebuilt on use: a book is never moved back in time
         other.touched = set()
-        other.events = self.events.copy()
-        other.breaks = self.breaks.copy()
+        other.events = other.breaks = None  # rebuilt on use (_reindex)
         other.crossings = self.crossings.copy()
         return other
 
@@ -648,9 +669,13 @@ class Forward:
         # Releases, protection ends and wall-time limits: one heap (:attr:`events`), an entry per
         # attempt object. A limit's entry counts while its attempt is the object it was set for
         # (a stop replaces it): :func:`tests.sim.estimate_oracle.next_event_walk` walks them all.
-        best = min(end, self.events.first_after(now, attempts))
+        if self.events is None or self.breaks is None:
+            events, breaks = self._reindex()
+        else:
+            events, breaks = self.events, self.breaks
+        best = min(end, events.first_after(now, attempts))
         if self.commitments:  # pending work, or a quote's hypothetical workloads (quote_starts)
-            piece_end = self.breaks.first_after(now, attempts)
+            piece_end = breaks.first_after(now, attempts)
             w = self.window
             for r in self.lumps.values():
                 if now < r.end + w < piece_end:
