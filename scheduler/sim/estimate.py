@@ -360,7 +360,7 @@ class PendingView(list[Workload]):
     """A pass's pending workloads with what arrived and left since the previous pass's snapshot
     of the same :class:`Forward` (``changes``, scheduler/policy/pending.py): the policy's
     :class:`~scheduler.policy.pending.PendingIndex` follows them in O(changes) instead of
-    comparing the whole list (a third of a pass's CPU at 19k pending)."""
+    comparing the whole list (16.5 ms of a 58 ms pass at 19k pending)."""
 
     def __init__(self, items: Iterable[Workload], changes: PendingChanges) -> None:
         super().__init__(items)
