@@ -12,8 +12,8 @@ quote). CPU seconds (``time.process_time``): the box is shared.
 
 Each estimate line also says how far the simulation got: the simulated instant it reached (the
 window's end, 7 d, when it was complete; earlier when ``--budget`` CPU seconds ran out), the
-instants it simulated (``ticks``) and the simulated days per CPU second: run the same command on
-two trees back to back to compare them.
+instants it simulated (``ticks``), the simulated days per CPU second and the CPU ms per instant:
+run the same command on two trees back to back to compare them.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def estimates_bench(snap: Snapshot, budget: float, repeat: int, target: float | 
     print(
         f"estimates  {len(snap.hosts):5} hosts {len(snap.attempts):6,} running {len(snap.pending):7,} pending "
         f"({allocated:,} allocated): median {med:.3f} s, min {low:.3f} s CPU{verdict}; {len(found):,} estimated "
-        f"({100 * len(found) / max(1, len(snap.pending)):.1f} %); reached now + {days:.3f} d of "
-        f"{snap.window / 86400:g} d in {ticks[0] // repeat:,} ticks ({days / max(med, 1e-9):.4f} d per CPU s)"
+        f"({100 * len(found) / max(1, len(snap.pending)):.1f} %); reached now + {days:.3f} d "
+        f"({reached - snap.now:,} s) of {snap.window / 86400:g} d in {ticks[0] // repeat:,} ticks "
+        f"({days / max(med, 1e-9):.4f} d per CPU s, {1000 * med / max(1, ticks[0] // repeat):.1f} ms per tick)"
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from scheduler.policy import Attempt, Decisions, Snapshot, UsageRecord, Workload, schedule
-from scheduler.sim.estimate import startable
+from scheduler.sim.estimate import Forward, next_order_change, startable
 
 
 def reference_estimates(
@@ -110,3 +110,29 @@ def reference_estimates(
         if wid in wanted and (wid not in found or int(at) + grace < found[wid]):
             found[wid] = int(at) + grace
     return found
+
+
+def next_event_walk(fw: Forward, end: int) -> int:
+    """:meth:`scheduler.sim.estimate.Forward.next_event` read plainly, from ``fw``'s state alone
+    (it changes nothing): a walk over every attempt (releases, protection ends, wall-time limits
+    of attempts not stopping) and :func:`next_order_change` of a full snapshot, with no load
+    book, no kept breakpoints and no kept pair crossings."""
+    best: int | float = end
+    for a in fw.attempts.values():
+        if a.release_at is not None and a.stopping:
+            if fw.now < a.release_at < best:
+                best = a.release_at
+        elif a.allocated and a.started_at is not None:
+            t = a.started_at + a.min_runtime
+            if fw.now < t < best:
+                best = t
+    for aid, t in fw.ends.items():
+        if fw.now < t < best:
+            held = fw.attempts.get(aid)
+            if held is not None and not held.stopping:
+                best = t
+    if fw.commitments:
+        t2 = next_order_change(fw.snapshot(), fw.tree, order=not fw.quiet, commitments=fw.commitments)
+        if t2 < best:
+            best = t2
+    return int(best)

@@ -16,11 +16,11 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.policy import Decisions, OnCap, Snapshot, UsageRecord, Workload, schedule
+from scheduler.policy import Decisions, IncrementalScheduler, OnCap, Snapshot, UsageRecord, Workload, schedule
 from scheduler.sim import estimate as est
 from scheduler.sim.estimate import QUOTE_ID, estimate_starts, forward, quote, quote_starts, same_decisions
 from tests.policy.oracle_harness import T0, H, crowded_snapshot
-from tests.sim.estimate_oracle import reference_estimates
+from tests.sim.estimate_oracle import next_event_walk, reference_estimates
 
 HORIZON = 2400
 
@@ -171,3 +171,64 @@ def test_next_order_change_from_the_kept_load_book_equals_the_walk(seed: int) ->
         if fw.now >= s.now + 4 * HORIZON:
             break
         fw.tick()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_next_event_from_the_kept_instants_equals_the_walk(seed: int) -> None:
+    """Forward.next_event reads kept structures: the releases', protection ends' and wall-time
+    limits' heap (Forward.events), the breakpoints' heap (Forward.breaks), the load book
+    (Forward.book_at) and the sibling pairs' crossings (OrderCrossings). At every instant of a
+    forward simulation, and of clones taken on the way (quotes clone at every instant), it gives
+    the instant of the plain walk over a fresh snapshot (estimate_oracle.next_event_walk)."""
+    s, running, grace = small_state(seed)
+    end = s.now + 4 * HORIZON
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), end)
+    rnd = random.Random(seed ^ 0xC10E)
+    fw.tick()
+    for _ in range(60):
+        if rnd.random() < 0.2:
+            fw = fw.clone()
+        plain = next_event_walk(fw, end)
+        kept = fw.next_event(end)
+        assert kept == plain, f"seed {seed} at {fw.now}"
+        fw.now = kept
+        if fw.now >= end:
+            break
+        fw.tick()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_the_policy_follows_the_pending_changes_of_the_forward_simulation(seed: int) -> None:
+    """Each pass's snapshot carries what arrived in and left the pending workloads since the
+    previous pass (PendingView.changes): the policy's pending index, checked against a fresh
+    grouping at every pass (IncrementalScheduler(check=True)), follows them, and the estimates
+    are those of the plain forward simulation without them."""
+    s, running, grace = small_state(seed)
+    limits = limits_for(seed, s, running)
+    end = s.now + 4 * HORIZON
+
+    class Counting(IncrementalScheduler):
+        passes = 0
+
+        def __call__(self, snap: Snapshot) -> Decisions:
+            self.passes += 1
+            return super().__call__(snap)
+
+    def run(follow: bool) -> tuple[dict[str, int], Counting]:
+        fw = est.Forward(s, grace, running, limits, end)
+        fw.scheduler = Counting(check=True)
+        if not follow:
+            fw.snapshot = lambda for_pass=False, fw=fw: est.Forward.snapshot(fw)  # type: ignore[method-assign]
+        fw.tick()
+        while fw.now < end and fw.pending:
+            fw.now = fw.next_event(end)
+            fw.tick()
+        return fw.started, fw.scheduler
+
+    followed, policy = run(True)
+    compared, plain = run(False)
+    assert followed == compared, f"seed {seed}"
+    assert policy.followed == policy.passes - 1, f"seed {seed}: every pass after the first follows"
+    assert plain.followed == 0
