@@ -262,6 +262,8 @@ def profile(via: Any, requests: Requests, kind: str, n: int, top: int) -> None:
         status, content = via(method, path, query, data, user["token"])
         prof.disable()
         requests.answered(kind, status, content, user)
+    if os.environ.get("API_CPU_PSTATS"):  # the raw profile, for pstats' callers/callees
+        prof.dump_stats(os.environ["API_CPU_PSTATS"])
     for order in ("cumulative", "tottime"):
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats(order).print_stats(top)
