@@ -41,7 +41,11 @@ def _decide(cls: type, clock: list[float], rate: str, user: int) -> tuple[bool, 
 def test_one_round_trip_decides_as_drf_s_sliding_log(db, settings):
     prefix = f"fairway-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     settings.CACHES = {
-        "default": {"BACKEND": "config.cache.FairwayRedisCache", "LOCATION": os.environ["REDIS_URL"], "KEY_PREFIX": prefix}
+        "default": {
+            "BACKEND": "config.cache.FairwayRedisCache",
+            "LOCATION": os.environ["REDIS_URL"],
+            "KEY_PREFIX": prefix,
+        }
     }
     from django.core.cache import caches
 
