@@ -70,6 +70,35 @@ class User(AbstractUser):
             raise ValidationError({"posix_uid": "set a uid with a gid or groups"})
 
 
+class MembershipQuerySet(models.QuerySet["Membership"]):
+    """Bulk writes forget the memberships the web processes keep (``budgets.tree_memo``), as saves
+    and deletes do (``accounts.apps``)."""
+
+    def update(self, **kwargs: object) -> int:
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().update(**kwargs)
+
+    def bulk_create(self, *args: object, **kwargs: object) -> list[Membership]:  # type: ignore[override]
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().bulk_create(*args, **kwargs)  # type: ignore[arg-type]
+
+    def bulk_update(self, *args: object, **kwargs: object) -> int:  # type: ignore[override]
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().bulk_update(*args, **kwargs)  # type: ignore[arg-type]
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        from budgets.tree_memo import forget
+
+        forget()
+        return super().delete()
+
+
 class Membership(models.Model):
     """Membership of a budget; gives access to every leaf budget under it (DESIGN.md §1)."""
 
@@ -81,6 +110,8 @@ class Membership(models.Model):
     budget = models.ForeignKey("budgets.Budget", on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MembershipQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "budget"], name="membership_unique_user_budget")]

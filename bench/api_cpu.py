@@ -20,7 +20,8 @@ the pool):
 
 Prints per request kind and path the mean and median CPU ms, the wall ms and the SQL queries of
 one request. ``--profile KIND`` (submit, detail, list, cancel) runs cProfile over ``--n`` more
-requests of that kind through the first ``--via`` and prints the top functions. The database is
+requests of that kind through the first ``--via`` and prints the top functions (``API_CPU_PSTATS=FILE``
+also writes the raw profile, for pstats' callers and callees). The database is
 dropped and the Redis database (an empty one, claimed as ``bench/api_load.py`` does, on
 ``REDIS_URL``'s server) flushed at the end (``--keep`` keeps them).
 """
@@ -262,6 +263,8 @@ def profile(via: Any, requests: Requests, kind: str, n: int, top: int) -> None:
         status, content = via(method, path, query, data, user["token"])
         prof.disable()
         requests.answered(kind, status, content, user)
+    if os.environ.get("API_CPU_PSTATS"):  # the raw profile, for pstats' callers/callees
+        prof.dump_stats(os.environ["API_CPU_PSTATS"])
     for order in ("cumulative", "tottime"):
         out = io.StringIO()
         pstats.Stats(prof, stream=out).sort_stats(order).print_stats(top)

@@ -27,10 +27,9 @@ from django.utils.functional import SimpleLazyObject
 from rest_framework import exceptions, status, views, viewsets
 from rest_framework.response import Response
 
-from accounts.services import accessible_budget_ids, user_memberships
+from accounts.services import accessible_budget_ids
+from budgets import tree_memo
 from budgets.models import Budget
-from budgets.services import budget_paths
-from budgets.tree_memo import shared_tree
 from config.errors import ServiceError
 
 
@@ -110,15 +109,21 @@ class FairwayViewSet(viewsets.GenericViewSet):
         return exception_handler
 
     @cached_property
+    def _tree_token(self) -> Any:
+        """The version of the tree and memberships this request reads (``budgets.tree_memo``)."""
+        return tree_memo.token()
+
+    @cached_property
     def budget_tree(self) -> dict[int, Budget]:
         """The tree this process keeps while no budget changed (``budgets.tree_memo``): read only."""
-        return shared_tree()
+        return tree_memo.shared_tree(self._tree_token)
 
     @cached_property
     def memberships(self) -> dict[int, str]:
-        """The user's memberships, budget id → role: one query per request, shared by access
-        checks, membership checks of a submission and ``can_cancel``."""
-        return user_memberships(self.request.user)
+        """The user's memberships, budget id → role, shared by access checks, membership checks
+        of a submission and ``can_cancel``: kept by the process under the tree's version (no
+        query while no membership or budget changed; ``budgets.tree_memo``). Read only."""
+        return tree_memo.shared_memberships(self.request.user, self._tree_token)
 
     @cached_property
     def accessible_budget_ids(self) -> set[int]:
@@ -128,7 +133,7 @@ class FairwayViewSet(viewsets.GenericViewSet):
         context = super().get_serializer_context()
         context.update(
             budget_tree=self.budget_tree,
-            budget_paths=budget_paths(self.budget_tree),
+            budget_paths=tree_memo.paths_of(self.budget_tree),
             # Lazy: a serializer that shows nothing private (the queue list) costs no query for it.
             accessible_budget_ids=SimpleLazyObject(lambda: self.accessible_budget_ids),
             memberships=SimpleLazyObject(lambda: self.memberships),

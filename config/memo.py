@@ -30,6 +30,7 @@ from django.db import transaction
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+READ = object()  # VersionedMemo.get's token: read it now
 
 
 def shared() -> bool:
@@ -61,12 +62,21 @@ class VersionedMemo:
             return None
         return token if isinstance(token, str) else None
 
-    def get(self, name: Hashable, loader: Callable[[], T]) -> T:
+    def token(self) -> Any:
+        """The version for several reads of one reader (``get(..., token=)``): :meth:`version`, or
+        :data:`READ` when nothing is kept (the cache is not shared: no cache read then)."""
+        return self.version() if shared() else READ
+
+    def get(self, name: Hashable, loader: Callable[[], T], token: Any = READ) -> T:
         """``loader()``'s value, kept while the version does not change; always ``loader()``'s
-        when the cache is not shared between processes (see :func:`shared`)."""
+        when the cache is not shared between processes (see :func:`shared`).
+
+        ``token``: the version this same reader took before (:meth:`version`) for values it reads
+        together (a request's tree and memberships): no second cache read. It was taken before
+        this load, so the rule above holds."""
         if not shared():
             return loader()
-        token = self.version()
+        token = self.version() if token is READ else token  # str, or None: not readable
         own = self._own_write()
         store = self._kept if own is None else own
         kept = store.get(name)

@@ -272,10 +272,11 @@ REST_FRAMEWORK = {
     ],
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # Counted in the default cache (shared through Redis when REDIS_URL is set, see CACHES).
+    # Counted in the default cache (shared through Redis when REDIS_URL is set, see CACHES): DRF's
+    # sliding log, decided in one round trip on Redis (config/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "config.throttling.AnonRateThrottle",
+        "config.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_str("FAIRWAY_THROTTLE_ANON", "120/min"),

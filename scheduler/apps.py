@@ -10,8 +10,11 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
+        from config import orm
         from scheduler.hardware_memo import forget_if
-        from scheduler.models import GPU, Host
+        from scheduler.models import GPU, Cluster, Host
+
+        orm.install()  # a cheaper Col.identity, Django's answers (config/orm.py)
 
         # A saved or deleted host or GPU whose hardware fields may have changed: web processes
         # read the hardware again (scheduler.hardware_memo).
@@ -27,3 +30,13 @@ class SchedulerConfig(AppConfig):
             uid = f"scheduler.hardware_memo.{model.__name__}"
             post_save.connect(saved, sender=model, weak=False, dispatch_uid=f"{uid}.save")
             post_delete.connect(deleted, sender=model, weak=False, dispatch_uid=f"{uid}.delete")
+
+        def cluster_changed(**_kw: Any) -> None:  # the kept clusters: every field
+            forget_if(None, frozenset())
+
+        post_save.connect(
+            cluster_changed, sender=Cluster, weak=False, dispatch_uid="scheduler.hardware_memo.Cluster.save"
+        )
+        post_delete.connect(
+            cluster_changed, sender=Cluster, weak=False, dispatch_uid="scheduler.hardware_memo.Cluster.delete"
+        )

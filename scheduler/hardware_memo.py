@@ -10,13 +10,20 @@ submission), and every write of those fields forgets it: ``Host``'s and ``GPU``'
 (all fields, or ``update_fields`` naming one of them) and ``delete`` signals (``scheduler.apps``)
 and their querysets' ``update``/``bulk_update`` (naming one of them), ``bulk_create`` and
 ``delete`` (``scheduler.models``). The plain reading stays the oracle (``tests/api/test_web_tier.py``).
+
+The clusters themselves (a handful of rows, which change when one is created or edited) are kept
+under the same version (:func:`shared_cluster`): a submission resolves its ``cluster`` from them
+with no query, and reads the version once for both (``token``). Every write of a cluster forgets
+it, whatever its fields (``Cluster``'s signals, ``scheduler.models.ClusterQuerySet``).
+:func:`scheduler.services.resolve_cluster` stays the plain reading and the oracle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from config.memo import VersionedMemo
+from config.memo import READ, VersionedMemo
 
 MEMO = VersionedMemo("fairway:hardware-version")
 
@@ -25,3 +32,27 @@ def forget_if(fields: Iterable[str] | None, hardware_fields: frozenset[str]) -> 
     """Forget the kept hardware when ``fields`` (None: every field) names one of ``hardware_fields``."""
     if fields is None or not hardware_fields.isdisjoint(fields):
         MEMO.forget()
+
+
+def shared_cluster(ref: Any, token: Any = READ) -> Any:
+    """``scheduler.services.resolve_cluster(ref)`` (a Cluster, its id or name; None or "": the only
+    cluster), from the clusters this process keeps (one cache read, none with ``token``). The
+    Cluster returned is shared by the process's requests: read it, never change it."""
+    from scheduler.models import Cluster
+    from scheduler.services import MAX_DB_INT
+
+    if isinstance(ref, Cluster):
+        return ref
+    clusters: list[Cluster] = MEMO.get("clusters", lambda: list(Cluster.objects.all()), token)  # by name
+    if ref is None or ref == "":
+        return clusters[0] if len(clusters) == 1 else None
+    if isinstance(ref, bool):
+        return None
+    if isinstance(ref, int):
+        return next((c for c in clusters if c.pk == ref), None) if 0 < ref <= MAX_DB_INT else None
+    if isinstance(ref, str):
+        if "\x00" in ref:
+            return None
+        name = ref.strip()
+        return next((c for c in clusters if c.name == name), None)
+    return None

@@ -11,25 +11,6 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 
-class Cluster(models.Model):
-    """A pool of hosts scheduled together; fair share is computed per cluster."""
-
-    name = models.SlugField(max_length=64, unique=True)
-    description = models.TextField(blank=True)
-    allow_root_workloads = models.BooleanField(
-        default=False,
-        help_text="let attempts run as root (uid 0) on this cluster's hosts; a host's agent must allow it too "
-        "(isolation.allow_root). Off: an attempt that would run as root fails to start (docs/isolation.md)",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
 class _HardwareQuerySet(models.QuerySet[Any]):
     """Bulk writes of hardware fields forget the hardware web processes keep (``scheduler.hardware_memo``)."""
 
@@ -58,12 +39,43 @@ class _HardwareQuerySet(models.QuerySet[Any]):
         return super().delete()
 
 
+class ClusterQuerySet(_HardwareQuerySet):
+    """Every cluster write forgets the clusters a submission resolves from memory
+    (``scheduler.hardware_memo.shared_cluster``), whichever fields it names."""
+
+    def _forget(self, fields: Iterable[str] | None) -> None:
+        from scheduler.hardware_memo import forget_if
+
+        forget_if(None, frozenset())
+
+
 class HostQuerySet(_HardwareQuerySet):
     hardware_fields = frozenset({"cluster", "cluster_id", "labels", "removed_at", "cpus", "memory_bytes"})
 
 
 class GPUQuerySet(_HardwareQuerySet):
     hardware_fields = frozenset({"host", "host_id", "model"})
+
+
+class Cluster(models.Model):
+    """A pool of hosts scheduled together; fair share is computed per cluster."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    allow_root_workloads = models.BooleanField(
+        default=False,
+        help_text="let attempts run as root (uid 0) on this cluster's hosts; a host's agent must allow it too "
+        "(isolation.allow_root). Off: an attempt that would run as root fails to start (docs/isolation.md)",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Host(models.Model):

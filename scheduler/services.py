@@ -27,7 +27,7 @@ from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
 from config.errors import FieldProblem, ServiceError
-from scheduler import histograms, jobspec
+from scheduler import hardware_memo, histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
@@ -216,13 +216,15 @@ _FEASIBILITY_FIELD = {
 }
 
 
-def _hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | None, Any]]:
+def _hardware(cluster: Cluster, token: Any = None) -> list[tuple[str, int, int | None, int | None, Any]]:
     """``(model, GPUs, cpus, memory_bytes, labels)`` per registered (not removed) host of
     ``cluster`` and GPU model it has, what both submission checks below read: :func:`read_hardware`
-    as this process last read it while no hardware changed (``scheduler.hardware_memo``). Read-only."""
+    as this process last read it while no hardware changed (``scheduler.hardware_memo``; ``token``:
+    its version, already read by the caller). Read-only."""
+    from config.memo import READ
     from scheduler.hardware_memo import MEMO
 
-    return MEMO.get(cluster.pk, lambda: read_hardware(cluster))
+    return MEMO.get(cluster.pk, lambda: read_hardware(cluster), READ if token is None else token)
 
 
 def read_hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | None, Any]]:
@@ -396,12 +398,15 @@ def do_submit_workload(
     elif the_budget.archived:
         refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")
 
-    the_cluster = resolve_cluster(cluster)
+    # The cluster and its hardware as this process keeps them (scheduler.hardware_memo): one cache
+    # read of their version, no query while no cluster, host or GPU changed.
+    hardware_token = hardware_memo.MEMO.token()
+    the_cluster = hardware_memo.shared_cluster(cluster, hardware_token)
     if the_cluster is None and cluster and not _is_reference(cluster, Cluster):
         refuse("unknown_cluster", "cluster", f"cluster must be a cluster name or id, not {json_kind(cluster)}.")
     elif the_cluster is None:
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
-    hardware = _hardware(the_cluster) if the_cluster is not None else []  # one query for both checks
+    hardware = _hardware(the_cluster, hardware_token) if the_cluster is not None else []  # for both checks
 
     if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
         refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
