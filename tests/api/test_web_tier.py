@@ -615,37 +615,3 @@ def test_col_identity_is_django_s_for_every_column_of_every_model():
         assert col.identity == django_identity(col) and hash(col) == hash(django_identity(col))
     first, second = Col("t", cols[0].target), Col("t", cols[0].target)
     assert first == second and first is not second and len({first, second}) == 1
-
-
-def test_the_token_query_compiled_once_reads_what_the_orm_reads(researcher, teammate, api_client_for):
-    """``accounts.auth.tokens_with_user`` (SQL compiled once) against the ORM's
-    ``filter(token_key=…).select_related("user")``: every field of the token and of its user, the
-    user attached; an unknown key finds nothing; and the API authenticates with it (one query)."""
-    from django.forms.models import model_to_dict
-    from knox.models import AuthToken
-
-    from accounts.auth import tokens_with_user
-    from accounts.services import create_api_token
-
-    keys = []
-    for user in (researcher, teammate, researcher):
-        instance, _token = create_api_token(user)
-        keys.append(instance.token_key)
-
-    def fields(obj: Any) -> dict[str, Any]:
-        return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
-
-    for key in [*keys, "nothing-here"]:
-        ours = tokens_with_user(key)
-        orm = list(AuthToken.objects.filter(token_key=key).select_related("user"))
-        assert [fields(t) for t in ours] == [fields(t) for t in orm]
-        assert [fields(t.user) for t in ours] == [fields(t.user) for t in orm]
-        assert [model_to_dict(t.user) for t in ours] == [model_to_dict(t.user) for t in orm]
-        assert all(AuthToken.user.is_cached(t) and not t._state.adding and t._state.db == "default" for t in ours)
-    assert len(tokens_with_user(keys[0])) == 1 and tokens_with_user("nothing-here") == []
-    client = api_client_for(teammate)
-    response, queries = _count(client, "get", "/api/v1/me/")
-    assert response.status_code == 200 and response.json()["username"] == "teammate"
-    bad = api_client_for(None)
-    bad.credentials(HTTP_AUTHORIZATION="Token " + "x" * 64)
-    assert bad.get("/api/v1/me/").status_code == 401
