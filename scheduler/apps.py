@@ -10,11 +10,8 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
-        from config import orm
         from scheduler.hardware_memo import forget_if
         from scheduler.models import GPU, Cluster, Host
-
-        orm.install()  # a cheaper Col.identity, Django's answers (config/orm.py)
 
         # A saved or deleted host or GPU whose hardware fields may have changed: web processes
         # read the hardware again (scheduler.hardware_memo).

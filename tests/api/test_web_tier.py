@@ -585,33 +585,3 @@ def test_nothing_is_kept_when_the_cache_is_local_to_a_process(org_tree, settings
 
     settings.FAIRWAY_MEMO_LOCAL_CACHE = False
     assert shared_tree() is not shared_tree()
-
-
-def test_col_identity_is_django_s_for_every_column_of_every_model():
-    """``config.orm.col_identity`` (a ``Col``'s hash without ``inspect``) against Django's
-    ``Expression.identity`` for every concrete field of every model, in each way a ``Col`` is built."""
-    from django.apps import apps
-    from django.db.models import CharField, IntegerField
-    from django.db.models.expressions import Col
-
-    from config.orm import col_identity, django_identity
-
-    cols = []
-    for model in apps.get_models():
-        table = model._meta.db_table
-        for field in model._meta.concrete_fields:
-            cols += [
-                Col(table, field),
-                Col(None, field),
-                Col(table, field, IntegerField()),
-                Col(alias=table, target=field),
-            ]
-            cols += [Col(table, target=field, output_field=field), Col("T3", field, field)]
-    cols.append(Col("t", CharField()))  # a field of no model: its type
-    assert len(cols) > 500
-    assert Col.__dict__["identity"].func is col_identity  # installed (scheduler.apps)
-    for col in cols:
-        assert col_identity(col) == django_identity(col), col
-        assert col.identity == django_identity(col) and hash(col) == hash(django_identity(col))
-    first, second = Col("t", cols[0].target), Col("t", cols[0].target)
-    assert first == second and first is not second and len({first, second}) == 1
