@@ -9,19 +9,24 @@ the full path when reasons are wanted. :class:`SkipRuns` is the part of a pass t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from operator import attrgetter
+from bisect import bisect_left
+from collections.abc import Callable, Mapping
 
 import scheduler.policy.reasons as reasons
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.queues import BudgetPending, submission_order
+from scheduler.policy.skip_index import Shape, shape_of
 from scheduler.policy.types import PendingInfo, Workload
 
-shape_of: Callable[[Workload], tuple[str, int, int | None, int | None]] = attrgetter("model", "gpus", "cpus", "memory")
-"""What a run without reasons keys its least M skipped by: (model, GPUs, CPUs, memory)."""
+NEVER = 1 << 62
+"""The threshold of a shape no failure covers: every M is below it."""
 
 
 class SkipRuns(PassState):
     """What a pass skips in its allocated dispatch (module docstring)."""
+
+    grouped: Mapping[str, BudgetPending] | None = None
+    """The pending workloads by budget, where the caller keeps them (the pass sets it)."""
 
     def _outright_key(self, w: Workload) -> tuple[str, str, bool, int | None, int | None]:
         """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
@@ -79,7 +84,60 @@ class SkipRuns(PassState):
     def _run_end_bare(self, first: Workload) -> Callable[[list[Workload], int], int]:
         """:meth:`_skipped_like` without reasons, over a whole run at once
         (``Dispatcher.skip_run_to``): the index of the first workload from ``i`` on that is not
-        skipped. Per (model, GPUs, CPUs, memory) the least M skipped in the run; a later workload
+        skipped. Read from the budget's :class:`~scheduler.policy.skip_index.SkipIndex` where the
+        queue is the kept allocated list (:meth:`_run_end_indexed`), else :meth:`_run_end_walk`."""
+        bp = self.grouped.get(first.budget) if self.grouped is not None else None
+        walk = self._run_end_walk(first)
+        if bp is None or bp.runs is None:
+            return walk
+        return self._run_end_indexed(bp, walk)
+
+    def _run_end_indexed(
+        self, bp: BudgetPending, walk: Callable[[list[Workload], int], int]
+    ) -> Callable[[list[Workload], int], int]:
+        """The run's end from the index: the first workload from ``i`` on in a group or below its
+        shape's threshold (:meth:`_threshold`), or nominated (looked up by position: nominations
+        are few), whichever comes first. The same answer as :meth:`_run_end_walk`: a workload
+        without group or nomination is skipped exactly when its M reaches its threshold."""
+        allocated, runs = bp.allocated, bp.runs
+        assert runs is not None  # noqa: S101 (the caller's test)
+
+        def end(q: list[Workload], i: int) -> int:
+            if q is not allocated:  # classified workload by workload: a list of the pass's own
+                return walk(q, i)
+            if i >= len(q):
+                return i
+            stop = runs.first_stop(q[i], self._threshold(q[i].budget))
+            j = len(q) if stop is None else bisect_left(q, submission_order(stop), i, key=submission_order)
+            for wid in self.noms:
+                w = self.pending.get(wid)
+                if w is not None and w.budget == q[i].budget and w.min_runtime > 0:
+                    p = bisect_left(q, submission_order(w), i, j, key=submission_order)
+                    if p < j and q[p] is w:
+                        j = p
+            return j
+
+        return end
+
+    def _threshold(self, budget: str) -> Callable[[Shape], int]:
+        """Per shape (model, GPUs, CPUs, memory) of ``budget``'s workloads, the least M of the
+        failures outright covering its GPUs (:meth:`_skipped`), NEVER when none: a workload of the
+        shape with no group and no nomination is skipped exactly when its M reaches it."""
+        outright, largest = self.memo.outright, self.state.largest
+        known: dict[Shape, int] = {}
+
+        def threshold(s: Shape) -> int:
+            t = known.get(s)
+            if t is None:
+                model, n, cpus, memory = s
+                fails = outright.get((budget, model, n > largest.get(model, 0), cpus, memory), ())
+                t = known[s] = min((f_m for f_n, f_m in fails if f_n <= n), default=NEVER)
+            return t
+
+        return threshold
+
+    def _run_end_walk(self, first: Workload) -> Callable[[list[Workload], int], int]:
+        """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped in the run; a later workload
         of that shape with no shorter M (no group, no nomination) is skipped at once, others are
         asked of :meth:`_skipped`. The same answers: during a run the failures (memo.outright) do
         not change, and a failure with (n, m) covers every longer M."""
