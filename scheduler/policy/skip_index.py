@@ -34,7 +34,7 @@ Shape = tuple[str, int, int | None, int | None]
 shape_of: Callable[[Workload], Shape] = attrgetter("model", "gpus", "cpus", "memory")
 _order = attrgetter("submitted_at", "seq", "id")  # queues.submission_order (no import: queues imports this)
 
-BLOCK = 32
+BLOCK = 8
 """Blocks are split above 2 × BLOCK workloads and merged with a neighbour below BLOCK / 4."""
 
 
@@ -118,7 +118,7 @@ class SkipIndex:
     def _merge(self, i: int) -> None:
         """Merge block ``i`` into a neighbour when both fit in one block."""
         for a in (i - 1, i):
-            if 0 <= a and a + 1 < len(self.blocks) and len(self.blocks[a].ws) + len(self.blocks[a + 1].ws) <= 2 * BLOCK:
+            if a >= 0 and a + 1 < len(self.blocks) and len(self.blocks[a].ws) + len(self.blocks[a + 1].ws) <= 2 * BLOCK:
                 self.blocks[a : a + 2] = [_Block(self.blocks[a].ws + self.blocks[a + 1].ws)]
                 del self.firsts[a + 1]
                 return

@@ -87,31 +87,28 @@ class SkipRuns(PassState):
         skipped. Read from the budget's :class:`~scheduler.policy.skip_index.SkipIndex` where the
         queue is the kept allocated list (:meth:`_run_end_indexed`), else :meth:`_run_end_walk`."""
         bp = self.grouped.get(first.budget) if self.grouped is not None else None
-        walk = self._run_end_walk(first)
-        if bp is None or bp.runs is None:
-            return walk
-        return self._run_end_indexed(bp, walk)
+        disp = self.disp
+        if bp is None or bp.runs is None or disp is None or disp.queues.get(first.budget) is not bp.allocated:
+            return self._run_end_walk(first)  # no index, or a list of the pass's own (classified one by one)
+        return self._run_end_indexed(bp)
 
-    def _run_end_indexed(
-        self, bp: BudgetPending, walk: Callable[[list[Workload], int], int]
-    ) -> Callable[[list[Workload], int], int]:
+    def _run_end_indexed(self, bp: BudgetPending) -> Callable[[list[Workload], int], int]:
         """The run's end from the index: the first workload from ``i`` on in a group or below its
         shape's threshold (:meth:`_threshold`), or nominated (looked up by position: nominations
         are few), whichever comes first. The same answer as :meth:`_run_end_walk`: a workload
         without group or nomination is skipped exactly when its M reaches its threshold."""
-        allocated, runs = bp.allocated, bp.runs
+        runs = bp.runs
         assert runs is not None  # noqa: S101 (the caller's test)
 
         def end(q: list[Workload], i: int) -> int:
-            if q is not allocated:  # classified workload by workload: a list of the pass's own
-                return walk(q, i)
             if i >= len(q):
                 return i
-            stop = runs.first_stop(q[i], self._threshold(q[i].budget))
+            budget = q[i].budget
+            stop = runs.first_stop(q[i], self._threshold(budget))
             j = len(q) if stop is None else bisect_left(q, submission_order(stop), i, key=submission_order)
             for wid in self.noms:
                 w = self.pending.get(wid)
-                if w is not None and w.budget == q[i].budget and w.min_runtime > 0:
+                if w is not None and w.budget == budget and w.min_runtime > 0:
                     p = bisect_left(q, submission_order(w), i, j, key=submission_order)
                     if p < j and q[p] is w:
                         j = p
@@ -137,10 +134,10 @@ class SkipRuns(PassState):
         return threshold
 
     def _run_end_walk(self, first: Workload) -> Callable[[list[Workload], int], int]:
-        """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped in the run; a later workload
-        of that shape with no shorter M (no group, no nomination) is skipped at once, others are
-        asked of :meth:`_skipped`. The same answers: during a run the failures (memo.outright) do
-        not change, and a failure with (n, m) covers every longer M."""
+        """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped
+        in the run; a later workload of that shape with no shorter M (no group, no nomination) is
+        skipped at once, others are asked of :meth:`_skipped`. The same answers: during a run the
+        failures (memo.outright) do not change, and a failure with (n, m) covers every longer M."""
         noms, skipped, reserved = self.noms, self._skipped, self.dec.reserved_start
         least: dict[tuple[str, int, int | None, int | None], int] = {}
         if first.id not in reserved:
