@@ -22,7 +22,7 @@ cut of the list on every pass (:meth:`SkipIndex.differences`).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 from operator import attrgetter
 
@@ -68,6 +68,14 @@ class _Block:
                 self.least[s] = min(left)
             else:
                 del self.least[s]
+
+
+def _passes(least: dict[Shape, int], threshold: Mapping[Shape, int]) -> bool:
+    """True when every shape's least M reaches its threshold."""
+    for s, m in least.items():  # noqa: SIM110 (a loop, not a generator per block)
+        if m < threshold[s]:
+            return False
+    return True
 
 
 class SkipIndex:
@@ -123,18 +131,18 @@ class SkipIndex:
                 del self.firsts[a + 1]
                 return
 
-    def first_stop(self, start: Workload, threshold: Callable[[Shape], int]) -> Workload | None:
+    def first_stop(self, start: Workload, threshold: Mapping[Shape, int]) -> Workload | None:
         """The first workload from ``start`` on (in submission order) that is in an array group
-        or whose M is below ``threshold(its shape)``; None when there is none."""
+        or whose M is below ``threshold[its shape]``; None when there is none."""
         key = _order(start)
         i = bisect_right(self.firsts, key) - 1
         blocks = self.blocks
         b = blocks[i]
         j = bisect_left(b.ws, key, key=_order)
         while True:
-            if b.groups or any(m < threshold(s) for s, m in b.least.items()):
+            if b.groups or not _passes(b.least, threshold):
                 for w in islice(b.ws, j, None):
-                    if w.group is not None or w.min_runtime < threshold(shape_of(w)):
+                    if w.group is not None or w.min_runtime < threshold[shape_of(w)]:
                         return w
             i += 1
             if i == len(blocks):

@@ -22,6 +22,26 @@ NEVER = 1 << 62
 """The threshold of a shape no failure covers: every M is below it."""
 
 
+class Thresholds(dict[Shape, int]):
+    """:meth:`SkipRuns._threshold`, each shape's computed when first read (for one run: the
+    failures do not change during it)."""
+
+    def __init__(
+        self,
+        budget: str,
+        outright: dict[tuple[str, str, bool, int | None, int | None], list[tuple[int, int]]],
+        largest: dict[str, int],
+    ) -> None:
+        super().__init__()
+        self.budget, self.outright, self.largest = budget, outright, largest
+
+    def __missing__(self, s: Shape) -> int:
+        model, n, cpus, memory = s
+        fails = self.outright.get((self.budget, model, n > self.largest.get(model, 0), cpus, memory), ())
+        t = self[s] = min((f_m for f_n, f_m in fails if f_n <= n), default=NEVER)
+        return t
+
+
 class SkipRuns(PassState):
     """What a pass skips in its allocated dispatch (module docstring)."""
 
@@ -116,22 +136,11 @@ class SkipRuns(PassState):
 
         return end
 
-    def _threshold(self, budget: str) -> Callable[[Shape], int]:
+    def _threshold(self, budget: str) -> Thresholds:
         """Per shape (model, GPUs, CPUs, memory) of ``budget``'s workloads, the least M of the
         failures outright covering its GPUs (:meth:`_skipped`), NEVER when none: a workload of the
         shape with no group and no nomination is skipped exactly when its M reaches it."""
-        outright, largest = self.memo.outright, self.state.largest
-        known: dict[Shape, int] = {}
-
-        def threshold(s: Shape) -> int:
-            t = known.get(s)
-            if t is None:
-                model, n, cpus, memory = s
-                fails = outright.get((budget, model, n > largest.get(model, 0), cpus, memory), ())
-                t = known[s] = min((f_m for f_n, f_m in fails if f_n <= n), default=NEVER)
-            return t
-
-        return threshold
+        return Thresholds(budget, self.memo.outright, self.state.largest)
 
     def _run_end_walk(self, first: Workload) -> Callable[[list[Workload], int], int]:
         """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped

@@ -74,7 +74,7 @@ def test_skip_index_is_the_plain_walk(block: int, history: tuple[list[Workload],
                 index.add(w)
             assert index.differences(ordered) == []
             for i, start in enumerate(ordered):
-                assert index.first_stop(start, thresholds.__getitem__) is _plain(ordered, i, thresholds)
+                assert index.first_stop(start, thresholds) is _plain(ordered, i, thresholds)
         assert SkipIndex(ordered).differences(ordered) == []
     finally:
         skip_index.BLOCK = old
