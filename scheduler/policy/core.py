@@ -72,7 +72,7 @@ class Pass(SkipRuns):
         grouped: Mapping[str, BudgetPending] | None = None,
     ) -> None:
         super().__init__(snap, tree, standing, pending, loads)
-        self.grouped = grouped  # the pending workloads by budget (queues.group), if the caller has them
+        self.grouped = grouped  # the pending workloads by budget (queues.group, kept with skip indexes), if any
         self.state.listeners.clear()
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
         self.group_started: dict[str, int] = {}  # array group → members started in this pass

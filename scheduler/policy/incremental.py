@@ -146,6 +146,9 @@ def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workl
 
     if ids(index.budgets) != ids(fresh):
         raise AssertionError(f"pending index differs at {now}")
+    for b, bp in index.budgets.items():  # the skipped runs' index against a fresh cut of its list
+        if bp.runs is None or (diff := bp.runs.differences(bp.allocated)):
+            raise AssertionError(f"skip index of {b} differs at {now}: {diff if bp.runs else 'none'}")
     shapes = {(PendingIndex.coarse(w), w.min_runtime) for w in pending.values()}
     least: dict[Coarse, int] = {}
     for c, m in shapes:

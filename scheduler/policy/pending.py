@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from scheduler.policy.queues import BudgetPending, shape_of, submission_order
+from scheduler.policy.skip_index import SkipIndex
 from scheduler.policy.types import Workload
 
 _K = TypeVar("_K")
@@ -68,8 +69,9 @@ class PendingLog:
 
 
 class PendingIndex:
-    """The pending workloads by id and by budget, each budget's lists in submission order, and
-    the idle screen's shapes, kept by difference.
+    """The pending workloads by id and by budget, each budget's lists in submission order with
+    the allocated list's skipped runs' index (``BudgetPending.runs``, skip_index.py), and the
+    idle screen's shapes, kept by difference.
 
     ``by_id`` maps id → workload; ``budgets`` the workloads by budget
     (:class:`~scheduler.policy.queues.BudgetPending`), the lists a pass queues; ``shapes`` maps
@@ -149,8 +151,13 @@ class PendingIndex:
 
     def _drop(self, w: Workload) -> None:
         bp = self.budgets[w.budget]
-        lst = bp.allocated if w.min_runtime > 0 else bp.unallocated
         key = submission_order(w)
+        if w.min_runtime > 0:
+            lst = bp.allocated
+            assert bp.runs is not None  # noqa: S101 (_add made it)
+            bp.runs.remove(w)
+        else:
+            lst = bp.unallocated
         del lst[bisect_left(lst, key, key=submission_order)]
         del bp.ordered[bisect_left(bp.ordered, key, key=submission_order)]
         _count(bp.shapes, shape_of(w), -1)
@@ -170,8 +177,13 @@ class PendingIndex:
     def _add(self, w: Workload) -> None:
         bp = self.budgets.get(w.budget)
         if bp is None:
-            bp = self.budgets[w.budget] = BudgetPending()
-        insort(bp.allocated if w.min_runtime > 0 else bp.unallocated, w, key=submission_order)
+            bp = self.budgets[w.budget] = BudgetPending(runs=SkipIndex())
+        if w.min_runtime > 0:
+            insort(bp.allocated, w, key=submission_order)
+            assert bp.runs is not None  # noqa: S101 (made with the budget's entry)
+            bp.runs.add(w)
+        else:
+            insort(bp.unallocated, w, key=submission_order)
         insort(bp.ordered, w, key=submission_order)
         _count(bp.shapes, shape_of(w), 1)
         c, m = self.coarse(w), w.min_runtime

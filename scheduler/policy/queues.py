@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from scheduler.policy.skip_index import SkipIndex
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import OnCap, PendingReason, Workload
 
@@ -53,12 +54,14 @@ Reason = Callable[[Workload, PendingReason, dict[str, object]], None]
 class BudgetPending:
     """One budget's pending workloads in submission order: all of them, the allocated ones and
     the unallocated ones, and how many of each (model, GPUs) shape. Read-only for a pass (a kept
-    index owns the lists)."""
+    index owns the lists). ``runs``: the allocated list's :class:`SkipIndex` where a kept index
+    keeps one (``PendingIndex``), else None."""
 
     ordered: list[Workload] = field(default_factory=list)
     allocated: list[Workload] = field(default_factory=list)
     unallocated: list[Workload] = field(default_factory=list)
     shapes: dict[Shape, int] = field(default_factory=dict)
+    runs: SkipIndex | None = None
 
 
 def group(ordered: Iterable[Workload]) -> dict[str, BudgetPending]:

@@ -10,6 +10,7 @@ passes per host version; a pass keeps each host's answer per (host version, allo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 import scheduler.policy.contract as contract
@@ -61,11 +62,36 @@ def _base(ps: PassState, hv: HostView) -> room_index.RoomBase:
     return kept[1]
 
 
+def bound_hosts(ps: PassState, model: str, n: int, allowed: frozenset[str]) -> Sequence[HostView]:
+    """The hosts of ``model``, in ``Standing.hosts_by_model``'s order, that the single-host
+    bound of :func:`_earliest_single` can keep for ``n`` GPUs: those whose healthy GPUs exceed
+    the allocated work there by ``n`` or more (``Standing.slack``) and those where an allowed
+    budget holds allocated work (``Standing.budget_hosts``); on every other host the bound's
+    room, healthy GPUs less all allocated work, is below ``n``. All of them when that union is
+    not much smaller (the walk costs less than the union's sort)."""
+    every = ps.standing.hosts_by_model.get(model, ())
+    st = ps.standing
+    if n < 1:
+        return every
+    names = {h for h, s in st.slack.get(model, {}).items() if s >= n}
+    on = st.budget_hosts
+    for v in allowed:
+        where = on.get(v)
+        if where:
+            names.update(where)
+            if len(names) * 2 > len(every):
+                return every
+    rank, hosts = st.rank, st.state.hosts
+    mine = sorted(rank[h] for h in names if (hv := hosts.get(h)) is not None and hv.model == model)
+    return [every[i] for i in mine]
+
+
 def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     """The host where ``w`` could start earliest, ties to the first by name.
 
     The hosts are walked in name order (``Standing.hosts_by_model``), so once a host is found
-    where ``w`` could start now, no later host can beat it and the walk stops.
+    where ``w`` could start now, no later host can beat it and the walk stops. Only the hosts
+    the bound can keep are walked (:func:`bound_hosts`).
     """
     n = w.gpus
     now = ps.now
@@ -76,7 +102,7 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     held = ps.standing.agg_held
     best: Best | None = None
     reserved = ps.reserved
-    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+    for hv in bound_hosts(ps, w.model, n, allowed):
         if not hv.active or hv.name in reserved:
             continue
         # Upper bound on the room ever made here: healthy GPUs less allocated work that is

@@ -9,19 +9,44 @@ the full path when reasons are wanted. :class:`SkipRuns` is the part of a pass t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from operator import attrgetter
+from bisect import bisect_left
+from collections.abc import Callable, Mapping
 
 import scheduler.policy.reasons as reasons
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.queues import BudgetPending, submission_order
+from scheduler.policy.skip_index import Shape, shape_of
 from scheduler.policy.types import PendingInfo, Workload
 
-shape_of: Callable[[Workload], tuple[str, int, int | None, int | None]] = attrgetter("model", "gpus", "cpus", "memory")
-"""What a run without reasons keys its least M skipped by: (model, GPUs, CPUs, memory)."""
+NEVER = 1 << 62
+"""The threshold of a shape no failure covers: every M is below it."""
+
+
+class Thresholds(dict[Shape, int]):
+    """:meth:`SkipRuns._threshold`, each shape's computed when first read (for one run: the
+    failures do not change during it)."""
+
+    def __init__(
+        self,
+        budget: str,
+        outright: dict[tuple[str, str, bool, int | None, int | None], list[tuple[int, int]]],
+        largest: dict[str, int],
+    ) -> None:
+        super().__init__()
+        self.budget, self.outright, self.largest = budget, outright, largest
+
+    def __missing__(self, s: Shape) -> int:
+        model, n, cpus, memory = s
+        fails = self.outright.get((self.budget, model, n > self.largest.get(model, 0), cpus, memory), ())
+        t = self[s] = min((f_m for f_n, f_m in fails if f_n <= n), default=NEVER)
+        return t
 
 
 class SkipRuns(PassState):
     """What a pass skips in its allocated dispatch (module docstring)."""
+
+    grouped: Mapping[str, BudgetPending] | None = None
+    """The pending workloads by budget, where the caller keeps them (the pass sets it)."""
 
     def _outright_key(self, w: Workload) -> tuple[str, str, bool, int | None, int | None]:
         """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
@@ -79,10 +104,49 @@ class SkipRuns(PassState):
     def _run_end_bare(self, first: Workload) -> Callable[[list[Workload], int], int]:
         """:meth:`_skipped_like` without reasons, over a whole run at once
         (``Dispatcher.skip_run_to``): the index of the first workload from ``i`` on that is not
-        skipped. Per (model, GPUs, CPUs, memory) the least M skipped in the run; a later workload
-        of that shape with no shorter M (no group, no nomination) is skipped at once, others are
-        asked of :meth:`_skipped`. The same answers: during a run the failures (memo.outright) do
-        not change, and a failure with (n, m) covers every longer M."""
+        skipped. Read from the budget's :class:`~scheduler.policy.skip_index.SkipIndex` where the
+        queue is the kept allocated list (:meth:`_run_end_indexed`), else :meth:`_run_end_walk`."""
+        bp = self.grouped.get(first.budget) if self.grouped is not None else None
+        disp = self.disp
+        if bp is None or bp.runs is None or disp is None or disp.queues.get(first.budget) is not bp.allocated:
+            return self._run_end_walk(first)  # no index, or a list of the pass's own (classified one by one)
+        return self._run_end_indexed(bp)
+
+    def _run_end_indexed(self, bp: BudgetPending) -> Callable[[list[Workload], int], int]:
+        """The run's end from the index: the first workload from ``i`` on in a group or below its
+        shape's threshold (:meth:`_threshold`), or nominated (looked up by position: nominations
+        are few), whichever comes first. The same answer as :meth:`_run_end_walk`: a workload
+        without group or nomination is skipped exactly when its M reaches its threshold."""
+        runs = bp.runs
+        assert runs is not None  # noqa: S101 (the caller's test)
+
+        def end(q: list[Workload], i: int) -> int:
+            if i >= len(q):
+                return i
+            budget = q[i].budget
+            stop = runs.first_stop(q[i], self._threshold(budget))
+            j = len(q) if stop is None else bisect_left(q, submission_order(stop), i, key=submission_order)
+            for wid in self.noms:
+                w = self.pending.get(wid)
+                if w is not None and w.budget == budget and w.min_runtime > 0:
+                    p = bisect_left(q, submission_order(w), i, j, key=submission_order)
+                    if p < j and q[p] is w:
+                        j = p
+            return j
+
+        return end
+
+    def _threshold(self, budget: str) -> Thresholds:
+        """Per shape (model, GPUs, CPUs, memory) of ``budget``'s workloads, the least M of the
+        failures outright covering its GPUs (:meth:`_skipped`), NEVER when none: a workload of the
+        shape with no group and no nomination is skipped exactly when its M reaches it."""
+        return Thresholds(budget, self.memo.outright, self.state.largest)
+
+    def _run_end_walk(self, first: Workload) -> Callable[[list[Workload], int], int]:
+        """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped
+        in the run; a later workload of that shape with no shorter M (no group, no nomination) is
+        skipped at once, others are asked of :meth:`_skipped`. The same answers: during a run the
+        failures (memo.outright) do not change, and a failure with (n, m) covers every longer M."""
         noms, skipped, reserved = self.noms, self._skipped, self.dec.reserved_start
         least: dict[tuple[str, int, int | None, int | None], int] = {}
         if first.id not in reserved:

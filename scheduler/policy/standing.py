@@ -69,6 +69,17 @@ class Standing:
         self.agg_budgets: set[str] = set()
         self.agg_held: dict[str, int] = {}  # host -> sum of its agg counts
         self.victim_hosts: dict[str, dict[str, int]] = {}
+        # Reservations' bound (reserve.py): budget -> host -> GPUs of its allocated work there
+        # (agg's counts summed), and per model the hosts whose healthy GPUs exceed the allocated
+        # work held there, with that excess; the rank of each host in hosts_by_model.
+        self.budget_hosts: dict[str, dict[str, int]] = {}
+        self.slack: dict[str, dict[str, int]] = {m: {} for m in self.hosts_by_model}
+        self.rank: dict[str, int] = {}
+        for hosts in self.hosts_by_model.values():
+            for i, hv in enumerate(hosts):
+                self.rank[hv.name] = i
+                if hv.healthy:
+                    self.slack[hv.model][hv.name] = len(hv.healthy)
         # host -> (host version, the instant it read or None, its victim rows): victims.py's, kept
         # while the host's version stands (protections ending bump it, _end_protections)
         self.victim_rows: dict[str, tuple[int, int | None, object]] = {}
@@ -137,7 +148,19 @@ class Standing:
             counts[slot] += sign * n
             if not (counts[0] or counts[1]):
                 del per[budget]
-            held[h] = held.get(h, 0) + sign * n
+            held[h] = left = held.get(h, 0) + sign * n
+            on = self.budget_hosts.setdefault(budget, {})
+            if on.get(h, 0) + sign * n:
+                on[h] = on.get(h, 0) + sign * n
+            else:
+                del on[h]
+            hv = self.state.hosts.get(h)
+            if hv is not None:
+                slack = self.slack[hv.model]
+                if len(hv.healthy) > left:
+                    slack[h] = len(hv.healthy) - left
+                else:
+                    slack.pop(h, None)
         if unprotected:
             where = self.victim_hosts.setdefault(budget, {})
             for h in av.on_host:
@@ -309,6 +332,10 @@ class Standing:
             out.append("agg_held")
         if {v: d for v, d in self.victim_hosts.items() if d} != {v: d for v, d in other.victim_hosts.items() if d}:
             out.append("victim_hosts")
+        if {v: d for v, d in self.budget_hosts.items() if d} != {v: d for v, d in other.budget_hosts.items() if d}:
+            out.append("budget_hosts")
+        if self.slack != other.slack:
+            out.append("slack")
         if not other.agg_budgets <= self.agg_budgets:
             out.append("agg_budgets")
         return out

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import scheduler.policy.contract as contract
 from bench.synth import make_settled
-from scheduler.policy import Decisions, Snapshot, reasons, schedule
+from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, reasons, schedule
 from scheduler.policy.core import Pass
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.pending import PendingIndex, PendingLog
@@ -259,14 +259,20 @@ def test_skipped_runs_without_reasons_decide_as_each_workload(
     size: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without reasons (simulations) a run skips by the least M skipped per shape
-    (``Pass._run_end_bare``, the whole run in one loop): the same decisions as asking ``_skipped`` of each workload."""
+    (``Pass._run_end_bare``, the whole run in one loop), or, in ``IncrementalScheduler``, reads it
+    from the kept skip index (scheduler/policy/skip_index.py): the same decisions as asking
+    ``_skipped`` of each workload."""
     hosts, workloads, seed = size
     for after in (600, 3600):
         snap = replace(make_settled(hosts, workloads, seed=seed, after=after).snapshot(), with_reasons=False)
-        assert schedule(snap) == _plain(snap, monkeypatch)
+        plain = _plain(snap, monkeypatch)
+        assert schedule(snap) == plain
+        assert IncrementalScheduler(check=True)(snap) == plain
     for seed in range(300):
         snap = replace(crowded_snapshot(seed), with_reasons=False)
-        assert schedule(snap) == _plain(snap, monkeypatch), seed
+        plain = _plain(snap, monkeypatch)
+        assert schedule(snap) == plain, seed
+        assert IncrementalScheduler(check=True)(snap) == plain, seed
 
 
 @settings(max_examples=200, deadline=None)

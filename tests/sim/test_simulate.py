@@ -322,3 +322,32 @@ def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Pat
     sim.run()
     assert calls["n"] > 100
     assert 0 < inc.followed < calls["n"] - calls["n"] // 7
+
+
+def test_skipped_runs_read_from_the_kept_index_decide_as_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The simulator's passes read their skipped runs from the kept skip index
+    (scheduler/policy/skip_index.py; blocks of two workloads, so runs pass many of them), checked
+    against a fresh cut on every pass, and decide as schedule() (the walk, no index)."""
+    import scheduler.policy.skip_index as skip_index
+    from scheduler.policy import IncrementalScheduler, schedule
+
+    monkeypatch.setattr(skip_index, "BLOCK", 2)
+    read = {"runs": 0}
+    first_stop = skip_index.SkipIndex.first_stop
+
+    def counted(self, start, threshold):  # type: ignore[no-untyped-def]
+        read["runs"] += 1
+        return first_stop(self, start, threshold)
+
+    monkeypatch.setattr(skip_index.SkipIndex, "first_stop", counted)
+    inc = IncrementalScheduler(check=True)
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        dec = inc(snap)
+        assert dec == schedule(snap)
+        return dec
+
+    TraceSim(prepare(small(busy_trace(tmp_path, n=500, seed=3), hosts=3)), both).run()
+    assert read["runs"] > 100

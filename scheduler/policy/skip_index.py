@@ -1,0 +1,169 @@
+"""The skipped runs' index, kept between passes (docs/policy.md "How it stays fast").
+
+A run of the allocated dispatch without reasons (skips.py, ``Dispatcher.skip_run_to``) ends at
+the first workload of its budget's queue that is not skipped: one of an array group, one with a
+nomination, or one whose M is below its shape's *threshold* — the least M of the pass's failures
+outright of that (budget, model, gang, CPUs, memory) with no more GPUs (``memo.outright``): a
+workload of shape (model, GPUs, CPUs, memory) is skipped exactly when its M reaches it.
+
+:class:`SkipIndex` cuts one budget's allocated pending workloads (``BudgetPending.allocated``, in
+submission order) into blocks of consecutive workloads; each block knows, per shape, the least M
+of its workloads, and how many belong to an array group. A block holding no group member, whose
+every shape's least M reaches that shape's threshold, is skipped whole without reading its
+workloads; the others are read workload by workload. ``PendingIndex`` keeps it with the lists
+(every arrival and departure), so a pass pays for the blocks it passes, not for the workloads.
+
+Invalidation: none across passes — the index reads only the workloads (immutable values) and
+their order, and changes exactly when the list does; the pass's failures and nominations are
+applied when a run is read. ``IncrementalScheduler(check=True)`` compares it with a fresh
+cut of the list on every pass (:meth:`SkipIndex.differences`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
+from operator import attrgetter
+
+from scheduler.policy.types import Workload
+
+Shape = tuple[str, int, int | None, int | None]
+"""(model, GPUs, CPUs, memory): what a workload's threshold depends on besides its budget."""
+
+shape_of: Callable[[Workload], Shape] = attrgetter("model", "gpus", "cpus", "memory")
+_order = attrgetter("submitted_at", "seq", "id")  # queues.submission_order (no import: queues imports this)
+
+BLOCK = 8
+"""Blocks are split above 2 × BLOCK workloads and merged with a neighbour below BLOCK / 4."""
+
+
+class _Block:
+    __slots__ = ("groups", "least", "ws")
+
+    def __init__(self, ws: list[Workload]) -> None:
+        self.ws = ws
+        self.least: dict[Shape, int] = {}
+        self.groups = 0
+        for w in ws:
+            self.count(w)
+
+    def count(self, w: Workload) -> None:
+        if w.group is not None:
+            self.groups += 1
+            return
+        s = shape_of(w)
+        m = self.least.get(s)
+        if m is None or w.min_runtime < m:
+            self.least[s] = w.min_runtime
+
+    def uncount(self, w: Workload) -> None:
+        if w.group is not None:
+            self.groups -= 1
+            return
+        s = shape_of(w)
+        if self.least[s] == w.min_runtime:  # the least may have left: read the block again
+            left = [x.min_runtime for x in self.ws if x.group is None and shape_of(x) == s]
+            if left:
+                self.least[s] = min(left)
+            else:
+                del self.least[s]
+
+
+def _passes(least: dict[Shape, int], threshold: Mapping[Shape, int]) -> bool:
+    """True when every shape's least M reaches its threshold."""
+    for s, m in least.items():  # noqa: SIM110 (a loop, not a generator per block)
+        if m < threshold[s]:
+            return False
+    return True
+
+
+class SkipIndex:
+    """One budget's allocated pending workloads in blocks (module docstring)."""
+
+    __slots__ = ("blocks", "firsts")
+
+    def __init__(self, ordered: Iterable[Workload] = ()) -> None:
+        ws = list(ordered)
+        self.blocks = [_Block(ws[i : i + BLOCK]) for i in range(0, len(ws), BLOCK)]
+        self.firsts = [_order(b.ws[0]) for b in self.blocks]
+
+    def __len__(self) -> int:
+        return sum(len(b.ws) for b in self.blocks)
+
+    def add(self, w: Workload) -> None:
+        key = _order(w)
+        if not self.blocks:
+            self.blocks.append(_Block([w]))
+            self.firsts.append(key)
+            return
+        i = max(0, bisect_right(self.firsts, key) - 1)
+        b = self.blocks[i]
+        insort(b.ws, w, key=_order)
+        b.count(w)
+        if b.ws[0] is w:
+            self.firsts[i] = key
+        if len(b.ws) > 2 * BLOCK:
+            half = len(b.ws) // 2
+            self.blocks[i : i + 1] = [_Block(b.ws[:half]), _Block(b.ws[half:])]
+            self.firsts.insert(i + 1, _order(b.ws[half]))
+
+    def remove(self, w: Workload) -> None:
+        key = _order(w)
+        i = bisect_right(self.firsts, key) - 1
+        b = self.blocks[i]
+        j = bisect_left(b.ws, key, key=_order)
+        del b.ws[j]
+        b.uncount(w)
+        if not b.ws:
+            del self.blocks[i], self.firsts[i]
+            return
+        if j == 0:
+            self.firsts[i] = _order(b.ws[0])
+        if len(b.ws) < BLOCK // 4:
+            self._merge(i)
+
+    def _merge(self, i: int) -> None:
+        """Merge block ``i`` into a neighbour when both fit in one block."""
+        for a in (i - 1, i):
+            if a >= 0 and a + 1 < len(self.blocks) and len(self.blocks[a].ws) + len(self.blocks[a + 1].ws) <= 2 * BLOCK:
+                self.blocks[a : a + 2] = [_Block(self.blocks[a].ws + self.blocks[a + 1].ws)]
+                del self.firsts[a + 1]
+                return
+
+    def first_stop(self, start: Workload, threshold: Mapping[Shape, int]) -> Workload | None:
+        """The first workload from ``start`` on (in submission order) that is in an array group
+        or whose M is below ``threshold[its shape]``; None when there is none."""
+        key = _order(start)
+        i = bisect_right(self.firsts, key) - 1
+        blocks = self.blocks
+        b = blocks[i]
+        j = bisect_left(b.ws, key, key=_order)
+        while True:
+            if b.groups or not _passes(b.least, threshold):
+                for w in islice(b.ws, j, None):
+                    if w.group is not None or w.min_runtime < threshold[shape_of(w)]:
+                        return w
+            i += 1
+            if i == len(blocks):
+                return None
+            b, j = blocks[i], 0
+
+    def differences(self, allocated: list[Workload]) -> list[str]:
+        """How this index differs from a fresh cut of ``allocated`` (empty when it does not)."""
+        out = []
+        flat = [w for b in self.blocks for w in b.ws]
+        if len(flat) != len(allocated) or any(a is not b for a, b in zip(flat, allocated, strict=False)):
+            out.append("workloads")
+        for b, first in zip(self.blocks, self.firsts, strict=True):
+            fresh = _Block(b.ws)
+            if not b.ws or len(b.ws) > 2 * BLOCK or first != _order(b.ws[0]):
+                out.append(f"block at {first}")
+            if (b.least, b.groups) != (fresh.least, fresh.groups):
+                out.append(f"block at {first}: {b.least, b.groups} != {fresh.least, fresh.groups}")
+        if len(self.firsts) != len(self.blocks):
+            out.append("firsts")
+        return out
+
+
+__all__ = ["BLOCK", "Shape", "SkipIndex", "shape_of"]

@@ -1,0 +1,80 @@
+"""The skipped runs' index (scheduler/policy/skip_index.py) against a plain walk of its list.
+
+Random arrivals and departures (blocks split and merged: ``BLOCK`` made small), after each: the
+index equals a fresh cut of the list (``differences``), and from every start its first stop is
+the plain walk's for random thresholds.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import scheduler.policy.skip_index as skip_index
+from scheduler.policy.queues import submission_order
+from scheduler.policy.skip_index import Shape, SkipIndex, shape_of
+from scheduler.policy.types import Workload
+
+SHAPES = [("H100", 1, None, None), ("H100", 2, None, None), ("A100", 1, None, None), ("H100", 1, 4, None)]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Workload], list[int], dict[Shape, int]]:
+    pool = []
+    for i in range(draw(st.integers(1, 60))):
+        model, gpus, cpus, memory = draw(st.sampled_from(SHAPES))
+        pool.append(
+            Workload(
+                f"w{i}",
+                "b",
+                gpus,
+                model,
+                draw(st.integers(1, 9)),
+                draw(st.integers(0, 20)),
+                i,
+                cpus=cpus,
+                memory=memory,
+                group=draw(st.sampled_from((None, None, None, None, None, "g"))),
+            )
+        )
+    ops = draw(st.lists(st.integers(0, len(pool) - 1), max_size=120))  # each toggles one workload
+    thresholds = {s: draw(st.integers(0, 11)) for s in SHAPES}
+    return pool, ops, thresholds
+
+
+def _plain(ordered: list[Workload], i: int, thresholds: dict[Shape, int]) -> Workload | None:
+    for w in ordered[i:]:
+        if w.group is not None or w.min_runtime < thresholds[shape_of(w)]:
+            return w
+    return None
+
+
+@pytest.mark.parametrize("block", [1, 2, 8, 32])
+@settings(max_examples=120, deadline=None)
+@given(histories())
+def test_skip_index_is_the_plain_walk(block: int, history: tuple[list[Workload], list[int], dict[Shape, int]]) -> None:
+    pool, ops, thresholds = history
+    old = skip_index.BLOCK
+    skip_index.BLOCK = block
+    try:
+        index, ordered = SkipIndex(), []
+        present: set[int] = set()
+        for op in ops:
+            w = pool[op]
+            if op in present:
+                present.discard(op)
+                ordered.remove(w)
+                index.remove(w)
+            else:
+                present.add(op)
+                insort(ordered, w, key=submission_order)
+                index.add(w)
+            assert index.differences(ordered) == []
+            for i, start in enumerate(ordered):
+                assert index.first_stop(start, thresholds) is _plain(ordered, i, thresholds)
+        assert SkipIndex(ordered).differences(ordered) == []
+    finally:
+        skip_index.BLOCK = old
