@@ -239,7 +239,7 @@ def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
     env.update(FAIRWAY_HEARTBEAT_S=os.environ["FAIRWAY_HEARTBEAT_S"], BENCH_TIMING_DIR=str(timings))
     if args.profile:
         env["BENCH_PROFILE"] = args.profile
-    for name in ("FAIRWAY_HEARTBEAT_FLUSH_S",):
+    for name in ("FAIRWAY_HEARTBEAT_FLUSH_S", "LOG_LEVEL"):  # LOG_LEVEL=INFO: the ticks' lines (_report_ticks)
         if os.environ.get(name):
             env[name] = os.environ[name]
     (logs.parent / "var").mkdir(exist_ok=True)
