@@ -116,6 +116,7 @@ def install_timers(out: str) -> None:
     from scheduler import gateway, lifecycle
 
     waits: list[float] = []  # per heartbeat: receipt → its flush committed (s)
+    received: list[float] = []  # per heartbeat: its receipt (epoch s), same order
     flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
     record, flush_heartbeats = lifecycle.record_heartbeats, gateway.flush_heartbeats
 
@@ -123,6 +124,7 @@ def install_timers(out: str) -> None:
         record(reports)  # commits before it returns
         now = time.time()
         waits.extend(now - r.received_at.timestamp() for r in reports)
+        received.extend(r.received_at.timestamp() for r in reports)
 
     def counted_flush(reports: Any, views: Any) -> Any:
         queries = 0
@@ -184,6 +186,7 @@ def install_timers(out: str) -> None:
                 json.dumps(
                     {
                         "heartbeats": list(waits),
+                        "received": list(received)[: len(waits)],
                         "flushes": list(flushes),
                         "dispatches": {k: list(v) for k, v in list(dispatches.items())},
                         "lags": list(lags),
@@ -317,6 +320,7 @@ class Stats:
         self.cpu_before: dict[str, float] = {}  # CPU seconds by process group at the window's start
         self.cpu_after: dict[str, float] = {}
         self.load_before = self.load_after = 0.0  # 1-minute load average at the window's ends
+        self.window_wall = (0.0, 0.0)  # the measured window, epoch seconds
         self.lags: list[float] = []  # this process's event loop lateness (s), sampled every 0.1 s
 
 
@@ -531,6 +535,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     stats.cpu_before = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
     stats.load_before = os.getloadavg()[0]
     window_began = time.monotonic()
+    stats.window_wall = (time.time(), float("inf"))
     if args.submit_rate:
         spec = f"{args.submit_rate}:{args.duration}:{args.port}:{args.token_file}:{args.submissions_file}"
         submitter = await asyncio.create_subprocess_exec(sys.executable, __file__, "--submit-http", spec, cwd=ROOT)
@@ -544,6 +549,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
             await asyncio.wait_for(submitter.wait(), 40)  # its last answers, then its report
     stats.measuring = False
     window = time.monotonic() - window_began
+    stats.window_wall = (stats.window_wall[0], time.time())
     stats.load_after = os.getloadavg()[0]
     probe.cancel()
     if submitter.returncode is None:
@@ -717,6 +723,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
 
     close_old_connections()
     durations: list[float] = []
+    in_window: list[float] = []  # heartbeats received in the measured window
     flushes: list[list[float]] = []
     dispatches: dict[str, list[float]] = {}
     lags: list[float] = []
@@ -724,6 +731,9 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     for path in sorted(timings.glob("*.json")):  # one per web process
         timed = json.loads(path.read_text())
         durations += timed.get("heartbeats", [])
+        for at, wait in zip(timed.get("received", []), timed.get("heartbeats", []), strict=False):
+            if stats.window_wall[0] <= at <= stats.window_wall[1]:
+                in_window.append(wait)
         flushes += timed.get("flushes", [])
         lags += timed.get("lags", [])
         for wire, at in timed.get("starts", {}).items():
@@ -765,6 +775,12 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         f"heartbeat handling (receipt → its flush committed, {len(ms)} heartbeats incl. ramp): "
         f"p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, max {max(ms, default=float('nan')):.1f} ms"
     )
+    if in_window:
+        ms = [d * 1000 for d in in_window]
+        print(
+            f"heartbeat handling in the window ({len(ms)} heartbeats received in it): "
+            f"p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, max {max(ms):.1f} ms"
+        )
     if flushes:
         hosts, queries, secs = ([f[i] for f in flushes] for i in range(3))
         print(
