@@ -242,7 +242,8 @@ def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
     env.update(FAIRWAY_HEARTBEAT_S=os.environ["FAIRWAY_HEARTBEAT_S"], BENCH_TIMING_DIR=str(timings))
     if args.profile:
         env["BENCH_PROFILE"] = args.profile
-    for name in ("FAIRWAY_HEARTBEAT_FLUSH_S", "LOG_LEVEL"):  # LOG_LEVEL=INFO: the ticks' lines (_report_ticks)
+    # LOG_LEVEL=INFO: the ticks' lines (_report_ticks)
+    for name in ("FAIRWAY_HEARTBEAT_FLUSH_S", "FAIRWAY_WEB_MAX_IN_FLIGHT", "FAIRWAY_AGENT_DB_THREADS", "LOG_LEVEL"):
         if os.environ.get(name):
             env[name] = os.environ[name]
     (logs.parent / "var").mkdir(exist_ok=True)
