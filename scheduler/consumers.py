@@ -288,7 +288,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
                         await self.dispatch_message(msg, received)
                     except Exception:
                         logger.exception("handling %s from host %s failed", msg.TYPE, self.host.name)
-                        await self.send_error("internal", f"the server could not handle this {msg.TYPE}", msg.id)
+                        with contextlib.suppress(Exception):  # the connection may be gone: go on with the rest
+                            await self.send_error("internal", f"the server could not handle this {msg.TYPE}", msg.id)
             finally:
                 self.inbox.task_done()
 
@@ -304,8 +305,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
             except TimeoutError:
                 logger.warning("host %s: %d messages left unhandled at disconnect", self.host, self.inbox.qsize())
         handler.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await handler
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # it ends only by this cancel; anything else is logged, not raised here
+            logger.warning("the message handler of host %s ended with an error", self.host, exc_info=True)
 
     async def dispatch_message(self, msg: protocol.Message, received: datetime | None = None) -> None:
         assert self.host is not None  # noqa: S101 -- receive() checks it
