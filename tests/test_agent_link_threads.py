@@ -10,7 +10,8 @@ import threading
 from typing import Any
 
 import pytest
-from asgiref.sync import SyncToAsync, sync_to_async
+from asgiref.sync import SyncToAsync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from agent import protocol
@@ -31,7 +32,8 @@ def test_heartbeats_and_pushes_are_handled_while_the_sync_thread_is_busy(setting
     def last_heartbeat() -> Any:
         return Host.objects.get(pk=host.pk).last_heartbeat
 
-    read = sync_to_async(last_heartbeat, thread_sensitive=False)  # the async ORM would wait for that thread
+    # not the async ORM, which would wait for that thread; connections closed after each call
+    read = database_sync_to_async(last_heartbeat, thread_sensitive=False)
 
     async def run() -> None:
         try:
@@ -46,7 +48,7 @@ def test_heartbeats_and_pushes_are_handled_while_the_sync_thread_is_busy(setting
                     break
                 await asyncio.sleep(0.05)
             assert await read() != before  # flushed
-            attempt_id = await sync_to_async(_place, thread_sensitive=False)(host, "pushed")
+            attempt_id = await database_sync_to_async(_place, thread_sensitive=False)(host, "pushed")
             await get_channel_layer().group_send(gateway.host_group(host.pk), {"type": "desired.state"})
             start = await _receive(comm, wait=5)
             assert isinstance(start, protocol.Start) and start.attempt_id == attempt_id
