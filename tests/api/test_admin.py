@@ -171,6 +171,44 @@ def test_a_budget_name_with_a_slash_is_refused(admin_web, org_tree):
     assert Budget.objects.get(pk=sam.pk).name == "sam"
 
 
+def test_a_second_live_budget_of_the_same_name_is_refused_not_a_500(admin_web, org_tree):
+    """tryout24: adding "nlp" under org again (or renaming tulu to olmo) was a 500: the unique
+    constraint is conditional on ``archived_at``, which the admin's form leaves out, so Django
+    skipped it and the database raised IntegrityError. The admin now says what
+    ``do_create_budget`` says, and nothing is written."""
+    from budgets.models import Budget
+
+    before = Budget.objects.count()
+    add = reverse("admin:budgets_budget_add")
+    response = admin_web.post(add, _budget_form(org_tree["nlp"], parent=org_tree["org"].pk))
+    assert response.status_code == 200
+    assert "A live budget named &#x27;nlp&#x27; exists there already." in response.content.decode()
+    assert Budget.objects.count() == before
+
+    tulu = org_tree["nlp/tulu"]
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[tulu.pk]), _budget_form(tulu, name="olmo"))
+    assert response.status_code == 200
+    assert "exists there already" in response.content.decode()
+    assert Budget.objects.get(pk=tulu.pk).name == "tulu"
+    # Saving a budget unchanged is no duplicate of itself.
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[tulu.pk]), _budget_form(tulu))
+    assert response.status_code == 302
+
+
+def test_a_budget_cannot_be_added_under_an_archived_one(admin_web, org_tree):
+    from django.utils import timezone
+
+    from budgets.models import Budget
+
+    Budget.objects.filter(pk=org_tree["vision"].pk).update(archived_at=timezone.now())
+    response = admin_web.post(
+        reverse("admin:budgets_budget_add"), _budget_form(org_tree["vision/sam"], name="new", parent=org_tree["vision"].pk)
+    )
+    assert response.status_code == 200
+    assert "is archived" in response.content.decode()
+    assert not Budget.objects.filter(name="new").exists()
+
+
 def test_the_admin_index_names_notification_settings_in_plain_english(admin_web):
     page = admin_web.get(reverse("admin:index")).content.decode()
     assert "Notification settings<" in page and "settingss" not in page
