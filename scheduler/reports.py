@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from budgets.models import Budget
@@ -593,12 +593,41 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
                 f"Not enough {workload.gpu_model} GPUs are free, and no work it may preempt would make room "
                 "(the GPUs are held by its own budget's work or by budgets further below their share)."
             )
+        sentence = _hosts_taking_no_work(workload)
+        if sentence:
+            lines.append(sentence)
     else:
         lines.append(f"Pending: {reason}.")
     if detail.get("reserved_start"):
         at, _reserved = expected_start(workload)
         lines.append(f"GPUs are reserved for it: it starts by {_when(at)} at the latest.")
     return lines
+
+
+def _hosts_taking_no_work(workload: Workload) -> str:
+    """The hosts of the workload's cluster and GPU model that take no new work (cordoned,
+    draining, drained, offline), with their GPUs, in one sentence; empty when every such host is
+    active. Without it, a cluster cordoned whole (e.g. after failed starts) read as busy. One query."""
+    rows = (
+        Host.objects.filter(cluster_id=workload.cluster_id, gpus__model=workload.gpu_model)
+        .exclude(state=Host.State.ACTIVE)
+        .values_list("name", "state")
+        .annotate(n=Count("gpus"))
+        .order_by("name")
+    )
+    by_state: dict[str, list[str]] = defaultdict(list)
+    gpus = 0
+    for name, state, n in rows:
+        by_state[state].append(name)
+        gpus += n
+    if not gpus:
+        return ""
+    shown = "; ".join(
+        f"{state}: {', '.join(names[:5])}{f' and {len(names) - 5} more' if len(names) > 5 else ''}"
+        for state, names in sorted(by_state.items())
+    )
+    plural = gpus != 1
+    return f"{gpus} {workload.gpu_model} GPU{'s' if plural else ''} {'are' if plural else 'is'} on hosts that take no new work ({shown})."
 
 
 def _reserved_by(reserved_start: int | float) -> int:
