@@ -626,8 +626,8 @@ def _hosts_taking_no_work(workload: Workload) -> str:
         f"{state}: {', '.join(names[:5])}{f' and {len(names) - 5} more' if len(names) > 5 else ''}"
         for state, names in sorted(by_state.items())
     )
-    plural = gpus != 1
-    return f"{gpus} {workload.gpu_model} GPU{'s' if plural else ''} {'are' if plural else 'is'} on hosts that take no new work ({shown})."
+    are = "GPUs are" if gpus != 1 else "GPU is"
+    return f"{gpus} {workload.gpu_model} {are} on hosts that take no new work ({shown})."
 
 
 def _reserved_by(reserved_start: int | float) -> int:

@@ -201,9 +201,8 @@ def test_a_budget_cannot_be_added_under_an_archived_one(admin_web, org_tree):
     from budgets.models import Budget
 
     Budget.objects.filter(pk=org_tree["vision"].pk).update(archived_at=timezone.now())
-    response = admin_web.post(
-        reverse("admin:budgets_budget_add"), _budget_form(org_tree["vision/sam"], name="new", parent=org_tree["vision"].pk)
-    )
+    form = _budget_form(org_tree["vision/sam"], name="new", parent=org_tree["vision"].pk)
+    response = admin_web.post(reverse("admin:budgets_budget_add"), form)
     assert response.status_code == 200
     assert "is archived" in response.content.decode()
     assert not Budget.objects.filter(name="new").exists()
