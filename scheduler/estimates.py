@@ -207,7 +207,8 @@ class QuoteTerms:
     """What a quote's lines assume, said once for every surface (docs/estimates.md, "Quotes"):
     ``waits_for``, the ``after`` dependencies not yet ended (then no line has a start: a
     workload waiting on a dependency has no estimate, as it would have submitted); the array's
-    size and ``%N`` cap (the lines price one member); ``notes``, the sentences the web form and
+    size and ``%N`` cap (the lines price one member); ``notes`` (with the held budget named when the
+    workload's budget or one above it is on hold: no line then has a start), the sentences the web form and
     ``fairway submit --quote`` print under the lines."""
 
     waits_for: list[int]
@@ -238,6 +239,12 @@ def quote_terms(workload: Workload) -> QuoteTerms:
             f"It waits for {ids} (after), not ended yet: no start is estimated until they have ended "
             "(the simulation ends no work on its own)."
         )
+    held = _held_budget(workload)
+    if held:
+        notes.append(
+            f"Budget {held} is on hold: no new work of it starts until leadership releases it, so no "
+            "start is estimated (the simulation lifts no hold)."
+        )
     if members:
         capped = f", at most {limit} running at once (%{limit})" if limit else ""
         notes.append(
@@ -245,6 +252,19 @@ def quote_terms(workload: Workload) -> QuoteTerms:
             f"the others queue behind it{capped}."
         )
     return QuoteTerms(waits_for, members, limit, notes)
+
+
+def _held_budget(workload: Workload) -> str:
+    """The path of the workload's budget, or of the nearest budget above it, that is on hold (the
+    reason ``held`` of a submitted workload); empty when none is."""
+    from budgets.services import ancestor_ids, load_tree
+
+    tree = load_tree()
+    for budget_id in ancestor_ids(workload.budget, tree):
+        node = tree.get(budget_id)
+        if node is not None and node.hold:
+            return node.path
+    return ""
 
 
 def do_quote(
