@@ -419,9 +419,12 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
     for key in ("budget", "other_budget"):
         side = numbers.get(key) or {}
         if side.get("ratio") is not None:
+            # The server's texts, the sentence's digits (an older server sends only the numbers).
+            used, committed, entitled = (
+                side.get(f"{k}_text") or number(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")
+            )
             out.write(
-                f"    {side['path']}: used {number(side['used_gpu_hours'])} GPU-h, committed "
-                f"{number(side['committed_gpu_hours'])} GPU-h, entitled {number(side['entitled_gpu_hours'])} GPU-h, "
+                f"    {side['path']}: used {used} GPU-h, committed {committed} GPU-h, entitled {entitled} GPU-h, "
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:

@@ -336,13 +336,19 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
     if f is None:
         return {"path": path}
     ratio = f.ratio_with(commitment)
+    used, committed, entitled = _hours(f.usage), _hours(f.committed + commitment), _hours(f.entitlement)
     return {
         "path": path,
-        "used_gpu_hours": _hours(f.usage),
-        "committed_gpu_hours": _hours(f.committed + commitment),
-        "entitled_gpu_hours": _hours(f.entitlement),
+        "used_gpu_hours": used,
+        "committed_gpu_hours": committed,
+        "entitled_gpu_hours": entitled,
         "ratio": float(ratio) if ratio is not None else None,
         "ratio_text": text,
+        # As the sentence prints them (number_words), so the page's table and the CLI's lines
+        # show the sentence's digits, not three roundings of one number.
+        "used_text": number_words(used),
+        "committed_text": number_words(committed),
+        "entitled_text": number_words(entitled),
     }
 
 

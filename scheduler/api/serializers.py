@@ -601,6 +601,9 @@ class PendingSideSerializer(serializers.Serializer):
     entitled_gpu_hours = serializers.FloatField(required=False, help_text="E: share × GPUs × window")
     ratio = serializers.FloatField(required=False, allow_null=True, help_text="(U + C) / E")
     ratio_text = serializers.CharField(required=False, help_text="the ratio with the digits that tell the two apart")
+    used_text = serializers.CharField(required=False, help_text="used GPU-hours as the sentence prints them")
+    committed_text = serializers.CharField(required=False, help_text="committed GPU-hours as the sentence prints them")
+    entitled_text = serializers.CharField(required=False, help_text="entitled GPU-hours as the sentence prints them")
 
 
 class PendingNumbersSerializer(serializers.Serializer):

@@ -221,3 +221,22 @@ def test_insufficient_gpus_names_the_hosts_that_take_no_new_work(
     Workload.objects.filter(pk=other.pk).update(pending_reason="insufficient_gpus")
     other.refresh_from_db()
     assert not any("take no new work" in line for line in reports.explain_pending(other).sentences)
+
+
+def test_the_numbers_have_the_sentences_digits_on_every_surface(blocked, researcher, researcher_client, monkeypatch):
+    """tryout24: one screen printed nlp's usage as "0.074" (the sentence), "0.1" (the CLI's line
+    under it) and "0.157 / 2016.0" (the page's table, raw floats): the API now gives each number's
+    text, the sentence's (``number_words``), and the page and the CLI print it."""
+    waiting, _rivals = blocked
+    why = researcher_client.get(f"/api/v1/workloads/{waiting.pk}/").json()["pending_explanation"]
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get(f"/workloads/{waiting.pk}/").content.decode()
+    out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    for key in ("budget", "other_budget"):
+        side = why["numbers"][key]
+        texts = [reports.number_words(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")]
+        assert [side["used_text"], side["committed_text"], side["entitled_text"]] == texts
+        assert f"{texts[1]} " in why["sentence"] and f"of {texts[2]}" in why["sentence"]
+        assert "".join(f'<td class="num">{t}</td>' for t in texts) in html
+        assert f"used {texts[0]} GPU-h, committed {texts[1]} GPU-h, entitled {texts[2]} GPU-h" in out
