@@ -189,3 +189,26 @@ def test_a_value_of_the_wrong_kind_is_named_in_words(researcher_client, cluster,
     assert response.status_code == 400
     assert message in _json(response)[field][0]
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "message"),
+    [
+        ("state", "runing", "No state 'runing' (the states are: pending, "),
+        ("state", "pending,bogus", "No state 'bogus'"),
+        ("budget", "nope", "No budget 'nope'."),
+        ("cluster", "nope", "No cluster 'nope'."),
+    ],
+)
+def test_an_unknown_filter_value_is_a_400_not_an_empty_list(researcher, researcher_client, cluster, param, value, message):
+    """tryout24: ``?state=runing`` (and ``fairway ls --state runing``) listed nothing with exit 0,
+    as if nothing ran; an unknown budget or cluster likewise. Submitting to one is refused with
+    its name: so is listing by one. The web page ignores an invalid filter (no 500)."""
+    response = researcher_client.get("/api/v1/workloads/", {param: value})
+    assert response.status_code == 400, response.content[:300]
+    assert message in _json(response)[param][0]
+    ok = {"state": "pending,running", "budget": "nlp/olmo", "cluster": cluster.name}[param]
+    assert researcher_client.get("/api/v1/workloads/", {param: ok}).status_code == 200
+    page = Client()
+    page.force_login(researcher)
+    assert page.get("/workloads/", {param: value}).status_code == 200
