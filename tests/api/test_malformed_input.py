@@ -212,3 +212,23 @@ def test_an_unknown_filter_value_is_a_400_not_an_empty_list(researcher, research
     page = Client()
     page.force_login(researcher)
     assert page.get("/workloads/", {param: value}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "param", "message"),
+    [
+        ("/api/v1/hosts/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/hosts/?state=bogus", "state", "No host state 'bogus' (the states are: active, "),
+        ("/api/v1/metrics/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/metrics/pyramid/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/budgets/tree/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/workloads/history/?cluster=nope", "cluster", "No cluster 'nope'."),
+    ],
+)
+def test_a_cluster_or_host_state_that_does_not_exist_is_a_400(researcher_client, cluster, url, param, message):
+    """tryout24: these lists answered ``[]`` (``fairway share -c typo`` printed nothing, exit 0)."""
+    response = researcher_client.get(url)
+    assert response.status_code == 400, response.content[:300]
+    assert message in _json(response)[param][0]
+    fixed = url.replace("nope", cluster.name).replace("bogus", "active")
+    assert researcher_client.get(fixed).status_code == 200
