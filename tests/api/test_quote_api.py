@@ -196,3 +196,16 @@ def test_a_quote_on_a_held_budget_says_so(researcher, researcher_client, submiss
     do_set_hold(org_tree["nlp"], False)
     body = researcher_client.post(URL, submission(), format="json").json()
     assert not any("on hold" in n for n in body["notes"])
+
+
+def test_a_quote_on_a_budget_capped_with_hold_says_so(researcher_client, submission, cluster, org_tree):
+    """tryout24: the same for a budget whose cap is reached with ``on_cap`` hold."""
+    from budgets.models import Budget
+
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=0, on_cap="hold")
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert all(q["estimated_start"] is None for q in body["quotes"] if q["min_runtime_s"])
+    assert any(n.startswith("Budget nlp/olmo has reached its cap and holds new allocated work") for n in body["notes"])
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(on_cap="downgrade")
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert not any("cap" in n for n in body["notes"])
