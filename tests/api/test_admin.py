@@ -272,3 +272,21 @@ def test_tree_order_lists_every_budget_even_on_a_corrupt_cycle(org_tree):
     order = tree_order()
     ids = {b.pk: path for path, b in org_tree.items()}
     assert [ids[pk] for pk in order] == ["org", "vision", "vision/sam", "nlp", "nlp/olmo", "nlp/tulu"]
+
+
+def test_a_second_root_budget_is_refused(admin_web, org_tree):
+    """tryout24: the admin saved a second budget without a parent; every tick of every cluster
+    then failed ("the share tree has 2 roots; exactly one is allowed"), and so did the budget tree
+    API (500): scheduling stopped until someone deleted it."""
+    from budgets.models import Budget
+
+    form = _budget_form(org_tree["vision/sam"], name="org2", parent="")
+    response = admin_web.post(reverse("admin:budgets_budget_add"), form)
+    assert response.status_code == 200
+    assert "one root budget, org: choose a parent under it" in response.content.decode()
+    assert not Budget.objects.filter(name="org2").exists()
+    nlp = org_tree["nlp"]  # moving a budget to the top is the same second root
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[nlp.pk]), _budget_form(nlp, parent=""))
+    assert response.status_code == 200 and Budget.objects.get(pk=nlp.pk).parent_id == org_tree["org"].pk
+    org = org_tree["org"]  # the root itself saves unchanged
+    assert admin_web.post(reverse("admin:budgets_budget_change", args=[org.pk]), _budget_form(org)).status_code == 302
