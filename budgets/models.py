@@ -124,14 +124,15 @@ class Budget(models.Model):
                 raise ValidationError({"name": f"A live budget named {name!r} exists there already."})
             if self.parent is not None and self.parent.archived_at is not None:
                 raise ValidationError({"parent": f"Budget {self.parent.path} is archived."})
-            if self.parent_id is None:
-                # The tree has exactly one root: a second one made every tick and the budget
-                # tree fail ("the share tree has 2 roots"), halting scheduling everywhere.
-                root = Budget.objects.filter(parent__isnull=True, archived_at__isnull=True).exclude(pk=self.pk).first()
-                if root is not None:
-                    raise ValidationError(
-                        {"parent": f"The organisation has one root budget, {root.name}: choose a parent under it."}
-                    )
+        if self.parent_id is None:
+            # The tree has exactly one root, archived or not (the snapshot keeps archived budgets):
+            # a second one made every tick and the budget tree fail ("the share tree has 2
+            # roots"), halting scheduling everywhere.
+            root = Budget.objects.filter(parent__isnull=True).exclude(pk=self.pk).first()
+            if root is not None:
+                raise ValidationError(
+                    {"parent": f"The organisation has one root budget, {root.name}: choose a parent under it."}
+                )
         if self.pk is None or self.parent_id is None:
             return
         from budgets.services import subtree_ids

@@ -278,6 +278,8 @@ def test_a_second_root_budget_is_refused(admin_web, org_tree):
     """tryout24: the admin saved a second budget without a parent; every tick of every cluster
     then failed ("the share tree has 2 roots; exactly one is allowed"), and so did the budget tree
     API (500): scheduling stopped until someone deleted it."""
+    from django.utils import timezone
+
     from budgets.models import Budget
 
     form = _budget_form(org_tree["vision/sam"], name="org2", parent="")
@@ -288,5 +290,10 @@ def test_a_second_root_budget_is_refused(admin_web, org_tree):
     nlp = org_tree["nlp"]  # moving a budget to the top is the same second root
     response = admin_web.post(reverse("admin:budgets_budget_change", args=[nlp.pk]), _budget_form(nlp, parent=""))
     assert response.status_code == 200 and Budget.objects.get(pk=nlp.pk).parent_id == org_tree["org"].pk
-    org = org_tree["org"]  # the root itself saves unchanged
+    org = org_tree["org"]  # an archived root is still the tree's root (the snapshot keeps it)
+    Budget.objects.filter(pk=org.pk).update(archived_at=timezone.now())
+    assert admin_web.post(reverse("admin:budgets_budget_add"), form).status_code == 200
+    assert not Budget.objects.filter(name="org2").exists()
+    Budget.objects.filter(pk=org.pk).update(archived_at=None)
+    # the root itself saves unchanged
     assert admin_web.post(reverse("admin:budgets_budget_change", args=[org.pk]), _budget_form(org)).status_code == 302
