@@ -106,13 +106,33 @@ class Budget(models.Model):
     def clean(self) -> None:
         """What the admin may save: a name :func:`budget_name_problem` accepts; a parent that is
         never the budget itself nor one of its sub-budgets (the tree would have a cycle, and every
-        tick refuses a tree with a cycle); a cap never negative (0: no allocated usage at all)."""
+        tick refuses a tree with a cycle); a cap never negative (0: no allocated usage at all); no live
+        sibling of the same name and no archived parent (as ``do_create_budget``); no second live root
+        (the policy's tree has exactly one)."""
         super().clean()
         problem = budget_name_problem((self.name or "").strip())
         if problem:
             raise ValidationError({"name": problem})
         if self.cap_gpu_hours is not None and self.cap_gpu_hours < 0:
             raise ValidationError({"cap_gpu_hours": "A cap is 0 GPU-hours or more (empty: no cap)."})
+        if self.archived_at is None:
+            # The database's unique constraint is conditional on archived_at, a field the admin's
+            # form leaves out, so Django skips it there: without this a duplicate was a 500.
+            name = (self.name or "").strip()
+            siblings = Budget.objects.filter(parent_id=self.parent_id, name=name, archived_at__isnull=True)
+            if siblings.exclude(pk=self.pk).exists():
+                raise ValidationError({"name": f"A live budget named {name!r} exists there already."})
+            if self.parent is not None and self.parent.archived_at is not None:
+                raise ValidationError({"parent": f"Budget {self.parent.path} is archived."})
+        if self.parent_id is None:
+            # The tree has exactly one root, archived or not (the snapshot keeps archived budgets):
+            # a second one made every tick and the budget tree fail ("the share tree has 2
+            # roots"), halting scheduling everywhere.
+            root = Budget.objects.filter(parent__isnull=True).exclude(pk=self.pk).first()
+            if root is not None:
+                raise ValidationError(
+                    {"parent": f"The organisation has one root budget, {root.name}: choose a parent under it."}
+                )
         if self.pk is None or self.parent_id is None:
             return
         from budgets.services import subtree_ids

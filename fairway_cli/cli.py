@@ -419,9 +419,12 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
     for key in ("budget", "other_budget"):
         side = numbers.get(key) or {}
         if side.get("ratio") is not None:
+            # The server's texts, the sentence's digits (an older server sends only the numbers).
+            used, committed, entitled = (
+                side.get(f"{k}_text") or number(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")
+            )
             out.write(
-                f"    {side['path']}: used {number(side['used_gpu_hours'])} GPU-h, committed "
-                f"{number(side['committed_gpu_hours'])} GPU-h, entitled {number(side['entitled_gpu_hours'])} GPU-h, "
+                f"    {side['path']}: used {used} GPU-h, committed {committed} GPU-h, entitled {entitled} GPU-h, "
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:
@@ -1126,7 +1129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", "-c")
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
     p.add_argument("--group", type=int, help="the members of one array group (all states)")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=_positive_int, default=50)
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
     p.add_argument("id")
@@ -1163,7 +1166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
     p.add_argument("--cluster", "-c")
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--limit", type=_positive_int, default=1000)
     p.add_argument("--csv", action="store_true", help="CSV with every field")
 
     p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME")

@@ -10,6 +10,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 
@@ -207,7 +208,8 @@ class QuoteTerms:
     """What a quote's lines assume, said once for every surface (docs/estimates.md, "Quotes"):
     ``waits_for``, the ``after`` dependencies not yet ended (then no line has a start: a
     workload waiting on a dependency has no estimate, as it would have submitted); the array's
-    size and ``%N`` cap (the lines price one member); ``notes``, the sentences the web form and
+    size and ``%N`` cap (the lines price one member); ``notes`` (with the held budget named when the
+    workload's budget or one above it is on hold: no line then has a start), the sentences the web form and
     ``fairway submit --quote`` print under the lines."""
 
     waits_for: list[int]
@@ -216,8 +218,9 @@ class QuoteTerms:
     notes: list[str]
 
 
-def quote_terms(workload: Workload) -> QuoteTerms:
-    """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result)."""
+def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
+    """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result);
+    ``snap``, the snapshot the quote simulates, for :func:`budget_wait_notes`."""
     from scheduler.reports import start_note
 
     jobs = getattr(workload, "job_options", None)
@@ -238,6 +241,7 @@ def quote_terms(workload: Workload) -> QuoteTerms:
             f"It waits for {ids} (after), not ended yet: no start is estimated until they have ended "
             "(the simulation ends no work on its own)."
         )
+    notes.extend(budget_wait_notes(workload, snap))
     if members:
         capped = f", at most {limit} running at once (%{limit})" if limit else ""
         notes.append(
@@ -245,6 +249,40 @@ def quote_terms(workload: Workload) -> QuoteTerms:
             f"the others queue behind it{capped}."
         )
     return QuoteTerms(waits_for, members, limit, notes)
+
+
+def budget_wait_notes(workload: Workload, snap: Any = None) -> list[str]:
+    """Why no allocated line of a quote can have a start, in the words of the pending reasons
+    ``held`` and ``budget_capped``: the workload's budget, or the nearest budget above it, is on
+    hold, or has reached a cap that holds new work (``on_cap`` hold). ``snap``: the snapshot the
+    quote simulates (its budgets carry ``hold`` and ``capped``); None: none is said. The
+    simulation lifts no hold and no cap, so without these words the lines only said "none before"
+    a week away (tryout24)."""
+    if snap is None:
+        return []
+    from budgets.services import budget_paths
+    from scheduler.policy.types import OnCap
+
+    budgets = {b.key: b for b in snap.budgets}
+    paths = budget_paths()
+    key: str | None = str(workload.budget_id)
+    seen: set[str] = set()
+    while key is not None and key in budgets and key not in seen:
+        seen.add(key)
+        node = budgets[key]
+        path = paths.get(int(key), node.name) if key.isdigit() else node.name
+        if node.hold:
+            return [
+                f"Budget {path} is on hold: no new work of it starts until leadership releases it, so no "
+                "start is estimated (the simulation lifts no hold)."
+            ]
+        if node.capped and node.on_cap == OnCap.HOLD:
+            return [
+                f"Budget {path} has reached its cap and holds new allocated work until its usage falls "
+                "below the cap, so no allocated line has a start (the simulation lifts no cap)."
+            ]
+        key = node.parent
+    return []
 
 
 def do_quote(
@@ -306,7 +344,7 @@ def do_quote(
     from scheduler.reports import ratio_texts
 
     texts = ratio_texts([line.ratio_after for line in lines])
-    terms = quote_terms(workload)
+    terms = quote_terms(workload, snap)
     lines = [
         replace(line, ratio_after_text=t, estimated_start=None if terms.waits_for else line.estimated_start)
         for line, t in zip(lines, texts, strict=True)

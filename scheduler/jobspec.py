@@ -199,7 +199,12 @@ def check(
             if w is None or not (w.owner_id == getattr(owner, "pk", None) or getattr(owner, "is_staff", False)):
                 refuse("invalid_after", "after", f"No workload {pk} of yours to wait for.")
             elif cond == "ok" and w.state in (Workload.State.FAILED, Workload.State.CANCELED):
-                refuse("dependency_failed", "after", f"Workload {pk} has already {w.state}; :ok can never be met.")
+                refuse(
+                    "dependency_failed",
+                    "after",
+                    f"Workload {pk} has already {w.state}; {pk}:ok (what {pk} alone means) can never be met: "
+                    f"write {pk}:any to start after it whatever its end.",
+                )
             else:
                 out.after.append((pk, cond))
     return out

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from budgets.models import Budget
@@ -336,13 +336,19 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
     if f is None:
         return {"path": path}
     ratio = f.ratio_with(commitment)
+    used, committed, entitled = _hours(f.usage), _hours(f.committed + commitment), _hours(f.entitlement)
     return {
         "path": path,
-        "used_gpu_hours": _hours(f.usage),
-        "committed_gpu_hours": _hours(f.committed + commitment),
-        "entitled_gpu_hours": _hours(f.entitlement),
+        "used_gpu_hours": used,
+        "committed_gpu_hours": committed,
+        "entitled_gpu_hours": entitled,
         "ratio": float(ratio) if ratio is not None else None,
         "ratio_text": text,
+        # As the sentence prints them (number_words), so the page's table and the CLI's lines
+        # show the sentence's digits, not three roundings of one number.
+        "used_text": number_words(used),
+        "committed_text": number_words(committed),
+        "entitled_text": number_words(entitled),
     }
 
 
@@ -593,12 +599,41 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
                 f"Not enough {workload.gpu_model} GPUs are free, and no work it may preempt would make room "
                 "(the GPUs are held by its own budget's work or by budgets further below their share)."
             )
+        sentence = _hosts_taking_no_work(workload)
+        if sentence:
+            lines.append(sentence)
     else:
         lines.append(f"Pending: {reason}.")
     if detail.get("reserved_start"):
         at, _reserved = expected_start(workload)
         lines.append(f"GPUs are reserved for it: it starts by {_when(at)} at the latest.")
     return lines
+
+
+def _hosts_taking_no_work(workload: Workload) -> str:
+    """The hosts of the workload's cluster and GPU model that take no new work (cordoned,
+    draining, drained, offline), with their GPUs, in one sentence; empty when every such host is
+    active. Without it, a cluster cordoned whole (e.g. after failed starts) read as busy. One query."""
+    rows = (
+        Host.objects.filter(cluster_id=workload.cluster_id, gpus__model=workload.gpu_model)
+        .exclude(state=Host.State.ACTIVE)
+        .values_list("name", "state")
+        .annotate(n=Count("gpus"))
+        .order_by("name")
+    )
+    by_state: dict[str, list[str]] = defaultdict(list)
+    gpus = 0
+    for name, state, n in rows:
+        by_state[state].append(name)
+        gpus += n
+    if not gpus:
+        return ""
+    shown = "; ".join(
+        f"{state}: {', '.join(names[:5])}{f' and {len(names) - 5} more' if len(names) > 5 else ''}"
+        for state, names in sorted(by_state.items())
+    )
+    are = "GPUs are" if gpus != 1 else "GPU is"
+    return f"{gpus} {workload.gpu_model} {are} on hosts that take no new work ({shown})."
 
 
 def _reserved_by(reserved_start: int | float) -> int:

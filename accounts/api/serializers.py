@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from accounts.models import Membership, User
+from config.serializers import RefusesUnknownFieldsMixin
 
 
 class LoginSerializer(serializers.Serializer):
@@ -85,7 +86,9 @@ class TokenSerializer(serializers.Serializer):
         return getattr(auth, "digest", None) == obj.digest
 
 
-class TokenCreateSerializer(serializers.Serializer):
+class TokenCreateSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
+    """A typo such as ``expires_in`` made a token that never expires: unknown fields are a 400."""
+
     name = serializers.CharField(max_length=100)
     expiry_days = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=3650)
 

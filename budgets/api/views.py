@@ -47,12 +47,13 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
     def tree(self, request: Request) -> Response:
         """The share tree per cluster with usage, committed usage, entitlement, ratio, rank among
         siblings and attainment over the lookback window (DESIGN.md §1, §3.2, §8)."""
+        from scheduler.api.params import cluster_param
         from scheduler.models import Cluster  # local: budgets does not depend on scheduler at import time
         from scheduler.reports import budget_standings
 
         clusters = Cluster.objects.order_by("name")
-        if request.query_params.get("cluster"):
-            clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
+        if cluster := cluster_param(request.query_params.get("cluster")):
+            clusters = clusters.filter(name=cluster)
         data = [budget_standings(c, self.budget_tree).as_dict() for c in clusters]
         return Response(ClusterStandingSerializer(data, many=True).data)
 

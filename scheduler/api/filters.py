@@ -7,7 +7,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from budgets.services import resolve_budget, subtree_ids
-from scheduler.models import Workload
+from scheduler.models import Cluster, Workload
 from scheduler.services import MAX_DB_INT
 
 
@@ -21,15 +21,36 @@ class IdFilter(django_filters.NumberFilter):
         super().__init__(*args, min_value=1, max_value=MAX_DB_INT, **kwargs)  # type: ignore[arg-type]
 
 
+def _known_states(value: str) -> None:
+    """A typo (``?state=runing``) listed nothing, as if no workload ran: it is a 400 that names
+    the states."""
+    unknown = [s.strip() for s in value.split(",") if s.strip() and s.strip() not in Workload.State.values]
+    if unknown:
+        raise forms.ValidationError(
+            f"No state {', '.join(repr(s) for s in unknown)} (the states are: {', '.join(Workload.State.values)})."
+        )
+
+
+def _known_budget(value: str) -> None:
+    if resolve_budget(value) is None:
+        raise forms.ValidationError(f"No budget {value!r}.")
+
+
+def _known_cluster(value: str) -> None:
+    if not Cluster.objects.filter(name=value).exists():
+        raise forms.ValidationError(f"No cluster {value!r}.")
+
+
 class WorkloadFilter(django_filters.FilterSet):
     """``state``: one or more states, comma-separated. ``budget``: a path or id; includes the
     budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name. ``group``: an
-    array group id."""
+    array group id. An unknown state, budget or cluster is a 400 naming it (the API; the web page
+    ignores an invalid filter), as submitting to one is, not an empty list."""
 
-    state = django_filters.CharFilter(method="filter_state")
-    budget = django_filters.CharFilter(method="filter_budget")
+    state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
+    budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
     owner = django_filters.CharFilter(method="filter_owner")
-    cluster = django_filters.CharFilter(field_name="cluster__name")
+    cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
     group = IdFilter(field_name="group_id")
 
     class Meta:

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
+from scheduler.api.params import cluster_param, host_state_param
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host
 from scheduler.reports import occupancy
 from scheduler.services import do_set_host_state
@@ -164,10 +165,11 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
     def get_queryset(self) -> QuerySet[Host]:
         queryset = hosts_queryset()
         params = self.request.query_params
-        if params.get("cluster"):
-            queryset = queryset.filter(cluster__name=params["cluster"].replace("\x00", ""))
-        if params.get("state"):
-            queryset = queryset.filter(state=params["state"].replace("\x00", ""))
+        if self.action == "list":  # a filter naming nothing is a 400 (params.py); actions find by name
+            if cluster := cluster_param(params.get("cluster")):
+                queryset = queryset.filter(cluster__name=cluster)
+            if state := host_state_param(params.get("state")):
+                queryset = queryset.filter(state=state)
         return queryset
 
     def get_permissions(self) -> list[Any]:
@@ -231,6 +233,6 @@ class MetricsView(FairwayAPIView):
     )
     def get(self, request: Request) -> Response:
         clusters = Cluster.objects.order_by("name")
-        if request.query_params.get("cluster"):
-            clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
+        if cluster := cluster_param(request.query_params.get("cluster")):
+            clusters = clusters.filter(name=cluster)
         return Response([o.as_dict() for o in occupancy(list(clusters))])

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from django.utils.dateparse import parse_date, parse_datetime
 from rest_framework import serializers
 
+from scheduler.models import Cluster, Host
 from scheduler.trace import parse_duration
 
 MAX_BACK = timedelta(days=400)
@@ -47,3 +48,31 @@ def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) 
     if not 0 < seconds <= MAX_BACK.total_seconds():
         raise serializers.ValidationError({name: ["a duration from 1s to 400d back, or a date"]}, code="invalid")
     return now - timedelta(seconds=seconds)
+
+
+# A filter naming nothing that exists is a 400 naming it (as submitting to it is), never an empty
+# list that reads as "nothing there" (tryout24).
+
+
+def cluster_param(value: str | None) -> str | None:
+    """The ``cluster`` query parameter: None when absent or empty; else the name, which must be a
+    cluster's (a 400 ``invalid`` otherwise)."""
+    name = (value or "").replace("\x00", "")
+    if not name:
+        return None
+    if not Cluster.objects.filter(name=name).exists():
+        raise serializers.ValidationError({"cluster": [f"No cluster {name[:100]!r}."]}, code="invalid")
+    return name
+
+
+def host_state_param(value: str | None) -> str | None:
+    """The hosts list's ``state``: None when absent or empty; else one of the host states."""
+    state = (value or "").replace("\x00", "")
+    if not state:
+        return None
+    if state not in Host.State.values:
+        raise serializers.ValidationError(
+            {"state": [f"No host state {state[:40]!r} (the states are: {', '.join(Host.State.values)})."]},
+            code="invalid",
+        )
+    return state

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView
-from scheduler.api.params import INSTANT_HELP, parse_instant
+from scheduler.api.params import INSTANT_HELP, cluster_param, parse_instant
 from scheduler.models import Cluster
 from scheduler.pyramid import pyramid_report
 
@@ -99,6 +99,6 @@ class PyramidView(FairwayAPIView):
         if until - since > MAX_RANGE:
             raise serializers.ValidationError({"since": [f"at most {MAX_RANGE.days} days"]})
         clusters = Cluster.objects.order_by("name")
-        if request.query_params.get("cluster"):
-            clusters = clusters.filter(name=request.query_params["cluster"].replace("\x00", ""))
+        if cluster := cluster_param(request.query_params.get("cluster")):
+            clusters = clusters.filter(name=cluster)
         return Response(pyramid_report(list(clusters), since, until))

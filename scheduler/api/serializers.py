@@ -16,6 +16,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.serializers import RefusesUnknownFieldsMixin
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
@@ -187,31 +188,6 @@ class _AfterField(PassThroughField):
 @extend_schema_field({**_STR_OR_INT, "nullable": True, "description": "wall-time limit: seconds or 2h30m"})
 class _OptionalDurationField(PassThroughField):
     pass
-
-
-class RefusesUnknownFieldsMixin:
-    """A serializer whose input may hold only its own fields: any other key (a typo such as
-    ``max_runtme``, or ``email`` for ``email_kinds``) is a 400 ``unknown_field`` naming it,
-    rather than silently dropped."""
-
-    fields: Any
-
-    def unknown_fields(self, data: Any) -> list[str]:
-        """The keys of ``data`` that are none of the fields, sorted (the API and the web's spec
-        alike refuse them)."""
-        if not hasattr(data, "keys"):
-            return []
-        return sorted(set(map(str, data.keys())) - set(self.fields))
-
-    def to_internal_value(self, data: Any) -> Any:
-        unknown = self.unknown_fields(data)
-        if unknown:
-            known = ", ".join(self.fields)
-            raise serializers.ValidationError(
-                {name[:40]: [f"Unknown field (the fields are: {known})."] for name in unknown[:10]},
-                code="unknown_field",
-            )
-        return super().to_internal_value(data)  # type: ignore[misc]
 
 
 class WorkloadSubmitSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
@@ -601,6 +577,9 @@ class PendingSideSerializer(serializers.Serializer):
     entitled_gpu_hours = serializers.FloatField(required=False, help_text="E: share × GPUs × window")
     ratio = serializers.FloatField(required=False, allow_null=True, help_text="(U + C) / E")
     ratio_text = serializers.CharField(required=False, help_text="the ratio with the digits that tell the two apart")
+    used_text = serializers.CharField(required=False, help_text="used GPU-hours as the sentence prints them")
+    committed_text = serializers.CharField(required=False, help_text="committed GPU-hours as the sentence prints them")
+    entitled_text = serializers.CharField(required=False, help_text="entitled GPU-hours as the sentence prints them")
 
 
 class PendingNumbersSerializer(serializers.Serializer):

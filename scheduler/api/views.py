@@ -20,7 +20,7 @@ from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
-from scheduler.api.params import INSTANT_HELP, MAX_BACK, parse_instant
+from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
 from scheduler.api.serializers import (
     ArrayGroupSerializer,
     ClusterSerializer,
@@ -222,7 +222,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             if found is None:
                 raise ValidationError({"budget": [f"no budget {params['budget']!r}"]}, code="invalid")
             budget_ids = subtree_ids([found.id], self.budget_tree)
-        attempts = finished_attempts(since, budget_ids, (params.get("cluster") or "").replace("\x00", "") or None)
+        attempts = finished_attempts(since, budget_ids, cluster_param(params.get("cluster")))
         shown = attempts[:limit]
         # Every host of a gang (``hosts``), for the rows shown only: one more query.
         prefetch_related_objects(shown, Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))

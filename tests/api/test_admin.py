@@ -171,6 +171,43 @@ def test_a_budget_name_with_a_slash_is_refused(admin_web, org_tree):
     assert Budget.objects.get(pk=sam.pk).name == "sam"
 
 
+def test_a_second_live_budget_of_the_same_name_is_refused_not_a_500(admin_web, org_tree):
+    """tryout24: adding "nlp" under org again (or renaming tulu to olmo) was a 500: the unique
+    constraint is conditional on ``archived_at``, which the admin's form leaves out, so Django
+    skipped it and the database raised IntegrityError. The admin now says what
+    ``do_create_budget`` says, and nothing is written."""
+    from budgets.models import Budget
+
+    before = Budget.objects.count()
+    add = reverse("admin:budgets_budget_add")
+    response = admin_web.post(add, _budget_form(org_tree["nlp"], parent=org_tree["org"].pk))
+    assert response.status_code == 200
+    assert "A live budget named &#x27;nlp&#x27; exists there already." in response.content.decode()
+    assert Budget.objects.count() == before
+
+    tulu = org_tree["nlp/tulu"]
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[tulu.pk]), _budget_form(tulu, name="olmo"))
+    assert response.status_code == 200
+    assert "exists there already" in response.content.decode()
+    assert Budget.objects.get(pk=tulu.pk).name == "tulu"
+    # Saving a budget unchanged is no duplicate of itself.
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[tulu.pk]), _budget_form(tulu))
+    assert response.status_code == 302
+
+
+def test_a_budget_cannot_be_added_under_an_archived_one(admin_web, org_tree):
+    from django.utils import timezone
+
+    from budgets.models import Budget
+
+    Budget.objects.filter(pk=org_tree["vision"].pk).update(archived_at=timezone.now())
+    form = _budget_form(org_tree["vision/sam"], name="new", parent=org_tree["vision"].pk)
+    response = admin_web.post(reverse("admin:budgets_budget_add"), form)
+    assert response.status_code == 200
+    assert "is archived" in response.content.decode()
+    assert not Budget.objects.filter(name="new").exists()
+
+
 def test_the_admin_index_names_notification_settings_in_plain_english(admin_web):
     page = admin_web.get(reverse("admin:index")).content.decode()
     assert "Notification settings<" in page and "settingss" not in page
@@ -235,3 +272,28 @@ def test_tree_order_lists_every_budget_even_on_a_corrupt_cycle(org_tree):
     order = tree_order()
     ids = {b.pk: path for path, b in org_tree.items()}
     assert [ids[pk] for pk in order] == ["org", "vision", "vision/sam", "nlp", "nlp/olmo", "nlp/tulu"]
+
+
+def test_a_second_root_budget_is_refused(admin_web, org_tree):
+    """tryout24: the admin saved a second budget without a parent; every tick of every cluster
+    then failed ("the share tree has 2 roots; exactly one is allowed"), and so did the budget tree
+    API (500): scheduling stopped until someone deleted it."""
+    from django.utils import timezone
+
+    from budgets.models import Budget
+
+    form = _budget_form(org_tree["vision/sam"], name="org2", parent="")
+    response = admin_web.post(reverse("admin:budgets_budget_add"), form)
+    assert response.status_code == 200
+    assert "one root budget, org: choose a parent under it" in response.content.decode()
+    assert not Budget.objects.filter(name="org2").exists()
+    nlp = org_tree["nlp"]  # moving a budget to the top is the same second root
+    response = admin_web.post(reverse("admin:budgets_budget_change", args=[nlp.pk]), _budget_form(nlp, parent=""))
+    assert response.status_code == 200 and Budget.objects.get(pk=nlp.pk).parent_id == org_tree["org"].pk
+    org = org_tree["org"]  # an archived root is still the tree's root (the snapshot keeps it)
+    Budget.objects.filter(pk=org.pk).update(archived_at=timezone.now())
+    assert admin_web.post(reverse("admin:budgets_budget_add"), form).status_code == 200
+    assert not Budget.objects.filter(name="org2").exists()
+    Budget.objects.filter(pk=org.pk).update(archived_at=None)
+    # the root itself saves unchanged
+    assert admin_web.post(reverse("admin:budgets_budget_change", args=[org.pk]), _budget_form(org)).status_code == 302

@@ -189,3 +189,46 @@ def test_a_value_of_the_wrong_kind_is_named_in_words(researcher_client, cluster,
     assert response.status_code == 400
     assert message in _json(response)[field][0]
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "message"),
+    [
+        ("state", "runing", "No state 'runing' (the states are: pending, "),
+        ("state", "pending,bogus", "No state 'bogus'"),
+        ("budget", "nope", "No budget 'nope'."),
+        ("cluster", "nope", "No cluster 'nope'."),
+    ],
+)
+def test_an_unknown_filter_value_is_a_400_not_an_empty_list(researcher, researcher_client, cluster, param, value, message):
+    """tryout24: ``?state=runing`` (and ``fairway ls --state runing``) listed nothing with exit 0,
+    as if nothing ran; an unknown budget or cluster likewise. Submitting to one is refused with
+    its name: so is listing by one. The web page ignores an invalid filter (no 500)."""
+    response = researcher_client.get("/api/v1/workloads/", {param: value})
+    assert response.status_code == 400, response.content[:300]
+    assert message in _json(response)[param][0]
+    ok = {"state": "pending,running", "budget": "nlp/olmo", "cluster": cluster.name}[param]
+    assert researcher_client.get("/api/v1/workloads/", {param: ok}).status_code == 200
+    page = Client()
+    page.force_login(researcher)
+    assert page.get("/workloads/", {param: value}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "param", "message"),
+    [
+        ("/api/v1/hosts/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/hosts/?state=bogus", "state", "No host state 'bogus' (the states are: active, "),
+        ("/api/v1/metrics/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/metrics/pyramid/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/budgets/tree/?cluster=nope", "cluster", "No cluster 'nope'."),
+        ("/api/v1/workloads/history/?cluster=nope", "cluster", "No cluster 'nope'."),
+    ],
+)
+def test_a_cluster_or_host_state_that_does_not_exist_is_a_400(researcher_client, cluster, url, param, message):
+    """tryout24: these lists answered ``[]`` (``fairway share -c typo`` printed nothing, exit 0)."""
+    response = researcher_client.get(url)
+    assert response.status_code == 400, response.content[:300]
+    assert message in _json(response)[param][0]
+    fixed = url.replace("nope", cluster.name).replace("bogus", "active")
+    assert researcher_client.get(fixed).status_code == 200

@@ -177,3 +177,35 @@ def test_the_quote_notes_are_the_servers_words_on_every_surface(
     page = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"}).content.decode()
     for note in notes:
         assert note in out and html.escape(note) in page
+
+
+def test_a_quote_on_a_held_budget_says_so(researcher, researcher_client, submission, cluster, org_tree, monkeypatch):
+    """tryout24: a quote for a budget on hold printed "none before <in 7 days>" on every line and
+    nothing else, while the workload, once submitted, said "its budget is on hold". The quote now
+    names the held budget (the nearest one on hold, the budget itself or one above it)."""
+    from budgets.services import do_set_hold
+    from tests.cli.inprocess import run_cli
+
+    do_set_hold(org_tree["nlp"], True)
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert {q["estimated_start"] for q in body["quotes"]} == {None}
+    note = next(n for n in body["notes"] if "on hold" in n)
+    assert note.startswith("Budget nlp is on hold")
+    argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h", "--", "x")
+    assert note in run_cli(monkeypatch, researcher, *argv)
+    do_set_hold(org_tree["nlp"], False)
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert not any("on hold" in n for n in body["notes"])
+
+
+def test_a_quote_on_a_budget_capped_with_hold_says_so(researcher_client, submission, cluster, org_tree):
+    """tryout24: the same for a budget whose cap is reached with ``on_cap`` hold."""
+    from budgets.models import Budget
+
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=0, on_cap="hold")
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert all(q["estimated_start"] is None for q in body["quotes"] if q["min_runtime_s"])
+    assert any(n.startswith("Budget nlp/olmo has reached its cap and holds new allocated work") for n in body["notes"])
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(on_cap="downgrade")
+    body = researcher_client.post(URL, submission(), format="json").json()
+    assert not any("cap" in n for n in body["notes"])

@@ -59,3 +59,14 @@ def test_token_needs_a_name_and_a_sane_expiry(researcher_client):
     assert researcher_client.post(URL, {"name": "x", "expiry_days": 0}, format="json").status_code == 400
     assert researcher_client.post(URL, {"name": "x", "expiry_days": 99999}, format="json").status_code == 400
     assert AuthToken.objects.count() == before
+
+
+def test_an_unknown_field_is_refused_not_a_token_that_never_expires(researcher_client):
+    """tryout24: ``{"name": "ci", "expires_in": "30d"}`` (a typo for ``expiry_days``) made a token
+    with no expiry, 201; the workloads and notifications APIs refuse unknown fields: so do tokens."""
+    before = AuthToken.objects.count()
+    response = researcher_client.post(URL, {"name": "ci", "expires_in": "30d"}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "unknown_field" and "expiry_days" in body["expires_in"][0]
+    assert AuthToken.objects.count() == before

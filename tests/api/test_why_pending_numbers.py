@@ -196,3 +196,47 @@ def test_protected_work_names_one_end_in_the_sentence_and_the_blocking_line(
     assert f"protected until {words}" in html and too_early not in html
     out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
     assert f"protected until {words}" in out and too_early not in out
+
+
+def test_insufficient_gpus_names_the_hosts_that_take_no_new_work(
+    researcher, cluster, hosts, submit_kwargs, researcher_client, monkeypatch, django_capture_on_commit_callbacks
+):
+    """tryout24: two failed starts cordoned every host (FAIRWAY_HOST_START_FAILURES); the waiting
+    work then read "Not enough H100 GPUs are free, and no work it may preempt would make room"
+    with every GPU idle. The explanation now names the hosts that take no new work, on every
+    surface (one sentence list: the API, the page and the CLI print it)."""
+    from scheduler.models import Host
+
+    Host.objects.filter(pk=hosts["h100-1"].pk).update(state=Host.State.CORDONED)
+    with django_capture_on_commit_callbacks(execute=True):
+        waiting = do_submit_workload(researcher, **submit_kwargs(gpu_model="H100", gpu_count=4))
+        run_tick(cluster.pk)
+    waiting.refresh_from_db()
+    assert waiting.pending_reason == "insufficient_gpus"
+    expected = "4 H100 GPUs are on hosts that take no new work (cordoned: h100-1)."
+    assert expected in researcher_client.get(f"/api/v1/workloads/{waiting.pk}/").json()["why_pending"]
+    assert expected in run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    # The A100 hosts are all active: nothing more is said of them.
+    other = do_submit_workload(researcher, **submit_kwargs(gpu_model="A100", gpu_count=8, name="a100"))
+    Workload.objects.filter(pk=other.pk).update(pending_reason="insufficient_gpus")
+    other.refresh_from_db()
+    assert not any("take no new work" in line for line in reports.explain_pending(other).sentences)
+
+
+def test_the_numbers_have_the_sentences_digits_on_every_surface(blocked, researcher, researcher_client, monkeypatch):
+    """tryout24: one screen printed nlp's usage as "0.074" (the sentence), "0.1" (the CLI's line
+    under it) and "0.157 / 2016.0" (the page's table, raw floats): the API now gives each number's
+    text, the sentence's (``number_words``), and the page and the CLI print it."""
+    waiting, _rivals = blocked
+    why = researcher_client.get(f"/api/v1/workloads/{waiting.pk}/").json()["pending_explanation"]
+    page = APIClient()
+    page.force_login(researcher)
+    html = page.get(f"/workloads/{waiting.pk}/").content.decode()
+    out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    for key in ("budget", "other_budget"):
+        side = why["numbers"][key]
+        texts = [reports.number_words(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")]
+        assert [side["used_text"], side["committed_text"], side["entitled_text"]] == texts
+        assert f"{texts[1]} " in why["sentence"] and f"of {texts[2]}" in why["sentence"]
+        assert "".join(f'<td class="num">{t}</td>' for t in texts) in html
+        assert f"used {texts[0]} GPU-h, committed {texts[1]} GPU-h, entitled {texts[2]} GPU-h" in out

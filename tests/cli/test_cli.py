@@ -164,6 +164,10 @@ def test_usage_errors_exit_2(logged_in):
     assert logged_in("submit", "-b", "nlp/olmo")[0] == EXIT_USAGE
     assert logged_in("show", "abc")[0] == EXIT_USAGE
     assert logged_in("frobnicate")[0] == EXIT_USAGE
+    # tryout24: "ls --limit 0" and "--limit -3" listed every workload, exit 0.
+    for command in ("ls", "history"):
+        for bad in ("0", "-3"):
+            assert logged_in(command, "--limit", bad)[0] == EXIT_USAGE, (command, bad)
 
 
 def test_budgets_and_hosts_tables(logged_in):

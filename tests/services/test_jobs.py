@@ -270,6 +270,13 @@ def test_bad_dependencies_are_refused(researcher, outsider, submit_kwargs, org_t
         with pytest.raises(SubmissionError) as exc:
             do_submit_workload(researcher, **submit_kwargs(after=after))
         assert _codes(exc) == [code], after
+    # The refusal says what a bare id means and how to wait for any end (tryout24: "--after 19"
+    # was refused with ":ok can never be met", a condition the user had not written).
+    with pytest.raises(SubmissionError) as exc:
+        do_submit_workload(researcher, **submit_kwargs(after=[str(failed.pk)]))
+    message = exc.value.problems[0].message
+    assert f"{failed.pk}:ok (what {failed.pk} alone means) can never be met" in message
+    assert f"write {failed.pk}:any" in message
     # :any of a failed workload is met at once
     ok = do_submit_workload(researcher, **submit_kwargs(after=[f"{failed.pk}:any"]))
     assert ok.dependencies.get().condition == "any"
