@@ -327,11 +327,14 @@ def attempt_failed_to_start(
 
 
 def _cordon_after_start_failures(host: Host, now: datetime, message: str) -> None:
-    """Cordon ``host`` when its last ``HOST_START_FAILURES`` attempts, of two workloads or more,
-    all failed to start: the host is broken (an account that cannot run the program, a missing
-    runtime), not the workloads, and each retry would land on it again while it is the emptiest
-    fit. Like Slurm draining a node whose job launches fail; an operator resumes it. Called with
-    the workload and attempt locked; the host is locked after them (docs/locking.md)."""
+    """Cordon ``host`` when its last ``HOST_START_FAILURES`` attempts, of two workloads or more
+    **of two owners or more**, all failed to start: the host is broken (an account that cannot run
+    the program, a missing runtime), not the workloads, and each retry would land on it again while
+    it is the emptiest fit. Like Slurm draining a node whose job launches fail; an operator
+    resumes it. One owner's workloads never cordon a host alone (tryout24: one researcher's four
+    submissions of a command not on the job's PATH cordoned both hosts of the cluster in 4 s):
+    that is the owner's fault, which fails those workloads after their retries. Called with the
+    workload and attempt locked; the host is locked after them (docs/locking.md)."""
     n = int(settings.FAIRWAY["HOST_START_FAILURES"])
     if n <= 0:
         return
@@ -339,12 +342,12 @@ def _cordon_after_start_failures(host: Host, now: datetime, message: str) -> Non
         Attempt.objects.filter(gpus__host=host, ended_at__isnull=False)
         .distinct()
         .order_by("-ended_at", "-pk")
-        .values_list("end_reason", "workload_id", "workload__image")[:n]
+        .values_list("end_reason", "workload_id", "workload__image", "workload__owner_id")[:n]
     )
-    failed = all(r == Attempt.EndReason.FAILED_TO_START for r, _, _ in last)
-    if len(last) < n or not failed or len({w for _, w, _ in last}) < 2:
+    failed = all(r == Attempt.EndReason.FAILED_TO_START for r, _, _, _ in last)
+    if len(last) < n or not failed or len({w for _, w, _, _ in last}) < 2 or len({o for *_, o in last}) < 2:
         return
-    if (host.labels or {}).get("runtime") == "process" and any(image for _, _, image in last):
+    if (host.labels or {}).get("runtime") == "process" and any(image for _, _, image, _ in last):
         return  # images on a process-runtime host: the placement's mismatch, not a broken host
     locked = Host.objects.select_for_update().get(pk=host.pk)
     if locked.state != Host.State.ACTIVE:

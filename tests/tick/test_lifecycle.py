@@ -259,14 +259,33 @@ def test_an_exit_report_is_stamped_from_its_receipt_not_from_when_it_was_process
 def test_a_host_where_attempts_of_several_workloads_keep_failing_to_start_is_cordoned(tw, ticks):
     """A broken host (e.g. an account that cannot run the program) must not burn every workload's
     retries: each requeued workload is placed on it again while it is the emptiest fit."""
+    from accounts.models import User
+
     host = tw.host("h1", 1)
     gpus = list(GPU.objects.all())
-    for i, w in enumerate([tw.workload(gpus=1), tw.workload(gpus=1), tw.workload(gpus=1)]):
+    other = User.objects.create(username="second-owner")
+    workloads = [tw.workload(gpus=1), tw.workload(gpus=1), tw.workload(gpus=1)]
+    Workload.objects.filter(pk=workloads[1].pk).update(owner=other)
+    for i, w in enumerate(workloads):
         attempt = tw.attempt(w, gpus, started_ago=None)
         assert lifecycle.attempt_failed_to_start(host, attempt.pk, "cannot run /x", now=tw.now + timedelta(seconds=i))
         assert Host.objects.get(pk=host.pk).state == (Host.State.CORDONED if i == 2 else Host.State.ACTIVE)
     event = HostEvent.objects.get(host=host, kind="cordoned")
     assert "failed to start" in event.message and "cannot run /x" in event.message
+
+
+def test_one_owners_workloads_failing_to_start_cordon_nothing(tw, ticks):
+    """tryout24: one researcher submitted four jobs whose command was not on the job's PATH, and
+    within 4 s both hosts of the cluster were cordoned; nobody could start work until an admin
+    resumed them. One owner's mistakes fail that owner's workloads, not the host."""
+    host = tw.host("h1", 1)
+    gpus = list(GPU.objects.all())
+    for i in range(4):
+        attempt = tw.attempt(tw.workload(gpus=1), gpus, started_ago=None)
+        message = "command not found or not executable: python"
+        assert lifecycle.attempt_failed_to_start(host, attempt.pk, message, now=tw.now + timedelta(seconds=i))
+    assert Host.objects.get(pk=host.pk).state == Host.State.ACTIVE
+    assert not HostEvent.objects.filter(host=host, kind="cordoned").exists()
 
 
 def test_one_workload_failing_to_start_again_and_again_cordons_nothing(tw, ticks):
