@@ -342,7 +342,7 @@ FAIRWAY = {
     "HEARTBEAT_FLUSH_S": env_float("FAIRWAY_HEARTBEAT_FLUSH_S", 0.5, minimum=0.01),
     # Threads per web process for the agent connections' database work (connects, hellos, attempt
     # events; scheduler.gateway.agent_db): each borrows a pooled connection while it runs. SQLite: 1.
-    "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 4, minimum=1),
+    "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 1, minimum=1),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
     "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
     # Jobs (docs/jobs.md): the longest wall-time limit a workload may ask, the most retries,
