@@ -116,6 +116,7 @@ def install_timers(out: str) -> None:
     from scheduler import gateway, lifecycle
 
     waits: list[float] = []  # per heartbeat: receipt → its flush committed (s)
+    received: list[float] = []  # per heartbeat: its receipt (epoch s), same order
     flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
     record, flush_heartbeats = lifecycle.record_heartbeats, gateway.flush_heartbeats
 
@@ -123,6 +124,7 @@ def install_timers(out: str) -> None:
         record(reports)  # commits before it returns
         now = time.time()
         waits.extend(now - r.received_at.timestamp() for r in reports)
+        received.extend(r.received_at.timestamp() for r in reports)
 
     def counted_flush(reports: Any, views: Any) -> Any:
         queries = 0
@@ -141,14 +143,71 @@ def install_timers(out: str) -> None:
     lifecycle.record_heartbeats = timed_record
     gateway.flush_heartbeats = counted_flush
 
+    # How long each consumer dispatch took (by ASGI/channel message type): while one runs, Channels
+    # does not ask for the connection's next message and uvicorn stops reading its socket (pongs too).
+    from scheduler.consumers import AgentConsumer
+
+    dispatches: dict[str, list[float]] = {}
+    lags: list[float] = []  # the event loop's lateness, sampled every 0.1 s
+    dispatch = AgentConsumer.dispatch
+
+    async def timed_dispatch(self: Any, message: Any) -> None:
+        began = time.perf_counter()
+        try:
+            await dispatch(self, message)
+        finally:
+            dispatches.setdefault(str(message.get("type")), []).append(time.perf_counter() - began)
+
+    AgentConsumer.dispatch = timed_dispatch  # type: ignore[method-assign]
+    connect = AgentConsumer.connect
+
+    async def connect_with_lag_probe(self: Any) -> None:
+        global _lag_probe
+        if _lag_probe is None:
+            _lag_probe = asyncio.get_running_loop().create_task(_probe_lag(lags))
+        await connect(self)
+
+    AgentConsumer.connect = connect_with_lag_probe  # type: ignore[method-assign]
+    starts: dict[int, float] = {}  # attempt wire id → when this process sent its first start
+    send_msg = AgentConsumer.send_msg
+
+    async def stamped_send_msg(self: Any, msg: Any) -> None:
+        if type(msg).__name__ == "Start":
+            starts.setdefault(msg.attempt_id, time.time())
+        await send_msg(self, msg)
+
+    AgentConsumer.send_msg = stamped_send_msg  # type: ignore[method-assign]
+
     def flush() -> None:
         while True:
             time.sleep(1.0)
             tmp = out + ".tmp"
-            Path(tmp).write_text(json.dumps({"heartbeats": list(waits), "flushes": list(flushes)}))
+            Path(tmp).write_text(
+                json.dumps(
+                    {
+                        "heartbeats": list(waits),
+                        "received": list(received)[: len(waits)],
+                        "flushes": list(flushes),
+                        "dispatches": {k: list(v) for k, v in list(dispatches.items())},
+                        "lags": list(lags),
+                        "starts": dict(starts),
+                    }
+                )
+            )
             os.replace(tmp, out)
 
     threading.Thread(target=flush, daemon=True).start()
+
+
+_lag_probe: asyncio.Task[None] | None = None
+
+
+async def _probe_lag(lags: list[float]) -> None:
+    """Append how late the event loop wakes a 0.1 s sleep, forever (the loop's queueing)."""
+    while True:
+        began = time.perf_counter()
+        await asyncio.sleep(0.1)
+        lags.append(time.perf_counter() - began - 0.1)
 
 
 def serve_timed(out: str, port: int) -> None:
@@ -181,6 +240,12 @@ def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
     )
     env = server_env(opts, os.environ["DATABASE_URL"], os.environ["REDIS_URL"], logs.parent / "var")
     env.update(FAIRWAY_HEARTBEAT_S=os.environ["FAIRWAY_HEARTBEAT_S"], BENCH_TIMING_DIR=str(timings))
+    if args.profile:
+        env["BENCH_PROFILE"] = args.profile
+    # LOG_LEVEL=INFO: the ticks' lines (_report_ticks)
+    for name in ("FAIRWAY_HEARTBEAT_FLUSH_S", "FAIRWAY_WEB_MAX_IN_FLIGHT", "FAIRWAY_AGENT_DB_THREADS", "LOG_LEVEL"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     (logs.parent / "var").mkdir(exist_ok=True)
     layout = Layout(env, logs)
     for name, line in procfile_lines().items():
@@ -255,6 +320,16 @@ class Stats:
         self.errors: list[str] = []
         self.cpu_before: dict[str, float] = {}  # CPU seconds by process group at the window's start
         self.cpu_after: dict[str, float] = {}
+        self.load_before = self.load_after = 0.0  # 1-minute load average at the window's ends
+        self.window_wall = (0.0, 0.0)  # the measured window, epoch seconds
+        self.lags: list[float] = []  # this process's event loop lateness (s), sampled every 0.1 s
+
+
+def _own_cpu() -> dict[str, float]:
+    """CPU seconds of this process (the simulated agents) and of its waited-for children (the
+    submitter: the layout's processes are waited for only after the report)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"agents (client)": me.ru_utime + me.ru_stime, "submitter": kids.ru_utime + kids.ru_stime}
 
 
 async def agent(name: str, token: str, url: str, gpus: int, period: float, stats: Stats, stop: asyncio.Event) -> None:
@@ -443,6 +518,7 @@ def submit_http(spec: str) -> None:
 async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url: str) -> tuple[Stats, float]:
     stats, stop = Stats(), asyncio.Event()
     tasks = []
+    probe = asyncio.create_task(_probe_lag(stats.lags))
     ramp_began = time.monotonic()
     for i, (name, token) in enumerate(hosts):
         tasks.append(asyncio.create_task(agent(name, token, url, args.gpus, args.heartbeat, stats, stop)))
@@ -456,8 +532,11 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     from bench.api_load import cpu_by_group
 
     stats.measuring = True
-    stats.cpu_before = cpu_by_group(args.cpu_groups)
+    del stats.lags[:]  # the client's loop lateness is reported for the window only
+    stats.cpu_before = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
+    stats.load_before = os.getloadavg()[0]
     window_began = time.monotonic()
+    stats.window_wall = (time.time(), float("inf"))
     if args.submit_rate:
         spec = f"{args.submit_rate}:{args.duration}:{args.port}:{args.token_file}:{args.submissions_file}"
         submitter = await asyncio.create_subprocess_exec(sys.executable, __file__, "--submit-http", spec, cwd=ROOT)
@@ -471,11 +550,14 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
             await asyncio.wait_for(submitter.wait(), 40)  # its last answers, then its report
     stats.measuring = False
     window = time.monotonic() - window_began
-    stats.cpu_after = cpu_by_group(args.cpu_groups)
-    stop.set()
+    stats.window_wall = (stats.window_wall[0], time.time())
+    stats.load_after = os.getloadavg()[0]
+    probe.cancel()
     if submitter.returncode is None:
         submitter.kill()
-    await submitter.wait()
+    await submitter.wait()  # waited for: its CPU is in RUSAGE_CHILDREN
+    stats.cpu_after = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
+    stop.set()
     await asyncio.wait(tasks, timeout=15)
     return stats, window
 
@@ -508,6 +590,12 @@ def main() -> None:
         help="serve with the Procfile's processes (--web-workers web processes, worker, clock) instead of one `serve`",
     )
     parser.add_argument("--web-workers", type=int, default=4, help="with --layout: WEB_WORKERS (default 4)")
+    parser.add_argument(
+        "--profile",
+        metavar="AFTER:SECONDS",
+        default="",
+        help="with --layout: cProfile every web process's event-loop thread from AFTER s after its start for SECONDS",
+    )
     parser.add_argument("--serve-timed", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--submit-http", metavar="SPEC", help=argparse.SUPPRESS)
     parser.add_argument("--submit", metavar="COUNT:SECONDS", help=argparse.SUPPRESS)
@@ -561,6 +649,7 @@ def main() -> None:
             time.sleep(1.5)  # the timing files are flushed every second
             layout.check()
             report(args, stats, window, timings)
+            _report_ticks(scratch / "logs" / "worker.log")
         finally:
             stubborn = layout.stop()
             if stubborn:
@@ -608,6 +697,26 @@ def _connections_label() -> str:
     return f"psycopg pool {pool}" if pool else "CONN_MAX_AGE 0, no pool"
 
 
+def _report_ticks(log: Path) -> None:
+    """The worker's ticks that started work (their INFO line, ``LOG_LEVEL=INFO``): a start's
+    ``placed_at`` is its tick's beginning, so a start reaches no agent before its tick committed."""
+    import re
+
+    if not log.exists():
+        return
+    seconds = [
+        float(m.group(2))
+        for m in re.finditer(r"tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s\)", log.read_text(errors="replace"))
+        if int(m.group(1)) > 0
+    ]
+    if seconds:
+        ms = [x * 1000 for x in seconds]
+        print(
+            f"ticks that started work (placed_at → commit): {len(ms)}, "
+            f"p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms"
+        )
+
+
 def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path) -> None:
     from django.db import close_old_connections
 
@@ -615,11 +724,23 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
 
     close_old_connections()
     durations: list[float] = []
+    in_window: list[float] = []  # heartbeats received in the measured window
     flushes: list[list[float]] = []
+    dispatches: dict[str, list[float]] = {}
+    lags: list[float] = []
+    sent_starts: dict[int, float] = {}  # wire id → the server's send of its first start
     for path in sorted(timings.glob("*.json")):  # one per web process
         timed = json.loads(path.read_text())
         durations += timed.get("heartbeats", [])
+        for at, wait in zip(timed.get("received", []), timed.get("heartbeats", []), strict=False):
+            if stats.window_wall[0] <= at <= stats.window_wall[1]:
+                in_window.append(wait)
         flushes += timed.get("flushes", [])
+        lags += timed.get("lags", [])
+        for wire, at in timed.get("starts", {}).items():
+            sent_starts[int(wire)] = min(at, sent_starts.get(int(wire), at))
+        for kind, values in timed.get("dispatches", {}).items():
+            dispatches.setdefault(kind, []).extend(values)
     # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
     placed = dict(Attempt.objects.filter(wire_id__in=list(stats.starts)).values_list("wire_id", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
@@ -636,6 +757,15 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     if stats.cpu_after:
         cores = {k: (stats.cpu_after[k] - stats.cpu_before.get(k, 0.0)) / window for k in stats.cpu_after}
         print("cores busy in the window: " + ", ".join(f"{k} {v:.2f}" for k, v in cores.items()))
+        web = sum(v for k, v in cores.items() if k in ("web", "serve"))
+        client = cores.get("agents (client)", 0.0)
+        if stats.heartbeats:
+            per = window / stats.heartbeats * 1000
+            print(
+                f"CPU per heartbeat sent: web {web * per:.2f} ms, agents client {client * per:.2f} ms "
+                f"(everything the process did in the window ÷ heartbeats); "
+                f"load average {stats.load_before:.1f} → {stats.load_after:.1f}"
+            )
     print(
         f"messages/s: {(stats.sent + stats.received) / window:.0f} "
         f"(sent {stats.sent}, received {stats.received} in {window:.1f}s; "
@@ -646,6 +776,12 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         f"heartbeat handling (receipt → its flush committed, {len(ms)} heartbeats incl. ramp): "
         f"p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, max {max(ms, default=float('nan')):.1f} ms"
     )
+    if in_window:
+        ms = [d * 1000 for d in in_window]
+        print(
+            f"heartbeat handling in the window ({len(ms)} heartbeats received in it): "
+            f"p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, max {max(ms):.1f} ms"
+        )
     if flushes:
         hosts, queries, secs = ([f[i] for f in flushes] for i in range(3))
         print(
@@ -653,7 +789,34 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"queries per flush (write + desired state) p50 {pct(queries, 50):.0f} / max {max(queries):.0f}, "
             f"flush duration p50 {pct(secs, 50) * 1000:.0f} ms / p99 {pct(secs, 99) * 1000:.0f} ms"
         )
+    if stats.lags:
+        lag = [x * 1000 for x in stats.lags]
+        print(
+            f"agents client event loop lateness in the window: p50 {pct(lag, 50):.0f} ms, "
+            f"p99 {pct(lag, 99):.0f} ms, max {max(lag):.0f} ms"
+        )
+    if lags:
+        lag = [x * 1000 for x in lags]
+        print(
+            f"web event loop lateness (0.1 s probe): p50 {pct(lag, 50):.0f} ms, "
+            f"p99 {pct(lag, 99):.0f} ms, max {max(lag):.0f} ms"
+        )
+    for kind, values in sorted(dispatches.items()):
+        d = [x * 1000 for x in values]
+        print(
+            f"consumer dispatch {kind} (socket not read meanwhile; incl. ramp): {len(d)}, "
+            f"p50 {pct(d, 50):.1f} ms, p99 {pct(d, 99):.0f} ms, max {max(d):.0f} ms"
+        )
     lat = [x * 1000 for x in latencies]
+    if sent_starts:
+        server = [
+            (sent_starts[a] - placed[a].timestamp()) * 1000 for a in stats.starts if a in placed and a in sent_starts
+        ]
+        wire = [(stats.starts[a] - sent_starts[a]) * 1000 for a in stats.starts if a in sent_starts]
+        print(
+            f"start commands split: placed_at → the web process sends it p50 {pct(server, 50):.0f} ms, "
+            f"p99 {pct(server, 99):.0f} ms; sent → agent receipt p50 {pct(wire, 50):.0f} ms, p99 {pct(wire, 99):.0f} ms"
+        )
     print(
         f"start commands: {len(lat)} attempts started of {n_attempts} placed "
         f"({n_workloads} of {args.workloads} workloads submitted in the window); "
@@ -672,10 +835,18 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"agents+submissions heartbeat_p99_ms={pct(ms, 99):.0f} start_p99_ms={pct(lat, 99):.0f} "
             f"submit_p99_ms={pct(sub, 99):.0f} submit_achieved_rps={len(sub) / submitted.get('window', 1):.1f}"
         )
+    dropped = sum("keepalive ping timeout" in e for e in stats.errors)
+    print(f"agents dropped on keepalive ping timeout: {dropped} (of {len(stats.errors)} agent errors)")
     if stats.errors:
         print(f"errors ({len(stats.errors)}): {stats.errors[:5]}")
     if lat:
         print(f"mean start latency {statistics.fmean(lat):.0f} ms")
+    profiles = sorted(str(p) for p in timings.glob("*.prof"))
+    if profiles:
+        import pstats
+
+        print(f"event-loop profiles of the web processes: {' '.join(profiles)}")
+        pstats.Stats(*profiles).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

@@ -337,8 +337,12 @@ FAIRWAY = {
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
     "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1),
     # The web process writes the heartbeats it received in one batch this often (at most a quarter
-    # of HEARTBEAT_S); a stopping process loses at most this much of them.
-    "HEARTBEAT_FLUSH_S": env_float("FAIRWAY_HEARTBEAT_FLUSH_S", 1.0, minimum=0.01),
+    # of HEARTBEAT_S); a stopping process loses at most this much of them. A heartbeat waits up to
+    # this long before its write: 0.5 s keeps receipt → committed under 1 s (issue 15, point 5).
+    "HEARTBEAT_FLUSH_S": env_float("FAIRWAY_HEARTBEAT_FLUSH_S", 0.5, minimum=0.01),
+    # Threads per web process for the agent connections' database work (connects, hellos, attempt
+    # events; scheduler.gateway.agent_db): each borrows a pooled connection while it runs. SQLite: 1.
+    "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 1, minimum=1),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
     "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
     # Jobs (docs/jobs.md): the longest wall-time limit a workload may ask, the most retries,

@@ -1,12 +1,17 @@
 """The agent websocket (DESIGN.md §7): authenticate, decode, dispatch to lifecycle services, reconcile.
 
-The consumer only dispatches: every database touch is a small
-``database_sync_to_async`` helper around a service of :mod:`scheduler.lifecycle`
+The consumer only dispatches: every database touch is a small helper
+(:func:`scheduler.gateway.agent_db`: the process's agent-database threads, never
+asgiref's one thread-sensitive thread) around a service of :mod:`scheduler.lifecycle`
 or :mod:`scheduler.gateway`, except heartbeats: they are validated here and
 buffered in the process's :class:`scheduler.gateway.AgentHub`, which writes all
 of them in one flush every ``HEARTBEAT_FLUSH_S`` and hands each connection the
 commands of its host (:meth:`AgentConsumer.deliver`); a ``desired.state`` push
 is batched by the hub too. Hello, attempt events and logs are handled at once.
+A message that touches no database (a heartbeat, a push, a log line) is handled on the
+event loop alone: :meth:`AgentConsumer.dispatch` leaves out Channels' per-message trip to
+the sync thread (while a message is being dispatched the connection's socket is not read,
+its keepalive pongs neither; docs/benchmarks/api_load.md, "Fifth pass").
 A malformed message is answered with ``error`` and logged; it never closes the
 connection. A host may only speak of its own GPUs and attempts: the lifecycle
 services ignore attempts that hold no GPU of the connection's host.
@@ -22,18 +27,20 @@ Attempt ids on the wire are ``Attempt.wire_id``s, translated to primary keys her
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
 
-from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
 from agent import protocol
 from scheduler import gateway, lifecycle
+from scheduler.gateway import agent_db
 from scheduler.models import Host
 
 logger = logging.getLogger(__name__)
@@ -42,6 +49,11 @@ CLOSE_UNAUTHORIZED = 4401
 CLOSE_SUPERSEDED = 4409
 """Close code of a connection replaced by a newer one with the same host token (docs/deploy.md)."""
 MAX_PENDING_LOG_REQUESTS = 64
+INBOX_MAX = 256
+"""Messages of one connection read and not yet handled; beyond, the socket is read no further
+until one is (an agent sends a heartbeat every few seconds and an event per attempt change)."""
+INBOX_DRAIN_S = 60.0
+"""How long a disconnect waits for the messages its connection sent before closing to be handled."""
 
 
 def _bearer_token(scope: dict[str, Any]) -> str:
@@ -53,18 +65,18 @@ def _bearer_token(scope: dict[str, Any]) -> str:
     return ""
 
 
-@database_sync_to_async
+@agent_db
 def _open_link(token: str) -> Host | None:
     return gateway.open_agent_link(token)
 
 
-@database_sync_to_async
+@agent_db
 def _same_token(host: Host) -> bool:
     """The host still has the token this connection was accepted with (not rotated or revoked)."""
     return Host.objects.filter(pk=host.pk, token_hash=host.token_hash, removed_at__isnull=True).exists()
 
 
-@database_sync_to_async
+@agent_db
 def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
     """Record a hello; False (nothing recorded) when this connection is no longer the host's live one."""
     if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
@@ -108,7 +120,7 @@ def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
     ]
 
 
-@database_sync_to_async
+@agent_db
 def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime) -> bool:
     """Record an attempt event; False (nothing recorded) when this connection is stale.
 
@@ -133,7 +145,7 @@ def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, rece
     return True
 
 
-@database_sync_to_async
+@agent_db
 def _desired(view: gateway.AgentView) -> list[protocol.Message] | None:
     return gateway.desired_commands_many([view])[view.host_id]
 
@@ -142,6 +154,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
     """One agent connection at ``/ws/agent/``, member of group ``host.<id>``."""
 
     host: Host | None = None
+    handler: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         self.host = None
@@ -153,6 +166,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # ``logs`` message id -> (attempt id, reply channel) of log tails asked for by the API
         self.log_requests: dict[int, tuple[int, str]] = {}
         self.lock = asyncio.Lock()
+        # messages read and not yet handled (_handle_inbox), with their receipt times
+        self.inbox: asyncio.Queue[tuple[protocol.Message, datetime]] = asyncio.Queue(maxsize=INBOX_MAX)
+        self.handler: asyncio.Task[None] | None = None
         self.live = False  # registered with the hub: after hello, until disconnect
         self.closing = False  # superseded, revoked or fenced: nothing more is handled or sent
         self.generation = 0
@@ -171,7 +187,22 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``aclose_old_connections()`` before every message.
+
+        That call is a trip to asgiref's one thread-sensitive thread per frame: every heartbeat of
+        every connection of the process queued there behind all the consumers' database work,
+        and while it waited Channels asked for no next message, so uvicorn stopped reading the
+        socket (keepalive pongs included: agents were closed with 1011 after 20 s). No database
+        connection is ever used on the event loop's thread here; the helpers that touch the
+        database (:func:`scheduler.gateway.agent_db`) close theirs before and after."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def disconnect(self, code: int) -> None:
+        await self._finish_inbox()
         if self.host is not None:
             self.live = False
             gateway.hub().unregister(self.host.pk, self)
@@ -234,14 +265,54 @@ class AgentConsumer(AsyncWebsocketConsumer):
             logger.warning("bad message from host %s: %s", self.host.name, exc)
             await self.send_error(exc.code, exc.message, exc.ref)
             return
-        async with self.lock:  # one message at a time per connection: events stay in order
-            try:
-                await self.dispatch_message(msg)
-            except Exception:
-                logger.exception("handling %s from host %s failed", msg.TYPE, self.host.name)
-                await self.send_error("internal", f"the server could not handle this {msg.TYPE}", msg.id)
+        received = timezone.now()  # before any wait for this connection's earlier messages
+        if self.handler is None or self.handler.done():
+            self.handler = asyncio.get_running_loop().create_task(self._handle_inbox())
+        await self.inbox.put((msg, received))  # waits (stops reading) only when INBOX_MAX are queued
 
-    async def dispatch_message(self, msg: protocol.Message) -> None:
+    async def _handle_inbox(self) -> None:
+        """Handle this connection's messages one at a time, in the order they arrived.
+
+        Apart from :meth:`receive`, so that a message waiting for the database (a hello, an
+        attempt event: a row lock held by the tick, a pool whose connections HTTP requests hold)
+        does not stop the reading of the socket: Channels asks for the next message only once
+        ``receive`` returned, and uvicorn reads nothing meanwhile, keepalive pongs included (it
+        closes the connection with 1011 when a pong is 20 s late)."""
+        while True:
+            msg, received = await self.inbox.get()
+            try:
+                if self.closing or self.host is None:
+                    continue
+                async with self.lock:  # also held by deliver(): commands and events stay in order
+                    try:
+                        await self.dispatch_message(msg, received)
+                    except Exception:
+                        logger.exception("handling %s from host %s failed", msg.TYPE, self.host.name)
+                        with contextlib.suppress(Exception):  # the connection may be gone: go on with the rest
+                            await self.send_error("internal", f"the server could not handle this {msg.TYPE}", msg.id)
+            finally:
+                self.inbox.task_done()
+
+    async def _finish_inbox(self) -> None:
+        """Handle what is still queued (an ``exited`` sent just before the agent closed counts),
+        then end the handler; bounded by :data:`INBOX_DRAIN_S`."""
+        handler = self.handler
+        if handler is None:
+            return
+        if not handler.done():
+            try:
+                await asyncio.wait_for(self.inbox.join(), INBOX_DRAIN_S)
+            except TimeoutError:
+                logger.warning("host %s: %d messages left unhandled at disconnect", self.host, self.inbox.qsize())
+        handler.cancel()
+        try:
+            await handler
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # it ends only by this cancel; anything else is logged, not raised here
+            logger.warning("the message handler of host %s ended with an error", self.host, exc_info=True)
+
+    async def dispatch_message(self, msg: protocol.Message, received: datetime | None = None) -> None:
         assert self.host is not None  # noqa: S101 -- receive() checks it
         if isinstance(msg, protocol.Hello):
             if msg.host != self.host.name:
@@ -282,9 +353,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
             # next flush writes the heartbeat and reconciles (deliver()).
             self.sent_starts &= self.reported_running
             self.sent_stops &= self.reported_running
-            gateway.hub().heartbeat(self.host.pk, self, timezone.now(), _samples(msg))
+            gateway.hub().heartbeat(self.host.pk, self, received or timezone.now(), _samples(msg))
         elif isinstance(msg, protocol.AttemptEvent):
-            if not await _attempt_event(self.host, self.generation, msg, timezone.now()):
+            if not await _attempt_event(self.host, self.generation, msg, received or timezone.now()):
                 await self.fenced()
                 return
             if self.reported_running is not None:

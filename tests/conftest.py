@@ -95,6 +95,9 @@ def _sync_thread_finished(request: pytest.FixtureRequest) -> Iterator[None]:
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=20)
+    from scheduler.gateway import drain_agent_db_threads
+
+    drain_agent_db_threads()  # the consumers' database work runs there (scheduler.gateway.agent_db)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,106 @@
+"""The agent link does not wait on one thread (docs/benchmarks/api_load.md, "Fifth pass"): a frame
+that touches no database is handled while asgiref's one thread-sensitive thread is busy, and a
+message waiting for the database does not stop the connection's socket from being read (uvicorn
+reads nothing, keepalive pongs included, until Channels asks for the next message)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from agent import protocol
+from scheduler import gateway, lifecycle
+from scheduler.models import Cluster, Host
+from tests.test_gateway_batch import _communicator, _heartbeat, _hello, _place, _receive, _register, _run
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_heartbeats_and_pushes_are_handled_while_the_sync_thread_is_busy(settings: Any) -> None:
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
+    cluster = Cluster.objects.create(name="busy-sync")
+    [(host, token)] = _register(cluster, 1, prefix="s")
+    release = threading.Event()
+    blocked = SyncToAsync.single_thread_executor.submit(release.wait, 30)  # e.g. other consumers' work
+
+    def last_heartbeat() -> Any:
+        return Host.objects.get(pk=host.pk).last_heartbeat
+
+    # not the async ORM, which would wait for that thread; connections closed after each call
+    read = database_sync_to_async(last_heartbeat, thread_sensitive=False)
+
+    async def run() -> None:
+        try:
+            comm = _communicator(token)
+            assert (await comm.connect(timeout=5))[0]
+            await comm.send_to(text_data=_hello(host.name))
+            assert isinstance(await _receive(comm), protocol.Welcome)
+            before = await read()
+            await comm.send_to(text_data=_heartbeat(2, []))
+            for _ in range(100):
+                if await read() != before:
+                    break
+                await asyncio.sleep(0.05)
+            assert await read() != before  # flushed
+            attempt_id = await database_sync_to_async(_place, thread_sensitive=False)(host, "pushed")
+            await get_channel_layer().group_send(gateway.host_group(host.pk), {"type": "desired.state"})
+            start = await _receive(comm, wait=5)
+            assert isinstance(start, protocol.Start) and start.attempt_id == attempt_id
+            assert not blocked.done()  # all of it while the sync thread was held
+            await comm.disconnect()
+        finally:
+            release.set()
+
+    _run(run())
+    blocked.result(timeout=10)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_the_socket_is_read_while_an_attempt_event_waits_for_the_database(settings: Any, monkeypatch: Any) -> None:
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
+    cluster = Cluster.objects.create(name="slow-event")
+    [(host, token)] = _register(cluster, 1, prefix="e")
+    attempt_id = _place(host, "slow")
+    entered, release = threading.Event(), threading.Event()
+    started = lifecycle.attempt_started
+
+    def slow_started(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)  # a row lock held by a tick, a pool whose connections HTTP requests hold
+        return started(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "attempt_started", slow_started)
+
+    async def run() -> None:
+        comm = _communicator(token)
+        assert (await comm.connect(timeout=5))[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        assert isinstance(await _receive(comm), protocol.Start)
+        event = protocol.AttemptEvent(id=2, attempt_id=attempt_id, state="started")
+        await comm.send_to(text_data=protocol.encode(event))
+        for _ in range(100):
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.02)
+        assert entered.is_set()
+        for seq in (3, 4, 5):  # read (taken off the connection's input) while the event waits
+            await comm.send_to(text_data=_heartbeat(seq, [attempt_id]))
+        await asyncio.sleep(0.3)
+        assert comm.input_queue.empty()
+        release.set()
+        ack = await _receive(comm, wait=10)
+        assert isinstance(ack, protocol.Ack) and ack.ack == 2  # the event's answer, in order
+        await comm.disconnect()
+
+    try:
+        _run(run())
+    finally:
+        release.set()
