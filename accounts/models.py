@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
 from django.db import models
 
+from budgets.models import TreeMemoQuerySet
+
 
 def validate_posix_groups(value: object) -> None:
     """A list of at most 64 distinct gids."""
@@ -70,33 +72,9 @@ class User(AbstractUser):
             raise ValidationError({"posix_uid": "set a uid with a gid or groups"})
 
 
-class MembershipQuerySet(models.QuerySet["Membership"]):
+class MembershipQuerySet(TreeMemoQuerySet):
     """Bulk writes forget the memberships the web processes keep (``budgets.tree_memo``), as saves
     and deletes do (``accounts.apps``)."""
-
-    def update(self, **kwargs: object) -> int:
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().update(**kwargs)
-
-    def bulk_create(self, *args: object, **kwargs: object) -> list[Membership]:  # type: ignore[override]
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().bulk_create(*args, **kwargs)  # type: ignore[arg-type]
-
-    def bulk_update(self, *args: object, **kwargs: object) -> int:  # type: ignore[override]
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().bulk_update(*args, **kwargs)  # type: ignore[arg-type]
-
-    def delete(self) -> tuple[int, dict[str, int]]:
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().delete()
 
 
 class Membership(models.Model):

@@ -8,8 +8,9 @@ from django.db import models
 from django.utils import timezone
 
 
-class BudgetQuerySet(models.QuerySet["Budget"]):
-    """Bulk writes forget the tree the web processes keep (``budgets.tree_memo``), as saves do."""
+class TreeMemoQuerySet(models.QuerySet):  # type: ignore[type-arg]
+    """Bulk writes forget what the web processes keep under the tree's version
+    (``budgets.tree_memo``: the tree and the memberships), as saves and deletes do."""
 
     def update(self, **kwargs: object) -> int:
         from budgets.tree_memo import forget
@@ -17,7 +18,7 @@ class BudgetQuerySet(models.QuerySet["Budget"]):
         forget()
         return super().update(**kwargs)
 
-    def bulk_create(self, *args: object, **kwargs: object) -> list[Budget]:  # type: ignore[override]
+    def bulk_create(self, *args: object, **kwargs: object) -> list[object]:  # type: ignore[override]
         from budgets.tree_memo import forget
 
         forget()
@@ -34,6 +35,10 @@ class BudgetQuerySet(models.QuerySet["Budget"]):
 
         forget()
         return super().delete()
+
+
+class BudgetQuerySet(TreeMemoQuerySet):
+    """Bulk writes of budgets forget the kept tree (:class:`TreeMemoQuerySet`)."""
 
 
 def budget_name_problem(name: str) -> str | None:
