@@ -7,34 +7,17 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from config.memo import ForgettingQuerySet, VersionedMemo
 
-class TreeMemoQuerySet(models.QuerySet):  # type: ignore[type-arg]
+
+class TreeMemoQuerySet(ForgettingQuerySet):
     """Bulk writes forget what the web processes keep under the tree's version
     (``budgets.tree_memo``: the tree and the memberships), as saves and deletes do."""
 
-    def update(self, **kwargs: object) -> int:
-        from budgets.tree_memo import forget
+    def memo(self) -> VersionedMemo:
+        from budgets.tree_memo import MEMO
 
-        forget()
-        return super().update(**kwargs)
-
-    def bulk_create(self, *args: object, **kwargs: object) -> list[object]:  # type: ignore[override]
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().bulk_create(*args, **kwargs)  # type: ignore[arg-type]
-
-    def bulk_update(self, *args: object, **kwargs: object) -> int:  # type: ignore[override]
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().bulk_update(*args, **kwargs)  # type: ignore[arg-type]
-
-    def delete(self) -> tuple[int, dict[str, int]]:
-        from budgets.tree_memo import forget
-
-        forget()
-        return super().delete()
+        return MEMO
 
 
 class BudgetQuerySet(TreeMemoQuerySet):

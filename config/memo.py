@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import models, transaction
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -121,3 +121,37 @@ class VersionedMemo:
             # The savepoint that wrote has ended (released or rolled back): load again.
             self._writing.kept, self._writing.scope = {}, scope
         return self._writing.kept  # type: ignore[no-any-return]
+
+
+class ForgettingQuerySet(models.QuerySet[Any]):
+    """Bulk writes (``update``, ``bulk_create``, ``bulk_update``, ``delete``) skip ``save`` and the
+    signals, so they forget a :class:`VersionedMemo` here, as saves and deletes do through signals.
+
+    A subclass names the memo (:meth:`memo`, imported late: the memo's module reads these models)
+    and the fields the memo keeps (``memo_fields``; None: every field, so every write forgets)."""
+
+    memo_fields: frozenset[str] | None = None
+
+    def memo(self) -> VersionedMemo:
+        raise NotImplementedError
+
+    def forget_kept(self, fields: Iterable[str] | None) -> None:
+        if fields is None or self.memo_fields is None or not self.memo_fields.isdisjoint(fields):
+            self.memo().forget()
+
+    def update(self, **kwargs: Any) -> int:
+        self.forget_kept(kwargs)
+        return super().update(**kwargs)
+
+    def bulk_update(self, objs: Iterable[Any], fields: Iterable[str], *args: Any, **kwargs: Any) -> int:
+        fields = list(fields)
+        self.forget_kept(fields)
+        return super().bulk_update(objs, fields, *args, **kwargs)
+
+    def bulk_create(self, *args: Any, **kwargs: Any) -> list[Any]:
+        self.forget_kept(None)
+        return super().bulk_create(*args, **kwargs)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        self.forget_kept(None)
+        return super().delete()

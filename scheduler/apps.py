@@ -10,30 +10,20 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
-        from scheduler.hardware_memo import forget_if
         from scheduler.models import GPU, Cluster, Host
 
-        # A saved or deleted host or GPU whose hardware fields may have changed: web processes
-        # read the hardware again (scheduler.hardware_memo).
-        for model in (Host, GPU):
-            fields = model.objects.all().hardware_fields
+        # A saved or deleted cluster, host or GPU whose kept fields may have changed: web processes
+        # read the hardware again (scheduler.hardware_memo), by the rule the model's bulk writes
+        # follow (config.memo.ForgettingQuerySet: a cluster's every field, a host's or GPU's
+        # hardware fields).
+        for model in (Cluster, Host, GPU):
 
-            def saved(*, update_fields: Any = None, _fields: frozenset[str] = fields, **_kw: Any) -> None:
-                forget_if(update_fields, _fields)
+            def saved(*, sender: Any, update_fields: Any = None, **_kw: Any) -> None:
+                sender.objects.all().forget_kept(update_fields)
 
-            def deleted(*, _fields: frozenset[str] = fields, **_kw: Any) -> None:
-                forget_if(None, _fields)
+            def deleted(*, sender: Any, **_kw: Any) -> None:
+                sender.objects.all().forget_kept(None)
 
             uid = f"scheduler.hardware_memo.{model.__name__}"
             post_save.connect(saved, sender=model, weak=False, dispatch_uid=f"{uid}.save")
             post_delete.connect(deleted, sender=model, weak=False, dispatch_uid=f"{uid}.delete")
-
-        def cluster_changed(**_kw: Any) -> None:  # the kept clusters: every field
-            forget_if(None, frozenset())
-
-        post_save.connect(
-            cluster_changed, sender=Cluster, weak=False, dispatch_uid="scheduler.hardware_memo.Cluster.save"
-        )
-        post_delete.connect(
-            cluster_changed, sender=Cluster, weak=False, dispatch_uid="scheduler.hardware_memo.Cluster.delete"
-        )

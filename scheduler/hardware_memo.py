@@ -20,18 +20,11 @@ it, whatever its fields (``Cluster``'s signals, ``scheduler.models.ClusterQueryS
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from config.memo import READ, VersionedMemo
 
 MEMO = VersionedMemo("fairway:hardware-version")
-
-
-def forget_if(fields: Iterable[str] | None, hardware_fields: frozenset[str]) -> None:
-    """Forget the kept hardware when ``fields`` (None: every field) names one of ``hardware_fields``."""
-    if fields is None or not hardware_fields.isdisjoint(fields):
-        MEMO.forget()
 
 
 def shared_cluster(ref: Any, token: Any = READ) -> Any:

@@ -3,58 +3,36 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
-from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from config.memo import ForgettingQuerySet, VersionedMemo
 
-class _HardwareQuerySet(models.QuerySet[Any]):
+
+class _HardwareQuerySet(ForgettingQuerySet):
     """Bulk writes of hardware fields forget the hardware web processes keep (``scheduler.hardware_memo``)."""
 
-    hardware_fields: frozenset[str] = frozenset()
+    def memo(self) -> VersionedMemo:
+        from scheduler.hardware_memo import MEMO
 
-    def _forget(self, fields: Iterable[str] | None) -> None:
-        from scheduler.hardware_memo import forget_if
-
-        forget_if(fields, self.hardware_fields)
-
-    def update(self, **kwargs: Any) -> int:
-        self._forget(kwargs)
-        return super().update(**kwargs)
-
-    def bulk_update(self, objs: Iterable[Any], fields: Iterable[str], *args: Any, **kwargs: Any) -> int:
-        fields = list(fields)
-        self._forget(fields)
-        return super().bulk_update(objs, fields, *args, **kwargs)
-
-    def bulk_create(self, *args: Any, **kwargs: Any) -> list[Any]:
-        self._forget(None)
-        return super().bulk_create(*args, **kwargs)
-
-    def delete(self) -> tuple[int, dict[str, int]]:
-        self._forget(None)
-        return super().delete()
+        return MEMO
 
 
 class ClusterQuerySet(_HardwareQuerySet):
     """Every cluster write forgets the clusters a submission resolves from memory
     (``scheduler.hardware_memo.shared_cluster``), whichever fields it names."""
 
-    def _forget(self, fields: Iterable[str] | None) -> None:
-        from scheduler.hardware_memo import forget_if
-
-        forget_if(None, frozenset())
+    memo_fields = None
 
 
 class HostQuerySet(_HardwareQuerySet):
-    hardware_fields = frozenset({"cluster", "cluster_id", "labels", "removed_at", "cpus", "memory_bytes"})
+    memo_fields = frozenset({"cluster", "cluster_id", "labels", "removed_at", "cpus", "memory_bytes"})
 
 
 class GPUQuerySet(_HardwareQuerySet):
-    hardware_fields = frozenset({"host", "host_id", "model"})
+    memo_fields = frozenset({"host", "host_id", "model"})
 
 
 class Cluster(models.Model):

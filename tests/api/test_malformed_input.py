@@ -200,7 +200,9 @@ def test_a_value_of_the_wrong_kind_is_named_in_words(researcher_client, cluster,
         ("cluster", "nope", "No cluster 'nope'."),
     ],
 )
-def test_an_unknown_filter_value_is_a_400_not_an_empty_list(researcher, researcher_client, cluster, param, value, message):
+def test_an_unknown_filter_value_is_a_400_not_an_empty_list(
+    researcher, researcher_client, cluster, param, value, message
+):
     """tryout24: ``?state=runing`` (and ``fairway ls --state runing``) listed nothing with exit 0,
     as if nothing ran; an unknown budget or cluster likewise. Submitting to one is refused with
     its name: so is listing by one. The web page ignores an invalid filter (no 500)."""
