@@ -18,7 +18,7 @@ from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
 from scheduler.policy.screen import idle
-from scheduler.policy.standing import Rebuild, Standing, nominations_of
+from scheduler.policy.standing import Rebuild, Standing, attempt_changes, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Workload
 from scheduler.policy.usage import pass_loads
@@ -31,14 +31,24 @@ class IncrementalScheduler:
 
     ``check`` (tests): after every sync, compare with a fresh build and raise AssertionError
     on any difference.
+
+    ``waiting_nominations``: the idle screen also answers for a pass whose open nominations all
+    wait (:func:`~scheduler.policy.screen.idle` with ``nominees``: their GPUs still held by
+    stopping attempts); such a pass returns the nominations as they are and **no
+    reservations** (the full pass may reserve). Only for callers that read no reservations of a
+    pass without reasons with open nominations (the forward simulation of estimates,
+    docs/estimates.md); off, every field equals ``schedule``'s (bench/replay_passes.py).
     """
 
-    def __init__(self, *, check: bool = False) -> None:
+    def __init__(self, *, check: bool = False, waiting_nominations: bool = False) -> None:
         self.check = check
+        self.waiting_nominations = waiting_nominations
         self._standing: Standing | None = None
         self._pending = PendingIndex()
         self._budgets: tuple[Budget, ...] | None = None
         self._tree: BudgetTree | None = None
+        self.attempts_followed = 0
+        """Snapshots whose attempts were taken by their changes, not compared (tests)."""
 
     @property
     def followed(self) -> int:
@@ -66,18 +76,23 @@ class IncrementalScheduler:
         tree = self._tree
         pending = self._pending_of(snap)
         standing, self._standing = self._standing, None  # until this call has finished with it
-        if not _well_formed(snap, pending):
+        # Attempts taken by the producer's changes come from its attempts by id: one id once.
+        follows = standing is not None and standing.follows(attempt_changes(snap))
+        if not _well_formed(snap, pending, ids=not follows):
             return schedule(snap)  # one GPU claimed twice, or one id: a fresh build decides; keep nothing
         if standing is None or not standing.fits(snap):
             standing = Standing(snap, pending, kept=True)
         else:
             try:
                 standing.sync(snap, pending)
+                self.attempts_followed += follows
             except Rebuild:
                 standing = Standing(snap, pending, kept=True)
         if standing.state.malformed:
             return schedule(snap)  # two attempts on one GPU: a fresh build decides; keep nothing
         if self.check:
+            if len({a.id for a in snap.attempts}) != len(snap.attempts):
+                raise AssertionError(f"one attempt id twice at {snap.now}")
             fresh = Standing(snap, pending)
             diff = standing.same_as(fresh)
             fresh_loads = pass_loads(snap, tree, fresh.noms, pending)
@@ -96,9 +111,10 @@ class IncrementalScheduler:
 
         index = self._pending
         grouped = index.budgets
-        if not snap.with_reasons and idle(standing, index.screen_shapes(), tree, load):
+        nominees = pending if self.waiting_nominations else None
+        if not snap.with_reasons and idle(standing, index.screen_shapes(), tree, load, nominees):
             self._standing = standing
-            return Decisions()
+            return Decisions(nominations=dict(standing.noms))
         load()
         dec = Pass(snap, tree, standing, pending, loads[0], grouped).run()
         self._standing = standing
@@ -162,9 +178,10 @@ def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workl
         raise AssertionError(f"pending objects differ at {now}")
 
 
-def _well_formed(snap: Snapshot, pending: dict[str, Workload]) -> bool:
-    """No attempt id twice and no GPU nominated twice (double-booked GPUs: ``ClusterState.malformed``)."""
-    if len({a.id for a in snap.attempts}) != len(snap.attempts):
+def _well_formed(snap: Snapshot, pending: dict[str, Workload], *, ids: bool = True) -> bool:
+    """No attempt id twice (unless not ``ids``: attempts taken by a producer's changes) and no GPU
+    nominated twice (double-booked GPUs: ``ClusterState.malformed``)."""
+    if ids and len({a.id for a in snap.attempts}) != len(snap.attempts):
         return False
     claimed = [g for gpus in nominations_of(snap, pending).values() for g in gpus]
     return len(claimed) == len(set(claimed))

@@ -11,7 +11,19 @@ The screen is conservative on every rule it reads:
 
 - faults and drains: any draining host, or any open attempt on a GPU that is unhealthy,
   means the pass may stop something;
-- nominations: any nomination means a nominee may start;
+- nominations: any nomination means a nominee may start; unless the caller passes the
+  pending workloads (``nominees``) and every nomination **waits**: its nominee is allocated
+  work of its size, in no array group, of a budget that is known, not held and not capped with
+  ``on_cap=hold``, on a shape the cluster can hold, and its GPUs are usable and held, at least
+  one of them, by attempts already stopping, by nothing else. Then the pass keeps it as it is
+  (``_check_nominations`` drops none, the nominee cannot start on it; placed elsewhere it
+  would fit the free GPUs, which the screen tests, and a nominee never preempts), and the screen
+  reads the rest as without it: its GPUs are in no free list and no room, its commitment is in
+  the loads (:func:`~scheduler.policy.usage.pass_loads`), and its shape is tested like every
+  pending workload's (more cases where the answer is "not idle"). Such a pass decides nothing
+  and keeps the nominations; it may still **reserve** (a reservation only forbids), which a
+  screened pass does not report: only callers that read no reservations of a pass with open
+  nominations pass ``nominees`` (the forward simulation of estimates, docs/estimates.md);
 - §3.3 placement: a pending workload (not held, not capped with ``on_cap=hold``) that
   fits the free GPUs of one active host, or for a gang enough whole free hosts, may
   start; reservations are ignored (they only forbid);
@@ -44,24 +56,39 @@ Want = dict[tuple[str, str], list[int]]
 """(budget, model) -> [smallest single-host request, smallest gang in hosts, smallest commitment]."""
 
 
-def nothing_to_do(snap: Snapshot, tree: BudgetTree) -> bool:
-    """:func:`idle` for a bare snapshot (builds its :class:`Standing` and loads)."""
+def nothing_to_do(snap: Snapshot, tree: BudgetTree, *, nominations: bool = False) -> bool:
+    """:func:`idle` for a bare snapshot (builds its :class:`Standing` and loads); ``nominations``:
+    with the pending workloads as ``nominees`` (nominations that wait do not answer False)."""
     standing = Standing(snap)
     pending = {w.id: w for w in snap.pending}
-    return idle(standing, pending.values(), tree, lambda: pass_loads(snap, tree, standing.noms, pending)[1])
+    return idle(
+        standing,
+        pending.values(),
+        tree,
+        lambda: pass_loads(snap, tree, standing.noms, pending)[1],
+        pending if nominations else None,
+    )
 
 
 def idle(
-    standing: Standing, pending: Iterable[Workload], tree: BudgetTree, loads: Callable[[], Mapping[str, int]]
+    standing: Standing,
+    pending: Iterable[Workload],
+    tree: BudgetTree,
+    loads: Callable[[], Mapping[str, int]],
+    nominees: Mapping[str, Workload] | None = None,
 ) -> bool:
     """True only when a pass over the snapshot ``standing`` was built or synced from would
-    start, stop and change nothing.
+    start, stop and change nothing (and, with open nominations, keep them as they are).
 
     ``loads`` gives ``U + C`` per budget rolled up the tree, as the pass computes it (called
-    at most once, only when needed). Cost: one walk over hosts and pending workloads, plus
-    one rule-2 test per (pending budget, budget holding unprotected allocated work).
+    at most once, only when needed). ``nominees``: the pending workloads by id; without them
+    any open nomination answers False, with them only one that does not wait (module
+    docstring). Cost: one walk over hosts and pending workloads, plus one rule-2 test per
+    (pending budget, budget holding unprotected allocated work).
     """
-    if standing.noms or standing.draining or _fault_due(standing):
+    if standing.noms and (nominees is None or not _nominations_wait(standing, nominees, tree)):
+        return False
+    if standing.draining or _fault_due(standing):
         return False
     summary = _summary(standing)
     want = _smallest_requests(standing, pending, tree, summary)
@@ -80,6 +107,34 @@ def idle(
     for (p, model), (need, hosts_needed, commitment) in want.items():
         allowed = contract.allowed_budgets(tree, load, p, commitment, victim_budgets)
         if allowed and _may_preempt(standing, summary, model, allowed, need, hosts_needed):
+            return False
+    return True
+
+
+def _nominations_wait(standing: Standing, nominees: Mapping[str, Workload], tree: BudgetTree) -> bool:
+    """Every open nomination waits (module docstring): the pass keeps it and its nominee
+    neither starts on it nor preempts."""
+    st = standing.state
+    owner, attempts = st.owner, st.attempts
+    for wid, gpus in standing.noms.items():
+        w = nominees.get(wid)
+        if w is None or not w.allocated or w.group is not None or len(gpus) != w.gpus:
+            return False
+        if w.budget not in tree.budgets or tree.held(w.budget):
+            return False
+        capper = tree.capped_by(w.budget)
+        if capper is not None or standing.unschedulable(w.model, w.gpus, w.cpus, w.memory):
+            return False
+        held = False
+        for g in gpus:
+            if not st.gpu_usable(g):
+                return False
+            aid = owner.get(g)
+            if aid is not None:
+                if not attempts[aid].stopping:
+                    return False
+                held = True
+        if not held:
             return False
     return True
 

@@ -126,15 +126,30 @@ class SkipRuns(PassState):
             budget = q[i].budget
             stop = runs.first_stop(q[i], self._threshold(budget))
             j = len(q) if stop is None else bisect_left(q, submission_order(stop), i, key=submission_order)
-            for wid in self.noms:
-                w = self.pending.get(wid)
-                if w is not None and w.budget == budget and w.min_runtime > 0:
-                    p = bisect_left(q, submission_order(w), i, j, key=submission_order)
-                    if p < j and q[p] is w:
-                        j = p
+            for w in self._nominated_of(budget):
+                p = bisect_left(q, submission_order(w), i, j, key=submission_order)
+                if p < j and q[p] is w:
+                    j = p
             return j
 
         return end
+
+    _noms_seen: tuple[tuple[str, ...], dict[str, list[Workload]]] | None = None
+
+    def _nominated_of(self, budget: str) -> list[Workload]:
+        """The pending allocated workloads of ``budget`` holding a nomination, kept while the
+        nominated ids are the same (a pass with many nominations open asks this for every skipped
+        run: the forward simulation of estimates, a preemption's nomination open for a grace)."""
+        keys = tuple(self.noms)
+        seen = self._noms_seen
+        if seen is None or seen[0] != keys:
+            by: dict[str, list[Workload]] = {}
+            for wid in keys:
+                w = self.pending.get(wid)
+                if w is not None and w.min_runtime > 0:
+                    by.setdefault(w.budget, []).append(w)
+            seen = self._noms_seen = (keys, by)
+        return seen[1].get(budget, [])
 
     def _threshold(self, budget: str) -> Thresholds:
         """Per shape (model, GPUs, CPUs, memory) of ``budget``'s workloads, the least M of the

@@ -23,12 +23,54 @@ run, calls :func:`~scheduler.policy.schedule`.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_resources, infeasible_shape
 from scheduler.policy.room_index import RoomBase, index_slot
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import Attempt, GpuRef, Host, HostState, Snapshot, Workload
 from scheduler.policy.usage import LoadBook
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptChanges:
+    """The open attempts put (new, or replaced by another object: the attempt now) or dropped
+    (None) between the previous snapshot of ``source`` (number ``serial - 1``) and this one, by
+    id: what a producer that keeps its attempts by id (the forward simulation of estimates)
+    hands with a snapshot's attempts (``snap.attempts.changes``), so that :meth:`Standing.sync`
+    reads them instead of comparing every attempt (as :class:`~scheduler.policy.pending.PendingChanges`
+    for the pending workloads)."""
+
+    source: object
+    serial: int
+    changed: dict[str, Attempt | None]
+
+
+class AttemptLog:
+    """A producer's record of the attempt ids it put or dropped; :meth:`cut` closes the interval
+    of one snapshot. Every change of the attempts must be told, or the changes are wrong."""
+
+    def __init__(self) -> None:
+        self.serial = 0
+        self._ids: set[str] = set()
+
+    def touch(self, aid: str) -> None:
+        self._ids.add(aid)
+
+    def cut(self, attempts: Mapping[str, Attempt]) -> AttemptChanges:
+        """The changes since the last cut (since the start for the first), read from the
+        producer's ``attempts`` by id; starts the next interval."""
+        out = AttemptChanges(self, self.serial, {aid: attempts.get(aid) for aid in self._ids})
+        self.serial += 1
+        self._ids = set()
+        return out
+
+
+def attempt_changes(snap: Snapshot) -> AttemptChanges | None:
+    """The changes ``snap``'s attempts carry, if any."""
+    changes = getattr(snap.attempts, "changes", None)
+    return changes if isinstance(changes, AttemptChanges) else None
 
 
 def nominations_of(snap: Snapshot, pending: dict[str, Workload]) -> dict[str, tuple[GpuRef, ...]]:
@@ -94,6 +136,10 @@ class Standing:
         for av in self.state.attempts.values():
             self.track(av, 1)
         self.window = snap.window
+        changes = attempt_changes(snap)
+        self.source: tuple[object, int] | None = None if changes is None else (changes.source, changes.serial)
+        """The producer's changes this standing's attempts are at (:class:`AttemptChanges`)."""
+        self.followed = 0  # syncs that read the producer's changes (tests)
         # What only a standing kept between passes needs (``kept``): protection ends to watch and
         # the open attempts' U and C (a single pass sums those from the snapshot).
         self.book: LoadBook | None = None
@@ -191,16 +237,80 @@ class Standing:
         """
         st = self.state
         self.now = st.now = snap.now
-        current = {a.id: a for a in snap.attempts}
-        dirty = self._sync_attempts(current)
-        if self.book is None:
-            raise Rebuild  # built for a single pass
-        self._sync_book(current)
+        changes = attempt_changes(snap)
+        if self.follows(changes):
+            assert changes is not None  # noqa: S101 (follows says so)
+            if self.book is None:
+                raise Rebuild  # built for a single pass
+            dirty = self._follow_attempts(changes.changed)
+            self._follow_book(changes.changed)
+            self.followed += 1
+        else:
+            current = {a.id: a for a in snap.attempts}
+            dirty = self._sync_attempts(current)
+            if self.book is None:
+                raise Rebuild  # built for a single pass
+            self._sync_book(current)
+        st.pass_changed.clear()
+        self.source = None if changes is None else (changes.source, changes.serial)
         self._end_protections()
         dirty |= self._sync_nominations(nominations_of(snap, pending))
         for h in sorted(dirty):
             if h in st.hosts:
                 st.refresh_free(h)
+
+    def follows(self, changes: AttemptChanges | None) -> bool:
+        """True when ``changes`` continue the ones this standing is at (same source, next serial)."""
+        last = self.source
+        return changes is not None and last is not None and last[0] is changes.source and last[1] + 1 == changes.serial
+
+    def _follow_attempts(self, changed: dict[str, Attempt | None]) -> set[str]:
+        """:meth:`_sync_attempts` from the producer's changes: only the attempts it put or dropped
+        and those the last pass changed (:attr:`ClusterState.pass_changed`: one it started is in
+        no snapshot unless the producer put it; one it marked leaving is the attempt it was
+        unless the producer replaced it) can differ from the snapshot; every other view is the
+        previous snapshot's attempt, unchanged."""
+        st = self.state
+        views = st.attempts
+        dirty: set[str] = set()
+        pass_changed = st.pass_changed
+        put: list[Attempt] = []
+        for aid in changed.keys() | pass_changed.keys():  # every removal before any insertion
+            seen = views.get(aid)
+            if aid in changed:
+                a = changed[aid]
+            elif pass_changed[aid] or seen is None:
+                a = None  # started by the pass: not the producer's
+            else:
+                a = seen.attempt  # marked leaving by the pass, not by the producer: as it was
+            if seen is not None:
+                if a is not None and (seen.attempt is a or seen.attempt == a) and seen.stopping == a.stopping:
+                    continue
+                self.track(seen, -1)
+                st.remove_attempt(aid)
+                dirty.update(seen.hosts)
+            if a is not None:
+                put.append(a)
+        for a in put:
+            av = st.insert_attempt(a)
+            self.track(av, 1)
+            self._watch(av)
+            dirty.update(av.hosts)
+        return dirty
+
+    def _follow_book(self, changed: dict[str, Attempt | None]) -> None:
+        """:meth:`_sync_book` from the producer's changes (a pass never changes the book)."""
+        book = self.book
+        assert book is not None  # noqa: S101 (sync raised Rebuild otherwise)
+        book.advance(self.now)
+        counted = book.attempts
+        for aid, a in changed.items():
+            rec = counted.get(aid)
+            if rec is not None and (a is None or (rec[0] is not a and rec[0] != a)):
+                book.remove(aid)
+                rec = None
+            if rec is None and a is not None:
+                book.add(a)
 
     def _sync_attempts(self, current: dict[str, Attempt]) -> set[str]:
         """Attempts gone, changed or new; returns the hosts whose free lists may have changed."""
@@ -345,4 +455,4 @@ class Rebuild(Exception):
     """The difference is one :meth:`Standing.sync` does not take; build afresh."""
 
 
-__all__ = ["Rebuild", "Standing", "nominations_of"]
+__all__ = ["AttemptChanges", "AttemptLog", "Rebuild", "Standing", "attempt_changes", "nominations_of"]

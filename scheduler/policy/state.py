@@ -58,6 +58,11 @@ class ClusterState:
         self.version: dict[str, int] = {}  # host -> bumped by every change of its GPUs, work or nominations
         self.malformed = False
         """Set when two open attempts claimed one GPU or one id: only a fresh build says what a pass sees."""
+        self.pass_changed: dict[str, bool] = {}
+        """Attempt ids the pass changed since the last sync: True for one it started
+        (:meth:`assign`), False for one it marked leaving (:meth:`mark_stopping`); what
+        :meth:`Standing.sync <scheduler.policy.standing.Standing.sync>` reads beside the
+        producer's changes when it follows them."""
         self.hosts: dict[str, HostView] = {}
         self.owner: dict[GpuRef, str] = {}
         self.nominated: dict[GpuRef, str] = {}
@@ -218,6 +223,7 @@ class ClusterState:
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
         self._add_attempt(attempt, ordered=True)
+        self.pass_changed[attempt.id] = True
 
     # -- between passes (scheduler.policy.standing) ---------------------------
     def insert_attempt(self, a: Attempt) -> AttemptView:
@@ -263,6 +269,7 @@ class ClusterState:
 
     def mark_stopping(self, av: AttemptView) -> None:
         """The attempt is leaving: it no longer counts as unallocated room."""
+        self.pass_changed.setdefault(av.attempt.id, False)
         if not av.stopping and not av.attempt.allocated:
             for hn, n in av.on_host.items():
                 self.hosts[hn].unalloc -= n

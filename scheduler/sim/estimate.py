@@ -69,6 +69,7 @@ from scheduler.policy import (
     Workload,
 )
 from scheduler.policy.pending import PendingChanges, PendingLog
+from scheduler.policy.standing import AttemptChanges, AttemptLog
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import LoadBook, pass_loads
 
@@ -367,6 +368,17 @@ class PendingView(list[Workload]):
         self.changes = changes
 
 
+class AttemptsView(list[Attempt]):
+    """A pass's attempts with what was put and dropped since the previous pass's snapshot of
+    the same :class:`Forward` (``changes``, :class:`~scheduler.policy.standing.AttemptChanges`):
+    the policy's :class:`~scheduler.policy.standing.Standing` reads them instead of comparing
+    every attempt (the 5,848 attempts of the bench state, twice a pass)."""
+
+    def __init__(self, items: Iterable[Attempt], changes: AttemptChanges) -> None:
+        super().__init__(items)
+        self.changes = changes
+
+
 class Forward:
     """The simulated cluster: attempts, pending workloads, usage and nominations, moved from
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
@@ -392,6 +404,9 @@ class Forward:
         """Changed only by :meth:`_put` and :meth:`_drop`, which keep the instants and the book."""
         self.touched: set[str] = set()
         """Attempt ids put or dropped since :attr:`book` last took them (:meth:`book_at`)."""
+        self.alog = AttemptLog()
+        """The attempt ids put or dropped since the last pass's snapshot (:class:`AttemptsView`);
+        each :meth:`clone` starts a log of its own."""
         self.events: _Instants | None = _Instants()
         """Per attempt, the instants :meth:`next_event` reads of it: its release when stopping,
         else its protection's end; its wall-time limit while it runs. None: rebuilt on use
@@ -416,7 +431,12 @@ class Forward:
             self._record(r)
         self.nominations = dict(snap.nominations)
         self.tree = BudgetTree(snap.budgets)
-        self.scheduler = IncrementalScheduler()
+        self.scheduler = IncrementalScheduler(waiting_nominations=True)
+        """Its idle screen skips passes whose open nominations all wait (scheduler/policy/screen.py;
+        docs/estimates.md "Quiet states"): the simulation reads no reservations of a pass after
+        its first (which runs with reasons, never screened) beyond :attr:`quiet`, which is
+        False while nominations are open. A quote's shared simulation, whose probe compares
+        reservations, runs without (:func:`quote_starts`)."""
         self.started: dict[str, int] = {}
         self.first: Decisions | None = None
         self.quiet = False
@@ -453,6 +473,7 @@ class Forward:
         """``a`` in :attr:`attempts` (new, or replacing the attempt of its id), its instants kept."""
         self.attempts[a.id] = a
         self.touched.add(a.id)
+        self.alog.touch(a.id)
         if self.events is not None and self.breaks is not None:
             self._index(a, self.events, self.breaks)
 
@@ -489,6 +510,7 @@ class Forward:
     def _drop(self, aid: str) -> None:
         del self.attempts[aid]
         self.touched.add(aid)
+        self.alog.touch(aid)
 
     def _end_at(self, a: Attempt, t: int) -> None:
         """``a``'s wall-time limit stops it at ``t`` (while it is that object: not stopping)."""
@@ -512,11 +534,12 @@ class Forward:
         carrying the pending workloads' changes since the previous one (:attr:`log`); every other
         snapshot (events, probes) leaves the log alone."""
         values = self.pending.values()
+        attempts = self.attempts
         return replace(
             self.base,
             now=self.now,
             hosts=list(self.hosts.values()),
-            attempts=list(self.attempts.values()),
+            attempts=AttemptsView(attempts.values(), self.alog.cut(attempts)) if for_pass else list(attempts.values()),
             pending=PendingView(values, self.log.cut()) if for_pass else list(values),
             usage=[*self.usage, *self.lumps.values()] if self.lumps else self.usage,
             nominations=self.nominations,
@@ -649,6 +672,7 @@ class Forward:
         other.attempts = dict(self.attempts)
         other.pending = dict(self.pending)
         other.log = PendingLog()  # a source of its own: the policy's index compares once, then follows it
+        other.alog = AttemptLog()  # the same for the policy's standing
         other.commitments = {k: dict(v) for k, v in self.commitments.items()}
         other.usage = list(self.usage)
         other.lumps = dict(self.lumps)
@@ -870,6 +894,7 @@ def quote_starts(
     end = snap.now + horizon
     deadline = time.thread_time() + budget_s
     shared = Forward(snap, grace, running, limits, end)
+    shared.scheduler = IncrementalScheduler()  # every field of each pass: the probe compares reservations
     tree = shared.tree
     out: dict[int, tuple[int | None, int]] = {}
     waiting: list[int] = []
@@ -952,7 +977,7 @@ def _may_ever_start(tree: BudgetTree, w: Workload) -> bool:
 def _fork(fw: Forward, w: Workload) -> Forward:
     """A copy of ``fw`` with ``w`` pending (and requeued as itself when preempted)."""
     other = fw.clone()
-    other.scheduler = IncrementalScheduler()
+    other.scheduler = IncrementalScheduler(waiting_nominations=True)  # alone: no probe reads its reservations
     other.pending[w.id] = w
     other.log.add(w)
     other.known[w.id] = w

@@ -30,6 +30,7 @@ from scheduler.policy import (
 )
 from scheduler.policy.core import Pass
 from scheduler.policy.screen import nothing_to_do
+from scheduler.policy.standing import nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.views import budget_usage
 from scheduler.sim.engine import Engine, SimWorkload
@@ -50,6 +51,7 @@ class CheckedEngine(Engine):
         self.pairs_this_instant: dict[int, set[tuple[str, str]]] = {}
         self.preemptors: dict[str, set[tuple[str, int]]] = {}
         self.screened = 0
+        self.screened_nominations = 0
 
     def apply(self, dec: Decisions) -> None:
         snap = self.snapshot()
@@ -111,6 +113,12 @@ class CheckedEngine(Engine):
         if nothing_to_do(snap, BudgetTree(snap.budgets)):
             assert not dec.changed, f"the screen called a deciding pass idle: {dec}"
             self.screened += 1
+        # With the nominees (the forward simulation's screen, waiting_nominations): a pass whose
+        # open nominations all wait decides nothing and keeps them as they are.
+        if nothing_to_do(snap, BudgetTree(snap.budgets), nominations=True):
+            assert not dec.changed, f"the screen with nominations called a deciding pass idle: {dec}"
+            assert dec.nominations == nominations_of(snap, {w.id: w for w in snap.pending}), dec.nominations
+            self.screened_nominations += int(bool(dec.nominations))
         # Unallocated attempts never count in usage.
         only_alloc = replace(snap, attempts=[a for a in snap.attempts if a.allocated])
         assert budget_usage(only_alloc) == budget_usage(snap)

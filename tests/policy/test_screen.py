@@ -61,6 +61,27 @@ def test_free_gpu_nomination_drain_and_fault_are_not_idle() -> None:
     assert not _idle(snap([sick], _tree(), work, []))
 
 
+def test_a_nomination_that_waits_on_stopping_work_is_idle_only_with_the_nominees() -> None:
+    """With ``nominations=True`` (the forward simulation's screen) a nomination whose GPUs are
+    still held by stopping attempts does not answer "not idle"; the pass keeps it and decides
+    nothing. A nomination on GPUs already free (the nominee starts), or on work that is not
+    stopping (the pass drops it), still answers "not idle"."""
+    work = _full("org/b", protected=True)
+    leaving = [replace(work[0], stopping=True, release_at=T0 + 30), *work[1:]]
+    s = snap([host("h1")], _tree(), leaving, [pending("p", "org/a", 1)], nominations={"p": (("h1", 0),)})
+    assert not _idle(s)
+    assert nothing_to_do(s, BudgetTree(s.budgets), nominations=True)
+    dec = schedule(replace(s, with_reasons=True))
+    assert not dec.changed and dec.nominations == {"p": (("h1", 0),)}
+    freed = snap([host("h1")], _tree(), work[1:], [pending("p", "org/a", 1)], nominations={"p": (("h1", 0),)})
+    assert not nothing_to_do(freed, BudgetTree(freed.budgets), nominations=True)
+    assert schedule(freed).starts
+    held = snap([host("h1")], _tree(), work, [pending("p", "org/a", 1)], nominations={"p": (("h1", 0),)})
+    assert not nothing_to_do(held, BudgetTree(held.budgets), nominations=True)
+    wrong_size = snap([host("h1")], _tree(), leaving, [pending("p", "org/a", 2)], nominations={"p": (("h1", 0),)})
+    assert not nothing_to_do(wrong_size, BudgetTree(wrong_size.budgets), nominations=True)
+
+
 def test_unallocated_work_is_room_for_allocated_only() -> None:
     scavengers = [running(f"u{i}", "org/b", [("h1", i)], m=0) for i in range(8)]
     assert not _idle(snap([host("h1")], _tree(), scavengers, [pending("p", "org/a", 1)]))

@@ -202,9 +202,11 @@ def test_next_event_from_the_kept_instants_equals_the_walk(seed: int) -> None:
 @given(st.integers(0, 2**32 - 1))
 def test_the_policy_follows_the_pending_changes_of_the_forward_simulation(seed: int) -> None:
     """Each pass's snapshot carries what arrived in and left the pending workloads since the
-    previous pass (PendingView.changes): the policy's pending index, checked against a fresh
-    grouping at every pass (IncrementalScheduler(check=True)), follows them, and the estimates
-    are those of the plain forward simulation without them."""
+    previous pass (PendingView.changes), and the attempts put and dropped (AttemptsView.changes):
+    the policy's pending index, checked against a fresh grouping at every pass, and its standing,
+    checked against a fresh build (IncrementalScheduler(check=True)), follow them, and the
+    estimates are those of the plain forward simulation without them (whose scheduler screens
+    no pass with open nominations: waiting_nominations off)."""
     s, running, grace = small_state(seed)
     limits = limits_for(seed, s, running)
     end = s.now + 4 * HORIZON
@@ -218,7 +220,7 @@ def test_the_policy_follows_the_pending_changes_of_the_forward_simulation(seed: 
 
     def run(follow: bool) -> tuple[dict[str, int], Counting]:
         fw = est.Forward(s, grace, running, limits, end)
-        fw.scheduler = Counting(check=True)
+        fw.scheduler = Counting(check=True, waiting_nominations=follow)
         if not follow:
             fw.snapshot = lambda for_pass=False, fw=fw: est.Forward.snapshot(fw)  # type: ignore[method-assign]
         fw.tick()
@@ -231,4 +233,5 @@ def test_the_policy_follows_the_pending_changes_of_the_forward_simulation(seed: 
     compared, plain = run(False)
     assert followed == compared, f"seed {seed}"
     assert policy.followed == policy.passes - 1, f"seed {seed}: every pass after the first follows"
-    assert plain.followed == 0
+    assert policy.attempts_followed == policy.passes - 1, f"seed {seed}: every sync follows the attempts"
+    assert plain.followed == plain.attempts_followed == 0
