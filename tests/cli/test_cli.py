@@ -183,7 +183,7 @@ def test_budgets_and_hosts_tables(logged_in):
     assert [line.split()[0] for line in out.splitlines()] == ["NAME", "a100-1", "a100-2", "h100-1"]
 
     code, _out, err = logged_in("hosts", "drain", "a100-1")
-    assert code == EXIT_API and "permission_denied" in err
+    assert code == EXIT_API and "forbidden" in err
     assert Host.objects.get(name="a100-1").state == "active"
 
 
