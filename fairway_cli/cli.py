@@ -819,6 +819,7 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("ATTAINMENT", attainment_cell),
                 ("RUNNING", lambda b: b["running_gpus"]),
                 ("PENDING", lambda b: b["pending_workloads"]),
+                ("CAP", lambda b: b.get("cap_text") or "-"),  # the server's words (an older one sends none)
             ],
             out,
             right={

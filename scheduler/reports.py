@@ -73,6 +73,14 @@ class BudgetStanding:
     pending_workloads: int = 0
     usage_curve_gpu_hours: list[float] = field(default_factory=list)
     """Cumulative usage at evenly spaced instants from the window's start to now (when asked for)."""
+    cap_gpu_hours: float | None = None
+    """The cap (DESIGN.md §3.7): allocated GPU-hours per ``cap_period_days``; None: no cap."""
+    cap_period_days: int = 30
+    on_cap: str = Budget.OnCap.DOWNGRADE
+    capped: bool = False
+    """The cap is reached now (over every cluster, as the tick judges it)."""
+    cap_text: str = ""
+    """The cap in the words every surface shows (:func:`cap_words`); "" without a cap."""
 
 
 @dataclass(slots=True)
@@ -97,6 +105,15 @@ class ClusterStanding:
 
 def _hours(gpu_seconds: float) -> float:
     return round(float(gpu_seconds) / 3600, 3)
+
+
+def cap_words(cap_gpu_hours: float | None, period_days: int, on_cap: str, capped: bool) -> str:
+    """A budget's cap as the budgets page and ``fairway budgets`` show it: ``100 GPU-h / 30 d,
+    then unfunded``, ``(reached)`` appended when its usage has reached it; "" without a cap."""
+    if cap_gpu_hours is None:
+        return ""
+    then = "held" if on_cap == Budget.OnCap.HOLD else "unfunded"
+    return f"{number_words(cap_gpu_hours)} GPU-h / {period_days} d, then {then}" + (" (reached)" if capped else "")
 
 
 def ratio_texts(values: list[Any]) -> list[str]:
@@ -183,6 +200,7 @@ def budget_standings(
     def subtree_sum(values: dict[str, int], bid: int) -> int:
         return values.get(str(bid), 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
 
+    capped = {b.key for b in snap.budgets if b.capped}
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
     order = tree_walk(tree)
     texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
@@ -190,6 +208,8 @@ def budget_standings(
         f = figures.get(str(budget.id))
         if f is None:  # a budget of another root's tree: not in this cluster's snapshot
             continue
+        cap = float(budget.cap_gpu_hours) if budget.cap_gpu_hours is not None else None
+        is_capped = str(budget.id) in capped
         standing.budgets.append(
             BudgetStanding(
                 budget_id=budget.id,
@@ -216,6 +236,11 @@ def budget_standings(
                 running_gpus=subtree_sum(running, budget.id),
                 pending_workloads=subtree_sum(dict(pending), budget.id),
                 usage_curve_gpu_hours=[_hours(v) for v in curves.get(str(budget.id), ())],
+                cap_gpu_hours=cap,
+                cap_period_days=budget.cap_period_days,
+                on_cap=budget.on_cap,
+                capped=is_capped,
+                cap_text=cap_words(cap, budget.cap_period_days, budget.on_cap, is_capped),
             )
         )
     return standing

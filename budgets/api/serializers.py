@@ -99,6 +99,13 @@ class BudgetStandingSerializer(serializers.Serializer):
     )
     running_gpus = serializers.IntegerField()
     pending_workloads = serializers.IntegerField()
+    cap_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="allocated GPU-hours per cap_period_days (DESIGN.md §3.7); null: no cap"
+    )
+    cap_period_days = serializers.IntegerField()
+    on_cap = serializers.CharField(help_text="downgrade (run unfunded) or hold, once the cap is reached")
+    capped = serializers.BooleanField(help_text="the cap is reached now")
+    cap_text = serializers.CharField(help_text='the cap in words, e.g. "100 GPU-h / 30 d, then unfunded"; "" without one')
 
 
 class ClusterStandingSerializer(serializers.Serializer):

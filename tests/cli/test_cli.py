@@ -281,3 +281,30 @@ def test_the_cli_and_the_web_say_a_pending_reason_in_the_same_words():
     from web.views import REASON_WORDS
 
     assert REASONS == REASON_WORDS
+
+
+def test_budgets_shows_each_budget_s_cap(logged_in, org_tree):
+    """tryout: ``fairway budgets`` showed no cap (the budgets tree sent none): a budget capped at
+    100 GPU-h per 30 days read like one without a cap. The API's tree, the table and the page
+    give the one wording (``scheduler.reports.cap_words``)."""
+    from decimal import Decimal
+
+    from budgets.models import Budget
+
+    # Given olmo capped at 100 GPU-h per 30 days, going unfunded after, and sam on hold at 0
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=Decimal("100"), cap_period_days=30)
+    Budget.objects.filter(pk=org_tree["vision/sam"].pk).update(cap_gpu_hours=Decimal("0"), on_cap="hold")
+
+    # When the researcher lists the budgets
+    code, out, _ = logged_in("budgets")
+    assert code == EXIT_OK
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+
+    # Then each capped budget's line says its cap, and whether it is reached
+    assert lines["BUDGET"].rstrip().endswith("CAP")
+    assert lines["olmo"].rstrip().endswith("100 GPU-h / 30 d, then unfunded")
+    assert lines["sam"].rstrip().endswith("0 GPU-h / 30 d, then held (reached)")
+    assert lines["tulu"].rstrip().endswith("-")
+    code, out, _ = logged_in("budgets", "--json")
+    olmo = next(b for b in json.loads(out)[0]["budgets"] if b["name"] == "olmo")
+    assert (olmo["cap_gpu_hours"], olmo["cap_period_days"], olmo["on_cap"], olmo["capped"]) == (100.0, 30, "downgrade", False)
