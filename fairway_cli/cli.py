@@ -1025,9 +1025,23 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
     )
     for h in hosts:
+        if reason := host_reason(h):
+            print(f"{h['name']}: {reason}", file=out)
+    for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
     return EXIT_OK
+
+
+def host_reason(host: dict[str, Any]) -> str:
+    """Why a host is cordoned or drained (the API's ``state_reason``): ``cordoned by admin at
+    14:05:09 UTC: fan replacement``; "" for an active host (or an older server)."""
+    reason = host.get("state_reason")
+    if not reason:
+        return ""
+    by = f" by {reason['by']}" if reason.get("by") else ""
+    message = reason.get("message") or "no reason given"
+    return f"{reason['kind'].replace('_', ' ')}{by} at {when(reason.get('at'))}: {message}"
 
 
 def host_isolation(host: dict[str, Any]) -> str:

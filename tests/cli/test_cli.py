@@ -308,3 +308,18 @@ def test_budgets_shows_each_budget_s_cap(logged_in, org_tree):
     code, out, _ = logged_in("budgets", "--json")
     olmo = next(b for b in json.loads(out)[0]["budgets"] if b["name"] == "olmo")
     assert (olmo["cap_gpu_hours"], olmo["cap_period_days"], olmo["on_cap"], olmo["capped"]) == (100.0, 30, "downgrade", False)
+
+
+def test_hosts_say_why_a_host_is_cordoned(cli, admin, hosts):
+    """tryout: a cordon's reason showed only in the admin; ``fairway hosts`` prints it under the table."""
+    from scheduler.services import do_set_host_state
+
+    do_set_host_state(admin, hosts["a100-1"], "cordoned", "fan replacement")
+    assert cli("login", "-u", "admin", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+
+    code, out, _ = cli("hosts")
+
+    assert code == EXIT_OK
+    reasons = [line for line in out.splitlines() if line.startswith("a100-1: ")]
+    assert len(reasons) == 1
+    assert reasons[0].startswith("a100-1: cordoned by admin at ") and reasons[0].endswith(": fan replacement")
