@@ -35,7 +35,6 @@ from budgets import tree_memo
 from budgets.models import Budget
 from config.errors import ServiceError
 
-
 FORBIDDEN = "forbidden"
 """The code of every 403 answer (a service's refusal, a view's, a permission class's)."""
 

@@ -105,7 +105,9 @@ class BudgetStandingSerializer(serializers.Serializer):
     cap_period_days = serializers.IntegerField()
     on_cap = serializers.CharField(help_text="downgrade (run unfunded) or hold, once the cap is reached")
     capped = serializers.BooleanField(help_text="the cap is reached now")
-    cap_text = serializers.CharField(help_text='the cap in words, e.g. "100 GPU-h / 30 d, then unfunded"; "" without one')
+    cap_text = serializers.CharField(
+        help_text='the cap in words, e.g. "100 GPU-h / 30 d, then unfunded"; "" without one'
+    )
 
 
 class ClusterStandingSerializer(serializers.Serializer):

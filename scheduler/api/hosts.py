@@ -156,7 +156,9 @@ class HostSerializer(serializers.ModelSerializer):
             "HostStateReason",
             {
                 "kind": serializers.CharField(help_text="cordoned, inventory_held, draining or drain_now"),
-                "message": serializers.CharField(help_text="the reason given (an admin's, the agent's, the scheduler's)"),
+                "message": serializers.CharField(
+                    help_text="the reason given (an admin's, the agent's, the scheduler's)"
+                ),
                 "by": serializers.CharField(allow_null=True, help_text="the user; null: the system or the agent"),
                 "at": serializers.DateTimeField(),
             },

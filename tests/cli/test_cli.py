@@ -307,7 +307,12 @@ def test_budgets_shows_each_budget_s_cap(logged_in, org_tree):
     assert lines["tulu"].rstrip().endswith("-")
     code, out, _ = logged_in("budgets", "--json")
     olmo = next(b for b in json.loads(out)[0]["budgets"] if b["name"] == "olmo")
-    assert (olmo["cap_gpu_hours"], olmo["cap_period_days"], olmo["on_cap"], olmo["capped"]) == (100.0, 30, "downgrade", False)
+    assert (olmo["cap_gpu_hours"], olmo["cap_period_days"], olmo["on_cap"], olmo["capped"]) == (
+        100.0,
+        30,
+        "downgrade",
+        False,
+    )
 
 
 def test_hosts_say_why_a_host_is_cordoned(cli, admin, hosts):

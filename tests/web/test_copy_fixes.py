@@ -176,3 +176,28 @@ def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
         "None yet: estimates are refreshed every 10 s and after ticks that start or stop work, "
         "and there is none when no start is found within one window without other work ending."
     )
+
+
+def test_the_form_and_the_api_refuse_a_too_small_number_in_one_wording(browser, researcher_client):
+    """tryout: 0 GPUs read "Ensure this value is greater than or equal to 1." on the submit page
+    (Django's form) and "gpu_count is an integer >= 1." from the API (the service's rule): the form
+    parses, the service's rule speaks (as for every other field); so for CPUs and retries."""
+    bad = {"gpu_count": "0", "cpus": "0", "retries": "-1"}
+    page = browser.post("/submit/", _form(**bad)).context["form"].errors
+    api = researcher_client.post(
+        "/api/v1/workloads/",
+        {"budget": "nlp/olmo", "cluster": "default", "gpu_count": 0, "cpus": 0, "retries": -1,
+         "min_runtime": "2h", "image": "ghcr.io/lab/train:1", "command": ["python"]},
+        format="json",
+    ).json()  # fmt: skip
+    for field in bad:
+        assert page[field] == api[field], field
+
+
+def test_the_tokens_page_and_the_api_refuse_a_bad_expiry_in_one_wording(browser, researcher_client):
+    """The same for a token's expiry: DRF's "Ensure this value is greater than or equal to 1."
+    against the service's "A token lives 1 to 3650 days (or forever).", which both now show."""
+    api = researcher_client.post("/api/v1/tokens/", {"name": "ci", "expiry_days": 0}, format="json").json()
+    page = browser.post("/tokens/", {"name": "ci", "expiry_days": "0"}).content.decode()
+    assert api["expiry_days"] == ["A token lives 1 to 3650 days (or forever)."]
+    assert "A token lives 1 to 3650 days (or forever)." in page

@@ -211,7 +211,9 @@ def test_only_admins_operate_hosts_from_the_cluster_page(browser, admin_browser,
     assert Host.objects.get(name="a100-1").state == "cordoned"
     assert HostEvent.objects.filter(kind="cordoned", message="fan").exists()
     # tryout: the reason showed only in the admin; the page says who cordoned it and why
-    reason = re.search(r'<div class="small muted state-reason">([^<]*)</div>', browser.get("/clusters/").content.decode())
+    reason = re.search(
+        r'<div class="small muted state-reason">([^<]*)</div>', browser.get("/clusters/").content.decode()
+    )
     assert reason is not None and reason.group(1).startswith("by admin, ") and reason.group(1).endswith(": fan")
 
 
