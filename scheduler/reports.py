@@ -8,6 +8,7 @@ name says so; times are aware UTC datetimes.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,9 +21,17 @@ from django.utils import timezone
 
 from budgets.models import Budget
 from budgets.services import budget_paths, tree_walk
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy.contract import protection_end
-from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
+from scheduler.policy.figures import (
+    NOT_ASKING,
+    BudgetFigures,
+    asking_span,
+    budget_figures,
+    owed,
+    usage_curve,
+    workload_demand,
+)
 from scheduler.sim.estimate import reservation_latest
 from scheduler.snapshot import epoch_up, load_snapshot
 from scheduler.tick_figures import shows_numbers, standing_figures
@@ -41,7 +50,8 @@ class BudgetStanding:
     budget has no share); ``ratio_text`` the same with the significant digits that tell it from
     every other budget's ratio. ``rank``: 1 = most deserving among its live siblings (lower ratio
     first, §3.2). ``demand_gpu_hours``: GPU-time its allocated workloads asked for while pending or
-    running inside the window, each at most the run time it needed; ``owed_gpu_hours``:
+    running inside the window and able to run (not held, capped, waiting for other work or fitting
+    no hardware), each at most the run time it needed; ``owed_gpu_hours``:
     min(entitlement, demand); ``attainment``: usage ÷ owed, capped at 1 (§8; None when owed is 0).
     All from :func:`scheduler.policy.figures.budget_figures`.
     """
@@ -146,30 +156,47 @@ def _effective_usage(own: BudgetFigures, parent: BudgetFigures | None) -> float:
 
 def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     """Budget key → GPU-seconds its allocated workloads asked for inside the window
-    (:func:`scheduler.policy.figures.workload_demand`: the time present, at most the run time a
-    finished workload needed there). Two queries."""
+    (:func:`scheduler.policy.figures.workload_demand`: the time present while it could run, at most
+    the run time a finished workload needed there). A workload asks from the instant its
+    prerequisites were final, and not in a current wait of a reason in
+    :data:`~scheduler.policy.figures.NOT_ASKING` (held, capped, waiting for other work, no
+    hardware): :func:`~scheduler.policy.figures.asking_span`. Three queries."""
     since = now - timedelta(seconds=window_s)
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, min_runtime_s__gt=0, submitted_at__lt=now)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
-        .values_list("id", "budget_id", "gpu_count", "submitted_at", "finished_at")
+        .values_list("id", "budget_id", "gpu_count", "submitted_at", "finished_at", "state", "pending_reason")
     )
+    ids = [r[0] for r in rows]
     ran: dict[int, float] = defaultdict(float)
+    last_end: dict[int, datetime] = {}
     for wid, started, ended in (
-        Attempt.objects.filter(workload_id__in=[r[0] for r in rows], started_at__isnull=False, started_at__lt=now)
+        Attempt.objects.filter(workload_id__in=ids, started_at__isnull=False, started_at__lt=now)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
         .values_list("workload_id", "started_at", "ended_at")
     ):
         lo, hi = max(started, since), min(ended or now, now)
         if hi > lo:
             ran[wid] += (hi - lo).total_seconds()
+        if ended is not None and (wid not in last_end or ended > last_end[wid]):
+            last_end[wid] = ended
+    # The instant each workload's prerequisites were all final (one not final yet: never).
+    ready: dict[int, float] = {}
+    for wid, after_finished in WorkloadDependency.objects.filter(workload_id__in=ids).values_list(
+        "workload_id", "after__finished_at"
+    ):
+        at = after_finished.timestamp() if after_finished is not None and after_finished <= now else math.inf
+        ready[wid] = max(ready.get(wid, at), at)
     demand: dict[str, int] = defaultdict(int)
-    for wid, budget_id, gpus, submitted_at, finished_at in rows:
-        start = max(submitted_at, since)
+    for wid, budget_id, gpus, submitted_at, finished_at, state, reason in rows:
+        waiting = None
+        if state == Workload.State.PENDING and reason in NOT_ASKING:
+            waiting = max(submitted_at, last_end.get(wid, submitted_at)).timestamp()
         end = min(finished_at or now, now)
-        if end > start:
+        lo, hi = asking_span(max(submitted_at, since).timestamp(), end.timestamp(), ready.get(wid), waiting)
+        if hi > lo:
             need = int(ran[wid]) if finished_at is not None and finished_at <= now else None
-            demand[str(budget_id)] += workload_demand(gpus, int((end - start).total_seconds()), need)
+            demand[str(budget_id)] += workload_demand(gpus, int(hi - lo), need)
     return demand
 
 

@@ -87,7 +87,8 @@ class BudgetStandingSerializer(serializers.Serializer):
     rank = serializers.IntegerField(allow_null=True, help_text="1 = most deserving among its siblings")
     siblings = serializers.IntegerField()
     demand_gpu_hours = serializers.FloatField(
-        help_text="GPU-hours its allocated workloads asked for in the window (each at most the run time it needed)"
+        help_text="GPU-hours its allocated workloads asked for in the window while they could run "
+        "(each at most the run time it needed; docs/standing.md)"
     )
     owed_gpu_hours = serializers.FloatField(help_text="min(E, demand): what the window owed it, GPU-hours")
     attainment = serializers.FloatField(

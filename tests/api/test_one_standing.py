@@ -197,3 +197,44 @@ def test_ratio_texts_never_print_two_different_ratios_the_same():
     assert ratio_texts([1.5, 0.25]) == ["1.5", "0.25"]
     a, b = ratio_texts([1 / 3, 1 / 3 + 1e-9])
     assert a != b
+
+
+def test_demand_counts_only_work_that_could_run(researcher, outsider, cluster, org_tree, submit_kwargs):
+    """tryout: a budget's demand counted work waiting for its prerequisites (``after``) and work of a
+    held budget, so a budget whose runnable work all ran read as starved. Demand is the time a
+    workload could run (docs/standing.md, "Demand is work that could run"; ``asking_span``)."""
+    from budgets.services import do_set_hold
+
+    now = timezone.now()
+    two_hours_ago = now - timedelta(hours=2)
+    # Given, in olmo, a 4-GPU workload that waits (2 h) for one still running, 1 h ago started
+    first = do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
+    second = do_submit_workload(researcher, **submit_kwargs(gpu_count=4), after=[first.pk])
+    Workload.objects.filter(pk__in=[first.pk, second.pk]).update(submitted_at=two_hours_ago)
+    run_tick(cluster.pk)
+    assert Workload.objects.get(pk=second.pk).pending_reason == "dependency"
+    attempt = Attempt.objects.get(workload=first)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=now - timedelta(hours=1))
+    # and in sam, on hold, a 2-GPU workload waiting for 2 h
+    held = do_submit_workload(outsider, **submit_kwargs(gpu_count=2, budget=org_tree["vision/sam"]))
+    do_set_hold(org_tree["vision/sam"], True)
+    Workload.objects.filter(pk=held.pk).update(submitted_at=two_hours_ago)
+    run_tick(cluster.pk)
+    assert Workload.objects.get(pk=held.pk).pending_reason == "held"
+
+    # When the standing is read
+    standing = {b.path: b for b in budget_standings(cluster, load_tree(), now).budgets}
+
+    # Then olmo's demand is the first workload's presence only (4 GPUs × 2 h), sam's nothing
+    assert standing["nlp/olmo"].demand_gpu_hours == pytest.approx(8.0, abs=0.01)
+    assert standing["vision/sam"].demand_gpu_hours == 0
+    assert standing["vision/sam"].attainment is None  # nothing was owed
+
+    # And once the prerequisite has finished, the second asks from that instant on
+    Attempt.objects.filter(pk=attempt.pk).update(ended_at=now - timedelta(minutes=30))
+    Workload.objects.filter(pk=first.pk).update(state=Workload.State.SUCCEEDED, finished_at=now - timedelta(minutes=30))
+    Workload.objects.filter(pk=second.pk).update(pending_reason="insufficient_gpus")
+    olmo = next(b for b in budget_standings(cluster, load_tree(), now).budgets if b.path == "nlp/olmo")
+    # first: present 1.5 h, ran 0.5 h → 4 × 0.5 h; second: 30 min asking, 4 GPUs → 2 GPU-h
+    assert olmo.demand_gpu_hours == pytest.approx(2.0 + 2.0, abs=0.01)
