@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from budgets.models import Budget
 from budgets.services import budget_paths, tree_walk
+from fairway_cli.numbers import gpu_hours_text
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import (
@@ -123,7 +124,7 @@ def cap_words(cap_gpu_hours: float | None, period_days: int, on_cap: str, capped
     if cap_gpu_hours is None:
         return ""
     then = "held" if on_cap == Budget.OnCap.HOLD else "unfunded"
-    return f"{number_words(cap_gpu_hours)} GPU-h / {period_days} d, then {then}" + (" (reached)" if capped else "")
+    return f"{gpu_hours_text(cap_gpu_hours)} GPU-h / {period_days} d, then {then}" + (" (reached)" if capped else "")
 
 
 def ratio_texts(values: list[Any]) -> list[str]:
@@ -396,11 +397,11 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
         "entitled_gpu_hours": entitled,
         "ratio": float(ratio) if ratio is not None else None,
         "ratio_text": text,
-        # As the sentence prints them (number_words), so the page's table and the CLI's lines
+        # As the sentence prints them (gpu_hours_text), so the page's table and the CLI's lines
         # show the sentence's digits, not three roundings of one number.
-        "used_text": number_words(used),
-        "committed_text": number_words(committed),
-        "entitled_text": number_words(entitled),
+        "used_text": gpu_hours_text(used),
+        "committed_text": gpu_hours_text(committed),
+        "entitled_text": gpu_hours_text(entitled),
     }
 
 
@@ -498,21 +499,13 @@ def _fair_share_sentence(numbers: dict[str, Any]) -> str | None:
     first = b["path"] if numbers["first"] == "other_budget" else a["path"]
     return (
         f"Budget {a['path']} has used {a['ratio_text']}× its share {_window_words()} counting this workload's "
-        f"{number_words(numbers['commitment_gpu_hours'])} GPU-h of minimum runtime "
-        f"({number_words(a['used_gpu_hours'])} GPU-h used + {number_words(a['committed_gpu_hours'])} GPU-h committed "
-        f"of {number_words(a['entitled_gpu_hours'])} GPU-h entitled); {b['path']} has used {b['ratio_text']}× "
-        f"({number_words(b['used_gpu_hours'])} + {number_words(b['committed_gpu_hours'])} of "
-        f"{number_words(b['entitled_gpu_hours'])} GPU-h) — {first} goes first."
+        f"{gpu_hours_text(numbers['commitment_gpu_hours'])} GPU-h of minimum runtime "
+        f"({gpu_hours_text(a['used_gpu_hours'])} GPU-h used "
+        f"+ {gpu_hours_text(a['committed_gpu_hours'])} GPU-h committed "
+        f"of {gpu_hours_text(a['entitled_gpu_hours'])} GPU-h entitled); {b['path']} has used {b['ratio_text']}× "
+        f"({gpu_hours_text(b['used_gpu_hours'])} + {gpu_hours_text(b['committed_gpu_hours'])} of "
+        f"{gpu_hours_text(b['entitled_gpu_hours'])} GPU-h) — {first} goes first."
     )
-
-
-def number_words(value: float) -> str:
-    """GPU-hours for a sentence: ``1,234``, ``12.5``, ``0.25``, ``0.004``."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}" if value else "0"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 
 from budgets.models import UsageEntry
 from budgets.services import load_tree
+from fairway_cli.numbers import gpu_hours_text
 from scheduler import lifecycle
 from scheduler.models import Attempt, Workload
 from scheduler.policy.figures import attainment, workload_demand
@@ -109,6 +110,9 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         attain = "–" if b.attainment is None else f"{b.attainment * 100:.1f}%"
         assert f'<td class="num attainment">{attain}</td>' in cells, path
         assert "usage-plot" in cells
+        # GPU-hours in the one wording (fairway_cli.numbers.gpu_hours_text), as the CLI prints them
+        assert f'<td class="num usage">{gpu_hours_text(b.usage_gpu_hours)}</td>' in cells, path
+        assert f'<td class="num">{gpu_hours_text(b.committed_gpu_hours)}</td>' in cells, path
 
     # CLI (its API calls answered in-process, at the same frozen instant)
     cli_out = run_cli(monkeypatch, researcher, "budgets")
@@ -116,6 +120,9 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         line = next(ln for ln in cli_out.splitlines() if re.match(rf"\s*{b.name}\s", ln))
         assert f"{b.ratio_text}×" in line.split()
         assert (f"{b.attainment * 100:.1f}%" if b.attainment is not None else "-") in line.split()
+        # tryout: the CLI printed GPU-hours with one decimal ("2.3"), the page with up to two ("2.33")
+        for hours in (b.entitlement_gpu_hours, b.usage_gpu_hours, b.committed_gpu_hours, b.owed_gpu_hours):
+            assert gpu_hours_text(hours) in line.split(), (b.path, hours)
 
     # fairway share: EffectvUsage is the standing's, Slurm's Fair Tree one (usage over the parent's);
     # tryout: it printed usage over the cluster's GPU-hours, computed by the CLI

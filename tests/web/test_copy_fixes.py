@@ -201,3 +201,18 @@ def test_the_tokens_page_and_the_api_refuse_a_bad_expiry_in_one_wording(browser,
     page = browser.post("/tokens/", {"name": "ci", "expiry_days": "0"}).content.decode()
     assert api["expiry_days"] == ["A token lives 1 to 3650 days (or forever)."]
     assert "A token lives 1 to 3650 days (or forever)." in page
+
+
+def test_gpu_hours_read_the_same_on_every_surface():
+    """tryout: the page wrote 0.004 GPU-h as "0", the CLI as "0.0" and the why-pending sentence as
+    "0.004"; 12.345 as "12.3" (page), "12.3" (CLI); 2.345 as "2.35", "2.3" and "2.35". One function
+    (``fairway_cli.numbers.gpu_hours_text``) is the page's filter, the CLI's cell and the sentence's."""
+    from fairway_cli import cli
+    from fairway_cli.numbers import gpu_hours_text
+    from scheduler import reports
+    from web.templatetags import fairway
+
+    for value, text in [(0, "0"), (0.004, "0.004"), (0.25, "0.25"), (2.345, "2.35"), (12.345, "12.3"), (1234.5, "1,234")]:
+        assert gpu_hours_text(value) == text
+    assert fairway.hours is not None and fairway.hours(0.004) == "0.004"
+    assert reports.gpu_hours_text is gpu_hours_text and cli.gpu_hours_text is gpu_hours_text
