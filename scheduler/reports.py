@@ -16,13 +16,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from budgets.models import Budget
 from budgets.services import budget_paths, tree_walk
 from fairway_cli.numbers import gpu_hours_text
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import (
     NOT_ASKING,
@@ -161,12 +161,17 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     the run time a finished workload needed there). A workload asks from the instant its
     prerequisites were final, and not in a current wait of a reason in
     :data:`~scheduler.policy.figures.NOT_ASKING` (held, capped, waiting for other work, no
-    hardware): :func:`~scheduler.policy.figures.asking_span`. Three queries."""
+    hardware): :func:`~scheduler.policy.figures.asking_span`. Two queries."""
     since = now - timedelta(seconds=window_s)
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, min_runtime_s__gt=0, submitted_at__lt=now)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
         .values_list("id", "budget_id", "gpu_count", "submitted_at", "finished_at", "state", "pending_reason")
+        # The instant its prerequisites (``after``) were all final: the last end, when none is open.
+        .annotate(
+            ready=Max("dependencies__after__finished_at"),
+            open_after=Count("dependencies", filter=Q(dependencies__after__finished_at__isnull=True)),
+        )
     )
     ids = [r[0] for r in rows]
     ran: dict[int, float] = defaultdict(float)
@@ -181,20 +186,17 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
             ran[wid] += (hi - lo).total_seconds()
         if ended is not None and (wid not in last_end or ended > last_end[wid]):
             last_end[wid] = ended
-    # The instant each workload's prerequisites were all final (one not final yet: never).
-    ready: dict[int, float] = {}
-    for wid, after_finished in WorkloadDependency.objects.filter(workload_id__in=ids).values_list(
-        "workload_id", "after__finished_at"
-    ):
-        at = after_finished.timestamp() if after_finished is not None and after_finished <= now else math.inf
-        ready[wid] = max(ready.get(wid, at), at)
     demand: dict[str, int] = defaultdict(int)
-    for wid, budget_id, gpus, submitted_at, finished_at, state, reason in rows:
+    for wid, budget_id, gpus, submitted_at, finished_at, state, reason, ready_at, open_after in rows:
+        # Prerequisites not all final (or final only after ``now``): not ready; none: ready at once.
+        ready = math.inf if open_after or (ready_at is not None and ready_at > now) else None
+        if ready is None and ready_at is not None:
+            ready = ready_at.timestamp()
         waiting = None
         if state == Workload.State.PENDING and reason in NOT_ASKING:
             waiting = max(submitted_at, last_end.get(wid, submitted_at)).timestamp()
         end = min(finished_at or now, now)
-        lo, hi = asking_span(max(submitted_at, since).timestamp(), end.timestamp(), ready.get(wid), waiting)
+        lo, hi = asking_span(max(submitted_at, since).timestamp(), end.timestamp(), ready, waiting)
         if hi > lo:
             need = int(ran[wid]) if finished_at is not None and finished_at <= now else None
             demand[str(budget_id)] += workload_demand(gpus, int(hi - lo), need)
