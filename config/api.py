@@ -33,10 +33,7 @@ from rest_framework.response import Response
 from accounts.services import accessible_budget_ids
 from budgets import tree_memo
 from budgets.models import Budget
-from config.errors import ServiceError
-
-FORBIDDEN = "forbidden"
-"""The code of every 403 answer (a service's refusal, a view's, a permission class's)."""
+from config.errors import FORBIDDEN, ServiceError
 
 
 def _flatten(detail: Any, prefix: str, out: dict[str, list[str]]) -> None:

@@ -26,7 +26,7 @@ from accounts.services import is_manager, is_member
 from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
-from config.errors import FieldProblem, ServiceError
+from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
@@ -616,7 +616,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     with transaction.atomic():
         locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
         if not can_cancel(actor, locked):
-            raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+            raise CancelError(FORBIDDEN, None, "Only the owner, a budget manager or staff may cancel.", status=403)
         if locked.state in Workload.FINAL_STATES:
             raise CancelError("already_final", "state", f"The workload has already ended ({locked.state}).", status=409)
         now = timezone.now()
@@ -675,7 +675,7 @@ def do_cancel_group(actor: User, group: Any) -> int:
     to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
     members = list(Workload.objects.filter(group=group).select_related("budget"))
     if not can_cancel_group(actor, group, members):
-        raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+        raise CancelError(FORBIDDEN, None, "Only the owner, a budget manager or staff may cancel.", status=403)
     live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
     done = 0
     for w in live:
