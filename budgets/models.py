@@ -32,6 +32,33 @@ def budget_name_problem(name: str) -> str | None:
     return None
 
 
+def placement_problem(name: str | None, parent: Budget | None, pk: int | None = None) -> tuple[str, str, str] | None:
+    """Why a live budget named ``name`` cannot be placed under ``parent`` (None: as a root), as
+    ``(code, field, message)``, or None when it can; ``pk``: the budget itself when it is saved
+    again (it is no sibling or root besides itself). ``name`` None checks the root rule only.
+
+    The one rule of ``do_create_budget`` and the admin (``Budget.clean``): the parent is not
+    archived; no live sibling has the name; and the tree has exactly one root, archived or not (the
+    snapshot keeps archived budgets): a second one made every tick and the budget tree fail ("the
+    share tree has 2 roots"), halting scheduling everywhere."""
+    if parent is None:
+        root = Budget.objects.filter(parent__isnull=True).exclude(pk=pk).first()
+        if root is not None:
+            return (
+                "second_root",
+                "parent",
+                f"The organisation has one root budget, {root.name}: choose a parent under it.",
+            )
+    elif parent.archived_at is not None:
+        return "budget_archived", "parent", f"Budget {parent.path} is archived."
+    if name is not None:
+        parent_id = parent.pk if parent is not None else None
+        siblings = Budget.objects.filter(parent_id=parent_id, name=name, archived_at__isnull=True)
+        if siblings.exclude(pk=pk).exists():
+            return "duplicate_name", "name", f"A live budget named {name!r} exists there already."
+    return None
+
+
 class Budget(models.Model):
     """A node of the share tree (DESIGN.md §1, §3.7).
 
@@ -95,8 +122,8 @@ class Budget(models.Model):
         """What the admin may save: a name :func:`budget_name_problem` accepts; a parent that is
         never the budget itself nor one of its sub-budgets (the tree would have a cycle, and every
         tick refuses a tree with a cycle); a cap never negative (0: no allocated usage at all); no live
-        sibling of the same name and no archived parent (as ``do_create_budget``); no second live root
-        (the policy's tree has exactly one)."""
+        sibling of the same name, no archived parent and no second root: :func:`placement_problem`, the
+        rule ``do_create_budget`` applies."""
         super().clean()
         problem = budget_name_problem((self.name or "").strip())
         if problem:
@@ -106,21 +133,14 @@ class Budget(models.Model):
         if self.archived_at is None:
             # The database's unique constraint is conditional on archived_at, a field the admin's
             # form leaves out, so Django skips it there: without this a duplicate was a 500.
-            name = (self.name or "").strip()
-            siblings = Budget.objects.filter(parent_id=self.parent_id, name=name, archived_at__isnull=True)
-            if siblings.exclude(pk=self.pk).exists():
-                raise ValidationError({"name": f"A live budget named {name!r} exists there already."})
-            if self.parent is not None and self.parent.archived_at is not None:
-                raise ValidationError({"parent": f"Budget {self.parent.path} is archived."})
-        if self.parent_id is None:
-            # The tree has exactly one root, archived or not (the snapshot keeps archived budgets):
-            # a second one made every tick and the budget tree fail ("the share tree has 2
-            # roots"), halting scheduling everywhere.
-            root = Budget.objects.filter(parent__isnull=True).exclude(pk=self.pk).first()
-            if root is not None:
-                raise ValidationError(
-                    {"parent": f"The organisation has one root budget, {root.name}: choose a parent under it."}
-                )
+            placement = placement_problem((self.name or "").strip(), self.parent, self.pk)
+        elif self.parent_id is None:
+            placement = placement_problem(None, None, self.pk)  # an archived root is still a root
+        else:
+            placement = None
+        if placement is not None:
+            _code, field, message = placement
+            raise ValidationError({field: message})
         if self.pk is None or self.parent_id is None:
             return
         from budgets.services import subtree_ids

@@ -14,7 +14,7 @@ from fractions import Fraction
 from django.db import transaction
 from django.utils import timezone
 
-from budgets.models import Budget, ShareChange, budget_name_problem
+from budgets.models import Budget, ShareChange, budget_name_problem, placement_problem
 from config.errors import ServiceError
 
 
@@ -207,9 +207,10 @@ def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fracti
 def do_create_budget(
     *, name: str, parent: Budget | None, shares: int = 1, description: str = "", hold: bool = False
 ) -> Budget:
-    """Create a live budget under ``parent`` (None: a root). Raises BudgetError on a bad name/shares
-    (``invalid_name``, ``invalid_shares``), an archived parent (``budget_archived``) or a live
-    sibling of the same name (``duplicate_name``)."""
+    """Create a live budget under ``parent`` (None: the root). Raises BudgetError on a bad name/shares
+    (``invalid_name``, ``invalid_shares``), an archived parent (``budget_archived``), a live
+    sibling of the same name (``duplicate_name``) or a second root (``second_root``): the rule of
+    :func:`budgets.models.placement_problem`, which the admin applies too."""
     name = (name or "").strip()
     problem = budget_name_problem(name)
     if problem:
@@ -219,10 +220,9 @@ def do_create_budget(
     with transaction.atomic():
         if parent is not None:
             parent = Budget.objects.select_for_update().get(pk=parent.pk)
-            if parent.archived_at is not None:
-                raise BudgetError("budget_archived", "parent", f"Budget {parent.path} is archived.")
-        if Budget.objects.filter(parent=parent, name=name, archived_at__isnull=True).exists():
-            raise BudgetError("duplicate_name", "name", f"A live budget named {name!r} exists there already.")
+        problem = placement_problem(name, parent)
+        if problem is not None:
+            raise BudgetError(*problem)
         return Budget.objects.create(name=name, parent=parent, shares=shares, description=description, hold=hold)
 
 

@@ -6,6 +6,9 @@ Error format (every 4xx answer of ``/api/v1/``)::
          (problems not tied to one field are listed under "non_field_errors")
     401/403/404/405/409/413/429  {"detail": "message", "code": "<code>"}
 
+A 403 has one code, ``forbidden``, whoever refused: a service (``CancelError``), a view or a
+permission class (DRF calls it ``permission_denied``; the API's docs and clients know ``forbidden``).
+
 NUL characters in the path (404 ``not_found``) or a query parameter (400
 ``null_characters_not_allowed``) and bodies over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413
 ``too_large``) are answered in this format by ``config.middleware`` before any view runs.
@@ -30,7 +33,7 @@ from rest_framework.response import Response
 from accounts.services import accessible_budget_ids
 from budgets import tree_memo
 from budgets.models import Budget
-from config.errors import ServiceError
+from config.errors import FORBIDDEN, ServiceError
 
 
 def _flatten(detail: Any, prefix: str, out: dict[str, list[str]]) -> None:
@@ -86,7 +89,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         _flatten(exc.detail, "", fields)
         response.data = {**fields, "code": _first_code(exc.get_codes())}
     else:
-        response.data = {"detail": str(exc.detail), "code": _first_code(exc.get_codes())}
+        code = _first_code(exc.get_codes())
+        if isinstance(exc, exceptions.PermissionDenied) and code == exceptions.PermissionDenied.default_code:
+            code = FORBIDDEN  # one code for a 403 (this module's docstring)
+        response.data = {"detail": str(exc.detail), "code": code}
     return response
 
 

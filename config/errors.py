@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+FORBIDDEN = "forbidden"
+"""The code of every 403 answer: a service's refusal, a view's, a permission class's (``config.api``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class FieldProblem:

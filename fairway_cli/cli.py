@@ -29,6 +29,7 @@ from typing import Any, TextIO
 import requests
 
 from fairway_cli import __version__
+from fairway_cli.numbers import gpu_hours_text, gpu_time_text
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
@@ -257,12 +258,6 @@ def duration(seconds: Any) -> str:
     return "".join(p for p in parts if p)
 
 
-def number(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    return f"{float(value):,.{digits}f}"
-
-
 Column = tuple[str, Callable[[dict[str, Any]], Any]]
 
 
@@ -421,7 +416,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
         if side.get("ratio") is not None:
             # The server's texts, the sentence's digits (an older server sends only the numbers).
             used, committed, entitled = (
-                side.get(f"{k}_text") or number(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")
+                side.get(f"{k}_text") or gpu_hours_text(side[f"{k}_gpu_hours"])
+                for k in ("used", "committed", "entitled")
             )
             out.write(
                 f"    {side['path']}: used {used} GPU-h, committed {committed} GPU-h, entitled {entitled} GPU-h, "
@@ -556,11 +552,11 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("STARTED", lambda w: when(_acct(w).get("started_at")) or "-"),
             ("WAIT", lambda w: duration(_acct(w).get("wait_s")) or "-"),
             ("ELAPSED", lambda w: duration(_acct(w).get("elapsed_s")) or "-"),
-            ("GPU-H", lambda w: gpu_hours_cell(w)),
+            ("CHARGED", lambda w: gpu_hours_cell(w)),
             ("PREEMPT", lambda w: _acct(w).get("preemptions", 0)),
         ],
         out,
-        right={"ID", "WAIT", "ELAPSED", "GPU-H", "PREEMPT"},
+        right={"ID", "WAIT", "ELAPSED", "CHARGED", "PREEMPT"},
     )
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
@@ -583,10 +579,11 @@ def _acct(w: dict[str, Any]) -> dict[str, Any]:
 
 
 def gpu_hours_cell(w: dict[str, Any]) -> str:
-    """GPU-hours charged; unallocated work says so instead of a 0 that reads as free by mistake."""
+    """GPU-time charged, as the web writes it (``gpu_time_text``); unallocated work says so instead
+    of a 0 that reads as free by mistake."""
     if not w.get("min_runtime_s"):
         return "free"
-    return f"{_acct(w).get('charged_gpu_hours', 0):.2f}"
+    return gpu_time_text(_acct(w).get("charged_gpu_hours", 0) * 3600)
 
 
 def _workload_id(value: str) -> int:
@@ -636,7 +633,9 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("elapsed", duration(_acct(w).get("elapsed_s")) or "0"),
         (
             "charged",
-            f"{_acct(w).get('charged_gpu_hours', 0):.2f} GPU-h" if w["min_runtime_s"] else "unallocated: never charged",
+            gpu_time_text(_acct(w).get("charged_gpu_hours", 0) * 3600)
+            if w["min_runtime_s"]
+            else "unallocated: never charged",
         ),
         ("preemptions", str(_acct(w).get("preemptions", 0))),
         ("finished", when(w.get("finished_at"))),
@@ -810,15 +809,16 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ),
                 ("SHARES", lambda b: b["shares"] if b["parent_id"] else ""),
                 ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
-                ("ENTITLED GPU-H", lambda b: number(b["entitlement_gpu_hours"])),
-                ("USED GPU-H", lambda b: number(b["usage_gpu_hours"])),
-                ("COMMITTED GPU-H", lambda b: number(b["committed_gpu_hours"])),
+                ("ENTITLED GPU-H", lambda b: gpu_hours_text(b["entitlement_gpu_hours"])),
+                ("USED GPU-H", lambda b: gpu_hours_text(b["usage_gpu_hours"])),
+                ("COMMITTED GPU-H", lambda b: gpu_hours_text(b["committed_gpu_hours"])),
                 ("RATIO", ratio_cell),
                 ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
-                ("OWED GPU-H", lambda b: number(b["owed_gpu_hours"])),
+                ("OWED GPU-H", lambda b: gpu_hours_text(b["owed_gpu_hours"])),
                 ("ATTAINMENT", attainment_cell),
                 ("RUNNING", lambda b: b["running_gpus"]),
                 ("PENDING", lambda b: b["pending_workloads"]),
+                ("CAP", lambda b: b.get("cap_text") or "-"),  # the server's words (an older one sends none)
             ],
             out,
             right={
@@ -935,10 +935,10 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("ENDED", lambda r: when(r["ended_at"])),
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
             ("STATE", lambda r: r["end_reason"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")),
-            ("GPU-H", lambda r: f"{r['charged_gpu_hours']:.2f}" if r["allocated"] else "free"),
+            ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
         ],
         out,
-        right={"ELAPSED", "GPU-H"},
+        right={"ELAPSED", "CHARGED"},
     )
     if page["count"] > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
@@ -1024,9 +1024,23 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
     )
     for h in hosts:
+        if reason := host_reason(h):
+            print(f"{h['name']}: {reason}", file=out)
+    for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
     return EXIT_OK
+
+
+def host_reason(host: dict[str, Any]) -> str:
+    """Why a host is cordoned or drained (the API's ``state_reason``): ``cordoned by admin at
+    14:05:09 UTC: fan replacement``; "" for an active host (or an older server)."""
+    reason = host.get("state_reason")
+    if not reason:
+        return ""
+    by = f" by {reason['by']}" if reason.get("by") else ""
+    message = reason.get("message") or "no reason given"
+    return f"{reason['kind'].replace('_', ' ')}{by} at {when(reason.get('at'))}: {message}"
 
 
 def host_isolation(host: dict[str, Any]) -> str:

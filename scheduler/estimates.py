@@ -220,7 +220,7 @@ class QuoteTerms:
 
 def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
     """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result);
-    ``snap``, the snapshot the quote simulates, for :func:`budget_wait_notes`."""
+    ``snap``, the snapshot the quote simulates, for :func:`budget_notes`."""
     from scheduler.reports import start_note
 
     jobs = getattr(workload, "job_options", None)
@@ -241,7 +241,7 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
             f"It waits for {ids} (after), not ended yet: no start is estimated until they have ended "
             "(the simulation ends no work on its own)."
         )
-    notes.extend(budget_wait_notes(workload, snap))
+    notes.extend(budget_notes(workload, snap))
     if members:
         capped = f", at most {limit} running at once (%{limit})" if limit else ""
         notes.append(
@@ -251,13 +251,15 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
     return QuoteTerms(waits_for, members, limit, notes)
 
 
-def budget_wait_notes(workload: Workload, snap: Any = None) -> list[str]:
-    """Why no allocated line of a quote can have a start, in the words of the pending reasons
-    ``held`` and ``budget_capped``: the workload's budget, or the nearest budget above it, is on
-    hold, or has reached a cap that holds new work (``on_cap`` hold). ``snap``: the snapshot the
-    quote simulates (its budgets carry ``hold`` and ``capped``); None: none is said. The
-    simulation lifts no hold and no cap, so without these words the lines only said "none before"
-    a week away (tryout24)."""
+def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
+    """What the workload's budget, or the nearest budget above it, does to the quote's allocated
+    lines, in the words of the pending reasons ``held`` and ``budget_capped``: on hold, or at a cap
+    that holds new work (``on_cap`` hold), no line has a start; at a cap that downgrades new work
+    (``on_cap`` downgrade) the lines' work would run unfunded: neither charged nor protected.
+    ``snap``: the snapshot the quote simulates (its budgets carry ``hold`` and ``capped``); None:
+    none is said. The simulation lifts no hold and no cap, so without these words the lines only
+    said "none before" a week away (tryout24), or priced charges and protection a downgraded
+    attempt does not get."""
     if snap is None:
         return []
     from budgets.services import budget_paths
@@ -280,6 +282,12 @@ def budget_wait_notes(workload: Workload, snap: Any = None) -> list[str]:
             return [
                 f"Budget {path} has reached its cap and holds new allocated work until its usage falls "
                 "below the cap, so no allocated line has a start (the simulation lifts no cap)."
+            ]
+        if node.capped:
+            return [
+                f"Budget {path} has reached its cap: until its usage falls below the cap its new work runs "
+                "unfunded, as unallocated work does: its minimum runtime protects nothing, it can be "
+                "preempted at any time and nothing is charged (the lines' charges and ratios do not apply)."
             ]
         key = node.parent
     return []

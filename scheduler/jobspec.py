@@ -114,6 +114,11 @@ class JobOptions:
         return data
 
 
+def retries_problem(most: int) -> str:
+    """The refusal of a retry count out of ``0..most``, in the words of every surface (the submit form's too)."""
+    return f"retries is a whole number from 0 to {most}."
+
+
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -166,7 +171,7 @@ def check(
 
     most = cfg["MAX_RETRIES"]
     if not _whole(retries) or not 0 <= retries <= most:
-        refuse("invalid_retries", "retries", f"retries is a whole number from 0 to {most}.")
+        refuse("invalid_retries", "retries", retries_problem(most))
     else:
         out.retries = retries
 

@@ -8,6 +8,7 @@ name says so; times are aware UTC datetimes.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -15,14 +16,23 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from budgets.models import Budget
 from budgets.services import budget_paths, tree_walk
+from fairway_cli.numbers import gpu_hours_text
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
-from scheduler.policy.figures import BudgetFigures, budget_figures, owed, usage_curve, workload_demand
+from scheduler.policy.figures import (
+    NOT_ASKING,
+    BudgetFigures,
+    asking_span,
+    budget_figures,
+    owed,
+    usage_curve,
+    workload_demand,
+)
 from scheduler.sim.estimate import reservation_latest
 from scheduler.snapshot import epoch_up, load_snapshot
 from scheduler.tick_figures import shows_numbers, standing_figures
@@ -41,7 +51,8 @@ class BudgetStanding:
     budget has no share); ``ratio_text`` the same with the significant digits that tell it from
     every other budget's ratio. ``rank``: 1 = most deserving among its live siblings (lower ratio
     first, §3.2). ``demand_gpu_hours``: GPU-time its allocated workloads asked for while pending or
-    running inside the window, each at most the run time it needed; ``owed_gpu_hours``:
+    running inside the window and able to run (not held, capped, waiting for other work or fitting
+    no hardware), each at most the run time it needed; ``owed_gpu_hours``:
     min(entitlement, demand); ``attainment``: usage ÷ owed, capped at 1 (§8; None when owed is 0).
     All from :func:`scheduler.policy.figures.budget_figures`.
     """
@@ -73,6 +84,14 @@ class BudgetStanding:
     pending_workloads: int = 0
     usage_curve_gpu_hours: list[float] = field(default_factory=list)
     """Cumulative usage at evenly spaced instants from the window's start to now (when asked for)."""
+    cap_gpu_hours: float | None = None
+    """The cap (DESIGN.md §3.7): allocated GPU-hours per ``cap_period_days``; None: no cap."""
+    cap_period_days: int = 30
+    on_cap: str = Budget.OnCap.DOWNGRADE
+    capped: bool = False
+    """The cap is reached now (over every cluster, as the tick judges it)."""
+    cap_text: str = ""
+    """The cap in the words every surface shows (:func:`cap_words`); "" without a cap."""
 
 
 @dataclass(slots=True)
@@ -97,6 +116,15 @@ class ClusterStanding:
 
 def _hours(gpu_seconds: float) -> float:
     return round(float(gpu_seconds) / 3600, 3)
+
+
+def cap_words(cap_gpu_hours: float | None, period_days: int, on_cap: str, capped: bool) -> str:
+    """A budget's cap as the budgets page and ``fairway budgets`` show it: ``100 GPU-h / 30 d,
+    then unfunded``, ``(reached)`` appended when its usage has reached it; "" without a cap."""
+    if cap_gpu_hours is None:
+        return ""
+    then = "held" if on_cap == Budget.OnCap.HOLD else "unfunded"
+    return f"{gpu_hours_text(cap_gpu_hours)} GPU-h / {period_days} d, then {then}" + (" (reached)" if capped else "")
 
 
 def ratio_texts(values: list[Any]) -> list[str]:
@@ -129,30 +157,49 @@ def _effective_usage(own: BudgetFigures, parent: BudgetFigures | None) -> float:
 
 def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     """Budget key → GPU-seconds its allocated workloads asked for inside the window
-    (:func:`scheduler.policy.figures.workload_demand`: the time present, at most the run time a
-    finished workload needed there). Two queries."""
+    (:func:`scheduler.policy.figures.workload_demand`: the time present while it could run, at most
+    the run time a finished workload needed there). A workload asks from the instant its
+    prerequisites were final, and not in a current wait of a reason in
+    :data:`~scheduler.policy.figures.NOT_ASKING` (held, capped, waiting for other work, no
+    hardware): :func:`~scheduler.policy.figures.asking_span`. Two queries."""
     since = now - timedelta(seconds=window_s)
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, min_runtime_s__gt=0, submitted_at__lt=now)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
-        .values_list("id", "budget_id", "gpu_count", "submitted_at", "finished_at")
+        .values_list("id", "budget_id", "gpu_count", "submitted_at", "finished_at", "state", "pending_reason")
+        # The instant its prerequisites (``after``) were all final: the last end, when none is open.
+        .annotate(
+            ready=Max("dependencies__after__finished_at"),
+            open_after=Count("dependencies", filter=Q(dependencies__after__finished_at__isnull=True)),
+        )
     )
+    ids = [r[0] for r in rows]
     ran: dict[int, float] = defaultdict(float)
+    last_end: dict[int, datetime] = {}
     for wid, started, ended in (
-        Attempt.objects.filter(workload_id__in=[r[0] for r in rows], started_at__isnull=False, started_at__lt=now)
+        Attempt.objects.filter(workload_id__in=ids, started_at__isnull=False, started_at__lt=now)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
         .values_list("workload_id", "started_at", "ended_at")
     ):
         lo, hi = max(started, since), min(ended or now, now)
         if hi > lo:
             ran[wid] += (hi - lo).total_seconds()
+        if ended is not None and (wid not in last_end or ended > last_end[wid]):
+            last_end[wid] = ended
     demand: dict[str, int] = defaultdict(int)
-    for wid, budget_id, gpus, submitted_at, finished_at in rows:
-        start = max(submitted_at, since)
+    for wid, budget_id, gpus, submitted_at, finished_at, state, reason, ready_at, open_after in rows:
+        # Prerequisites not all final (or final only after ``now``): not ready; none: ready at once.
+        ready = math.inf if open_after or (ready_at is not None and ready_at > now) else None
+        if ready is None and ready_at is not None:
+            ready = ready_at.timestamp()
+        waiting = None
+        if state == Workload.State.PENDING and reason in NOT_ASKING:
+            waiting = max(submitted_at, last_end.get(wid, submitted_at)).timestamp()
         end = min(finished_at or now, now)
-        if end > start:
+        lo, hi = asking_span(max(submitted_at, since).timestamp(), end.timestamp(), ready, waiting)
+        if hi > lo:
             need = int(ran[wid]) if finished_at is not None and finished_at <= now else None
-            demand[str(budget_id)] += workload_demand(gpus, int((end - start).total_seconds()), need)
+            demand[str(budget_id)] += workload_demand(gpus, int(hi - lo), need)
     return demand
 
 
@@ -183,6 +230,7 @@ def budget_standings(
     def subtree_sum(values: dict[str, int], bid: int) -> int:
         return values.get(str(bid), 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
 
+    capped = {b.key for b in snap.budgets if b.capped}
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
     order = tree_walk(tree)
     texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
@@ -190,6 +238,8 @@ def budget_standings(
         f = figures.get(str(budget.id))
         if f is None:  # a budget of another root's tree: not in this cluster's snapshot
             continue
+        cap = float(budget.cap_gpu_hours) if budget.cap_gpu_hours is not None else None
+        is_capped = str(budget.id) in capped
         standing.budgets.append(
             BudgetStanding(
                 budget_id=budget.id,
@@ -216,6 +266,11 @@ def budget_standings(
                 running_gpus=subtree_sum(running, budget.id),
                 pending_workloads=subtree_sum(dict(pending), budget.id),
                 usage_curve_gpu_hours=[_hours(v) for v in curves.get(str(budget.id), ())],
+                cap_gpu_hours=cap,
+                cap_period_days=budget.cap_period_days,
+                on_cap=budget.on_cap,
+                capped=is_capped,
+                cap_text=cap_words(cap, budget.cap_period_days, budget.on_cap, is_capped),
             )
         )
     return standing
@@ -344,11 +399,11 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
         "entitled_gpu_hours": entitled,
         "ratio": float(ratio) if ratio is not None else None,
         "ratio_text": text,
-        # As the sentence prints them (number_words), so the page's table and the CLI's lines
+        # As the sentence prints them (gpu_hours_text), so the page's table and the CLI's lines
         # show the sentence's digits, not three roundings of one number.
-        "used_text": number_words(used),
-        "committed_text": number_words(committed),
-        "entitled_text": number_words(entitled),
+        "used_text": gpu_hours_text(used),
+        "committed_text": gpu_hours_text(committed),
+        "entitled_text": gpu_hours_text(entitled),
     }
 
 
@@ -446,21 +501,13 @@ def _fair_share_sentence(numbers: dict[str, Any]) -> str | None:
     first = b["path"] if numbers["first"] == "other_budget" else a["path"]
     return (
         f"Budget {a['path']} has used {a['ratio_text']}× its share {_window_words()} counting this workload's "
-        f"{number_words(numbers['commitment_gpu_hours'])} GPU-h of minimum runtime "
-        f"({number_words(a['used_gpu_hours'])} GPU-h used + {number_words(a['committed_gpu_hours'])} GPU-h committed "
-        f"of {number_words(a['entitled_gpu_hours'])} GPU-h entitled); {b['path']} has used {b['ratio_text']}× "
-        f"({number_words(b['used_gpu_hours'])} + {number_words(b['committed_gpu_hours'])} of "
-        f"{number_words(b['entitled_gpu_hours'])} GPU-h) — {first} goes first."
+        f"{gpu_hours_text(numbers['commitment_gpu_hours'])} GPU-h of minimum runtime "
+        f"({gpu_hours_text(a['used_gpu_hours'])} GPU-h used "
+        f"+ {gpu_hours_text(a['committed_gpu_hours'])} GPU-h committed "
+        f"of {gpu_hours_text(a['entitled_gpu_hours'])} GPU-h entitled); {b['path']} has used {b['ratio_text']}× "
+        f"({gpu_hours_text(b['used_gpu_hours'])} + {gpu_hours_text(b['committed_gpu_hours'])} of "
+        f"{gpu_hours_text(b['entitled_gpu_hours'])} GPU-h) — {first} goes first."
     )
-
-
-def number_words(value: float) -> str:
-    """GPU-hours for a sentence: ``1,234``, ``12.5``, ``0.25``, ``0.004``."""
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3g}" if value else "0"
 
 
 @dataclass(frozen=True, slots=True)

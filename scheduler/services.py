@@ -26,7 +26,7 @@ from accounts.services import is_manager, is_member
 from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import is_leaf, load_tree, resolve_budget
-from config.errors import FieldProblem, ServiceError
+from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
@@ -117,6 +117,8 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 MAX_DB_INT = 2**63 - 1
 """The largest id (bigint); integer inputs beyond it are refused before any query."""
 MAX_GPU_COUNT = 2**31 - 1
+GPU_COUNT_PROBLEM = "gpu_count is an integer >= 1."
+"""The refusal of a GPU count below 1, in the words of every surface (the submit form's too)."""
 """``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
 MAX_SHOWN_CHARS = 80
 """An input quoted back in an error message is cut to this many characters (it may be huge)."""
@@ -269,6 +271,8 @@ def _check_size(
 
 
 MAX_CPUS = 4096
+CPUS_PROBLEM = f"cpus is a whole number of CPUs per host, 1-{MAX_CPUS}."
+"""The refusal of a CPU request out of range, in the words of every surface (the submit form's too)."""
 MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: above any host
 
 
@@ -276,7 +280,7 @@ def _check_requests(cpus: object, memory: object, shm: object, refuse: Callable[
     """Refuse malformed CPU, memory and shared-memory requests; True when all are well-formed."""
     ok = True
     if cpus is not None and (not _is_int(cpus) or not 1 <= cpus <= MAX_CPUS):  # type: ignore[operator]
-        refuse("invalid_cpus", "cpus", f"cpus is a whole number of CPUs per host, 1-{MAX_CPUS}.")
+        refuse("invalid_cpus", "cpus", CPUS_PROBLEM)
         ok = False
     for value, field, what in ((memory, "memory", "memory"), (shm, "shared_memory", "shared memory")):
         if value is not None and (not _is_int(value) or not 1 <= value <= MAX_MEMORY_BYTES):  # type: ignore[operator]
@@ -409,7 +413,7 @@ def do_submit_workload(
     hardware = _hardware(the_cluster, hardware_token) if the_cluster is not None else []  # for both checks
 
     if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
-        refuse("invalid_gpu_count", "gpu_count", "gpu_count is an integer >= 1.")
+        refuse("invalid_gpu_count", "gpu_count", GPU_COUNT_PROBLEM)
         gpu_count = 0  # not quoted by the size check below
     # CPU, memory and shared-memory requests (DESIGN.md §3.3; docs/resources.md)
     requests_ok = _check_requests(cpus, memory_bytes, shared_memory_bytes, refuse)
@@ -612,7 +616,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     with transaction.atomic():
         locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
         if not can_cancel(actor, locked):
-            raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+            raise CancelError(FORBIDDEN, None, "Only the owner, a budget manager or staff may cancel.", status=403)
         if locked.state in Workload.FINAL_STATES:
             raise CancelError("already_final", "state", f"The workload has already ended ({locked.state}).", status=409)
         now = timezone.now()
@@ -671,7 +675,7 @@ def do_cancel_group(actor: User, group: Any) -> int:
     to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
     members = list(Workload.objects.filter(group=group).select_related("budget"))
     if not can_cancel_group(actor, group, members):
-        raise CancelError("forbidden", None, "Only the owner, a budget manager or staff may cancel.", status=403)
+        raise CancelError(FORBIDDEN, None, "Only the owner, a budget manager or staff may cancel.", status=403)
     live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
     done = 0
     for w in live:

@@ -21,11 +21,11 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Case, Max, Value, When
@@ -311,23 +311,23 @@ def _insert_events_pg(events: list[WorkloadEvent]) -> None:
     come back in insertion order (as ``bulk_create`` relies on); a mismatch raises rather than
     mis-number an event."""
     table = WorkloadEvent._meta.db_table
-    data = _json_array(e.data for e in events)
+    rows_sql, params = _rows_with_json(
+        [
+            ("at", "timestamptz", [e.at for e in events]),
+            ("kind", "text", [e.kind for e in events]),
+            ("message", "text", [e.message for e in events]),
+            ("actor", "bigint", [e.actor_id for e in events]),
+            ("w", "bigint", [e.workload_id for e in events]),
+        ],
+        "data",
+        [e.data for e in events],
+    )
     with connection.cursor() as cur:
         cur.execute(
             f"INSERT INTO {table} (at, kind, message, data, actor_id, workload_id) "  # noqa: S608 - table name from the model, values are parameters
-            "SELECT e.at, e.kind, e.message, d.data, e.actor, e.w "
-            "FROM unnest(%s::timestamptz[], %s::text[], %s::text[], %s::bigint[], %s::bigint[]) "
-            "WITH ORDINALITY AS e(at, kind, message, actor, w, n) "
-            "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d(data, n) USING (n) ORDER BY n "
+            f"SELECT r.at, r.kind, r.message, d.data, r.actor, r.w FROM {rows_sql} ORDER BY n "
             "RETURNING id, workload_id, kind",
-            [
-                [e.at for e in events],
-                [e.kind for e in events],
-                [e.message for e in events],
-                [e.actor_id for e in events],
-                [e.workload_id for e in events],
-                data,
-            ],
+            params,
         )
         rows = cur.fetchall()
     if [(w, k) for _pk, w, k in rows] != [(e.workload_id, e.kind) for e in events]:
@@ -543,16 +543,34 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     cleared reason).
     """
     table = Workload._meta.db_table
-    details = _json_array(r.detail for r in changed)
+    rows_sql, params = _rows_with_json(
+        [("id", "bigint", [r.pk for r in changed]), ("reason", "text", [r.reason for r in changed])],
+        "detail",
+        [r.detail for r in changed],
+    )
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
-            "FROM (SELECT a.id, a.reason, d.detail "
-            "FROM unnest(%s::bigint[], %s::text[]) WITH ORDINALITY AS a(id, reason, n) "
-            "JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d(detail, n) USING (n)) AS v "
+            f"FROM (SELECT r.id, r.reason, d.detail FROM {rows_sql}) AS v "
             "WHERE w.id = v.id AND w.state = 'pending'",
-            [[r.pk for r in changed], [r.reason for r in changed], details],
+            params,
         )
+
+
+def _rows_with_json(
+    columns: Sequence[tuple[str, str, list[Any]]], json_column: str, documents: Iterable[object]
+) -> tuple[str, list[Any]]:
+    """The rows of a bulk statement as a ``FROM`` item and its parameters: one array per column
+    (``(name, SQL type, values)``, ``unnest`` as ``r(names…, n)``) and a column of JSON documents
+    (``json_column`` of ``d``) passed as one JSON array (:func:`_json_array`), joined on the
+    ordinal ``n``: as many parameters as columns, whatever the number of rows."""
+    arrays = ", ".join(f"%s::{sql_type}[]" for _name, sql_type, _values in columns)
+    names = ", ".join(name for name, _type, _values in columns)
+    sql = (
+        f"unnest({arrays}) WITH ORDINALITY AS r({names}, n) "
+        f"JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS d({json_column}, n) USING (n)"
+    )
+    return sql, [values for _name, _type, values in columns] + [_json_array(documents)]
 
 
 def _json_array(values: Iterable[object]) -> str:

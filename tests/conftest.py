@@ -113,6 +113,29 @@ def _fresh_throttles(settings: Any) -> None:
 
 
 @pytest.fixture
+def redis_cache(settings: Any) -> Iterator[str]:
+    """The default cache in Redis (``REDIS_URL``) under a key prefix of this test's own, so that
+    parallel runs do not collide; yields the prefix (another process given it shares the keys).
+    Afterwards only keys of that prefix are deleted (``RedisCache.clear`` would flush the database
+    parallel runs share). The test skips without ``REDIS_URL``."""
+    import uuid
+
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.skip("needs Redis (REDIS_URL)")
+    prefix = f"fairway-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    settings.CACHES = {"default": {"BACKEND": "config.cache.FairwayRedisCache", "LOCATION": url, "KEY_PREFIX": prefix}}
+    try:
+        yield prefix
+    finally:
+        import redis
+
+        client = redis.Redis.from_url(url)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+
+
+@pytest.fixture
 def org_tree(db: None) -> dict[str, Budget]:
     """Budgets by path: ``org``, ``nlp``, ``nlp/olmo``, ``nlp/tulu``, ``vision``, ``vision/sam``."""
     org = do_create_budget(name="org", parent=None)

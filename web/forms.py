@@ -8,12 +8,15 @@ from typing import Any
 import yaml
 from django import forms
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 
 from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
 from scheduler.api.serializers import WorkloadSubmitSerializer
+from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
+from scheduler.services import CPUS_PROBLEM, GPU_COUNT_PROBLEM, MAX_CPUS
 
 ENV_HELP = "One NAME=value per line."
 
@@ -51,7 +54,12 @@ class SubmitForm(forms.Form):
     )
     cluster = forms.ChoiceField()
     gpu_model = forms.ChoiceField(label="GPU model", required=False)
-    gpu_count = forms.IntegerField(label="GPUs", min_value=1, initial=1)
+    # The bounds' messages are the service's (scheduler.services, scheduler.jobspec), so the page
+    # and the API refuse a number in one wording (Django's was "Ensure this value is greater than
+    # or equal to 1."); the form checks them too, to report them beside a field the API's parser refuses.
+    gpu_count = forms.IntegerField(
+        label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM}
+    )
     budget = forms.ChoiceField()
     min_runtime = forms.CharField(
         label="Minimum runtime",
@@ -59,7 +67,14 @@ class SubmitForm(forms.Form):
         help_text="Seconds or a duration like 2h30m. 0 = unallocated.",
     )
     # Requests per host (DESIGN.md §3.3): empty is the host's per-GPU share.
-    cpus = forms.IntegerField(label="CPUs", min_value=1, required=False, help_text="Per host. Empty: per-GPU share.")
+    cpus = forms.IntegerField(
+        label="CPUs",
+        min_value=1,
+        max_value=MAX_CPUS,
+        required=False,
+        help_text="Per host. Empty: per-GPU share.",
+        error_messages={"min_value": CPUS_PROBLEM, "max_value": CPUS_PROBLEM},
+    )
     memory = forms.CharField(max_length=32, required=False, help_text="Per host, e.g. 64G. Empty: per-GPU share.")
     shared_memory = forms.CharField(
         label="Shared memory", max_length=32, required=False, help_text="Size of /dev/shm, e.g. 8G."
@@ -87,6 +102,13 @@ class SubmitForm(forms.Form):
         self.fields["budget"].choices = [(b, b) for b in budgets]
         self.fields["cluster"].choices = [(c, c) for c in clusters]
         self.fields["gpu_model"].choices = [("", "any (the cluster's only model)")] + [(m, m) for m in models]
+        most = int(settings.FAIRWAY["MAX_RETRIES"])
+        retries = self.fields["retries"]
+        assert isinstance(retries, forms.IntegerField)  # noqa: S101 -- narrows the type for mypy
+        retries.max_value = most
+        retries.validators.append(MaxValueValidator(most))
+        retries.error_messages.update(min_value=retries_problem(most), max_value=retries_problem(most))
+        retries.widget.attrs["max"] = most
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
         self.fields["min_runtime"].help_text += f" At most {max_m // 3600} h."
 

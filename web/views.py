@@ -39,7 +39,7 @@ from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
 from scheduler.accounting import accounting, with_accounting
 from scheduler.api.filters import WorkloadFilter
-from scheduler.api.hosts import hosts_queryset
+from scheduler.api.hosts import hosts_queryset, state_reason
 from scheduler.api.serializers import WorkloadDetailSerializer
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
@@ -556,6 +556,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 "model": gpus[0]["gpu"].model if gpus else "",
                 "open_attempts": len(attempts),
                 "protected_until": max(protected) if protected else None,
+                "state_reason": state_reason(host),
             }
         )
     return rows

@@ -90,7 +90,11 @@ class TokenCreateSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
     """A typo such as ``expires_in`` made a token that never expires: unknown fields are a 400."""
 
     name = serializers.CharField(max_length=100)
-    expiry_days = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=3650)
+    # No min/max here: ``do_create_personal_token`` refuses a bad expiry in the words the tokens
+    # page shows too (DRF's "Ensure this value is greater than or equal to 1." was a second wording).
+    expiry_days = serializers.IntegerField(
+        required=False, allow_null=True, help_text="1 to 3650 days; null: until revoked"
+    )
 
 
 class TokenCreatedSerializer(TokenSerializer):

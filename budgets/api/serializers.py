@@ -87,7 +87,8 @@ class BudgetStandingSerializer(serializers.Serializer):
     rank = serializers.IntegerField(allow_null=True, help_text="1 = most deserving among its siblings")
     siblings = serializers.IntegerField()
     demand_gpu_hours = serializers.FloatField(
-        help_text="GPU-hours its allocated workloads asked for in the window (each at most the run time it needed)"
+        help_text="GPU-hours its allocated workloads asked for in the window while they could run "
+        "(each at most the run time it needed; docs/standing.md)"
     )
     owed_gpu_hours = serializers.FloatField(help_text="min(E, demand): what the window owed it, GPU-hours")
     attainment = serializers.FloatField(
@@ -99,6 +100,15 @@ class BudgetStandingSerializer(serializers.Serializer):
     )
     running_gpus = serializers.IntegerField()
     pending_workloads = serializers.IntegerField()
+    cap_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="allocated GPU-hours per cap_period_days (DESIGN.md §3.7); null: no cap"
+    )
+    cap_period_days = serializers.IntegerField()
+    on_cap = serializers.CharField(help_text="downgrade (run unfunded) or hold, once the cap is reached")
+    capped = serializers.BooleanField(help_text="the cap is reached now")
+    cap_text = serializers.CharField(
+        help_text='the cap in words, e.g. "100 GPU-h / 30 d, then unfunded"; "" without one'
+    )
 
 
 class ClusterStandingSerializer(serializers.Serializer):

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
 from scheduler.api.params import cluster_param, host_state_param
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host
+from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import do_set_host_state
 
@@ -73,9 +73,37 @@ class GpuSerializer(serializers.ModelSerializer):
         return (link.attempt.allocated and not link.attempt.unfunded) if link else None
 
 
+# The events that take a host out of placement, by the state they lead to (an offline host: the
+# state it returns to). A drain the scheduler ends (``drained``) keeps the operator's reason.
+REASON_EVENT_KINDS: dict[str, tuple[str, ...]] = {
+    Host.State.CORDONED: ("cordoned", "inventory_held"),
+    Host.State.DRAINING: ("draining", "drain_now"),
+    Host.State.DRAINED: ("draining", "drain_now"),
+}
+_REASON_EVENTS_KEPT = 4  # the latest few of those kinds: the one matching the state is among them
+
+
+def state_reason(host: Host) -> dict[str, Any] | None:
+    """Why ``host`` is out of placement: the latest event that cordoned or drained it, as
+    ``{"kind", "message", "by", "at"}`` (``by``: the user, None for the system or the agent),
+    or None when it is active or no event says. Reads ``host.reason_events`` (``hosts_queryset``)."""
+    state = host.state_before_offline if host.state == Host.State.OFFLINE else host.state
+    kinds = REASON_EVENT_KINDS.get(state, ())
+    event = next((e for e in getattr(host, "reason_events", ()) if e.kind in kinds), None)
+    if event is None:
+        return None
+    return {
+        "kind": event.kind,
+        "message": event.message,
+        "by": event.actor.username if event.actor is not None else None,
+        "at": event.at,
+    }
+
+
 class HostSerializer(serializers.ModelSerializer):
     """A host, its GPUs and its drain progress: ``open_attempts`` still on it and the time the last
-    protection on it ends (``protected_until``; a drain ends then, DESIGN.md §6)."""
+    protection on it ends (``protected_until``; a drain ends then, DESIGN.md §6); ``state_reason``:
+    who cordoned or drained it, when and why (:func:`state_reason`)."""
 
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     model = serializers.SerializerMethodField()
@@ -83,6 +111,7 @@ class HostSerializer(serializers.ModelSerializer):
     gpus = GpuSerializer(many=True, read_only=True)
     open_attempts = serializers.SerializerMethodField()
     protected_until = serializers.SerializerMethodField()
+    state_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = Host
@@ -91,6 +120,7 @@ class HostSerializer(serializers.ModelSerializer):
             "name",
             "cluster",
             "state",
+            "state_reason",
             "drain_now",
             "labels",
             "agent_version",
@@ -121,6 +151,23 @@ class HostSerializer(serializers.ModelSerializer):
                     seen[link.attempt_id] = link.attempt
         return list(seen.values())
 
+    @extend_schema_field(
+        inline_serializer(
+            "HostStateReason",
+            {
+                "kind": serializers.CharField(help_text="cordoned, inventory_held, draining or drain_now"),
+                "message": serializers.CharField(
+                    help_text="the reason given (an admin's, the agent's, the scheduler's)"
+                ),
+                "by": serializers.CharField(allow_null=True, help_text="the user; null: the system or the agent"),
+                "at": serializers.DateTimeField(),
+            },
+            allow_null=True,
+        )
+    )
+    def get_state_reason(self, obj: Host) -> dict[str, Any] | None:
+        return state_reason(obj)
+
     def get_open_attempts(self, obj: Host) -> int:
         return len(self._attempts(obj))
 
@@ -136,13 +183,19 @@ _reason_body = inline_serializer(
 
 
 def hosts_queryset() -> QuerySet[Host]:
-    """Registered hosts with GPUs and their open attempt links: a fixed number of queries."""
+    """Registered hosts with GPUs, their open attempt links and their latest cordon or drain events
+    (``reason_events``, for :func:`state_reason`): a fixed number of queries."""
     links = AttemptGPU.objects.filter(open=True).select_related("attempt")
     gpus = GPU.objects.order_by("index").prefetch_related(Prefetch("attempt_links", queryset=links))
+    kinds = sorted({k for group in REASON_EVENT_KINDS.values() for k in group})
+    events = HostEvent.objects.filter(kind__in=kinds).select_related("actor").order_by("-at", "-id")
     return (
         Host.objects.filter(removed_at__isnull=True)
         .select_related("cluster")
-        .prefetch_related(Prefetch("gpus", queryset=gpus))
+        .prefetch_related(
+            Prefetch("gpus", queryset=gpus),
+            Prefetch("events", queryset=events[:_REASON_EVENTS_KEPT], to_attr="reason_events"),
+        )
         .order_by("name")
     )
 

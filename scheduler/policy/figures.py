@@ -14,7 +14,8 @@ Definitions (DESIGN.md §1, §3.1, §3.2, §8), all in GPU-seconds over the wind
   (:func:`scheduler.policy.usage.committed_usage`);
 - ``E(b) = s(b) × GPUs × W``; ``r(b) = (U + C) / E`` (exact, a Fraction);
 - rank: 1 = first among its live siblings (exact ratio, then oldest pending work, then name);
-- demand: :func:`workload_demand` summed over the subtree; attainment: :func:`attainment`.
+- demand: :func:`workload_demand` of the time each workload could run (:func:`asking_span`)
+  summed over the subtree; attainment: :func:`attainment`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fractions import Fraction
 
 from scheduler.policy.dispatch import NEVER, submission_key
 from scheduler.policy.pass_state import PassState
-from scheduler.policy.types import Snapshot
+from scheduler.policy.types import PendingReason, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +55,33 @@ class BudgetFigures:
         return Fraction(self.load + commitment) / self.entitlement if self.entitlement else None
 
 
+NOT_ASKING = frozenset(
+    {PendingReason.UNSCHEDULABLE, PendingReason.DEPENDENCY, PendingReason.HELD, PendingReason.BUDGET_CAPPED}
+)
+"""Pending reasons (DESIGN.md §3.8) under which a workload asks for nothing: it could not start
+whatever other budgets did (no hardware fits it, it waits for other work, its budget is on hold
+or at its cap). Its wait is no demand (docs/standing.md, "Demand is work that could run")."""
+
+
+def asking_span(
+    present_from: float, present_to: float, ready_at: float | None, waiting_since: float | None
+) -> tuple[float, float]:
+    """The part ``(lo, hi)`` of a workload's presence ``[present_from, present_to)`` (epoch
+    seconds) in which it asked for GPUs (DESIGN.md §8, docs/standing.md): from ``ready_at``, the
+    instant its prerequisites (``after``) became final (None: it had none), and not in its
+    current wait when that wait is for a reason of :data:`NOT_ASKING` (``waiting_since``: the
+    start of that wait; None: it is not waiting for one). ``hi <= lo`` means it asked for nothing.
+    """
+    lo = present_from if ready_at is None else max(present_from, ready_at)
+    hi = present_to if waiting_since is None else min(present_to, waiting_since)
+    return lo, hi
+
+
 def workload_demand(gpus: int, present_s: int, need_s: int | None) -> int:
     """GPU-seconds one allocated workload asked for inside a window (DESIGN.md §8).
 
-    ``present_s``: the seconds it was pending or running inside the window; ``need_s``: the run
+    ``present_s``: the seconds it was pending or running inside the window while it could run
+    (:func:`asking_span`); ``need_s``: the run
     time it still needed there (None when unknown, i.e. not finished: it asks for all its
     presence). A waiting workload asks for GPUs × the run time it needs, never more
     (docs/simulation.md, "Metrics": without the cap a burst of short jobs waiting their turn
@@ -154,4 +178,13 @@ def usage_curve(snap: Snapshot, points: int) -> dict[str, list[int]]:
     return out
 
 
-__all__ = ["BudgetFigures", "attainment", "budget_figures", "owed", "usage_curve", "workload_demand"]
+__all__ = [
+    "NOT_ASKING",
+    "BudgetFigures",
+    "asking_span",
+    "attainment",
+    "budget_figures",
+    "owed",
+    "usage_curve",
+    "workload_demand",
+]

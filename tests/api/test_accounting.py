@@ -128,10 +128,10 @@ def test_cli_ls_show_history_and_share(preempted_once, researcher, monkeypatch):
     w, _at = preempted_once
     out = run_cli(monkeypatch, researcher, "ls")
     header, *lines = out.splitlines()
-    for column in ("SUBMITTED", "STARTED", "WAIT", "ELAPSED", "GPU-H", "PREEMPT"):
+    for column in ("SUBMITTED", "STARTED", "WAIT", "ELAPSED", "CHARGED", "PREEMPT"):
         assert column in header
     row = next(line for line in lines if line.split()[0] == str(w.pk))
-    assert row.split()[-4:] == ["1h", "1h30m", "6.00", "1"]
+    assert row.split()[-5:] == ["1h", "1h30m", "6.00", "GPU-h", "1"]  # as the web's list writes it
 
     shown = run_cli(monkeypatch, researcher, "show", str(w.pk))
     assert "wait:            1h" in shown and "charged:         6.00 GPU-h" in shown

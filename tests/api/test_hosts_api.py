@@ -48,7 +48,7 @@ def test_researcher_cannot_operate_a_host(researcher_client, hosts):
     response = researcher_client.post("/api/v1/hosts/a100-1/drain/", {}, format="json")
 
     assert response.status_code == 403
-    assert response.json()["code"] == "permission_denied"
+    assert response.json()["code"] == "forbidden"  # the one code of a 403 (config.api)
     assert Host.objects.get(name="a100-1").state == "active"
     assert not HostEvent.objects.filter(kind="draining").exists()
 
@@ -104,3 +104,24 @@ def test_host_list_costs_the_same_queries_for_more_hosts(
         do_register_host(cluster, f"extra-{i}", gpu_specs(f"extra-{i}", "A100", 8))
     with django_assert_max_num_queries(len(few.captured_queries)):
         assert len(researcher_client.get("/api/v1/hosts/").json()) == 9
+
+
+def test_the_hosts_api_says_why_a_host_is_cordoned(admin_client_api, researcher_client, admin, hosts):
+    """tryout: the reason an admin gave for a cordon showed only in the admin's event log; the
+    hosts API (and so ``fairway hosts`` and the clusters page) now say who, when and why."""
+    # Given an admin cordoning a100-1 for a reason, after an older drain-and-resume
+    admin_client_api.post("/api/v1/hosts/a100-1/drain/", {"reason": "old"}, format="json")
+    admin_client_api.post("/api/v1/hosts/a100-1/resume/", {}, format="json")
+    admin_client_api.post("/api/v1/hosts/a100-1/cordon/", {"reason": "fan replacement"}, format="json")
+
+    # When anybody reads the hosts
+    rows = {h["name"]: h for h in researcher_client.get("/api/v1/hosts/").json()}
+
+    # Then the cordoned one carries its reason, the active ones none
+    reason = rows["a100-1"]["state_reason"]
+    assert (reason["kind"], reason["message"], reason["by"]) == ("cordoned", "fan replacement", "admin")
+    assert reason["at"] == HostEvent.objects.get(kind="cordoned").at.isoformat().replace("+00:00", "Z")
+    assert rows["a100-2"]["state_reason"] is None
+    # A resumed host has no reason left
+    admin_client_api.post("/api/v1/hosts/a100-1/resume/", {}, format="json")
+    assert researcher_client.get("/api/v1/hosts/a100-1/").json()["state_reason"] is None

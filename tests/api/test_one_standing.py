@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 
 from budgets.models import UsageEntry
 from budgets.services import load_tree
+from fairway_cli.numbers import gpu_hours_text
 from scheduler import lifecycle
 from scheduler.models import Attempt, Workload
 from scheduler.policy.figures import attainment, workload_demand
@@ -109,6 +110,9 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         attain = "–" if b.attainment is None else f"{b.attainment * 100:.1f}%"
         assert f'<td class="num attainment">{attain}</td>' in cells, path
         assert "usage-plot" in cells
+        # GPU-hours in the one wording (fairway_cli.numbers.gpu_hours_text), as the CLI prints them
+        assert f'<td class="num usage">{gpu_hours_text(b.usage_gpu_hours)}</td>' in cells, path
+        assert f'<td class="num">{gpu_hours_text(b.committed_gpu_hours)}</td>' in cells, path
 
     # CLI (its API calls answered in-process, at the same frozen instant)
     cli_out = run_cli(monkeypatch, researcher, "budgets")
@@ -116,6 +120,9 @@ def test_every_surface_shows_the_same_standing_at_one_instant(
         line = next(ln for ln in cli_out.splitlines() if re.match(rf"\s*{b.name}\s", ln))
         assert f"{b.ratio_text}×" in line.split()
         assert (f"{b.attainment * 100:.1f}%" if b.attainment is not None else "-") in line.split()
+        # tryout: the CLI printed GPU-hours with one decimal ("2.3"), the page with up to two ("2.33")
+        for hours in (b.entitlement_gpu_hours, b.usage_gpu_hours, b.committed_gpu_hours, b.owed_gpu_hours):
+            assert gpu_hours_text(hours) in line.split(), (b.path, hours)
 
     # fairway share: EffectvUsage is the standing's, Slurm's Fair Tree one (usage over the parent's);
     # tryout: it printed usage over the cluster's GPU-hours, computed by the CLI
@@ -197,3 +204,44 @@ def test_ratio_texts_never_print_two_different_ratios_the_same():
     assert ratio_texts([1.5, 0.25]) == ["1.5", "0.25"]
     a, b = ratio_texts([1 / 3, 1 / 3 + 1e-9])
     assert a != b
+
+
+def test_demand_counts_only_work_that_could_run(researcher, outsider, cluster, org_tree, submit_kwargs):
+    """tryout: a budget's demand counted work waiting for its prerequisites (``after``) and work of a
+    held budget, so a budget whose runnable work all ran read as starved. Demand is the time a
+    workload could run (docs/standing.md, "Demand is work that could run"; ``asking_span``)."""
+    from budgets.services import do_set_hold
+
+    now = timezone.now()
+    two_hours_ago = now - timedelta(hours=2)
+    # Given, in olmo, a 4-GPU workload that waits (2 h) for one still running, 1 h ago started
+    first = do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
+    second = do_submit_workload(researcher, **submit_kwargs(gpu_count=4), after=[first.pk])
+    Workload.objects.filter(pk__in=[first.pk, second.pk]).update(submitted_at=two_hours_ago)
+    run_tick(cluster.pk)
+    assert Workload.objects.get(pk=second.pk).pending_reason == "dependency"
+    attempt = Attempt.objects.get(workload=first)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=now - timedelta(hours=1))
+    # and in sam, on hold, a 2-GPU workload waiting for 2 h
+    held = do_submit_workload(outsider, **submit_kwargs(gpu_count=2, budget=org_tree["vision/sam"]))
+    do_set_hold(org_tree["vision/sam"], True)
+    Workload.objects.filter(pk=held.pk).update(submitted_at=two_hours_ago)
+    run_tick(cluster.pk)
+    assert Workload.objects.get(pk=held.pk).pending_reason == "held"
+
+    # When the standing is read
+    standing = {b.path: b for b in budget_standings(cluster, load_tree(), now).budgets}
+
+    # Then olmo's demand is the first workload's presence only (4 GPUs × 2 h), sam's nothing
+    assert standing["nlp/olmo"].demand_gpu_hours == pytest.approx(8.0, abs=0.01)
+    assert standing["vision/sam"].demand_gpu_hours == 0
+    assert standing["vision/sam"].attainment is None  # nothing was owed
+
+    # And once the prerequisite has finished, the second asks from that instant on
+    Attempt.objects.filter(pk=attempt.pk).update(ended_at=now - timedelta(minutes=30))
+    Workload.objects.filter(pk=first.pk).update(state=Workload.State.SUCCEEDED, finished_at=now - timedelta(minutes=30))
+    Workload.objects.filter(pk=second.pk).update(pending_reason="insufficient_gpus")
+    olmo = next(b for b in budget_standings(cluster, load_tree(), now).budgets if b.path == "nlp/olmo")
+    # first: present 1.5 h, ran 0.5 h → 4 × 0.5 h; second: 30 min asking, 4 GPUs → 2 GPU-h
+    assert olmo.demand_gpu_hours == pytest.approx(2.0 + 2.0, abs=0.01)

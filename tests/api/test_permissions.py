@@ -218,3 +218,15 @@ def test_shares_cannot_be_changed_through_the_api(world):
             )
         assert client.post("/api/v1/budgets/", {"name": "x", "shares": 5}, format="json").status_code == 405
     assert state_of_the_world() == before
+
+
+def test_every_refusal_of_permission_answers_one_code(researcher_client, outsider_client, hosts, org_tree):
+    """tryout: a researcher draining a host got ``permission_denied`` (DRF's code) while a cancel of
+    someone else's work got ``forbidden`` (the services' code, the one the API documents): one code."""
+    # Given a permission class refusing (a host action), a view refusing (a budget's statement)
+    drain = researcher_client.post("/api/v1/hosts/a100-1/drain/", {}, format="json")
+    statement = outsider_client.get(f"/api/v1/budgets/{org_tree['nlp/olmo'].pk}/statement.csv")
+
+    # Then both answer 403 with the documented code
+    assert (drain.status_code, drain.json()["code"]) == (403, "forbidden")
+    assert (statement.status_code, statement.json()["code"]) == (403, "forbidden")

@@ -208,4 +208,24 @@ def test_a_quote_on_a_budget_capped_with_hold_says_so(researcher_client, submiss
     assert any(n.startswith("Budget nlp/olmo has reached its cap and holds new allocated work") for n in body["notes"])
     Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(on_cap="downgrade")
     body = researcher_client.post(URL, submission(), format="json").json()
+    assert not any("holds new allocated work" in n for n in body["notes"])
+
+
+def test_a_quote_on_a_budget_capped_with_downgrade_says_its_work_runs_unfunded(
+    researcher_client, submission, cluster, org_tree
+):
+    """tryout: at a cap that downgrades, the quote priced charges and a protected minimum runtime
+    that the workload would not get (it runs unfunded, as unallocated work); a note says so. Under
+    the cap, no note."""
+    from budgets.models import Budget
+
+    body = researcher_client.post(URL, submission(), format="json").json()
     assert not any("cap" in n for n in body["notes"])
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=0, on_cap="downgrade")
+    body = researcher_client.post(URL, submission(), format="json").json()
+    note = (
+        "Budget nlp/olmo has reached its cap: until its usage falls below the cap its new work runs unfunded, "
+        "as unallocated work does: its minimum runtime protects nothing, it can be preempted at any time and "
+        "nothing is charged (the lines' charges and ratios do not apply)."
+    )
+    assert note in body["notes"]

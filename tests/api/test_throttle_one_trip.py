@@ -3,16 +3,11 @@ own throttle (the oracle), decision by decision and ``wait()`` by ``wait()``, on
 
 from __future__ import annotations
 
-import os
-import uuid
 from typing import Any
 
-import pytest
 from rest_framework import throttling
 
 from config.throttling import UserRateThrottle
-
-needs_redis = pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL)")
 
 
 class _User:
@@ -37,38 +32,25 @@ def _decide(cls: type, clock: list[float], rate: str, user: int) -> tuple[bool, 
     return allowed, (None if allowed else throttle.wait())
 
 
-@needs_redis
-def test_one_round_trip_decides_as_drf_s_sliding_log(db, settings):
-    prefix = f"fairway-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "config.cache.FairwayRedisCache",
-            "LOCATION": os.environ["REDIS_URL"],
-            "KEY_PREFIX": prefix,
-        }
-    }
+def test_one_round_trip_decides_as_drf_s_sliding_log(db, redis_cache):
     from django.core.cache import caches
 
     redis_client = caches["default"]._cache.get_client(write=True)
-    try:
-        # Requests of two users at irregular instants, bursts beyond the limit, gaps longer than the
-        # window, instants exactly on its edge: each decided by both (their own logs) at one instant.
-        clock = [1_700_000_000.125]
-        steps = [0.0, 0.1, 0.1, 0.0, 0.3, 0.5, 0.2, 0.2, 1.0, 0.9, 0.1, 3.0, 0.05, 0.05, 0.05, 0.9, 0.45, 7.0]
-        decisions = []
-        for step in steps * 3:
-            clock[0] += step
-            for user in (1, 2):
-                ours = _decide(UserRateThrottle, clock, "5/s", user)
-                drf = _decide(throttling.UserRateThrottle, clock, "5/s", user)
-                assert ours == drf, (clock[0], user, ours, drf)
-                decisions.append(ours[0])
-        assert True in decisions and False in decisions  # both answers were compared
-        key = caches["default"].make_and_validate_key("throttle_user_1:log")
-        assert 0 < redis_client.ttl(key) <= 1  # DRF's timeout: the window
-    finally:  # our keys only (clearing the cache would flush the database parallel runs share)
-        for key in redis_client.scan_iter(f"{prefix}:*"):
-            redis_client.delete(key)
+    # Requests of two users at irregular instants, bursts beyond the limit, gaps longer than the
+    # window, instants exactly on its edge: each decided by both (their own logs) at one instant.
+    clock = [1_700_000_000.125]
+    steps = [0.0, 0.1, 0.1, 0.0, 0.3, 0.5, 0.2, 0.2, 1.0, 0.9, 0.1, 3.0, 0.05, 0.05, 0.05, 0.9, 0.45, 7.0]
+    decisions = []
+    for step in steps * 3:
+        clock[0] += step
+        for user in (1, 2):
+            ours = _decide(UserRateThrottle, clock, "5/s", user)
+            drf = _decide(throttling.UserRateThrottle, clock, "5/s", user)
+            assert ours == drf, (clock[0], user, ours, drf)
+            decisions.append(ours[0])
+    assert True in decisions and False in decisions  # both answers were compared
+    key = caches["default"].make_and_validate_key("throttle_user_1:log")
+    assert 0 < redis_client.ttl(key) <= 1  # DRF's timeout: the window
 
 
 def test_without_redis_the_throttle_is_drf_s(db):

@@ -226,7 +226,7 @@ def test_insufficient_gpus_names_the_hosts_that_take_no_new_work(
 def test_the_numbers_have_the_sentences_digits_on_every_surface(blocked, researcher, researcher_client, monkeypatch):
     """tryout24: one screen printed nlp's usage as "0.074" (the sentence), "0.1" (the CLI's line
     under it) and "0.157 / 2016.0" (the page's table, raw floats): the API now gives each number's
-    text, the sentence's (``number_words``), and the page and the CLI print it."""
+    text, the sentence's (``gpu_hours_text``), and the page and the CLI print it."""
     waiting, _rivals = blocked
     why = researcher_client.get(f"/api/v1/workloads/{waiting.pk}/").json()["pending_explanation"]
     page = APIClient()
@@ -235,7 +235,7 @@ def test_the_numbers_have_the_sentences_digits_on_every_surface(blocked, researc
     out = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
     for key in ("budget", "other_budget"):
         side = why["numbers"][key]
-        texts = [reports.number_words(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")]
+        texts = [reports.gpu_hours_text(side[f"{k}_gpu_hours"]) for k in ("used", "committed", "entitled")]
         assert [side["used_text"], side["committed_text"], side["entitled_text"]] == texts
         assert f"{texts[1]} " in why["sentence"] and f"of {texts[2]}" in why["sentence"]
         assert "".join(f'<td class="num">{t}</td>' for t in texts) in html

@@ -183,7 +183,7 @@ def test_budgets_and_hosts_tables(logged_in):
     assert [line.split()[0] for line in out.splitlines()] == ["NAME", "a100-1", "a100-2", "h100-1"]
 
     code, _out, err = logged_in("hosts", "drain", "a100-1")
-    assert code == EXIT_API and "permission_denied" in err
+    assert code == EXIT_API and "forbidden" in err
     assert Host.objects.get(name="a100-1").state == "active"
 
 
@@ -281,3 +281,50 @@ def test_the_cli_and_the_web_say_a_pending_reason_in_the_same_words():
     from web.views import REASON_WORDS
 
     assert REASONS == REASON_WORDS
+
+
+def test_budgets_shows_each_budget_s_cap(logged_in, org_tree):
+    """tryout: ``fairway budgets`` showed no cap (the budgets tree sent none): a budget capped at
+    100 GPU-h per 30 days read like one without a cap. The API's tree, the table and the page
+    give the one wording (``scheduler.reports.cap_words``)."""
+    from decimal import Decimal
+
+    from budgets.models import Budget
+
+    # Given olmo capped at 100 GPU-h per 30 days, going unfunded after, and sam on hold at 0
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=Decimal("100"), cap_period_days=30)
+    Budget.objects.filter(pk=org_tree["vision/sam"].pk).update(cap_gpu_hours=Decimal("0"), on_cap="hold")
+
+    # When the researcher lists the budgets
+    code, out, _ = logged_in("budgets")
+    assert code == EXIT_OK
+    lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+
+    # Then each capped budget's line says its cap, and whether it is reached
+    assert lines["BUDGET"].rstrip().endswith("CAP")
+    assert lines["olmo"].rstrip().endswith("100 GPU-h / 30 d, then unfunded")
+    assert lines["sam"].rstrip().endswith("0 GPU-h / 30 d, then held (reached)")
+    assert lines["tulu"].rstrip().endswith("-")
+    code, out, _ = logged_in("budgets", "--json")
+    olmo = next(b for b in json.loads(out)[0]["budgets"] if b["name"] == "olmo")
+    assert (olmo["cap_gpu_hours"], olmo["cap_period_days"], olmo["on_cap"], olmo["capped"]) == (
+        100.0,
+        30,
+        "downgrade",
+        False,
+    )
+
+
+def test_hosts_say_why_a_host_is_cordoned(cli, admin, hosts):
+    """tryout: a cordon's reason showed only in the admin; ``fairway hosts`` prints it under the table."""
+    from scheduler.services import do_set_host_state
+
+    do_set_host_state(admin, hosts["a100-1"], "cordoned", "fan replacement")
+    assert cli("login", "-u", "admin", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+
+    code, out, _ = cli("hosts")
+
+    assert code == EXIT_OK
+    reasons = [line for line in out.splitlines() if line.startswith("a100-1: ")]
+    assert len(reasons) == 1
+    assert reasons[0].startswith("a100-1: cordoned by admin at ") and reasons[0].endswith(": fan replacement")

@@ -80,3 +80,16 @@ def test_api_tokens_are_stored_hashed(researcher):
     stored = list(AuthToken.objects.values_list("digest", "token_key"))
     assert all(token not in (digest, key) for digest, key in stored)
     assert len(row.digest) == 128  # SHA-512 hex
+
+
+def test_a_second_root_is_refused_as_the_admin_refuses_it(org_tree):
+    """tryout: the admin refused a second root (every tick failed on "the share tree has 2 roots")
+    but ``do_create_budget`` made one. One rule (``placement_problem``), called by both."""
+    from budgets.models import Budget
+
+    before = Budget.objects.count()
+    with pytest.raises(BudgetError) as info:
+        do_create_budget(name="other-org", parent=None)
+    assert (info.value.code, info.value.field) == ("second_root", "parent")
+    assert info.value.message == "The organisation has one root budget, org: choose a parent under it."
+    assert Budget.objects.count() == before

@@ -176,3 +176,43 @@ def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
         "None yet: estimates are refreshed every 10 s and after ticks that start or stop work, "
         "and there is none when no start is found within one window without other work ending."
     )
+
+
+def test_the_form_and_the_api_refuse_a_too_small_number_in_one_wording(browser, researcher_client):
+    """tryout: 0 GPUs read "Ensure this value is greater than or equal to 1." on the submit page
+    (Django's form) and "gpu_count is an integer >= 1." from the API (the service's rule): the form
+    parses, the service's rule speaks (as for every other field); so for CPUs and retries."""
+    bad = {"gpu_count": "0", "cpus": "0", "retries": "-1"}
+    page = browser.post("/submit/", _form(**bad)).context["form"].errors
+    api = researcher_client.post(
+        "/api/v1/workloads/",
+        {"budget": "nlp/olmo", "cluster": "default", "gpu_count": 0, "cpus": 0, "retries": -1,
+         "min_runtime": "2h", "image": "ghcr.io/lab/train:1", "command": ["python"]},
+        format="json",
+    ).json()  # fmt: skip
+    for field in bad:
+        assert page[field] == api[field], field
+
+
+def test_the_tokens_page_and_the_api_refuse_a_bad_expiry_in_one_wording(browser, researcher_client):
+    """The same for a token's expiry: DRF's "Ensure this value is greater than or equal to 1."
+    against the service's "A token lives 1 to 3650 days (or forever).", which both now show."""
+    api = researcher_client.post("/api/v1/tokens/", {"name": "ci", "expiry_days": 0}, format="json").json()
+    page = browser.post("/tokens/", {"name": "ci", "expiry_days": "0"}).content.decode()
+    assert api["expiry_days"] == ["A token lives 1 to 3650 days (or forever)."]
+    assert "A token lives 1 to 3650 days (or forever)." in page
+
+
+def test_gpu_hours_read_the_same_on_every_surface():
+    """tryout: the page wrote 0.004 GPU-h as "0", the CLI as "0.0" and the why-pending sentence as
+    "0.004"; 12.345 as "12.3" (page), "12.3" (CLI); 2.345 as "2.35", "2.3" and "2.35". One function
+    (``fairway_cli.numbers.gpu_hours_text``) is the page's filter, the CLI's cell and the sentence's."""
+    from fairway_cli import cli
+    from fairway_cli.numbers import gpu_hours_text
+    from scheduler import reports
+    from web.templatetags import fairway
+
+    for value, text in [(0, "0"), (0.004, "0.004"), (0.25, "0.25"), (2.345, "2.35"), (12.345, "12.3"), (1234.5, "1,234")]:
+        assert gpu_hours_text(value) == text
+    assert fairway.hours is not None and fairway.hours(0.004) == "0.004"
+    assert reports.gpu_hours_text is gpu_hours_text and cli.gpu_hours_text is gpu_hours_text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from knox.models import AuthToken
@@ -208,6 +210,11 @@ def test_only_admins_operate_hosts_from_the_cluster_page(browser, admin_browser,
     assert admin_browser.post("/hosts/a100-1/cordon/", {"reason": "fan"}).status_code == 302
     assert Host.objects.get(name="a100-1").state == "cordoned"
     assert HostEvent.objects.filter(kind="cordoned", message="fan").exists()
+    # tryout: the reason showed only in the admin; the page says who cordoned it and why
+    reason = re.search(
+        r'<div class="small muted state-reason">([^<]*)</div>', browser.get("/clusters/").content.decode()
+    )
+    assert reason is not None and reason.group(1).startswith("by admin, ") and reason.group(1).endswith(": fan")
 
 
 def test_metrics_page_shows_the_pyramid_of_the_last_week(browser, cluster):

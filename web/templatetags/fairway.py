@@ -1,4 +1,5 @@
-"""Display helpers for Fairway's pages: durations, GPU-hours, ratios, percentages, ordinals."""
+"""Display helpers for Fairway's pages: durations, GPU-hours (the one wording of
+``fairway_cli.numbers``), percentages, ordinals. Ratios come as ``ratio_text`` from the server."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from fairway_cli.numbers import gpu_hours_text, gpu_time_text
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -38,22 +40,6 @@ def duration(seconds: Any) -> str:
     return " ".join(p for p in parts if p)
 
 
-def gpu_time_text(gpu_seconds: Any) -> str:
-    """GPU-seconds as ``12.5 GPU-h`` or, under one GPU-hour, ``4 GPU-min`` (never a bare ``4m``,
-    which reads as wall time)."""
-    try:
-        total = float(gpu_seconds)
-    except (TypeError, ValueError):
-        return "–"
-    if total <= 0:
-        return "0 GPU-h"
-    if total < 3600:
-        minutes = total / 60
-        return f"{minutes:.0f} GPU-min" if minutes >= 10 else f"{minutes:.1f} GPU-min"
-    hours = total / 3600
-    return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
-
-
 @register.filter
 def shell_join(argv: Any) -> str:
     """An argv list as one shell-quoted line (``shlex.join``), so spaces and quotes read right."""
@@ -64,7 +50,7 @@ def shell_join(argv: Any) -> str:
 
 @register.filter
 def gpu_time(gpu_seconds: Any) -> str:
-    """:func:`gpu_time_text` for templates."""
+    """:func:`fairway_cli.numbers.gpu_time_text` for templates."""
     return gpu_time_text(gpu_seconds)
 
 
@@ -78,28 +64,8 @@ def since(value: datetime | None, until: datetime | None = None) -> str:
 
 @register.filter
 def hours(value: Any) -> str:
-    """GPU-hours, rounded sensibly: ``1,234`` / ``12.5`` / ``0.25``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "–"
-    if number >= 100:
-        return f"{number:,.0f}"
-    if number >= 10:
-        return f"{number:.1f}"
-    return f"{number:.2f}".rstrip("0").rstrip(".") if number else "0"
-
-
-@register.filter
-def times(value: Any) -> str:
-    """A fair-share ratio as ``1.30×``."""
-    if value is None:
-        return "–"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "–"
-    return f"{number:.3f}×" if 0 < number < 0.1 else f"{number:.2f}×"
+    """GPU-hours as every surface prints them (:func:`fairway_cli.numbers.gpu_hours_text`)."""
+    return gpu_hours_text(value)
 
 
 @register.filter

@@ -1,0 +1,44 @@
+"""How GPU-time reads for people, on every surface: the web's pages, the CLI's tables and the
+server's sentences (why pending, caps) all call these, so one number never reads two ways.
+
+They live in the CLI's package because the CLI imports nothing of the server (its wheel holds
+``fairway_cli`` only), while the server may import the CLI's package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gpu_hours_text(value: Any) -> str:
+    """GPU-hours as a figure: ``1,234`` (100 and up), ``12.5`` (10 and up), three significant
+    digits below (``0.25``, ``0.004``), ``0``; ``–`` when not a number."""
+    try:
+        hours = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if hours >= 100:
+        return f"{hours:,.0f}"
+    if hours >= 10:
+        return f"{hours:.1f}"
+    return f"{hours:.3g}" if hours else "0"
+
+
+def gpu_time_text(gpu_seconds: Any) -> str:
+    """GPU-seconds charged, with the unit: ``12.50 GPU-h`` or, under one GPU-hour, ``4.0 GPU-min``
+    (``30 GPU-min`` from 10 on), ``1,234 GPU-h`` from 100 on, ``0 GPU-h``; never a bare ``4m``,
+    which reads as wall time. ``–`` when not a number."""
+    try:
+        total = float(gpu_seconds)
+    except (TypeError, ValueError):
+        return "–"
+    if total <= 0:
+        return "0 GPU-h"
+    if total < 3600:
+        minutes = total / 60
+        return f"{minutes:.0f} GPU-min" if minutes >= 10 else f"{minutes:.1f} GPU-min"
+    hours = total / 3600
+    return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
+
+
+__all__ = ["gpu_hours_text", "gpu_time_text"]
