@@ -212,7 +212,14 @@ def test_gpu_hours_read_the_same_on_every_surface():
     from scheduler import reports
     from web.templatetags import fairway
 
-    for value, text in [(0, "0"), (0.004, "0.004"), (0.25, "0.25"), (2.345, "2.35"), (12.345, "12.3"), (1234.5, "1,234")]:
+    for value, text in [
+        (0, "0"),
+        (0.004, "0.004"),
+        (0.25, "0.25"),
+        (2.345, "2.35"),
+        (12.345, "12.3"),
+        (1234.5, "1,234"),
+    ]:
         assert gpu_hours_text(value) == text
     assert fairway.hours is not None and fairway.hours(0.004) == "0.004"
     assert reports.gpu_hours_text is gpu_hours_text and cli.gpu_hours_text is gpu_hours_text
