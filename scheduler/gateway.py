@@ -53,7 +53,7 @@ def agent_db_threads() -> int:
 
     if connection.vendor == "sqlite":
         return 1
-    return max(1, int(settings.FAIRWAY.get("AGENT_DB_THREADS", 1)))
+    return max(1, int(settings.FAIRWAY.get("AGENT_DB_THREADS", 4)))
 
 
 def agent_db_executor() -> ThreadPoolExecutor:
