@@ -341,8 +341,9 @@ FAIRWAY = {
     # this long before its write: 0.5 s keeps receipt → committed under 1 s (issue 15, point 5).
     "HEARTBEAT_FLUSH_S": env_float("FAIRWAY_HEARTBEAT_FLUSH_S", 0.5, minimum=0.01),
     # Threads per web process for the agent connections' database work (connects, hellos, attempt
-    # events; scheduler.gateway.agent_db): each borrows a pooled connection while it runs. SQLite: 1.
-    "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 1, minimum=1),
+    # events; scheduler.gateway.agent_db): each borrows a pooled connection while it runs, so a web
+    # process holds up to this + 3 (docs/deploy.md, "Sizing"). SQLite: 1.
+    "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 4, minimum=1),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
     "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
     # Jobs (docs/jobs.md): the longest wall-time limit a workload may ask, the most retries,

@@ -48,13 +48,12 @@ _agent_db_guard = threading.Lock()
 
 def agent_db_threads() -> int:
     """Threads per process for the agent connections' database work (:func:`agent_db`):
-    ``FAIRWAY["AGENT_DB_THREADS"]`` (default 1: with 4 the agent-link tests failed at random on
-    PostgreSQL, cause not found; docs/benchmarks/api_load.md); one on SQLite, whose writers take turns anyway."""
+    ``FAIRWAY["AGENT_DB_THREADS"]``; one on SQLite, whose writers take turns anyway."""
     from django.db import connection
 
     if connection.vendor == "sqlite":
         return 1
-    return max(1, int(settings.FAIRWAY.get("AGENT_DB_THREADS", 1)))
+    return max(1, int(settings.FAIRWAY.get("AGENT_DB_THREADS", 4)))
 
 
 def agent_db_executor() -> ThreadPoolExecutor:
@@ -68,21 +67,51 @@ def agent_db_executor() -> ThreadPoolExecutor:
         return _agent_db_executor
 
 
+def _closing_connections(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """``fn`` with this thread's database connections closed before and after (pooled: given back)."""
+    from django.db import close_old_connections
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> _T:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return call
+
+
+async def run_in_db_thread(executor: ThreadPoolExecutor, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``fn(*args, **kwargs)`` (sync, touches the database) on a thread of ``executor``, that
+    thread's old database connections closed before and after (with the pool: given back to it).
+
+    ``channels.db.database_sync_to_async`` closes them too, but through the module global
+    ``channels.db.close_old_connections``, which Channels' test communicator replaces with a no-op
+    for the whole process while a test awaits it (``channels.testing.ApplicationCommunicator``).
+    A call that ended meanwhile kept its pooled connection: the agent threads held one each between
+    calls, and each test's hub threads (one event loop per test) one each for good, until the pool
+    (10 connections) was empty and a hello waited for a connection until the test's end (the
+    agent-link tests failed 2-3 times in 100 with four agent threads; docs/benchmarks/api_load.md,
+    "Sixth pass"). Django's own ``close_old_connections`` is called here instead."""
+    from asgiref.sync import sync_to_async
+
+    call = sync_to_async(_closing_connections(fn), thread_sensitive=False, executor=executor)
+    return await call(*args, **kwargs)
+
+
 def agent_db(fn: Callable[..., _T]) -> Callable[..., Awaitable[_T]]:
     """``fn`` (sync, touches the database) as a coroutine function that runs it on the process's
-    agent-database threads (:func:`agent_db_executor`), old connections closed before and after as
-    ``channels.db.database_sync_to_async`` does.
+    agent-database threads (:func:`agent_db_executor`) with :func:`run_in_db_thread`.
 
     Not on asgiref's one thread-sensitive thread: there the database work of every connection
     of the process (connects, hellos, attempt events) waited in one queue, and a row lock held
     by a tick stopped all of them. A connection's own messages stay in order: the consumer
     handles one at a time (its lock), whatever thread runs the work."""
-    from channels.db import database_sync_to_async
 
     @functools.wraps(fn)
     async def run(*args: Any, **kwargs: Any) -> _T:
-        call = database_sync_to_async(fn, thread_sensitive=False, executor=agent_db_executor())
-        return await call(*args, **kwargs)
+        return await run_in_db_thread(agent_db_executor(), fn, *args, **kwargs)
 
     run.func = fn  # type: ignore[attr-defined] -- the sync function, as SyncToAsync names it (tests call it)
     return run
@@ -597,8 +626,6 @@ class AgentHub:
 
     async def flush(self) -> None:
         """Write the buffered heartbeats now and deliver the resulting commands."""
-        from channels.db import database_sync_to_async
-
         from scheduler import lifecycle
 
         batch, self.buffer = self.buffer, {}
@@ -614,24 +641,20 @@ class AgentHub:
         live = {hid: b.link for hid, b in batch.items() if b.link.live}
         views = [link.agent_view() for link in live.values()]
         try:
-            commands = await database_sync_to_async(
-                flush_heartbeats, thread_sensitive=False, executor=self.flush_executor
-            )(reports, views)
+            commands = await run_in_db_thread(self.flush_executor, flush_heartbeats, reports, views)
         except Exception:
             logger.exception("heartbeat flush of %d hosts failed", len(reports))
             return
         self._deliver(live, commands)
 
     async def _push_loop(self) -> None:
-        from channels.db import database_sync_to_async
-
         while self.pushed:
             batch, self.pushed = self.pushed, {}
             live = {hid: link for hid, link in batch.items() if link.live}
             try:
-                commands = await database_sync_to_async(
-                    desired_commands_many, thread_sensitive=False, executor=self.push_executor
-                )([link.agent_view() for link in live.values()])
+                commands = await run_in_db_thread(
+                    self.push_executor, desired_commands_many, [link.agent_view() for link in live.values()]
+                )
             except Exception:  # repaired by the next heartbeat flush
                 logger.exception("pushing desired state to %d hosts failed", len(live))
                 continue

@@ -6,13 +6,16 @@ reads nothing, keepalive pongs included, until Channels asks for the next messag
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from asgiref.sync import SyncToAsync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.db import connections
 
 from agent import protocol
 from scheduler import gateway, lifecycle
@@ -104,3 +107,56 @@ def test_the_socket_is_read_while_an_attempt_event_waits_for_the_database(settin
         _run(run())
     finally:
         release.set()
+
+
+def _threads_holding_a_connection(executor: ThreadPoolExecutor) -> int:
+    """How many of ``executor``'s threads hold a database connection now (each thread asked once:
+    a barrier keeps a thread from taking two of the questions)."""
+    n = max(1, len(executor._threads))  # noqa: SLF001 -- the threads it started
+    barrier = threading.Barrier(n)
+
+    def holds() -> bool:
+        held = connections["default"].connection is not None
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(5)
+        return held
+
+    return sum(f.result(timeout=20) for f in [executor.submit(holds) for _ in range(n)])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_the_agent_links_threads_hold_no_connection_between_calls(settings: Any) -> None:
+    """Each database call of the agent link gives its connection back (with the pool: to the pool),
+    also while Channels' test communicator waits: it replaces ``channels.db.close_old_connections``
+    with a no-op for the whole process meanwhile, and the calls that ended then kept their pooled
+    connections (the agent threads one each, the hub threads of every test's event loop one each for
+    good), until the pool was empty and a hello waited for a connection until the test's end."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
+    cluster = Cluster.objects.create(name="give-back")
+    [(host, token)] = _register(cluster, 1, prefix="g")
+    hubs: list[gateway.AgentHub] = []
+
+    async def run() -> None:
+        place = database_sync_to_async(_place, thread_sensitive=False)
+        comm = _communicator(token)
+        assert (await comm.connect(timeout=5))[0]  # the token: an agent thread
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)  # hello, desired state: agent threads
+        first = await place(host, "flushed")
+        await comm.send_to(text_data=_heartbeat(2, []))
+        start = await _receive(comm, wait=5)  # the hub's flush thread
+        assert isinstance(start, protocol.Start) and start.attempt_id == first
+        second = await place(host, "pushed", 1)
+        await get_channel_layer().group_send(gateway.host_group(host.pk), {"type": "desired.state"})
+        start = await _receive(comm, wait=5)  # the hub's push thread
+        assert isinstance(start, protocol.Start) and start.attempt_id == second
+        hubs.append(gateway.hub())
+        await comm.disconnect()
+
+    _run(run())
+
+    [hub] = hubs
+    assert _threads_holding_a_connection(gateway.agent_db_executor()) == 0
+    assert _threads_holding_a_connection(hub.flush_executor) == 0
+    assert _threads_holding_a_connection(hub.push_executor) == 0

@@ -48,7 +48,7 @@ def _samples(util: float = 50.0, health: str = "healthy", xids: tuple[int, ...] 
     ]
 
 
-def _place(host: Host, name: str) -> int:
+def _place(host: Host, name: str, gpu: int = 0) -> int:
     from accounts.models import User
     from budgets.models import Budget
 
@@ -68,7 +68,7 @@ def _place(host: Host, name: str) -> int:
         state=Workload.State.STARTING,
     )
     a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
-    AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=0))
+    AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=gpu))
     return a.wire_id  # what the agent link names it by
 
 

@@ -234,6 +234,17 @@ class Stack:
         path = self.state_dir / "attempts" / f"{Attempt.objects.get(pk=attempt_id).wire_id}.log"
         return path.read_text() if path.exists() else ""
 
+    def wait_standin_running(self, attempt_id: int, timeout: float = 20) -> None:
+        """Wait until attempt ``attempt_id``'s stand-in printed its first line: from then on it
+        answers SIGTERM with "SIGTERM received" (``agent.standin``). "Started" only says that its
+        process was spawned; a stop that comes before the interpreter set the handler (a slow
+        start under load) ends it with 143 and an empty log."""
+        self.wait_until(
+            lambda: "standin: running" in self.attempt_log(attempt_id),
+            timeout,
+            f"attempt {attempt_id}'s stand-in to run",
+        )
+
     def agent_output(self) -> str:
         return self.agent_log.read_text(errors="replace") if self.agent_log.exists() else ""
 

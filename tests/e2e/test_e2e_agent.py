@@ -55,6 +55,7 @@ def test_unallocated_work_is_preempted_by_allocated_work_of_another_budget(stack
         20,
         "the unallocated workload to start",
     )
+    stack.wait_standin_running(first.pk)
 
     # When beta submits allocated work that needs those GPUs
     funded = stack.submit("org/beta", gpus=2, min_runtime=30, duration=2, name="funded")

@@ -260,6 +260,7 @@ def test_injected_xid_79_stops_and_requeues_the_attempt_and_the_gpu_leaves_place
     # Given a 1-GPU workload running on the agent
     wid = stack.submit("org/alpha", gpus=1, min_runtime=60, duration=60, name="victim")
     first = _started(stack, wid)
+    stack.wait_standin_running(first.pk)
     (gpu_index,) = first.gpu_links.values_list("gpu__index", flat=True)
 
     # When its GPU reports XID 79 (fallen off the bus)
