@@ -54,6 +54,9 @@ class PassState:
         self.unfunded: set[str] = set()
         self.disp: Dispatcher | None = None  # the allocated pass's dispatcher while it runs
         self._shares: dict[str, Fraction] | None = None
+        # tests (IncrementalScheduler(check=True)): answers kept in the memo are compared with
+        # a fresh computation when read
+        self.check = False
 
     # ------------------------------------------------------------ changes
     def changed(self, *, room: bool = False) -> None:

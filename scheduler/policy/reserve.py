@@ -87,23 +87,36 @@ def bound_hosts(ps: PassState, model: str, n: int, allowed: frozenset[str]) -> S
 
 
 def _earliest_single(ps: PassState, w: Workload) -> Best | None:
-    """The host where ``w`` could start earliest, ties to the first by name.
-
-    The hosts are walked in name order (``Standing.hosts_by_model``), so once a host is found
-    where ``w`` could start now, no later host can beat it and the walk stops. Only the hosts
-    the bound can keep are walked (:func:`bound_hosts`).
-    """
-    n = w.gpus
-    now = ps.now
+    """The host where ``w`` could start earliest, ties to the first by name: the first host not
+    reserved in :func:`_ranked_single`'s list, kept in the pass's memo per (model, GPUs, allowed
+    budgets, CPUs, memory) until the state changes (a reservation changes none of what it
+    read: reserved hosts are skipped when it is read). With ``ps.check`` every answer is compared
+    with the plain walk (:func:`_earliest_single_walk`)."""
     allowed = ps.room_budgets(w)
-    version = ps.state.version
-    cache = ps.memo.host_room
+    key = (w.model, w.gpus, allowed, w.cpus, w.memory)
+    ranked = ps.memo.single_ranked.get(key)
+    if ranked is None:
+        ranked = ps.memo.single_ranked[key] = _ranked_single(ps, w, allowed)
+    reserved = ps.reserved
+    best: Best | None = None
+    for t, name in ranked:
+        if name not in reserved:
+            best = (t, 1, (name,))
+            break
+    if ps.check and best != (walked := _earliest_single_walk(ps, w)):
+        raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
+    return best
+
+
+def _ranked_single(ps: PassState, w: Workload, allowed: frozenset[str]) -> list[tuple[int, str]]:
+    """``(instant, host)`` of every active host the bound keeps (:func:`bound_hosts`) where
+    ``w`` could start (:func:`_single_start`), reserved or not, earliest first, ties by name."""
+    n = w.gpus
     agg = ps.standing.agg
     held = ps.standing.agg_held
-    best: Best | None = None
-    reserved = ps.reserved
+    out = []
     for hv in bound_hosts(ps, w.model, n, allowed):
-        if not hv.active or hv.name in reserved:
+        if not hv.active:
             continue
         # Upper bound on the room ever made here: healthy GPUs less allocated work that is
         # never room for w (forbidden by rule 2, or its own budget's); the allowed budgets'
@@ -113,36 +126,72 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
             per = agg.get(hv.name)
             if not (allowed and per) or _allowed_work(per, allowed) < short:
                 continue
-        key = (hv.name, version.get(hv.name, 0), allowed)
-        room = cache.get(key)
-        if room is None:
-            room = cache[key] = _base(ps, hv).over_time(allowed, now)
-        have, events, most = room
-        if most < n:
+        t = _single_start(ps, w, hv, allowed)
+        if t is not None:
+            out.append((t, hv.name))
+    out.sort()
+    return out
+
+
+def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
+    """:func:`_earliest_single` by walking the hosts (the oracle of its kept ranking): in name
+    order (``Standing.hosts_by_model``, only those :func:`bound_hosts` keeps), so once a host is
+    found where ``w`` could start now, no later host can beat it and the walk stops."""
+    n = w.gpus
+    allowed = ps.room_budgets(w)
+    agg = ps.standing.agg
+    held = ps.standing.agg_held
+    best: Best | None = None
+    reserved = ps.reserved
+    for hv in bound_hosts(ps, w.model, n, allowed):
+        if not hv.active or hv.name in reserved:
             continue
-        t = now
-        if have < n:
-            for at, freed in events:
-                have += freed
-                if have >= n:
-                    t = at
-                    break
-        if not ps.state.only_gpus(hv, w, n):
-            # CPUs and memory too: the later of the two instants (both only grow with time)
-            pkey = ("profile", *key)
-            profile = cache.get(pkey)
-            if profile is None:
-                profile = cache[pkey] = _room(ps, w, hv, allowed)
-            t_res = profile.resources_by(now, partial(ps.state.fits, hv, w, n))
-            if t_res is None:
+        short = n - len(hv.healthy) + held.get(hv.name, 0)
+        if short > 0:
+            per = agg.get(hv.name)
+            if not (allowed and per) or _allowed_work(per, allowed) < short:
                 continue
-            t = max(t, t_res)
+        t = _single_start(ps, w, hv, allowed)
+        if t is None:
+            continue
         cand = (t, 1, (hv.name,))
         if best is None or cand < best:
             best = cand
-            if t == now:
+            if t == ps.now:
                 break  # the earliest instant at the first name: nothing later in the walk beats it
     return best
+
+
+def _single_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The earliest instant ``w`` could start on ``hv`` by its room profile, None if never."""
+    n = w.gpus
+    now = ps.now
+    cache = ps.memo.host_room
+    key = (hv.name, ps.state.version.get(hv.name, 0), allowed)
+    room = cache.get(key)
+    if room is None:
+        room = cache[key] = _base(ps, hv).over_time(allowed, now)
+    have, events, most = room
+    if most < n:
+        return None
+    t = now
+    if have < n:
+        for at, freed in events:
+            have += freed
+            if have >= n:
+                t = at
+                break
+    if not ps.state.only_gpus(hv, w, n):
+        # CPUs and memory too: the later of the two instants (both only grow with time)
+        pkey = ("profile", *key)
+        profile = cache.get(pkey)
+        if profile is None:
+            profile = cache[pkey] = _room(ps, w, hv, allowed)
+        t_res = profile.resources_by(now, partial(ps.state.fits, hv, w, n))
+        if t_res is None:
+            return None
+        t = max(t, t_res)
+    return t
 
 
 def _allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:

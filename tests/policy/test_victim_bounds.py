@@ -5,7 +5,7 @@
   is a candidate, the candidates come in ascending bound order, and every inclusion-minimal
   sufficient set there (plain enumeration over ``contract.victim_class``) has a key at least
   its host's bound: so stopping at the first bound above the best key loses nothing.
-- ``victims.vacate_level``: the gang search's host levels, against the room index's full
+- ``gang_victims.vacate_level``: the gang search's host levels, against the room index's full
   counts (``room_index.indexed_counts(...).worst()``).
 - The victim rows kept between passes are checked against fresh rows by
   ``IncrementalScheduler(check=True)`` on every pass of tests/policy/test_properties.py.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+import scheduler.policy.gang_victims as gang_victims
 import scheduler.policy.victims as victims
 from scheduler.policy import Snapshot, contract, room_index
 from scheduler.policy.pass_state import PassState
@@ -85,6 +86,6 @@ def test_vacate_level_is_the_indexed_level():
             for hv in ps.state.hosts.values():
                 full = room_index.indexed_counts(ps.state, hv, ps.standing.agg.get(hv.name), classes).worst()
                 want = full if full <= 1 else None
-                assert victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
+                assert gang_victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
                 seen[want] += 1
     assert all(seen.values()), seen  # every answer seen
