@@ -83,9 +83,7 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     """Whole healthy hosts of ``size`` GPUs, best first, that ``w`` could vacate now: nothing
     leaving or nominated there, only unallocated work and unprotected work rule 2 allows
     (room profile level 0 or 1, read from the index). Kept per (model, size, allowed budgets)
-    until the state changes; each host's level of an allocated ``w`` is kept per (host version,
-    allowed budgets) in ``memo.host_room`` (it reads that host only), compared with a fresh
-    :func:`vacate_level` when read under ``ps.check``."""
+    until the state changes."""
     allowed = ps.room_budgets(w)
     key = (w.model, size, allowed)
     cached = ps.memo.gang_options.get(key)
@@ -93,20 +91,10 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
         return cached
     empty: list[str] = []
     usable: list[str] = []
-    version = ps.state.version
-    levels = ps.memo.host_room
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        if w.allocated:  # one host's answer: kept per (host version, allowed budgets), as room profiles
-            vkey = ("vacate", hv.name, version.get(hv.name, 0), allowed)
-            level = levels.get(vkey, -1)
-            if level == -1:
-                level = levels[vkey] = vacate_level(ps, w, hv, allowed)
-            elif ps.check and level != vacate_level(ps, w, hv, allowed):
-                raise AssertionError(f"kept vacate level of {hv.name} at {ps.now}")
-        else:
-            level = vacate_level(ps, w, hv, allowed)
+        level = vacate_level(ps, w, hv, allowed)
         if level is not None:
             (usable if level else empty).append(hv.name)
     out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)

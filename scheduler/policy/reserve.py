@@ -5,7 +5,9 @@ of attempts already stopping from their release (those nominated for another wor
 excepted), unallocated and allowed unprotected work now, allowed protected work at the end of
 its protection; on hosts where CPUs or memory can bind, the instant they suffice too (the later
 of the two). Each host's profile is read from its :class:`room_index.RoomBase`, kept between
-passes per host version; a pass keeps each host's answer per (host version, allowed budgets).
+passes per host version; a pass keeps each host's answer per (host version, allowed budgets),
+and a single-host search's ranking of hosts per shape until the state changes
+(:func:`_earliest_single`).
 """
 
 from __future__ import annotations
