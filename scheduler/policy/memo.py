@@ -62,9 +62,9 @@ class Memo:
         self.gang_table: dict[tuple[object, ...], list[tuple[int, str]]] = {}
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
         # read the state, not the reservations (reserved hosts are skipped when read):
-        # (model, GPUs, allowed budgets, CPUs, memory) -> single-host reservation candidates,
-        # earliest first (reserve._ranked_single)
-        self.single_ranked: dict[tuple[object, ...], list[tuple[int, str]]] = {}
+        # (model, GPUs, allowed budgets, CPUs, memory) -> a single-host reservation search's
+        # ranking of hosts, walked as far as needed (reserve._Ranking)
+        self.single_ranked: dict[tuple[object, ...], Any] = {}
         # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
         # read one host: (host, host version, allowed budgets) -> its room profile's answers

@@ -12,6 +12,7 @@ and a single-host search's ranking of hosts per shape until the state changes
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Sequence
 from functools import partial
 
@@ -89,71 +90,71 @@ def bound_hosts(ps: PassState, model: str, n: int, allowed: frozenset[str]) -> S
 
 
 def _earliest_single(ps: PassState, w: Workload) -> Best | None:
-    """The host where ``w`` could start earliest, ties to the first by name: the first host not
-    reserved in :func:`_ranked_single`'s list, kept in the pass's memo per (model, GPUs, allowed
-    budgets, CPUs, memory) until the state changes (a reservation changes none of what it
-    read: reserved hosts are skipped when it is read). With ``ps.check`` every answer is compared
-    with the plain walk (:func:`_earliest_single_walk`)."""
+    """The host where ``w`` could start earliest, ties to the first by name, from its shape's
+    :class:`_Ranking`, kept in the pass's memo per (model, GPUs, allowed budgets, CPUs, memory)
+    until the state changes (a reservation changes none of what it read: reserved hosts are
+    skipped when it is read). With ``ps.check`` every answer is compared with the plain walk
+    (:func:`_earliest_single_walk`)."""
     allowed = ps.room_budgets(w)
     key = (w.model, w.gpus, allowed, w.cpus, w.memory)
-    ranked = ps.memo.single_ranked.get(key)
-    if ranked is None:
-        ranked = ps.memo.single_ranked[key] = _ranked_single(ps, w, allowed)
-    reserved = ps.reserved
-    best: Best | None = None
-    for t, name in ranked:
-        if name not in reserved:
-            best = (t, 1, (name,))
-            break
+    ranking = ps.memo.single_ranked.get(key)
+    if ranking is None:
+        ranking = ps.memo.single_ranked[key] = _Ranking(bound_hosts(ps, w.model, w.gpus, allowed))
+    found = ranking.first(ps, w, allowed)
+    best = None if found is None else (found[0], 1, (found[1],))
     if ps.check and best != (walked := _earliest_single_walk(ps, w)):
         raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
     return best
 
 
-def _ranked_single(ps: PassState, w: Workload, allowed: frozenset[str]) -> list[tuple[int, str]]:
-    """``(instant, host)`` of every active host the bound keeps (:func:`bound_hosts`) where
-    ``w`` could start (:func:`_single_start`), reserved or not, earliest first, ties by name."""
-    n = w.gpus
-    agg = ps.standing.agg
-    held = ps.standing.agg_held
-    out = []
-    for hv in bound_hosts(ps, w.model, n, allowed):
-        if not hv.active:
-            continue
-        # Upper bound on the room ever made here: healthy GPUs less allocated work that is
-        # never room for w (forbidden by rule 2, or its own budget's); the allowed budgets'
-        # work is summed only when the rest falls short of w.
-        short = n - len(hv.healthy) + held.get(hv.name, 0)
-        if short > 0:
-            per = agg.get(hv.name)
-            if not (allowed and per) or _allowed_work(per, allowed) < short:
+class _Ranking:
+    """One shape's single-host search in a pass: the bound's hosts (:func:`bound_hosts`, name
+    order), how many of them were walked, and ``(instant, host)`` of each walked host where the
+    shape could start (:func:`_host_start`), reserved or not, earliest first, ties by name.
+
+    The walk goes on only as far as an answer needs: a host not reserved where the workload
+    could start now ends it (every later host has a later name and starts no earlier)."""
+
+    __slots__ = ("hosts", "ranked", "walked")
+
+    def __init__(self, hosts: Sequence[HostView]) -> None:
+        self.hosts = hosts
+        self.walked = 0
+        self.ranked: list[tuple[int, str]] = []
+
+    def first(self, ps: PassState, w: Workload, allowed: frozenset[str]) -> tuple[int, str] | None:
+        """The earliest ``(instant, host)`` among the hosts not reserved, ties by name."""
+        reserved, now = ps.reserved, ps.now
+        best = next((c for c in self.ranked if c[1] not in reserved), None)
+        if best is not None and best[0] == now:
+            return best  # hosts not walked yet have later names and start no earlier
+        hosts = self.hosts
+        while self.walked < len(hosts):
+            hv = hosts[self.walked]
+            self.walked += 1
+            t = _host_start(ps, w, hv, allowed)
+            if t is None:
                 continue
-        t = _single_start(ps, w, hv, allowed)
-        if t is not None:
-            out.append((t, hv.name))
-    out.sort()
-    return out
+            cand = (t, hv.name)
+            insort(self.ranked, cand)
+            if hv.name not in reserved and (best is None or cand < best):
+                best = cand
+                if t == now:
+                    break
+        return best
 
 
 def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
     """:func:`_earliest_single` by walking the hosts (the oracle of its kept ranking): in name
     order (``Standing.hosts_by_model``, only those :func:`bound_hosts` keeps), so once a host is
     found where ``w`` could start now, no later host can beat it and the walk stops."""
-    n = w.gpus
     allowed = ps.room_budgets(w)
-    agg = ps.standing.agg
-    held = ps.standing.agg_held
     best: Best | None = None
     reserved = ps.reserved
-    for hv in bound_hosts(ps, w.model, n, allowed):
-        if not hv.active or hv.name in reserved:
+    for hv in bound_hosts(ps, w.model, w.gpus, allowed):
+        if hv.name in reserved:
             continue
-        short = n - len(hv.healthy) + held.get(hv.name, 0)
-        if short > 0:
-            per = agg.get(hv.name)
-            if not (allowed and per) or _allowed_work(per, allowed) < short:
-                continue
-        t = _single_start(ps, w, hv, allowed)
+        t = _host_start(ps, w, hv, allowed)
         if t is None:
             continue
         cand = (t, 1, (hv.name,))
@@ -162,6 +163,22 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
             if t == ps.now:
                 break  # the earliest instant at the first name: nothing later in the walk beats it
     return best
+
+
+def _host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The earliest instant ``w`` could start on ``hv`` (:func:`_single_start`), None when the
+    host is not active or its bound rules it out."""
+    if not hv.active:
+        return None
+    # Upper bound on the room ever made here: healthy GPUs less allocated work that is never
+    # room for w (forbidden by rule 2, or its own budget's); the allowed budgets' work is summed
+    # only when the rest falls short of w.
+    short = w.gpus - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
+    if short > 0:
+        per = ps.standing.agg.get(hv.name)
+        if not (allowed and per) or _allowed_work(per, allowed) < short:
+            return None
+    return _single_start(ps, w, hv, allowed)
 
 
 def _single_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:

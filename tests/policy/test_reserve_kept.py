@@ -24,11 +24,11 @@ def _crowded(n_hosts: int, n_pending: int):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("n_hosts", "n_pending"), [(1, 3), (4, 3), (6, 10)])
 def test_kept_ranking_decides_as_the_walk(monkeypatch: pytest.MonkeyPatch, n_hosts: int, n_pending: int) -> None:
     ranked = []
-    real = reserve._ranked_single
 
-    def counted(*args, **kw):  # type: ignore[no-untyped-def]
-        ranked.append(1)
-        return real(*args, **kw)
+    class Counted(reserve._Ranking):
+        def __init__(self, *args, **kw):  # type: ignore[no-untyped-def]
+            ranked.append(1)
+            super().__init__(*args, **kw)
 
     calls = []
     real_earliest = reserve._earliest_single
@@ -37,7 +37,7 @@ def test_kept_ranking_decides_as_the_walk(monkeypatch: pytest.MonkeyPatch, n_hos
         calls.append(1)
         return real_earliest(*args, **kw)
 
-    monkeypatch.setattr(reserve, "_ranked_single", counted)
+    monkeypatch.setattr(reserve, "_Ranking", Counted)
     monkeypatch.setattr(reserve, "_earliest_single", earliest)
     s = _crowded(n_hosts, n_pending)
     fresh = schedule(s)
@@ -52,3 +52,18 @@ def test_kept_ranking_decides_as_the_walk(monkeypatch: pytest.MonkeyPatch, n_hos
         == [f"h{i}" for i in reversed(range(n_hosts))][: len(held)]
     )
     assert len(ranked) == 1 < len(calls)  # one ranking, read by every later workload of the shape
+
+
+def test_kept_ranking_walks_on_past_reserved_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every host leaving (a stopping attempt on all its GPUs): each search can start now on the
+    first host not reserved, so rankings stop early and later searches walk on from there, past
+    hosts another shape reserved meanwhile."""
+    hosts = [host(f"h{i}") for i in range(6)]
+    attempts = [running(f"a{i}", "a", [(f"h{i}", g) for g in range(8)], stopping=True) for i in range(6)]
+    pend = [pending(f"w{i}", "b", 4 if i % 2 else 8, m=H, seq=i) for i in range(5)]
+    s = snap(hosts, tree("a", "b"), attempts, pend)
+    fresh = schedule(s)
+    dec = IncrementalScheduler(check=True)(s)  # every answer compared with the walk (ps.check)
+    assert dec == fresh
+    assert dec.reservations == {f"h{i}": f"w{i}" for i in range(5)}
+    assert set(dec.reserved_start.values()) == {T0}
