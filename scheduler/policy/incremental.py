@@ -116,7 +116,9 @@ class IncrementalScheduler:
             self._standing = standing
             return Decisions(nominations=dict(standing.noms))
         load()
-        dec = Pass(snap, tree, standing, pending, loads[0], grouped).run()
+        p = Pass(snap, tree, standing, pending, loads[0], grouped)
+        p.check = self.check
+        dec = p.run()
         self._standing = standing
         return dec
 

@@ -39,6 +39,7 @@ class Memo:
         "outright",
         "reason",
         "sides",
+        "single_ranked",
         "thresholds",
     )
 
@@ -60,6 +61,10 @@ class Memo:
         self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads
         self.gang_table: dict[tuple[object, ...], list[tuple[int, str]]] = {}
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
+        # read the state, not the reservations (reserved hosts are skipped when read):
+        # (model, GPUs, allowed budgets, CPUs, memory) -> a single-host reservation search's
+        # ranking of hosts, walked as far as needed (reserve._Ranking)
+        self.single_ranked: dict[tuple[object, ...], Any] = {}
         # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
         # read one host: (host, host version, allowed budgets) -> its room profile's answers
@@ -71,6 +76,7 @@ class Memo:
         self.level_table.clear()
         self.gang_table.clear()
         self.gang_options.clear()
+        self.single_ranked.clear()
         self.reason.clear()
         if load:
             self.allowed.clear()

@@ -54,6 +54,9 @@ class PassState:
         self.unfunded: set[str] = set()
         self.disp: Dispatcher | None = None  # the allocated pass's dispatcher while it runs
         self._shares: dict[str, Fraction] | None = None
+        # tests (IncrementalScheduler(check=True)): answers kept in the memo are compared with
+        # a fresh computation when read
+        self.check = False
 
     # ------------------------------------------------------------ changes
     def changed(self, *, room: bool = False) -> None:
@@ -183,7 +186,10 @@ class PassState:
             return False
         allowed = self.room_budgets(w)
         n, m = w.gpus, w.min_runtime
-        return any(n >= f_n and m >= f_m and allowed <= f_allowed for f_allowed, f_n, f_m in fails)
+        for f_allowed, f_n, f_m in fails:  # noqa: SIM110 (a loop, not a generator per call)
+            if n >= f_n and m >= f_m and allowed <= f_allowed:
+                return True
+        return False
 
     def remember_failure(self, kind: str, w: Workload, min_runtime: int) -> None:
         """Record a failed search of ``kind`` (:meth:`failed_before`)."""

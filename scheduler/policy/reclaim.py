@@ -112,7 +112,10 @@ class ReclaimIndex:
         key = (model, n)
         heap = self.heaps.get(key)
         if heap is None:
-            heap = [e for hv in self.hosts_by_model.get(model, ()) if (e := self._entry(hv, n)) is not None]
+            # A host without unallocated work (``HostView.unalloc``: the GPUs of its unallocated
+            # attempts not leaving, compared by Standing.same_as) has no entry: no candidates.
+            hosts = self.hosts_by_model.get(model, ())
+            heap = [e for hv in hosts if hv.unalloc and (e := self._entry(hv, n)) is not None]
             heapq.heapify(heap)
             self.heaps[key] = heap
             self.dirty[key] = set()

@@ -5,11 +5,14 @@ of attempts already stopping from their release (those nominated for another wor
 excepted), unallocated and allowed unprotected work now, allowed protected work at the end of
 its protection; on hosts where CPUs or memory can bind, the instant they suffice too (the later
 of the two). Each host's profile is read from its :class:`room_index.RoomBase`, kept between
-passes per host version; a pass keeps each host's answer per (host version, allowed budgets).
+passes per host version; a pass keeps each host's answer per (host version, allowed budgets),
+and a single-host search's ranking of hosts per shape until the state changes
+(:func:`_earliest_single`).
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Sequence
 from functools import partial
 
@@ -87,62 +90,127 @@ def bound_hosts(ps: PassState, model: str, n: int, allowed: frozenset[str]) -> S
 
 
 def _earliest_single(ps: PassState, w: Workload) -> Best | None:
-    """The host where ``w`` could start earliest, ties to the first by name.
-
-    The hosts are walked in name order (``Standing.hosts_by_model``), so once a host is found
-    where ``w`` could start now, no later host can beat it and the walk stops. Only the hosts
-    the bound can keep are walked (:func:`bound_hosts`).
-    """
-    n = w.gpus
-    now = ps.now
+    """The host where ``w`` could start earliest, ties to the first by name, from its shape's
+    :class:`_Ranking`, kept in the pass's memo per (model, GPUs, allowed budgets, CPUs, memory)
+    until the state changes (a reservation changes none of what it read: reserved hosts are
+    skipped when it is read). With ``ps.check`` every answer is compared with the plain walk
+    (:func:`_earliest_single_walk`)."""
     allowed = ps.room_budgets(w)
-    version = ps.state.version
-    cache = ps.memo.host_room
-    agg = ps.standing.agg
-    held = ps.standing.agg_held
+    key = (w.model, w.gpus, allowed, w.cpus, w.memory)
+    ranking = ps.memo.single_ranked.get(key)
+    if ranking is None:
+        ranking = ps.memo.single_ranked[key] = _Ranking(bound_hosts(ps, w.model, w.gpus, allowed))
+    found = ranking.first(ps, w, allowed)
+    best = None if found is None else (found[0], 1, (found[1],))
+    if ps.check and best != (walked := _earliest_single_walk(ps, w)):
+        raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
+    return best
+
+
+class _Ranking:
+    """One shape's single-host search in a pass: the bound's hosts (:func:`bound_hosts`, name
+    order), how many of them were walked, and ``(instant, host)`` of each walked host where the
+    shape could start (:func:`_host_start`), reserved or not, earliest first, ties by name.
+
+    The walk goes on only as far as an answer needs: a host not reserved where the workload
+    could start now ends it (every later host has a later name and starts no earlier)."""
+
+    __slots__ = ("hosts", "ranked", "walked")
+
+    def __init__(self, hosts: Sequence[HostView]) -> None:
+        self.hosts = hosts
+        self.walked = 0
+        self.ranked: list[tuple[int, str]] = []
+
+    def first(self, ps: PassState, w: Workload, allowed: frozenset[str]) -> tuple[int, str] | None:
+        """The earliest ``(instant, host)`` among the hosts not reserved, ties by name."""
+        reserved, now = ps.reserved, ps.now
+        best = next((c for c in self.ranked if c[1] not in reserved), None)
+        if best is not None and best[0] == now:
+            return best  # hosts not walked yet have later names and start no earlier
+        hosts = self.hosts
+        while self.walked < len(hosts):
+            hv = hosts[self.walked]
+            self.walked += 1
+            t = _host_start(ps, w, hv, allowed)
+            if t is None:
+                continue
+            cand = (t, hv.name)
+            insort(self.ranked, cand)
+            if hv.name not in reserved and (best is None or cand < best):
+                best = cand
+                if t == now:
+                    break
+        return best
+
+
+def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
+    """:func:`_earliest_single` by walking the hosts (the oracle of its kept ranking): in name
+    order (``Standing.hosts_by_model``, only those :func:`bound_hosts` keeps), so once a host is
+    found where ``w`` could start now, no later host can beat it and the walk stops."""
+    allowed = ps.room_budgets(w)
     best: Best | None = None
     reserved = ps.reserved
-    for hv in bound_hosts(ps, w.model, n, allowed):
-        if not hv.active or hv.name in reserved:
+    for hv in bound_hosts(ps, w.model, w.gpus, allowed):
+        if hv.name in reserved:
             continue
-        # Upper bound on the room ever made here: healthy GPUs less allocated work that is
-        # never room for w (forbidden by rule 2, or its own budget's); the allowed budgets'
-        # work is summed only when the rest falls short of w.
-        short = n - len(hv.healthy) + held.get(hv.name, 0)
-        if short > 0:
-            per = agg.get(hv.name)
-            if not (allowed and per) or _allowed_work(per, allowed) < short:
-                continue
-        key = (hv.name, version.get(hv.name, 0), allowed)
-        room = cache.get(key)
-        if room is None:
-            room = cache[key] = _base(ps, hv).over_time(allowed, now)
-        have, events, most = room
-        if most < n:
+        t = _host_start(ps, w, hv, allowed)
+        if t is None:
             continue
-        t = now
-        if have < n:
-            for at, freed in events:
-                have += freed
-                if have >= n:
-                    t = at
-                    break
-        if not ps.state.only_gpus(hv, w, n):
-            # CPUs and memory too: the later of the two instants (both only grow with time)
-            pkey = ("profile", *key)
-            profile = cache.get(pkey)
-            if profile is None:
-                profile = cache[pkey] = _room(ps, w, hv, allowed)
-            t_res = profile.resources_by(now, partial(ps.state.fits, hv, w, n))
-            if t_res is None:
-                continue
-            t = max(t, t_res)
         cand = (t, 1, (hv.name,))
         if best is None or cand < best:
             best = cand
-            if t == now:
+            if t == ps.now:
                 break  # the earliest instant at the first name: nothing later in the walk beats it
     return best
+
+
+def _host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The earliest instant ``w`` could start on ``hv`` (:func:`_single_start`), None when the
+    host is not active or its bound rules it out."""
+    if not hv.active:
+        return None
+    # Upper bound on the room ever made here: healthy GPUs less allocated work that is never
+    # room for w (forbidden by rule 2, or its own budget's); the allowed budgets' work is summed
+    # only when the rest falls short of w.
+    short = w.gpus - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
+    if short > 0:
+        per = ps.standing.agg.get(hv.name)
+        if not (allowed and per) or _allowed_work(per, allowed) < short:
+            return None
+    return _single_start(ps, w, hv, allowed)
+
+
+def _single_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The earliest instant ``w`` could start on ``hv`` by its room profile, None if never."""
+    n = w.gpus
+    now = ps.now
+    cache = ps.memo.host_room
+    key = (hv.name, ps.state.version.get(hv.name, 0), allowed)
+    room = cache.get(key)
+    if room is None:
+        room = cache[key] = _base(ps, hv).over_time(allowed, now)
+    have, events, most = room
+    if most < n:
+        return None
+    t = now
+    if have < n:
+        for at, freed in events:
+            have += freed
+            if have >= n:
+                t = at
+                break
+    if not ps.state.only_gpus(hv, w, n):
+        # CPUs and memory too: the later of the two instants (both only grow with time)
+        pkey = ("profile", *key)
+        profile = cache.get(pkey)
+        if profile is None:
+            profile = cache[pkey] = _room(ps, w, hv, allowed)
+        t_res = profile.resources_by(now, partial(ps.state.fits, hv, w, n))
+        if t_res is None:
+            return None
+        t = max(t, t_res)
+    return t
 
 
 def _allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:

@@ -5,7 +5,8 @@ Eligibility is :func:`contract.victim_class` (only class NOW may go), the order 
 frees enough GPUs and from which no victim could be spared; hosts in order of a lower bound on
 the key's leading counts, so the scan stops early (:func:`contract.counts_lead` says when that
 holds). A gang: sets of whole hosts holding only NOW work, exact up to
-:data:`MAX_EXACT_GANG_SETS` host combinations, greedy above (docs/policy.md).
+:data:`~scheduler.policy.gang_victims.MAX_EXACT_GANG_SETS` host combinations, greedy above
+(docs/policy.md; the gang search is in gang_victims.py).
 """
 
 from __future__ import annotations
@@ -13,24 +14,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from fractions import Fraction
-from itertools import combinations
-from math import comb
 
 import scheduler.policy.contract as contract
 import scheduler.policy.resources as resources
-import scheduler.policy.room_index as room_index
-from scheduler.policy.contract import NEVER, NOW, KeyContext
+from scheduler.policy.contract import NOW, KeyContext
+from scheduler.policy.gang_victims import Found as Found  # re-exported: the answer of search()
+from scheduler.policy.gang_victims import search_gang
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView, ClusterState, HostView
-from scheduler.policy.types import GpuRef, Workload
-
-MAX_EXACT_GANG_SETS = 2000
-"""Above this many host combinations the gang victim choice is greedy (docs/policy.md)."""
-
-Found = tuple[list[AttemptView], tuple[GpuRef, ...]]
-"""Victims to stop and the GPUs to nominate for the preemptor."""
+from scheduler.policy.types import Workload
 
 Counts = tuple[int, int, int]
 """A set's (allocated GPUs, GPUs, victims): criteria 1–3 while :func:`contract.counts_lead`."""
@@ -334,99 +328,3 @@ def take_victims(ps: PassState, w: Workload, victims: list[AttemptView], hv: Hos
         )
     gpus = tuple((hv.name, i) for i in sorted(pool)[: w.gpus])
     return victims, gpus
-
-
-def _host_vacate(ps: PassState, w: Workload, hv: HostView) -> tuple[int, list[AttemptView]]:
-    """Worst victim class over the host's attempts (an empty host gives NOW) and its attempts."""
-    if ps.state.nominated_for_other(hv.name, w.id):
-        return NEVER, []
-    worst = NOW
-    vics = []
-    for aid in hv.attempts:
-        av = ps.state.attempts[aid]
-        worst = max(worst, ps.victim_class(w, av))
-        vics.append(av)
-    return worst, vics
-
-
-def search_gang(ps: PassState, w: Workload) -> Found | None:
-    """Best set of whole hosts for the gang ``w`` whose work may all be preempted now."""
-    size = ps.state.largest[w.model]
-    k = w.gpus // size
-    options: list[tuple[HostView, list[AttemptView]]] = []
-    for name in gang_options(ps, w, size):
-        hv = ps.state.hosts[name]
-        if not ps.host_allowed(w, name) or not resources.fits_empty(hv.host, size, w.cpus, w.memory):
-            continue
-        worst, vics = _host_vacate(ps, w, hv)
-        if worst == NOW:
-            options.append((hv, vics))
-    if len(options) < k:
-        return None
-    ctx = ps.key_context(w)
-    if comb(len(options), k) <= MAX_EXACT_GANG_SETS:
-        chosen = _exact_gang(ctx, options, k)
-    else:
-        options.sort(key=lambda o: (contract.victim_key(ctx, o[1], [o[0].name]), o[0].name))
-        chosen = options[:k]
-    if chosen is None:
-        return None
-    victims = sorted({v.attempt.id: v for _, vs in chosen for v in vs}.values(), key=lambda v: v.attempt.id)
-    if not victims:
-        return None
-    hosts = sorted((hv for hv, _ in chosen), key=lambda h: h.name)
-    return victims, tuple((hv.name, i) for hv in hosts for i in sorted(hv.healthy))
-
-
-def _exact_gang(
-    ctx: KeyContext, options: list[tuple[HostView, list[AttemptView]]], k: int
-) -> list[tuple[HostView, list[AttemptView]]] | None:
-    best: tuple[tuple[object, ...], list[tuple[HostView, list[AttemptView]]]] | None = None
-    for combo in combinations(options, k):
-        victims = sorted({v.attempt.id: v for _, vs in combo for v in vs}.values(), key=lambda v: v.attempt.id)
-        if not victims:
-            continue
-        key = contract.victim_key(ctx, victims, [hv.name for hv, _ in combo])
-        if best is None or key < best[0]:
-            best = (key, list(combo))
-    return None if best is None else best[1]
-
-
-def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
-    """Whole healthy hosts of ``size`` GPUs, best first, that ``w`` could vacate now: nothing
-    leaving or nominated there, only unallocated work and unprotected work rule 2 allows
-    (room profile level 0 or 1, read from the index). Kept per (model, size, allowed budgets)
-    until the state changes."""
-    allowed = ps.room_budgets(w)
-    key = (w.model, size, allowed)
-    cached = ps.memo.gang_options.get(key)
-    if cached is not None:
-        return cached
-    empty: list[str] = []
-    usable: list[str] = []
-    for hv in ps.standing.hosts_by_model.get(w.model, ()):
-        if not hv.active or not hv.all_healthy or hv.size != size:
-            continue
-        level = vacate_level(ps, w, hv, allowed)
-        if level is not None:
-            (usable if level else empty).append(hv.name)
-    out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)
-    return out
-
-
-def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
-    """The host's level for a gang (:meth:`room_index.RoomCounts.worst`, read from the index) when
-    at most 1, else None. For allocated ``w`` at most 1 means: nothing leaving or nominated there
-    (else 4) and every budget's work there unprotected (else LATER: 2 or more) and of a budget
-    in ``allowed`` (class NOW; else FORBIDDEN or NEVER); then 1 when some work is there, else 0.
-    ``test_vacate_level_is_the_indexed_level`` compares it with the full counts."""
-    st = ps.state
-    per = ps.standing.agg.get(hv.name)
-    if not w.allocated:
-        level = room_index.indexed_counts(st, hv, per, ps.budget_classes(w)).worst()
-        return level if level <= 1 else None
-    if hv.stopping or st.nominees.get(hv.name):
-        return None
-    if per and any(c[1] or v not in allowed for v, c in per.items()):
-        return None
-    return 1 if hv.unalloc or per else 0

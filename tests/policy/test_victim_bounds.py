@@ -5,7 +5,7 @@
   is a candidate, the candidates come in ascending bound order, and every inclusion-minimal
   sufficient set there (plain enumeration over ``contract.victim_class``) has a key at least
   its host's bound: so stopping at the first bound above the best key loses nothing.
-- ``victims.vacate_level``: the gang search's host levels, against the room index's full
+- ``gang_victims.vacate_level``: the gang search's host levels, against the room index's full
   counts (``room_index.indexed_counts(...).worst()``).
 - The victim rows kept between passes are checked against fresh rows by
   ``IncrementalScheduler(check=True)`` on every pass of tests/policy/test_properties.py.
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import pytest
 
+import scheduler.policy.gang_victims as gang_victims
 import scheduler.policy.victims as victims
 from scheduler.policy import Snapshot, contract, room_index
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.types import Workload
 from tests.policy.oracle_harness import crowded_snapshot
 from tests.policy.test_contract import ORDERS, random_snapshots
@@ -85,6 +87,21 @@ def test_vacate_level_is_the_indexed_level():
             for hv in ps.state.hosts.values():
                 full = room_index.indexed_counts(ps.state, hv, ps.standing.agg.get(hv.name), classes).worst()
                 want = full if full <= 1 else None
-                assert victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
+                assert gang_victims.vacate_level(ps, w, hv, allowed) == want, (s, w.id, hv.name)
                 seen[want] += 1
     assert all(seen.values()), seen  # every answer seen
+
+
+def test_reclaim_entries_only_on_hosts_with_unallocated_work():
+    """``ReclaimIndex.best`` builds its heaps from the hosts with unallocated work only: every
+    other host has no entry (its :meth:`ReclaimIndex._entry` is None for every size)."""
+    entries = 0
+    for s in snapshots():
+        ps = PassState(s)
+        index = ReclaimIndex(ps.state, ps.standing.hosts_by_model)
+        for hv in ps.state.hosts.values():
+            for n in range(1, hv.size + 1):
+                e = index._entry(hv, n)
+                assert e is None or hv.unalloc, (s, hv.name, n)
+                entries += e is not None
+    assert entries > 20  # not vacuous
