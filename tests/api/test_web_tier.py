@@ -425,6 +425,33 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
             assert once == plain(rows, many=True, context=context).data, cls.__name__
 
 
+def test_the_submission_body_validated_with_fields_built_once_is_drf_s_validation(researcher_client):
+    """The submission's input serializer (``FieldsOnceMixin``) against DRF's own ``get_fields``
+    per instance: the same validated data and the same errors, body after body."""
+    from rest_framework import serializers as drf
+
+    from scheduler.api.serializers import FieldsOnceMixin, WorkloadSubmitSerializer
+
+    good = {"budget": "nlp/olmo", "gpu_count": "2", "command": "python train.py --x 1", "min_runtime": "1h"}
+    bodies = [
+        good,
+        {**good, "cpus": "8", "memory": "32G", "shared_memory": "", "max_runtime": "2h", "retries": "1"},
+        {**good, "after": "12, 13:any", "array": "0-9%2", "env": {"A": "1"}, "mounts": ["data"], "name": None},
+        {**good, "min_runtime": "forever", "memory": "lots", "command": "'unclosed"},
+        {**good, "max_runtme": "2h"},
+        {"budget": 1},
+        [],
+        "text",
+    ]
+    plain = type("PlainSubmit", (WorkloadSubmitSerializer,), {"get_fields": drf.Serializer.get_fields})
+    assert issubclass(WorkloadSubmitSerializer, FieldsOnceMixin)
+    for _ in range(2):  # the second round copies the templates the first one built
+        for body in bodies:
+            once, drfs = WorkloadSubmitSerializer(data=body), plain(data=body)
+            assert once.is_valid() == drfs.is_valid(), body
+            assert (once.validated_data, once.errors) == (drfs.validated_data, drfs.errors), body
+
+
 @pytest.fixture
 def waits_for_fair_share(researcher, outsider, cluster, org_tree, submit_kwargs, django_capture_on_commit_callbacks):
     """vision/sam runs two protected 8-GPU workloads; nlp/olmo, with a day of 20 GPUs of usage,
