@@ -36,6 +36,4 @@ class AccountsConfig(AppConfig):
         # token rows again (accounts.auth.kept_token_rows).
         for model, name in ((AuthToken, "tokens"), (get_user_model(), "users")):
             post_save.connect(token_or_user_changed, sender=model, weak=False, dispatch_uid=f"accounts.{name}.save")
-            post_delete.connect(
-                token_or_user_changed, sender=model, weak=False, dispatch_uid=f"accounts.{name}.delete"
-            )
+            post_delete.connect(token_or_user_changed, sender=model, weak=False, dispatch_uid=f"accounts.{name}.delete")

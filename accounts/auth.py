@@ -39,7 +39,7 @@ from rest_framework import exceptions
 
 from config.memo import VersionedMemo
 
-TOKENS = VersionedMemo("fairway:api-token-version")
+TOKENS = VersionedMemo("fairway:api-token-version", per_request=True)
 MAX_KEPT_TOKENS = 10_000
 """More token keys than this in one version: start again (a bound, not a working size)."""
 
@@ -49,10 +49,11 @@ def token_rows(token_key: str) -> list[AuthToken]:
     return list(AuthToken.objects.filter(token_key=token_key).select_related("user"))
 
 
-def kept_token_rows(token_key: str) -> list[AuthToken]:
-    """:func:`token_rows`, kept by this process under :data:`TOKENS`' version when any was found.
+def kept_token_rows(token_key: str, request: Any = None) -> list[AuthToken]:
+    """:func:`token_rows`, kept by this process under :data:`TOKENS`' version when any was found
+    (``request``: the version read with the request's other memos', ``config.memo.request_tokens``).
     Shared by the process's requests: read them, never change them (copy first)."""
-    kept: dict[str, list[AuthToken]] = TOKENS.get("rows", dict)  # one dict per version
+    kept: dict[str, list[AuthToken]] = TOKENS.get("rows", dict, TOKENS.token(request))  # one dict per version
     rows = kept.get(token_key)
     if rows is None:
         rows = token_rows(token_key)
@@ -72,13 +73,20 @@ class FairwayTokenAuthentication(TokenAuthentication):
     """``Authorization: Token <token>``: one indexed query (token row joined with its user), none
     while the process keeps the rows (:func:`kept_token_rows`)."""
 
+    def authenticate(self, request: Any) -> tuple[Any, AuthToken] | None:
+        self._request = request  # authenticate_credentials reads the memos' versions from it
+        try:
+            return super().authenticate(request)
+        finally:
+            self._request = None
+
     def authenticate_credentials(self, token: bytes) -> tuple[Any, AuthToken]:
         """knox's ``authenticate_credentials`` over the kept rows: the same loop and the same
         checks (``_cleanup_token``, the digest, ``renew_token``, ``validate_user``), each on a copy
         of a kept row with a copy of its user (the request may change or delete them)."""
         msg = _("Invalid token.")
         text = token.decode("utf-8")
-        for kept in kept_token_rows(text[: CONSTANTS.TOKEN_KEY_LENGTH]):
+        for kept in kept_token_rows(text[: CONSTANTS.TOKEN_KEY_LENGTH], getattr(self, "_request", None)):
             auth_token = copy.copy(kept)
             auth_token.user = copy.copy(kept.user)
             if self._cleanup_token(auth_token):

@@ -8,10 +8,10 @@ processes share the machine, unlike wall-clock latencies. This bench seeds the l
 ``bench/api_load.py`` (64 hosts × 8 GPUs, 20 projects, 40 users with API tokens, 1,200
 submissions) into a PostgreSQL database of its own (``--db``, default ``fairway_api_cpu_bench``,
 dropped and re-created; its name must contain "bench"), runs one tick so the cluster is full and
-about 1,000 workloads wait with their pending reasons, then sends the load's four requests in
-rounds (submit, detail, list, cancel, and ``GET /api/v1/me/`` — one of each per round, so a busy
-minute weighs on all five alike; the load's mix is the first four) with the production settings (``FAIRWAY_ENV=production``, throttles counted in Redis,
-the pool):
+about 1,000 workloads wait with their pending reasons, then sends the load's four requests and
+``GET /api/v1/me/`` in rounds (submit, detail, list, cancel, me — one of each per round, so a busy
+minute weighs on all five alike; the load's mix is the first four) with the production settings
+(``FAIRWAY_ENV=production``, throttles counted in Redis, the pool):
 
 * ``client``: Django's test client (the WSGI request path: middleware chain, DRF, the view);
 * ``asgi``: the ASGI application the Procfile serves (``config.asgi.application``: in-flight
@@ -19,9 +19,10 @@ the pool):
   this process, without a socket or an HTTP parser.
 
 Prints per request kind and path the mean and median CPU ms, the wall ms and the SQL queries of
-one request. ``--profile KIND`` (submit, detail, list, cancel, me, or ``mix``: the load's four in its shares) runs cProfile over ``--n`` more
-requests of that kind through the first ``--via`` and prints the top functions (``API_CPU_PSTATS=FILE``
-also writes the raw profile, for pstats' callers and callees). The database is
+one request. ``--profile KIND`` (submit, detail, list, cancel, me, or ``mix``: the load's four in
+its shares) runs cProfile over ``--profile-n`` more requests of that kind through the first
+``--via`` (through ``asgi``, the request's own thread too) and prints the top functions
+(``API_CPU_PSTATS=FILE`` also writes the raw profile, for pstats' callers and callees). The database is
 dropped and the Redis database (an empty one, claimed as ``bench/api_load.py`` does, on
 ``REDIS_URL``'s server) flushed at the end (``--keep`` keeps them).
 """
@@ -307,7 +308,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="timed rounds (one request of each kind per round)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--via", default="client,asgi", help="client, asgi or both (comma-separated)")
-    parser.add_argument("--profile", choices=(*KINDS, "mix"), help="cProfile this kind (mix: the load's) after the timing")
+    parser.add_argument("--profile", choices=(*KINDS, "mix"), help="cProfile this kind (mix: the load's) afterwards")
     parser.add_argument("--profile-n", type=int, default=200)
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--db", default="fairway_api_cpu_bench", help="database name (dropped, re-created)")

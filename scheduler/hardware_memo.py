@@ -25,7 +25,7 @@ from typing import Any
 
 from config.memo import READ, VersionedMemo
 
-MEMO = VersionedMemo("fairway:hardware-version")
+MEMO = VersionedMemo("fairway:hardware-version", per_request=True)
 
 
 def forget_if(fields: Iterable[str] | None, hardware_fields: frozenset[str]) -> None:

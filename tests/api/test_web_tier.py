@@ -699,3 +699,42 @@ def test_nothing_is_kept_when_the_cache_is_local_to_a_process(org_tree, settings
 
     settings.FAIRWAY_MEMO_LOCAL_CACHE = False
     assert shared_tree() is not shared_tree()
+
+
+def test_a_request_reads_the_memos_versions_in_one_cache_round_trip(
+    researcher_client, submission, cluster, monkeypatch
+):
+    """A warm submission reads the API tokens', the tree's and the hardware's versions together
+    (``config.memo.request_tokens``: one ``get_many``), never one by one."""
+    from django.core.cache import caches
+
+    from accounts.auth import TOKENS
+    from budgets.tree_memo import MEMO as TREE
+    from scheduler.hardware_memo import MEMO as HARDWARE
+
+    keys = {TOKENS.key, TREE.key, HARDWARE.key}
+    assert researcher_client.post(URL, data=submission(), format="json").status_code == 201  # warm
+    reads: list[Any] = []
+    inside: list[bool] = []
+    cache = caches["default"]  # the backend behind config.memo's cache (this thread's)
+    get, get_many = cache.get, cache.get_many
+
+    def counting_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        if not inside:  # a local-memory cache's get_many calls get per key: one round trip on Redis
+            reads.append(key)
+        return get(key, *args, **kwargs)
+
+    def counting_get_many(keys: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(tuple(keys))
+        inside.append(True)
+        try:
+            return get_many(keys, *args, **kwargs)
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(cache, "get", counting_get)
+    monkeypatch.setattr(cache, "get_many", counting_get_many)
+    response, queries = _count(researcher_client, "post", URL, data=submission(), format="json")
+    assert response.status_code == 201 and queries <= 4
+    version_reads = [r for r in reads if (set(r) if isinstance(r, tuple) else {r}) & keys]
+    assert len(version_reads) == 1 and set(version_reads[0]) == keys
