@@ -9,16 +9,16 @@ was for still holds while a request costs one query.
 
 **Kept per process** (issue 15): that query, the token row with its user, was ~1 ms of CPU of a
 7–12 ms request. A web process keeps the rows it read by ``token_key`` under a version
-(:data:`TOKENS`, a :class:`config.memo.VersionedMemo`: one cache read per request), and every
-write of a token or a user forgets the version (``accounts.apps``: ``AuthToken``'s and ``User``'s
-save and delete signals; a user's deletion cascades through the tokens' signals). Knox's checks run
-on every request as before, on copies of the kept rows: the expiry against the request's instant
-(an expired token is deleted and refused), the digest, ``is_active``. So a logout, a revoked or
-swept token, a deactivated or deleted user are refused at the next request of every process. Only
-tokens that were found are kept (a guess costs a query each time, as before), and a version's
-rows go with it. Nothing in Fairway writes tokens or users with ``QuerySet.update()`` (that sends
-no signal: call :func:`forget_tokens` after one). :func:`token_rows` is the plain query and the
-oracle (``tests/api/test_web_tier.py``).
+(:data:`TOKENS`, a :class:`config.memo.VersionedMemo`, read with the request's other memos'
+versions in one cache round trip), and every write of a token or a user forgets the version
+(``accounts.apps``: ``AuthToken``'s and ``User``'s save and delete signals; a user's deletion
+cascades through the tokens' signals). Knox's checks run on every request as before, on copies of
+the kept rows: the expiry against the request's instant (an expired token is deleted and refused),
+the digest, ``is_active``. So a logout, a revoked or swept token, a deactivated or deleted user are
+refused at the next request of every process. Only tokens that were found are kept (a guess costs a
+query each time, as before), and a version's rows go with it. Nothing in Fairway writes tokens or
+users with ``QuerySet.update()`` (that sends no signal: call :func:`forget_tokens` after one).
+:func:`token_rows` is the plain query and the oracle (``tests/api/test_web_tier.py``).
 """
 
 from __future__ import annotations
