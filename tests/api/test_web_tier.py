@@ -118,6 +118,15 @@ def test_token_authentication_is_one_query_however_many_tokens_the_user_has(rese
     assert sum("knox_authtoken" in q["sql"] for q in ctx.captured_queries) == 0
 
 
+def test_me_reads_the_kept_tree_and_costs_two_queries(researcher_client, org_tree):
+    """``GET /api/v1/me/`` in a warm process: the user and its memberships (two queries); the
+    token and the tree kept (the tree was one query per request)."""
+    first = researcher_client.get("/api/v1/me/")
+    response, queries = _count(researcher_client, "get", "/api/v1/me/")
+    assert response.status_code == 200 and response.json() == first.json() and queries <= 2
+    assert response.json()["submit_budgets"]
+
+
 def test_a_kept_token_is_refused_at_once_after_every_kind_of_token_or_user_write(researcher, api_client_for):
     """``accounts.auth.kept_token_rows`` against ``token_rows`` (the query) after a login, a
     logout, a revoke, a deactivation, an expiry and a user's deletion; each time the API answers
