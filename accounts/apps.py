@@ -22,3 +22,18 @@ class AccountsConfig(AppConfig):
         post_delete.connect(
             membership_changed, sender=Membership, weak=False, dispatch_uid="accounts.memberships.delete"
         )
+
+        from django.contrib.auth import get_user_model
+        from knox.models import AuthToken
+
+        from accounts.auth import forget_tokens
+
+        def token_or_user_changed(**_kwargs: Any) -> None:
+            forget_tokens()
+
+        # A token created, renewed or deleted (logout, revoke, sweep, expiry, a user's deletion's
+        # cascade), a user saved (deactivated, made staff) or deleted: the web processes read the
+        # token rows again (accounts.auth.kept_token_rows).
+        for model, name in ((AuthToken, "tokens"), (get_user_model(), "users")):
+            post_save.connect(token_or_user_changed, sender=model, weak=False, dispatch_uid=f"accounts.{name}.save")
+            post_delete.connect(token_or_user_changed, sender=model, weak=False, dispatch_uid=f"accounts.{name}.delete")

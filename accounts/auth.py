@@ -6,18 +6,100 @@ only the token it presents: an expired token is deleted when presented and refus
 knox; the user's other expired tokens are refused the same way whenever they are used, and are
 swept by ``sweep_expired_tokens`` where tokens are listed (API and web page), so what knox's sweep
 was for still holds while a request costs one query.
+
+**Kept per process** (issue 15): that query, the token row with its user, was ~1 ms of CPU of a
+7–12 ms request. A web process keeps the rows it read by ``token_key`` under a version
+(:data:`TOKENS`, a :class:`config.memo.VersionedMemo`, read with the request's other memos'
+versions in one cache round trip), and every write of a token or a user forgets the version
+(``accounts.apps``: ``AuthToken``'s and ``User``'s save and delete signals; a user's deletion
+cascades through the tokens' signals). Knox's checks run on every request as before, on copies of
+the kept rows: the expiry against the request's instant (an expired token is deleted and refused),
+the digest, ``is_active``. So a logout, a revoked or swept token, a deactivated or deleted user are
+refused at the next request of every process. Only tokens that were found are kept (a guess costs a
+query each time, as before), and a version's rows go with it. Nothing in Fairway writes tokens or
+users with ``QuerySet.update()`` (that sends no signal: call :func:`forget_tokens` after one).
+:func:`token_rows` is the plain query and the oracle (``tests/api/test_web_tier.py``).
 """
 
 from __future__ import annotations
 
+import binascii
+import copy
+from hmac import compare_digest
+from typing import Any
+
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from knox.auth import TokenAuthentication
+from knox.crypto import hash_token
 from knox.models import AuthToken
+from knox.settings import CONSTANTS, knox_settings
 from knox.signals import token_expired
+from rest_framework import exceptions
+
+from config.memo import VersionedMemo
+
+TOKENS = VersionedMemo("fairway:api-token-version", per_request=True)
+MAX_KEPT_TOKENS = 10_000
+"""More token keys than this in one version: start again (a bound, not a working size)."""
+
+
+def token_rows(token_key: str) -> list[AuthToken]:
+    """The tokens whose ``token_key`` is ``token_key``, each with its user: knox's query."""
+    return list(AuthToken.objects.filter(token_key=token_key).select_related("user"))
+
+
+def kept_token_rows(token_key: str, request: Any = None) -> list[AuthToken]:
+    """:func:`token_rows`, kept by this process under :data:`TOKENS`' version when any was found
+    (``request``: the version read with the request's other memos', ``config.memo.request_tokens``).
+    Shared by the process's requests: read them, never change them (copy first)."""
+    kept: dict[str, list[AuthToken]] = TOKENS.get("rows", dict, TOKENS.token(request))  # one dict per version
+    rows = kept.get(token_key)
+    if rows is None:
+        rows = token_rows(token_key)
+        if rows:
+            if len(kept) >= MAX_KEPT_TOKENS:
+                kept.clear()
+            kept[token_key] = rows
+    return rows
+
+
+def forget_tokens() -> None:
+    """A token or a user changed: every process reads the token rows again."""
+    TOKENS.forget()
 
 
 class FairwayTokenAuthentication(TokenAuthentication):
-    """``Authorization: Token <token>``: one indexed query (token row joined with its user)."""
+    """``Authorization: Token <token>``: one indexed query (token row joined with its user), none
+    while the process keeps the rows (:func:`kept_token_rows`)."""
+
+    def authenticate(self, request: Any) -> tuple[Any, AuthToken] | None:
+        self._request = request  # authenticate_credentials reads the memos' versions from it
+        try:
+            return super().authenticate(request)
+        finally:
+            self._request = None
+
+    def authenticate_credentials(self, token: bytes) -> tuple[Any, AuthToken]:
+        """knox's ``authenticate_credentials`` over the kept rows: the same loop and the same
+        checks (``_cleanup_token``, the digest, ``renew_token``, ``validate_user``), each on a copy
+        of a kept row with a copy of its user (the request may change or delete them)."""
+        msg = _("Invalid token.")
+        text = token.decode("utf-8")
+        for kept in kept_token_rows(text[: CONSTANTS.TOKEN_KEY_LENGTH], getattr(self, "_request", None)):
+            auth_token = copy.copy(kept)
+            auth_token.user = copy.copy(kept.user)
+            if self._cleanup_token(auth_token):
+                continue
+            try:
+                digest = hash_token(text)
+            except (TypeError, binascii.Error):
+                raise exceptions.AuthenticationFailed(msg) from None
+            if compare_digest(digest, auth_token.digest):
+                if knox_settings.AUTO_REFRESH and auth_token.expiry:
+                    self.renew_token(auth_token)
+                return self.validate_user(auth_token)
+        raise exceptions.AuthenticationFailed(msg)
 
     def _cleanup_token(self, auth_token: AuthToken) -> bool:
         if auth_token.expiry is not None and auth_token.expiry < timezone.now():

@@ -8,10 +8,10 @@ processes share the machine, unlike wall-clock latencies. This bench seeds the l
 ``bench/api_load.py`` (64 hosts × 8 GPUs, 20 projects, 40 users with API tokens, 1,200
 submissions) into a PostgreSQL database of its own (``--db``, default ``fairway_api_cpu_bench``,
 dropped and re-created; its name must contain "bench"), runs one tick so the cluster is full and
-about 1,000 workloads wait with their pending reasons, then sends the load's four requests in
-rounds (submit, detail, list, cancel — one of each per round, so a busy minute weighs on all
-four alike) with the production settings (``FAIRWAY_ENV=production``, throttles counted in Redis,
-the pool):
+about 1,000 workloads wait with their pending reasons, then sends the load's four requests and
+``GET /api/v1/me/`` in rounds (submit, detail, list, cancel, me — one of each per round, so a busy
+minute weighs on all five alike; the load's mix is the first four) with the production settings
+(``FAIRWAY_ENV=production``, throttles counted in Redis, the pool):
 
 * ``client``: Django's test client (the WSGI request path: middleware chain, DRF, the view);
 * ``asgi``: the ASGI application the Procfile serves (``config.asgi.application``: in-flight
@@ -19,9 +19,10 @@ the pool):
   this process, without a socket or an HTTP parser.
 
 Prints per request kind and path the mean and median CPU ms, the wall ms and the SQL queries of
-one request. ``--profile KIND`` (submit, detail, list, cancel) runs cProfile over ``--n`` more
-requests of that kind through the first ``--via`` and prints the top functions (``API_CPU_PSTATS=FILE``
-also writes the raw profile, for pstats' callers and callees). The database is
+one request. ``--profile KIND`` (submit, detail, list, cancel, me, or ``mix``: the load's four in
+its shares) runs cProfile over ``--profile-n`` more requests of that kind through the first
+``--via`` (through ``asgi``, the request's own thread too) and prints the top functions
+(``API_CPU_PSTATS=FILE`` also writes the raw profile, for pstats' callers and callees). The database is
 dropped and the Redis database (an empty one, claimed as ``bench/api_load.py`` does, on
 ``REDIS_URL``'s server) flushed at the end (``--keep`` keeps them).
 """
@@ -49,7 +50,8 @@ from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-KINDS = ("submit", "detail", "list", "cancel")
+KINDS = ("submit", "detail", "list", "cancel", "me")
+MIX = {"submit": 0.6, "detail": 0.2, "list": 0.15, "cancel": 0.05}  # the load's mix (no "me" in it)
 
 
 def configure(args: argparse.Namespace) -> tuple[str, str]:
@@ -111,6 +113,8 @@ class Requests:
             return "POST", "/api/v1/workloads/", "", body(self.rng, user), user
         if kind == "detail":
             return "GET", f"/api/v1/workloads/{self.rng.choice(self.known)}/", "", None, user
+        if kind == "me":
+            return "GET", "/api/v1/me/", "", None, user
         return "GET", "/api/v1/workloads/", "limit=50", None, user
 
     def answered(self, kind: str, status: int, data: bytes, user: dict[str, Any]) -> None:
@@ -253,21 +257,48 @@ def measure(vias: list[Any], requests: Requests, n: int, warmup: int) -> dict[tu
 
 
 def profile(via: Any, requests: Requests, kind: str, n: int, top: int) -> None:
-    prof = cProfile.Profile(time.process_time)  # CPU, not the waits on PostgreSQL
-    for _ in range(n):
-        if kind == "cancel" and not any(requests.mine.values()):
-            method, path, query, data, user = requests.make("submit")
-            requests.answered("submit", *via(method, path, query, data, user["token"]), user)
-        method, path, query, data, user = requests.make(kind)
-        prof.enable()
-        status, content = via(method, path, query, data, user["token"])
-        prof.disable()
-        requests.answered(kind, status, content, user)
+    """cProfile ``n`` requests of ``kind`` (``mix``: rounds of the load's four, 12/4/3/1 of 20).
+
+    Through ``asgi`` the request runs on a thread of its own: a second profiler runs there (inside
+    ``SyncChainASGIHandler._serve``), and both count their own thread's CPU (``time.thread_time``),
+    so the stats printed are the event loop's and the request thread's together."""
+    from config.overload import SyncChainASGIHandler
+
+    prof = cProfile.Profile(time.thread_time)  # CPU, not the waits on PostgreSQL
+    in_thread = cProfile.Profile(time.thread_time)
+    serve = SyncChainASGIHandler._serve
+
+    def profiled_serve(self: Any, scope: Any, body_file: Any) -> Any:
+        in_thread.enable()
+        try:
+            return serve(self, scope, body_file)
+        finally:
+            in_thread.disable()
+
+    kinds = [kind] if kind != "mix" else ["submit"] * 12 + ["detail"] * 4 + ["list"] * 3 + ["cancel"]
+    SyncChainASGIHandler._serve = profiled_serve  # type: ignore[method-assign]
+    try:
+        for i in range(n):
+            kind_now = kinds[i % len(kinds)]
+            if kind_now == "cancel" and not any(requests.mine.values()):
+                method, path, query, data, user = requests.make("submit")
+                requests.answered("submit", *via(method, path, query, data, user["token"]), user)
+            method, path, query, data, user = requests.make(kind_now)
+            prof.enable()
+            status, content = via(method, path, query, data, user["token"])
+            prof.disable()
+            requests.answered(kind_now, status, content, user)
+    finally:
+        SyncChainASGIHandler._serve = serve  # type: ignore[method-assign]
+    stats = pstats.Stats(prof)
+    if in_thread.getstats():
+        stats.add(in_thread)
     if os.environ.get("API_CPU_PSTATS"):  # the raw profile, for pstats' callers/callees
-        prof.dump_stats(os.environ["API_CPU_PSTATS"])
+        stats.dump_stats(os.environ["API_CPU_PSTATS"])
     for order in ("cumulative", "tottime"):
         out = io.StringIO()
-        pstats.Stats(prof, stream=out).sort_stats(order).print_stats(top)
+        stats.stream = out  # type: ignore[attr-defined]
+        stats.sort_stats(order).print_stats(top)
         print(f"--- cProfile of {n} × {kind} via {via.name}, by {order} ---")
         print("\n".join(line for line in out.getvalue().splitlines() if line.strip())[:20000])
 
@@ -277,7 +308,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="timed rounds (one request of each kind per round)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--via", default="client,asgi", help="client, asgi or both (comma-separated)")
-    parser.add_argument("--profile", choices=KINDS, help="cProfile this kind after the timing")
+    parser.add_argument("--profile", choices=(*KINDS, "mix"), help="cProfile this kind (mix: the load's) afterwards")
     parser.add_argument("--profile-n", type=int, default=200)
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--db", default="fairway_api_cpu_bench", help="database name (dropped, re-created)")
@@ -334,10 +365,7 @@ def main() -> None:
                 f"{row['wall_median']:>12.2f} {q:>8}"
             )
         for via in vias:
-            mix = sum(
-                share * results[(via.name, k)]["cpu_mean"]
-                for k, share in zip(KINDS, (0.6, 0.2, 0.15, 0.05), strict=True)
-            )
+            mix = sum(share * results[(via.name, k)]["cpu_mean"] for k, share in MIX.items())
             print(f"{via.name}: the load's mix (60/20/15/5) costs {mix:.2f} CPU ms per request")
         if args.profile:
             profile(vias[0], requests, args.profile, args.profile_n, args.top)

@@ -26,13 +26,14 @@ from typing import Any
 from budgets.models import Budget
 from config.memo import READ, VersionedMemo
 
-MEMO = VersionedMemo("fairway:budget-tree-version")
+MEMO = VersionedMemo("fairway:budget-tree-version", per_request=True)
 _paths: tuple[dict[int, Budget], dict[int, str]] | None = None  # the last tree and its paths
 
 
-def token() -> Any:
-    """The version one request's reads share (one cache read): pass it to the functions below."""
-    return MEMO.token()
+def token(request: Any = None) -> Any:
+    """The version one request's reads share (one cache read; with ``request``, the one it read
+    with the other memos' versions, ``config.memo.request_tokens``): pass it to the functions below."""
+    return MEMO.token(request)
 
 
 def shared_tree(token: Any = READ) -> dict[int, Budget]:

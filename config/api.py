@@ -116,8 +116,9 @@ class FairwayViewSet(viewsets.GenericViewSet):
 
     @cached_property
     def _tree_token(self) -> Any:
-        """The version of the tree and memberships this request reads (``budgets.tree_memo``)."""
-        return tree_memo.token()
+        """The version of the tree and memberships this request reads (``budgets.tree_memo``),
+        read with the other memos' versions when its token was authenticated (``config.memo``)."""
+        return tree_memo.token(self.request)
 
     @cached_property
     def budget_tree(self) -> dict[int, Budget]:

@@ -14,6 +14,12 @@ cannot be read costs a load per read, never a wrong answer; a local-memory cache
 keeps nothing (:func:`shared`).
 
 The values are shared by the requests of a process: read them, never change them.
+
+An API request reads the versions of the memos it may use (:data:`PER_REQUEST`: the API tokens',
+the budget tree's, the hardware's) together, once, in one cache round trip
+(:func:`request_tokens`, ``get_many``), when its token is authenticated; the view and the services
+it calls take theirs from the request (``memo.token(request)``): one round trip per request, not
+one per memo. Taken before anything is loaded, so the rule above holds.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from django.db import models, transaction
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 READ = object()  # VersionedMemo.get's token: read it now
+PER_REQUEST: list[VersionedMemo] = []
+"""The memos whose versions an API request reads together (:func:`request_tokens`)."""
 
 
 def shared() -> bool:
@@ -44,8 +52,11 @@ def shared() -> bool:
 class VersionedMemo:
     """Per-process values under one version key of the default cache; ``name`` tells them apart."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, *, per_request: bool = False) -> None:
+        """``per_request``: an API request reads this version with the others' (:func:`request_tokens`)."""
         self.key = key
+        if per_request:
+            PER_REQUEST.append(self)
         self._lock = threading.Lock()
         self._kept: dict[Hashable, tuple[str, Any]] = {}
         self._writing = threading.local()  # .conn whose open transaction forgot, .kept meanwhile
@@ -62,9 +73,14 @@ class VersionedMemo:
             return None
         return token if isinstance(token, str) else None
 
-    def token(self) -> Any:
+    def token(self, request: Any = None) -> Any:
         """The version for several reads of one reader (``get(..., token=)``): :meth:`version`, or
-        :data:`READ` when nothing is kept (the cache is not shared: no cache read then)."""
+        :data:`READ` when nothing is kept (the cache is not shared: no cache read then).
+        ``request``: the version this request read with the others' (:func:`request_tokens`)."""
+        if request is not None:
+            tokens = request_tokens(request)
+            if self.key in tokens:
+                return tokens[self.key]
         return self.version() if shared() else READ
 
     def get(self, name: Hashable, loader: Callable[[], T], token: Any = READ) -> T:
@@ -155,3 +171,28 @@ class ForgettingQuerySet(models.QuerySet[Any]):
     def delete(self) -> tuple[int, dict[str, int]]:
         self.forget_kept(None)
         return super().delete()
+
+
+def request_tokens(request: Any) -> dict[str, Any]:
+    """The versions of the :data:`PER_REQUEST` memos for ``request`` (Django's or DRF's), read on
+    its first call in one cache round trip (``get_many``; a missing version is created as
+    :meth:`VersionedMemo.version` does) and kept on the request for the others."""
+    http = getattr(request, "_request", request)  # DRF's Request wraps Django's HttpRequest
+    tokens: dict[str, Any] | None = getattr(http, "_fairway_memo_tokens", None)
+    if tokens is not None:
+        return tokens
+    memos = list(PER_REQUEST)
+    if not shared():
+        tokens = {memo.key: READ for memo in memos}
+    else:
+        try:
+            found = cache.get_many([memo.key for memo in memos])
+        except Exception:  # a cache outage costs a load per read, not the answer
+            logger.warning("memo versions: cache read failed", exc_info=True)
+            found = None
+        tokens = {}
+        for memo in memos:
+            token = found.get(memo.key) if found is not None else None
+            tokens[memo.key] = token if isinstance(token, str) else (memo.version() if found is not None else None)
+    http._fairway_memo_tokens = tokens
+    return tokens

@@ -24,7 +24,7 @@ from typing import Any
 
 from config.memo import READ, VersionedMemo
 
-MEMO = VersionedMemo("fairway:hardware-version")
+MEMO = VersionedMemo("fairway:hardware-version", per_request=True)
 
 
 def shared_cluster(ref: Any, token: Any = READ) -> Any:

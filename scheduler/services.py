@@ -348,6 +348,7 @@ def do_submit_workload(
     after: Sequence[str | int] = (),
     array: str | None = None,
     memberships: dict[int, str] | None = None,
+    hardware_token: Any = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -364,7 +365,8 @@ def do_submit_workload(
         ``/dev/shm`` (None: the runtime's default), at most the memory request.
         ``submitted_at``: server time unless given (trace replay). ``tree``: the budget tree the caller
         already loaded this request (``load_tree()``), to spare a query; ``memberships`` likewise
-    (``accounts.services.user_memberships(owner)``). Every bad field is reported at
+    (``accounts.services.user_memberships(owner)``), ``hardware_token`` the version of the kept
+    hardware it read (``scheduler.hardware_memo.MEMO.token(request)``). Every bad field is reported at
         once: raises SubmissionError (see its codes) and creates nothing. Records a ``submitted``
         event and requests a tick of the cluster after commit.
 
@@ -404,7 +406,7 @@ def do_submit_workload(
 
     # The cluster and its hardware as this process keeps them (scheduler.hardware_memo): one cache
     # read of their version, no query while no cluster, host or GPU changed.
-    hardware_token = hardware_memo.MEMO.token()
+    hardware_token = hardware_memo.MEMO.token() if hardware_token is None else hardware_token
     the_cluster = hardware_memo.shared_cluster(cluster, hardware_token)
     if the_cluster is None and cluster and not _is_reference(cluster, Cluster):
         refuse("unknown_cluster", "cluster", f"cluster must be a cluster name or id, not {json_kind(cluster)}.")

@@ -25,7 +25,7 @@ from accounts.api.serializers import (
 from accounts.auth import sweep_expired_tokens
 from accounts.models import Membership, User
 from accounts.services import accessible_budget_ids, create_api_token, do_create_personal_token, do_revoke_token
-from budgets.services import budget_paths, load_tree
+from budgets import tree_memo
 from config.api import FairwayAPIView, FairwayViewSet
 from config.errors import ServiceError
 
@@ -67,15 +67,20 @@ class LoginUsernameThrottle(_SettingsRate, SimpleRateThrottle):
 
 
 def _me(request: Request, user: User) -> dict:
-    tree = load_tree()
+    # The tree this process keeps (budgets.tree_memo; read only), under the version the request read
+    # with the other memos' (config.memo.request_tokens): no query while no budget changed.
+    tree = tree_memo.shared_tree(tree_memo.token(request))
     user = User.objects.prefetch_related(Prefetch("memberships", queryset=Membership.objects.order_by("id"))).get(
         pk=user.pk
     )
     context = {
         "request": request,
         "budget_tree": tree,
-        "budget_paths": budget_paths(tree),
-        "accessible_budget_ids": accessible_budget_ids(user, tree),
+        "budget_paths": tree_memo.paths_of(tree),
+        # From the memberships just read (prefetched), not a query of their budget ids again.
+        "accessible_budget_ids": accessible_budget_ids(
+            user, tree, {m.budget_id: m.role for m in user.memberships.all()}
+        ),
     }
     return MeSerializer(user, context=context).data
 

@@ -190,7 +190,35 @@ class _OptionalDurationField(PassThroughField):
     pass
 
 
-class WorkloadSubmitSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
+class FieldsOnceMixin:
+    """Build a serializer class's fields once, not once per instance.
+
+    DRF's ``ModelSerializer.get_fields`` introspects the model and builds every field again for
+    each serializer instance (each response: the detail's, its attempts', its events'), a large
+    part of a small request's CPU. Here the fields are built on the class's first use and each
+    instance gets copies of those unbound templates: a plain field is copied shallowly (it is
+    then bound, and only read), a nested serializer deeply (it has fields and a context of its
+    own). ``Meta`` and the declared fields of a class never change at run time.
+    """
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        cls = type(self)
+        template = cls.__dict__.get("_fields_template")
+        if template is None:
+            template = super().get_fields()  # type: ignore[misc]
+            cls._fields_template = template  # type: ignore[attr-defined]  # a race builds it twice: harmless
+        fields = {}
+        for name, field in template.items():
+            if isinstance(field, serializers.BaseSerializer):
+                fields[name] = copy.deepcopy(field)
+            else:
+                clone = object.__new__(type(field))
+                clone.__dict__.update(field.__dict__)
+                fields[name] = clone
+        return fields
+
+
+class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
     ``budget``: path (``nlp/olmo``) or id. ``cluster``: name (optional when there is one
@@ -368,34 +396,6 @@ class _ScopedMixin:
         if user.is_staff or user.is_superuser:
             return True
         return workload.budget_id in (self.context.get("accessible_budget_ids") or set())
-
-
-class FieldsOnceMixin:
-    """Build a serializer class's fields once, not once per instance.
-
-    DRF's ``ModelSerializer.get_fields`` introspects the model and builds every field again for
-    each serializer instance (each response: the detail's, its attempts', its events'), a large
-    part of a small request's CPU. Here the fields are built on the class's first use and each
-    instance gets copies of those unbound templates: a plain field is copied shallowly (it is
-    then bound, and only read), a nested serializer deeply (it has fields and a context of its
-    own). ``Meta`` and the declared fields of a class never change at run time.
-    """
-
-    def get_fields(self) -> dict[str, serializers.Field]:
-        cls = type(self)
-        template = cls.__dict__.get("_fields_template")
-        if template is None:
-            template = super().get_fields()  # type: ignore[misc]
-            cls._fields_template = template  # type: ignore[attr-defined]  # a race builds it twice: harmless
-        fields = {}
-        for name, field in template.items():
-            if isinstance(field, serializers.BaseSerializer):
-                fields[name] = copy.deepcopy(field)
-            else:
-                clone = object.__new__(type(field))
-                clone.__dict__.update(field.__dict__)
-                fields[name] = clone
-        return fields
 
 
 class HistoryRowSerializer(serializers.Serializer):

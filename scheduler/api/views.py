@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet
+from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
@@ -170,7 +171,13 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         kwargs = serializer.to_service_kwargs()
-        workload = do_submit_workload(request.user, tree=self.budget_tree, memberships=self.memberships, **kwargs)
+        workload = do_submit_workload(
+            request.user,
+            tree=self.budget_tree,
+            memberships=self.memberships,
+            hardware_token=hardware_memo.MEMO.token(request),  # read with the tree's (config.memo)
+            **kwargs,
+        )
         # The row just written (owner, budget, cluster attached) is the answer: no second read of
         # it. Known without a query: no attempt yet, the one ``submitted`` event the service wrote,
         # and, without an ``after`` list, no dependencies.

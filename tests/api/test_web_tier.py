@@ -24,9 +24,10 @@ from scheduler.services import do_submit_workload
 URL = "/api/v1/workloads/"
 
 # Savepoints (SQLite's test transaction) are not counted: the bounds hold on both backends. Each bound
-# counts the tree's query ("tree 1") and the user's memberships ("memberships 1"), which a warm process
-# answers from memory (budgets.tree_memo): KEPT queries fewer once the process read them.
-KEPT = 2
+# counts the token's query ("auth 1"), the tree's ("tree 1") and the user's memberships ("memberships 1"),
+# which a warm process answers from memory (accounts.auth.kept_token_rows, budgets.tree_memo): KEPT
+# queries fewer once the process read them.
+KEPT = 3
 SUBMIT_QUERIES = 9  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+insert+seq+event 4 (a warm
 # process: auth and the 4 writes, the cluster and its hardware kept by scheduler.hardware_memo); the answer
 # is built from what was written (no attempt yet, the submitted event, no dependency without ``after``)
@@ -50,29 +51,29 @@ def test_a_submission_costs_a_fixed_number_of_queries(researcher_client, submiss
     _count(researcher_client, "post", URL, data=submission(), format="json")  # warm caches (content types)
     response, queries = _count(researcher_client, "post", URL, data=submission(), format="json")
     assert response.status_code == 201, response.json()
-    assert queries <= SUBMIT_QUERIES - KEPT - 2 == 5  # the cluster and its hardware kept too
+    assert queries <= SUBMIT_QUERIES - KEPT - 2 == 4  # the cluster and its hardware kept too: the 4 writes
 
 
 def test_a_cancel_costs_a_fixed_number_of_queries(researcher_client, submission, cluster):
     response = researcher_client.post(URL, data=submission(), format="json")
     response, queries = _count(researcher_client, "post", f"{URL}{response.json()['id']}/cancel/")
     assert response.status_code == 200 and response.json()["state"] == "canceled"
-    assert queries <= CANCEL_QUERIES - KEPT  # the submission read the tree and the memberships
+    assert queries <= CANCEL_QUERIES - KEPT  # the submission read the token, the tree and the memberships
 
 
 def test_detail_and_list_cost_the_same_whatever_the_queue_holds(researcher_client, researcher, submit_kwargs, cluster):
     first = do_submit_workload(researcher, **submit_kwargs())
-    _first, cold = _count(researcher_client, "get", URL)  # the process loads the tree once (budgets.tree_memo)
+    _first, cold = _count(researcher_client, "get", URL)  # the process loads the token and the tree once
     response, few = _count(researcher_client, "get", URL)
-    assert response.status_code == 200 and few == cold - 1 and cold <= LIST_QUERIES
+    assert response.status_code == 200 and few == cold - 2 and cold <= LIST_QUERIES
     _detail, detail_cold = _count(researcher_client, "get", f"{URL}{first.pk}/")  # reads the memberships
     _detail, detail_one = _count(researcher_client, "get", f"{URL}{first.pk}/")
-    assert detail_one == detail_cold - 1 and detail_cold <= DETAIL_QUERIES - 1  # the list read the tree
+    assert detail_one == detail_cold - 1 and detail_cold <= DETAIL_QUERIES - 2  # the list read token and tree
     for _ in range(20):
         do_submit_workload(researcher, **submit_kwargs())
     response, many = _count(researcher_client, "get", URL)
     assert len(response.json()["results"]) == 21
-    assert many == few <= LIST_QUERIES - 1  # a warm process: the tree kept
+    assert many == few <= LIST_QUERIES - 2  # a warm process: the token and the tree kept
     _detail, detail_again = _count(researcher_client, "get", f"{URL}{first.pk}/")
     assert detail_again == detail_one <= DETAIL_QUERIES - KEPT
 
@@ -94,13 +95,13 @@ def test_the_tree_costs_a_fixed_number_of_queries_whatever_the_queue_holds(
     researcher_client, researcher, submit_kwargs
 ):
     do_submit_workload(researcher, **submit_kwargs())
-    researcher_client.get("/api/v1/budgets/tree/")  # the process loads the tree once (budgets.tree_memo)
+    researcher_client.get("/api/v1/budgets/tree/")  # the process loads the token and the tree once
     response, few = _count(researcher_client, "get", "/api/v1/budgets/tree/")
     assert response.status_code == 200 and len(response.json()) == 1
     for _ in range(10):
         do_submit_workload(researcher, **submit_kwargs())
     _response, many = _count(researcher_client, "get", "/api/v1/budgets/tree/")
-    assert many == few <= TREE_QUERIES - 1
+    assert many == few <= TREE_QUERIES - 2
 
 
 def test_token_authentication_is_one_query_however_many_tokens_the_user_has(researcher, api_client_for):
@@ -112,6 +113,101 @@ def test_token_authentication_is_one_query_however_many_tokens_the_user_has(rese
     with CaptureQueriesContext(connection) as ctx:
         assert client.get("/api/v1/me/").status_code == 200
     assert sum("knox_authtoken" in q["sql"] for q in ctx.captured_queries) == 1
+    with CaptureQueriesContext(connection) as ctx:  # the process keeps the rows (accounts.auth)
+        assert client.get("/api/v1/me/").status_code == 200
+    assert sum("knox_authtoken" in q["sql"] for q in ctx.captured_queries) == 0
+
+
+def test_me_reads_the_kept_tree_and_costs_two_queries(researcher_client, org_tree):
+    """``GET /api/v1/me/`` in a warm process: the user and its memberships (two queries); the
+    token and the tree kept (the tree was one query per request)."""
+    first = researcher_client.get("/api/v1/me/")
+    response, queries = _count(researcher_client, "get", "/api/v1/me/")
+    assert response.status_code == 200 and response.json() == first.json() and queries <= 2
+    assert response.json()["submit_budgets"]
+
+
+def test_a_kept_token_is_refused_at_once_after_every_kind_of_token_or_user_write(researcher, api_client_for):
+    """``accounts.auth.kept_token_rows`` against ``token_rows`` (the query) after a login, a
+    logout, a revoke, a deactivation, an expiry and a user's deletion; each time the API answers
+    as knox would at once (no request is let in by a kept row)."""
+    from datetime import timedelta
+
+    from knox.models import AuthToken
+
+    from accounts.auth import TOKENS, kept_token_rows, token_rows
+    from accounts.models import User
+    from accounts.services import create_api_token, do_revoke_token
+
+    def same(key: str) -> bool:
+        return [(t.digest, t.expiry, t.user.is_active) for t in kept_token_rows(key)] == [
+            (t.digest, t.expiry, t.user.is_active) for t in token_rows(key)
+        ]
+
+    def status(token: str) -> int:
+        client = api_client_for(None)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client.get("/api/v1/me/").status_code
+
+    first, token = create_api_token(researcher)
+    assert status(token) == 200 and same(first.token_key)
+    assert kept_token_rows(first.token_key)[0] is kept_token_rows(first.token_key)[0]  # kept
+    version = TOKENS.version()
+    assert status(token[:-1] + ("A" if token[-1] != "A" else "B")) == 401  # the digest is checked
+    assert status("x" * len(token)) == 401 and kept_token_rows("x" * 15) == []  # a guess: nothing kept
+    assert TOKENS.version() == version
+
+    # logout (this token), then logout all
+    client = api_client_for(None)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert client.post("/api/v1/auth/logout/").status_code == 204
+    assert same(first.token_key) and status(token) == 401
+    second, token2 = create_api_token(researcher)
+    third, token3 = create_api_token(researcher)
+    assert status(token2) == 200 and status(token3) == 200
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token2}")
+    assert client.post("/api/v1/auth/logout/", {"all": True}, format="json").status_code == 204
+    assert same(second.token_key) and same(third.token_key)
+    assert status(token2) == 401 and status(token3) == 401
+
+    # revoke
+    fourth, token4 = create_api_token(researcher)
+    assert status(token4) == 200
+    do_revoke_token(researcher, fourth.token_key)
+    assert same(fourth.token_key) and status(token4) == 401
+
+    # expiry passes while the row is kept: refused (and deleted) as knox does
+    fifth, token5 = create_api_token(researcher, expiry=timedelta(hours=1))
+    assert status(token5) == 200
+    later = timezone_now() + timedelta(hours=2)
+    with patched_now(later):
+        assert status(token5) == 401
+    assert not AuthToken.objects.filter(pk=fifth.pk).exists() and same(fifth.token_key)
+
+    # the user deactivated (a save), activated again, then deleted (the tokens' cascade)
+    sixth, token6 = create_api_token(researcher)
+    assert status(token6) == 200
+    researcher.is_active = False
+    researcher.save()
+    assert same(sixth.token_key) and status(token6) == 401
+    researcher.is_active = True
+    researcher.save()
+    assert same(sixth.token_key) and status(token6) == 200
+    User.objects.filter(pk=researcher.pk).delete()
+    assert same(sixth.token_key) and status(token6) == 401
+
+
+def timezone_now() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def patched_now(instant: Any) -> Any:
+    """``django.utils.timezone.now`` answers ``instant`` (knox's expiry check reads it)."""
+    from unittest import mock
+
+    return mock.patch("django.utils.timezone.now", return_value=instant)
 
 
 def test_an_expired_token_is_refused_and_swept_where_tokens_are_listed(researcher, api_client_for):
@@ -336,6 +432,33 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
         for _ in range(2):  # the second round copies the templates the first one built
             once = cls(rows, many=True, context=context).data
             assert once == plain(rows, many=True, context=context).data, cls.__name__
+
+
+def test_the_submission_body_validated_with_fields_built_once_is_drf_s_validation(researcher_client):
+    """The submission's input serializer (``FieldsOnceMixin``) against DRF's own ``get_fields``
+    per instance: the same validated data and the same errors, body after body."""
+    from rest_framework import serializers as drf
+
+    from scheduler.api.serializers import FieldsOnceMixin, WorkloadSubmitSerializer
+
+    good = {"budget": "nlp/olmo", "gpu_count": "2", "command": "python train.py --x 1", "min_runtime": "1h"}
+    bodies = [
+        good,
+        {**good, "cpus": "8", "memory": "32G", "shared_memory": "", "max_runtime": "2h", "retries": "1"},
+        {**good, "after": "12, 13:any", "array": "0-9%2", "env": {"A": "1"}, "mounts": ["data"], "name": None},
+        {**good, "min_runtime": "forever", "memory": "lots", "command": "'unclosed"},
+        {**good, "max_runtme": "2h"},
+        {"budget": 1},
+        [],
+        "text",
+    ]
+    plain = type("PlainSubmit", (WorkloadSubmitSerializer,), {"get_fields": drf.Serializer.get_fields})
+    assert issubclass(WorkloadSubmitSerializer, FieldsOnceMixin)
+    for _ in range(2):  # the second round copies the templates the first one built
+        for body in bodies:
+            once, drfs = WorkloadSubmitSerializer(data=body), plain(data=body)
+            assert once.is_valid() == drfs.is_valid(), body
+            assert (once.validated_data, once.errors) == (drfs.validated_data, drfs.errors), body
 
 
 @pytest.fixture
@@ -585,3 +708,42 @@ def test_nothing_is_kept_when_the_cache_is_local_to_a_process(org_tree, settings
 
     settings.FAIRWAY_MEMO_LOCAL_CACHE = False
     assert shared_tree() is not shared_tree()
+
+
+def test_a_request_reads_the_memos_versions_in_one_cache_round_trip(
+    researcher_client, submission, cluster, monkeypatch
+):
+    """A warm submission reads the API tokens', the tree's and the hardware's versions together
+    (``config.memo.request_tokens``: one ``get_many``), never one by one."""
+    from django.core.cache import caches
+
+    from accounts.auth import TOKENS
+    from budgets.tree_memo import MEMO as TREE
+    from scheduler.hardware_memo import MEMO as HARDWARE
+
+    keys = {TOKENS.key, TREE.key, HARDWARE.key}
+    assert researcher_client.post(URL, data=submission(), format="json").status_code == 201  # warm
+    reads: list[Any] = []
+    inside: list[bool] = []
+    cache = caches["default"]  # the backend behind config.memo's cache (this thread's)
+    get, get_many = cache.get, cache.get_many
+
+    def counting_get(key: str, *args: Any, **kwargs: Any) -> Any:
+        if not inside:  # a local-memory cache's get_many calls get per key: one round trip on Redis
+            reads.append(key)
+        return get(key, *args, **kwargs)
+
+    def counting_get_many(keys: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(tuple(keys))
+        inside.append(True)
+        try:
+            return get_many(keys, *args, **kwargs)
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(cache, "get", counting_get)
+    monkeypatch.setattr(cache, "get_many", counting_get_many)
+    response, queries = _count(researcher_client, "post", URL, data=submission(), format="json")
+    assert response.status_code == 201 and queries <= 4
+    version_reads = [r for r in reads if (set(r) if isinstance(r, tuple) else {r}) & keys]
+    assert len(version_reads) == 1 and set(version_reads[0]) == keys
