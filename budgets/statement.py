@@ -54,7 +54,8 @@ class StatementRow:
 def parse_range(since: str | None, until: str | None, today: date | None = None) -> tuple[date, date]:
     """``YYYY-MM-DD`` texts (either may be empty) → (since, until); default: the last 30 days to today.
 
-    Raises StatementError naming the field on a bad date, ``since`` after ``until`` or more than 366 days.
+    Raises StatementError naming the field on a bad date (9999-12-31 included: no midnight follows it),
+    ``since`` after ``until`` or more than 366 days.
     """
     today = today or timezone.now().astimezone(UTC).date()
 
@@ -62,9 +63,14 @@ def parse_range(since: str | None, until: str | None, today: date | None = None)
         if text is None or not str(text).strip():
             return None
         try:
-            return date.fromisoformat(str(text).strip())
+            day = date.fromisoformat(str(text).strip())
         except ValueError:
             raise StatementError("invalid_date", field, f"{field}: {text!r} is not a date (YYYY-MM-DD).") from None
+        # The statement reads up to the midnight after ``until``: the last day a date holds has none
+        # (OverflowError, a 500, on ``until=9999-12-31``).
+        if day == date.max:
+            raise StatementError("invalid_date", field, f"{field}: {text!r} is past the last day a statement covers.")
+        return day
 
     end = parse(until, "until") or today
     start = parse(since, "since") or end - timedelta(days=DEFAULT_DAYS - 1)
