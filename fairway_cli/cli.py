@@ -132,6 +132,19 @@ def escaped(data: Any) -> Any:
     return data
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP "CSV Injection")."""
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell a spreadsheet shows as text: a string that starts like a formula
+    (``=HYPERLINK(...)``, ``+``, ``-``, ``@``) gets a leading ``'``. Numbers stay numbers. Other
+    users write the names a history holds: opening the export must not run what they wrote."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def _error_text(status: int, body: Any) -> str:
     body = escaped(body)
     if not isinstance(body, dict):
@@ -905,7 +918,8 @@ HISTORY_COLUMNS = (
 
 def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """Finished attempts like ``sacct``; ``--csv`` for a spreadsheet (every field, one row each)."""
-    page = Api(config.server, config.token, escape=not (args.json or args.csv)).call(
+    # CSV too: it goes to the terminal unless redirected, and its cells are other users' text.
+    page = Api(config.server, config.token, escape=not args.json).call(
         "GET",
         "workloads/history/",
         params={"since": args.since, "budget": args.budget, "cluster": args.cluster, "limit": args.limit},
@@ -920,7 +934,9 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(HISTORY_COLUMNS)
         for r in rows:
-            writer.writerow([host_words(r) if c == "hosts" else "" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
+            writer.writerow(
+                [csv_cell(host_words(r) if c == "hosts" else "" if r[c] is None else r[c]) for c in HISTORY_COLUMNS]
+            )
         return EXIT_OK
     table(
         rows,

