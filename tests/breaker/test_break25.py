@@ -64,3 +64,64 @@ def test_history_csv_does_not_hand_a_spreadsheet_another_users_formula(
     assert record["name"] == "'" + name.replace("\x1b", "\\x1b")
     assert record["owner"] == "teammate"
     assert record["exit_code"] == "-9"  # a number stays a number
+
+
+def _sacct_file(tmp_path, *rows: str):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    s = (now - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%S")
+    e = (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    f = tmp_path / "sacct.txt"
+    body = "".join(r.replace("{s}", s).replace("{e}", e) + "\n" for r in rows)
+    f.write_text("JobID|User|Account|AllocTRES|Start|End|State\n" + body)
+    return f, now
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        # past any integer column: OverflowError on SQLite, "integer out of range" on PostgreSQL
+        ("1|researcher|olmo|gres/gpu=99999999999999999999999999|{s}|{e}|COMPLETED", "not a whole number up to"),
+        # past the PositiveIntegerField: stored on SQLite, a traceback on PostgreSQL
+        ("1|researcher|olmo|gres/gpu=4294967296|{s}|{e}|COMPLETED", "not a whole number up to"),
+        # int() reads "1_0" as 10
+        ("1|researcher|olmo|gres/gpu=1_0|{s}|{e}|COMPLETED", "not a whole number up to"),
+        # written into the note: PostgreSQL cannot store NUL (a traceback)
+        ("1\x00|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED", "holds a NUL character"),
+        ("|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED", "no JobID"),
+        # converting this offset to UTC overflows
+        ("1|researcher|olmo|gres/gpu=1|0001-01-01T00:00:00+05:00|{e}|COMPLETED", "Start and End are times"),
+    ],
+)
+def test_a_malformed_sacct_line_is_named_and_nothing_is_written(cluster, researcher, org_tree, tmp_path, row, problem):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from budgets.models import UsageEntry
+
+    f, _ = _sacct_file(tmp_path, "7|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED", row)
+    with pytest.raises(CommandError) as err:
+        call_command("import_history", "sacct", str(f), "--cluster", "default")
+    assert "line 3" in str(err.value) and problem in str(err.value), str(err.value)
+    assert not UsageEntry.objects.exists()
+
+
+def test_a_sacct_time_with_an_offset_is_converted_not_relabelled(cluster, researcher, org_tree, tmp_path):
+    """``2026-11-24T10:00:00+05:00`` was stored as 10:00 UTC (five hours late)."""
+    from datetime import timedelta
+
+    from django.core.management import call_command
+
+    from budgets.models import UsageEntry
+
+    f, _ = _sacct_file(tmp_path, "1|researcher|olmo|gres/gpu=2|{s}+05:00|{e}|COMPLETED")
+    (tmp_path / "naive").mkdir()
+    naive, _ = _sacct_file(tmp_path / "naive", "2|researcher|olmo|gres/gpu=2|{s}|{e}|COMPLETED")
+    call_command("import_history", "sacct", str(f), "--cluster", "default")
+    call_command("import_history", "sacct", str(naive), "--cluster", "default")
+    shifted, plain = UsageEntry.objects.order_by("note")
+    assert plain.start - shifted.start == timedelta(hours=5)
+    assert shifted.end == plain.end
