@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.models import Workload
+from tests.services.test_import_history import philly  # noqa: F401 -- a fixture
 
 
 @pytest.mark.parametrize("url", ["/api/v1/workloads/", "/api/v1/groups/"])
@@ -125,3 +126,30 @@ def test_a_sacct_time_with_an_offset_is_converted_not_relabelled(cluster, resear
     shifted, plain = UsageEntry.objects.order_by("note")
     assert plain.start - shifted.start == timedelta(hours=5)
     assert shifted.end == plain.end
+
+
+@pytest.mark.parametrize(
+    ("rows", "args", "message"),
+    [
+        # a duration past any integer column: OverflowError at the write (a traceback)
+        ("1,0,aa,2,7200,\n2,600,aa,1,99999999999999999999999,\n3,1200,aa,1,60,\n", [], "above the maximum"),
+        ("1,0,aa,2,1e308,\n2,600,aa,1,60,\n3,1200,aa,1,60,\n", [], "above the maximum"),
+        # 1e308 days overflowed int(); NaN days passed "<= 0" and failed in int()
+        ("1,0,aa,2,7200,\n2,600,aa,1,60,\n3,1200,aa,1,60,\n", ["--days", "1e308"], "--days is from 0 to"),
+        ("1,0,aa,2,7200,\n2,600,aa,1,60,\n3,1200,aa,1,60,\n", ["--days", "nan"], "--days is from 0 to"),
+        ("1,0,aa,2,7200,\n2,600,aa,1,60,\n3,1200,aa,1,60,\n", ["--load", "nan"], "--load from 0 to"),
+    ],
+)
+def test_a_malformed_trace_or_option_of_import_history_is_a_clear_error(philly, tmp_path, rows, args, message):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from scheduler.models import Workload
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n" + rows)
+    with pytest.raises(CommandError) as err:
+        call_command("import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+                     "--before-job", "3", *args)  # fmt: skip
+    assert message in str(err.value) and "nothing written" in str(err.value), str(err.value)
+    assert not Workload.objects.exists()

@@ -49,6 +49,11 @@ from scheduler.trace import (
 )
 
 
+MAX_DAYS = 3650
+"""The most days of the trace ``philly`` imports (the Philly trace spans about 75)."""
+MAX_LOAD = 100.0
+
+
 class Command(BaseCommand):
     help = "Import a cluster's past: the Philly trace's preceding days (simulated) or a Slurm sacct export."
 
@@ -96,8 +101,9 @@ class Command(BaseCommand):
             jobs = read_trace(opts["trace"])
         except (TraceError, ValueError) as exc:
             raise CommandError(f"{exc}; nothing written") from None
-        if opts["days"] <= 0 or opts["load"] <= 0:
-            raise CommandError("--days and --load must be positive; nothing written")
+        # NaN passed "<= 0" and 1e308 days overflowed into a traceback.
+        if not (0 < opts["days"] <= MAX_DAYS and 0 < opts["load"] <= MAX_LOAD):
+            raise CommandError(f"--days is from 0 to {MAX_DAYS} and --load from 0 to {MAX_LOAD}; nothing written")
         now = timezone.now()
         snap, _ = load_snapshot(cluster, now)
         if not snap.hosts:
