@@ -153,3 +153,24 @@ def test_a_malformed_trace_or_option_of_import_history_is_a_clear_error(philly, 
                      "--before-job", "3", *args)  # fmt: skip
     assert message in str(err.value) and "nothing written" in str(err.value), str(err.value)
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize("url", ["http://example.com:99999/hook", "https://example.com:abc/hook"])
+def test_a_webhook_url_with_a_bad_port_is_refused(researcher_client, researcher, settings, url):
+    # urlsplit() parses it; reading .port raises ValueError: a 500 from the API and the web form
+    from django.test import Client
+
+    from scheduler.models import NotificationSettings
+
+    settings.FAIRWAY = {**settings.FAIRWAY, "WEBHOOK_ALLOW_HOSTS": ["example.com"]}
+    researcher_client.raise_request_exception = False
+    body = {"webhook_url": url, "webhook_kinds": ["failed"]}
+    response = researcher_client.put("/api/v1/notifications/", body, format="json")
+    assert response.status_code == 400, response.content[:200]
+    assert response.json()["code"] == "invalid_webhook"
+    web = Client(raise_request_exception=False)
+    web.force_login(researcher)
+    page = web.post("/notifications/", {"webhook_url": url, "webhook_kinds": ["failed"]})
+    assert page.status_code == 400, page.status_code  # the form again, with the field's error
+    assert b"not a URL" in page.content
+    assert not NotificationSettings.objects.exists()
