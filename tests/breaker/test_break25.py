@@ -174,3 +174,58 @@ def test_a_webhook_url_with_a_bad_port_is_refused(researcher_client, researcher,
     assert page.status_code == 400, page.status_code  # the form again, with the field's error
     assert b"not a URL" in page.content
     assert not NotificationSettings.objects.exists()
+
+
+DEEP_YAML = "x: " + "[" * 5000 + "]" * 5000 + "\n"
+
+
+def test_the_admin_what_if_refuses_a_huge_window_and_a_too_deep_shares_text(admin, cluster, org_tree):
+    """``99999999999d`` overflowed timedelta and 5000 nested ``[`` overflowed the YAML composer's
+    recursion: both were 500s; now the page shows the error and changes nothing."""
+    from django.test import Client
+
+    from budgets.models import Budget
+
+    web = Client(raise_request_exception=False)
+    web.force_login(admin)
+    shares_before = dict(Budget.objects.values_list("pk", "shares"))
+    for shares, window, words in [
+        ("shares:\n  nlp: 1\n", "99999999999d", b"at most 400d"),
+        (DEEP_YAML, "7d", b"nested too deeply"),
+    ]:
+        page = web.post("/admin/budgets/budget/what-if/", {"shares": shares, "window": window, "cluster": "default"})
+        assert page.status_code == 200, page.status_code
+        assert words in page.content
+    assert dict(Budget.objects.values_list("pk", "shares")) == shares_before
+
+
+def test_too_deep_yaml_is_a_clear_error_in_budget_and_scenario_files(tmp_path):
+    from scheduler.scenarios.spec import ScenarioError, load_scenario
+    from scheduler.sim.budgets import BudgetFileError, parse_plan
+
+    with pytest.raises(BudgetFileError, match="nested too deeply"):
+        parse_plan(DEEP_YAML, {})
+    path = tmp_path / "deep.yaml"
+    path.write_text(DEEP_YAML)
+    with pytest.raises(ScenarioError, match="nested too deeply"):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (DEEP_YAML.encode(), "nested too deeply"),  # RecursionError: a traceback
+        (b"name: \xff\xfe\n", "cannot read the spec"),  # UnicodeDecodeError: a traceback
+        # YAML's date and bytes: json.dumps of the request body raised TypeError, a traceback
+        (b"budget: nlp/olmo\ngpu_count: 1\ncommand: [x]\nmin_runtime: 2026-01-01\n", "JSON cannot carry"),
+        (b"budget: nlp/olmo\ngpu_count: 1\ncommand: [x]\nmin_runtime: 1h\nname: !!binary aGVsbG8=\n", "JSON cannot carry"),
+    ],
+)
+def test_a_spec_file_the_cli_cannot_send_is_a_usage_error(researcher, monkeypatch, tmp_path, content, words):
+    from tests.cli.inprocess import run_cli
+
+    spec = tmp_path / "job.yaml"
+    spec.write_bytes(content)
+    err = run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
+    assert words in err, err
+    assert not Workload.objects.exists()
