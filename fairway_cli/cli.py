@@ -377,10 +377,16 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         try:
             text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
             spec = yaml.safe_load(text)
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
+        except RecursionError:  # thousands of nested "[": a traceback
+            raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: nested too deeply") from None
         if not isinstance(spec, dict):
             raise CliError(EXIT_USAGE, "a spec is a YAML mapping of fields (name, budget, command, ...)")
+        try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed
+            json.dumps(spec)
+        except (TypeError, ValueError) as exc:
+            raise CliError(EXIT_USAGE, f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it") from None
         body.update(spec)
     flags = {
         "name": args.name,
