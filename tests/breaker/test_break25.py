@@ -229,3 +229,20 @@ def test_a_spec_file_the_cli_cannot_send_is_a_usage_error(researcher, monkeypatc
     err = run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
     assert words in err, err
     assert not Workload.objects.exists()
+
+
+def test_a_host_action_reason_with_nul_changes_nothing(admin, hosts):
+    """The web form cut the reason to 500 characters but let NUL through into the HostEvent (a
+    500 on PostgreSQL, stored on SQLite); the service refuses it, the page says why."""
+    from django.test import Client
+
+    from scheduler.models import Host, HostEvent
+
+    web = Client(raise_request_exception=False)
+    web.force_login(admin)
+    events = HostEvent.objects.count()
+    response = web.post("/hosts/a100-1/cordon/", {"reason": "maintenance\x00"}, follow=True)
+    assert response.status_code == 200
+    assert b"without NUL" in response.content
+    assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
+    assert HostEvent.objects.count() == events
