@@ -229,6 +229,22 @@ def _positive_int(text: str) -> int:
     return n
 
 
+MAX_DAYS_BACK = 400
+"""The furthest back the server reads an instant (``scheduler.api.params.MAX_BACK``)."""
+
+
+def _days_back(text: str) -> float:
+    """``--days``: a number of days above 0 and up to :data:`MAX_DAYS_BACK` (``1e308`` overflowed
+    the date and ``nan`` failed in it: tracebacks; ``-3`` asked the server for the future)."""
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < days <= MAX_DAYS_BACK:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most {MAX_DAYS_BACK}")
+    return days
+
+
 def size(n: Any) -> str:
     """Bytes for display: ``32G``, ``512M`` (binary units), ``-`` when unknown."""
     if not isinstance(n, int) or n <= 0:
@@ -1182,7 +1198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
     p.add_argument("--cluster", "-c")
-    p.add_argument("--days", type=float, default=7.0, help="how far back (default 7, as the metrics page)")
+    p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")

@@ -246,3 +246,18 @@ def test_a_host_action_reason_with_nul_changes_nothing(admin, hosts):
     assert b"without NUL" in response.content
     assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
     assert HostEvent.objects.count() == events
+
+
+@pytest.mark.parametrize("days", ["1e308", "nan", "inf", "-3", "0", "401"])
+def test_fairway_metrics_days_out_of_range_is_a_usage_error(researcher, monkeypatch, days):
+    # 1e308 and inf overflowed datetime.fromtimestamp and nan raised ValueError: tracebacks
+    from tests.cli.inprocess import run_cli
+
+    run_cli(monkeypatch, researcher, "metrics", "--days", days, expect=2)  # argparse's usage error
+
+
+def test_fairway_metrics_days_in_range_still_works(researcher, cluster, monkeypatch):
+    from tests.cli.inprocess import run_cli
+
+    assert "default" in run_cli(monkeypatch, researcher, "metrics", "--days", "0.5")
+    assert "default" in run_cli(monkeypatch, researcher, "metrics", "--days", "399")
