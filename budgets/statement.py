@@ -142,15 +142,27 @@ def budget_statement(budget: Budget, since: date, until: date, *, now: datetime 
     ]
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """``value`` as a cell a spreadsheet shows as text: one that starts like a formula gets a
+    leading ``'`` (OWASP "CSV Injection"; usernames may start with ``+``, ``-`` or ``@``). The CLI's
+    ``fairway_cli.cli.csv_cell`` is the same rule (it imports nothing of the server; a test keeps
+    the two equal)."""
+    return "'" + value if value.startswith(_FORMULA_START) else value
+
+
 def statement_csv(budget: Budget, rows: Iterable[StatementRow], out: io.TextIOBase | None = None) -> str:
     """The rows as CSV (GPU-hours with 4 decimals), header first; written to ``out`` too when given."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
-    name = budget.path
+    name = csv_text(budget.path)
     for r in rows:
         a, u = round(r.allocated_gpu_hours, 4), round(r.unallocated_gpu_hours, 4)
-        writer.writerow([name, r.day.isoformat(), r.project, r.user, f"{a:.4f}", f"{u:.4f}", f"{a + u:.4f}"])
+        row = [name, r.day.isoformat(), csv_text(r.project), csv_text(r.user), f"{a:.4f}", f"{u:.4f}", f"{a + u:.4f}"]
+        writer.writerow(row)
     text = buffer.getvalue()
     if out is not None:
         out.write(text)

@@ -261,3 +261,18 @@ def test_fairway_metrics_days_in_range_still_works(researcher, cluster, monkeypa
 
     assert "default" in run_cli(monkeypatch, researcher, "metrics", "--days", "0.5")
     assert "default" in run_cli(monkeypatch, researcher, "metrics", "--days", "399")
+
+
+def test_a_statement_shows_a_formula_like_username_as_text(org_tree):
+    """A username may start with ``+``, ``-`` or ``@`` (``-2+3`` is a formula to a spreadsheet):
+    the statement's cells that start so get a leading ``'``, as ``fairway history --csv``'s."""
+    from datetime import date
+
+    from budgets.statement import StatementRow, csv_text, statement_csv
+    from fairway_cli.cli import csv_cell
+
+    row = StatementRow(date(2026, 3, 1), "nlp/olmo", "-2+3", 3600.0, 0.0)
+    text = statement_csv(org_tree["nlp"], [row])
+    assert text.splitlines()[1].split(",")[:4] == ["nlp", "2026-03-01", "nlp/olmo", "'-2+3"]
+    for sample in ["=1+1", "+1", "-1", "@x", "\tx", "\rx", "plain", "", "a=b"]:
+        assert csv_text(sample) == csv_cell(sample), sample
