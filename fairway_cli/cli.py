@@ -245,6 +245,17 @@ def _days_back(text: str) -> float:
     return days
 
 
+def _count(text: str) -> int:
+    """A whole number >= 0 (``--events -3`` dropped the first three events instead)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be at least 0")
+    return n
+
+
 def size(n: Any) -> str:
     """Bytes for display: ``32G``, ``512M`` (binary units), ``-`` when unknown."""
     if not isinstance(n, int) or n <= 0:
@@ -714,9 +725,10 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             out,
         )
     events = w.get("events") or []
-    if events:
+    shown = events[len(events) - args.events :] if args.events else []  # [-0:] was every event
+    if shown:
         out.write("events:\n")
-        for e in events[-args.events :]:
+        for e in shown:
             actor = f" (by {e['actor']})" if e.get("actor") else ""
             out.write(f"  {when(e['at'])}  {e['kind']}: {e['message']}{actor}\n")
     return EXIT_OK
@@ -1171,7 +1183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
     p.add_argument("id")
-    p.add_argument("--events", type=int, default=10, help="how many recent events (10)")
+    p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
     p.add_argument("id", nargs="?")

@@ -276,3 +276,16 @@ def test_a_statement_shows_a_formula_like_username_as_text(org_tree):
     assert text.splitlines()[1].split(",")[:4] == ["nlp", "2026-03-01", "nlp/olmo", "'-2+3"]
     for sample in ["=1+1", "+1", "-1", "@x", "\tx", "\rx", "plain", "", "a=b"]:
         assert csv_text(sample) == csv_cell(sample), sample
+
+
+def test_fairway_show_events_counts_from_the_end(researcher, submit_kwargs, monkeypatch):
+    """``--events 0`` printed every event (``[-0:]``) and ``--events -3`` all but the first three."""
+    from scheduler.services import do_cancel_workload, do_submit_workload
+    from tests.cli.inprocess import run_cli
+
+    w = do_submit_workload(researcher, **submit_kwargs())
+    do_cancel_workload(researcher, w)
+    assert "events:" not in run_cli(monkeypatch, researcher, "show", str(w.pk), "--events", "0")
+    last = run_cli(monkeypatch, researcher, "show", str(w.pk), "--events", "1").split("events:\n")[1]
+    assert "canceled" in last and "submitted" not in last
+    run_cli(monkeypatch, researcher, "show", str(w.pk), "--events", "-3", expect=2)
