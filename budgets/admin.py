@@ -110,11 +110,10 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
 
     from django.utils import timezone
 
+    from scheduler.api.params import MAX_BACK
     from scheduler.sim.dbdemand import load_demand
     from scheduler.sim.whatif import parse_shares, whatif
     from scheduler.trace import parse_duration
-
-    from scheduler.api.params import MAX_BACK
 
     seconds = parse_duration(window.strip())
     if seconds <= 0:

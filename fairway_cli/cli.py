@@ -413,7 +413,8 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed
             json.dumps(spec)
         except (TypeError, ValueError) as exc:
-            raise CliError(EXIT_USAGE, f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it") from None
+            problem = f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it"
+            raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     flags = {
         "name": args.name,

@@ -320,9 +320,10 @@ def parse_sacct(
     lines: Iterable[str], budgets: dict[str, Budget], users: set[str], *, now: datetime
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
-    as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no GPUs, job steps, not started or
-    still running); raises :class:`HistoryError` listing every bad line. ``budgets``: Account →
-    leaf budget (by path or name); ``users``: the usernames that exist."""
+    as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
+    GPUs, job steps, not started or still running); raises :class:`HistoryError` listing every
+    bad line. ``budgets``: Account → leaf budget (by path or name); ``users``: the usernames that
+    exist."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").split("|")
     missing = [c for c in SACCT_COLUMNS if c not in header]

@@ -74,9 +74,7 @@ def webhook_problem(url: str, *, resolve: bool = True) -> str | None:
     if not resolve:
         return None
     try:
-        infos = socket.getaddrinfo(
-            host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
-        )
+        infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         return f"the host {host} does not resolve"
     for info in infos:

@@ -9,9 +9,9 @@ run through the policy on the cluster's hosts and its ``vc-<id>`` budgets, shift
 written as finished workloads and attempts (their usage), then the pyramid's hours rolled up.
 
 ``sacct``: a Slurm export, ``sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
-(``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset). Account names a leaf budget
-(path or name), User an existing user; each finished job that held GPUs becomes a usage interval.
-Every bad line is reported and nothing is written.
+(``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset).
+Account names a leaf budget (path or name), User an existing user; each finished job that held
+GPUs becomes a usage interval. Every bad line is reported and nothing is written.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from scheduler.trace import (
     parse_duration,
     read_trace,
 )
-
 
 MAX_DAYS = 3650
 """The most days of the trace ``philly`` imports (the Philly trace spans about 75)."""
