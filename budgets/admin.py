@@ -110,6 +110,7 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
 
     from django.utils import timezone
 
+    from scheduler.api.params import MAX_BACK
     from scheduler.sim.dbdemand import load_demand
     from scheduler.sim.whatif import parse_shares, whatif
     from scheduler.trace import parse_duration
@@ -117,6 +118,8 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
     seconds = parse_duration(window.strip())
     if seconds <= 0:
         raise ValueError(f"window {window!r}: must be longer than zero")
+    if seconds > MAX_BACK.total_seconds():  # 99999999999d overflowed timedelta: a 500
+        raise ValueError(f"window {window[:40]!r}: at most {MAX_BACK.days}d of recorded demand")
     now = timezone.now()
     demand = load_demand(cluster or None, timedelta(seconds=seconds), now)
     budgets = parse_shares(shares_text, demand.budgets, name="shares")

@@ -54,7 +54,8 @@ class StatementRow:
 def parse_range(since: str | None, until: str | None, today: date | None = None) -> tuple[date, date]:
     """``YYYY-MM-DD`` texts (either may be empty) → (since, until); default: the last 30 days to today.
 
-    Raises StatementError naming the field on a bad date, ``since`` after ``until`` or more than 366 days.
+    Raises StatementError naming the field on a bad date (9999-12-31 included: no midnight follows it),
+    ``since`` after ``until`` or more than 366 days.
     """
     today = today or timezone.now().astimezone(UTC).date()
 
@@ -62,9 +63,14 @@ def parse_range(since: str | None, until: str | None, today: date | None = None)
         if text is None or not str(text).strip():
             return None
         try:
-            return date.fromisoformat(str(text).strip())
+            day = date.fromisoformat(str(text).strip())
         except ValueError:
             raise StatementError("invalid_date", field, f"{field}: {text!r} is not a date (YYYY-MM-DD).") from None
+        # The statement reads up to the midnight after ``until``: the last day a date holds has none
+        # (OverflowError, a 500, on ``until=9999-12-31``).
+        if day == date.max:
+            raise StatementError("invalid_date", field, f"{field}: {text!r} is past the last day a statement covers.")
+        return day
 
     end = parse(until, "until") or today
     start = parse(since, "since") or end - timedelta(days=DEFAULT_DAYS - 1)
@@ -136,15 +142,27 @@ def budget_statement(budget: Budget, since: date, until: date, *, now: datetime 
     ]
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """``value`` as a cell a spreadsheet shows as text: one that starts like a formula gets a
+    leading ``'`` (OWASP "CSV Injection"; usernames may start with ``+``, ``-`` or ``@``). The CLI's
+    ``fairway_cli.cli.csv_cell`` is the same rule (it imports nothing of the server; a test keeps
+    the two equal)."""
+    return "'" + value if value.startswith(_FORMULA_START) else value
+
+
 def statement_csv(budget: Budget, rows: Iterable[StatementRow], out: io.TextIOBase | None = None) -> str:
     """The rows as CSV (GPU-hours with 4 decimals), header first; written to ``out`` too when given."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
-    name = budget.path
+    name = csv_text(budget.path)
     for r in rows:
         a, u = round(r.allocated_gpu_hours, 4), round(r.unallocated_gpu_hours, 4)
-        writer.writerow([name, r.day.isoformat(), r.project, r.user, f"{a:.4f}", f"{u:.4f}", f"{a + u:.4f}"])
+        row = [name, r.day.isoformat(), csv_text(r.project), csv_text(r.user), f"{a:.4f}", f"{u:.4f}", f"{a + u:.4f}"]
+        writer.writerow(row)
     text = buffer.getvalue()
     if out is not None:
         out.write(text)

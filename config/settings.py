@@ -264,7 +264,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "config.pagination.FairwayLimitOffsetPagination",
     "DEFAULT_PARSER_CLASSES": [
         "config.parsers.FairwayJSONParser",  # 400, not 500, on over-deep nesting and lone surrogates
         "rest_framework.parsers.FormParser",

@@ -133,6 +133,19 @@ def escaped(data: Any) -> Any:
     return data
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP "CSV Injection")."""
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell a spreadsheet shows as text: a string that starts like a formula
+    (``=HYPERLINK(...)``, ``+``, ``-``, ``@``) gets a leading ``'``. Numbers stay numbers. Other
+    users write the names a history holds: opening the export must not run what they wrote."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def _error_text(status: int, body: Any) -> str:
     body = escaped(body)
     if not isinstance(body, dict):
@@ -214,6 +227,33 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+MAX_DAYS_BACK = 400
+"""The furthest back the server reads an instant (``scheduler.api.params.MAX_BACK``)."""
+
+
+def _days_back(text: str) -> float:
+    """``--days``: a number of days above 0 and up to :data:`MAX_DAYS_BACK` (``1e308`` overflowed
+    the date and ``nan`` failed in it: tracebacks; ``-3`` asked the server for the future)."""
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < days <= MAX_DAYS_BACK:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most {MAX_DAYS_BACK}")
+    return days
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 (``--events -3`` dropped the first three events instead)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be at least 0")
     return n
 
 
@@ -359,10 +399,17 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         try:
             text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
             spec = yaml.safe_load(text)
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
+        except RecursionError:  # thousands of nested "[": a traceback
+            raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: nested too deeply") from None
         if not isinstance(spec, dict):
             raise CliError(EXIT_USAGE, "a spec is a YAML mapping of fields (name, budget, command, ...)")
+        try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed
+            json.dumps(spec)
+        except (TypeError, ValueError) as exc:
+            problem = f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it"
+            raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     flags = {
         "name": args.name,
@@ -678,9 +725,10 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             out,
         )
     events = w.get("events") or []
-    if events:
+    shown = events[len(events) - args.events :] if args.events else []  # [-0:] was every event
+    if shown:
         out.write("events:\n")
-        for e in events[-args.events :]:
+        for e in shown:
             actor = f" (by {e['actor']})" if e.get("actor") else ""
             out.write(f"  {when(e['at'])}  {e['kind']}: {e['message']}{actor}\n")
     return EXIT_OK
@@ -905,7 +953,8 @@ HISTORY_COLUMNS = (
 
 def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """Finished attempts like ``sacct``; ``--csv`` for a spreadsheet (every field, one row each)."""
-    page = Api(config.server, config.token, escape=not (args.json or args.csv)).call(
+    # CSV too: it goes to the terminal unless redirected, and its cells are other users' text.
+    page = Api(config.server, config.token, escape=not args.json).call(
         "GET",
         "workloads/history/",
         params={"since": args.since, "budget": args.budget, "cluster": args.cluster, "limit": args.limit},
@@ -920,7 +969,9 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(HISTORY_COLUMNS)
         for r in rows:
-            writer.writerow([host_words(r) if c == "hosts" else "" if r[c] is None else r[c] for c in HISTORY_COLUMNS])
+            writer.writerow(
+                [csv_cell(host_words(r) if c == "hosts" else "" if r[c] is None else r[c]) for c in HISTORY_COLUMNS]
+            )
         return EXIT_OK
     table(
         rows,
@@ -1147,7 +1198,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
     p.add_argument("id")
-    p.add_argument("--events", type=int, default=10, help="how many recent events (10)")
+    p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
     p.add_argument("id", nargs="?")
@@ -1174,7 +1225,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
     p.add_argument("--cluster", "-c")
-    p.add_argument("--days", type=float, default=7.0, help="how far back (default 7, as the metrics page)")
+    p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")

@@ -17,6 +17,7 @@ line, and the database is unchanged.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -281,30 +282,48 @@ class SacctJob:
     end: datetime
 
 
+MAX_SACCT_GPUS = 2**31 - 1
+"""The most GPUs one imported job may hold: what ``UsageEntry.gpus`` stores on every database."""
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _gpus_of(tres: str) -> int | None:
     """GPUs in an AllocTRES value (``cpu=8,gres/gpu=4,mem=64G`` or ``gres/gpu:a100=4``); None if
-    it names none."""
+    it names none. ValueError unless the count is ASCII digits up to :data:`MAX_SACCT_GPUS`
+    (``int()`` also took ``1_0``, and a count past the column was a traceback at the write)."""
     total = None
     for part in tres.split(","):
         key, _, value = part.partition("=")
         if key == "gres/gpu" or (key.startswith("gres/gpu:") and total is None):
+            if not _DIGITS.fullmatch(value.strip()) or len(value.strip()) > 10 or int(value) > MAX_SACCT_GPUS:
+                raise ValueError(value)
             total = int(value)
     return total
 
 
 def _slurm_time(raw: str) -> datetime | None:
+    """``raw`` as UTC: a time without an offset is read as UTC; one with an offset is converted
+    (it was relabelled UTC, hours off). ValueError on anything else."""
     if raw in ("", "Unknown", "None"):
         return None
-    return datetime.fromisoformat(raw).replace(tzinfo=UTC)
+    at = datetime.fromisoformat(raw)
+    if at.tzinfo is None:
+        return at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first UTC instant a datetime holds
+        raise ValueError(raw) from None
 
 
 def parse_sacct(
     lines: Iterable[str], budgets: dict[str, Budget], users: set[str], *, now: datetime
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
-    as UTC). Returns the GPU jobs and the skipped lines' notes (no GPUs, job steps, not started or
-    still running); raises :class:`HistoryError` listing every bad line. ``budgets``: Account →
-    leaf budget (by path or name); ``users``: the usernames that exist."""
+    as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
+    GPUs, job steps, not started or still running); raises :class:`HistoryError` listing every
+    bad line. ``budgets``: Account → leaf budget (by path or name); ``users``: the usernames that
+    exist."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").split("|")
     missing = [c for c in SACCT_COLUMNS if c not in header]
@@ -325,8 +344,14 @@ def parse_sacct(
         if len(cells) != len(header):
             problems.append(f"line {n}: {len(cells)} fields, the header has {len(header)}")
             continue
+        if "\x00" in line:  # stored in the note: PostgreSQL text cannot hold NUL (a traceback)
+            problems.append(f"line {n}: holds a NUL character")
+            continue
         v = {c: cells[i].strip() for c, i in col.items()}
         job = v["JobID"]
+        if not job:
+            problems.append(f"line {n}: no JobID")
+            continue
         if "." in job:
             skipped.append(f"line {n}: job step {job} (export with -X)")
             continue
@@ -334,7 +359,9 @@ def parse_sacct(
         try:
             gpus = _gpus_of(v["AllocTRES"])
         except ValueError:
-            here.append(f"AllocTRES {v['AllocTRES']!r} has a GPU count that is not a whole number")
+            here.append(
+                f"AllocTRES {v['AllocTRES'][:100]!r} has a GPU count that is not a whole number up to {MAX_SACCT_GPUS}"
+            )
             gpus = 0
         try:
             start, end = _slurm_time(v["Start"]), _slurm_time(v["End"])
@@ -356,8 +383,6 @@ def parse_sacct(
             here.append(f"JobID {job} appears twice")
         if start is not None and end is not None and (end < start or end > now):
             here.append("End is before Start or in the future")
-        if gpus is not None and gpus < 0:
-            here.append("the GPU count is negative")
         if here:
             problems.append(f"line {n} (job {job}): " + "; ".join(here))
             continue

@@ -61,6 +61,7 @@ def webhook_problem(url: str, *, resolve: bool = True) -> str | None:
     """Why ``url`` may not be used as a webhook, or None (see the module docstring)."""
     try:
         parts = urlsplit(url)
+        port = parts.port  # ValueError on ":99999" or ":abc" (was a 500), even for an allowed host
     except ValueError:
         return "not a URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -73,9 +74,7 @@ def webhook_problem(url: str, *, resolve: bool = True) -> str | None:
     if not resolve:
         return None
     try:
-        infos = socket.getaddrinfo(
-            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
-        )
+        infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         return f"the host {host} does not resolve"
     for info in infos:

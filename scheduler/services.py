@@ -925,8 +925,11 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
     a drained host changes nothing. Records a HostEvent (``cordoned``, ``draining``,
     ``drain_now``, ``resumed``) with the actor and reason — drain now is audited (DESIGN.md §6)
     — and requests a tick and a push of the host after commit. Raises HostError
-    ``invalid_state`` or ``host_removed``.
+    ``invalid_state``, ``invalid_reason`` (over 500 characters or holding NUL: the web form passed
+    NUL through, a 500 on PostgreSQL) or ``host_removed``.
     """
+    if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
+        raise HostError("invalid_reason", "reason", "A reason is a string of at most 500 characters, without NUL.")
     if state not in SETTABLE_HOST_STATES:
         raise HostError("invalid_state", "state", f"State must be one of {', '.join(SETTABLE_HOST_STATES)}.")
     if drain_now and state != Host.State.DRAINING:

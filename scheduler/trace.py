@@ -74,7 +74,7 @@ def read_trace(path: str | Path) -> list[TraceJob]:
 
     Checked: every column of ``COLUMNS`` is in the header (extra columns are ignored); every row
     has as many fields as the header; ``job_id``, ``submit_time_s``, ``num_gpus``, ``duration_s``
-    are non-negative whole numbers (``num_gpus`` at least 1), ``duration_pcs_s`` is one or empty;
+    are whole numbers from 0 to ``MAX_TRACE_NUMBER`` (``num_gpus`` at least 1), ``duration_pcs_s`` is one or empty;
     ``vc`` is not empty; ``job_id`` strictly increases and ``submit_time_s`` never decreases
     (jobs are in submission order). An unreadable file raises ``TraceError`` too.
     """
@@ -149,6 +149,11 @@ def parse_trace(lines: Iterable[str], *, name: str = "<trace>") -> list[TraceJob
     return jobs
 
 
+MAX_TRACE_NUMBER = 2**31 - 1
+"""The largest id, time, GPU count or duration a trace may hold (seconds: 68 years): what every
+integer column the trace reaches stores (``Workload.duration_hint_s``) and what a date can add."""
+
+
 def _whole_number(name: str, line: int, column: str, raw: str, minimum: int) -> int:
     raw = raw.strip()
     if raw == "":
@@ -167,6 +172,8 @@ def _whole_number(name: str, line: int, column: str, raw: str, minimum: int) -> 
         raise TraceError(name, line, column, f"{value} is negative")
     if value < minimum:
         raise TraceError(name, line, column, f"{value} is below the minimum of {minimum}")
+    if value > MAX_TRACE_NUMBER:  # a duration of 10**23 s was a traceback when written
+        raise TraceError(name, line, column, f"{raw[:40]} is above the maximum of {MAX_TRACE_NUMBER}")
     return value
 
 

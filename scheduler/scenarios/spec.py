@@ -345,6 +345,8 @@ def load_scenario(path: str | Path) -> Scenario:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"
         raise ScenarioError(file, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:  # thousands of nested "[": the composer recurses per level
+        raise ScenarioError(file, "-", "not valid YAML: nested too deeply") from None
     doc = _mapping(doc, file, "(top)")
     _known(
         doc,

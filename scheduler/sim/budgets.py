@@ -89,6 +89,8 @@ def parse_plan(text: str, vcs: dict[str, int], *, name: str = "<budgets>") -> Bu
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise BudgetFileError(name, line, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:  # thousands of nested "[": the composer recurses per level
+        raise BudgetFileError(name, None, "not valid YAML: nested too deeply") from None
     if root is None:
         raise BudgetFileError(name, 1, "the file is empty (expected one root budget)")
     if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:

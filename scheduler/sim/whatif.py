@@ -73,6 +73,8 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise BudgetFileError(name, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None
+    except RecursionError:  # "x: [[[...]]]" thousands deep: the composer recurses per level (was a 500)
+        raise BudgetFileError(name, None, "not valid YAML: nested too deeply") from None
     if root is None or not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
         raise BudgetFileError(name, 1, "expected one top-level key 'shares' with a mapping of budget paths")
     key, body = root.value[0]

@@ -9,9 +9,9 @@ run through the policy on the cluster's hosts and its ``vc-<id>`` budgets, shift
 written as finished workloads and attempts (their usage), then the pyramid's hours rolled up.
 
 ``sacct``: a Slurm export, ``sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
-(``--parsable2``: ``|``-separated, a header line; times read as UTC). Account names a leaf budget
-(path or name), User an existing user; each finished job that held GPUs becomes a usage interval.
-Every bad line is reported and nothing is written.
+(``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset).
+Account names a leaf budget (path or name), User an existing user; each finished job that held
+GPUs becomes a usage interval. Every bad line is reported and nothing is written.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ from scheduler.trace import (
     parse_duration,
     read_trace,
 )
+
+MAX_DAYS = 3650
+"""The most days of the trace ``philly`` imports (the Philly trace spans about 75)."""
+MAX_LOAD = 100.0
 
 
 class Command(BaseCommand):
@@ -96,8 +100,9 @@ class Command(BaseCommand):
             jobs = read_trace(opts["trace"])
         except (TraceError, ValueError) as exc:
             raise CommandError(f"{exc}; nothing written") from None
-        if opts["days"] <= 0 or opts["load"] <= 0:
-            raise CommandError("--days and --load must be positive; nothing written")
+        # NaN passed "<= 0" and 1e308 days overflowed into a traceback.
+        if not (0 < opts["days"] <= MAX_DAYS and 0 < opts["load"] <= MAX_LOAD):
+            raise CommandError(f"--days is from 0 to {MAX_DAYS} and --load from 0 to {MAX_LOAD}; nothing written")
         now = timezone.now()
         snap, _ = load_snapshot(cluster, now)
         if not snap.hosts:
