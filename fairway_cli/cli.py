@@ -29,6 +29,7 @@ from typing import Any, TextIO
 import requests
 
 from fairway_cli import __version__
+from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -220,41 +221,13 @@ def when(value: str | None) -> str:
     return f"{at:%Y-%m-%d %H:%M} UTC"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return n
-
-
 MAX_DAYS_BACK = 400
 """The furthest back the server reads an instant (``scheduler.api.params.MAX_BACK``)."""
 
 
-def _days_back(text: str) -> float:
-    """``--days``: a number of days above 0 and up to :data:`MAX_DAYS_BACK` (``1e308`` overflowed
-    the date and ``nan`` failed in it: tracebacks; ``-3`` asked the server for the future)."""
-    try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < days <= MAX_DAYS_BACK:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most {MAX_DAYS_BACK}")
-    return days
-
-
-def _count(text: str) -> int:
-    """A whole number >= 0 (``--events -3`` dropped the first three events instead)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError("must be at least 0")
-    return n
+_positive_int = whole_number(1)
+_count = whole_number(0)  # --events -3 dropped the first three events instead
+_days_back = positive_number(MAX_DAYS_BACK)  # 1e308 overflowed the date, nan failed in it, -3 asked for the future
 
 
 def size(n: Any) -> str:

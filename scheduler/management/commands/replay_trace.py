@@ -33,6 +33,7 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from budgets.models import Budget
+from fairway_cli.args import positive_number, whole_number
 from scheduler.models import GPU, Attempt, Cluster, Workload
 from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import (
@@ -64,24 +65,8 @@ def _duration_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+_positive_float = positive_number()
+_positive_int = whole_number(1)
 
 
 @dataclass
