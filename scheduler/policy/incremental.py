@@ -14,11 +14,12 @@ from operator import attrgetter
 import scheduler.policy.contract as contract
 import scheduler.policy.room_index as room_index
 import scheduler.policy.victims as victims
+from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
 from scheduler.policy.screen import idle
-from scheduler.policy.standing import Rebuild, Standing, attempt_changes, nominations_of
+from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Workload
 from scheduler.policy.usage import pass_loads

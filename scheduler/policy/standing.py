@@ -23,54 +23,13 @@ run, calls :func:`~scheduler.policy.schedule`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_resources, infeasible_shape
+from scheduler.policy.attempt_log import AttemptChanges, attempt_changes
 from scheduler.policy.room_index import RoomBase, index_slot
 from scheduler.policy.state import AttemptView, ClusterState, HostView
 from scheduler.policy.types import Attempt, GpuRef, Host, HostState, Snapshot, Workload
 from scheduler.policy.usage import LoadBook
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptChanges:
-    """The open attempts put (new, or replaced by another object: the attempt now) or dropped
-    (None) between the previous snapshot of ``source`` (number ``serial - 1``) and this one, by
-    id: what a producer that keeps its attempts by id (the forward simulation of estimates)
-    hands with a snapshot's attempts (``snap.attempts.changes``), so that :meth:`Standing.sync`
-    reads them instead of comparing every attempt (as :class:`~scheduler.policy.pending.PendingChanges`
-    for the pending workloads)."""
-
-    source: object
-    serial: int
-    changed: dict[str, Attempt | None]
-
-
-class AttemptLog:
-    """A producer's record of the attempt ids it put or dropped; :meth:`cut` closes the interval
-    of one snapshot. Every change of the attempts must be told, or the changes are wrong."""
-
-    def __init__(self) -> None:
-        self.serial = 0
-        self._ids: set[str] = set()
-
-    def touch(self, aid: str) -> None:
-        self._ids.add(aid)
-
-    def cut(self, attempts: Mapping[str, Attempt]) -> AttemptChanges:
-        """The changes since the last cut (since the start for the first), read from the
-        producer's ``attempts`` by id; starts the next interval."""
-        out = AttemptChanges(self, self.serial, {aid: attempts.get(aid) for aid in self._ids})
-        self.serial += 1
-        self._ids = set()
-        return out
-
-
-def attempt_changes(snap: Snapshot) -> AttemptChanges | None:
-    """The changes ``snap``'s attempts carry, if any."""
-    changes = getattr(snap.attempts, "changes", None)
-    return changes if isinstance(changes, AttemptChanges) else None
 
 
 def nominations_of(snap: Snapshot, pending: dict[str, Workload]) -> dict[str, tuple[GpuRef, ...]]:
@@ -455,4 +414,4 @@ class Rebuild(Exception):
     """The difference is one :meth:`Standing.sync` does not take; build afresh."""
 
 
-__all__ = ["AttemptChanges", "AttemptLog", "Rebuild", "Standing", "attempt_changes", "nominations_of"]
+__all__ = ["Rebuild", "Standing", "nominations_of"]

@@ -68,8 +68,8 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
+from scheduler.policy.attempt_log import AttemptChanges, AttemptLog
 from scheduler.policy.pending import PendingChanges, PendingLog
-from scheduler.policy.standing import AttemptChanges, AttemptLog
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import LoadBook, pass_loads
 
@@ -370,7 +370,7 @@ class PendingView(list[Workload]):
 
 class AttemptsView(list[Attempt]):
     """A pass's attempts with what was put and dropped since the previous pass's snapshot of
-    the same :class:`Forward` (``changes``, :class:`~scheduler.policy.standing.AttemptChanges`):
+    the same :class:`Forward` (``changes``, :class:`~scheduler.policy.attempt_log.AttemptChanges`):
     the policy's :class:`~scheduler.policy.standing.Standing` reads them instead of comparing
     every attempt (the 5,848 attempts of the bench state, twice a pass)."""
 
