@@ -193,10 +193,6 @@ def close_host_links(host_ids: Iterable[int], reason: str = "token", *, before: 
     _group_send_all(host_ids, message, "closing of agent connections")
 
 
-GROUP_SENDS_IN_FLIGHT = 32
-"""Group sends one push keeps in flight at once (:func:`push_desired_state`)."""
-
-
 def _group_send_all(host_ids: Iterable[int], message: dict[str, Any], what: str) -> None:
     ids = sorted(set(host_ids))
     if not ids:
@@ -206,22 +202,8 @@ def _group_send_all(host_ids: Iterable[int], message: dict[str, Any], what: str)
         return
 
     async def send_all() -> None:
-        # At once, not one host after another: a group send is four Redis round trips, so a
-        # tick that starts work on 50 hosts made the last host's agent wait for 200 of them
-        # (push → consumer p50 0.4 s, p99 1.9 s at 500 agents with submissions;
-        # docs/benchmarks/api_load.md, "Seventh pass"). Bounded, so one push of every host does
-        # not open a Redis connection per host; a failed host does not stop the others.
-        gate = asyncio.Semaphore(GROUP_SENDS_IN_FLIGHT)
-
-        async def send(hid: int) -> None:
-            async with gate:
-                await layer.group_send(host_group(hid), dict(message))
-
-        results = await asyncio.gather(*(send(hid) for hid in ids), return_exceptions=True)
-        failed = [hid for hid, r in zip(ids, results, strict=True) if isinstance(r, BaseException)]
-        if failed:  # repaired by the hosts' next heartbeat flush
-            first = next(r for r in results if isinstance(r, BaseException))
-            logger.warning("%s to hosts %s failed", what, failed, exc_info=first)
+        for hid in ids:
+            await layer.group_send(host_group(hid), dict(message))
 
     try:
         loop = _server_loop
