@@ -149,6 +149,30 @@ def install_timers(out: str) -> None:
     gateway.push_desired_state = stamped_push
     gateway.desired_commands_many = stamped_many
 
+    # The tick's phases (this process's ticks): per phase its (ended, seconds) in this thread,
+    # and the tick's end after its commit; the report splits placed_at → push with them.
+    from scheduler import tick as tick_module
+
+    tick_phases: list[list[Any]] = []  # [phase, ended epoch s, seconds]
+
+    def timed(phase: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                tick_phases.append([phase, time.time(), time.perf_counter() - began])
+
+        return wrapper
+
+    tick_module.load_snapshot = timed("snapshot", tick_module.load_snapshot)
+    tick_module.schedule = timed("policy", tick_module.schedule)
+    tick_module._apply = timed("apply", tick_module._apply)  # noqa: SLF001 -- a bench instrument
+    tick_module.run_tick = timed("tick (all, commit included)", tick_module.run_tick)
+    from scheduler import tasks as tasks_module
+
+    tasks_module.run_tick = tick_module.run_tick
+
     def counted_flush(reports: Any, views: Any) -> Any:
         queries = 0
         wall = time.time()
@@ -231,6 +255,7 @@ def install_timers(out: str) -> None:
                         "layer_in": list(layer_in),
                         "push_calls": list(push_calls),
                         "flush_calls": list(flush_calls),
+                        "tick_phases": list(tick_phases),
                     }
                 )
             )
@@ -808,6 +833,12 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
             ("call ended → start sent", s - call[1]),
         ):
             parts.setdefault(name, []).append(value)
+    by_phase: dict[str, list[float]] = {}
+    for phase, _ended, seconds in hops.get("tick_phases", []):
+        by_phase.setdefault(phase, []).append(seconds)
+    for phase, values in by_phase.items():
+        ms = [x * 1000 for x in values]
+        print(f"tick phase {phase} (every tick): {len(ms)}, p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms")
     for name, values in parts.items():
         ms = [x * 1000 for x in values]
         print(f"start hop {name}: {len(ms)}, p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms, max {max(ms):.0f} ms")
@@ -840,7 +871,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             sent_starts[int(wire)] = min(at, sent_starts.get(int(wire), at))
         for kind, values in timed.get("dispatches", {}).items():
             dispatches.setdefault(kind, []).extend(values)
-        for key in ("pushes", "layer_in", "push_calls", "flush_calls"):
+        for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases"):
             hops.setdefault(key, []).extend(timed.get(key, []))
         hops.setdefault("start_hosts", {}).update({int(k): v for k, v in timed.get("start_hosts", {}).items()})
     # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
