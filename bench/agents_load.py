@@ -126,8 +126,56 @@ def install_timers(out: str) -> None:
         waits.extend(now - r.received_at.timestamp() for r in reports)
         received.extend(r.received_at.timestamp() for r in reports)
 
+    # The hops of a start (seventh pass): the tick's commit → its push (``push_desired_state``,
+    # per host), the channel layer → the consumer's ``desired.state``, the push thread's
+    # ``desired_commands_many`` (began, ended), or a heartbeat flush's desired state; then the send.
+    pushes: list[list[Any]] = []  # [epoch s, host ids] per push_desired_state call (this process)
+    layer_in: list[list[float]] = []  # [host id, epoch s] per desired.state the consumer got
+    push_calls: list[list[Any]] = []  # [began, ended, host ids] per desired_commands_many of a push
+    flush_calls: list[list[Any]] = []  # [began, ended, host ids] per heartbeat flush
+    push_desired_state, many = gateway.push_desired_state, gateway.desired_commands_many
+
+    def stamped_push(host_ids: Any) -> None:
+        ids = sorted(set(host_ids))
+        pushes.append([time.time(), ids])
+        push_desired_state(ids)
+
+    def stamped_many(views: Any) -> Any:
+        began = time.time()
+        result = many(views)
+        push_calls.append([began, time.time(), [v.host_id for v in views]])
+        return result
+
+    gateway.push_desired_state = stamped_push
+    gateway.desired_commands_many = stamped_many
+
+    # The tick's phases (this process's ticks): per phase its (ended, seconds) in this thread,
+    # and the tick's end after its commit; the report splits placed_at → push with them.
+    from scheduler import tick as tick_module
+
+    tick_phases: list[list[Any]] = []  # [phase, ended epoch s, seconds]
+
+    def timed(phase: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                tick_phases.append([phase, time.time(), time.perf_counter() - began])
+
+        return wrapper
+
+    tick_module.load_snapshot = timed("snapshot", tick_module.load_snapshot)
+    tick_module.schedule = timed("policy", tick_module.schedule)
+    tick_module._apply = timed("apply", tick_module._apply)  # noqa: SLF001 -- a bench instrument
+    tick_module.run_tick = timed("tick (all, commit included)", tick_module.run_tick)
+    from scheduler import tasks as tasks_module
+
+    tasks_module.run_tick = tick_module.run_tick
+
     def counted_flush(reports: Any, views: Any) -> Any:
         queries = 0
+        wall = time.time()
 
         def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
             nonlocal queries
@@ -138,6 +186,7 @@ def install_timers(out: str) -> None:
         with connection.execute_wrapper(count):
             result = flush_heartbeats(reports, views)
         flushes.append([len(reports), queries, time.perf_counter() - began])
+        flush_calls.append([wall, time.time(), [v.host_id for v in views]])
         return result
 
     lifecycle.record_heartbeats = timed_record
@@ -169,14 +218,24 @@ def install_timers(out: str) -> None:
 
     AgentConsumer.connect = connect_with_lag_probe  # type: ignore[method-assign]
     starts: dict[int, float] = {}  # attempt wire id → when this process sent its first start
+    start_hosts: dict[int, int] = {}  # attempt wire id → the host it was sent to
     send_msg = AgentConsumer.send_msg
 
     async def stamped_send_msg(self: Any, msg: Any) -> None:
         if type(msg).__name__ == "Start":
             starts.setdefault(msg.attempt_id, time.time())
+            start_hosts.setdefault(msg.attempt_id, self.host.pk)
         await send_msg(self, msg)
 
     AgentConsumer.send_msg = stamped_send_msg  # type: ignore[method-assign]
+    desired_state = AgentConsumer.desired_state
+
+    async def stamped_desired_state(self: Any, event: Any) -> None:
+        if self.host is not None:
+            layer_in.append([self.host.pk, time.time()])
+        await desired_state(self, event)
+
+    AgentConsumer.desired_state = stamped_desired_state  # type: ignore[method-assign]
 
     def flush() -> None:
         while True:
@@ -191,6 +250,12 @@ def install_timers(out: str) -> None:
                         "dispatches": {k: list(v) for k, v in list(dispatches.items())},
                         "lags": list(lags),
                         "starts": dict(starts),
+                        "start_hosts": dict(start_hosts),
+                        "pushes": list(pushes),
+                        "layer_in": list(layer_in),
+                        "push_calls": list(push_calls),
+                        "flush_calls": list(flush_calls),
+                        "tick_phases": list(tick_phases),
                     }
                 )
             )
@@ -717,6 +782,70 @@ def _report_ticks(log: Path) -> None:
         )
 
 
+def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, float]) -> None:
+    """Each start's hops (timings of :func:`install_timers`; the push stamps need the tick in a
+    timed process: without ``--layout``): placed_at → the tick's push (its commit and the
+    ``on_commit`` callbacks before it), push → the consumer's ``desired.state`` (channel layer and
+    the consumer's queue), → the push thread's call began (its queue), the call, → the send. A
+    start whose host had a heartbeat flush end before the push call did is counted as the flush's."""
+    import bisect
+
+    def by_host(rows: list[list[Any]], at: int, hosts: int) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        for row in rows:
+            for hid in row[hosts] if isinstance(row[hosts], list) else [row[hosts]]:
+                out.setdefault(int(hid), []).append(row[at])
+        return {k: sorted(v) for k, v in out.items()}
+
+    def first_after(times: dict[int, list[float]], hid: int, t: float) -> float | None:
+        row = times.get(hid, [])
+        i = bisect.bisect_left(row, t)
+        return row[i] if i < len(row) else None
+
+    pushes = by_host(hops.get("pushes", []), 0, 1)
+    layer_in = by_host(hops.get("layer_in", []), 1, 0)
+    calls: dict[int, list[tuple[float, float]]] = {}
+    for began, ended, ids in hops.get("push_calls", []):
+        for hid in ids:
+            calls.setdefault(int(hid), []).append((began, ended))
+    flush_ends = by_host(hops.get("flush_calls", []), 1, 2)
+    parts: dict[str, list[float]] = {}
+    by_flush = 0
+    for wire, host in hops.get("start_hosts", {}).items():
+        if wire not in placed or wire not in sent:
+            continue
+        p, s = placed[wire].timestamp(), sent[wire]
+        pushed = first_after(pushes, host, p)
+        if pushed is None or pushed > s:
+            continue
+        got = first_after(layer_in, host, pushed)
+        call = next((c for c in sorted(calls.get(host, [])) if got is not None and c[0] >= got), None)
+        flushed = first_after(flush_ends, host, pushed)
+        if got is None or call is None or call[1] > s or (flushed is not None and flushed < call[1]):
+            by_flush += 1
+            parts.setdefault("placed_at → push (tick commit)", []).append(pushed - p)
+            continue
+        for name, value in (
+            ("placed_at → push (tick commit)", pushed - p),
+            ("push → consumer desired.state (channel layer)", got - pushed),
+            ("desired.state → push thread's call began", call[0] - got),
+            ("push thread's call (desired_commands_many)", call[1] - call[0]),
+            ("call ended → start sent", s - call[1]),
+        ):
+            parts.setdefault(name, []).append(value)
+    by_phase: dict[str, list[float]] = {}
+    for phase, _ended, seconds in hops.get("tick_phases", []):
+        by_phase.setdefault(phase, []).append(seconds)
+    for phase, values in by_phase.items():
+        ms = [x * 1000 for x in values]
+        print(f"tick phase {phase} (every tick): {len(ms)}, p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms")
+    for name, values in parts.items():
+        ms = [x * 1000 for x in values]
+        print(f"start hop {name}: {len(ms)}, p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms, max {max(ms):.0f} ms")
+    if parts:
+        print(f"starts sent by a heartbeat flush (not the push): {by_flush}")
+
+
 def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path) -> None:
     from django.db import close_old_connections
 
@@ -729,6 +858,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     dispatches: dict[str, list[float]] = {}
     lags: list[float] = []
     sent_starts: dict[int, float] = {}  # wire id → the server's send of its first start
+    hops: dict[str, Any] = {}
     for path in sorted(timings.glob("*.json")):  # one per web process
         timed = json.loads(path.read_text())
         durations += timed.get("heartbeats", [])
@@ -741,6 +871,9 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             sent_starts[int(wire)] = min(at, sent_starts.get(int(wire), at))
         for kind, values in timed.get("dispatches", {}).items():
             dispatches.setdefault(kind, []).extend(values)
+        for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases"):
+            hops.setdefault(key, []).extend(timed.get(key, []))
+        hops.setdefault("start_hosts", {}).update({int(k): v for k, v in timed.get("start_hosts", {}).items()})
     # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
     placed = dict(Attempt.objects.filter(wire_id__in=list(stats.starts)).values_list("wire_id", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
@@ -817,6 +950,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"start commands split: placed_at → the web process sends it p50 {pct(server, 50):.0f} ms, "
             f"p99 {pct(server, 99):.0f} ms; sent → agent receipt p50 {pct(wire, 50):.0f} ms, p99 {pct(wire, 99):.0f} ms"
         )
+    _report_hops(hops, placed, sent_starts)
     print(
         f"start commands: {len(lat)} attempts started of {n_attempts} placed "
         f"({n_workloads} of {args.workloads} workloads submitted in the window); "
