@@ -864,8 +864,8 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
                 ("OWED GPU-H", lambda b: gpu_hours_text(b["owed_gpu_hours"])),
                 ("ATTAINMENT", attainment_cell),
-                ("RUNNING", lambda b: b["running_gpus"]),
-                ("PENDING", lambda b: b["pending_workloads"]),
+                ("RUNNING GPUS", lambda b: b["running_gpus"]),  # GPUs, as the page's "running GPUs"
+                ("PENDING WORKLOADS", lambda b: b["pending_workloads"]),  # workloads, not GPUs
                 ("CAP", lambda b: b.get("cap_text") or "-"),  # the server's words (an older one sends none)
             ],
             out,
@@ -878,8 +878,8 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 "RATIO",
                 "OWED GPU-H",
                 "ATTAINMENT",
-                "RUNNING",
-                "PENDING",
+                "RUNNING GPUS",
+                "PENDING WORKLOADS",
             },
         )
         out.write("\n")

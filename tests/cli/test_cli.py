@@ -328,3 +328,15 @@ def test_hosts_say_why_a_host_is_cordoned(cli, admin, hosts):
     reasons = [line for line in out.splitlines() if line.startswith("a100-1: ")]
     assert len(reasons) == 1
     assert reasons[0].startswith("a100-1: cordoned by admin at ") and reasons[0].endswith(": fan replacement")
+
+
+def test_budgets_table_says_what_its_running_and_pending_count(logged_in, researcher, submit_kwargs):
+    """tryout26: the table's RUNNING counted GPUs and its PENDING workloads, headed alike: a budget
+    running one 8-GPU workload read "RUNNING 8" as eight workloads. The page says "running GPUs"."""
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
+    code, out, _ = logged_in("budgets")
+    assert code == EXIT_OK
+    header = out.splitlines()[1]
+    assert "RUNNING GPUS" in header and "PENDING WORKLOADS" in header
+    olmo = next(line for line in out.splitlines() if line.strip().startswith("olmo"))
+    assert olmo.split()[-3:-1] == ["0", "1"]  # no GPU running, one workload (of 4 GPUs) pending
