@@ -100,6 +100,16 @@ class Config:
 # --- HTTP -----------------------------------------------------------------------------------------
 
 
+def unreachable_text(server: str, exc: Exception) -> str:
+    """Why a request got no answer, and what to do: a first user whose server runs elsewhere than
+    the default (the demo on another port) read only "cannot reach http://127.0.0.1:8000:
+    ConnectionError"."""
+    return (
+        f"cannot reach {server}: {type(exc).__name__}. Is the server running there? Name it with"
+        " --server URL or $FAIRWAY_URL; `fairway login --server URL` saves it."
+    )
+
+
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 """Characters a terminal acts on or that reorder the text around them: C0 and C1 controls (ESC
 starts every terminal escape), DEL, bidirectional overrides and isolates, line separators."""
@@ -188,7 +198,7 @@ class Api:
         try:
             response = self.session.request(method, url, json=body, params=clean, headers=headers, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise CliError(EXIT_UNREACHABLE, f"cannot reach {self.server}: {type(exc).__name__}") from None
+            raise CliError(EXIT_UNREACHABLE, unreachable_text(self.server, exc)) from None
         if response.status_code == 204:
             return None
         try:

@@ -71,6 +71,9 @@ def test_unreachable_server_exits_3(cli, monkeypatch):
     code, _out, err = cli("--server", "http://127.0.0.1:9", "ls")
     assert code == EXIT_UNREACHABLE
     assert "cannot reach" in err
+    # tryout26: it said only "cannot reach http://127.0.0.1:8000: ConnectionError" to a user whose
+    # demo served on another port: the message says how to name the server
+    assert "--server URL" in err and "$FAIRWAY_URL" in err and "fairway login --server URL" in err
 
 
 @pytest.mark.parametrize("server_first", [True, False])
