@@ -1143,7 +1143,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--server",
         metavar="URL",
-        help=f"server URL, before or after the command (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})",
+        help=(  # in the order Config.load applies them
+            f"server URL, before or after the command (default: $FAIRWAY_URL, else the one login saved,"
+            f" else {DEFAULT_SERVER})"
+        ),
     )
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 

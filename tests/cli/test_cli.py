@@ -343,3 +343,17 @@ def test_budgets_table_says_what_its_running_and_pending_count(logged_in, resear
     assert "RUNNING GPUS" in header and "PENDING WORKLOADS" in header
     olmo = next(line for line in out.splitlines() if line.strip().startswith("olmo"))
     assert olmo.split()[-3:-1] == ["0", "1"]  # no GPU running, one workload (of 4 GPUs) pending
+
+
+
+def test_server_help_lists_the_sources_in_the_order_they_apply(cli, researcher, cluster, tmp_path):
+    """tryout26: ``--help`` said "default: saved, $FAIRWAY_URL, ..." while $FAIRWAY_URL wins over the
+    saved server: a user with a saved server and a stale $FAIRWAY_URL reached the wrong one."""
+    from fairway_cli.cli import build_parser
+
+    # Given a saved server that answers nowhere, and $FAIRWAY_URL naming the live one (fixture)
+    (tmp_path / "config.json").write_text(json.dumps({"server": "http://127.0.0.1:9", "token": ""}))
+    code, _out, err = cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")
+    assert code == EXIT_OK, err  # $FAIRWAY_URL won
+    text = " ".join(build_parser().format_help().split())
+    assert "(default: $FAIRWAY_URL, else the one login saved, else http://127.0.0.1:8000)" in text
