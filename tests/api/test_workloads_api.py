@@ -245,3 +245,10 @@ def test_a_request_without_a_usable_token_is_told_how_to_authenticate(api_client
     assert refused.status_code == 401
     assert refused.json()["detail"].startswith("Authorization scheme 'Bearer' is not accepted.")
     assert "'Authorization: Token <token>'" in refused.json()["detail"]
+
+
+def test_a_list_filtered_by_a_leaf_name_names_the_path_to_type(api_client_for, researcher, org_tree):
+    # `fairway ls --budget olmo` / ?budget=olmo: the 400 said only "No budget 'olmo'."
+    response = api_client_for(researcher).get(URL, {"budget": "olmo"})
+    assert response.status_code == 400
+    assert "did you mean nlp/olmo?" in response.json()["budget"][0]
