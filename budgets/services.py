@@ -143,6 +143,29 @@ def resolve_budget(ref: Budget | int | str, tree: dict[int, Budget] | None = Non
     return None
 
 
+def budget_hint(ref: object, tree: dict[int, Budget] | None = None) -> str:
+    """What to add to "No budget 'olmo'." so the person knows what to type: the live budgets whose
+    own name is the last part of ``ref`` (``" Budgets are named by their path: did you mean
+    nlp/olmo?"``), or "" when none is. A leaf's name alone does not resolve (:func:`resolve_budget`
+    walks paths from below the root), and the same name may sit under two programs."""
+    if not isinstance(ref, str):
+        return ""
+    parts = [p for p in ref.strip().strip("/").split("/") if p]
+    if not parts:
+        return ""
+    tree = load_tree() if tree is None else tree
+    last = parts[-1].casefold()
+    paths = sorted(
+        b.path
+        for b in tree.values()
+        if b.archived_at is None and b.parent_id is not None and b.name.casefold() == last
+    )
+    if not paths:
+        return ""
+    shown = " or ".join(paths[:3]) + (f" (or {len(paths) - 3} more)" if len(paths) > 3 else "")
+    return f" Budgets are named by their path: did you mean {shown}?"
+
+
 def _live_first(b: Budget) -> tuple[int, float]:
     return (0 if b.archived_at is None else 1, -(b.archived_at.timestamp() if b.archived_at else 0))
 

@@ -71,6 +71,24 @@ def render_service_error(exc: ServiceError) -> Response:
     return Response(data, status=exc.status)
 
 
+HOW_TO_AUTHENTICATE = (
+    "Send the header 'Authorization: Token <token>': POST /api/v1/auth/login/ with a username and"
+    " password gives one, and so does the web UI's API tokens page (the CLI: fairway login)."
+)
+"""What a 401 ``not_authenticated`` adds to DRF's bare "credentials were not provided"."""
+
+
+def _not_authenticated_detail(context: dict[str, Any]) -> str:
+    """The 401's message: how to authenticate, and why a header that was sent did not count (a
+    ``Bearer`` token, the usual guess, is ignored by the token scheme and read as no header)."""
+    request = context.get("request")
+    header = request.META.get("HTTP_AUTHORIZATION", "") if request is not None else ""
+    scheme = header.split()[0] if header.split() else ""
+    if scheme and scheme.lower() != "token":
+        return f"Authorization scheme {scheme[:20]!r} is not accepted. {HOW_TO_AUTHENTICATE}"
+    return f"Authentication credentials were not provided. {HOW_TO_AUTHENTICATE}"
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler giving every error the one format of this module's docstring."""
     if isinstance(exc, ServiceError):
@@ -92,7 +110,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = _first_code(exc.get_codes())
         if isinstance(exc, exceptions.PermissionDenied) and code == exceptions.PermissionDenied.default_code:
             code = FORBIDDEN  # one code for a 403 (this module's docstring)
-        response.data = {"detail": str(exc.detail), "code": code}
+        detail = _not_authenticated_detail(context) if isinstance(exc, exceptions.NotAuthenticated) else str(exc.detail)
+        response.data = {"detail": detail, "code": code}
     return response
 
 

@@ -101,6 +101,16 @@ class Config:
 # --- HTTP -----------------------------------------------------------------------------------------
 
 
+def unreachable_text(server: str, exc: Exception) -> str:
+    """Why a request got no answer, and what to do: a first user whose server runs elsewhere than
+    the default (the demo on another port) read only "cannot reach http://127.0.0.1:8000:
+    ConnectionError"."""
+    return (
+        f"cannot reach {server}: {type(exc).__name__}. Is the server running there? Name it with"
+        " --server URL or $FAIRWAY_URL; `fairway login --server URL` saves it."
+    )
+
+
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 """Characters a terminal acts on or that reorder the text around them: C0 and C1 controls (ESC
 starts every terminal escape), DEL, bidirectional overrides and isolates, line separators."""
@@ -189,7 +199,7 @@ class Api:
         try:
             response = self.session.request(method, url, json=body, params=clean, headers=headers, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise CliError(EXIT_UNREACHABLE, f"cannot reach {self.server}: {type(exc).__name__}") from None
+            raise CliError(EXIT_UNREACHABLE, unreachable_text(self.server, exc)) from None
         if response.status_code == 204:
             return None
         try:
@@ -837,8 +847,8 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("RANK", lambda b: f"{b['rank']}/{b['siblings']}" if b["rank"] else ""),
                 ("OWED GPU-H", lambda b: gpu_hours_text(b["owed_gpu_hours"])),
                 ("ATTAINMENT", attainment_cell),
-                ("RUNNING", lambda b: b["running_gpus"]),
-                ("PENDING", lambda b: b["pending_workloads"]),
+                ("RUNNING GPUS", lambda b: b["running_gpus"]),  # GPUs, as the page's "running GPUs"
+                ("PENDING WORKLOADS", lambda b: b["pending_workloads"]),  # workloads, not GPUs
                 ("CAP", lambda b: b.get("cap_text") or "-"),  # the server's words (an older one sends none)
             ],
             out,
@@ -851,8 +861,8 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 "RATIO",
                 "OWED GPU-H",
                 "ATTAINMENT",
-                "RUNNING",
-                "PENDING",
+                "RUNNING GPUS",
+                "PENDING WORKLOADS",
             },
         )
         out.write("\n")
@@ -1106,7 +1116,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--server",
         metavar="URL",
-        help=f"server URL, before or after the command (default: saved, $FAIRWAY_URL, {DEFAULT_SERVER})",
+        help=(  # in the order Config.load applies them
+            f"server URL, before or after the command (default: $FAIRWAY_URL, else the one login saved,"
+            f" else {DEFAULT_SERVER})"
+        ),
     )
     sub = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
 

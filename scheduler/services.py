@@ -25,7 +25,7 @@ from accounts.models import User
 from accounts.services import is_manager, is_member
 from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
-from budgets.services import is_leaf, load_tree, resolve_budget
+from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
@@ -396,7 +396,7 @@ def do_submit_workload(
     if the_budget is None and not _is_reference(budget, Budget):
         refuse("unknown_budget", "budget", f"budget must be a budget path or id, not {json_kind(budget)}.")
     elif the_budget is None:
-        refuse("unknown_budget", "budget", f"No budget {shown(budget)}.")
+        refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
     elif not is_leaf(the_budget, tree):

@@ -195,8 +195,9 @@ class Demo:
             env=env if env is not None else self.env,
         )
 
-    def manage(self, *argv: str, quiet: bool = True) -> None:
-        """Run a management command to completion; DemoError with its output on failure."""
+    def manage(self, *argv: str, quiet: bool = True) -> str:
+        """Run a management command to completion and return its output (quiet); DemoError with its
+        output on failure."""
         result = subprocess.run(  # noqa: S603 - our own interpreter and fixed arguments
             [PYTHON, "manage.py", *argv],
             cwd=REPO,
@@ -208,6 +209,7 @@ class Demo:
         if result.returncode != 0:
             detail = (result.stdout or b"").decode(errors="replace") + (result.stderr or b"").decode(errors="replace")
             raise DemoError(f"manage.py {' '.join(argv)} failed (exit {result.returncode}):\n{detail[-3000:]}")
+        return (result.stdout or b"").decode(errors="replace")
 
     # --- steps -------------------------------------------------------------------------------
 
@@ -332,11 +334,13 @@ class Demo:
             "print(w.group_id)"
         )
         try:
-            self.manage("shell", "-c", code)
+            output = self.manage("shell", "-c", code)
         except DemoError as exc:  # the array is a side show: the replay goes on without it
             say(f"could not submit the demo array: {exc}")
             return
-        say("submitted array demo-sweep[0-5]%2 (6 × 1 GPU, unallocated, two at a time): see /workloads/")
+        group = output.strip().splitlines()[-1] if output.strip() else ""
+        where = f"http://127.0.0.1:{self.port}/workloads/?group={group}" if group.isdigit() else "/workloads/"
+        say(f"submitted array demo-sweep[0-5]%2 (6 × 1 GPU, unallocated, two at a time): see {where}")
 
     def run_replay(self) -> int:
         a = self.args
@@ -394,9 +398,12 @@ class Demo:
             time.sleep(1)
 
     def print_access(self) -> None:
-        print(f"\nAdmin: http://127.0.0.1:{self.port}/admin/", flush=True)
+        url = f"http://127.0.0.1:{self.port}"
+        print(f"\nWeb UI: {url}/   Admin: {url}/admin/", flush=True)
         for user, password, what in LOGINS:
             print(f"  login {user} / {password}  ({what})", flush=True)
+        # the CLI's default server is :8000; the demo may serve on another port (PORT=, or 8000 taken)
+        print(f"CLI: .venv/bin/fairway login --server {url} -u researcher   (password as above)", flush=True)
         print(f"Logs: {self.logs}", flush=True)
 
     # --- stopping ----------------------------------------------------------------------------
@@ -612,6 +619,7 @@ def main() -> int:
         demo.start_server()
         demo.start_agents()
         demo.submit_array()
+        demo.print_access()  # the replay takes minutes: the UI and the CLI can follow it live
         code = demo.run_replay()
         say(f"replay finished with exit code {code} after {time.monotonic() - started:.0f} s of demo")
         demo.print_access()

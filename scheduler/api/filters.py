@@ -6,7 +6,7 @@ import django_filters
 from django import forms
 from django.db.models import QuerySet
 
-from budgets.services import resolve_budget, subtree_ids
+from budgets.services import budget_hint, resolve_budget, subtree_ids
 from scheduler.models import Cluster, Workload
 from scheduler.services import MAX_DB_INT
 
@@ -33,7 +33,7 @@ def _known_states(value: str) -> None:
 
 def _known_budget(value: str) -> None:
     if resolve_budget(value) is None:
-        raise forms.ValidationError(f"No budget {value!r}.")
+        raise forms.ValidationError(f"No budget {value!r}.{budget_hint(value)}")
 
 
 def _known_cluster(value: str) -> None:

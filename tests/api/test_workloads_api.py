@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
+from accounts.services import create_api_token
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
 
@@ -226,3 +228,27 @@ def test_submission_and_detail_use_a_bounded_number_of_queries(
     assert response.status_code == 201
     with django_assert_max_num_queries(9):
         assert researcher_client.get(f"{URL}{response.json()['id']}/").status_code == 200
+
+
+def test_a_request_without_a_usable_token_is_told_how_to_authenticate(api_client_for, researcher):
+    # A first-time user's GET /api/v1/ answered only "Authentication credentials were not
+    # provided.", and the same when they had sent the usual guess, 'Authorization: Bearer <token>'.
+    anonymous = api_client_for(None).get("/api/v1/")
+    assert anonymous.status_code == 401
+    assert anonymous.json()["code"] == "not_authenticated"
+    assert "'Authorization: Token <token>'" in anonymous.json()["detail"]
+    assert "POST /api/v1/auth/login/" in anonymous.json()["detail"]
+    _instance, token = create_api_token(researcher)
+    bearer = APIClient()
+    bearer.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    refused = bearer.get("/api/v1/")
+    assert refused.status_code == 401
+    assert refused.json()["detail"].startswith("Authorization scheme 'Bearer' is not accepted.")
+    assert "'Authorization: Token <token>'" in refused.json()["detail"]
+
+
+def test_a_list_filtered_by_a_leaf_name_names_the_path_to_type(api_client_for, researcher, org_tree):
+    # `fairway ls --budget olmo` / ?budget=olmo: the 400 said only "No budget 'olmo'."
+    response = api_client_for(researcher).get(URL, {"budget": "olmo"})
+    assert response.status_code == 400
+    assert "did you mean nlp/olmo?" in response.json()["budget"][0]

@@ -71,6 +71,9 @@ def test_unreachable_server_exits_3(cli, monkeypatch):
     code, _out, err = cli("--server", "http://127.0.0.1:9", "ls")
     assert code == EXIT_UNREACHABLE
     assert "cannot reach" in err
+    # tryout26: it said only "cannot reach http://127.0.0.1:8000: ConnectionError" to a user whose
+    # demo served on another port: the message says how to name the server
+    assert "--server URL" in err and "$FAIRWAY_URL" in err and "fairway login --server URL" in err
 
 
 @pytest.mark.parametrize("server_first", [True, False])
@@ -328,3 +331,29 @@ def test_hosts_say_why_a_host_is_cordoned(cli, admin, hosts):
     reasons = [line for line in out.splitlines() if line.startswith("a100-1: ")]
     assert len(reasons) == 1
     assert reasons[0].startswith("a100-1: cordoned by admin at ") and reasons[0].endswith(": fan replacement")
+
+
+def test_budgets_table_says_what_its_running_and_pending_count(logged_in, researcher, submit_kwargs):
+    """tryout26: the table's RUNNING counted GPUs and its PENDING workloads, headed alike: a budget
+    running one 8-GPU workload read "RUNNING 8" as eight workloads. The page says "running GPUs"."""
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
+    code, out, _ = logged_in("budgets")
+    assert code == EXIT_OK
+    header = out.splitlines()[1]
+    assert "RUNNING GPUS" in header and "PENDING WORKLOADS" in header
+    olmo = next(line for line in out.splitlines() if line.strip().startswith("olmo"))
+    assert olmo.split()[-3:-1] == ["0", "1"]  # no GPU running, one workload (of 4 GPUs) pending
+
+
+
+def test_server_help_lists_the_sources_in_the_order_they_apply(cli, researcher, cluster, tmp_path):
+    """tryout26: ``--help`` said "default: saved, $FAIRWAY_URL, ..." while $FAIRWAY_URL wins over the
+    saved server: a user with a saved server and a stale $FAIRWAY_URL reached the wrong one."""
+    from fairway_cli.cli import build_parser
+
+    # Given a saved server that answers nowhere, and $FAIRWAY_URL naming the live one (fixture)
+    (tmp_path / "config.json").write_text(json.dumps({"server": "http://127.0.0.1:9", "token": ""}))
+    code, _out, err = cli("login", "-u", "researcher", "--password-stdin", stdin=PASSWORD + "\n")
+    assert code == EXIT_OK, err  # $FAIRWAY_URL won
+    text = " ".join(build_parser().format_help().split())
+    assert "(default: $FAIRWAY_URL, else the one login saved, else http://127.0.0.1:8000)" in text

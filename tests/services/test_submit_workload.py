@@ -167,3 +167,13 @@ def test_cluster_and_model_default_when_unambiguous(researcher, submit_kwargs, c
     workload = do_submit_workload(researcher, **submit_kwargs(cluster=None))
     assert workload.cluster == cluster
     assert _refused(researcher, submit_kwargs(gpu_model="")).code == "unknown_model"
+
+
+def test_a_leaf_name_without_its_path_is_refused_with_the_path_to_type(researcher, submit_kwargs):
+    # A first-time user types the project's name as `fairway budgets` indents it ("olmo"); the
+    # refusal said only "No budget 'olmo'." and left them guessing that a path is wanted.
+    error = _refused(researcher, submit_kwargs(budget="olmo"))
+    assert error.problems[0].code == "unknown_budget"
+    assert "did you mean nlp/olmo?" in error.problems[0].message
+    error = _refused(researcher, submit_kwargs(budget="nlp/nope"))
+    assert error.problems[0].message == "No budget 'nlp/nope'."  # no name to suggest: nothing added

@@ -1,0 +1,33 @@
+"""What the demo prints for its first user (scripts/demo.py ``Demo.print_access``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def demo():
+    spec = importlib.util.spec_from_file_location("fairway_demo_script_access", ROOT / "scripts" / "demo.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_the_demo_tells_where_the_web_ui_is_and_how_to_point_the_cli_at_it(demo, capsys):
+    """tryout26: it printed only the admin URL and the logins, and only once the replay was over;
+    `make demo PORT=8781` left the CLI on its default :8000 ("cannot reach ... ConnectionError")."""
+    demo.Demo.print_access(SimpleNamespace(port=8781, logs=Path("var/demo/logs")))
+    out = capsys.readouterr().out
+    assert "Web UI: http://127.0.0.1:8781/" in out
+    assert "Admin: http://127.0.0.1:8781/admin/" in out
+    assert "fairway login --server http://127.0.0.1:8781 -u researcher" in out
+    assert "login researcher / fairway-demo" in out
