@@ -197,6 +197,38 @@ def test_a_kept_token_is_refused_at_once_after_every_kind_of_token_or_user_write
     assert same(sixth.token_key) and status(token6) == 401
 
 
+def test_a_bulk_write_of_users_is_refused_at_the_next_request(researcher, api_client_for):
+    """``QuerySet.update()`` and friends send no signal: the user model's queryset
+    (``accounts.models.UserQuerySet``, a ``ForgettingQuerySet``) forgets the kept token rows
+    itself, so a user deactivated in bulk is refused at once; ``UserManager``'s methods remain."""
+    from accounts.auth import TOKENS, kept_token_rows, token_rows
+    from accounts.models import User
+    from accounts.services import create_api_token
+
+    def status(token: str) -> int:
+        client = api_client_for(None)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client.get("/api/v1/me/").status_code
+
+    row, token = create_api_token(researcher)
+    assert status(token) == 200 and kept_token_rows(row.token_key)[0].user.is_active
+    version = TOKENS.version()
+    assert User.objects.filter(pk=researcher.pk).update(is_active=False) == 1
+    assert TOKENS.version() != version and status(token) == 401
+    assert (
+        [t.user.is_active for t in kept_token_rows(row.token_key)]
+        == [t.user.is_active for t in token_rows(row.token_key)]
+        == [False]
+    )
+    User.objects.filter(pk=researcher.pk).update(is_active=True)
+    assert status(token) == 200
+    User.objects.bulk_update([User(pk=researcher.pk, is_active=False)], ["is_active"])
+    assert status(token) == 401
+    # UserManager's own methods stay on the manager
+    assert User.objects.get_by_natural_key(researcher.username).pk == researcher.pk
+    assert User.objects.create_user("bulk-new", password="x" * 12).check_password("x" * 12)
+
+
 def timezone_now() -> Any:
     from django.utils import timezone
 
