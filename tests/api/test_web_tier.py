@@ -466,6 +466,45 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
             assert once == plain(rows, many=True, context=context).data, cls.__name__
 
 
+def test_the_list_s_rows_are_the_plain_serializer_s_json(researcher, researcher_client, submit_kwargs, cluster):
+    """``GET /api/v1/workloads/`` builds its rows from the workloads alone (the owner's and the
+    cluster's names annotated, ``WorkloadRowSerializer``): the same JSON as the plain
+    ``WorkloadListSerializer`` over fully loaded workloads, and no user or cluster model built."""
+    from unittest import mock
+
+    from rest_framework.renderers import JSONRenderer
+
+    from accounts.models import User
+    from scheduler.accounting import account_page
+    from scheduler.api import serializers as api
+    from scheduler.models import Cluster
+    from scheduler.tick import run_tick
+
+    running = do_submit_workload(researcher, **submit_kwargs(gpu_count=2))
+    for _ in range(3):
+        do_submit_workload(researcher, **submit_kwargs())
+    run_tick(running.cluster_id)
+    built = {User: 0, Cluster: 0}
+    from_db = {model: model.from_db for model in built}
+
+    def counting(model: Any) -> Any:
+        def from_db_counted(db: Any, names: Any, values: Any) -> Any:
+            built[model] += 1
+            return from_db[model].__func__(model, db, names, values)
+
+        return from_db_counted
+
+    with mock.patch.object(User, "from_db", counting(User)), mock.patch.object(Cluster, "from_db", counting(Cluster)):
+        answer = researcher_client.get(URL)
+    assert answer.status_code == 200 and built == {User: 1, Cluster: 0}  # User: the request's own
+    rows = list(Workload.objects.select_related("owner", "cluster").order_by("-id"))
+    account_page(rows)
+    view = answer.renderer_context["view"]
+    assert view.get_serializer_class() is api.WorkloadRowSerializer
+    plain = api.WorkloadListSerializer(rows, many=True, context=view.get_serializer_context()).data
+    assert len(plain) == 4 and answer.json()["results"] == json.loads(JSONRenderer().render(plain))
+
+
 def test_the_submission_body_validated_with_fields_built_once_is_drf_s_validation(researcher_client):
     """The submission's input serializer (``FieldsOnceMixin``) against DRF's own ``get_fields``
     per instance: the same validated data and the same errors, body after body."""
