@@ -323,7 +323,6 @@ def _image_problem(
     )
 
 
-@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
 def _id_and_seq() -> dict[str, Any]:
     """A new workload's ``seq``, equal to its id (unique and increasing in commit-independent id
     order: the tie-break of DESIGN.md §3.2), set by its INSERT, not by an UPDATE after it.
@@ -346,6 +345,7 @@ def _id_and_seq() -> dict[str, Any]:
     return {}
 
 
+@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
 def do_submit_workload(
     owner: User,
     *,

@@ -63,6 +63,17 @@ def test_seq_is_the_id_set_by_the_insert_itself_after_deletions_too(researcher, 
     assert array.pk > after.pk > max(w.pk for w in doomed) > first.pk
 
 
+def test_a_submission_is_timed_once_under_its_cluster(researcher, submit_kwargs):
+    """``fairway_submission_duration_seconds`` counts each submission under its cluster's id (the
+    histogram's decorator belongs on ``do_submit_workload``, not on a helper beside it)."""
+    from scheduler import histograms
+
+    histograms.reset()
+    workload = do_submit_workload(researcher, **submit_kwargs())
+    raw = histograms._raw(histograms.SUBMISSION_DURATION)  # noqa: SLF001 -- the stored series
+    assert raw.get(f"{workload.cluster_id}{histograms.SEP}count") == 1.0
+
+
 def test_budget_cluster_and_model_may_be_given_by_name(researcher, submit_kwargs):
     workload = do_submit_workload(researcher, **submit_kwargs(budget="nlp/olmo", cluster="default"))
     assert workload.budget.path == "nlp/olmo"
