@@ -28,7 +28,8 @@ URL = "/api/v1/workloads/"
 # which a warm process answers from memory (accounts.auth.kept_token_rows, budgets.tree_memo): KEPT
 # queries fewer once the process read them.
 KEPT = 3
-SUBMIT_QUERIES = 9  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+insert+seq+event 4 (a warm
+SUBMIT_QUERIES = 9  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+id+insert+event 4 (the id's
+# nextval on PostgreSQL; SQLite reads it inside the insert: 3; scheduler.services._id_and_seq) (a warm
 # process: auth and the 4 writes, the cluster and its hardware kept by scheduler.hardware_memo); the answer
 # is built from what was written (no attempt yet, the submitted event, no dependency without ``after``)
 DETAIL_QUERIES = 7  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, memberships 1,
