@@ -16,8 +16,13 @@ cascades through the tokens' signals). Knox's checks run on every request as bef
 the kept rows: the expiry against the request's instant (an expired token is deleted and refused),
 the digest, ``is_active``. So a logout, a revoked or swept token, a deactivated or deleted user are
 refused at the next request of every process. Only tokens that were found are kept (a guess costs a
-query each time, as before), and a version's rows go with it. Nothing in Fairway writes tokens or
-users with ``QuerySet.update()`` (that sends no signal: call :func:`forget_tokens` after one).
+query each time, as before), and a version's rows go with it. Bulk writes of users (``update``,
+``bulk_update``, ``bulk_create``, ``delete``) forget the version too (``accounts.models.UserQuerySet``,
+a ``config.memo.ForgettingQuerySet``). A token's bulk ``delete()`` sends its rows' signals (a
+``post_delete`` receiver turns Django's fast delete off). Left: ``AuthToken.objects...update()``
+and raw SQL on tokens, which nothing in Fairway does: knox's model is third-party, and a manager of
+ours on it would need a swapped token model (``KNOX_TOKEN_MODEL``: a new table, the tokens moved),
+so after such a write call :func:`forget_tokens`.
 :func:`token_rows` is the plain query and the oracle (``tests/api/test_web_tier.py``).
 """
 

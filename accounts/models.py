@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import AbstractUser, UserManager
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
 from django.db import models
 
 from budgets.models import TreeMemoQuerySet
+from config.memo import ForgettingQuerySet, VersionedMemo
 
 
 def validate_posix_groups(value: object) -> None:
@@ -37,6 +38,23 @@ def parse_posix_groups(text: str) -> list[int]:
     return groups
 
 
+class UserQuerySet(ForgettingQuerySet):
+    """Bulk writes of users (``update``, ``bulk_update``, ``bulk_create``, ``delete``) forget the
+    token rows and users the web processes keep (``accounts.auth.kept_token_rows``), as saves and
+    deletes do through signals (``accounts.apps``): a user deactivated by
+    ``User.objects.filter(...).update(is_active=False)`` is refused at its next request."""
+
+    def memo(self) -> VersionedMemo:
+        from accounts.auth import TOKENS
+
+        return TOKENS
+
+
+class FairwayUserManager(UserManager.from_queryset(UserQuerySet)):  # type: ignore[misc]
+    """Django's ``UserManager`` (``create_user``, ``create_superuser``, ``get_by_natural_key``)
+    over :class:`UserQuerySet`."""
+
+
 class User(AbstractUser):
     """A Fairway user (researcher, leader or operator). Custom from the start.
 
@@ -62,6 +80,8 @@ class User(AbstractUser):
     posix_groups = models.JSONField(
         default=list, blank=True, validators=[validate_posix_groups], help_text="extra group ids, e.g. [2000, 2001]"
     )
+
+    objects = FairwayUserManager()
 
     class Meta:
         db_table = "accounts_user"

@@ -17,8 +17,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from accounts.models import User
@@ -322,6 +323,28 @@ def _image_problem(
     )
 
 
+def _id_and_seq() -> dict[str, Any]:
+    """A new workload's ``seq``, equal to its id (unique and increasing in commit-independent id
+    order: the tie-break of DESIGN.md §3.2), set by its INSERT, not by an UPDATE after it.
+
+    PostgreSQL: the id drawn from the id column's sequence first (``nextval``: never given twice,
+    in the order drawn, as the INSERT's own default would), then the INSERT with both. SQLite: the
+    id ``AUTOINCREMENT`` gives, read inside the same INSERT (``sqlite_sequence``'s value plus one:
+    that table holds the largest id ever given, and the INSERT holds the database's write lock).
+    Another backend: empty, and the caller sets ``seq`` by an UPDATE after the INSERT.
+    ``tests/services/test_submit_workload.py`` checks ``seq == id`` on both, after deletions too."""
+    table = Workload._meta.db_table
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [table])
+            (number,) = cursor.fetchone()
+        return {"id": number, "seq": number}
+    if connection.vendor == "sqlite":
+        sql = "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = %s), 0) + 1"
+        return {"seq": RawSQL(sql, [table])}  # noqa: S611 -- a constant statement, the name a parameter
+    return {}
+
+
 @histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
 def do_submit_workload(
     owner: User,
@@ -542,19 +565,21 @@ def do_submit_workload(
             member_env = dict(stored_env)
             if index is not None:
                 member_env["FAIRWAY_ARRAY_INDEX"] = {"value": str(index), "secret": False}
+            numbered = _id_and_seq()
             workload = Workload.objects.create(
                 **{
                     **fields,
                     "name": name.strip() if index is None else f"{name.strip()}[{index}]",
                     "env": member_env,
                 },
+                **numbered,
                 budget=locked,
                 submitted_at=submitted_at or now,
                 group=group,
                 array_index=index,
             )
-            # seq = id: unique and increasing in commit-independent id order (DESIGN.md §3.2 tie-break).
-            Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
+            if not numbered:  # another backend: the id first, then seq
+                Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
             workload.seq = workload.pk
             jobs.create_dependencies(workload)
             workload.submitted_event = WorkloadEvent.objects.create(  # type: ignore[attr-defined]

@@ -28,7 +28,8 @@ URL = "/api/v1/workloads/"
 # which a warm process answers from memory (accounts.auth.kept_token_rows, budgets.tree_memo): KEPT
 # queries fewer once the process read them.
 KEPT = 3
-SUBMIT_QUERIES = 9  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+insert+seq+event 4 (a warm
+SUBMIT_QUERIES = 9  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+id+insert+event 4 (the id's
+# nextval on PostgreSQL; SQLite reads it inside the insert: 3; scheduler.services._id_and_seq) (a warm
 # process: auth and the 4 writes, the cluster and its hardware kept by scheduler.hardware_memo); the answer
 # is built from what was written (no attempt yet, the submitted event, no dependency without ``after``)
 DETAIL_QUERIES = 7  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, memberships 1,
@@ -195,6 +196,38 @@ def test_a_kept_token_is_refused_at_once_after_every_kind_of_token_or_user_write
     assert same(sixth.token_key) and status(token6) == 200
     User.objects.filter(pk=researcher.pk).delete()
     assert same(sixth.token_key) and status(token6) == 401
+
+
+def test_a_bulk_write_of_users_is_refused_at_the_next_request(researcher, api_client_for):
+    """``QuerySet.update()`` and friends send no signal: the user model's queryset
+    (``accounts.models.UserQuerySet``, a ``ForgettingQuerySet``) forgets the kept token rows
+    itself, so a user deactivated in bulk is refused at once; ``UserManager``'s methods remain."""
+    from accounts.auth import TOKENS, kept_token_rows, token_rows
+    from accounts.models import User
+    from accounts.services import create_api_token
+
+    def status(token: str) -> int:
+        client = api_client_for(None)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client.get("/api/v1/me/").status_code
+
+    row, token = create_api_token(researcher)
+    assert status(token) == 200 and kept_token_rows(row.token_key)[0].user.is_active
+    version = TOKENS.version()
+    assert User.objects.filter(pk=researcher.pk).update(is_active=False) == 1
+    assert TOKENS.version() != version and status(token) == 401
+    assert (
+        [t.user.is_active for t in kept_token_rows(row.token_key)]
+        == [t.user.is_active for t in token_rows(row.token_key)]
+        == [False]
+    )
+    User.objects.filter(pk=researcher.pk).update(is_active=True)
+    assert status(token) == 200
+    User.objects.bulk_update([User(pk=researcher.pk, is_active=False)], ["is_active"])
+    assert status(token) == 401
+    # UserManager's own methods stay on the manager
+    assert User.objects.get_by_natural_key(researcher.username).pk == researcher.pk
+    assert User.objects.create_user("bulk-new", password="x" * 12).check_password("x" * 12)
 
 
 def timezone_now() -> Any:
@@ -432,6 +465,45 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
         for _ in range(2):  # the second round copies the templates the first one built
             once = cls(rows, many=True, context=context).data
             assert once == plain(rows, many=True, context=context).data, cls.__name__
+
+
+def test_the_list_s_rows_are_the_plain_serializer_s_json(researcher, researcher_client, submit_kwargs, cluster):
+    """``GET /api/v1/workloads/`` builds its rows from the workloads alone (the owner's and the
+    cluster's names annotated, ``WorkloadRowSerializer``): the same JSON as the plain
+    ``WorkloadListSerializer`` over fully loaded workloads, and no user or cluster model built."""
+    from unittest import mock
+
+    from rest_framework.renderers import JSONRenderer
+
+    from accounts.models import User
+    from scheduler.accounting import account_page
+    from scheduler.api import serializers as api
+    from scheduler.models import Cluster
+    from scheduler.tick import run_tick
+
+    running = do_submit_workload(researcher, **submit_kwargs(gpu_count=2))
+    for _ in range(3):
+        do_submit_workload(researcher, **submit_kwargs())
+    run_tick(running.cluster_id)
+    built = {User: 0, Cluster: 0}
+    from_db = {model: model.from_db for model in built}
+
+    def counting(model: Any) -> Any:
+        def from_db_counted(db: Any, names: Any, values: Any) -> Any:
+            built[model] += 1
+            return from_db[model].__func__(model, db, names, values)
+
+        return from_db_counted
+
+    with mock.patch.object(User, "from_db", counting(User)), mock.patch.object(Cluster, "from_db", counting(Cluster)):
+        answer = researcher_client.get(URL)
+    assert answer.status_code == 200 and built == {User: 1, Cluster: 0}  # User: the request's own
+    rows = list(Workload.objects.select_related("owner", "cluster").order_by("-id"))
+    account_page(rows)
+    view = answer.renderer_context["view"]
+    assert view.get_serializer_class() is api.WorkloadRowSerializer
+    plain = api.WorkloadListSerializer(rows, many=True, context=view.get_serializer_context()).data
+    assert len(plain) == 4 and answer.json()["results"] == json.loads(JSONRenderer().render(plain))
 
 
 def test_the_submission_body_validated_with_fields_built_once_is_drf_s_validation(researcher_client):

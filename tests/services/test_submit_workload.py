@@ -43,6 +43,37 @@ def test_seq_increases_with_each_submission(researcher, submit_kwargs):
     assert second.seq > first.seq
 
 
+def test_seq_is_the_id_set_by_the_insert_itself_after_deletions_too(researcher, submit_kwargs):
+    """``seq`` comes with the INSERT (``scheduler.services._id_and_seq``: PostgreSQL's ``nextval``,
+    SQLite's ``sqlite_sequence``), not from an UPDATE: equal to the id the database gives, also
+    when the newest rows were deleted (an id is never given twice) and for an array's members."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    first = do_submit_workload(researcher, **submit_kwargs())
+    doomed = [do_submit_workload(researcher, **submit_kwargs()) for _ in range(2)]
+    Workload.objects.filter(pk__in=[w.pk for w in doomed]).delete()
+    with CaptureQueriesContext(connection) as ctx:
+        after = do_submit_workload(researcher, **submit_kwargs())
+    assert not [q for q in ctx.captured_queries if q["sql"].startswith("UPDATE") and "seq" in q["sql"]]
+    array = do_submit_workload(researcher, **submit_kwargs(array="0-2"))
+    rows = list(Workload.objects.order_by("pk"))
+    assert [w.seq for w in rows] == [w.pk for w in rows] and len(rows) == 5
+    assert (after.seq, array.seq) == (after.pk, array.pk)
+    assert array.pk > after.pk > max(w.pk for w in doomed) > first.pk
+
+
+def test_a_submission_is_timed_once_under_its_cluster(researcher, submit_kwargs):
+    """``fairway_submission_duration_seconds`` counts each submission under its cluster's id (the
+    histogram's decorator belongs on ``do_submit_workload``, not on a helper beside it)."""
+    from scheduler import histograms
+
+    histograms.reset()
+    workload = do_submit_workload(researcher, **submit_kwargs())
+    raw = histograms._raw(histograms.SUBMISSION_DURATION)  # noqa: SLF001 -- the stored series
+    assert raw.get(f"{workload.cluster_id}{histograms.SEP}count") == 1.0
+
+
 def test_budget_cluster_and_model_may_be_given_by_name(researcher, submit_kwargs):
     workload = do_submit_workload(researcher, **submit_kwargs(budget="nlp/olmo", cluster="default"))
     assert workload.budget.path == "nlp/olmo"
