@@ -118,6 +118,8 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 MAX_DB_INT = 2**63 - 1
 """The largest id (bigint); integer inputs beyond it are refused before any query."""
 MAX_GPU_COUNT = 2**31 - 1
+CANCEL_FORBIDDEN = "Only the owner, a budget manager or staff may cancel."
+"""The refusal of a cancel by someone else, for one workload or a group alike."""
 GPU_COUNT_PROBLEM = "gpu_count is an integer >= 1."
 """The refusal of a GPU count below 1, in the words of every surface (the submit form's too)."""
 """``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
@@ -643,7 +645,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     with transaction.atomic():
         locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
         if not can_cancel(actor, locked):
-            raise CancelError(FORBIDDEN, None, "Only the owner, a budget manager or staff may cancel.", status=403)
+            raise CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
         if locked.state in Workload.FINAL_STATES:
             raise CancelError("already_final", "state", f"The workload has already ended ({locked.state}).", status=409)
         now = timezone.now()
@@ -702,7 +704,7 @@ def do_cancel_group(actor: User, group: Any) -> int:
     to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
     members = list(Workload.objects.filter(group=group).select_related("budget"))
     if not can_cancel_group(actor, group, members):
-        raise CancelError(FORBIDDEN, None, "Only the owner, a budget manager or staff may cancel.", status=403)
+        raise CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
     live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
     done = 0
     for w in live:
