@@ -263,6 +263,8 @@ def resources(w: dict[str, Any]) -> str:
 
 
 def duration(seconds: Any) -> str:
+    """``2h0m29s``: every unit from the largest to the smallest that is not zero, so a gap reads as
+    ``0m`` ("2h29s" read as 2 h 29 min); seconds are left out from a day on."""
     try:
         total = int(seconds)
     except (TypeError, ValueError):
@@ -272,13 +274,11 @@ def duration(seconds: Any) -> str:
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [
-        f"{days}d" if days else "",
-        f"{hours}h" if hours else "",
-        f"{minutes}m" if minutes else "",
-        f"{secs}s" if secs and not days else "",
-    ]
-    return "".join(p for p in parts if p)
+    units = [(days, "d"), (hours, "h"), (minutes, "m"), (0 if days else secs, "s")]
+    shown = [i for i, (value, _unit) in enumerate(units) if value]
+    if not shown:  # under a minute's seconds dropped from a day on: cannot happen (a day is shown)
+        return "0"
+    return "".join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
 
 
 Column = tuple[str, Callable[[dict[str, Any]], Any]]

@@ -345,7 +345,6 @@ def test_budgets_table_says_what_its_running_and_pending_count(logged_in, resear
     assert olmo.split()[-3:-1] == ["0", "1"]  # no GPU running, one workload (of 4 GPUs) pending
 
 
-
 def test_server_help_lists_the_sources_in_the_order_they_apply(cli, researcher, cluster, tmp_path):
     """tryout26: ``--help`` said "default: saved, $FAIRWAY_URL, ..." while $FAIRWAY_URL wins over the
     saved server: a user with a saved server and a stale $FAIRWAY_URL reached the wrong one."""
@@ -357,3 +356,23 @@ def test_server_help_lists_the_sources_in_the_order_they_apply(cli, researcher, 
     assert code == EXIT_OK, err  # $FAIRWAY_URL won
     text = " ".join(build_parser().format_help().split())
     assert "(default: $FAIRWAY_URL, else the one login saved, else http://127.0.0.1:8000)" in text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0"),
+        (29, "29s"),
+        (61, "1m1s"),
+        (3600, "1h"),
+        (7229, "2h0m29s"),
+        (7260, "2h1m"),
+        (86429, "1d"),
+        (172860, "2d0h1m"),
+    ],
+)
+def test_a_duration_names_every_unit_between_its_first_and_last(seconds, text):
+    """tryout26: 7,229 s printed "2h29s", read as 2 h 29 min; a gap inside is written ``0m``."""
+    from fairway_cli.cli import duration
+
+    assert duration(seconds) == text
