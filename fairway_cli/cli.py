@@ -519,7 +519,9 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             (
                 "STARTS BY",
                 lambda r: (
-                    when(r["estimated_start"])
+                    "now"
+                    if r.get("starts_now")
+                    else when(r["estimated_start"])
                     if r["estimated_start"]
                     else "none: waits for " + ", ".join(f"#{wid}" for wid in q["waits_for"])
                     if q.get("waits_for")

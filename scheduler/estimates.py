@@ -201,6 +201,7 @@ class QuoteLine:
     yours: bool
     searched_until: datetime
     ratio_after_text: str = ""  # as the web form and the CLI print it (reports.ratio_texts)
+    starts_now: bool = False  # the first pass starts it: every surface says "now", not the current second
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,7 @@ def do_quote(
             q.ratio_after,
             q.min_runtime == own,
             datetime.fromtimestamp(q.searched_until, tz=UTC),
+            starts_now=q.start is not None and q.start <= snap.now,
         )
         for q in rows
     ]
@@ -354,7 +356,12 @@ def do_quote(
     texts = ratio_texts([line.ratio_after for line in lines])
     terms = quote_terms(workload, snap)
     lines = [
-        replace(line, ratio_after_text=t, estimated_start=None if terms.waits_for else line.estimated_start)
+        replace(
+            line,
+            ratio_after_text=t,
+            estimated_start=None if terms.waits_for else line.estimated_start,
+            starts_now=line.starts_now and not terms.waits_for,
+        )
         for line, t in zip(lines, texts, strict=True)
     ]
     return workload, lines, terms

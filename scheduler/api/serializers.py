@@ -347,6 +347,9 @@ class QuoteLineSerializer(serializers.Serializer):
         help_text="ratio_after with the fewest significant digits (at least 3) that print the quote's rows apart"
     )
     yours = serializers.BooleanField(help_text="the minimum runtime of the request")
+    starts_now = serializers.BooleanField(
+        help_text="the scheduler would start it at once (estimated_start is the quote's own instant)"
+    )
     searched_until = serializers.DateTimeField(
         help_text="how far the forward simulation got: with no estimated start, none before this "
         "(one window ahead unless the quote's time limit ran out)"

@@ -27,6 +27,7 @@ def test_a_quote_prices_every_minimum_runtime_and_writes_nothing(researcher_clie
     ratios = [q["ratio_after"] for q in lines]
     assert ratios == sorted(ratios) and ratios[0] < ratios[-1]
     assert all(q["estimated_start"] is not None for q in lines)  # 16 A100s are free
+    assert all(q["starts_now"] for q in lines)  # tryout26: "now", not the current second
     assert _rows() == before
 
 
@@ -45,6 +46,7 @@ def test_a_quote_behind_protected_work_is_estimated_at_its_end(researcher, resea
     body = researcher_client.post(URL, submission(gpu_count=8, min_runtime="2h"), format="json").json()
     # Its own budget's work is never room (§3.4): no start within one window, whatever M.
     assert {q["estimated_start"] for q in body["quotes"]} == {None}
+    assert not any(q["starts_now"] for q in body["quotes"])
     from datetime import datetime
 
     for q in body["quotes"]:  # the search covered the whole window

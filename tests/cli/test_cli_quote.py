@@ -20,6 +20,7 @@ def test_submit_quote_prints_every_minimum_runtime_and_submits_nothing(logged_in
     body = lines[2:7]
     assert [row.split()[0] for row in body] == ["0", "30m", "1h", "2h", "8h"]
     assert "1h *" in body[2] and "2.00 GPU-h" in body[2] and "16.00 GPU-h" in body[4]
+    assert all(" now " in row for row in body)  # free GPUs: "now", not the current second (tryout26)
     assert Workload.objects.count() == 0
 
     code, out, _ = logged_in("--json", *argv)
