@@ -242,9 +242,10 @@ def agent_time(now: datetime, age_s: float | None, placed_at: datetime | None) -
     return max(at, min(placed_at, now)) if placed_at is not None else at
 
 
-def _confirm_start(attempt: Attempt, host: Host, at: datetime, note: str = "") -> None:
-    """Stamp the locked, unconfirmed ``attempt`` started at ``at``: ``started_at``, its protection
-    window (allocated: ``at + M``, DESIGN.md §4), the workload ``running``, a ``started`` event."""
+def _confirm_start(attempt: Attempt, host: Host, at: datetime, now: datetime, note: str = "") -> None:
+    """Stamp the locked, unconfirmed ``attempt`` started at ``at`` (learnt at ``now``): ``started_at``,
+    its protection window (allocated: ``at + M``, DESIGN.md §4), the workload ``running``, a
+    ``started`` event."""
     attempt.started_at = at
     if attempt.allocated:
         min_runtime = Workload.objects.values_list("min_runtime_s", flat=True).get(pk=attempt.workload_id)
@@ -252,7 +253,7 @@ def _confirm_start(attempt: Attempt, host: Host, at: datetime, note: str = "") -
     attempt.save(update_fields=["started_at", "protected_until"])
     histograms.attempt_started(attempt, at)
     Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
-        state=Workload.State.RUNNING, updated_at=timezone.now()
+        state=Workload.State.RUNNING, updated_at=now
     )
     event = WorkloadEvent.objects.create(
         workload_id=attempt.workload_id,
@@ -278,7 +279,7 @@ def attempt_started(host: Host, attempt_id: int, age_s: float | None = None, *, 
         attempt = _lock_open_attempt(host, attempt_id)
         if attempt is None or attempt.started_at is not None:
             return False
-        _confirm_start(attempt, host, agent_time(now, age_s, attempt.placed_at))
+        _confirm_start(attempt, host, agent_time(now, age_s, attempt.placed_at), now)
     return True
 
 
@@ -312,7 +313,7 @@ def attempt_exited(
             # dated at the placement, as Slurm dates a job's start at its allocation (the GPUs
             # were held from then). docs/policy.md, "An exit without a confirmed start".
             note = "dated at its placement: its start was never reported"
-            _confirm_start(attempt, host or attempt.host, attempt.placed_at, note)
+            _confirm_start(attempt, host or attempt.host, attempt.placed_at, now, note)
         if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
             reason = attempt.stop_reason
         elif exit_code == 0:
@@ -745,7 +746,7 @@ def host_hello(
     host.state, host.last_heartbeat, host.agent_version = locked.state, locked.last_heartbeat, locked.agent_version
 
     for attempt_id, age in sorted(started.items()):
-        if attempt_id in running_ids:  # before the exits: an exit listed after its start ends it after it
+        if attempt_id in running_ids:
             attempt_started(host, attempt_id, age, now=now)
     for report in exited:
         if report.failed_to_start:
