@@ -4,7 +4,11 @@ on every connection, heartbeats, and the handlers for ``start``, ``stop`` and ``
 
 The agent is level-triggered like the server: it keeps no command queue. Attempts keep running
 while the server is away; exits are kept on disk until the server acknowledges them (an ``ack``
-of the ``attempt`` message, or the ``welcome`` that answers a ``hello`` listing them).
+of the ``attempt`` message, or the ``welcome`` that answers a ``hello`` listing them), and so are
+starts (the server charges an attempt from its confirmed start, DESIGN.md §4): a ``hello`` lists
+every running attempt with the age of its start, and an attempt whose start was never
+acknowledged and that has exited since is listed as running with that age, its exit following
+the hello as an ``attempt`` message, so that the server learns the start before the end.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import signal
 import time
 from collections.abc import Coroutine, Generator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import websockets
 from websockets.asyncio.client import ClientConnection
@@ -110,6 +114,8 @@ class Agent:
         self._seq = 0
         # message id -> attempt ids whose end state that message reported (per connection)
         self._unacked: dict[int, list[int]] = {}
+        # message id -> attempt ids whose start that message reported (per connection)
+        self._unacked_starts: dict[int, list[int]] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self._gpu_uuids: list[str] = []
         self._starting: set[int] = set()  # attempts whose runtime start is in progress
@@ -199,6 +205,7 @@ class Agent:
             finally:
                 self._ws = None
                 self._unacked.clear()
+                self._unacked_starts.clear()
                 self.health.update(connected=False, last_disconnect=f"{time.time():.0f}: close code {ws.close_code}")
             if self._stopping.is_set():
                 return
@@ -248,7 +255,7 @@ class Agent:
         self.health.update(connected=True, connected_since=time.time(), gpus=len(gpus), last_heartbeat_at=None)
         # No await between the snapshot and the hello's id: an exit is either in the hello or
         # reported after it, never before it nor lost.
-        statuses, reported = self._attempt_statuses()
+        statuses, reported, starts, late_exits = self._attempt_statuses()
         self._ws, self._seq = ws, 0
         hello_id = await self._send(
             Hello(
@@ -265,6 +272,10 @@ class Agent:
             return  # closed meanwhile (or unencodable): reconnect with backoff
         if reported:
             self._unacked[hello_id] = reported
+        if starts:
+            self._unacked_starts[hello_id] = starts
+        for record in late_exits:  # listed running with their start: their exits come after it
+            await self._send_exit(record, record.age_s(monotonic_s(), self._boot_id))
         log.info("hello sent: %d GPU(s), %d attempt(s)", len(gpus), len(statuses))
         tasks = [
             asyncio.create_task(self._receive(ws, hello_id), name="agent-receive"),
@@ -283,19 +294,38 @@ class Agent:
         for task in done:
             task.result()  # re-raise ConnectionClosed; a clean end falls through
 
-    def _attempt_statuses(self) -> tuple[list[AttemptStatus], list[int]]:
-        """The hello's attempts: running ones, and ended ones not yet acknowledged."""
+    def _attempt_statuses(self) -> tuple[list[AttemptStatus], list[int], list[int], list[AttemptRecord]]:
+        """The hello's attempts, the ids of the exits and of the starts it reports (acknowledged by
+        the ``welcome``), and the exits to send right after it.
+
+        A running attempt carries the seconds since its start (``age_s``; None while a start is in
+        progress, e.g. an image pull), so that a server that never got its ``started`` dates the
+        start (DESIGN.md §4: charged from the agent-confirmed start). An exited attempt not yet
+        acknowledged is listed with the seconds since its exit, unless its start was never
+        acknowledged either: then it is listed as running with the age of its start, and its exit
+        is returned to be sent after the hello (one entry cannot carry both ages).
+        """
         now = monotonic_s()
         statuses: list[AttemptStatus] = []
         ended: list[int] = []
+        starts: list[int] = []
+        late_exits: list[AttemptRecord] = []
         for record in self.runtime.records():
+            start_age = record.start_age_s(now, self._boot_id)
             if record.state == "running":
-                statuses.append(AttemptStatus(attempt_id=record.attempt_id, state="running"))
-            elif record.state == "exited" and not record.reported and len(ended) < MAX_HELLO_EXITS:
+                statuses.append(AttemptStatus(record.attempt_id, "running", age_s=start_age))
+                if start_age is not None:
+                    starts.append(record.attempt_id)
+            elif record.state == "exited" and not record.reported and len(ended) + len(late_exits) < MAX_HELLO_EXITS:
+                if not record.start_reported and start_age is not None:
+                    statuses.append(AttemptStatus(record.attempt_id, "running", age_s=start_age))
+                    starts.append(record.attempt_id)
+                    late_exits.append(record)
+                    continue
                 age = record.age_s(now, self._boot_id)
                 statuses.append(AttemptStatus(record.attempt_id, "exited", record.exit_code, age))
                 ended.append(record.attempt_id)
-        return statuses, ended
+        return statuses, ended, starts, late_exits
 
     async def _send(self, msg: Message) -> int | None:
         """Send ``msg`` with the next sequence number; returns that id, or None if not sent."""
@@ -365,6 +395,7 @@ class Agent:
         elif isinstance(msg, Logs):
             await self._on_logs(msg)
         elif isinstance(msg, Ack):
+            self.runtime.mark_start_reported(self._unacked_starts.pop(msg.ack, []))
             self.runtime.mark_reported(self._unacked.pop(msg.ack, []))
         elif isinstance(msg, Welcome):
             if msg.host != self.config.host_name:
@@ -374,20 +405,23 @@ class Agent:
             self._new_period.set()
             self._delays = self._new_backoff()
             if hello_id is not None:
+                self.runtime.mark_start_reported(self._unacked_starts.pop(hello_id, []))
                 self.runtime.mark_reported(self._unacked.pop(hello_id, []))
             log.info("welcomed by the server; heartbeat every %g s", msg.heartbeat_s)
         elif isinstance(msg, Error):
             log.warning("server error %s (about message %s): %s", msg.code, msg.ref, msg.message)
 
     async def _on_start(self, msg: Start) -> None:
+        if msg.attempt_id in self._starting:
+            # Before the record: a runtime may keep one while its start is in progress (docker,
+            # during an image pull), and answering ``running`` then would date the start too early.
+            log.info("start of attempt %d: already starting", msg.attempt_id)
+            return  # the first start answers when the runtime is done (an image pull takes minutes)
         known = self.runtime.get(msg.attempt_id)
         if known is not None:
             log.info("start of attempt %d: already %s", msg.attempt_id, known.state)
             await self._report(known)
             return
-        if msg.attempt_id in self._starting:
-            log.info("start of attempt %d: already starting", msg.attempt_id)
-            return  # the first start answers when the runtime is done (an image pull takes minutes)
         problem = self._check_gpus(msg)
         if problem:
             log.warning("refusing start of attempt %d: %s", msg.attempt_id, problem)
@@ -425,7 +459,8 @@ class Agent:
         finally:
             self._starting.discard(spec.attempt_id)
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
-        await self._send(AttemptEvent(spec.attempt_id, "started"))
+        # Not sent while disconnected: the next hello lists the attempt with the age of its start.
+        await self._send_start(spec.attempt_id, "started", None)
         stop = self._stop_after_start.pop(spec.attempt_id, None)
         if stop is not None:
             log.info("attempt %d: stopping it, as asked while it was starting", spec.attempt_id)
@@ -476,11 +511,16 @@ class Agent:
     async def _report(self, record: AttemptRecord) -> None:
         """Answer a repeated start/stop with what is known of an attempt."""
         if record.state == "running":
-            await self._send(AttemptEvent(record.attempt_id, "running"))
+            await self._send_start(record.attempt_id, "running", record.start_age_s(monotonic_s(), self._boot_id))
         elif record.state == "failed_to_start":
             await self._send(AttemptEvent(record.attempt_id, "failed_to_start", message=record.message))
         else:
             await self._send_exit(record, record.age_s(monotonic_s(), self._boot_id))
+
+    async def _send_start(self, attempt_id: int, state: Literal["started", "running"], age_s: float | None) -> None:
+        sent = await self._send(AttemptEvent(attempt_id, state, age_s=age_s))
+        if sent is not None:
+            self._unacked_starts[sent] = [attempt_id]
 
     async def _send_exit(self, record: AttemptRecord, age_s: float | None) -> None:
         event = AttemptEvent(record.attempt_id, "exited", exit_code=record.exit_code, age_s=age_s)

@@ -156,8 +156,12 @@ class GpuSample:
 class AttemptStatus:
     """An attempt the agent knows of, in ``hello``.
 
-    ``exit_code`` is set for ``exited`` when known; ``age_s`` is the seconds since the exit on
-    the agent's monotonic clock (``None`` when unknown or still running).
+    ``exit_code`` is set for ``exited`` when known; ``age_s`` is the seconds on the agent's
+    monotonic clock since the exit (``exited``) or since the start (``running``: the server dates a
+    start it never got from it), ``None`` when unknown (a start still in progress, another boot,
+    an agent older than the reading for ``running``). An attempt whose start the server never
+    acknowledged is listed ``running`` with its start's age even if it has exited since; its
+    ``exited`` follows the hello (agent/README.md).
     """
 
     attempt_id: Id
@@ -220,7 +224,8 @@ class AttemptEvent(Message):
     already running. ``exited``: it ended, ``exit_code`` set when known (128+N: killed by
     signal N). ``failed_to_start``: spawning failed, ``message`` says why. ``stopped``: a
     ``stop`` named an attempt unknown here (nothing runs). ``age_s`` is set only for an event
-    that happened while disconnected: its age in seconds on the agent's monotonic clock.
+    that happened while disconnected or is re-sent: its age in seconds on the agent's monotonic
+    clock (for ``running``, the age of the start).
     """
 
     TYPE: ClassVar[str] = "attempt"

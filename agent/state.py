@@ -57,10 +57,18 @@ class AttemptRecord:
     exited_mono: float | None = None
     finished_wall: float | None = None
     reported: bool = False  # the server acknowledged the end state
+    start_reported: bool = False  # the server acknowledged the start (``started``, ``running``, a hello)
     killed: bool = False  # the agent sent SIGKILL
     message: str = ""
     uid: int | None = None  # the identity it runs under
     cgroup: str = ""  # its cgroup directory ("" : tracked by process tree)
+
+    def start_age_s(self, now_mono: float, boot_id: str) -> float | None:
+        """Seconds since the start, or None when the start time is unknown (not started yet,
+        e.g. an image pull, or started in another boot)."""
+        if self.started_mono is None or not boot_id or self.boot_id != boot_id:
+            return None
+        return max(0.0, now_mono - self.started_mono)
 
     def age_s(self, now_mono: float, boot_id: str) -> float | None:
         """Seconds since the exit, or None while running or when the exit time is unknown."""

@@ -77,18 +77,22 @@ def _same_token(host: Host) -> bool:
 
 
 @agent_db
-def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
-    """Record a hello; False (nothing recorded) when this connection is no longer the host's live one."""
+def _hello(host: Host, generation: int, msg: protocol.Hello, received: datetime) -> set[int] | None:
+    """Record a hello received at ``received``; None (nothing recorded) when this connection is no
+    longer the host's live one, else the wire ids of the attempts it reports running that are still
+    not confirmed started (:func:`scheduler.lifecycle.host_hello`: their ``start`` is sent again)."""
     if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
-        return False
+        return None
     # Attempt ids on the wire are wire ids; ones the database does not know (from before a
     # restore, or never placed here) are left to the desired state: running ones are stopped.
     pks = lifecycle.attempt_pks(a.attempt_id for a in msg.attempts)
-    lifecycle.host_hello(
+    running = [a for a in msg.attempts if a.state == "running" and a.attempt_id in pks]
+    unconfirmed = lifecycle.host_hello(
         host,
         agent_version=msg.agent_version,
         gpus=[lifecycle.GpuReport(g.index, g.uuid, g.model, g.memory_mb, g.health) for g in msg.gpus],
-        running=[pks[a.attempt_id] for a in msg.attempts if a.state == "running" and a.attempt_id in pks],
+        running=[pks[a.attempt_id] for a in running],
+        started={pks[a.attempt_id]: a.age_s for a in running if a.age_s is not None},
         exited=[
             lifecycle.ExitReport(pks[a.attempt_id], a.exit_code, a.age_s or 0.0)
             for a in msg.attempts
@@ -97,8 +101,9 @@ def _hello(host: Host, generation: int, msg: protocol.Hello) -> bool:
         isolation=dataclasses.asdict(msg.isolation) if msg.isolation is not None else None,
         cpus=msg.cpus,
         memory=msg.memory,
+        now=received,
     )
-    return True
+    return {wire for wire, pk in pks.items() if pk in unconfirmed}
 
 
 def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
@@ -135,7 +140,7 @@ def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, rece
         logger.info("host %s spoke of unknown attempt %s; ignored", host.name, msg.attempt_id)
         return True
     if msg.state in ("started", "running"):
-        lifecycle.attempt_started(host, pk)
+        lifecycle.attempt_started(host, pk, msg.age_s, now=received)
     elif msg.state == "exited":
         lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message, now=received)
     elif msg.state == "failed_to_start":
@@ -326,11 +331,14 @@ class AgentConsumer(AsyncWebsocketConsumer):
             if problem is not None:
                 await self.send_error(protocol.ERR_INVALID, f"hello.gpus: {problem}", msg.id)
                 return
-            if not await _hello(self.host, self.generation, msg):
+            unconfirmed = await _hello(self.host, self.generation, msg, received or timezone.now())
+            if unconfirmed is None:
                 await self.fenced()
                 return
             self.hello_done = True
-            self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"}
+            # A running attempt whose start is still unconfirmed counts as not running for this
+            # reconcile: its start is sent again, once, and the agent's answer confirms it.
+            self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"} - unconfirmed
             self.sent_starts.clear()
             self.sent_stops.clear()
             self.live = True

@@ -231,8 +231,45 @@ def _lock_open_attempt(host: Host | None, attempt_id: int) -> Attempt | None:
 # --- attempt events --------------------------------------------------------------------
 
 
-def attempt_started(host: Host, attempt_id: int, *, now: datetime | None = None) -> bool:
-    """The agent confirms ``attempt_id`` started: stamp ``started_at`` (receipt time) and protection.
+def agent_time(now: datetime, age_s: float | None, placed_at: datetime | None) -> datetime:
+    """When an event the agent reports ``age_s`` seconds old happened: ``now − age_s``, ``now``
+    being the receipt of the report (never a future time: ``age_s`` is never negative), and never
+    before ``placed_at`` (nothing of an attempt happens before the server placed it; an agent's
+    clock that ran ahead cannot date a start earlier). ``age_s`` None or 0: ``now`` itself."""
+    if not age_s:
+        return now
+    at = now - timedelta(seconds=max(0.0, float(age_s)))
+    return max(at, min(placed_at, now)) if placed_at is not None else at
+
+
+def _confirm_start(attempt: Attempt, host: Host, at: datetime, now: datetime, note: str = "") -> None:
+    """Stamp the locked, unconfirmed ``attempt`` started at ``at`` (learnt at ``now``): ``started_at``,
+    its protection window (allocated: ``at + M``, DESIGN.md §4), the workload ``running``, a
+    ``started`` event."""
+    attempt.started_at = at
+    if attempt.allocated:
+        min_runtime = Workload.objects.values_list("min_runtime_s", flat=True).get(pk=attempt.workload_id)
+        attempt.protected_until = at + timedelta(seconds=min_runtime)
+    attempt.save(update_fields=["started_at", "protected_until"])
+    histograms.attempt_started(attempt, at)
+    Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
+        state=Workload.State.RUNNING, updated_at=now
+    )
+    event = WorkloadEvent.objects.create(
+        workload_id=attempt.workload_id,
+        at=at,
+        kind="started",
+        message=f"attempt {attempt.number} started on {host.name}" + (f" ({note})" if note else ""),
+        data={"attempt": attempt.pk, "host": host.name},
+    )
+    notify.events_on_commit([event])
+    notify.request_tick_on_commit(host.cluster_id)
+
+
+def attempt_started(host: Host, attempt_id: int, age_s: float | None = None, *, now: datetime | None = None) -> bool:
+    """The agent confirms ``attempt_id`` started ``age_s`` seconds before ``now`` (the receipt of
+    its report; None or 0: a live report, at ``now``): stamp ``started_at`` and the protection
+    window from that time (:func:`agent_time`: never in the future, never before the placement).
 
     Ignores unknown, foreign, ended or already-confirmed attempts (returns False).
     The first confirmation of a gang's parts starts it.
@@ -242,24 +279,7 @@ def attempt_started(host: Host, attempt_id: int, *, now: datetime | None = None)
         attempt = _lock_open_attempt(host, attempt_id)
         if attempt is None or attempt.started_at is not None:
             return False
-        attempt.started_at = now
-        if attempt.allocated:
-            min_runtime = Workload.objects.values_list("min_runtime_s", flat=True).get(pk=attempt.workload_id)
-            attempt.protected_until = now + timedelta(seconds=min_runtime)
-        attempt.save(update_fields=["started_at", "protected_until"])
-        histograms.attempt_started(attempt, now)
-        Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
-            state=Workload.State.RUNNING, updated_at=now
-        )
-        event = WorkloadEvent.objects.create(
-            workload_id=attempt.workload_id,
-            at=now,
-            kind="started",
-            message=f"attempt {attempt.number} started on {host.name}",
-            data={"attempt": attempt.pk, "host": host.name},
-        )
-        notify.events_on_commit([event])
-        notify.request_tick_on_commit(host.cluster_id)
+        _confirm_start(attempt, host, agent_time(now, age_s, attempt.placed_at), now)
     return True
 
 
@@ -287,6 +307,13 @@ def attempt_exited(
         if attempt is None:
             return False
         ended_at = now - timedelta(seconds=max(0.0, float(age_s)))
+        if attempt.started_at is None:
+            # It ran (the agent reports its exit) but its start never reached the server (an
+            # agent older than the repeated start report, or a report lost to a server error):
+            # dated at the placement, as Slurm dates a job's start at its allocation (the GPUs
+            # were held from then). docs/policy.md, "An exit without a confirmed start".
+            note = "dated at its placement: its start was never reported"
+            _confirm_start(attempt, host or attempt.host, attempt.placed_at, now, note)
         if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
             reason = attempt.stop_reason
         elif exit_code == 0:
@@ -656,12 +683,16 @@ def host_hello(
     isolation: Mapping[str, Any] | None = None,
     cpus: int | None = None,
     memory: int | None = None,
+    started: Mapping[int, float] | None = None,
     now: datetime | None = None,
-) -> None:
+) -> set[int]:
     """An agent (re)connects: check its GPUs against the registered inventory (a different one
     is held for an admin, :func:`_check_inventory`), bring the host back, reconcile attempts.
 
     ``running`` are the attempt ids (primary keys) the agent has (starting or running);
+    ``started`` maps those of them whose start the agent dated to the seconds since it (the
+    hello's ``age_s`` of a running attempt): an attempt the server still holds as starting is
+    confirmed started then (:func:`attempt_started`; a ``started`` report lost with a connection);
     ``exited`` those that ended while it was away. Open attempts the server
     placed here that were confirmed started but that the agent no longer has
     end ``lost``, charged to the last heartbeat; unconfirmed ones stay and their
@@ -672,9 +703,15 @@ def host_hello(
     ``cpus``, ``memory``: what the host offers (DESIGN.md §3.3), stored as reported (None: an
     agent older than the fields, unknown: no CPU or memory constraint there); unlike GPUs, a change
     needs no approval (docs/resources.md).
+
+    Returns the attempts of ``running`` still not confirmed started (reported running without
+    the age of their start: an agent older than that report, or a start still in progress, e.g.
+    an image pull): the caller sends them their ``start`` again, which the agent answers with
+    ``running`` (or ``started`` once its start is done), confirming the start.
     """
     now = now or timezone.now()
     running_ids = set(running)
+    started = dict(started or {})
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
         last_seen = locked.last_heartbeat
@@ -708,6 +745,9 @@ def host_hello(
         notify.push_hosts_on_commit([locked.pk])
     host.state, host.last_heartbeat, host.agent_version = locked.state, locked.last_heartbeat, locked.agent_version
 
+    for attempt_id, age in sorted(started.items()):
+        if attempt_id in running_ids:
+            attempt_started(host, attempt_id, age, now=now)
     for report in exited:
         if report.failed_to_start:
             attempt_failed_to_start(host, report.attempt_id, report.message, report.age_s, now=now)
@@ -735,6 +775,14 @@ def host_hello(
                     message="the agent no longer runs it",
                 )
             # else: never confirmed started; the start command is re-sent.
+    unconfirmed = running_ids - set(started)
+    if not unconfirmed:
+        return set()
+    return set(
+        Attempt.objects.filter(pk__in=sorted(unconfirmed), started_at__isnull=True, ended_at__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
 
 
 def _clean_isolation(isolation: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -113,6 +113,10 @@ class Runtime(ABC):
         """The server acknowledged these attempts' end states (they leave ``hello``)."""
 
     @abstractmethod
+    def mark_start_reported(self, attempt_ids: list[int]) -> None:
+        """The server acknowledged these attempts' starts (a hello no longer repeats them)."""
+
+    @abstractmethod
     def read_log(self, attempt_id: int, tail_bytes: int) -> tuple[bytes, int]:
         """The last ``tail_bytes`` bytes of the attempt's log and their byte offset in it.
 
@@ -183,6 +187,13 @@ class StoredRuntime(Runtime):
             record = self._records.get(attempt_id)
             if record is not None and record.state != "running" and not record.reported:
                 record.reported = True
+                self.store.save(record)
+
+    def mark_start_reported(self, attempt_ids: list[int]) -> None:
+        for attempt_id in attempt_ids:
+            record = self._records.get(attempt_id)
+            if record is not None and not record.start_reported:
+                record.start_reported = True
                 self.store.save(record)
 
     def prune(self) -> None:

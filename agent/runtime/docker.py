@@ -193,7 +193,15 @@ class DockerRuntime(StoredRuntime):
             self.store.log_path(attempt_id).unlink(missing_ok=True)  # copied again from the start
             self._watch(record, container)
         for record in list(self._records.values()):
-            if record.state == "running" and record.attempt_id not in found:
+            if record.state == "running" and record.attempt_id not in found and record.started_mono is None:
+                # Saved before its container existed (an image pull) by an agent that died then:
+                # it never ran, so it failed to start (an exit would have the server charge it).
+                record.state = "failed_to_start"
+                record.message = "the agent restarted before the container was started"
+                record.finished_wall = time.time()
+                self.store.save(record)
+                log.info("attempt %d: never started (the agent restarted during its start)", record.attempt_id)
+            elif record.state == "running" and record.attempt_id not in found:
                 self._finish(record, None, None)
                 log.info("attempt %d: its container is gone (exit code unknown)", record.attempt_id)
         self.prune()

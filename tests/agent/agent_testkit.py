@@ -76,6 +76,7 @@ class FakeServer:
         self.received: asyncio.Queue[Message | ProtocolError] = asyncio.Queue()
         self.headers: list[Headers] = []
         self.refuse = False
+        self.lose_started = False  # the next ``started`` report is lost with its connection (closed, no ack)
         self.ws: ServerConnection | None = None
         self.connected = asyncio.Event()
         self._seq = 0
@@ -108,6 +109,11 @@ class FakeServer:
             except ProtocolError as exc:
                 await self.received.put(exc)
                 continue
+            if isinstance(msg, AttemptEvent) and msg.state == "started" and self.lose_started:
+                self.lose_started = False
+                self.connected.clear()
+                await ws.close()
+                return
             await self.received.put(msg)
             if isinstance(msg, Hello):
                 await self.send(Welcome(host=msg.host, heartbeat_s=self.heartbeat_s))

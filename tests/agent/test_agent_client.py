@@ -14,7 +14,7 @@ from agent_testkit import HOST, FakeServer, make_agent, run_async, running, stan
 from agent import AGENT_VERSION
 from agent.client import backoff_delays
 from agent.gpu.fake import fake_gpu_uuid
-from agent.protocol import AttemptStatus, Error, Heartbeat, Hello, Log, Logs, Message, Stop, encode
+from agent.protocol import AttemptEvent, Error, Heartbeat, Hello, Log, Logs, Message, Stop, encode
 
 
 def is_heartbeat(msg: Message) -> bool:
@@ -142,7 +142,8 @@ def test_repeated_and_unknown_commands_are_idempotent(state_dir: Path) -> None:
             await server.expect_event(11, "started")
 
             await server.send(start_msg(11, standin(0.5), gpus=[0]))
-            await server.expect_event(11, "running")
+            again = await server.expect_event(11, "running")
+            assert again.age_s is not None and again.age_s < 5  # dated: the server may never have had the start
             await server.send(Stop(attempt_id=12, reason="canceled", grace_s=5))
             stopped = await server.expect_event(12, "stopped")
             assert stopped.exit_code is None
@@ -200,6 +201,7 @@ def test_exit_while_disconnected_is_reported_in_the_next_hello_with_its_age(stat
             await server.expect(lambda m: isinstance(m, Hello))
             await server.send(start_msg(14, standin(0.3), gpus=[0]))
             await server.expect_event(14, "started")
+            await asyncio.sleep(0.2)  # the server's ack of the start
 
             server.refuse = True
             await server.drop()
@@ -211,6 +213,67 @@ def test_exit_while_disconnected_is_reported_in_the_next_hello_with_its_age(stat
             (status,) = hello.attempts
             assert (status.attempt_id, status.state, status.exit_code) == (14, "exited", 0)
             assert status.age_s is not None and 0.3 < status.age_s < 5
+
+    run_async(scenario())
+
+
+def test_a_start_report_lost_with_the_connection_is_repeated_in_the_next_hello_with_its_age(state_dir: Path) -> None:
+    # Given a started report that the server never gets (the connection dies with it)
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                server.lose_started = True
+                await server.send(start_msg(16, standin(30), gpus=[1]))
+
+                # When the agent reconnects
+                hello = await server.expect(lambda m: isinstance(m, Hello), within=5)
+
+                # Then its hello lists the attempt running with the seconds since its start
+                assert isinstance(hello, Hello)
+                (status,) = hello.attempts
+                assert (status.attempt_id, status.state, status.exit_code) == (16, "running", None)
+                assert status.age_s is not None and 0 < status.age_s < 5
+                # and the welcome acknowledges that start: the next hello still dates it, but an
+                # exit would now be listed as such
+                await asyncio.sleep(0.3)
+                record = agent.runtime.get(16)
+                assert record is not None and record.start_reported
+
+    run_async(scenario())
+
+
+def test_an_exit_whose_start_was_never_acknowledged_follows_a_hello_that_dates_the_start(state_dir: Path) -> None:
+    # Given a started report lost with its connection, and the attempt exiting while the server is away
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                server.lose_started = True
+                server.refuse = True
+                await server.send(start_msg(17, standin(0.3), gpus=[2]))
+                await asyncio.sleep(2.0)  # the attempt runs and exits; reconnects are refused
+                record = agent.runtime.get(17)
+                assert record is not None and record.state == "exited" and not record.start_reported
+
+                # When the server takes the agent back
+                server.refuse = False
+                hello = await server.expect(lambda m: isinstance(m, Hello), within=5)
+
+                # Then the hello lists it running with the age of its start (one entry cannot carry
+                # two ages), and its exit follows at once with the age of the exit
+                assert isinstance(hello, Hello)
+                (status,) = hello.attempts
+                assert (status.attempt_id, status.state) == (17, "running")
+                assert status.age_s is not None and 1.5 < status.age_s < 5
+                exited = await server.expect(lambda m: not isinstance(m, Heartbeat))
+                assert isinstance(exited, AttemptEvent) and (exited.attempt_id, exited.state) == (17, "exited")
+                assert exited.exit_code == 0 and exited.age_s is not None
+                assert 0.25 < status.age_s - exited.age_s < 1.5  # the run, about the stand-in's 0.3 s
+                await asyncio.sleep(0.3)  # the welcome and the ack
+                assert record.start_reported and record.reported
 
     run_async(scenario())
 
@@ -229,7 +292,10 @@ def test_agent_shutdown_leaves_attempts_running_and_a_new_agent_readopts_them(st
 
             async with running(make_agent(server.url, state_dir)):
                 hello = await server.expect(lambda m: isinstance(m, Hello))
-                assert isinstance(hello, Hello) and hello.attempts == [AttemptStatus(15, "running")]
+                assert isinstance(hello, Hello) and [(a.attempt_id, a.state) for a in hello.attempts] == [
+                    (15, "running")
+                ]
+                assert hello.attempts[0].age_s is not None  # the age of its start (the server may not have it)
                 beat = await server.expect(is_heartbeat)
                 assert isinstance(beat, Heartbeat) and beat.running == [15]
 

@@ -322,3 +322,32 @@ def test_mounts_are_bound_read_only_or_writable_with_their_env(state_dir: Path, 
         await rt.close()
 
     run_async(scenario())
+
+
+def test_an_attempt_whose_container_never_started_before_an_agent_restart_failed_to_start(state_dir: Path) -> None:
+    """An agent that died during an image pull left a ``running`` record without a start and no
+    container: it never ran, so the new agent says it failed to start (an exit would have the
+    server date its start at the placement and charge it); one that did start and whose container
+    is gone exited."""
+    import threading
+    from types import SimpleNamespace
+
+    from agent.runtime.base import StoredRuntime
+    from agent.state import AttemptStore, current_boot_id
+
+    rt = object.__new__(DockerRuntime)  # no engine here: containers.list is all recover asks of it
+    StoredRuntime.__init__(rt, state_dir)
+    rt.client = SimpleNamespace(containers=SimpleNamespace(list=lambda **_: []))
+    rt._exits, rt._closed = {}, threading.Event()
+    store = AttemptStore(state_dir)
+    store.save(AttemptRecord(attempt_id=31, workload_id=1, state="running", boot_id=current_boot_id()))
+    store.save(
+        AttemptRecord(attempt_id=32, workload_id=2, state="running", boot_id=current_boot_id(), started_mono=1.0)
+    )
+
+    run_async(rt.recover())
+
+    pulled, ran = rt.get(31), rt.get(32)
+    assert pulled is not None and (pulled.state, pulled.reported) == ("failed_to_start", False)
+    assert "before the container was started" in pulled.message
+    assert ran is not None and ran.state == "exited"

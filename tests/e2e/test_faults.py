@@ -122,6 +122,50 @@ def test_websocket_cut_longer_than_heartbeats_loses_nothing(stack, settings):
     assert HostEvent.objects.filter(host_id=stack.host.pk, kind="online").exists()
 
 
+@pytest.fixture
+def lose_first_start(stack, monkeypatch):
+    """The first ``started`` report reaches the server as its connection dies (demo under load):
+    the server handles nothing of it, the link is cut and reconnects are refused until the test
+    calls ``stack.proxy.restore()``. Returns the list the time of the loss is appended to."""
+    from scheduler import consumers
+
+    handle = consumers.AgentConsumer.dispatch_message
+    lost: list[float] = []
+
+    async def dispatch_message(self, msg, received=None):
+        if isinstance(msg, protocol.AttemptEvent) and msg.state == "started" and not lost:
+            lost.append(time.time())
+            stack.proxy.cut()
+            return
+        await handle(self, msg, received)
+
+    monkeypatch.setattr(consumers.AgentConsumer, "dispatch_message", dispatch_message)
+    return lost
+
+
+@pytest.mark.parametrize("outage_s, duration", [(2.5, 6), (3.5, 1.5)], ids=["runs-on", "exits-in-outage"])
+def test_a_start_report_lost_with_the_link_is_dated_by_the_agent_and_charged(
+    stack, lose_first_start, outage_s, duration
+):
+    # Given a workload whose started report is lost with the link, which stays down for a while
+    # (the attempt runs on past the outage, or exits during it)
+    hellos = stack.hellos()
+    workload_id = stack.submit("org/alpha", gpus=1, min_runtime=60, duration=duration, name="start-lost")
+    stack.wait_until(lambda: lose_first_start, 25, "the started report to be lost")
+    time.sleep(outage_s)
+
+    # When the link is back
+    stack.proxy.restore()
+    stack.wait_until(lambda: stack.hellos() > hellos, 20, "the agent to reconnect")
+
+    # Then the start is the agent's, not the reconnection's, and the attempt is charged what it ran
+    attempt = _succeeded(stack, workload_id)
+    assert attempt.started_at is not None
+    assert abs(attempt.started_at.timestamp() - lose_first_start[0]) < 1.0, (attempt.started_at, lose_first_start)
+    assert duration - 0.5 <= _ran_for(attempt) <= duration + 2.5
+    assert attempt.charged_gpu_seconds == int(_ran_for(attempt))
+
+
 def test_server_restart_loses_nothing_and_scheduling_resumes(stack):
     # Given a running workload that will exit while the server is down
     first_id = stack.submit("org/alpha", gpus=1, min_runtime=60, duration=2.5, name="spans-restart")

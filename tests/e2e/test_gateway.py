@@ -135,7 +135,9 @@ async def _test_the_desired_state_is_sent_after_hello_and_unknown_attempts_are_s
     await comm.disconnect()
 
 
-async def _place(host: Host) -> int:
+async def _place(host: Host, placed_ago: float = 0.0) -> int:
+    from datetime import timedelta
+
     from asgiref.sync import sync_to_async
     from django.utils import timezone
 
@@ -158,8 +160,92 @@ async def _place(host: Host) -> int:
             seq=1,
             state=Workload.State.STARTING,
         )
-        a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=timezone.now())
+        placed_at = timezone.now() - timedelta(seconds=placed_ago)
+        a = Attempt.objects.create(workload=w, number=1, host=host, allocated=True, placed_at=placed_at)
         AttemptGPU.objects.create(attempt=a, gpu=host.gpus.get(index=0))
         return a.wire_id  # what the agent link names it by
 
     return await sync_to_async(place)()
+
+
+def _attempt_frame(seq: int, attempt_id: int, state: str, age_s: float | None, exit_code: int | None = None) -> str:
+    return json.dumps(
+        {
+            "v": 1,
+            "type": "attempt",
+            "id": seq,
+            "attempt_id": attempt_id,
+            "state": state,
+            "exit_code": exit_code,
+            "age_s": age_s,
+            "message": "",
+        }
+    )
+
+
+def _seconds_ago(at: Any) -> float:
+    from django.utils import timezone
+
+    return (timezone.now() - at).total_seconds()
+
+
+def test_a_hello_dates_a_start_the_server_never_got_and_the_exit_after_it_is_charged(host_token):
+    """Demo under load: ``started`` lost with a connection; the agent's next hello lists the
+    attempt running with the age of its start (even when it has exited since: its exit follows)."""
+    asyncio.run(_test_a_hello_dates_a_start_the_server_never_got(host_token))
+
+
+async def _test_a_hello_dates_a_start_the_server_never_got(host_token):
+    host, token = host_token
+    attempt_id = await _place(host, placed_ago=120)
+    comm = _communicator(token)
+    assert (await comm.connect())[0]
+
+    # When the hello reports it running since 50 s, and then its exit 10 s ago
+    await comm.send_to(
+        text_data=_hello(attempts=[{"attempt_id": attempt_id, "state": "running", "exit_code": None, "age_s": 50.0}])
+    )
+    assert isinstance(await _receive(comm), protocol.Welcome)
+    await comm.send_to(text_data=_attempt_frame(2, attempt_id, "exited", 10.0, exit_code=0))
+    ack = await _receive(comm)
+
+    # Then no start is sent again, and the attempt is charged the 40 s it ran
+    assert isinstance(ack, protocol.Ack) and ack.ack == 2
+    attempt = await Attempt.objects.aget(wire_id=attempt_id)
+    assert attempt.started_at is not None and 49 <= _seconds_ago(attempt.started_at) <= 52
+    assert (attempt.end_reason, attempt.charged_gpu_seconds) == ("succeeded", 40)
+    await comm.disconnect()
+
+
+def test_a_running_attempt_reported_without_its_start_age_is_sent_its_start_again(host_token):
+    """An agent older than the dated hello (or one still pulling the image) reports the attempt
+    running with no age: the server sends its start once more; the agent's ``running`` answer
+    confirms it (before: the start was never confirmed, the attempt failed to start after
+    START_TIMEOUT although it ran)."""
+    asyncio.run(_test_a_running_attempt_reported_without_its_start_age(host_token))
+
+
+async def _test_a_running_attempt_reported_without_its_start_age(host_token):
+    host, token = host_token
+    attempt_id = await _place(host, placed_ago=120)
+    comm = _communicator(token)
+    assert (await comm.connect())[0]
+
+    await comm.send_to(
+        text_data=_hello(attempts=[{"attempt_id": attempt_id, "state": "running", "exit_code": None, "age_s": None}])
+    )
+    assert isinstance(await _receive(comm), protocol.Welcome)
+    start = await _receive(comm)
+    assert isinstance(start, protocol.Start) and start.attempt_id == attempt_id
+    await comm.send_to(text_data=_attempt_frame(2, attempt_id, "running", 40.0))
+    ack = await _receive(comm)
+
+    assert isinstance(ack, protocol.Ack) and ack.ack == 2
+    attempt = await Attempt.objects.aget(wire_id=attempt_id)
+    assert attempt.started_at is not None and 39 <= _seconds_ago(attempt.started_at) <= 42
+    # once: the heartbeat that lists it running sends nothing more
+    await comm.send_to(
+        text_data=json.dumps({"v": 1, "type": "heartbeat", "id": 3, "gpus": [], "running": [attempt_id]})
+    )
+    assert await comm.receive_nothing(timeout=1.5)
+    await comm.disconnect()

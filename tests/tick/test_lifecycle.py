@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from agent import protocol
 from scheduler import gateway, lifecycle, tasks
-from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload
+from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 
 
 def test_started_confirmation_stamps_start_and_protection(tw, ticks):
@@ -311,3 +311,80 @@ def test_image_workloads_failing_on_a_process_runtime_host_cordon_nothing(tw, ti
         attempt = tw.attempt(w, gpus, started_ago=None)
         assert lifecycle.attempt_failed_to_start(host, attempt.pk, "no images here", now=tw.now + timedelta(seconds=i))
     assert Host.objects.get(pk=host.pk).state == Host.State.ACTIVE
+
+
+def test_an_exit_without_a_confirmed_start_is_charged_from_the_placement(tw, ticks):
+    """Demo under load: 34 attempts ran and exited but were never confirmed started (their
+    ``started`` report was lost with a connection, from an agent that did not repeat it). An exit
+    says the attempt ran: its start is dated at the placement, as Slurm dates a job's start at its
+    allocation (docs/policy.md), so it is charged and counted as started."""
+    host = tw.host("h1", 2)
+    w = tw.workload(gpus=2, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+    placed = tw.now - timedelta(seconds=100)
+    Attempt.objects.filter(pk=attempt.pk).update(placed_at=placed)
+
+    assert lifecycle.attempt_exited(host, attempt.pk, 0, age_s=10, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert (attempt.started_at, attempt.ended_at) == (placed, tw.now - timedelta(seconds=10))
+    assert (attempt.end_reason, attempt.charged_gpu_seconds) == ("succeeded", 2 * 90)
+    assert attempt.protected_until == placed + timedelta(seconds=60)
+    assert list(WorkloadEvent.objects.filter(workload=w).values_list("kind", flat=True).order_by("pk")) == [
+        "started",
+        "succeeded",
+    ]
+
+
+def test_an_unallocated_exit_without_a_confirmed_start_is_counted_started_and_charged_nothing(tw, ticks):
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=0)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+
+    assert lifecycle.attempt_exited(host, attempt.pk, 0, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert (attempt.started_at, attempt.end_reason, attempt.charged_gpu_seconds) == (attempt.placed_at, "succeeded", 0)
+
+
+def test_a_start_report_is_stamped_from_its_receipt_and_its_age_never_before_the_placement(tw, ticks):
+    """A ``started`` report waited for the database like an exit may (the tick, a cancel): it is
+    stamped at its receipt, less its age, but no earlier than the placement (a late report, an
+    agent's clock running ahead)."""
+    from scheduler import consumers
+
+    host = tw.host("h1", 2)
+    gpu0, gpu1 = GPU.objects.order_by("index")
+    late = tw.attempt(tw.workload(gpus=1, min_runtime=60), [gpu0], started_ago=None)
+    old = tw.attempt(tw.workload(gpus=1, min_runtime=60), [gpu1], started_ago=None)
+    Attempt.objects.update(placed_at=tw.now - timedelta(seconds=60))
+    received = tw.now - timedelta(seconds=5)  # the frames arrived 5 s before they were processed
+
+    for attempt, age in ((late, None), (old, 10**6)):
+        msg = protocol.AttemptEvent(attempt_id=attempt.wire_id, state="started", age_s=age)
+        assert consumers._attempt_event.func(host, host.link_generation, msg, received)
+
+    late.refresh_from_db()
+    old.refresh_from_db()
+    assert late.started_at == received and late.protected_until == received + timedelta(seconds=60)
+    assert old.started_at == tw.now - timedelta(seconds=60)
+
+
+def test_a_hello_dates_the_start_of_a_running_attempt_from_the_age_it_reports(tw, ticks):
+    host = tw.host("h1", 2)
+    gpu0, gpu1 = GPU.objects.order_by("index")
+    dated = tw.attempt(tw.workload(gpus=1, min_runtime=60), [gpu0], started_ago=None)
+    undated = tw.attempt(tw.workload(gpus=1, min_runtime=60), [gpu1], started_ago=None)
+    Attempt.objects.update(placed_at=tw.now - timedelta(seconds=120))
+    gpus = [lifecycle.GpuReport(g.index, g.uuid, g.model) for g in (gpu0, gpu1)]
+
+    unconfirmed = lifecycle.host_hello(
+        host, agent_version="t", gpus=gpus, running=[dated.pk, undated.pk], started={dated.pk: 30.0}, now=tw.now
+    )
+
+    dated.refresh_from_db()
+    undated.refresh_from_db()
+    assert dated.started_at == tw.now - timedelta(seconds=30)
+    assert Workload.objects.get(pk=dated.workload_id).state == Workload.State.RUNNING
+    # without the age of its start (an older agent, an image still pulling): its start is sent again
+    assert (undated.started_at, unconfirmed) == (None, {undated.pk})
