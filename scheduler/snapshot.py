@@ -10,10 +10,12 @@ database primary keys, so the tick can apply decisions without re-reading rows.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -132,6 +134,30 @@ def load_snapshot(
     whatever the size of the cluster, plus one aggregate when some budget has a
     cap (:func:`_capped_budgets`). Times become integer epoch seconds.
     """
+    with _collector_paused():
+        return _load_snapshot(cluster, now, workload_key)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a snapshot is built: its rows and
+    dataclasses (tens of thousands) set off ~200 collections of the young generations and one or
+    two of the whole heap, 0.05–0.15 s of a 0.2–0.3 s load (1,250 hosts, 19,152 pending). Reference
+    counting still frees what the load drops; the cycles wait for the next collection. Process-
+    wide: a thread entering while another has paused it leaves the resumption to that one, so the
+    collector is resumed by whoever paused it and never left paused."""
+    paused_here = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused_here:
+            gc.enable()
+
+
+def _load_snapshot(
+    cluster: Cluster | int, now: datetime, workload_key: Callable[[int], str]
+) -> tuple[p.Snapshot, SnapshotIndex]:
     cluster_id = cluster if isinstance(cluster, int) else cluster.pk
     now_s = epoch(now)
     conf = settings.FAIRWAY
@@ -153,9 +179,9 @@ def load_snapshot(
         hid: epoch(last) for hid, _n, state, _l, _d, last, *_r in host_rows if state == Host.State.OFFLINE and last
     }
     gpu_rows = list(
-        GPU.objects.filter(host__cluster_id=cluster_id).values_list(
-            "id", "host_id", "host__name", "index", "model", "health", "nominated_for_id"
-        )
+        GPU.objects.filter(host__cluster_id=cluster_id)
+        .values_list("id", "host_id", "host__name", "index", "model", "health", "nominated_for_id")
+        .order_by()  # not the model's (host name, index): each host's GPUs are sorted below
     )
     gpus_of_host: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
     gpu_ref_by_id: dict[int, p.GpuRef] = {}

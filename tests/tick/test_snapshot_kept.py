@@ -131,3 +131,23 @@ def test_a_changed_reason_is_read_again_not_kept(tw, pushed):
     snap, index = load_snapshot(tw.cluster, tw.now)
     assert index.pending_reason[waiting.pk] == ("hardware", {"gpus": 2})
     assert [w.gpus for w in snap.pending] == [1]
+
+
+def test_the_collector_is_paused_while_a_snapshot_is_built_and_resumed_after(tw, monkeypatch):
+    import gc
+
+    from scheduler import snapshot
+
+    seen: list[bool] = []
+    real = snapshot._load_snapshot
+    monkeypatch.setattr(snapshot, "_load_snapshot", lambda *a: seen.append(gc.isenabled()) or real(*a))
+    assert gc.isenabled()
+    load_snapshot(tw.cluster, tw.now)
+    assert seen == [False]
+    assert gc.isenabled()
+    gc.disable()
+    try:  # paused by someone else: left paused
+        load_snapshot(tw.cluster, tw.now)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
