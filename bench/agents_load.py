@@ -169,6 +169,35 @@ def install_timers(out: str) -> None:
     tick_module.schedule = timed("policy", tick_module.schedule)
     tick_module._apply = timed("apply", tick_module._apply)  # noqa: SLF001 -- a bench instrument
     tick_module.run_tick = timed("tick (all, commit included)", tick_module.run_tick)
+    # The rest of the tick's run (eighth pass): its two sweeps before the snapshot, and after its
+    # commit the push to the agents and the standing's figures (also computed by a detail's
+    # request when no tick cached them: those count here too).
+    from scheduler import lifecycle, tick_figures
+
+    lifecycle.stop_timed_out = timed("stop_timed_out", lifecycle.stop_timed_out)
+    lifecycle.settle_dependencies = timed("settle_dependencies", lifecycle.settle_dependencies)
+    gateway.push_desired_state = timed("push to the agents (on commit)", gateway.push_desired_state)
+    tick_figures.budget_figures = timed("standing figures (on commit)", tick_figures.budget_figures)
+    locked = tick_module._locked_transaction  # noqa: SLF001 -- a bench instrument
+
+    @contextlib.contextmanager
+    def timed_locked(cluster_id: int) -> Any:
+        # The thread's connection (from the pool, shared with the web side in one `serve`), then
+        # to holding the lock (BEGIN, the lock statement), and from the tick's last statement to
+        # the commit's end (its hooks: the push, the figures).
+        from django.db import connection
+
+        began = time.perf_counter()
+        connection.ensure_connection()  # what the transaction's first statement would wait for
+        tick_phases.append(["connection (the pool)", time.time(), time.perf_counter() - began])
+        began = time.perf_counter()
+        with locked(cluster_id) as acquired:
+            tick_phases.append(["BEGIN + lock statement", time.time(), time.perf_counter() - began])
+            yield acquired
+            began = time.perf_counter()
+        tick_phases.append(["commit + on-commit hooks", time.time(), time.perf_counter() - began])
+
+    tick_module._locked_transaction = timed_locked  # noqa: SLF001 -- a bench instrument
     from scheduler import tasks as tasks_module
 
     tasks_module.run_tick = tick_module.run_tick
