@@ -19,7 +19,7 @@ from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import KeptSummary, _summary, idle, starts_only
+from scheduler.policy.screen import KeptRequests, KeptSummary, Requests, _requests, _summary, idle, starts_only
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Start, Workload
@@ -53,6 +53,7 @@ class IncrementalScheduler:
         self._tree: BudgetTree | None = None
         self.attempts_followed = 0
         self._hosts = KeptSummary()  # the screen's host walk, kept by host version
+        self._requests = KeptRequests()  # the screen's reading of the pending shapes, kept while they are
         self.screened = 0
         """Passes the screen answered (tests)."""
         """Snapshots whose attempts were taken by their changes, not compared (tests)."""
@@ -122,15 +123,22 @@ class IncrementalScheduler:
         grouped = index.budgets
         if not snap.with_reasons:
             shapes = index.screen_shapes()
+
+            def requests() -> Requests:
+                got = self._requests.of(tuple(index.least.items()), standing, shapes, tree)
+                if self.check and got != _requests(standing, shapes, tree):
+                    raise AssertionError(f"kept screen requests differ at {snap.now}")
+                return got
+
             if self.waiting_nominations:
-                starts = starts_only(standing, shapes, tree, load, pending, self._hosts)
+                starts = starts_only(standing, shapes, tree, load, pending, self._hosts, requests)
                 if starts is not None:
                     starting = {s.workload for s in starts}
                     nominations = {k: v for k, v in standing.noms.items() if k not in starting}
                     dec = Decisions(starts=starts, nominations=nominations)
                     self._screened(snap, dec, standing)
                     return dec
-            elif idle(standing, shapes, tree, load, None, self._hosts):
+            elif idle(standing, shapes, tree, load, None, self._hosts, requests):
                 dec = Decisions(nominations=dict(standing.noms))
                 self._screened(snap, dec, standing)
                 return dec

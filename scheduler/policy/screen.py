@@ -104,6 +104,7 @@ def idle(
     loads: Callable[[], Mapping[str, int]],
     nominees: Mapping[str, Workload] | None = None,
     kept: KeptSummary | None = None,
+    requests: Callable[[], Requests] | None = None,
 ) -> bool:
     """True only when a pass over the snapshot ``standing`` was built or synced from would
     start, stop and change nothing (and, with open nominations, keep them as they are).
@@ -111,11 +112,13 @@ def idle(
     ``loads`` gives ``U + C`` per budget rolled up the tree, as the pass computes it (called
     at most once, only when needed). ``nominees``: the pending workloads by id; without them
     any open nomination answers False, with them only one that does not wait (module
-    docstring). ``kept``: the host walk kept between passes of this standing. Cost: one walk
-    over hosts (those changed, with ``kept``) and pending shapes, plus one rule-2 test per
-    (pending budget, budget holding unprotected allocated work).
+    docstring). ``kept``: the host walk kept between passes of this standing; ``requests``: the
+    :class:`Requests` of ``pending`` kept by the caller (:class:`KeptRequests`). Cost: one walk
+    over hosts (those changed, with ``kept``) and pending shapes (none while they are the same,
+    with ``requests``), plus one rule-2 test per (pending budget, budget holding unprotected
+    allocated work).
     """
-    return _screen(standing, pending, tree, loads, nominees, kept, ready=False) == []
+    return _screen(standing, pending, tree, loads, nominees, kept, requests, ready=False) == []
 
 
 def starts_only(
@@ -125,12 +128,13 @@ def starts_only(
     loads: Callable[[], Mapping[str, int]],
     nominees: Mapping[str, Workload],
     kept: KeptSummary | None = None,
+    requests: Callable[[], Requests] | None = None,
 ) -> list[Start] | None:
     """:func:`idle` with ready nominations too (module docstring): None when the pass may decide
     anything beyond starting ready nominees on their nominations; else those starts, by nominee
     id (empty: the pass decides nothing), the pass keeping every other nomination as it is.
     Only for callers that read no reservations of such a pass (the screened pass may reserve)."""
-    ready = _screen(standing, pending, tree, loads, nominees, kept, ready=True)
+    ready = _screen(standing, pending, tree, loads, nominees, kept, requests, ready=True)
     if ready is None:
         return None
     return [Start(wid, tuple(sorted(standing.noms[wid])), allocated=True) for wid in ready]
@@ -143,6 +147,7 @@ def _screen(
     loads: Callable[[], Mapping[str, int]],
     nominees: Mapping[str, Workload] | None,
     kept: KeptSummary | None,
+    requests: Callable[[], Requests] | None,
     *,
     ready: bool,
 ) -> list[str] | None:
@@ -158,9 +163,10 @@ def _screen(
     if standing.draining or _fault_due(standing):
         return None
     summary = kept.of(standing) if kept is not None else _summary(standing)
-    want = _smallest_requests(standing, pending, tree, summary)
-    if want is None:
+    req = _requests(standing, pending, tree) if requests is None else requests()
+    if req.fit(summary):
         return None  # some workload fits the free GPUs
+    want = req.want
     if not want:
         return starting
     # Unallocated work is class NOW for every allocated workload (contract.victim_class).
@@ -343,13 +349,28 @@ class KeptSummary:
                 self._blocked.discard(name)
 
 
-def _smallest_requests(
-    standing: Standing, pending: Iterable[Workload], tree: BudgetTree, summary: _Summary
-) -> Want | None:
-    """Smallest single-host request and smallest gang (in hosts) per (budget, model) of allocated
-    work that may preempt; None when some pending workload fits the free GPUs now."""
+@dataclass(slots=True)
+class Requests:
+    """What the screen reads of the pending shapes: :data:`Want` per (budget, model) of allocated
+    work that may preempt, and per model the smallest single-host request and the smallest gang
+    (in hosts) of any workload that may start (unallocated and downgraded work included)."""
+
+    want: Want
+    single: dict[str, int]
+    gang: dict[str, int]
+
+    def fit(self, summary: _Summary) -> bool:
+        """Some pending workload fits the free GPUs now (one host, or whole free hosts)."""
+        return any(summary.most_free.get(m, 0) >= n for m, n in self.single.items()) or any(
+            summary.whole_free.get(m, 0) >= k for m, k in self.gang.items()
+        )
+
+
+def _requests(standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+    """:class:`Requests` of ``pending``: a pure function of their shapes, the tree and the hosts."""
     largest = standing.state.largest
-    want: Want = {}
+    out = Requests({}, {}, {})
+    want, single, gang = out.want, out.single, out.gang
     for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
@@ -360,13 +381,11 @@ def _smallest_requests(
         if capper is not None and capper.on_cap == OnCap.HOLD:
             continue
         if w.gpus <= big:
-            if summary.most_free.get(w.model, 0) >= w.gpus:
-                return None
+            single[w.model] = min(single.get(w.model, NONE), w.gpus)
             k = 0
         else:
             k = w.gpus // big
-            if summary.whole_free.get(w.model, 0) >= k:
-                return None
+            gang[w.model] = min(gang.get(w.model, NONE), k)
         if not w.allocated or capper is not None:
             continue  # unallocated (or downgraded) work never preempts (rule 4)
         c = contract.commitment(w)
@@ -376,7 +395,29 @@ def _smallest_requests(
         else:
             slot[0] = min(slot[0], w.gpus)
         slot[2] = min(slot[2], c)
-    return want
+    return out
+
+
+class KeptRequests:
+    """:func:`_requests` kept while the pending shapes (a key the caller gives: the least M per
+    coarse shape, ``PendingIndex.least``), the tree and the standing's hosts are the same."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, object, object] | None = None
+        self._value: Requests | None = None
+
+    def of(self, key: object, standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+        last = self._key
+        if (
+            self._value is None
+            or last is None
+            or last[1] is not tree
+            or last[2] is not standing.state
+            or last[0] != key
+        ):
+            self._value = _requests(standing, pending, tree)
+            self._key = (key, tree, standing.state)
+        return self._value
 
 
 def _may_preempt(
