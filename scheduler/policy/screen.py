@@ -292,6 +292,9 @@ def _summary(standing: Standing) -> _Summary:
     return out
 
 
+_UNSEEN: tuple[int, None] = (-1, None)
+
+
 class KeptSummary:
     """:func:`_summary` kept between the passes of one kept standing: each host's :func:`_part`
     by host version, folded into counts per model (how many hosts have each number of free GPUs,
@@ -316,16 +319,20 @@ class KeptSummary:
         if self._state is not st:
             self._reset()  # a new standing: every host anew
             self._state = st
-        version, seen = st.version, self._seen
-        for name, hv in st.hosts.items():
-            v = version.get(name, 0)
+        seen, hosts = self._seen, st.hosts
+        if not seen:
+            changed: Iterable[str] = hosts
+        else:  # a host never bumped (absent from ``version``) is as it was built
+            changed = [name for name, v in st.version.items() if seen.get(name, _UNSEEN)[0] != v]
+        for name in changed:
+            hv = hosts.get(name)
+            if hv is None:
+                continue  # a nominated GPU of a host not in the snapshot: no part of the summary
             old = seen.get(name)
-            if old is not None and old[0] == v:
-                continue
             if old is not None and old[1] is not None:
                 self._count(name, old[1], -1)
             part = _part(standing, hv)
-            seen[name] = (v, part)
+            seen[name] = (st.version.get(name, 0), part)
             if part is not None:
                 self._count(name, part, 1)
         return _Summary(
