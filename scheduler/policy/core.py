@@ -291,10 +291,7 @@ class Pass(SkipRuns):
 
     def _nomination_fits(self, w: Workload, nom: tuple[GpuRef, ...]) -> bool:
         """CPUs and memory on every host of the nomination suffice for ``w`` now (§3.3)."""
-        per: dict[str, int] = {}
-        for h, _ in nom:
-            per[h] = per.get(h, 0) + 1
-        return all(self.state.fits(self.state.hosts[h], w, n) for h, n in per.items())
+        return self.state.nomination_fits(w, nom)
 
     def _try_preempt(self, w: Workload) -> bool:
         # A failure stands for every workload with no more room until room can grow (failed_before).

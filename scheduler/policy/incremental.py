@@ -9,6 +9,7 @@ difference) and the pending workloads in submission order (:class:`PendingIndex`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 import scheduler.policy.contract as contract
@@ -18,10 +19,10 @@ from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import idle
+from scheduler.policy.screen import KeptRequests, KeptSummary, Requests, _requests, _summary, idle, starts_only
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.types import Budget, Decisions, Snapshot, Workload
+from scheduler.policy.types import Budget, Decisions, Snapshot, Start, Workload
 from scheduler.policy.usage import pass_loads
 
 _workload_id = attrgetter("id")
@@ -34,11 +35,13 @@ class IncrementalScheduler:
     on any difference.
 
     ``waiting_nominations``: the idle screen also answers for a pass whose open nominations all
-    wait (:func:`~scheduler.policy.screen.idle` with ``nominees``: their GPUs still held by
-    stopping attempts); such a pass returns the nominations as they are and **no
-    reservations** (the full pass may reserve). Only for callers that read no reservations of a
-    pass without reasons with open nominations (the forward simulation of estimates,
-    docs/estimates.md); off, every field equals ``schedule``'s (bench/replay_passes.py).
+    wait or are ready (:func:`~scheduler.policy.screen.starts_only`: their GPUs still held by
+    stopping attempts, or held by nothing and the nominee starts there); such a pass returns the
+    ready nominees' starts, the other nominations as they are and **no reservations** (the full
+    pass may reserve). Only for callers that read no reservations of a pass without reasons with
+    open nominations (the forward simulation of estimates, docs/estimates.md); off, every field
+    equals ``schedule``'s (bench/replay_passes.py). Under ``check`` every pass it screens is
+    compared with a full pass (starts, stops, nominations).
     """
 
     def __init__(self, *, check: bool = False, waiting_nominations: bool = False) -> None:
@@ -49,6 +52,10 @@ class IncrementalScheduler:
         self._budgets: tuple[Budget, ...] | None = None
         self._tree: BudgetTree | None = None
         self.attempts_followed = 0
+        self._hosts = KeptSummary()  # the screen's host walk, kept by host version
+        self._requests = KeptRequests()  # the screen's reading of the pending shapes, kept while they are
+        self.screened = 0
+        """Passes the screen answered (tests)."""
         """Snapshots whose attempts were taken by their changes, not compared (tests)."""
 
     @property
@@ -101,6 +108,8 @@ class IncrementalScheduler:
                 diff.append("loads")
             diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
             diff.extend(victims.kept_rows_differences(standing))
+            if self._hosts.of(standing) != _summary(standing):
+                diff.append("screen summary")
             if diff:
                 raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
         loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
@@ -112,16 +121,49 @@ class IncrementalScheduler:
 
         index = self._pending
         grouped = index.budgets
-        nominees = pending if self.waiting_nominations else None
-        if not snap.with_reasons and idle(standing, index.screen_shapes(), tree, load, nominees):
-            self._standing = standing
-            return Decisions(nominations=dict(standing.noms))
+        if not snap.with_reasons:
+            shapes = index.screen_shapes()
+
+            def requests() -> Requests:
+                got = self._requests.of(tuple(index.least.items()), standing, shapes, tree)
+                if self.check and got != _requests(standing, shapes, tree):
+                    raise AssertionError(f"kept screen requests differ at {snap.now}")
+                return got
+
+            if self.waiting_nominations:
+                starts = starts_only(standing, shapes, tree, load, pending, self._hosts, requests)
+                if starts is not None:
+                    starting = {s.workload for s in starts}
+                    nominations = {k: v for k, v in standing.noms.items() if k not in starting}
+                    dec = Decisions(starts=starts, nominations=nominations)
+                    self._screened(snap, dec, standing)
+                    return dec
+            elif idle(standing, shapes, tree, load, None, self._hosts, requests):
+                dec = Decisions(nominations=dict(standing.noms))
+                self._screened(snap, dec, standing)
+                return dec
         load()
         p = Pass(snap, tree, standing, pending, loads[0], grouped)
         p.check = self.check
         dec = p.run()
         self._standing = standing
         return dec
+
+    def _screened(self, snap: Snapshot, dec: Decisions, standing: Standing) -> None:
+        """Keep ``standing`` for the next pass (the screened pass changed nothing in it: the
+        producer applies the starts and the next sync takes them); under ``check``, the full
+        pass over a fresh build must decide the same starts, stops and nominations."""
+        self.screened += 1
+        self._standing = standing
+        if self.check:
+            full = Pass(replace(snap, with_reasons=False)).run()
+            got = (sorted(full.starts, key=_start_key), full.stops, full.nominations, full.host_states)
+            if got != (sorted(dec.starts, key=_start_key), dec.stops, dec.nominations, dec.host_states):
+                raise AssertionError(f"screened pass differs from the full pass at {snap.now}: {full} != {dec}")
+
+
+def _start_key(s: Start) -> str:
+    return s.workload
 
 
 def room_index_differences(

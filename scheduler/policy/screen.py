@@ -24,6 +24,16 @@ The screen is conservative on every rule it reads:
   and keeps the nominations; it may still **reserve** (a reservation only forbids), which a
   screened pass does not report: only callers that read no reservations of a pass with open
   nominations pass ``nominees`` (the forward simulation of estimates, docs/estimates.md);
+- ready nominations (:func:`starts_only`, the same callers): a nomination whose GPUs are all
+  usable and held by nothing (its victims released), of a nominee as above whose CPUs and memory
+  fit there (``ClusterState.nomination_fits``; at most one such nomination per host with CPU or
+  memory limits), is started on those GPUs at its nominee's turn (``Pass._handle_allocated``
+  starts a nominee on its nomination before anything else). That start moves no load (the
+  commitment counted from the nomination is the start's), frees no GPU (nominated GPUs are in no
+  free list) and adds no room now (it is protected work): every other workload finds before and
+  after it the free GPUs, the room now and the rule-2 answers the screen reads, so when the screen
+  proves nothing else can happen, the pass decides exactly those starts and keeps the other
+  nominations;
 - §3.3 placement: a pending workload (not held, not capped with ``on_cap=hold``) that
   fits the free GPUs of one active host, or for a gang enough whole free hosts, may
   start; reservations are ignored (they only forbid);
@@ -33,12 +43,19 @@ The screen is conservative on every rule it reads:
   work of those budgets together reach ``p``'s smallest single-host request, or enough
   whole hosts holding only such work for its smallest gang, means ``p`` may preempt.
 
+The host walk (:class:`_Summary`, one entry per host) is kept by host version between the
+passes of one kept standing (:class:`KeptSummary`; every change of a host's GPUs, work,
+nominations or protections bumps its version): a pass pays for the hosts that changed.
+
 The property tests (tests/policy/test_properties.py) check on every pass of random
-clusters that a pass the screen calls idle decides nothing.
+clusters that a pass the screen calls idle decides nothing, and that the starts of
+:func:`starts_only` are the pass's decisions; ``IncrementalScheduler(check=True)`` compares the
+kept summary with a fresh walk and every screened pass with a full one.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -46,8 +63,9 @@ import scheduler.policy.contract as contract
 import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW
 from scheduler.policy.standing import Standing
+from scheduler.policy.state import HostView
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.types import OnCap, Snapshot, Workload
+from scheduler.policy.types import GpuRef, OnCap, Snapshot, Start, Workload
 from scheduler.policy.usage import pass_loads
 
 NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
@@ -70,12 +88,23 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree, *, nominations: bool = False
     )
 
 
+def ready_starts(snap: Snapshot, tree: BudgetTree) -> list[Start] | None:
+    """:func:`starts_only` for a bare snapshot, the pending workloads as nominees (tests)."""
+    standing = Standing(snap)
+    pending = {w.id: w for w in snap.pending}
+    return starts_only(
+        standing, pending.values(), tree, lambda: pass_loads(snap, tree, standing.noms, pending)[1], pending
+    )
+
+
 def idle(
     standing: Standing,
     pending: Iterable[Workload],
     tree: BudgetTree,
     loads: Callable[[], Mapping[str, int]],
     nominees: Mapping[str, Workload] | None = None,
+    kept: KeptSummary | None = None,
+    requests: Callable[[], Requests] | None = None,
 ) -> bool:
     """True only when a pass over the snapshot ``standing`` was built or synced from would
     start, stop and change nothing (and, with open nominations, keep them as they are).
@@ -83,59 +112,122 @@ def idle(
     ``loads`` gives ``U + C`` per budget rolled up the tree, as the pass computes it (called
     at most once, only when needed). ``nominees``: the pending workloads by id; without them
     any open nomination answers False, with them only one that does not wait (module
-    docstring). Cost: one walk over hosts and pending workloads, plus one rule-2 test per
-    (pending budget, budget holding unprotected allocated work).
+    docstring). ``kept``: the host walk kept between passes of this standing; ``requests``: the
+    :class:`Requests` of ``pending`` kept by the caller (:class:`KeptRequests`). Cost: one walk
+    over hosts (those changed, with ``kept``) and pending shapes (none while they are the same,
+    with ``requests``), plus one rule-2 test per (pending budget, budget holding unprotected
+    allocated work).
     """
-    if standing.noms and (nominees is None or not _nominations_wait(standing, nominees, tree)):
-        return False
+    return _screen(standing, pending, tree, loads, nominees, kept, requests, ready=False) == []
+
+
+def starts_only(
+    standing: Standing,
+    pending: Iterable[Workload],
+    tree: BudgetTree,
+    loads: Callable[[], Mapping[str, int]],
+    nominees: Mapping[str, Workload],
+    kept: KeptSummary | None = None,
+    requests: Callable[[], Requests] | None = None,
+) -> list[Start] | None:
+    """:func:`idle` with ready nominations too (module docstring): None when the pass may decide
+    anything beyond starting ready nominees on their nominations; else those starts, by nominee
+    id (empty: the pass decides nothing), the pass keeping every other nomination as it is.
+    Only for callers that read no reservations of such a pass (the screened pass may reserve)."""
+    ready = _screen(standing, pending, tree, loads, nominees, kept, requests, ready=True)
+    if ready is None:
+        return None
+    return [Start(wid, tuple(sorted(standing.noms[wid])), allocated=True) for wid in ready]
+
+
+def _screen(
+    standing: Standing,
+    pending: Iterable[Workload],
+    tree: BudgetTree,
+    loads: Callable[[], Mapping[str, int]],
+    nominees: Mapping[str, Workload] | None,
+    kept: KeptSummary | None,
+    requests: Callable[[], Requests] | None,
+    *,
+    ready: bool,
+) -> list[str] | None:
+    """The ready nominees (sorted) when the pass decides nothing beyond starting them, else None."""
+    starting: list[str] = []
+    if standing.noms:
+        if nominees is None:
+            return None
+        got = _nominations_wait(standing, nominees, tree, ready=ready)
+        if got is None:
+            return None
+        starting = got
     if standing.draining or _fault_due(standing):
-        return False
-    summary = _summary(standing)
-    want = _smallest_requests(standing, pending, tree, summary)
-    if want is None:
-        return False  # some workload fits the free GPUs
+        return None
+    summary = kept.of(standing) if kept is not None else _summary(standing)
+    req = _requests(standing, pending, tree) if requests is None else requests()
+    if req.fit(summary):
+        return None  # some workload fits the free GPUs
+    want = req.want
     if not want:
-        return True
+        return starting
     # Unallocated work is class NOW for every allocated workload (contract.victim_class).
     for (_, model), (need, hosts_needed, _) in want.items():
         if summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed:
-            return False
+            return None
     victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
     if not victim_budgets:
-        return True
+        return starting
     load = loads()
     for (p, model), (need, hosts_needed, commitment) in want.items():
         allowed = contract.allowed_budgets(tree, load, p, commitment, victim_budgets)
         if allowed and _may_preempt(standing, summary, model, allowed, need, hosts_needed):
-            return False
-    return True
+            return None
+    return starting
 
 
-def _nominations_wait(standing: Standing, nominees: Mapping[str, Workload], tree: BudgetTree) -> bool:
-    """Every open nomination waits (module docstring): the pass keeps it and its nominee
-    neither starts on it nor preempts."""
+def _nominations_wait(
+    standing: Standing, nominees: Mapping[str, Workload], tree: BudgetTree, *, ready: bool = False
+) -> list[str] | None:
+    """The nominees that start on their nominations now (``ready``: GPUs held by nothing, the
+    nominee fits there), sorted, when every other open nomination waits (module docstring): the
+    pass keeps it and its nominee neither starts on it nor preempts; None otherwise."""
     st = standing.state
     owner, attempts = st.owner, st.attempts
+    starting: list[str] = []
+    limited: set[str] = set()  # hosts with CPU or memory limits holding a ready nomination
     for wid, gpus in standing.noms.items():
         w = nominees.get(wid)
-        if w is None or not w.allocated or w.group is not None or len(gpus) != w.gpus:
-            return False
+        if w is None or not w.allocated or w.group is not None or w.waiting or len(gpus) != w.gpus:
+            return None
         if w.budget not in tree.budgets or tree.held(w.budget):
-            return False
+            return None
         capper = tree.capped_by(w.budget)
         if capper is not None or standing.unschedulable(w.model, w.gpus, w.cpus, w.memory):
-            return False
+            return None
         held = False
         for g in gpus:
             if not st.gpu_usable(g):
-                return False
+                return None
             aid = owner.get(g)
             if aid is not None:
                 if not attempts[aid].stopping:
-                    return False
+                    return None
                 held = True
-        if not held:
-            return False
+        if held:
+            continue
+        if not ready or not st.nomination_fits(w, gpus) or not _apart(st.hosts, gpus, limited):
+            return None
+        starting.append(wid)
+    starting.sort()
+    return starting
+
+
+def _apart(hosts: Mapping[str, HostView], gpus: tuple[GpuRef, ...], limited: set[str]) -> bool:
+    """False when a host of ``gpus`` with CPU or memory limits already holds a ready nomination
+    (the first start there would count against the second's fit); records those hosts."""
+    mine = {h for h, _ in gpus if hosts[h].host.cpus is not None or hosts[h].host.memory is not None}
+    if mine & limited:
+        return False
+    limited |= mine
     return True
 
 
@@ -163,40 +255,129 @@ class _Summary:
     blocked: set[str] = field(default_factory=set)  # hosts with leaving or protected work
 
 
+_Part = tuple[str, int, int, bool, bool, bool]
+"""What one active host adds to a :class:`_Summary`: model, free GPUs, free + unallocated GPUs,
+whole and free, whole and vacatable now, blocked (leaving or protected work)."""
+
+
+def _part(standing: Standing, hv: HostView) -> _Part | None:
+    """One host's entry of the summary (None: not active)."""
+    if not hv.active:
+        return None
+    per = standing.agg.get(hv.name)
+    blocked = bool(hv.stopping) or (per is not None and any(c[1] for c in per.values()))
+    f = len(hv.free)
+    room = f + hv.unalloc  # free GPUs and unallocated work: room now for any allocated workload
+    whole = hv.all_healthy and hv.size == standing.state.largest[hv.model]
+    return hv.model, f, room, whole and f == hv.size, whole and room == hv.size and not blocked, blocked
+
+
 def _summary(standing: Standing) -> _Summary:
-    st = standing.state
-    largest = st.largest
-    agg = standing.agg
     out = _Summary()
-    for hv in st.hosts.values():
-        if not hv.active:
+    for hv in standing.state.hosts.values():
+        part = _part(standing, hv)
+        if part is None:
             continue
-        name = hv.name
-        per = agg.get(name)
-        if hv.stopping or (per is not None and any(c[1] for c in per.values())):
-            out.blocked.add(name)
-        f = len(hv.free)
-        m = hv.model
+        m, f, room, whole_free, vacatable, blocked = part
+        if blocked:
+            out.blocked.add(hv.name)
         if f > out.most_free.get(m, 0):
             out.most_free[m] = f
-        room = f + hv.unalloc  # free GPUs and unallocated work: room now for any allocated workload
         if room > out.most_base.get(m, 0):
             out.most_base[m] = room
-        if hv.all_healthy and hv.size == largest[m]:
-            if f == hv.size:
-                out.whole_free[m] = out.whole_free.get(m, 0) + 1
-            if room == hv.size and name not in out.blocked:
-                out.vacatable_base[m] = out.vacatable_base.get(m, 0) + 1
+        if whole_free:
+            out.whole_free[m] = out.whole_free.get(m, 0) + 1
+        if vacatable:
+            out.vacatable_base[m] = out.vacatable_base.get(m, 0) + 1
     return out
 
 
-def _smallest_requests(
-    standing: Standing, pending: Iterable[Workload], tree: BudgetTree, summary: _Summary
-) -> Want | None:
-    """Smallest single-host request and smallest gang (in hosts) per (budget, model) of allocated
-    work that may preempt; None when some pending workload fits the free GPUs now."""
+_UNSEEN: tuple[int, None] = (-1, None)
+
+
+class KeptSummary:
+    """:func:`_summary` kept between the passes of one kept standing: each host's :func:`_part`
+    by host version, folded into counts per model (how many hosts have each number of free GPUs,
+    of free + unallocated GPUs; whole free and vacatable hosts; blocked hosts). A standing built
+    afresh (another :class:`ClusterState`) starts it over. ``IncrementalScheduler(check=True)``
+    compares it with :func:`_summary` at every pass."""
+
+    def __init__(self) -> None:
+        self._state: object = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen: dict[str, tuple[int, _Part | None]] = {}
+        self._free: dict[str, Counter[int]] = {}
+        self._room: dict[str, Counter[int]] = {}
+        self._whole: Counter[str] = Counter()
+        self._vacatable: Counter[str] = Counter()
+        self._blocked: set[str] = set()
+
+    def of(self, standing: Standing) -> _Summary:
+        st = standing.state
+        if self._state is not st:
+            self._reset()  # a new standing: every host anew
+            self._state = st
+        seen, hosts = self._seen, st.hosts
+        if not seen:
+            changed: Iterable[str] = hosts
+        else:  # a host never bumped (absent from ``version``) is as it was built
+            changed = [name for name, v in st.version.items() if seen.get(name, _UNSEEN)[0] != v]
+        for name in changed:
+            hv = hosts.get(name)
+            if hv is None:
+                continue  # a nominated GPU of a host not in the snapshot: no part of the summary
+            old = seen.get(name)
+            if old is not None and old[1] is not None:
+                self._count(name, old[1], -1)
+            part = _part(standing, hv)
+            seen[name] = (st.version.get(name, 0), part)
+            if part is not None:
+                self._count(name, part, 1)
+        return _Summary(
+            most_free={m: k for m, c in self._free.items() if (k := max((k for k, n in c.items() if n), default=0))},
+            whole_free={m: n for m, n in self._whole.items() if n},
+            most_base={m: k for m, c in self._room.items() if (k := max((k for k, n in c.items() if n), default=0))},
+            vacatable_base={m: n for m, n in self._vacatable.items() if n},
+            blocked=set(self._blocked),
+        )
+
+    def _count(self, name: str, part: _Part, sign: int) -> None:
+        m, f, room, whole_free, vacatable, blocked = part
+        self._free.setdefault(m, Counter())[f] += sign
+        self._room.setdefault(m, Counter())[room] += sign
+        self._whole[m] += sign * whole_free
+        self._vacatable[m] += sign * vacatable
+        if blocked:
+            if sign > 0:
+                self._blocked.add(name)
+            else:
+                self._blocked.discard(name)
+
+
+@dataclass(slots=True)
+class Requests:
+    """What the screen reads of the pending shapes: :data:`Want` per (budget, model) of allocated
+    work that may preempt, and per model the smallest single-host request and the smallest gang
+    (in hosts) of any workload that may start (unallocated and downgraded work included)."""
+
+    want: Want
+    single: dict[str, int]
+    gang: dict[str, int]
+
+    def fit(self, summary: _Summary) -> bool:
+        """Some pending workload fits the free GPUs now (one host, or whole free hosts)."""
+        return any(summary.most_free.get(m, 0) >= n for m, n in self.single.items()) or any(
+            summary.whole_free.get(m, 0) >= k for m, k in self.gang.items()
+        )
+
+
+def _requests(standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+    """:class:`Requests` of ``pending``: a pure function of their shapes, the tree and the hosts."""
     largest = standing.state.largest
-    want: Want = {}
+    out = Requests({}, {}, {})
+    want, single, gang = out.want, out.single, out.gang
     for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
@@ -207,13 +388,11 @@ def _smallest_requests(
         if capper is not None and capper.on_cap == OnCap.HOLD:
             continue
         if w.gpus <= big:
-            if summary.most_free.get(w.model, 0) >= w.gpus:
-                return None
+            single[w.model] = min(single.get(w.model, NONE), w.gpus)
             k = 0
         else:
             k = w.gpus // big
-            if summary.whole_free.get(w.model, 0) >= k:
-                return None
+            gang[w.model] = min(gang.get(w.model, NONE), k)
         if not w.allocated or capper is not None:
             continue  # unallocated (or downgraded) work never preempts (rule 4)
         c = contract.commitment(w)
@@ -223,7 +402,29 @@ def _smallest_requests(
         else:
             slot[0] = min(slot[0], w.gpus)
         slot[2] = min(slot[2], c)
-    return want
+    return out
+
+
+class KeptRequests:
+    """:func:`_requests` kept while the pending shapes (a key the caller gives: the least M per
+    coarse shape, ``PendingIndex.least``), the tree and the standing's hosts are the same."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, object, object] | None = None
+        self._value: Requests | None = None
+
+    def of(self, key: object, standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+        last = self._key
+        if (
+            self._value is None
+            or last is None
+            or last[1] is not tree
+            or last[2] is not standing.state
+            or last[0] != key
+        ):
+            self._value = _requests(standing, pending, tree)
+            self._key = (key, tree, standing.state)
+        return self._value
 
 
 def _may_preempt(

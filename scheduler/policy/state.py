@@ -220,6 +220,13 @@ class ClusterState:
         used = (hv.used[0] - freed[0], hv.used[1] - freed[1])
         return resources.fits(h, used, resources.need(h, gpus, w.cpus, w.memory))
 
+    def nomination_fits(self, w: Workload, nom: tuple[GpuRef, ...]) -> bool:
+        """CPUs and memory on every host of the nomination ``nom`` suffice for ``w`` now (§3.3)."""
+        per: dict[str, int] = {}
+        for h, _ in nom:
+            per[h] = per.get(h, 0) + 1
+        return all(self.fits(self.hosts[h], w, n) for h, n in per.items())
+
     def assign(self, attempt: Attempt) -> None:
         """Record a new (starting) attempt holding its GPUs (already taken from the free lists)."""
         self._add_attempt(attempt, ordered=True)

@@ -432,10 +432,12 @@ class Forward:
         self.nominations = dict(snap.nominations)
         self.tree = BudgetTree(snap.budgets)
         self.scheduler = IncrementalScheduler(waiting_nominations=True)
-        """Its idle screen skips passes whose open nominations all wait (scheduler/policy/screen.py;
-        docs/estimates.md "Quiet states"): the simulation reads no reservations of a pass after
-        its first (which runs with reasons, never screened) beyond :attr:`quiet`, which is
-        False while nominations are open. A quote's shared simulation, whose probe compares
+        """Its idle screen skips passes whose open nominations all wait, and answers those that
+        only start nominees whose victims were released (``screen.starts_only``; docs/estimates.md
+        "Passes whose open nominations wait", "Ready nominations"): the simulation reads no
+        reservations of a pass after its first (which runs with reasons, never screened) beyond
+        :attr:`quiet`, which is False while nominations are open and set only by a pass that
+        decided nothing. A quote's shared simulation, whose probe compares
         reservations, runs without (:func:`quote_starts`)."""
         self.started: dict[str, int] = {}
         self.first: Decisions | None = None

@@ -29,7 +29,7 @@ from scheduler.policy import (
     schedule,
 )
 from scheduler.policy.core import Pass
-from scheduler.policy.screen import nothing_to_do
+from scheduler.policy.screen import nothing_to_do, ready_starts
 from scheduler.policy.standing import nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.views import budget_usage
@@ -52,6 +52,7 @@ class CheckedEngine(Engine):
         self.preemptors: dict[str, set[tuple[str, int]]] = {}
         self.screened = 0
         self.screened_nominations = 0
+        self.ready_starts = 0
 
     def apply(self, dec: Decisions) -> None:
         snap = self.snapshot()
@@ -119,6 +120,16 @@ class CheckedEngine(Engine):
             assert not dec.changed, f"the screen with nominations called a deciding pass idle: {dec}"
             assert dec.nominations == nominations_of(snap, {w.id: w for w in snap.pending}), dec.nominations
             self.screened_nominations += int(bool(dec.nominations))
+        # Ready nominations too (the screen's estimate mode, starts_only): the pass starts those
+        # nominees on their nominations, keeps the other nominations and decides nothing else.
+        ready = ready_starts(snap, BudgetTree(snap.budgets))
+        if ready is not None:
+            starting = {x.workload for x in ready}
+            assert sorted(dec.starts, key=lambda x: x.workload) == ready, f"{ready} != {dec.starts}"
+            assert not dec.stops and not dec.host_states, dec
+            noms = nominations_of(snap, {w.id: w for w in snap.pending})
+            assert dec.nominations == {k: v for k, v in noms.items() if k not in starting}, dec.nominations
+            self.ready_starts += len(ready)
         # Unallocated attempts never count in usage.
         only_alloc = replace(snap, attempts=[a for a in snap.attempts if a.allocated])
         assert budget_usage(only_alloc) == budget_usage(snap)

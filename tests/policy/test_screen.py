@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.policy import GpuHealth, HostState, schedule
-from scheduler.policy.screen import nothing_to_do
+from scheduler.policy.screen import nothing_to_do, ready_starts
 from scheduler.policy.tree import BudgetTree
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
 
@@ -80,6 +80,41 @@ def test_a_nomination_that_waits_on_stopping_work_is_idle_only_with_the_nominees
     assert not nothing_to_do(held, BudgetTree(held.budgets), nominations=True)
     wrong_size = snap([host("h1")], _tree(), leaving, [pending("p", "org/a", 2)], nominations={"p": (("h1", 0),)})
     assert not nothing_to_do(wrong_size, BudgetTree(wrong_size.budgets), nominations=True)
+
+
+def test_a_ready_nomination_is_the_only_start_when_nothing_else_can_happen() -> None:
+    """With its victims released, a nominee starts on its nomination at its turn: the screen's
+    estimate mode (``starts_only``) answers that start and nothing else when the rest of the
+    cluster is idle, exactly as the full pass decides; a ready nomination beside work some
+    budget may preempt, or next to free GPUs someone fits, answers None (the full pass runs)."""
+    work = _full("org/b", protected=True)
+    leaving = [replace(work[1], stopping=True, release_at=T0 + 30), *work[2:]]
+    s = snap([host("h1")], _tree(), leaving, [pending("p", "org/a", 1), pending("q", "org/a", 1, seq=1)])
+    s = replace(s, nominations={"p": (("h1", 0),), "q": (("h1", 1),)})
+    starts = ready_starts(s, BudgetTree(s.budgets))
+    dec = schedule(s)
+    assert starts is not None and [x.workload for x in starts] == ["p"]
+    assert dec.starts == starts and not dec.stops and dec.nominations == {"q": (("h1", 1),)}
+    assert not nothing_to_do(s, BudgetTree(s.budgets), nominations=True)  # idle() is not asked about starts
+    free_too = replace(s, attempts=[leaving[0], *leaving[2:]])  # GPU 2 free: q (or anyone) fits it
+    assert ready_starts(free_too, BudgetTree(s.budgets)) is None
+    prey = [replace(a, started_at=T0 - 3 * H) for a in work[2:]]
+    r = pending("r", "org/a", 1, seq=2)
+    preemptible = replace(s, attempts=[leaving[0], *prey], pending=[*s.pending, r], usage=[lump("org/b", 500)])
+    assert ready_starts(preemptible, BudgetTree(s.budgets)) is None
+    assert schedule(preemptible).stops
+
+
+def test_a_nominee_waiting_on_its_dependencies_is_not_idle() -> None:
+    """The pass drops the nomination of a workload waiting on its ``after`` list (its
+    ``dependency`` reason): the screen with nominees may not call that pass idle."""
+    work = _full("org/b", protected=True)
+    leaving = [replace(work[0], stopping=True, release_at=T0 + 30), *work[1:]]
+    waits = replace(pending("p", "org/a", 1), waiting=True)
+    s = snap([host("h1")], _tree(), leaving, [waits], nominations={"p": (("h1", 0),)})
+    assert schedule(s).nominations == {}
+    assert not nothing_to_do(s, BudgetTree(s.budgets), nominations=True)
+    assert ready_starts(s, BudgetTree(s.budgets)) is None
 
 
 def test_unallocated_work_is_room_for_allocated_only() -> None:
