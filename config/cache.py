@@ -5,8 +5,8 @@ under ASGI every request runs on a thread of its own (Django's ``ThreadSensitive
 request built a ``RedisCache``, its ``RedisCacheClient``, a new ``redis.ConnectionPool`` and so a
 new TCP connection to Redis (connect and handshake), which stayed open until the cyclic garbage
 collector freed the pool. Measured on the layout of ``bench/api_load.py`` (docs/benchmarks/
-api_load.md, eighth pass): ~1.9 connections opened per request and ~1,000 idle ones held by the
-four web processes; in one process (``bench/api_cpu.py``) the requests inherit the seeding
+api_load.md, eighth pass): 557 connections received by Redis for 300 requests, and ~1,000
+idle ones held by the four web processes; in one process (``bench/api_cpu.py``) the requests inherit the seeding
 thread's cache object, which is why the in-process figures did not show it.
 
 Here the client (``RedisCacheClient``: its pools and its ``redis.Redis`` objects) is kept per
