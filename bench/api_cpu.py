@@ -18,6 +18,10 @@ minute weighs on all five alike; the load's mix is the first four) with the prod
   limit, the one thread hop, Django's ASGI request and response), called on an event loop in
   this process, without a socket or an HTTP parser.
 
+``--pace S`` sleeps S seconds before each request (untimed), as a web process of the layout waits
+between its requests while other processes run: its caches are then cold, as on the layout
+(docs/benchmarks/api_load.md, eighth pass: +35 % CPU at 0.1 s on the shared box).
+
 Prints per request kind and path the mean and median CPU ms, the wall ms and the SQL queries of
 one request. ``--profile KIND`` (submit, detail, list, cancel, me, or ``mix``: the load's four in
 its shares) runs cProfile over ``--profile-n`` more requests of that kind through the first
@@ -222,7 +226,9 @@ def count_queries(via: Any, request: tuple[str, str, str, Any, dict[str, Any]], 
     return len(ctx.captured_queries)
 
 
-def measure(vias: list[Any], requests: Requests, n: int, warmup: int) -> dict[tuple[str, str], dict[str, Any]]:
+def measure(
+    vias: list[Any], requests: Requests, n: int, warmup: int, pace: float = 0.0
+) -> dict[tuple[str, str], dict[str, Any]]:
     cpu: dict[tuple[str, str], list[float]] = {(v.name, k): [] for v in vias for k in KINDS}
     wall: dict[tuple[str, str], list[float]] = {(v.name, k): [] for v in vias for k in KINDS}
     queries: dict[tuple[str, str], int] = {}
@@ -230,6 +236,8 @@ def measure(vias: list[Any], requests: Requests, n: int, warmup: int) -> dict[tu
         for via in vias:
             for kind in KINDS:
                 method, path, query, data, user = requests.make(kind)
+                if pace:
+                    time.sleep(pace)  # as a layout's process between requests: other processes run
                 c0, w0 = time.process_time(), time.perf_counter()
                 status, content = via(method, path, query, data, user["token"])
                 c1, w1 = time.process_time(), time.perf_counter()
@@ -307,6 +315,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=200, help="timed rounds (one request of each kind per round)")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds slept before each request (untimed)")
     parser.add_argument("--via", default="client,asgi", help="client, asgi or both (comma-separated)")
     parser.add_argument("--profile", choices=(*KINDS, "mix"), help="cProfile this kind (mix: the load's) afterwards")
     parser.add_argument("--profile-n", type=int, default=200)
@@ -352,7 +361,7 @@ def main() -> None:
         makers = {"client": ClientVia, "asgi": AsgiVia}
         vias = [makers[name.strip()]() for name in args.via.split(",") if name.strip()]
         requests = Requests(world["users"], known, args.seed)
-        results = measure(vias, requests, args.n, args.warmup)
+        results = measure(vias, requests, args.n, args.warmup, args.pace)
         print(
             f"CPU per request, {args.n} rounds after {args.warmup} warm-up "
             f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}):"

@@ -4,7 +4,8 @@ HTTP goes through ``config.overload``: at most ``FAIRWAY_WEB_MAX_IN_FLIGHT`` req
 process (beyond: 503 + ``Retry-After``), each run in one thread hop (a synchronous middleware
 chain; ``async def`` views through Django's stock handler). The agent route has no
 ``AllowedHostsOriginValidator``: agents are not browsers and authenticate with their host token
-(``Authorization: Bearer``).
+(``Authorization: Bearer``). Once built, the process's objects are frozen out of the cyclic garbage
+collector's full collections (``config.heap``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ django.setup(set_prefix=False)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from config.heap import freeze_startup_objects  # noqa: E402
 from config.overload import HttpDispatch, InFlightLimit  # noqa: E402
 from scheduler.routing import websocket_urlpatterns  # noqa: E402
 
@@ -32,3 +34,6 @@ application = ProtocolTypeRouter(
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )
+
+# Last: what the process has built so far lives as long as it does (config/heap.py).
+freeze_startup_objects()

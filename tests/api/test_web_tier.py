@@ -819,3 +819,61 @@ def test_a_request_reads_the_memos_versions_in_one_cache_round_trip(
     assert response.status_code == 201 and queries <= 4
     version_reads = [r for r in reads if (set(r) if isinstance(r, tuple) else {r}) & keys]
     assert len(version_reads) == 1 and set(version_reads[0]) == keys
+
+
+def test_a_web_process_s_startup_objects_are_frozen_out_of_full_collections():
+    """Given a fresh process that loads the ASGI application (as each uvicorn worker does),
+    when it is ready, then the objects it built while starting (Django, the apps, the URLconf's
+    views and serializers) sit in the permanent generation: a full collection walks almost
+    nothing of them (config.heap; docs/benchmarks/api_load.md, eighth pass)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import gc, config.asgi\n"
+        "import django.urls\n"
+        "django.urls.get_resolver().url_patterns\n"
+        "print(gc.get_freeze_count(), len(gc.get_objects()))\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    out = subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
+        [sys.executable, "-c", probe],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    frozen, tracked = map(int, out.stdout.split()[-2:])
+    assert frozen > 50_000  # the startup's objects (~117,000 with production settings)
+    assert tracked < frozen // 20  # what a full collection still walks
+
+
+def test_requests_on_threads_of_their_own_share_one_redis_pool_and_connection(redis_cache):
+    """Given the Redis cache, when five requests' threads (under ASGI each request runs on a thread
+    of its own, and Django keeps a cache object per thread) each read and write the cache one
+    after another, then they borrow one connection from one pool of the process: no pool and no
+    connection per request (config.cache; docs/benchmarks/api_load.md, eighth pass)."""
+    import threading
+
+    from django.core.cache import caches
+
+    seen: list[tuple[Any, Any]] = []  # the objects themselves: ids of freed ones may repeat
+
+    def request(n: int) -> None:
+        cache = caches["default"]
+        cache.set(f"web-tier-{n}", n)
+        assert cache.get(f"web-tier-{n}") == n
+        seen.append((cache, cache._cache.get_client(write=True).connection_pool))  # noqa: SLF001
+
+    for n in range(5):
+        thread = threading.Thread(target=request, args=(n,))
+        thread.start()
+        thread.join()
+    assert len({id(cache) for cache, _pool in seen}) == 5  # Django's cache object per thread
+    pools = {id(pool): pool for _cache, pool in seen}
+    assert len(pools) == 1
+    assert next(iter(pools.values()))._created_connections <= 1  # noqa: SLF001 -- redis-py's count
