@@ -299,6 +299,12 @@ def test_incremental_policy_decides_like_a_fresh_pass_on_every_pass(tmp_path: Pa
     # The whole queue is in view: every pass after the first takes the simulator's pending
     # changes (scheduler/policy/pending.py), checked against the snapshot's list by check=True.
     assert inc.followed == passes["n"] - 1
+    # The attempts likewise (scheduler/policy/attempt_log.py), but a fault replaces a host: a
+    # fresh build, then following again.
+    if kw:
+        assert 0 < inc.attempts_followed < passes["n"] - 1
+    else:
+        assert inc.attempts_followed == passes["n"] - 1
 
 
 def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Path) -> None:
@@ -322,6 +328,7 @@ def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Pat
     sim.run()
     assert calls["n"] > 100
     assert 0 < inc.followed < calls["n"] - calls["n"] // 7
+    assert 0 < inc.attempts_followed < calls["n"] - calls["n"] // 7  # the attempts' changes likewise
 
 
 def test_skipped_runs_read_from_the_kept_index_decide_as_the_walk(
