@@ -13,12 +13,12 @@ from operator import attrgetter
 
 import scheduler.policy.contract as contract
 import scheduler.policy.room_index as room_index
+import scheduler.policy.screen as screen
 import scheduler.policy.victims as victims
 from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import idle
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Workload
@@ -101,6 +101,7 @@ class IncrementalScheduler:
                 diff.append("loads")
             diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
             diff.extend(victims.kept_rows_differences(standing))
+            diff.extend(screen.kept_summary_differences(standing))
             if diff:
                 raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
         loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
@@ -113,7 +114,7 @@ class IncrementalScheduler:
         index = self._pending
         grouped = index.budgets
         nominees = pending if self.waiting_nominations else None
-        if not snap.with_reasons and idle(standing, index.screen_shapes(), tree, load, nominees):
+        if not snap.with_reasons and screen.idle(standing, index.screen_shapes(), tree, load, nominees):
             self._standing = standing
             return Decisions(nominations=dict(standing.noms))
         load()

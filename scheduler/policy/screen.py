@@ -41,15 +41,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import scheduler.policy.contract as contract
 import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW
 from scheduler.policy.standing import Standing
+from scheduler.policy.state import HostView
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import OnCap, Snapshot, Workload
 from scheduler.policy.usage import pass_loads
 
+_K = TypeVar("_K")
 NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
 
 Want = dict[tuple[str, str], list[int]]
@@ -163,30 +166,113 @@ class _Summary:
     blocked: set[str] = field(default_factory=set)  # hosts with leaving or protected work
 
 
-def _summary(standing: Standing) -> _Summary:
-    st = standing.state
-    largest = st.largest
-    agg = standing.agg
-    out = _Summary()
-    for hv in st.hosts.values():
-        if not hv.active:
-            continue
-        name = hv.name
-        per = agg.get(name)
-        if hv.stopping or (per is not None and any(c[1] for c in per.values())):
+_Row = tuple[str, int, int, bool, bool, bool]
+"""One active host's part of the summary: (model, free GPUs, free + unallocated GPUs, whole and
+free, whole and vacatable, blocked)."""
+
+
+class _KeptSummary:
+    """The summary's per-host rows, each with the host version it read, and per model the tallies
+    they add up to, kept on the standing between passes (``Standing.screen_summary``). A host's
+    version only grows, and every change of its GPUs, work, nominations or protections bumps it,
+    so a row stands while its version does and only the hosts bumped since are read again
+    (those in ``ClusterState.version`` with another version: a host never bumped keeps its
+    first row). ``IncrementalScheduler(check=True)`` compares it with :func:`summary_of`."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[int, _Row | None]] = {}
+        self.free: dict[str, dict[int, int]] = {}  # model -> free GPUs -> active hosts with that many
+        self.base: dict[str, dict[int, int]] = {}  # model -> free + unallocated GPUs -> hosts
+        self.out = _Summary()
+
+    def current(self, standing: Standing) -> _Summary:
+        """The summary of the standing's state now, its changed hosts' rows read again."""
+        st = standing.state
+        version, rows = st.version, self.rows
+        # (a nomination of an unknown host's GPU bumps a version outside the cluster: not a row)
+        changed = [h for h, v in version.items() if h in rows and rows[h][0] != v] if rows else list(st.hosts)
+        for name in changed:
+            old = rows.get(name)
+            if old is not None and old[1] is not None:
+                self._count(name, old[1], -1)
+            row = _row(standing, st.hosts[name])
+            rows[name] = (version.get(name, 0), row)
+            if row is not None:
+                self._count(name, row, 1)
+        if changed:
+            out = self.out
+            out.most_free = {m: top for m, c in self.free.items() if c and (top := max(c))}
+            out.most_base = {m: top for m, c in self.base.items() if c and (top := max(c))}
+        return self.out
+
+    def _count(self, name: str, row: _Row, sign: int) -> None:
+        model, free, room, whole, vacatable, blocked = row
+        _tally(self.free.setdefault(model, {}), free, sign)
+        _tally(self.base.setdefault(model, {}), room, sign)
+        out = self.out
+        if whole:
+            _tally(out.whole_free, model, sign)
+        if vacatable:
+            _tally(out.vacatable_base, model, sign)
+        if blocked and sign > 0:
             out.blocked.add(name)
-        f = len(hv.free)
-        m = hv.model
-        if f > out.most_free.get(m, 0):
-            out.most_free[m] = f
-        room = f + hv.unalloc  # free GPUs and unallocated work: room now for any allocated workload
-        if room > out.most_base.get(m, 0):
-            out.most_base[m] = room
-        if hv.all_healthy and hv.size == largest[m]:
-            if f == hv.size:
-                out.whole_free[m] = out.whole_free.get(m, 0) + 1
-            if room == hv.size and name not in out.blocked:
-                out.vacatable_base[m] = out.vacatable_base.get(m, 0) + 1
+        elif blocked:
+            out.blocked.discard(name)
+
+
+def _tally(counts: dict[_K, int], key: _K, sign: int) -> None:
+    left = counts.get(key, 0) + sign
+    if left:
+        counts[key] = left
+    else:
+        del counts[key]
+
+
+def _summary(standing: Standing) -> _Summary:
+    """:func:`summary_of`, read from the rows kept between passes (:class:`_KeptSummary`)."""
+    kept = standing.screen_summary
+    if not isinstance(kept, _KeptSummary):
+        kept = standing.screen_summary = _KeptSummary()
+    return kept.current(standing)
+
+
+def kept_summary_differences(standing: Standing) -> list[str]:
+    """The kept summary brought to the standing against a fresh one (tests)."""
+    kept, fresh = _summary(standing), summary_of(standing)
+    return [] if kept == fresh else [f"screen summary: {kept} != {fresh}"]
+
+
+def _row(standing: Standing, hv: HostView) -> _Row | None:
+    """The host's part of the summary; None for a host that is not active."""
+    if not hv.active:
+        return None
+    per = standing.agg.get(hv.name)
+    blocked = bool(hv.stopping) or (per is not None and any(c[1] for c in per.values()))
+    free = len(hv.free)
+    room = free + hv.unalloc  # free GPUs and unallocated work: room now for any allocated workload
+    whole = hv.all_healthy and hv.size == standing.state.largest[hv.model]
+    return (hv.model, free, room, whole and free == hv.size, whole and room == hv.size and not blocked, blocked)
+
+
+def summary_of(standing: Standing) -> _Summary:
+    """Per model, over the active hosts: the figures of :class:`_Summary` (one walk; the plain
+    statement the kept summary is compared with)."""
+    out = _Summary()
+    for hv in standing.state.hosts.values():
+        row = _row(standing, hv)
+        if row is None:
+            continue
+        model, free, room, whole_free, vacatable, blocked = row
+        if blocked:
+            out.blocked.add(hv.name)
+        if free > out.most_free.get(model, 0):
+            out.most_free[model] = free
+        if room > out.most_base.get(model, 0):
+            out.most_base[model] = room
+        if whole_free:
+            out.whole_free[model] = out.whole_free.get(model, 0) + 1
+        if vacatable:
+            out.vacatable_base[model] = out.vacatable_base.get(model, 0) + 1
     return out
 
 

@@ -92,6 +92,8 @@ class Standing:
         # (model, host size, CPUs, memory) could ever have whole (the hosts never change).
         self.rooms: dict[str, tuple[int, RoomBase]] = {}
         self.gang_hosts: dict[tuple[str, int, int | None, int | None], list[HostView]] = {}
+        # The idle screen's summary of the hosts, kept per host version (screen._KeptSummary)
+        self.screen_summary: object = None
         for av in self.state.attempts.values():
             self.track(av, 1)
         self.window = snap.window
