@@ -307,6 +307,41 @@ def test_incremental_policy_decides_like_a_fresh_pass_on_every_pass(tmp_path: Pa
         assert inc.attempts_followed == passes["n"] - 1
 
 
+def test_screen_summary_kept_by_host_version_reads_only_changed_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle screen's host summary is kept between passes per host version
+    (scheduler/policy/screen.py, ``_KeptSummary``): check=True compares it with a fresh walk on
+    every pass (the decisions are schedule()'s: the tests above), and most hosts' rows are not
+    read again."""
+    import scheduler.policy.screen as screen
+    from scheduler.policy import IncrementalScheduler
+
+    read = {"rows": 0, "screens": 0, "fresh": 0}
+    row, kept, fresh = screen._row, screen._KeptSummary.current, screen.summary_of
+
+    def counted_row(standing, hv):  # type: ignore[no-untyped-def]
+        read["rows"] += 1
+        return row(standing, hv)
+
+    def counted_current(self, standing):  # type: ignore[no-untyped-def]
+        read["screens"] += 1
+        return kept(self, standing)
+
+    def counted_fresh(standing):  # type: ignore[no-untyped-def]
+        read["fresh"] += 1
+        return fresh(standing)
+
+    monkeypatch.setattr(screen, "_row", counted_row)
+    monkeypatch.setattr(screen, "summary_of", counted_fresh)
+    monkeypatch.setattr(screen._KeptSummary, "current", counted_current)
+    inc = IncrementalScheduler(check=True)
+    TraceSim(prepare(small(busy_trace(tmp_path, n=250), hosts=8)), inc).run()
+    kept_rows = read["rows"] - read["fresh"] * 8  # less check=True's fresh walks of the 8 hosts
+    assert read["fresh"] > 200
+    assert kept_rows < read["screens"] * 8 // 4, read
+
+
 def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Path) -> None:
     """A policy that misses some of the simulator's snapshots (another reader took them) or
     sees another producer's compares the whole list for those and decides as schedule()."""
