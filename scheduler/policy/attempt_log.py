@@ -4,7 +4,7 @@ reads them instead of comparing every attempt of the snapshot with the last one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.policy.types import Attempt, Snapshot
@@ -42,6 +42,16 @@ class AttemptLog:
         self.serial += 1
         self._ids = set()
         return out
+
+
+class AttemptsView(list[Attempt]):
+    """A snapshot's attempts (``snap.attempts``) with the :class:`AttemptChanges` since the
+    producer's previous snapshot (``changes``): any reader sees a list; the policy's standing
+    reads the changes."""
+
+    def __init__(self, items: Iterable[Attempt], changes: AttemptChanges) -> None:
+        super().__init__(items)
+        self.changes = changes
 
 
 def attempt_changes(snap: Snapshot) -> AttemptChanges | None:

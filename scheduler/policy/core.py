@@ -10,7 +10,7 @@ iteration over a collection is in a defined order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
@@ -336,5 +336,6 @@ class Pass(SkipRuns):
             disp.done(w, placed)
 
 
-def _each(queues: Queues) -> list[Workload]:
-    return [w for q in queues.values() for w in q]
+def _each(queues: Queues) -> Iterator[Workload]:
+    """The queues' workloads, read only as far as the reader goes."""
+    return (w for q in queues.values() for w in q)

@@ -19,7 +19,7 @@ from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import KeptRequests, KeptSummary, Requests, _requests, _summary, idle, starts_only
+from scheduler.policy.screen import KeptRequests, KeptSummary, Requests, idle, requests_of, starts_only, summary_of
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Start, Workload
@@ -108,7 +108,7 @@ class IncrementalScheduler:
                 diff.append("loads")
             diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
             diff.extend(victims.kept_rows_differences(standing))
-            if self._hosts.of(standing) != _summary(standing):
+            if self._hosts.of(standing) != summary_of(standing):
                 diff.append("screen summary")
             if diff:
                 raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
@@ -126,7 +126,7 @@ class IncrementalScheduler:
 
             def requests() -> Requests:
                 got = self._requests.of(tuple(index.least.items()), standing, shapes, tree)
-                if self.check and got != _requests(standing, shapes, tree):
+                if self.check and got != requests_of(standing, shapes, tree):
                     raise AssertionError(f"kept screen requests differ at {snap.now}")
                 return got
 

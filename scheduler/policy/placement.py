@@ -21,6 +21,8 @@ def any_fits_free(st: ClusterState, workloads: Iterable[Workload]) -> bool:
     for model, buckets in st.buckets.items():
         most[model] = max((c for c, hosts in buckets.items() if hosts), default=0)
         whole[model] = len(buckets.get(st.largest[model], ()))
+    if not any(most.values()):
+        return False  # no free GPU at all (a backlog's usual pass): nothing to read of the workloads
     for w in workloads:
         m = most.get(w.model, 0)
         if m == 0:

@@ -162,8 +162,8 @@ def _screen(
         starting = got
     if standing.draining or _fault_due(standing):
         return None
-    summary = kept.of(standing) if kept is not None else _summary(standing)
-    req = _requests(standing, pending, tree) if requests is None else requests()
+    summary = kept.of(standing) if kept is not None else summary_of(standing)
+    req = requests_of(standing, pending, tree) if requests is None else requests()
     if req.fit(summary):
         return None  # some workload fits the free GPUs
     want = req.want
@@ -272,7 +272,7 @@ def _part(standing: Standing, hv: HostView) -> _Part | None:
     return hv.model, f, room, whole and f == hv.size, whole and room == hv.size and not blocked, blocked
 
 
-def _summary(standing: Standing) -> _Summary:
+def summary_of(standing: Standing) -> _Summary:
     out = _Summary()
     for hv in standing.state.hosts.values():
         part = _part(standing, hv)
@@ -296,11 +296,11 @@ _UNSEEN: tuple[int, None] = (-1, None)
 
 
 class KeptSummary:
-    """:func:`_summary` kept between the passes of one kept standing: each host's :func:`_part`
+    """:func:`summary_of` kept between the passes of one kept standing: each host's :func:`_part`
     by host version, folded into counts per model (how many hosts have each number of free GPUs,
     of free + unallocated GPUs; whole free and vacatable hosts; blocked hosts). A standing built
     afresh (another :class:`ClusterState`) starts it over. ``IncrementalScheduler(check=True)``
-    compares it with :func:`_summary` at every pass."""
+    compares it with :func:`summary_of` at every pass."""
 
     def __init__(self) -> None:
         self._state: object = None
@@ -373,7 +373,7 @@ class Requests:
         )
 
 
-def _requests(standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+def requests_of(standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
     """:class:`Requests` of ``pending``: a pure function of their shapes, the tree and the hosts."""
     largest = standing.state.largest
     out = Requests({}, {}, {})
@@ -406,7 +406,7 @@ def _requests(standing: Standing, pending: Iterable[Workload], tree: BudgetTree)
 
 
 class KeptRequests:
-    """:func:`_requests` kept while the pending shapes (a key the caller gives: the least M per
+    """:func:`requests_of` kept while the pending shapes (a key the caller gives: the least M per
     coarse shape, ``PendingIndex.least``), the tree and the standing's hosts are the same."""
 
     def __init__(self) -> None:
@@ -422,7 +422,7 @@ class KeptRequests:
             or last[2] is not standing.state
             or last[0] != key
         ):
-            self._value = _requests(standing, pending, tree)
+            self._value = requests_of(standing, pending, tree)
             self._key = (key, tree, standing.state)
         return self._value
 

@@ -42,6 +42,7 @@ from scheduler.policy import (
     Workload,
 )
 from scheduler.policy.admission import gpu_shapes, infeasible_shape
+from scheduler.policy.attempt_log import AttemptLog, AttemptsView
 from scheduler.policy.figures import attainment
 from scheduler.policy.pending import PendingChanges, PendingLog
 from scheduler.sim.budgets import BudgetPlan, default_plan, load_plan
@@ -421,7 +422,11 @@ class TraceSim(Engine):
         self.queues: dict[tuple[str, int, bool], list[Workload]] = {}
         self._pending_log = PendingLog()  # every change of the queues, for the policy (snapshot)
         self._qkeys: list[tuple[str, int, bool]] = []
+        # The open attempts' policy views in self.attempts' order, kept as they change (opened,
+        # stopped, released), and the ids changed since the last snapshot (AttemptLog): each
+        # snapshot hands them, so the policy's Standing.sync reads those, not every attempt.
         self._attempt_view: dict[str, Attempt] = {}
+        self._attempt_log = AttemptLog()
         self._view_full: dict[tuple[str, int, bool], int] = {}
         self._available = self.total_gpus
         self._held = 0  # GPUs held by open attempts
@@ -540,12 +545,8 @@ class TraceSim(Engine):
                 self._view_full[key] = len(part)
             view[key] = part
             items.extend(part)
-        attempts = []
-        for a in self.attempts.values():
-            av = self._attempt_view.get(a.id)
-            if av is None or av.stopping != (a.stop_reason is not None):
-                av = self._attempt_view[a.id] = a.as_policy()
-            attempts.append(av)
+        views = self._attempt_view
+        attempts = AttemptsView(views.values(), self._attempt_log.cut(views))
         usage = [UsageRecord(b, self.now, self.now, None, u) for b, u in sorted(self.wusage.at(self.now).items())]
         return Snapshot(
             now=self.now,
@@ -568,6 +569,7 @@ class TraceSim(Engine):
         first = w.first_start is None
         self._dequeue(w)
         a = super()._open_attempt(w, gpus, allocated=allocated, started_at=started_at)
+        self._put_view(a)
         self._held += len(gpus)
         self.m.starts += 1
         if first:
@@ -586,6 +588,7 @@ class TraceSim(Engine):
         self._held -= len(a.gpus)
         self.usage.clear()  # closed usage lives in self.wusage (exact, see WindowUsage)
         self._attempt_view.pop(a.id, None)
+        self._attempt_log.touch(a.id)
         w = self.workloads[a.workload]
         w = _tw(w)
         g = len(a.gpus)
@@ -613,6 +616,17 @@ class TraceSim(Engine):
         elif w.state in ("succeeded", "failed"):
             self.m.finished += 1
             self.m.jct.append(at - w.submitted_at)
+
+    def _put_view(self, a: SimAttempt) -> None:
+        """The attempt's policy view now (new, or stopped: the only changes a trace makes to an
+        open attempt), told to the attempt log."""
+        self._attempt_view[a.id] = a.as_policy()
+        self._attempt_log.touch(a.id)
+
+    def stop_attempt(self, a: SimAttempt, reason: str) -> None:
+        super().stop_attempt(a, reason)
+        if a.id in self.attempts:  # not released at once (grace 0)
+            self._put_view(a)
 
     def _account_interval(self, w: TraceWorkload, a: SimAttempt, start: int, end: int) -> None:
         g = len(a.gpus)

@@ -299,6 +299,48 @@ def test_incremental_policy_decides_like_a_fresh_pass_on_every_pass(tmp_path: Pa
     # The whole queue is in view: every pass after the first takes the simulator's pending
     # changes (scheduler/policy/pending.py), checked against the snapshot's list by check=True.
     assert inc.followed == passes["n"] - 1
+    # The attempts likewise (scheduler/policy/attempt_log.py), but a fault replaces a host: a
+    # fresh build, then following again.
+    if kw:
+        assert 0 < inc.attempts_followed < passes["n"] - 1
+    else:
+        assert inc.attempts_followed == passes["n"] - 1
+
+
+def test_screen_summary_kept_by_host_version_reads_only_changed_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle screen's host summary is kept between passes per host version
+    (scheduler/policy/screen.py, ``KeptSummary``): check=True compares it with a fresh walk on
+    every pass (the decisions are schedule()'s: the tests above), and most hosts' parts are not
+    read again."""
+    import scheduler.policy.incremental as incremental
+    import scheduler.policy.screen as screen
+    from scheduler.policy import IncrementalScheduler
+
+    read = {"parts": 0, "screens": 0, "fresh": 0}
+    part, kept, fresh = screen._part, screen.KeptSummary.of, screen.summary_of
+
+    def counted_part(standing, hv):  # type: ignore[no-untyped-def]
+        read["parts"] += 1
+        return part(standing, hv)
+
+    def counted_of(self, standing):  # type: ignore[no-untyped-def]
+        read["screens"] += 1
+        return kept(self, standing)
+
+    def counted_fresh(standing):  # type: ignore[no-untyped-def]
+        read["fresh"] += 1
+        return fresh(standing)
+
+    monkeypatch.setattr(screen, "_part", counted_part)
+    monkeypatch.setattr(incremental, "summary_of", counted_fresh)
+    monkeypatch.setattr(screen.KeptSummary, "of", counted_of)
+    inc = IncrementalScheduler(check=True)
+    TraceSim(prepare(small(busy_trace(tmp_path, n=250), hosts=8)), inc).run()
+    kept_parts = read["parts"] - read["fresh"] * 8  # less check=True's fresh walks of the 8 hosts
+    assert read["fresh"] > 200
+    assert kept_parts < read["screens"] * 8 // 4, read
 
 
 def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Path) -> None:
@@ -322,6 +364,7 @@ def test_pending_changes_with_snapshots_skipped_or_a_second_policy(tmp_path: Pat
     sim.run()
     assert calls["n"] > 100
     assert 0 < inc.followed < calls["n"] - calls["n"] // 7
+    assert 0 < inc.attempts_followed < calls["n"] - calls["n"] // 7  # the attempts' changes likewise
 
 
 def test_skipped_runs_read_from_the_kept_index_decide_as_the_walk(
