@@ -1,0 +1,78 @@
+"""break26: hostile or careless settings, specs and forms; each case names what it was."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+SETTINGS = Path(__file__).resolve().parents[2] / "config" / "settings.py"
+
+
+def load_settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, object]:
+    """Run config/settings.py afresh with ``env`` set (the process's own settings stay as they are)."""
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///:memory:")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(SETTINGS))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        # nan passed every "minimum" (nan < x is false): a tick every nan seconds
+        ("FAIRWAY_TICK_INTERVAL_S", "nan", "not a finite number"),
+        ("FAIRWAY_READYZ_TICK_INTERVALS", "nan", "not a finite number"),
+        ("FAIRWAY_HEARTBEAT_S", "1e400", "not a finite number"),  # float("1e400") is inf
+        # beyond timedelta and the database's integer columns: OverflowError / 500 later
+        ("FAIRWAY_LOOKBACK_WINDOW_S", "9" * 23, "must be <= 2147483647"),
+        ("FAIRWAY_MAX_RUNTIME_LIMIT_S", "99999999999", "must be <= 2147483647"),
+        ("FAIRWAY_ESTIMATE_INTERVAL_S", "1e300", "must be <= 2147483647"),
+        ("EMAIL_PORT", "999999", "must be <= 65535"),
+        # DRF parsed these on every request: 500 for every API call
+        ("FAIRWAY_THROTTLE_USER", "abc", "not a rate like 30/min"),
+        ("FAIRWAY_THROTTLE_ANON", "10/fortnight", "not a rate like 30/min"),
+        ("FAIRWAY_THROTTLE_LOGIN", "10/", "not a rate like 30/min"),
+        ("FAIRWAY_THROTTLE_LOGIN_USER", "ten/min", "not a rate like 30/min"),
+        # "ValueError: Unable to configure root logger", naming no variable
+        ("LOG_LEVEL", "LOUD", "not a log level"),
+        # silently handed to agents as their server URL
+        ("FAIRWAY_PUBLIC_URL", "fairway.example.org", "not an http(s) URL"),
+        ("FAIRWAY_PUBLIC_URL", "ftp://fairway.example.org", "not an http(s) URL"),
+        # a FileNotFoundError traceback from mkdir
+        ("FAIRWAY_VAR_DIR", "/proc/no/such/dir", "cannot be created"),
+    ],
+)
+def test_a_bad_setting_stops_the_process_naming_the_variable(monkeypatch, name, value, words):
+    with pytest.raises(ImproperlyConfigured) as error:
+        load_settings(monkeypatch, **{name: value})
+    assert str(error.value).startswith(f"{name}=") and words in str(error.value)
+
+
+def test_a_pool_smaller_than_its_minimum_is_refused_at_start(monkeypatch):
+    # psycopg_pool raised "max_size must be greater or equal than min_size" at the first query
+    with pytest.raises(ImproperlyConfigured, match="FAIRWAY_DB_POOL_MIN_SIZE=50 must be <= the pool's max size 10"):
+        load_settings(
+            monkeypatch,
+            DATABASE_URL="postgres://fairway@db.invalid:5432/fairway",  # never reached: checked at load
+            FAIRWAY_DB_POOL="1",
+            FAIRWAY_DB_POOL_MIN_SIZE="50",
+            FAIRWAY_DB_POOL_MAX_SIZE="10",
+        )
+
+
+def test_good_settings_still_load(monkeypatch):
+    loaded = load_settings(
+        monkeypatch,
+        FAIRWAY_THROTTLE_USER="100/hour",
+        FAIRWAY_THROTTLE_ANON="5/s",
+        LOG_LEVEL="debug",
+        FAIRWAY_PUBLIC_URL="https://fairway.example.org/",
+        FAIRWAY_TICK_INTERVAL_S="2.5",
+        FAIRWAY_LOOKBACK_WINDOW_S="1209600",
+    )
+    assert loaded["REST_FRAMEWORK"]["DEFAULT_THROTTLE_RATES"]["user"] == "100/hour"  # type: ignore[index]
+    assert loaded["LOGGING"]["root"]["level"] == "DEBUG"  # type: ignore[index]
+    assert loaded["FAIRWAY"]["TICK_INTERVAL_S"] == 2.5  # type: ignore[index]
