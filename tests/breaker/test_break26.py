@@ -76,3 +76,50 @@ def test_good_settings_still_load(monkeypatch):
     assert loaded["REST_FRAMEWORK"]["DEFAULT_THROTTLE_RATES"]["user"] == "100/hour"  # type: ignore[index]
     assert loaded["LOGGING"]["root"]["level"] == "DEBUG"  # type: ignore[index]
     assert loaded["FAIRWAY"]["TICK_INTERVAL_S"] == 2.5  # type: ignore[index]
+
+
+# --- the agent's config (agent.yaml, FAIRWAY_* of the agent, --options) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("heartbeat", "inf", "finite"),  # accepted: never a heartbeat until the server set one
+        ("backoff_max", "1e400", "finite"),  # accepted: reconnect delays growing without end
+        ("gpus", True, "whole number"),  # YAML `gpus: yes` was 1 GPU
+        ("gpus", 8.9, "whole number"),  # silently 8
+        ("cpus", 1.5, "whole number"),
+        ("state_dir", "", "must not be empty"),  # Path("") was the agent's working directory
+        ("server", "ws://", "with a host"),  # reconnected forever to nowhere
+        ("server", "ws:// fairway", "with a host"),
+        ("isolation", "{nss_min_uid: -5}", "nss_min_uid"),  # user "daemon" ran as the daemon account
+        ("isolation", "{nss_min_uid: 0}", "nss_min_uid"),
+        ("isolation", "{account_prefix: ''}", "account_prefix"),  # user "-ou0" became useradd's options
+        ("isolation", "{account_prefix: 'fw:x/'}", "account_prefix"),  # ':' breaks /etc/passwd
+        ("isolation", "{uid_range: [61000.5, 61001]}", "uid_range"),  # silently 61000
+        ("isolation", "{uid_range: [true, 5]}", "uid_range"),
+        ("isolation", "{uid_range: 61000}", "uid_range"),  # TypeError, not a ConfigError
+        ("isolation", "{cgroup_parent: ../../etc}", "cgroup_parent"),  # relative to the agent's cwd
+    ],
+)
+def test_a_bad_agent_setting_is_refused_naming_the_key(key, value, words):
+    from agent.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as error:
+        load_config({"server": "ws://fairway.example.org/ws/agent/", "token": "t", key: value}, environ={})
+    assert f"bad value for {key}" in str(error.value) and words in str(error.value)
+
+
+def test_good_agent_settings_still_load():
+    from agent.config import load_config
+
+    config = load_config(
+        {"server": "wss://fairway.example.org/ws/agent/", "token": "t", "gpus": 8.0, "heartbeat": "2.5"},
+        environ={
+            "FAIRWAY_ISOLATION": "{uid_range: [62000, 62099], account_prefix: fwt-, nss_min_uid: 500, "
+            "cgroup_parent: /sys/fs/cgroup/fairway}"
+        },  # fmt: skip
+    )
+    assert (config.gpus, config.heartbeat) == (8, 2.5)
+    assert (config.isolation.uid_range, config.isolation.account_prefix) == ((62000, 62099), "fwt-")
+    assert config.isolation.nss_min_uid == 500
