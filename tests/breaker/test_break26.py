@@ -123,3 +123,60 @@ def test_good_agent_settings_still_load():
     assert (config.gpus, config.heartbeat) == (8, 2.5)
     assert (config.isolation.uid_range, config.isolation.account_prefix) == ((62000, 62099), "fwt-")
     assert config.isolation.nss_min_uid == 500
+
+
+# --- the simulator's command lines ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--days", "nan"], "--days must be a finite number"),  # ValueError traceback
+        (["--days", "inf"], "--days must be a finite number"),  # OverflowError traceback
+        (["--start-day", "nan", "--days", "0.01"], "--start-day must be a finite number"),
+        (["--fault-rate", "nan", "--days", "0.01"], "--fault-rate must be a finite number"),  # ran with nan faults
+        (["--estimates", "--estimate-budget", "nan", "--days", "0.01"], "must be finite numbers"),  # ran, budget nan
+        (["--estimates", "--estimate-from-day", "nan", "--days", "0.01"], "must be finite numbers"),
+    ],
+)
+def test_manage_simulate_refuses_non_finite_numbers(args, words, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=words):
+        call_command("simulate", "--no-plots", "--no-progress", "--out", str(tmp_path / "out"), *args)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--days", "-1"], "nothing written: --days must be positive"),  # SimulationError traceback
+        (["--policies", "bogus"], "nothing written: unknown policy 'bogus'"),  # traceback from a worker
+        (["--min-runtime-rule", "bogus"], "nothing written: min-runtime rule 'bogus'"),
+        (["--workers", "0"], "--workers 0: at least 1"),  # ProcessPoolExecutor's ValueError
+    ],
+)
+def test_bench_simulate_philly_refuses_bad_options_without_a_traceback(args, words, tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(  # noqa: S603 -- our own script
+        [
+            sys.executable,
+            str(root / "bench" / "simulate_philly.py"),
+            "--days",
+            "0.01",
+            "--out",
+            str(tmp_path / "out"),
+            "--parts",
+            str(tmp_path / "parts"),
+            *args,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0 and words in done.stderr and "Traceback" not in done.stderr, done.stderr[-500:]
+    assert not (tmp_path / "out").exists()
