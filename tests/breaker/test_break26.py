@@ -180,3 +180,54 @@ def test_bench_simulate_philly_refuses_bad_options_without_a_traceback(args, wor
     )
     assert done.returncode != 0 and words in done.stderr and "Traceback" not in done.stderr, done.stderr[-500:]
     assert not (tmp_path / "out").exists()
+
+
+# --- scenario files -----------------------------------------------------------------------------------
+
+SCENARIO = "name: x\nhosts: [{name: h1, gpus: 8}]\nbudgets: [{path: A, shares: 1}]\n"
+
+
+@pytest.mark.parametrize(
+    ("steps", "key"),
+    [
+        ("[{advance: 9999999999d}]", "steps[0].advance"),  # a tick every 10 s for 10^10 days: never ended
+        ("[{advance: 1d}, {at: 99999999h}]", "steps[1].at"),
+    ],
+)
+def test_a_scenario_whose_clock_runs_past_the_tick_limit_is_refused_at_load(tmp_path, steps, key):
+    from scheduler.scenarios.spec import ScenarioError, load_scenario
+
+    path = tmp_path / "long.yaml"
+    path.write_text(SCENARIO + f"steps: {steps}\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.key == key and "ticks of 10 s" in str(info.value)
+    path.write_text(SCENARIO + "settings: {tick_interval: 1h}\nsteps: [{advance: 100d}]\n")
+    assert load_scenario(path).steps[0].arg == 100 * 86400  # a coarser tick may go further
+
+
+# --- admin forms ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        # the tick computed now - timedelta(days=1000000): OverflowError in every tick of every cluster
+        ({"cap_gpu_hours": "100", "cap_period_days": "1000000"}, "cap_period_days"),
+        ({"cap_gpu_hours": "-5", "cap_period_days": "30"}, "cap_gpu_hours"),  # always capped
+    ],
+)
+def test_a_budget_cap_the_scheduler_cannot_use_is_refused_by_the_admin(admin, org_tree, cluster, changes, field):
+    from django.test import Client
+
+    from scheduler.tick import run_tick
+    from tests.api.test_admin import _budget_form
+
+    web = Client()
+    web.force_login(admin)
+    budget = org_tree["nlp/olmo"]
+    response = web.post(f"/admin/budgets/budget/{budget.pk}/change/", _budget_form(budget, **changes))
+    assert response.status_code == 200 and field in response.context["adminform"].form.errors
+    budget.refresh_from_db()
+    assert (budget.cap_gpu_hours, budget.cap_period_days) == (None, 30)  # nothing changed
+    run_tick(cluster.pk)  # and the scheduler still ticks
