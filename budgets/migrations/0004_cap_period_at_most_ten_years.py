@@ -5,15 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('budgets', '0003_sharechange'),
+        ("budgets", "0003_sharechange"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='budget',
-            name='cap_period_days',
-            field=models.PositiveIntegerField(default=30, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(3650)]),
+            model_name="budget",
+            name="cap_period_days",
+            field=models.PositiveIntegerField(
+                default=30,
+                validators=[
+                    django.core.validators.MinValueValidator(1),
+                    django.core.validators.MaxValueValidator(3650),
+                ],
+            ),
         ),
     ]
