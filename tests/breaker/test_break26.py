@@ -231,3 +231,30 @@ def test_a_budget_cap_the_scheduler_cannot_use_is_refused_by_the_admin(admin, or
     budget.refresh_from_db()
     assert (budget.cap_gpu_hours, budget.cap_period_days) == (None, 30)  # nothing changed
     run_tick(cluster.pk)  # and the scheduler still ticks
+
+
+# --- web forms ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "secret_env", "field"),
+    [
+        ("A=1\nA=2", "", "env"),  # A=2 was submitted, A=1 dropped silently
+        ("", "TOKEN=a\nTOKEN=b", "secret_env"),
+        ("TOKEN=plain", "TOKEN=secret", "secret_env"),  # the secret silently replaced the plain one
+    ],
+)
+def test_the_web_submit_form_refuses_a_variable_given_twice(researcher, cluster, org_tree, env, secret_env, field):
+    from django.test import Client
+
+    from scheduler.models import Workload
+
+    web = Client()
+    web.force_login(researcher)
+    data = {"command": "python train.py", "cluster": "default", "gpu_model": "H100", "gpu_count": "1",
+            "min_runtime": "1h", "budget": "nlp/olmo", "env": env, "secret_env": secret_env}  # fmt: skip
+    response = web.post("/submit/", data)
+    assert response.status_code == 400 and field in response.context["form"].errors
+    assert not Workload.objects.exists()
+    response = web.post("/submit/", {**data, "env": "A=1\nB=2", "secret_env": "TOKEN=x"})
+    assert response.status_code == 302 and Workload.objects.get().env["TOKEN"]["secret"] is True
