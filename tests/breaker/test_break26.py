@@ -258,3 +258,27 @@ def test_the_web_submit_form_refuses_a_variable_given_twice(researcher, cluster,
     assert not Workload.objects.exists()
     response = web.post("/submit/", {**data, "env": "A=1\nB=2", "secret_env": "TOKEN=x"})
     assert response.status_code == 302 and Workload.objects.get().env["TOKEN"]["secret"] is True
+
+
+# --- management command arguments --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["clock", "--interval", "nan"], "--interval"),  # a clock ticking every nan / -1 / 0 seconds
+        (["clock", "--interval", "-1"], "--interval"),
+        (["clock", "--interval", "0"], "--interval"),
+        (["create_token", "researcher", "--expiry-hours", "nan"], "--expiry-hours"),  # ValueError traceback
+        (["create_token", "researcher", "--expiry-hours", "1e300"], "--expiry-hours"),  # OverflowError
+        (["serve", "--port", "70000"], "--port"),  # "Uvicorn running on http://127.0.0.1:70000"
+        (["serve", "--port", "-1"], "--port"),
+    ],
+)
+def test_a_bad_command_argument_is_a_usage_error(researcher, args, words):
+    from django.core.management import CommandError, call_command
+    from knox.models import AuthToken
+
+    with pytest.raises(CommandError, match=words):
+        call_command(*args)
+    assert not AuthToken.objects.exists()
