@@ -83,7 +83,7 @@ if uid != "-":
               preexec_fn=lambda: libc.prctl(38, 1, 0, 0, 0))
 try:
     child = subprocess.Popen(cmd, **kw)
-except OSError as e:
+except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
     print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
     code = 126
 else:
