@@ -7,6 +7,7 @@ YAML keys and option names are the field names of :class:`AgentConfig` (``host_n
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -60,15 +61,23 @@ class AgentConfig:
     memory: int | None = None
 
 
+def _whole(value: Any) -> int:
+    """An integer from YAML or the environment; a boolean or a fraction (``8.9``) is refused, not
+    truncated."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("must be a whole number")
+    return int(value)
+
+
 def _positive_int(value: Any) -> int:
-    number = int(value)
+    number = _whole(value)
     if number < 0:
         raise ValueError("must be >= 0")
     return number
 
 
 def _at_least_one(value: Any) -> int:
-    number = int(value)
+    number = _whole(value)
     if number < 1:
         raise ValueError("must be >= 1")
     return number
@@ -76,8 +85,8 @@ def _at_least_one(value: Any) -> int:
 
 def _positive_float(value: Any) -> float:
     number = float(value)
-    if not number > 0:
-        raise ValueError("must be > 0")
+    if not 0 < number < math.inf:
+        raise ValueError("must be a finite number > 0")
     return number
 
 
@@ -92,8 +101,9 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
 
 def _server_url(value: Any) -> str:
     url = str(value)
-    if urlparse(url).scheme not in ("ws", "wss"):
-        raise ValueError("must be a ws:// or wss:// URL")
+    parts = urlparse(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError("must be a ws:// or wss:// URL with a host")
     return url
 
 
@@ -120,7 +130,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "gpus": _positive_int,
     "model": _non_empty,
     "gpu_memory_mb": lambda v: None if v in (None, "") else _positive_int(v),
-    "state_dir": lambda v: Path(str(v)).expanduser(),
+    "state_dir": lambda v: Path(_non_empty(v)).expanduser(),  # Path("") would be the working directory
     "heartbeat": _positive_float,
     "backoff_max": _positive_float,
     "gpu_backend": _choice(*GPU_BACKENDS),

@@ -35,16 +35,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scheduler.sim.budgets import BudgetFileError  # noqa: E402
 from scheduler.sim.estimate_options import add_estimate_options, sampling_from  # noqa: E402
 from scheduler.sim.report import write_report  # noqa: E402
 from scheduler.sim.simulate import (  # noqa: E402
     POLICY_NAMES,
     SimConfig,
+    SimulationError,
     describe_inputs,
     median_over_capacity,
     prepare,
     run_policy,
 )
+from scheduler.trace import TraceError  # noqa: E402
 
 
 def _progress(name: str) -> Any:
@@ -273,11 +276,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = build_parser().parse_args()
+    try:
+        _main(args)
+    except (SimulationError, TraceError, BudgetFileError) as exc:  # a bad option or input file
+        raise SystemExit(f"nothing written: {exc}") from None
+
+
+def _main(args: argparse.Namespace) -> None:
+    if args.workers < 1:
+        raise SystemExit(f"--workers {args.workers}: at least 1")
     if args.parts is None:
         args.parts = str(ROOT / "var" / "philly-parts" / Path(args.out).resolve().name)
     if args.gpus < 8 or args.gpus % 8:
         raise SystemExit(f"--gpus {args.gpus}: a positive multiple of 8 (8 GPUs per host)")
     names = [p for p in args.policies.split(",") if p]
+    for name in names:  # before any worker runs
+        if name not in POLICY_NAMES:
+            raise SimulationError(f"unknown policy {name!r} (use {', '.join(POLICY_NAMES)})")
     config = SimConfig(
         hosts=args.gpus // 8,
         days=args.days,

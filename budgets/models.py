@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -59,6 +59,10 @@ def placement_problem(name: str | None, parent: Budget | None, pk: int | None = 
     return None
 
 
+MAX_CAP_PERIOD_DAYS = 3650
+"""Longest cap period (DESIGN.md §3.7), ten years: the rolling period must fit in a datetime."""
+
+
 class Budget(models.Model):
     """A node of the share tree (DESIGN.md §1, §3.7).
 
@@ -78,7 +82,10 @@ class Budget(models.Model):
     hold = models.BooleanField(default=False)
     archived_at = models.DateTimeField(null=True, blank=True)
     cap_gpu_hours = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
-    cap_period_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    # at most ten years: the tick subtracts the period from now (a million days overflowed every tick)
+    cap_period_days = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1), MaxValueValidator(MAX_CAP_PERIOD_DAYS)]
+    )
     on_cap = models.CharField(max_length=16, choices=OnCap.choices, default=OnCap.DOWNGRADE)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -8,7 +8,10 @@ with the variable's name on a malformed value.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -17,7 +20,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FAIRWAY_VAR_DIR") or BASE_DIR / "var")
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+try:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+except OSError as _exc:
+    raise ImproperlyConfigured(f"FAIRWAY_VAR_DIR={str(VAR_DIR)!r} cannot be created: {_exc.strerror}") from None
+
+MAX_SECONDS = 2**31 - 1
+"""Upper bound of every duration and count setting: the database's integer columns (minimum
+runtimes, wall-time limits, retries, array indices) and Python's timedelta hold it (68 years)."""
 
 
 def env_str(name: str, default: str) -> str:
@@ -38,8 +48,9 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    """An integer variable; raises ImproperlyConfigured on a non-integer or a value below ``minimum``."""
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int = MAX_SECONDS) -> int:
+    """An integer variable; raises ImproperlyConfigured on a non-integer or a value outside
+    ``minimum``..``maximum``."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -49,11 +60,14 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
+    if value > maximum:
+        raise ImproperlyConfigured(f"{name}={value} must be <= {maximum}")
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    """A float variable; raises ImproperlyConfigured on a non-number or a value below ``minimum``."""
+def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float = MAX_SECONDS) -> float:
+    """A finite float variable; raises ImproperlyConfigured on a non-number (``nan``, ``inf``
+    included) or a value outside ``minimum``..``maximum``."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -61,8 +75,40 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
+    if value > maximum:
+        raise ImproperlyConfigured(f"{name}={value} must be <= {maximum}")
+    return value
+
+
+_RATE = re.compile(r"\d+/[smhd][a-z]*")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A DRF throttle rate ``N/period`` (period starting with s, m, h or d: ``30/min``); raises
+    ImproperlyConfigured otherwise (DRF would fail every request with a 500)."""
+    value = env_str(name, default).strip()
+    if not _RATE.fullmatch(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate like 30/min (N/s, N/min, N/hour or N/day)")
+    return value
+
+
+def env_log_level(name: str, default: str) -> str:
+    """A logging level name (DEBUG, INFO, WARNING, ERROR, CRITICAL; any case)."""
+    value = env_str(name, default).strip().upper()
+    if value not in logging.getLevelNamesMapping():
+        raise ImproperlyConfigured(f"{name}={value!r} is not a log level (DEBUG, INFO, WARNING, ERROR, CRITICAL)")
+    return value
+
+
+def env_url(name: str, default: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host, or "" (unset); raises ImproperlyConfigured."""
+    value = env_str(name, default).strip()
+    if value and not re.fullmatch(r"https?://[^/\s?#]+(/\S*)?", value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not an http(s) URL such as https://fairway.example.org")
     return value
 
 
@@ -175,6 +221,12 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
         ),
         "timeout": env_float("FAIRWAY_DB_POOL_TIMEOUT_S", 10.0, minimum=0.1),
     }
+    _pool = DATABASES["default"]["OPTIONS"]["pool"]
+    if _pool["min_size"] > _pool["max_size"]:
+        raise ImproperlyConfigured(
+            f"FAIRWAY_DB_POOL_MIN_SIZE={_pool['min_size']} must be <= the pool's max size {_pool['max_size']} "
+            "(FAIRWAY_DB_POOL_MAX_SIZE, or computed from FAIRWAY_DB_MAX_CONNECTIONS and FAIRWAY_DB_PROCESSES)"
+        )
 
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
@@ -279,10 +331,10 @@ REST_FRAMEWORK = {
         "config.throttling.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
-        "anon": env_str("FAIRWAY_THROTTLE_ANON", "120/min"),
-        "user": env_str("FAIRWAY_THROTTLE_USER", "6000/min"),
-        "login": env_str("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
-        "login_user": env_str("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
+        "anon": env_rate("FAIRWAY_THROTTLE_ANON", "120/min"),
+        "user": env_rate("FAIRWAY_THROTTLE_USER", "6000/min"),
+        "login": env_rate("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
+        "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -345,7 +397,7 @@ FAIRWAY = {
     # process holds up to this + 3 (docs/deploy.md, "Sizing"). SQLite: 1.
     "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 4, minimum=1),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
-    "PUBLIC_URL": env_str("FAIRWAY_PUBLIC_URL", ""),
+    "PUBLIC_URL": env_url("FAIRWAY_PUBLIC_URL", ""),
     # Jobs (docs/jobs.md): the longest wall-time limit a workload may ask, the most retries,
     # the most members of one array.
     "MAX_RUNTIME_LIMIT_S": env_int("FAIRWAY_MAX_RUNTIME_LIMIT_S", 7 * 24 * 3600, minimum=1),
@@ -363,7 +415,7 @@ FAIRWAY = {
 # Outgoing email for notifications (docs/jobs.md): Django's own settings, read from the env.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
@@ -414,7 +466,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_log_level("LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
 

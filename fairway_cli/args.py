@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable
 
 
-def whole_number(minimum: int) -> Callable[[str], int]:
-    """A whole number ``>= minimum``."""
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """A whole number ``>= minimum`` (and ``<= maximum`` when given)."""
 
     def parse(text: str) -> int:
         try:
@@ -23,6 +23,8 @@ def whole_number(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if n < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+        if maximum is not None and n > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}")
         return n
 
     return parse

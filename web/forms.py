@@ -32,6 +32,9 @@ def _env_lines(text: str, field: str, secret: bool) -> tuple[dict[str, Any], lis
         if not sep or not name.strip():
             problems.append(f"Line {number}: write NAME=value.")
             continue
+        if name.strip() in env:  # the earlier value was dropped without a word
+            problems.append(f"Line {number}: {name.strip()} is already set above.")
+            continue
         env[name.strip()] = {"value": value, "secret": secret}
     return env, problems
 
@@ -125,6 +128,8 @@ class SubmitForm(forms.Form):
             self.add_error("env", problem)
         for problem in secret_problems:
             self.add_error("secret_env", problem)
+        for name in sorted(env.keys() & secret.keys()):  # one of the two values would be dropped
+            self.add_error("secret_env", f"{name} is also set in env: give it once.")
         return {
             "name": data.get("name") or None,
             "image": data.get("image") or "",

@@ -46,6 +46,14 @@ class IdentityError(Exception):
     """No acceptable identity for an attempt (reported as ``failed_to_start``)."""
 
 
+_PREFIX_RE = re.compile(r"[a-z_][a-z0-9_-]{0,15}")
+
+
+def _is_uid(value: Any) -> bool:
+    """Whether ``value`` is a whole number as YAML gives it (not a boolean, not a fraction)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True, slots=True)
 class IsolationConfig:
     """The agent's ``isolation`` settings (YAML mapping, ``FAIRWAY_ISOLATION`` as a YAML flow
@@ -83,15 +91,28 @@ class IsolationConfig:
                 if value not in CGROUP_MODES:
                     raise ValueError(f"cgroup must be one of {', '.join(CGROUP_MODES)}")
             elif key == "uid_range":
-                lo, hi = (int(v) for v in value)
+                if not (isinstance(value, list | tuple) and len(value) == 2 and all(_is_uid(v) for v in value)):
+                    raise ValueError("uid_range must be [low, high], two whole numbers")
+                lo, hi = value
                 if not 0 < lo <= hi < 2**31:
-                    raise ValueError("uid_range must be [low, high] with 0 < low <= high")
+                    raise ValueError("uid_range must be [low, high] with 0 < low <= high < 2147483648")
                 value = (lo, hi)
             elif key in ("allow_root", "nss"):
                 if not isinstance(value, bool):
                     raise ValueError(f"{key} must be true or false")
             elif key == "nss_min_uid":
-                value = int(value)
+                # 0 or below would map Fairway users named root, daemon, bin… onto system accounts
+                if not (_is_uid(value) and 0 < value < 2**31):
+                    raise ValueError("nss_min_uid must be a whole number in 1..2147483647")
+            elif key == "account_prefix":
+                # a dedicated account is prefix + name: an empty prefix or one starting with "-"
+                # would let a user name become a useradd option or an existing system account
+                if not (isinstance(value, str) and _PREFIX_RE.fullmatch(value)):
+                    raise ValueError("account_prefix must be 1-16 of [a-z0-9_-], starting with a letter or _")
+            elif key == "cgroup_parent":
+                value = str(value)
+                if value and (not value.startswith("/") or ".." in Path(value).parts):
+                    raise ValueError("cgroup_parent must be an absolute path without .. (or empty)")
             else:
                 value = str(value)
             values[key] = value

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
 from agent.runtime.isolation import (
+    DEFAULT_PATH,
     Isolation,
     IsolationConfig,
     access_problem,
@@ -43,37 +45,45 @@ from agent.state import (
 
 log = logging.getLogger(__name__)
 
+WRAPPER_ENV = {"PATH": DEFAULT_PATH}
+"""The wrapper's own environment: fixed, nothing of the workload's (it runs as the agent's user)."""
+
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
-# The wrapper, run as ``python -I -c _WRAPPER FD EXIT_FILE UID GID GROUPS LC COMMAND...`` by the agent
-# (so as the agent's user). It waits on the pipe FD until the agent has put it into the attempt's
-# cgroup, becomes a child subreaper (orphans of the attempt stay its descendants), runs the command
-# (with the attempt's identity when UID is not "-", and no_new_privs), writes the exit code and
-# exit time to EXIT_FILE, kills what is left of the attempt, and exits with the command's code.
+# The wrapper, run as ``python -I -c _WRAPPER FD EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
+# (so as the agent's user, usually root) with a fixed environment of the agent's choosing, never the
+# workload's: a workload's LD_PRELOAD, LD_LIBRARY_PATH, GCONV_PATH… would otherwise be obeyed by the
+# dynamic loader of a root process. It reads "1" and the attempt's environment (JSON) from the pipe
+# FD once the agent has put it into the attempt's cgroup, becomes a child subreaper (orphans of the
+# attempt stay its descendants), runs the command with that environment (with the attempt's identity
+# when UID is not "-", and no_new_privs), writes the exit code and exit time to EXIT_FILE, kills what
+# is left of the attempt, and exits with the command's code.
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
 _WRAPPER = r"""
-import contextlib, ctypes, os, signal, subprocess, sys, time
-fd, exit_file, uid, gid, groups, lc, cmd = int(sys.argv[1]), *sys.argv[2:7], sys.argv[7:]
-if lc == "-":
-    os.environ.pop("LC_CTYPE", None)  # Python's C-locale coercion set it; the attempt did not
-go = os.read(fd, 1)
+import contextlib, ctypes, json, os, signal, subprocess, sys, time
+fd, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), *sys.argv[2:6], sys.argv[6:]
+chunks = []
+while chunk := os.read(fd, 1 << 16):
+    chunks.append(chunk)
 os.close(fd)
-if go != b"1":
+go = b"".join(chunks)
+if go[:1] != b"1":
     sys.exit(125)
+env = json.loads(go[1:])
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, lambda *a: None)
-kw = dict(umask=0o022)
+kw = dict(umask=0o022, env=env)
 if uid != "-":
     kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
               preexec_fn=lambda: libc.prctl(38, 1, 0, 0, 0))
 try:
     child = subprocess.Popen(cmd, **kw)
-except OSError as e:
+except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
     print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
     code = 126
 else:
@@ -153,6 +163,13 @@ async def _wait_until_execd(pid: int, limit_s: float = 1.0) -> None:
 def _exit_status(returncode: int) -> int:
     """Shell convention: 128+N for a process killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def _hand_over(fd: int, payload: bytes) -> None:
+    """Write ``payload`` to the wrapper's pipe and close it (a thread: a large environment fills
+    the pipe until the wrapper reads it). A wrapper that died meanwhile is seen by the watcher."""
+    with contextlib.suppress(BrokenPipeError), os.fdopen(fd, "wb") as pipe:
+        pipe.write(payload)
 
 
 def _killpg(pgid: int, sig: signal.Signals) -> None:
@@ -293,14 +310,13 @@ class ProcessRuntime(StoredRuntime):
                         str(read_fd),
                         str(exit_path),
                         *ids,
-                        "+" if "LC_CTYPE" in env else "-",
                         executable,
                     ]
                     + spec.command[1:],
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
-                    env=env,
+                    env=WRAPPER_ENV,  # never the workload's: see _WRAPPER
                     cwd=workdir,
                     start_new_session=True,
                     pass_fds=(read_fd,),
@@ -332,8 +348,9 @@ class ProcessRuntime(StoredRuntime):
                     remove_cgroup(cgroup)
                 self._remove_limit_cgroups(spec.attempt_id)
                 self._fail(record, f"cannot join the limit cgroup {path}: {exc}")
-        os.write(write_fd, b"1")
-        os.close(write_fd)
+        # The environment travels through the pipe (never on disk, never in the wrapper's own
+        # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
+        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(env).encode())
         record.pid = proc.pid
         record.proc_start = proc_start_time(proc.pid)
         record.started_mono = monotonic_s()

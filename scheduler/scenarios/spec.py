@@ -224,6 +224,7 @@ def _int(v: Any, file: str, key: str, minimum: int = 0, maximum: int | None = No
 
 
 MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
+MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
 MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
 
 
@@ -439,6 +440,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(file, "running/pending", f"workload id {dup!r} is used twice")
 
     steps: list[Step] = []
+    clock = 0  # seconds after t0 at the end of each step (only advance and at move it)
     for i, st in enumerate(_list(doc.get("steps"), file, "steps")):
         key = f"steps[{i}]"
         st = _mapping(st, file, key)
@@ -454,11 +456,20 @@ def load_scenario(path: str | Path) -> Scenario:
         kind = kinds[0]
         if kind not in STEP_KINDS:
             raise ScenarioError(file, f"{key}.{kind}", f"unknown step (known: {', '.join(sorted(STEP_KINDS))})")
-        arg = st[kind]
+        arg = _step_arg(kind, st[kind], file, f"{key}.{kind}")
+        if kind in ("advance", "at"):
+            clock = clock + arg if kind == "advance" else max(clock, arg)
+            if clock // s.tick_interval > MAX_TICKS:  # a tick every tick_interval: 10^10 days never ended
+                raise ScenarioError(
+                    file,
+                    f"{key}.{kind}",
+                    f"the clock would reach {clock} s, more than {MAX_TICKS:,} ticks of "
+                    f"{s.tick_interval} s (settings.tick_interval)",
+                )
         steps.append(
             Step(
                 kind,
-                _step_arg(kind, arg, file, f"{key}.{kind}"),
+                arg,
                 _check_expect(expect, file, f"{key}.expect") if expect is not None else None,
                 i,
             )

@@ -29,6 +29,7 @@ by its estimate; one estimated after the horizon that had not started is left ou
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ class Sampling:
     ends on its own in the forward simulation."""
 
     def check(self) -> None:
+        if not (math.isfinite(self.budget_s) and math.isfinite(self.from_day)):  # nan passed the checks below
+            raise ValueError("estimate sampling: --estimate-budget and --estimate-from-day must be finite numbers")
         if not 0 < self.rate <= 1:
             raise ValueError(f"estimate sampling rate {self.rate}: a fraction in (0, 1]")
         if self.every_s < 0 or self.budget_s <= 0 or self.from_day < 0 or (self.wall_time_slack_s or 0) < 0:

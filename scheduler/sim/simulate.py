@@ -98,6 +98,15 @@ class SimConfig:
     debug_zero: float = 0.0  # probability that a debug-class job declares M = 0 (runs unallocated)
 
     def check(self) -> None:
+        # nan passes every comparison below and inf overflowed int(): both are refused by name
+        for flag, value in (
+            ("--days", self.days),
+            ("--fault-rate", self.fault_rate),
+            ("--start-day", self.start_day),
+            ("--debug-zero", self.debug_zero),
+        ):
+            if value is not None and not math.isfinite(value):
+                raise SimulationError(f"{flag} must be a finite number, not {value}")
         if self.hosts < 1 or self.gpus_per_host < 1:
             raise SimulationError("--hosts and --gpus-per-host must be at least 1")
         if self.days is not None and self.days <= 0:

@@ -209,6 +209,28 @@ def test_no_secret_value_is_written_under_the_state_dir(open_state: Path) -> Non
     assert open_state.stat().st_mode & 0o777 == 0o711
 
 
+@needs_root
+def test_the_workload_env_never_reaches_the_root_wrapper(open_state: Path) -> None:
+    """break26: the wrapper (root) ran with the workload's env, so a workload's LD_PRELOAD or
+    LD_DEBUG_OUTPUT was obeyed by the dynamic loader of a root process: root on the host."""
+    root_only = open_state.parent / "root-only"
+    root_only.mkdir(mode=0o700)  # the attempt's account cannot write here; root can
+    env = {"LD_DEBUG": "libs", "LD_DEBUG_OUTPUT": f"{root_only}/ld", "HF_TOKEN": SCAN_FOR}
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        record = await rt.start(spec(1, ["sh", "-c", 'echo "$HF_TOKEN"; exec sleep 30'], owner="iso-alice", env=env))
+        await wait_log(rt, 1, SCAN_FOR)  # the attempt itself has its env
+        assert record.pid is not None
+        wrapper_env = Path(f"/proc/{record.pid}/environ").read_bytes().split(b"\0")  # noqa: ASYNC240 -- one small read
+        assert [v for v in wrapper_env if v.startswith((b"LD_", b"HF_TOKEN"))] == []
+        await rt.stop(1, 1)
+        await asyncio.wait_for(exits.get(), 10)
+
+    run_async(scenario())
+    assert list(root_only.iterdir()) == []  # no file written by a root loader on the workload's word
+
+
 # --- finding 2: a stop does not stop everything ------------------------------------------------------
 
 ESCAPE = (

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
 from accounts.services import create_api_token
+from fairway_cli.args import positive_number
 
 
 class Command(BaseCommand):
@@ -16,7 +17,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
-        parser.add_argument("--expiry-hours", type=float, default=None, help="default: never expires")
+        parser.add_argument(  # timedelta holds at most 999,999,999 days
+            "--expiry-hours", type=positive_number(24 * 36500), default=None, help="default: never expires"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

@@ -8,12 +8,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from fairway_cli.args import positive_number
+
 
 class Command(BaseCommand):
     help = "Run the Fairway clock (tick requests, sweeps, hourly pyramid roll-up) until SIGINT/SIGTERM."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--interval", type=float, default=None, help="seconds between ticks (default setting)")
+        parser.add_argument(
+            "--interval", type=positive_number(), default=None, help="seconds between ticks (default setting)"
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         import scheduler.tasks  # noqa: F401 -- declares the actors on the broker

@@ -17,6 +17,8 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from fairway_cli.args import whole_number
+
 logger = logging.getLogger("fairway.serve")
 
 
@@ -34,7 +36,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-        parser.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+        parser.add_argument("--port", type=whole_number(1, 65535), default=8000, help="port to bind (default 8000)")
         parser.add_argument("--with-worker", action="store_true", help="also run a dramatiq worker in this process")
         parser.add_argument("--with-clock", action="store_true", help="also run the clock in this process")
         parser.add_argument(
