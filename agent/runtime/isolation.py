@@ -689,3 +689,19 @@ def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | 
     }
     base.update(spec_env)
     return base
+
+
+PRIVATE_TMP = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
+"""Where each attempt of a root agent gets a fresh tmpfs of its own (docs/isolation.md)."""
+
+
+def private_tmp_keep(paths: list[str]) -> list[str]:
+    """The paths of ``paths`` (resolved) that lie under /tmp or /dev/shm, which the wrapper binds
+    back into the attempt's private ones; none inside another (binding it would write to the host's),
+    nor /tmp or /dev/shm themselves (the attempt then starts in its private one)."""
+    under = sorted({r for r in map(os.path.realpath, paths) if any(r.startswith(t + "/") for t in PRIVATE_TMP)})
+    keep: list[str] = []
+    for path in under:
+        if not any(path.startswith(k + "/") for k in keep):
+            keep.append(path)
+    return keep

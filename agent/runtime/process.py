@@ -33,6 +33,7 @@ from agent.runtime.isolation import (
     attempt_env,
     kill_cgroup,
     kill_tree,
+    private_tmp_keep,
     remove_cgroup,
     v1_limit_cgroups,
 )
@@ -58,7 +59,10 @@ POLL_S = 0.5
 # FD once the agent has put it into the attempt's cgroup, becomes a child subreaper (orphans of the
 # attempt stay its descendants), runs the command with that environment (with the attempt's identity
 # when UID is not "-", and no_new_privs), writes the exit code and exit time to EXIT_FILE, kills what
-# is left of the attempt, and exits with the command's code.
+# is left of the attempt, and exits with the command's code. With "tmp" in the payload (a root
+# agent), it first gives the attempt a private /tmp and /dev/shm: a mount namespace of its own, / made
+# private, a fresh tmpfs on each, the attempt's paths that lie under them bound back; where that
+# fails it says so in the log and sets TMPDIR to the attempt's private directory instead.
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
 _WRAPPER = r"""
@@ -71,8 +75,35 @@ os.close(fd)
 go = b"".join(chunks)
 if go[:1] != b"1":
     sys.exit(125)
-env = json.loads(go[1:])
+go = json.loads(go[1:])
+env, tmp = go["env"], go["tmp"]
 libc = ctypes.CDLL(None, use_errno=True)
+exit_dir, exit_name = os.open(os.path.dirname(exit_file), os.O_PATH | os.O_DIRECTORY), os.path.basename(exit_file)
+if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
+    def check(r, what):
+        if r != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"{what}: {os.strerror(e)}")
+    try:
+        here = os.getcwd()
+        check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")  # dies with the attempt's last process
+        check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make / private")  # MS_REC|MS_PRIVATE
+        keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
+        for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
+            check(libc.mount(b"tmpfs", point, b"tmpfs", 2 | 4, opts), f"tmpfs on {point.decode()}")  # nosuid,nodev
+        os.umask(0o066)  # the skeleton to kept paths (parents too): 0711, reachable, not listable
+        for p, f in keep:  # what the attempt needs that lies under them (its directory, its program)
+            if os.path.isdir(f"/proc/self/fd/{f}"):
+                os.makedirs(p, 0o711, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(p), 0o711, exist_ok=True)
+                os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o600))
+            check(libc.mount(f"/proc/self/fd/{f}".encode(), p.encode(), None, 0x1000 | 0x4000, None), f"bind {p}")
+            os.close(f)
+        os.chdir(here)  # the old working directory may be the host's /tmp, now hidden
+    except OSError as e:
+        print(f"fairway: no private /tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr, flush=True)
+        env.setdefault("TMPDIR", tmp["dir"])
 libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -91,9 +122,9 @@ else:
     code = 128 - rc if rc < 0 else rc
 with open("/proc/uptime") as f:
     up = f.read().split()[0]
-with os.fdopen(os.open(exit_file + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+with os.fdopen(os.open(exit_name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=exit_dir), "w") as f:
     f.write(f"{code} {up}\n")
-os.replace(exit_file + ".tmp", exit_file)
+os.replace(exit_name + ".tmp", exit_name, src_dir_fd=exit_dir, dst_dir_fd=exit_dir)
 def kids():
     table = {}
     for e in os.listdir("/proc"):
@@ -282,6 +313,19 @@ class ProcessRuntime(StoredRuntime):
                 os.chown(home, ident.uid, ident.gid)
                 os.chmod(home, 0o700)
                 env["HOME"] = str(home)
+        # A private /tmp and /dev/shm (docs/isolation.md): the wrapper's tmpfs as root, else (and
+        # where the wrapper cannot make them) TMPDIR, a 0700 directory of the attempt's, removed with it.
+        tmpdir = run_dir / "tmp"
+        tmpdir.mkdir(mode=0o700, exist_ok=True)
+        if ident.switch:
+            os.chown(tmpdir, ident.uid, ident.gid)
+        tmp: dict[str, object] | None = None
+        if self.isolation.is_root:
+            shm = "mode=1777" + (f",size={spec.shared_memory}" if spec.shared_memory else "")
+            keep = [workdir or os.getcwd(), str(run_dir), executable, *(m.host_path for m in spec.mounts)]
+            tmp = {"keep": private_tmp_keep(keep), "shm": shm, "dir": str(tmpdir)}
+        elif "TMPDIR" not in spec.env:
+            env["TMPDIR"] = str(tmpdir)
         exit_path = self.store.exit_path(spec.attempt_id)
         exit_path.unlink(missing_ok=True)
         cgroup = self._make_cgroup(spec.attempt_id)
@@ -350,7 +394,7 @@ class ProcessRuntime(StoredRuntime):
                 self._fail(record, f"cannot join the limit cgroup {path}: {exc}")
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
-        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(env).encode())
+        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps({"env": env, "tmp": tmp}).encode())
         record.pid = proc.pid
         record.proc_start = proc_start_time(proc.pid)
         record.started_mono = monotonic_s()
@@ -507,6 +551,7 @@ class ProcessRuntime(StoredRuntime):
             exited_mono = None
         elif exited_mono is None and attempt_id in self._watchers:
             exited_mono = now  # watched until the end: the exit happened just now
+        shutil.rmtree(self.store.run_dir(attempt_id) / "tmp", ignore_errors=True)
         record.state = "exited"
         record.exit_code = code
         record.exited_mono = exited_mono

@@ -23,6 +23,7 @@ from agent_testkit import REPO_ROOT, run_async
 
 from agent.runtime.base import AttemptSpec, StartError
 from agent.runtime.isolation import (
+    PRIVATE_TMP,
     CgroupSetup,
     Isolation,
     IsolationConfig,
@@ -555,3 +556,80 @@ def test_hello_isolation_and_start_allow_root_are_optional_on_the_wire() -> None
     assert start["allow_root"] is False
     del start["allow_root"]  # a server older than the field
     assert protocol.decode(json.dumps(start)).allow_root is None  # type: ignore[attr-defined]
+
+
+# --- break26: /tmp and /dev/shm were shared between attempts ----------------------------------------------
+
+
+def _can_unshare_mounts() -> bool:
+    import subprocess
+
+    return os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0  # noqa: S607
+
+
+needs_mount_ns = pytest.mark.skipif(not _can_unshare_mounts(), reason="a private /tmp needs root and CAP_SYS_ADMIN")
+
+
+def _mount_namespace_users(ns: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry}/ns/mnt") == ns:
+                    pids.append(int(entry))
+    return pids
+
+
+def _host_has(name: str) -> bool:
+    """Whether the host's /tmp or /dev/shm has ``name``, or a mount of the agent's names it."""
+    return (
+        any(os.path.exists(os.path.join(d, name)) for d in PRIVATE_TMP) or name in Path("/proc/self/mounts").read_text()
+    )
+
+
+@needs_root
+@needs_mount_ns
+def test_attempts_of_different_owners_have_their_own_tmp_and_shm(open_state: Path) -> None:
+    name = f"fw-tmp26-{os.getpid()}"
+    write = f"echo alice-secret > /tmp/{name}; echo alice-shm > /dev/shm/{name}; echo written; sleep {MARKERS[0]}"
+    read = (
+        f"cat /tmp/{name} /dev/shm/{name}; ls -A /tmp /dev/shm; echo mine > /tmp/own && cat /tmp/own; "
+        'test -d "$(dirname "$FAIRWAY_PREEMPT_FILE")" && echo run-dir-seen; df -k /dev/shm | tail -1; echo read'
+    )
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        a = await rt.start(spec(1, ["sh", "-c", write], owner="iso-alice"))
+        await wait_log(rt, 1, "written")
+        assert a.pid is not None
+        ns = os.readlink(f"/proc/{a.pid}/ns/mnt")
+        assert ns != os.readlink("/proc/self/ns/mnt")  # a namespace of its own
+        await rt.start(spec(2, ["sh", "-c", read], owner="iso-bob", shared_memory=1 << 20))
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.attempt_id == 2 and done.exit_code == 0, log_of(rt, 2)
+        out = log_of(rt, 2)
+        assert "alice" not in out and out.count("No such file") == 2, out
+        assert "mine" in out and "run-dir-seen" in out and " 1024 " in out, out  # its own tmpfs, 1 MiB shm
+        assert not _host_has(name)  # written to its own tmpfs, not the host's
+        await rt.stop(1, 1)
+        assert _mount_namespace_users(ns) == []  # the tmpfs went with the attempt's last process
+
+    run_async(scenario())
+
+
+def test_a_non_root_agent_gives_each_attempt_a_private_tmpdir_removed_with_it(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Isolation, "is_root", property(lambda self: False))
+    script = 'echo "$TMPDIR"; stat -c %a "$TMPDIR"; touch "$TMPDIR/x" && echo ok'
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir)
+        await rt.start(spec(1, ["sh", "-c", script]))
+        done = await asyncio.wait_for(exits.get(), 10)
+        lines = log_of(rt, 1).splitlines()
+        assert done.exit_code == 0 and lines[1:] == ["700", "ok"], lines
+        assert lines[0] == str(rt.store.run_dir(1) / "tmp")
+        assert not rt.store.run_dir(1).joinpath("tmp").exists()  # noqa: ASYNC240 -- one stat
+
+    run_async(scenario())
