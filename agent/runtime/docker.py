@@ -76,7 +76,6 @@ def container_spec(
         "name": container_name(spec.attempt_id),
         "labels": {LABEL_ATTEMPT: str(spec.attempt_id), LABEL_WORKLOAD: str(spec.workload_id)},
         "network_mode": "host",
-        "ipc_mode": "host",
         "volumes": volumes,
         "detach": True,
     }
@@ -95,18 +94,27 @@ def container_spec(
 def resource_limits(spec: AttemptSpec) -> dict[str, Any]:
     """``containers.create`` arguments enforcing ``start.limits`` (DESIGN.md §3.3, docs/isolation.md):
     ``nano_cpus`` (CPU time of ``cpus`` CPUs), ``mem_limit`` with ``memswap_limit`` equal (no swap
-    beyond it), and a private IPC namespace whose ``/dev/shm`` is ``shm_size`` when shared memory is
-    asked (otherwise the host's IPC namespace, as before)."""
-    out: dict[str, Any] = {}
+    beyond it), and always a private IPC namespace (another attempt's ``/dev/shm`` is never seen;
+    the host's was shared before): its ``/dev/shm`` is ``shm_size``, the shared memory asked, else
+    what the process runtime's tmpfs gets without a size (half the host's memory, tmpfs's default),
+    at most the memory asked (shared memory is part of it)."""
+    out: dict[str, Any] = {"ipc_mode": "private", "shm_size": default_shm_size(spec)}
     if spec.cpus is not None:
         out["nano_cpus"] = spec.cpus * 1_000_000_000
     if spec.memory is not None:
         out["mem_limit"] = spec.memory
         out["memswap_limit"] = spec.memory
-    if spec.shared_memory is not None:
-        out["ipc_mode"] = "private"
-        out["shm_size"] = spec.shared_memory
     return out
+
+
+def default_shm_size(spec: AttemptSpec) -> int:
+    """The attempt's ``/dev/shm`` bytes: its shared memory, else half the host's memory (as a tmpfs
+    mounted without a size), never above its memory request. Docker's own default, 64 MiB, breaks
+    data loaders that pass batches through shared memory (PyTorch's)."""
+    if spec.shared_memory is not None:
+        return spec.shared_memory
+    half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    return min(half, spec.memory) if spec.memory is not None else half
 
 
 def _parse_engine_time(text: str) -> float | None:

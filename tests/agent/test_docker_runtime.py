@@ -267,9 +267,15 @@ def test_a_container_runs_as_its_owner_and_reads_its_preemption_notice(state_dir
 
 def test_the_container_gets_its_cpu_memory_and_shm_limits(state_dir: Path, podman: str) -> None:
     """``start.limits`` reach the engine (DESIGN.md §3.3): NanoCpus, Memory (no swap beyond it) and a
-    private /dev/shm of the asked size; without limits, none are set and IPC stays the host's."""
+    private /dev/shm of the asked size; without limits none are set, and IPC is private all the same
+    (the host's was shared: another attempt's /dev/shm files were visible), half the host's memory."""
     mib = 1 << 20
-    assert "nano_cpus" not in container_spec(spec(9, "true"), state_dir, nvidia=False)
+    bare = container_spec(spec(9, "true"), state_dir, nvidia=False)
+    assert "nano_cpus" not in bare and "mem_limit" not in bare
+    assert bare["ipc_mode"] == "private"
+    assert bare["shm_size"] == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    capped = container_spec(replace(spec(9, "true"), memory=256 * mib), state_dir, nvidia=False)
+    assert capped["shm_size"] == 256 * mib
 
     async def scenario() -> None:
         rt, exits = runtime(state_dir, podman)
