@@ -29,6 +29,7 @@ from budgets.models import Budget
 from budgets.services import do_create_budget
 from scheduler.models import Cluster, Host
 from scheduler.services import do_create_cluster, do_register_host
+from tests.dbsessions import end_stray_sessions
 
 PASSWORD = "correct horse battery staple"
 
@@ -98,6 +99,17 @@ def _sync_thread_finished(request: pytest.FixtureRequest) -> Iterator[None]:
     from scheduler.gateway import drain_agent_db_threads
 
     drain_agent_db_threads()  # the consumers' database work runs there (scheduler.gateway.agent_db)
+
+
+@pytest.fixture
+def _no_stray_sessions(transactional_db: None) -> Iterator[None]:
+    """For the browser tests; named before the server's fixture (``stack``, ``live_server``), so
+    torn down after it: a request the browser abandoned mid-flight (a poll cut short by a
+    navigation) can leave a server thread holding a connection to the test database after the
+    server stopped, which would keep PostgreSQL from dropping it (``end_stray_sessions``, which
+    also keeps the connection pool usable)."""
+    yield
+    end_stray_sessions()
 
 
 @pytest.fixture(autouse=True)
