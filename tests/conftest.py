@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from rest_framework.test import APIClient
@@ -32,6 +33,22 @@ from scheduler.services import do_create_cluster, do_register_host
 from tests.dbsessions import end_stray_sessions
 
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; a serial run never calls it
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """Under ``pytest -n N`` (make test) each worker gets a Redis database of its own,
+    ``REDIS_URL``'s number + the worker's index (mod 16), set in the worker's environment before
+    it loads the settings: two workers on one database would run each other's dramatiq messages
+    (the same queues) and channel-layer groups (``host-<id>``: ids restart in every test
+    database). Its test database is its own already (``django_db_modify_db_settings``)."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        return
+    base = urlsplit(url)
+    number = int(base.path.strip("/") or 0)
+    for index, spec in enumerate(specs):
+        spec.env["REDIS_URL"] = urlunsplit(base._replace(path=f"/{(number + index) % 16}"))
 
 
 @pytest.fixture(scope="session")
