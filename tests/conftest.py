@@ -63,6 +63,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
         test["NAME"] = str(Path(tempfile.gettempdir()) / f"fairway-test-{os.getpid()}.sqlite3")
     else:
         test["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+        # Django's connection pool (on by default) is built with the database name of the moment,
+        # and creating the test database does not rebuild it: a query that pytest-django refused
+        # before this point still built it (tests/fuzz loads the API schema at import, which reads
+        # the budget tree), and the migrations and every test then ran on DATABASE_URL's own
+        # database. Closed here, it is built again for the test database.
+        from django.db import connection
+
+        connection.close_pool()
 
 
 @pytest.fixture(autouse=True)
