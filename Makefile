@@ -18,12 +18,14 @@ $(STAMP): requirements.lock pyproject.toml
 .venv: $(STAMP)
 venv: $(STAMP)
 
-# The test process itself talks to PostgreSQL without the connection pool (FAIRWAY_DB_POOL=0,
-# unless set): the browser tests end stray server connections with pg_terminate_backend, which
-# would also end the pool's idle ones. The production-layout e2e test starts its processes with
-# the production default (pool on), and tests/api/test_web_tier.py covers the pool's 503.
+# WORKERS pytest-xdist processes (WORKERS=0: one process, serially). Each has its own test
+# database and its own Redis database (REDIS_URL's number + its index, tests/conftest.py), so two
+# suites on one Redis should start their REDIS_URLs at least WORKERS apart. --dist loadfile keeps
+# a file's tests (and its module fixtures: the production layout, the podman service) in one
+# worker. On PostgreSQL the tests use the connection pool, as production does.
+WORKERS ?= 2
 test: $(STAMP)
-	FAIRWAY_DB_POOL=$${FAIRWAY_DB_POOL:-0} $(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n $(WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

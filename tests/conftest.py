@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from rest_framework.test import APIClient
@@ -29,8 +30,33 @@ from budgets.models import Budget
 from budgets.services import do_create_budget
 from scheduler.models import Cluster, Host
 from scheduler.services import do_create_cluster, do_register_host
+from tests.dbsessions import end_stray_sessions
 
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; a serial run never calls it
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """Under ``pytest -n N`` (make test) each worker gets a Redis database of its own,
+    ``REDIS_URL``'s number + the worker's index (mod 16), set in the worker's environment before
+    it loads the settings: two workers on one database would run each other's dramatiq messages
+    (the same queues) and channel-layer groups (``host-<id>``: ids restart in every test
+    database). Its test database is its own already (``django_db_modify_db_settings``)."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        return
+    base = urlsplit(url)
+    number = int(base.path.strip("/") or 0)
+    for index, spec in enumerate(specs):
+        spec.env["REDIS_URL"] = urlunsplit(base._replace(path=f"/{(number + index) % 16}"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files marked ``first`` run first, in their order; the rest keep theirs. Under
+    ``--dist loadfile`` (make test) a worker takes the next file of this order when it is free,
+    so the longest files go first and the workers end together (tests/policy/test_scenarios_db.py
+    alone is a third of the suite: handed out last, one worker ran it while the other idled)."""
+    items.sort(key=lambda item: item.get_closest_marker("first") is None)  # stable
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +71,14 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
         test["NAME"] = str(Path(tempfile.gettempdir()) / f"fairway-test-{os.getpid()}.sqlite3")
     else:
         test["NAME"] = f"test_{db['NAME']}_{os.getpid()}"
+        # Django's connection pool (on by default) is built with the database name of the moment,
+        # and creating the test database does not rebuild it: a query that pytest-django refused
+        # before this point still built it (tests/fuzz loads the API schema at import, which reads
+        # the budget tree), and the migrations and every test then ran on DATABASE_URL's own
+        # database. Closed here, it is built again for the test database.
+        from django.db import connection
+
+        connection.close_pool()
 
 
 @pytest.fixture(autouse=True)
@@ -98,6 +132,17 @@ def _sync_thread_finished(request: pytest.FixtureRequest) -> Iterator[None]:
     from scheduler.gateway import drain_agent_db_threads
 
     drain_agent_db_threads()  # the consumers' database work runs there (scheduler.gateway.agent_db)
+
+
+@pytest.fixture
+def _no_stray_sessions(transactional_db: None) -> Iterator[None]:
+    """For the browser tests; named before the server's fixture (``stack``, ``live_server``), so
+    torn down after it: a request the browser abandoned mid-flight (a poll cut short by a
+    navigation) can leave a server thread holding a connection to the test database after the
+    server stopped, which would keep PostgreSQL from dropping it (``end_stray_sessions``, which
+    also keeps the connection pool usable)."""
+    yield
+    end_stray_sessions()
 
 
 @pytest.fixture(autouse=True)

@@ -197,7 +197,7 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
     tree = BudgetTree(new_budgets)
     rows = []
     act = actual(demand)
-    for b in _leaves(new_budgets):
+    for b in sorted(_leaves(new_budgets), key=tree.path_name):  # keys may be ids as text: "10" < "9"
         old_share = next(x.shares for x in demand.budgets if x.key == b)
         new_share = next(x.shares for x in new_budgets if x.key == b)
         rows.append(

@@ -16,6 +16,7 @@ from asgiref.sync import SyncToAsync
 from channels.testing import HttpCommunicator
 from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from config.overload import InFlightLimit
 from scheduler.models import Workload
@@ -495,14 +496,20 @@ def test_the_list_s_rows_are_the_plain_serializer_s_json(researcher, researcher_
 
         return from_db_counted
 
-    with mock.patch.object(User, "from_db", counting(User)), mock.patch.object(Cluster, "from_db", counting(Cluster)):
-        answer = researcher_client.get(URL)
-    assert answer.status_code == 200 and built == {User: 1, Cluster: 0}  # User: the request's own
-    rows = list(Workload.objects.select_related("owner", "cluster").order_by("-id"))
-    account_page(rows)
-    view = answer.renderer_context["view"]
-    assert view.get_serializer_class() is api.WorkloadRowSerializer
-    plain = api.WorkloadListSerializer(rows, many=True, context=view.get_serializer_context()).data
+    # One instant for both sides: a waiting workload's wait_s counts whole seconds up to now, and
+    # on a busy machine the answer and the plain rows were read on either side of a second.
+    with mock.patch("django.utils.timezone.now", return_value=timezone.now()):
+        with (
+            mock.patch.object(User, "from_db", counting(User)),
+            mock.patch.object(Cluster, "from_db", counting(Cluster)),
+        ):
+            answer = researcher_client.get(URL)
+        assert answer.status_code == 200 and built == {User: 1, Cluster: 0}  # User: the request's own
+        rows = list(Workload.objects.select_related("owner", "cluster").order_by("-id"))
+        account_page(rows)
+        view = answer.renderer_context["view"]
+        assert view.get_serializer_class() is api.WorkloadRowSerializer
+        plain = api.WorkloadListSerializer(rows, many=True, context=view.get_serializer_context()).data
     assert len(plain) == 4 and answer.json()["results"] == json.loads(JSONRenderer().render(plain))
 
 

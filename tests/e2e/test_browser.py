@@ -36,22 +36,6 @@ pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chr
 
 
 @pytest.fixture
-def _no_stray_sessions(transactional_db: None) -> Iterator[None]:
-    """Set up before ``stack``, so torn down after it: a request the browser abandoned mid-flight
-    (a poll cut short by a navigation) can leave a server thread holding a connection to the test
-    database after the server stopped, which would keep PostgreSQL from dropping it."""
-    yield
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-
-
-@pytest.fixture
 def shots(tmp_path: Path) -> Path:
     where = Path(os.environ.get("FAIRWAY_SCREENSHOTS") or tmp_path / "screenshots")
     where.mkdir(parents=True, exist_ok=True)

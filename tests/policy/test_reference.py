@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from tests.policy.oracle_harness import Tally, compare_once, run_cluster
 
+pytestmark = pytest.mark.first  # a long file: make test hands it out first (tests/conftest.py)
+
 CLUSTERS = int(os.environ.get("FAIRWAY_ORACLE_CLUSTERS", "2000"))
 SEEN = Tally()
 

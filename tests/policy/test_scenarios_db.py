@@ -24,6 +24,8 @@ from scheduler.models import Cluster
 from scheduler.scenarios.db_backend import DbBackend
 from scheduler.scenarios.runner import MemoryBackend, run_scenario
 
+pytestmark = pytest.mark.first  # a long file: make test hands it out first (tests/conftest.py)
+
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,8 @@ from scheduler.sim import estimate as est
 from scheduler.sim.estimate import QUOTE_ID, estimate_starts, forward, quote, quote_starts, same_decisions
 from tests.policy.oracle_harness import T0, H, crowded_snapshot
 from tests.sim.estimate_oracle import next_event_walk, reference_estimates
+
+pytestmark = pytest.mark.first  # a long file: make test hands it out first (tests/conftest.py)
 
 HORIZON = 2400
 

@@ -104,3 +104,17 @@ def test_demand_of_a_waiting_job_is_at_most_its_work(recorded) -> None:  # noqa:
     assert rows["nlp/olmo"]["actual"]["demand_gpu_h"] == pytest.approx(5 * 64 + 7 * 8, abs=0.1)
     assert rows["vision/sam"]["simulated"]["demand_gpu_h"] == pytest.approx(64, abs=0.1)
     assert rows["nlp/olmo"]["simulated"]["demand_gpu_h"] == pytest.approx(5 * 64 + 7 * 8, abs=0.1)
+
+
+@pytest.mark.django_db
+def test_rows_follow_the_budget_paths_whatever_the_keys(cluster) -> None:  # noqa: ANN001
+    # The keys are primary keys as text: "10" sorts before "9" (the admin's what-if listed the
+    # budgets out of order once the ids grew a digit: tests/services/test_share_audit.py).
+    from budgets.models import Budget
+
+    org = Budget.objects.create(id=7, name="org")
+    nlp = Budget.objects.create(id=8, name="nlp", parent=org)
+    Budget.objects.create(id=9, name="olmo", parent=nlp)
+    Budget.objects.create(id=10, name="tulu", parent=nlp)
+    demand = load_demand(None, timedelta(days=1), timezone.now())
+    assert [r["budget"] for r in whatif(demand, demand.budgets)["budgets"]] == ["nlp/olmo", "nlp/tulu"]

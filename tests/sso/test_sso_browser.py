@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,22 +25,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
-
-
-@pytest.fixture
-def _no_stray_sessions(transactional_db: None) -> Iterator[None]:
-    """Torn down after ``live_server``: a request the browser abandoned can leave a server thread
-    holding a connection to the test database, which would keep PostgreSQL from dropping it
-    (as in tests/e2e/test_browser.py)."""
-    yield
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
 
 
 def test_a_researcher_logs_in_through_the_identity_provider_and_uses_a_personal_token(

@@ -1,0 +1,22 @@
+"""Ending the test database's stray backends (the browser tests' servers) without breaking the pool."""
+
+from __future__ import annotations
+
+
+def end_stray_sessions() -> None:
+    """End every other backend of this process's test database (``test_..._<pid>``: no other
+    process uses it), then close the connection pool if there is one (PostgreSQL's default,
+    ``FAIRWAY_DB_POOL``): the pool's idle connections were among those ended, and one borrowed
+    later would fail with "terminating connection due to administrator command". The next query
+    opens a fresh pool. Nothing to do on SQLite."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    connection.close()  # pooled: given back to the pool, which is closed next
+    connection.close_pool()  # without a pool: nothing
