@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -128,7 +130,9 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
     script = tmp_path / "install.sh"
     with urllib.request.urlopen(f"{stack.base_url}/agent/install.sh", timeout=10) as response:  # noqa: S310 -- local
         script.write_bytes(response.read())
-    prefix = tmp_path / "prefix"
+    # Not under /tmp: a root agent gives each attempt a private /tmp (docs/isolation.md), so a
+    # virtualenv there is invisible to the workload it runs, as on a real host.
+    prefix = Path(tempfile.mkdtemp(prefix="fairway-install-test-", dir="/var/tmp"))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))},
         "PIP_NO_INDEX": "1",
@@ -195,6 +199,7 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
         if pid_file.exists():
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        shutil.rmtree(prefix, ignore_errors=True)
 
 
 def test_join_without_a_server_fails_in_one_line(tmp_path: Path) -> None:
