@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -50,12 +51,21 @@ def _podman_usable() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``unix://`` URL of a private podman API service holding the test image."""
+def podman() -> Iterator[str]:
+    """``unix://`` URL of a private podman API service holding the test image. Its directory is
+    short and its own: podman refuses a run root longer than 50 characters, which pytest-xdist's
+    temporary paths (``…/popen-gw0/podman0/run``) are."""
     why = _podman_usable()
     if why is not None:
         pytest.skip(why)
-    base = tmp_path_factory.mktemp("podman")
+    base = Path(tempfile.mkdtemp(prefix="fwpod-"))
+    try:
+        yield from _podman_service(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _podman_service(base: Path) -> Iterator[str]:
     (base / "containers.conf").write_text(CONTAINERS_CONF)
     env = {**os.environ, "CONTAINERS_CONF": str(base / "containers.conf")}
     storage = ["--root", str(base / "root"), "--runroot", str(base / "run"), "--storage-driver", "vfs"]
