@@ -68,7 +68,7 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
-from scheduler.policy.attempt_log import AttemptChanges, AttemptLog
+from scheduler.policy.attempt_log import AttemptLog, AttemptsView
 from scheduler.policy.pending import PendingChanges, PendingLog
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import LoadBook, pass_loads
@@ -364,17 +364,6 @@ class PendingView(list[Workload]):
     comparing the whole list (16.5 ms of a 58 ms pass at 19k pending)."""
 
     def __init__(self, items: Iterable[Workload], changes: PendingChanges) -> None:
-        super().__init__(items)
-        self.changes = changes
-
-
-class AttemptsView(list[Attempt]):
-    """A pass's attempts with what was put and dropped since the previous pass's snapshot of
-    the same :class:`Forward` (``changes``, :class:`~scheduler.policy.attempt_log.AttemptChanges`):
-    the policy's :class:`~scheduler.policy.standing.Standing` reads them instead of comparing
-    every attempt (the 5,848 attempts of the bench state, twice a pass)."""
-
-    def __init__(self, items: Iterable[Attempt], changes: AttemptChanges) -> None:
         super().__init__(items)
         self.changes = changes
 
