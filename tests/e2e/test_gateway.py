@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -169,18 +170,9 @@ async def _place(host: Host, placed_ago: float = 0.0) -> int:
 
 
 def _attempt_frame(seq: int, attempt_id: int, state: str, age_s: float | None, exit_code: int | None = None) -> str:
-    return json.dumps(
-        {
-            "v": 1,
-            "type": "attempt",
-            "id": seq,
-            "attempt_id": attempt_id,
-            "state": state,
-            "exit_code": exit_code,
-            "age_s": age_s,
-            "message": "",
-        }
-    )
+    """An agent's ``attempt`` frame, as the agent encodes it."""
+    event = protocol.AttemptEvent(attempt_id, state, exit_code=exit_code, age_s=age_s)  # type: ignore[arg-type]
+    return protocol.encode(dataclasses.replace(event, id=seq))
 
 
 def _seconds_ago(at: Any) -> float:
