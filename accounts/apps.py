@@ -27,6 +27,9 @@ class AccountsConfig(AppConfig):
         from knox.models import AuthToken
 
         from accounts.auth import forget_tokens
+        from accounts.models import forget_token_bulk_writes
+
+        forget_token_bulk_writes()  # bulk writes of tokens (update, bulk_*), which send no signal
 
         def token_or_user_changed(**_kwargs: Any) -> None:
             forget_tokens()

@@ -18,11 +18,13 @@ the digest, ``is_active``. So a logout, a revoked or swept token, a deactivated 
 refused at the next request of every process. Only tokens that were found are kept (a guess costs a
 query each time, as before), and a version's rows go with it. Bulk writes of users (``update``,
 ``bulk_update``, ``bulk_create``, ``delete``) forget the version too (``accounts.models.UserQuerySet``,
-a ``config.memo.ForgettingQuerySet``). A token's bulk ``delete()`` sends its rows' signals (a
-``post_delete`` receiver turns Django's fast delete off). Left: ``AuthToken.objects...update()``
-and raw SQL on tokens, which nothing in Fairway does: knox's model is third-party, and a manager of
-ours on it would need a swapped token model (``KNOX_TOKEN_MODEL``: a new table, the tokens moved),
-so after such a write call :func:`forget_tokens`.
+a ``config.memo.ForgettingQuerySet``), and so do bulk writes of tokens through
+``AuthToken.objects`` or ``user.auth_token_set`` (``accounts.models.TokenQuerySet``, given to
+knox's manager at ``ready()``: knox's model is third-party, and a manager of our own on it would
+need a swapped token model). A token's bulk ``delete()`` also sends its rows' signals (a
+``post_delete`` receiver turns Django's fast delete off). Left: raw SQL on tokens and writes
+through ``AuthToken._base_manager``, which nothing in Fairway does: after such a write call
+:func:`forget_tokens`.
 :func:`token_rows` is the plain query and the oracle (``tests/api/test_web_tier.py``).
 """
 

@@ -50,6 +50,34 @@ class UserQuerySet(ForgettingQuerySet):
         return TOKENS
 
 
+class TokenQuerySet(ForgettingQuerySet):
+    """Bulk writes of knox's API tokens forget the token rows the web processes keep, as
+    :class:`UserQuerySet` does for users (a token made to expire by ``update()`` is refused at
+    its next request). knox's model is third-party: ``accounts.apps`` makes its manager build
+    these (:func:`forget_token_bulk_writes`)."""
+
+    def memo(self) -> VersionedMemo:
+        from accounts.auth import TOKENS
+
+        return TOKENS
+
+
+def forget_token_bulk_writes() -> None:
+    """Make ``AuthToken.objects`` (and so the related ``user.auth_token_set``, whose manager class
+    Django derives from it on first use) build :class:`TokenQuerySet`. The manager instance is
+    the model's own copy (Django copies an abstract model's managers), so giving it a subclass
+    of knox's manager changes nothing else of knox; a manager of our own on the model would need
+    a swapped token model (``KNOX_TOKEN_MODEL``: a new table). Called once from ``ready()``."""
+    from knox.models import AuthToken
+
+    manager = AuthToken._default_manager
+    if issubclass(manager._queryset_class, TokenQuerySet):
+        return
+    manager.__class__ = type(
+        "ForgettingAuthTokenManager", (manager.__class__,), {"_queryset_class": TokenQuerySet, "__module__": __name__}
+    )
+
+
 class FairwayUserManager(UserManager.from_queryset(UserQuerySet)):  # type: ignore[misc]
     """Django's ``UserManager`` (``create_user``, ``create_superuser``, ``get_by_natural_key``)
     over :class:`UserQuerySet`."""

@@ -966,8 +966,9 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
 def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
     """Mark silent hosts ``offline``; end the attempts of hosts silent past ``HOST_LOST_AFTER_S``.
 
-    Lost attempts end ``lost``, charged up to the host's last heartbeat, and their
-    workloads are requeued. Safe to run twice. Returns counts.
+    Lost attempts end ``lost``, charged up to the host's last heartbeat (from the placement when
+    their start was never confirmed: the GPUs were held), and their workloads are requeued. Safe
+    to run twice. Returns counts.
     """
     now = now or timezone.now()
     conf = settings.FAIRWAY
@@ -1007,6 +1008,13 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
                 attempt = _lock_open_attempt(None, attempt_id)
                 if attempt is None:
                     continue
+                if attempt.started_at is None and host.last_heartbeat > attempt.placed_at:
+                    # The lab's GPUs were held for it from the placement to the last heartbeat,
+                    # whether its start was still in progress or its report lost: dated at the
+                    # placement and charged, as Slurm charges an allocation (docs/policy.md,
+                    # "A lost attempt"). Placed after the last heartbeat: nothing to vouch for.
+                    note = "dated at its placement: its host was lost before its start was reported"
+                    _confirm_start(attempt, host, attempt.placed_at, now, note)
                 _end_attempt(
                     attempt,
                     ended_at=host.last_heartbeat,
@@ -1018,13 +1026,21 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
 
 
 def start_timeouts(now: datetime | None = None) -> int:
-    """End attempts not confirmed started within ``START_TIMEOUT_S`` as ``failed_to_start``."""
+    """End attempts not confirmed started within ``START_TIMEOUT_S`` as ``failed_to_start``.
+
+    Not those holding a GPU of an ``offline`` host: a host silent during the start says nothing
+    of the start; it comes back (and reports it) or is lost (:func:`sweep_hosts`), within
+    ``HOST_LOST_AFTER_S`` of its last heartbeat, whichever timeout would come first.
+    """
     now = now or timezone.now()
     before = now - timedelta(seconds=settings.FAIRWAY["START_TIMEOUT_S"])
     ended = 0
-    for attempt_id in Attempt.objects.filter(
-        ended_at__isnull=True, started_at__isnull=True, placed_at__lt=before
-    ).values_list("pk", flat=True):
+    silent = AttemptGPU.objects.filter(open=True, gpu__host__state=Host.State.OFFLINE).values("attempt_id")
+    for attempt_id in (
+        Attempt.objects.filter(ended_at__isnull=True, started_at__isnull=True, placed_at__lt=before)
+        .exclude(pk__in=silent)
+        .values_list("pk", flat=True)
+    ):
         if attempt_failed_to_start(None, attempt_id, "start not confirmed in time", now=now):
             ended += 1
     return ended

@@ -52,7 +52,7 @@ WRAPPER_ENV = {"PATH": DEFAULT_PATH}
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
-# The wrapper, run as ``python -I -c _WRAPPER FD EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
+# The wrapper, run as ``python -I -c _WRAPPER FD STATUS EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
 # (so as the agent's user, usually root) with a fixed environment of the agent's choosing, never the
 # workload's: a workload's LD_PRELOAD, LD_LIBRARY_PATH, GCONV_PATH… would otherwise be obeyed by the
 # dynamic loader of a root process. It reads "1" and the attempt's environment (JSON) from the pipe
@@ -61,13 +61,18 @@ POLL_S = 0.5
 # when UID is not "-", and no_new_privs), writes the exit code and exit time to EXIT_FILE, kills what
 # is left of the attempt, and exits with the command's code. With "tmp" in the payload (a root
 # agent), it first gives the attempt a private /tmp and /dev/shm: a mount namespace of its own, / made
-# private, a fresh tmpfs on each, the attempt's paths that lie under them bound back; where that
-# fails it says so in the log and sets TMPDIR to the attempt's private directory instead.
+# private, a fresh tmpfs on each, the attempt's paths that lie under them bound back; where the
+# namespace cannot be made it says so in the log and sets TMPDIR to the attempt's private directory
+# instead, and where a step fails once / is private (a half-made /tmp) the attempt does not run. As
+# root it then drops every capability but ROOT_CAPS from the bounding and inheritable sets and clears
+# the ambient ones (a root workload must not unmount its /tmp: docs/isolation.md). Before running
+# the command it writes "ok" to the pipe STATUS, or "fail <why>" and exits 125 without running it:
+# the agent reports the start only then.
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
 _WRAPPER = r"""
 import contextlib, ctypes, json, os, signal, subprocess, sys, time
-fd, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), *sys.argv[2:6], sys.argv[6:]
+fd, status, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7], sys.argv[7:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
     chunks.append(chunk)
@@ -79,15 +84,20 @@ go = json.loads(go[1:])
 env, tmp = go["env"], go["tmp"]
 libc = ctypes.CDLL(None, use_errno=True)
 exit_dir, exit_name = os.open(os.path.dirname(exit_file), os.O_PATH | os.O_DIRECTORY), os.path.basename(exit_file)
+def check(r, what):
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+def refuse(why):  # the attempt cannot start: its command never runs
+    os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
+    sys.exit(125)
 if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
-    def check(r, what):
-        if r != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, f"{what}: {os.strerror(e)}")
+    made = False
     try:
         here = os.getcwd()
         check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")  # dies with the attempt's last process
         check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make / private")  # MS_REC|MS_PRIVATE
+        made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
         keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
         for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
             check(libc.mount(b"tmpfs", point, b"tmpfs", 2 | 4, opts), f"tmpfs on {point.decode()}")  # nosuid,nodev
@@ -102,8 +112,27 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
             os.close(f)
         os.chdir(here)  # the old working directory may be the host's /tmp, now hidden
     except OSError as e:
+        if made:
+            refuse(f"cannot make the private /tmp and /dev/shm: {e}")
         print(f"fairway: no private /tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr, flush=True)
         env.setdefault("TMPDIR", tmp["dir"])
+if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
+    try:
+        c = 0
+        while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:  # PR_CAPBSET_READ; an error past the last one
+            if r and not go["caps"] >> c & 1:
+                check(libc.prctl(24, c, 0, 0, 0), f"drop capability {c}")  # PR_CAPBSET_DROP
+            c += 1
+        head, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()  # v3: 2 × (eff, prm, inh)
+        check(libc.capget(head, data), "capget")
+        data[2] &= go["caps"] & 0xFFFFFFFF
+        data[5] &= go["caps"] >> 32
+        check(libc.capset(head, data), "capset")  # root's exec keeps its inheritable set: cut it too
+        check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")  # PR_CAP_AMBIENT_CLEAR_ALL
+    except OSError as e:
+        refuse(f"cannot drop the capabilities of a root workload: {e}")
+os.write(status, b"ok")
+os.close(status)
 libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -150,6 +179,35 @@ for _ in range(200):
             pass
 sys.exit(code)
 """
+
+
+ROOT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
+"""The capabilities an attempt's command may hold (the wrapper drops every other one from its
+bounding and inheritable sets): Docker's default set for a root container less ``CAP_MKNOD``
+(Docker confines device nodes with a device cgroup, which the process runtime has not), i.e.
+CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW,
+SYS_CHROOT, AUDIT_WRITE, SETFCAP. Only a root command (both consents, docs/isolation.md) keeps any:
+an owner's command loses them all at ``setuid``. Without CAP_SYS_ADMIN it cannot unmount its
+private /tmp, mount, or enter another namespace; without CAP_SYS_PTRACE it cannot reach the root
+of processes holding capabilities it lacks through ``/proc/<pid>/root``."""
+
+
+def private_tmp_payload(spec: AttemptSpec, keep: list[str], tmpdir: Path) -> dict[str, object]:
+    """What the wrapper of a root agent needs to make ``spec``'s private /tmp and /dev/shm:
+    the paths to bind back (``keep``, those under them), /dev/shm's tmpfs options (the start's
+    shared memory, else the tmpfs default) and the TMPDIR of the fallback (``tmpdir``)."""
+    shm = "mode=1777" + (f",size={spec.shared_memory}" if spec.shared_memory else "")
+    return {"keep": private_tmp_keep(keep), "shm": shm, "dir": str(tmpdir)}
+
+
+def _read_status(fd: int) -> bytes:
+    """The wrapper's word on its setup (``ok`` or ``fail <why>``), read to EOF from ``fd``
+    (closed here); empty when it ended before saying (then its command never ran either)."""
+    chunks = []
+    with os.fdopen(fd, "rb") as pipe:
+        while chunk := pipe.read(4096):
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -321,9 +379,8 @@ class ProcessRuntime(StoredRuntime):
             os.chown(tmpdir, ident.uid, ident.gid)
         tmp: dict[str, object] | None = None
         if self.isolation.is_root:
-            shm = "mode=1777" + (f",size={spec.shared_memory}" if spec.shared_memory else "")
             keep = [workdir or os.getcwd(), str(run_dir), executable, *(m.host_path for m in spec.mounts)]
-            tmp = {"keep": private_tmp_keep(keep), "shm": shm, "dir": str(tmpdir)}
+            tmp = private_tmp_payload(spec, keep, tmpdir)
         elif "TMPDIR" not in spec.env:
             env["TMPDIR"] = str(tmpdir)
         exit_path = self.store.exit_path(spec.attempt_id)
@@ -340,6 +397,7 @@ class ProcessRuntime(StoredRuntime):
             self._remove_limit_cgroups(spec.attempt_id)
             self._fail(record, f"cannot set the CPU and memory limits: {exc}")
         read_fd, write_fd = os.pipe()
+        status_fd, status_w = os.pipe()
         ids = (str(ident.uid), str(ident.gid), ",".join(map(str, ident.groups))) if ident.switch else ("-", "-", "")
         try:
             with open_private_append(self.store.log_path(spec.attempt_id)) as log_file:
@@ -352,6 +410,7 @@ class ProcessRuntime(StoredRuntime):
                         "-c",
                         _WRAPPER,
                         str(read_fd),
+                        str(status_w),
                         str(exit_path),
                         *ids,
                         executable,
@@ -363,16 +422,18 @@ class ProcessRuntime(StoredRuntime):
                     env=WRAPPER_ENV,  # never the workload's: see _WRAPPER
                     cwd=workdir,
                     start_new_session=True,
-                    pass_fds=(read_fd,),
+                    pass_fds=(read_fd, status_w),
                 )
         except OSError as exc:
             os.close(write_fd)
+            os.close(status_fd)
             if cgroup is not None:
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
             self._fail(record, f"cannot start {program}: {exc}")
         finally:
             os.close(read_fd)
+            os.close(status_w)
         if cgroup is not None:
             try:
                 (cgroup / "cgroup.procs").write_text(str(proc.pid))
@@ -386,6 +447,7 @@ class ProcessRuntime(StoredRuntime):
                 (path / "cgroup.procs").write_text(str(proc.pid))
             except OSError as exc:  # the wrapper has not run the command yet: it never runs unlimited
                 os.close(write_fd)
+                os.close(status_fd)
                 _killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 if cgroup is not None:
@@ -394,7 +456,21 @@ class ProcessRuntime(StoredRuntime):
                 self._fail(record, f"cannot join the limit cgroup {path}: {exc}")
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
-        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps({"env": env, "tmp": tmp}).encode())
+        caps = sum(1 << c for c in ROOT_CAPS)
+        await asyncio.to_thread(
+            _hand_over, write_fd, b"1" + json.dumps({"env": env, "tmp": tmp, "caps": caps}).encode()
+        )
+        # Reported started only once the wrapper has made the attempt's /tmp and dropped its
+        # capabilities: where it could not, the command never ran and nothing of it is left.
+        status = await asyncio.to_thread(_read_status, status_fd)
+        if status != b"ok":
+            await asyncio.to_thread(proc.wait)
+            if cgroup is not None:
+                remove_cgroup(cgroup)
+            self._remove_limit_cgroups(spec.attempt_id)
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            why = status.removeprefix(b"fail ").decode(errors="replace") if status.startswith(b"fail ") else ""
+            self._fail(record, why or f"the attempt's wrapper ended before its command ran (exit {proc.returncode})")
         record.pid = proc.pid
         record.proc_start = proc_start_time(proc.pid)
         record.started_mono = monotonic_s()

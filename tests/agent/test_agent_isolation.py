@@ -633,3 +633,102 @@ def test_a_non_root_agent_gives_each_attempt_a_private_tmpdir_removed_with_it(
         assert not rt.store.run_dir(1).joinpath("tmp").exists()  # noqa: ASYNC240 -- one stat
 
     run_async(scenario())
+
+
+# --- break27: a root workload unmounted its private /tmp; a half-made one was untested ------------------
+
+# Docker's default capabilities less CAP_MKNOD (no device cgroup here): what a root workload keeps.
+ROOT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
+
+
+@needs_root
+@needs_mount_ns
+@pytest.mark.parametrize("how", ["agent", "uid0"])
+def test_a_root_workload_cannot_unmount_its_private_tmp(open_state: Path, how: str) -> None:
+    """A root workload (the cluster's allow_root_workloads and the host's allow_root) unmounted its
+    private /tmp and /dev/shm and read the host's. The wrapper now drops every capability but
+    Docker's defaults (less CAP_MKNOD) from the bounding and inheritable sets, as container runtimes
+    do: without CAP_SYS_ADMIN nothing unmounts, mounts or enters another namespace."""
+    name = f"fw-host27-{os.getpid()}-{how}"
+    host_files = [Path(d) / name for d in PRIVATE_TMP]
+    for f in host_files:
+        f.write_text("host-secret\n")
+    script = (
+        "umount /dev/shm; umount -l /dev/shm; umount /tmp; umount -l /tmp; "
+        "mount -t tmpfs tmpfs /mnt && echo MOUNTED; nsenter -t 1 -m true && echo ENTERED; "
+        f"unshare -Urm sh -c 'umount -l /tmp; cat /tmp/{name}'; "  # a user namespace: the mounts are locked
+        f"cat /tmp/{name} /dev/shm/{name} /proc/1/root/tmp/{name}; "
+        "grep -E '^Cap(Bnd|Inh|Eff)' /proc/self/status; echo done"
+    )
+    isolation = (
+        Isolation(IsolationConfig(mode="agent", allow_root=True))
+        if how == "agent"
+        else owner_isolation(allow_root=True)
+    )
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        extra = {} if how == "agent" else {"owner_uid": 0, "owner_gid": 0}
+        await rt.start(spec(1, ["sh", "-c", script], owner="ops", allow_root=True, **extra))
+        done = await asyncio.wait_for(exits.get(), 10)
+        out = log_of(rt, 1)
+        assert done.exit_code == 0 and "done" in out, out
+        assert "host-secret" not in out and "MOUNTED" not in out and "ENTERED" not in out, out
+        caps = {k: int(v, 16) for k, v in (line.split(":\t") for line in out.splitlines() if line.startswith("Cap"))}
+        keep = sum(1 << c for c in ROOT_CAPS)
+        assert caps["CapBnd"] & ~keep == 0 and caps["CapInh"] & ~keep == 0 and caps["CapEff"] & ~keep == 0, caps
+        assert caps["CapEff"] != 0  # still root: chown, kill, setuid… (Docker's set)
+
+    try:
+        run_async(scenario())
+    finally:
+        for f in host_files:
+            f.unlink(missing_ok=True)
+
+
+@needs_root
+@needs_mount_ns
+@pytest.mark.parametrize("step", ["shm", "bind"])
+def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
+    open_state: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """The wrapper's mounts fail midway (injected: /dev/shm's tmpfs refused after /tmp's was mounted,
+    or a path to bind back that cannot be made in a /dev/shm of one inode): the attempt fails to start
+    with the reason, its command never runs (neither with the host's /tmp nor a half-made one), and
+    nothing of it is left (wrapper, cgroup, mount)."""
+    from agent.runtime import process
+
+    marker = open_state.parent / "ran"
+    made = process.private_tmp_payload
+
+    def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        tmp = made(*args, **kwargs)  # type: ignore[arg-type]
+        if step == "shm":
+            return {**tmp, "shm": "mode=1777,no_such_tmpfs_option"}
+        return {**tmp, "shm": "mode=1777,nr_inodes=1", "keep": [*tmp["keep"], str(run_under_shm)]}  # type: ignore[list-item]
+
+    run_under_shm = Path(f"/dev/shm/fw-half27-{os.getpid()}/d")  # noqa: S108 -- a path to bind back, removed below
+    run_under_shm.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(process, "private_tmp_payload", broken)
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, owner_isolation())
+        with pytest.raises(StartError, match="cannot make the private /tmp and /dev/shm") as failed:
+            await rt.start(spec(1, ["sh", "-c", f"touch {marker}; sleep {MARKERS[1]}"], owner="iso-alice"))
+        why = (
+            "tmpfs on /dev/shm: Invalid argument"
+            if step == "shm"
+            else f"No space left on device: '{run_under_shm.parent}'"
+        )
+        assert why in str(failed.value), failed.value
+        record = rt.get(1)
+        assert record is not None and record.state == "failed_to_start"
+        await asyncio.sleep(0.2)
+        assert not marker.exists() and _marker_pids() == []
+        assert not rt.store.run_dir(1).joinpath("tmp").exists()  # noqa: ASYNC240 -- one stat
+        assert "fw-half27" not in Path("/proc/self/mounts").read_text()  # noqa: ASYNC240 -- one read
+
+    try:
+        run_async(scenario())
+    finally:
+        shutil.rmtree(run_under_shm.parent, ignore_errors=True)

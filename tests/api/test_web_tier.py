@@ -231,6 +231,43 @@ def test_a_bulk_write_of_users_is_refused_at_the_next_request(researcher, api_cl
     assert User.objects.create_user("bulk-new", password="x" * 12).check_password("x" * 12)
 
 
+def test_a_bulk_write_of_tokens_is_seen_at_the_next_request(researcher, api_client_for):
+    """break27: ``AuthToken.objects...update()`` sent no signal, so a token made to expire in bulk
+    was still accepted from the rows a process kept. knox's manager (and the user's
+    ``auth_token_set``) now build a ``ForgettingQuerySet`` (``accounts.models.TokenQuerySet``)."""
+    from datetime import timedelta
+
+    from knox.models import AuthToken
+
+    from accounts.auth import TOKENS, kept_token_rows
+    from accounts.services import create_api_token
+
+    def status(token: str) -> int:
+        client = api_client_for(None)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        return client.get("/api/v1/me/").status_code
+
+    row, token = create_api_token(researcher)
+    assert status(token) == 200 and kept_token_rows(row.token_key)[0].expiry is None
+    version = TOKENS.version()
+    past = timezone_now() - timedelta(seconds=1)
+    assert AuthToken.objects.filter(pk=row.pk).update(expiry=past) == 1
+    assert TOKENS.version() != version and status(token) == 401  # expired: refused (and deleted)
+    assert not AuthToken.objects.filter(pk=row.pk).exists()
+
+    second, token2 = create_api_token(researcher)
+    assert status(token2) == 200
+    researcher.auth_token_set.filter(pk=second.pk).update(expiry=past)  # the related manager too
+    assert status(token2) == 401
+    third, token3 = create_api_token(researcher)
+    assert status(token3) == 200
+    version = TOKENS.version()
+    AuthToken.objects.filter(pk=third.pk).delete()
+    assert TOKENS.version() != version and status(token3) == 401
+    # knox's manager keeps its own create()
+    assert isinstance(AuthToken.objects.create(user=researcher)[1], str)
+
+
 def timezone_now() -> Any:
     from django.utils import timezone
 

@@ -388,3 +388,86 @@ def test_a_hello_dates_the_start_of_a_running_attempt_from_the_age_it_reports(tw
     assert Workload.objects.get(pk=dated.workload_id).state == Workload.State.RUNNING
     # without the age of its start (an older agent, an image still pulling): its start is sent again
     assert (undated.started_at, unconfirmed) == (None, {undated.pk})
+
+
+def test_a_host_lost_before_an_attempts_start_was_confirmed_is_charged_from_the_placement(tw, ticks, settings):
+    """break27: the host-lost sweep ended an attempt whose start it had not heard of yet (an image
+    pull, a ``started`` lost with the link) charged 0, and the agent's hello dating its start
+    afterwards charged nothing either, although the lab's GPUs were held for it from the placement.
+    As Slurm charges an allocation whatever its processes did, its start is dated at the placement
+    and it is charged up to the last heartbeat (docs/policy.md, "A lost attempt")."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HOST_OFFLINE_AFTER_S": 30, "HOST_LOST_AFTER_S": 300}
+    host = tw.host("h1", 2)
+    gpu0, gpu1 = GPU.objects.order_by("index")
+    w = tw.workload(gpus=2, min_runtime=60)
+    attempt = tw.attempt(w, [gpu0, gpu1], started_ago=None)
+    placed = tw.now - timedelta(seconds=100)
+    Attempt.objects.filter(pk=attempt.pk).update(placed_at=placed)
+    last = tw.now
+    Host.objects.filter(pk=host.pk).update(last_heartbeat=last)
+
+    lifecycle.sweep_hosts(now=last + timedelta(seconds=31))
+    assert lifecycle.sweep_hosts(now=last + timedelta(seconds=301)) == {"offline": 0, "lost": 1}
+
+    attempt.refresh_from_db()
+    assert (attempt.started_at, attempt.ended_at, attempt.end_reason) == (placed, last, "lost")
+    assert attempt.charged_gpu_seconds == 2 * 100
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
+    assert list(WorkloadEvent.objects.filter(workload=w).values_list("kind", flat=True).order_by("pk")) == [
+        "started",
+        "requeued",
+    ]
+    # The agent comes back and dates the start (an image pull of 40 s): the attempt has ended,
+    # its charge stands (as a confirmed attempt's does: lost attempts are charged to the last heartbeat).
+    gpus = [lifecycle.GpuReport(g.index, g.uuid, g.model) for g in (gpu0, gpu1)]
+    later = last + timedelta(seconds=400)
+    lifecycle.host_hello(
+        host, agent_version="t", gpus=gpus, running=[attempt.pk], started={attempt.pk: 460.0}, now=later
+    )
+    attempt.refresh_from_db()
+    assert (attempt.started_at, attempt.ended_at, attempt.charged_gpu_seconds) == (placed, last, 2 * 100)
+
+
+def test_an_attempt_placed_after_the_last_heartbeat_of_a_lost_host_is_charged_nothing(tw, ticks, settings):
+    """Placed while its host was already silent (not yet offline): the server never heard of the
+    host again, so it held nothing the server can vouch for."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HOST_OFFLINE_AFTER_S": 30, "HOST_LOST_AFTER_S": 300}
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+    last = tw.now - timedelta(seconds=20)
+    Host.objects.filter(pk=host.pk).update(last_heartbeat=last)
+    Attempt.objects.filter(pk=attempt.pk).update(placed_at=tw.now - timedelta(seconds=10))
+
+    lifecycle.sweep_hosts(now=tw.now + timedelta(seconds=30))
+    assert lifecycle.sweep_hosts(now=tw.now + timedelta(seconds=400))["lost"] == 1
+
+    attempt.refresh_from_db()
+    assert (attempt.started_at, attempt.end_reason, attempt.charged_gpu_seconds) == (None, "lost", 0)
+
+
+def test_an_unconfirmed_start_on_an_offline_host_waits_for_the_lost_sweep(tw, ticks, settings):
+    """The start timeout (``failed_to_start``, uncharged, a start failure of the workload) is not
+    the fate of an attempt whose host went silent during its start: whether the host comes back or
+    is lost decides (the lost sweep charges it from the placement), whichever timeout comes first."""
+    settings.FAIRWAY = {
+        **settings.FAIRWAY,
+        "HOST_OFFLINE_AFTER_S": 30,
+        "HOST_LOST_AFTER_S": 300,
+        "START_TIMEOUT_S": 600,
+    }
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+    placed = tw.now - timedelta(seconds=500)  # a long image pull: the host went silent after 400 s
+    Attempt.objects.filter(pk=attempt.pk).update(placed_at=placed)
+    last = tw.now - timedelta(seconds=100)
+    Host.objects.filter(pk=host.pk).update(last_heartbeat=last)
+    lifecycle.sweep_hosts(now=tw.now)  # offline
+
+    assert lifecycle.start_timeouts(now=tw.now + timedelta(seconds=150)) == 0  # placed 650 s ago
+    assert lifecycle.sweep_hosts(now=last + timedelta(seconds=301))["lost"] == 1
+
+    attempt.refresh_from_db()
+    w.refresh_from_db()
+    assert (attempt.end_reason, attempt.charged_gpu_seconds, w.start_failures) == ("lost", 400, 0)
