@@ -156,9 +156,7 @@ def budget_hint(ref: object, tree: dict[int, Budget] | None = None) -> str:
     tree = load_tree() if tree is None else tree
     last = parts[-1].casefold()
     paths = sorted(
-        b.path
-        for b in tree.values()
-        if b.archived_at is None and b.parent_id is not None and b.name.casefold() == last
+        b.path for b in tree.values() if b.archived_at is None and b.parent_id is not None and b.name.casefold() == last
     )
     if not paths:
         return ""

@@ -213,7 +213,7 @@ def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman
     async def first_agent() -> None:
         rt, _ = runtime(state_dir, podman)
         await rt.recover()
-        await rt.start(spec(5, "echo long; sleep 3; exit 4"))
+        await rt.start(spec(5, "echo long; sleep 10; exit 4"))  # still running at the recover, on a loaded box
         await rt.start(spec(6, "echo short; exit 6"))
         await wait_log(rt, 5, "long")
         await rt.close()  # the agent goes away; its containers stay
@@ -225,7 +225,7 @@ def test_a_restarted_agent_finds_its_containers_by_label(state_dir: Path, podman
 
         async def exit_of(attempt_id: int) -> AttemptRecord:  # exits in any order (a loaded machine)
             while attempt_id not in seen:
-                got = await asyncio.wait_for(exits.get(), 20)
+                got = await asyncio.wait_for(exits.get(), 30)
                 seen[got.attempt_id] = got
             return seen[attempt_id]
 
