@@ -710,7 +710,8 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             out,
         )
     events = w.get("events") or []
-    shown = events[len(events) - args.events :] if args.events else []  # [-0:] was every event
+    # [-0:] was every event; with fewer events than --events, len - N < 0 showed only the last ones
+    shown = events[max(0, len(events) - args.events) :] if args.events else []
     if shown:
         out.write("events:\n")
         for e in shown:
