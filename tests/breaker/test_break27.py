@@ -16,3 +16,16 @@ def test_fairway_show_prints_every_event_when_there_are_fewer_than_asked(researc
     for n in ["2", "3", "10"]:
         shown = run_cli(monkeypatch, researcher, "show", str(w.pk), "--events", n).split("events:\n")[1]
         assert "submitted" in shown and "canceled" in shown, (n, shown)
+
+
+def test_a_relative_state_dir_gives_attempts_absolute_paths(tmp_path, monkeypatch):
+    """The demo starts its agents with ``--state-dir var/demo/agents/philly-00N``: the attempts got
+    ``HOME`` and ``FAIRWAY_PREEMPT_FILE`` relative to the agent's directory, wrong for an attempt
+    that runs in its first mount's directory (docs/jobs.md) or changes directory, so it never saw
+    its preemption notice. The state dir is made absolute when the config is read."""
+    from agent.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    config = load_config({"server": "ws://h/ws/agent/", "token": "t", "state_dir": "var/agents/h1"})
+    assert config.state_dir == tmp_path / "var" / "agents" / "h1"
+    assert config.state_dir.is_absolute()
