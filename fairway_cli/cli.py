@@ -1006,9 +1006,10 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             continue
         until = cover["partial_hour_until"]
         partial = f" and the current hour up to {when(until)}" if until else ""
+        hours = cover["complete_hours"]
         out.write(
             f"{r['cluster']}: {when(cover['since'])} to {when(cover['until'])}, "
-            f"{cover['complete_hours']} complete hours{partial}\n"
+            f"{hours} complete hour{'' if hours == 1 else 's'}{partial}\n"
         )
         t = r["total"]
         out.write(f"  availability  {_pct(t['availability'])}\n")

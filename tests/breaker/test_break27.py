@@ -29,3 +29,21 @@ def test_a_relative_state_dir_gives_attempts_absolute_paths(tmp_path, monkeypatc
     config = load_config({"server": "ws://h/ws/agent/", "token": "t", "state_dir": "var/agents/h1"})
     assert config.state_dir == tmp_path / "var" / "agents" / "h1"
     assert config.state_dir.is_absolute()
+
+
+def test_fairway_metrics_says_1_complete_hour(researcher, cluster, monkeypatch):
+    """``fairway metrics`` printed "1 complete hours" (the web page says "1 complete hour")."""
+    from fairway_cli import cli
+    from tests.cli.inprocess import run_cli
+
+    real = cli.escaped
+
+    def one_hour(data):  # the pyramid's answer as after one complete hour
+        if isinstance(data, list) and data and "range" in data[0]:
+            for r in data:
+                r["range"]["complete_hours"] = 1
+        return real(data)
+
+    monkeypatch.setattr(cli, "escaped", one_hour)
+    out = run_cli(monkeypatch, researcher, "metrics")
+    assert "1 complete hour and" in out
