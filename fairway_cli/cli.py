@@ -51,6 +51,11 @@ REASONS = {
 imports nothing of the server, a test keeps the two equal)."""
 
 
+MAX_SPEC_CHARS = 256 * 1024
+"""The longest spec (``-f``) the CLI reads, the server's limit (``web.forms.MAX_SPEC_CHARS``: what
+travels to an agent in one start message; a test keeps the two equal)."""
+
+
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
@@ -380,7 +385,15 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         import yaml
 
         try:
-            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+            # At most what the server takes: -f /dev/zero or a large file by mistake read until
+            # the machine ran out of memory (the OOM killer took it, 23 GB in).
+            if args.file == "-":
+                text = sys.stdin.read(MAX_SPEC_CHARS + 1)
+            else:
+                with open(args.file, encoding="utf-8") as f:
+                    text = f.read(MAX_SPEC_CHARS + 1)
+            if len(text) > MAX_SPEC_CHARS:
+                raise CliError(EXIT_USAGE, f"the spec {args.file} is longer than {MAX_SPEC_CHARS:,} characters")
             spec = yaml.safe_load(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None

@@ -47,3 +47,23 @@ def test_fairway_metrics_says_1_complete_hour(researcher, cluster, monkeypatch):
     monkeypatch.setattr(cli, "escaped", one_hour)
     out = run_cli(monkeypatch, researcher, "metrics")
     assert "1 complete hour and" in out
+
+
+def test_a_spec_file_without_end_is_refused_not_read_into_memory(researcher, monkeypatch, tmp_path):
+    """``fairway submit -f /dev/zero`` (or a large file given by mistake) read the whole file before
+    parsing it: the OOM killer stopped the CLI 23 GB in. It reads at most the server's limit."""
+    import io
+    import sys
+
+    from fairway_cli import cli
+    from tests.cli.inprocess import run_cli
+    from web.forms import MAX_SPEC_CHARS
+
+    assert cli.MAX_SPEC_CHARS == MAX_SPEC_CHARS
+    err = run_cli(monkeypatch, researcher, "submit", "-f", "/dev/zero", "--quote", expect=2)
+    assert "longer than 262,144 characters" in err
+    monkeypatch.setattr(sys, "stdin", io.StringIO("#" * (MAX_SPEC_CHARS + 1)))
+    assert "longer than" in run_cli(monkeypatch, researcher, "submit", "-f", "-", expect=2)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: ok\\n" + "#" * (MAX_SPEC_CHARS - 20) + "\\n", encoding="utf-8")
+    assert "missing: budget" in run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
