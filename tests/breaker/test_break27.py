@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_fairway_show_prints_every_event_when_there_are_fewer_than_asked(researcher, submit_kwargs, monkeypatch):
     """``fairway show`` (``--events 10`` by default) sliced ``events[len - N:]``: with N between
@@ -67,3 +69,44 @@ def test_a_spec_file_without_end_is_refused_not_read_into_memory(researcher, mon
     spec = tmp_path / "job.yaml"
     spec.write_text("name: ok\\n" + "#" * (MAX_SPEC_CHARS - 20) + "\\n", encoding="utf-8")
     assert "missing: budget" in run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpu", "0", "--xid", "-5"],
+        ["--gpu", "0", "--xid", str(2**31)],
+        ["--gpu", "0", "--ecc", "-1"],
+        ["--gpu", "0", "--ecc", str(2**63)],
+        ["--gpu", "1024", "--xid", "79"],
+        ["--gpu", "0", *[a for x in range(65) for a in ("--xid", str(x))]],
+    ],
+)
+def test_inject_fault_refuses_what_a_heartbeat_cannot_carry(tmp_path, capsys, args):
+    """``inject-fault --xid -5`` (or ``--ecc -1``) was written: the running agent's every heartbeat
+    then failed its own protocol check ("not sending invalid heartbeat message"), so the host went
+    offline and its attempts would end lost. Refused now, nothing written; and a fault file edited
+    by hand with such values is ignored by the backend (the last good faults are kept)."""
+    from agent.__main__ import main
+    from agent.gpu.fake import FAULT_FILE, FakeGpuBackend
+
+    assert main(["inject-fault", "--state-dir", str(tmp_path), *args]) == 2
+    assert "inject-fault:" in capsys.readouterr().err
+    assert not (tmp_path / FAULT_FILE).exists()
+
+    backend = FakeGpuBackend("h1", 2, state_dir=tmp_path)
+    (tmp_path / FAULT_FILE).write_text('{"0": {"xids": [-5], "ecc_uncorrected": -1}}')
+    samples = backend.sample()
+    assert [s.xids for s in samples] == [[], []] and all(s.ecc_uncorrected == 0 for s in samples)
+
+
+def test_inject_fault_still_injects_and_clears_a_bad_file(tmp_path):
+    from agent.__main__ import main
+    from agent.gpu.fake import FAULT_FILE, read_faults
+
+    assert main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "1", "--xid", "79", "--ecc", "2"]) == 0
+    assert read_faults(tmp_path)[1].health == "unhealthy"
+    (tmp_path / FAULT_FILE).write_text('{"0": {"xids": [-5]}}')
+    assert main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "0", "--xid", "79"]) == 2
+    assert main(["inject-fault", "--state-dir", str(tmp_path), "--clear"]) == 0
+    assert read_faults(tmp_path) == {}
