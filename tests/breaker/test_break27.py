@@ -110,3 +110,34 @@ def test_inject_fault_still_injects_and_clears_a_bad_file(tmp_path):
     assert main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "0", "--xid", "79"]) == 2
     assert main(["inject-fault", "--state-dir", str(tmp_path), "--clear"]) == 0
     assert read_faults(tmp_path) == {}
+
+
+def test_an_attempts_charge_is_what_its_budget_usage_counts(researcher, cluster, submit_kwargs, org_tree):
+    """``fairway history`` / ``ls`` CHARGED summed the attempts' ``charged_gpu_seconds``, GPUs ×
+    int(end − start), while the budget's usage (budgets page, dashboard, ``fairway budgets``,
+    ``share``, the pyramid's delivered) counts each closed attempt from its whole-second start to
+    its whole-second end (the policy's exact integer times, ``snapshot._epoch_col``): an attempt
+    from 100.9 s to 200.2 s was charged 99 s and used 100 s. On a live cluster one budget showed
+    0.519 GPU-h charged in history and 0.521 GPU-h used on the budgets page."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets.tree_memo import shared_tree
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.reports import budget_standings
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    base = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=2), submitted_at=base)
+    run_tick(cluster.pk, now=base)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk, now=base + timedelta(seconds=100.9))
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0, now=base + timedelta(seconds=200.2))
+    attempt.refresh_from_db()
+    assert attempt.charged_gpu_seconds == 2 * 100
+    standing = budget_standings(cluster, shared_tree(), base + timedelta(seconds=300))
+    usage = {b.path: b.usage_gpu_hours for b in standing.budgets}[w.budget.path]
+    assert usage == round(attempt.charged_gpu_seconds / 3600, 3)
