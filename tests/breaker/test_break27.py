@@ -141,3 +141,27 @@ def test_an_attempts_charge_is_what_its_budget_usage_counts(researcher, cluster,
     standing = budget_standings(cluster, shared_tree(), base + timedelta(seconds=300))
     usage = {b.path: b.usage_gpu_hours for b in standing.budgets}[w.budget.path]
     assert usage == round(attempt.charged_gpu_seconds / 3600, 3)
+
+
+def test_a_statement_counts_an_attempt_as_it_is_charged(researcher, cluster, submit_kwargs, org_tree):
+    """The budget statement split each attempt's exact instants: 0.1113 GPU-h for a budget whose
+    attempts were charged 0.1111 (``fairway history``) and that used 0.111 (budgets page)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets.statement import budget_statement
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    base = timezone.now().replace(hour=6, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=2), submitted_at=base)
+    run_tick(cluster.pk, now=base)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk, now=base + timedelta(seconds=100.9))
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0, now=base + timedelta(seconds=200.2))
+    attempt.refresh_from_db()
+    rows = budget_statement(w.budget, base.date(), base.date())
+    assert sum(r.allocated_gpu_seconds for r in rows) == attempt.charged_gpu_seconds == 200
