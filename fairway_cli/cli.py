@@ -68,6 +68,10 @@ class CliError(Exception):
 # --- configuration ----------------------------------------------------------------------------
 
 
+MAX_CONFIG_CHARS = 64 * 1024
+"""A config holds a server URL and a token; a larger file is not one."""
+
+
 def config_path() -> Path:
     if os.environ.get("FAIRWAY_CONFIG"):
         return Path(os.environ["FAIRWAY_CONFIG"])
@@ -86,9 +90,15 @@ class Config:
         data: dict[str, Any] = {}
         if path.exists():
             try:
-                data = json.loads(path.read_text())
+                with open(path, encoding="utf-8") as f:  # at most what a config holds: not /dev/zero
+                    text = f.read(MAX_CONFIG_CHARS + 1)
+                data = json.loads(text) if len(text) <= MAX_CONFIG_CHARS else None
             except (OSError, ValueError) as exc:
                 raise CliError(EXIT_USAGE, f"cannot read {path}: {exc}") from None
+            if not isinstance(data, dict):  # "[]" was an AttributeError traceback
+                raise CliError(
+                    EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
+                )
         config = cls(server=str(data.get("server") or DEFAULT_SERVER), token=str(data.get("token") or ""))
         config.server = os.environ.get("FAIRWAY_URL") or config.server
         config.token = os.environ.get("FAIRWAY_TOKEN") or config.token

@@ -165,3 +165,25 @@ def test_a_statement_counts_an_attempt_as_it_is_charged(researcher, cluster, sub
     attempt.refresh_from_db()
     rows = budget_statement(w.budget, base.date(), base.date())
     assert sum(r.allocated_gpu_seconds for r in rows) == attempt.charged_gpu_seconds == 200
+
+
+@pytest.mark.parametrize("content", ["[]", '"x"', "null", "5", "{" + " " * (64 * 1024) + "}"])
+def test_a_cli_config_that_is_not_an_object_is_a_clear_error(content, tmp_path, monkeypatch, capsys):
+    """A config file holding ``[]`` was an AttributeError traceback; ``FAIRWAY_CONFIG=/dev/zero``
+    read until memory ran out. Both are now "not a Fairway CLI config" (exit 2)."""
+    from fairway_cli.cli import EXIT_USAGE, main
+
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(path))
+    monkeypatch.delenv("FAIRWAY_URL", raising=False)
+    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
+    assert main(["ls"]) == EXIT_USAGE
+    assert "not a Fairway CLI config" in capsys.readouterr().err
+
+
+def test_a_cli_config_of_dev_zero_is_refused(monkeypatch, capsys):
+    from fairway_cli.cli import EXIT_USAGE, main
+
+    monkeypatch.setenv("FAIRWAY_CONFIG", "/dev/zero")
+    assert main(["ls"]) == EXIT_USAGE
