@@ -2,10 +2,10 @@
 
 ``budget_statement(budget, since, until)`` covers the budget and every budget under it; rows are
 (day, project = leaf path, user). Attempts count from ``started_at`` to ``ended_at`` (or now), each
-in whole seconds as an attempt is charged, times their GPUs, split across day boundaries pro-rata; an attempt is *allocated* when it ran funded
-(``allocated`` and not ``unfunded``), else unallocated. Usage entries (imports, history) are
-allocated, without a user: an interval entry is split like an attempt, a lump counts on its
-``end`` day. Days are UTC dates, ``since`` and ``until`` inclusive.
+in whole seconds as an attempt is charged, times their GPUs, split across day boundaries pro-rata;
+an attempt is *allocated* when it ran funded (``allocated`` and not ``unfunded``), else
+unallocated. Usage entries (imports, history) are allocated, without a user: an interval entry is
+split like an attempt, a lump counts on its ``end`` day. Days are UTC dates, ``since`` and ``until`` inclusive.
 """
 
 from __future__ import annotations
