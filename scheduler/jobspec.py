@@ -175,6 +175,8 @@ def check(
     else:
         out.retries = retries
 
+    if type(array) is int:  # array: 7 read "Bad array '7': an array is like 0-99, ..."; after: [7] is taken
+        array = str(array)
     if array is not None and array != "":
         try:
             indices, cap = parse_array(array, cfg["MAX_ARRAY_SIZE"])

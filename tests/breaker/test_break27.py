@@ -187,3 +187,15 @@ def test_a_cli_config_of_dev_zero_is_refused(monkeypatch, capsys):
 
     monkeypatch.setenv("FAIRWAY_CONFIG", "/dev/zero")
     assert main(["ls"]) == EXIT_USAGE
+
+
+def test_an_array_given_as_a_json_number_is_one_index(researcher_client, cluster, org_tree):
+    """``"array": 7`` was refused with "Bad array '7': an array is like 0-99, 1,3,5-7 or 0-99%10",
+    which names as bad the very text it would take ("7"); ``after: [7]`` takes numbers."""
+    body = {"budget": "nlp/olmo", "cluster": cluster.name, "gpu_model": "H100", "gpu_count": 1, "min_runtime": 0}
+    body["command"] = ["true"]
+    response = researcher_client.post("/api/v1/workloads/", {**body, "array": 7}, format="json")
+    assert response.status_code == 201, response.content[:300]
+    assert response.json()["array_index"] == 7
+    response = researcher_client.post("/api/v1/workloads/", {**body, "array": True}, format="json")
+    assert response.status_code == 400 and response.json()["code"] == "invalid_array"
