@@ -199,3 +199,15 @@ def test_an_array_given_as_a_json_number_is_one_index(researcher_client, cluster
     assert response.json()["array_index"] == 7
     response = researcher_client.post("/api/v1/workloads/", {**body, "array": True}, format="json")
     assert response.status_code == 400 and response.json()["code"] == "invalid_array"
+
+
+def test_an_array_counts_its_distinct_members():
+    """``0-599,400-999`` (1,000 indices) was refused, "an array has at most 1000 members": the
+    check added each range's length, overlaps counted twice."""
+    from scheduler.jobspec import parse_array
+
+    assert parse_array("0-599,400-999", 1000) == (list(range(1000)), None)
+    assert parse_array("1,1,1", 1000) == ([1], None)
+    for spec in ["0-999,1000", "0-2147483647", "5-1005"]:
+        with pytest.raises(ValueError, match="at most 1000 members"):
+            parse_array(spec, 1000)
