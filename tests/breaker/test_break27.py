@@ -211,3 +211,30 @@ def test_an_array_counts_its_distinct_members():
     for spec in ["0-999,1000", "0-2147483647", "5-1005"]:
         with pytest.raises(ValueError, match="at most 1000 members"):
             parse_array(spec, 1000)
+
+
+def test_a_finished_budget_is_owed_what_it_used(researcher, cluster, submit_kwargs, org_tree):
+    """The demand counted a finished workload's run from its exact instants (int(99.3 s)) while
+    its usage counts whole seconds (100 s): the budgets page and the pyramid showed a budget
+    owed 0.519 GPU-h that had been delivered 0.521."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from budgets.tree_memo import shared_tree
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.reports import budget_standings
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    base = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=2), submitted_at=base + timedelta(seconds=100.9))
+    run_tick(cluster.pk, now=base + timedelta(seconds=100.9))
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk, now=base + timedelta(seconds=100.9))
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0, now=base + timedelta(seconds=200.2))
+    standing = {b.path: b for b in budget_standings(cluster, shared_tree(), base + timedelta(seconds=300)).budgets}
+    olmo = standing[w.budget.path]
+    assert olmo.usage_gpu_hours == olmo.demand_gpu_hours == olmo.owed_gpu_hours == round(200 / 3600, 3)
+    assert olmo.attainment == 1
