@@ -27,7 +27,7 @@ from agent import AGENT_VERSION
 from agent.client import Agent
 from agent.config import ENV_PREFIX, GPU_BACKENDS, RUNTIMES, AgentConfig, ConfigError, load_config
 from agent.gpu.base import GpuBackend, GpuUnavailable
-from agent.gpu.fake import FakeGpuBackend, Fault, read_faults, write_faults
+from agent.gpu.fake import FakeGpuBackend, Fault, fault_problem, read_faults, write_faults
 from agent.join import JOIN_TOKEN_ENV
 from agent.runtime.base import Runtime, RuntimeUnavailable
 from agent.runtime.isolation import Isolation
@@ -188,7 +188,13 @@ def _gpus(args: argparse.Namespace) -> int:
 
 
 def _inject_fault(args: argparse.Namespace) -> int:
-    faults = read_faults(args.state_dir)
+    try:
+        faults = read_faults(args.state_dir)
+    except (OSError, ValueError) as exc:
+        if not (args.clear and args.gpu is None):  # --clear alone replaces any file
+            print(f"inject-fault: {exc} (--clear without --gpu starts over)", file=sys.stderr)
+            return 2
+        faults = {}
     if args.clear:
         if args.gpu is None:
             faults.clear()
@@ -199,11 +205,18 @@ def _inject_fault(args: argparse.Namespace) -> int:
             print("inject-fault: --gpu INDEX is required", file=sys.stderr)
             return 2
         current = faults.get(args.gpu, Fault())
-        faults[args.gpu] = Fault(
+        fault = Fault(
             xids=sorted(set(current.xids) | set(args.xid)),
             ecc_uncorrected=current.ecc_uncorrected + args.ecc,
             degraded=current.degraded or args.degraded,
         )
+        # A value a heartbeat cannot carry stopped every heartbeat of the running agent (its host
+        # went offline, its attempts lost): refused here, nothing written.
+        problem = fault_problem(args.gpu, fault.xids, fault.ecc_uncorrected)
+        if problem is not None:
+            print(f"inject-fault: {problem}", file=sys.stderr)
+            return 2
+        faults[args.gpu] = fault
     write_faults(args.state_dir, faults)
     for index, f in sorted(faults.items()):
         print(f"GPU {index}: {f.health} xids={f.xids} ecc_uncorrected={f.ecc_uncorrected}")

@@ -130,7 +130,10 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "gpus": _positive_int,
     "model": _non_empty,
     "gpu_memory_mb": lambda v: None if v in (None, "") else _positive_int(v),
-    "state_dir": lambda v: Path(_non_empty(v)).expanduser(),  # Path("") would be the working directory
+    # Path("") would be the working directory. Absolute: the attempts' HOME and
+    # FAIRWAY_PREEMPT_FILE are paths under it, and an attempt runs in another directory (its
+    # first mount's) or changes directory itself; docker binds need absolute host paths too.
+    "state_dir": lambda v: Path(_non_empty(v)).expanduser().absolute(),
     "heartbeat": _positive_float,
     "backoff_max": _positive_float,
     "gpu_backend": _choice(*GPU_BACKENDS),

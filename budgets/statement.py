@@ -1,11 +1,11 @@
 """Per-budget accounting statement: GPU-hours by day (UTC), allocated vs unallocated, by project and user.
 
 ``budget_statement(budget, since, until)`` covers the budget and every budget under it; rows are
-(day, project = leaf path, user). Attempts count from ``started_at`` to ``ended_at`` (or now) times
-their GPUs, split across day boundaries pro-rata; an attempt is *allocated* when it ran funded
-(``allocated`` and not ``unfunded``), else unallocated. Usage entries (imports, history) are
-allocated, without a user: an interval entry is split like an attempt, a lump counts on its
-``end`` day. Days are UTC dates, ``since`` and ``until`` inclusive.
+(day, project = leaf path, user). Attempts count from ``started_at`` to ``ended_at`` (or now), each
+in whole seconds as an attempt is charged, times their GPUs, split across day boundaries pro-rata;
+an attempt is *allocated* when it ran funded (``allocated`` and not ``unfunded``), else
+unallocated. Usage entries (imports, history) are allocated, without a user: an interval entry is
+split like an attempt, a lump counts on its ``end`` day. Days are UTC dates, ``since`` and ``until`` inclusive.
 """
 
 from __future__ import annotations
@@ -85,6 +85,11 @@ def _midnight(d: date) -> datetime:
     return datetime.combine(d, time.min, tzinfo=UTC)
 
 
+def _whole(instant: datetime) -> datetime:
+    """``instant`` floored to its whole second."""
+    return instant.replace(microsecond=0)
+
+
 def _split(start: datetime, end: datetime, lo: datetime, hi: datetime) -> Iterable[tuple[date, float]]:
     """(day, seconds) of [start, end) clipped to [lo, hi), per UTC day."""
     start, end = max(start, lo), min(end, hi)
@@ -122,7 +127,10 @@ def budget_statement(budget: Budget, since: date, until: date, *, now: datetime 
     )
     for budget_id, user, allocated, unfunded, started, ended, n_gpus in attempts:
         column = 0 if allocated and not unfunded else 1
-        for day, seconds in _split(started, ended or now, lo, hi):
+        # Whole seconds, as a closed attempt is charged and counted in the budget's usage
+        # (lifecycle.charged_seconds): the exact instants gave 0.1113 GPU-h where `fairway history`
+        # and the budgets page said 0.111.
+        for day, seconds in _split(_whole(started), _whole(ended or now), lo, hi):
             acc[(day, paths.get(budget_id, str(budget_id)), user)][column] += seconds * n_gpus
     entries = UsageEntry.objects.filter(budget_id__in=ids, end__gte=lo).filter(
         Q(gpus__isnull=True, end__lt=hi) | Q(gpus__isnull=False, start__lt=hi)

@@ -51,6 +51,11 @@ REASONS = {
 imports nothing of the server, a test keeps the two equal)."""
 
 
+MAX_SPEC_CHARS = 256 * 1024
+"""The longest spec (``-f``) the CLI reads, the server's limit (``web.forms.MAX_SPEC_CHARS``: what
+travels to an agent in one start message; a test keeps the two equal)."""
+
+
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
@@ -61,6 +66,10 @@ class CliError(Exception):
 
 
 # --- configuration ----------------------------------------------------------------------------
+
+
+MAX_CONFIG_CHARS = 64 * 1024
+"""A config holds a server URL and a token; a larger file is not one."""
 
 
 def config_path() -> Path:
@@ -81,9 +90,15 @@ class Config:
         data: dict[str, Any] = {}
         if path.exists():
             try:
-                data = json.loads(path.read_text())
+                with open(path, encoding="utf-8") as f:  # at most what a config holds: not /dev/zero
+                    text = f.read(MAX_CONFIG_CHARS + 1)
+                data = json.loads(text) if len(text) <= MAX_CONFIG_CHARS else None
             except (OSError, ValueError) as exc:
                 raise CliError(EXIT_USAGE, f"cannot read {path}: {exc}") from None
+            if not isinstance(data, dict):  # "[]" was an AttributeError traceback
+                raise CliError(
+                    EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
+                )
         config = cls(server=str(data.get("server") or DEFAULT_SERVER), token=str(data.get("token") or ""))
         config.server = os.environ.get("FAIRWAY_URL") or config.server
         config.token = os.environ.get("FAIRWAY_TOKEN") or config.token
@@ -380,7 +395,15 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         import yaml
 
         try:
-            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+            # At most what the server takes: -f /dev/zero or a large file by mistake read until
+            # the machine ran out of memory (the OOM killer took it, 23 GB in).
+            if args.file == "-":
+                text = sys.stdin.read(MAX_SPEC_CHARS + 1)
+            else:
+                with open(args.file, encoding="utf-8") as f:
+                    text = f.read(MAX_SPEC_CHARS + 1)
+            if len(text) > MAX_SPEC_CHARS:
+                raise CliError(EXIT_USAGE, f"the spec {args.file} is longer than {MAX_SPEC_CHARS:,} characters")
             spec = yaml.safe_load(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
@@ -710,7 +733,8 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             out,
         )
     events = w.get("events") or []
-    shown = events[len(events) - args.events :] if args.events else []  # [-0:] was every event
+    # [-0:] was every event; with fewer events than --events, len - N < 0 showed only the last ones
+    shown = events[max(0, len(events) - args.events) :] if args.events else []
     if shown:
         out.write("events:\n")
         for e in shown:
@@ -1005,9 +1029,10 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             continue
         until = cover["partial_hour_until"]
         partial = f" and the current hour up to {when(until)}" if until else ""
+        hours = cover["complete_hours"]
         out.write(
             f"{r['cluster']}: {when(cover['since'])} to {when(cover['until'])}, "
-            f"{cover['complete_hours']} complete hours{partial}\n"
+            f"{hours} complete hour{'' if hours == 1 else 's'}{partial}\n"
         )
         t = r["total"]
         out.write(f"  availability  {_pct(t['availability'])}\n")

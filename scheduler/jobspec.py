@@ -51,9 +51,11 @@ def parse_array(spec: str, most: int) -> tuple[list[int], int | None]:
         b = _array_number(hi, "an index") if sep else a
         if b < a:
             raise ValueError(f"the range {item} is reversed")
-        if b - a + 1 + len(indices) > most:
+        if b - a + 1 > most:  # before building the range: 0-2147483647 is two billion
             raise ValueError(f"an array has at most {most} members")
         indices.update(range(a, b + 1))
+        if len(indices) > most:  # distinct members: 0-599,400-999 is 1,000 (was refused as 1,200)
+            raise ValueError(f"an array has at most {most} members")
     limit = m.group("limit")
     if limit is None:
         return sorted(indices), None
@@ -175,6 +177,8 @@ def check(
     else:
         out.retries = retries
 
+    if type(array) is int:  # array: 7 read "Bad array '7': an array is like 0-99, ..."; after: [7] is taken
+        array = str(array)
     if array is not None and array != "":
         try:
             indices, cap = parse_array(array, cfg["MAX_ARRAY_SIZE"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -131,6 +132,12 @@ def _attempts_on_host(host_id: int, attempt_ids: Iterable[int] | None = None) ->
     return set(qs.values_list("attempt_id", flat=True))
 
 
+def charged_seconds(started_at: datetime, ended_at: datetime) -> int:
+    """The seconds a GPU of an attempt is charged from its confirmed start to its end: whole UNIX
+    seconds (floored) of each, as the policy counts a closed attempt's usage (``snapshot._epoch_col``)."""
+    return max(0, math.floor(ended_at.timestamp()) - math.floor(started_at.timestamp()))
+
+
 def _end_attempt(
     attempt: Attempt,
     *,
@@ -142,15 +149,16 @@ def _end_attempt(
     """Close ``attempt`` (locked by the caller), charge it, release its GPUs, move its workload on.
 
     Charge: ``gpus × (ended_at − started_at)`` GPU-seconds for allocated attempts
-    that were confirmed started; 0 otherwise (§4). A lost attempt passes the
-    host's last heartbeat as ``ended_at``.
+    that were confirmed started (:func:`charged_seconds`: so history, ``ls`` and the budget's
+    usage agree; ``int(ended_at − started_at)`` was up to a second per GPU less); 0 otherwise
+    (§4). A lost attempt passes the host's last heartbeat as ``ended_at``.
     """
     ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
     message = clean_text(message)
     gpu_links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id"))
     charged = 0
     if attempt.allocated and attempt.started_at is not None:
-        charged = len(gpu_links) * int((ended_at - attempt.started_at).total_seconds())
+        charged = len(gpu_links) * charged_seconds(attempt.started_at, ended_at)
     attempt.ended_at = ended_at
     attempt.end_reason = reason
     attempt.exit_code = exit_code

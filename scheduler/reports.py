@@ -174,16 +174,20 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
         )
     )
     ids = [r[0] for r in rows]
-    ran: dict[int, float] = defaultdict(float)
+    # Whole seconds (floored), as the usage counts a closed attempt and as it is charged
+    # (lifecycle.charged_seconds): with the exact instants a finished budget was owed 0.519 GPU-h
+    # and delivered 0.521.
+    now_s, since_s = math.floor(now.timestamp()), math.floor(since.timestamp())
+    ran: dict[int, int] = defaultdict(int)
     last_end: dict[int, datetime] = {}
     for wid, started, ended in (
         Attempt.objects.filter(workload_id__in=ids, started_at__isnull=False, started_at__lt=now)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
         .values_list("workload_id", "started_at", "ended_at")
     ):
-        lo, hi = max(started, since), min(ended or now, now)
+        lo, hi = max(math.floor(started.timestamp()), since_s), min(math.floor((ended or now).timestamp()), now_s)
         if hi > lo:
-            ran[wid] += (hi - lo).total_seconds()
+            ran[wid] += hi - lo
         if ended is not None and (wid not in last_end or ended > last_end[wid]):
             last_end[wid] = ended
     demand: dict[str, int] = defaultdict(int)
@@ -191,14 +195,14 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
         # Prerequisites not all final (or final only after ``now``): not ready; none: ready at once.
         ready = math.inf if open_after or (ready_at is not None and ready_at > now) else None
         if ready is None and ready_at is not None:
-            ready = ready_at.timestamp()
+            ready = math.floor(ready_at.timestamp())
         waiting = None
         if state == Workload.State.PENDING and reason in NOT_ASKING:
-            waiting = max(submitted_at, last_end.get(wid, submitted_at)).timestamp()
-        end = min(finished_at or now, now)
-        lo, hi = asking_span(max(submitted_at, since).timestamp(), end.timestamp(), ready, waiting)
+            waiting = math.floor(max(submitted_at, last_end.get(wid, submitted_at)).timestamp())
+        end = math.floor(min(finished_at or now, now).timestamp())
+        lo, hi = asking_span(max(math.floor(submitted_at.timestamp()), since_s), end, ready, waiting)
         if hi > lo:
-            need = int(ran[wid]) if finished_at is not None and finished_at <= now else None
+            need = ran[wid] if finished_at is not None and finished_at <= now else None
             demand[str(budget_id)] += workload_demand(gpus, int(hi - lo), need)
     return demand
 

@@ -218,6 +218,10 @@ class Demo:
         if self.var.exists():
             shutil.rmtree(self.var)
         self.logs.mkdir(parents=True)
+        # The agents run here too, and their attempts (fw-<user>) could read a database file
+        # created 0644: every session key (an admin's web login) and every workload's secret env.
+        # SQLite gives its journal the database file's mode; an empty file is an empty database.
+        (self.var / "fairway.sqlite3").touch(mode=0o600)
         self.manage("migrate", "--noinput")
         tokens = self.var / "tokens.json"
         self.manage(

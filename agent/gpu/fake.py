@@ -61,6 +61,29 @@ def fake_gpu_uuid(host: str, index: int) -> str:
     return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{host}/{index}')}"
 
 
+MAX_XID = 2**31 - 1
+MAX_XIDS = 64
+MAX_ECC = 2**63 - 1
+MAX_GPU_INDEX = 1023
+"""The bounds of a heartbeat's GPU sample (``agent.protocol.GpuSample``): a fault outside them
+made every heartbeat invalid, so the agent sent none and its host went offline."""
+
+
+def fault_problem(index: Any, xids: Any, ecc: Any) -> str | None:
+    """Why a fault of GPU ``index`` cannot be reported in a heartbeat; None when it can."""
+    if type(index) is not int or not 0 <= index <= MAX_GPU_INDEX:
+        return f"GPU index {index!r} is not a whole number 0-{MAX_GPU_INDEX}"
+    if (
+        not isinstance(xids, list)
+        or len(xids) > MAX_XIDS
+        or not all(type(x) is int and 0 <= x <= MAX_XID for x in xids)
+    ):
+        return f"GPU {index}: XIDs are at most {MAX_XIDS} whole numbers 0-{MAX_XID}"
+    if type(ecc) is not int or not 0 <= ecc <= MAX_ECC:
+        return f"GPU {index}: the uncorrectable ECC count is a whole number 0-{MAX_ECC}"
+    return None
+
+
 def read_faults(state_dir: Path) -> dict[int, Fault]:
     """Faults injected into ``state_dir``, by GPU index ({} when none).
 
@@ -76,10 +99,13 @@ def read_faults(state_dir: Path) -> dict[int, Fault]:
         raise ValueError("fault file is not an object")
     faults: dict[int, Fault] = {}
     for key, entry in raw.items():
+        if not isinstance(entry, dict) or not key.isdigit():
+            raise ValueError(f"bad fault entry for GPU {key}")
         xids = entry.get("xids", [])
         ecc = entry.get("ecc_uncorrected", 0)
-        if not isinstance(xids, list) or not all(type(x) is int for x in xids) or type(ecc) is not int:
-            raise ValueError(f"bad fault entry for GPU {key}")
+        problem = fault_problem(int(key), xids, ecc)
+        if problem is not None:
+            raise ValueError(f"bad fault entry: {problem}")
         faults[int(key)] = Fault(xids=xids, ecc_uncorrected=ecc, degraded=bool(entry.get("degraded", False)))
     return faults
 

@@ -25,6 +25,7 @@ import pytest
 from websockets.sync.client import connect
 
 from agent import protocol
+from scheduler.lifecycle import charged_seconds
 from scheduler.models import GPU, Attempt, Host, HostEvent, Workload
 
 pytestmark = [pytest.mark.timeout(90)]
@@ -93,7 +94,7 @@ def test_agent_killed_mid_run_its_attempts_run_on_and_are_readopted(stack):
     long = _succeeded(stack, long_id)
     assert 5.5 <= _ran_for(long) <= 9
     assert "standin: done" in stack.attempt_log(long.pk)
-    assert long.charged_gpu_seconds == int(_ran_for(long))
+    assert long.charged_gpu_seconds == charged_seconds(long.started_at, long.ended_at)
 
 
 def test_websocket_cut_longer_than_heartbeats_loses_nothing(stack, settings):
@@ -163,7 +164,7 @@ def test_a_start_report_lost_with_the_link_is_dated_by_the_agent_and_charged(
     assert attempt.started_at is not None
     assert abs(attempt.started_at.timestamp() - lose_first_start[0]) < 1.0, (attempt.started_at, lose_first_start)
     assert duration - 0.5 <= _ran_for(attempt) <= duration + 2.5
-    assert attempt.charged_gpu_seconds == int(_ran_for(attempt))
+    assert attempt.charged_gpu_seconds == charged_seconds(attempt.started_at, attempt.ended_at)
 
 
 def test_server_restart_loses_nothing_and_scheduling_resumes(stack):
@@ -284,7 +285,7 @@ def test_duplicate_out_of_order_malformed_and_oversized_messages(fake_host):
     attempt = Attempt.objects.get(wire_id=aid)
     assert (attempt.end_reason, attempt.exit_code) == ("succeeded", 0)
     assert abs(attempt.started_at.timestamp() - t0) < 1 and 1 <= _ran_for(attempt) <= 2.5
-    assert attempt.charged_gpu_seconds == 4 * int(_ran_for(attempt))
+    assert attempt.charged_gpu_seconds == 4 * charged_seconds(attempt.started_at, attempt.ended_at)
     assert Workload.objects.get(pk=wid).state == Workload.State.SUCCEEDED
     assert Attempt.objects.filter(workload_id=wid).count() == 1
 

@@ -31,3 +31,22 @@ def test_the_demo_tells_where_the_web_ui_is_and_how_to_point_the_cli_at_it(demo,
     assert "Admin: http://127.0.0.1:8781/admin/" in out
     assert "fairway login --server http://127.0.0.1:8781 -u researcher" in out
     assert "login researcher / fairway-demo" in out
+
+
+def test_the_demo_database_is_readable_only_by_its_owner(demo, tmp_path, monkeypatch):
+    """break27: var/demo/fairway.sqlite3 was created 0644 by migrate, and the demo's agents run
+    their attempts (as fw-researcher) on the same machine: a workload could read every session
+    key (an admin's web login) and every workload's secret env values from it."""
+    var = tmp_path / "demo"
+    seen: dict[str, int | None] = {}
+
+    def manage(*argv: str) -> str:
+        if argv[0] == "migrate":
+            db = var / "fairway.sqlite3"
+            seen["mode"] = db.stat().st_mode & 0o777 if db.exists() else None
+        return ""
+
+    monkeypatch.setattr(demo, "demo_isolation", lambda: SimpleNamespace(allow_root=False, agent_env={}))
+    args = SimpleNamespace(hosts=1, gpus=1, history_days=0)
+    demo.Demo.prepare(SimpleNamespace(var=var, logs=var / "logs", manage=manage, args=args))
+    assert seen["mode"] == 0o600

@@ -17,6 +17,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from scheduler import lifecycle, notify
+from scheduler.lifecycle import charged_seconds
 from scheduler.models import Attempt, AttemptGPU, Workload
 from scheduler.services import CancelError, do_cancel_workload, do_set_host_state, do_submit_workload
 from scheduler.tick import run_tick
@@ -83,7 +84,7 @@ def _race(jobs: list[tuple[str, Any]]) -> list[tuple[str, BaseException]]:
 
 
 def _charge(attempt: Attempt) -> int:
-    return int((attempt.ended_at - attempt.started_at).total_seconds())  # one GPU
+    return charged_seconds(attempt.started_at, attempt.ended_at)  # one GPU
 
 
 def test_parallel_cancels_racing_natural_exits_and_ticks(researcher, submit_kwargs, hosts, cluster):
