@@ -27,10 +27,12 @@ structure with a plain reading beside it and a test comparing them on random sta
 releases', protection ends' and wall-time limits' instants and the loads' breakpoints in heaps
 tied to attempt objects (:class:`_Instants`; the plain walk: ``tests.sim.estimate_oracle.
 next_event_walk``), the attempts' loads in a :class:`LoadBook` taken forward by the attempts
-changed (:meth:`Forward.book_at`), the sibling pairs' crossing instants recomputed only for
-budgets whose load line or commitments changed (:class:`OrderCrossings`), and each pass's
-pending workloads handed with their changes since the previous pass (:class:`PendingView`), so
-the policy's pending index follows them instead of comparing 20k workloads.
+changed (:meth:`Forward.book_at`), the usage records' windowed usage in a :class:`RecordBook`
+(each pass reads one lump per budget: :meth:`Forward.pass_usage`), the sibling pairs' crossing
+instants recomputed only for budgets whose load line or commitments changed
+(:class:`OrderCrossings`), and each pass's pending workloads handed with their changes since the
+previous pass (:class:`PendingView`), so the policy's pending index follows them instead of
+comparing 20k workloads.
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
