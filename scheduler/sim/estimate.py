@@ -27,10 +27,12 @@ structure with a plain reading beside it and a test comparing them on random sta
 releases', protection ends' and wall-time limits' instants and the loads' breakpoints in heaps
 tied to attempt objects (:class:`_Instants`; the plain walk: ``tests.sim.estimate_oracle.
 next_event_walk``), the attempts' loads in a :class:`LoadBook` taken forward by the attempts
-changed (:meth:`Forward.book_at`), the sibling pairs' crossing instants recomputed only for
-budgets whose load line or commitments changed (:class:`OrderCrossings`), and each pass's
-pending workloads handed with their changes since the previous pass (:class:`PendingView`), so
-the policy's pending index follows them instead of comparing 20k workloads.
+changed (:meth:`Forward.book_at`), the usage records' windowed usage in a :class:`RecordBook`
+(each pass reads one lump per budget: :meth:`Forward.pass_usage`), the sibling pairs' crossing
+instants recomputed only for budgets whose load line or commitments changed
+(:class:`OrderCrossings`), and each pass's pending workloads handed with their changes since the
+previous pass (:class:`PendingView`), so the policy's pending index follows them instead of
+comparing 20k workloads.
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
@@ -140,6 +142,7 @@ def next_order_change(
     book: LoadBook | None = None,
     piece_end: int | float | None = None,
     kept: OrderCrossings | None = None,
+    usage1: Sequence[UsageRecord] | None = None,
 ) -> int | float:
     """The earliest instant after ``snap.now`` at which, with no start, stop or release, the
     Fair Tree order of two siblings or a rule-2 answer for a pending workload may change.
@@ -158,6 +161,8 @@ def next_order_change(
     ``piece_end``: :func:`_breakpoints` of ``snap``, when the caller keeps it (:class:`_Instants`).
     ``kept``: the pairs' crossing instants kept from the caller's previous calls
     (:class:`OrderCrossings`), recomputed only for pairs whose loads' line or commitments changed.
+    ``usage1``: the usage records as read at ``now + 1`` when ``snap.usage`` holds them as read at
+    ``now`` only (:meth:`Forward.pass_usage`); by default ``snap.usage``.
     """
     now = snap.now
     if commitments is None:
@@ -170,7 +175,8 @@ def next_order_change(
     _, load0 = pass_loads(snap, tree, noms, pending, book)
     if book is not None:
         book.advance(now + 1)
-    _, load1 = pass_loads(replace(snap, now=now + 1), tree, noms, pending, book)
+    snap1 = replace(snap, now=now + 1) if usage1 is None else replace(snap, now=now + 1, usage=usage1)
+    _, load1 = pass_loads(snap1, tree, noms, pending, book)
     best: int | float = _breakpoints(snap) if piece_end is None else piece_end
     active: set[str] = set()
     commits: dict[str, set[int]] = {}
@@ -330,6 +336,63 @@ def startable(snap: Snapshot) -> list[Workload]:
     return out
 
 
+class RecordBook:
+    """The windowed usage ``U`` of usage records per budget (:func:`~scheduler.policy.usage.windowed_usage`
+    of the records alone), kept by difference for one forward simulation moving forward.
+
+    An interval record (``gpus`` GPUs from ``s`` to ``e``) counts ``g·max(0, min(e, T) − max(s,
+    T − W))`` at ``T``: the sum of four ramps ``g·((T−s)⁺ − (T−e)⁺ − (T−s−W)⁺ + (T−e−W)⁺)``; a lump
+    (``gpu_seconds`` charged at ``e``) counts while ``T − W < e ≤ T``: a step up at ``e`` and down
+    at ``e + W``. Each ramp or step is one heap entry ``(k, budget, slope, offset)`` applied once
+    ``T ≥ k`` (a ramp is 0 at ``k``), so a budget's usage is ``slope·T + offset``: O(log n) per
+    record, O(budgets) per query instead of a walk over every record (the records grow with every
+    preemption of work that started before the snapshot: ≈ 1,400 after 20 CPU s at the bench
+    state). Queries never go back in time (:meth:`at` raises). tests/sim/test_estimate_oracle.py
+    compares it with ``windowed_usage`` on random records."""
+
+    __slots__ = ("window", "now", "heap", "slope", "offset")
+
+    def __init__(self, window: int, records: Iterable[UsageRecord] = ()) -> None:
+        self.window = window
+        self.now: int | float = -NEVER
+        """The latest instant queried: entries at or before it are applied."""
+        self.heap: list[tuple[int, str, int, int]] = []
+        self.slope: dict[str, int] = {}
+        self.offset: dict[str, int] = {}
+        for r in records:
+            self.add(r)
+
+    def add(self, r: UsageRecord) -> None:
+        heap, w, b = self.heap, self.window, r.budget
+        if r.gpus is None:
+            if r.gpu_seconds:
+                heapq.heappush(heap, (r.end, b, 0, r.gpu_seconds))
+                heapq.heappush(heap, (r.end + w, b, 0, -r.gpu_seconds))
+            return
+        g, s, e = r.gpus, r.start, r.end
+        if g and e > s:
+            for k, sign in ((s, 1), (e, -1), (s + w, -1), (e + w, 1)):
+                heapq.heappush(heap, (k, b, sign * g, -sign * g * k))
+
+    def at(self, t: int) -> dict[str, int]:
+        """Budget → the records' windowed usage at ``t`` (nonzero only); ``t`` never before the
+        last query's."""
+        if t < self.now:
+            raise ValueError(f"a record book is never moved back in time ({t} < {self.now})")
+        self.now = t
+        heap, slope, offset = self.heap, self.slope, self.offset
+        while heap and heap[0][0] <= t:
+            _, b, da, db = heapq.heappop(heap)
+            slope[b] = slope.get(b, 0) + da
+            offset[b] = offset.get(b, 0) + db
+        out = {}
+        for b, a in slope.items():
+            v = a * t + offset[b]
+            if v:
+                out[b] = v
+        return out
+
+
 class _Instants:
     """Instants in a heap, each tied to an attempt object (or to nothing: always counts), with
     lazy deletion: an entry counts while its attempt is still that object in the simulation
@@ -404,6 +467,9 @@ class Forward:
         """:func:`_breakpoints` of the attempts and usage records (the lumps aside); None with
         :attr:`events`."""
         self.window = snap.window
+        self.releasing: dict[str, int] = {}
+        """Attempt id → its ``release_at``, for the attempts that have one (:meth:`release_due`
+        walks the attempts only when one is due)."""
         for a in snap.attempts:
             if a.stopping and a.release_at is None:
                 a = replace(a, release_at=snap.now + grace)
@@ -416,6 +482,11 @@ class Forward:
         self.commitments = pending_commitments(self.pending.values())
         """:func:`pending_commitments` of ``pending``, kept as it changes."""
         self.usage: list[UsageRecord] = []
+        """The usage records (the lumps aside), as read by :meth:`snapshot` and the oracle."""
+        self.rbook: RecordBook | None = RecordBook(snap.window)
+        """:attr:`usage`'s windowed usage by difference: each pass and :meth:`next_event` read
+        one lump per budget instead of every record (:meth:`pass_usage`). None: rebuilt on use
+        (a :meth:`clone`)."""
         for r in snap.usage:
             self._record(r)
         self.nominations = dict(snap.nominations)
@@ -465,6 +536,10 @@ class Forward:
         self.attempts[a.id] = a
         self.touched.add(a.id)
         self.alog.touch(a.id)
+        if a.release_at is not None:
+            self.releasing[a.id] = a.release_at
+        else:
+            self.releasing.pop(a.id, None)
         if self.events is not None and self.breaks is not None:
             self._index(a, self.events, self.breaks)
 
@@ -500,6 +575,7 @@ class Forward:
 
     def _drop(self, aid: str) -> None:
         del self.attempts[aid]
+        self.releasing.pop(aid, None)
         self.touched.add(aid)
         self.alog.touch(aid)
 
@@ -514,6 +590,22 @@ class Forward:
         self.usage.append(r)
         if self.breaks is not None:
             self._index_record(r, self.breaks)
+        if self.rbook is not None:
+            self.rbook.add(r)
+
+    def pass_usage(self, t: int) -> list[UsageRecord]:
+        """The usage records as a pass at ``t`` (``now`` or later, never earlier than the last
+        call) reads them: per budget one lump dated ``t`` holding the records' windowed usage at
+        ``t`` (:class:`RecordBook`), then the simulation's own lumps. The policy reads usage only
+        as ``windowed_usage`` at its snapshot's ``now`` (``pass_loads``), so the pass decides
+        exactly what it decides with every record, as the trace simulator's snapshots do
+        (``scheduler/sim/simulate.py: WindowUsage``)."""
+        book = self.rbook
+        if book is None or book.now > t:
+            book = self.rbook = RecordBook(self.window, self.usage)
+        out = [UsageRecord(b, t, t, None, v) for b, v in sorted(book.at(t).items())]
+        out.extend(self.lumps.values())
+        return out
 
     def _index_record(self, r: UsageRecord, breaks: _Instants) -> None:
         w = self.window
@@ -532,7 +624,7 @@ class Forward:
             hosts=list(self.hosts.values()),
             attempts=AttemptsView(attempts.values(), self.alog.cut(attempts)) if for_pass else list(attempts.values()),
             pending=PendingView(values, self.log.cut()) if for_pass else list(values),
-            usage=[*self.usage, *self.lumps.values()] if self.lumps else self.usage,
+            usage=self.pass_usage(self.now) if for_pass else [*self.usage, *self.lumps.values()],
             nominations=self.nominations,
         )
 
@@ -563,6 +655,9 @@ class Forward:
         _bump(self.commitments, w, 1)
 
     def release_due(self) -> None:
+        now = self.now
+        if not any(t <= now for t in self.releasing.values()):
+            return
         for a in [a for a in self.attempts.values() if a.release_at is not None and a.release_at <= self.now]:
             self._drop(a.id)
             end = self.now if a.charged_until is None else min(self.now, a.charged_until)
@@ -661,11 +756,13 @@ class Forward:
         other = copy.copy(self)
         other.hosts = dict(self.hosts)
         other.attempts = dict(self.attempts)
+        other.releasing = dict(self.releasing)
         other.pending = dict(self.pending)
         other.log = PendingLog()  # a source of its own: the policy's index compares once, then follows it
         other.alog = AttemptLog()  # the same for the policy's standing
         other.commitments = {k: dict(v) for k, v in self.commitments.items()}
         other.usage = list(self.usage)
+        other.rbook = None  # rebuilt on use: a book is never moved back in time
         other.lumps = dict(self.lumps)
         other.nominations = dict(self.nominations)
         other.started = dict(self.started)
@@ -703,6 +800,7 @@ class Forward:
                 book=self.book_at(),
                 piece_end=piece_end,
                 kept=self.crossings,
+                usage1=self.pass_usage(now + 1),
             )
             if t2 < best:
                 best = t2
@@ -710,7 +808,8 @@ class Forward:
 
     def event_snapshot(self) -> Snapshot:
         """:meth:`snapshot` as :func:`next_order_change` reads it with kept commitments: of the
-        pending workloads only the nominated ones."""
+        pending workloads only the nominated ones, the usage as a pass at ``now`` reads it
+        (:meth:`pass_usage`)."""
         pending = self.pending
         return replace(
             self.base,
@@ -718,7 +817,7 @@ class Forward:
             hosts=list(self.hosts.values()),
             attempts=list(self.attempts.values()),
             pending=[pending[k] for k in self.nominations if k in pending],
-            usage=[*self.usage, *self.lumps.values()] if self.lumps else self.usage,
+            usage=self.pass_usage(self.now),
             nominations=self.nominations,
         )
 

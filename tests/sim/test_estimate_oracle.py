@@ -238,3 +238,71 @@ def test_the_policy_follows_the_pending_changes_of_the_forward_simulation(seed: 
     assert policy.followed == policy.passes - 1, f"seed {seed}: every pass after the first follows"
     assert policy.attempts_followed == policy.passes - 1, f"seed {seed}: every sync follows the attempts"
     assert plain.followed == plain.attempts_followed == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 60),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(-80, 80),
+            st.integers(-80, 80),
+            st.one_of(st.none(), st.integers(0, 4)),
+            st.integers(0, 500),
+            st.integers(0, 30),
+        ),
+        max_size=12,
+    ),
+)
+def test_the_record_book_equals_the_windowed_usage_of_the_records(
+    window: int, items: list[tuple[str, int, int, int | None, int, int]]
+) -> None:
+    """RecordBook (the forward simulation's usage records kept by difference) gives at every
+    query the windowed usage of the records added so far, whatever their order, intervals and
+    lumps, empty or reversed intervals, breakpoints already passed when a record is added."""
+    from scheduler.policy.usage import windowed_usage
+
+    book = est.RecordBook(window)
+    records: list[UsageRecord] = []
+    t = -100
+    for budget, start, end, gpus, gpu_seconds, step in items:
+        r = UsageRecord(budget, start, end, gpus, gpu_seconds if gpus is None else 0)
+        records.append(r)
+        book.add(r)
+        t += step
+        assert book.at(t) == windowed_usage(records, (), t, window), f"at {t}"
+    for t2 in range(t, t + 2 * window + 170, 7):
+        assert book.at(t2) == windowed_usage(records, (), t2, window), f"at {t2}"
+    with pytest.raises(ValueError):
+        book.at(t2 - 1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_each_pass_reads_the_loads_of_every_record(seed: int) -> None:
+    """The passes and next_event read the usage records as one lump per budget
+    (Forward.pass_usage): at every instant of a forward simulation, and of clones taken on the
+    way, the loads of a pass's snapshot and at now + 1 equal those of the plain snapshot with
+    every record."""
+    from scheduler.policy.usage import pass_loads
+
+    s, running, grace = small_state(seed)
+    end = s.now + 4 * HORIZON
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), end)
+    rnd = random.Random(seed ^ 0x5EC)
+    fw.tick()
+    for _ in range(60):
+        if rnd.random() < 0.2:
+            fw = fw.clone()
+        plain = fw.snapshot()
+        noms = {k: v for k, v in plain.nominations.items() if k in fw.pending}
+        for t in (fw.now, fw.now + 1):
+            squeezed = replace(plain, now=t, usage=fw.pass_usage(t))
+            assert pass_loads(squeezed, fw.tree, noms, fw.pending) == pass_loads(
+                replace(plain, now=t), fw.tree, noms, fw.pending
+            ), f"seed {seed} at {t}"
+        fw.now = fw.next_event(end)
+        if fw.now >= end:
+            break
+        fw.tick()
