@@ -13,6 +13,7 @@ import scheduler.policy.resources as resources
 import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView, HostView
 from scheduler.policy.types import GpuRef, Workload
 
@@ -89,6 +90,45 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     cached = ps.memo.gang_options.get(key)
     if cached is not None:
         return cached
+    if not w.allocated:
+        out = ps.memo.gang_options[key] = _options(ps, w, size, allowed)
+        return out
+    # Kept between passes (Standing.gang_options) while every whole healthy host of the size
+    # has the version it had: vacate_level reads, of a host, only what its version covers
+    # (work leaving, nominations, each budget's allocated work and its protection, unallocated
+    # work) and, of the workload, only ``allowed``; the hosts themselves never change in a
+    # kept standing (Standing.fits).
+    hosts = gang_hosts_of(ps.standing, w.model, size)
+    versions = tuple(map(ps.state.version.get, hosts))
+    kept = ps.standing.gang_options.get(key)
+    if kept is not None and kept[0] == versions:
+        out = kept[1]
+        if ps.check and out != (fresh := _options(ps, w, size, allowed)):
+            raise AssertionError(f"kept gang options for {w.id} at {ps.now}: {out} != {fresh}")
+    else:
+        out = _options(ps, w, size, allowed)
+        if len(ps.standing.gang_options) > 4096:
+            ps.standing.gang_options.clear()  # a bound on what is kept (allowed sets vary)
+        ps.standing.gang_options[key] = (versions, out)
+    ps.memo.gang_options[key] = out
+    return out
+
+
+def gang_hosts_of(standing: Standing, model: str, size: int) -> list[str]:
+    """The names of the active hosts of ``model`` with ``size`` GPUs all healthy, in
+    ``hosts_by_model``'s order: the hosts :func:`gang_options` reads (kept in the standing:
+    its hosts never change)."""
+    key = (model, size)
+    out = standing.whole_hosts.get(key)
+    if out is None:
+        out = standing.whole_hosts[key] = [
+            hv.name for hv in standing.hosts_by_model.get(model, ()) if hv.active and hv.all_healthy and hv.size == size
+        ]
+    return out
+
+
+def _options(ps: PassState, w: Workload, size: int, allowed: frozenset[str]) -> list[str]:
+    """:func:`gang_options` computed: every whole healthy host of ``size`` read."""
     empty: list[str] = []
     usable: list[str] = []
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
@@ -97,8 +137,7 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
         level = vacate_level(ps, w, hv, allowed)
         if level is not None:
             (usable if level else empty).append(hv.name)
-    out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)
-    return out
+    return sorted(empty) + sorted(usable)
 
 
 def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
