@@ -103,10 +103,12 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     kept = ps.standing.gang_options.get(key)
     if kept is not None and kept[0] == versions:
         out = kept[1]
-        if ps.check and out != (fresh := _options(ps, w, size, allowed)):
+        if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
             raise AssertionError(f"kept gang options for {w.id} at {ps.now}: {out} != {fresh}")
     else:
         out = _options(ps, w, size, allowed)
+        if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
+            raise AssertionError(f"kept gang levels for {w.id} at {ps.now}: {out} != {fresh}")
         if len(ps.standing.gang_options) > 4096:
             ps.standing.gang_options.clear()  # a bound on what is kept (allowed sets vary)
         ps.standing.gang_options[key] = (versions, out)
@@ -127,14 +129,30 @@ def gang_hosts_of(standing: Standing, model: str, size: int) -> list[str]:
     return out
 
 
-def _options(ps: PassState, w: Workload, size: int, allowed: frozenset[str]) -> list[str]:
-    """:func:`gang_options` computed: every whole healthy host of ``size`` read."""
+_UNKNOWN = -1
+
+
+def _options(ps: PassState, w: Workload, size: int, allowed: frozenset[str], *, fresh: bool = False) -> list[str]:
+    """:func:`gang_options` computed: every whole healthy host of ``size`` read, each host's
+    level for allocated ``w`` kept per allowed budgets while its version stands
+    (``Standing.levels``; ``fresh``: none read, the oracle under ``check``)."""
+    kept_levels = ps.standing.levels if w.allocated and not fresh else None
+    version = ps.state.version
     empty: list[str] = []
     usable: list[str] = []
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        level = vacate_level(ps, w, hv, allowed)
+        if kept_levels is None:
+            level = vacate_level(ps, w, hv, allowed)
+        else:
+            v = version.get(hv.name)
+            kept = kept_levels.get(hv.name)
+            if kept is None or kept[0] != v:
+                kept = kept_levels[hv.name] = (v, {})
+            level = kept[1].get(allowed, _UNKNOWN)
+            if level == _UNKNOWN:
+                level = kept[1][allowed] = vacate_level(ps, w, hv, allowed)
         if level is not None:
             (usable if level else empty).append(hv.name)
     return sorted(empty) + sorted(usable)

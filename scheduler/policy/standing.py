@@ -101,6 +101,9 @@ class Standing:
         # now with the versions of those hosts that answer read (valid while they are the same)
         self.whole_hosts: dict[tuple[str, int], list[str]] = {}
         self.gang_options: dict[tuple[object, ...], tuple[tuple[int | None, ...], list[str]]] = {}
+        # and each host's level for a gang (gang_victims.vacate_level) per allowed budgets, with
+        # the host version it read: host -> (version, allowed -> level)
+        self.levels: dict[str, tuple[int | None, dict[frozenset[str], int | None]]] = {}
         for av in self.state.attempts.values():
             self.track(av, 1)
         self.window = snap.window
