@@ -13,6 +13,7 @@ import scheduler.policy.resources as resources
 import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
+from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView, HostView
 from scheduler.policy.types import GpuRef, Workload
 
@@ -89,16 +90,72 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     cached = ps.memo.gang_options.get(key)
     if cached is not None:
         return cached
+    if not w.allocated:
+        out = ps.memo.gang_options[key] = _options(ps, w, size, allowed)
+        return out
+    # Kept between passes (Standing.gang_options) while every whole healthy host of the size
+    # has the version it had: vacate_level reads, of a host, only what its version covers
+    # (work leaving, nominations, each budget's allocated work and its protection, unallocated
+    # work) and, of the workload, only ``allowed``; the hosts themselves never change in a
+    # kept standing (Standing.fits).
+    hosts = gang_hosts_of(ps.standing, w.model, size)
+    versions = tuple(map(ps.state.version.get, hosts))
+    kept = ps.standing.gang_options.get(key)
+    if kept is not None and kept[0] == versions:
+        out = kept[1]
+        if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
+            raise AssertionError(f"kept gang options for {w.id} at {ps.now}: {out} != {fresh}")
+    else:
+        out = _options(ps, w, size, allowed)
+        if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
+            raise AssertionError(f"kept gang levels for {w.id} at {ps.now}: {out} != {fresh}")
+        if len(ps.standing.gang_options) > 4096:
+            ps.standing.gang_options.clear()  # a bound on what is kept (allowed sets vary)
+        ps.standing.gang_options[key] = (versions, out)
+    ps.memo.gang_options[key] = out
+    return out
+
+
+def gang_hosts_of(standing: Standing, model: str, size: int) -> list[str]:
+    """The names of the active hosts of ``model`` with ``size`` GPUs all healthy, in
+    ``hosts_by_model``'s order: the hosts :func:`gang_options` reads (kept in the standing:
+    its hosts never change)."""
+    key = (model, size)
+    out = standing.whole_hosts.get(key)
+    if out is None:
+        out = standing.whole_hosts[key] = [
+            hv.name for hv in standing.hosts_by_model.get(model, ()) if hv.active and hv.all_healthy and hv.size == size
+        ]
+    return out
+
+
+_UNKNOWN = -1
+
+
+def _options(ps: PassState, w: Workload, size: int, allowed: frozenset[str], *, fresh: bool = False) -> list[str]:
+    """:func:`gang_options` computed: every whole healthy host of ``size`` read, each host's
+    level for allocated ``w`` kept per allowed budgets while its version stands
+    (``Standing.levels``; ``fresh``: none read, the oracle under ``check``)."""
+    kept_levels = ps.standing.levels if w.allocated and not fresh else None
+    version = ps.state.version
     empty: list[str] = []
     usable: list[str] = []
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        level = vacate_level(ps, w, hv, allowed)
+        if kept_levels is None:
+            level = vacate_level(ps, w, hv, allowed)
+        else:
+            v = version.get(hv.name)
+            kept = kept_levels.get(hv.name)
+            if kept is None or kept[0] != v:
+                kept = kept_levels[hv.name] = (v, {})
+            level = kept[1].get(allowed, _UNKNOWN)
+            if level == _UNKNOWN:
+                level = kept[1][allowed] = vacate_level(ps, w, hv, allowed)
         if level is not None:
             (usable if level else empty).append(hv.name)
-    out = ps.memo.gang_options[key] = sorted(empty) + sorted(usable)
-    return out
+    return sorted(empty) + sorted(usable)
 
 
 def vacate_level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:

@@ -28,6 +28,7 @@ class Memo:
 
     __slots__ = (
         "allowed",
+        "allowed_of",
         "classes",
         "failed",
         "free_failed",
@@ -46,6 +47,7 @@ class Memo:
     def __init__(self) -> None:
         # read loads: (budget, commitment, budgets seen) -> budgets rule 2 allows / class of each budget
         self.allowed: dict[tuple[str, int, int], frozenset[str]] = {}
+        self.allowed_of: dict[str, tuple[int, frozenset[str]]] = {}  # workload id -> (budgets seen, allowed)
         self.classes: dict[tuple[str, int, int], dict[str, int]] = {}
         # (budget, budgets seen) -> rule 2's thresholds (contract.rule2_thresholds)
         self.thresholds: dict[tuple[str, int], tuple[list[Any], list[str]]] = {}
@@ -80,6 +82,7 @@ class Memo:
         self.reason.clear()
         if load:
             self.allowed.clear()
+            self.allowed_of.clear()
             self.classes.clear()
             self.thresholds.clear()
             self.sides.clear()

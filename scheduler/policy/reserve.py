@@ -154,7 +154,7 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
     for hv in bound_hosts(ps, w.model, w.gpus, allowed):
         if hv.name in reserved:
             continue
-        t = _host_start(ps, w, hv, allowed)
+        t = _host_start_fresh(ps, w, hv, allowed) if hv.active else None
         if t is None:
             continue
         cand = (t, 1, (hv.name,))
@@ -165,20 +165,72 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
     return best
 
 
+_UNKNOWN = (-1, -1)
+
+
 def _host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
-    """The earliest instant ``w`` could start on ``hv`` (:func:`_single_start`), None when the
-    host is not active or its bound rules it out."""
+    """The earliest instant ``w`` could start on ``hv`` (:func:`_host_start_fresh`), kept between
+    passes in ``Standing.starts`` while the host's version stands.
+
+    Why a kept answer holds at a later ``now``: with the version unchanged the host's
+    :class:`room_index.RoomBase` is the same, and every instant of its room profile but the
+    clamped ones is a constant: a release ``r`` counts from ``max(now, r)`` (``now`` when
+    unknown), room now from ``now``, a protected attempt from its end ``protected_until``, which
+    is later than ``now`` (a protection's end bumps the version, ``Standing._end_protections``).
+    With ``F(x)`` the GPUs there by ``x`` (steps at those constants), the answer is
+    ``max(now, T)``, ``T`` the least ``x`` with ``F(x) ≥ n``: kept as ``(t, now)`` of the pass
+    that computed it, it is ``t`` again when ``t > now`` of then (``t = T``), and the new ``now``
+    when it was ``now`` of then and time has not gone back (``T ≤`` both). Not kept when an
+    instant moves with ``now`` (a starting attempt's protection ends at ``now + M``,
+    :func:`contract.protection_end`) or CPUs or memory can bind. Under ``ps.check`` every kept
+    answer is compared with a fresh one."""
     if not hv.active:
         return None
-    # Upper bound on the room ever made here: healthy GPUs less allocated work that is never
-    # room for w (forbidden by rule 2, or its own budget's); the allowed budgets' work is summed
-    # only when the rest falls short of w.
+    name, now = hv.name, ps.now
+    version = ps.state.version.get(name, 0)
+    kept = ps.standing.starts.get(name)
+    if kept is None or kept[0] != version:
+        kept = ps.standing.starts[name] = (version, {})
+    key = (allowed, w.gpus, w.cpus, w.memory)
+    got = kept[1].get(key, _UNKNOWN)
+    if got is not _UNKNOWN and (got is None or got[0] > got[1] or now >= got[1]):
+        t = None if got is None else max(now, got[0])
+        if ps.check and t != (fresh := _host_start_fresh(ps, w, hv, allowed)):
+            raise AssertionError(f"kept start of {w.id} on {name} at {now}: {t} != {fresh}")
+        return t
+    if _ruled_out(ps, w, hv, allowed):
+        kept[1][key] = None  # the bound reads no instant
+        return None
+    t = _single_start(ps, w, hv, allowed)
+    if _keeps(ps, w, hv):
+        kept[1][key] = None if t is None else (t, now)
+    return t
+
+
+def _keeps(ps: PassState, w: Workload, hv: HostView) -> bool:
+    """:func:`_host_start`'s answer on ``hv`` reads ``now`` only by clamping: no protected
+    attempt there is still starting and only GPUs can bind."""
+    if not ps.state.only_gpus(hv, w, w.gpus):
+        return False
+    return all(pu is not None for entries in _base(ps, hv).protected.values() for pu, _, _ in entries)
+
+
+def _host_start_fresh(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """The earliest instant ``w`` could start on active ``hv`` (:func:`_single_start`), None
+    when its bound rules it out (:func:`_ruled_out`)."""
+    return None if _ruled_out(ps, w, hv, allowed) else _single_start(ps, w, hv, allowed)
+
+
+def _ruled_out(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> bool:
+    """Upper bound on the room ever made on ``hv``: healthy GPUs less allocated work that is
+    never room for ``w`` (forbidden by rule 2, or its own budget's) fall short of ``w``; the
+    allowed budgets' work is summed only when the rest falls short."""
     short = w.gpus - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
     if short > 0:
         per = ps.standing.agg.get(hv.name)
         if not (allowed and per) or _allowed_work(per, allowed) < short:
-            return None
-    return _single_start(ps, w, hv, allowed)
+            return True
+    return False
 
 
 def _single_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:

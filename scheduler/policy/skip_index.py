@@ -17,6 +17,12 @@ Invalidation: none across passes — the index reads only the workloads (immutab
 their order, and changes exactly when the list does; the pass's failures and nominations are
 applied when a run is read. ``IncrementalScheduler(check=True)`` compares it with a fresh
 cut of the list on every pass (:meth:`SkipIndex.differences`).
+
+A run's first stop is also kept between passes (:meth:`SkipIndex.first_stop_kept`), per start,
+with a key of the thresholds it read: in a backlog the same runs end at the same workloads pass
+after pass (the same failures outright), so a run costs a lookup, not a walk of its blocks. It
+stands while the workloads do (every arrival and departure empties it) and the key is equal;
+under ``check`` every kept answer is compared with :meth:`SkipIndex.first_stop`.
 """
 
 from __future__ import annotations
@@ -70,20 +76,40 @@ class _Block:
                 del self.least[s]
 
 
+Classes = dict[tuple[str, int | None, int | None], int]
+"""(model, CPUs, memory) → how many workloads of the index have it: what a threshold key reads."""
+
+
 class SkipIndex:
     """One budget's allocated pending workloads in blocks (module docstring)."""
 
-    __slots__ = ("blocks", "firsts")
+    __slots__ = ("blocks", "classes", "firsts", "kept")
 
     def __init__(self, ordered: Iterable[Workload] = ()) -> None:
         ws = list(ordered)
         self.blocks = [_Block(ws[i : i + BLOCK]) for i in range(0, len(ws), BLOCK)]
         self.firsts = [_order(b.ws[0]) for b in self.blocks]
+        self.classes: Classes = {}
+        for w in ws:
+            self._count(w, 1)
+        # start workload id -> (threshold key, first stop): first_stop's answers kept between
+        # passes while the workloads are the same (emptied by every add and remove)
+        self.kept: dict[str, tuple[object, Workload | None]] = {}
+
+    def _count(self, w: Workload, d: int) -> None:
+        c = (w.model, w.cpus, w.memory)
+        n = self.classes.get(c, 0) + d
+        if n:
+            self.classes[c] = n
+        else:
+            del self.classes[c]
 
     def __len__(self) -> int:
         return sum(len(b.ws) for b in self.blocks)
 
     def add(self, w: Workload) -> None:
+        self.kept.clear()
+        self._count(w, 1)
         key = _order(w)
         if not self.blocks:
             self.blocks.append(_Block([w]))
@@ -101,6 +127,8 @@ class SkipIndex:
             self.firsts.insert(i + 1, _order(b.ws[half]))
 
     def remove(self, w: Workload) -> None:
+        self.kept.clear()
+        self._count(w, -1)
         key = _order(w)
         i = bisect_right(self.firsts, key) - 1
         b = self.blocks[i]
@@ -149,6 +177,20 @@ class SkipIndex:
                 return None
             b, j = blocks[i], 0
 
+    def first_stop_kept(self, start: Workload, threshold: Mapping[Shape, int], key: object) -> Workload | None:
+        """:meth:`first_stop`, kept between passes: ``key`` must be equal for two thresholds
+        only when they are equal on every shape of the index (the caller's
+        ``SkipRuns._threshold_key``: the failures outright it reads and the largest host of
+        each model, for every (model, CPUs, memory) in :attr:`classes`). The answer reads only
+        the workloads from ``start`` on and those thresholds, so it stands while the workloads
+        do (every add and remove empties :attr:`kept`) and the key is the same."""
+        kept = self.kept.get(start.id)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        got = self.first_stop(start, threshold)
+        self.kept[start.id] = (key, got)
+        return got
+
     def differences(self, allocated: list[Workload]) -> list[str]:
         """How this index differs from a fresh cut of ``allocated`` (empty when it does not)."""
         out = []
@@ -163,7 +205,9 @@ class SkipIndex:
                 out.append(f"block at {first}: {b.least, b.groups} != {fresh.least, fresh.groups}")
         if len(self.firsts) != len(self.blocks):
             out.append("firsts")
+        if self.classes != SkipIndex(flat).classes:
+            out.append(f"classes: {self.classes} != {SkipIndex(flat).classes}")
         return out
 
 
-__all__ = ["BLOCK", "Shape", "SkipIndex", "shape_of"]
+__all__ = ["BLOCK", "Classes", "Shape", "SkipIndex", "shape_of"]

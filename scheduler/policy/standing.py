@@ -91,7 +91,19 @@ class Standing:
         # (valid while the version is; a protection's end bumps it), and the hosts a gang of
         # (model, host size, CPUs, memory) could ever have whole (the hosts never change).
         self.rooms: dict[str, tuple[int, RoomBase]] = {}
+        # host -> (host version, (allowed budgets, GPUs, CPUs, memory) -> the instant from which a
+        # single-host workload of that shape could start there, before ``now`` is applied, or
+        # None: never): reserve._host_start's answers, kept while the version stands
+        self.starts: dict[str, tuple[int, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
         self.gang_hosts: dict[tuple[str, int, int | None, int | None], list[HostView]] = {}
+        # A gang's victim search (gang_victims.gang_options): per (model, host size) the whole
+        # healthy hosts' names, and per (model, size, allowed budgets) the hosts it could vacate
+        # now with the versions of those hosts that answer read (valid while they are the same)
+        self.whole_hosts: dict[tuple[str, int], list[str]] = {}
+        self.gang_options: dict[tuple[object, ...], tuple[tuple[int | None, ...], list[str]]] = {}
+        # and each host's level for a gang (gang_victims.vacate_level) per allowed budgets, with
+        # the host version it read: host -> (version, allowed -> level)
+        self.levels: dict[str, tuple[int | None, dict[frozenset[str], int | None]]] = {}
         for av in self.state.attempts.values():
             self.track(av, 1)
         self.window = snap.window

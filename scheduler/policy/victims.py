@@ -46,10 +46,13 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
         if hit is not None:
             return take_victims(ps, w, *hit)
     allowed = ps.room_budgets(w)
+    names = _victim_host_names(ps.standing, allowed) if lead else None
+    if names is not None and not names:
+        return None  # the reclaim index found no set and no allowed budget holds a victim
     ctx = ps.key_context(w)
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
-    for bound, hv in _candidate_hosts(ps, ctx, w, allowed, lead):
+    for bound, hv in _candidate_hosts(ps, ctx, w, allowed, names):
         if best is not None and bound > best[0]:
             break  # no set on this host or a later one beats the best (contract.key_bound)
         if not ps.host_allowed(w, hv.name):
@@ -65,23 +68,19 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
 
 
 def _candidate_hosts(
-    ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], lead: bool
+    ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], names: set[str] | None
 ) -> Iterator[tuple[tuple[object, ...], HostView]]:
     """Hosts that may hold a victim set with a lower bound of its key (:func:`_host_bound`),
     ascending, lazily (a heap: the scan usually stops after a few); a host without a victim
     holds no set.
 
-    With the counts leading and no unallocated-only set anywhere (``lead``: the reclaim index
-    found none), every candidate set holds an allocated victim rule 2 allows now: only hosts
-    holding one."""
+    With the counts leading and no unallocated-only set anywhere (the reclaim index found none),
+    every candidate set holds an allocated victim rule 2 allows now: only hosts holding one,
+    ``names`` (:func:`_victim_host_names`; None: every host of the model)."""
     if not w.allocated:
         return  # nothing is a victim of unallocated work (contract.victim_class)
     st = ps.state
-    if lead:
-        names: set[str] = set()
-        for v, where in ps.standing.victim_hosts.items():
-            if where and v in allowed:
-                names.update(where)
+    if names is not None:
         views = [st.hosts[name] for name in names]
     else:
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
@@ -114,6 +113,23 @@ def _candidate_hosts(
         _, _, least, hv = heapq.heappop(heap)
         assert least.side is not None  # noqa: S101 (_host_bound sets it)
         yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
+
+
+def _victim_host_names(standing: Standing, allowed: frozenset[str]) -> set[str]:
+    """The hosts where a budget of ``allowed`` holds unprotected allocated work
+    (``Standing.victim_hosts``), walking the smaller of the two (rule 2 allows few budgets)."""
+    names: set[str] = set()
+    on = standing.victim_hosts
+    if len(allowed) < len(on):
+        for v in allowed:
+            where = on.get(v)
+            if where:
+                names.update(where)
+    else:
+        for v, where in on.items():
+            if where and v in allowed:
+                names.update(where)
+    return names
 
 
 Rows = tuple[int | None, dict[str, tuple[int, int]]]

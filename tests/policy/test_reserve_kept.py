@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import scheduler.policy.reserve as reserve
@@ -67,3 +69,38 @@ def test_kept_ranking_walks_on_past_reserved_hosts(monkeypatch: pytest.MonkeyPat
     assert dec == fresh
     assert dec.reservations == {f"h{i}": f"w{i}" for i in range(5)}
     assert set(dec.reserved_start.values()) == {T0}
+
+
+def test_kept_host_starts_decide_as_fresh_passes_as_time_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same cluster at later instants (protections ending one by one): each host's start
+    instant is kept between passes while its version stands (``Standing.starts``) and read
+    again with the new ``now`` (reserve._host_start); the decisions are a fresh pass's at every
+    instant, under ``check`` every kept answer equals a fresh one, and later passes compute
+    fewer room profiles than the first."""
+
+    computed: list[int] = []
+    real = reserve._single_start
+
+    def counted(*args, **kw):  # type: ignore[no-untyped-def]
+        computed.append(1)
+        return real(*args, **kw)
+
+    crowded = _crowded(6, 10)
+    # one more host, its GPUs held by an attempt already stopping, release unknown: room from
+    # ``now`` (a start instant that moves with time, clamped)
+    leaving = running("x", "a", [("h9", g) for g in range(8)], started=T0 - 2 * H, stopping=True)
+    base = replace(crowded, hosts=[*crowded.hosts, host("h9")], attempts=[*crowded.attempts, leaving])
+    instants = [T0, T0 + 60, T0 + 600, T0 + H + 1, T0 + H + 60, T0 + 3 * H, T0 + 3 * H + 5]
+    for check in (True, False):
+        policy = IncrementalScheduler(check=check)
+        per_pass = []
+        for now in instants:
+            s = replace(base, now=now)
+            fresh = schedule(s)
+            monkeypatch.setattr(reserve, "_single_start", counted)
+            computed.clear()
+            assert policy(s) == fresh
+            per_pass.append(len(computed))
+            monkeypatch.setattr(reserve, "_single_start", real)
+        if not check:
+            assert per_pass[1] < per_pass[0] and per_pass[2] < per_pass[0], per_pass

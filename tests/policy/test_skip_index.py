@@ -78,3 +78,33 @@ def test_skip_index_is_the_plain_walk(block: int, history: tuple[list[Workload],
         assert SkipIndex(ordered).differences(ordered) == []
     finally:
         skip_index.BLOCK = old
+
+
+@settings(max_examples=120, deadline=None)
+@given(histories(), st.lists(st.dictionaries(st.sampled_from(SHAPES), st.integers(0, 11)), min_size=1, max_size=4))
+def test_kept_first_stops_are_the_plain_walk(
+    history: tuple[list[Workload], list[int], dict[Shape, int]], others: list[dict[Shape, int]]
+) -> None:
+    """``first_stop_kept`` between arrivals and departures, under thresholds that come back (as
+    a backlog's failures do pass after pass): every answer is the plain walk's, and one kept
+    after a change of the list would be wrong (the change empties it)."""
+    pool, ops, base = history
+    tables = [base, *({**base, **o} for o in others)]
+    index, ordered = SkipIndex(), []
+    present: set[int] = set()
+    for k, op in enumerate(ops):
+        w = pool[op]
+        if op in present:
+            present.discard(op)
+            ordered.remove(w)
+            index.remove(w)
+        else:
+            present.add(op)
+            insort(ordered, w, key=submission_order)
+            index.add(w)
+        assert index.differences(ordered) == []
+        for j in range(2):  # each table read twice: the second reads are kept answers
+            thresholds = tables[(k + j) % len(tables)]
+            key = tuple(thresholds[s] for s in SHAPES)
+            for i, start in enumerate(ordered):
+                assert index.first_stop_kept(start, thresholds, key) is _plain(ordered, i, thresholds)

@@ -61,7 +61,7 @@ def test_the_key_bound_is_below_every_victim_set_of_its_host(order, monkeypatch)
                 continue
             allowed = ps.room_budgets(w)
             ctx = ps.key_context(w)
-            got = list(victims._candidate_hosts(ps, ctx, w, allowed, False))
+            got = list(victims._candidate_hosts(ps, ctx, w, allowed, None))  # every host of the model
             bounds = [b for b, _ in got]
             assert bounds == sorted(bounds)
             bound = {hv.name: b for b, hv in got}
