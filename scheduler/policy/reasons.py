@@ -90,19 +90,46 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
         host = table[level].get(w.gpus)
         if host is not None:
             detail: dict[str, object] = {"host": host}
+            if level == 2:
+                host, until = _earliest_protected(ps, w, host)
+                detail = {"host": host, "protected_until": until}
             if level in (2, 3):
                 detail["blocking"] = _blocking(ps, w, [host], level)
-            if level == 2:
-                room = contract.host_room(
-                    ps.state, ps.state.hosts[host], w, ps.room_budgets(w), ps.tree.budgets, ps.now
-                )
-                detail["protected_until"] = room.room_by(w.gpus, ps.now, starting_now=True)
             if level == 3:
                 witness = _witness(ps, w, host)
                 if witness is not None:
                     detail.update(fair_share_detail(ps, w, witness))
             return level, detail
     return 4, {}
+
+
+def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, int]:
+    """At level 2, the host whose room for ``w`` comes earliest and when (its protection end).
+
+    Every active host whose level-2 room reaches ``w.gpus`` is a candidate; they are ranked by
+    the instant of their :class:`contract.HostRoom` profile as a reservation reads it (a
+    starting attempt frees ``M`` from now, §3.5), ties by name, so the reason names the host the
+    reservation waits for, not merely the first by name. The instant shown is that host's
+    ``room_by`` with starting attempts counted now, as the reason has always shown them."""
+    cls = ps.budget_classes(w)
+    now_set = frozenset(v for v, c in cls.items() if c == contract.NOW)
+    allowed = ps.room_budgets(w)
+    agg = ps.standing.agg
+    best: tuple[int, str, contract.HostRoom] | None = None
+    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+        if not hv.active:
+            continue
+        unprotected, protected = _now_work(agg.get(hv.name), now_set)
+        if len(hv.free) + hv.unalloc + unprotected + protected < w.gpus:
+            continue
+        room = contract.host_room(ps.state, hv, w, allowed, ps.tree.budgets, ps.now)
+        cand = (room.room_by(w.gpus, ps.now), hv.name, room)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    if best is None:  # never: the level-2 table's host is one of them
+        return first, ps.now
+    _, name, room = best
+    return name, room.room_by(w.gpus, ps.now, starting_now=True)
 
 
 BLOCKING_SHOWN = 8

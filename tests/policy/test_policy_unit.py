@@ -118,6 +118,19 @@ def test_protected_victim_is_not_preempted_and_the_reason_says_so():
     assert d.reservations == {"h1": "w"} and d.reserved_start["w"] == T0 + 9 * H
 
 
+def test_protected_work_reason_names_the_host_the_reservation_waits_for():
+    # Room comes earlier on h2 (protected 1 h) than on h1 (2 h): the reason's host, numbers and
+    # blocking work are h2's, as the reservation's (they named h1, the first by name, before).
+    a1 = running("A1", "a", [("h1", i) for i in range(4)], m=3 * H, started=T0 - H)
+    a2 = running("A2", "a", [("h2", i) for i in range(4)], m=2 * H, started=T0 - H)
+    s = snap([host("h1", 4), host("h2", 4)], tree("a", "b"), [a1, a2], [pending("P1", "b", 2)], usage=[lump("a", 1000)])
+    d = schedule(s)
+    assert d.stops == [] and d.reservations == {"h2": "P1"} and d.reserved_start["P1"] == T0 + H
+    info = d.pending["P1"]
+    assert info.reason == PendingReason.PROTECTED_WORK
+    assert (info.detail["host"], info.detail["protected_until"], info.detail["blocking"]) == ("h2", T0 + H, ["A2"])
+
+
 def test_starting_attempts_count_as_protected():
     starting = running("s", "b", [("h1", 0)], m=H, started=None)
     s = snap([host("h1", 1)], tree("a", "b"), [starting], [pending("w", "a", 1)], usage=[lump("b", 1000)])
