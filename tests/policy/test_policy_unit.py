@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from scheduler.policy import GpuHealth, HostState, OnCap, PendingReason, StopReason, schedule
+from scheduler.policy import GpuHealth, HostState, IncrementalScheduler, OnCap, PendingReason, StopReason, schedule
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Host, UsageRecord
@@ -129,6 +131,9 @@ def test_protected_work_reason_names_the_host_the_reservation_waits_for():
     info = d.pending["P1"]
     assert info.reason == PendingReason.PROTECTED_WORK
     assert (info.detail["host"], info.detail["protected_until"], info.detail["blocking"]) == ("h2", T0 + H, ["A2"])
+    assert IncrementalScheduler(check=True)(s) == d  # the kept ranking's answer = the plain walk's
+    no_reservation = schedule(replace(s, max_reservations=0)).pending["P1"]  # the walk, no ranking kept
+    assert no_reservation.detail == {k: v for k, v in info.detail.items() if k != "reserved_start"}
 
 
 def test_starting_attempts_count_as_protected():
