@@ -18,6 +18,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.private_file import owner_only
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FAIRWAY_VAR_DIR") or BASE_DIR / "var")
 try:
@@ -192,6 +194,8 @@ try:
 except Exception as exc:  # dj_database_url raises several types on a bad URL
     raise ImproperlyConfigured(f"DATABASE_URL={DATABASE_URL!r} is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        owner_only(DATABASES["default"]["NAME"])  # workloads may run on this machine (docs/deploy.md)
     # Several threads (web, worker, clock) share one file in the embedded mode.
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 30, "transaction_mode": "IMMEDIATE"})

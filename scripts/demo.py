@@ -40,6 +40,10 @@ from typing import IO, Any
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from config.private_file import owner_only  # noqa: E402  (stdlib only; the settings' rule too)
 
 DEMO_START_JOB = 34805  # first job of day 60: scripts/find_stretch.py
 DEMO_JOBS = 500
@@ -220,8 +224,7 @@ class Demo:
         self.logs.mkdir(parents=True)
         # The agents run here too, and their attempts (fw-<user>) could read a database file
         # created 0644: every session key (an admin's web login) and every workload's secret env.
-        # SQLite gives its journal the database file's mode; an empty file is an empty database.
-        (self.var / "fairway.sqlite3").touch(mode=0o600)
+        owner_only(self.var / "fairway.sqlite3")
         self.manage("migrate", "--noinput")
         tokens = self.var / "tokens.json"
         self.manage(

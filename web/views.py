@@ -8,6 +8,7 @@ UI cannot allow what the API refuses.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -19,12 +20,11 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -63,6 +63,8 @@ from scheduler.services import (
     do_submit_workload,
 )
 from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, parse_submission
+
+logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
 REASON_WORDS = {
@@ -587,10 +589,16 @@ HOST_VERBS = {
 @login_required
 @require_POST
 def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
-    """Cordon, drain, drain now or resume a host: admins (staff) only."""
-    if not request.user.is_staff or verb not in HOST_VERBS:
-        raise PermissionDenied("Only admins operate hosts.")
+    """Cordon, drain, drain now or resume a host: admins (staff) only. Anyone else is sent back
+    to the cluster page with the reason (a bare "403 Forbidden" before, and a traceback logged
+    by Django's handler for PermissionDenied): a warning line is logged."""
+    if verb not in HOST_VERBS:
+        raise Http404(f"no host action {verb!r}")
     host = get_object_or_404(Host, name=name)
+    if not request.user.is_staff:
+        logger.warning("host action %s on %s refused: %s is not an admin", verb, host.name, request.user)
+        messages.error(request, f"{host.name}: only admins cordon, drain or resume hosts.")
+        return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
     state, now = HOST_VERBS[verb]
     try:
         do_set_host_state(request.user, host, state, request.POST.get("reason", "")[:500], drain_now=now)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import scheduler.policy.contract as contract
+import scheduler.policy.reserve as reserve
 import scheduler.policy.room_index as room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.state import HostView
@@ -90,19 +91,64 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
         host = table[level].get(w.gpus)
         if host is not None:
             detail: dict[str, object] = {"host": host}
+            if level == 2:
+                host, until = _earliest_protected(ps, w, host)
+                detail = {"host": host, "protected_until": until}
             if level in (2, 3):
                 detail["blocking"] = _blocking(ps, w, [host], level)
-            if level == 2:
-                room = contract.host_room(
-                    ps.state, ps.state.hosts[host], w, ps.room_budgets(w), ps.tree.budgets, ps.now
-                )
-                detail["protected_until"] = room.room_by(w.gpus, ps.now, starting_now=True)
             if level == 3:
                 witness = _witness(ps, w, host)
                 if witness is not None:
                     detail.update(fair_share_detail(ps, w, witness))
             return level, detail
     return 4, {}
+
+
+def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, int]:
+    """At level 2, the host whose room for ``w`` comes earliest and when (its protection end).
+
+    The candidates are the active hosts whose level-2 room reaches ``w.gpus``; the earliest is
+    read as the reservation (§3.5) reads it: its shape's kept ranking (``reserve._Ranking``,
+    every host's start by its room profile, reserved or not, earliest first, ties by name) once
+    the reservation search has walked it all; else (no search for this shape in this pass, e.g.
+    the reservations are all taken) each candidate's start by ``reserve._host_start``. So the
+    reason names the host the reservation waits for, not merely the first by name. The instant
+    shown is that host's ``room_by`` with starting attempts counted now, as it always was."""
+    cls = ps.budget_classes(w)
+    now_set = frozenset(v for v, c in cls.items() if c == contract.NOW)
+    allowed = ps.room_budgets(w)
+    agg = ps.standing.agg
+    hosts = ps.state.hosts
+
+    def candidate(hv: HostView) -> bool:
+        unprotected, protected = _now_work(agg.get(hv.name), now_set)
+        return hv.active and len(hv.free) + hv.unalloc + unprotected + protected >= w.gpus
+
+    def shown(name: str) -> int:
+        room = contract.host_room(ps.state, hosts[name], w, allowed, ps.tree.budgets, ps.now)
+        return room.room_by(w.gpus, ps.now, starting_now=True)
+
+    def walk() -> str:
+        """The plain walk (the oracle of the kept ranking under ``ps.check``): every host's start."""
+        best: tuple[int, str] | None = None
+        for hv in ps.standing.hosts_by_model.get(w.model, ()):
+            t = reserve._host_start(ps, w, hv, allowed)
+            if t is not None and (best is None or (t, hv.name) < best) and candidate(hv):
+                best = (t, hv.name)
+        return first if best is None else best[1]
+
+    ranking = ps.memo.single_ranked.get((w.model, w.gpus, allowed, w.cpus, w.memory))
+    if ranking is not None and ranking.walked == len(ranking.hosts):
+        name = next((h for _, h in ranking.ranked if candidate(hosts[h])), first)
+        if ps.check and name != (walked := walk()):
+            raise AssertionError(f"protected_work host for {w.id} at {ps.now}: ranking {name} != walk {walked}")
+        return name, shown(name)
+    cache = ps.memo.level_table  # kept as long as the level tables, per what the walk reads
+    key = ("earliest", w.model, w.gpus, allowed, now_set, w.cpus, w.memory, first)
+    name = cache.get(key)
+    if name is None:
+        name = cache[key] = walk()
+    return name, shown(name)
 
 
 BLOCKING_SHOWN = 8

@@ -60,6 +60,11 @@ class Demand:
     jobs: list[DemandJob]
 
 
+MAX_SHARES = 2**31 - 1
+"""What ``Budget.shares`` (budgets/models.py, a PositiveIntegerField) holds on PostgreSQL: a
+what-if with more could never be applied through the admin form."""
+
+
 def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") -> list[Budget]:
     """Apply a shares file to ``budgets``; raises :class:`BudgetFileError` naming the line.
 
@@ -83,17 +88,24 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
     new: dict[str, int] = {}
     for k, v in body.value:
         line = k.start_mark.line + 1
+        if not isinstance(k, yaml.ScalarNode):
+            raise BudgetFileError(name, line, "expected a budget path like 'nlp/olmo' before ':'")
         path = str(k.value).strip().strip("/")
         if path not in by_path:
             known = ", ".join(sorted(by_path)[:8])
             raise BudgetFileError(name, line, f"unknown budget {path!r} (budgets are named by path, e.g. {known})")
-        raw = str(getattr(v, "value", "")).strip()
+        if not isinstance(v, yaml.ScalarNode):  # a list or mapping: its str() was "[ScalarNode(...)]"
+            kind = "a list" if isinstance(v, yaml.SequenceNode) else "a mapping"
+            raise BudgetFileError(name, line, f"budget {path!r}: shares must be one whole number, not {kind}")
+        raw = str(v.value).strip()
         try:
             shares = int(raw)
         except ValueError:
             raise BudgetFileError(name, line, f"budget {path!r}: shares {raw!r} is not a whole number") from None
         if shares < 1:
             raise BudgetFileError(name, line, f"budget {path!r}: shares must be >= 1, not {shares}")
+        if shares > MAX_SHARES:
+            raise BudgetFileError(name, line, f"budget {path!r}: shares must be <= {MAX_SHARES}, not {shares}")
         new[by_path[path]] = shares
     return [replace(b, shares=new[b.key]) if b.key in new else b for b in budgets]
 

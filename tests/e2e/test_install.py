@@ -20,7 +20,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from agent import AGENT_VERSION
@@ -99,6 +99,18 @@ def test_create_join_token_command_prints_the_token_once(capsys: pytest.CaptureF
     row = JoinToken.objects.get()
     assert token.startswith("fwj_") and (row.expires_at - row.created_at) == timedelta(minutes=15)
     assert "install.sh" in err and row.note == "rack 3"
+
+
+@pytest.mark.django_db
+def test_create_join_token_takes_durations_as_every_command_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """break27: `--ttl 1h30m` was refused (a parser of its own) though other commands accept it."""
+    Cluster.objects.create(name="c1", allow_root_workloads=True)
+    call_command("create_join_token", "--cluster", "c1", "--ttl", "1h30m")
+    row = JoinToken.objects.get()
+    assert row.expires_at - row.created_at == timedelta(hours=1, minutes=30)
+    for ttl, words in (("31d", "at most 30 days"), ("9" * 30 + "w", "at most 30 days"), ("soon", "not a duration")):
+        with pytest.raises(CommandError, match=words):
+            call_command("create_join_token", "--cluster", "c1", "--ttl", ttl)
 
 
 def test_the_served_wheel_and_script(client: Client) -> None:

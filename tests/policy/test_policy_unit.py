@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from scheduler.policy import GpuHealth, HostState, OnCap, PendingReason, StopReason, schedule
+from scheduler.policy import GpuHealth, HostState, IncrementalScheduler, OnCap, PendingReason, StopReason, schedule
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Host, UsageRecord
@@ -116,6 +118,22 @@ def test_protected_victim_is_not_preempted_and_the_reason_says_so():
     assert d.pending["w"].reason == PendingReason.PROTECTED_WORK
     assert d.pending["w"].detail["protected_until"] == T0 + 9 * H
     assert d.reservations == {"h1": "w"} and d.reserved_start["w"] == T0 + 9 * H
+
+
+def test_protected_work_reason_names_the_host_the_reservation_waits_for():
+    # Room comes earlier on h2 (protected 1 h) than on h1 (2 h): the reason's host, numbers and
+    # blocking work are h2's, as the reservation's (they named h1, the first by name, before).
+    a1 = running("A1", "a", [("h1", i) for i in range(4)], m=3 * H, started=T0 - H)
+    a2 = running("A2", "a", [("h2", i) for i in range(4)], m=2 * H, started=T0 - H)
+    s = snap([host("h1", 4), host("h2", 4)], tree("a", "b"), [a1, a2], [pending("P1", "b", 2)], usage=[lump("a", 1000)])
+    d = schedule(s)
+    assert d.stops == [] and d.reservations == {"h2": "P1"} and d.reserved_start["P1"] == T0 + H
+    info = d.pending["P1"]
+    assert info.reason == PendingReason.PROTECTED_WORK
+    assert (info.detail["host"], info.detail["protected_until"], info.detail["blocking"]) == ("h2", T0 + H, ["A2"])
+    assert IncrementalScheduler(check=True)(s) == d  # the kept ranking's answer = the plain walk's
+    no_reservation = schedule(replace(s, max_reservations=0)).pending["P1"]  # the walk, no ranking kept
+    assert no_reservation.detail == {k: v for k, v in info.detail.items() if k != "reserved_start"}
 
 
 def test_starting_attempts_count_as_protected():

@@ -92,6 +92,25 @@ def test_shares_file_errors_name_the_line(recorded) -> None:  # noqa: ANN001
     assert [b.shares for b in new if b.name == "vision"] == [4]
 
 
+def test_shares_given_as_a_list_or_beyond_the_database_field_are_clear_errors(recorded) -> None:  # noqa: ANN001
+    """break27: a list showed "[ScalarNode(tag=...)]" in the error; 2**31 and more were accepted
+    though Budget.shares (PostgreSQL's integer) cannot hold them."""
+    budgets = load_demand(None, timedelta(days=2), recorded).budgets
+    with pytest.raises(BudgetFileError, match=r"line 2: budget 'vision': shares must be one whole number, not a list"):
+        parse_shares("shares:\n  vision: [1, 2]\n", budgets)
+    with pytest.raises(
+        BudgetFileError, match=r"line 1: budget 'vision': shares must be one whole number, not a mapping"
+    ):
+        parse_shares('{"shares": {"vision": {"n": 1}}}', budgets)
+    with pytest.raises(BudgetFileError, match=r"line 2: expected a budget path"):
+        parse_shares("shares:\n  [vision]: 1\n", budgets)
+    with pytest.raises(BudgetFileError, match=r"budget 'vision': shares must be <= 2147483647, not 2147483648"):
+        parse_shares(f"shares:\n  vision: {2**31}\n", budgets)
+    assert [b.shares for b in parse_shares(f"shares:\n  vision: {2**31 - 1}\n", budgets) if b.name == "vision"] == [
+        2**31 - 1
+    ]
+
+
 def test_demand_of_a_waiting_job_is_at_most_its_work(recorded) -> None:  # noqa: ANN001
     """sam's job waited 24 h for 8 h of work: it asked for 8 × 8 GPU-h, not 8 × 32 (present 32 h)."""
     demand = load_demand(None, timedelta(days=2), recorded)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Any
 
@@ -11,17 +10,17 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.errors import ServiceError
 from scheduler.models import Cluster
-from scheduler.services import do_create_join_token
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+from scheduler.services import JOIN_TOKEN_MAX_TTL, do_create_join_token
+from scheduler.trace import parse_duration
 
 
 def parse_ttl(text: str) -> timedelta:
-    """``90s``, ``15m``, ``1h``, ``2d`` (or plain seconds) → timedelta; ValueError otherwise."""
-    match = re.fullmatch(r"\s*(\d{1,7})\s*([smhd]?)\s*", text)
-    if match is None:
-        raise ValueError(f"bad duration {text!r}: use e.g. 90s, 15m, 1h, 2d")
-    return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2) or "s"])
+    """A duration in the project's one grammar (:func:`scheduler.trace.parse_duration`: ``90s``,
+    ``15m``, ``1h30m``, ``2d`` or plain seconds) → timedelta; ValueError otherwise. Beyond the
+    longest life is kept just beyond it, for the service to refuse with its message (a timedelta
+    of 10**20 s would overflow)."""
+    seconds = parse_duration(text)
+    return timedelta(seconds=min(seconds, int(JOIN_TOKEN_MAX_TTL.total_seconds()) + 1))
 
 
 class Command(BaseCommand):
@@ -29,7 +28,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--cluster", required=True, help="cluster the host joins")
-        parser.add_argument("--ttl", default="1h", help="validity: 90s, 15m, 1h (default), 2d; at most 30d")
+        parser.add_argument("--ttl", default="1h", help="validity: 90s, 15m, 1h (default), 1h30m, 2d; at most 30d")
         parser.add_argument("--note", default="", help="free text kept with the token (e.g. the host it is for)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
