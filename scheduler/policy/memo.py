@@ -65,7 +65,7 @@ class Memo:
         self.gang_options: dict[tuple[object, ...], list[str]] = {}
         # read the state, not the reservations (reserved hosts are skipped when read):
         # (model, GPUs, allowed budgets, CPUs, memory) -> a single-host reservation search's
-        # ranking of hosts, walked as far as needed (reserve._Ranking)
+        # ranking of hosts, walked as far as needed (reserve.Ranking)
         self.single_ranked: dict[tuple[object, ...], Any] = {}
         # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}

@@ -108,10 +108,10 @@ def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, in
     """At level 2, the host whose room for ``w`` comes earliest and when (its protection end).
 
     The candidates are the active hosts whose level-2 room reaches ``w.gpus``; the earliest is
-    read as the reservation (§3.5) reads it: its shape's kept ranking (``reserve._Ranking``,
+    read as the reservation (§3.5) reads it: its shape's kept ranking (``reserve.Ranking``,
     every host's start by its room profile, reserved or not, earliest first, ties by name) once
     the reservation search has walked it all; else (no search for this shape in this pass, e.g.
-    the reservations are all taken) each candidate's start by ``reserve._host_start``. So the
+    the reservations are all taken) each candidate's start by ``reserve.host_start``. So the
     reason names the host the reservation waits for, not merely the first by name. The instant
     shown is that host's ``room_by`` with starting attempts counted now, as it always was."""
     cls = ps.budget_classes(w)
@@ -132,7 +132,7 @@ def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, in
         """The plain walk (the oracle of the kept ranking under ``ps.check``): every host's start."""
         best: tuple[int, str] | None = None
         for hv in ps.standing.hosts_by_model.get(w.model, ()):
-            t = reserve._host_start(ps, w, hv, allowed)
+            t = reserve.host_start(ps, w, hv, allowed)
             if t is not None and (best is None or (t, hv.name) < best) and candidate(hv):
                 best = (t, hv.name)
         return first if best is None else best[1]

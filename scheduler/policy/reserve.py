@@ -91,7 +91,7 @@ def bound_hosts(ps: PassState, model: str, n: int, allowed: frozenset[str]) -> S
 
 def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     """The host where ``w`` could start earliest, ties to the first by name, from its shape's
-    :class:`_Ranking`, kept in the pass's memo per (model, GPUs, allowed budgets, CPUs, memory)
+    :class:`Ranking`, kept in the pass's memo per (model, GPUs, allowed budgets, CPUs, memory)
     until the state changes (a reservation changes none of what it read: reserved hosts are
     skipped when it is read). With ``ps.check`` every answer is compared with the plain walk
     (:func:`_earliest_single_walk`)."""
@@ -99,7 +99,7 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     key = (w.model, w.gpus, allowed, w.cpus, w.memory)
     ranking = ps.memo.single_ranked.get(key)
     if ranking is None:
-        ranking = ps.memo.single_ranked[key] = _Ranking(bound_hosts(ps, w.model, w.gpus, allowed))
+        ranking = ps.memo.single_ranked[key] = Ranking(bound_hosts(ps, w.model, w.gpus, allowed))
     found = ranking.first(ps, w, allowed)
     best = None if found is None else (found[0], 1, (found[1],))
     if ps.check and best != (walked := _earliest_single_walk(ps, w)):
@@ -107,10 +107,10 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     return best
 
 
-class _Ranking:
+class Ranking:
     """One shape's single-host search in a pass: the bound's hosts (:func:`bound_hosts`, name
     order), how many of them were walked, and ``(instant, host)`` of each walked host where the
-    shape could start (:func:`_host_start`), reserved or not, earliest first, ties by name.
+    shape could start (:func:`host_start`), reserved or not, earliest first, ties by name.
 
     The walk goes on only as far as an answer needs: a host not reserved where the workload
     could start now ends it (every later host has a later name and starts no earlier)."""
@@ -132,7 +132,7 @@ class _Ranking:
         while self.walked < len(hosts):
             hv = hosts[self.walked]
             self.walked += 1
-            t = _host_start(ps, w, hv, allowed)
+            t = host_start(ps, w, hv, allowed)
             if t is None:
                 continue
             cand = (t, hv.name)
@@ -168,7 +168,7 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
 _UNKNOWN = (-1, -1)
 
 
-def _host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+def host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
     """The earliest instant ``w`` could start on ``hv`` (:func:`_host_start_fresh`), kept between
     passes in ``Standing.starts`` while the host's version stands.
 
@@ -208,7 +208,7 @@ def _host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str
 
 
 def _keeps(ps: PassState, w: Workload, hv: HostView) -> bool:
-    """:func:`_host_start`'s answer on ``hv`` reads ``now`` only by clamping: no protected
+    """:func:`host_start`'s answer on ``hv`` reads ``now`` only by clamping: no protected
     attempt there is still starting and only GPUs can bind."""
     if not ps.state.only_gpus(hv, w, w.gpus):
         return False

@@ -93,7 +93,7 @@ class Standing:
         self.rooms: dict[str, tuple[int, RoomBase]] = {}
         # host -> (host version, (allowed budgets, GPUs, CPUs, memory) -> the instant from which a
         # single-host workload of that shape could start there, before ``now`` is applied, or
-        # None: never): reserve._host_start's answers, kept while the version stands
+        # None: never): reserve.host_start's answers, kept while the version stands
         self.starts: dict[str, tuple[int, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
         self.gang_hosts: dict[tuple[str, int, int | None, int | None], list[HostView]] = {}
         # A gang's victim search (gang_victims.gang_options): per (model, host size) the whole

@@ -27,7 +27,7 @@ def _crowded(n_hosts: int, n_pending: int):  # type: ignore[no-untyped-def]
 def test_kept_ranking_decides_as_the_walk(monkeypatch: pytest.MonkeyPatch, n_hosts: int, n_pending: int) -> None:
     ranked = []
 
-    class Counted(reserve._Ranking):
+    class Counted(reserve.Ranking):
         def __init__(self, *args, **kw):  # type: ignore[no-untyped-def]
             ranked.append(1)
             super().__init__(*args, **kw)
@@ -39,7 +39,7 @@ def test_kept_ranking_decides_as_the_walk(monkeypatch: pytest.MonkeyPatch, n_hos
         calls.append(1)
         return real_earliest(*args, **kw)
 
-    monkeypatch.setattr(reserve, "_Ranking", Counted)
+    monkeypatch.setattr(reserve, "Ranking", Counted)
     monkeypatch.setattr(reserve, "_earliest_single", earliest)
     s = _crowded(n_hosts, n_pending)
     fresh = schedule(s)
@@ -74,7 +74,7 @@ def test_kept_ranking_walks_on_past_reserved_hosts(monkeypatch: pytest.MonkeyPat
 def test_kept_host_starts_decide_as_fresh_passes_as_time_goes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same cluster at later instants (protections ending one by one): each host's start
     instant is kept between passes while its version stands (``Standing.starts``) and read
-    again with the new ``now`` (reserve._host_start); the decisions are a fresh pass's at every
+    again with the new ``now`` (reserve.host_start); the decisions are a fresh pass's at every
     instant, under ``check`` every kept answer equals a fresh one, and later passes compute
     fewer room profiles than the first."""
 
