@@ -884,3 +884,68 @@ def test_requests_on_threads_of_their_own_share_one_redis_pool_and_connection(re
     pools = {id(pool): pool for _cache, pool in seen}
     assert len(pools) == 1
     assert next(iter(pools.values()))._created_connections <= 1  # noqa: SLF001 -- redis-py's count
+
+
+def test_one_request_s_scope_computing_never_holds_up_another_request_s(monkeypatch):
+    """Given two requests of one process on threads of their own, when the first one's memberships
+    wait (for a pooled database connection, a row, the CPU), then the second one's are computed
+    meanwhile. Fails with ``functools.cached_property`` (Python 3.11: one lock per property for
+    every instance of the class): the second waited on the first, and when the first waited for a
+    connection that the waiting requests held, the process stopped until the pool's timeout
+    (docs/benchmarks/api_load.md, eleventh pass)."""
+    import threading
+    from types import SimpleNamespace
+
+    import config.api
+
+    release, first_in = threading.Event(), threading.Event()
+
+    def memberships(user: Any, token: Any) -> dict[int, str]:
+        if user == "first":
+            first_in.set()
+            release.wait(30)
+        return {1: user}
+
+    monkeypatch.setattr(config.api.tree_memo, "token", lambda request: "v")
+    monkeypatch.setattr(config.api.tree_memo, "shared_memberships", memberships)
+    views = {name: config.api.FairwayViewSet() for name in ("first", "second")}
+    for name, view in views.items():
+        view.request = SimpleNamespace(user=name)
+    got: dict[str, Any] = {}
+
+    def read(name: str) -> None:
+        got[name] = views[name].memberships
+
+    first = threading.Thread(target=read, args=("first",), daemon=True)
+    first.start()
+    assert first_in.wait(30)
+    second = threading.Thread(target=read, args=("second",), daemon=True)
+    second.start()
+    second.join(30)  # a bound for a broken build, not a timing: the second waits on nothing
+    done_while_first_waited = not second.is_alive()
+    release.set()
+    first.join(30)
+    assert done_while_first_waited and got == {"first": {1: "first"}, "second": {1: "second"}}
+
+
+def test_no_server_code_uses_functools_cached_property():
+    """Python 3.11's ``functools.cached_property`` locks every instance of the class while one
+    computes (see the test above); the server's code uses Django's, which does not lock."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for package in ("accounts", "budgets", "config", "scheduler", "web"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "functools":
+                    offenders += [f"{path}:{node.lineno}" for a in node.names if a.name == "cached_property"]
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "cached_property"
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "functools"
+                ):
+                    offenders.append(f"{path}:{node.lineno}")
+    assert offenders == []
