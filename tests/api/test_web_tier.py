@@ -949,3 +949,38 @@ def test_no_server_code_uses_functools_cached_property():
                 ):
                     offenders.append(f"{path}:{node.lineno}")
     assert offenders == []
+
+
+def test_a_niced_process_leading_its_session_keeps_its_nice_against_other_sessions():
+    """Given the kernel's autogroups (the CPU shared between sessions first, by nice inside one),
+    when a process started at nice 10 in a session of its own (the Procfile's estimates, as
+    honcho, the bench and systemd start it) reads the settings, then its session's autogroup is
+    at nice 10 too: it yields to the web processes' sessions. A process sharing its session, or
+    at nice 0, changes nothing (config.priority; docs/benchmarks/api_load.md, eleventh pass)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("this kernel has no autogroups")
+    probe = "import config.settings; print(open('/proc/self/autogroup').read().split()[-1])"
+
+    def run(*prefix: str, own_session: bool) -> str:
+        return subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
+            [*prefix, sys.executable, "-c", probe],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            start_new_session=own_session,
+        ).stdout.split()[-1]
+
+    with open("/proc/self/autogroup") as f:
+        ours = f.read().split()[-1]
+    mine = os.nice(0)  # the tests may run niced themselves
+    assert run("nice", "-n", "10", own_session=True) == str(min(19, mine + 10))
+    assert run(own_session=True) == str(mine)  # at nice 0: stays 0
+    assert run("nice", "-n", "10", own_session=False) == ours  # our session's: not its to change
