@@ -1,6 +1,6 @@
 """The API on the production process layout under an open-loop load (issue 15). Prints, asserts nothing.
 
-    python bench/api_load.py [--rate 100] [--duration 60] [--web-workers 4] [--url URL]
+    python bench/api_load.py [--rate 100] [--duration 60] [--web-workers 2] [--url URL]
 
 What it does, all on loopback, with a database and a Redis database of its own:
 
@@ -34,6 +34,12 @@ What it does, all on loopback, with a database and a Redis database of its own:
 nothing seeded): it needs ``--tokens FILE`` from an earlier ``--keep`` run (``--keep`` leaves
 the layout, database and Redis running and prints how to stop them). Measured numbers and the
 sizing rule they give: docs/benchmarks/api_load.md, docs/deploy.md ("Sizing the web tier").
+
+``--timeline FILE`` writes every request (sent at, endpoint, ms, outcome) to lay slow answers
+beside the processes' own logs. ``--autogroup-nice N`` (a shared box): the CPU weight of the
+layout's sessions and the client's against the box's other sessions, which the kernel's
+autogroups share the CPU with before ``nice`` counts (see :func:`set_autogroup_nice`); say so
+with the figures, as with the load average.
 """
 
 from __future__ import annotations
@@ -653,7 +659,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=100.0, help="offered requests/s (default 100)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
-    parser.add_argument("--web-workers", type=int, default=4, help="WEB_WORKERS of the Procfile (default 4)")
+    parser.add_argument("--web-workers", type=int, default=2, help="WEB_WORKERS of the Procfile (default 2)")
     parser.add_argument("--worker-processes", type=int, default=2, help="WORKER_PROCESSES (default 2)")
     parser.add_argument("--worker-threads", type=int, default=4, help="WORKER_THREADS (default 4)")
     parser.add_argument("--hosts", type=int, default=64)

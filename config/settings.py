@@ -212,7 +212,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     DB_MAX_CONNECTIONS = env_int("FAIRWAY_DB_MAX_CONNECTIONS", 100, minimum=4)
     DB_PROCESSES = env_int(
         "FAIRWAY_DB_PROCESSES",
-        env_int("WEB_WORKERS", 4, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 3,
+        env_int("WEB_WORKERS", 2, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 3,
         minimum=1,
     )
     _reserve = max(3, DB_MAX_CONNECTIONS // 10)  # superuser slots, psql, migrations, backups
