@@ -985,3 +985,16 @@ def test_a_niced_process_leading_its_session_keeps_its_nice_against_other_sessio
     assert run("nice", "-n", "10", own_session=True) == str(min(19, mine + 10))
     assert run(own_session=True) == str(mine)  # at nice 0: stays 0
     assert run("nice", "-n", "10", own_session=False) == ours  # our session's: not its to change
+
+
+def test_one_serve_process_running_the_worker_gets_the_pool_of_two_processes():
+    """Given ``manage.py serve`` with its worker in the same process (embedded, ``--with-worker``),
+    when it starts, then its pool is the share of ``max_connections`` of two processes (itself and
+    one command), not the Procfile's per-process share its ticks queued behind the requests for;
+    an operator's ``FAIRWAY_DB_POOL_MAX_SIZE`` or ``FAIRWAY_DB_PROCESSES`` is kept."""
+    from scheduler.management.commands.serve import one_process_pool_size
+
+    assert one_process_pool_size({"max_size": 12}, 100, {}) == 45  # (100 - 10) // 2
+    assert one_process_pool_size({"max_size": 12}, 20, {}) == 12  # never less than the settings'
+    assert one_process_pool_size({"max_size": 12}, 100, {"FAIRWAY_DB_PROCESSES": "9"}) is None
+    assert one_process_pool_size({"max_size": 12}, 100, {"FAIRWAY_DB_POOL_MAX_SIZE": "8"}) is None
