@@ -327,7 +327,10 @@ def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
     """``--layout``: the Procfile's processes (every line: web processes, worker, clock, ...) as
     ``bench/api_load.py`` starts them, the web line's application wrapped by :func:`install_timers`
     (``bench/agents_timed_asgi.py``, one timing file per web process); returns the layout."""
-    from bench.api_load import Layout, procfile_lines, server_env, wait_ready
+    from bench.api_load import Layout, procfile_lines, server_env, set_autogroup_nice, wait_ready
+
+    if args.autogroup_nice is not None:
+        set_autogroup_nice(args.autogroup_nice)  # this process's session: the agents, the submitter
 
     opts = argparse.Namespace(
         port=args.port, web_workers=args.web_workers, worker_processes=2, worker_threads=4, env=[]
@@ -341,7 +344,7 @@ def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
         if os.environ.get(name):
             env[name] = os.environ[name]
     (logs.parent / "var").mkdir(exist_ok=True)
-    layout = Layout(env, logs)
+    layout = Layout(env, logs, args.autogroup_nice)
     for name, line in procfile_lines().items():
         if name == "release":
             continue
@@ -683,7 +686,12 @@ def main() -> None:
         action="store_true",
         help="serve with the Procfile's processes (--web-workers web processes, worker, clock) instead of one `serve`",
     )
-    parser.add_argument("--web-workers", type=int, default=4, help="with --layout: WEB_WORKERS (default 4)")
+    parser.add_argument("--web-workers", type=int, default=2, help="with --layout: WEB_WORKERS (default 2)")
+    parser.add_argument(
+        "--autogroup-nice",
+        type=int,
+        help="with --layout: the sessions' CPU weight against the box's other sessions (bench/api_load.py's option)",
+    )
     parser.add_argument(
         "--profile",
         metavar="AFTER:SECONDS",

@@ -1,6 +1,6 @@
 """The API on the production process layout under an open-loop load (issue 15). Prints, asserts nothing.
 
-    python bench/api_load.py [--rate 100] [--duration 60] [--web-workers 4] [--url URL]
+    python bench/api_load.py [--rate 100] [--duration 60] [--web-workers 2] [--url URL]
 
 What it does, all on loopback, with a database and a Redis database of its own:
 
@@ -34,6 +34,12 @@ What it does, all on loopback, with a database and a Redis database of its own:
 nothing seeded): it needs ``--tokens FILE`` from an earlier ``--keep`` run (``--keep`` leaves
 the layout, database and Redis running and prints how to stop them). Measured numbers and the
 sizing rule they give: docs/benchmarks/api_load.md, docs/deploy.md ("Sizing the web tier").
+
+``--timeline FILE`` writes every request (sent at, endpoint, ms, outcome) to lay slow answers
+beside the processes' own logs. ``--autogroup-nice N`` (a shared box): the CPU weight of the
+layout's sessions and the client's against the box's other sessions, which the kernel's
+autogroups share the CPU with before ``nice`` counts (see :func:`set_autogroup_nice`); say so
+with the figures, as with the load average.
 """
 
 from __future__ import annotations
@@ -271,17 +277,37 @@ def cpu_by_group(groups: dict[str, int]) -> dict[str, float]:
     return out
 
 
+def set_autogroup_nice(nice: int) -> None:
+    """The CPU weight of this process's session against other sessions (``--autogroup-nice``).
+
+    With the kernel's autogroups on (``/proc/sys/kernel/sched_autogroup_enabled``, the default of
+    most distributions), the scheduler first shares the CPU equally between *sessions* and only
+    then by ``nice`` within one: another session's program at ``nice 19`` gets as much CPU as all
+    the layout's web processes together. A shared box's benches then measure the others' load, not
+    the layout; giving the layout's sessions (each process of the Procfile is one, as under systemd)
+    a weight above the others' restores what ``nice 19`` meant for them. Needs root below 0."""
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as f:
+        f.write(str(nice))
+
+
 class Layout:
     """The Procfile's processes plus the fake agents, each in a process group of its own."""
 
-    def __init__(self, env: dict[str, str], logs: Path) -> None:
-        self.env, self.logs = env, logs
+    def __init__(self, env: dict[str, str], logs: Path, autogroup_nice: int | None = None) -> None:
+        self.env, self.logs, self.autogroup_nice = env, logs, autogroup_nice
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, argv: list[str]) -> None:
+        nice = self.autogroup_nice
         with (self.logs / f"{name}.log").open("ab") as log:
             self.procs[name] = subprocess.Popen(  # noqa: S603 -- the Procfile's own lines, this interpreter
-                argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=None if nice is None else lambda: set_autogroup_nice(nice),
             )
 
     def check(self) -> None:
@@ -469,6 +495,8 @@ class Load:
         self.http, self.users, self.known, self.rng = http, users, known, rng
         self.stats = {name: Endpoint() for name, _share in MIX}
         self.mine: dict[str, list[int]] = {u["name"]: [] for u in users}  # submitted during the run
+        self.timeline: list[tuple[float, str, float, str]] = []  # (sent at, kind, ms, outcome)
+        self.t0 = 0.0
 
     def pick(self) -> str:
         roll, acc = self.rng.random(), 0.0
@@ -511,10 +539,13 @@ class Load:
             )
         except TimeoutError:
             stat.error("timeout")
+            self.timeline.append((scheduled - self.t0, kind, (time.monotonic() - scheduled) * 1000, "timeout"))
             return
         except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError):
             stat.error("conn")
+            self.timeline.append((scheduled - self.t0, kind, (time.monotonic() - scheduled) * 1000, "conn"))
             return
+        self.timeline.append((scheduled - self.t0, kind, (time.monotonic() - scheduled) * 1000, str(status)))
         if 200 <= status < 300:
             stat.latencies.append((time.monotonic() - scheduled) * 1000)
             if kind == "submit":
@@ -528,7 +559,7 @@ class Load:
 
     async def run(self, rate: float, duration: float) -> float:
         tasks: set[asyncio.Task[None]] = set()
-        t0 = time.monotonic()
+        t0 = self.t0 = time.monotonic()
         n = int(rate * duration)
         for i in range(n):
             scheduled = t0 + i / rate
@@ -570,6 +601,15 @@ def report(load: Load, rate: float, window: float) -> None:
     )
 
 
+def write_timeline(path: str, load: Load) -> None:
+    """Every request of the run, in the order sent: ``sent_s`` (from the load's start, whose wall
+    clock the first line gives), endpoint, latency in ms (to the answer or the failure), outcome
+    (status code, ``timeout`` or ``conn``): to lay slow answers beside the processes' own logs."""
+    head = f"# t0_wall={time.time() - (time.monotonic() - load.t0):.3f}\nsent_s,kind,ms,outcome\n"
+    rows = "".join(f"{t:.3f},{k},{ms:.1f},{o}\n" for t, k, ms, o in sorted(load.timeline))
+    Path(path).write_text(head + rows)
+
+
 async def drive(
     args: argparse.Namespace, base: str, users: list[dict[str, Any]], known: list[int], groups: dict[str, int]
 ) -> None:
@@ -583,6 +623,8 @@ async def drive(
         http.close()
     cpu_after, wall = cpu_by_group(groups), time.monotonic() - wall
     report(load, args.rate, window)
+    if args.timeline:
+        write_timeline(args.timeline, load)
     print(
         "CPU during the load (cores busy): "
         + ", ".join(f"{name} {(cpu_after[name] - cpu_before[name]) / wall:.2f}" for name in cpu_after)
@@ -617,7 +659,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=100.0, help="offered requests/s (default 100)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
-    parser.add_argument("--web-workers", type=int, default=4, help="WEB_WORKERS of the Procfile (default 4)")
+    parser.add_argument("--web-workers", type=int, default=2, help="WEB_WORKERS of the Procfile (default 2)")
     parser.add_argument("--worker-processes", type=int, default=2, help="WORKER_PROCESSES (default 2)")
     parser.add_argument("--worker-threads", type=int, default=4, help="WORKER_THREADS (default 4)")
     parser.add_argument("--hosts", type=int, default=64)
@@ -634,6 +676,13 @@ def main() -> None:
     parser.add_argument("--url", help="drive a running layout (with --tokens) instead of starting one")
     parser.add_argument("--tokens", help="the seed file a --keep run wrote (users, tokens)")
     parser.add_argument("--keep", action="store_true", help="leave the layout, database and Redis running")
+    parser.add_argument(
+        "--autogroup-nice",
+        type=int,
+        help="the CPU weight of the layout's and the client's sessions against the box's other sessions "
+        "(-20..19; below 0 needs root): see set_autogroup_nice",
+    )
+    parser.add_argument("--timeline", help="write every request (sent at, endpoint, ms, outcome) to this CSV")
     parser.add_argument("--agents-proc", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -663,7 +712,9 @@ def main() -> None:
         world = seed(args)
         (work / "seed.json").write_text(json.dumps({"database": db_url, "users": world["users"]}))
         env = server_env(args, db_url, redis_url, work / "var")
-        layout = Layout(env, work / "logs")
+        if args.autogroup_nice is not None:
+            set_autogroup_nice(args.autogroup_nice)  # this process's session: the load client
+        layout = Layout(env, work / "logs", args.autogroup_nice)
         lines = procfile_lines()
         for name, line in lines.items():  # the production layout: every process type of the Procfile
             layout.start(name, ["bash", "-c", line])

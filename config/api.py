@@ -20,13 +20,12 @@ so serializers can decide field by field what to show without extra queries.
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpResponsePermanentRedirect
 from django.urls import Resolver404, resolve
-from django.utils.functional import SimpleLazyObject
+from django.utils.functional import SimpleLazyObject, cached_property
 from rest_framework import exceptions, status, views, viewsets
 from rest_framework.response import Response
 
@@ -128,6 +127,14 @@ class FairwayViewSet(viewsets.GenericViewSet):
     ``budget_tree`` (id → Budget) and ``accessible_budget_ids`` (budgets the user may use and
     whose workloads' private fields they may see) are computed once per request and passed
     to serializers in the context, together with ``budget_paths``.
+
+    Django's ``cached_property``, not ``functools``': on Python 3.11 the latter holds one lock per
+    property *for every instance of the class* while it computes, so every request of a process
+    queued on it behind one whose computation waited, and one that waited for a pooled database
+    connection (the memberships' query) while the requests holding all the pool's connections
+    queued on its lock stopped the process until the pool's timeout (10 s: the layout's
+    10/20/30 s answers and timeouts; docs/benchmarks/api_load.md, eleventh pass). A view is one
+    request's: nothing to lock.
     """
 
     def get_exception_handler(self):  # noqa: ANN201 -- DRF's signature

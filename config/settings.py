@@ -19,6 +19,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.private_file import owner_only
+from config.priority import hold_nice_against_other_sessions
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FAIRWAY_VAR_DIR") or BASE_DIR / "var")
@@ -214,7 +215,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     DB_MAX_CONNECTIONS = env_int("FAIRWAY_DB_MAX_CONNECTIONS", 100, minimum=4)
     DB_PROCESSES = env_int(
         "FAIRWAY_DB_PROCESSES",
-        env_int("WEB_WORKERS", 4, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 3,
+        env_int("WEB_WORKERS", 2, minimum=1) + env_int("WORKER_PROCESSES", 2, minimum=1) + 3,
         minimum=1,
     )
     _reserve = max(3, DB_MAX_CONNECTIONS // 10)  # superuser slots, psql, migrations, backups
@@ -430,6 +431,11 @@ FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
 # --- Production (docs/deploy.md) ---------------------------------------------------------------
 # FAIRWAY_ENV=production turns on safe defaults behind a TLS-terminating proxy; each one can be
 # overridden by its own variable. `manage.py check --deploy` is clean with these defaults (tested).
+# A process started niced (the estimates, `nice -n 10`) keeps that priority against the web
+# processes' sessions too, not only inside its own (config/priority.py). Here: every manage.py
+# command reads the settings before it runs (rundramatiq then execs dramatiq in the same process).
+hold_nice_against_other_sessions()
+
 FAIRWAY_ENV = env_str("FAIRWAY_ENV", "development").strip().lower()
 if FAIRWAY_ENV not in {"development", "production"}:
     raise ImproperlyConfigured(f"FAIRWAY_ENV={FAIRWAY_ENV!r} must be development or production")

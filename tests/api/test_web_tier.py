@@ -879,7 +879,7 @@ def test_a_web_process_s_startup_objects_are_frozen_out_of_full_collections():
         "import gc, config.asgi\n"
         "import django.urls\n"
         "django.urls.get_resolver().url_patterns\n"
-        "print(gc.get_freeze_count(), len(gc.get_objects()))\n"
+        "print(gc.get_threshold()[0], gc.get_freeze_count(), len(gc.get_objects()))\n"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
     out = subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
@@ -891,9 +891,10 @@ def test_a_web_process_s_startup_objects_are_frozen_out_of_full_collections():
         check=True,
         timeout=120,
     )
-    frozen, tracked = map(int, out.stdout.split()[-2:])
+    young, frozen, tracked = map(int, out.stdout.split()[-3:])
     assert frozen > 50_000  # the startup's objects (~117,000 with production settings)
     assert tracked < frozen // 20  # what a full collection still walks
+    assert young == 10_000  # collections 14x rarer than Python's 700 (eleventh pass)
 
 
 def test_requests_on_threads_of_their_own_share_one_redis_pool_and_connection(redis_cache):
@@ -921,3 +922,116 @@ def test_requests_on_threads_of_their_own_share_one_redis_pool_and_connection(re
     pools = {id(pool): pool for _cache, pool in seen}
     assert len(pools) == 1
     assert next(iter(pools.values()))._created_connections <= 1  # noqa: SLF001 -- redis-py's count
+
+
+def test_one_request_s_scope_computing_never_holds_up_another_request_s(monkeypatch):
+    """Given two requests of one process on threads of their own, when the first one's memberships
+    wait (for a pooled database connection, a row, the CPU), then the second one's are computed
+    meanwhile. Fails with ``functools.cached_property`` (Python 3.11: one lock per property for
+    every instance of the class): the second waited on the first, and when the first waited for a
+    connection that the waiting requests held, the process stopped until the pool's timeout
+    (docs/benchmarks/api_load.md, eleventh pass)."""
+    import threading
+    from types import SimpleNamespace
+
+    import config.api
+
+    release, first_in = threading.Event(), threading.Event()
+
+    def memberships(user: Any, token: Any) -> dict[int, str]:
+        if user == "first":
+            first_in.set()
+            release.wait(30)
+        return {1: user}
+
+    monkeypatch.setattr(config.api.tree_memo, "token", lambda request: "v")
+    monkeypatch.setattr(config.api.tree_memo, "shared_memberships", memberships)
+    views = {name: config.api.FairwayViewSet() for name in ("first", "second")}
+    for name, view in views.items():
+        view.request = SimpleNamespace(user=name)
+    got: dict[str, Any] = {}
+
+    def read(name: str) -> None:
+        got[name] = views[name].memberships
+
+    first = threading.Thread(target=read, args=("first",), daemon=True)
+    first.start()
+    assert first_in.wait(30)
+    second = threading.Thread(target=read, args=("second",), daemon=True)
+    second.start()
+    second.join(30)  # a bound for a broken build, not a timing: the second waits on nothing
+    done_while_first_waited = not second.is_alive()
+    release.set()
+    first.join(30)
+    assert done_while_first_waited and got == {"first": {1: "first"}, "second": {1: "second"}}
+
+
+def test_no_server_code_uses_functools_cached_property():
+    """Python 3.11's ``functools.cached_property`` locks every instance of the class while one
+    computes (see the test above); the server's code uses Django's, which does not lock."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = []
+    for package in ("accounts", "budgets", "config", "scheduler", "web"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "functools":
+                    offenders += [f"{path}:{node.lineno}" for a in node.names if a.name == "cached_property"]
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "cached_property"
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "functools"
+                ):
+                    offenders.append(f"{path}:{node.lineno}")
+    assert offenders == []
+
+
+def test_a_niced_process_leading_its_session_keeps_its_nice_against_other_sessions():
+    """Given the kernel's autogroups (the CPU shared between sessions first, by nice inside one),
+    when a process started at nice 10 in a session of its own (the Procfile's estimates, as
+    honcho, the bench and systemd start it) reads the settings, then its session's autogroup is
+    at nice 10 too: it yields to the web processes' sessions. A process sharing its session, or
+    at nice 0, changes nothing (config.priority; docs/benchmarks/api_load.md, eleventh pass)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not os.path.exists("/proc/self/autogroup"):
+        pytest.skip("this kernel has no autogroups")
+    probe = "import config.settings; print(open('/proc/self/autogroup').read().split()[-1])"
+
+    def run(*prefix: str, own_session: bool) -> str:
+        return subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
+            [*prefix, sys.executable, "-c", probe],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            start_new_session=own_session,
+        ).stdout.split()[-1]
+
+    with open("/proc/self/autogroup") as f:
+        ours = f.read().split()[-1]
+    mine = os.nice(0)  # the tests may run niced themselves
+    assert run("nice", "-n", "10", own_session=True) == str(min(19, mine + 10))
+    assert run(own_session=True) == str(mine)  # at nice 0: stays 0
+    assert run("nice", "-n", "10", own_session=False) == ours  # our session's: not its to change
+
+
+def test_one_serve_process_running_the_worker_gets_the_pool_of_two_processes():
+    """Given ``manage.py serve`` with its worker in the same process (embedded, ``--with-worker``),
+    when it starts, then its pool is the share of ``max_connections`` of two processes (itself and
+    one command), not the Procfile's per-process share its ticks queued behind the requests for;
+    an operator's ``FAIRWAY_DB_POOL_MAX_SIZE`` or ``FAIRWAY_DB_PROCESSES`` is kept."""
+    from scheduler.management.commands.serve import one_process_pool_size
+
+    assert one_process_pool_size({"max_size": 12}, 100, {}) == 45  # (100 - 10) // 2
+    assert one_process_pool_size({"max_size": 12}, 20, {}) == 12  # never less than the settings'
+    assert one_process_pool_size({"max_size": 12}, 100, {"FAIRWAY_DB_PROCESSES": "9"}) is None
+    assert one_process_pool_size({"max_size": 12}, 100, {"FAIRWAY_DB_POOL_MAX_SIZE": "8"}) is None

@@ -9,7 +9,9 @@ With ``REDIS_URL`` only the web server runs unless ``--with-worker`` and/or
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import dramatiq
@@ -29,6 +31,36 @@ def start_worker(threads: int = 1) -> dramatiq.Worker:
     worker = dramatiq.Worker(dramatiq.get_broker(), worker_threads=threads, worker_timeout=100)
     worker.start()
     return worker
+
+
+def one_process_pool_size(pool: Mapping[str, Any], max_connections: int, environ: Mapping[str, str]) -> int | None:
+    """The pool's max size for a ``serve`` that runs the worker in its own process, or None to keep
+    the settings' (an operator's ``FAIRWAY_DB_POOL_MAX_SIZE`` or ``FAIRWAY_DB_PROCESSES``).
+
+    The settings' default shares ``max_connections`` among the Procfile's processes (two web
+    processes, two workers, the estimates, the clock, a command: 12 each). One ``serve`` is all
+    of them: its requests (one connection each while in flight), the agents' threads, the
+    heartbeat flushes and the worker's ticks queue for one pool, and a tick waited there behind
+    the requests (docs/benchmarks/api_load.md, eighth pass: p50 455 / p99 1,428 ms). Here it gets
+    the share of two processes (itself and one ``manage.py`` command), never less than before."""
+    if environ.get("FAIRWAY_DB_POOL_MAX_SIZE") or environ.get("FAIRWAY_DB_PROCESSES"):
+        return None
+    reserve = max(3, max_connections // 10)  # as config/settings.py
+    return max(int(pool["max_size"]), (max_connections - reserve) // 2)
+
+
+def size_the_pool_for_this_process() -> int | None:
+    """Apply :func:`one_process_pool_size` before the process's first connection makes the pool
+    (PostgreSQL with the pool on); returns the new max size, or None when nothing changed."""
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    if not isinstance(pool, dict) or "default" in getattr(DatabaseWrapper, "_connection_pools", {}):
+        return None
+    size = one_process_pool_size(pool, int(getattr(settings, "DB_MAX_CONNECTIONS", 100)), os.environ)
+    if size is not None:
+        pool["max_size"] = size
+    return size
 
 
 class Command(BaseCommand):
@@ -65,6 +97,8 @@ class Command(BaseCommand):
             proxy_headers=True,
         )
         server = uvicorn.Server(config)
+        if with_worker:
+            size_the_pool_for_this_process()
         worker = start_worker(opts["worker_threads"]) if with_worker else None
         clock = Clock().start() if with_clock else None
         broker = type(dramatiq.get_broker()).__name__
