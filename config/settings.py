@@ -18,8 +18,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.private_file import owner_only
 from config.priority import hold_nice_against_other_sessions
+from config.private_file import owner_only
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FAIRWAY_VAR_DIR") or BASE_DIR / "var")
