@@ -22,7 +22,9 @@ from config.asgi import application
 from scheduler import gateway, lifecycle
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, GpuMinuteSample, Host, HostEvent, Workload
 
-MAX_FLUSH_QUERIES = 11  # 10 + the SELECT … FOR UPDATE of the hosts in id order (docs/locking.md)
+# 10 + the SELECT … FOR UPDATE of the hosts in id order (docs/locking.md) + the read of the attempts to
+# start (the desired state reads open attempts narrowly first: a flush with nothing to start has one less)
+MAX_FLUSH_QUERIES = 12
 
 
 def _register(cluster: Cluster, n: int, prefix: str = "b") -> list[tuple[Host, str]]:
