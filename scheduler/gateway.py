@@ -305,8 +305,8 @@ def desired_commands(
       ``stopped``, and a repeated stop of an exited one with its exit);
     - reported running but not an open attempt on this host, not in ``already_stopped``
       → ``stop`` (``not_wanted``): attempt ids fence off stale copies (§4).
-    Two queries whatever the number of attempts. None: ``generation`` is given and stale
-    (the connection must be closed, nothing is sent on it).
+    A fixed number of queries whatever the number of attempts (:func:`desired_commands_many`).
+    None: ``generation`` is given and stale (the connection must be closed, nothing is sent on it).
     """
     view = AgentView(host_id, reported_running, already_started, already_stopped, generation)
     return desired_commands_many([view])[host_id]
@@ -316,22 +316,106 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     """:func:`desired_commands` of many hosts at once: host id → messages (every host of ``views``),
     or None for a stale view (:func:`stale_hosts`): it gets nothing, its connection is closed.
 
-    Two queries whatever the number of hosts and attempts (one when nothing is to start; one
-    more when views carry a generation)."""
+    One narrow query of the open attempts on these hosts (wire id, stop); only the attempts to
+    start are then read whole (:func:`_open_parts`: workload, owner, GPUs, limits) with their gang
+    layout: one query when nothing is to start (every heartbeat flush of busy hosts), three when
+    something is, one more when views carry a generation. The same messages as
+    :func:`desired_commands_many_plain` (its oracle, tests/test_gateway_batch.py) from the same
+    database state: every flush used to decode each open GPU row's workload command, environment
+    and mounts to send nothing (docs/benchmarks/api_load.md, "hb27")."""
     stale = stale_hosts(views)
     out: dict[int, list[protocol.Message] | None] = {v.host_id: None if v.host_id in stale else [] for v in views}
     views = [v for v in views if v.host_id not in stale]
     if not views:
         return out
+    # host id → wire id → (attempt pk, stop issued, stop reason); one row per open GPU of an attempt
+    open_on: dict[int, dict[int, tuple[int, bool, str]]] = defaultdict(dict)
+    for host_id, aid, pk, stop_at, stop_reason in AttemptGPU.objects.filter(
+        open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
+    ).values_list(
+        "gpu__host_id", "attempt__wire_id", "attempt_id", "attempt__stop_requested_at", "attempt__stop_reason"
+    ):
+        if aid not in open_on[host_id]:
+            open_on[host_id][aid] = (pk, stop_at is not None, stop_reason or "stopped")
+    wanted: dict[int, set[int]] = {}  # host id → wire ids to start there
+    for view in views:
+        running = set(view.reported_running or ())
+        wanted[view.host_id] = {
+            aid
+            for aid, (_pk, stopping, _r) in open_on.get(view.host_id, {}).items()
+            if not stopping and aid not in running and aid not in view.already_started
+        }
+    pks = {open_on[hid][aid][0] for hid, aids in wanted.items() for aid in aids}
+    parts = _open_parts([hid for hid, aids in wanted.items() if aids], pks) if pks else {}
+    to_start: dict[int, list[_Part]] = {
+        # read again: a stop issued (or the attempt ended) between the two queries is not started
+        hid: [p for aid, p in sorted(parts.get(hid, {}).items()) if aid in aids and not p.stopping]
+        for hid, aids in wanted.items()
+    }
+    starting = [p.pk for ps in to_start.values() for p in ps]
+    gangs = _gang_layout(starting) if starting else {}
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
+    for view in views:
+        opened = open_on.get(view.host_id, {})
+        running = set(view.reported_running or ())
+        messages = out[view.host_id]
+        assert messages is not None  # noqa: S101 -- stale views were left out above
+        for part in to_start[view.host_id]:
+            messages.append(_start_message(part, gangs, grace))
+        for aid, (_pk, stopping, reason) in sorted(opened.items()):
+            if stopping and aid not in view.already_stopped:
+                messages.append(protocol.Stop(attempt_id=aid, reason=reason, grace_s=grace))
+        for aid in sorted(running - set(opened) - set(view.already_stopped)):
+            messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
+    return out
+
+
+def desired_commands_many_plain(views: Sequence[AgentView]) -> dict[int, list[protocol.Message] | None]:
+    """:func:`desired_commands_many` read plainly: every open attempt of these hosts read whole
+    in one query, then the same rules (the oracle of the fast path; tests only)."""
+    stale = stale_hosts(views)
+    out: dict[int, list[protocol.Message] | None] = {v.host_id: None if v.host_id in stale else [] for v in views}
+    views = [v for v in views if v.host_id not in stale]
+    if not views:
+        return out
+    by_host = _open_parts([v.host_id for v in views])
+    to_start: dict[int, list[_Part]] = {}
+    for view in views:
+        running = set(view.reported_running or ())
+        to_start[view.host_id] = [
+            part
+            for aid, part in sorted(by_host.get(view.host_id, {}).items())
+            if not part.stopping and aid not in running and aid not in view.already_started
+        ]
+    starting = [p.pk for parts in to_start.values() for p in parts]
+    gangs = _gang_layout(starting) if starting else {}
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
+    for view in views:
+        parts = by_host.get(view.host_id, {})
+        running = set(view.reported_running or ())
+        messages = out[view.host_id]
+        assert messages is not None  # noqa: S101 -- stale views were left out above
+        for part in to_start[view.host_id]:
+            messages.append(_start_message(part, gangs, grace))
+        for aid, part in sorted(parts.items()):
+            if part.stopping and aid not in view.already_stopped:
+                messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
+        for aid in sorted(running - set(parts) - set(view.already_stopped)):
+            messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
+    return out
+
+
+def _open_parts(host_ids: Collection[int], attempt_pks: Collection[int] | None = None) -> dict[int, dict[int, _Part]]:
+    """host id → wire id → the open attempt's part on that host, read whole (one query): of every
+    open attempt of ``host_ids``, or only of ``attempt_pks``."""
     # the host's registered GPUs, for the per-GPU share of its CPUs and memory (same query)
     host_gpus = Subquery(
         GPU.objects.filter(host_id=OuterRef("gpu__host_id")).values("host_id").annotate(n=Count("id")).values("n"),
         output_field=IntegerField(),
     )
     rows = (
-        AttemptGPU.objects.filter(
-            open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
-        )
+        AttemptGPU.objects.filter(open=True, gpu__host_id__in=sorted(host_ids), attempt__ended_at__isnull=True)
+        .filter(**({} if attempt_pks is None else {"attempt_id__in": sorted(attempt_pks)}))
         .annotate(host_gpus=host_gpus)
         .values_list(
             "gpu__host_id",
@@ -383,30 +467,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
                 mounts=[protocol.Mount(**m) for m in (mounts or [])],
             )
         part.gpus.append((index, uuid))
-    to_start: dict[int, list[_Part]] = {}
-    for view in views:
-        running = set(view.reported_running or ())
-        to_start[view.host_id] = [
-            part
-            for aid, part in sorted(by_host.get(view.host_id, {}).items())
-            if not part.stopping and aid not in running and aid not in view.already_started
-        ]
-    starting = [p.pk for parts in to_start.values() for p in parts]
-    gangs = _gang_layout(starting) if starting else {}
-    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
-    for view in views:
-        parts = by_host.get(view.host_id, {})
-        running = set(view.reported_running or ())
-        messages = out[view.host_id]
-        assert messages is not None  # noqa: S101 -- stale views were left out above
-        for part in to_start[view.host_id]:
-            messages.append(_start_message(part, gangs, grace))
-        for aid, part in sorted(parts.items()):
-            if part.stopping and aid not in view.already_stopped:
-                messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
-        for aid in sorted(running - set(parts) - set(view.already_stopped)):
-            messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
-    return out
+    return by_host
 
 
 def limits_of(part: _Part) -> protocol.Limits | None:

@@ -22,7 +22,9 @@ from config.asgi import application
 from scheduler import gateway, lifecycle
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, GpuMinuteSample, Host, HostEvent, Workload
 
-MAX_FLUSH_QUERIES = 11  # 10 + the SELECT … FOR UPDATE of the hosts in id order (docs/locking.md)
+# 10 + the SELECT … FOR UPDATE of the hosts in id order (docs/locking.md) + the read of the attempts to
+# start (the desired state reads open attempts narrowly first: a flush with nothing to start has one less)
+MAX_FLUSH_QUERIES = 12
 
 
 def _register(cluster: Cluster, n: int, prefix: str = "b") -> list[tuple[Host, str]]:
@@ -322,3 +324,93 @@ def test_a_bad_heartbeat_gets_an_error_and_changes_nothing(fast_flush):
         await comm.disconnect()
 
     _run(run())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("seed", range(40))
+def test_the_narrow_desired_state_equals_the_plain_one_on_random_states(seed):
+    """Oracle: ``desired_commands_many`` (one narrow query, then only the attempts to start read
+    whole) gives every host the same messages as ``desired_commands_many_plain`` (every open
+    attempt read whole), on random hosts, gangs, stops, ended attempts, closed GPU rows and views."""
+    import random
+
+    from accounts.models import User
+    from budgets.models import Budget
+    from scheduler.services import do_register_host
+
+    rng = random.Random(seed)
+    cluster = Cluster.objects.create(name=f"oracle{seed}", allow_root_workloads=rng.random() < 0.5)
+    hosts = [
+        do_register_host(
+            cluster, f"o{seed}-{i}", [(g, f"GPU-o{seed}-{i}-{g}", "H100", 80000) for g in range(rng.randint(1, 4))]
+        )[0]
+        for i in range(rng.randint(1, 5))
+    ]
+    for h in hosts:
+        if rng.random() < 0.5:
+            Host.objects.filter(pk=h.pk).update(cpus=rng.choice([None, 64]), memory_bytes=rng.choice([None, 2**38]))
+        if rng.random() < 0.5:
+            Host.objects.filter(pk=h.pk).update(labels={"address": f"10.0.0.{h.pk % 250}"})
+    user, _ = User.objects.get_or_create(username=f"oracle-user-{rng.randint(0, 2)}")
+    if rng.random() < 0.5:
+        User.objects.filter(pk=user.pk).update(posix_uid=1000 + seed, posix_gid=1000, posix_groups=[2000, 2001])
+    budget, _ = Budget.objects.get_or_create(name="oracle-budget")
+    free = [g for h in hosts for g in h.gpus.order_by("index")]
+    rng.shuffle(free)
+    wire_ids: list[int] = []
+    for n in range(rng.randint(0, 8)):
+        if not free:
+            break
+        taken = [free.pop() for _ in range(rng.randint(1, min(3, len(free))))]
+        w = Workload.objects.create(
+            name=f"o{n}",
+            owner=user,
+            budget=budget,
+            cluster=cluster,
+            gpu_model="H100",
+            gpu_count=len(taken),
+            command=rng.choice([["sleep", "1"], [], ["python", "-c", "print(1)"]]),
+            env=rng.choice([{}, {"A": {"value": "1", "secret": False}}, {"B": "x", "C": None}]),
+            mounts=rng.choice(
+                [[], [{"name": "data", "host_path": "/d", "container_path": "/data", "read_only": True}]]
+            ),
+            cpus=rng.choice([None, 4]),
+            memory_bytes=rng.choice([None, 2**30]),
+            shared_memory_bytes=rng.choice([None, 2**28]),
+            image=rng.choice(["", "img:1"]),
+            min_runtime_s=60,
+            submitted_at=timezone.now(),
+            seq=Workload.objects.count() + 1,
+            state=Workload.State.STARTING,
+        )
+        stopping = rng.random() < 0.3
+        a = Attempt.objects.create(
+            workload=w,
+            number=1,
+            host=taken[0].host,
+            allocated=True,
+            placed_at=timezone.now(),
+            ended_at=timezone.now() if rng.random() < 0.15 else None,
+            stop_requested_at=timezone.now() if stopping else None,
+            stop_reason=rng.choice(["", "preempted"]) if stopping else "",
+        )
+        ranks = {hid: r for r, hid in enumerate(dict.fromkeys(g.host_id for g in taken))}
+        AttemptGPU.objects.bulk_create(
+            [AttemptGPU(attempt=a, gpu=g, rank=ranks[g.host_id], open=rng.random() < 0.9) for g in taken]
+        )
+        wire_ids.append(a.wire_id)
+
+    def some() -> set[int]:
+        return {x for x in [*wire_ids, 999_999] if rng.random() < 0.4}
+
+    views = [
+        gateway.AgentView(h.pk, None if rng.random() < 0.2 else some(), some(), some())
+        for h in rng.sample(hosts, rng.randint(1, len(hosts)))
+    ]
+    fast, plain = gateway.desired_commands_many(views), gateway.desired_commands_many_plain(views)
+    assert fast == plain
+    # and nothing to start: one query (the heartbeat flush of busy hosts)
+    quiet = [gateway.AgentView(v.host_id, set(wire_ids), set(wire_ids), set(wire_ids)) for v in views]
+    with CaptureQueriesContext(connection) as ctx:
+        narrow = gateway.desired_commands_many(quiet)
+    assert len(ctx.captured_queries) == 1 and narrow == gateway.desired_commands_many_plain(quiet)
