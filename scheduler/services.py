@@ -347,6 +347,23 @@ def _id_and_seq() -> dict[str, Any]:
     return {}
 
 
+def _share_lock_budget(pk: int) -> Budget:
+    """Budget ``pk``, read under a row share lock until the transaction ends (PostgreSQL:
+    ``SELECT … FOR SHARE``; Django's ``select_for_update`` has no share mode).
+
+    Submissions into one budget hold it together; an archive (``FOR UPDATE``, then an ``UPDATE``),
+    a change of shares, hold or caps waits for them, and they for it (docs/locking.md, "Budgets").
+    SQLite: a plain read, as ``select_for_update`` is there (one writer at a time)."""
+    if connection.vendor != "postgresql":
+        return Budget.objects.get(pk=pk)
+    table = connection.ops.quote_name(Budget._meta.db_table)
+    query = f"SELECT * FROM {table} WHERE id = %s FOR SHARE"  # noqa: S608 -- the model's own table name
+    rows = list(Budget.objects.raw(query, [pk]))  # noqa: S611 -- a constant statement, the id a parameter
+    if not rows:
+        raise Budget.DoesNotExist(f"budget {pk}")
+    return rows[0]
+
+
 @histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
 def do_submit_workload(
     owner: User,
@@ -555,8 +572,9 @@ def do_submit_workload(
         unsaved.job_options = jobs  # type: ignore[attr-defined] -- its after list and array, for a quote
         return unsaved
     with transaction.atomic():
-        # Lock the budget so an archive running now either precedes (we refuse) or follows us.
-        locked = Budget.objects.select_for_update().get(pk=the_budget.pk)
+        # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
+        # while other submissions into it go on (docs/locking.md, "Budgets").
+        locked = _share_lock_budget(the_budget.pk)
         if locked.archived_at is not None:
             raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
         now = timezone.now()
