@@ -5,7 +5,8 @@
 ``fresh``: what Django's ``ASGIHandler.__call__`` does per request, a new ``ThreadSensitiveContext()``
 (a new single-thread executor: an OS thread started, and joined by another thread at its exit)
 and one thread-sensitive hop (``SyncChainASGIHandler``'s one hop per request). ``pooled``: the
-same hop on an executor lent by ``config.overload.SyncThreadPool`` (reused threads). Alternated,
+same hop on an executor lent by ``config.overload.SyncThreadPool`` (reused threads) in a
+``LentThreadContext``, as ``SyncChainASGIHandler`` does. Alternated,
 ``--rounds`` times; CPU microseconds per request (``time.process_time``: every thread).
 """
 
@@ -34,7 +35,7 @@ def main() -> None:
     django.setup()
     from asgiref.sync import ThreadSensitiveContext, sync_to_async
 
-    from config.overload import SyncThreadPool
+    from config.overload import LentThreadContext, SyncThreadPool
 
     def work() -> int:
         return 1
@@ -49,7 +50,7 @@ def main() -> None:
         for _ in range(args.n):
             executor = await pool.acquire()
             try:
-                async with ThreadSensitiveContext(executor=executor):
+                async with LentThreadContext(executor):
                     await sync_to_async(work, thread_sensitive=True)()
             finally:
                 pool.release(executor)

@@ -21,7 +21,7 @@ agents would refuse all HTTP, and it sends no ``Retry-After``.)
 fresh ``ThreadSensitiveContext()`` per request, i.e. a new single-thread executor, a new OS
 thread started and joined for every request. ``SyncChainASGIHandler`` instead lends each request
 one of at most ``FAIRWAY_WEB_SYNC_THREADS`` single-thread executors, reused, as a WSGI server
-reuses its threads: all the request's thread-sensitive calls (the chain, a streaming body, its
+reuses its threads (``LentThreadContext``): all the request's thread-sensitive calls (the chain, a streaming body, its
 close) still run on one thread, and a request beyond the pool waits for a thread.
 """
 
@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -106,6 +106,34 @@ class SyncThreadPool:
             waiter.set_result(executor)
 
 
+class LentThreadContext(ThreadSensitiveContext):
+    """Django's per-request ``ThreadSensitiveContext()``, on a lent executor instead of a new one.
+
+    Inside it, the request's thread-sensitive calls run on ``executor`` (as asgiref's
+    ``ThreadSensitiveContext(executor=...)`` would); at its exit the executor is only forgotten,
+    not shut down (the pool lends it again). Unlike asgiref's ``executor=`` form, a task the
+    request started that outlives it (e.g. a push scheduled on the loop from the request's thread)
+    is not refused its thread-sensitive calls: as with Django's own context, asgiref gives it a
+    new executor of its own (asgiref's ``SyncToAsync.context_to_thread_executor``, weakly keyed).
+    """
+
+    def __init__(self, executor: ThreadPoolExecutor) -> None:
+        super().__init__()
+        self.lent = executor
+
+    async def __aenter__(self) -> LentThreadContext:
+        self.token = SyncToAsync.thread_sensitive_context.set(self)
+        SyncToAsync.context_to_thread_executor[self] = self.lent
+        return self
+
+    async def __aexit__(self, exc: object, value: object, tb: object) -> None:
+        if SyncToAsync.context_to_thread_executor.get(self) is self.lent:
+            del SyncToAsync.context_to_thread_executor[self]
+        if self.token is not None:
+            SyncToAsync.thread_sensitive_context.reset(self.token)
+            self.token = None
+
+
 class SyncChainASGIHandler(ASGIHandler):
     """Django's ASGI handler with a synchronous middleware chain, the whole request in one hop.
 
@@ -131,7 +159,7 @@ class SyncChainASGIHandler(ASGIHandler):
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         executor = await self.threads.acquire()
         try:
-            async with ThreadSensitiveContext(executor=executor):
+            async with LentThreadContext(executor):
                 await self.handle(scope, receive, send)
         finally:
             self.threads.release(executor)

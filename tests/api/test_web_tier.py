@@ -459,6 +459,45 @@ def test_requests_reuse_a_bounded_pool_of_threads_and_leak_no_state_between_them
         assert stats["pool_available"] == stats["pool_size"], stats
 
 
+def test_a_task_a_request_started_may_outlive_the_request_s_lent_thread():
+    """Given a task scheduled on the loop from a request's thread (as the hub's pushes are), when it
+    makes a thread-sensitive call after the request ended, then it runs (on a thread of its own, as
+    under Django's per-request context; asgiref's ``ThreadSensitiveContext(executor=...)`` refuses
+    it with RuntimeError), and the lent thread was neither shut down nor used by it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import sync_to_async
+
+    from config.overload import LentThreadContext
+
+    lent = ThreadPoolExecutor(max_workers=1)
+    lent_thread = lent.submit(threading.current_thread).result()
+
+    async def scenario() -> tuple[threading.Thread, threading.Thread]:
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+
+        async def later() -> threading.Thread:
+            await ended.wait()
+            return await sync_to_async(threading.current_thread)()
+
+        def in_request() -> Any:
+            return asyncio.run_coroutine_threadsafe(later(), loop)
+
+        async with LentThreadContext(lent):
+            during = await sync_to_async(threading.current_thread)()
+            future = await sync_to_async(in_request)()
+        ended.set()
+        return during, await asyncio.wrap_future(future)
+
+    during, after = asyncio.run(scenario())
+    assert during is lent_thread
+    assert after is not lent_thread
+    assert lent.submit(threading.current_thread).result() is lent_thread  # still lendable
+    lent.shutdown()
+
+
 def test_async_views_keep_django_s_asynchronous_handler():
     """The log tail page waits for agents: it must not hold the process's one sync thread."""
     from config.overload import is_async_view
