@@ -16,16 +16,29 @@ request beyond ``FAIRWAY_WEB_MAX_IN_FLIGHT`` is answered at once with 503 + ``Re
 the client or the proxy gives up; websockets (the agents) and ``/livez`` are never refused.
 (uvicorn's own ``--limit-concurrency`` counts websockets too, so a web process holding its
 agents would refuse all HTTP, and it sends no ``Retry-After``.)
+
+``SyncThreadPool``: the threads those hops run on. Django's ``ASGIHandler.__call__`` enters a
+fresh ``ThreadSensitiveContext()`` per request, i.e. a new single-thread executor, a new OS
+thread started and joined for every request. ``SyncChainASGIHandler`` instead lends each request
+one of at most ``FAIRWAY_WEB_SYNC_THREADS`` single-thread executors, reused, as a WSGI server
+reuses its threads (``LentThreadContext``): all the request's thread-sensitive calls (the chain, a streaming body, its
+close) still run on one thread, and a request beyond the pool waits for a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, iscoroutinefunction, sync_to_async
+from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -44,6 +57,83 @@ OVERLOADED_BODY = json.dumps(
 NEVER_REFUSED = frozenset({"/livez"})
 
 
+class SyncThreadPool:
+    """At most ``size`` single-thread executors, created on demand and lent one per request.
+
+    ``acquire`` (on an event loop) returns a free executor, or a new one while fewer than ``size``
+    exist, or waits for one given back; ``release`` gives it back (from any loop or thread). A
+    waiter cancelled after its executor was handed over passes it on.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.created = 0
+        self._free: list[ThreadPoolExecutor] = []
+        self._waiters: deque[asyncio.Future[ThreadPoolExecutor]] = deque()
+        self._lock = threading.Lock()
+
+    async def acquire(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            if self.created < self.size:
+                self.created += 1
+                return ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-web")
+            waiter: asyncio.Future[ThreadPoolExecutor] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(waiter.result())
+            else:
+                with self._lock, contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def release(self, executor: ThreadPoolExecutor) -> None:
+        with self._lock:
+            if not self._waiters:
+                self._free.append(executor)
+                return
+            waiter = self._waiters.popleft()
+        waiter.get_loop().call_soon_threadsafe(self._hand_over, waiter, executor)
+
+    def _hand_over(self, waiter: asyncio.Future[ThreadPoolExecutor], executor: ThreadPoolExecutor) -> None:
+        if waiter.done():  # cancelled meanwhile
+            self.release(executor)
+        else:
+            waiter.set_result(executor)
+
+
+class LentThreadContext(ThreadSensitiveContext):
+    """Django's per-request ``ThreadSensitiveContext()``, on a lent executor instead of a new one.
+
+    Inside it, the request's thread-sensitive calls run on ``executor`` (as asgiref's
+    ``ThreadSensitiveContext(executor=...)`` would); at its exit the executor is only forgotten,
+    not shut down (the pool lends it again). Unlike asgiref's ``executor=`` form, a task the
+    request started that outlives it (e.g. a push scheduled on the loop from the request's thread)
+    is not refused its thread-sensitive calls: as with Django's own context, asgiref gives it a
+    new executor of its own (asgiref's ``SyncToAsync.context_to_thread_executor``, weakly keyed).
+    """
+
+    def __init__(self, executor: ThreadPoolExecutor) -> None:
+        super().__init__()
+        self.lent = executor
+
+    async def __aenter__(self) -> LentThreadContext:
+        self.token = SyncToAsync.thread_sensitive_context.set(self)
+        SyncToAsync.context_to_thread_executor[self] = self.lent
+        return self
+
+    async def __aexit__(self, exc: object, value: object, tb: object) -> None:
+        if SyncToAsync.context_to_thread_executor.get(self) is self.lent:
+            del SyncToAsync.context_to_thread_executor[self]
+        if self.token is not None:
+            SyncToAsync.thread_sensitive_context.reset(self.token)
+            self.token = None
+
+
 class SyncChainASGIHandler(ASGIHandler):
     """Django's ASGI handler with a synchronous middleware chain, the whole request in one hop.
 
@@ -56,8 +146,23 @@ class SyncChainASGIHandler(ASGIHandler):
     is sent first and closed after, as Django does.
     """
 
+    def __init__(self, threads: int | None = None) -> None:
+        super().__init__()
+        self.threads = SyncThreadPool(threads or settings.FAIRWAY_WEB_SYNC_THREADS)
+
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """As Django's, but on a lent thread of ``self.threads`` instead of a new one per request."""
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        executor = await self.threads.acquire()
+        try:
+            async with LentThreadContext(executor):
+                await self.handle(scope, receive, send)
+        finally:
+            self.threads.release(executor)
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)

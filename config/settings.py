@@ -233,6 +233,16 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
             "(FAIRWAY_DB_POOL_MAX_SIZE, or computed from FAIRWAY_DB_MAX_CONNECTIONS and FAIRWAY_DB_PROCESSES)"
         )
 
+# The threads a web process runs its synchronous requests on (config.overload.SyncThreadPool): a
+# bounded pool reused across requests, as a WSGI server's, instead of asgiref's new thread per
+# request. Default: the pool's max size, so the web threads never outnumber pooled connections
+# (8 without a pool).
+FAIRWAY_WEB_SYNC_THREADS = env_int(
+    "FAIRWAY_WEB_SYNC_THREADS",
+    DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("max_size", 8),
+    minimum=1,
+)
+
 AUTH_USER_MODEL = "accounts.User"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

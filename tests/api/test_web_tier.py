@@ -397,6 +397,107 @@ def test_an_api_request_under_asgi_takes_few_thread_hops(researcher, api_client_
     assert hops == 1  # request_started, the request and request_finished: one hop
 
 
+@pytest.mark.django_db(transaction=True)
+def test_requests_reuse_a_bounded_pool_of_threads_and_leak_no_state_between_them(researcher):
+    """Django's ASGI handler started a new thread per request (asgiref's ``ThreadSensitiveContext``);
+    SyncChainASGIHandler lends one of its reused threads. Given 24 requests, 8 at a time, on a
+    handler of 3 threads, alternately with and without a token: at most 3 threads ran them; none
+    saw the language, time zone or user an earlier request on its thread left behind; and every
+    pooled database connection is back in the pool at the end (none held by an idle thread)."""
+    import threading
+
+    from django.core import signals
+    from django.db import connection
+    from django.utils import timezone as tz
+    from django.utils import translation
+
+    from accounts.services import create_api_token
+    from config.overload import SyncChainASGIHandler
+
+    _instance, token = create_api_token(researcher)
+    connection.close()  # the test's own connection back to the pool (PostgreSQL) or closed
+    handler = SyncChainASGIHandler(threads=3)
+    seen: list[tuple[int, str, str]] = []
+
+    def started(**_kwargs: Any) -> None:
+        seen.append((threading.get_ident(), translation.get_language(), tz.get_current_timezone_name()))
+        translation.activate("de")  # left behind on purpose: the next request on this thread must not see it
+        tz.activate("Asia/Tokyo")
+
+    signals.request_started.connect(started)
+    try:
+
+        async def get(n: int) -> tuple[int, Any]:
+            headers = [(b"host", b"testserver")]
+            if n % 2 == 0:
+                headers.append((b"authorization", f"Token {token}".encode()))
+            communicator = HttpCommunicator(handler, "GET", "/api/v1/me/", headers=headers)
+            answer = await communicator.get_response(timeout=20)
+            await communicator.wait(timeout=20)
+            return n, answer
+
+        async def scenario() -> list[tuple[int, Any]]:
+            answers = []
+            for batch in range(3):
+                answers += await asyncio.gather(*(get(batch * 8 + i) for i in range(8)))
+            return answers
+
+        answers = asyncio.run(scenario())
+    finally:
+        signals.request_started.disconnect(started)
+    for n, answer in answers:
+        if n % 2 == 0:
+            assert answer["status"] == 200, answer["body"]
+            assert json.loads(answer["body"])["username"] == "researcher"
+        else:
+            assert answer["status"] in (401, 403), answer["body"]  # the user of the last request did not stay
+    assert len(seen) == 24
+    assert 1 <= len({ident for ident, _, _ in seen}) <= 3 == handler.threads.created
+    assert {(language, zone) for _, language, zone in seen} == {("en-us", "UTC")}
+    if connection.settings_dict.get("OPTIONS", {}).get("pool"):  # PostgreSQL: none kept by an idle thread
+        stats = connection.pool.get_stats()
+        assert stats["pool_available"] == stats["pool_size"], stats
+
+
+def test_a_task_a_request_started_may_outlive_the_request_s_lent_thread():
+    """Given a task scheduled on the loop from a request's thread (as the hub's pushes are), when it
+    makes a thread-sensitive call after the request ended, then it runs (on a thread of its own, as
+    under Django's per-request context; asgiref's ``ThreadSensitiveContext(executor=...)`` refuses
+    it with RuntimeError), and the lent thread was neither shut down nor used by it."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import sync_to_async
+
+    from config.overload import LentThreadContext
+
+    lent = ThreadPoolExecutor(max_workers=1)
+    lent_thread = lent.submit(threading.current_thread).result()
+
+    async def scenario() -> tuple[threading.Thread, threading.Thread]:
+        loop = asyncio.get_running_loop()
+        ended = asyncio.Event()
+
+        async def later() -> threading.Thread:
+            await ended.wait()
+            return await sync_to_async(threading.current_thread)()
+
+        def in_request() -> Any:
+            return asyncio.run_coroutine_threadsafe(later(), loop)
+
+        async with LentThreadContext(lent):
+            during = await sync_to_async(threading.current_thread)()
+            future = await sync_to_async(in_request)()
+        ended.set()
+        return during, await asyncio.wrap_future(future)
+
+    during, after = asyncio.run(scenario())
+    assert during is lent_thread
+    assert after is not lent_thread
+    assert lent.submit(threading.current_thread).result() is lent_thread  # still lendable
+    lent.shutdown()
+
+
 def test_async_views_keep_django_s_asynchronous_handler():
     """The log tail page waits for agents: it must not hold the process's one sync thread."""
     from config.overload import is_async_view
@@ -898,8 +999,8 @@ def test_a_web_process_s_startup_objects_are_frozen_out_of_full_collections():
 
 
 def test_requests_on_threads_of_their_own_share_one_redis_pool_and_connection(redis_cache):
-    """Given the Redis cache, when five requests' threads (under ASGI each request runs on a thread
-    of its own, and Django keeps a cache object per thread) each read and write the cache one
+    """Given the Redis cache, when five requests' threads (under ASGI requests run on several threads
+    of the process's pool, and Django keeps a cache object per thread) each read and write the cache one
     after another, then they borrow one connection from one pool of the process: no pool and no
     connection per request (config.cache; docs/benchmarks/api_load.md, eighth pass)."""
     import threading
