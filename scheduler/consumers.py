@@ -29,15 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 from datetime import datetime
 from typing import Any
 
 from channels.consumer import get_handler_name
-from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -57,9 +54,6 @@ INBOX_MAX = 256
 until one is (an agent sends a heartbeat every few seconds and an event per attempt change)."""
 INBOX_DRAIN_S = 60.0
 """How long a disconnect waits for the messages its connection sent before closing to be handled."""
-RECEIVE_CANCEL_S = 1.0
-"""How long an ending connection waits for its cancelled reads (the socket's, the channel layer's)
-to end: past it they are left to end on their own (:meth:`AgentConsumer.__call__`)."""
 
 
 def _bearer_token(scope: dict[str, Any]) -> str:
@@ -197,40 +191,6 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # One live connection per host: the newest wins, older ones (in any web process) close.
         await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Channels' ``AsyncConsumer.__call__`` with a bounded end (:data:`RECEIVE_CANCEL_S`).
-
-        Channels cancels the connection's two reads when it stops (the socket's and the channel
-        layer's) and awaits both, unbounded. On a SIGTERM'd web process a cancelled
-        ``RedisChannelLayer.receive`` (the process's shared reader, inside ``receive_single``) at
-        times did not end, so the connection's task never did and uvicorn waited for it until
-        ``--timeout-graceful-shutdown`` (30 s): every deploy's web process needed the process
-        manager's SIGKILL (docs/deploy.md, "Restarting web processes"). Nothing is lost by not
-        waiting: the socket is closed, and a message left in the channel layer is for this
-        connection's channel alone, which no one reads again."""
-        self.scope = scope
-        self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        self.channel_name = await self.channel_layer.new_channel()
-        self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
-        self.base_send = send
-        reads = {"socket": receive, "layer": self.channel_receive}
-        tasks = {name: asyncio.ensure_future(read()) for name, read in reads.items()}
-        try:
-            while True:
-                await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
-                for name, task in list(tasks.items()):
-                    if task.done():
-                        await self.dispatch(task.result())
-                        tasks[name] = asyncio.ensure_future(reads[name]())
-        except StopConsumer:
-            pass
-        finally:
-            for task in tasks.values():
-                task.cancel()
-            _, pending = await asyncio.wait(tasks.values(), timeout=RECEIVE_CANCEL_S)
-            if pending:
-                logger.info("%d cancelled read(s) of a closed agent connection left to end on their own", len(pending))
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its ``aclose_old_connections()`` before every message.

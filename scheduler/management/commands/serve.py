@@ -88,8 +88,8 @@ class Command(BaseCommand):
             port=opts["port"],
             http="httptools",  # the C parser and libuv loop, as the Procfile (docs/benchmarks/api_load.md)
             loop="uvloop",
-            # A bound on the graceful shutdown (in-flight HTTP requests); agent connections end at
-            # once (scheduler/consumers.py, AgentConsumer.__call__; docs/deploy.md, "Restarting").
+            # A bound on the graceful shutdown: with httptools a process waited on a background task
+            # after SIGTERM in every layout run (docs/benchmarks/api_load.md, third pass; cause open).
             timeout_graceful_shutdown=30,
             ws="websockets-sansio",
             lifespan="off",
