@@ -356,17 +356,8 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     gangs = _gang_layout(starting) if starting else {}
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     for view in views:
-        opened = open_on.get(view.host_id, {})
-        running = set(view.reported_running or ())
-        messages = out[view.host_id]
-        assert messages is not None  # noqa: S101 -- stale views were left out above
-        for part in to_start[view.host_id]:
-            messages.append(_start_message(part, gangs, grace))
-        for aid, (_pk, stopping, reason) in sorted(opened.items()):
-            if stopping and aid not in view.already_stopped:
-                messages.append(protocol.Stop(attempt_id=aid, reason=reason, grace_s=grace))
-        for aid in sorted(running - set(opened) - set(view.already_stopped)):
-            messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
+        opened = {aid: (stopping, reason) for aid, (_pk, stopping, reason) in open_on.get(view.host_id, {}).items()}
+        out[view.host_id] = _host_messages(view, to_start[view.host_id], opened, gangs, grace)
     return out
 
 
@@ -391,18 +382,29 @@ def desired_commands_many_plain(views: Sequence[AgentView]) -> dict[int, list[pr
     gangs = _gang_layout(starting) if starting else {}
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     for view in views:
-        parts = by_host.get(view.host_id, {})
-        running = set(view.reported_running or ())
-        messages = out[view.host_id]
-        assert messages is not None  # noqa: S101 -- stale views were left out above
-        for part in to_start[view.host_id]:
-            messages.append(_start_message(part, gangs, grace))
-        for aid, part in sorted(parts.items()):
-            if part.stopping and aid not in view.already_stopped:
-                messages.append(protocol.Stop(attempt_id=aid, reason=part.stop_reason, grace_s=grace))
-        for aid in sorted(running - set(parts) - set(view.already_stopped)):
-            messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
+        opened = {aid: (part.stopping, part.stop_reason) for aid, part in by_host.get(view.host_id, {}).items()}
+        out[view.host_id] = _host_messages(view, to_start[view.host_id], opened, gangs, grace)
     return out
+
+
+def _host_messages(
+    view: AgentView,
+    starts: list[_Part],
+    opened: dict[int, tuple[bool, str]],
+    gangs: dict[int, tuple[int, str, int]],
+    grace: int,
+) -> list[protocol.Message]:
+    """One host's messages, in order (the rules of :func:`desired_commands`): its starts, a stop
+    of each open attempt whose stop was issued (``opened``: wire id → (stop issued, reason)) and
+    not yet sent, then ``not_wanted`` stops of attempts it runs that are not open on it."""
+    messages: list[protocol.Message] = [_start_message(part, gangs, grace) for part in starts]
+    for aid, (stopping, reason) in sorted(opened.items()):
+        if stopping and aid not in view.already_stopped:
+            messages.append(protocol.Stop(attempt_id=aid, reason=reason, grace_s=grace))
+    running = set(view.reported_running or ())
+    for aid in sorted(running - set(opened) - set(view.already_stopped)):
+        messages.append(protocol.Stop(attempt_id=aid, reason=NOT_WANTED, grace_s=grace))
+    return messages
 
 
 def _open_parts(host_ids: Collection[int], attempt_pks: Collection[int] | None = None) -> dict[int, dict[int, _Part]]:
