@@ -52,6 +52,9 @@ WRAPPER_ENV = {"PATH": DEFAULT_PATH}
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
+START_CLOSE_S = 10.0
+"""How long :meth:`ProcessRuntime.close` waits for starts past their wrapper's spawn, in seconds."""
+
 # The wrapper, run as ``python -I -c _WRAPPER FD STATUS EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
 # (so as the agent's user, usually root) with a fixed environment of the agent's choosing, never the
 # workload's: a workload's LD_PRELOAD, LD_LIBRARY_PATH, GCONV_PATH… would otherwise be obeyed by the
@@ -673,8 +676,10 @@ class ProcessRuntime(StoredRuntime):
 
     async def close(self) -> None:
         # A start whose wrapper exists ends first (a few ms: the wrapper's setup), recorded either
-        # way; its attempt is then left running like every other.
-        await asyncio.gather(*self._starts, return_exceptions=True)
+        # way; its attempt is then left running like every other. Bounded: a wrapper stuck in its
+        # setup does not hold the agent's exit (its record is on disk already, state running).
+        if self._starts:
+            await asyncio.wait(set(self._starts), timeout=START_CLOSE_S)
         watchers = list(self._watchers.values())
         for task in watchers:
             task.cancel()
