@@ -813,17 +813,20 @@ def room_level(world: World, w: Workload) -> int:
     """The least room class that makes room for ``w``, judged as if no host were reserved.
 
     One host: the least L such that its free GPUs plus the GPUs there of attempts of class
-    ≤ L reach ``gpus``. A gang: the ``k``-th best whole host, a host's class being the worst
-    class of its attempts (NEVER if one of its GPUs is nominated for another workload).
+    ≤ L reach ``gpus`` and, with those attempts gone, its CPUs and memory suffice (§3.3). A
+    gang: the ``k``-th best whole host whose CPUs and memory take it with nothing else there, a
+    host's class being the worst class of its attempts (NEVER if one of its GPUs is nominated
+    for another workload).
     """
     hosts = [h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE]
     best = NEVER
     if not world.is_gang(w):
         for h in hosts:
             free = len(world.free(h))
-            classes = [(victim_class(world, w, a), len(world.gpus_on(a, h))) for a in world.attempts_on(h)]
+            classes = [(victim_class(world, w, a), a) for a in world.attempts_on(h)]
             for level in (FREE, NOW, LATER, FORBIDDEN):
-                if free + sum(n for c, n in classes if c <= level) >= w.gpus:
+                gone = [a for c, a in classes if c <= level]
+                if free + sum(len(world.gpus_on(a, h)) for a in gone) >= w.gpus and world.fits(w, h, w.gpus, gone):
                     best = min(best, level)
                     break
         return best
@@ -832,6 +835,8 @@ def room_level(world: World, w: Workload) -> int:
     for h in hosts:
         host = world.hosts[h]
         if host.size != size or any(x == GpuHealth.UNHEALTHY for x in host.gpu_health.values()):
+            continue
+        if not world.fits_empty(w, h, size):
             continue
         if any(world.nominee((h, i)) not in (None, w.id) for i in range(size)):
             per_host.append(NEVER)
