@@ -253,8 +253,9 @@ def do_create_budget(
                     name=name, parent=parent, shares=shares, description=description, hold=hold
                 )
         except IntegrityError:
-            # A creation of the same name committed meanwhile (the live-name unique index made
-            # this insert wait for it): the rule's own answer, not a database error.
+            # A creation of the same name, or of a root, committed meanwhile (the live-name unique
+            # index, or the one-root index ``budget_one_root``, made this insert wait for it): the
+            # rule's own answer (``duplicate_name``, ``second_root``), not a database error.
             problem = placement_problem(name, parent)
             if problem is None:
                 raise

@@ -15,7 +15,7 @@ bind, the hosts are walked plainly (:func:`_host_levels`). When CPUs or memory m
 worse than GPUs alone would, the reason says which (``resources``: ``cpus``, ``memory``).
 
 A ``protected_work`` reason names the room the reservation reads: one host, the earliest by
-``reserve.host_start`` (:func:`_earliest_protected`); a gang, the reservation's own statement
+``reserve.host_start``, and that start (:func:`_earliest_protected`); a gang, the reservation's own statement
 (``reserve.earliest_gang``, reservations ignored): its hosts and its start.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import scheduler.policy.contract as contract
@@ -212,10 +211,11 @@ def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, in
     the reservation search has walked it all; else (no search for this shape in this pass, e.g.
     the reservations are all taken) each candidate's start by ``reserve.host_start``. So the
     reason names the host the reservation waits for, not merely the first by name. The instant
-    shown is that host's ``room_by`` with starting attempts counted now, as it always was; where
-    CPUs or memory can bind (:func:`_binds`), a candidate needs them too at level 2, and the
-    instant is the later of that and when they suffice (``HostRoom.resources_by``, as the
-    reservation reads)."""
+    shown is that host's start by ``reserve.host_start``, the reservation's own statement (a
+    still-starting attempt protected until ``now + M`` at the earliest, an attempt already
+    leaving at its release; where CPUs or memory can bind, the later of that and when they
+    suffice): the reason and the reservation never name different instants. Where CPUs or
+    memory can bind (:func:`_binds`), a candidate needs them too at level 2."""
     cls = ps.budget_classes(w)
     now_set = frozenset(v for v, c in cls.items() if c == contract.NOW)
     allowed = ps.room_budgets(w)
@@ -229,13 +229,8 @@ def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, in
         return not _binds(ps, w, hv) or _host_levels(ps, w, hv, True)[1] <= 2
 
     def shown(name: str) -> int:
-        hv = hosts[name]
-        room = contract.host_room(ps.state, hv, w, allowed, ps.tree.budgets, ps.now)
-        t = room.room_by(w.gpus, ps.now, starting_now=True)
-        if _binds(ps, w, hv):
-            t_res = room.resources_by(ps.now, partial(ps.state.fits, hv, w, w.gpus))
-            t = t if t_res is None else max(t, t_res)
-        return t
+        t = reserve.host_start(ps, w, hosts[name], allowed)
+        return ps.now if t is None else t  # None only for a name no candidate gave (``first``)
 
     def walk() -> str:
         """The plain walk (the oracle of the kept ranking under ``ps.check``): every host's start."""

@@ -119,3 +119,27 @@ def test_gpu_bound_reasons_carry_no_resources():
     s = snap([rhost("h1")], tree("a", "b"), [a], [pending("w", "b", 2)], usage=[lump("a", 1000)])
     info = schedule(s).pending["w"]
     assert info.reason == PendingReason.PROTECTED_WORK and "resources" not in info.detail
+
+
+@pytest.mark.parametrize("cpus", [None, 16], ids=["gpus-bind", "cpus-bind"])
+def test_a_workload_waiting_on_a_starting_attempt_names_its_reservations_start(cpus):
+    """A single-host ``protected_work`` reason behind an attempt still starting (placed, not yet
+    confirmed by its agent): the reservation counts its protection to ``now + M`` at the earliest
+    (§3.4, §3.5), and the reason named ``now`` (``room_by(starting_now=True)``): two instants.
+    Now the reason reads the reservation's start, and the reference states the same."""
+    a = running("A", "a", [("h1", i) for i in range(4)], m=2 * H, started=None)
+    if cpus:
+        a = replace(a, cpus=16)
+    s = snap([rhost("h1", cpus=cpus)], tree("a", "b"), [a], [pending("w", "b", 2)], usage=[lump("a", 1000)])
+    d = schedule(s)
+    assert d.starts == [] and d.stops == [] and d.reserved_start["w"] == T0 + 2 * H
+    info = d.pending["w"]
+    assert info.reason == PendingReason.PROTECTED_WORK, info
+    assert (info.detail["host"], info.detail["protected_until"]) == ("h1", d.reserved_start["w"])
+    assert IncrementalScheduler(check=True)(s) == d
+    ref = reference_schedule(s).pending["w"]
+    assert (ref.reason, ref.detail["host"], ref.detail["protected_until"]) == (
+        PendingReason.PROTECTED_WORK,
+        "h1",
+        T0 + 2 * H,
+    )

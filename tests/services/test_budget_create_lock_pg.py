@@ -101,3 +101,34 @@ def test_an_archive_waits_for_a_creation_in_flight_and_archives_the_new_child(or
     assert (creation.error, archive.error, refused) == (None, None, [])
     fresh = Budget.objects.get(name="fresh")
     assert fresh.archived_at is not None, "a child created while the archive waited stayed live"
+
+
+@pytest.mark.parametrize("second_name", ["org", "other-org"])
+def test_a_second_root_created_concurrently_waits_and_is_refused(second_name) -> None:
+    """Two creations of a root in flight at once: the one-root index (``budget_one_root``) makes
+    the second insert wait for the first one's outcome, then it is answered ``second_root``.
+    Before: a root's creation locked nothing and no index covered roots (NULL parents are
+    distinct), so both committed and the tree had two roots (every tick failed on it)."""
+    refused: list[str] = []
+
+    def root(name: str) -> Held:
+        def job() -> None:
+            try:
+                do_create_budget(name=name, parent=None)
+            except BudgetError as exc:
+                refused.append(exc.code)
+
+        return Held(job)
+
+    first = root("org")
+    assert first.done.wait(BOUND_S), first.error
+    second = root(second_name)
+    try:
+        assert _until(lambda: _waits_on_a_lock(second.backend_pid) or second.ended.is_set())
+        assert not second.done.is_set(), "the second root's creation did not wait for the first one's insert"
+    finally:
+        first.release()
+    assert second.done.wait(BOUND_S), second.error
+    second.release()
+    assert (first.error, second.error, refused) == (None, None, ["second_root"])
+    assert list(Budget.objects.filter(parent__isnull=True).values_list("name", flat=True)) == ["org"]
