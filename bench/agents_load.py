@@ -422,6 +422,27 @@ class Stats:
         self.lags: list[float] = []  # this process's event loop lateness (s), sampled every 0.1 s
 
 
+def _web_loop_cpu(groups: dict[str, int]) -> dict[str, float]:
+    """CPU seconds of the web processes' main threads (uvicorn's event loops: the consumers,
+    decode, websockets) as ``web loops``; the rest of ``web`` is their other threads (heartbeat
+    flushes, pushes, agent-database work, HTTP requests' synchronous chains)."""
+    from bench.api_load import CLOCK_TICKS
+
+    pgid, total = groups.get("web", groups.get("serve")), 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_text()
+            fields = raw[raw.rindex(")") + 2 :].split()
+            if int(fields[2]) != pgid:
+                continue
+            raw = (stat.parent / "task" / stat.parent.name / "stat").read_text()  # the main thread (tid = pid)
+            fields = raw[raw.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"web loops": total}
+
+
 def _own_cpu() -> dict[str, float]:
     """CPU seconds of this process (the simulated agents) and of its waited-for children (the
     submitter: the layout's processes are waited for only after the report)."""
@@ -630,7 +651,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
 
     stats.measuring = True
     del stats.lags[:]  # the client's loop lateness is reported for the window only
-    stats.cpu_before = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
+    stats.cpu_before = {**cpu_by_group(args.cpu_groups), **_own_cpu(), **_web_loop_cpu(args.cpu_groups)}
     stats.load_before = os.getloadavg()[0]
     window_began = time.monotonic()
     stats.window_wall = (time.time(), float("inf"))
@@ -653,7 +674,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     if submitter.returncode is None:
         submitter.kill()
     await submitter.wait()  # waited for: its CPU is in RUSAGE_CHILDREN
-    stats.cpu_after = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
+    stats.cpu_after = {**cpu_by_group(args.cpu_groups), **_own_cpu(), **_web_loop_cpu(args.cpu_groups)}
     stop.set()
     await asyncio.wait(tasks, timeout=15)
     return stats, window
@@ -932,7 +953,8 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         if stats.heartbeats:
             per = window / stats.heartbeats * 1000
             print(
-                f"CPU per heartbeat sent: web {web * per:.2f} ms, agents client {client * per:.2f} ms "
+                f"CPU per heartbeat sent: web {web * per:.2f} ms (event loops {cores.get('web loops', 0.0) * per:.2f}),"
+                f" agents client {client * per:.2f} ms "
                 f"(everything the process did in the window ÷ heartbeats); "
                 f"load average {stats.load_before:.1f} → {stats.load_after:.1f}"
             )
