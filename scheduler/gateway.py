@@ -280,9 +280,58 @@ def stale_hosts(views: Sequence[AgentView]) -> set[int]:
     if not checked:
         return set()
     current = dict(
-        Host.objects.filter(pk__in=sorted(checked), removed_at__isnull=True).values_list("pk", "link_generation")
+        _raw_rows(
+            f"SELECT id, link_generation FROM {_table(Host)} "  # noqa: S608 -- our own table name
+            "WHERE id = ANY(%s::bigint[]) AND removed_at IS NULL",
+            sorted(checked),
+        )
+        if _postgresql()
+        else Host.objects.filter(pk__in=sorted(checked), removed_at__isnull=True).values_list("pk", "link_generation")
     )
     return {hid for hid, gen in checked.items() if current.get(hid) != gen}
+
+
+def _postgresql() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
+
+
+def _table(model: Any) -> str:
+    from django.db import connection
+
+    return str(connection.ops.quote_name(model._meta.db_table))
+
+
+def _raw_rows(sql: str, ids: list[int]) -> list[tuple[Any, ...]]:
+    """Rows of ``sql``, whose one parameter is an array of ids (PostgreSQL): the two queries of
+    every heartbeat flush (:func:`stale_hosts`, :func:`_open_on`) spent more CPU in the ORM's
+    building and compiling of the query than in the rest of it (docs/benchmarks/api_load.md, "hb28")."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids])
+        return cursor.fetchall()
+
+
+def _open_on(host_ids: list[int]) -> list[tuple[int, int, int, Any, str]]:
+    """(host id, wire id, attempt pk, stop requested at, stop reason) of every open GPU row of an
+    attempt not ended on ``host_ids``: the narrow read of :func:`desired_commands_many`."""
+    from scheduler.models import Attempt
+
+    if not _postgresql():
+        return list(
+            AttemptGPU.objects.filter(open=True, gpu__host_id__in=host_ids, attempt__ended_at__isnull=True).values_list(
+                "gpu__host_id", "attempt__wire_id", "attempt_id", "attempt__stop_requested_at", "attempt__stop_reason"
+            )
+        )
+    return _raw_rows(
+        f"SELECT g.host_id, a.wire_id, ag.attempt_id, a.stop_requested_at, a.stop_reason "  # noqa: S608 -- our tables
+        f"FROM {_table(AttemptGPU)} ag JOIN {_table(GPU)} g ON g.id = ag.gpu_id "
+        f"JOIN {_table(Attempt)} a ON a.id = ag.attempt_id "
+        "WHERE ag.open AND g.host_id = ANY(%s::bigint[]) AND a.ended_at IS NULL",
+        host_ids,
+    )
 
 
 def desired_commands(
@@ -330,11 +379,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
         return out
     # host id → wire id → (attempt pk, stop issued, stop reason); one row per open GPU of an attempt
     open_on: dict[int, dict[int, tuple[int, bool, str]]] = defaultdict(dict)
-    for host_id, aid, pk, stop_at, stop_reason in AttemptGPU.objects.filter(
-        open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
-    ).values_list(
-        "gpu__host_id", "attempt__wire_id", "attempt_id", "attempt__stop_requested_at", "attempt__stop_reason"
-    ):
+    for host_id, aid, pk, stop_at, stop_reason in _open_on(sorted(v.host_id for v in views)):
         if aid not in open_on[host_id]:
             open_on[host_id][aid] = (pk, stop_at is not None, stop_reason or "stopped")
     wanted: dict[int, set[int]] = {}  # host id → wire ids to start there
