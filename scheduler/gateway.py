@@ -306,7 +306,8 @@ def _table(model: Any) -> str:
 def _raw_rows(sql: str, ids: list[int]) -> list[tuple[Any, ...]]:
     """Rows of ``sql``, whose one parameter is an array of ids (PostgreSQL): the two queries of
     every heartbeat flush (:func:`stale_hosts`, :func:`_open_on`) spent more CPU in the ORM's
-    building and compiling of the query than in the rest of it (docs/benchmarks/api_load.md, "hb28")."""
+    building and compiling of the query than in the rest of it (docs/benchmarks/api_load.md,
+    "Fifteenth pass")."""
     from django.db import connection
 
     with connection.cursor() as cursor:
