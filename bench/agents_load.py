@@ -339,6 +339,8 @@ def start_layout(args: argparse.Namespace, logs: Path, timings: Path) -> Any:
     env.update(FAIRWAY_HEARTBEAT_S=os.environ["FAIRWAY_HEARTBEAT_S"], BENCH_TIMING_DIR=str(timings))
     if args.profile:
         env["BENCH_PROFILE"] = args.profile
+    if args.sample:
+        env["BENCH_SAMPLE"] = args.sample
     # LOG_LEVEL=INFO: the ticks' lines (_report_ticks)
     for name in ("FAIRWAY_HEARTBEAT_FLUSH_S", "FAIRWAY_WEB_MAX_IN_FLIGHT", "FAIRWAY_AGENT_DB_THREADS", "LOG_LEVEL"):
         if os.environ.get(name):
@@ -420,6 +422,29 @@ class Stats:
         self.load_before = self.load_after = 0.0  # 1-minute load average at the window's ends
         self.window_wall = (0.0, 0.0)  # the measured window, epoch seconds
         self.lags: list[float] = []  # this process's event loop lateness (s), sampled every 0.1 s
+
+
+def _web_loop_cpu(groups: dict[str, int]) -> dict[str, float]:
+    """CPU seconds of the web processes' main threads (uvicorn's event loops: the consumers,
+    decode, websockets) as ``web loops``, the kernel's part of it (system calls) as ``web loops
+    (system)``; the rest of ``web`` is their other threads (heartbeat flushes, pushes,
+    agent-database work, HTTP requests' synchronous chains)."""
+    from bench.api_load import CLOCK_TICKS
+
+    pgid, total, system = groups.get("web", groups.get("serve")), 0.0, 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_text()
+            fields = raw[raw.rindex(")") + 2 :].split()
+            if int(fields[2]) != pgid:
+                continue
+            raw = (stat.parent / "task" / stat.parent.name / "stat").read_text()  # the main thread (tid = pid)
+            fields = raw[raw.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            system += int(fields[12]) / CLOCK_TICKS
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"web loops": total, "web loops (system)": system}
 
 
 def _own_cpu() -> dict[str, float]:
@@ -630,7 +655,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
 
     stats.measuring = True
     del stats.lags[:]  # the client's loop lateness is reported for the window only
-    stats.cpu_before = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
+    stats.cpu_before = {**cpu_by_group(args.cpu_groups), **_own_cpu(), **_web_loop_cpu(args.cpu_groups)}
     stats.load_before = os.getloadavg()[0]
     window_began = time.monotonic()
     stats.window_wall = (time.time(), float("inf"))
@@ -653,7 +678,7 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     if submitter.returncode is None:
         submitter.kill()
     await submitter.wait()  # waited for: its CPU is in RUSAGE_CHILDREN
-    stats.cpu_after = {**cpu_by_group(args.cpu_groups), **_own_cpu()}
+    stats.cpu_after = {**cpu_by_group(args.cpu_groups), **_own_cpu(), **_web_loop_cpu(args.cpu_groups)}
     stop.set()
     await asyncio.wait(tasks, timeout=15)
     return stats, window
@@ -697,6 +722,12 @@ def main() -> None:
         metavar="AFTER:SECONDS",
         default="",
         help="with --layout: cProfile every web process's event-loop thread from AFTER s after its start for SECONDS",
+    )
+    parser.add_argument(
+        "--sample",
+        metavar="AFTER:SECONDS",
+        default="",
+        help="with --layout: sample every web process's event-loop stack each ms (agents_timed_asgi.py)",
     )
     parser.add_argument("--serve-timed", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--submit-http", metavar="SPEC", help=argparse.SUPPRESS)
@@ -932,7 +963,9 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         if stats.heartbeats:
             per = window / stats.heartbeats * 1000
             print(
-                f"CPU per heartbeat sent: web {web * per:.2f} ms, agents client {client * per:.2f} ms "
+                f"CPU per heartbeat sent: web {web * per:.2f} ms (event loops {cores.get('web loops', 0.0) * per:.2f},"
+                f" {cores.get('web loops (system)', 0.0) * per:.2f} of it in the kernel),"
+                f" agents client {client * per:.2f} ms "
                 f"(everything the process did in the window ÷ heartbeats); "
                 f"load average {stats.load_before:.1f} → {stats.load_after:.1f}"
             )

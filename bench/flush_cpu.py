@@ -6,7 +6,9 @@ Run on the database ``bench/agents_load.py`` left behind (its hosts, 8 GPUs each
 its agents started): each flush is ``--hosts`` random hosts' heartbeats (8 random samples, a third
 of them stored, as ``AgentHub.flush`` does) and their views reporting every open attempt running,
 so nothing is to start: the steady state of busy hosts. Writes to that database (last heartbeats,
-samples, roll-ups). ``--profile`` prints cProfile's top functions."""
+samples, roll-ups). ``--profile`` prints cProfile's top functions. ``--starts``: the views report
+nothing running, so every open attempt of the flushed hosts is started again (a push after
+placements: its parts read whole, their gangs' layout, the ``start`` messages built)."""
 
 from __future__ import annotations
 
@@ -29,22 +31,26 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=32, help="hosts per flush")
     parser.add_argument("--n", type=int, default=150, help="flushes measured (after 10 unmeasured)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--starts", action="store_true", help="views report nothing running: everything open starts")
     args = parser.parse_args()
     import django
 
     django.setup()
     from django.utils import timezone
 
+    from agent import protocol
     from scheduler import gateway, lifecycle
     from scheduler.models import AttemptGPU, Host
 
-    hosts = list(Host.objects.order_by("pk").values_list("pk", flat=True))
+    generation = dict(Host.objects.values_list("pk", "link_generation"))  # as the connections' views carry it
+    hosts = sorted(generation)
     running: dict[int, set[int]] = defaultdict(set)
     for host_id, wire_id in AttemptGPU.objects.filter(open=True, attempt__ended_at__isnull=True).values_list(
         "gpu__host_id", "attempt__wire_id"
     ):
         running[host_id].add(wire_id)
     rng = random.Random(1)
+    started = [0]
 
     def samples() -> list[lifecycle.GpuSample]:
         return [
@@ -66,11 +72,15 @@ def main() -> None:
     def flush() -> None:
         batch, now = rng.sample(hosts, min(args.hosts, len(hosts))), timezone.now()
         reports = [lifecycle.HeartbeatReport(h, now, samples(), store_samples=rng.random() < 1 / 3) for h in batch]
-        gateway.flush_heartbeats(reports, [gateway.AgentView(h, set(running[h])) for h in batch])
+        views = [
+            gateway.AgentView(h, set() if args.starts else set(running[h]), generation=generation[h]) for h in batch
+        ]
+        commands = gateway.flush_heartbeats(reports, views)
+        started[0] += sum(isinstance(m, protocol.Start) for ms in commands.values() for m in ms or ())
 
     for _ in range(10):
         flush()
-    profile = cProfile.Profile() if args.profile else None
+    profile = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, not wall (waits for PostgreSQL)
     cpu, wall = time.process_time(), time.perf_counter()
     if profile:
         profile.enable()
@@ -82,10 +92,10 @@ def main() -> None:
     print(
         f"{len(hosts)} hosts, {sum(map(len, running.values()))} open attempt parts; {args.n} flushes of {args.hosts}"
         f" hosts: CPU {cpu / args.n * 1e3:.2f} ms per flush ({cpu / args.n / args.hosts * 1e3:.3f} ms per host),"
-        f" wall {wall / args.n * 1e3:.2f} ms"
+        f" wall {wall / args.n * 1e3:.2f} ms; {started[0] / (args.n + 10):.1f} starts per flush"
     )
     if profile:
-        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profile).sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(40)
 
 
 if __name__ == "__main__":

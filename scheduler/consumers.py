@@ -271,6 +271,16 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.send_error(exc.code, exc.message, exc.ref)
             return
         received = timezone.now()  # before any wait for this connection's earlier messages
+        if self.hello_done and isinstance(msg, protocol.Heartbeat) and self.inbox.empty() and not self.lock.locked():
+            # Nothing of this connection is queued or being handled (the handler takes a message
+            # out of the inbox and the lock in one step): a heartbeat, which waits for nothing, is
+            # handled here in its turn, without the inbox's hop to the handler task.
+            try:
+                self._heartbeat(msg, received)
+            except Exception:
+                logger.exception("handling heartbeat from host %s failed", self.host.name)
+                await self.send_error("internal", "the server could not handle this heartbeat", msg.id)
+            return
         if self.handler is None or self.handler.done():
             self.handler = asyncio.get_running_loop().create_task(self._handle_inbox())
         await self.inbox.put((msg, received))  # waits (stops reading) only when INBOX_MAX are queued
@@ -353,15 +363,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 await self.send_error(protocol.ERR_UNEXPECTED_TYPE, "send hello first", msg.id)
             return
         if isinstance(msg, protocol.Heartbeat):
-            self.reported_running = set(msg.running)
-            # Level-triggered: a start the agent does not report running is sent again (the agent
-            # answers a repeated start with what it knows); a stop is sent once per connection
-            # while the attempt runs (a second SIGTERM would restart nothing) and again once it
-            # no longer runs but is still open here (the agent answers with its exit). The hub's
-            # next flush writes the heartbeat and reconciles (deliver()).
-            self.sent_starts &= self.reported_running
-            self.sent_stops &= self.reported_running
-            gateway.hub().heartbeat(self.host.pk, self, received or timezone.now(), _samples(msg))
+            self._heartbeat(msg, received or timezone.now())
         elif isinstance(msg, protocol.AttemptEvent):
             if not await _attempt_event(self.host, self.generation, msg, received or timezone.now()):
                 await self.fenced()
@@ -390,6 +392,19 @@ class AgentConsumer(AsyncWebsocketConsumer):
             logger.warning(
                 "agent of host %s reports error %s: %s (ref %s)", self.host.name, msg.code, msg.message, msg.ref
             )
+
+    def _heartbeat(self, msg: protocol.Heartbeat, received: datetime) -> None:
+        """A heartbeat after the hello: buffered in the hub (waits for nothing)."""
+        assert self.host is not None  # noqa: S101 -- receive() checks it
+        self.reported_running = set(msg.running)
+        # Level-triggered: a start the agent does not report running is sent again (the agent
+        # answers a repeated start with what it knows); a stop is sent once per connection
+        # while the attempt runs (a second SIGTERM would restart nothing) and again once it
+        # no longer runs but is still open here (the agent answers with its exit). The hub's
+        # next flush writes the heartbeat and reconciles (deliver()).
+        self.sent_starts &= self.reported_running
+        self.sent_stops &= self.reported_running
+        gateway.hub().heartbeat(self.host.pk, self, received, _samples(msg))
 
     async def reconcile(self) -> None:
         """Send what the database wants on this host and the agent does not have yet (lock held)."""

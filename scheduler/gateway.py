@@ -280,9 +280,59 @@ def stale_hosts(views: Sequence[AgentView]) -> set[int]:
     if not checked:
         return set()
     current = dict(
-        Host.objects.filter(pk__in=sorted(checked), removed_at__isnull=True).values_list("pk", "link_generation")
+        _raw_rows(
+            f"SELECT id, link_generation FROM {_table(Host)} "  # noqa: S608 -- our own table name
+            "WHERE id = ANY(%s::bigint[]) AND removed_at IS NULL",
+            sorted(checked),
+        )
+        if _postgresql()
+        else Host.objects.filter(pk__in=sorted(checked), removed_at__isnull=True).values_list("pk", "link_generation")
     )
     return {hid for hid, gen in checked.items() if current.get(hid) != gen}
+
+
+def _postgresql() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
+
+
+def _table(model: Any) -> str:
+    from django.db import connection
+
+    return str(connection.ops.quote_name(model._meta.db_table))
+
+
+def _raw_rows(sql: str, ids: list[int]) -> list[tuple[Any, ...]]:
+    """Rows of ``sql``, whose one parameter is an array of ids (PostgreSQL): the two queries of
+    every heartbeat flush (:func:`stale_hosts`, :func:`_open_on`) spent more CPU in the ORM's
+    building and compiling of the query than in the rest of it (docs/benchmarks/api_load.md,
+    "Fifteenth pass")."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids])
+        return cursor.fetchall()
+
+
+def _open_on(host_ids: list[int]) -> list[tuple[int, int, int, Any, str]]:
+    """(host id, wire id, attempt pk, stop requested at, stop reason) of every open GPU row of an
+    attempt not ended on ``host_ids``: the narrow read of :func:`desired_commands_many`."""
+    from scheduler.models import Attempt
+
+    if not _postgresql():
+        return list(
+            AttemptGPU.objects.filter(open=True, gpu__host_id__in=host_ids, attempt__ended_at__isnull=True).values_list(
+                "gpu__host_id", "attempt__wire_id", "attempt_id", "attempt__stop_requested_at", "attempt__stop_reason"
+            )
+        )
+    return _raw_rows(
+        f"SELECT g.host_id, a.wire_id, ag.attempt_id, a.stop_requested_at, a.stop_reason "  # noqa: S608 -- our tables
+        f"FROM {_table(AttemptGPU)} ag JOIN {_table(GPU)} g ON g.id = ag.gpu_id "
+        f"JOIN {_table(Attempt)} a ON a.id = ag.attempt_id "
+        "WHERE ag.open AND g.host_id = ANY(%s::bigint[]) AND a.ended_at IS NULL",
+        host_ids,
+    )
 
 
 def desired_commands(
@@ -317,9 +367,9 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
     or None for a stale view (:func:`stale_hosts`): it gets nothing, its connection is closed.
 
     One narrow query of the open attempts on these hosts (wire id, stop); only the attempts to
-    start are then read whole (:func:`_open_parts`: workload, owner, GPUs, limits) with their gang
-    layout: one query when nothing is to start (every heartbeat flush of busy hosts), three when
-    something is, one more when views carry a generation. The same messages as
+    start are then read whole with their gang layout (:func:`_parts_and_layout`: workload, owner,
+    GPUs, limits, every GPU row of the gang): one query when nothing is to start (every heartbeat
+    flush of busy hosts), two when something is, one more when views carry a generation. The same messages as
     :func:`desired_commands_many_plain` (its oracle, tests/test_gateway_batch.py) from the same
     database state: every flush used to decode each open GPU row's workload command, environment
     and mounts to send nothing (docs/benchmarks/api_load.md, "hb27")."""
@@ -330,11 +380,7 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
         return out
     # host id → wire id → (attempt pk, stop issued, stop reason); one row per open GPU of an attempt
     open_on: dict[int, dict[int, tuple[int, bool, str]]] = defaultdict(dict)
-    for host_id, aid, pk, stop_at, stop_reason in AttemptGPU.objects.filter(
-        open=True, gpu__host_id__in=sorted(v.host_id for v in views), attempt__ended_at__isnull=True
-    ).values_list(
-        "gpu__host_id", "attempt__wire_id", "attempt_id", "attempt__stop_requested_at", "attempt__stop_reason"
-    ):
+    for host_id, aid, pk, stop_at, stop_reason in _open_on(sorted(v.host_id for v in views)):
         if aid not in open_on[host_id]:
             open_on[host_id][aid] = (pk, stop_at is not None, stop_reason or "stopped")
     wanted: dict[int, set[int]] = {}  # host id → wire ids to start there
@@ -346,14 +392,12 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
             if not stopping and aid not in running and aid not in view.already_started
         }
     pks = {open_on[hid][aid][0] for hid, aids in wanted.items() for aid in aids}
-    parts = _open_parts([hid for hid, aids in wanted.items() if aids], pks) if pks else {}
+    parts, gangs = _parts_and_layout([hid for hid, aids in wanted.items() if aids], pks) if pks else ({}, {})
     to_start: dict[int, list[_Part]] = {
         # read again: a stop issued (or the attempt ended) between the two queries is not started
         hid: [p for aid, p in sorted(parts.get(hid, {}).items()) if aid in aids and not p.stopping]
         for hid, aids in wanted.items()
     }
-    starting = [p.pk for ps in to_start.values() for p in ps]
-    gangs = _gang_layout(starting) if starting else {}
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     for view in views:
         opened = {aid: (stopping, reason) for aid, (_pk, stopping, reason) in open_on.get(view.host_id, {}).items()}
@@ -407,42 +451,82 @@ def _host_messages(
     return messages
 
 
-def _open_parts(host_ids: Collection[int], attempt_pks: Collection[int] | None = None) -> dict[int, dict[int, _Part]]:
-    """host id → wire id → the open attempt's part on that host, read whole (one query): of every
-    open attempt of ``host_ids``, or only of ``attempt_pks``."""
-    # the host's registered GPUs, for the per-GPU share of its CPUs and memory (same query)
+_OWNER_FIELDS = (
+    "attempt__workload__owner__username",
+    "attempt__workload__owner__posix_uid",
+    "attempt__workload__owner__posix_gid",
+    "attempt__workload__owner__posix_groups",
+)
+
+
+_PART_FIELDS = (
+    "gpu__host_id",
+    "attempt__wire_id",
+    "attempt_id",
+    "attempt__workload_id",
+    "attempt__stop_requested_at",
+    "attempt__stop_reason",
+    "attempt__workload__image",
+    "attempt__workload__command",
+    "attempt__workload__env",
+    "attempt__workload__mounts",
+    "rank",
+    "gpu__index",
+    "gpu__uuid",
+    "gpu__host__cluster__allow_root_workloads",
+    "attempt__workload__cpus",
+    "attempt__workload__memory_bytes",
+    "attempt__workload__shared_memory_bytes",
+    "gpu__host__cpus",
+    "gpu__host__memory_bytes",
+    "host_gpus",
+    *_OWNER_FIELDS,
+)
+"""One GPU row of an attempt read whole (:func:`_parts_of_rows`); ``host_gpus`` is :func:`_with_host_gpus`'."""
+_LAYOUT_FIELDS = ("attempt_id", "rank", "gpu__host__name", "gpu__host__labels")
+"""One GPU row of an attempt for its gang layout (:func:`_layout_of_rows`)."""
+
+
+def _with_host_gpus(rows: Any) -> Any:
+    """``rows`` (AttemptGPU) annotated with ``host_gpus``: the registered GPUs of the row's host, for
+    the per-GPU share of its CPUs and memory (in the same query)."""
     host_gpus = Subquery(
         GPU.objects.filter(host_id=OuterRef("gpu__host_id")).values("host_id").annotate(n=Count("id")).values("n"),
         output_field=IntegerField(),
     )
-    rows = (
-        AttemptGPU.objects.filter(open=True, gpu__host_id__in=sorted(host_ids), attempt__ended_at__isnull=True)
-        .filter(**({} if attempt_pks is None else {"attempt_id__in": sorted(attempt_pks)}))
-        .annotate(host_gpus=host_gpus)
-        .values_list(
-            "gpu__host_id",
-            "attempt__wire_id",
-            "attempt_id",
-            "attempt__workload_id",
-            "attempt__stop_requested_at",
-            "attempt__stop_reason",
-            "attempt__workload__image",
-            "attempt__workload__command",
-            "attempt__workload__env",
-            "attempt__workload__mounts",
-            "rank",
-            "gpu__index",
-            "gpu__uuid",
-            "gpu__host__cluster__allow_root_workloads",
-            "attempt__workload__cpus",
-            "attempt__workload__memory_bytes",
-            "attempt__workload__shared_memory_bytes",
-            "gpu__host__cpus",
-            "gpu__host__memory_bytes",
-            "host_gpus",
-            *_OWNER_FIELDS,
+    return rows.annotate(host_gpus=host_gpus)
+
+
+def _open_parts(host_ids: Collection[int], attempt_pks: Collection[int] | None = None) -> dict[int, dict[int, _Part]]:
+    """host id → wire id → the open attempt's part on that host, read whole (one query): of every
+    open attempt of ``host_ids``, or only of ``attempt_pks``."""
+    rows = _with_host_gpus(
+        AttemptGPU.objects.filter(open=True, gpu__host_id__in=sorted(host_ids), attempt__ended_at__isnull=True).filter(
+            **({} if attempt_pks is None else {"attempt_id__in": sorted(attempt_pks)})
+        )
+    ).values_list(*_PART_FIELDS)
+    return _parts_of_rows(rows)
+
+
+def _parts_and_layout(
+    host_ids: Collection[int], attempt_pks: Collection[int]
+) -> tuple[dict[int, dict[int, _Part]], dict[int, tuple[int, str, int]]]:
+    """``(_open_parts(host_ids, attempt_pks), _gang_layout(attempt_pks))`` in one query: every GPU
+    row of those attempts (any host, open or not, as the layout counts them), the parts taken from
+    the open rows on ``host_ids`` of attempts not ended."""
+    hosts = set(host_ids)
+    rows = list(
+        _with_host_gpus(AttemptGPU.objects.filter(attempt_id__in=sorted(attempt_pks))).values_list(
+            *_PART_FIELDS, *_LAYOUT_FIELDS, "open", "attempt__ended_at"
         )
     )
+    n, m = len(_PART_FIELDS), len(_LAYOUT_FIELDS)
+    parts = _parts_of_rows(row[:n] for row in rows if row[-2] and row[-1] is None and row[0] in hosts)
+    return parts, _layout_of_rows(row[n : n + m] for row in rows)
+
+
+def _parts_of_rows(rows: Iterable[Sequence[Any]]) -> dict[int, dict[int, _Part]]:
+    """host id → wire id → part, of rows of :data:`_PART_FIELDS` (one per GPU of a part)."""
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
     for row in rows:
         host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, index, uuid, root, *rest = row
@@ -514,14 +598,6 @@ def _start_message(part: _Part, gangs: dict[int, tuple[int, str, int]], grace: i
     )
 
 
-_OWNER_FIELDS = (
-    "attempt__workload__owner__username",
-    "attempt__workload__owner__posix_uid",
-    "attempt__workload__owner__posix_gid",
-    "attempt__workload__owner__posix_groups",
-)
-
-
 def owner_of(username: str | None, uid: int | None, gid: int | None, groups: Any) -> protocol.Owner | None:
     """The ``start.owner`` of a workload's owner: the user name, and the POSIX identity an admin
     set (docs/isolation.md); the agent maps the name on its host when no uid is set."""
@@ -537,11 +613,14 @@ def owner_of(username: str | None, uid: int | None, gid: int | None, groups: Any
 
 def _gang_layout(attempt_ids: list[int]) -> dict[int, tuple[int, str, int]]:
     """attempt id → (number of hosts, rank-0 host address, total GPUs), for rendezvous variables."""
+    return _layout_of_rows(AttemptGPU.objects.filter(attempt_id__in=attempt_ids).values_list(*_LAYOUT_FIELDS))
+
+
+def _layout_of_rows(rows: Iterable[Sequence[Any]]) -> dict[int, tuple[int, str, int]]:
+    """:func:`_gang_layout` of rows of :data:`_LAYOUT_FIELDS` (every GPU row of the attempts)."""
     hosts: dict[int, dict[int, tuple[str, dict[str, Any]]]] = defaultdict(dict)
     gpus: dict[int, int] = defaultdict(int)
-    for aid, rank, name, labels in AttemptGPU.objects.filter(attempt_id__in=attempt_ids).values_list(
-        "attempt_id", "rank", "gpu__host__name", "gpu__host__labels"
-    ):
+    for aid, rank, name, labels in rows:
         hosts[aid][rank] = (name, labels or {})
         gpus[aid] += 1
     out: dict[int, tuple[int, str, int]] = {}

@@ -164,3 +164,38 @@ def test_the_agent_links_threads_hold_no_connection_between_calls(settings: Any)
     assert _threads_holding_a_connection(gateway.agent_db_executor()) == 0
     assert _threads_holding_a_connection(hub.flush_executor) == 0
     assert _threads_holding_a_connection(hub.push_executor) == 0
+
+
+def test_a_heartbeat_is_handled_in_receive_only_when_nothing_of_its_connection_is_pending() -> None:
+    """No hop to the handler task for a heartbeat of an idle connection; behind a message being
+    handled (or a delivery: the connection's lock) it waits its turn in the inbox."""
+    from scheduler.consumers import AgentConsumer
+
+    def frame(running: list[int], seq: int) -> str:
+        return protocol.encode(protocol.Heartbeat(gpus=[], running=running, id=seq))
+
+    async def run() -> None:
+        c = AgentConsumer()
+        c.host, c.seq, c.hello_done, c.reported_running = Host(pk=987, name="idle"), 0, True, set()
+        c.sent_starts, c.sent_stops, c.log_requests = {5, 7}, set(), {}
+        c.lock, c.inbox, c.handler = asyncio.Lock(), asyncio.Queue(maxsize=8), None
+        c.live, c.closing, c.generation = True, False, 1
+        hub = gateway.hub()
+        try:
+            await c.receive(text_data=frame([5], 1))
+            assert c.reported_running == {5} and c.sent_starts == {5}  # handled before receive returned
+            assert c.handler is None and 987 in hub.buffer
+            async with c.lock:  # e.g. a delivery in progress
+                await c.receive(text_data=frame([6], 2))
+                assert c.reported_running == {5} and c.inbox.qsize() == 1
+            await asyncio.wait_for(c.inbox.join(), 5)
+            assert c.reported_running == {6}
+        finally:
+            hub.buffer.clear()
+            for task in (hub.flusher, c.handler):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    asyncio.run(run())

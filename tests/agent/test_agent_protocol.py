@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import json
 import random
 from typing import Any
@@ -22,9 +24,13 @@ from agent.protocol import (
     GpuSample,
     Heartbeat,
     Hello,
+    HostIsolation,
+    Limits,
     Log,
     Logs,
     Message,
+    Mount,
+    Owner,
     ProtocolError,
     Start,
     Stop,
@@ -230,3 +236,107 @@ def test_decode_raises_nothing_but_protocol_error_on_mangled_frames() -> None:
                 chars.insert(pos, rng.choice('{}[]",:01-e'))
         with contextlib.suppress(ProtocolError):
             decode("".join(chars))
+
+
+RICH: list[Message] = [
+    *EXAMPLES,
+    Hello(
+        host="h2",
+        agent_version="0.2.0",
+        gpus=[GPU, GpuInfo(index=1, uuid="GPU-2", model="H100", memory_mb=0, health="degraded")],
+        attempts=[],
+        isolation=HostIsolation(mode="owner", identity="agent", cgroup="v2", warnings=["no cgroup memory"]),
+        cpus=64,
+        memory=2**40,
+        id=3,
+    ),
+    Start(
+        attempt_id=2**62,
+        workload_id=5,
+        image="",
+        command=["sh", "-c", "echo é"],
+        env={"A": "1", "B": ""},
+        gpu_uuids=["GPU-1", "GPU-2"],
+        gpu_indices=[0, 1],
+        grace_s=0,
+        owner=Owner(name="ana", uid=1000, gid=1000, groups=[27, 44]),
+        allow_root=False,
+        limits=Limits(cpus=8, memory=2**34, shared_memory=None),
+        mounts=[Mount(name="data", host_path="/data", container_path="/mnt/data", read_only=False)],
+        id=6,
+    ),
+    Heartbeat(gpus=[SAMPLE, GpuSample(1, 0, 0, -5.5, 0.0, 3, "healthy", [])], running=[], id=11),
+    AttemptEvent(7, "running", age_s=3, id=12),
+]
+ODD_VALUES: list[Any] = [None, True, False, 0, 1, -1, 7, 2**31, 2**63, 10**400, 0.5, -0.0, 1e300, 101]
+ODD_VALUES += ["", "x", "healthy", "running", "\ud800", "a\u0000b", "é" * 300]
+ODD_VALUES += [[], [1], ["x"], [None], {}, {"a": 1}, {"index": 0}, [[]]]
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*path, i))
+    return out
+
+
+def _mutate(payload: dict[str, Any], rng: random.Random) -> None:
+    """One random change somewhere in ``payload``: a value replaced, a key dropped or added."""
+    path = rng.choice(_paths(payload)[1:])
+    parent = payload
+    for step in path[:-1]:
+        parent = parent[step]
+    op = rng.random()
+    if op < 0.7:
+        parent[path[-1]] = copy.deepcopy(rng.choice(ODD_VALUES))
+    elif op < 0.85 and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif isinstance(parent, dict):
+        parent[rng.choice(["extra", "id", "v", "type", "gpus", "owner"])] = copy.deepcopy(rng.choice(ODD_VALUES))
+    else:
+        parent.append(copy.deepcopy(rng.choice([*ODD_VALUES, *parent])))
+
+
+def _outcome(build: Any) -> Any:
+    try:
+        return ("ok", repr(build()))
+    except ProtocolError as exc:
+        return ("error", exc.code, exc.message, exc.ref)
+    except Exception as exc:  # noqa: BLE001 -- compared as an outcome
+        return ("raised", type(exc).__name__)
+
+
+def test_fast_checks_agree_with_the_path_building_checks_on_random_frames() -> None:
+    """The oracle of _build's fast path: on frames valid and broken, the fast checks accept only
+    what the path-building checks accept, with the same message; and decode's answer, error text
+    included, is the plain checks' answer."""
+    from agent import protocol
+
+    rng = random.Random(15)
+    accepted = refused = 0
+    for _ in range(4000):
+        payload = envelope(rng.choice(RICH))
+        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+            _mutate(payload, rng)
+        msg_type, ref = payload.get("type"), payload.get("id")
+        cls = MESSAGE_TYPES.get(msg_type) if isinstance(msg_type, str) else None
+        v = payload.get("v")
+        if cls is None or type(ref) is not int or not 0 <= ref < 2**63 or type(v) is not int or v != 1:
+            continue
+        plain = _outcome(functools.partial(protocol._build_plain, payload, msg_type, cls, ref))  # noqa: SLF001
+        fast = _outcome(functools.partial(protocol._FAST_MESSAGES[msg_type], payload, ref))  # noqa: SLF001
+        if fast[0] == "ok":
+            accepted += 1
+            assert plain == fast, payload
+        else:
+            refused += 1
+            assert plain[0] != "ok", payload
+        with contextlib.suppress(ValueError):  # NaN and the like: no JSON text
+            text = json.dumps(payload)  # a lone surrogate as its escape: text, then not Unicode
+            via = _outcome(functools.partial(decode, text))
+            assert via == (plain if plain[0] != "raised" else via), payload
+    assert accepted > 500 and refused > 1500
