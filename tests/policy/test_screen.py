@@ -160,3 +160,29 @@ def test_screen_on_least_m_per_shape_is_the_screen_on_every_workload() -> None:
         assert idle(standing, index.screen_shapes(), t, loads) == plain
         answers.add(plain)
     assert answers == {True, False}
+
+
+def test_a_nominee_alone_in_its_shape_wants_no_second_preemption() -> None:
+    """A budget's waiting nominee made its budget look as if it could preempt again: its shape
+    was in the screen's wants, and other unprotected work rule 2 lets it take ran elsewhere, so
+    the confirming pass after every preemption ran in full and decided nothing (1,368 such
+    passes to now + 2 h at the bench state). A nominee never preempts (the pass returns at its
+    nomination), so with the pending shapes counted (``shape_count``) a shape held only by
+    nominees wants nothing; a second workload of that shape still answers "not idle"."""
+    hosts = [host("h1"), host("h2")]
+    work = _full("org/b", protected=True)
+    leaving = [replace(work[0], stopping=True, release_at=T0 + 30), *work[1:]]
+    prey = [running(f"b2-{i}", "org/b", [("h2", i)], started=T0 - 3 * H) for i in range(8)]
+    noms = {"p": (("h1", 0),)}
+    usage = [lump("org/b", 500)]
+    s = snap(hosts, _tree(), leaving + prey, [pending("p", "org/a", 1)], usage, nominations=noms)
+    dec = schedule(replace(s, with_reasons=True))
+    assert not dec.changed and dec.nominations == noms  # b's work on h2 is preemptible, p does not take it
+    assert nothing_to_do(s, BudgetTree(s.budgets), nominations=True)
+    assert ready_starts(s, BudgetTree(s.budgets)) == []
+    twin = replace(s, pending=[*s.pending, pending("q", "org/a", 1, seq=1)])
+    assert schedule(twin).stops  # q preempts on h2
+    assert not nothing_to_do(twin, BudgetTree(s.budgets), nominations=True)
+    assert ready_starts(twin, BudgetTree(s.budgets)) is None
+    other_m = replace(s, pending=[*s.pending, pending("q", "org/a", 1, m=2 * H, seq=1)])  # same coarse shape
+    assert not nothing_to_do(other_m, BudgetTree(s.budgets), nominations=True)
