@@ -204,21 +204,48 @@ def _screen(
     if req.fit(summary):
         return None  # some workload fits the free GPUs
     want = req.want
-    if want and standing.noms and shape_count is not None and nominees is not None:
-        want = _want_without_nominees(req, standing, nominees, shape_count)
     if not want:
         return starting
-    # Unallocated work is class NOW for every allocated workload (contract.victim_class).
-    for (_, model), (need, hosts_needed, _) in want.items():
-        if summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed:
+    # A slot that looks as if it could act is read again without the shapes held only by
+    # nominees (computed once, at the first such slot): the refined entry needs no fewer GPUs or
+    # hosts and commits no less, so every test below only gets stricter, and slots that pass
+    # without it pass with it (the same answer as testing the refined wants throughout).
+    refine = bool(standing.noms) and shape_count is not None and nominees is not None
+    refined: Want | None = None
+
+    def again(key: tuple[str, str]) -> list[int] | None:
+        nonlocal refined
+        if refined is None:
+            assert shape_count is not None and nominees is not None  # noqa: S101 (refine)
+            refined = _want_without_nominees(req, standing, nominees, shape_count)
+        return refined.get(key)
+
+    def base(model: str, need: int, hosts_needed: int) -> bool:
+        # Unallocated work is class NOW for every allocated workload (contract.victim_class).
+        return summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed
+
+    for key, (need, hosts_needed, _) in want.items():
+        if base(key[1], need, hosts_needed):
+            if refine:
+                entry = again(key)
+                if entry is None or not base(key[1], entry[0], entry[1]):
+                    continue
             return None
     victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
     if not victim_budgets:
         return starting
     load = loads()
-    for (p, model), (need, hosts_needed, commitment) in want.items():
+    for key, (need, hosts_needed, commitment) in want.items():
+        p, model = key
         allowed = contract.allowed_budgets(tree, load, p, commitment, victim_budgets)
         if allowed and _may_preempt(standing, summary, model, allowed, need, hosts_needed):
+            if refine:
+                entry = again(key)
+                if entry is None:
+                    continue
+                allowed = contract.allowed_budgets(tree, load, p, entry[2], victim_budgets)
+                if not (allowed and _may_preempt(standing, summary, model, allowed, entry[0], entry[1])):
+                    continue
             return None
     return starting
 
