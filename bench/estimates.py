@@ -2,6 +2,7 @@
 
     nice -n 10 python bench/estimates.py [--repeat 3] [--hosts 1250] [--workloads 25000] [--budget 120]
     nice -n 10 python bench/estimates.py --quick     # the quote, and estimates, at demo size only
+    nice -n 19 python bench/estimates.py --horizon 3600 --repeat 1   # the big state to now + 1 h, whole
 
 Estimates: one forward simulation (``scheduler.sim.estimate.estimate_starts``) over a state the
 policy itself produced (``bench.synth.make_settled``: 1,250 hosts × 8 GPUs, 60 budgets in 3
@@ -13,12 +14,16 @@ quote). CPU seconds (``time.process_time``): the box is shared.
 Each estimate line also says how far the simulation got: the simulated instant it reached (the
 window's end, 7 d, when it was complete; earlier when ``--budget`` CPU seconds ran out), the
 instants it simulated (``ticks``), the simulated days per CPU second and the CPU ms per instant:
-run the same command on two trees back to back to compare them.
+run the same command on two trees back to back to compare them. ``--horizon S`` simulates the
+big state to now + S whatever the CPU (a fixed amount of work, steadier to compare than the
+instants a budget reaches on a shared box) and prints the estimates' hash (sha-256 of the sorted
+(id, instant) pairs, the one docs/estimates.md quotes) to check that two trees agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import sys
@@ -56,16 +61,22 @@ def main() -> None:
     ap.add_argument("--workloads", type=int, default=25000)
     ap.add_argument("--budget", type=float, default=120.0, help="CPU seconds one estimate run may take")
     ap.add_argument("--quick", action="store_true", help="only demo size: the quote, and estimates")
+    ap.add_argument("--horizon", type=int, help="only the big state, simulated to now + HORIZON s whatever the CPU")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
 
+    if args.horizon is not None:
+        estimates_bench(state(args.hosts, args.workloads), 1e9, args.repeat, None, args.horizon)
+        return
     if not args.quick:
         estimates_bench(state(args.hosts, args.workloads), args.budget, args.repeat, 1.0)
     estimates_bench(state(4, 330), args.budget, 1, None)
     quote_bench(args)
 
 
-def estimates_bench(snap: Snapshot, budget: float, repeat: int, target: float | None) -> None:
+def estimates_bench(
+    snap: Snapshot, budget: float, repeat: int, target: float | None, horizon: int | None = None
+) -> None:
     allocated = sum(1 for w in snap.pending if w.min_runtime > 0)
     ticks = [0]
     tick = est.Forward.tick
@@ -76,7 +87,7 @@ def estimates_bench(snap: Snapshot, budget: float, repeat: int, target: float | 
 
     est.Forward.tick = counted  # type: ignore[method-assign]
     try:
-        med, low, (found, reached) = cpu(lambda: forward(snap, budget_s=budget), repeat)
+        med, low, (found, reached) = cpu(lambda: forward(snap, budget_s=budget, horizon=horizon), repeat)
     finally:
         est.Forward.tick = tick  # type: ignore[method-assign]
     days = (reached - snap.now) / 86400
@@ -88,6 +99,9 @@ def estimates_bench(snap: Snapshot, budget: float, repeat: int, target: float | 
         f"({reached - snap.now:,} s) of {snap.window / 86400:g} d in {ticks[0] // repeat:,} ticks "
         f"({days / max(med, 1e-9):.4f} d per CPU s, {1000 * med / max(1, ticks[0] // repeat):.1f} ms per tick)"
     )
+    if horizon is not None:
+        digest = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
+        print(f"           to now + {horizon:,} s: estimates' hash {digest[:8]}")
 
 
 def quote_bench(args: argparse.Namespace) -> None:

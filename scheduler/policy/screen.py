@@ -34,6 +34,14 @@ The screen is conservative on every rule it reads:
   after it the free GPUs, the room now and the rule-2 answers the screen reads, so when the screen
   proves nothing else can happen, the pass decides exactly those starts and keeps the other
   nominations;
+- nominees never preempt (the callers with ``nominees`` that also pass ``shape_count``, the
+  number of pending workloads of each coarse shape, :data:`~scheduler.policy.pending.Coarse`):
+  once every open nomination waits or is ready (above), ``Pass._handle_allocated`` starts a
+  nominee on its nomination or on free GPUs, and otherwise returns at its nomination: it neither
+  preempts nor reserves. A coarse shape whose every pending workload is a nominee is therefore
+  left out of the preemption wants below (the nominee's own preemption, decided by the pass
+  before, made it look as if its budget could preempt again); it still counts for placement on
+  free GPUs;
 - §3.3 placement: a pending workload (not held, not capped with ``on_cap=hold``) that
   fits the free GPUs of one active host, or for a gang enough whole free hosts, may
   start; reservations are ignored (they only forbid);
@@ -62,6 +70,7 @@ from dataclasses import dataclass, field
 import scheduler.policy.contract as contract
 import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW
+from scheduler.policy.pending import Coarse, PendingIndex
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import HostView
 from scheduler.policy.tree import BudgetTree
@@ -85,7 +94,25 @@ def nothing_to_do(snap: Snapshot, tree: BudgetTree, *, nominations: bool = False
         tree,
         lambda: pass_loads(snap, tree, standing.noms, pending)[1],
         pending if nominations else None,
+        shape_count=_counts_of(pending.values()) if nominations else None,
     )
+
+
+def _counts_of(pending: Iterable[Workload]) -> Callable[[Coarse], int]:
+    """``shape_count`` of a bare list of pending workloads (tests, bare snapshots)."""
+    counts = Counter(PendingIndex.coarse(w) for w in pending)
+    return counts.__getitem__
+
+
+def pending_shape_count(index: PendingIndex) -> Callable[[Coarse], int]:
+    """``shape_count`` of a kept :class:`PendingIndex`: how many pending workloads have a
+    coarse shape (its counts per shape and M, summed over the few Ms of that shape)."""
+    counts, ms = index.counts, index.ms
+
+    def count(c: Coarse) -> int:
+        return sum(counts[c, m] for m in ms.get(c, ()))
+
+    return count
 
 
 def ready_starts(snap: Snapshot, tree: BudgetTree) -> list[Start] | None:
@@ -93,7 +120,12 @@ def ready_starts(snap: Snapshot, tree: BudgetTree) -> list[Start] | None:
     standing = Standing(snap)
     pending = {w.id: w for w in snap.pending}
     return starts_only(
-        standing, pending.values(), tree, lambda: pass_loads(snap, tree, standing.noms, pending)[1], pending
+        standing,
+        pending.values(),
+        tree,
+        lambda: pass_loads(snap, tree, standing.noms, pending)[1],
+        pending,
+        shape_count=_counts_of(pending.values()),
     )
 
 
@@ -105,6 +137,7 @@ def idle(
     nominees: Mapping[str, Workload] | None = None,
     kept: KeptSummary | None = None,
     requests: Callable[[], Requests] | None = None,
+    shape_count: Callable[[Coarse], int] | None = None,
 ) -> bool:
     """True only when a pass over the snapshot ``standing`` was built or synced from would
     start, stop and change nothing (and, with open nominations, keep them as they are).
@@ -116,9 +149,11 @@ def idle(
     :class:`Requests` of ``pending`` kept by the caller (:class:`KeptRequests`). Cost: one walk
     over hosts (those changed, with ``kept``) and pending shapes (none while they are the same,
     with ``requests``), plus one rule-2 test per (pending budget, budget holding unprotected
-    allocated work).
+    allocated work). ``shape_count`` (with ``nominees``): how many pending workloads have a
+    coarse shape (:func:`pending_shape_count`); shapes held only by nominees then want no
+    preemption (module docstring).
     """
-    return _screen(standing, pending, tree, loads, nominees, kept, requests, ready=False) == []
+    return _screen(standing, pending, tree, loads, nominees, kept, requests, shape_count, ready=False) == []
 
 
 def starts_only(
@@ -129,12 +164,13 @@ def starts_only(
     nominees: Mapping[str, Workload],
     kept: KeptSummary | None = None,
     requests: Callable[[], Requests] | None = None,
+    shape_count: Callable[[Coarse], int] | None = None,
 ) -> list[Start] | None:
     """:func:`idle` with ready nominations too (module docstring): None when the pass may decide
     anything beyond starting ready nominees on their nominations; else those starts, by nominee
     id (empty: the pass decides nothing), the pass keeping every other nomination as it is.
     Only for callers that read no reservations of such a pass (the screened pass may reserve)."""
-    ready = _screen(standing, pending, tree, loads, nominees, kept, requests, ready=True)
+    ready = _screen(standing, pending, tree, loads, nominees, kept, requests, shape_count, ready=True)
     if ready is None:
         return None
     return [Start(wid, tuple(sorted(standing.noms[wid])), allocated=True) for wid in ready]
@@ -148,6 +184,7 @@ def _screen(
     nominees: Mapping[str, Workload] | None,
     kept: KeptSummary | None,
     requests: Callable[[], Requests] | None,
+    shape_count: Callable[[Coarse], int] | None,
     *,
     ready: bool,
 ) -> list[str] | None:
@@ -169,19 +206,83 @@ def _screen(
     want = req.want
     if not want:
         return starting
-    # Unallocated work is class NOW for every allocated workload (contract.victim_class).
-    for (_, model), (need, hosts_needed, _) in want.items():
-        if summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed:
+    # A slot that looks as if it could act is read again without the shapes held only by
+    # nominees (computed once, at the first such slot): the refined entry needs no fewer GPUs or
+    # hosts and commits no less, so every test below only gets stricter, and slots that pass
+    # without it pass with it (the same answer as testing the refined wants throughout).
+    refine = bool(standing.noms) and shape_count is not None and nominees is not None
+    refined: Want | None = None
+
+    def again(key: tuple[str, str]) -> list[int] | None:
+        nonlocal refined
+        if refined is None:
+            assert shape_count is not None and nominees is not None  # noqa: S101 (refine)
+            refined = _want_without_nominees(req, standing, nominees, shape_count)
+        return refined.get(key)
+
+    def base(model: str, need: int, hosts_needed: int) -> bool:
+        # Unallocated work is class NOW for every allocated workload (contract.victim_class).
+        return summary.most_base.get(model, 0) >= need or summary.vacatable_base.get(model, 0) >= hosts_needed
+
+    for key, (need, hosts_needed, _) in want.items():
+        if base(key[1], need, hosts_needed):
+            if refine:
+                entry = again(key)
+                if entry is None or not base(key[1], entry[0], entry[1]):
+                    continue
             return None
     victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
     if not victim_budgets:
         return starting
     load = loads()
-    for (p, model), (need, hosts_needed, commitment) in want.items():
+    for key, (need, hosts_needed, commitment) in want.items():
+        p, model = key
         allowed = contract.allowed_budgets(tree, load, p, commitment, victim_budgets)
         if allowed and _may_preempt(standing, summary, model, allowed, need, hosts_needed):
+            if refine:
+                entry = again(key)
+                if entry is None:
+                    continue
+                allowed = contract.allowed_budgets(tree, load, p, entry[2], victim_budgets)
+                if not (allowed and _may_preempt(standing, summary, model, allowed, entry[0], entry[1])):
+                    continue
             return None
     return starting
+
+
+def _want_without_nominees(
+    req: Requests, standing: Standing, nominees: Mapping[str, Workload], shape_count: Callable[[Coarse], int]
+) -> Want:
+    """``req.want`` without the coarse shapes every pending workload of which is an open
+    nomination's nominee (each nomination waits or is ready: :func:`_nominations_wait` passed, so
+    such a workload never preempts). Only the (budget, model) slots of those shapes are read again."""
+    per: Counter[Coarse] = Counter(PendingIndex.coarse(nominees[wid]) for wid in standing.noms)
+    gone = {c for c, k in per.items() if shape_count(c) <= k}
+    if not gone:
+        return req.want
+    want = dict(req.want)
+    for slot in {(c[0], c[1]) for c in gone}:
+        if slot not in want:
+            continue
+        rest = [(k, c) for w, k, c in req.slots[slot] if PendingIndex.coarse(w) not in gone]
+        if not rest:
+            del want[slot]
+            continue
+        entry = [NONE, NONE, NONE]
+        for k, c in rest:
+            _fold(entry, k, c)
+        want[slot] = entry
+    return want
+
+
+def _fold(slot: list[int], k: int, c: int) -> None:
+    """One allocated workload into its :data:`Want` entry: ``k`` hosts for a gang (0: its GPUs
+    on one host, already in ``slot[0]`` by the caller's choice), commitment ``c``."""
+    if k < 0:
+        slot[0] = min(slot[0], -k)
+    else:
+        slot[1] = min(slot[1], k)
+    slot[2] = min(slot[2], c)
 
 
 def _nominations_wait(
@@ -365,6 +466,9 @@ class Requests:
     want: Want
     single: dict[str, int]
     gang: dict[str, int]
+    slots: dict[tuple[str, str], list[tuple[Workload, int, int]]] = field(default_factory=dict, compare=False)
+    """Per :data:`Want` key, the shapes read into it: (workload, ``-gpus`` for one host or the
+    gang's hosts, commitment); :func:`_want_without_nominees` folds them again without some."""
 
     def fit(self, summary: _Summary) -> bool:
         """Some pending workload fits the free GPUs now (one host, or whole free hosts)."""
@@ -377,7 +481,7 @@ def requests_of(standing: Standing, pending: Iterable[Workload], tree: BudgetTre
     """:class:`Requests` of ``pending``: a pure function of their shapes, the tree and the hosts."""
     largest = standing.state.largest
     out = Requests({}, {}, {})
-    want, single, gang = out.want, out.single, out.gang
+    want, single, gang, slots = out.want, out.single, out.gang, out.slots
     for w in pending:
         if w.budget not in tree.budgets or tree.held(w.budget):
             continue
@@ -396,12 +500,9 @@ def requests_of(standing: Standing, pending: Iterable[Workload], tree: BudgetTre
         if not w.allocated or capper is not None:
             continue  # unallocated (or downgraded) work never preempts (rule 4)
         c = contract.commitment(w)
-        slot = want.setdefault((w.budget, w.model), [NONE, NONE, c])
-        if k:
-            slot[1] = min(slot[1], k)
-        else:
-            slot[0] = min(slot[0], w.gpus)
-        slot[2] = min(slot[2], c)
+        size = k if k else -w.gpus
+        _fold(want.setdefault((w.budget, w.model), [NONE, NONE, c]), size, c)
+        slots.setdefault((w.budget, w.model), []).append((w, size, c))
     return out
 
 

@@ -160,3 +160,64 @@ def test_screen_on_least_m_per_shape_is_the_screen_on_every_workload() -> None:
         assert idle(standing, index.screen_shapes(), t, loads) == plain
         answers.add(plain)
     assert answers == {True, False}
+
+
+def test_a_nominee_alone_in_its_shape_wants_no_second_preemption() -> None:
+    """A budget's waiting nominee made its budget look as if it could preempt again: its shape
+    was in the screen's wants, and other unprotected work rule 2 lets it take ran elsewhere, so
+    the confirming pass after every preemption ran in full and decided nothing (1,368 such
+    passes to now + 2 h at the bench state). A nominee never preempts (the pass returns at its
+    nomination), so with the pending shapes counted (``shape_count``) a shape held only by
+    nominees wants nothing; a second workload of that shape still answers "not idle"."""
+    hosts = [host("h1"), host("h2")]
+    work = _full("org/b", protected=True)
+    leaving = [replace(work[0], stopping=True, release_at=T0 + 30), *work[1:]]
+    prey = [running(f"b2-{i}", "org/b", [("h2", i)], started=T0 - 3 * H) for i in range(8)]
+    noms = {"p": (("h1", 0),)}
+    usage = [lump("org/b", 500)]
+    s = snap(hosts, _tree(), leaving + prey, [pending("p", "org/a", 1)], usage, nominations=noms)
+    dec = schedule(replace(s, with_reasons=True))
+    assert not dec.changed and dec.nominations == noms  # b's work on h2 is preemptible, p does not take it
+    assert nothing_to_do(s, BudgetTree(s.budgets), nominations=True)
+    assert ready_starts(s, BudgetTree(s.budgets)) == []
+    twin = replace(s, pending=[*s.pending, pending("q", "org/a", 1, seq=1)])
+    assert schedule(twin).stops  # q preempts on h2
+    assert not nothing_to_do(twin, BudgetTree(s.budgets), nominations=True)
+    assert ready_starts(twin, BudgetTree(s.budgets)) is None
+    other_m = replace(s, pending=[*s.pending, pending("q", "org/a", 1, m=2 * H, seq=1)])  # same coarse shape
+    assert not nothing_to_do(other_m, BudgetTree(s.budgets), nominations=True)
+
+
+def test_confirming_passes_with_nominees_left_out_decide_what_the_screen_says() -> None:
+    """Random crowded instants taken through one deciding pass (its stops leaving, its
+    nominations open, as the forward simulation's confirming pass sees them): wherever the
+    estimate mode (``ready_starts``, nominee-only shapes left out of the wants) answers, the full
+    pass decides exactly those starts and nothing else; and leaving those shapes out is what let
+    it answer in some of them (the plain wants answer None there)."""
+    from scheduler.policy.core import Pass
+    from scheduler.policy.screen import starts_only
+    from scheduler.policy.standing import Standing
+    from scheduler.policy.usage import pass_loads
+    from scheduler.sim.estimate import Forward
+    from tests.policy.oracle_harness import crowded_snapshot
+
+    answered = only_with_counts = 0
+    for seed in range(300):
+        fw = Forward(crowded_snapshot(seed), 30)
+        fw.apply(fw.scheduler(fw.snapshot(for_pass=True)))
+        s = replace(fw.snapshot(), with_reasons=False)
+        t = BudgetTree(s.budgets)
+        ready = ready_starts(s, t)
+        if ready is None:
+            continue
+        answered += 1
+        full = Pass(s).run()
+        assert sorted(full.starts, key=lambda x: x.workload) == ready and not full.stops, (seed, full)
+        starting = {x.workload for x in ready}
+        assert full.nominations == {k: v for k, v in s.nominations.items() if k not in starting}, seed
+        by_id = {w.id: w for w in s.pending}
+        standing = Standing(s, by_id)
+        loads = pass_loads(s, t, standing.noms, by_id)[1]
+        plain = starts_only(standing, by_id.values(), t, lambda loads=loads: loads, by_id)
+        only_with_counts += plain is None
+    assert answered > 50 and only_with_counts > 0, (answered, only_with_counts)
