@@ -19,7 +19,16 @@ from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import KeptRequests, KeptSummary, Requests, idle, requests_of, starts_only, summary_of
+from scheduler.policy.screen import (
+    KeptRequests,
+    KeptSummary,
+    Requests,
+    idle,
+    pending_shape_count,
+    requests_of,
+    starts_only,
+    summary_of,
+)
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Start, Workload
@@ -131,7 +140,9 @@ class IncrementalScheduler:
                 return got
 
             if self.waiting_nominations:
-                starts = starts_only(standing, shapes, tree, load, pending, self._hosts, requests)
+                starts = starts_only(
+                    standing, shapes, tree, load, pending, self._hosts, requests, pending_shape_count(index)
+                )
                 if starts is not None:
                     starting = {s.workload for s in starts}
                     nominations = {k: v for k, v in standing.noms.items() if k not in starting}
