@@ -13,3 +13,21 @@ def test_a_workload_filter_with_a_percent_sign_is_a_400_that_names_it(researcher
     response = researcher_client.get("/api/v1/workloads/", {param: value})
     assert response.status_code == 400, response.content
     assert value in response.json()[param][0]
+
+
+@pytest.mark.parametrize("memory", [1, 32000, "512K", "5M"])
+def test_a_memory_request_no_program_runs_in_is_refused_at_submission(researcher_client, submission, cluster, memory):
+    """``memory: 32000`` (a Slurm user's ``--mem`` is megabytes; here a bare number is bytes) was
+    admitted: every attempt's cgroup killed it before its command ran, four failed starts later
+    the workload failed with "the attempt's wrapper ended before its command ran (exit -9)" and
+    not a word about memory. A request below Docker's own floor (6M) is refused at submission."""
+    from scheduler.models import Workload
+
+    response = researcher_client.post("/api/v1/workloads/", submission(memory=memory), format="json")
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body["code"] == "invalid_memory"
+    assert "6M" in body["memory"][0] and "bytes" in body["memory"][0]
+    assert not Workload.objects.exists()
+    ok = researcher_client.post("/api/v1/workloads/", submission(memory="6M"), format="json")
+    assert ok.status_code == 201, ok.json()
