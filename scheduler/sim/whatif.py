@@ -86,6 +86,7 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
     if not isinstance(key, yaml.ScalarNode) or key.value != "shares" or not isinstance(body, yaml.MappingNode):
         raise BudgetFileError(name, key.start_mark.line + 1, "expected 'shares:' followed by 'path: N' lines")
     new: dict[str, int] = {}
+    seen: dict[str, int] = {}  # path -> line: YAML keeps a key's last value, which hid a typo
     for k, v in body.value:
         line = k.start_mark.line + 1
         if not isinstance(k, yaml.ScalarNode):
@@ -94,6 +95,9 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
         if path not in by_path:
             known = ", ".join(sorted(by_path)[:8])
             raise BudgetFileError(name, line, f"unknown budget {path!r} (budgets are named by path, e.g. {known})")
+        if path in seen:
+            raise BudgetFileError(name, line, f"budget {path!r} is given twice (also on line {seen[path]})")
+        seen[path] = line
         if not isinstance(v, yaml.ScalarNode):  # a list or mapping: its str() was "[ScalarNode(...)]"
             kind = "a list" if isinstance(v, yaml.SequenceNode) else "a mapping"
             raise BudgetFileError(name, line, f"budget {path!r}: shares must be one whole number, not {kind}")

@@ -31,3 +31,17 @@ def test_a_memory_request_no_program_runs_in_is_refused_at_submission(researcher
     assert not Workload.objects.exists()
     ok = researcher_client.post("/api/v1/workloads/", submission(memory="6M"), format="json")
     assert ok.status_code == 201, ok.json()
+
+
+def test_a_budget_given_twice_in_a_shares_file_is_named_not_silently_overwritten():
+    """The what-if's shares text (and ``simulate --budgets``) with ``large: 1`` then ``large: 2``
+    (or ``/large/: 2``, the same path) ran with the second value, saying nothing: a leadership
+    what-if on a file edited twice answered for a tree nobody meant."""
+    from scheduler.policy.types import Budget
+    from scheduler.sim.whatif import BudgetFileError, parse_shares
+
+    budgets = [Budget(key="r", name="org", parent=None, shares=1), Budget(key="a", name="large", parent="r", shares=1)]
+    for text in ["shares:\n  large: 1\n  large: 2\n", "shares:\n  large: 1\n  /large/: 2\n"]:
+        with pytest.raises(BudgetFileError, match=r"line 3: budget 'large' is given twice \(also on line 2\)"):
+            parse_shares(text, budgets)
+    assert [b.shares for b in parse_shares("shares:\n  large: 2\n", budgets)] == [1, 2]
