@@ -45,3 +45,27 @@ def test_a_budget_given_twice_in_a_shares_file_is_named_not_silently_overwritten
         with pytest.raises(BudgetFileError, match=r"line 3: budget 'large' is given twice \(also on line 2\)"):
             parse_shares(text, budgets)
     assert [b.shares for b in parse_shares("shares:\n  large: 2\n", budgets)] == [1, 2]
+
+
+def test_the_hour_before_a_cluster_had_gpus_is_not_in_the_pyramid(cluster, researcher, monkeypatch):
+    """A server started at 10:58 on a cluster made at 10:58 rolled up "the previous hour", 09:00,
+    in which no GPU was registered: the pyramid (page, API, ``fairway metrics``) covered "09:00 to
+    now, 2 complete hours" and charted an hour of 0 % availability, an outage that never was.
+    An hour without registered GPU-time is not stored."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import ClusterHourlyMetrics, Host
+    from scheduler.pyramid import hour_of, pyramid_report, rollup_previous_hour
+
+    now = timezone.now()
+    Host.objects.update(created_at=hour_of(now) + timedelta(seconds=1))
+    rollup_previous_hour(now)
+    assert not ClusterHourlyMetrics.objects.exists()
+    (report,) = pyramid_report([cluster], now - timedelta(days=7), now, now)
+    assert report["range"]["complete_hours"] == 0
+    # a cluster whose hosts were there is rolled up as before
+    Host.objects.update(created_at=now - timedelta(hours=3))
+    assert rollup_previous_hour(now) == 1
+    assert ClusterHourlyMetrics.objects.get().registered_gpu_s > 0
