@@ -514,7 +514,14 @@ def do_submit_workload(
         or not all(isinstance(arg, str) for arg in command)
         or not command[0]
     ):
-        refuse("invalid_command", "command", "The command is a non-empty list of strings (argv).")
+        problem = "The command is a non-empty list of strings (argv)."
+        if isinstance(command, list | tuple) and command:
+            # A spec file's [train.py, --steps, 1000]: YAML reads 1000 as a number. Say which one.
+            n, arg = next(((n, a) for n, a in enumerate(command, 1) if not isinstance(a, str)), (0, ""))
+            if isinstance(arg, bool | int | float):
+                word = str(arg).lower() if isinstance(arg, bool) else shown(arg)
+                problem = f"{problem[:-1]}: argument {n}, {word}, is not a string; quote it ('{word}')."
+        refuse("invalid_command", "command", problem)
     elif (
         len(command) > MAX_COMMAND_ARGS
         or sum(len(a) for a in command) > MAX_COMMAND_CHARS

@@ -69,3 +69,14 @@ def test_the_hour_before_a_cluster_had_gpus_is_not_in_the_pyramid(cluster, resea
     Host.objects.update(created_at=now - timedelta(hours=3))
     assert rollup_previous_hour(now) == 1
     assert ClusterHourlyMetrics.objects.get().registered_gpu_s > 0
+
+
+def test_a_number_in_the_command_is_named_in_the_refusal(researcher_client, submission, cluster):
+    """A spec file's ``command: [python, train.py, --steps, 1000]`` (YAML reads 1000 as a number;
+    env values that are numbers are taken) was refused with only "The command is a non-empty list
+    of strings (argv)", which the command looks like: the refusal names the argument to quote."""
+    body = submission(command=["python", "train.py", "--steps", 1000])
+    response = researcher_client.post("/api/v1/workloads/", body, format="json")
+    assert response.status_code == 400
+    (message,) = response.json()["command"]
+    assert "argument 4" in message and "1000" in message and "quote" in message
