@@ -80,3 +80,14 @@ def test_a_number_in_the_command_is_named_in_the_refusal(researcher_client, subm
     assert response.status_code == 400
     (message,) = response.json()["command"]
     assert "argument 4" in message and "1000" in message and "quote" in message
+
+
+def test_a_home_mount_refuses_a_user_name_with_a_trailing_newline():
+    """``USER_RE.match`` with ``$`` took ``"rita\\n"`` (``$`` matches before a final newline): the
+    ``{user}`` expansion, documented as letters, digits, ``_ . -`` only, put a newline into a host
+    path (a user made by a script or a provider, around the form's validator)."""
+    from scheduler.mounts import NAME_RE, USER_RE
+
+    assert not USER_RE.fullmatch("rita\n") and not USER_RE.match("rita\n")
+    assert not NAME_RE.match("datasets\n")
+    assert USER_RE.match("rita.k-2") and NAME_RE.match("datasets")
