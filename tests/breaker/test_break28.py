@@ -91,3 +91,44 @@ def test_a_home_mount_refuses_a_user_name_with_a_trailing_newline():
     assert not USER_RE.fullmatch("rita\n") and not USER_RE.match("rita\n")
     assert not NAME_RE.match("datasets\n")
     assert USER_RE.match("rita.k-2") and NAME_RE.match("datasets")
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_webhook_connects_to_the_address_it_checked(researcher, submit_kwargs, monkeypatch, scheme):
+    """The send checked the webhook's host (public address) and then let urllib resolve the name
+    again to connect: a name answering 93.184.216.34 to the check and 127.0.0.1 to the connection
+    (DNS rebinding, TTL 0) reached the server's own network. It connects to the checked address."""
+    import socket
+
+    from django.utils import timezone
+
+    from scheduler import lifecycle, notifications
+    from scheduler.models import Attempt, Notification, NotificationSettings
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    answers = iter(["93.184.216.34", "127.0.0.1", "127.0.0.1"])
+
+    def rebinding(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    connected: list[tuple[str, int]] = []
+
+    def create_connection(address, *args, **kwargs):
+        connected.append(address)
+        raise ConnectionRefusedError("test: not connecting")
+
+    NotificationSettings.objects.create(
+        user=researcher, webhook_kinds=["started"], webhook_url=f"{scheme}://hooks.example.org/x"
+    )
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    run_tick(w.cluster_id, now=timezone.now())
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk, now=timezone.now())
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError, match="not delivered yet"):
+        notifications.deliver(Notification.objects.get().key)
+    assert connected == [("93.184.216.34", 443 if scheme == "https" else 80)]
