@@ -132,3 +132,13 @@ def test_a_webhook_connects_to_the_address_it_checked(researcher, submit_kwargs,
     with pytest.raises(RuntimeError, match="not delivered yet"):
         notifications.deliver(Notification.objects.get().key)
     assert connected == [("93.184.216.34", 443 if scheme == "https" else 80)]
+
+
+@pytest.mark.parametrize("seconds", [1, 2, 5.9])
+def test_a_charge_of_a_few_gpu_seconds_does_not_read_as_zero(seconds):
+    """A 1-GPU workload that ran 2 s showed "charged: 0.0 GPU-min" (``fairway show``, ``fairway
+    ls``, the page): read as nothing charged, beside an allocated attempt that was."""
+    from fairway_cli.numbers import gpu_time_text
+
+    assert gpu_time_text(seconds) == "less than 0.1 GPU-min"
+    assert gpu_time_text(6) == "0.1 GPU-min" and gpu_time_text(0) == "0 GPU-h"
