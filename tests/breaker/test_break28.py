@@ -142,3 +142,32 @@ def test_a_charge_of_a_few_gpu_seconds_does_not_read_as_zero(seconds):
 
     assert gpu_time_text(seconds) == "less than 0.1 GPU-min"
     assert gpu_time_text(6) == "0.1 GPU-min" and gpu_time_text(0) == "0 GPU-h"
+
+
+def test_the_cli_takes_the_api_url_for_the_server_url():
+    """README: "the REST API at /api/v1/". ``fairway login --server https://host/api/v1/`` (the
+    URL a new user has at hand) called ``/api/v1/api/v1/me/`` and said only "Not found."."""
+    from fairway_cli.cli import Api, server_root
+
+    for url in ["http://h:8000/api/v1/", "http://h:8000/api/v1", "http://h:8000/", "http://h:8000"]:
+        assert Api(url).server == "http://h:8000" == server_root(url)
+    assert server_root("https://h/fairway/api/v1/") == "https://h/fairway"
+
+
+def test_an_answer_that_is_no_json_says_it_is_no_fairway_api(monkeypatch):
+    """A server URL pointing at another site (a proxy's login page, a web root with ``?x=1``)
+    answered HTML with 200: the CLI said "the server failed: HTTP 200", as if Fairway broke."""
+    from fairway_cli import cli
+
+    class Html:
+        status_code = 200
+
+        def json(self):
+            raise ValueError("no JSON")
+
+    api = cli.Api("http://h", "t")
+    monkeypatch.setattr(api.session, "request", lambda *a, **k: Html())
+    with pytest.raises(cli.CliError) as caught:
+        api.call("GET", "me/")
+    assert "HTTP 200" in str(caught.value) and "not JSON" in str(caught.value)
+    assert "Fairway" in str(caught.value) and "failed" not in str(caught.value)
