@@ -171,3 +171,20 @@ def test_an_answer_that_is_no_json_says_it_is_no_fairway_api(monkeypatch):
         api.call("GET", "me/")
     assert "HTTP 200" in str(caught.value) and "not JSON" in str(caught.value)
     assert "Fairway" in str(caught.value) and "failed" not in str(caught.value)
+
+
+def test_after_takes_an_id_as_every_surface_writes_it(researcher, submit_kwargs, researcher_client, submission):
+    """Every surface names work "#12" (``fairway ls``, the pages, "In the way: #12 …"), and
+    ``fairway show '#12'`` takes it, but ``--after '#12'`` (web form: After) was refused as
+    "not ID, ID:ok or ID:any"."""
+    from scheduler.models import WorkloadDependency
+    from scheduler.services import do_submit_workload
+
+    first = do_submit_workload(researcher, **submit_kwargs())
+    response = researcher_client.post(
+        "/api/v1/workloads/", submission(after=[f"#{first.pk}"]), format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert WorkloadDependency.objects.get().after_id == first.pk
+    refused = researcher_client.post("/api/v1/workloads/", submission(after=["##1"]), format="json")
+    assert refused.status_code == 400
