@@ -181,9 +181,7 @@ def test_after_takes_an_id_as_every_surface_writes_it(researcher, submit_kwargs,
     from scheduler.services import do_submit_workload
 
     first = do_submit_workload(researcher, **submit_kwargs())
-    response = researcher_client.post(
-        "/api/v1/workloads/", submission(after=[f"#{first.pk}"]), format="json"
-    )
+    response = researcher_client.post("/api/v1/workloads/", submission(after=[f"#{first.pk}"]), format="json")
     assert response.status_code == 201, response.json()
     assert WorkloadDependency.objects.get().after_id == first.pk
     refused = researcher_client.post("/api/v1/workloads/", submission(after=["##1"]), format="json")
