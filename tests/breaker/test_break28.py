@@ -186,3 +186,29 @@ def test_after_takes_an_id_as_every_surface_writes_it(researcher, submit_kwargs,
     assert WorkloadDependency.objects.get().after_id == first.pk
     refused = researcher_client.post("/api/v1/workloads/", submission(after=["##1"]), format="json")
     assert refused.status_code == 400
+
+
+@pytest.mark.parametrize("other", ["org/nlp", "nlp/", "{id}"])
+def test_group_rules_naming_one_budget_two_ways_grant_the_strongest_role(org_tree, other):
+    """``FAIRWAY_OIDC_GROUP_RULES`` naming a budget as ``nlp`` in one group and ``org/nlp`` (or its
+    id) in another (both resolve to it) were synchronised spelling by spelling: a lead in both
+    groups ended as whichever spelling sorted last (``member``), and a lead in the ``manager``
+    group alone lost the membership altogether (the other spelling "was not granted")."""
+    import json
+
+    from accounts.models import Membership, User
+    from accounts.oidc import sync_rights
+    from accounts.oidc_rules import parse_group_rules
+
+    nlp = org_tree["nlp"]
+    spelled = other.format(id=nlp.pk)
+    rules = parse_group_rules(json.dumps({"all": [f"member:{spelled}"], "leads": ["manager:nlp"]}))
+    for groups in (["all", "leads"], ["leads"]):
+        lead = User.objects.create_user(f"lead{len(groups)}")
+        sync_rights(lead, groups, rules)
+        assert list(Membership.objects.filter(user=lead).values_list("budget_id", "role")) == [(nlp.pk, "manager")]
+    someone = User.objects.create_user("someone")
+    sync_rights(someone, ["all"], rules)
+    assert list(Membership.objects.filter(user=someone).values_list("role", flat=True)) == ["member"]
+    sync_rights(someone, [], rules)
+    assert not Membership.objects.filter(user=someone).exists()
