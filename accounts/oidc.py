@@ -104,6 +104,13 @@ def _unique_username(claims: dict[str, Any]) -> str:
     return name
 
 
+def _says_unverified(value: Any) -> bool:
+    """The provider says the email is not verified: ``false``, or ``"false"`` as text (AWS
+    Cognito's userinfo and others send the claim as a string; taken as verified, it linked the
+    local account of whoever could register that address at the provider without proving it)."""
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
+
+
 class FairwayOIDCBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend with Fairway's matching of accounts and its group rule."""
 
@@ -151,7 +158,7 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         if identity is not None:
             return identity.user
         email = (claims.get("email") or "").strip()
-        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL and claims.get("email_verified", True) is not False:
+        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL and not _says_unverified(claims.get("email_verified", True)):
             same = list(User.objects.filter(email__iexact=email)[:2])
             if len(same) > 1:
                 log.warning("OIDC login refused: several local accounts have the email %s", email)
