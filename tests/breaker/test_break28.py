@@ -212,3 +212,14 @@ def test_group_rules_naming_one_budget_two_ways_grant_the_strongest_role(org_tre
     assert list(Membership.objects.filter(user=someone).values_list("role", flat=True)) == ["member"]
     sync_rights(someone, [], rules)
     assert not Membership.objects.filter(user=someone).exists()
+
+
+def test_a_host_action_refusal_says_who_may_and_which_host_is_unknown(researcher_client, admin_client_api, hosts):
+    """``fairway hosts drain NAME`` said "You do not have permission to perform this action." to a
+    researcher (the page: "only admins cordon, drain or resume hosts") and "Not found." to an
+    admin who mistyped the name."""
+    refused = researcher_client.post("/api/v1/hosts/a100-1/drain/", {}, format="json")
+    assert refused.status_code == 403 and "admins" in refused.json()["detail"]
+    unknown = admin_client_api.post("/api/v1/hosts/a100-9/drain/", {}, format="json")
+    assert unknown.status_code == 404 and "a100-9" in unknown.json()["detail"]
+    assert admin_client_api.get("/api/v1/hosts/a100-9/").json()["detail"] == "No host 'a100-9'."
