@@ -225,12 +225,21 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
                 "simulated": simulated.get(b),
             }
         )
+    # Every budget whose shares changed, programs included: the rows are leaves only, and a file
+    # changing a program showed every row "1→1", as if it had changed nothing.
+    before = {x.key: x.shares for x in demand.budgets}
+    changed = [
+        {"budget": tree.path_name(b.key), "shares": [before[b.key], b.shares]}
+        for b in sorted(new_budgets, key=lambda x: tree.path_name(x.key))
+        if b.key in before and before[b.key] != b.shares
+    ]
     return {
         "since": demand.since,
         "now": demand.now,
         "days": round(horizon / DAY, 3),
         "jobs": len(trace),
         "gpus": sum(h.size for h in demand.hosts),
+        "changed": changed,
         "budgets": rows,
     }
 
@@ -244,6 +253,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"What-if over {result['days']} days: {result['jobs']} workloads on {result['gpus']} GPUs "
         "(attainment = allocated GPU-time ÷ min(entitlement, demand); waits in hours)",
+        "shares changed: "
+        + (", ".join(f"{c['budget']} {c['shares'][0]}→{c['shares'][1]}" for c in result.get("changed", [])) or "none"),
         f"{'budget':28} {'shares':>9} {'attain act':>10} {'attain sim':>10} {'p50 act':>8} {'p50 sim':>8} "
         f"{'p90 act':>8} {'p90 sim':>8}",
     ]
