@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from config.memo import ForgettingQuerySet, VersionedMemo
@@ -99,6 +100,14 @@ class Budget(models.Model):
                 fields=["parent", "name"],
                 condition=models.Q(archived_at__isnull=True),
                 name="budget_unique_live_name_per_parent",
+            ),
+            # The tree has one root, archived or not (placement_problem's "second_root"): the rule
+            # reads, this index guards it against a concurrent creation (docs/locking.md, "Budgets").
+            # NULLs are distinct in a unique index, so it indexes a constant over the roots.
+            models.UniqueConstraint(
+                Coalesce("parent", models.Value(0)),
+                condition=models.Q(parent__isnull=True),
+                name="budget_one_root",
             ),
             models.CheckConstraint(condition=models.Q(shares__gte=1), name="budget_shares_positive"),
         ]

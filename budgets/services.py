@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
 
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from budgets.models import Budget, ShareChange, budget_name_problem, placement_problem
@@ -240,11 +240,44 @@ def do_create_budget(
         raise BudgetError("invalid_shares", "shares", "Shares are an integer >= 1.")
     with transaction.atomic():
         if parent is not None:
-            parent = Budget.objects.select_for_update().get(pk=parent.pk)
+            # A share lock, as a submission's (docs/locking.md, "Budgets"): the parent's row is read,
+            # never written, so creations under one parent do not wait for each other; an archive
+            # (FOR UPDATE) or an edit of the parent waits for them, and they for it.
+            parent = share_lock_budget(parent.pk)
         problem = placement_problem(name, parent)
         if problem is not None:
             raise BudgetError(*problem)
-        return Budget.objects.create(name=name, parent=parent, shares=shares, description=description, hold=hold)
+        try:
+            with transaction.atomic():  # a savepoint: the refusal below leaves the transaction usable
+                return Budget.objects.create(
+                    name=name, parent=parent, shares=shares, description=description, hold=hold
+                )
+        except IntegrityError:
+            # A creation of the same name, or of a root, committed meanwhile (the live-name unique
+            # index, or the one-root index ``budget_one_root``, made this insert wait for it): the
+            # rule's own answer (``duplicate_name``, ``second_root``), not a database error.
+            problem = placement_problem(name, parent)
+            if problem is None:
+                raise
+            raise BudgetError(*problem) from None
+
+
+def share_lock_budget(pk: int) -> Budget:
+    """Budget ``pk``, read under a row share lock until the transaction ends (PostgreSQL:
+    ``SELECT … FOR SHARE``; Django's ``select_for_update`` has no share mode).
+
+    Submissions into a budget and creations of its children hold it together; an archive
+    (``FOR UPDATE``, then an ``UPDATE``), a change of shares, hold or caps waits for them, and they
+    for it (docs/locking.md, "Budgets"). SQLite: a plain read, as ``select_for_update`` is there
+    (one writer at a time)."""
+    if connection.vendor != "postgresql":
+        return Budget.objects.get(pk=pk)
+    table = connection.ops.quote_name(Budget._meta.db_table)
+    query = f"SELECT * FROM {table} WHERE id = %s FOR SHARE"  # noqa: S608 -- the model's own table name
+    rows = list(Budget.objects.raw(query, [pk]))  # noqa: S611 -- a constant statement, the id a parameter
+    if not rows:
+        raise Budget.DoesNotExist(f"budget {pk}")
+    return rows[0]
 
 
 def request_ticks_everywhere() -> None:
@@ -307,8 +340,18 @@ def do_archive_budget(budget: Budget, *, actor: object | None = None, note: str 
     every cluster."""
     with transaction.atomic():
         now = timezone.now()
+        # Lock the subtree, then read it again until no budget was added meanwhile: a child
+        # created under one of its budgets while this waited for that budget's lock (the
+        # creation's share lock) committed before the lock was granted, and must be archived
+        # too, not left live under an archived parent. Once every budget of the subtree is
+        # locked, no creation under one of them can commit before this does.
+        locked: set[int] = set()
         ids = subtree_ids([budget.id])
-        newly = list(Budget.objects.select_for_update().filter(pk__in=ids, archived_at__isnull=True))
+        while ids - locked:
+            list(Budget.objects.select_for_update().filter(pk__in=ids - locked).order_by("pk").values_list("pk"))
+            locked |= ids
+            ids = subtree_ids([budget.id])
+        newly = list(Budget.objects.filter(pk__in=ids, archived_at__isnull=True).order_by("pk"))
         Budget.objects.filter(pk__in=[b.pk for b in newly]).update(archived_at=now)
         for b in newly:
             _record(b, ShareChange.Kind.ARCHIVE, b.shares, b.shares, actor, note)

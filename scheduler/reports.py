@@ -34,6 +34,7 @@ from scheduler.policy.figures import (
     workload_demand,
 )
 from scheduler.sim.estimate import reservation_latest
+from scheduler.sizes import format_size
 from scheduler.snapshot import epoch_up, load_snapshot
 from scheduler.tick_figures import shows_numbers, standing_figures
 
@@ -629,6 +630,8 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
         lines.append(
             f"Protected work on {where} ends at {_when(detail.get('protected_until'))}; it can take those GPUs then."
         )
+        if detail.get("resources"):
+            lines[-1] = lines[-1].replace("those GPUs", f"those GPUs and {_short_words(detail)}")
         sentence = _fair_share_sentence(numbers)
         if sentence:
             lines.append(sentence)
@@ -645,6 +648,8 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
                 "Unallocated work (minimum runtime 0) only uses GPUs that no allocated work can use, "
                 "and none are free now."
             )
+        elif detail.get("resources"):
+            lines.append(short_sentence(workload, detail))
         else:
             lines.append(
                 f"Not enough {workload.gpu_model} GPUs are free, and no work it may preempt would make room "
@@ -655,10 +660,51 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
             lines.append(sentence)
     else:
         lines.append(f"Pending: {reason}.")
+    if detail.get("resources") and reason in ("reserved_for_other", "protected_work", "fair_share"):
+        lines.insert(1, short_sentence(workload, detail))
     if detail.get("reserved_start"):
         at, _reserved = expected_start(workload)
         lines.append(f"GPUs are reserved for it: it starts by {_when(at)} at the latest.")
     return lines
+
+
+SHORT_NAMES = {"cpus": "CPUs", "memory": "memory"}
+"""How a sentence names each resource a reason says is short (``resources`` of the pending detail:
+``scheduler.policy.reasons.RESOURCES``)."""
+
+
+def _short_words(detail: dict[str, Any]) -> str:
+    """The resources ``detail`` says are short, in words: ``CPUs``, ``memory``, ``CPUs and memory``."""
+    return " and ".join(SHORT_NAMES.get(r, str(r)) for r in detail.get("resources") or ())
+
+
+def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
+    """The sentence saying CPUs or memory are what keeps ``workload`` pending (DESIGN.md §3.3, §3.8:
+    the reason's ``resources``), with what it asks for per host: one wording for the page, the API
+    (``why_pending``, ``pending_explanation``) and the CLI, which all read :func:`explain_pending`.
+
+    ``insufficient_gpus``: its GPUs could be made free on some host, but never with the CPUs or
+    memory it asks for there. Any other reason: GPUs alone would have given it a better one (e.g.
+    GPUs are free now, but the CPUs on those hosts are held by protected work)."""
+    asks = []
+    for r in detail.get("resources") or ():
+        if r == "cpus":
+            asks.append(f"{workload.cpus} CPUs" if workload.cpus else "its per-GPU share of CPUs")
+        elif r == "memory":
+            mem = workload.memory_bytes
+            asks.append(f"{format_size(mem)} of memory" if mem else "its per-GPU share of memory")
+    words = _short_words(detail)
+    verb = "is" if words == "memory" else "are"
+    if workload.pending_reason == "insufficient_gpus":
+        return (
+            f"Not enough {words} for it: it asks for {' and '.join(asks)} per host, and no host where its "
+            f"{workload.gpu_count} {workload.gpu_model} GPU{'' if workload.gpu_count == 1 else 's'} could be "
+            "made free has that much, even with the work it may preempt gone."
+        )
+    return (
+        f"{words[0].upper()}{words[1:]} {verb} what is short, not {workload.gpu_model} GPUs: it asks for "
+        f"{' and '.join(asks)} per host, more than the hosts with room for its GPUs have left."
+    )
 
 
 def _hosts_taking_no_work(workload: Workload) -> str:

@@ -26,7 +26,7 @@ from accounts.models import User
 from accounts.services import is_manager, is_member
 from agent.protocol import MAX_MESSAGE_BYTES
 from budgets.models import Budget
-from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget
+from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
@@ -355,21 +355,8 @@ def _id_and_seq() -> dict[str, Any]:
     return {}
 
 
-def _share_lock_budget(pk: int) -> Budget:
-    """Budget ``pk``, read under a row share lock until the transaction ends (PostgreSQL:
-    ``SELECT … FOR SHARE``; Django's ``select_for_update`` has no share mode).
-
-    Submissions into one budget hold it together; an archive (``FOR UPDATE``, then an ``UPDATE``),
-    a change of shares, hold or caps waits for them, and they for it (docs/locking.md, "Budgets").
-    SQLite: a plain read, as ``select_for_update`` is there (one writer at a time)."""
-    if connection.vendor != "postgresql":
-        return Budget.objects.get(pk=pk)
-    table = connection.ops.quote_name(Budget._meta.db_table)
-    query = f"SELECT * FROM {table} WHERE id = %s FOR SHARE"  # noqa: S608 -- the model's own table name
-    rows = list(Budget.objects.raw(query, [pk]))  # noqa: S611 -- a constant statement, the id a parameter
-    if not rows:
-        raise Budget.DoesNotExist(f"budget {pk}")
-    return rows[0]
+_share_lock_budget = share_lock_budget
+"""A submission's lock on its budget: the one statement of budgets.services (docs/locking.md)."""
 
 
 @histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))

@@ -52,6 +52,9 @@ WRAPPER_ENV = {"PATH": DEFAULT_PATH}
 POLL_S = 0.5
 """Exit polling period where pidfd is unavailable, in seconds."""
 
+START_CLOSE_S = 10.0
+"""How long :meth:`ProcessRuntime.close` waits for starts past their wrapper's spawn, in seconds."""
+
 # The wrapper, run as ``python -I -c _WRAPPER FD STATUS EXIT_FILE UID GID GROUPS COMMAND...`` by the agent
 # (so as the agent's user, usually root) with a fixed environment of the agent's choosing, never the
 # workload's: a workload's LD_PRELOAD, LD_LIBRARY_PATH, GCONV_PATH… would otherwise be obeyed by the
@@ -288,6 +291,7 @@ class ProcessRuntime(StoredRuntime):
         self.isolation = isolation or Isolation(IsolationConfig(mode="agent", allow_root=True))
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: dict[int, asyncio.Task[None]] = {}
+        self._starts: set[asyncio.Task[None]] = set()  # starts past the wrapper's spawn (see start)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -454,6 +458,55 @@ class ProcessRuntime(StoredRuntime):
                     remove_cgroup(cgroup)
                 self._remove_limit_cgroups(spec.attempt_id)
                 self._fail(record, f"cannot join the limit cgroup {path}: {exc}")
+        record.pid = proc.pid
+        record.proc_start = proc_start_time(proc.pid)
+        record.started_mono = monotonic_s()
+        record.uid = ident.uid
+        record.cgroup = str(cgroup or "")
+        # Recorded before the first wait on the wrapper: an agent killed from here on leaves a
+        # record (state running, the wrapper's pid) that the next one re-adopts (docs/isolation.md).
+        self.store.save(record)
+        # The rest runs to its end even when the start is cancelled (the agent stopping): the
+        # wrapper exists, so the attempt is either recorded and watched or failed and gone, never
+        # a command that runs on unrecorded. close() waits for it.
+        rest = asyncio.get_running_loop().create_task(
+            self._hand_over_and_watch(spec, record, proc, write_fd, status_fd, env, tmp, tmpdir, cgroup),
+            name=f"attempt-{spec.attempt_id}-start",
+        )
+        self._starts.add(rest)
+        rest.add_done_callback(self._start_done)
+        await asyncio.shield(rest)
+        log.info(
+            "attempt %d started: pid %d as %s (uid %d, %s), cgroup %s, GPUs %s, command %s",
+            spec.attempt_id,
+            proc.pid,
+            ident.user,
+            ident.uid,
+            ident.source,
+            cgroup or "none",
+            env["CUDA_VISIBLE_DEVICES"] or "-",
+            spec.command,
+        )
+        return record
+
+    def _start_done(self, task: asyncio.Task[None]) -> None:
+        self._starts.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a StartError whose start was cancelled is in the record
+
+    async def _hand_over_and_watch(
+        self,
+        spec: AttemptSpec,
+        record: AttemptRecord,
+        proc: subprocess.Popen[bytes],
+        write_fd: int,
+        status_fd: int,
+        env: dict[str, str],
+        tmp: dict[str, object] | None,
+        tmpdir: Path,
+        cgroup: Path | None,
+    ) -> None:
+        """Give the wrapper ``proc`` its go, wait for its word, then watch it (or fail the start)."""
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
         caps = sum(1 << c for c in ROOT_CAPS)
@@ -471,27 +524,11 @@ class ProcessRuntime(StoredRuntime):
             shutil.rmtree(tmpdir, ignore_errors=True)
             why = status.removeprefix(b"fail ").decode(errors="replace") if status.startswith(b"fail ") else ""
             self._fail(record, why or f"the attempt's wrapper ended before its command ran (exit {proc.returncode})")
-        record.pid = proc.pid
-        record.proc_start = proc_start_time(proc.pid)
         record.started_mono = monotonic_s()
-        record.uid = ident.uid
-        record.cgroup = str(cgroup or "")
         self._records[spec.attempt_id] = record
         self._procs[spec.attempt_id] = proc
         self.store.save(record)
         self._watch(record)
-        log.info(
-            "attempt %d started: pid %d as %s (uid %d, %s), cgroup %s, GPUs %s, command %s",
-            spec.attempt_id,
-            proc.pid,
-            ident.user,
-            ident.uid,
-            ident.source,
-            cgroup or "none",
-            env["CUDA_VISIBLE_DEVICES"] or "-",
-            spec.command,
-        )
-        return record
 
     def _cgroup_name(self, attempt_id: int) -> Path:
         """The attempt's cgroup below the fairway parent, per agent (several agents may share a
@@ -638,6 +675,11 @@ class ProcessRuntime(StoredRuntime):
         log.info("attempt %d exited with code %s", attempt_id, code)
 
     async def close(self) -> None:
+        # A start whose wrapper exists ends first (a few ms: the wrapper's setup), recorded either
+        # way; its attempt is then left running like every other. Bounded: a wrapper stuck in its
+        # setup does not hold the agent's exit (its record is on disk already, state running).
+        if self._starts:
+            await asyncio.wait(set(self._starts), timeout=START_CLOSE_S)
         watchers = list(self._watchers.values())
         for task in watchers:
             task.cancel()

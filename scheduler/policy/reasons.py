@@ -6,19 +6,32 @@ adding FORBIDDEN work (rule 2 forbids it), 4 none. Levels 0–1 give ``reserved_
 ``protected_work``, 3 ``fair_share``, 4 ``insufficient_gpus``. The levels are the totals of
 each host's room profile read from the pass's index (:func:`room_index.indexed_counts`), kept in
 tables per (model, budget classes) until the state changes.
+
+CPUs and memory (§3.3) count as the placement counts them: a host is at a level only when, with
+the work of that level gone, its CPUs and memory suffice too (a gang's whole host: with nothing
+on it). The tables count GPUs only, which is exact on hosts where only GPUs can bind
+(:meth:`ClusterState.only_gpus`); where the first host they name is one where CPUs or memory can
+bind, the hosts are walked plainly (:func:`_host_levels`). When CPUs or memory make the level
+worse than GPUs alone would, the reason says which (``resources``: ``cpus``, ``memory``).
+
+A ``protected_work`` reason names the room the reservation reads: one host, the earliest by
+``reserve.host_start``, and that start (:func:`_earliest_protected`); a gang, the reservation's own statement
+(``reserve.earliest_gang``, reservations ignored): its hosts and its start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import scheduler.policy.contract as contract
 import scheduler.policy.reserve as reserve
+import scheduler.policy.resources as resources
 import scheduler.policy.room_index as room_index
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.state import HostView
-from scheduler.policy.types import PendingInfo, PendingReason, Workload
+from scheduler.policy.types import Host, PendingInfo, PendingReason, Workload
 
 LevelTable = list[dict[int, str]]
 """For levels 0–3 and every GPU count t: the first host (by name) with t GPUs of room."""
@@ -26,7 +39,7 @@ LevelTable = list[dict[int, str]]
 
 def explain(ps: PassState, w: Workload) -> None:
     """Record the pending reason of the blocked allocated workload ``w`` in the decisions."""
-    memo = (w.budget, w.model, w.gpus, w.min_runtime)
+    memo = (w.budget, w.model, w.gpus, w.min_runtime, w.cpus, w.memory)
     cached = ps.memo.reason.get(memo)
     if cached is not None:
         ps.dec.pending[w.id] = _with_reserved_start(ps, w, cached)
@@ -39,7 +52,7 @@ def explain(ps: PassState, w: Workload) -> None:
     elif level == 3:
         info = PendingInfo(PendingReason.FAIR_SHARE, detail)
     else:
-        info = PendingInfo(PendingReason.INSUFFICIENT_GPUS, {})
+        info = PendingInfo(PendingReason.INSUFFICIENT_GPUS, detail)  # {} or which of CPUs, memory
     ps.memo.reason[memo] = info
     ps.dec.pending[w.id] = _with_reserved_start(ps, w, info)
 
@@ -66,12 +79,12 @@ def _holder(ps: PassState, w: Workload, detail: dict[str, object]) -> str | None
 def _levels_memo(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
     """:func:`_levels`, shared by workloads that see every budget the same way.
 
-    The levels depend on the workload only through its model, size and the class of every
-    budget holding work (own, allowed, forbidden); the fair-share numbers are recomputed for
-    the workload itself.
+    The levels depend on the workload only through its model, size, CPU and memory requests and
+    the class of every budget holding work (own, allowed, forbidden); the fair-share numbers are
+    recomputed for the workload itself.
     """
     cls = ps.budget_classes(w)
-    key = (w.model, w.gpus, w.budget in ps.standing.agg_budgets and w.budget, tuple(cls.values()))
+    key = (w.model, w.gpus, w.cpus, w.memory, w.budget in ps.standing.agg_budgets and w.budget, tuple(cls.values()))
     hit = ps.memo.levels.get(key)
     if hit is None:
         hit = ps.memo.levels[key] = _levels(ps, w)
@@ -87,21 +100,106 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
     if ps.is_gang(w):
         return _gang_levels(ps, w)
     table = level_table(ps, w)
-    for level in range(4):
-        host = table[level].get(w.gpus)
-        if host is not None:
-            detail: dict[str, object] = {"host": host}
-            if level == 2:
-                host, until = _earliest_protected(ps, w, host)
-                detail = {"host": host, "protected_until": until}
-            if level in (2, 3):
-                detail["blocking"] = _blocking(ps, w, [host], level)
-            if level == 3:
-                witness = _witness(ps, w, host)
-                if witness is not None:
-                    detail.update(fair_share_detail(ps, w, witness))
-            return level, detail
-    return 4, {}
+    level, host = next(((lv, h) for lv in range(4) if (h := table[lv].get(w.gpus)) is not None), (4, None))
+    short: list[str] = []
+    if host is not None and _binds(ps, w, ps.state.hosts[host]):
+        # The first host the GPU tables name may lack CPUs or memory at that level: walk them all.
+        # (Where it is one where only GPUs bind, no host can be at a better level or before it.)
+        level, host, short = _resource_levels(ps, w)
+    detail: dict[str, object] = {}
+    if host is not None:
+        detail["host"] = host
+        if level == 2:
+            host, until = _earliest_protected(ps, w, host)
+            detail = {"host": host, "protected_until": until}
+        if level in (2, 3):
+            detail["blocking"] = _blocking(ps, w, [host], level)
+        if level == 3:
+            witness = _witness(ps, w, host)
+            if witness is not None:
+                detail.update(fair_share_detail(ps, w, witness))
+    if short:
+        detail["resources"] = short
+    return level, detail
+
+
+def _binds(ps: PassState, w: Workload, hv: HostView) -> bool:
+    """CPUs or memory can bind ``w`` on ``hv`` (not :meth:`ClusterState.only_gpus`)."""
+    return not ps.state.only_gpus(hv, w, w.gpus)
+
+
+def _resource_levels(ps: PassState, w: Workload) -> tuple[int, str | None, list[str]]:
+    """The best room level over hosts with CPUs and memory counted, the first host (by name) at
+    it, and, when that level is worse than GPUs alone give, the resources that fall short on the
+    hosts whose GPUs suffice at the better level (``cpus``, ``memory``). The plain walk over the
+    hosts (:func:`_host_levels`), for the shapes that CPUs or memory can bind."""
+    best: tuple[int, str | None] = (4, None)
+    gpu_best = 4
+    short_at: dict[int, set[str]] = {}
+    for hv in ps.standing.hosts_by_model.get(w.model, ()):
+        if not hv.active:
+            continue
+        g, r, short = _host_levels(ps, w, hv, _binds(ps, w, hv))
+        gpu_best = min(gpu_best, g)
+        if g < r:
+            short_at.setdefault(g, set()).update(short)
+        if r < best[0]:
+            best = (r, hv.name)
+    level, host = best
+    short = sorted(short_at.get(gpu_best, ())) if gpu_best < level else []
+    return level, host, short
+
+
+LEVEL_OF_CLASS = {contract.NOW: 1, contract.LATER: 2, contract.FORBIDDEN: 3}
+"""The room level (module docstring) at which work of each victim class counts as room."""
+
+
+def _host_levels(ps: PassState, w: Workload, hv: HostView, bind: bool) -> tuple[int, int, list[str]]:
+    """``hv``'s room level for ``w`` by GPUs alone, with CPUs and memory too (``bind``: they can
+    bind there), and the resources short at the first (4: no such level). Plainly, from the
+    host's attempts and :func:`contract.victim_class`, as the tables count GPUs."""
+    name = hv.name
+    st = ps.state
+    allowed = ps.room_budgets(w)
+    known = ps.tree.budgets
+    gpus = [len(hv.free)] * 4
+    freed = [[0, 0] for _ in range(4)]
+    for aid in hv.attempts:
+        av = st.attempts[aid]
+        lv = LEVEL_OF_CLASS.get(contract.victim_class(av, w, allowed, known))
+        if lv is None:
+            continue
+        got = av.on_host.get(name, 0)
+        res = av.res.get(name, resources.NONE)
+        for x in range(lv, 4):
+            gpus[x] += got
+            freed[x][0] += res[0]
+            freed[x][1] += res[1]
+    g = next((x for x in range(4) if gpus[x] >= w.gpus), 4)
+    if not bind or g == 4:
+        return g, g, []
+    r = next((x for x in range(g, 4) if st.fits(hv, w, w.gpus, (freed[x][0], freed[x][1]))), 4)
+    if r == g:
+        return g, r, []
+    return g, r, _short(hv, w, (freed[g][0], freed[g][1]))
+
+
+def _short(hv: HostView, w: Workload, freed: resources.Res) -> list[str]:
+    """Which of CPUs and memory fall short for ``w`` on ``hv`` with ``freed`` given back
+    (:func:`resources.fits` of each alone)."""
+    h = hv.host
+    used = (hv.used[0] - freed[0], hv.used[1] - freed[1])
+    want = resources.need(h, w.gpus, w.cpus, w.memory)
+    return [r for r in RESOURCES if not resources.fits(_only(h, r), used, want)]
+
+
+RESOURCES = ("cpus", "memory")
+"""The names a reason gives CPUs and memory (``resources``), in this order."""
+
+
+def _only(h: Host, r: str) -> Host:
+    """``h`` with only resource ``r`` (of :data:`RESOURCES`) limiting: the other unknown."""
+    return replace(h, memory=None) if r == "cpus" else replace(h, cpus=None)
 
 
 def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, int]:
@@ -113,7 +211,11 @@ def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, in
     the reservation search has walked it all; else (no search for this shape in this pass, e.g.
     the reservations are all taken) each candidate's start by ``reserve.host_start``. So the
     reason names the host the reservation waits for, not merely the first by name. The instant
-    shown is that host's ``room_by`` with starting attempts counted now, as it always was."""
+    shown is that host's start by ``reserve.host_start``, the reservation's own statement (a
+    still-starting attempt protected until ``now + M`` at the earliest, an attempt already
+    leaving at its release; where CPUs or memory can bind, the later of that and when they
+    suffice): the reason and the reservation never name different instants. Where CPUs or
+    memory can bind (:func:`_binds`), a candidate needs them too at level 2."""
     cls = ps.budget_classes(w)
     now_set = frozenset(v for v, c in cls.items() if c == contract.NOW)
     allowed = ps.room_budgets(w)
@@ -122,11 +224,13 @@ def _earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, in
 
     def candidate(hv: HostView) -> bool:
         unprotected, protected = _now_work(agg.get(hv.name), now_set)
-        return hv.active and len(hv.free) + hv.unalloc + unprotected + protected >= w.gpus
+        if not (hv.active and len(hv.free) + hv.unalloc + unprotected + protected >= w.gpus):
+            return False
+        return not _binds(ps, w, hv) or _host_levels(ps, w, hv, True)[1] <= 2
 
     def shown(name: str) -> int:
-        room = contract.host_room(ps.state, hosts[name], w, allowed, ps.tree.budgets, ps.now)
-        return room.room_by(w.gpus, ps.now, starting_now=True)
+        t = reserve.host_start(ps, w, hosts[name], allowed)
+        return ps.now if t is None else t  # None only for a name no candidate gave (``first``)
 
     def walk() -> str:
         """The plain walk (the oracle of the kept ranking under ``ps.check``): every host's start."""
@@ -180,25 +284,53 @@ def _witness(ps: PassState, w: Workload, host: str) -> str | None:
 
 
 def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
+    """The ``k``-th best whole host's level (:func:`gang_table`) among the hosts whose CPUs and
+    memory take the gang's requests with nothing else there (``reserve.gang_hosts``). At level 2
+    the hosts and the instant are the reservation's (``reserve.earliest_gang``, no host reserved):
+    the reason and the reservation never name different room."""
     st = ps.state
     size = st.largest[w.model]
     k = w.gpus // size
-    levels = gang_table(ps, w, size)
-    if len(levels) < k or levels[k - 1][0] >= 4:
-        return 4, {}
-    level, last = levels[k - 1]
-    detail: dict[str, object] = {"hosts": [h for _, h in levels[:k]]}
-    if level in (2, 3):
-        detail["blocking"] = _blocking(ps, w, [h for _, h in levels[:k]], level)
-    if level == 2:
-        pus = [
-            st.attempts[aid].attempt.protected_until or ps.now for _, h in levels[:k] for aid in st.hosts[h].attempts
+    every = gang_table(ps, w, size)
+    fit = reserve.gang_hosts(ps, w.model, size, w.cpus, w.memory)
+    levels = every if len(fit) == len(every) else [x for x in every if x[1] in {hv.name for hv in fit}]
+    short: list[str] = []
+    if (
+        levels is not every
+        and len(every) >= k
+        and every[k - 1][0] < 4
+        and (len(levels) < k or levels[k - 1][0] > every[k - 1][0])
+    ):
+        # CPUs or memory keep the gang off hosts that GPUs alone would give it: say which.
+        kept = {h for _, h in levels}
+        gone = [st.hosts[h].host for lv, h in every if h not in kept and lv <= every[k - 1][0]]
+        short = [
+            r for r in RESOURCES if any(not resources.fits_empty(_only(h, r), size, w.cpus, w.memory) for h in gone)
         ]
-        detail["protected_until"] = max(pus) if pus else ps.now
+    if len(levels) < k or levels[k - 1][0] >= 4:
+        return 4, ({"resources": short} if short else {})
+    level, last = levels[k - 1]
+    hosts = [h for _, h in levels[:k]]
+    detail: dict[str, object] = {}
+    if level == 2:
+        best = reserve.earliest_gang(ps, w, ())
+        if best is not None:
+            hosts = list(best[2])
+            detail["protected_until"] = best[0]
+        else:  # no whole-host set by the room profile (defensive: level 2 implies one)
+            detail["protected_until"] = max(
+                [st.attempts[aid].attempt.protected_until or ps.now for h in hosts for aid in st.hosts[h].attempts],
+                default=ps.now,
+            )
+    detail = {"hosts": hosts, **detail}
+    if level in (2, 3):
+        detail["blocking"] = _blocking(ps, w, hosts, level)
     if level == 3:
         witness = _witness(ps, w, last)
         if witness is not None:
             detail.update(fair_share_detail(ps, w, witness))
+    if short:
+        detail["resources"] = short
     return level, detail
 
 

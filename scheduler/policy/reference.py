@@ -698,13 +698,35 @@ def reserve(world: World, w: Workload) -> None:
     hosts = [
         h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE and h not in world.reserved
     ]
+    best = earliest(world, w, hosts)
+    if best is None:
+        return
+    t, _, chosen = best
+    for h in chosen:
+        world.reserved[h] = (w.id, t)
+    world.dec.reserved_start[w.id] = t
+
+
+def host_start(world: World, w: Workload, h: str) -> int | None:
+    """When the single-host ``w`` could start on ``h`` (§3.5): its ``gpus``-th GPU's
+    :func:`gpu_room_at`, or later when its CPUs and memory fit only then; None for never."""
+    ready = sorted(t for i in world.healthy(h) if (t := gpu_room_at(world, w, (h, i))) is not None)
+    res_t = resources_room_at(world, w, h)
+    if len(ready) < w.gpus or res_t is None:
+        return None
+    return max(ready[w.gpus - 1], res_t)
+
+
+def earliest(world: World, w: Workload, hosts: list[str]) -> tuple[int, int, tuple[str, ...]] | None:
+    """The earliest ``(start, fabrics, hosts)`` for ``w`` among the active ``hosts`` (§3.5):
+    one host by :func:`host_start`, a gang's whole hosts at the latest of their GPUs'
+    :func:`gpu_room_at`; then fewest fabrics, then host names."""
     best: tuple[int, int, tuple[str, ...]] | None = None
     if not world.is_gang(w):
         for h in hosts:
-            ready = sorted(t for i in world.healthy(h) if (t := gpu_room_at(world, w, (h, i))) is not None)
-            res_t = resources_room_at(world, w, h)
-            if len(ready) >= w.gpus and res_t is not None:
-                cand: tuple[int, int, tuple[str, ...]] = (max(ready[w.gpus - 1], res_t), 1, (h,))
+            t = host_start(world, w, h)
+            if t is not None:
+                cand: tuple[int, int, tuple[str, ...]] = (t, 1, (h,))
                 if best is None or cand < best:
                     best = cand
     else:
@@ -721,12 +743,7 @@ def reserve(world: World, w: Workload) -> None:
             cand = (max(at[h] for h in combo), world.fabrics(combo), combo)
             if best is None or cand < best:
                 best = cand
-    if best is None:
-        return
-    t, _, chosen = best
-    for h in chosen:
-        world.reserved[h] = (w.id, t)
-    world.dec.reserved_start[w.id] = t
+    return best
 
 
 # --------------------------------------------------------------------------- §3.6 unallocated
@@ -813,25 +830,21 @@ def room_level(world: World, w: Workload) -> int:
     """The least room class that makes room for ``w``, judged as if no host were reserved.
 
     One host: the least L such that its free GPUs plus the GPUs there of attempts of class
-    ≤ L reach ``gpus``. A gang: the ``k``-th best whole host, a host's class being the worst
-    class of its attempts (NEVER if one of its GPUs is nominated for another workload).
+    ≤ L reach ``gpus`` and, with those attempts gone, its CPUs and memory suffice (§3.3). A
+    gang: the ``k``-th best whole host whose CPUs and memory take it with nothing else there, a
+    host's class being the worst class of its attempts (NEVER if one of its GPUs is nominated
+    for another workload).
     """
     hosts = [h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE]
-    best = NEVER
     if not world.is_gang(w):
-        for h in hosts:
-            free = len(world.free(h))
-            classes = [(victim_class(world, w, a), len(world.gpus_on(a, h))) for a in world.attempts_on(h)]
-            for level in (FREE, NOW, LATER, FORBIDDEN):
-                if free + sum(n for c, n in classes if c <= level) >= w.gpus:
-                    best = min(best, level)
-                    break
-        return best
+        return min([host_level(world, w, h) for h in hosts], default=NEVER)
     size = world.largest(w.model)
     per_host = []
     for h in hosts:
         host = world.hosts[h]
         if host.size != size or any(x == GpuHealth.UNHEALTHY for x in host.gpu_health.values()):
+            continue
+        if not world.fits_empty(w, h, size):
             continue
         if any(world.nominee((h, i)) not in (None, w.id) for i in range(size)):
             per_host.append(NEVER)
@@ -840,6 +853,31 @@ def room_level(world: World, w: Workload) -> int:
     per_host.sort()
     k = w.gpus // size
     return per_host[k - 1] if len(per_host) >= k else NEVER
+
+
+def host_level(world: World, w: Workload, h: str) -> int:
+    """The least room class L such that ``h``'s free GPUs plus the GPUs there of attempts of
+    class ≤ L reach ``w.gpus`` and, with those attempts gone, its CPUs and memory suffice."""
+    free = len(world.free(h))
+    classes = [(victim_class(world, w, a), a) for a in world.attempts_on(h)]
+    for level in (FREE, NOW, LATER, FORBIDDEN):
+        gone = [a for c, a in classes if c <= level]
+        if free + sum(len(world.gpus_on(a, h)) for a in gone) >= w.gpus and world.fits(w, h, w.gpus, gone):
+            return level
+    return NEVER
+
+
+def protected_room(world: World, w: Workload) -> dict[str, object]:
+    """What a ``protected_work`` reason names: the room its reservation would take were no host
+    reserved (§3.5, §3.8), one host (among those whose room is protected work) or a gang's hosts,
+    and its start (``protected_until``) — for work still starting, ``M`` from now at the
+    earliest, as the reservation counts it."""
+    active = [h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE]
+    if world.is_gang(w):
+        best = earliest(world, w, active)
+        return {} if best is None else {"hosts": list(best[2]), "protected_until": best[0]}
+    best = earliest(world, w, [h for h in active if host_level(world, w, h) == LATER])
+    return {} if best is None else {"host": best[2][0], "protected_until": best[0]}
 
 
 def pending_reason(world: World, w: Workload) -> None:
@@ -854,7 +892,7 @@ def pending_reason(world: World, w: Workload) -> None:
     if level <= NOW:
         world.explain(w, PendingReason.RESERVED_FOR_OTHER, detail)
     elif level == LATER:
-        world.explain(w, PendingReason.PROTECTED_WORK, detail)
+        world.explain(w, PendingReason.PROTECTED_WORK, {**protected_room(world, w), **detail})
     elif level == FORBIDDEN:
         world.explain(w, PendingReason.FAIR_SHARE, detail)
     else:

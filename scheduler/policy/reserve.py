@@ -13,7 +13,7 @@ and a single-host search's ranking of hosts per shape until the state changes
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from functools import partial
 
 import scheduler.policy.contract as contract
@@ -289,13 +289,19 @@ def gang_hosts(ps: PassState, model: str, size: int, cpus: int | None, memory: i
 
 
 def _earliest_gang(ps: PassState, w: Workload) -> Best | None:
+    return earliest_gang(ps, w, ps.reserved)
+
+
+def earliest_gang(ps: PassState, w: Workload, reserved: Container[str]) -> Best | None:
+    """The earliest whole-host set for the gang ``w`` among the hosts not in ``reserved``: the
+    one statement of its reservation (``ps.reserved``) and of its ``protected_work`` reason
+    (nothing: §3.8 judges as if no host were reserved)."""
     st = ps.state
     size = st.largest[w.model]
     k = w.gpus // size
     per_host: list[tuple[int, str]] = []
     allowed = ps.room_budgets(w)
     now = ps.now
-    reserved = ps.reserved
     for hv in gang_hosts(ps, w.model, size, w.cpus, w.memory):
         if hv.name in reserved:
             continue

@@ -156,8 +156,23 @@ class FakeServer:
         return msg
 
 
+def processes_of(state_dir: Path) -> list[int]:
+    """The live processes whose command line names ``state_dir``'s attempts directory: the
+    wrappers of its attempts (their exit file lies there), recorded or not."""
+    mark = str(state_dir / "attempts").encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if stat[stat.rfind(")") + 2] not in "ZX" and mark in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+    return found
+
+
 def kill_leftovers(state_dir: Path) -> None:
-    """SIGKILL the process group and the cgroup of every attempt recorded as running in ``state_dir``."""
+    """SIGKILL the process group and the cgroup of every attempt recorded as running in ``state_dir``,
+    and the group of any wrapper of it that no record names (a test must not leave one behind)."""
     from agent.runtime.isolation import remove_cgroup
 
     for record in AttemptStore(state_dir).load_all():
@@ -166,6 +181,9 @@ def kill_leftovers(state_dir: Path) -> None:
                 os.killpg(record.pid, signal.SIGKILL)
         if record.cgroup:
             remove_cgroup(Path(record.cgroup), parent_too=True)
+    for pid in processes_of(state_dir):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def make_agent(url: str, state_dir: Path, heartbeat: float = 0.2) -> Agent:

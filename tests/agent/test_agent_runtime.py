@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
+import agent_testkit
 import pytest
 from agent_testkit import REPO_ROOT, run_async, standin
 
+from agent.runtime import process as process_runtime
 from agent.runtime.base import AttemptSpec, StartError
 from agent.runtime.process import ProcessRuntime, proc_start_time
-from agent.state import AttemptRecord
+from agent.state import AttemptRecord, AttemptStore
 
 
 def spec(
@@ -218,5 +222,76 @@ def test_acknowledged_exits_are_kept_until_the_retention_ends(state_dir: Path) -
 
         assert runtime.get(1) is None
         assert not list((state_dir / "attempts").iterdir())
+
+    run_async(scenario())
+
+
+def test_a_start_cut_short_by_the_agent_stopping_leaves_an_attempt_the_next_agent_owns(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent stopped (SIGTERM) while a start was in progress cancelled the start after the
+    # wrapper was spawned: the command ran on, recorded nowhere (no agent re-adopted, stopped or
+    # reported it; the e2e teardown found it running 120 s later).
+    spawned = threading.Event()
+    hand_over = process_runtime._hand_over
+
+    def slow_hand_over(fd: int, payload: bytes) -> None:
+        spawned.set()
+        time.sleep(0.3)  # the agent's stop arrives meanwhile
+        hand_over(fd, payload)
+
+    monkeypatch.setattr(process_runtime, "_hand_over", slow_hand_over)
+
+    async def first_agent() -> None:
+        runtime, _ = runtime_with_exits(state_dir)
+        starting = asyncio.create_task(runtime.start(spec(1, standin(120))))
+        assert await asyncio.to_thread(spawned.wait, 10)
+        starting.cancel()  # what Agent.run's shutdown does to its tasks
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        await runtime.close()
+
+    async def second_agent() -> None:
+        runtime, _ = runtime_with_exits(state_dir)
+        await runtime.recover()
+        assert runtime.running_ids() == [1]  # re-adopted: its wrapper is alive and recorded
+        await wait_for_log(runtime, 1, "running 120 s")
+
+        record = await runtime.stop(1, grace_s=5)
+
+        assert record is not None and (record.state, record.exit_code) == ("exited", 143)
+
+    run_async(first_agent())
+    run_async(second_agent())
+    assert agent_testkit.processes_of(state_dir) == []
+
+
+def test_the_attempt_is_recorded_before_the_agent_first_waits_on_its_wrapper(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent killed (SIGKILL) between the wrapper's spawn and the end of the start must leave a
+    # record that the next agent re-adopts, as the docker runtime records before it creates.
+    on_disk: list[AttemptRecord] = []
+    read_status = process_runtime._read_status
+
+    def read_status_and_look(fd: int) -> bytes:
+        status = read_status(fd)
+        on_disk.extend(AttemptStore(state_dir).load_all())
+        return status
+
+    monkeypatch.setattr(process_runtime, "_read_status", read_status_and_look)
+
+    async def scenario() -> None:
+        runtime, _ = runtime_with_exits(state_dir)
+        record = await runtime.start(spec(1, standin(60)))
+        await runtime.stop(1, grace_s=5)
+        ((early),) = on_disk
+        assert (early.attempt_id, early.state, early.pid, early.proc_start) == (
+            1,
+            "running",
+            record.pid,
+            record.proc_start,
+        )
+        assert early.cgroup == record.cgroup
 
     run_async(scenario())

@@ -250,14 +250,27 @@ class Stack:
 
 
 def _kill_attempt_processes(state_dir: Path) -> None:
-    """Attempts outlive their agent by design (§5); the test kills what is left of them."""
+    """Attempts outlive their agent by design (§5); the test kills what is left of them: the
+    recorded ones, and any wrapper whose command line names the state directory (its exit file)
+    that no record names."""
+    pids = set()
     for record in (state_dir / "attempts").glob("*.json") if (state_dir / "attempts").is_dir() else ():
         try:
             pid = json.loads(record.read_text()).get("pid")
             if pid:
-                os.killpg(int(pid), signal.SIGKILL)
+                pids.add(int(pid))
         except (OSError, ValueError):
             pass
+    mark = str(state_dir / "attempts").encode()
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and mark in Path(f"/proc/{entry}/cmdline").read_bytes():
+                pids.add(int(entry))
+        except OSError:
+            pass
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def decisions_view(snap: Snapshot, dec: Decisions) -> dict[str, object]:
     """What must be equal between the two schedulers: starts, stops, nominations, reservations,
     host state changes, pending reason codes and the reason details that identify a decision
     (the unschedulable shape, the capping budget, the victims awaited and their host, the
-    reserved start)."""
+    reserved start, the room and instant a ``protected_work`` reason names)."""
     reasons: dict[str, tuple[object, ...]] = {}
     for wid, info in dec.pending.items():
         d = info.detail
@@ -57,6 +57,10 @@ def decisions_view(snap: Snapshot, dec: Decisions) -> dict[str, object]:
             extra = (d.get("budget"), bool(d.get("unfunded")))
         elif info.reason == PendingReason.AWAITING_PREEMPTION:
             extra = (tuple(sorted(d.get("victims", ()))), d.get("host"))  # type: ignore[call-overload]
+        elif info.reason == PendingReason.PROTECTED_WORK:
+            # the room it names is its reservation's, were no host reserved: host (set) and start
+            hosts = tuple(d["hosts"]) if "hosts" in d else (d.get("host"),)  # type: ignore[call-overload]
+            extra = (d.get("reserved_start"), hosts, d.get("protected_until"))
         else:
             extra = (d.get("reserved_start"),)
         reasons[wid] = (str(info.reason), *extra)
