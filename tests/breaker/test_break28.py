@@ -223,3 +223,31 @@ def test_a_host_action_refusal_says_who_may_and_which_host_is_unknown(researcher
     unknown = admin_client_api.post("/api/v1/hosts/a100-9/drain/", {}, format="json")
     assert unknown.status_code == 404 and "a100-9" in unknown.json()["detail"]
     assert admin_client_api.get("/api/v1/hosts/a100-9/").json()["detail"] == "No host 'a100-9'."
+
+
+SPEC_TWICE = (
+    "budget: nlp/olmo\ncluster: default\ngpu_model: A100\ngpu_count: 1\nmin_runtime: 0\ncommand: [x]\ngpu_count: 4\n"
+)
+
+
+def test_a_spec_giving_a_field_twice_is_refused_on_the_page(researcher, cluster, client):
+    """A pasted YAML spec with ``gpu_count`` twice (an edit that added a line instead of changing
+    one) was submitted with the last value, silently, as YAML does; the page refuses it naming the
+    line (never quoting the input)."""
+    from scheduler.models import Workload
+
+    client.force_login(researcher)
+    page = client.post("/submit/", {"spec": SPEC_TWICE})
+    assert page.status_code == 400
+    assert "given twice (line 7)" in page.content.decode()
+    assert not Workload.objects.exists()
+
+
+def test_a_spec_file_giving_a_field_twice_is_a_usage_error(researcher, monkeypatch, tmp_path):
+    """``fairway submit -f job.yaml`` likewise took the last of two ``gpu_count`` lines."""
+    from tests.cli.inprocess import run_cli
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC_TWICE)
+    err = run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
+    assert "'gpu_count' is given twice (line 7)" in err
