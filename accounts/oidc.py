@@ -30,7 +30,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from accounts.models import Membership, OidcIdentity, User
-from accounts.oidc_rules import GroupRules
+from accounts.oidc_rules import ROLES, GroupRules
 from accounts.services import do_add_membership
 from budgets.services import load_tree, resolve_budget
 
@@ -60,15 +60,24 @@ def sync_rights(user: User, groups: list[str], rules: GroupRules) -> dict[str, A
     roles, staff, superuser = rules.rights(groups)
     tree = load_tree()
     changes: dict[str, Any] = {"added": [], "removed": [], "unknown_budgets": []}
+    # By budget, not by spelling: "nlp", "org/nlp" and its id name one budget, and synchronising
+    # each spelling alone left whichever sorted last (a lead ended a member, or with nothing).
+    managed: dict[int, Any] = {}
+    wanted: dict[int, str] = {}
     for budget_path in sorted(rules.budgets):
         budget = resolve_budget(budget_path, tree)
         if budget is None or budget.archived:
             changes["unknown_budgets"].append(budget_path)
             continue
-        if budget_path in roles:
-            do_add_membership(user, budget, roles[budget_path])
-            changes["added"].append(f"{roles[budget_path]}:{budget.path}")
-        elif Membership.objects.filter(user=user, budget=budget).delete()[0]:
+        managed[budget.pk] = budget
+        role = roles.get(budget_path)
+        if role is not None and ROLES.index(role) >= ROLES.index(wanted.get(budget.pk, ROLES[0])):
+            wanted[budget.pk] = role
+    for pk, budget in sorted(managed.items(), key=lambda item: item[1].path):
+        if pk in wanted:
+            do_add_membership(user, budget, wanted[pk])
+            changes["added"].append(f"{wanted[pk]}:{budget.path}")
+        elif Membership.objects.filter(user=user, budget_id=pk).delete()[0]:
             changes["removed"].append(budget.path)
     if changes["unknown_budgets"]:
         log.warning("FAIRWAY_OIDC_GROUP_RULES names unknown budgets: %s", ", ".join(changes["unknown_budgets"]))
@@ -93,6 +102,13 @@ def _unique_username(claims: dict[str, Any]) -> str:
         n += 1
         name = f"{base}-{n}"
     return name
+
+
+def _says_unverified(value: Any) -> bool:
+    """The provider says the email is not verified: ``false``, or ``"false"`` as text (AWS
+    Cognito's userinfo and others send the claim as a string; taken as verified, it linked the
+    local account of whoever could register that address at the provider without proving it)."""
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
 
 
 class FairwayOIDCBackend(OIDCAuthenticationBackend):
@@ -142,7 +158,7 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         if identity is not None:
             return identity.user
         email = (claims.get("email") or "").strip()
-        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL and claims.get("email_verified", True) is not False:
+        if email and settings.FAIRWAY_OIDC_LINK_BY_EMAIL and not _says_unverified(claims.get("email_verified", True)):
             same = list(User.objects.filter(email__iexact=email)[:2])
             if len(same) > 1:
                 log.warning("OIDC login refused: several local accounts have the email %s", email)

@@ -187,6 +187,16 @@ def _error_text(status: int, body: Any) -> str:
     return f"refused ({code}):\n  " + "\n  ".join(lines)
 
 
+API_PATH = "/api/v1"
+
+
+def server_root(url: str) -> str:
+    """The server's URL as the CLI keeps it: no trailing ``/``, and no ``/api/v1`` (README points
+    at "the REST API at /api/v1/": ``--server https://host/api/v1/`` asked ``/api/v1/api/v1/``)."""
+    url = url.rstrip("/")
+    return url[: -len(API_PATH)] if url.endswith(API_PATH) else url
+
+
 class Api:
     """A thin client of ``/api/v1/``: JSON in and out, errors as :class:`CliError`.
 
@@ -195,7 +205,7 @@ class Api:
     """
 
     def __init__(self, server: str, token: str = "", timeout: float = 30.0, *, escape: bool = True) -> None:
-        self.server = server.rstrip("/")
+        self.server = server_root(server)
         self.token = token
         self.timeout = timeout
         self.escape = escape
@@ -223,8 +233,14 @@ class Api:
             data = None
         if response.status_code == 401:
             raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
-        if response.status_code >= 500 or data is None:
+        if response.status_code >= 500:
             raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}")
+        if data is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
+            raise CliError(
+                EXIT_UNREACHABLE,
+                f"{self.server} answered HTTP {response.status_code}, not JSON: is it a Fairway server's "
+                "URL (the site's root, e.g. https://fairway.example.org)?",
+            )
         if response.status_code >= 400:
             raise CliError(EXIT_API, _error_text(response.status_code, data))
         return escaped(data) if self.escape else data
@@ -326,7 +342,7 @@ def emit_json(data: Any, out: TextIO) -> None:
 
 
 def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    config.server = (args.server or config.server).rstrip("/")
+    config.server = server_root(args.server or config.server)
     if args.token:
         api = Api(config.server, args.token, escape=not args.json)
         try:
@@ -389,6 +405,25 @@ def _env_pairs(pairs: list[str], secret: bool) -> dict[str, Any]:
     return env
 
 
+def _load_spec(text: str) -> Any:
+    """``yaml.safe_load``, refusing a key given twice in one mapping (YAML keeps the last value: a
+    spec edited by adding a line, ``gpu_count`` twice, was sent with the second, silently)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[str] = set()
+            for key, _value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        line = key.start_mark.line + 1
+                        raise yaml.YAMLError(f"{key.value[:40]!r} is given twice (line {line}): give it once")
+                    seen.add(key.value)
+            return super().construct_mapping(node, deep)
+
+    return yaml.load(text, Loader=Loader)  # noqa: S506 -- SafeLoader's subclass
+
+
 def _submission(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if args.file:
@@ -404,7 +439,7 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
                     text = f.read(MAX_SPEC_CHARS + 1)
             if len(text) > MAX_SPEC_CHARS:
                 raise CliError(EXIT_USAGE, f"the spec {args.file} is longer than {MAX_SPEC_CHARS:,} characters")
-            spec = yaml.safe_load(text)
+            spec = _load_spec(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
         except RecursionError:  # thousands of nested "[": a traceback
@@ -1273,7 +1308,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             )
         config = Config.load()
         if args.server and args.command_name != "login":
-            config.server = args.server.rstrip("/")
+            config.server = server_root(args.server)
         elif args.command_name == "login" and args.server:
             config.server = args.server
         args.server = args.server if args.command_name == "login" else None

@@ -27,13 +27,16 @@ def gpu_hours_text(value: Any) -> str:
 def gpu_time_text(gpu_seconds: Any) -> str:
     """GPU-seconds charged, with the unit: ``12.50 GPU-h`` or, under one GPU-hour, ``4.0 GPU-min``
     (``30 GPU-min`` from 10 on), ``1,234 GPU-h`` from 100 on, ``0 GPU-h``; never a bare ``4m``,
-    which reads as wall time. ``–`` when not a number."""
+    which reads as wall time; ``less than 0.1 GPU-min`` for a charge that rounds to none. ``–``
+    when not a number."""
     try:
         total = float(gpu_seconds)
     except (TypeError, ValueError):
         return "–"
     if total <= 0:
         return "0 GPU-h"
+    if total < 6:  # would print "0.0 GPU-min": read as nothing charged
+        return "less than 0.1 GPU-min"
     if total < 3600:
         minutes = total / 60
         return f"{minutes:.0f} GPU-min" if minutes >= 10 else f"{minutes:.1f} GPU-min"

@@ -16,7 +16,7 @@ from config.errors import FieldProblem
 from scheduler import mounts as mount_catalog
 
 ARRAY_RE = re.compile(r"^(?P<items>[0-9,\-]+)(?:%(?P<limit>[0-9]+))?$")
-AFTER_RE = re.compile(r"^(?P<id>[0-9]{1,18})(?::(?P<cond>ok|any))?$")
+AFTER_RE = re.compile(r"\A#?(?P<id>[0-9]{1,18})(?::(?P<cond>ok|any))?\Z")  # "#12": as every surface writes it
 MAX_AFTER = 64
 MAX_ARRAY_INDEX = 2_147_483_647
 """The largest array index: what an integer column holds on every database (PostgreSQL's

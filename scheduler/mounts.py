@@ -12,10 +12,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+USER_RE = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 """A user name that may be put into a ``{user}`` path: no slash, no leading dot, at most 64."""
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 MAX_MOUNTS = 16
 
 

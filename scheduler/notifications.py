@@ -10,11 +10,15 @@ Nothing here runs inside the tick's work: the tick only inserts rows.
 Webhooks are user input. Only ``http``/``https`` URLs are taken; at save and again at every send
 the host is resolved and private, loopback, link-local, multicast and reserved addresses are
 refused unless the host is in ``FAIRWAY_WEBHOOK_ALLOW_HOSTS``; redirects are not followed. That
-keeps a webhook from reaching the server's own network (SSRF).
+keeps a webhook from reaching the server's own network (SSRF). A send connects to an address the
+check resolved, not to the name again: a name answering a public address to the check and
+``127.0.0.1`` to the connection (DNS rebinding, a TTL of 0) reached the server's own network.
+Through an egress proxy (``https_proxy``) the proxy resolves the name, as before.
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import logging
@@ -59,29 +63,36 @@ class WebhookRefused(ValueError):
 
 def webhook_problem(url: str, *, resolve: bool = True) -> str | None:
     """Why ``url`` may not be used as a webhook, or None (see the module docstring)."""
+    return _checked(url, resolve=resolve)[0]
+
+
+def _checked(url: str, *, resolve: bool = True) -> tuple[str | None, str | None]:
+    """(why ``url`` may not be used, or None; the checked address to connect to, or None where
+    the name is not resolved here: an allowed host, or ``resolve=False``)."""
     try:
         parts = urlsplit(url)
         port = parts.port  # ValueError on ":99999" or ":abc" (was a 500), even for an allowed host
     except ValueError:
-        return "not a URL"
+        return "not a URL", None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "a webhook is an http:// or https:// URL with a host"
+        return "a webhook is an http:// or https:// URL with a host", None
     if parts.username or parts.password:
-        return "a webhook URL carries no user or password"
+        return "a webhook URL carries no user or password", None
     host = parts.hostname.lower()
     if host in settings.FAIRWAY["WEBHOOK_ALLOW_HOSTS"]:
-        return None
+        return None, None
     if not resolve:
-        return None
+        return None, None
     try:
         infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
-        return f"the host {host} does not resolve"
+        return f"the host {host} does not resolve", None
     for info in infos:
         addr = ipaddress.ip_address(info[4][0].split("%")[0])
         if not addr.is_global or addr.is_multicast:
-            return f"the host {host} is a private or local address (an admin may allow it: FAIRWAY_WEBHOOK_ALLOW_HOSTS)"
-    return None
+            allow = "an admin may allow it: FAIRWAY_WEBHOOK_ALLOW_HOSTS"
+            return f"the host {host} is a private or local address ({allow})", None
+    return None, (str(infos[0][4][0]) if infos else None)
 
 
 def webhook_without_url(kinds: Sequence[str], url: str) -> str | None:
@@ -190,7 +201,7 @@ def _send(n: Any) -> None:
         send_mail(subject, text, settings.FAIRWAY["NOTIFY_FROM_EMAIL"], [n.user.email])
         return
     url = n.user.notification_settings.webhook_url
-    problem = webhook_problem(url)
+    problem, address = _checked(url)
     if problem:
         raise WebhookRefused(problem)
     body = json.dumps({"text": text}).encode()
@@ -200,7 +211,10 @@ def _send(n: Any) -> None:
         method="POST",
         headers={"Content-Type": "application/json", "Idempotency-Key": n.key, "User-Agent": "fairway"},
     )
-    opener = urllib.request.build_opener(_NoRedirect)
+    host = urlsplit(url).hostname or ""
+    proxied = bool(urllib.request.getproxies().get(urlsplit(url).scheme)) and not urllib.request.proxy_bypass(host)
+    pinned = [] if address is None or proxied else [_PinnedHTTP(address), _PinnedHTTPS(address)]
+    opener = urllib.request.build_opener(_NoRedirect, *pinned)
     with opener.open(request, timeout=WEBHOOK_TIMEOUT_S) as response:
         if not 200 <= response.status < 300:
             raise RuntimeError(f"webhook answered {response.status}")
@@ -211,3 +225,33 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
         raise urllib.error.HTTPError(req.full_url, code, "redirect not followed", headers, fp)
+
+
+def _pinned(base: type[http.client.HTTPConnection], address: str) -> Any:
+    """``base`` connecting to ``address`` whatever its host name resolves to now (the name still
+    goes in the ``Host`` header and, for HTTPS, in the SNI and the certificate check)."""
+
+    class Pinned(base):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._create_connection = lambda addr, *rest: socket.create_connection((address, addr[1]), *rest)
+
+    return Pinned
+
+
+class _PinnedHTTP(urllib.request.HTTPHandler):
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self._address = address
+
+    def http_open(self, req: Any) -> Any:
+        return self.do_open(_pinned(http.client.HTTPConnection, self._address), req)
+
+
+class _PinnedHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self._address = address
+
+    def https_open(self, req: Any) -> Any:
+        return self.do_open(_pinned(http.client.HTTPSConnection, self._address), req, context=self._context)

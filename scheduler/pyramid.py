@@ -164,10 +164,17 @@ def rollup_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) -
 
 
 def rollup_previous_hour(now: datetime | None = None) -> int:
-    """Roll up the last complete hour of every cluster (the clock's hourly job); returns the rows written."""
+    """Roll up the last complete hour of every cluster (the clock's hourly job); returns the rows written.
+
+    A cluster with no host registered in that hour gets no row: the clock rolls up at its start,
+    and a cluster made at 10:58 showed the hour 09:00 as a complete hour of 0 % availability."""
     now = now or timezone.now()
     hour = hour_of(now) - HOUR
-    clusters = list(Cluster.objects.all())
+    clusters = list(
+        Cluster.objects.filter(hosts__created_at__lt=hour + HOUR)
+        .filter(Q(hosts__removed_at__isnull=True) | Q(hosts__removed_at__gt=hour))
+        .distinct()
+    )
     for cluster in clusters:
         rollup_hour(cluster, hour, now)
     return len(clusters)

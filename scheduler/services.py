@@ -277,6 +277,10 @@ MAX_CPUS = 4096
 CPUS_PROBLEM = f"cpus is a whole number of CPUs per host, 1-{MAX_CPUS}."
 """The refusal of a CPU request out of range, in the words of every surface (the submit form's too)."""
 MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: above any host
+MIN_MEMORY_BYTES = 6 << 20
+"""The least memory a workload may ask: Docker's own floor for a container (6 MiB). Below it no
+program starts: the attempt's cgroup killed every try before its command ran (a Slurm user's
+``--mem 32000``, megabytes there, is 32000 bytes here)."""
 
 
 def _check_requests(cpus: object, memory: object, shm: object, refuse: Callable[[str, str, str], None]) -> bool:
@@ -285,9 +289,13 @@ def _check_requests(cpus: object, memory: object, shm: object, refuse: Callable[
     if cpus is not None and (not _is_int(cpus) or not 1 <= cpus <= MAX_CPUS):  # type: ignore[operator]
         refuse("invalid_cpus", "cpus", CPUS_PROBLEM)
         ok = False
-    for value, field, what in ((memory, "memory", "memory"), (shm, "shared_memory", "shared memory")):
-        if value is not None and (not _is_int(value) or not 1 <= value <= MAX_MEMORY_BYTES):  # type: ignore[operator]
-            refuse(f"invalid_{field}", field, f"The {what} request is a size per host such as 32G (1 byte to 1P).")
+    for value, field, what, least in (
+        (memory, "memory", "memory", MIN_MEMORY_BYTES),
+        (shm, "shared_memory", "shared memory", 1),
+    ):
+        if value is not None and (not _is_int(value) or not least <= value <= MAX_MEMORY_BYTES):  # type: ignore[operator]
+            span = f"{least >> 20}M to 1P; a number without a unit is bytes" if least > 1 else "1 byte to 1P"
+            refuse(f"invalid_{field}", field, f"The {what} request is a size per host such as 32G ({span}).")
             ok = False
     if ok and shm is not None and memory is not None and shm > memory:  # type: ignore[operator]
         refuse("invalid_shared_memory", "shared_memory", "Shared memory is part of memory: at most the memory request.")
@@ -493,7 +501,14 @@ def do_submit_workload(
         or not all(isinstance(arg, str) for arg in command)
         or not command[0]
     ):
-        refuse("invalid_command", "command", "The command is a non-empty list of strings (argv).")
+        problem = "The command is a non-empty list of strings (argv)."
+        if isinstance(command, list | tuple) and command:
+            # A spec file's [train.py, --steps, 1000]: YAML reads 1000 as a number. Say which one.
+            n, arg = next(((n, a) for n, a in enumerate(command, 1) if not isinstance(a, str)), (0, ""))
+            if isinstance(arg, bool | int | float):
+                word = str(arg).lower() if isinstance(arg, bool) else shown(arg)
+                problem = f"{problem[:-1]}: argument {n}, {word}, is not a string; quote it ('{word}')."
+        refuse("invalid_command", "command", problem)
     elif (
         len(command) > MAX_COMMAND_ARGS
         or sum(len(a) for a in command) > MAX_COMMAND_CHARS

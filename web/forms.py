@@ -197,6 +197,12 @@ class _NumberRefused(yaml.YAMLError):
     pass
 
 
+class _KeyTwice(yaml.YAMLError):
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
 class SpecLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` without aliases (``*name``) and without integers beyond ``MAX_SPEC_INT``.
 
@@ -208,6 +214,17 @@ class SpecLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             raise _AliasRefused
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        # YAML keeps a key's last value: a spec edited by adding a line (gpu_count twice) ran
+        # with the second, silently.
+        seen: set[str] = set()
+        for key, _value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    raise _KeyTwice(key.start_mark.line + 1)
+                seen.add(key.value)
+        return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node: Any) -> int:
         digits = str(node.value).replace("_", "").lstrip("+-")
@@ -239,6 +256,10 @@ class SpecForm(forms.Form):
             raise ServiceError("invalid_spec", "spec", "Aliases (*name) are not allowed in a spec.") from None
         except _NumberRefused:
             raise ServiceError("invalid_spec", "spec", f"A number is larger than {MAX_SPEC_INT}.") from None
+        except _KeyTwice as exc:
+            raise ServiceError(
+                "invalid_spec", "spec", f"A field is given twice (line {exc.line}): give it once."
+            ) from None
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""

@@ -21,24 +21,31 @@ class IdFilter(django_filters.NumberFilter):
         super().__init__(*args, min_value=1, max_value=MAX_DB_INT, **kwargs)  # type: ignore[arg-type]
 
 
+def _refused(text: str) -> forms.ValidationError:
+    """A refusal whose text quotes the client's value: django-filter formats every message with
+    ``%`` (``message % params``), so the text goes in as a parameter, never as the format (a value
+    holding ``%``, ``?state=%25s``, was a 500)."""
+    return forms.ValidationError("%(text)s", params={"text": text})
+
+
 def _known_states(value: str) -> None:
     """A typo (``?state=runing``) listed nothing, as if no workload ran: it is a 400 that names
     the states."""
     unknown = [s.strip() for s in value.split(",") if s.strip() and s.strip() not in Workload.State.values]
     if unknown:
-        raise forms.ValidationError(
+        raise _refused(
             f"No state {', '.join(repr(s) for s in unknown)} (the states are: {', '.join(Workload.State.values)})."
         )
 
 
 def _known_budget(value: str) -> None:
     if resolve_budget(value) is None:
-        raise forms.ValidationError(f"No budget {value!r}.{budget_hint(value)}")
+        raise _refused(f"No budget {value!r}.{budget_hint(value)}")
 
 
 def _known_cluster(value: str) -> None:
     if not Cluster.objects.filter(name=value).exists():
-        raise forms.ValidationError(f"No cluster {value!r}.")
+        raise _refused(f"No cluster {value!r}.")
 
 
 class WorkloadFilter(django_filters.FilterSet):

@@ -6,10 +6,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
+from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
-from rest_framework import mixins, serializers
+from rest_framework import exceptions, mixins, serializers
 from rest_framework.decorators import action
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
 from rest_framework.request import Request
@@ -200,6 +201,10 @@ def hosts_queryset() -> QuerySet[Host]:
     )
 
 
+class IsAdminForHosts(IsAdminUser):
+    message = "Only admins (staff) cordon, drain or resume hosts."
+
+
 @extend_schema(
     parameters=[
         OpenApiParameter("cluster", str, description="only hosts of this cluster (name)"),
@@ -227,8 +232,14 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
 
     def get_permissions(self) -> list[Any]:
         if self.action in {"cordon", "drain", "drain_now", "resume"}:
-            return [IsAuthenticated(), IsAdminUser()]
+            return [IsAuthenticated(), IsAdminForHosts()]
         return super().get_permissions()
+
+    def get_object(self) -> Host:
+        try:
+            return super().get_object()
+        except Http404:  # "Not found." said nothing of the name a mistyped `fairway hosts drain` gave
+            raise exceptions.NotFound(f"No host {self.kwargs.get(self.lookup_field, '')!r}.") from None
 
     def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
         host = self.get_object()

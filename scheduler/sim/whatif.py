@@ -86,6 +86,7 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
     if not isinstance(key, yaml.ScalarNode) or key.value != "shares" or not isinstance(body, yaml.MappingNode):
         raise BudgetFileError(name, key.start_mark.line + 1, "expected 'shares:' followed by 'path: N' lines")
     new: dict[str, int] = {}
+    seen: dict[str, int] = {}  # path -> line: YAML keeps a key's last value, which hid a typo
     for k, v in body.value:
         line = k.start_mark.line + 1
         if not isinstance(k, yaml.ScalarNode):
@@ -94,6 +95,9 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
         if path not in by_path:
             known = ", ".join(sorted(by_path)[:8])
             raise BudgetFileError(name, line, f"unknown budget {path!r} (budgets are named by path, e.g. {known})")
+        if path in seen:
+            raise BudgetFileError(name, line, f"budget {path!r} is given twice (also on line {seen[path]})")
+        seen[path] = line
         if not isinstance(v, yaml.ScalarNode):  # a list or mapping: its str() was "[ScalarNode(...)]"
             kind = "a list" if isinstance(v, yaml.SequenceNode) else "a mapping"
             raise BudgetFileError(name, line, f"budget {path!r}: shares must be one whole number, not {kind}")
@@ -221,12 +225,21 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
                 "simulated": simulated.get(b),
             }
         )
+    # Every budget whose shares changed, programs included: the rows are leaves only, and a file
+    # changing a program showed every row "1→1", as if it had changed nothing.
+    before = {x.key: x.shares for x in demand.budgets}
+    changed = [
+        {"budget": tree.path_name(b.key), "shares": [before[b.key], b.shares]}
+        for b in sorted(new_budgets, key=lambda x: tree.path_name(x.key))
+        if b.key in before and before[b.key] != b.shares
+    ]
     return {
         "since": demand.since,
         "now": demand.now,
         "days": round(horizon / DAY, 3),
         "jobs": len(trace),
         "gpus": sum(h.size for h in demand.hosts),
+        "changed": changed,
         "budgets": rows,
     }
 
@@ -240,6 +253,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [
         f"What-if over {result['days']} days: {result['jobs']} workloads on {result['gpus']} GPUs "
         "(attainment = allocated GPU-time ÷ min(entitlement, demand); waits in hours)",
+        "shares changed: "
+        + (", ".join(f"{c['budget']} {c['shares'][0]}→{c['shares'][1]}" for c in result.get("changed", [])) or "none"),
         f"{'budget':28} {'shares':>9} {'attain act':>10} {'attain sim':>10} {'p50 act':>8} {'p50 sim':>8} "
         f"{'p90 act':>8} {'p90 sim':>8}",
     ]

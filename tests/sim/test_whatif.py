@@ -137,3 +137,28 @@ def test_rows_follow_the_budget_paths_whatever_the_keys(cluster) -> None:  # noq
     Budget.objects.create(id=10, name="tulu", parent=nlp)
     demand = load_demand(None, timedelta(days=1), timezone.now())
     assert [r["budget"] for r in whatif(demand, demand.budgets)["budgets"]] == ["nlp/olmo", "nlp/tulu"]
+
+
+def test_a_changed_program_share_is_shown_not_only_the_leaves_unchanged(recorded) -> None:  # noqa: ANN001
+    """break28: the what-if (admin page, ``simulate --budgets``) listed the leaves only, so a
+    leadership file changing a program (``vision: 4``) printed every row ``1→1``, as if the file
+    had changed nothing. The changed budgets are listed, each with its old and new shares."""
+    from scheduler.sim.whatif import format_table
+
+    demand = load_demand(None, timedelta(days=2), recorded)
+    result = whatif(demand, parse_shares("shares:\n  vision: 4\n", demand.budgets))
+    assert result["changed"] == [{"budget": "vision", "shares": [1, 4]}]
+    assert "shares changed: vision 1→4" in format_table(result)
+    unchanged = whatif(demand, parse_shares("shares:\n  vision: 1\n", demand.budgets))
+    assert unchanged["changed"] == [] and "shares changed: none" in format_table(unchanged)
+
+
+def test_the_admin_what_if_names_the_changed_program(recorded, admin) -> None:  # noqa: ANN001
+    from django.test import Client
+
+    client = Client()
+    client.force_login(admin)
+    page = client.post(
+        "/admin/budgets/budget/what-if/", {"shares": "shares:\n  vision: 4\n", "window": "2d", "cluster": "default"}
+    ).content.decode()
+    assert "Shares changed: vision 1→4" in page

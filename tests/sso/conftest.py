@@ -49,7 +49,9 @@ def sso(idp: Provider, settings: Any) -> Provider:
     return idp
 
 
-def add_person(idp: Provider, name: str, *, groups: list[str], email: str | None = None, verified: bool = True) -> None:
+def add_person(
+    idp: Provider, name: str, *, groups: list[str], email: str | None = None, verified: bool | str = True
+) -> None:
     idp.users[name] = {
         "password": f"{name}-idp-password",
         "claims": {

@@ -156,3 +156,16 @@ def test_a_partial_oidc_configuration_stops_the_process_naming_what_is_missing(t
     assert run.returncode != 0
     assert "FAIRWAY_OIDC_CLIENT_ID is set: also set FAIRWAY_OIDC_AUTHORIZATION_ENDPOINT" in run.stderr
     assert "FAIRWAY_OIDC_ISSUER" in run.stderr
+
+
+@pytest.mark.parametrize("said", ["false", "False", "FALSE"])
+def test_an_email_the_provider_says_is_unverified_as_text_links_no_account(sso: Provider, org_tree, said: str):
+    """break28: linking by email skips a provider that says ``email_verified: false``; one that says it as
+    text (``"false"``: AWS Cognito's userinfo, others) was taken as verified, since only the JSON
+    ``false`` was checked: anyone who could register that address at the provider without
+    proving it got the local account (an admin's too)."""
+    local = User.objects.create_user("sam", email="sam@lab.example.org", password="x-local-password")
+    add_person(sso, "sam", groups=[], verified=said)
+    client = Client()
+    assert sso_login(client, sso, "sam")["Location"] == "/"
+    assert User.objects.get(pk=int(client.session["_auth_user_id"])) != local
