@@ -1117,7 +1117,7 @@ def _session_autogroup_nice(*prefix: str, own_session: bool, parent_nice: int = 
         ").stdout)"
     )
     return subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
-        ["nice", "-n", str(parent_nice), sys.executable, "-c", parent],
+        ["nice", "-n", str(parent_nice), sys.executable, "-c", parent],  # noqa: S607 -- coreutils' nice, as the Procfile
         cwd=Path(__file__).resolve().parents[2],
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
         capture_output=True,
