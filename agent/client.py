@@ -69,6 +69,14 @@ CLOSE_UNAUTHORIZED = 4401
 CLOSE_SUPERSEDED = 4409
 """Close code of a connection the server replaced by a newer one with the same host token."""
 
+PING_INTERVAL_S = 20.0
+PING_TIMEOUT_S = 20.0
+"""The agent's keepalive pings (websockets'): one every 20 s, a pong later than 20 s closes the
+connection and the agent reconnects (``backoff_delays``), so a dead server or link is noticed
+within 40 s. The agent is the side that pings (docs/deploy.md, "The agent link"): the web
+processes ping only every ``WS_PING_INTERVAL_S`` of scheduler/management/commands/serve.py, to
+close the sockets of agents gone without a word."""
+
 HOUSEKEEPING_S = 5.0
 """Period of log capping and pruning, in seconds."""
 
@@ -188,8 +196,8 @@ class Agent:
             process_exception=_retry_or_raise,
             reconnect_delays=lambda: self._delays,
             open_timeout=10,
-            ping_interval=20,
-            ping_timeout=20,
+            ping_interval=PING_INTERVAL_S,
+            ping_timeout=PING_TIMEOUT_S,
             close_timeout=5,
             # Above the protocol limit, so that an oversized message is answered, not fatal.
             max_size=4 * MAX_MESSAGE_BYTES,

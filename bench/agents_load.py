@@ -783,6 +783,7 @@ def main() -> None:
             layout.check()
             report(args, stats, window, timings)
             _report_ticks(scratch / "logs" / "worker.log")
+            _report_autogroups(args.cpu_groups)
         finally:
             stubborn = layout.stop()
             if stubborn:
@@ -828,6 +829,19 @@ def _connections_label() -> str:
 
     pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
     return f"psycopg pool {pool}" if pool else "CONN_MAX_AGE 0, no pool"
+
+
+def _report_autogroups(groups: dict[str, int]) -> None:
+    """The autogroup nice of each layout process's session: the CPU is shared between sessions
+    before ``nice`` counts, so a session at 19 against the others' 0 gets next to nothing on a busy
+    machine (config/priority.py; a worker whose session went to 19 never booted: 0 placed)."""
+    shown = []
+    for name, pid in groups.items():
+        try:
+            shown.append(f"{name} {Path(f'/proc/{pid}/autogroup').read_text().split()[-1]}")
+        except (OSError, IndexError):
+            shown.append(f"{name} ?")
+    print("sessions' autogroup nice: " + ", ".join(shown))
 
 
 def _report_ticks(log: Path) -> None:

@@ -11,10 +11,19 @@ between them). A process started niced that leads its own session gives that nic
 session's autogroup too (``/proc/self/autogroup``): then it yields to the web processes as the
 Procfile, the image and the units say.
 
-No-op for a process at nice 0 (the web, the worker, the clock), for one that shares its
-session with others (an interactive shell's command: the shell's autogroup is not its alone),
-and where the kernel has no autogroups or the file cannot be written. Under systemd with the CPU
-controller on, each unit's cgroup weight (``CPUWeight=``) plays this part instead.
+Only the nice the process added to its parent's counts (``nice -n 10`` of the estimates' line:
+10), not the nice it inherited. A layout started niced as a whole (``nice honcho start``, the
+benches under ``nice -n 19``, a supervisor at a nice of its own) keeps its processes' sessions
+equal: when the inherited nice counted, the worker and the clock (``manage.py`` commands that
+lead their sessions) set their autogroups to 19 while uvicorn's web processes (which do not read
+the settings as session leaders) stayed at 0, and on a busy machine the worker never got the CPU
+to boot: no tick ran, nothing started (bench/agents_load.py --layout under ``nice -n 19`` at a
+load of 16: the worker 0 CPU seconds in 54 s, its log empty; docs/deploy.md §4).
+
+No-op for a process no nicer than its parent (the web, the worker, the clock), for one that
+shares its session with others (an interactive shell's command: the shell's autogroup is not its
+alone), and where the kernel has no autogroups or the file cannot be written. Under systemd with
+the CPU controller on, each unit's cgroup weight (``CPUWeight=``) plays this part instead.
 """
 
 from __future__ import annotations
@@ -25,18 +34,22 @@ AUTOGROUP = "/proc/self/autogroup"
 
 
 def hold_nice_against_other_sessions(path: str = AUTOGROUP) -> bool:
-    """Give this process's ``nice`` to its session's autogroup when it is positive, the process
-    leads its session, and the autogroup is less nice; returns whether it did."""
+    """Give the nice this process added to its parent's (``nice -n 10``: 10) to its session's
+    autogroup when it is positive, the process leads its session, and the autogroup is less
+    nice; returns whether it did."""
     try:
-        niceness = os.nice(0)
-        if niceness <= 0 or os.getsid(0) != os.getpid():
+        if os.getsid(0) != os.getpid():
+            return False
+        parent = os.getppid()  # 0: no parent in this PID namespace (a container's first process)
+        added = os.nice(0) - (os.getpriority(os.PRIO_PROCESS, parent) if parent > 0 else 0)
+        if added <= 0:
             return False
         with open(path) as f:
             current = int(f.read().split()[-1])  # "/autogroup-123 nice 0"
-        if current >= niceness:
+        if current >= added:
             return False
         with open(path, "w") as f:
-            f.write(str(niceness))
+            f.write(str(added))
     except (OSError, ValueError, IndexError):
         return False
     return True

@@ -327,3 +327,46 @@ def test_reconnect_delays_grow_with_jitter_up_to_the_cap() -> None:
 
     for delay, ceiling in zip(first, [1, 2, 4, 8, 8, 8, 8, 8], strict=True):
         assert ceiling / 2 <= delay <= ceiling
+
+
+def test_a_server_that_stops_answering_pings_is_left_and_the_agent_reconnects(state_dir: Path, monkeypatch) -> None:
+    """Given the agent's keepalive (the side that pings: docs/deploy.md §11; 20 s / 20 s, scaled
+    here to 0.2 s / 0.2 s), when the server stops reading the connection (a dead server or link:
+    no pong comes back), then the agent closes it and connects again: a second hello."""
+    import agent.client
+
+    monkeypatch.setattr(agent.client, "PING_INTERVAL_S", 0.2)
+    monkeypatch.setattr(agent.client, "PING_TIMEOUT_S", 0.2)
+
+    async def scenario() -> None:
+        async with FakeServer(heartbeat_s=30) as server, running(make_agent(server.url, state_dir, heartbeat=30)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            assert server.ws is not None
+            dead = server.ws
+            dead.transport.pause_reading()  # nothing read from now on: the agent's pings unanswered
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            hello = await server.expect(lambda m: isinstance(m, Hello), within=10)
+            assert isinstance(hello, Hello) and server.ws is not dead
+            assert loop.time() - began < 8  # the ping's 0.2 + 0.2 s, the close's 5 s bound, a reconnect
+            dead.transport.abort()  # the server's side of the dead link, not waited for at its close
+
+    run_async(scenario())
+
+
+def test_a_live_server_keeps_the_agents_connection_across_many_pings(state_dir: Path, monkeypatch) -> None:
+    """Given the same scaled keepalive, when the server answers (a live one), then the agent keeps
+    its one connection over ten ping intervals."""
+    import agent.client
+
+    monkeypatch.setattr(agent.client, "PING_INTERVAL_S", 0.1)
+    monkeypatch.setattr(agent.client, "PING_TIMEOUT_S", 0.1)
+
+    async def scenario() -> None:
+        async with FakeServer(heartbeat_s=30) as server, running(make_agent(server.url, state_dir, heartbeat=30)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            first = server.ws
+            await asyncio.sleep(1.0)
+            assert server.ws is first and len(server.headers) == 1
+
+    run_async(scenario())

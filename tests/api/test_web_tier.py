@@ -1090,43 +1090,73 @@ def test_no_server_code_uses_functools_cached_property():
     assert offenders == []
 
 
-def test_a_niced_process_leading_its_session_keeps_its_nice_against_other_sessions():
-    """Given the kernel's autogroups (the CPU shared between sessions first, by nice inside one),
-    when a process started at nice 10 in a session of its own (the Procfile's estimates, as
-    honcho, the bench and systemd start it) reads the settings, then its session's autogroup is
-    at nice 10 too: it yields to the web processes' sessions. A process sharing its session, or
-    at nice 0, changes nothing (config.priority; docs/benchmarks/api_load.md, eleventh pass)."""
+def _autogroups_on() -> bool:
+    try:
+        with open("/proc/self/autogroup") as f:
+            shown = f.read().split()  # "/autogroup-123 nice 0"; empty where they are off
+    except OSError:
+        return False
+    return len(shown) >= 3 and shown[-2] == "nice"
+
+
+def _session_autogroup_nice(*prefix: str, own_session: bool, parent_nice: int = 0) -> str:
+    """The autogroup nice a process started as ``prefix python`` (``nice -n 10``: the estimates'
+    line) sees once it has read the settings, in a session of its own or not; started by a
+    parent ``parent_nice`` nicer than this one (a layout started niced as a whole), that leaves
+    it running as honcho, the bench and the tests' layout leave theirs."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    try:
-        with open("/proc/self/autogroup") as f:
-            shown = f.read().split()  # "/autogroup-123 nice 0"; empty where they are off
-    except OSError:
-        shown = []
-    if len(shown) < 3 or shown[-2] != "nice":
-        pytest.skip("this kernel has no autogroups, or they are off (the file shows nothing)")
     probe = "import config.settings; print(open('/proc/self/autogroup').read().split()[-1])"
+    child = [*prefix, sys.executable, "-c", probe]
+    parent = (
+        "import subprocess, sys; sys.stdout.write(subprocess.run("
+        f"{child!r}, capture_output=True, text=True, check=True, timeout=120, start_new_session={own_session!r}"
+        ").stdout)"
+    )
+    return subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
+        ["nice", "-n", str(parent_nice), sys.executable, "-c", parent],  # noqa: S607 -- coreutils' nice, as the Procfile
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=150,
+    ).stdout.split()[-1]
 
-    def run(*prefix: str, own_session: bool) -> str:
-        return subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
-            [*prefix, sys.executable, "-c", probe],
-            cwd=Path(__file__).resolve().parents[2],
-            env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"},
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-            start_new_session=own_session,
-        ).stdout.split()[-1]
 
-    ours = shown[-1]
+def test_a_niced_process_leading_its_session_keeps_its_nice_against_other_sessions():
+    """Given the kernel's autogroups (the CPU shared between sessions first, by nice inside one),
+    when a process started ``nice -n 10`` in a session of its own (the Procfile's estimates, as
+    honcho, the bench and systemd start it) reads the settings, then its session's autogroup is
+    at the 10 it was given over its parent's nice (less where 19 caps it): it yields to the web
+    processes' sessions. A process sharing its session, or no nicer than its parent, changes
+    nothing (config.priority; docs/benchmarks/api_load.md, eleventh pass)."""
+    import os
+
+    if not _autogroups_on():
+        pytest.skip("this kernel has no autogroups, or they are off (the file shows nothing)")
+    with open("/proc/self/autogroup") as f:
+        ours = f.read().split()[-1]
     mine = os.nice(0)  # the tests may run niced themselves
-    assert run("nice", "-n", "10", own_session=True) == str(min(19, mine + 10))
-    assert run(own_session=True) == str(mine)  # at nice 0: stays 0
-    assert run("nice", "-n", "10", own_session=False) == ours  # our session's: not its to change
+    assert _session_autogroup_nice("nice", "-n", "10", own_session=True) == str(min(19, mine + 10) - mine)
+    assert _session_autogroup_nice(own_session=True) == "0"  # as nice as its parent: a fresh group's 0
+    assert _session_autogroup_nice("nice", "-n", "10", own_session=False) == ours  # our session's: not its to change
+
+
+def test_a_layout_started_niced_as_a_whole_keeps_the_workers_session_equal_to_the_webs():
+    """Given a layout started niced as a whole (``nice honcho start``, the benches under ``nice
+    -n 19``: every process inherits the nice), when the worker or the clock (``manage.py``, a
+    session of its own, no nice of its own) reads the settings, then its session's autogroup
+    stays at 0, as the web processes' (uvicorn's do not read the settings as session leaders).
+    Before, it took the inherited nice (19 under the benches): on a busy machine the worker got
+    no CPU to boot, no tick ran and nothing started (bench/agents_load.py --layout: its log empty,
+    0 CPU s in 54 s; docs/deploy.md §4)."""
+    if not _autogroups_on():
+        pytest.skip("this kernel has no autogroups, or they are off (the file shows nothing)")
+    assert _session_autogroup_nice(own_session=True, parent_nice=5) == "0"
 
 
 def test_one_serve_process_running_the_worker_gets_the_pool_of_two_processes():
@@ -1152,6 +1182,8 @@ def test_holding_nice_changes_nothing_where_autogroups_are_off(tmp_path, monkeyp
 
     monkeypatch.setattr(os, "nice", lambda increment: 10)
     monkeypatch.setattr(os, "getsid", lambda pid: os.getpid())
+    monkeypatch.setattr(os, "getppid", lambda: 4321)
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 0)  # the parent at nice 0
     off = tmp_path / "off"
     off.write_text("")
     assert hold_nice_against_other_sessions(str(off)) is False
@@ -1160,3 +1192,22 @@ def test_holding_nice_changes_nothing_where_autogroups_are_off(tmp_path, monkeyp
     on.write_text("/autogroup-7 nice 0\n")
     assert hold_nice_against_other_sessions(str(on)) is True
     assert on.read_text() == "10"
+
+
+def test_only_the_nice_added_to_the_parents_is_held(tmp_path, monkeypatch):
+    """Given a session leader at nice 10, when its parent is at nice 10 (inherited: a layout
+    started niced as a whole), 5, or 0 / absent (a container's first process: no parent in its
+    PID namespace), then its autogroup takes 0 (nothing written), 5 and 10."""
+    import os
+
+    from config.priority import hold_nice_against_other_sessions
+
+    monkeypatch.setattr(os, "nice", lambda increment: 10)
+    monkeypatch.setattr(os, "getsid", lambda pid: os.getpid())
+    for ppid, parent_nice, expected in ((4321, 10, None), (4321, 5, "5"), (4321, 0, "10"), (0, 19, "10")):
+        monkeypatch.setattr(os, "getppid", lambda ppid=ppid: ppid)
+        monkeypatch.setattr(os, "getpriority", lambda which, who, n=parent_nice: n)
+        group = tmp_path / "autogroup"
+        group.write_text("/autogroup-7 nice 0\n")
+        assert hold_nice_against_other_sessions(str(group)) is (expected is not None), (ppid, parent_nice)
+        assert group.read_text() == (expected or "/autogroup-7 nice 0\n"), (ppid, parent_nice)

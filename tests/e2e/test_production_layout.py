@@ -235,7 +235,8 @@ def _server_env(db_url: str, redis_url: str, var_dir: Path) -> dict[str, str]:
 def _web_argv(port: int) -> list[str]:
     return [
         PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-        "--workers", "1", "--ws", "websockets-sansio", "--lifespan", "off", "--proxy-headers",
+        "--workers", "1", "--ws", "websockets-sansio", "--ws-ping-interval", "120", "--ws-ping-timeout", "60",
+        "--lifespan", "off", "--proxy-headers",
         "--log-level", "warning",
     ]  # fmt: skip
 

@@ -23,6 +23,17 @@ from fairway_cli.args import whole_number
 
 logger = logging.getLogger("fairway.serve")
 
+WS_PING_INTERVAL_S = 120.0
+WS_PING_TIMEOUT_S = 60.0
+"""The web processes' keepalive pings to each agent (uvicorn's ``--ws-ping-interval`` /
+``--ws-ping-timeout``; the Procfile, the image and the systemd unit say the same): one every 120 s,
+a pong 60 s late closes the socket, so the socket of an agent gone without a word (power cut,
+partition) is closed within 3 minutes, before its host is lost (``FAIRWAY_HOST_LOST_AFTER_S``,
+300 s). The agent pings every 20 s (agent/client.py ``PING_INTERVAL_S``): it is the side that
+must notice a dead link soon and reconnect; the host's state comes from its heartbeats. At
+uvicorn's default (20 s) each connection carried two pings and two pongs every 20 s, as many
+control frames as heartbeats (docs/deploy.md, "The agent link")."""
+
 
 def start_worker(threads: int = 1) -> dramatiq.Worker:
     """An in-process dramatiq worker on the configured broker (the actors are imported first)."""
@@ -92,6 +103,8 @@ class Command(BaseCommand):
             # after SIGTERM in every layout run (docs/benchmarks/api_load.md, third pass; cause open).
             timeout_graceful_shutdown=30,
             ws="websockets-sansio",
+            ws_ping_interval=WS_PING_INTERVAL_S,
+            ws_ping_timeout=WS_PING_TIMEOUT_S,
             lifespan="off",
             log_level=opts["log_level"],
             proxy_headers=True,
