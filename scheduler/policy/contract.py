@@ -94,7 +94,12 @@ def allowed_from_thresholds(thresholds: list[int | float], names: list[str], c: 
 
 def commitment(w: Workload) -> int:
     """``w``'s commitment once admitted or nominated: ``gpus × M`` GPU-seconds (§3.2, §3.4)."""
-    return w.gpus * w.min_runtime
+    return commitment_of(w.gpus, w.min_runtime)
+
+
+def commitment_of(gpus: int, min_runtime: int) -> int:
+    """:func:`commitment` of a workload of ``gpus`` GPUs and M ``min_runtime``."""
+    return gpus * min_runtime
 
 
 def protection_end(protected_until: int | None, min_runtime: int, now: int) -> int:

@@ -14,13 +14,14 @@ from collections.abc import Iterator, Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
+import scheduler.policy.tail as tail
 import scheduler.policy.victims as victims
 from scheduler.policy.dependency import dependency_block
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_sorted
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.reserve import reserve
-from scheduler.policy.screen import idle
+from scheduler.policy.screen import KeptSummary, idle
 from scheduler.policy.skips import SkipRuns
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView
@@ -76,6 +77,7 @@ class Pass(SkipRuns):
         self.state.listeners.clear()
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
         self.group_started: dict[str, int] = {}  # array group → members started in this pass
+        self.hosts_kept: KeptSummary | None = None  # the screen's host summary, where a caller keeps one
 
     # ------------------------------------------------------------------ run
     def run(self) -> Decisions:
@@ -239,6 +241,10 @@ class Pass(SkipRuns):
         # nothing, Dispatcher.skip_run); its reason is explained as on the full path.
         skipped = self._skipped
         outright = self.memo.outright
+        # Without reasons, the rest of the dispatch may be proved idle (tail.py) and not run.
+        rest = (
+            None if self.snap.with_reasons else tail.Tail(self, disp, self._progress(), self.hosts_kept, self._decided)
+        )
         while (w := disp.next()) is not None:
             if w.group is not None and self._waits(w):
                 disp.done(w, False)
@@ -257,7 +263,20 @@ class Pass(SkipRuns):
                 fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
                 fails.append((n, m))
             disp.done(w, admitted)
+            if rest is not None and rest.step(self._progress()):
+                break
+        if rest is not None:
+            rest.verify()
         self.disp = None
+
+    def _progress(self) -> tuple[int, int, int, int]:
+        """Counts of the decisions so far: a step that decided something changes one of them."""
+        return (len(self.dec.starts), len(self.dec.stops), len(self.noms), len(self.reserved))
+
+    def _decided(self) -> tuple[object, ...]:
+        """The decisions so far, in full (the check of a proof that the rest is idle)."""
+        noms = tuple(sorted(self.noms.items()))
+        return (tuple(self.dec.starts), tuple(self.dec.stops), noms, tuple(sorted(self.reserved.items())))
 
     def _handle_allocated(self, w: Workload) -> bool:
         nom = self.noms.get(w.id)

@@ -156,6 +156,7 @@ class IncrementalScheduler:
         load()
         p = Pass(snap, tree, standing, pending, loads[0], grouped)
         p.check = self.check
+        p.hosts_kept = self._hosts
         dec = p.run()
         self._standing = standing
         return dec

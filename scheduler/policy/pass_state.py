@@ -83,7 +83,18 @@ class PassState:
         return self._shares
 
     def live_budgets(self) -> set[str]:
-        """Budgets that count in their siblings' normalization: not archived, or with work (§3.7)."""
+        """Budgets that count in their siblings' normalization: not archived, or with work (§3.7).
+        With no budget archived, every budget, without reading the work (under ``check``, the
+        walk of :meth:`live_budgets_walk` is compared)."""
+        if any(b.archived for b in self.tree.budgets.values()):
+            return self.live_budgets_walk()
+        live = set(self.tree.budgets)
+        if self.check and live != (walked := self.live_budgets_walk()):
+            raise AssertionError(f"live budgets at {self.now}: {live} != {walked}")
+        return live
+
+    def live_budgets_walk(self) -> set[str]:
+        """:meth:`live_budgets` from every attempt and pending workload."""
         busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
         busy_tree: set[str] = set()
         for b in busy:
@@ -115,19 +126,24 @@ class PassState:
         mine = self.memo.allowed_of.get(w.id)  # the same question asked again of one workload
         if mine is not None and mine[0] == seen:
             return mine[1]
-        c = contract.commitment(w)
-        key = (w.budget, c, seen)
+        out = self.allowed_at(w.budget, contract.commitment(w))
+        self.memo.allowed_of[w.id] = (seen, out)
+        return out
+
+    def allowed_at(self, budget: str, c: int) -> frozenset[str]:
+        """:meth:`room_budgets` of a workload of ``budget`` committing ``c`` (no nomination)."""
+        agg_budgets = self.standing.agg_budgets
+        key = (budget, c, len(agg_budgets))
         out = self.memo.allowed.get(key)
         if out is None:
             # rule 2 for every commitment at once, per budget until a load changes
-            tkey = (w.budget, len(agg_budgets))
+            tkey = (budget, len(agg_budgets))
             thresholds = self.memo.thresholds.get(tkey)
             if thresholds is None:
                 thresholds = self.memo.thresholds[tkey] = contract.rule2_thresholds(
-                    self.tree, self.load, w.budget, agg_budgets
+                    self.tree, self.load, budget, agg_budgets
                 )
             out = self.memo.allowed[key] = contract.allowed_from_thresholds(thresholds[0], thresholds[1], c)
-        self.memo.allowed_of[w.id] = (seen, out)
         return out
 
     def budget_classes(self, w: Workload) -> dict[str, int]:
@@ -186,11 +202,19 @@ class PassState:
         A gang's victim search fails only for too few vacatable hosts (a set without victims
         would be whole free hosts, which free placement tried first), so more GPUs fail too.
         """
-        fails = self.memo.failed.get((kind, w.model, w.cpus, w.memory))
+        if not self.memo.failed.get((kind, w.model, w.cpus, w.memory)):
+            return False
+        return self.failed_at(kind, (w.model, w.gpus, w.cpus, w.memory), w.min_runtime, self.room_budgets(w))
+
+    def failed_at(
+        self, kind: str, shape: tuple[str, int, int | None, int | None], m: int, allowed: frozenset[str]
+    ) -> bool:
+        """:meth:`failed_before` for a workload of ``shape`` (model, GPUs, CPUs, memory), M ``m``
+        and allowed victim budgets ``allowed``."""
+        model, n, cpus, memory = shape
+        fails = self.memo.failed.get((kind, model, cpus, memory))
         if not fails:
             return False
-        allowed = self.room_budgets(w)
-        n, m = w.gpus, w.min_runtime
         for f_allowed, f_n, f_m in fails:  # noqa: SIM110 (a loop, not a generator per call)
             if n >= f_n and m >= f_m and allowed <= f_allowed:
                 return True

@@ -198,7 +198,7 @@ def host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]
         if ps.check and t != (fresh := _host_start_fresh(ps, w, hv, allowed)):
             raise AssertionError(f"kept start of {w.id} on {name} at {now}: {t} != {fresh}")
         return t
-    if _ruled_out(ps, w, hv, allowed):
+    if ruled_out(ps, w.gpus, hv, allowed):
         kept[1][key] = None  # the bound reads no instant
         return None
     t = _single_start(ps, w, hv, allowed)
@@ -217,15 +217,16 @@ def _keeps(ps: PassState, w: Workload, hv: HostView) -> bool:
 
 def _host_start_fresh(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
     """The earliest instant ``w`` could start on active ``hv`` (:func:`_single_start`), None
-    when its bound rules it out (:func:`_ruled_out`)."""
-    return None if _ruled_out(ps, w, hv, allowed) else _single_start(ps, w, hv, allowed)
+    when its bound rules it out (:func:`ruled_out`)."""
+    return None if ruled_out(ps, w.gpus, hv, allowed) else _single_start(ps, w, hv, allowed)
 
 
-def _ruled_out(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> bool:
+def ruled_out(ps: PassState, n: int, hv: HostView, allowed: frozenset[str]) -> bool:
     """Upper bound on the room ever made on ``hv``: healthy GPUs less allocated work that is
-    never room for ``w`` (forbidden by rule 2, or its own budget's) fall short of ``w``; the
-    allowed budgets' work is summed only when the rest falls short."""
-    short = w.gpus - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
+    never room for a workload whose rule 2 allows ``allowed`` (forbidden by rule 2, or its own
+    budget's) fall short of its ``n`` GPUs; the allowed budgets' work is summed only when the
+    rest falls short."""
+    short = n - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
     if short > 0:
         per = ps.standing.agg.get(hv.name)
         if not (allowed and per) or _allowed_work(per, allowed) < short:

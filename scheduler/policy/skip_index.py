@@ -83,7 +83,7 @@ Classes = dict[tuple[str, int | None, int | None], int]
 class SkipIndex:
     """One budget's allocated pending workloads in blocks (module docstring)."""
 
-    __slots__ = ("blocks", "classes", "firsts", "kept")
+    __slots__ = ("blocks", "classes", "firsts", "kept", "whole")
 
     def __init__(self, ordered: Iterable[Workload] = ()) -> None:
         ws = list(ordered)
@@ -95,6 +95,9 @@ class SkipIndex:
         # start workload id -> (threshold key, first stop): first_stop's answers kept between
         # passes while the workloads are the same (emptied by every add and remove)
         self.kept: dict[str, tuple[object, Workload | None]] = {}
+        # the least M of each shape over the whole list, group members included (least_all),
+        # built when first read, kept by each add, dropped by the removal of a least
+        self.whole: dict[Shape, int] | None = None
 
     def _count(self, w: Workload, d: int) -> None:
         c = (w.model, w.cpus, w.memory)
@@ -109,6 +112,9 @@ class SkipIndex:
 
     def add(self, w: Workload) -> None:
         self.kept.clear()
+        whole = self.whole
+        if whole is not None and w.min_runtime < whole.get(s := shape_of(w), w.min_runtime + 1):
+            whole[s] = w.min_runtime
         self._count(w, 1)
         key = _order(w)
         if not self.blocks:
@@ -128,6 +134,8 @@ class SkipIndex:
 
     def remove(self, w: Workload) -> None:
         self.kept.clear()
+        if self.whole is not None and self.whole.get(shape_of(w)) == w.min_runtime:
+            self.whole = None  # the least of its shape may have left: read the blocks again
         self._count(w, -1)
         key = _order(w)
         i = bisect_right(self.firsts, key) - 1
@@ -191,6 +199,16 @@ class SkipIndex:
         self.kept[start.id] = (key, got)
         return got
 
+    def least_all(self) -> dict[Shape, int]:
+        """Per shape, the least M of the whole list's workloads, array-group members included:
+        what every workload the dispatch may still reach in this queue asks at most
+        (``tail.Tail``). Kept: an arrival lowers its shape's least, a departure that was its
+        shape's least makes it read the blocks again (:meth:`differences` compares)."""
+        whole = self.whole
+        if whole is None:
+            whole = self.whole = _least_all(self.blocks)
+        return whole
+
     def differences(self, allocated: list[Workload]) -> list[str]:
         """How this index differs from a fresh cut of ``allocated`` (empty when it does not)."""
         out = []
@@ -205,9 +223,27 @@ class SkipIndex:
                 out.append(f"block at {first}: {b.least, b.groups} != {fresh.least, fresh.groups}")
         if len(self.firsts) != len(self.blocks):
             out.append("firsts")
+        if self.whole is not None and self.whole != _least_all(self.blocks):
+            out.append("least over the list")
         if self.classes != SkipIndex(flat).classes:
             out.append(f"classes: {self.classes} != {SkipIndex(flat).classes}")
         return out
+
+
+def _least_all(blocks: list[_Block]) -> dict[Shape, int]:
+    """Per shape, the least M over every block (group members read one by one)."""
+    out: dict[Shape, int] = {}
+    for b in blocks:
+        if b.groups:
+            for w in b.ws:
+                s = shape_of(w)
+                if w.min_runtime < out.get(s, w.min_runtime + 1):
+                    out[s] = w.min_runtime
+        else:
+            for s, m in b.least.items():
+                if m < out.get(s, m + 1):
+                    out[s] = m
+    return out
 
 
 __all__ = ["BLOCK", "Classes", "Shape", "SkipIndex", "shape_of"]

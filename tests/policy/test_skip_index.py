@@ -75,6 +75,11 @@ def test_skip_index_is_the_plain_walk(block: int, history: tuple[list[Workload],
             assert index.differences(ordered) == []
             for i, start in enumerate(ordered):
                 assert index.first_stop(start, thresholds) is _plain(ordered, i, thresholds)
+            least: dict[Shape, int] = {}  # the least M per shape over the list, groups included
+            for w in ordered:
+                least[shape_of(w)] = min(least.get(shape_of(w), w.min_runtime), w.min_runtime)
+            assert index.least_all() == least
+            assert index.differences(ordered) == []  # with the kept least
         assert SkipIndex(ordered).differences(ordered) == []
     finally:
         skip_index.BLOCK = old

@@ -1,0 +1,189 @@
+"""The rest of an allocated dispatch proved idle (passes without reasons).
+
+In a backlog most workloads a full pass hands to the dispatch come after its last decision
+(slice of docs/benchmarks/speed.md: 410,458 of 636,016): each still fails free placement, its
+victim search and its reservation search, one by one, to decide nothing. :class:`Tail` proves,
+between two workloads, that no workload the dispatch has not reached yet can decide anything,
+so the pass ends its allocated dispatch there (the unallocated pass still runs).
+
+What it reads of the rest: per budget with a queue left, the least M of each shape (model,
+GPUs, CPUs, memory) over its whole queue (``SkipIndex.least_all``, kept with the budget's
+index; the workloads already passed only add requests, so this bounds the rest); it answers
+False (not proved) where a queue is not its budget's kept list. The proof is three necessary
+conditions, each read as a bound on the rules, never restating them:
+
+- a start or a preemption: :func:`scheduler.policy.screen.idle` over the state as the pass has
+  changed it, the rest's shapes as its requests (the screen ignores reservations, which only
+  forbid, and reads rule 2 at each budget's smallest commitment, which allows the most);
+  a nomination that does not wait (its nominee may start) answers False there;
+- a reservation (while fewer than ``max_reservations`` are held): for each (budget, model,
+  CPUs, memory, gang) of the rest, with the budgets rule 2 allows at its smallest commitment
+  (a larger one allows no more), a reservation search of the pass that failed with no less
+  room (``PassState.failed_at``), else no host not reserved that :func:`reserve.ruled_out`
+  keeps for its fewest GPUs, or, for a gang, fewer whole hosts not reserved whose allocated
+  work is all of allowed budgets than its fewest hosts;
+- nothing else decides in a pass without reasons (a group member that waits only records a
+  reason, or drops a nomination, which the screen's nominations test answers False for).
+
+Within the dispatch room only shrinks and reservations only grow between two decisions, so
+a proof stands to the end of the dispatch. ``ps.check`` (``IncrementalScheduler(check=True)``)
+runs the rest anyway and fails if it decides anything (:meth:`Tail.verify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import scheduler.policy.contract as contract
+from scheduler.policy.dispatch import Dispatcher
+from scheduler.policy.reserve import bound_hosts, ruled_out
+from scheduler.policy.screen import NONE, KeptSummary, Requests, idle
+from scheduler.policy.skips import SkipRuns
+
+Rest = dict[tuple[str, str, int | None, int | None, bool], list[int]]
+"""(budget, model, CPUs, memory, gang) -> [fewest GPUs, smallest commitment] of the rest."""
+
+
+_UNREAD: dict[tuple[str, str, int | None, int | None, bool], list[int]] = {}
+
+
+class Tail:
+    """One allocated dispatch's proofs: each queue's rest read once, and the queue whose rest
+    last may have reserved asked first."""
+
+    def __init__(
+        self,
+        ps: SkipRuns,
+        disp: Dispatcher,
+        progress: object,
+        kept: KeptSummary | None = None,
+        decided: Callable[[], object] = lambda: None,
+    ) -> None:
+        self.ps, self.disp, self.kept, self.decided = ps, disp, kept, decided
+        self.rests: dict[str, Rest | None] = {}
+        self.first: str | None = None
+        self.mark = progress  # the counts of decisions at the last step
+        self.dirty = False  # a decision since the last proof asked
+        self.proved: object = None  # under ps.check: the decisions when the rest was proved idle
+
+    def step(self, progress: object) -> bool:
+        """After each workload the dispatch handled, with the pass's counts of decisions: True
+        when the dispatch may end here. A proof is asked at the first workload that decides
+        nothing after one that did (before it, nothing changed that it reads but the rest,
+        which only shrinks). Under ``ps.check`` the dispatch goes on and :meth:`verify` checks."""
+        if progress != self.mark:
+            self.mark, self.dirty = progress, True
+            return False
+        if not self.dirty or self.proved is not None:
+            return False
+        self.dirty = False
+        if not self.rest_idle():
+            return False
+        if not self.ps.check:
+            return True
+        self.proved = self.decided()
+        return False
+
+    def verify(self) -> None:
+        """Under ``ps.check``: the dispatch decided nothing after its rest was proved idle."""
+        if self.proved is not None and self.proved != (now := self.decided()):
+            raise AssertionError(f"the dispatch's rest proved idle at {self.ps.now} decided {now} != {self.proved}")
+
+    def rest_idle(self) -> bool:
+        """True only when no workload the dispatch has not returned yet can start, preempt,
+        reserve or change a nomination in this pass (module docstring); reasons must be off."""
+        ps, disp = self.ps, self.disp
+        leaves = [leaf for leaf, q in disp.queues.items() if disp.pos[leaf] < len(q)]
+        if self.first in leaves:
+            leaves.remove(self.first)
+            leaves.insert(0, self.first)
+        rest: Rest = {}
+        for leaf in leaves:
+            mine = self._rest(leaf)
+            if mine is None:
+                return False
+            if _may_reserve(ps, mine):
+                self.first = leaf
+                return False
+            rest.update(mine)
+        req = requests(ps, rest)
+        return idle(ps.standing, (), ps.tree, lambda: ps.load, ps.pending, self.kept, lambda: req)
+
+    def _rest(self, leaf: str) -> Rest | None:
+        """:data:`Rest` of ``leaf``'s whole queue (the part the dispatch has passed asks no
+        more: a bound); None where the queue is not its budget's kept list (no index)."""
+        got = self.rests.get(leaf, _UNREAD)
+        if got is not _UNREAD:
+            return got
+        q = self.disp.queues[leaf]
+        grouped = self.ps.grouped
+        bp = grouped.get(leaf) if grouped is not None else None
+        out: Rest | None = None
+        if bp is not None and bp.runs is not None and q is bp.allocated:
+            out = {}
+            largest = self.ps.state.largest
+            for (model, gpus, cpus, memory), m in bp.runs.least_all().items():
+                c = contract.commitment_of(gpus, m)
+                slot = out.get(key := (leaf, model, cpus, memory, gpus > largest.get(model, 0)))
+                if slot is None:
+                    out[key] = [gpus, c]
+                else:
+                    slot[0] = min(slot[0], gpus)
+                    slot[1] = min(slot[1], c)
+        self.rests[leaf] = out
+        return out
+
+
+def requests(ps: SkipRuns, rest: Rest) -> Requests:
+    """The screen's :class:`Requests` of ``rest``."""
+    out = Requests({}, {}, {})
+    largest = ps.state.largest
+    for (budget, model, _, _, gang), (n, c) in rest.items():
+        slot = out.want.get((budget, model))
+        if slot is None:
+            slot = out.want[(budget, model)] = [NONE, NONE, c]
+        if gang:
+            k = n // largest[model]
+            out.gang[model] = min(out.gang.get(model, NONE), k)
+            slot[1] = min(slot[1], k)
+        else:
+            out.single[model] = min(out.single.get(model, NONE), n)
+            slot[0] = min(slot[0], n)
+        slot[2] = min(slot[2], c)
+    return out
+
+
+def _may_reserve(ps: SkipRuns, rest: Rest) -> bool:
+    """Some workload of ``rest`` may get a reservation (module docstring): not when a search
+    of the pass already failed for one with no more room (``PassState.failed_at``)."""
+    if len(ps.reserving) >= ps.snap.max_reservations:
+        return False
+    for (p, model, cpus, memory, gang), (n, c) in rest.items():
+        allowed = ps.allowed_at(p, c)
+        if ps.failed_at("rg" if gang else "r", (model, n, cpus, memory), 0, allowed):
+            continue
+        if gang:
+            if _gang_hosts(ps, model, allowed) >= n // ps.state.largest[model]:
+                return True
+        elif any(
+            hv.active and hv.name not in ps.reserved and not ruled_out(ps, n, hv, allowed)
+            for hv in bound_hosts(ps, model, n, allowed)
+        ):
+            return True
+    return False
+
+
+def _gang_hosts(ps: SkipRuns, model: str, allowed: frozenset[str]) -> int:
+    """Whole hosts of ``model`` not reserved whose allocated work is all of ``allowed`` budgets:
+    at least the hosts ``reserve._earliest_gang`` can find vacated at some instant."""
+    size = ps.state.largest.get(model, 0)
+    agg, reserved = ps.standing.agg, ps.reserved
+    return sum(
+        1
+        for hv in ps.standing.hosts_by_model.get(model, ())
+        if hv.active
+        and hv.all_healthy
+        and hv.size == size
+        and hv.name not in reserved
+        and all(v in allowed for v in agg.get(hv.name, ()))
+    )

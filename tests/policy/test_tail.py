@@ -1,0 +1,71 @@
+"""The allocated dispatch's rest proved idle (scheduler/policy/tail.py).
+
+A busy trace on a small cluster, every pass through ``IncrementalScheduler(check=True)``: where
+a pass proves the rest of its dispatch idle, check runs the rest anyway and fails if it decides
+anything; the decisions also equal a fresh ``schedule()``'s (which keeps no index and never
+proves). A proof that answers True blindly is caught by the same check.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import scheduler.policy.tail as tail
+from scheduler.policy import IncrementalScheduler, schedule
+from scheduler.sim.simulate import SimConfig, TraceSim, prepare
+
+HEADER = "job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n"
+
+
+def _inputs(tmp_path: Path, seed: int, **kw: object) -> object:
+    rng = random.Random(seed)
+    rows, t = [], 0
+    for i in range(260):
+        t += rng.randint(0, 600)
+        g = rng.choice([1, 1, 1, 2, 2, 4, 8, 16])
+        d = rng.randint(60, 8 * 3600)
+        rows.append(f"{i},{t},{rng.choice(['aa', 'aa', 'bb', 'cc', 'dd'])},{g},{d},{d}\n")
+    path = tmp_path / f"t{seed}.csv"
+    path.write_text(HEADER + "".join(rows))
+    cfg = {"trace": str(path), "hosts": 4, "gpus_per_host": 8, "grace_s": 30, "max_reservations": 2}
+    cfg.update(kw)
+    return prepare(SimConfig(**cfg))  # type: ignore[arg-type]
+
+
+def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -> dict[str, int]:
+    seen = {"asked": 0, "idle": 0}
+    real = tail.Tail.rest_idle
+
+    def counted(self: tail.Tail) -> bool:
+        got = real(self) if answer is None else answer
+        seen["asked"] += 1
+        seen["idle"] += got
+        return got
+
+    monkeypatch.setattr(tail.Tail, "rest_idle", counted)
+    return seen
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_proved_idle_rest_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    seen = _count_proofs(monkeypatch)
+    inc = IncrementalScheduler(check=True)
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        dec = inc(snap)
+        assert dec == schedule(snap)
+        return dec
+
+    TraceSim(_inputs(tmp_path, seed), both).run()
+    assert seen["idle"] > 5 and seen["asked"] > seen["idle"]
+
+
+def test_a_blind_proof_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answering "idle" at every step cuts dispatches that would still decide: check fails."""
+    _count_proofs(monkeypatch, answer=True)
+    inc = IncrementalScheduler(check=True)
+    with pytest.raises(AssertionError, match="proved idle"):
+        TraceSim(_inputs(tmp_path, 1), inc).run()
