@@ -940,7 +940,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             tree["budgets"],
             [
                 ("Account", lambda b: " " * b["depth"] + b["name"]),
-                ("RawShares", lambda b: b["shares"] if b["parent_id"] else "parent"),
+                ("RawShares", lambda b: b["shares"] if b["parent_id"] else ""),
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),
                 ("Committed", lambda b: f"{b['committed_gpu_hours']:.3f}"),
