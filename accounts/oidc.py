@@ -10,6 +10,7 @@ JWKS); this backend adds what Fairway decides (docs/deploy.md, "Single sign-on")
   time, the one local account with the same email if the provider says it is verified
   (``FAIRWAY_OIDC_LINK_BY_EMAIL``, default on) — that account keeps its password and tokens; else
   a new account with an unusable password (``FAIRWAY_OIDC_CREATE_USERS``, default on);
+- the account's email follows the provider's only when verified (:func:`verified_email`);
 - what the person may do: the groups claim through ``FAIRWAY_OIDC_GROUP_RULES``, synchronised at
   every login, added and removed (``sync_rights``).
 """
@@ -111,6 +112,22 @@ def _says_unverified(value: Any) -> bool:
     return value is False or (isinstance(value, str) and value.strip().lower() == "false")
 
 
+def verified_email(claims: dict[str, Any]) -> str:
+    """The claims' email when the provider vouches for it, else "": ``email_verified`` true (or
+    ``"true"`` as text, as :func:`_says_unverified` reads ``"false"``), or absent (a provider that
+    sends no such claim issues the addresses itself, as linking by email assumes too). Only such an
+    email is copied onto the local account (tryout28: an unverified one was copied, and the
+    account's notifications went to an address nobody proved)."""
+    email = claims.get("email")
+    if not isinstance(email, str) or not email.strip():
+        return ""
+    if "email_verified" not in claims:
+        return email.strip()
+    value = claims["email_verified"]
+    said = value is True or (isinstance(value, str) and value.strip().lower() == "true")
+    return email.strip() if said else ""
+
+
 class FairwayOIDCBackend(OIDCAuthenticationBackend):
     """mozilla-django-oidc's backend with Fairway's matching of accounts and its group rule."""
 
@@ -172,14 +189,14 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
                 "OIDC login refused: no account for subject %s and FAIRWAY_OIDC_CREATE_USERS is off", claims["sub"]
             )
             return None
-        user = User.objects.create_user(_unique_username(claims), email=email)  # unusable password
+        user = User.objects.create_user(_unique_username(claims), email=verified_email(claims))  # unusable password
         OidcIdentity.objects.create(user=user, issuer=issuer, subject=claims["sub"])
         return user
 
     @staticmethod
     def _update_profile(user: User, claims: dict[str, Any]) -> None:
         wanted = {
-            "email": claims.get("email"),
+            "email": verified_email(claims),  # an unverified one keeps the account's own
             "first_name": claims.get("given_name"),
             "last_name": claims.get("family_name"),
         }

@@ -531,7 +531,9 @@ class Agent:
             self._unacked_starts[sent] = [attempt_id]
 
     async def _send_exit(self, record: AttemptRecord, age_s: float | None) -> None:
-        event = AttemptEvent(record.attempt_id, "exited", exit_code=record.exit_code, age_s=age_s)
+        event = AttemptEvent(
+            record.attempt_id, "exited", exit_code=record.exit_code, age_s=age_s, message=record.message
+        )
         sent = await self._send(event)
         if sent is not None:
             self._unacked[sent] = [record.attempt_id]

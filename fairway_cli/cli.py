@@ -30,7 +30,7 @@ import requests
 
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
-from fairway_cli.numbers import gpu_hours_text, gpu_time_text
+from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
@@ -250,16 +250,9 @@ class Api:
 
 
 def when(value: str | None) -> str:
-    """An API timestamp as ``2026-03-01 14:05 UTC`` (``14:05:09 UTC`` today)."""
-    if not value:
-        return ""
-    try:
-        at = datetime.fromisoformat(value).astimezone(UTC)
-    except ValueError:
-        return value
-    if at.date() == datetime.now(UTC).date():
-        return f"{at:%H:%M:%S} UTC"
-    return f"{at:%Y-%m-%d %H:%M} UTC"
+    """An API timestamp as ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC`` another day
+    (:func:`fairway_cli.numbers.instant_text`, as the pages and the server's sentences)."""
+    return instant_text(value)
 
 
 MAX_DAYS_BACK = 400
@@ -947,7 +940,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             tree["budgets"],
             [
                 ("Account", lambda b: " " * b["depth"] + b["name"]),
-                ("RawShares", lambda b: b["shares"] if b["parent_id"] else "parent"),
+                ("RawShares", lambda b: b["shares"] if b["parent_id"] else ""),
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),
                 ("Committed", lambda b: f"{b['committed_gpu_hours']:.3f}"),

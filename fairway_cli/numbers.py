@@ -1,4 +1,4 @@
-"""How GPU-time reads for people, on every surface: the web's pages, the CLI's tables and the
+"""How GPU-time and instants read for people, on every surface: the web's pages, the CLI's tables and the
 server's sentences (why pending, caps) all call these, so one number never reads two ways.
 
 They live in the CLI's package because the CLI imports nothing of the server (its wheel holds
@@ -7,6 +7,8 @@ They live in the CLI's package because the CLI imports nothing of the server (it
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 
@@ -45,3 +47,37 @@ def gpu_time_text(gpu_seconds: Any) -> str:
 
 
 __all__ = ["gpu_hours_text", "gpu_time_text"]
+
+
+def instant_text(value: Any, now: datetime | None = None) -> str:
+    """An instant as people read it, on every surface (the pages' ``utc`` filter, the server's
+    sentences, the CLI's tables): ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC`` another day of
+    this year, ``Mar 3 2025 14:05:09 UTC`` before. ``value``: an aware datetime, epoch seconds or
+    an ISO 8601 string (the API's); ``""`` for None, an unreadable string as given.
+
+    Whole seconds rounded up, as the policy reads instants (``scheduler.snapshot.epoch_up``): a
+    protection end of 11:29:05.4 is the policy's 11:29:06, and the attempts table and the "In the
+    way" line named two seconds for it while each rounded its own way (tryout28)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        at = value.astimezone(UTC)
+        if at.microsecond:
+            at = at.replace(microsecond=0) + timedelta(seconds=1)
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        at = datetime.fromtimestamp(math.ceil(value), tz=UTC)
+    else:
+        return str(value)
+    today = (now or datetime.now(UTC)).astimezone(UTC).date()
+    if at.date() == today:
+        return f"{at:%H:%M:%S} UTC"
+    if at.year == today.year:
+        return f"{at:%b} {at.day} {at:%H:%M:%S} UTC"
+    return f"{at:%b} {at.day} {at.year} {at:%H:%M:%S} UTC"

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from budgets.models import Budget
 from budgets.services import budget_paths, tree_walk
-from fairway_cli.numbers import gpu_hours_text
+from fairway_cli.numbers import gpu_hours_text, instant_text
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import (
@@ -374,17 +374,15 @@ def _window_words() -> str:
 
 
 def _when(epoch_s: Any) -> str:
-    """An epoch (seconds) as ``14:05:09 UTC`` today, else ``Mar 3 14:05:09 UTC``. Times keep their
+    """An epoch (seconds) as ``14:05:09 UTC`` today, else ``Mar 3 14:05:09 UTC``
+    (:func:`fairway_cli.numbers.instant_text`, the one wording of instants). Times keep their
     seconds, as the CLI, the events and the quote table write them: a bound like "starts by … at
     the latest" cut to the minute would name an instant up to 59 s before the real one (another
     day's too: a reservation's protection end and its latest start a grace later, read after
     midnight, were the same minute)."""
     if not isinstance(epoch_s, int | float):
         return "an unknown time"
-    at = datetime.fromtimestamp(epoch_s, tz=UTC)
-    if at.date() == timezone.now().date():
-        return f"{at:%H:%M:%S} UTC"
-    return f"{at:%b} {at.day} {at:%H:%M:%S} UTC"
+    return instant_text(epoch_s)
 
 
 def _hosts(detail: dict[str, Any]) -> str:
@@ -487,7 +485,7 @@ def _protection_words(until: datetime | None, starting: bool, now: datetime) -> 
     reason's own sentence names ("Protected work on h1 ends at …"), not the one before it."""
     if until is None:
         return "not protected"
-    at = _when(epoch_up(until))
+    at = instant_text(until)  # rounded up, as epoch_up
     if starting:
         return f"starting, protected until at least {at}"
     return f"protected until {at}" if until > now else f"protection ended {at}"

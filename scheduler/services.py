@@ -651,6 +651,18 @@ def can_cancel(
     return is_manager(actor, workload.budget, tree, memberships)
 
 
+def may_read_private(actor: User, workload: Workload, accessible: set[int] | frozenset[int]) -> bool:
+    """Whether ``actor`` may read ``workload``'s logs and env values: its owner (always, as Slurm
+    shows users their own jobs: leaving a budget governs new submissions, not the work already
+    submitted), members of its budget or an ancestor (``accessible``: ``accounts.services.
+    accessible_budget_ids``), and staff. docs/permissions.md."""
+    if not actor.is_authenticated:
+        return False
+    if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
+        return True
+    return workload.budget_id in accessible
+
+
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """Cancel a workload.
 

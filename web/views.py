@@ -61,6 +61,7 @@ from scheduler.services import (
     do_cancel_workload,
     do_set_host_state,
     do_submit_workload,
+    may_read_private,
 )
 from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, parse_submission
 
@@ -103,7 +104,7 @@ class Scope:
         )
 
     def may_see_private(self, workload: Workload) -> bool:
-        return self.user.is_staff or self.user.is_superuser or workload.budget_id in self.accessible
+        return may_read_private(self.user, workload, self.accessible)
 
 
 def _scope(request: HttpRequest) -> Scope:
@@ -452,7 +453,7 @@ def cancel_group(request: HttpRequest, pk: int) -> HttpResponseBase:
 
 def _logs_context(user: User, pk: int) -> tuple[Workload, Attempt | None, bool]:
     target = get_object_or_404(Workload.objects.select_related("budget"), pk=pk)
-    allowed = user.is_staff or user.is_superuser or target.budget_id in accessible_budget_ids(user)
+    allowed = may_read_private(user, target, accessible_budget_ids(user))
     attempt = target.attempts.order_by("-number").first() if allowed else None
     return target, attempt, allowed
 

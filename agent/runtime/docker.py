@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime, mount_env
-from agent.runtime.isolation import Identity, Isolation, IsolationConfig
+from agent.runtime.isolation import Identity, Isolation, IsolationConfig, out_of_memory_message
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
 try:
@@ -115,6 +115,16 @@ def default_shm_size(spec: AttemptSpec) -> int:
         return spec.shared_memory
     half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     return min(half, spec.memory) if spec.memory is not None else half
+
+
+def container_out_of_memory(attrs: dict[str, Any]) -> str:
+    """The end reason of a container the engine reports killed at its memory limit
+    (``State.OOMKilled``), naming the limit (``HostConfig.Memory``); "" otherwise."""
+    state = attrs.get("State") or {}
+    if not state.get("OOMKilled"):
+        return ""
+    limit = (attrs.get("HostConfig") or {}).get("Memory")
+    return out_of_memory_message(1, limit if isinstance(limit, int) else None)
 
 
 def _parse_engine_time(text: str) -> float | None:
@@ -279,6 +289,7 @@ class DockerRuntime(StoredRuntime):
         def follow() -> None:
             code: int | None = None
             finished: float | None = None
+            oom = ""
             try:
                 with open_private_append(path) as out:
                     for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
@@ -287,6 +298,7 @@ class DockerRuntime(StoredRuntime):
                 code = int(container.wait().get("StatusCode"))
                 container.reload()
                 finished = _parse_engine_time(container.attrs.get("State", {}).get("FinishedAt", ""))
+                oom = container_out_of_memory(container.attrs)
             except (DockerException, OSError, ValueError, TypeError) as exc:
                 if self._closed.is_set():
                     return
@@ -294,13 +306,15 @@ class DockerRuntime(StoredRuntime):
             if self._closed.is_set():
                 return
             self._remove(container)
-            loop.call_soon_threadsafe(self._exited, record, code, finished)
+            loop.call_soon_threadsafe(self._exited, record, code, finished, oom)
 
         threading.Thread(target=follow, name=f"attempt-{record.attempt_id}", daemon=True).start()
 
-    def _exited(self, record: AttemptRecord, code: int | None, finished_wall: float | None) -> None:
+    def _exited(self, record: AttemptRecord, code: int | None, finished_wall: float | None, oom: str = "") -> None:
         future = self._exits.pop(record.attempt_id, None)
         if record.state == "running":
+            if oom:
+                record.message = oom  # the end reason the server records (Kubernetes' OOMKilled)
             self._finish(record, code, finished_wall)
             if self.on_exit is not None:
                 self.on_exit(record)

@@ -375,6 +375,61 @@ def apply_limits(
     return []
 
 
+def _bytes_text(n: int) -> str:
+    """Bytes as the server writes sizes (``scheduler.sizes.format_size``): ``4G``, ``1.5G``, ``512M``."""
+    for unit, shift in (("P", 50), ("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f}G"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f}M"
+    return f"{n}B"
+
+
+def oom_kill_count(text: str) -> int:
+    """The ``oom_kill`` count of a cgroup's ``memory.events`` (v2) or ``memory.oom_control`` (v1,
+    kernels from 4.13): lines ``key value``; 0 when absent or unreadable."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            try:
+                return int(value.strip())
+            except ValueError:
+                return 0
+    return 0
+
+
+def out_of_memory_message(oom_kills: int, limit: int | None) -> str:
+    """The end reason of an attempt the kernel killed at its memory limit (Slurm's OUT_OF_MEMORY,
+    Kubernetes' OOMKilled), naming the limit; "" when nothing was killed for memory."""
+    if oom_kills <= 0:
+        return ""
+    limit_words = f" ({_bytes_text(limit)})" if limit is not None and limit > 0 else ""
+    return f"out of memory: it reached its memory limit{limit_words} and the kernel killed it (OOM kill)"
+
+
+def cgroup_out_of_memory(paths: list[Path]) -> str:
+    """:func:`out_of_memory_message` from the attempt's cgroups (read before they are removed):
+    ``memory.events`` and ``memory.max`` (v2), ``memory.oom_control`` and ``memory.limit_in_bytes``
+    (v1). "" when none of them counts an OOM kill."""
+    for path in paths:
+        for events, limit_file in (("memory.events", "memory.max"), ("memory.oom_control", "memory.limit_in_bytes")):
+            try:
+                kills = oom_kill_count((path / events).read_text())
+            except OSError:
+                continue
+            if not kills:
+                continue
+            try:
+                raw = (path / limit_file).read_text().strip()
+                limit = int(raw) if raw.isdigit() else None
+            except OSError:
+                limit = None
+            return out_of_memory_message(kills, limit)
+    return ""
+
+
 def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
     """The v1 limit cgroups an attempt named ``name`` may have (to remove at its end)."""
     return [base / name for base in (setup.cpu, setup.memory) if setup.kind == "v1" and base is not None]

@@ -31,6 +31,7 @@ from agent.runtime.isolation import (
     access_problem,
     apply_limits,
     attempt_env,
+    cgroup_out_of_memory,
     kill_cgroup,
     kill_tree,
     private_tmp_keep,
@@ -518,12 +519,14 @@ class ProcessRuntime(StoredRuntime):
         status = await asyncio.to_thread(_read_status, status_fd)
         if status != b"ok":
             await asyncio.to_thread(proc.wait)
+            oom = self._out_of_memory(spec.attempt_id, cgroup)
             if cgroup is not None:
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
             shutil.rmtree(tmpdir, ignore_errors=True)
             why = status.removeprefix(b"fail ").decode(errors="replace") if status.startswith(b"fail ") else ""
-            self._fail(record, why or f"the attempt's wrapper ended before its command ran (exit {proc.returncode})")
+            ended = f"the attempt's wrapper ended before its command ran (exit {proc.returncode})"
+            self._fail(record, why or (f"{oom}; {ended}" if oom else ended))
         record.started_mono = monotonic_s()
         self._records[spec.attempt_id] = record
         self._procs[spec.attempt_id] = proc
@@ -535,6 +538,16 @@ class ProcessRuntime(StoredRuntime):
         host and its cgroup tree: the demo, test runs)."""
         agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
         return Path(f"agent-{agent_key}") / f"attempt-{attempt_id}"
+
+    def _out_of_memory(self, attempt_id: int, cgroup: Path | None) -> str:
+        """Whether the kernel killed some of the attempt at its memory limit, in words naming the
+        limit (``isolation.cgroup_out_of_memory``); "" when not, or without cgroups. Read before
+        the cgroups go."""
+        limits = self.isolation.limits
+        paths = ([cgroup] if cgroup is not None else []) + (
+            v1_limit_cgroups(limits, self._cgroup_name(attempt_id)) if limits is not None else []
+        )
+        return cgroup_out_of_memory(paths)
 
     def _remove_limit_cgroups(self, attempt_id: int) -> None:
         """Remove the attempt's v1 CPU and memory cgroups, if any."""
@@ -639,10 +652,15 @@ class ProcessRuntime(StoredRuntime):
         # Leftovers would hold the GPUs: the whole cgroup goes. For our own child the leader is
         # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
+        oom = await asyncio.to_thread(
+            self._out_of_memory, record.attempt_id, Path(record.cgroup) if record.cgroup else None
+        )
         if record.cgroup:
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         await asyncio.to_thread(self._remove_limit_cgroups, record.attempt_id)
         returncode = proc.wait() if proc is not None else None
+        if oom:
+            record.message = oom  # the end reason the server records (Slurm's OUT_OF_MEMORY)
         self._finish(record, returncode)
         if self.on_exit is not None:
             self.on_exit(record)

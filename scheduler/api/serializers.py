@@ -391,14 +391,15 @@ class _ScopedMixin:
         return paths.get(budget_id, str(budget_id))
 
     def may_see_private(self, workload: Workload) -> bool:
-        """Env values are shown only to members of the workload's budget or above, and staff."""
+        """Env values are shown only to the workload's owner, members of its budget or above, and
+        staff (``scheduler.services.may_read_private``)."""
+        from scheduler.services import may_read_private
+
         request = self.context.get("request")
         user = getattr(request, "user", None)
-        if user is None or not user.is_authenticated:
+        if user is None:
             return False
-        if user.is_staff or user.is_superuser:
-            return True
-        return workload.budget_id in (self.context.get("accessible_budget_ids") or set())
+        return may_read_private(user, workload, self.context.get("accessible_budget_ids") or set())
 
 
 class HistoryRowSerializer(serializers.Serializer):

@@ -48,7 +48,7 @@ from scheduler.models import (
     WorkloadDependency,
     WorkloadEvent,
 )
-from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload
+from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload, may_read_private
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
 HISTORY_MAX = 10_000
@@ -57,18 +57,18 @@ HISTORY_MAX = 10_000
 
 class WorkloadLogsMixin:
     """``GET /api/v1/workloads/{id}/logs/?attempt=N&tail=BYTES``: the tail of an attempt's log,
-    fetched live from the agent(s) that ran it (members of the workload's budget, and staff)."""
+    fetched live from the agent(s) that ran it (its owner, members of its budget, and staff)."""
 
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> Response:
         """200 ``{"workload", "attempt", "attempt_id", "parts": [{"host", "rank", "data", "offset",
-        "eof", "error"}]}`` (last attempt unless ``attempt``); 403 ``forbidden`` for non-members;
+        "eof", "error"}]}`` (last attempt unless ``attempt``); 403 ``forbidden`` for others;
         404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
         from scheduler.gateway import attempt_log_tails
 
         workload = get_object_or_404(Workload.objects.select_related("budget"), pk=pk)
-        if not (request.user.is_staff or workload.budget_id in self.accessible_budget_ids):
-            raise PermissionDenied("Only members of the workload's budget may read its logs.")
+        if not may_read_private(request.user, workload, self.accessible_budget_ids):
+            raise PermissionDenied("Only the workload's owner and members of its budget may read its logs.")
         try:
             tail = int(request.query_params.get("tail", 16384))
             number = request.query_params.get("attempt")

@@ -169,3 +169,30 @@ def test_an_email_the_provider_says_is_unverified_as_text_links_no_account(sso: 
     client = Client()
     assert sso_login(client, sso, "sam")["Location"] == "/"
     assert User.objects.get(pk=int(client.session["_auth_user_id"])) != local
+
+
+@pytest.mark.parametrize(
+    ("said", "copied"),
+    [(True, True), ("true", True), ("True", True), (False, False), ("false", False), ("FALSE", False), ("no", False)],
+)
+def test_only_a_verified_email_is_copied_onto_the_account(sso: Provider, org_tree, said, copied):
+    """tryout28: the provider's email was copied onto the local account whether verified or not."""
+    add_person(sso, "kim", groups=[], email="kim@lab.example.org", verified=said)
+    client = Client()
+    assert sso_login(client, sso, "kim")["Location"] == "/"
+    user = User.objects.get(pk=int(client.session["_auth_user_id"]))
+    assert user.email == ("kim@lab.example.org" if copied else "")  # a new account
+    # A later login with another address: copied only when verified; else the account keeps its own.
+    User.objects.filter(pk=user.pk).update(email="kim@old.example.org")
+    sso.users["kim"]["claims"]["email"] = "kim@new.example.org"
+    assert sso_login(Client(), sso, "kim")["Location"] == "/"
+    user.refresh_from_db()
+    assert user.email == ("kim@new.example.org" if copied else "kim@old.example.org")
+
+
+def test_an_email_without_an_email_verified_claim_is_copied_as_linking_trusts_it():
+    from accounts.oidc import verified_email
+
+    assert verified_email({"email": " a@b.org "}) == "a@b.org"
+    assert verified_email({"email": "a@b.org", "email_verified": None}) == ""
+    assert verified_email({"email_verified": True}) == "" and verified_email({"email": 3}) == ""

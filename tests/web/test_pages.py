@@ -173,7 +173,7 @@ def test_outsider_cannot_cancel_from_the_page(researcher, outsider, submit_kwarg
     client.force_login(outsider)
     page = client.get(f"/workloads/{workload.pk}/").content.decode()
     assert 'id="cancel-button"' not in page
-    assert "visible to members of nlp/olmo only" in page
+    assert "visible to its owner and members of nlp/olmo only" in page
     client.post(f"/workloads/{workload.pk}/cancel/")
     workload.refresh_from_db()
     assert workload.state == "pending"

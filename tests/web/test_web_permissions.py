@@ -66,6 +66,6 @@ def test_logs_partial_only_for_members(world, persona):  # noqa: F811
     if persona == "anonymous":
         assert response.status_code == 302
     elif persona == "outsider":
-        assert b"members of the workload's budget only" in response.content
+        assert b"owner and members of its budget only" in response.content
     else:
         assert b"No attempt yet" in response.content

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import shlex
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django import template
 from django.utils import timezone
 
-from fairway_cli.numbers import gpu_hours_text, gpu_time_text
+from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -109,13 +109,9 @@ def ordinal(value: Any) -> str:
 
 @register.filter
 def utc(value: datetime | None) -> str:
-    """``2026-03-01 14:05 UTC``; today's times as ``14:05:09 UTC``."""
-    if value is None:
-        return ""
-    value = value.astimezone(UTC)
-    if value.date() == timezone.now().date():
-        return f"{value:%H:%M:%S} UTC"
-    return f"{value:%Y-%m-%d %H:%M} UTC"
+    """:func:`fairway_cli.numbers.instant_text`: ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC``
+    another day — the instant as the server's sentences and the CLI write it."""
+    return instant_text(value)
 
 
 @register.filter

@@ -1,0 +1,67 @@
+"""One instant, one text (tryout28): a protection end read 11:29:05 in the attempts table (cut
+down) and 11:29:06 in "In the way" (rounded up, the policy's second). Every surface now writes
+instants with ``fairway_cli.numbers.instant_text``."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+from django.test import Client
+from django.utils import timezone
+
+from fairway_cli.numbers import instant_text
+from scheduler import lifecycle
+from scheduler.models import Attempt
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli
+
+
+def test_instant_text_rounds_up_to_the_second_whatever_the_input():
+    now = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
+    exact = datetime(2026, 3, 3, 11, 29, 5, 400000, tzinfo=UTC)
+    assert instant_text(exact, now) == "11:29:06 UTC"
+    assert instant_text(exact.timestamp(), now) == "11:29:06 UTC"
+    assert instant_text("2026-03-03T11:29:05.400000Z", now) == "11:29:06 UTC"
+    assert instant_text(exact.replace(microsecond=0), now) == "11:29:05 UTC"
+    assert instant_text(exact - timedelta(days=1), now) == "Mar 2 11:29:06 UTC"
+    assert instant_text(exact - timedelta(days=400), now) == "Jan 27 2025 11:29:06 UTC"
+    assert instant_text(datetime(2026, 3, 2, 23, 59, 59, 1, tzinfo=UTC), now) == "00:00:00 UTC"  # the next day
+    assert instant_text(None) == "" and instant_text("soon") == "soon"
+
+
+def test_a_protection_end_reads_the_same_in_the_attempts_table_in_the_way_and_the_cli(
+    researcher, outsider, submit_kwargs, org_tree, cluster, monkeypatch
+):
+    # Given: vision/sam's work holds both A100 hosts, protected to a fraction of a second; nlp's
+    # 8-GPU workload waits for that protection to end.
+    now = timezone.now().replace(microsecond=400000)
+    for _ in range(2):
+        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
+    run_tick(cluster.pk)
+    for a in Attempt.objects.select_related("host"):
+        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(cluster.pk)
+    waiting.refresh_from_db()
+    assert waiting.pending_reason == "protected_work"
+    blocker = Attempt.objects.filter(ended_at__isnull=True).order_by("protected_until").first()
+    assert blocker is not None and blocker.protected_until is not None
+    assert blocker.protected_until.microsecond  # the case that rounded two ways
+    text = f"{datetime.fromtimestamp(math.ceil(blocker.protected_until.timestamp()), tz=UTC):%H:%M:%S} UTC"
+
+    mine, theirs = Client(), Client()
+    mine.force_login(researcher)
+    theirs.force_login(outsider)
+    in_the_way = mine.get(f"/workloads/{waiting.pk}/").content.decode()
+    table = theirs.get(f"/workloads/{blocker.workload_id}/").content.decode()
+    shown_ls = run_cli(monkeypatch, researcher, "show", str(waiting.pk))
+    shown_attempts = run_cli(monkeypatch, outsider, "show", str(blocker.workload_id))
+
+    # Then: the same second everywhere, the policy's (rounded up).
+    assert f"#{blocker.workload_id} " in in_the_way and f"protected until {text})" in in_the_way
+    assert re.search(rf"<td>{re.escape(text)}</td>", table), table
+    assert f"protected until {text}" in shown_ls
+    assert text in shown_attempts
