@@ -19,16 +19,9 @@ from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import (
-    KeptRequests,
-    KeptSummary,
-    Requests,
-    idle,
-    pending_shape_count,
-    requests_of,
-    starts_only,
-    summary_of,
-)
+from scheduler.policy.screen import idle, starts_only
+from scheduler.policy.screen_nominees import pending_shape_count
+from scheduler.policy.screen_summary import KeptRequests, KeptSummary, Requests, requests_of, summary_of
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Start, Workload
