@@ -51,8 +51,8 @@ The screen is conservative on every rule it reads:
   work of those budgets together reach ``p``'s smallest single-host request, or enough
   whole hosts holding only such work for its smallest gang, means ``p`` may preempt.
 
-The host walk (:class:`_Summary`, one entry per host) is kept by host version between the
-passes of one kept standing (:class:`KeptSummary`; every change of a host's GPUs, work,
+The host walk (``screen_summary.Summary``, one entry per host) is kept by host version between the
+passes of one kept standing (``screen_summary.KeptSummary``; every change of a host's GPUs, work,
 nominations or protections bumps its version): a pass pays for the hosts that changed.
 
 The property tests (tests/policy/test_properties.py) check on every pass of random
