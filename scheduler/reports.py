@@ -668,7 +668,7 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
 
 SHORT_NAMES = {"cpus": "CPUs", "memory": "memory"}
 """How a sentence names each resource a reason says is short (``resources`` of the pending detail:
-``scheduler.policy.reasons.RESOURCES``)."""
+``scheduler.policy.reason_hosts.RESOURCES``)."""
 
 
 def _short_words(detail: dict[str, Any]) -> str:

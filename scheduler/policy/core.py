@@ -21,7 +21,8 @@ from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.queues import BudgetPending, QueueBuilder, Queues, group, submission_sorted
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.reserve import reserve
-from scheduler.policy.screen import KeptSummary, idle
+from scheduler.policy.screen import idle
+from scheduler.policy.screen_summary import KeptSummary
 from scheduler.policy.skips import SkipRuns
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import AttemptView

@@ -8,7 +8,7 @@ difference) and the pending workloads in submission order (:class:`PendingIndex`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
 
@@ -19,17 +19,11 @@ from scheduler.policy.attempt_log import attempt_changes
 from scheduler.policy.core import Pass, schedule
 from scheduler.policy.pending import Coarse, PendingChanges, PendingIndex
 from scheduler.policy.queues import BudgetPending, group, submission_order
-from scheduler.policy.screen import (
-    KeptRequests,
-    KeptSummary,
-    Requests,
-    idle,
-    pending_shape_count,
-    requests_of,
-    starts_only,
-    summary_of,
-)
+from scheduler.policy.screen import idle, starts_only
+from scheduler.policy.screen_nominees import pending_shape_count
+from scheduler.policy.screen_summary import KeptRequests, KeptSummary, Requests, requests_of, summary_of
 from scheduler.policy.standing import Rebuild, Standing, nominations_of
+from scheduler.policy.standing_check import standing_differences
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Budget, Decisions, Snapshot, Start, Workload
 from scheduler.policy.usage import pass_loads
@@ -92,11 +86,38 @@ class IncrementalScheduler:
             self._budgets = budgets
         tree = self._tree
         pending = self._pending_of(snap)
+        standing = self._standing_for(snap, pending)
+        if standing is None:
+            return schedule(snap)  # a fresh build decides; keep nothing
+        if self.check:
+            self._check_standing(snap, tree, standing, pending)
+        loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
+
+        def load() -> dict[str, int]:
+            if not loads:
+                loads.append(pass_loads(snap, tree, standing.noms, pending, standing.book))
+            return loads[0][1]
+
+        if not snap.with_reasons:
+            screened = self._screen(snap, tree, standing, pending, load)
+            if screened is not None:
+                return screened
+        load()
+        p = Pass(snap, tree, standing, pending, loads[0], self._pending.budgets)
+        p.check = self.check
+        p.hosts_kept = self._hosts
+        dec = p.run()
+        self._standing = standing
+        return dec
+
+    def _standing_for(self, snap: Snapshot, pending: dict[str, Workload]) -> Standing | None:
+        """The kept standing synced to ``snap`` (or built afresh); None when the snapshot is
+        malformed (one GPU claimed twice, or one id twice): ``schedule`` decides, nothing kept."""
         standing, self._standing = self._standing, None  # until this call has finished with it
         # Attempts taken by the producer's changes come from its attempts by id: one id once.
         follows = standing is not None and standing.follows(attempt_changes(snap))
         if not _well_formed(snap, pending, ids=not follows):
-            return schedule(snap)  # one GPU claimed twice, or one id: a fresh build decides; keep nothing
+            return None
         if standing is None or not standing.fits(snap):
             standing = Standing(snap, pending, kept=True)
         else:
@@ -106,59 +127,59 @@ class IncrementalScheduler:
             except Rebuild:
                 standing = Standing(snap, pending, kept=True)
         if standing.state.malformed:
-            return schedule(snap)  # two attempts on one GPU: a fresh build decides; keep nothing
-        if self.check:
-            if len({a.id for a in snap.attempts}) != len(snap.attempts):
-                raise AssertionError(f"one attempt id twice at {snap.now}")
-            fresh = Standing(snap, pending)
-            diff = standing.same_as(fresh)
-            fresh_loads = pass_loads(snap, tree, fresh.noms, pending)
-            if pass_loads(snap, tree, standing.noms, pending, standing.book) != fresh_loads:
-                diff.append("loads")
-            diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
-            diff.extend(victims.kept_rows_differences(standing))
-            if self._hosts.of(standing) != summary_of(standing):
-                diff.append("screen summary")
-            if diff:
-                raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
-        loads: list[tuple[dict[str, int], dict[str, int]]] = []  # computed at most once, when needed
+            return None  # two attempts on one GPU
+        return standing
 
-        def load() -> dict[str, int]:
-            if not loads:
-                loads.append(pass_loads(snap, tree, standing.noms, pending, standing.book))
-            return loads[0][1]
+    def _check_standing(
+        self, snap: Snapshot, tree: BudgetTree, standing: Standing, pending: dict[str, Workload]
+    ) -> None:
+        """``check``: the kept standing, loads, room indexes, victim rows and screen summary are
+        a fresh build's."""
+        if len({a.id for a in snap.attempts}) != len(snap.attempts):
+            raise AssertionError(f"one attempt id twice at {snap.now}")
+        fresh = Standing(snap, pending)
+        diff = standing_differences(standing, fresh)
+        fresh_loads = pass_loads(snap, tree, fresh.noms, pending)
+        if pass_loads(snap, tree, standing.noms, pending, standing.book) != fresh_loads:
+            diff.append("loads")
+        diff.extend(room_index_differences(standing, tree, fresh_loads[1], pending.values()))
+        diff.extend(victims.kept_rows_differences(standing))
+        if self._hosts.of(standing) != summary_of(standing):
+            diff.append("screen summary")
+        if diff:
+            raise AssertionError(f"incremental standing differs at {snap.now}: {diff[:5]}")
 
+    def _screen(
+        self,
+        snap: Snapshot,
+        tree: BudgetTree,
+        standing: Standing,
+        pending: dict[str, Workload],
+        load: Callable[[], dict[str, int]],
+    ) -> Decisions | None:
+        """The screened pass's decisions (a pass without reasons the screen answers), else None."""
         index = self._pending
-        grouped = index.budgets
-        if not snap.with_reasons:
-            shapes = index.screen_shapes()
+        shapes = index.screen_shapes()
 
-            def requests() -> Requests:
-                got = self._requests.of(tuple(index.least.items()), standing, shapes, tree)
-                if self.check and got != requests_of(standing, shapes, tree):
-                    raise AssertionError(f"kept screen requests differ at {snap.now}")
-                return got
+        def requests() -> Requests:
+            got = self._requests.of(tuple(index.least.items()), standing, shapes, tree)
+            if self.check and got != requests_of(standing, shapes, tree):
+                raise AssertionError(f"kept screen requests differ at {snap.now}")
+            return got
 
-            if self.waiting_nominations:
-                starts = starts_only(
-                    standing, shapes, tree, load, pending, self._hosts, requests, pending_shape_count(index)
-                )
-                if starts is not None:
-                    starting = {s.workload for s in starts}
-                    nominations = {k: v for k, v in standing.noms.items() if k not in starting}
-                    dec = Decisions(starts=starts, nominations=nominations)
-                    self._screened(snap, dec, standing)
-                    return dec
-            elif idle(standing, shapes, tree, load, None, self._hosts, requests):
-                dec = Decisions(nominations=dict(standing.noms))
-                self._screened(snap, dec, standing)
-                return dec
-        load()
-        p = Pass(snap, tree, standing, pending, loads[0], grouped)
-        p.check = self.check
-        p.hosts_kept = self._hosts
-        dec = p.run()
-        self._standing = standing
+        if self.waiting_nominations:
+            starts = starts_only(
+                standing, shapes, tree, load, pending, self._hosts, requests, pending_shape_count(index)
+            )
+            if starts is None:
+                return None
+            starting = {s.workload for s in starts}
+            dec = Decisions(starts=starts, nominations={k: v for k, v in standing.noms.items() if k not in starting})
+        elif idle(standing, shapes, tree, load, None, self._hosts, requests):
+            dec = Decisions(nominations=dict(standing.noms))
+        else:
+            return None
+        self._screened(snap, dec, standing)
         return dec
 
     def _screened(self, snap: Snapshot, dec: Decisions, standing: Standing) -> None:

@@ -113,7 +113,7 @@ class ReclaimIndex:
         heap = self.heaps.get(key)
         if heap is None:
             # A host without unallocated work (``HostView.unalloc``: the GPUs of its unallocated
-            # attempts not leaving, compared by Standing.same_as) has no entry: no candidates.
+            # attempts not leaving, compared by standing_check.standing_differences) has no entry: no candidates.
             hosts = self.hosts_by_model.get(model, ())
             heap = [e for hv in hosts if hv.unalloc and (e := self._entry(hv, n)) is not None]
             heapq.heapify(heap)

@@ -534,54 +534,9 @@ def preempt(world: World, w: Workload) -> bool:
     and memory fit (§3.3).
     Returns True when it preempted.
     """
-    best: tuple[tuple[object, ...], list[Attempt], tuple[GpuRef, ...]] | None = None
     hosts = [h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE]
     hosts = [h for h in hosts if reservation_allows(world, w, h)]
-    if not world.is_gang(w):
-        for h in hosts:
-            free = world.free(h)
-            cands = [a for a in world.attempts_on(h) if victim_class(world, w, a) == NOW and world.gpus_on(a, h)]
-
-            def enough(subset: tuple[Attempt, ...], h: str = h, free: list[int] = free) -> bool:
-                got = len(free) + sum(len(world.gpus_on(a, h)) for a in subset)
-                return got >= w.gpus and world.fits(w, h, w.gpus, subset)
-
-            for r in range(1, len(cands) + 1):
-                for subset in combinations(cands, r):
-                    if not enough(subset):
-                        continue
-                    if any(enough(tuple(b for b in subset if b is not a)) for a in subset):
-                        continue  # not inclusion-minimal: a proper subset suffices
-                    victims = list(subset)
-                    key = victim_key(world, w, victims, [h])
-                    if best is None or key < best[0]:
-                        pool = set(free)
-                        for a in victims:
-                            pool.update(i for i in world.gpus_on(a, h) if world.nominee((h, i)) in (None, w.id))
-                        gpus = tuple((h, i) for i in sorted(pool)[: w.gpus])
-                        best = (key, victims, gpus)
-    else:
-        size = world.largest(w.model)
-        k = w.gpus // size
-
-        def vacatable(h: str) -> bool:
-            host = world.hosts[h]
-            if host.size != size or any(x == GpuHealth.UNHEALTHY for x in host.gpu_health.values()):
-                return False
-            if any(world.nominee((h, i)) not in (None, w.id) for i in range(size)):
-                return False
-            if not world.fits_empty(w, h, size):
-                return False
-            return all(victim_class(world, w, a) == NOW for a in world.attempts_on(h))
-
-        options = [h for h in hosts if vacatable(h)]
-        for combo in combinations(options, k):
-            victims = sorted({a.id: a for h in combo for a in world.attempts_on(h)}.values(), key=lambda a: a.id)
-            if not victims:
-                continue  # whole free hosts: free placement's business
-            key = victim_key(world, w, victims, list(combo))
-            if best is None or key < best[0]:
-                best = (key, victims, tuple((h, i) for h in combo for i in range(size)))
+    best = _best_gang(world, w, hosts) if world.is_gang(w) else _best_single(world, w, hosts)
     if best is None:
         return False
     _, victims, gpus = best
@@ -593,6 +548,71 @@ def preempt(world: World, w: Workload) -> bool:
         w, PendingReason.AWAITING_PREEMPTION, {"victims": sorted(a.workload for a in victims), "host": gpus[0][0]}
     )
     return True
+
+
+_Best = tuple[tuple[object, ...], list[Attempt], tuple[GpuRef, ...]] | None
+"""The best victim set so far: (victim key, victims, the GPUs nominated)."""
+
+
+def _best_single(world: World, w: Workload, hosts: list[str]) -> _Best:
+    """§3.4 for one host: the best inclusion-minimal sufficient subset of NOW-class attempts over
+    ``hosts`` (the first host, in order, on equal keys)."""
+    best: _Best = None
+    for h in hosts:
+        best = _best_on_host(world, w, h, best)
+    return best
+
+
+def _best_on_host(world: World, w: Workload, h: str, best: _Best) -> _Best:
+    """``best``, or a better victim set on host ``h`` (every subset of its NOW-class attempts)."""
+    free = world.free(h)
+    cands = [a for a in world.attempts_on(h) if victim_class(world, w, a) == NOW and world.gpus_on(a, h)]
+
+    def enough(subset: tuple[Attempt, ...]) -> bool:
+        got = len(free) + sum(len(world.gpus_on(a, h)) for a in subset)
+        return got >= w.gpus and world.fits(w, h, w.gpus, subset)
+
+    for r in range(1, len(cands) + 1):
+        for subset in combinations(cands, r):
+            if not enough(subset):
+                continue
+            if any(enough(tuple(b for b in subset if b is not a)) for a in subset):
+                continue  # not inclusion-minimal: a proper subset suffices
+            victims = list(subset)
+            key = victim_key(world, w, victims, [h])
+            if best is None or key < best[0]:
+                pool = set(free)
+                for a in victims:
+                    pool.update(i for i in world.gpus_on(a, h) if world.nominee((h, i)) in (None, w.id))
+                best = (key, victims, tuple((h, i) for i in sorted(pool)[: w.gpus]))
+    return best
+
+
+def _best_gang(world: World, w: Workload, hosts: list[str]) -> _Best:
+    """§3.4 for a gang: the best combination of whole hosts whose every attempt is NOW-class and
+    none of whose GPUs is nominated for another workload (the victims are all their attempts)."""
+    size = world.largest(w.model)
+    k = w.gpus // size
+
+    def vacatable(h: str) -> bool:
+        host = world.hosts[h]
+        if host.size != size or any(x == GpuHealth.UNHEALTHY for x in host.gpu_health.values()):
+            return False
+        if any(world.nominee((h, i)) not in (None, w.id) for i in range(size)):
+            return False
+        if not world.fits_empty(w, h, size):
+            return False
+        return all(victim_class(world, w, a) == NOW for a in world.attempts_on(h))
+
+    best: _Best = None
+    for combo in combinations([h for h in hosts if vacatable(h)], k):
+        victims = sorted({a.id: a for h in combo for a in world.attempts_on(h)}.values(), key=lambda a: a.id)
+        if not victims:
+            continue  # whole free hosts: free placement's business
+        key = victim_key(world, w, victims, list(combo))
+        if best is None or key < best[0]:
+            best = (key, victims, tuple((h, i) for h in combo for i in range(size)))
+    return best
 
 
 def place_nominated(world: World, w: Workload) -> bool:

@@ -7,8 +7,9 @@ scratch that is O(GPUs + attempts) per pass, the largest single cost of a simula
 :meth:`Standing.sync` brings them from the previous pass's end state to a new snapshot by
 difference: attempts that left or changed, nominations that changed, protections that
 ended. The result is the same as a fresh build (``Standing(snapshot)``): same free lists,
-owners, counts and per-host attempt order; :meth:`Standing.same_as` checks it, and the
-policy tests run every pass both ways.
+owners, counts and per-host attempt order;
+:func:`~scheduler.policy.standing_check.standing_differences` checks it, and the policy tests run
+every pass both ways.
 
 :class:`~scheduler.policy.incremental.IncrementalScheduler` is :func:`scheduler.policy.schedule` with a memory: a
 callable ``Snapshot -> Decisions`` giving exactly the decisions of ``schedule`` on every
@@ -81,6 +82,20 @@ class Standing:
                 self.rank[hv.name] = i
                 if hv.healthy:
                     self.slack[hv.model][hv.name] = len(hv.healthy)
+        self._caches()
+        for av in self.state.attempts.values():
+            self.track(av, 1)
+        self.window = snap.window
+        changes = attempt_changes(snap)
+        self.source: tuple[object, int] | None = None if changes is None else (changes.source, changes.serial)
+        """The producer's changes this standing's attempts are at (:class:`AttemptChanges`)."""
+        self.followed = 0  # syncs that read the producer's changes (tests)
+        self.book: LoadBook | None = None
+        if kept:
+            self._keep(snap)
+
+    def _caches(self) -> None:
+        """The indexes kept between passes while the hosts' versions stand (empty at first)."""
         # host -> (host version, the instant it read or None, its victim rows): victims.py's, kept
         # while the host's version stands (protections ending bump it, _end_protections)
         self.victim_rows: dict[str, tuple[int, int | None, object]] = {}
@@ -104,23 +119,16 @@ class Standing:
         # and each host's level for a gang (gang_victims.vacate_level) per allowed budgets, with
         # the host version it read: host -> (version, allowed -> level)
         self.levels: dict[str, tuple[int | None, dict[frozenset[str], int | None]]] = {}
+
+    def _keep(self, snap: Snapshot) -> None:
+        """What only a standing kept between passes needs: protection ends to watch and the open
+        attempts' U and C (a single pass sums those from the snapshot)."""
         for av in self.state.attempts.values():
-            self.track(av, 1)
-        self.window = snap.window
-        changes = attempt_changes(snap)
-        self.source: tuple[object, int] | None = None if changes is None else (changes.source, changes.serial)
-        """The producer's changes this standing's attempts are at (:class:`AttemptChanges`)."""
-        self.followed = 0  # syncs that read the producer's changes (tests)
-        # What only a standing kept between passes needs (``kept``): protection ends to watch and
-        # the open attempts' U and C (a single pass sums those from the snapshot).
-        self.book: LoadBook | None = None
-        if kept:
-            for av in self.state.attempts.values():
-                self._watch(av)
-            self.book = LoadBook(snap.window, snap.now)
-            for a in snap.attempts:
-                if a.id not in self.book.attempts:
-                    self.book.add(a)
+            self._watch(av)
+        self.book = LoadBook(snap.window, snap.now)
+        for a in snap.attempts:
+            if a.id not in self.book.attempts:
+                self.book.add(a)
 
     def unschedulable(self, model: str, gpus: int, cpus: int | None = None, memory: int | None = None) -> bool:
         """True when no host set of the cluster could ever hold ``gpus`` GPUs of ``model`` (with
@@ -363,63 +371,6 @@ class Standing:
         return dirty
 
     # ----------------------------------------------------------------- check
-    def same_as(self, other: Standing) -> list[str]:
-        """Differences from ``other`` that a pass could see (empty when none); for tests."""
-        a, b = self.state, other.state
-        out = []
-        if a.owner != b.owner:
-            out.append("owner")
-        if a.nominated != b.nominated:
-            out.append("nominated")
-        if {h: {w: n for w, n in d.items() if n} for h, d in a.nominees.items() if d} != {
-            h: {w: n for w, n in d.items() if n} for h, d in b.nominees.items() if d
-        }:
-            out.append("nominees")
-        if self.noms != other.noms:
-            out.append("noms")
-        for name, hv in a.hosts.items():
-            ov = b.hosts[name]
-            for f in ("free", "attempts", "unalloc", "stopping", "active", "healthy"):
-                if getattr(hv, f) != getattr(ov, f):
-                    out.append(f"host {name}.{f}: {getattr(hv, f)!r} != {getattr(ov, f)!r}")
-
-        def buckets(st: ClusterState) -> dict[str, dict[int, list[str]]]:
-            out = {m: {c: lst for c, lst in d.items() if lst} for m, d in st.buckets.items()}
-            return {m: d for m, d in out.items() if d}
-
-        if buckets(a) != buckets(b):
-            out.append(f"buckets {buckets(a)} != {buckets(b)}")
-        if set(a.attempts) != set(b.attempts):
-            out.append("attempt ids")
-        else:
-            for aid, mine in a.attempts.items():
-                theirs = b.attempts[aid]
-                if (mine.attempt, mine.stopping, mine.hosts, mine.on_host, mine.protected) != (
-                    theirs.attempt,
-                    theirs.stopping,
-                    theirs.hosts,
-                    theirs.on_host,
-                    theirs.protected,
-                ):
-                    out.append(f"attempt {aid}")
-
-        def nonzero(agg: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, list[int]]]:
-            out = {h: {v: c for v, c in d.items() if c[0] or c[1]} for h, d in agg.items()}
-            return {h: d for h, d in out.items() if d}
-
-        if nonzero(self.agg) != nonzero(other.agg):
-            out.append("agg")
-        if {h: n for h, n in self.agg_held.items() if n} != {h: n for h, n in other.agg_held.items() if n}:
-            out.append("agg_held")
-        if {v: d for v, d in self.victim_hosts.items() if d} != {v: d for v, d in other.victim_hosts.items() if d}:
-            out.append("victim_hosts")
-        if {v: d for v, d in self.budget_hosts.items() if d} != {v: d for v, d in other.budget_hosts.items() if d}:
-            out.append("budget_hosts")
-        if self.slack != other.slack:
-            out.append("slack")
-        if not other.agg_budgets <= self.agg_budgets:
-            out.append("agg_budgets")
-        return out
 
 
 class Rebuild(Exception):

@@ -37,7 +37,8 @@ from collections.abc import Callable
 import scheduler.policy.contract as contract
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.reserve import bound_hosts, ruled_out
-from scheduler.policy.screen import NONE, KeptSummary, Requests, idle
+from scheduler.policy.screen import idle
+from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
 from scheduler.policy.skips import SkipRuns
 
 Rest = dict[tuple[str, str, int | None, int | None, bool], list[int]]

@@ -8,7 +8,7 @@
 - ``QueueBuilder`` classifies a budget as a whole only where workload by workload says the same
   (reasons included);
 - ``submission_sorted`` (three stable sorts) is ``sorted`` by ``submission_order``;
-- the gang reason table's set tests (``reasons._gang_level_by_sets``) give ``reasons._gang_level``;
+- the gang reason table's set tests (``reason_tables.gang_level_by_sets``) give ``reason_tables.gang_level``;
 - ``Pass._skipped_like`` (a run of one shape skipped at once, with the first one's reason) decides
   what ``Pass._skipped`` asked of every workload decides, reasons included; without reasons
   (``Pass._run_end_bare``, the least M skipped per shape, a run in one loop) too.
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import scheduler.policy.contract as contract
 from bench.synth import make_settled
-from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, reasons, schedule
+from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, reason_tables, schedule
 from scheduler.policy.core import Pass
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.pending import PendingIndex, PendingLog
@@ -300,11 +300,11 @@ def test_gang_level_by_sets_is_the_plain_level(
 ) -> None:
     """A host's ``Standing.agg`` entry ``per`` (zero entries included) and unallocated GPUs."""
     items = [(v, c[1] > 0) for v, c in per.items() if c[0] or c[1]]
-    plain = reasons._gang_level(cls, 1 if unalloc else 0, items)
+    plain = reason_tables.gang_level(cls, 1 if unalloc else 0, items)
     never = frozenset(v for v, c in cls.items() if c == contract.NEVER)
     forbidden = frozenset(v for v, c in cls.items() if c == contract.FORBIDDEN)
     held = frozenset(v for v, _ in items)
     busy = 1 if unalloc or held else 0
-    by_sets = reasons._gang_level_by_sets(never, forbidden, False, held, any(c[1] > 0 for c in per.values()), busy)
+    by_sets = reason_tables.gang_level_by_sets(never, forbidden, False, held, any(c[1] > 0 for c in per.values()), busy)
     assert by_sets == plain
-    assert reasons._gang_level_by_sets(never, forbidden, True, held, False, busy) == 4
+    assert reason_tables.gang_level_by_sets(never, forbidden, True, held, False, busy) == 4

@@ -311,15 +311,15 @@ def test_screen_summary_kept_by_host_version_reads_only_changed_hosts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The idle screen's host summary is kept between passes per host version
-    (scheduler/policy/screen.py, ``KeptSummary``): check=True compares it with a fresh walk on
+    (scheduler/policy/screen_summary.py, ``KeptSummary``): check=True compares it with a fresh walk on
     every pass (the decisions are schedule()'s: the tests above), and most hosts' parts are not
     read again."""
     import scheduler.policy.incremental as incremental
-    import scheduler.policy.screen as screen
+    import scheduler.policy.screen_summary as screen
     from scheduler.policy import IncrementalScheduler
 
     read = {"parts": 0, "screens": 0, "fresh": 0}
-    part, kept, fresh = screen._part, screen.KeptSummary.of, screen.summary_of
+    part, kept, fresh = screen.host_part, screen.KeptSummary.of, screen.summary_of
 
     def counted_part(standing, hv):  # type: ignore[no-untyped-def]
         read["parts"] += 1
@@ -333,7 +333,7 @@ def test_screen_summary_kept_by_host_version_reads_only_changed_hosts(
         read["fresh"] += 1
         return fresh(standing)
 
-    monkeypatch.setattr(screen, "_part", counted_part)
+    monkeypatch.setattr(screen, "host_part", counted_part)
     monkeypatch.setattr(incremental, "summary_of", counted_fresh)
     monkeypatch.setattr(screen.KeptSummary, "of", counted_of)
     inc = IncrementalScheduler(check=True)

@@ -1,0 +1,215 @@
+"""What the idle screen (``screen.py``) reads, kept between passes: the host walk
+(:class:`Summary`, one :data:`Part` per active host; :class:`KeptSummary` by host version) and the
+pending shapes (:class:`Requests`: the smallest requests per model and the preemption wants per
+(budget, model); :class:`KeptRequests` while the shapes, the tree and the hosts are the same)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import scheduler.policy.contract as contract
+from scheduler.policy.standing import Standing
+from scheduler.policy.state import HostView
+from scheduler.policy.tree import BudgetTree
+from scheduler.policy.types import OnCap, Workload
+
+NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
+
+Want = dict[tuple[str, str], list[int]]
+"""(budget, model) -> [smallest single-host request, smallest gang in hosts, smallest commitment]."""
+
+
+def fold(slot: list[int], k: int, c: int) -> None:
+    """One allocated workload into its :data:`Want` entry: ``k`` hosts for a gang (0: its GPUs
+    on one host, already in ``slot[0]`` by the caller's choice), commitment ``c``."""
+    if k < 0:
+        slot[0] = min(slot[0], -k)
+    else:
+        slot[1] = min(slot[1], k)
+    slot[2] = min(slot[2], c)
+
+
+@dataclass(slots=True)
+class Summary:
+    """Per model: the most free GPUs on one host, whole free hosts, the most free + unallocated
+    GPUs on one host, whole hosts holding only those; hosts never vacated whole now."""
+
+    most_free: dict[str, int] = field(default_factory=dict)
+    whole_free: dict[str, int] = field(default_factory=dict)
+    most_base: dict[str, int] = field(default_factory=dict)
+    vacatable_base: dict[str, int] = field(default_factory=dict)
+    blocked: set[str] = field(default_factory=set)  # hosts with leaving or protected work
+
+
+Part = tuple[str, int, int, bool, bool, bool]
+"""What one active host adds to a :class:`Summary`: model, free GPUs, free + unallocated GPUs,
+whole and free, whole and vacatable now, blocked (leaving or protected work)."""
+
+
+def host_part(standing: Standing, hv: HostView) -> Part | None:
+    """One host's entry of the summary (None: not active)."""
+    if not hv.active:
+        return None
+    per = standing.agg.get(hv.name)
+    blocked = bool(hv.stopping) or (per is not None and any(c[1] for c in per.values()))
+    f = len(hv.free)
+    room = f + hv.unalloc  # free GPUs and unallocated work: room now for any allocated workload
+    whole = hv.all_healthy and hv.size == standing.state.largest[hv.model]
+    return hv.model, f, room, whole and f == hv.size, whole and room == hv.size and not blocked, blocked
+
+
+def summary_of(standing: Standing) -> Summary:
+    out = Summary()
+    for hv in standing.state.hosts.values():
+        part = host_part(standing, hv)
+        if part is None:
+            continue
+        m, f, room, whole_free, vacatable, blocked = part
+        if blocked:
+            out.blocked.add(hv.name)
+        if f > out.most_free.get(m, 0):
+            out.most_free[m] = f
+        if room > out.most_base.get(m, 0):
+            out.most_base[m] = room
+        if whole_free:
+            out.whole_free[m] = out.whole_free.get(m, 0) + 1
+        if vacatable:
+            out.vacatable_base[m] = out.vacatable_base.get(m, 0) + 1
+    return out
+
+
+_UNSEEN: tuple[int, None] = (-1, None)
+
+
+class KeptSummary:
+    """:func:`summary_of` kept between the passes of one kept standing: each host's :func:`host_part`
+    by host version, folded into counts per model (how many hosts have each number of free GPUs,
+    of free + unallocated GPUs; whole free and vacatable hosts; blocked hosts). A standing built
+    afresh (another :class:`ClusterState`) starts it over. ``IncrementalScheduler(check=True)``
+    compares it with :func:`summary_of` at every pass."""
+
+    def __init__(self) -> None:
+        self._state: object = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen: dict[str, tuple[int, Part | None]] = {}
+        self._free: dict[str, Counter[int]] = {}
+        self._room: dict[str, Counter[int]] = {}
+        self._whole: Counter[str] = Counter()
+        self._vacatable: Counter[str] = Counter()
+        self._blocked: set[str] = set()
+
+    def of(self, standing: Standing) -> Summary:
+        st = standing.state
+        if self._state is not st:
+            self._reset()  # a new standing: every host anew
+            self._state = st
+        seen, hosts = self._seen, st.hosts
+        if not seen:
+            changed: Iterable[str] = hosts
+        else:  # a host never bumped (absent from ``version``) is as it was built
+            changed = [name for name, v in st.version.items() if seen.get(name, _UNSEEN)[0] != v]
+        for name in changed:
+            hv = hosts.get(name)
+            if hv is None:
+                continue  # a nominated GPU of a host not in the snapshot: no part of the summary
+            old = seen.get(name)
+            if old is not None and old[1] is not None:
+                self._count(name, old[1], -1)
+            part = host_part(standing, hv)
+            seen[name] = (st.version.get(name, 0), part)
+            if part is not None:
+                self._count(name, part, 1)
+        return Summary(
+            most_free={m: k for m, c in self._free.items() if (k := max((k for k, n in c.items() if n), default=0))},
+            whole_free={m: n for m, n in self._whole.items() if n},
+            most_base={m: k for m, c in self._room.items() if (k := max((k for k, n in c.items() if n), default=0))},
+            vacatable_base={m: n for m, n in self._vacatable.items() if n},
+            blocked=set(self._blocked),
+        )
+
+    def _count(self, name: str, part: Part, sign: int) -> None:
+        m, f, room, whole_free, vacatable, blocked = part
+        self._free.setdefault(m, Counter())[f] += sign
+        self._room.setdefault(m, Counter())[room] += sign
+        self._whole[m] += sign * whole_free
+        self._vacatable[m] += sign * vacatable
+        if blocked:
+            if sign > 0:
+                self._blocked.add(name)
+            else:
+                self._blocked.discard(name)
+
+
+@dataclass(slots=True)
+class Requests:
+    """What the screen reads of the pending shapes: :data:`Want` per (budget, model) of allocated
+    work that may preempt, and per model the smallest single-host request and the smallest gang
+    (in hosts) of any workload that may start (unallocated and downgraded work included)."""
+
+    want: Want
+    single: dict[str, int]
+    gang: dict[str, int]
+    slots: dict[tuple[str, str], list[tuple[Workload, int, int]]] = field(default_factory=dict, compare=False)
+    """Per :data:`Want` key, the shapes read into it: (workload, ``-gpus`` for one host or the
+    gang's hosts, commitment); :func:`want_without_nominees` folds them again without some."""
+
+    def fit(self, summary: Summary) -> bool:
+        """Some pending workload fits the free GPUs now (one host, or whole free hosts)."""
+        return any(summary.most_free.get(m, 0) >= n for m, n in self.single.items()) or any(
+            summary.whole_free.get(m, 0) >= k for m, k in self.gang.items()
+        )
+
+
+def requests_of(standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+    """:class:`Requests` of ``pending``: a pure function of their shapes, the tree and the hosts."""
+    largest = standing.state.largest
+    out = Requests({}, {}, {})
+    want, single, gang, slots = out.want, out.single, out.gang, out.slots
+    for w in pending:
+        if w.budget not in tree.budgets or tree.held(w.budget):
+            continue
+        if standing.unschedulable(w.model, w.gpus, w.cpus, w.memory):
+            continue  # the pass only gives it a reason
+        big = largest[w.model]
+        capper = tree.capped_by(w.budget) if w.allocated else None
+        if capper is not None and capper.on_cap == OnCap.HOLD:
+            continue
+        if w.gpus <= big:
+            single[w.model] = min(single.get(w.model, NONE), w.gpus)
+            k = 0
+        else:
+            k = w.gpus // big
+            gang[w.model] = min(gang.get(w.model, NONE), k)
+        if not w.allocated or capper is not None:
+            continue  # unallocated (or downgraded) work never preempts (rule 4)
+        c = contract.commitment(w)
+        size = k if k else -w.gpus
+        fold(want.setdefault((w.budget, w.model), [NONE, NONE, c]), size, c)
+        slots.setdefault((w.budget, w.model), []).append((w, size, c))
+    return out
+
+
+class KeptRequests:
+    """:func:`requests_of` kept while the pending shapes (a key the caller gives: the least M per
+    coarse shape, ``PendingIndex.least``), the tree and the standing's hosts are the same."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, object, object] | None = None
+        self._value: Requests | None = None
+
+    def of(self, key: object, standing: Standing, pending: Iterable[Workload], tree: BudgetTree) -> Requests:
+        last = self._key
+        if (
+            self._value is None
+            or last is None
+            or last[1] is not tree
+            or last[2] is not standing.state
+            or last[0] != key
+        ):
+            self._value = requests_of(standing, pending, tree)
+            self._key = (key, tree, standing.state)
+        return self._value
