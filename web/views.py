@@ -41,7 +41,7 @@ from fairway_cli.words import REASON_WORDS
 from scheduler.accounting import accounting, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
-from scheduler.api.serializers import WorkloadDetailSerializer
+from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
     GPU,
@@ -293,7 +293,7 @@ def _workload(pk: int) -> Workload:
                 )
                 .order_by("number"),
             ),
-            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
+            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
         ),
         pk=pk,
     )

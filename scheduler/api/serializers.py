@@ -599,6 +599,16 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
         return [f"{link.gpu.host.name}:{link.gpu.index}" for link in links]
 
 
+EVENT_ORDER = ("id",)
+"""How a workload's events are listed (the page, the API's detail, ``fairway show``): in the order
+they were recorded. ``at`` stays the instant each names, and a tick stamps its events with its
+start (the instant its decisions were made for), so a slow tick's "attempt 3 placed" can carry an
+``at`` before "attempt 2 ended", which the agent link recorded while the tick ran and which the
+tick's placement followed; ordered by ``at`` the placement was listed first. An end and the
+placement it allows are both written under the workload's row lock (docs/locking.md: the exit
+report and the tick lock it first), so their ids follow the order they were committed."""
+
+
 class WorkloadEventSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     actor = serializers.CharField(source="actor.username", read_only=True, default=None)
 

@@ -24,6 +24,7 @@ from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
 from scheduler.api.serializers import (
+    EVENT_ORDER,
     ROW_JSON,
     ROW_NAMES,
     ArrayGroupSerializer,
@@ -127,7 +128,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .prefetch_related(Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))
                 .order_by("number"),
             ),
-            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
+            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
             Prefetch("dependencies", queryset=WorkloadDependency.objects.select_related("after").order_by("after_id")),
         ]
 
