@@ -31,26 +31,11 @@ import requests
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.words import reason_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-REASONS = {
-    "unschedulable": "no host can ever fit it",
-    "dependency": "waits for other workloads",
-    "held": "budget on hold",
-    "budget_capped": "budget capped",
-    "awaiting_preemption": "others are leaving for it",
-    "reserved_for_other": "GPUs reserved for a larger job",
-    "protected_work": "waiting for protection to end",
-    "fair_share": "other budgets go first",
-    "insufficient_gpus": "not enough GPUs",
-    "not_yet_considered": "just submitted",
-}
-"""A pending reason in a few words, as the web's lists write it (``web.views.REASON_WORDS``; the CLI
-imports nothing of the server, a test keeps the two equal)."""
-
-
 MAX_SPEC_CHARS = 256 * 1024
 """The longest spec (``-f``) the CLI reads, the server's limit (``web.forms.MAX_SPEC_CHARS``: what
 travels to an agent in one start message; a test keeps the two equal)."""
@@ -594,7 +579,7 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 def _why_short(w: dict[str, Any]) -> str:
     if w.get("state") != "pending":
         return ""
-    words = REASONS.get(w.get("pending_reason") or "", "just submitted")
+    words = reason_words(w.get("pending_reason"), w.get("pending_resources"))  # an older server sends none
     if w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words

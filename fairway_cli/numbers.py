@@ -46,10 +46,10 @@ def gpu_time_text(gpu_seconds: Any) -> str:
     return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
 
 
-__all__ = ["gpu_hours_text", "gpu_time_text"]
+__all__ = ["gpu_hours_text", "gpu_time_text", "instant_text"]
 
 
-def instant_text(value: Any, now: datetime | None = None) -> str:
+def instant_text(value: Any, now: datetime | None = None, *, absolute: bool = False) -> str:
     """An instant as people read it, on every surface (the pages' ``utc`` filter, the server's
     sentences, the CLI's tables): ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC`` another day of
     this year, ``Mar 3 2025 14:05:09 UTC`` before. ``value``: an aware datetime, epoch seconds or
@@ -57,7 +57,10 @@ def instant_text(value: Any, now: datetime | None = None) -> str:
 
     Whole seconds rounded up, as the policy reads instants (``scheduler.snapshot.epoch_up``): a
     protection end of 11:29:05.4 is the policy's 11:29:06, and the attempts table and the "In the
-    way" line named two seconds for it while each rounded its own way (tryout28)."""
+    way" line named two seconds for it while each rounded its own way (tryout28).
+
+    ``absolute``: always the full form, ``Mar 3 2026 14:05:09 UTC``, for text that is stored and
+    read later (an event's message), which must not be relative to the day it was written."""
     if value is None or value == "":
         return ""
     if isinstance(value, str):
@@ -75,6 +78,8 @@ def instant_text(value: Any, now: datetime | None = None) -> str:
         at = datetime.fromtimestamp(math.ceil(value), tz=UTC)
     else:
         return str(value)
+    if absolute:
+        return f"{at:%b} {at.day} {at.year} {at:%H:%M:%S} UTC"
     today = (now or datetime.now(UTC)).astimezone(UTC).date()
     if at.date() == today:
         return f"{at:%H:%M:%S} UTC"

@@ -169,6 +169,7 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
     from django.db import transaction
     from django.utils import timezone
 
+    from fairway_cli.numbers import instant_text
     from scheduler import notify
     from scheduler.models import WorkloadEvent
 
@@ -178,7 +179,9 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
                 workload_id=w.pk,
                 at=timezone.now(),
                 kind="estimate_moved",
-                message=f"estimated start moved from {old:%Y-%m-%d %H:%M} to {new:%Y-%m-%d %H:%M} UTC",
+                # Stored and read later: the absolute form, whole seconds rounded up (as every surface).
+                message=f"estimated start moved from {instant_text(old, absolute=True)} "
+                f"to {instant_text(new, absolute=True)}",
                 data={"from": old.isoformat(), "to": new.isoformat()},
             )
             for w, old, new in moved

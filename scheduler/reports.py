@@ -22,6 +22,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import budget_paths, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
+from fairway_cli.words import short_words
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import (
@@ -666,14 +667,10 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
     return lines
 
 
-SHORT_NAMES = {"cpus": "CPUs", "memory": "memory"}
-"""How a sentence names each resource a reason says is short (``resources`` of the pending detail:
-``scheduler.policy.reason_hosts.RESOURCES``)."""
-
-
 def _short_words(detail: dict[str, Any]) -> str:
-    """The resources ``detail`` says are short, in words: ``CPUs``, ``memory``, ``CPUs and memory``."""
-    return " and ".join(SHORT_NAMES.get(r, str(r)) for r in detail.get("resources") or ())
+    """The resources ``detail`` says are short, in words: ``CPUs``, ``memory``, ``CPUs and memory``
+    (``fairway_cli.words.short_words``: the lists' words name them the same way)."""
+    return short_words(detail.get("resources"))
 
 
 def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:

@@ -37,10 +37,11 @@ from accounts.services import accessible_budget_ids, do_create_personal_token, d
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from fairway_cli.words import REASON_WORDS
 from scheduler.accounting import accounting, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
-from scheduler.api.serializers import WorkloadDetailSerializer
+from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
     GPU,
@@ -68,20 +69,6 @@ from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, pars
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
-REASON_WORDS = {
-    "unschedulable": "no host can ever fit it",
-    "dependency": "waits for other workloads",
-    "held": "budget on hold",
-    "budget_capped": "budget capped",
-    "awaiting_preemption": "others are leaving for it",
-    "reserved_for_other": "GPUs reserved for a larger job",
-    "protected_work": "waiting for protection to end",
-    "fair_share": "other budgets go first",
-    "insufficient_gpus": "not enough GPUs",
-    "not_yet_considered": "just submitted",
-}
-"""A pending reason in a few words (lists, dashboard); ``fairway_cli.cli.REASONS`` repeats them for
-``fairway ls`` (the CLI imports nothing of the server), a test keeps the two equal."""
 
 
 @dataclass(slots=True)
@@ -146,7 +133,6 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "paths": scope.paths,
             "standings": standings,
             "occupancy": occupancy(clusters),
-            "reason_words": REASON_WORDS,
         },
     )
 
@@ -290,7 +276,6 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "states": Workload.State.values,
         "budget_choices": sorted(scope.paths.values()),
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
-        "reason_words": REASON_WORDS,
     }
     if request.htmx and request.htmx.target == "workload-rows":
         return _render(request, "web/_workload_rows.html", context)
@@ -308,7 +293,7 @@ def _workload(pk: int) -> Workload:
                 )
                 .order_by("number"),
             ),
-            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
+            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
         ),
         pk=pk,
     )

@@ -448,6 +448,10 @@ class WorkloadListSerializer(FieldsOnceMixin, _ScopedMixin, serializers.ModelSer
     cluster = serializers.CharField(source="cluster.name", read_only=True)
     allocated = serializers.BooleanField(read_only=True)
     accounting = serializers.SerializerMethodField()
+    pending_resources = serializers.SerializerMethodField(
+        help_text="what the pending reason says is short besides GPUs (cpus, memory): "
+        "``pending_detail.resources``; empty when GPUs alone decide"
+    )
 
     class Meta:
         model = Workload
@@ -469,6 +473,7 @@ class WorkloadListSerializer(FieldsOnceMixin, _ScopedMixin, serializers.ModelSer
             "submitted_at",
             "seq",
             "pending_reason",
+            "pending_resources",
             "estimated_start",
             "finished_at",
             "accounting",
@@ -502,6 +507,17 @@ class WorkloadListSerializer(FieldsOnceMixin, _ScopedMixin, serializers.ModelSer
 
     def get_budget(self, obj: Workload) -> str:
         return self.budget_path(obj.budget_id)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_pending_resources(self, obj: Workload) -> list[str]:
+        """The list's words for the reason read it (``fairway_cli.words.reason_words``). From the
+        list view's annotation (``ROW_JSON``: the one key, not the whole ``pending_detail``)
+        where there is one."""
+        if ROW_RESOURCES in obj.__dict__:
+            value = obj.__dict__[ROW_RESOURCES]
+        else:
+            value = (obj.pending_detail or {}).get("resources")
+        return [str(r) for r in value] if isinstance(value, list) else []
 
     @extend_schema_field(AccountingSerializer)
     def get_accounting(self, obj: Workload) -> dict[str, Any]:
@@ -538,6 +554,11 @@ class WorkloadRowSerializer(WorkloadListSerializer):
 
 ROW_NAMES = {"owner_name": "owner__username", "cluster_name": "cluster__name"}
 """The annotations :class:`WorkloadRowSerializer` reads, and the columns they come from."""
+
+ROW_RESOURCES = "row_resources"
+ROW_JSON = {ROW_RESOURCES: ("pending_detail", "resources")}
+"""The annotations of one key of a JSON column the list's rows read (column, key): the list loads
+no ``pending_detail``, only what ``pending_resources`` needs of it, in the page's one query."""
 
 
 class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
@@ -576,6 +597,16 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
         """``host:index`` of every GPU, in rank then host/index order."""
         links = sorted(obj.gpu_links.all(), key=lambda link: (link.rank, link.gpu.host.name, link.gpu.index))
         return [f"{link.gpu.host.name}:{link.gpu.index}" for link in links]
+
+
+EVENT_ORDER = ("id",)
+"""How a workload's events are listed (the page, the API's detail, ``fairway show``): in the order
+they were recorded. ``at`` stays the instant each names, and a tick stamps its events with its
+start (the instant its decisions were made for), so a slow tick's "attempt 3 placed" can carry an
+``at`` before "attempt 2 ended", which the agent link recorded while the tick ran and which the
+tick's placement followed; ordered by ``at`` the placement was listed first. An end and the
+placement it allows are both written under the workload's row lock (docs/locking.md: the exit
+report and the tick lock it first), so their ids follow the order they were committed."""
 
 
 class WorkloadEventSerializer(FieldsOnceMixin, serializers.ModelSerializer):

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -23,6 +24,8 @@ from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
 from scheduler.api.serializers import (
+    EVENT_ORDER,
+    ROW_JSON,
     ROW_NAMES,
     ArrayGroupSerializer,
     ClusterSerializer,
@@ -125,7 +128,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .prefetch_related(Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))
                 .order_by("number"),
             ),
-            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by("at", "id")),
+            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
             Prefetch("dependencies", queryset=WorkloadDependency.objects.select_related("after").order_by("after_id")),
         ]
 
@@ -136,6 +139,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             # query of the page's attempts (list()). The owner's and cluster's names as columns of
             # the row (ROW_NAMES), not a user and a cluster model per row.
             names = {name: F(column) for name, column in ROW_NAMES.items()}
+            names |= {name: KeyTransform(key, column) for name, (column, key) in ROW_JSON.items()}
             return Workload.objects.only(*LIST_COLUMNS).annotate(**names).order_by("-id")
         queryset = Workload.objects.select_related("owner", "cluster", "budget")
         if self.action == "cancel":

@@ -65,3 +65,27 @@ def test_a_protection_end_reads_the_same_in_the_attempts_table_in_the_way_and_th
     assert re.search(rf"<td>{re.escape(text)}</td>", table), table
     assert f"protected until {text}" in shown_ls
     assert text in shown_attempts
+
+
+def test_instant_text_absolute_is_the_full_form_whatever_today_is():
+    now = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
+    exact = datetime(2026, 3, 3, 11, 29, 5, 400000, tzinfo=UTC)
+    assert instant_text(exact, now, absolute=True) == "Mar 3 2026 11:29:06 UTC"
+    assert instant_text(exact.timestamp(), absolute=True) == "Mar 3 2026 11:29:06 UTC"
+    assert instant_text(None, absolute=True) == ""
+
+
+def test_the_estimate_moved_event_writes_instants_as_every_surface_does(researcher, submit_kwargs, cluster):
+    """The stored message said ``2026-03-03 11:29`` (minutes, cut down, its own format) where every
+    surface writes ``Mar 3 2026 11:29:06 UTC`` (seconds rounded up); stored text is read later, so
+    the absolute form, never one relative to the day it was written."""
+    from scheduler.estimates import _notify_moved
+    from scheduler.models import WorkloadEvent
+
+    w = do_submit_workload(researcher, **submit_kwargs())
+    old = datetime(2026, 3, 3, 11, 29, 5, 400000, tzinfo=UTC)
+    new = datetime(2026, 3, 3, 13, 2, 0, tzinfo=UTC)
+    _notify_moved([(w, old, new)])
+    event = WorkloadEvent.objects.get(workload=w, kind="estimate_moved")
+    assert event.message == "estimated start moved from Mar 3 2026 11:29:06 UTC to Mar 3 2026 13:02:00 UTC"
+    assert event.data == {"from": old.isoformat(), "to": new.isoformat()}

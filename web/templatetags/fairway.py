@@ -11,6 +11,7 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.words import reason_words
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -112,6 +113,13 @@ def utc(value: datetime | None) -> str:
     """:func:`fairway_cli.numbers.instant_text`: ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC``
     another day — the instant as the server's sentences and the CLI write it."""
     return instant_text(value)
+
+
+@register.filter
+def pending_words(workload: Any) -> str:
+    """A pending workload's reason in a few words (:func:`fairway_cli.words.reason_words`, as
+    ``fairway ls`` writes it), with what its ``resources`` say is short."""
+    return reason_words(workload.pending_reason, (workload.pending_detail or {}).get("resources"))
 
 
 @register.filter

@@ -1,0 +1,55 @@
+"""A pending reason in a few words, for every list that shows one (the web's workload list and
+dashboard, ``fairway ls``): one function, so a workload kept out by CPUs alone never reads "not
+enough GPUs" in a list while its page says "Not enough CPUs for it".
+
+In the CLI's package because the CLI imports nothing of the server, while the server may import it
+(as it does ``fairway_cli.numbers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+REASON_WORDS = {
+    "unschedulable": "no host can ever fit it",
+    "dependency": "waits for other workloads",
+    "held": "budget on hold",
+    "budget_capped": "budget capped",
+    "awaiting_preemption": "others are leaving for it",
+    "reserved_for_other": "GPUs reserved for a larger job",
+    "protected_work": "waiting for protection to end",
+    "fair_share": "other budgets go first",
+    "insufficient_gpus": "not enough GPUs",
+    "not_yet_considered": "just submitted",
+}
+"""Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
+
+SHORT_NAMES = {"cpus": "CPUs", "memory": "memory"}
+"""How words name each resource a reason says is short (the pending detail's ``resources``:
+``scheduler.policy.reason_hosts.RESOURCES``); the server's sentences use the same names."""
+
+
+def short_words(resources: Iterable[str] | None) -> str:
+    """The resources a reason says are short, in words: ``CPUs``, ``memory``, ``CPUs and memory``;
+    "" for none."""
+    return " and ".join(SHORT_NAMES.get(r, str(r)) for r in resources or ())
+
+
+def reason_words(reason: str | None, resources: Iterable[str] | None = None) -> str:
+    """A pending workload's reason in a few words: ``not enough CPUs`` for ``insufficient_gpus``
+    whose ``resources`` say CPUs are what is short (its GPUs could be made free), any other reason
+    followed by ``(CPUs short)`` when CPUs or memory made it worse than GPUs alone would (the
+    detail page's ``scheduler.reports.short_sentence`` says the same at length). ``just submitted``
+    without a reason; an unknown code as given."""
+    if not reason:
+        return REASON_WORDS["not_yet_considered"]
+    words = REASON_WORDS.get(reason, reason)
+    short = short_words(resources)
+    if not short:
+        return words
+    if reason == "insufficient_gpus":
+        return f"not enough {short}"
+    return f"{words} ({short} short)"
+
+
+__all__ = ["REASON_WORDS", "SHORT_NAMES", "reason_words", "short_words"]

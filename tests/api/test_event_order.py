@@ -1,0 +1,44 @@
+"""Events listed in the order they were recorded (their id), not by ``at``: a slow tick stamps its
+"attempt 2 placed" with the tick's start, which can be before "attempt 1 ended", recorded by the
+agent link while the tick ran (the tick placed attempt 2 because of that end). Ordered by ``at``,
+the page, the API and ``fairway show`` listed the placement first; each ``at`` stays as stamped."""
+
+from __future__ import annotations
+
+import html
+from datetime import timedelta
+
+from django.test import Client
+from django.utils import timezone
+
+from scheduler import lifecycle
+from scheduler.models import Attempt, WorkloadEvent
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli
+
+
+def test_events_are_listed_in_recording_order(researcher, researcher_client, submit_kwargs, cluster, monkeypatch):
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, retries=1))
+    run_tick(cluster.pk)
+    first = Attempt.objects.get(workload=w)
+    assert lifecycle.attempt_started(first.host, first.pk)
+    tick_began = timezone.now()  # the slow tick starts, then the agent link records the end
+    assert lifecycle.attempt_exited(first.host, first.pk, exit_code=1)
+    run_tick(cluster.pk, now=tick_began)
+    kinds = list(WorkloadEvent.objects.filter(workload=w).order_by("id").values_list("kind", "at"))
+    ended, placed = kinds[-2], kinds[-1]
+    assert ended[0] == "retried" and placed[0] == "placed"
+    assert placed[1] < ended[1]  # ``at`` as stamped: the tick's instant
+
+    body = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
+    assert [e["kind"] for e in body["events"]][-2:] == ["retried", "placed"]
+
+    page = Client()
+    page.force_login(researcher)
+    text = html.unescape(page.get(f"/workloads/{w.pk}/").content.decode())
+    assert text.index("attempt 1 ended") < text.index("attempt 2 placed")
+
+    out = run_cli(monkeypatch, researcher, "show", str(w.pk))
+    assert out.index("attempt 1 ended") < out.index("attempt 2 placed")
+    assert timedelta(0) < ended[1] - placed[1] < timedelta(minutes=1)
