@@ -29,12 +29,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from datetime import datetime
 from typing import Any
 
 from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
@@ -54,6 +57,12 @@ INBOX_MAX = 256
 until one is (an agent sends a heartbeat every few seconds and an event per attempt change)."""
 INBOX_DRAIN_S = 60.0
 """How long a disconnect waits for the messages its connection sent before closing to be handled."""
+CLOSE_SERVICE_RESTART = 1012
+"""Close code of uvicorn's graceful shutdown (SIGTERM): a disconnect with it flushes the hub."""
+READ_END = "agent.read.end"
+"""Message type a connection sends its own channel to end its channel-layer read (:meth:`AgentConsumer.__call__`)."""
+READ_END_S = 10.0
+"""How long an ending connection waits for its channel-layer read to end on :data:`READ_END`."""
 
 
 def _bearer_token(scope: dict[str, Any]) -> str:
@@ -192,6 +201,68 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Channels' ``AsyncConsumer.__call__``, ending its channel-layer read without cancelling it.
+
+        Channels cancels the connection's two reads when it stops (the socket's and the channel
+        layer's) and awaits both. A cancelled ``RedisChannelLayer.receive`` that holds the
+        process's shared reader is a BZPOPMIN cancelled inside redis-py (the connection is
+        disconnected and released to the pool under its lock, in the cancelled task): on a
+        SIGTERM'd web process, where every agent connection ends at once, such a read at times
+        never ended, so uvicorn waited for the connection until ``--timeout-graceful-shutdown``
+        and the process manager's SIGKILL came first; a read left running, cancelled again later
+        (sig27's bound), hung ``asyncio.run``'s end. Here the socket's read (uvicorn's queue) is
+        cancelled as before, but the channel layer's is ended by a message: the connection sends
+        :data:`READ_END` to its own channel and reads until it comes (what comes before it is for
+        a closed connection and is dropped), so no Redis command is ever interrupted."""
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.channel_name = await self.channel_layer.new_channel()
+        self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
+        self.base_send = send
+        reads = {"socket": receive, "layer": self.channel_receive}
+        tasks = {name: asyncio.ensure_future(read()) for name, read in reads.items()}
+        try:
+            while True:
+                await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_COMPLETED)
+                for name, task in list(tasks.items()):
+                    if task.done():
+                        await self.dispatch(task.result())
+                        tasks[name] = asyncio.ensure_future(reads[name]())
+        except StopConsumer:
+            pass
+        finally:
+            tasks["socket"].cancel()
+            with contextlib.suppress(BaseException):
+                await tasks["socket"]
+            await self._end_layer_read(tasks["layer"])
+
+    async def _end_layer_read(self, read: asyncio.Future[Any]) -> None:
+        """End the channel-layer read ``read`` by sending :data:`READ_END` to this connection's
+        channel, never by cancelling it (:meth:`__call__`); bounded by :data:`READ_END_S`, past
+        which the read is left to end when the message comes."""
+        deadline = asyncio.get_running_loop().time() + READ_END_S
+        sent = asyncio.ensure_future(self.channel_layer.send(self.channel_name, {"type": READ_END}))
+        await asyncio.wait([sent], timeout=READ_END_S)
+        if not sent.done() or sent.cancelled() or sent.exception() is not None:
+            # Redis unreachable: nothing can end the read but a cancel (once, awaited, as Channels)
+            logger.warning("could not end the channel read of a closed agent connection; cancelling it")
+            read.cancel()
+            with contextlib.suppress(BaseException):
+                await read
+            return
+        while True:
+            await asyncio.wait([read], timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+            if not read.done():
+                logger.warning("the channel read of a closed agent connection did not end in %gs", READ_END_S)
+                return
+            if read.cancelled() or read.exception() is not None or read.result().get("type") == READ_END:
+                return
+            read = asyncio.ensure_future(self.channel_receive())  # a message for the closed connection
+
+    async def agent_read_end(self, message: dict[str, Any]) -> None:
+        """:data:`READ_END` read while the connection runs: not possible (sent only at its end)."""
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its ``aclose_old_connections()`` before every message.
 
@@ -211,6 +282,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if self.host is not None:
             self.live = False
             gateway.hub().unregister(self.host.pk, self)
+            if code == CLOSE_SERVICE_RESTART:
+                # uvicorn's graceful shutdown closed the socket (SIGTERM): the process stops, its
+                # hub's flusher with it; the buffered heartbeats are written now, not lost.
+                await gateway.hub().flush()
             await self.channel_layer.group_discard(self.group, self.channel_name)
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 

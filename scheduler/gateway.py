@@ -712,7 +712,9 @@ class AgentHub:
     that runs at once: a push never waits for a flush. Both run in this hub's own threads,
     not in the thread-sensitive sync thread of the consumers' other database work. Both
     tasks start with the first connection and end when none is left. A process that stops
-    loses the heartbeats still buffered: at most one flush interval of them.
+    gracefully (SIGTERM: uvicorn closes the agents' sockets with 1012) writes the heartbeats
+    still buffered: each connection's disconnect calls :meth:`flush` (scheduler/consumers.py);
+    one killed loses them, at most one flush interval of them.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -244,3 +244,26 @@ async def _test_a_running_attempt_reported_without_its_start_age(host_token):
     )
     assert await comm.receive_nothing(timeout=1.5)
     await comm.disconnect()
+
+
+def test_a_graceful_shutdown_writes_the_buffered_heartbeats(host_token, settings):
+    # A flush period longer than the test: only the disconnect can write the heartbeat
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 600, "HEARTBEAT_S": 2400}
+    asyncio.run(_test_a_graceful_shutdown_writes_the_buffered_heartbeats(host_token))
+
+
+async def _test_a_graceful_shutdown_writes_the_buffered_heartbeats(host_token):
+    host, token = host_token
+    comm = _communicator(token)
+    assert (await comm.connect())[0]
+    await comm.send_to(text_data=_hello())
+    assert isinstance(await _receive(comm), protocol.Welcome)
+    hello_at = (await Host.objects.aget(pk=host.pk)).last_heartbeat
+    await asyncio.sleep(0.05)
+    await comm.send_to(text_data=json.dumps({"v": 1, "type": "heartbeat", "id": 2, "gpus": [], "running": []}))
+    await asyncio.sleep(0.2)  # handled (buffered in the hub), not written
+    assert (await Host.objects.aget(pk=host.pk)).last_heartbeat == hello_at
+    # uvicorn's graceful shutdown (SIGTERM) closes every agent socket with 1012
+    await comm.disconnect(code=1012)
+    written = (await Host.objects.aget(pk=host.pk)).last_heartbeat
+    assert written is not None and hello_at is not None and written > hello_at

@@ -18,7 +18,9 @@ Heartbeats (0.5 s), flushes, ticks (0.5 s) and the grace period are shortened th
 ``FAIRWAY_*`` variables of config/settings.py. The tests share the stack (module scope) and run
 in order: a 1-GPU workload; a gang of 4 GPUs spanning both hosts; a cancel; kill -9 of the web
 process holding ``h2`` while work runs on both hosts, the agent failing over to the other web
-process, the killed one restarted; nothing lost; last, the logs of a running gang from both hosts (a
+process, the killed one restarted; SIGTERM of the web process then holding both agents (a deploy's
+restart: it closes their websockets with 1012 and exits within seconds, they reconnect to the other
+one); nothing lost; last, the logs of a running gang from both hosts (a
 regression check of a bug fixed in scheduler/gateway.py: last because it could leave web 1 unable
 to serve its agents).
 Everything is read through the REST API (personal token) and, for host events, SQL.
@@ -30,6 +32,8 @@ import contextlib
 import json
 import os
 import secrets
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -236,7 +240,7 @@ def _web_argv(port: int) -> list[str]:
     return [
         PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
         "--workers", "1", "--ws", "websockets-sansio", "--ws-ping-interval", "120", "--ws-ping-timeout", "60",
-        "--lifespan", "off", "--proxy-headers",
+        "--lifespan", "off", "--proxy-headers", "--timeout-graceful-shutdown", "30",
         "--log-level", "warning",
     ]  # fmt: skip
 
@@ -457,6 +461,51 @@ def test_kill_9_of_a_web_process_loses_nothing(prod: Stack) -> None:
         prod.expected[name] = ("succeeded", ["succeeded"])
     hosts = {h["name"]: h["state"] for h in prod.api2.get("hosts/?cluster=prod")}
     assert hosts == {"h1": "active", "h2": "active"}, hosts
+
+
+SIGTERM_EXIT_BOUND_S = 10.0
+"""How long a SIGTERM'd web process with connected agents may take to exit (about 0.1-1 s here).
+Generous for a loaded box; the behaviour checked is that it does not wait for its agents until the
+30 s graceful timeout (``--timeout-graceful-shutdown 30``, the Procfile's) but closes their
+websockets at once (1012) and ends their channel-layer reads (scheduler/consumers.py)."""
+
+
+def test_sigterm_of_a_web_process_closes_its_agents_and_exits_promptly(prod: Stack) -> None:
+    # Given the agents of web 1 (both since the kill -9 above moved h2 there) and work running
+    on_web1 = [h for h in ("h1", "h2") if prod.balancers[h].current_backend() == prod.ports["web1"]]
+    assert on_web1, {h: b.current_backend() for h, b in prod.balancers.items()}
+    wid = prod.submit("deployed", gpus=GPUS_PER_HOST, duration=8)
+    prod.wait(lambda: prod.running_attempt(wid), 30, "the workload to run")
+    hellos = {h: prod.hellos(h) for h in on_web1}
+
+    # When web 1 gets SIGTERM, as a deploy's process manager sends it
+    t = time.monotonic()
+    prod.procs.procs["web1"].send_signal(signal.SIGTERM)
+    try:
+        prod.procs.procs["web1"].wait(SIGTERM_EXIT_BOUND_S)
+    except subprocess.TimeoutExpired:
+        prod.procs.kill9("web1")
+        raise AssertionError(
+            f"web 1 still ran {SIGTERM_EXIT_BOUND_S:g}s after SIGTERM:\n{prod.procs.tail('web1')}"
+        ) from None
+    print(f"prodlayout: web 1 exited {time.monotonic() - t:.1f}s after SIGTERM")
+    # uvicorn re-raises the SIGTERM it handled once shut down: killed by it, after a clean shutdown
+    assert prod.procs.procs["web1"].returncode in (0, -signal.SIGTERM), prod.procs.tail("web1")
+
+    # Then its agents reconnect through their balancers to web 2 and say hello there
+    for host in on_web1:
+        prod.wait(lambda host=host: prod.hellos(host) > hellos[host], 20, f"{host}'s agent to say hello again")
+        assert prod.balancers[host].current_backend() == prod.ports["web2"]
+    assert "close code 1012" in prod.procs.output("agent-" + on_web1[0]), prod.procs.tail("agent-" + on_web1[0])
+    # and web 1, restarted, serves again
+    prod.procs.restart("web1")
+    prod.wait(lambda: prod.api1.get("me/", timeout=2), 30, "web 1 to answer again")
+    # and the work running at the restart ends as it would have: one attempt, succeeded
+    w = prod.wait(lambda: prod.final(wid), 30, "the workload to end")
+    assert [(x["end_reason"], x["exit_code"]) for x in w["attempts"]] == [("succeeded", 0)], w
+    (attempt,) = w["attempts"]
+    assert GPUS_PER_HOST * 7 <= attempt["charged_gpu_seconds"] <= GPUS_PER_HOST * 12, attempt
+    prod.expected["deployed"] = ("succeeded", ["succeeded"])
 
 
 def test_nothing_was_lost(prod: Stack) -> None:

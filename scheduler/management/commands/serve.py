@@ -99,8 +99,8 @@ class Command(BaseCommand):
             port=opts["port"],
             http="httptools",  # the C parser and libuv loop, as the Procfile (docs/benchmarks/api_load.md)
             loop="uvloop",
-            # A bound on the graceful shutdown: with httptools a process waited on a background task
-            # after SIGTERM in every layout run (docs/benchmarks/api_load.md, third pass; cause open).
+            # A bound on the graceful shutdown (HTTP requests in flight); agent connections end at
+            # once (scheduler/consumers.py, AgentConsumer.__call__; docs/deploy.md, "Restarting").
             timeout_graceful_shutdown=30,
             ws="websockets-sansio",
             ws_ping_interval=WS_PING_INTERVAL_S,
