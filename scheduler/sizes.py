@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from agent.runtime.isolation import bytes_text
+
 _UNITS = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40, "P": 50}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
 
@@ -46,11 +48,4 @@ def format_size(n: int | None) -> str:
     """``n`` bytes in the largest binary unit that divides it (``34359738368`` → ``32G``); ``—`` for None."""
     if n is None:
         return "—"
-    for unit, shift in (("P", 50), ("T", 40), ("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    if n >= 1 << 30:
-        return f"{n / (1 << 30):.1f}G"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f}M"
-    return f"{n}B"
+    return bytes_text(n)  # the agent's words for its end reasons too: one statement

@@ -375,8 +375,9 @@ def apply_limits(
     return []
 
 
-def _bytes_text(n: int) -> str:
-    """Bytes as the server writes sizes (``scheduler.sizes.format_size``): ``4G``, ``1.5G``, ``512M``."""
+def bytes_text(n: int) -> str:
+    """Bytes as people read sizes, here and on the server (``scheduler.sizes.format_size``): the
+    largest binary unit that divides them (``4G``, ``512M``), else one decimal (``1.5G``)."""
     for unit, shift in (("P", 50), ("T", 40), ("G", 30), ("M", 20), ("K", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift}{unit}"
@@ -405,7 +406,7 @@ def out_of_memory_message(oom_kills: int, limit: int | None) -> str:
     Kubernetes' OOMKilled), naming the limit; "" when nothing was killed for memory."""
     if oom_kills <= 0:
         return ""
-    limit_words = f" ({_bytes_text(limit)})" if limit is not None and limit > 0 else ""
+    limit_words = f" ({bytes_text(limit)})" if limit is not None and limit > 0 else ""
     return f"out of memory: it reached its memory limit{limit_words} and the kernel killed it (OOM kill)"
 
 

@@ -109,15 +109,24 @@ def _levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
         if level == 2:
             host, until = earliest_protected(ps, w, host)
             detail = {"host": host, "protected_until": until}
-        if level in (2, 3):
-            detail["blocking"] = _blocking(ps, w, [host], level)
-        if level == 3:
-            witness = _witness(ps, w, host)
-            if witness is not None:
-                detail.update(fair_share_detail(ps, w, witness))
+        _blocking_detail(ps, w, [host], host, level, detail)
     if short:
         detail["resources"] = short
     return level, detail
+
+
+def _blocking_detail(
+    ps: PassState, w: Workload, hosts: list[str], witness_host: str, level: int, detail: dict[str, object]
+) -> None:
+    """Add to ``detail`` the work in the way (levels 2 and 3) and, at level 3, the fair-share
+    numbers against the budget whose work ``witness_host`` holds: one statement for single hosts
+    and gangs."""
+    if level in (2, 3):
+        detail["blocking"] = _blocking(ps, w, hosts, level)
+    if level == 3:
+        witness = _witness(ps, w, witness_host)
+        if witness is not None:
+            detail.update(fair_share_detail(ps, w, witness))
 
 
 BLOCKING_SHOWN = 8
@@ -191,12 +200,7 @@ def _gang_levels(ps: PassState, w: Workload) -> tuple[int, dict[str, object]]:
                 default=ps.now,
             )
     detail = {"hosts": hosts, **detail}
-    if level in (2, 3):
-        detail["blocking"] = _blocking(ps, w, hosts, level)
-    if level == 3:
-        witness = _witness(ps, w, last)
-        if witness is not None:
-            detail.update(fair_share_detail(ps, w, witness))
+    _blocking_detail(ps, w, hosts, last, level, detail)
     if short:
         detail["resources"] = short
     return level, detail
