@@ -5,7 +5,7 @@ rule 2 forbids taking vision's work)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -52,11 +52,13 @@ def olmo_waits_for_visions_protection(
     cluster: Any,
     org_tree: dict[str, Any],
     submit_kwargs: Callable[..., dict[str, Any]],
+    now: datetime | None = None,
 ) -> Workload:
-    """vision/sam holds both A100 hosts with work started 50 minutes ago (M = 1 h, protected 10
-    more minutes); nlp/olmo, further below its share, submits an 8-GPU workload that waits with a
-    reservation for that protection's end (``protected_work``). No estimate run yet."""
-    now = timezone.now()
+    """vision/sam holds both A100 hosts with work started 50 minutes before ``now`` (default: the
+    present; M = 1 h, protected 10 more minutes); nlp/olmo, further below its share, submits an
+    8-GPU workload that waits with a reservation for that protection's end (``protected_work``).
+    No estimate run yet."""
+    now = now or timezone.now()
     for _ in range(2):
         do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
     run_tick(cluster.pk)

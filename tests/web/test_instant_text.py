@@ -12,10 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from fairway_cli.numbers import instant_text
-from scheduler import lifecycle
 from scheduler.models import Attempt
 from scheduler.services import do_submit_workload
-from scheduler.tick import run_tick
+from tests.api.fair_share_setup import olmo_waits_for_visions_protection
 from tests.cli.inprocess import run_cli
 
 
@@ -38,13 +37,7 @@ def test_a_protection_end_reads_the_same_in_the_attempts_table_in_the_way_and_th
     # Given: vision/sam's work holds both A100 hosts, protected to a fraction of a second; nlp's
     # 8-GPU workload waits for that protection to end.
     now = timezone.now().replace(microsecond=400000)
-    for _ in range(2):
-        do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8))
-    run_tick(cluster.pk)
-    for a in Attempt.objects.select_related("host"):
-        assert lifecycle.attempt_started(a.host, a.pk, now=now - timedelta(minutes=50))
-    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
-    run_tick(cluster.pk)
+    waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs, now=now)
     waiting.refresh_from_db()
     assert waiting.pending_reason == "protected_work"
     blocker = Attempt.objects.filter(ended_at__isnull=True).order_by("protected_until").first()
