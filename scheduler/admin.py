@@ -262,6 +262,7 @@ class WorkloadEventInline(ReadOnlyMixin, admin.TabularInline):
     extra = 0
     fields = ["at", "kind", "actor", "message", "data"]
     readonly_fields = fields
+    ordering = ["id"]  # recorded order, as the page, the API and ``fairway show`` (EVENT_ORDER)
 
 
 @admin.register(Workload)
@@ -328,11 +329,19 @@ class AttemptAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(WorkloadEvent)
 class WorkloadEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["at", "workload", "kind", "actor", "message"]
+    list_display = ["recorded_at", "workload", "kind", "actor", "message"]
     list_filter = ["kind"]
     search_fields = ["workload__name", "message"]
     list_select_related = ["workload", "actor"]
     date_hierarchy = "at"
+    ordering = ["-id"]  # newest recorded first; its "at" column sorts the same way
+
+    @admin.display(description="at", ordering="id")
+    def recorded_at(self, obj: WorkloadEvent) -> Any:
+        """``at`` as stamped, sorted by the order the events were recorded (``EVENT_ORDER``): a
+        tick stamps its events with its start, so ``at`` need not grow with the id, and sorted by
+        ``at`` a placement read before the end that allowed it."""
+        return obj.at
 
 
 @admin.register(HostEvent)

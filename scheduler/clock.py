@@ -29,6 +29,7 @@ class Clock:
         self._next_estimate: dict[int, float] = {}
         self._rolled_up_hour: object = None
         self._next_prune = 0.0
+        self._next_resend = 0.0
         self._thread: threading.Thread | None = None
 
     def start(self) -> Clock:
@@ -61,6 +62,9 @@ class Clock:
             if now >= self._next_prune:
                 self._next_prune = now + tasks.PRUNE_METRICS_EVERY_S
                 tasks.prune_gpu_metrics.send()
+            if now >= self._next_resend:  # lost delayed messages (retries): tasks.resend_stale_notifications
+                self._next_resend = now + tasks.RESEND_NOTIFICATIONS_EVERY_S
+                tasks.resend_stale_notifications.send()
         hour = timezone.now().replace(minute=0, second=0, microsecond=0)
         if hour != self._rolled_up_hour:  # once an hour (and once at start): the pyramid's last hour
             self._rolled_up_hour = hour

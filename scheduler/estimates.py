@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
+from scheduler.array_quote import ArrayQuote, array_note, array_quote
 from scheduler.models import Workload
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,8 @@ class QuoteTerms:
     """What a quote's lines assume, said once for every surface (docs/estimates.md, "Quotes"):
     ``waits_for``, the ``after`` dependencies not yet ended (then no line has a start: a
     workload waiting on a dependency has no estimate, as it would have submitted); the array's
-    size and ``%N`` cap (the lines price one member); ``notes`` (with the held budget named when the
+    size and ``%N`` cap (the lines price one member; ``array``, the whole array's answer);
+    ``notes`` (with the held budget named when the
     workload's budget or one above it is on hold: no line then has a start), the sentences the web form and
     ``fairway submit --quote`` print under the lines."""
 
@@ -220,6 +222,9 @@ class QuoteTerms:
     array_members: int | None
     array_limit: int | None
     notes: list[str]
+    array: Any = None
+    """An array's answer (:class:`scheduler.array_quote.ArrayQuote`): its first and last members'
+    starts and the whole array's charge, at the user's own minimum runtime."""
 
 
 def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
@@ -246,13 +251,42 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
             "(the simulation ends no work on its own)."
         )
     notes.extend(budget_notes(workload, snap))
-    if members:
-        capped = f", at most {limit} running at once (%{limit})" if limit else ""
-        notes.append(
-            f"An array of {members} members: each line prices one member as if it were submitted alone; "
-            f"the others queue behind it{capped}."
-        )
-    return QuoteTerms(waits_for, members, limit, notes)
+    answer = None
+    if members and snap is not None:
+        answer = _array_answer(workload, snap, members, limit)
+        if waits_for:  # as the lines: a workload waiting on a dependency has no estimate
+            answer = replace(answer, first_start=None, last_start=None, started=0, started_by=None, starts_now=False)
+        notes.append(array_note(answer, bool(waits_for)))
+    return QuoteTerms(waits_for, members, limit, notes, answer)
+
+
+def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None) -> ArrayQuote:
+    """The array's starts and charge at the workload's own ``M``, from the snapshot the lines
+    simulate (:func:`scheduler.array_quote.array_quote`): the quote's member, ``members`` of it."""
+    from scheduler.sim.estimate import QUOTE_ID
+    from scheduler.snapshot import policy_workload
+
+    member = policy_workload(
+        QUOTE_ID,
+        workload.budget.pk,
+        workload.gpu_count,
+        workload.gpu_model,
+        workload.min_runtime_s,
+        snap.now,
+        0,
+        workload.cpus,
+        workload.memory_bytes,
+    )
+    return array_quote(
+        snap,
+        member,
+        members,
+        limit,
+        grace=int(settings.FAIRWAY["GRACE_PERIOD_S"]),
+        running=running_workloads(snap),
+        limits=wall_time_limits(snap),
+        max_runtime_s=workload.max_runtime_s,
+    )
 
 
 def budget_notes(workload: Workload, snap: Any = None) -> list[str]:

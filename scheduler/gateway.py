@@ -927,12 +927,25 @@ def _log_tail_runner() -> tuple[asyncio.AbstractEventLoop, Any]:
         if found is not None and found[0] == key and found[1].is_running():
             return found[1], found[2]
         loop = asyncio.new_event_loop()
-        threading.Thread(target=loop.run_forever, name="fairway-log-tails", daemon=True).start()
+        threading.Thread(target=_run_log_tails, args=(loop,), name="fairway-log-tails", daemon=True).start()
         layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-        if found is not None:  # settings changed (tests): the old loop's layer is dropped with it
+        if found is not None:  # settings changed (tests): the old loop stops, closes and drops its layer
             found[1].call_soon_threadsafe(found[1].stop)
         _log_tail_loop = (key, loop, layer)
         return loop, layer
+
+
+def _run_log_tails(loop: asyncio.AbstractEventLoop) -> None:
+    """The log-tail thread: ``loop`` until it is stopped, then closed here. channels-redis wraps a
+    loop's ``close`` to flush the layer's connections on that loop; a loop stopped but never closed
+    was closed by its ``__del__`` in whatever thread collected it, where another loop could be
+    running (the server's, Playwright's): the flush could not run ("coroutine
+    'RedisLoopLayer.flush' was never awaited") and its Redis connections were left open."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:

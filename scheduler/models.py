@@ -424,7 +424,9 @@ class WorkloadEvent(EventBase):
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
 
     class Meta(EventBase.Meta):
-        pass
+        # In the order they were recorded, as every surface lists them (``api.serializers.EVENT_ORDER``):
+        # ``at`` is the instant each names and need not grow with the id (a tick stamps its start).
+        ordering = ["id"]
 
     def __str__(self) -> str:
         return f"{self.kind} of workload {self.workload_id} at {self.at:%Y-%m-%d %H:%M:%S}"

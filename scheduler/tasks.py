@@ -259,3 +259,42 @@ def prune_gpu_metrics() -> None:
     deleted = metrics.prune()
     if deleted:
         logger.info("GPU metrics: pruned %d minute samples", deleted)
+
+
+RESEND_NOTIFICATIONS_EVERY_S = 300.0
+"""The clock asks for :func:`resend_stale_notifications` this often (seconds)."""
+
+STALE_NOTIFICATION_S = 1800.0
+"""A notification still pending this long after it was written has lost its message: its
+retries (``deliver_notification``: 5, backed off from 5 s, at most 600 s apart, 60 s each) end well
+within it."""
+
+
+def stale_notification_keys(now: float | None = None, limit: int = 500) -> list[str]:
+    """The keys of the notifications still pending :data:`STALE_NOTIFICATION_S` after they were
+    written, oldest first (at most ``limit``)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Notification
+
+    before = timezone.now() - timedelta(seconds=STALE_NOTIFICATION_S)
+    pending = Notification.objects.filter(state=Notification.State.PENDING, created_at__lt=before)
+    return list(pending.order_by("created_at", "pk").values_list("key", flat=True)[:limit])
+
+
+@dramatiq.actor(queue_name="notifications", max_retries=0, time_limit=60_000)
+def resend_stale_notifications() -> None:
+    """Send ``deliver_notification`` again for every notification still pending long after it was
+    written (:func:`stale_notification_keys`). A delayed message, as a retry's is, can be lost: on
+    a Redis connection error dramatiq's consumer drops the delayed messages it holds in memory,
+    while Redis keeps them in the worker's acknowledgement set, which is given back only once
+    that worker has stopped sending heartbeats (docs/deploy.md, "Lost delayed messages").
+    Idempotent: ``deliver`` locks the row and sends only a pending notification, at most
+    ``MAX_TRIES`` times in all."""
+    keys = stale_notification_keys()
+    for key in keys:
+        deliver_notification.send(key)
+    if keys:
+        logger.warning("notifications: sent %d stale pending notifications again", len(keys))

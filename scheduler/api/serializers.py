@@ -359,6 +359,22 @@ class QuoteLineSerializer(serializers.Serializer):
 class QuoteArraySerializer(serializers.Serializer):
     members = serializers.IntegerField(help_text="workloads the array submits")
     limit = serializers.IntegerField(allow_null=True, help_text="its %N cap: at most this many running at once")
+    min_runtime_s = serializers.IntegerField(help_text="the request's own minimum runtime, which the rest prices")
+    first_start = serializers.DateTimeField(
+        allow_null=True, help_text="estimated start of its first member (null: none within the search)"
+    )
+    last_start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="estimated start of its last member (null: not every member starts within the search; with a "
+        "%N cap below its size the simulation, which ends no work on its own, starts at most N)",
+    )
+    started = serializers.IntegerField(help_text="members the simulation starts within the search")
+    started_by = serializers.DateTimeField(allow_null=True, help_text="when the last of those starts")
+    starts_now = serializers.BooleanField(help_text="its first member would start at once")
+    charge_gpu_hours = serializers.FloatField(
+        help_text="GPU-hours the protected parts of all its members would charge (members × gpus × M)"
+    )
+    searched_until = serializers.DateTimeField(help_text="the simulated instant the search reached")
 
 
 class QuoteSerializer(serializers.Serializer):
@@ -374,7 +390,9 @@ class QuoteSerializer(serializers.Serializer):
         help_text="its after dependencies not ended yet: then no line has a start (it waits for them)",
     )
     array = QuoteArraySerializer(
-        allow_null=True, help_text="an array submission: the lines price one member as if submitted alone"
+        allow_null=True,
+        help_text="an array submission: the lines price one member as if submitted alone; this, the whole array "
+        "at the request's own minimum runtime",
     )
     notes = serializers.ListField(
         child=serializers.CharField(), help_text="what the lines assume, in the sentences the form and the CLI print"

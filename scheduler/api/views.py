@@ -271,7 +271,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
         and the request's own, the estimated start, the GPU-hours charged and the ratio after
         admission; ``waits_for`` (its ``after`` work not ended: then no start), ``array`` (the lines
-        price one member) and ``notes`` (what the lines assume, in words). Nothing is written."""
+        price one member; it gives the whole array's first and last starts and charge) and
+        ``notes`` (what the lines assume, in words). Nothing is written."""
         from scheduler.estimates import do_quote
 
         serializer = WorkloadSubmitSerializer(data=request.data)
@@ -284,7 +285,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             "gpu_count": workload.gpu_count,
             "quotes": [line.__dict__ for line in lines],
             "waits_for": terms.waits_for,
-            "array": {"members": terms.array_members, "limit": terms.array_limit} if terms.array_members else None,
+            "array": terms.array.__dict__ if terms.array is not None else None,
             "notes": terms.notes,
         }
         return Response(QuoteSerializer(body).data)

@@ -42,3 +42,27 @@ def test_events_are_listed_in_recording_order(researcher, researcher_client, sub
     out = run_cli(monkeypatch, researcher, "show", str(w.pk))
     assert out.index("attempt 1 ended") < out.index("attempt 2 placed")
     assert timedelta(0) < ended[1] - placed[1] < timedelta(minutes=1)
+
+
+def test_the_model_and_the_admin_list_events_in_recording_order_too(admin, researcher, submit_kwargs, cluster):
+    """Given events whose ``at`` runs backwards (a later record stamped earlier), the model's default
+    order, the admin's inline on the workload and the admin's event list (by its "at" column too)
+    read them in the order they were recorded, as the page, the API and ``fairway show`` do."""
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    now = timezone.now()
+    late = WorkloadEvent.objects.create(workload=w, at=now, kind="note", message="recorded first")
+    early = WorkloadEvent.objects.create(
+        workload=w, at=now - timedelta(minutes=5), kind="note", message="recorded second"
+    )
+
+    ids = list(WorkloadEvent.objects.filter(workload=w).values_list("id", flat=True))
+    assert ids == sorted(ids) and ids.index(late.pk) < ids.index(early.pk)
+
+    console = Client()
+    console.force_login(admin)
+    change = console.get(f"/admin/scheduler/workload/{w.pk}/change/").content.decode()
+    assert change.index("recorded first") < change.index("recorded second")
+    listing = console.get("/admin/scheduler/workloadevent/").content.decode()
+    assert listing.index("recorded second") < listing.index("recorded first")  # newest recorded first
+    by_at = console.get("/admin/scheduler/workloadevent/?o=0").content.decode()  # the "at" column, ascending
+    assert by_at.index("recorded first") < by_at.index("recorded second")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from rest_framework.test import APIClient
 
 from scheduler.models import Attempt, Workload, WorkloadEvent
@@ -148,13 +151,58 @@ def test_an_array_quote_says_it_prices_one_member(researcher, researcher_client,
     from tests.cli.inprocess import run_cli
 
     body = researcher_client.post(URL, submission(array="0-9%2"), format="json").json()
-    assert body["array"] == {"members": 10, "limit": 2} and body["waits_for"] == []
+    array = body["array"]
+    assert (array["members"], array["limit"], array["min_runtime_s"]) == (10, 2, 7200) and body["waits_for"] == []
     note = next(n for n in body["notes"] if "array" in n)
     assert "10 members" in note and "one member" in note and "%2" in note
     argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h")
-    assert note in run_cli(monkeypatch, researcher, *argv, "--array", "0-9%2", "--", "python")
+    cli_note = next(
+        n
+        for n in researcher_client.post(URL, submission(array="0-9%2", min_runtime="1h"), format="json").json()["notes"]
+        if "array" in n
+    )
+    assert cli_note in run_cli(monkeypatch, researcher, *argv, "--array", "0-9%2", "--", "python")
     plain = researcher_client.post(URL, submission(), format="json").json()
     assert plain["array"] is None and not any("array" in n for n in plain["notes"])
+
+
+def test_an_array_quote_answers_for_the_whole_array(researcher_client, submission, cluster):
+    """16 free A100s, members of 4 GPUs: four start at once; a fifth only once one of them ends,
+    which the simulation lets happen only at their wall-time limit (2 h, then the stop's grace). The charge is every
+    member's protected part: 5 × 4 GPUs × 1 h."""
+    before = _rows()
+    body = researcher_client.post(
+        URL, submission(array="0-4", min_runtime="1h", max_runtime="2h"), format="json"
+    ).json()
+    array = body["array"]
+    assert array["members"] == 5 and array["limit"] is None and array["started"] == 5
+    assert array["charge_gpu_hours"] == 20.0 and array["starts_now"] is True
+    first = datetime.fromisoformat(array["first_start"])
+    last = datetime.fromisoformat(array["last_start"])
+    grace = settings.FAIRWAY["GRACE_PERIOD_S"]  # the timed-out member's GPUs are released after its grace
+    assert last - first == timedelta(hours=2, seconds=grace)
+    assert body["quotes"][0]["charge_gpu_hours"] == 0.0  # the lines still price one member
+    note = next(n for n in body["notes"] if "array" in n)
+    assert "20.00 GPU-h" in note and "first member starts now" in note and "its last by" in note
+    assert _rows() == before
+
+
+def test_an_array_quote_respects_its_cap(researcher_client, submission, cluster):
+    """%2 of 10: two members start at once; the others wait for a slot the simulation never frees
+    (it ends no work on its own), so the last member has no estimate, and the note says why."""
+    body = researcher_client.post(URL, submission(array="0-9%2", min_runtime="1h"), format="json").json()
+    array = body["array"]
+    assert (array["started"], array["last_start"], array["charge_gpu_hours"]) == (2, None, 40.0)
+    assert array["first_start"] is not None and array["started_by"] == array["first_start"]
+    note = next(n for n in body["notes"] if "array" in n)
+    assert "2 members now" in note and "the other 8 wait for a slot of the %2 cap" in note
+
+
+def test_an_array_quote_waiting_on_after_work_has_no_start(researcher, researcher_client, submission, cluster):
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    body = researcher_client.post(URL, submission(array="0-3", after=[f"{first}:ok"]), format="json").json()
+    assert body["array"]["first_start"] is None and body["array"]["last_start"] is None
+    assert body["array"]["charge_gpu_hours"] == 32.0
 
 
 def test_the_quote_notes_are_the_servers_words_on_every_surface(

@@ -151,3 +151,41 @@ async def _next(comm: WebsocketCommunicator, kind: type[protocol.Message]) -> pr
         msg = protocol.decode(await comm.receive_from(timeout=10), allowed=protocol.SERVER_MESSAGE_TYPES)
         if isinstance(msg, kind):
             return msg
+
+
+def test_a_replaced_log_tail_loop_is_closed_on_its_own_thread(redis_layer, settings):
+    """When the channel layer's settings change (tests), the log-tail loop is replaced: the old one
+    must be closed on its own thread, where channels-redis's close wrapper flushes the layer's Redis
+    connections. Stopped but never closed, it was closed later by its ``__del__`` in whichever
+    thread collected it: with a loop running there (uvicorn's, Playwright's between sync calls, as
+    at the browser test's teardown) the flush could not run, "coroutine 'RedisLoopLayer.flush' was
+    never awaited", and its connections stayed open."""
+    import gc
+    import time
+    import warnings
+
+    old_loop, old_layer = gateway._log_tail_runner()
+    asyncio.run_coroutine_threadsafe(old_layer.send("fw-test.x", {"type": "t"}), old_loop).result(5)
+    assert old_loop in old_layer._layers  # channels-redis wrapped this loop's close
+
+    settings.CHANNEL_LAYERS = {"default": {**settings.CHANNEL_LAYERS["default"], "CONFIG": {
+        **settings.CHANNEL_LAYERS["default"]["CONFIG"], "prefix": f"fw-test-{uuid.uuid4().hex[:12]}"}}}  # fmt: skip
+    new_loop, _ = gateway._log_tail_runner()
+    assert new_loop is not old_loop
+    deadline = time.monotonic() + 5
+    while not old_loop.is_closed() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert old_loop.is_closed()
+    assert old_loop not in old_layer._layers  # the wrapper ran: the layer's connections were flushed
+
+    del old_loop, old_layer
+    running = asyncio.new_event_loop()
+    asyncio.events._set_running_loop(running)  # as Playwright marks its loop between sync calls
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gc.collect()
+    finally:
+        asyncio.events._set_running_loop(None)
+        running.close()
+    assert not [w for w in caught if "never awaited" in str(w.message)]

@@ -131,3 +131,45 @@ def test_a_refused_webhook_fails_for_good_without_retries(researcher, submit_kwa
     assert notifications.deliver(key) is False
     n = Notification.objects.get()
     assert n.state == "failed" and "private or local" in n.last_error
+
+
+def test_a_notification_whose_retry_was_lost_is_sent_again_by_the_clock(
+    researcher, submit_kwargs, sent, mailoutbox, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Given a notification whose first try failed and whose delayed retry message was lost (a
+    Redis connection error drops the delayed messages a dramatiq consumer holds in memory), when
+    it has been pending longer than the retries last, the clock's resend sends it again; a fresh
+    one, or one already sent, is left alone."""
+    from scheduler import clock
+
+    NotificationSettings.objects.create(user=researcher, email_kinds=["started"])
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    t0 = timezone.now()
+    run_tick(w.cluster_id, now=t0)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.attempt_started(attempt.host, attempt.pk, now=t0)
+    (key,) = sent
+    Notification.objects.filter(key=key).update(tries=1, last_error="smtp down")  # its retry: lost
+    sent.clear()
+
+    resend = []
+    monkeypatch.setattr(tasks.resend_stale_notifications, "send", lambda: resend.append(1))
+    for name in ("sweep_hosts", "start_timeouts", "prune_gpu_metrics", "rollup_pyramid"):
+        monkeypatch.setattr(getattr(tasks, name), "send", lambda: None)
+    c = clock.Clock(interval=1.0)
+    c.beat(sweep=True)
+    c.beat(sweep=True)
+    assert resend == [1]  # once per RESEND_NOTIFICATIONS_EVERY_S
+
+    tasks.resend_stale_notifications()
+    assert sent == []  # fresh: its retry may still be on its way
+    old = timezone.now() - timedelta(seconds=tasks.STALE_NOTIFICATION_S + 60)
+    Notification.objects.filter(key=key).update(created_at=old)
+    tasks.resend_stale_notifications()
+    assert sent == [key]
+    notifications.deliver(key)
+    assert Notification.objects.get(key=key).state == "sent" and len(mailoutbox) == 1
+    sent.clear()
+    tasks.resend_stale_notifications()
+    assert sent == []  # sent: never again
