@@ -38,7 +38,7 @@ from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
 from fairway_cli.words import REASON_WORDS
-from scheduler.accounting import accounting, with_accounting
+from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
@@ -308,6 +308,7 @@ class Lane:
     gpus: list[str]
     hosts: list[str]
     utilization: float | None
+    charged_gpu_seconds: int
 
 
 def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
@@ -351,6 +352,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
+                charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),
             )
         )
     return lanes, start, end

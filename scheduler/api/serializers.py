@@ -570,6 +570,9 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
         help_text="every host it holds GPUs on, rank 0 first (a gang's parts)",
     )
     gpus = serializers.SerializerMethodField()
+    charged_gpu_seconds = serializers.SerializerMethodField(
+        help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
+    )
 
     class Meta:
         model = Attempt
@@ -592,6 +595,13 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
             "charged_gpu_seconds",
         ]
         read_only_fields = fields
+
+    def get_charged_gpu_seconds(self, obj: Attempt) -> int:
+        """What the workload's ``accounting`` counts for this attempt: an open funded attempt is
+        charged so far (the stored value, 0 until it ends, disagreed with the workload's total)."""
+        from scheduler.accounting import attempt_charged_gpu_seconds
+
+        return attempt_charged_gpu_seconds(obj, len(obj.gpu_links.all()))
 
     def get_gpus(self, obj: Attempt) -> list[str]:
         """``host:index`` of every GPU, in rank then host/index order."""

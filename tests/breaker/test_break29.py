@@ -1,0 +1,24 @@
+"""break29: faults found trying Fairway as a new user and with hostile input; each case names what it was."""
+
+from __future__ import annotations
+
+from tests.api.test_accounting import preempted_once  # noqa: F401 -- a fixture
+
+
+def test_a_running_attempt_shows_its_charge_so_far_as_its_workload_counts_it(preempted_once, researcher, client):  # noqa: F811
+    """A running funded attempt's ``charged_gpu_seconds`` was 0 in ``workloads/{id}/`` (the stored
+    charge, written when it ends) and "–" on the page's attempts table, while the same workload's
+    ``accounting`` (API, page, ``fairway ls``) already counted its GPUs × run so far: two
+    surfaces, two numbers. The attempt's row says what the workload's total counts for it."""
+    from rest_framework.test import APIClient
+
+    w, _at = preempted_once
+    api = APIClient()
+    api.force_authenticate(researcher)
+    body = api.get(f"/api/v1/workloads/{w.pk}/").json()
+    charges = [a["charged_gpu_seconds"] for a in body["attempts"]]
+    assert charges == [4 * 3600, 4 * 1800]  # closed: 4 GPUs × 1 h; open: 4 GPUs × 30 min so far
+    assert sum(charges) / 3600 == body["accounting"]["charged_gpu_hours"]
+    client.force_login(researcher)
+    page = client.get(f"/workloads/{w.pk}/").content.decode()
+    assert "4.00 GPU-h" in page and "2.00 GPU-h" in page
