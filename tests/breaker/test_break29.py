@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.api.test_accounting import preempted_once  # noqa: F401 -- a fixture
 
 
@@ -22,3 +24,32 @@ def test_a_running_attempt_shows_its_charge_so_far_as_its_workload_counts_it(pre
     client.force_login(researcher)
     page = client.get(f"/workloads/{w.pk}/").content.decode()
     assert "4.00 GPU-h" in page and "2.00 GPU-h" in page
+
+
+@pytest.mark.parametrize(
+    ("url", "detail"),
+    [
+        ("/api/v1/workloads/999/", "No workload 999."),
+        ("/api/v1/workloads/999/logs/", "No workload 999."),
+        ("/api/v1/groups/999/", "No array group 999."),
+        ("/api/v1/budgets/999/", "No budget 999."),
+    ],
+)
+def test_an_unknown_id_is_named_in_the_404(researcher_client, cluster, url, detail):
+    """``fairway show 999``, ``cancel 999`` and ``logs 999`` said only "fairway: Not found.
+    (not_found)": which of the workload, its attempt or the server's URL was missing, it did not
+    say (the hosts API already named an unknown host)."""
+    response = researcher_client.get(url)
+    assert response.status_code == 404
+    assert response.json() == {"detail": detail, "code": "not_found"}
+    cancel = researcher_client.post("/api/v1/workloads/999/cancel/")
+    assert cancel.json() == {"detail": "No workload 999.", "code": "not_found"}
+
+
+def test_a_bad_logs_parameter_is_named(researcher_client, submission, cluster):
+    """``logs/?attempt=abc`` was refused under ``tail`` ("attempt and tail are integers.")."""
+    wid = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    for param in ("attempt", "tail"):
+        response = researcher_client.get(f"/api/v1/workloads/{wid}/logs/", {param: "abc"})
+        assert response.status_code == 400
+        assert response.json() == {param: [f"{param} is an integer."], "code": "invalid"}
