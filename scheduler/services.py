@@ -499,7 +499,7 @@ def do_submit_workload(
         or not isinstance(command, Sequence)
         or not command
         or not all(isinstance(arg, str) for arg in command)
-        or not command[0]
+        or not command[0].strip()  # "   " was admitted, and every start failed to exec it
     ):
         problem = "The command is a non-empty list of strings (argv)."
         if isinstance(command, list | tuple) and command:

@@ -312,7 +312,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
         name = data.get("name")
         if name is None:
             program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else ""
-            name = program.rsplit("/", 1)[-1][:200] or "workload"
+            # a NUL or blanks in the program are the command's refusal, not a name the person never gave
+            name = program.rsplit("/", 1)[-1].replace("\x00", "").strip()[:200] or "workload"
         return {
             "name": name,
             "budget": data["budget"],

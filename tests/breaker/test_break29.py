@@ -53,3 +53,22 @@ def test_a_bad_logs_parameter_is_named(researcher_client, submission, cluster):
         response = researcher_client.get(f"/api/v1/workloads/{wid}/logs/", {param: "abc"})
         assert response.status_code == 400
         assert response.json() == {param: [f"{param} is an integer."], "code": "invalid"}
+
+
+@pytest.mark.parametrize("program", ["trai\x00n.py", "   "])
+def test_a_bad_program_is_refused_as_the_command_not_as_a_name_never_given(
+    researcher_client, submission, cluster, program
+):
+    """``command: ["trai\\0n.py"]`` without a name was refused twice, the second time as
+    ``invalid_name`` ("A name is 1-200 characters, without NUL."), the code of the answer, for the
+    name the server derived from the program; ``["   ", "x"]`` was admitted, named "   " (a
+    refusal ``invalid_name`` once given as its name) and every start failed to run it."""
+    from scheduler.models import Workload
+
+    body = submission(command=[program, "x"])
+    body.pop("name", None)
+    response = researcher_client.post("/api/v1/workloads/", body, format="json")
+    assert response.status_code == 400
+    assert "name" not in response.json(), response.json()
+    assert response.json()["code"] == "invalid_command"
+    assert not Workload.objects.exists()
