@@ -72,3 +72,39 @@ def test_a_bad_program_is_refused_as_the_command_not_as_a_name_never_given(
     assert "name" not in response.json(), response.json()
     assert response.json()["code"] == "invalid_command"
     assert not Workload.objects.exists()
+
+
+def test_a_chain_after_a_failed_workload_never_starts(researcher, submit_kwargs):
+    """``a`` failed; ``b`` waited for ``a:ok`` and ``c`` for ``b:ok``. The tick that canceled ``b``
+    (``settle_dependencies``) then took its snapshot, in which ``c``'s dependency had ended and
+    so no longer held it back: ``c`` was placed and ran, after a workload that never succeeded
+    (live: "#11 dep2 succeeded" after "#10 canceled"). A dependency ended failed or canceled
+    under ``:ok`` keeps its dependent waiting until a tick cancels it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import lifecycle
+    from scheduler.models import Attempt, Workload
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+    from tests.services.test_jobs import _start
+
+    a = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, name="a"))
+    b = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, name="b", after=[f"{a.pk}:ok"]))
+    c = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, name="c", after=[f"{b.pk}:ok"]))
+    t0 = timezone.now()
+    attempt = _start(a, t0)
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 1, now=t0 + timedelta(seconds=5))
+
+    run_tick(a.cluster_id, now=t0 + timedelta(seconds=10))
+    b.refresh_from_db()
+    c.refresh_from_db()
+    assert b.state == Workload.State.CANCELED
+    assert (c.state, c.pending_reason) == (Workload.State.PENDING, "dependency")
+    assert not Attempt.objects.filter(workload=c).exists()
+
+    run_tick(a.cluster_id, now=t0 + timedelta(seconds=15))
+    c.refresh_from_db()
+    assert c.state == Workload.State.CANCELED
+    assert not Attempt.objects.filter(workload=c).exists()
