@@ -420,9 +420,14 @@ def do_submit_workload(
     def refuse(code: str, field: str, message: str) -> None:
         problems.append(FieldProblem(code, field, message))
 
-    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200 or "\x00" in name:
+    # A spec file's ``name: 123`` is a number: say so (the length rule read as if the name were too long)
+    if not isinstance(name, str):
+        refuse("invalid_name", "name", f"A name is a string (quote it), not {json_kind(name)}.")
+    elif not name.strip() or len(name.strip()) > 200 or "\x00" in name:
         refuse("invalid_name", "name", "A name is 1-200 characters, without NUL.")
-    if not isinstance(image, str) or len(image) > 500 or "\x00" in image:
+    if not isinstance(image, str):
+        refuse("invalid_image", "image", f"An image reference is a string (quote it), not {json_kind(image)}.")
+    elif len(image) > 500 or "\x00" in image:
         refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
 
     tree = load_tree() if tree is None else tree

@@ -108,3 +108,18 @@ def test_a_chain_after_a_failed_workload_never_starts(researcher, submit_kwargs)
     c.refresh_from_db()
     assert c.state == Workload.State.CANCELED
     assert not Attempt.objects.filter(workload=c).exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "kind"), [("name", 123, "a number"), ("name", ["a"], "a list"), ("image", 5, "a number")]
+)
+def test_a_name_or_image_of_the_wrong_kind_says_so(researcher_client, submission, cluster, field, value, kind):
+    """A spec's ``name: 123`` (YAML reads a number) was refused "A name is 1-200 characters,
+    without NUL." and ``image: 5`` "An image reference is at most 500 characters, without NUL.":
+    rules the value seemed to keep. The refusal says it is not a string."""
+    from scheduler.models import Workload
+
+    response = researcher_client.post("/api/v1/workloads/", submission(**{field: value}), format="json")
+    assert response.status_code == 400
+    assert f"is a string (quote it), not {kind}." in response.json()[field][0]
+    assert not Workload.objects.exists()
