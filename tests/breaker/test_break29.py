@@ -123,3 +123,27 @@ def test_a_name_or_image_of_the_wrong_kind_says_so(researcher_client, submission
     assert response.status_code == 400
     assert f"is a string (quote it), not {kind}." in response.json()[field][0]
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        # DRF throttled every request: the whole API (and its login) answered 429
+        ("FAIRWAY_THROTTLE_USER", "0/min", "not a rate like 30/min"),
+        ("FAIRWAY_THROTTLE_LOGIN", "00/s", "not a rate like 30/min"),
+        # read by config/heap.py with int(): a ValueError traceback at the web process's start;
+        # 0 switched the web processes' automatic garbage collection off
+        ("FAIRWAY_GC_YOUNG_THRESHOLD", "abc", "is not an integer"),
+        ("FAIRWAY_GC_YOUNG_THRESHOLD", "0", "must be >= 1"),
+    ],
+)
+def test_a_setting_that_would_stop_the_service_is_refused_naming_it(monkeypatch, name, value, words):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.breaker.test_break26 import load_settings
+
+    with pytest.raises(ImproperlyConfigured) as error:
+        load_settings(monkeypatch, **{name: value})
+    assert str(error.value).startswith(f"{name}=") and words in str(error.value)
+    monkeypatch.delenv(name)
+    assert load_settings(monkeypatch, **{name: "700" if "GC" in name else "1/min"})["FAIRWAY"]["GC_YOUNG_THRESHOLD"] > 0
