@@ -147,3 +147,35 @@ def test_a_setting_that_would_stop_the_service_is_refused_naming_it(monkeypatch,
     assert str(error.value).startswith(f"{name}=") and words in str(error.value)
     monkeypatch.delenv(name)
     assert load_settings(monkeypatch, **{name: "700" if "GC" in name else "1/min"})["FAIRWAY"]["GC_YOUNG_THRESHOLD"] > 0
+
+
+SCENARIO_HEAD = "name: x\nhosts: [{name: h1, gpus: 8}]\nbudgets: [{path: A, shares: 1}]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        # the step's first expectation was dropped: the file passed without it being checked
+        (
+            SCENARIO_HEAD + "pending: [{id: A1, budget: A, gpus: 1, min_runtime: 1h}]\n"
+            "steps:\n  - tick: {}\n    expect: {started: [B9]}\n    expect: {started: [A1]}\n",
+            "line 8: 'expect' is given twice (also on line 7)",
+        ),
+        # nested aliases ("billion laughs") in a description: the command ran out of memory
+        (
+            SCENARIO_HEAD
+            + "description:\n  - &a0 [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"  - &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+            + "steps: [{tick: {}}]\n",
+            "line 6: aliases (*name) are not allowed",
+        ),
+    ],
+)
+def test_a_scenario_file_with_a_key_twice_or_an_alias_is_refused(tmp_path, text, words):
+    from scheduler.scenarios.spec import ScenarioError, load_scenario
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert words in str(info.value), str(info.value)
