@@ -660,7 +660,7 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
     """Whether ``actor`` may read ``workload``'s logs and env values: its owner (always, as Slurm
     shows users their own jobs: leaving a budget governs new submissions, not the work already
     submitted), members of its budget or an ancestor (``accessible``: ``accounts.services.
-    accessible_budget_ids``), and staff. docs/permissions.md."""
+    accessible_budget_ids``), and staff (README.md, the API's table of who may do what)."""
     if not actor.is_authenticated:
         return False
     if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
