@@ -179,3 +179,29 @@ def test_a_scenario_file_with_a_key_twice_or_an_alias_is_refused(tmp_path, text,
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "words"),
+    [("budget", "nlp/olmoo", "No budget"), ("state", "runing", "No state"), ("cluster", "h200", "No cluster")],
+)
+def test_the_workloads_page_names_a_bad_filter_and_lists_nothing(
+    researcher, submit_kwargs, client, researcher_client, param, value, words
+):
+    """``/workloads/?budget=nlp/olmoo`` (a typo, a stale bookmark) listed every workload as if they
+    were that budget's, saying nothing, where ``GET workloads/?budget=nlp/olmoo`` answers 400
+    naming it. The page names the filter and lists none."""
+    from scheduler.services import do_submit_workload
+
+    do_submit_workload(researcher, **submit_kwargs(gpu_count=1, name="mine"))
+    api = researcher_client.get("/api/v1/workloads/", {param: value})
+    assert api.status_code == 400 and words in api.json()[param][0]
+    client.force_login(researcher)
+    page = client.get("/workloads/", {param: value})
+    assert page.status_code == 400
+    text = page.content.decode()
+    assert 'id="filter-errors"' in text and words in text
+    assert "/workloads/1/" not in text
+    rows = client.get("/workloads/", {param: value}, headers={"HX-Request": "true", "HX-Target": "workload-rows"})
+    assert rows.status_code == 200 and words in rows.content.decode()
+    assert "mine" in client.get("/workloads/").content.decode()
