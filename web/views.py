@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +22,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
@@ -155,6 +158,34 @@ def _cluster_choices() -> tuple[list[str], list[str]]:
     return clusters, models
 
 
+SUBMIT_ONCE_S = 3600
+"""How long a submit page's ``submit_token`` is remembered: a second POST of one page (a double
+click, a reload that resends the form) within it creates nothing and leads to the first's workload."""
+
+
+def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
+    """Claim the page's ``submit_token`` for this submission (``cache.add``: one claim wins, across
+    web processes through Redis). Returns the claim's key ("" without a token), and for a token
+    already claimed the answer: a redirect to the workload the first POST created (waiting up to
+    2 s for it), else to the workloads list."""
+    token = request.POST.get("submit_token", "")
+    if not (token.isascii() and token.replace("-", "").replace("_", "").isalnum() and 16 <= len(token) <= 64):
+        return "", None
+    key = f"web-submit:{request.user.pk}:{token}"
+    if cache.add(key, 0, SUBMIT_ONCE_S):
+        return key, None
+    for _ in range(20):
+        created = cache.get(key)
+        if created:
+            messages.info(request, f"This form was already submitted: #{created}, nothing submitted again.")
+            return key, redirect("web-workload", pk=created)
+        if created is None and cache.add(key, 0, SUBMIT_ONCE_S):  # the first was refused: judge this afresh
+            return key, None
+        time.sleep(0.1)
+    messages.info(request, "This form was already submitted; nothing submitted again.")
+    return key, redirect("web-workloads")
+
+
 @login_required
 def submit(request: HttpRequest) -> HttpResponse:
     """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
@@ -188,7 +219,18 @@ def submit(request: HttpRequest) -> HttpResponse:
 
                     _quoted, quote_lines, quote_terms = do_quote(request.user, **service_kwargs)
                 elif service_kwargs is not None:
-                    workload = do_submit_workload(request.user, **service_kwargs)
+                    # A double click posted the page twice: two workloads, both charged (break29)
+                    once, again = _submit_once(request)
+                    if again is not None:
+                        return again
+                    try:
+                        workload = do_submit_workload(request.user, **service_kwargs)
+                    except BaseException:
+                        if once:
+                            cache.delete(once)
+                        raise
+                    if once:
+                        cache.set(once, workload.pk, SUBMIT_ONCE_S)
                     messages.success(request, f"Submitted {workload.name} (#{workload.pk}).")
                     return redirect("web-workload", pk=workload.pk)
                 else:
@@ -211,6 +253,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "mode": mode,
             "quote_lines": quote_lines,
             "quote_terms": quote_terms,
+            "submit_token": secrets.token_urlsafe(24),
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )

@@ -205,3 +205,31 @@ def test_the_workloads_page_names_a_bad_filter_and_lists_nothing(
     rows = client.get("/workloads/", {param: value}, headers={"HX-Request": "true", "HX-Target": "workload-rows"})
     assert rows.status_code == 200 and words in rows.content.decode()
     assert "mine" in client.get("/workloads/").content.decode()
+
+
+def test_a_submit_page_posted_twice_creates_one_workload(researcher, cluster, client):
+    """A double click on Submit (or a reload that resends the form) posted the page twice: two
+    workloads, both queued and both charged. The page carries a token; its second POST creates
+    nothing and leads to the first one's workload. A refused POST leaves the token free."""
+    import re
+
+    from scheduler.models import Workload
+    from tests.web.test_pages import _form
+
+    client.force_login(researcher)
+    page = client.get("/submit/").content.decode()
+    tokens = set(re.findall(r'name="submit_token" value="([^"]+)"', page))
+    assert len(tokens) == 1  # the same in both forms of one page
+    token = tokens.pop()
+    bad = client.post("/submit/", {**_form(gpu_count="0"), "submit_token": token})
+    assert bad.status_code == 400 and not Workload.objects.exists()
+    first = client.post("/submit/", {**_form(), "submit_token": token})
+    assert first.status_code == 302
+    (workload,) = Workload.objects.all()
+    second = client.post("/submit/", {**_form(), "submit_token": token})
+    assert (second.status_code, second["Location"]) == (302, f"/workloads/{workload.pk}/")
+    assert Workload.objects.count() == 1
+    fresh = re.search(r'name="submit_token" value="([^"]+)"', client.get("/submit/").content.decode()).group(1)
+    assert fresh != token
+    assert client.post("/submit/", {**_form(), "submit_token": fresh}).status_code == 302
+    assert Workload.objects.count() == 2
