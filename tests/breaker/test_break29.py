@@ -233,3 +233,30 @@ def test_a_submit_page_posted_twice_creates_one_workload(researcher, cluster, cl
     assert fresh != token
     assert client.post("/submit/", {**_form(), "submit_token": fresh}).status_code == 302
     assert Workload.objects.count() == 2
+
+
+def test_a_submission_without_an_answer_is_not_called_unreachable(monkeypatch, tmp_path):
+    """``fairway submit`` on a busy server whose answer took longer than the CLI waits said
+    "cannot reach SERVER: ReadTimeout. Is the server running there?": the server had it, and
+    running it again queued a second workload. The message says it may have been done."""
+    import io
+
+    import requests
+
+    from fairway_cli.cli import EXIT_UNREACHABLE, main
+
+    def timed_out(self, method, url, **kwargs):
+        raise requests.ReadTimeout("read timed out")
+
+    monkeypatch.setattr(requests.Session, "request", timed_out)
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("FAIRWAY_URL", "http://fairway.invalid")
+    monkeypatch.setenv("FAIRWAY_TOKEN", "x")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["submit", "-b", "nlp/olmo", "-M", "1h", "--", "true"], out=out, err=err)
+    assert code == EXIT_UNREACHABLE
+    assert "no answer from http://fairway.invalid to POST workloads/" in err.getvalue()
+    assert "may have done it" in err.getvalue() and "Is the server running" not in err.getvalue()
+    err = io.StringIO()
+    assert main(["ls"], out=io.StringIO(), err=err) == EXIT_UNREACHABLE  # a read: nothing was done
+    assert "cannot reach" in err.getvalue()
