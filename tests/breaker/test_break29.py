@@ -260,3 +260,18 @@ def test_a_submission_without_an_answer_is_not_called_unreachable(monkeypatch, t
     err = io.StringIO()
     assert main(["ls"], out=io.StringIO(), err=err) == EXIT_UNREACHABLE  # a read: nothing was done
     assert "cannot reach" in err.getvalue()
+
+
+def test_a_held_workload_names_the_budget_on_hold(researcher, submit_kwargs, org_tree, researcher_client):
+    """ "Its budget (or a budget above it) is on hold" left a researcher of nlp/olmo to find which
+    of nlp/olmo, nlp and the root leadership had held. The reason names it."""
+    from budgets.services import do_set_hold
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    do_set_hold(org_tree["nlp"], True)
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    run_tick(w.cluster_id)
+    body = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
+    assert body["pending_reason"] == "held"
+    assert body["why_pending"] == ["Budget nlp is on hold: no new work under it starts until leadership releases it."]
