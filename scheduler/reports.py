@@ -615,7 +615,7 @@ def _lines(
         # to find which of them leadership had held
         held = _held_path(workload, tree)
         lines.append(
-            f"Budget {held} is on hold: no new work under it starts until leadership releases it."
+            f"Budget {held} is on hold: no new work of it starts until leadership releases it."
             if held
             else "Its budget (or a budget above it) is on hold: no new work starts until leadership releases it."
         )

@@ -274,4 +274,4 @@ def test_a_held_workload_names_the_budget_on_hold(researcher, submit_kwargs, org
     run_tick(w.cluster_id)
     body = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
     assert body["pending_reason"] == "held"
-    assert body["why_pending"] == ["Budget nlp is on hold: no new work under it starts until leadership releases it."]
+    assert body["why_pending"] == ["Budget nlp is on hold: no new work of it starts until leadership releases it."]
