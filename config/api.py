@@ -121,6 +121,14 @@ class FairwayAPIView(views.APIView):
         return exception_handler
 
 
+def no_such(kind: str, key: Any) -> exceptions.NotFound:
+    """404 ``not_found`` naming what was looked for: "No workload 999." (a key of other than digits
+    quoted and cut to 100 characters)."""
+    text = str(key)
+    shown = text if text.isdigit() and len(text) <= 100 else repr(text[:100])
+    return exceptions.NotFound(f"No {kind} {shown}.")
+
+
 class FairwayViewSet(viewsets.GenericViewSet):
     """Base of every ViewSet: error format, and the requesting user's scope.
 
@@ -139,6 +147,15 @@ class FairwayViewSet(viewsets.GenericViewSet):
 
     def get_exception_handler(self):  # noqa: ANN201 -- DRF's signature
         return exception_handler
+
+    def get_object(self) -> Any:
+        """DRF's, whose 404 said only "Not found." (``fairway show 999``, ``cancel 999``): it names
+        what was looked for, "No workload 999."."""
+        try:
+            return super().get_object()
+        except Http404:
+            kind = self.get_queryset().model._meta.verbose_name
+            raise no_such(kind, self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")) from None
 
     @cached_property
     def _tree_token(self) -> Any:

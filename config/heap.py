@@ -27,7 +27,8 @@ worse in one; inconclusive on the shared box. ``FAIRWAY_GC_YOUNG_THRESHOLD=700``
 from __future__ import annotations
 
 import gc
-import os
+
+from django.conf import settings
 
 YOUNG_THRESHOLD = 10_000
 """Allocations (less deallocations) of container objects between two young collections; Python's is
@@ -45,5 +46,5 @@ def freeze_startup_objects() -> int:
     gc.collect()
     gc.freeze()
     _young, middle, old = gc.get_threshold()
-    gc.set_threshold(int(os.environ.get("FAIRWAY_GC_YOUNG_THRESHOLD") or YOUNG_THRESHOLD), middle, old)
+    gc.set_threshold(settings.FAIRWAY.get("GC_YOUNG_THRESHOLD", YOUNG_THRESHOLD), middle, old)
     return gc.get_freeze_count()

@@ -87,7 +87,7 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     return value
 
 
-_RATE = re.compile(r"\d+/[smhd][a-z]*")
+_RATE = re.compile(r"[1-9]\d*/[smhd][a-z]*")  # 0/min throttled every request (429 for all)
 
 
 def env_rate(name: str, default: str) -> str:
@@ -411,6 +411,9 @@ FAIRWAY = {
     # events; scheduler.gateway.agent_db): each borrows a pooled connection while it runs, so a web
     # process holds up to this + 3 (docs/deploy.md, "Sizing"). SQLite: 1.
     "AGENT_DB_THREADS": env_int("FAIRWAY_AGENT_DB_THREADS", 4, minimum=1),
+    # A web process's young-generation GC threshold after its startup objects are frozen
+    # (config/heap.py); 0 would switch automatic collection off, a non-number was a traceback.
+    "GC_YOUNG_THRESHOLD": env_int("FAIRWAY_GC_YOUNG_THRESHOLD", 10_000, minimum=1),
     # Base URL agents reach this server at (install script, join answers); "" = the request's own.
     "PUBLIC_URL": env_url("FAIRWAY_PUBLIC_URL", ""),
     # Jobs (docs/jobs.md): the longest wall-time limit a workload may ask, the most retries,

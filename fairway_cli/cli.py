@@ -111,6 +111,16 @@ def unreachable_text(server: str, exc: Exception) -> str:
     )
 
 
+def unanswered_text(server: str, method: str, path: str, exc: Exception) -> str:
+    """Why a write got no answer once sent (a read timeout): the server may have done it. "cannot
+    reach ... Is the server running there?" sent a user whose ``fairway submit`` timed out on a busy
+    server to run it again: two workloads, both charged."""
+    return (
+        f"no answer from {server} to {method} {path.split('?')[0]} ({type(exc).__name__}): the server may"
+        " have done it. Check (`fairway ls --mine`) before trying again."
+    )
+
+
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 """Characters a terminal acts on or that reorder the text around them: C0 and C1 controls (ESC
 starts every terminal escape), DEL, bidirectional overrides and isolates, line separators."""
@@ -209,6 +219,8 @@ class Api:
         try:
             response = self.session.request(method, url, json=body, params=clean, headers=headers, timeout=self.timeout)
         except requests.RequestException as exc:
+            if method != "GET" and isinstance(exc, requests.ReadTimeout):  # sent; the answer did not come
+                raise CliError(EXIT_UNREACHABLE, unanswered_text(self.server, method, path, exc)) from None
             raise CliError(EXIT_UNREACHABLE, unreachable_text(self.server, exc)) from None
         if response.status_code == 204:
             return None

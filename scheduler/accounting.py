@@ -129,6 +129,17 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
+def attempt_charged_gpu_seconds(attempt: Attempt, gpus: int, now: datetime | None = None) -> int:
+    """GPU-seconds charged to one attempt holding ``gpus`` GPUs: a closed attempt's stored charge; an
+    open funded one's GPUs × its run so far (what :func:`accounting` adds for it, so an attempt's
+    row and its workload's total agree while it runs); 0 for one not started, unallocated or unfunded."""
+    if attempt.ended_at is not None:
+        return int(attempt.charged_gpu_seconds)
+    if attempt.started_at is None or not attempt.allocated or attempt.unfunded:
+        return 0
+    return gpus * _seconds((now or timezone.now()) - attempt.started_at)
+
+
 def finished_attempts(since: datetime, budget_ids: set[int] | None = None, cluster: str | None = None) -> list[Attempt]:
     """Attempts that ended at or after ``since``, newest first, with their workload, owner, budget,
     cluster and host: one query. ``budget_ids`` restricts to those budgets (a subtree)."""

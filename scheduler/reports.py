@@ -20,7 +20,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from budgets.models import Budget
-from budgets.services import budget_paths, tree_walk
+from budgets.services import ancestor_ids, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
 from fairway_cli.words import short_words
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
@@ -569,13 +569,24 @@ def explain_pending(
         if workload.pending_reason in ("fair_share", "protected_work"):
             numbers = _numbers(workload, detail, now)
             blocking = _blocking(detail, now, tree)
-        sentences = _lines(workload, detail, numbers)
+        sentences = _lines(workload, detail, numbers, tree)
         out = PendingExplanation(workload.pending_reason, tuple(sentences), numbers, tuple(blocking))
     workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request
     return out
 
 
-def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) -> list[str]:
+def _held_path(workload: Workload, tree: dict[int, Budget] | None) -> str:
+    """The path of the budget whose hold keeps ``workload`` waiting (its own or the nearest above
+    it); "" when none is on hold any more."""
+    tree = tree if tree is not None else load_tree()
+    budget = tree.get(workload.budget_id)
+    held = [tree[i] for i in ancestor_ids(budget, tree) if i in tree and tree[i].hold] if budget is not None else []
+    return budget_paths(tree).get(held[0].pk, "") if held else ""
+
+
+def _lines(
+    workload: Workload, detail: dict[str, Any], numbers: dict[str, Any], tree: dict[int, Budget] | None = None
+) -> list[str]:
     reason = workload.pending_reason
     lines: list[str] = []
     if not reason:
@@ -600,7 +611,14 @@ def _lines(workload: Workload, detail: dict[str, Any], numbers: dict[str, Any]) 
             ]
             lines.append(f"It waits for {', '.join(waits) or 'the workloads it depends on'} to end.")
     elif reason == "held":
-        lines.append("Its budget (or a budget above it) is on hold: no new work starts until leadership releases it.")
+        # the policy's detail names no budget: "its budget (or a budget above it)" left the reader
+        # to find which of them leadership had held
+        held = _held_path(workload, tree)
+        lines.append(
+            f"Budget {held} is on hold: no new work of it starts until leadership releases it."
+            if held
+            else "Its budget (or a budget above it) is on hold: no new work starts until leadership releases it."
+        )
     elif reason == "budget_capped":
         if detail.get("unfunded"):
             lines.append(

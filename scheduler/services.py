@@ -420,9 +420,14 @@ def do_submit_workload(
     def refuse(code: str, field: str, message: str) -> None:
         problems.append(FieldProblem(code, field, message))
 
-    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200 or "\x00" in name:
+    # A spec file's ``name: 123`` is a number: say so (the length rule read as if the name were too long)
+    if not isinstance(name, str):
+        refuse("invalid_name", "name", f"A name is a string (quote it), not {json_kind(name)}.")
+    elif not name.strip() or len(name.strip()) > 200 or "\x00" in name:
         refuse("invalid_name", "name", "A name is 1-200 characters, without NUL.")
-    if not isinstance(image, str) or len(image) > 500 or "\x00" in image:
+    if not isinstance(image, str):
+        refuse("invalid_image", "image", f"An image reference is a string (quote it), not {json_kind(image)}.")
+    elif len(image) > 500 or "\x00" in image:
         refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
 
     tree = load_tree() if tree is None else tree
@@ -499,7 +504,7 @@ def do_submit_workload(
         or not isinstance(command, Sequence)
         or not command
         or not all(isinstance(arg, str) for arg in command)
-        or not command[0]
+        or not command[0].strip()  # "   " was admitted, and every start failed to exec it
     ):
         problem = "The command is a non-empty list of strings (argv)."
         if isinstance(command, list | tuple) and command:
@@ -655,7 +660,7 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
     """Whether ``actor`` may read ``workload``'s logs and env values: its owner (always, as Slurm
     shows users their own jobs: leaving a budget governs new submissions, not the work already
     submitted), members of its budget or an ancestor (``accessible``: ``accounts.services.
-    accessible_budget_ids``), and staff. docs/permissions.md."""
+    accessible_budget_ids``), and staff (README.md, the API's table of who may do what)."""
     if not actor.is_authenticated:
         return False
     if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:

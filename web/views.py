@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +22,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
@@ -38,7 +41,7 @@ from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
 from fairway_cli.words import REASON_WORDS
-from scheduler.accounting import accounting, with_accounting
+from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
@@ -155,6 +158,34 @@ def _cluster_choices() -> tuple[list[str], list[str]]:
     return clusters, models
 
 
+SUBMIT_ONCE_S = 3600
+"""How long a submit page's ``submit_token`` is remembered: a second POST of one page (a double
+click, a reload that resends the form) within it creates nothing and leads to the first's workload."""
+
+
+def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
+    """Claim the page's ``submit_token`` for this submission (``cache.add``: one claim wins, across
+    web processes through Redis). Returns the claim's key ("" without a token), and for a token
+    already claimed the answer: a redirect to the workload the first POST created (waiting up to
+    2 s for it), else to the workloads list."""
+    token = request.POST.get("submit_token", "")
+    if not (token.isascii() and token.replace("-", "").replace("_", "").isalnum() and 16 <= len(token) <= 64):
+        return "", None
+    key = f"web-submit:{request.user.pk}:{token}"
+    if cache.add(key, 0, SUBMIT_ONCE_S):
+        return key, None
+    for _ in range(20):
+        created = cache.get(key)
+        if created:
+            messages.info(request, f"This form was already submitted: #{created}, nothing submitted again.")
+            return key, redirect("web-workload", pk=created)
+        if created is None and cache.add(key, 0, SUBMIT_ONCE_S):  # the first was refused: judge this afresh
+            return key, None
+        time.sleep(0.1)
+    messages.info(request, "This form was already submitted; nothing submitted again.")
+    return key, redirect("web-workloads")
+
+
 @login_required
 def submit(request: HttpRequest) -> HttpResponse:
     """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
@@ -188,7 +219,18 @@ def submit(request: HttpRequest) -> HttpResponse:
 
                     _quoted, quote_lines, quote_terms = do_quote(request.user, **service_kwargs)
                 elif service_kwargs is not None:
-                    workload = do_submit_workload(request.user, **service_kwargs)
+                    # A double click posted the page twice: two workloads, both charged (break29)
+                    once, again = _submit_once(request)
+                    if again is not None:
+                        return again
+                    try:
+                        workload = do_submit_workload(request.user, **service_kwargs)
+                    except BaseException:
+                        if once:
+                            cache.delete(once)
+                        raise
+                    if once:
+                        cache.set(once, workload.pk, SUBMIT_ONCE_S)
                     messages.success(request, f"Submitted {workload.name} (#{workload.pk}).")
                     return redirect("web-workload", pk=workload.pk)
                 else:
@@ -211,6 +253,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "mode": mode,
             "quote_lines": quote_lines,
             "quote_terms": quote_terms,
+            "submit_token": secrets.token_urlsafe(24),
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
@@ -263,7 +306,10 @@ def workloads(request: HttpRequest) -> HttpResponse:
     params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster", "group"}}
     queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
-    page = Paginator(filtered.qs, PAGE_SIZE).get_page(request.GET.get("page"))
+    # A filter the API refuses (400, naming the value) was dropped here without a word: the page
+    # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
+    errors = [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
+    page = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE).get_page(request.GET.get("page"))
     now = timezone.now()
     for w in page:
         w.acct = accounting(w, now)
@@ -276,10 +322,11 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "states": Workload.State.values,
         "budget_choices": sorted(scope.paths.values()),
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
+        "filter_errors": errors,
     }
     if request.htmx and request.htmx.target == "workload-rows":
-        return _render(request, "web/_workload_rows.html", context)
-    return _render(request, "web/workloads.html", context)
+        return _render(request, "web/_workload_rows.html", context)  # 200: htmx swaps no 4xx
+    return _render(request, "web/workloads.html", context, status=400 if errors else 200)
 
 
 def _workload(pk: int) -> Workload:
@@ -308,6 +355,7 @@ class Lane:
     gpus: list[str]
     hosts: list[str]
     utilization: float | None
+    charged_gpu_seconds: int
 
 
 def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
@@ -351,6 +399,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
+                charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),
             )
         )
     return lanes, start, end

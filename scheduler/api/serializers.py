@@ -312,7 +312,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
         name = data.get("name")
         if name is None:
             program = command[0] if isinstance(command, list) and command and isinstance(command[0], str) else ""
-            name = program.rsplit("/", 1)[-1][:200] or "workload"
+            # a NUL or blanks in the program are the command's refusal, not a name the person never gave
+            name = program.rsplit("/", 1)[-1].replace("\x00", "").strip()[:200] or "workload"
         return {
             "name": name,
             "budget": data["budget"],
@@ -588,6 +589,9 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
         help_text="every host it holds GPUs on, rank 0 first (a gang's parts)",
     )
     gpus = serializers.SerializerMethodField()
+    charged_gpu_seconds = serializers.SerializerMethodField(
+        help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
+    )
 
     class Meta:
         model = Attempt
@@ -610,6 +614,13 @@ class AttemptSerializer(FieldsOnceMixin, serializers.ModelSerializer):
             "charged_gpu_seconds",
         ]
         read_only_fields = fields
+
+    def get_charged_gpu_seconds(self, obj: Attempt) -> int:
+        """What the workload's ``accounting`` counts for this attempt: an open funded attempt is
+        charged so far (the stored value, 0 until it ends, disagreed with the workload's total)."""
+        from scheduler.accounting import attempt_charged_gpu_seconds
+
+        return attempt_charged_gpu_seconds(obj, len(obj.gpu_links.all()))
 
     def get_gpus(self, obj: Attempt) -> list[str]:
         """``host:index`` of every GPU, in rank then host/index order."""

@@ -13,12 +13,11 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from budgets.services import budget_paths
-from config.api import FairwayAPIView, FairwayViewSet
+from config.api import FairwayAPIView, FairwayViewSet, no_such
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import WorkloadFilter
@@ -69,15 +68,19 @@ class WorkloadLogsMixin:
         404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
         from scheduler.gateway import attempt_log_tails
 
-        workload = get_object_or_404(Workload.objects.select_related("budget"), pk=pk)
+        workload = Workload.objects.select_related("budget").filter(pk=pk).first() if str(pk).isdigit() else None
+        if workload is None:
+            raise no_such("workload", pk)
         if not may_read_private(request.user, workload, self.accessible_budget_ids):
             raise PermissionDenied("Only the workload's owner and members of its budget may read its logs.")
-        try:
-            tail = int(request.query_params.get("tail", 16384))
-            number = request.query_params.get("attempt")
-            number = int(number) if number not in (None, "") else None
-        except (TypeError, ValueError):
-            raise ValidationError({"tail": ["attempt and tail are integers."]}, code="invalid") from None
+        values: dict[str, int | None] = {"tail": 16384, "attempt": None}
+        for field in values:  # the refusal names the parameter that is not a number
+            raw = request.query_params.get(field)
+            try:
+                values[field] = int(raw) if raw not in (None, "") else values[field]
+            except (TypeError, ValueError):
+                raise ValidationError({field: [f"{field} is an integer."]}, code="invalid") from None
+        tail, number = int(values["tail"] or 0), values["attempt"]
         if not 0 <= tail <= MAX_LOG_TAIL_BYTES:
             raise ValidationError({"tail": [f"tail is 0..{MAX_LOG_TAIL_BYTES} bytes."]}, code="invalid")
         attempts = Attempt.objects.filter(workload=workload)

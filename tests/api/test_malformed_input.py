@@ -205,7 +205,8 @@ def test_an_unknown_filter_value_is_a_400_not_an_empty_list(
 ):
     """tryout24: ``?state=runing`` (and ``fairway ls --state runing``) listed nothing with exit 0,
     as if nothing ran; an unknown budget or cluster likewise. Submitting to one is refused with
-    its name: so is listing by one. The web page ignores an invalid filter (no 500)."""
+    its name: so is listing by one. The web page names it too and lists nothing (break29: it
+    ignored it and listed every workload)."""
     response = researcher_client.get("/api/v1/workloads/", {param: value})
     assert response.status_code == 400, response.content[:300]
     assert message in _json(response)[param][0]
@@ -213,7 +214,8 @@ def test_an_unknown_filter_value_is_a_400_not_an_empty_list(
     assert researcher_client.get("/api/v1/workloads/", {param: ok}).status_code == 200
     page = Client()
     page.force_login(researcher)
-    assert page.get("/workloads/", {param: value}).status_code == 200
+    shown = page.get("/workloads/", {param: value})
+    assert shown.status_code == 400 and message.replace("'", "&#x27;") in shown.content.decode()
 
 
 @pytest.mark.parametrize(
