@@ -438,6 +438,14 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 
+# A host goes offline first, then lost (DESIGN.md §4): lost before offline would end its attempts
+# while it still showed online, and offline would never be seen.
+if FAIRWAY["HOST_OFFLINE_AFTER_S"] >= FAIRWAY["HOST_LOST_AFTER_S"]:
+    raise ImproperlyConfigured(
+        f"FAIRWAY_HOST_OFFLINE_AFTER_S={FAIRWAY['HOST_OFFLINE_AFTER_S']} must be less than "
+        f"FAIRWAY_HOST_LOST_AFTER_S={FAIRWAY['HOST_LOST_AFTER_S']}"
+    )
+
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
 

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import requests
 
-from fairway_cli import __version__
+from fairway_cli import __version__, strict_yaml
 from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
 from fairway_cli.words import reason_words
@@ -395,25 +395,6 @@ def _env_pairs(pairs: list[str], secret: bool) -> dict[str, Any]:
     return env
 
 
-def _load_spec(text: str) -> Any:
-    """``yaml.safe_load``, refusing a key given twice in one mapping (YAML keeps the last value: a
-    spec edited by adding a line, ``gpu_count`` twice, was sent with the second, silently)."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            seen: set[str] = set()
-            for key, _value in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    if key.value in seen:
-                        line = key.start_mark.line + 1
-                        raise yaml.YAMLError(f"{key.value[:40]!r} is given twice (line {line}): give it once")
-                    seen.add(key.value)
-            return super().construct_mapping(node, deep)
-
-    return yaml.load(text, Loader=Loader)  # noqa: S506 -- SafeLoader's subclass
-
-
 def _submission(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if args.file:
@@ -429,7 +410,7 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
                     text = f.read(MAX_SPEC_CHARS + 1)
             if len(text) > MAX_SPEC_CHARS:
                 raise CliError(EXIT_USAGE, f"the spec {args.file} is longer than {MAX_SPEC_CHARS:,} characters")
-            spec = _load_spec(text)
+            spec = strict_yaml.load(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: {exc}") from None
         except RecursionError:  # thousands of nested "[": a traceback

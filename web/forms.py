@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator
 from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
+from fairway_cli import strict_yaml
 from scheduler.api.serializers import WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
@@ -189,54 +190,12 @@ MAX_SPEC_INT = 2**63 - 1
 """The largest integer a spec may hold (a database's bigint): larger ones are refused, not parsed."""
 
 
-class _AliasRefused(yaml.YAMLError):
-    pass
-
-
-class _NumberRefused(yaml.YAMLError):
-    pass
-
-
-class _KeyTwice(yaml.YAMLError):
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-class SpecLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` without aliases (``*name``) and without integers beyond ``MAX_SPEC_INT``.
-
-    An alias makes a tiny document expand to gigabytes (nested aliases, "billion laughs"); a spec
-    has no use for one. Integers are checked on their text, before Python converts them.
-    """
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise _AliasRefused
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        # YAML keeps a key's last value: a spec edited by adding a line (gpu_count twice) ran
-        # with the second, silently.
-        seen: set[str] = set()
-        for key, _value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                if key.value in seen:
-                    raise _KeyTwice(key.start_mark.line + 1)
-                seen.add(key.value)
-        return super().construct_mapping(node, deep)
-
-    def construct_yaml_int(self, node: Any) -> int:
-        digits = str(node.value).replace("_", "").lstrip("+-")
-        if len(digits) > 40:  # longer than any bigint in any base YAML 1.1 writes
-            raise _NumberRefused
-        value = super().construct_yaml_int(node)
-        if abs(value) > MAX_SPEC_INT:
-            raise _NumberRefused
-        return value
-
-
-SpecLoader.add_constructor("tag:yaml.org,2002:int", SpecLoader.construct_yaml_int)
+_REFUSED = {
+    "alias": "Aliases (*name) are not allowed in a spec.",
+    "number": f"A number is larger than {MAX_SPEC_INT}.",
+    "key_twice": "A field is given twice (line {line}): give it once.",
+}
+"""The form's words for what ``strict_yaml`` refuses: they name the line, never quote the input."""
 
 
 class SpecForm(forms.Form):
@@ -251,15 +210,9 @@ class SpecForm(forms.Form):
         Error messages never quote the input: they name the line and the problem only.
         """
         try:
-            data = yaml.load(self.cleaned_data["spec"], Loader=SpecLoader)  # noqa: S506 -- SafeLoader's subclass
-        except _AliasRefused:
-            raise ServiceError("invalid_spec", "spec", "Aliases (*name) are not allowed in a spec.") from None
-        except _NumberRefused:
-            raise ServiceError("invalid_spec", "spec", f"A number is larger than {MAX_SPEC_INT}.") from None
-        except _KeyTwice as exc:
-            raise ServiceError(
-                "invalid_spec", "spec", f"A field is given twice (line {exc.line}): give it once."
-            ) from None
+            data = strict_yaml.load(self.cleaned_data["spec"], max_int=MAX_SPEC_INT)
+        except strict_yaml.Refused as exc:
+            raise ServiceError("invalid_spec", "spec", _REFUSED[exc.kind].format(line=exc.line)) from None
         except (yaml.YAMLError, ValueError, RecursionError) as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from fairway_cli import strict_yaml
 from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import DURATION_RE, duration_seconds
 
@@ -331,39 +332,6 @@ def _check_expect(e: Any, file: str, key: str) -> dict[str, Any]:
     return e
 
 
-class _Refused(yaml.YAMLError):
-    """A document the scenario loader refuses, with the line of the node (1-based)."""
-
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line, self.message = line, message
-
-
-class _ScenarioLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` refusing aliases and a key given twice in one mapping.
-
-    An alias (``*name``) lets a few lines expand to gigabytes (nested aliases, "billion laughs":
-    a 10-line ``description`` ran the scenario command out of memory); YAML keeps a key's last
-    value, so a step with two ``expect`` checked only the second, and a file passed without its
-    first expectation ever being looked at."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise _Refused(event.start_mark.line + 1, "aliases (*name) are not allowed: write the value out")
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
-        for key, _value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                line = key.start_mark.line + 1
-                if key.value in seen:
-                    raise _Refused(line, f"{key.value[:40]!r} is given twice (also on line {seen[key.value]})")
-                seen[key.value] = line
-        return super().construct_mapping(node, deep)
-
-
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate one scenario file. Raises ScenarioError on any problem."""
     file = str(path)
@@ -374,9 +342,9 @@ def load_scenario(path: str | Path) -> Scenario:
     except UnicodeDecodeError as exc:
         raise ScenarioError(file, "-", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        doc = yaml.load(text, Loader=_ScenarioLoader)  # noqa: S506 -- a SafeLoader subclass
-    except _Refused as exc:
-        raise ScenarioError(file, f"line {exc.line}", exc.message) from None
+        doc = strict_yaml.load(text)
+    except strict_yaml.Refused as exc:
+        raise ScenarioError(file, f"line {exc.line}", exc.problem) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "-"

@@ -250,4 +250,4 @@ def test_a_spec_file_giving_a_field_twice_is_a_usage_error(researcher, monkeypat
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC_TWICE)
     err = run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
-    assert "'gpu_count' is given twice (line 7)" in err
+    assert "line 7: 'gpu_count' is given twice (also on line 4)" in err

@@ -1,0 +1,75 @@
+"""The one reader of YAML that people write by hand: workload specs (the web form, ``fairway submit
+-f``) and scenario files. It lives in the CLI's package because the CLI ships alone (the wheel holds
+``fairway_cli`` and ``agent``); the server imports it from here.
+
+``yaml.SafeLoader`` refusing what a hand-written document never needs and what silently changes it:
+
+- an alias (``*name``): a few lines of nested aliases expand to gigabytes ("billion laughs"; a
+  10-line scenario ``description`` ran ``manage.py scenario`` out of memory, a spec the CLI);
+- a key given twice in one mapping: YAML keeps the last value, so a spec edited by adding a line
+  (``gpu_count`` twice) ran with the second and a scenario step's first ``expect`` was never checked;
+- with ``max_int``, an integer beyond it, judged on its text before Python converts it (a
+  100,000-digit number costs seconds to parse).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+INT_DIGITS = 40
+"""More digits than any integer a document needs in any base YAML 1.1 writes."""
+
+
+class Refused(yaml.YAMLError):
+    """A document the strict reader refuses. ``kind``: ``alias``, ``key_twice`` or ``number``;
+    ``line``: 1-based; ``problem``: one sentence, quoting at most 40 characters of a key."""
+
+    def __init__(self, kind: str, line: int, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}")
+        self.kind, self.line, self.problem = kind, line, problem
+
+
+class StrictLoader(yaml.SafeLoader):
+    """The loader; a subclass sets ``max_int`` to bound integers."""
+
+    max_int: int | None = None
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            line = self.peek_event().start_mark.line + 1
+            raise Refused("alias", line, "aliases (*name) are not allowed: write the value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key, _value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                line = key.start_mark.line + 1
+                if key.value in seen:
+                    problem = f"{key.value[:40]!r} is given twice (also on line {seen[key.value]})"
+                    raise Refused("key_twice", line, problem)
+                seen[key.value] = line
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        if self.max_int is None:
+            return super().construct_yaml_int(node)
+        too_large = Refused("number", node.start_mark.line + 1, f"a number is larger than {self.max_int}")
+        if len(str(node.value).replace("_", "").lstrip("+-")) > INT_DIGITS:
+            raise too_large
+        value = super().construct_yaml_int(node)
+        if abs(value) > self.max_int:
+            raise too_large
+        return value
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+
+
+def load(text: str, max_int: int | None = None) -> Any:
+    """``text`` read by the strict loader: :class:`Refused` for what it refuses, ``yaml.YAMLError``
+    for what is not YAML, ``RecursionError`` for thousands of nested brackets."""
+    loader = type("Loader", (StrictLoader,), {"max_int": max_int})
+    return yaml.load(text, Loader=loader)  # noqa: S506 -- a SafeLoader subclass
