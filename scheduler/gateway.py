@@ -179,6 +179,10 @@ HUBS_GROUP = "agent.hubs"
 *delegate*, is a member): a push names all its hosts in one message to this group."""
 
 
+PUSH_PER_HOST_MAX = 3
+"""A push of at most this many hosts goes to each host's own group (one message, read by the one web
+process holding its connection); a larger one to :data:`HUBS_GROUP` (one message, read once by each
+web process: 2–4 in the usual layouts)."""
 HUBS_REJOIN_S = 3600.0
 """How often the hub's delegate joins :data:`HUBS_GROUP` again (channels-redis's group expiry: a day)."""
 
@@ -187,7 +191,8 @@ def push_desired_state(host_ids: Iterable[int]) -> None:
     """Tell the consumers of these hosts to (re)send their desired state. Call after commit; never
     raises.
 
-    One ``desired.state`` message naming every host goes to :data:`HUBS_GROUP`: each web process's
+    More than :data:`PUSH_PER_HOST_MAX` hosts (a tick's placements): one ``desired.state``
+    message naming every host goes to :data:`HUBS_GROUP`: each web process's
     hub gets it once (through its delegate connection) and reconciles the hosts it holds
     (:meth:`AgentHub.reconcile_hosts`). It was one group message per host: four Redis round trips
     each in the tick's process and one channel-layer read each in the web process, on its event
@@ -200,8 +205,10 @@ def push_desired_state(host_ids: Iterable[int]) -> None:
     other thread it would not wake them.
     """
     ids = sorted(set(host_ids))
-    if ids:
+    if len(ids) > PUSH_PER_HOST_MAX:
         _group_sends([(HUBS_GROUP, {"type": "desired.state", "hosts": ids})], "push of desired state", ids)
+    else:  # a message to each web process would be more messages than one per host
+        _group_send_all(ids, {"type": "desired.state"}, "push of desired state")
 
 
 def close_host_links(host_ids: Iterable[int], reason: str = "token", *, before: int | None = None) -> None:

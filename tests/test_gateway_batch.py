@@ -308,7 +308,7 @@ def test_a_push_of_many_hosts_is_one_channel_message_and_reaches_each_connection
     connection still gets its start without a flush, also after the hub's delegate left."""
     settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_S": 60.0, "HEARTBEAT_FLUSH_S": 30.0}
     cluster = Cluster.objects.create(name="push")
-    registered = _register(cluster, 3, prefix="m")
+    registered = _register(cluster, gateway.PUSH_PER_HOST_MAX + 1, prefix="m")
     layer = get_channel_layer()
     sent: list[str] = []
     group_send = layer.group_send
@@ -347,6 +347,11 @@ def test_a_push_of_many_hosts_is_one_channel_message_and_reaches_each_connection
         for comm, wire in zip(comms[1:], more, strict=True):
             start = await _receive(comm, wait=2)
             assert isinstance(start, protocol.Start) and start.attempt_id == wire
+        # and a push of a host or few goes to each host's own group (one read, in its process only)
+        # (its delivery: test_a_push_is_delivered_without_waiting_for_a_flush)
+        sent.clear()
+        await sync_to_async(gateway.push_desired_state)([registered[-1][0].pk])
+        assert sent == [gateway.host_group(registered[-1][0].pk)]
         for comm in comms[1:]:
             await comm.disconnect()
 
