@@ -186,6 +186,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
     host: Host | None = None
     handler: asyncio.Task[None] | None = None
     in_hubs = False  # a member of gateway.HUBS_GROUP (the hub's delegate, now or before)
+    socket_closed = False  # the disconnect began: nothing more is sent
 
     async def connect(self) -> None:
         self.host = None
@@ -319,6 +320,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def disconnect(self, code: int) -> None:
+        # The socket is closed: what is still queued is recorded, but nothing is sent (an ack sent
+        # to it raised ClientDisconnected, logged with its traceback, once per queued event).
+        self.socket_closed = True
         await self._finish_inbox()
         if self.host is not None:
             self.live = False
@@ -364,7 +368,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def send_msg(self, msg: protocol.Message) -> None:
         """Encode and send ``msg`` with this connection's next sequence number."""
-        if self.closing:
+        if self.closing or self.socket_closed:
             return
         self.seq += 1
         try:
