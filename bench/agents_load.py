@@ -260,7 +260,10 @@ def install_timers(out: str) -> None:
     desired_state = AgentConsumer.desired_state
 
     async def stamped_desired_state(self: Any, event: Any) -> None:
-        if self.host is not None:
+        if event.get("hosts") is not None:  # a push to every hub: the hosts this process holds
+            now, links = time.time(), gateway.hub().links
+            layer_in.extend([int(h), now] for h in event["hosts"] if int(h) in links)
+        elif self.host is not None:
             layer_in.append([self.host.pk, time.time()])
         await desired_state(self, event)
 

@@ -27,6 +27,7 @@ Attempt ids on the wire are ``Attempt.wire_id``s, translated to primary keys her
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -63,6 +64,21 @@ READ_END = "agent.read.end"
 """Message type a connection sends its own channel to end its channel-layer read (:meth:`AgentConsumer.__call__`)."""
 READ_END_S = 10.0
 """How long an ending connection waits for its channel-layer read to end on :data:`READ_END`."""
+READ_END_LOCAL_TURNS = 10
+"""Event-loop turns a :data:`READ_END` put in the layer's own buffer may take to end the read
+before one is sent through Redis (the read holding the process's shared Redis read waits there)."""
+
+
+def _end_read_locally(layer: Any, channel: str) -> bool:
+    """Put :data:`READ_END` in channels-redis's in-process buffer of ``channel`` (a process-local
+    ``!`` channel: its ``receive`` returns what that buffer holds, first come); False for any
+    other layer. The buffer is channels-redis's own (``RedisChannelLayer.receive_buffer``, 4.x);
+    without it the message goes through the layer as before."""
+    buffers = getattr(layer, "receive_buffer", None)
+    if "!" not in channel or not isinstance(buffers, collections.defaultdict):
+        return False
+    buffers[channel].put_nowait({"type": READ_END})
+    return True
 
 
 def _bearer_token(scope: dict[str, Any]) -> str:
@@ -169,6 +185,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     host: Host | None = None
     handler: asyncio.Task[None] | None = None
+    in_hubs = False  # a member of gateway.HUBS_GROUP (the hub's delegate, now or before)
+    socket_closed = False  # the disconnect began: nothing more is sent
 
     async def connect(self) -> None:
         self.host = None
@@ -238,27 +256,51 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self._end_layer_read(tasks["layer"])
 
     async def _end_layer_read(self, read: asyncio.Future[Any]) -> None:
-        """End the channel-layer read ``read`` by sending :data:`READ_END` to this connection's
+        """End the channel-layer read ``read`` with a :data:`READ_END` message to this connection's
         channel, never by cancelling it (:meth:`__call__`); bounded by :data:`READ_END_S`, past
-        which the read is left to end when the message comes."""
-        deadline = asyncio.get_running_loop().time() + READ_END_S
-        sent = asyncio.ensure_future(self.channel_layer.send(self.channel_name, {"type": READ_END}))
-        await asyncio.wait([sent], timeout=READ_END_S)
-        if not sent.done() or sent.cancelled() or sent.exception() is not None:
-            # Redis unreachable: nothing can end the read but a cancel (once, awaited, as Channels)
-            logger.warning("could not end the channel read of a closed agent connection; cancelling it")
-            read.cancel()
-            with contextlib.suppress(BaseException):
-                await read
+        which the read is left to end when the message comes.
+
+        On channels-redis the message is first put in the layer's own buffer of this channel
+        (:func:`_end_read_locally`), where the read waits unless it is the one holding the
+        process's shared Redis read: no Redis round trip. Sent through Redis, each connection's
+        message took its turn in that one read, a message at a time (two round trips and an event
+        loop turn each): 1,000 agents leaving at once left reads waiting past the 10 s bound,
+        reads cancelled, and a web process that needed SIGKILL at its stop (web29). Through Redis
+        it is sent only when the local message did not end the read within
+        :data:`READ_END_LOCAL_TURNS` turns of the event loop (the read holding the shared read
+        waits for a message from Redis, not on the buffer), or for other layers."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READ_END_S
+        if _end_read_locally(self.channel_layer, self.channel_name):
+            for _ in range(READ_END_LOCAL_TURNS):  # a read waiting on the buffer ends in ~3 turns
+                if read.done():
+                    break
+                await asyncio.sleep(0)
+        if not read.done() and not await self._send_read_end(read):
             return
         while True:
-            await asyncio.wait([read], timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+            await asyncio.wait([read], timeout=max(0.0, deadline - loop.time()))
             if not read.done():
                 logger.warning("the channel read of a closed agent connection did not end in %gs", READ_END_S)
                 return
             if read.cancelled() or read.exception() is not None or read.result().get("type") == READ_END:
                 return
             read = asyncio.ensure_future(self.channel_receive())  # a message for the closed connection
+
+    async def _send_read_end(self, read: asyncio.Future[Any]) -> bool:
+        """Send :data:`READ_END` through the channel layer; False when it could not be sent (Redis
+        unreachable), after cancelling ``read``, which nothing else can end then (once, awaited)."""
+        sent = asyncio.ensure_future(self.channel_layer.send(self.channel_name, {"type": READ_END}))
+        await asyncio.wait([sent], timeout=READ_END_S)
+        if sent.done() and not sent.cancelled() and sent.exception() is None:
+            return True
+        logger.warning("could not end the channel read of a closed agent connection; cancelling it")
+        if not sent.done():
+            sent.cancel()
+        read.cancel()
+        with contextlib.suppress(BaseException):
+            await read
+        return False
 
     async def agent_read_end(self, message: dict[str, Any]) -> None:
         """:data:`READ_END` read while the connection runs: not possible (sent only at its end)."""
@@ -278,6 +320,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def disconnect(self, code: int) -> None:
+        # The socket is closed: what is still queued is recorded, but nothing is sent (an ack sent
+        # to it raised ClientDisconnected, logged with its traceback, once per queued event).
+        self.socket_closed = True
         await self._finish_inbox()
         if self.host is not None:
             self.live = False
@@ -287,6 +332,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 # hub's flusher with it; the buffered heartbeats are written now, not lost.
                 await gateway.hub().flush()
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            if self.in_hubs:
+                await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 
     async def _shut(self, code: int, why: str) -> None:
@@ -321,7 +368,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def send_msg(self, msg: protocol.Message) -> None:
         """Encode and send ``msg`` with this connection's next sequence number."""
-        if self.closing:
+        if self.closing or self.socket_closed:
             return
         self.seq += 1
         try:
@@ -534,12 +581,33 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.send_msg(protocol.Logs(attempt_id=int(event["attempt_id"]), tail_bytes=int(event["tail_bytes"])))
 
     async def desired_state(self, event: dict[str, Any]) -> None:
-        """Group event ``desired.state``: the database changed for this host (gateway.push_desired_state).
+        """Group event ``desired.state``: the database changed for the hosts it names
+        (``hosts``: gateway.push_desired_state to :data:`~scheduler.gateway.HUBS_GROUP`, read by
+        the hub's delegate for every connection of the process) or, without ``hosts``, for this
+        connection's host (its own group).
 
         The hub batches the reconciles of all hosts pushed at about the same time."""
+        hosts = event.get("hosts")
+        if hosts is not None:
+            gateway.hub().reconcile_hosts(hosts)
+            return
         if self.host is None or not self.hello_done or not self.live:
             return
         gateway.hub().reconcile(self.host.pk, self)
+
+    async def join_hubs(self) -> None:
+        """Become the hub's member of :data:`~scheduler.gateway.HUBS_GROUP` (the hub's delegate:
+        :meth:`scheduler.gateway.AgentHub.register`); :meth:`disconnect` leaves it."""
+        layer = getattr(self, "channel_layer", None)
+        if layer is None or self.closing or not self.live:
+            return
+        self.in_hubs = True  # group_add again (the hub's hourly call) renews the membership
+        try:
+            await layer.group_add(gateway.HUBS_GROUP, self.channel_name)
+            if not self.live:  # ended meanwhile: its disconnect may have left the group already
+                await layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
+        except Exception:  # the pushes then wait for the heartbeat flushes
+            logger.warning("host %s: could not join the hubs' push group", self.host, exc_info=True)
 
 
 def _fields(msg: protocol.Message) -> dict[str, Any]:

@@ -174,14 +174,41 @@ def open_agent_link(token: str) -> Any:
     return host
 
 
+HUBS_GROUP = "agent.hubs"
+"""Channel-layer group of every web process's :class:`AgentHub` (one connection of each, its
+*delegate*, is a member): a push names all its hosts in one message to this group."""
+
+
+PUSH_PER_HOST_MAX = 3
+"""A push of at most this many hosts goes to each host's own group (one message, read by the one web
+process holding its connection); a larger one to :data:`HUBS_GROUP` (one message, read once by each
+web process: 2–4 in the usual layouts)."""
+HUBS_REJOIN_S = 3600.0
+"""How often the hub's delegate joins :data:`HUBS_GROUP` again (channels-redis's group expiry: a day)."""
+
+
 def push_desired_state(host_ids: Iterable[int]) -> None:
-    """Tell each host's consumer to (re)send its desired state. Call after commit; never raises.
+    """Tell the consumers of these hosts to (re)send their desired state. Call after commit; never
+    raises.
+
+    More than :data:`PUSH_PER_HOST_MAX` hosts (a tick's placements): one ``desired.state``
+    message naming every host goes to :data:`HUBS_GROUP`: each web process's
+    hub gets it once (through its delegate connection) and reconciles the hosts it holds
+    (:meth:`AgentHub.reconcile_hosts`). It was one group message per host: four Redis round trips
+    each in the tick's process and one channel-layer read each in the web process, on its event
+    loop, which under load made a push of tens of hosts arrive seconds after the tick's commit,
+    later than the hosts' next heartbeat flush (docs/benchmarks/api_load.md, web29). A push lost
+    (no delegate yet) is repaired by the host's next heartbeat flush, as before.
 
     With the in-memory channel layer (embedded mode) the group send is scheduled
     on the web server's event loop, where the consumers' queues live; from any
     other thread it would not wake them.
     """
-    _group_send_all(host_ids, {"type": "desired.state"}, "push of desired state")
+    ids = sorted(set(host_ids))
+    if len(ids) > PUSH_PER_HOST_MAX:
+        _group_sends([(HUBS_GROUP, {"type": "desired.state", "hosts": ids})], "push of desired state", ids)
+    else:  # a message to each web process would be more messages than one per host
+        _group_send_all(ids, {"type": "desired.state"}, "push of desired state")
 
 
 def close_host_links(host_ids: Iterable[int], reason: str = "token", *, before: int | None = None) -> None:
@@ -195,15 +222,19 @@ def close_host_links(host_ids: Iterable[int], reason: str = "token", *, before: 
 
 def _group_send_all(host_ids: Iterable[int], message: dict[str, Any], what: str) -> None:
     ids = sorted(set(host_ids))
-    if not ids:
-        return
+    if ids:
+        _group_sends([(host_group(hid), message) for hid in ids], what, ids)
+
+
+def _group_sends(sends: list[tuple[str, dict[str, Any]]], what: str, ids: list[int]) -> None:
+    """Send each ``(group, message)`` in order (see :func:`push_desired_state`); never raises."""
     layer = get_channel_layer()
     if layer is None:
         return
 
     async def send_all() -> None:
-        for hid in ids:
-            await layer.group_send(host_group(hid), dict(message))
+        for group, message in sends:
+            await layer.group_send(group, dict(message))
 
     try:
         loop = _server_loop
@@ -691,6 +722,10 @@ class AgentLink(Protocol):
     async def fenced(self) -> None:
         """The host has a newer connection, or its token changed: close this one."""
 
+    async def join_hubs(self) -> None:
+        """Receive :data:`HUBS_GROUP`'s pushes for the hub (its channel joins the group; it
+        leaves it when it ends) and hand them to :meth:`AgentHub.reconcile_hosts`."""
+
 
 @dataclass(slots=True)
 class _Buffered:
@@ -728,6 +763,7 @@ class AgentHub:
         self.flusher: asyncio.Task[None] | None = None
         self.pusher: asyncio.Task[None] | None = None
         self.deliveries: set[asyncio.Task[None]] = set()
+        self.delegate: AgentLink | None = None  # the link that is this hub's member of HUBS_GROUP
         self.flush_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-heartbeats")
         self.push_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-pushes")
 
@@ -736,11 +772,15 @@ class AgentHub:
         self.links[host_id] = link
         if self.flusher is None or self.flusher.done():
             self.flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        if self.delegate is None:
+            self._delegate_from([link])
 
     def unregister(self, host_id: int, link: AgentLink) -> None:
         if self.links.get(host_id) is link:
             del self.links[host_id]
             self.sampled.pop(host_id, None)
+        if self.delegate is link:
+            self._delegate_from(self.links.values())
 
     def heartbeat(self, host_id: int, link: AgentLink, received_at: Any, samples: list[Any]) -> None:
         """Buffer a validated heartbeat; the next flush writes it."""
@@ -760,13 +800,34 @@ class AgentHub:
         if self.pusher is None or self.pusher.done():
             self.pusher = asyncio.get_running_loop().create_task(self._push_loop())
 
+    def reconcile_hosts(self, host_ids: Iterable[int]) -> None:
+        """A push (:func:`push_desired_state`): reconcile those of ``host_ids`` this hub holds."""
+        for hid in host_ids:
+            link = self.links.get(int(hid))
+            if link is not None and link.live:
+                self.reconcile(int(hid), link)
+
+    def _delegate_from(self, candidates: Iterable[AgentLink]) -> None:
+        """Make the first live link of ``candidates`` this hub's member of :data:`HUBS_GROUP` (none
+        left: no member until the next registration; pushes meanwhile wait for a flush)."""
+        link = next((c for c in candidates if c.live), None)
+        self.delegate = link
+        if link is not None:
+            task = asyncio.get_running_loop().create_task(link.join_hubs())
+            self.deliveries.add(task)
+            task.add_done_callback(self.deliveries.discard)
+
     async def _flush_loop(self) -> None:
-        began = time.monotonic()
+        began = joined = time.monotonic()
         while self.links or self.buffer:
             await asyncio.sleep(max(0.0, began + flush_interval() - time.monotonic()))  # a period, not a gap
             began = time.monotonic()
             if self.buffer:
                 await self.flush()
+            if began - joined >= HUBS_REJOIN_S and self.delegate is not None:
+                # channels-redis drops a group member after its group_expiry (a day) unless re-added
+                joined = began
+                self._delegate_from([self.delegate, *self.links.values()])
 
     async def flush(self) -> None:
         """Write the buffered heartbeats now and deliver the resulting commands."""

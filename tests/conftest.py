@@ -146,6 +146,22 @@ def _no_stray_sessions(transactional_db: None) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _channel_layer_per_test() -> Iterator[None]:
+    """Every test gets channel-layer instances of its own (made on first use), as every test runs
+    its own event loop. A channels-redis instance keeps per-channel ``asyncio.Lock``s that bind to
+    the loop that first contended them, and its ``ChannelLock`` keeps a lock alive when a waiter
+    was cancelled (the count of a cancelled ``acquire`` is never given back): a read left waiting
+    at one test's end then broke a later test's read with "bound to a different event loop"
+    (tests/e2e/test_agent_link_safety.py under ``-n 2`` on Redis, web29). A server runs one loop
+    for its whole life."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_throttles(settings: Any) -> None:
     """Throttle counters live in the default cache: start every test at zero, in a local-memory
     cache of its own even when REDIS_URL is set (clearing a RedisCache flushes the whole Redis

@@ -19,7 +19,7 @@ from django.db import connections
 
 from agent import protocol
 from scheduler import gateway, lifecycle
-from scheduler.models import Cluster, Host
+from scheduler.models import Attempt, Cluster, Host
 from tests.test_gateway_batch import _communicator, _heartbeat, _hello, _place, _receive, _register, _run
 
 
@@ -107,6 +107,63 @@ def test_the_socket_is_read_while_an_attempt_event_waits_for_the_database(settin
         _run(run())
     finally:
         release.set()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_an_event_read_before_the_close_is_recorded_and_nothing_is_sent_to_the_closed_socket(
+    monkeypatch: Any,
+) -> None:
+    """web29: at a bench's stop hundreds of queued events were drained after their sockets closed,
+    each ack raising ClientDisconnected (logged with its traceback) while the process shut down."""
+    cluster = Cluster.objects.create(name="closed-event")
+    [(host, token)] = _register(cluster, 1, prefix="c")
+    attempt_id = _place(host, "queued")
+    entered, release = threading.Event(), threading.Event()
+    started = lifecycle.attempt_started
+
+    def slow_started(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return started(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "attempt_started", slow_started)
+
+    async def run() -> list[dict[str, Any]]:
+        comm = _communicator(token)
+        assert (await comm.connect(timeout=5))[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        assert isinstance(await _receive(comm), protocol.Start)
+        await comm.send_to(
+            text_data=protocol.encode(protocol.AttemptEvent(id=2, attempt_id=attempt_id, state="started"))
+        )
+        for _ in range(100):
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.02)
+        assert entered.is_set()
+        closing = asyncio.ensure_future(comm.disconnect(timeout=20))  # the agent leaves meanwhile
+        await asyncio.sleep(0.2)
+        release.set()
+        await closing
+        out = []
+        while not comm.output_queue.empty():
+            out.append(comm.output_queue.get_nowait())
+        return out
+
+    outputs: list[list[dict[str, Any]]] = []
+
+    async def keep() -> None:
+        outputs.append(await run())
+
+    try:
+        _run(keep())
+    finally:
+        release.set()
+    (after_close,) = outputs
+    assert [m for m in after_close if m.get("type") == "websocket.send"] == []
+    assert Attempt.objects.get(wire_id=attempt_id).started_at is not None  # recorded all the same
 
 
 def _threads_holding_a_connection(executor: ThreadPoolExecutor) -> int:

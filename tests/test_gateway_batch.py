@@ -303,6 +303,63 @@ def test_a_push_is_delivered_without_waiting_for_a_flush(settings):
 
 @pytest.mark.timeout(30)
 @pytest.mark.django_db(transaction=True)
+def test_a_push_of_many_hosts_is_one_channel_message_and_reaches_each_connection(settings, monkeypatch):
+    """web29: ``push_desired_state`` sends one message to the hubs' group, not one per host; each
+    connection still gets its start without a flush, also after the hub's delegate left."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_S": 60.0, "HEARTBEAT_FLUSH_S": 30.0}
+    cluster = Cluster.objects.create(name="push")
+    registered = _register(cluster, gateway.PUSH_PER_HOST_MAX + 1, prefix="m")
+    layer = get_channel_layer()
+    sent: list[str] = []
+    group_send = layer.group_send
+
+    async def counted_group_send(group: str, message: dict[str, Any]) -> None:
+        if message.get("type") == "desired.state":
+            sent.append(group)
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", counted_group_send)
+
+    async def run() -> None:
+        from asgiref.sync import sync_to_async
+
+        comms = []
+        for host, token in registered:
+            comm = _communicator(token)
+            assert (await comm.connect())[0]
+            await comm.send_to(text_data=_hello(host.name))
+            assert isinstance(await _receive(comm), protocol.Welcome)
+            comms.append(comm)
+        await asyncio.sleep(0.1)  # the delegate's group_add
+        wires = [await sync_to_async(_place)(host, f"pushed-{i}") for i, (host, _) in enumerate(registered)]
+        sent.clear()  # the hellos' own pushes
+        await sync_to_async(gateway.push_desired_state)([h.pk for h, _ in registered])  # as the tick's commit
+        for comm, wire in zip(comms, wires, strict=True):
+            start = await _receive(comm, wait=2)
+            assert isinstance(start, protocol.Start) and start.attempt_id == wire
+        assert sent == [gateway.HUBS_GROUP]
+
+        # the delegate (the first connection) leaves: another connection of the hub takes its place
+        await comms[0].disconnect()
+        await asyncio.sleep(0.1)
+        more = [await sync_to_async(_place)(host, f"again-{i}", gpu=1) for i, (host, _) in enumerate(registered[1:])]
+        await sync_to_async(gateway.push_desired_state)([h.pk for h, _ in registered])
+        for comm, wire in zip(comms[1:], more, strict=True):
+            start = await _receive(comm, wait=2)
+            assert isinstance(start, protocol.Start) and start.attempt_id == wire
+        # and a push of a host or few goes to each host's own group (one read, in its process only)
+        # (its delivery: test_a_push_is_delivered_without_waiting_for_a_flush)
+        sent.clear()
+        await sync_to_async(gateway.push_desired_state)([registered[-1][0].pk])
+        assert sent == [gateway.host_group(registered[-1][0].pk)]
+        for comm in comms[1:]:
+            await comm.disconnect()
+
+    _run(run())
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.django_db(transaction=True)
 def test_a_bad_heartbeat_gets_an_error_and_changes_nothing(fast_flush):
     cluster = Cluster.objects.create(name="bad")
     [(host, token)] = _register(cluster, 1, prefix="x")
