@@ -609,6 +609,20 @@ class AgentConsumer(AsyncWebsocketConsumer):
         except Exception:  # the pushes then wait for the heartbeat flushes
             logger.warning("host %s: could not join the hubs' push group", self.host, exc_info=True)
 
+    async def renew_host_group(self) -> None:
+        """Join the host's group again (the hub's hourly call): channels-redis drops a member after
+        its ``group_expiry`` (a day) unless re-added, and a connection older than that would miss
+        its host's pushes, the close of a revoked token and the notice of a newer connection."""
+        layer = getattr(self, "channel_layer", None)
+        if layer is None or self.closing or not self.live or self.host is None:
+            return
+        try:
+            await layer.group_add(self.group, self.channel_name)
+            if not self.live:  # ended meanwhile: its disconnect may have left the group already
+                await layer.group_discard(self.group, self.channel_name)
+        except Exception:  # the flushes still fence it and send its host's starts
+            logger.warning("host %s: could not renew its group membership", self.host, exc_info=True)
+
 
 def _fields(msg: protocol.Message) -> dict[str, Any]:
     import dataclasses

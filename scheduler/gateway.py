@@ -184,7 +184,8 @@ PUSH_PER_HOST_MAX = 3
 process holding its connection); a larger one to :data:`HUBS_GROUP` (one message, read once by each
 web process: 2–4 in the usual layouts)."""
 HUBS_REJOIN_S = 3600.0
-"""How often the hub's delegate joins :data:`HUBS_GROUP` again (channels-redis's group expiry: a day)."""
+"""How often the hub joins :data:`HUBS_GROUP` (its delegate) and each connection its host's group again
+(channels-redis drops a member after its group expiry: a day)."""
 
 
 def push_desired_state(host_ids: Iterable[int]) -> None:
@@ -813,9 +814,13 @@ class AgentHub:
         link = next((c for c in candidates if c.live), None)
         self.delegate = link
         if link is not None:
-            task = asyncio.get_running_loop().create_task(link.join_hubs())
-            self.deliveries.add(task)
-            task.add_done_callback(self.deliveries.discard)
+            self._spawn(link.join_hubs())
+
+    def _spawn(self, coro: Any) -> None:
+        """Run ``coro`` as a task of this hub's deliveries (kept referenced until it ends)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.deliveries.add(task)
+        task.add_done_callback(self.deliveries.discard)
 
     async def _flush_loop(self) -> None:
         began = joined = time.monotonic()
@@ -828,6 +833,8 @@ class AgentHub:
                 # channels-redis drops a group member after its group_expiry (a day) unless re-added
                 joined = began
                 self._delegate_from([self.delegate, *self.links.values()])
+                for link in list(self.links.values()):  # and each connection of its host's group
+                    self._spawn(link.renew_host_group())
 
     async def flush(self) -> None:
         """Write the buffered heartbeats now and deliver the resulting commands."""
@@ -873,13 +880,9 @@ class AgentHub:
             if cmds is None:  # stale connection: closed, sent nothing
                 link.live = False
                 self.unregister(hid, link)
-                task = asyncio.get_running_loop().create_task(link.fenced())
-                self.deliveries.add(task)
-                task.add_done_callback(self.deliveries.discard)
+                self._spawn(link.fenced())
             elif cmds:
-                task = asyncio.get_running_loop().create_task(link.deliver(cmds))
-                self.deliveries.add(task)
-                task.add_done_callback(self.deliveries.discard)
+                self._spawn(link.deliver(cmds))
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AgentHub] = weakref.WeakKeyDictionary()

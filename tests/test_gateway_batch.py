@@ -475,3 +475,31 @@ def test_the_narrow_desired_state_equals_the_plain_one_on_random_states(seed):
     with CaptureQueriesContext(connection) as ctx:
         narrow = gateway.desired_commands_many(quiet)
     assert len(ctx.captured_queries) == 1 and narrow == gateway.desired_commands_many_plain(quiet)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_older_than_the_group_expiry_still_hears_its_host_group(fast_flush, settings, monkeypatch):
+    """channels-redis drops a group member after its ``group_expiry`` (a day) unless re-added: an
+    agent connected for longer missed its host's pushes, the close of a revoked token and the notice
+    of a newer connection. The hub renews every connection's membership with its push group's."""
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"group_expiry": 1}}
+    }
+    monkeypatch.setattr(gateway, "HUBS_REJOIN_S", 0.2)
+    cluster = Cluster.objects.create(name="expiry")
+    [(host, token)] = _register(cluster, 1, prefix="x")
+
+    async def run() -> None:
+        comm = _communicator(token)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        await comm.send_to(text_data=_heartbeat(2, []))  # the hub's loop runs from the first heartbeat
+        await asyncio.sleep(3)  # past the expiry (whole seconds: a member ages out after 2 s at most)
+        layer = get_channel_layer()
+        await layer.group_send(gateway.host_group(host.pk), {"type": "agent.superseded", "generation": 10**6})
+        closed = await comm.receive_output(timeout=5)
+        assert closed["type"] == "websocket.close"
+
+    _run(run())
