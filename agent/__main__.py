@@ -104,11 +104,15 @@ def make_gpu_backend(
         from agent.gpu.nvml import NvmlGpuBackend
 
         return NvmlGpuBackend()
-    return FakeGpuBackend(host, gpus, model, memory_mb=memory_mb, state_dir=state_dir)
+    dev_dir = state_dir / "dev" if state_dir is not None else None  # stand-in device nodes
+    return FakeGpuBackend(host, gpus, model, memory_mb=memory_mb, state_dir=state_dir, dev_dir=dev_dir)
 
 
-def make_runtime(config: AgentConfig, isolation: Isolation | None = None) -> Runtime:
-    """The runtime named by ``config.runtime``.
+def make_runtime(
+    config: AgentConfig, isolation: Isolation | None = None, gpu_nodes: dict[int, str] | None = None
+) -> Runtime:
+    """The runtime named by ``config.runtime``; ``gpu_nodes``: each GPU's device node by index
+    (:meth:`GpuBackend.device_nodes`), which the process runtime hides from attempts not given it.
 
     Raises:
         RuntimeUnavailable: ``docker`` without a reachable Docker Engine API.
@@ -126,7 +130,9 @@ def make_runtime(config: AgentConfig, isolation: Isolation | None = None) -> Run
         )
     from agent.runtime.process import ProcessRuntime
 
-    return ProcessRuntime(config.state_dir, log_max_bytes=config.log_max_bytes, isolation=isolation)
+    return ProcessRuntime(
+        config.state_dir, log_max_bytes=config.log_max_bytes, isolation=isolation, gpu_nodes=gpu_nodes
+    )
 
 
 def _join(args: argparse.Namespace) -> int:
@@ -295,7 +301,7 @@ def _run(args: argparse.Namespace) -> int:
         gpu = make_gpu_backend(
             config.gpu_backend, config.host_name, config.gpus, config.model, config.gpu_memory_mb, config.state_dir
         )
-        runtime = make_runtime(config, isolation)
+        runtime = make_runtime(config, isolation, gpu.device_nodes())
     except (GpuUnavailable, RuntimeUnavailable) as exc:
         print(f"agent: {exc}", file=sys.stderr)
         return 1

@@ -33,6 +33,12 @@ class GpuBackend(ABC):
         real machine's (:func:`machine_resources`); None where it cannot be read."""
         return machine_resources()
 
+    def device_nodes(self) -> dict[int, str]:
+        """Each GPU's own device node (``/dev/nvidia<minor>``) by index: the process runtime hides
+        the host's other GPUs' nodes from an attempt (docs/isolation.md). ``{}`` (the default):
+        none known, nothing hidden."""
+        return {}
+
     def note_busy(self, indices: Collection[int]) -> None:  # noqa: B027 -- optional hook, no-op by default
         """Tell the backend which GPU indices attempts hold now (simulated backends use it)."""
 

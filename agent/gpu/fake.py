@@ -139,6 +139,9 @@ class FakeGpuBackend(GpuBackend):
 
     Busy GPUs (see :meth:`note_busy`) drift towards high utilization, power and temperature, idle
     ones towards idle values, with noise. ``state_dir`` holds the fault file (None: no faults).
+    ``dev_dir`` (None: none) gets one stand-in device node per GPU, ``nvidia<index>``: an empty
+    file of mode 0666 (as the NVIDIA driver makes its nodes), so that the process runtime's hiding
+    of other GPUs' nodes works on simulated hosts too (:meth:`device_nodes`).
     """
 
     def __init__(
@@ -151,6 +154,7 @@ class FakeGpuBackend(GpuBackend):
         seed: int | None = None,
         cpus: int | None = None,
         memory: int | None = None,
+        dev_dir: Path | None = None,
     ) -> None:
         if count < 0:
             raise ValueError("count must be >= 0")
@@ -166,6 +170,12 @@ class FakeGpuBackend(GpuBackend):
         self._telemetry = [_Telemetry() for _ in range(count)]
         self._busy: frozenset[int] = frozenset()
         self._faults: dict[int, Fault] = {}
+        self._nodes: dict[int, str] = {}
+        if dev_dir is not None:
+            self._nodes = make_fake_nodes(dev_dir, count)
+
+    def device_nodes(self) -> dict[int, str]:
+        return dict(self._nodes)
 
     def note_busy(self, indices: Collection[int]) -> None:
         self._busy = frozenset(indices)
@@ -228,6 +238,20 @@ class FakeGpuBackend(GpuBackend):
         t.temperature = _clamp(t.temperature + 0.3 * (temp - t.temperature) + rng.gauss(0, 0.5), 20, 95)
         t.power = _clamp(t.power + 0.5 * (power - t.power) + rng.gauss(0, 5), 40, _TDP_W)
         t.memory_used = _clamp(t.memory_used + 0.7 * (mem_frac * self.memory_mb - t.memory_used), 0, self.memory_mb)
+
+
+def make_fake_nodes(dev_dir: Path, count: int) -> dict[int, str]:
+    """Make ``dev_dir`` (0755) and in it ``nvidia0``… (empty files, mode 0666, as the driver's
+    nodes): the simulated GPUs' device nodes, by index."""
+    dev_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(dev_dir, 0o755)  # noqa: S103 -- as /dev: every attempt reaches it
+    nodes = {}
+    for index in range(count):
+        node = dev_dir / f"nvidia{index}"
+        node.touch()
+        os.chmod(node, 0o666)  # noqa: S103 -- as the NVIDIA driver's nodes: hiding them is the runtime's job
+        nodes[index] = str(node)
+    return nodes
 
 
 def _clamp(value: float, lo: float, hi: float) -> float:

@@ -92,6 +92,12 @@ class NvmlGpuBackend(GpuBackend):
             raise GpuUnavailable("NVML found no NVIDIA GPU on this host")
         self._handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
         self._uuids = [self._text(self.nvml.nvmlDeviceGetUUID(h)) for h in self._handles]
+        self._nodes: dict[int, str] = {}
+        for index, handle in enumerate(self._handles):
+            try:
+                self._nodes[index] = f"/dev/nvidia{int(self.nvml.nvmlDeviceGetMinorNumber(handle))}"
+            except self.nvml.NVMLError as exc:
+                log.warning("GPU %d: no device minor number (%s): its node stays open to every attempt", index, exc)
         self._lock = threading.Lock()
         self._recent_xids: dict[int, list[int]] = {i: [] for i in range(count)}
         self._fatal_xids: dict[int, set[int]] = {i: set() for i in range(count)}
@@ -99,6 +105,10 @@ class NvmlGpuBackend(GpuBackend):
         self._thread: threading.Thread | None = None
         if watch_xids:
             self._start_xid_watch()
+
+    def device_nodes(self) -> dict[int, str]:
+        """``/dev/nvidia<minor>`` of each GPU (``nvmlDeviceGetMinorNumber``), by index."""
+        return dict(self._nodes)
 
     @staticmethod
     def _text(value: str | bytes) -> str:

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
@@ -85,7 +86,7 @@ go = b"".join(chunks)
 if go[:1] != b"1":
     sys.exit(125)
 go = json.loads(go[1:])
-env, tmp = go["env"], go["tmp"]
+env, tmp, hide = go["env"], go["tmp"], go["hide"]
 libc = ctypes.CDLL(None, use_errno=True)
 exit_dir, exit_name = os.open(os.path.dirname(exit_file), os.O_PATH | os.O_DIRECTORY), os.path.basename(exit_file)
 def check(r, what):
@@ -103,6 +104,7 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make / private")  # MS_REC|MS_PRIVATE
         made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
         keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
+        stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
         for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
             check(libc.mount(b"tmpfs", point, b"tmpfs", 2 | 4, opts), f"tmpfs on {point.decode()}")  # nosuid,nodev
         os.umask(0o066)  # the skeleton to kept paths (parents too): 0711, reachable, not listable
@@ -120,6 +122,23 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
             refuse(f"cannot make the private /tmp and /dev/shm: {e}")
         print(f"fairway: no private /tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr, flush=True)
         env.setdefault("TMPDIR", tmp["dir"])
+        if hide["nodes"]:
+            print(f"fairway: the host's other GPUs stay reachable ({e})", file=sys.stderr, flush=True)
+    else:  # the other GPUs' device nodes: the stand-in over each, read-only (Slurm's ConstrainDevices)
+        try:
+            for p in hide["nodes"]:
+                if os.path.exists(p):  # else unreachable here already (under the private /tmp, or none)
+                    src = f"/proc/self/fd/{stand_in}".encode()
+                    check(libc.mount(src, p.encode(), None, 0x1000, None), f"hide {p}")  # MS_BIND
+                    # MS_REMOUNT|MS_BIND|MS_RDONLY|MS_NOSUID|MS_NODEV|MS_NOEXEC
+                    check(libc.mount(None, p.encode(), None, 0x20 | 0x1000 | 0xF, None), f"hide {p} read-only")
+            if stand_in >= 0:
+                os.close(stand_in)
+        except OSError as e:
+            refuse(f"cannot hide the host's other GPUs: {e}")
+elif hide["nodes"]:  # a non-root agent makes no mounts
+    print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
+          file=sys.stderr, flush=True)
 if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
     try:
         c = 0
@@ -194,6 +213,31 @@ SYS_CHROOT, AUDIT_WRITE, SETFCAP. Only a root command (both consents, docs/isola
 an owner's command loses them all at ``setuid``. Without CAP_SYS_ADMIN it cannot unmount its
 private /tmp, mount, or enter another namespace; without CAP_SYS_PTRACE it cannot reach the root
 of processes holding capabilities it lacks through ``/proc/<pid>/root``."""
+
+
+GPU_STAND_IN = "gpu-stand-in"
+"""The file (in the state directory: root's, mode 000, empty) that the wrapper of a root agent
+bind-mounts, read-only, over the device node of each GPU of the host the attempt was not given."""
+
+
+def gpu_hide_payload(gpu_nodes: Mapping[int, str], indices: Collection[int], stand_in: Path) -> dict[str, object]:
+    """What the wrapper hides: the device nodes of the GPUs of ``gpu_nodes`` (index → node) not in
+    ``indices`` (the attempt's), less any that is also one of the attempt's; and the stand-in."""
+    own = {gpu_nodes[i] for i in indices if i in gpu_nodes}
+    nodes = sorted({p for i, p in gpu_nodes.items() if i not in indices} - own)
+    return {"nodes": nodes, "stand_in": str(stand_in)}
+
+
+def make_stand_in(path: Path) -> None:
+    """Make ``path`` an empty file of mode 000 (the agent's, root's): what hides a GPU's node.
+    Opening it is refused to every user; a root workload (CAP_DAC_OVERRIDE) opens an empty file,
+    read-only (the bind is), never the device."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.fchmod(fd, 0)
+    finally:
+        os.close(fd)
 
 
 def private_tmp_payload(spec: AttemptSpec, keep: list[str], tmpdir: Path) -> dict[str, object]:
@@ -277,7 +321,9 @@ class ProcessRuntime(StoredRuntime):
     ``cwd`` is the attempts' working directory (default: the agent's); ``log_max_bytes`` caps each
     attempt's log (see :meth:`cap_logs`); ``isolation`` says whose identity attempts run under and
     where their cgroups go (None: the agent's own user, cgroups where available — the library
-    default of tests; the agent passes its configured one).
+    default of tests; the agent passes its configured one). ``gpu_nodes`` maps each GPU of the host
+    to its device node (:meth:`GpuBackend.device_nodes`): an attempt's wrapper hides the nodes of
+    the GPUs it was not given (a root agent; docs/isolation.md).
     """
 
     def __init__(
@@ -286,9 +332,11 @@ class ProcessRuntime(StoredRuntime):
         cwd: Path | None = None,
         log_max_bytes: int = 64 * 1024 * 1024,
         isolation: Isolation | None = None,
+        gpu_nodes: Mapping[int, str] | None = None,
     ) -> None:
         super().__init__(state_dir, log_max_bytes)
         self.cwd = cwd
+        self.gpu_nodes = dict(gpu_nodes or {})
         self.isolation = isolation or Isolation(IsolationConfig(mode="agent", allow_root=True))
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: dict[int, asyncio.Task[None]] = {}
@@ -383,9 +431,17 @@ class ProcessRuntime(StoredRuntime):
         if ident.switch:
             os.chown(tmpdir, ident.uid, ident.gid)
         tmp: dict[str, object] | None = None
+        hide = gpu_hide_payload(self.gpu_nodes, spec.gpu_indices, self.store.state_dir / GPU_STAND_IN)
         if self.isolation.is_root:
-            keep = [workdir or os.getcwd(), str(run_dir), executable, *(m.host_path for m in spec.mounts)]
+            own_nodes = [self.gpu_nodes[i] for i in spec.gpu_indices if i in self.gpu_nodes]
+            keep = [workdir or os.getcwd(), str(run_dir), executable, *(m.host_path for m in spec.mounts), *own_nodes]
             tmp = private_tmp_payload(spec, keep, tmpdir)
+            if hide["nodes"]:
+                try:
+                    make_stand_in(self.store.state_dir / GPU_STAND_IN)
+                except OSError as exc:
+                    shutil.rmtree(tmpdir, ignore_errors=True)
+                    self._fail(record, f"cannot hide the host's other GPUs: {exc}")
         elif "TMPDIR" not in spec.env:
             env["TMPDIR"] = str(tmpdir)
         exit_path = self.store.exit_path(spec.attempt_id)
@@ -471,7 +527,7 @@ class ProcessRuntime(StoredRuntime):
         # wrapper exists, so the attempt is either recorded and watched or failed and gone, never
         # a command that runs on unrecorded. close() waits for it.
         rest = asyncio.get_running_loop().create_task(
-            self._hand_over_and_watch(spec, record, proc, write_fd, status_fd, env, tmp, tmpdir, cgroup),
+            self._hand_over_and_watch(spec, record, proc, write_fd, status_fd, env, tmp, hide, tmpdir, cgroup),
             name=f"attempt-{spec.attempt_id}-start",
         )
         self._starts.add(rest)
@@ -504,6 +560,7 @@ class ProcessRuntime(StoredRuntime):
         status_fd: int,
         env: dict[str, str],
         tmp: dict[str, object] | None,
+        hide: dict[str, object],
         tmpdir: Path,
         cgroup: Path | None,
     ) -> None:
@@ -512,7 +569,7 @@ class ProcessRuntime(StoredRuntime):
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
         caps = sum(1 << c for c in ROOT_CAPS)
         await asyncio.to_thread(
-            _hand_over, write_fd, b"1" + json.dumps({"env": env, "tmp": tmp, "caps": caps}).encode()
+            _hand_over, write_fd, b"1" + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps}).encode()
         )
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.

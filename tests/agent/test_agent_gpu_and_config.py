@@ -119,3 +119,11 @@ def test_unknown_key_in_the_config_file_fails_loudly(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="unknown key.*heartbeat_s"):
         load_config({}, config_file, {})
+
+
+def test_simulated_gpus_get_stand_in_device_nodes_only_with_a_dev_dir(tmp_path: Path) -> None:
+    assert FakeGpuBackend("h1", 2).device_nodes() == {}
+    nodes = FakeGpuBackend("h1", 3, dev_dir=tmp_path / "dev").device_nodes()
+    assert nodes == {i: str(tmp_path / "dev" / f"nvidia{i}") for i in range(3)}
+    assert all(Path(p).is_file() and Path(p).stat().st_mode & 0o777 == 0o666 for p in nodes.values())
+    assert (tmp_path / "dev").stat().st_mode & 0o777 == 0o755

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from agent_testkit import REPO_ROOT, run_async
 
+from agent.gpu.fake import FakeGpuBackend
 from agent.runtime.base import AttemptSpec, StartError
 from agent.runtime.isolation import (
     PRIVATE_TMP,
@@ -32,7 +33,7 @@ from agent.runtime.isolation import (
     descendants,
     detect_cgroups,
 )
-from agent.runtime.process import ProcessRuntime
+from agent.runtime.process import ProcessRuntime, gpu_hide_payload
 from agent.state import AttemptRecord
 
 TEST_RANGE = (62000, 62099)
@@ -75,8 +76,10 @@ def spec(attempt_id: int, command: list[str], owner: str = "", env: dict[str, st
     )
 
 
-def runtime(state: Path, isolation: Isolation | None = None) -> tuple[ProcessRuntime, asyncio.Queue[AttemptRecord]]:
-    rt = ProcessRuntime(state, cwd=REPO_ROOT, isolation=isolation)
+def runtime(
+    state: Path, isolation: Isolation | None = None, gpu_nodes: dict[int, str] | None = None
+) -> tuple[ProcessRuntime, asyncio.Queue[AttemptRecord]]:
+    rt = ProcessRuntime(state, cwd=REPO_ROOT, isolation=isolation, gpu_nodes=gpu_nodes)
     exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
     rt.on_exit = exits.put_nowait
     return rt, exits
@@ -739,3 +742,77 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
         run_async(scenario())
     finally:
         shutil.rmtree(run_under_shm.parent, ignore_errors=True)
+
+
+# --- break29: every attempt of the process runtime could open every GPU's device node -----------------
+
+# Tries to unmount each node (a root workload lacks CAP_SYS_ADMIN), opens it read-write (as CUDA
+# does), then reads it: "open"/"refused" and what it read.
+PROBE = (
+    'for n in "$@"; do umount "$n" 2>/dev/null; umount -l "$n" 2>/dev/null; '
+    'if { true <>"$n"; } 2>/dev/null; then echo "rw-open $n"; else echo "rw-refused $n"; fi; '
+    'echo "read $n: $(cat "$n" 2>/dev/null || echo REFUSED)"; done; echo probed'
+)
+
+
+def test_the_nodes_to_hide_are_the_other_gpus_less_any_the_attempt_holds() -> None:
+    nodes = {0: "/dev/nvidia0", 1: "/dev/nvidia1", 2: "/dev/nvidia3", 3: "/dev/nvidia2", 4: "/dev/nvidia0"}
+    payload = gpu_hide_payload(nodes, [0, 1, 7], Path("/s/gpu-stand-in"))
+    assert payload == {"nodes": ["/dev/nvidia2", "/dev/nvidia3"], "stand_in": "/s/gpu-stand-in"}
+    assert gpu_hide_payload(nodes, [0, 1, 2, 3, 4], Path("/s"))["nodes"] == []
+    assert gpu_hide_payload({}, [0], Path("/s"))["nodes"] == []
+
+
+@needs_root
+@needs_mount_ns
+@pytest.mark.parametrize(("where", "who"), [("var", "owner"), ("tmp", "owner"), ("var", "root")])
+def test_an_attempt_opens_only_its_own_gpus_device_nodes(open_state: Path, where: str, who: str) -> None:
+    """break29: an attempt given GPUs 0 and 1 of 4 opened the nodes of all 4 (unset
+    CUDA_VISIBLE_DEVICES, NVML). In its mount namespace the wrapper now binds a root-owned, mode
+    000, empty file read-only over the others' nodes: an owner cannot open them, a root workload
+    (CAP_DAC_OVERRIDE) opens an empty file read-only, never the device; its own nodes are
+    untouched, under a private /tmp too (bound back), and the host's are unchanged."""
+    base = Path(tempfile.mkdtemp(prefix="fw-gpu29-", dir="/var/tmp")) if where == "var" else open_state.parent  # noqa: S108
+    os.chmod(base, 0o755)  # noqa: S103 -- as /dev
+    nodes = FakeGpuBackend("h29", 4, dev_dir=base / "dev").device_nodes()
+    for i, node in nodes.items():
+        Path(node).write_text(f"device-{i}\n")
+    isolation = owner_isolation(allow_root=True)
+    extra = {"owner_uid": 0, "owner_gid": 0, "allow_root": True} if who == "root" else {}
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation, gpu_nodes=nodes)
+        command = ["sh", "-c", PROBE, "probe", *nodes.values()]
+        await rt.start(replace(spec(1, command, owner="iso-alice", **extra), gpu_indices=[0, 1], gpu_uuids=["a", "b"]))
+        done = await asyncio.wait_for(exits.get(), 10)
+        out = log_of(rt, 1)
+        assert done.exit_code == 0 and "probed" in out, out
+        for i in (0, 1):
+            assert f"rw-open {nodes[i]}" in out and f"read {nodes[i]}: device-{i}" in out, out
+        for i in (2, 3):
+            assert f"rw-refused {nodes[i]}" in out and f"device-{i}" not in out, out
+            assert f"read {nodes[i]}: {'REFUSED' if who == 'owner' else ''}\n" in out, out
+        assert "fw-gpu29" not in Path("/proc/self/mounts").read_text()  # noqa: ASYNC240 -- one read
+        assert all(Path(n).read_text() == f"device-{i}\n" for i, n in nodes.items())  # noqa: ASYNC240
+
+    try:
+        run_async(scenario())
+    finally:
+        if where == "var":
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_non_root_agent_says_the_other_gpus_stay_reachable(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Isolation, "is_root", property(lambda self: False))
+    nodes = FakeGpuBackend("h29", 2, dev_dir=tmp_path / "dev").device_nodes()
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, gpu_nodes=nodes)
+        await rt.start(spec(1, ["true"]))
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.exit_code == 0
+        assert "the host's other GPUs stay reachable (the agent is not root" in log_of(rt, 1)
+
+    run_async(scenario())

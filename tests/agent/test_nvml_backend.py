@@ -64,6 +64,11 @@ class FakeNvml:
     def nvmlShutdown(self) -> None:  # noqa: N802
         self.shutdown = True
 
+    def nvmlDeviceGetMinorNumber(self, h: int) -> int:  # noqa: N802
+        if "minor" not in self.state[h]:
+            raise NVMLError_NotSupported("Not Supported")
+        return int(self.state[h]["minor"])
+
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802
         return self.count
 
@@ -210,3 +215,16 @@ def test_the_agent_with_nvml_and_no_driver_exits_with_one_line(tmp_path: Path) -
     )  # fmt: skip
     errors = [line for line in done.stderr.splitlines() if line.startswith("agent:")]
     assert done.returncode == 1 and len(errors) == 1 and "NVIDIA driver" in errors[0], done.stderr
+
+
+def test_each_gpu_reports_its_device_node_from_its_minor_number() -> None:
+    """The process runtime hides the host's other GPUs' nodes (docs/isolation.md): NVML's minor
+    number names each; a GPU without one is left out (its node is not hidden: logged)."""
+    fake = FakeNvml(count=3)
+    fake.state[0]["minor"] = 4
+    fake.state[2]["minor"] = 0
+    backend = NvmlGpuBackend(fake, watch_xids=False)  # type: ignore[arg-type]
+    try:
+        assert backend.device_nodes() == {0: "/dev/nvidia4", 2: "/dev/nvidia0"}
+    finally:
+        backend.close()
