@@ -420,6 +420,41 @@ class _Instants:
         return NEVER
 
 
+class _Lists:
+    """:class:`Forward`'s lists of its hosts, attempts and pending workloads (in its dicts'
+    order), each built when a snapshot first asks for it after a change and handed to every
+    snapshot until the next change (a confirming pass after stops sees the same pending
+    workloads; an instant's hosts rarely change): a list is never changed once built, only
+    dropped (None), so snapshots that hold it keep what they were given. A pass's views
+    (:class:`PendingView`, ``AttemptsView``) copy it at C speed (a plain list) instead of
+    walking the dict."""
+
+    __slots__ = ("hosts", "attempts", "pending")
+
+    def __init__(self) -> None:
+        self.hosts: list[Host] | None = None
+        self.attempts: list[Attempt] | None = None
+        self.pending: list[Workload] | None = None
+
+    def of_hosts(self, hosts: Mapping[str, Host]) -> list[Host]:
+        got = self.hosts
+        if got is None:
+            got = self.hosts = list(hosts.values())
+        return got
+
+    def of_attempts(self, attempts: Mapping[str, Attempt]) -> list[Attempt]:
+        got = self.attempts
+        if got is None:
+            got = self.attempts = list(attempts.values())
+        return got
+
+    def of_pending(self, pending: Mapping[str, Workload]) -> list[Workload]:
+        got = self.pending
+        if got is None:
+            got = self.pending = list(pending.values())
+        return got
+
+
 class PendingView(list[Workload]):
     """A pass's pending workloads with what arrived and left since the previous pass's snapshot
     of the same :class:`Forward` (``changes``, scheduler/policy/pending.py): the policy's
@@ -453,6 +488,10 @@ class Forward:
         self.grace = grace
         self.hosts: dict[str, Host] = {h.name: h for h in snap.hosts}
         self.attempts: dict[str, Attempt] = {}
+        self.lists: _Lists = _Lists()
+        """The hosts', attempts' and pending workloads' lists the snapshots hand, kept while each
+        is unchanged (every change of :attr:`hosts`, :attr:`attempts` or :attr:`pending` drops
+        its list: :meth:`_put`, :meth:`_drop`, :meth:`_enqueue`, :meth:`apply`)."""
         """Changed only by :meth:`_put` and :meth:`_drop`, which keep the instants and the book."""
         self.touched: set[str] = set()
         """Attempt ids put or dropped since :attr:`book` last took them (:meth:`book_at`)."""
@@ -483,6 +522,12 @@ class Forward:
         """:func:`pending_commitments` of ``pending``, kept as it changes."""
         self.usage: list[UsageRecord] = []
         """The usage records (the lumps aside), as read by :meth:`snapshot` and the oracle."""
+        self.usage_version = 0
+        """Counts the records and lumps changed (:meth:`_record`, :meth:`_charge`)."""
+        self.usage_memo: tuple[int, int, list[UsageRecord]] | None = None
+        """The last :meth:`pass_usage`: its instant, :attr:`usage_version` then, the list (a
+        pass at ``now`` and :meth:`next_event` read the same; a clone keeps it, and its own
+        version from there)."""
         self.rbook: RecordBook | None = RecordBook(snap.window)
         """:attr:`usage`'s windowed usage by difference: each pass and :meth:`next_event` read
         one lump per budget instead of every record (:meth:`pass_usage`). None: rebuilt on use
@@ -534,6 +579,7 @@ class Forward:
     def _put(self, a: Attempt) -> None:
         """``a`` in :attr:`attempts` (new, or replacing the attempt of its id), its instants kept."""
         self.attempts[a.id] = a
+        self.lists.attempts = None
         self.touched.add(a.id)
         self.alog.touch(a.id)
         if a.release_at is not None:
@@ -575,6 +621,7 @@ class Forward:
 
     def _drop(self, aid: str) -> None:
         del self.attempts[aid]
+        self.lists.attempts = None
         self.releasing.pop(aid, None)
         self.touched.add(aid)
         self.alog.touch(aid)
@@ -588,6 +635,7 @@ class Forward:
     def _record(self, r: UsageRecord) -> None:
         """A usage record kept (not a lump: those are read afresh), its breakpoints too."""
         self.usage.append(r)
+        self.usage_version += 1
         if self.breaks is not None:
             self._index_record(r, self.breaks)
         if self.rbook is not None:
@@ -600,11 +648,15 @@ class Forward:
         as ``windowed_usage`` at its snapshot's ``now`` (``pass_loads``), so the pass decides
         exactly what it decides with every record, as the trace simulator's snapshots do
         (``scheduler/sim/simulate.py: WindowUsage``)."""
+        memo = self.usage_memo
+        if memo is not None and memo[0] == t and memo[1] == self.usage_version:
+            return memo[2]  # no record or lump since: the same list (never changed once built)
         book = self.rbook
         if book is None or book.now > t:
             book = self.rbook = RecordBook(self.window, self.usage)
         out = [UsageRecord(b, t, t, None, v) for b, v in sorted(book.at(t).items())]
         out.extend(self.lumps.values())
+        self.usage_memo = (t, self.usage_version, out)
         return out
 
     def _index_record(self, r: UsageRecord, breaks: _Instants) -> None:
@@ -616,15 +668,24 @@ class Forward:
         """The simulated cluster at ``now``. ``for_pass``: the snapshot of the policy's next pass,
         carrying the pending workloads' changes since the previous one (:attr:`log`); every other
         snapshot (events, probes) leaves the log alone."""
-        values = self.pending.values()
-        attempts = self.attempts
+        lists = self.lists
+        if for_pass:
+            return replace(
+                self.base,
+                now=self.now,
+                hosts=lists.of_hosts(self.hosts),
+                attempts=AttemptsView(lists.of_attempts(self.attempts), self.alog.cut(self.attempts)),
+                pending=PendingView(lists.of_pending(self.pending), self.log.cut()),
+                usage=self.pass_usage(self.now),
+                nominations=self.nominations,
+            )
         return replace(
             self.base,
             now=self.now,
             hosts=list(self.hosts.values()),
-            attempts=AttemptsView(attempts.values(), self.alog.cut(attempts)) if for_pass else list(attempts.values()),
-            pending=PendingView(values, self.log.cut()) if for_pass else list(values),
-            usage=self.pass_usage(self.now) if for_pass else [*self.usage, *self.lumps.values()],
+            attempts=list(self.attempts.values()),
+            pending=list(self.pending.values()),
+            usage=[*self.usage, *self.lumps.values()],
             nominations=self.nominations,
         )
 
@@ -641,6 +702,7 @@ class Forward:
             old = self.lumps.get(a.budget)
             total = len(a.gpus) * (end - start) + (old.gpu_seconds if old is not None else 0)
             self.lumps[a.budget] = UsageRecord(a.budget, end, end, None, total)
+            self.usage_version += 1
         else:
             self._record(UsageRecord(a.budget, start, end, gpus=len(a.gpus)))
 
@@ -651,6 +713,7 @@ class Forward:
             _bump(self.commitments, old, -1)
             self.log.remove(old)
         self.pending[w.id] = w
+        self.lists.pending = None
         self.log.add(w)
         _bump(self.commitments, w, 1)
 
@@ -677,6 +740,7 @@ class Forward:
             w = self.pending.pop(st.workload, None)
             if w is None:
                 continue
+            self.lists.pending = None
             self.log.remove(w)
             _bump(self.commitments, w, -1)
             self.nominations.pop(w.id, None)
@@ -691,6 +755,7 @@ class Forward:
                 self._end_at(a, self.now + limit)
         for name, state in dec.host_states.items():
             self.hosts[name] = replace(self.hosts[name], state=state, drain_now=False)
+            self.lists.hosts = None
         if self.grace == 0:
             self.release_due()
 
@@ -754,6 +819,7 @@ class Forward:
         """A copy at the same instant that moves on alone (the policy's memory is shared: it is a
         cache, exact whatever sequence of snapshots it sees)."""
         other = copy.copy(self)
+        other.lists = copy.copy(self.lists)  # the lists themselves are never changed, only dropped
         other.hosts = dict(self.hosts)
         other.attempts = dict(self.attempts)
         other.releasing = dict(self.releasing)
@@ -810,12 +876,12 @@ class Forward:
         """:meth:`snapshot` as :func:`next_order_change` reads it with kept commitments: of the
         pending workloads only the nominated ones, the usage as a pass at ``now`` reads it
         (:meth:`pass_usage`)."""
-        pending = self.pending
+        pending, lists = self.pending, self.lists
         return replace(
             self.base,
             now=self.now,
-            hosts=list(self.hosts.values()),
-            attempts=list(self.attempts.values()),
+            hosts=lists.of_hosts(self.hosts),
+            attempts=lists.of_attempts(self.attempts),
             pending=[pending[k] for k in self.nominations if k in pending],
             usage=self.pass_usage(self.now),
             nominations=self.nominations,
@@ -1069,6 +1135,7 @@ def _fork(fw: Forward, w: Workload) -> Forward:
     other = fw.clone()
     other.scheduler = IncrementalScheduler(waiting_nominations=True)  # alone: no probe reads its reservations
     other.pending[w.id] = w
+    other.lists = _Lists()
     other.log.add(w)
     other.known[w.id] = w
     other.commitments = pending_commitments(other.pending.values())

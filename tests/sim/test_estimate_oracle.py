@@ -306,3 +306,59 @@ def test_each_pass_reads_the_loads_of_every_record(seed: int) -> None:
         if fw.now >= end:
             break
         fw.tick()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_each_snapshot_hands_the_lists_and_usage_of_the_state_then(seed: int) -> None:
+    """Forward keeps the lists of its hosts, attempts and pending workloads while each is
+    unchanged, and the usage a pass reads while no record or lump changed (Forward.lists,
+    Forward.usage_memo): at every pass and every next_event of random forward simulations, of
+    clones taken on the way and of quote forks (a workload added), each pass's snapshot and the
+    event snapshot hold what the plain snapshot builds afresh from the state at that moment (the
+    same objects in the same order), and the usage of a fresh record book."""
+    s, running, grace = small_state(seed)
+    end = s.now + 4 * HORIZON
+    rnd = random.Random(seed ^ 0x115)
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), end)
+    checked = [0]
+
+    def same(got: object, want: list[object]) -> bool:
+        return isinstance(got, list) and len(got) == len(want) and all(a is b for a, b in zip(got, want, strict=True))
+
+    def fresh_usage(f: est.Forward, t: int) -> list[UsageRecord]:
+        book = est.RecordBook(f.window, f.usage)
+        return [UsageRecord(b, t, t, None, v) for b, v in sorted(book.at(t).items())] + list(f.lumps.values())
+
+    def check(f: est.Forward, snap: Snapshot, *, event: bool = False) -> None:
+        plain = est.Forward.snapshot(f)
+        assert same(snap.hosts, list(plain.hosts)), f"seed {seed} at {f.now}: hosts"
+        assert same(snap.attempts, list(plain.attempts)), f"seed {seed} at {f.now}: attempts"
+        if not event:
+            assert same(snap.pending, list(plain.pending)), f"seed {seed} at {f.now}: pending"
+        assert list(snap.usage) == fresh_usage(f, snap.now), f"seed {seed} at {f.now}: usage"
+        checked[0] += 1
+
+    policy = fw.scheduler  # clones and forks share it (a cache, exact whatever it sees)
+
+    def watched(f: est.Forward) -> est.Forward:
+        def call(snap: Snapshot) -> Decisions:
+            check(f, snap)
+            return policy(snap)
+
+        f.scheduler = call  # type: ignore[assignment]
+        return f
+
+    watched(fw).tick()
+    for i in range(60):
+        if rnd.random() < 0.2:
+            fw = watched(fw.clone())
+        elif rnd.random() < 0.1 and fw.pending:
+            w = rnd.choice(list(fw.pending.values()))
+            fw = watched(est._fork(fw, replace(w, id=f"q{i}", seq=10_000 + i)))
+        check(fw, fw.event_snapshot(), event=True)
+        fw.now = fw.next_event(end)
+        if fw.now >= end:
+            break
+        fw.tick()
+    assert checked[0] > 1
