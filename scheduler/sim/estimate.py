@@ -466,6 +466,19 @@ class PendingView(list[Workload]):
         self.changes = changes
 
 
+def _only_starts(dec: Decisions) -> bool:
+    """``dec``, a pass the idle screen answered (``screen.starts_only``: ready nominees start on
+    their nominations, nothing else), leaves a state whose next pass the screen answers with
+    nothing: so the forward simulation runs no confirming pass after it (docs/estimates.md,
+    "Ready starts confirm themselves"). The starts move no load (a nomination commits what its
+    start commits: ``gpus × M`` from now), free no GPU (nominated GPUs are in no free list) and
+    add no room (the new attempts are protected); every other nomination still waits, and the
+    pending shapes only lose the nominees, so every test of the screen reads what it read. Under
+    ``IncrementalScheduler(check=True)`` the pass runs anyway and :meth:`Forward.tick` raises
+    unless the screen answered it with nothing (tests/sim/test_estimate_oracle.py)."""
+    return bool(dec.starts) and not dec.stops and not dec.host_states
+
+
 class Forward:
     """The simulated cluster: attempts, pending workloads, usage and nominations, moved from
     event to event by the real policy (:class:`IncrementalScheduler`). Simulated agents confirm
@@ -549,6 +562,9 @@ class Forward:
         self.quiet = False
         """The last pass decided nothing, reserved nothing, and no nomination is open: see
         :meth:`next_event`."""
+        self.ready_confirms = True
+        """After a pass the screen answered with ready starts, no confirming pass (:func:`_only_starts`);
+        False: the plain loop, every pass run until one decides nothing (tests compare)."""
         self.known: dict[str, Workload] = {**(running or {}), **self.pending}
         """Workload id → the workload, for requeueing what the simulation preempts."""
         self.requeue: set[str] = set()
@@ -775,21 +791,39 @@ class Forward:
         if self.ends:
             self.time_out()
         self.release_due()
+        policy = self.scheduler
+        check = getattr(policy, "check", False)
+        after_ready = False  # the last pass was the screen's ready starts (under check: verify the next)
         for _ in range(max_passes):
             snap = self.snapshot(for_pass=True)
             if self.first is None:
                 # The first pass in full (the idle screen would skip it): its reservations cap
                 # the estimates (§3.8).
                 snap = replace(snap, with_reasons=True)
-            dec = self.scheduler(snap)
+            screened = getattr(policy, "screened", None)
+            dec = policy(snap)
             if probe is not None and probe(snap, dec):
                 return False
+            if after_ready and (policy.screened == screened or dec.changed or dec.reservations):
+                raise AssertionError(f"the pass after ready starts at {self.now} was not screened idle: {dec}")
             if self.first is None:
                 self.first = dec
             self.apply(dec)
             if not dec.changed:
                 self.quiet = not dec.reservations and not self.nominations
                 return True
+            if (
+                self.ready_confirms
+                and probe is None
+                and screened is not None
+                and policy.screened > screened
+                and _only_starts(dec)
+            ):
+                # Ready starts answered by the screen: the next pass is screened idle (:func:`_only_starts`).
+                if not check:
+                    self.quiet = not self.nominations
+                    return True
+                after_ready = True
         self.quiet = False
         return True
 

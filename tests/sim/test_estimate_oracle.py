@@ -362,3 +362,59 @@ def test_each_snapshot_hands_the_lists_and_usage_of_the_state_then(seed: int) ->
             break
         fw.tick()
     assert checked[0] > 1
+
+
+class _CountingPolicy(IncrementalScheduler):
+    passes = 0
+
+    def __call__(self, snap: Snapshot) -> Decisions:
+        self.passes += 1
+        return super().__call__(snap)
+
+
+def _ready_run(
+    seed: int, *, skip: bool, check: bool
+) -> tuple[dict[str, int], list[tuple[int, bool, dict[str, tuple[tuple[str, int], ...]]]], int]:
+    """The forward simulation of ``small_state(seed)``: starts, (instant, quiet, nominations)
+    after each instant, and the passes run."""
+    s, running, grace = small_state(seed)
+    end = s.now + 4 * HORIZON
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), end)
+    policy = fw.scheduler = _CountingPolicy(check=check, waiting_nominations=True)
+    fw.ready_confirms = skip
+    trail = []
+    fw.tick()
+    while fw.now < end and fw.pending:
+        trail.append((fw.now, fw.quiet, dict(fw.nominations)))
+        fw.now = fw.next_event(end)
+        fw.tick()
+    return fw.started, trail, policy.passes
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_no_confirming_pass_after_ready_starts_changes_nothing(seed: int) -> None:
+    """After a pass the screen answered with ready starts only, the forward simulation runs no
+    confirming pass (Forward.ready_confirms, estimate._only_starts): on random states it starts
+    every workload at the instant the plain loop (every pass run until one decides nothing)
+    does, with the same quiet flag and nominations after every instant; under
+    IncrementalScheduler(check=True) the confirming pass runs and must be screened idle (tick
+    raises otherwise)."""
+    fast, fast_trail, fast_passes = _ready_run(seed, skip=True, check=False)
+    plain, plain_trail, plain_passes = _ready_run(seed, skip=False, check=False)
+    assert (fast, fast_trail) == (plain, plain_trail), f"seed {seed}"
+    assert fast_passes <= plain_passes
+    checked, checked_trail, checked_passes = _ready_run(seed, skip=True, check=True)
+    assert (checked, checked_trail, checked_passes) == (plain, plain_trail, plain_passes), f"seed {seed}"
+
+
+def test_ready_starts_skip_confirming_passes_in_the_random_states() -> None:
+    """The test above is not vacuous: over fixed seeds, confirming passes are skipped (and, under
+    check, run and verified) while the starts stay the plain loop's."""
+    skipped = 0
+    for seed in range(40):
+        fast, _, fast_passes = _ready_run(seed, skip=True, check=False)
+        plain, _, plain_passes = _ready_run(seed, skip=False, check=False)
+        assert fast == plain, f"seed {seed}"
+        skipped += plain_passes - fast_passes
+    assert skipped > 0
