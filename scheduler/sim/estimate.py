@@ -32,7 +32,10 @@ changed (:meth:`Forward.book_at`), the usage records' windowed usage in a :class
 instants recomputed only for budgets whose load line or commitments changed
 (:class:`OrderCrossings`), and each pass's pending workloads handed with their changes since the
 previous pass (:class:`PendingView`), so the policy's pending index follows them instead of
-comparing 20k workloads.
+comparing 20k workloads; the snapshots' lists are kept while unchanged (:class:`_Lists`), and
+the usage a pass reads while no record changed (:attr:`Forward.usage_memo`). An instant whose
+pass the screen answered with ready starts ends there, with no confirming pass
+(:func:`_only_starts`).
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
