@@ -13,8 +13,8 @@ quote). CPU seconds (``time.process_time``): the box is shared.
 
 Each estimate line also says how far the simulation got: the simulated instant it reached (the
 window's end, 7 d, when it was complete; earlier when ``--budget`` CPU seconds ran out), the
-instants it simulated (``ticks``), the simulated days per CPU second and the CPU ms per instant:
-run the same command on two trees back to back to compare them. ``--horizon S`` simulates the
+instants it simulated (``ticks``), the simulated days per CPU second, the CPU ms per instant
+and the policy's passes: run the same command on two trees back to back to compare them. ``--horizon S`` simulates the
 big state to now + S whatever the CPU (a fixed amount of work, steadier to compare than the
 instants a budget reaches on a shared box) and prints the estimates' hash (sha-256 of the sorted
 (id, instant) pairs, the one docs/estimates.md quotes) to check that two trees agree.
@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.synth import make_settled  # noqa: E402
-from scheduler.policy import Snapshot, Workload  # noqa: E402
+from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, Workload  # noqa: E402
 from scheduler.sim import estimate as est  # noqa: E402
 from scheduler.sim.estimate import forward, quote  # noqa: E402
 
@@ -78,18 +78,25 @@ def estimates_bench(
     snap: Snapshot, budget: float, repeat: int, target: float | None, horizon: int | None = None
 ) -> None:
     allocated = sum(1 for w in snap.pending if w.min_runtime > 0)
-    ticks = [0]
+    ticks = [0, 0]
     tick = est.Forward.tick
+    policy = IncrementalScheduler.__call__
 
     def counted(self: est.Forward, max_passes: int = 50) -> None:
         ticks[0] += 1
         tick(self, max_passes)
 
+    def passed(self: IncrementalScheduler, s: Snapshot) -> Decisions:
+        ticks[1] += 1
+        return policy(self, s)
+
     est.Forward.tick = counted  # type: ignore[method-assign]
+    IncrementalScheduler.__call__ = passed  # type: ignore[method-assign,assignment]
     try:
         med, low, (found, reached) = cpu(lambda: forward(snap, budget_s=budget, horizon=horizon), repeat)
     finally:
         est.Forward.tick = tick  # type: ignore[method-assign]
+        IncrementalScheduler.__call__ = policy  # type: ignore[method-assign]
     days = (reached - snap.now) / 86400
     verdict = "" if target is None else f" (target {target:g} s: {'met' if med <= target else 'MISSED'})"
     print(
@@ -97,7 +104,8 @@ def estimates_bench(
         f"({allocated:,} allocated): median {med:.3f} s, min {low:.3f} s CPU{verdict}; {len(found):,} estimated "
         f"({100 * len(found) / max(1, len(snap.pending)):.1f} %); reached now + {days:.3f} d "
         f"({reached - snap.now:,} s) of {snap.window / 86400:g} d in {ticks[0] // repeat:,} ticks "
-        f"({days / max(med, 1e-9):.4f} d per CPU s, {1000 * med / max(1, ticks[0] // repeat):.1f} ms per tick)"
+        f"({days / max(med, 1e-9):.4f} d per CPU s, {1000 * med / max(1, ticks[0] // repeat):.1f} ms per tick, "
+        f"{ticks[1] // repeat:,} policy passes)"
     )
     if horizon is not None:
         digest = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()

@@ -32,7 +32,10 @@ changed (:meth:`Forward.book_at`), the usage records' windowed usage in a :class
 instants recomputed only for budgets whose load line or commitments changed
 (:class:`OrderCrossings`), and each pass's pending workloads handed with their changes since the
 previous pass (:class:`PendingView`), so the policy's pending index follows them instead of
-comparing 20k workloads.
+comparing 20k workloads; the snapshots' lists are kept while unchanged (:class:`_Lists`), and
+the usage a pass reads while no record changed (:attr:`Forward.usage_memo`). An instant whose
+pass the screen answered with ready starts ends there, with no confirming pass
+(:func:`_only_starts`).
 
 Work the simulation preempts is requeued when its GPUs are released, with its original submission
 time, as the live system does (DESIGN.md §4): for work already running at the snapshot the caller
@@ -420,6 +423,41 @@ class _Instants:
         return NEVER
 
 
+class _Lists:
+    """:class:`Forward`'s lists of its hosts, attempts and pending workloads (in its dicts'
+    order), each built when a snapshot first asks for it after a change and handed to every
+    snapshot until the next change (a confirming pass after stops sees the same pending
+    workloads; an instant's hosts rarely change): a list is never changed once built, only
+    dropped (None), so snapshots that hold it keep what they were given. A pass's views
+    (:class:`PendingView`, ``AttemptsView``) copy it at C speed (a plain list) instead of
+    walking the dict."""
+
+    __slots__ = ("hosts", "attempts", "pending")
+
+    def __init__(self) -> None:
+        self.hosts: list[Host] | None = None
+        self.attempts: list[Attempt] | None = None
+        self.pending: list[Workload] | None = None
+
+    def of_hosts(self, hosts: Mapping[str, Host]) -> list[Host]:
+        got = self.hosts
+        if got is None:
+            got = self.hosts = list(hosts.values())
+        return got
+
+    def of_attempts(self, attempts: Mapping[str, Attempt]) -> list[Attempt]:
+        got = self.attempts
+        if got is None:
+            got = self.attempts = list(attempts.values())
+        return got
+
+    def of_pending(self, pending: Mapping[str, Workload]) -> list[Workload]:
+        got = self.pending
+        if got is None:
+            got = self.pending = list(pending.values())
+        return got
+
+
 class PendingView(list[Workload]):
     """A pass's pending workloads with what arrived and left since the previous pass's snapshot
     of the same :class:`Forward` (``changes``, scheduler/policy/pending.py): the policy's
@@ -429,6 +467,19 @@ class PendingView(list[Workload]):
     def __init__(self, items: Iterable[Workload], changes: PendingChanges) -> None:
         super().__init__(items)
         self.changes = changes
+
+
+def _only_starts(dec: Decisions) -> bool:
+    """``dec``, a pass the idle screen answered (``screen.starts_only``: ready nominees start on
+    their nominations, nothing else), leaves a state whose next pass the screen answers with
+    nothing: so the forward simulation runs no confirming pass after it (docs/estimates.md,
+    "Ready starts confirm themselves"). The starts move no load (a nomination commits what its
+    start commits: ``gpus × M`` from now), free no GPU (nominated GPUs are in no free list) and
+    add no room (the new attempts are protected); every other nomination still waits, and the
+    pending shapes only lose the nominees, so every test of the screen reads what it read. Under
+    ``IncrementalScheduler(check=True)`` the pass runs anyway and :meth:`Forward.tick` raises
+    unless the screen answered it with nothing (tests/sim/test_estimate_oracle.py)."""
+    return bool(dec.starts) and not dec.stops and not dec.host_states
 
 
 class Forward:
@@ -453,6 +504,10 @@ class Forward:
         self.grace = grace
         self.hosts: dict[str, Host] = {h.name: h for h in snap.hosts}
         self.attempts: dict[str, Attempt] = {}
+        self.lists: _Lists = _Lists()
+        """The hosts', attempts' and pending workloads' lists the snapshots hand, kept while each
+        is unchanged (every change of :attr:`hosts`, :attr:`attempts` or :attr:`pending` drops
+        its list: :meth:`_put`, :meth:`_drop`, :meth:`_enqueue`, :meth:`apply`)."""
         """Changed only by :meth:`_put` and :meth:`_drop`, which keep the instants and the book."""
         self.touched: set[str] = set()
         """Attempt ids put or dropped since :attr:`book` last took them (:meth:`book_at`)."""
@@ -483,6 +538,12 @@ class Forward:
         """:func:`pending_commitments` of ``pending``, kept as it changes."""
         self.usage: list[UsageRecord] = []
         """The usage records (the lumps aside), as read by :meth:`snapshot` and the oracle."""
+        self.usage_version = 0
+        """Counts the records and lumps changed (:meth:`_record`, :meth:`_charge`)."""
+        self.usage_memo: tuple[int, int, list[UsageRecord]] | None = None
+        """The last :meth:`pass_usage`: its instant, :attr:`usage_version` then, the list (a
+        pass at ``now`` and :meth:`next_event` read the same; a clone keeps it, and its own
+        version from there)."""
         self.rbook: RecordBook | None = RecordBook(snap.window)
         """:attr:`usage`'s windowed usage by difference: each pass and :meth:`next_event` read
         one lump per budget instead of every record (:meth:`pass_usage`). None: rebuilt on use
@@ -504,6 +565,9 @@ class Forward:
         self.quiet = False
         """The last pass decided nothing, reserved nothing, and no nomination is open: see
         :meth:`next_event`."""
+        self.ready_confirms = True
+        """After a pass the screen answered with ready starts, no confirming pass (:func:`_only_starts`);
+        False: the plain loop, every pass run until one decides nothing (tests compare)."""
         self.known: dict[str, Workload] = {**(running or {}), **self.pending}
         """Workload id → the workload, for requeueing what the simulation preempts."""
         self.requeue: set[str] = set()
@@ -534,6 +598,7 @@ class Forward:
     def _put(self, a: Attempt) -> None:
         """``a`` in :attr:`attempts` (new, or replacing the attempt of its id), its instants kept."""
         self.attempts[a.id] = a
+        self.lists.attempts = None
         self.touched.add(a.id)
         self.alog.touch(a.id)
         if a.release_at is not None:
@@ -575,6 +640,7 @@ class Forward:
 
     def _drop(self, aid: str) -> None:
         del self.attempts[aid]
+        self.lists.attempts = None
         self.releasing.pop(aid, None)
         self.touched.add(aid)
         self.alog.touch(aid)
@@ -588,6 +654,7 @@ class Forward:
     def _record(self, r: UsageRecord) -> None:
         """A usage record kept (not a lump: those are read afresh), its breakpoints too."""
         self.usage.append(r)
+        self.usage_version += 1
         if self.breaks is not None:
             self._index_record(r, self.breaks)
         if self.rbook is not None:
@@ -600,11 +667,15 @@ class Forward:
         as ``windowed_usage`` at its snapshot's ``now`` (``pass_loads``), so the pass decides
         exactly what it decides with every record, as the trace simulator's snapshots do
         (``scheduler/sim/simulate.py: WindowUsage``)."""
+        memo = self.usage_memo
+        if memo is not None and memo[0] == t and memo[1] == self.usage_version:
+            return memo[2]  # no record or lump since: the same list (never changed once built)
         book = self.rbook
         if book is None or book.now > t:
             book = self.rbook = RecordBook(self.window, self.usage)
         out = [UsageRecord(b, t, t, None, v) for b, v in sorted(book.at(t).items())]
         out.extend(self.lumps.values())
+        self.usage_memo = (t, self.usage_version, out)
         return out
 
     def _index_record(self, r: UsageRecord, breaks: _Instants) -> None:
@@ -616,15 +687,24 @@ class Forward:
         """The simulated cluster at ``now``. ``for_pass``: the snapshot of the policy's next pass,
         carrying the pending workloads' changes since the previous one (:attr:`log`); every other
         snapshot (events, probes) leaves the log alone."""
-        values = self.pending.values()
-        attempts = self.attempts
+        lists = self.lists
+        if for_pass:
+            return replace(
+                self.base,
+                now=self.now,
+                hosts=lists.of_hosts(self.hosts),
+                attempts=AttemptsView(lists.of_attempts(self.attempts), self.alog.cut(self.attempts)),
+                pending=PendingView(lists.of_pending(self.pending), self.log.cut()),
+                usage=self.pass_usage(self.now),
+                nominations=self.nominations,
+            )
         return replace(
             self.base,
             now=self.now,
             hosts=list(self.hosts.values()),
-            attempts=AttemptsView(attempts.values(), self.alog.cut(attempts)) if for_pass else list(attempts.values()),
-            pending=PendingView(values, self.log.cut()) if for_pass else list(values),
-            usage=self.pass_usage(self.now) if for_pass else [*self.usage, *self.lumps.values()],
+            attempts=list(self.attempts.values()),
+            pending=list(self.pending.values()),
+            usage=[*self.usage, *self.lumps.values()],
             nominations=self.nominations,
         )
 
@@ -641,6 +721,7 @@ class Forward:
             old = self.lumps.get(a.budget)
             total = len(a.gpus) * (end - start) + (old.gpu_seconds if old is not None else 0)
             self.lumps[a.budget] = UsageRecord(a.budget, end, end, None, total)
+            self.usage_version += 1
         else:
             self._record(UsageRecord(a.budget, start, end, gpus=len(a.gpus)))
 
@@ -651,6 +732,7 @@ class Forward:
             _bump(self.commitments, old, -1)
             self.log.remove(old)
         self.pending[w.id] = w
+        self.lists.pending = None
         self.log.add(w)
         _bump(self.commitments, w, 1)
 
@@ -677,6 +759,7 @@ class Forward:
             w = self.pending.pop(st.workload, None)
             if w is None:
                 continue
+            self.lists.pending = None
             self.log.remove(w)
             _bump(self.commitments, w, -1)
             self.nominations.pop(w.id, None)
@@ -691,6 +774,7 @@ class Forward:
                 self._end_at(a, self.now + limit)
         for name, state in dec.host_states.items():
             self.hosts[name] = replace(self.hosts[name], state=state, drain_now=False)
+            self.lists.hosts = None
         if self.grace == 0:
             self.release_due()
 
@@ -710,21 +794,39 @@ class Forward:
         if self.ends:
             self.time_out()
         self.release_due()
+        policy = self.scheduler
+        check = getattr(policy, "check", False)
+        after_ready = False  # the last pass was the screen's ready starts (under check: verify the next)
         for _ in range(max_passes):
             snap = self.snapshot(for_pass=True)
             if self.first is None:
                 # The first pass in full (the idle screen would skip it): its reservations cap
                 # the estimates (§3.8).
                 snap = replace(snap, with_reasons=True)
-            dec = self.scheduler(snap)
+            screened = getattr(policy, "screened", None)
+            dec = policy(snap)
             if probe is not None and probe(snap, dec):
                 return False
+            if after_ready and (policy.screened == screened or dec.changed or dec.reservations):
+                raise AssertionError(f"the pass after ready starts at {self.now} was not screened idle: {dec}")
             if self.first is None:
                 self.first = dec
             self.apply(dec)
             if not dec.changed:
                 self.quiet = not dec.reservations and not self.nominations
                 return True
+            if (
+                self.ready_confirms
+                and probe is None
+                and screened is not None
+                and policy.screened > screened
+                and _only_starts(dec)
+            ):
+                # Ready starts answered by the screen: the next pass is screened idle (:func:`_only_starts`).
+                if not check:
+                    self.quiet = not self.nominations
+                    return True
+                after_ready = True
         self.quiet = False
         return True
 
@@ -754,6 +856,7 @@ class Forward:
         """A copy at the same instant that moves on alone (the policy's memory is shared: it is a
         cache, exact whatever sequence of snapshots it sees)."""
         other = copy.copy(self)
+        other.lists = copy.copy(self.lists)  # the lists themselves are never changed, only dropped
         other.hosts = dict(self.hosts)
         other.attempts = dict(self.attempts)
         other.releasing = dict(self.releasing)
@@ -810,12 +913,12 @@ class Forward:
         """:meth:`snapshot` as :func:`next_order_change` reads it with kept commitments: of the
         pending workloads only the nominated ones, the usage as a pass at ``now`` reads it
         (:meth:`pass_usage`)."""
-        pending = self.pending
+        pending, lists = self.pending, self.lists
         return replace(
             self.base,
             now=self.now,
-            hosts=list(self.hosts.values()),
-            attempts=list(self.attempts.values()),
+            hosts=lists.of_hosts(self.hosts),
+            attempts=lists.of_attempts(self.attempts),
             pending=[pending[k] for k in self.nominations if k in pending],
             usage=self.pass_usage(self.now),
             nominations=self.nominations,
@@ -1069,6 +1172,7 @@ def _fork(fw: Forward, w: Workload) -> Forward:
     other = fw.clone()
     other.scheduler = IncrementalScheduler(waiting_nominations=True)  # alone: no probe reads its reservations
     other.pending[w.id] = w
+    other.lists = _Lists()
     other.log.add(w)
     other.known[w.id] = w
     other.commitments = pending_commitments(other.pending.values())

@@ -306,3 +306,115 @@ def test_each_pass_reads_the_loads_of_every_record(seed: int) -> None:
         if fw.now >= end:
             break
         fw.tick()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_each_snapshot_hands_the_lists_and_usage_of_the_state_then(seed: int) -> None:
+    """Forward keeps the lists of its hosts, attempts and pending workloads while each is
+    unchanged, and the usage a pass reads while no record or lump changed (Forward.lists,
+    Forward.usage_memo): at every pass and every next_event of random forward simulations, of
+    clones taken on the way and of quote forks (a workload added), each pass's snapshot and the
+    event snapshot hold what the plain snapshot builds afresh from the state at that moment (the
+    same objects in the same order), and the usage of a fresh record book."""
+    s, running, grace = small_state(seed)
+    end = s.now + 4 * HORIZON
+    rnd = random.Random(seed ^ 0x115)
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), end)
+    checked = [0]
+
+    def same(got: object, want: list[object]) -> bool:
+        return isinstance(got, list) and len(got) == len(want) and all(a is b for a, b in zip(got, want, strict=True))
+
+    def fresh_usage(f: est.Forward, t: int) -> list[UsageRecord]:
+        book = est.RecordBook(f.window, f.usage)
+        return [UsageRecord(b, t, t, None, v) for b, v in sorted(book.at(t).items())] + list(f.lumps.values())
+
+    def check(f: est.Forward, snap: Snapshot, *, event: bool = False) -> None:
+        plain = est.Forward.snapshot(f)
+        assert same(snap.hosts, list(plain.hosts)), f"seed {seed} at {f.now}: hosts"
+        assert same(snap.attempts, list(plain.attempts)), f"seed {seed} at {f.now}: attempts"
+        if not event:
+            assert same(snap.pending, list(plain.pending)), f"seed {seed} at {f.now}: pending"
+        assert list(snap.usage) == fresh_usage(f, snap.now), f"seed {seed} at {f.now}: usage"
+        checked[0] += 1
+
+    policy = fw.scheduler  # clones and forks share it (a cache, exact whatever it sees)
+
+    def watched(f: est.Forward) -> est.Forward:
+        def call(snap: Snapshot) -> Decisions:
+            check(f, snap)
+            return policy(snap)
+
+        f.scheduler = call  # type: ignore[assignment]
+        return f
+
+    watched(fw).tick()
+    for i in range(60):
+        if rnd.random() < 0.2:
+            fw = watched(fw.clone())
+        elif rnd.random() < 0.1 and fw.pending:
+            w = rnd.choice(list(fw.pending.values()))
+            fw = watched(est._fork(fw, replace(w, id=f"q{i}", seq=10_000 + i)))
+        check(fw, fw.event_snapshot(), event=True)
+        fw.now = fw.next_event(end)
+        if fw.now >= end:
+            break
+        fw.tick()
+    assert checked[0] > 1
+
+
+class _CountingPolicy(IncrementalScheduler):
+    passes = 0
+
+    def __call__(self, snap: Snapshot) -> Decisions:
+        self.passes += 1
+        return super().__call__(snap)
+
+
+def _ready_run(
+    seed: int, *, skip: bool, check: bool
+) -> tuple[dict[str, int], list[tuple[int, bool, dict[str, tuple[tuple[str, int], ...]]]], int]:
+    """The forward simulation of ``small_state(seed)``: starts, (instant, quiet, nominations)
+    after each instant, and the passes run."""
+    s, running, grace = small_state(seed)
+    end = s.now + 4 * HORIZON
+    fw = est.Forward(s, grace, running, limits_for(seed, s, running), end)
+    policy = fw.scheduler = _CountingPolicy(check=check, waiting_nominations=True)
+    fw.ready_confirms = skip
+    trail = []
+    fw.tick()
+    while fw.now < end and fw.pending:
+        trail.append((fw.now, fw.quiet, dict(fw.nominations)))
+        fw.now = fw.next_event(end)
+        fw.tick()
+    return fw.started, trail, policy.passes
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_no_confirming_pass_after_ready_starts_changes_nothing(seed: int) -> None:
+    """After a pass the screen answered with ready starts only, the forward simulation runs no
+    confirming pass (Forward.ready_confirms, estimate._only_starts): on random states it starts
+    every workload at the instant the plain loop (every pass run until one decides nothing)
+    does, with the same quiet flag and nominations after every instant; under
+    IncrementalScheduler(check=True) the confirming pass runs and must be screened idle (tick
+    raises otherwise)."""
+    fast, fast_trail, fast_passes = _ready_run(seed, skip=True, check=False)
+    plain, plain_trail, plain_passes = _ready_run(seed, skip=False, check=False)
+    assert (fast, fast_trail) == (plain, plain_trail), f"seed {seed}"
+    assert fast_passes <= plain_passes
+    checked, checked_trail, checked_passes = _ready_run(seed, skip=True, check=True)
+    assert (checked, checked_trail, checked_passes) == (plain, plain_trail, plain_passes), f"seed {seed}"
+
+
+def test_ready_starts_skip_confirming_passes_in_the_random_states() -> None:
+    """The test above is not vacuous: over fixed seeds, confirming passes are skipped (and, under
+    check, run and verified) while the starts stay the plain loop's."""
+    skipped = 0
+    for seed in range(40):
+        fast, _, fast_passes = _ready_run(seed, skip=True, check=False)
+        plain, _, plain_passes = _ready_run(seed, skip=False, check=False)
+        assert fast == plain, f"seed {seed}"
+        skipped += plain_passes - fast_passes
+    assert skipped > 0
