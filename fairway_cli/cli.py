@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import requests
 
-from fairway_cli import __version__, strict_yaml
+from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
 from fairway_cli.words import reason_words
@@ -398,7 +398,9 @@ def _env_pairs(pairs: list[str], secret: bool) -> dict[str, Any]:
 def _submission(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if args.file:
-        import yaml
+        import yaml  # only here: the CLI's wheel needs PyYAML for -f alone
+
+        from fairway_cli import strict_yaml
 
         try:
             # At most what the server takes: -f /dev/zero or a large file by mistake read until
