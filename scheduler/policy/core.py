@@ -333,6 +333,7 @@ class Pass(SkipRuns):
             return  # nothing can start, and no reasons are wanted
         disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[tuple[str, int | None, int | None], int] = {}  # by (model, requests)
+        rest = None if self.snap.with_reasons else _UnallocatedRest(queues, self.noms)
         while (w := disp.next()) is not None:
             if w.group is not None and self._waits(w):
                 disp.done(w, False)
@@ -346,6 +347,8 @@ class Pass(SkipRuns):
                     placed = True
                 else:
                     smallest_failed[shape] = w.gpus
+                    if rest is not None and rest.failed(shape, w.gpus, len(self.dec.starts)) and not self.check:
+                        break
             if not placed:
                 if w.id in self.unfunded:
                     capper = self.tree.capped_by(w.budget)
@@ -354,6 +357,45 @@ class Pass(SkipRuns):
                 else:
                     self._reason(w, PendingReason.INSUFFICIENT_GPUS, {})
             disp.done(w, placed)
+        if rest is not None:
+            rest.verify(len(self.dec.starts), self.now)
+
+
+class _UnallocatedRest:
+    """Without reasons the unallocated pass may end early: once every (model, CPUs, memory) of
+    its queues has failed free placement with its fewest GPUs there, nothing later can start
+    (room only shrinks in this pass, free placement is monotone in GPUs for one model and
+    requests: ``smallest_failed``), and a workload that does not start changes nothing but its
+    reason (none wanted) or, waiting in a group, a nomination it holds (none here: checked at
+    once). Under ``check`` the pass goes on and :meth:`verify` fails if anything started after."""
+
+    def __init__(self, queues: Queues, noms: Mapping[str, object]) -> None:
+        least: dict[tuple[str, int | None, int | None], int] = {}
+        nominated = False
+        for w in _each(queues):
+            shape = (w.model, w.cpus, w.memory)
+            if w.gpus < least.get(shape, 1 << 30):
+                least[shape] = w.gpus
+            nominated = nominated or w.id in noms
+        self.least = least
+        self.open = len(least) if not nominated else -1  # shapes not yet failed at their fewest GPUs
+        self.ended: int | None = None  # the starts when the rest was proved idle
+
+    def failed(self, shape: tuple[str, int | None, int | None], gpus: int, starts: int) -> bool:
+        """A free placement of ``gpus`` GPUs of ``shape`` failed (the first failure of the shape
+        at that size or fewer): True when nothing later can start."""
+        if self.open < 0 or gpus > self.least[shape] or self.ended is not None:
+            return False
+        self.open -= 1
+        if self.open:
+            return False
+        self.ended = starts
+        return True
+
+    def verify(self, starts: int, now: int) -> None:
+        """Under ``check``: nothing started after the rest was proved idle."""
+        if self.ended is not None and starts != self.ended:
+            raise AssertionError(f"the unallocated pass at {now} started {starts - self.ended} after its end")
 
 
 def _each(queues: Queues) -> Iterator[Workload]:

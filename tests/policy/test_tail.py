@@ -100,3 +100,46 @@ def test_the_proofs_rule2_is_checked_against_allowed_budgets(tmp_path: Path, mon
     monkeypatch.setattr(tail, "contract", fake)
     with pytest.raises(AssertionError, match="from the pass's thresholds"):
         TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_unallocated_pass_ended_early_decides_as_the_whole_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Without reasons the unallocated pass ends once every shape of its queues failed at its
+    fewest GPUs (core._UnallocatedRest); under check it runs on and fails if anything started
+    after, and the decisions equal a fresh ``schedule()``'s. The end is reached."""
+    import scheduler.policy.core as core
+
+    seen = {"ended": 0}
+    real = core._UnallocatedRest.failed
+
+    def counted(self, shape, gpus, starts):  # type: ignore[no-untyped-def]
+        got = real(self, shape, gpus, starts)
+        seen["ended"] += got
+        return got
+
+    monkeypatch.setattr(core._UnallocatedRest, "failed", counted)
+    inc = IncrementalScheduler(check=True)
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        dec = inc(snap)
+        assert dec == schedule(snap)
+        return dec
+
+    TraceSim(_inputs(tmp_path, seed, unallocated_rule="fraction:0.4"), both).run()
+    assert seen["ended"] > 5
+
+
+def test_an_unallocated_pass_ended_blindly_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ending the unallocated pass at its first failure cuts starts that would still come: check fails."""
+    import scheduler.policy.core as core
+
+    def blind(self, shape, gpus, starts):  # type: ignore[no-untyped-def]
+        if self.ended is None:
+            self.ended = starts
+        return True
+
+    monkeypatch.setattr(core._UnallocatedRest, "failed", blind)
+    with pytest.raises(AssertionError, match="after its end"):
+        TraceSim(_inputs(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()
