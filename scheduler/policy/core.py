@@ -88,7 +88,7 @@ class Pass(SkipRuns):
         alloc_q, unalloc_q = self._queues()
         self._dispatch_allocated(alloc_q)
         self._dispatch_unallocated(unalloc_q)
-        for hv in self.state.hosts.values():
+        for hv in self.state.hosts.values() if self.standing.draining else ():
             if hv.host.state == HostState.DRAINING and not hv.attempts:
                 self.dec.host_states[hv.name] = HostState.DRAINED
         self.dec.nominations = dict(self.noms)
@@ -125,8 +125,9 @@ class Pass(SkipRuns):
     # ------------------------------------------------------- faults, drains
     def _faults_and_drains(self) -> None:
         st = self.state
-        # Only attempts touching a host with an unhealthy GPU can be hit (in attempt-id order, as built).
-        sick = [hv for hv in st.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
+        # Only attempts touching a host with an unhealthy GPU can be hit (in attempt-id order, as
+        # built); the standing keeps those hosts and whether any drains (standing_check compares).
+        sick = [st.hosts[name] for name in self.standing.sick]
         for aid in sorted({aid for hv in sick for aid in hv.attempts}):
             av = st.attempts[aid]
             if not av.stopping and any(
@@ -134,6 +135,8 @@ class Pass(SkipRuns):
                 for h, i in av.attempt.gpus
             ):
                 self._stop(av, StopReason.GPU_FAULT)
+        if not self.standing.draining:
+            return
         for hv in st.hosts.values():
             if hv.host.state != HostState.DRAINING:
                 continue
