@@ -69,14 +69,12 @@ def rule2_thresholds(
     Returns the thresholds ascending and their budgets: the budgets allowed a commitment ``c``
     are those after ``bisect_right(thresholds, c)`` (:func:`allowed_from_thresholds`)."""
     pairs: list[tuple[int | float, str]] = []
+    splits = tree.split_shares(budget)  # no entry: v is budget, contains it, or is unknown
     for v in budgets:
-        if v == budget or v not in tree.budgets:
+        got = splits.get(v)
+        if got is None:
             continue
-        split = tree.split(budget, v)
-        if split is None:
-            continue
-        a, b = split
-        sa, sb = tree.budgets[a].shares, tree.budgets[b].shares
+        a, b, sa, sb = got
         d = load[b] * sa - load[a] * sb
         if sb > 0:
             t: int | float = -((-d) // sb)
@@ -90,6 +88,25 @@ def rule2_thresholds(
 def allowed_from_thresholds(thresholds: list[int | float], names: list[str], c: int) -> frozenset[str]:
     """The budgets rule 2 allows a commitment ``c`` (:func:`rule2_thresholds`)."""
     return frozenset(names[bisect.bisect_right(thresholds, c) :])
+
+
+def allowed_reader(
+    tree: BudgetTree, load: Mapping[str, int], budgets: Iterable[str]
+) -> Callable[[str, int], frozenset[str]]:
+    """``(budget, commitment) ->`` :func:`allowed_budgets` of ``budgets`` over fixed ``load``: each
+    budget's :func:`rule2_thresholds` computed once, then read by bisection for every commitment
+    (the screen asks several of one budget). ``test_rule2_thresholds_answer_as_rule2_for_every_commitment``
+    compares the two."""
+    names = tuple(budgets)
+    kept: dict[str, tuple[list[int | float], list[str]]] = {}
+
+    def allowed(budget: str, c: int) -> frozenset[str]:
+        got = kept.get(budget)
+        if got is None:
+            got = kept[budget] = rule2_thresholds(tree, load, budget, names)
+        return allowed_from_thresholds(got[0], got[1], c)
+
+    return allowed
 
 
 def commitment(w: Workload) -> int:

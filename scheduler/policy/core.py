@@ -88,7 +88,7 @@ class Pass(SkipRuns):
         alloc_q, unalloc_q = self._queues()
         self._dispatch_allocated(alloc_q)
         self._dispatch_unallocated(unalloc_q)
-        for hv in self.state.hosts.values():
+        for hv in self.state.hosts.values() if self.standing.draining else ():
             if hv.host.state == HostState.DRAINING and not hv.attempts:
                 self.dec.host_states[hv.name] = HostState.DRAINED
         self.dec.nominations = dict(self.noms)
@@ -125,8 +125,9 @@ class Pass(SkipRuns):
     # ------------------------------------------------------- faults, drains
     def _faults_and_drains(self) -> None:
         st = self.state
-        # Only attempts touching a host with an unhealthy GPU can be hit (in attempt-id order, as built).
-        sick = [hv for hv in st.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
+        # Only attempts touching a host with an unhealthy GPU can be hit (in attempt-id order, as
+        # built); the standing keeps those hosts and whether any drains (standing_check compares).
+        sick = [st.hosts[name] for name in self.standing.sick]
         for aid in sorted({aid for hv in sick for aid in hv.attempts}):
             av = st.attempts[aid]
             if not av.stopping and any(
@@ -134,6 +135,8 @@ class Pass(SkipRuns):
                 for h, i in av.attempt.gpus
             ):
                 self._stop(av, StopReason.GPU_FAULT)
+        if not self.standing.draining:
+            return
         for hv in st.hosts.values():
             if hv.host.state != HostState.DRAINING:
                 continue
@@ -333,6 +336,7 @@ class Pass(SkipRuns):
             return  # nothing can start, and no reasons are wanted
         disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[tuple[str, int | None, int | None], int] = {}  # by (model, requests)
+        rest = None if self.snap.with_reasons else _UnallocatedRest(queues, self.noms)
         while (w := disp.next()) is not None:
             if w.group is not None and self._waits(w):
                 disp.done(w, False)
@@ -346,6 +350,8 @@ class Pass(SkipRuns):
                     placed = True
                 else:
                     smallest_failed[shape] = w.gpus
+                    if rest is not None and rest.failed(shape, w.gpus, len(self.dec.starts)) and not self.check:
+                        break
             if not placed:
                 if w.id in self.unfunded:
                     capper = self.tree.capped_by(w.budget)
@@ -354,6 +360,45 @@ class Pass(SkipRuns):
                 else:
                     self._reason(w, PendingReason.INSUFFICIENT_GPUS, {})
             disp.done(w, placed)
+        if rest is not None:
+            rest.verify(len(self.dec.starts), self.now)
+
+
+class _UnallocatedRest:
+    """Without reasons the unallocated pass may end early: once every (model, CPUs, memory) of
+    its queues has failed free placement with its fewest GPUs there, nothing later can start
+    (room only shrinks in this pass, free placement is monotone in GPUs for one model and
+    requests: ``smallest_failed``), and a workload that does not start changes nothing but its
+    reason (none wanted) or, waiting in a group, a nomination it holds (none here: checked at
+    once). Under ``check`` the pass goes on and :meth:`verify` fails if anything started after."""
+
+    def __init__(self, queues: Queues, noms: Mapping[str, object]) -> None:
+        least: dict[tuple[str, int | None, int | None], int] = {}
+        nominated = False
+        for w in _each(queues):
+            shape = (w.model, w.cpus, w.memory)
+            if w.gpus < least.get(shape, 1 << 30):
+                least[shape] = w.gpus
+            nominated = nominated or w.id in noms
+        self.least = least
+        self.open = len(least) if not nominated else -1  # shapes not yet failed at their fewest GPUs
+        self.ended: int | None = None  # the starts when the rest was proved idle
+
+    def failed(self, shape: tuple[str, int | None, int | None], gpus: int, starts: int) -> bool:
+        """A free placement of ``gpus`` GPUs of ``shape`` failed (the first failure of the shape
+        at that size or fewer): True when nothing later can start."""
+        if self.open < 0 or gpus > self.least[shape] or self.ended is not None:
+            return False
+        self.open -= 1
+        if self.open:
+            return False
+        self.ended = starts
+        return True
+
+    def verify(self, starts: int, now: int) -> None:
+        """Under ``check``: nothing started after the rest was proved idle."""
+        if self.ended is not None and starts != self.ended:
+            raise AssertionError(f"the unallocated pass at {now} started {starts - self.ended} after its end")
 
 
 def _each(queues: Queues) -> Iterator[Workload]:

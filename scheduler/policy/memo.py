@@ -41,6 +41,7 @@ class Memo:
         "reason",
         "sides",
         "single_ranked",
+        "tail_gang",
         "thresholds",
     )
 
@@ -67,6 +68,9 @@ class Memo:
         # (model, GPUs, allowed budgets, CPUs, memory) -> a single-host reservation search's
         # ranking of hosts, walked as far as needed (reserve.Ranking)
         self.single_ranked: dict[tuple[object, ...], Any] = {}
+        # read the state; the reservations by their count (they only grow in a pass):
+        # (model, allowed budgets, reservations) -> whole hosts a gang's reservation may find (tail.py)
+        self.tail_gang: dict[tuple[str, frozenset[str], int], int] = {}
         # read the state and the reservations: reasons
         self.reason: dict[tuple[object, ...], Any] = {}
         # read one host: (host, host version, allowed budgets) -> its room profile's answers
@@ -79,6 +83,7 @@ class Memo:
         self.gang_table.clear()
         self.gang_options.clear()
         self.single_ranked.clear()
+        self.tail_gang.clear()
         self.reason.clear()
         if load:
             self.allowed.clear()

@@ -202,9 +202,14 @@ class PassState:
         A gang's victim search fails only for too few vacatable hosts (a set without victims
         would be whole free hosts, which free placement tried first), so more GPUs fail too.
         """
-        if not self.memo.failed.get((kind, w.model, w.cpus, w.memory)):
+        fails = self.memo.failed.get((kind, w.model, w.cpus, w.memory))
+        if not fails:
             return False
-        return self.failed_at(kind, (w.model, w.gpus, w.cpus, w.memory), w.min_runtime, self.room_budgets(w))
+        n, m = w.gpus, w.min_runtime
+        for _, f_n, f_m in fails:  # rule 2's budgets are read only where GPUs and M could match
+            if n >= f_n and m >= f_m:
+                return self.failed_at(kind, (w.model, n, w.cpus, w.memory), m, self.room_budgets(w))
+        return False
 
     def failed_at(
         self, kind: str, shape: tuple[str, int, int | None, int | None], m: int, allowed: frozenset[str]

@@ -129,10 +129,11 @@ class Ranking:
         if best is not None and best[0] == now:
             return best  # hosts not walked yet have later names and start no earlier
         hosts = self.hosts
+        key = (allowed, w.gpus, w.cpus, w.memory)
         while self.walked < len(hosts):
             hv = hosts[self.walked]
             self.walked += 1
-            t = host_start(ps, w, hv, allowed)
+            t = host_start(ps, w, hv, allowed, key)
             if t is None:
                 continue
             cand = (t, hv.name)
@@ -168,7 +169,9 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
 _UNKNOWN = (-1, -1)
 
 
-def host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+def host_start(
+    ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str], key: tuple[object, ...] | None = None
+) -> int | None:
     """The earliest instant ``w`` could start on ``hv`` (:func:`_host_start_fresh`), kept between
     passes in ``Standing.starts`` while the host's version stands.
 
@@ -191,7 +194,8 @@ def host_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]
     kept = ps.standing.starts.get(name)
     if kept is None or kept[0] != version:
         kept = ps.standing.starts[name] = (version, {})
-    key = (allowed, w.gpus, w.cpus, w.memory)
+    if key is None:
+        key = (allowed, w.gpus, w.cpus, w.memory)
     got = kept[1].get(key, _UNKNOWN)
     if got is not _UNKNOWN and (got is None or got[0] > got[1] or now >= got[1]):
         t = None if got is None else max(now, got[0])

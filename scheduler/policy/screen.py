@@ -115,6 +115,7 @@ def idle(
     kept: KeptSummary | None = None,
     requests: Callable[[], Requests] | None = None,
     shape_count: Callable[[Coarse], int] | None = None,
+    allowed_in: AllowedIn | None = None,
 ) -> bool:
     """True only when a pass over the snapshot ``standing`` was built or synced from would
     start, stop and change nothing (and, with open nominations, keep them as they are).
@@ -128,9 +129,14 @@ def idle(
     with ``requests``), plus one rule-2 test per (pending budget, budget holding unprotected
     allocated work). ``shape_count`` (with ``nominees``): how many pending workloads have a
     coarse shape (:func:`pending_shape_count`); shapes held only by nominees then want no
-    preemption (module docstring).
+    preemption (module docstring). ``allowed_in``: rule 2's answers as the caller keeps them
+    (:data:`AllowedIn`, over the same ``loads``); else read from each budget's thresholds
+    (:func:`contract.allowed_reader`).
     """
-    return _screen(standing, pending, tree, loads, nominees, kept, requests, shape_count, ready=False) == []
+    got = _screen(
+        standing, pending, tree, loads, nominees, kept, requests, shape_count, ready=False, allowed_in=allowed_in
+    )
+    return got == []
 
 
 def starts_only(
@@ -164,6 +170,7 @@ def _screen(
     shape_count: Callable[[Coarse], int] | None,
     *,
     ready: bool,
+    allowed_in: AllowedIn | None = None,
 ) -> list[str] | None:
     """The ready nominees (sorted) when the pass decides nothing beyond starting them, else None."""
     starting: list[str] = []
@@ -184,10 +191,14 @@ def _screen(
     if not want:
         return starting
     again = _refiner(req, standing, nominees, shape_count)
-    if _base_acts(summary, want, again) or _preempt_acts(standing, summary, tree, loads, want, again):
+    if _base_acts(summary, want, again) or _preempt_acts(standing, summary, tree, loads, want, again, allowed_in):
         return None
     return starting
 
+
+AllowedIn = Callable[[str, int, set[str]], frozenset[str]]
+"""``(budget, commitment, budgets) ->`` :func:`contract.allowed_budgets` of ``budgets`` (the budgets
+holding unprotected allocated work) at the screen's loads."""
 
 Again = Callable[[tuple[str, str]], list[int] | None]
 """A :data:`Want` slot read again without the shapes held only by nominees (None: no such slot)."""
@@ -242,15 +253,16 @@ def _preempt_acts(
     loads: Callable[[], Mapping[str, int]],
     want: Want,
     again: Again | None,
+    allowed_in: AllowedIn | None = None,
 ) -> bool:
     """Some budget's allocated work may preempt unprotected work rule 2 allows it (§3.4)."""
     victim_budgets = {v for v, where in standing.victim_hosts.items() if where and v in tree.budgets}
     if not victim_budgets:
         return False
-    load = loads()
+    rule2_in: AllowedIn = allowed_in if allowed_in is not None else _reader(tree, loads(), victim_budgets)
 
     def acts(p: str, model: str, need: int, hosts_needed: int, commitment: int) -> bool:
-        allowed = contract.allowed_budgets(tree, load, p, commitment, victim_budgets)
+        allowed = rule2_in(p, commitment, victim_budgets)
         return bool(allowed) and _may_preempt(standing, summary, model, allowed, need, hosts_needed)
 
     for key, (need, hosts_needed, commitment) in want.items():
@@ -262,6 +274,12 @@ def _preempt_acts(
                 continue
         return True
     return False
+
+
+def _reader(tree: BudgetTree, load: Mapping[str, int], budgets: set[str]) -> AllowedIn:
+    """:data:`AllowedIn` for one call's ``budgets`` (:func:`contract.allowed_reader`)."""
+    reader = contract.allowed_reader(tree, load, budgets)
+    return lambda p, c, _: reader(p, c)
 
 
 def _fault_due(standing: Standing) -> bool:

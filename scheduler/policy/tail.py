@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 import scheduler.policy.contract as contract
 from scheduler.policy.dispatch import Dispatcher
+from scheduler.policy.gang_victims import gang_hosts_of
 from scheduler.policy.reserve import bound_hosts, ruled_out
 from scheduler.policy.screen import idle
 from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
@@ -108,7 +109,19 @@ class Tail:
                 return False
             rest.update(mine)
         req = requests(ps, rest)
-        return idle(ps.standing, (), ps.tree, lambda: ps.load, ps.pending, self.kept, lambda: req)
+        return idle(
+            ps.standing, (), ps.tree, lambda: ps.load, ps.pending, self.kept, lambda: req, allowed_in=self._allowed_in
+        )
+
+    def _allowed_in(self, p: str, c: int, budgets: set[str]) -> frozenset[str]:
+        """The screen's rule 2 (``screen.AllowedIn``) from the pass's kept thresholds
+        (``PassState.allowed_at``, over every budget holding allocated work, a superset of
+        ``budgets``); under ``ps.check`` compared with :func:`contract.allowed_budgets`."""
+        ps = self.ps
+        out = ps.allowed_at(p, c) & budgets
+        if ps.check and out != (plain := contract.allowed_budgets(ps.tree, ps.load, p, c, budgets)):
+            raise AssertionError(f"rule 2 of {p} at {c} from the pass's thresholds: {out} != {plain}")
+        return out
 
     def _rest(self, leaf: str) -> Rest | None:
         """:data:`Rest` of ``leaf``'s whole queue (the part the dispatch has passed asks no
@@ -176,7 +189,30 @@ def _may_reserve(ps: SkipRuns, rest: Rest) -> bool:
 
 def _gang_hosts(ps: SkipRuns, model: str, allowed: frozenset[str]) -> int:
     """Whole hosts of ``model`` not reserved whose allocated work is all of ``allowed`` budgets:
-    at least the hosts ``reserve._earliest_gang`` can find vacated at some instant."""
+    at least the hosts ``reserve._earliest_gang`` can find vacated at some instant. Read from the
+    whole healthy hosts of the size (``gang_victims.gang_hosts_of``, kept in the standing) and
+    kept in the pass's memo until the state changes (the key holds the reservations' count:
+    they only grow); under ``ps.check`` compared with :func:`_gang_hosts_walk`."""
+    key = (model, allowed, len(ps.reserved))
+    got = ps.memo.tail_gang.get(key)
+    if got is None:
+        size = ps.state.largest.get(model, 0)
+        agg, reserved, empty = ps.standing.agg, ps.reserved, _NO_WORK
+        got = ps.memo.tail_gang[key] = sum(
+            1
+            for name in gang_hosts_of(ps.standing, model, size)
+            if name not in reserved and agg.get(name, empty).keys() <= allowed
+        )
+    if ps.check and got != (walked := _gang_hosts_walk(ps, model, allowed)):
+        raise AssertionError(f"whole hosts for a gang of {model} at {ps.now}: {got} != {walked}")
+    return got
+
+
+_NO_WORK: dict[str, list[int]] = {}
+
+
+def _gang_hosts_walk(ps: SkipRuns, model: str, allowed: frozenset[str]) -> int:
+    """:func:`_gang_hosts` by walking every host of the model (its oracle)."""
     size = ps.state.largest.get(model, 0)
     agg, reserved = ps.standing.agg, ps.reserved
     return sum(

@@ -53,6 +53,7 @@ class BudgetTree:
             self.chain[key] = tuple(reversed(path))
         self._held = {k: any(self.budgets[a].hold for a in self.chain[k]) for k in self.budgets}
         self._splits: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self._split_shares: dict[str, dict[str, tuple[str, str, int, int]]] = {}
         self._capped = {k: self._first_capped(k) for k in self.budgets}
 
     def _first_capped(self, key: str) -> Budget | None:
@@ -95,6 +96,19 @@ class BudgetTree:
                 out = (cp[i], cv[i])
                 break
         self._splits[key] = out
+        return out
+
+    def split_shares(self, p: str) -> dict[str, tuple[str, str, int, int]]:
+        """Every budget ``v`` with a :meth:`split` ``(A, B)`` from ``p``: ``(A, B, shares of A,
+        shares of B)`` (rule 2's inputs but the loads), computed once per ``p``."""
+        out = self._split_shares.get(p)
+        if out is None:
+            out = self._split_shares[p] = {}
+            for v in self.budgets:
+                split = self.split(p, v)
+                if split is not None:
+                    a, b = split
+                    out[v] = (a, b, self.budgets[a].shares, self.budgets[b].shares)
         return out
 
     def rule2(self, load: Mapping[str, int], p: str, commitment: int, v: str) -> bool:

@@ -86,25 +86,30 @@ def _candidate_hosts(
         views = list(ps.standing.hosts_by_model.get(w.model, ()))
     # For allocated w the budgets of class NOW (contract.budget_class) are exactly ``allowed``.
     n = w.gpus
-    # The heap orders hosts by the bound with each side entry replaced by its rank among the
-    # entries there can be (made at the first host that may hold a set): the same order, with
-    # integers to compare instead of fractions.
-    by_rank: list[tuple[int, Fraction]] = []
-    budget_rank: dict[str, int] | None = None
-    heap = []
+    kept: list[tuple[HostView, Rows]] = []
+    present: set[str] = set()  # allowed budgets with unprotected work on a kept host
     for hv in views:
         if not hv.active or hv.model != w.model:
             continue
         rows = _rows(ps, ctx, hv)
         # free GPUs and every victim's GPUs there: short of n, no set (the full check's sum)
-        room = len(hv.free) + hv.unalloc + sum(g for v, (_, g) in rows[1].items() if v in allowed)
+        room = len(hv.free) + hv.unalloc
+        mine = [v for v in rows[1] if v in allowed]
+        for v in mine:
+            room += rows[1][v][1]
         if room < n:
             continue
-        if budget_rank is None:
-            entry = {v: contract.allocated_side(ctx, v) for v in allowed}
-            by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
-            rank = {e: i for i, e in enumerate(by_rank)}
-            budget_rank = {v: rank[e] for v, e in entry.items()}
+        kept.append((hv, rows))
+        present.update(mine)
+    # The heap orders hosts by the bound with each side entry replaced by its rank among the
+    # entries of the kept hosts' budgets: the same order, with integers to compare instead of
+    # fractions (only the budgets present are read: rule 2 may allow many).
+    entry = {v: contract.allocated_side(ctx, v) for v in sorted(present)}
+    by_rank = sorted({contract.UNALLOCATED_SIDE, *entry.values()})
+    rank = {e: i for i, e in enumerate(by_rank)}
+    budget_rank = {v: rank[e] for v, e in entry.items()}
+    heap = []
+    for hv, rows in kept:
         least = _host_bound(w, hv, rows, budget_rank)
         if least is not None:
             heap.append((contract.key_bound(least), hv.name, least, hv))

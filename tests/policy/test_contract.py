@@ -268,7 +268,8 @@ def test_the_room_index_is_checked_against_fresh_room_profiles():
 
 def test_rule2_thresholds_answer_as_rule2_for_every_commitment() -> None:
     """:func:`contract.rule2_thresholds` (rule 2 for all commitments at once, used by
-    ``PassState.room_budgets``) allows exactly what :func:`contract.allowed_budgets` allows."""
+    ``PassState.room_budgets``) and :func:`contract.allowed_reader` (the screen's, asked again
+    per budget) allow exactly what :func:`contract.allowed_budgets` allows."""
     from scheduler.policy.tree import BudgetTree
     from scheduler.policy.types import Budget
 
@@ -285,6 +286,8 @@ def test_rule2_thresholds_answer_as_rule2_for_every_commitment() -> None:
         for k in keys:  # a parent's load is its children's sum (ties are frequent at 0)
             if t.children[k]:
                 load[k] = sum(load[c] for c in t.children[k]) + rnd.choice([0, 0, 3600])
+        some = {k for k in [*keys, "gone"] if rnd.random() < 0.6}
+        reader = contract.allowed_reader(t, load, some)
         for p in keys:
             thresholds = contract.rule2_thresholds(t, load, p, [*keys, "gone"])
             for c in {0, 1, 3599, 3600, 7200, rnd.randint(0, 10**7), *(int(x) for x in thresholds[0] if abs(x) < 1e18)}:
@@ -294,6 +297,8 @@ def test_rule2_thresholds_answer_as_rule2_for_every_commitment() -> None:
                     assert contract.allowed_from_thresholds(*thresholds, cc) == contract.allowed_budgets(
                         t, load, p, cc, [*keys, "gone"]
                     ), (p, cc)
+                    # the screen's reader (thresholds kept per budget, asked again) over a subset
+                    assert reader(p, cc) == contract.allowed_budgets(t, load, p, cc, some), (p, cc)
 
 
 def test_the_room_base_answers_as_the_room_profile() -> None:

@@ -69,3 +69,77 @@ def test_a_blind_proof_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     inc = IncrementalScheduler(check=True)
     with pytest.raises(AssertionError, match="proved idle"):
         TraceSim(_inputs(tmp_path, 1), inc).run()
+
+
+def test_kept_gang_host_counts_are_checked_against_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof's whole-host count for a gang's reservation (read from the kept whole hosts,
+    kept in the pass's memo) is compared with the plain walk under check: a walk that answers
+    otherwise fails it (so the comparison is reached)."""
+    real = tail._gang_hosts_walk
+    seen = {"walks": 0}
+
+    def off_by_one(ps, model, allowed):  # type: ignore[no-untyped-def]
+        seen["walks"] += 1
+        return real(ps, model, allowed) + 1
+
+    monkeypatch.setattr(tail, "_gang_hosts_walk", off_by_one)
+    with pytest.raises(AssertionError, match="whole hosts for a gang"):
+        TraceSim(_inputs(tmp_path, 2), IncrementalScheduler(check=True)).run()
+    assert seen["walks"] == 1
+
+
+def test_the_proofs_rule2_is_checked_against_allowed_budgets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof's screen reads rule 2 from the pass's kept thresholds; under check each answer
+    is compared with :func:`contract.allowed_budgets`: a plain answer that differs fails it."""
+    import types
+
+    import scheduler.policy.contract as contract
+
+    fake = types.SimpleNamespace(**{k: getattr(contract, k) for k in dir(contract) if not k.startswith("__")})
+    fake.allowed_budgets = lambda *a: contract.allowed_budgets(*a) | {"no such budget"}
+    monkeypatch.setattr(tail, "contract", fake)
+    with pytest.raises(AssertionError, match="from the pass's thresholds"):
+        TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_unallocated_pass_ended_early_decides_as_the_whole_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Without reasons the unallocated pass ends once every shape of its queues failed at its
+    fewest GPUs (core._UnallocatedRest); under check it runs on and fails if anything started
+    after, and the decisions equal a fresh ``schedule()``'s. The end is reached."""
+    import scheduler.policy.core as core
+
+    seen = {"ended": 0}
+    real = core._UnallocatedRest.failed
+
+    def counted(self, shape, gpus, starts):  # type: ignore[no-untyped-def]
+        got = real(self, shape, gpus, starts)
+        seen["ended"] += got
+        return got
+
+    monkeypatch.setattr(core._UnallocatedRest, "failed", counted)
+    inc = IncrementalScheduler(check=True)
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        dec = inc(snap)
+        assert dec == schedule(snap)
+        return dec
+
+    TraceSim(_inputs(tmp_path, seed, unallocated_rule="fraction:0.4"), both).run()
+    assert seen["ended"] > 5
+
+
+def test_an_unallocated_pass_ended_blindly_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ending the unallocated pass at its first failure cuts starts that would still come: check fails."""
+    import scheduler.policy.core as core
+
+    def blind(self, shape, gpus, starts):  # type: ignore[no-untyped-def]
+        if self.ended is None:
+            self.ended = starts
+        return True
+
+    monkeypatch.setattr(core._UnallocatedRest, "failed", blind)
+    with pytest.raises(AssertionError, match="after its end"):
+        TraceSim(_inputs(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()
