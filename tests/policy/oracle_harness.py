@@ -367,8 +367,16 @@ def run_cluster(seed: int, tally: Tally | None = None, *, quick: bool = False) -
     """Build the cluster of ``seed`` and run it to its end, comparing every pass."""
     tally = tally if tally is not None else Tally()
     e, events, horizon = build_cluster(seed, tally, quick=quick)
-    # Everything of one instant happens before that instant's tick (the live tick is debounced),
-    # so one pass often sees several arrivals: several preemptors, reservations and reasons.
+    play(e, events, horizon)
+    tally.clusters += 1
+    return tally
+
+
+def play(e: Engine, events: list[tuple[int, int, Callable[[], None]]], horizon: int) -> None:
+    """Run ``events`` (from :func:`build_cluster`) on ``e``, a tick after each instant's, to ``horizon``.
+
+    Everything of one instant happens before that instant's tick (the live tick is debounced),
+    so one pass often sees several arrivals: several preemptors, reservations and reasons."""
     i = 0
     while i < len(events):
         at = events[i][0]
@@ -378,8 +386,6 @@ def run_cluster(seed: int, tally: Tally | None = None, *, quick: bool = False) -
             i += 1
         e.tick()
     e.advance_to(T0 + horizon)
-    tally.clusters += 1
-    return tally
 
 
 def crowded_snapshot(seed: int) -> Snapshot:

@@ -12,7 +12,7 @@ import pytest
 
 from scheduler.policy import IncrementalScheduler
 from scheduler.sim.engine import SimWorkload
-from tests.policy.oracle_harness import T0, Tally, build_cluster
+from tests.policy.oracle_harness import Tally, build_cluster, play
 
 
 def _decisions(seed: int) -> list[tuple[int, str]]:
@@ -22,15 +22,7 @@ def _decisions(seed: int) -> list[tuple[int, str]]:
     e.on_decisions = lambda dec: seen.append(
         (e.now, repr((dec.starts, dec.stops, dec.reserved_start, sorted(dec.pending.items()))))
     )
-    i = 0
-    while i < len(events):
-        at = events[i][0]
-        e.advance_to(T0 + at)
-        while i < len(events) and events[i][0] == at:
-            events[i][2]()
-            i += 1
-        e.tick()
-    e.advance_to(T0 + horizon)
+    play(e, events, horizon)
     return seen
 
 
