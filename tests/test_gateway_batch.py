@@ -194,6 +194,18 @@ async def _receive(comm: WebsocketCommunicator, wait: float = 5) -> protocol.Mes
     return protocol.decode(await comm.receive_from(timeout=wait), allowed=protocol.SERVER_MESSAGE_TYPES)
 
 
+async def _connect_all(registered: list[tuple[Host, str]]) -> list[WebsocketCommunicator]:
+    """Connect an agent for each registered host and complete its hello (welcomed)."""
+    comms = []
+    for host, token in registered:
+        comm = _communicator(token)
+        assert (await comm.connect())[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        comms.append(comm)
+    return comms
+
+
 def _run(coro: Any) -> None:
     """``asyncio.run`` that gives back the connection the async ORM calls borrowed (pool: to the pool)."""
     from channels.db import aclose_old_connections
@@ -229,13 +241,7 @@ def test_a_burst_of_50_heartbeats_is_written_by_a_bounded_number_of_queries(fast
     monkeypatch.setattr(gateway, "flush_heartbeats", counted)
 
     async def run() -> None:
-        comms = []
-        for host, token in registered:
-            comm = _communicator(token)
-            assert (await comm.connect())[0]
-            await comm.send_to(text_data=_hello(host.name))
-            assert isinstance(await _receive(comm), protocol.Welcome)
-            comms.append(comm)
+        comms = await _connect_all(registered)
         await asyncio.gather(*(c.send_to(text_data=_heartbeat(2, [], util=77.0)) for c in comms))
         for _ in range(100):
             if sum(n for n, _q in flushes) >= 50:
@@ -323,13 +329,7 @@ def test_a_push_of_many_hosts_is_one_channel_message_and_reaches_each_connection
     async def run() -> None:
         from asgiref.sync import sync_to_async
 
-        comms = []
-        for host, token in registered:
-            comm = _communicator(token)
-            assert (await comm.connect())[0]
-            await comm.send_to(text_data=_hello(host.name))
-            assert isinstance(await _receive(comm), protocol.Welcome)
-            comms.append(comm)
+        comms = await _connect_all(registered)
         await asyncio.sleep(0.1)  # the delegate's group_add
         wires = [await sync_to_async(_place)(host, f"pushed-{i}") for i, (host, _) in enumerate(registered)]
         sent.clear()  # the hellos' own pushes

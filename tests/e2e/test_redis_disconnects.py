@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -28,7 +27,7 @@ from agent import protocol
 from config.asgi import application
 from scheduler import consumers
 from scheduler.models import Cluster
-from tests.e2e.test_redis_log_tails import REDIS_URL, _redis_answers
+from tests.e2e.test_redis_log_tails import REDIS_URL, _redis_answers, redis_layer  # noqa: F401 -- a fixture
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -39,17 +38,6 @@ pytestmark = [
 CONNECTIONS = 40
 
 
-@pytest.fixture
-def redis_layer(settings):
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"fw-test-{uuid.uuid4().hex[:12]}", "expiry": 10},
-        }
-    }
-    yield
-
-
 def _hello(host: str) -> str:
     gpus = [{"index": 0, "uuid": f"GPU-{host}-0", "model": "H100", "memory_mb": 80000, "health": "healthy"}]
     return json.dumps(
@@ -57,7 +45,7 @@ def _hello(host: str) -> str:
     )
 
 
-def test_many_connections_ending_at_once_end_their_reads_without_a_redis_message_each(redis_layer, monkeypatch, caplog):
+def test_many_connections_ending_at_once_end_their_reads_without_a_redis_message_each(redis_layer, monkeypatch, caplog):  # noqa: F811
     from scheduler.services import do_register_host
 
     cluster = Cluster.objects.create(name="many")
