@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.runtime import devices
+
 log = logging.getLogger(__name__)
 
 MODES = ("owner", "agent")
@@ -210,6 +212,31 @@ def detect_cgroups(mode: str = "auto", parent: str = "") -> CgroupSetup:
                     notes.append(f"v1 {controller} {why}")
                     break
     return CgroupSetup("none", note="; ".join(notes) or "no cgroup hierarchy")
+
+
+@dataclass
+class DeviceSetup:
+    """Whether attempts' cgroups get a device filter: ``kind`` ``bpf`` (a cgroup v2 eBPF program
+    refusing the host's other GPUs' devices, ``agent.runtime.devices``; ``root``: the cgroup2
+    mount) or ``none`` (``note`` says why: their nodes are then hidden by path only)."""
+
+    kind: str
+    root: Path | None = None
+    note: str = ""
+
+
+def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
+    """A device filter needs the attempts' cgroups on v2 (v1's ``devices`` controller is not
+    used) and a kernel and privileges that load a ``BPF_PROG_TYPE_CGROUP_DEVICE`` program."""
+    if cgroups.kind != "v2" or cgroups.parent is None:
+        return DeviceSetup("none", note=f"attempts' cgroups are not on cgroup v2 ({cgroups.kind})")
+    if os.geteuid() != 0:
+        return DeviceSetup("none", note="the agent is not root")
+    roots = [Path(point) for point, fstype, _ in _mounts() if fstype == "cgroup2"]
+    root = max((r for r in roots if r == cgroups.parent or r in cgroups.parent.parents), key=lambda r: len(r.parts),
+               default=None)  # fmt: skip
+    why = devices.probe()
+    return DeviceSetup("none", note=why) if why else DeviceSetup("bpf", root)
 
 
 def cgroup_pids(path: Path) -> list[int]:
@@ -628,12 +655,15 @@ class Isolation:
     config: IsolationConfig = field(default_factory=IsolationConfig)
     cgroups: CgroupSetup | None = None
     limits: LimitSetup | None = None
+    devices: DeviceSetup | None = None
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
             self.cgroups = detect_cgroups(self.config.cgroup, self.config.cgroup_parent)
         if self.limits is None:
             self.limits = detect_limits(self.cgroups)
+        if self.devices is None:
+            self.devices = detect_devices(self.cgroups)
 
     @property
     def is_root(self) -> bool:
@@ -721,6 +751,13 @@ class Isolation:
                 f"CPU and memory requests are not enforced by the process runtime here ({self.limits.note}): "
                 "attempts can use more than they asked"
             )
+        assert self.devices is not None  # noqa: S101 -- set in __post_init__
+        if self.devices.kind == "none" and self.is_root and self.config.mode == "owner":
+            warnings.append(
+                f"no device filter for attempts ({self.devices.note}): the host's other GPUs are hidden by "
+                "path only, and a workload that reaches another GPU's device node by another path "
+                "(/proc/<pid>/root of a process of its owner) opens it"
+            )
         return {
             "mode": self.config.mode,
             "agent_uid": os.geteuid(),
@@ -729,6 +766,7 @@ class Isolation:
             "cgroup_parent": str(self.cgroups.parent or ""),
             "cgroup_note": self.cgroups.note,
             "limits": self.limits.kind,
+            "devices": self.devices.kind,
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }

@@ -24,6 +24,7 @@ import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
+from agent.runtime import devices
 from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
@@ -96,6 +97,9 @@ def check(r, what):
 def refuse(why):  # the attempt cannot start: its command never runs
     os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
     sys.exit(125)
+if hide.get("unfiltered"):  # the agent could not attach the device filter (docs/isolation.md)
+    print(f"fairway: the host's other GPUs are hidden by path only ({hide['unfiltered']})", file=sys.stderr,
+          flush=True)
 if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
     made = False
     try:
@@ -207,7 +211,8 @@ sys.exit(code)
 ROOT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
 """The capabilities an attempt's command may hold (the wrapper drops every other one from its
 bounding and inheritable sets): Docker's default set for a root container less ``CAP_MKNOD``
-(Docker confines device nodes with a device cgroup, which the process runtime has not), i.e.
+(Docker's device cgroup allows a few devices only; the process runtime's refuses only the
+host's other GPUs, ``agent.runtime.devices``), i.e.
 CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW,
 SYS_CHROOT, AUDIT_WRITE, SETFCAP. Only a root command (both consents, docs/isolation.md) keeps any:
 an owner's command loses them all at ``setuid``. Without CAP_SYS_ADMIN it cannot unmount its
@@ -457,6 +462,11 @@ class ProcessRuntime(StoredRuntime):
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
             self._fail(record, f"cannot set the CPU and memory limits: {exc}")
+        # The other GPUs' devices refused whatever the path (docs/isolation.md): before the wrapper
+        # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
+        # by path only, and the attempt's log says so.
+        denied = devices.char_devices(hide["nodes"])  # type: ignore[arg-type] # a list of paths
+        hide["unfiltered"] = self._filter_devices(spec.attempt_id, cgroup, denied) if denied else ""
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()
         ids = (str(ident.uid), str(ident.gid), ",".join(map(str, ident.groups))) if ident.switch else ("-", "-", "")
@@ -595,6 +605,22 @@ class ProcessRuntime(StoredRuntime):
         host and its cgroup tree: the demo, test runs)."""
         agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
         return Path(f"agent-{agent_key}") / f"attempt-{attempt_id}"
+
+    def _filter_devices(self, attempt_id: int, cgroup: Path | None, denied: list[devices.Device]) -> str:
+        """Attach to ``cgroup`` the filter refusing the character devices ``denied`` (the host's
+        other GPUs, ``devices.attach``); '' when attached, else why not."""
+        setup = self.isolation.devices
+        assert setup is not None  # noqa: S101 -- set by Isolation
+        if setup.kind != "bpf":
+            return setup.note
+        if cgroup is None:
+            return "the attempt has no cgroup"
+        try:
+            devices.attach(cgroup, denied, setup.root)
+        except OSError as exc:
+            log.warning("attempt %d: no device filter for the host's other GPUs (%s)", attempt_id, exc)
+            return f"cannot attach a device filter: {exc}"
+        return ""
 
     def _out_of_memory(self, attempt_id: int, cgroup: Path | None) -> str:
         """Whether the kernel killed some of the attempt at its memory limit, in words naming the
