@@ -227,7 +227,8 @@ class DeviceSetup:
 
 def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
     """A device filter needs the attempts' cgroups on v2 (v1's ``devices`` controller is not
-    used) and a kernel and privileges that load a ``BPF_PROG_TYPE_CGROUP_DEVICE`` program."""
+    used) and a kernel and privileges that load a ``BPF_PROG_TYPE_CGROUP_DEVICE`` program and
+    attach it there (tried on a probe cgroup, removed at once)."""
     if cgroups.kind != "v2" or cgroups.parent is None:
         return DeviceSetup("none", note=f"attempts' cgroups are not on cgroup v2 ({cgroups.kind})")
     if os.geteuid() != 0:
@@ -236,6 +237,16 @@ def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
     root = max((r for r in roots if r == cgroups.parent or r in cgroups.parent.parents), key=lambda r: len(r.parts),
                default=None)  # fmt: skip
     why = devices.probe()
+    if not why:  # loading is not enough: a cgroup namespace or an ancestor's policy may refuse attaching
+        probe = cgroups.parent / f"probe-devices-{os.getpid()}"
+        try:
+            probe.mkdir(parents=True, exist_ok=True)
+            devices.attach(probe, [(195, 255)], root)
+        except OSError as exc:
+            why = f"cannot attach a device filter under {cgroups.parent}: {exc.strerror or exc}"
+        finally:
+            with contextlib.suppress(OSError):
+                probe.rmdir()
     return DeviceSetup("none", note=why) if why else DeviceSetup("bpf", root)
 
 
