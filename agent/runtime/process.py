@@ -233,6 +233,13 @@ def gpu_hide_payload(gpu_nodes: Mapping[int, str], indices: Collection[int], sta
     return {"nodes": nodes, "stand_in": str(stand_in)}
 
 
+def denied_devices(gpu_nodes: Mapping[int, str], indices: Collection[int]) -> list[devices.Device]:
+    """The character devices (major, minor) of the GPUs of ``gpu_nodes`` not in ``indices``, less
+    any that is also one of the attempt's own (by another node name): what its cgroup refuses."""
+    own = set(devices.char_devices(gpu_nodes[i] for i in indices if i in gpu_nodes))
+    return [d for d in devices.char_devices(p for i, p in gpu_nodes.items() if i not in indices) if d not in own]
+
+
 def make_stand_in(path: Path) -> None:
     """Make ``path`` an empty file of mode 000 (the agent's, root's): what hides a GPU's node.
     Opening it is refused to every user; a root workload (CAP_DAC_OVERRIDE) opens an empty file,
@@ -465,7 +472,7 @@ class ProcessRuntime(StoredRuntime):
         # The other GPUs' devices refused whatever the path (docs/isolation.md): before the wrapper
         # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
         # by path only, and the attempt's log says so.
-        denied = devices.char_devices(hide["nodes"])  # type: ignore[arg-type] # a list of paths
+        denied = denied_devices(self.gpu_nodes, spec.gpu_indices)
         hide["unfiltered"] = self._filter_devices(spec.attempt_id, cgroup, denied) if denied else ""
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()

@@ -27,6 +27,7 @@ from test_agent_isolation import log_of, needs_mount_ns, needs_root, open_state,
 
 from agent.runtime import devices
 from agent.runtime.isolation import DeviceSetup, Isolation, IsolationConfig
+from agent.runtime.process import denied_devices
 
 __all__ = ["open_state"]  # the fixture, used by name
 
@@ -65,6 +66,14 @@ def test_only_character_device_nodes_are_filtered(tmp_path: Path) -> None:
     regular = tmp_path / "nvidia0"
     regular.write_text("")
     assert devices.char_devices([str(regular), str(tmp_path / "gone"), "/dev/null", "/dev/null"]) == [(1, 3)]
+
+
+def test_the_devices_refused_are_the_other_gpus_less_any_the_attempt_holds() -> None:
+    nodes = {0: "/dev/null", 1: "/dev/zero", 2: "/dev/full", 3: "/dev/../dev/null", 4: "/nonexistent"}
+    assert denied_devices(nodes, [0]) == [(1, 5), (1, 7)]  # GPU 3's node is GPU 0's device
+    assert denied_devices(nodes, [1, 2]) == [(1, 3)]
+    assert denied_devices(nodes, [0, 1, 2, 3, 4]) == []
+    assert denied_devices({}, [0]) == []
 
 
 def test_the_host_warns_when_it_hides_gpus_by_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
