@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from agent_testkit import run_async
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_agent_isolation import log_of, needs_mount_ns, needs_root, open_state, owner_isolation, runtime, spec
 
@@ -43,6 +43,7 @@ needs_filter = pytest.mark.skipif(
 devs = st.tuples(st.integers(0, 4095), st.integers(0, (1 << 20) - 1))
 
 
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     denied=st.lists(devs, max_size=8),
     access=st.sampled_from([1, 2, 4, 6, 7]),
