@@ -216,28 +216,40 @@ def detect_cgroups(mode: str = "auto", parent: str = "") -> CgroupSetup:
 
 @dataclass
 class DeviceSetup:
-    """Whether attempts' cgroups get a device filter: ``kind`` ``bpf`` (a cgroup v2 eBPF program
-    refusing the host's other GPUs' devices, ``agent.runtime.devices``; ``root``: the cgroup2
-    mount) or ``none`` (``note`` says why: their nodes are then hidden by path only)."""
+    """Whether attempts' cgroups get a device filter refusing the host's other GPUs: ``kind``
+    ``bpf`` (a cgroup v2 eBPF program on the attempt's cgroup, ``agent.runtime.devices``; ``root``:
+    the cgroup2 mount), ``v1`` (a cgroup of the v1 ``devices`` controller under ``root``, its
+    ``devices.deny`` naming them, which the wrapper joins) or ``none`` (``note`` says why: their
+    nodes are then hidden by path only)."""
 
     kind: str
     root: Path | None = None
     note: str = ""
 
 
-def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
-    """A device filter needs the attempts' cgroups on v2 (v1's ``devices`` controller is not
-    used) and a kernel and privileges that load a ``BPF_PROG_TYPE_CGROUP_DEVICE`` program and
-    attach it there (tried on a probe cgroup, removed at once)."""
+def _devices_v1() -> DeviceSetup | str:
+    """The v1 ``devices`` hierarchy's ``fairway`` directory below the agent's own cgroup, else why not."""
+    for point, fstype, opts in _mounts():
+        if fstype == "cgroup" and "devices" in opts.split(","):
+            own = _own_cgroups()
+            key = next((k for k in own if "devices" in k.split(",")), None)
+            base = Path(point) / (own.get(key, "/") if key is not None else "/").lstrip("/") / "fairway"
+            why = _probe(base)
+            return f"v1 devices {why}" if why else DeviceSetup("v1", base)
+    return "no v1 devices controller"
+
+
+def _devices_bpf(cgroups: CgroupSetup) -> DeviceSetup | str:
+    """The eBPF filter on the attempts' cgroup v2, else why not: the kernel and privileges must
+    load it and attach it there (tried on a probe cgroup, removed at once: a cgroup namespace or an
+    ancestor's device policy may refuse what loading allows)."""
     if cgroups.kind != "v2" or cgroups.parent is None:
-        return DeviceSetup("none", note=f"attempts' cgroups are not on cgroup v2 ({cgroups.kind})")
-    if os.geteuid() != 0:
-        return DeviceSetup("none", note="the agent is not root")
+        return f"attempts' cgroups are not on cgroup v2 ({cgroups.kind})"
     roots = [Path(point) for point, fstype, _ in _mounts() if fstype == "cgroup2"]
     root = max((r for r in roots if r == cgroups.parent or r in cgroups.parent.parents), key=lambda r: len(r.parts),
                default=None)  # fmt: skip
     why = devices.probe()
-    if not why:  # loading is not enough: a cgroup namespace or an ancestor's policy may refuse attaching
+    if not why:
         probe = cgroups.parent / f"probe-devices-{os.getpid()}"
         try:
             probe.mkdir(parents=True, exist_ok=True)
@@ -247,7 +259,37 @@ def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
         finally:
             with contextlib.suppress(OSError):
                 probe.rmdir()
-    return DeviceSetup("none", note=why) if why else DeviceSetup("bpf", root)
+    return why or DeviceSetup("bpf", root)
+
+
+def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
+    """How attempts' cgroups refuse the host's other GPUs: the eBPF filter on cgroup v2, else the
+    v1 ``devices`` controller (Slurm's v1 ``ConstrainDevices``), else none. Needs a root agent."""
+    if os.geteuid() != 0:
+        return DeviceSetup("none", note="the agent is not root")
+    if cgroups.kind == "none":
+        return DeviceSetup("none", note=f"no usable cgroup ({cgroups.note})")
+    notes = []
+    for way in (lambda: _devices_bpf(cgroups), _devices_v1):
+        found = way()
+        if isinstance(found, DeviceSetup):
+            return found
+        notes.append(found)
+    return DeviceSetup("none", note="; ".join(notes))
+
+
+def devices_v1_cgroup(setup: DeviceSetup | None, name: Path) -> Path | None:
+    """The v1 ``devices`` cgroup of the attempt named ``name`` (relative, as the tracking
+    cgroup's), when the host filters devices that way."""
+    return setup.root / name if setup is not None and setup.kind == "v1" and setup.root is not None else None
+
+
+def deny_devices_v1(path: Path, denied: list[devices.Device]) -> None:
+    """Make the v1 ``devices`` cgroup ``path`` refusing ``denied`` (character devices, every access:
+    ``c M:m rwm`` in ``devices.deny``; everything else as its parent allows). Raises OSError."""
+    path.mkdir(parents=True, exist_ok=True)
+    for major, minor in denied:
+        (path / "devices.deny").write_text(f"c {major}:{minor} rwm")
 
 
 def cgroup_pids(path: Path) -> list[int]:

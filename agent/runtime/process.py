@@ -34,6 +34,8 @@ from agent.runtime.isolation import (
     apply_limits,
     attempt_env,
     cgroup_out_of_memory,
+    deny_devices_v1,
+    devices_v1_cgroup,
     kill_cgroup,
     kill_tree,
     private_tmp_keep,
@@ -473,7 +475,7 @@ class ProcessRuntime(StoredRuntime):
         # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
         # by path only, and the attempt's log says so.
         denied = denied_devices(self.gpu_nodes, spec.gpu_indices)
-        hide["unfiltered"] = self._filter_devices(spec.attempt_id, cgroup, denied) if denied else ""
+        hide["unfiltered"] = self._filter_devices(spec.attempt_id, cgroup, denied, limit_cgroups) if denied else ""
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()
         ids = (str(ident.uid), str(ident.gid), ",".join(map(str, ident.groups))) if ident.switch else ("-", "-", "")
@@ -613,20 +615,26 @@ class ProcessRuntime(StoredRuntime):
         agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
         return Path(f"agent-{agent_key}") / f"attempt-{attempt_id}"
 
-    def _filter_devices(self, attempt_id: int, cgroup: Path | None, denied: list[devices.Device]) -> str:
-        """Attach to ``cgroup`` the filter refusing the character devices ``denied`` (the host's
-        other GPUs, ``devices.attach``); '' when attached, else why not."""
+    def _filter_devices(
+        self, attempt_id: int, cgroup: Path | None, denied: list[devices.Device], join: list[Path]
+    ) -> str:
+        """Make the attempt's cgroups refuse the character devices ``denied`` (the host's other
+        GPUs): the eBPF filter on its cgroup v2 (``devices.attach``), or a v1 ``devices`` cgroup
+        appended to ``join`` (the cgroups its wrapper joins); '' when done, else why not."""
         setup = self.isolation.devices
         assert setup is not None  # noqa: S101 -- set by Isolation
-        if setup.kind != "bpf":
-            return setup.note
-        if cgroup is None:
-            return "the attempt has no cgroup"
         try:
-            devices.attach(cgroup, denied, setup.root)
+            if setup.kind == "bpf" and cgroup is not None:
+                devices.attach(cgroup, denied, setup.root)
+            elif (path := devices_v1_cgroup(setup, self._cgroup_name(attempt_id))) is not None:
+                join.append(path)  # removed with the limit cgroups, even half made
+                deny_devices_v1(path, denied)
+            else:
+                return setup.note or "the attempt has no cgroup"
         except OSError as exc:
             log.warning("attempt %d: no device filter for the host's other GPUs (%s)", attempt_id, exc)
-            return f"cannot attach a device filter: {exc}"
+            join[:] = [p for p in join if p != devices_v1_cgroup(setup, self._cgroup_name(attempt_id))]
+            return f"cannot filter devices: {exc}"
         return ""
 
     def _out_of_memory(self, attempt_id: int, cgroup: Path | None) -> str:
@@ -640,9 +648,11 @@ class ProcessRuntime(StoredRuntime):
         return cgroup_out_of_memory(paths)
 
     def _remove_limit_cgroups(self, attempt_id: int) -> None:
-        """Remove the attempt's v1 CPU and memory cgroups, if any."""
+        """Remove the attempt's v1 CPU, memory and devices cgroups, if any."""
         assert self.isolation.limits is not None  # noqa: S101 -- set by Isolation
-        for path in v1_limit_cgroups(self.isolation.limits, self._cgroup_name(attempt_id)):
+        name = self._cgroup_name(attempt_id)
+        filter_v1 = devices_v1_cgroup(self.isolation.devices, name)
+        for path in [*v1_limit_cgroups(self.isolation.limits, name), *([filter_v1] if filter_v1 else [])]:
             if path.exists():
                 remove_cgroup(path, parent_too=True)
 

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from test_agent_isolation import log_of, needs_mount_ns, needs_root, open_state, owner_isolation, runtime, spec
 
 from agent.runtime import devices
-from agent.runtime.isolation import DeviceSetup, Isolation, IsolationConfig
-from agent.runtime.process import denied_devices
+from agent.runtime.isolation import DeviceSetup, Isolation, IsolationConfig, _devices_v1
+from agent.runtime.process import ProcessRuntime, denied_devices
 
 __all__ = ["open_state"]  # the fixture, used by name
 
@@ -131,15 +131,31 @@ print("probed")
 """
 
 
+def _setup(kind: str) -> Isolation:
+    """The test's isolation with the device filter of ``kind`` (skips where this host lacks it)."""
+    if kind == "bpf":
+        if _isolation is None or _isolation.devices is None or _isolation.devices.kind != "bpf":
+            pytest.skip("no cgroup v2 device filter here")
+        return _isolation
+    found = _devices_v1() if os.geteuid() == 0 else "not root"
+    if not isinstance(found, DeviceSetup):
+        pytest.skip(f"no v1 devices controller here ({found})")
+    isolation = owner_isolation(allow_root=True)
+    isolation.devices = found
+    return isolation
+
+
 @needs_root
 @needs_mount_ns
-@needs_filter
+@pytest.mark.parametrize("kind", ["bpf", "v1"])
 @pytest.mark.parametrize("who", ["owner", "root"])
-def test_another_gpus_device_is_refused_whatever_the_path(open_state: Path, nodes, who: str) -> None:
+def test_another_gpus_device_is_refused_whatever_the_path(open_state: Path, nodes, who: str, kind: str) -> None:
     """fix30: an attempt given GPU 0 of 3 opened GPU 1's device through a node at another path
     (the stand-in covers /dev/nvidia1 only). Its cgroup now refuses GPU 1's and GPU 2's devices
     themselves (EPERM), by any path; its own device is let through (ENXIO: no driver here), and
-    the host's processes still reach every one."""
+    the host's processes still reach every one. ``bpf``: the eBPF filter on its cgroup v2; ``v1``:
+    a cgroup of the v1 ``devices`` controller (removed with the attempt)."""
+    isolation = _setup(kind)
     gpu_nodes, alias = nodes
     extra = {"owner_uid": 0, "owner_gid": 0, "allow_root": True} if who == "root" else {}
     python = shutil.which("python3", path="/usr/bin:/bin")
@@ -148,7 +164,7 @@ def test_another_gpus_device_is_refused_whatever_the_path(open_state: Path, node
     own, other = gpu_nodes[0], gpu_nodes[1]
 
     async def scenario() -> None:
-        rt, exits = runtime(open_state, _isolation, gpu_nodes=gpu_nodes)
+        rt, exits = runtime(open_state, isolation, gpu_nodes=gpu_nodes)
         command = [python, "-c", PROBE, own, other, alias]
         await rt.start(replace(spec(1, command, owner="iso-alice", **extra), gpu_indices=[0], gpu_uuids=["a"]))
         done = await asyncio.wait_for(exits.get(), 10)
@@ -162,6 +178,10 @@ def test_another_gpus_device_is_refused_whatever_the_path(open_state: Path, node
         assert "hidden by path only" not in out, out
 
     run_async(scenario())
+    if kind == "v1":  # its devices cgroup went with it
+        assert isolation.devices is not None and isolation.devices.root is not None
+        name = ProcessRuntime(open_state, isolation=isolation)._cgroup_name(1)
+        assert not (isolation.devices.root / name).exists()
     # outside the attempt, the same nodes reach the device (ENXIO), not the filter
     for path in (own, alias):
         with pytest.raises(OSError) as caught:
