@@ -473,8 +473,8 @@ class ProcessRuntime(StoredRuntime):
             self._fail(record, f"cannot set the CPU and memory limits: {exc}")
         # The other GPUs' devices refused whatever the path (docs/isolation.md): before the wrapper
         # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
-        # by path only, and the attempt's log says so.
-        denied = denied_devices(self.gpu_nodes, spec.gpu_indices)
+        # by path only, and the attempt's log says so (a non-root agent does neither, and says that).
+        denied = denied_devices(self.gpu_nodes, spec.gpu_indices) if self.isolation.is_root else []
         hide["unfiltered"] = self._filter_devices(spec.attempt_id, cgroup, denied, limit_cgroups) if denied else ""
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()
