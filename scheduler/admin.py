@@ -118,7 +118,7 @@ class HostEventInline(ReadOnlyMixin, admin.TabularInline):
     extra = 0
     fields = ["at", "kind", "actor", "message", "data"]
     readonly_fields = fields
-    ordering = ["-at", "-id"]
+    ordering = ["-id"]  # newest recorded first (HostEvent's order, reversed), whatever "at" says
 
 
 @admin.register(Host)
@@ -346,11 +346,18 @@ class WorkloadEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(HostEvent)
 class HostEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["at", "host", "kind", "actor", "message"]
+    list_display = ["recorded_at", "host", "kind", "actor", "message"]
     list_filter = ["kind", "host__cluster"]
     search_fields = ["host__name", "message"]
     list_select_related = ["host", "actor"]
     date_hierarchy = "at"
+    ordering = ["-id"]  # newest recorded first, as the workload event list
+
+    @admin.display(description="at", ordering="id")
+    def recorded_at(self, obj: HostEvent) -> Any:
+        """``at`` as stamped, sorted by the order the events were recorded (as ``recorded_at`` of
+        the workload event list)."""
+        return obj.at
 
 
 @admin.register(JoinToken)

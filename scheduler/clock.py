@@ -30,6 +30,7 @@ class Clock:
         self._rolled_up_hour: object = None
         self._next_prune = 0.0
         self._next_resend = 0.0
+        self._next_rollup = 0.0
         self._thread: threading.Thread | None = None
 
     def start(self) -> Clock:
@@ -66,9 +67,14 @@ class Clock:
                 self._next_resend = now + tasks.RESEND_NOTIFICATIONS_EVERY_S
                 tasks.resend_stale_notifications.send()
         hour = timezone.now().replace(minute=0, second=0, microsecond=0)
-        if hour != self._rolled_up_hour:  # once an hour (and once at start): the pyramid's last hour
-            self._rolled_up_hour = hour
+        # Right after each hour (and at start), and with the sweeps every ROLLUP_EVERY_S: the
+        # roll-up writes only hours still missing, so asking again makes up one lost in a worker.
+        # Marked asked only once sent: a send refused (Redis out) is tried at the next beat.
+        periodic = sweep and now >= self._next_rollup
+        if hour != self._rolled_up_hour or periodic:
             tasks.rollup_pyramid.send()
+            self._rolled_up_hour = hour
+            self._next_rollup = now + tasks.ROLLUP_EVERY_S
         return len(cluster_ids)
 
     def _run(self) -> None:

@@ -438,7 +438,9 @@ class HostEvent(EventBase):
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="events")
 
     class Meta(EventBase.Meta):
-        pass
+        # In the order they were recorded, as a workload's: ``at`` need not grow with the id (a
+        # tick stamps its events with its start, a heartbeat with its receipt, before the lock).
+        ordering = ["id"]
 
     def __str__(self) -> str:
         return f"{self.kind} of host {self.host_id} at {self.at:%Y-%m-%d %H:%M:%S}"

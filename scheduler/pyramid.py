@@ -180,6 +180,44 @@ def rollup_previous_hour(now: datetime | None = None) -> int:
     return len(clusters)
 
 
+CATCH_UP_HOURS = 24
+"""How far back (hours) :func:`rollup_missing_hours` makes up complete hours that have no row."""
+
+
+def rollup_missing_hours(now: datetime | None = None, hours: int = CATCH_UP_HOURS) -> int:
+    """Roll up every complete hour of the last ``hours`` that a cluster had a host in and has no
+    row for (the clock's roll-up); returns the rows written. Idempotent: a stored hour is never
+    computed again, so a second clock or a redelivered message writes nothing.
+
+    Why catch up: a failed roll-up's retry is a delayed dramatiq message, which a worker drops with
+    its Redis connection (docs/deploy.md, "Lost delayed messages"); the clock asks every few
+    minutes, so an hour lost that way is written at the next request. A late hour's availability is
+    sampled then, as every hour's is at its roll-up (module docstring). Three queries, plus those of
+    each hour written (:func:`rollup_hour`)."""
+    now = now or timezone.now()
+    current = hour_of(now)
+    first = current - hours * HOUR
+    spans: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    hosts = Host.objects.filter(created_at__lt=current).filter(Q(removed_at__isnull=True) | Q(removed_at__gt=first))
+    for cid, created, removed in hosts.values_list("cluster_id", "created_at", "removed_at"):
+        spans[cid].append((created, removed or current))
+    stored = set(
+        ClusterHourlyMetrics.objects.filter(cluster_id__in=list(spans), hour__gte=first, hour__lt=current).values_list(
+            "cluster_id", "hour"
+        )
+    )
+    written = 0
+    for cluster in Cluster.objects.filter(pk__in=list(spans)).order_by("pk"):
+        for n in range(hours, 0, -1):
+            hour = current - n * HOUR
+            # as rollup_previous_hour: only an hour in which the cluster had a host (break28)
+            if (cluster.pk, hour) in stored or not any(c < hour + HOUR and r > hour for c, r in spans[cluster.pk]):
+                continue
+            rollup_hour(cluster, hour, now)
+            written += 1
+    return written
+
+
 def _part_words(part: float) -> str:
     """A part (0..1) of a whole, strictly between none and all, as a percentage that never reads as
     none or all: ``12%``, ``less than 1%`` (not ``0%``), ``more than 99%`` (not ``100%``)."""

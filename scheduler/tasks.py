@@ -157,12 +157,19 @@ def start_timeouts() -> None:
         logger.info("start timeouts: %d attempts failed to start", ended)
 
 
+ROLLUP_EVERY_S = 300.0
+"""The clock asks for :func:`rollup_pyramid` this often (seconds), besides right after each hour."""
+
+
 @dramatiq.actor(queue_name=QUEUE, max_retries=3, time_limit=600_000)
 def rollup_pyramid() -> None:
-    """The last complete hour of every cluster into ``ClusterHourlyMetrics`` (``scheduler.pyramid``)."""
-    from scheduler.pyramid import rollup_previous_hour
+    """Every complete hour of the last day that has no ``ClusterHourlyMetrics`` row yet, the hour
+    just ended included (``scheduler.pyramid.rollup_missing_hours``). Idempotent, so the clock asks
+    every ``ROLLUP_EVERY_S``: an hour whose roll-up or retry was lost (a delayed message dropped
+    with Redis) is written at the next request."""
+    from scheduler.pyramid import rollup_missing_hours
 
-    rollup_previous_hour()
+    rollup_missing_hours()
 
 
 def reset_debounce(cluster_ids: list[int] | None = None) -> None:

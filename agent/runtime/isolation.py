@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.runtime import devices
+
 log = logging.getLogger(__name__)
 
 MODES = ("owner", "agent")
@@ -210,6 +212,84 @@ def detect_cgroups(mode: str = "auto", parent: str = "") -> CgroupSetup:
                     notes.append(f"v1 {controller} {why}")
                     break
     return CgroupSetup("none", note="; ".join(notes) or "no cgroup hierarchy")
+
+
+@dataclass
+class DeviceSetup:
+    """Whether attempts' cgroups get a device filter refusing the host's other GPUs: ``kind``
+    ``bpf`` (a cgroup v2 eBPF program on the attempt's cgroup, ``agent.runtime.devices``; ``root``:
+    the cgroup2 mount), ``v1`` (a cgroup of the v1 ``devices`` controller under ``root``, its
+    ``devices.deny`` naming them, which the wrapper joins) or ``none`` (``note`` says why: their
+    nodes are then hidden by path only)."""
+
+    kind: str
+    root: Path | None = None
+    note: str = ""
+
+
+def _devices_v1() -> DeviceSetup | str:
+    """The v1 ``devices`` hierarchy's ``fairway`` directory below the agent's own cgroup, else why not."""
+    for point, fstype, opts in _mounts():
+        if fstype == "cgroup" and "devices" in opts.split(","):
+            own = _own_cgroups()
+            key = next((k for k in own if "devices" in k.split(",")), None)
+            base = Path(point) / (own.get(key, "/") if key is not None else "/").lstrip("/") / "fairway"
+            why = _probe(base)
+            return f"v1 devices {why}" if why else DeviceSetup("v1", base)
+    return "no v1 devices controller"
+
+
+def _devices_bpf(cgroups: CgroupSetup) -> DeviceSetup | str:
+    """The eBPF filter on the attempts' cgroup v2, else why not: the kernel and privileges must
+    load it and attach it there (tried on a probe cgroup, removed at once: a cgroup namespace or an
+    ancestor's device policy may refuse what loading allows)."""
+    if cgroups.kind != "v2" or cgroups.parent is None:
+        return f"attempts' cgroups are not on cgroup v2 ({cgroups.kind})"
+    roots = [Path(point) for point, fstype, _ in _mounts() if fstype == "cgroup2"]
+    root = max((r for r in roots if r == cgroups.parent or r in cgroups.parent.parents), key=lambda r: len(r.parts),
+               default=None)  # fmt: skip
+    why = devices.probe()
+    if not why:
+        probe = cgroups.parent / f"probe-devices-{os.getpid()}"
+        try:
+            probe.mkdir(parents=True, exist_ok=True)
+            devices.attach(probe, [(195, 255)], root)
+        except OSError as exc:
+            why = f"cannot attach a device filter under {cgroups.parent}: {exc.strerror or exc}"
+        finally:
+            with contextlib.suppress(OSError):
+                probe.rmdir()
+    return why or DeviceSetup("bpf", root)
+
+
+def detect_devices(cgroups: CgroupSetup) -> DeviceSetup:
+    """How attempts' cgroups refuse the host's other GPUs: the eBPF filter on cgroup v2, else the
+    v1 ``devices`` controller (Slurm's v1 ``ConstrainDevices``), else none. Needs a root agent."""
+    if os.geteuid() != 0:
+        return DeviceSetup("none", note="the agent is not root")
+    if cgroups.kind == "none":
+        return DeviceSetup("none", note=f"no usable cgroup ({cgroups.note})")
+    notes = []
+    for way in (lambda: _devices_bpf(cgroups), _devices_v1):
+        found = way()
+        if isinstance(found, DeviceSetup):
+            return found
+        notes.append(found)
+    return DeviceSetup("none", note="; ".join(notes))
+
+
+def devices_v1_cgroup(setup: DeviceSetup | None, name: Path) -> Path | None:
+    """The v1 ``devices`` cgroup of the attempt named ``name`` (relative, as the tracking
+    cgroup's), when the host filters devices that way."""
+    return setup.root / name if setup is not None and setup.kind == "v1" and setup.root is not None else None
+
+
+def deny_devices_v1(path: Path, denied: list[devices.Device]) -> None:
+    """Make the v1 ``devices`` cgroup ``path`` refusing ``denied`` (character devices, every access:
+    ``c M:m rwm`` in ``devices.deny``; everything else as its parent allows). Raises OSError."""
+    path.mkdir(parents=True, exist_ok=True)
+    for major, minor in denied:
+        (path / "devices.deny").write_text(f"c {major}:{minor} rwm")
 
 
 def cgroup_pids(path: Path) -> list[int]:
@@ -628,12 +708,15 @@ class Isolation:
     config: IsolationConfig = field(default_factory=IsolationConfig)
     cgroups: CgroupSetup | None = None
     limits: LimitSetup | None = None
+    devices: DeviceSetup | None = None
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
             self.cgroups = detect_cgroups(self.config.cgroup, self.config.cgroup_parent)
         if self.limits is None:
             self.limits = detect_limits(self.cgroups)
+        if self.devices is None:
+            self.devices = detect_devices(self.cgroups)
 
     @property
     def is_root(self) -> bool:
@@ -721,6 +804,13 @@ class Isolation:
                 f"CPU and memory requests are not enforced by the process runtime here ({self.limits.note}): "
                 "attempts can use more than they asked"
             )
+        assert self.devices is not None  # noqa: S101 -- set in __post_init__
+        if self.devices.kind == "none" and self.is_root and self.config.mode == "owner":
+            warnings.append(
+                f"no device filter for attempts ({self.devices.note}): the host's other GPUs are hidden by "
+                "path only, and a workload that reaches another GPU's device node by another path "
+                "(/proc/<pid>/root of a process of its owner) opens it"
+            )
         return {
             "mode": self.config.mode,
             "agent_uid": os.geteuid(),
@@ -729,6 +819,7 @@ class Isolation:
             "cgroup_parent": str(self.cgroups.parent or ""),
             "cgroup_note": self.cgroups.note,
             "limits": self.limits.kind,
+            "devices": self.devices.kind,
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }

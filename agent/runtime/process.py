@@ -24,6 +24,7 @@ import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
+from agent.runtime import devices
 from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
@@ -33,6 +34,8 @@ from agent.runtime.isolation import (
     apply_limits,
     attempt_env,
     cgroup_out_of_memory,
+    deny_devices_v1,
+    devices_v1_cgroup,
     kill_cgroup,
     kill_tree,
     private_tmp_keep,
@@ -96,6 +99,9 @@ def check(r, what):
 def refuse(why):  # the attempt cannot start: its command never runs
     os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
     sys.exit(125)
+if hide.get("unfiltered"):  # the agent could not attach the device filter (docs/isolation.md)
+    print(f"fairway: the host's other GPUs are hidden by path only ({hide['unfiltered']})", file=sys.stderr,
+          flush=True)
 if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
     made = False
     try:
@@ -207,7 +213,8 @@ sys.exit(code)
 ROOT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
 """The capabilities an attempt's command may hold (the wrapper drops every other one from its
 bounding and inheritable sets): Docker's default set for a root container less ``CAP_MKNOD``
-(Docker confines device nodes with a device cgroup, which the process runtime has not), i.e.
+(Docker's device cgroup allows a few devices only; the process runtime's refuses only the
+host's other GPUs, ``agent.runtime.devices``), i.e.
 CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW,
 SYS_CHROOT, AUDIT_WRITE, SETFCAP. Only a root command (both consents, docs/isolation.md) keeps any:
 an owner's command loses them all at ``setuid``. Without CAP_SYS_ADMIN it cannot unmount its
@@ -226,6 +233,13 @@ def gpu_hide_payload(gpu_nodes: Mapping[int, str], indices: Collection[int], sta
     own = {gpu_nodes[i] for i in indices if i in gpu_nodes}
     nodes = sorted({p for i, p in gpu_nodes.items() if i not in indices} - own)
     return {"nodes": nodes, "stand_in": str(stand_in)}
+
+
+def denied_devices(gpu_nodes: Mapping[int, str], indices: Collection[int]) -> list[devices.Device]:
+    """The character devices (major, minor) of the GPUs of ``gpu_nodes`` not in ``indices``, less
+    any that is also one of the attempt's own (by another node name): what its cgroup refuses."""
+    own = set(devices.char_devices(gpu_nodes[i] for i in indices if i in gpu_nodes))
+    return [d for d in devices.char_devices(p for i, p in gpu_nodes.items() if i not in indices) if d not in own]
 
 
 def make_stand_in(path: Path) -> None:
@@ -457,6 +471,11 @@ class ProcessRuntime(StoredRuntime):
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
             self._fail(record, f"cannot set the CPU and memory limits: {exc}")
+        # The other GPUs' devices refused whatever the path (docs/isolation.md): before the wrapper
+        # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
+        # by path only, and the attempt's log says so (a non-root agent does neither, and says that).
+        denied = denied_devices(self.gpu_nodes, spec.gpu_indices) if self.isolation.is_root else []
+        hide["unfiltered"] = self._filter_devices(spec.attempt_id, cgroup, denied, limit_cgroups) if denied else ""
         read_fd, write_fd = os.pipe()
         status_fd, status_w = os.pipe()
         ids = (str(ident.uid), str(ident.gid), ",".join(map(str, ident.groups))) if ident.switch else ("-", "-", "")
@@ -596,6 +615,28 @@ class ProcessRuntime(StoredRuntime):
         agent_key = hashlib.sha256(str(self.store.state_dir.resolve()).encode()).hexdigest()[:10]
         return Path(f"agent-{agent_key}") / f"attempt-{attempt_id}"
 
+    def _filter_devices(
+        self, attempt_id: int, cgroup: Path | None, denied: list[devices.Device], join: list[Path]
+    ) -> str:
+        """Make the attempt's cgroups refuse the character devices ``denied`` (the host's other
+        GPUs): the eBPF filter on its cgroup v2 (``devices.attach``), or a v1 ``devices`` cgroup
+        appended to ``join`` (the cgroups its wrapper joins); '' when done, else why not."""
+        setup = self.isolation.devices
+        assert setup is not None  # noqa: S101 -- set by Isolation
+        try:
+            if setup.kind == "bpf" and cgroup is not None:
+                devices.attach(cgroup, denied, setup.root)
+            elif (path := devices_v1_cgroup(setup, self._cgroup_name(attempt_id))) is not None:
+                join.append(path)  # removed with the limit cgroups, even half made
+                deny_devices_v1(path, denied)
+            else:
+                return setup.note or "the attempt has no cgroup"
+        except OSError as exc:
+            log.warning("attempt %d: no device filter for the host's other GPUs (%s)", attempt_id, exc)
+            join[:] = [p for p in join if p != devices_v1_cgroup(setup, self._cgroup_name(attempt_id))]
+            return f"cannot filter devices: {exc}"
+        return ""
+
     def _out_of_memory(self, attempt_id: int, cgroup: Path | None) -> str:
         """Whether the kernel killed some of the attempt at its memory limit, in words naming the
         limit (``isolation.cgroup_out_of_memory``); "" when not, or without cgroups. Read before
@@ -607,9 +648,11 @@ class ProcessRuntime(StoredRuntime):
         return cgroup_out_of_memory(paths)
 
     def _remove_limit_cgroups(self, attempt_id: int) -> None:
-        """Remove the attempt's v1 CPU and memory cgroups, if any."""
+        """Remove the attempt's v1 CPU, memory and devices cgroups, if any."""
         assert self.isolation.limits is not None  # noqa: S101 -- set by Isolation
-        for path in v1_limit_cgroups(self.isolation.limits, self._cgroup_name(attempt_id)):
+        name = self._cgroup_name(attempt_id)
+        filter_v1 = devices_v1_cgroup(self.isolation.devices, name)
+        for path in [*v1_limit_cgroups(self.isolation.limits, name), *([filter_v1] if filter_v1 else [])]:
             if path.exists():
                 remove_cgroup(path, parent_too=True)
 

@@ -189,7 +189,9 @@ def hosts_queryset() -> QuerySet[Host]:
     links = AttemptGPU.objects.filter(open=True).select_related("attempt")
     gpus = GPU.objects.order_by("index").prefetch_related(Prefetch("attempt_links", queryset=links))
     kinds = sorted({k for group in REASON_EVENT_KINDS.values() for k in group})
-    events = HostEvent.objects.filter(kind__in=kinds).select_related("actor").order_by("-at", "-id")
+    # the latest recorded (id), not the latest ``at``: a tick stamps its events with its start, a
+    # heartbeat with its receipt before it waited for the host's lock (scheduler.models.HostEvent)
+    events = HostEvent.objects.filter(kind__in=kinds).select_related("actor").order_by("-id")
     return (
         Host.objects.filter(removed_at__isnull=True)
         .select_related("cluster")

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from scheduler import lifecycle
-from scheduler.models import Attempt, WorkloadEvent
+from scheduler.models import Attempt, Host, HostEvent, WorkloadEvent
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
 from tests.cli.inprocess import run_cli
@@ -65,4 +65,34 @@ def test_the_model_and_the_admin_list_events_in_recording_order_too(admin, resea
     listing = console.get("/admin/scheduler/workloadevent/").content.decode()
     assert listing.index("recorded second") < listing.index("recorded first")  # newest recorded first
     by_at = console.get("/admin/scheduler/workloadevent/?o=0").content.decode()  # the "at" column, ascending
+    assert by_at.index("recorded first") < by_at.index("recorded second")
+
+
+def test_a_hosts_events_are_read_in_recording_order_too(admin, researcher_client, hosts):
+    """A host's events have ``at`` out of id order too (a tick stamps its host events with its start,
+    a heartbeat with its receipt, before either waited for the host's lock). Given two cordons of a100-1, the
+    later recorded stamped earlier: the hosts API's ``state_reason`` (and so the clusters page and
+    ``fairway hosts``) names the one recorded last, and the model, the host's admin inline and the
+    admin's host event list read them by id, as workload events are read."""
+    host = hosts["a100-1"]
+    Host.objects.filter(pk=host.pk).update(state=Host.State.CORDONED)
+    now = timezone.now()
+    first = HostEvent.objects.create(host=host, at=now, kind="cordoned", message="recorded first")
+    second = HostEvent.objects.create(
+        host=host, at=now - timedelta(minutes=5), kind="cordoned", message="recorded second"
+    )
+
+    reason = researcher_client.get("/api/v1/hosts/a100-1/").json()["state_reason"]
+    assert reason["message"] == "recorded second"
+
+    ids = list(HostEvent.objects.filter(host=host).values_list("id", flat=True))
+    assert ids == sorted(ids) and ids.index(first.pk) < ids.index(second.pk)
+
+    console = Client()
+    console.force_login(admin)
+    change = console.get(f"/admin/scheduler/host/{host.pk}/change/").content.decode()
+    assert change.index("recorded second") < change.index("recorded first")  # newest recorded first
+    listing = console.get("/admin/scheduler/hostevent/").content.decode()
+    assert listing.index("recorded second") < listing.index("recorded first")  # newest recorded first
+    by_at = console.get("/admin/scheduler/hostevent/?o=0").content.decode()  # the "at" column, ascending
     assert by_at.index("recorded first") < by_at.index("recorded second")

@@ -8,7 +8,14 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduler.models import GPU, Attempt, ClusterHourlyMetrics, GpuMinuteSample, Host
-from scheduler.pyramid import compute_hour, hour_of, rollup_hour, rollup_previous_hour
+from scheduler.pyramid import (
+    CATCH_UP_HOURS,
+    compute_hour,
+    hour_of,
+    rollup_hour,
+    rollup_missing_hours,
+    rollup_previous_hour,
+)
 
 
 @pytest.fixture
@@ -114,6 +121,69 @@ def test_clock_asks_for_the_rollup_once_an_hour(db, monkeypatch):
     clock.beat(sweep=False)
     clock.beat(sweep=False)
     assert sent == [1]
+
+
+def test_hours_whose_rollup_was_lost_are_caught_up_once(hour_world):
+    """fix30: a failed roll-up's retry is a delayed dramatiq message, dropped with the worker's
+    Redis connection (docs/deploy.md, "Lost delayed messages"), and the clock asked only once an
+    hour for the hour just ended: that hour stayed without its row. The roll-up now writes every
+    complete hour of the last ``CATCH_UP_HOURS`` that has no row, and only those."""
+    tw, hour = hour_world
+    current = hour_of(tw.now)
+    # Given hosts there for the last 5 complete hours, the oldest of them rolled up, the rest lost
+    Host.objects.update(created_at=current - timedelta(hours=5))
+    kept = rollup_hour(tw.cluster, current - timedelta(hours=5), tw.now - timedelta(hours=4))
+    # When the next roll-up runs
+    assert rollup_missing_hours(tw.now) == 4
+    # Then every complete hour has its row, the one stored is untouched, the missed one is right
+    rows = {r.hour: r for r in ClusterHourlyMetrics.objects.filter(cluster=tw.cluster)}
+    assert sorted(rows) == [current - timedelta(hours=n) for n in range(5, 0, -1)]
+    assert rows[kept.hour].computed_at == kept.computed_at
+    assert rows[hour].registered_gpu_s == pytest.approx(compute_hour(tw.cluster, hour, tw.now)["registered"])
+    # Run again (a second clock, a redelivered message): nothing left to write
+    assert rollup_missing_hours(tw.now) == 0
+    assert ClusterHourlyMetrics.objects.count() == 5
+    # Hours further back than CATCH_UP_HOURS are left alone; none before the hosts came
+    Host.objects.update(created_at=current - timedelta(hours=CATCH_UP_HOURS + 10))
+    assert rollup_missing_hours(tw.now) == CATCH_UP_HOURS - 5
+    assert min(ClusterHourlyMetrics.objects.values_list("hour", flat=True)) == current - timedelta(hours=CATCH_UP_HOURS)
+
+
+def test_the_rollup_actor_catches_up(hour_world):
+    from scheduler import tasks
+
+    tw, hour = hour_world
+    tasks.rollup_pyramid()
+    assert ClusterHourlyMetrics.objects.filter(hour=hour).exists()
+    assert ClusterHourlyMetrics.objects.filter(hour=hour + timedelta(hours=1)).exists()
+
+
+def test_the_clock_asks_for_the_rollup_again_until_it_was_sent_and_every_few_minutes(db, monkeypatch):
+    """A send refused (Redis out at the hour) is tried again at the next beat, and the sweeps ask
+    every ``ROLLUP_EVERY_S`` too, so a roll-up (or its retry) lost in the worker is made up."""
+    from scheduler import tasks
+    from scheduler.clock import Clock
+
+    sent: list[int] = []
+
+    def refuse() -> None:
+        raise ConnectionError("redis down")
+
+    monkeypatch.setattr(tasks, "ROLLUP_EVERY_S", 0.0)  # every sweep asks
+    monkeypatch.setattr(tasks.rollup_pyramid, "send", refuse)
+    clock = Clock(interval=1.0)
+    with pytest.raises(ConnectionError):
+        clock.beat(sweep=False)
+    monkeypatch.setattr(tasks.rollup_pyramid, "send", lambda: sent.append(1))
+    clock.beat(sweep=False)
+    assert sent == [1]
+    clock.beat(sweep=False)
+    assert sent == [1]  # a beat without the sweeps: once an hour
+    for name in ("sweep_hosts", "start_timeouts", "prune_gpu_metrics", "resend_stale_notifications"):
+        monkeypatch.setattr(getattr(tasks, name), "send", lambda: None)
+    clock.beat(sweep=True)
+    clock.beat(sweep=True)
+    assert sent == [1, 1, 1]
 
 
 @pytest.mark.parametrize(
