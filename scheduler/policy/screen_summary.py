@@ -95,6 +95,7 @@ class KeptSummary:
         self._reset()
 
     def _reset(self) -> None:
+        self._mark = 0  # ClusterState.mark() when last read
         self._seen: dict[str, tuple[int, Part | None]] = {}
         self._free: dict[str, Counter[int]] = {}
         self._room: dict[str, Counter[int]] = {}
@@ -108,10 +109,15 @@ class KeptSummary:
             self._reset()  # a new standing: every host anew
             self._state = st
         seen, hosts = self._seen, st.hosts
-        if not seen:
-            changed: Iterable[str] = hosts
+        since = st.changed_since(self._mark) if seen else None
+        changed: Iterable[str]
+        if since is not None:
+            changed = since  # the hosts bumped since the last reading (the log)
+        elif not seen:
+            changed = hosts
         else:  # a host never bumped (absent from ``version``) is as it was built
             changed = [name for name, v in st.version.items() if seen.get(name, _UNSEEN)[0] != v]
+        self._mark = st.mark()
         for name in changed:
             hv = hosts.get(name)
             if hv is None:
