@@ -140,11 +140,11 @@ def _single_starts(ps: PassState, w: Workload, allowed: frozenset[str]) -> list[
     since = None if kept is None else st.changed_since(kept[0])
     if kept is not None and since is not None:
         froms = kept[1]
-        for h in since:
-            if h in froms:
-                froms[h] = _start_from(ps, w, st.hosts[h], allowed, hkey)
-    else:
-        froms = {hv.name: _start_from(ps, w, hv, allowed, hkey) for hv in ps.standing.hosts_by_model.get(w.model, ())}
+        for h in since:  # a host the bound left out when the answer was built may be in it now
+            if (hv := st.hosts.get(h)) is not None and hv.model == w.model:
+                froms[h] = _start_from(ps, w, hv, allowed, hkey)
+    else:  # the hosts the bound leaves out have no start (ruled_out)
+        froms = {hv.name: _start_from(ps, w, hv, allowed, hkey) for hv in bound_hosts(ps, w.model, w.gpus, allowed)}
         if len(ps.standing.single_starts) > 4096:
             ps.standing.single_starts.clear()  # a bound on what is kept (allowed sets vary)
     ps.standing.single_starts[key] = (st.mark(), froms)
@@ -158,7 +158,9 @@ def _single_starts(ps: PassState, w: Workload, allowed: frozenset[str]) -> list[
     return out
 
 
-def _start_from(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str], key: tuple[object, ...]) -> int | None:
+def _start_from(
+    ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str], key: tuple[object, ...]
+) -> int | None:
     """What :func:`_single_starts` keeps of ``hv``: :func:`host_start`'s kept ``t`` (None:
     never; an inactive host never, its state fixed in a kept standing), else :data:`_VOLATILE`."""
     if not hv.active:
@@ -258,7 +260,7 @@ def ruled_out(ps: PassState, n: int, hv: HostView, allowed: frozenset[str]) -> b
     short = n - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
     if short > 0:
         per = ps.standing.agg.get(hv.name)
-        if not (allowed and per) or _allowed_work(per, allowed) < short:
+        if not (allowed and per) or allowed_work(per, allowed) < short:
             return True
     return False
 
@@ -295,7 +297,7 @@ def _single_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[s
     return t
 
 
-def _allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:
+def allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:
     """GPUs of the allowed budgets' allocated work on one host (``Standing.agg`` entry), walking
     the smaller of the two."""
     if len(allowed) < len(per):

@@ -96,6 +96,7 @@ class KeptSummary:
 
     def _reset(self) -> None:
         self._mark = 0  # ClusterState.mark() when last read
+        self._summary: Summary | None = None  # the summary of that reading
         self._seen: dict[str, tuple[int, Part | None]] = {}
         self._free: dict[str, Counter[int]] = {}
         self._room: dict[str, Counter[int]] = {}
@@ -118,6 +119,8 @@ class KeptSummary:
         else:  # a host never bumped (absent from ``version``) is as it was built
             changed = [name for name, v in st.version.items() if seen.get(name, _UNSEEN)[0] != v]
         self._mark = st.mark()
+        if since is not None and not since and self._summary is not None:
+            return self._summary  # no host moved since the last reading (readers only read it)
         for name in changed:
             hv = hosts.get(name)
             if hv is None:
@@ -129,13 +132,14 @@ class KeptSummary:
             seen[name] = (st.version.get(name, 0), part)
             if part is not None:
                 self._count(name, part, 1)
-        return Summary(
+        self._summary = Summary(
             most_free={m: k for m, c in self._free.items() if (k := max((k for k, n in c.items() if n), default=0))},
             whole_free={m: n for m, n in self._whole.items() if n},
             most_base={m: k for m, c in self._room.items() if (k := max((k for k, n in c.items() if n), default=0))},
             vacatable_base={m: n for m, n in self._vacatable.items() if n},
             blocked=set(self._blocked),
         )
+        return self._summary
 
     def _count(self, name: str, part: Part, sign: int) -> None:
         m, f, room, whole_free, vacatable, blocked = part

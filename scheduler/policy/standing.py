@@ -117,6 +117,8 @@ class Standing:
         # (model, allowed budgets, GPUs, CPUs, memory) -> (ClusterState.mark, host -> host_start's
         # kept instant before ``now`` is applied, None: never): reserve._single_starts
         self.single_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}
+        # (model, allowed budgets) -> (ClusterState.mark, host -> reserve.ruled_out's room)
+        self.bound_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int]]] = {}
         # (model, size, CPUs, memory, allowed budgets) -> (ClusterState.mark, host -> instant a
         # gang could have it whole from, before ``now`` is applied): reserve._gang_starts
         self.gang_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}

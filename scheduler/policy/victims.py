@@ -50,7 +50,7 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     if names is not None and not names:
         return None  # the reclaim index found no set and no allowed budget holds a victim
     ctx = ps.key_context(w)
-    if names is not None and _most_room(ps, ctx, w, allowed) < w.gpus:
+    if names is not None and _most_room(ps, ctx, w, allowed, names) < w.gpus:
         # no host holds enough GPUs free, unallocated or of allowed budgets' unprotected work
         if ps.check and next(_candidate_hosts(ps, ctx, w, allowed, names), None) is not None:
             raise AssertionError(f"kept victim room for {w.id} at {ps.now} ruled out a candidate host")
@@ -125,10 +125,11 @@ def _candidate_hosts(
         yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
 
 
-def _most_room(ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str]) -> int:
+def _most_room(ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], names: set[str]) -> int:
     """The most GPUs :func:`_candidate_hosts` counts on one host of ``w``'s model holding
     unprotected work of an ``allowed`` budget (free GPUs, unallocated work and that work; -1:
-    no such host): below ``w.gpus``, it yields no host. Kept between passes per (model,
+    no such host; ``names``: the hosts holding such work, :func:`_victim_host_names`): below
+    ``w.gpus``, it yields no host. Kept between passes per (model,
     allowed budgets) in ``Standing.most_room`` with each host's count (:func:`_room_of`, which
     reads only that host) and the log mark: the hosts bumped since
     (``ClusterState.changed_since``) are counted again."""
@@ -144,7 +145,8 @@ def _most_room(ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[s
         if moved:
             most = max(rooms.values(), default=-1)
     else:
-        rooms = {hv.name: _room_of(ps, ctx, hv, allowed) for hv in ps.standing.hosts_by_model.get(w.model, ())}
+        hosts = ps.state.hosts  # the hosts holding allowed budgets' unprotected work (the others: -1)
+        rooms = {h: _room_of(ps, ctx, hv, allowed) for h in names if (hv := hosts[h]).model == w.model}
         most = max(rooms.values(), default=-1)
         if len(ps.standing.most_room) > 4096:
             ps.standing.most_room.clear()  # a bound on what is kept (allowed sets vary)

@@ -2,12 +2,12 @@
 
 The screen's host walk (``KeptSummary``), a gang's vacatable hosts (``gang_victims``), a gang's
 and a single-host workload's reservation instants per host (``reserve._gang_starts``,
-``reserve._single_starts``) and the single-host victim search's most room per host
-(``victims._most_room``) read again only the hosts bumped since their last reading. Busy
-random traces (single hosts and gangs, reservations) run through
-``IncrementalScheduler(check=True)``: every kept answer is compared with a fresh walk and every
-pass with a fresh ``schedule()``. A log that forgets one host per reading, for one reader at a
-time (a skipped invalidation), fails that comparison.
+``reserve._single_starts``), the single-host victim search's most room per host
+(``victims._most_room``) and the rest proofs' reservation bound per host (``tail.bound_rooms``)
+read again only the hosts bumped since their last reading. Busy random traces (single hosts and
+gangs, reservations) run through ``IncrementalScheduler(check=True)``: every kept answer is
+compared with a fresh walk and every pass with a fresh ``schedule()``. A log that forgets one
+host per reading, for one reader at a time (a skipped invalidation), fails that comparison.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_kept_by_the_log_decides_as_fresh_passes(tmp_path: Path, monkeypatch: py
         return dec
 
     TraceSim(_inputs(tmp_path, seed), both).run()
-    for reader in ("screen_summary", "gang_victims", "reserve", "victims"):
+    for reader in ("screen_summary", "gang_victims", "reserve", "victims", "tail"):
         assert seen.get(f"scheduler.policy.{reader}", 0) > 20, seen
 
 
@@ -79,9 +79,12 @@ def test_kept_by_the_log_decides_as_fresh_passes(tmp_path: Path, monkeypatch: py
         ("gang_victims", "kept gang options"),
         ("reserve", "kept (gang starts|reservation ranking)"),
         ("victims", "kept victim room"),
+        ("tail", "kept bound rooms"),
     ],
 )
-def test_a_forgotten_change_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, message: str) -> None:
+def test_a_forgotten_change_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, message: str
+) -> None:
     _reads(monkeypatch, forget_in=f"scheduler.policy.{reader}")
     with pytest.raises(AssertionError, match=message):
         for seed in (11, 12, 13):
