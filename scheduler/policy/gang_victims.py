@@ -93,27 +93,59 @@ def gang_options(ps: PassState, w: Workload, size: int) -> list[str]:
     if not w.allocated:
         out = ps.memo.gang_options[key] = _options(ps, w, size, allowed)
         return out
-    # Kept between passes (Standing.gang_options) while every whole healthy host of the size
-    # has the version it had: vacate_level reads, of a host, only what its version covers
-    # (work leaving, nominations, each budget's allocated work and its protection, unallocated
-    # work) and, of the workload, only ``allowed``; the hosts themselves never change in a
-    # kept standing (Standing.fits).
-    hosts = gang_hosts_of(ps.standing, w.model, size)
-    versions = tuple(map(ps.state.version.get, hosts))
-    kept = ps.standing.gang_options.get(key)
-    if kept is not None and kept[0] == versions:
-        out = kept[1]
-        if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
-            raise AssertionError(f"kept gang options for {w.id} at {ps.now}: {out} != {fresh}")
-    else:
-        out = _options(ps, w, size, allowed)
-        if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
-            raise AssertionError(f"kept gang levels for {w.id} at {ps.now}: {out} != {fresh}")
-        if len(ps.standing.gang_options) > 4096:
-            ps.standing.gang_options.clear()  # a bound on what is kept (allowed sets vary)
-        ps.standing.gang_options[key] = (versions, out)
+    # Kept between passes (Standing.gang_options): each whole healthy host's level with the
+    # log mark of the reading; the hosts bumped since (ClusterState.changed_since) are read
+    # again, the others kept: vacate_level reads, of a host, only what its version covers (work
+    # leaving, nominations, each budget's allocated work and its protection, unallocated work)
+    # and, of the workload, only ``allowed``; the hosts themselves never change in a kept
+    # standing (Standing.fits).
+    out = _kept_options(ps, w, size, allowed)
+    if ps.check and out != (fresh := _options(ps, w, size, allowed, fresh=True)):
+        raise AssertionError(f"kept gang options for {w.id} at {ps.now}: {out} != {fresh}")
     ps.memo.gang_options[key] = out
     return out
+
+
+def _kept_options(ps: PassState, w: Workload, size: int, allowed: frozenset[str]) -> list[str]:
+    """:func:`_options` for allocated ``w`` from the levels kept per (model, size, allowed):
+    only the whole hosts bumped since they were read are read again."""
+    key = (w.model, size, allowed)
+    st = ps.state
+    kept = ps.standing.gang_options.get(key)
+    since = None if kept is None else st.changed_since(kept[0])
+    if kept is not None and since is not None:
+        levels, out = kept[1], kept[2]
+        moved = [h for h in since if h in levels]
+        for h in moved:
+            levels[h] = _level(ps, w, st.hosts[h], allowed)
+        if moved:
+            out = _ordered(levels)
+    else:
+        hosts = st.hosts
+        levels = {h: _level(ps, w, hosts[h], allowed) for h in gang_hosts_of(ps.standing, w.model, size)}
+        out = _ordered(levels)
+        if len(ps.standing.gang_options) > 4096:
+            ps.standing.gang_options.clear()  # a bound on what is kept (allowed sets vary)
+    ps.standing.gang_options[key] = (st.mark(), levels, out)
+    return out
+
+
+def _ordered(levels: dict[str, int | None]) -> list[str]:
+    """The options in :func:`_options`' order: empty hosts (level 0) by name, then the others."""
+    return sorted(h for h, lv in levels.items() if lv == 0) + sorted(h for h, lv in levels.items() if lv)
+
+
+def _level(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str]) -> int | None:
+    """:func:`vacate_level` for allocated ``w``, kept per host version and allowed budgets
+    (``Standing.levels``)."""
+    v = ps.state.version.get(hv.name)
+    kept = ps.standing.levels.get(hv.name)
+    if kept is None or kept[0] != v:
+        kept = ps.standing.levels[hv.name] = (v, {})
+    level = kept[1].get(allowed, _UNKNOWN)
+    if level == _UNKNOWN:
+        level = kept[1][allowed] = vacate_level(ps, w, hv, allowed)
+    return level
 
 
 def gang_hosts_of(standing: Standing, model: str, size: int) -> list[str]:
@@ -136,23 +168,13 @@ def _options(ps: PassState, w: Workload, size: int, allowed: frozenset[str], *, 
     """:func:`gang_options` computed: every whole healthy host of ``size`` read, each host's
     level for allocated ``w`` kept per allowed budgets while its version stands
     (``Standing.levels``; ``fresh``: none read, the oracle under ``check``)."""
-    kept_levels = ps.standing.levels if w.allocated and not fresh else None
-    version = ps.state.version
+    kept = w.allocated and not fresh
     empty: list[str] = []
     usable: list[str] = []
     for hv in ps.standing.hosts_by_model.get(w.model, ()):
         if not hv.active or not hv.all_healthy or hv.size != size:
             continue
-        if kept_levels is None:
-            level = vacate_level(ps, w, hv, allowed)
-        else:
-            v = version.get(hv.name)
-            kept = kept_levels.get(hv.name)
-            if kept is None or kept[0] != v:
-                kept = kept_levels[hv.name] = (v, {})
-            level = kept[1].get(allowed, _UNKNOWN)
-            if level == _UNKNOWN:
-                level = kept[1][allowed] = vacate_level(ps, w, hv, allowed)
+        level = vacate_level(ps, w, hv, allowed) if not kept else _level(ps, w, hv, allowed)
         if level is not None:
             (usable if level else empty).append(hv.name)
     return sorted(empty) + sorted(usable)

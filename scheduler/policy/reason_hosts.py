@@ -100,8 +100,8 @@ def earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, int
 
     The candidates are the active hosts whose level-2 room reaches ``w.gpus``; the earliest is
     read as the reservation (§3.5) reads it: its shape's kept ranking (``reserve.Ranking``,
-    every host's start by its room profile, reserved or not, earliest first, ties by name) once
-    the reservation search has walked it all; else (no search for this shape in this pass, e.g.
+    every host's start by its room profile, reserved or not, earliest first, ties by name) where
+    the reservation search made one; else (no search for this shape in this pass, e.g.
     the reservations are all taken) each candidate's start by ``reserve.host_start``. So the
     reason names the host the reservation waits for, not merely the first by name. The instant
     shown is that host's start by ``reserve.host_start``, the reservation's own statement (a
@@ -135,7 +135,7 @@ def earliest_protected(ps: PassState, w: Workload, first: str) -> tuple[str, int
         return first if best is None else best[1]
 
     ranking = ps.memo.single_ranked.get((w.model, w.gpus, allowed, w.cpus, w.memory))
-    if ranking is not None and ranking.walked == len(ranking.hosts):
+    if ranking is not None:
         name = next((h for _, h in ranking.ranked if candidate(hosts[h])), first)
         if ps.check and name != (walked := walk()):
             raise AssertionError(f"protected_work host for {w.id} at {ps.now}: ranking {name} != walk {walked}")

@@ -12,7 +12,6 @@ and a single-host search's ranking of hosts per shape until the state changes
 
 from __future__ import annotations
 
-from bisect import insort
 from collections.abc import Container, Sequence
 from functools import partial
 
@@ -99,8 +98,8 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     key = (w.model, w.gpus, allowed, w.cpus, w.memory)
     ranking = ps.memo.single_ranked.get(key)
     if ranking is None:
-        ranking = ps.memo.single_ranked[key] = Ranking(bound_hosts(ps, w.model, w.gpus, allowed))
-    found = ranking.first(ps, w, allowed)
+        ranking = ps.memo.single_ranked[key] = Ranking(_single_starts(ps, w, allowed))
+    found = ranking.first(ps.reserved)
     best = None if found is None else (found[0], 1, (found[1],))
     if ps.check and best != (walked := _earliest_single_walk(ps, w)):
         raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
@@ -108,41 +107,69 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
 
 
 class Ranking:
-    """One shape's single-host search in a pass: the bound's hosts (:func:`bound_hosts`, name
-    order), how many of them were walked, and ``(instant, host)`` of each walked host where the
-    shape could start (:func:`host_start`), reserved or not, earliest first, ties by name.
+    """One shape's single-host search in a pass: ``(instant, host)`` of every host of its model
+    where the shape could start (:func:`host_start`, read by :func:`_single_starts`), reserved
+    or not, earliest first, ties by name."""
 
-    The walk goes on only as far as an answer needs: a host not reserved where the workload
-    could start now ends it (every later host has a later name and starts no earlier)."""
+    __slots__ = ("ranked",)
 
-    __slots__ = ("hosts", "ranked", "walked")
+    def __init__(self, ranked: list[tuple[int, str]]) -> None:
+        ranked.sort()
+        self.ranked = ranked
 
-    def __init__(self, hosts: Sequence[HostView]) -> None:
-        self.hosts = hosts
-        self.walked = 0
-        self.ranked: list[tuple[int, str]] = []
-
-    def first(self, ps: PassState, w: Workload, allowed: frozenset[str]) -> tuple[int, str] | None:
+    def first(self, reserved: Container[str]) -> tuple[int, str] | None:
         """The earliest ``(instant, host)`` among the hosts not reserved, ties by name."""
-        reserved, now = ps.reserved, ps.now
-        best = next((c for c in self.ranked if c[1] not in reserved), None)
-        if best is not None and best[0] == now:
-            return best  # hosts not walked yet have later names and start no earlier
-        hosts = self.hosts
-        key = (allowed, w.gpus, w.cpus, w.memory)
-        while self.walked < len(hosts):
-            hv = hosts[self.walked]
-            self.walked += 1
-            t = host_start(ps, w, hv, allowed, key)
-            if t is None:
-                continue
-            cand = (t, hv.name)
-            insort(self.ranked, cand)
-            if hv.name not in reserved and (best is None or cand < best):
-                best = cand
-                if t == now:
-                    break
-        return best
+        return next((c for c in self.ranked if c[1] not in reserved), None)
+
+
+_VOLATILE = -(1 << 62)
+"""A host's start kept by :func:`_single_starts` as read again at every call (not kept)."""
+
+
+def _single_starts(ps: PassState, w: Workload, allowed: frozenset[str]) -> list[tuple[int, str]]:
+    """``(instant, host)`` of each host of ``w``'s model where ``w`` could start
+    (:func:`host_start`). Kept between passes per (model, allowed budgets, GPUs, CPUs, memory)
+    in ``Standing.single_starts`` as each host's ``t`` (the start is ``max(now, t)``, the
+    argument of :func:`host_start`) or None (never), with the log mark of the reading: a host
+    bumped since (``ClusterState.changed_since``) is read again; a host whose start is not kept
+    (:func:`_keeps`) is read at every call."""
+    hkey = (allowed, w.gpus, w.cpus, w.memory)
+    key = (w.model, *hkey)
+    st = ps.state
+    kept = ps.standing.single_starts.get(key)
+    since = None if kept is None else st.changed_since(kept[0])
+    if kept is not None and since is not None:
+        froms = kept[1]
+        for h in since:  # a host the bound left out when the answer was built may be in it now
+            if (hv := st.hosts.get(h)) is not None and hv.model == w.model:
+                froms[h] = _start_from(ps, w, hv, allowed, hkey)
+    else:  # the hosts the bound leaves out have no start (ruled_out)
+        froms = {hv.name: _start_from(ps, w, hv, allowed, hkey) for hv in bound_hosts(ps, w.model, w.gpus, allowed)}
+        if len(ps.standing.single_starts) > 4096:
+            ps.standing.single_starts.clear()  # a bound on what is kept (allowed sets vary)
+    ps.standing.single_starts[key] = (st.mark(), froms)
+    now = ps.now
+    out = []
+    for h, t in froms.items():
+        if t == _VOLATILE:
+            t = host_start(ps, w, st.hosts[h], allowed, hkey)
+        if t is not None:
+            out.append((now if t < now else t, h))
+    return out
+
+
+def _start_from(
+    ps: PassState, w: Workload, hv: HostView, allowed: frozenset[str], key: tuple[object, ...]
+) -> int | None:
+    """What :func:`_single_starts` keeps of ``hv``: :func:`host_start`'s kept ``t`` (None:
+    never; an inactive host never, its state fixed in a kept standing), else :data:`_VOLATILE`."""
+    if not hv.active:
+        return None
+    host_start(ps, w, hv, allowed, key)
+    got = ps.standing.starts[hv.name][1].get(key, _UNKNOWN)
+    if got is _UNKNOWN:
+        return _VOLATILE  # not kept: read again at every call
+    return None if got is None else got[0]
 
 
 def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
@@ -233,7 +260,7 @@ def ruled_out(ps: PassState, n: int, hv: HostView, allowed: frozenset[str]) -> b
     short = n - len(hv.healthy) + ps.standing.agg_held.get(hv.name, 0)
     if short > 0:
         per = ps.standing.agg.get(hv.name)
-        if not (allowed and per) or _allowed_work(per, allowed) < short:
+        if not (allowed and per) or allowed_work(per, allowed) < short:
             return True
     return False
 
@@ -270,7 +297,7 @@ def _single_start(ps: PassState, w: Workload, hv: HostView, allowed: frozenset[s
     return t
 
 
-def _allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:
+def allowed_work(per: dict[str, list[int]], allowed: frozenset[str]) -> int:
     """GPUs of the allowed budgets' allocated work on one host (``Standing.agg`` entry), walking
     the smaller of the two."""
     if len(allowed) < len(per):
@@ -300,24 +327,72 @@ def _earliest_gang(ps: PassState, w: Workload) -> Best | None:
 def earliest_gang(ps: PassState, w: Workload, reserved: Container[str]) -> Best | None:
     """The earliest whole-host set for the gang ``w`` among the hosts not in ``reserved``: the
     one statement of its reservation (``ps.reserved``) and of its ``protected_work`` reason
-    (nothing: §3.8 judges as if no host were reserved)."""
-    st = ps.state
-    size = st.largest[w.model]
-    k = w.gpus // size
-    per_host: list[tuple[int, str]] = []
+    (nothing: §3.8 judges as if no host were reserved). Each host's instant is read from
+    :func:`_gang_starts`; with ``ps.check`` the answer is compared with the plain walk."""
+    size = ps.state.largest[w.model]
     allowed = ps.room_budgets(w)
     now = ps.now
-    for hv in gang_hosts(ps, w.model, size, w.cpus, w.memory):
-        if hv.name in reserved:
-            continue
-        t = _base(ps, hv).vacated_at(allowed, now)
-        if t is not None:
-            per_host.append((t, hv.name))
+    per_host = [(now if t < now else t, h) for h, t in _gang_starts(ps, w, size, allowed) if h not in reserved]
+    best = _gang_best(ps, per_host, w.gpus // size)
+    if ps.check and best != (walked := _earliest_gang_walk(ps, w, reserved)):
+        raise AssertionError(f"kept gang starts for {w.id} at {ps.now}: {best} != {walked}")
+    return best
+
+
+def _gang_best(ps: PassState, per_host: list[tuple[int, str]], k: int) -> Best | None:
+    """The earliest ``k`` of ``(instant, host)``: the ``k``-th instant, and the fewest fabrics
+    among the hosts ready by then (``pick_hosts_by_fabric``)."""
     if len(per_host) < k:
         return None
     per_host.sort()
     start = per_host[k - 1][0]
     eligible = [h for t, h in per_host if t <= start]
+    st = ps.state
     chosen = pick_hosts_by_fabric(st, eligible, k)
     fabrics = len({st.hosts[h].fabric for h in chosen})
     return (start, fabrics, tuple(sorted(chosen)))
+
+
+def _gang_starts(ps: PassState, w: Workload, size: int, allowed: frozenset[str]) -> list[tuple[str, int]]:
+    """``(host, t)`` of each host :func:`gang_hosts` names that ``w`` could have whole, vacated
+    from ``max(now, t)`` (:meth:`RoomBase.vacated_from`). Kept between passes per (model, size,
+    CPUs, memory, allowed budgets) in ``Standing.gang_starts`` with the log mark of the reading:
+    a host bumped since (``ClusterState.changed_since``) is read again; a host where a starting
+    attempt's protection is read (``STARTING``) is read at every call."""
+    key = (w.model, size, w.cpus, w.memory, allowed)
+    st = ps.state
+    kept = ps.standing.gang_starts.get(key)
+    since = None if kept is None else st.changed_since(kept[0])
+    if kept is not None and since is not None:
+        froms = kept[1]
+        for h in since:
+            if h in froms:
+                froms[h] = _base(ps, st.hosts[h]).vacated_from(allowed, None)
+    else:
+        hosts = gang_hosts(ps, w.model, size, w.cpus, w.memory)
+        froms = {hv.name: _base(ps, hv).vacated_from(allowed, None) for hv in hosts}
+        if len(ps.standing.gang_starts) > 4096:
+            ps.standing.gang_starts.clear()  # a bound on what is kept (allowed sets vary)
+    ps.standing.gang_starts[key] = (st.mark(), froms)
+    now = ps.now
+    out = []
+    for h, t in froms.items():
+        if t == room_index.STARTING:
+            t = _base(ps, st.hosts[h]).vacated_from(allowed, now)
+        if t is not None:
+            out.append((h, t))
+    return out
+
+
+def _earliest_gang_walk(ps: PassState, w: Workload, reserved: Container[str]) -> Best | None:
+    """:func:`earliest_gang` by reading every host's room (the oracle of the kept starts)."""
+    size = ps.state.largest[w.model]
+    per_host: list[tuple[int, str]] = []
+    allowed = ps.room_budgets(w)
+    for hv in gang_hosts(ps, w.model, size, w.cpus, w.memory):
+        if hv.name in reserved:
+            continue
+        t = room_index.room_base(ps.state, hv).vacated_at(allowed, ps.now)
+        if t is not None:
+            per_host.append((t, hv.name))
+    return _gang_best(ps, per_host, w.gpus // size)

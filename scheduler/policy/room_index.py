@@ -64,17 +64,34 @@ class RoomBase:
 
     def vacated_at(self, allowed: frozenset[str], now: int) -> int | None:
         """:meth:`HostRoom.vacated_at` for a workload whose rule 2 allows ``allowed``."""
+        t = self.vacated_from(allowed, now)
+        return None if t is None else max(now, t)
+
+    def vacated_from(self, allowed: frozenset[str], now: int | None) -> int | None:
+        """:meth:`vacated_at` before the clamp to ``now``: the latest release and protection end
+        (:data:`EARLIEST` when none; None: never). With ``now`` None it reads no instant and
+        answers :data:`STARTING` where a protection still starting would (its end is ``now +
+        M``): otherwise the answer holds at every ``now`` while the host's version stands, read
+        as ``max(now, t)`` (reserve.py keeps it so)."""
         if self.nominated or not self.held <= allowed:
             return None
-        t = now
+        t = EARLIEST
         for r, _ in self.leaving:
             if r is not None and r > t:
                 t = r
         for v, entries in self.protected.items():
             if v in allowed:
                 for pu, m, _ in entries:
-                    t = max(t, protection_end(pu, m, now))
+                    if pu is None and now is None:
+                        return STARTING
+                    t = max(t, protection_end(pu, m, now or 0))
         return t
+
+
+EARLIEST = -(1 << 62)
+""":meth:`RoomBase.vacated_from` of a host with nothing to wait for: vacated from ``now``."""
+STARTING = 1 << 62
+""":meth:`RoomBase.vacated_from` without ``now`` where a starting attempt's protection is read."""
 
 
 def room_base(state: ClusterState, hv: HostView) -> RoomBase:

@@ -95,6 +95,8 @@ class KeptSummary:
         self._reset()
 
     def _reset(self) -> None:
+        self._mark = 0  # ClusterState.mark() when last read
+        self._summary: Summary | None = None  # the summary of that reading
         self._seen: dict[str, tuple[int, Part | None]] = {}
         self._free: dict[str, Counter[int]] = {}
         self._room: dict[str, Counter[int]] = {}
@@ -108,10 +110,17 @@ class KeptSummary:
             self._reset()  # a new standing: every host anew
             self._state = st
         seen, hosts = self._seen, st.hosts
-        if not seen:
-            changed: Iterable[str] = hosts
+        since = st.changed_since(self._mark) if seen else None
+        changed: Iterable[str]
+        if since is not None:
+            changed = since  # the hosts bumped since the last reading (the log)
+        elif not seen:
+            changed = hosts
         else:  # a host never bumped (absent from ``version``) is as it was built
             changed = [name for name, v in st.version.items() if seen.get(name, _UNSEEN)[0] != v]
+        self._mark = st.mark()
+        if since is not None and not since and self._summary is not None:
+            return self._summary  # no host moved since the last reading (readers only read it)
         for name in changed:
             hv = hosts.get(name)
             if hv is None:
@@ -123,13 +132,14 @@ class KeptSummary:
             seen[name] = (st.version.get(name, 0), part)
             if part is not None:
                 self._count(name, part, 1)
-        return Summary(
+        self._summary = Summary(
             most_free={m: k for m, c in self._free.items() if (k := max((k for k, n in c.items() if n), default=0))},
             whole_free={m: n for m, n in self._whole.items() if n},
             most_base={m: k for m, c in self._room.items() if (k := max((k for k, n in c.items() if n), default=0))},
             vacatable_base={m: n for m, n in self._vacatable.items() if n},
             blocked=set(self._blocked),
         )
+        return self._summary
 
     def _count(self, name: str, part: Part, sign: int) -> None:
         m, f, room, whole_free, vacatable, blocked = part

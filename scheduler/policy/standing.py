@@ -99,6 +99,9 @@ class Standing:
         # host -> (host version, the instant it read or None, its victim rows): victims.py's, kept
         # while the host's version stands (protections ending bump it, _end_protections)
         self.victim_rows: dict[str, tuple[int, int | None, object]] = {}
+        # (model, allowed budgets) -> (ClusterState.mark, host -> its victim room, the most):
+        # victims._most_room, the single-host search's bound read again only where hosts moved
+        self.most_room: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int]] = {}
         # (end of protection, attempt id, tie-breaker, view): protections still to end
         self._ends: list[tuple[int, str, int, AttemptView]] = []
         self._seq = 0
@@ -111,11 +114,20 @@ class Standing:
         # None: never): reserve.host_start's answers, kept while the version stands
         self.starts: dict[str, tuple[int, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
         self.gang_hosts: dict[tuple[str, int, int | None, int | None], list[HostView]] = {}
+        # (model, allowed budgets, GPUs, CPUs, memory) -> (ClusterState.mark, host -> host_start's
+        # kept instant before ``now`` is applied, None: never): reserve._single_starts
+        self.single_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}
+        # (model, allowed budgets) -> (ClusterState.mark, host -> reserve.ruled_out's room)
+        self.bound_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int]]] = {}
+        # (model, size, CPUs, memory, allowed budgets) -> (ClusterState.mark, host -> instant a
+        # gang could have it whole from, before ``now`` is applied): reserve._gang_starts
+        self.gang_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}
         # A gang's victim search (gang_victims.gang_options): per (model, host size) the whole
-        # healthy hosts' names, and per (model, size, allowed budgets) the hosts it could vacate
-        # now with the versions of those hosts that answer read (valid while they are the same)
+        # healthy hosts' names, and per (model, size, allowed budgets) each whole host's level
+        # and the hosts it could vacate now, with the log mark of the reading (ClusterState.mark:
+        # the hosts bumped since are read again)
         self.whole_hosts: dict[tuple[str, int], list[str]] = {}
-        self.gang_options: dict[tuple[object, ...], tuple[tuple[int | None, ...], list[str]]] = {}
+        self.gang_options: dict[tuple[object, ...], tuple[int, dict[str, int | None], list[str]]] = {}
         # and each host's level for a gang (gang_victims.vacate_level) per allowed budgets, with
         # the host version it read: host -> (version, allowed -> level)
         self.levels: dict[str, tuple[int | None, dict[frozenset[str], int | None]]] = {}
@@ -345,9 +357,8 @@ class Standing:
                 self.track(av, -1)
                 av.protected = False
                 self.track(av, 1)
-                version = self.state.version
                 for h in av.hosts:  # its hosts' room profiles and victim rows changed (LATER work is NOW now)
-                    version[h] = version.get(h, 0) + 1
+                    self.state.bump(h)
 
     def _sync_nominations(self, noms: dict[str, tuple[GpuRef, ...]]) -> set[str]:
         """Nominations changed; returns the hosts whose free lists may have changed."""

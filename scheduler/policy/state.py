@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 import scheduler.policy.resources as resources
 from scheduler.policy.types import Attempt, GpuHealth, GpuRef, Host, HostState, Workload
 
+_LOG_KEPT = 1 << 16
+"""Bumps the log of :meth:`ClusterState.bump` holds before it starts over (older marks read all)."""
+
 
 @dataclass(slots=True)
 class HostView:
@@ -56,6 +59,9 @@ class ClusterState:
         self.now = now
         self.listeners: list[Callable[[str], None]] = []
         self.version: dict[str, int] = {}  # host -> bumped by every change of its GPUs, work or nominations
+        # every bump's host in order (bump): readers keep a mark and read what changed since
+        self._log: list[str] = []
+        self._log_base = 0  # marks before it are no longer in the log (changed_since: None)
         self.malformed = False
         """Set when two open attempts claimed one GPU or one id: only a fresh build says what a pass sees."""
         self.pass_changed: dict[str, bool] = {}
@@ -129,8 +135,30 @@ class ClusterState:
         """Active hosts of ``model`` and ``size`` whose every GPU is healthy and free."""
         return list(self.buckets.get(model, {}).get(size, []))
 
-    def _touch(self, host: str) -> None:
+    def bump(self, host: str) -> None:
+        """The host changed (its GPUs, work, nominations or protections): a new version, logged."""
         self.version[host] = self.version.get(host, 0) + 1
+        log = self._log
+        log.append(host)
+        if len(log) > _LOG_KEPT:
+            self._log_base += len(log)
+            log.clear()
+
+    def mark(self) -> int:
+        """A position in the log of bumps: :meth:`changed_since` it names the hosts bumped after."""
+        return self._log_base + len(self._log)
+
+    def changed_since(self, mark: int) -> set[str] | None:
+        """The hosts bumped since ``mark`` (:meth:`mark`); None when the log no longer reaches
+        back that far (the reader reads every host). Versions only grow, so a host not named
+        has the version it had at ``mark``."""
+        i = mark - self._log_base
+        if i < 0:
+            return None
+        return set(self._log[i:]) if i < len(self._log) else set()
+
+    def _touch(self, host: str) -> None:
+        self.bump(host)
         for listener in self.listeners:
             listener(host)
 
@@ -317,13 +345,13 @@ class ClusterState:
         self.nominated[g] = workload
         per = self.nominees.setdefault(g[0], {})
         per[workload] = per.get(workload, 0) + 1
-        self.version[g[0]] = self.version.get(g[0], 0) + 1
+        self.bump(g[0])
 
     def unnominate(self, g: GpuRef) -> None:
         """Forget the nomination of one GPU (free lists are the caller's business)."""
         wid = self.nominated.pop(g, None)
         if wid is not None:
-            self.version[g[0]] = self.version.get(g[0], 0) + 1
+            self.bump(g[0])
             per = self.nominees[g[0]]
             per[wid] -= 1
             if not per[wid]:

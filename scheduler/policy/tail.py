@@ -37,10 +37,11 @@ from collections.abc import Callable
 import scheduler.policy.contract as contract
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.gang_victims import gang_hosts_of
-from scheduler.policy.reserve import bound_hosts, ruled_out
+from scheduler.policy.reserve import allowed_work, bound_hosts, ruled_out
 from scheduler.policy.screen import idle
 from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
 from scheduler.policy.skips import SkipRuns
+from scheduler.policy.state import HostView
 
 Rest = dict[tuple[str, str, int | None, int | None, bool], list[int]]
 """(budget, model, CPUs, memory, gang) -> [fewest GPUs, smallest commitment] of the rest."""
@@ -179,12 +180,52 @@ def _may_reserve(ps: SkipRuns, rest: Rest) -> bool:
         if gang:
             if _gang_hosts(ps, model, allowed) >= n // ps.state.largest[model]:
                 return True
-        elif any(
-            hv.active and hv.name not in ps.reserved and not ruled_out(ps, n, hv, allowed)
-            for hv in bound_hosts(ps, model, n, allowed)
-        ):
+        elif _single_host(ps, model, n, allowed):
             return True
     return False
+
+
+def _single_host(ps: SkipRuns, model: str, n: int, allowed: frozenset[str]) -> bool:
+    """Some active host not reserved that :func:`reserve.ruled_out` keeps for ``n`` GPUs, read
+    from the kept rooms (:func:`reserve.bound_rooms`); under ``ps.check`` compared with the walk."""
+    reserved = ps.reserved
+    got = any(r >= n and h not in reserved for h, r in bound_rooms(ps, model, allowed).items())
+    if ps.check and got != any(
+        hv.active and hv.name not in reserved and not ruled_out(ps, n, hv, allowed)
+        for hv in bound_hosts(ps, model, n, allowed)
+    ):
+        raise AssertionError(f"kept bound rooms for {model} at {ps.now} answer {got}, the walk does not")
+    return got
+
+
+def bound_rooms(ps: SkipRuns, model: str, allowed: frozenset[str]) -> dict[str, int]:
+    """Per host of ``model``, the room :func:`reserve.ruled_out` bounds (healthy GPUs less allocated
+    work, plus the allowed budgets' work: ruled out for ``n`` GPUs exactly when below ``n``;
+    -1 for an inactive host). Kept between passes per (model, allowed budgets) in
+    ``Standing.bound_rooms`` with the log mark: hosts bumped since are read again."""
+    key = (model, allowed)
+    st, standing = ps.state, ps.standing
+    kept = standing.bound_rooms.get(key)
+    since = None if kept is None else st.changed_since(kept[0])
+    if kept is not None and since is not None:
+        rooms = kept[1]
+        for h in since:
+            if h in rooms:
+                rooms[h] = _bound_room(ps, st.hosts[h], allowed)
+    else:
+        rooms = {hv.name: _bound_room(ps, hv, allowed) for hv in standing.hosts_by_model.get(model, ())}
+        if len(standing.bound_rooms) > 4096:
+            standing.bound_rooms.clear()  # a bound on what is kept (allowed sets vary)
+    standing.bound_rooms[key] = (st.mark(), rooms)
+    return rooms
+
+
+def _bound_room(ps: SkipRuns, hv: HostView, allowed: frozenset[str]) -> int:
+    if not hv.active:
+        return -1
+    per = ps.standing.agg.get(hv.name)
+    work = allowed_work(per, allowed) if allowed and per else 0
+    return len(hv.healthy) - ps.standing.agg_held.get(hv.name, 0) + work
 
 
 def _gang_hosts(ps: SkipRuns, model: str, allowed: frozenset[str]) -> int:

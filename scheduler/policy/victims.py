@@ -50,6 +50,11 @@ def search_single(ps: PassState, reclaim: ReclaimIndex, w: Workload) -> Found | 
     if names is not None and not names:
         return None  # the reclaim index found no set and no allowed budget holds a victim
     ctx = ps.key_context(w)
+    if names is not None and _most_room(ps, ctx, w, allowed, names) < w.gpus:
+        # no host holds enough GPUs free, unallocated or of allowed budgets' unprotected work
+        if ps.check and next(_candidate_hosts(ps, ctx, w, allowed, names), None) is not None:
+            raise AssertionError(f"kept victim room for {w.id} at {ps.now} ruled out a candidate host")
+        return None
     best: tuple[tuple[object, ...], list[AttemptView], HostView] | None = None
     counts: Counts | None = None  # the best set's leading counts, while contract.counts_lead
     for bound, hv in _candidate_hosts(ps, ctx, w, allowed, names):
@@ -118,6 +123,45 @@ def _candidate_hosts(
         _, _, least, hv = heapq.heappop(heap)
         assert least.side is not None  # noqa: S101 (_host_bound sets it)
         yield contract.key_bound(least._replace(side=by_rank[int(least.side[1])])), hv
+
+
+def _most_room(ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[str], names: set[str]) -> int:
+    """The most GPUs :func:`_candidate_hosts` counts on one host of ``w``'s model holding
+    unprotected work of an ``allowed`` budget (free GPUs, unallocated work and that work; -1:
+    no such host; ``names``: the hosts holding such work, :func:`_victim_host_names`): below
+    ``w.gpus``, it yields no host. Kept between passes per (model,
+    allowed budgets) in ``Standing.most_room`` with each host's count (:func:`_room_of`, which
+    reads only that host) and the log mark: the hosts bumped since
+    (``ClusterState.changed_since``) are counted again."""
+    key = (w.model, allowed)
+    st = ps.state
+    kept = ps.standing.most_room.get(key)
+    since = None if kept is None else st.changed_since(kept[0])
+    if kept is not None and since is not None:
+        rooms, most = kept[1], kept[2]
+        moved = [hv for h in since if (hv := st.hosts.get(h)) is not None and hv.model == w.model]
+        for hv in moved:
+            rooms[hv.name] = _room_of(ps, ctx, hv, allowed)
+        if moved:
+            most = max(rooms.values(), default=-1)
+    else:
+        hosts = ps.state.hosts  # the hosts holding allowed budgets' unprotected work (the others: -1)
+        rooms = {h: _room_of(ps, ctx, hv, allowed) for h in names if (hv := hosts[h]).model == w.model}
+        most = max(rooms.values(), default=-1)
+        if len(ps.standing.most_room) > 4096:
+            ps.standing.most_room.clear()  # a bound on what is kept (allowed sets vary)
+    ps.standing.most_room[key] = (st.mark(), rooms, most)
+    return most
+
+
+def _room_of(ps: PassState, ctx: KeyContext, hv: HostView, allowed: frozenset[str]) -> int:
+    """:func:`_most_room`'s count for one host: -1 unless active and holding unprotected work of
+    an allowed budget (``Standing.victim_hosts``, as :func:`_victim_host_names`)."""
+    on = ps.standing.victim_hosts
+    if not hv.active or not any(hv.name in on.get(v, ()) for v in allowed):
+        return -1
+    per = _rows(ps, ctx, hv)[1]
+    return len(hv.free) + hv.unalloc + sum(g for v, (_, g) in per.items() if v in allowed)
 
 
 def _victim_host_names(standing: Standing, allowed: frozenset[str]) -> set[str]:

@@ -1,0 +1,91 @@
+"""Answers kept between passes by the log of host changes (``ClusterState.changed_since``).
+
+The screen's host walk (``KeptSummary``), a gang's vacatable hosts (``gang_victims``), a gang's
+and a single-host workload's reservation instants per host (``reserve._gang_starts``,
+``reserve._single_starts``), the single-host victim search's most room per host
+(``victims._most_room``) and the rest proofs' reservation bound per host (``tail.bound_rooms``)
+read again only the hosts bumped since their last reading. Busy random traces (single hosts and
+gangs, reservations) run through ``IncrementalScheduler(check=True)``: every kept answer is
+compared with a fresh walk and every pass with a fresh ``schedule()``. A log that forgets one
+host per reading, for one reader at a time (a skipped invalidation), fails that comparison.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.policy import IncrementalScheduler, schedule
+from scheduler.policy.state import ClusterState
+from scheduler.sim.simulate import SimConfig, TraceSim, prepare
+
+HEADER = "job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n"
+
+
+def _inputs(tmp_path: Path, seed: int) -> object:
+    rng = random.Random(seed)
+    rows, t = [], 0
+    for i in range(220):
+        t += rng.randint(0, 500)
+        g = rng.choice([1, 1, 2, 2, 4, 8, 16, 24])
+        d = rng.randint(60, 6 * 3600)
+        rows.append(f"{i},{t},{rng.choice(['aa', 'aa', 'bb', 'cc', 'dd'])},{g},{d},{d}\n")
+    path = tmp_path / f"log{seed}.csv"
+    path.write_text(HEADER + "".join(rows))
+    cfg = {"trace": str(path), "hosts": 5, "gpus_per_host": 8, "grace_s": 30, "max_reservations": 3}
+    return prepare(SimConfig(**cfg))  # type: ignore[arg-type]
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch, forget_in: str | None = None) -> dict[str, int]:
+    """Count the kept readings per reader module; with ``forget_in``, that reader's log
+    forgets the first host (by name) of every non-empty reading."""
+    real = ClusterState.changed_since
+    seen: dict[str, int] = {}
+
+    def logged(self: ClusterState, mark: int) -> set[str] | None:
+        got = real(self, mark)
+        reader = sys._getframe(1).f_globals["__name__"]
+        seen[reader] = seen.get(reader, 0) + (got is not None)
+        if got and reader == forget_in:
+            got = got - {min(got)}
+        return got
+
+    monkeypatch.setattr(ClusterState, "changed_since", logged)
+    return seen
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_kept_by_the_log_decides_as_fresh_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    seen = _reads(monkeypatch)
+    inc = IncrementalScheduler(check=True)
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        dec = inc(snap)
+        assert dec == schedule(snap)
+        return dec
+
+    TraceSim(_inputs(tmp_path, seed), both).run()
+    for reader in ("screen_summary", "gang_victims", "reserve", "victims", "tail"):
+        assert seen.get(f"scheduler.policy.{reader}", 0) > 20, seen
+
+
+@pytest.mark.parametrize(
+    ("reader", "message"),
+    [
+        ("screen_summary", "screen summary"),
+        ("gang_victims", "kept gang options"),
+        ("reserve", "kept (gang starts|reservation ranking)"),
+        ("victims", "kept victim room"),
+        ("tail", "kept bound rooms"),
+    ],
+)
+def test_a_forgotten_change_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, message: str
+) -> None:
+    _reads(monkeypatch, forget_in=f"scheduler.policy.{reader}")
+    with pytest.raises(AssertionError, match=message):
+        for seed in (11, 12, 13):
+            TraceSim(_inputs(tmp_path, seed), IncrementalScheduler(check=True)).run()
