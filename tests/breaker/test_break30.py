@@ -1,0 +1,134 @@
+"""Break session 30: a new user, then an attacker, on every surface (brk30)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.scenarios.spec import ScenarioError, load_scenario
+
+H = "name: x\nhosts: [{name: h1, gpus: 8}]\nbudgets: [{path: A, shares: 1}]\n"
+STEP = "steps: [{tick: {}}]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        # an infinite lump of usage: OverflowError traceback in both backends
+        (H + "usage: [{budget: A, gpu_hours: .inf}]\n" + STEP, "usage[0].gpu_hours"),
+        # names the db backend's models refuse: the memory backend passed, the db one was a traceback
+        ("name: x\nhosts: [{name: 'h\u200b1', gpus: 8}]\n" + STEP, "hosts[0].name"),
+        ("name: x\nhosts: [{name: '-h', gpus: 8}]\n" + STEP, "hosts[0].name"),
+        ("name: x\nhosts: [{name: '" + "h" * 127 + "', count: 20}]\n" + STEP, "hosts[0].name"),
+        (H + "steps: [{add_host: {name: 'a b', gpus: 8}}]\n", "steps[0].add_host.name"),
+        ("name: x\nhosts: [{name: h1, model: '" + "m" * 65 + "'}]\n" + STEP, "hosts[0].model"),
+        ("name: x\nhosts: [{name: h1, labels: {rack: '" + "v" * 257 + "'}}]\n" + STEP, "hosts[0].labels"),
+        ("name: x\nhosts: [{name: h1}]\nbudgets: [{path: '" + "a" * 101 + "'}]\n" + STEP, "budgets[0].path"),
+        ("name: x\nhosts: [{name: h1}]\nbudgets: [{path: 'A//B'}]\n" + STEP, "budgets[0].path"),
+        # integers and sizes past what the models store: OverflowError in the db backend
+        (
+            "name: x\nhosts: [{name: h1}]\nbudgets: [{path: A, shares: 99999999999999999999}]\n" + STEP,
+            "budgets[0].shares",
+        ),
+        (H + "pending: [{id: P, budget: A, gpus: 99999999999999999999, min_runtime: 1h}]\n" + STEP, "pending[0].gpus"),
+        ("name: x\nhosts: [{name: h1, memory: 999999P}]\n" + STEP, "hosts[0].memory"),
+        # durations and instants past a datetime: the db backend's OverflowError, the memory one passed
+        (H + "pending: [{id: P, budget: A, gpus: 1, min_runtime: 99999999d}]\n" + STEP, "pending[0].min_runtime"),
+        (
+            "name: x\nsettings: {start: '9999-12-31T23:59:59Z'}\nhosts: [{name: h1}]\nsteps: [{advance: 1d}]\n",
+            "settings.start",
+        ),
+        (
+            "name: x\nsettings: {tick_interval: 3650d}\nhosts: [{name: h1}]\nsteps: ["
+            + ", ".join(["{advance: 3650d}"] * 11)
+            + "]\n",
+            "steps[10].advance",
+        ),
+    ],
+)
+def test_scenario_values_either_backend_refuses_fail_at_load(tmp_path: Path, text: str, key: str):
+    """Both backends must give the same results (FORMAT.md): a value the db backend cannot store is
+    refused when the file loads, with its key, never a traceback in one backend and a PASS in the other."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert key in str(info.value)
+
+
+def test_scenario_host_name_rule_is_the_services_rule():
+    from scheduler.scenarios import spec
+    from scheduler.services import HOST_NAME_RE
+
+    assert spec.HOST_NAME_RE.pattern == HOST_NAME_RE.pattern
+
+
+def test_db_backend_runs_a_host_with_the_longest_name(tmp_path: Path, transactional_db: None):
+    """A 128-character host name is valid, but its GPUs' UUIDs ``GPU-<host>-<i>`` passed 64 characters."""
+    from scheduler.scenarios.db_backend import DbBackend
+    from scheduler.scenarios.runner import run_scenario
+
+    name = "h" * 128
+    path = tmp_path / "long.yaml"
+    path.write_text(
+        f"name: x\nhosts: [{{name: '{name}', gpus: 2}}]\nbudgets: [{{path: A}}]\n"
+        "pending: [{id: P, budget: A, gpus: 1, min_runtime: 1h}]\n"
+        "steps: [{tick: {}, expect: {started: [P]}}]\n"
+    )
+    backend = DbBackend(scratch_db=False)
+    try:
+        result = run_scenario(str(path), backend, verbose=True)
+    finally:
+        backend.close()
+    assert result.ok, "\n".join(result.lines)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_spec_with_a_non_finite_number_is_a_usage_error(researcher, monkeypatch, tmp_path, value):
+    """YAML's .nan passed the CLI's JSON check (json.dumps writes NaN) and the request then failed:
+    "cannot reach the server: InvalidJSONError. Is the server running there?", exit 3."""
+    from scheduler.models import Workload
+    from tests.cli.inprocess import run_cli
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"budget: nlp/olmo\ngpu_count: {value}\ncommand: [x]\nmin_runtime: 1h\n")
+    err = run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
+    assert "JSON cannot carry" in err, err
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        # an interval ending before it starts: stored, counted as nothing, listed in the statement's sources
+        ({"start_1": "12:00:00", "end_1": "11:00:00", "gpus": "1"}, "ends before it starts"),
+        # a negative lump: a budget's usage, ratio and statement went below zero
+        ({"gpus": "", "gpu_seconds": "-3600"}, "0 GPU-seconds or more"),
+        # both: the lump was silently ignored (an interval counts its GPUs only)
+        ({"gpus": "1", "gpu_seconds": "3600"}, "either GPUs"),
+    ],
+)
+def test_admin_refuses_a_usage_entry_that_cannot_mean_anything(admin, org_tree, cluster, fields, words):
+    from django.test import Client
+
+    from budgets.models import UsageEntry
+
+    web = Client()
+    web.force_login(admin)
+    data = {
+        "budget": org_tree["nlp/olmo"].pk,
+        "cluster": cluster.pk,
+        "start_0": "2026-01-05",
+        "start_1": "10:00:00",
+        "end_0": "2026-01-05",
+        "end_1": "11:00:00",
+        "gpus": "",
+        "gpu_seconds": "0",
+        "note": "correction",
+        **fields,
+    }
+    response = web.post("/admin/budgets/usageentry/add/", data)
+    assert response.status_code == 200, response.status_code
+    assert words in response.content.decode()
+    assert not UsageEntry.objects.exists()
