@@ -31,6 +31,7 @@ from scheduler.history import (
     PHILLY_PREFIX,
     HistoryError,
     choose_jobs,
+    imported_sacct_jobs,
     parse_sacct,
     rollup_span,
     simulate_philly,
@@ -158,7 +159,14 @@ class Command(BaseCommand):
             budgets.setdefault(tree[pk].name, tree[pk])
             budgets[paths[pk]] = tree[pk]
         users = set(get_user_model().objects.values_list("username", flat=True))
-        jobs, skipped = parse_sacct(text.splitlines(), budgets, users, now=timezone.now())
+        jobs, skipped = parse_sacct(
+            text.splitlines(),
+            budgets,
+            users,
+            now=timezone.now(),
+            imported=imported_sacct_jobs(cluster),
+            cluster=cluster.name,
+        )
         n = write_sacct(cluster, jobs)
         for note in skipped:
             self.stdout.write(f"skipped {note}")
