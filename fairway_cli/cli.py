@@ -419,8 +419,9 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: nested too deeply") from None
         if not isinstance(spec, dict):
             raise CliError(EXIT_USAGE, "a spec is a YAML mapping of fields (name, budget, command, ...)")
-        try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed
-            json.dumps(spec)
+        try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed;
+            # .nan passed json.dumps and failed in the request as "cannot reach the server" (exit 3)
+            json.dumps(spec, allow_nan=False)
         except (TypeError, ValueError) as exc:
             problem = f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it"
             raise CliError(EXIT_USAGE, problem) from None
