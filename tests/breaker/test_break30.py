@@ -132,3 +132,27 @@ def test_admin_refuses_a_usage_entry_that_cannot_mean_anything(admin, org_tree, 
     assert response.status_code == 200, response.status_code
     assert words in response.content.decode()
     assert not UsageEntry.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("host_path", "container_path", "field"),
+    [
+        # docker binds are "host:container:mode": a colon in either path made every start of a
+        # workload naming the mount fail on a docker host, the admin saw nothing wrong
+        ("/data:/etc", "/data", "host_path"),
+        ("/data", "/data:rw", "container_path"),
+        # a line break in a path: stored, shown on two lines, and failing the same way
+        ("/a\nb", "/data", "host_path"),
+        # the container's root cannot be a mount point (docker: "destination can't be '/'")
+        ("/data", "/", "container_path"),
+    ],
+)
+def test_the_mount_catalog_refuses_paths_a_bind_cannot_carry(cluster, host_path, container_path, field):
+    from django.core.exceptions import ValidationError
+
+    from scheduler.models import Mount
+
+    m = Mount(cluster=cluster, name="m", host_path=host_path, container_path=container_path, access="all")
+    with pytest.raises(ValidationError) as exc:
+        m.full_clean()
+    assert field in exc.value.message_dict
