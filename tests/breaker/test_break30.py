@@ -156,3 +156,28 @@ def test_the_mount_catalog_refuses_paths_a_bind_cannot_carry(cluster, host_path,
     with pytest.raises(ValidationError) as exc:
         m.full_clean()
     assert field in exc.value.message_dict
+
+
+@pytest.mark.parametrize("value", [3.10, 1e20, {"value": 2.50, "secret": True}])
+def test_an_env_value_written_as_a_decimal_number_is_refused(api_client_for, researcher, hosts, value):
+    """``PYTHON_VERSION: 3.10`` ran with ``3.1`` (and 1e20 with ``1e+20``): a number's written form is
+    lost before the server sees it, so the value changed without a word; quote it. Integers keep
+    their digits and stay accepted."""
+    from scheduler.models import Workload
+
+    body = {
+        "budget": "nlp/olmo",
+        "gpu_model": "A100",
+        "gpu_count": 1,
+        "min_runtime": "1h",
+        "command": ["x"],
+        "env": {"V": value, "N": 8},
+    }
+    response = api_client_for(researcher).post("/api/v1/workloads/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert "quote it" in response.json()["env"][0]
+    assert not Workload.objects.exists()
+    body["env"] = {"N": 8}
+    response = api_client_for(researcher).post("/api/v1/workloads/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert Workload.objects.get().env["N"]["value"] == "8"
