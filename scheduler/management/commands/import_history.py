@@ -11,7 +11,8 @@ written as finished workloads and attempts (their usage), then the pyramid's hou
 ``sacct``: a Slurm export, ``sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
 (``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset).
 Account names a leaf budget (path or name), User an existing user; each finished job that held
-GPUs becomes a usage interval. Every bad line is reported and nothing is written.
+GPUs becomes a usage interval; a job already imported on the cluster is a bad line (an export
+imported twice doubled the usage). Every bad line is reported and nothing is written.
 """
 
 from __future__ import annotations
