@@ -181,3 +181,18 @@ def test_an_env_value_written_as_a_decimal_number_is_refused(api_client_for, res
     response = api_client_for(researcher).post("/api/v1/workloads/", body, format="json")
     assert response.status_code == 201, response.content
     assert Workload.objects.get().env["N"]["value"] == "8"
+
+
+@pytest.mark.parametrize(
+    "flags", [["-e", "A=1", "-e", "A=2"], ["-s", "TOKEN=x", "-e", "TOKEN=y"], ["-e", "A=1,B=2", "-s", "A=1,B=2"]]
+)
+def test_an_env_name_given_twice_on_the_command_line_is_a_usage_error(researcher, monkeypatch, flags):
+    """``-e A=1 -e A=2`` ran with A=2 and ``-s TOKEN=x -e TOKEN=y`` with a plain TOKEN=x, silently,
+    where the web form ("A is already set above") and a spec's YAML (a key given twice) refuse it."""
+    from scheduler.models import Workload
+    from tests.cli.inprocess import run_cli
+
+    args = ["submit", "-b", "nlp/olmo", "-g", "1", "-m", "A100", "-M", "1h", *flags, "--", "x"]
+    err = run_cli(monkeypatch, researcher, *args, expect=2)
+    assert "given twice" in err, err
+    assert not Workload.objects.exists()
