@@ -196,3 +196,20 @@ def test_an_env_name_given_twice_on_the_command_line_is_a_usage_error(researcher
     err = run_cli(monkeypatch, researcher, *args, expect=2)
     assert "given twice" in err, err
     assert not Workload.objects.exists()
+
+
+def test_a_json_body_with_a_key_given_twice_is_refused(api_client_for, researcher, hosts):
+    """``{"gpu_count": 1, ..., "gpu_count": 8}`` ran with 8: JSON keeps the last of a key given twice,
+    silently, where a spec's YAML refuses it ("'gpu_count' is given twice")."""
+    from scheduler.models import Workload
+
+    body = (
+        '{"budget": "nlp/olmo", "gpu_model": "A100", "gpu_count": 1, "min_runtime": "1h", '
+        '"command": ["x"], "env": {"A": "1", "A": "2"}, "gpu_count": 8}'
+    )
+    client = api_client_for(researcher)
+    response = client.post("/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "parse_error"
+    assert "'A' is given twice" in response.json()["detail"]
+    assert not Workload.objects.exists()
