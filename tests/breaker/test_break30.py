@@ -213,3 +213,39 @@ def test_a_json_body_with_a_key_given_twice_is_refused(api_client_for, researche
     assert response.json()["code"] == "parse_error"
     assert "'A' is given twice" in response.json()["detail"]
     assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(("text", "read_as"), [("SEED: 010", 8), ("T: 1:30", 90), ("M: 0x1F", 31), ("B: 0b11", 3)])
+def test_the_strict_reader_refuses_integers_yaml_reads_in_another_base(text, read_as):
+    """YAML 1.1 reads ``010`` as octal 8, ``1:30`` as 90 (base 60), ``0x1F`` as 31: a spec's
+    ``env: {SEED: 010}`` ran with SEED=8, ``min_runtime: 1:30`` (an hour and a half?) as 90 s."""
+    import yaml
+
+    from fairway_cli import strict_yaml
+
+    assert yaml.safe_load(text) == {text.split(":")[0]: read_as}
+    with pytest.raises(strict_yaml.Refused) as refused:
+        strict_yaml.load(text)
+    assert refused.value.kind == "number_form" and refused.value.line == 1
+    assert "decimal" in refused.value.problem
+
+
+def test_the_strict_reader_still_reads_decimal_integers():
+    from fairway_cli import strict_yaml
+
+    text = "a: 0\nb: -5\nc: +7\nd: 1_000\ne: 10\nf: 0.5\ng: '010'\n"
+    assert strict_yaml.load(text) == {"a": 0, "b": -5, "c": 7, "d": 1000, "e": 10, "f": 0.5, "g": "010"}
+
+
+def test_a_pasted_spec_with_an_octal_number_is_refused_on_the_form(researcher, hosts):
+    from django.test import Client
+
+    from scheduler.models import Workload
+
+    web = Client()
+    web.force_login(researcher)
+    spec = "budget: nlp/olmo\ngpu_model: A100\ngpu_count: 1\nmin_runtime: 1h\ncommand: [x]\nenv: {SEED: 010}\n"
+    response = web.post("/submit/", {"spec": spec})
+    assert response.status_code == 400
+    assert "line 6" in response.content.decode() and "decimal" in response.content.decode()
+    assert not Workload.objects.exists()
