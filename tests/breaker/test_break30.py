@@ -249,3 +249,20 @@ def test_a_pasted_spec_with_an_octal_number_is_refused_on_the_form(researcher, h
     assert response.status_code == 400
     assert "line 6" in response.content.decode() and "decimal" in response.content.decode()
     assert not Workload.objects.exists()
+
+
+def test_a_host_action_reason_over_500_characters_changes_nothing_on_the_web(admin, hosts):
+    """The clusters page cut a longer reason to 500 characters and cordoned the host with the cut
+    text, where the API and the service refuse it: the same refusal, nothing changed."""
+    from django.test import Client
+
+    from scheduler.models import Host, HostEvent
+
+    web = Client()
+    web.force_login(admin)
+    events = HostEvent.objects.count()
+    response = web.post("/hosts/a100-1/cordon/", {"reason": "r" * 501}, follow=True)
+    assert response.status_code == 200
+    assert b"at most 500 characters" in response.content
+    assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
+    assert HostEvent.objects.count() == events
