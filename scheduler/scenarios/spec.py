@@ -21,6 +21,23 @@ from scheduler.trace import DURATION_RE, duration_seconds
 
 DEFAULT_START = "2026-01-05T00:00:00Z"
 
+MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
+MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
+MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
+
+# What the db backend's models store and services accept, so that both backends take the same files
+# (FORMAT.md): a value past these passed the memory backend and was a traceback in the db one.
+MAX_INT = 2**31 - 1  # any integer (shares, GPUs, CPUs): the models' integer columns on every database
+MAX_SIZE = 1 << 50  # memory sizes: scheduler.services.MAX_MEMORY_BYTES
+MAX_GPU_HOURS = 1e9  # one usage lump (.inf was an OverflowError in both backends)
+MAX_DURATION_S = 3650 * 86400  # any one duration
+MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
+START_RANGE = (1970, 2200)  # settings.start's year
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
+MAX_MODEL = 64  # a GPU model's characters (scheduler.services._check_gpus)
+MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services._check_labels
+MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
+
 STEP_KINDS = {
     "tick",
     "advance",
@@ -81,8 +98,9 @@ class ScenarioError(Exception):
         self.problem = problem
 
 
-def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
-    """``90s``, ``2h1m``, ``6d12h``, ``2w``, ``0`` (or an integer of seconds) → seconds."""
+def parse_duration(value: Any, file: str = "?", key: str = "?", most: int | None = MAX_DURATION_S) -> int:
+    """``90s``, ``2h1m``, ``6d12h``, ``2w``, ``0`` (or an integer of seconds) → seconds, at most
+    ``most`` (None: unbounded, for the steps that move the clock, which the clock's limits bound)."""
     if isinstance(value, bool):
         raise ScenarioError(file, key, f"{value!r} is not a duration")
     if isinstance(value, int):
@@ -98,8 +116,8 @@ def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
     if not text or not m or not any(m.groups()):
         raise ScenarioError(file, key, f"{value!r} is not a duration like 90s, 30m, 2h, 1d, 2w or 0")
     seconds = duration_seconds(m)
-    if seconds > MAX_DURATION_S:  # 99999999d overflowed the db backend's datetimes (the memory one ran)
-        raise ScenarioError(file, key, f"{value!r} is longer than {MAX_DURATION_S // 86400} days")
+    if most is not None and seconds > most:  # 99999999d overflowed the db backend's datetimes (memory ran)
+        raise ScenarioError(file, key, f"{value!r} is longer than {most // 86400} days")
     return seconds
 
 
@@ -204,24 +222,6 @@ class Scenario:
     running: list[WorkloadSpec]
     pending: list[WorkloadSpec]
     steps: list[Step]
-
-
-MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
-MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
-MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
-
-# What the db backend's models store and services accept, so that both backends take the same files
-# (FORMAT.md): a value past these passed the memory backend and was a traceback in the db one.
-MAX_INT = 2**31 - 1  # any integer (shares, GPUs, CPUs): the models' integer columns on every database
-MAX_SIZE = 1 << 50  # memory sizes: scheduler.services.MAX_MEMORY_BYTES
-MAX_GPU_HOURS = 1e9  # one usage lump (.inf was an OverflowError in both backends)
-MAX_DURATION_S = 3650 * 86400  # any one duration
-MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
-START_RANGE = (1970, 2200)  # settings.start's year
-HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
-MAX_MODEL = 64  # a GPU model's characters (scheduler.services._check_gpus)
-MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services._check_labels
-MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 
 def _mapping(v: Any, file: str, key: str) -> dict[str, Any]:
@@ -567,7 +567,7 @@ def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
     if kind in ("tick", "restart"):
         return arg or {}
     if kind in ("advance", "at"):
-        return parse_duration(arg, file, key)
+        return parse_duration(arg, file, key, most=None)  # the clock's limits bound these (the step loop)
     if kind == "submit":
         return [_workload(w, file, f"{key}[{i}]", False) for i, w in enumerate(_list(arg, file, key))]
     if kind in ("finish", "fail", "cancel"):
