@@ -187,6 +187,24 @@ class UsageEntry(models.Model):
         amount = f"{self.gpus} GPUs" if self.gpus is not None else f"{self.gpu_seconds} GPU-s"
         return f"{amount} for budget {self.budget_id} until {self.end:%Y-%m-%d %H:%M}"
 
+    def clean(self) -> None:
+        """What the admin may save (brk30): an interval that does not end before it starts (it was
+        stored and counted as nothing), a lump of 0 GPU-seconds or more (a negative one lowered the
+        budget's usage, ratio and statement, below zero when large), and either GPUs or GPU-seconds (with
+        both, the lump was silently ignored). The rules ``import_history sacct`` applies too."""
+        super().clean()
+        problems: dict[str, str] = {}
+        if self.start is not None and self.end is not None and self.end < self.start:
+            problems["end"] = "The interval ends before it starts."
+        if self.gpus is None and (self.gpu_seconds or 0) < 0:
+            problems["gpu_seconds"] = "A lump of usage is 0 GPU-seconds or more."
+        if self.gpus is not None and self.gpu_seconds:
+            problems["gpu_seconds"] = (
+                "Give either GPUs (an interval, counted pro-rata) or GPU-seconds (a lump at the end), not both."
+            )
+        if problems:
+            raise ValidationError(problems)
+
 
 class ShareChange(models.Model):
     """Audit record of a change to a budget's shares (or its hold / archive), who and when.

@@ -381,12 +381,19 @@ def cmd_whoami(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _env_pairs(pairs: list[str], secret: bool) -> dict[str, Any]:
+def _env_pairs(pairs: list[str], secret: bool, given: set[str] | None = None) -> dict[str, Any]:
+    """``NAME=VALUE`` (or ``NAME``, read from this shell) flags → the API's env; ``given``: the
+    names of the flags read so far, a name given twice on the command line is a usage error (the
+    last one ran, silently, a secret's plain twin included: brk30)."""
     env: dict[str, Any] = {}
+    given = set() if given is None else given
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not name:
             raise CliError(EXIT_USAGE, f"--env wants NAME=VALUE, not {pair!r}")
+        if name in given:
+            raise CliError(EXIT_USAGE, f"{name} is given twice (--env/--secret-env): give it once")
+        given.add(name)
         if not sep:
             if name not in os.environ:
                 raise CliError(EXIT_USAGE, f"{name} is not set here; give NAME=VALUE or export {name}")
@@ -419,8 +426,9 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
             raise CliError(EXIT_USAGE, f"cannot read the spec {args.file}: nested too deeply") from None
         if not isinstance(spec, dict):
             raise CliError(EXIT_USAGE, "a spec is a YAML mapping of fields (name, budget, command, ...)")
-        try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed
-            json.dumps(spec)
+        try:  # YAML reads 2026-01-01 as a date and !!binary as bytes: the request's json.dumps failed;
+            # .nan passed json.dumps and failed in the request as "cannot reach the server" (exit 3)
+            json.dumps(spec, allow_nan=False)
         except (TypeError, ValueError) as exc:
             problem = f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it"
             raise CliError(EXIT_USAGE, problem) from None
@@ -452,8 +460,9 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         body["command"] = command
     if args.env or args.secret_env:
         env = dict(body.get("env") or {})
-        env.update(_env_pairs(args.env or [], secret=False))
-        env.update(_env_pairs(args.secret_env or [], secret=True))
+        given: set[str] = set()
+        env.update(_env_pairs(args.env or [], secret=False, given=given))
+        env.update(_env_pairs(args.secret_env or [], secret=True, given=given))
         body["env"] = env
     missing = [f for f in ("budget", "command", "min_runtime") if f not in body]
     if "gpu_count" not in body:

@@ -9,11 +9,15 @@
 - a key given twice in one mapping: YAML keeps the last value, so a spec edited by adding a line
   (``gpu_count`` twice) ran with the second and a scenario step's first ``expect`` was never checked;
 - with ``max_int``, an integer beyond it, judged on its text before Python converts it (a
-  100,000-digit number costs seconds to parse).
+  100,000-digit number costs seconds to parse);
+- an integer written in another base than ten: YAML 1.1 reads ``010`` as octal 8, ``1:30`` as 90
+  (base 60), ``0x1F`` as 31, so ``env: {SEED: 010}`` ran with ``SEED=8`` and ``min_runtime: 1:30``
+  as 90 s (brk30). Decimal with ``_`` separators, a sign or a single ``0`` stay numbers.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -21,9 +25,12 @@ import yaml
 INT_DIGITS = 40
 """More digits than any integer a document needs in any base YAML 1.1 writes."""
 
+DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
+"""An integer's text YAML 1.1 reads in base ten (its other forms: ``0o``/leading ``0``, ``0x``, ``0b``, ``:``)."""
+
 
 class Refused(yaml.YAMLError):
-    """A document the strict reader refuses. ``kind``: ``alias``, ``key_twice`` or ``number``;
+    """A document the strict reader refuses. ``kind``: ``alias``, ``key_twice``, ``number`` or ``number_form``;
     ``line``: 1-based; ``problem``: one sentence, quoting at most 40 characters of a key."""
 
     def __init__(self, kind: str, line: int, problem: str) -> None:
@@ -54,6 +61,13 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node: Any) -> int:
+        if not DECIMAL.fullmatch(str(node.value)):
+            value = super().construct_yaml_int(node) if len(str(node.value)) <= INT_DIGITS else "?"
+            problem = (
+                f"{str(node.value)[:40]!r} is {value} in YAML (octal, hex, binary or base 60): "
+                "write it in decimal or quote it"
+            )
+            raise Refused("number_form", node.start_mark.line + 1, problem)
         if self.max_int is None:
             return super().construct_yaml_int(node)
         too_large = Refused("number", node.start_mark.line + 1, f"a number is larger than {self.max_int}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -316,16 +316,35 @@ def _slurm_time(raw: str) -> datetime | None:
         raise ValueError(raw) from None
 
 
+SACCT_NOTE = "sacct job {job} user {user}"
+"""The note of an imported job's usage interval (at most 200 characters), by which a second import
+of the same job is recognised (:func:`imported_sacct_jobs`)."""
+
+
+def imported_sacct_jobs(cluster: Cluster) -> set[str]:
+    """The JobIDs of the Slurm jobs already imported on ``cluster`` (their usage intervals' notes)."""
+    prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
+    notes = UsageEntry.objects.filter(cluster=cluster, note__startswith=prefix).values_list("note", flat=True)
+    return {note[len(prefix) : note.rindex(sep)] for note in notes if sep in note}
+
+
 def parse_sacct(
-    lines: Iterable[str], budgets: dict[str, Budget], users: set[str], *, now: datetime
+    lines: Iterable[str],
+    budgets: dict[str, Budget],
+    users: set[str],
+    *,
+    now: datetime,
+    imported: Collection[str] = (),
+    cluster: str = "",
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
     GPUs, job steps, not started or still running); raises :class:`HistoryError` listing every
     bad line. ``budgets``: Account → leaf budget (by path or name); ``users``: the usernames that
-    exist."""
+    exist; ``imported``: the JobIDs already imported on ``cluster`` (a second import of an export
+    doubled its usage: refused like a bad line)."""
     it = iter(lines)
-    header = next(it, "").rstrip("\n").split("|")
+    header = next(it, "").rstrip("\n").removeprefix("\ufeff").split("|")  # a BOM read as "lacks JobID"
     missing = [c for c in SACCT_COLUMNS if c not in header]
     if missing:
         raise HistoryError(
@@ -381,6 +400,8 @@ def parse_sacct(
             here.append(f"no user {v['User']!r}")
         if job in seen:
             here.append(f"JobID {job} appears twice")
+        elif job in imported:
+            here.append(f"JobID {job} is already imported on {cluster}")
         if start is not None and end is not None and (end < start or end > now):
             here.append("End is before Start or in the future")
         if here:
@@ -403,7 +424,7 @@ def write_sacct(cluster: Cluster, jobs: Sequence[SacctJob]) -> int:
             start=j.start,
             end=j.end,
             gpus=j.gpus,
-            note=f"sacct job {j.job_id} user {j.user}"[:200],
+            note=SACCT_NOTE.format(job=j.job_id, user=j.user)[:200],
         )
         for j in jobs
     ]

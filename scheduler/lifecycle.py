@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
@@ -1009,12 +1010,26 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
             went_offline += 1
 
     lost = 0
-    lost_hosts = Host.objects.filter(state=Host.State.OFFLINE, last_heartbeat__lt=lost_before)
+    # A host whose agent never connected (joined, then its install failed) is lost that long after
+    # its registration: its attempts stayed "starting" for good, as the start timeout leaves
+    # offline hosts to this sweep (brk30).
+    lost_hosts = Host.objects.filter(state=Host.State.OFFLINE).filter(
+        Q(last_heartbeat__lt=lost_before) | Q(last_heartbeat__isnull=True, created_at__lt=lost_before)
+    )
     for host in lost_hosts:
         for attempt_id in sorted(_attempts_on_host(host.pk)):
             with transaction.atomic():
                 attempt = _lock_open_attempt(None, attempt_id)
                 if attempt is None:
+                    continue
+                if host.last_heartbeat is None:  # never heard from: nothing ran, nothing is charged
+                    _end_attempt(
+                        attempt,
+                        ended_at=attempt.placed_at,
+                        reason=attempt.stop_reason or Attempt.EndReason.LOST,
+                        message=f"host {host.name} lost (its agent never connected)",
+                    )
+                    lost += 1
                     continue
                 if attempt.started_at is None and host.last_heartbeat > attempt.placed_at:
                     # The lab's GPUs were held for it from the placement to the last heartbeat,

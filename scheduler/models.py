@@ -268,6 +268,8 @@ class Mount(models.Model):
             problem = path_problem(getattr(self, field), allow_user=field == "host_path")
             if problem:
                 errors[field] = problem
+        if self.container_path == "/":  # docker: "destination can't be '/'"; every start failed (brk30)
+            errors["container_path"] = "the container's root cannot be a mount point"
         has_user = "{user}" in self.host_path
         if self.access == self.Access.HOME and not has_user:
             errors["host_path"] = "access 'home' needs {user} in the host path"

@@ -23,6 +23,9 @@ def path_problem(path: str, *, allow_user: bool) -> str | None:
     """Why ``path`` is no catalog path (absolute, normalised, no ``..``, no NUL), or None."""
     if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
         return "an absolute path without NUL"
+    if ":" in path or any(ord(c) < 32 or ord(c) == 127 for c in path):
+        # docker binds are "host:container:mode": a colon (or a line break) failed every start (brk30)
+        return "no ':' and no control characters (a docker bind is host:container:mode)"
     parts = path.split("/")
     if any(p in ("..", ".") for p in parts):
         return "no '.' or '..' components"

@@ -108,6 +108,10 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 raise SubmissionError("invalid_env", "env", f"{name}: secret must be true or false.")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise SubmissionError("invalid_env", "env", f"{name}: the value must be a string.")
+        if isinstance(value, float):  # 3.10 arrived as 3.1, 1e20 ran as "1e+20": its written form is lost (brk30)
+            raise SubmissionError(
+                "invalid_env", "env", f"{name}: a decimal number loses its written form (3.10 is 3.1): quote it."
+            )
         value = str(value)
         if "\x00" in value or len(value) > MAX_ENV_VALUE_CHARS:
             raise SubmissionError("invalid_env", "env", f"{name}: the value is too long or contains a NUL byte.")

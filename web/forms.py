@@ -194,6 +194,9 @@ _REFUSED = {
     "alias": "Aliases (*name) are not allowed in a spec.",
     "number": f"A number is larger than {MAX_SPEC_INT}.",
     "key_twice": "A field is given twice (line {line}): give it once.",
+    "number_form": (
+        "A number on line {line} is octal, hex, binary or base 60 in YAML (010 is 8): write it in decimal or quote it."
+    ),
 }
 """The form's words for what ``strict_yaml`` refuses: they name the line, never quote the input."""
 

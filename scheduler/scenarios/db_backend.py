@@ -36,6 +36,7 @@ from :meth:`setup` until :meth:`close`: always call ``close()``.
 from __future__ import annotations
 
 import os
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -71,6 +72,12 @@ PREEMPTION_REASONS = (Attempt.EndReason.PREEMPTED, Attempt.EndReason.DRAINED)
 MAX_PASSES = 50
 """Passes of one ``tick`` at most, as in the memory engine."""
 OWNER = "scenario"
+
+
+def _gpu_uuid(host: str, index: int) -> str:
+    """A GPU's UUID, the same for a host name in every run: ``GPU-<host>-<i>`` passed the 64
+    characters a UUID may have for host names longer than 50 (a host name may have 128)."""
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'fairway-scenario:{host}/{index}')}"
 
 
 def _dt(t: int) -> datetime:
@@ -288,7 +295,7 @@ class DbBackend:
     def _register(self, h: HostSpec, now: datetime) -> Host:
         cluster = do_create_cluster(h.cluster)
         host, _token = do_register_host(
-            cluster, h.name, [(i, f"GPU-{h.name}-{i}", h.model, 0) for i in range(h.gpus)], h.labels
+            cluster, h.name, [(i, _gpu_uuid(h.name, i), h.model, 0) for i in range(h.gpus)], h.labels
         )
         Host.objects.filter(pk=host.pk).update(cpus=h.cpus, memory_bytes=h.memory)  # as its hello reports
         lifecycle.record_heartbeat(host, [], now=now)  # the simulated agent is connected

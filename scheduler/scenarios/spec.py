@@ -7,6 +7,7 @@ problem; nothing here raises anything else on bad input.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,23 @@ from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import DURATION_RE, duration_seconds
 
 DEFAULT_START = "2026-01-05T00:00:00Z"
+
+MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
+MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
+MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
+
+# What the db backend's models store and services accept, so that both backends take the same files
+# (FORMAT.md): a value past these passed the memory backend and was a traceback in the db one.
+MAX_INT = 2**31 - 1  # any integer (shares, GPUs, CPUs): the models' integer columns on every database
+MAX_SIZE = 1 << 50  # memory sizes: scheduler.services.MAX_MEMORY_BYTES
+MAX_GPU_HOURS = 1e9  # one usage lump (.inf was an OverflowError in both backends)
+MAX_DURATION_S = 3650 * 86400  # any one duration
+MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
+START_RANGE = (1970, 2200)  # settings.start's year
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
+MAX_MODEL = 64  # a GPU model's characters (scheduler.services._check_gpus)
+MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services._check_labels
+MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 STEP_KINDS = {
     "tick",
@@ -80,8 +98,9 @@ class ScenarioError(Exception):
         self.problem = problem
 
 
-def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
-    """``90s``, ``2h1m``, ``6d12h``, ``2w``, ``0`` (or an integer of seconds) → seconds."""
+def parse_duration(value: Any, file: str = "?", key: str = "?", most: int | None = MAX_DURATION_S) -> int:
+    """``90s``, ``2h1m``, ``6d12h``, ``2w``, ``0`` (or an integer of seconds) → seconds, at most
+    ``most`` (None: unbounded, for the steps that move the clock, which the clock's limits bound)."""
     if isinstance(value, bool):
         raise ScenarioError(file, key, f"{value!r} is not a duration")
     if isinstance(value, int):
@@ -96,7 +115,10 @@ def parse_duration(value: Any, file: str = "?", key: str = "?") -> int:
     m = DURATION_RE.match(text)
     if not text or not m or not any(m.groups()):
         raise ScenarioError(file, key, f"{value!r} is not a duration like 90s, 30m, 2h, 1d, 2w or 0")
-    return duration_seconds(m)
+    seconds = duration_seconds(m)
+    if most is not None and seconds > most:  # 99999999d overflowed the db backend's datetimes (memory ran)
+        raise ScenarioError(file, key, f"{value!r} is longer than {most // 86400} days")
+    return seconds
 
 
 def parse_start(value: Any, file: str) -> int:
@@ -112,6 +134,8 @@ def parse_start(value: Any, file: str) -> int:
         raise ScenarioError(file, "settings.start", f"{value!r} is not an ISO-8601 UTC time") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
+    if not START_RANGE[0] <= dt.year < START_RANGE[1]:  # 9999-12-31 + 1d: the db backend's OverflowError
+        raise ScenarioError(file, "settings.start", f"{value!r} is not from {START_RANGE[0]} to {START_RANGE[1] - 1}")
     return int(dt.timestamp())
 
 
@@ -214,25 +238,28 @@ def _list(v: Any, file: str, key: str) -> list[Any]:
     return v
 
 
-def _int(v: Any, file: str, key: str, minimum: int = 0, maximum: int | None = None) -> int:
+def _int(v: Any, file: str, key: str, minimum: int = 0, maximum: int = MAX_INT) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ScenarioError(file, key, f"{v!r} is not an integer")
     if v < minimum:
         raise ScenarioError(file, key, f"{v} must be >= {minimum}")
-    if maximum is not None and v > maximum:
+    if v > maximum:
         raise ScenarioError(file, key, f"{v} must be <= {maximum}")
     return v
 
 
-MAX_HOST_GPUS = 1024  # GPU indices are 0..1023 in the agent protocol
-MAX_TICKS = 1_000_000  # ticks while time passes, over the whole scenario (115 days at 10 s)
-MAX_HOST_COUNT = 100_000  # hosts of one ``count:`` entry (the benchmarks use 4,000)
-
-
 def _str(v: Any, file: str, key: str) -> str:
-    if isinstance(v, bool) or not isinstance(v, (str, int)) or str(v) == "":
+    if isinstance(v, bool) or not isinstance(v, (str, int)) or str(v) == "" or "\x00" in str(v):
         raise ScenarioError(file, key, f"{v!r} is not a name")
     return str(v)
+
+
+def _budget_path(v: Any, file: str, key: str) -> str:
+    """A budget's path: names of 1-100 characters joined by '/' (the rule of the db backend's Budget)."""
+    path = _str(v, file, key)
+    if any(not 0 < len(name) <= MAX_BUDGET_NAME for name in path.split("/")):
+        raise ScenarioError(file, key, f"{path[:120]!r}: each name of a path is 1-{MAX_BUDGET_NAME} characters")
+    return path
 
 
 def _known(d: dict[str, Any], allowed: set[str], file: str, key: str) -> None:
@@ -401,7 +428,7 @@ def load_scenario(path: str | Path) -> Scenario:
         if "path" not in b:
             raise ScenarioError(file, f"{key}.path", "is required")
         budgets.append(
-            BudgetSpec(_str(b["path"], file, f"{key}.path"), _int(b.get("shares", 1), file, f"{key}.shares", 1))
+            BudgetSpec(_budget_path(b["path"], file, f"{key}.path"), _int(b.get("shares", 1), file, f"{key}.shares", 1))
         )
 
     usage: list[UsageSpec] = []
@@ -414,7 +441,7 @@ def load_scenario(path: str | Path) -> Scenario:
         spec = UsageSpec(budget=_str(u["budget"], file, f"{key}.budget"))
         if "gpu_hours" in u:
             gh = u["gpu_hours"]
-            if isinstance(gh, bool) or not isinstance(gh, (int, float)) or gh < 0:
+            if isinstance(gh, bool) or not isinstance(gh, (int, float)) or not 0 <= gh <= MAX_GPU_HOURS:
                 raise ScenarioError(file, f"{key}.gpu_hours", f"{gh!r} is not a non-negative number")
             spec.gpu_hours = float(gh)
             spec.ago = parse_duration(u.get("ago", "1d"), file, f"{key}.ago")
@@ -469,6 +496,10 @@ def load_scenario(path: str | Path) -> Scenario:
                     f"the clock would reach {clock} s, more than {MAX_TICKS:,} ticks of "
                     f"{s.tick_interval} s (settings.tick_interval)",
                 )
+            if clock > MAX_CLOCK_S:  # ticks of 3000d stayed under MAX_TICKS and overflowed the datetimes
+                raise ScenarioError(
+                    file, f"{key}.{kind}", f"the clock would reach {clock} s, more than {MAX_CLOCK_S // 86400} days"
+                )
         steps.append(
             Step(
                 kind,
@@ -499,13 +530,24 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     name = _str(h["name"], file, f"{key}.name")
     gpus = _int(h.get("gpus", 8), file, f"{key}.gpus", 1, MAX_HOST_GPUS)
     model = _str(h.get("model", "H100"), file, f"{key}.model")
+    if len(model) > MAX_MODEL:
+        raise ScenarioError(file, f"{key}.model", f"a GPU model is 1-{MAX_MODEL} characters")
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
     labels = {str(k): str(v) for k, v in labels.items()}
+    if any(len(k) > MAX_LABEL_KEY or len(v) > MAX_LABEL_VALUE or "\x00" in k + v for k, v in labels.items()):
+        raise ScenarioError(
+            file, f"{key}.labels", f"keys are 1-{MAX_LABEL_KEY} characters, values at most {MAX_LABEL_VALUE}, no NUL"
+        )
     cpus = _int(h["cpus"], file, f"{key}.cpus", 1) if "cpus" in h else None
     memory = _size(h["memory"], file, f"{key}.memory") if "memory" in h else None
-    if "count" in h:
-        count = _int(h["count"], file, f"{key}.count", 1, MAX_HOST_COUNT)
+    count = _int(h["count"], file, f"{key}.count", 1, MAX_HOST_COUNT) if "count" in h else None
+    longest = f"{name}{count}" if count is not None else name
+    if not HOST_NAME_RE.fullmatch(name) or not HOST_NAME_RE.fullmatch(longest):
+        raise ScenarioError(
+            file, f"{key}.name", f"{longest[:140]!r}: a host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric"
+        )
+    if count is not None:
         return [HostSpec(f"{name}{i}", gpus, model, cluster, dict(labels), cpus, memory) for i in range(1, count + 1)]
     return [HostSpec(name, gpus, model, cluster, labels, cpus, memory)]
 
@@ -516,8 +558,8 @@ def _size(v: Any, file: str, key: str) -> int:
         n = parse_size(v)
     except SizeError as exc:
         raise ScenarioError(file, key, str(exc)) from None
-    if n < 1:
-        raise ScenarioError(file, key, "must be at least 1 byte")
+    if not 1 <= n <= MAX_SIZE:
+        raise ScenarioError(file, key, "must be from 1 byte to 1P")
     return n
 
 
@@ -525,7 +567,7 @@ def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
     if kind in ("tick", "restart"):
         return arg or {}
     if kind in ("advance", "at"):
-        return parse_duration(arg, file, key)
+        return parse_duration(arg, file, key, most=None)  # the clock's limits bound these (the step loop)
     if kind == "submit":
         return [_workload(w, file, f"{key}[{i}]", False) for i, w in enumerate(_list(arg, file, key))]
     if kind in ("finish", "fail", "cancel"):
@@ -558,7 +600,9 @@ def _step_arg(kind: str, arg: Any, file: str, key: str) -> Any:
     if kind == "create_budget":
         d = _mapping(arg, file, key)
         _known(d, {"path", "shares"}, file, key)
-        return BudgetSpec(_str(d.get("path"), file, f"{key}.path"), _int(d.get("shares", 1), file, f"{key}.shares", 1))
+        return BudgetSpec(
+            _budget_path(d.get("path"), file, f"{key}.path"), _int(d.get("shares", 1), file, f"{key}.shares", 1)
+        )
     if kind == "budget":
         d = _mapping(arg, file, key)
         _known(d, {"path", "hold"}, file, key)

@@ -248,3 +248,30 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     assert live["utilization_of_occupied"] == pytest.approx(0.4)
     assert c["total"]["utilization_of_occupied"] == pytest.approx(0.4)
     assert c["total"]["utilization_text"].endswith("of the occupied GPU-time)")
+
+
+def test_a_sacct_export_imported_again_is_refused_and_adds_nothing(cluster, researcher, org_tree, tmp_path: Path):
+    """brk30: the same file imported twice doubled the lab's usage (its ratios, its place in the
+    queue) without a word; a job already imported on the cluster is refused like a bad line."""
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = tmp_path / "sacct.txt"
+    f.write_text(SACCT.format(s=s, e=e))
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=StringIO())
+    before = _rows()
+    with pytest.raises(CommandError) as err:
+        call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=StringIO())
+    assert "(job 101): JobID 101 is already imported on default" in str(err.value)
+    assert _rows() == before
+
+
+def test_a_sacct_export_with_a_byte_order_mark_is_read(cluster, researcher, org_tree, tmp_path: Path):
+    """brk30: a UTF-8 byte order mark (an export saved by a Windows editor) read as a header
+    lacking JobID, which it plainly has."""
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = tmp_path / "sacct.txt"
+    f.write_bytes(b"\xef\xbb\xbf" + SACCT.format(s=s, e=e).encode())
+    out = StringIO()
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
+    assert "imported 2 Slurm jobs" in out.getvalue()

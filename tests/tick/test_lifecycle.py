@@ -471,3 +471,29 @@ def test_an_unconfirmed_start_on_an_offline_host_waits_for_the_lost_sweep(tw, ti
     attempt.refresh_from_db()
     w.refresh_from_db()
     assert (attempt.end_reason, attempt.charged_gpu_seconds, w.start_failures) == ("lost", 400, 0)
+
+
+def test_an_attempt_on_a_host_that_never_connected_ends_lost(tw, ticks, settings):
+    """brk30: a joined host whose agent never connected went offline (30 s after its registration)
+    but was never lost (the sweep looked for a last heartbeat), and the start timeout skips offline
+    hosts: the attempt the tick had placed on it stayed ``starting`` for good, a cancel stayed
+    "stop requested", and an array's ``%N`` slot stayed taken. It ends ``lost`` (requeued),
+    charged nothing: nothing vouches that it ever held the GPUs."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HOST_OFFLINE_AFTER_S": 30, "HOST_LOST_AFTER_S": 300}
+    host = tw.host("h1", 1)
+    Host.objects.filter(pk=host.pk).update(last_heartbeat=None, created_at=tw.now)
+    w = tw.workload(gpus=1, min_runtime=60)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=None)
+    Attempt.objects.filter(pk=attempt.pk).update(placed_at=tw.now + timedelta(seconds=1))
+
+    assert lifecycle.sweep_hosts(now=tw.now + timedelta(seconds=31))["offline"] == 1
+    assert lifecycle.start_timeouts(now=tw.now + timedelta(seconds=3600)) == 0  # the lost sweep decides
+    assert lifecycle.sweep_hosts(now=tw.now + timedelta(seconds=299))["lost"] == 0
+    assert lifecycle.sweep_hosts(now=tw.now + timedelta(seconds=301))["lost"] == 1
+
+    attempt.refresh_from_db()
+    w.refresh_from_db()
+    assert (attempt.started_at, attempt.end_reason, attempt.charged_gpu_seconds) == (None, "lost", 0)
+    assert attempt.ended_at == attempt.placed_at
+    assert w.state == Workload.State.PENDING
+    assert not AttemptGPU.objects.filter(open=True).exists()

@@ -11,7 +11,8 @@ written as finished workloads and attempts (their usage), then the pyramid's hou
 ``sacct``: a Slurm export, ``sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
 (``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset).
 Account names a leaf budget (path or name), User an existing user; each finished job that held
-GPUs becomes a usage interval. Every bad line is reported and nothing is written.
+GPUs becomes a usage interval; a job already imported on the cluster is a bad line (an export
+imported twice doubled the usage). Every bad line is reported and nothing is written.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from scheduler.history import (
     PHILLY_PREFIX,
     HistoryError,
     choose_jobs,
+    imported_sacct_jobs,
     parse_sacct,
     rollup_span,
     simulate_philly,
@@ -158,7 +160,14 @@ class Command(BaseCommand):
             budgets.setdefault(tree[pk].name, tree[pk])
             budgets[paths[pk]] = tree[pk]
         users = set(get_user_model().objects.values_list("username", flat=True))
-        jobs, skipped = parse_sacct(text.splitlines(), budgets, users, now=timezone.now())
+        jobs, skipped = parse_sacct(
+            text.splitlines(),
+            budgets,
+            users,
+            now=timezone.now(),
+            imported=imported_sacct_jobs(cluster),
+            cluster=cluster.name,
+        )
         n = write_sacct(cluster, jobs)
         for note in skipped:
             self.stdout.write(f"skipped {note}")
