@@ -20,7 +20,7 @@ from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet, no_such
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
-from scheduler.api.filters import WorkloadFilter
+from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
 from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
 from scheduler.api.serializers import (
     EVENT_ORDER,
@@ -102,6 +102,9 @@ class WorkloadLogsMixin:
         )
 
 
+EVENT_COLUMNS = ("workload", "at", "kind", "message", "data", "actor")
+"""The event columns a detail reads (``WorkloadEventSerializer``; ``workload``: the prefetch's join)."""
+
 LIST_COLUMNS = WorkloadListSerializer.Meta.model_columns
 """What ``WorkloadRowSerializer`` reads of a workload row besides :data:`ROW_NAMES` (tests: no
 query per row)."""
@@ -120,6 +123,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     """Every authenticated user sees the whole queue; env values only within their budgets."""
 
     filterset_class = WorkloadFilter
+    filter_backends = [SkipUnaskedFilterBackend]
 
     @staticmethod
     def detail_prefetches() -> list[Prefetch]:
@@ -131,8 +135,21 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .prefetch_related(Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))
                 .order_by("number"),
             ),
-            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
-            Prefetch("dependencies", queryset=WorkloadDependency.objects.select_related("after").order_by("after_id")),
+            # Of the actor and of the workload waited for, only what the answer shows: a join of every
+            # column costs its compilation and its decoding (the whole waited-for workload: its JSON
+            # too) on every detail (tests/api/test_fast_representation.py: no deferred column read).
+            Prefetch(
+                "events",
+                queryset=WorkloadEvent.objects.select_related("actor")
+                .only(*EVENT_COLUMNS, "actor__username")
+                .order_by(*EVENT_ORDER),
+            ),
+            Prefetch(
+                "dependencies",
+                queryset=WorkloadDependency.objects.select_related("after")
+                .only("workload", "after", "condition", "after__state")
+                .order_by("after_id"),
+            ),
         ]
 
     def get_queryset(self) -> QuerySet[Workload]:
