@@ -21,6 +21,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 from rest_framework.relations import PKOnlyObject
+from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import RefusesUnknownFieldsMixin
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
@@ -251,8 +252,6 @@ def _conversion(field: serializers.Field) -> Any:
 def _iso_datetime(field: serializers.Field) -> bool:
     """A ``DateTimeField`` whose output is DRF's ISO 8601 in the current time zone (no own format or
     time zone): :class:`FastRepresentationMixin` writes it without the field's per-value calls."""
-    from rest_framework.settings import ISO_8601, api_settings
-
     fmt = getattr(field, "format", api_settings.DATETIME_FORMAT)
     return (
         type(field) is serializers.DateTimeField
