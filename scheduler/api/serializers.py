@@ -238,7 +238,8 @@ def _identity(value: Any) -> Any:
 
 
 def _conversion(field: serializers.Field) -> Any:
-    """``field.to_representation``, or a builtin doing exactly what it does for that exact class."""
+    """A builtin doing exactly what ``field.to_representation`` does for that exact class, or None
+    (the field's own)."""
     kind = type(field)
     if kind is serializers.IntegerField:
         return int
@@ -246,7 +247,7 @@ def _conversion(field: serializers.Field) -> Any:
         return str
     if kind is serializers.ReadOnlyField or (kind is serializers.JSONField and not field.binary):
         return _identity
-    return field.to_representation
+    return None
 
 
 def _iso_datetime(field: serializers.Field) -> bool:
@@ -278,25 +279,45 @@ class FastRepresentationMixin:
     compared in ``tests/api/test_fast_representation.py``."""
 
     def _representation_plan(self) -> list[tuple[int, Any, Any, Any]]:
+        """This instance's plan: per readable field (kind, the bound field, its source or bound
+        method, its conversion), from its class's field shapes (:meth:`_field_shape`, kept on the
+        class by name and field type: the fields a class declares never change at run time)."""
         plan = self.__dict__.get("_plan")
         if plan is None:
+            cls = type(self)
+            shapes: dict[str, tuple[type, int, Any, Any]] = cls.__dict__.get("_field_shapes") or {}
+            if "_field_shapes" not in cls.__dict__:
+                cls._field_shapes = shapes  # type: ignore[attr-defined]  # a race builds one twice: harmless
             plan = []
             for field in self._readable_fields:  # type: ignore[attr-defined]
-                attrs = list(field.source_attrs)
-                if isinstance(field, serializers.BaseSerializer):
-                    plan.append((_DRF, field, None, None))
-                elif type(field) is serializers.SerializerMethodField and field.parent is self:
-                    plan.append((_METHOD, field, getattr(self, field.method_name), None))
-                elif isinstance(field, serializers.RelatedField) or not attrs:
-                    plan.append((_DRF, field, None, None))  # PKOnlyObject, source="*": DRF's reading
-                elif len(attrs) == 1 and _iso_datetime(field):
-                    plan.append((_DATETIME, field, attrs[0], None))
-                elif len(attrs) == 1:
-                    plan.append((_ATTR, field, attrs[0], _conversion(field)))
+                shape = shapes.get(field.field_name)
+                if shape is None or shape[0] is not type(field):
+                    shape = shapes[field.field_name] = (type(field), *self._field_shape(field))
+                _type, kind, source, convert = shape
+                if kind == _METHOD:
+                    plan.append((kind, field, getattr(self, source), None))
+                elif convert is None and kind in (_ATTR, _CHAIN):
+                    plan.append((kind, field, source, field.to_representation))
                 else:
-                    plan.append((_CHAIN, field, tuple(attrs), _conversion(field)))
+                    plan.append((kind, field, source, convert))
             self.__dict__["_plan"] = plan
         return plan  # type: ignore[no-any-return]
+
+    def _field_shape(self, field: serializers.Field) -> tuple[int, Any, Any]:
+        """(kind, source or method name, conversion: a builtin, or None for the bound field's own)."""
+        attrs = list(field.source_attrs)
+        if isinstance(field, serializers.BaseSerializer):
+            return _DRF, None, None
+        if type(field) is serializers.SerializerMethodField and field.parent is self:
+            return _METHOD, field.method_name, None
+        if isinstance(field, serializers.RelatedField) or not attrs:
+            return _DRF, None, None  # PKOnlyObject, source="*": DRF's reading
+        if len(attrs) == 1 and _iso_datetime(field):
+            return _DATETIME, attrs[0], None
+        convert = _conversion(field)
+        if len(attrs) == 1:
+            return _ATTR, attrs[0], convert
+        return _CHAIN, tuple(attrs), convert
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         if isinstance(instance, Mapping):
