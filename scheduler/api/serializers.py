@@ -7,7 +7,6 @@ string, digits); every rule about what may be submitted lives in
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 import shlex
@@ -23,7 +22,7 @@ from rest_framework.fields import SkipField
 from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import ISO_8601, api_settings
 
-from config.serializers import RefusesUnknownFieldsMixin
+from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
@@ -195,34 +194,6 @@ class _AfterField(PassThroughField):
 @extend_schema_field({**_STR_OR_INT, "nullable": True, "description": "wall-time limit: seconds or 2h30m"})
 class _OptionalDurationField(PassThroughField):
     pass
-
-
-class FieldsOnceMixin:
-    """Build a serializer class's fields once, not once per instance.
-
-    DRF's ``ModelSerializer.get_fields`` introspects the model and builds every field again for
-    each serializer instance (each response: the detail's, its attempts', its events'), a large
-    part of a small request's CPU. Here the fields are built on the class's first use and each
-    instance gets copies of those unbound templates: a plain field is copied shallowly (it is
-    then bound, and only read), a nested serializer deeply (it has fields and a context of its
-    own). ``Meta`` and the declared fields of a class never change at run time.
-    """
-
-    def get_fields(self) -> dict[str, serializers.Field]:
-        cls = type(self)
-        template = cls.__dict__.get("_fields_template")
-        if template is None:
-            template = super().get_fields()  # type: ignore[misc]
-            cls._fields_template = template  # type: ignore[attr-defined]  # a race builds it twice: harmless
-        fields = {}
-        for name, field in template.items():
-            if isinstance(field, serializers.BaseSerializer):
-                fields[name] = copy.deepcopy(field)
-            else:
-                clone = object.__new__(type(field))
-                clone.__dict__.update(field.__dict__)
-                fields[name] = clone
-        return fields
 
 
 _DRF = 0  # the field's own get_attribute and to_representation (DRF's loop)

@@ -584,6 +584,8 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
     second and later uses of a class (the copies, not the templates, are bound)."""
     from rest_framework import serializers as drf
 
+    from accounts.api.serializers import MembershipSerializer, MeSerializer
+    from accounts.models import Membership, User
     from scheduler.api import serializers as api
     from scheduler.models import Attempt, Cluster, WorkloadEvent
     from scheduler.tick import run_tick
@@ -597,6 +599,8 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
         (api.AttemptSerializer, list(Attempt.objects.all())),
         (api.WorkloadEventSerializer, list(WorkloadEvent.objects.all())),
         (api.ClusterSerializer, list(Cluster.objects.all())),
+        (MeSerializer, list(User.objects.prefetch_related("memberships"))),  # GET /me/
+        (MembershipSerializer, list(Membership.objects.all())),
     ]
     for cls, rows in cases:
         assert issubclass(cls, api.FieldsOnceMixin) and rows, cls
