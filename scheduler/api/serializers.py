@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -249,30 +249,38 @@ class FastRepresentationMixin:
     ``rest_framework.serializers.Serializer.to_representation`` (:func:`drf_representation`),
     compared in ``tests/api/test_fast_representation.py``."""
 
-    def _representation_plan(self) -> list[tuple[int, Any, Any, Any]]:
+    def _representation_plan(self) -> Any:
         """This instance's plan: per readable field (kind, the bound field, its source or bound
         method, its conversion), from its class's field shapes (:meth:`_field_shape`, kept on the
-        class by name and field type: the fields a class declares never change at run time)."""
+        class by name and field type: the fields a class declares never change at run time).
+
+        Kept on the instance for a list's child, which answers every row with it; made as it is
+        read for one object: kept, its entries would live until the serializer's reference cycle
+        (DRF's fields point back at their serializer) is collected, and push the collector."""
         plan = self.__dict__.get("_plan")
-        if plan is None:
-            cls = type(self)
-            shapes: dict[str, tuple[type, int, Any, Any]] = cls.__dict__.get("_field_shapes") or {}
-            if "_field_shapes" not in cls.__dict__:
-                cls._field_shapes = shapes  # type: ignore[attr-defined]  # a race builds one twice: harmless
-            plan = []
-            for field in self._readable_fields:  # type: ignore[attr-defined]
-                shape = shapes.get(field.field_name)
-                if shape is None or shape[0] is not type(field):
-                    shape = shapes[field.field_name] = (type(field), *self._field_shape(field))
-                _type, kind, source, convert = shape
-                if kind == _METHOD:
-                    plan.append((kind, field, getattr(self, source), None))
-                elif convert is None and kind in (_ATTR, _CHAIN):
-                    plan.append((kind, field, source, field.to_representation))
-                else:
-                    plan.append((kind, field, source, convert))
-            self.__dict__["_plan"] = plan
-        return plan  # type: ignore[no-any-return]
+        if plan is not None:
+            return plan
+        if isinstance(getattr(self, "parent", None), serializers.ListSerializer):
+            plan = self.__dict__["_plan"] = list(self._plan_entries())
+            return plan
+        return self._plan_entries()
+
+    def _plan_entries(self) -> Iterator[tuple[int, Any, Any, Any]]:
+        cls = type(self)
+        shapes: dict[str, tuple[type, int, Any, Any]] = cls.__dict__.get("_field_shapes") or {}
+        if "_field_shapes" not in cls.__dict__:
+            cls._field_shapes = shapes  # type: ignore[attr-defined]  # a race builds one twice: harmless
+        for field in self._readable_fields:  # type: ignore[attr-defined]
+            shape = shapes.get(field.field_name)
+            if shape is None or shape[0] is not type(field):
+                shape = shapes[field.field_name] = (type(field), *self._field_shape(field))
+            _type, kind, source, convert = shape
+            if kind == _METHOD:
+                yield kind, field, getattr(self, source), None
+            elif convert is None and kind in (_ATTR, _CHAIN):
+                yield kind, field, source, field.to_representation
+            else:
+                yield kind, field, source, convert
 
     def _field_shape(self, field: serializers.Field) -> tuple[int, Any, Any]:
         """(kind, source or method name, conversion: a builtin, or None for the bound field's own)."""

@@ -30,19 +30,24 @@ FAST = (
 
 
 def _both(cls: type, rows: list[Any], context: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    """Each row through one serializer instance (a list's child: one plan for every row), fast and
-    by the oracle; an exception is an answer too (its type and text)."""
+    """Each row through one serializer instance (a plan made per object) and through a list's
+    child (one plan kept for every row), fast and by the oracle; an exception is an answer too (its
+    type and text). Returns the first and the oracle; the child's must be the oracle's."""
     serializer = cls(context=context)
-    fast, oracle = [], []
+    child = cls(many=True, context=context).child
+    fast, oracle, listed = [], [], []
     for row in rows:
         for out, call in (
             (fast, serializer.to_representation),
             (oracle, lambda r: api.drf_representation(serializer, r)),
+            (listed, child.to_representation),
         ):
             try:
                 out.append(call(row))
             except Exception as exc:  # noqa: BLE001 -- the oracle's refusal must be the fast path's
                 out.append((type(exc).__name__, str(exc)))
+    assert listed == oracle, cls.__name__
+    assert "_plan" in child.__dict__ and "_plan" not in serializer.__dict__
     return fast, oracle
 
 
