@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from rest_framework import serializers
@@ -30,3 +31,31 @@ class RefusesUnknownFieldsMixin:
                 code="unknown_field",
             )
         return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class FieldsOnceMixin:
+    """Build a serializer class's fields once, not once per instance.
+
+    DRF's ``ModelSerializer.get_fields`` introspects the model and builds every field again for
+    each serializer instance (each response: the detail's, its attempts', its events'), a large
+    part of a small request's CPU. Here the fields are built on the class's first use and each
+    instance gets copies of those unbound templates: a plain field is copied shallowly (it is
+    then bound, and only read), a nested serializer deeply (it has fields and a context of its
+    own). ``Meta`` and the declared fields of a class never change at run time.
+    """
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        cls = type(self)
+        template = cls.__dict__.get("_fields_template")
+        if template is None:
+            template = super().get_fields()  # type: ignore[misc]
+            cls._fields_template = template  # type: ignore[attr-defined]  # a race builds it twice: harmless
+        fields = {}
+        for name, field in template.items():
+            if isinstance(field, serializers.BaseSerializer):
+                fields[name] = copy.deepcopy(field)
+            else:
+                clone = object.__new__(type(field))
+                clone.__dict__.update(field.__dict__)
+                fields[name] = clone
+        return fields

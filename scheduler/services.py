@@ -337,30 +337,49 @@ def _image_problem(
     )
 
 
-def _id_and_seq() -> dict[str, Any]:
+def _id_and_seq(drawn: int | None = None) -> dict[str, Any]:
     """A new workload's ``seq``, equal to its id (unique and increasing in commit-independent id
     order: the tie-break of DESIGN.md §3.2), set by its INSERT, not by an UPDATE after it.
 
     PostgreSQL: the id drawn from the id column's sequence first (``nextval``: never given twice,
-    in the order drawn, as the INSERT's own default would), then the INSERT with both. SQLite: the
+    in the order drawn, as the INSERT's own default would; ``drawn``: the one the budget's lock
+    statement drew, :func:`_share_lock_budget`), then the INSERT with both. SQLite: the
     id ``AUTOINCREMENT`` gives, read inside the same INSERT (``sqlite_sequence``'s value plus one:
     that table holds the largest id ever given, and the INSERT holds the database's write lock).
     Another backend: empty, and the caller sets ``seq`` by an UPDATE after the INSERT.
     ``tests/services/test_submit_workload.py`` checks ``seq == id`` on both, after deletions too."""
     table = Workload._meta.db_table
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [table])
-            (number,) = cursor.fetchone()
-        return {"id": number, "seq": number}
+        if drawn is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))", [table])
+                (drawn,) = cursor.fetchone()
+        return {"id": drawn, "seq": drawn}
     if connection.vendor == "sqlite":
         sql = "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = %s), 0) + 1"
         return {"seq": RawSQL(sql, [table])}  # noqa: S611 -- a constant statement, the name a parameter
     return {}
 
 
-_share_lock_budget = share_lock_budget
-"""A submission's lock on its budget: the one statement of budgets.services (docs/locking.md)."""
+_DRAWN_ID = "fairway_drawn_workload_id"
+
+
+def _share_lock_budget(pk: int) -> tuple[Budget, int | None]:
+    """A submission's lock on its budget (``budgets.services.share_lock_budget``'s one statement,
+    docs/locking.md) and, on PostgreSQL, the first workload id drawn in the same statement
+    (:func:`_id_and_seq`: one round trip, not two); None elsewhere."""
+    if connection.vendor != "postgresql":
+        return share_lock_budget(pk), None
+    table = connection.ops.quote_name(Budget._meta.db_table)
+    query = (
+        f"SELECT *, nextval(pg_get_serial_sequence(%s, 'id')) AS {_DRAWN_ID} "  # noqa: S608 -- the models' own names
+        f"FROM {table} WHERE id = %s FOR SHARE"
+    )
+    rows = list(Budget.objects.raw(query, [Workload._meta.db_table, pk]))  # noqa: S611 -- constant, ids as parameters
+    if not rows:
+        raise Budget.DoesNotExist(f"budget {pk}")
+    drawn = rows[0].__dict__.pop(_DRAWN_ID)
+    return rows[0], drawn
 
 
 @histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
@@ -585,7 +604,7 @@ def do_submit_workload(
     with transaction.atomic():
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
-        locked = _share_lock_budget(the_budget.pk)
+        locked, drawn = _share_lock_budget(the_budget.pk)
         if locked.archived_at is not None:
             raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
         now = timezone.now()
@@ -596,7 +615,7 @@ def do_submit_workload(
             member_env = dict(stored_env)
             if index is not None:
                 member_env["FAIRWAY_ARRAY_INDEX"] = {"value": str(index), "secret": False}
-            numbered = _id_and_seq()
+            numbered, drawn = _id_and_seq(drawn), None
             workload = Workload.objects.create(
                 **{
                     **fields,

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from accounts.models import Membership, User
-from config.serializers import RefusesUnknownFieldsMixin
+from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
 
 
 class LoginSerializer(serializers.Serializer):
@@ -15,7 +15,7 @@ class LoginSerializer(serializers.Serializer):
     password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     budget = serializers.SerializerMethodField()
 
     class Meta:
@@ -27,7 +27,7 @@ class MembershipSerializer(serializers.ModelSerializer):
         return (self.context.get("budget_paths") or {}).get(obj.budget_id, str(obj.budget_id))
 
 
-class MeSerializer(serializers.ModelSerializer):
+class MeSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     """The requester: identity, memberships, and the budget paths they may submit to."""
 
     memberships = MembershipSerializer(many=True, read_only=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
 from django import forms
 from django.db.models import QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
 
 from budgets.services import budget_hint, resolve_budget, subtree_ids
 from scheduler.models import Cluster, Workload
@@ -78,3 +81,35 @@ class WorkloadFilter(django_filters.FilterSet):
         if value == "me":
             return queryset.filter(owner=self.request.user)
         return queryset.filter(owner__username=value)
+
+
+class SkipUnaskedFilterBackend(DjangoFilterBackend):
+    """django-filter's backend, without building and validating a filter form on a request that
+    names none of the filter set's parameters (a workload's detail and cancel, the plain list):
+    there every filter gets an empty value, which django-filter reads as "no filter", and its
+    answer is the queryset unchanged (``queryset.all()``). The filter sets this skips for are
+    those whose every filter reads one parameter of its own name (not a range's ``_min``/``_max``
+    pair); ``tests/api/test_fast_representation.py`` compares it with django-filter's backend."""
+
+    def filter_queryset(self, request: Any, queryset: QuerySet[Any], view: Any) -> QuerySet[Any]:
+        names = _parameter_names(self.get_filterset_class(view, queryset))
+        if names is not None and not any(name in request.query_params for name in names):
+            return queryset.all()
+        return super().filter_queryset(request, queryset, view)
+
+
+_NAMES: dict[type, frozenset[str] | None] = {}
+_ONE_PARAMETER = (django_filters.CharFilter, django_filters.NumberFilter, IdFilter)
+"""Filters whose form field reads one parameter named as the filter (no range or multi-widget)."""
+
+
+def _parameter_names(filterset_class: Any) -> frozenset[str] | None:
+    """The query parameters ``filterset_class`` reads, when each filter reads one parameter of its
+    own name (a single-value widget); None otherwise (and without a filter set)."""
+    if filterset_class is None:
+        return None
+    if filterset_class not in _NAMES:
+        filters = filterset_class.base_filters
+        single = all(type(f) in _ONE_PARAMETER for f in filters.values())
+        _NAMES[filterset_class] = frozenset(filters) if single else None
+    return _NAMES[filterset_class]

@@ -18,9 +18,10 @@ from rest_framework.response import Response
 
 from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet, no_such
+from config.pagination import FairwayLimitOffsetPagination
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
-from scheduler.api.filters import WorkloadFilter
+from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
 from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
 from scheduler.api.serializers import (
     EVENT_ORDER,
@@ -102,9 +103,22 @@ class WorkloadLogsMixin:
         )
 
 
+EVENT_COLUMNS = ("workload", "at", "kind", "message", "data", "actor")
+"""The event columns a detail reads (``WorkloadEventSerializer``; ``workload``: the prefetch's join)."""
+
 LIST_COLUMNS = WorkloadListSerializer.Meta.model_columns
 """What ``WorkloadRowSerializer`` reads of a workload row besides :data:`ROW_NAMES` (tests: no
 query per row)."""
+
+
+class CountedPagination(FairwayLimitOffsetPagination):
+    """The API's pagination, counting ``count_queryset`` when the view sets one (a queryset of the
+    same rows that is cheaper to count: no joins, no annotations), else the page's queryset."""
+
+    count_queryset: QuerySet[Any] | None = None
+
+    def get_count(self, queryset: Any) -> int:
+        return super().get_count(self.count_queryset if self.count_queryset is not None else queryset)
 
 
 def _prefill(obj: Any, name: str, rows: list[Any]) -> None:
@@ -120,6 +134,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     """Every authenticated user sees the whole queue; env values only within their budgets."""
 
     filterset_class = WorkloadFilter
+    filter_backends = [SkipUnaskedFilterBackend]
+    pagination_class = CountedPagination
 
     @staticmethod
     def detail_prefetches() -> list[Prefetch]:
@@ -131,19 +147,26 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .prefetch_related(Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))
                 .order_by("number"),
             ),
-            Prefetch("events", queryset=WorkloadEvent.objects.select_related("actor").order_by(*EVENT_ORDER)),
-            Prefetch("dependencies", queryset=WorkloadDependency.objects.select_related("after").order_by("after_id")),
+            # Of the actor and of the workload waited for, only what the answer shows: a join of every
+            # column costs its compilation and its decoding (the whole waited-for workload: its JSON
+            # too) on every detail (tests/api/test_fast_representation.py: no deferred column read).
+            Prefetch(
+                "events",
+                queryset=WorkloadEvent.objects.select_related("actor")
+                .only(*EVENT_COLUMNS, "actor__username")
+                .order_by(*EVENT_ORDER),
+            ),
+            Prefetch(
+                "dependencies",
+                queryset=WorkloadDependency.objects.select_related("after")
+                .only("workload", "after", "condition", "after__state")
+                .order_by("after_id"),
+            ),
         ]
 
     def get_queryset(self) -> QuerySet[Workload]:
         if self.action == "list":
-            # Only the columns a queue row shows (not env, command, pending_detail, ...: JSON the row
-            # would decode for nothing); the budget's path comes from the tree. Accounting: one
-            # query of the page's attempts (list()). The owner's and cluster's names as columns of
-            # the row (ROW_NAMES), not a user and a cluster model per row.
-            names = {name: F(column) for name, column in ROW_NAMES.items()}
-            names |= {name: KeyTransform(key, column) for name, (column, key) in ROW_JSON.items()}
-            return Workload.objects.only(*LIST_COLUMNS).annotate(**names).order_by("-id")
+            return self.list_rows(Workload.objects.all())
         queryset = Workload.objects.select_related("owner", "cluster", "budget")
         if self.action == "cancel":
             return queryset  # the answer is read after the cancel (_detail): nothing prefetched before
@@ -151,13 +174,30 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The queue, newest first, paginated; each row's accounting from one query of the page's
-        attempts (``scheduler.accounting.account_page``), not an aggregate over the whole join."""
-        queryset = self.filter_queryset(self.get_queryset())
+        attempts (``scheduler.accounting.account_page``), not an aggregate over the whole join.
+
+        The filters apply to the plain workloads, which the page's count counts (the owner and
+        cluster are non-null foreign keys: joining them, as the rows' names do, counts the same
+        rows); the rows are those workloads with their columns and names."""
+        filtered = self.filter_queryset(Workload.objects.all())
+        queryset = self.list_rows(filtered)
+        self.paginator.count_queryset = filtered  # type: ignore[union-attr]
         page = self.paginate_queryset(queryset)
         rows = list(page if page is not None else queryset)
         account_page(rows)
         data = self.get_serializer(rows, many=True).data
         return self.get_paginated_response(data) if page is not None else Response(data)
+
+    @staticmethod
+    def list_rows(workloads: QuerySet[Workload]) -> QuerySet[Workload]:
+        """``workloads`` as the queue's rows: only the columns a row shows (not env, command,
+        pending_detail, ...: JSON the row would decode for nothing; the budget's path comes from
+        the tree), newest first; the owner's and cluster's names as columns of the row
+        (``ROW_NAMES``), not a user and a cluster model per row. Accounting: one query of the
+        page's attempts (``list()``)."""
+        names = {name: F(column) for name, column in ROW_NAMES.items()}
+        names |= {name: KeyTransform(key, column) for name, (column, key) in ROW_JSON.items()}
+        return workloads.only(*LIST_COLUMNS).annotate(**names).order_by("-id")
 
     def get_serializer_class(self):  # noqa: ANN201 -- DRF's signature
         if self.action == "list":
