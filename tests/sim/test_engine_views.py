@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.policy import IncrementalScheduler
-from scheduler.sim.engine import SimWorkload
+from scheduler.policy import Decisions, IncrementalScheduler, Snapshot
+from scheduler.policy.usage import UsageLedger, windowed_usage
+from scheduler.sim.engine import Engine, SimWorkload
 from tests.policy.oracle_harness import Tally, build_cluster, play
 
 
@@ -42,3 +43,81 @@ def test_a_view_is_kept_while_equal_and_replaced_when_a_field_changes():
     assert changed is not first and changed == replace(first, gpus=4) == w.plain_pending()
     w.state = "running"  # not part of the view
     assert w.as_pending() is changed
+
+
+class _Both:
+    """The engine's policy for one random cluster: every pass, the snapshot (kept views, the
+    unfinished workloads, the usage ledger) against the plain snapshot (fresh views of a walk
+    over every workload, the records as a plain list): the same attempts, pending workloads and
+    records, the same windowed usage, and the same decisions from one incremental policy fed the
+    kept snapshots (it reads the ledger) and one fed the plain ones (it walks the records)."""
+
+    def __init__(self, e: Engine) -> None:
+        self.e = e
+        self.kept = IncrementalScheduler(check=True)  # check: the ledger's loads against a walk, too
+        self.plain = IncrementalScheduler()
+        self.passes = 0
+
+    def __call__(self, snap: Snapshot) -> Decisions:
+        plain = self.e.plain_snapshot()
+        at = f"seed {self.e.seed} at {snap.now}"  # type: ignore[attr-defined]
+        assert list(snap.attempts) == list(plain.attempts), at
+        assert list(snap.pending) == list(plain.pending), at
+        assert list(snap.usage) == list(plain.usage), at
+        assert isinstance(snap.usage, UsageLedger), at
+        closed = windowed_usage(plain.usage, (), snap.now, snap.window)
+        assert snap.usage.windowed(snap.now, snap.window) == {b: v for b, v in closed.items() if v}, at
+        dec = self.kept(snap)
+        want = self.plain(plain)
+        assert _canon(dec) == _canon(want), at
+        self.passes += 1
+        return dec
+
+
+def _canon(dec: Decisions) -> str:
+    return repr(
+        (
+            sorted(map(repr, dec.starts)),
+            sorted(map(repr, dec.stops)),
+            sorted(dec.nominations.items()),
+            sorted(dec.reservations.items()),
+            sorted(dec.reserved_start.items()),
+            sorted(dec.host_states.items()),
+            sorted((k, v.reason) for k, v in dec.pending.items()),
+        )
+    )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_pass_sees_and_decides_as_with_the_plain_snapshot(seed):
+    e, events, horizon = build_cluster(seed, Tally())
+    both = e.scheduler = _Both(e)
+    play(e, events, horizon)
+    assert both.passes > 0
+
+
+def test_the_unfinished_workloads_follow_every_change_of_the_book():
+    """Workloads added, replaced, removed, finished, and one a caller moves out of a final state
+    (the engine never does): :meth:`Engine.unfinished` is the walk over all workloads each time."""
+    e = Engine(start=0)
+
+    def walk() -> list[SimWorkload]:
+        return [w for w in e.workloads.values() if w.state not in ("succeeded", "failed", "canceled")]
+
+    ws = [SimWorkload(f"w{i}", "b", 1, "H100", 0, 0, i) for i in range(6)]
+    for w in ws[:4]:
+        e.submit(w)
+        assert e.unfinished() == walk()
+    ws[1].state = "succeeded"
+    assert e.unfinished() == walk()
+    ws[1].state = "pending"  # back from a final state
+    assert e.unfinished() == walk() and ws[1] in e.unfinished()
+    e.workloads["w2"] = ws[4]  # replaced under its id
+    assert e.unfinished() == walk()
+    del e.workloads["w0"]
+    assert e.unfinished() == walk()
+    e.workloads.update({"w5": ws[5]})
+    e.cancel("w3")
+    assert e.unfinished() == walk()
+    e.workloads = {"w5": ws[5]}  # a plain dict: walked every time
+    assert e.unfinished() == walk()
