@@ -26,11 +26,13 @@ from scheduler.policy import (
     Workload,
 )
 from scheduler.policy.usage import UsageLedger
+from scheduler.sim.kept import PendingViews, WorkloadBook
 
 _WORKLOAD_VIEW_FIELDS = frozenset(
     ("id", "budget", "gpus", "model", "min_runtime", "submitted_at", "seq", "cpus", "memory", "view")
 )
 """The fields of a :class:`SimWorkload` its policy view reads (and the view itself)."""
+_WORKLOAD_WATCHED = _WORKLOAD_VIEW_FIELDS | {"state"}
 _ATTEMPT_VIEW_FIELDS = frozenset(
     (
         "id",
@@ -48,54 +50,6 @@ _ATTEMPT_VIEW_FIELDS = frozenset(
     )
 )
 """The fields of a :class:`SimAttempt` its policy view reads."""
-FINISHED = frozenset(("succeeded", "failed", "canceled"))
-"""A workload's final states: the engine never moves a workload out of them."""
-_REVIVED = [0]
-"""How many times a workload left a final state (by a caller: :meth:`Engine.unfinished`)."""
-
-
-class WorkloadBook(dict[str, "SimWorkload"]):
-    """The engine's workloads by id: a dict that keeps the workloads added under new ids
-    (``added``, in order: they are appended to the dict's order) and counts its other changes
-    (``version``), so that :meth:`Engine.unfinished` knows what to look at again."""
-
-    version = 0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.added: list[SimWorkload] = []
-
-    def __setitem__(self, key: str, w: SimWorkload) -> None:
-        if key in self:
-            self.version += 1
-        else:
-            self.added.append(w)
-        super().__setitem__(key, w)
-
-    def _changed(self) -> None:
-        self.version += 1
-
-    def __reduce_ex__(self, protocol: object) -> tuple[object, ...]:
-        """Copied and pickled as a new book with the same items (the default restored ``added``
-        and then set every item again: each twice in it)."""
-        return (type(self), (), None, None, iter(self.items()))
-
-
-def _counting(name: str) -> Callable[..., object]:
-    """``dict.<name>``, then the book's change counted."""
-    base = getattr(dict, name)
-
-    def method(self: WorkloadBook, *args: object, **kwargs: object) -> object:
-        out = base(self, *args, **kwargs)
-        self._changed()
-        return out
-
-    method.__name__ = name
-    return method
-
-
-for _name in ("__delitem__", "__ior__", "pop", "popitem", "setdefault", "update", "clear"):
-    setattr(WorkloadBook, _name, _counting(_name))
 
 
 @dataclass
@@ -123,10 +77,15 @@ class SimWorkload:
     """The policy's view last handed out: :meth:`as_pending` gives the same object while it is equal."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name in _WORKLOAD_VIEW_FIELDS:
-            object.__setattr__(self, "_view_stale", True)
-        elif name == "state" and value not in FINISHED and self.__dict__.get("state") in FINISHED:
-            _REVIVED[0] += 1  # the engine never does this; Engine.unfinished then looks at all again
+        """Set a field; one of the policy's view marks the view stale, and the state or a field
+        of the view is told to the engine's :class:`~scheduler.sim.kept.WorkloadBook` holding it."""
+        if name in _WORKLOAD_WATCHED:
+            d = self.__dict__
+            if name != "state":
+                d["_view_stale"] = True
+            book = d.get("_book")
+            if book is not None:
+                book.touch(self, name)
         object.__setattr__(self, name, value)
 
     def as_pending(self) -> Workload:
@@ -254,7 +213,7 @@ class Engine:
         self.hosts: dict[str, Host] = {}
         self.budgets: dict[str, Budget] = {}
         self.workloads: dict[str, SimWorkload] = WorkloadBook()
-        self._unfinished: tuple[object, tuple[int, int], int, list[SimWorkload]] | None = None
+        self._pending_views = PendingViews()
         self.attempts: dict[str, SimAttempt] = {}
         self.usage: list[UsageRecord] = UsageLedger(window)
         """Closed usage: a list whose windowed usage the policy reads kept by difference."""
@@ -292,34 +251,17 @@ class Engine:
         return self._open_attempt(w, gpus, allocated=w.min_runtime > 0, started_at=started_at)
 
     # ------------------------------------------------------------- snapshot
-    def unfinished(self) -> list[SimWorkload]:
-        """The workloads not in a final state (:data:`FINISHED`), in :attr:`workloads`' order:
-        kept between snapshots (a finished workload is dropped when met; all are looked at again
-        after :attr:`workloads` changed, or a workload left a final state) instead of a walk over
-        every workload ever submitted per snapshot (the history import: 1,600 workloads, ~200
-        unfinished, 7,500 snapshots)."""
-        book, kept = self.workloads, self._unfinished
-        if not isinstance(book, WorkloadBook):
-            return [w for w in book.values() if w.state not in FINISHED]
-        added = book.added
-        if kept is None or kept[0] is not book or kept[1] != (book.version, _REVIVED[0]):
-            live = [w for w in book.values() if w.state not in FINISHED]
-        else:
-            live = [w for w in kept[3] if w.state not in FINISHED]
-            live.extend(w for w in added[kept[2] :] if w.state not in FINISHED)
-        self._unfinished = (book, (book.version, _REVIVED[0]), len(added), live)
-        return live
-
     def snapshot(self) -> Snapshot:
         """What the policy sees now: the views kept while unchanged (``as_policy``, ``as_pending``),
-        the unfinished workloads (:meth:`unfinished`), the usage ledger. :meth:`plain_snapshot` is
+        the pending ones kept between snapshots with their changes (scheduler/sim/kept.py), the
+        usage ledger. :meth:`plain_snapshot` is
         the oracle (tests/sim/test_engine_views.py compares them on every pass)."""
         return Snapshot(
             now=self.now,
             hosts=list(self.hosts.values()),
             budgets=list(self.budgets.values()),
             attempts=[a.as_policy() for a in self.attempts.values()],
-            pending=[w.as_pending() for w in self.unfinished() if w.state == "pending"],
+            pending=self._pending_views.of(self.workloads),
             usage=self.usage,
             nominations=self.nominations,
             window=self.window,

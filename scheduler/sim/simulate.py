@@ -404,6 +404,10 @@ class TraceSim(Engine):
             auto_drain_on_gpu_fault=False,
             with_reasons=False,
         )
+        # Its own snapshot keeps the queues and closed usage (below): plain containers, not the
+        # scenario engine's watched book and usage ledger.
+        self.workloads = {}
+        self.usage = []
         self.inputs = inputs
         self.cfg = cfg
         self.policy = policy

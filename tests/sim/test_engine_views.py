@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.policy import Decisions, IncrementalScheduler, Snapshot
+from scheduler.policy import Budget, Decisions, GpuHealth, Host, IncrementalScheduler, Snapshot
 from scheduler.policy.usage import UsageLedger, windowed_usage
 from scheduler.sim.engine import Engine, SimWorkload
 from tests.policy.oracle_harness import Tally, build_cluster, play
@@ -47,7 +47,7 @@ def test_a_view_is_kept_while_equal_and_replaced_when_a_field_changes():
 
 class _Both:
     """The engine's policy for one random cluster: every pass, the snapshot (kept views, the
-    unfinished workloads, the usage ledger) against the plain snapshot (fresh views of a walk
+    pending workloads kept with their changes, the usage ledger) against the plain snapshot (fresh views of a walk
     over every workload, the records as a plain list): the same attempts, pending workloads and
     records, the same windowed usage, and the same decisions from one incremental policy fed the
     kept snapshots (it reads the ledger) and one fed the plain ones (it walks the records)."""
@@ -96,28 +96,46 @@ def test_each_pass_sees_and_decides_as_with_the_plain_snapshot(seed):
     assert both.passes > 0
 
 
-def test_the_unfinished_workloads_follow_every_change_of_the_book():
-    """Workloads added, replaced, removed, finished, and one a caller moves out of a final state
-    (the engine never does): :meth:`Engine.unfinished` is the walk over all workloads each time."""
-    e = Engine(start=0)
+def test_the_pending_views_follow_every_change_of_the_book():
+    """Workloads added, replaced, removed, renamed, finished, moved out of a final state, put in a
+    second engine or under another key (none of which the engine does itself but the first and
+    the state changes): each snapshot's pending workloads are the plain walk's, and an incremental
+    policy following the changes they carry keeps the index a fresh grouping would build."""
+    e, other = Engine(start=0), Engine(start=0)
+    e.add_host(Host("h0", "H100", {0: GpuHealth.HEALTHY}))
+    e.add_budget(Budget("org", "org", None))
+    policy = IncrementalScheduler(check=True)
 
-    def walk() -> list[SimWorkload]:
-        return [w for w in e.workloads.values() if w.state not in ("succeeded", "failed", "canceled")]
+    def same() -> None:
+        snap = e.snapshot()
+        assert list(snap.pending) == list(e.plain_snapshot().pending)
+        policy(snap)  # check: the kept index against a fresh grouping
 
-    ws = [SimWorkload(f"w{i}", "b", 1, "H100", 0, 0, i) for i in range(6)]
-    for w in ws[:4]:
+    ws = [SimWorkload(f"w{i}", "org", 2, "H100", 0, i, i) for i in range(8)]
+    for w in ws[:5]:
         e.submit(w)
-        assert e.unfinished() == walk()
+        same()
     ws[1].state = "succeeded"
-    assert e.unfinished() == walk()
+    same()
     ws[1].state = "pending"  # back from a final state
-    assert e.unfinished() == walk() and ws[1] in e.unfinished()
-    e.workloads["w2"] = ws[4]  # replaced under its id
-    assert e.unfinished() == walk()
+    same()
+    ws[3].gpus = 4  # a new view
+    same()
+    e.workloads["w2"] = ws[5]  # replaced under its id
+    same()
     del e.workloads["w0"]
-    assert e.unfinished() == walk()
-    e.workloads.update({"w5": ws[5]})
+    same()
+    ws[4].id = "w4b"  # renamed
+    same()
+    e.workloads.update({"w6": ws[6]})
     e.cancel("w3")
-    assert e.unfinished() == walk()
+    same()
+    e.workloads["alias"] = ws[6]  # under two keys
+    same()
+    other.submit(ws[7])
+    e.submit(ws[7])  # in two engines: only the last tells
+    other.submit(ws[6])
+    ws[6].state = "running"
+    same()
     e.workloads = {"w5": ws[5]}  # a plain dict: walked every time
-    assert e.unfinished() == walk()
+    same()
