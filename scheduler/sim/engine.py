@@ -33,23 +33,6 @@ _WORKLOAD_VIEW_FIELDS = frozenset(
 )
 """The fields of a :class:`SimWorkload` its policy view reads (and the view itself)."""
 _WORKLOAD_WATCHED = _WORKLOAD_VIEW_FIELDS | {"state"}
-_ATTEMPT_VIEW_FIELDS = frozenset(
-    (
-        "id",
-        "workload",
-        "budget",
-        "gpus",
-        "allocated",
-        "min_runtime",
-        "started_at",
-        "stop_reason",
-        "charged_until",
-        "release_at",
-        "cpus",
-        "memory",
-    )
-)
-"""The fields of a :class:`SimAttempt` its policy view reads."""
 
 
 @dataclass
@@ -138,25 +121,7 @@ class SimAttempt:
     cpus: int | None = None
     memory: int | None = None
 
-    view: Attempt | None = field(default=None, repr=False, compare=False)
-    """The policy's view last handed out (:meth:`as_policy`)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _ATTEMPT_VIEW_FIELDS:
-            object.__setattr__(self, "view", None)
-        object.__setattr__(self, name, value)
-
     def as_policy(self) -> Attempt:
-        """The policy's view of this attempt; the same object while the fields it reads are
-        unchanged (:meth:`__setattr__` drops it when one is set): the policy's standing keeps
-        attempts it finds by identity, and a fresh object per snapshot had it compare them."""
-        view = self.view
-        if view is None:
-            view = self.view = self.plain_policy()
-        return view
-
-    def plain_policy(self) -> Attempt:
-        """A fresh view of this attempt (what :meth:`as_policy` returns equal to)."""
         return Attempt(
             self.id,
             self.workload,
@@ -252,8 +217,8 @@ class Engine:
 
     # ------------------------------------------------------------- snapshot
     def snapshot(self) -> Snapshot:
-        """What the policy sees now: the views kept while unchanged (``as_policy``, ``as_pending``),
-        the pending ones kept between snapshots with their changes (scheduler/sim/kept.py), the
+        """What the policy sees now: the pending workloads' views kept while unchanged (``as_pending``)
+        and kept between snapshots with their changes (scheduler/sim/kept.py), the
         usage ledger. :meth:`plain_snapshot` is
         the oracle (tests/sim/test_engine_views.py compares them on every pass)."""
         return Snapshot(
@@ -270,13 +235,13 @@ class Engine:
         )
 
     def plain_snapshot(self) -> Snapshot:
-        """:meth:`snapshot` the plain way (the oracle): fresh views of every open attempt and of
-        every pending workload found by a walk over all workloads, the usage records as a plain list."""
+        """:meth:`snapshot` the plain way (the oracle): fresh views of every pending workload found
+        by a walk over all workloads, the usage records as a plain list."""
         return Snapshot(
             now=self.now,
             hosts=list(self.hosts.values()),
             budgets=list(self.budgets.values()),
-            attempts=[a.plain_policy() for a in self.attempts.values()],
+            attempts=[a.as_policy() for a in self.attempts.values()],
             pending=[w.plain_pending() for w in self.workloads.values() if w.state == "pending"],
             usage=list(self.usage),
             nominations=self.nominations,

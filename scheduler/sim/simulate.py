@@ -268,6 +268,17 @@ class TraceWorkload(SimWorkload):
     policy_view: Workload | None = None
     gpu_seconds_run: int = 0
 
+    # The trace simulator keeps its own queues, not the scenario engine's WorkloadBook, and makes
+    # a view once per enqueue: plain attribute sets (a watched set per field cost 0.5 % of a
+    # slice), and the view built and compared each time.
+    __setattr__ = object.__setattr__
+
+    def as_pending(self) -> Workload:
+        view, kept = self.plain_pending(), self.view
+        if kept is None or kept != view:
+            kept = self.view = view
+        return kept
+
 
 def _tw(w: SimWorkload) -> TraceWorkload:
     if not isinstance(w, TraceWorkload):  # pragma: no cover - the simulator only makes TraceWorkloads
