@@ -251,16 +251,18 @@ def write_philly(cluster: Cluster, owner: object, history: PhillyHistory, gpu_mo
 
 
 def rollup_span(cluster: Cluster, start: datetime, end: datetime) -> int:
-    """Roll the pyramid (``scheduler.pyramid.rollup_hour``) up for every complete hour of the span."""
+    """Roll the pyramid (``scheduler.pyramid.rollup_hour``) up for every complete hour of the span,
+    in one transaction (a commit per hour was 40 % of the roll-up on SQLite, in one profile)."""
     from scheduler.pyramid import hour_of, rollup_hour
 
     hour = hour_of(start)
     last = hour_of(end)
     n = 0
-    while hour < last:
-        rollup_hour(cluster, hour, end)
-        hour += timedelta(hours=1)
-        n += 1
+    with transaction.atomic():
+        while hour < last:
+            rollup_hour(cluster, hour, end)
+            hour += timedelta(hours=1)
+            n += 1
     return n
 
 

@@ -25,6 +25,14 @@ from scheduler.policy import (
     UsageRecord,
     Workload,
 )
+from scheduler.policy.usage import UsageLedger
+from scheduler.sim.kept import PendingViews, WorkloadBook
+
+_WORKLOAD_VIEW_FIELDS = frozenset(
+    ("id", "budget", "gpus", "model", "min_runtime", "submitted_at", "seq", "cpus", "memory", "view")
+)
+"""The fields of a :class:`SimWorkload` its policy view reads (and the view itself)."""
+_WORKLOAD_WATCHED = _WORKLOAD_VIEW_FIELDS | {"state"}
 
 
 @dataclass
@@ -51,14 +59,31 @@ class SimWorkload:
     view: Workload | None = field(default=None, repr=False, compare=False)
     """The policy's view last handed out: :meth:`as_pending` gives the same object while it is equal."""
 
+    def __setattr__(self, name: str, value: object) -> None:
+        """Set a field; one of the policy's view marks the view stale, and the state or a field
+        of the view is told to the engine's :class:`~scheduler.sim.kept.WorkloadBook` holding it."""
+        if name in _WORKLOAD_WATCHED:
+            d = self.__dict__
+            if name != "state":
+                d["_view_stale"] = True
+            book = d.get("_book")
+            if book is not None:
+                book.touch(self, name)
+        object.__setattr__(self, name, value)
+
     def as_pending(self) -> Workload:
         """The policy's view of this workload; the same object as last time while its fields are
         unchanged: the policy's pending index follows views by identity (``PendingIndex.sync``),
         and a fresh object every snapshot made it drop and re-add every pending workload on every
-        pass (the history import of the demo: 60 % of its time)."""
-        view, kept = self.plain_pending(), self.view
-        if kept is None or kept != view:
-            kept = self.view = view
+        pass (the history import of the demo: 60 % of its time). A fresh view is built and
+        compared only after a field of it was set (:meth:`__setattr__` marks it): building one
+        per pending workload per snapshot was 20 % of the history import."""
+        kept = self.view
+        if kept is None or self.__dict__.get("_view_stale", True):
+            view = self.plain_pending()
+            if kept is None or kept != view:
+                kept = self.view = view
+            object.__setattr__(self, "_view_stale", False)
         return kept
 
     def plain_pending(self) -> Workload:
@@ -152,9 +177,11 @@ class Engine:
         self.with_reasons = with_reasons
         self.hosts: dict[str, Host] = {}
         self.budgets: dict[str, Budget] = {}
-        self.workloads: dict[str, SimWorkload] = {}
+        self.workloads: dict[str, SimWorkload] = WorkloadBook()
+        self._pending_views = PendingViews()
         self.attempts: dict[str, SimAttempt] = {}
-        self.usage: list[UsageRecord] = []
+        self.usage: list[UsageRecord] = UsageLedger(window)
+        """Closed usage: a list whose windowed usage the policy reads kept by difference."""
         self.nominations: dict[str, tuple[tuple[str, int], ...]] = {}
         self.offline_since: dict[str, int] = {}
         self.last: Decisions = Decisions()
@@ -190,13 +217,33 @@ class Engine:
 
     # ------------------------------------------------------------- snapshot
     def snapshot(self) -> Snapshot:
+        """What the policy sees now: the pending workloads' views kept while unchanged (``as_pending``)
+        and kept between snapshots with their changes (scheduler/sim/kept.py), the
+        usage ledger. :meth:`plain_snapshot` is
+        the oracle (tests/sim/test_engine_views.py compares them on every pass)."""
         return Snapshot(
             now=self.now,
             hosts=list(self.hosts.values()),
             budgets=list(self.budgets.values()),
             attempts=[a.as_policy() for a in self.attempts.values()],
-            pending=[w.as_pending() for w in self.workloads.values() if w.state == "pending"],
+            pending=self._pending_views.of(self.workloads),
             usage=self.usage,
+            nominations=self.nominations,
+            window=self.window,
+            max_reservations=self.max_reservations,
+            with_reasons=self.with_reasons,
+        )
+
+    def plain_snapshot(self) -> Snapshot:
+        """:meth:`snapshot` the plain way (the oracle): fresh views of every pending workload found
+        by a walk over all workloads, the usage records as a plain list."""
+        return Snapshot(
+            now=self.now,
+            hosts=list(self.hosts.values()),
+            budgets=list(self.budgets.values()),
+            attempts=[a.as_policy() for a in self.attempts.values()],
+            pending=[w.plain_pending() for w in self.workloads.values() if w.state == "pending"],
+            usage=list(self.usage),
             nominations=self.nominations,
             window=self.window,
             max_reservations=self.max_reservations,

@@ -76,7 +76,7 @@ from scheduler.policy import (
 from scheduler.policy.attempt_log import AttemptLog, AttemptsView
 from scheduler.policy.pending import PendingChanges, PendingLog
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.usage import LoadBook, pass_loads
+from scheduler.policy.usage import LoadBook, RecordBook, pass_loads
 
 NEVER = float("inf")
 
@@ -337,63 +337,6 @@ def startable(snap: Snapshot) -> list[Workload]:
             slots[w.group] -= 1
         out.append(w)
     return out
-
-
-class RecordBook:
-    """The windowed usage ``U`` of usage records per budget (:func:`~scheduler.policy.usage.windowed_usage`
-    of the records alone), kept by difference for one forward simulation moving forward.
-
-    An interval record (``gpus`` GPUs from ``s`` to ``e``) counts ``g·max(0, min(e, T) − max(s,
-    T − W))`` at ``T``: the sum of four ramps ``g·((T−s)⁺ − (T−e)⁺ − (T−s−W)⁺ + (T−e−W)⁺)``; a lump
-    (``gpu_seconds`` charged at ``e``) counts while ``T − W < e ≤ T``: a step up at ``e`` and down
-    at ``e + W``. Each ramp or step is one heap entry ``(k, budget, slope, offset)`` applied once
-    ``T ≥ k`` (a ramp is 0 at ``k``), so a budget's usage is ``slope·T + offset``: O(log n) per
-    record, O(budgets) per query instead of a walk over every record (the records grow with every
-    preemption of work that started before the snapshot: ≈ 1,400 after 20 CPU s at the bench
-    state). Queries never go back in time (:meth:`at` raises). tests/sim/test_estimate_oracle.py
-    compares it with ``windowed_usage`` on random records."""
-
-    __slots__ = ("window", "now", "heap", "slope", "offset")
-
-    def __init__(self, window: int, records: Iterable[UsageRecord] = ()) -> None:
-        self.window = window
-        self.now: int | float = -NEVER
-        """The latest instant queried: entries at or before it are applied."""
-        self.heap: list[tuple[int, str, int, int]] = []
-        self.slope: dict[str, int] = {}
-        self.offset: dict[str, int] = {}
-        for r in records:
-            self.add(r)
-
-    def add(self, r: UsageRecord) -> None:
-        heap, w, b = self.heap, self.window, r.budget
-        if r.gpus is None:
-            if r.gpu_seconds:
-                heapq.heappush(heap, (r.end, b, 0, r.gpu_seconds))
-                heapq.heappush(heap, (r.end + w, b, 0, -r.gpu_seconds))
-            return
-        g, s, e = r.gpus, r.start, r.end
-        if g and e > s:
-            for k, sign in ((s, 1), (e, -1), (s + w, -1), (e + w, 1)):
-                heapq.heappush(heap, (k, b, sign * g, -sign * g * k))
-
-    def at(self, t: int) -> dict[str, int]:
-        """Budget → the records' windowed usage at ``t`` (nonzero only); ``t`` never before the
-        last query's."""
-        if t < self.now:
-            raise ValueError(f"a record book is never moved back in time ({t} < {self.now})")
-        self.now = t
-        heap, slope, offset = self.heap, self.slope, self.offset
-        while heap and heap[0][0] <= t:
-            _, b, da, db = heapq.heappop(heap)
-            slope[b] = slope.get(b, 0) + da
-            offset[b] = offset.get(b, 0) + db
-        out = {}
-        for b, a in slope.items():
-            v = a * t + offset[b]
-            if v:
-                out[b] = v
-        return out
 
 
 class _Instants:

@@ -189,10 +189,13 @@ class WindowUsage:
         self._edge_ge: dict[str, int] = {}
         self._edge_g: dict[str, int] = {}
         self._n = 0
+        self.added = 0
+        """Intervals added (the usage at an instant changes only with it)."""
 
     def add(self, budget: str, gpus: int, start: int, end: int) -> None:
         if end <= start or gpus <= 0:
             return
+        self.added += 1
         rec = [budget, gpus, start, end, 0]  # state 0: inside, 1: crosses the window start
         self._by_end.append(rec)
         self._n += 1
@@ -253,6 +256,10 @@ class PendingView(Sequence[Workload]):
         return iter(self._items)
 
 
+QueueView = tuple[list[Workload], dict[tuple[str, int, bool], list[Workload]], dict[tuple[str, int, bool], int]]
+"""The pending workloads a pass sees, by queue, and the queues it sees in part (``--depth``)."""
+
+
 def _wkey(w: Workload) -> tuple[int, int]:
     return (w.submitted_at, w.seq)
 
@@ -267,6 +274,17 @@ class TraceWorkload(SimWorkload):
     job_id: int = 0
     policy_view: Workload | None = None
     gpu_seconds_run: int = 0
+
+    # The trace simulator keeps its own queues, not the scenario engine's WorkloadBook, and makes
+    # a view once per enqueue: plain attribute sets (a watched set per field cost 0.5 % of a
+    # slice), and the view built and compared each time.
+    __setattr__ = object.__setattr__
+
+    def as_pending(self) -> Workload:
+        view, kept = self.plain_pending(), self.view
+        if kept is None or kept != view:
+            kept = self.view = view
+        return kept
 
 
 def _tw(w: SimWorkload) -> TraceWorkload:
@@ -404,6 +422,10 @@ class TraceSim(Engine):
             auto_drain_on_gpu_fault=False,
             with_reasons=False,
         )
+        # Its own snapshot keeps the queues and closed usage (below): plain containers, not the
+        # scenario engine's watched book and usage ledger.
+        self.workloads = {}
+        self.usage = []
         self.inputs = inputs
         self.cfg = cfg
         self.policy = policy
@@ -437,6 +459,10 @@ class TraceSim(Engine):
         self._attempt_view: dict[str, Attempt] = {}
         self._attempt_log = AttemptLog()
         self._view_full: dict[tuple[str, int, bool], int] = {}
+        self._kept_view: (
+            tuple[list[Workload], dict[tuple[str, int, bool], list[Workload]], dict[tuple[str, int, bool], int]] | None
+        ) = None
+        self._kept_usage: tuple[tuple[int, int], list[UsageRecord]] | None = None
         self._available = self.total_gpus
         self._held = 0  # GPUs held by open attempts
         self._preempts = bool(getattr(policy, "preempts", True))
@@ -516,6 +542,7 @@ class TraceSim(Engine):
             q = self.queues[key] = []
             bisect.insort(self._qkeys, key)
         bisect.insort(q, pv, key=_wkey)
+        self._kept_view = None
         self._pending_log.add(pv)
         self._pending_gpus += w.gpus
         self._pending_by_budget[w.budget] = self._pending_by_budget.get(w.budget, 0) + w.gpus
@@ -531,6 +558,7 @@ class TraceSim(Engine):
         while q[i] is not pv:
             i += 1
         del q[i]
+        self._kept_view = None
         self._pending_log.remove(pv)
         w.policy_view = None
         self._pending_gpus -= w.gpus
@@ -540,29 +568,61 @@ class TraceSim(Engine):
 
     # ---------------------------------------------------------------- snapshot
     def snapshot(self) -> Snapshot:
+        """What the policy sees now. The queue view and the usage lumps are kept while the queues
+        (:meth:`_enqueue`, :meth:`_dequeue`) and the instant and closed usage are unchanged (a
+        pass after an exit or a release, or again at the same instant, sees the same);
+        :meth:`plain_snapshot` builds both afresh (the oracle, compared on every pass in
+        tests/sim/test_simulate.py)."""
+        if self._kept_view is None:
+            self._kept_view = self._queue_view()
+        items, view, self._view_full = self._kept_view
+        changes = self._pending_log.cut() if self.cfg.depth is None else None
+        views = self._attempt_view
+        attempts = AttemptsView(views.values(), self._attempt_log.cut(views))
+        at = (self.now, self.wusage.added)
+        if self._kept_usage is None or self._kept_usage[0] != at:
+            self._kept_usage = (at, self._usage_lumps())
+        return self._snapshot(
+            attempts, PendingView(items, view, dict(self._pending_by_budget), changes), self._kept_usage[1]
+        )
+
+    def plain_snapshot(self) -> Snapshot:
+        """:meth:`snapshot` with the queue view and the usage lumps built afresh and no changes
+        handed (the logs are not cut)."""
+        items, view, _ = self._queue_view()
+        attempts = list(self._attempt_view.values())
+        return self._snapshot(attempts, PendingView(items, view, dict(self._pending_by_budget)), self._usage_lumps())
+
+    def _queue_view(
+        self,
+    ) -> tuple[list[Workload], dict[tuple[str, int, bool], list[Workload]], dict[tuple[str, int, bool], int]]:
+        """The pending workloads in view (``--depth``), by queue, and the queues seen in part."""
         depth = self.cfg.depth
         items: list[Workload] = []
         view: dict[tuple[str, int, bool], list[Workload]] = {}
-        self._view_full = {}
-        changes = self._pending_log.cut() if depth is None else None
+        full: dict[tuple[str, int, bool], int] = {}
         for key in self._qkeys:
             q = self.queues[key]
             if not q:
                 continue
             part = q if depth is None or len(q) <= depth else q[:depth]
             if depth is not None and len(q) > depth:
-                self._view_full[key] = len(part)
+                full[key] = len(part)
             view[key] = part
             items.extend(part)
-        views = self._attempt_view
-        attempts = AttemptsView(views.values(), self._attempt_log.cut(views))
-        usage = [UsageRecord(b, self.now, self.now, None, u) for b, u in sorted(self.wusage.at(self.now).items())]
+        return items, view, full
+
+    def _usage_lumps(self) -> list[UsageRecord]:
+        """Closed usage as one lump per budget charged now (exact: :class:`WindowUsage`)."""
+        return [UsageRecord(b, self.now, self.now, None, u) for b, u in sorted(self.wusage.at(self.now).items())]
+
+    def _snapshot(self, attempts: Sequence[Attempt], pending: PendingView, usage: list[UsageRecord]) -> Snapshot:
         return Snapshot(
             now=self.now,
             hosts=self._host_list,
             budgets=self._budget_list,
             attempts=attempts,
-            pending=PendingView(items, view, dict(self._pending_by_budget), changes),
+            pending=pending,
             usage=usage,
             nominations=self.nominations,
             window=self.window,

@@ -394,3 +394,31 @@ def test_skipped_runs_read_from_the_kept_index_decide_as_the_walk(
 
     TraceSim(prepare(small(busy_trace(tmp_path, n=500, seed=3), hosts=3)), both).run()
     assert read["runs"] > 100
+
+
+@pytest.mark.parametrize("kw", [{}, {"depth": 2, "grace_s": 0}, {"fault_rate": 0.5, "repair_s": 2 * 3600}])
+def test_the_kept_queue_view_and_usage_are_those_built_afresh_on_every_pass(tmp_path: Path, kw: dict) -> None:
+    """TraceSim keeps the queue view and the usage lumps while the queues, the instant and the
+    closed usage are unchanged; on every pass they equal :meth:`TraceSim.plain_snapshot`'s, and a
+    second policy fed the plain snapshots (no changes handed: it compares) decides the same."""
+    from scheduler.policy import IncrementalScheduler
+
+    kept_policy, plain_policy = IncrementalScheduler(), IncrementalScheduler()
+    seen = {"n": 0, "kept": 0}
+    sims: list[TraceSim] = []
+    last: list[object] = [None]
+
+    def both(snap):  # type: ignore[no-untyped-def]
+        plain = sims[0].plain_snapshot()
+        assert list(snap.pending) == list(plain.pending) and snap.pending.queues == plain.pending.queues
+        assert snap.usage == plain.usage and list(snap.attempts) == list(plain.attempts)
+        seen["kept"] += snap.pending._items is last[0]  # the same view as the last pass's
+        last[0] = snap.pending._items
+        dec = kept_policy(snap)
+        assert dec == plain_policy(plain)
+        seen["n"] += 1
+        return dec
+
+    sims.append(TraceSim(prepare(small(busy_trace(tmp_path, n=250), **kw)), both))
+    sims[0].run()
+    assert seen["n"] > 200 and seen["kept"] > 20
