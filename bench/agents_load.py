@@ -115,6 +115,7 @@ def install_timers(out: str) -> None:
 
     from scheduler import gateway, lifecycle
 
+    _install_stop_dumps(out)
     waits: list[float] = []  # per heartbeat: receipt → its flush committed (s)
     received: list[float] = []  # per heartbeat: its receipt (epoch s), same order
     flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
@@ -299,6 +300,34 @@ def install_timers(out: str) -> None:
 _lag_probe: asyncio.Task[None] | None = None
 
 
+def _install_stop_dumps(out: str) -> None:
+    """SIGUSR1: every thread's stack (``faulthandler``); SIGUSR2: every asyncio task's stack on the
+    server's loop; both appended to ``<out>.stacks`` (:func:`_stop_with_dumps` sends them to a web
+    process still alive after its SIGTERM)."""
+    import faulthandler
+    import signal
+    import traceback
+
+    from scheduler import gateway
+
+    dump = open(out + ".stacks", "a")  # noqa: SIM115 -- open for the process's life
+    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+
+    def tasks(_signum: int, _frame: Any) -> None:
+        loop = gateway._server_loop  # noqa: SLF001 -- a bench instrument
+        if loop is None:
+            return
+        pending = asyncio.all_tasks(loop)
+        print(f"--- {len(pending)} tasks at {time.time():.3f}", file=dump)
+        for task in pending:
+            print(f"task {task.get_name()} {task.get_coro()!r}", file=dump)
+            for frame in task.get_stack():
+                print("   ", "".join(traceback.format_stack(frame, limit=1)).strip().replace("\n", " | "), file=dump)
+        dump.flush()
+
+    signal.signal(signal.SIGUSR2, tasks)
+
+
 async def _probe_lag(lags: list[float]) -> None:
     """Append how late the event loop wakes a 0.1 s sleep, forever (the loop's queueing)."""
     while True:
@@ -435,19 +464,26 @@ def _web_loop_cpu(groups: dict[str, int]) -> dict[str, float]:
     from bench.api_load import CLOCK_TICKS
 
     pgid, total, system = groups.get("web", groups.get("serve")), 0.0, 0.0
+    threads: dict[str, float] = {}  # "web thread <name>": the other threads, by name (digits left out)
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             raw = stat.read_text()
             fields = raw[raw.rindex(")") + 2 :].split()
             if int(fields[2]) != pgid:
                 continue
-            raw = (stat.parent / "task" / stat.parent.name / "stat").read_text()  # the main thread (tid = pid)
-            fields = raw[raw.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-            system += int(fields[12]) / CLOCK_TICKS
+            for task in (stat.parent / "task").iterdir():
+                raw = (task / "stat").read_text()
+                fields = raw[raw.rindex(")") + 2 :].split()
+                seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+                if task.name == stat.parent.name:  # the main thread (tid = pid)
+                    total += seconds
+                    system += int(fields[12]) / CLOCK_TICKS
+                else:
+                    name = "web thread " + raw[raw.index("(") + 1 : raw.rindex(")")].rstrip("0123456789_-")
+                    threads[name] = threads.get(name, 0.0) + seconds
         except (OSError, ValueError, IndexError):
             continue
-    return {"web loops": total, "web loops (system)": system}
+    return {"web loops": total, "web loops (system)": system, **threads}
 
 
 def _own_cpu() -> dict[str, float]:
@@ -788,6 +824,7 @@ def main() -> None:
             _report_ticks(scratch / "logs" / "worker.log")
             _report_autogroups(args.cpu_groups)
         finally:
+            _stop_with_dumps(layout, timings)
             stubborn = layout.stop()
             if stubborn:
                 print(f"needed SIGKILL: {', '.join(stubborn)}; logs {scratch / 'logs'}")
@@ -811,6 +848,29 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(5)
+
+
+def _stop_with_dumps(layout: Any, timings: Path, after: float = 8.0) -> None:
+    """SIGTERM the web processes; any still alive ``after`` s later has its threads' and tasks'
+    stacks dumped (:func:`_install_stop_dumps`, into ``timings``) before the layout's own stop."""
+    web = layout.procs.get("web")
+    if web is None or web.poll() is not None:
+        return
+    began = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(web.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        web.wait(after)
+    if web.poll() is not None:
+        print(f"web exited {time.monotonic() - began:.1f}s after SIGTERM")
+        return
+    kids = [int(p) for p in Path(f"/proc/{web.pid}/task/{web.pid}/children").read_text().split()]
+    print(f"web alive {after:g}s after SIGTERM: dumping workers {kids} into {timings}")
+    for pid in kids:
+        for sig in (signal.SIGUSR2, signal.SIGUSR1):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            time.sleep(0.5)
 
 
 def _wait_port(port: int, timeout: float) -> None:

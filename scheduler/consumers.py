@@ -323,6 +323,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # The socket is closed: what is still queued is recorded, but nothing is sent (an ack sent
         # to it raised ClientDisconnected, logged with its traceback, once per queued event).
         self.socket_closed = True
+        if code == CLOSE_SERVICE_RESTART:  # uvicorn's graceful shutdown (SIGTERM): the process stops
+            gateway.hub().stop()
         await self._finish_inbox()
         if self.host is not None:
             self.live = False
@@ -432,15 +434,28 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def _finish_inbox(self) -> None:
         """Handle what is still queued (an ``exited`` sent just before the agent closed counts),
-        then end the handler; bounded by :data:`INBOX_DRAIN_S`."""
+        then end the handler; bounded by :data:`INBOX_DRAIN_S`, and cut short when the process
+        stops (:meth:`scheduler.gateway.AgentHub.stop`): then only the message being handled
+        finishes (the handler's cancel waits for its database call); the others were not
+        acknowledged, and the agent reports them again in its next hello."""
         handler = self.handler
         if handler is None:
             return
         if not handler.done():
+            stopping = gateway.hub().stopping
+            drained = asyncio.ensure_future(self.inbox.join())
+            stopped = asyncio.ensure_future(stopping.wait())
             try:
-                await asyncio.wait_for(self.inbox.join(), INBOX_DRAIN_S)
-            except TimeoutError:
-                logger.warning("host %s: %d messages left unhandled at disconnect", self.host, self.inbox.qsize())
+                await asyncio.wait([drained, stopped], timeout=INBOX_DRAIN_S, return_when=asyncio.FIRST_COMPLETED)
+                handled = drained.done()
+            finally:
+                drained.cancel()
+                stopped.cancel()
+            if not handled:
+                why = "the process stops" if stopping.is_set() else f"not handled within {INBOX_DRAIN_S:g}s"
+                logger.warning(
+                    "host %s: %d messages left unhandled at disconnect (%s)", self.host, self.inbox.qsize(), why
+                )
         handler.cancel()
         try:
             await handler

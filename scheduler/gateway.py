@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import signal
 import threading
 import time
 import weakref
@@ -767,6 +768,16 @@ class AgentHub:
         self.delegate: AgentLink | None = None  # the link that is this hub's member of HUBS_GROUP
         self.flush_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-heartbeats")
         self.push_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-pushes")
+        self.stopping = asyncio.Event()  # the process stops (:meth:`stop`)
+
+    def stop(self) -> None:
+        """The process stops (SIGTERM, SIGINT: :func:`_chain_stop_signals`; or uvicorn closed a
+        connection with 1012): the connections' messages read and not yet handled are left
+        unhandled (their disconnects stop waiting for them, :data:`scheduler.consumers.INBOX_DRAIN_S`);
+        the one being handled finishes. None of them was acknowledged, so the agent reports them
+        again in its next hello (its attempts with their ages, to another web process) and the
+        level-triggered starts and stops are sent again from the database."""
+        self.stopping.set()
 
     def register(self, host_id: int, link: AgentLink) -> None:
         """``link`` speaks for ``host_id`` from now on (after its hello)."""
@@ -894,7 +905,39 @@ def hub() -> AgentHub:
     found = _hubs.get(loop)
     if found is None:
         found = _hubs[loop] = AgentHub(loop)
+        _chain_stop_signals()
     return found
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _chain_stop_signals() -> None:
+    """Have SIGTERM and SIGINT also :meth:`~AgentHub.stop` every hub of this process, then call the
+    handler installed before (uvicorn's, which starts its graceful shutdown); only where a Python
+    handler is installed (uvicorn installs its own before it imports the application) and from the
+    main thread (where signal handlers live). Once per handler: a handler already chained stays.
+
+    Without it a SIGTERM'd web process waited for every agent connection that had ended shortly
+    before (agents leaving, or closed by the shutdown) to handle the attempt events it had read:
+    with the database busy, hundreds of them queued behind the agent-database threads kept the
+    process running past a process manager's stop timeout (10 s for podman and docker) and
+    uvicorn's own 30 s (docs/benchmarks/api_load.md, web30)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _STOP_SIGNALS:
+        previous = signal.getsignal(sig)
+        if not callable(previous) or getattr(previous, "stops_agent_hubs", False):
+            continue
+
+        def on_stop(signum: int, frame: Any, previous: Callable[..., Any] = previous) -> None:
+            for loop, found in list(_hubs.items()):
+                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile
+                    loop.call_soon_threadsafe(found.stop)
+            previous(signum, frame)
+
+        on_stop.stops_agent_hubs = True  # type: ignore[attr-defined]
+        signal.signal(sig, on_stop)
 
 
 # --- log tails (the agent keeps each attempt's log; the UI and CLI ask for its tail) ----------
