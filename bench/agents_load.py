@@ -335,7 +335,6 @@ def _install_stop_dumps(out: str) -> None:
     process still alive after its SIGTERM)."""
     import faulthandler
     import signal
-    import traceback
 
     from scheduler import gateway
 
@@ -350,8 +349,12 @@ def _install_stop_dumps(out: str) -> None:
         print(f"--- {len(pending)} tasks at {time.time():.3f}", file=dump)
         for task in pending:
             print(f"task {task.get_name()} {task.get_coro()!r}", file=dump)
-            for frame in task.get_stack():
-                print("   ", "".join(traceback.format_stack(frame, limit=1)).strip().replace("\n", " | "), file=dump)
+            coro: Any = task.get_coro()
+            while coro is not None:  # the chain of awaits, outermost first
+                frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+                if frame is not None:
+                    print(f"    {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}", file=dump)
+                coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
         dump.flush()
 
     signal.signal(signal.SIGUSR2, tasks)
@@ -743,6 +746,8 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     stats.window_wall = (stats.window_wall[0], time.time())
     stats.load_after = os.getloadavg()[0]
     probe.cancel()
+    if args.sigterm_connected:  # a deploy's restart: the web processes stop with their agents connected
+        await asyncio.to_thread(_stop_with_dumps, args.layout_obj, args.timings, args.dump_after)
     if submitter.returncode is None:
         submitter.kill()
     await submitter.wait()  # waited for: its CPU is in RUSAGE_CHILDREN
@@ -780,6 +785,17 @@ def main() -> None:
         help="serve with the Procfile's processes (--web-workers web processes, worker, clock) instead of one `serve`",
     )
     parser.add_argument("--web-workers", type=int, default=2, help="with --layout: WEB_WORKERS (default 2)")
+    parser.add_argument(
+        "--sigterm-connected",
+        action="store_true",
+        help="with --layout: SIGTERM the web processes at the window's end with the agents still connected",
+    )
+    parser.add_argument(
+        "--dump-after",
+        type=float,
+        default=8.0,
+        help="with --layout: dump the stacks of a web process still running this many seconds after its SIGTERM",
+    )
     parser.add_argument(
         "--autogroup-nice",
         type=int,
@@ -844,11 +860,13 @@ def main() -> None:
     if args.layout:
         (scratch / "logs").mkdir()
         layout = start_layout(args, scratch / "logs", timings)
+        args.layout_obj, args.timings = layout, timings
         args.cpu_groups = {name: proc.pid for name, proc in layout.procs.items()}
         try:
             stats, window = asyncio.run(run_agents(args, hosts, f"ws://127.0.0.1:{args.port}/ws/agent/"))
             time.sleep(1.5)  # the timing files are flushed every second
-            layout.check()
+            if not args.sigterm_connected:  # else the web processes were stopped on purpose
+                layout.check()
             report(args, stats, window, timings)
             _report_ticks(scratch / "logs" / "worker.log")
             _report_autogroups(args.cpu_groups)

@@ -214,9 +214,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.host = host
         self.generation = host.link_generation
         self.group = gateway.host_group(host.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        # One live connection per host: the newest wins, older ones (in any web process) close.
-        await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
+        async with gateway.hub().layer_slots:  # not hundreds of Redis connections opened at once
+            await self.channel_layer.group_add(self.group, self.channel_name)
+            # One live connection per host: the newest wins, older ones (in any web process) close.
+            await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -333,9 +334,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 # uvicorn's graceful shutdown closed the socket (SIGTERM): the process stops, its
                 # hub's flusher with it; the buffered heartbeats are written now, not lost.
                 await gateway.hub().flush()
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            if self.in_hubs:
-                await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
+            async with gateway.hub().layer_slots:  # a SIGTERM ends them all at once (gateway.LAYER_SLOTS)
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+                if self.in_hubs:
+                    await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 
     async def _shut(self, code: int, why: str) -> None:

@@ -184,6 +184,15 @@ PUSH_PER_HOST_MAX = 3
 """A push of at most this many hosts goes to each host's own group (one message, read by the one web
 process holding its connection); a larger one to :data:`HUBS_GROUP` (one message, read once by each
 web process: 2–4 in the usual layouts)."""
+LAYER_SLOTS = 8
+"""Group joins and leaves of the agent connections of one web process in flight at once
+(:attr:`AgentHub.layer_slots`). Each takes a Redis connection of channels-redis's pool for its
+round trip, and the pool opens a new one whenever none is free (a TCP connect, a handshake and
+redis-py's driver-info lookup in the package metadata): 500 connections ending at once (a SIGTERM
+with its agents connected, closing them all with 1012) opened hundreds of Redis connections
+together, and a web process still ran 8 s after its SIGTERM with 250 of its connections waiting in
+``group_discard`` (docs/benchmarks/api_load.md, web30). Queued behind a few slots they reuse a few
+pooled connections, one round trip each."""
 HUBS_REJOIN_S = 3600.0
 """How often the hub joins :data:`HUBS_GROUP` (its delegate) and each connection its host's group again
 (channels-redis drops a member after its group expiry: a day)."""
@@ -769,6 +778,8 @@ class AgentHub:
         self.flush_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-heartbeats")
         self.push_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-pushes")
         self.stopping = asyncio.Event()  # the process stops (:meth:`stop`)
+        # the connections' group joins and leaves at connect and disconnect (LAYER_SLOTS at a time)
+        self.layer_slots = asyncio.Semaphore(LAYER_SLOTS)
 
     def stop(self) -> None:
         """The process stops (SIGTERM, SIGINT: :func:`_chain_stop_signals`; or uvicorn closed a
