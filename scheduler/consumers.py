@@ -634,9 +634,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if layer is None or self.closing or not self.live or self.host is None:
             return
         try:
-            await layer.group_add(self.group, self.channel_name)
-            if not self.live:  # ended meanwhile: its disconnect may have left the group already
-                await layer.group_discard(self.group, self.channel_name)
+            async with gateway.hub().layer_slots:  # every connection of the process renews at once
+                await layer.group_add(self.group, self.channel_name)
+                if not self.live:  # ended meanwhile: its disconnect may have left the group already
+                    await layer.group_discard(self.group, self.channel_name)
         except Exception:  # the flushes still fence it and send its host's starts
             logger.warning("host %s: could not renew its group membership", self.host, exc_info=True)
 

@@ -186,13 +186,13 @@ process holding its connection); a larger one to :data:`HUBS_GROUP` (one message
 web process: 2–4 in the usual layouts)."""
 LAYER_SLOTS = 8
 """Group joins and leaves of the agent connections of one web process in flight at once
-(:attr:`AgentHub.layer_slots`). Each takes a Redis connection of channels-redis's pool for its
-round trip, and the pool opens a new one whenever none is free (a TCP connect, a handshake and
-redis-py's driver-info lookup in the package metadata): 500 connections ending at once (a SIGTERM
-with its agents connected, closing them all with 1012) opened hundreds of Redis connections
-together, and a web process still ran 8 s after its SIGTERM with 250 of its connections waiting in
-``group_discard`` (docs/benchmarks/api_load.md, web30). Queued behind a few slots they reuse a few
-pooled connections, one round trip each."""
+(:attr:`AgentHub.layer_slots`: at connect, at disconnect, the hourly renewals). Each takes a Redis
+connection of channels-redis's pool for its round trip, and the pool opens a new one whenever none
+is free (a TCP connect, a handshake and redis-py's driver-info lookup in the package metadata): 500
+connections ending at once (a SIGTERM with its agents connected, closing them all with 1012) opened
+hundreds of Redis connections together, and a web process still ran 8 s after its SIGTERM with 250
+of its connections waiting in ``group_discard`` (docs/benchmarks/api_load.md, web30). Queued behind
+a few slots they reuse a few pooled connections, one round trip each."""
 HUBS_REJOIN_S = 3600.0
 """How often the hub joins :data:`HUBS_GROUP` (its delegate) and each connection its host's group again
 (channels-redis drops a member after its group expiry: a day)."""
