@@ -115,6 +115,7 @@ def install_timers(out: str) -> None:
 
     from scheduler import gateway, lifecycle
 
+    _install_stop_dumps(out)
     waits: list[float] = []  # per heartbeat: receipt → its flush committed (s)
     received: list[float] = []  # per heartbeat: its receipt (epoch s), same order
     flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
@@ -269,34 +270,94 @@ def install_timers(out: str) -> None:
 
     AgentConsumer.desired_state = stamped_desired_state  # type: ignore[method-assign]
 
+    thread_cpu: list[list[Any]] = []  # [epoch s, {Python thread name (digits left out): CPU s}] per second
+
+    def cpu_by_thread() -> dict[str, float]:
+        from bench.api_load import CLOCK_TICKS
+
+        by_name: dict[str, float] = {}
+        for thread in threading.enumerate():
+            try:
+                raw = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2 :].split()
+            name = "loop" if thread is threading.main_thread() else thread.name.rstrip("0123456789_-")
+            by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return by_name
+
+    lists = {
+        "flushes": flushes,
+        "lags": lags,
+        "pushes": pushes,
+        "layer_in": layer_in,
+        "push_calls": push_calls,
+        "flush_calls": flush_calls,
+        "tick_phases": tick_phases,
+        "thread_cpu": thread_cpu,
+    }
+    written: dict[str, int] = {}  # what each earlier line held: only what is new is written
+
+    def new(key: str, items: Any, upto: int | None = None) -> Any:
+        n, m = written.get(key, 0), len(items) if upto is None else upto
+        written[key] = m
+        return items[n:m]
+
     def flush() -> None:
-        while True:
-            time.sleep(1.0)
-            tmp = out + ".tmp"
-            Path(tmp).write_text(
-                json.dumps(
-                    {
-                        "heartbeats": list(waits),
-                        "received": list(received)[: len(waits)],
-                        "flushes": list(flushes),
-                        "dispatches": {k: list(v) for k, v in list(dispatches.items())},
-                        "lags": list(lags),
-                        "starts": dict(starts),
-                        "start_hosts": dict(start_hosts),
-                        "pushes": list(pushes),
-                        "layer_in": list(layer_in),
-                        "push_calls": list(push_calls),
-                        "flush_calls": list(flush_calls),
-                        "tick_phases": list(tick_phases),
-                    }
-                )
-            )
-            os.replace(tmp, out)
+        # One JSON line per second with what came since the last (:func:`read_timings` merges
+        # them): rewriting every list whole each second cost the web process ~0.15 ms of CPU per
+        # heartbeat at 300 agents, counted as its own (web30).
+        with open(out + "l", "a") as sink:
+            while True:
+                time.sleep(1.0)
+                thread_cpu.append([time.time(), cpu_by_thread()])
+                both = min(len(waits), len(received))
+                line = {
+                    "heartbeats": new("heartbeats", waits, both),
+                    "received": new("received", received, both),
+                    **{key: new(key, items) for key, items in lists.items()},
+                    "dispatches": {k: new("dispatches " + k, v) for k, v in list(dispatches.items())},
+                    "starts": dict(new("starts", list(starts.items()))),
+                    "start_hosts": dict(new("start_hosts", list(start_hosts.items()))),
+                }
+                sink.write(json.dumps(line) + "\n")
+                sink.flush()
 
     threading.Thread(target=flush, daemon=True).start()
 
 
 _lag_probe: asyncio.Task[None] | None = None
+
+
+def _install_stop_dumps(out: str) -> None:
+    """SIGUSR1: every thread's stack (``faulthandler``); SIGUSR2: every asyncio task's stack on the
+    server's loop; both appended to ``<out>.stacks`` (:func:`_stop_with_dumps` sends them to a web
+    process still alive after its SIGTERM)."""
+    import faulthandler
+    import signal
+
+    from scheduler import gateway
+
+    dump = open(out + ".stacks", "a")  # noqa: SIM115 -- open for the process's life
+    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+
+    def tasks(_signum: int, _frame: Any) -> None:
+        loop = gateway._server_loop  # noqa: SLF001 -- a bench instrument
+        if loop is None:
+            return
+        pending = asyncio.all_tasks(loop)
+        print(f"--- {len(pending)} tasks at {time.time():.3f}", file=dump)
+        for task in pending:
+            print(f"task {task.get_name()} {task.get_coro()!r}", file=dump)
+            coro: Any = task.get_coro()
+            while coro is not None:  # the chain of awaits, outermost first
+                frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+                if frame is not None:
+                    print(f"    {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}", file=dump)
+                coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        dump.flush()
+
+    signal.signal(signal.SIGUSR2, tasks)
 
 
 async def _probe_lag(lags: list[float]) -> None:
@@ -435,19 +496,26 @@ def _web_loop_cpu(groups: dict[str, int]) -> dict[str, float]:
     from bench.api_load import CLOCK_TICKS
 
     pgid, total, system = groups.get("web", groups.get("serve")), 0.0, 0.0
+    threads: dict[str, float] = {}  # "web thread <name>": the other threads, by name (digits left out)
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             raw = stat.read_text()
             fields = raw[raw.rindex(")") + 2 :].split()
             if int(fields[2]) != pgid:
                 continue
-            raw = (stat.parent / "task" / stat.parent.name / "stat").read_text()  # the main thread (tid = pid)
-            fields = raw[raw.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-            system += int(fields[12]) / CLOCK_TICKS
+            for task in (stat.parent / "task").iterdir():
+                raw = (task / "stat").read_text()
+                fields = raw[raw.rindex(")") + 2 :].split()
+                seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+                if task.name == stat.parent.name:  # the main thread (tid = pid)
+                    total += seconds
+                    system += int(fields[12]) / CLOCK_TICKS
+                else:
+                    name = "web thread " + raw[raw.index("(") + 1 : raw.rindex(")")].rstrip("0123456789_-")
+                    threads[name] = threads.get(name, 0.0) + seconds
         except (OSError, ValueError, IndexError):
             continue
-    return {"web loops": total, "web loops (system)": system}
+    return {"web loops": total, "web loops (system)": system, **threads}
 
 
 def _own_cpu() -> dict[str, float]:
@@ -678,6 +746,8 @@ async def run_agents(args: argparse.Namespace, hosts: list[tuple[str, str]], url
     stats.window_wall = (stats.window_wall[0], time.time())
     stats.load_after = os.getloadavg()[0]
     probe.cancel()
+    if args.sigterm_connected:  # a deploy's restart: the web processes stop with their agents connected
+        await asyncio.to_thread(_stop_with_dumps, args.layout_obj, args.timings, args.dump_after)
     if submitter.returncode is None:
         submitter.kill()
     await submitter.wait()  # waited for: its CPU is in RUSAGE_CHILDREN
@@ -715,6 +785,17 @@ def main() -> None:
         help="serve with the Procfile's processes (--web-workers web processes, worker, clock) instead of one `serve`",
     )
     parser.add_argument("--web-workers", type=int, default=2, help="with --layout: WEB_WORKERS (default 2)")
+    parser.add_argument(
+        "--sigterm-connected",
+        action="store_true",
+        help="with --layout: SIGTERM the web processes at the window's end with the agents still connected",
+    )
+    parser.add_argument(
+        "--dump-after",
+        type=float,
+        default=8.0,
+        help="with --layout: dump the stacks of a web process still running this many seconds after its SIGTERM",
+    )
     parser.add_argument(
         "--autogroup-nice",
         type=int,
@@ -779,15 +860,18 @@ def main() -> None:
     if args.layout:
         (scratch / "logs").mkdir()
         layout = start_layout(args, scratch / "logs", timings)
+        args.layout_obj, args.timings = layout, timings
         args.cpu_groups = {name: proc.pid for name, proc in layout.procs.items()}
         try:
             stats, window = asyncio.run(run_agents(args, hosts, f"ws://127.0.0.1:{args.port}/ws/agent/"))
             time.sleep(1.5)  # the timing files are flushed every second
-            layout.check()
+            if not args.sigterm_connected:  # else the web processes were stopped on purpose
+                layout.check()
             report(args, stats, window, timings)
             _report_ticks(scratch / "logs" / "worker.log")
             _report_autogroups(args.cpu_groups)
         finally:
+            _stop_with_dumps(layout, timings)
             stubborn = layout.stop()
             if stubborn:
                 print(f"needed SIGKILL: {', '.join(stubborn)}; logs {scratch / 'logs'}")
@@ -811,6 +895,29 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(5)
+
+
+def _stop_with_dumps(layout: Any, timings: Path, after: float = 8.0) -> None:
+    """SIGTERM the web processes; any still alive ``after`` s later has its threads' and tasks'
+    stacks dumped (:func:`_install_stop_dumps`, into ``timings``) before the layout's own stop."""
+    web = layout.procs.get("web")
+    if web is None or web.poll() is not None:
+        return
+    began = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(web.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        web.wait(after)
+    if web.poll() is not None:
+        print(f"web exited {time.monotonic() - began:.1f}s after SIGTERM")
+        return
+    kids = [int(p) for p in Path(f"/proc/{web.pid}/task/{web.pid}/children").read_text().split()]
+    print(f"web alive {after:g}s after SIGTERM: dumping workers {kids} into {timings}")
+    for pid in kids:
+        for sig in (signal.SIGUSR2, signal.SIGUSR1):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            time.sleep(0.5)
 
 
 def _wait_port(port: int, timeout: float) -> None:
@@ -931,6 +1038,25 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
         print(f"starts sent by a heartbeat flush (not the push): {by_flush}")
 
 
+def read_timings(path: Path) -> dict[str, Any]:
+    """One web process's timings: the lines :func:`install_timers` appended, merged."""
+    timed: dict[str, Any] = {}
+    for text in path.read_text().splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:  # a line cut by the process's end
+            continue
+        for key, value in line.items():
+            if key == "dispatches":
+                for kind, values in value.items():
+                    timed.setdefault(key, {}).setdefault(kind, []).extend(values)
+            elif isinstance(value, dict):
+                timed.setdefault(key, {}).update(value)
+            else:
+                timed.setdefault(key, []).extend(value)
+    return timed
+
+
 def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path) -> None:
     from django.db import close_old_connections
 
@@ -944,8 +1070,9 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
     lags: list[float] = []
     sent_starts: dict[int, float] = {}  # wire id → the server's send of its first start
     hops: dict[str, Any] = {}
-    for path in sorted(timings.glob("*.json")):  # one per web process
-        timed = json.loads(path.read_text())
+    thread_cores: dict[str, float] = {}
+    for path in sorted(timings.glob("*.jsonl")):  # one per web process
+        timed = read_timings(path)
         durations += timed.get("heartbeats", [])
         for at, wait in zip(timed.get("received", []), timed.get("heartbeats", []), strict=False):
             if stats.window_wall[0] <= at <= stats.window_wall[1]:
@@ -959,6 +1086,11 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases"):
             hops.setdefault(key, []).extend(timed.get(key, []))
         hops.setdefault("start_hosts", {}).update({int(k): v for k, v in timed.get("start_hosts", {}).items()})
+        inside = [row for row in timed.get("thread_cpu", []) if stats.window_wall[0] <= row[0] <= stats.window_wall[1]]
+        if len(inside) >= 2:  # CPU of each of this web process's threads over the window (by name)
+            (t0, first), (t1, last) = inside[0], inside[-1]
+            for name, seconds in last.items():
+                thread_cores[name] = thread_cores.get(name, 0.0) + (seconds - first.get(name, 0.0)) / (t1 - t0)
     # A start names the attempt by its wire id (scheduler.gateway), not its primary key.
     placed = dict(Attempt.objects.filter(wire_id__in=list(stats.starts)).values_list("wire_id", "placed_at"))
     latencies = [stats.starts[a] - placed[a].timestamp() for a in stats.starts if a in placed]
@@ -986,6 +1118,12 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
                 f"(everything the process did in the window ÷ heartbeats); "
                 f"load average {stats.load_before:.1f} → {stats.load_after:.1f}"
             )
+    if thread_cores and stats.heartbeats:
+        per = window / stats.heartbeats * 1000
+        print(
+            "web threads, CPU ms per heartbeat sent (all web processes, by thread name): "
+            + ", ".join(f"{k} {v * per:.3f}" for k, v in sorted(thread_cores.items(), key=lambda kv: -kv[1]) if v > 0)
+        )
     print(
         f"messages/s: {(stats.sent + stats.received) / window:.0f} "
         f"(sent {stats.sent}, received {stats.received} in {window:.1f}s; "

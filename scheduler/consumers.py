@@ -214,9 +214,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.host = host
         self.generation = host.link_generation
         self.group = gateway.host_group(host.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        # One live connection per host: the newest wins, older ones (in any web process) close.
-        await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
+        async with gateway.hub().layer_slots:  # not hundreds of Redis connections opened at once
+            await self.channel_layer.group_add(self.group, self.channel_name)
+            # One live connection per host: the newest wins, older ones (in any web process) close.
+            await self.channel_layer.group_send(self.group, {"type": "agent.superseded", "generation": self.generation})
         logger.info("agent of host %s connected from %s", host.name, self.scope.get("client"))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -323,6 +324,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # The socket is closed: what is still queued is recorded, but nothing is sent (an ack sent
         # to it raised ClientDisconnected, logged with its traceback, once per queued event).
         self.socket_closed = True
+        if code == CLOSE_SERVICE_RESTART:  # uvicorn's graceful shutdown (SIGTERM): the process stops
+            gateway.hub().stop()
         await self._finish_inbox()
         if self.host is not None:
             self.live = False
@@ -331,9 +334,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 # uvicorn's graceful shutdown closed the socket (SIGTERM): the process stops, its
                 # hub's flusher with it; the buffered heartbeats are written now, not lost.
                 await gateway.hub().flush()
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            if self.in_hubs:
-                await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
+            async with gateway.hub().layer_slots:  # a SIGTERM ends them all at once (gateway.LAYER_SLOTS)
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+                if self.in_hubs:
+                    await self.channel_layer.group_discard(gateway.HUBS_GROUP, self.channel_name)
             logger.info("agent of host %s disconnected (%s)", self.host.name, code)
 
     async def _shut(self, code: int, why: str) -> None:
@@ -432,15 +436,28 @@ class AgentConsumer(AsyncWebsocketConsumer):
 
     async def _finish_inbox(self) -> None:
         """Handle what is still queued (an ``exited`` sent just before the agent closed counts),
-        then end the handler; bounded by :data:`INBOX_DRAIN_S`."""
+        then end the handler; bounded by :data:`INBOX_DRAIN_S`, and cut short when the process
+        stops (:meth:`scheduler.gateway.AgentHub.stop`): then only the message being handled
+        finishes (the handler's cancel waits for its database call); the others were not
+        acknowledged, and the agent reports them again in its next hello."""
         handler = self.handler
         if handler is None:
             return
         if not handler.done():
+            stopping = gateway.hub().stopping
+            drained = asyncio.ensure_future(self.inbox.join())
+            stopped = asyncio.ensure_future(stopping.wait())
             try:
-                await asyncio.wait_for(self.inbox.join(), INBOX_DRAIN_S)
-            except TimeoutError:
-                logger.warning("host %s: %d messages left unhandled at disconnect", self.host, self.inbox.qsize())
+                await asyncio.wait([drained, stopped], timeout=INBOX_DRAIN_S, return_when=asyncio.FIRST_COMPLETED)
+                handled = drained.done()
+            finally:
+                drained.cancel()
+                stopped.cancel()
+            if not handled:
+                why = "the process stops" if stopping.is_set() else f"not handled within {INBOX_DRAIN_S:g}s"
+                logger.warning(
+                    "host %s: %d messages left unhandled at disconnect (%s)", self.host, self.inbox.qsize(), why
+                )
         handler.cancel()
         try:
             await handler
@@ -617,9 +634,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if layer is None or self.closing or not self.live or self.host is None:
             return
         try:
-            await layer.group_add(self.group, self.channel_name)
-            if not self.live:  # ended meanwhile: its disconnect may have left the group already
-                await layer.group_discard(self.group, self.channel_name)
+            async with gateway.hub().layer_slots:  # every connection of the process renews at once
+                await layer.group_add(self.group, self.channel_name)
+                if not self.live:  # ended meanwhile: its disconnect may have left the group already
+                    await layer.group_discard(self.group, self.channel_name)
         except Exception:  # the flushes still fence it and send its host's starts
             logger.warning("host %s: could not renew its group membership", self.host, exc_info=True)
 

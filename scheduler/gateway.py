@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import signal
 import threading
 import time
 import weakref
@@ -183,6 +184,15 @@ PUSH_PER_HOST_MAX = 3
 """A push of at most this many hosts goes to each host's own group (one message, read by the one web
 process holding its connection); a larger one to :data:`HUBS_GROUP` (one message, read once by each
 web process: 2–4 in the usual layouts)."""
+LAYER_SLOTS = 8
+"""Group joins and leaves of the agent connections of one web process in flight at once
+(:attr:`AgentHub.layer_slots`: at connect, at disconnect, the hourly renewals). Each takes a Redis
+connection of channels-redis's pool for its round trip, and the pool opens a new one whenever none
+is free (a TCP connect, a handshake and redis-py's driver-info lookup in the package metadata): 500
+connections ending at once (a SIGTERM with its agents connected, closing them all with 1012) opened
+hundreds of Redis connections together, and a web process still ran 8 s after its SIGTERM with 250
+of its connections waiting in ``group_discard`` (docs/benchmarks/api_load.md, web30). Queued behind
+a few slots they reuse a few pooled connections, one round trip each."""
 HUBS_REJOIN_S = 3600.0
 """How often the hub joins :data:`HUBS_GROUP` (its delegate) and each connection its host's group again
 (channels-redis drops a member after its group expiry: a day)."""
@@ -767,6 +777,18 @@ class AgentHub:
         self.delegate: AgentLink | None = None  # the link that is this hub's member of HUBS_GROUP
         self.flush_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-heartbeats")
         self.push_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairway-pushes")
+        self.stopping = asyncio.Event()  # the process stops (:meth:`stop`)
+        # the connections' group joins and leaves at connect and disconnect (LAYER_SLOTS at a time)
+        self.layer_slots = asyncio.Semaphore(LAYER_SLOTS)
+
+    def stop(self) -> None:
+        """The process stops (SIGTERM, SIGINT: :func:`_chain_stop_signals`; or uvicorn closed a
+        connection with 1012): the connections' messages read and not yet handled are left
+        unhandled (their disconnects stop waiting for them, :data:`scheduler.consumers.INBOX_DRAIN_S`);
+        the one being handled finishes. None of them was acknowledged, so the agent reports them
+        again in its next hello (its attempts with their ages, to another web process) and the
+        level-triggered starts and stops are sent again from the database."""
+        self.stopping.set()
 
     def register(self, host_id: int, link: AgentLink) -> None:
         """``link`` speaks for ``host_id`` from now on (after its hello)."""
@@ -894,7 +916,39 @@ def hub() -> AgentHub:
     found = _hubs.get(loop)
     if found is None:
         found = _hubs[loop] = AgentHub(loop)
+        _chain_stop_signals()
     return found
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _chain_stop_signals() -> None:
+    """Have SIGTERM and SIGINT also :meth:`~AgentHub.stop` every hub of this process, then call the
+    handler installed before (uvicorn's, which starts its graceful shutdown); only where a Python
+    handler is installed (uvicorn installs its own before it imports the application) and from the
+    main thread (where signal handlers live). Once per handler: a handler already chained stays.
+
+    Without it a SIGTERM'd web process waited for every agent connection that had ended shortly
+    before (agents leaving, or closed by the shutdown) to handle the attempt events it had read:
+    with the database busy, hundreds of them queued behind the agent-database threads kept the
+    process running past a process manager's stop timeout (10 s for podman and docker) and
+    uvicorn's own 30 s (docs/benchmarks/api_load.md, web30)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _STOP_SIGNALS:
+        previous = signal.getsignal(sig)
+        if not callable(previous) or getattr(previous, "stops_agent_hubs", False):
+            continue
+
+        def on_stop(signum: int, frame: Any, previous: Callable[..., Any] = previous) -> None:
+            for loop, found in list(_hubs.items()):
+                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile
+                    loop.call_soon_threadsafe(found.stop)
+            previous(signum, frame)
+
+        on_stop.stops_agent_hubs = True  # type: ignore[attr-defined]
+        signal.signal(sig, on_stop)
 
 
 # --- log tails (the agent keeps each attempt's log; the UI and CLI ask for its tail) ----------

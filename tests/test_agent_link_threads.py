@@ -256,3 +256,78 @@ def test_a_heartbeat_is_handled_in_receive_only_when_nothing_of_its_connection_i
                         await task
 
     asyncio.run(run())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stop", ["hub", "1012"])
+def test_when_the_process_stops_a_disconnect_handles_only_the_event_in_hand(monkeypatch: Any, stop: str) -> None:
+    """web30: a SIGTERM'd web process waited for every ended connection to handle the attempt
+    events it had read (hundreds behind the agent-database threads under load): past a process
+    manager's stop timeout. Once the process stops (``AgentHub.stop``: its SIGTERM, or uvicorn's
+    1012 close) the event being handled finishes; the one queued behind it is left (not acked: a
+    real agent reports it again in its next hello)."""
+    cluster = Cluster.objects.create(name="stop-drain")
+    [(host, token)] = _register(cluster, 1, prefix="d")
+    first, second = _place(host, "first", gpu=0), _place(host, "second", gpu=1)
+    entered, release = threading.Event(), threading.Event()
+    started = lifecycle.attempt_started
+
+    def slow_started(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return started(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "attempt_started", slow_started)
+
+    async def run() -> None:
+        comm = _communicator(token)
+        assert (await comm.connect(timeout=5))[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        for seq, aid in ((2, first), (3, second)):
+            await comm.send_to(
+                text_data=protocol.encode(protocol.AttemptEvent(id=seq, attempt_id=aid, state="started"))
+            )
+        for _ in range(100):
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.02)
+        assert entered.is_set()
+        if stop == "hub":  # as the chained SIGTERM handler does; the agent leaves meanwhile
+            gateway.hub().stop()
+        closing = asyncio.ensure_future(comm.disconnect(code=1012 if stop == "1012" else 1000, timeout=20))
+        await asyncio.sleep(0.3)
+        release.set()
+        await closing
+
+    try:
+        _run(run())
+    finally:
+        release.set()
+    gateway.drain_agent_db_threads()  # the call in hand ends on its thread (the process's exit waits for it)
+    assert Attempt.objects.get(wire_id=first).started_at is not None  # the event in hand: recorded
+    assert Attempt.objects.get(wire_id=second).started_at is None  # queued: left for the next hello
+
+
+def test_sigterm_and_sigint_stop_every_hub_then_call_the_handler_before() -> None:
+    import signal
+
+    called: list[int] = []
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for sig in before:
+            signal.signal(sig, lambda signum, _frame: called.append(signum))  # uvicorn's, say
+
+        async def run(sig: int) -> bool:
+            hub = gateway.hub()  # made on this loop: chains the handlers (once)
+            signal.raise_signal(sig)
+            await asyncio.sleep(0.05)
+            return hub.stopping.is_set()
+
+        assert asyncio.run(run(signal.SIGTERM)) is True
+        assert asyncio.run(run(signal.SIGINT)) is True
+        assert called == [signal.SIGTERM, signal.SIGINT]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -120,7 +120,8 @@ def test_the_flush_locks_its_hosts_in_id_order_first():
     sql = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN"))]
     first = sql[0]
     assert first.startswith("SELECT") and f'FROM "{Host._meta.db_table}"' in first, sql[:2]
-    assert re.search(rf'ORDER BY (1|"{Host._meta.db_table}"\."id") ASC', first), first  # 1: the selected id
+    # 1: the selected id; the raw statement on PostgreSQL (lifecycle._lock_hosts) says id
+    assert re.search(rf'ORDER BY (1 ASC|"{Host._meta.db_table}"\."id" ASC|id FOR UPDATE)', first), first
     if connection.vendor == "postgresql":
         assert "FOR UPDATE" in first
 
@@ -503,3 +504,39 @@ def test_a_connection_older_than_the_group_expiry_still_hears_its_host_group(fas
         assert closed["type"] == "websocket.close"
 
     _run(run())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flushs_raw_host_lock_locks_and_returns_what_the_orm_query_does() -> None:
+    """web30: the heartbeat flush locks its hosts with one raw statement on PostgreSQL
+    (``lifecycle._lock_hosts``); the ORM query it replaced is its oracle: the same ids, in id order,
+    for random sets of hosts (some removed, some unknown), and the rows are locked."""
+    import random
+
+    import psycopg
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the raw lock is PostgreSQL's; other engines use the ORM query itself")
+    cluster = Cluster.objects.create(name="lock-oracle")
+    ids = [h.pk for h, _ in _register(cluster, 12, prefix="k")]
+    Host.objects.filter(pk__in=ids[:2]).update(removed_at=timezone.now())  # still rows: locked too
+    rng = random.Random(30)
+    for _ in range(40):
+        chosen = sorted(rng.sample([*ids, max(ids) + 1, max(ids) + 7], rng.randint(1, 14)))
+        with transaction.atomic():
+            fast = lifecycle._lock_hosts(chosen)
+        with transaction.atomic():
+            plain = lifecycle._lock_hosts_plain(chosen)
+        assert fast == plain == [i for i in chosen if i in ids]
+    settings = connection.settings_dict
+    dsn = f"dbname={settings['NAME']} user={settings['USER']} host={settings['HOST']} port={settings['PORT']}"
+    with transaction.atomic():
+        lifecycle._lock_hosts([ids[3], ids[5]])
+        with psycopg.connect(dsn, password=settings["PASSWORD"] or None, autocommit=True) as other:
+            for hid, locked in ((ids[3], True), (ids[4], False), (ids[5], True)):
+                try:
+                    other.execute("select id from scheduler_host where id = %s for update nowait", (hid,))
+                    assert not locked, hid
+                except psycopg.errors.LockNotAvailable:
+                    assert locked, hid

@@ -92,3 +92,54 @@ def test_many_connections_ending_at_once_end_their_reads_without_a_redis_message
     assert len(ends) <= 2, f"{len(ends)} read-end messages sent through Redis for {CONNECTIONS} connections"
     troubles = [r.getMessage() for r in caplog.records if "channel read" in r.getMessage()]
     assert troubles == []
+
+
+def _pooled_redis_connections(layer) -> int:  # noqa: ANN001 -- channels-redis's layer
+    """Connections channels-redis's pools of this event loop have opened (and keep)."""
+    loop_layer = layer._layers.get(asyncio.get_running_loop())  # noqa: SLF001 -- counted, a test
+    if loop_layer is None:
+        return 0
+    pools = [client.connection_pool for client in loop_layer._connections.values()]  # noqa: SLF001
+    return sum(len(p._available_connections) + len(p._in_use_connections) for p in pools)  # noqa: SLF001
+
+
+def test_many_connections_ending_at_once_do_not_open_a_redis_connection_each(redis_layer):  # noqa: F811
+    """web30: a SIGTERM'd web process closes all its agents' sockets (1012) at once; each disconnect
+    leaves its groups through channels-redis, whose pool opened a Redis connection per concurrent
+    call (a TCP connect, a handshake, redis-py's package-metadata lookup): with 500 agents the process
+    still ran 8 s after its SIGTERM. Counted, not timed: 40 connections ending together open at most
+    ``LAYER_SLOTS`` Redis connections more (40 before)."""
+    from scheduler import gateway
+    from scheduler.services import do_register_host
+
+    cluster = Cluster.objects.create(name="slots")
+    hosts = [
+        do_register_host(cluster, f"s{i:03d}", [(0, f"GPU-s{i:03d}-0", "H100", 80000)]) for i in range(CONNECTIONS)
+    ]
+
+    async def run() -> tuple[int, int]:
+        from channels.db import aclose_old_connections
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        comms = []
+        try:
+            for host, token in hosts:
+                comm = WebsocketCommunicator(
+                    application, "/ws/agent/", headers=[(b"authorization", f"Bearer {token}".encode())]
+                )
+                assert (await comm.connect(timeout=10))[0]
+                await comm.send_to(text_data=_hello(host.name))
+                welcome = protocol.decode(await comm.receive_from(timeout=10), allowed=protocol.SERVER_MESSAGE_TYPES)
+                assert isinstance(welcome, protocol.Welcome)
+                comms.append(comm)
+            before = _pooled_redis_connections(layer)
+            await asyncio.gather(*(c.disconnect(code=consumers.CLOSE_SERVICE_RESTART, timeout=60) for c in comms))
+            assert all(c.future.done() and not c.future.cancelled() for c in comms)
+            return before, _pooled_redis_connections(layer)
+        finally:
+            await aclose_old_connections()
+
+    before, after = asyncio.run(run())
+    print(f"Redis connections of the layer: {before} before the disconnects, {after} after")
+    assert after - before <= gateway.LAYER_SLOTS, (before, after)
