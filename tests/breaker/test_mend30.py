@@ -20,3 +20,55 @@ def test_history_help_says_formula_like_cells_get_a_quote():
         assert csv_cell(start + "x") == "'" + start + "x"
     assert csv_cell(-9) == -9
     assert csv_cell("a=b") == "a=b"
+
+
+def _value_options(script: str) -> list[str]:
+    """The options the script's ``case`` reads a value for (``--x) V="$2"``)."""
+    import re
+
+    return re.findall(r'^\s+(--[a-z-]+)\) [^\n]*"\$2"', script, flags=re.M)
+
+
+def _all_options(script: str) -> list[str]:
+    import re
+
+    return sorted(set(re.findall(r"^\s+(--[a-z-]+)[)|=]", script, flags=re.M)))
+
+
+@pytest.mark.parametrize(("path", "count"), [("/agent/install.sh", 11), ("/cli/install.sh", 4)])
+def test_an_install_option_without_its_value_is_a_clear_error(path, count):
+    """``bash install.sh --token`` (the token forgotten) died with bash's ``$2: unbound variable``."""
+    from tests.ops.test_install_scripts import _bash_stdin, _served
+
+    script = _served(path)
+    options = _value_options(script.decode())
+    assert len(options) == count, options
+    for option in options:
+        for argv in ([option], [option, "--help"]):
+            done = _bash_stdin(script, *argv)
+            assert done.returncode == 1, (argv, done.stdout, done.stderr)
+            assert done.stderr == f"install.sh: {option} needs a value (see --help)\n", argv
+            assert done.stdout == ""
+
+
+@pytest.mark.parametrize("path", ["/agent/install.sh", "/cli/install.sh"])
+def test_install_usage_lists_every_option_the_script_reads(path):
+    from tests.ops.test_install_scripts import _bash_stdin, _served
+
+    script = _served(path)
+    usage = _bash_stdin(script, "--help").stdout
+    for option in _all_options(script.decode()):
+        assert option in usage, option
+
+
+def test_agent_readme_lists_every_install_option():
+    from pathlib import Path
+
+    from django.conf import settings
+
+    base = Path(settings.BASE_DIR)
+    script = (base / "scheduler" / "agent_install.sh").read_text()
+    readme = (base / "agent" / "README.md").read_text()
+    for option in _all_options(script):
+        if option != "--help":
+            assert f"`{option}" in readme, option
