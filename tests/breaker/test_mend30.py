@@ -72,3 +72,56 @@ def test_agent_readme_lists_every_install_option():
     for option in _all_options(script):
         if option != "--help":
             assert f"`{option}" in readme, option
+
+
+@pytest.mark.parametrize(
+    "container_path",
+    [
+        "/proc",
+        "/dev",
+        "/sys",
+        "/etc/passwd",
+        "/etc",
+        "/run",
+        "/var/run/docker.sock",
+        "/usr/lib",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib64",
+        "/lib32",
+        "/libx32/x",
+        "/boot",
+    ],
+)
+def test_the_mount_catalog_refuses_a_system_container_path(cluster, container_path):
+    """brk30: the admin stored ``/proc``, ``/dev``, ``/etc/passwd`` as a container path: mounted over the
+    container's own system directories (its /proc, its passwd), every start broke or ran a host's copy."""
+    from django.core.exceptions import ValidationError
+
+    from scheduler.models import Mount
+
+    m = Mount(cluster=cluster, name="m", host_path="/data", container_path=container_path, access="all")
+    with pytest.raises(ValidationError) as exc:
+        m.full_clean()
+    assert exc.value.message_dict["container_path"] == [
+        f"{container_path} is at or under a system directory of the container (/proc, /sys, /dev, /etc, /run, "
+        "/var/run, /usr, /bin, /sbin, /lib*, /boot)"
+    ]
+
+
+@pytest.mark.parametrize("container_path", ["/data", "/devel", "/etcetera", "/library", "/var/data", "/home/x", "/opt"])
+def test_the_mount_catalog_keeps_a_container_path_beside_the_system_ones(cluster, container_path):
+    from scheduler.models import Mount
+
+    Mount(cluster=cluster, name="m", host_path="/data", container_path=container_path, access="all").full_clean()
+
+
+def test_a_system_container_path_written_around_clean_is_refused_at_submission(cluster, researcher):
+    from scheduler import mounts
+    from scheduler.models import Mount
+
+    Mount.objects.create(cluster=cluster, name="m", host_path="/data", container_path="/proc", access="all")
+    out, problems = mounts.resolve(researcher, cluster, None, ["m"])
+    assert out == []
+    assert problems == ["Mount 'm' is misconfigured (its paths); ask an admin."]
