@@ -125,3 +125,39 @@ def test_a_system_container_path_written_around_clean_is_refused_at_submission(c
     out, problems = mounts.resolve(researcher, cluster, None, ["m"])
     assert out == []
     assert problems == ["Mount 'm' is misconfigured (its paths); ask an admin."]
+
+
+def test_an_admin_403_is_logged_as_one_line(db, client, caplog):
+    """brk30: every PermissionDenied in the admin (a staff user without the model's permission) was
+    logged by ``django.request`` at WARNING with a full traceback: a page of log per click. A client
+    error is one line; a server error keeps its traceback."""
+    import logging
+
+    from accounts.models import User
+
+    staff = User.objects.create_user("clerk", is_staff=True)
+    client.force_login(staff)
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        response = client.get("/admin/scheduler/mount/")
+    assert response.status_code == 403
+    [record] = [r for r in caplog.records if r.name == "django.request"]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == "Forbidden (Permission denied): /admin/scheduler/mount/"
+    assert record.exc_info is None
+    assert "Traceback" not in caplog.text
+
+
+def test_a_server_error_keeps_its_traceback():
+    import logging
+
+    from config.logfilters import client_errors_one_line
+
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        import sys
+
+        err = logging.LogRecord("django.request", logging.ERROR, "x", 1, "Internal Server Error: /", (), sys.exc_info())
+    err.status_code = 500
+    assert client_errors_one_line(err) is True
+    assert err.exc_info is not None
