@@ -161,3 +161,26 @@ def test_a_server_error_keeps_its_traceback():
     err.status_code = 500
     assert client_errors_one_line(err) is True
     assert err.exc_info is not None
+
+
+def test_the_workload_list_names_a_parameter_it_does_not_filter_by(
+    client, researcher, outsider, submit_kwargs, org_tree, cluster
+):
+    """brk30: ``/workloads/?user=outsider`` (the filter box is labelled as the column, "user", its
+    field is ``owner`` like the API's filter) listed every workload as if they were outsider's.
+    The box is labelled ``owner``; an unknown parameter is named, with the filters, and lists none."""
+    from scheduler.services import do_submit_workload
+
+    client.force_login(researcher)
+    browser = client
+    do_submit_workload(researcher, **submit_kwargs(name="mine"))
+    do_submit_workload(outsider, **submit_kwargs(name="theirs", budget=org_tree["vision/sam"]))
+    response = browser.get("/workloads/?user=outsider")
+    assert response.status_code == 400
+    assert list(response.context["page"]) == []
+    assert response.context["filter_errors"] == [
+        "user: no such filter (the filters are state, budget, owner, cluster, group)"
+    ]
+    page = response.content.decode()
+    assert "<label>owner<input" in page
+    assert [w.name for w in browser.get("/workloads/?owner=outsider&page=1").context["page"]] == ["theirs"]
