@@ -1136,10 +1136,10 @@ STALE_HEARTBEAT_S = 60.0
 def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
     """The agent's health as the server sees it: ``ok``, ``offline``, ``never connected``,
     ``stale <age>`` (no heartbeat for a minute) or ``<n> GPU unhealthy``."""
+    if not host.get("last_heartbeat"):
+        return "never connected"  # a joined host is offline until then: say why
     if host.get("state") == "offline":
         return "offline"
-    if not host.get("last_heartbeat"):
-        return "never connected"
     try:
         age = ((now or datetime.now(UTC)) - datetime.fromisoformat(host["last_heartbeat"])).total_seconds()
     except (TypeError, ValueError):
