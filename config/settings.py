@@ -18,6 +18,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.logfilters import client_errors_one_line
 from config.priority import hold_nice_against_other_sessions
 from config.private_file import owner_only
 
@@ -496,9 +497,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # a refused request (403 PermissionDenied, 404, 405) is one line, not a traceback (brk30)
+    "filters": {
+        "client_errors_one_line": {"()": "django.utils.log.CallbackFilter", "callback": client_errors_one_line}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_log_level("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "django.request": {"filters": ["client_errors_one_line"]},
+    },
 }
 
 # --- health and packaging (ops; scheduler/health.py, docs/deploy.md §10) ------------------------

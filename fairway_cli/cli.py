@@ -1136,10 +1136,10 @@ STALE_HEARTBEAT_S = 60.0
 def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
     """The agent's health as the server sees it: ``ok``, ``offline``, ``never connected``,
     ``stale <age>`` (no heartbeat for a minute) or ``<n> GPU unhealthy``."""
+    if not host.get("last_heartbeat"):
+        return "never connected"  # a joined host is offline until then: say why
     if host.get("state") == "offline":
         return "offline"
-    if not host.get("last_heartbeat"):
-        return "never connected"
     try:
         age = ((now or datetime.now(UTC)) - datetime.fromisoformat(host["last_heartbeat"])).total_seconds()
     except (TypeError, ValueError):
@@ -1262,7 +1262,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
     p.add_argument("--cluster", "-c")
     p.add_argument("--limit", type=_positive_int, default=1000)
-    p.add_argument("--csv", action="store_true", help="CSV with every field")
+    p.add_argument(
+        "--csv",
+        action="store_true",
+        help="CSV with every field; a text cell that starts with = + - @, a tab or a CR gets a leading ' "
+        "so a spreadsheet shows it as text (OWASP CSV injection)",
+    )
 
     p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME")
     p.add_argument("action", nargs="?", choices=HOST_ACTIONS)

@@ -23,13 +23,15 @@ PURGE=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 say() { echo "==> $*"; }
+# An option's value: there, and not the next option (`--token` last died "$2: unbound variable").
+need() { [ $# -ge 2 ] && [ "${2#--}" = "$2" ] || die "$1 needs a value (see --help)"; }
 usage() {
     cat <<'USAGE'
 Fairway agent installer (served by the Fairway server at /agent/install.sh).
 
   curl -fsSL SERVER/agent/install.sh | sudo FAIRWAY_JOIN_TOKEN=fwj_... bash -s -- [OPTIONS]
-  bash install.sh --token fwj_... [--host-name NAME] [--gpu-backend nvml|fake] [--gpus N --model M]
-                  [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
+  bash install.sh --token fwj_... [--server URL] [--host-name NAME] [--gpu-backend nvml|fake]
+                  [--gpus N --model M] [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
                   [--no-systemd] [--prefix DIR] [--python PYTHON]
   bash install.sh --uninstall [--purge] [--no-systemd] [--prefix DIR]
 
@@ -37,7 +39,8 @@ Installs the agent into its own virtualenv, exchanges the single-use join token 
 (`fairway-agent join`), writes a config readable only by its owner and a systemd unit, then
 enables and (re)starts the agent. Idempotent: run again to upgrade; an existing config is kept
 (the host does not join twice). --no-systemd starts the agent in the background instead
-(containers, tests); --prefix DIR puts everything (venv, config, state, run, log) under DIR.
+(containers, tests); --server URL joins and connects to another address of this server (default
+the one it was served from); --prefix DIR puts everything (venv, config, state, run, log) under DIR.
 --uninstall stops the agent and removes the venv, config and unit; --purge also the state
 directory (records and logs of attempts), the run directory and the agent's log. Attempts keep
 running while the agent is stopped. The host stays registered and schedulable on the server until
@@ -48,19 +51,19 @@ USAGE
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        --token) TOKEN="$2"; shift 2 ;;
+        --token) need "$@"; TOKEN="$2"; shift 2 ;;
         --token=*) TOKEN="${1#*=}"; shift ;;
-        --server) SERVER_URL="$2"; shift 2 ;;
-        --host-name) HOST_NAME="$2"; shift 2 ;;
-        --gpu-backend) GPU_BACKEND="$2"; shift 2 ;;
-        --gpus) GPUS="$2"; shift 2 ;;
-        --model) MODEL="$2"; shift 2 ;;
-        --runtime) RUNTIME="$2"; shift 2 ;;
-        --docker-url) DOCKER_URL="$2"; shift 2 ;;
-        --label) LABELS+=("$2"); shift 2 ;;
+        --server) need "$@"; SERVER_URL="$2"; shift 2 ;;
+        --host-name) need "$@"; HOST_NAME="$2"; shift 2 ;;
+        --gpu-backend) need "$@"; GPU_BACKEND="$2"; shift 2 ;;
+        --gpus) need "$@"; GPUS="$2"; shift 2 ;;
+        --model) need "$@"; MODEL="$2"; shift 2 ;;
+        --runtime) need "$@"; RUNTIME="$2"; shift 2 ;;
+        --docker-url) need "$@"; DOCKER_URL="$2"; shift 2 ;;
+        --label) need "$@"; LABELS+=("$2"); shift 2 ;;
         --no-systemd) SYSTEMD=0; shift ;;
-        --prefix) PREFIX="$2"; shift 2 ;;
-        --python) PYTHON="$2"; shift 2 ;;
+        --prefix) need "$@"; PREFIX="$2"; shift 2 ;;
+        --python) need "$@"; PYTHON="$2"; shift 2 ;;
         --uninstall) UNINSTALL=1; shift ;;
         --purge) PURGE=1; shift ;;
         -h|--help) usage; exit 0 ;;

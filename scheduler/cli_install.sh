@@ -14,6 +14,8 @@ UNINSTALL=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 say() { echo "==> $*"; }
+# An option's value: there, and not the next option (`--token` last died "$2: unbound variable").
+need() { [ $# -ge 2 ] && [ "${2#--}" = "$2" ] || die "$1 needs a value (see --help)"; }
 usage() {
     cat <<'USAGE'
 Fairway CLI installer (served by the Fairway server at /cli/install.sh).
@@ -31,10 +33,10 @@ USAGE
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        --prefix) PREFIX="$2"; shift 2 ;;
-        --bin-dir) BIN_DIR="$2"; shift 2 ;;
-        --python) PYTHON="$2"; shift 2 ;;
-        --server) SERVER_URL="$2"; shift 2 ;;
+        --prefix) need "$@"; PREFIX="$2"; shift 2 ;;
+        --bin-dir) need "$@"; BIN_DIR="$2"; shift 2 ;;
+        --python) need "$@"; PYTHON="$2"; shift 2 ;;
+        --server) need "$@"; SERVER_URL="$2"; shift 2 ;;
         --uninstall) UNINSTALL=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;

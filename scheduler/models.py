@@ -261,15 +261,15 @@ class Mount(models.Model):
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
 
-        from scheduler.mounts import path_problem
+        from scheduler.mounts import container_path_problem, path_problem
 
         errors = {}
-        for field in ("host_path", "container_path"):
-            problem = path_problem(getattr(self, field), allow_user=field == "host_path")
-            if problem:
-                errors[field] = problem
-        if self.container_path == "/":  # docker: "destination can't be '/'"; every start failed (brk30)
-            errors["container_path"] = "the container's root cannot be a mount point"
+        problem = path_problem(self.host_path, allow_user=True)
+        if problem:
+            errors["host_path"] = problem
+        problem = container_path_problem(self.container_path)
+        if problem:
+            errors["container_path"] = problem
         has_user = "{user}" in self.host_path
         if self.access == self.Access.HOME and not has_user:
             errors["host_path"] = "access 'home' needs {user} in the host path"

@@ -38,6 +38,26 @@ def path_problem(path: str, *, allow_user: bool) -> str | None:
     return None
 
 
+SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/etc", "/run", "/var/run", "/usr", "/bin", "/sbin", "/lib*", "/boot")
+"""A container's own system directories: no catalog mount may sit at or under one (docs/jobs.md)."""
+
+_SYSTEM_RE = re.compile(r"\A/(proc|sys|dev|etc|run|var/run|usr|bin|sbin|lib(32|64|x32)?|boot)(/|\Z)")
+
+
+def container_path_problem(path: str) -> str | None:
+    """Why ``path`` is no catalog container path, or None: :func:`path_problem`, not ``/`` (docker:
+    "destination can't be '/'") and not at or under one of :data:`SYSTEM_DIRS` (brk30: ``/proc``,
+    ``/dev``, ``/etc/passwd`` were stored, a bind over them breaks or subverts the container)."""
+    problem = path_problem(path, allow_user=False)
+    if problem:
+        return problem
+    if path == "/":
+        return "the container's root cannot be a mount point"
+    if _SYSTEM_RE.match(path):
+        return f"{path} is at or under a system directory of the container ({', '.join(SYSTEM_DIRS)})"
+    return None
+
+
 def resolve(owner: Any, cluster: Any, budget: Any, names: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """The mounts ``names`` of ``cluster``'s catalog as ``owner`` may use them with ``budget``.
 
@@ -89,7 +109,7 @@ def resolve(owner: Any, cluster: Any, budget: Any, names: Sequence[str]) -> tupl
                 problems.append(f"Mount {name!r} needs a user name of letters, digits, '_', '.', '-'.")
                 continue
             host_path = host_path.replace("{user}", user)
-        if path_problem(host_path, allow_user=False) or path_problem(m.container_path, allow_user=False):
+        if path_problem(host_path, allow_user=False) or container_path_problem(m.container_path):
             # defence in depth: a catalog row written around Mount.clean (e.g. by a script)
             problems.append(f"Mount {name!r} is misconfigured (its paths); ask an admin.")
             continue

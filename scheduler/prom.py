@@ -35,7 +35,8 @@ from prometheus_client.registry import Collector
 
 from budgets.models import Budget
 from scheduler import histograms
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
+from scheduler.models import Attempt, Cluster, Host, Workload
+from scheduler.reports import occupancy
 
 TICK_KEY = "fairway:tick-seconds"
 PREEMPTION_REASONS = (
@@ -138,7 +139,7 @@ class FairwayCollector(Collector):
             workloads.add_metric([names.get(cid, str(cid)), state], n)
         yield workloads
 
-        yield self._gpus(names)
+        yield from self._gpus(names)
 
         hosts = GaugeMetricFamily("fairway_hosts", "Registered hosts by state", labels=["cluster", "state"])
         for cid, state, n in (
@@ -242,32 +243,21 @@ class FairwayCollector(Collector):
                 running.add_metric(key, b.running_gpus)
         yield from (usage, committed, entitlement, ratio, pending, running, window)
 
-    def _gpus(self, names: dict[int, str]) -> Metric:
-        """GPUs by state: allocated, unallocated (held), idle (free, schedulable), unhealthy, unavailable."""
-        held = {
-            gid: bool(allocated and not unfunded)
-            for gid, allocated, unfunded in AttemptGPU.objects.filter(
-                open=True, attempt__ended_at__isnull=True
-            ).values_list("gpu_id", "attempt__allocated", "attempt__unfunded")
-        }
-        counts: dict[tuple[int, str], int] = {}
-        for gid, cid, host_state, health in GPU.objects.filter(host__removed_at__isnull=True).values_list(
-            "id", "host__cluster_id", "host__state", "health"
-        ):
-            if gid in held:
-                state = "allocated" if held[gid] else "unallocated"
-            elif health == GPU.Health.UNHEALTHY:
-                state = "unhealthy"
-            elif host_state == Host.State.ACTIVE:
-                state = "idle"
-            else:
-                state = "unavailable"
-            counts[(cid, state)] = counts.get((cid, state), 0) + 1
+    def _gpus(self, names: dict[int, str]) -> Iterator[Metric]:
+        """GPUs by state as the API and the web pages count them (``reports.occupancy``, one source):
+        allocated, unallocated (held), idle (free, schedulable), unavailable (free on a host not
+        active, or unhealthy); and the free GPUs reporting unhealthy, a part of unavailable."""
+        clusters = sorted(Cluster.objects.filter(pk__in=names), key=lambda c: c.name)
         gpus = GaugeMetricFamily("fairway_gpus", "Registered GPUs by state", labels=["cluster", "state"])
-        for cid, name in sorted(names.items(), key=lambda kv: kv[1]):
-            for state in ("allocated", "unallocated", "idle", "unhealthy", "unavailable"):
-                gpus.add_metric([name, state], counts.get((cid, state), 0))
-        return gpus
+        unhealthy = GaugeMetricFamily(
+            "fairway_unhealthy_gpus", "Free GPUs reporting unhealthy (counted as unavailable)", labels=["cluster"]
+        )
+        for occ in occupancy(clusters):
+            for state in ("allocated", "unallocated", "idle", "unavailable"):
+                gpus.add_metric([occ.cluster, state], getattr(occ, state))
+            unhealthy.add_metric([occ.cluster], occ.unhealthy)
+        yield gpus
+        yield unhealthy
 
     def _pyramid(self, names: dict[int, str]) -> Iterator[Metric]:
         """The pyramid of the last rolled-up hour: one gauge per fraction (they have different

@@ -292,6 +292,8 @@ class Occupancy:
     Every registered GPU (host not removed) is in exactly one of ``allocated`` (held by an
     allocated attempt), ``unallocated`` (held by an unallocated or unfunded attempt), ``idle``
     (schedulable and free), ``unavailable`` (free, but its host is not active or it is unhealthy).
+    ``unhealthy`` counts the free GPUs reporting unhealthy, whatever their host's state: a part of
+    ``unavailable``, not a state of its own. The API, the web pages and /metrics read these numbers.
     """
 
     cluster: str
@@ -300,6 +302,7 @@ class Occupancy:
     unallocated: int = 0
     idle: int = 0
     unavailable: int = 0
+    unhealthy: int = 0
     hosts_by_state: dict[str, int] = field(default_factory=dict)
     workloads_by_state: dict[str, int] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
@@ -343,6 +346,7 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
             occ.idle += 1
         else:
             occ.unavailable += 1
+            occ.unhealthy += health == GPU.Health.UNHEALTHY
     for cid, state in Host.objects.filter(cluster_id__in=by_id, removed_at__isnull=True).values_list(
         "cluster_id", "state"
     ):

@@ -973,7 +973,8 @@ def do_join_host(
     join_token: str, name: str, gpus: Sequence[GpuSpec], labels: Mapping[str, str] | None = None
 ) -> tuple[Host, str]:
     """Exchange a join token for a host token: register host ``name`` with ``gpus`` in the token's
-    cluster (:func:`do_register_host`) and spend the token, in one transaction.
+    cluster (:func:`do_register_host`), ``offline`` until its agent's first hello, and spend the
+    token, in one transaction.
 
     Raises JoinError ``invalid_join_token`` (403: unknown, used or expired; one message for all three)
     or the HostError of the registration (the token is then not spent).
@@ -993,6 +994,11 @@ def do_join_host(
         if row is None or row.used_at is not None or row.expires_at <= timezone.now():
             raise refused
         host, token = do_register_host(row.cluster, name, gpus, labels, actor=row.created_by)
+        # Offline until its agent's first hello (lifecycle.host_hello brings it back to active):
+        # an active host nobody had heard from took placements and counted as idle capacity until
+        # the sweep noticed the silence (brk30). The install script starts the agent right after.
+        host.state, host.state_before_offline = Host.State.OFFLINE, Host.State.ACTIVE
+        host.save(update_fields=["state", "state_before_offline"])
         row.used_at, row.host = timezone.now(), host
         row.save(update_fields=["used_at", "host"])
         HostEvent.objects.create(

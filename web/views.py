@@ -303,12 +303,17 @@ def workloads(request: HttpRequest) -> HttpResponse:
     states = params.getlist("state")
     if len(states) > 1:
         params.setlist("state", [",".join(states)])
-    params = {k: v for k, v in params.items() if v and k in {"state", "budget", "owner", "cluster", "group"}}
+    filters = list(WorkloadFilter.base_filters)
+    # ?user=rita (the column says "user"; the filter is owner=, as the API's) listed everyone's
+    # workloads as if they were rita's (brk30): a parameter that filters nothing is named too.
+    unknown = [k for k in params if k not in {*filters, "page"}]
+    params = {k: v for k, v in params.items() if v and k in filters}
     queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
     # A filter the API refuses (400, naming the value) was dropped here without a word: the page
     # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
-    errors = [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
+    errors = [f"{k}: no such filter (the filters are {', '.join(filters)})" for k in unknown]
+    errors += [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
     page = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE).get_page(request.GET.get("page"))
     now = timezone.now()
     for w in page:

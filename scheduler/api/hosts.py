@@ -283,6 +283,7 @@ class OccupancySerializer(serializers.Serializer):
     unallocated = serializers.IntegerField(help_text="GPUs held by unallocated or unfunded attempts")
     idle = serializers.IntegerField(help_text="free GPUs that could take work")
     unavailable = serializers.IntegerField(help_text="free GPUs on hosts not active, or unhealthy")
+    unhealthy = serializers.IntegerField(help_text="of the unavailable: free GPUs reporting unhealthy")
     occupancy = serializers.FloatField(help_text="(allocated + unallocated) / gpus")
     hosts_by_state = serializers.DictField(child=serializers.IntegerField())
     workloads_by_state = serializers.DictField(child=serializers.IntegerField())

@@ -60,9 +60,10 @@ def test_metrics_names_and_values(world, client):
     assert m[("fairway_pending_workloads", (c, ("reason", "not_yet_considered")))] == 1
     gpus = {
         state: m[("fairway_gpus", (c, ("state", state)))]
-        for state in ("allocated", "unallocated", "idle", "unhealthy", "unavailable")
+        for state in ("allocated", "unallocated", "idle", "unavailable")
     }
-    assert gpus == {"allocated": 2, "unallocated": 1, "idle": 1, "unhealthy": 1, "unavailable": 2}
+    assert gpus == {"allocated": 2, "unallocated": 1, "idle": 1, "unavailable": 3}
+    assert m[("fairway_unhealthy_gpus", (c,))] == 1
     assert m[("fairway_hosts", (c, ("state", "active")))] == 2
     assert m[("fairway_hosts", (c, ("state", "drained")))] == 1
     assert m[("fairway_connected_agents", (c,))] == 2
@@ -81,3 +82,25 @@ def test_metrics_bearer_token(world, client, settings):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
     m = scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-scrape")
     assert ("fairway_connected_agents", (("cluster", "c1"),)) in m
+
+
+def test_exporter_gpu_states_are_the_apis(world, client, api_client_for):
+    """mend30 (brk30): with an unhealthy GPU on a drained host, /metrics said unhealthy 1 +
+    unavailable 7 where the API and the web pages said unavailable 8. Both now read
+    ``reports.occupancy``: the same states, the same numbers; the unhealthy free GPUs are a gauge
+    of their own, counted within ``unavailable``."""
+    from accounts.models import User
+
+    drained = Host.objects.get(name="h2")
+    GPU.objects.filter(host=drained, index=0).update(health=GPU.Health.UNHEALTHY)
+    m = scrape(client)
+    user = User.objects.create_user("viewer")
+    [api] = api_client_for(user).get("/api/v1/metrics/").json()
+    c = ("cluster", "c1")
+    states = ("allocated", "unallocated", "idle", "unavailable")
+    exported = {state: m[("fairway_gpus", (c, ("state", state)))] for state in states}
+    assert exported == {state: api[state] for state in states}
+    assert exported == {"allocated": 2, "unallocated": 1, "idle": 1, "unavailable": 3}
+    assert ("fairway_gpus", (c, ("state", "unhealthy"))) not in m
+    assert m[("fairway_unhealthy_gpus", (c,))] == api["unhealthy"] == 2
+    assert sum(exported.values()) == api["gpus"] == 7
