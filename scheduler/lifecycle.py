@@ -420,14 +420,16 @@ def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime
 # --- hosts -----------------------------------------------------------------------------
 
 
-def _host_back_online(host: Host, now: datetime) -> None:
-    """Restore an offline host's earlier state (the host row is locked by the caller)."""
+def _host_back_online(host: Host, now: datetime, *, first: bool = False) -> None:
+    """Restore an offline host's earlier state (the host row is locked by the caller); ``first``:
+    its agent's first hello (a joined host is offline until then), said so in the event."""
     if host.state != Host.State.OFFLINE:
         return
     before = host.state_before_offline or Host.State.ACTIVE
     host.state = before
     host.state_before_offline = ""
-    HostEvent.objects.create(host=host, at=now, kind="online", message=f"agent back: offline → {before}")
+    said = f"agent connected for the first time: {before}" if first else f"agent back: offline → {before}"
+    HostEvent.objects.create(host=host, at=now, kind="online", message=said)
     notify.request_tick_on_commit(host.cluster_id)
 
 
@@ -749,7 +751,7 @@ def host_hello(
         agent_version = clean_text(agent_version)
         locked.agent_version = agent_version[:32]
         locked.last_heartbeat = now
-        _host_back_online(locked, now)
+        _host_back_online(locked, now, first=last_seen is None)
         _check_inventory(locked, gpus, now)
         locked.isolation = _clean_isolation(isolation)
         locked.cpus, locked.memory_bytes = cpus, memory

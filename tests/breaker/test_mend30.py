@@ -219,6 +219,7 @@ def test_a_joined_host_takes_no_work_until_its_agent_says_hello(
     lifecycle.host_hello(host, agent_version="1", gpus=reports, running=[])
     host.refresh_from_db()
     assert host.state == "active"
+    assert host.events.filter(kind="online").get().message == "agent connected for the first time: active"
     with django_capture_on_commit_callbacks(execute=True):
         run_tick(cluster.pk)
     assert Attempt.objects.get().host_id == host.pk
