@@ -131,8 +131,18 @@ def test_the_compose_file_runs_postgres_redis_and_the_four_processes_after_migra
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert services["migrate"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
     assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
-    assert services["web"]["ports"] == ["8000:8000"]
     assert set(compose["volumes"]) == {"postgres-data", "fairway-state"}
+
+
+def test_the_compose_file_publishes_the_web_port_on_loopback_only():
+    """ops30: `8000:8000` published uvicorn on every interface, in plain HTTP, to clients that can
+    then write `X-Forwarded-For` and `X-Forwarded-Proto` themselves, which production trusts from
+    the one proxy it assumes (FAIRWAY_TRUSTED_PROXIES=1): a login throttle dodged by a new made-up
+    address per try. Like the web unit (127.0.0.1:8000), only a proxy on the host reaches it."""
+    services = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())["services"]
+    assert services["web"]["ports"] == ["127.0.0.1:8000:8000"]
+    published = [port for service in services.values() for port in service.get("ports", [])]
+    assert all(port.startswith("127.0.0.1:") for port in published), published
 
 
 @pytest.mark.skipif(not shutil.which("podman-compose"), reason="podman-compose is not installed")
