@@ -168,3 +168,11 @@ def test_the_image_entry_point_knows_every_command_of_the_compose_file_and_the_c
     assert re.search(r"^USER 10001", containerfile, re.M)
     assert "collectstatic" in containerfile and "--require-hashes" in containerfile
     assert 'CMD ["web"]' in containerfile
+
+
+def test_the_procfile_web_line_listens_where_the_web_unit_does():
+    """ops30: the Procfile's web line listened on 0.0.0.0 by default while production trusts the
+    proxy's X-Forwarded-* (FAIRWAY_TRUSTED_PROXIES=1): a client reaching uvicorn directly chose
+    the address its throttles counted. Loopback by default, as the unit; `HOST` opens it."""
+    assert "--host ${HOST:-127.0.0.1}" in procfile()["web"]
+    assert "HOST=127.0.0.1" in unit("fairway-web.service")["Service"]["Environment"]
