@@ -176,3 +176,15 @@ def test_the_procfile_web_line_listens_where_the_web_unit_does():
     the address its throttles counted. Loopback by default, as the unit; `HOST` opens it."""
     assert "--host ${HOST:-127.0.0.1}" in procfile()["web"]
     assert "HOST=127.0.0.1" in unit("fairway-web.service")["Service"]["Environment"]
+
+
+def test_the_example_environment_file_gives_the_units_postgres_and_redis():
+    """ops30: deploy/fairway.env.example, the units' EnvironmentFile, named neither DATABASE_URL nor
+    REDIS_URL (compose sets both itself): units started from it ran on a SQLite file with no broker,
+    each process alone: the clock's ticks went to a stub broker in its own memory and never ran,
+    with no error in any log. The example now has both (compose's `environment:` still wins)."""
+    lines = (REPO / "deploy" / "fairway.env.example").read_text().splitlines()
+    env = dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+    assert env["DATABASE_URL"].startswith("postgres://") and env["REDIS_URL"].startswith("redis://")
+    compose = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())["x-fairway"]
+    assert {"DATABASE_URL", "REDIS_URL"} <= set(compose["environment"])
