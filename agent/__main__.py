@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", choices=RUNTIMES)
     run.add_argument("--log-level", dest="log_level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     run.add_argument("--log-max-bytes", dest="log_max_bytes", type=int, help="cap of each attempt's log, bytes")
-    run.add_argument("--docker-url", dest="docker_url", help="Docker Engine API, e.g. unix:///run/podman.sock")
+    run.add_argument("--docker-url", dest="docker_url", help="Docker Engine API, e.g. unix:///run/podman/podman.sock")
 
     join = commands.add_parser("join", help=f"exchange a join token (env {JOIN_TOKEN_ENV}) for a host token")
     join.add_argument("--server", required=True, help="the server's http(s) URL, e.g. https://fairway.example.org")

@@ -121,9 +121,23 @@ def _secret_key() -> str:
     if key:
         return key
     path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+    if path.exists():
+        owner_only(path)  # one written 0644 by an earlier version
+    else:
+        # Created 0600 with its content, then linked into place: never readable by others, and
+        # processes starting together all read the one key that won the link.
+        tmp = VAR_DIR / f".secret_key.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, secrets.token_urlsafe(50).encode())
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
 
 
@@ -464,6 +478,12 @@ if FAIRWAY_ENV not in {"development", "production"}:
 PRODUCTION = FAIRWAY_ENV == "production"
 if PRODUCTION and not os.environ.get("SECRET_KEY"):
     raise ImproperlyConfigured("FAIRWAY_ENV=production needs SECRET_KEY (50+ random characters)")
+# The examples' placeholders (deploy/fairway.env.example, .env.example) are public: never a key.
+if PRODUCTION and SECRET_KEY.lower().startswith("change-me"):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the example's placeholder: set 50+ random characters "
+        '(python -c "import secrets; print(secrets.token_urlsafe(60))")'
+    )
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
 # Prometheus and health checks may reach a web process directly over HTTP inside the lab.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]

@@ -68,3 +68,24 @@ def test_the_development_default_warns_and_production_needs_a_secret_key(tmp_pat
     env.pop("SECRET_KEY")
     done = manage(env, "check")
     assert done.returncode != 0 and "SECRET_KEY" in done.stderr
+
+
+def example_env() -> dict[str, str]:
+    """deploy/fairway.env.example's variables, as systemd's EnvironmentFile and compose read them."""
+    lines = (ROOT / "deploy" / "fairway.env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+def test_the_example_environment_file_does_not_start_until_a_secret_key_is_set(tmp_path):
+    """ops30: the example's placeholder SECRET_KEY (`change-me-…`) started production as it stood,
+    with a key anyone who read the repository knew (only `check --deploy` warned)."""
+    example = {k: v for k, v in example_env().items() if k not in {"DATABASE_URL", "REDIS_URL"}}  # no server here
+    env = production_env(tmp_path, **example)
+    assert env["FAIRWAY_ENV"] == "production"
+    done = manage(env, "check")
+    assert done.returncode != 0 and "SECRET_KEY" in done.stderr, done.stdout + done.stderr
+    done = manage(production_env(tmp_path, SECRET_KEY="change-me-" + secrets.token_urlsafe(50)), "check")
+    assert done.returncode != 0 and "SECRET_KEY" in done.stderr, done.stdout + done.stderr
+    env["SECRET_KEY"] = secrets.token_urlsafe(60)
+    done = manage(env, "check")
+    assert done.returncode == 0, done.stdout + done.stderr

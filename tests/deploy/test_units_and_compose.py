@@ -131,8 +131,18 @@ def test_the_compose_file_runs_postgres_redis_and_the_four_processes_after_migra
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert services["migrate"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
     assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
-    assert services["web"]["ports"] == ["8000:8000"]
     assert set(compose["volumes"]) == {"postgres-data", "fairway-state"}
+
+
+def test_the_compose_file_publishes_the_web_port_on_loopback_only():
+    """ops30: `8000:8000` published uvicorn on every interface, in plain HTTP, to clients that can
+    then write `X-Forwarded-For` and `X-Forwarded-Proto` themselves, which production trusts from
+    the one proxy it assumes (FAIRWAY_TRUSTED_PROXIES=1): a login throttle dodged by a new made-up
+    address per try. Like the web unit (127.0.0.1:8000), only a proxy on the host reaches it."""
+    services = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())["services"]
+    assert services["web"]["ports"] == ["127.0.0.1:8000:8000"]
+    published = [port for service in services.values() for port in service.get("ports", [])]
+    assert all(port.startswith("127.0.0.1:") for port in published), published
 
 
 @pytest.mark.skipif(not shutil.which("podman-compose"), reason="podman-compose is not installed")
@@ -158,3 +168,23 @@ def test_the_image_entry_point_knows_every_command_of_the_compose_file_and_the_c
     assert re.search(r"^USER 10001", containerfile, re.M)
     assert "collectstatic" in containerfile and "--require-hashes" in containerfile
     assert 'CMD ["web"]' in containerfile
+
+
+def test_the_procfile_web_line_listens_where_the_web_unit_does():
+    """ops30: the Procfile's web line listened on 0.0.0.0 by default while production trusts the
+    proxy's X-Forwarded-* (FAIRWAY_TRUSTED_PROXIES=1): a client reaching uvicorn directly chose
+    the address its throttles counted. Loopback by default, as the unit; `HOST` opens it."""
+    assert "--host ${HOST:-127.0.0.1}" in procfile()["web"]
+    assert "HOST=127.0.0.1" in unit("fairway-web.service")["Service"]["Environment"]
+
+
+def test_the_example_environment_file_gives_the_units_postgres_and_redis():
+    """ops30: deploy/fairway.env.example, the units' EnvironmentFile, named neither DATABASE_URL nor
+    REDIS_URL (compose sets both itself): units started from it ran on a SQLite file with no broker,
+    each process alone: the clock's ticks went to a stub broker in its own memory and never ran,
+    with no error in any log. The example now has both (compose's `environment:` still wins)."""
+    lines = (REPO / "deploy" / "fairway.env.example").read_text().splitlines()
+    env = dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+    assert env["DATABASE_URL"].startswith("postgres://") and env["REDIS_URL"].startswith("redis://")
+    compose = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())["x-fairway"]
+    assert {"DATABASE_URL", "REDIS_URL"} <= set(compose["environment"])

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,50 @@ def test_promtool_check_rules():
         [shutil.which("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+SUM_BY = re.compile(r"sum by \(cluster\) \((fairway_[a-z_]+)(?:\{([^}]*)\})?\)")
+
+
+def sum_by_cluster(text: str, selector: re.Match[str]) -> dict[str, float]:
+    """PromQL's ``sum by (cluster) (name{label="v", label!="v"})`` over one scrape."""
+    name, matchers = selector.group(1), selector.group(2) or ""
+    wanted = [re.fullmatch(r'\s*(\w+)\s*(!?=)\s*"([^"]*)"\s*', m).groups() for m in matchers.split(",") if m.strip()]
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name != name:
+                continue
+            if all((sample.labels.get(k) == v) == (op == "=") for k, op, v in wanted):
+                cluster = sample.labels["cluster"]
+                out[cluster] = out.get(cluster, 0.0) + sample.value
+    return out
+
+
+def agents_alert(text: str) -> dict[str, float]:
+    """FairwayAgentsDisconnected evaluated on one scrape: ``sum by (cluster) (A) - sum by (cluster)
+    (B) > N`` (a vector difference keeps the clusters present on both sides, as PromQL's)."""
+    import yaml
+
+    rules = [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    expr = next(r["expr"] for r in rules if r["alert"] == "FairwayAgentsDisconnected")
+    left, right = SUM_BY.finditer(expr)
+    threshold = float(re.search(r">\s*([0-9.]+)\s*$", expr).group(1))
+    a, b = sum_by_cluster(text, left), sum_by_cluster(text, right)
+    return {c: a[c] - b[c] for c in a.keys() & b.keys() if a[c] - b[c] > threshold}
+
+
+def test_the_agents_alert_fires_for_a_host_whose_agent_went_silent(cluster, client):
+    """ops30: the rule subtracted connected agents from the hosts *not offline*; a silent host goes
+    offline after FAIRWAY_HOST_OFFLINE_AFTER_S (30 s), so the rule's `for: 10m` never elapsed and a
+    dead agent never alerted (seen on a deploy: agent killed, hosts{state="offline"} 1, no alert)."""
+    from django.utils import timezone
+
+    from scheduler.models import Host
+
+    cluster.hosts.update(last_heartbeat=timezone.now(), state=Host.State.ACTIVE)
+    assert agents_alert(scrape_text(client)) == {}
+    silent = cluster.hosts.order_by("name").first()
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    Host.objects.filter(pk=silent.pk).update(state=Host.State.OFFLINE, last_heartbeat=an_hour_ago)
+    assert agents_alert(scrape_text(client)) == {cluster.name: 1.0}
