@@ -35,6 +35,4 @@ def refuse_without_shared_services(process: str) -> None:
     """Raise ``CommandError`` (exit status 1, the message on stderr) when production lacks them."""
     missing = missing_shared_services()
     if missing:
-        raise CommandError(
-            f"FAIRWAY_ENV=production: {process} refuses to start: {'; '.join(missing)} (docs/deploy.md)"
-        )
+        raise CommandError(f"FAIRWAY_ENV=production: {process} refuses to start: {'; '.join(missing)} (docs/deploy.md)")
