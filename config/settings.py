@@ -159,13 +159,14 @@ INSTALLED_APPS = [
     "knox",
     "django_filters",
     "channels",
-    "django_dramatiq",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from the package (offline)
     "django_htmx",
     "accounts",
     "budgets",
     "scheduler",
+    # after scheduler: its `rundramatiq` (refused in production without Redis) wins over this app's
+    "django_dramatiq",
     "web",
 ]
 

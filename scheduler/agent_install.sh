@@ -20,6 +20,7 @@ PREFIX=""
 PYTHON="${PYTHON:-python3}"
 UNINSTALL=0
 PURGE=0
+PRINT_UNIT=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 say() { echo "==> $*"; }
@@ -34,6 +35,7 @@ Fairway agent installer (served by the Fairway server at /agent/install.sh).
                   [--gpus N --model M] [--runtime process|docker] [--docker-url URL] [--label KEY=VALUE]...
                   [--no-systemd] [--prefix DIR] [--python PYTHON]
   bash install.sh --uninstall [--purge] [--no-systemd] [--prefix DIR]
+  bash install.sh --print-unit [--runtime R] [--docker-url URL] [--prefix DIR]
 
 Installs the agent into its own virtualenv, exchanges the single-use join token for a host token
 (`fairway-agent join`), writes a config readable only by its owner and a systemd unit, then
@@ -45,7 +47,9 @@ the one it was served from); --prefix DIR puts everything (venv, config, state, 
 directory (records and logs of attempts), the run directory and the agent's log. Attempts keep
 running while the agent is stopped. The host stays registered and schedulable on the server until
 it goes offline: drain it first, and revoke its token there. pip honours PIP_INDEX_URL /
-PIP_FIND_LINKS / PIP_NO_INDEX for the agent's dependencies.
+PIP_FIND_LINKS / PIP_NO_INDEX for the agent's dependencies. The unit starts after the container
+engine of the runtime (the kept config's, else the options'): docker.service, or podman.socket
+for a --docker-url on podman's socket; --print-unit prints it and exits, installing nothing.
 USAGE
 }
 
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
         --python) need "$@"; PYTHON="$2"; shift 2 ;;
         --uninstall) UNINSTALL=1; shift ;;
         --purge) PURGE=1; shift ;;
+        --print-unit) PRINT_UNIT=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -97,6 +102,57 @@ stop_background_agent() {
     fi
     rm -f "$PIDFILE"
 }
+
+# A setting of the joined config (`fairway-agent join` writes plain `key: value` YAML), "" if none.
+configured() { sed -n "s/^$1: *//p" "$CONFIG" 2>/dev/null | head -n 1 | tr -d "'\"" || true; }
+
+# The system unit of the agent's container engine: from the kept config's runtime and docker_url
+# (an upgrade keeps it), else the options'. The docker runtime reaches podman's socket, which
+# systemd opens (podman.socket), or Docker's daemon (docker.service); nothing for a remote engine
+# (tcp://...), a rootless podman's socket (a user unit, /run/user/UID/...), or the process runtime.
+engine_unit() {
+    local runtime="$RUNTIME" url="$DOCKER_URL"
+    if [ -s "$CONFIG" ] && grep -q '^token:' "$CONFIG"; then
+        runtime="$(configured runtime)"; url="$(configured docker_url)"
+    fi
+    [ "${runtime:-process}" = docker ] || return 0
+    case "$url" in
+        unix:///run/user/*|unix:///var/run/user/*) ;;
+        unix://*podman*) echo podman.socket ;;
+        ""|unix://*) echo docker.service ;;
+    esac
+}
+
+agent_unit() {
+    local after
+    after="network-online.target${ENGINE_UNIT:+ $ENGINE_UNIT}"
+    cat <<EOF
+[Unit]
+Description=Fairway GPU-host agent
+After=$after
+Wants=$after
+
+[Service]
+ExecStart=$VENV/bin/fairway-agent run --config $CONFIG
+Restart=always
+RestartSec=5
+# Attempts run in their own sessions and must outlive agent restarts and upgrades:
+# stop only the agent process, never the attempts in its cgroup.
+KillMode=process
+# Each attempt gets a cgroup of its own under the agent's (docs/isolation.md): a stop kills all of it.
+Delegate=yes
+TimeoutStopSec=20
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+if [ "$PRINT_UNIT" = 1 ]; then
+    ENGINE_UNIT="$(engine_unit)"
+    agent_unit
+    exit 0
+fi
 
 if [ "$UNINSTALL" = 1 ]; then
     if [ "$SYSTEMD" = 1 ] && [ -f "$UNIT" ]; then
@@ -172,27 +228,9 @@ fi
 chmod 600 "$CONFIG"
 
 if [ "$SYSTEMD" = 1 ]; then
-    say "writing $UNIT"
-    cat >"$UNIT" <<EOF
-[Unit]
-Description=Fairway GPU-host agent
-After=network-online.target docker.service
-Wants=network-online.target
-
-[Service]
-ExecStart=$VENV/bin/fairway-agent run --config $CONFIG
-Restart=always
-RestartSec=5
-# Attempts run in their own sessions and must outlive agent restarts and upgrades:
-# stop only the agent process, never the attempts in its cgroup.
-KillMode=process
-# Each attempt gets a cgroup of its own under the agent's (docs/isolation.md): a stop kills all of it.
-Delegate=yes
-TimeoutStopSec=20
-
-[Install]
-WantedBy=multi-user.target
-EOF
+    ENGINE_UNIT="$(engine_unit)"
+    say "writing $UNIT${ENGINE_UNIT:+ (after $ENGINE_UNIT)}"
+    agent_unit >"$UNIT"
     systemctl daemon-reload
     systemctl enable "$UNIT_NAME"
     systemctl restart "$UNIT_NAME"

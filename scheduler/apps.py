@@ -10,6 +10,7 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
+        import scheduler.checks  # noqa: F401 -- registers the system checks
         from scheduler.models import GPU, Cluster, Host
 
         # A saved or deleted cluster, host or GPU whose kept fields may have changed: web processes

@@ -21,6 +21,7 @@ def production_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         DATABASE_URL=f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
         FAIRWAY_VAR_DIR=str(tmp_path),
         DEBUG="false",
+        FAIRWAY_METRICS_TOKEN=secrets.token_urlsafe(32),
     )
     env.update(extra)
     env.pop("REDIS_URL", None)
@@ -89,3 +90,26 @@ def test_the_example_environment_file_does_not_start_until_a_secret_key_is_set(t
     env["SECRET_KEY"] = secrets.token_urlsafe(60)
     done = manage(env, "check")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_check_deploy_warns_when_metrics_is_open_in_production(tmp_path):
+    """ops30b: without FAIRWAY_METRICS_TOKEN /metrics answers anyone (cluster names, queue sizes,
+    budget figures); production gave no sign of it. `check --deploy` now warns; `check` does not."""
+    env = production_env(tmp_path)
+    env.pop("FAIRWAY_METRICS_TOKEN")
+    done = manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "scheduler.W001" in done.stderr and "FAIRWAY_METRICS_TOKEN" in done.stderr, done.stderr
+    done = manage(env, "check", "--fail-level", "WARNING")
+    assert done.returncode == 0 and "scheduler.W001" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_the_metrics_token_check_alone(settings):
+    from scheduler.checks import metrics_token_set
+
+    settings.PRODUCTION, settings.FAIRWAY_METRICS_TOKEN = True, ""
+    assert [w.id for w in metrics_token_set(None)] == ["scheduler.W001"]
+    settings.FAIRWAY_METRICS_TOKEN = "s3cret-scrape"
+    assert metrics_token_set(None) == []
+    settings.PRODUCTION, settings.FAIRWAY_METRICS_TOKEN = False, ""
+    assert metrics_token_set(None) == []  # development: /metrics open on purpose (the demo's Prometheus)

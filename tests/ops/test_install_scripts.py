@@ -88,3 +88,46 @@ def test_a_first_install_without_a_join_token_stops_before_downloading_anything(
     assert "a join token is required" in done.stderr
     assert "downloading" not in done.stdout
     assert not (prefix / "venv").exists()
+
+
+def _unit(tmp_path: Path, *args: str, config: str | None = None) -> dict[str, set[str]]:
+    """The systemd unit the agent's script would write (``--print-unit``): After= and Wants= units."""
+    prefix = tmp_path / "agent"
+    if config is not None:
+        (prefix / "etc").mkdir(parents=True, exist_ok=True)
+        (prefix / "etc" / "agent.yaml").write_text(config)
+    done = _bash_stdin(_served("/agent/install.sh"), "--print-unit", "--prefix", str(prefix), *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("[Unit]\n") and "\nExecStart=" in done.stdout, done.stdout
+    assert not (prefix / "venv").exists()  # printed, nothing installed
+    lines = [line.split("=", 1) for line in done.stdout.splitlines() if line.startswith(("After=", "Wants="))]
+    return {key: set(value.split()) for key, value in lines}
+
+
+@pytest.mark.parametrize(
+    ("args", "engine"),
+    [
+        (["--runtime", "docker", "--docker-url", "unix:///run/podman/podman.sock"], {"podman.socket"}),
+        (["--runtime", "docker", "--docker-url", "unix:///var/run/podman/podman.sock"], {"podman.socket"}),
+        (["--runtime", "docker"], {"docker.service"}),
+        (["--runtime", "docker", "--docker-url", "unix:///var/run/docker.sock"], {"docker.service"}),
+        (["--runtime", "docker", "--docker-url", "tcp://engine.example.org:2376"], set()),
+        (["--runtime", "process"], set()),
+        ([], set()),
+    ],
+)
+def test_the_agent_unit_waits_for_the_engine_it_is_configured_with(tmp_path: Path, args, engine):
+    """ops30b: the unit ordered the agent after docker.service whatever its runtime, never after
+    podman.socket: with `--docker-url unix:///run/podman/podman.sock` a boot could start the agent
+    before podman's socket existed (its docker runtime then unavailable)."""
+    unit = _unit(tmp_path, *args)
+    assert unit["After"] == {"network-online.target", *engine}
+    assert unit["Wants"] == {"network-online.target", *engine}
+
+
+def test_the_agent_unit_follows_the_kept_config_not_the_options(tmp_path: Path):
+    """An upgrade keeps the joined config: its runtime, not the (absent) options, picks the engine."""
+    config = "host_name: gpu-9\ntoken: fwh_x\nruntime: docker\ndocker_url: unix:///run/podman/podman.sock\n"
+    assert _unit(tmp_path, config=config)["After"] == {"network-online.target", "podman.socket"}
+    config = "host_name: gpu-9\ntoken: fwh_x\nruntime: process\n"
+    assert _unit(tmp_path, "--runtime", "docker", config=config)["After"] == {"network-online.target"}

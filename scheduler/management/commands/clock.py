@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from fairway_cli.args import positive_number
+from scheduler.management.production import refuse_without_shared_services
 
 
 class Command(BaseCommand):
@@ -20,6 +21,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        refuse_without_shared_services("clock")
         import scheduler.tasks  # noqa: F401 -- declares the actors on the broker
         from scheduler.clock import Clock
 

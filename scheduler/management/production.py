@@ -1,0 +1,38 @@
+"""The clock and the workers refuse to start in production without their shared services.
+
+Without ``REDIS_URL`` the broker is dramatiq's stub broker, in each process's own memory: a clock
+or worker started so runs, logs nothing wrong, and no tick ever happens (its requests go to a
+queue no other process reads). On SQLite each process would hold its own file locks against the
+web processes'. The embedded mode (no ``FAIRWAY_ENV=production``: ``manage.py serve``, the demo,
+the tests) runs its worker and clock inside the web process and is not affected.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import CommandError
+
+
+def missing_shared_services() -> list[str]:
+    """What production lacks for a separate clock or worker process (empty outside production)."""
+    if not settings.PRODUCTION:
+        return []
+    missing = []
+    if not settings.REDIS_URL:
+        missing.append(
+            "REDIS_URL is not set (redis://host:6379/0): without it the broker lives in this "
+            "process's memory alone and no tick would ever reach a worker"
+        )
+    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        missing.append(
+            "DATABASE_URL is SQLite (or not set): production's processes share one PostgreSQL "
+            "database (postgres://user:password@host:5432/fairway)"
+        )
+    return missing
+
+
+def refuse_without_shared_services(process: str) -> None:
+    """Raise ``CommandError`` (exit status 1, the message on stderr) when production lacks them."""
+    missing = missing_shared_services()
+    if missing:
+        raise CommandError(f"FAIRWAY_ENV=production: {process} refuses to start: {'; '.join(missing)} (docs/deploy.md)")

@@ -1,0 +1,79 @@
+"""ops30b: the clock and the workers refuse to start in production without Redis, or on SQLite.
+
+Without ``REDIS_URL`` the broker is dramatiq's stub broker, in each process's own memory:
+``manage.py clock`` and ``manage.py rundramatiq`` started, said nothing and never ran a tick (the
+clock's tick requests went to a queue no worker reads). In production they now exit at once with
+a message naming the variable. The embedded mode (no ``FAIRWAY_ENV``: the demo, the tests, one
+box) is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from django.core.management import get_commands
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from scheduler.management.production import refuse_without_shared_services
+from tests.deploy.test_check_deploy import ROOT, production_env
+
+POSTGRES = "postgres://postgres@127.0.0.1:5432/unused"  # never reached: the command stops first
+COMMANDS = {
+    "clock": ["clock"],
+    "worker": ["rundramatiq", "--queues", "scheduler", "--processes", "1", "--threads", "1"],
+}
+
+
+def start(env: dict[str, str], args: list[str], timeout: float = 60) -> tuple[int | None, str]:
+    """``manage.py <args>``: its exit status and output, or None when it was still running (killed)."""
+    proc = subprocess.Popen(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # dramatiq forks: the whole group goes on a timeout
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_production_without_redis_refuses_to_start(tmp_path, name):
+    env = production_env(tmp_path, DATABASE_URL=POSTGRES)
+    status, out = start(env, COMMANDS[name], timeout=30)
+    assert status not in (None, 0), f"{name} started without REDIS_URL:\n{out}"
+    assert "REDIS_URL" in out and "DATABASE_URL" not in out, out
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_production_on_sqlite_refuses_to_start(tmp_path, name):
+    env = production_env(tmp_path, REDIS_URL="redis://127.0.0.1:6379/12")
+    env["REDIS_URL"] = "redis://127.0.0.1:6379/12"  # production_env drops it
+    status, out = start(env, COMMANDS[name], timeout=30)
+    assert status not in (None, 0), f"{name} started on SQLite:\n{out}"
+    assert "DATABASE_URL" in out and "REDIS_URL" not in out, out
+
+
+def test_the_guard_names_both_and_passes_outside_production():
+    with override_settings(PRODUCTION=True, REDIS_URL=""), pytest.raises(CommandError) as refused:
+        refuse_without_shared_services("clock")
+    assert "REDIS_URL" in str(refused.value)
+    with override_settings(PRODUCTION=False, REDIS_URL=""):
+        refuse_without_shared_services("clock")  # the embedded mode: demo, tests, one box
+
+
+def test_rundramatiq_is_scheduler_s_wrapper():
+    """``scheduler`` is before ``django_dramatiq`` in INSTALLED_APPS, so its ``rundramatiq`` wins."""
+    assert get_commands()["rundramatiq"] == "scheduler"
