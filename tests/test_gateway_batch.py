@@ -119,7 +119,7 @@ def test_the_flush_locks_its_hosts_in_id_order_first():
         lifecycle.record_heartbeats([lifecycle.HeartbeatReport(h.pk, now, _samples()) for h in reversed(hosts)])
     sql = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN"))]
     first = sql[0]
-    assert first.startswith("SELECT") and f'FROM "{Host._meta.db_table}"' in first, sql[:2]
+    assert first.startswith(("SELECT", "WITH")) and f'FROM "{Host._meta.db_table}"' in first, sql[:2]
     # 1: the selected id; the raw statement on PostgreSQL (lifecycle._lock_hosts) says id
     assert re.search(rf'ORDER BY (1 ASC|"{Host._meta.db_table}"\."id" ASC|id FOR UPDATE)', first), first
     if connection.vendor == "postgresql":
@@ -535,6 +535,45 @@ def test_the_flushs_raw_host_lock_locks_and_returns_what_the_orm_query_does() ->
         lifecycle._lock_hosts([ids[3], ids[5]])
         with psycopg.connect(dsn, password=settings["PASSWORD"] or None, autocommit=True) as other:
             for hid, locked in ((ids[3], True), (ids[4], False), (ids[5], True)):
+                try:
+                    other.execute("select id from scheduler_host where id = %s for update nowait", (hid,))
+                    assert not locked, hid
+                except psycopg.errors.LockNotAvailable:
+                    assert locked, hid
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flushs_one_statement_lock_and_gpu_read_is_the_lock_then_the_read() -> None:
+    """req30: on PostgreSQL the flush locks its hosts and reads their GPUs in one statement
+    (``lifecycle._lock_hosts_and_read_gpus``); its oracle is the two it replaced (``_lock_hosts_plain``
+    then ``_gpus_of``): the same GPU rows for random sets of hosts (some removed, some unknown, some
+    without GPUs), and every host found is locked, one without GPUs included."""
+    import random
+
+    import psycopg
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("one statement on PostgreSQL; other engines run the oracle itself")
+    cluster = Cluster.objects.create(name="lock-read-oracle")
+    ids = [h.pk for h, _ in _register(cluster, 10, prefix="r")]
+    Host.objects.filter(pk__in=ids[:2]).update(removed_at=timezone.now())
+    GPU.objects.filter(host_id__in=ids[2:4]).delete()  # hosts without GPUs
+    rng = random.Random(30)
+    for _ in range(40):
+        chosen = sorted(rng.sample([*ids, max(ids) + 1, max(ids) + 7], rng.randint(1, 12)))
+        with transaction.atomic():
+            fast = lifecycle._lock_hosts_and_read_gpus(chosen)
+        with transaction.atomic():
+            lifecycle._lock_hosts_plain(chosen)
+            plain = list(lifecycle._gpus_of(chosen))
+        assert sorted(fast) == sorted(plain)
+    settings = connection.settings_dict
+    dsn = f"dbname={settings['NAME']} user={settings['USER']} host={settings['HOST']} port={settings['PORT']}"
+    with transaction.atomic():
+        lifecycle._lock_hosts_and_read_gpus([ids[2], ids[5]])  # ids[2]: no GPUs
+        with psycopg.connect(dsn, password=settings["PASSWORD"] or None, autocommit=True) as other:
+            for hid, locked in ((ids[2], True), (ids[4], False), (ids[5], True)):
                 try:
                     other.execute("select id from scheduler_host where id = %s for update nowait", (hid,))
                     assert not locked, hid
