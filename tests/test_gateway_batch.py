@@ -579,3 +579,80 @@ def test_the_flushs_one_statement_lock_and_gpu_read_is_the_lock_then_the_read() 
                     assert not locked, hid
                 except psycopg.errors.LockNotAvailable:
                     assert locked, hid
+
+
+@pytest.mark.django_db
+def test_the_flushs_one_statement_touch_and_sample_writes_equal_the_two_steps() -> None:
+    """req30: on PostgreSQL the flush's ``last_heartbeat`` update and its samples' writes are one
+    statement (``lifecycle._touch_hosts_and_store_samples``); the two steps it replaced
+    (``_touch_and_store_plain``) are its oracle: on random flushes (offline hosts, empty and missing
+    samples, samples of hosts not flushed, two minutes, roll-ups already there) the same touched
+    hosts and the same hosts, GPUs and roll-up rows afterwards."""
+    import random
+
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("one statement on PostgreSQL; other engines run the oracle itself")
+    cluster = Cluster.objects.create(name="touch-oracle")
+    hosts = [h for h, _ in _register(cluster, 8, prefix="t")]
+    gpus = {h.pk: list(GPU.objects.filter(host=h).values_list("pk", flat=True)) for h in hosts}
+    base = timezone.now().replace(second=30, microsecond=0)
+
+    def state() -> Any:
+        return (
+            sorted(Host.objects.filter(cluster=cluster).values_list("pk", "last_heartbeat", "state")),
+            sorted(GPU.objects.filter(host__cluster=cluster).values_list("pk", "last_sample")),
+            sorted(
+                GpuMinuteSample.objects.filter(gpu__host__cluster=cluster).values_list(
+                    "gpu_id",
+                    "minute",
+                    "samples",
+                    "utilization_sum",
+                    "memory_used_max_mb",
+                    "temperature_max_c",
+                    "power_sum_w",
+                    "health_worst",
+                )
+            ),
+        )
+
+    rng = random.Random(30)
+    for _ in range(30):
+        Host.objects.filter(cluster=cluster).update(state=Host.State.ACTIVE)
+        Host.objects.filter(pk__in=[h.pk for h in rng.sample(hosts, rng.randint(0, 3))]).update(
+            state=Host.State.OFFLINE
+        )
+        flushed = rng.sample(hosts, rng.randint(1, 8))
+        times = {h.pk: base + timedelta(seconds=rng.choice([0, 20, 45])) for h in flushed}
+        rows = {}
+        for h in rng.sample(hosts, rng.randint(0, 8)):
+            for gid in gpus[h.pk]:
+                if rng.random() < 0.8:
+                    sample = rng.choice(
+                        [
+                            {},
+                            {
+                                "utilization_pct": rng.uniform(0, 100),
+                                "memory_used_mb": rng.randint(0, 9),
+                                "power_w": 5.0,
+                            },
+                            {"utilization_pct": 1.0, "temperature_c": rng.uniform(20, 90), "power_w": None},
+                        ]
+                    )
+                    health = rng.choice(["healthy", "degraded", "unhealthy"])
+                    rows[gid] = (h.pk, health, sample, times.get(h.pk, base))
+        outcomes = []
+        for write in (lifecycle._touch_hosts_and_store_samples, lifecycle._touch_and_store_plain):
+            try:
+                with transaction.atomic():
+                    outcomes.append((write(times, rows), state()))
+                    raise _Undo
+            except _Undo:
+                pass
+        assert outcomes[0] == outcomes[1]
+        lifecycle._touch_and_store_plain(times, rows)  # roll-ups already there for the next draws
+
+
+class _Undo(Exception):
+    pass
