@@ -152,6 +152,7 @@ out[n + 3] = last or false
 return out
 """
 _joint_scripts: dict[int, Any] = {}
+_made_keys: dict[tuple[Any, ...], list[str]] = {}  # the versions' keys in the cache, per prefix and version
 
 
 def _user_throttle(request: Any) -> Any:
@@ -161,14 +162,27 @@ def _user_throttle(request: Any) -> Any:
     an authenticated user) and one ``UserRateThrottle`` with a rate, counted in the default cache.
     None otherwise (then the throttle takes its own round trip, in DRF's order)."""
     from rest_framework.permissions import IsAuthenticated
+    from rest_framework.views import APIView
 
     view = (getattr(request, "parser_context", None) or {}).get("view")
     if view is None:
         return None
+    cls = type(view)
+    if cls.check_permissions is not APIView.check_permissions or cls.check_throttles is not APIView.check_throttles:
+        return None  # DRF's order of the gates is what this relies on
     try:
-        if any(type(permission) is not IsAuthenticated for permission in view.get_permissions()):
+        if cls.get_permissions is APIView.get_permissions:  # DRF's: one instance of each class
+            if any(permission is not IsAuthenticated for permission in view.permission_classes):
+                return None
+        elif any(type(permission) is not IsAuthenticated for permission in view.get_permissions()):
             return None
-        throttles = view.get_throttles()
+        if cls.get_throttles is APIView.get_throttles:  # DRF's: one instance of each class
+            classes = view.throttle_classes
+            if any(c is not AnonRateThrottle and c is not UserRateThrottle for c in classes):
+                return None
+            throttles = [c() for c in classes if c is UserRateThrottle]
+        else:
+            throttles = view.get_throttles()
     except Exception:
         return None
     found = None
@@ -205,6 +219,9 @@ def versions_with_throttle(request: Any, user_pk: Any, memo_key: str, version: s
     names = [memo_.key for memo_ in memos]
     if memo_key not in names:
         return False
+    made = _made_keys.get((cache.key_prefix, cache.version, *names))
+    if made is None:
+        made = _made_keys[(cache.key_prefix, cache.version, *names)] = [cache.make_and_validate_key(n) for n in names]
     serializer = backend._serializer
     client = backend.get_client(write=True)
     script = _joint_scripts.get(id(client))
@@ -215,7 +232,7 @@ def versions_with_throttle(request: Any, user_pk: Any, memo_key: str, version: s
     now = throttle.timer()
     try:
         answer = script(
-            keys=[*(cache.make_and_validate_key(name) for name in names), log_key],
+            keys=[*made, log_key],
             args=[
                 repr(now),
                 throttle.duration,

@@ -154,12 +154,13 @@ _PROCESS = """
 import sys, django
 django.setup()
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.views import APIView
 from accounts.auth import TOKENS
 from config.throttling import UserRateThrottle, versions_with_throttle
 
-class View:
-    def get_permissions(self): return [IsAuthenticated()]
-    def get_throttles(self): return [UserRateThrottle()]
+class View(APIView):
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [UserRateThrottle]
 
 class User:
     is_authenticated = True
