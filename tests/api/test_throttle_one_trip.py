@@ -207,3 +207,17 @@ def test_the_joint_trip_refuses_at_the_rate_across_processes(redis_cache):
     assert all(process.returncode == 0 for process in processes)
     assert [int(joint) for _, joint in results] == [12, 12]  # every decision in the joint trip
     assert here + sum(int(admitted) for admitted, _ in results) == 10
+
+
+def test_a_request_refused_by_a_permission_is_not_counted_by_the_throttle(
+    researcher, api_client_for, hosts, redis_cache, monkeypatch
+):
+    """DRF checks permissions before throttles: a 403 is not counted. The joint trip is taken only
+    where the view's gates are ``IsAuthenticated`` alone, so a host action refused to a researcher
+    (its own ``get_permissions``) leaves the user's log as it was."""
+    monkeypatch.setattr(UserRateThrottle, "rate", "3/min", raising=False)
+    client = api_client_for(researcher)
+    assert client.get(ME).status_code == 200
+    for _ in range(5):
+        assert client.post("/api/v1/hosts/a100-1/drain/", {}, format="json").status_code == 403
+    assert [client.get(ME).status_code for _ in range(3)] == [200, 200, 429]
