@@ -20,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib.messages.storage import default_storage
 from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.utils.functional import SimpleLazyObject, empty
 
 
 def _is_api(request: HttpRequest) -> bool:
@@ -118,9 +120,6 @@ class LazyMessageMiddleware:
         self._django = MessageMiddleware(get_response)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from django.contrib.messages.storage import default_storage
-        from django.utils.functional import SimpleLazyObject, empty
-
         request._messages = SimpleLazyObject(lambda: default_storage(request))  # type: ignore[attr-defined]
         response = self.get_response(request)
         messages = getattr(request, "_messages", None)

@@ -55,10 +55,10 @@ def test_lazy_messages_answer_as_django_s_message_middleware(db):
 
 
 def test_an_api_request_builds_no_message_storage(researcher_client, monkeypatch):
-    from django.contrib.messages import storage
+    import config.middleware
 
     built: list[Any] = []
-    real = storage.default_storage
-    monkeypatch.setattr(storage, "default_storage", lambda request: built.append(1) or real(request))
+    real = config.middleware.default_storage
+    monkeypatch.setattr(config.middleware, "default_storage", lambda request: built.append(1) or real(request))
     assert researcher_client.get("/api/v1/me/").status_code == 200
     assert built == []
