@@ -27,6 +27,7 @@ Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``ack``, ``error``
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import types
@@ -643,12 +644,98 @@ def _fast_fields(cls: type) -> list[tuple[str, _Fast]]:
     return [(f.name, _fast(hints[f.name])) for f in dataclasses.fields(cls) if f.name != "id"]
 
 
+def _inline(tp: Any, i: int, scope: dict[str, Any]) -> str | None:
+    """The check of :func:`_fast` for ``tp`` written out on the local ``x`` (the same test, the
+    same value), for the scalar kinds a heartbeat is made of; None for the others (called)."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *constraints = get_args(tp)
+        if len(constraints) == 1 and isinstance(constraints[0], Range) and base in (int, float):
+            scope[f"_lo{i}"], scope[f"_hi{i}"] = constraints[0].lo, constraints[0].hi
+            if base is int:
+                return f"    if type(x) is not int or not _lo{i} <= x <= _hi{i}:\n        raise _BAD\n"
+            return (
+                f"    if type(x) is not float:\n"
+                f"        if type(x) is not int or not _lo{i} <= x <= _hi{i}:\n            raise _BAD\n"
+                f"        x = float(x)\n"
+                f"    elif not _lo{i} <= x <= _hi{i}:\n        raise _BAD\n"
+            )
+        return None
+    if origin is Literal:
+        scope[f"_in{i}"] = frozenset(get_args(tp))
+        return f"    if not isinstance(x, str) or x not in _in{i}:\n        raise _BAD\n"
+    if tp is int:
+        return "    if type(x) is not int:\n        raise _BAD\n"
+    return None
+
+
+def _slot_setters(cls: type, names: list[str]) -> list[Any] | None:
+    """Each field's slot descriptor's ``__set__`` (what a frozen dataclass's ``__init__`` does
+    through ``object.__setattr__``), or None when a field is not a plain slot."""
+    setters = []
+    for name in names:
+        slot = inspect.getattr_static(cls, name, None)
+        if type(slot) is not types.MemberDescriptorType:
+            return None
+        setters.append(slot.__set__)
+    return setters
+
+
 def _written_out(cls: type, checks: list[tuple[str, _Fast]], *, message: bool) -> Any:
     """``fast_object(value)``: ``cls(name=check(value[name]), ...)`` of a JSON object with exactly
     ``cls``'s fields; or, ``message``, ``fast_message(value, ref)`` of an envelope (its ``v``,
     ``type`` and ``id`` checked by :func:`_build`; a ``WIRE_OPTIONAL`` field left out reads as
     null). Written out as source: a comprehension of the field checks and ``cls(**kwargs)`` were a
-    third of a heartbeat's decode. The names are our dataclasses' own field names."""
+    third of a heartbeat's decode. The names are our dataclasses' own field names.
+
+    Written out further (nineteenth pass): the scalar checks inline (:func:`_inline`) and, for our
+    frozen slotted dataclasses, the object made by ``object.__new__`` and its slots set directly
+    (``__init__`` sets each through ``object.__setattr__``: half of a GPU sample's decode), with no
+    ``__post_init__`` to skip. :func:`_written_out_plain` is the version before, kept as the
+    oracle (tests/agent/test_agent_protocol.py compares both on random frames)."""
+    names = [name for name, _check in checks]
+    setters = _slot_setters(cls, [*names, "id"] if message else names)
+    if setters is None or hasattr(cls, "__post_init__"):
+        return _written_out_plain(cls, checks, message=message)
+    scope: dict[str, Any] = {f"_c{i}": check for i, (_name, check) in enumerate(checks)}
+    scope.update({f"_s{i}": setter for i, setter in enumerate(setters)})
+    hints = get_type_hints(cls, include_extras=True)
+    get = "value.get({!r})" if message else "value[{!r}]"
+    if message:
+        optional = frozenset(getattr(cls, "WIRE_OPTIONAL", ()))
+        every = frozenset({*_ENVELOPE_KEYS, *names})
+        scope.update(_every=every, _required=every - optional, _optional=bool(optional))
+        source = (
+            "def fast_message(value, ref):\n"
+            "    keys = value.keys()\n"
+            "    if keys != _every and not (_optional and _required <= keys <= _every):\n"
+            "        raise _BAD\n"
+        )
+    else:
+        scope.update(_fields=frozenset(names))
+        source = (
+            "def fast_object(value):\n"
+            "    if not isinstance(value, dict) or value.keys() != _fields:\n"
+            "        raise _BAD\n"
+        )
+    source += "    o = _new(_cls)\n"
+    for i, name in enumerate(names):
+        inline = _inline(hints[name], i, scope)
+        if inline is None:
+            source += f"    _s{i}(o, _c{i}({get.format(name)}))\n"
+        else:
+            source += f"    x = {get.format(name)}\n{inline}    _s{i}(o, x)\n"
+    if message:
+        source += f"    _s{len(names)}(o, ref)\n"
+    source += "    return o\n"
+    scope.update(_cls=cls, _BAD=_BAD, _new=object.__new__)
+    exec(source, scope)  # noqa: S102 -- see above
+    return scope["fast_message" if message else "fast_object"]
+
+
+def _written_out_plain(cls: type, checks: list[tuple[str, _Fast]], *, message: bool) -> Any:
+    """:func:`_written_out` before the nineteenth pass: every check called, ``cls(...)`` built
+    through its ``__init__`` (the oracle)."""
     scope: dict[str, Any] = {f"_c{i}": check for i, (_name, check) in enumerate(checks)}
     names = [name for name, _check in checks]
     get = "value.get({!r})" if message else "value[{!r}]"

@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import hashlib
 import io
 import json
 import os
@@ -65,7 +66,11 @@ def configure(args: argparse.Namespace) -> tuple[str, str]:
     from bench.api_load import DEFAULT_REDIS, claim_redis
 
     # A free (empty) Redis database number, claimed with api_load's marker; --redis-db: that one.
-    redis_url = claim_redis(os.environ.get("REDIS_URL") or DEFAULT_REDIS, args.redis_db)
+    # --cache-prefix: REDIS_URL's database as it is, shared (two trees at once), keys under the prefix.
+    if args.cache_prefix:
+        redis_url = os.environ.get("REDIS_URL") or DEFAULT_REDIS
+    else:
+        redis_url = claim_redis(os.environ.get("REDIS_URL") or DEFAULT_REDIS, args.redis_db)
     for key in [k for k in os.environ if k.startswith(("FAIRWAY_", "SECURE_"))]:
         del os.environ[key]
     os.environ.update(
@@ -80,6 +85,8 @@ def configure(args: argparse.Namespace) -> tuple[str, str]:
         LOG_LEVEL="WARNING",
         WEB_WORKERS="4",
     )
+    if args.cache_prefix:
+        os.environ["FAIRWAY_CACHE_PREFIX"] = args.cache_prefix
     return db_url, redis_url
 
 
@@ -104,6 +111,7 @@ class Requests:
     def __init__(self, users: list[dict[str, Any]], known: list[int], seed: int) -> None:
         self.users, self.known, self.rng = users, known, random.Random(seed)
         self.mine: dict[str, list[int]] = {u["name"]: [] for u in users}
+        self.digest = hashlib.sha256()  # every answer's request kind, status and keys
 
     def make(self, kind: str) -> tuple[str, str, str, Any, dict[str, Any]]:
         user = self.rng.choice(self.users)
@@ -125,8 +133,10 @@ class Requests:
         expected = {"submit": (201,), "cancel": (200, 202)}.get(kind, (200,))
         if status not in expected:
             raise SystemExit(f"{kind}: {status} {data[:300]!r}")
+        answer = json.loads(data) if data else None
+        self.digest.update(f"{kind} {status} {sorted(answer) if isinstance(answer, dict) else type(answer)}\n".encode())
         if kind == "submit":
-            self.mine[user["name"]].append(json.loads(data)["id"])
+            self.mine[user["name"]].append(answer["id"])
 
 
 class ClientVia:
@@ -327,6 +337,9 @@ def main() -> None:
     parser.add_argument("--seed-workloads", type=int, default=1200)
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--keep", action="store_true", help="keep the database and the Redis data")
+    parser.add_argument(
+        "--cache-prefix", help="use REDIS_URL's database as it is, the cache's keys under this prefix (deleted after)"
+    )
     args = parser.parse_args()
     if "bench" not in args.db:
         raise SystemExit(f"refusing to drop database {args.db!r}: its name must contain 'bench'")
@@ -376,6 +389,7 @@ def main() -> None:
         for via in vias:
             mix = sum(share * results[(via.name, k)]["cpu_mean"] for k, share in MIX.items())
             print(f"{via.name}: the load's mix (60/20/15/5) costs {mix:.2f} CPU ms per request")
+        print(f"answers' digest (kind, status, keys): {requests.digest.hexdigest()[:16]}")
         if args.profile:
             profile(vias[0], requests, args.profile, args.profile_n, args.top)
         for via in vias:
@@ -394,7 +408,15 @@ def main() -> None:
                 pool.close()
         if not args.keep:
             drop_database(db_url)
-            release_redis(redis_url)
+            if args.cache_prefix:
+                import redis
+
+                client = redis.Redis.from_url(redis_url)
+                for key in client.scan_iter(match=f"{args.cache_prefix}:*"):
+                    client.delete(key)
+                client.close()
+            else:
+                release_redis(redis_url)
 
 
 if __name__ == "__main__":

@@ -546,9 +546,8 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
     with transaction.atomic():
         # docs/locking.md: hosts in id order before their GPUs (the UPDATE below would lock them
         # in the order PostgreSQL picks). One query whatever the host count.
-        _lock_hosts(sorted(latest))
         gpus: dict[int, dict[int, tuple[int, str]]] = {hid: {} for hid in latest}
-        for gid, hid, index, health in _gpus_of(list(latest)):
+        for gid, hid, index, health in _lock_hosts_and_read_gpus(sorted(latest)):
             gpus[hid][index] = (gid, health)
         plain: dict[int, HeartbeatReport] = {}
         for hid, report in latest.items():
@@ -560,16 +559,15 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
                 special[hid] = report
             else:
                 plain[hid] = report
-        touched = _touch_hosts({hid: r.received_at for hid, r in plain.items()})
-        rows: dict[int, tuple[str, dict[str, Any], datetime]] = {}  # gpu id → (health, sample, received)
+        rows: dict[int, tuple[int, str, dict[str, Any], datetime]] = {}  # gpu id → (host, health, sample, received)
+        for hid, report in plain.items():
+            for s in report.samples if report.store_samples else ():
+                if s.index in gpus[hid] and s.sample is not None:
+                    rows[gpus[hid][s.index][0]] = (hid, _health(s.health), dict(s.sample), report.received_at)
+        touched = _touch_hosts_and_store_samples({hid: r.received_at for hid, r in plain.items()}, rows)
         for hid, report in plain.items():
             if hid not in touched:  # offline (or gone) since: the per-host path brings it back
                 special[hid] = report
-                continue
-            for s in report.samples if report.store_samples else ():
-                if s.index in gpus[hid] and s.sample is not None:
-                    rows[gpus[hid][s.index][0]] = (_health(s.health), dict(s.sample), report.received_at)
-        _store_samples(rows)
     if not special:
         return
     hosts = Host.objects.in_bulk(list(special))
@@ -601,6 +599,28 @@ def _lock_hosts(host_ids: list[int]) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def _lock_hosts_and_read_gpus(host_ids: list[int]) -> list[tuple[int, int, int, str]]:
+    """:func:`_lock_hosts` then :func:`_gpus_of` (its oracle, other engines' path), in one
+    statement on PostgreSQL (nineteenth pass: one round trip, ~0.1–0.2 ms of CPU, fewer per
+    flush). The hosts are locked in id order by a materialized CTE that drives a left join (every
+    locked row is read, so every one is locked, GPUs or not); the GPUs are those of the hosts found."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        _lock_hosts(host_ids)
+        return list(_gpus_of(host_ids))
+    host_table = connection.ops.quote_name(Host._meta.db_table)
+    gpu_table = connection.ops.quote_name(GPU._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH locked AS MATERIALIZED (SELECT id FROM {host_table} "  # noqa: S608 -- our own tables
+            "WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE) "
+            f"SELECT g.id, l.id, g.index, g.health FROM locked AS l LEFT JOIN {gpu_table} AS g ON g.host_id = l.id",
+            [host_ids],
+        )
+        return [row for row in cursor.fetchall() if row[0] is not None]
+
+
 def _lock_hosts_plain(host_ids: list[int]) -> list[int]:
     """:func:`_lock_hosts` through the ORM."""
     return list(Host.objects.select_for_update().filter(pk__in=host_ids).order_by("pk").values_list("pk", flat=True))
@@ -619,6 +639,79 @@ def _gpus_of(host_ids: list[int]) -> Iterable[tuple[int, int, int, str]]:
             [host_ids],
         )
         return cursor.fetchall()
+
+
+def _touch_hosts_and_store_samples(
+    times: Mapping[int, datetime], rows: Mapping[int, tuple[int, str, dict[str, Any], datetime]]
+) -> set[int]:
+    """:func:`_touch_hosts`, then :func:`_store_samples` of the ``rows`` (gpu id → host id, health,
+    sample, received) of the hosts it touched; returns those hosts. One statement on PostgreSQL
+    (nineteenth pass: data-modifying CTEs, the samples' writes joined to the touched hosts'
+    ``RETURNING``; two round trips fewer per flush); :func:`_touch_and_store_plain` is its oracle
+    and other engines' path (tests/test_gateway_batch.py)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or not times:
+        return _touch_and_store_plain(times, rows)
+    from scheduler.models import GpuMinuteSample
+
+    host_table = connection.ops.quote_name(Host._meta.db_table)
+    gpu_table = connection.ops.quote_name(GPU._meta.db_table)
+    minute_table = connection.ops.quote_name(GpuMinuteSample._meta.db_table)
+    samples = [  # as _store_samples: metrics.record_samples skips empty samples
+        {
+            "gpu": gid,
+            "host": hid,
+            "minute": metrics.minute_of(at).isoformat(),
+            "util": float(s.get("utilization_pct") or 0.0),
+            "mem": int(s.get("memory_used_mb") or 0),
+            "temp": None if s.get("temperature_c") is None else float(s["temperature_c"]),
+            "power": float(s.get("power_w") or 0.0),
+            "health": health,
+        }
+        for gid, (hid, health, s, at) in rows.items()
+        if s
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH touched AS (UPDATE {host_table} AS h SET last_heartbeat = v.t "  # noqa: S608 -- our own tables
+            "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, t timestamptz) "
+            "WHERE h.id = v.id AND h.state <> %s RETURNING h.id), "
+            f"gpus AS (UPDATE {gpu_table} AS g SET last_sample = v.s "
+            "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, host bigint, s jsonb) "
+            "WHERE g.id = v.id AND v.host IN (SELECT id FROM touched)), "
+            f"minutes AS (INSERT INTO {minute_table} AS m "
+            "(gpu_id, minute, samples, utilization_sum, memory_used_max_mb, temperature_max_c, power_sum_w, "
+            "health_worst) "
+            "SELECT v.gpu, v.minute, 1, v.util, v.mem, v.temp, v.power, v.health FROM jsonb_to_recordset(%s::jsonb) "
+            "AS v(gpu bigint, host bigint, minute timestamptz, util float8, mem bigint, temp float8, power float8, "
+            "health text) WHERE v.host IN (SELECT id FROM touched) "
+            "ON CONFLICT (gpu_id, minute) DO UPDATE SET "
+            "samples = m.samples + 1, "
+            "utilization_sum = m.utilization_sum + EXCLUDED.utilization_sum, "
+            "memory_used_max_mb = GREATEST(m.memory_used_max_mb, EXCLUDED.memory_used_max_mb), "
+            "temperature_max_c = GREATEST(m.temperature_max_c, EXCLUDED.temperature_max_c), "
+            "power_sum_w = m.power_sum_w + EXCLUDED.power_sum_w, "
+            "health_worst = CASE WHEN 'unhealthy' IN (m.health_worst, EXCLUDED.health_worst) THEN 'unhealthy' "
+            "WHEN 'degraded' IN (m.health_worst, EXCLUDED.health_worst) THEN 'degraded' ELSE 'healthy' END) "
+            "SELECT id FROM touched",
+            [
+                json.dumps([{"id": hid, "t": t.isoformat()} for hid, t in times.items()]),
+                Host.State.OFFLINE,
+                json.dumps([{"id": gid, "host": hid, "s": s} for gid, (hid, _h, s, _t) in rows.items()]),
+                json.dumps(samples),
+            ],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _touch_and_store_plain(
+    times: Mapping[int, datetime], rows: Mapping[int, tuple[int, str, dict[str, Any], datetime]]
+) -> set[int]:
+    """:func:`_touch_hosts_and_store_samples` in two steps (the oracle)."""
+    touched = _touch_hosts(times)
+    _store_samples({gid: (health, s, at) for gid, (hid, health, s, at) in rows.items() if hid in touched})
+    return touched
 
 
 def _touch_hosts(times: Mapping[int, datetime]) -> set[int]:

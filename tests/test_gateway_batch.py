@@ -119,7 +119,7 @@ def test_the_flush_locks_its_hosts_in_id_order_first():
         lifecycle.record_heartbeats([lifecycle.HeartbeatReport(h.pk, now, _samples()) for h in reversed(hosts)])
     sql = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE", "BEGIN"))]
     first = sql[0]
-    assert first.startswith("SELECT") and f'FROM "{Host._meta.db_table}"' in first, sql[:2]
+    assert first.startswith(("SELECT", "WITH")) and f'FROM "{Host._meta.db_table}"' in first, sql[:2]
     # 1: the selected id; the raw statement on PostgreSQL (lifecycle._lock_hosts) says id
     assert re.search(rf'ORDER BY (1 ASC|"{Host._meta.db_table}"\."id" ASC|id FOR UPDATE)', first), first
     if connection.vendor == "postgresql":
@@ -540,3 +540,119 @@ def test_the_flushs_raw_host_lock_locks_and_returns_what_the_orm_query_does() ->
                     assert not locked, hid
                 except psycopg.errors.LockNotAvailable:
                     assert locked, hid
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flushs_one_statement_lock_and_gpu_read_is_the_lock_then_the_read() -> None:
+    """req30: on PostgreSQL the flush locks its hosts and reads their GPUs in one statement
+    (``lifecycle._lock_hosts_and_read_gpus``); its oracle is the two it replaced (``_lock_hosts_plain``
+    then ``_gpus_of``): the same GPU rows for random sets of hosts (some removed, some unknown, some
+    without GPUs), and every host found is locked, one without GPUs included."""
+    import random
+
+    import psycopg
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("one statement on PostgreSQL; other engines run the oracle itself")
+    cluster = Cluster.objects.create(name="lock-read-oracle")
+    ids = [h.pk for h, _ in _register(cluster, 10, prefix="r")]
+    Host.objects.filter(pk__in=ids[:2]).update(removed_at=timezone.now())
+    GPU.objects.filter(host_id__in=ids[2:4]).delete()  # hosts without GPUs
+    rng = random.Random(30)
+    for _ in range(40):
+        chosen = sorted(rng.sample([*ids, max(ids) + 1, max(ids) + 7], rng.randint(1, 12)))
+        with transaction.atomic():
+            fast = lifecycle._lock_hosts_and_read_gpus(chosen)
+        with transaction.atomic():
+            lifecycle._lock_hosts_plain(chosen)
+            plain = list(lifecycle._gpus_of(chosen))
+        assert sorted(fast) == sorted(plain)
+    settings = connection.settings_dict
+    dsn = f"dbname={settings['NAME']} user={settings['USER']} host={settings['HOST']} port={settings['PORT']}"
+    with transaction.atomic():
+        lifecycle._lock_hosts_and_read_gpus([ids[2], ids[5]])  # ids[2]: no GPUs
+        with psycopg.connect(dsn, password=settings["PASSWORD"] or None, autocommit=True) as other:
+            for hid, locked in ((ids[2], True), (ids[4], False), (ids[5], True)):
+                try:
+                    other.execute("select id from scheduler_host where id = %s for update nowait", (hid,))
+                    assert not locked, hid
+                except psycopg.errors.LockNotAvailable:
+                    assert locked, hid
+
+
+@pytest.mark.django_db
+def test_the_flushs_one_statement_touch_and_sample_writes_equal_the_two_steps() -> None:
+    """req30: on PostgreSQL the flush's ``last_heartbeat`` update and its samples' writes are one
+    statement (``lifecycle._touch_hosts_and_store_samples``); the two steps it replaced
+    (``_touch_and_store_plain``) are its oracle: on random flushes (offline hosts, empty and missing
+    samples, samples of hosts not flushed, two minutes, roll-ups already there) the same touched
+    hosts and the same hosts, GPUs and roll-up rows afterwards."""
+    import random
+
+    from django.db import transaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("one statement on PostgreSQL; other engines run the oracle itself")
+    cluster = Cluster.objects.create(name="touch-oracle")
+    hosts = [h for h, _ in _register(cluster, 8, prefix="t")]
+    gpus = {h.pk: list(GPU.objects.filter(host=h).values_list("pk", flat=True)) for h in hosts}
+    base = timezone.now().replace(second=30, microsecond=0)
+
+    def state() -> Any:
+        return (
+            sorted(Host.objects.filter(cluster=cluster).values_list("pk", "last_heartbeat", "state")),
+            sorted(GPU.objects.filter(host__cluster=cluster).values_list("pk", "last_sample")),
+            sorted(
+                GpuMinuteSample.objects.filter(gpu__host__cluster=cluster).values_list(
+                    "gpu_id",
+                    "minute",
+                    "samples",
+                    "utilization_sum",
+                    "memory_used_max_mb",
+                    "temperature_max_c",
+                    "power_sum_w",
+                    "health_worst",
+                )
+            ),
+        )
+
+    rng = random.Random(30)
+    for _ in range(30):
+        Host.objects.filter(cluster=cluster).update(state=Host.State.ACTIVE)
+        Host.objects.filter(pk__in=[h.pk for h in rng.sample(hosts, rng.randint(0, 3))]).update(
+            state=Host.State.OFFLINE
+        )
+        flushed = rng.sample(hosts, rng.randint(1, 8))
+        times = {h.pk: base + timedelta(seconds=rng.choice([0, 20, 45])) for h in flushed}
+        rows = {}
+        for h in rng.sample(hosts, rng.randint(0, 8)):
+            for gid in gpus[h.pk]:
+                if rng.random() < 0.8:
+                    sample = rng.choice(
+                        [
+                            {},
+                            {
+                                "utilization_pct": rng.uniform(0, 100),
+                                "memory_used_mb": rng.randint(0, 9),
+                                "power_w": 5.0,
+                            },
+                            {"utilization_pct": 1.0, "temperature_c": rng.uniform(20, 90), "power_w": None},
+                        ]
+                    )
+                    health = rng.choice(["healthy", "degraded", "unhealthy"])
+                    rows[gid] = (h.pk, health, sample, times.get(h.pk, base))
+        outcomes = []
+        for write in (lifecycle._touch_hosts_and_store_samples, lifecycle._touch_and_store_plain):
+            try:
+                with transaction.atomic():
+                    outcomes.append((write(times, rows), state()))
+                    raise _Undo
+            except _Undo:
+                pass
+        assert outcomes[0] == outcomes[1]
+        lifecycle._touch_and_store_plain(times, rows)  # roll-ups already there for the next draws
+
+
+class _Undo(Exception):
+    pass

@@ -340,3 +340,46 @@ def test_fast_checks_agree_with_the_path_building_checks_on_random_frames() -> N
             via = _outcome(functools.partial(decode, text))
             assert via == (plain if plain[0] != "raised" else via), payload
     assert accepted > 500 and refused > 1500
+
+
+def test_written_out_checks_and_slot_writes_agree_with_the_called_checks_on_random_frames() -> None:
+    """The nineteenth pass's fast path (scalar checks inline, slots set directly) against the fast
+    path before it (every check called, ``cls(...)``: ``protocol._written_out_plain``), on frames
+    valid and broken: the same acceptance, equal messages of the same field types."""
+    import dataclasses
+
+    from agent import protocol
+
+    def plain_message(cls: Any) -> Any:
+        return protocol._written_out_plain(cls, protocol._fast_fields(cls), message=True)  # noqa: SLF001
+
+    def fields(msg: Any) -> Any:
+        if dataclasses.is_dataclass(msg):
+            return (type(msg), [(f.name, fields(getattr(msg, f.name))) for f in dataclasses.fields(msg)])
+        if isinstance(msg, list):
+            return [fields(v) for v in msg]
+        if isinstance(msg, dict):
+            return {k: fields(v) for k, v in msg.items()}
+        return (type(msg), msg)
+
+    oracles = {t: plain_message(c) for t, c in MESSAGE_TYPES.items()}
+    rng = random.Random(30)
+    accepted = refused = 0
+    for _ in range(4000):
+        payload = envelope(rng.choice(RICH))
+        for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+            _mutate(payload, rng)
+        msg_type = payload.get("type")
+        if not isinstance(msg_type, str) or msg_type not in oracles:
+            continue
+        ref = rng.randrange(2**63)
+        fast = _outcome(functools.partial(protocol._FAST_MESSAGES[msg_type], payload, ref))  # noqa: SLF001
+        plain = _outcome(functools.partial(oracles[msg_type], payload, ref))
+        assert (fast[0] == "ok") == (plain[0] == "ok"), payload
+        if fast[0] == "ok":
+            accepted += 1
+            new, old = protocol._FAST_MESSAGES[msg_type](payload, ref), oracles[msg_type](payload, ref)  # noqa: SLF001
+            assert new == old and fields(new) == fields(old), payload
+        else:
+            refused += 1
+    assert accepted > 800 and refused > 800
