@@ -45,7 +45,6 @@ from knox.signals import token_expired
 from rest_framework import exceptions
 
 from config.memo import VersionedMemo
-from config.throttling import versions_with_throttle
 
 TOKENS = VersionedMemo("fairway:api-token-version", per_request=True)
 MAX_KEPT_TOKENS = 10_000
@@ -72,31 +71,6 @@ def kept_token_rows(token_key: str, request: Any = None) -> list[AuthToken]:
     return rows
 
 
-def predicted_user(text: str) -> tuple[Any, str] | None:
-    """The pk of the user ``text`` authenticates as by the rows this process keeps under its last
-    version, with that version: knox's checks (expiry, digest, ``is_active``) on the kept rows,
-    nothing read. None when nothing kept says so. Whether that version is still current is
-    decided in the request's one round trip (``config.throttling.versions_with_throttle``)."""
-    kept = TOKENS.last_kept("rows")
-    if kept is None:
-        return None
-    version, rows_by_key = kept
-    rows = rows_by_key.get(text[: CONSTANTS.TOKEN_KEY_LENGTH])
-    if not rows:
-        return None
-    try:
-        digest = hash_token(text)
-    except (TypeError, binascii.Error):
-        return None
-    now = timezone.now()
-    for row in rows:
-        if row.expiry is not None and row.expiry < now:
-            continue
-        if compare_digest(digest, row.digest):
-            return (row.user.pk, version) if row.user.is_active else None
-    return None
-
-
 def forget_tokens() -> None:
     """A token or a user changed: every process reads the token rows again."""
     TOKENS.forget()
@@ -119,11 +93,6 @@ class FairwayTokenAuthentication(TokenAuthentication):
         of a kept row with a copy of its user (the request may change or delete them)."""
         msg = _("Invalid token.")
         text = token.decode("utf-8")
-        request = getattr(self, "_request", None)
-        if request is not None and not hasattr(getattr(request, "_request", request), "_fairway_memo_tokens"):
-            found = predicted_user(text)
-            if found is not None:  # one round trip: the versions and this user's throttle
-                versions_with_throttle(request, found[0], TOKENS.key, found[1])
         for kept in kept_token_rows(text[: CONSTANTS.TOKEN_KEY_LENGTH], getattr(self, "_request", None)):
             auth_token = copy.copy(kept)
             auth_token.user = copy.copy(kept.user)

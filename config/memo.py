@@ -104,15 +104,6 @@ class VersionedMemo:
                 store[name] = (token, value)
         return value
 
-    def last_kept(self, name: Hashable) -> tuple[str, Any] | None:
-        """What :meth:`get` keeps for ``name`` and the version it was kept under (this thread's own
-        while its transaction that forgot is open), without reading the version: None when
-        nothing is kept. Whether that version is still current is the caller's to check."""
-        if not shared():
-            return None
-        own = self._own_write()
-        return (self._kept if own is None else own).get(name)
-
     def _drop(self) -> None:
         try:
             cache.delete(self.key)
