@@ -641,6 +641,19 @@ def _gpus_of(host_ids: list[int]) -> Iterable[tuple[int, int, int, str]]:
         return cursor.fetchall()
 
 
+def _minute_row(gid: int, health: str, s: Mapping[str, Any], at: datetime) -> dict[str, Any]:
+    """One GPU's sample as a row of the minute roll-up's upsert (both flush paths write these)."""
+    return {
+        "gpu": gid,
+        "minute": metrics.minute_of(at).isoformat(),
+        "util": float(s.get("utilization_pct") or 0.0),
+        "mem": int(s.get("memory_used_mb") or 0),
+        "temp": None if s.get("temperature_c") is None else float(s["temperature_c"]),
+        "power": float(s.get("power_w") or 0.0),
+        "health": health,
+    }
+
+
 def _touch_hosts_and_store_samples(
     times: Mapping[int, datetime], rows: Mapping[int, tuple[int, str, dict[str, Any], datetime]]
 ) -> set[int]:
@@ -659,18 +672,7 @@ def _touch_hosts_and_store_samples(
     gpu_table = connection.ops.quote_name(GPU._meta.db_table)
     minute_table = connection.ops.quote_name(GpuMinuteSample._meta.db_table)
     samples = [  # as _store_samples: metrics.record_samples skips empty samples
-        {
-            "gpu": gid,
-            "host": hid,
-            "minute": metrics.minute_of(at).isoformat(),
-            "util": float(s.get("utilization_pct") or 0.0),
-            "mem": int(s.get("memory_used_mb") or 0),
-            "temp": None if s.get("temperature_c") is None else float(s["temperature_c"]),
-            "power": float(s.get("power_w") or 0.0),
-            "health": health,
-        }
-        for gid, (hid, health, s, at) in rows.items()
-        if s
+        {**_minute_row(gid, health, s, at), "host": hid} for gid, (hid, health, s, at) in rows.items() if s
     ]
     with connection.cursor() as cursor:
         cursor.execute(
@@ -767,17 +769,7 @@ def _store_samples(rows: Mapping[int, tuple[str, dict[str, Any], datetime]]) -> 
             [json.dumps([{"id": gid, "s": s} for gid, (_h, s, _t) in rows.items()])],
         )
         samples = [  # metrics.record_samples skips empty samples
-            {
-                "gpu": gid,
-                "minute": metrics.minute_of(at).isoformat(),
-                "util": float(s.get("utilization_pct") or 0.0),
-                "mem": int(s.get("memory_used_mb") or 0),
-                "temp": None if s.get("temperature_c") is None else float(s["temperature_c"]),
-                "power": float(s.get("power_w") or 0.0),
-                "health": health,
-            }
-            for gid, (health, s, at) in rows.items()
-            if s
+            _minute_row(gid, health, s, at) for gid, (health, s, at) in rows.items() if s
         ]
         if not samples:
             return
