@@ -12,31 +12,30 @@ host per reading, for one reader at a time (a skipped invalidation), fails that 
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
 import pytest
 
-from scheduler.policy import IncrementalScheduler, schedule
+from scheduler.policy import IncrementalScheduler
 from scheduler.policy.state import ClusterState
-from scheduler.sim.simulate import SimConfig, TraceSim, prepare
-
-HEADER = "job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n"
+from scheduler.sim.simulate import TraceSim
+from tests.policy.trace_checks import random_trace, run_checked
 
 
 def _inputs(tmp_path: Path, seed: int) -> object:
-    rng = random.Random(seed)
-    rows, t = [], 0
-    for i in range(220):
-        t += rng.randint(0, 500)
-        g = rng.choice([1, 1, 2, 2, 4, 8, 16, 24])
-        d = rng.randint(60, 6 * 3600)
-        rows.append(f"{i},{t},{rng.choice(['aa', 'aa', 'bb', 'cc', 'dd'])},{g},{d},{d}\n")
-    path = tmp_path / f"log{seed}.csv"
-    path.write_text(HEADER + "".join(rows))
-    cfg = {"trace": str(path), "hosts": 5, "gpus_per_host": 8, "grace_s": 30, "max_reservations": 3}
-    return prepare(SimConfig(**cfg))  # type: ignore[arg-type]
+    return random_trace(
+        tmp_path,
+        seed,
+        jobs=220,
+        gap_s=500,
+        sizes=[1, 1, 2, 2, 4, 8, 16, 24],
+        longest_s=6 * 3600,
+        hosts=5,
+        gpus_per_host=8,
+        grace_s=30,
+        max_reservations=3,
+    )
 
 
 def _reads(monkeypatch: pytest.MonkeyPatch, forget_in: str | None = None) -> dict[str, int]:
@@ -60,14 +59,7 @@ def _reads(monkeypatch: pytest.MonkeyPatch, forget_in: str | None = None) -> dic
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_kept_by_the_log_decides_as_fresh_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     seen = _reads(monkeypatch)
-    inc = IncrementalScheduler(check=True)
-
-    def both(snap):  # type: ignore[no-untyped-def]
-        dec = inc(snap)
-        assert dec == schedule(snap)
-        return dec
-
-    TraceSim(_inputs(tmp_path, seed), both).run()
+    run_checked(_inputs(tmp_path, seed))
     for reader in ("screen_summary", "gang_victims", "reserve", "victims", "tail"):
         assert seen.get(f"scheduler.policy.{reader}", 0) > 20, seen
 

@@ -8,31 +8,30 @@ proves). A proof that answers True blindly is caught by the same check.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
 import scheduler.policy.tail as tail
-from scheduler.policy import IncrementalScheduler, schedule
-from scheduler.sim.simulate import SimConfig, TraceSim, prepare
-
-HEADER = "job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n"
+from scheduler.policy import IncrementalScheduler
+from scheduler.sim.simulate import TraceSim
+from tests.policy.trace_checks import random_trace, run_checked
 
 
 def _inputs(tmp_path: Path, seed: int, **kw: object) -> object:
-    rng = random.Random(seed)
-    rows, t = [], 0
-    for i in range(260):
-        t += rng.randint(0, 600)
-        g = rng.choice([1, 1, 1, 2, 2, 4, 8, 16])
-        d = rng.randint(60, 8 * 3600)
-        rows.append(f"{i},{t},{rng.choice(['aa', 'aa', 'bb', 'cc', 'dd'])},{g},{d},{d}\n")
-    path = tmp_path / f"t{seed}.csv"
-    path.write_text(HEADER + "".join(rows))
-    cfg = {"trace": str(path), "hosts": 4, "gpus_per_host": 8, "grace_s": 30, "max_reservations": 2}
-    cfg.update(kw)
-    return prepare(SimConfig(**cfg))  # type: ignore[arg-type]
+    return random_trace(
+        tmp_path,
+        seed,
+        jobs=260,
+        gap_s=600,
+        sizes=[1, 1, 1, 2, 2, 4, 8, 16],
+        longest_s=8 * 3600,
+        hosts=4,
+        gpus_per_host=8,
+        grace_s=30,
+        max_reservations=2,
+        **kw,
+    )
 
 
 def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -> dict[str, int]:
@@ -52,14 +51,7 @@ def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_proved_idle_rest_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     seen = _count_proofs(monkeypatch)
-    inc = IncrementalScheduler(check=True)
-
-    def both(snap):  # type: ignore[no-untyped-def]
-        dec = inc(snap)
-        assert dec == schedule(snap)
-        return dec
-
-    TraceSim(_inputs(tmp_path, seed), both).run()
+    run_checked(_inputs(tmp_path, seed))
     assert seen["idle"] > 5 and seen["asked"] > seen["idle"]
 
 
@@ -120,14 +112,7 @@ def test_unallocated_pass_ended_early_decides_as_the_whole_pass(
         return got
 
     monkeypatch.setattr(core._UnallocatedRest, "failed", counted)
-    inc = IncrementalScheduler(check=True)
-
-    def both(snap):  # type: ignore[no-untyped-def]
-        dec = inc(snap)
-        assert dec == schedule(snap)
-        return dec
-
-    TraceSim(_inputs(tmp_path, seed, unallocated_rule="fraction:0.4"), both).run()
+    run_checked(_inputs(tmp_path, seed, unallocated_rule="fraction:0.4"))
     assert seen["ended"] > 5
 
 
