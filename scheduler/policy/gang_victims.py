@@ -14,7 +14,7 @@ import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW, KeyContext
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.standing import Standing
-from scheduler.policy.state import AttemptView, HostView
+from scheduler.policy.state import KEPT_LIMIT, AttemptView, HostView
 from scheduler.policy.types import GpuRef, Workload
 
 MAX_EXACT_GANG_SETS = 2000
@@ -124,7 +124,7 @@ def _kept_options(ps: PassState, w: Workload, size: int, allowed: frozenset[str]
         hosts = st.hosts
         levels = {h: _level(ps, w, hosts[h], allowed) for h in gang_hosts_of(ps.standing, w.model, size)}
         out = _ordered(levels)
-        if len(ps.standing.gang_options) > 4096:
+        if len(ps.standing.gang_options) > KEPT_LIMIT:
             ps.standing.gang_options.clear()  # a bound on what is kept (allowed sets vary)
     ps.standing.gang_options[key] = (st.mark(), levels, out)
     return out

@@ -136,18 +136,14 @@ def _single_starts(ps: PassState, w: Workload, allowed: frozenset[str]) -> list[
     hkey = (allowed, w.gpus, w.cpus, w.memory)
     key = (w.model, *hkey)
     st = ps.state
-    kept = ps.standing.single_starts.get(key)
-    since = None if kept is None else st.changed_since(kept[0])
-    if kept is not None and since is not None:
-        froms = kept[1]
-        for h in since:  # a host the bound left out when the answer was built may be in it now
-            if (hv := st.hosts.get(h)) is not None and hv.model == w.model:
-                froms[h] = _start_from(ps, w, hv, allowed, hkey)
-    else:  # the hosts the bound leaves out have no start (ruled_out)
-        froms = {hv.name: _start_from(ps, w, hv, allowed, hkey) for hv in bound_hosts(ps, w.model, w.gpus, allowed)}
-        if len(ps.standing.single_starts) > 4096:
-            ps.standing.single_starts.clear()  # a bound on what is kept (allowed sets vary)
-    ps.standing.single_starts[key] = (st.mark(), froms)
+    froms, since = st.kept_per_host(  # the hosts the bound leaves out have no start (ruled_out)
+        ps.standing.single_starts,
+        key,
+        lambda: {hv.name: _start_from(ps, w, hv, allowed, hkey) for hv in bound_hosts(ps, w.model, w.gpus, allowed)},
+    )
+    for h in since or ():  # a host the bound left out when the answer was built may be in it now
+        if (hv := st.hosts.get(h)) is not None and hv.model == w.model:
+            froms[h] = _start_from(ps, w, hv, allowed, hkey)
     now = ps.now
     out = []
     for h, t in froms.items():
@@ -361,19 +357,16 @@ def _gang_starts(ps: PassState, w: Workload, size: int, allowed: frozenset[str])
     attempt's protection is read (``STARTING``) is read at every call."""
     key = (w.model, size, w.cpus, w.memory, allowed)
     st = ps.state
-    kept = ps.standing.gang_starts.get(key)
-    since = None if kept is None else st.changed_since(kept[0])
-    if kept is not None and since is not None:
-        froms = kept[1]
-        for h in since:
-            if h in froms:
-                froms[h] = _base(ps, st.hosts[h]).vacated_from(allowed, None)
-    else:
-        hosts = gang_hosts(ps, w.model, size, w.cpus, w.memory)
-        froms = {hv.name: _base(ps, hv).vacated_from(allowed, None) for hv in hosts}
-        if len(ps.standing.gang_starts) > 4096:
-            ps.standing.gang_starts.clear()  # a bound on what is kept (allowed sets vary)
-    ps.standing.gang_starts[key] = (st.mark(), froms)
+    froms, since = st.kept_per_host(
+        ps.standing.gang_starts,
+        key,
+        lambda: {
+            hv.name: _base(ps, hv).vacated_from(allowed, None) for hv in gang_hosts(ps, w.model, size, w.cpus, w.memory)
+        },
+    )
+    for h in since or ():
+        if h in froms:
+            froms[h] = _base(ps, st.hosts[h]).vacated_from(allowed, None)
     now = ps.now
     out = []
     for h, t in froms.items():

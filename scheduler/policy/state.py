@@ -10,9 +10,15 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import scheduler.policy.resources as resources
 from scheduler.policy.types import Attempt, GpuHealth, GpuRef, Host, HostState, Workload
+
+K = TypeVar("K")
+V = TypeVar("V")
+KEPT_LIMIT = 4096
+"""The most keys a store of :meth:`ClusterState.kept_per_host` holds before it starts over."""
 
 _LOG_KEPT = 1 << 16
 """Bumps the log of :meth:`ClusterState.bump` holds before it starts over (older marks read all)."""
@@ -156,6 +162,27 @@ class ClusterState:
         if i < 0:
             return None
         return set(self._log[i:]) if i < len(self._log) else set()
+
+    def kept_per_host(
+        self,
+        store: dict[K, tuple[int, dict[str, V]]],
+        key: K,
+        build: Callable[[], dict[str, V]],
+    ) -> tuple[dict[str, V], set[str] | None]:
+        """A per-host answer kept between passes in ``store`` under ``key`` with the log mark of
+        its reading: the kept answer and the hosts bumped since (the caller reads those again,
+        in place), or, when nothing is kept or the log no longer reaches back, ``build()`` and
+        None. ``store`` is bounded: past ``KEPT_LIMIT`` keys it starts over."""
+        kept = store.get(key)
+        since = None if kept is None else self.changed_since(kept[0])
+        if kept is not None and since is not None:
+            values = kept[1]
+        else:
+            values = build()
+            if len(store) > KEPT_LIMIT:
+                store.clear()  # a bound on what is kept (the keys' allowed sets vary)
+        store[key] = (self.mark(), values)
+        return values, since
 
     def _touch(self, host: str) -> None:
         self.bump(host)

@@ -205,18 +205,14 @@ def bound_rooms(ps: SkipRuns, model: str, allowed: frozenset[str]) -> dict[str, 
     ``Standing.bound_rooms`` with the log mark: hosts bumped since are read again."""
     key = (model, allowed)
     st, standing = ps.state, ps.standing
-    kept = standing.bound_rooms.get(key)
-    since = None if kept is None else st.changed_since(kept[0])
-    if kept is not None and since is not None:
-        rooms = kept[1]
-        for h in since:
-            if h in rooms:
-                rooms[h] = _bound_room(ps, st.hosts[h], allowed)
-    else:
-        rooms = {hv.name: _bound_room(ps, hv, allowed) for hv in standing.hosts_by_model.get(model, ())}
-        if len(standing.bound_rooms) > 4096:
-            standing.bound_rooms.clear()  # a bound on what is kept (allowed sets vary)
-    standing.bound_rooms[key] = (st.mark(), rooms)
+    rooms, since = st.kept_per_host(
+        standing.bound_rooms,
+        key,
+        lambda: {hv.name: _bound_room(ps, hv, allowed) for hv in standing.hosts_by_model.get(model, ())},
+    )
+    for h in since or ():
+        if h in rooms:
+            rooms[h] = _bound_room(ps, st.hosts[h], allowed)
     return rooms
 
 

@@ -23,7 +23,7 @@ from scheduler.policy.gang_victims import search_gang
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.standing import Standing
-from scheduler.policy.state import AttemptView, ClusterState, HostView
+from scheduler.policy.state import KEPT_LIMIT, AttemptView, ClusterState, HostView
 from scheduler.policy.types import Workload
 
 Counts = tuple[int, int, int]
@@ -148,7 +148,7 @@ def _most_room(ps: PassState, ctx: KeyContext, w: Workload, allowed: frozenset[s
         hosts = ps.state.hosts  # the hosts holding allowed budgets' unprotected work (the others: -1)
         rooms = {h: _room_of(ps, ctx, hv, allowed) for h in names if (hv := hosts[h]).model == w.model}
         most = max(rooms.values(), default=-1)
-        if len(ps.standing.most_room) > 4096:
+        if len(ps.standing.most_room) > KEPT_LIMIT:
             ps.standing.most_room.clear()  # a bound on what is kept (allowed sets vary)
     ps.standing.most_room[key] = (st.mark(), rooms, most)
     return most
