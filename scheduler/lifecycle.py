@@ -641,6 +641,19 @@ def _gpus_of(host_ids: list[int]) -> Iterable[tuple[int, int, int, str]]:
         return cursor.fetchall()
 
 
+_MINUTE_MERGE = (
+    "ON CONFLICT (gpu_id, minute) DO UPDATE SET "
+    "samples = m.samples + 1, "
+    "utilization_sum = m.utilization_sum + EXCLUDED.utilization_sum, "
+    "memory_used_max_mb = GREATEST(m.memory_used_max_mb, EXCLUDED.memory_used_max_mb), "
+    "temperature_max_c = GREATEST(m.temperature_max_c, EXCLUDED.temperature_max_c), "
+    "power_sum_w = m.power_sum_w + EXCLUDED.power_sum_w, "
+    "health_worst = CASE WHEN 'unhealthy' IN (m.health_worst, EXCLUDED.health_worst) THEN 'unhealthy' "
+    "WHEN 'degraded' IN (m.health_worst, EXCLUDED.health_worst) THEN 'degraded' ELSE 'healthy' END"
+)
+"""How a sample merges into its GPU's minute roll-up row (``m``), in both flush paths' upserts."""
+
+
 def _minute_row(gid: int, health: str, s: Mapping[str, Any], at: datetime) -> dict[str, Any]:
     """One GPU's sample as a row of the minute roll-up's upsert (both flush paths write these)."""
     return {
@@ -688,14 +701,7 @@ def _touch_hosts_and_store_samples(
             "SELECT v.gpu, v.minute, 1, v.util, v.mem, v.temp, v.power, v.health FROM jsonb_to_recordset(%s::jsonb) "
             "AS v(gpu bigint, host bigint, minute timestamptz, util float8, mem bigint, temp float8, power float8, "
             "health text) WHERE v.host IN (SELECT id FROM touched) "
-            "ON CONFLICT (gpu_id, minute) DO UPDATE SET "
-            "samples = m.samples + 1, "
-            "utilization_sum = m.utilization_sum + EXCLUDED.utilization_sum, "
-            "memory_used_max_mb = GREATEST(m.memory_used_max_mb, EXCLUDED.memory_used_max_mb), "
-            "temperature_max_c = GREATEST(m.temperature_max_c, EXCLUDED.temperature_max_c), "
-            "power_sum_w = m.power_sum_w + EXCLUDED.power_sum_w, "
-            "health_worst = CASE WHEN 'unhealthy' IN (m.health_worst, EXCLUDED.health_worst) THEN 'unhealthy' "
-            "WHEN 'degraded' IN (m.health_worst, EXCLUDED.health_worst) THEN 'degraded' ELSE 'healthy' END) "
+            f"{_MINUTE_MERGE}) "
             "SELECT id FROM touched",
             [
                 json.dumps([{"id": hid, "t": t.isoformat()} for hid, t in times.items()]),
@@ -779,14 +785,7 @@ def _store_samples(rows: Mapping[int, tuple[str, dict[str, Any], datetime]]) -> 
             "health_worst) "
             "SELECT v.gpu, v.minute, 1, v.util, v.mem, v.temp, v.power, v.health FROM jsonb_to_recordset(%s::jsonb) "
             "AS v(gpu bigint, minute timestamptz, util float8, mem bigint, temp float8, power float8, health text) "
-            "ON CONFLICT (gpu_id, minute) DO UPDATE SET "
-            "samples = m.samples + 1, "
-            "utilization_sum = m.utilization_sum + EXCLUDED.utilization_sum, "
-            "memory_used_max_mb = GREATEST(m.memory_used_max_mb, EXCLUDED.memory_used_max_mb), "
-            "temperature_max_c = GREATEST(m.temperature_max_c, EXCLUDED.temperature_max_c), "
-            "power_sum_w = m.power_sum_w + EXCLUDED.power_sum_w, "
-            "health_worst = CASE WHEN 'unhealthy' IN (m.health_worst, EXCLUDED.health_worst) THEN 'unhealthy' "
-            "WHEN 'degraded' IN (m.health_worst, EXCLUDED.health_worst) THEN 'degraded' ELSE 'healthy' END",
+            f"{_MINUTE_MERGE}",
             [json.dumps(samples)],
         )
 
