@@ -220,9 +220,10 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             return self.list_rows(Workload.objects.all())
         if self.action == "retrieve":
             return self.detail_rows(Workload.objects.all())  # its relations: retrieve()
-        queryset = Workload.objects.select_related("owner", "cluster", "budget")
         if self.action == "cancel":
-            return queryset  # the answer is read after the cancel (_detail): nothing prefetched before
+            # Only its id: the cancel reads the row under its lock, the answer after it (_detail).
+            return Workload.objects.only("id")
+        queryset = Workload.objects.select_related("owner", "cluster", "budget")
         return queryset.prefetch_related(*self.detail_prefetches())  # accounting from the attempts
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from django.db import connection, reset_queries
+from django.test.utils import CaptureQueriesContext
 from rest_framework.renderers import JSONRenderer
 
 from scheduler.api.serializers import WorkloadDetailSerializer
@@ -91,13 +93,16 @@ def test_a_workload_without_attempts_or_dependencies_costs_two_queries_less(
     researcher_client, queue, django_assert_max_num_queries
 ):
     """Before: its attempts and its dependencies were read by a query each (both empty)."""
+    reset_queries()  # the request's start clears the log: a capture counts from an empty one
     with django_assert_max_num_queries(5) as alone:  # token, workload row, events; tree, memberships (no memo)
         researcher_client.get(f"{URL}{queue['alone'].pk}/")
     assert _reads(alone.captured_queries, Attempt) == _reads(alone.captured_queries, WorkloadDependency) == 0
     assert _reads(alone.captured_queries, WorkloadEvent) == 1
+    reset_queries()
     with django_assert_max_num_queries(6) as waiting:
         researcher_client.get(f"{URL}{queue['after_canceled'].pk}/")
     assert (_reads(waiting.captured_queries, Attempt), _reads(waiting.captured_queries, WorkloadDependency)) == (0, 1)
+    reset_queries()
     with django_assert_max_num_queries(7) as running:  # its attempts, their GPUs
         researcher_client.get(f"{URL}{queue['running'].pk}/")
     assert (_reads(running.captured_queries, Attempt), _reads(running.captured_queries, WorkloadDependency)) == (1, 0)
@@ -107,7 +112,16 @@ def test_cancel_answers_the_detail_every_prefetch_reads(
     researcher_client, teammate_client, queue, submit_kwargs, researcher
 ):
     fresh = do_submit_workload(researcher, **submit_kwargs(after=[queue["running"].pk]))
-    for workload, client in ((fresh, researcher_client), (queue["theirs"], teammate_client)):
-        answer = client.post(f"{URL}{workload.pk}/cancel/")
+    for workload, client in (
+        (fresh, researcher_client),
+        (queue["theirs"], teammate_client),
+        (queue["running"], researcher_client),
+    ):
+        reset_queries()  # the request's start clears the log: a capture counts from an empty one
+        with CaptureQueriesContext(connection) as cancel:
+            answer = client.post(f"{URL}{workload.pk}/cancel/")
+        # Its lookup reads only the id (the cancel reads the row under its lock, then the answer).
+        lookup = next(q["sql"] for q in cancel.captured_queries if q["sql"].startswith('SELECT "scheduler_workload"'))
+        assert lookup.startswith('SELECT "scheduler_workload"."id" FROM "scheduler_workload" WHERE'), lookup
         assert answer.status_code in (200, 202), answer.content
         assert answer.content == _oracle(client, workload.pk)
