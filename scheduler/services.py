@@ -8,6 +8,7 @@ save important rows themselves.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -361,25 +362,26 @@ def _id_and_seq(drawn: int | None = None) -> dict[str, Any]:
     return {}
 
 
-_DRAWN_ID = "fairway_drawn_workload_id"
-
-
-def _share_lock_budget(pk: int) -> tuple[Budget, int | None]:
+def _share_lock_budget(pk: int) -> tuple[bool, int | None]:
     """A submission's lock on its budget (``budgets.services.share_lock_budget``'s one statement,
-    docs/locking.md) and, on PostgreSQL, the first workload id drawn in the same statement
-    (:func:`_id_and_seq`: one round trip, not two); None elsewhere."""
+    docs/locking.md): whether the budget is archived, read under the lock, and, on PostgreSQL, the
+    first workload id drawn in the same statement (:func:`_id_and_seq`: one round trip, not two);
+    None elsewhere. Only the two values the submission reads, from a cursor: no Budget built by a
+    raw queryset (half of the statement's CPU)."""
     if connection.vendor != "postgresql":
-        return share_lock_budget(pk), None
-    table = connection.ops.quote_name(Budget._meta.db_table)
+        return share_lock_budget(pk).archived_at is not None, None
+    quote = connection.ops.quote_name
+    table, archived_at = quote(Budget._meta.db_table), quote(Budget._meta.get_field("archived_at").column)
     query = (
-        f"SELECT *, nextval(pg_get_serial_sequence(%s, 'id')) AS {_DRAWN_ID} "  # noqa: S608 -- the models' own names
+        f"SELECT {archived_at} IS NOT NULL, nextval(pg_get_serial_sequence(%s, 'id')) "  # noqa: S608 -- the models' own names
         f"FROM {table} WHERE id = %s FOR SHARE"
     )
-    rows = list(Budget.objects.raw(query, [Workload._meta.db_table, pk]))  # noqa: S611 -- constant, ids as parameters
-    if not rows:
+    with connection.cursor() as cursor:
+        cursor.execute(query, [Workload._meta.db_table, pk])
+        row = cursor.fetchone()
+    if row is None:
         raise Budget.DoesNotExist(f"budget {pk}")
-    drawn = rows[0].__dict__.pop(_DRAWN_ID)
-    return rows[0], drawn
+    return row[0], row[1]
 
 
 @histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
@@ -604,9 +606,10 @@ def do_submit_workload(
     with transaction.atomic():
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
-        locked, drawn = _share_lock_budget(the_budget.pk)
-        if locked.archived_at is not None:
+        archived, drawn = _share_lock_budget(the_budget.pk)
+        if archived:
             raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
+        locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())
         first: Workload | None = None

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
+from django.db import connection
+from django.db.models import F, IntegerField, Prefetch, QuerySet, prefetch_related_objects
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -121,6 +123,30 @@ class CountedPagination(FairwayLimitOffsetPagination):
         return super().get_count(self.count_queryset if self.count_queryset is not None else queryset)
 
 
+RELATIONS = "fairway_relations"
+"""The annotation of :meth:`WorkloadViewSet.detail_rows`: the sum of the bits of
+:data:`RELATION_BITS` whose relation holds a row of the workload."""
+
+RELATION_BITS = {"attempts": 1, "dependencies": 2}
+"""The relations of a detail that many workloads have no row in (never started; waits for nothing)."""
+
+
+def _relations_sql() -> RawSQL:
+    """:data:`RELATIONS` in the workload row's own statement: one index probe per relation (its
+    foreign key to the workload), written out: ``Exists`` of a queryset per relation costs more of
+    the ORM's building and compiling than the queries it spares (docs/benchmarks/api_load.md)."""
+    quote = connection.ops.quote_name
+    workload = f"{quote(Workload._meta.db_table)}.{quote(Workload._meta.pk.column)}"
+    probes = []
+    for name, bit in RELATION_BITS.items():
+        relation = Workload._meta.get_field(name)
+        table, column = quote(relation.related_model._meta.db_table), quote(relation.field.column)
+        probes.append(
+            f"CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE {table}.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
+        )
+    return RawSQL(" + ".join(probes), [], output_field=IntegerField())  # noqa: S611 -- the models' own names, no input
+
+
 def _prefill(obj: Any, name: str, rows: list[Any]) -> None:
     """Put ``rows`` in ``obj``'s prefetch cache of the relation ``name`` (as ``prefetch_related``
     would after reading them): ``obj.<name>.all()`` then answers them without a query."""
@@ -164,13 +190,47 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             ),
         ]
 
+    @staticmethod
+    def detail_rows(workloads: QuerySet[Workload]) -> QuerySet[Workload]:
+        """``workloads`` as a detail reads them: the row with its owner, cluster and budget, and
+        :data:`RELATIONS`, which of the relations the detail shows hold rows
+        (:meth:`fetch_relations` reads only those)."""
+        return workloads.select_related("owner", "cluster", "budget").annotate(**{RELATIONS: _relations_sql()})
+
+    @classmethod
+    def fetch_relations(cls, workload: Workload) -> Workload:
+        """The :meth:`detail_prefetches` of a workload read by :meth:`detail_rows`: the attempts
+        and dependencies its row says it has none of are known empty (no query: most workloads
+        of a queue never started and wait for nothing), the rest prefetched as before. The
+        answer is the one ``prefetch_related(*detail_prefetches())`` gives
+        (``tests/api/test_detail_relations.py``)."""
+        held = workload.__dict__.pop(RELATIONS)
+        prefetches = []
+        for prefetch in cls.detail_prefetches():
+            bit = RELATION_BITS.get(prefetch.prefetch_to, 0)
+            if bit and not held & bit:
+                _prefill(workload, prefetch.prefetch_to, [])
+            else:
+                prefetches.append(prefetch)
+        prefetch_related_objects([workload], *prefetches)
+        return workload
+
     def get_queryset(self) -> QuerySet[Workload]:
         if self.action == "list":
             return self.list_rows(Workload.objects.all())
-        queryset = Workload.objects.select_related("owner", "cluster", "budget")
+        if self.action == "retrieve":
+            return self.detail_rows(Workload.objects.all())  # its relations: retrieve()
         if self.action == "cancel":
-            return queryset  # the answer is read after the cancel (_detail): nothing prefetched before
+            # Only its id: the cancel reads the row under its lock, the answer after it (_detail).
+            return Workload.objects.only("id")
+        queryset = Workload.objects.select_related("owner", "cluster", "budget")
         return queryset.prefetch_related(*self.detail_prefetches())  # accounting from the attempts
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # DRF's, the workload's relations read by fetch_relations (no docstring: the schema's
+        # description of the operation stays the view's).
+        workload = self.fetch_relations(self.get_object())
+        return Response(self.get_serializer(workload).data)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The queue, newest first, paginated; each row's accounting from one query of the page's
@@ -208,11 +268,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         return WorkloadDetailSerializer
 
     def _detail(self, workload_id: int) -> dict:
-        workload = (
-            Workload.objects.select_related("owner", "cluster", "budget")
-            .prefetch_related(*self.detail_prefetches())
-            .get(pk=workload_id)
-        )
+        workload = self.fetch_relations(self.detail_rows(Workload.objects.all()).get(pk=workload_id))
         return WorkloadDetailSerializer(workload, context=self.get_serializer_context()).data
 
     def create(self, request: Request) -> Response:

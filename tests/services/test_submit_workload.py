@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.test import override_settings
 
-from budgets.services import do_archive_budget, do_create_budget
+from budgets.services import do_archive_budget, do_create_budget, load_tree
 from scheduler.models import GPU, Workload, WorkloadEvent
 from scheduler.services import SubmissionError, do_submit_workload
 
@@ -168,6 +168,19 @@ def test_archived_budget_takes_no_submissions(researcher, submit_kwargs, org_tre
     do_archive_budget(org_tree["nlp/olmo"])
     error = _refused(researcher, submit_kwargs(budget=org_tree["nlp/olmo"]))
     assert error.code == "budget_archived"
+
+
+def test_a_budget_archived_since_the_tree_was_read_is_refused_by_the_lock(researcher, submit_kwargs, org_tree):
+    """The tree a request read before an archive committed still shows the budget live: the
+    submission's lock statement reads the archive (``_share_lock_budget``) and refuses; a
+    submission into a live budget gets the tree's budget, path and all, without a query."""
+    tree = load_tree()
+    workload = do_submit_workload(researcher, **submit_kwargs(budget=org_tree["nlp/olmo"]), tree=tree)
+    assert workload.budget.path == "nlp/olmo" and workload.budget is not tree[workload.budget_id]
+    do_archive_budget(org_tree["nlp/olmo"])
+    assert tree[org_tree["nlp/olmo"].pk].archived_at is None
+    error = _refused(researcher, {**submit_kwargs(budget=org_tree["nlp/olmo"]), "tree": tree})
+    assert (error.code, error.field) == ("budget_archived", "budget")
 
 
 def test_budget_with_only_archived_children_is_a_leaf(manager, submit_kwargs, org_tree):
