@@ -149,3 +149,15 @@ def test_a_registered_host_takes_no_work_until_its_agent_says_hello(
     with django_capture_on_commit_callbacks(execute=True):
         run_tick(cluster.pk)
     assert Attempt.objects.get().host_id == host.pk
+
+
+def test_a_first_heartbeat_says_the_agent_connected_for_the_first_time(cluster):
+    """mend31: the scenario runner's simulated agent is heard from by a heartbeat, not a hello;
+    the host's event said "agent back: offline → active" of a host never heard from before."""
+    from scheduler import lifecycle
+
+    host, _token = do_register_host(cluster, "new-1", gpu_specs("new-1", "A100", 1))
+    lifecycle.record_heartbeat(host, [])
+    host.refresh_from_db()
+    assert host.state == "active"
+    assert host.events.filter(kind="online").get().message == "agent connected for the first time: active"
