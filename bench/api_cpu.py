@@ -18,6 +18,18 @@ minute weighs on all five alike; the load's mix is the first four) with the prod
   limit, the one thread hop, Django's ASGI request and response), called on an event loop in
   this process, without a socket or an HTTP parser.
 
+The tick runs at its production cadence during the measurement, in the production layout's own
+processes beside this one: a worker (``manage.py rundramatiq --queues scheduler``, one process,
+one thread: the ticks the submissions and cancels request, debounced) and the clock (a tick every
+``FAIRWAY_TICK_INTERVAL_S``, the sweeps), on the same database and Redis, so the requests meet the
+tick's locks, writes and placements as on the layout; ``--no-tick`` leaves them out (before
+mend31 the bench ticked once, at seeding, and the tick requests piled up in Redis unread). Their
+CPU over the timed rounds is printed apart, as CPU ms per request (the tick's share), never mixed
+into the request's own (``time.process_time`` counts this process only). The forward simulations
+(queue ``estimates``) are not run: their requests wait in Redis. There are no agents: the hosts are
+brought up as their first heartbeat would, and ``FAIRWAY_HOST_OFFLINE_AFTER_S`` is a day so that
+the clock's sweep keeps them up.
+
 ``--pace S`` sleeps S seconds before each request (untimed), as a web process of the layout waits
 between its requests while other processes run: its caches are then cold, as on the layout
 (docs/benchmarks/api_load.md, eighth pass: +35 % CPU at 0.1 s on the shared box).
@@ -44,7 +56,9 @@ import os
 import pstats
 import random
 import secrets
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -84,6 +98,9 @@ def configure(args: argparse.Namespace) -> tuple[str, str]:
         FAIRWAY_VAR_DIR=tempfile.mkdtemp(prefix="api-cpu-"),
         LOG_LEVEL="WARNING",
         WEB_WORKERS="4",
+        # No agents here: the sweep leaves the hosts up (their one heartbeat is at seeding).
+        FAIRWAY_HOST_OFFLINE_AFTER_S="86400",
+        FAIRWAY_HOST_LOST_AFTER_S="172800",
     )
     if args.cache_prefix:
         os.environ["FAIRWAY_CACHE_PREFIX"] = args.cache_prefix
@@ -236,13 +253,82 @@ def count_queries(via: Any, request: tuple[str, str, str, Any, dict[str, Any]], 
     return len(ctx.captured_queries)
 
 
+TICK_PROCESSES = {
+    "worker": ["rundramatiq", "--queues", "scheduler", "--processes", "1", "--threads", "1"],
+    "clock": ["clock"],
+}
+
+
+class TickProcesses:
+    """The layout's worker (the ``scheduler`` queue: the ticks) and clock, started beside this
+    process with its environment; :meth:`cpu_s` is their CPU so far (every process of their groups)."""
+
+    def __init__(self) -> None:
+        self.procs = [
+            subprocess.Popen(  # noqa: S603 -- our manage.py, fixed arguments
+                [sys.executable, "manage.py", *argv],
+                cwd=ROOT,
+                env=os.environ.copy(),
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # rundramatiq forks: a group each, stopped whole
+            )
+            for argv in TICK_PROCESSES.values()
+        ]
+        self.groups = {p.pid for p in self.procs}
+        self.began = time.time()
+
+    def wait_first_tick(self, within: float = 180.0) -> None:
+        """Until the worker has run a tick it was sent after starting (booted: its start-up CPU is
+        then spent before the timed rounds)."""
+        from scheduler.prom import last_ticks
+
+        deadline = time.monotonic() + within
+        while not any(at > self.began for _seconds, at in last_ticks().values()):
+            self.check()
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the tick's worker ran no tick within {within:.0f} s")
+            time.sleep(0.2)
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the live processes of the groups (from /proc)."""
+        total = 0
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    fields = stat[stat.rfind(")") + 2 :].split()
+                    if int(fields[2]) in self.groups:  # pgrp
+                        total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def check(self) -> None:
+        for proc, name in zip(self.procs, TICK_PROCESSES, strict=True):
+            if proc.poll() is not None:
+                raise SystemExit(f"the tick's {name} exited ({proc.returncode})")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 def measure(
-    vias: list[Any], requests: Requests, n: int, warmup: int, pace: float = 0.0
+    vias: list[Any], requests: Requests, n: int, warmup: int, pace: float = 0.0, ticks: TickProcesses | None = None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     cpu: dict[tuple[str, str], list[float]] = {(v.name, k): [] for v in vias for k in KINDS}
     wall: dict[tuple[str, str], list[float]] = {(v.name, k): [] for v in vias for k in KINDS}
     queries: dict[tuple[str, str], int] = {}
+    tick_cpu = 0.0
     for i in range(warmup + n):
+        if ticks is not None and i == warmup:
+            ticks.check()
+            tick_cpu = ticks.cpu_s()
         for via in vias:
             for kind in KINDS:
                 method, path, query, data, user = requests.make(kind)
@@ -255,6 +341,9 @@ def measure(
                 if i >= warmup:
                     cpu[(via.name, kind)].append((c1 - c0) * 1000)
                     wall[(via.name, kind)].append((w1 - w0) * 1000)
+    if ticks is not None:
+        ticks.check()
+        tick_cpu = ticks.cpu_s() - tick_cpu
     # Queries counted once per kind (django's debug cursor wrapper costs CPU: not in the timings).
     from django.db import connection
 
@@ -263,7 +352,7 @@ def measure(
             if via.name == "client":
                 for kind in KINDS:
                     queries[(via.name, kind)] = count_queries(via, requests.make(kind), requests, kind)
-    return {
+    results: dict[tuple[str, str], dict[str, Any]] = {
         key: {
             "cpu_mean": statistics.fmean(values),
             "cpu_median": statistics.median(values),
@@ -272,6 +361,9 @@ def measure(
         }
         for key, values in cpu.items()
     }
+    if ticks is not None:
+        results[("tick", "all")] = {"cpu_s": tick_cpu, "requests": n * len(vias) * len(KINDS)}
+    return results
 
 
 def profile(via: Any, requests: Requests, kind: str, n: int, top: int) -> None:
@@ -338,9 +430,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--keep", action="store_true", help="keep the database and the Redis data")
     parser.add_argument(
+        "--no-tick", action="store_true", help="no worker and clock during the measurement (one tick, at seeding)"
+    )
+    parser.add_argument(
         "--cache-prefix", help="use REDIS_URL's database as it is, the cache's keys under this prefix (deleted after)"
     )
     args = parser.parse_args()
+    if args.cache_prefix and not args.no_tick:  # two runs' workers would read each other's tick requests
+        raise SystemExit("--cache-prefix shares REDIS_URL's database, its queues too: add --no-tick")
     if "bench" not in args.db:
         raise SystemExit(f"refusing to drop database {args.db!r}: its name must contain 'bench'")
     db_url, redis_url = configure(args)
@@ -356,9 +453,12 @@ def main() -> None:
             conn.execute(f'CREATE DATABASE "{args.db}"')
         began = time.process_time()
         world = seed(SimpleNamespace(hosts=args.hosts, gpus=args.gpus, seed_workloads=args.seed_workloads))
-        from scheduler.models import Cluster, Workload
+        from scheduler import lifecycle
+        from scheduler.models import Cluster, Host, Workload
         from scheduler.tick import run_tick
 
+        for host in Host.objects.filter(cluster__name="bench"):  # as its agent's first heartbeat: up
+            lifecycle.record_heartbeat(host, [])
         run_tick(Cluster.objects.get(name="bench").pk)
         states: dict[str, int] = {}
         for state in Workload.objects.values_list("state", flat=True):
@@ -374,7 +474,15 @@ def main() -> None:
         makers = {"client": ClientVia, "asgi": AsgiVia}
         vias = [makers[name.strip()]() for name in args.via.split(",") if name.strip()]
         requests = Requests(world["users"], known, args.seed)
-        results = measure(vias, requests, args.n, args.warmup, args.pace)
+        ticks = None if args.no_tick else TickProcesses()
+        if ticks is not None:
+            ticks.wait_first_tick()
+        try:
+            results = measure(vias, requests, args.n, args.warmup, args.pace, ticks)
+        finally:
+            if ticks is not None:
+                ticks.stop()
+        tick = results.pop(("tick", "all"), None)
         print(
             f"CPU per request, {args.n} rounds after {args.warmup} warm-up "
             f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}):"
@@ -389,6 +497,11 @@ def main() -> None:
         for via in vias:
             mix = sum(share * results[(via.name, k)]["cpu_mean"] for k, share in MIX.items())
             print(f"{via.name}: the load's mix (60/20/15/5) costs {mix:.2f} CPU ms per request")
+        if tick is not None:
+            print(
+                f"the tick's processes (worker, clock) over the timed rounds: {tick['cpu_s']:.2f} CPU s, "
+                f"{tick['cpu_s'] * 1000 / tick['requests']:.2f} CPU ms per request ({tick['requests']} requests)"
+            )
         print(f"answers' digest (kind, status, keys): {requests.digest.hexdigest()[:16]}")
         if args.profile:
             profile(vias[0], requests, args.profile, args.profile_n, args.top)

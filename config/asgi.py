@@ -5,7 +5,9 @@ process (beyond: 503 + ``Retry-After``), each run in one thread hop (a synchrono
 chain; ``async def`` views through Django's stock handler). The agent route has no
 ``AllowedHostsOriginValidator``: agents are not browsers and authenticate with their host token
 (``Authorization: Bearer``). Once built, the process's objects are frozen out of the cyclic garbage
-collector's full collections (``config.heap``).
+collector's full collections (``config.heap``). In production without Redis or on SQLite the
+import fails, naming the variable (``scheduler/management/production.py``: the process's tick
+requests and notifications would go to its own memory, where nothing reads them).
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
+
+from scheduler.management.production import refusal  # noqa: E402
+
+if why := refusal("the web process (config.asgi)"):
+    raise ImproperlyConfigured(why)
 
 from config.heap import freeze_startup_objects  # noqa: E402
 from config.overload import HttpDispatch, InFlightLimit  # noqa: E402

@@ -444,8 +444,9 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
     now = now or timezone.now()
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
+        first = locked.last_heartbeat is None  # never heard from (the scenario runner's first contact)
         locked.last_heartbeat = now
-        _host_back_online(locked, now)
+        _host_back_online(locked, now, first=first)
         gpus = {g.index: g for g in GPU.objects.filter(host_id=host.pk)}
         changed: list[GPU] = []
         health_changed: list[tuple[int, str, str]] = []

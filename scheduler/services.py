@@ -860,7 +860,9 @@ def do_register_host(
 
     The token (``secrets.token_urlsafe(32)``) is shown once: only its SHA-256 hex is stored.
     ``gpus``: ``[(index, uuid, model, memory_mb)]``, one model per host. The host starts
-    ``active`` and offline-until-heard-from is the gateway's business. Raises HostError
+    ``offline`` (to return to ``active``) until its agent's first hello (``lifecycle.host_hello``;
+    a heartbeat too): an active host nobody had heard from took placements and counted as idle
+    capacity until the sweep noticed the silence (brk30, mend31). Raises HostError
     (``invalid_host_name``, ``host_exists``, ``invalid_gpus``, ``mixed_models``,
     ``duplicate_gpu``, ``invalid_labels``). Records a ``registered`` HostEvent, requests a tick.
     """
@@ -875,7 +877,14 @@ def do_register_host(
         taken = list(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
         if taken:
             raise HostError("duplicate_gpu", "gpus", f"GPU UUIDs already registered: {', '.join(sorted(taken))}.")
-        host = Host.objects.create(cluster=cluster, name=name, labels=clean_labels, token_hash=digest)
+        host = Host.objects.create(
+            cluster=cluster,
+            name=name,
+            labels=clean_labels,
+            token_hash=digest,
+            state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
+            state_before_offline=Host.State.ACTIVE,
+        )
         GPU.objects.bulk_create(
             [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
         )
@@ -996,12 +1005,9 @@ def do_join_host(
         )
         if row is None or row.used_at is not None or row.expires_at <= timezone.now():
             raise refused
+        # Offline until its agent's first hello, as every registered host; the install script
+        # starts the agent right after.
         host, token = do_register_host(row.cluster, name, gpus, labels, actor=row.created_by)
-        # Offline until its agent's first hello (lifecycle.host_hello brings it back to active):
-        # an active host nobody had heard from took placements and counted as idle capacity until
-        # the sweep noticed the silence (brk30). The install script starts the agent right after.
-        host.state, host.state_before_offline = Host.State.OFFLINE, Host.State.ACTIVE
-        host.save(update_fields=["state", "state_before_offline"])
         row.used_at, row.host = timezone.now(), host
         row.save(update_fields=["used_at", "host"])
         HostEvent.objects.create(

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from django.db.models import F
 from rest_framework.test import APIClient
 
 from accounts.models import Membership, User
@@ -266,7 +267,19 @@ def host_tokens(db: None) -> dict[str, str]:
     for name, model, count, rack in HOSTS:
         _host, token = do_register_host(cluster, name, gpu_specs(name, model, count), {"rack": rack, "fabric": rack})
         tokens[name] = token
+    connected(*cluster.hosts.all())
     return tokens
+
+
+def connected(*hosts: Host) -> None:
+    """Bring registered hosts up as their agents' first hello would (``active``; a host is
+    ``offline`` from its registration until then), without a heartbeat: a test's hosts are schedulable
+    from the start."""
+    Host.objects.filter(pk__in=[h.pk for h in hosts], state=Host.State.OFFLINE).update(
+        state=F("state_before_offline"), state_before_offline=""
+    )
+    for host in hosts:
+        host.refresh_from_db(fields=["state", "state_before_offline"])
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from agent import protocol
 from config.asgi import application
 from scheduler import gateway, lifecycle
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, GpuMinuteSample, Host, HostEvent, Workload
+from tests.conftest import connected
 
 # 10 + the SELECT … FOR UPDATE of the hosts in id order (docs/locking.md) + the read of the attempts to
 # start (the desired state reads open attempts narrowly first: a flush with nothing to start has one less)
@@ -30,12 +31,14 @@ MAX_FLUSH_QUERIES = 12
 def _register(cluster: Cluster, n: int, prefix: str = "b") -> list[tuple[Host, str]]:
     from scheduler.services import do_register_host
 
-    return [
+    registered = [
         do_register_host(
             cluster, f"{prefix}{i:03d}", [(g, f"GPU-{prefix}{i:03d}-{g}", "H100", 80000) for g in range(2)]
         )
         for i in range(n)
     ]
+    connected(*(host for host, _token in registered))  # their agents said hello
+    return registered
 
 
 def _samples(util: float = 50.0, health: str = "healthy", xids: tuple[int, ...] = ()) -> list[lifecycle.GpuSample]:
@@ -404,6 +407,7 @@ def test_the_narrow_desired_state_equals_the_plain_one_on_random_states(seed):
         )[0]
         for i in range(rng.randint(1, 5))
     ]
+    connected(*hosts)
     for h in hosts:
         if rng.random() < 0.5:
             Host.objects.filter(pk=h.pk).update(cpus=rng.choice([None, 64]), memory_bytes=rng.choice([None, 2**38]))

@@ -1,10 +1,13 @@
-"""The clock and the workers refuse to start in production without their shared services.
+"""The clock, the workers and the web processes refuse to start in production without their shared services.
 
 Without ``REDIS_URL`` the broker is dramatiq's stub broker, in each process's own memory: a clock
 or worker started so runs, logs nothing wrong, and no tick ever happens (its requests go to a
 queue no other process reads). On SQLite each process would hold its own file locks against the
 web processes'. The embedded mode (no ``FAIRWAY_ENV=production``: ``manage.py serve``, the demo,
-the tests) runs its worker and clock inside the web process and is not affected.
+the tests) runs its worker and clock inside the web process and is not affected. A production web
+process (``uvicorn config.asgi:application``, ``manage.py serve``) without Redis sent its tick
+requests and notifications to its own memory, where nothing read them (mend31): ``config/asgi.py``
+and ``serve`` ask the same :func:`refusal`.
 """
 
 from __future__ import annotations
@@ -31,8 +34,16 @@ def missing_shared_services() -> list[str]:
     return missing
 
 
+def refusal(process: str) -> str | None:
+    """Why ``process`` refuses to start (production lacks its shared services), or None."""
+    missing = missing_shared_services()
+    if not missing:
+        return None
+    return f"FAIRWAY_ENV=production: {process} refuses to start: {'; '.join(missing)} (docs/deploy.md)"
+
+
 def refuse_without_shared_services(process: str) -> None:
     """Raise ``CommandError`` (exit status 1, the message on stderr) when production lacks them."""
-    missing = missing_shared_services()
-    if missing:
-        raise CommandError(f"FAIRWAY_ENV=production: {process} refuses to start: {'; '.join(missing)} (docs/deploy.md)")
+    why = refusal(process)
+    if why:
+        raise CommandError(why)

@@ -1,4 +1,5 @@
-"""ops30b: the clock and the workers refuse to start in production without Redis, or on SQLite.
+"""ops30b: the clock and the workers (mend31: and the web processes) refuse to start in production
+without Redis, or on SQLite.
 
 Without ``REDIS_URL`` the broker is dramatiq's stub broker, in each process's own memory:
 ``manage.py clock`` and ``manage.py rundramatiq`` started, said nothing and never ran a tick (the
@@ -26,13 +27,17 @@ POSTGRES = "postgres://postgres@127.0.0.1:5432/unused"  # never reached: the com
 COMMANDS = {
     "clock": ["clock"],
     "worker": ["rundramatiq", "--queues", "scheduler", "--processes", "1", "--threads", "1"],
+    # mend31: the web process too (its tick requests and notifications went to its own stub broker)
+    "serve": ["serve", "--port", "8531"],
+    "web": ["-m", "uvicorn", "config.asgi:application", "--port", "8532", "--lifespan", "off"],
 }
 
 
 def start(env: dict[str, str], args: list[str], timeout: float = 60) -> tuple[int | None, str]:
-    """``manage.py <args>``: its exit status and output, or None when it was still running (killed)."""
+    """``manage.py <args>`` (``python -m …`` when args start with ``-m``): its exit status and
+    output, or None when it was still running (killed)."""
     proc = subprocess.Popen(  # noqa: S603 -- our own manage.py, fixed arguments
-        [sys.executable, "manage.py", *args],
+        [sys.executable, *(args if args[0] == "-m" else ["manage.py", *args])],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from scheduler.policy import UsageRecord
 from scheduler.sim.estimate import cap_by_reservations, estimate_starts
+from tests.conftest import connected
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
 
 
@@ -98,7 +99,7 @@ def test_estimate_actor_stores_estimates_on_pending_workloads(db, org_tree, rese
     from scheduler.tasks import estimate_starts as actor
 
     cluster = do_create_cluster("est")
-    do_register_host(cluster, "e1", [(0, "GPU-e1-0", "H100", 80000)])
+    connected(do_register_host(cluster, "e1", [(0, "GPU-e1-0", "H100", 80000)])[0])
     w = do_submit_workload(
         researcher,
         name="x",
@@ -172,7 +173,7 @@ def test_a_run_cut_short_keeps_the_estimates_it_did_not_reach(db, org_tree, rese
     from scheduler.tick import run_tick
 
     cluster = do_create_cluster("est3")
-    do_register_host(cluster, "e3", [(0, "GPU-e3-0", "H100", 80000)])
+    connected(do_register_host(cluster, "e3", [(0, "GPU-e3-0", "H100", 80000)])[0])
     kw = {"budget": org_tree["nlp/olmo"], "cluster": cluster, "gpu_model": "H100", "gpu_count": 1, "image": ""}
     do_submit_workload(researcher, name="holder", command=["true"], env={}, min_runtime_s=3600, **kw)
     run_tick(cluster.pk)  # the holder takes the only GPU; the next two wait behind their own budget

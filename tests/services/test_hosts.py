@@ -109,3 +109,55 @@ def test_operators_cannot_set_offline_or_drained(admin, hosts, state):
     with pytest.raises(HostError) as info:
         do_set_host_state(admin, hosts["a100-1"], state, "")
     assert info.value.code == "invalid_state"
+
+
+def test_a_registered_host_takes_no_work_until_its_agent_says_hello(
+    cluster, researcher, researcher_client, submit_kwargs, django_capture_on_commit_callbacks
+):
+    """mend31: a host registered by ``do_register_host`` (``seed_demo --hosts``, the benches, the
+    scenario runner) was ``active`` before its agent ever connected, unlike a joined one (mend30):
+    it took placements and counted as idle capacity. Every registered host is ``offline`` until its
+    agent's first hello, which makes it active; the API and ``fairway hosts`` say so meanwhile."""
+    from fairway_cli.cli import host_health
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.reports import occupancy
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    for name in ("a100-1", "a100-2"):
+        do_set_host_state(None, Host.objects.get(name=name), "cordoned")
+    specs = gpu_specs("a100-new", "A100", 8)
+    host, _token = do_register_host(cluster, "a100-new", specs)
+    host.refresh_from_db()
+    assert (host.state, host.state_before_offline, host.last_heartbeat) == ("offline", "active", None)
+    [occ] = occupancy([cluster])
+    assert occ.idle == 4  # h100-1's: the registered host's 8 are unavailable
+    shown = researcher_client.get("/api/v1/hosts/a100-new/").json()
+    assert (shown["state"], shown["last_heartbeat"]) == ("offline", None)
+    assert host_health(shown) == "never connected"
+    with django_capture_on_commit_callbacks(execute=True):
+        do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
+        run_tick(cluster.pk)
+    assert not Attempt.objects.exists()
+
+    reports = [lifecycle.GpuReport(i, uuid, model, mb) for i, uuid, model, mb in specs]
+    lifecycle.host_hello(host, agent_version="1", gpus=reports, running=[])
+    host.refresh_from_db()
+    assert host.state == "active"
+    assert host.events.filter(kind="online").get().message == "agent connected for the first time: active"
+    with django_capture_on_commit_callbacks(execute=True):
+        run_tick(cluster.pk)
+    assert Attempt.objects.get().host_id == host.pk
+
+
+def test_a_first_heartbeat_says_the_agent_connected_for_the_first_time(cluster):
+    """mend31: the scenario runner's simulated agent is heard from by a heartbeat, not a hello;
+    the host's event said "agent back: offline → active" of a host never heard from before."""
+    from scheduler import lifecycle
+
+    host, _token = do_register_host(cluster, "new-1", gpu_specs("new-1", "A100", 1))
+    lifecycle.record_heartbeat(host, [])
+    host.refresh_from_db()
+    assert host.state == "active"
+    assert host.events.filter(kind="online").get().message == "agent connected for the first time: active"

@@ -15,6 +15,7 @@ from budgets.models import UsageEntry
 from budgets.services import do_create_budget
 from scheduler.models import Attempt, AttemptGPU, Workload, WorkloadEvent
 from scheduler.services import do_create_cluster, do_register_host
+from tests.conftest import connected
 
 TRACE = """job_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s
 1,0,aa,2,7200,
@@ -39,7 +40,7 @@ def _rows() -> tuple[int, ...]:
 def philly(db, researcher, org_tree):
     cluster = do_create_cluster("philly")
     for h in ("p1", "p2"):
-        do_register_host(cluster, h, [(i, f"GPU-{h}-{i}", "H100", 80000) for i in range(4)])
+        connected(do_register_host(cluster, h, [(i, f"GPU-{h}-{i}", "H100", 80000) for i in range(4)])[0])
     do_create_budget(name="vc-aa", parent=org_tree["nlp"])
     do_create_budget(name="vc-bb", parent=org_tree["vision"])
     return cluster

@@ -10,12 +10,13 @@ import pytest
 
 from scheduler import tasks
 from scheduler.services import do_create_cluster, do_register_host, do_submit_workload
+from tests.conftest import connected
 
 
 @pytest.fixture
 def one_gpu(db, org_tree, researcher, monkeypatch):
     cluster = do_create_cluster("est-req")
-    do_register_host(cluster, "r1", [(0, "GPU-r1-0", "H100", 80000)])
+    connected(do_register_host(cluster, "r1", [(0, "GPU-r1-0", "H100", 80000)])[0])
     sent: list[tuple] = []
     monkeypatch.setattr(tasks.estimate_starts, "send_with_options", lambda **kw: sent.append(kw["args"]))
     tasks.reset_debounce([cluster.pk])

@@ -23,6 +23,7 @@ from scheduler.services import (
 )
 from scheduler.snapshot import forget_kept, load_snapshot
 from scheduler.tick import run_tick
+from tests.conftest import connected
 
 
 def _both(cluster_id, now):
@@ -45,6 +46,7 @@ def test_a_kept_snapshot_equals_one_built_from_scratch_after_random_writes(
         do_register_host(cluster, f"k{seed}h{n}", [(i, f"GPU-k{seed}h{n}-{i}", "H100", 80000) for i in range(4)])[0]
         for n in range(3)
     ]
+    connected(*hosts)
     budgets = [org_tree["nlp/olmo"]]
     now = timezone.now()
     forget_kept()

@@ -4,6 +4,8 @@ Embedded (no ``REDIS_URL``): the dramatiq broker is the stub broker, which only
 this process can reach, so the worker threads and the clock always run here.
 With ``REDIS_URL`` only the web server runs unless ``--with-worker`` and/or
 ``--with-clock`` are given (run ``manage.py rundramatiq`` and one clock elsewhere).
+With ``FAIRWAY_ENV=production`` it refuses to start without Redis or on SQLite, as the clock and
+the workers (scheduler/management/production.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from fairway_cli.args import whole_number
+from scheduler.management.production import refuse_without_shared_services
 
 logger = logging.getLogger("fairway.serve")
 
@@ -88,6 +91,7 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        refuse_without_shared_services("serve (the web server)")
         from scheduler.clock import Clock
 
         embedded = not settings.REDIS_URL
