@@ -262,7 +262,9 @@ class Pass(SkipRuns):
             nominated = w.id in self.noms
             admitted = self._handle_allocated(w)
             if not (admitted or nominated or w.id in self.reserving or w.id in self.noms):
-                n, m = w.gpus, w.min_runtime
+                n, m = w.gpus, self._outright_floor(w)
+                if self.check:
+                    self._verify_floor(w, m, self.reclaim)
                 fails = outright.setdefault(self._outright_key(w), [])
                 fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
                 fails.append((n, m))

@@ -9,6 +9,8 @@ reports every change through :meth:`PassState.changed`.
 
 from __future__ import annotations
 
+import bisect
+import math
 from fractions import Fraction
 
 import scheduler.policy.contract as contract
@@ -145,6 +147,15 @@ class PassState:
                 )
             out = self.memo.allowed[key] = contract.allowed_from_thresholds(thresholds[0], thresholds[1], c)
         return out
+
+    def allowed_floor(self, budget: str, c: int) -> int:
+        """The least commitment (at least 0) that rule 2 answers as it answers ``c`` for ``budget``
+        (:meth:`allowed_at`): every commitment from there to ``c`` is allowed the same budgets."""
+        self.allowed_at(budget, c)  # the thresholds, kept in the memo until a load changes
+        thresholds = self.memo.thresholds[(budget, len(self.standing.agg_budgets))][0]
+        k = bisect.bisect_right(thresholds, c)
+        floor = thresholds[k - 1] if k else -math.inf
+        return 0 if floor <= 0 else int(floor)
 
     def budget_classes(self, w: Workload) -> dict[str, int]:
         """:func:`contract.budget_class` of every budget holding allocated work, for ``w``."""

@@ -43,6 +43,43 @@ _order = attrgetter("submitted_at", "seq", "id")  # queues.submission_order (no 
 BLOCK = 8
 """Blocks are split above 2 × BLOCK workloads and merged with a neighbour below BLOCK / 4."""
 
+SPAN = 16
+"""Blocks per span: a span's summary (each shape's least M, group members) lets a run pass
+SPAN blocks at once (:meth:`SkipIndex.first_stop`)."""
+
+
+class _Span:
+    """The summary of consecutive blocks: per shape the least M of their workloads outside
+    groups, and how many are group members (a block's own fields, over several)."""
+
+    __slots__ = ("groups", "least")
+
+    def __init__(self, blocks: Iterable[_Block]) -> None:
+        self.least: dict[Shape, int] = {}
+        self.groups = 0
+        least = self.least
+        for b in blocks:
+            self.groups += b.groups
+            for s, m in b.least.items():
+                if m < least.get(s, m + 1):
+                    least[s] = m
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Span) and (self.least, self.groups) == (other.least, other.groups)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _reads(b: _Block | _Span, threshold: Mapping[Shape, int]) -> bool:
+    """True unless ``b`` holds no group member and every shape's least M reaches its threshold:
+    only then may a run pass it without reading its workloads."""
+    if b.groups:
+        return True
+    for s, m in b.least.items():  # noqa: SIM110 (a loop, not a generator per call)
+        if m < threshold[s]:
+            return True
+    return False
+
 
 class _Block:
     __slots__ = ("groups", "least", "ws")
@@ -83,7 +120,7 @@ Classes = dict[tuple[str, int | None, int | None], int]
 class SkipIndex:
     """One budget's allocated pending workloads in blocks (module docstring)."""
 
-    __slots__ = ("blocks", "classes", "firsts", "kept", "whole")
+    __slots__ = ("blocks", "classes", "firsts", "kept", "spans", "whole")
 
     def __init__(self, ordered: Iterable[Workload] = ()) -> None:
         ws = list(ordered)
@@ -98,6 +135,26 @@ class SkipIndex:
         # the least M of each shape over the whole list, group members included (least_all),
         # built when first read, kept by each add, dropped by the removal of a least
         self.whole: dict[Shape, int] | None = None
+        # the summary of blocks [k·SPAN, (k+1)·SPAN) at k, built when first read (None: to build
+        # again); a change of a block drops its span's, a change of the blocks' count from there on
+        self.spans: list[_Span | None] = []
+
+    def _changed(self, i: int, *, count: bool = False) -> None:
+        """Block ``i`` changed (``count``: blocks were added or removed from ``i`` on)."""
+        k = i // SPAN
+        if count:
+            del self.spans[k:]
+        elif k < len(self.spans):
+            self.spans[k] = None
+
+    def _span(self, k: int) -> _Span:
+        spans = self.spans
+        while len(spans) <= k:
+            spans.append(None)
+        got = spans[k]
+        if got is None:
+            got = spans[k] = _Span(self.blocks[k * SPAN : (k + 1) * SPAN])
+        return got
 
     def _count(self, w: Workload, d: int) -> None:
         c = (w.model, w.cpus, w.memory)
@@ -120,6 +177,7 @@ class SkipIndex:
         if not self.blocks:
             self.blocks.append(_Block([w]))
             self.firsts.append(key)
+            self._changed(0, count=True)
             return
         i = max(0, bisect_right(self.firsts, key) - 1)
         b = self.blocks[i]
@@ -131,6 +189,9 @@ class SkipIndex:
             half = len(b.ws) // 2
             self.blocks[i : i + 1] = [_Block(b.ws[:half]), _Block(b.ws[half:])]
             self.firsts.insert(i + 1, _order(b.ws[half]))
+            self._changed(i, count=True)
+        else:
+            self._changed(i)
 
     def remove(self, w: Workload) -> None:
         self.kept.clear()
@@ -145,9 +206,11 @@ class SkipIndex:
         b.uncount(w)
         if not b.ws:
             del self.blocks[i], self.firsts[i]
+            self._changed(i, count=True)
             return
         if j == 0:
             self.firsts[i] = _order(b.ws[0])
+        self._changed(i)
         if len(b.ws) < BLOCK // 4:
             self._merge(i)
 
@@ -157,11 +220,33 @@ class SkipIndex:
             if a >= 0 and a + 1 < len(self.blocks) and len(self.blocks[a].ws) + len(self.blocks[a + 1].ws) <= 2 * BLOCK:
                 self.blocks[a : a + 2] = [_Block(self.blocks[a].ws + self.blocks[a + 1].ws)]
                 del self.firsts[a + 1]
+                self._changed(a, count=True)
                 return
 
     def first_stop(self, start: Workload, threshold: Mapping[Shape, int]) -> Workload | None:
         """The first workload from ``start`` on (in submission order) that is in an array group
-        or whose M is below ``threshold[its shape]``; None when there is none."""
+        or whose M is below ``threshold[its shape]``; None when there is none. A span of blocks
+        whose summary needs no reading (:func:`_reads`) is passed at once; its oracle is
+        :meth:`first_stop_walk` (block by block: ``check`` and tests/policy/test_skip_index.py)."""
+        key = _order(start)
+        i = bisect_right(self.firsts, key) - 1
+        blocks = self.blocks
+        j = bisect_left(blocks[i].ws, key, key=_order)
+        n = len(blocks)
+        while i < n:
+            if not i % SPAN and not j and not _reads(self._span(i // SPAN), threshold):
+                i += SPAN
+                continue
+            b = blocks[i]
+            if _reads(b, threshold):
+                for w in islice(b.ws, j, None):
+                    if w.group is not None or w.min_runtime < threshold[shape_of(w)]:
+                        return w
+            i, j = i + 1, 0
+        return None
+
+    def first_stop_walk(self, start: Workload, threshold: Mapping[Shape, int]) -> Workload | None:
+        """:meth:`first_stop` block by block, no span summary read (its oracle)."""
         key = _order(start)
         i = bisect_right(self.firsts, key) - 1
         blocks = self.blocks
@@ -225,6 +310,9 @@ class SkipIndex:
             out.append("firsts")
         if self.whole is not None and self.whole != _least_all(self.blocks):
             out.append("least over the list")
+        for k, span in enumerate(self.spans):
+            if span is not None and span != (fresh_span := _Span(self.blocks[k * SPAN : (k + 1) * SPAN])):
+                out.append(f"span {k}: {span.least, span.groups} != {fresh_span.least, fresh_span.groups}")
         if self.classes != SkipIndex(flat).classes:
             out.append(f"classes: {self.classes} != {SkipIndex(flat).classes}")
         return out

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
+import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
+import scheduler.policy.reserve as reserve
+import scheduler.policy.victims as victims
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.queues import BudgetPending, submission_order
+from scheduler.policy.reclaim import ReclaimIndex
 from scheduler.policy.skip_index import Classes, Shape, shape_of
 from scheduler.policy.types import PendingInfo, Workload
 
@@ -52,6 +57,36 @@ class SkipRuns(PassState):
         """What a failure outright depends on besides (GPUs, M) (memo.outright): a workload of
         this key with no fewer GPUs and no shorter M fails the same way."""
         return (w.budget, w.model, self.is_gang(w), w.cpus, w.memory)
+
+    def _outright_floor(self, w: Workload) -> int:
+        """The least M a failure outright of ``w`` (no reservation, no nomination) stands for at
+        its GPUs: ``w``'s M reads the rules only through rule 2 at its commitment and the
+        reservations refusing it (:meth:`PassState.host_allowed`: ``now + M`` past their start).
+        A workload of the same key with no fewer GPUs and an M from the floor on has a commitment
+        allowed no more budgets (:meth:`PassState.allowed_floor`, rule 2 monotone) and is refused
+        by every host refusing ``w`` (and by more reserved later): it fails the same way.
+        Under ``check`` a workload like ``w`` at the floor is searched for (:meth:`_verify_floor`)."""
+        n, m, now = w.gpus, w.min_runtime, self.now
+        floor = -(-self.allowed_floor(w.budget, n * m) // n)
+        for wid, start in self.reserved.values():
+            if wid != w.id and now + m > start:
+                floor = max(floor, start - now + 1)
+        return min(floor, m)
+
+    def _verify_floor(self, w: Workload, floor: int, reclaim: ReclaimIndex) -> None:
+        """``check``: a workload like ``w`` (another id) with M ``floor`` fails as ``w`` did: no
+        free placement, no victims and, while reservations are open, no reservation (a found one
+        is made, and the check fails). From the floor up to ``w``'s M the rules read the same."""
+        if floor == w.min_runtime:
+            return
+        low = replace(w, id=f"{w.id}~floor", min_runtime=floor)
+        found = (
+            placement.free_placement(self, low) is not None
+            or victims.search(self, reclaim, low) is not None
+            or (len(self.reserving) < self.snap.max_reservations and reserve.reserve(self, low))
+        )
+        if found:
+            raise AssertionError(f"{w.id} at {self.now}: a failure outright stands down to M {floor}, not so")
 
     def _skipped(self, w: Workload) -> bool:
         """True when ``w`` fails outright as an earlier workload did (memo.outright): its reason,
@@ -126,7 +161,7 @@ class SkipRuns(PassState):
             budget = q[i].budget
             thresholds = self._threshold(budget)
             stop = runs.first_stop_kept(q[i], thresholds, self._threshold_key(budget, runs.classes))
-            if self.check and stop is not (fresh := runs.first_stop(q[i], thresholds)):
+            if self.check and stop is not (fresh := runs.first_stop_walk(q[i], thresholds)):
                 raise AssertionError(f"kept run end of {budget} from {q[i].id} at {self.now}: {stop} != {fresh}")
             j = len(q) if stop is None else bisect_left(q, submission_order(stop), i, key=submission_order)
             for w in self._nominated_of(budget):

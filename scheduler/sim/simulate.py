@@ -459,6 +459,7 @@ class TraceSim(Engine):
         self._attempt_view: dict[str, Attempt] = {}
         self._attempt_log = AttemptLog()
         self._view_full: dict[tuple[str, int, bool], int] = {}
+        self._cursor = (0, T0, 0)  # advance(): the next job, the next day's start, the day
         self._kept_view: (
             tuple[list[Workload], dict[tuple[str, int, bool], list[Workload]], dict[tuple[str, int, bool], int]] | None
         ) = None
@@ -826,18 +827,38 @@ class TraceSim(Engine):
         """Run to the horizon; returns the raw metrics."""
         wall = time.perf_counter()
         cpu = time.process_time()
+        self.advance(1 << 62)
+        self.now = self.horizon
+        self._note_demand(self.horizon)
+        day = self._cursor[2]
+        while day < self.days:
+            self.m.backlog_day[day] = self._pending_gpus
+            if self._wdays and day % self._wdays == 0:
+                self._record_need(T0 + day * DAY)
+            day += 1
+        self._finish()
+        self.m.wall_s = time.perf_counter() - wall
+        self.m.cpu_s = time.process_time() - cpu
+        if self.progress is not None:
+            self.progress(self.inputs.horizon_s / DAY)
+        return self.m
+
+    def advance(self, until: int) -> None:
+        """Process arrivals and events (and the passes they call for) up to the first instant at
+        or after ``until`` or the horizon; :meth:`run` is ``advance`` to the end and the books
+        closed. Stopping and going on gives the same run (bench/philly_state.py pickles a run
+        stopped so: the whole trace's backlog, measured where it is)."""
         jobs = self.inputs.jobs
         base = jobs[0].submit_time_s if self.inputs.t_base is None else self.inputs.t_base
-        i, n = 0, len(jobs)
+        i, next_day, day = self._cursor
+        n = len(jobs)
         gap = self.cfg.tick_gap_s
-        next_day = T0
-        day = 0
         inf = 1 << 62
         while True:
             t_arr = T0 + jobs[i].submit_time_s - base if i < n else inf
             t_ev = self._events[0][0] if self._events else inf
             t = min(t_arr, t_ev)
-            if t >= self.horizon or t == inf:
+            if t >= self.horizon or t == inf or t >= until:
                 break
             self._note_demand(t)
             while next_day <= t and day < self.days:
@@ -864,19 +885,7 @@ class TraceSim(Engine):
             self._pass()
             if self.progress is not None and self.m.ticks % 200 == 0:
                 self.progress((t - T0) / DAY)
-        self.now = self.horizon
-        self._note_demand(self.horizon)
-        while day < self.days:
-            self.m.backlog_day[day] = self._pending_gpus
-            if self._wdays and day % self._wdays == 0:
-                self._record_need(T0 + day * DAY)
-            day += 1
-        self._finish()
-        self.m.wall_s = time.perf_counter() - wall
-        self.m.cpu_s = time.process_time() - cpu
-        if self.progress is not None:
-            self.progress(self.inputs.horizon_s / DAY)
-        return self.m
+        self._cursor = (i, next_day, day)
 
     def _record_need(self, at: int) -> None:
         """At a metric-window start, the run time each unfinished allocated-class job still needs.

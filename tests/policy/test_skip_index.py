@@ -52,13 +52,16 @@ def _plain(ordered: list[Workload], i: int, thresholds: dict[Shape, int]) -> Wor
     return None
 
 
-@pytest.mark.parametrize("block", [1, 2, 8, 32])
+@pytest.mark.parametrize(("block", "span"), [(1, 1), (1, 4), (2, 3), (8, 16), (32, 2)])
 @settings(max_examples=120, deadline=None)
 @given(histories())
-def test_skip_index_is_the_plain_walk(block: int, history: tuple[list[Workload], list[int], dict[Shape, int]]) -> None:
+def test_skip_index_is_the_plain_walk(
+    block: int, span: int, history: tuple[list[Workload], list[int], dict[Shape, int]]
+) -> None:
+    """Spans of ``span`` blocks: a run passes a span whose summary needs no reading at once."""
     pool, ops, thresholds = history
-    old = skip_index.BLOCK
-    skip_index.BLOCK = block
+    old = skip_index.BLOCK, skip_index.SPAN
+    skip_index.BLOCK, skip_index.SPAN = block, span
     try:
         index, ordered = SkipIndex(), []
         present: set[int] = set()
@@ -82,7 +85,24 @@ def test_skip_index_is_the_plain_walk(block: int, history: tuple[list[Workload],
             assert index.differences(ordered) == []  # with the kept least
         assert SkipIndex(ordered).differences(ordered) == []
     finally:
-        skip_index.BLOCK = old
+        skip_index.BLOCK, skip_index.SPAN = old
+
+
+def test_a_span_kept_after_its_blocks_changed_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A span's summary not dropped when one of its blocks changes (a skipped invalidation):
+    ``differences`` (compared under check) names it and the run passes a workload it must stop at."""
+    monkeypatch.setattr(skip_index, "BLOCK", 1)
+    monkeypatch.setattr(skip_index, "SPAN", 4)
+    ws = [Workload(f"w{i}", "b", 1, "H100", 5, i, i) for i in range(12)]
+    index = SkipIndex(ws)
+    monkeypatch.setattr(SkipIndex, "_changed", lambda self, i, count=False: None)
+    thresholds = {("H100", 1, None, None): 5}
+    assert index.first_stop(ws[0], thresholds) is None  # every span read: none needs reading
+    short = Workload("x", "b", 1, "H100", 1, 1, 100)
+    index.add(short)  # into block 1 (span 0), below the threshold: the run must stop there
+    assert index.differences(sorted([*ws, short], key=submission_order)) != []
+    assert index.first_stop(ws[0], thresholds) is None  # the stale span passes it
+    assert index.first_stop_walk(ws[0], thresholds) is short
 
 
 @settings(max_examples=120, deadline=None)

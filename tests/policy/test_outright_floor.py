@@ -1,0 +1,77 @@
+"""A failure outright stands down to its floor of M (``SkipRuns._outright_floor``).
+
+A workload that failed outright records, instead of its own M, the least M that rule 2 and the
+reservations answer as they answer its M; the dispatch then skips the same budget's workloads of
+that shape with no fewer GPUs from the floor up. Busy traces through
+``IncrementalScheduler(check=True)``: at every failure with a floor below M, a workload at the
+floor is searched for (``_verify_floor``) and the decisions equal a fresh ``schedule()``'s. A
+floor that ignores the reservations refusing the workload, or rule 2, is caught there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.policy import IncrementalScheduler
+from scheduler.policy.skips import SkipRuns
+from scheduler.policy.types import Workload
+from scheduler.sim.simulate import TraceSim
+from tests.policy.trace_checks import random_trace, run_checked
+
+
+def _inputs(tmp_path: Path, seed: int) -> object:
+    return random_trace(
+        tmp_path,
+        seed,
+        jobs=260,
+        gap_s=600,
+        sizes=[1, 1, 1, 2, 2, 4, 8, 16],
+        longest_s=8 * 3600,
+        hosts=4,
+        gpus_per_host=8,
+        grace_s=30,
+        max_reservations=2,
+    )
+
+
+def _count(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    seen = {"below": 0}
+    real = SkipRuns._verify_floor
+
+    def counted(self: SkipRuns, w: Workload, floor: int, reclaim: object) -> None:
+        seen["below"] += floor < w.min_runtime
+        real(self, w, floor, reclaim)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SkipRuns, "_verify_floor", counted)
+    return seen
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_failures_stand_down_to_their_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    seen = _count(monkeypatch)
+    run_checked(_inputs(tmp_path, seed))
+    assert seen["below"] > 20
+
+
+def _floor_without(monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    """The floor with one of its two limits left out (a mutant)."""
+
+    def floor(self: SkipRuns, w: Workload) -> int:
+        n, m = w.gpus, w.min_runtime
+        out = 1 if what == "rule 2" else -(-self.allowed_floor(w.budget, n * m) // n)
+        for wid, start in self.reserved.values() if what != "reservations" else ():
+            if wid != w.id and self.now + m > start:
+                out = max(out, start - self.now + 1)
+        return min(out, m)
+
+    monkeypatch.setattr(SkipRuns, "_outright_floor", floor)
+
+
+@pytest.mark.parametrize("what", ["reservations", "rule 2"])
+def test_a_floor_too_low_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    _floor_without(monkeypatch, what)
+    with pytest.raises(AssertionError, match="stands down"):
+        for seed in (1, 2, 3):
+            TraceSim(_inputs(tmp_path, seed), IncrementalScheduler(check=True)).run()
