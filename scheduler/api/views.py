@@ -22,7 +22,7 @@ from config.pagination import FairwayLimitOffsetPagination
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
-from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
+from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant, refuse_unknown
 from scheduler.api.serializers import (
     EVENT_ORDER,
     ROW_JSON,
@@ -179,6 +179,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         The filters apply to the plain workloads, which the page's count counts (the owner and
         cluster are non-null foreign keys: joining them, as the rows' names do, counts the same
         rows); the rows are those workloads with their columns and names."""
+        pages = self.paginator
+        known = [*WorkloadFilter.base_filters, pages.limit_query_param, pages.offset_query_param]
+        refuse_unknown(request.query_params, known)
         filtered = self.filter_queryset(Workload.objects.all())
         queryset = self.list_rows(filtered)
         self.paginator.count_queryset = filtered  # type: ignore[union-attr]
@@ -262,6 +265,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         from scheduler.accounting import finished_attempts
 
         params = request.query_params
+        refuse_unknown(params, ["since", "budget", "cluster", "limit"])
         now = timezone.now()
         since = parse_instant("since", params.get("since"), now, now - timedelta(days=7))
         if not timedelta(0) < now - since <= MAX_BACK:

@@ -26,3 +26,45 @@ def test_an_attempt_that_never_started_is_not_shown_as_starting(researcher, clus
     out = run_cli(monkeypatch, researcher, "show", str(w.pk))
     attempts = out.split("attempts:")[1].split("events:")[0]
     assert "starting" not in attempts and "never started" in attempts
+
+
+def test_the_workload_list_refuses_a_parameter_it_does_not_read(researcher, api_client_for, cluster, submit_kwargs):
+    """``GET /api/v1/workloads/?user=bob`` (the column says "user"; the filter is ``owner``) and
+    ``?mine=1`` listed everyone's workloads as if filtered: brk30 made the web page name such a
+    parameter; the API, which ``fairway ls`` and scripts read, still dropped it. Same for history."""
+    do_submit_workload(researcher, **submit_kwargs())
+    api = api_client_for(researcher)
+    for url, param in [
+        ("/api/v1/workloads/", "user"),
+        ("/api/v1/workloads/", "mine"),
+        ("/api/v1/workloads/", "page_size"),
+        ("/api/v1/workloads/history/", "owner"),
+    ]:
+        response = api.get(url, {param: "someone"})
+        assert response.status_code == 400, (url, param, response.content[:200])
+        body = response.json()
+        assert body["code"] == "unknown_parameter" and param in body, body
+    for params in [{"limit": "5", "offset": "0", "state": "pending", "owner": "me"}, {"format": "json"}]:
+        assert api.get("/api/v1/workloads/", params).status_code == 200
+    assert api.get("/api/v1/workloads/history/", {"since": "7d", "limit": "5", "format": "json"}).status_code == 200
+
+
+def test_an_owner_or_group_filter_naming_nothing_is_a_400_not_an_empty_list(
+    researcher, api_client_for, cluster, submit_kwargs
+):
+    """``?owner=nobdy`` (a typo) listed no workload, as if that user had none, while an unknown
+    budget, cluster or state is a 400 naming it (scheduler/api/params.py: "a filter naming nothing
+    that exists is a 400 naming it ... never an empty list"); a group that does not exist likewise
+    (docs/jobs.md: "a group that does not exist is an error")."""
+    do_submit_workload(researcher, **submit_kwargs())
+    api = api_client_for(researcher)
+    for param, value, words in [("owner", "nobdy", "No user 'nobdy'"), ("group", "999", "No group 999")]:
+        response = api.get("/api/v1/workloads/", {param: value})
+        assert response.status_code == 400, response.content[:200]
+        assert words in response.json()[param][0]
+    assert api.get("/api/v1/workloads/", {"owner": "researcher"}).json()["count"] == 1
+    assert api.get("/api/v1/workloads/", {"owner": "me"}).json()["count"] == 1
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.get("/workloads/", {"owner": "nobdy"}).content.decode()
+    assert "No user &#x27;nobdy&#x27;" in page or "No user 'nobdy'" in page
