@@ -46,7 +46,8 @@ def _known_budget(value: str) -> None:
         raise _refused(f"No budget {value!r}.{budget_hint(value)}")
 
 
-def _known_owner(value: str) -> None:
+def known_owner(value: str) -> None:
+    """``me`` or a user's name (the workload list's ``owner``, the group list's too)."""
     from accounts.models import User
 
     if value != "me" and not User.objects.filter(username=value).exists():
@@ -73,7 +74,7 @@ class WorkloadFilter(django_filters.FilterSet):
 
     state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
     budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
-    owner = django_filters.CharFilter(method="filter_owner", validators=[_known_owner])
+    owner = django_filters.CharFilter(method="filter_owner", validators=[known_owner])
     cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
     group = IdFilter(field_name="group_id", validators=[_known_group])
 

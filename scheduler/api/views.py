@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import F, Prefetch, QuerySet, prefetch_related_objects
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
@@ -375,8 +376,21 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         qs = ArrayGroup.objects.select_related("owner", "cluster").prefetch_related(
             Prefetch("members", queryset=Workload.objects.only("id", "state", "group_id"))
         )
-        if self.request.query_params.get("owner") == "me":
-            qs = qs.filter(owner=self.request.user)
+        if self.action == "list":  # ?owner=teammate listed every group (only "me" was read): brk31
+            params = self.request.query_params
+            pages = self.paginator
+            refuse_unknown(params, ["owner", pages.limit_query_param, pages.offset_query_param])
+            owner = params.get("owner") or ""
+            if owner == "me":
+                qs = qs.filter(owner=self.request.user)
+            elif owner:
+                from scheduler.api.filters import known_owner
+
+                try:
+                    known_owner(owner)
+                except DjangoValidationError as exc:
+                    raise ValidationError({"owner": exc.messages}, code="invalid") from None
+                qs = qs.filter(owner__username=owner)
         return qs.order_by("-id")
 
     @action(detail=True, methods=["post"])

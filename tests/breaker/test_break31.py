@@ -68,3 +68,17 @@ def test_an_owner_or_group_filter_naming_nothing_is_a_400_not_an_empty_list(
     browser.force_login(researcher)
     page = browser.get("/workloads/", {"owner": "nobdy"}).content.decode()
     assert "No user &#x27;nobdy&#x27;" in page or "No user 'nobdy'" in page
+
+
+def test_the_group_list_filters_by_any_owner_and_refuses_what_it_does_not_read(
+    researcher, teammate, api_client_for, cluster, submit_kwargs
+):
+    """``GET /api/v1/groups/?owner=teammate`` listed every group, the researcher's too (only
+    ``owner=me`` was read); ``?owner=nobdy`` and ``?user=`` likewise listed everything."""
+    do_submit_workload(researcher, **submit_kwargs(array="0-1", gpu_count=1))
+    api = api_client_for(researcher)
+    assert api.get("/api/v1/groups/", {"owner": "teammate"}).json()["count"] == 0
+    assert api.get("/api/v1/groups/", {"owner": "researcher"}).json()["count"] == 1
+    assert api.get("/api/v1/groups/", {"owner": "me"}).json()["count"] == 1
+    assert "No user 'nobdy'" in api.get("/api/v1/groups/", {"owner": "nobdy"}).json()["owner"][0]
+    assert api.get("/api/v1/groups/", {"user": "teammate"}).json()["code"] == "unknown_parameter"
