@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -323,7 +324,8 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "page": page,
         "paths": scope.paths,
         "filters": params,
-        "query": "&".join(f"{k}={v}" for k, v in params.items()),
+        # Encoded: ``owner=j+doe`` came back from the rows' refresh and page links as "j doe" (brk31)
+        "query": urlencode(params),
         "states": Workload.State.values,
         "budget_choices": sorted(scope.paths.values()),
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),

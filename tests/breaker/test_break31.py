@@ -82,3 +82,20 @@ def test_the_group_list_filters_by_any_owner_and_refuses_what_it_does_not_read(
     assert api.get("/api/v1/groups/", {"owner": "me"}).json()["count"] == 1
     assert "No user 'nobdy'" in api.get("/api/v1/groups/", {"owner": "nobdy"}).json()["owner"][0]
     assert api.get("/api/v1/groups/", {"user": "teammate"}).json()["code"] == "unknown_parameter"
+
+
+def test_the_workloads_page_keeps_its_filters_in_its_refresh_and_page_links(researcher, cluster, submit_kwargs):
+    """The rows' 5 s refresh (``hx-get``) and the "older →" link wrote the filters unencoded:
+    ``?owner=j+doe`` came back as the owner "j doe", ``?budget=R&D`` as ``budget=R`` and a ``D``,
+    so 5 s after loading, the page listed another filter's rows (or none)."""
+    from accounts.models import User
+
+    User.objects.create_user("j+doe", password="x")
+    for _ in range(51):  # more than one page (50), so the "older →" link is there
+        do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.get("/workloads/", {"owner": "j+doe"}).content.decode()
+    assert "owner=j%2Bdoe" in page and "owner=j+doe" not in page
+    page = browser.get("/workloads/", {"owner": "researcher", "state": "pending,running"}).content.decode()
+    assert "state=pending%2Crunning" in page and 'href="?owner=researcher&amp;state=pending%2Crunning&page=2"' in page
