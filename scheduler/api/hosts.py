@@ -245,7 +245,14 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
 
     def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
         host = self.get_object()
-        reason = request.data.get("reason", "") if isinstance(request.data, dict) else ""
+        # A body other than {"reason": ...} ({"reasn": ...}, a list) acted without its reason (brk31)
+        if not isinstance(request.data, dict):
+            raise serializers.ValidationError({"non_field_errors": ['The body is {"reason": "..."} or empty.']})
+        unknown = sorted(str(k) for k in request.data if k != "reason")
+        if unknown:
+            message = "Unknown field (the fields are: reason)."
+            raise serializers.ValidationError({k[:40]: [message] for k in unknown[:10]}, code="unknown_field")
+        reason = request.data.get("reason", "")
         if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
             raise serializers.ValidationError({"reason": ["A reason is a string of at most 500 characters."]})
         do_set_host_state(request.user, host, state, reason, drain_now=drain_now)

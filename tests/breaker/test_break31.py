@@ -99,3 +99,19 @@ def test_the_workloads_page_keeps_its_filters_in_its_refresh_and_page_links(rese
     assert "owner=j%2Bdoe" in page and "owner=j+doe" not in page
     page = browser.get("/workloads/", {"owner": "researcher", "state": "pending,running"}).content.decode()
     assert "state=pending%2Crunning" in page and 'href="?owner=researcher&amp;state=pending%2Crunning&page=2"' in page
+
+
+def test_a_host_action_refuses_a_body_it_cannot_read_and_changes_nothing(admin, api_client_for, hosts):
+    """``POST hosts/NAME/cordon/`` with ``{"reasn": "disk swap"}`` (a typo) or a JSON list as the
+    body cordoned the host without the reason, where a submission refuses an unknown field."""
+    from scheduler.models import Host, HostEvent
+
+    api = api_client_for(admin)
+    name = next(iter(hosts))
+    for body in [{"reasn": "disk swap"}, ["disk swap"], {"reason": "ok", "drain_now": True}]:
+        response = api.post(f"/api/v1/hosts/{name}/cordon/", body, format="json")
+        assert response.status_code == 400, (body, response.content[:200])
+    assert Host.objects.get(name=name).state == Host.State.ACTIVE and not HostEvent.objects.filter(kind="cordoned")
+    assert api.post(f"/api/v1/hosts/{name}/cordon/", {"reason": "disk swap"}, format="json").status_code == 200
+    assert api.post(f"/api/v1/hosts/{name}/resume/", {}, format="json").status_code == 200
+    assert api.post(f"/api/v1/hosts/{name}/drain/").status_code == 200  # no body: no reason
