@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 
 from scheduler import lifecycle
@@ -115,3 +116,30 @@ def test_a_host_action_refuses_a_body_it_cannot_read_and_changes_nothing(admin, 
     assert api.post(f"/api/v1/hosts/{name}/cordon/", {"reason": "disk swap"}, format="json").status_code == 200
     assert api.post(f"/api/v1/hosts/{name}/resume/", {}, format="json").status_code == 200
     assert api.post(f"/api/v1/hosts/{name}/drain/").status_code == 200  # no body: no reason
+
+
+@pytest.mark.parametrize(
+    ("url", "known"),
+    [
+        ("/api/v1/hosts/", {"cluster": "default", "state": "active"}),
+        ("/api/v1/budgets/", {"archived": "false"}),
+        ("/api/v1/budgets/tree/", {"cluster": "default"}),
+        ("/api/v1/metrics/", {"cluster": "default"}),
+        ("/api/v1/metrics/pyramid/", {"cluster": "default", "since": "2h", "until": "1h"}),
+    ],
+)
+def test_the_reading_endpoints_refuse_a_parameter_they_do_not_read(researcher, api_client_for, cluster, url, known):
+    """``hosts/?stat=drained`` (a typo) listed every host, ``budgets/tree/?clustr=h100`` every
+    cluster's tree: a filter dropped reads as applied (the workloads list's brk31 fault)."""
+    api = api_client_for(researcher)
+    response = api.get(url, {"clustr": "default"})
+    assert response.status_code == 400 and response.json()["code"] == "unknown_parameter", response.content[:200]
+    assert api.get(url, {**known, "format": "json"}).status_code == 200
+
+
+def test_a_statement_refuses_a_parameter_it_does_not_read(researcher, api_client_for, org_tree):
+    api = api_client_for(researcher)
+    url = f"/api/v1/budgets/{org_tree['nlp/olmo'].pk}/statement.csv"
+    response = api.get(url, {"sinc": "2026-01-01"})
+    assert response.status_code == 400 and response.json()["code"] == "unknown_parameter"
+    assert api.get(url, {"since": "2026-01-01", "until": "2026-01-02"}).status_code == 200
