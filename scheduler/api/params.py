@@ -52,6 +52,18 @@ def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) 
     return now - timedelta(seconds=seconds)
 
 
+def demand_window(text: str) -> timedelta:
+    """The window of recorded demand a what-if replays (``7d``, ``36h``): longer than zero and at most
+    :data:`MAX_BACK`. Raises ValueError naming the text. The admin's what-if and ``manage.py
+    simulate --from-db --since`` read it (``99999999d`` overflowed the command's dates: brk31)."""
+    seconds = parse_duration(text.strip())
+    if seconds <= 0:
+        raise ValueError(f"window {text!r}: must be longer than zero")
+    if seconds > MAX_BACK.total_seconds():  # 99999999999d overflowed timedelta: a 500
+        raise ValueError(f"window {text[:40]!r}: at most {MAX_BACK.days}d of recorded demand")
+    return timedelta(seconds=seconds)
+
+
 def refuse_unknown(params: Any, known: Iterable[str]) -> None:
     """A query parameter the endpoint does not read is a 400 ``unknown_parameter`` naming the ones it
     reads, never dropped: ``?user=rita`` (the filter is ``owner``) or ``?mine=1`` listed everyone's

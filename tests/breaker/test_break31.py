@@ -143,3 +143,13 @@ def test_a_statement_refuses_a_parameter_it_does_not_read(researcher, api_client
     response = api.get(url, {"sinc": "2026-01-01"})
     assert response.status_code == 400 and response.json()["code"] == "unknown_parameter"
     assert api.get(url, {"since": "2026-01-01", "until": "2026-01-02"}).status_code == 200
+
+
+@pytest.mark.parametrize(("window", "words"), [("99999999d", "at most 400d"), ("0d", "longer than zero")])
+def test_simulate_from_db_refuses_the_windows_the_admin_what_if_refuses(cluster, org_tree, window, words):
+    """``manage.py simulate --from-db --since 99999999d`` was an OverflowError traceback and
+    ``--since 0d`` replayed nothing, where the admin's what-if refuses both (one rule for both)."""
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=words):
+        call_command("simulate", "--from-db", "--since", window)
