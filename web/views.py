@@ -32,6 +32,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
 
@@ -188,6 +189,7 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
 
 
 @login_required
+@never_cache  # the page shows back the secret env typed (a refusal, a quote): kept from caches (brk31)
 def submit(request: HttpRequest) -> HttpResponse:
     """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
     scope = _scope(request)
@@ -713,6 +715,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@never_cache  # a new token's plaintext is shown once: kept from caches (brk31)
 def tokens(request: HttpRequest) -> HttpResponse:
     """Create (shown once), list and revoke personal API tokens."""
     created = None

@@ -153,3 +153,26 @@ def test_simulate_from_db_refuses_the_windows_the_admin_what_if_refuses(cluster,
 
     with pytest.raises(CommandError, match=words):
         call_command("simulate", "--from-db", "--since", window)
+
+
+def test_a_submit_page_that_shows_a_typed_secret_back_is_not_cached(researcher, cluster):
+    """A refused or quoted submission shows the form again with the secret env the user typed
+    (so a quote can be submitted as is), but the page had no ``Cache-Control``: the browser could
+    keep the secret in its cache or history. Every submit page is now ``no-store``."""
+    from tests.web.test_pages import _form
+
+    browser = Client()
+    browser.force_login(researcher)
+    for data in [_form(gpu_count="-3"), _form(quote="1")]:
+        page = browser.post("/submit/", data)
+        assert "hf_secret" in page.content.decode()
+        assert "no-store" in page.headers.get("Cache-Control", ""), page.headers
+    assert "no-store" in browser.get("/submit/").headers.get("Cache-Control", "")
+
+
+def test_the_tokens_page_that_shows_a_new_token_once_is_not_cached(researcher):
+    """The tokens page shows a new token's plaintext once, with no ``Cache-Control``."""
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.post("/tokens/", {"name": "laptop"})
+    assert page.status_code == 200 and "no-store" in page.headers.get("Cache-Control", ""), page.headers
