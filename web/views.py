@@ -405,7 +405,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 left=round(left, 3),
                 width=round(min(width, 100 - left), 3),
                 protected_width=round(protected, 3),
-                gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
+                gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in a.ordered_gpu_links()],
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),

@@ -176,3 +176,23 @@ def test_the_tokens_page_that_shows_a_new_token_once_is_not_cached(researcher):
     browser.force_login(researcher)
     page = browser.post("/tokens/", {"name": "laptop"})
     assert page.status_code == 200 and "no-store" in page.headers.get("Cache-Control", ""), page.headers
+
+
+def test_the_page_lists_an_attempts_gpus_in_the_apis_order(researcher, cluster, submit_kwargs):
+    """The page ordered an attempt's GPUs by rank alone (0 for every GPU of one host), so the
+    database's order decided: ``philly-001:1 philly-001:0`` on the page, ``philly-001:0,1`` in the
+    API and ``fairway show``."""
+    from scheduler.models import AttemptGPU
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=2))
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.get(workload=w)
+    links = sorted(AttemptGPU.objects.filter(attempt=attempt).select_related("gpu__host"), key=lambda x: -x.gpu.index)
+    AttemptGPU.objects.filter(attempt=attempt).delete()
+    for link in links:  # stored highest index first
+        AttemptGPU.objects.create(attempt=attempt, gpu=link.gpu, rank=0, open=True)
+    host, low, high = links[-1].gpu.host.name, links[-1].gpu.index, links[0].gpu.index
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.get(f"/workloads/{w.pk}/").content.decode()
+    assert f"{host}:{low} {host}:{high}" in page, page.split("<h2>Attempts</h2>")[1][:1500]
