@@ -38,6 +38,8 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 256 * 1024
 """Largest encoded envelope either side sends or accepts, in bytes of UTF-8."""
+MAX_HOST_GPUS = 256
+"""Most GPUs one host reports (``hello``, ``heartbeat``) or one ``start`` names; a join is held to it too."""
 
 # ProtocolError codes (also used as ``Error.code`` when answering a bad frame).
 ERR_TOO_LARGE = "too_large"
@@ -199,7 +201,7 @@ class Hello(Message):
     TYPE: ClassVar[str] = "hello"
     host: Name
     agent_version: Annotated[str, Size(64, 1)]
-    gpus: Annotated[list[GpuInfo], Size(256)]
+    gpus: Annotated[list[GpuInfo], Size(MAX_HOST_GPUS)]
     attempts: Annotated[list[AttemptStatus], Size(4096)]
     isolation: HostIsolation | None = None
     cpus: Cpus | None = None
@@ -213,7 +215,7 @@ class Heartbeat(Message):
     """Agent → server, every ``heartbeat_s``: GPU samples and the ids of running attempts."""
 
     TYPE: ClassVar[str] = "heartbeat"
-    gpus: Annotated[list[GpuSample], Size(256)]
+    gpus: Annotated[list[GpuSample], Size(MAX_HOST_GPUS)]
     running: Annotated[list[Id], Size(4096)]
 
 
@@ -329,8 +331,8 @@ class Start(Message):
     image: Annotated[str, Size(1024)]
     command: Annotated[list[Arg], Size(4096, 1)]
     env: Annotated[dict[EnvKey, Arg], Size(4096)]
-    gpu_uuids: Annotated[list[Name], Size(256)]
-    gpu_indices: Annotated[list[GpuIndex], Size(256)]
+    gpu_uuids: Annotated[list[Name], Size(MAX_HOST_GPUS)]
+    gpu_indices: Annotated[list[GpuIndex], Size(MAX_HOST_GPUS)]
     grace_s: GraceSeconds
     owner: Owner | None = None
     allow_root: bool | None = None

@@ -106,25 +106,18 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
     """The what-if over the recorded demand (docs/simulation.md, ``simulate --from-db``) through the
     simulator's public functions. Raises ValueError (BudgetFileError, SimulationError included)
     with a message naming the line of a bad shares text. Reads only; writes nothing."""
-    from datetime import timedelta
-
     from django.utils import timezone
 
-    from scheduler.api.params import MAX_BACK
+    from scheduler.api.params import demand_window
     from scheduler.sim.dbdemand import load_demand
     from scheduler.sim.whatif import parse_shares, whatif
-    from scheduler.trace import parse_duration
 
-    seconds = parse_duration(window.strip())
-    if seconds <= 0:
-        raise ValueError(f"window {window!r}: must be longer than zero")
-    if seconds > MAX_BACK.total_seconds():  # 99999999999d overflowed timedelta: a 500
-        raise ValueError(f"window {window[:40]!r}: at most {MAX_BACK.days}d of recorded demand")
+    span = demand_window(window)
     now = timezone.now()
-    demand = load_demand(cluster or None, timedelta(seconds=seconds), now)
+    demand = load_demand(cluster or None, span, now)
     budgets = parse_shares(shares_text, demand.budgets, name="shares")
     result = whatif(demand, budgets)
-    if seconds == int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]):
+    if span.total_seconds() == int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]):
         _actual_from_standing(result, cluster or None, now)
     return result
 

@@ -73,7 +73,9 @@ def parse_range(since: str | None, until: str | None, today: date | None = None)
         return day
 
     end = parse(until, "until") or today
-    start = parse(since, "since") or end - timedelta(days=DEFAULT_DAYS - 1)
+    # The default covers the 30 days to ``until``, or fewer when ``until`` is within 30 days of the
+    # first day a date holds (``until=0001-01-01`` took 29 days off it: OverflowError, a 500).
+    start = parse(since, "since") or end - min(timedelta(days=DEFAULT_DAYS - 1), end - date.min)
     if start > end:
         raise StatementError("invalid_range", "since", f"since ({start}) is after until ({end}).")
     if (end - start).days + 1 > MAX_DAYS:

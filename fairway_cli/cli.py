@@ -739,7 +739,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("  #", lambda a: f"  {a['number']}"),
                 ("HOSTS", host_words),
                 ("GPUS", lambda a: gpu_words(a["gpus"])),
-                ("STARTED", lambda a: when(a["started_at"]) or "starting"),
+                ("STARTED", lambda a: when(a["started_at"]) or ("never started" if a["ended_at"] else "starting")),
                 ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
                 (

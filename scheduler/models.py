@@ -380,8 +380,14 @@ class Attempt(models.Model):
         """Every host the attempt holds GPUs on, rank 0 first: a gang's parts (``h1``, ``h2``), one
         host for most. The one reading the API, the pages and the CLI show (``hosts``); callers
         that list many attempts prefetch ``gpu_links__gpu__host``."""
-        links = sorted(self.gpu_links.all(), key=lambda link: (link.rank, link.gpu.host.name, link.gpu.index))
+        links = self.ordered_gpu_links()
         return list(dict.fromkeys(link.gpu.host.name for link in links)) or [self.host.name]
+
+    def ordered_gpu_links(self) -> list[AttemptGPU]:
+        """The attempt's GPU links in rank, then host and index order: the one order the API's
+        ``gpus``, the page's attempts table and ``fairway show`` list them in (rank alone left the
+        GPUs of one host in the database's order: ``h:1 h:0`` on the page, brk31)."""
+        return sorted(self.gpu_links.all(), key=lambda link: (link.rank, link.gpu.host.name, link.gpu.index))
 
     @property
     def is_open(self) -> bool:

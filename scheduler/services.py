@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.services import is_manager, is_member
-from agent.protocol import MAX_MESSAGE_BYTES
+from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES
 from budgets.models import Budget
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
@@ -812,6 +812,8 @@ def _show(value: object) -> str:
 def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
     if isinstance(gpus, str | bytes) or not isinstance(gpus, Sequence) or not gpus:
         raise HostError("invalid_gpus", "gpus", "A host has at least one GPU: [(index, uuid, model, memory_mb)].")
+    if len(gpus) > MAX_HOST_GPUS:  # its agent's hello could never list them all (brk31)
+        raise HostError("invalid_gpus", "gpus", f"A host has at most {MAX_HOST_GPUS} GPUs (what an agent reports).")
     out: list[GpuSpec] = []
     for spec in gpus:
         try:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -31,6 +32,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
 
@@ -187,6 +189,7 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
 
 
 @login_required
+@never_cache  # the page shows back the secret env typed (a refusal, a quote): kept from caches (brk31)
 def submit(request: HttpRequest) -> HttpResponse:
     """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
     scope = _scope(request)
@@ -323,7 +326,8 @@ def workloads(request: HttpRequest) -> HttpResponse:
         "page": page,
         "paths": scope.paths,
         "filters": params,
-        "query": "&".join(f"{k}={v}" for k, v in params.items()),
+        # Encoded: ``owner=j+doe`` came back from the rows' refresh and page links as "j doe" (brk31)
+        "query": urlencode(params),
         "states": Workload.State.values,
         "budget_choices": sorted(scope.paths.values()),
         "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
@@ -401,7 +405,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 left=round(left, 3),
                 width=round(min(width, 100 - left), 3),
                 protected_width=round(protected, 3),
-                gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in links],
+                gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in a.ordered_gpu_links()],
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),
@@ -711,6 +715,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@never_cache  # a new token's plaintext is shown once: kept from caches (brk31)
 def tokens(request: HttpRequest) -> HttpResponse:
     """Create (shown once), list and revoke personal API tokens."""
     created = None

@@ -29,6 +29,10 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
 
     def get_queryset(self) -> QuerySet[Budget]:
         queryset = Budget.objects.all()
+        if self.action == "list":
+            from scheduler.api.params import refuse_unknown
+
+            refuse_unknown(self.request.query_params, ["archived"])
         if self.request.query_params.get("archived") in {"false", "0", "no"}:
             queryset = queryset.filter(archived_at__isnull=True)
         return queryset
@@ -47,9 +51,11 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
     def tree(self, request: Request) -> Response:
         """The share tree per cluster with usage, committed usage, entitlement, ratio, rank among
         siblings and attainment over the lookback window (DESIGN.md §1, §3.2, §8)."""
-        from scheduler.api.params import cluster_param
+        from scheduler.api.params import cluster_param, refuse_unknown
         from scheduler.models import Cluster  # local: budgets does not depend on scheduler at import time
         from scheduler.reports import budget_standings
+
+        refuse_unknown(request.query_params, ["cluster"])
 
         clusters = Cluster.objects.order_by("name")
         if cluster := cluster_param(request.query_params.get("cluster")):
@@ -75,6 +81,9 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
         user = request.user
         if not (user.is_superuser or user.is_staff or budget.pk in self.accessible_budget_ids):
             raise PermissionDenied("Only members of this budget and admins may read its statement.")
+        from scheduler.api.params import refuse_unknown
+
+        refuse_unknown(request.query_params, ["since", "until"])  # ?sinc= read as the default range
         since, until = parse_range(request.query_params.get("since"), request.query_params.get("until"))
         response = HttpResponse(statement_csv(budget, budget_statement(budget, since, until)), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="statement-{budget.pk}-{since}-{until}.csv"'

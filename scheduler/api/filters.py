@@ -46,6 +46,21 @@ def _known_budget(value: str) -> None:
         raise _refused(f"No budget {value!r}.{budget_hint(value)}")
 
 
+def known_owner(value: str) -> None:
+    """``me`` or a user's name (the workload list's ``owner``, the group list's too)."""
+    from accounts.models import User
+
+    if value != "me" and not User.objects.filter(username=value).exists():
+        raise _refused(f"No user {value!r}.")
+
+
+def _known_group(value: int | None) -> None:
+    from scheduler.models import ArrayGroup
+
+    if value is not None and not ArrayGroup.objects.filter(pk=value).exists():
+        raise _refused(f"No group {value}.")
+
+
 def _known_cluster(value: str) -> None:
     if not Cluster.objects.filter(name=value).exists():
         raise _refused(f"No cluster {value!r}.")
@@ -54,14 +69,14 @@ def _known_cluster(value: str) -> None:
 class WorkloadFilter(django_filters.FilterSet):
     """``state``: one or more states, comma-separated. ``budget``: a path or id; includes the
     budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name. ``group``: an
-    array group id. An unknown state, budget or cluster is a 400 naming it (the API; the web page
+    array group id. An unknown state, budget, owner, cluster or group is a 400 naming it (the API; the web page
     ignores an invalid filter), as submitting to one is, not an empty list."""
 
     state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
     budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
-    owner = django_filters.CharFilter(method="filter_owner")
+    owner = django_filters.CharFilter(method="filter_owner", validators=[known_owner])
     cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
-    group = IdFilter(field_name="group_id")
+    group = IdFilter(field_name="group_id", validators=[_known_group])
 
     class Meta:
         model = Workload

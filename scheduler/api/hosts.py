@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
-from scheduler.api.params import cluster_param, host_state_param
+from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import do_set_host_state
@@ -226,6 +226,7 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         queryset = hosts_queryset()
         params = self.request.query_params
         if self.action == "list":  # a filter naming nothing is a 400 (params.py); actions find by name
+            refuse_unknown(params, ["cluster", "state"])
             if cluster := cluster_param(params.get("cluster")):
                 queryset = queryset.filter(cluster__name=cluster)
             if state := host_state_param(params.get("state")):
@@ -245,7 +246,14 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
 
     def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
         host = self.get_object()
-        reason = request.data.get("reason", "") if isinstance(request.data, dict) else ""
+        # A body other than {"reason": ...} ({"reasn": ...}, a list) acted without its reason (brk31)
+        if not isinstance(request.data, dict):
+            raise serializers.ValidationError({"non_field_errors": ['The body is {"reason": "..."} or empty.']})
+        unknown = sorted(str(k) for k in request.data if k != "reason")
+        if unknown:
+            message = "Unknown field (the fields are: reason)."
+            raise serializers.ValidationError({k[:40]: [message] for k in unknown[:10]}, code="unknown_field")
+        reason = request.data.get("reason", "")
         if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
             raise serializers.ValidationError({"reason": ["A reason is a string of at most 500 characters."]})
         do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
@@ -299,6 +307,7 @@ class MetricsView(FairwayAPIView):
         responses=OccupancySerializer(many=True),
     )
     def get(self, request: Request) -> Response:
+        refuse_unknown(request.query_params, ["cluster"])
         clusters = Cluster.objects.order_by("name")
         if cluster := cluster_param(request.query_params.get("cluster")):
             clusters = clusters.filter(name=cluster)

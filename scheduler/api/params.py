@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.utils.dateparse import parse_date, parse_datetime
 from rest_framework import serializers
@@ -48,6 +50,30 @@ def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) 
     if not 0 < seconds <= MAX_BACK.total_seconds():
         raise serializers.ValidationError({name: ["a duration from 1s to 400d back, or a date"]}, code="invalid")
     return now - timedelta(seconds=seconds)
+
+
+def demand_window(text: str) -> timedelta:
+    """The window of recorded demand a what-if replays (``7d``, ``36h``): longer than zero and at most
+    :data:`MAX_BACK`. Raises ValueError naming the text. The admin's what-if and ``manage.py
+    simulate --from-db --since`` read it (``99999999d`` overflowed the command's dates: brk31)."""
+    seconds = parse_duration(text.strip())
+    if seconds <= 0:
+        raise ValueError(f"window {text!r}: must be longer than zero")
+    if seconds > MAX_BACK.total_seconds():  # 99999999999d overflowed timedelta: a 500
+        raise ValueError(f"window {text[:40]!r}: at most {MAX_BACK.days}d of recorded demand")
+    return timedelta(seconds=seconds)
+
+
+def refuse_unknown(params: Any, known: Iterable[str]) -> None:
+    """A query parameter the endpoint does not read is a 400 ``unknown_parameter`` naming the ones it
+    reads, never dropped: ``?user=rita`` (the filter is ``owner``) or ``?mine=1`` listed everyone's
+    workloads as if they were rita's (brk31; the web page since brk30). DRF's ``format`` is read by
+    every endpoint."""
+    names = sorted({*known, "format"})
+    unknown = sorted(k for k in params if k not in names)
+    if unknown:
+        message = f"no such parameter (the parameters are: {', '.join(names)})"
+        raise serializers.ValidationError({k: [message] for k in unknown}, code="unknown_parameter")
 
 
 # A filter naming nothing that exists is a 400 naming it (as submitting to it is), never an empty

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView
-from scheduler.api.params import INSTANT_HELP, cluster_param, parse_instant
+from scheduler.api.params import INSTANT_HELP, cluster_param, parse_instant, refuse_unknown
 from scheduler.models import Cluster
 from scheduler.pyramid import pyramid_report
 
@@ -88,6 +88,7 @@ class PyramidView(FairwayAPIView):
         responses=PyramidSerializer(many=True),
     )
     def get(self, request: Request) -> Response:
+        refuse_unknown(request.query_params, ["since", "until", "cluster"])
         now = timezone.now()
         until = parse_instant("until", request.query_params.get("until"), now, now)
         try:

@@ -766,8 +766,7 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
 
     def get_gpus(self, obj: Attempt) -> list[str]:
         """``host:index`` of every GPU, in rank then host/index order."""
-        links = sorted(obj.gpu_links.all(), key=lambda link: (link.rank, link.gpu.host.name, link.gpu.index))
-        return [f"{link.gpu.host.name}:{link.gpu.index}" for link in links]
+        return [f"{link.gpu.host.name}:{link.gpu.index}" for link in obj.ordered_gpu_links()]
 
 
 EVENT_ORDER = ("id",)

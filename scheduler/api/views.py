@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
 from django.db.models import F, IntegerField, Prefetch, QuerySet, prefetch_related_objects
 from django.db.models.expressions import RawSQL
@@ -24,7 +25,7 @@ from config.pagination import FairwayLimitOffsetPagination
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
-from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant
+from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant, refuse_unknown
 from scheduler.api.serializers import (
     EVENT_ORDER,
     ROW_JSON,
@@ -239,6 +240,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         The filters apply to the plain workloads, which the page's count counts (the owner and
         cluster are non-null foreign keys: joining them, as the rows' names do, counts the same
         rows); the rows are those workloads with their columns and names."""
+        pages = self.paginator
+        known = [*WorkloadFilter.base_filters, pages.limit_query_param, pages.offset_query_param]
+        refuse_unknown(request.query_params, known)
         filtered = self.filter_queryset(Workload.objects.all())
         queryset = self.list_rows(filtered)
         self.paginator.count_queryset = filtered  # type: ignore[union-attr]
@@ -318,6 +322,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         from scheduler.accounting import finished_attempts
 
         params = request.query_params
+        refuse_unknown(params, ["since", "budget", "cluster", "limit"])
         now = timezone.now()
         since = parse_instant("since", params.get("since"), now, now - timedelta(days=7))
         if not timedelta(0) < now - since <= MAX_BACK:
@@ -427,8 +432,21 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         qs = ArrayGroup.objects.select_related("owner", "cluster").prefetch_related(
             Prefetch("members", queryset=Workload.objects.only("id", "state", "group_id"))
         )
-        if self.request.query_params.get("owner") == "me":
-            qs = qs.filter(owner=self.request.user)
+        if self.action == "list":  # ?owner=teammate listed every group (only "me" was read): brk31
+            params = self.request.query_params
+            pages = self.paginator
+            refuse_unknown(params, ["owner", pages.limit_query_param, pages.offset_query_param])
+            owner = params.get("owner") or ""
+            if owner == "me":
+                qs = qs.filter(owner=self.request.user)
+            elif owner:
+                from scheduler.api.filters import known_owner
+
+                try:
+                    known_owner(owner)
+                except DjangoValidationError as exc:
+                    raise ValidationError({"owner": exc.messages}, code="invalid") from None
+                qs = qs.filter(owner__username=owner)
         return qs.order_by("-id")
 
     @action(detail=True, methods=["post"])

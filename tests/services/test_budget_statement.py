@@ -136,6 +136,12 @@ def test_bad_ranges_are_refused(since, until, field, code):
     assert (err.value.field, err.value.code) == (field, code)
 
 
+def test_an_until_in_the_first_days_a_date_holds_defaults_since_to_the_first_day():
+    # brk31: ``until=0001-01-01`` without ``since`` took 30 days off the first date (OverflowError, a 500)
+    assert parse_range(None, "0001-01-01") == (date.min, date.min)
+    assert parse_range("", "0001-01-10") == (date.min, date(1, 1, 10))
+
+
 def test_default_range_is_the_last_30_days():
     assert parse_range(None, "", today=date(2026, 3, 30)) == (date(2026, 3, 1), date(2026, 3, 30))
 

@@ -119,3 +119,19 @@ def test_a_valid_join_still_works(client: Client, join_token: str):
     assert status == 201, answer
     assert Host.objects.get().name == "h-join"
     assert list(GPU.objects.values_list("uuid", "model", "memory_mb")) == [("GPU-join-0", "H100", 81920)]
+
+
+def test_a_join_with_more_gpus_than_a_hello_carries_is_refused(client: Client, join_token: str):
+    # brk31: 300 GPUs joined (index ≤ 1023 was the only bound); the agent's hello carries at most
+    # 256, so the host could never say hello, and its 300 registered GPUs swelled every budget's
+    # entitlement (DESIGN.md: registered GPUs × W) while it stayed offline.
+    from agent.protocol import MAX_HOST_GPUS
+
+    gpus = [dict(GPU0, index=i, uuid=f"GPU-join-{i}") for i in range(MAX_HOST_GPUS + 1)]
+    status, answer = _post(client, _raw(_body(join_token, gpus=gpus)))
+
+    assert status == 400 and list(answer) == ["gpus", "code"], answer
+    assert str(MAX_HOST_GPUS) in answer["gpus"][0]
+    _nothing_changed()
+    status, answer = _post(client, _raw(_body(join_token, gpus=gpus[:MAX_HOST_GPUS])))
+    assert status == 201, answer

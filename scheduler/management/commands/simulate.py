@@ -152,16 +152,16 @@ class Command(BaseCommand):
     def _from_db(self, o: dict[str, Any]) -> None:
         """``--from-db``: actual vs simulated attainment and wait per budget under changed shares."""
         import json
-        from datetime import timedelta
         from pathlib import Path
 
         from django.utils import timezone
 
+        from scheduler.api.params import demand_window
         from scheduler.sim.dbdemand import load_demand
         from scheduler.sim.whatif import format_table, parse_shares, whatif
 
         try:
-            since = timedelta(seconds=parse_duration(o["since"]))
+            since = demand_window(o["since"])
             demand = load_demand(o["cluster"], since, timezone.now())
             budgets = demand.budgets
             if o["budgets"]:
