@@ -55,7 +55,8 @@ class CancelError(ServiceError):
 
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
-    ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``."""
+    ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
+    ``inventory_pending``."""
 
 
 # --- submission --------------------------------------------------------------------------
@@ -1030,7 +1031,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
     ``drain_now``, ``resumed``) with the actor and reason — drain now is audited (DESIGN.md §6)
     — and requests a tick and a push of the host after commit. Raises HostError
     ``invalid_state``, ``invalid_reason`` (over 500 characters or holding NUL: the web form passed
-    NUL through, a 500 on PostgreSQL) or ``host_removed``.
+    NUL through, a 500 on PostgreSQL), ``host_removed`` or ``inventory_pending`` (resuming a host
+    whose agent's GPU inventory awaits an admin's approval: the approval resumes it, docs/deploy.md).
     """
     if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
         raise HostError("invalid_reason", "reason", "A reason is a string of at most 500 characters, without NUL.")
@@ -1049,6 +1051,14 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
             target = Host.State.DRAINED  # already empty: nothing to drain
         if target == current and locked.drain_now == drain_now:
             return locked
+        if target == Host.State.ACTIVE and locked.pending_inventory is not None:
+            raise HostError(
+                "inventory_pending",
+                "state",
+                f"Host {locked.name}'s agent reports GPUs that differ from the registered ones: approve "
+                "its GPU inventory (hosts admin) or let the agent report the registered GPUs; it resumes then.",
+                status=409,
+            )
         if offline:
             locked.state_before_offline = target
         else:

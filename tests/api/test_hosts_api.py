@@ -125,3 +125,16 @@ def test_the_hosts_api_says_why_a_host_is_cordoned(admin_client_api, researcher_
     # A resumed host has no reason left
     admin_client_api.post("/api/v1/hosts/a100-1/resume/", {}, format="json")
     assert researcher_client.get("/api/v1/hosts/a100-1/").json()["state_reason"] is None
+
+
+def test_resume_of_a_host_holding_an_unapproved_inventory_is_a_409(admin_client_api, hosts):
+    Host.objects.filter(name="a100-1").update(
+        state=Host.State.CORDONED, pending_inventory={"gpus": [], "cordoned": True}
+    )
+
+    response = admin_client_api.post("/api/v1/hosts/a100-1/resume/", {}, format="json")
+
+    assert response.status_code == 409
+    assert response.json()["code"] == "inventory_pending"
+    assert "approve its GPU inventory" in response.json()["detail"]
+    assert Host.objects.get(name="a100-1").state == Host.State.CORDONED

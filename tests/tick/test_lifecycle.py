@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from agent import protocol
 from scheduler import gateway, lifecycle, tasks
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
@@ -497,3 +499,32 @@ def test_an_attempt_on_a_host_that_never_connected_ends_lost(tw, ticks, settings
     assert attempt.ended_at == attempt.placed_at
     assert w.state == Workload.State.PENDING
     assert not AttemptGPU.objects.filter(open=True).exists()
+
+
+def test_resume_waits_for_an_approved_inventory(tw, ticks, pushed):
+    """A host the inventory hold cordoned is not resumed by hand while its agent's GPUs await an
+    admin's approval (brk31: "resume" made it active, placing work on GPUs that may not be what
+    the database says); cordon and drain stay allowed, and approval resumes it (as Slurm refuses to
+    resume a node whose registration does not match its configuration)."""
+    from scheduler.services import HostError, do_set_host_state
+
+    host = tw.host("h1", 2)
+    gpus = [lifecycle.GpuReport(i, f"GPU-other-{i}", "H100", 81559) for i in range(2)]
+    lifecycle.host_hello(host, agent_version="0.1", gpus=gpus, running=[], now=tw.now)
+    host.refresh_from_db()
+    assert (host.state, host.pending_inventory is not None) == ("cordoned", True)
+
+    with pytest.raises(HostError) as refused:
+        do_set_host_state(None, host, "active", "try")
+    assert refused.value.code == "inventory_pending"
+    host.refresh_from_db()
+    assert host.state == "cordoned" and not HostEvent.objects.filter(host=host, kind="resumed").exists()
+
+    assert do_set_host_state(None, host, "draining", "maintenance").state == "draining"
+    Host.objects.filter(pk=host.pk).update(state=Host.State.OFFLINE, state_before_offline=Host.State.CORDONED)
+    with pytest.raises(HostError):  # offline: the state it returns to is not resumed either
+        do_set_host_state(None, Host.objects.get(pk=host.pk), "active")
+
+    Host.objects.filter(pk=host.pk).update(state=Host.State.CORDONED, state_before_offline="")
+    lifecycle.do_approve_host_inventory(None, Host.objects.get(pk=host.pk))
+    assert do_set_host_state(None, Host.objects.get(pk=host.pk), "active").state == "active"
