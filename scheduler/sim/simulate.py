@@ -58,6 +58,7 @@ from scheduler.trace import (
 )
 
 DAY = 86_400
+MAX_DAYS = 3650  # --days and --start-day: a slice of at most ten years (the daily series are lists)
 T0 = 1_501_545_600  # 2017-08-01T00:00:00Z: trace second 0 (Philly's first submission, August 2017)
 DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "data" / "philly" / "philly_jobs.csv"
 POLICY_NAMES = ("fairway", "fifo", "slurm-fairshare", "kueue-drs", "kai-timeshare")
@@ -111,6 +112,9 @@ class SimConfig:
             raise SimulationError("--hosts and --gpus-per-host must be at least 1")
         if self.days is not None and self.days <= 0:
             raise SimulationError("--days must be positive")
+        for flag, value in (("--days", self.days), ("--start-day", self.start_day)):
+            if value is not None and value > MAX_DAYS:  # daily series of a billion days (brk31)
+                raise SimulationError(f"{flag}: at most {MAX_DAYS} days (ten years), not {value:g}")
         if self.checkpoint not in ("resume", "restart"):
             raise SimulationError("--checkpoint must be resume or restart")
         if self.fault_rate < 0 or self.repair_s < 0 or self.grace_s < 0 or self.tick_gap_s < 0:

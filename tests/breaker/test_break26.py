@@ -133,6 +133,8 @@ def test_good_agent_settings_still_load():
     [
         (["--days", "nan"], "--days must be a finite number"),  # ValueError traceback
         (["--days", "inf"], "--days must be a finite number"),  # OverflowError traceback
+        (["--days", "1e9"], "--days: at most 3650"),  # lists of a billion days, a bar stuck at 0 % (brk31)
+        (["--start-day", "1e9", "--days", "0.01"], "--start-day: at most 3650"),
         (["--start-day", "nan", "--days", "0.01"], "--start-day must be a finite number"),
         (["--fault-rate", "nan", "--days", "0.01"], "--fault-rate must be a finite number"),  # ran with nan faults
         (["--estimates", "--estimate-budget", "nan", "--days", "0.01"], "must be finite numbers"),  # ran, budget nan
