@@ -111,8 +111,8 @@ def _clear_marker(cluster_id: int, kind: str = TICK_MARKER) -> None:
 
 
 _own_tick_until: dict[int, float] = {}
-"""Cluster id → the ``time.monotonic()`` instant before which the tick message this process sent
-last cannot have begun (its send instant + the debounce delay): see :func:`request_tick`."""
+"""Cluster id → the ``time.monotonic()`` instant until which the tick message this process sent
+last cannot have begun (its send instant + half the debounce delay): see :func:`request_tick`."""
 
 
 def request_tick(cluster_id: int) -> bool:
@@ -121,12 +121,14 @@ def request_tick(cluster_id: int) -> bool:
     Call after commit (``scheduler.notify.request_tick_on_commit``) so the tick
     sees the change that asked for it.
 
-    Within ``TICK_DEBOUNCE_S`` of this process's own successful set of the marker (the instant
-    taken before the set), the marker is not even asked for (one Redis round trip per submission
-    saved, issue 15): the message this process sent then is delayed by ``TICK_DEBOUNCE_S``, so it
-    has not begun and its tick reads what committed before this call, which is all the marker
-    would have bought (set or not, no second message would be sent while it is set). The tick's
-    own clearing of the marker in this process (the embedded mode) ends the window.
+    Within half of ``TICK_DEBOUNCE_S`` after this process's own successful set of the marker (the
+    instant taken before the set), the marker is not even asked for (one Redis round trip per
+    submission saved, issue 15): the message this process sent then is delayed by
+    ``TICK_DEBOUNCE_S``, so it has not begun and its tick reads what committed before this call,
+    which is all the marker would have bought (set, as it is until that tick begins, it sends no
+    second message). Half: the worker compares the message's due instant, from this machine's
+    clock, with its own, so clocks apart by less than half the delay keep the rule. The tick's own
+    clearing of the marker in this process (the embedded mode) ends the window.
     """
     now = time.monotonic()
     if now < _own_tick_until.get(cluster_id, 0.0):
@@ -137,7 +139,7 @@ def request_tick(cluster_id: int) -> bool:
     delay_ms = int(delay_s * 1000)
     tick.send_with_options(args=(cluster_id,), delay=delay_ms or None)
     if delay_ms > 0:
-        _own_tick_until[cluster_id] = now + delay_ms / 1000
+        _own_tick_until[cluster_id] = now + delay_ms / 2000
     return True
 
 
