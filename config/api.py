@@ -223,3 +223,12 @@ class _Redirect(Exception):  # noqa: N818 -- control flow, not an error
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.url = url
+
+
+def prefill(obj: Any, name: str, rows: list[Any]) -> None:
+    """Put ``rows`` in ``obj``'s prefetch cache of the relation ``name`` (as ``prefetch_related``
+    would after reading them): ``obj.<name>.all()`` then answers them without a query."""
+    queryset = getattr(obj, name).all()
+    queryset._result_cache = rows  # noqa: SLF001 -- Django's prefetch cache, as prefetch_one_level fills it
+    queryset._prefetch_done = True  # noqa: SLF001
+    obj.__dict__.setdefault("_prefetched_objects_cache", {})[name] = queryset

@@ -100,6 +100,8 @@ def _take_marker(cluster_id: int, kind: str) -> bool:
 
 
 def _clear_marker(cluster_id: int, kind: str = TICK_MARKER) -> None:
+    if kind == TICK_MARKER:
+        _own_tick_until.pop(cluster_id, None)  # a tick begins here: the window of request_tick ends
     client = _redis()
     if client is not None:
         client.delete(_marker_key(cluster_id, kind))
@@ -108,16 +110,36 @@ def _clear_marker(cluster_id: int, kind: str = TICK_MARKER) -> None:
         _local_markers.pop((kind, cluster_id), None)
 
 
+_own_tick_until: dict[int, float] = {}
+"""Cluster id → the ``time.monotonic()`` instant until which the tick message this process sent
+last cannot have begun (its send instant + half the debounce delay): see :func:`request_tick`."""
+
+
 def request_tick(cluster_id: int) -> bool:
     """Ask for a tick of ``cluster_id`` soon (debounced). Returns True when a tick message was sent.
 
     Call after commit (``scheduler.notify.request_tick_on_commit``) so the tick
     sees the change that asked for it.
+
+    Within half of ``TICK_DEBOUNCE_S`` after this process's own successful set of the marker (the
+    instant taken before the set), the marker is not even asked for (one Redis round trip per
+    submission saved, issue 15): the message this process sent then is delayed by
+    ``TICK_DEBOUNCE_S``, so it has not begun and its tick reads what committed before this call,
+    which is all the marker would have bought (set, as it is until that tick begins, it sends no
+    second message). Half: the worker compares the message's due instant, from this machine's
+    clock, with its own, so clocks apart by less than half the delay keep the rule. The tick's own
+    clearing of the marker in this process (the embedded mode) ends the window.
     """
+    now = time.monotonic()
+    if now < _own_tick_until.get(cluster_id, 0.0):
+        return False
     if not _set_marker(cluster_id):
         return False
-    delay_ms = int(settings.FAIRWAY["TICK_DEBOUNCE_S"] * 1000)
+    delay_s = settings.FAIRWAY["TICK_DEBOUNCE_S"]
+    delay_ms = int(delay_s * 1000)
     tick.send_with_options(args=(cluster_id,), delay=delay_ms or None)
+    if delay_ms > 0:
+        _own_tick_until[cluster_id] = now + delay_ms / 2000
     return True
 
 
@@ -178,8 +200,10 @@ def reset_debounce(cluster_ids: list[int] | None = None) -> None:
     with _local_guard:
         if cluster_ids is None:
             _local_markers.clear()
+            _own_tick_until.clear()
         else:
             for cid in cluster_ids:
+                _own_tick_until.pop(cid, None)
                 for kind in MARKERS:
                     _local_markers.pop((kind, cid), None)
     if client is not None and cluster_ids:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 
 from django.contrib.auth import authenticate, logout
-from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema, inline_serializer
 from knox.models import AuthToken
 from rest_framework import mixins, serializers, status
@@ -26,7 +26,7 @@ from accounts.auth import sweep_expired_tokens
 from accounts.models import Membership, User
 from accounts.services import accessible_budget_ids, create_api_token, do_create_personal_token, do_revoke_token
 from budgets import tree_memo
-from config.api import FairwayAPIView, FairwayViewSet
+from config.api import FairwayAPIView, FairwayViewSet, prefill
 from config.errors import ServiceError
 
 
@@ -70,9 +70,13 @@ def _me(request: Request, user: User) -> dict:
     # The tree this process keeps (budgets.tree_memo; read only), under the version the request read
     # with the other memos' (config.memo.request_tokens): no query while no budget changed.
     tree = tree_memo.shared_tree(tree_memo.token(request))
-    user = User.objects.prefetch_related(Prefetch("memberships", queryset=Membership.objects.order_by("id"))).get(
-        pk=user.pk
-    )
+    # The authenticated user as it is (its row was read by this request's authentication, or is
+    # the kept token's, which every user write forgets: accounts.auth), not read again; a copy
+    # (a lazy session user resolved) takes its memberships, read now, as the prefetch did.
+    user.pk  # noqa: B018 -- resolves a lazy session user before the copy
+    user = copy.copy(user)
+    user.__dict__.pop("_prefetched_objects_cache", None)
+    prefill(user, "memberships", list(Membership.objects.filter(user_id=user.pk).order_by("id")))
     context = {
         "request": request,
         "budget_tree": tree,

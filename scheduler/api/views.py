@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet, no_such
+from config.api import prefill as _prefill
 from config.pagination import FairwayLimitOffsetPagination
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
@@ -146,15 +147,6 @@ def _relations_sql() -> RawSQL:
             f"CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE {table}.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
         )
     return RawSQL(" + ".join(probes), [], output_field=IntegerField())  # noqa: S611 -- the models' own names, no input
-
-
-def _prefill(obj: Any, name: str, rows: list[Any]) -> None:
-    """Put ``rows`` in ``obj``'s prefetch cache of the relation ``name`` (as ``prefetch_related``
-    would after reading them): ``obj.<name>.all()`` then answers them without a query."""
-    queryset = getattr(obj, name).all()
-    queryset._result_cache = rows  # noqa: SLF001 -- Django's prefetch cache, as prefetch_one_level fills it
-    queryset._prefetch_done = True  # noqa: SLF001
-    obj.__dict__.setdefault("_prefetched_objects_cache", {})[name] = queryset
 
 
 class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):

@@ -223,6 +223,36 @@ def test_a_burst_of_tick_requests_sends_one_tick(db, monkeypatch):
     tasks.reset_debounce([4242])
 
 
+def test_a_burst_after_this_process_sent_the_tick_skips_the_marker(db, monkeypatch, settings):
+    """Within half the debounce delay of its own sent tick message, a process does not ask the
+    marker (a Redis round trip per submission): that message has not begun and will see the
+    change. After that, or once the tick began here, the marker decides again."""
+    sent: list[tuple] = []
+    asked: list[int] = []
+    real_set_marker = tasks._set_marker
+    monkeypatch.setattr(tasks.tick, "send_with_options", lambda **kw: sent.append(kw["args"]))
+    monkeypatch.setattr(tasks, "_set_marker", lambda cid, *a, **kw: asked.append(cid) or real_set_marker(cid, *a, **kw))
+    settings.FAIRWAY = {**settings.FAIRWAY, "TICK_DEBOUNCE_S": 0.5}
+    clock = [1000.0]
+    monkeypatch.setattr(tasks.time, "monotonic", lambda: clock[0])
+    tasks.reset_debounce([4244])
+
+    assert [tasks.request_tick(4244) for _ in range(5)] == [True, False, False, False, False]
+    assert sent == [(4244,)] and asked == [4244]  # one marker round trip for the burst
+    clock[0] += 0.24
+    assert not tasks.request_tick(4244) and asked == [4244]
+    clock[0] += 0.02  # past half the delay: the marker decides (still set: no message)
+    assert not tasks.request_tick(4244) and asked == [4244, 4244] and len(sent) == 1
+    tasks._clear_marker(4244)  # the tick begins (here: the embedded mode) and clears the marker
+    assert tasks.request_tick(4244) and len(sent) == 2
+    tasks._clear_marker(4244)
+    assert tasks.request_tick(4244) and len(sent) == 3  # a tick that began here ends the window
+    settings.FAIRWAY = {**settings.FAIRWAY, "TICK_DEBOUNCE_S": 0.0}
+    tasks._clear_marker(4244)
+    assert [tasks.request_tick(4244) for _ in range(2)] == [True, False] and len(asked) == 6  # no delay: no window
+    tasks.reset_debounce([4244])
+
+
 def test_a_tick_that_finds_the_lock_held_asks_for_another(db, monkeypatch):
     """A change that asked for a tick while another tick ran (and had read its snapshot) is not
     left to the clock: the tick that found the cluster's lock held asks again (one message, the
