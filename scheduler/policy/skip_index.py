@@ -18,11 +18,10 @@ their order, and changes exactly when the list does; the pass's failures and nom
 applied when a run is read. ``IncrementalScheduler(check=True)`` compares it with a fresh
 cut of the list on every pass (:meth:`SkipIndex.differences`).
 
-A run's first stop is also kept between passes (:meth:`SkipIndex.first_stop_kept`), per start,
-with a key of the thresholds it read: in a backlog the same runs end at the same workloads pass
-after pass (the same failures outright), so a run costs a lookup, not a walk of its blocks. It
-stands while the workloads do (every arrival and departure empties it) and the key is equal;
-under ``check`` every kept answer is compared with :meth:`SkipIndex.first_stop`.
+A run's first stop is not kept between passes: the failures' floors (``SkipRuns._outright_floor``)
+move the thresholds pass to pass, so an answer kept per start and threshold key (pol31's
+``first_stop_kept``) stood 1 time in 100 at day 100 of the whole trace and its key cost every run
+more than the walks it saved (docs/benchmarks/speed.md, pol31b); the spans make a walk cheap.
 """
 
 from __future__ import annotations
@@ -113,25 +112,15 @@ class _Block:
                 del self.least[s]
 
 
-Classes = dict[tuple[str, int | None, int | None], int]
-"""(model, CPUs, memory) → how many workloads of the index have it: what a threshold key reads."""
-
-
 class SkipIndex:
     """One budget's allocated pending workloads in blocks (module docstring)."""
 
-    __slots__ = ("blocks", "classes", "firsts", "kept", "spans", "whole")
+    __slots__ = ("blocks", "firsts", "spans", "whole")
 
     def __init__(self, ordered: Iterable[Workload] = ()) -> None:
         ws = list(ordered)
         self.blocks = [_Block(ws[i : i + BLOCK]) for i in range(0, len(ws), BLOCK)]
         self.firsts = [_order(b.ws[0]) for b in self.blocks]
-        self.classes: Classes = {}
-        for w in ws:
-            self._count(w, 1)
-        # start workload id -> (threshold key, first stop): first_stop's answers kept between
-        # passes while the workloads are the same (emptied by every add and remove)
-        self.kept: dict[str, tuple[object, Workload | None]] = {}
         # the least M of each shape over the whole list, group members included (least_all),
         # built when first read, kept by each add, dropped by the removal of a least
         self.whole: dict[Shape, int] | None = None
@@ -156,23 +145,13 @@ class SkipIndex:
             got = spans[k] = _Span(self.blocks[k * SPAN : (k + 1) * SPAN])
         return got
 
-    def _count(self, w: Workload, d: int) -> None:
-        c = (w.model, w.cpus, w.memory)
-        n = self.classes.get(c, 0) + d
-        if n:
-            self.classes[c] = n
-        else:
-            del self.classes[c]
-
     def __len__(self) -> int:
         return sum(len(b.ws) for b in self.blocks)
 
     def add(self, w: Workload) -> None:
-        self.kept.clear()
         whole = self.whole
         if whole is not None and w.min_runtime < whole.get(s := shape_of(w), w.min_runtime + 1):
             whole[s] = w.min_runtime
-        self._count(w, 1)
         key = _order(w)
         if not self.blocks:
             self.blocks.append(_Block([w]))
@@ -194,10 +173,8 @@ class SkipIndex:
             self._changed(i)
 
     def remove(self, w: Workload) -> None:
-        self.kept.clear()
         if self.whole is not None and self.whole.get(shape_of(w)) == w.min_runtime:
             self.whole = None  # the least of its shape may have left: read the blocks again
-        self._count(w, -1)
         key = _order(w)
         i = bisect_right(self.firsts, key) - 1
         b = self.blocks[i]
@@ -270,20 +247,6 @@ class SkipIndex:
                 return None
             b, j = blocks[i], 0
 
-    def first_stop_kept(self, start: Workload, threshold: Mapping[Shape, int], key: object) -> Workload | None:
-        """:meth:`first_stop`, kept between passes: ``key`` must be equal for two thresholds
-        only when they are equal on every shape of the index (the caller's
-        ``SkipRuns._threshold_key``: the failures outright it reads and the largest host of
-        each model, for every (model, CPUs, memory) in :attr:`classes`). The answer reads only
-        the workloads from ``start`` on and those thresholds, so it stands while the workloads
-        do (every add and remove empties :attr:`kept`) and the key is the same."""
-        kept = self.kept.get(start.id)
-        if kept is not None and kept[0] == key:
-            return kept[1]
-        got = self.first_stop(start, threshold)
-        self.kept[start.id] = (key, got)
-        return got
-
     def least_all(self) -> dict[Shape, int]:
         """Per shape, the least M of the whole list's workloads, array-group members included:
         what every workload the dispatch may still reach in this queue asks at most
@@ -313,8 +276,6 @@ class SkipIndex:
         for k, span in enumerate(self.spans):
             if span is not None and span != (fresh_span := _Span(self.blocks[k * SPAN : (k + 1) * SPAN])):
                 out.append(f"span {k}: {span.least, span.groups} != {fresh_span.least, fresh_span.groups}")
-        if self.classes != SkipIndex(flat).classes:
-            out.append(f"classes: {self.classes} != {SkipIndex(flat).classes}")
         return out
 
 
@@ -334,4 +295,4 @@ def _least_all(blocks: list[_Block]) -> dict[Shape, int]:
     return out
 
 
-__all__ = ["BLOCK", "Classes", "Shape", "SkipIndex", "shape_of"]
+__all__ = ["BLOCK", "Shape", "SkipIndex", "shape_of"]

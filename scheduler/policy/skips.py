@@ -20,7 +20,7 @@ import scheduler.policy.victims as victims
 from scheduler.policy.pass_state import PassState
 from scheduler.policy.queues import BudgetPending, submission_order
 from scheduler.policy.reclaim import ReclaimIndex
-from scheduler.policy.skip_index import Classes, Shape, shape_of
+from scheduler.policy.skip_index import Shape, shape_of
 from scheduler.policy.types import PendingInfo, Workload
 
 NEVER = 1 << 62
@@ -160,9 +160,9 @@ class SkipRuns(PassState):
                 return i
             budget = q[i].budget
             thresholds = self._threshold(budget)
-            stop = runs.first_stop_kept(q[i], thresholds, self._threshold_key(budget, runs.classes))
+            stop = runs.first_stop(q[i], thresholds)
             if self.check and stop is not (fresh := runs.first_stop_walk(q[i], thresholds)):
-                raise AssertionError(f"kept run end of {budget} from {q[i].id} at {self.now}: {stop} != {fresh}")
+                raise AssertionError(f"run end of {budget} from {q[i].id} at {self.now} by spans: {stop} != {fresh}")
             j = len(q) if stop is None else bisect_left(q, submission_order(stop), i, key=submission_order)
             for w in self._nominated_of(budget):
                 p = bisect_left(q, submission_order(w), i, j, key=submission_order)
@@ -194,21 +194,6 @@ class SkipRuns(PassState):
         failures outright covering its GPUs (:meth:`_skipped`), NEVER when none: a workload of the
         shape with no group and no nomination is skipped exactly when its M reaches it."""
         return Thresholds(budget, self.memo.outright, self.state.largest)
-
-    def _threshold_key(self, budget: str, classes: Classes) -> tuple[object, ...]:
-        """What :meth:`_threshold` of ``budget`` reads for the workloads of ``classes``: per
-        (model, CPUs, memory), the largest host of the model (which shapes are gangs) and the
-        failures outright of both kinds (single host, gang). Equal keys, equal thresholds on
-        every shape of those classes (``SkipIndex.first_stop_kept``)."""
-        outright, largest = self.memo.outright, self.state.largest
-        return tuple(
-            (
-                largest.get(model, 0),
-                tuple(outright.get((budget, model, False, cpus, memory), ())),
-                tuple(outright.get((budget, model, True, cpus, memory), ())),
-            )
-            for model, cpus, memory in classes
-        )
 
     def _run_end_walk(self, first: Workload) -> Callable[[list[Workload], int], int]:
         """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped
