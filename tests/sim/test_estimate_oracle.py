@@ -59,6 +59,15 @@ def small_state(seed: int) -> tuple[Snapshot, dict[str, Workload], int]:
         a.workload: Workload(a.workload, a.budget, len(a.gpus), "H100", a.min_runtime, T0 - H - i, -1 - i)
         for i, a in enumerate(s.attempts)
     }
+    # Of the members holding GPUs for a capped array group, some are running workloads known to
+    # the simulation: when one ends (its wall-time limit) or is preempted, its slot frees.
+    free = list(running)
+    rnd.shuffle(free)
+    for g, (_limit, held) in sorted(s.group_limits.items()):
+        for _ in range(rnd.randint(0, held)):
+            if free:
+                wid = free.pop()
+                running[wid] = replace(running[wid], group=g)
     return s, running, rnd.choice([0, 0, 30, 200])
 
 
@@ -336,6 +345,8 @@ def test_each_snapshot_hands_the_lists_and_usage_of_the_state_then(seed: int) ->
         assert same(snap.attempts, list(plain.attempts)), f"seed {seed} at {f.now}: attempts"
         if not event:
             assert same(snap.pending, list(plain.pending)), f"seed {seed} at {f.now}: pending"
+        held = est.group_holding(s, f.members, f.attempts.values())
+        assert snap.group_limits == held, f"seed {seed} at {f.now}: group limits"
         assert list(snap.usage) == fresh_usage(f, snap.now), f"seed {seed} at {f.now}: usage"
         checked[0] += 1
 
