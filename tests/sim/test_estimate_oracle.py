@@ -81,6 +81,28 @@ def test_estimates_equal_the_every_second_oracle(seed: int) -> None:
     assert fast == slow, f"seed {seed}"
 
 
+def test_capped_members_freed_by_a_siblings_limit_equal_the_oracle() -> None:
+    """est31: the random states in which a member waiting on its group's full %N cap starts in
+    the simulation (a sibling's wall-time limit or preemption frees its slot) are rare among the
+    examples above: the first eight such seeds, each against the every-second oracle."""
+    hits = 0
+    for seed in range(3000):
+        s, running, grace = small_state(seed)
+        full = {g for g, (limit, held) in s.group_limits.items() if held >= limit}
+        capped = {w.id for w in s.pending if w.group in full and not w.waiting}
+        if not capped:
+            continue
+        limits = limits_for(seed, s, running)
+        fast = estimate_starts(s, grace=grace, horizon=HORIZON, running=running, budget_s=1e9, limits=limits)
+        if not capped & fast.keys():
+            continue
+        assert fast == reference_estimates(s, grace=grace, horizon=HORIZON, running=running, limits=limits), seed
+        hits += 1
+        if hits == 8:
+            return
+    raise AssertionError(f"only {hits} such states")
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4]))
 def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, gpus: int) -> None:
