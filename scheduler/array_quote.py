@@ -31,10 +31,11 @@ class ArrayQuote:
 
     ``first_start``: the estimated start of its first member; ``last_start``: of its last, None
     unless every member starts within the search (``searched_until``: one window, or less when the
-    CPU budget ran out). With a ``%N`` cap below the array's size the simulation starts at most
-    ``limit`` members: it ends no work on its own, so no slot frees for the others, which have no
-    estimate, as for a submitted array (docs/jobs.md); ``started``/``started_by`` say how many
-    members start and by when. ``charge_gpu_hours``: what the protected parts of all its members
+    CPU budget ran out). With a ``%N`` cap below the array's size the simulation holds only
+    ``limit`` members (:func:`member_ids`): the others are not searched (a submitted member gets
+    its estimate when a sibling's wall-time limit frees a slot, docs/estimates.md);
+    ``started``/``started_by`` say how many members start and by when.
+    ``charge_gpu_hours``: what the protected parts of all its members
     would charge (``members × gpus × M``)."""
 
     members: int
@@ -51,8 +52,7 @@ class ArrayQuote:
 
 def member_ids(members: int, limit: int | None) -> list[str]:
     """The ids of the members the simulation adds: only as many as the cap lets run at once (the
-    others never start in it, :func:`scheduler.sim.estimate.startable`), so a huge array costs no
-    more than its cap."""
+    others are not searched: ``last_start`` is None), so a huge array costs no more than its cap."""
     from scheduler.sim.estimate import QUOTE_ID
 
     return [f"{QUOTE_ID}.{i}" for i in range(min(members, limit or members))]
@@ -139,8 +139,8 @@ def array_note(q: ArrayQuote, waits: bool) -> str:
     if q.limit and q.limit < q.members and q.started == q.limit:
         return (
             f"{first}, {q.started} members {by(q.started_by)}; the other {q.members - q.started} wait for a "
-            f"slot of the %{q.limit} cap, which frees only when members end, and the simulation ends no work "
-            "on its own: they have no estimate."
+            f"slot of the %{q.limit} cap, which frees only when a member ends (in the estimate, at its "
+            "wall-time limit): their starts are not searched."
         )
     return (
         f"{first}; {q.started} of its members start {by(q.started_by)}, the others not before "

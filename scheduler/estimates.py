@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +22,25 @@ logger = logging.getLogger(__name__)
 
 NOT_ESTIMABLE = ("held", "budget_capped", "unschedulable", "dependency")
 """Reasons (§3.8) under which no estimate is expected: nothing starts them in the forward
-simulation until a person or another workload acts."""
+simulation until a person or another workload acts. Of ``dependency``, only an unmet ``after``
+list: a member waiting on its array group's ``%N`` cap (detail ``group``) starts in the
+simulation once a sibling's wall-time limit frees a slot (:func:`estimable`)."""
+
+
+def estimable(reason: str, detail: Mapping[str, object] | None) -> bool:
+    """Whether a pending workload with this reason and detail may carry an estimate: not while it
+    waits under :data:`NOT_ESTIMABLE`, except on its array group's ``%N`` cap."""
+    if reason == "dependency":
+        return (detail or {}).get("group") is not None
+    return reason not in NOT_ESTIMABLE
+
+
+def not_estimable_q() -> Any:
+    """:func:`estimable`, negated, as a filter on workload rows."""
+    from django.db.models import Q
+
+    capped = Q(pending_reason="dependency", pending_detail__has_key="group")
+    return Q(pending_reason__in=NOT_ESTIMABLE) & ~capped
 
 
 @dataclass(frozen=True)
@@ -42,14 +61,12 @@ class Coverage:
 
 def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     """How many pending allocated workloads (``M > 0``) carry an estimated start, not counting
-    those held, capped, unschedulable or waiting on a dependency (§3.8), nor those no tick has
+    those held, capped, unschedulable or waiting on an ``after`` list (§3.8), nor those no tick has
     seen yet (no reason, so none of these is known yet: ``unseen``, counted apart). One
     aggregate query."""
     from django.db.models import Count, Q
 
-    qs = Workload.objects.filter(state=Workload.State.PENDING, min_runtime_s__gt=0).exclude(
-        pending_reason__in=NOT_ESTIMABLE
-    )
+    qs = Workload.objects.filter(state=Workload.State.PENDING, min_runtime_s__gt=0).exclude(not_estimable_q())
     if cluster_id is not None:
         qs = qs.filter(cluster_id=cluster_id)
     seen = ~Q(pending_reason="")
@@ -69,16 +86,38 @@ estimates it did not reach."""
 def running_workloads(snap: object) -> dict[str, object]:
     """The workloads of the snapshot's open attempts as policy workloads (id → workload, with
     their original submission time and sequence number), so the forward simulation can requeue
-    what it preempts (DESIGN.md §4). One query."""
+    what it preempts (DESIGN.md §4), and with their array group where the snapshot caps it
+    (``group_limits``), so the slot a member's end frees counts (docs/estimates.md). One query."""
     from scheduler.snapshot import policy_workload
 
     ids = {int(a.workload) for a in snap.attempts if a.workload.isdigit()}  # type: ignore[attr-defined]
+    capped = snap.group_limits  # type: ignore[attr-defined]
     rows = Workload.objects.filter(pk__in=ids).values_list(
-        "id", "budget_id", "gpu_count", "gpu_model", "min_runtime_s", "submitted_at", "seq", "cpus", "memory_bytes"
+        "id",
+        "budget_id",
+        "gpu_count",
+        "gpu_model",
+        "min_runtime_s",
+        "submitted_at",
+        "seq",
+        "cpus",
+        "memory_bytes",
+        "group_id",
     )
     return {
-        str(pk): policy_workload(str(pk), bid, n, model, m, sub, seq if seq is not None else pk, cpus, memory)
-        for pk, bid, n, model, m, sub, seq, cpus, memory in rows
+        str(pk): policy_workload(
+            str(pk),
+            bid,
+            n,
+            model,
+            m,
+            sub,
+            seq if seq is not None else pk,
+            cpus,
+            memory,
+            group=str(g) if g is not None and str(g) in capped else None,
+        )
+        for pk, bid, n, model, m, sub, seq, cpus, memory, g in rows
     }
 
 

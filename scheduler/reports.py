@@ -794,13 +794,14 @@ def estimate_words(workload: Workload) -> str:
         # Never later than the reservation shown beside it (§3.8).
         why = "GPUs are reserved for it" if reserved else "if nothing else ends earlier"
         return f"By {_when(at)} at the latest ({why}). {start_note()}"
-    from scheduler.estimates import NOT_ESTIMABLE
+    from scheduler.estimates import estimable
 
-    if workload.pending_reason in NOT_ESTIMABLE:
+    if not estimable(workload.pending_reason, workload.pending_detail):
         # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
         return (
-            "None while it waits as said above: the estimate lets no work end on its own and "
-            "no hold, cap or hardware change, so none is given until that wait is over."
+            "None while it waits as said above: the estimate lets no work end on its own (only "
+            "at its wall-time limit) and no hold, cap or hardware change, so none is given until "
+            "that wait is over."
         )
     every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (

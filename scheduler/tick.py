@@ -502,13 +502,14 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
 
 
 def _clear_estimates(changed: list[ReasonRow]) -> None:
-    """A workload that now waits on a hold, a cap, hardware or a dependency (``NOT_ESTIMABLE``)
-    has no estimated start, as its words say: its stored one, found before that wait, is cleared in
-    the same transaction rather than shown beside the reason until the next estimates run (up to
-    ``ESTIMATE_INTERVAL_S``). One UPDATE, only when such a reason was written."""
-    from scheduler.estimates import NOT_ESTIMABLE
+    """A workload that now waits on a hold, a cap, hardware or an ``after`` list (not
+    :func:`~scheduler.estimates.estimable`) has no estimated start, as its words say: its stored
+    one, found before that wait, is cleared in the same transaction rather than shown beside the
+    reason until the next estimates run (up to ``ESTIMATE_INTERVAL_S``). One UPDATE, only when such
+    a reason was written."""
+    from scheduler.estimates import estimable
 
-    waiting = [r.pk for r in changed if r.reason in NOT_ESTIMABLE]
+    waiting = [r.pk for r in changed if not estimable(r.reason, r.detail)]
     if waiting:
         Workload.objects.filter(pk__in=waiting, state=Workload.State.PENDING, estimated_start__isnull=False).update(
             estimated_start=None

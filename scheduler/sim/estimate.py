@@ -49,7 +49,10 @@ the caller passes those limits (``limits``: workload id → seconds), and the si
 every attempt that has run its limit (a snapshot attempt from its start, or from ``now`` while
 still starting), as the tick's ``stop_timed_out`` does. Without them, pending work behind running
 work it may not preempt (its own budget's, or work rule 2 protects) never starts in the simulation
-and has no estimate (docs/estimates.md "Coverage").
+and has no estimate (docs/estimates.md "Coverage"). An array group's ``%N`` cap is the policy's:
+each pass gets ``group_limits`` counted from the simulation's own attempts
+(:attr:`Forward.group_limits`), so a member waiting on the cap starts once a sibling's limit frees
+a slot; an unmet ``after`` list never ends (:func:`startable`).
 """
 
 from __future__ import annotations
@@ -323,20 +326,34 @@ class OrderCrossings:
 
 def startable(snap: Snapshot) -> list[Workload]:
     """The pending workloads the simulation may start. No running workload ends on its own here,
-    so an unmet ``after`` list stays unmet and an array group's ``%N`` cap frees no slot: those
-    workloads get no estimate (docs/jobs.md); of a capped group, only as many members as it has
-    free slots, in submission order."""
-    slots = {g: limit - holding for g, (limit, holding) in snap.group_limits.items()}
-    out: list[Workload] = []
-    for w in sorted(snap.pending, key=lambda w: (w.submitted_at, w.seq, w.id)):
-        if w.waiting:
-            continue
-        if w.group is not None and w.group in slots:
-            if slots[w.group] <= 0:
-                continue
-            slots[w.group] -= 1
-        out.append(w)
-    return out
+    so an unmet ``after`` list stays unmet: those workloads get no estimate (docs/jobs.md). An
+    array group's ``%N`` cap is the policy's (``Snapshot.group_limits``): every member stays, and
+    a member starts once a sibling's wall-time limit (or a preemption) frees a slot
+    (:attr:`Forward.group_limits`)."""
+    return [w for w in snap.pending if not w.waiting]
+
+
+def group_holding(
+    snap: Snapshot, members: Mapping[str, str], attempts: Iterable[Attempt]
+) -> dict[str, tuple[int, int]]:
+    """``snap.group_limits`` with each group's holding counted afresh from ``attempts`` (a
+    simulated state after ``snap``): the members holding GPUs at ``snap`` whose attempts are
+    unknown (``members``: workload id → capped group, of the workloads known) keep counting, plus
+    every attempt of a known member, stopping ones too (they hold GPUs until released, as
+    scheduler/snapshot.py counts them). The plain reading of :attr:`Forward.group_limits`."""
+    if not snap.group_limits:
+        return {}
+    known0: dict[str, int] = {}
+    for a in snap.attempts:
+        g = members.get(a.workload)
+        if g is not None:
+            known0[g] = known0.get(g, 0) + 1
+    now: dict[str, int] = {}
+    for a in attempts:
+        g = members.get(a.workload)
+        if g is not None:
+            now[g] = now.get(g, 0) + 1
+    return {g: (limit, held - known0.get(g, 0) + now.get(g, 0)) for g, (limit, held) in snap.group_limits.items()}
 
 
 class _Instants:
@@ -513,6 +530,16 @@ class Forward:
         False: the plain loop, every pass run until one decides nothing (tests compare)."""
         self.known: dict[str, Workload] = {**(running or {}), **self.pending}
         """Workload id → the workload, for requeueing what the simulation preempts."""
+        self.members: dict[str, str] = {
+            k: w.group for k, w in self.known.items() if w.group is not None and w.group in snap.group_limits
+        }
+        """Workload id → its array group, for the known members of groups with a ``%N`` cap (a
+        fact: clones may share it)."""
+        self.group_limits: Mapping[str, tuple[int, int]] = snap.group_limits
+        """``Snapshot.group_limits`` of the simulated state, handed to every pass: each group's
+        members holding GPUs, counted by the starts and releases of its known members'
+        attempts (:meth:`_hold`; the plain count: :func:`group_holding`). Never changed, only
+        replaced, so snapshots that hold it keep what they were given."""
         self.requeue: set[str] = set()
         """Attempts the simulation stopped: their workloads return to pending on release."""
         self.limits: Mapping[str, int] = limits or {}
@@ -581,8 +608,15 @@ class Forward:
         self.events, self.breaks = events, breaks
         return events, breaks
 
+    def _hold(self, wid: str, delta: int) -> None:
+        """A known member of a capped group starts holding GPUs (+1) or releases them (−1)."""
+        g = self.members.get(wid)
+        if g is not None:
+            limit, held = self.group_limits[g]
+            self.group_limits = {**self.group_limits, g: (limit, held + delta)}
+
     def _drop(self, aid: str) -> None:
-        del self.attempts[aid]
+        self._hold(self.attempts.pop(aid).workload, -1)
         self.lists.attempts = None
         self.releasing.pop(aid, None)
         self.touched.add(aid)
@@ -640,6 +674,7 @@ class Forward:
                 pending=PendingView(lists.of_pending(self.pending), self.log.cut()),
                 usage=self.pass_usage(self.now),
                 nominations=self.nominations,
+                group_limits=self.group_limits,
             )
         return replace(
             self.base,
@@ -649,6 +684,7 @@ class Forward:
             pending=list(self.pending.values()),
             usage=[*self.usage, *self.lumps.values()],
             nominations=self.nominations,
+            group_limits=self.group_limits,
         )
 
     def _charge(self, a: Attempt, start: int, end: int) -> None:
@@ -711,6 +747,7 @@ class Forward:
                 aid, w.id, w.budget, st.gpus, st.allocated, w.min_runtime, self.now, cpus=w.cpus, memory=w.memory
             )
             self._put(a)
+            self._hold(w.id, 1)
             self.started.setdefault(w.id, self.now)
             limit = self.limits.get(w.id)
             if limit is not None:
@@ -865,6 +902,7 @@ class Forward:
             pending=[pending[k] for k in self.nominations if k in pending],
             usage=self.pass_usage(self.now),
             nominations=self.nominations,
+            group_limits=self.group_limits,
         )
 
 
@@ -1118,6 +1156,8 @@ def _fork(fw: Forward, w: Workload) -> Forward:
     other.lists = _Lists()
     other.log.add(w)
     other.known[w.id] = w
+    if w.group is not None and w.group in other.group_limits:
+        other.members = {**other.members, w.id: w.group}
     other.commitments = pending_commitments(other.pending.values())
     return other
 

@@ -188,8 +188,9 @@ def test_an_array_quote_answers_for_the_whole_array(researcher_client, submissio
 
 
 def test_an_array_quote_respects_its_cap(researcher_client, submission, cluster):
-    """%2 of 10: two members start at once; the others wait for a slot the simulation never frees
-    (it ends no work on its own), so the last member has no estimate, and the note says why."""
+    """%2 of 10: two members start at once; the others wait for a slot of the cap (the quote adds
+    only as many members as the cap lets run: their starts are not searched), so the last member
+    has no start, and the note says why."""
     body = researcher_client.post(URL, submission(array="0-9%2", min_runtime="1h"), format="json").json()
     array = body["array"]
     assert (array["started"], array["last_start"], array["charge_gpu_hours"]) == (2, None, 40.0)

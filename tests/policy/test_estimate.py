@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.policy import UsageRecord
+from scheduler.policy import UsageRecord, Workload
 from scheduler.sim.estimate import cap_by_reservations, estimate_starts
 from tests.conftest import connected
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
+from tests.sim.estimate_oracle import reference_estimates
 
 
 def test_waiting_for_protection_is_estimated_at_the_victims_release():
@@ -86,6 +87,29 @@ def test_wall_time_limits_end_running_work_in_the_forward_simulation():
     # w's own limit ends it in turn: x (behind it) starts a limit and a grace later.
     s2 = replace(s, pending=[pending("w", "a", 1, m=H), pending("x", "a", 1, m=H, seq=1)])
     assert estimate_starts(s2, grace=30, limits={"v": 2 * H, "w": H}) == {"w": T0 + H + 30, "x": T0 + 2 * H + 60}
+
+
+def test_a_capped_array_member_starts_when_a_siblings_wall_time_limit_frees_a_slot():
+    # Group 7 runs at most one member (%1): m0 holds it, m1 and m2 wait on the cap (free GPUs
+    # aside). m0's limit (2 h, started 1 h ago) stops it at T0 + H, released a grace later: the
+    # slot frees and m1 starts then; m1's own limit frees it for m2 a limit and a grace later.
+    holder = running("m0", "a", [("h1", 0)], m=H, started=T0 - H)
+    members = [replace(pending(f"m{i}", "a", 1, m=H, seq=i), group="7") for i in (1, 2)]
+    s = snap([host("h1", 4)], tree("a"), [holder], members, group_limits={"7": (1, 1)})
+    known = {"m0": Workload("m0", "a", 1, "H100", H, T0 - 2 * H, 0, group="7")}
+    assert estimate_starts(s, grace=30, running=known) == {}  # nothing ends: no slot frees
+    assert estimate_starts(s, grace=30, running=known, limits={"m0": 2 * H}) == {"m1": T0 + H + 30}
+    both = {"m0": 2 * H, "m1": H}
+    assert estimate_starts(s, grace=30, running=known, limits=both) == {"m1": T0 + H + 30, "m2": T0 + 2 * H + 60}
+    assert reference_estimates(s, grace=30, horizon=4 * H, running=known, limits=both) == {
+        "m1": T0 + H + 30,
+        "m2": T0 + 2 * H + 60,
+    }
+    # A holder whose group is unknown (its workload not given) frees no slot it is not known to hold.
+    assert estimate_starts(s, grace=30, limits=both) == {}
+    # A member waiting on its after list has none either: that dependency does not end at a limit.
+    waits = replace(s, pending=[replace(members[0], waiting=True), members[1]])
+    assert estimate_starts(waits, grace=30, running=known, limits=both) == {"m2": T0 + H + 30}
 
 
 def test_only_stops_once_the_named_workloads_started():

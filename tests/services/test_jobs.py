@@ -206,6 +206,40 @@ def test_an_array_makes_one_workload_per_index_in_one_group(researcher, submit_k
     assert group.members.filter(state=Workload.State.CANCELED).count() == 2  # the pending ones at once
 
 
+@pytest.mark.parametrize("max_runtime_s", [3 * 3600, None])
+def test_members_waiting_on_the_cap_are_estimated_when_a_wall_time_limit_frees_a_slot(
+    researcher, submit_kwargs, max_runtime_s
+):
+    """est31: members waiting on their group's %N cap never had an estimate, although the forward
+    simulation ends running work at its wall-time limit. With a limit, the running member's timeout
+    frees the slot a grace later and the next member starts there; without one, none (an ``after``
+    wait stays without one: test_estimate.py)."""
+    from django.conf import settings
+
+    from scheduler.estimates import Coverage, estimate_coverage, store_estimates
+    from scheduler.reports import estimate_words
+
+    kw = submit_kwargs(gpu_count=1, array="0-2%1", max_runtime_s=max_runtime_s)
+    first = do_submit_workload(researcher, **kw)
+    now = timezone.now().replace(microsecond=0)
+    run_tick(first.cluster_id, now=now)
+    waiting = list(first.group.members.filter(state=Workload.State.PENDING).order_by("array_index"))
+    assert [m.pending_detail for m in waiting] == [{"group": str(first.group_id), "limit": 1}] * 2
+    store_estimates(first.cluster_id, now)
+    got = [Workload.objects.get(pk=m.pk) for m in waiting]
+    if max_runtime_s is None:
+        assert [m.estimated_start for m in got] == [None, None]
+        assert estimate_coverage(first.cluster_id) == Coverage(counted=2, estimated=0)
+        assert estimate_words(got[0]).startswith("None yet")
+        return
+    step = max_runtime_s + int(settings.FAIRWAY["GRACE_PERIOD_S"])
+    assert [m.estimated_start for m in got] == [now + timedelta(seconds=step), now + timedelta(seconds=2 * step)]
+    assert estimate_coverage(first.cluster_id) == Coverage(counted=2, estimated=2)
+    assert estimate_words(got[0]).startswith("By ")
+    run_tick(first.cluster_id, now=now + timedelta(seconds=5))  # the reason unchanged: kept
+    assert Workload.objects.get(pk=got[0].pk).estimated_start == now + timedelta(seconds=step)
+
+
 @pytest.mark.parametrize(
     "spec",
     [

@@ -6,11 +6,13 @@ and no running workload ending on its own, a fresh :func:`scheduler.policy.sched
 confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds after the stop;
 preempted work returns to pending (with its original submission) when its GPUs are released; an
 attempt whose workload has a wall-time limit (``limits``: workload id → seconds) is stopped when it
-has run that long and is not requeued. A workload's estimate is the first second at which a pass
-starts it, capped by the reservation the first pass (with reasons) gives it, counted from its
-victims' release (the reservation's start plus the grace, DESIGN.md §3.5). No event computation,
-no kept state, no shortcut: :func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give
-the same answers (tests/sim/test_estimate_oracle.py).
+has run that long and is not requeued. An array group's ``%N`` cap counts its members holding GPUs
+in the simulated state (:func:`scheduler.sim.estimate.group_holding`). A workload's estimate is the
+first second at which a pass starts it, capped by the reservation the first pass (with reasons)
+gives it, counted from its victims' release (the reservation's start plus the grace, DESIGN.md
+§3.5). No event computation, no kept state, no shortcut:
+:func:`scheduler.sim.estimate.estimate_starts` and ``quote`` must give the same answers
+(tests/sim/test_estimate_oracle.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from scheduler.policy import Attempt, Decisions, Snapshot, UsageRecord, Workload, schedule
-from scheduler.sim.estimate import Forward, next_order_change, startable
+from scheduler.sim.estimate import Forward, group_holding, next_order_change, startable
 
 
 def reference_estimates(
@@ -41,6 +43,7 @@ def reference_estimates(
         attempts[a.id] = a
     pending = {w.id: w for w in startable(snap)}
     known = {**(running or {}), **pending}
+    members = {k: w.group for k, w in known.items() if w.group is not None and w.group in snap.group_limits}
     wanted = set(pending) if only is None else set(only) & set(pending)
     usage = list(snap.usage)
     nominations = dict(snap.nominations)
@@ -76,6 +79,7 @@ def reference_estimates(
                 pending=list(pending.values()),
                 usage=list(usage),
                 nominations=dict(nominations),
+                group_limits=group_holding(snap, members, attempts.values()),
                 with_reasons=first is None,
             )
             dec = schedule(s)
