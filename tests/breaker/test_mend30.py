@@ -186,45 +186,6 @@ def test_the_workload_list_names_a_parameter_it_does_not_filter_by(
     assert [w.name for w in browser.get("/workloads/?owner=outsider&page=1").context["page"]] == ["theirs"]
 
 
-def test_a_joined_host_takes_no_work_until_its_agent_says_hello(
-    cluster, researcher, submit_kwargs, django_capture_on_commit_callbacks
-):
-    """brk30: a host joined with a join token was ``active`` before its agent ever connected: for
-    its first 30 s (until the sweep marked it offline) the tick placed work there and its GPUs
-    counted as idle capacity (the header showed 17 GPUs). It is offline until the agent's first
-    hello, which makes it active."""
-    from datetime import timedelta
-
-    from scheduler import lifecycle
-    from scheduler.models import Attempt, Host
-    from scheduler.reports import occupancy
-    from scheduler.services import do_create_join_token, do_join_host, do_set_host_state, do_submit_workload
-    from scheduler.tick import run_tick
-
-    for name in ("a100-1", "a100-2"):
-        do_set_host_state(None, Host.objects.get(name=name), "cordoned")
-    token = do_create_join_token(None, cluster, timedelta(hours=1))[1]
-    specs = [(i, f"GPU-new-{i}", "A100", 81920) for i in range(8)]
-    host, _host_token = do_join_host(token, "a100-new", specs)
-    host.refresh_from_db()
-    assert (host.state, host.state_before_offline, host.last_heartbeat) == ("offline", "active", None)
-    [occ] = occupancy([cluster])
-    assert occ.idle == 4  # h100-1's: the joined host's 8 are unavailable
-    with django_capture_on_commit_callbacks(execute=True):
-        do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
-        run_tick(cluster.pk)
-    assert not Attempt.objects.exists()
-
-    reports = [lifecycle.GpuReport(i, uuid, model, mb) for i, uuid, model, mb in specs]
-    lifecycle.host_hello(host, agent_version="1", gpus=reports, running=[])
-    host.refresh_from_db()
-    assert host.state == "active"
-    assert host.events.filter(kind="online").get().message == "agent connected for the first time: active"
-    with django_capture_on_commit_callbacks(execute=True):
-        run_tick(cluster.pk)
-    assert Attempt.objects.get().host_id == host.pk
-
-
 def test_fairway_hosts_says_a_joined_host_never_connected():
     from fairway_cli.cli import host_health
 

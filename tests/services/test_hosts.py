@@ -111,28 +111,35 @@ def test_operators_cannot_set_offline_or_drained(admin, hosts, state):
     assert info.value.code == "invalid_state"
 
 
-def test_a_registered_host_takes_no_work_until_its_agent_says_hello(
-    cluster, researcher, researcher_client, submit_kwargs, django_capture_on_commit_callbacks
+@pytest.mark.parametrize("how", ["registered", "joined"])
+def test_a_new_host_takes_no_work_until_its_agent_says_hello(
+    cluster, researcher, researcher_client, submit_kwargs, django_capture_on_commit_callbacks, how
 ):
-    """mend31: a host registered by ``do_register_host`` (``seed_demo --hosts``, the benches, the
-    scenario runner) was ``active`` before its agent ever connected, unlike a joined one (mend30):
-    it took placements and counted as idle capacity. Every registered host is ``offline`` until its
-    agent's first hello, which makes it active; the API and ``fairway hosts`` say so meanwhile."""
+    """brk30, mend31: a host joined with a join token, or registered by ``do_register_host``
+    (``seed_demo --hosts``, the benches, the scenario runner), was ``active`` before its agent ever
+    connected: it took placements and its GPUs counted as idle capacity until the sweep marked it
+    offline. Every new host is ``offline`` until its agent's first hello, which makes it active;
+    the API and ``fairway hosts`` say so meanwhile."""
+    from datetime import timedelta
+
     from fairway_cli.cli import host_health
     from scheduler import lifecycle
     from scheduler.models import Attempt
     from scheduler.reports import occupancy
-    from scheduler.services import do_submit_workload
+    from scheduler.services import do_create_join_token, do_join_host, do_submit_workload
     from scheduler.tick import run_tick
 
     for name in ("a100-1", "a100-2"):
         do_set_host_state(None, Host.objects.get(name=name), "cordoned")
     specs = gpu_specs("a100-new", "A100", 8)
-    host, _token = do_register_host(cluster, "a100-new", specs)
+    if how == "joined":
+        host, _token = do_join_host(do_create_join_token(None, cluster, timedelta(hours=1))[1], "a100-new", specs)
+    else:
+        host, _token = do_register_host(cluster, "a100-new", specs)
     host.refresh_from_db()
     assert (host.state, host.state_before_offline, host.last_heartbeat) == ("offline", "active", None)
     [occ] = occupancy([cluster])
-    assert occ.idle == 4  # h100-1's: the registered host's 8 are unavailable
+    assert occ.idle == 4  # h100-1's: the new host's 8 are unavailable
     shown = researcher_client.get("/api/v1/hosts/a100-new/").json()
     assert (shown["state"], shown["last_heartbeat"]) == ("offline", None)
     assert host_health(shown) == "never connected"
