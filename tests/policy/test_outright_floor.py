@@ -18,22 +18,7 @@ from scheduler.policy import IncrementalScheduler
 from scheduler.policy.skips import SkipRuns
 from scheduler.policy.types import Workload
 from scheduler.sim.simulate import TraceSim
-from tests.policy.trace_checks import random_trace, run_checked
-
-
-def _inputs(tmp_path: Path, seed: int) -> object:
-    return random_trace(
-        tmp_path,
-        seed,
-        jobs=260,
-        gap_s=600,
-        sizes=[1, 1, 1, 2, 2, 4, 8, 16],
-        longest_s=8 * 3600,
-        hosts=4,
-        gpus_per_host=8,
-        grace_s=30,
-        max_reservations=2,
-    )
+from tests.policy.trace_checks import busy_trace, run_checked
 
 
 def _count(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
@@ -51,7 +36,7 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_failures_stand_down_to_their_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     seen = _count(monkeypatch)
-    run_checked(_inputs(tmp_path, seed))
+    run_checked(busy_trace(tmp_path, seed))
     assert seen["below"] > 20
 
 
@@ -74,4 +59,4 @@ def test_a_floor_too_low_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     _floor_without(monkeypatch, what)
     with pytest.raises(AssertionError, match="stands down"):
         for seed in (1, 2, 3):
-            TraceSim(_inputs(tmp_path, seed), IncrementalScheduler(check=True)).run()
+            TraceSim(busy_trace(tmp_path, seed), IncrementalScheduler(check=True)).run()

@@ -15,23 +15,7 @@ import pytest
 import scheduler.policy.tail as tail
 from scheduler.policy import IncrementalScheduler
 from scheduler.sim.simulate import TraceSim
-from tests.policy.trace_checks import random_trace, run_checked
-
-
-def _inputs(tmp_path: Path, seed: int, **kw: object) -> object:
-    return random_trace(
-        tmp_path,
-        seed,
-        jobs=260,
-        gap_s=600,
-        sizes=[1, 1, 1, 2, 2, 4, 8, 16],
-        longest_s=8 * 3600,
-        hosts=4,
-        gpus_per_host=8,
-        grace_s=30,
-        max_reservations=2,
-        **kw,
-    )
+from tests.policy.trace_checks import busy_trace, run_checked
 
 
 def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -> dict[str, int]:
@@ -51,7 +35,7 @@ def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_proved_idle_rest_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     seen = _count_proofs(monkeypatch)
-    run_checked(_inputs(tmp_path, seed))
+    run_checked(busy_trace(tmp_path, seed))
     assert seen["idle"] > 5 and seen["asked"] > seen["idle"]
 
 
@@ -60,7 +44,7 @@ def test_a_blind_proof_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     _count_proofs(monkeypatch, answer=True)
     inc = IncrementalScheduler(check=True)
     with pytest.raises(AssertionError, match="proved idle"):
-        TraceSim(_inputs(tmp_path, 1), inc).run()
+        TraceSim(busy_trace(tmp_path, 1), inc).run()
 
 
 def test_kept_gang_host_counts_are_checked_against_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,7 +60,7 @@ def test_kept_gang_host_counts_are_checked_against_the_walk(tmp_path: Path, monk
 
     monkeypatch.setattr(tail, "_gang_hosts_walk", off_by_one)
     with pytest.raises(AssertionError, match="whole hosts for a gang"):
-        TraceSim(_inputs(tmp_path, 2), IncrementalScheduler(check=True)).run()
+        TraceSim(busy_trace(tmp_path, 2), IncrementalScheduler(check=True)).run()
     assert seen["walks"] == 1
 
 
@@ -91,7 +75,7 @@ def test_the_proofs_rule2_is_checked_against_allowed_budgets(tmp_path: Path, mon
     fake.allowed_budgets = lambda *a: contract.allowed_budgets(*a) | {"no such budget"}
     monkeypatch.setattr(tail, "contract", fake)
     with pytest.raises(AssertionError, match="from the pass's thresholds"):
-        TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
+        TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -112,7 +96,7 @@ def test_unallocated_pass_ended_early_decides_as_the_whole_pass(
         return got
 
     monkeypatch.setattr(core._UnallocatedRest, "failed", counted)
-    run_checked(_inputs(tmp_path, seed, unallocated_rule="fraction:0.4"))
+    run_checked(busy_trace(tmp_path, seed, unallocated_rule="fraction:0.4"))
     assert seen["ended"] > 5
 
 
@@ -127,4 +111,4 @@ def test_an_unallocated_pass_ended_blindly_is_caught(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(core._UnallocatedRest, "failed", blind)
     with pytest.raises(AssertionError, match="after its end"):
-        TraceSim(_inputs(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()
+        TraceSim(busy_trace(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()

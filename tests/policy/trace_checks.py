@@ -33,6 +33,25 @@ def random_trace(
     return prepare(SimConfig(trace=str(path), **cfg))
 
 
+def busy_trace(tmp_path: Path, seed: int, **cfg: Any) -> Any:
+    """:func:`random_trace` of a busy cluster (260 jobs of up to 16 GPUs, up to 8 h, on 4 hosts of 8
+    GPUs, two reservations): queues, preemptions and reservations in every run; ``cfg`` adds to
+    ``SimConfig``."""
+    return random_trace(
+        tmp_path,
+        seed,
+        jobs=260,
+        gap_s=600,
+        sizes=[1, 1, 1, 2, 2, 4, 8, 16],
+        longest_s=8 * 3600,
+        hosts=4,
+        gpus_per_host=8,
+        grace_s=30,
+        max_reservations=2,
+        **cfg,
+    )
+
+
 def run_checked(inputs: Any) -> None:
     """Run ``inputs`` with every pass decided by ``IncrementalScheduler(check=True)`` and compared
     with a fresh ``schedule()`` (which keeps nothing between passes)."""
