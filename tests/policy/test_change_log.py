@@ -20,11 +20,11 @@ import pytest
 from scheduler.policy import IncrementalScheduler
 from scheduler.policy.state import ClusterState
 from scheduler.sim.simulate import TraceSim
-from tests.policy.trace_checks import random_trace, run_checked
+from tests.policy.trace_checks import busy_trace, run_checked
 
 
 def _inputs(tmp_path: Path, seed: int) -> object:
-    return random_trace(
+    return busy_trace(
         tmp_path,
         seed,
         jobs=220,
@@ -32,8 +32,6 @@ def _inputs(tmp_path: Path, seed: int) -> object:
         sizes=[1, 1, 2, 2, 4, 8, 16, 24],
         longest_s=6 * 3600,
         hosts=5,
-        gpus_per_host=8,
-        grace_s=30,
         max_reservations=3,
     )
 

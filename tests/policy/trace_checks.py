@@ -34,22 +34,20 @@ def random_trace(
 
 
 def busy_trace(tmp_path: Path, seed: int, **cfg: Any) -> Any:
-    """:func:`random_trace` of a busy cluster (260 jobs of up to 16 GPUs, up to 8 h, on 4 hosts of 8
-    GPUs, two reservations): queues, preemptions and reservations in every run; ``cfg`` adds to
-    ``SimConfig``."""
-    return random_trace(
-        tmp_path,
-        seed,
-        jobs=260,
-        gap_s=600,
-        sizes=[1, 1, 1, 2, 2, 4, 8, 16],
-        longest_s=8 * 3600,
-        hosts=4,
-        gpus_per_host=8,
-        grace_s=30,
-        max_reservations=2,
-        **cfg,
-    )
+    """:func:`random_trace` of a busy cluster (by default 260 jobs of up to 16 GPUs, up to 8 h, on 4
+    hosts of 8 GPUs, two reservations): queues, preemptions and reservations in every run; ``cfg``
+    overrides or adds to these (and ``SimConfig``'s)."""
+    busy: dict[str, Any] = {
+        "jobs": 260,
+        "gap_s": 600,
+        "sizes": [1, 1, 1, 2, 2, 4, 8, 16],
+        "longest_s": 8 * 3600,
+        "hosts": 4,
+        "gpus_per_host": 8,
+        "grace_s": 30,
+        "max_reservations": 2,
+    }
+    return random_trace(tmp_path, seed, **{**busy, **cfg})
 
 
 def run_checked(inputs: Any) -> None:
