@@ -857,6 +857,33 @@ def test_attempts_do_not_share_system_v_ipc_with_the_host_or_each_other(open_sta
         libc.shmctl(host_id, 0, None)  # IPC_RMID
 
 
+@needs_root
+@needs_mount_ns
+@pytest.mark.skipif(not os.path.ismount("/dev/mqueue"), reason="no /dev/mqueue on this host")
+def test_an_attempt_sees_no_posix_message_queue_of_the_host(open_state: Path) -> None:
+    """The host's /dev/mqueue lists (and opens) the queues of the host's IPC namespace: an attempt
+    gets a fresh one of its own namespace there."""
+    import ctypes
+    import ctypes.util
+
+    rt_lib = ctypes.CDLL(ctypes.util.find_library("rt") or "librt.so.1", use_errno=True)
+    name = f"/fw-iso31-{os.getpid()}".encode()
+    fd = rt_lib.mq_open(name, os.O_CREAT | os.O_RDWR, 0o666, None)
+    assert fd >= 0, os.strerror(ctypes.get_errno())
+    try:
+
+        async def scenario() -> None:
+            rt, exits = runtime(open_state, owner_isolation())
+            await rt.start(spec(1, ["sh", "-c", "ls -A /dev/mqueue; echo listed"], owner="iso-bob"))
+            done = await asyncio.wait_for(exits.get(), 10)
+            assert done.exit_code == 0 and log_of(rt, 1).split() == ["listed"], log_of(rt, 1)
+
+        run_async(scenario())
+    finally:
+        os.close(fd)
+        rt_lib.mq_unlink(name)
+
+
 def test_a_burst_of_output_just_before_the_exit_is_capped_too(state_dir: Path) -> None:
     """The log cap ran every few seconds over running attempts only: an attempt that wrote
     gigabytes and exited in between left them on the agent's disk for the retention period."""
