@@ -955,3 +955,29 @@ def test_attempts_of_different_owners_do_not_share_var_tmp(open_state: Path) -> 
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state_dir: Path) -> None:
+    """A workload running as the agent's user (a non-root agent, ``mode: agent``) can swap its log
+    for a symlink to the agent's config: a ``logs`` request then relayed the host token to the
+    server, and the cap punched holes in the config. Both now open the log without following it."""
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+    config = state_dir / "agent.yaml"
+    config.write_text("token: the-host-token\n" + "#" * 4096)
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation, log_max_bytes=1024)
+        await rt.start(spec(1, ["sh", "-c", f"echo started; exec sleep {MARKERS[0]}"]))
+        await wait_log(rt, 1, "started")
+        log_path = rt.store.log_path(1)
+        log_path.unlink()
+        log_path.symlink_to(config)
+        assert b"the-host-token" not in rt.read_log(1, 1 << 20)[0]
+        rt.cap_logs()
+        assert config.read_text().startswith("token: the-host-token\n") and config.stat().st_blocks > 0
+        await rt.stop(1, 0.5)
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
