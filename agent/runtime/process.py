@@ -179,8 +179,7 @@ def pump():
         with contextlib.suppress(OSError):  # a full disk drops output; the command never blocks on it
             while data:
                 data = data[os.write(1, data):]
-pumper = threading.Thread(target=pump, daemon=True)
-pumper.start()
+pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
 kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
 if uid != "-":
     kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
@@ -189,12 +188,14 @@ try:
     child = subprocess.Popen(cmd, **kw)
 except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
     print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
+    child = None
+os.close(out_w)
+pumper.start()
+if child is None:
     code = 126
 else:
     rc = child.wait()
     code = 128 - rc if rc < 0 else rc
-finally:
-    os.close(out_w)
 with open("/proc/uptime") as f:
     up = f.read().split()[0]
 with os.fdopen(os.open(exit_name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=exit_dir), "w") as f:
