@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -243,15 +244,15 @@ def cap_log(path: Path, max_bytes: int) -> bool:
     tail reader never goes back). Where holes are unsupported the file is cut to its last
     ``max_bytes / 2`` bytes instead (copy and truncate: a write landing meanwhile may be lost).
     """
-    try:
-        size = path.stat().st_size
-        disk = path.stat().st_blocks * 512
-    except OSError:
+    f = _open_log(path, os.O_RDWR)
+    if f is None:
         return False
-    if size <= max_bytes or disk <= max_bytes:
-        return False
-    keep = max_bytes // 2
-    with path.open("r+b") as f:
+    with f:
+        st = os.fstat(f.fileno())
+        size, disk = st.st_size, st.st_blocks * 512
+        if size <= max_bytes or disk <= max_bytes:
+            return False
+        keep = max_bytes // 2
         if _punch_hole(f.fileno(), size - keep):
             return True
         f.seek(size - keep)
@@ -265,11 +266,25 @@ def cap_log(path: Path, max_bytes: int) -> bool:
 def read_log_tail(path: Path, tail_bytes: int) -> tuple[bytes, int]:
     """The last ``tail_bytes`` bytes kept of the log at ``path`` and their byte offset in it
     (``(b"", 0)`` when there is no log yet)."""
-    try:
-        with path.open("rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            offset = max(0, size - tail_bytes, min(size, log_data_start(f)))
-            f.seek(offset)
-            return f.read(size - offset), offset
-    except FileNotFoundError:
+    f = _open_log(path, os.O_RDONLY)
+    if f is None:
         return b"", 0
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        offset = max(0, size - tail_bytes, min(size, log_data_start(f)))
+        f.seek(offset)
+        return f.read(size - offset), offset
+
+
+def _open_log(path: Path, flags: int) -> Any:
+    """The log at ``path`` opened (binary) with ``flags``, or None when there is none or it is not a
+    regular file: a symlink is never followed (a workload of the agent's own user could point its
+    log at the agent's config: a ``logs`` request would relay the token, the cap cut the file)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # none yet, or a symlink (ELOOP)
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted there
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "r+b" if flags & os.O_RDWR else "rb")

@@ -179,8 +179,14 @@ class StoredRuntime(Runtime):
     def cap_logs(self) -> None:
         """Hold each running attempt's log to ``log_max_bytes`` (see :func:`agent.state.cap_log`)."""
         for record in list(self._records.values()):
-            if record.state == "running" and cap_log(self.store.log_path(record.attempt_id), self.log_max_bytes):
-                log.info("attempt %d: log over %d bytes, oldest output dropped", record.attempt_id, self.log_max_bytes)
+            if record.state == "running":
+                self._cap_log(record.attempt_id)
+
+    def _cap_log(self, attempt_id: int) -> None:
+        """Hold one attempt's log to ``log_max_bytes``: periodically while it runs, and once more
+        when it has ended (output written since the last pass would otherwise stay on disk)."""
+        if cap_log(self.store.log_path(attempt_id), self.log_max_bytes):
+            log.info("attempt %d: log over %d bytes, oldest output dropped", attempt_id, self.log_max_bytes)
 
     def mark_reported(self, attempt_ids: list[int]) -> None:
         for attempt_id in attempt_ids:

@@ -332,6 +332,7 @@ class DockerRuntime(StoredRuntime):
         else:
             record.exited_mono = now_mono if record.boot_id == self.boot_id and code is not None else None
         record.finished_wall = now_wall
+        self._cap_log(record.attempt_id)  # output followed since the last periodic pass
         self.store.save(record)
         log.info("attempt %d exited with code %s", record.attempt_id, code)
 

@@ -67,7 +67,8 @@ START_CLOSE_S = 10.0
 # FD once the agent has put it into the attempt's cgroup, becomes a child subreaper (orphans of the
 # attempt stay its descendants), runs the command with that environment (with the attempt's identity
 # when UID is not "-", and no_new_privs), writes the exit code and exit time to EXIT_FILE, kills what
-# is left of the attempt, and exits with the command's code. With "tmp" in the payload (a root
+# is left of the attempt, and exits with the command's code. The command's stdout and stderr are a pipe
+# that the wrapper copies into the log (its own stdout), never the log file itself. With "tmp" in the payload (a root
 # agent), it first gives the attempt a private /tmp and /dev/shm: a mount namespace of its own, / made
 # private, a fresh tmpfs on each, the attempt's paths that lie under them bound back; where the
 # namespace cannot be made it says so in the log and sets TMPDIR to the attempt's private directory
@@ -79,7 +80,7 @@ START_CLOSE_S = 10.0
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
 _WRAPPER = r"""
-import contextlib, ctypes, json, os, signal, subprocess, sys, time
+import contextlib, ctypes, json, os, signal, subprocess, sys, threading, time
 fd, status, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7], sys.argv[7:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
@@ -106,9 +107,13 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
     made = False
     try:
         here = os.getcwd()
-        check(libc.unshare(0x00020000), "unshare(CLONE_NEWNS)")  # dies with the attempt's last process
+        # A mount namespace and, as a container's private IPC, an IPC namespace (System V shared memory,
+        # semaphores, message queues): both die with the attempt's last process.
+        check(libc.unshare(0x00020000 | 0x08000000), "unshare(CLONE_NEWNS|CLONE_NEWIPC)")
         check(libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None), "make / private")  # MS_REC|MS_PRIVATE
         made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
+        if os.path.isdir("/dev/mqueue"):  # the host's POSIX queues by path: this namespace's instead
+            check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", 2 | 4 | 8, None), "mqueue on /dev/mqueue")
         keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
         stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
         for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
@@ -166,7 +171,16 @@ libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
 for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, lambda *a: None)
-kw = dict(umask=0o022, env=env)
+# The command writes into a pipe that this wrapper copies into the log (its own stdout), never into
+# the log file itself: with the file in hand it could fallocate() disk past its end (docs/isolation.md).
+out_r, out_w = os.pipe()
+def pump():
+    while data := os.read(out_r, 1 << 16):
+        with contextlib.suppress(OSError):  # a full disk drops output; the command never blocks on it
+            while data:
+                data = data[os.write(1, data):]
+pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
+kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
 if uid != "-":
     kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
               preexec_fn=lambda: libc.prctl(38, 1, 0, 0, 0))
@@ -174,6 +188,10 @@ try:
     child = subprocess.Popen(cmd, **kw)
 except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
     print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
+    child = None
+os.close(out_w)
+pumper.start()
+if child is None:
     code = 126
 else:
     rc = child.wait()
@@ -206,6 +224,7 @@ for _ in range(200):
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
+pumper.join(5)  # the output still in the pipe reaches the log before the agent sees the exit
 sys.exit(code)
 """
 
@@ -783,6 +802,7 @@ class ProcessRuntime(StoredRuntime):
         elif exited_mono is None and attempt_id in self._watchers:
             exited_mono = now  # watched until the end: the exit happened just now
         shutil.rmtree(self.store.run_dir(attempt_id) / "tmp", ignore_errors=True)
+        self._cap_log(attempt_id)  # its last burst of output, written since the last periodic pass
         record.state = "exited"
         record.exit_code = code
         record.exited_mono = exited_mono

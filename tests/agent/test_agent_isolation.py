@@ -816,3 +816,168 @@ def test_a_non_root_agent_says_the_other_gpus_stay_reachable(
         assert "the host's other GPUs stay reachable (the agent is not root" in log_of(rt, 1)
 
     run_async(scenario())
+
+
+# --- iso31: System V IPC was the host's; a burst of output before the exit stayed on disk ----------------
+
+SHM_KEY = 0x46570000 + os.getpid() % 0xFFFF
+SHMGET = (
+    "import ctypes, time; libc = ctypes.CDLL(None, use_errno=True); "
+    f"i = libc.shmget({SHM_KEY}, 4096, 0o1666); print('shmid', i, flush=True)"  # IPC_CREAT, mode 0666
+)
+
+
+@needs_root
+@needs_mount_ns
+def test_attempts_do_not_share_system_v_ipc_with_the_host_or_each_other(open_state: Path) -> None:
+    """A segment of mode 0666 made by one attempt (or on the host) is not seen by another attempt:
+    each has the IPC namespace of its private /dev/shm, as a container's ``ipc_mode: private``."""
+    import ctypes
+
+    make = ["python3", "-c", SHMGET + f"; time.sleep({MARKERS[0]})"]
+    look = f"grep -cw {SHM_KEY} /proc/sysvipc/shm; echo looked"
+    libc = ctypes.CDLL(None, use_errno=True)
+    host_id = libc.shmget(SHM_KEY, 4096, 0o1666)  # the host's, mode 0666
+    assert host_id >= 0, os.strerror(ctypes.get_errno())
+    try:
+
+        async def scenario() -> None:
+            rt, exits = runtime(open_state, owner_isolation())
+            await rt.start(spec(1, make, owner="iso-alice"))
+            await wait_log(rt, 1, "shmid")
+            assert int(log_of(rt, 1).split()[1]) >= 0, log_of(rt, 1)  # made in its own namespace
+            await rt.start(spec(2, ["sh", "-c", look], owner="iso-bob"))
+            done = await asyncio.wait_for(exits.get(), 10)
+            assert done.attempt_id == 2, log_of(rt, 2)
+            assert log_of(rt, 2).split() == ["0", "looked"], log_of(rt, 2)  # neither the host's nor alice's
+            await rt.stop(1, 1)
+
+        run_async(scenario())
+    finally:
+        libc.shmctl(host_id, 0, None)  # IPC_RMID
+
+
+@needs_root
+@needs_mount_ns
+@pytest.mark.skipif(not os.path.ismount("/dev/mqueue"), reason="no /dev/mqueue on this host")
+def test_an_attempt_sees_no_posix_message_queue_of_the_host(open_state: Path) -> None:
+    """The host's /dev/mqueue lists (and opens) the queues of the host's IPC namespace: an attempt
+    gets a fresh one of its own namespace there."""
+    import ctypes
+    import ctypes.util
+
+    rt_lib = ctypes.CDLL(ctypes.util.find_library("rt") or "librt.so.1", use_errno=True)
+    name = f"/fw-iso31-{os.getpid()}".encode()
+    fd = rt_lib.mq_open(name, os.O_CREAT | os.O_RDWR, 0o666, None)
+    assert fd >= 0, os.strerror(ctypes.get_errno())
+    try:
+
+        async def scenario() -> None:
+            rt, exits = runtime(open_state, owner_isolation())
+            await rt.start(spec(1, ["sh", "-c", "ls -A /dev/mqueue; echo listed"], owner="iso-bob"))
+            done = await asyncio.wait_for(exits.get(), 10)
+            assert done.exit_code == 0 and log_of(rt, 1).split() == ["listed"], log_of(rt, 1)
+
+        run_async(scenario())
+    finally:
+        os.close(fd)
+        rt_lib.mq_unlink(name)
+
+
+def test_a_burst_of_output_just_before_the_exit_is_capped_too(state_dir: Path) -> None:
+    """The log cap ran every few seconds over running attempts only: an attempt that wrote
+    gigabytes and exited in between left them on the agent's disk for the retention period."""
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+    cap = 64 * 1024
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation, log_max_bytes=cap)
+        exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.start(spec(1, ["sh", "-c", "head -c 4000000 /dev/zero | tr '\\0' x; echo; echo the-end"]))
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.exit_code == 0
+        st = rt.store.log_path(1).stat()
+        assert st.st_blocks * 512 <= 2 * cap, st  # not the 4 MB it wrote
+        tail, offset = rt.read_log(1, 1 << 20)
+        assert tail.endswith(b"the-end\n") and offset > 0 and len(tail) <= cap
+
+    run_async(scenario())
+
+
+FALLOCATE = (
+    "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+    "r = libc.fallocate(1, 1, ctypes.c_long(0), ctypes.c_long(256 << 20)); "  # FALLOC_FL_KEEP_SIZE
+    "print('fallocate', r, os.strerror(ctypes.get_errno()), flush=True); "
+    f"os.execvp('sleep', ['sleep', '{MARKERS[0]}'])"
+)
+
+
+def test_a_workload_cannot_reserve_disk_through_its_log(state_dir: Path) -> None:
+    """The log file was the workload's own stdout: ``fallocate(1, FALLOC_FL_KEEP_SIZE, …)`` took any
+    amount of disk past the end of the file in one call, which the cap (by size) never saw. The
+    workload now writes into a pipe that its wrapper copies into the log."""
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation, log_max_bytes=1 << 20)
+        await rt.start(spec(1, ["python3", "-c", FALLOCATE]))
+        await wait_log(rt, 1, "fallocate")
+        assert rt.store.log_path(1).stat().st_blocks * 512 < 1 << 20, log_of(rt, 1)
+        rt.cap_logs()
+        assert rt.store.log_path(1).stat().st_blocks * 512 < 1 << 20, log_of(rt, 1)
+        await rt.stop(1, 0.5)
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+@needs_root
+@needs_mount_ns
+@pytest.mark.xfail(strict=True, reason="known gap (iso31, docs/isolation.md): /var/tmp stays the host's")
+def test_attempts_of_different_owners_do_not_share_var_tmp(open_state: Path) -> None:
+    """What systemd's PrivateTmp also makes private; here still shared (its fix moves where the
+    tests and the install test keep programs and GPU nodes outside the private /tmp)."""
+    name = f"/var/tmp/fw-iso31-{os.getpid()}"  # noqa: S108 -- the shared place under test
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation())
+        await rt.start(spec(1, ["sh", "-c", f"echo alice-secret > {name}"], owner="iso-alice"))
+        await asyncio.wait_for(exits.get(), 10)
+        await rt.start(spec(2, ["sh", "-c", f"cat {name}; echo read"], owner="iso-bob"))
+        await asyncio.wait_for(exits.get(), 10)
+        assert "alice-secret" not in log_of(rt, 2), log_of(rt, 2)
+
+    try:
+        run_async(scenario())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state_dir: Path) -> None:
+    """A workload running as the agent's user (a non-root agent, ``mode: agent``) can swap its log
+    for a symlink to the agent's config: a ``logs`` request then relayed the host token to the
+    server, and the cap punched holes in the config. Both now open the log without following it."""
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+    config = state_dir / "agent.yaml"
+    config.write_text("token: the-host-token\n" + "#" * 4096)
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation, log_max_bytes=1024)
+        await rt.start(spec(1, ["sh", "-c", f"echo started; exec sleep {MARKERS[0]}"]))
+        await wait_log(rt, 1, "started")
+        log_path = rt.store.log_path(1)
+        log_path.unlink()
+        log_path.symlink_to(config)
+        assert b"the-host-token" not in rt.read_log(1, 1 << 20)[0]
+        rt.cap_logs()
+        assert config.read_text().startswith("token: the-host-token\n") and config.stat().st_blocks > 0
+        await rt.stop(1, 0.5)
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()

@@ -1,5 +1,5 @@
-"""mend31: a process-runtime workload inherits stdin (``/dev/null``), stdout and stderr (its log)
-and no other file descriptor: not the agent's websocket, not a GPU device the agent holds open (a
+"""mend31: a process-runtime workload inherits stdin (``/dev/null``), stdout and stderr (a pipe into
+its log) and no other file descriptor: not the agent's websocket, not a GPU device the agent holds open (a
 cgroup device filter checks opens, not descriptors: docs/isolation.md), not its state files.
 
 The agent below holds, inheritable on purpose, a file standing for another GPU's device node and a
@@ -65,15 +65,20 @@ def descriptors_of_a_workload(state: Path, owner: str | None) -> dict[str, str]:
     return found
 
 
-def expected(state: Path) -> dict[str, str]:
-    log = str((state / "attempts" / "31.log").resolve())
-    return {"0": "/dev/null", "1": log, "2": log}
+def expected(found: dict[str, str]) -> dict[str, str]:
+    """stdin, and stdout and stderr one pipe that the wrapper copies into the log (never the log
+    file itself: a workload could fallocate() disk through it)."""
+    pipe = found.get("1", "")
+    assert pipe.startswith("pipe:["), found
+    return {"0": "/dev/null", "1": pipe, "2": pipe}
 
 
 def test_a_workload_inherits_only_stdin_stdout_and_stderr(state_dir: Path) -> None:
-    assert descriptors_of_a_workload(state_dir, None) == expected(state_dir)
+    found = descriptors_of_a_workload(state_dir, None)
+    assert found == expected(found)
 
 
 @needs_root
 def test_a_workload_of_an_owner_inherits_only_stdin_stdout_and_stderr(open_state: Path) -> None:  # noqa: F811
-    assert descriptors_of_a_workload(open_state, "iso-alice") == expected(open_state)
+    found = descriptors_of_a_workload(open_state, "iso-alice")
+    assert found == expected(found)
