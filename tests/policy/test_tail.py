@@ -182,3 +182,30 @@ def test_the_proofs_search_is_checked_against_the_walk(tmp_path: Path, monkeypat
     monkeypatch.setattr(reserve, "_earliest_gang_walk", gang)
     with pytest.raises(AssertionError, match="kept reservation search"):
         TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+def test_a_rest_dropped_blindly_as_failed_outright_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof leaves out the rest's shapes that fail outright as a handled workload did
+    (``tail._failed_outright``); leaving out every shape cuts dispatches that would still decide."""
+    monkeypatch.setattr(tail, "_failed_outright", lambda *a: True)
+    with pytest.raises(AssertionError, match="proved idle"):
+        TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_shapes_failed_outright_are_left_out_and_decide_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Shapes are left out of the rest as failed outright (reached), and under check the proofs
+    that hold decide nothing after, the decisions equal ``schedule()``'s."""
+    seen = {"out": 0}
+    real = tail._failed_outright
+
+    def counted(*a):  # type: ignore[no-untyped-def]
+        got = real(*a)
+        seen["out"] += got
+        return got
+
+    monkeypatch.setattr(tail, "_failed_outright", counted)
+    run_checked(_inputs(tmp_path, seed))
+    assert seen["out"] > 5
