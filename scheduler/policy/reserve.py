@@ -95,40 +95,15 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     skipped when it is read). With ``ps.check`` every answer is compared with the plain walk
     (:func:`_earliest_single_walk`)."""
     allowed = ps.room_budgets(w)
-    found = _ranking(ps, w, allowed).first(ps.reserved)
-    best = None if found is None else (found[0], 1, (found[1],))
-    if ps.check and best != (walked := _earliest_single_walk(ps, w, allowed)):
-        raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
-    return best
-
-
-def _ranking(ps: PassState, w: Workload, allowed: frozenset[str]) -> Ranking:
-    """``w``'s shape's :class:`Ranking` at ``allowed``, kept in the pass's memo."""
     key = (w.model, w.gpus, allowed, w.cpus, w.memory)
     ranking = ps.memo.single_ranked.get(key)
     if ranking is None:
         ranking = ps.memo.single_ranked[key] = Ranking(_single_starts(ps, w, allowed))
-    return ranking
-
-
-def finds_none(ps: PassState, w: Workload, allowed: frozenset[str]) -> bool:
-    """True when a reservation search for ``w`` whose rule 2 allowed ``allowed`` would find no
-    host (set) not reserved (a bound's question, ``tail._may_reserve``: ``allowed`` need not be
-    ``ps.room_budgets(w)``). Reads ``w``'s model, GPUs, CPUs and memory only, from the kept
-    rankings and starts of :func:`_earliest_single` and :func:`earliest_gang`; reserves and
-    records nothing. Under ``ps.check`` compared with the walks."""
-    reserved = ps.reserved
-    if ps.is_gang(w):
-        size = ps.state.largest[w.model]
-        hosts = sum(1 for h, _ in _gang_starts(ps, w, size, allowed) if h not in reserved)
-        got = hosts < w.gpus // size
-        walked = _earliest_gang_walk(ps, w, reserved, allowed) is None if ps.check else got
-    else:
-        got = _ranking(ps, w, allowed).first(reserved) is None
-        walked = _earliest_single_walk(ps, w, allowed) is None if ps.check else got
-    if got != walked:
-        raise AssertionError(f"kept reservation search of {w.model} x{w.gpus} at {ps.now}: {got} != {walked}")
-    return got
+    found = ranking.first(ps.reserved)
+    best = None if found is None else (found[0], 1, (found[1],))
+    if ps.check and best != (walked := _earliest_single_walk(ps, w)):
+        raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
+    return best
 
 
 class Ranking:
@@ -193,10 +168,11 @@ def _start_from(
     return None if got is None else got[0]
 
 
-def _earliest_single_walk(ps: PassState, w: Workload, allowed: frozenset[str]) -> Best | None:
+def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
     """:func:`_earliest_single` by walking the hosts (the oracle of its kept ranking): in name
     order (``Standing.hosts_by_model``, only those :func:`bound_hosts` keeps), so once a host is
     found where ``w`` could start now, no later host can beat it and the walk stops."""
+    allowed = ps.room_budgets(w)
     best: Best | None = None
     reserved = ps.reserved
     for hv in bound_hosts(ps, w.model, w.gpus, allowed):
@@ -354,7 +330,7 @@ def earliest_gang(ps: PassState, w: Workload, reserved: Container[str]) -> Best 
     now = ps.now
     per_host = [(now if t < now else t, h) for h, t in _gang_starts(ps, w, size, allowed) if h not in reserved]
     best = _gang_best(ps, per_host, w.gpus // size)
-    if ps.check and best != (walked := _earliest_gang_walk(ps, w, reserved, allowed)):
+    if ps.check and best != (walked := _earliest_gang_walk(ps, w, reserved)):
         raise AssertionError(f"kept gang starts for {w.id} at {ps.now}: {best} != {walked}")
     return best
 
@@ -401,10 +377,11 @@ def _gang_starts(ps: PassState, w: Workload, size: int, allowed: frozenset[str])
     return out
 
 
-def _earliest_gang_walk(ps: PassState, w: Workload, reserved: Container[str], allowed: frozenset[str]) -> Best | None:
+def _earliest_gang_walk(ps: PassState, w: Workload, reserved: Container[str]) -> Best | None:
     """:func:`earliest_gang` by reading every host's room (the oracle of the kept starts)."""
     size = ps.state.largest[w.model]
     per_host: list[tuple[int, str]] = []
+    allowed = ps.room_budgets(w)
     for hv in gang_hosts(ps, w.model, size, w.cpus, w.memory):
         if hv.name in reserved:
             continue

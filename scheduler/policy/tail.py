@@ -23,9 +23,7 @@ conditions, each read as a bound on the rules, never restating them:
   (a larger one allows no more), a reservation search of the pass that failed with no less
   room (``PassState.failed_at``), else no host not reserved that :func:`reserve.ruled_out`
   keeps for its fewest GPUs, or, for a gang, fewer whole hosts not reserved whose allocated
-  work is all of allowed budgets than its fewest hosts, else the search itself for its fewest
-  GPUs at those budgets finding nothing (:func:`reserve.finds_none`: a workload with no fewer
-  GPUs and no more allowed budgets finds nothing either, ``failed_at``'s argument);
+  work is all of allowed budgets than its fewest hosts;
 - nothing else decides in a pass without reasons (a group member that waits only records a
   reason, or drops a nomination, which the screen's nominations test answers False for).
 
@@ -41,12 +39,11 @@ from collections.abc import Callable
 import scheduler.policy.contract as contract
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.gang_victims import gang_hosts_of
-from scheduler.policy.reserve import allowed_work, bound_hosts, finds_none, ruled_out
+from scheduler.policy.reserve import allowed_work, bound_hosts, ruled_out
 from scheduler.policy.screen import idle
 from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
 from scheduler.policy.skips import SkipRuns
 from scheduler.policy.state import HostView
-from scheduler.policy.types import Workload
 
 RestKey = tuple[str, str, int | None, int | None, bool]
 """(budget, model, CPUs, memory, gang)."""
@@ -207,9 +204,7 @@ def requests(ps: SkipRuns, rest: Rest) -> Requests:
 
 def _may_reserve(ps: SkipRuns, rest: Rest) -> bool:
     """Some workload of ``rest`` may get a reservation (module docstring): not when a search
-    of the pass already failed for one with no more room (``PassState.failed_at``), nor when
-    the bounds or the search itself (:func:`reserve.finds_none`, for its fewest GPUs at the
-    budgets rule 2 allows its smallest commitment) find no host."""
+    of the pass already failed for one with no more room (``PassState.failed_at``)."""
     if len(ps.reserving) >= ps.snap.max_reservations:
         return False
     for (p, model, cpus, memory, gang), (n, c) in rest.items():
@@ -217,16 +212,11 @@ def _may_reserve(ps: SkipRuns, rest: Rest) -> bool:
         if ps.failed_at("rg" if gang else "r", (model, n, cpus, memory), 0, allowed):
             continue
         if gang:
-            maybe = _gang_hosts(ps, model, allowed) >= n // ps.state.largest[model]
-        else:
-            maybe = _single_host(ps, model, n, allowed)
-        if maybe and not finds_none(ps, Workload(_REST, p, n, model, 1, 0, 0, cpus, memory), allowed):
+            if _gang_hosts(ps, model, allowed) >= n // ps.state.largest[model]:
+                return True
+        elif _single_host(ps, model, n, allowed):
             return True
     return False
-
-
-_REST = "~rest"
-"""The id of the workload :func:`_may_reserve` asks the reservation search about (read by none)."""
 
 
 def _single_host(ps: SkipRuns, model: str, n: int, allowed: frozenset[str]) -> bool:

@@ -130,60 +130,6 @@ def test_an_unallocated_pass_ended_blindly_is_caught(tmp_path: Path, monkeypatch
         TraceSim(_inputs(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()
 
 
-def _count_searches(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -> dict[str, int]:
-    """Counts the proofs' reservation searches (``reserve.finds_none`` as ``tail`` reads it) and
-    how often they found nothing; ``answer``: what each answers instead (a wrong search)."""
-    seen = {"asked": 0, "none": 0}
-    real = tail.finds_none
-
-    def counted(ps, w, allowed):  # type: ignore[no-untyped-def]
-        got = real(ps, w, allowed) if answer is None else answer
-        seen["asked"] += 1
-        seen["none"] += got
-        return got
-
-    monkeypatch.setattr(tail, "finds_none", counted)
-    return seen
-
-
-@pytest.mark.parametrize("seed", [1, 2])
-def test_the_proofs_reservation_search_decides_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
-) -> None:
-    """Where the bounds leave a reservation possible, the proof asks the search itself
-    (``reserve.finds_none``); proofs that hold by it decide nothing after (check), and the
-    decisions equal ``schedule()``'s. Both answers are reached."""
-    seen = _count_searches(monkeypatch)
-    run_checked(_inputs(tmp_path, seed))
-    assert seen["none"] > 5 and seen["asked"] > seen["none"]
-
-
-def test_a_search_finding_nothing_blindly_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The proofs' search answering "no host" where a reservation would be made: check fails."""
-    _count_searches(monkeypatch, answer=True)
-    with pytest.raises(AssertionError, match="proved idle"):
-        TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
-
-
-def test_the_proofs_search_is_checked_against_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under check the proofs' search (kept rankings and gang starts) is compared with the
-    walks: a walk that answers "no host" for the proof's workload fails it."""
-    import scheduler.policy.reserve as reserve
-
-    real_single, real_gang = reserve._earliest_single_walk, reserve._earliest_gang_walk
-
-    def single(ps, w, allowed):  # type: ignore[no-untyped-def]
-        return None if w.id == tail._REST else real_single(ps, w, allowed)
-
-    def gang(ps, w, reserved, allowed):  # type: ignore[no-untyped-def]
-        return None if w.id == tail._REST else real_gang(ps, w, reserved, allowed)
-
-    monkeypatch.setattr(reserve, "_earliest_single_walk", single)
-    monkeypatch.setattr(reserve, "_earliest_gang_walk", gang)
-    with pytest.raises(AssertionError, match="kept reservation search"):
-        TraceSim(_inputs(tmp_path, 1), IncrementalScheduler(check=True)).run()
-
-
 def test_a_rest_dropped_blindly_as_failed_outright_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The proof leaves out the rest's shapes that fail outright as a handled workload did
     (``tail._failed_outright``); leaving out every shape cuts dispatches that would still decide."""
