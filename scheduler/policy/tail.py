@@ -8,7 +8,9 @@ so the pass ends its allocated dispatch there (the unallocated pass still runs).
 
 What it reads of the rest: per budget with a queue left, the least M of each shape (model,
 GPUs, CPUs, memory) over its whole queue (``SkipIndex.least_all``, kept with the budget's
-index; the workloads already passed only add requests, so this bounds the rest); it answers
+index; the workloads already passed only add requests, so this bounds the rest), less the
+shapes whose every workload fails outright as one the pass handled did (``memo.outright``, the
+skipped runs' memo, at the shape's GPUs and least M: it can decide nothing); it answers
 False (not proved) where a queue is not its budget's kept list. The proof is three necessary
 conditions, each read as a bound on the rules, never restating them:
 
@@ -43,11 +45,19 @@ from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
 from scheduler.policy.skips import SkipRuns
 from scheduler.policy.state import HostView
 
-Rest = dict[tuple[str, str, int | None, int | None, bool], list[int]]
-"""(budget, model, CPUs, memory, gang) -> [fewest GPUs, smallest commitment] of the rest."""
+RestKey = tuple[str, str, int | None, int | None, bool]
+"""(budget, model, CPUs, memory, gang)."""
 
+Rest = dict[RestKey, list[int]]
+""":data:`RestKey` -> [fewest GPUs, smallest commitment] of the rest."""
 
-_UNREAD: dict[tuple[str, str, int | None, int | None, bool], list[int]] = {}
+Shapes = list[tuple[RestKey, int, int]]
+"""A queue's shapes as (:data:`RestKey`, GPUs, least M)."""
+
+Outright = dict[tuple[str, str, bool, int | None, int | None], list[tuple[int, int]]]
+"""``memo.outright``: (budget, model, gang, CPUs, memory) -> (GPUs, M) of failures outright."""
+
+_UNREAD: Shapes = []
 
 
 class Tail:
@@ -63,7 +73,7 @@ class Tail:
         decided: Callable[[], object] = lambda: None,
     ) -> None:
         self.ps, self.disp, self.kept, self.decided = ps, disp, kept, decided
-        self.rests: dict[str, Rest | None] = {}
+        self.rests: dict[str, Shapes | None] = {}
         self.first: str | None = None
         self.mark = progress  # the counts of decisions at the last step
         self.dirty = False  # a decision since the last proof asked
@@ -126,27 +136,51 @@ class Tail:
 
     def _rest(self, leaf: str) -> Rest | None:
         """:data:`Rest` of ``leaf``'s whole queue (the part the dispatch has passed asks no
-        more: a bound); None where the queue is not its budget's kept list (no index)."""
+        more: a bound) but its shapes that fail outright (:func:`_failed_outright`); None where
+        the queue is not its budget's kept list (no index)."""
+        shapes = self._shapes(leaf)
+        if shapes is None:
+            return None
+        out: Rest = {}
+        outright = self.ps.memo.outright
+        for key, gpus, m in shapes:
+            if outright and _failed_outright(outright, key, gpus, m):
+                continue
+            c = contract.commitment_of(gpus, m)
+            slot = out.get(key)
+            if slot is None:
+                out[key] = [gpus, c]
+            else:
+                slot[0] = min(slot[0], gpus)
+                slot[1] = min(slot[1], c)
+        return out
+
+    def _shapes(self, leaf: str) -> Shapes | None:
+        """``leaf``'s whole queue per shape, its least M (``SkipIndex.least_all``), read once."""
         got = self.rests.get(leaf, _UNREAD)
         if got is not _UNREAD:
             return got
         q = self.disp.queues[leaf]
         grouped = self.ps.grouped
         bp = grouped.get(leaf) if grouped is not None else None
-        out: Rest | None = None
+        out: Shapes | None = None
         if bp is not None and bp.runs is not None and q is bp.allocated:
-            out = {}
             largest = self.ps.state.largest
-            for (model, gpus, cpus, memory), m in bp.runs.least_all().items():
-                c = contract.commitment_of(gpus, m)
-                slot = out.get(key := (leaf, model, cpus, memory, gpus > largest.get(model, 0)))
-                if slot is None:
-                    out[key] = [gpus, c]
-                else:
-                    slot[0] = min(slot[0], gpus)
-                    slot[1] = min(slot[1], c)
+            out = [
+                ((leaf, model, cpus, memory, gpus > largest.get(model, 0)), gpus, m)
+                for (model, gpus, cpus, memory), m in bp.runs.least_all().items()
+            ]
         self.rests[leaf] = out
         return out
+
+
+def _failed_outright(outright: Outright, key: RestKey, gpus: int, m: int) -> bool:
+    """Every workload of the shape (``key``, ``gpus``) with M from ``m`` on fails outright as one
+    the pass handled did: a failure of its (budget, model, gang, CPUs, memory) with no more GPUs
+    and no longer M (``memo.outright``, what ``SkipRuns._skipped`` reads): it starts, preempts and
+    reserves nothing. Room only shrinks and loads hold between decisions, so that stands."""
+    p, model, cpus, memory, gang = key
+    return any(gpus >= f_n and m >= f_m for f_n, f_m in outright.get((p, model, gang, cpus, memory), ()))
 
 
 def requests(ps: SkipRuns, rest: Rest) -> Requests:

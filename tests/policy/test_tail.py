@@ -112,3 +112,30 @@ def test_an_unallocated_pass_ended_blindly_is_caught(tmp_path: Path, monkeypatch
     monkeypatch.setattr(core._UnallocatedRest, "failed", blind)
     with pytest.raises(AssertionError, match="after its end"):
         TraceSim(busy_trace(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()
+
+
+def test_a_rest_dropped_blindly_as_failed_outright_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof leaves out the rest's shapes that fail outright as a handled workload did
+    (``tail._failed_outright``); leaving out every shape cuts dispatches that would still decide."""
+    monkeypatch.setattr(tail, "_failed_outright", lambda *a: True)
+    with pytest.raises(AssertionError, match="proved idle"):
+        TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_shapes_failed_outright_are_left_out_and_decide_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Shapes are left out of the rest as failed outright (reached), and under check the proofs
+    that hold decide nothing after, the decisions equal ``schedule()``'s."""
+    seen = {"out": 0}
+    real = tail._failed_outright
+
+    def counted(*a):  # type: ignore[no-untyped-def]
+        got = real(*a)
+        seen["out"] += got
+        return got
+
+    monkeypatch.setattr(tail, "_failed_outright", counted)
+    run_checked(busy_trace(tmp_path, seed))
+    assert seen["out"] > 5
