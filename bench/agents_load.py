@@ -442,6 +442,34 @@ def recreate_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def start_analyzer(url: str, every: float) -> tuple[threading.Event, threading.Thread]:
+    """``--analyze-every S``: ``ANALYZE`` the bench's database every ``S`` seconds until the returned
+    event is set, as autovacuum would (its default ``autovacuum_naptime`` is 60 s). The bench
+    recreates its database, so every table grows from empty during the window; with autovacuum off
+    (this machine) the planner never gets statistics and two reads of the start path ran 0.9 s
+    each (docs/benchmarks/api_load.md, lat31). Prints a warning when the server's autovacuum is off."""
+    import psycopg
+
+    stop = threading.Event()
+
+    def loop() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not stop.wait(every):
+                conn.execute("ANALYZE")
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SHOW autovacuum").fetchone()
+    if row and row[0] == "off" and not every:
+        print(
+            "note: PostgreSQL's autovacuum is off here: the recreated tables get no statistics during the run "
+            "(--analyze-every 60 does what autovacuum's default would)"
+        )
+    thread = threading.Thread(target=loop, name="bench-analyze", daemon=True)
+    if every:
+        thread.start()
+    return stop, thread
+
+
 def setup_world(n: int, gpus: int) -> list[tuple[str, str]]:
     """Migrate, create budget/user/cluster, register ``n`` hosts; returns [(host name, token)].
     The user's API token is written to ``BENCH_TOKEN_FILE`` when that is set (``--submit-rate``)."""
@@ -761,6 +789,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds after the ramp")
+    parser.add_argument(
+        "--analyze-every",
+        type=float,
+        default=0.0,
+        help="ANALYZE the bench's database every S seconds during the run, as autovacuum would (0: never)",
+    )
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per simulated host")
     parser.add_argument("--heartbeat", type=float, default=5.0, help="heartbeat period (s)")
     parser.add_argument("--workloads", type=int, default=None, help="workloads submitted (default agents/2)")
@@ -854,6 +888,7 @@ def main() -> None:
     from django.db import connection
 
     connection.close()
+    start_analyzer(os.environ["DATABASE_URL"], args.analyze_every)  # a daemon thread: ends with the bench
 
     timings = scratch / "heartbeats"
     timings.mkdir()
