@@ -19,9 +19,13 @@ from types import FrameType
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived. Raised by the handler, which prints nothing: a print there re-entered a
+    print in progress (``RuntimeError: reentrant call``, exit 1 instead of 143)."""
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    print("standin: SIGTERM received, exiting", flush=True)
-    sys.exit(EXIT_SIGTERM)
+    raise _Terminated
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,19 +34,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds to run (default 10)")
     parser.add_argument("--fail", action="store_true", help="exit 1 at the end instead of 0")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _run(args.duration, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it by the signal (143 too)
+        print("standin: SIGTERM received, exiting", flush=True)
+        return EXIT_SIGTERM
+    print("standin: done" + (" (failing on purpose)" if args.fail else ""), flush=True)
+    return 1 if args.fail else 0
 
-    devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+
+def _run(duration: float, devices: str) -> None:
     start = time.monotonic()
-    print(f"standin: running {args.duration:g} s on CUDA_VISIBLE_DEVICES={devices}", flush=True)
+    print(f"standin: running {duration:g} s on CUDA_VISIBLE_DEVICES={devices}", flush=True)
     step = 0
-    while (remaining := args.duration - (time.monotonic() - start)) > 0:
+    while (remaining := duration - (time.monotonic() - start)) > 0:
         time.sleep(min(1.0, remaining))
         step += 1
         loss = 2.5 * math.exp(-step / 50) + 0.1
         print(f"step {step} loss {loss:.4f} CUDA_VISIBLE_DEVICES={devices}", flush=True)
-    print("standin: done" + (" (failing on purpose)" if args.fail else ""), flush=True)
-    return 1 if args.fail else 0
 
 
 if __name__ == "__main__":
