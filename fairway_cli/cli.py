@@ -623,7 +623,7 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("SUBMITTED", lambda w: when(w["submitted_at"])),
             ("STARTED", lambda w: when(_acct(w).get("started_at")) or "-"),
             ("WAIT", lambda w: duration(_acct(w).get("wait_s")) or "-"),
-            ("ELAPSED", lambda w: duration(_acct(w).get("elapsed_s")) or "-"),
+            ("ELAPSED", _elapsed),
             ("CHARGED", lambda w: gpu_hours_cell(w)),
             ("PREEMPT", lambda w: _acct(w).get("preemptions", 0)),
         ],
@@ -648,6 +648,13 @@ def _require_group(api: Api, group: int) -> None:
 
 def _acct(w: dict[str, Any]) -> dict[str, Any]:
     return w.get("accounting") or {}
+
+
+def _elapsed(w: dict[str, Any]) -> str:
+    """A workload's elapsed run time, "-" while it has none (never started), as the web list
+    writes it (`ls` and `show` wrote "0" for a pending one: brk31)."""
+    seconds = _acct(w).get("elapsed_s")
+    return duration(seconds) if seconds else "-"
 
 
 def gpu_hours_cell(w: dict[str, Any]) -> str:
@@ -702,7 +709,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ("submitted", when(w["submitted_at"])),
         ("started", when(_acct(w).get("started_at"))),
         ("wait", duration(_acct(w).get("wait_s")) or "0"),
-        ("elapsed", duration(_acct(w).get("elapsed_s")) or "0"),
+        ("elapsed", _elapsed(w)),
         (
             "charged",
             gpu_time_text(_acct(w).get("charged_gpu_hours", 0) * 3600)

@@ -125,6 +125,8 @@ def test_submit_with_flags_then_ls_show_cancel(logged_in, researcher):
     assert code == EXIT_OK
     assert "why pending:" in out and "estimated start:" in out
     assert "HF_TOKEN=********" in out and "hf_secret" not in out
+    # never started: no elapsed time, written as `ls` and the web list write it (was "0": brk31)
+    assert [line.split()[-1] for line in out.splitlines() if line.strip().startswith("elapsed")] == ["-"]
 
     code, out, _ = logged_in("--json", "show", str(workload.pk))
     assert json.loads(out)["id"] == workload.pk
