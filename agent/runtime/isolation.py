@@ -19,14 +19,17 @@ uid 0 is refused unless both the cluster (``start.allow_root``) and ``allow_root
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
 import pwd
 import re
+import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -838,15 +841,45 @@ def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | 
     return base
 
 
-PRIVATE_TMP = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
-"""Where each attempt of a root agent gets a fresh tmpfs of its own (docs/isolation.md)."""
+PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp")  # noqa: S108 -- made private, not used
+"""Where each attempt of a root agent gets a directory of its own (docs/isolation.md): a fresh tmpfs
+on /tmp and /dev/shm, a disk-backed directory of its own (:func:`make_private_var_tmp`) on /var/tmp."""
+
+VAR_TMP_PREFIX = "fairway-attempt-"
 
 
-def private_tmp_keep(paths: list[str]) -> list[str]:
-    """The paths of ``paths`` (resolved) that lie under /tmp or /dev/shm, which the wrapper binds
-    back into the attempt's private ones; none inside another (binding it would write to the host's),
-    nor /tmp or /dev/shm themselves (the attempt then starts in its private one)."""
-    under = sorted({r for r in map(os.path.realpath, paths) if any(r.startswith(t + "/") for t in PRIVATE_TMP)})
+def make_private_var_tmp(attempt_id: int, host: str = "/var/tmp") -> Path | None:  # noqa: S108
+    """A new directory of the attempt's on the host's /var/tmp (``host``, resolved), as systemd's
+    PrivateTmp makes one: ``<host>/fairway-attempt-<id>-<random>`` (root's, mode 0700: no one else
+    on the host reaches it) holding ``tmp/`` (mode 1777), which the wrapper binds over /var/tmp in
+    the attempt's mount namespace. Disk-backed, on the file system the host gives /var/tmp (not a
+    tmpfs: /var/tmp holds scratch data too large for memory). None where there is nothing to make
+    private: no /var/tmp, one that is /tmp or /dev/shm (private already), or a read-only one.
+    Raises OSError when it cannot be made (the start then fails)."""
+    real = os.path.realpath(host)
+    if not os.path.isdir(real) or any(real == t or real.startswith(t + "/") for t in PRIVATE_TMP[:2]):
+        return None
+    try:
+        base = Path(tempfile.mkdtemp(prefix=f"{VAR_TMP_PREFIX}{attempt_id}-", dir=real))  # a new name, 0700
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return None
+        raise
+    try:
+        (base / "tmp").mkdir()
+        os.chmod(base / "tmp", 0o1777)  # noqa: S103 -- as /var/tmp: the attempt's own, sticky
+    except OSError:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    return base
+
+
+def private_tmp_keep(paths: list[str], roots: tuple[str, ...] = PRIVATE_TMP) -> list[str]:
+    """The paths of ``paths`` (resolved) that lie under ``roots`` (/tmp, /dev/shm, /var/tmp where it
+    is made private), which the wrapper binds back into the attempt's private ones; none inside
+    another (binding it would write to the host's), nor the roots themselves (the attempt then
+    starts in its private one)."""
+    under = sorted({r for r in map(os.path.realpath, paths) if any(r.startswith(t + "/") for t in roots)})
     keep: list[str] = []
     for path in under:
         if not any(path.startswith(k + "/") for k in keep):

@@ -209,3 +209,17 @@ async def running(agent: Agent) -> AsyncIterator[asyncio.Task[None]]:
     finally:
         agent.request_stop()
         await asyncio.wait_for(task, 10)
+
+
+HOST_SCRATCH = "/var/lib"
+"""Where the root-only tests keep files an attempt must reach on the host itself: outside /tmp,
+/var/tmp and /dev/shm, which a root agent makes private to each attempt (docs/isolation.md)."""
+
+
+def host_scratch_dir(prefix: str) -> Path:
+    """A new directory (mode 0755, as /dev or /opt) under :data:`HOST_SCRATCH`; the caller removes it."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=HOST_SCRATCH))
+    os.chmod(path, 0o755)  # noqa: S103 -- others may traverse it
+    return path

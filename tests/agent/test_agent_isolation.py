@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from agent_testkit import REPO_ROOT, run_async
+from agent_testkit import REPO_ROOT, host_scratch_dir, run_async
 
 from agent.gpu.fake import FakeGpuBackend
 from agent.runtime.base import AttemptSpec, StartError
@@ -723,7 +723,7 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
 
     async def scenario() -> None:
         rt, _exits = runtime(open_state, owner_isolation())
-        with pytest.raises(StartError, match="cannot make the private /tmp and /dev/shm") as failed:
+        with pytest.raises(StartError, match="cannot make the private /tmp, /var/tmp and /dev/shm") as failed:
             await rt.start(spec(1, ["sh", "-c", f"touch {marker}; sleep {MARKERS[1]}"], owner="iso-alice"))
         why = (
             "tmpfs on /dev/shm: Invalid argument"
@@ -765,14 +765,14 @@ def test_the_nodes_to_hide_are_the_other_gpus_less_any_the_attempt_holds() -> No
 
 @needs_root
 @needs_mount_ns
-@pytest.mark.parametrize(("where", "who"), [("var", "owner"), ("tmp", "owner"), ("var", "root")])
+@pytest.mark.parametrize(("where", "who"), [("host", "owner"), ("tmp", "owner"), ("host", "root")])
 def test_an_attempt_opens_only_its_own_gpus_device_nodes(open_state: Path, where: str, who: str) -> None:
     """break29: an attempt given GPUs 0 and 1 of 4 opened the nodes of all 4 (unset
     CUDA_VISIBLE_DEVICES, NVML). In its mount namespace the wrapper now binds a root-owned, mode
     000, empty file read-only over the others' nodes: an owner cannot open them, a root workload
     (CAP_DAC_OVERRIDE) opens an empty file read-only, never the device; its own nodes are
     untouched, under a private /tmp too (bound back), and the host's are unchanged."""
-    base = Path(tempfile.mkdtemp(prefix="fw-gpu29-", dir="/var/tmp")) if where == "var" else open_state.parent  # noqa: S108
+    base = host_scratch_dir("fw-gpu29-") if where == "host" else open_state.parent
     os.chmod(base, 0o755)  # noqa: S103 -- as /dev
     nodes = FakeGpuBackend("h29", 4, dev_dir=base / "dev").device_nodes()
     for i, node in nodes.items():
@@ -798,7 +798,7 @@ def test_an_attempt_opens_only_its_own_gpus_device_nodes(open_state: Path, where
     try:
         run_async(scenario())
     finally:
-        if where == "var":
+        if where == "host":
             shutil.rmtree(base, ignore_errors=True)
 
 
@@ -936,25 +936,51 @@ def test_a_workload_cannot_reserve_disk_through_its_log(state_dir: Path) -> None
 
 @needs_root
 @needs_mount_ns
-@pytest.mark.xfail(strict=True, reason="known gap (iso31, docs/isolation.md): /var/tmp stays the host's")
 def test_attempts_of_different_owners_do_not_share_var_tmp(open_state: Path) -> None:
-    """What systemd's PrivateTmp also makes private; here still shared (its fix moves where the
-    tests and the install test keep programs and GPU nodes outside the private /tmp)."""
-    name = f"/var/tmp/fw-iso31-{os.getpid()}"  # noqa: S108 -- the shared place under test
+    """iso31: a file ``fw-alice`` wrote to /var/tmp (umask 022) was read by ``fw-bob``. Each attempt
+    now gets a /var/tmp of its own, as systemd's PrivateTmp: a new directory on the host's /var/tmp
+    (disk, not memory), root's 0700 there, bound over /var/tmp in its mount namespace, removed when
+    it ends. A program the attempt runs from under the host's /var/tmp is still bound back."""
+    host = Path("/var/tmp")  # noqa: S108 -- the shared place under test
+    name = f"fw-var32-{os.getpid()}"
+    prog_dir = Path(tempfile.mkdtemp(prefix="fw-var32-prog-", dir=host))  # bound back: the attempt runs it
+    os.chmod(prog_dir, 0o755)  # noqa: S103 -- a program others may run
+    prog = prog_dir / "write.sh"
+    prog.write_text(
+        f"#!/bin/sh\necho alice-secret > /var/tmp/{name}; stat -f -c %T /var/tmp; stat -c %a /var/tmp; "
+        f"ls -A /var/tmp | grep -c fairway-attempt; echo written; exec sleep {MARKERS[0]}\n"
+    )
+    prog.chmod(0o755)
+    read = f"cat /var/tmp/{name}; ls -A /var/tmp; echo mine > /var/tmp/own && cat /var/tmp/own; echo read"
 
     async def scenario() -> None:
         rt, exits = runtime(open_state, owner_isolation())
-        await rt.start(spec(1, ["sh", "-c", f"echo alice-secret > {name}"], owner="iso-alice"))
+        a = await rt.start(spec(1, [str(prog)], owner="iso-alice"))
+        await wait_log(rt, 1, "written")
+        fs, mode, seen, written = log_of(rt, 1).splitlines()
+        assert fs != "tmpfs" and mode == "1777" and seen == "0" and written == "written"  # on disk; none seen
+        own = Path(a.var_tmp)
+        assert own.parent == host and own.name.startswith("fairway-attempt-1-")
+        assert own.stat().st_uid == 0 and own.stat().st_mode & 0o777 == 0o700  # noqa: ASYNC240
+        assert (own / "tmp" / name).read_text() == "alice-secret\n"  # noqa: ASYNC240 -- there, not in /var/tmp
+        await rt.start(spec(2, ["sh", "-c", read], owner="iso-bob"))
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.attempt_id == 2 and done.exit_code == 0, log_of(rt, 2)
+        out = log_of(rt, 2)
+        assert "alice-secret" not in out and "No such file" in out and "mine" in out, out
+        assert out.splitlines()[1:] == ["mine", "read"], out  # ls: nothing of the host's nor of alice's
+        assert not (host / name).exists()  # noqa: ASYNC240
+        assert done.var_tmp == "" and not any(host.glob("fairway-attempt-2-*"))  # noqa: ASYNC240
+        await rt.stop(1, 1)
         await asyncio.wait_for(exits.get(), 10)
-        await rt.start(spec(2, ["sh", "-c", f"cat {name}; echo read"], owner="iso-bob"))
-        await asyncio.wait_for(exits.get(), 10)
-        assert "alice-secret" not in log_of(rt, 2), log_of(rt, 2)
+        assert not own.exists()  # noqa: ASYNC240 -- removed with the attempt
+        assert rt.get(1) is not None and rt.get(1).var_tmp == ""  # type: ignore[union-attr]
 
     try:
         run_async(scenario())
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+        shutil.rmtree(prog_dir, ignore_errors=True)
+        (host / name).unlink(missing_ok=True)
 
 
 def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state_dir: Path) -> None:
