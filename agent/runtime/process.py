@@ -520,15 +520,16 @@ class ProcessRuntime(StoredRuntime):
         exit_path.unlink(missing_ok=True)
         cgroup = self._make_cgroup(spec.attempt_id)
         try:
-            # CPU and memory limits (DESIGN.md §3.3, docs/isolation.md), set before the command runs
-            limit_cgroups = apply_limits(
-                self.isolation.limits, cgroup, self._cgroup_name(spec.attempt_id), spec.cpus, spec.memory
-            )
+            # CPU and memory limits (DESIGN.md §3.3, docs/isolation.md) and the host's pids.max (a fork
+            # bomb stops at it), set before the command runs
+            name = self._cgroup_name(spec.attempt_id)
+            pids = self.isolation.config.pids_max or None
+            limit_cgroups = apply_limits(self.isolation.limits, cgroup, name, spec.cpus, spec.memory, pids)
         except OSError as exc:
             if cgroup is not None:
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
-            self._fail(record, f"cannot set the CPU and memory limits: {exc}")
+            self._fail(record, f"cannot set the CPU, memory and pids limits: {exc}")
         # The other GPUs' devices refused whatever the path (docs/isolation.md): before the wrapper
         # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
         # by path only, and the attempt's log says so (a non-root agent does neither, and says that).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -181,6 +182,8 @@ def kill_leftovers(state_dir: Path) -> None:
                 os.killpg(record.pid, signal.SIGKILL)
         if record.cgroup:
             remove_cgroup(Path(record.cgroup), parent_too=True)
+        if record.var_tmp:  # what the next agent's recover() would remove (its private /var/tmp)
+            shutil.rmtree(record.var_tmp, ignore_errors=True)
     for pid in processes_of(state_dir):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from agent_testkit import REPO_ROOT, host_scratch_dir, run_async
+from agent_testkit import REPO_ROOT, host_scratch_dir, kill_leftovers, run_async
 
 from agent.gpu.fake import FakeGpuBackend
 from agent.runtime.base import AttemptSpec, StartError
@@ -58,6 +58,7 @@ def open_state() -> Iterator[Path]:
         yield state
     finally:
         _kill_markers()
+        kill_leftovers(state)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -1007,3 +1008,69 @@ def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state
         run_async(scenario())
     finally:
         _kill_markers()
+
+
+# --- iso32: a fork bomb of one attempt filled the host's process table ----------------------------------
+
+BOMB = f"""
+import os
+n = 0
+try:
+    while n < 400:
+        if os.fork() == 0:
+            os.execvp("sleep", ["sleep", "{MARKERS[1]}"])
+        n += 1
+    print("forked", n, flush=True)
+except OSError as e:
+    print("refused at", n, e.strerror, flush=True)
+os.execvp("sleep", ["sleep", "{MARKERS[0]}"])
+"""
+FORKS = "for i in $(seq 20); do sleep 0.2 & done; wait; echo forks-ok"
+
+
+@needs_root
+def test_a_fork_bomb_stops_at_its_attempts_pids_limit_and_others_still_fork(open_state: Path) -> None:
+    """iso31: no ``pids.max`` on an attempt, so one attempt could fork until the host's pid table was
+    full, and every other attempt (and the agent's next wrapper) failed to fork. Each attempt's
+    cgroup now has ``pids.max`` (``isolation.pids_max``): the bomb stops there, while another
+    attempt of the same owner (a per-uid RLIMIT_NPROC would have stopped it too) and one of another
+    owner still fork."""
+    isolation = owner_isolation(pids_max=64)
+    assert isolation.limits is not None
+    if isolation.limits.pids == "none":
+        pytest.skip(f"no pids controller here ({isolation.limits.pids_note})")
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        await rt.start(spec(1, ["python3", "-c", BOMB], owner="iso-alice"))
+        await wait_log(rt, 1, "\n", within=20)  # "refused at …" or "forked 400"
+        out = log_of(rt, 1)
+        assert out.startswith("refused at") and "Resource temporarily unavailable" in out, out
+        assert 40 < int(out.split()[2]) < 64, out  # the wrapper, its log pump and the bomb count too
+        await rt.start(spec(2, ["sh", "-c", FORKS], owner="iso-alice"))
+        await rt.start(spec(3, ["sh", "-c", FORKS], owner="iso-bob"))
+        for _ in range(2):
+            done = await asyncio.wait_for(exits.get(), 10)
+            assert done.exit_code == 0 and log_of(rt, done.attempt_id) == "forks-ok\n", log_of(rt, done.attempt_id)
+        await rt.stop(1, 1)
+        await asyncio.wait_for(exits.get(), 10)
+        assert _marker_pids() == []
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+def test_the_pids_limit_is_a_setting_and_a_host_without_one_says_so() -> None:
+    assert IsolationConfig().pids_max == 8192
+    assert IsolationConfig.parse({"pids_max": 0}).pids_max == 0  # no limit
+    for bad in (-1, 1.5, True, "many", 1 << 23):
+        with pytest.raises(ValueError, match="pids_max must be a whole number in 0..4194304"):
+            IsolationConfig.parse({"pids_max": bad})
+    none = CgroupSetup("none", note="test")
+    status = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=none).status()
+    assert status["pids"] == "none" and status["pids_max"] == 8192
+    assert any(w.startswith("no pids limit for attempts (no usable cgroup (test))") for w in status["warnings"])
+    off = Isolation(IsolationConfig(mode="agent", allow_root=True, pids_max=0), cgroups=none).status()
+    assert off["pids"] == "off" and not any("pids" in w for w in off["warnings"])

@@ -84,7 +84,7 @@ def test_limit_files_say_what_each_cgroup_version_gets() -> None:
 
 def test_without_a_cgroup_the_limits_are_not_enforced_and_the_host_says_so() -> None:
     isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none", note="test"))
-    assert isolation.limits == LimitSetup("none", note="no usable cgroup (test)")
+    assert isolation.limits == LimitSetup("none", note="no usable cgroup (test)", pids_note="no usable cgroup (test)")
     status = isolation.status()
     assert status["limits"] == "none"
     assert any("CPU and memory requests are not enforced" in w for w in status["warnings"])
