@@ -590,6 +590,33 @@ def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
     return out
 
 
+# --- abstract unix sockets (Landlock scoping) ------------------------------------------------------
+
+LANDLOCK_SCOPE_ABI = 6
+"""The Landlock ABI (Linux 6.12) that scopes abstract unix sockets to their domain
+(``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``)."""
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (``landlock_create_ruleset(NULL, 0, VERSION)``); 0 when it
+    has none (an old kernel: ENOSYS; Landlock not among the LSMs: EOPNOTSUPP)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(0, int(version))
+
+
+def landlock_scope_problem() -> str:
+    """'' when the wrapper can keep each attempt's abstract unix sockets to the attempt (a Landlock
+    domain per attempt, docs/isolation.md), else why not."""
+    abi = landlock_abi()
+    if abi < LANDLOCK_SCOPE_ABI:
+        return f"Landlock ABI {abi} (needs {LANDLOCK_SCOPE_ABI}: Linux 6.12 with Landlock enabled)"
+    return ""
+
+
 # --- the process-tree fallback ----------------------------------------------------------------------
 
 
@@ -783,6 +810,7 @@ class Isolation:
     cgroups: CgroupSetup | None = None
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
+    sockets: str | None = None  # "" : each attempt's abstract unix sockets are its own (Landlock), else why not
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
@@ -791,6 +819,8 @@ class Isolation:
             self.limits = detect_limits(self.cgroups)
         if self.devices is None:
             self.devices = detect_devices(self.cgroups)
+        if self.sockets is None:
+            self.sockets = "the agent is not root" if not self.is_root else landlock_scope_problem()
 
     @property
     def is_root(self) -> bool:
@@ -901,6 +931,7 @@ class Isolation:
             "pids": self.limits.pids if self.config.pids_max else "off",
             "pids_max": self.config.pids_max,
             "devices": self.devices.kind,
+            "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }

@@ -1074,3 +1074,78 @@ def test_the_pids_limit_is_a_setting_and_a_host_without_one_says_so() -> None:
     assert any(w.startswith("no pids limit for attempts (no usable cgroup (test))") for w in status["warnings"])
     off = Isolation(IsolationConfig(mode="agent", allow_root=True, pids_max=0), cgroups=none).status()
     assert off["pids"] == "off" and not any("pids" in w for w in off["warnings"])
+
+
+# --- iso32: attempts reached each other's abstract unix sockets ----------------------------------------
+
+PEER = r"""
+import os, socket, sys
+name = "\0" + sys.argv[2]
+def connect(who):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(name)
+        print(who, "read", c.recv(100).decode().strip(), flush=True)
+    except OSError as e:
+        print(who, "refused", e.strerror, flush=True)
+if sys.argv[1] == "serve":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(name)
+    s.listen(8)
+    print("listening", flush=True)
+    if os.fork() == 0:
+        connect("own-child")
+        os._exit(0)
+    while True:
+        c, _ = s.accept()
+        c.sendall(b"alice-secret\n")
+        c.close()
+else:
+    connect(sys.argv[1])
+    try:  # the same owner's other attempt: Landlock's domain keeps ptrace access to its own too
+        print(sys.argv[1], "environ", len(open(f"/proc/{sys.argv[3]}/environ").read()), flush=True)
+    except OSError as e:
+        print(sys.argv[1], "environ refused", e.strerror, flush=True)
+"""
+
+
+def _connect_abstract(name: str) -> str:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.connect("\0" + name)
+        return c.recv(100).decode().strip()
+
+
+@needs_root
+def test_an_attempt_reaches_no_abstract_unix_socket_of_another_attempt(open_state: Path) -> None:
+    """iso31: attempts share the host's network namespace, so another owner's attempt connected to an
+    attempt's abstract unix socket (``@name``: no file, no permission). A network namespace per
+    attempt would cut a gang's traffic between hosts; a Landlock domain per attempt (Linux 6.12's
+    ``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``) keeps them to the attempt instead: its own processes
+    connect, another attempt (of another owner, or of the same one) is refused, and a process
+    outside every attempt (the host's: an operator, this test) still connects."""
+    isolation = owner_isolation()
+    if isolation.sockets:
+        pytest.skip(f"no Landlock scoping here ({isolation.sockets})")
+    name = f"fw-iso32-{os.getpid()}"
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        server = await rt.start(spec(1, ["python3", "-c", PEER, "serve", name], owner="iso-alice"))
+        await wait_log(rt, 1, "own-child")
+        assert "own-child read alice-secret" in log_of(rt, 1), log_of(rt, 1)
+        assert server.pid is not None
+        (command,) = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()  # noqa: ASYNC240
+        await rt.start(spec(2, ["python3", "-c", PEER, "bob", name, command], owner="iso-bob"))
+        await rt.start(spec(3, ["python3", "-c", PEER, "alice-again", name, command], owner="iso-alice"))
+        for _ in range(2):
+            done = await asyncio.wait_for(exits.get(), 10)
+            out = log_of(rt, done.attempt_id)
+            assert done.exit_code == 0 and "refused Operation not permitted" in out, out
+            assert "alice-secret" not in out and "environ refused Permission denied" in out, out
+        assert await asyncio.to_thread(_connect_abstract, name) == "alice-secret"  # the host's own processes
+        await rt.stop(1, 1)
+
+    run_async(scenario())
+    assert owner_isolation().status()["abstract_sockets"] == "private"
