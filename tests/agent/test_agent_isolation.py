@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -712,7 +713,10 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
     marker = open_state.parent / "ran"
     made = process.private_tmp_payload
 
+    var_tmps: list[object] = []
+
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        var_tmps.append(args[3])  # the attempt's private /var/tmp, made by then
         tmp = made(*args, **kwargs)  # type: ignore[arg-type]
         if step == "shm":
             return {**tmp, "shm": "mode=1777,no_such_tmpfs_option"}
@@ -738,6 +742,8 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
         assert not marker.exists() and _marker_pids() == []
         assert not rt.store.run_dir(1).joinpath("tmp").exists()  # noqa: ASYNC240 -- one stat
         assert "fw-half27" not in Path("/proc/self/mounts").read_text()  # noqa: ASYNC240 -- one read
+        (var_tmp,) = var_tmps
+        assert isinstance(var_tmp, Path) and not var_tmp.exists() and record.var_tmp == ""  # noqa: ASYNC240
 
     try:
         run_async(scenario())
@@ -982,6 +988,44 @@ def test_attempts_of_different_owners_do_not_share_var_tmp(open_state: Path) -> 
     finally:
         shutil.rmtree(prog_dir, ignore_errors=True)
         (host / name).unlink(missing_ok=True)
+
+
+@needs_root
+@needs_mount_ns
+def test_a_private_var_tmp_is_removed_by_the_next_agent_when_its_attempt_ended_meanwhile(open_state: Path) -> None:
+    """An attempt that ends while no agent watches it (the agent stopped, then the attempt was
+    killed) leaves its private /var/tmp on the host's disk: the next agent's recover() removes it
+    with the rest of the attempt (its record keeps the path)."""
+
+    async def first() -> str:
+        rt, _exits = runtime(open_state, owner_isolation())
+        record = await rt.start(
+            spec(1, ["sh", "-c", f"echo x > /var/tmp/left; exec sleep {MARKERS[2]}"], owner="iso-alice")
+        )
+        await rt.close()  # the agent goes; the attempt runs on
+        return record.var_tmp
+
+    async def second() -> None:
+        rt, _exits = runtime(open_state, owner_isolation())
+        await rt.recover()
+        record = rt.get(1)
+        assert record is not None and record.state == "exited" and record.var_tmp == ""
+
+    left = run_async(first())
+    assert left and Path(left).is_dir()
+    for _ in range(100):  # the command's write
+        if (Path(left) / "tmp" / "left").exists():
+            break
+        time.sleep(0.02)
+    _kill_markers()  # the attempt ends while no agent watches it
+    for _ in range(100):
+        if proc_gone := not _marker_pids():
+            break
+        time.sleep(0.02)
+    assert proc_gone
+    time.sleep(0.3)  # its wrapper exits after its command
+    run_async(second())
+    assert not Path(left).exists()
 
 
 def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state_dir: Path) -> None:
