@@ -950,9 +950,11 @@ def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | 
     return base
 
 
-PRIVATE_TMP = ("/tmp", "/dev/shm", "/var/tmp")  # noqa: S108 -- made private, not used
-"""Where each attempt of a root agent gets a directory of its own (docs/isolation.md): a fresh tmpfs
-on /tmp and /dev/shm, a disk-backed directory of its own (:func:`make_private_var_tmp`) on /var/tmp."""
+TMPFS_PRIVATE = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
+"""Where each attempt of a root agent gets a fresh tmpfs of its own (docs/isolation.md)."""
+PRIVATE_TMP = (*TMPFS_PRIVATE, "/var/tmp")  # noqa: S108 -- made private, not used
+"""Where each attempt of a root agent gets a directory of its own: the tmpfs above, and on /var/tmp a
+disk-backed directory of its own (:func:`make_private_var_tmp`)."""
 
 VAR_TMP_PREFIX = "fairway-attempt-"
 
@@ -966,7 +968,7 @@ def make_private_var_tmp(attempt_id: int, host: str = "/var/tmp") -> Path | None
     private: no /var/tmp, one that is /tmp or /dev/shm (private already), or a read-only one.
     Raises OSError when it cannot be made (the start then fails)."""
     real = os.path.realpath(host)
-    if not os.path.isdir(real) or any(real == t or real.startswith(t + "/") for t in PRIVATE_TMP[:2]):
+    if not os.path.isdir(real) or any(real == t or real.startswith(t + "/") for t in TMPFS_PRIVATE):
         return None
     try:
         base = Path(tempfile.mkdtemp(prefix=f"{VAR_TMP_PREFIX}{attempt_id}-", dir=real))  # a new name, 0700
@@ -983,7 +985,7 @@ def make_private_var_tmp(attempt_id: int, host: str = "/var/tmp") -> Path | None
     return base
 
 
-def private_tmp_keep(paths: list[str], roots: tuple[str, ...] = PRIVATE_TMP) -> list[str]:
+def private_tmp_keep(paths: list[str], roots: tuple[str, ...] = TMPFS_PRIVATE) -> list[str]:
     """The paths of ``paths`` (resolved) that lie under ``roots`` (/tmp, /dev/shm, /var/tmp where it
     is made private), which the wrapper binds back into the attempt's private ones; none inside
     another (binding it would write to the host's), nor the roots themselves (the attempt then

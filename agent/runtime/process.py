@@ -29,7 +29,7 @@ from agent.runtime import devices
 from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
-    PRIVATE_TMP,
+    TMPFS_PRIVATE,
     Isolation,
     IsolationConfig,
     access_problem,
@@ -306,7 +306,7 @@ def private_tmp_payload(
     where (the host's /var/tmp, resolved), and the TMPDIR of the fallback (``tmpdir``)."""
     shm = "mode=1777" + (f",size={spec.shared_memory}" if spec.shared_memory else "")
     var_at = os.path.realpath(var_tmp.parent) if var_tmp is not None else ""
-    roots = (*PRIVATE_TMP[:2], var_at) if var_at else PRIVATE_TMP[:2]
+    roots = (*TMPFS_PRIVATE, var_at) if var_at else TMPFS_PRIVATE
     return {
         "keep": private_tmp_keep(keep, roots),
         "shm": shm,
