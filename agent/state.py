@@ -63,6 +63,7 @@ class AttemptRecord:
     message: str = ""
     uid: int | None = None  # the identity it runs under
     cgroup: str = ""  # its cgroup directory ("" : tracked by process tree)
+    var_tmp: str = ""  # its private /var/tmp on the host, removed when it ends ("" : none or removed)
 
     def start_age_s(self, now_mono: float, boot_id: str) -> float | None:
         """Seconds since the start, or None when the start time is unknown (not started yet,

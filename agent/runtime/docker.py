@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime, mount_env
-from agent.runtime.isolation import Identity, Isolation, IsolationConfig, out_of_memory_message
+from agent.runtime.isolation import (
+    DEFAULT_PIDS_MAX,
+    Identity,
+    Isolation,
+    IsolationConfig,
+    out_of_memory_message,
+)
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
 try:
@@ -51,12 +57,18 @@ def container_name(attempt_id: int) -> str:
 
 
 def container_spec(
-    spec: AttemptSpec, run_dir: Path, *, nvidia: bool, identity: Identity | None = None
+    spec: AttemptSpec,
+    run_dir: Path,
+    *,
+    nvidia: bool,
+    identity: Identity | None = None,
+    pids_max: int = DEFAULT_PIDS_MAX,
 ) -> dict[str, Any]:
     """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine).
 
     With an ``identity`` that the agent switches to, the container runs as ``--user uid:gid``
-    with its extra groups (``--group-add``), whatever the image's ``USER`` says."""
+    with its extra groups (``--group-add``), whatever the image's ``USER`` says. ``pids_max``: the
+    host's ``isolation.pids_max`` (0: no limit)."""
     env = dict(spec.env)
     env.update(
         NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids) if spec.gpu_uuids else "void",
@@ -87,18 +99,24 @@ def container_spec(
         kwargs["device_requests"] = [
             DeviceRequest(driver="nvidia", device_ids=list(spec.gpu_uuids), capabilities=[["gpu"]])
         ]
-    kwargs.update(resource_limits(spec))
+    kwargs.update(resource_limits(spec, pids_max))
     return kwargs
 
 
-def resource_limits(spec: AttemptSpec) -> dict[str, Any]:
+def resource_limits(spec: AttemptSpec, pids_max: int = DEFAULT_PIDS_MAX) -> dict[str, Any]:
     """``containers.create`` arguments enforcing ``start.limits`` (DESIGN.md §3.3, docs/isolation.md):
     ``nano_cpus`` (CPU time of ``cpus`` CPUs), ``mem_limit`` with ``memswap_limit`` equal (no swap
     beyond it), and always a private IPC namespace (another attempt's ``/dev/shm`` is never seen;
     the host's was shared before): its ``/dev/shm`` is ``shm_size``, the shared memory asked, else
     what the process runtime's tmpfs gets without a size (half the host's memory, tmpfs's default),
-    at most the memory asked (shared memory is part of it)."""
-    out: dict[str, Any] = {"ipc_mode": "private", "shm_size": default_shm_size(spec)}
+    at most the memory asked (shared memory is part of it). ``pids_limit``: the host's
+    ``isolation.pids_max``, as the process runtime's ``pids.max`` (-1, no limit, for 0: not the
+    engine's default, Podman's 2048)."""
+    out: dict[str, Any] = {
+        "ipc_mode": "private",
+        "shm_size": default_shm_size(spec),
+        "pids_limit": pids_max or -1,
+    }
     if spec.cpus is not None:
         out["nano_cpus"] = spec.cpus * 1_000_000_000
     if spec.memory is not None:
@@ -238,7 +256,9 @@ class DockerRuntime(StoredRuntime):
         if ident.switch:
             os.chown(run_dir, os.geteuid(), ident.gid)
             os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
-        kwargs = container_spec(spec, run_dir, nvidia=self.nvidia, identity=ident)
+        kwargs = container_spec(
+            spec, run_dir, nvidia=self.nvidia, identity=ident, pids_max=self.isolation.config.pids_max
+        )
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other
         try:

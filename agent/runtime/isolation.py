@@ -19,18 +19,21 @@ uid 0 is refused unless both the cluster (``start.allow_root``) and ``allow_root
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
 import pwd
 import re
+import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,11 @@ MODES = ("owner", "agent")
 CGROUP_MODES = ("auto", "v2", "v1", "off")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _NAME_RE = re.compile(r"[^a-z0-9_-]")
+DEFAULT_PIDS_MAX = 8192
+"""Tasks (processes and threads) one attempt may have at once: its cgroup's ``pids.max``
+(docs/isolation.md). Room for an 8-GPU job's ranks, data-loader workers and their threads (a few
+thousand), far below a host's ``kernel.pid_max``; Podman's default is 2048, OpenShift's 4096."""
+PID_MAX_LIMIT = 4 * 1024 * 1024  # the kernel's PID_MAX_LIMIT on 64-bit: pids.max above it means nothing
 
 
 class IdentityError(Exception):
@@ -69,6 +77,7 @@ class IsolationConfig:
     nss_min_uid: int = 1000
     cgroup: str = "auto"
     cgroup_parent: str = ""  # "" = <the agent's own cgroup>/fairway
+    pids_max: int = DEFAULT_PIDS_MAX  # tasks (processes and threads) per attempt; 0: no limit
 
     @classmethod
     def parse(cls, raw: Any) -> IsolationConfig:
@@ -111,6 +120,9 @@ class IsolationConfig:
                 # would let a user name become a useradd option or an existing system account
                 if not (isinstance(value, str) and _PREFIX_RE.fullmatch(value)):
                     raise ValueError("account_prefix must be 1-16 of [a-z0-9_-], starting with a letter or _")
+            elif key == "pids_max":
+                if not (_is_uid(value) and 0 <= value <= PID_MAX_LIMIT):
+                    raise ValueError(f"pids_max must be a whole number in 0..{PID_MAX_LIMIT} (0: no limit)")
             elif key == "cgroup_parent":
                 value = str(value)
                 if value and (not value.startswith("/") or ".." in Path(value).parts):
@@ -362,16 +374,50 @@ class LimitSetup:
     """Where an attempt's CPU and memory limits go: ``v2`` (``cpu.max``, ``memory.max`` in the
     attempt's own cgroup, controllers enabled below the parent), ``v1`` (a cgroup of the same name
     in the ``cpu`` and ``memory`` hierarchies beside the attempt's tracking cgroup:
-    ``cpu.cfs_quota_us``, ``memory.limit_in_bytes``), or ``none`` (not enforced; ``note`` says why)."""
+    ``cpu.cfs_quota_us``, ``memory.limit_in_bytes``), or ``none`` (not enforced; ``note`` says why).
+    Its ``pids.max`` likewise, on its own (a host may have the ``pids`` controller on cgroup v2 and
+    ``cpu`` and ``memory`` on v1): ``pids`` v2, v1 (under ``pids_root``) or none (``pids_note``)."""
 
     kind: str
     cpu: Path | None = None  # v1: parent dir in the cpu hierarchy
     memory: Path | None = None  # v1: parent dir in the memory hierarchy
     note: str = ""
+    pids: str = "none"
+    pids_root: Path | None = None  # v1: parent dir in the pids hierarchy
+    pids_note: str = ""
 
 
 def detect_limits(cgroups: CgroupSetup) -> LimitSetup:
     """How this host can enforce limits, next to the tracking cgroups of ``cgroups``."""
+    found = _detect_cpu_memory(cgroups)
+    if cgroups.kind == "v2" and cgroups.parent is not None:
+        with contextlib.suppress(OSError):
+            if "pids" in (cgroups.parent / "cgroup.controllers").read_text().split():
+                return replace(found, pids="v2")
+    if cgroups.kind in ("v2", "v1"):
+        base = _v1_hierarchy("pids")
+        if isinstance(base, Path):
+            return replace(found, pids="v1", pids_root=base)
+        return replace(found, pids_note=base)
+    return replace(found, pids_note=f"no usable cgroup ({cgroups.note})")
+
+
+def _v1_hierarchy(controller: str) -> Path | str:
+    """The ``fairway`` directory below the agent's own cgroup in the v1 hierarchy of ``controller``,
+    else why not."""
+    own = _own_cgroups()
+    for point, fstype, opts in _mounts():
+        if fstype == "cgroup" and controller in opts.split(","):
+            key = next((k for k in own if controller in k.split(",")), None)
+            rel = own.get(key, "/") if key is not None else "/"
+            base = Path(point) / rel.lstrip("/") / "fairway"
+            why = _probe(base)
+            return f"v1 {controller} {why}" if why else base
+    return f"no {controller} controller"
+
+
+def _detect_cpu_memory(cgroups: CgroupSetup) -> LimitSetup:
+    """Where the CPU and memory limits go (:func:`detect_limits`)."""
     if cgroups.kind == "v2" and cgroups.parent is not None:
         parent = cgroups.parent
         with contextlib.suppress(OSError):
@@ -422,13 +468,38 @@ def limit_files(cpus: int | None, memory: int | None, kind: str) -> list[tuple[s
 
 
 def apply_limits(
+    setup: LimitSetup, cgroup: Path | None, name: Path, cpus: int | None, memory: int | None, pids: int | None = None
+) -> list[Path]:
+    """Make and fill the cgroups that limit an attempt to ``cpus``, ``memory`` and ``pids`` tasks
+    before its process joins them: for v2 the attempt's ``cgroup`` itself (controllers enabled on
+    its parents below the fairway parent), for v1 ``name`` (relative, as the tracking cgroup's)
+    under the cpu, memory and pids hierarchies. Returns the extra cgroups the process must join
+    (v1). Raises OSError when a limit cannot be written (the start then fails: a limit asked for,
+    or set by the host, is a limit kept)."""
+    made = _apply_pids(setup, cgroup, name, pids) if setup is not None and pids else []
+    return made + _apply_cpu_memory(setup, cgroup, name, cpus, memory)
+
+
+def _apply_pids(setup: LimitSetup, cgroup: Path | None, name: Path, pids: int) -> list[Path]:
+    """``pids.max`` of the attempt (:func:`apply_limits`); the v1 cgroup to join, if any."""
+    if setup.pids == "v2" and cgroup is not None:
+        for parent in (cgroup.parent.parent, cgroup.parent):  # the fairway dir, the agent's dir
+            with contextlib.suppress(OSError):
+                (parent / "cgroup.subtree_control").write_text("+pids")
+        (cgroup / "pids.max").write_text(str(pids))
+        return []
+    if setup.pids == "v1" and setup.pids_root is not None:
+        path = setup.pids_root / name
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "pids.max").write_text(str(pids))
+        return [path]
+    return []
+
+
+def _apply_cpu_memory(
     setup: LimitSetup, cgroup: Path | None, name: Path, cpus: int | None, memory: int | None
 ) -> list[Path]:
-    """Make and fill the cgroups that limit an attempt to ``cpus`` and ``memory`` before its
-    process joins them: for v2 the attempt's ``cgroup`` itself (controllers enabled on its parents
-    below the fairway parent), for v1 ``name`` (relative, as the tracking cgroup's) under the cpu
-    and memory hierarchies. Returns the extra cgroups the process must join (v1). Raises OSError
-    when a limit cannot be written (the start then fails: a limit asked for is a limit kept)."""
+    """The CPU and memory part of :func:`apply_limits`."""
     if setup is None or (cpus is None and memory is None):
         return []
     if setup.kind == "v2" and cgroup is not None:
@@ -513,7 +584,37 @@ def cgroup_out_of_memory(paths: list[Path]) -> str:
 
 def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
     """The v1 limit cgroups an attempt named ``name`` may have (to remove at its end)."""
-    return [base / name for base in (setup.cpu, setup.memory) if setup.kind == "v1" and base is not None]
+    out = [base / name for base in (setup.cpu, setup.memory) if setup.kind == "v1" and base is not None]
+    if setup.pids == "v1" and setup.pids_root is not None:
+        out.append(setup.pids_root / name)
+    return out
+
+
+# --- abstract unix sockets (Landlock scoping) ------------------------------------------------------
+
+LANDLOCK_SCOPE_ABI = 6
+"""The Landlock ABI (Linux 6.12) that scopes abstract unix sockets to their domain
+(``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``)."""
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (``landlock_create_ruleset(NULL, 0, VERSION)``); 0 when it
+    has none (an old kernel: ENOSYS; Landlock not among the LSMs: EOPNOTSUPP)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(0, int(version))
+
+
+def landlock_scope_problem() -> str:
+    """'' when the wrapper can keep each attempt's abstract unix sockets to the attempt (a Landlock
+    domain per attempt, docs/isolation.md), else why not."""
+    abi = landlock_abi()
+    if abi < LANDLOCK_SCOPE_ABI:
+        return f"Landlock ABI {abi} (needs {LANDLOCK_SCOPE_ABI}: Linux 6.12 with Landlock enabled)"
+    return ""
 
 
 # --- the process-tree fallback ----------------------------------------------------------------------
@@ -709,6 +810,7 @@ class Isolation:
     cgroups: CgroupSetup | None = None
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
+    sockets: str | None = None  # "" : each attempt's abstract unix sockets are its own (Landlock), else why not
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
@@ -717,6 +819,8 @@ class Isolation:
             self.limits = detect_limits(self.cgroups)
         if self.devices is None:
             self.devices = detect_devices(self.cgroups)
+        if self.sockets is None:
+            self.sockets = "the agent is not root" if not self.is_root else landlock_scope_problem()
 
     @property
     def is_root(self) -> bool:
@@ -804,6 +908,11 @@ class Isolation:
                 f"CPU and memory requests are not enforced by the process runtime here ({self.limits.note}): "
                 "attempts can use more than they asked"
             )
+        if self.limits.pids == "none" and self.config.pids_max:
+            warnings.append(
+                f"no pids limit for attempts ({self.limits.pids_note}): one attempt can fork until the host's "
+                "process table is full (isolation.pids_max is not enforced)"
+            )
         assert self.devices is not None  # noqa: S101 -- set in __post_init__
         if self.devices.kind == "none" and self.is_root and self.config.mode == "owner":
             warnings.append(
@@ -819,7 +928,10 @@ class Isolation:
             "cgroup_parent": str(self.cgroups.parent or ""),
             "cgroup_note": self.cgroups.note,
             "limits": self.limits.kind,
+            "pids": self.limits.pids if self.config.pids_max else "off",
+            "pids_max": self.config.pids_max,
             "devices": self.devices.kind,
+            "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }
@@ -838,15 +950,47 @@ def attempt_env(spec_env: Mapping[str, str], ident: Identity, agent_path: str | 
     return base
 
 
-PRIVATE_TMP = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
+TMPFS_PRIVATE = ("/tmp", "/dev/shm")  # noqa: S108 -- made private, not used
 """Where each attempt of a root agent gets a fresh tmpfs of its own (docs/isolation.md)."""
+PRIVATE_TMP = (*TMPFS_PRIVATE, "/var/tmp")  # noqa: S108 -- made private, not used
+"""Where each attempt of a root agent gets a directory of its own: the tmpfs above, and on /var/tmp a
+disk-backed directory of its own (:func:`make_private_var_tmp`)."""
+
+VAR_TMP_PREFIX = "fairway-attempt-"
 
 
-def private_tmp_keep(paths: list[str]) -> list[str]:
-    """The paths of ``paths`` (resolved) that lie under /tmp or /dev/shm, which the wrapper binds
-    back into the attempt's private ones; none inside another (binding it would write to the host's),
-    nor /tmp or /dev/shm themselves (the attempt then starts in its private one)."""
-    under = sorted({r for r in map(os.path.realpath, paths) if any(r.startswith(t + "/") for t in PRIVATE_TMP)})
+def make_private_var_tmp(attempt_id: int, host: str = "/var/tmp") -> Path | None:  # noqa: S108
+    """A new directory of the attempt's on the host's /var/tmp (``host``, resolved), as systemd's
+    PrivateTmp makes one: ``<host>/fairway-attempt-<id>-<random>`` (root's, mode 0700: no one else
+    on the host reaches it) holding ``tmp/`` (mode 1777), which the wrapper binds over /var/tmp in
+    the attempt's mount namespace. Disk-backed, on the file system the host gives /var/tmp (not a
+    tmpfs: /var/tmp holds scratch data too large for memory). None where there is nothing to make
+    private: no /var/tmp, one that is /tmp or /dev/shm (private already), or a read-only one.
+    Raises OSError when it cannot be made (the start then fails)."""
+    real = os.path.realpath(host)
+    if not os.path.isdir(real) or any(real == t or real.startswith(t + "/") for t in TMPFS_PRIVATE):
+        return None
+    try:
+        base = Path(tempfile.mkdtemp(prefix=f"{VAR_TMP_PREFIX}{attempt_id}-", dir=real))  # a new name, 0700
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return None
+        raise
+    try:
+        (base / "tmp").mkdir()
+        os.chmod(base / "tmp", 0o1777)  # noqa: S103 -- as /var/tmp: the attempt's own, sticky
+    except OSError:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
+    return base
+
+
+def private_tmp_keep(paths: list[str], roots: tuple[str, ...] = TMPFS_PRIVATE) -> list[str]:
+    """The paths of ``paths`` (resolved) that lie under ``roots`` (/tmp, /dev/shm, /var/tmp where it
+    is made private), which the wrapper binds back into the attempt's private ones; none inside
+    another (binding it would write to the host's), nor the roots themselves (the attempt then
+    starts in its private one)."""
+    under = sorted({r for r in map(os.path.realpath, paths) if any(r.startswith(t + "/") for t in roots)})
     keep: list[str] = []
     for path in under:
         if not any(path.startswith(k + "/") for k in keep):

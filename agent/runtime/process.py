@@ -23,11 +23,13 @@ import sys
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from agent.runtime import devices
 from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
+    TMPFS_PRIVATE,
     Isolation,
     IsolationConfig,
     access_problem,
@@ -38,6 +40,7 @@ from agent.runtime.isolation import (
     devices_v1_cgroup,
     kill_cgroup,
     kill_tree,
+    make_private_var_tmp,
     private_tmp_keep,
     remove_cgroup,
     v1_limit_cgroups,
@@ -116,8 +119,16 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
             check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", 2 | 4 | 8, None), "mqueue on /dev/mqueue")
         keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
         stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
+        var = os.open(tmp["var"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if tmp["var"] else -1
         for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
             check(libc.mount(b"tmpfs", point, b"tmpfs", 2 | 4, opts), f"tmpfs on {point.decode()}")  # nosuid,nodev
+        if var >= 0:  # /var/tmp: the attempt's own directory on the host's disk (not memory), bound over it
+            at = tmp["var_at"].encode()
+            check(libc.mount(f"/proc/self/fd/{var}".encode(), at, None, 0x1000, None), "bind /var/tmp")  # MS_BIND
+            keep_flags = os.statvfs(f"/proc/self/fd/{var}").f_flag & (1 | 8)  # the host's ro, noexec
+            # MS_REMOUNT|MS_BIND|MS_NOSUID|MS_NODEV, as the tmpfs
+            check(libc.mount(None, at, None, 0x20 | 0x1000 | 2 | 4 | keep_flags, None), "/var/tmp nosuid,nodev")
+            os.close(var)
         os.umask(0o066)  # the skeleton to kept paths (parents too): 0711, reachable, not listable
         for p, f in keep:  # what the attempt needs that lies under them (its directory, its program)
             if os.path.isdir(f"/proc/self/fd/{f}"):
@@ -130,8 +141,9 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         os.chdir(here)  # the old working directory may be the host's /tmp, now hidden
     except OSError as e:
         if made:
-            refuse(f"cannot make the private /tmp and /dev/shm: {e}")
-        print(f"fairway: no private /tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr, flush=True)
+            refuse(f"cannot make the private /tmp, /var/tmp and /dev/shm: {e}")
+        print(f"fairway: no private /tmp, /var/tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr,
+              flush=True)
         env.setdefault("TMPDIR", tmp["dir"])
         if hide["nodes"]:
             print(f"fairway: the host's other GPUs stay reachable ({e})", file=sys.stderr, flush=True)
@@ -150,6 +162,17 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
 elif hide["nodes"]:  # a non-root agent makes no mounts
     print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
           file=sys.stderr, flush=True)
+if go["scope"]:  # a Landlock domain of the attempt's: it connects to no abstract unix socket made outside it
+    try:
+        libc.syscall.restype = ctypes.c_long
+        attr = (ctypes.c_uint64 * 3)(0, 0, 1)  # handled fs, handled net, scoped: ABSTRACT_UNIX_SOCKET
+        rfd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))  # create_ruleset
+        if rfd < 0:
+            check(-1, "landlock_create_ruleset")
+        check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
+        os.close(rfd)
+    except OSError as e:
+        refuse(f"cannot keep the abstract unix sockets to the attempt: {e}")
 if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
     try:
         c = 0
@@ -273,12 +296,24 @@ def make_stand_in(path: Path) -> None:
         os.close(fd)
 
 
-def private_tmp_payload(spec: AttemptSpec, keep: list[str], tmpdir: Path) -> dict[str, object]:
-    """What the wrapper of a root agent needs to make ``spec``'s private /tmp and /dev/shm:
-    the paths to bind back (``keep``, those under them), /dev/shm's tmpfs options (the start's
-    shared memory, else the tmpfs default) and the TMPDIR of the fallback (``tmpdir``)."""
+def private_tmp_payload(
+    spec: AttemptSpec, keep: list[str], tmpdir: Path, var_tmp: Path | None = None
+) -> dict[str, object]:
+    """What the wrapper of a root agent needs to make ``spec``'s private /tmp, /var/tmp and
+    /dev/shm: the paths to bind back (``keep``, those under them), /dev/shm's tmpfs options (the
+    start's shared memory, else the tmpfs default), the attempt's directory to bind over /var/tmp
+    (``var_tmp``'s ``tmp/``, from :func:`make_private_var_tmp`; None: /var/tmp is left as it is) and
+    where (the host's /var/tmp, resolved), and the TMPDIR of the fallback (``tmpdir``)."""
     shm = "mode=1777" + (f",size={spec.shared_memory}" if spec.shared_memory else "")
-    return {"keep": private_tmp_keep(keep), "shm": shm, "dir": str(tmpdir)}
+    var_at = os.path.realpath(var_tmp.parent) if var_tmp is not None else ""
+    roots = (*TMPFS_PRIVATE, var_at) if var_at else TMPFS_PRIVATE
+    return {
+        "keep": private_tmp_keep(keep, roots),
+        "shm": shm,
+        "dir": str(tmpdir),
+        "var": str(var_tmp / "tmp") if var_tmp is not None else None,
+        "var_at": var_at,
+    }
 
 
 def _read_status(fd: int) -> bytes:
@@ -340,6 +375,15 @@ def _hand_over(fd: int, payload: bytes) -> None:
     the pipe until the wrapper reads it). A wrapper that died meanwhile is seen by the watcher."""
     with contextlib.suppress(BrokenPipeError), os.fdopen(fd, "wb") as pipe:
         pipe.write(payload)
+
+
+def _remove_var_tmp(record: AttemptRecord) -> None:
+    """Remove the attempt's private /var/tmp (:func:`make_private_var_tmp`), if any: its processes
+    are gone, and with them the mount namespace that bound it (``rmtree`` follows no symlink the
+    workload left there)."""
+    if record.var_tmp:
+        shutil.rmtree(record.var_tmp, ignore_errors=True)
+        record.var_tmp = ""
 
 
 def _killpg(pgid: int, sig: signal.Signals) -> None:
@@ -468,7 +512,13 @@ class ProcessRuntime(StoredRuntime):
         if self.isolation.is_root:
             own_nodes = [self.gpu_nodes[i] for i in spec.gpu_indices if i in self.gpu_nodes]
             keep = [workdir or os.getcwd(), str(run_dir), executable, *(m.host_path for m in spec.mounts), *own_nodes]
-            tmp = private_tmp_payload(spec, keep, tmpdir)
+            try:
+                var_tmp = make_private_var_tmp(spec.attempt_id)
+            except OSError as exc:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+                self._fail(record, f"cannot make the private /var/tmp: {exc}")
+            record.var_tmp = str(var_tmp or "")  # removed when the attempt ends, or with a failed start
+            tmp = private_tmp_payload(spec, keep, tmpdir, var_tmp)
             if hide["nodes"]:
                 try:
                     make_stand_in(self.store.state_dir / GPU_STAND_IN)
@@ -481,15 +531,16 @@ class ProcessRuntime(StoredRuntime):
         exit_path.unlink(missing_ok=True)
         cgroup = self._make_cgroup(spec.attempt_id)
         try:
-            # CPU and memory limits (DESIGN.md §3.3, docs/isolation.md), set before the command runs
-            limit_cgroups = apply_limits(
-                self.isolation.limits, cgroup, self._cgroup_name(spec.attempt_id), spec.cpus, spec.memory
-            )
+            # CPU and memory limits (DESIGN.md §3.3, docs/isolation.md) and the host's pids.max (a fork
+            # bomb stops at it), set before the command runs
+            name = self._cgroup_name(spec.attempt_id)
+            pids = self.isolation.config.pids_max or None
+            limit_cgroups = apply_limits(self.isolation.limits, cgroup, name, spec.cpus, spec.memory, pids)
         except OSError as exc:
             if cgroup is not None:
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
-            self._fail(record, f"cannot set the CPU and memory limits: {exc}")
+            self._fail(record, f"cannot set the CPU, memory and pids limits: {exc}")
         # The other GPUs' devices refused whatever the path (docs/isolation.md): before the wrapper
         # joins the cgroup, so before the command runs. Where it cannot be, their nodes are hidden
         # by path only, and the attempt's log says so (a non-root agent does neither, and says that).
@@ -584,6 +635,10 @@ class ProcessRuntime(StoredRuntime):
         )
         return record
 
+    def _fail(self, record: AttemptRecord, message: str) -> NoReturn:
+        _remove_var_tmp(record)  # a start that fails leaves nothing of the attempt
+        super()._fail(record, message)
+
     def _start_done(self, task: asyncio.Task[None]) -> None:
         self._starts.discard(task)
         if not task.cancelled():
@@ -606,8 +661,11 @@ class ProcessRuntime(StoredRuntime):
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
         caps = sum(1 << c for c in ROOT_CAPS)
+        scope = self.isolation.is_root and not self.isolation.sockets  # abstract unix sockets: its own
         await asyncio.to_thread(
-            _hand_over, write_fd, b"1" + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps}).encode()
+            _hand_over,
+            write_fd,
+            b"1" + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps, "scope": scope}).encode(),
         )
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.
@@ -777,6 +835,7 @@ class ProcessRuntime(StoredRuntime):
         if record.cgroup:
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
         await asyncio.to_thread(self._remove_limit_cgroups, record.attempt_id)
+        await asyncio.to_thread(_remove_var_tmp, record)  # scratch data can be large: not in the loop
         returncode = proc.wait() if proc is not None else None
         if oom:
             record.message = oom  # the end reason the server records (Slurm's OUT_OF_MEMORY)
@@ -802,6 +861,7 @@ class ProcessRuntime(StoredRuntime):
         elif exited_mono is None and attempt_id in self._watchers:
             exited_mono = now  # watched until the end: the exit happened just now
         shutil.rmtree(self.store.run_dir(attempt_id) / "tmp", ignore_errors=True)
+        _remove_var_tmp(record)
         self._cap_log(attempt_id)  # its last burst of output, written since the last periodic pass
         record.state = "exited"
         record.exit_code = code

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -181,6 +182,8 @@ def kill_leftovers(state_dir: Path) -> None:
                 os.killpg(record.pid, signal.SIGKILL)
         if record.cgroup:
             remove_cgroup(Path(record.cgroup), parent_too=True)
+        if record.var_tmp:  # what the next agent's recover() would remove (its private /var/tmp)
+            shutil.rmtree(record.var_tmp, ignore_errors=True)
     for pid in processes_of(state_dir):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
@@ -209,3 +212,17 @@ async def running(agent: Agent) -> AsyncIterator[asyncio.Task[None]]:
     finally:
         agent.request_stop()
         await asyncio.wait_for(task, 10)
+
+
+HOST_SCRATCH = "/var/lib"
+"""Where the root-only tests keep files an attempt must reach on the host itself: outside /tmp,
+/var/tmp and /dev/shm, which a root agent makes private to each attempt (docs/isolation.md)."""
+
+
+def host_scratch_dir(prefix: str) -> Path:
+    """A new directory (mode 0755, as /dev or /opt) under :data:`HOST_SCRATCH`; the caller removes it."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=HOST_SCRATCH))
+    os.chmod(path, 0o755)  # noqa: S103 -- others may traverse it
+    return path

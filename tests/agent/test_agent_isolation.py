@@ -14,12 +14,13 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from agent_testkit import REPO_ROOT, run_async
+from agent_testkit import REPO_ROOT, host_scratch_dir, kill_leftovers, run_async
 
 from agent.gpu.fake import FakeGpuBackend
 from agent.runtime.base import AttemptSpec, StartError
@@ -58,6 +59,7 @@ def open_state() -> Iterator[Path]:
         yield state
     finally:
         _kill_markers()
+        kill_leftovers(state)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -711,7 +713,10 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
     marker = open_state.parent / "ran"
     made = process.private_tmp_payload
 
+    var_tmps: list[object] = []
+
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        var_tmps.append(args[3])  # the attempt's private /var/tmp, made by then
         tmp = made(*args, **kwargs)  # type: ignore[arg-type]
         if step == "shm":
             return {**tmp, "shm": "mode=1777,no_such_tmpfs_option"}
@@ -723,7 +728,7 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
 
     async def scenario() -> None:
         rt, _exits = runtime(open_state, owner_isolation())
-        with pytest.raises(StartError, match="cannot make the private /tmp and /dev/shm") as failed:
+        with pytest.raises(StartError, match="cannot make the private /tmp, /var/tmp and /dev/shm") as failed:
             await rt.start(spec(1, ["sh", "-c", f"touch {marker}; sleep {MARKERS[1]}"], owner="iso-alice"))
         why = (
             "tmpfs on /dev/shm: Invalid argument"
@@ -737,6 +742,8 @@ def test_a_half_made_private_tmp_fails_the_start_and_runs_nothing(
         assert not marker.exists() and _marker_pids() == []
         assert not rt.store.run_dir(1).joinpath("tmp").exists()  # noqa: ASYNC240 -- one stat
         assert "fw-half27" not in Path("/proc/self/mounts").read_text()  # noqa: ASYNC240 -- one read
+        (var_tmp,) = var_tmps
+        assert isinstance(var_tmp, Path) and not var_tmp.exists() and record.var_tmp == ""  # noqa: ASYNC240
 
     try:
         run_async(scenario())
@@ -765,14 +772,14 @@ def test_the_nodes_to_hide_are_the_other_gpus_less_any_the_attempt_holds() -> No
 
 @needs_root
 @needs_mount_ns
-@pytest.mark.parametrize(("where", "who"), [("var", "owner"), ("tmp", "owner"), ("var", "root")])
+@pytest.mark.parametrize(("where", "who"), [("host", "owner"), ("tmp", "owner"), ("host", "root")])
 def test_an_attempt_opens_only_its_own_gpus_device_nodes(open_state: Path, where: str, who: str) -> None:
     """break29: an attempt given GPUs 0 and 1 of 4 opened the nodes of all 4 (unset
     CUDA_VISIBLE_DEVICES, NVML). In its mount namespace the wrapper now binds a root-owned, mode
     000, empty file read-only over the others' nodes: an owner cannot open them, a root workload
     (CAP_DAC_OVERRIDE) opens an empty file read-only, never the device; its own nodes are
     untouched, under a private /tmp too (bound back), and the host's are unchanged."""
-    base = Path(tempfile.mkdtemp(prefix="fw-gpu29-", dir="/var/tmp")) if where == "var" else open_state.parent  # noqa: S108
+    base = host_scratch_dir("fw-gpu29-") if where == "host" else open_state.parent
     os.chmod(base, 0o755)  # noqa: S103 -- as /dev
     nodes = FakeGpuBackend("h29", 4, dev_dir=base / "dev").device_nodes()
     for i, node in nodes.items():
@@ -798,7 +805,7 @@ def test_an_attempt_opens_only_its_own_gpus_device_nodes(open_state: Path, where
     try:
         run_async(scenario())
     finally:
-        if where == "var":
+        if where == "host":
             shutil.rmtree(base, ignore_errors=True)
 
 
@@ -936,25 +943,89 @@ def test_a_workload_cannot_reserve_disk_through_its_log(state_dir: Path) -> None
 
 @needs_root
 @needs_mount_ns
-@pytest.mark.xfail(strict=True, reason="known gap (iso31, docs/isolation.md): /var/tmp stays the host's")
 def test_attempts_of_different_owners_do_not_share_var_tmp(open_state: Path) -> None:
-    """What systemd's PrivateTmp also makes private; here still shared (its fix moves where the
-    tests and the install test keep programs and GPU nodes outside the private /tmp)."""
-    name = f"/var/tmp/fw-iso31-{os.getpid()}"  # noqa: S108 -- the shared place under test
+    """iso31: a file ``fw-alice`` wrote to /var/tmp (umask 022) was read by ``fw-bob``. Each attempt
+    now gets a /var/tmp of its own, as systemd's PrivateTmp: a new directory on the host's /var/tmp
+    (disk, not memory), root's 0700 there, bound over /var/tmp in its mount namespace, removed when
+    it ends. A program the attempt runs from under the host's /var/tmp is still bound back."""
+    host = Path("/var/tmp")  # noqa: S108 -- the shared place under test
+    name = f"fw-var32-{os.getpid()}"
+    prog_dir = Path(tempfile.mkdtemp(prefix="fw-var32-prog-", dir=host))  # bound back: the attempt runs it
+    os.chmod(prog_dir, 0o755)  # noqa: S103 -- a program others may run
+    prog = prog_dir / "write.sh"
+    prog.write_text(
+        f"#!/bin/sh\necho alice-secret > /var/tmp/{name}; stat -f -c %T /var/tmp; stat -c %a /var/tmp; "
+        f"ls -A /var/tmp | grep -c fairway-attempt; echo written; exec sleep {MARKERS[0]}\n"
+    )
+    prog.chmod(0o755)
+    read = f"cat /var/tmp/{name}; ls -A /var/tmp; echo mine > /var/tmp/own && cat /var/tmp/own; echo read"
 
     async def scenario() -> None:
         rt, exits = runtime(open_state, owner_isolation())
-        await rt.start(spec(1, ["sh", "-c", f"echo alice-secret > {name}"], owner="iso-alice"))
+        a = await rt.start(spec(1, [str(prog)], owner="iso-alice"))
+        await wait_log(rt, 1, "written")
+        fs, mode, seen, written = log_of(rt, 1).splitlines()
+        assert fs != "tmpfs" and mode == "1777" and seen == "0" and written == "written"  # on disk; none seen
+        own = Path(a.var_tmp)
+        assert own.parent == host and own.name.startswith("fairway-attempt-1-")
+        assert own.stat().st_uid == 0 and own.stat().st_mode & 0o777 == 0o700  # noqa: ASYNC240
+        assert (own / "tmp" / name).read_text() == "alice-secret\n"  # noqa: ASYNC240 -- there, not in /var/tmp
+        await rt.start(spec(2, ["sh", "-c", read], owner="iso-bob"))
+        done = await asyncio.wait_for(exits.get(), 10)
+        assert done.attempt_id == 2 and done.exit_code == 0, log_of(rt, 2)
+        out = log_of(rt, 2)
+        assert "alice-secret" not in out and "No such file" in out and "mine" in out, out
+        assert out.splitlines()[1:] == ["mine", "read"], out  # ls: nothing of the host's nor of alice's
+        assert not (host / name).exists()  # noqa: ASYNC240
+        assert done.var_tmp == "" and not any(host.glob("fairway-attempt-2-*"))  # noqa: ASYNC240
+        await rt.stop(1, 1)
         await asyncio.wait_for(exits.get(), 10)
-        await rt.start(spec(2, ["sh", "-c", f"cat {name}; echo read"], owner="iso-bob"))
-        await asyncio.wait_for(exits.get(), 10)
-        assert "alice-secret" not in log_of(rt, 2), log_of(rt, 2)
+        assert not own.exists()  # noqa: ASYNC240 -- removed with the attempt
+        assert rt.get(1) is not None and rt.get(1).var_tmp == ""  # type: ignore[union-attr]
 
     try:
         run_async(scenario())
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+        shutil.rmtree(prog_dir, ignore_errors=True)
+        (host / name).unlink(missing_ok=True)
+
+
+@needs_root
+@needs_mount_ns
+def test_a_private_var_tmp_is_removed_by_the_next_agent_when_its_attempt_ended_meanwhile(open_state: Path) -> None:
+    """An attempt that ends while no agent watches it (the agent stopped, then the attempt was
+    killed) leaves its private /var/tmp on the host's disk: the next agent's recover() removes it
+    with the rest of the attempt (its record keeps the path)."""
+
+    async def first() -> str:
+        rt, _exits = runtime(open_state, owner_isolation())
+        record = await rt.start(
+            spec(1, ["sh", "-c", f"echo x > /var/tmp/left; exec sleep {MARKERS[2]}"], owner="iso-alice")
+        )
+        await rt.close()  # the agent goes; the attempt runs on
+        return record.var_tmp
+
+    async def second() -> None:
+        rt, _exits = runtime(open_state, owner_isolation())
+        await rt.recover()
+        record = rt.get(1)
+        assert record is not None and record.state == "exited" and record.var_tmp == ""
+
+    left = run_async(first())
+    assert left and Path(left).is_dir()
+    for _ in range(100):  # the command's write
+        if (Path(left) / "tmp" / "left").exists():
+            break
+        time.sleep(0.02)
+    _kill_markers()  # the attempt ends while no agent watches it
+    for _ in range(100):
+        if proc_gone := not _marker_pids():
+            break
+        time.sleep(0.02)
+    assert proc_gone
+    time.sleep(0.3)  # its wrapper exits after its command
+    run_async(second())
+    assert not Path(left).exists()
 
 
 def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state_dir: Path) -> None:
@@ -981,3 +1052,144 @@ def test_a_log_replaced_by_a_symlink_is_neither_read_nor_capped_through_it(state
         run_async(scenario())
     finally:
         _kill_markers()
+
+
+# --- iso32: a fork bomb of one attempt filled the host's process table ----------------------------------
+
+BOMB = f"""
+import os
+n = 0
+try:
+    while n < 400:
+        if os.fork() == 0:
+            os.execvp("sleep", ["sleep", "{MARKERS[1]}"])
+        n += 1
+    print("forked", n, flush=True)
+except OSError as e:
+    print("refused at", n, e.strerror, flush=True)
+os.execvp("sleep", ["sleep", "{MARKERS[0]}"])
+"""
+FORKS = "for i in $(seq 20); do sleep 0.2 & done; wait; echo forks-ok"
+
+
+@needs_root
+def test_a_fork_bomb_stops_at_its_attempts_pids_limit_and_others_still_fork(open_state: Path) -> None:
+    """iso31: no ``pids.max`` on an attempt, so one attempt could fork until the host's pid table was
+    full, and every other attempt (and the agent's next wrapper) failed to fork. Each attempt's
+    cgroup now has ``pids.max`` (``isolation.pids_max``): the bomb stops there, while another
+    attempt of the same owner (a per-uid RLIMIT_NPROC would have stopped it too) and one of another
+    owner still fork."""
+    isolation = owner_isolation(pids_max=64)
+    assert isolation.limits is not None
+    if isolation.limits.pids == "none":
+        pytest.skip(f"no pids controller here ({isolation.limits.pids_note})")
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        await rt.start(spec(1, ["python3", "-c", BOMB], owner="iso-alice"))
+        await wait_log(rt, 1, "\n", within=20)  # "refused at …" or "forked 400"
+        out = log_of(rt, 1)
+        assert out.startswith("refused at") and "Resource temporarily unavailable" in out, out
+        assert 40 < int(out.split()[2]) < 64, out  # the wrapper, its log pump and the bomb count too
+        await rt.start(spec(2, ["sh", "-c", FORKS], owner="iso-alice"))
+        await rt.start(spec(3, ["sh", "-c", FORKS], owner="iso-bob"))
+        for _ in range(2):
+            done = await asyncio.wait_for(exits.get(), 10)
+            assert done.exit_code == 0 and log_of(rt, done.attempt_id) == "forks-ok\n", log_of(rt, done.attempt_id)
+        await rt.stop(1, 1)
+        await asyncio.wait_for(exits.get(), 10)
+        assert _marker_pids() == []
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+def test_the_pids_limit_is_a_setting_and_a_host_without_one_says_so() -> None:
+    assert IsolationConfig().pids_max == 8192
+    assert IsolationConfig.parse({"pids_max": 0}).pids_max == 0  # no limit
+    for bad in (-1, 1.5, True, "many", 1 << 23):
+        with pytest.raises(ValueError, match="pids_max must be a whole number in 0..4194304"):
+            IsolationConfig.parse({"pids_max": bad})
+    none = CgroupSetup("none", note="test")
+    status = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=none).status()
+    assert status["pids"] == "none" and status["pids_max"] == 8192
+    assert any(w.startswith("no pids limit for attempts (no usable cgroup (test))") for w in status["warnings"])
+    off = Isolation(IsolationConfig(mode="agent", allow_root=True, pids_max=0), cgroups=none).status()
+    assert off["pids"] == "off" and not any("pids" in w for w in off["warnings"])
+
+
+# --- iso32: attempts reached each other's abstract unix sockets ----------------------------------------
+
+PEER = r"""
+import os, socket, sys
+name = "\0" + sys.argv[2]
+def connect(who):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c.connect(name)
+        print(who, "read", c.recv(100).decode().strip(), flush=True)
+    except OSError as e:
+        print(who, "refused", e.strerror, flush=True)
+if sys.argv[1] == "serve":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(name)
+    s.listen(8)
+    print("listening", flush=True)
+    if os.fork() == 0:
+        connect("own-child")
+        os._exit(0)
+    while True:
+        c, _ = s.accept()
+        c.sendall(b"alice-secret\n")
+        c.close()
+else:
+    connect(sys.argv[1])
+    try:  # the same owner's other attempt: Landlock's domain keeps ptrace access to its own too
+        print(sys.argv[1], "environ", len(open(f"/proc/{sys.argv[3]}/environ").read()), flush=True)
+    except OSError as e:
+        print(sys.argv[1], "environ refused", e.strerror, flush=True)
+"""
+
+
+def _connect_abstract(name: str) -> str:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.connect("\0" + name)
+        return c.recv(100).decode().strip()
+
+
+@needs_root
+def test_an_attempt_reaches_no_abstract_unix_socket_of_another_attempt(open_state: Path) -> None:
+    """iso31: attempts share the host's network namespace, so another owner's attempt connected to an
+    attempt's abstract unix socket (``@name``: no file, no permission). A network namespace per
+    attempt would cut a gang's traffic between hosts; a Landlock domain per attempt (Linux 6.12's
+    ``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``) keeps them to the attempt instead: its own processes
+    connect, another attempt (of another owner, or of the same one) is refused, and a process
+    outside every attempt (the host's: an operator, this test) still connects."""
+    isolation = owner_isolation()
+    if isolation.sockets:
+        pytest.skip(f"no Landlock scoping here ({isolation.sockets})")
+    name = f"fw-iso32-{os.getpid()}"
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        server = await rt.start(spec(1, ["python3", "-c", PEER, "serve", name], owner="iso-alice"))
+        await wait_log(rt, 1, "own-child")
+        assert "own-child read alice-secret" in log_of(rt, 1), log_of(rt, 1)
+        assert server.pid is not None
+        (command,) = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()  # noqa: ASYNC240
+        await rt.start(spec(2, ["python3", "-c", PEER, "bob", name, command], owner="iso-bob"))
+        await rt.start(spec(3, ["python3", "-c", PEER, "alice-again", name, command], owner="iso-alice"))
+        for _ in range(2):
+            done = await asyncio.wait_for(exits.get(), 10)
+            out = log_of(rt, done.attempt_id)
+            assert done.exit_code == 0 and "refused Operation not permitted" in out, out
+            assert "alice-secret" not in out and "environ refused Permission denied" in out, out
+        assert await asyncio.to_thread(_connect_abstract, name) == "alice-secret"  # the host's own processes
+        await rt.stop(1, 1)
+
+    run_async(scenario())
+    assert owner_isolation().status()["abstract_sockets"] == "private"

@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from agent_testkit import run_async
+from agent_testkit import host_scratch_dir, run_async
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_agent_isolation import log_of, needs_mount_ns, needs_root, open_state, owner_isolation, runtime, spec
@@ -95,8 +94,7 @@ def nodes() -> Iterator[tuple[dict[int, str], str]]:
     ENXIO), and the second GPU's device again at another path."""
     if os.geteuid() != 0:
         pytest.skip("making device nodes needs root")
-    base = Path(tempfile.mkdtemp(prefix="fw-dev30-", dir="/var/tmp"))  # noqa: S108 -- not under the private /tmp
-    os.chmod(base, 0o755)  # noqa: S103 -- as /dev
+    base = host_scratch_dir("fw-dev30-")  # not under the private /tmp, /var/tmp or /dev/shm
     (base / "dev").mkdir(mode=0o755)
     found = {}
     for i, minor in enumerate(MINORS):

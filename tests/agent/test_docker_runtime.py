@@ -286,6 +286,8 @@ def test_the_container_gets_its_cpu_memory_and_shm_limits(state_dir: Path, podma
     assert bare["shm_size"] == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     capped = container_spec(replace(spec(9, "true"), memory=256 * mib), state_dir, nvidia=False)
     assert capped["shm_size"] == 256 * mib
+    assert bare["pids_limit"] == 8192  # isolation.pids_max, as the process runtime's pids.max
+    assert container_spec(spec(9, "true"), state_dir, nvidia=False, pids_max=0)["pids_limit"] == -1
 
     async def scenario() -> None:
         rt, exits = runtime(state_dir, podman)
@@ -298,6 +300,7 @@ def test_the_container_gets_its_cpu_memory_and_shm_limits(state_dir: Path, podma
         assert host["NanoCpus"] == 2_000_000_000
         assert host["Memory"] == 256 * mib and host["MemorySwap"] == 256 * mib
         assert host["ShmSize"] == 64 * mib
+        assert host["PidsLimit"] == 8192
         assert " 65536 " in log  # the container's /dev/shm is 64 MiB (1K blocks)
         await rt.stop(5, 1, "canceled")
         await asyncio.wait_for(exits.get(), 30)

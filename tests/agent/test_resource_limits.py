@@ -22,9 +22,11 @@ from agent.runtime.isolation import (
     Isolation,
     IsolationConfig,
     LimitSetup,
+    apply_limits,
     detect_cgroups,
     detect_limits,
     limit_files,
+    v1_limit_cgroups,
 )
 from agent.runtime.process import ProcessRuntime
 
@@ -82,9 +84,29 @@ def test_limit_files_say_what_each_cgroup_version_gets() -> None:
     assert limit_files(None, None, "v1") == [] and limit_files(2, M, "none") == []
 
 
+def test_pids_max_goes_into_the_attempts_v2_cgroup_or_a_v1_pids_cgroup_it_joins(tmp_path: Path) -> None:
+    """Where ``pids.max`` is written (plain files standing in for cgroupfs): v2, the attempt's own
+    cgroup with ``+pids`` enabled above it, nothing more to join; v1, a cgroup of the attempt's
+    name in the pids hierarchy, which the wrapper joins and the attempt's end removes."""
+    name = Path("agent-x") / "attempt-7"
+    v2 = tmp_path / "unified" / "fairway"
+    (v2 / name).mkdir(parents=True)
+    setup = LimitSetup("none", pids="v2")
+    assert apply_limits(setup, v2 / name, name, None, None, 64) == []
+    assert (v2 / name / "pids.max").read_text() == "64"
+    assert (v2 / "cgroup.subtree_control").read_text() == "+pids"
+    assert (v2 / "agent-x" / "cgroup.subtree_control").read_text() == "+pids"
+    v1 = tmp_path / "pids" / "fairway"
+    setup = LimitSetup("none", pids="v1", pids_root=v1)
+    assert apply_limits(setup, v2 / name, name, None, None, 64) == [v1 / name]
+    assert (v1 / name / "pids.max").read_text() == "64"
+    assert v1_limit_cgroups(setup, name) == [v1 / name]
+    assert apply_limits(setup, v2 / name, tmp_path / "other", None, None, None) == []  # pids_max 0: none
+
+
 def test_without_a_cgroup_the_limits_are_not_enforced_and_the_host_says_so() -> None:
     isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none", note="test"))
-    assert isolation.limits == LimitSetup("none", note="no usable cgroup (test)")
+    assert isolation.limits == LimitSetup("none", note="no usable cgroup (test)", pids_note="no usable cgroup (test)")
     status = isolation.status()
     assert status["limits"] == "none"
     assert any("CPU and memory requests are not enforced" in w for w in status["warnings"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -254,11 +255,14 @@ def _kill_attempt_processes(state_dir: Path) -> None:
     recorded ones, and any wrapper whose command line names the state directory (its exit file)
     that no record names."""
     pids = set()
+    var_tmps = []  # the private /var/tmp of each (docs/isolation.md): the next agent would remove them
     for record in (state_dir / "attempts").glob("*.json") if (state_dir / "attempts").is_dir() else ():
         try:
-            pid = json.loads(record.read_text()).get("pid")
-            if pid:
-                pids.add(int(pid))
+            data = json.loads(record.read_text())
+            if data.get("pid"):
+                pids.add(int(data["pid"]))
+            if data.get("var_tmp"):
+                var_tmps.append(str(data["var_tmp"]))
         except (OSError, ValueError):
             pass
     mark = str(state_dir / "attempts").encode()
@@ -271,6 +275,8 @@ def _kill_attempt_processes(state_dir: Path) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
+    for path in var_tmps:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

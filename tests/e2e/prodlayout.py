@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -253,8 +254,11 @@ def kill_attempt_processes(state_dir: Path) -> None:
     attempts = state_dir / "attempts"
     for record in attempts.glob("*.json") if attempts.is_dir() else ():
         try:
-            pid = json.loads(record.read_text()).get("pid")
-            if pid:
-                os.killpg(int(pid), signal.SIGKILL)
+            data = json.loads(record.read_text())
+            if data.get("pid"):
+                os.killpg(int(data["pid"]), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+        else:
+            if data.get("var_tmp"):  # its private /var/tmp (docs/isolation.md): the next agent would remove it
+                shutil.rmtree(str(data["var_tmp"]), ignore_errors=True)

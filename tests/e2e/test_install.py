@@ -142,9 +142,10 @@ def test_install_script_joins_a_new_host_that_runs_a_workload(stack, tmp_path: P
     script = tmp_path / "install.sh"
     with urllib.request.urlopen(f"{stack.base_url}/agent/install.sh", timeout=10) as response:  # noqa: S310 -- local
         script.write_bytes(response.read())
-    # Not under /tmp: a root agent gives each attempt a private /tmp (docs/isolation.md), so a
-    # virtualenv there is invisible to the workload it runs, as on a real host.
-    prefix = Path(tempfile.mkdtemp(prefix="fairway-install-test-", dir="/var/tmp"))
+    # Not under /tmp or /var/tmp: a root agent gives each attempt private ones (docs/isolation.md),
+    # so a virtualenv there is invisible to the workload it runs, as on a real host.
+    scratch = "/var/lib" if os.geteuid() == 0 else "/var/tmp"  # noqa: S108 -- no private ones without root
+    prefix = Path(tempfile.mkdtemp(prefix="fairway-install-test-", dir=scratch))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))},
         "PIP_NO_INDEX": "1",
