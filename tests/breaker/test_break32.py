@@ -43,3 +43,32 @@ def test_an_instant_past_the_last_utc_datetime_is_a_400(researcher, api_client_f
         r = api.get(url, {key: until})
         assert r.status_code == 400, (url, r.status_code)
         assert key in r.json()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        # every start and stop carries grace_s (protocol: at most 7 days): with 8 days the server
+        # logged "not sending invalid start" and sent none: nothing ever started or stopped
+        ("FAIRWAY_GRACE_PERIOD_S", str(7 * 86400 + 1), "must be <= 604800"),
+        # the welcome carries heartbeat_s (protocol: at most 3600 s): it was never sent
+        ("FAIRWAY_HEARTBEAT_S", "3601", "must be <= 3600"),
+    ],
+)
+def test_a_setting_the_agent_protocol_cannot_carry_is_refused_naming_it(monkeypatch, name, value, words):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.breaker.test_break26 import load_settings
+
+    with pytest.raises(ImproperlyConfigured) as error:
+        load_settings(monkeypatch, **{name: value})
+    assert str(error.value).startswith(f"{name}=") and words in str(error.value)
+
+
+def test_the_largest_grace_and_heartbeat_settings_are_messages_the_protocol_carries(monkeypatch):
+    from agent import protocol
+    from tests.breaker.test_break26 import load_settings
+
+    conf = load_settings(monkeypatch, FAIRWAY_GRACE_PERIOD_S=str(7 * 86400), FAIRWAY_HEARTBEAT_S="3600")["FAIRWAY"]
+    protocol.encode(protocol.Stop(id=1, attempt_id=1, reason="x", grace_s=conf["GRACE_PERIOD_S"]))
+    protocol.encode(protocol.Welcome(id=1, host="h", heartbeat_s=float(conf["HEARTBEAT_S"])))
