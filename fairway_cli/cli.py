@@ -192,6 +192,11 @@ def server_root(url: str) -> str:
     return url[: -len(API_PATH)] if url.endswith(API_PATH) else url
 
 
+_TOKEN_TEXT = re.compile(r"[!-~]+")
+"""What an API token is made of: printable ASCII without blanks (knox's are hex); anything else
+cannot go into an HTTP header."""
+
+
 class Api:
     """A thin client of ``/api/v1/``: JSON in and out, errors as :class:`CliError`.
 
@@ -213,11 +218,24 @@ class Api:
         if auth:
             if not self.token:
                 raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
+            if not _TOKEN_TEXT.fullmatch(self.token):  # '€' was a UnicodeEncodeError traceback (brk32)
+                raise CliError(
+                    EXIT_USAGE,
+                    "the token (--token, $FAIRWAY_TOKEN or the saved config) holds characters no API token has"
+                    " (a stray character pasted?): give it again, or run `fairway login`",
+                )
             headers["Authorization"] = f"Token {self.token}"
         url = f"{self.server}/api/v1/{path.lstrip('/')}"
         clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
         try:
             response = self.session.request(method, url, json=body, params=clean, headers=headers, timeout=self.timeout)
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema):
+            # "cannot reach http://exa mple: InvalidURL. Is the server running there?" (brk32)
+            raise CliError(
+                EXIT_USAGE,
+                f"{self.server!r} is not a server URL: give it as https://host[:port] (--server URL, $FAIRWAY_URL,"
+                " or `fairway login --server URL`)",
+            ) from None
         except requests.RequestException as exc:
             if method != "GET" and isinstance(exc, requests.ReadTimeout):  # sent; the answer did not come
                 raise CliError(EXIT_UNREACHABLE, unanswered_text(self.server, method, path, exc)) from None

@@ -72,3 +72,56 @@ def test_the_largest_grace_and_heartbeat_settings_are_messages_the_protocol_carr
     conf = load_settings(monkeypatch, FAIRWAY_GRACE_PERIOD_S=str(7 * 86400), FAIRWAY_HEARTBEAT_S="3600")["FAIRWAY"]
     protocol.encode(protocol.Stop(id=1, attempt_id=1, reason="x", grace_s=conf["GRACE_PERIOD_S"]))
     protocol.encode(protocol.Welcome(id=1, host="h", heartbeat_s=float(conf["HEARTBEAT_S"])))
+
+
+@pytest.mark.parametrize(
+    ("where", "token"),
+    [("FAIRWAY_TOKEN", "\u20acuro"), ("FAIRWAY_TOKEN", "abc\ndef"), ("config", "t\u00f6ken\u2603"), ("--token", "\u2603")],
+)
+def test_a_token_that_cannot_be_a_header_is_a_usage_error_not_a_traceback(monkeypatch, tmp_path, where, token):
+    """``FAIRWAY_TOKEN=€uro fairway ls`` (a token pasted with a stray character, or a config edited
+    by hand): a UnicodeEncodeError traceback from http.client; with a newline, "cannot reach
+    SERVER ... Is the server running there?" (requests' InvalidHeader), which it is."""
+    import io
+
+    from fairway_cli import cli as fairway_cli
+
+    config = tmp_path / "config.json"
+    config.write_text('{"server": "http://127.0.0.1:9", "token": ""}')
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(config))
+    monkeypatch.delenv("FAIRWAY_URL", raising=False)
+    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
+    argv = ["ls"]
+    if where == "FAIRWAY_TOKEN":
+        monkeypatch.setenv("FAIRWAY_TOKEN", token)
+    elif where == "config":
+        import json
+
+        config.write_text(json.dumps({"server": "http://127.0.0.1:9", "token": token}))
+    else:
+        argv = ["login", "--token", token]
+    out, err = io.StringIO(), io.StringIO()
+    assert fairway_cli.main(argv, out=out, err=err) == fairway_cli.EXIT_USAGE, err.getvalue()
+    assert "token" in err.getvalue() and "cannot reach" not in err.getvalue()
+    assert json_of(config)["token"] == ("" if where != "config" else token)  # nothing saved
+
+
+def json_of(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("server", ["http://exa mple", "http://127.0.0.1:99999", "http://%zz"])
+def test_a_server_url_that_is_no_url_is_named_so(monkeypatch, tmp_path, server):
+    """``FAIRWAY_URL='http://exa mple'``: "cannot reach ...: InvalidURL. Is the server running there?"."""
+    import io
+
+    from fairway_cli import cli as fairway_cli
+
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "none.json"))
+    monkeypatch.setenv("FAIRWAY_URL", server)
+    monkeypatch.setenv("FAIRWAY_TOKEN", "abc")
+    out, err = io.StringIO(), io.StringIO()
+    assert fairway_cli.main(["ls"], out=out, err=err) == fairway_cli.EXIT_USAGE, err.getvalue()
+    assert "is not a server URL" in err.getvalue()
