@@ -125,3 +125,33 @@ def test_a_server_url_that_is_no_url_is_named_so(monkeypatch, tmp_path, server):
     out, err = io.StringIO(), io.StringIO()
     assert fairway_cli.main(["ls"], out=out, err=err) == fairway_cli.EXIT_USAGE, err.getvalue()
     assert "is not a server URL" in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"server: ws://h\ntoken: \xff\xfe\n", "not UTF-8"),  # UnicodeDecodeError traceback
+        (b"1: a\nb: 2\nserver: ws://h\ntoken: t\n", "unknown key(s)"),  # sorted() of int and str: TypeError
+        (b"server: ws://h:99999\ntoken: t\n", "bad value for server"),  # the port: InvalidURI at each connect
+    ],
+)
+def test_an_agent_config_file_with_wrong_bytes_or_keys_is_a_config_error(tmp_path, content, words):
+    from agent.config import ConfigError, load_config
+
+    path = tmp_path / "agent.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as error:
+        load_config({"host_name": "h"}, path, {})
+    assert words in str(error.value)
+
+
+@pytest.mark.parametrize("token", ["t\u20ac-secret", "abc\nX-Other: 1", "two words", 12345])
+def test_an_agent_token_that_cannot_be_a_header_is_refused_without_showing_it(token):
+    """A host token holding a character an HTTP header cannot carry reached the websocket
+    handshake (an encoding error, or a header injected); a bad token's refusal printed the token
+    itself into the agent's log."""
+    from agent.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as error:
+        load_config({"host_name": "h", "server": "ws://h", "token": token}, None, {})
+    assert "token" in str(error.value) and "secret" not in str(error.value) and "12345" not in str(error.value)
