@@ -76,7 +76,12 @@ def test_the_largest_grace_and_heartbeat_settings_are_messages_the_protocol_carr
 
 @pytest.mark.parametrize(
     ("where", "token"),
-    [("FAIRWAY_TOKEN", "\u20acuro"), ("FAIRWAY_TOKEN", "abc\ndef"), ("config", "t\u00f6ken\u2603"), ("--token", "\u2603")],
+    [
+        ("FAIRWAY_TOKEN", "\u20acuro"),
+        ("FAIRWAY_TOKEN", "abc\ndef"),
+        ("config", "t\u00f6ken\u2603"),
+        ("--token", "\u2603"),
+    ],
 )
 def test_a_token_that_cannot_be_a_header_is_a_usage_error_not_a_traceback(monkeypatch, tmp_path, where, token):
     """``FAIRWAY_TOKEN=€uro fairway ls`` (a token pasted with a stray character, or a config edited
