@@ -160,3 +160,31 @@ def test_an_agent_token_that_cannot_be_a_header_is_refused_without_showing_it(to
     with pytest.raises(ConfigError) as error:
         load_config({"host_name": "h", "server": "ws://h", "token": token}, None, {})
     assert "token" in str(error.value) and "secret" not in str(error.value) and "12345" not in str(error.value)
+
+
+def test_simulate_refuses_an_out_it_cannot_write_before_simulating(tmp_path):
+    """``simulate --out FILE`` (a file, or a directory it may not write): the whole simulation ran,
+    then ``mkdir`` raised (a traceback) and its report was lost."""
+    from django.core.management import call_command
+
+    taken = tmp_path / "a-file"
+    taken.write_text("keep")
+    for out in (taken, taken / "below"):
+        with pytest.raises(CommandError, match="--out"):
+            call_command("simulate", "--no-plots", "--no-progress", "--days", "0.01", "--out", str(out))
+    assert taken.read_text() == "keep"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["\u00b2"], "no budget"),  # '²'.isdigit(): int('²') was a ValueError traceback
+        (["nlp/olmo", "--out", "/nonexistent/statement.csv"], "--out"),  # FileNotFoundError traceback
+        (["nlp/olmo", "--out", "."], "--out"),  # IsADirectoryError traceback
+    ],
+)
+def test_budget_statement_refuses_a_bad_budget_or_out_clearly(org_tree, args, words):
+    from django.core.management import call_command
+
+    with pytest.raises(CommandError, match=words):
+        call_command("budget_statement", *args, stdout=StringIO(), stderr=StringIO())
