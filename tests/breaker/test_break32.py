@@ -188,3 +188,13 @@ def test_budget_statement_refuses_a_bad_budget_or_out_clearly(org_tree, args, wo
 
     with pytest.raises(CommandError, match=words):
         call_command("budget_statement", *args, stdout=StringIO(), stderr=StringIO())
+
+
+def test_a_trace_with_a_byte_order_mark_is_read(tmp_path):
+    """A trace saved by a Windows editor starts with a UTF-8 byte order mark: "missing column
+    'job_id'", which its header plainly has (brk30 fixed the same in the sacct import)."""
+    from scheduler.trace import read_trace
+
+    path = tmp_path / "trace.csv"
+    path.write_bytes("\ufeffjob_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n0,0,a,1,10,\n".encode())
+    assert [(j.job_id, j.vc, j.num_gpus) for j in read_trace(path)] == [(0, "a", 1)]
