@@ -198,3 +198,29 @@ def test_a_trace_with_a_byte_order_mark_is_read(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_bytes("\ufeffjob_id,submit_time_s,vc,num_gpus,duration_s,duration_pcs_s\n0,0,a,1,10,\n".encode())
     assert [(j.job_id, j.vc, j.num_gpus) for j in read_trace(path)] == [(0, "a", 1)]
+
+
+def test_an_approved_inventory_whose_gpus_swapped_indices_is_registered_as_reported(hosts):
+    """Two GPUs of a host trade places (cards moved between slots): index 0 now reports index 1's
+    UUID and back. The approval kept both rows as they were ("registered elsewhere; kept": each UUID
+    was the other row's), said "approved", and the next hello held the same inventory again: the
+    host stayed cordoned for good, its database inventory naming each device by the other's index."""
+    from scheduler import lifecycle
+    from scheduler.models import GPU, Host
+
+    host = hosts["h100-1"]
+    registered = {g.index: g for g in GPU.objects.filter(host=host)}
+    swapped = {0: 1, 1: 0, 2: 2, 3: 3}
+    reports = [
+        lifecycle.GpuReport(i, registered[swapped[i]].uuid, "H100", registered[swapped[i]].memory_mb) for i in range(4)
+    ]
+    lifecycle.host_hello(host, agent_version="0.1", gpus=reports, running=[])
+    host.refresh_from_db()
+    assert host.pending_inventory is not None and host.state == "cordoned"
+    lifecycle.do_approve_host_inventory(None, host)
+    assert [(g.index, g.uuid) for g in GPU.objects.filter(host=host).order_by("index")] == [
+        (r.index, r.uuid) for r in reports
+    ]
+    lifecycle.host_hello(Host.objects.get(pk=host.pk), agent_version="0.1", gpus=reports, running=[])
+    host.refresh_from_db()
+    assert host.pending_inventory is None and host.state == "active"
