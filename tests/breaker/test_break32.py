@@ -224,3 +224,37 @@ def test_an_approved_inventory_whose_gpus_swapped_indices_is_registered_as_repor
     lifecycle.host_hello(Host.objects.get(pk=host.pk), agent_version="0.1", gpus=reports, running=[])
     host.refresh_from_db()
     assert host.pending_inventory is None and host.state == "active"
+
+
+def test_the_cli_shows_invisible_format_characters_escaped(monkeypatch, researcher, teammate, submit_kwargs):
+    """A teammate's workload named ``train\\u200b`` (zero-width space), with a word joiner, a byte
+    order mark, a soft hyphen or Unicode tag characters, printed as ``train``: indistinguishable
+    from another ``train`` in ``fairway ls`` (and its columns shifted). Every format character
+    (category Cf) is escaped now, as the bidirectional ones already were."""
+    from scheduler.services import do_submit_workload
+    from tests.cli.inprocess import run_cli
+
+    hidden = "\u200b\u2060\ufeff\u00ad\U000e0041\u180e"
+    w = do_submit_workload(teammate, **submit_kwargs(name=f"train{hidden}"))
+    out = run_cli(monkeypatch, researcher, "ls", "--all")
+    assert not any(c in out for c in hidden)
+    assert "train\\u200b\\u2060\\ufeff\\xad\\U000e0041" in out  # the column is cut at 40
+    out = run_cli(monkeypatch, researcher, "show", str(w.pk))
+    assert not any(c in out for c in hidden)
+
+
+def test_the_clis_invisible_characters_are_every_format_character_of_this_python():
+    """The oracle of ``fairway_cli.cli._INVISIBLE`` (written out for the CLI's start time)."""
+    import re
+    import sys
+    import unicodedata
+
+    from fairway_cli.cli import _INVISIBLE
+
+    pattern = re.compile(f"[{_INVISIBLE}]")
+    for code in range(0xA0, sys.maxunicode + 1):
+        char = chr(code)
+        expected = unicodedata.category(char) in ("Cf", "Zl", "Zp")
+        if unicodedata.unidata_version.split(".")[0] != "14" and not expected:
+            continue  # a newer Unicode may add format characters; none of these may be ordinary text
+        assert bool(pattern.match(char)) == expected, hex(code)
