@@ -258,3 +258,21 @@ def test_the_clis_invisible_characters_are_every_format_character_of_this_python
         if unicodedata.unidata_version.split(".")[0] != "14" and not expected:
             continue  # a newer Unicode may add format characters; none of these may be ordinary text
         assert bool(pattern.match(char)) == expected, hex(code)
+
+
+@pytest.mark.parametrize("cap", ["0", "0s", "0h0m"])
+def test_import_history_philly_refuses_a_run_time_cap_of_nothing(cluster, researcher, cap):
+    """``--max-duration 0`` capped every imported job's run at 0 s: history of workloads that ran
+    for nothing, written as if real (the cap is a run time, more than 0)."""
+    with pytest.raises(CommandError, match="--max-duration"):
+        call_command(
+            "import_history",
+            "philly",
+            "--cluster",
+            "default",
+            "--user",
+            "researcher",
+            "--max-duration",
+            cap,
+            stdout=StringIO(),
+        )

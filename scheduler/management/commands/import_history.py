@@ -102,6 +102,10 @@ class Command(BaseCommand):
             jobs = read_trace(opts["trace"])
         except (TraceError, ValueError) as exc:
             raise CommandError(f"{exc}; nothing written") from None
+        if max_duration <= 0:  # every run capped at 0 s: history of work that ran for nothing (brk32)
+            raise CommandError(
+                f"--max-duration {opts['max_duration']!r}: a run-time cap is more than 0; nothing written"
+            )
         # NaN passed "<= 0" and 1e308 days overflowed into a traceback.
         if not (0 < opts["days"] <= MAX_DAYS and 0 < opts["load"] <= MAX_LOAD):
             raise CommandError(f"--days is from 0 to {MAX_DAYS} and --load from 0 to {MAX_LOAD}; nothing written")
