@@ -75,3 +75,37 @@ def test_two_joins_of_one_host_at_once_refuse_the_second_clearly_and_keep_its_to
     assert list(Host.objects.filter(name__startswith="new-").values_list("name", flat=True)) == ["new-1"]
     assert GPU.objects.filter(host__name="new-1").count() == 2
     assert JoinToken.objects.get(pk=row2.pk).used_at is None  # the refused join spent nothing
+
+
+def test_two_imports_of_one_sacct_export_at_once_write_it_once(cluster, researcher, org_tree, tmp_path) -> None:
+    """``import_history sacct`` refuses a job already imported (brk30), read before its write:
+    two imports of one export at once (two operators, a retried cron job) each found nothing
+    imported and both wrote it: the lab's usage doubled. The import now reads and writes under
+    its cluster's row lock: the second waits, then refuses every job."""
+    from datetime import timedelta
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+    from django.utils import timezone
+
+    from budgets.models import UsageEntry
+    from tests.services.test_import_history import SACCT, _stamp
+
+    now = timezone.now()
+    export = tmp_path / "sacct.txt"
+    export.write_text(SACCT.format(s=_stamp(now - timedelta(hours=3)), e=_stamp(now - timedelta(hours=1))))
+
+    def run() -> None:
+        call_command("import_history", "sacct", str(export), "--cluster", "default", stdout=StringIO())
+
+    held = Held(run)
+    assert held.done.wait(BOUND_S), held.error
+    try:
+        other = Waiting(run)
+        assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+    finally:
+        held.release()
+    assert other.ended.wait(BOUND_S)
+    assert held.error is None, held.error
+    assert isinstance(other.error, CommandError) and "already imported" in str(other.error), repr(other.error)
+    assert UsageEntry.objects.count() == 2
