@@ -276,3 +276,13 @@ def test_import_history_philly_refuses_a_run_time_cap_of_nothing(cluster, resear
             cap,
             stdout=StringIO(),
         )
+
+
+def test_agent_join_reads_an_existing_config_that_is_not_utf8_as_not_joined(tmp_path):
+    """``agent join`` first asks whether the host joined already (its config holds a token): a
+    config that is not UTF-8 was a UnicodeDecodeError traceback there."""
+    from agent.join import already_joined
+
+    path = tmp_path / "agent.yaml"
+    path.write_bytes(b"token: \xff\xfe\n")
+    assert already_joined(path) is None
