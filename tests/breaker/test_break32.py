@@ -286,3 +286,32 @@ def test_agent_join_reads_an_existing_config_that_is_not_utf8_as_not_joined(tmp_
     path = tmp_path / "agent.yaml"
     path.write_bytes(b"token: \xff\xfe\n")
     assert already_joined(path) is None
+
+
+def _scenario_with(tmp_path, expect: dict) -> str:
+    import yaml
+
+    doc = yaml.safe_load(Path("tests/scenarios/P01-fair-share-split.yaml").read_text())
+    doc["steps"][0]["expect"] = expect
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_a_scenario_expecting_the_ratio_order_of_an_undeclared_budget_is_a_scenario_error(tmp_path):
+    """``ratio_order: [A, Z]`` (a typo, or a renamed budget): a KeyError traceback in the policy's
+    tree (found by mutating the example scenarios: 2 faults in 2,560 mutations)."""
+    from scheduler.scenarios.runner import MemoryBackend, run_scenario
+    from scheduler.scenarios.spec import ScenarioError
+
+    with pytest.raises(ScenarioError, match="ratio_order"):
+        run_scenario(_scenario_with(tmp_path, {"ratio_order": ["A", "Z"]}), MemoryBackend())
+
+
+def test_a_scenario_expecting_preemptions_of_a_workload_it_never_had_fails_that_expectation(tmp_path):
+    """``preemptions: {Q9: 0}`` naming no workload (or one refused at submission): a KeyError
+    traceback in the memory backend; an expectation that fails like any other now."""
+    from scheduler.scenarios.runner import MemoryBackend, run_scenario
+
+    result = run_scenario(_scenario_with(tmp_path, {"preemptions": {"Q9": 0}}), MemoryBackend())
+    assert not result.ok and [f.key for f in result.failures] == ["preemptions.Q9"]
