@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -102,6 +103,10 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
 def _server_url(value: Any) -> str:
     url = str(value)
     parts = urlparse(url)
+    try:
+        parts.port  # noqa: B018 -- ws://h:99999 raised InvalidURI at every connect (brk32)
+    except ValueError:
+        raise ValueError("must be a ws:// or wss:// URL with a host and a port up to 65535") from None
     if parts.scheme not in ("ws", "wss") or not parts.hostname or any(c.isspace() for c in url):
         raise ValueError("must be a ws:// or wss:// URL with a host")
     return url
@@ -111,6 +116,23 @@ def _non_empty(value: Any) -> str:
     text = str(value).strip()
     if not text:
         raise ValueError("must not be empty")
+    return text
+
+
+_TOKEN_TEXT = re.compile(r"[!-~]+")
+"""A host token: printable ASCII without blanks (the server's are URL-safe base64), what an HTTP
+header carries."""
+
+
+def _token(value: Any) -> str:
+    """The host token; a refusal never shows it (it would go to the agent's log)."""
+    if not isinstance(value, str):  # token: 0123 in YAML is the number 83
+        raise ValueError("must be a string (quote it in YAML)")
+    text = value.strip()
+    if not text:
+        raise ValueError("must not be empty")
+    if not _TOKEN_TEXT.fullmatch(text):  # '€' failed the handshake; a newline injected a header (brk32)
+        raise ValueError("holds characters no host token has (blanks, control or non-ASCII characters)")
     return text
 
 
@@ -125,7 +147,7 @@ def _isolation(value: Any) -> IsolationConfig:
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "server": _server_url,
-    "token": _non_empty,
+    "token": _token,
     "host_name": _non_empty,
     "gpus": _positive_int,
     "model": _non_empty,
@@ -165,12 +187,14 @@ def load_config(
     raw: dict[str, Any] = {}
     if config_file is not None:
         try:
-            loaded = yaml.safe_load(config_file.read_text()) or {}
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError as exc:  # a traceback (brk32)
+            raise ConfigError(f"cannot read config file {config_file}: not UTF-8 text ({exc.reason})") from None
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {config_file} is not a mapping")
-        unknown = sorted(set(loaded) - set(KEYS))
+        unknown = sorted(map(str, set(loaded) - set(KEYS)))  # "1: a" and "b: 2" did not sort: a TypeError
         if unknown:
             raise ConfigError(f"unknown key(s) in {config_file}: {', '.join(map(str, unknown))}")
         raw.update(loaded)
@@ -187,5 +211,6 @@ def load_config(
         try:
             values[key] = _PARSERS[key](value)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"bad value for {key}: {value!r} ({exc})") from None
+            shown = "(not shown)" if key == "token" else repr(value)  # the agent's log is no place for it
+            raise ConfigError(f"bad value for {key}: {shown} ({exc})") from None
     return AgentConfig(**values)

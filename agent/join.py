@@ -36,8 +36,8 @@ class JoinFailed(Exception):
 def already_joined(config_path: Path) -> str | None:
     """The host name of an existing config holding a host token, else None."""
     try:
-        data = yaml.safe_load(config_path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):  # not UTF-8 was a traceback (brk32)
         return None
     if isinstance(data, dict) and data.get("token"):
         return str(data.get("host_name") or socket.gethostname())

@@ -401,7 +401,9 @@ FAIRWAY = {
     "LOOKBACK_WINDOW_S": env_int("FAIRWAY_LOOKBACK_WINDOW_S", 7 * 24 * 3600, minimum=60),
     "MAX_RESERVATIONS": env_int("FAIRWAY_MAX_RESERVATIONS", 8, minimum=0),
     "MAX_MINIMUM_RUNTIME_S": env_int("FAIRWAY_MAX_MINIMUM_RUNTIME_S", 24 * 3600, minimum=0),
-    "GRACE_PERIOD_S": env_int("FAIRWAY_GRACE_PERIOD_S", 30, minimum=0),
+    # Every start and stop carries it to the agent (agent/protocol.py ``GraceSeconds``: at most 7 days;
+    # beyond, no start or stop could be sent: brk32).
+    "GRACE_PERIOD_S": env_int("FAIRWAY_GRACE_PERIOD_S", 30, minimum=0, maximum=7 * 86400),
     "START_TIMEOUT_S": env_int("FAIRWAY_START_TIMEOUT_S", 600, minimum=1),
     "HOST_OFFLINE_AFTER_S": env_int("FAIRWAY_HOST_OFFLINE_AFTER_S", 30, minimum=1),
     "HOST_LOST_AFTER_S": env_int("FAIRWAY_HOST_LOST_AFTER_S", 300, minimum=1),
@@ -418,7 +420,8 @@ FAIRWAY = {
     # often ticks ask: bounds the estimates' CPU under a stream of submissions (docs/estimates.md).
     "ESTIMATE_MIN_GAP_S": env_float("FAIRWAY_ESTIMATE_MIN_GAP_S", 15.0, minimum=0.0),
     "TICK_DEBOUNCE_S": env_float("FAIRWAY_TICK_DEBOUNCE_S", 0.5, minimum=0.0),
-    "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1),
+    # The welcome carries it to the agent (agent/protocol.py ``Welcome.heartbeat_s``: at most 3600 s).
+    "HEARTBEAT_S": env_float("FAIRWAY_HEARTBEAT_S", 5.0, minimum=0.1, maximum=3600),
     # The web process writes the heartbeats it received in one batch this often (at most a quarter
     # of HEARTBEAT_S); a stopping process loses at most this much of them. A heartbeat waits up to
     # this long before its write: 0.5 s keeps receipt → committed under 1 s (issue 15, point 5).

@@ -121,9 +121,23 @@ def unanswered_text(server: str, method: str, path: str, exc: Exception) -> str:
     )
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-"""Characters a terminal acts on or that reorder the text around them: C0 and C1 controls (ESC
-starts every terminal escape), DEL, bidirectional overrides and isolates, line separators."""
+_INVISIBLE = (
+    "\xad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+"""Every format character (Unicode 14 category Cf: bidirectional marks, overrides and isolates,
+zero-width spaces and joiners, the byte order mark, the soft hyphen, tag characters) and the line
+and paragraph separators (Zl, Zp), as a regex class's ranges: written out, not read from
+``unicodedata`` at each start (94 ms of CPU per command); ``tests/breaker/test_break32.py``
+checks it against ``unicodedata``."""
+
+
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+"""Characters a terminal acts on, that reorder the text around them or that show as nothing: C0
+and C1 controls (ESC starts every terminal escape), DEL, and the format characters (bidirectional
+overrides and isolates; zero-width ones, with which ``train\u200b`` read as another ``train``:
+brk32), line separators."""
 
 
 def escape_text(text: str, keep: str = "") -> str:
@@ -138,7 +152,7 @@ def escape_text(text: str, keep: str = "") -> str:
         if char in keep:
             return char
         code = ord(char)
-        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
     return _CONTROL.sub(one, text)
 
@@ -192,6 +206,11 @@ def server_root(url: str) -> str:
     return url[: -len(API_PATH)] if url.endswith(API_PATH) else url
 
 
+_TOKEN_TEXT = re.compile(r"[!-~]+")
+"""What an API token is made of: printable ASCII without blanks (knox's are hex); anything else
+cannot go into an HTTP header."""
+
+
 class Api:
     """A thin client of ``/api/v1/``: JSON in and out, errors as :class:`CliError`.
 
@@ -213,11 +232,24 @@ class Api:
         if auth:
             if not self.token:
                 raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
+            if not _TOKEN_TEXT.fullmatch(self.token):  # '€' was a UnicodeEncodeError traceback (brk32)
+                raise CliError(
+                    EXIT_USAGE,
+                    "the token (--token, $FAIRWAY_TOKEN or the saved config) holds characters no API token has"
+                    " (a stray character pasted?): give it again, or run `fairway login`",
+                )
             headers["Authorization"] = f"Token {self.token}"
         url = f"{self.server}/api/v1/{path.lstrip('/')}"
         clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
         try:
             response = self.session.request(method, url, json=body, params=clean, headers=headers, timeout=self.timeout)
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema):
+            # "cannot reach http://exa mple: InvalidURL. Is the server running there?" (brk32)
+            raise CliError(
+                EXIT_USAGE,
+                f"{self.server!r} is not a server URL: give it as https://host[:port] (--server URL, $FAIRWAY_URL,"
+                " or `fairway login --server URL`)",
+            ) from None
         except requests.RequestException as exc:
             if method != "GET" and isinstance(exc, requests.ReadTimeout):  # sent; the answer did not come
                 raise CliError(EXIT_UNREACHABLE, unanswered_text(self.server, method, path, exc)) from None

@@ -400,7 +400,10 @@ def parse_sacct(
             here.append(f"no leaf budget for Account {v['Account']!r}")
         if v["User"] not in users:
             here.append(f"no user {v['User']!r}")
-        if job in seen:
+        note_room = UsageEntry._meta.get_field("note").max_length - len(SACCT_NOTE.format(job="", user=""))
+        if len(job) + len(v["User"]) > note_room:  # cut, the note no longer names the job: a second import doubled it
+            here.append(f"JobID and User are {len(job) + len(v['User'])} characters, at most {note_room} together")
+        elif job in seen:
             here.append(f"JobID {job} appears twice")
         elif job in imported:
             here.append(f"JobID {job} is already imported on {cluster}")
@@ -426,7 +429,7 @@ def write_sacct(cluster: Cluster, jobs: Sequence[SacctJob]) -> int:
             start=j.start,
             end=j.end,
             gpus=j.gpus,
-            note=SACCT_NOTE.format(job=j.job_id, user=j.user)[:200],
+            note=SACCT_NOTE.format(job=j.job_id, user=j.user),  # parse_sacct: it fits
         )
         for j in jobs
     ]

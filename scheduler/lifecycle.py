@@ -1034,6 +1034,20 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
 
 def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
     existing = {g.index: g for g in GPU.objects.filter(host=host)}
+    # GPUs of this host that traded indices (cards moved between slots): each UUID is held by
+    # the other's row, so each was "registered elsewhere; kept" and the approval changed nothing
+    # (brk32). Such rows give up their UUID first (a placeholder, the column being unique), then
+    # take the reported one below.
+    reported = {r.index: r.uuid for r in gpus}
+    claimed = {r.uuid: r.index for r in gpus}
+    trading = [
+        g
+        for g in existing.values()
+        if reported.get(g.index, g.uuid) != g.uuid and claimed.get(g.uuid, g.index) != g.index
+    ]
+    for gpu in trading:
+        gpu.uuid = f"~moving-{gpu.pk}"
+        gpu.save(update_fields=["uuid"])
     changed: list[GPU] = []
     for report in gpus:
         gpu = existing.get(report.index)
@@ -1076,6 +1090,8 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
             changed.append(gpu)
     if changed:
         GPU.objects.bulk_update(changed, ["uuid", "model", "memory_mb"])
+    # A trading row whose reported UUID is another live host's kept its placeholder: out of placement.
+    GPU.objects.filter(pk__in=[g.pk for g in trading], uuid__startswith="~moving-").update(health=GPU.Health.UNHEALTHY)
 
 
 # --- sweeps (run by the clock through scheduler.tasks) ----------------------------------

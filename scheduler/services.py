@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -851,6 +851,15 @@ def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
     return dict(labels)
 
 
+def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
+    """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is registered."""
+    if Host.objects.filter(name=name).exists():
+        raise HostError("host_exists", "name", f"A host named {name} is already registered.")
+    taken = list(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
+    if taken:
+        raise HostError("duplicate_gpu", "gpus", f"GPU UUIDs already registered: {', '.join(sorted(taken))}.")
+
+
 def do_register_host(
     cluster: Cluster,
     name: str,
@@ -875,22 +884,26 @@ def do_register_host(
     clean_labels = _check_labels(labels)
     token, digest = _new_host_token()
     with transaction.atomic():
-        if Host.objects.filter(name=name).exists():
-            raise HostError("host_exists", "name", f"A host named {name} is already registered.")
-        taken = list(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
-        if taken:
-            raise HostError("duplicate_gpu", "gpus", f"GPU UUIDs already registered: {', '.join(sorted(taken))}.")
-        host = Host.objects.create(
-            cluster=cluster,
-            name=name,
-            labels=clean_labels,
-            token_hash=digest,
-            state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
-            state_before_offline=Host.State.ACTIVE,
-        )
-        GPU.objects.bulk_create(
-            [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
-        )
+        _refuse_taken(name, specs)
+        try:
+            # A savepoint: a registration of the same name or GPU in flight elsewhere (a join with
+            # another cluster's token) passed the checks above before this one's insert committed;
+            # its insert then failed on the unique index, a 500 (brk32). Checked again: the rule's answer.
+            with transaction.atomic():
+                host = Host.objects.create(
+                    cluster=cluster,
+                    name=name,
+                    labels=clean_labels,
+                    token_hash=digest,
+                    state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
+                    state_before_offline=Host.State.ACTIVE,
+                )
+                GPU.objects.bulk_create(
+                    [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
+                )
+        except IntegrityError:
+            _refuse_taken(name, specs)
+            raise
         HostEvent.objects.create(
             host=host,
             at=timezone.now(),

@@ -80,7 +80,7 @@ def read_trace(path: str | Path) -> list[TraceJob]:
     """
     name = str(path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # a byte order mark hid job_id (brk32)
             return parse_trace(fh, name=name)
     except OSError as exc:
         raise TraceError(name, None, None, f"cannot read the file: {exc.strerror or exc}") from None

@@ -42,7 +42,10 @@ def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) 
     raw = raw.replace("\x00", "").strip()
     at = _iso(raw)
     if at is not None:
-        return at
+        try:  # 9999-12-31T23:59:59-12:00 is a datetime whose UTC instant is not (year 10000): a 500 (brk32)
+            return at.astimezone(UTC)
+        except OverflowError:
+            raise serializers.ValidationError({name: ["a date from year 1 to 9999 in UTC"]}, code="invalid") from None
     try:
         seconds = parse_duration(raw)
     except ValueError:

@@ -473,6 +473,9 @@ def check(be: Backend, step: Step, rejected: dict[str, str], fails: list[Failure
                 fail(f"host_states.{h}", st, hs.get(str(h)))
     if "preemptions" in exp:
         for wid, n in exp["preemptions"].items():
+            if str(wid) not in states:  # never submitted, or refused: a KeyError in the backend (brk32)
+                fail(f"preemptions.{wid}", n, "no such workload")
+                continue
             got = be.preemptions(str(wid))
             if got != n:
                 fail(f"preemptions.{wid}", n, got)

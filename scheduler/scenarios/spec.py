@@ -508,6 +508,14 @@ def load_scenario(path: str | Path) -> Scenario:
                 i,
             )
         )
+    # Expectations naming budgets the tree has not: a KeyError in the policy's tree (brk32).
+    declared = {"/".join(b.path.split("/")[:i]) for b in budgets for i in range(1, b.path.count("/") + 2)}
+    for step in steps:
+        for path in (step.expect or {}).get("ratio_order") or []:
+            if str(path) not in declared:
+                raise ScenarioError(
+                    file, f"steps[{step.index}].expect.ratio_order", f"no budget {str(path)!r} declared"
+                )
     return Scenario(
         file,
         str(doc.get("name", Path(file).stem)),

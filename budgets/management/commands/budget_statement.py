@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from budgets.services import resolve_budget
 from budgets.statement import StatementError, budget_statement, parse_range, statement_csv
+from config.outpath import out_problem
 
 
 class Command(BaseCommand):
@@ -25,16 +26,21 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         ref = opts["budget"]
-        budget = resolve_budget(int(ref) if ref.isdigit() else ref)
+        budget = resolve_budget(int(ref) if ref.isascii() and ref.isdigit() else ref)  # '²'.isdigit()
         if budget is None:
             raise CommandError(f"no budget {ref!r}")
         try:
             since, until = parse_range(opts["since"], opts["until"])
         except StatementError as exc:
             raise CommandError(exc.message) from None
+        if opts["out"] and (problem := out_problem(opts["out"], directory=False)):
+            raise CommandError(f"{problem}; nothing written")
         text = statement_csv(budget, budget_statement(budget, since, until))
         if opts["out"]:
-            Path(opts["out"]).write_text(text)
+            try:
+                Path(opts["out"]).write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(f"cannot write --out {opts['out']!r}: {exc.strerror or exc}") from None
             self.stderr.write(f"statement of {budget.path} {since}..{until} written to {opts['out']}")
         else:
             self.stdout.write(text, ending="")

@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from django.utils import timezone
 
 from budgets.services import budget_paths, load_tree
@@ -102,6 +103,10 @@ class Command(BaseCommand):
             jobs = read_trace(opts["trace"])
         except (TraceError, ValueError) as exc:
             raise CommandError(f"{exc}; nothing written") from None
+        if max_duration <= 0:  # every run capped at 0 s: history of work that ran for nothing (brk32)
+            raise CommandError(
+                f"--max-duration {opts['max_duration']!r}: a run-time cap is more than 0; nothing written"
+            )
         # NaN passed "<= 0" and 1e308 days overflowed into a traceback.
         if not (0 < opts["days"] <= MAX_DAYS and 0 < opts["load"] <= MAX_LOAD):
             raise CommandError(f"--days is from 0 to {MAX_DAYS} and --load from 0 to {MAX_LOAD}; nothing written")
@@ -160,15 +165,19 @@ class Command(BaseCommand):
             budgets.setdefault(tree[pk].name, tree[pk])
             budgets[paths[pk]] = tree[pk]
         users = set(get_user_model().objects.values_list("username", flat=True))
-        jobs, skipped = parse_sacct(
-            text.splitlines(),
-            budgets,
-            users,
-            now=timezone.now(),
-            imported=imported_sacct_jobs(cluster),
-            cluster=cluster.name,
-        )
-        n = write_sacct(cluster, jobs)
+        with transaction.atomic():
+            # Under the cluster's row lock from the read of the jobs already imported to the write:
+            # two imports of one export at once each found none and both wrote it (brk32).
+            Cluster.objects.select_for_update().filter(pk=cluster.pk).values_list("pk", flat=True).first()
+            jobs, skipped = parse_sacct(
+                text.splitlines(),
+                budgets,
+                users,
+                now=timezone.now(),
+                imported=imported_sacct_jobs(cluster),
+                cluster=cluster.name,
+            )
+            n = write_sacct(cluster, jobs)
         for note in skipped:
             self.stdout.write(f"skipped {note}")
         gpu_h = sum(j.gpus * (j.end - j.start).total_seconds() for j in jobs) / 3600

@@ -58,6 +58,10 @@ class Command(BaseCommand):
         add_estimate_options(parser)
 
     def handle(self, *args: Any, **o: Any) -> None:
+        from config.outpath import out_problem
+
+        if o["out"] and (problem := out_problem(o["out"], directory=True)):
+            raise CommandError(f"{problem}; nothing simulated")  # not after the whole run
         if o["from_db"]:
             self._from_db(o)
             return
