@@ -63,3 +63,21 @@ def test_the_metrics_page_counts_one_hour_in_the_singular(browser, researcher, c
     _running(researcher, cluster, submit_kwargs)
     page = browser.get("/metrics/").content.decode()
     assert "1 hours" not in page and "1 hour</span>" in page
+
+
+def test_work_that_ran_under_a_second_has_an_elapsed_time_not_the_never_started_dash(
+    browser, researcher, cluster, submit_kwargs, monkeypatch
+):
+    # A `sleep 1` reported late on a busy server: started and ended at the same recorded instant.
+    # `ls`, `show` and the web list wrote "-" (never started) beside its start time.
+    w = _running(researcher, cluster, submit_kwargs, min_runtime_s=0, gpu_count=1)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0, age_s=5.0)
+    w.refresh_from_db()
+    assert w.state == Workload.State.SUCCEEDED
+    row = next(ln for ln in run_cli(monkeypatch, researcher, "ls", "--all").splitlines() if ln.split()[0] == str(w.pk))
+    assert row.split()[-3] == "0"  # ELAPSED, before CHARGED ("free") and PREEMPT
+    shown = run_cli(monkeypatch, researcher, "show", str(w.pk))
+    assert [ln.split()[-1] for ln in shown.splitlines() if ln.strip().startswith("elapsed")] == ["0"]
+    page = browser.get("/workloads/").content.decode()
+    assert '<td class="num small acct-elapsed">0s</td>' in page
