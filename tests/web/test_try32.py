@@ -81,3 +81,15 @@ def test_work_that_ran_under_a_second_has_an_elapsed_time_not_the_never_started_
     assert [ln.split()[-1] for ln in shown.splitlines() if ln.strip().startswith("elapsed")] == ["0"]
     page = browser.get("/workloads/").content.decode()
     assert '<td class="num small acct-elapsed">0s</td>' in page
+
+
+def test_a_gpu_count_past_the_column_is_refused_as_too_many_not_as_below_one(researcher_client):
+    # 3,000,000,000 GPUs was answered "gpu_count is an integer >= 1."
+    body = {"budget": "nlp/olmo", "cluster": "default", "command": ["x"], "min_runtime": "10m"}
+    answer = researcher_client.post("/api/v1/workloads/quote/", {**body, "gpu_count": 3_000_000_000}, format="json")
+    assert answer.status_code == 400
+    message = answer.json()["gpu_count"][0]
+    assert ">= 1" not in message and "3000000000 GPUs is more than" in message
+    assert researcher_client.post("/api/v1/workloads/quote/", {**body, "gpu_count": 0}, format="json").json()[
+        "gpu_count"
+    ] == ["gpu_count is an integer >= 1."]
