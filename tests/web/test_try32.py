@@ -93,3 +93,21 @@ def test_a_gpu_count_past_the_column_is_refused_as_too_many_not_as_below_one(res
     assert researcher_client.post("/api/v1/workloads/quote/", {**body, "gpu_count": 0}, format="json").json()[
         "gpu_count"
     ] == ["gpu_count is an integer >= 1."]
+
+
+def test_a_running_attempt_on_a_silent_host_says_so_on_its_page(browser, researcher, cluster, submit_kwargs):
+    # The page said "running" with its charge growing while its host was offline; if the agent
+    # stays silent the attempt ends lost, charged up to the last heartbeat (DESIGN.md §4).
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Host
+
+    w = _running(researcher, cluster, submit_kwargs)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    heard = timezone.now() - timedelta(seconds=40)
+    Host.objects.filter(pk=attempt.host_id).update(state=Host.State.OFFLINE, last_heartbeat=heard)
+    page = browser.get(f"/workloads/{w.pk}/").content.decode()
+    assert f"{attempt.host.name} silent since" in page
+    assert "ends lost, charged up to its last heartbeat" in page
