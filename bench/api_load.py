@@ -131,6 +131,12 @@ def claim_redis(url: str, only: int | None = None) -> str:
                 if client.dbsize() == 1:
                     return candidate
                 client.delete(REDIS_MARKER)  # someone else's data is there
+            if only is not None:  # the number asked for: say which and why, not "no free number"
+                keys = client.dbsize()
+                raise SystemExit(
+                    f"Redis database {only} is not empty ({keys} key{'' if keys == 1 else 's'}): flush it if it is "
+                    "yours, or choose another with --redis-db N (or leave --redis-db out)"
+                )
         finally:
             client.close()
     raise SystemExit("no free Redis database number (1..15) for the bench")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
@@ -109,7 +108,7 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
     from django.utils import timezone
 
     from scheduler.api.params import demand_window
-    from scheduler.sim.dbdemand import load_demand
+    from scheduler.sim.dbdemand import actual_from_standing, load_demand
     from scheduler.sim.whatif import parse_shares, whatif
 
     span = demand_window(window)
@@ -117,35 +116,8 @@ def run_what_if(shares_text: str, window: str, cluster: str | None) -> dict[str,
     demand = load_demand(cluster or None, span, now)
     budgets = parse_shares(shares_text, demand.budgets, name="shares")
     result = whatif(demand, budgets)
-    if span.total_seconds() == int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]):
-        _actual_from_standing(result, cluster or None, now)
+    actual_from_standing(result, cluster or None, span, now)
     return result
-
-
-def _actual_from_standing(result: dict[str, Any], cluster: str | None, now: Any) -> None:
-    """Over the lookback window, the actual column is the budgets' standing at the same instant
-    (``scheduler.reports.budget_standings``, the numbers of the budgets page, the API and the CLI):
-    one computation of delivered, demand, entitlement and attainment, not a second one."""
-    from scheduler.models import Cluster
-    from scheduler.reports import budget_standings
-
-    clusters = Cluster.objects.filter(name=cluster) if cluster else Cluster.objects.all()
-    found = list(clusters[:2])
-    if len(found) != 1:
-        return
-    standing = budget_standings(found[0], load_tree(), now)
-    by_key = {str(b.budget_id): b for b in standing.budgets}
-    for row in result["budgets"]:
-        b = by_key.get(str(row["key"]))
-        if b is None or row["actual"] is None:
-            continue
-        row["actual"].update(
-            entitlement_gpu_h=b.entitlement_gpu_hours,
-            demand_gpu_h=b.demand_gpu_hours,
-            delivered_gpu_h=b.usage_gpu_hours,
-            attainment=b.attainment,
-        )
-    result["actual_is_standing"] = True
 
 
 class ParentListFilter(admin.RelatedFieldListFilter):

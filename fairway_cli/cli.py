@@ -683,10 +683,12 @@ def _acct(w: dict[str, Any]) -> dict[str, Any]:
 
 
 def _elapsed(w: dict[str, Any]) -> str:
-    """A workload's elapsed run time, "-" while it has none (never started), as the web list
-    writes it (`ls` and `show` wrote "0" for a pending one: brk31)."""
-    seconds = _acct(w).get("elapsed_s")
-    return duration(seconds) if seconds else "-"
+    """A workload's elapsed run time, "-" while it never started, as the web list writes it (`ls`
+    and `show` wrote "0" for a pending one: brk31); "0" for work that ran under a second (it read
+    as never started beside its start time: try32)."""
+    if not _acct(w).get("started_at"):
+        return "-"
+    return duration(_acct(w).get("elapsed_s") or 0)
 
 
 def gpu_hours_cell(w: dict[str, Any]) -> str:

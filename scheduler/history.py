@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
@@ -113,6 +113,7 @@ def simulate_philly(
     """Run ``jobs`` (trace seconds; ``trace_end_s`` maps to ``now``) through the policy on the
     given hosts and budgets (``budget_key_of``: Philly VC → policy budget key; jobs of other VCs
     are skipped and counted). Pure: no database."""
+    from scheduler.policy import GpuHealth, HostState
     from scheduler.sim.engine import Engine, SimAttempt, SimWorkload
 
     shift = now - trace_end_s
@@ -127,8 +128,15 @@ def simulate_philly(
     e = Engine(start=start, window=window, tick_interval=tick_interval, grace=grace, with_reasons=False)
     for b in budgets:
         e.add_budget(b)
+    # The past ran on the cluster's hosts as registered, each active and healthy (as the what-if's,
+    # scheduler.sim.dbdemand): today's states are not the past's, and a host whose agent has not
+    # said hello yet is offline (the demo imports before its agents start: "imported 0", try32).
     for h in snapshot_hosts:
-        e.add_host(h)
+        e.add_host(
+            replace(
+                h, state=HostState.ACTIVE, drain_now=False, gpu_health=dict.fromkeys(h.gpu_health, GpuHealth.HEALTHY)
+            )
+        )
     model = next(iter(snapshot_hosts)).model if snapshot_hosts else ""
     past: dict[str, PastWorkload] = {}
 

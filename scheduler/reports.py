@@ -667,7 +667,7 @@ def _lines(
         if not workload.allocated:
             lines.append(
                 "Unallocated work (minimum runtime 0) only uses GPUs that no allocated work can use, "
-                "and none are free now."
+                f"and not enough are free now for its {workload.gpu_count} × {workload.gpu_model}."
             )
         elif detail.get("resources"):
             lines.append(short_sentence(workload, detail))

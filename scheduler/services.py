@@ -124,11 +124,11 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 MAX_DB_INT = 2**63 - 1
 """The largest id (bigint); integer inputs beyond it are refused before any query."""
 MAX_GPU_COUNT = 2**31 - 1
+"""``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
 CANCEL_FORBIDDEN = "Only the owner, a budget manager or staff may cancel."
 """The refusal of a cancel by someone else, for one workload or a group alike."""
 GPU_COUNT_PROBLEM = "gpu_count is an integer >= 1."
 """The refusal of a GPU count below 1, in the words of every surface (the submit form's too)."""
-"""``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
 MAX_SHOWN_CHARS = 80
 """An input quoted back in an error message is cut to this many characters (it may be huge)."""
 
@@ -482,9 +482,12 @@ def do_submit_workload(
         refuse("unknown_cluster", "cluster", f"No cluster {shown(cluster)}." if cluster else "Name a cluster.")
     hardware = _hardware(the_cluster, hardware_token) if the_cluster is not None else []  # for both checks
 
-    if not _is_int(gpu_count) or not 1 <= gpu_count <= MAX_GPU_COUNT:
+    if not _is_int(gpu_count) or gpu_count < 1:
         refuse("invalid_gpu_count", "gpu_count", GPU_COUNT_PROBLEM)
         gpu_count = 0  # not quoted by the size check below
+    elif gpu_count > MAX_GPU_COUNT:  # was answered "an integer >= 1" (try32)
+        refuse("too_many_gpus", "gpu_count", f"{shown(gpu_count)} GPUs is more than any cluster has.")
+        gpu_count = 0
     # CPU, memory and shared-memory requests (DESIGN.md §3.3; docs/resources.md)
     requests_ok = _check_requests(cpus, memory_bytes, shared_memory_bytes, refuse)
     if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:

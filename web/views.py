@@ -8,6 +8,7 @@ UI cannot allow what the API refuses.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import secrets
@@ -365,6 +366,23 @@ class Lane:
     hosts: list[str]
     utilization: float | None
     charged_gpu_seconds: int
+    silent: list[tuple[str, datetime | None, datetime | None]] = dataclasses.field(default_factory=list)
+    """An open attempt's hosts that are offline: (name, last heartbeat, when its attempts end
+    ``lost`` if it stays silent), so "running" with a growing charge is not all the page says."""
+
+
+def _silent_hosts(attempt: Attempt, links: list[Any]) -> list[tuple[str, datetime | None, datetime | None]]:
+    """The offline hosts of the open ``attempt`` (``links``: its GPU links, hosts loaded)."""
+    if attempt.ended_at is not None:
+        return []
+    lost_after = timedelta(seconds=int(settings.FAIRWAY["HOST_LOST_AFTER_S"]))
+    out: dict[str, tuple[str, datetime | None, datetime | None]] = {}
+    for link in links:
+        host = link.gpu.host
+        if host.state == Host.State.OFFLINE and host.name not in out:
+            heard = host.last_heartbeat
+            out[host.name] = (host.name, heard, heard + lost_after if heard else None)
+    return sorted(out.values())
 
 
 def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
@@ -409,6 +427,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),
+                silent=_silent_hosts(a, links),
             )
         )
     return lanes, start, end

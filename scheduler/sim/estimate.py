@@ -1186,7 +1186,9 @@ def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bo
 
     - placed: some active host of its model has ``gpus`` free GPUs nominated for nobody (a gang:
       that many in all), or free nominated GPUs that could return to everyone (other free GPUs
-      exist, or the nomination is of a workload that left or of another size);
+      exist, or the nomination is of a workload that left, that waits or is an array member (its
+      nomination is dropped when it waits: its ``after`` list or its group's ``%N`` cap), or of
+      another size);
     - (allocated ``w`` only) preempts or reserves: on an active host of its model, an unallocated
       attempt; a stopping attempt with GPUs nominated for nobody (or, as above, that may return);
       an attempt the pass stops (``dec``) whose GPUs it does not all nominate; or allocated work of
@@ -1200,7 +1202,10 @@ def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bo
     loose = False  # a nomination the pass may give up at once
     for wid, gpus in snap.nominations.items():
         nominee = pending.get(wid)
-        if nominee is not None and len(gpus) == nominee.gpus:
+        # A nominee that waits (its ``after`` list, or its array group at its %N cap) loses its
+        # nomination at its turn (core._waits): its GPUs may return to everyone in this pass. Since
+        # est31 capped members stay pending in the simulation (try32: seed 802386895).
+        if nominee is not None and len(gpus) == nominee.gpus and not nominee.waiting and nominee.group is None:
             kept.update(gpus)
         elif gpus:
             loose = True

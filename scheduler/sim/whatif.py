@@ -265,6 +265,11 @@ def format_table(result: dict[str, Any]) -> str:
             f"{f(s.get('attainment')):>10} {f(a.get('wait_p50_h')):>8} {f(s.get('wait_p50_h')):>8} "
             f"{f(a.get('wait_p90_h')):>8} {f(s.get('wait_p90_h')):>8}"
         )
+    if result.get("actual_is_standing"):
+        lines.append(
+            "actual attainment: each budget's standing now, as on the budgets page "
+            "(usage ÷ min(entitlement, demand), capped at 1)"
+        )
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ show the numbers of ``scheduler.reports.budget_standings`` (:func:`scheduler.pol
 
 from __future__ import annotations
 
+import io
 import re
 from datetime import timedelta
 from fractions import Fraction
@@ -248,3 +249,41 @@ def test_demand_counts_only_work_that_could_run(researcher, outsider, cluster, o
     olmo = next(b for b in budget_standings(cluster, load_tree(), now).budgets if b.path == "nlp/olmo")
     # first: present 1.5 h, ran 0.5 h → 4 × 0.5 h; second: 30 min asking, 4 GPUs → 2 GPU-h
     assert olmo.demand_gpu_hours == pytest.approx(2.0 + 2.0, abs=0.01)
+
+
+def test_simulate_from_db_shows_the_admin_what_ifs_actual_column(
+    researcher, cluster, org_tree, submit_kwargs, tmp_path, monkeypatch
+):
+    """try32: ``manage.py simulate --from-db --since 7d`` printed olmo's actual attainment as 21 %
+    (the simulator's own demand, counting work waiting for its prerequisites) while the admin
+    what-if and the budgets page said 74 %; over the lookback window both now show the standing."""
+    import json
+
+    from django.core.management import call_command
+
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    # Given, in olmo, a 4-GPU workload that ran for 1 h and one waiting (2 h) for it
+    first = do_submit_workload(researcher, **submit_kwargs(gpu_count=4))
+    second = do_submit_workload(researcher, **submit_kwargs(gpu_count=4), after=[first.pk])
+    Workload.objects.filter(pk__in=[first.pk, second.pk]).update(submitted_at=now - timedelta(hours=2))
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.get(workload=first)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=now - timedelta(hours=1))
+    olmo = next(b for b in budget_standings(cluster, load_tree(), now).budgets if b.path == "nlp/olmo")
+    assert olmo.attainment is not None
+
+    # When leadership runs the what-if from the command line over the lookback window
+    out = io.StringIO()
+    call_command("simulate", "--from-db", "--since", "7d", "--out", str(tmp_path), stdout=out)
+
+    # Then its actual column is olmo's standing, as on the admin page, and it says so
+    result = json.loads((tmp_path / "whatif.json").read_text())
+    actual = next(r["actual"] for r in result["budgets"] if r["budget"] == "nlp/olmo")
+    assert result["actual_is_standing"] is True
+    assert actual["attainment"] == olmo.attainment
+    assert actual["delivered_gpu_h"] == olmo.usage_gpu_hours
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("nlp/olmo"))
+    assert line.split()[2] == f"{olmo.attainment:g}"
+    assert "as on the budgets page" in out.getvalue()

@@ -276,3 +276,26 @@ def test_a_sacct_export_with_a_byte_order_mark_is_read(cluster, researcher, org_
     out = StringIO()
     call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=out)
     assert "imported 2 Slurm jobs" in out.getvalue()
+
+
+def test_philly_history_is_imported_before_any_agent_has_connected(db, researcher, org_tree, tmp_path: Path):
+    """try32: the demo seeds its hosts, imports the week before, then starts the agents. Since a
+    registered host is ``offline`` until its agent's first hello (mend31), the simulated past ran
+    on offline hosts: "imported 0 Philly jobs", the demo's week of history gone. The past ran on
+    the cluster's hosts as they are registered, taken as active and healthy (as the what-if)."""
+    cluster = do_create_cluster("philly")
+    for h in ("p1", "p2"):
+        do_register_host(cluster, h, [(i, f"GPU-{h}-{i}", "H100", 80000) for i in range(4)])
+    assert set(cluster.hosts.values_list("state", flat=True)) == {"offline"}
+    do_create_budget(name="vc-aa", parent=org_tree["nlp"])
+    do_create_budget(name="vc-bb", parent=org_tree["vision"])
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    out = StringIO()
+    call_command(
+        "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
+        "--before-job", "5", "--days", "2", "--load", "100", stdout=out,
+    )  # fmt: skip
+    assert "imported 4 Philly jobs" in out.getvalue()
+    assert Attempt.objects.filter(workload__cluster=cluster).count() >= 4
+    assert set(cluster.hosts.values_list("state", flat=True)) == {"offline"}  # the import changes no host

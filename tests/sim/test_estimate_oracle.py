@@ -14,7 +14,7 @@ import random
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.policy import Decisions, IncrementalScheduler, OnCap, Snapshot, UsageRecord, Workload, schedule
@@ -125,6 +125,7 @@ def test_a_quote_equals_the_estimate_of_the_same_workload_submitted(seed: int, g
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8, 16]))
+@example(802386895, 1)  # try32: may_act kept a capped array member's nomination (since est31)
 def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus: int) -> None:
     """quote_starts shares one simulation between the minimum runtimes until each may act
     (may_act): every line equals the plain forward simulation of the snapshot with that workload
@@ -153,6 +154,7 @@ def test_shared_quote_variants_equal_one_forward_simulation_each(seed: int, gpus
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 4, 8]))
+@example(802386895, 1)  # try32: a nominee waiting on its group's %N cap loses its nomination
 def test_may_act_is_a_necessary_condition(seed: int, gpus: int) -> None:
     """Wherever may_act says a variant cannot act in a pass, the pass with it added decides
     exactly what the pass without it decides (the trial quote_starts skips is run anyway). Both

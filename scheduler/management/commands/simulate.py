@@ -161,12 +161,13 @@ class Command(BaseCommand):
         from django.utils import timezone
 
         from scheduler.api.params import demand_window
-        from scheduler.sim.dbdemand import load_demand
+        from scheduler.sim.dbdemand import actual_from_standing, load_demand
         from scheduler.sim.whatif import format_table, parse_shares, whatif
 
         try:
             since = demand_window(o["since"])
-            demand = load_demand(o["cluster"], since, timezone.now())
+            now = timezone.now()
+            demand = load_demand(o["cluster"], since, now)
             budgets = demand.budgets
             if o["budgets"]:
                 try:
@@ -175,6 +176,7 @@ class Command(BaseCommand):
                     raise BudgetFileError(o["budgets"], None, f"cannot read the file: {exc}") from None
                 budgets = parse_shares(text, budgets, name=o["budgets"])
             result = whatif(demand, budgets, grace_s=parse_duration(o["grace"]), depth=o["depth"] or None)
+            actual_from_standing(result, o["cluster"], since, now)  # the admin what-if's actual column
         except (ValueError, BudgetFileError, SimulationError) as exc:
             raise CommandError(f"nothing written: {exc}") from None
         self.stdout.write(format_table(result))
