@@ -30,6 +30,12 @@ conditions, each read as a bound on the rules, never restating them:
 Within the dispatch room only shrinks and reservations only grow between two decisions, so
 a proof stands to the end of the dispatch. ``ps.check`` (``IncrementalScheduler(check=True)``)
 runs the rest anyway and fails if it decides anything (:meth:`Tail.verify`).
+
+One queue's rest (``pol32``): the same proof over that queue alone (:meth:`Tail._leaf_idle`),
+asked where the whole rest's fails and when the dispatch enters a queue, holds until the next
+decision; while nothing is decided nothing the dispatch order reads changes, so the queue is
+walked to its end before any other, and the dispatch passes it at once (:meth:`Tail.passes`;
+under ``ps.check`` it is walked and must decide nothing).
 """
 
 from __future__ import annotations
