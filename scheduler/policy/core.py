@@ -250,6 +250,9 @@ class Pass(SkipRuns):
             None if self.snap.with_reasons else tail.Tail(self, disp, self._progress(), self.hosts_kept, self._decided)
         )
         while (w := disp.next()) is not None:
+            if rest is not None and rest.passes(w.budget):
+                disp.skip_run_to(w, _to_end)  # its queue's rest was proved idle
+                continue
             if w.group is not None and self._waits(w):
                 disp.done(w, False)
                 continue
@@ -269,7 +272,7 @@ class Pass(SkipRuns):
                 fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
                 fails.append((n, m))
             disp.done(w, admitted)
-            if rest is not None and rest.step(self._progress()):
+            if rest is not None and rest.step(self._progress(), w.budget):
                 break
         if rest is not None:
             rest.verify()
@@ -401,6 +404,11 @@ class _UnallocatedRest:
         """Under ``check``: nothing started after the rest was proved idle."""
         if self.ended is not None and starts != self.ended:
             raise AssertionError(f"the unallocated pass at {now} started {starts - self.ended} after its end")
+
+
+def _to_end(q: list[Workload], i: int) -> int:
+    """``Dispatcher.skip_run_to``'s end for a queue passed to its end."""
+    return len(q)
 
 
 def _each(queues: Queues) -> Iterator[Workload]:

@@ -30,6 +30,12 @@ conditions, each read as a bound on the rules, never restating them:
 Within the dispatch room only shrinks and reservations only grow between two decisions, so
 a proof stands to the end of the dispatch. ``ps.check`` (``IncrementalScheduler(check=True)``)
 runs the rest anyway and fails if it decides anything (:meth:`Tail.verify`).
+
+One queue's rest (``pol32``): the same proof over that queue alone (:meth:`Tail._leaf_idle`),
+asked where the whole rest's fails and when the dispatch enters a queue, holds until the next
+decision; while nothing is decided nothing the dispatch order reads changes, so the queue is
+walked to its end before any other, and the dispatch passes it at once (:meth:`Tail.passes`;
+under ``ps.check`` it is walked and must decide nothing).
 """
 
 from __future__ import annotations
@@ -61,8 +67,8 @@ _UNREAD: Shapes = []
 
 
 class Tail:
-    """One allocated dispatch's proofs: each queue's rest read once, and the queue whose rest
-    last may have reserved asked first."""
+    """One allocated dispatch's proofs: each queue's rest read once; the whole rest proved idle
+    ends the dispatch, a queue's own rest proved idle is passed at once (:meth:`passes`)."""
 
     def __init__(
         self,
@@ -74,23 +80,31 @@ class Tail:
     ) -> None:
         self.ps, self.disp, self.kept, self.decided = ps, disp, kept, decided
         self.rests: dict[str, Shapes | None] = {}
-        self.first: str | None = None
         self.mark = progress  # the counts of decisions at the last step
-        self.dirty = False  # a decision since the last proof asked
+        self.dirty = True  # a decision (or the dispatch's start) since the last proof asked
         self.proved: object = None  # under ps.check: the decisions when the rest was proved idle
+        self.first: str | None = None  # the queue whose rest last may have reserved (asked first)
+        self.verdicts: dict[str, bool] = {}  # queue -> its own rest proved idle, since the last decision
+        self.at: str | None = None  # the queue of the last workload returned
+        self.watch: tuple[str, object] | None = None  # under ps.check: a proved queue being walked
 
-    def step(self, progress: object) -> bool:
-        """After each workload the dispatch handled, with the pass's counts of decisions: True
-        when the dispatch may end here. A proof is asked at the first workload that decides
-        nothing after one that did (before it, nothing changed that it reads but the rest,
-        which only shrinks). Under ``ps.check`` the dispatch goes on and :meth:`verify` checks."""
+    def step(self, progress: object, leaf: str) -> bool:
+        """After each workload of ``leaf`` the dispatch handled, with the pass's counts of
+        decisions: True when the dispatch may end here. A proof is asked at the first workload
+        that decides nothing after one that did, or at the dispatch's first (before it, nothing
+        changed that it reads but the rest, which only shrinks); where the whole rest is not
+        proved idle, ``leaf``'s own rest may be (:meth:`passes`). Under ``ps.check`` the dispatch
+        goes on and :meth:`verify` checks."""
         if progress != self.mark:
-            self.mark, self.dirty = progress, True
+            if self.watch is not None:
+                raise AssertionError(f"{self.watch[0]}'s rest proved idle at {self.ps.now} decided {progress}")
+            self.mark, self.dirty, self.verdicts = progress, True, {}
             return False
         if not self.dirty or self.proved is not None:
             return False
         self.dirty = False
         if not self.rest_idle():
+            self.verdicts[leaf] = self._leaf_idle(leaf)
             return False
         if not self.ps.check:
             return True
@@ -99,8 +113,38 @@ class Tail:
 
     def verify(self) -> None:
         """Under ``ps.check``: the dispatch decided nothing after its rest was proved idle."""
+        self._left(None)
         if self.proved is not None and self.proved != (now := self.decided()):
             raise AssertionError(f"the dispatch's rest proved idle at {self.ps.now} decided {now} != {self.proved}")
+
+    def passes(self, leaf: str) -> bool:
+        """The dispatch returned a workload of ``leaf``: True when the rest of ``leaf``'s queue is
+        proved idle since the last decision (:meth:`_leaf_idle`: asked by :meth:`step`, or when the
+        dispatch enters the queue), so the dispatch may pass all of it at once (while nothing is
+        decided nothing it reads changes, and the queue is walked to its end before any other).
+        Under ``ps.check`` it is walked anyway and must decide nothing."""
+        got = self.verdicts.get(leaf)
+        if got is None:
+            got = leaf != self.at and self._leaf_idle(leaf)
+            if leaf != self.at:
+                self.verdicts[leaf] = got
+        self.at = leaf
+        if not got:
+            self._left(leaf)
+            return False
+        if not self.ps.check:
+            return True
+        if self.watch is None or self.watch[0] != leaf:
+            self._left(leaf)
+            self.watch = (leaf, self.decided())
+        return False
+
+    def _left(self, leaf: str | None) -> None:
+        """Under ``ps.check``: the queue watched (proved idle) is left for ``leaf``; it decided nothing."""
+        if self.watch is not None and self.watch[0] != leaf:
+            if self.watch[1] != (now := self.decided()):
+                raise AssertionError(f"{self.watch[0]}'s rest proved idle at {self.ps.now} decided {now}")
+            self.watch = None
 
     def rest_idle(self) -> bool:
         """True only when no workload the dispatch has not returned yet can start, preempt,
@@ -119,6 +163,17 @@ class Tail:
                 self.first = leaf
                 return False
             rest.update(mine)
+        return self._screen(rest)
+
+    def _leaf_idle(self, leaf: str) -> bool:
+        """True only when no workload of ``leaf``'s queue the dispatch has not returned yet can
+        start, preempt, reserve or change a nomination: :meth:`rest_idle` over that queue alone."""
+        mine = self._rest(leaf)
+        return mine is not None and not _may_reserve(self.ps, mine) and self._screen(mine)
+
+    def _screen(self, rest: Rest) -> bool:
+        """:func:`screen.idle` over the pass's state with ``rest`` as its requests."""
+        ps = self.ps
         req = requests(ps, rest)
         return idle(
             ps.standing, (), ps.tree, lambda: ps.load, ps.pending, self.kept, lambda: req, allowed_in=self._allowed_in

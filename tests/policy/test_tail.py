@@ -139,3 +139,62 @@ def test_shapes_failed_outright_are_left_out_and_decide_nothing(
     monkeypatch.setattr(tail, "_failed_outright", counted)
     run_checked(busy_trace(tmp_path, seed))
     assert seen["out"] > 5
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_queue_proved_idle_decides_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """A queue's own rest is proved idle (``Tail._leaf_idle``, reached) where the whole rest is
+    not; under check the dispatch walks it anyway and it decides nothing, and the decisions
+    equal ``schedule()``'s (which never proves)."""
+    seen = {"asked": 0, "idle": 0}
+    real = tail.Tail._leaf_idle
+
+    def counted(self: tail.Tail, leaf: str) -> bool:
+        got = real(self, leaf)
+        seen["asked"] += 1
+        seen["idle"] += got
+        return got
+
+    monkeypatch.setattr(tail.Tail, "_leaf_idle", counted)
+    run_checked(busy_trace(tmp_path, seed))
+    assert seen["idle"] > 5 and seen["asked"] > seen["idle"]
+
+
+def test_a_queue_proved_idle_blindly_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answering "idle" for every queue passes queues that would still decide: check fails."""
+    monkeypatch.setattr(tail.Tail, "_leaf_idle", lambda self, leaf: True)
+    with pytest.raises(AssertionError, match="proved idle"):
+        TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+def test_a_queue_proved_idle_is_passed_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without check, a queue proved idle is passed at once: fewer workloads handled, the same
+    decisions on every pass as with the per-queue proof off."""
+    import scheduler.policy.core as core
+
+    def run(leaf_proofs: bool) -> tuple[list[object], int]:
+        handled = {"n": 0}
+        real = core.Pass._handle_allocated
+
+        def counted(self: core.Pass, w: object) -> bool:
+            handled["n"] += 1
+            return real(self, w)  # type: ignore[arg-type]
+
+        with monkeypatch.context() as m:
+            m.setattr(core.Pass, "_handle_allocated", counted)
+            if not leaf_proofs:
+                m.setattr(tail.Tail, "_leaf_idle", lambda self, leaf: False)
+            inc = IncrementalScheduler()
+            seen: list[object] = []
+
+            def record(snap):  # type: ignore[no-untyped-def]
+                dec = inc(snap)
+                seen.append(dec)
+                return dec
+
+            TraceSim(busy_trace(tmp_path, 2), record).run()
+        return seen, handled["n"]
+
+    with_proofs, fewer = run(True)
+    without, more = run(False)
+    assert with_proofs == without and fewer < more
