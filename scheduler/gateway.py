@@ -359,7 +359,13 @@ def _raw_rows(sql: str, ids: list[int]) -> list[tuple[Any, ...]]:
 
 def _open_on(host_ids: list[int]) -> list[tuple[int, int, int, Any, str]]:
     """(host id, wire id, attempt pk, stop requested at, stop reason) of every open GPU row of an
-    attempt not ended on ``host_ids``: the narrow read of :func:`desired_commands_many`."""
+    attempt not ended on ``host_ids``: the narrow read of :func:`desired_commands_many`.
+
+    PostgreSQL: driven by the hosts, their GPUs by the ``host`` index, each GPU's open row by the
+    ``one_open_attempt_per_gpu`` index and its attempt by key (``OFFSET 0`` keeps each lateral
+    lookup a lookup): the plain join, planned on tables without statistics, read every open GPU
+    row of the installation to keep the hosts' (0.1-0.6 s a flush at 1,000 busy hosts on the
+    loaded box; "lat32" in docs/benchmarks/api_load.md)."""
     from scheduler.models import Attempt
 
     if not _postgresql():
@@ -370,9 +376,11 @@ def _open_on(host_ids: list[int]) -> list[tuple[int, int, int, Any, str]]:
         )
     return _raw_rows(
         f"SELECT g.host_id, a.wire_id, ag.attempt_id, a.stop_requested_at, a.stop_reason "  # noqa: S608 -- our tables
-        f"FROM {_table(AttemptGPU)} ag JOIN {_table(GPU)} g ON g.id = ag.gpu_id "
-        f"JOIN {_table(Attempt)} a ON a.id = ag.attempt_id "
-        "WHERE ag.open AND g.host_id = ANY(%s::bigint[]) AND a.ended_at IS NULL",
+        "FROM unnest(%s::bigint[]) h(id) "
+        f"CROSS JOIN LATERAL (SELECT id, host_id FROM {_table(GPU)} WHERE host_id = h.id OFFSET 0) g "
+        f"CROSS JOIN LATERAL (SELECT attempt_id FROM {_table(AttemptGPU)} WHERE gpu_id = g.id AND open OFFSET 0) ag "
+        f"CROSS JOIN LATERAL (SELECT wire_id, stop_requested_at, stop_reason FROM {_table(Attempt)} "
+        "WHERE id = ag.attempt_id AND ended_at IS NULL OFFSET 0) a",
         host_ids,
     )
 
