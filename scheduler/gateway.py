@@ -359,7 +359,13 @@ def _raw_rows(sql: str, ids: list[int]) -> list[tuple[Any, ...]]:
 
 def _open_on(host_ids: list[int]) -> list[tuple[int, int, int, Any, str]]:
     """(host id, wire id, attempt pk, stop requested at, stop reason) of every open GPU row of an
-    attempt not ended on ``host_ids``: the narrow read of :func:`desired_commands_many`."""
+    attempt not ended on ``host_ids``: the narrow read of :func:`desired_commands_many`.
+
+    PostgreSQL: driven by the hosts, their GPUs by the ``host`` index, each GPU's open row by the
+    ``one_open_attempt_per_gpu`` index and its attempt by key (``OFFSET 0`` keeps each lateral
+    lookup a lookup): the plain join, planned on tables without statistics, read every open GPU
+    row of the installation to keep the hosts' (0.1-0.6 s a flush at 1,000 busy hosts on the
+    loaded box; "lat32" in docs/benchmarks/api_load.md)."""
     from scheduler.models import Attempt
 
     if not _postgresql():
@@ -370,9 +376,11 @@ def _open_on(host_ids: list[int]) -> list[tuple[int, int, int, Any, str]]:
         )
     return _raw_rows(
         f"SELECT g.host_id, a.wire_id, ag.attempt_id, a.stop_requested_at, a.stop_reason "  # noqa: S608 -- our tables
-        f"FROM {_table(AttemptGPU)} ag JOIN {_table(GPU)} g ON g.id = ag.gpu_id "
-        f"JOIN {_table(Attempt)} a ON a.id = ag.attempt_id "
-        "WHERE ag.open AND g.host_id = ANY(%s::bigint[]) AND a.ended_at IS NULL",
+        "FROM unnest(%s::bigint[]) h(id) "
+        f"CROSS JOIN LATERAL (SELECT id, host_id FROM {_table(GPU)} WHERE host_id = h.id OFFSET 0) g "
+        f"CROSS JOIN LATERAL (SELECT attempt_id FROM {_table(AttemptGPU)} WHERE gpu_id = g.id AND open OFFSET 0) ag "
+        f"CROSS JOIN LATERAL (SELECT wire_id, stop_requested_at, stop_reason FROM {_table(Attempt)} "
+        "WHERE id = ag.attempt_id AND ended_at IS NULL OFFSET 0) a",
         host_ids,
     )
 
@@ -410,8 +418,9 @@ def desired_commands_many(views: Sequence[AgentView]) -> dict[int, list[protocol
 
     One narrow query of the open attempts on these hosts (wire id, stop); only the attempts to
     start are then read whole with their gang layout (:func:`_parts_and_layout`: workload, owner,
-    GPUs, limits, every GPU row of the gang): one query when nothing is to start (every heartbeat
-    flush of busy hosts), two when something is, one more when views carry a generation. The same messages as
+    GPUs, limits, every GPU row of the gang; then the GPU counts of their hosts): one query when
+    nothing is to start (every heartbeat flush of busy hosts), three when something is, one more
+    when views carry a generation. The same messages as
     :func:`desired_commands_many_plain` (its oracle, tests/test_gateway_batch.py) from the same
     database state: every flush used to decode each open GPU row's workload command, environment
     and mounts to send nothing (docs/benchmarks/api_load.md, "hb27")."""
@@ -521,17 +530,17 @@ _PART_FIELDS = (
     "attempt__workload__shared_memory_bytes",
     "gpu__host__cpus",
     "gpu__host__memory_bytes",
-    "host_gpus",
     *_OWNER_FIELDS,
 )
-"""One GPU row of an attempt read whole (:func:`_parts_of_rows`); ``host_gpus`` is :func:`_with_host_gpus`'."""
+"""One GPU row of an attempt read whole (:func:`_parts_of_rows`); the host's GPU count is read apart
+(:func:`_host_gpu_counts`)."""
 _LAYOUT_FIELDS = ("attempt_id", "rank", "gpu__host__name", "gpu__host__labels")
 """One GPU row of an attempt for its gang layout (:func:`_layout_of_rows`)."""
 
 
 def _with_host_gpus(rows: Any) -> Any:
-    """``rows`` (AttemptGPU) annotated with ``host_gpus``: the registered GPUs of the row's host, for
-    the per-GPU share of its CPUs and memory (in the same query)."""
+    """``rows`` (AttemptGPU) annotated with ``host_gpus``: the registered GPUs of the row's host, in
+    the same query (a correlated count per row: the plain reading, :func:`_open_parts`)."""
     host_gpus = Subquery(
         GPU.objects.filter(host_id=OuterRef("gpu__host_id")).values("host_id").annotate(n=Count("id")).values("n"),
         output_field=IntegerField(),
@@ -539,40 +548,61 @@ def _with_host_gpus(rows: Any) -> Any:
     return rows.annotate(host_gpus=host_gpus)
 
 
+def _host_gpu_counts(host_ids: Collection[int]) -> dict[int, int]:
+    """host id → its registered GPUs (one query of the GPU table alone), for the per-GPU share of
+    its CPUs and memory. Read apart from the parts: as a correlated count in their query, the
+    planner's estimate of it (per row, times the rows it expects of ``attempt_id IN``) passed
+    ``jit_above_cost`` on tables without statistics, and the push's read spent 0.4 s compiling
+    (docs/benchmarks/api_load.md, "lat32")."""
+    if not host_ids:
+        return {}
+    return dict(
+        GPU.objects.filter(host_id__in=sorted(host_ids))
+        .order_by()
+        .values("host_id")
+        .annotate(n=Count("id"))
+        .values_list("host_id", "n")
+    )
+
+
 def _open_parts(host_ids: Collection[int], attempt_pks: Collection[int] | None = None) -> dict[int, dict[int, _Part]]:
-    """host id → wire id → the open attempt's part on that host, read whole (one query): of every
-    open attempt of ``host_ids``, or only of ``attempt_pks``."""
-    rows = _with_host_gpus(
-        AttemptGPU.objects.filter(open=True, gpu__host_id__in=sorted(host_ids), attempt__ended_at__isnull=True).filter(
-            **({} if attempt_pks is None else {"attempt_id__in": sorted(attempt_pks)})
-        )
-    ).values_list(*_PART_FIELDS)
-    return _parts_of_rows(rows)
+    """host id → wire id → the open attempt's part on that host, read whole (one query, the host's
+    GPU count in it): of every open attempt of ``host_ids``, or only of ``attempt_pks``."""
+    rows = list(
+        _with_host_gpus(
+            AttemptGPU.objects.filter(
+                open=True, gpu__host_id__in=sorted(host_ids), attempt__ended_at__isnull=True
+            ).filter(**({} if attempt_pks is None else {"attempt_id__in": sorted(attempt_pks)}))
+        ).values_list(*_PART_FIELDS, "host_gpus")
+    )
+    return _parts_of_rows((row[:-1] for row in rows), {row[0]: row[-1] or 0 for row in rows})
 
 
 def _parts_and_layout(
     host_ids: Collection[int], attempt_pks: Collection[int]
 ) -> tuple[dict[int, dict[int, _Part]], dict[int, tuple[int, str, int]]]:
-    """``(_open_parts(host_ids, attempt_pks), _gang_layout(attempt_pks))`` in one query: every GPU
+    """``(_open_parts(host_ids, attempt_pks), _gang_layout(attempt_pks))`` in two queries: every GPU
     row of those attempts (any host, open or not, as the layout counts them), the parts taken from
-    the open rows on ``host_ids`` of attempts not ended."""
+    the open rows on ``host_ids`` of attempts not ended; then the GPU counts of those hosts."""
     hosts = set(host_ids)
     rows = list(
-        _with_host_gpus(AttemptGPU.objects.filter(attempt_id__in=sorted(attempt_pks))).values_list(
+        AttemptGPU.objects.filter(attempt_id__in=sorted(attempt_pks)).values_list(
             *_PART_FIELDS, *_LAYOUT_FIELDS, "open", "attempt__ended_at"
         )
     )
     n, m = len(_PART_FIELDS), len(_LAYOUT_FIELDS)
-    parts = _parts_of_rows(row[:n] for row in rows if row[-2] and row[-1] is None and row[0] in hosts)
+    part_rows = [row[:n] for row in rows if row[-2] and row[-1] is None and row[0] in hosts]
+    parts = _parts_of_rows(part_rows, _host_gpu_counts({row[0] for row in part_rows}))
     return parts, _layout_of_rows(row[n : n + m] for row in rows)
 
 
-def _parts_of_rows(rows: Iterable[Sequence[Any]]) -> dict[int, dict[int, _Part]]:
-    """host id → wire id → part, of rows of :data:`_PART_FIELDS` (one per GPU of a part)."""
+def _parts_of_rows(rows: Iterable[Sequence[Any]], host_gpus: dict[int, int]) -> dict[int, dict[int, _Part]]:
+    """host id → wire id → part, of rows of :data:`_PART_FIELDS` (one per GPU of a part);
+    ``host_gpus``: host id → its registered GPUs."""
     by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
     for row in rows:
         host_id, aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, index, uuid, root, *rest = row
-        req_c, req_m, req_shm, host_c, host_m, size, *owner = rest
+        req_c, req_m, req_shm, host_c, host_m, *owner = rest
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
@@ -591,7 +621,7 @@ def _parts_of_rows(rows: Iterable[Sequence[Any]]) -> dict[int, dict[int, _Part]]
                 allow_root=bool(root),
                 requests=(req_c, req_m, req_shm),
                 host_res=(host_c, host_m),
-                host_gpus=size or 0,
+                host_gpus=host_gpus.get(host_id, 0),
                 mounts=[protocol.Mount(**m) for m in (mounts or [])],
             )
         part.gpus.append((index, uuid))

@@ -236,9 +236,15 @@ def _load_snapshot(
         for bid, name, parent_id, shares, archived_at, hold, on_cap, _cap, _days in budget_rows
     ]
 
-    # Open attempts and the GPUs they hold.
-    attempt_rows = list(
-        Attempt.objects.filter(workload__cluster_id=cluster_id, ended_at__isnull=True)
+    # Open attempts and the GPUs they hold, read without a filter on the workloads' cluster (kept
+    # in Python; open attempts are at most the installation's GPUs): with one, the planner of a
+    # table without statistics took ``cluster_id = %s`` for a handful of workloads and rescanned
+    # them per open attempt (0.3-1.3 s a read in the tick at 1,000 hosts; "lat32" in
+    # docs/benchmarks/api_load.md). Open attempts come by the ``ended_at`` index, their workloads by
+    # primary key, their GPUs by the ``attempt`` index, whatever the statistics.
+    attempt_rows = [
+        row[:-1]
+        for row in Attempt.objects.filter(ended_at__isnull=True)
         .annotate(
             started_s=_epoch_col(Attempt, "started_at", up=True),
             stop_s=_epoch_col(Attempt, "stop_requested_at", up=True),
@@ -253,13 +259,16 @@ def _load_snapshot(
             "stop_s",
             "workload__cpus",
             "workload__memory_bytes",
+            "workload__cluster_id",
         )
         .order_by("id")
-    )
+        if row[-1] == cluster_id
+    ]
     links: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for aid, gid, rank in AttemptGPU.objects.filter(
-        open=True, attempt__ended_at__isnull=True, attempt__workload__cluster_id=cluster_id
-    ).values_list("attempt_id", "gpu_id", "rank"):
+    # an attempt's GPU rows close with its end, in the same transaction
+    for aid, gid, rank in AttemptGPU.objects.filter(open=True, attempt_id__in=[r[0] for r in attempt_rows]).values_list(
+        "attempt_id", "gpu_id", "rank"
+    ):
         links[aid].append((rank, gid))
 
     def named(wid: int) -> str:

@@ -169,4 +169,4 @@ def test_a_cap_adds_one_query_to_the_snapshot_whatever_the_size(cluster):
             load_snapshot(tw.cluster, tw.now)
         return len(ctx.captured_queries)
 
-    assert queries(1, 1) == queries(50, 20) == 9
+    assert queries(1, 1) == queries(50, 20) == 8  # no open attempt: their GPUs are not read (lat32)

@@ -124,6 +124,32 @@ def test_snapshot_reads_the_cluster_in_a_fixed_number_of_queries(tw):
     assert index.host_id_by_name.keys() == {"h1", "h2"}
 
 
+def test_the_snapshot_holds_its_own_clusters_open_attempts_only(tw):
+    # Given c1 and c2 each running an attempt (the open attempts are read without a filter on the
+    # cluster, which is kept in Python: lat32), and an attempt of c1 that ended
+    tw.host("h1", 2)
+    other = type(tw.cluster).objects.create(name="c2")
+    theirs = tw.host("x1", 2)
+    type(theirs).objects.filter(pk=theirs.pk).update(cluster=other)
+    done = tw.attempt(tw.workload(gpus=1), list(GPU.objects.filter(host__name="h1"))[:1], started_ago=500)
+    Attempt.objects.filter(pk=done.pk).update(ended_at=tw.now - timedelta(seconds=400))
+    done.gpu_links.update(open=False)
+    mine = tw.attempt(tw.workload(gpus=2), list(GPU.objects.filter(host__name="h1")), started_ago=100)
+    foreign = tw.workload(gpus=2)
+    Workload.objects.filter(pk=foreign.pk).update(cluster=other)
+    tw.attempt(foreign, list(GPU.objects.filter(host__name="x1")), started_ago=100)
+
+    with CaptureQueriesContext(connection) as ctx:
+        snap, index = load_snapshot(tw.cluster, tw.now)
+
+    assert [(a.id, a.gpus) for a in snap.attempts] == [(str(mine.pk), (("h1", 0), ("h1", 1)))]
+    assert set(index.attempts) == {mine.pk}
+    assert len(ctx.captured_queries) == 8
+    # the two reads of open attempts join no workload filtered by cluster
+    reads = [q["sql"] for q in ctx.captured_queries if 'ended_at" IS NULL' in q["sql"] or 'attempt_id" IN' in q["sql"]]
+    assert len(reads) == 2 and all("cluster_id" not in q.split(" WHERE ", 1)[1] for q in reads), reads
+
+
 def test_a_protected_attempt_is_never_preempted(tw, pushed):
     # Given alpha (4 GPU-hours used) running an allocated attempt inside its minimum runtime on
     # the only host, and beta (nothing used: more deserving) waiting for the same GPUs
