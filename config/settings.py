@@ -217,7 +217,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("FAIRWAY_DB_POOL", True):
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # JIT off for every connection (docs/deploy.md): PostgreSQL compiles any statement whose
+    # estimated cost passes ``jit_above_cost``; this application's statements are short index
+    # lookups and bulk writes, and compiling took longer than running them (the tick's reasons
+    # UPDATE 1.09 s with it, 0.52 s without; the push's read 0.4-5 s on a fresh database, lat32).
+    # An ``options`` given in the URL (``?options=...``) is kept as it is.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c jit=off")
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("FAIRWAY_DB_POOL", True):
     # psycopg's connection pool (Django 5.1+; CONN_MAX_AGE stays 0), on by default on PostgreSQL: a
     # connection is borrowed per request / per database_sync_to_async call instead of opened and
     # closed each time (without it, 100 req/s opened 100 connections a second and PostgreSQL ran

@@ -79,15 +79,9 @@ def _locked_transaction(cluster_id: int) -> Iterator[bool]:
     if connection.vendor == "postgresql":
         with transaction.atomic():
             with connection.cursor() as cur:
-                # JIT off for this transaction, in the same statement: PostgreSQL compiles any
-                # statement whose estimated cost passes ``jit_above_cost``, as the tick's bulk
-                # statements do at 20,000 pending workloads, and the compiling took longer than
-                # running them (the stored reasons' UPDATE: 1.09 s with it, 0.52 s without).
-                cur.execute(
-                    "SELECT pg_try_advisory_xact_lock(%s, %s), set_config('jit', 'off', true)",
-                    [TICK_LOCK_CLASS, cluster_id],
-                )
-                acquired, _jit = cur.fetchone()
+                # (JIT is off for every connection: config/settings.py.)
+                cur.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [TICK_LOCK_CLASS, cluster_id])
+                (acquired,) = cur.fetchone()
             yield bool(acquired)
         return
     with _thread_locks_guard:

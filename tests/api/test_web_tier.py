@@ -1254,3 +1254,39 @@ def test_only_the_nice_added_to_the_parents_is_held(tmp_path, monkeypatch):
         group.write_text("/autogroup-7 nice 0\n")
         assert hold_nice_against_other_sessions(str(group)) is (expected is not None), (ppid, parent_nice)
         assert group.read_text() == (expected or "/autogroup-7 nice 0\n"), (ppid, parent_nice)
+
+
+def _pg_settings(url: str) -> dict[str, object]:
+    """The database OPTIONS a fresh process gets from ``DATABASE_URL=url`` (nothing connects)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = (
+        "import json, django; django.setup()\n"
+        "from django.conf import settings\n"
+        "print(json.dumps(settings.DATABASES['default']['OPTIONS']))\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": url}
+    out = subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
+        [sys.executable, "-c", probe],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_every_postgresql_connection_runs_without_jit_unless_the_url_says_otherwise():
+    """Given PostgreSQL, when the settings load, then every connection (pooled or not) starts with
+    ``jit=off`` (lat32: JIT compiled the push's read for 0.4-5 s on a database without statistics)
+    and the pool is still on; an ``options`` the URL gives is kept as it is."""
+    options = _pg_settings("postgres://postgres@127.0.0.1:5432/test")
+    assert options["options"] == "-c jit=off" and "pool" in options
+    own = _pg_settings("postgres://postgres@127.0.0.1:5432/test?options=-c%20work_mem%3D8MB")
+    assert own["options"] == "-c work_mem=8MB"
