@@ -1097,6 +1097,12 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
 # --- sweeps (run by the clock through scheduler.tasks) ----------------------------------
 
 
+def host_lost_after() -> timedelta:
+    """How long a host may stay silent before it is lost and its attempts end ``lost``
+    (``HOST_LOST_AFTER_S``): the sweep's rule, and the workload page's "ends lost at"."""
+    return timedelta(seconds=settings.FAIRWAY["HOST_LOST_AFTER_S"])
+
+
 def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
     """Mark silent hosts ``offline``; end the attempts of hosts silent past ``HOST_LOST_AFTER_S``.
 
@@ -1107,7 +1113,7 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     conf = settings.FAIRWAY
     offline_before = now - timedelta(seconds=conf["HOST_OFFLINE_AFTER_S"])
-    lost_before = now - timedelta(seconds=conf["HOST_LOST_AFTER_S"])
+    lost_before = now - host_lost_after()
     went_offline = 0
     live = Host.objects.filter(removed_at__isnull=True).exclude(state=Host.State.OFFLINE)
     silent = list(live.filter(last_heartbeat__lt=offline_before).values_list("pk", flat=True)) + list(

@@ -48,6 +48,7 @@ from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_a
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
+from scheduler.lifecycle import host_lost_after
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
     GPU,
@@ -375,7 +376,7 @@ def _silent_hosts(attempt: Attempt, links: list[Any]) -> list[tuple[str, datetim
     """The offline hosts of the open ``attempt`` (``links``: its GPU links, hosts loaded)."""
     if attempt.ended_at is not None:
         return []
-    lost_after = timedelta(seconds=int(settings.FAIRWAY["HOST_LOST_AFTER_S"]))
+    lost_after = host_lost_after()
     out: dict[str, tuple[str, datetime | None, datetime | None]] = {}
     for link in links:
         host = link.gpu.host
