@@ -62,7 +62,9 @@ def test_the_api_the_page_and_the_cli_say_alike_that_a_running_attempts_host_is_
     "running" and nothing more. All three read one source now (``lifecycle.silent_hosts``)."""
     from datetime import timedelta
 
+    from django.db import connection
     from django.test import Client
+    from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
     from fairway_cli.numbers import instant_text
@@ -82,7 +84,8 @@ def test_the_api_the_page_and_the_cli_say_alike_that_a_running_attempts_host_is_
     Host.objects.filter(pk=attempt.host_id).update(state=Host.State.OFFLINE, last_heartbeat=heard)
     name = attempt.host.name
 
-    detail = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
+    with CaptureQueriesContext(connection) as offline:
+        detail = researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()
     silent = detail["attempts"][0]["silent_hosts"]
     assert len(silent) == 1 and silent[0]["host"] == name
     assert silent[0]["last_heartbeat"].replace("Z", "+00:00") == heard.isoformat()
@@ -98,7 +101,9 @@ def test_the_api_the_page_and_the_cli_say_alike_that_a_running_attempts_host_is_
 
     # Back online: nothing silent, on every surface
     Host.objects.filter(pk=attempt.host_id).update(state=Host.State.ACTIVE, last_heartbeat=timezone.now())
-    assert researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["attempts"][0]["silent_hosts"] == []
+    with CaptureQueriesContext(connection) as online:
+        assert researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["attempts"][0]["silent_hosts"] == []
+    assert len(offline.captured_queries) == len(online.captured_queries)  # the hosts come with the GPU links
     assert "silent since" not in run_cli(monkeypatch, researcher, "show", str(w.pk))
     assert "silent since" not in browser.get(f"/workloads/{w.pk}/").content.decode()
 
