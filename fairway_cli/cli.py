@@ -31,7 +31,7 @@ import requests
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
-from fairway_cli.words import reason_words
+from fairway_cli.words import reason_words, silent_host_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
@@ -790,6 +790,9 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ],
             out,
         )
+        for a in w["attempts"]:
+            for silent in a.get("silent_hosts") or []:
+                out.write(f"  attempt {a['number']}: {silent_host_words(silent)}\n")
     events = w.get("events") or []
     # [-0:] was every event; with fewer events than --events, len - N < 0 showed only the last ones
     shown = events[max(0, len(events) - args.events) :] if args.events else []

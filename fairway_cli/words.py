@@ -8,7 +8,10 @@ In the CLI's package because the CLI imports nothing of the server, while the se
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fairway_cli.numbers import instant_text
 
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
@@ -53,3 +56,14 @@ def reason_words(reason: str | None, resources: Iterable[str] | None = None) -> 
 
 
 __all__ = ["REASON_WORDS", "SHORT_NAMES", "reason_words", "short_words"]
+
+
+def silent_host_words(silent: Mapping[str, Any]) -> str:
+    """An open attempt's offline host in one line, as the workload page and ``fairway show``
+    write it: ``silent`` is one of the API's ``silent_hosts`` (``host``, ``last_heartbeat``,
+    ``lost_at``: datetimes or ISO strings), from ``scheduler.lifecycle.silent_hosts``."""
+    since = instant_text(silent.get("last_heartbeat")) or "its registration"
+    return (
+        f"host {silent['host']} silent since {since}; ends lost at {instant_text(silent['lost_at'])} "
+        "unless it returns (charged up to its last heartbeat)"
+    )

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -1101,6 +1101,33 @@ def host_lost_after() -> timedelta:
     """How long a host may stay silent before it is lost and its attempts end ``lost``
     (``HOST_LOST_AFTER_S``): the sweep's rule, and the workload page's "ends lost at"."""
     return timedelta(seconds=settings.FAIRWAY["HOST_LOST_AFTER_S"])
+
+
+class SilentHost(NamedTuple):
+    """An offline host of an open attempt: its name, its last heartbeat (None: never heard from)
+    and when the sweep ends the attempt ``lost`` if the host stays silent."""
+
+    host: str
+    last_heartbeat: datetime | None
+    lost_at: datetime
+
+
+def silent_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[SilentHost]:
+    """The offline hosts of the open ``attempt``, by name, read from its GPU links with their
+    hosts loaded (``links``, else ``attempt.gpu_links.all()``: prefetched by every reader, so no
+    query). One source for the workload page, the API's detail (each attempt's
+    ``silent_hosts``) and ``fairway show``; ``lost_at`` is :func:`sweep_hosts`' rule: silent
+    :func:`host_lost_after` past the last heartbeat, or past its registration if none came."""
+    if attempt.ended_at is not None:
+        return []
+    lost_after = host_lost_after()
+    out: dict[str, SilentHost] = {}
+    for link in attempt.gpu_links.all() if links is None else links:
+        host = link.gpu.host
+        if host.state == Host.State.OFFLINE and host.name not in out:
+            heard = host.last_heartbeat
+            out[host.name] = SilentHost(host.name, heard, (heard or host.created_at) + lost_after)
+    return [out[name] for name in sorted(out)]
 
 
 def sweep_hosts(now: datetime | None = None) -> dict[str, int]:

@@ -9,11 +9,12 @@ Nothing here runs inside the tick's work: the tick only inserts rows.
 
 Webhooks are user input. Only ``http``/``https`` URLs are taken; at save and again at every send
 the host is resolved and private, loopback, link-local, multicast and reserved addresses are
-refused unless the host is in ``FAIRWAY_WEBHOOK_ALLOW_HOSTS``; redirects are not followed. That
-keeps a webhook from reaching the server's own network (SSRF). A send connects to an address the
-check resolved, not to the name again: a name answering a public address to the check and
-``127.0.0.1`` to the connection (DNS rebinding, a TTL of 0) reached the server's own network.
-Through an egress proxy (``https_proxy``) the proxy resolves the name, as before.
+refused, and so is an IPv6 address embedding such an IPv4 address (IPv4-mapped or -compatible,
+NAT64 ``64:ff9b::/96``, 6to4, Teredo), unless the host is in ``FAIRWAY_WEBHOOK_ALLOW_HOSTS``;
+redirects are not followed. That keeps a webhook from reaching the server's own network (SSRF).
+A send connects to an address the check resolved, not to the name again: a name answering a
+public address to the check and ``127.0.0.1`` to the connection (DNS rebinding, a TTL of 0)
+reached the server's own network. Through an egress proxy (``https_proxy``) the proxy resolves the name, as before.
 """
 
 from __future__ import annotations
@@ -89,10 +90,36 @@ def _checked(url: str, *, resolve: bool = True) -> tuple[str | None, str | None]
         return f"the host {host} does not resolve", None
     for info in infos:
         addr = ipaddress.ip_address(info[4][0].split("%")[0])
-        if not addr.is_global or addr.is_multicast:
+        if not _reachable_from_outside(addr):
             allow = "an admin may allow it: FAIRWAY_WEBHOOK_ALLOW_HOSTS"
-            return f"the host {host} is a private or local address ({allow})", None
+            return f"the host {host} is a private or local address: {addr} ({allow})", None
     return None, (str(infos[0][4][0]) if infos else None)
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: a site's own translator
+
+
+def _reachable_from_outside(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``addr`` and every IPv4 address it embeds are global unicast. Python calls
+    ``::127.0.0.1`` (IPv4-compatible), ``64:ff9b::7f00:1`` (NAT64) and ``2002:7f00:1::`` (6to4)
+    global, yet each reaches the IPv4 it carries through a translating route."""
+    if not addr.is_global or addr.is_multicast:
+        return False
+    if isinstance(addr, ipaddress.IPv4Address):
+        return True
+    if addr in _NAT64_LOCAL:
+        return False
+    embedded: list[ipaddress.IPv4Address] = []
+    if addr.ipv4_mapped is not None:
+        embedded.append(addr.ipv4_mapped)
+    if addr.sixtofour is not None:
+        embedded.append(addr.sixtofour)
+    if addr.teredo is not None:
+        embedded.extend(addr.teredo)
+    if int(addr) >> 32 == 0 or addr in _NAT64:  # IPv4-compatible ::a.b.c.d, or NAT64 64:ff9b::a.b.c.d
+        embedded.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
+    return all(v4.is_global and not v4.is_multicast for v4 in embedded)
 
 
 def webhook_without_url(kinds: Sequence[str], url: str) -> str | None:

@@ -48,7 +48,7 @@ from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_a
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
-from scheduler.lifecycle import host_lost_after
+from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
     GPU,
@@ -367,23 +367,10 @@ class Lane:
     hosts: list[str]
     utilization: float | None
     charged_gpu_seconds: int
-    silent: list[tuple[str, datetime | None, datetime | None]] = dataclasses.field(default_factory=list)
-    """An open attempt's hosts that are offline: (name, last heartbeat, when its attempts end
-    ``lost`` if it stays silent), so "running" with a growing charge is not all the page says."""
-
-
-def _silent_hosts(attempt: Attempt, links: list[Any]) -> list[tuple[str, datetime | None, datetime | None]]:
-    """The offline hosts of the open ``attempt`` (``links``: its GPU links, hosts loaded)."""
-    if attempt.ended_at is not None:
-        return []
-    lost_after = host_lost_after()
-    out: dict[str, tuple[str, datetime | None, datetime | None]] = {}
-    for link in links:
-        host = link.gpu.host
-        if host.state == Host.State.OFFLINE and host.name not in out:
-            heard = host.last_heartbeat
-            out[host.name] = (host.name, heard, heard + lost_after if heard else None)
-    return sorted(out.values())
+    silent: list[SilentHost] = dataclasses.field(default_factory=list)
+    """An open attempt's hosts that are offline (:func:`scheduler.lifecycle.silent_hosts`, as the
+    API's ``silent_hosts`` and ``fairway show``), so "running" with a growing charge is not all
+    the page says."""
 
 
 def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime | None, datetime]:
@@ -428,7 +415,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),
-                silent=_silent_hosts(a, links),
+                silent=silent_hosts(a, links),
             )
         )
     return lanes, start, end

@@ -722,6 +722,14 @@ ROW_JSON = {ROW_RESOURCES: ("pending_detail", "resources")}
 no ``pending_detail``, only what ``pending_resources`` needs of it, in the page's one query."""
 
 
+class SilentHostSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    last_heartbeat = serializers.DateTimeField(allow_null=True, help_text="null: never heard from")
+    lost_at = serializers.DateTimeField(
+        help_text="when the attempt ends lost (charged up to the last heartbeat) unless the host returns"
+    )
+
+
 class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.ModelSerializer):
     host = serializers.CharField(source="host.name", read_only=True, help_text="first (rank 0) host")
     hosts = serializers.ListField(
@@ -734,6 +742,7 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
     charged_gpu_seconds = serializers.SerializerMethodField(
         help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
     )
+    silent_hosts = serializers.SerializerMethodField()
 
     class Meta:
         model = Attempt
@@ -754,6 +763,7 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
             "end_reason",
             "exit_code",
             "charged_gpu_seconds",
+            "silent_hosts",
         ]
         read_only_fields = fields
 
@@ -763,6 +773,23 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
         from scheduler.accounting import attempt_charged_gpu_seconds
 
         return attempt_charged_gpu_seconds(obj, len(obj.gpu_links.all()))
+
+    @extend_schema_field(SilentHostSerializer(many=True))
+    def get_silent_hosts(self, obj: Attempt) -> list[dict[str, Any]]:
+        """An open attempt's offline hosts: since when each is silent and when the attempt ends
+        ``lost`` unless it returns (``scheduler.lifecycle.silent_hosts``, as the workload page
+        and ``fairway show``); empty while every host is heard from, and once it ended."""
+        from scheduler.lifecycle import silent_hosts
+
+        stamp = serializers.DateTimeField().to_representation
+        return [
+            {
+                "host": s.host,
+                "last_heartbeat": s.last_heartbeat and stamp(s.last_heartbeat),
+                "lost_at": stamp(s.lost_at),
+            }
+            for s in silent_hosts(obj)
+        ]
 
     def get_gpus(self, obj: Attempt) -> list[str]:
         """``host:index`` of every GPU, in rank then host/index order."""

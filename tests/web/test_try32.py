@@ -110,4 +110,4 @@ def test_a_running_attempt_on_a_silent_host_says_so_on_its_page(browser, researc
     Host.objects.filter(pk=attempt.host_id).update(state=Host.State.OFFLINE, last_heartbeat=heard)
     page = browser.get(f"/workloads/{w.pk}/").content.decode()
     assert f"{attempt.host.name} silent since" in page
-    assert "ends lost, charged up to its last heartbeat" in page
+    assert "ends lost at" in page and "charged up to its last heartbeat" in page

@@ -11,7 +11,7 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
-from fairway_cli.words import reason_words
+from fairway_cli.words import reason_words, silent_host_words
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -113,6 +113,13 @@ def utc(value: datetime | None) -> str:
     """:func:`fairway_cli.numbers.instant_text`: ``14:05:09 UTC`` today, ``Mar 3 14:05:09 UTC``
     another day — the instant as the server's sentences and the CLI write it."""
     return instant_text(value)
+
+
+@register.filter
+def silent_words(silent: Any) -> str:
+    """An open attempt's offline host (``scheduler.lifecycle.SilentHost``) in the line
+    ``fairway show`` writes for it (:func:`fairway_cli.words.silent_host_words`)."""
+    return silent_host_words(silent._asdict())
 
 
 @register.filter
