@@ -704,7 +704,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     pyramids = []
     for report in pyramid_report(clusters, now - timedelta(days=7), now, now):
-        pyramids.append({**report, "chart": _pyramid_chart(report["hours"])})
+        hours = report["hours"]
+        # The chart's first and last points (hour starts), written under it as its time axis.
+        ends = [datetime.fromisoformat(hours[i]["hour"]) for i in (0, -1)] if hours else [None, None]
+        pyramids.append({**report, "chart": _pyramid_chart(hours), "chart_from": ends[0], "chart_to": ends[1]})
     return _render(
         request,
         "web/metrics.html",
