@@ -412,8 +412,8 @@ def test_the_kept_queue_view_and_usage_are_those_built_afresh_on_every_pass(tmp_
         plain = sims[0].plain_snapshot()
         assert list(snap.pending) == list(plain.pending) and snap.pending.queues == plain.pending.queues
         assert snap.usage == plain.usage and list(snap.attempts) == list(plain.attempts)
-        seen["kept"] += snap.pending._items is last[0]  # the same view as the last pass's
-        last[0] = snap.pending._items
+        seen["kept"] += snap.pending.queues is last[0]  # the same view as the last pass's
+        last[0] = snap.pending.queues
         dec = kept_policy(snap)
         assert dec == plain_policy(plain)
         seen["n"] += 1
