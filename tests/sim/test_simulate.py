@@ -412,8 +412,8 @@ def test_the_kept_queue_view_and_usage_are_those_built_afresh_on_every_pass(tmp_
         plain = sims[0].plain_snapshot()
         assert list(snap.pending) == list(plain.pending) and snap.pending.queues == plain.pending.queues
         assert snap.usage == plain.usage and list(snap.attempts) == list(plain.attempts)
-        seen["kept"] += snap.pending._items is last[0]  # the same view as the last pass's
-        last[0] = snap.pending._items
+        seen["kept"] += snap.pending.queues is last[0]  # the same view as the last pass's
+        last[0] = snap.pending.queues
         dec = kept_policy(snap)
         assert dec == plain_policy(plain)
         seen["n"] += 1
@@ -422,3 +422,69 @@ def test_the_kept_queue_view_and_usage_are_those_built_afresh_on_every_pass(tmp_
     sims.append(TraceSim(prepare(small(busy_trace(tmp_path, n=250), **kw)), both))
     sims[0].run()
     assert seen["n"] > 200 and seen["kept"] > 20
+
+
+def _rows(sim: TraceSim) -> list[tuple[str, int | None, int | None]]:
+    return sorted((w.id, w.first_start, w.finished_at) for w in sim.workloads.values())
+
+
+@pytest.mark.parametrize("kw", [{}, {"depth": 2, "grace_s": 0}])
+def test_snapshots_held_across_passes_keep_the_pending_workloads_they_were_given(tmp_path: Path, kw: dict) -> None:
+    """A snapshot's pending list is made on its first read from the queues' lists it holds; a
+    queue is copied before it changes while a view holding it lives (else changed in place). Every
+    snapshot held to the end, first read then, lists what the plain snapshot of its pass listed,
+    and holding them (copies) decides what not holding them (in place) does."""
+    from scheduler.policy import IncrementalScheduler
+
+    inputs = prepare(small(busy_trace(tmp_path, n=250), **kw))
+    held: list[tuple[object, list, dict]] = []
+    sims: list[TraceSim] = []
+    inner = IncrementalScheduler()
+
+    def holding(snap):  # type: ignore[no-untyped-def]
+        plain = sims[0].plain_snapshot()
+        held.append((snap, list(plain.pending), {k: list(q) for k, q in plain.pending.queues.items()}))
+        return inner(snap)
+
+    sims.append(TraceSim(inputs, holding))
+    sims[0].run()
+    assert len(held) > 200
+    # the policy reads the first pass's list (its index starts), then follows the changes (no
+    # changes are handed with --depth: it reads every list)
+    unread = sum(snap.pending._items is None for snap, _, _ in held)  # type: ignore[attr-defined]
+    assert unread == (0 if kw else len(held) - 1)
+    for snap, items, queues in held:
+        assert {k: list(q) for k, q in snap.pending.queues.items()} == queues  # type: ignore[attr-defined]
+        assert list(snap.pending) == items  # type: ignore[attr-defined]
+    free = TraceSim(inputs, IncrementalScheduler())
+    free.run()
+    assert _rows(free) == _rows(sims[0]) and free.m.passes == sims[0].m.passes
+    assert sims[0].queue_copies > 100 and free.queue_copies == 0  # no view outlived its pass: in place
+
+
+def test_a_run_pickled_midway_and_continued_is_the_run(tmp_path: Path) -> None:
+    """bench/philly_state.py's pickle of a run stopped midway (kept views dropped) continues as
+    the run does in place, also while a snapshot of it is held."""
+    import io
+    import pickle
+
+    from bench.philly_state import _Pickler
+
+    inputs = prepare(small(busy_trace(tmp_path, n=300)))
+    whole, _ = make_policy("fairway")
+    ref = TraceSim(inputs, whole)
+    ref.run()
+    policy, _ = make_policy("fairway")
+    sim = TraceSim(inputs, policy)
+    sim.advance(T0 + DAY // 2)
+    held = sim.snapshot()
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(sim)
+    loaded = pickle.loads(buf.getvalue())  # noqa: S301 (written just above)
+    index = loaded.policy._pending
+    index.by_obj = {id(w): w for w in index.by_obj.values()}
+    assert loaded._kept_view is None and not loaded._lent
+    for s in (sim, loaded):
+        s.run()
+        assert _rows(s) == _rows(ref) and s.m.passes == ref.m.passes
+    assert held.pending is not None
