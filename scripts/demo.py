@@ -235,12 +235,14 @@ class Demo:
             # A week of the trace before the replay, simulated and written as finished work:
             # budgets start with real ratios, the pyramid with a week (docs/demo.md).
             began = time.monotonic()
-            self.manage(
+            out = self.manage(
                 "import_history", "philly", "--trace", str(self.args.trace), "--cluster", "philly",
                 "--user", "researcher", "--before-job", str(self.args.start), "--days", f"{self.args.history_days:g}",
             )  # fmt: skip
-            say(f"history: {self.args.history_days:g} days of the trace before the replay imported "
-                f"({time.monotonic() - began:.0f} s)")  # fmt: skip
+            # The command's own count ("imported N Philly jobs ..."): an empty week shows here
+            # (since mend31 it imported 0 jobs and said nothing; try32).
+            counted = next((line for line in out.splitlines() if line.startswith("imported ")), "imported ?")
+            say(f"history: {counted} ({time.monotonic() - began:.0f} s)")
         self.isolation = demo_isolation()
         if self.isolation.allow_root:  # attempts run as the agents' user, root: the cluster must allow it
             self.manage(
