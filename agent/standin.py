@@ -25,6 +25,7 @@ class _Terminated(Exception):
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough: the exit path below runs once
     raise _Terminated
 
 
@@ -38,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _on_sigterm)
         _run(args.duration, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     except _Terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it by the signal (143 too)
         print("standin: SIGTERM received, exiting", flush=True)
         return EXIT_SIGTERM
     print("standin: done" + (" (failing on purpose)" if args.fail else ""), flush=True)

@@ -790,7 +790,11 @@ class ProcessRuntime(StoredRuntime):
             kill_cgroup(Path(record.cgroup), sig)
         else:
             kill_tree(pid, sig)
-        _killpg(pid, sig)
+        if sig == signal.SIGKILL:
+            # Once more by the group: a second SIGKILL harms nothing. Not a SIGTERM: the cgroup
+            # or the tree above reached every process, and a second one cut short the trainers
+            # that checkpoint on the first and quit at once on another.
+            _killpg(pid, sig)
         return True
 
     def _watch(self, record: AttemptRecord) -> None:

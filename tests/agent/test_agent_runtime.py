@@ -117,6 +117,37 @@ def test_stop_sends_sigterm_to_the_group(state_dir: Path) -> None:
     run_async(scenario())
 
 
+def test_stop_sends_each_process_one_sigterm(state_dir: Path) -> None:
+    """Given a trainer that checkpoints on its first SIGTERM and quits at once on a second (the
+    common "again to force" pattern), when the attempt is stopped, then it gets exactly one
+    SIGTERM: the stop signalled the attempt's cgroup (or tree) and then its process group again,
+    so every process got two, and the second cut its checkpoint short."""
+    trainer = (
+        "import signal, sys, time\n"
+        "got = []\n"
+        "def on_term(signum, frame):\n"
+        "    got.append(signum)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "print('ready', flush=True)\n"
+        "while not got: time.sleep(0.01)\n"
+        "time.sleep(0.5)\n"
+        "print(f'sigterms {len(got)}', flush=True)\n"
+        "sys.exit(143)\n"
+    )
+
+    async def scenario() -> None:
+        runtime, _ = runtime_with_exits(state_dir)
+        await runtime.start(spec(1, [sys.executable, "-c", trainer]))
+        await wait_for_log(runtime, 1, "ready")
+
+        record = await runtime.stop(1, grace_s=10)
+
+        assert record is not None and record.exit_code == 143
+        assert b"sigterms 1\n" in runtime.read_log(1, 4096)[0]
+
+    run_async(scenario())
+
+
 def test_stop_escalates_to_sigkill_after_the_grace(state_dir: Path) -> None:
     stubborn = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
