@@ -426,23 +426,14 @@ def _detect_cpu_memory(cgroups: CgroupSetup) -> LimitSetup:
                 return LimitSetup("v2")
         # A hybrid host: controllers on v1 hierarchies, an empty cgroup2 for tracking.
     if cgroups.kind in ("v2", "v1"):
-        own = _own_cgroups()
         found: dict[str, Path] = {}
         notes = []
         for controller in ("cpu", "memory"):
-            for point, fstype, opts in _mounts():
-                if fstype == "cgroup" and controller in opts.split(","):
-                    key = next((k for k in own if controller in k.split(",")), None)
-                    rel = own.get(key, "/") if key is not None else "/"
-                    base = Path(point) / rel.lstrip("/") / "fairway"
-                    why = _probe(base)
-                    if why:
-                        notes.append(f"v1 {controller} {why}")
-                    else:
-                        found[controller] = base
-                    break
+            where = _v1_hierarchy(controller)
+            if isinstance(where, Path):
+                found[controller] = where
             else:
-                notes.append(f"no {controller} controller")
+                notes.append(where)
         if len(found) == 2:
             return LimitSetup("v1", found["cpu"], found["memory"])
         return LimitSetup("none", note="; ".join(notes))

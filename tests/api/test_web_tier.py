@@ -1014,28 +1014,13 @@ def test_a_web_process_s_startup_objects_are_frozen_out_of_full_collections():
     when it is ready, then the objects it built while starting (Django, the apps, the URLconf's
     views and serializers) sit in the permanent generation: a full collection walks almost
     nothing of them (config.heap; docs/benchmarks/api_load.md, eighth pass)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     probe = (
         "import gc, config.asgi\n"
         "import django.urls\n"
         "django.urls.get_resolver().url_patterns\n"
         "print(gc.get_threshold()[0], gc.get_freeze_count(), len(gc.get_objects()))\n"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
-    out = subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
-        [sys.executable, "-c", probe],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    young, frozen, tracked = map(int, out.stdout.split()[-3:])
+    young, frozen, tracked = map(int, _probe(probe).split()[-3:])
     assert frozen > 50_000  # the startup's objects (~117,000 with production settings)
     assert tracked < frozen // 20  # what a full collection still walks
     assert young == 10_000  # collections 14x rarer than Python's 700 (eleventh pass)
@@ -1256,30 +1241,34 @@ def test_only_the_nice_added_to_the_parents_is_held(tmp_path, monkeypatch):
         assert group.read_text() == (expected or "/autogroup-7 nice 0\n"), (ppid, parent_nice)
 
 
-def _pg_settings(url: str) -> dict[str, object]:
-    """The database OPTIONS a fresh process gets from ``DATABASE_URL=url`` (nothing connects)."""
-    import json
+def _probe(code: str, **env: str) -> str:
+    """What ``code`` prints in a fresh process of this interpreter with the project's settings."""
     import os
     import subprocess
     import sys
     from pathlib import Path
+
+    return subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+
+
+def _pg_settings(url: str) -> dict[str, object]:
+    """The database OPTIONS a fresh process gets from ``DATABASE_URL=url`` (nothing connects)."""
+    import json
 
     probe = (
         "import json, django; django.setup()\n"
         "from django.conf import settings\n"
         "print(json.dumps(settings.DATABASES['default']['OPTIONS']))\n"
     )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": url}
-    out = subprocess.run(  # noqa: S603 -- this interpreter, a fixed program
-        [sys.executable, "-c", probe],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return json.loads(out.stdout.splitlines()[-1])
+    return json.loads(_probe(probe, DATABASE_URL=url).splitlines()[-1])
 
 
 def test_every_postgresql_connection_runs_without_jit_unless_the_url_says_otherwise():
