@@ -46,7 +46,8 @@ def philly(db, researcher, org_tree):
     return cluster
 
 
-def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_path: Path):
+def _import_trace(tmp_path: Path) -> str:
+    """``import_history philly`` of ``TRACE`` onto the cluster ``philly`` (2 days before job 5); its output."""
     trace = tmp_path / "t.csv"
     trace.write_text(TRACE)
     out = StringIO()
@@ -54,8 +55,11 @@ def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_pa
         "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
         "--before-job", "5", "--days", "2", "--load", "100", stdout=out,
     )  # fmt: skip
+    return out.getvalue()
 
-    assert "imported 4 Philly jobs" in out.getvalue()
+
+def test_philly_history_is_simulated_and_written_as_finished_work(philly, tmp_path: Path):
+    assert "imported 4 Philly jobs" in _import_trace(tmp_path)
     now = timezone.now()
     rows = list(Workload.objects.order_by("submitted_at"))
     assert [w.name for w in rows] == ["philly-1", "philly-2", "philly-3", "philly-4"]
@@ -289,13 +293,6 @@ def test_philly_history_is_imported_before_any_agent_has_connected(db, researche
     assert set(cluster.hosts.values_list("state", flat=True)) == {"offline"}
     do_create_budget(name="vc-aa", parent=org_tree["nlp"])
     do_create_budget(name="vc-bb", parent=org_tree["vision"])
-    trace = tmp_path / "t.csv"
-    trace.write_text(TRACE)
-    out = StringIO()
-    call_command(
-        "import_history", "philly", "--trace", str(trace), "--cluster", "philly", "--user", "researcher",
-        "--before-job", "5", "--days", "2", "--load", "100", stdout=out,
-    )  # fmt: skip
-    assert "imported 4 Philly jobs" in out.getvalue()
+    assert "imported 4 Philly jobs" in _import_trace(tmp_path)
     assert Attempt.objects.filter(workload__cluster=cluster).count() >= 4
     assert set(cluster.hosts.values_list("state", flat=True)) == {"offline"}  # the import changes no host
