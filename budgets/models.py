@@ -39,7 +39,9 @@ def placement_problem(name: str | None, parent: Budget | None, pk: int | None = 
     again (it is no sibling or root besides itself). ``name`` None checks the root rule only.
 
     The one rule of ``do_create_budget`` and the admin (``Budget.clean``): the parent is not
-    archived; no live sibling has the name; and the tree has exactly one root, archived or not (the
+    archived and has no unfinished workload of its own (DESIGN.md §3.7: workloads are submitted to
+    leaves; a parent's own queue would be served ahead of its children's, docs/policy.md); no live
+    sibling has the name; and the tree has exactly one root, archived or not (the
     snapshot keeps archived budgets): a second one made every tick and the budget tree fail ("the
     share tree has 2 roots"), halting scheduling everywhere."""
     if parent is None:
@@ -52,12 +54,36 @@ def placement_problem(name: str | None, parent: Budget | None, pk: int | None = 
             )
     elif parent.archived_at is not None:
         return "budget_archived", "parent", f"Budget {parent.path} is archived."
+    elif parent.pk is not None and not _stays_under(pk, parent):
+        unfinished = unfinished_workloads(parent)
+        if unfinished:
+            return (
+                "parent_has_work",
+                "parent",
+                f"Budget {parent.path} has {unfinished} unfinished workload{'s' if unfinished != 1 else ''}: "
+                "workloads are submitted to leaves, so it takes sub-budgets once they end "
+                "(let them finish or cancel them first).",
+            )
     if name is not None:
         parent_id = parent.pk if parent is not None else None
         siblings = Budget.objects.filter(parent_id=parent_id, name=name, archived_at__isnull=True)
         if siblings.exclude(pk=pk).exists():
             return "duplicate_name", "name", f"A live budget named {name!r} exists there already."
     return None
+
+
+def unfinished_workloads(budget: Budget) -> int:
+    """How many of ``budget``'s own workloads are not finished (pending, starting, running or
+    preempting)."""
+    from scheduler.models import Workload  # the scheduler app builds on this one
+
+    return Workload.objects.filter(budget_id=budget.pk).exclude(state__in=Workload.FINAL_STATES).count()
+
+
+def _stays_under(pk: int | None, parent: Budget) -> bool:
+    """True when budget ``pk`` is saved again under the parent it already has (an edit of its
+    shares or caps): a tree made before the rule of :func:`placement_problem` keeps working."""
+    return pk is not None and Budget.objects.filter(pk=pk, parent_id=parent.pk).exists()
 
 
 MAX_CAP_PERIOD_DAYS = 3650

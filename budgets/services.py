@@ -229,7 +229,8 @@ def do_create_budget(
     *, name: str, parent: Budget | None, shares: int = 1, description: str = "", hold: bool = False
 ) -> Budget:
     """Create a live budget under ``parent`` (None: the root). Raises BudgetError on a bad name/shares
-    (``invalid_name``, ``invalid_shares``), an archived parent (``budget_archived``), a live
+    (``invalid_name``, ``invalid_shares``), an archived parent (``budget_archived``), a parent
+    with unfinished workloads of its own (``parent_has_work``), a live
     sibling of the same name (``duplicate_name``) or a second root (``second_root``): the rule of
     :func:`budgets.models.placement_problem`, which the admin applies too."""
     name = (name or "").strip()

@@ -48,7 +48,7 @@ from django.test.utils import override_settings
 
 from accounts.models import User
 from budgets.models import Budget, UsageEntry
-from budgets.services import do_archive_budget, do_create_budget, do_set_hold
+from budgets.services import BudgetError, do_archive_budget, do_create_budget, do_set_hold
 from scheduler import lifecycle, tasks
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
@@ -610,9 +610,12 @@ class DbBackend:
         self._load_maps()
         for p, parent, s in expand_budgets([(path, shares)]):
             if p not in self._budget:
-                b = do_create_budget(
-                    name=p.rsplit("/", 1)[-1], parent=Budget.objects.get(pk=self._budget[parent]), shares=s
-                )
+                try:
+                    b = do_create_budget(
+                        name=p.rsplit("/", 1)[-1], parent=Budget.objects.get(pk=self._budget[parent]), shares=s
+                    )
+                except BudgetError as exc:  # e.g. parent_has_work: the scenario's error, as the memory backend's
+                    raise ValueError(exc.message) from None
                 self._budget[p] = b.pk
                 self._bpath[b.pk] = p
 

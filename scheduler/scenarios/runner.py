@@ -27,6 +27,7 @@ from scheduler.sim.engine import Engine, SimWorkload, StepLog
 from scheduler.sim.estimate import estimate_starts
 
 ROOT = "(root)"
+_UNFINISHED = frozenset({"pending", "running", "preempting"})
 
 
 class Backend(Protocol):
@@ -289,6 +290,9 @@ class MemoryBackend:
     def create_budget(self, path: str, shares: int) -> None:
         for p, parent, s in expand_budgets([(path, shares)]):
             if p not in self.e.budgets:
+                busy = [w for w in self.e.workloads.values() if w.budget == parent and w.state in _UNFINISHED]
+                if busy:  # budgets.models.placement_problem's parent_has_work, as the db backend answers
+                    raise ValueError(f"budget {parent} has {len(busy)} unfinished workload(s): it takes no sub-budget")
                 self.e.add_budget(Budget(p, p.rsplit("/", 1)[-1], parent, s))
 
     def hold_budget(self, path: str, hold: bool) -> None:

@@ -93,3 +93,70 @@ def test_a_second_root_is_refused_as_the_admin_refuses_it(org_tree):
     assert (info.value.code, info.value.field) == ("second_root", "parent")
     assert info.value.message == "The organisation has one root budget, org: choose a parent under it."
     assert Budget.objects.count() == before
+
+
+def test_a_budget_with_unfinished_work_takes_no_sub_budget(researcher, submit_kwargs, org_tree):
+    """Workloads are submitted to leaves (DESIGN.md §3.7). Before, a child could be created under a
+    leaf holding pending work: the leaf became a parent whose own queue the dispatch served ahead of
+    its children's (``Dispatcher.next`` stops at the first budget with a queue). Now the creation,
+    and the admin's move of a budget under it, are refused until that work ends; finished work
+    does not count, and a sub-budget already there is edited as before."""
+    from django.core.exceptions import ValidationError
+
+    from budgets.models import Budget
+    from scheduler.models import Workload
+    from scheduler.services import do_submit_workload
+
+    leaf = org_tree["nlp/olmo"]
+    workload = do_submit_workload(researcher, **submit_kwargs())
+    assert workload.budget_id == leaf.pk
+    with pytest.raises(BudgetError) as refused:
+        do_create_budget(name="x", parent=leaf)
+    assert (refused.value.code, refused.value.field) == ("parent_has_work", "parent")
+    assert "nlp/olmo has 1 unfinished workload:" in refused.value.message
+    assert not Budget.objects.filter(parent=leaf).exists()
+
+    moved = org_tree["vision/sam"]
+    moved.parent = leaf
+    with pytest.raises(ValidationError) as invalid:
+        moved.full_clean()
+    assert "parent" in invalid.value.message_dict
+
+    Workload.objects.filter(pk=workload.pk).update(state=Workload.State.CANCELED)
+    child = do_create_budget(name="x", parent=leaf)
+    assert child.parent_id == leaf.pk
+    moved.full_clean()  # no unfinished work there now
+    # A tree made before the rule (a parent with work of its own): its sub-budgets are still edited.
+    Workload.objects.filter(pk=workload.pk).update(state=Workload.State.PENDING)
+    child.shares = 3
+    child.full_clean()
+
+
+@pytest.mark.parametrize("backend_name", ["memory", "db"])
+def test_a_scenario_adding_a_budget_under_busy_work_is_refused_by_both_backends(tmp_path, backend_name, request):
+    """The scenario's ``create_budget`` under a leaf with unfinished work: the db backend's
+    ``do_create_budget`` refuses it (``parent_has_work``), the memory backend the same way; both a
+    scenario error naming the step, never a traceback or two different runs."""
+    from scheduler.scenarios.runner import MemoryBackend, run_scenario
+    from scheduler.scenarios.spec import ScenarioError
+
+    path = tmp_path / "busy.yaml"
+    path.write_text(
+        "name: x\nhosts: [{name: h1, gpus: 2}]\nbudgets: [{path: A}]\n"
+        "pending: [{id: P, budget: A, gpus: 1, min_runtime: 1h}]\n"
+        "steps: [{tick: {}}, {create_budget: {path: A/a1}}]\n"
+    )
+    if backend_name == "db":
+        request.getfixturevalue("transactional_db")
+        from scheduler.scenarios.db_backend import DbBackend
+
+        backend = DbBackend(scratch_db=False)
+    else:
+        backend = MemoryBackend()
+    try:
+        with pytest.raises(ScenarioError) as info:
+            run_scenario(str(path), backend)
+    finally:
+        if backend_name == "db":
+            backend.close()
+    assert "steps[1].create_budget" in str(info.value) and "unfinished workload" in str(info.value)
