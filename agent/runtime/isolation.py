@@ -584,8 +584,8 @@ def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
 # --- abstract unix sockets (Landlock scoping) ------------------------------------------------------
 
 LANDLOCK_SCOPE_ABI = 6
-"""The Landlock ABI (Linux 6.12) that scopes abstract unix sockets to their domain
-(``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``)."""
+"""The Landlock ABI (Linux 6.12) that scopes abstract unix sockets and signals to their domain
+(``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``, ``LANDLOCK_SCOPE_SIGNAL``)."""
 
 
 def landlock_abi() -> int:
@@ -600,8 +600,8 @@ def landlock_abi() -> int:
 
 
 def landlock_scope_problem() -> str:
-    """'' when the wrapper can keep each attempt's abstract unix sockets to the attempt (a Landlock
-    domain per attempt, docs/isolation.md), else why not."""
+    """'' when the wrapper can keep each attempt's abstract unix sockets and signals to the attempt
+    (a Landlock domain per attempt, docs/isolation.md), else why not."""
     abi = landlock_abi()
     if abi < LANDLOCK_SCOPE_ABI:
         return f"Landlock ABI {abi} (needs {LANDLOCK_SCOPE_ABI}: Linux 6.12 with Landlock enabled)"
@@ -801,7 +801,7 @@ class Isolation:
     cgroups: CgroupSetup | None = None
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
-    sockets: str | None = None  # "" : each attempt's abstract unix sockets are its own (Landlock), else why not
+    sockets: str | None = None  # "": abstract unix sockets and signals kept to each attempt (Landlock), else why not
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
@@ -923,6 +923,7 @@ class Isolation:
             "pids_max": self.config.pids_max,
             "devices": self.devices.kind,
             "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
+            "signals": "private" if not self.sockets else f"shared ({self.sockets})",
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }

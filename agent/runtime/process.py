@@ -162,17 +162,17 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
 elif hide["nodes"]:  # a non-root agent makes no mounts
     print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
           file=sys.stderr, flush=True)
-if go["scope"]:  # a Landlock domain of the attempt's: it connects to no abstract unix socket made outside it
+if go["scope"]:  # a Landlock domain of the attempt's: no abstract unix socket made outside it, no signal out
     try:
         libc.syscall.restype = ctypes.c_long
-        attr = (ctypes.c_uint64 * 3)(0, 0, 1)  # handled fs, handled net, scoped: ABSTRACT_UNIX_SOCKET
+        attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)  # handled fs, handled net, scoped: ABSTRACT_UNIX_SOCKET|SIGNAL
         rfd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))  # create_ruleset
         if rfd < 0:
             check(-1, "landlock_create_ruleset")
         check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
         os.close(rfd)
     except OSError as e:
-        refuse(f"cannot keep the abstract unix sockets to the attempt: {e}")
+        refuse(f"cannot keep the abstract unix sockets and signals to the attempt: {e}")
 if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
     try:
         c = 0
@@ -661,7 +661,7 @@ class ProcessRuntime(StoredRuntime):
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
         caps = sum(1 << c for c in ROOT_CAPS)
-        scope = self.isolation.is_root and not self.isolation.sockets  # abstract unix sockets: its own
+        scope = self.isolation.is_root and not self.isolation.sockets  # abstract unix sockets, signals: its own
         await asyncio.to_thread(
             _hand_over,
             write_fd,
