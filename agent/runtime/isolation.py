@@ -573,6 +573,49 @@ def cgroup_out_of_memory(paths: list[Path]) -> str:
     return ""
 
 
+def pids_max_hits(text: str) -> int:
+    """The ``max`` count of a cgroup's ``pids.events`` (v2 and v1 alike): forks and clones refused
+    at its ``pids.max``; 0 when absent or unreadable."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "max":
+            try:
+                return int(value.strip())
+            except ValueError:
+                return 0
+    return 0
+
+
+def pids_limit_message(hits: int, limit: int | None) -> str:
+    """What an attempt whose forks were refused at its pids limit ends with, naming the limit
+    (``isolation.pids_max``); "" when none was refused."""
+    if hits <= 0:
+        return ""
+    limit_words = f" ({limit} tasks, isolation.pids_max)" if limit is not None and limit > 0 else ""
+    forks = f"{hits} fork failed" if hits == 1 else f"{hits} forks failed"
+    return f"out of tasks: it reached its pids limit{limit_words} and {forks} (EAGAIN)"
+
+
+def cgroup_pids_limit(paths: list[Path]) -> str:
+    """:func:`pids_limit_message` from the attempt's cgroups (read before they are removed):
+    ``pids.events`` and ``pids.max``, in its v2 cgroup or its v1 ``pids`` one. "" when none of
+    them counts a refused fork."""
+    for path in paths:
+        try:
+            hits = pids_max_hits((path / "pids.events").read_text())
+        except OSError:
+            continue
+        if not hits:
+            continue
+        try:
+            raw = (path / "pids.max").read_text().strip()
+            limit = int(raw) if raw.isdigit() else None
+        except OSError:
+            limit = None
+        return pids_limit_message(hits, limit)
+    return ""
+
+
 def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
     """The v1 limit cgroups an attempt named ``name`` may have (to remove at its end)."""
     out = [base / name for base in (setup.cpu, setup.memory) if setup.kind == "v1" and base is not None]
