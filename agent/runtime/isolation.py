@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("owner", "agent")
 CGROUP_MODES = ("auto", "v2", "v1", "off")
+CONTAINER_NETWORKS = ("private", "host")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _NAME_RE = re.compile(r"[^a-z0-9_-]")
 DEFAULT_PIDS_MAX = 8192
@@ -78,6 +79,7 @@ class IsolationConfig:
     cgroup: str = "auto"
     cgroup_parent: str = ""  # "" = <the agent's own cgroup>/fairway
     pids_max: int = DEFAULT_PIDS_MAX  # tasks (processes and threads) per attempt; 0: no limit
+    container_network: str = "private"  # docker runtime: private (a gang's part: host) | host (every attempt)
 
     @classmethod
     def parse(cls, raw: Any) -> IsolationConfig:
@@ -97,6 +99,9 @@ class IsolationConfig:
             if key == "mode":
                 if value not in MODES:
                     raise ValueError(f"mode must be one of {', '.join(MODES)}")
+            elif key == "container_network":
+                if value not in CONTAINER_NETWORKS:
+                    raise ValueError(f"container_network must be one of {', '.join(CONTAINER_NETWORKS)}")
             elif key == "cgroup":
                 value = "off" if value is False else value  # YAML 1.1 reads a bare off as false
                 if value not in CGROUP_MODES:
@@ -967,6 +972,7 @@ class Isolation:
             "devices": self.devices.kind,
             "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
             "signals": "private" if not self.sockets else f"shared ({self.sockets})",
+            "container_network": self.config.container_network,
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }
