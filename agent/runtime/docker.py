@@ -4,7 +4,9 @@ SDK, called from threads; podman's Docker-compatible API works too).
 - The container gets the attempt's image, command and env, ``NVIDIA_VISIBLE_DEVICES`` (UUIDs),
   ``CUDA_VISIBLE_DEVICES`` (0..n-1: a container sees only its own GPUs), ``FAIRWAY_WORKLOAD_ID``,
   ``FAIRWAY_ATTEMPT`` and ``FAIRWAY_PREEMPT_FILE`` (``/run/fairway/preempt``, from the attempt's
-  run directory mounted read-only), host networking and IPC (NCCL), and labels
+  run directory mounted read-only), a network namespace of its own (the engine's bridge) unless it
+  is a gang's part (the host's network: its ranks meet at the hosts' addresses), a private IPC
+  namespace, and labels
   ``fairway.attempt``/``fairway.workload``. GPUs are requested by UUID as an NVIDIA device request
   (``--gpus device=UUID,...``) when ``nvidia`` is on (the ``nvml`` backend; fake GPUs have none).
 - Output: a thread per container follows its logs into ``<id>.log`` (capped like the process
@@ -63,12 +65,14 @@ def container_spec(
     nvidia: bool,
     identity: Identity | None = None,
     pids_max: int = DEFAULT_PIDS_MAX,
+    network: str = "private",
 ) -> dict[str, Any]:
     """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine).
 
     With an ``identity`` that the agent switches to, the container runs as ``--user uid:gid``
     with its extra groups (``--group-add``), whatever the image's ``USER`` says. ``pids_max``: the
-    host's ``isolation.pids_max`` (0: no limit)."""
+    host's ``isolation.pids_max`` (0: no limit). ``network``: the host's
+    ``isolation.container_network`` (:func:`network_mode`)."""
     env = dict(spec.env)
     env.update(
         NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids) if spec.gpu_uuids else "void",
@@ -87,7 +91,7 @@ def container_spec(
         "environment": env,
         "name": container_name(spec.attempt_id),
         "labels": {LABEL_ATTEMPT: str(spec.attempt_id), LABEL_WORKLOAD: str(spec.workload_id)},
-        "network_mode": "host",
+        "network_mode": network_mode(spec, network),
         "volumes": volumes,
         "detach": True,
     }
@@ -101,6 +105,21 @@ def container_spec(
         ]
     kwargs.update(resource_limits(spec, pids_max))
     return kwargs
+
+
+def is_gang_part(spec: AttemptSpec) -> bool:
+    """Whether ``spec`` is one host's part of a gang (the server's ``NNODES`` above 1)."""
+    nodes = spec.env.get("NNODES", "")
+    return nodes.isdigit() and int(nodes) > 1
+
+
+def network_mode(spec: AttemptSpec, network: str = "private") -> str:
+    """The container's network (docs/isolation.md, "The network"): with ``private`` (the default
+    ``isolation.container_network``), a network namespace of its own on the engine's bridge for a
+    single-host attempt (its own loopback, ports and abstract unix sockets; outbound traffic
+    through the engine's NAT), the host's for a gang's part, whose ranks meet at the hosts'
+    addresses (``MASTER_ADDR``, NCCL); with ``host``, the host's for every attempt."""
+    return "host" if network == "host" or is_gang_part(spec) else "bridge"
 
 
 def resource_limits(spec: AttemptSpec, pids_max: int = DEFAULT_PIDS_MAX) -> dict[str, Any]:
@@ -257,7 +276,12 @@ class DockerRuntime(StoredRuntime):
             os.chown(run_dir, os.geteuid(), ident.gid)
             os.chmod(run_dir, 0o750)  # noqa: S103 -- the attempt's group reads its notice
         kwargs = container_spec(
-            spec, run_dir, nvidia=self.nvidia, identity=ident, pids_max=self.isolation.config.pids_max
+            spec,
+            run_dir,
+            nvidia=self.nvidia,
+            identity=ident,
+            pids_max=self.isolation.config.pids_max,
+            network=self.isolation.config.container_network,
         )
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other

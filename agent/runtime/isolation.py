@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("owner", "agent")
 CGROUP_MODES = ("auto", "v2", "v1", "off")
+CONTAINER_NETWORKS = ("private", "host")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _NAME_RE = re.compile(r"[^a-z0-9_-]")
 DEFAULT_PIDS_MAX = 8192
@@ -78,6 +79,7 @@ class IsolationConfig:
     cgroup: str = "auto"
     cgroup_parent: str = ""  # "" = <the agent's own cgroup>/fairway
     pids_max: int = DEFAULT_PIDS_MAX  # tasks (processes and threads) per attempt; 0: no limit
+    container_network: str = "private"  # docker runtime: private (a gang's part: host) | host (every attempt)
 
     @classmethod
     def parse(cls, raw: Any) -> IsolationConfig:
@@ -97,6 +99,9 @@ class IsolationConfig:
             if key == "mode":
                 if value not in MODES:
                     raise ValueError(f"mode must be one of {', '.join(MODES)}")
+            elif key == "container_network":
+                if value not in CONTAINER_NETWORKS:
+                    raise ValueError(f"container_network must be one of {', '.join(CONTAINER_NETWORKS)}")
             elif key == "cgroup":
                 value = "off" if value is False else value  # YAML 1.1 reads a bare off as false
                 if value not in CGROUP_MODES:
@@ -573,6 +578,49 @@ def cgroup_out_of_memory(paths: list[Path]) -> str:
     return ""
 
 
+def pids_max_hits(text: str) -> int:
+    """The ``max`` count of a cgroup's ``pids.events`` (v2 and v1 alike): forks and clones refused
+    at its ``pids.max``; 0 when absent or unreadable."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "max":
+            try:
+                return int(value.strip())
+            except ValueError:
+                return 0
+    return 0
+
+
+def pids_limit_message(hits: int, limit: int | None) -> str:
+    """What an attempt whose forks were refused at its pids limit ends with, naming the limit
+    (``isolation.pids_max``); "" when none was refused."""
+    if hits <= 0:
+        return ""
+    limit_words = f" ({limit} tasks, isolation.pids_max)" if limit is not None and limit > 0 else ""
+    forks = f"{hits} fork failed" if hits == 1 else f"{hits} forks failed"
+    return f"out of tasks: it reached its pids limit{limit_words} and {forks} (EAGAIN)"
+
+
+def cgroup_pids_limit(paths: list[Path]) -> str:
+    """:func:`pids_limit_message` from the attempt's cgroups (read before they are removed):
+    ``pids.events`` and ``pids.max``, in its v2 cgroup or its v1 ``pids`` one. "" when none of
+    them counts a refused fork."""
+    for path in paths:
+        try:
+            hits = pids_max_hits((path / "pids.events").read_text())
+        except OSError:
+            continue
+        if not hits:
+            continue
+        try:
+            raw = (path / "pids.max").read_text().strip()
+            limit = int(raw) if raw.isdigit() else None
+        except OSError:
+            limit = None
+        return pids_limit_message(hits, limit)
+    return ""
+
+
 def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
     """The v1 limit cgroups an attempt named ``name`` may have (to remove at its end)."""
     out = [base / name for base in (setup.cpu, setup.memory) if setup.kind == "v1" and base is not None]
@@ -584,8 +632,8 @@ def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
 # --- abstract unix sockets (Landlock scoping) ------------------------------------------------------
 
 LANDLOCK_SCOPE_ABI = 6
-"""The Landlock ABI (Linux 6.12) that scopes abstract unix sockets to their domain
-(``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``)."""
+"""The Landlock ABI (Linux 6.12) that scopes abstract unix sockets and signals to their domain
+(``LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET``, ``LANDLOCK_SCOPE_SIGNAL``)."""
 
 
 def landlock_abi() -> int:
@@ -600,8 +648,8 @@ def landlock_abi() -> int:
 
 
 def landlock_scope_problem() -> str:
-    """'' when the wrapper can keep each attempt's abstract unix sockets to the attempt (a Landlock
-    domain per attempt, docs/isolation.md), else why not."""
+    """'' when the wrapper can keep each attempt's abstract unix sockets and signals to the attempt
+    (a Landlock domain per attempt, docs/isolation.md), else why not."""
     abi = landlock_abi()
     if abi < LANDLOCK_SCOPE_ABI:
         return f"Landlock ABI {abi} (needs {LANDLOCK_SCOPE_ABI}: Linux 6.12 with Landlock enabled)"
@@ -801,7 +849,7 @@ class Isolation:
     cgroups: CgroupSetup | None = None
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
-    sockets: str | None = None  # "" : each attempt's abstract unix sockets are its own (Landlock), else why not
+    sockets: str | None = None  # "": abstract unix sockets and signals kept to each attempt (Landlock), else why not
 
     def __post_init__(self) -> None:
         if self.cgroups is None:
@@ -923,6 +971,8 @@ class Isolation:
             "pids_max": self.config.pids_max,
             "devices": self.devices.kind,
             "abstract_sockets": "private" if not self.sockets else f"shared ({self.sockets})",
+            "signals": "private" if not self.sockets else f"shared ({self.sockets})",
+            "container_network": self.config.container_network,
             "allow_root": self.config.allow_root,
             "warnings": warnings,
         }

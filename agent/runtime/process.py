@@ -36,6 +36,7 @@ from agent.runtime.isolation import (
     apply_limits,
     attempt_env,
     cgroup_out_of_memory,
+    cgroup_pids_limit,
     deny_devices_v1,
     devices_v1_cgroup,
     kill_cgroup,
@@ -162,17 +163,17 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
 elif hide["nodes"]:  # a non-root agent makes no mounts
     print("fairway: the host's other GPUs stay reachable (the agent is not root: no mount namespace)",
           file=sys.stderr, flush=True)
-if go["scope"]:  # a Landlock domain of the attempt's: it connects to no abstract unix socket made outside it
+if go["scope"]:  # a Landlock domain of the attempt's: no abstract unix socket made outside it, no signal out
     try:
         libc.syscall.restype = ctypes.c_long
-        attr = (ctypes.c_uint64 * 3)(0, 0, 1)  # handled fs, handled net, scoped: ABSTRACT_UNIX_SOCKET
+        attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)  # handled fs, handled net, scoped: ABSTRACT_UNIX_SOCKET|SIGNAL
         rfd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))  # create_ruleset
         if rfd < 0:
             check(-1, "landlock_create_ruleset")
         check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
         os.close(rfd)
     except OSError as e:
-        refuse(f"cannot keep the abstract unix sockets to the attempt: {e}")
+        refuse(f"cannot keep the abstract unix sockets and signals to the attempt: {e}")
 if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
     try:
         c = 0
@@ -661,7 +662,7 @@ class ProcessRuntime(StoredRuntime):
         # The environment travels through the pipe (never on disk, never in the wrapper's own
         # environment); a wrapper that died meanwhile is seen by the watcher like any exit.
         caps = sum(1 << c for c in ROOT_CAPS)
-        scope = self.isolation.is_root and not self.isolation.sockets  # abstract unix sockets: its own
+        scope = self.isolation.is_root and not self.isolation.sockets  # abstract unix sockets, signals: its own
         await asyncio.to_thread(
             _hand_over,
             write_fd,
@@ -672,7 +673,7 @@ class ProcessRuntime(StoredRuntime):
         status = await asyncio.to_thread(_read_status, status_fd)
         if status != b"ok":
             await asyncio.to_thread(proc.wait)
-            oom = self._out_of_memory(spec.attempt_id, cgroup)
+            oom = self._at_limits(spec.attempt_id, cgroup)
             if cgroup is not None:
                 remove_cgroup(cgroup)
             self._remove_limit_cgroups(spec.attempt_id)
@@ -714,15 +715,16 @@ class ProcessRuntime(StoredRuntime):
             return f"cannot filter devices: {exc}"
         return ""
 
-    def _out_of_memory(self, attempt_id: int, cgroup: Path | None) -> str:
-        """Whether the kernel killed some of the attempt at its memory limit, in words naming the
-        limit (``isolation.cgroup_out_of_memory``); "" when not, or without cgroups. Read before
-        the cgroups go."""
+    def _at_limits(self, attempt_id: int, cgroup: Path | None) -> str:
+        """Whether the kernel killed some of the attempt at its memory limit, and whether it
+        refused forks at its pids limit, in words naming the limits
+        (``isolation.cgroup_out_of_memory``, ``isolation.cgroup_pids_limit``; "; " between both);
+        "" when neither, or without cgroups. Read before the cgroups go."""
         limits = self.isolation.limits
         paths = ([cgroup] if cgroup is not None else []) + (
             v1_limit_cgroups(limits, self._cgroup_name(attempt_id)) if limits is not None else []
         )
-        return cgroup_out_of_memory(paths)
+        return "; ".join(why for why in (cgroup_out_of_memory(paths), cgroup_pids_limit(paths)) if why)
 
     def _remove_limit_cgroups(self, attempt_id: int) -> None:
         """Remove the attempt's v1 CPU, memory and devices cgroups, if any."""
@@ -834,7 +836,7 @@ class ProcessRuntime(StoredRuntime):
         # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
         oom = await asyncio.to_thread(
-            self._out_of_memory, record.attempt_id, Path(record.cgroup) if record.cgroup else None
+            self._at_limits, record.attempt_id, Path(record.cgroup) if record.cgroup else None
         )
         if record.cgroup:
             await asyncio.to_thread(remove_cgroup, Path(record.cgroup), parent_too=True)
@@ -842,7 +844,7 @@ class ProcessRuntime(StoredRuntime):
         await asyncio.to_thread(_remove_var_tmp, record)  # scratch data can be large: not in the loop
         returncode = proc.wait() if proc is not None else None
         if oom:
-            record.message = oom  # the end reason the server records (Slurm's OUT_OF_MEMORY)
+            record.message = oom  # the end reason the server records (Slurm's OUT_OF_MEMORY), or forks refused
         self._finish(record, returncode)
         if self.on_exit is not None:
             self.on_exit(record)

@@ -1193,3 +1193,56 @@ def test_an_attempt_reaches_no_abstract_unix_socket_of_another_attempt(open_stat
 
     run_async(scenario())
     assert owner_isolation().status()["abstract_sockets"] == "private"
+
+
+# --- iso34: attempts of the same owner signalled each other -----------------------------------------
+
+KILLER = r"""
+import os, signal, subprocess, sys
+child = subprocess.Popen(["sleep", "60"])  # its own process: still signalled from inside the attempt
+os.kill(child.pid, signal.SIGKILL)
+print("own child", child.wait(), flush=True)
+try:
+    os.kill(int(sys.argv[1]), signal.SIGKILL)
+    print("killed the other attempt", flush=True)
+except OSError as e:
+    print("refused", e.strerror, flush=True)
+"""
+
+
+@needs_root
+def test_an_attempt_cannot_signal_another_attempt_of_the_same_owner(open_state: Path) -> None:
+    """iso32 left signals between two attempts of the same owner (one uid) open: one attempt
+    killed the other. The attempt's Landlock domain now scopes signals too (Linux 6.12's
+    ``LANDLOCK_SCOPE_SIGNAL``): ``kill`` of a process outside the attempt is refused with
+    ``EPERM``; its own processes are still signalled, and the host's (the agent, this test) still
+    signal it."""
+    isolation = owner_isolation()
+    if isolation.sockets:
+        pytest.skip(f"no Landlock scoping here ({isolation.sockets})")
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, isolation)
+        victim = await rt.start(spec(1, ["sleep", MARKERS[0]], owner="iso-alice"))
+        assert victim.pid is not None
+        for _ in range(200):  # the wrapper's child: the command, once forked
+            children = Path(f"/proc/{victim.pid}/task/{victim.pid}/children").read_text().split()  # noqa: ASYNC240
+            if children:
+                break
+            await asyncio.sleep(0.01)
+        (command,) = children
+        await rt.start(spec(2, ["python3", "-c", KILLER, command], owner="iso-alice"))
+        done = await asyncio.wait_for(exits.get(), 10)
+        out = log_of(rt, 2)
+        assert done.attempt_id == 2 and done.exit_code == 0, out
+        assert "own child -9" in out and "refused Operation not permitted" in out, out
+        assert int(command) in _marker_pids()  # the first attempt still runs
+        await rt.stop(1, 1)  # the host's processes still signal it
+        assert (await asyncio.wait_for(exits.get(), 10)).attempt_id == 1
+        assert _marker_pids() == []
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+    assert owner_isolation().status()["signals"] == "private"

@@ -23,6 +23,7 @@ import pytest
 from agent_testkit import run_async
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StartError
+from agent.runtime.isolation import IsolationConfig
 from agent.state import AttemptRecord
 
 docker = pytest.importorskip("docker")
@@ -370,3 +371,63 @@ def test_an_attempt_whose_container_never_started_before_an_agent_restart_failed
     assert pulled is not None and (pulled.state, pulled.reported) == ("failed_to_start", False)
     assert "before the container was started" in pulled.message
     assert ran is not None and ran.state == "exited"
+
+
+# --- iso34: containers on the host's network shared its abstract unix sockets --------------------------
+
+
+def test_a_single_host_attempt_gets_a_network_of_its_own_and_a_gang_part_the_hosts(tmp_path: Path) -> None:
+    single = container_spec(spec(7, "true"), tmp_path, nvidia=False)  # no NNODES: one host
+    assert single["network_mode"] == "bridge"
+    one = replace(spec(7, "true"), env={"NNODES": "1", "MASTER_ADDR": "localhost"})
+    assert container_spec(one, tmp_path, nvidia=False)["network_mode"] == "bridge"
+    gang = replace(spec(7, "true"), env={"NNODES": "2", "MASTER_ADDR": "h1", "NODE_RANK": "1"})
+    assert container_spec(gang, tmp_path, nvidia=False)["network_mode"] == "host"  # ranks meet at host addresses
+    assert container_spec(spec(7, "true"), tmp_path, nvidia=False, network="host")["network_mode"] == "host"
+    assert IsolationConfig().container_network == "private"
+    assert IsolationConfig.parse({"container_network": "host"}).container_network == "host"
+    with pytest.raises(ValueError, match="container_network must be one of private, host"):
+        IsolationConfig.parse({"container_network": "bridge"})
+
+
+NETNS = 'echo "netns $(readlink /proc/self/ns/net) unix $(grep -c "@{name}" /proc/net/unix)"'
+
+
+def test_single_host_containers_see_no_abstract_socket_of_the_host_or_each_other(state_dir: Path, podman: str) -> None:
+    """iso32 left the docker runtime's containers on the host's network namespace (``network_mode:
+    host``), so every container reached every other's abstract unix sockets (``@name``: no file,
+    no permission), and the host's; the engine applies no Landlock. A single-host attempt's
+    container now has a network namespace of its own (the engine's bridge: its own loopback, ports
+    and abstract sockets, outbound traffic as before); a gang's part keeps the host's (its ranks
+    meet at the hosts' addresses), as the process runtime's attempts do."""
+    import socket
+
+    name = f"fw-iso34-{os.getpid()}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)  # an abstract socket of the host's network namespace
+    listener.listen(1)
+    host_netns = os.readlink("/proc/self/ns/net")
+
+    async def scenario() -> dict[int, str]:
+        rt, exits = runtime(state_dir, podman)
+        await rt.recover()
+        script = NETNS.format(name=name)
+        await rt.start(spec(1, script))
+        await rt.start(spec(2, script))
+        gang = replace(spec(3, script), env={"NNODES": "2", "MASTER_ADDR": "h1", "NODE_RANK": "0"})
+        await rt.start(gang)
+        for _ in range(3):
+            assert (await asyncio.wait_for(exits.get(), 30)).exit_code == 0
+        out = {i: (await wait_log(rt, i, "unix")).split() for i in (1, 2, 3)}
+        await rt.close()
+        return {i: f"{words[1]} {words[3]}" for i, words in out.items()}
+
+    try:
+        seen = run_async(scenario())
+    finally:
+        listener.close()
+    assert seen[3] == f"{host_netns} 1", seen  # the gang's part: the host's namespace, its sockets
+    for i in (1, 2):
+        netns, count = seen[i].split()
+        assert netns != host_netns and count == "0", seen  # its own: none of the host's sockets
+    assert seen[1] != seen[2], seen  # nor each other's namespace

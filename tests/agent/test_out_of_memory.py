@@ -18,10 +18,13 @@ from agent.runtime.isolation import (
     Isolation,
     IsolationConfig,
     cgroup_out_of_memory,
+    cgroup_pids_limit,
     detect_cgroups,
     detect_limits,
     oom_kill_count,
     out_of_memory_message,
+    pids_limit_message,
+    pids_max_hits,
 )
 from agent.runtime.process import ProcessRuntime
 from tests.agent.test_resource_limits import REPO_ROOT, M, _spec
@@ -82,5 +85,72 @@ def test_a_command_over_its_memory_limit_ends_saying_so(state_dir: Path) -> None
         record = await asyncio.wait_for(exits.get(), 30)
         assert record.exit_code != 0
         assert "out of memory" in record.message and "memory limit (64M)" in record.message, record.message
+
+    run_async(scenario())
+
+
+# --- iso34: an attempt at its pids limit said nothing of it --------------------------------------------
+
+BOMB = """
+import os, sys, time
+n = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+    except OSError as e:
+        print("refused at", n, e.strerror, flush=True)
+        sys.exit(1)
+    n += 1
+"""
+
+
+def test_the_pids_limit_hits_are_read_from_pids_events():
+    assert pids_max_hits("max 3\n") == 3
+    assert pids_max_hits("max 0\n") == 0
+    assert pids_max_hits("max 2\nmax.imposed 5\n") == 2  # newer kernels add lines
+    assert pids_max_hits("") == 0 and pids_max_hits("max x\n") == 0
+    assert pids_limit_message(0, 64) == ""
+    words = pids_limit_message(3, 64)
+    assert words.startswith("out of tasks:") and "pids limit (64 tasks" in words and "3 forks failed" in words
+    assert "1 fork failed" in pids_limit_message(1, None) and "limit (" not in pids_limit_message(1, None)
+
+
+def test_the_pids_files_are_read_in_whichever_cgroup_has_them(tmp_path: Path):
+    v2, v1, quiet = tmp_path / "v2", tmp_path / "v1", tmp_path / "quiet"
+    for d in (v2, v1, quiet):
+        d.mkdir()
+    (v2 / "pids.events").write_text("max 4\n")
+    (v2 / "pids.max").write_text("64\n")
+    (v1 / "pids.events").write_text("max 1\n")
+    (v1 / "pids.max").write_text("max\n")
+    (quiet / "pids.events").write_text("max 0\n")
+    assert "pids limit (64 tasks" in cgroup_pids_limit([tmp_path / "absent", v2])
+    assert "1 fork failed" in cgroup_pids_limit([quiet, v1]) and "limit (" not in cgroup_pids_limit([v1])
+    assert cgroup_pids_limit([quiet, tmp_path / "absent"]) == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writing cgroup limits needs root here")
+def test_a_command_that_hits_its_pids_limit_ends_saying_so(state_dir: Path) -> None:
+    """iso34: a fork bomb stopped at ``pids.max`` (iso32) ended with no word of why its forks
+    failed; the cgroup's ``pids.events`` ``max`` count, read before it goes, now says so."""
+    setup = detect_cgroups("auto")
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True, pids_max=32), cgroups=setup)
+    assert isolation.limits is not None
+    if isolation.limits.pids == "none":
+        pytest.skip(f"no pids controller here ({isolation.limits.pids_note})")
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation)
+        exits: asyncio.Queue = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.start(_spec(1, [sys.executable, "-c", BOMB]))
+        record = await asyncio.wait_for(exits.get(), 30)
+        assert record.exit_code == 1, rt.read_log(1, 4096)[0]
+        assert record.message.startswith("out of tasks:"), record.message
+        assert "pids limit (32 tasks" in record.message, record.message
+        await rt.start(_spec(2, [sys.executable, "-c", "print('fine')"]))
+        assert (await asyncio.wait_for(exits.get(), 30)).message == ""  # no word where nothing failed
 
     run_async(scenario())
