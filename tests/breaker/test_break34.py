@@ -1,0 +1,62 @@
+"""break34: faults found by brk34 (hostile and careless inputs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.models import Workload
+
+DIGEST = "sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "ubuntu latest",
+        "ghcr.io/lab/train:1 --privileged",
+        " ghcr.io/lab/train:1",
+        "ghcr.io/lab/train:1\n",
+        "   ",
+        "Ubuntu:22.04",
+        "ghcr.io/Lab/train:1",
+        "train:1:2",
+        "train:",
+        "-v /:/host",
+        "../../etc/passwd",
+        "train@sha256:zz",
+        "tráin:1",
+        "a" * 256,
+    ],
+)
+def test_an_image_that_is_no_image_reference_is_refused_at_submission(researcher_client, submission, cluster, image):
+    """An image no container engine can pull (blanks, capitals in the repository, a second tag, an
+    option) was admitted: the workload waited its turn, took its GPUs and every start failed
+    ("invalid reference format"), its retries too, and start failures of two owners' such workloads
+    cordoned the host. It is refused at once, naming the form."""
+    response = researcher_client.post("/api/v1/workloads/", submission(image=image), format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "invalid_image"
+    assert "registry/repository:tag" in response.json()["image"][0]
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "busybox",
+        "pytorch:24.01",
+        "ghcr.io/lab/train:1",
+        "nvcr.io/nvidia/pytorch:24.01-py3",
+        "localhost/no-such-image:1",
+        "localhost:5000/lab/train_v2__x--y.z:Tag_1.0-rc",
+        "registry.example.org:443/a/b/c",
+        "[::1]:5000/train:1",
+        f"ghcr.io/lab/train@{DIGEST}",
+        f"ghcr.io/lab/train:1@{DIGEST}",
+        "",
+    ],
+)
+def test_image_references_engines_take_are_admitted(researcher_client, submission, cluster, image):
+    response = researcher_client.post("/api/v1/workloads/", submission(image=image), format="json")
+    assert response.status_code == 201, response.content
+    assert Workload.objects.get().image == image
