@@ -40,6 +40,12 @@ MAX_MESSAGE_BYTES = 256 * 1024
 """Largest encoded envelope either side sends or accepts, in bytes of UTF-8."""
 MAX_HOST_GPUS = 256
 """Most GPUs one host reports (``hello``, ``heartbeat``) or one ``start`` names; a join is held to it too."""
+MAX_GPU_MEMORY_MB = 2**31 - 1
+"""Largest GPU memory a ``hello`` reports, MiB (the server stores it in a 32-bit column)."""
+MAX_CPUS = 1 << 20
+"""Most CPUs a ``hello`` reports or a ``start`` limits to."""
+MAX_BYTES = 1 << 62
+"""Largest memory size a ``hello`` reports or a ``start`` limits to, bytes."""
 
 # ProtocolError codes (also used as ``Error.code`` when answering a bad frame).
 ERR_TOO_LARGE = "too_large"
@@ -137,7 +143,7 @@ class GpuInfo:
     index: GpuIndex
     uuid: Name
     model: Name
-    memory_mb: Annotated[int, Range(0, 2**31 - 1)]  # the server stores it in a 32-bit column
+    memory_mb: Annotated[int, Range(0, MAX_GPU_MEMORY_MB)]
     health: Health
 
 
@@ -186,8 +192,8 @@ class HostIsolation:
     warnings: Annotated[list[Annotated[str, Size(1024)]], Size(16)] = field(default_factory=list)
 
 
-Cpus = Annotated[int, Range(1, 1 << 20)]
-Bytes = Annotated[int, Range(1, 1 << 62)]
+Cpus = Annotated[int, Range(1, MAX_CPUS)]
+Bytes = Annotated[int, Range(1, MAX_BYTES)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,3 +60,19 @@ def test_image_references_engines_take_are_admitted(researcher_client, submissio
     response = researcher_client.post("/api/v1/workloads/", submission(image=image), format="json")
     assert response.status_code == 201, response.content
     assert Workload.objects.get().image == image
+
+
+@pytest.mark.parametrize(
+    ("key", "most"),
+    [("gpus", 256), ("gpu_memory_mb", 2**31 - 1), ("cpus", 1 << 20), ("memory", 1 << 62)],
+)
+def test_an_agent_config_value_the_protocol_cannot_carry_is_refused_at_load(key, most):
+    """``gpus: 300`` (fake backend), ``gpu_memory_mb: 85899345920`` (bytes for MiB), ``cpus`` or
+    ``memory`` past what a hello carries: the agent started, and every hello it built was
+    unencodable ("not sending invalid hello message"), so it reconnected for good and never joined."""
+    from agent.config import ConfigError, load_config
+
+    base = {"server": "ws://fairway:8000/ws/agent/", "token": "t0ken"}
+    assert getattr(load_config({**base, key: most}, environ={}), key) == most
+    with pytest.raises(ConfigError, match=f"bad value for {key}: {most + 1} .*at most {most}"):
+        load_config({**base, key: most + 1}, environ={})
