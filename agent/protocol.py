@@ -47,6 +47,9 @@ MAX_CPUS = 1 << 20
 MAX_BYTES = 1 << 62
 """Largest memory size a ``hello`` reports or a ``start`` limits to, bytes."""
 
+MAX_ERROR_CHARS = 500
+"""Longest ``ProtocolError.message`` (the log line and the ``error`` sent back quote it)."""
+
 # ProtocolError codes (also used as ``Error.code`` when answering a bad frame).
 ERR_TOO_LARGE = "too_large"
 ERR_BAD_JSON = "bad_json"
@@ -68,6 +71,8 @@ class ProtocolError(Exception):
     """
 
     def __init__(self, code: str, message: str, ref: int | None = None) -> None:
+        if len(message) > MAX_ERROR_CHARS:  # it quoted a bad value or unknown fields whole: up to a frame
+            message = message[: MAX_ERROR_CHARS - 1] + "…"  # into the log per bad frame (brk34)
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message

@@ -76,3 +76,35 @@ def test_an_agent_config_value_the_protocol_cannot_carry_is_refused_at_load(key,
     assert getattr(load_config({**base, key: most}, environ={}), key) == most
     with pytest.raises(ConfigError, match=f"bad value for {key}: {most + 1} .*at most {most}"):
         load_config({**base, key: most + 1}, environ={})
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {
+            "v": 1,
+            "type": "attempt",
+            "id": 5,
+            "attempt_id": 1,
+            "state": "x" * 200_000,
+            "exit_code": None,
+            "age_s": None,
+            "message": "",
+        },
+        {"v": "x" * 200_000, "type": "heartbeat", "id": 5},
+        {"v": 1, "type": "heartbeat", "id": 5, "gpus": [], "running": [], **{f"k{i:05}": 0 for i in range(20_000)}},
+    ],
+    ids=["state", "version", "unknown-keys"],
+)
+def test_a_bad_frames_error_is_short_whatever_the_frame_holds(frame, caplog):
+    """A frame whose bad value (or list of unknown fields) is long: the refusal quoted all of it, so
+    each such frame (up to 256 KiB) wrote as much into the server's log ("bad message from host")."""
+    import json
+
+    from agent import protocol
+
+    text = json.dumps(frame)
+    assert len(text.encode()) <= protocol.MAX_MESSAGE_BYTES
+    with pytest.raises(protocol.ProtocolError) as err:
+        protocol.decode(text, allowed=protocol.AGENT_MESSAGE_TYPES)
+    assert len(str(err.value)) <= 600 and len(err.value.message) <= 600
