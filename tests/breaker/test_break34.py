@@ -108,3 +108,39 @@ def test_a_bad_frames_error_is_short_whatever_the_frame_holds(frame, caplog):
     with pytest.raises(protocol.ProtocolError) as err:
         protocol.decode(text, allowed=protocol.AGENT_MESSAGE_TYPES)
     assert len(str(err.value)) <= 600 and len(err.value.message) <= 600
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://hooks.example.org/services/T00 /B00", "blanks or control characters"),
+        ("https://hooks.example.org/a\tb", "blanks or control characters"),
+        ("https://hooks.example.org/a\nb", "blanks or control characters"),
+        ("https://hooks.example.org\n/a", "blanks or control characters"),
+        ("https://hooks.example.org/hoök", "percent-encode"),
+        ("https://hooks.example.org/a?team=équipe", "percent-encode"),
+        ("https://hooks.example.org:0/a", "port"),
+    ],
+)
+def test_a_webhook_url_no_request_can_carry_is_refused_when_saved(researcher_client, settings, url, why):
+    """A blank, tab or newline in a webhook URL, a non-ASCII character in its path or query, or
+    port 0: the URL was saved, and every delivery failed (http.client: "URL can't contain control
+    characters", a UnicodeEncodeError of the request line, a refused connection), retried, then
+    marked failed without a word to the user. Refused when saved, saying what to change."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "WEBHOOK_ALLOW_HOSTS": ["hooks.example.org"]}  # no resolving here
+    response = researcher_client.put(
+        "/api/v1/notifications/", {"webhook_kinds": ["failed"], "webhook_url": url}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "invalid_webhook"
+    assert why in response.json()["webhook_url"][0]
+    assert researcher_client.get("/api/v1/notifications/").json()["webhook_url"] == ""
+
+
+def test_a_webhook_url_with_a_non_ascii_host_or_fragment_is_still_taken(researcher_client, settings):
+    settings.FAIRWAY = {**settings.FAIRWAY, "WEBHOOK_ALLOW_HOSTS": ["bücher.example"]}
+    url = "https://bücher.example/hook?a=%C3%A9#frägment"
+    response = researcher_client.put(
+        "/api/v1/notifications/", {"webhook_kinds": ["failed"], "webhook_url": url}, format="json"
+    )
+    assert response.status_code == 200, response.content
