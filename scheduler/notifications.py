@@ -189,8 +189,11 @@ def render(notification: Any) -> tuple[str, str]:
     w = e.workload
     base = settings.FAIRWAY.get("PUBLIC_URL") or ""
     link = f"{base.rstrip('/')}/workloads/{w.pk}/" if base else f"/workloads/{w.pk}/"
-    subject = f"[fairway] {w.name} (#{w.pk}) {KIND_LABELS.get(e.kind, e.kind)}"
-    return subject, f"{subject}: {e.message}\n{link}"
+    title = f"[fairway] {w.name} (#{w.pk}) {KIND_LABELS.get(e.kind, e.kind)}"
+    # A mail header holds no line break (BadHeaderError: every email about a workload named with
+    # one failed, brk34): the subject writes each as a blank; the text keeps the name as given.
+    subject = " ".join(title.splitlines())
+    return subject, f"{title}: {e.message}\n{link}"
 
 
 def deliver(key: str) -> bool:

@@ -144,3 +144,44 @@ def test_a_webhook_url_with_a_non_ascii_host_or_fragment_is_still_taken(research
         "/api/v1/notifications/", {"webhook_kinds": ["failed"], "webhook_url": url}, format="json"
     )
     assert response.status_code == 200, response.content
+
+
+@pytest.mark.parametrize("name", ["nightly\nrun", "nightly\rrun", "nightly\u2028run"])
+def test_an_email_about_a_workload_whose_name_holds_a_line_break_is_sent(
+    researcher_client, researcher, submission, cluster, sent_notifications, mailoutbox, name
+):
+    """A workload named with a line break (a YAML block scalar, a pasted name) was admitted, and
+    every email about it failed: its name goes in the subject, and a mail header holds no line
+    break (Django's BadHeaderError), so each try raised until the notification was marked failed
+    and the owner heard nothing. The subject writes the break as a blank."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler import lifecycle, notifications
+    from scheduler.models import Attempt, Notification, NotificationSettings
+    from scheduler.tick import run_tick
+
+    NotificationSettings.objects.create(user=researcher, email_kinds=["failed"])
+    response = researcher_client.post("/api/v1/workloads/", submission(name=name, gpu_count=1), format="json")
+    assert response.status_code == 201, response.content
+    w = Workload.objects.get()
+    t0 = timezone.now()
+    run_tick(w.cluster_id, now=t0)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk, now=t0)
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 2, now=t0 + timedelta(seconds=5))
+    (key,) = Notification.objects.values_list("key", flat=True)
+    assert notifications.deliver(key)
+    (mail,) = mailoutbox
+    assert mail.subject == f"[fairway] nightly run (#{w.pk}) failed"
+    assert name in mail.body  # the body keeps the name as given
+
+
+@pytest.fixture
+def sent_notifications(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from scheduler import tasks
+
+    keys: list[str] = []
+    monkeypatch.setattr(tasks.deliver_notification, "send", lambda key: keys.append(key))
+    return keys
