@@ -93,3 +93,45 @@ def test_a_move_under_a_budget_being_archived_waits_and_is_refused(org_tree) -> 
     assert move.result == ["Budget vision is archived."]
     olmo = Budget.objects.get(pk=org_tree["nlp/olmo"].pk)
     assert (olmo.parent_id, olmo.archived_at) == (org_tree["nlp"].pk, None)
+
+
+def _edit(pk: int, **changes: Any) -> list[str]:
+    """The admin's change page saving ``changes`` of budget ``pk`` (its form, ``save_model``, one transaction)."""
+    from django.contrib import admin
+    from django.test import RequestFactory
+
+    from accounts.models import User
+    from budgets.admin import BudgetAdmin
+
+    with transaction.atomic():
+        budget = Budget.objects.get(pk=pk)
+        data: dict[str, Any] = {f: getattr(budget, f) for f in EDITABLE_FIELDS}
+        data = {k: ("" if v is None else v) for k, v in data.items()}
+        data["parent"] = budget.parent_id
+        data.update(changes)
+        form = BudgetAdminForm(data, instance=budget)
+        if not form.is_valid():
+            return [str(m) for messages in form.errors.values() for m in messages]
+        request = RequestFactory().post("/")
+        request.user = User.objects.get(username="admin")
+        BudgetAdmin(Budget, admin.site).save_model(request, form.save(commit=False), form, change=True)
+        return []
+
+
+def test_an_edit_saved_while_its_budget_is_archived_keeps_the_archive(org_tree, admin) -> None:
+    """The admin saved vision/sam's description while another admin archived sam: the change page
+    had read sam live, waited for the archive's lock, then wrote every column back, archived_at
+    (NULL) included: sam was live again, submissions to it accepted, its history saying archived."""
+    sam = org_tree["vision/sam"]
+    archive = Held(lambda: do_archive_budget(Budget.objects.get(pk=sam.pk)))
+    assert archive.done.wait(BOUND_S), archive.error
+    edit = Waiting(lambda: _edit(sam.pk, description="GPU time of the SAM project"))
+    try:
+        assert _until(lambda: (edit.pid is not None and _waits_on_a_lock(edit.pid)) or edit.ended.is_set())
+    finally:
+        archive.release()
+    assert edit.ended.wait(BOUND_S)
+    assert (archive.error, edit.error, edit.result) == (None, None, [])
+    sam.refresh_from_db()
+    assert sam.archived_at is not None
+    assert sam.description == "GPU time of the SAM project"
