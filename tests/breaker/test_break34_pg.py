@@ -135,3 +135,46 @@ def test_an_edit_saved_while_its_budget_is_archived_keeps_the_archive(org_tree, 
     sam.refresh_from_db()
     assert sam.archived_at is not None
     assert sam.description == "GPU time of the SAM project"
+
+
+def _edit_host_labels(pk: int, labels: str) -> list[str]:
+    """The host admin's change page saving new ``labels`` (its form, ``save_model``, one transaction)."""
+    from django.contrib import admin
+    from django.test import RequestFactory
+
+    from accounts.models import User
+    from scheduler.admin import HostAdmin
+    from scheduler.models import Host
+
+    with transaction.atomic():
+        host = Host.objects.get(pk=pk)
+        request = RequestFactory().post("/")
+        request.user = User.objects.get(username="admin")
+        model_admin = HostAdmin(Host, admin.site)
+        form = model_admin.get_form(request, host, change=True)({"labels": labels}, instance=host)
+        if not form.is_valid():
+            return [str(m) for messages in form.errors.values() for m in messages]
+        model_admin.save_model(request, form.save(commit=False), form, change=True)
+        return []
+
+
+def test_a_host_edit_saved_while_its_token_is_revoked_keeps_the_revocation(hosts, admin) -> None:
+    """The admin saved a host's labels while another admin revoked its token: the change page had
+    read the row before, waited for the revocation's lock, then wrote every column back, the old
+    ``token_hash`` included: the revoked token connected again."""
+    from scheduler.models import Host
+    from scheduler.services import do_revoke_host_token
+
+    host = hosts["h100-1"]
+    revoke = Held(lambda: do_revoke_host_token(None, Host.objects.get(pk=host.pk)))
+    assert revoke.done.wait(BOUND_S), revoke.error
+    edit = Waiting(lambda: _edit_host_labels(host.pk, '{"rack": "r9", "fabric": "r9"}'))
+    try:
+        assert _until(lambda: (edit.pid is not None and _waits_on_a_lock(edit.pid)) or edit.ended.is_set())
+    finally:
+        revoke.release()
+    assert edit.ended.wait(BOUND_S)
+    assert (revoke.error, edit.error, edit.result) == (None, None, [])
+    host.refresh_from_db()
+    assert host.token_hash.startswith("revoked:")
+    assert host.labels == {"rack": "r9", "fabric": "r9"}
