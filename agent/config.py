@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from agent.protocol import MAX_BYTES, MAX_CPUS, MAX_GPU_MEMORY_MB, MAX_HOST_GPUS
 from agent.runtime.isolation import IsolationConfig
 
 ENV_PREFIX = "FAIRWAY_"
@@ -82,6 +83,19 @@ def _at_least_one(value: Any) -> int:
     if number < 1:
         raise ValueError("must be >= 1")
     return number
+
+
+def _at_most(most: int, parse: Callable[[Any], int]) -> Callable[[Any], int]:
+    """``parse``, then at most ``most``: what the agent protocol carries (a larger value was taken,
+    and every hello was then unencodable: the agent reconnected for good, brk34)."""
+
+    def bounded(value: Any) -> int:
+        number = parse(value)
+        if number > most:
+            raise ValueError(f"must be at most {most}")
+        return number
+
+    return bounded
 
 
 def _positive_float(value: Any) -> float:
@@ -149,9 +163,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "server": _server_url,
     "token": _token,
     "host_name": _non_empty,
-    "gpus": _positive_int,
+    "gpus": _at_most(MAX_HOST_GPUS, _positive_int),
     "model": _non_empty,
-    "gpu_memory_mb": lambda v: None if v in (None, "") else _positive_int(v),
+    "gpu_memory_mb": lambda v: None if v in (None, "") else _at_most(MAX_GPU_MEMORY_MB, _positive_int)(v),
     # Path("") would be the working directory. Absolute: the attempts' HOME and
     # FAIRWAY_PREEMPT_FILE are paths under it, and an attempt runs in another directory (its
     # first mount's) or changes directory itself; docker binds need absolute host paths too.
@@ -164,8 +178,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "log_max_bytes": _positive_int,
     "docker_url": lambda v: "" if v is None else str(v).strip(),
     "isolation": lambda v: _isolation(v),
-    "cpus": lambda v: None if v in (None, "") else _at_least_one(v),
-    "memory": lambda v: None if v in (None, "") else _at_least_one(v),
+    "cpus": lambda v: None if v in (None, "") else _at_most(MAX_CPUS, _at_least_one)(v),
+    "memory": lambda v: None if v in (None, "") else _at_most(MAX_BYTES, _at_least_one)(v),
 }
 KEYS = tuple(f.name for f in fields(AgentConfig))
 

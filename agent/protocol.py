@@ -40,6 +40,15 @@ MAX_MESSAGE_BYTES = 256 * 1024
 """Largest encoded envelope either side sends or accepts, in bytes of UTF-8."""
 MAX_HOST_GPUS = 256
 """Most GPUs one host reports (``hello``, ``heartbeat``) or one ``start`` names; a join is held to it too."""
+MAX_GPU_MEMORY_MB = 2**31 - 1
+"""Largest GPU memory a ``hello`` reports, MiB (the server stores it in a 32-bit column)."""
+MAX_CPUS = 1 << 20
+"""Most CPUs a ``hello`` reports or a ``start`` limits to."""
+MAX_BYTES = 1 << 62
+"""Largest memory size a ``hello`` reports or a ``start`` limits to, bytes."""
+
+MAX_ERROR_CHARS = 500
+"""Longest ``ProtocolError.message`` (the log line and the ``error`` sent back quote it)."""
 
 # ProtocolError codes (also used as ``Error.code`` when answering a bad frame).
 ERR_TOO_LARGE = "too_large"
@@ -62,6 +71,8 @@ class ProtocolError(Exception):
     """
 
     def __init__(self, code: str, message: str, ref: int | None = None) -> None:
+        if len(message) > MAX_ERROR_CHARS:  # it quoted a bad value or unknown fields whole: up to a frame
+            message = message[: MAX_ERROR_CHARS - 1] + "…"  # into the log per bad frame (brk34)
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
@@ -137,7 +148,7 @@ class GpuInfo:
     index: GpuIndex
     uuid: Name
     model: Name
-    memory_mb: Annotated[int, Range(0, 2**31 - 1)]  # the server stores it in a 32-bit column
+    memory_mb: Annotated[int, Range(0, MAX_GPU_MEMORY_MB)]
     health: Health
 
 
@@ -186,8 +197,8 @@ class HostIsolation:
     warnings: Annotated[list[Annotated[str, Size(1024)]], Size(16)] = field(default_factory=list)
 
 
-Cpus = Annotated[int, Range(1, 1 << 20)]
-Bytes = Annotated[int, Range(1, 1 << 62)]
+Cpus = Annotated[int, Range(1, MAX_CPUS)]
+Bytes = Annotated[int, Range(1, MAX_BYTES)]
 
 
 @dataclass(frozen=True, slots=True)

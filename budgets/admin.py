@@ -188,7 +188,10 @@ class BudgetAdmin(admin.ModelAdmin):
             obj.shares = form.initial["shares"]
         if "hold" in form.changed_data:
             obj.hold = form.initial["hold"]
-        super().save_model(request, obj, form, change)
+        # Only the fields this page changed: the row was read before its lock, and writing every
+        # column back undid what committed meanwhile (an archive: the budget live again, brk34).
+        changed = [f for f in EDITABLE_FIELDS if f in form.changed_data and f not in ("shares", "hold")]
+        obj.save(update_fields=changed)
         if new_shares != obj.shares:
             do_set_shares(request.user, obj, new_shares, note)
         if new_hold != obj.hold:

@@ -172,6 +172,13 @@ class Budget(models.Model):
             raise ValidationError({"name": problem})
         if self.cap_gpu_hours is not None and self.cap_gpu_hours < 0:
             raise ValidationError({"cap_gpu_hours": "A cap is 0 GPU-hours or more (empty: no cap)."})
+        if self.parent_id is not None:
+            from budgets.services import lock_new_parent
+
+            try:  # read again under its locks: another admin's move or archive may have committed since
+                self.parent = lock_new_parent(self.parent_id, moving=self.pk is not None)
+            except Budget.DoesNotExist:
+                raise ValidationError({"parent": "That budget no longer exists."}) from None
         if self.archived_at is None:
             # The database's unique constraint is conditional on archived_at, a field the admin's
             # form leaves out, so Django skips it there: without this a duplicate was a 500.

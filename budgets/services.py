@@ -281,6 +281,23 @@ def share_lock_budget(pk: int) -> Budget:
     return rows[0]
 
 
+MOVE_LOCK_CLASS = 0x46574242
+"""First key of the advisory lock that one budget move at a time holds ("FWBB"; the tick's is "FWAY")."""
+
+
+def lock_new_parent(parent_pk: int, *, moving: bool) -> Budget:
+    """The parent a budget is saved under (the admin's ``Budget.clean``), read again under the locks
+    that keep its checks true until the transaction ends (docs/locking.md, "Budgets"): the parent's
+    share lock (as a creation's), so an archive of it in flight is waited for and then seen; and for
+    a budget that exists (``moving``: its parent may change) the transaction-wide advisory lock of
+    budget moves, so two moves never both pass "not under its own sub-budgets" against a tree
+    without the other (together they made a cycle: brk34). SQLite: a plain read."""
+    if moving and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, 0)", [MOVE_LOCK_CLASS])
+    return share_lock_budget(parent_pk)
+
+
 def request_ticks_everywhere() -> None:
     """A budget change can reorder every cluster's queue: ask each cluster for a tick."""
     from scheduler.models import Cluster

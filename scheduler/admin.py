@@ -156,6 +156,12 @@ class HostAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # hosts register with a token (seed_demo --hosts, agent install), shown once
 
+    def save_model(self, request: HttpRequest, obj: Host, form: Any, change: bool) -> None:
+        """Write only the fields the page changed (its labels): the row was read before any lock,
+        and writing every column back undid what committed meanwhile: a token revoked or rotated
+        (the old token connected again), a state, a heartbeat, a link generation (brk34)."""
+        obj.save(update_fields=[f for f in form.changed_data if f not in self.readonly_fields])
+
     def has_delete_permission(self, request: HttpRequest, obj: Host | None = None) -> bool:
         return False
 

@@ -77,6 +77,12 @@ def _checked(url: str, *, resolve: bool = True) -> tuple[str | None, str | None]
         return "not a URL", None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "a webhook is an http:// or https:// URL with a host", None
+    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops tabs and newlines unseen
+        return "a webhook URL holds no blanks or control characters (write a blank as %20)", None
+    if port == 0:
+        return "a webhook URL's port is 1 to 65535", None
+    if not (parts.path + parts.query).isascii():  # the request line is ASCII: every delivery failed (brk34)
+        return "percent-encode the non-ASCII characters of a webhook URL's path and query (é is %C3%A9)", None
     if parts.username or parts.password:
         return "a webhook URL carries no user or password", None
     host = parts.hostname.lower()
@@ -183,8 +189,11 @@ def render(notification: Any) -> tuple[str, str]:
     w = e.workload
     base = settings.FAIRWAY.get("PUBLIC_URL") or ""
     link = f"{base.rstrip('/')}/workloads/{w.pk}/" if base else f"/workloads/{w.pk}/"
-    subject = f"[fairway] {w.name} (#{w.pk}) {KIND_LABELS.get(e.kind, e.kind)}"
-    return subject, f"{subject}: {e.message}\n{link}"
+    title = f"[fairway] {w.name} (#{w.pk}) {KIND_LABELS.get(e.kind, e.kind)}"
+    # A mail header holds no line break (BadHeaderError: every email about a workload named with
+    # one failed, brk34): the subject writes each as a blank; the text keeps the name as given.
+    subject = " ".join(title.splitlines())
+    return subject, f"{title}: {e.message}\n{link}"
 
 
 def deliver(key: str) -> bool:

@@ -61,6 +61,21 @@ class HostError(ServiceError):
 
 # --- submission --------------------------------------------------------------------------
 
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+IMAGE_REFERENCE_RE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    re.ASCII,
+)
+"""A container image reference as Docker and Podman parse it (the grammar of
+github.com/distribution/reference: ``[registry[:port]/]path[:tag][@digest]``, the path in lower
+case, a name of at most 255 characters); anything else failed every start ("invalid reference
+format": brk34)."""
+IMAGE_PROBLEM = (
+    "An image is a container image reference like registry/repository:tag (lower-case repository, no blanks)."
+)
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_NAMES = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
 RESERVED_ENV_PREFIX = "FAIRWAY_"
@@ -385,6 +400,12 @@ def _share_lock_budget(pk: int) -> tuple[bool, int | None]:
     return row[0], row[1]
 
 
+def _is_image_reference(image: str) -> bool:
+    """Whether ``image`` is a container image reference an engine takes (:data:`IMAGE_REFERENCE_RE`)."""
+    m = IMAGE_REFERENCE_RE.fullmatch(image)
+    return m is not None and len(m.group("name")) <= 255
+
+
 @histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
 def do_submit_workload(
     owner: User,
@@ -455,6 +476,8 @@ def do_submit_workload(
         refuse("invalid_image", "image", f"An image reference is a string (quote it), not {json_kind(image)}.")
     elif len(image) > 500 or "\x00" in image:
         refuse("invalid_image", "image", "An image reference is at most 500 characters, without NUL.")
+    elif image and not _is_image_reference(image):
+        refuse("invalid_image", "image", f"{IMAGE_PROBLEM} Not {shown(image)}.")
 
     tree = load_tree() if tree is None else tree
     huge = _is_int(budget) and not 0 < budget <= MAX_DB_INT  # type: ignore[operator]
