@@ -1,0 +1,42 @@
+"""A new lab's tryout (try34): what a researcher, leadership or an operator tripped on, one test each."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+
+@pytest.fixture
+def admin_web(admin) -> Client:
+    c = Client()
+    c.force_login(admin)
+    return c
+
+
+def _messages(page: str) -> list[str]:
+    listed = page.split('class="messagelist"', 1)[1].split("</ul>")[0]
+    return [m.strip() for m in re.findall(r"<li[^>]*>(.*?)</li>", listed, re.S)]
+
+
+def test_admin_messages_keep_the_lowercase_host_and_cluster_names(admin_web, hosts):
+    """Django's admin writes every message through ``capfirst``: "A100-1: new host token ..."
+    named a host that does not exist (names are case-sensitive: `fairway hosts drain A100-1`
+    answers "No host"), and the join token's message began "Default: join token ..."."""
+    host = hosts["a100-1"]
+    response = admin_web.post(
+        reverse("admin:scheduler_host_changelist"),
+        {"action": "rotate_token", "_selected_action": [host.pk]},
+        follow=True,
+    )
+    (message,) = _messages(response.content.decode())
+    assert message.startswith("a100-1: new host token "), message
+    response = admin_web.post(
+        reverse("admin:scheduler_cluster_changelist"),
+        {"action": "create_join_token", "_selected_action": [host.cluster_id]},
+        follow=True,
+    )
+    (message,) = _messages(response.content.decode())
+    assert message.startswith("default: join token fwj_"), message
