@@ -40,3 +40,19 @@ def test_admin_messages_keep_the_lowercase_host_and_cluster_names(admin_web, hos
     )
     (message,) = _messages(response.content.decode())
     assert message.startswith("default: join token fwj_"), message
+
+
+@pytest.mark.parametrize(("value", "words"), [("30d", "is not an integer"), ("0", "must be >= 1")])
+def test_a_bad_gpu_metrics_retention_stops_the_process_at_start_naming_it(monkeypatch, value, words):
+    """README: "a malformed value stops the process with the variable's name". The retention was
+    read only when the hourly prune ran (``int(value)`` in a worker): the server started, and every
+    prune failed with a bare ValueError, so the per-minute GPU samples were never deleted."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tests.breaker.test_break26 import load_settings
+
+    with pytest.raises(ImproperlyConfigured) as error:
+        load_settings(monkeypatch, FAIRWAY_GPU_METRICS_RETENTION_DAYS=value)
+    assert str(error.value).startswith("FAIRWAY_GPU_METRICS_RETENTION_DAYS=") and words in str(error.value)
+    loaded = load_settings(monkeypatch, FAIRWAY_GPU_METRICS_RETENTION_DAYS="3")
+    assert loaded["FAIRWAY"]["GPU_METRICS_RETENTION_DAYS"] == 3
