@@ -1118,7 +1118,11 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(host, out)
         else:
-            out.write(f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}\n")
+            line = f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}"
+            if host["state"] == "offline" and (reason := host_reason(host)):
+                # the action is kept for the agent's return: say so, "offline" alone read as refused
+                line += f"; {reason} (from when its agent is back)"
+            out.write(line + "\n")
         return EXIT_OK
     hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
     if args.json:

@@ -56,3 +56,22 @@ def test_a_bad_gpu_metrics_retention_stops_the_process_at_start_naming_it(monkey
     assert str(error.value).startswith("FAIRWAY_GPU_METRICS_RETENTION_DAYS=") and words in str(error.value)
     loaded = load_settings(monkeypatch, FAIRWAY_GPU_METRICS_RETENTION_DAYS="3")
     assert loaded["FAIRWAY"]["GPU_METRICS_RETENTION_DAYS"] == 3
+
+
+def test_cordoning_an_offline_host_says_what_it_returns_as(admin, hosts, monkeypatch):
+    """An operator cordoned a host whose agent was away: `fairway hosts cordon` answered only
+    "gpu-b: offline", and the clusters page "offline · by boss, 01:34 UTC: not racked yet", which
+    reads as if boss had taken it offline; both now name the state it returns to."""
+    from scheduler.models import Host
+    from tests.cli.inprocess import run_cli
+
+    Host.objects.filter(name="a100-1").update(state=Host.State.OFFLINE, state_before_offline=Host.State.ACTIVE)
+    out = run_cli(monkeypatch, admin, "hosts", "cordon", "a100-1", "--reason", "not racked yet")
+    assert out.startswith("a100-1: offline; cordoned by admin at "), out
+    assert out.rstrip().endswith("not racked yet (from when its agent is back)"), out
+
+    page = Client()
+    page.force_login(admin)
+    html = page.get("/clusters/").content.decode()
+    (reason,) = re.findall(r'<div class="small muted state-reason">([^<]*)</div>', html)
+    assert reason.startswith("cordoned when its agent is back, by admin, "), reason
