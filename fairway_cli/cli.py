@@ -857,7 +857,12 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
     if args.json:
         emit_json(current, out)
         return EXIT_OK
-    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}\n")
+    email = ""
+    if current["email_kinds"]:
+        # the server sends to the account's address: without one every email is refused unsent
+        address = api.call("GET", "me/").get("email")
+        email = f" -> {address or '(no address on your account: ask an admin)'}"
+    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}{email}\n")
     out.write(f"webhook: {', '.join(current['webhook_kinds']) or '-'} -> {current['webhook_url'] or '(no URL)'}\n")
     return EXIT_OK
 

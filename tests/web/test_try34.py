@@ -75,3 +75,17 @@ def test_cordoning_an_offline_host_says_what_it_returns_as(admin, hosts, monkeyp
     html = page.get("/clusters/").content.decode()
     (reason,) = re.findall(r'<div class="small muted state-reason">([^<]*)</div>', html)
     assert reason.startswith("cordoned when its agent is back, by admin, "), reason
+
+
+def test_email_notifications_without_an_address_on_the_account_say_so(researcher, monkeypatch):
+    """A user created in the admin without an email address turned email notifications on with
+    `fairway notifications --email failed`: the CLI answered "email: failed" and every email was
+    then refused unsent ("the user has no email address"); the web page said so, the CLI now too."""
+    from tests.cli.inprocess import run_cli
+
+    out = run_cli(monkeypatch, researcher, "notifications", "--email", "failed")
+    assert "email:   failed -> researcher@example.org" in out, out
+    researcher.email = ""
+    researcher.save(update_fields=["email"])
+    out = run_cli(monkeypatch, researcher, "notifications")
+    assert "email:   failed -> (no address on your account: ask an admin)" in out, out
