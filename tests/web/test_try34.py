@@ -89,3 +89,18 @@ def test_email_notifications_without_an_address_on_the_account_say_so(researcher
     researcher.save(update_fields=["email"])
     out = run_cli(monkeypatch, researcher, "notifications")
     assert "email:   failed -> (no address on your account: ask an admin)" in out, out
+
+
+def test_the_sacct_import_help_says_how_to_export_and_in_which_time_zone():
+    """README: `import_history sacct usage.txt --cluster h100`, and the command's help said only
+    "a Slurm `sacct -a -X -P` export (see the command's docstring)": a lab could not tell which
+    fields to export, nor that times without an offset are read as UTC (sacct prints local time:
+    a lab at UTC-8 imported its week eight hours early). The help now gives the command, TZ=UTC."""
+    import argparse
+
+    from scheduler.management.commands.import_history import Command
+
+    parser = Command().create_parser("manage.py", "import_history")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = " ".join(sub.choices["sacct"].format_help().split())
+    assert "TZ=UTC sacct -a -X -P -S" in text and "-o JobID,User,Account,AllocTRES,Start,End,State" in text, text
