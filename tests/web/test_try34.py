@@ -104,3 +104,46 @@ def test_the_sacct_import_help_says_how_to_export_and_in_which_time_zone():
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     text = " ".join(sub.choices["sacct"].format_help().split())
     assert "TZ=UTC sacct -a -X -P -S" in text and "-o JobID,User,Account,AllocTRES,Start,End,State" in text, text
+
+
+def test_an_operator_removes_a_decommissioned_host_and_its_gpus_stop_counting(
+    admin_web, admin, researcher, hosts, cluster, submit_kwargs
+):
+    """A lab retiring a machine had no way to take it out: uninstalled and revoked, it stayed
+    `offline` for ever, its GPUs in the cluster's count (every budget's entitlement, the pyramid's
+    registered time). The hosts admin now removes a host that holds no attempt (refused while
+    one is open: drain it first); `removed_at` was already honoured everywhere else."""
+    from scheduler import lifecycle
+    from scheduler.models import Attempt, Host, HostEvent
+    from scheduler.services import HostError, do_register_host, do_submit_workload
+    from scheduler.tick import run_tick
+
+    def gpus() -> int:
+        (tree,) = researcher_api.get("/api/v1/budgets/tree/", {"cluster": cluster.name}).json()
+        return tree["gpus"]
+
+    from rest_framework.test import APIClient
+
+    researcher_api = APIClient()
+    researcher_api.force_authenticate(researcher)
+    before = gpus()
+    busy = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, gpu_model="A100"))
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.select_related("host").get(workload=busy)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    idle = next(h for name, h in hosts.items() if name.startswith("a100") and h.pk != attempt.host_id)
+
+    url = reverse("admin:scheduler_host_changelist")
+    response = admin_web.post(url, {"action": "remove_hosts", "_selected_action": [attempt.host_id]}, follow=True)
+    (refused,) = _messages(response.content.decode())
+    assert "drain it first" in refused and Host.objects.get(pk=attempt.host_id).removed_at is None
+
+    response = admin_web.post(url, {"action": "remove_hosts", "_selected_action": [idle.pk]}, follow=True)
+    assert _messages(response.content.decode()) == ["1 host(s) removed from their cluster."]
+    idle.refresh_from_db()
+    assert idle.removed_at is not None
+    assert HostEvent.objects.filter(host=idle, kind="removed", actor=admin).exists()
+    assert gpus() == before - 8
+    assert idle.name not in [h["name"] for h in researcher_api.get("/api/v1/hosts/").json()]
+    with pytest.raises(HostError, match="was removed from its cluster: join under another name"):
+        do_register_host(cluster, idle.name, [(0, "GPU-new-0", "A100", 81920)])
