@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -855,7 +855,8 @@ def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
-    """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is registered."""
+    """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is
+    registered (a GPU of a removed host is free again, unless an attempt still holds it)."""
     taken = Host.objects.filter(name=name).values_list("removed_at", flat=True).first()
     if taken is not None:
         raise HostError(
@@ -863,7 +864,14 @@ def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
         )
     if Host.objects.filter(name=name).exists():
         raise HostError("host_exists", "name", f"A host named {name} is already registered.")
-    taken = list(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
+    # GPUs of a removed host move with the device to the host that reports them (as an inventory
+    # approval moves them, lifecycle._register_gpus), unless an attempt still holds one.
+    taken = list(
+        GPU.objects.filter(uuid__in=[g[1] for g in specs])
+        .filter(Q(host__removed_at__isnull=True) | Q(attempt_links__open=True))
+        .values_list("uuid", flat=True)
+        .distinct()
+    )
     if taken:
         raise HostError("duplicate_gpu", "gpus", f"GPU UUIDs already registered: {', '.join(sorted(taken))}.")
 
@@ -906,8 +914,20 @@ def do_register_host(
                     state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
                     state_before_offline=Host.State.ACTIVE,
                 )
+                # what _refuse_taken left registered: GPUs of removed hosts, moving here
+                moving = set(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
+                for i, u, m, mem in specs:
+                    if u in moving:  # a queryset update: it forgets the hardware web processes keep
+                        GPU.objects.filter(uuid=u).update(
+                            host=host, index=i, model=m, memory_mb=mem, health=GPU.Health.HEALTHY,
+                            last_sample={}, nominated_for=None,
+                        )  # fmt: skip
                 GPU.objects.bulk_create(
-                    [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
+                    [
+                        GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem)
+                        for i, u, m, mem in sorted(specs)
+                        if u not in moving
+                    ]
                 )
         except IntegrityError:
             _refuse_taken(name, specs)
@@ -961,8 +981,8 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
     registered time from now on, its agent is refused and its open connections are closed; its
     attempts, events and usage stay in the history. Records a ``removed`` HostEvent and requests
     a tick. Raises HostError ``host_removed`` (already) or ``host_busy`` (409: an attempt is open
-    there: drain it first), ``invalid_reason``. Its name and GPUs stay taken: a machine that comes
-    back joins under another name.
+    there: drain it first), ``invalid_reason``. Its name stays taken: a machine that comes back joins
+    under another name, and its GPUs move to that host (:func:`_refuse_taken`).
     """
     from django.db.models import F
 

@@ -114,7 +114,7 @@ def test_an_operator_removes_a_decommissioned_host_and_its_gpus_stop_counting(
     registered time). The hosts admin now removes a host that holds no attempt (refused while
     one is open: drain it first); `removed_at` was already honoured everywhere else."""
     from scheduler import lifecycle
-    from scheduler.models import Attempt, Host, HostEvent
+    from scheduler.models import GPU, Attempt, Host, HostEvent
     from scheduler.services import HostError, do_register_host, do_submit_workload
     from scheduler.tick import run_tick
 
@@ -147,3 +147,11 @@ def test_an_operator_removes_a_decommissioned_host_and_its_gpus_stop_counting(
     assert idle.name not in [h["name"] for h in researcher_api.get("/api/v1/hosts/").json()]
     with pytest.raises(HostError, match="was removed from its cluster: join under another name"):
         do_register_host(cluster, idle.name, [(0, "GPU-new-0", "A100", 81920)])
+    # the machine comes back as another name: its GPUs move with it (its old host's history stays)
+    uuids = list(GPU.objects.filter(host=idle).order_by("index").values_list("uuid", flat=True))
+    back, _token = do_register_host(cluster, "a100-1b", [(i, u, "A100", 81920) for i, u in enumerate(uuids)])
+    assert list(GPU.objects.filter(host=back).order_by("index").values_list("uuid", flat=True)) == uuids
+    assert gpus() == before  # offline until its first hello, but registered: counted again
+    busy_uuid = GPU.objects.filter(host_id=attempt.host_id).values_list("uuid", flat=True).first()
+    with pytest.raises(HostError, match="GPU UUIDs already registered"):
+        do_register_host(cluster, "thief", [(0, busy_uuid, "A100", 81920)])
