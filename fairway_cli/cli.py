@@ -977,7 +977,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         table(
             tree["budgets"],
             [
-                ("Account", lambda b: " " * b["depth"] + b["name"]),
+                ("Account", lambda b: " " * b["depth"] + b["name"] + (" (archived)" if b.get("archived") else "")),
                 ("RawShares", lambda b: b["shares"] if b["parent_id"] else ""),
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),

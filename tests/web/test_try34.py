@@ -155,3 +155,14 @@ def test_an_operator_removes_a_decommissioned_host_and_its_gpus_stop_counting(
     busy_uuid = GPU.objects.filter(host_id=attempt.host_id).values_list("uuid", flat=True).first()
     with pytest.raises(HostError, match="GPU UUIDs already registered"):
         do_register_host(cluster, "thief", [(0, busy_uuid, "A100", 81920)])
+
+
+def test_fairway_share_marks_an_archived_budget_as_fairway_budgets_does(researcher, org_tree, cluster, monkeypatch):
+    """An archived leaf kept its line in `fairway share` with a blank rank and nothing saying why;
+    `fairway budgets` and the budgets page write "(archived)" after its name."""
+    from budgets.services import do_archive_budget
+    from tests.cli.inprocess import run_cli
+
+    do_archive_budget(org_tree["nlp/olmo"])
+    (line,) = [ln for ln in run_cli(monkeypatch, researcher, "share").splitlines() if "olmo" in ln]
+    assert line.split()[:2] == ["olmo", "(archived)"], line
