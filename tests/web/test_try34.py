@@ -166,3 +166,35 @@ def test_fairway_share_marks_an_archived_budget_as_fairway_budgets_does(research
     do_archive_budget(org_tree["nlp/olmo"])
     (line,) = [ln for ln in run_cli(monkeypatch, researcher, "share").splitlines() if "olmo" in ln]
     assert line.split()[:2] == ["olmo", "(archived)"], line
+
+
+def test_elapsed_and_charge_count_the_same_whole_seconds(researcher, cluster, submit_kwargs):
+    """`fairway history` showed a 1-GPU attempt with ELAPSED 20s and a charge of 21 GPU-seconds
+    (elapsed 0 beside "less than 0.1 GPU-min" for a short one): the charge counts whole seconds
+    from its start to its end, floored (docs/standing.md), the elapsed time the exact span
+    truncated. Every elapsed time of a closed attempt now counts the charge's seconds."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, gpu_model="A100", min_runtime_s=60))
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    t0 = timezone.now().replace(microsecond=0) + timedelta(seconds=2)
+    lifecycle.attempt_started(attempt.host, attempt.pk, now=t0 + timedelta(seconds=0.9))
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0, now=t0 + timedelta(seconds=2.1))
+    attempt.refresh_from_db()
+    assert attempt.charged_gpu_seconds == 2  # seconds t0+0 .. t0+2, one GPU
+
+    api = APIClient()
+    api.force_authenticate(researcher)
+    (row,) = api.get("/api/v1/workloads/", {"state": "succeeded"}).json()["results"]
+    detail = api.get(f"/api/v1/workloads/{w.pk}/").json()
+    (past,) = api.get("/api/v1/workloads/history/", {"since": "1d"}).json()["results"]
+    assert (row["accounting"]["elapsed_s"], detail["accounting"]["elapsed_s"], past["elapsed_s"]) == (2, 2, 2)
