@@ -418,6 +418,9 @@ FAIRWAY = {
     # so one broken host cannot burn every workload's retries (docs/deploy.md); 0: never.
     "HOST_START_FAILURES": env_int("FAIRWAY_HOST_START_FAILURES", 3, minimum=0),
     "AUTO_DRAIN_ON_GPU_FAULT": env_bool("FAIRWAY_AUTO_DRAIN_ON_GPU_FAULT", True),
+    # Days of per-minute GPU samples kept (scheduler/metrics.py); read here so that a bad value
+    # stops the process at start, not every hourly prune in a worker (try34).
+    "GPU_METRICS_RETENTION_DAYS": env_int("FAIRWAY_GPU_METRICS_RETENTION_DAYS", 30, minimum=1, maximum=36500),
     "TICK_INTERVAL_S": env_float("FAIRWAY_TICK_INTERVAL_S", 5.0, minimum=0.1),
     "ESTIMATE_INTERVAL_S": env_float("FAIRWAY_ESTIMATE_INTERVAL_S", 60.0, minimum=0.5),
     # A tick that starts, stops or sees new pending work asks for estimates this much later

@@ -857,7 +857,12 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
     if args.json:
         emit_json(current, out)
         return EXIT_OK
-    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}\n")
+    email = ""
+    if current["email_kinds"]:
+        # the server sends to the account's address: without one every email is refused unsent
+        address = api.call("GET", "me/").get("email")
+        email = f" -> {address or '(no address on your account: ask an admin)'}"
+    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}{email}\n")
     out.write(f"webhook: {', '.join(current['webhook_kinds']) or '-'} -> {current['webhook_url'] or '(no URL)'}\n")
     return EXIT_OK
 
@@ -972,7 +977,7 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         table(
             tree["budgets"],
             [
-                ("Account", lambda b: " " * b["depth"] + b["name"]),
+                ("Account", lambda b: " " * b["depth"] + b["name"] + (" (archived)" if b.get("archived") else "")),
                 ("RawShares", lambda b: b["shares"] if b["parent_id"] else ""),
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),
@@ -1118,7 +1123,11 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(host, out)
         else:
-            out.write(f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}\n")
+            line = f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}"
+            if host["state"] == "offline" and (reason := host_reason(host)):
+                # the action is kept for the agent's return: say so, "offline" alone read as refused
+                line += f"; {reason} (from when its agent is back)"
+            out.write(line + "\n")
         return EXIT_OK
     hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
     if args.json:

@@ -19,12 +19,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, Max, Min, Q, QuerySet, Sum
+from django.db.models.functions import TruncSecond
 from django.utils import timezone
 
 from scheduler.models import Attempt, Workload
 
-_RUN = ExpressionWrapper(F("attempts__ended_at") - F("attempts__started_at"), output_field=DurationField())
+# A closed attempt's run in the whole seconds its charge counts (``lifecycle.charged_seconds``:
+# start and end floored), so that elapsed × GPUs is its charge (try34: 20 s beside 21 GPU-s).
+_RUN = ExpressionWrapper(
+    TruncSecond("attempts__ended_at") - TruncSecond("attempts__started_at"), output_field=DurationField()
+)
 
 
 def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
@@ -57,7 +62,8 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]]) -> Workl
         if started is not None:
             first = started if first is None or started < first else first
             if ended is not None:
-                closed_run = ended - started if closed_run is None else closed_run + (ended - started)
+                run = ended.replace(microsecond=0) - started.replace(microsecond=0)  # as _RUN
+                closed_run = run if closed_run is None else closed_run + run
             else:
                 open_start = started if open_start is None or started > open_start else open_start
                 if allocated and not unfunded:

@@ -29,6 +29,7 @@ from scheduler.models import (
 from scheduler.services import (
     do_cancel_workload,
     do_create_join_token,
+    do_remove_host,
     do_revoke_host_token,
     do_rotate_host_token,
     do_set_host_state,
@@ -151,7 +152,16 @@ class HostAdmin(admin.ModelAdmin):
     ]
     fields = [*readonly_fields, "labels"]
     inlines = [GPUInline, HostEventInline]
-    actions = ["cordon", "drain", "drain_now_action", "resume", "approve_inventory", "rotate_token", "revoke_token"]
+    actions = [
+        "cordon",
+        "drain",
+        "drain_now_action",
+        "resume",
+        "approve_inventory",
+        "rotate_token",
+        "revoke_token",
+        "remove_hosts",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # hosts register with a token (seed_demo --hosts, agent install), shown once
@@ -232,6 +242,16 @@ class HostAdmin(admin.ModelAdmin):
             do_revoke_host_token(request.user, host)
             done += 1
         messages.success(request, f"Token of {done} host(s) revoked; their agent connections were closed.")
+
+    @admin.action(description="Remove from the cluster for good (decommissioned; drain it first)")
+    def remove_hosts(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        _each(
+            request,
+            queryset,
+            lambda host: do_remove_host(request.user, host, f"admin action by {request.user}"),
+            lambda host: host.name,
+            "{n} host(s) removed from their cluster.",
+        )
 
 
 @admin.register(GPU)

@@ -46,7 +46,8 @@ the one it was served from); --prefix DIR puts everything (venv, config, state, 
 --uninstall stops the agent and removes the venv, config and unit; --purge also the state
 directory (records and logs of attempts), the run directory and the agent's log. Attempts keep
 running while the agent is stopped. The host stays registered and schedulable on the server until
-it goes offline: drain it first, and revoke its token there. pip honours PIP_INDEX_URL /
+it goes offline: drain it first; a machine retired for good is then removed there (admin → Hosts →
+Remove from the cluster: its GPUs stop counting). pip honours PIP_INDEX_URL /
 PIP_FIND_LINKS / PIP_NO_INDEX for the agent's dependencies. The unit starts after the container
 engine of the runtime (the kept config's, else the options'): docker.service, or podman.socket
 for a --docker-url on podman's socket; --print-unit prints it and exits, installing nothing.
@@ -173,7 +174,8 @@ if [ "$UNINSTALL" = 1 ]; then
     fi
     say "uninstalled"
     say "the host ${JOINED_AS:-of this machine} is still registered on the server, and schedulable until it goes offline:"
-    say "drain it (\`fairway hosts drain ${JOINED_AS:-NAME}\` or admin → Hosts) and revoke its token (admin → Hosts)"
+    say "drain it (\`fairway hosts drain ${JOINED_AS:-NAME}\` or admin → Hosts); retired for good, remove it then"
+    say "(admin → Hosts → \"Remove from the cluster\": its GPUs stop counting in every budget's entitlement)"
     exit 0
 fi
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -56,7 +56,7 @@ class CancelError(ServiceError):
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
     ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
-    ``inventory_pending``."""
+    ``host_busy``, ``inventory_pending``."""
 
 
 # --- submission --------------------------------------------------------------------------
@@ -878,10 +878,23 @@ def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
-    """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is registered."""
+    """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is
+    registered (a GPU of a removed host is free again, unless an attempt still holds it)."""
+    taken = Host.objects.filter(name=name).values_list("removed_at", flat=True).first()
+    if taken is not None:
+        raise HostError(
+            "host_exists", "name", f"A host named {name} was removed from its cluster: join under another name."
+        )
     if Host.objects.filter(name=name).exists():
         raise HostError("host_exists", "name", f"A host named {name} is already registered.")
-    taken = list(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
+    # GPUs of a removed host move with the device to the host that reports them (as an inventory
+    # approval moves them, lifecycle._register_gpus), unless an attempt still holds one.
+    taken = list(
+        GPU.objects.filter(uuid__in=[g[1] for g in specs])
+        .filter(Q(host__removed_at__isnull=True) | Q(attempt_links__open=True))
+        .values_list("uuid", flat=True)
+        .distinct()
+    )
     if taken:
         raise HostError("duplicate_gpu", "gpus", f"GPU UUIDs already registered: {', '.join(sorted(taken))}.")
 
@@ -924,8 +937,20 @@ def do_register_host(
                     state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
                     state_before_offline=Host.State.ACTIVE,
                 )
+                # what _refuse_taken left registered: GPUs of removed hosts, moving here
+                moving = set(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
+                for i, u, m, mem in specs:
+                    if u in moving:  # a queryset update: it forgets the hardware web processes keep
+                        GPU.objects.filter(uuid=u).update(
+                            host=host, index=i, model=m, memory_mb=mem, health=GPU.Health.HEALTHY,
+                            last_sample={}, nominated_for=None,
+                        )  # fmt: skip
                 GPU.objects.bulk_create(
-                    [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
+                    [
+                        GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem)
+                        for i, u, m, mem in sorted(specs)
+                        if u not in moving
+                    ]
                 )
         except IntegrityError:
             _refuse_taken(name, specs)
@@ -971,6 +996,53 @@ def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, 
         )
         transaction.on_commit(lambda: gateway.close_host_links([host.pk], reason, before=generation))
     host.token_hash, host.link_generation = digest, generation
+
+
+def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
+    """Take ``host`` out of its cluster for good (a decommissioned machine): ``removed_at`` is set,
+    so it leaves placement, the cluster's GPU count (every entitlement) and the pyramid's
+    registered time from now on, its agent is refused and its open connections are closed; its
+    attempts, events and usage stay in the history. Records a ``removed`` HostEvent and requests
+    a tick. Raises HostError ``host_removed`` (already) or ``host_busy`` (409: an attempt is open
+    there: drain it first), ``invalid_reason``. Its name stays taken: a machine that comes back joins
+    under another name, and its GPUs move to that host (:func:`_refuse_taken`).
+    """
+    from django.db.models import F
+
+    from scheduler import gateway
+
+    if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
+        raise HostError("invalid_reason", "reason", "A reason is a string of at most 500 characters, without NUL.")
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        if locked.removed_at is not None:
+            raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
+        open_attempts = Attempt.objects.filter(gpu_links__gpu__host=locked, gpu_links__open=True).distinct().count()
+        if open_attempts:
+            raise HostError(
+                "host_busy",
+                None,
+                f"Host {locked.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
+                "once it is drained (or offline and empty).",
+                status=409,
+            )
+        now = timezone.now()
+        # a queryset update: it forgets the hardware the web processes keep (HostQuerySet.memo_fields)
+        Host.objects.filter(pk=locked.pk).update(removed_at=now, link_generation=F("link_generation") + 1)
+        GPU.objects.filter(host=locked).update(nominated_for=None)
+        generation = Host.objects.values_list("link_generation", flat=True).get(pk=locked.pk)
+        HostEvent.objects.create(
+            host=locked,
+            at=now,
+            kind="removed",
+            actor=actor,
+            message=reason,
+            data={"state": locked.state, "gpus": locked.gpus.count()},
+        )
+        transaction.on_commit(lambda: gateway.close_host_links([locked.pk], "removed", before=generation))
+        request_tick_on_commit(locked.cluster_id)
+    locked.removed_at, locked.link_generation = now, generation
+    return locked
 
 
 def authenticate_host_token(token: str) -> Host | None:

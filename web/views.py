@@ -602,6 +602,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 css += " degraded"
             gpus.append({"gpu": gpu, "css": css, "workload": link.attempt.workload_id if link else None})
         protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
+        reason = state_reason(host)
         rows.append(
             {
                 "host": host,
@@ -609,7 +610,9 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 "model": gpus[0]["gpu"].model if gpus else "",
                 "open_attempts": len(attempts),
                 "protected_until": max(protected) if protected else None,
-                "state_reason": state_reason(host),
+                "state_reason": reason,
+                # an offline host's reason is that of the state it returns to: name that state
+                "returns_as": reason["kind"].replace("_", " ") if reason and host.state == Host.State.OFFLINE else "",
             }
         )
     return rows

@@ -7,7 +7,8 @@ heartbeat::
     {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false}}
 
 A fatal XID (:data:`agent.protocol.FATAL_XIDS`) or an uncorrectable ECC error makes the GPU
-``unhealthy``; ``degraded`` flags it ``degraded``; other XIDs are only listed.
+``unhealthy`` (until cleared); ``degraded`` flags it ``degraded``; other XIDs are only listed. Each
+injected XID is sent at one heartbeat only, as NVML reports an XID event once.
 """
 
 from __future__ import annotations
@@ -170,6 +171,9 @@ class FakeGpuBackend(GpuBackend):
         self._telemetry = [_Telemetry() for _ in range(count)]
         self._busy: frozenset[int] = frozenset()
         self._faults: dict[int, Fault] = {}
+        # XIDs of each GPU's fault already sent: like NVML's events, an injected XID is reported
+        # at one heartbeat only (the GPU stays unhealthy); a cleared fault forgets them.
+        self._xids_sent: dict[int, set[int]] = {}
         self._nodes: dict[int, str] = {}
         if dev_dir is not None:
             self._nodes = make_fake_nodes(dev_dir, count)
@@ -213,6 +217,10 @@ class FakeGpuBackend(GpuBackend):
             busy = i in self._busy
             self._drift(t, busy)
             fault = faults.get(i, Fault())
+            sent = self._xids_sent.setdefault(i, set())
+            sent &= set(fault.xids)  # a cleared XID is an event again when injected anew
+            xids = [x for x in fault.xids if x not in sent]
+            sent.update(xids)
             samples.append(
                 GpuSample(
                     index=i,
@@ -222,7 +230,7 @@ class FakeGpuBackend(GpuBackend):
                     power_w=round(t.power, 1),
                     ecc_uncorrected=fault.ecc_uncorrected,
                     health=fault.health,
-                    xids=list(fault.xids),
+                    xids=xids,
                 )
             )
         return samples

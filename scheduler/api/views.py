@@ -42,6 +42,7 @@ from scheduler.api.serializers import (
     WorkloadSubmitSerializer,
     WorkloadSubmittedSerializer,
 )
+from scheduler.lifecycle import charged_seconds
 from scheduler.models import (
     GPU,
     ArrayGroup,
@@ -352,7 +353,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 "submitted_at": a.workload.submitted_at,
                 "started_at": a.started_at,
                 "ended_at": a.ended_at,
-                "elapsed_s": int((a.ended_at - a.started_at).total_seconds()) if a.started_at else 0,
+                # the whole seconds its charge counts: elapsed × GPUs is the charge
+                "elapsed_s": charged_seconds(a.started_at, a.ended_at) if a.started_at else 0,
                 "end_reason": a.end_reason,
                 "exit_code": a.exit_code,
                 "charged_gpu_hours": round(a.charged_gpu_seconds / 3600, 4),

@@ -127,3 +127,19 @@ def test_simulated_gpus_get_stand_in_device_nodes_only_with_a_dev_dir(tmp_path: 
     assert nodes == {i: str(tmp_path / "dev" / f"nvidia{i}") for i in range(3)}
     assert all(Path(p).is_file() and Path(p).stat().st_mode & 0o777 == 0o666 for p in nodes.values())
     assert (tmp_path / "dev").stat().st_mode & 0o777 == 0o755
+
+
+def test_an_injected_xid_is_reported_once_like_an_nvml_event(tmp_path: Path) -> None:
+    """NVML reports an XID event at one heartbeat (``nvml.py``: recent XIDs are handed over once;
+    the GPU stays unhealthy). The fake repeated the injected XID at every heartbeat, so a host an
+    operator resumed after an auto-drain drained again at its next heartbeat (try34)."""
+    backend = FakeGpuBackend("h1", 4, state_dir=tmp_path)
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--xid", "79"])
+    assert [(s.health, s.xids) for s in backend.sample()][3] == ("unhealthy", [79])
+    assert [(s.health, s.xids) for s in backend.sample()][3] == ("unhealthy", [])  # once; still unhealthy
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--xid", "48"])
+    assert backend.sample()[3].xids == [48]  # a new event is reported
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--clear"])
+    assert backend.sample()[3].xids == []
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--xid", "79"])
+    assert backend.sample()[3].xids == [79]  # after a clear, the same XID is an event again

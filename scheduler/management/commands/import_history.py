@@ -8,8 +8,9 @@ sampled to about ``--load`` × the cluster's capacity, each job's run capped at 
 run through the policy on the cluster's hosts and its ``vc-<id>`` budgets, shifted to end now and
 written as finished workloads and attempts (their usage), then the pyramid's hours rolled up.
 
-``sacct``: a Slurm export, ``sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
-(``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset).
+``sacct``: a Slurm export, ``TZ=UTC sacct -a -X -P -S <start> -o JobID,User,Account,AllocTRES,Start,End,State``
+(``--parsable2``: ``|``-separated, a header line; times read as UTC unless they carry an offset:
+sacct prints local time, hence ``TZ=UTC``).
 Account names a leaf budget (path or name), User an existing user; each finished job that held
 GPUs becomes a usage interval; a job already imported on the cluster is a bad line (an export
 imported twice doubled the usage). Every bad line is reported and nothing is written.
@@ -71,7 +72,17 @@ class Command(BaseCommand):
         ph.add_argument("--max-duration", default="8h", help="run-time cap per job (default 8h)")
         ph.add_argument("--min-runtime-rule", default=DEFAULT_MIN_RUNTIME_RULE)
         ph.add_argument("--unallocated-rule", default=DEFAULT_UNALLOCATED_RULE)
-        sa = sub.add_parser("sacct", help="a Slurm `sacct -a -X -P` export (see the command's docstring)")
+        sa = sub.add_parser(
+            "sacct",
+            help="a Slurm `sacct -a -X -P` export",
+            description=(
+                "Import a Slurm accounting export, made on the Slurm side with: TZ=UTC sacct -a -X -P -S "
+                "<start, e.g. now-7days> -o JobID,User,Account,AllocTRES,Start,End,State > usage.txt. "
+                "Times without an offset are read as UTC (sacct prints local time: hence TZ=UTC). Account "
+                "names a leaf budget (path or name), User an existing user; each finished job that held "
+                "GPUs becomes usage of that budget. Every bad line is reported and nothing is written."
+            ),
+        )
         sa.add_argument("file")
         sa.add_argument("--cluster", required=True)
 
