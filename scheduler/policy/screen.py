@@ -335,10 +335,12 @@ def _preempt_rooms(standing: Standing, model: str, allowed: frozenset[str]) -> t
                 moved = True
         if moved:
             most = max(rooms.values(), default=-1)
-    else:
+    else:  # the hosts of the allowed budgets' unprotected work (any other host holds none of it)
         rooms, whole = {}, set()
-        for hv in standing.hosts_by_model.get(model, ()):
-            _room_into(standing, hv, allowed, rooms, whole)
+        on, hosts = standing.victim_hosts, st.hosts
+        for name in {h for v in allowed for h in on.get(v, ())}:
+            if (hv := hosts[name]).model == model:
+                _room_into(standing, hv, allowed, rooms, whole)
         most = max(rooms.values(), default=-1)
         if len(store) > KEPT_LIMIT:
             store.clear()  # a bound on what is kept (allowed sets vary)
