@@ -10,7 +10,7 @@ iteration over a collection is in a defined order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import scheduler.policy.placement as placement
 import scheduler.policy.reasons as reasons
@@ -41,6 +41,7 @@ from scheduler.policy.types import (
     StopReason,
     Workload,
 )
+from scheduler.policy.unallocated import Coarse, UnallocatedRest
 from scheduler.policy.usage import pass_loads
 
 
@@ -79,6 +80,9 @@ class Pass(SkipRuns):
         self.reclaim = ReclaimIndex(self.state, self.standing.hosts_by_model)
         self.group_started: dict[str, int] = {}  # array group → members started in this pass
         self.hosts_kept: KeptSummary | None = None  # the screen's host summary, where a caller keeps one
+        self.coarse: Iterable[Coarse] | None = (
+            None  # the pending coarse shapes of ``grouped``, if kept (unallocated.py)
+        )
 
     # ------------------------------------------------------------------ run
     def run(self) -> Decisions:
@@ -341,7 +345,9 @@ class Pass(SkipRuns):
             return  # nothing can start, and no reasons are wanted
         disp = Dispatcher(self.tree, self.load, queues, in_order=True)
         smallest_failed: dict[tuple[str, int | None, int | None], int] = {}  # by (model, requests)
-        rest = None if self.snap.with_reasons else _UnallocatedRest(queues, self.noms)
+        rest = None
+        if not self.snap.with_reasons:
+            rest = UnallocatedRest(queues, self.noms, self.grouped, self.coarse, self.pending, check=self.check)
         while (w := disp.next()) is not None:
             if w.group is not None and self._waits(w):
                 disp.done(w, False)
@@ -367,43 +373,6 @@ class Pass(SkipRuns):
             disp.done(w, placed)
         if rest is not None:
             rest.verify(len(self.dec.starts), self.now)
-
-
-class _UnallocatedRest:
-    """Without reasons the unallocated pass may end early: once every (model, CPUs, memory) of
-    its queues has failed free placement with its fewest GPUs there, nothing later can start
-    (room only shrinks in this pass, free placement is monotone in GPUs for one model and
-    requests: ``smallest_failed``), and a workload that does not start changes nothing but its
-    reason (none wanted) or, waiting in a group, a nomination it holds (none here: checked at
-    once). Under ``check`` the pass goes on and :meth:`verify` fails if anything started after."""
-
-    def __init__(self, queues: Queues, noms: Mapping[str, object]) -> None:
-        least: dict[tuple[str, int | None, int | None], int] = {}
-        nominated = False
-        for w in _each(queues):
-            shape = (w.model, w.cpus, w.memory)
-            if w.gpus < least.get(shape, 1 << 30):
-                least[shape] = w.gpus
-            nominated = nominated or w.id in noms
-        self.least = least
-        self.open = len(least) if not nominated else -1  # shapes not yet failed at their fewest GPUs
-        self.ended: int | None = None  # the starts when the rest was proved idle
-
-    def failed(self, shape: tuple[str, int | None, int | None], gpus: int, starts: int) -> bool:
-        """A free placement of ``gpus`` GPUs of ``shape`` failed (the first failure of the shape
-        at that size or fewer): True when nothing later can start."""
-        if self.open < 0 or gpus > self.least[shape] or self.ended is not None:
-            return False
-        self.open -= 1
-        if self.open:
-            return False
-        self.ended = starts
-        return True
-
-    def verify(self, starts: int, now: int) -> None:
-        """Under ``check``: nothing started after the rest was proved idle."""
-        if self.ended is not None and starts != self.ended:
-            raise AssertionError(f"the unallocated pass at {now} started {starts - self.ended} after its end")
 
 
 def _to_end(q: list[Workload], i: int) -> int:

@@ -106,6 +106,7 @@ class IncrementalScheduler:
         p = Pass(snap, tree, standing, pending, loads[0], self._pending.budgets)
         p.check = self.check
         p.hosts_kept = self._hosts
+        p.coarse = self._pending.least.keys()
         dec = p.run()
         self._standing = standing
         return dec

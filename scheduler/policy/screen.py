@@ -72,6 +72,7 @@ from scheduler.policy.pending import Coarse
 from scheduler.policy.screen_nominees import counts_of, nominations_wait, want_without_nominees
 from scheduler.policy.screen_summary import NONE, KeptSummary, Requests, Summary, Want, requests_of, summary_of
 from scheduler.policy.standing import Standing
+from scheduler.policy.state import KEPT_LIMIT, HostView
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.types import Snapshot, Start, Workload
 from scheduler.policy.usage import pass_loads
@@ -297,8 +298,81 @@ def _fault_due(standing: Standing) -> bool:
 def _may_preempt(
     standing: Standing, summary: Summary, model: str, allowed: frozenset[str], need: int, hosts_needed: int
 ) -> bool:
-    """True when some host's room profile, read from the index with the budgets rule 2 allows at
-    the smallest commitment as class NOW, reaches ``need`` GPUs, or enough whole hosts are."""
+    """True when some host's room profile, with the budgets rule 2 allows at the smallest
+    commitment as class NOW, reaches ``need`` GPUs, or enough whole hosts are: read from the rooms
+    kept between passes (:func:`_preempt_rooms`); :func:`_may_preempt_walk` answers the same
+    (tests/policy/test_screen.py)."""
+    most, whole = _preempt_rooms(standing, model, allowed)
+    if most >= need:
+        return True
+    vacatable = summary.vacatable_base.get(model, 0)
+    if hosts_needed != NONE:
+        vacatable += len(whole - summary.blocked) if summary.blocked else len(whole)
+    return vacatable >= hosts_needed
+
+
+def _preempt_rooms(standing: Standing, model: str, allowed: frozenset[str]) -> tuple[int, set[str]]:
+    """The most room now on one active host of ``model`` holding unprotected work of an
+    ``allowed`` budget (free GPUs, unallocated work and that work; -1: no such host), and those
+    hosts whose room is the whole host of the model's largest size, all healthy. Kept between
+    passes per (model, allowed budgets) in ``Standing.preempt_rooms`` with each host's room
+    (:func:`_room_into`, which reads only that host) and the log mark: the hosts bumped since
+    (``ClusterState.changed_since``, the pass's own changes too) are read again."""
+    st = standing.state
+    store = standing.preempt_rooms
+    if store is None:
+        store = standing.preempt_rooms = {}
+    key = (model, allowed)
+    kept = store.get(key)
+    since = None if kept is None else st.changed_since(kept[0])
+    if kept is not None and since is not None:
+        _, rooms, most, whole = kept
+        moved = False
+        for h in since:
+            hv = st.hosts.get(h)
+            if hv is not None and hv.model == model:
+                _room_into(standing, hv, allowed, rooms, whole)
+                moved = True
+        if moved:
+            most = max(rooms.values(), default=-1)
+    else:  # the hosts of the allowed budgets' unprotected work (any other host holds none of it)
+        rooms, whole = {}, set()
+        on, hosts = standing.victim_hosts, st.hosts
+        for name in {h for v in allowed for h in on.get(v, ())}:
+            if (hv := hosts[name]).model == model:
+                _room_into(standing, hv, allowed, rooms, whole)
+        most = max(rooms.values(), default=-1)
+        if len(store) > KEPT_LIMIT:
+            store.clear()  # a bound on what is kept (allowed sets vary)
+    store[key] = (st.mark(), rooms, most, whole)
+    return most, whole
+
+
+def _room_into(
+    standing: Standing, hv: HostView, allowed: frozenset[str], rooms: dict[str, int], whole: set[str]
+) -> None:
+    """One host's entry of :func:`_preempt_rooms`: its room in ``rooms`` and whether it is whole
+    in ``whole`` when it is active and holds unprotected work of an ``allowed`` budget
+    (``Standing.agg``'s first count), else neither."""
+    name = hv.name
+    per = standing.agg.get(name)
+    mine = sum(c[0] for v, c in per.items() if v in allowed) if per and hv.active else 0
+    if not mine:
+        rooms.pop(name, None)
+        whole.discard(name)
+        return
+    room = rooms[name] = len(hv.free) + hv.unalloc + mine
+    if hv.all_healthy and room == hv.size == standing.state.largest[hv.model]:
+        whole.add(name)
+    else:
+        whole.discard(name)
+
+
+def _may_preempt_walk(
+    standing: Standing, summary: Summary, model: str, allowed: frozenset[str], need: int, hosts_needed: int
+) -> bool:
+    """:func:`_may_preempt` by walking the hosts of the allowed budgets' unprotected work, each
+    host's room profile read from the index (its oracle)."""
     st = standing.state
     largest = st.largest[model]
     classes = {v: NOW if v in allowed else NEVER for v in standing.agg_budgets}

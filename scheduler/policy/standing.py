@@ -53,6 +53,10 @@ class Standing:
     and :meth:`track`; :meth:`sync` then takes it to the next snapshot.
     """
 
+    preempt_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int, set[str]]] | None = None
+    """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen._preempt_rooms``
+    starts it.)"""
+
     def __init__(self, snap: Snapshot, pending: dict[str, Workload] | None = None, *, kept: bool = False) -> None:
         if pending is None:
             pending = {w.id: w for w in snap.pending}
@@ -119,6 +123,9 @@ class Standing:
         self.single_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}
         # (model, allowed budgets) -> (ClusterState.mark, host -> reserve.ruled_out's room)
         self.bound_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int]]] = {}
+        # (model, allowed budgets) -> (ClusterState.mark, host -> the screen's preemption room there,
+        # the most, the hosts that room vacates whole): screen._preempt_rooms
+        self.preempt_rooms = {}
         # (model, size, CPUs, memory, allowed budgets) -> (ClusterState.mark, host -> instant a
         # gang could have it whole from, before ``now`` is applied): reserve._gang_starts
         self.gang_starts: dict[tuple[object, ...], tuple[int, dict[str, int | None]]] = {}

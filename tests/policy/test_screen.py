@@ -7,11 +7,17 @@ these cases show it does call the common idle passes of a busy cluster idle.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
+
+import scheduler.policy.screen as screen
 from scheduler.policy import GpuHealth, HostState, schedule
 from scheduler.policy.screen import nothing_to_do, ready_starts
+from scheduler.policy.screen_summary import NONE
 from scheduler.policy.tree import BudgetTree
 from tests.policy.builders import T0, H, host, lump, pending, running, snap, tree
+from tests.policy.trace_checks import busy_trace, run_checked
 
 BUDGETS = ["org/a", "org/b"]
 
@@ -221,3 +227,39 @@ def test_confirming_passes_with_nominees_left_out_decide_what_the_screen_says() 
         plain = starts_only(standing, by_id.values(), t, lambda loads=loads: loads, by_id)
         only_with_counts += plain is None
     assert answered > 50 and only_with_counts > 0, (answered, only_with_counts)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kept_preemption_rooms_answer_as_the_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """The screen's preemption test reads each host's room kept between passes by the change log
+    (``screen._preempt_rooms``): on a busy trace (every pass checked, the pass-start screens and
+    the tail's proofs both asking), every answer, at the asked request and at each single-host
+    need and gang size around it, is the walk's (``screen._may_preempt_walk``)."""
+    real = screen._may_preempt
+    seen = {"asked": 0, "yes": 0, "no": 0}
+
+    def both(standing, summary, model, allowed, need, hosts_needed):  # type: ignore[no-untyped-def]
+        for n, k in [(need, hosts_needed), *((m, NONE) for m in (1, 2, 4, 8)), *((1 << 30, g) for g in (1, 2, 3))]:
+            got = real(standing, summary, model, allowed, n, k)
+            assert got == screen._may_preempt_walk(standing, summary, model, allowed, n, k), (n, k)
+            seen["yes" if got else "no"] += 1
+        seen["asked"] += 1
+        return real(standing, summary, model, allowed, need, hosts_needed)
+
+    monkeypatch.setattr(screen, "_may_preempt", both)
+    run_checked(busy_trace(tmp_path, seed))
+    assert seen["asked"] > 50 and seen["yes"] > 50 and seen["no"] > 50, seen
+
+
+def test_a_stale_kept_room_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rooms kept without reading again the hosts bumped since (a host's first room kept for
+    good) answer otherwise than the walk on the same trace: the comparison above can fail."""
+    real = screen._room_into
+
+    def first_only(standing, hv, allowed, rooms, whole):  # type: ignore[no-untyped-def]
+        if hv.name not in rooms:
+            real(standing, hv, allowed, rooms, whole)
+
+    monkeypatch.setattr(screen, "_room_into", first_only)
+    with pytest.raises(AssertionError, match=r"^\(\d+, \d+\)"):  # the comparison's (need, hosts)
+        test_kept_preemption_rooms_answer_as_the_walk(tmp_path, monkeypatch, 1)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import scheduler.policy.tail as tail
+import scheduler.policy.unallocated as unallocated
 from scheduler.policy import IncrementalScheduler
 from scheduler.sim.simulate import TraceSim
 from tests.policy.trace_checks import busy_trace, run_checked
@@ -83,35 +84,66 @@ def test_unallocated_pass_ended_early_decides_as_the_whole_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     """Without reasons the unallocated pass ends once every shape of its queues failed at its
-    fewest GPUs (core._UnallocatedRest); under check it runs on and fails if anything started
+    fewest GPUs (unallocated.UnallocatedRest); under check it runs on and fails if anything started
     after, and the decisions equal a fresh ``schedule()``'s. The end is reached."""
-    import scheduler.policy.core as core
-
     seen = {"ended": 0}
-    real = core._UnallocatedRest.failed
+    real = unallocated.UnallocatedRest.failed
 
     def counted(self, shape, gpus, starts):  # type: ignore[no-untyped-def]
         got = real(self, shape, gpus, starts)
         seen["ended"] += got
         return got
 
-    monkeypatch.setattr(core._UnallocatedRest, "failed", counted)
+    monkeypatch.setattr(unallocated.UnallocatedRest, "failed", counted)
     run_checked(busy_trace(tmp_path, seed, unallocated_rule="fraction:0.4"))
     assert seen["ended"] > 5
 
 
 def test_an_unallocated_pass_ended_blindly_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ending the unallocated pass at its first failure cuts starts that would still come: check fails."""
-    import scheduler.policy.core as core
 
     def blind(self, shape, gpus, starts):  # type: ignore[no-untyped-def]
         if self.ended is None:
             self.ended = starts
         return True
 
-    monkeypatch.setattr(core._UnallocatedRest, "failed", blind)
+    monkeypatch.setattr(unallocated.UnallocatedRest, "failed", blind)
     with pytest.raises(AssertionError, match="after its end"):
         TraceSim(busy_trace(tmp_path, 4, unallocated_rule="fraction:0.4"), IncrementalScheduler(check=True)).run()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_unallocated_shapes_from_the_index_are_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The unallocated rest's shapes and nominations come from the pending index's coarse shapes
+    where a queue is its budget's kept list (``unallocated.rest_shapes``); under check each pass
+    compares them with the walk of every queue (``rest_shapes_walk``). The index path is taken."""
+    seen = {"kept": 0}
+    real = unallocated.rest_shapes
+
+    def counted(queues, noms, grouped, coarse, pending):  # type: ignore[no-untyped-def]
+        got = real(queues, noms, grouped, coarse, pending)
+        seen["kept"] += grouped is not None and any(
+            b in grouped and q is grouped[b].unallocated for b, q in queues.items()
+        )
+        return got
+
+    monkeypatch.setattr(unallocated, "rest_shapes", counted)
+    run_checked(busy_trace(tmp_path, seed, unallocated_rule="fraction:0.4"))
+    assert seen["kept"] > 20, seen
+
+
+def test_unallocated_shapes_missing_from_the_index_are_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index read that misses the kept queues' coarse shapes answers otherwise than the walk: check fails."""
+    real = unallocated.rest_shapes
+
+    def forgets(queues, noms, grouped, coarse, pending):  # type: ignore[no-untyped-def]
+        return real(queues, noms, grouped, [] if coarse is not None else None, pending)
+
+    monkeypatch.setattr(unallocated, "rest_shapes", forgets)
+    with pytest.raises(AssertionError, match="shapes from the index"):
+        run_checked(busy_trace(tmp_path, 4, unallocated_rule="fraction:0.4"))
 
 
 def test_a_rest_dropped_blindly_as_failed_outright_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -198,3 +230,40 @@ def test_a_queue_proved_idle_is_passed_whole(tmp_path: Path, monkeypatch: pytest
     with_proofs, fewer = run(True)
     without, more = run(False)
     assert with_proofs == without and fewer < more
+
+
+def test_unallocated_shapes_from_the_index_on_random_queues() -> None:
+    """``unallocated.rest_shapes`` against the walk on random pending sets kept by a
+    ``PendingIndex``: some budgets' queues its kept lists, others lists of the pass's own (a
+    capped budget's whole list), nominations on random workloads of either."""
+    import random
+
+    from scheduler.policy.pending import PendingIndex
+    from tests.policy.builders import pending
+
+    rng = random.Random(7)
+    nominated = 0
+    for _ in range(200):
+        index = PendingIndex()
+        ws = [
+            pending(
+                f"w{i}",
+                rng.choice("abc"),
+                rng.choice([1, 2, 4, 8]),
+                m=rng.choice([0, 0, 60]),
+                seq=i,
+                model=rng.choice(["H100", "A100"]),
+            )
+            for i in range(rng.randint(1, 30))
+        ]
+        index.sync({w.id: w for w in ws})
+        queues = {}
+        for b, bp in index.budgets.items():
+            if not bp.unallocated:
+                continue
+            queues[b] = bp.unallocated if rng.random() < 0.7 else list(bp.ordered)
+        noms = {w.id: () for w in rng.sample(ws, min(len(ws), rng.randint(0, 3)))}
+        got = unallocated.rest_shapes(queues, noms, index.budgets, index.least.keys(), index.by_id)
+        assert got == unallocated.rest_shapes_walk(queues, noms)
+        nominated += got[1]
+    assert nominated > 20
