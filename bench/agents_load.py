@@ -286,7 +286,37 @@ def install_timers(out: str) -> None:
             by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
         return by_name
 
+    # Before the hub (hb34): a heartbeat's receipt → the hub buffers it (it waits in its connection's
+    # inbox behind that connection's earlier messages, e.g. an attempt event waiting for the
+    # agent-database threads); and each attempt event's wall on those threads (queue + work).
+    hub_waits: list[list[float]] = []  # [epoch s of the receipt, seconds until the hub buffered it]
+    attempt_events: list[list[float]] = []  # [epoch s the consumer asked, seconds until answered]
+    buffer_heartbeat = gateway.AgentHub.heartbeat
+
+    def timed_buffer(self: Any, host_id: int, link: Any, received_at: Any, samples: Any) -> None:
+        at = received_at.timestamp()
+        hub_waits.append([at, time.time() - at])
+        buffer_heartbeat(self, host_id, link, received_at, samples)
+
+    gateway.AgentHub.heartbeat = timed_buffer  # type: ignore[method-assign]
+    from scheduler import consumers
+
+    attempt_event = consumers._attempt_event  # noqa: SLF001 -- a bench instrument
+
+    async def timed_attempt_event(*args: Any) -> Any:
+        began = time.time()
+        try:
+            return await attempt_event(*args)
+        finally:
+            attempt_events.append([began, time.time() - began])
+
+    consumers._attempt_event = timed_attempt_event  # noqa: SLF001 -- a bench instrument
+
+    pool_stats: list[list[Any]] = []  # [epoch s, the connection pool's counters] per second (hb34)
     lists = {
+        "pool_stats": pool_stats,
+        "hub_waits": hub_waits,
+        "attempt_events": attempt_events,
         "flushes": flushes,
         "lags": lags,
         "pushes": pushes,
@@ -311,6 +341,7 @@ def install_timers(out: str) -> None:
             while True:
                 time.sleep(1.0)
                 thread_cpu.append([time.time(), cpu_by_thread()])
+                pool_stats.append([time.time(), _pool_stats()])
                 both = min(len(waits), len(received))
                 line = {
                     "heartbeats": new("heartbeats", waits, both),
@@ -327,6 +358,14 @@ def install_timers(out: str) -> None:
 
 
 _lag_probe: asyncio.Task[None] | None = None
+
+
+def _pool_stats() -> dict[str, int]:
+    """This process's psycopg pool counters (cumulative; {} without a pool)."""
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None) if connection.vendor == "postgresql" else None
+    return {} if pool is None else dict(pool.get_stats())
 
 
 def _install_stop_dumps(out: str) -> None:
@@ -1118,7 +1157,8 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             sent_starts[int(wire)] = min(at, sent_starts.get(int(wire), at))
         for kind, values in timed.get("dispatches", {}).items():
             dispatches.setdefault(kind, []).extend(values)
-        for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases"):
+        hops.setdefault("pool_stats_by_process", []).append(timed.get("pool_stats", []))
+        for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases", "hub_waits", "attempt_events"):
             hops.setdefault(key, []).extend(timed.get(key, []))
         hops.setdefault("start_hosts", {}).update({int(k): v for k, v in timed.get("start_hosts", {}).items()})
         inside = [row for row in timed.get("thread_cpu", []) if stats.window_wall[0] <= row[0] <= stats.window_wall[1]]
@@ -1188,6 +1228,29 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"agents client event loop lateness in the window: p50 {pct(lag, 50):.0f} ms, "
             f"p99 {pct(lag, 99):.0f} ms, max {max(lag):.0f} ms"
         )
+    by_process = [
+        [row for row in rows if stats.window_wall[0] <= row[0] <= stats.window_wall[1]]
+        for rows in hops.get("pool_stats_by_process", [])
+    ]
+    got = [(rows[0][1], rows[-1][1]) for rows in by_process if len(rows) >= 2]
+    if got:
+        n = sum(b.get("requests_num", 0) - a.get("requests_num", 0) for a, b in got)
+        queued = sum(b.get("requests_queued", 0) - a.get("requests_queued", 0) for a, b in got)
+        wait = sum(b.get("requests_wait_ms", 0) - a.get("requests_wait_ms", 0) for a, b in got)
+        print(
+            f"web processes' connection pools in the window: {n} checkouts, {queued} waited for a connection "
+            f"({wait / max(queued, 1):.0f} ms each on average, {wait / 1000:.1f} s in all)"
+        )
+    for key, label in (
+        ("hub_waits", "heartbeat receipt → buffered by the hub (its connection's inbox)"),
+        ("attempt_events", "attempt events on the agent-database threads (queue + work)"),
+    ):
+        inside = [x * 1000 for at, x in hops.get(key, []) if stats.window_wall[0] <= at <= stats.window_wall[1]]
+        if inside:
+            print(
+                f"{label}, in the window: {len(inside)}, p50 {pct(inside, 50):.0f} ms, "
+                f"p99 {pct(inside, 99):.0f} ms, max {max(inside):.0f} ms"
+            )
     if lags:
         lag = [x * 1000 for x in lags]
         print(
