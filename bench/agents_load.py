@@ -1294,6 +1294,11 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         )
     dropped = sum("keepalive ping timeout" in e for e in stats.errors)
     print(f"agents dropped on keepalive ping timeout: {dropped} (of {len(stats.errors)} agent errors)")
+    from scheduler.models import HostEvent
+
+    # hb34: a connected host whose heartbeats wait longer than FAIRWAY_HOST_OFFLINE_AFTER_S (in its
+    # connection's inbox, behind its attempt events) is taken offline by the sweep
+    print(f"hosts taken offline during the run (the sweep): {HostEvent.objects.filter(kind='offline').count()}")
     if stats.errors:
         print(f"errors ({len(stats.errors)}): {stats.errors[:5]}")
     if lat:
