@@ -203,7 +203,7 @@ def install_timers(out: str) -> None:
 
     tasks_module.run_tick = tick_module.run_tick
 
-    def counted_flush(reports: Any, views: Any) -> Any:
+    def counted_flush(reports: Any, views: Any, *alive: Any) -> Any:
         queries = 0
         wall = time.time()
 
@@ -214,7 +214,7 @@ def install_timers(out: str) -> None:
 
         began = time.perf_counter()
         with connection.execute_wrapper(count):
-            result = flush_heartbeats(reports, views)
+            result = flush_heartbeats(reports, views, *alive)
         flushes.append([len(reports), queries, time.perf_counter() - began])
         flush_calls.append([wall, time.time(), [v.host_id for v in views]])
         return result

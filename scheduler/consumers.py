@@ -429,6 +429,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 logger.exception("handling heartbeat from host %s failed", self.host.name)
                 await self.send_error("internal", "the server could not handle this heartbeat", msg.id)
             return
+        if self.hello_done and isinstance(msg, protocol.Heartbeat):
+            # It waits its turn behind this connection's earlier messages (an attempt event waiting
+            # for the agent-database threads: seconds after a tick's burst of starts), but the host
+            # is alive now: the hub's next flush refreshes its last_heartbeat meanwhile, so that
+            # the sweep does not take a connected host offline (docs/benchmarks/api_load.md, hb34).
+            gateway.hub().alive(self.host.pk, self, received)
         if self.handler is None or self.handler.done():
             self.handler = asyncio.get_running_loop().create_task(self._handle_inbox())
         await self.inbox.put((msg, received))  # waits (stops reading) only when INBOX_MAX are queued
