@@ -121,11 +121,21 @@ def install_timers(out: str) -> None:
     flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
     record, flush_heartbeats = lifecycle.record_heartbeats, gateway.flush_heartbeats
 
+    # hb34: a heartbeat waiting in its connection's inbox has its host's last_heartbeat written by a
+    # flush first (no samples), then the whole of it in its turn: its first write is the host's liveness
+    first_writes: list[list[float]] = []  # [receipt epoch s, seconds until its first write committed]
+    written_once: set[tuple[int, float]] = set()
+
     def timed_record(reports: Any) -> None:
         record(reports)  # commits before it returns
         now = time.time()
         waits.extend(now - r.received_at.timestamp() for r in reports)
         received.extend(r.received_at.timestamp() for r in reports)
+        for r in reports:
+            key = (r.host_id, r.received_at.timestamp())
+            if key not in written_once:
+                written_once.add(key)
+                first_writes.append([key[1], now - key[1]])
 
     # The hops of a start (seventh pass): the tick's commit → its push (``push_desired_state``,
     # per host), the channel layer → the consumer's ``desired.state``, the push thread's
@@ -314,6 +324,7 @@ def install_timers(out: str) -> None:
 
     pool_stats: list[list[Any]] = []  # [epoch s, the connection pool's counters] per second (hb34)
     lists = {
+        "first_writes": first_writes,
         "pool_stats": pool_stats,
         "hub_waits": hub_waits,
         "attempt_events": attempt_events,
@@ -1158,7 +1169,16 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         for kind, values in timed.get("dispatches", {}).items():
             dispatches.setdefault(kind, []).extend(values)
         hops.setdefault("pool_stats_by_process", []).append(timed.get("pool_stats", []))
-        for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases", "hub_waits", "attempt_events"):
+        for key in (
+            "pushes",
+            "layer_in",
+            "push_calls",
+            "flush_calls",
+            "tick_phases",
+            "hub_waits",
+            "attempt_events",
+            "first_writes",
+        ):
             hops.setdefault(key, []).extend(timed.get(key, []))
         hops.setdefault("start_hosts", {}).update({int(k): v for k, v in timed.get("start_hosts", {}).items()})
         inside = [row for row in timed.get("thread_cpu", []) if stats.window_wall[0] <= row[0] <= stats.window_wall[1]]
@@ -1242,6 +1262,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"({wait / max(queued, 1):.0f} ms each on average, {wait / 1000:.1f} s in all)"
         )
     for key, label in (
+        ("first_writes", "heartbeat receipt → its first write committed (the host's liveness)"),
         ("hub_waits", "heartbeat receipt → buffered by the hub (its connection's inbox)"),
         ("attempt_events", "attempt events on the agent-database threads (queue + work)"),
     ):
