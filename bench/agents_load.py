@@ -121,11 +121,21 @@ def install_timers(out: str) -> None:
     flushes: list[list[float]] = []  # per flush: [hosts, queries, seconds]
     record, flush_heartbeats = lifecycle.record_heartbeats, gateway.flush_heartbeats
 
+    # hb34: a heartbeat waiting in its connection's inbox has its host's last_heartbeat written by a
+    # flush first (no samples), then the whole of it in its turn: its first write is the host's liveness
+    first_writes: list[list[float]] = []  # [receipt epoch s, seconds until its first write committed]
+    written_once: set[tuple[int, float]] = set()
+
     def timed_record(reports: Any) -> None:
         record(reports)  # commits before it returns
         now = time.time()
         waits.extend(now - r.received_at.timestamp() for r in reports)
         received.extend(r.received_at.timestamp() for r in reports)
+        for r in reports:
+            key = (r.host_id, r.received_at.timestamp())
+            if key not in written_once:
+                written_once.add(key)
+                first_writes.append([key[1], now - key[1]])
 
     # The hops of a start (seventh pass): the tick's commit → its push (``push_desired_state``,
     # per host), the channel layer → the consumer's ``desired.state``, the push thread's
@@ -203,7 +213,7 @@ def install_timers(out: str) -> None:
 
     tasks_module.run_tick = tick_module.run_tick
 
-    def counted_flush(reports: Any, views: Any) -> Any:
+    def counted_flush(reports: Any, views: Any, *alive: Any) -> Any:
         queries = 0
         wall = time.time()
 
@@ -214,7 +224,7 @@ def install_timers(out: str) -> None:
 
         began = time.perf_counter()
         with connection.execute_wrapper(count):
-            result = flush_heartbeats(reports, views)
+            result = flush_heartbeats(reports, views, *alive)
         flushes.append([len(reports), queries, time.perf_counter() - began])
         flush_calls.append([wall, time.time(), [v.host_id for v in views]])
         return result
@@ -286,7 +296,38 @@ def install_timers(out: str) -> None:
             by_name[name] = by_name.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
         return by_name
 
+    # Before the hub (hb34): a heartbeat's receipt → the hub buffers it (it waits in its connection's
+    # inbox behind that connection's earlier messages, e.g. an attempt event waiting for the
+    # agent-database threads); and each attempt event's wall on those threads (queue + work).
+    hub_waits: list[list[float]] = []  # [epoch s of the receipt, seconds until the hub buffered it]
+    attempt_events: list[list[float]] = []  # [epoch s the consumer asked, seconds until answered]
+    buffer_heartbeat = gateway.AgentHub.heartbeat
+
+    def timed_buffer(self: Any, host_id: int, link: Any, received_at: Any, samples: Any) -> None:
+        at = received_at.timestamp()
+        hub_waits.append([at, time.time() - at])
+        buffer_heartbeat(self, host_id, link, received_at, samples)
+
+    gateway.AgentHub.heartbeat = timed_buffer  # type: ignore[method-assign]
+    from scheduler import consumers
+
+    attempt_event = consumers._attempt_event  # noqa: SLF001 -- a bench instrument
+
+    async def timed_attempt_event(*args: Any) -> Any:
+        began = time.time()
+        try:
+            return await attempt_event(*args)
+        finally:
+            attempt_events.append([began, time.time() - began])
+
+    consumers._attempt_event = timed_attempt_event  # noqa: SLF001 -- a bench instrument
+
+    pool_stats: list[list[Any]] = []  # [epoch s, the connection pool's counters] per second (hb34)
     lists = {
+        "first_writes": first_writes,
+        "pool_stats": pool_stats,
+        "hub_waits": hub_waits,
+        "attempt_events": attempt_events,
         "flushes": flushes,
         "lags": lags,
         "pushes": pushes,
@@ -311,6 +352,7 @@ def install_timers(out: str) -> None:
             while True:
                 time.sleep(1.0)
                 thread_cpu.append([time.time(), cpu_by_thread()])
+                pool_stats.append([time.time(), _pool_stats()])
                 both = min(len(waits), len(received))
                 line = {
                     "heartbeats": new("heartbeats", waits, both),
@@ -327,6 +369,14 @@ def install_timers(out: str) -> None:
 
 
 _lag_probe: asyncio.Task[None] | None = None
+
+
+def _pool_stats() -> dict[str, int]:
+    """This process's psycopg pool counters (cumulative; {} without a pool)."""
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None) if connection.vendor == "postgresql" else None
+    return {} if pool is None else dict(pool.get_stats())
 
 
 def _install_stop_dumps(out: str) -> None:
@@ -1118,7 +1168,17 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             sent_starts[int(wire)] = min(at, sent_starts.get(int(wire), at))
         for kind, values in timed.get("dispatches", {}).items():
             dispatches.setdefault(kind, []).extend(values)
-        for key in ("pushes", "layer_in", "push_calls", "flush_calls", "tick_phases"):
+        hops.setdefault("pool_stats_by_process", []).append(timed.get("pool_stats", []))
+        for key in (
+            "pushes",
+            "layer_in",
+            "push_calls",
+            "flush_calls",
+            "tick_phases",
+            "hub_waits",
+            "attempt_events",
+            "first_writes",
+        ):
             hops.setdefault(key, []).extend(timed.get(key, []))
         hops.setdefault("start_hosts", {}).update({int(k): v for k, v in timed.get("start_hosts", {}).items()})
         inside = [row for row in timed.get("thread_cpu", []) if stats.window_wall[0] <= row[0] <= stats.window_wall[1]]
@@ -1188,6 +1248,30 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"agents client event loop lateness in the window: p50 {pct(lag, 50):.0f} ms, "
             f"p99 {pct(lag, 99):.0f} ms, max {max(lag):.0f} ms"
         )
+    by_process = [
+        [row for row in rows if stats.window_wall[0] <= row[0] <= stats.window_wall[1]]
+        for rows in hops.get("pool_stats_by_process", [])
+    ]
+    got = [(rows[0][1], rows[-1][1]) for rows in by_process if len(rows) >= 2]
+    if got:
+        n = sum(b.get("requests_num", 0) - a.get("requests_num", 0) for a, b in got)
+        queued = sum(b.get("requests_queued", 0) - a.get("requests_queued", 0) for a, b in got)
+        wait = sum(b.get("requests_wait_ms", 0) - a.get("requests_wait_ms", 0) for a, b in got)
+        print(
+            f"web processes' connection pools in the window: {n} checkouts, {queued} waited for a connection "
+            f"({wait / max(queued, 1):.0f} ms each on average, {wait / 1000:.1f} s in all)"
+        )
+    for key, label in (
+        ("first_writes", "heartbeat receipt → its first write committed (the host's liveness)"),
+        ("hub_waits", "heartbeat receipt → buffered by the hub (its connection's inbox)"),
+        ("attempt_events", "attempt events on the agent-database threads (queue + work)"),
+    ):
+        inside = [x * 1000 for at, x in hops.get(key, []) if stats.window_wall[0] <= at <= stats.window_wall[1]]
+        if inside:
+            print(
+                f"{label}, in the window: {len(inside)}, p50 {pct(inside, 50):.0f} ms, "
+                f"p99 {pct(inside, 99):.0f} ms, max {max(inside):.0f} ms"
+            )
     if lags:
         lag = [x * 1000 for x in lags]
         print(
@@ -1231,6 +1315,11 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
         )
     dropped = sum("keepalive ping timeout" in e for e in stats.errors)
     print(f"agents dropped on keepalive ping timeout: {dropped} (of {len(stats.errors)} agent errors)")
+    from scheduler.models import HostEvent
+
+    # hb34: a connected host whose heartbeats wait longer than FAIRWAY_HOST_OFFLINE_AFTER_S (in its
+    # connection's inbox, behind its attempt events) is taken offline by the sweep
+    print(f"hosts taken offline during the run (the sweep): {HostEvent.objects.filter(kind='offline').count()}")
     if stats.errors:
         print(f"errors ({len(stats.errors)}): {stats.errors[:5]}")
     if lat:

@@ -40,12 +40,13 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from agent import protocol
 from scheduler import gateway, lifecycle
 from scheduler.gateway import agent_db
-from scheduler.models import Host
+from scheduler.models import Attempt, Host
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +151,27 @@ def _samples(msg: protocol.Heartbeat) -> list[lifecycle.GpuSample]:
     ]
 
 
+def live_link_and_attempt(host_id: int, generation: int, wire_id: int) -> tuple[bool, int | None]:
+    """(whether link ``generation`` is still the live one of host ``host_id``, the primary key of
+    the attempt with ``wire_id`` or None), in one statement: an attempt event's two checks.
+    :func:`live_link_and_attempt_plain` is its oracle."""
+    sql = (
+        f"SELECT (SELECT a.id FROM {Attempt._meta.db_table} a WHERE a.wire_id = %s)"  # noqa: S608 -- table names
+        f" FROM {Host._meta.db_table} h WHERE h.id = %s AND h.link_generation = %s AND h.removed_at IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [wire_id, host_id, generation])
+        row = cursor.fetchone()
+    return (False, None) if row is None else (True, row[0])
+
+
+def live_link_and_attempt_plain(host_id: int, generation: int, wire_id: int) -> tuple[bool, int | None]:
+    """:func:`live_link_and_attempt` as two ORM queries (the oracle)."""
+    if not Host.objects.filter(pk=host_id, link_generation=generation, removed_at__isnull=True).exists():
+        return False, None
+    return True, lifecycle.attempt_pks([wire_id]).get(wire_id)
+
+
 @agent_db
 def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime) -> bool:
     """Record an attempt event; False (nothing recorded) when this connection is stale.
@@ -157,10 +179,10 @@ def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, rece
     ``received`` is when the frame arrived: the agent's ``age_s`` counts back from it, so a report
     that waits for the database (a lock held by a cancel or the tick) is still stamped with the
     agent's time (docs/locking.md)."""
-    if not Host.objects.filter(pk=host.pk, link_generation=generation, removed_at__isnull=True).exists():
+    live, pk = live_link_and_attempt(host.pk, generation, msg.attempt_id)
+    if not live:
         return False
     age = msg.age_s or 0.0
-    pk = lifecycle.attempt_pks([msg.attempt_id]).get(msg.attempt_id)
     if pk is None:  # not an attempt of this database (e.g. from before a restore): nothing to record
         logger.info("host %s spoke of unknown attempt %s; ignored", host.name, msg.attempt_id)
         return True
@@ -407,6 +429,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 logger.exception("handling heartbeat from host %s failed", self.host.name)
                 await self.send_error("internal", "the server could not handle this heartbeat", msg.id)
             return
+        if self.hello_done and isinstance(msg, protocol.Heartbeat):
+            # It waits its turn behind this connection's earlier messages (an attempt event waiting
+            # for the agent-database threads: seconds after a tick's burst of starts), but the host
+            # is alive now: the hub's next flush refreshes its last_heartbeat meanwhile, so that
+            # the sweep does not take a connected host offline (docs/benchmarks/api_load.md, hb34).
+            gateway.hub().alive(self.host.pk, self, received)
         if self.handler is None or self.handler.done():
             self.handler = asyncio.get_running_loop().create_task(self._handle_inbox())
         await self.inbox.put((msg, received))  # waits (stops reading) only when INBOX_MAX are queued

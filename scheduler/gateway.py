@@ -722,14 +722,21 @@ def sample_interval() -> float:
 SAMPLE_INTERVAL_MAX_S = 15.0
 
 
-def flush_heartbeats(reports: Sequence[Any], views: Sequence[AgentView]) -> dict[int, list[protocol.Message] | None]:
+def flush_heartbeats(
+    reports: Sequence[Any], views: Sequence[AgentView], alive: Sequence[tuple[Any, AgentView]] = ()
+) -> dict[int, list[protocol.Message] | None]:
     """One flush, in a worker thread: store every buffered heartbeat, then compute the desired
     state of every host in ``views``. A fixed number of queries whatever the number of hosts.
-    A stale view (:func:`stale_hosts`) gets None and its heartbeat is not stored."""
+    A stale view (:func:`stale_hosts`) gets None and its heartbeat is not stored.
+
+    ``alive``: (report without samples, view) of hosts whose heartbeat still waits in its
+    connection's inbox (:meth:`AgentHub.alive`): only their ``last_heartbeat`` is written (an
+    offline one comes back), if their connection is still the live one; no desired state."""
     from scheduler import lifecycle
     from scheduler.models import Host
 
-    stale = stale_hosts(views)
+    stale = stale_hosts([*views, *(view for _report, view in alive)])
+    reports = [*reports, *(report for report, _view in alive)]
     if stale:  # a superseded or revoked connection's heartbeats keep no host alive
         reports = [r for r in reports if r.host_id not in stale]
         views = [v for v in views if v.host_id not in stale]
@@ -799,6 +806,7 @@ class AgentHub:
         self.loop = weakref.ref(loop)  # the hub lives as long as its loop (_hubs is keyed by it)
         self.links: dict[int, AgentLink] = {}
         self.buffer: dict[int, _Buffered] = {}
+        self.waiting: dict[int, tuple[AgentLink, Any]] = {}  # host id → (link, receipt): :meth:`alive`
         self.pushed: dict[int, AgentLink] = {}
         self.sampled: dict[int, float] = {}  # host id → monotonic time its samples were last stored
         self.flusher: asyncio.Task[None] | None = None
@@ -847,6 +855,14 @@ class AgentHub:
         if self.flusher is None or self.flusher.done():
             self.flusher = asyncio.get_running_loop().create_task(self._flush_loop())
 
+    def alive(self, host_id: int, link: AgentLink, received_at: Any) -> None:
+        """A heartbeat received at ``received_at`` waits in its connection's inbox: the next flush
+        refreshes the host's ``last_heartbeat`` only (:func:`flush_heartbeats`' ``alive``); the
+        heartbeat itself (samples, health, the agent's view) is handled in its turn."""
+        self.waiting[host_id] = (link, received_at)
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+
     def reconcile(self, host_id: int, link: AgentLink) -> None:
         """Send ``link`` what its host lacks, as soon as possible (batched with other pushes)."""
         self.pushed[host_id] = link
@@ -876,10 +892,10 @@ class AgentHub:
 
     async def _flush_loop(self) -> None:
         began = joined = time.monotonic()
-        while self.links or self.buffer:
+        while self.links or self.buffer or self.waiting:
             await asyncio.sleep(max(0.0, began + flush_interval() - time.monotonic()))  # a period, not a gap
             began = time.monotonic()
-            if self.buffer:
+            if self.buffer or self.waiting:
                 await self.flush()
             if began - joined >= HUBS_REJOIN_S and self.delegate is not None:
                 # channels-redis drops a group member after its group_expiry (a day) unless re-added
@@ -893,7 +909,15 @@ class AgentHub:
         from scheduler import lifecycle
 
         batch, self.buffer = self.buffer, {}
-        if not batch:
+        waiting, self.waiting = self.waiting, {}
+        alive = []
+        for hid, (link, received_at) in waiting.items():
+            if hid in batch:  # the heartbeat itself is written now; a later one waits for the next flush
+                if received_at > batch[hid].received_at:
+                    self.waiting[hid] = (link, received_at)
+            elif link.live:
+                alive.append((lifecycle.HeartbeatReport(hid, received_at, [], store_samples=False), link.agent_view()))
+        if not batch and not alive:
             return
         now, every = time.monotonic(), sample_interval()
         reports = []
@@ -905,7 +929,7 @@ class AgentHub:
         live = {hid: b.link for hid, b in batch.items() if b.link.live}
         views = [link.agent_view() for link in live.values()]
         try:
-            commands = await run_in_db_thread(self.flush_executor, flush_heartbeats, reports, views)
+            commands = await run_in_db_thread(self.flush_executor, flush_heartbeats, reports, views, alive)
         except Exception:
             logger.exception("heartbeat flush of %d hosts failed", len(reports))
             return

@@ -117,27 +117,38 @@ def _label_key(hist: Histogram, labels: Sequence[str]) -> str:
 
 def observe(hist: Histogram, value: float, *labels: str) -> None:
     """Add one observation of ``value`` (seconds) to ``hist`` under ``labels``. Never raises."""
+    observe_many([(hist, value, labels)])
+
+
+def observe_many(observations: Sequence[tuple[Histogram, float, Sequence[str]]]) -> None:
+    """:func:`observe` of each ``(hist, value, labels)``, in one Redis round trip. Never raises."""
     try:
-        if not math.isfinite(value):
+        fields = []
+        for hist, value, labels in observations:
+            if not math.isfinite(value):
+                continue
+            value = max(0.0, float(value))
+            lk = _label_key(hist, labels)
+            fields.append((hist, f"{lk}{SEP}{_bound(value, hist.buckets)}", lk, value))
+        if not fields:
             return
-        value = max(0.0, float(value))
-        lk = _label_key(hist, labels)
-        bucket = f"{lk}{SEP}{_bound(value, hist.buckets)}"
         client = _client()
         if client is not None:
             pipe = client.pipeline(transaction=False)
-            pipe.hincrby(hist.key, bucket, 1)
-            pipe.hincrby(hist.key, f"{lk}{SEP}count", 1)
-            pipe.hincrbyfloat(hist.key, f"{lk}{SEP}sum", value)
+            for hist, bucket, lk, value in fields:
+                pipe.hincrby(hist.key, bucket, 1)
+                pipe.hincrby(hist.key, f"{lk}{SEP}count", 1)
+                pipe.hincrbyfloat(hist.key, f"{lk}{SEP}sum", value)
             pipe.execute()
             return
         with _local_guard:
-            series = _local[hist.name]
-            series[bucket] += 1
-            series[f"{lk}{SEP}count"] += 1
-            series[f"{lk}{SEP}sum"] += value
+            for hist, bucket, lk, value in fields:
+                series = _local[hist.name]
+                series[bucket] += 1
+                series[f"{lk}{SEP}count"] += 1
+                series[f"{lk}{SEP}sum"] += value
     except Exception:  # a metric never fails the caller (Redis down, bad label)
-        logger.warning("could not record %s", hist.name, exc_info=True)
+        logger.warning("could not record %s", ", ".join(h.name for h, _v, _l in observations), exc_info=True)
 
 
 def observe_on_commit(hist: Histogram, value: float, *labels: str) -> None:
@@ -218,18 +229,30 @@ def timed(hist: Histogram, labels_of: Callable[[Any], Sequence[str]]) -> Callabl
     return wrap
 
 
-def attempt_started(attempt: Any, now: datetime) -> None:
-    """Start latency and wait time of ``attempt`` confirmed started at ``now`` (on commit).
+def attempt_started(
+    attempt: Any,
+    now: datetime,
+    *,
+    submitted_at: datetime | None = None,
+    budget_id: int | None = None,
+    cluster_id: int | None = None,
+) -> None:
+    """Start latency and wait time of ``attempt`` confirmed started at ``now`` (on commit, one
+    Redis round trip for both).
 
-    Called by ``scheduler.lifecycle.attempt_started`` inside its transaction. Wait: from the
-    workload's submission (first attempt) or the end of its previous attempt (a requeue).
+    Called by ``scheduler.lifecycle.attempt_started`` inside its transaction, with its workload's
+    ``submitted_at``, ``budget_id`` and ``cluster_id`` as it read them (else they are read here).
+    Wait: from the workload's submission (first attempt) or the end of its previous attempt (a requeue).
     """
+    from django.db import transaction
+
     from scheduler.models import Attempt, Workload
 
     try:
-        submitted_at, budget_id, cluster_id = Workload.objects.values_list(
-            "submitted_at", "budget_id", "cluster_id"
-        ).get(pk=attempt.workload_id)
+        if submitted_at is None or budget_id is None or cluster_id is None:
+            submitted_at, budget_id, cluster_id = Workload.objects.values_list(
+                "submitted_at", "budget_id", "cluster_id"
+            ).get(pk=attempt.workload_id)
         pending_since = submitted_at
         if attempt.number > 1:
             previous = (
@@ -239,7 +262,10 @@ def attempt_started(attempt: Any, now: datetime) -> None:
                 .first()
             )
             pending_since = previous or submitted_at
-        observe_on_commit(START_LATENCY, (now - attempt.placed_at).total_seconds(), str(cluster_id))
-        observe_on_commit(WAIT_TIME, (now - pending_since).total_seconds(), str(cluster_id), str(budget_id))
+        observations = [
+            (START_LATENCY, (now - attempt.placed_at).total_seconds(), (str(cluster_id),)),
+            (WAIT_TIME, (now - pending_since).total_seconds(), (str(cluster_id), str(budget_id))),
+        ]
+        transaction.on_commit(lambda: observe_many(observations))
     except Exception:
         logger.warning("could not record the start of attempt %s", getattr(attempt, "pk", None), exc_info=True)

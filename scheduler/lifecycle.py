@@ -19,7 +19,8 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import BooleanField, Q, Subquery
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
@@ -216,25 +217,68 @@ def _end_attempt(
     notify.push_hosts_on_commit({hid for _gid, hid in gpu_links})
 
 
+class LockedWorkload(NamedTuple):
+    """The fields of an attempt's workload the attempt events use, read under its row lock."""
+
+    state: str
+    min_runtime_s: int
+    submitted_at: datetime
+    budget_id: int
+    cluster_id: int
+    owner_id: int
+
+
+_LOCKED_WORKLOAD_FIELDS = ("state", "min_runtime_s", "submitted_at", "budget_id", "cluster_id", "owner_id")
+
+
 def _lock_open_attempt(host: Host | None, attempt_id: int) -> Attempt | None:
     """The open attempt ``attempt_id``, row-locked, if ``host`` holds a GPU of it (None: ignore).
 
     Locks in the one order of docs/locking.md: the attempt's **workload first**, then the
     attempt (a cancel does the same; the reverse order deadlocked against it on PostgreSQL).
-    An attempt's workload never changes, so reading it unlocked first is safe.
     """
-    workload_id = Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True).values_list("workload_id", flat=True)
-    wid = workload_id.first()
-    if wid is None:
+    found = _lock_open_attempt_and_workload(host, attempt_id)
+    return None if found is None else found[0]
+
+
+def _lock_open_attempt_and_workload(host: Host | None, attempt_id: int) -> tuple[Attempt, LockedWorkload] | None:
+    """:func:`_lock_open_attempt`, with the fields of its workload read by the workload's lock
+    (:class:`LockedWorkload`): an attempt event reads them there instead of once each.
+
+    The workload is found through the open attempt in the locking statement itself (an attempt's
+    workload never changes, so the subquery needs no lock of its own; only the workload's row is
+    locked, ``of=("self",)``), then the attempt is locked."""
+    open_attempt = Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True).values("workload_id")[:1]
+    row = (
+        Workload.objects.select_for_update(of=("self",))
+        .filter(pk=Subquery(open_attempt))
+        .values_list(*_LOCKED_WORKLOAD_FIELDS)
+        .first()
+    )
+    if row is None:
         return None
-    Workload.objects.select_for_update().filter(pk=wid).values_list("pk", flat=True).first()
-    attempt = Attempt.objects.select_for_update().filter(pk=attempt_id, ended_at__isnull=True).first()
+    attempts = Attempt.objects.select_for_update(of=("self",)).filter(pk=attempt_id, ended_at__isnull=True)
+    if host is not None:
+        attempts = attempts.annotate(on_host=_on_host_sql(host.pk))
+    attempt = attempts.first()
     if attempt is None:
         return None
-    if host is not None and not _attempts_on_host(host.pk, [attempt_id]):
+    if host is not None and not attempt.on_host:
         logger.warning("host %s spoke of attempt %s which is not on it; ignored", host.name, attempt_id)
         return None
-    return attempt
+    return attempt, LockedWorkload(*row)
+
+
+def _on_host_sql(host_id: int) -> RawSQL:
+    """Whether the attempt row holds an open GPU row of ``host_id``: :func:`_attempts_on_host` of
+    one attempt, as a column of the attempt's own locking read (its oracle: that function)."""
+    link, gpu, attempt = AttemptGPU._meta.db_table, GPU._meta.db_table, Attempt._meta.db_table
+    return RawSQL(  # noqa: S611 -- the models' own names; the host id a parameter
+        f"EXISTS (SELECT 1 FROM {link} l JOIN {gpu} g ON g.id = l.gpu_id"  # noqa: S608 -- the models' own names
+        f" WHERE l.attempt_id = {attempt}.id AND l.open AND g.host_id = %s)",
+        [host_id],
+        output_field=BooleanField(),
+    )
 
 
 # --- attempt events --------------------------------------------------------------------
@@ -251,19 +295,27 @@ def agent_time(now: datetime, age_s: float | None, placed_at: datetime | None) -
     return max(at, min(placed_at, now)) if placed_at is not None else at
 
 
-def _confirm_start(attempt: Attempt, host: Host, at: datetime, now: datetime, note: str = "") -> None:
+def _confirm_start(
+    attempt: Attempt, host: Host, at: datetime, now: datetime, note: str = "", workload: LockedWorkload | None = None
+) -> None:
     """Stamp the locked, unconfirmed ``attempt`` started at ``at`` (learnt at ``now``): ``started_at``,
     its protection window (allocated: ``at + M``, DESIGN.md §4), the workload ``running``, a
-    ``started`` event."""
+    ``started`` event. ``workload``: its workload's fields as read under the workload's lock in this
+    transaction (:func:`_lock_open_attempt_and_workload`); None: read here."""
+    if workload is None:
+        row = Workload.objects.values_list(*_LOCKED_WORKLOAD_FIELDS).get(pk=attempt.workload_id)
+        workload = LockedWorkload(*row)
     attempt.started_at = at
     if attempt.allocated:
-        min_runtime = Workload.objects.values_list("min_runtime_s", flat=True).get(pk=attempt.workload_id)
-        attempt.protected_until = at + timedelta(seconds=min_runtime)
+        attempt.protected_until = at + timedelta(seconds=workload.min_runtime_s)
     attempt.save(update_fields=["started_at", "protected_until"])
-    histograms.attempt_started(attempt, at)
-    Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
-        state=Workload.State.RUNNING, updated_at=now
+    histograms.attempt_started(
+        attempt, at, submitted_at=workload.submitted_at, budget_id=workload.budget_id, cluster_id=workload.cluster_id
     )
+    if workload.state == Workload.State.STARTING:
+        Workload.objects.filter(pk=attempt.workload_id, state=Workload.State.STARTING).update(
+            state=Workload.State.RUNNING, updated_at=now
+        )
     event = WorkloadEvent.objects.create(
         workload_id=attempt.workload_id,
         at=at,
@@ -271,7 +323,7 @@ def _confirm_start(attempt: Attempt, host: Host, at: datetime, now: datetime, no
         message=f"attempt {attempt.number} started on {host.name}" + (f" ({note})" if note else ""),
         data={"attempt": attempt.pk, "host": host.name},
     )
-    notify.events_on_commit([event])
+    notify.events_on_commit([event], owners={attempt.workload_id: workload.owner_id})
     notify.request_tick_on_commit(host.cluster_id)
 
 
@@ -285,10 +337,11 @@ def attempt_started(host: Host, attempt_id: int, age_s: float | None = None, *, 
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attempt = _lock_open_attempt(host, attempt_id)
-        if attempt is None or attempt.started_at is not None:
+        found = _lock_open_attempt_and_workload(host, attempt_id)
+        if found is None or found[0].started_at is not None:
             return False
-        _confirm_start(attempt, host, agent_time(now, age_s, attempt.placed_at), now)
+        attempt, workload = found
+        _confirm_start(attempt, host, agent_time(now, age_s, attempt.placed_at), now, workload=workload)
     return True
 
 
@@ -312,9 +365,10 @@ def attempt_exited(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attempt = _lock_open_attempt(host, attempt_id)
-        if attempt is None:
+        found = _lock_open_attempt_and_workload(host, attempt_id)
+        if found is None:
             return False
+        attempt, workload = found
         ended_at = now - timedelta(seconds=max(0.0, float(age_s)))
         if attempt.started_at is None:
             # It ran (the agent reports its exit) but its start never reached the server (an
@@ -322,7 +376,7 @@ def attempt_exited(
             # dated at the placement, as Slurm dates a job's start at its allocation (the GPUs
             # were held from then). docs/policy.md, "An exit without a confirmed start".
             note = "dated at its placement: its start was never reported"
-            _confirm_start(attempt, host or attempt.host, attempt.placed_at, now, note)
+            _confirm_start(attempt, host or attempt.host, attempt.placed_at, now, note, workload=workload)
         if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
             reason = attempt.stop_reason
         elif exit_code == 0:

@@ -26,7 +26,7 @@ import logging
 import socket
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -146,14 +146,17 @@ def clean_kinds(kinds: Any) -> list[str]:
     return [k for k in KIND_LABELS if k in kinds]
 
 
-def queue_for(events: Iterable[Any]) -> None:
-    """Write the notifications ``events`` call for, and send them after the commit."""
+def queue_for(events: Iterable[Any], owners: Mapping[int, int] | None = None) -> None:
+    """Write the notifications ``events`` call for, and send them after the commit. ``owners``:
+    workload id → owner id, as the caller read them; read here when it misses one of the events'."""
     from scheduler.models import Notification, NotificationSettings, Workload
 
     events = [e for e in events if e.kind in KIND_OF_EVENT and e.pk is not None]
     if not events:
         return
-    owners = dict(Workload.objects.filter(pk__in={e.workload_id for e in events}).values_list("pk", "owner_id"))
+    workload_ids = {e.workload_id for e in events}
+    if owners is None or not workload_ids <= owners.keys():
+        owners = dict(Workload.objects.filter(pk__in=workload_ids).values_list("pk", "owner_id"))
     prefs = {s.user_id: s for s in NotificationSettings.objects.filter(user_id__in=set(owners.values()))}
     if not prefs:
         return

@@ -6,7 +6,7 @@ inside its transaction; nothing is sent if the transaction rolls back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from django.db import transaction
 
@@ -27,9 +27,10 @@ def push_hosts_on_commit(host_ids: Iterable[int]) -> None:
         transaction.on_commit(lambda: gateway.push_desired_state(ids))
 
 
-def events_on_commit(events: Iterable[object]) -> None:
+def events_on_commit(events: Iterable[object], owners: Mapping[int, int] | None = None) -> None:
     """Queue the notifications these just-written workload events call for; they are sent by
-    the ``deliver_notification`` actor once the transaction commits (scheduler/notifications.py)."""
+    the ``deliver_notification`` actor once the transaction commits (scheduler/notifications.py).
+    ``owners``: workload id → owner id where the caller has read them (else read there)."""
     from scheduler import notifications  # local import: it imports the mail machinery
 
-    notifications.queue_for(events)
+    notifications.queue_for(events, owners)

@@ -223,6 +223,77 @@ def test_the_agent_links_threads_hold_no_connection_between_calls(settings: Any)
     assert _threads_holding_a_connection(hub.push_executor) == 0
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_behind_a_waiting_attempt_event_keeps_its_host_alive_then_is_handled_whole(
+    settings: Any, monkeypatch: Any
+) -> None:
+    """hb34: a heartbeat waits its turn behind its connection's attempt event (seconds after a
+    tick's burst of starts: up to 53 s, and the sweep took connected hosts offline), but the next
+    flush refreshes its host's ``last_heartbeat``; its samples and ``running`` set wait for its
+    turn, then are written as before. Before: nothing of it was written while the event waited."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
+    cluster = Cluster.objects.create(name="alive-behind")
+    [(host, token)] = _register(cluster, 1, prefix="a")
+    attempt_id = _place(host, "slow")
+    entered, release = threading.Event(), threading.Event()
+    started = lifecycle.attempt_started
+
+    def slow_started(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(30)
+        return started(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "attempt_started", slow_started)
+
+    def state() -> tuple[Any, Any]:
+        from scheduler.models import GPU
+
+        return (
+            Host.objects.get(pk=host.pk).last_heartbeat,
+            GPU.objects.get(host_id=host.pk, index=0).last_sample.get("utilization_pct"),
+        )
+
+    read = database_sync_to_async(state, thread_sensitive=False)
+
+    async def run() -> None:
+        comm = _communicator(token)
+        assert (await comm.connect(timeout=5))[0]
+        await comm.send_to(text_data=_hello(host.name))
+        assert isinstance(await _receive(comm), protocol.Welcome)
+        assert isinstance(await _receive(comm), protocol.Start)
+        event = protocol.AttemptEvent(id=2, attempt_id=attempt_id, state="started")
+        await comm.send_to(text_data=protocol.encode(event))
+        for _ in range(100):
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.02)
+        assert entered.is_set()
+        before, _util = await read()
+        await comm.send_to(text_data=_heartbeat(3, [attempt_id], util=91.0))
+        for _ in range(100):
+            if (await read())[0] != before:
+                break
+            await asyncio.sleep(0.05)
+        alive_at, util = await read()
+        assert alive_at is not None and alive_at != before  # the host is alive while the event waits
+        assert util != 91.0  # the heartbeat's samples wait for its turn
+        release.set()
+        ack = await _receive(comm, wait=10)
+        assert isinstance(ack, protocol.Ack) and ack.ack == 2
+        for _ in range(100):
+            if (await read())[1] == 91.0:
+                break
+            await asyncio.sleep(0.05)
+        assert await read() == (alive_at, 91.0)  # then written whole, at its own receipt
+        await comm.disconnect()
+
+    try:
+        _run(run())
+    finally:
+        release.set()
+
+
 def test_a_heartbeat_is_handled_in_receive_only_when_nothing_of_its_connection_is_pending() -> None:
     """No hop to the handler task for a heartbeat of an idle connection; behind a message being
     handled (or a delivery: the connection's lock) it waits its turn in the inbox."""
