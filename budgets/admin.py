@@ -56,6 +56,15 @@ class BudgetAdminForm(forms.ModelForm):
         model = Budget
         fields = EDITABLE_FIELDS
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A PositiveIntegerField's form field offers 0 (``min="0"``); the model needs >= 1
+        # (MinValueValidator(1), the budget_shares_positive constraint): the input says so too.
+        shares = self.fields.get("shares")
+        if shares is not None:
+            shares.min_value = 1
+            shares.widget.attrs["min"] = 1
+
 
 class ShareChangeInline(admin.TabularInline):
     """The budget's audit history, newest first, read-only."""

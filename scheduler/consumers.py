@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.consumer import get_handler_name
@@ -173,12 +173,15 @@ def live_link_and_attempt_plain(host_id: int, generation: int, wire_id: int) -> 
 
 
 @agent_db
-def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime) -> bool:
+def _attempt_event(
+    host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime, alive_at: datetime | None = None
+) -> bool:
     """Record an attempt event; False (nothing recorded) when this connection is stale.
 
     ``received`` is when the frame arrived: the agent's ``age_s`` counts back from it, so a report
     that waits for the database (a lock held by a cancel or the tick) is still stamped with the
-    agent's time (docs/locking.md)."""
+    agent's time (docs/locking.md). ``alive_at``: when this connection last heard the attempt
+    running (an exit is never dated before it: :func:`scheduler.lifecycle.exit_time`)."""
     live, pk = live_link_and_attempt(host.pk, generation, msg.attempt_id)
     if not live:
         return False
@@ -189,7 +192,7 @@ def _attempt_event(host: Host, generation: int, msg: protocol.AttemptEvent, rece
     if msg.state in ("started", "running"):
         lifecycle.attempt_started(host, pk, msg.age_s, now=received)
     elif msg.state == "exited":
-        lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message, now=received)
+        lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message, now=received, alive_at=alive_at)
     elif msg.state == "failed_to_start":
         lifecycle.attempt_failed_to_start(host, pk, msg.message, age, now=received)
     elif msg.state == "stopped":
@@ -215,6 +218,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.seq = 0
         self.hello_done = False
         self.reported_running: set[int] | None = None
+        # wire id -> when the agent last ran it by this connection's frames (the receipt of a
+        # heartbeat listing it running or of a ``running``; the start a hello or a ``started``
+        # dates): an exit report on this connection is never dated before it
+        self.heard_running: dict[int, datetime] = {}
         self.sent_starts: set[int] = set()
         self.sent_stops: set[int] = set()
         # ``logs`` message id -> (attempt id, reply channel) of log tails asked for by the API
@@ -508,7 +515,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
             if problem is not None:
                 await self.send_error(protocol.ERR_INVALID, f"hello.gpus: {problem}", msg.id)
                 return
-            unconfirmed = await _hello(self.host, self.generation, msg, received or timezone.now())
+            received = received or timezone.now()
+            unconfirmed = await _hello(self.host, self.generation, msg, received)
             if unconfirmed is None:
                 await self.fenced()
                 return
@@ -516,6 +524,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
             # A running attempt whose start is still unconfirmed counts as not running for this
             # reconcile: its start is sent again, once, and the agent's answer confirms it.
             self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"} - unconfirmed
+            # A hello lists running an attempt whose start was never acknowledged even if it has
+            # exited since (its exit follows): it says only that it ran at its start.
+            self.heard_running = {
+                a.attempt_id: received - timedelta(seconds=max(0.0, a.age_s))
+                for a in msg.attempts
+                if a.state == "running" and a.age_s is not None
+            }
             self.sent_starts.clear()
             self.sent_stops.clear()
             self.live = True
@@ -532,9 +547,17 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if isinstance(msg, protocol.Heartbeat):
             self._heartbeat(msg, received or timezone.now())
         elif isinstance(msg, protocol.AttemptEvent):
-            if not await _attempt_event(self.host, self.generation, msg, received or timezone.now()):
+            received = received or timezone.now()
+            alive_at = self.heard_running.get(msg.attempt_id)
+            if not await _attempt_event(self.host, self.generation, msg, received, alive_at):
                 await self.fenced()
                 return
+            if msg.state == "running":  # a live answer: it runs now
+                self.heard_running[msg.attempt_id] = received
+            elif msg.state == "started":  # perhaps re-sent: it ran at its start
+                self.heard_running[msg.attempt_id] = received - timedelta(seconds=max(0.0, msg.age_s or 0.0))
+            else:
+                self.heard_running.pop(msg.attempt_id, None)
             if self.reported_running is not None:
                 if msg.state in ("started", "running"):
                     self.reported_running.add(msg.attempt_id)
@@ -564,6 +587,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         """A heartbeat after the hello: buffered in the hub (waits for nothing)."""
         assert self.host is not None  # noqa: S101 -- receive() checks it
         self.reported_running = set(msg.running)
+        # those no longer listed keep the last time they were (their exit report is on its way)
+        self.heard_running.update(dict.fromkeys(msg.running, received))
+        if len(self.heard_running) > 8192:  # ids that went without an exit report: forget them
+            self.heard_running = {a: at for a, at in self.heard_running.items() if a in self.reported_running}
         # Level-triggered: a start the agent does not report running is sent again (the agent
         # answers a repeated start with what it knows); a stop is sent once per connection
         # while the attempt runs (a second SIGTERM would restart nothing) and again once it

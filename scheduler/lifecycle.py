@@ -345,6 +345,21 @@ def attempt_started(host: Host, attempt_id: int, age_s: float | None = None, *, 
     return True
 
 
+def exit_time(now: datetime, age_s: float | None, attempt: Attempt, alive_at: datetime | None = None) -> datetime:
+    """When the process of ``attempt`` ended, by an exit report ``age_s`` seconds old received at
+    ``now``: ``now − age_s``, but never before what the server knows of it: its start (the
+    confirmed start, else its placement) nor ``alive_at``, the receipt of the last report that
+    the agent ran it (a hello or heartbeat listing it running, a ``running`` report; capped at
+    ``now``). So an ``age_s`` larger than the agent can know (a hostile agent, a clock that jumped)
+    cannot date the end before a stop the process was still running at, and escape the stop's
+    reason (DESIGN.md §4), nor shorten the charge below what the agent itself reported."""
+    at = now - timedelta(seconds=max(0.0, float(age_s or 0.0)))
+    floor = attempt.started_at or attempt.placed_at
+    if alive_at is not None:
+        floor = max(floor, min(alive_at, now)) if floor is not None else min(alive_at, now)
+    return max(at, floor) if floor is not None else at
+
+
 def attempt_exited(
     host: Host | None,
     attempt_id: int,
@@ -353,6 +368,7 @@ def attempt_exited(
     *,
     message: str = "",
     now: datetime | None = None,
+    alive_at: datetime | None = None,
 ) -> bool:
     """The attempt's process ended ``age_s`` seconds ago with ``exit_code`` (None: killed/unknown).
 
@@ -360,8 +376,9 @@ def attempt_exited(
     ``succeeded`` (exit 0) or ``failed`` — an attempt that ended on its own before a cancel
     (or any stop) keeps its own end (DESIGN.md §4). The end is stamped with the agent's time
     (``now − age_s``, ``now`` being the receipt time: pass it when the report waited before
-    being processed), never the time the lock was obtained. Returns False when the attempt is
-    unknown, foreign or already ended (a duplicate report).
+    being processed), never the time the lock was obtained, and never before what the server
+    knows (:func:`exit_time`: the start, ``alive_at``); the reason is decided on that same
+    instant. Returns False when the attempt is unknown, foreign or already ended (a duplicate report).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -369,7 +386,7 @@ def attempt_exited(
         if found is None:
             return False
         attempt, workload = found
-        ended_at = now - timedelta(seconds=max(0.0, float(age_s)))
+        ended_at = exit_time(now, age_s, attempt, alive_at)
         if attempt.started_at is None:
             # It ran (the agent reports its exit) but its start never reached the server (an
             # agent older than the repeated start report, or a report lost to a server error):

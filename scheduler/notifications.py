@@ -35,6 +35,8 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from config.errors import ServiceError
+
 logger = logging.getLogger(__name__)
 
 KIND_OF_EVENT = {
@@ -134,6 +136,36 @@ def webhook_without_url(kinds: Sequence[str], url: str) -> str | None:
     if kinds and not (url or "").strip():
         return "webhook kinds need a webhook URL to post to (set webhook_url, or choose no webhook kinds)"
     return None
+
+
+SETTINGS_FIELDS = ("email_kinds", "webhook_kinds", "webhook_url")
+"""The fields of :class:`~scheduler.models.NotificationSettings` a user sets."""
+
+
+def save_settings(user: Any, changes: Mapping[str, Any]) -> Any:
+    """Apply ``changes`` (some of :data:`SETTINGS_FIELDS`, each already checked alone) to
+    ``user``'s notification settings as one step, and return them.
+
+    The settings row is locked (``SELECT … FOR UPDATE``; created first when missing) before it is
+    read, so the rule "webhook kinds need a URL" is checked against what a concurrent update
+    committed, not what was read before it: two updates at once end as one applied after the other,
+    each whole, or the later refused (docs/locking.md, "Notification settings"). ServiceError
+    ``webhook_url_required`` (field ``webhook_url``) when the result would break that rule.
+    """
+    from scheduler.models import NotificationSettings
+
+    unknown = set(changes) - set(SETTINGS_FIELDS)
+    if unknown:
+        raise ValueError(f"not a notification setting: {sorted(unknown)}")
+    with transaction.atomic():
+        pref, _created = NotificationSettings.objects.select_for_update().get_or_create(user=user)
+        for name, value in changes.items():
+            setattr(pref, name, value)
+        problem = webhook_without_url(pref.webhook_kinds, pref.webhook_url)
+        if problem:
+            raise ServiceError("webhook_url_required", "webhook_url", problem[0].upper() + problem[1:] + ".")
+        pref.save(update_fields=list(SETTINGS_FIELDS))
+    return pref
 
 
 def clean_kinds(kinds: Any) -> list[str]:

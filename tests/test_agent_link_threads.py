@@ -305,7 +305,7 @@ def test_a_heartbeat_is_handled_in_receive_only_when_nothing_of_its_connection_i
     async def run() -> None:
         c = AgentConsumer()
         c.host, c.seq, c.hello_done, c.reported_running = Host(pk=987, name="idle"), 0, True, set()
-        c.sent_starts, c.sent_stops, c.log_requests = {5, 7}, set(), {}
+        c.sent_starts, c.sent_stops, c.log_requests, c.heard_running = {5, 7}, set(), {}, {}
         c.lock, c.inbox, c.handler = asyncio.Lock(), asyncio.Queue(maxsize=8), None
         c.live, c.closing, c.generation = True, False, 1
         hub = gateway.hub()

@@ -61,6 +61,7 @@ from scheduler.models import (
     Workload,
     WorkloadEvent,
 )
+from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
 from scheduler.services import (
@@ -768,9 +769,13 @@ def notifications(request: HttpRequest) -> HttpResponse:
     )
     form = NotificationForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        NotificationSettings.objects.update_or_create(user=request.user, defaults=form.cleaned_data)
-        messages.success(request, "Notification settings saved.")
-        return redirect("web-notifications")
+        try:  # under the settings row lock, like the API's PUT (docs/locking.md)
+            save_notification_settings(request.user, form.cleaned_data)
+        except ServiceError as exc:
+            form.add_error(exc.field, exc.message)
+        else:
+            messages.success(request, "Notification settings saved.")
+            return redirect("web-notifications")
     return _render(
         request,
         "web/notifications.html",

@@ -1107,21 +1107,6 @@ class NotificationSettingsSerializer(RefusesUnknownFieldsMixin, serializers.Seri
         except ValueError as exc:
             raise serializers.ValidationError(str(exc), code="invalid_kind") from None
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Refuse webhook kinds without a URL, counting what the PUT leaves as it was
-        (``context["current"]``, the saved choices)."""
-        from scheduler.notifications import webhook_without_url
-
-        current = self.context.get("current", {})
-        kinds = attrs.get("webhook_kinds", current.get("webhook_kinds", []))
-        url = attrs.get("webhook_url", current.get("webhook_url", ""))
-        problem = webhook_without_url(kinds, url)
-        if problem:
-            raise serializers.ValidationError(
-                {"webhook_url": [problem[0].upper() + problem[1:] + "."]}, code="webhook_url_required"
-            )
-        return attrs
-
     def validate_webhook_url(self, value: str) -> str:
         from scheduler.notifications import webhook_problem
 

@@ -56,6 +56,8 @@ from scheduler.models import (
     WorkloadDependency,
     WorkloadEvent,
 )
+from scheduler.notifications import SETTINGS_FIELDS
+from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload, may_read_private
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
@@ -468,7 +470,9 @@ class NotificationSettingsView(FairwayAPIView):
 
     @extend_schema(request=NotificationSettingsSerializer, responses=NotificationSettingsSerializer)
     def put(self, request: Request) -> Response:
-        serializer = NotificationSettingsSerializer(data=request.data, context={"current": self._data(request.user)})
+        serializer = NotificationSettingsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        NotificationSettings.objects.update_or_create(user=request.user, defaults=dict(serializer.validated_data))
-        return Response(self._data(request.user))
+        # Webhook kinds need a URL, counting what the PUT leaves as it was: checked under the row
+        # lock against the settings as saved (a concurrent PUT's outcome included).
+        pref = save_notification_settings(request.user, serializer.validated_data)
+        return Response({name: getattr(pref, name) for name in SETTINGS_FIELDS})

@@ -297,3 +297,15 @@ def test_a_second_root_budget_is_refused(admin_web, org_tree):
     Budget.objects.filter(pk=org.pk).update(archived_at=None)
     # the root itself saves unchanged
     assert admin_web.post(reverse("admin:budgets_budget_change", args=[org.pk]), _budget_form(org)).status_code == 302
+
+
+@pytest.mark.parametrize("page", ["add", "change"])
+def test_the_budget_forms_shares_input_offers_no_less_than_one(admin_web, org_tree, page):
+    """brk35: the shares input said ``min="0"`` (a PositiveIntegerField's form field) while the
+    model refuses 0 (MinValueValidator(1)): the browser offered a value the server refuses."""
+    import re
+
+    args = [org_tree["nlp"].pk] if page == "change" else []
+    html = admin_web.get(reverse(f"admin:budgets_budget_{page}", args=args)).content.decode()
+    (shares,) = re.findall(r'<input[^>]*name="shares"[^>]*>', html)
+    assert 'min="1"' in shares, shares

@@ -267,3 +267,43 @@ async def _test_a_graceful_shutdown_writes_the_buffered_heartbeats(host_token):
     await comm.disconnect(code=1012)
     written = (await Host.objects.aget(pk=host.pk)).last_heartbeat
     assert written is not None and hello_at is not None and written > hello_at
+
+
+def test_an_exit_dated_before_a_stop_it_was_heard_running_after_ends_with_the_stop(host_token):
+    """brk35: an exit report's ``age_s`` dated the end before a cancel the attempt was still
+    running at (a heartbeat after the cancel listed it), so it ended ``succeeded`` and was charged
+    less; the end is never before the last frame that said it ran, and the cancel's reason wins
+    (DESIGN.md §4)."""
+    asyncio.run(_test_an_exit_dated_before_a_stop_it_was_heard_running_after(host_token))
+
+
+async def _test_an_exit_dated_before_a_stop_it_was_heard_running_after(host_token):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    host, token = host_token
+    attempt_id = await _place(host, placed_ago=300)
+    await Attempt.objects.filter(wire_id=attempt_id).aupdate(
+        stop_requested_at=timezone.now() - timedelta(seconds=30), stop_reason="canceled"
+    )
+    comm = _communicator(token)
+    assert (await comm.connect())[0]
+    await comm.send_to(
+        text_data=_hello(attempts=[{"attempt_id": attempt_id, "state": "running", "exit_code": None, "age_s": 290.0}])
+    )
+    assert isinstance(await _receive(comm), protocol.Welcome)
+    # The agent lists it running after the cancel, then says it exited 0 "100 s ago"
+    await comm.send_to(
+        text_data=json.dumps({"v": 1, "type": "heartbeat", "id": 2, "gpus": [], "running": [attempt_id]})
+    )
+    heard = timezone.now()
+    await comm.send_to(text_data=_attempt_frame(3, attempt_id, "exited", 100.0, exit_code=0))
+    while not isinstance(ack := await _receive(comm), protocol.Ack):
+        pass  # the stop the server sends
+    assert ack.ack == 3
+
+    attempt = await Attempt.objects.aget(wire_id=attempt_id)
+    assert attempt.end_reason == "canceled" and attempt.exit_code == 0
+    assert attempt.ended_at is not None and attempt.ended_at >= heard - timedelta(seconds=2)
+    await comm.disconnect()

@@ -70,6 +70,42 @@ def test_preempted_attempt_requeues_with_the_original_submission_time(tw, ticks)
     assert (w.state, w.submitted_at, w.seq, w.finished_at) == (Workload.State.PENDING, submitted, seq, None)
 
 
+def test_an_exit_dated_before_its_start_ends_with_a_stop_issued_before_the_start(tw, ticks):
+    """brk35: a stop issued while the attempt was starting (a cancel before its start was
+    confirmed), then an exit report whose ``age_s`` dated the end before both: the end was stamped
+    at the start (after the stop) but the reason was decided on the earlier instant, so the attempt
+    escaped ``canceled`` and ended ``succeeded``. The end is never before the start, and the reason
+    is decided on the instant stamped (DESIGN.md §4)."""
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    stop = tw.now - timedelta(seconds=20)
+    attempt = tw.attempt(w, list(GPU.objects.all()), started_ago=10, stop_requested_at=stop, stop_reason="canceled")
+
+    assert lifecycle.attempt_exited(host, attempt.pk, 0, age_s=10_000, now=tw.now)
+
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.ended_at) == ("canceled", attempt.started_at)
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.CANCELED
+
+
+def test_an_exit_is_never_dated_before_the_agent_last_said_it_ran(tw, ticks):
+    host = tw.host("h1", 1)
+    w = tw.workload(gpus=1, min_runtime=60)
+    attempt = tw.attempt(
+        w,
+        list(GPU.objects.all()),
+        started_ago=300,
+        stop_requested_at=tw.now - timedelta(seconds=30),
+        stop_reason="preempted",
+    )
+    alive = tw.now - timedelta(seconds=5)
+
+    assert lifecycle.attempt_exited(host, attempt.pk, 0, age_s=100, now=tw.now, alive_at=alive)
+
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.ended_at, attempt.charged_gpu_seconds) == ("preempted", alive, 295)
+
+
 def test_unallocated_attempts_are_never_charged(tw, ticks):
     host = tw.host("h1", 2)
     w = tw.workload(gpus=2, min_runtime=0)
