@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from agent.protocol import MAX_BYTES, MAX_CPUS, MAX_GPU_MEMORY_MB, MAX_HOST_GPUS
+from agent.protocol import MAX_BYTES, MAX_CPUS, MAX_GPU_MEMORY_MB, MAX_HEARTBEAT_S, MAX_HOST_GPUS, MIN_HEARTBEAT_S
 from agent.runtime.isolation import IsolationConfig
 
 ENV_PREFIX = "FAIRWAY_"
@@ -105,6 +105,27 @@ def _positive_float(value: Any) -> float:
     return number
 
 
+def _seconds(least: float, most: float) -> Callable[[Any], float]:
+    """A finite number of seconds from ``least`` to ``most`` (any positive one was taken: a
+    ``heartbeat`` of 1e9 never heartbeated, a ``backoff_max`` of 0.01 reconnected 100 times a
+    second; ops35)."""
+
+    def parse(value: Any) -> float:
+        number = _positive_float(value)
+        if number < least:
+            raise ValueError(f"must be at least {least:g}")
+        if number > most:
+            raise ValueError(f"must be at most {most:g}")
+        return number
+
+    return parse
+
+
+MIN_BACKOFF_MAX_S, MAX_BACKOFF_MAX_S = 1.0, 3600.0
+"""``backoff_max``: not below the first reconnect delay (1 s, ``client.backoff_delays``), not
+above an hour (a restarted server would wait that long for the agent)."""
+
+
 def _choice(*allowed: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if str(value) not in allowed:
@@ -170,8 +191,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     # FAIRWAY_PREEMPT_FILE are paths under it, and an attempt runs in another directory (its
     # first mount's) or changes directory itself; docker binds need absolute host paths too.
     "state_dir": lambda v: Path(_non_empty(v)).expanduser().absolute(),
-    "heartbeat": _positive_float,
-    "backoff_max": _positive_float,
+    "heartbeat": _seconds(MIN_HEARTBEAT_S, MAX_HEARTBEAT_S),
+    "backoff_max": _seconds(MIN_BACKOFF_MAX_S, MAX_BACKOFF_MAX_S),
     "gpu_backend": _choice(*GPU_BACKENDS),
     "runtime": _choice(*RUNTIMES),
     "log_level": _choice("DEBUG", "INFO", "WARNING", "ERROR"),

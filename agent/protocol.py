@@ -47,6 +47,9 @@ MAX_CPUS = 1 << 20
 MAX_BYTES = 1 << 62
 """Largest memory size a ``hello`` reports or a ``start`` limits to, bytes."""
 
+MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.05, 3600.0
+"""The heartbeat periods a ``welcome`` sets, seconds (the agent's ``heartbeat`` is held to them too)."""
+
 MAX_ERROR_CHARS = 500
 """Longest ``ProtocolError.message`` (the log line and the ``error`` sent back quote it)."""
 
@@ -279,7 +282,7 @@ class Welcome(Message):
 
     TYPE: ClassVar[str] = "welcome"
     host: Name
-    heartbeat_s: Annotated[float, Range(0.05, 3600.0)]
+    heartbeat_s: Annotated[float, Range(MIN_HEARTBEAT_S, MAX_HEARTBEAT_S)]
 
 
 PosixId = Annotated[int, Range(0, 2**32 - 2)]

@@ -1111,7 +1111,7 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
-HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume")
+HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume", "remove")
 
 
 def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -1119,6 +1119,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if args.action:
         if not args.name:
             raise CliError(EXIT_USAGE, f"fairway hosts {args.action} NAME")
+        if args.action == "remove":
+            return _remove_host(api, args, out)
         host = api.call("POST", f"hosts/{args.name}/{args.action}/", body={"reason": args.reason or ""})
         if args.json:
             emit_json(host, out)
@@ -1160,6 +1162,23 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
+    return EXIT_OK
+
+
+def _remove_host(api: Api, args: argparse.Namespace, out: TextIO) -> int:
+    """``fairway hosts remove NAME --yes``: out of its cluster for good (the API's ``remove``)."""
+    if not args.yes:
+        raise CliError(
+            EXIT_USAGE,
+            f"fairway hosts remove {args.name} --yes: this takes the host out of its cluster for good "
+            "(its GPUs leave every entitlement, its agent is refused; a machine that comes back joins "
+            "under another name). Drain it first; add --yes to remove it.",
+        )
+    removed = api.call("POST", f"hosts/{args.name}/remove/", body={"reason": args.reason or ""})
+    if args.json:
+        emit_json(removed, out)
+    else:
+        out.write(f"{removed['name']}: removed from cluster {removed['cluster']} at {when(removed['removed_at'])}\n")
     return EXIT_OK
 
 
@@ -1322,12 +1341,13 @@ def build_parser() -> argparse.ArgumentParser:
         "so a spreadsheet shows it as text (OWASP CSV injection)",
     )
 
-    p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME")
+    p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes")
     p.add_argument("action", nargs="?", choices=HOST_ACTIONS)
     p.add_argument("name", nargs="?")
     p.add_argument("--cluster", "-c")
     p.add_argument("--state")
     p.add_argument("--reason", help="why (kept in the host's audit log)")
+    p.add_argument("--yes", action="store_true", help="remove: yes, take the host out of its cluster for good")
     return parser
 
 

@@ -97,6 +97,11 @@ def _open_link(token: str) -> Host | None:
 
 
 @agent_db
+def _link_refusal(token: str) -> str:
+    return gateway.link_refusal(token)
+
+
+@agent_db
 def _same_token(host: Host) -> bool:
     """The host still has the token this connection was accepted with (not rotated or revoked)."""
     return Host.objects.filter(pk=host.pk, token_hash=host.token_hash, removed_at__isnull=True).exists()
@@ -234,10 +239,13 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.closing = False  # superseded, revoked or fenced: nothing more is handled or sent
         self.generation = 0
         gateway.remember_server_loop(asyncio.get_running_loop())
-        host = await _open_link(_bearer_token(self.scope))
+        token = _bearer_token(self.scope)
+        host = await _open_link(token)
         await self.accept()
         if host is None:
-            logger.warning("agent connection refused: bad or missing host token (%s)", self.scope.get("client"))
+            # the host and the reason when known, never the token (the IP alone named nobody: ops35)
+            why = await _link_refusal(token)
+            logger.warning("agent connection refused: %s (from %s)", why, self.scope.get("client"))
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         self.host = host

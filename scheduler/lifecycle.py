@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
 from scheduler import histograms, metrics, notify
-from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
+from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent, gpu_text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def hello_gpu_problem(gpus: Sequence[GpuReport]) -> str | None:
     """Why a hello's GPU inventory cannot be registered, or None.
 
     Indices and UUIDs are unique within the hello (the database allows one GPU per index
-    and per UUID), UUID and model are 1-64 characters without NUL (the columns' bounds).
+    and per UUID), UUID and model follow :func:`scheduler.models.gpu_text_problem` (as a join).
     """
     seen_index: set[int] = set()
     seen_uuid: set[str] = set()
@@ -121,8 +121,8 @@ def hello_gpu_problem(gpus: Sequence[GpuReport]) -> str | None:
         seen_index.add(g.index)
         seen_uuid.add(g.uuid)
         for what, value in (("uuid", g.uuid), ("model", g.model)):
-            if not 0 < len(value) <= 64 or "\x00" in value:
-                return f"GPU {g.index}: {what} must be 1-64 characters without NUL"
+            if problem := gpu_text_problem(value):
+                return f"GPU {g.index}: its {what} {problem}"
     return None
 
 

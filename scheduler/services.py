@@ -30,7 +30,18 @@ from budgets.models import Budget
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, JoinToken, Workload, WorkloadEvent
+from scheduler.models import (
+    GPU,
+    Attempt,
+    AttemptGPU,
+    Cluster,
+    Host,
+    HostEvent,
+    JoinToken,
+    Workload,
+    WorkloadEvent,
+    gpu_text_problem,
+)
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
 
@@ -853,10 +864,9 @@ def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
                 "gpus",
                 f"{_show(spec)}: index is an integer 0-{MAX_GPU_INDEX}, memory_mb an integer 0-{MAX_GPU_MB}.",
             )
-        if not (_is_text(uuid) and 0 < len(uuid) <= 64 and _is_text(model) and 0 < len(model) <= 64):
-            raise HostError(
-                "invalid_gpus", "gpus", f"{_show(spec)}: uuid and model are 1-64 characters (no NUL, valid Unicode)."
-            )
+        for what, text in (("uuid", uuid), ("model", model)):
+            if problem := gpu_text_problem(text):
+                raise HostError("invalid_gpus", "gpus", f"{_show(spec)}: its {what} {problem}.")
         out.append((index, uuid, model, memory_mb))
     if len({g[0] for g in out}) != len(out) or len({g[1] for g in out}) != len(out):
         raise HostError("invalid_gpus", "gpus", "GPU indices and UUIDs must be unique.")
@@ -874,6 +884,8 @@ def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
         raise HostError(
             "invalid_labels", "labels", "Labels map short strings to strings (no NUL), e.g. {'rack': 'r1'}."
         )
+    if any(not k.strip() for k in labels):  # {"": "r1"} was stored, a label no one can name (ops35)
+        raise HostError("invalid_labels", "labels", "A label key is not empty (nor blanks only), e.g. {'rack': 'r1'}.")
     return dict(labels)
 
 

@@ -1,4 +1,4 @@
-"""Hosts (read by everybody; cordon, drain, drain now, resume by admins) and the metrics summary."""
+"""Hosts (read by everybody; cordon, drain, drain now, resume, remove by admins) and the metrics summary."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from config.api import FairwayAPIView, FairwayViewSet
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
-from scheduler.services import do_set_host_state
+from scheduler.services import do_remove_host, do_set_host_state
 
 
 class GpuSerializer(serializers.ModelSerializer):
@@ -183,6 +183,14 @@ _reason_body = inline_serializer(
 )
 
 
+class HostRemovedSerializer(serializers.Serializer):
+    """A host removed from its cluster for good (``POST hosts/{name}/remove/``)."""
+
+    name = serializers.CharField()
+    cluster = serializers.CharField(source="cluster.name")
+    removed_at = serializers.DateTimeField()
+
+
 def hosts_queryset() -> QuerySet[Host]:
     """Registered hosts with GPUs, their open attempt links and their latest cordon or drain events
     (``reason_events``, for :func:`state_reason`): a fixed number of queries."""
@@ -204,7 +212,7 @@ def hosts_queryset() -> QuerySet[Host]:
 
 
 class IsAdminForHosts(IsAdminUser):
-    message = "Only admins (staff) cordon, drain or resume hosts."
+    message = "Only admins (staff) cordon, drain, resume or remove hosts."
 
 
 @extend_schema(
@@ -214,7 +222,7 @@ class IsAdminForHosts(IsAdminUser):
     ]
 )
 class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
-    """Hosts by name. Everybody may read them; only admins (staff) cordon, drain or resume."""
+    """Hosts by name. Everybody may read them; only admins (staff) cordon, drain, resume or remove."""
 
     serializer_class = HostSerializer
     lookup_field = "name"
@@ -234,7 +242,7 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         return queryset
 
     def get_permissions(self) -> list[Any]:
-        if self.action in {"cordon", "drain", "drain_now", "resume"}:
+        if self.action in {"cordon", "drain", "drain_now", "resume", "remove"}:
             return [IsAuthenticated(), IsAdminForHosts()]
         return super().get_permissions()
 
@@ -244,8 +252,8 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         except Http404:  # "Not found." said nothing of the name a mistyped `fairway hosts drain` gave
             raise exceptions.NotFound(f"No host {self.kwargs.get(self.lookup_field, '')!r}.") from None
 
-    def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
-        host = self.get_object()
+    def _reason(self, request: Request) -> str:
+        """The body's ``reason`` ("" when none); a 400 for any other body."""
         # A body other than {"reason": ...} ({"reasn": ...}, a list) acted without its reason (brk31)
         if not isinstance(request.data, dict):
             raise serializers.ValidationError({"non_field_errors": ['The body is {"reason": "..."} or empty.']})
@@ -256,7 +264,11 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         reason = request.data.get("reason", "")
         if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
             raise serializers.ValidationError({"reason": ["A reason is a string of at most 500 characters."]})
-        do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
+        return reason
+
+    def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
+        host = self.get_object()
+        do_set_host_state(request.user, host, state, self._reason(request), drain_now=drain_now)
         return Response(HostSerializer(self.get_queryset().get(pk=host.pk), context=self.get_serializer_context()).data)
 
     @extend_schema(request=_reason_body, responses=HostSerializer)
@@ -282,6 +294,17 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
     def resume(self, request: Request, name: str | None = None) -> Response:
         """Resume: the host is schedulable again. Admins only."""
         return self._change(request, Host.State.ACTIVE)
+
+    @extend_schema(request=_reason_body, responses=HostRemovedSerializer)
+    @action(detail=True, methods=["post"])
+    def remove(self, request: Request, name: str | None = None) -> Response:
+        """Remove from the cluster for good (a decommissioned machine: its GPUs leave every
+        entitlement, its agent is refused; its history stays). Refused (409 ``host_busy``) while an
+        attempt is open there: drain it first. Admins only; as the admin's action
+        (``services.do_remove_host``)."""
+        host = self.get_object()
+        removed = do_remove_host(request.user, host, self._reason(request))
+        return Response(HostRemovedSerializer(removed).data)
 
 
 class OccupancySerializer(serializers.Serializer):

@@ -143,3 +143,22 @@ def test_an_injected_xid_is_reported_once_like_an_nvml_event(tmp_path: Path) -> 
     assert backend.sample()[3].xids == []
     main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "3", "--xid", "79"])
     assert backend.sample()[3].xids == [79]  # after a clear, the same XID is an event again
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "bound"),
+    [
+        ("heartbeat", 1e9, "at most 3600"),  # the agent then never heartbeated (or overflowed its wait)
+        ("heartbeat", 0.001, "at least 0.05"),  # a heartbeat flood at the server
+        ("heartbeat", "1e400", "finite number"),
+        ("backoff_max", 1e12, "at most 3600"),  # a restarted server then waited years for this agent
+        ("backoff_max", 0.01, "at least 1"),  # reconnects 100 times a second
+    ],
+)
+def test_heartbeat_and_backoff_max_are_bounded_at_load(key: str, value: object, bound: str) -> None:
+    """ops35: any positive ``heartbeat`` / ``backoff_max`` was taken; the bounds are the Welcome's
+    heartbeat range (agent.protocol) and one second to one hour of reconnect backoff."""
+    with pytest.raises(ConfigError, match=f"bad value for {key}.*{bound}"):
+        load_config({"server": "ws://s/", "token": "t", key: value}, None, {})
+    for fine in ("0.05", "3600") if key == "heartbeat" else ("1", "3600"):
+        assert getattr(load_config({"server": "ws://s/", "token": "t", key: fine}, None, {}), key) == float(fine)

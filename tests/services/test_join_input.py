@@ -60,6 +60,14 @@ CASES = {
     "surrogate-label-value": (dict(labels={"rack": "r\ud800"}), "labels"),
     "surrogate-label-key": (dict(labels={"r\udc00": "r1"}), "labels"),
     "nul-label": (dict(labels={"rack": "r\x00"}), "labels"),
+    # ops35: invisible and control characters (a model that prints like another is another model)
+    "zero-width-space-in-model": (dict(gpu_model="H100\u200b"), "gpus"),
+    "bell-in-model": (dict(gpu_model="H\x07100"), "gpus"),
+    "trailing-blank-in-model": (dict(gpu_model="H100 "), "gpus"),
+    "escape-in-uuid": (dict(gpu_uuid="GPU-\x1b[2Jx"), "gpus"),
+    "bom-in-uuid": (dict(gpu_uuid="\ufeffGPU-join-0"), "gpus"),
+    "rtl-override-in-uuid": (dict(gpu_uuid="GPU-\u202e0-nioj"), "gpus"),
+    "empty-label-key": (dict(labels={"": "r1"}), "labels"),
 }
 
 
@@ -135,3 +143,26 @@ def test_a_join_with_more_gpus_than_a_hello_carries_is_refused(client: Client, j
     _nothing_changed()
     status, answer = _post(client, _raw(_body(join_token, gpus=gpus[:MAX_HOST_GPUS])))
     assert status == 201, answer
+
+
+def test_an_invisible_character_is_named_in_the_refusal(client: Client, join_token: str):
+    """ops35: the message says which character, and what a model or UUID may hold."""
+    status, answer = _post(client, _raw(_body(join_token, gpu_model="H100\u200b")))
+    assert status == 400, answer
+    assert "U+200B" in answer["gpus"][0] and "model" in answer["gpus"][0], answer
+    status, answer = _post(client, _raw(_body(join_token, labels={"": "r1"})))
+    assert status == 400 and "empty" in answer["labels"][0], answer
+    _nothing_changed()
+
+
+def test_a_hello_reporting_an_invisible_character_in_a_model_is_refused_by_the_same_rule():
+    from dataclasses import replace
+
+    from scheduler.lifecycle import GpuReport, hello_gpu_problem
+
+    ok = GpuReport(0, "GPU-a", "NVIDIA H100 80GB HBM3", 81920, "healthy")
+    assert hello_gpu_problem([ok]) is None
+    problem = hello_gpu_problem([replace(ok, model="H100\u200b")])
+    assert problem is not None and "U+200B" in problem, problem
+    problem = hello_gpu_problem([replace(ok, uuid="GPU-\x07")])
+    assert problem is not None and "U+0007" in problem, problem
