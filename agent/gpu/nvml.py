@@ -112,7 +112,11 @@ class NvmlGpuBackend(GpuBackend):
 
     @staticmethod
     def _text(value: str | bytes) -> str:
-        return value.decode() if isinstance(value, bytes) else str(value)
+        """NVML's text (bytes in older pynvml), without blanks or NULs at its ends: the server
+        refuses a GPU model or UUID that begins or ends with a blank (``gpu_text_problem``), so a
+        padded name must not lock the host out."""
+        text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        return text.strip().strip("\x00").strip()
 
     def _try(self, call: Callable[[], T], default: T) -> T:
         """``call()``, or ``default`` when the GPU does not support it (or NVML fails on it)."""

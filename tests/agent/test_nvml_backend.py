@@ -228,3 +228,23 @@ def test_each_gpu_reports_its_device_node_from_its_minor_number() -> None:
         assert backend.device_nodes() == {0: "/dev/nvidia4", 2: "/dev/nvidia0"}
     finally:
         backend.close()
+
+
+def test_a_padded_name_or_uuid_is_reported_trimmed() -> None:
+    """The server refuses a GPU model or UUID with a blank at either end (ops35's
+    ``gpu_text_problem``): NVML text padded with blanks or NULs is trimmed, not sent as is."""
+
+    class Padded(FakeNvml):
+        def nvmlDeviceGetUUID(self, h: int) -> str:  # noqa: N802
+            return f" GPU-real-{h}\x00"
+
+        def nvmlDeviceGetName(self, h: int) -> bytes:  # noqa: N802
+            return b"NVIDIA H100 80GB HBM3  \x00"
+
+    backend = NvmlGpuBackend(Padded())  # type: ignore[arg-type]
+    try:
+        assert [(g.uuid, g.model) for g in backend.inventory()] == [
+            (f"GPU-real-{i}", "NVIDIA H100 80GB HBM3") for i in range(2)
+        ]
+    finally:
+        backend.close()
