@@ -15,6 +15,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from agent import protocol
@@ -64,36 +65,55 @@ def test_heartbeats_and_pushes_are_handled_while_the_sync_thread_is_busy(setting
     blocked.result(timeout=10)
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.django_db(transaction=True)
-def test_the_socket_is_read_while_an_attempt_event_waits_for_the_database(settings: Any, monkeypatch: Any) -> None:
+def _a_started_event_held(
+    settings: Any, monkeypatch: Any, cluster_name: str, prefix: str
+) -> tuple[Host, str, int, threading.Event, threading.Event]:
+    """A host with one placed attempt whose ``started`` event, once sent, waits in
+    ``lifecycle.attempt_started`` (``entered`` set) until ``release`` is set: a row lock held by a
+    tick, a pool whose connections HTTP requests hold. Heartbeats flushed every 0.05 s."""
     settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
-    cluster = Cluster.objects.create(name="slow-event")
-    [(host, token)] = _register(cluster, 1, prefix="e")
+    cluster = Cluster.objects.create(name=cluster_name)
+    [(host, token)] = _register(cluster, 1, prefix=prefix)
     attempt_id = _place(host, "slow")
     entered, release = threading.Event(), threading.Event()
     started = lifecycle.attempt_started
 
     def slow_started(*args: Any, **kwargs: Any) -> Any:
         entered.set()
-        release.wait(30)  # a row lock held by a tick, a pool whose connections HTTP requests hold
+        release.wait(30)
         return started(*args, **kwargs)
 
     monkeypatch.setattr(lifecycle, "attempt_started", slow_started)
+    return host, token, attempt_id, entered, release
+
+
+async def _connect_and_send_the_started_event(
+    token: str, host_name: str, attempt_id: int, entered: threading.Event
+) -> WebsocketCommunicator:
+    """Connect as the host, take its welcome and start, send the attempt's ``started`` event and
+    return once it waits (:func:`_a_started_event_held`)."""
+    comm = _communicator(token)
+    assert (await comm.connect(timeout=5))[0]
+    await comm.send_to(text_data=_hello(host_name))
+    assert isinstance(await _receive(comm), protocol.Welcome)
+    assert isinstance(await _receive(comm), protocol.Start)
+    event = protocol.AttemptEvent(id=2, attempt_id=attempt_id, state="started")
+    await comm.send_to(text_data=protocol.encode(event))
+    for _ in range(100):
+        if entered.is_set():
+            break
+        await asyncio.sleep(0.02)
+    assert entered.is_set()
+    return comm
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.django_db(transaction=True)
+def test_the_socket_is_read_while_an_attempt_event_waits_for_the_database(settings: Any, monkeypatch: Any) -> None:
+    host, token, attempt_id, entered, release = _a_started_event_held(settings, monkeypatch, "slow-event", "e")
 
     async def run() -> None:
-        comm = _communicator(token)
-        assert (await comm.connect(timeout=5))[0]
-        await comm.send_to(text_data=_hello(host.name))
-        assert isinstance(await _receive(comm), protocol.Welcome)
-        assert isinstance(await _receive(comm), protocol.Start)
-        event = protocol.AttemptEvent(id=2, attempt_id=attempt_id, state="started")
-        await comm.send_to(text_data=protocol.encode(event))
-        for _ in range(100):
-            if entered.is_set():
-                break
-            await asyncio.sleep(0.02)
-        assert entered.is_set()
+        comm = await _connect_and_send_the_started_event(token, host.name, attempt_id, entered)
         for seq in (3, 4, 5):  # read (taken off the connection's input) while the event waits
             await comm.send_to(text_data=_heartbeat(seq, [attempt_id]))
         await asyncio.sleep(0.3)
@@ -232,19 +252,7 @@ def test_a_heartbeat_behind_a_waiting_attempt_event_keeps_its_host_alive_then_is
     tick's burst of starts: up to 53 s, and the sweep took connected hosts offline), but the next
     flush refreshes its host's ``last_heartbeat``; its samples and ``running`` set wait for its
     turn, then are written as before. Before: nothing of it was written while the event waited."""
-    settings.FAIRWAY = {**settings.FAIRWAY, "HEARTBEAT_FLUSH_S": 0.05}
-    cluster = Cluster.objects.create(name="alive-behind")
-    [(host, token)] = _register(cluster, 1, prefix="a")
-    attempt_id = _place(host, "slow")
-    entered, release = threading.Event(), threading.Event()
-    started = lifecycle.attempt_started
-
-    def slow_started(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        release.wait(30)
-        return started(*args, **kwargs)
-
-    monkeypatch.setattr(lifecycle, "attempt_started", slow_started)
+    host, token, attempt_id, entered, release = _a_started_event_held(settings, monkeypatch, "alive-behind", "a")
 
     def state() -> tuple[Any, Any]:
         from scheduler.models import GPU
@@ -257,18 +265,7 @@ def test_a_heartbeat_behind_a_waiting_attempt_event_keeps_its_host_alive_then_is
     read = database_sync_to_async(state, thread_sensitive=False)
 
     async def run() -> None:
-        comm = _communicator(token)
-        assert (await comm.connect(timeout=5))[0]
-        await comm.send_to(text_data=_hello(host.name))
-        assert isinstance(await _receive(comm), protocol.Welcome)
-        assert isinstance(await _receive(comm), protocol.Start)
-        event = protocol.AttemptEvent(id=2, attempt_id=attempt_id, state="started")
-        await comm.send_to(text_data=protocol.encode(event))
-        for _ in range(100):
-            if entered.is_set():
-                break
-            await asyncio.sleep(0.02)
-        assert entered.is_set()
+        comm = await _connect_and_send_the_started_event(token, host.name, attempt_id, entered)
         before, _util = await read()
         await comm.send_to(text_data=_heartbeat(3, [attempt_id], util=91.0))
         for _ in range(100):
