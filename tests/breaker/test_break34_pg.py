@@ -11,20 +11,13 @@ from django.db import connection, transaction
 from budgets.admin import EDITABLE_FIELDS, BudgetAdminForm
 from budgets.models import Budget
 from budgets.services import do_archive_budget, load_tree
-from scheduler import notify
-from tests.breaker.test_break32_pg import Waiting
+from tests.breaker.test_break32_pg import Waiting, _no_side_effects  # noqa: F401 -- its autouse fixture: no tick, no push
 from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _no_side_effects(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notify, "request_tick_on_commit", lambda cluster_id: None)
-    monkeypatch.setattr(notify, "push_hosts_on_commit", lambda host_ids: None)
 
 
 def _move(pk: int, parent_pk: int) -> list[str]:
