@@ -32,7 +32,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -535,17 +535,46 @@ def bytes_text(n: int) -> str:
     return f"{n}B"
 
 
-def oom_kill_count(text: str) -> int:
-    """The ``oom_kill`` count of a cgroup's ``memory.events`` (v2) or ``memory.oom_control`` (v1,
-    kernels from 4.13): lines ``key value``; 0 when absent or unreadable."""
+def event_count(text: str, key: str) -> int:
+    """The count of ``key`` in a cgroup events file (``memory.events``, ``memory.oom_control``,
+    ``pids.events``: lines ``key value``); 0 when absent or unreadable."""
     for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "oom_kill":
+        name, _, value = line.partition(" ")
+        if name == key:
             try:
                 return int(value.strip())
             except ValueError:
                 return 0
     return 0
+
+
+def oom_kill_count(text: str) -> int:
+    """The ``oom_kill`` count of a cgroup's ``memory.events`` (v2) or ``memory.oom_control`` (v1,
+    kernels from 4.13); 0 when absent or unreadable."""
+    return event_count(text, "oom_kill")
+
+
+def _limit_hit(
+    paths: list[Path], files: tuple[tuple[str, str], ...], key: str, message: Callable[[int, int | None], str]
+) -> str:
+    """``message(count, limit)`` for the first of the attempt's cgroups (read before they are
+    removed) whose events file counts ``key`` (each of ``files``: the events file, the limit's
+    file), "" when none does."""
+    for path in paths:
+        for events, limit_file in files:
+            try:
+                count = event_count((path / events).read_text(), key)
+            except OSError:
+                continue
+            if not count:
+                continue
+            try:
+                raw = (path / limit_file).read_text().strip()
+                limit = int(raw) if raw.isdigit() else None
+            except OSError:
+                limit = None
+            return message(count, limit)
+    return ""
 
 
 def out_of_memory_message(oom_kills: int, limit: int | None) -> str:
@@ -561,34 +590,14 @@ def cgroup_out_of_memory(paths: list[Path]) -> str:
     """:func:`out_of_memory_message` from the attempt's cgroups (read before they are removed):
     ``memory.events`` and ``memory.max`` (v2), ``memory.oom_control`` and ``memory.limit_in_bytes``
     (v1). "" when none of them counts an OOM kill."""
-    for path in paths:
-        for events, limit_file in (("memory.events", "memory.max"), ("memory.oom_control", "memory.limit_in_bytes")):
-            try:
-                kills = oom_kill_count((path / events).read_text())
-            except OSError:
-                continue
-            if not kills:
-                continue
-            try:
-                raw = (path / limit_file).read_text().strip()
-                limit = int(raw) if raw.isdigit() else None
-            except OSError:
-                limit = None
-            return out_of_memory_message(kills, limit)
-    return ""
+    files = (("memory.events", "memory.max"), ("memory.oom_control", "memory.limit_in_bytes"))
+    return _limit_hit(paths, files, "oom_kill", out_of_memory_message)
 
 
 def pids_max_hits(text: str) -> int:
     """The ``max`` count of a cgroup's ``pids.events`` (v2 and v1 alike): forks and clones refused
     at its ``pids.max``; 0 when absent or unreadable."""
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if key == "max":
-            try:
-                return int(value.strip())
-            except ValueError:
-                return 0
-    return 0
+    return event_count(text, "max")
 
 
 def pids_limit_message(hits: int, limit: int | None) -> str:
@@ -605,20 +614,7 @@ def cgroup_pids_limit(paths: list[Path]) -> str:
     """:func:`pids_limit_message` from the attempt's cgroups (read before they are removed):
     ``pids.events`` and ``pids.max``, in its v2 cgroup or its v1 ``pids`` one. "" when none of
     them counts a refused fork."""
-    for path in paths:
-        try:
-            hits = pids_max_hits((path / "pids.events").read_text())
-        except OSError:
-            continue
-        if not hits:
-            continue
-        try:
-            raw = (path / "pids.max").read_text().strip()
-            limit = int(raw) if raw.isdigit() else None
-        except OSError:
-            limit = None
-        return pids_limit_message(hits, limit)
-    return ""
+    return _limit_hit(paths, (("pids.events", "pids.max"),), "max", pids_limit_message)
 
 
 def v1_limit_cgroups(setup: LimitSetup, name: Path) -> list[Path]:
