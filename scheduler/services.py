@@ -886,6 +886,15 @@ def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
         )
     if any(not k.strip() for k in labels):  # {"": "r1"} was stored, a label no one can name (ops35)
         raise HostError("invalid_labels", "labels", "A label key is not empty (nor blanks only), e.g. {'rack': 'r1'}.")
+    # A control or invisible character (an escape sequence, a zero-width space) was stored: a
+    # label that prints like another, or rewrites the terminal showing it (as gpu_text_problem).
+    bad = next((c for kv in labels.items() for text in kv for c in text if not c.isprintable()), None)
+    if bad is not None:
+        raise HostError(
+            "invalid_labels",
+            "labels",
+            f"Label keys and values are printable text; one holds U+{ord(bad):04X} (invisible or control).",
+        )
     return dict(labels)
 
 

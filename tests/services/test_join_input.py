@@ -68,6 +68,10 @@ CASES = {
     "bom-in-uuid": (dict(gpu_uuid="\ufeffGPU-join-0"), "gpus"),
     "rtl-override-in-uuid": (dict(gpu_uuid="GPU-\u202e0-nioj"), "gpus"),
     "empty-label-key": (dict(labels={"": "r1"}), "labels"),
+    # and in labels: an escape sequence, a line break, a zero-width space
+    "escape-in-label-value": (dict(labels={"rack": "r1\x1b[2J"}), "labels"),
+    "newline-in-label-value": (dict(labels={"rack": "r1\nr2"}), "labels"),
+    "zero-width-space-in-label-key": (dict(labels={"ra\u200bck": "r1"}), "labels"),
 }
 
 
