@@ -20,6 +20,20 @@ pytestmark = [
 ]
 
 
+def _held_then_waiting(first: Any, second: Any) -> tuple[Held, Waiting]:
+    """Run ``first`` in a transaction held open (its locks kept), then ``second``, which must wait
+    on a lock of it (or end at once); release ``first`` and return both once ``second`` ended."""
+    held = Held(first)
+    assert held.done.wait(BOUND_S), held.error
+    waiting = Waiting(second)
+    try:
+        assert _until(lambda: (waiting.pid is not None and _waits_on_a_lock(waiting.pid)) or waiting.ended.is_set())
+    finally:
+        held.release()
+    assert waiting.ended.wait(BOUND_S)
+    return held, waiting
+
+
 def _move(pk: int, parent_pk: int) -> list[str]:
     """What the admin's change page does with a new parent (its form, in its transaction): the
     form's errors, or [] once saved."""
@@ -56,14 +70,10 @@ def test_two_moves_at_once_that_together_make_a_cycle_refuse_the_second(org_tree
     change page checked "not under its own sub-budgets" against the tree before the other committed,
     both saved, and the tree had a cycle (nlp → sam → vision → olmo → nlp): every tick of every
     cluster then failed ("the share tree has a cycle")."""
-    first = Held(lambda: _move(org_tree["nlp"].pk, org_tree["vision/sam"].pk))
-    assert first.done.wait(BOUND_S), first.error
-    second = Waiting(lambda: _move(org_tree["vision"].pk, org_tree["nlp/olmo"].pk))
-    try:
-        assert _until(lambda: (second.pid is not None and _waits_on_a_lock(second.pid)) or second.ended.is_set())
-    finally:
-        first.release()
-    assert second.ended.wait(BOUND_S)
+    first, second = _held_then_waiting(
+        lambda: _move(org_tree["nlp"].pk, org_tree["vision/sam"].pk),
+        lambda: _move(org_tree["vision"].pk, org_tree["nlp/olmo"].pk),
+    )
     assert (first.error, second.error) == (None, None)
     assert second.result == ["A budget cannot be under itself or one of its sub-budgets."]
     assert not _has_cycle()
@@ -74,14 +84,10 @@ def test_a_move_under_a_budget_being_archived_waits_and_is_refused(org_tree) -> 
     """The admin moved nlp/olmo under vision while vision was being archived: the change page read
     vision live, its save did not wait for the archive's locks (they are vision's subtree's rows),
     and olmo stayed live under an archived parent (creating a child there is refused)."""
-    archive = Held(lambda: do_archive_budget(Budget.objects.get(pk=org_tree["vision"].pk)))
-    assert archive.done.wait(BOUND_S), archive.error
-    move = Waiting(lambda: _move(org_tree["nlp/olmo"].pk, org_tree["vision"].pk))
-    try:
-        assert _until(lambda: (move.pid is not None and _waits_on_a_lock(move.pid)) or move.ended.is_set())
-    finally:
-        archive.release()
-    assert move.ended.wait(BOUND_S)
+    archive, move = _held_then_waiting(
+        lambda: do_archive_budget(Budget.objects.get(pk=org_tree["vision"].pk)),
+        lambda: _move(org_tree["nlp/olmo"].pk, org_tree["vision"].pk),
+    )
     assert (archive.error, move.error) == (None, None)
     assert move.result == ["Budget vision is archived."]
     olmo = Budget.objects.get(pk=org_tree["nlp/olmo"].pk)
@@ -116,14 +122,10 @@ def test_an_edit_saved_while_its_budget_is_archived_keeps_the_archive(org_tree, 
     had read sam live, waited for the archive's lock, then wrote every column back, archived_at
     (NULL) included: sam was live again, submissions to it accepted, its history saying archived."""
     sam = org_tree["vision/sam"]
-    archive = Held(lambda: do_archive_budget(Budget.objects.get(pk=sam.pk)))
-    assert archive.done.wait(BOUND_S), archive.error
-    edit = Waiting(lambda: _edit(sam.pk, description="GPU time of the SAM project"))
-    try:
-        assert _until(lambda: (edit.pid is not None and _waits_on_a_lock(edit.pid)) or edit.ended.is_set())
-    finally:
-        archive.release()
-    assert edit.ended.wait(BOUND_S)
+    archive, edit = _held_then_waiting(
+        lambda: do_archive_budget(Budget.objects.get(pk=sam.pk)),
+        lambda: _edit(sam.pk, description="GPU time of the SAM project"),
+    )
     assert (archive.error, edit.error, edit.result) == (None, None, [])
     sam.refresh_from_db()
     assert sam.archived_at is not None
@@ -159,14 +161,10 @@ def test_a_host_edit_saved_while_its_token_is_revoked_keeps_the_revocation(hosts
     from scheduler.services import do_revoke_host_token
 
     host = hosts["h100-1"]
-    revoke = Held(lambda: do_revoke_host_token(None, Host.objects.get(pk=host.pk)))
-    assert revoke.done.wait(BOUND_S), revoke.error
-    edit = Waiting(lambda: _edit_host_labels(host.pk, '{"rack": "r9", "fabric": "r9"}'))
-    try:
-        assert _until(lambda: (edit.pid is not None and _waits_on_a_lock(edit.pid)) or edit.ended.is_set())
-    finally:
-        revoke.release()
-    assert edit.ended.wait(BOUND_S)
+    revoke, edit = _held_then_waiting(
+        lambda: do_revoke_host_token(None, Host.objects.get(pk=host.pk)),
+        lambda: _edit_host_labels(host.pk, '{"rack": "r9", "fabric": "r9"}'),
+    )
     assert (revoke.error, edit.error, edit.result) == (None, None, [])
     host.refresh_from_db()
     assert host.token_hash.startswith("revoked:")
