@@ -411,12 +411,15 @@ def attempt_failed_to_start(
     age_s: float = 0.0,
     *,
     now: datetime | None = None,
+    alive_at: datetime | None = None,
 ) -> bool:
     """The agent could not start ``attempt_id`` (image pull, bad command, ...).
 
     Ends it ``failed_to_start`` (charged 0) and requeues the workload, at most
     :data:`MAX_START_FAILURES` times, then fails it. If a stop was already
-    issued the stop's reason wins and the workload is requeued as usual.
+    issued the stop's reason wins and the workload is requeued as usual. Dated as an exit
+    (:func:`exit_time`, ``alive_at`` included): a report of one whose start was confirmed never
+    ends it before the agent last said it ran (a year's ``age_s`` charged it nothing: brk35).
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -427,7 +430,7 @@ def attempt_failed_to_start(
             reason = attempt.stop_reason or Attempt.EndReason.FAILED
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
-        _end_attempt(attempt, ended_at=now - timedelta(seconds=max(0.0, float(age_s))), reason=reason, message=message)
+        _end_attempt(attempt, ended_at=exit_time(now, age_s, attempt, alive_at), reason=reason, message=message)
         if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
             _cordon_after_start_failures(host, now, message)
     return True
