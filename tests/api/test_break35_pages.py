@@ -1,0 +1,47 @@
+"""brk35: the API's pagination parameters (``config.pagination``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.models import Workload
+
+
+@pytest.mark.parametrize("url", ["/api/v1/workloads/", "/api/v1/groups/"])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("limit", "abc"),
+        ("limit", "-5"),
+        ("limit", "0"),
+        ("limit", "1e3"),
+        ("limit", "1_0"),
+        ("limit", "\uff15"),  # a fullwidth 5
+        ("limit", " 5"),
+        ("limit", "9" * 5000),
+        ("offset", "-3"),
+        ("offset", "abc"),
+        ("offset", "2.5"),
+    ],
+)
+def test_a_malformed_limit_or_offset_is_refused_naming_it(researcher_client, cluster, url, name, value):
+    """DRF read a ``limit`` or ``offset`` it could not use as if it were absent: ``?limit=-5``
+    answered 100 rows and ``?offset=abc`` the first page, as if asked for; a 400 names it."""
+    response = researcher_client.get(url, {name: value})
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["code"] == "invalid"
+    assert name in response.json()
+
+
+@pytest.mark.parametrize("url", ["/api/v1/workloads/", "/api/v1/groups/"])
+def test_good_limits_and_offsets_still_page(researcher_client, researcher, submit_kwargs, url):
+    from scheduler.services import do_submit_workload
+
+    for _ in range(3):
+        do_submit_workload(researcher, **submit_kwargs())
+    body = researcher_client.get(url, {"limit": "2", "offset": "1"}).json()
+    if url.startswith("/api/v1/workloads"):
+        ids = list(Workload.objects.order_by("-id").values_list("id", flat=True))
+        assert [w["id"] for w in body["results"]] == ids[1:3] and body["count"] == 3
+    assert researcher_client.get(url, {"limit": "", "offset": ""}).status_code == 200
+    assert researcher_client.get(url, {"limit": "9" * 30, "offset": "0"}).status_code == 200
