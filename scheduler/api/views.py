@@ -65,6 +65,13 @@ HISTORY_MAX = 10_000
 """At most this many finished attempts in one history answer."""
 
 
+def _is_id(pk: object) -> bool:
+    """``pk`` is a row id: ASCII digits, few enough for a database integer (``"²".isdigit()`` is
+    true and its query's ``int("²")`` failed: a 500, brk35)."""
+    text = str(pk)
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 class WorkloadLogsMixin:
     """``GET /api/v1/workloads/{id}/logs/?attempt=N&tail=BYTES``: the tail of an attempt's log,
     fetched live from the agent(s) that ran it (its owner, members of its budget, and staff)."""
@@ -76,7 +83,7 @@ class WorkloadLogsMixin:
         404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
         from scheduler.gateway import attempt_log_tails
 
-        workload = Workload.objects.select_related("budget").filter(pk=pk).first() if str(pk).isdigit() else None
+        workload = Workload.objects.select_related("budget").filter(pk=pk).first() if _is_id(pk) else None
         if workload is None:
             raise no_such("workload", pk)
         if not may_read_private(request.user, workload, self.accessible_budget_ids):

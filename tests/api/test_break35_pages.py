@@ -45,3 +45,14 @@ def test_good_limits_and_offsets_still_page(researcher_client, researcher, submi
         assert [w["id"] for w in body["results"]] == ids[1:3] and body["count"] == 3
     assert researcher_client.get(url, {"limit": "", "offset": ""}).status_code == 200
     assert researcher_client.get(url, {"limit": "9" * 30, "offset": "0"}).status_code == 200
+
+
+@pytest.mark.parametrize("pk", ["\u00b2", "\u0661", "\uff11"])
+def test_the_logs_of_an_id_of_other_digits_are_no_workload(researcher_client, cluster, pk):
+    """``GET workloads/²/logs/`` was a 500: ``"²".isdigit()`` is true, so the id reached the
+    query, whose ``int("²")`` failed. It is no workload (404), as on the detail."""
+    researcher_client.raise_request_exception = False
+    for path in (f"/api/v1/workloads/{pk}/logs/", f"/api/v1/workloads/{pk}/"):
+        response = researcher_client.get(path)
+        assert response.status_code == 404, (path, response.content[:200])
+        assert response.json()["code"] == "not_found"
