@@ -56,3 +56,27 @@ def test_the_logs_of_an_id_of_other_digits_are_no_workload(researcher_client, cl
         response = researcher_client.get(path)
         assert response.status_code == 404, (path, response.content[:200])
         assert response.json()["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"until": "9999-12-31"}, {"since": "2999-01-01", "until": "2999-01-02"}, {"until": "2999-06-01T12:00Z"}],
+)
+def test_a_pyramid_of_a_range_that_starts_in_the_future_is_a_400(researcher_client, cluster, params):
+    """``metrics/pyramid/?until=9999-12-31`` answered 200 for 9999-12-30 with 0 registered GPU-hours
+    and every fraction 0, as if the GPUs had been unavailable, where history refuses an instant
+    that is not past. Nothing is counted after now: a range starting there is refused."""
+    response = researcher_client.get("/api/v1/metrics/pyramid/", params)
+    assert response.status_code == 400, response.content[:300]
+    assert "since" in response.json() and "future" in response.json()["since"][0]
+
+
+def test_a_pyramid_range_ending_in_the_future_still_counts_up_to_now(researcher_client, cluster):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    tomorrow = (timezone.now() + timedelta(days=1)).date().isoformat()
+    response = researcher_client.get("/api/v1/metrics/pyramid/", {"since": "2h", "until": tomorrow})
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()[0]["range"]["partial_hour_until"] is not None
