@@ -26,7 +26,7 @@ from config.pagination import FairwayLimitOffsetPagination
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
-from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant, refuse_unknown
+from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, int_param, parse_instant, refuse_unknown
 from scheduler.api.serializers import (
     EVENT_ORDER,
     ROW_JSON,
@@ -90,11 +90,8 @@ class WorkloadLogsMixin:
             raise PermissionDenied("Only the workload's owner and members of its budget may read its logs.")
         values: dict[str, int | None] = {"tail": 16384, "attempt": None}
         for field in values:  # the refusal names the parameter that is not a number
-            raw = request.query_params.get(field)
-            try:
-                values[field] = int(raw) if raw not in (None, "") else values[field]
-            except (TypeError, ValueError):
-                raise ValidationError({field: [f"{field} is an integer."]}, code="invalid") from None
+            given = int_param(field, request.query_params.get(field), f"{field} is an integer.")
+            values[field] = given if given is not None else values[field]
         tail, number = int(values["tail"] or 0), values["attempt"]
         if not 0 <= tail <= MAX_LOG_TAIL_BYTES:
             raise ValidationError({"tail": [f"tail is 0..{MAX_LOG_TAIL_BYTES} bytes."]}, code="invalid")
@@ -329,10 +326,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         since = parse_instant("since", params.get("since"), now, now - timedelta(days=7))
         if not timedelta(0) < now - since <= MAX_BACK:
             raise ValidationError({"since": ["an instant in the past, at most 400 days back"]}, code="invalid")
-        try:
-            limit = int(params.get("limit") or HISTORY_MAX)
-        except ValueError:
-            raise ValidationError({"limit": ["an integer"]}, code="invalid") from None
+        limit = int_param("limit", params.get("limit"), "an integer")
+        limit = HISTORY_MAX if limit is None else limit
         if not 1 <= limit <= HISTORY_MAX:
             raise ValidationError({"limit": [f"1..{HISTORY_MAX}"]}, code="invalid")
         budget_ids = None

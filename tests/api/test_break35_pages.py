@@ -80,3 +80,16 @@ def test_a_pyramid_range_ending_in_the_future_still_counts_up_to_now(researcher_
     response = researcher_client.get("/api/v1/metrics/pyramid/", {"since": "2h", "until": tomorrow})
     assert response.status_code == 200, response.content[:300]
     assert response.json()[0]["range"]["partial_hour_until"] is not None
+
+
+@pytest.mark.parametrize("value", ["1_0", "\u0661", "\uff15", " 5", "5 ", "+5", "9" * 5000])
+def test_history_limit_and_log_parameters_are_ascii_integers(researcher_client, submission, cluster, value):
+    """``history/?limit=1_0`` listed 10, ``logs/?tail=١٠٠`` read 100 bytes (``int()`` takes
+    underscores, blanks and any script's digits): as the pages' ``limit``, a 400 naming it."""
+    response = researcher_client.get("/api/v1/workloads/history/", {"limit": value})
+    assert response.status_code == 400 and "limit" in response.json(), response.content[:200]
+    wid = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    for param in ("tail", "attempt"):
+        response = researcher_client.get(f"/api/v1/workloads/{wid}/logs/", {param: value})
+        assert response.status_code == 400, (param, response.content[:200])
+        assert response.json() == {param: [f"{param} is an integer."], "code": "invalid"}
