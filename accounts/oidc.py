@@ -96,7 +96,11 @@ def sync_rights(user: User, groups: list[str], rules: GroupRules) -> dict[str, A
 
 
 def _unique_username(claims: dict[str, Any]) -> str:
-    base = claims.get("preferred_username") or (claims.get("email") or "").split("@")[0] or claims["sub"]
+    """A new account's name: ``preferred_username``, else the local part of the email when the
+    provider vouches for it (:func:`verified_email`: an unverified ``alice@…`` named the account
+    ``alice``, which GPU hosts mapping names through NSS ran as their ``alice``: brk35), else ``sub``;
+    ``-2``, ``-3``, … when taken."""
+    base = claims.get("preferred_username") or verified_email(claims).split("@")[0] or claims["sub"]
     base = _USERNAME_BAD.sub("-", str(base))[:140] or "user"
     name, n = base, 1
     while User.objects.filter(username__iexact=name).exists():

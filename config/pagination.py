@@ -1,17 +1,46 @@
-"""The API's pagination: DRF's ``?limit=&offset=``, with a limit a database can take."""
+"""The API's pagination: DRF's ``?limit=&offset=``, with a limit a database can take, and a
+malformed value refused."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
 MAX_LIMIT = 2**63 - 1
 """The largest ``LIMIT`` SQLite and PostgreSQL hold (a signed 64-bit integer)."""
+
+_DIGITS = re.compile(r"[0-9]{1,100}")
+"""A ``limit`` or ``offset``: ASCII digits (``int()`` also reads ``1_0``, blanks and any script's
+digits), few enough for ``int()``."""
 
 
 class FairwayLimitOffsetPagination(LimitOffsetPagination):
     """``?limit=`` above :data:`MAX_LIMIT` is read as :data:`MAX_LIMIT` (every row, as such a limit
     means): it reached the database as is, a 500 on SQLite ("datatype mismatch") and PostgreSQL
     (bigint out of range). ``offset`` needs no bound: one past the count answers an empty page
-    before any query with it."""
+    before any query with it.
+
+    A ``limit`` that is not a whole number ≥ 1, or an ``offset`` that is not one ≥ 0, is a 400
+    ``invalid`` naming it (brk35): DRF read ``?limit=-5``, ``?limit=abc`` or ``?offset=x`` as if
+    absent, so a client's mistake got the first 100 rows as its answer (a pager reading its
+    ``offset`` wrong read page one for ever)."""
 
     max_limit = MAX_LIMIT
+
+    def _number(self, request: Any, name: str, least: int) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None or raw == "":
+            return None
+        if not _DIGITS.fullmatch(raw) or int(raw) < least:
+            raise ValidationError({name: [f"{name} is a whole number >= {least}."]}, code="invalid")
+        return int(raw)
+
+    def get_limit(self, request: Any) -> int | None:
+        limit = self._number(request, self.limit_query_param, 1)
+        return self.default_limit if limit is None else min(limit, self.max_limit)
+
+    def get_offset(self, request: Any) -> int:
+        return self._number(request, self.offset_query_param, 0) or 0

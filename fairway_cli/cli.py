@@ -90,11 +90,18 @@ class Config:
         return config
 
     def save(self) -> Path:
+        """Write the config readable by its owner only: ``os.open``'s mode sets only a file it
+        creates, so a config that existed readable by others (copied, made with the umask's 0644)
+        is made 0600 before the token is written into it (brk35)."""
         path = config_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"server": self.server, "token": self.token}, f, indent=2)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                os.fchmod(f.fileno(), 0o600)
+                json.dump({"server": self.server, "token": self.token}, f, indent=2)
+        except OSError as exc:
+            raise CliError(EXIT_USAGE, f"cannot save {path}: {exc.strerror or exc}") from None
         return path
 
 

@@ -199,7 +199,7 @@ def _attempt_event(
     elif msg.state == "exited":
         lifecycle.attempt_exited(host, pk, msg.exit_code, age, message=msg.message, now=received, alive_at=alive_at)
     elif msg.state == "failed_to_start":
-        lifecycle.attempt_failed_to_start(host, pk, msg.message, age, now=received)
+        lifecycle.attempt_failed_to_start(host, pk, msg.message, age, now=received, alive_at=alive_at)
     elif msg.state == "stopped":
         lifecycle.attempt_stopped_unknown(host, pk)
     return True

@@ -360,6 +360,21 @@ def exit_time(now: datetime, age_s: float | None, attempt: Attempt, alive_at: da
     return max(at, floor) if floor is not None else at
 
 
+def without_host_paths(workload_id: int, message: str) -> str:
+    """An agent's ``message`` about an attempt of ``workload_id`` with each of the workload's mount
+    host paths written as the mount's name: it goes into the workload's events and a host's cordon
+    event, which everyone reads, while a mount's host path is shown only to those who may read the
+    workload's private parts (``WorkloadDetailSerializer.get_mounts``). The process runtime's
+    "mount data: /srv/… is not a directory" and a docker bind error named them (brk35)."""
+    if not message:
+        return message
+    mounts = Workload.objects.filter(pk=workload_id).values_list("mounts", flat=True).first() or []
+    paths = [(m.get("host_path"), m.get("name")) for m in mounts if isinstance(m, dict)]
+    for path, name in sorted((p for p in paths if isinstance(p[0], str) and len(p[0]) > 1), key=lambda p: -len(p[0])):
+        message = message.replace(path, f"<host path of mount {name}>")
+    return message
+
+
 def attempt_exited(
     host: Host | None,
     attempt_id: int,
@@ -386,6 +401,7 @@ def attempt_exited(
         if found is None:
             return False
         attempt, workload = found
+        message = without_host_paths(attempt.workload_id, message)
         ended_at = exit_time(now, age_s, attempt, alive_at)
         if attempt.started_at is None:
             # It ran (the agent reports its exit) but its start never reached the server (an
@@ -411,23 +427,27 @@ def attempt_failed_to_start(
     age_s: float = 0.0,
     *,
     now: datetime | None = None,
+    alive_at: datetime | None = None,
 ) -> bool:
     """The agent could not start ``attempt_id`` (image pull, bad command, ...).
 
     Ends it ``failed_to_start`` (charged 0) and requeues the workload, at most
     :data:`MAX_START_FAILURES` times, then fails it. If a stop was already
-    issued the stop's reason wins and the workload is requeued as usual.
+    issued the stop's reason wins and the workload is requeued as usual. Dated as an exit
+    (:func:`exit_time`, ``alive_at`` included): a report of one whose start was confirmed never
+    ends it before the agent last said it ran (a year's ``age_s`` charged it nothing: brk35).
     """
     now = now or timezone.now()
     with transaction.atomic():
         attempt = _lock_open_attempt(host, attempt_id)
         if attempt is None:
             return False
+        message = without_host_paths(attempt.workload_id, message)
         if attempt.started_at is not None:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
-        _end_attempt(attempt, ended_at=now - timedelta(seconds=max(0.0, float(age_s))), reason=reason, message=message)
+        _end_attempt(attempt, ended_at=exit_time(now, age_s, attempt, alive_at), reason=reason, message=message)
         if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
             _cordon_after_start_failures(host, now, message)
     return True

@@ -121,6 +121,9 @@ def parse_trace(lines: Iterable[str], *, name: str = "<trace>") -> list[TraceJob
         vc = fields[index["vc"]].strip()
         if not vc:
             raise TraceError(name, line, "vc", "empty value (use 'unknown' for a job without a VC)")
+        odd = next((c for c in vc if not c.isprintable()), None)
+        if odd is not None:  # a VC names a budget in every report: no line break, escape or invisible character
+            raise TraceError(name, line, "vc", f"holds the control or invisible character U+{ord(odd):04X}")
         pcs_raw = fields[index["duration_pcs_s"]].strip()
         job = TraceJob(
             job_id=_whole_number(name, line, "job_id", fields[index["job_id"]], 0),
@@ -158,6 +161,8 @@ def _whole_number(name: str, line: int, column: str, raw: str, minimum: int) -> 
     raw = raw.strip()
     if raw == "":
         raise TraceError(name, line, column, "empty value (expected a whole number)")
+    if not raw.isascii() or "_" in raw:  # int() reads "1_0" as 10 and any script's digits (brk35)
+        raise TraceError(name, line, column, f"{raw[:40]!r} is not a number (ASCII digits)")
     try:
         value = int(raw)
     except ValueError:
@@ -207,9 +212,12 @@ def select_jobs(
 
 # --- durations ---------------------------------------------------------------------------------
 
-DURATION_RE = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+DURATION_RE = re.compile(r"^(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
 """Weeks, days, hours, minutes, seconds, each at most once and in that order (``2w3d``, ``6d12h``):
 the one grammar of durations, here and in the scenario files."""
+
+MAX_DURATION_DIGITS = 30
+"""Digits of a duration (or of one of its units) at most: far past any bound a caller checks."""
 
 DURATION_FORMS = "90s, 30m, 2h, 1d, 2w, 6d12h, 0"
 """Examples of every unit, for error messages and help."""
@@ -227,11 +235,13 @@ def parse_duration(text: str) -> int:
     Raises ``ValueError`` on anything else (the same grammar as the scenario files).
     """
     raw = text.strip().lower()
-    if raw.isdigit():
+    # ASCII digits only, and few enough for int() ("١٢" and "９h" were read, "²" and 5,000 digits
+    # were int()'s own errors: brk35)
+    if raw.isascii() and raw.isdigit() and len(raw) <= MAX_DURATION_DIGITS:
         return int(raw)
-    match = DURATION_RE.match(raw)
+    match = DURATION_RE.match(raw) if len(raw) <= 5 * MAX_DURATION_DIGITS else None
     if not raw or match is None or not any(match.groups()):
-        raise ValueError(f"{text!r} is not a duration (examples: {DURATION_FORMS})")
+        raise ValueError(f"{text[:40]!r} is not a duration (examples: {DURATION_FORMS})")
     return duration_seconds(match)
 
 

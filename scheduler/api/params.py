@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -65,6 +66,21 @@ def demand_window(text: str) -> timedelta:
     if seconds > MAX_BACK.total_seconds():  # 99999999999d overflowed timedelta: a 500
         raise ValueError(f"window {text[:40]!r}: at most {MAX_BACK.days}d of recorded demand")
     return timedelta(seconds=seconds)
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+"""An integer query parameter: ASCII digits, an optional minus (``int()`` also reads ``1_0``,
+blanks and any script's digits, brk35), few enough for a database integer."""
+
+
+def int_param(name: str, raw: str | None, message: str) -> int | None:
+    """Query parameter ``name`` as an int: None when absent or empty; a 400 ``invalid`` with
+    ``message`` under ``name`` when it is not :data:`_INTEGER`."""
+    if raw is None or raw == "":
+        return None
+    if not _INTEGER.fullmatch(raw):
+        raise serializers.ValidationError({name: [message]}, code="invalid")
+    return int(raw)
 
 
 def refuse_unknown(params: Any, known: Iterable[str]) -> None:

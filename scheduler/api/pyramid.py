@@ -97,6 +97,8 @@ class PyramidView(FairwayAPIView):
             raise serializers.ValidationError({"until": ["out of range"]}) from None
         if since >= until:
             raise serializers.ValidationError({"since": ["must be before until"]})
+        if since >= now:  # nothing is counted after now: 0 % of 0 GPU-hours read as unavailable (brk35)
+            raise serializers.ValidationError({"since": ["the range starts in the future: nothing is counted there"]})
         if until - since > MAX_RANGE:
             raise serializers.ValidationError({"since": [f"at most {MAX_RANGE.days} days"]})
         clusters = Cluster.objects.order_by("name")

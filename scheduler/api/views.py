@@ -26,7 +26,7 @@ from config.pagination import FairwayLimitOffsetPagination
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
-from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, parse_instant, refuse_unknown
+from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, int_param, parse_instant, refuse_unknown
 from scheduler.api.serializers import (
     EVENT_ORDER,
     ROW_JSON,
@@ -65,6 +65,13 @@ HISTORY_MAX = 10_000
 """At most this many finished attempts in one history answer."""
 
 
+def _is_id(pk: object) -> bool:
+    """``pk`` is a row id: ASCII digits, few enough for a database integer (``"²".isdigit()`` is
+    true and its query's ``int("²")`` failed: a 500, brk35)."""
+    text = str(pk)
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 class WorkloadLogsMixin:
     """``GET /api/v1/workloads/{id}/logs/?attempt=N&tail=BYTES``: the tail of an attempt's log,
     fetched live from the agent(s) that ran it (its owner, members of its budget, and staff)."""
@@ -76,18 +83,15 @@ class WorkloadLogsMixin:
         404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
         from scheduler.gateway import attempt_log_tails
 
-        workload = Workload.objects.select_related("budget").filter(pk=pk).first() if str(pk).isdigit() else None
+        workload = Workload.objects.select_related("budget").filter(pk=pk).first() if _is_id(pk) else None
         if workload is None:
             raise no_such("workload", pk)
         if not may_read_private(request.user, workload, self.accessible_budget_ids):
             raise PermissionDenied("Only the workload's owner and members of its budget may read its logs.")
         values: dict[str, int | None] = {"tail": 16384, "attempt": None}
         for field in values:  # the refusal names the parameter that is not a number
-            raw = request.query_params.get(field)
-            try:
-                values[field] = int(raw) if raw not in (None, "") else values[field]
-            except (TypeError, ValueError):
-                raise ValidationError({field: [f"{field} is an integer."]}, code="invalid") from None
+            given = int_param(field, request.query_params.get(field), f"{field} is an integer.")
+            values[field] = given if given is not None else values[field]
         tail, number = int(values["tail"] or 0), values["attempt"]
         if not 0 <= tail <= MAX_LOG_TAIL_BYTES:
             raise ValidationError({"tail": [f"tail is 0..{MAX_LOG_TAIL_BYTES} bytes."]}, code="invalid")
@@ -322,10 +326,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         since = parse_instant("since", params.get("since"), now, now - timedelta(days=7))
         if not timedelta(0) < now - since <= MAX_BACK:
             raise ValidationError({"since": ["an instant in the past, at most 400 days back"]}, code="invalid")
-        try:
-            limit = int(params.get("limit") or HISTORY_MAX)
-        except ValueError:
-            raise ValidationError({"limit": ["an integer"]}, code="invalid") from None
+        limit = int_param("limit", params.get("limit"), "an integer")
+        limit = HISTORY_MAX if limit is None else limit
         if not 1 <= limit <= HISTORY_MAX:
             raise ValidationError({"limit": [f"1..{HISTORY_MAX}"]}, code="invalid")
         budget_ids = None

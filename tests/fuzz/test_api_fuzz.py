@@ -64,7 +64,7 @@ def test_api_answers_by_its_schema(case: Any, token: str) -> None:
     case.call_and_validate(
         headers={"Authorization": f"Token {token}"},
         # The schema cannot say which budgets, clusters or passwords exist: a schema-valid body may
-        # rightly be refused with 400; and DRF's pagination ignores a malformed offset rather than
-        # refusing it. Server errors and answers that break the schema are what must not happen.
+        # rightly be refused with 400. Server errors and answers that break the schema are what
+        # must not happen.
         excluded_checks=[schemathesis.checks.positive_data_acceptance, schemathesis.checks.negative_data_rejection],
     )

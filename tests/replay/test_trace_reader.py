@@ -114,3 +114,52 @@ def test_select_jobs_by_id_day_and_limit() -> None:
         select_jobs(jobs, start_job_id=42)
     with pytest.raises(ValueError, match="no job is submitted on or after day 9"):
         select_jobs(jobs, start_day=9)
+
+
+@pytest.mark.parametrize(
+    ("row", "column"),
+    [
+        ("1,0,a,1_0,60,60", "num_gpus"),  # read as 10 GPUs
+        ("1,0,a,1,6_0.0,60", "duration_s"),  # float() takes underscores too
+        ("1,0,a,\u0661\u0662,60,60", "num_gpus"),  # Arabic-Indic digits: 12 GPUs
+        ("1,\uff15,a,1,60,60", "submit_time_s"),  # a fullwidth 5
+        ("1,0,a,1,60,\u00b2", "duration_pcs_s"),
+    ],
+)
+def test_a_trace_number_is_ascii_digits_only(tmp_path: Path, row: str, column: str) -> None:
+    """brk35: ``int()`` read ``1_0`` as 10 and Arabic-Indic or fullwidth digits as numbers, so a
+    trace's typo or pasted text replayed jobs of another size; a number is ASCII digits (the API's
+    rule, ``scheduler.api.serializers._PLAIN_INT``), refused naming its column otherwise."""
+    with pytest.raises(TraceError) as caught:
+        read_trace(write(tmp_path, f"{HEADER}\n{row}\n"))
+    assert (caught.value.line, caught.value.column) == (2, column)
+    assert "not a number" in caught.value.problem
+
+
+@pytest.mark.parametrize("vc", ["a\x00b", '"a\nb"', "a\x1b[2Jb", "a\u202eb", "a\u200bb"])
+def test_a_trace_vc_holding_control_or_invisible_characters_is_refused(tmp_path: Path, vc: str) -> None:
+    """brk35: a VC is a budget's name in every report (``vc-<vc>``): a line break, an escape
+    sequence or an invisible character in it was taken, and broke the report's tables or named a
+    budget that prints like another."""
+    with pytest.raises(TraceError) as caught:
+        read_trace(write(tmp_path, f"{HEADER}\n1,0,{vc},1,60,60\n"))
+    assert caught.value.column == "vc" and "character" in caught.value.problem
+
+
+@pytest.mark.parametrize("text", ["\u0661\u0662", "\uff11h", "\u0661d"])
+def test_a_duration_is_ascii_digits_only(text: str) -> None:
+    """brk35: ``parse_duration`` (``since=``, ``--grace``, join token lifetimes) read
+    Arabic-Indic and fullwidth digits, which the API's submission durations refuse."""
+    from scheduler.trace import parse_duration
+
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration(text)
+
+
+def test_a_duration_of_too_many_digits_says_it_is_no_duration() -> None:
+    from scheduler.trace import parse_duration
+
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration("9" * 5000)
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration("\u00b2")

@@ -196,3 +196,27 @@ def test_an_email_without_an_email_verified_claim_is_copied_as_linking_trusts_it
     assert verified_email({"email": " a@b.org "}) == "a@b.org"
     assert verified_email({"email": "a@b.org", "email_verified": None}) == ""
     assert verified_email({"email_verified": True}) == "" and verified_email({"email": 3}) == ""
+
+
+@pytest.mark.parametrize("said", [False, "false"])
+def test_an_unverified_email_does_not_name_a_new_account(sso: Provider, org_tree, said):
+    """brk35: without ``preferred_username`` a new account was named after the email's local part
+    whether the provider vouched for the email or not: anyone who could put ``alice@…`` on an
+    account at the provider unproven got the Fairway account ``alice``, and on GPU hosts that map
+    user names through NSS (docs/isolation.md) their workloads ran as the host's ``alice``. Only a
+    verified email names an account (as only a verified one is copied or links); else ``sub``."""
+    add_person(sso, "mallory", groups=[], email="alice@lab.example.org", verified=said)
+    del sso.users["mallory"]["claims"]["preferred_username"]
+    client = Client()
+    assert sso_login(client, sso, "mallory")["Location"] == "/"
+    user = User.objects.get(pk=int(client.session["_auth_user_id"]))
+    assert user.username == "sub-mallory-0001"
+    assert not User.objects.filter(username="alice").exists()
+
+
+def test_a_verified_email_still_names_a_new_account_without_a_preferred_username(sso: Provider, org_tree):
+    add_person(sso, "kim", groups=[], email="kim.l@lab.example.org")
+    del sso.users["kim"]["claims"]["preferred_username"]
+    client = Client()
+    assert sso_login(client, sso, "kim")["Location"] == "/"
+    assert User.objects.get(pk=int(client.session["_auth_user_id"])).username == "kim.l"
