@@ -48,6 +48,16 @@ def queue(researcher, teammate, submit_kwargs, cluster) -> dict[str, Workload]:
     }
 
 
+@pytest.fixture
+def one_instant(queue, monkeypatch) -> None:
+    """The clock stopped once the queue is made: a running attempt's figures follow it, and an
+    answer and its oracle read a second apart differed by a digit under a loaded box."""
+    from django.utils import timezone
+
+    frozen = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: frozen)
+
+
 def _oracle(client: Any, pk: int) -> bytes:
     """The detail as every prefetch reads it, rendered with the view's context and renderer."""
     answer = client.get(f"{URL}{pk}/")
@@ -61,7 +71,11 @@ def _oracle(client: Any, pk: int) -> bytes:
     return JSONRenderer().render(data, renderer_context=answer.renderer_context)
 
 
-def test_the_detail_is_the_one_every_prefetch_reads(researcher_client, teammate_client, queue):
+def test_the_detail_is_the_one_every_prefetch_reads(researcher_client, teammate_client, queue, monkeypatch):
+    from django.utils import timezone
+
+    frozen = timezone.now()  # a running attempt's figures follow the clock: both reads at one instant
+    monkeypatch.setattr(timezone, "now", lambda: frozen)
     for name, workload in queue.items():
         for client in (researcher_client, teammate_client):
             answer = client.get(f"{URL}{workload.pk}/")
@@ -109,7 +123,7 @@ def test_a_workload_without_attempts_or_dependencies_costs_two_queries_less(
 
 
 def test_cancel_answers_the_detail_every_prefetch_reads(
-    researcher_client, teammate_client, queue, submit_kwargs, researcher
+    researcher_client, teammate_client, queue, submit_kwargs, researcher, one_instant
 ):
     fresh = do_submit_workload(researcher, **submit_kwargs(after=[queue["running"].pk]))
     for workload, client in (
