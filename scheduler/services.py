@@ -27,6 +27,7 @@ from accounts.models import User
 from accounts.services import is_manager, is_member
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES
 from budgets.models import Budget
+from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
@@ -501,10 +502,10 @@ def do_submit_workload(
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
-    elif not is_leaf(the_budget, tree):
-        refuse("not_a_leaf", "budget", f"Budget {the_budget.path} has sub-budgets; submit to one of them.")
-    elif the_budget.archived:
-        refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")
+    elif placed := submission_problem(
+        the_budget.path, has_children=not is_leaf(the_budget, tree), archived=the_budget.archived
+    ):
+        refuse(*placed)
 
     # The cluster and its hardware as this process keeps them (scheduler.hardware_memo): one cache
     # read of their version, no query while no cluster, host or GPU changed.
@@ -645,8 +646,8 @@ def do_submit_workload(
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
         archived, drawn = _share_lock_budget(the_budget.pk)
-        if archived:
-            raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
+        if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
+            raise SubmissionError(*placed)  # budget_archived: archived since the tree was read
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())

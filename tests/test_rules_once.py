@@ -235,3 +235,12 @@ def test_the_pass_calls_unschedulable_exactly_what_submission_refuses(sizes, req
         reason = decisions.pending.get(w.id)
         unschedulable = reason is not None and reason.reason == PendingReason.UNSCHEDULABLE
         assert unschedulable == (infeasible_request(sizes, w.model, w.gpus) is not None), (w, sizes)
+
+
+# --- the budget tree's structural refusals (DESIGN.md §3.7): budgets/rules.py
+
+
+@pytest.mark.parametrize("code", ["not_a_leaf", "budget_archived", "parent_has_work"])
+def test_budget_refusals_have_one_home_the_budget_rules(code: str) -> None:
+    """left35: the memory scenario backend and the services each spelled these refusals out."""
+    assert _defining(rf"[\"']{code}[\"']") == ["budgets/rules.py"]
