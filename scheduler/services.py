@@ -31,6 +31,7 @@ from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
+from scheduler.gpu_text import gpu_text_problem
 from scheduler.models import (
     GPU,
     Attempt,
@@ -41,7 +42,6 @@ from scheduler.models import (
     JoinToken,
     Workload,
     WorkloadEvent,
-    gpu_text_problem,
 )
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
@@ -525,13 +525,16 @@ def do_submit_workload(
         gpu_count = 0
     # CPU, memory and shared-memory requests (DESIGN.md §3.3; docs/resources.md)
     requests_ok = _check_requests(cpus, memory_bytes, shared_memory_bytes, refuse)
-    if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:
+    if not isinstance(gpu_model, str):
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
+    elif gpu_model and (model_problem := gpu_text_problem(gpu_model)):  # "": the cluster's one model
+        # The rule of a join's GPU models (ops35): "A100\u200b" or " A100" is not the model A100.
+        refuse("unknown_model", "gpu_model", f"gpu_model {model_problem}.")
     else:
         if the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
             gpu_model, problem = _check_size(
                 the_cluster,
-                gpu_model.strip(),
+                gpu_model,
                 gpu_count,
                 cpus if requests_ok else None,
                 memory_bytes if requests_ok else None,
