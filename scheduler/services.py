@@ -879,7 +879,10 @@ def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
     return out
 
 
-def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+    """A host's labels as stored (None: none), by the one rule of a join, a registration and the
+    admin's edit: short printable strings to strings, no empty key. Raises HostError
+    ``invalid_labels`` naming what is wrong (a control or invisible character as ``U+XXXX``)."""
     if labels is None:
         return {}
     if not isinstance(labels, Mapping) or not all(
@@ -945,7 +948,7 @@ def do_register_host(
     if not isinstance(name, str) or not HOST_NAME_RE.fullmatch(name):
         raise HostError("invalid_host_name", "name", "A host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric.")
     specs = _check_gpus(gpus)
-    clean_labels = _check_labels(labels)
+    clean_labels = check_labels(labels)
     token, digest = _new_host_token()
     with transaction.atomic():
         _refuse_taken(name, specs)

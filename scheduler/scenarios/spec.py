@@ -35,7 +35,7 @@ MAX_DURATION_S = 3650 * 86400  # any one duration
 MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
 START_RANGE = (1970, 2200)  # settings.start's year
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
-MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services._check_labels
+MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services.check_labels
 MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 STEP_KINDS = {
