@@ -1161,6 +1161,54 @@ def do_join_host(
 # Operator-settable states; ``drained`` is reached by the policy, ``offline`` by silence.
 SETTABLE_HOST_STATES = (Host.State.ACTIVE, Host.State.CORDONED, Host.State.DRAINING)
 
+HOST_ACTIONS: dict[str, tuple[str, bool]] = {
+    "cordon": (Host.State.CORDONED, False),
+    "drain": (Host.State.DRAINING, False),
+    "drain-now": (Host.State.DRAINING, True),
+    "resume": (Host.State.ACTIVE, False),
+}
+"""An operator's verbs on a host (the web page's buttons): the state each sets, and its drain_now."""
+
+
+def _returns_as(host: Host) -> str:
+    """The state an operator's change applies to: an offline host's state once its agent is back."""
+    if host.state == Host.State.OFFLINE:
+        return host.state_before_offline or Host.State.ACTIVE
+    return host.state
+
+
+def _state_target(current: str, state: str, drain_now: bool) -> str:
+    """The state ``state`` sets on a host now ``current``: draining an empty (drained) host keeps it drained."""
+    if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
+        return Host.State.DRAINED
+    return state
+
+
+def host_action_problem(host: Host, verb: str) -> str | None:
+    """Why operator action ``verb`` (a key of :data:`HOST_ACTIONS`) does not apply to ``host`` now,
+    or None: a removed host takes none; one that would change nothing is no action (resume of an
+    active host, or of an offline one that returns as active; a second cordon; drain of a draining
+    or drained host), nor is drain now of a drained, empty host. The one rule of the cluster page's buttons and
+    of the web action that refuses the others (``do_set_host_state`` stays idempotent for the API)."""
+    if host.removed_at is not None:
+        return f"Host {host.name} was removed from the cluster."
+    state, drain_now = HOST_ACTIONS[verb]
+    current = _returns_as(host)
+    target = _state_target(current, state, drain_now)
+    if current == Host.State.DRAINED and drain_now:
+        return f"Host {host.name} is drained (empty): there is nothing to drain now."
+    if verb == "drain" and current == Host.State.DRAINING:  # of a drain now too: not a way to slow it
+        return f"Host {host.name} is draining already."
+    if target == current and host.drain_now == drain_now:
+        where = f"offline and returns as {current}" if host.state == Host.State.OFFLINE else current
+        return f"Host {host.name} is {where}: nothing to {verb.replace('-', ' ')}."
+    return None
+
+
+def host_actions(host: Host) -> list[str]:
+    """The verbs of :data:`HOST_ACTIONS` that apply to ``host`` now (:func:`host_action_problem`)."""
+    return [verb for verb in HOST_ACTIONS if host_action_problem(host, verb) is None]
+
 
 def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = "", *, drain_now: bool = False) -> Host:
     """Cordon, drain, drain now (``state="draining", drain_now=True``) or resume (``"active"``) a host.
@@ -1184,10 +1232,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         if locked.removed_at is not None:
             raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
         offline = locked.state == Host.State.OFFLINE
-        current = (locked.state_before_offline or Host.State.ACTIVE) if offline else locked.state
-        target = state
-        if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
-            target = Host.State.DRAINED  # already empty: nothing to drain
+        current = _returns_as(locked)
+        target = _state_target(current, state, drain_now)
         if target == current and locked.drain_now == drain_now:
             return locked
         if target == Host.State.ACTIVE and locked.pending_inventory is not None:
