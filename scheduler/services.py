@@ -1188,8 +1188,9 @@ def host_action_problem(host: Host, verb: str) -> str | None:
     """Why operator action ``verb`` (a key of :data:`HOST_ACTIONS`) does not apply to ``host`` now,
     or None: a removed host takes none; one that would change nothing is no action (resume of an
     active host, or of an offline one that returns as active; a second cordon; drain of a draining
-    or drained host), nor is drain now of a drained, empty host. The one rule of the cluster page's buttons and
-    of the web action that refuses the others (``do_set_host_state`` stays idempotent for the API)."""
+    or drained host), nor is drain now of a drained, empty host. The one rule of the cluster page's
+    buttons and of the web action that refuses the others (``do_set_host_state`` stays idempotent
+    for the API and the admin: a repeat there is a no-op)."""
     if host.removed_at is not None:
         return f"Host {host.name} was removed from the cluster."
     state, drain_now = HOST_ACTIONS[verb]
