@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from budgets.rules import Refusal, parent_problem
 from config.memo import ForgettingQuerySet, VersionedMemo
 
 
@@ -33,14 +34,13 @@ def budget_name_problem(name: str) -> str | None:
     return None
 
 
-def placement_problem(name: str | None, parent: Budget | None, pk: int | None = None) -> tuple[str, str, str] | None:
+def placement_problem(name: str | None, parent: Budget | None, pk: int | None = None) -> Refusal | None:
     """Why a live budget named ``name`` cannot be placed under ``parent`` (None: as a root), as
     ``(code, field, message)``, or None when it can; ``pk``: the budget itself when it is saved
     again (it is no sibling or root besides itself). ``name`` None checks the root rule only.
 
-    The one rule of ``do_create_budget`` and the admin (``Budget.clean``): the parent is not
-    archived and has no unfinished workload of its own (DESIGN.md §3.7: workloads are submitted to
-    leaves; a parent's own queue would be served ahead of its children's, docs/policy.md); no live
+    The one rule of ``do_create_budget`` and the admin (``Budget.clean``): the parent takes
+    sub-budgets (:func:`budgets.rules.parent_problem`, which the memory scenario backend calls too); no live
     sibling has the name; and the tree has exactly one root, archived or not (the
     snapshot keeps archived budgets): a second one made every tick and the budget tree fail ("the
     share tree has 2 roots"), halting scheduling everywhere."""
@@ -52,18 +52,15 @@ def placement_problem(name: str | None, parent: Budget | None, pk: int | None = 
                 "parent",
                 f"The organisation has one root budget, {root.name}: choose a parent under it.",
             )
-    elif parent.archived_at is not None:
-        return "budget_archived", "parent", f"Budget {parent.path} is archived."
-    elif parent.pk is not None and not _stays_under(pk, parent):
-        unfinished = unfinished_workloads(parent)
-        if unfinished:
-            return (
-                "parent_has_work",
-                "parent",
-                f"Budget {parent.path} has {unfinished} unfinished workload{'s' if unfinished != 1 else ''}: "
-                "workloads are submitted to leaves, so it takes sub-budgets once they end "
-                "(let them finish or cancel them first).",
-            )
+    else:
+        archived = parent.archived_at is not None
+        # An edit under the parent it already has skips the count: a tree made before the rule works.
+        counted = not archived and parent.pk is not None and not _stays_under(pk, parent)
+        problem = parent_problem(
+            parent.path, archived=archived, unfinished=unfinished_workloads(parent) if counted else 0
+        )
+        if problem is not None:
+            return problem
     if name is not None:
         parent_id = parent.pk if parent is not None else None
         siblings = Budget.objects.filter(parent_id=parent_id, name=name, archived_at__isnull=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 
@@ -27,6 +29,8 @@ from scheduler.models import (
     WorkloadEvent,
 )
 from scheduler.services import (
+    HostError,
+    check_labels,
     do_cancel_workload,
     do_create_join_token,
     do_remove_host,
@@ -122,8 +126,24 @@ class HostEventInline(ReadOnlyMixin, admin.TabularInline):
     ordering = ["-id"]  # newest recorded first (HostEvent's order, reversed), whatever "at" says
 
 
+class HostForm(forms.ModelForm):
+    """The host's change page: its labels follow the rule of a join (:func:`check_labels`), so an
+    edit cannot store what a join refuses (a control or invisible character, an empty key)."""
+
+    class Meta:
+        model = Host
+        fields = ["labels"]
+
+    def clean_labels(self) -> dict[str, str]:
+        try:
+            return check_labels(self.cleaned_data.get("labels"))
+        except HostError as exc:
+            raise ValidationError(exc.message, code=exc.code) from None
+
+
 @admin.register(Host)
 class HostAdmin(admin.ModelAdmin):
+    form = HostForm
     list_display = [
         "name",
         "cluster",

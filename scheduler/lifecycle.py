@@ -25,7 +25,8 @@ from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
 from scheduler import histograms, metrics, notify
-from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent, gpu_text_problem
+from scheduler.gpu_text import gpu_text_problem
+from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def hello_gpu_problem(gpus: Sequence[GpuReport]) -> str | None:
     """Why a hello's GPU inventory cannot be registered, or None.
 
     Indices and UUIDs are unique within the hello (the database allows one GPU per index
-    and per UUID), UUID and model follow :func:`scheduler.models.gpu_text_problem` (as a join).
+    and per UUID), UUID and model follow :func:`scheduler.gpu_text.gpu_text_problem` (as a join).
     """
     seen_index: set[int] = set()
     seen_uuid: set[str] = set()

@@ -17,10 +17,11 @@ For one cluster and one hour ``[h, h + 1 h)``, in GPU-seconds:
   sample; a host that stopped reporting) is **not measured**, never 0 %: the utilization is the
   mean over the measured occupied time (:meth:`Pyramid.fractions`), and unknown when none was
   measured (docs/standing.md, "The pyramid").
-- **available**: GPU healthy (not ``unhealthy``) and host ``active``. GPU health has no history
-  and host states are only partly recorded as events, so the availability is **sampled**: the
-  roll-up, run by the clock right after the hour ends, takes the current host state and GPU
-  health as the state of the whole hour. To keep the pyramid, a GPU counted unavailable still
+- **available**: GPU healthy (not ``unhealthy``) and host ``active``. Host states and GPU health
+  are recorded only as audit events, not as a complete history (docs/standing.md, "Availability is
+  sampled"), so the availability is **sampled**: the roll-up, run by the clock right after the
+  hour ends (or later for a missed hour), takes the current host state and GPU health as the
+  state of the whole hour. To keep the pyramid, a GPU counted unavailable still
   counts its occupied seconds as available (it was up enough to run them).
 
 So ``registered ≥ available ≥ occupied ≥ measured ≥ utilized`` holds per GPU, hence per hour and per range.

@@ -27,9 +27,11 @@ from accounts.models import User
 from accounts.services import is_manager, is_member
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES
 from budgets.models import Budget
+from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
+from scheduler.gpu_text import gpu_text_problem
 from scheduler.models import (
     GPU,
     Attempt,
@@ -40,7 +42,6 @@ from scheduler.models import (
     JoinToken,
     Workload,
     WorkloadEvent,
-    gpu_text_problem,
 )
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
@@ -501,10 +502,10 @@ def do_submit_workload(
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
         refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
-    elif not is_leaf(the_budget, tree):
-        refuse("not_a_leaf", "budget", f"Budget {the_budget.path} has sub-budgets; submit to one of them.")
-    elif the_budget.archived:
-        refuse("budget_archived", "budget", f"Budget {the_budget.path} is archived and takes no new work.")
+    elif placed := submission_problem(
+        the_budget.path, has_children=not is_leaf(the_budget, tree), archived=the_budget.archived
+    ):
+        refuse(*placed)
 
     # The cluster and its hardware as this process keeps them (scheduler.hardware_memo): one cache
     # read of their version, no query while no cluster, host or GPU changed.
@@ -524,13 +525,16 @@ def do_submit_workload(
         gpu_count = 0
     # CPU, memory and shared-memory requests (DESIGN.md §3.3; docs/resources.md)
     requests_ok = _check_requests(cpus, memory_bytes, shared_memory_bytes, refuse)
-    if not isinstance(gpu_model, str) or len(gpu_model) > 64 or "\x00" in gpu_model:
+    if not isinstance(gpu_model, str):
         refuse("unknown_model", "gpu_model", "gpu_model is a GPU model name such as A100.")
+    elif gpu_model and (model_problem := gpu_text_problem(gpu_model)):  # "": the cluster's one model
+        # The rule of a join's GPU models (ops35): "A100\u200b" or " A100" is not the model A100.
+        refuse("unknown_model", "gpu_model", f"gpu_model {model_problem}.")
     else:
         if the_cluster is not None and _is_int(gpu_count) and gpu_count >= 1:
             gpu_model, problem = _check_size(
                 the_cluster,
-                gpu_model.strip(),
+                gpu_model,
                 gpu_count,
                 cpus if requests_ok else None,
                 memory_bytes if requests_ok else None,
@@ -645,8 +649,8 @@ def do_submit_workload(
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
         archived, drawn = _share_lock_budget(the_budget.pk)
-        if archived:
-            raise SubmissionError("budget_archived", "budget", f"Budget {the_budget.path} is archived.")
+        if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
+            raise SubmissionError(*placed)  # budget_archived: archived since the tree was read
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())
@@ -875,7 +879,10 @@ def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
     return out
 
 
-def _check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
+    """A host's labels as stored (None: none), by the one rule of a join, a registration and the
+    admin's edit: short printable strings to strings, no empty key. Raises HostError
+    ``invalid_labels`` naming what is wrong (a control or invisible character as ``U+XXXX``)."""
     if labels is None:
         return {}
     if not isinstance(labels, Mapping) or not all(
@@ -941,7 +948,7 @@ def do_register_host(
     if not isinstance(name, str) or not HOST_NAME_RE.fullmatch(name):
         raise HostError("invalid_host_name", "name", "A host name is 1-128 of [A-Za-z0-9._-], starting alphanumeric.")
     specs = _check_gpus(gpus)
-    clean_labels = _check_labels(labels)
+    clean_labels = check_labels(labels)
     token, digest = _new_host_token()
     with transaction.atomic():
         _refuse_taken(name, specs)
@@ -1154,6 +1161,55 @@ def do_join_host(
 # Operator-settable states; ``drained`` is reached by the policy, ``offline`` by silence.
 SETTABLE_HOST_STATES = (Host.State.ACTIVE, Host.State.CORDONED, Host.State.DRAINING)
 
+HOST_ACTIONS: dict[str, tuple[str, bool]] = {
+    "cordon": (Host.State.CORDONED, False),
+    "drain": (Host.State.DRAINING, False),
+    "drain-now": (Host.State.DRAINING, True),
+    "resume": (Host.State.ACTIVE, False),
+}
+"""An operator's verbs on a host (the web page's buttons): the state each sets, and its drain_now."""
+
+
+def _returns_as(host: Host) -> str:
+    """The state an operator's change applies to: an offline host's state once its agent is back."""
+    if host.state == Host.State.OFFLINE:
+        return host.state_before_offline or Host.State.ACTIVE
+    return host.state
+
+
+def _state_target(current: str, state: str, drain_now: bool) -> str:
+    """The state ``state`` sets on a host now ``current``: draining an empty (drained) host keeps it drained."""
+    if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
+        return Host.State.DRAINED
+    return state
+
+
+def host_action_problem(host: Host, verb: str) -> str | None:
+    """Why operator action ``verb`` (a key of :data:`HOST_ACTIONS`) does not apply to ``host`` now,
+    or None: a removed host takes none; one that would change nothing is no action (resume of an
+    active host, or of an offline one that returns as active; a second cordon; drain of a draining
+    or drained host), nor is drain now of a drained, empty host. The one rule of the cluster page's
+    buttons and of the web action that refuses the others (``do_set_host_state`` stays idempotent
+    for the API and the admin: a repeat there is a no-op)."""
+    if host.removed_at is not None:
+        return f"Host {host.name} was removed from the cluster."
+    state, drain_now = HOST_ACTIONS[verb]
+    current = _returns_as(host)
+    target = _state_target(current, state, drain_now)
+    if current == Host.State.DRAINED and drain_now:
+        return f"Host {host.name} is drained (empty): there is nothing to drain now."
+    if verb == "drain" and current == Host.State.DRAINING:  # of a drain now too: not a way to slow it
+        return f"Host {host.name} is draining already."
+    if target == current and host.drain_now == drain_now:
+        where = f"offline and returns as {current}" if host.state == Host.State.OFFLINE else current
+        return f"Host {host.name} is {where}: nothing to {verb.replace('-', ' ')}."
+    return None
+
+
+def host_actions(host: Host) -> list[str]:
+    """The verbs of :data:`HOST_ACTIONS` that apply to ``host`` now (:func:`host_action_problem`)."""
+    return [verb for verb in HOST_ACTIONS if host_action_problem(host, verb) is None]
+
 
 def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = "", *, drain_now: bool = False) -> Host:
     """Cordon, drain, drain now (``state="draining", drain_now=True``) or resume (``"active"``) a host.
@@ -1177,10 +1233,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         if locked.removed_at is not None:
             raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
         offline = locked.state == Host.State.OFFLINE
-        current = (locked.state_before_offline or Host.State.ACTIVE) if offline else locked.state
-        target = state
-        if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
-            target = Host.State.DRAINED  # already empty: nothing to drain
+        current = _returns_as(locked)
+        target = _state_target(current, state, drain_now)
         if target == current and locked.drain_now == drain_now:
             return locked
         if target == Host.State.ACTIVE and locked.pending_inventory is not None:

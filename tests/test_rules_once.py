@@ -3,6 +3,7 @@ needs one of these rules calls its single definition, and gives the same answer.
 
 from __future__ import annotations
 
+import json
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from agent import protocol
 from budgets.services import do_archive_budget, load_tree, normalized_shares
 from scheduler import lifecycle, services
+from scheduler.gpu_text import gpu_text_problem
 from scheduler.models import GPU, Workload
 from scheduler.policy import PendingReason, schedule
 from scheduler.policy.admission import gpu_shapes, infeasible_request
@@ -25,7 +27,15 @@ from scheduler.policy.standing import nominations_of
 from scheduler.policy.tree import BudgetTree
 from scheduler.reports import budget_standings
 from scheduler.scenarios.runner import MemoryBackend
-from scheduler.scenarios.spec import BudgetSpec, HostSpec, Scenario, Settings, WorkloadSpec
+from scheduler.scenarios.spec import (
+    BudgetSpec,
+    HostSpec,
+    Scenario,
+    ScenarioError,
+    Settings,
+    WorkloadSpec,
+    load_scenario,
+)
 from scheduler.services import SubmissionError, do_submit_workload
 from scheduler.sim import engine, simulate
 from scheduler.snapshot import load_snapshot
@@ -235,3 +245,48 @@ def test_the_pass_calls_unschedulable_exactly_what_submission_refuses(sizes, req
         reason = decisions.pending.get(w.id)
         unschedulable = reason is not None and reason.reason == PendingReason.UNSCHEDULABLE
         assert unschedulable == (infeasible_request(sizes, w.model, w.gpus) is not None), (w, sizes)
+
+
+# --- the budget tree's structural refusals (DESIGN.md §3.7): budgets/rules.py
+
+
+@pytest.mark.parametrize("code", ["not_a_leaf", "budget_archived", "parent_has_work"])
+def test_budget_refusals_have_one_home_the_budget_rules(code: str) -> None:
+    """left35: the memory scenario backend and the services each spelled these refusals out."""
+    assert _defining(rf"[\"']{code}[\"']") == ["budgets/rules.py"]
+
+
+# --- GPU model text (ops35): scheduler/gpu_text.py gpu_text_problem, the rule of a join
+
+BAD_MODELS = ["A100\u200b", "A100\x07", " A100", "A100 ", "\ufeffA100"]
+
+
+@pytest.mark.parametrize("model", BAD_MODELS)
+def test_submission_refuses_a_model_the_join_rule_refuses_with_its_words(researcher, submit_kwargs, model) -> None:
+    """left35: a submission checked only NUL and length, then stripped the blanks: "A100\\u200b" was
+    answered as an unknown model without naming the character, " A100" was taken as A100."""
+    problem = gpu_text_problem(model)
+    assert problem is not None
+    before = Workload.objects.count()
+    with pytest.raises(SubmissionError) as refused:
+        do_submit_workload(researcher, **submit_kwargs(gpu_model=model))
+    assert (refused.value.code, refused.value.field) == ("unknown_model", "gpu_model")
+    assert refused.value.message == f"gpu_model {problem}."
+    assert Workload.objects.count() == before
+
+
+@pytest.mark.parametrize("where", ["hosts", "pending"])
+@pytest.mark.parametrize("model", BAD_MODELS)
+def test_scenario_files_refuse_a_model_the_join_rule_refuses(tmp_path: Path, where: str, model: str) -> None:
+    """left35: the memory backend ran a host or workload model the db backend's join refuses."""
+    entry = {"hosts": f"{{name: h1, gpus: 2, model: {json.dumps(model)}}}", "pending": "{name: h1, gpus: 2}"}
+    work = f", model: {json.dumps(model)}" if where == "pending" else ""
+    path = tmp_path / "model.yaml"
+    path.write_text(
+        f"name: x\nhosts: [{entry[where]}]\nbudgets: [{{path: A}}]\n"
+        f"pending: [{{id: P, budget: A, gpus: 1, min_runtime: 1h{work}}}]\nsteps: [{{tick: {{}}}}]\n"
+    )
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(path)
+    assert refused.value.key.endswith(".model")
+    assert str(gpu_text_problem(model)) in str(refused.value)

@@ -65,11 +65,14 @@ from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
 from scheduler.services import (
+    HOST_ACTIONS,
     can_cancel,
     do_cancel_group,
     do_cancel_workload,
     do_set_host_state,
     do_submit_workload,
+    host_action_problem,
+    host_actions,
     may_read_private,
 )
 from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, parse_submission
@@ -612,6 +615,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 "open_attempts": len(attempts),
                 "protected_until": max(protected) if protected else None,
                 "state_reason": reason,
+                "actions": host_actions(host),  # the buttons: the actions that apply now
                 # an offline host's reason is that of the state it returns to: name that state
                 "returns_as": reason["kind"].replace("_", " ") if reason and host.state == Host.State.OFFLINE else "",
             }
@@ -633,28 +637,23 @@ def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
     return _render(request, "web/clusters.html", {"nav": "clusters", "sections": sections})
 
 
-HOST_VERBS = {
-    "cordon": (Host.State.CORDONED, False),
-    "drain": (Host.State.DRAINING, False),
-    "drain-now": (Host.State.DRAINING, True),
-    "resume": (Host.State.ACTIVE, False),
-}
-
-
 @login_required
 @require_POST
 def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     """Cordon, drain, drain now or resume a host: admins (staff) only. Anyone else is sent back
     to the cluster page with the reason (a bare "403 Forbidden" before, and a traceback logged
     by Django's handler for PermissionDenied): a warning line is logged."""
-    if verb not in HOST_VERBS:
+    if verb not in HOST_ACTIONS:
         raise Http404(f"no host action {verb!r}")
     host = get_object_or_404(Host, name=name)
     if not request.user.is_staff:
         logger.warning("host action %s on %s refused: %s is not an admin", verb, host.name, request.user)
         messages.error(request, f"{host.name}: only admins cordon, drain or resume hosts.")
         return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
-    state, now = HOST_VERBS[verb]
+    if problem := host_action_problem(host, verb):  # the rule of the page's buttons
+        messages.error(request, problem)
+        return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
+    state, now = HOST_ACTIONS[verb]
     try:
         # The whole reason: the service refuses one over 500 characters, as the API does (it was cut here: brk30)
         do_set_host_state(request.user, host, state, request.POST.get("reason", ""), drain_now=now)

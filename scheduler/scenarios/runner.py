@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from budgets.rules import parent_problem, submission_problem
 from scheduler.policy import Budget, GpuHealth, Host, HostState, UsageRecord
 from scheduler.policy.admission import infeasible_request
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
@@ -229,11 +230,12 @@ class MemoryBackend:
             if spec.budget not in e.budgets:
                 rejected[spec.id] = "unknown_budget"
                 continue
-            if any(b.parent == spec.budget for b in e.budgets.values()):
-                rejected[spec.id] = "not_a_leaf"
-                continue
-            if e.budgets[spec.budget].archived:
-                rejected[spec.id] = "budget_archived"
+            live_children = any(b.parent == spec.budget and not b.archived for b in e.budgets.values())
+            refused = submission_problem(
+                spec.budget, has_children=live_children, archived=e.budgets[spec.budget].archived
+            )
+            if refused is not None:  # the rule do_submit_workload applies (budgets.rules)
+                rejected[spec.id] = refused[0]
                 continue
             bad = infeasible_request(
                 [(h.model, h.size, h.cpus, h.memory) for h in e.hosts.values()],
@@ -290,9 +292,11 @@ class MemoryBackend:
     def create_budget(self, path: str, shares: int) -> None:
         for p, parent, s in expand_budgets([(path, shares)]):
             if p not in self.e.budgets:
-                busy = [w for w in self.e.workloads.values() if w.budget == parent and w.state in _UNFINISHED]
-                if busy:  # budgets.models.placement_problem's parent_has_work, as the db backend answers
-                    raise ValueError(f"budget {parent} has {len(busy)} unfinished workload(s): it takes no sub-budget")
+                busy = sum(1 for w in self.e.workloads.values() if w.budget == parent and w.state in _UNFINISHED)
+                # the rule do_create_budget applies (budgets.rules), as the db backend answers
+                refused = parent_problem(parent, archived=self.e.budgets[parent].archived, unfinished=busy)
+                if refused is not None:
+                    raise ValueError(refused[2])
                 self.e.add_budget(Budget(p, p.rsplit("/", 1)[-1], parent, s))
 
     def hold_budget(self, path: str, hold: bool) -> None:

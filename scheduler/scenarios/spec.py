@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from fairway_cli import strict_yaml
+from scheduler.gpu_text import gpu_text_problem
 from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import DURATION_RE, duration_seconds
 
@@ -34,8 +35,7 @@ MAX_DURATION_S = 3650 * 86400  # any one duration
 MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
 START_RANGE = (1970, 2200)  # settings.start's year
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
-MAX_MODEL = 64  # a GPU model's characters (scheduler.services._check_gpus)
-MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services._check_labels
+MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services.check_labels
 MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 STEP_KINDS = {
@@ -254,6 +254,15 @@ def _str(v: Any, file: str, key: str) -> str:
     return str(v)
 
 
+def _model(v: Any, file: str, key: str) -> str:
+    """A GPU model by the rule of a join and a submission (:func:`scheduler.gpu_text.gpu_text_problem`):
+    a model the db backend's services refuse was taken by the memory backend."""
+    model = _str(v, file, key)
+    if problem := gpu_text_problem(model):
+        raise ScenarioError(file, key, f"a GPU model {problem}")
+    return model
+
+
 def _budget_path(v: Any, file: str, key: str) -> str:
     """A budget's path: names of 1-100 characters joined by '/' (the rule of the db backend's Budget)."""
     path = _str(v, file, key)
@@ -293,7 +302,7 @@ def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
         budget=_str(d["budget"], file, f"{key}.budget"),
         gpus=_int(d["gpus"], file, f"{key}.gpus", 1),
         min_runtime=parse_duration(d["min_runtime"], file, f"{key}.min_runtime"),
-        model=_str(d.get("model", "H100"), file, f"{key}.model"),
+        model=_model(d.get("model", "H100"), file, f"{key}.model"),
         duration=parse_duration(d["duration"], file, f"{key}.duration") if "duration" in d else None,
         submitted_ago=parse_duration(d["submitted_ago"], file, f"{key}.submitted_ago")
         if "submitted_ago" in d
@@ -537,9 +546,7 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
         raise ScenarioError(file, f"{key}.name", "is required")
     name = _str(h["name"], file, f"{key}.name")
     gpus = _int(h.get("gpus", 8), file, f"{key}.gpus", 1, MAX_HOST_GPUS)
-    model = _str(h.get("model", "H100"), file, f"{key}.model")
-    if len(model) > MAX_MODEL:
-        raise ScenarioError(file, f"{key}.model", f"a GPU model is 1-{MAX_MODEL} characters")
+    model = _model(h.get("model", "H100"), file, f"{key}.model")
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
     labels = {str(k): str(v) for k, v in labels.items()}

@@ -309,3 +309,41 @@ def test_the_budget_forms_shares_input_offers_no_less_than_one(admin_web, org_tr
     html = admin_web.get(reverse(f"admin:budgets_budget_{page}", args=args)).content.decode()
     (shares,) = re.findall(r'<input[^>]*name="shares"[^>]*>', html)
     assert 'min="1"' in shares, shares
+
+
+def _host_form(labels: str) -> dict[str, str]:
+    """The host change page's post: its labels, and its read-only inlines' empty management forms."""
+    data = {"labels": labels, "_continue": "1"}
+    for inline in ("gpus", "events"):
+        data |= {f"{inline}-{k}": "0" for k in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS")}
+        data[f"{inline}-MAX_NUM_FORMS"] = "1000"
+    return data
+
+
+@pytest.mark.parametrize(
+    ("labels", "said"),
+    [
+        ('{"rack": "r1\\u001b[2J"}', "U+001B"),  # an escape sequence: rewrites the terminal showing it
+        ('{"rack\\u200b": "r1"}', "U+200B"),  # prints like "rack", is another key
+        ('{"": "r1"}', "A label key is not empty"),
+        ('["rack"]', "Labels map short strings to strings"),
+    ],
+)
+def test_a_host_label_edit_is_held_to_the_join_rule(admin_web, hosts, labels, said):
+    """left35: the host's change page saved labels a join refuses (``check_labels``): a control or
+    invisible character, an empty key, a list. Now the form says what the join says; nothing saved."""
+    host = hosts["a100-1"]
+    before = Host.objects.get(pk=host.pk).labels
+    url = reverse("admin:scheduler_host_change", args=[host.pk])
+    response = admin_web.post(url, _host_form(labels))
+    assert response.status_code == 200
+    assert said in response.content.decode()
+    assert Host.objects.get(pk=host.pk).labels == before
+
+
+def test_a_host_label_edit_within_the_rule_is_saved(admin_web, hosts):
+    host = hosts["a100-1"]
+    url = reverse("admin:scheduler_host_change", args=[host.pk])
+    response = admin_web.post(url, _host_form('{"rack": "r2"}'))
+    assert response.status_code == 302
+    assert Host.objects.get(pk=host.pk).labels == {"rack": "r2"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -160,3 +161,58 @@ def test_a_scenario_adding_a_budget_under_busy_work_is_refused_by_both_backends(
         if backend_name == "db":
             backend.close()
     assert "steps[1].create_budget" in str(info.value) and "unfinished workload" in str(info.value)
+
+
+def _run_on(backend_name: str, path: Any) -> str:
+    """Run scenario ``path`` on the memory or the db backend: its ScenarioError's text, its failed
+    expectations, or "" when it passes."""
+    from scheduler.scenarios.runner import MemoryBackend, run_scenario
+    from scheduler.scenarios.spec import ScenarioError
+
+    if backend_name == "db":
+        from scheduler.scenarios.db_backend import DbBackend
+
+        backend: Any = DbBackend(scratch_db=False)
+    else:
+        backend = MemoryBackend()
+    try:
+        return "; ".join(str(f) for f in run_scenario(str(path), backend).failures)
+    except ScenarioError as exc:
+        return str(exc)
+    finally:
+        if backend_name == "db":
+            backend.close()
+
+
+BOTH_BACKENDS = ["memory", pytest.param("db", marks=pytest.mark.django_db(transaction=True))]
+
+
+@pytest.mark.parametrize("backend_name", BOTH_BACKENDS)
+def test_a_scenario_adding_a_budget_under_an_archived_one_is_refused_by_both_backends(tmp_path, backend_name):
+    """left35: the memory backend restated the budget refusals and left one out: it created a
+    budget under an archived parent, which ``do_create_budget`` (the db backend) refuses. Both now
+    call ``budgets.rules.parent_problem``: one refusal, in the same words."""
+    path = tmp_path / "archived.yaml"
+    path.write_text(
+        "name: x\nhosts: [{name: h1, gpus: 2}]\nbudgets: [{path: A}, {path: B}]\n"
+        "steps: [{archive_budget: A}, {create_budget: {path: A/a1}}]\n"
+    )
+    error = _run_on(backend_name, path)
+    assert "steps[1].create_budget" in error and "Budget A is archived." in error
+
+
+@pytest.mark.parametrize("backend_name", BOTH_BACKENDS)
+def test_a_scenario_submits_to_a_budget_whose_children_are_all_archived_on_both_backends(tmp_path, backend_name):
+    """left35: archived sub-budgets do not make a budget a parent (``budgets.services.is_leaf``);
+    the memory backend's own copy of ``not_a_leaf`` counted them and refused what the db backend
+    accepts. Both now ask ``budgets.rules.submission_problem``."""
+    path = tmp_path / "leaf_again.yaml"
+    path.write_text(
+        "name: x\nhosts: [{name: h1, gpus: 2}]\nbudgets: [{path: A}, {path: A/a1}, {path: B}]\n"
+        "steps:\n"
+        "- {archive_budget: A/a1}\n"
+        "- {submit: [{id: w, budget: A, gpus: 1, min_runtime: 1h}]}\n"
+        "- {tick: {}}\n"
+        "- {expect: {running: [w]}}\n"
+    )
+    assert _run_on(backend_name, path) == ""

@@ -218,6 +218,45 @@ def test_only_admins_operate_hosts_from_the_cluster_page(browser, admin_browser,
     assert reason is not None and reason.group(1).startswith("by admin, ") and reason.group(1).endswith(": fan")
 
 
+def _buttons(client: Client, host: str) -> list[str]:
+    """The action buttons of ``host``'s row on the clusters page."""
+    page = client.get("/clusters/").content.decode()
+    row = re.search(rf'<tr id="host-{host}">(.*?)</tr>', page, re.S)
+    assert row is not None
+    return re.findall(r"<button[^>]*>([^<]+)</button>", row.group(1))
+
+
+@pytest.mark.parametrize(
+    ("state", "returns_as", "drain_now", "buttons"),
+    [
+        ("offline", "active", False, ["Cordon", "Drain", "Drain now"]),  # was offered Resume: a no-op "resumed"
+        ("offline", "cordoned", False, ["Drain", "Drain now", "Resume"]),
+        ("offline", "draining", False, ["Cordon", "Drain now", "Resume"]),  # was offered Drain
+        ("active", "active", False, ["Cordon", "Drain", "Drain now"]),
+        ("draining", "active", True, ["Cordon", "Resume"]),
+        ("drained", "active", False, ["Cordon", "Resume"]),
+    ],
+)
+def test_the_cluster_page_offers_only_the_actions_that_apply(
+    admin_browser, hosts, state, returns_as, drain_now, buttons
+):
+    """left35: an offline host was offered Resume whatever it returned as; resuming one that returns
+    as active changed nothing and said "resumed". The buttons are ``host_actions``, one rule."""
+    Host.objects.filter(name="a100-1").update(state=state, state_before_offline=returns_as, drain_now=drain_now)
+    assert _buttons(admin_browser, "a100-1") == buttons
+
+
+def test_an_action_that_does_not_apply_is_refused_with_the_reason(admin_browser, hosts):
+    """left35: a posted Resume of an offline host that returns as active was answered "resumed"."""
+    Host.objects.filter(name="a100-1").update(state="offline", state_before_offline="active")
+    events = HostEvent.objects.count()
+    page = admin_browser.post("/hosts/a100-1/resume/", follow=True).content.decode()
+    assert "Host a100-1 is offline and returns as active: nothing to resume." in page
+    assert "a100-1: resumed." not in page
+    assert HostEvent.objects.count() == events
+    assert Host.objects.filter(name="a100-1", state="offline", state_before_offline="active").exists()
+
+
 def test_metrics_page_shows_the_pyramid_of_the_last_week(browser, cluster):
     from datetime import timedelta
 

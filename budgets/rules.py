@@ -1,0 +1,44 @@
+"""The budget tree's structural refusals as pure predicates: no ORM, no clock.
+
+One statement of each rule (STYLE.md), called by every surface that applies it: the services
+(``do_submit_workload``, ``do_create_budget``), the admin (``Budget.clean`` through
+:func:`budgets.models.placement_problem`) and both scenario backends (the memory backend calls
+these directly, the db backend through the services). Each returns ``(code, field, message)``, the
+refusal as :class:`budgets.services.BudgetError` and :class:`scheduler.services.SubmissionError`
+carry it, or None when the rule allows the change.
+"""
+
+from __future__ import annotations
+
+Refusal = tuple[str, str, str]
+"""``(code, field, message)``: a refusal's stable code, the input field it names, its sentence."""
+
+
+def submission_problem(path: str, *, has_children: bool, archived: bool) -> Refusal | None:
+    """Why budget ``path`` takes no new workload, or None: workloads are submitted to leaves
+    (``not_a_leaf``, DESIGN.md §3.7) and an archived budget takes no new work
+    (``budget_archived``). ``has_children``: it has a live sub-budget (archived ones do not make
+    it a parent, :func:`budgets.services.is_leaf`)."""
+    if has_children:
+        return "not_a_leaf", "budget", f"Budget {path} has sub-budgets; submit to one of them."
+    if archived:
+        return "budget_archived", "budget", f"Budget {path} is archived and takes no new work."
+    return None
+
+
+def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | None:
+    """Why budget ``path`` takes no new sub-budget, or None: it is archived (``budget_archived``)
+    or has ``unfinished`` workloads of its own (``parent_has_work``; DESIGN.md §3.7: workloads are
+    submitted to leaves, and a parent's own queue would be served ahead of its children's,
+    docs/policy.md). ``unfinished``: its own pending, starting, running or preempting workloads."""
+    if archived:
+        return "budget_archived", "parent", f"Budget {path} is archived."
+    if unfinished:
+        return (
+            "parent_has_work",
+            "parent",
+            f"Budget {path} has {unfinished} unfinished workload{'s' if unfinished != 1 else ''}: "
+            "workloads are submitted to leaves, so it takes sub-budgets once they end "
+            "(let them finish or cancel them first).",
+        )
+    return None
