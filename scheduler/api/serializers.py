@@ -743,6 +743,10 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
         help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
     )
     silent_hosts = serializers.SerializerMethodField()
+    # ``""`` until the attempt is asked to stop / ends: declared, as a read-only model field loses
+    # ``allow_blank`` and the schema's enum left the blank out.
+    stop_reason = serializers.ChoiceField(choices=Attempt.EndReason.choices, allow_blank=True, read_only=True)
+    end_reason = serializers.ChoiceField(choices=Attempt.EndReason.choices, allow_blank=True, read_only=True)
 
     class Meta:
         model = Attempt
@@ -807,7 +811,9 @@ report and the tick lock it first), so their ids follow the order they were comm
 
 
 class WorkloadEventSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.username", read_only=True, default=None)
+    actor = serializers.CharField(
+        source="actor.username", read_only=True, default=None, allow_null=True, help_text="null: no person's doing"
+    )
 
     class Meta:
         model = WorkloadEvent
