@@ -160,6 +160,18 @@ class _SizeField(PassThroughField):
     {
         "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
         "nullable": True,
+        "description": "size of /dev/shm: bytes, or a size like 8G (binary units), at most memory; "
+        "null: the runtime's default /dev/shm",
+    }
+)
+class _ShmField(PassThroughField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
+        "nullable": True,
         "description": "CPUs per host; null: the host's per-GPU share",
     }
 )
@@ -386,7 +398,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     min_runtime = _DurationField()
     cpus = _CpusField(required=False, allow_null=True)
     memory = _SizeField(required=False, allow_null=True)
-    shared_memory = _SizeField(required=False, allow_null=True)
+    shared_memory = _ShmField(required=False, allow_null=True)
     mounts = _NamesField(required=False, allow_null=True)
     max_runtime = _OptionalDurationField(required=False, allow_null=True)
     retries = _CountField(required=False, allow_null=True)
