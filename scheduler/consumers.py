@@ -59,6 +59,7 @@ def _close_reason(why: str) -> str:
     """``why`` as a close frame's reason: at most 123 bytes of UTF-8, cut at a character."""
     return why.encode()[:MAX_CLOSE_REASON_BYTES].decode(errors="ignore")
 
+
 CLOSE_SUPERSEDED = 4409
 """Close code of a connection replaced by a newer one with the same host token (docs/deploy.md)."""
 MAX_PENDING_LOG_REQUESTS = 64

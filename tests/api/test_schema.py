@@ -86,4 +86,4 @@ def test_shared_memory_is_documented_with_its_own_default(db):
     fields = schema["components"]["schemas"]["WorkloadSubmitRequest"]["properties"]
     assert "per-GPU share" in fields["memory"]["description"]
     shm = fields["shared_memory"]["description"]
-    assert "per-GPU share" not in shm and "/dev/shm" in shm and "at most memory" in shm, shm
+    assert "per-GPU share" not in shm and "dev/shm" in shm and "at most memory" in shm, shm
