@@ -251,7 +251,8 @@ class HostAdmin(admin.ModelAdmin):
         if request.POST.get("confirm") != "yes":
             hosts = list(queryset.select_related("cluster").order_by("name"))
             count = len(hosts)
-            title = f"Remove {count} host{'' if count == 1 else 's'} from {'its' if count == 1 else 'their'} cluster for good?"
+            hosts_word, their = ("host", "its") if count == 1 else ("hosts", "their")
+            title = f"Remove {count} {hosts_word} from {their} cluster for good?"
             context = {
                 **self.admin_site.each_context(request),
                 "title": title,
