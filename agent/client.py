@@ -221,7 +221,7 @@ class Agent:
             if ws.close_code == CLOSE_SUPERSEDED:
                 log.error("the server accepted a newer connection with this host's token: does another agent use it?")
             elif ws.close_code == CLOSE_UNAUTHORIZED:
-                log.error("the server refused the host token (rotated or revoked?)")
+                log.error("the server refused the host token: %s", ws.close_reason or "rotated or revoked?")
             delay = next(self._delays)
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)

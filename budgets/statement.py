@@ -4,7 +4,8 @@
 (day, project = leaf path, user). Attempts count from ``started_at`` to ``ended_at`` (or now), each
 in whole seconds as an attempt is charged, times their GPUs, split across day boundaries pro-rata;
 an attempt is *allocated* when it ran funded (``allocated`` and not ``unfunded``), else
-unallocated. Usage entries (imports, history) are allocated, without a user: an interval entry is
+unallocated. Usage entries (imports, history) are allocated, without a user (an imported Slurm job's
+row names its ``sacct`` user, kept in the entry's note): an interval entry is
 split like an attempt, a lump counts on its ``end`` day. Days are UTC dates, ``since`` and ``until`` inclusive.
 """
 
@@ -137,14 +138,18 @@ def budget_statement(budget: Budget, since: date, until: date, *, now: datetime 
     entries = UsageEntry.objects.filter(budget_id__in=ids, end__gte=lo).filter(
         Q(gpus__isnull=True, end__lt=hi) | Q(gpus__isnull=False, start__lt=hi)
     )
-    for entry in entries.values_list("budget_id", "start", "end", "gpus", "gpu_seconds"):
-        budget_id, start, end, gpus, lump = entry
+    from scheduler.history import sacct_note_user
+
+    for entry in entries.values_list("budget_id", "start", "end", "gpus", "gpu_seconds", "note"):
+        budget_id, start, end, gpus, lump, note = entry
         project = paths.get(budget_id, str(budget_id))
+        # an imported Slurm job's user (its note): the statement is by user, imports included
+        user = sacct_note_user(note) or USAGE_ENTRY_USER
         if gpus is None:
-            acc[(end.astimezone(UTC).date(), project, USAGE_ENTRY_USER)][0] += lump
+            acc[(end.astimezone(UTC).date(), project, user)][0] += lump
         else:
             for day, seconds in _split(start, end, lo, hi):
-                acc[(day, project, USAGE_ENTRY_USER)][0] += seconds * gpus
+                acc[(day, project, user)][0] += seconds * gpus
     return [
         StatementRow(day, project, user, allocated, unallocated)
         for (day, project, user), (allocated, unallocated) in sorted(acc.items())

@@ -1197,7 +1197,15 @@ def host_reason(host: dict[str, Any]) -> str:
         return ""
     by = f" by {reason['by']}" if reason.get("by") else ""
     message = reason.get("message") or "no reason given"
-    return f"{reason['kind'].replace('_', ' ')}{by} at {when(reason.get('at'))}: {message}"
+    kind = reason["kind"]
+    # the operator's action, true while the host drains and once it is drained ("draining by
+    # lead" beside the state "drained" read as two states: tryout35)
+    action = REASON_ACTIONS.get(kind, kind.replace("_", " "))
+    return f"{action}{by} at {when(reason.get('at'))}: {message}"
+
+
+REASON_ACTIONS = {"draining": "drain asked", "drain_now": "drain now asked", "inventory_held": "inventory held"}
+"""The API's ``state_reason.kind`` (the host event that took it out of placement) as the action."""
 
 
 def host_isolation(host: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from config.errors import ServiceError
 from scheduler.lifecycle import do_approve_host_inventory
@@ -264,7 +265,21 @@ class HostAdmin(admin.ModelAdmin):
         messages.success(request, f"Token of {done} host(s) revoked; their agent connections were closed.")
 
     @admin.action(description="Remove from the cluster for good (decommissioned; drain it first)")
-    def remove_hosts(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+    def remove_hosts(self, request: HttpRequest, queryset: QuerySet[Host]) -> TemplateResponse | None:
+        """Asks first (a removal cannot be undone and the name stays taken; ``fairway hosts
+        remove`` asks for ``--yes``): a page naming each host and its state, then the removal."""
+        if request.POST.get("confirm") != "yes":
+            hosts = list(queryset.select_related("cluster").order_by("name"))
+            count = len(hosts)
+            hosts_word, their = ("host", "its") if count == 1 else ("hosts", "their")
+            title = f"Remove {count} {hosts_word} from {their} cluster for good?"
+            context = {
+                **self.admin_site.each_context(request),
+                "title": title,
+                "hosts": hosts,
+                "opts": self.model._meta,
+            }
+            return TemplateResponse(request, "admin/scheduler/host/remove_confirmation.html", context)
         _each(
             request,
             queryset,

@@ -51,6 +51,15 @@ from scheduler.models import Attempt, Host
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHORIZED = 4401
+MAX_CLOSE_REASON_BYTES = 123
+"""A close frame's reason (RFC 6455 §5.5: a control frame's payload ≤ 125 bytes, 2 of them the code)."""
+
+
+def _close_reason(why: str) -> str:
+    """``why`` as a close frame's reason: at most 123 bytes of UTF-8, cut at a character."""
+    return why.encode()[:MAX_CLOSE_REASON_BYTES].decode(errors="ignore")
+
+
 CLOSE_SUPERSEDED = 4409
 """Close code of a connection replaced by a newer one with the same host token (docs/deploy.md)."""
 MAX_PENDING_LOG_REQUESTS = 64
@@ -246,7 +255,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
             # the host and the reason when known, never the token (the IP alone named nobody: ops35)
             why = await _link_refusal(token)
             logger.warning("agent connection refused: %s (from %s)", why, self.scope.get("client"))
-            await self.close(code=CLOSE_UNAUTHORIZED)
+            # and the agent is told it too (its log said "rotated or revoked?" to a removed host)
+            await self.close(code=CLOSE_UNAUTHORIZED, reason=_close_reason(why))
             return
         self.host = host
         self.generation = host.link_generation
@@ -386,7 +396,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if self.host is not None:
             gateway.hub().unregister(self.host.pk, self)
             logger.warning("closing the connection of host %s: %s", self.host.name, why)
-        await self.close(code=code)
+        await self.close(code=code, reason=_close_reason(why))
 
     async def agent_superseded(self, event: dict[str, Any]) -> None:
         """Group event ``agent.superseded``: a newer connection of this host was accepted."""

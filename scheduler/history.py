@@ -331,6 +331,15 @@ SACCT_NOTE = "sacct job {job} user {user}"
 of the same job is recognised (:func:`imported_sacct_jobs`)."""
 
 
+def sacct_note_user(note: str) -> str | None:
+    """The Slurm user of an imported job's usage interval (:data:`SACCT_NOTE`), None for any other
+    note (an entry an admin typed in). The import checked it names an existing user."""
+    prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]
+    if not note.startswith(prefix) or sep not in note:
+        return None
+    return note[note.rindex(sep) + len(sep) :] or None
+
+
 def imported_sacct_jobs(cluster: Cluster) -> set[str]:
     """The JobIDs of the Slurm jobs already imported on ``cluster`` (their usage intervals' notes)."""
     prefix, sep = SACCT_NOTE.split("{job}")[0], SACCT_NOTE.split("{job}")[1].split("{user}")[0]

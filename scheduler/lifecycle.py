@@ -1446,7 +1446,10 @@ def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
             workload_id=wid,
             at=now,
             kind="canceled",
-            message=f"canceled: workload {doomed[wid][0]} it waited for (after :ok) ended {doomed[wid][1]}",
+            message=(
+                f"canceled: workload {doomed[wid][0]}, which it waited for (after {doomed[wid][0]}:ok), "
+                f"ended {doomed[wid][1]}"
+            ),
             data={"dependency": doomed[wid][0], "dependency_state": doomed[wid][1]},
         )
         for wid in ids

@@ -726,10 +726,11 @@ def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
 
 def _hosts_taking_no_work(workload: Workload) -> str:
     """The hosts of the workload's cluster and GPU model that take no new work (cordoned,
-    draining, drained, offline), with their GPUs, in one sentence; empty when every such host is
+    draining, drained, offline; not removed ones), with their GPUs, in one sentence; empty when every such host is
     active. Without it, a cluster cordoned whole (e.g. after failed starts) read as busy. One query."""
     rows = (
-        Host.objects.filter(cluster_id=workload.cluster_id, gpus__model=workload.gpu_model)
+        # a removed host is out of the cluster for good (its GPUs count nowhere): not named
+        Host.objects.filter(cluster_id=workload.cluster_id, gpus__model=workload.gpu_model, removed_at__isnull=True)
         .exclude(state=Host.State.ACTIVE)
         .values_list("name", "state")
         .annotate(n=Count("gpus"))

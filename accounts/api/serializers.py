@@ -31,6 +31,9 @@ class MeSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     """The requester: identity, memberships, and the budget paths they may submit to."""
 
     memberships = MembershipSerializer(many=True, read_only=True)
+    # Blank for an account made without one (the admin's add form): the model field's
+    # ``blank=True`` is dropped from a read-only field, and the schema said ``format: email``.
+    email = serializers.EmailField(read_only=True, allow_blank=True)
     submit_budgets = serializers.SerializerMethodField()
 
     class Meta:

@@ -160,6 +160,18 @@ class _SizeField(PassThroughField):
     {
         "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
         "nullable": True,
+        "description": "size of /dev/shm: bytes, or a size like 8G (binary units), at most memory; "
+        "null: the runtime's default /dev/shm",
+    }
+)
+class _ShmField(PassThroughField):
+    pass
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
+        "nullable": True,
         "description": "CPUs per host; null: the host's per-GPU share",
     }
 )
@@ -386,7 +398,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     min_runtime = _DurationField()
     cpus = _CpusField(required=False, allow_null=True)
     memory = _SizeField(required=False, allow_null=True)
-    shared_memory = _SizeField(required=False, allow_null=True)
+    shared_memory = _ShmField(required=False, allow_null=True)
     mounts = _NamesField(required=False, allow_null=True)
     max_runtime = _OptionalDurationField(required=False, allow_null=True)
     retries = _CountField(required=False, allow_null=True)
@@ -743,6 +755,10 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
         help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
     )
     silent_hosts = serializers.SerializerMethodField()
+    # ``""`` until the attempt is asked to stop / ends: declared, as a read-only model field loses
+    # ``allow_blank`` and the schema's enum left the blank out.
+    stop_reason = serializers.ChoiceField(choices=Attempt.EndReason.choices, allow_blank=True, read_only=True)
+    end_reason = serializers.ChoiceField(choices=Attempt.EndReason.choices, allow_blank=True, read_only=True)
 
     class Meta:
         model = Attempt
@@ -807,7 +823,9 @@ report and the tick lock it first), so their ids follow the order they were comm
 
 
 class WorkloadEventSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.username", read_only=True, default=None)
+    actor = serializers.CharField(
+        source="actor.username", read_only=True, default=None, allow_null=True, help_text="null: no person's doing"
+    )
 
     class Meta:
         model = WorkloadEvent

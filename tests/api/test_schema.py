@@ -76,3 +76,14 @@ def test_api_root_is_authenticated_and_in_the_schema(db):
     schema = yaml.safe_load(APIClient().get("/api/schema/").content)
     root = schema["paths"]["/api/v1/"]["get"]
     assert root["summary"] == "The API's endpoints" and "200" in root["responses"]
+
+
+def test_shared_memory_is_documented_with_its_own_default(db):
+    """tryout35: the schema said ``shared_memory`` null meant "the host's per-GPU share", as for
+    ``memory``; a left-out shared memory is the runtime's default ``/dev/shm`` (docs/resources.md,
+    ``fairway submit --shm``) and it is at most ``memory``."""
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    fields = schema["components"]["schemas"]["WorkloadSubmitRequest"]["properties"]
+    assert "per-GPU share" in fields["memory"]["description"]
+    shm = fields["shared_memory"]["description"]
+    assert "per-GPU share" not in shm and "dev/shm" in shm and "at most memory" in shm, shm

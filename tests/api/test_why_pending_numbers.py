@@ -240,3 +240,22 @@ def test_the_numbers_have_the_sentences_digits_on_every_surface(blocked, researc
         assert f"{texts[1]} " in why["sentence"] and f"of {texts[2]}" in why["sentence"]
         assert "".join(f'<td class="num">{t}</td>' for t in texts) in html
         assert f"used {texts[0]} GPU-h, committed {texts[1]} GPU-h, entitled {texts[2]} GPU-h" in out
+
+
+def test_a_removed_host_is_not_named_among_those_taking_no_new_work(researcher, cluster, hosts, submit_kwargs):
+    """tryout35: after ``fairway hosts remove node3`` (drained, then removed: out of the cluster for
+    good, its GPUs out of every count), a waiting workload still read "2 H100 GPUs are on hosts that
+    take no new work (drained: node3)". A removed host is no longer the cluster's: not named."""
+    from scheduler.models import Host
+    from scheduler.services import do_remove_host
+
+    Host.objects.filter(pk=hosts["a100-2"].pk).update(state=Host.State.DRAINED)
+    do_remove_host(None, Host.objects.get(pk=hosts["a100-2"].pk))
+    Host.objects.filter(pk=hosts["a100-1"].pk).update(state=Host.State.CORDONED)
+    waiting = do_submit_workload(researcher, **submit_kwargs(gpu_model="A100", gpu_count=8))
+    Workload.objects.filter(pk=waiting.pk).update(pending_reason="insufficient_gpus")
+    waiting.refresh_from_db()
+
+    sentences = reports.explain_pending(waiting).sentences
+    assert "8 A100 GPUs are on hosts that take no new work (cordoned: a100-1)." in sentences, sentences
+    assert not any("a100-2" in line for line in sentences), sentences

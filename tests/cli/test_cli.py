@@ -379,3 +379,21 @@ def test_a_duration_names_every_unit_between_its_first_and_last(seconds, text):
     from fairway_cli.cli import duration
 
     assert duration(seconds) == text
+
+
+def test_hosts_reason_of_a_drained_host_does_not_say_draining(cli, admin, hosts):
+    """tryout35: a drained host's line under the table read "node1: draining by lead at …: bios"
+    beside its state ``drained``: the line named the event (``draining``). It now names the
+    operator's action, true in either state: "drain asked by …"."""
+    from scheduler.models import Host
+    from scheduler.services import do_set_host_state
+
+    do_set_host_state(admin, hosts["a100-1"], "draining", "bios update")
+    Host.objects.filter(pk=hosts["a100-1"].pk).update(state=Host.State.DRAINED)  # the tick's, once empty
+    assert cli("login", "-u", "admin", "--password-stdin", stdin=PASSWORD + "\n")[0] == EXIT_OK
+
+    code, out, _ = cli("hosts")
+
+    assert code == EXIT_OK
+    [reason] = [line for line in out.splitlines() if line.startswith("a100-1: ")]
+    assert reason.startswith("a100-1: drain asked by admin at ") and reason.endswith(": bios update"), reason

@@ -239,3 +239,21 @@ def test_join_without_a_server_fails_in_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and done.stderr.startswith("join: cannot reach") and done.stderr.count("\n") == 1
     assert not (tmp_path / "a.yaml").exists()
+
+
+@pytest.mark.django_db
+def test_create_join_token_says_how_to_name_the_server_when_it_cannot(capsys, settings) -> None:
+    """tryout35: without FAIRWAY_PUBLIC_URL the command printed "curl -fsSL http://SERVER/agent/…"
+    and nothing more: pasted as printed on the new host, curl could not resolve SERVER. It now
+    says that SERVER is to be replaced, and how to have it printed (the admin's action knows it)."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "PUBLIC_URL": ""}
+    Cluster.objects.create(name="c1")
+    call_command("create_join_token", "--cluster", "c1")
+    _out, err = capsys.readouterr()
+    assert "http://SERVER/agent/install.sh" in err
+    assert "replace SERVER" in err and "FAIRWAY_PUBLIC_URL" in err, err
+
+    settings.FAIRWAY = {**settings.FAIRWAY, "PUBLIC_URL": "https://fw.example.org"}
+    call_command("create_join_token", "--cluster", "c1")
+    _out, err = capsys.readouterr()
+    assert "https://fw.example.org/agent/install.sh" in err and "replace SERVER" not in err

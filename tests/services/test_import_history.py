@@ -296,3 +296,24 @@ def test_philly_history_is_imported_before_any_agent_has_connected(db, researche
     assert "imported 4 Philly jobs" in _import_trace(tmp_path)
     assert Attempt.objects.filter(workload__cluster=cluster).count() >= 4
     assert set(cluster.hosts.values_list("state", flat=True)) == {"offline"}  # the import changes no host
+
+
+def test_the_statement_names_the_slurm_user_of_imported_jobs(cluster, researcher, org_tree, tmp_path: Path):
+    """tryout35: the statement is "by project and user", but a week imported from ``sacct`` (each
+    job's User known, checked and kept in its interval's note) read "(usage entry)" for every row:
+    the lab lead could not see who used the imported GPU-hours. An imported job's row now names
+    its user; an entry an admin typed in stays "(usage entry)"."""
+    from budgets.statement import budget_statement
+
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = tmp_path / "sacct.txt"
+    f.write_text(SACCT.format(s=s, e=e))
+    call_command("import_history", "sacct", str(f), "--cluster", "default", stdout=StringIO())
+    UsageEntry.objects.create(budget=org_tree["nlp/olmo"], cluster=cluster, start=now, end=now, gpu_seconds=3600)
+
+    day = now.date()
+    rows = budget_statement(org_tree["nlp/olmo"], day - timedelta(days=1), day)
+    users = {r.user: round(r.allocated_gpu_hours, 3) for r in rows}
+    assert users.get("researcher", 0) + users.get("(usage entry)", 0) == pytest.approx(13.0, abs=0.01), users
+    assert users.get("(usage entry)") == 1.0, users  # the typed-in lump only

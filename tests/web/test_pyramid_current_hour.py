@@ -55,3 +55,18 @@ def test_metrics_page_shows_the_partial_hour_and_budgets_page_the_plot(researche
     assert '<table class="impact-budgets">' in html
     budgets = browser.get("/budgets/").content.decode()
     assert budgets.count('class="usage-plot"') >= 6 and "owed<br>GPU-h" in budgets
+
+
+def test_metrics_page_writes_the_range_as_fairway_metrics_does(researcher, cluster, submit_kwargs, monkeypatch):
+    """tryout35: the page wrote "Covers 2026-12-06T03:00Z to 2026-12-06T04:00Z: … up to 04:00 UTC"
+    (ISO cut to the minute, the seconds dropped) where ``fairway metrics`` and every other screen
+    wrote "03:00:00 UTC to 04:00:17 UTC"; the page now writes the instants as they do."""
+    from fairway_cli.numbers import instant_text
+
+    at = _busy(researcher, cluster, submit_kwargs, monkeypatch) + timedelta(seconds=17)
+    monkeypatch.setattr(timezone, "now", lambda: at)
+    browser = Client()
+    browser.force_login(researcher)
+    html = browser.get("/metrics/").content.decode()
+    start, now = instant_text(hour_of(at)), instant_text(at)
+    assert f"Covers {start} to {now}: 0 complete hours and the current hour up to {now}." in html, html

@@ -134,11 +134,15 @@ def test_an_operator_removes_a_decommissioned_host_and_its_gpus_stop_counting(
     idle = next(h for name, h in hosts.items() if name.startswith("a100") and h.pk != attempt.host_id)
 
     url = reverse("admin:scheduler_host_changelist")
-    response = admin_web.post(url, {"action": "remove_hosts", "_selected_action": [attempt.host_id]}, follow=True)
+    response = admin_web.post(
+        url, {"action": "remove_hosts", "_selected_action": [attempt.host_id], "confirm": "yes"}, follow=True
+    )
     (refused,) = _messages(response.content.decode())
     assert "drain it first" in refused and Host.objects.get(pk=attempt.host_id).removed_at is None
 
-    response = admin_web.post(url, {"action": "remove_hosts", "_selected_action": [idle.pk]}, follow=True)
+    response = admin_web.post(
+        url, {"action": "remove_hosts", "_selected_action": [idle.pk], "confirm": "yes"}, follow=True
+    )
     assert _messages(response.content.decode()) == ["1 host(s) removed from their cluster."]
     idle.refresh_from_db()
     assert idle.removed_at is not None
@@ -198,3 +202,25 @@ def test_elapsed_and_charge_count_the_same_whole_seconds(researcher, cluster, su
     detail = api.get(f"/api/v1/workloads/{w.pk}/").json()
     (past,) = api.get("/api/v1/workloads/history/", {"since": "1d"}).json()["results"]
     assert (row["accounting"]["elapsed_s"], detail["accounting"]["elapsed_s"], past["elapsed_s"]) == (2, 2, 2)
+
+
+def test_removing_hosts_in_the_admin_asks_for_confirmation_first(admin_web, hosts):
+    """tryout35: "Remove from the cluster for good" acted at once on the selected rows (an active
+    host with nothing on it was gone on one click, and a removed name can never join again), while
+    ``fairway hosts remove`` asks for ``--yes`` and Django's own delete shows a confirmation page.
+    The action now shows one, naming each host and its state, and removes only when confirmed."""
+    url = reverse("admin:scheduler_host_changelist")
+    host = hosts["a100-2"]
+
+    page = admin_web.post(url, {"action": "remove_hosts", "_selected_action": [host.pk]})
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Remove 1 host from its cluster for good?" in html and "a100-2" in html and "active" in html
+    assert 'name="confirm" value="yes"' in html
+    host.refresh_from_db()
+    assert host.removed_at is None  # nothing removed yet
+    done = admin_web.post(url, {"action": "remove_hosts", "_selected_action": [host.pk], "confirm": "yes"}, follow=True)
+    assert _messages(done.content.decode()) == ["1 host(s) removed from their cluster."]
+    host.refresh_from_db()
+    assert host.removed_at is not None

@@ -47,3 +47,9 @@ class Command(BaseCommand):
             f"single use. On the new host, as root:\n"
             f"  curl -fsSL {base}/agent/install.sh | FAIRWAY_JOIN_TOKEN={token} bash -s --\n"
         )
+        if not settings.FAIRWAY.get("PUBLIC_URL"):
+            # pasted as printed, curl could not resolve SERVER (tryout35)
+            self.stderr.write(
+                "  (replace SERVER with the address the host reaches this server at; set FAIRWAY_PUBLIC_URL "
+                'to have it printed, as the admin\'s "Create a join token" does)\n'
+            )
