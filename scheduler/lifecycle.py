@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, Q, Subquery
+from django.db.models import BooleanField, Case, DateTimeField, Q, Subquery, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -343,6 +343,108 @@ def attempt_started(host: Host, attempt_id: int, age_s: float | None = None, *, 
         attempt, workload = found
         _confirm_start(attempt, host, agent_time(now, age_s, attempt.placed_at), now, workload=workload)
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class StartReport:
+    """One ``started``/``running`` report for :func:`attempts_started`: as :func:`attempt_started`'s
+    arguments (``attempt_id`` a primary key; ``now`` the report's receipt)."""
+
+    host: Host
+    attempt_id: int
+    age_s: float | None
+    now: datetime
+
+
+START_BATCH_MAX = 128
+"""Reports :func:`attempts_started` writes in one call at most (the caller splits a larger burst):
+one statement per step on both databases (SQLite's 999 parameters bound the attempts' update)."""
+
+
+def attempts_started(reports: Sequence[StartReport]) -> list[bool]:
+    """:func:`attempt_started` of each report (its oracle: that function, report by report, in
+    order), in **one transaction of set-based statements whatever their number**: the workloads
+    locked in one statement (id order), then the attempts (id order) as docs/locking.md orders
+    them, their hosts' open GPU rows read once, the attempts' and the workloads' updates, the
+    events' insert, each one statement; the notifications' and the histograms' work once for all.
+    ``reports`` name distinct attempts (the caller runs a report of an attempt named twice through
+    :func:`attempt_started`, in its turn); at most :data:`START_BATCH_MAX` of them. True where the
+    report confirmed a start, as :func:`attempt_started` returns."""
+    if not reports:
+        return []
+    if len({r.attempt_id for r in reports}) != len(reports) or len(reports) > START_BATCH_MAX:
+        raise ValueError("attempts_started: distinct attempts, at most START_BATCH_MAX of them")
+    ids = sorted({r.attempt_id for r in reports})
+    with transaction.atomic():
+        open_attempts = Attempt.objects.filter(pk__in=ids, ended_at__isnull=True).values("workload_id")
+        workloads = {
+            row[0]: LockedWorkload(*row[1:])
+            for row in Workload.objects.select_for_update(of=("self",))
+            .filter(pk__in=Subquery(open_attempts))
+            .order_by("pk")
+            .values_list("pk", *_LOCKED_WORKLOAD_FIELDS)
+        }
+        attempts = {
+            a.pk: a
+            for a in Attempt.objects.select_for_update(of=("self",))
+            .filter(pk__in=ids, ended_at__isnull=True, workload_id__in=list(workloads))
+            .order_by("pk")
+        }
+        on_host = set(
+            AttemptGPU.objects.filter(open=True, attempt_id__in=list(attempts)).values_list(
+                "attempt_id", "gpu__host_id"
+            )
+        )
+        started: list[tuple[StartReport, Attempt, LockedWorkload, datetime]] = []
+        for r in reports:
+            attempt = attempts.get(r.attempt_id)
+            if attempt is None:
+                continue
+            if (attempt.pk, r.host.pk) not in on_host:
+                logger.warning("host %s spoke of attempt %s which is not on it; ignored", r.host.name, r.attempt_id)
+                continue
+            if attempt.started_at is not None:
+                continue
+            workload = workloads[attempt.workload_id]
+            at = agent_time(r.now, r.age_s, attempt.placed_at)
+            attempt.started_at = at
+            if attempt.allocated:
+                attempt.protected_until = at + timedelta(seconds=workload.min_runtime_s)
+            started.append((r, attempt, workload, at))
+        if started:
+            _confirm_starts(started)
+    done = {r.attempt_id for r, *_ in started}
+    return [r.attempt_id in done for r in reports]
+
+
+def _confirm_starts(started: Sequence[tuple[StartReport, Attempt, LockedWorkload, datetime]]) -> None:
+    """:func:`_confirm_start` of many attempts (stamped by the caller, locked with their workloads):
+    one statement per write."""
+    Attempt.objects.bulk_update([a for _r, a, _w, _at in started], ["started_at", "protected_until"])
+    histograms.attempts_started([(a, at, w) for _r, a, w, at in started])
+    running = {a.workload_id: r.now for r, a, w, _at in started if w.state == Workload.State.STARTING}
+    if running:
+        Workload.objects.filter(pk__in=list(running), state=Workload.State.STARTING).update(
+            state=Workload.State.RUNNING,
+            updated_at=Case(
+                *(When(pk=pk, then=Value(now)) for pk, now in running.items()), output_field=DateTimeField()
+            ),
+        )
+    events = WorkloadEvent.objects.bulk_create(
+        [
+            WorkloadEvent(
+                workload_id=a.workload_id,
+                at=at,
+                kind="started",
+                message=f"attempt {a.number} started on {r.host.name}",
+                data={"attempt": a.pk, "host": r.host.name},
+            )
+            for r, a, _w, at in started
+        ]
+    )
+    notify.events_on_commit(events, owners={a.workload_id: w.owner_id for _r, a, w, _at in started})
+    for cluster_id in sorted({r.host.cluster_id for r, *_ in started}):
+        notify.request_tick_on_commit(cluster_id)
 
 
 def exit_time(now: datetime, age_s: float | None, attempt: Attempt, alive_at: datetime | None = None) -> datetime:
