@@ -147,8 +147,11 @@ def _end_attempt(
     reason: str,
     exit_code: int | None = None,
     message: str = "",
+    locked: LockedWorkload | None = None,
 ) -> None:
     """Close ``attempt`` (locked by the caller), charge it, release its GPUs, move its workload on.
+    ``locked``: its workload's fields as the caller read them under the workload's lock in this
+    transaction (:func:`_lock_open_attempt_and_workload`); None: locked and read here.
 
     Charge: ``gpus × (ended_at − started_at)`` GPU-seconds for allocated attempts
     that were confirmed started (:func:`charged_seconds`: so history, ``ls`` and the budget's
@@ -168,7 +171,18 @@ def _end_attempt(
     attempt.save(update_fields=["ended_at", "end_reason", "exit_code", "charged_gpu_seconds"])
     AttemptGPU.objects.filter(attempt=attempt, open=True).update(open=False)
 
-    workload = Workload.objects.select_for_update().get(pk=attempt.workload_id)
+    if locked is None:
+        workload = Workload.objects.select_for_update().get(pk=attempt.workload_id)
+    else:  # the fields _end_attempt reads and writes, as locked (no second read of the row)
+        workload = Workload(
+            pk=attempt.workload_id,
+            state=locked.state,
+            finished_at=locked.finished_at,
+            start_failures=locked.start_failures,
+            retries_used=locked.retries_used,
+            retries=locked.retries,
+            cluster_id=locked.cluster_id,
+        )
     data = {"attempt": attempt.pk, "reason": reason, "exit_code": exit_code, "charged_gpu_seconds": charged}
     if reason == Attempt.EndReason.FAILED_TO_START:
         workload.start_failures += 1
@@ -226,9 +240,13 @@ class LockedWorkload(NamedTuple):
     budget_id: int
     cluster_id: int
     owner_id: int
+    finished_at: datetime | None
+    start_failures: int
+    retries_used: int
+    retries: int
 
 
-_LOCKED_WORKLOAD_FIELDS = ("state", "min_runtime_s", "submitted_at", "budget_id", "cluster_id", "owner_id")
+_LOCKED_WORKLOAD_FIELDS = LockedWorkload._fields
 
 
 def _lock_open_attempt(host: Host | None, attempt_id: int) -> Attempt | None:
@@ -502,7 +520,7 @@ def attempt_exited(
             reason = Attempt.EndReason.SUCCEEDED
         else:
             reason = Attempt.EndReason.FAILED
-        _end_attempt(attempt, ended_at=ended_at, reason=reason, exit_code=exit_code, message=message)
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, exit_code=exit_code, message=message, locked=workload)
     return True
 
 
@@ -522,14 +540,16 @@ def attempt_failed_to_start(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attempt = _lock_open_attempt(host, attempt_id)
-        if attempt is None:
+        found = _lock_open_attempt_and_workload(host, attempt_id)
+        if found is None:
             return False
+        attempt, workload = found
         if attempt.started_at is not None:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
-        _end_attempt(attempt, ended_at=now - timedelta(seconds=max(0.0, float(age_s))), reason=reason, message=message)
+        ended_at = now - timedelta(seconds=max(0.0, float(age_s)))
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, message=message, locked=workload)
         if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
             _cordon_after_start_failures(host, now, message)
     return True
@@ -583,10 +603,12 @@ def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attempt = _lock_open_attempt(host, attempt_id)
-        if attempt is None or attempt.stop_requested_at is None:
+        found = _lock_open_attempt_and_workload(host, attempt_id)
+        if found is None or found[0].stop_requested_at is None:
             return False
-        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message="not running on the agent")
+        attempt, workload = found
+        note = "not running on the agent"
+        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message=note, locked=workload)
     return True
 
 

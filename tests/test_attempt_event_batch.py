@@ -298,3 +298,28 @@ def test_the_links_one_statement_for_many_equals_the_one_statement_for_each() ->
         for _ in range(80)
     ]
     assert consumers.live_links_and_attempts(triples) == [consumers.live_link_and_attempt(*t) for t in triples]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", ["exited", "failed_to_start", "stopped"])
+def test_an_exit_reads_its_workload_once(state: str) -> None:
+    """The exit paths locked and read the workload a second time (``_end_attempt``'s
+    ``select_for_update().get()``, the whole row) after the attempt's lock had read its fields."""
+    cluster = Cluster.objects.create(name=f"exit-{state}")
+    [(host, _token)] = _register(cluster, 1, prefix=f"x{state[:2]}")
+    wire = _place(host, f"exit-{state}")
+    attempt = Attempt.objects.get(wire_id=wire)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=timezone.now(), stop_requested_at=timezone.now(), stop_reason=Attempt.EndReason.CANCELED
+    )
+    host.refresh_from_db()
+    msg = protocol.AttemptEvent(id=2, attempt_id=wire, state=state, exit_code=0)
+    with CaptureQueriesContext(connection) as ctx:
+        assert consumers._attempt_event_plain(host, host.link_generation, msg, timezone.now()) is True
+    workload_reads = [q for q in _statements(ctx) if q.startswith("SELECT") and 'FROM "scheduler_workload"' in q]
+    assert len(workload_reads) == 1, workload_reads
+    attempt.refresh_from_db()
+    assert attempt.end_reason == Attempt.EndReason.CANCELED and attempt.ended_at is not None
+    w = Workload.objects.get(pk=attempt.workload_id)
+    assert w.state == Workload.State.CANCELED and w.finished_at == attempt.ended_at
+    assert w.events.filter(kind="canceled").count() == 1
