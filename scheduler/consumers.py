@@ -7,7 +7,9 @@ or :mod:`scheduler.gateway`, except heartbeats: they are validated here and
 buffered in the process's :class:`scheduler.gateway.AgentHub`, which writes all
 of them in one flush every ``HEARTBEAT_FLUSH_S`` and hands each connection the
 commands of its host (:meth:`AgentConsumer.deliver`); a ``desired.state`` push
-is batched by the hub too. Hello, attempt events and logs are handled at once.
+is batched by the hub too. Attempt events are written in batches of every connection's
+event of the moment (:class:`_EventWriter`), each answered once written. Hello and logs are
+handled at once.
 A message that touches no database (a heartbeat, a push, a log line) is handled on the
 event loop alone: :meth:`AgentConsumer.dispatch` leaves out Channels' per-message trip to
 the sync thread (while a message is being dispatched the connection's socket is not read,
