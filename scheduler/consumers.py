@@ -264,22 +264,23 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
         if live and pk is None:
             logger.info("host %s spoke of unknown attempt %s; ignored", items[n].host.name, items[n].msg.attempt_id)
     named = collections.Counter(pk for _n, pk in known)
-    batched = [(n, pk) for n, pk in known if items[n].msg.state in ("started", "running") and named[pk] == 1]
-    if len(batched) < 2:
-        batched = []  # one report alone: its own path is as short
-    for at in range(0, len(batched), lifecycle.START_BATCH_MAX):
-        chunk = batched[at : at + lifecycle.START_BATCH_MAX]
-        reports = [lifecycle.StartReport(items[n].host, pk, items[n].msg.age_s, items[n].received) for n, pk in chunk]
-        try:
-            lifecycle.attempts_started(reports)
-        except Exception:
-            logger.exception("batched write of %d started events failed; writing them one by one", len(chunk))
-            for n, pk in chunk:
-                try:
-                    _record_one(items[n].host, pk, items[n].msg, items[n].received, items[n].alive_at)
-                except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
-                    results[n] = exc
-    done = {n for n, _pk in batched}
+    done: set[int] = set()
+    for states, write in ((("started", "running"), _write_starts), (("exited",), _write_exits)):
+        batched = [(n, pk) for n, pk in known if items[n].msg.state in states and named[pk] == 1]
+        if len(batched) < 2:
+            continue  # one report alone: its own path is as short
+        for at in range(0, len(batched), lifecycle.START_BATCH_MAX):
+            chunk = batched[at : at + lifecycle.START_BATCH_MAX]
+            try:
+                write(items, chunk)
+            except Exception:
+                logger.exception("batched write of %d attempt events failed; writing them one by one", len(chunk))
+                for n, pk in chunk:
+                    try:
+                        _record_one(items[n].host, pk, items[n].msg, items[n].received, items[n].alive_at)
+                    except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
+                        results[n] = exc
+        done.update(n for n, _pk in batched)
     for n, pk in known:
         if n in done:
             continue
@@ -289,6 +290,29 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
         except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
             results[n] = exc
     return results
+
+
+def _write_starts(items: Sequence[EventItem], chunk: Sequence[tuple[int, int]]) -> None:
+    lifecycle.attempts_started(
+        [lifecycle.StartReport(items[n].host, pk, items[n].msg.age_s, items[n].received) for n, pk in chunk]
+    )
+
+
+def _write_exits(items: Sequence[EventItem], chunk: Sequence[tuple[int, int]]) -> None:
+    lifecycle.attempts_exited(
+        [
+            lifecycle.ExitEvent(
+                items[n].host,
+                pk,
+                items[n].msg.exit_code,
+                items[n].msg.age_s or 0.0,
+                items[n].msg.message,
+                items[n].received,
+                items[n].alive_at,
+            )
+            for n, pk in chunk
+        ]
+    )
 
 
 EVENT_BATCH_MAX = 256

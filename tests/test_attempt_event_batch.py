@@ -113,7 +113,7 @@ def _events(rng: random.Random, hosts: list[Host], wires: dict[int, list[Host]])
     items = []
     for i, wire in enumerate(named):
         host = rng.choice(wires[wire]) if wire in wires and rng.random() < 0.85 else rng.choice(hosts)
-        state = rng.choice(STATES) if rng.random() < 0.5 else "started"
+        state = rng.choice([rng.choice(STATES), "started", "exited"])
         msg = protocol.AttemptEvent(
             id=i + 2,
             attempt_id=wire,
@@ -158,12 +158,17 @@ def _state() -> dict[str, Any]:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_the_batch_writes_what_the_events_one_by_one_write_on_random_mixes(seed: int, monkeypatch: Any) -> None:
     rng = random.Random(seed)
-    many = lifecycle.attempts_started
-    batches: list[list[bool]] = []
-    monkeypatch.setattr(lifecycle, "attempts_started", lambda reports: batches.append(many(reports)) or batches[-1])
+    batches: list[tuple[str, list[bool]]] = []
+    for name in ("attempts_started", "attempts_exited"):
+        many = getattr(lifecycle, name)
+        monkeypatch.setattr(
+            lifecycle,
+            name,
+            lambda reports, many=many, name=name: batches.append((name, many(reports))) or batches[-1][1],
+        )
     cluster = Cluster.objects.create(name=f"mix{seed}")
     hosts = [h for h, _t in _register(cluster, 8, prefix=f"m{seed}-")]
     for h in hosts:
@@ -183,7 +188,17 @@ def test_the_batch_writes_what_the_events_one_by_one_write_on_random_mixes(seed:
         together = _state()
     assert batched == plain
     assert together == one_by_one
-    assert batches  # the mix went through the batched path (and some events one by one)
+    # the mix went through a batched path wherever it held two reports of one kind, of distinct attempts
+    pks = [
+        pk
+        for _live, pk in consumers.live_links_and_attempts([(i.host.pk, i.generation, i.msg.attempt_id) for i in items])
+    ]
+    kinds = [
+        ("exited" if i.msg.state == "exited" else "start" if i.msg.state in ("started", "running") else None)
+        for i in items
+    ]
+    once = [(k, pk) for k, pk in zip(kinds, pks, strict=True) if k and pk and pks.count(pk) == 1]
+    assert bool(batches) == any([k for k, _pk in once].count(k) >= 2 for k in ("exited", "start"))
 
 
 @pytest.mark.django_db
@@ -323,3 +338,34 @@ def test_an_exit_reads_its_workload_once(state: str) -> None:
     w = Workload.objects.get(pk=attempt.workload_id)
     assert w.state == Workload.State.CANCELED and w.finished_at == attempt.ended_at
     assert w.events.filter(kind="canceled").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_burst_of_exits_is_a_fixed_number_of_statements_whatever_its_size(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    cluster = Cluster.objects.create(name="exits")
+    registered = _register(cluster, 43, prefix="ex")
+    counts = []
+    for hosts in ([h for h, _t in registered[:3]], [h for h, _t in registered[3:43]]):
+        items = []
+        for h in hosts:
+            h.refresh_from_db()
+            wire = _place(h, f"exit-{h.name}")
+            now = timezone.now()
+            Attempt.objects.filter(wire_id=wire).update(started_at=now - timedelta(seconds=30))
+            msg = protocol.AttemptEvent(id=2, attempt_id=wire, state="exited", exit_code=0)
+            items.append(consumers.EventItem(h, h.link_generation, msg, now))
+        owner = Attempt.objects.get(wire_id=items[0].msg.attempt_id).workload.owner
+        NotificationSettings.objects.get_or_create(user=owner, defaults={"email_kinds": ["succeeded"]})
+        with django_capture_on_commit_callbacks(execute=False), CaptureQueriesContext(connection) as ctx:
+            assert consumers.record_attempt_events(items) == [True] * len(items)
+        counts.append(len(_statements(ctx)))
+        wl = Workload.objects.filter(attempts__wire_id__in=[it.msg.attempt_id for it in items])
+        assert set(wl.values_list("state", flat=True)) == {Workload.State.SUCCEEDED}
+        assert not AttemptGPU.objects.filter(attempt__workload__in=wl, open=True).exists()
+        assert set(Attempt.objects.filter(workload__in=wl).values_list("charged_gpu_seconds", flat=True)) == {30}
+    # the links and wire ids; the workloads' lock; the attempts' lock; their GPU rows; the attempts',
+    # the GPU rows', the workloads' and the nominations' updates; the events; the owners' settings;
+    # the notifications
+    assert counts == [11, 11], counts
