@@ -249,12 +249,14 @@ def live_links_and_attempts(items: Sequence[tuple[int, int, int]]) -> list[tuple
 
 def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
     """:func:`_attempt_event_plain` of each item (their results, or the exception one raised), the
-    ``started`` (and ``running``) reports of distinct attempts written together: one statement checks
-    every item's link and wire id, then :func:`scheduler.lifecycle.attempts_started` writes those
-    reports in one transaction of set-based statements (per :data:`~scheduler.lifecycle.START_BATCH_MAX`).
-    The other events (exits, failed starts, stops, a report of an attempt named twice in the batch)
-    follow one by one in their order of arrival, each in its own transaction, as before: they touch
-    other attempts than the batched reports, so the end state is the one of the items in order.
+    ``started`` (and ``running``) reports of distinct attempts written together, and the ``exited``
+    ones: one statement checks every item's link and wire id, then
+    :func:`scheduler.lifecycle.attempts_started` and :func:`scheduler.lifecycle.attempts_exited` write
+    them, each kind in one transaction of set-based statements (per
+    :data:`~scheduler.lifecycle.START_BATCH_MAX`). The other events (failed starts, stops, a report
+    of an attempt named twice in the batch) follow one by one in their order of arrival, each in its
+    own transaction, as before: each touches another attempt than the rest (a workload has one open
+    attempt), so the end state is the one of the items in order.
     A batch that fails is written again one report at a time (one bad report loses only itself).
     Each connection has one event in a batch at most (it waits for its answer before its next message)."""
     checked = live_links_and_attempts([(it.host.pk, it.generation, it.msg.attempt_id) for it in items])
