@@ -255,8 +255,14 @@ def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
     them, each kind in one transaction of set-based statements (per
     :data:`~scheduler.lifecycle.START_BATCH_MAX`). The other events (failed starts, stops, a report
     of an attempt named twice in the batch) follow one by one in their order of arrival, each in its
-    own transaction, as before: each touches another attempt than the rest (a workload has one open
-    attempt), so the end state is the one of the items in order.
+    own transaction, as before. The items come from different connections (each waits for its
+    answer before its next message), whose events were never ordered among themselves (they ran on
+    the threads at once); each touches another attempt than the rest (a workload has one open
+    attempt), so this order (the batched starts, the batched exits, the rest) ends where the items
+    one by one in their order of arrival end (``tests/test_attempt_event_batch.py``; one rule reads
+    other attempts: a failed start's cordon, ``lifecycle._cordon_after_start_failures``, counts the
+    host's ended attempts, which a gang's exit reported by another host of the gang, in the same
+    batch, may join first).
     A batch that fails is written again one report at a time (one bad report loses only itself).
     Each connection has one event in a batch at most (it waits for its answer before its next message)."""
     checked = live_links_and_attempts([(it.host.pk, it.generation, it.msg.attempt_id) for it in items])
