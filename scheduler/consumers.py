@@ -7,7 +7,9 @@ or :mod:`scheduler.gateway`, except heartbeats: they are validated here and
 buffered in the process's :class:`scheduler.gateway.AgentHub`, which writes all
 of them in one flush every ``HEARTBEAT_FLUSH_S`` and hands each connection the
 commands of its host (:meth:`AgentConsumer.deliver`); a ``desired.state`` push
-is batched by the hub too. Hello, attempt events and logs are handled at once.
+is batched by the hub too. Attempt events are written in batches of every connection's
+event of the moment (:class:`_EventWriter`), each answered once written. Hello and logs are
+handled at once.
 A message that touches no database (a heartbeat, a push, a log line) is handled on the
 event loop alone: :meth:`AgentConsumer.dispatch` leaves out Channels' per-message trip to
 the sync thread (while a message is being dispatched the connection's socket is not read,
@@ -32,6 +34,8 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import weakref
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -186,11 +190,12 @@ def live_link_and_attempt_plain(host_id: int, generation: int, wire_id: int) -> 
     return True, lifecycle.attempt_pks([wire_id]).get(wire_id)
 
 
-@agent_db
-def _attempt_event(
+def _attempt_event_plain(
     host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime, alive_at: datetime | None = None
 ) -> bool:
-    """Record an attempt event; False (nothing recorded) when this connection is stale.
+    """Record an attempt event; False (nothing recorded) when this connection is stale: one event,
+    in its own transaction (the readable path: :func:`record_attempt_events` is its batched form,
+    ``tests/test_attempt_event_batch.py`` compares them).
 
     ``received`` is when the frame arrived: the agent's ``age_s`` counts back from it, so a report
     that waits for the database (a lock held by a cancel or the tick) is still stamped with the
@@ -199,10 +204,16 @@ def _attempt_event(
     live, pk = live_link_and_attempt(host.pk, generation, msg.attempt_id)
     if not live:
         return False
-    age = msg.age_s or 0.0
     if pk is None:  # not an attempt of this database (e.g. from before a restore): nothing to record
         logger.info("host %s spoke of unknown attempt %s; ignored", host.name, msg.attempt_id)
         return True
+    _record_one(host, pk, msg, received, alive_at)
+    return True
+
+
+def _record_one(host: Host, pk: int, msg: protocol.AttemptEvent, received: datetime, alive_at: datetime | None) -> None:
+    """The lifecycle service of one attempt event (attempt ``pk``, its link checked live)."""
+    age = msg.age_s or 0.0
     if msg.state in ("started", "running"):
         lifecycle.attempt_started(host, pk, msg.age_s, now=received)
     elif msg.state == "exited":
@@ -211,7 +222,190 @@ def _attempt_event(
         lifecycle.attempt_failed_to_start(host, pk, msg.message, age, now=received, alive_at=alive_at)
     elif msg.state == "stopped":
         lifecycle.attempt_stopped_unknown(host, pk)
-    return True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EventItem:
+    """One attempt event for :func:`record_attempt_events`: :func:`_attempt_event_plain`'s arguments."""
+
+    host: Host
+    generation: int
+    msg: protocol.AttemptEvent
+    received: datetime
+    alive_at: datetime | None = None
+
+
+def live_links_and_attempts(items: Sequence[tuple[int, int, int]]) -> list[tuple[bool, int | None]]:
+    """:func:`live_link_and_attempt` of each ``(host id, generation, wire id)``, in one statement
+    whatever their number (its oracle: that function, item by item)."""
+    if not items:
+        return []
+    rows = ", ".join(["(CAST(%s AS BIGINT), CAST(%s AS BIGINT), CAST(%s AS BIGINT), CAST(%s AS BIGINT))"] * len(items))
+    sql = (
+        f"WITH ev(i, host_id, gen, wire) AS (VALUES {rows}) "  # noqa: S608 -- table names and placeholders
+        "SELECT ev.i, h.id, (SELECT a.id FROM "
+        f"{Attempt._meta.db_table} a WHERE a.wire_id = ev.wire) FROM ev LEFT JOIN {Host._meta.db_table} h"
+        " ON h.id = ev.host_id AND h.link_generation = ev.gen AND h.removed_at IS NULL"
+    )
+    params = [v for i, (host_id, gen, wire) in enumerate(items) for v in (i, host_id, gen, wire)]
+    out: list[tuple[bool, int | None]] = [(False, None)] * len(items)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for i, host_id, pk in cursor.fetchall():
+            out[i] = (False, None) if host_id is None else (True, pk)
+    return out
+
+
+def record_attempt_events(items: Sequence[EventItem]) -> list[bool | Exception]:
+    """:func:`_attempt_event_plain` of each item (their results, or the exception one raised), the
+    ``started`` (and ``running``) reports of distinct attempts written together, and the ``exited``
+    ones: one statement checks every item's link and wire id, then
+    :func:`scheduler.lifecycle.attempts_started` and :func:`scheduler.lifecycle.attempts_exited` write
+    them, each kind in one transaction of set-based statements (per
+    :data:`~scheduler.lifecycle.START_BATCH_MAX`). The other events (failed starts, stops, a report
+    of an attempt named twice in the batch) follow one by one in their order of arrival, each in its
+    own transaction, as before. The items come from different connections (each waits for its
+    answer before its next message), whose events were never ordered among themselves (they ran on
+    the threads at once); each touches another attempt than the rest (a workload has one open
+    attempt), so this order (the batched starts, the batched exits, the rest) ends where the items
+    one by one in their order of arrival end (``tests/test_attempt_event_batch.py``; one rule reads
+    other attempts: a failed start's cordon, ``lifecycle._cordon_after_start_failures``, counts the
+    host's ended attempts, which a gang's exit reported by another host of the gang, in the same
+    batch, may join first).
+    A batch that fails is written again one report at a time (one bad report loses only itself).
+    Each connection has one event in a batch at most (it waits for its answer before its next message)."""
+    checked = live_links_and_attempts([(it.host.pk, it.generation, it.msg.attempt_id) for it in items])
+    results: list[bool | Exception] = [live for live, _pk in checked]
+    known = [(n, pk) for n, (live, pk) in enumerate(checked) if live and pk is not None]
+    for n, (live, pk) in enumerate(checked):
+        if live and pk is None:
+            logger.info("host %s spoke of unknown attempt %s; ignored", items[n].host.name, items[n].msg.attempt_id)
+    named = collections.Counter(pk for _n, pk in known)
+    done: set[int] = set()
+    for states, write in ((("started", "running"), _write_starts), (("exited",), _write_exits)):
+        batched = [(n, pk) for n, pk in known if items[n].msg.state in states and named[pk] == 1]
+        if len(batched) < 2:
+            continue  # one report alone: its own path is as short
+        for at in range(0, len(batched), lifecycle.START_BATCH_MAX):
+            chunk = batched[at : at + lifecycle.START_BATCH_MAX]
+            try:
+                write(items, chunk)
+            except Exception:
+                logger.exception("batched write of %d attempt events failed; writing them one by one", len(chunk))
+                for n, pk in chunk:
+                    try:
+                        _record_one(items[n].host, pk, items[n].msg, items[n].received, items[n].alive_at)
+                    except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
+                        results[n] = exc
+        done.update(n for n, _pk in batched)
+    for n, pk in known:
+        if n in done:
+            continue
+        it = items[n]
+        try:
+            _record_one(it.host, pk, it.msg, it.received, it.alive_at)
+        except Exception as exc:  # noqa: BLE001 -- handed to that event's connection
+            results[n] = exc
+    return results
+
+
+def _write_starts(items: Sequence[EventItem], chunk: Sequence[tuple[int, int]]) -> None:
+    lifecycle.attempts_started(
+        [lifecycle.StartReport(items[n].host, pk, items[n].msg.age_s, items[n].received) for n, pk in chunk]
+    )
+
+
+def _write_exits(items: Sequence[EventItem], chunk: Sequence[tuple[int, int]]) -> None:
+    lifecycle.attempts_exited(
+        [
+            lifecycle.ExitEvent(
+                items[n].host,
+                pk,
+                items[n].msg.exit_code,
+                items[n].msg.age_s or 0.0,
+                items[n].msg.message,
+                items[n].received,
+                items[n].alive_at,
+            )
+            for n, pk in chunk
+        ]
+    )
+
+
+EVENT_BATCH_MAX = 256
+"""Attempt events one batch of :class:`_EventWriter` takes at most."""
+
+
+class _EventWriter:
+    """The attempt events of this process's connections, written in batches (one per event loop).
+
+    Each connection hands its event to :meth:`write` and waits for its result before its next
+    message (so its events and its acknowledgements keep their order, and an ``ack`` is sent only
+    once the event's write committed). A writer task gives every event waiting to one batch
+    (:func:`record_attempt_events`) on the agent-database threads, up to one batch per thread at
+    once: a tick's burst of ~125 ``started`` events is a few transactions, not 125 in a queue."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[EventItem, asyncio.Future[bool]]] = []
+        self.slots = asyncio.Semaphore(gateway.agent_db_threads())
+        self.task: asyncio.Task[None] | None = None
+        self.batches: set[asyncio.Task[None]] = set()
+
+    async def write(self, item: EventItem) -> bool:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        self.pending.append((item, done))
+        if self.task is None or self.task.done():
+            self.task = loop.create_task(self._loop())
+        return await done
+
+    async def _loop(self) -> None:
+        while self.pending:
+            await self.slots.acquire()
+            await asyncio.sleep(0)  # the events read in this turn of the loop join the batch
+            batch, self.pending = self.pending[:EVENT_BATCH_MAX], self.pending[EVENT_BATCH_MAX:]
+            task = asyncio.get_running_loop().create_task(self._write(batch))
+            self.batches.add(task)
+            task.add_done_callback(self.batches.discard)
+
+    async def _write(self, batch: list[tuple[EventItem, asyncio.Future[bool]]]) -> None:
+        try:
+            results: list[bool | Exception] = await gateway.run_in_db_thread(
+                gateway.agent_db_executor(), record_attempt_events, [item for item, _f in batch]
+            )
+        except asyncio.CancelledError:
+            for _item, done in batch:
+                done.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 -- handed to every connection of the batch
+            results = [exc] * len(batch)
+        finally:
+            self.slots.release()
+        for (_item, done), result in zip(batch, results, strict=True):
+            if done.done():  # its connection gave up waiting (cancelled)
+                continue
+            if isinstance(result, Exception):
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+
+_writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _EventWriter] = weakref.WeakKeyDictionary()
+
+
+async def _attempt_event(
+    host: Host, generation: int, msg: protocol.AttemptEvent, received: datetime, alive_at: datetime | None = None
+) -> bool:
+    """:func:`_attempt_event_plain`, written with the other connections' events of the moment
+    (:class:`_EventWriter`); returns once the write committed."""
+    loop = asyncio.get_running_loop()
+    writer = _writers.get(loop)
+    if writer is None:
+        writer = _writers[loop] = _EventWriter()
+    return await writer.write(EventItem(host, generation, msg, received, alive_at))
+
+
+_attempt_event.func = _attempt_event_plain  # type: ignore[attr-defined] -- the one-event path (tests call it)
 
 
 @agent_db

@@ -229,6 +229,34 @@ def timed(hist: Histogram, labels_of: Callable[[Any], Sequence[str]]) -> Callabl
     return wrap
 
 
+def attempts_started(started: Sequence[tuple[Any, datetime, Any]]) -> None:
+    """:func:`attempt_started` of many ``(attempt, confirmed start, its workload's locked fields)``
+    (``scheduler.lifecycle.LockedWorkload``): the previous attempts' ends of the requeued ones in
+    one query, every observation in one Redis round trip on commit. Never raises."""
+    from django.db import transaction
+
+    from scheduler.models import Attempt
+
+    try:
+        later = {a.workload_id for a, _at, _w in started if a.number > 1}
+        ends: dict[tuple[int, int], Any] = {}
+        if later:
+            rows = Attempt.objects.filter(workload_id__in=later).values_list("workload_id", "number", "ended_at")
+            ends = {(wid, number): ended for wid, number, ended in rows}
+        observations = []
+        for attempt, at, workload in started:
+            pending_since = workload.submitted_at
+            if attempt.number > 1:
+                before = [n for (wid, n) in ends if wid == attempt.workload_id and n < attempt.number]
+                pending_since = (ends[(attempt.workload_id, max(before))] if before else None) or pending_since
+            cluster = str(workload.cluster_id)
+            observations.append((START_LATENCY, (at - attempt.placed_at).total_seconds(), (cluster,)))
+            observations.append((WAIT_TIME, (at - pending_since).total_seconds(), (cluster, str(workload.budget_id))))
+        transaction.on_commit(lambda: observe_many(observations))
+    except Exception:
+        logger.warning("could not record the start of %d attempts", len(started), exc_info=True)
+
+
 def attempt_started(
     attempt: Any,
     now: datetime,

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, Q, Subquery
+from django.db.models import BooleanField, Case, DateTimeField, Q, Subquery, Value, When
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -148,8 +148,11 @@ def _end_attempt(
     reason: str,
     exit_code: int | None = None,
     message: str = "",
+    locked: LockedWorkload | None = None,
 ) -> None:
     """Close ``attempt`` (locked by the caller), charge it, release its GPUs, move its workload on.
+    ``locked``: its workload's fields as the caller read them under the workload's lock in this
+    transaction (:func:`_lock_open_attempt_and_workload`); None: locked and read here.
 
     Charge: ``gpus × (ended_at − started_at)`` GPU-seconds for allocated attempts
     that were confirmed started (:func:`charged_seconds`: so history, ``ls`` and the budget's
@@ -157,20 +160,60 @@ def _end_attempt(
     (§4). A lost attempt passes the host's last heartbeat as ``ended_at``.
     """
     ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
-    message = clean_text(message)
     gpu_links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id"))
+    _close_attempt(attempt, ended_at, reason, exit_code, len(gpu_links))
+    attempt.save(update_fields=["ended_at", "end_reason", "exit_code", "charged_gpu_seconds"])
+    AttemptGPU.objects.filter(attempt=attempt, open=True).update(open=False)
+
+    if locked is None:
+        workload = Workload.objects.select_for_update().get(pk=attempt.workload_id)
+    else:
+        workload = _workload_of(attempt, locked)
+    event = _move_workload_on(workload, attempt, message)
+    workload.save(update_fields=["state", "finished_at", "start_failures", "retries_used", "updated_at"])
+    if workload.state in Workload.FINAL_STATES:
+        GPU.objects.filter(nominated_for_id=workload.pk).update(nominated_for=None)
+    event.save()
+    notify.events_on_commit([event])
+    notify.request_tick_on_commit(workload.cluster_id)
+    notify.push_hosts_on_commit({hid for _gid, hid in gpu_links})
+
+
+def _close_attempt(attempt: Attempt, ended_at: datetime, reason: str, exit_code: int | None, gpus: int) -> None:
+    """Stamp ``attempt``'s end in memory (:func:`_end_attempt`'s charge rule, ``gpus`` its GPU rows)."""
     charged = 0
     if attempt.allocated and attempt.started_at is not None:
-        charged = len(gpu_links) * charged_seconds(attempt.started_at, ended_at)
+        charged = gpus * charged_seconds(attempt.started_at, ended_at)
     attempt.ended_at = ended_at
     attempt.end_reason = reason
     attempt.exit_code = exit_code
     attempt.charged_gpu_seconds = charged
-    attempt.save(update_fields=["ended_at", "end_reason", "exit_code", "charged_gpu_seconds"])
-    AttemptGPU.objects.filter(attempt=attempt, open=True).update(open=False)
 
-    workload = Workload.objects.select_for_update().get(pk=attempt.workload_id)
-    data = {"attempt": attempt.pk, "reason": reason, "exit_code": exit_code, "charged_gpu_seconds": charged}
+
+def _workload_of(attempt: Attempt, locked: LockedWorkload) -> Workload:
+    """The fields :func:`_move_workload_on` reads and writes, as locked (no second read of the row)."""
+    return Workload(
+        pk=attempt.workload_id,
+        state=locked.state,
+        finished_at=locked.finished_at,
+        start_failures=locked.start_failures,
+        retries_used=locked.retries_used,
+        retries=locked.retries,
+        cluster_id=locked.cluster_id,
+    )
+
+
+def _move_workload_on(workload: Workload, attempt: Attempt, message: str) -> WorkloadEvent:
+    """Move ``workload`` on after its ``attempt`` ended (closed by :func:`_close_attempt`), in memory:
+    requeued, retried, or final (§1, docs/jobs.md); its event, unsaved."""
+    reason, exit_code, ended_at = attempt.end_reason, attempt.exit_code, attempt.ended_at
+    message = clean_text(message)
+    data = {
+        "attempt": attempt.pk,
+        "reason": reason,
+        "exit_code": exit_code,
+        "charged_gpu_seconds": attempt.charged_gpu_seconds,
+    }
     if reason == Attempt.EndReason.FAILED_TO_START:
         workload.start_failures += 1
     retry = reason == Attempt.EndReason.FAILED and workload.retries_used < workload.retries
@@ -200,10 +243,7 @@ def _end_attempt(
             kind = str(workload.state)
     else:
         kind = "attempt_ended"  # the workload already moved on (e.g. canceled while pending a stop)
-    workload.save(update_fields=["state", "finished_at", "start_failures", "retries_used", "updated_at"])
-    if workload.state in Workload.FINAL_STATES:
-        GPU.objects.filter(nominated_for_id=workload.pk).update(nominated_for=None)
-    event = WorkloadEvent.objects.create(
+    return WorkloadEvent(
         workload_id=workload.pk,
         at=timezone.now(),
         kind=kind,
@@ -213,9 +253,6 @@ def _end_attempt(
         + (f": {message}" if message else ""),
         data=data,
     )
-    notify.events_on_commit([event])
-    notify.request_tick_on_commit(workload.cluster_id)
-    notify.push_hosts_on_commit({hid for _gid, hid in gpu_links})
 
 
 class LockedWorkload(NamedTuple):
@@ -227,9 +264,14 @@ class LockedWorkload(NamedTuple):
     budget_id: int
     cluster_id: int
     owner_id: int
+    finished_at: datetime | None
+    start_failures: int
+    retries_used: int
+    retries: int
+    mounts: list[Any]
 
 
-_LOCKED_WORKLOAD_FIELDS = ("state", "min_runtime_s", "submitted_at", "budget_id", "cluster_id", "owner_id")
+_LOCKED_WORKLOAD_FIELDS = LockedWorkload._fields
 
 
 def _lock_open_attempt(host: Host | None, attempt_id: int) -> Attempt | None:
@@ -346,6 +388,95 @@ def attempt_started(host: Host, attempt_id: int, age_s: float | None = None, *, 
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class StartReport:
+    """One ``started``/``running`` report for :func:`attempts_started`: as :func:`attempt_started`'s
+    arguments (``attempt_id`` a primary key; ``now`` the report's receipt)."""
+
+    host: Host
+    attempt_id: int
+    age_s: float | None
+    now: datetime
+
+
+START_BATCH_MAX = 128
+"""Reports :func:`attempts_started` writes in one call at most (the caller splits a larger burst):
+one statement per step on both databases (SQLite's 999 parameters bound the attempts' update)."""
+
+
+def attempts_started(reports: Sequence[StartReport]) -> list[bool]:
+    """:func:`attempt_started` of each report (its oracle: that function, report by report, in
+    order), in **one transaction of set-based statements whatever their number**: the workloads
+    locked in one statement (id order), then the attempts (id order) as docs/locking.md orders
+    them, their hosts' open GPU rows read once, the attempts' and the workloads' updates, the
+    events' insert, each one statement; the notifications' and the histograms' work once for all.
+    ``reports`` name distinct attempts (the caller runs a report of an attempt named twice through
+    :func:`attempt_started`, in its turn); at most :data:`START_BATCH_MAX` of them. True where the
+    report confirmed a start, as :func:`attempt_started` returns."""
+    if not reports:
+        return []
+    if len({r.attempt_id for r in reports}) != len(reports) or len(reports) > START_BATCH_MAX:
+        raise ValueError("attempts_started: distinct attempts, at most START_BATCH_MAX of them")
+    ids = sorted({r.attempt_id for r in reports})
+    with transaction.atomic():
+        workloads, attempts = _lock_open_attempts_and_workloads(ids)
+        on_host = set(
+            AttemptGPU.objects.filter(open=True, attempt_id__in=list(attempts)).values_list(
+                "attempt_id", "gpu__host_id"
+            )
+        )
+        started: list[tuple[StartReport, Attempt, LockedWorkload, datetime]] = []
+        for r in reports:
+            attempt = attempts.get(r.attempt_id)
+            if attempt is None:
+                continue
+            if (attempt.pk, r.host.pk) not in on_host:
+                logger.warning("host %s spoke of attempt %s which is not on it; ignored", r.host.name, r.attempt_id)
+                continue
+            if attempt.started_at is not None:
+                continue
+            workload = workloads[attempt.workload_id]
+            at = agent_time(r.now, r.age_s, attempt.placed_at)
+            attempt.started_at = at
+            if attempt.allocated:
+                attempt.protected_until = at + timedelta(seconds=workload.min_runtime_s)
+            started.append((r, attempt, workload, at))
+        if started:
+            _confirm_starts(started)
+    done = {r.attempt_id for r, *_ in started}
+    return [r.attempt_id in done for r in reports]
+
+
+def _confirm_starts(started: Sequence[tuple[StartReport, Attempt, LockedWorkload, datetime]]) -> None:
+    """:func:`_confirm_start` of many attempts (stamped by the caller, locked with their workloads):
+    one statement per write."""
+    Attempt.objects.bulk_update([a for _r, a, _w, _at in started], ["started_at", "protected_until"])
+    histograms.attempts_started([(a, at, w) for _r, a, w, at in started])
+    running = {a.workload_id: r.now for r, a, w, _at in started if w.state == Workload.State.STARTING}
+    if running:
+        Workload.objects.filter(pk__in=list(running), state=Workload.State.STARTING).update(
+            state=Workload.State.RUNNING,
+            updated_at=Case(
+                *(When(pk=pk, then=Value(now)) for pk, now in running.items()), output_field=DateTimeField()
+            ),
+        )
+    events = WorkloadEvent.objects.bulk_create(
+        [
+            WorkloadEvent(
+                workload_id=a.workload_id,
+                at=at,
+                kind="started",
+                message=f"attempt {a.number} started on {r.host.name}",
+                data={"attempt": a.pk, "host": r.host.name},
+            )
+            for r, a, _w, at in started
+        ]
+    )
+    notify.events_on_commit(events, owners={a.workload_id: w.owner_id for _r, a, w, _at in started})
+    for cluster_id in sorted({r.host.cluster_id for r, *_ in started}):
+        notify.request_tick_on_commit(cluster_id)
+
+
 def exit_time(now: datetime, age_s: float | None, attempt: Attempt, alive_at: datetime | None = None) -> datetime:
     """When the process of ``attempt`` ended, by an exit report ``age_s`` seconds old received at
     ``now``: ``now − age_s``, but never before what the server knows of it: its start (the
@@ -361,15 +492,14 @@ def exit_time(now: datetime, age_s: float | None, attempt: Attempt, alive_at: da
     return max(at, floor) if floor is not None else at
 
 
-def without_host_paths(workload_id: int, message: str) -> str:
-    """An agent's ``message`` about an attempt of ``workload_id`` with each of the workload's mount
+def without_host_paths(mounts: list[Any], message: str) -> str:
+    """An agent's ``message`` about an attempt of a workload whose ``mounts`` are these, with each mount's
     host paths written as the mount's name: it goes into the workload's events and a host's cordon
     event, which everyone reads, while a mount's host path is shown only to those who may read the
     workload's private parts (``WorkloadDetailSerializer.get_mounts``). The process runtime's
     "mount data: /srv/… is not a directory" and a docker bind error named them (brk35)."""
     if not message:
         return message
-    mounts = Workload.objects.filter(pk=workload_id).values_list("mounts", flat=True).first() or []
     paths = [(m.get("host_path"), m.get("name")) for m in mounts if isinstance(m, dict)]
     for path, name in sorted((p for p in paths if isinstance(p[0], str) and len(p[0]) > 1), key=lambda p: -len(p[0])):
         message = message.replace(path, f"<host path of mount {name}>")
@@ -402,7 +532,7 @@ def attempt_exited(
         if found is None:
             return False
         attempt, workload = found
-        message = without_host_paths(attempt.workload_id, message)
+        message = without_host_paths(workload.mounts or [], message)
         ended_at = exit_time(now, age_s, attempt, alive_at)
         if attempt.started_at is None:
             # It ran (the agent reports its exit) but its start never reached the server (an
@@ -411,14 +541,111 @@ def attempt_exited(
             # were held from then). docs/policy.md, "An exit without a confirmed start".
             note = "dated at its placement: its start was never reported"
             _confirm_start(attempt, host or attempt.host, attempt.placed_at, now, note, workload=workload)
-        if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
-            reason = attempt.stop_reason
-        elif exit_code == 0:
-            reason = Attempt.EndReason.SUCCEEDED
-        else:
-            reason = Attempt.EndReason.FAILED
-        _end_attempt(attempt, ended_at=ended_at, reason=reason, exit_code=exit_code, message=message)
+        reason = _exit_reason(attempt, exit_code, ended_at)
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, exit_code=exit_code, message=message, locked=workload)
     return True
+
+
+def _exit_reason(attempt: Attempt, exit_code: int | None, ended_at: datetime) -> str:
+    """An exit's end reason (:func:`attempt_exited`): the stop's if issued before ``ended_at``."""
+    if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
+        return attempt.stop_reason
+    return Attempt.EndReason.SUCCEEDED if exit_code == 0 else Attempt.EndReason.FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class ExitEvent:
+    """One ``exited`` report for :func:`attempts_exited`: :func:`attempt_exited`'s arguments."""
+
+    host: Host
+    attempt_id: int
+    exit_code: int | None
+    age_s: float
+    message: str
+    now: datetime
+    alive_at: datetime | None
+
+
+def attempts_exited(reports: Sequence[ExitEvent]) -> list[bool]:
+    """:func:`attempt_exited` of each report (its oracle, report by report, in order), in **one
+    transaction of set-based statements whatever their number**: the workloads locked in one
+    statement (id order), then the attempts (id order); every GPU row of them read once (the host
+    check and the charge); the attempts', the GPU rows', the workloads' and the nominations'
+    updates, the events' insert, one statement each; notifications, tick requests and pushes once.
+    An exit whose start was never reported is dated at its placement first, as there
+    (:func:`_confirm_start`, its own statements). Distinct attempts, at most
+    :data:`START_BATCH_MAX`. True where the report ended its attempt."""
+    if not reports:
+        return []
+    if len({r.attempt_id for r in reports}) != len(reports) or len(reports) > START_BATCH_MAX:
+        raise ValueError("attempts_exited: distinct attempts, at most START_BATCH_MAX of them")
+    ids = sorted(r.attempt_id for r in reports)
+    with transaction.atomic():
+        workloads, attempts = _lock_open_attempts_and_workloads(ids)
+        links: dict[int, list[tuple[int, int, bool]]] = {}
+        for aid, gid, hid, is_open in AttemptGPU.objects.filter(attempt_id__in=list(attempts)).values_list(
+            "attempt_id", "gpu_id", "gpu__host_id", "open"
+        ):
+            links.setdefault(aid, []).append((gid, hid, is_open))
+        ended: list[tuple[Attempt, Workload, WorkloadEvent]] = []
+        for r in reports:
+            attempt = attempts.get(r.attempt_id)
+            if attempt is None:
+                continue
+            if not any(hid == r.host.pk and is_open for _g, hid, is_open in links.get(attempt.pk, ())):
+                logger.warning("host %s spoke of attempt %s which is not on it; ignored", r.host.name, r.attempt_id)
+                continue
+            locked = workloads[attempt.workload_id]
+            ended_at = exit_time(r.now, r.age_s, attempt, r.alive_at)
+            if attempt.started_at is None:  # as attempt_exited: dated at its placement
+                note = "dated at its placement: its start was never reported"
+                _confirm_start(attempt, r.host, attempt.placed_at, r.now, note, workload=locked)
+            reason = _exit_reason(attempt, r.exit_code, ended_at)  # on the unclamped instant, as there
+            ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
+            _close_attempt(attempt, ended_at, reason, r.exit_code, len(links[attempt.pk]))
+            workload = _workload_of(attempt, locked)
+            message = without_host_paths(locked.mounts or [], r.message)
+            ended.append((attempt, workload, _move_workload_on(workload, attempt, message)))
+        if ended:
+            done = [a for a, _w, _e in ended]
+            Attempt.objects.bulk_update(done, ["ended_at", "end_reason", "exit_code", "charged_gpu_seconds"])
+            AttemptGPU.objects.filter(attempt_id__in=[a.pk for a in done], open=True).update(open=False)
+            now = timezone.now()
+            for _a, w, _e in ended:
+                w.updated_at = now
+            Workload.objects.bulk_update(
+                [w for _a, w, _e in ended], ["state", "finished_at", "start_failures", "retries_used", "updated_at"]
+            )
+            final = [w.pk for _a, w, _e in ended if w.state in Workload.FINAL_STATES]
+            if final:
+                GPU.objects.filter(nominated_for_id__in=final).update(nominated_for=None)
+            events = WorkloadEvent.objects.bulk_create([e for _a, _w, e in ended])
+            notify.events_on_commit(events, owners={a.workload_id: workloads[a.workload_id].owner_id for a in done})
+            for cluster_id in sorted({w.cluster_id for _a, w, _e in ended}):
+                notify.request_tick_on_commit(cluster_id)
+            notify.push_hosts_on_commit({hid for a in done for _g, hid, _o in links[a.pk]})
+    closed = {a.pk for a, _w, _e in ended}
+    return [r.attempt_id in closed for r in reports]
+
+
+def _lock_open_attempts_and_workloads(ids: list[int]) -> tuple[dict[int, LockedWorkload], dict[int, Attempt]]:
+    """The open attempts among ``ids`` and their workloads' fields, locked as docs/locking.md orders
+    them: the workloads in one statement (id order), then the attempts (id order)."""
+    open_attempts = Attempt.objects.filter(pk__in=ids, ended_at__isnull=True).values("workload_id")
+    workloads = {
+        row[0]: LockedWorkload(*row[1:])
+        for row in Workload.objects.select_for_update(of=("self",))
+        .filter(pk__in=Subquery(open_attempts))
+        .order_by("pk")
+        .values_list("pk", *_LOCKED_WORKLOAD_FIELDS)
+    }
+    attempts = {
+        a.pk: a
+        for a in Attempt.objects.select_for_update(of=("self",))
+        .filter(pk__in=ids, ended_at__isnull=True, workload_id__in=list(workloads))
+        .order_by("pk")
+    }
+    return workloads, attempts
 
 
 def attempt_failed_to_start(
@@ -440,15 +667,17 @@ def attempt_failed_to_start(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attempt = _lock_open_attempt(host, attempt_id)
-        if attempt is None:
+        found = _lock_open_attempt_and_workload(host, attempt_id)
+        if found is None:
             return False
-        message = without_host_paths(attempt.workload_id, message)
+        attempt, workload = found
+        message = without_host_paths(workload.mounts or [], message)
         if attempt.started_at is not None:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
-        _end_attempt(attempt, ended_at=exit_time(now, age_s, attempt, alive_at), reason=reason, message=message)
+        ended_at = exit_time(now, age_s, attempt, alive_at)
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, message=message, locked=workload)
         if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
             _cordon_after_start_failures(host, now, message)
     return True
@@ -502,10 +731,12 @@ def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime
     """
     now = now or timezone.now()
     with transaction.atomic():
-        attempt = _lock_open_attempt(host, attempt_id)
-        if attempt is None or attempt.stop_requested_at is None:
+        found = _lock_open_attempt_and_workload(host, attempt_id)
+        if found is None or found[0].stop_requested_at is None:
             return False
-        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message="not running on the agent")
+        attempt, workload = found
+        note = "not running on the agent"
+        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message=note, locked=workload)
     return True
 
 

@@ -53,3 +53,23 @@ def test_a_failed_starts_message_does_not_publish_its_mounts_host_paths(tw, tick
     texts = [e.message for e in WorkloadEvent.objects.all()] + [e.message for e in HostEvent.objects.all()]
     assert not [t for t in texts if secret in t], texts
     assert any("mount data: <host path of mount data> is not a directory" in t for t in texts), texts
+
+
+def test_a_batched_exits_message_does_not_publish_its_mounts_host_paths(tw, ticks):
+    """The batched write of a burst of exits (``lifecycle.attempts_exited``, start35) hides a
+    mount's host path as the one-event path does (brk35's fix, merged beside it)."""
+    from scheduler import lifecycle
+    from scheduler.models import WorkloadEvent
+
+    host = tw.host("h1", 2)
+    secret = "/srv/nlp/secret-y"
+    mounts = [{"name": "data", "host_path": secret, "container_path": "/data", "read_only": True}]
+    gpus = list(GPU.objects.order_by("pk"))
+    attempts = [tw.attempt(tw.workload(gpus=1, mounts=mounts), [gpu], started_ago=10) for gpu in gpus]
+    reports = [lifecycle.ExitEvent(host, a.pk, 1, 0.0, f"bind {secret}: denied", tw.now, None) for a in attempts]
+
+    assert lifecycle.attempts_exited(reports) == [True, True]
+
+    texts = [e.message for e in WorkloadEvent.objects.all()]
+    assert not [t for t in texts if secret in t], texts
+    assert sum("bind <host path of mount data>: denied" in t for t in texts) == 2, texts
