@@ -2,6 +2,7 @@
 
     python bench/philly_state.py save --day 90 --out /tmp/d90.pkl [--then 100]   # ~10 CPU min to day 90
     python bench/philly_state.py run /tmp/d90.pkl --hours 12                      # CPU s and a digest
+    python bench/philly_state.py run /tmp/d90.pkl --hours 12 --passes             # and the passes by cause
 
 Fresh slices (``--start-day 85``) hold a few hundred pending workloads; the whole run holds
 20,000+ from day ~70 on, where its CPU goes (docs/benchmarks/speed.md, pol31). ``save`` runs
@@ -31,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from scheduler.policy.types import Decisions, Snapshot  # noqa: E402
 from scheduler.sim.simulate import DAY, T0, SimConfig, TraceSim, make_policy, prepare  # noqa: E402
 
 
@@ -105,12 +107,80 @@ def digest(sim: TraceSim) -> tuple[int, int, str]:
     return sim.m.passes, len(sim.attempts), hashlib.sha256(repr(rows).encode()).hexdigest()[:12]
 
 
-def run(path: Path, hours: float) -> None:
+PassRow = tuple[str, str, str]
+"""(what made the pass due, "screened" or "full", "decided" or "nothing")."""
+
+
+def by_cause(sim: TraceSim, until: int) -> dict[PassRow, list[float]]:
+    """``sim.advance(until)`` with its passes counted (docs/benchmarks/speed.md, pol35): per
+    :data:`PassRow`, [passes, CPU s of the policy's calls]. The cause is the kinds of the events
+    and arrivals that made the instant's pass due (``arrive``, ``exit``, ``release``, ``protect``,
+    ``fault``, ``repair``, ``tick``; several joined by ``+``), ``again`` for a pass repeated at
+    the same instant; "screened" when the idle screen answered (``IncrementalScheduler.screened``
+    grew); "decided" when the pass started, stopped or drained anything (``Decisions.changed``;
+    the simulator applies no reservation, so a pass deciding nothing leaves the run as it was).
+    The run is the plain ``advance``'s: the wrappers only count (tests/sim/test_simulate.py)."""
+    rows: dict[PassRow, list[float]] = {}
+    due: set[str] = set()
+    first = [True]
+    policy, process, arrive, one_pass = sim.policy, sim._process_event, sim._arrive, sim._pass
+
+    def counted_policy(snap: Snapshot) -> Decisions:
+        screened = getattr(policy, "screened", 0)
+        cpu = time.process_time()
+        dec = policy(snap)
+        spent = time.process_time() - cpu
+        cause = "+".join(sorted(due)) if first[0] else "again"
+        first[0] = False
+        kind = "screened" if getattr(policy, "screened", 0) > screened else "full"
+        row = rows.setdefault((cause, kind, "decided" if dec.changed else "nothing"), [0, 0.0])
+        row[0] += 1
+        row[1] += spent
+        return dec
+
+    def counted_event(kind: str, ident: str) -> bool:
+        got = process(kind, ident)
+        if got:
+            due.add(kind)
+        return got
+
+    def counted_arrival(job: Any) -> bool:
+        got = arrive(job)
+        if got:
+            due.add("arrive")
+        return got
+
+    def counted_pass() -> None:
+        first[0] = True
+        one_pass()
+        due.clear()
+
+    sim.policy = counted_policy
+    sim._process_event = counted_event  # type: ignore[method-assign]
+    sim._arrive = counted_arrival  # type: ignore[method-assign]
+    sim._pass = counted_pass  # type: ignore[method-assign]
+    try:
+        sim.advance(until)
+    finally:
+        sim.policy = policy
+        for name in ("_process_event", "_arrive", "_pass"):
+            del sim.__dict__[name]
+    return rows
+
+
+def run(path: Path, hours: float, *, passes: bool = False) -> None:
     sim, start = load(path)
     cpu = time.process_time()
-    sim.advance(start + int(hours * 3600))
+    until = start + int(hours * 3600)
+    rows: dict[PassRow, list[float]] = {}
+    if passes:
+        rows = by_cause(sim, until)
+    else:
+        sim.advance(until)
     spent = time.process_time() - cpu
     print(f"day {(start - T0) / DAY:g} + {hours:g} h: {spent:.2f} CPU s, {sim.m.passes} passes, digest {digest(sim)}")
+    for (cause, kind, decided), (n, s) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {cause:24} {kind:9} {decided:8} {n:7d} passes {s:8.2f} CPU s {1000 * s / n:6.2f} ms")
 
 
 def main() -> None:
@@ -124,11 +194,12 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("state", type=Path)
     r.add_argument("--hours", type=float, default=12)
+    r.add_argument("--passes", action="store_true", help="count the passes by cause, screened, decided")
     args = ap.parse_args()
     if args.cmd == "save":
         save(args.day, args.out, args.then)
     else:
-        run(args.state, args.hours)
+        run(args.state, args.hours, passes=args.passes)
 
 
 if __name__ == "__main__":

@@ -488,3 +488,24 @@ def test_a_run_pickled_midway_and_continued_is_the_run(tmp_path: Path) -> None:
         s.run()
         assert _rows(s) == _rows(ref) and s.m.passes == ref.m.passes
     assert held.pending is not None
+
+
+def test_passes_counted_by_cause_are_the_run(tmp_path: Path) -> None:
+    """bench/philly_state.py's ``by_cause`` only counts: the run is the plain one, every pass is
+    counted once, and a pass the screen answered decided nothing."""
+    from bench.philly_state import by_cause
+
+    inputs = prepare(small(busy_trace(tmp_path, n=300)))
+    ref_policy, _ = make_policy("fairway")
+    ref = TraceSim(inputs, ref_policy)
+    ref.advance(T0 + DAY)
+    policy, _ = make_policy("fairway")
+    sim = TraceSim(inputs, policy)
+    rows = by_cause(sim, T0 + DAY)
+    assert _rows(sim) == _rows(ref) and sim.m.passes == ref.m.passes
+    assert sum(int(n) for n, _ in rows.values()) == sim.m.passes
+    assert not any(kind == "screened" and decided == "decided" for _, kind, decided in rows)
+    assert {"full"} <= {kind for _, kind, _ in rows} and "_pass" not in sim.__dict__
+    sim.advance(T0 + 2 * DAY)  # the wrappers are gone: it goes on as the plain run
+    ref.advance(T0 + 2 * DAY)
+    assert _rows(sim) == _rows(ref) and sim.m.passes == ref.m.passes
