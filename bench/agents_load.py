@@ -1046,16 +1046,26 @@ def _report_ticks(log: Path) -> None:
 
     if not log.exists():
         return
-    seconds = [
-        float(m.group(2))
-        for m in re.finditer(r"tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s\)", log.read_text(errors="replace"))
-        if int(m.group(1)) > 0
-    ]
+    seconds: list[float] = []
+    phases: dict[str, list[float]] = {}
+    for m in re.finditer(
+        r"tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s(?:; ([^)]*))?\)", log.read_text(errors="replace")
+    ):
+        if int(m.group(1)) > 0:
+            seconds.append(float(m.group(2)))
+            for part in (m.group(3) or "").split():
+                name, _, value = part.partition("=")
+                phases.setdefault(name, []).append(float(value))
     if seconds:
         ms = [x * 1000 for x in seconds]
         print(
-            f"ticks that started work (placed_at → commit): {len(ms)}, "
+            f"ticks that started work (placed_at → commit and its hooks): {len(ms)}, "
             f"p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms"
+        )
+    if phases:  # the tick's log line names its phases (scheduler.tick._phases), each from the previous
+        print(
+            "  their phases p50 / p99 ms: "
+            + ", ".join(f"{k} {pct(v, 50):.0f} / {pct(v, 99):.0f}" for k, v in phases.items())
         )
 
 
@@ -1092,7 +1102,9 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
         if wire not in placed or wire not in sent:
             continue
         p, s = placed[wire].timestamp(), sent[wire]
-        pushed = first_after(pushes, host, p)
+        # With --layout the tick runs in the (untimed) worker: no push stamps; the first hop is then
+        # placed_at → the consumer's desired.state (the tick, its commit, the channel layer).
+        pushed = first_after(pushes, host, p) if pushes else p
         if pushed is None or pushed > s:
             continue
         got = first_after(layer_in, host, pushed)
@@ -1100,11 +1112,19 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
         flushed = first_after(flush_ends, host, pushed)
         if got is None or call is None or call[1] > s or (flushed is not None and flushed < call[1]):
             by_flush += 1
-            parts.setdefault("placed_at → push (tick commit)", []).append(pushed - p)
+            if pushes:
+                parts.setdefault("placed_at → push (tick commit)", []).append(pushed - p)
             continue
+        hops_before = (
+            (
+                ("placed_at → push (tick commit)", pushed - p),
+                ("push → consumer desired.state (channel layer)", got - pushed),
+            )
+            if pushes
+            else (("placed_at → consumer desired.state (tick, commit, channel layer)", got - p),)
+        )
         for name, value in (
-            ("placed_at → push (tick commit)", pushed - p),
-            ("push → consumer desired.state (channel layer)", got - pushed),
+            *hops_before,
             ("desired.state → push thread's call began", call[0] - got),
             ("push thread's call (desired_commands_many)", call[1] - call[0]),
             ("call ended → start sent", s - call[1]),

@@ -671,7 +671,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
             try:
                 if self.closing or self.host is None:
                     continue
-                async with self.lock:  # also held by deliver(): commands and events stay in order
+                async with self.lock:  # one message at a time (deliver() does not wait for it)
                     try:
                         await self.dispatch_message(msg, received)
                     except Exception:
@@ -830,14 +830,24 @@ class AgentConsumer(AsyncWebsocketConsumer):
         )
 
     async def deliver(self, commands: list[protocol.Message]) -> None:
-        """Commands the hub computed for this host (heartbeat flush or push)."""
+        """Commands the hub computed for this host (heartbeat flush or push), sent at once.
+
+        Not behind the connection's lock: that is held while the message in hand is handled,
+        an attempt event for as long as its write waits for the agent-database threads (0.3-1 s
+        after a tick's burst of starts, when the next tick's starts for the same hosts are pushed;
+        docs/benchmarks/api_load.md, tick35). The commands were read after the commit that made
+        them, and what decides whether each is still to be sent (``sent_starts``, ``sent_stops``,
+        ``reported_running``) is checked and updated with no await in between, so two deliveries,
+        or a delivery and a handled message, never send one start twice; an event being written
+        concerns what the agent already has (a start it answers, an exit it reports), and a
+        command the agent has already acted on is answered with what it knows, as any repeated
+        command is."""
         if not self.live:
             return
-        async with self.lock:
-            try:
-                await self._send_commands(commands)
-            except Exception:
-                logger.exception("sending desired state to host %s failed", self.host)
+        try:
+            await self._send_commands(commands)
+        except Exception:
+            logger.exception("sending desired state to host %s failed", self.host)
 
     async def _send_commands(self, commands: list[protocol.Message]) -> None:
         # Computed from a snapshot: what was sent or reported since then is not sent again, and

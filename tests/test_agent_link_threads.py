@@ -399,3 +399,44 @@ def test_sigterm_and_sigint_stop_every_hub_then_call_the_handler_before() -> Non
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+def test_a_push_is_sent_while_its_connection_handles_an_attempt_event() -> None:
+    """tick35: a delivery (push or flush) waited for the connection's lock, held while the message
+    in hand is handled: an attempt event's write (0.3-1 s behind the agent-database threads after a
+    tick's burst of starts) held back the next tick's starts for that host. Now it sends at once;
+    two deliveries of one start at the same time still send it once."""
+    from scheduler.consumers import AgentConsumer
+
+    def start(aid: int) -> protocol.Start:
+        return protocol.Start(
+            attempt_id=aid,
+            workload_id=aid,
+            image="",
+            command=["true"],
+            env={},
+            gpu_uuids=["GPU-0"],
+            gpu_indices=[0],
+            grace_s=30,
+        )
+
+    async def run() -> None:
+        c = AgentConsumer()
+        c.host, c.seq, c.hello_done, c.reported_running = Host(pk=988, name="busy"), 0, True, set()
+        c.sent_starts, c.sent_stops, c.log_requests, c.heard_running = set(), set(), {}, {}
+        c.lock, c.inbox, c.handler = asyncio.Lock(), asyncio.Queue(maxsize=8), None
+        c.live, c.closing, c.generation = True, False, 1
+        sent: list[int] = []
+
+        async def send_msg(msg: protocol.Message) -> None:
+            await asyncio.sleep(0)  # a send yields to the loop, as the socket's does
+            sent.append(msg.attempt_id)  # type: ignore[attr-defined]
+
+        c.send_msg = send_msg  # type: ignore[method-assign]
+        async with c.lock:  # an attempt event of this connection being written
+            await asyncio.wait_for(c.deliver([start(41)]), 2)
+            assert sent == [41]
+            await asyncio.wait_for(asyncio.gather(c.deliver([start(42)]), c.deliver([start(42), start(41)])), 2)
+        assert sent == [41, 42] and c.sent_starts == {41, 42}
+
+    asyncio.run(run())
