@@ -1104,15 +1104,16 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
         p, s = placed[wire].timestamp(), sent[wire]
         # With --layout the tick runs in the (untimed) worker: no push stamps; the first hop is then
         # placed_at → the consumer's desired.state (the tick, its commit, the channel layer).
-        pushed = first_after(pushes, host, p) if pushes else p
-        if pushed is None or pushed > s:
-            continue
+        pushed = first_after(pushes, host, p)
+        timed_push = pushed is not None and pushed <= s
+        if not timed_push:
+            pushed = p
         got = first_after(layer_in, host, pushed)
         call = next((c for c in sorted(calls.get(host, [])) if got is not None and c[0] >= got), None)
         flushed = first_after(flush_ends, host, pushed)
         if got is None or call is None or call[1] > s or (flushed is not None and flushed < call[1]):
             by_flush += 1
-            if pushes:
+            if timed_push:
                 parts.setdefault("placed_at → push (tick commit)", []).append(pushed - p)
             continue
         hops_before = (
@@ -1120,7 +1121,7 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
                 ("placed_at → push (tick commit)", pushed - p),
                 ("push → consumer desired.state (channel layer)", got - pushed),
             )
-            if pushes
+            if timed_push
             else (("placed_at → consumer desired.state (tick, commit, channel layer)", got - p),)
         )
         for name, value in (
