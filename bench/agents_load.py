@@ -953,7 +953,7 @@ def main() -> None:
             if not args.sigterm_connected:  # else the web processes were stopped on purpose
                 layout.check()
             report(args, stats, window, timings)
-            _report_ticks(scratch / "logs" / "worker.log")
+            _report_ticks(scratch / "logs" / "worker.log", getattr(args, "start_times", None))
             _report_autogroups(args.cpu_groups)
         finally:
             _stop_with_dumps(layout, timings)
@@ -1039,23 +1039,33 @@ def _report_autogroups(groups: dict[str, int]) -> None:
     print("sessions' autogroup nice: " + ", ".join(shown))
 
 
-def _report_ticks(log: Path) -> None:
+def _report_ticks(log: Path, start_times: Any = None) -> None:
     """The worker's ticks that started work (their INFO line, ``LOG_LEVEL=INFO``): a start's
-    ``placed_at`` is its tick's beginning, so a start reaches no agent before its tick committed."""
+    ``placed_at`` is its tick's beginning, so a start reaches no agent before its tick committed.
+    With ``start_times`` (placed_at, server send, agent receipt per wire id: :func:`report`), each
+    start's placed_at → its tick's commit → the web process's send → receipt: the tick is the one
+    whose beginning (the log line's time less its seconds) is its placed_at."""
+    import datetime as dt
     import re
 
     if not log.exists():
         return
     seconds: list[float] = []
     phases: dict[str, list[float]] = {}
+    commits: list[tuple[float, float]] = []  # (beginning, commit) epoch s per tick with its phases
     for m in re.finditer(
-        r"tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s(?:; ([^)]*))?\)", log.read_text(errors="replace")
+        r"^(\S+ \S+) INFO scheduler\.tick: tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s(?:; ([^)]*))?\)",
+        log.read_text(errors="replace"),
+        re.M,
     ):
-        if int(m.group(1)) > 0:
-            seconds.append(float(m.group(2)))
-            for part in (m.group(3) or "").split():
-                name, _, value = part.partition("=")
+        if int(m.group(2)) > 0:
+            seconds.append(float(m.group(3)))
+            parts = dict(part.partition("=")[::2] for part in (m.group(4) or "").split())
+            for name, value in parts.items():
                 phases.setdefault(name, []).append(float(value))
+            if "commit" in parts:  # the log line is written after the hooks
+                ended = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()  # local
+                commits.append((ended - float(m.group(3)), ended - float(parts.get("hooks", 0)) / 1000))
     if seconds:
         ms = [x * 1000 for x in seconds]
         print(
@@ -1067,6 +1077,26 @@ def _report_ticks(log: Path) -> None:
             "  their phases p50 / p99 ms: "
             + ", ".join(f"{k} {pct(v, 50):.0f} / {pct(v, 99):.0f}" for k, v in phases.items())
         )
+    if commits and start_times:
+        placed, sent, receipt = start_times
+        split: dict[str, list[float]] = {}
+        for wire, at in placed.items():
+            p = at.timestamp()
+            began, committed = min(commits, key=lambda c: abs(c[0] - p))
+            if abs(began - p) > 0.05 or wire not in sent or wire not in receipt:
+                continue
+            for name, value in (
+                ("placed → commit", committed - p),
+                ("commit → send", sent[wire] - committed),
+                ("send → receipt", receipt[wire] - sent[wire]),
+            ):
+                split.setdefault(name, []).append(value * 1000)
+        if split:
+            n = len(next(iter(split.values())))
+            print(
+                f"start split per start ({n} matched to their tick): "
+                + ", ".join(f"{k} p50 {pct(v, 50):.0f} / p99 {pct(v, 99):.0f} ms" for k, v in split.items())
+            )
 
 
 def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, float]) -> None:
@@ -1306,6 +1336,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"p50 {pct(d, 50):.1f} ms, p99 {pct(d, 99):.0f} ms, max {max(d):.0f} ms"
         )
     lat = [x * 1000 for x in latencies]
+    args.start_times = (placed, sent_starts, stats.starts)  # for _report_ticks's per-start split
     if sent_starts:
         server = [
             (sent_starts[a] - placed[a].timestamp()) * 1000 for a in stats.starts if a in placed and a in sent_starts
