@@ -953,7 +953,7 @@ def main() -> None:
             if not args.sigterm_connected:  # else the web processes were stopped on purpose
                 layout.check()
             report(args, stats, window, timings)
-            _report_ticks(scratch / "logs" / "worker.log")
+            _report_ticks(scratch / "logs" / "worker.log", getattr(args, "start_times", None))
             _report_autogroups(args.cpu_groups)
         finally:
             _stop_with_dumps(layout, timings)
@@ -1039,24 +1039,64 @@ def _report_autogroups(groups: dict[str, int]) -> None:
     print("sessions' autogroup nice: " + ", ".join(shown))
 
 
-def _report_ticks(log: Path) -> None:
+def _report_ticks(log: Path, start_times: Any = None) -> None:
     """The worker's ticks that started work (their INFO line, ``LOG_LEVEL=INFO``): a start's
-    ``placed_at`` is its tick's beginning, so a start reaches no agent before its tick committed."""
+    ``placed_at`` is its tick's beginning, so a start reaches no agent before its tick committed.
+    With ``start_times`` (placed_at, server send, agent receipt per wire id: :func:`report`), each
+    start's placed_at → its tick's commit → the web process's send → receipt: the tick is the one
+    whose beginning (the log line's time less its seconds) is its placed_at."""
+    import datetime as dt
     import re
 
     if not log.exists():
         return
-    seconds = [
-        float(m.group(2))
-        for m in re.finditer(r"tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s\)", log.read_text(errors="replace"))
-        if int(m.group(1)) > 0
-    ]
+    seconds: list[float] = []
+    phases: dict[str, list[float]] = {}
+    commits: list[tuple[float, float]] = []  # (beginning, commit) epoch s per tick with its phases
+    for m in re.finditer(
+        r"^(\S+ \S+) INFO scheduler\.tick: tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s(?:; ([^)]*))?\)",
+        log.read_text(errors="replace"),
+        re.M,
+    ):
+        if int(m.group(2)) > 0:
+            seconds.append(float(m.group(3)))
+            parts = dict(part.partition("=")[::2] for part in (m.group(4) or "").split())
+            for name, value in parts.items():
+                phases.setdefault(name, []).append(float(value))
+            if "commit" in parts:  # the log line is written after the hooks
+                ended = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").astimezone().timestamp()  # local
+                commits.append((ended - float(m.group(3)), ended - float(parts.get("hooks", 0)) / 1000))
     if seconds:
         ms = [x * 1000 for x in seconds]
         print(
-            f"ticks that started work (placed_at → commit): {len(ms)}, "
+            f"ticks that started work (placed_at → commit and its hooks): {len(ms)}, "
             f"p50 {pct(ms, 50):.0f} ms, p99 {pct(ms, 99):.0f} ms"
         )
+    if phases:  # the tick's log line names its phases (scheduler.tick._phases), each from the previous
+        print(
+            "  their phases p50 / p99 ms: "
+            + ", ".join(f"{k} {pct(v, 50):.0f} / {pct(v, 99):.0f}" for k, v in phases.items())
+        )
+    if commits and start_times:
+        placed, sent, receipt = start_times
+        split: dict[str, list[float]] = {}
+        for wire, at in placed.items():
+            p = at.timestamp()
+            began, committed = min(commits, key=lambda c: abs(c[0] - p))
+            if abs(began - p) > 0.05 or wire not in sent or wire not in receipt:
+                continue
+            for name, value in (
+                ("placed → commit", committed - p),
+                ("commit → send", sent[wire] - committed),
+                ("send → receipt", receipt[wire] - sent[wire]),
+            ):
+                split.setdefault(name, []).append(value * 1000)
+        if split:
+            n = len(next(iter(split.values())))
+            print(
+                f"start split per start ({n} matched to their tick): "
+                + ", ".join(f"{k} p50 {pct(v, 50):.0f} / p99 {pct(v, 99):.0f} ms" for k, v in split.items())
+            )
 
 
 def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, float]) -> None:
@@ -1092,19 +1132,30 @@ def _report_hops(hops: dict[str, Any], placed: dict[int, Any], sent: dict[int, f
         if wire not in placed or wire not in sent:
             continue
         p, s = placed[wire].timestamp(), sent[wire]
+        # With --layout the tick runs in the (untimed) worker: no push stamps; the first hop is then
+        # placed_at → the consumer's desired.state (the tick, its commit, the channel layer).
         pushed = first_after(pushes, host, p)
-        if pushed is None or pushed > s:
-            continue
+        timed_push = pushed is not None and pushed <= s
+        if not timed_push:
+            pushed = p
         got = first_after(layer_in, host, pushed)
         call = next((c for c in sorted(calls.get(host, [])) if got is not None and c[0] >= got), None)
         flushed = first_after(flush_ends, host, pushed)
         if got is None or call is None or call[1] > s or (flushed is not None and flushed < call[1]):
             by_flush += 1
-            parts.setdefault("placed_at → push (tick commit)", []).append(pushed - p)
+            if timed_push:
+                parts.setdefault("placed_at → push (tick commit)", []).append(pushed - p)
             continue
+        hops_before = (
+            (
+                ("placed_at → push (tick commit)", pushed - p),
+                ("push → consumer desired.state (channel layer)", got - pushed),
+            )
+            if timed_push
+            else (("placed_at → consumer desired.state (tick, commit, channel layer)", got - p),)
+        )
         for name, value in (
-            ("placed_at → push (tick commit)", pushed - p),
-            ("push → consumer desired.state (channel layer)", got - pushed),
+            *hops_before,
             ("desired.state → push thread's call began", call[0] - got),
             ("push thread's call (desired_commands_many)", call[1] - call[0]),
             ("call ended → start sent", s - call[1]),
@@ -1285,6 +1336,7 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"p50 {pct(d, 50):.1f} ms, p99 {pct(d, 99):.0f} ms, max {max(d):.0f} ms"
         )
     lat = [x * 1000 for x in latencies]
+    args.start_times = (placed, sent_starts, stats.starts)  # for _report_ticks's per-start split
     if sent_starts:
         server = [
             (sent_starts[a] - placed[a].timestamp()) * 1000 for a in stats.starts if a in placed and a in sent_starts

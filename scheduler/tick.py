@@ -112,35 +112,58 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
             return TickResult(cluster_id=cluster_id, status="skipped")
         if not Cluster.objects.filter(pk=cluster_id).exists():
             return TickResult(cluster_id=cluster_id, status="no_cluster")
+        stamps = [("lock", time.monotonic())]
+        transaction.on_commit(lambda: stamps.append(("commit", time.monotonic())))
         lifecycle.stop_timed_out(cluster_id, now)
         lifecycle.settle_dependencies(cluster_id, now)
+        stamps.append(("timeouts", time.monotonic()))
         snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key)
+        stamps.append(("snapshot", time.monotonic()))
         decisions = schedule(snapshot)
+        stamps.append(("policy", time.monotonic()))
         pk_of = index.pk_of()
         result = TickResult(
             cluster_id=cluster_id,
             status="ran",
             reservations={host: pk_of(wid) for host, wid in decisions.reservations.items()},
         )
-        touched_hosts = _apply(decisions, snapshot, index, now, result)
+        touched_hosts = _apply(decisions, snapshot, index, now, result, stamps)
         notify.push_hosts_on_commit(touched_hosts)
         tick_figures.remember_on_commit(cluster_id, snapshot, decisions, now)
+    stamps.append(("hooks", time.monotonic()))
     result.seconds = time.monotonic() - began
     if result.starts or result.stops or result.host_states:
         logger.info(
-            "tick cluster=%s: %d started, %d stopped, host states %s, %d dropped (%.3fs)",
+            "tick cluster=%s: %d started, %d stopped, host states %s, %d dropped (%.3fs; %s)",
             cluster_id,
             len(result.starts),
             len(result.stops),
             result.host_states or "-",
             result.dropped,
             result.seconds,
+            _phases(began, stamps),
         )
     return result
 
 
+def _phases(began: float, stamps: list[tuple[str, float]]) -> str:
+    """The tick's phases for its log line: ``name=ms`` each, from the previous stamp ("lock" from
+    the tick's beginning, which is its placements' ``placed_at``); "commit" is the transaction's
+    end, "hooks" its ``on_commit`` callbacks after it (the push, notifications, figures)."""
+    parts, last = [], began
+    for name, at in stamps:
+        parts.append(f"{name}={(at - last) * 1000:.0f}")
+        last = at
+    return " ".join(parts)
+
+
 def _apply(
-    decisions: p.Decisions, snapshot: p.Snapshot, index: SnapshotIndex, now: datetime, result: TickResult
+    decisions: p.Decisions,
+    snapshot: p.Snapshot,
+    index: SnapshotIndex,
+    now: datetime,
+    result: TickResult,
+    stamps: list[tuple[str, float]] | None = None,
 ) -> set[int]:
     """Write ``decisions`` (inside the tick's transaction); return the pks of hosts to push.
 
@@ -152,9 +175,12 @@ def _apply(
     """
     touched: set[int] = set()
     events: list[WorkloadEvent] = []
+    stamp = stamps.append if stamps is not None else (lambda _item: None)
     _lock_workloads(decisions, index)
     started_workloads = _apply_starts(decisions.starts, index, now, result, touched, events)
+    stamp(("starts", time.monotonic()))
     result.arrivals = _apply_pending(decisions.pending, started_workloads, index)
+    stamp(("reasons", time.monotonic()))
     nominations = _apply_stops(decisions, index, now, result, touched, events)
     _apply_host_states(decisions.host_states, index, now, result)
     _apply_nominations(nominations, started_workloads, index)
@@ -164,6 +190,7 @@ def _apply(
         else:
             WorkloadEvent.objects.bulk_create(events)
         notify.events_on_commit(events)
+    stamp(("rest", time.monotonic()))
     return touched
 
 
