@@ -441,7 +441,10 @@ def _env_pairs(pairs: list[str], secret: bool, given: set[str] | None = None) ->
     return env
 
 
-def _submission(args: argparse.Namespace) -> dict[str, Any]:
+def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
+    """The request body of ``fairway submit`` (and ``--quote``) from its flags and ``-f`` spec.
+    Without a budget, the requester's one submit budget (``me/``'s ``submit_budgets``); with
+    several or none, a usage error that lists them (``CliError``)."""
     body: dict[str, Any] = {}
     if args.file:
         import yaml  # only here: the CLI's wheel needs PyYAML for -f alone
@@ -503,12 +506,27 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         env.update(_env_pairs(args.env or [], secret=False, given=given))
         env.update(_env_pairs(args.secret_env or [], secret=True, given=given))
         body["env"] = env
-    missing = [f for f in ("budget", "command", "min_runtime") if f not in body]
+    missing = [f for f in ("command", "min_runtime") if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
         raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
+    if "budget" not in body:
+        body["budget"] = _sole_budget(api)
     return body
+
+
+def _sole_budget(api: Api) -> str:
+    """The one budget path the requester may submit to; ``CliError`` (usage) naming the choices
+    when there are several, or saying there are none."""
+    # Sent back as it came (an escaped path would name another budget); escaped where printed.
+    budgets = Api(api.server, api.token, api.timeout, escape=False).call("GET", "me/").get("submit_budgets") or []
+    if len(budgets) == 1:
+        return str(budgets[0])
+    if not budgets:
+        raise CliError(EXIT_USAGE, "missing: budget (-b): you may submit to no budget yet")
+    choices = ", ".join(escaped(budgets))
+    raise CliError(EXIT_USAGE, f"missing: budget (-b): you may submit to several, give one of: {choices}")
 
 
 def _why(w: dict[str, Any], out: TextIO) -> None:
@@ -544,7 +562,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
 def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if args.quote:
         return _quote(args, config, out)
-    w = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/", body=_submission(args))
+    api = Api(config.server, config.token, escape=not args.json)
+    w = api.call("POST", "workloads/", body=_submission(args, api))
     if args.json:
         emit_json(w, out)
         return EXIT_OK
@@ -578,7 +597,8 @@ def _array_submitted(array: dict[str, Any]) -> str:
 
 def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """``fairway submit --quote``: the server's quote for this submission; nothing is submitted."""
-    q = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/quote/", body=_submission(args))
+    api = Api(config.server, config.token, escape=not args.json)
+    q = api.call("POST", "workloads/quote/", body=_submission(args, api))
     if args.json:
         emit_json(q, out)
         return EXIT_OK
