@@ -1294,7 +1294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name")
     p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo")
     p.add_argument("--cluster", "-c")
-    p.add_argument("--gpus", "-g", type=int, help="GPU count (default 1)")
+    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
     p.add_argument("--gpu-model", "-m")
     p.add_argument("--image", "-i")
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
@@ -1311,7 +1311,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog")
     p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
-    p.add_argument("--retries", type=int, help="re-runs after a non-zero exit (default 0)")
+    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit (default 0)")
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end")
     p.add_argument(
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
@@ -1330,7 +1330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mine", action="store_true", help="only mine")
     p.add_argument("--cluster", "-c")
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
-    p.add_argument("--group", type=int, help="the members of one array group (all states)")
+    p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
     p.add_argument("--limit", type=_positive_int, default=50)
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
@@ -1339,7 +1339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
     p.add_argument("id", nargs="?")
-    p.add_argument("--group", type=int, help="an array group id")
+    p.add_argument("--group", type=_positive_int, help="an array group id")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
     p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")
@@ -1348,8 +1348,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("logs", cmd_logs, "the tail of a workload's log")
     p.add_argument("id")
-    p.add_argument("--attempt", type=int, help="attempt number (default: the last)")
-    p.add_argument("--tail", type=int, default=16384, help="bytes (16384)")
+    p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
+    p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the attempt ends")
     p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
