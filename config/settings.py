@@ -52,7 +52,7 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
 
 
-_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # the range check below names a value too large
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int = MAX_SECONDS) -> int:

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Callable
 
-_INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 """ASCII digits only, as the API's ``int_param`` reads them: ``int()`` took ``١`` (Arabic-Indic),
 ``１`` (fullwidth), ``1_0`` and blanks around, which no other surface reads as a number."""
 
