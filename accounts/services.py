@@ -15,6 +15,7 @@ from accounts.models import ApiTokenInfo, Membership, User
 from budgets.models import Budget
 from budgets.services import ancestor_ids, load_tree, subtree_ids
 from config.errors import ServiceError
+from scheduler.gpu_text import invisible_problem
 
 
 class AccountError(ServiceError):
@@ -113,6 +114,8 @@ def do_create_personal_token(user: User, name: str, expiry_days: int | None = No
     """
     if not isinstance(name, str) or not name.strip() or len(name.strip()) > 100 or "\x00" in name:
         raise AccountError("invalid_name", "name", "A token name is 1-100 characters.")
+    if problem := invisible_problem(name):  # a name that shows as another's on the tokens page
+        raise AccountError("invalid_name", "name", f"The token name {problem}.")
     if expiry_days is not None and (
         not isinstance(expiry_days, int) or isinstance(expiry_days, bool) or not 1 <= expiry_days <= MAX_TOKEN_DAYS
     ):

@@ -52,21 +52,32 @@ class StatementRow:
         return self.unallocated_gpu_seconds / 3600
 
 
-def parse_range(since: str | None, until: str | None, today: date | None = None) -> tuple[date, date]:
-    """``YYYY-MM-DD`` texts (either may be empty) → (since, until); default: the last 30 days to today.
+def parse_range(
+    since: str | None, until: str | None, today: date | None = None, now: datetime | None = None
+) -> tuple[date, date]:
+    """``since`` and ``until`` texts (either may be empty) → (since, until) UTC days; default: the
+    last 30 days to today. Each is read as history and the pyramid read theirs
+    (:func:`scheduler.api.params.parse_instant`: ``7d``, ``36h``, ``2w`` back from ``now``, or an ISO
+    8601 date or date-time), and the statement covers the UTC day holding that instant.
 
     Raises StatementError naming the field on a bad date (9999-12-31 included: no midnight follows it),
     ``since`` after ``until`` or more than 366 days.
     """
-    today = today or timezone.now().astimezone(UTC).date()
+    from rest_framework.exceptions import ValidationError
+
+    from scheduler.api.params import INSTANT_HELP, parse_instant
+
+    now = now or timezone.now()
+    today = today or now.astimezone(UTC).date()
 
     def parse(text: str | None, field: str) -> date | None:
         if text is None or not str(text).strip():
             return None
         try:
-            day = date.fromisoformat(str(text).strip())
-        except ValueError:
-            raise StatementError("invalid_date", field, f"{field}: {text!r} is not a date (YYYY-MM-DD).") from None
+            day = parse_instant(field, str(text), now, now).date()
+        except ValidationError:
+            problem = f"{field}: {text!r} is not {INSTANT_HELP}; the statement covers its UTC day."
+            raise StatementError("invalid_date", field, problem) from None
         # The statement reads up to the midnight after ``until``: the last day a date holds has none
         # (OverflowError, a 500, on ``until=9999-12-31``).
         if day == date.max:

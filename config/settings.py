@@ -52,16 +52,18 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false)")
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # the range check below names a value too large
+
+
 def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int = MAX_SECONDS) -> int:
     """An integer variable; raises ImproperlyConfigured on a non-integer or a value outside
     ``minimum``..``maximum``."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if not _INTEGER.fullmatch(raw.strip()):  # int() took "١" (Arabic-Indic) and "1_0"
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer (ASCII digits 0-9)")
+    value = int(raw)
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be >= {minimum}")
     if value > maximum:
@@ -88,7 +90,8 @@ def env_float(name: str, default: float, *, minimum: float | None = None, maximu
     return value
 
 
-_RATE = re.compile(r"[1-9]\d*/[smhd][a-z]*")  # 0/min throttled every request (429 for all)
+# 0/min throttled every request (429 for all); ASCII digits only ("١٢/min" was taken: \d is any digit)
+_RATE = re.compile(r"[1-9][0-9]*/[smhd][a-z]*")
 
 
 def env_rate(name: str, default: str) -> str:

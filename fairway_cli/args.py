@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+"""ASCII digits only, as the API's ``int_param`` reads them: ``int()`` took ``١`` (Arabic-Indic),
+``１`` (fullwidth), ``1_0`` and blanks around, which no other surface reads as a number."""
 
 
 def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     """A whole number ``>= minimum`` (and ``<= maximum`` when given)."""
 
     def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not _INTEGER.fullmatch(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits 0-9)")
+        n = int(text)
         if n < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}")
         if maximum is not None and n > maximum:
@@ -35,6 +39,8 @@ def positive_number(maximum: float = math.inf) -> Callable[[str], float]:
 
     def parse(text: str) -> float:
         try:
+            if not text.isascii() or "_" in text:  # float() took "١" and "1_0" as int() did
+                raise ValueError(text)
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None

@@ -441,7 +441,10 @@ def _env_pairs(pairs: list[str], secret: bool, given: set[str] | None = None) ->
     return env
 
 
-def _submission(args: argparse.Namespace) -> dict[str, Any]:
+def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
+    """The request body of ``fairway submit`` (and ``--quote``) from its flags and ``-f`` spec.
+    Without a budget, the requester's one submit budget (``me/``'s ``submit_budgets``); with
+    several or none, a usage error that lists them (``CliError``)."""
     body: dict[str, Any] = {}
     if args.file:
         import yaml  # only here: the CLI's wheel needs PyYAML for -f alone
@@ -503,12 +506,27 @@ def _submission(args: argparse.Namespace) -> dict[str, Any]:
         env.update(_env_pairs(args.env or [], secret=False, given=given))
         env.update(_env_pairs(args.secret_env or [], secret=True, given=given))
         body["env"] = env
-    missing = [f for f in ("budget", "command", "min_runtime") if f not in body]
+    missing = [f for f in ("command", "min_runtime") if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
         raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
+    if "budget" not in body:
+        body["budget"] = _sole_budget(api)
     return body
+
+
+def _sole_budget(api: Api) -> str:
+    """The one budget path the requester may submit to; ``CliError`` (usage) naming the choices
+    when there are several, or saying there are none."""
+    # Sent back as it came (an escaped path would name another budget); escaped where printed.
+    budgets = Api(api.server, api.token, api.timeout, escape=False).call("GET", "me/").get("submit_budgets") or []
+    if len(budgets) == 1:
+        return str(budgets[0])
+    if not budgets:
+        raise CliError(EXIT_USAGE, "missing: budget (-b): you may submit to no budget yet")
+    choices = ", ".join(escaped(budgets))
+    raise CliError(EXIT_USAGE, f"missing: budget (-b): you may submit to several, give one of: {choices}")
 
 
 def _why(w: dict[str, Any], out: TextIO) -> None:
@@ -544,7 +562,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
 def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if args.quote:
         return _quote(args, config, out)
-    w = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/", body=_submission(args))
+    api = Api(config.server, config.token, escape=not args.json)
+    w = api.call("POST", "workloads/", body=_submission(args, api))
     if args.json:
         emit_json(w, out)
         return EXIT_OK
@@ -578,7 +597,8 @@ def _array_submitted(array: dict[str, Any]) -> str:
 
 def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """``fairway submit --quote``: the server's quote for this submission; nothing is submitted."""
-    q = Api(config.server, config.token, escape=not args.json).call("POST", "workloads/quote/", body=_submission(args))
+    api = Api(config.server, config.token, escape=not args.json)
+    q = api.call("POST", "workloads/quote/", body=_submission(args, api))
     if args.json:
         emit_json(q, out)
         return EXIT_OK
@@ -1274,7 +1294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name")
     p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo")
     p.add_argument("--cluster", "-c")
-    p.add_argument("--gpus", "-g", type=int, help="GPU count (default 1)")
+    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
     p.add_argument("--gpu-model", "-m")
     p.add_argument("--image", "-i")
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
@@ -1291,7 +1311,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog")
     p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
-    p.add_argument("--retries", type=int, help="re-runs after a non-zero exit (default 0)")
+    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit (default 0)")
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end")
     p.add_argument(
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
@@ -1310,7 +1330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mine", action="store_true", help="only mine")
     p.add_argument("--cluster", "-c")
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
-    p.add_argument("--group", type=int, help="the members of one array group (all states)")
+    p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
     p.add_argument("--limit", type=_positive_int, default=50)
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
@@ -1319,7 +1339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
     p.add_argument("id", nargs="?")
-    p.add_argument("--group", type=int, help="an array group id")
+    p.add_argument("--group", type=_positive_int, help="an array group id")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
     p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")
@@ -1328,8 +1348,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("logs", cmd_logs, "the tail of a workload's log")
     p.add_argument("id")
-    p.add_argument("--attempt", type=int, help="attempt number (default: the last)")
-    p.add_argument("--tail", type=int, default=16384, help="bytes (16384)")
+    p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
+    p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the attempt ends")
     p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)

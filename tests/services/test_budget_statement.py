@@ -170,3 +170,24 @@ def test_admin_action_downloads_the_statement(ledger, admin, client):
     )
     assert answer.status_code == 200 and answer["Content-Type"].startswith("text/csv")
     assert answer.content.decode().startswith("budget,day,project,user")
+
+
+def test_a_statement_range_reads_durations_as_history_and_the_pyramid_do():
+    """left36: ``statement.csv?since=7d`` was refused ("is not a date (YYYY-MM-DD)") where history
+    and the pyramid read ``7d``; each bound is read by their parser and covers its UTC day."""
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 3, 30, 1, 30, tzinfo=UTC)
+    assert parse_range("7d", None, now=now) == (date(2026, 3, 23), date(2026, 3, 30))
+    assert parse_range("2w", "36h", now=now) == (date(2026, 3, 16), date(2026, 3, 28))
+    assert parse_range("2026-03-01T23:30Z", "2026-03-02", now=now) == (date(2026, 3, 1), date(2026, 3, 2))
+    with pytest.raises(StatementError) as err:
+        parse_range("7 days", None, now=now)
+    assert (err.value.field, err.value.code) == ("since", "invalid_date")
+    assert "a duration back from now (e.g. 7d, 36h, 2w)" in err.value.message
+
+
+def test_api_statement_takes_a_duration(ledger, researcher, api_client_for):
+    url = f"/api/v1/budgets/{ledger['nlp/olmo'].pk}/statement.csv?since=7d&until=1d"
+    response = api_client_for(researcher).get(url)
+    assert response.status_code == 200, response.content

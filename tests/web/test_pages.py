@@ -281,3 +281,21 @@ def test_metrics_page_shows_the_pyramid_of_the_last_week(browser, cluster):
     assert "the pyramid, last 7 days" in page
     assert "90%" in page and "80%" in page and "40%" in page and "75%" in page  # avail, occ, util, impact
     assert "<polyline" in page
+
+
+def test_the_cluster_page_asks_a_reason_for_a_drain_and_records_it(admin_browser, hosts):
+    """left36: the web's Cordon, Drain and Drain now buttons had no reason field, so every host
+    drained from the page read "no reason given". One optional reason field per host goes with
+    whichever button is pressed (each posts to its own action), to ``do_set_host_state``."""
+    page = admin_browser.get("/clusters/default/").content.decode()
+    row = re.search(r"<tr[^>]*>\s*<td[^>]*>.{0,400}?a100-1.*?</tr>", page, re.S)
+    assert row is not None
+    form = re.search(r"<form[^>]*>(.*?)</form>", row.group(0), re.S)
+    assert form is not None
+    assert re.search(r'<input[^>]*name="reason"', form.group(1))
+    actions = re.findall(r'formaction="([^"]+)"', form.group(1))
+    assert actions == ["/hosts/a100-1/cordon/", "/hosts/a100-1/drain/", "/hosts/a100-1/drain-now/"]
+    assert admin_browser.post("/hosts/a100-1/drain/", {"reason": "PSU swap"}).status_code == 302
+    assert HostEvent.objects.filter(kind="draining", message="PSU swap").exists()
+    state = admin_browser.get("/clusters/default/").content.decode()
+    assert "PSU swap" in state and "no reason given" not in state

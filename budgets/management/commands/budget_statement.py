@@ -1,4 +1,5 @@
-"""``manage.py budget_statement BUDGET [--since YYYY-MM-DD] [--until YYYY-MM-DD] [--out FILE]``: the CSV statement."""
+"""``manage.py budget_statement BUDGET [--since DAY] [--until DAY] [--out FILE]``: the CSV statement
+(a day: ``YYYY-MM-DD``, a date-time, or ``7d`` back from now, as ``statement.csv`` reads it)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("budget", help="budget id or path (e.g. nlp/olmo)")
-        parser.add_argument("--since", default="", help="first day, YYYY-MM-DD (UTC; default until - 29 days)")
-        parser.add_argument("--until", default="", help="last day, YYYY-MM-DD (UTC; default today)")
+        parser.add_argument("--since", default="", help="first UTC day: YYYY-MM-DD or 7d back (default until - 29d)")
+        parser.add_argument("--until", default="", help="last UTC day: YYYY-MM-DD or 1d back (default today)")
         parser.add_argument("--out", default="", help="write the CSV to this file (default stdout)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
