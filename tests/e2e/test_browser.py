@@ -163,11 +163,13 @@ def test_researcher_submits_watches_reads_why_pending_and_cancels(
         admin_page.click("button[type=submit]")
         admin_page.wait_for_url(f"{stack.base_url}/")
         admin_page.goto("/clusters/")
-        admin_page.click("#host-h1 form[action$='/drain/'] button")
+        admin_page.fill("#host-h1 input.host-reason", "firmware update")  # one reason, any button
+        admin_page.click("#host-h1 button[formaction$='/drain/']")
         admin_page.wait_for_selector("#host-h1 .badge.draining")
         assert "last protection ends" in admin_page.inner_text("#host-h1")
+        assert "by ada" in admin_page.inner_text("#host-h1") and "firmware update" in admin_page.inner_text("#host-h1")
         admin_page.screenshot(path=str(shots / "10b-clusters-admin-draining.png"), full_page=True)
-        admin_page.click("#host-h1 form[action$='/resume/'] button")
+        admin_page.click("#host-h1 button[formaction$='/resume/']")
         admin_page.wait_for_selector("#host-h1 .badge.active")
     finally:
         admin_context.close()
