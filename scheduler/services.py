@@ -1182,6 +1182,14 @@ def _state_target(current: str, state: str, drain_now: bool) -> str:
     return state
 
 
+def _inventory_pending(host: Host) -> str:
+    """Why ``host`` cannot be resumed while its agent's GPU inventory awaits approval."""
+    return (
+        f"Host {host.name}'s agent reports GPUs that differ from the registered ones: approve "
+        "its GPU inventory (hosts admin) or let the agent report the registered GPUs; it resumes then."
+    )
+
+
 def host_action_problem(host: Host, verb: str) -> str | None:
     """Why operator action ``verb`` (a key of :data:`HOST_ACTIONS`) does not apply to ``host`` now,
     or None: a removed host takes none; one that would change nothing is no action (resume of an
@@ -1201,6 +1209,8 @@ def host_action_problem(host: Host, verb: str) -> str | None:
     if target == current and host.drain_now == drain_now:
         where = f"offline and returns as {current}" if host.state == Host.State.OFFLINE else current
         return f"Host {host.name} is {where}: nothing to {verb.replace('-', ' ')}."
+    if target == Host.State.ACTIVE and host.pending_inventory is not None:  # as do_set_host_state refuses
+        return _inventory_pending(host)
     return None
 
 
@@ -1236,13 +1246,7 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         if target == current and locked.drain_now == drain_now:
             return locked
         if target == Host.State.ACTIVE and locked.pending_inventory is not None:
-            raise HostError(
-                "inventory_pending",
-                "state",
-                f"Host {locked.name}'s agent reports GPUs that differ from the registered ones: approve "
-                "its GPU inventory (hosts admin) or let the agent report the registered GPUs; it resumes then.",
-                status=409,
-            )
+            raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
         if offline:
             locked.state_before_offline = target
         else:

@@ -246,6 +246,16 @@ def test_the_cluster_page_offers_only_the_actions_that_apply(
     assert _buttons(admin_browser, "a100-1") == buttons
 
 
+def test_a_host_awaiting_its_inventory_approval_is_not_offered_resume(admin_browser, hosts):
+    """A cordoned host whose agent reported other GPUs was offered Resume, which the service then
+    refused (``inventory_pending``): the approval resumes it. The page's rule now says so too."""
+    Host.objects.filter(name="a100-1").update(state="cordoned", pending_inventory=[{"index": 0, "uuid": "GPU-x"}])
+    assert _buttons(admin_browser, "a100-1") == ["Drain", "Drain now"]
+    page = admin_browser.post("/hosts/a100-1/resume/", follow=True).content.decode()
+    assert "approve its GPU inventory" in page
+    assert Host.objects.filter(name="a100-1", state="cordoned").exists()
+
+
 def test_an_action_that_does_not_apply_is_refused_with_the_reason(admin_browser, hosts):
     """left35: a posted Resume of an offline host that returns as active was answered "resumed"."""
     Host.objects.filter(name="a100-1").update(state="offline", state_before_offline="active")
