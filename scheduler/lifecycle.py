@@ -1156,6 +1156,7 @@ def host_hello(
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
         last_seen = locked.last_heartbeat
+        held = _held_running_at(last_seen, [e.attempt_id for e in exited])
         agent_version = clean_text(agent_version)
         locked.agent_version = agent_version[:32]
         locked.last_heartbeat = now
@@ -1190,10 +1191,19 @@ def host_hello(
         if attempt_id in running_ids:
             attempt_started(host, attempt_id, age, now=now)
     for report in exited:
+        alive_at = last_seen if report.attempt_id in held else None
         if report.failed_to_start:
-            attempt_failed_to_start(host, report.attempt_id, report.message, report.age_s, now=now)
+            attempt_failed_to_start(host, report.attempt_id, report.message, report.age_s, now=now, alive_at=alive_at)
         else:
-            attempt_exited(host, report.attempt_id, report.exit_code, report.age_s, message=report.message, now=now)
+            attempt_exited(
+                host,
+                report.attempt_id,
+                report.exit_code,
+                report.age_s,
+                message=report.message,
+                now=now,
+                alive_at=alive_at,
+            )
 
     reported = running_ids | {e.attempt_id for e in exited}
     for attempt_id in sorted(_attempts_on_host(host.pk) - reported):
@@ -1223,6 +1233,25 @@ def host_hello(
         Attempt.objects.filter(pk__in=sorted(unconfirmed), started_at__isnull=True, ended_at__isnull=True).values_list(
             "pk", flat=True
         )
+    )
+
+
+def _held_running_at(last_seen: datetime | None, attempt_ids: Sequence[int]) -> set[int]:
+    """Those of ``attempt_ids`` (a hello's exits) the server held running at the host's last
+    heartbeat before the hello, ``last_seen``: still open and confirmed started by then. Each one's
+    exit is dated no earlier than ``last_seen`` (:func:`exit_time`'s ``alive_at``), the floor a new
+    connection carries over from the old one (left37: its ``heard_running`` is gone with it, and a
+    year's ``age_s`` ended the attempt at its start, charged nothing). Why it is a floor: frames
+    of one connection arrive in order, so an exit the agent reported before that heartbeat
+    arrived before it and closed the attempt; one still open ended after it (or the agent
+    noticed it a poll later), and the ``lost`` rule charges such an attempt to ``last_seen``
+    too (DESIGN.md §4). docs/locking.md."""
+    if last_seen is None or not attempt_ids:
+        return set()
+    return set(
+        Attempt.objects.filter(
+            pk__in=sorted(attempt_ids), started_at__lte=last_seen, ended_at__isnull=True
+        ).values_list("pk", flat=True)
     )
 
 
