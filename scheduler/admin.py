@@ -95,7 +95,11 @@ class ClusterAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .annotate(
                 n_hosts=Count("hosts", filter=Q(hosts__removed_at__isnull=True), distinct=True),
-                n_gpus=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True), distinct=True),
+                n_gpus=Count(
+                    "hosts__gpus",
+                    filter=Q(hosts__removed_at__isnull=True, hosts__gpus__removed_at__isnull=True),
+                    distinct=True,
+                ),
             )
         )
 
@@ -197,8 +201,9 @@ class HostAdmin(admin.ModelAdmin):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Host]:
-        first_model = GPU.objects.filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
-        return super().get_queryset(request).annotate(n_gpus=Count("gpus"), model=Subquery(first_model))
+        first_model = GPU.objects.registered().filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
+        n_gpus = Count("gpus", filter=Q(gpus__removed_at__isnull=True))
+        return super().get_queryset(request).annotate(n_gpus=n_gpus, model=Subquery(first_model))
 
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Host) -> int:

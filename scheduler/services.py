@@ -269,7 +269,8 @@ def read_hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | No
     """:func:`_hardware` read from the database: one query."""
     return [
         (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"], row["host__labels"])
-        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+        for row in GPU.objects.registered()
+        .filter(host__cluster=cluster, host__removed_at__isnull=True)
         .values("host_id", "model", "host__cpus", "host__memory_bytes", "host__labels")
         .annotate(n=Count("id"))
         .order_by()
@@ -905,7 +906,8 @@ def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
 
 def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
     """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is
-    registered (a GPU of a removed host is free again, unless an attempt still holds it)."""
+    registered (a GPU of a removed host, or one an approved inventory removed, is free again,
+    unless an attempt still holds it)."""
     taken = Host.objects.filter(name=name).values_list("removed_at", flat=True).first()
     if taken is not None:
         raise HostError(
@@ -917,7 +919,7 @@ def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
     # approval moves them, lifecycle._register_gpus), unless an attempt still holds one.
     taken = list(
         GPU.objects.filter(uuid__in=[g[1] for g in specs])
-        .filter(Q(host__removed_at__isnull=True) | Q(attempt_links__open=True))
+        .filter(Q(host__removed_at__isnull=True, removed_at__isnull=True) | Q(attempt_links__open=True))
         .values_list("uuid", flat=True)
         .distinct()
     )
@@ -969,7 +971,7 @@ def do_register_host(
                     if u in moving:  # a queryset update: it forgets the hardware web processes keep
                         GPU.objects.filter(uuid=u).update(
                             host=host, index=i, model=m, memory_mb=mem, health=GPU.Health.HEALTHY,
-                            last_sample={}, nominated_for=None,
+                            last_sample={}, nominated_for=None, removed_at=None,
                         )  # fmt: skip
                 GPU.objects.bulk_create(
                     [
@@ -1063,7 +1065,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
             kind="removed",
             actor=actor,
             message=reason,
-            data={"state": locked.state, "gpus": locked.gpus.count()},
+            data={"state": locked.state, "gpus": locked.gpus.registered().count()},
         )
         transaction.on_commit(lambda: gateway.close_host_links([locked.pk], "removed", before=generation))
         request_tick_on_commit(locked.cluster_id)

@@ -162,7 +162,7 @@ def _ancestors(tree: dict[int, Budget], budget_id: int) -> list[int]:
 
 def _cluster_choices() -> tuple[list[str], list[str]]:
     clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
-    models = sorted(set(GPU.objects.filter(host__removed_at__isnull=True).values_list("model", flat=True)))
+    models = sorted(set(GPU.objects.registered().filter(host__removed_at__isnull=True).values_list("model", flat=True)))
     return clusters, models
 
 

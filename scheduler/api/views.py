@@ -414,7 +414,9 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVi
 
     def get_queryset(self) -> QuerySet[Cluster]:
         return Cluster.objects.prefetch_related(
-            Prefetch("hosts", queryset=Host.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.all()))),
+            Prefetch(
+                "hosts", queryset=Host.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.registered()))
+            ),
             Prefetch("mounts", queryset=Mount.objects.order_by("name")),
         ).order_by("name")
 
