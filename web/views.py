@@ -223,9 +223,16 @@ def submit(request: HttpRequest) -> HttpResponse:
             if data is not None:
                 service_kwargs, errors = parse_submission(data)
                 if service_kwargs is not None and "quote" in request.POST:
-                    # A quote (DESIGN.md §3.8): validated like the submission, nothing written.
+                    # A quote (DESIGN.md §3.8): validated like the submission, nothing written;
+                    # counted in the API's quote throttle (one log per user, config.throttling).
+                    from config.throttling import quote_wait
                     from scheduler.estimates import do_quote
 
+                    wait = quote_wait(request)
+                    if wait is not None:
+                        raise ServiceError(
+                            "throttled", None, f"Too many quotes: try again in {math.ceil(wait)} s.", status=429
+                        )
                     _quoted, quote_lines, quote_terms = do_quote(request.user, **service_kwargs)
                 elif service_kwargs is not None:
                     # A double click posted the page twice: two workloads, both charged (break29)
