@@ -31,7 +31,7 @@ from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
-from scheduler.gpu_text import gpu_text_problem, invisible_problem
+from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
     GPU,
     Attempt,
@@ -883,24 +883,14 @@ def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
 
 
 def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
-    """A host's labels as stored (None: none), by the one rule of a join, a registration and the
-    admin's edit: short printable strings to strings, no empty key. Raises HostError
+    """A host's labels as stored (None: none), by the one rule of a join, a registration, the
+    admin's edit and a scenario file (:func:`scheduler.gpu_text.labels_problem`). Raises HostError
     ``invalid_labels`` naming what is wrong (a control or invisible character as ``U+XXXX``)."""
     if labels is None:
         return {}
-    if not isinstance(labels, Mapping) or not all(
-        _is_text(k) and _is_text(v) and len(k) <= 64 and len(v) <= 256 for k, v in labels.items()
-    ):
-        raise HostError(
-            "invalid_labels", "labels", "Labels map short strings to strings (no NUL), e.g. {'rack': 'r1'}."
-        )
-    if any(not k.strip() for k in labels):  # {"": "r1"} was stored, a label no one can name (ops35)
-        raise HostError("invalid_labels", "labels", "A label key is not empty (nor blanks only), e.g. {'rack': 'r1'}.")
-    # A control or invisible character (an escape sequence, a zero-width space) was stored: a
-    # label that prints like another, or rewrites the terminal showing it (as gpu_text_problem).
-    problem = next((p for kv in labels.items() for text in kv if (p := invisible_problem(text))), None)
+    problem = labels_problem(labels)
     if problem is not None:
-        raise HostError("invalid_labels", "labels", f"A label key or value {problem}.")
+        raise HostError("invalid_labels", "labels", problem)
     return dict(labels)
 
 
@@ -1081,14 +1071,8 @@ def authenticate_host_token(token: str) -> Host | None:
 
 
 def _is_text(value: object, *, nul: bool = False) -> bool:
-    """A str that PostgreSQL can store and UTF-8 can encode: no lone surrogate, no NUL (unless ``nul``)."""
-    if not isinstance(value, str) or (not nul and "\x00" in value):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """A str that PostgreSQL can store and UTF-8 can encode (:func:`scheduler.gpu_text.storable_text`)."""
+    return storable_text(value, nul=nul)
 
 
 # --- joining hosts (agent install, DESIGN.md §5) ------------------------------------------
