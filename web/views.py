@@ -25,7 +25,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.core.paginator import Paginator
+from django.core.paginator import EmptyPage, Paginator
 from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
@@ -43,6 +43,7 @@ from accounts.services import accessible_budget_ids, do_create_personal_token, d
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_accounting
 from scheduler.api.filters import WorkloadFilter
@@ -330,7 +331,19 @@ def workloads(request: HttpRequest) -> HttpResponse:
     # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
     errors = [f"{k}: no such filter (the filters are {', '.join(filters)})" for k in unknown]
     errors += [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
-    page = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE).get_page(request.GET.get("page"))
+    # ?page= by the API's rule for limit and offset (config.pagination): Paginator.get_page read
+    # ?page=abc or ?page=-1 as page 1 and ?page=999 as the last page, an answer to another question
+    # (left37). A malformed page is named as a filter is (400); one past the last is a 404 (Django's
+    # paginated views' answer); page 1 of an empty list is that empty page.
+    raw_page = request.GET.get("page") or "1"
+    if problem := whole_number_problem("page", raw_page, 1):
+        errors.append(f"page: {problem}")
+        raw_page = "1"
+    paginator = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE)
+    try:
+        page = paginator.page(int(raw_page))
+    except EmptyPage:
+        raise Http404(f"No page {raw_page}: the list has {paginator.num_pages}.") from None
     now = timezone.now()
     for w in page:
         w.acct = accounting(w, now)
