@@ -115,7 +115,7 @@ class ClusterAdmin(admin.ModelAdmin):
 class GPUInline(admin.TabularInline):
     model = GPU
     extra = 0
-    fields = ["index", "uuid", "model", "memory_mb", "health", "nominated_for"]
+    fields = ["index", "uuid", "model", "memory_mb", "health", "nominated_for", "removed_at"]
     readonly_fields = fields
     can_delete = False
 
@@ -296,8 +296,8 @@ class HostAdmin(admin.ModelAdmin):
 
 @admin.register(GPU)
 class GPUAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["__str__", "model", "memory_mb", "health", "uuid", "nominated_for"]
-    list_filter = ["health", "model", "host__cluster"]
+    list_display = ["__str__", "model", "memory_mb", "health", "uuid", "nominated_for", "removed_at"]
+    list_filter = ["health", "model", "host__cluster", ("removed_at", admin.EmptyFieldListFilter)]
     search_fields = ["uuid", "host__name"]
     list_select_related = ["host"]
 
