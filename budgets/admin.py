@@ -34,7 +34,9 @@ def _cluster_gpus() -> dict[str, int]:
     from scheduler.models import Cluster
 
     return dict(
-        Cluster.objects.annotate(n=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True)))
+        Cluster.objects.annotate(
+            n=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True, hosts__gpus__removed_at__isnull=True))
+        )
         .order_by("name")
         .values_list("name", "n")
     )

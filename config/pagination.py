@@ -17,6 +17,14 @@ _DIGITS = re.compile(r"[0-9]{1,100}")
 digits), few enough for ``int()``."""
 
 
+def whole_number_problem(name: str, raw: str, least: int) -> str | None:
+    """Why ``raw``, the query parameter ``name``, is not a whole number ``>= least`` (ASCII digits),
+    or None. The one rule of the API's ``limit`` and ``offset`` and the web list's ``page``."""
+    if not _DIGITS.fullmatch(raw) or int(raw) < least:
+        return f"{name} is a whole number >= {least}."
+    return None
+
+
 class FairwayLimitOffsetPagination(LimitOffsetPagination):
     """``?limit=`` above :data:`MAX_LIMIT` is read as :data:`MAX_LIMIT` (every row, as such a limit
     means): it reached the database as is, a 500 on SQLite ("datatype mismatch") and PostgreSQL
@@ -34,8 +42,8 @@ class FairwayLimitOffsetPagination(LimitOffsetPagination):
         raw = request.query_params.get(name)
         if raw is None or raw == "":
             return None
-        if not _DIGITS.fullmatch(raw) or int(raw) < least:
-            raise ValidationError({name: [f"{name} is a whole number >= {least}."]}, code="invalid")
+        if problem := whole_number_problem(name, raw, least):
+            raise ValidationError({name: [problem]}, code="invalid")
         return int(raw)
 
     def get_limit(self, request: Any) -> int | None:

@@ -376,6 +376,7 @@ REST_FRAMEWORK = {
         "user": env_rate("FAIRWAY_THROTTLE_USER", "6000/min"),
         "login": env_rate("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
         "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
+        "quote": env_rate("FAIRWAY_THROTTLE_QUOTE", "30/min"),  # per user: a quote is a forward simulation
     },
 }
 SPECTACULAR_SETTINGS = {

@@ -107,3 +107,33 @@ class AnonRateThrottle(OneTripThrottleMixin, throttling.AnonRateThrottle):
 
 class UserRateThrottle(OneTripThrottleMixin, throttling.UserRateThrottle):
     """DRF's ``UserRateThrottle`` (scope ``user``, per user), in one round trip."""
+
+
+class SettingsRate:
+    """Read the rate from the settings when asked (DRF reads them once, at import): a scope's rate
+    in ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, changed by the settings at run time (tests)."""
+
+    scope: str
+
+    def get_rate(self) -> str | None:
+        from rest_framework.settings import api_settings
+
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)  # type: ignore[no-any-return]
+
+
+class QuoteRateThrottle(SettingsRate, OneTripThrottleMixin, throttling.UserRateThrottle):
+    """Quotes per user (scope ``quote``, ``FAIRWAY_THROTTLE_QUOTE``, default 30/min), on top of the
+    user's API rate: a quote runs a forward simulation of the cluster (up to 300 ms at demo size,
+    DESIGN.md §9) where other requests read rows, so 6,000 a minute of them would hold the web
+    process's cores. The API's ``workloads/quote/`` and the submit page's Quote button count in it."""
+
+    scope = "quote"
+
+
+def quote_wait(request: Any) -> float | None:
+    """None when ``request`` (a Django or DRF request of a signed-in user) may run a quote now,
+    counted in :class:`QuoteRateThrottle`'s log; else the seconds to wait (DRF's ``wait``, at least 1)."""
+    throttle = QuoteRateThrottle()
+    if throttle.allow_request(request, None):
+        return None
+    return max(1.0, throttle.wait() or 1.0)

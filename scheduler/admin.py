@@ -95,7 +95,11 @@ class ClusterAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .annotate(
                 n_hosts=Count("hosts", filter=Q(hosts__removed_at__isnull=True), distinct=True),
-                n_gpus=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True), distinct=True),
+                n_gpus=Count(
+                    "hosts__gpus",
+                    filter=Q(hosts__removed_at__isnull=True, hosts__gpus__removed_at__isnull=True),
+                    distinct=True,
+                ),
             )
         )
 
@@ -111,7 +115,7 @@ class ClusterAdmin(admin.ModelAdmin):
 class GPUInline(admin.TabularInline):
     model = GPU
     extra = 0
-    fields = ["index", "uuid", "model", "memory_mb", "health", "nominated_for"]
+    fields = ["index", "uuid", "model", "memory_mb", "health", "nominated_for", "removed_at"]
     readonly_fields = fields
     can_delete = False
 
@@ -197,8 +201,9 @@ class HostAdmin(admin.ModelAdmin):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Host]:
-        first_model = GPU.objects.filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
-        return super().get_queryset(request).annotate(n_gpus=Count("gpus"), model=Subquery(first_model))
+        first_model = GPU.objects.registered().filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
+        n_gpus = Count("gpus", filter=Q(gpus__removed_at__isnull=True))
+        return super().get_queryset(request).annotate(n_gpus=n_gpus, model=Subquery(first_model))
 
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Host) -> int:
@@ -291,8 +296,8 @@ class HostAdmin(admin.ModelAdmin):
 
 @admin.register(GPU)
 class GPUAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["__str__", "model", "memory_mb", "health", "uuid", "nominated_for"]
-    list_filter = ["health", "model", "host__cluster"]
+    list_display = ["__str__", "model", "memory_mb", "health", "uuid", "nominated_for", "removed_at"]
+    list_filter = ["health", "model", "host__cluster", ("removed_at", admin.EmptyFieldListFilter)]
     search_fields = ["uuid", "host__name"]
     list_select_related = ["host"]
 

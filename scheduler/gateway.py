@@ -561,7 +561,11 @@ def _with_host_gpus(rows: Any) -> Any:
     """``rows`` (AttemptGPU) annotated with ``host_gpus``: the registered GPUs of the row's host, in
     the same query (a correlated count per row: the plain reading, :func:`_open_parts`)."""
     host_gpus = Subquery(
-        GPU.objects.filter(host_id=OuterRef("gpu__host_id")).values("host_id").annotate(n=Count("id")).values("n"),
+        GPU.objects.registered()
+        .filter(host_id=OuterRef("gpu__host_id"))
+        .values("host_id")
+        .annotate(n=Count("id"))
+        .values("n"),
         output_field=IntegerField(),
     )
     return rows.annotate(host_gpus=host_gpus)
@@ -576,7 +580,8 @@ def _host_gpu_counts(host_ids: Collection[int]) -> dict[int, int]:
     if not host_ids:
         return {}
     return dict(
-        GPU.objects.filter(host_id__in=sorted(host_ids))
+        GPU.objects.registered()
+        .filter(host_id__in=sorted(host_ids))
         .order_by()
         .values("host_id")
         .annotate(n=Count("id"))

@@ -1156,6 +1156,7 @@ def host_hello(
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
         last_seen = locked.last_heartbeat
+        held = _held_running_at(last_seen, [e.attempt_id for e in exited])
         agent_version = clean_text(agent_version)
         locked.agent_version = agent_version[:32]
         locked.last_heartbeat = now
@@ -1190,10 +1191,19 @@ def host_hello(
         if attempt_id in running_ids:
             attempt_started(host, attempt_id, age, now=now)
     for report in exited:
+        alive_at = last_seen if report.attempt_id in held else None
         if report.failed_to_start:
-            attempt_failed_to_start(host, report.attempt_id, report.message, report.age_s, now=now)
+            attempt_failed_to_start(host, report.attempt_id, report.message, report.age_s, now=now, alive_at=alive_at)
         else:
-            attempt_exited(host, report.attempt_id, report.exit_code, report.age_s, message=report.message, now=now)
+            attempt_exited(
+                host,
+                report.attempt_id,
+                report.exit_code,
+                report.age_s,
+                message=report.message,
+                now=now,
+                alive_at=alive_at,
+            )
 
     reported = running_ids | {e.attempt_id for e in exited}
     for attempt_id in sorted(_attempts_on_host(host.pk) - reported):
@@ -1226,6 +1236,25 @@ def host_hello(
     )
 
 
+def _held_running_at(last_seen: datetime | None, attempt_ids: Sequence[int]) -> set[int]:
+    """Those of ``attempt_ids`` (a hello's exits) the server held running at the host's last
+    heartbeat before the hello, ``last_seen``: still open and confirmed started by then. Each one's
+    exit is dated no earlier than ``last_seen`` (:func:`exit_time`'s ``alive_at``), the floor a new
+    connection carries over from the old one (left37: its ``heard_running`` is gone with it, and a
+    year's ``age_s`` ended the attempt at its start, charged nothing). Why it is a floor: frames
+    of one connection arrive in order, so an exit the agent reported before that heartbeat
+    arrived before it and closed the attempt; one still open ended after it (or the agent
+    noticed it a poll later), and the ``lost`` rule charges such an attempt to ``last_seen``
+    too (DESIGN.md §4). docs/locking.md."""
+    if last_seen is None or not attempt_ids:
+        return set()
+    return set(
+        Attempt.objects.filter(
+            pk__in=sorted(attempt_ids), started_at__lte=last_seen, ended_at__isnull=True
+        ).values_list("pk", flat=True)
+    )
+
+
 def _clean_isolation(isolation: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """``hello.isolation`` as stored on the host (text cleaned as the agent version is)."""
     if isolation is None:
@@ -1252,7 +1281,7 @@ def _check_inventory(host: Host, gpus: Sequence[GpuReport], now: datetime) -> No
     and an active host is cordoned meanwhile (running work stays; nothing new is placed on GPUs
     that may not be what the database says). A matching hello later resumes such a host.
     """
-    registered = {g.index: g for g in GPU.objects.filter(host=host)}
+    registered = {g.index: g for g in GPU.objects.registered().filter(host=host)}
     reported = _inventory_key((g.index, g.uuid, g.model) for g in gpus)
     if reported == _inventory_key((g.index, g.uuid, g.model) for g in registered.values()):
         changed = []
@@ -1310,10 +1339,12 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
     """An admin accepts the GPU inventory ``host``'s agent reported (``pending_inventory``).
 
     The GPUs are registered as reported (added, re-indexed, re-modelled; a UUID registered on
-    another live host stays there); registered GPUs the agent no longer reports become
-    unhealthy (they leave placement). A host cordoned by the hold is resumed. Raises
-    ServiceError ``no_pending_inventory`` or ``mixed_models`` (all GPUs of a host are of one
-    model: such a host must leave and join again).
+    another live host stays there); registered GPUs the agent no longer reports leave the host's
+    inventory (``GPU.removed_at``: placement, the cluster's GPU count, the pyramid; their rows stay
+    for the attempts that ran on them, and return if reported again). A host cordoned by the hold
+    is resumed. Raises ServiceError ``no_pending_inventory``, ``mixed_models`` (all GPUs of a host
+    are of one model: such a host must leave and join again) or ``gpu_busy`` (409: a GPU to leave
+    still holds an open attempt; drain first, as ``do_remove_host`` asks).
     """
     from config.errors import ServiceError
 
@@ -1335,17 +1366,30 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
                 f"Host {locked.name} reports GPUs of several models ({', '.join(models)}); "
                 "all GPUs of a host are of one model (DESIGN.md §3.3): remove it and join it again.",
             )
+        missing = GPU.objects.registered().filter(host=locked).exclude(index__in=[r.index for r in reports])
+        busy = sorted(missing.filter(attempt_links__open=True).values_list("index", flat=True).distinct())
+        if busy:
+            raise ServiceError(
+                "gpu_busy",
+                None,
+                f"Host {locked.name}'s GPU(s) {', '.join(map(str, busy))}, which the agent no longer reports, "
+                "still hold an attempt: drain the host first, then approve once they are free.",
+                status=409,
+            )
         _register_gpus(locked, reports)
-        missing = GPU.objects.filter(host=locked).exclude(index__in=[r.index for r in reports])
-        missing.exclude(health=GPU.Health.UNHEALTHY).update(health=GPU.Health.UNHEALTHY)
+        # docs/resources.md: a GPU the agent no longer reports leaves the inventory (placement, the
+        # registered GPUs of every entitlement and of the pyramid); its row stays for the history.
+        gone = sorted(missing.values_list("index", flat=True))
+        missing.update(removed_at=now, nominated_for=None)
         locked.pending_inventory = None
         HostEvent.objects.create(
             host=locked,
             at=now,
             kind="inventory_approved",
             actor=actor,
-            message=f"GPU inventory approved: {len(reports)} × {models[0] if models else '-'}",
-            data={"gpus": [[r.index, r.uuid, r.model] for r in reports]},
+            message=f"GPU inventory approved: {len(reports)} × {models[0] if models else '-'}"
+            + (f"; GPU(s) {', '.join(map(str, gone))} removed" if gone else ""),
+            data={"gpus": [[r.index, r.uuid, r.model] for r in reports], "removed": gone},
         )
         if pending.get("cordoned"):
             _resume_after_hold(locked, now, "GPU inventory approved")
@@ -1372,6 +1416,7 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
         gpu.uuid = f"~moving-{gpu.pk}"
         gpu.save(update_fields=["uuid"])
     changed: list[GPU] = []
+    revived: list[GPU] = []
     for report in gpus:
         gpu = existing.get(report.index)
         if gpu is None:
@@ -1382,18 +1427,21 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
                 # live host stays there (else a misconfigured agent takes GPUs away from a
                 # healthy host, and two agents claiming one UUID move it back and forth). It
                 # moves only from a removed host, and never while an open attempt holds it.
-                other_removed = Host.objects.filter(pk=moved.host_id, removed_at__isnull=False).exists()
+                other_removed = moved.removed_at is not None or (
+                    Host.objects.filter(pk=moved.host_id, removed_at__isnull=False).exists()
+                )
                 if not other_removed or AttemptGPU.objects.filter(gpu=moved, open=True).exists():
                     logger.warning("GPU %s reported by %s is registered on another host; ignored", report.uuid, host)
                     continue
             if moved is not None:
-                moved.host, moved.index, moved.model, moved.memory_mb = (
+                moved.host, moved.index, moved.model, moved.memory_mb, moved.removed_at = (
                     host,
                     report.index,
                     report.model,
                     report.memory_mb,
+                    None,
                 )
-                moved.save(update_fields=["host", "index", "model", "memory_mb"])
+                moved.save(update_fields=["host", "index", "model", "memory_mb", "removed_at"])
             else:
                 GPU.objects.create(
                     host=host,
@@ -1404,6 +1452,9 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
                     health=report.health if report.health in GPU.Health.values else GPU.Health.HEALTHY,
                 )
             continue
+        if gpu.removed_at is not None:  # reported again: back in the inventory
+            gpu.removed_at = None
+            revived.append(gpu)
         if (gpu.uuid, gpu.model, gpu.memory_mb) != (report.uuid, report.model, report.memory_mb):
             if gpu.uuid != report.uuid and GPU.objects.filter(uuid=report.uuid).exclude(pk=gpu.pk).exists():
                 logger.warning("GPU %s:%s reports UUID %s, registered elsewhere; kept", host, gpu.index, report.uuid)
@@ -1413,6 +1464,8 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
             changed.append(gpu)
     if changed:
         GPU.objects.bulk_update(changed, ["uuid", "model", "memory_mb"])
+    if revived:
+        GPU.objects.bulk_update(revived, ["removed_at"])
     # A trading row whose reported UUID is another live host's kept its placeholder: out of placement.
     GPU.objects.filter(pk__in=[g.pk for g in trading], uuid__startswith="~moving-").update(health=GPU.Health.UNHEALTHY)
 

@@ -32,7 +32,12 @@ class HostQuerySet(_HardwareQuerySet):
 
 
 class GPUQuerySet(_HardwareQuerySet):
-    memo_fields = frozenset({"host", "host_id", "model"})
+    memo_fields = frozenset({"host", "host_id", "model", "removed_at"})
+
+    def registered(self) -> GPUQuerySet:
+        """The GPUs in their hosts' inventories: not removed by an approved inventory
+        (``removed_at``). A removed host's GPUs are the caller's to leave out (``host__removed_at``)."""
+        return self.filter(removed_at__isnull=True)
 
 
 class Cluster(models.Model):
@@ -103,7 +108,7 @@ class Host(models.Model):
 
 
 class GPU(models.Model):
-    """One device on a host. Only ``unhealthy`` GPUs leave placement (§4)."""
+    """One device on a host. Only ``unhealthy`` GPUs and ones an approved inventory removed leave placement (§4)."""
 
     class Health(models.TextChoices):
         HEALTHY = "healthy"
@@ -116,6 +121,12 @@ class GPU(models.Model):
     model = models.CharField(max_length=64, db_index=True)
     memory_mb = models.PositiveIntegerField(default=0)
     health = models.CharField(max_length=16, choices=Health.choices, default=Health.HEALTHY)
+    removed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="left its host's inventory (an approved inventory without it): out of placement and of "
+        "the registered GPUs; the attempts that ran on it keep naming it (docs/resources.md)",
+    )
     last_sample = models.JSONField(default=dict, blank=True, help_text="latest NVML sample from the agent")
     # GPUs being freed for a preemptor (DESIGN.md §3.4): nobody else may take them.
     nominated_for = models.ForeignKey(

@@ -84,9 +84,19 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
     hosts = Host.objects.filter(cluster=cluster, created_at__lt=end).filter(
         Q(removed_at__isnull=True) | Q(removed_at__gt=start)
     )
-    for gid, created, removed, state, health, sample, heartbeat in GPU.objects.filter(host__in=hosts).values_list(
-        "id", "host__created_at", "host__removed_at", "host__state", "health", "last_sample", "host__last_heartbeat"
+    gpus = GPU.objects.filter(host__in=hosts).filter(Q(removed_at__isnull=True) | Q(removed_at__gt=start))
+    for gid, created, host_removed, gpu_removed, state, health, sample, heartbeat in gpus.values_list(
+        "id",
+        "host__created_at",
+        "host__removed_at",
+        "removed_at",
+        "host__state",
+        "health",
+        "last_sample",
+        "host__last_heartbeat",
     ):
+        # a GPU leaves the registered time when its host is removed or an approved inventory drops it
+        removed = min((r for r in (host_removed, gpu_removed) if r is not None), default=None)
         registered[gid] = _overlap(created, removed or end, start, end)
         available_now[gid] = removed is None and state == Host.State.ACTIVE and health != GPU.Health.UNHEALTHY
         # The latest sample measures this hour only if it was taken in it (not a week later).

@@ -331,9 +331,11 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
         ).values_list("gpu_id", "attempt__allocated", "attempt__unfunded")
     }
     host_states: dict[int, Counter[str]] = defaultdict(Counter)
-    for gid, cid, host_state, health, model in GPU.objects.filter(
-        host__cluster_id__in=by_id, host__removed_at__isnull=True
-    ).values_list("id", "host__cluster_id", "host__state", "health", "model"):
+    for gid, cid, host_state, health, model in (
+        GPU.objects.registered()
+        .filter(host__cluster_id__in=by_id, host__removed_at__isnull=True)
+        .values_list("id", "host__cluster_id", "host__state", "health", "model")
+    ):
         occ = by_id[cid]
         occ.gpus += 1
         occ.models[model] = occ.models.get(model, 0) + 1
@@ -730,7 +732,12 @@ def _hosts_taking_no_work(workload: Workload) -> str:
     active. Without it, a cluster cordoned whole (e.g. after failed starts) read as busy. One query."""
     rows = (
         # a removed host is out of the cluster for good (its GPUs count nowhere): not named
-        Host.objects.filter(cluster_id=workload.cluster_id, gpus__model=workload.gpu_model, removed_at__isnull=True)
+        Host.objects.filter(
+            cluster_id=workload.cluster_id,
+            gpus__model=workload.gpu_model,
+            gpus__removed_at__isnull=True,
+            removed_at__isnull=True,
+        )
         .exclude(state=Host.State.ACTIVE)
         .values_list("name", "state")
         .annotate(n=Count("gpus"))

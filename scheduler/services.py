@@ -31,7 +31,7 @@ from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
-from scheduler.gpu_text import gpu_text_problem, invisible_problem
+from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
     GPU,
     Attempt,
@@ -269,7 +269,8 @@ def read_hardware(cluster: Cluster) -> list[tuple[str, int, int | None, int | No
     """:func:`_hardware` read from the database: one query."""
     return [
         (row["model"], row["n"], row["host__cpus"], row["host__memory_bytes"], row["host__labels"])
-        for row in GPU.objects.filter(host__cluster=cluster, host__removed_at__isnull=True)
+        for row in GPU.objects.registered()
+        .filter(host__cluster=cluster, host__removed_at__isnull=True)
         .values("host_id", "model", "host__cpus", "host__memory_bytes", "host__labels")
         .annotate(n=Count("id"))
         .order_by()
@@ -882,30 +883,21 @@ def _check_gpus(gpus: Sequence[GpuSpec]) -> list[GpuSpec]:
 
 
 def check_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
-    """A host's labels as stored (None: none), by the one rule of a join, a registration and the
-    admin's edit: short printable strings to strings, no empty key. Raises HostError
+    """A host's labels as stored (None: none), by the one rule of a join, a registration, the
+    admin's edit and a scenario file (:func:`scheduler.gpu_text.labels_problem`). Raises HostError
     ``invalid_labels`` naming what is wrong (a control or invisible character as ``U+XXXX``)."""
     if labels is None:
         return {}
-    if not isinstance(labels, Mapping) or not all(
-        _is_text(k) and _is_text(v) and len(k) <= 64 and len(v) <= 256 for k, v in labels.items()
-    ):
-        raise HostError(
-            "invalid_labels", "labels", "Labels map short strings to strings (no NUL), e.g. {'rack': 'r1'}."
-        )
-    if any(not k.strip() for k in labels):  # {"": "r1"} was stored, a label no one can name (ops35)
-        raise HostError("invalid_labels", "labels", "A label key is not empty (nor blanks only), e.g. {'rack': 'r1'}.")
-    # A control or invisible character (an escape sequence, a zero-width space) was stored: a
-    # label that prints like another, or rewrites the terminal showing it (as gpu_text_problem).
-    problem = next((p for kv in labels.items() for text in kv if (p := invisible_problem(text))), None)
+    problem = labels_problem(labels)
     if problem is not None:
-        raise HostError("invalid_labels", "labels", f"A label key or value {problem}.")
+        raise HostError("invalid_labels", "labels", problem)
     return dict(labels)
 
 
 def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
     """HostError ``host_exists`` / ``duplicate_gpu`` when a host ``name`` or a GPU of ``specs`` is
-    registered (a GPU of a removed host is free again, unless an attempt still holds it)."""
+    registered (a GPU of a removed host, or one an approved inventory removed, is free again,
+    unless an attempt still holds it)."""
     taken = Host.objects.filter(name=name).values_list("removed_at", flat=True).first()
     if taken is not None:
         raise HostError(
@@ -917,7 +909,7 @@ def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
     # approval moves them, lifecycle._register_gpus), unless an attempt still holds one.
     taken = list(
         GPU.objects.filter(uuid__in=[g[1] for g in specs])
-        .filter(Q(host__removed_at__isnull=True) | Q(attempt_links__open=True))
+        .filter(Q(host__removed_at__isnull=True, removed_at__isnull=True) | Q(attempt_links__open=True))
         .values_list("uuid", flat=True)
         .distinct()
     )
@@ -969,7 +961,7 @@ def do_register_host(
                     if u in moving:  # a queryset update: it forgets the hardware web processes keep
                         GPU.objects.filter(uuid=u).update(
                             host=host, index=i, model=m, memory_mb=mem, health=GPU.Health.HEALTHY,
-                            last_sample={}, nominated_for=None,
+                            last_sample={}, nominated_for=None, removed_at=None,
                         )  # fmt: skip
                 GPU.objects.bulk_create(
                     [
@@ -1063,7 +1055,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
             kind="removed",
             actor=actor,
             message=reason,
-            data={"state": locked.state, "gpus": locked.gpus.count()},
+            data={"state": locked.state, "gpus": locked.gpus.registered().count()},
         )
         transaction.on_commit(lambda: gateway.close_host_links([locked.pk], "removed", before=generation))
         request_tick_on_commit(locked.cluster_id)
@@ -1079,14 +1071,8 @@ def authenticate_host_token(token: str) -> Host | None:
 
 
 def _is_text(value: object, *, nul: bool = False) -> bool:
-    """A str that PostgreSQL can store and UTF-8 can encode: no lone surrogate, no NUL (unless ``nul``)."""
-    if not isinstance(value, str) or (not nul and "\x00" in value):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """A str that PostgreSQL can store and UTF-8 can encode (:func:`scheduler.gpu_text.storable_text`)."""
+    return storable_text(value, nul=nul)
 
 
 # --- joining hosts (agent install, DESIGN.md §5) ------------------------------------------

@@ -179,7 +179,8 @@ def _load_snapshot(
         hid: epoch(last) for hid, _n, state, _l, _d, last, *_r in host_rows if state == Host.State.OFFLINE and last
     }
     gpu_rows = list(
-        GPU.objects.filter(host__cluster_id=cluster_id)
+        GPU.objects.registered()  # a removed GPU holds no open attempt (do_approve_host_inventory)
+        .filter(host__cluster_id=cluster_id)
         .values_list("id", "host_id", "host__name", "index", "model", "health", "nominated_for_id")
         .order_by()  # not the model's (host name, index): each host's GPUs are sorted below
     )

@@ -290,3 +290,36 @@ def test_scenario_files_refuse_a_model_the_join_rule_refuses(tmp_path: Path, whe
         load_scenario(path)
     assert refused.value.key.endswith(".model")
     assert str(gpu_text_problem(model)) in str(refused.value)
+
+
+# --- Host labels (left37): scheduler/gpu_text.py labels_problem, the rule of a join and the admin
+
+BAD_LABELS = [{"rack\u200b": "r1"}, {"rack": "r1\x1b[2J"}, {"": "r1"}, {"  ": "r1"}, {"rack": "\u202er1"}]
+
+
+@pytest.mark.parametrize("labels", BAD_LABELS)
+def test_scenario_files_refuse_host_labels_the_join_rule_refuses_with_its_words(tmp_path: Path, labels) -> None:
+    """left37: a scenario file's host labels were checked for length and NUL only: a zero-width
+    space, an escape sequence or an empty key ran in the memory backend, where the join, a
+    registration and the admin's edit refuse them (``services.check_labels``)."""
+    from scheduler.gpu_text import labels_problem
+    from scheduler.services import HostError, check_labels
+
+    problem = labels_problem(labels)
+    assert problem is not None
+    with pytest.raises(HostError) as joined:
+        check_labels(labels)
+    assert joined.value.message == problem
+    path = tmp_path / "labels.yaml"
+    path.write_text(
+        f"name: x\nhosts: [{{name: h1, gpus: 2, labels: {json.dumps(labels)}}}]\nbudgets: [{{path: A}}]\n"
+        "pending: [{id: P, budget: A, gpus: 1, min_runtime: 1h}]\nsteps: [{tick: {}}]\n"
+    )
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(path)
+    assert (refused.value.key, refused.value.problem) == ("hosts[0].labels", problem)
+
+
+def test_host_labels_have_one_rule() -> None:
+    """The label rule is written once (scheduler/gpu_text.py); the services and the scenario files call it."""
+    assert _defining(r"A label key is not empty") == ["scheduler/gpu_text.py"]

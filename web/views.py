@@ -25,7 +25,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.core.paginator import Paginator
+from django.core.paginator import EmptyPage, Paginator
 from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
@@ -43,6 +43,7 @@ from accounts.services import accessible_budget_ids, do_create_personal_token, d
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_accounting
 from scheduler.api.filters import WorkloadFilter
@@ -162,7 +163,7 @@ def _ancestors(tree: dict[int, Budget], budget_id: int) -> list[int]:
 
 def _cluster_choices() -> tuple[list[str], list[str]]:
     clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
-    models = sorted(set(GPU.objects.filter(host__removed_at__isnull=True).values_list("model", flat=True)))
+    models = sorted(set(GPU.objects.registered().filter(host__removed_at__isnull=True).values_list("model", flat=True)))
     return clusters, models
 
 
@@ -223,9 +224,16 @@ def submit(request: HttpRequest) -> HttpResponse:
             if data is not None:
                 service_kwargs, errors = parse_submission(data)
                 if service_kwargs is not None and "quote" in request.POST:
-                    # A quote (DESIGN.md §3.8): validated like the submission, nothing written.
+                    # A quote (DESIGN.md §3.8): validated like the submission, nothing written;
+                    # counted in the API's quote throttle (one log per user, config.throttling).
+                    from config.throttling import quote_wait
                     from scheduler.estimates import do_quote
 
+                    wait = quote_wait(request)
+                    if wait is not None:
+                        raise ServiceError(
+                            "throttled", None, f"Too many quotes: try again in {math.ceil(wait)} s.", status=429
+                        )
                     _quoted, quote_lines, quote_terms = do_quote(request.user, **service_kwargs)
                 elif service_kwargs is not None:
                     # A double click posted the page twice: two workloads, both charged (break29)
@@ -323,7 +331,19 @@ def workloads(request: HttpRequest) -> HttpResponse:
     # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
     errors = [f"{k}: no such filter (the filters are {', '.join(filters)})" for k in unknown]
     errors += [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
-    page = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE).get_page(request.GET.get("page"))
+    # ?page= by the API's rule for limit and offset (config.pagination): Paginator.get_page read
+    # ?page=abc or ?page=-1 as page 1 and ?page=999 as the last page, an answer to another question
+    # (left37). A malformed page is named as a filter is (400); one past the last is a 404 (Django's
+    # paginated views' answer); page 1 of an empty list is that empty page.
+    raw_page = request.GET.get("page") or "1"
+    if problem := whole_number_problem("page", raw_page, 1):
+        errors.append(f"page: {problem}")
+        raw_page = "1"
+    paginator = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE)
+    try:
+        page = paginator.page(int(raw_page))
+    except EmptyPage:
+        raise Http404(f"No page {raw_page}: the list has {paginator.num_pages}.") from None
     now = timezone.now()
     for w in page:
         w.acct = accounting(w, now)

@@ -12,7 +12,6 @@ from rest_framework import mixins, serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 
 from accounts.api.serializers import (
@@ -28,18 +27,10 @@ from accounts.services import accessible_budget_ids, create_api_token, do_create
 from budgets import tree_memo
 from config.api import FairwayAPIView, FairwayViewSet, prefill
 from config.errors import ServiceError
+from config.throttling import SettingsRate
 
 
-class _SettingsRate:
-    """Read the rate from the settings when asked (DRF reads them once, at import)."""
-
-    scope: str
-
-    def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-
-
-class LoginThrottle(_SettingsRate, AnonRateThrottle):
+class LoginThrottle(SettingsRate, AnonRateThrottle):
     """Login attempts per client address (``FAIRWAY_THROTTLE_LOGIN``, default 30/min).
 
     The address is ``REMOTE_ADDR`` or, behind ``FAIRWAY_TRUSTED_PROXIES`` proxies, the address
@@ -49,7 +40,7 @@ class LoginThrottle(_SettingsRate, AnonRateThrottle):
     scope = "login"
 
 
-class LoginUsernameThrottle(_SettingsRate, SimpleRateThrottle):
+class LoginUsernameThrottle(SettingsRate, SimpleRateThrottle):
     """Login attempts per user name whatever the address (``FAIRWAY_THROTTLE_LOGIN_USER``,
     default 10/min): guessing one account's password from many addresses is slowed too."""
 

@@ -195,7 +195,7 @@ def hosts_queryset() -> QuerySet[Host]:
     """Registered hosts with GPUs, their open attempt links and their latest cordon or drain events
     (``reason_events``, for :func:`state_reason`): a fixed number of queries."""
     links = AttemptGPU.objects.filter(open=True).select_related("attempt")
-    gpus = GPU.objects.order_by("index").prefetch_related(Prefetch("attempt_links", queryset=links))
+    gpus = GPU.objects.registered().order_by("index").prefetch_related(Prefetch("attempt_links", queryset=links))
     kinds = sorted({k for group in REASON_EVENT_KINDS.values() for k in group})
     # the latest recorded (id), not the latest ``at``: a tick stamps its events with its start, a
     # heartbeat with its receipt before it waited for the host's lock (scheduler.models.HostEvent)

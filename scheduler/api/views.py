@@ -18,11 +18,13 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from budgets.services import budget_paths
 from config.api import FairwayAPIView, FairwayViewSet, no_such
 from config.api import prefill as _prefill
 from config.pagination import FairwayLimitOffsetPagination
+from config.throttling import QuoteRateThrottle
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
@@ -367,14 +369,17 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         ]
         return Response(HistorySerializer({"since": since, "until": now, "count": len(attempts), "results": rows}).data)
 
-    @action(detail=False, methods=["post"])
+    @action(
+        detail=False, methods=["post"], throttle_classes=[*api_settings.DEFAULT_THROTTLE_CLASSES, QuoteRateThrottle]
+    )
     def quote(self, request: Request) -> Response:
         """Quote before submitting (DESIGN.md §3.8): the submission's body, validated like a
         submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
         and the request's own, the estimated start, the GPU-hours charged and the ratio after
         admission; ``waits_for`` (its ``after`` work not ended: then no start), ``array`` (the lines
         price one member; it gives the whole array's first and last starts and charge) and
-        ``notes`` (what the lines assume, in words). Nothing is written."""
+        ``notes`` (what the lines assume, in words). Nothing is written. Throttled per user on top
+        of the API's rates (429, ``FAIRWAY_THROTTLE_QUOTE``: :class:`config.throttling.QuoteRateThrottle`)."""
         from scheduler.estimates import do_quote
 
         serializer = WorkloadSubmitSerializer(data=request.data)
@@ -414,7 +419,9 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVi
 
     def get_queryset(self) -> QuerySet[Cluster]:
         return Cluster.objects.prefetch_related(
-            Prefetch("hosts", queryset=Host.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.all()))),
+            Prefetch(
+                "hosts", queryset=Host.objects.prefetch_related(Prefetch("gpus", queryset=GPU.objects.registered()))
+            ),
             Prefetch("mounts", queryset=Mount.objects.order_by("name")),
         ).order_by("name")
 

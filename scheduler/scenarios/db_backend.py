@@ -306,9 +306,9 @@ class DbBackend:
         clusters = self._clusters()
         if len(clusters) > 1:
             having = set(
-                GPU.objects.filter(model=model, host__removed_at__isnull=True).values_list(
-                    "host__cluster_id", flat=True
-                )
+                GPU.objects.registered()
+                .filter(model=model, host__removed_at__isnull=True)
+                .values_list("host__cluster_id", flat=True)
             )
             for cid in clusters:
                 if cid in having:

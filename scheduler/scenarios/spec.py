@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from fairway_cli import strict_yaml
-from scheduler.gpu_text import gpu_text_problem, invisible_problem
+from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem
 from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import DURATION_RE, duration_seconds
 
@@ -35,7 +35,6 @@ MAX_DURATION_S = 3650 * 86400  # any one duration
 MAX_CLOCK_S = 100 * 365 * 86400  # how far the steps may move the clock past settings.start
 START_RANGE = (1970, 2200)  # settings.start's year
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # scheduler.services.HOST_NAME_RE
-MAX_LABEL_KEY, MAX_LABEL_VALUE = 64, 256  # scheduler.services.check_labels
 MAX_BUDGET_NAME = 100  # budgets.models.budget_name_problem
 
 STEP_KINDS = {
@@ -558,11 +557,9 @@ def _host_specs(h: Any, file: str, key: str) -> list[HostSpec]:
     model = _model(h.get("model", "H100"), file, f"{key}.model")
     cluster = _str(h.get("cluster", "default"), file, f"{key}.cluster")
     labels = _mapping(h.get("labels") or {}, file, f"{key}.labels")
-    labels = {str(k): str(v) for k, v in labels.items()}
-    if any(len(k) > MAX_LABEL_KEY or len(v) > MAX_LABEL_VALUE or "\x00" in k + v for k, v in labels.items()):
-        raise ScenarioError(
-            file, f"{key}.labels", f"keys are 1-{MAX_LABEL_KEY} characters, values at most {MAX_LABEL_VALUE}, no NUL"
-        )
+    labels = {str(k): str(v) for k, v in labels.items()}  # YAML's `rack: 1` is the label "1"
+    if problem := labels_problem(labels):  # the join's and the admin's rule (services.check_labels)
+        raise ScenarioError(file, f"{key}.labels", problem)
     cpus = _int(h["cpus"], file, f"{key}.cpus", 1) if "cpus" in h else None
     memory = _size(h["memory"], file, f"{key}.memory") if "memory" in h else None
     count = _int(h["count"], file, f"{key}.count", 1, MAX_HOST_COUNT) if "count" in h else None

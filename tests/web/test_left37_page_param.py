@@ -1,0 +1,34 @@
+"""left37: the workload list's ``?page=`` by the API's rule for ``limit`` and ``offset``."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.pagination import whole_number_problem
+from scheduler.services import do_submit_workload
+from tests.web.test_pages import browser  # noqa: F401 -- fixture
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "0", "1_0", "\u0661", "2.0", " 1"])
+def test_a_page_that_is_no_whole_number_is_a_400_naming_it_and_lists_none(browser, researcher, submit_kwargs, raw):  # noqa: F811
+    """``Paginator.get_page`` read ``?page=abc``, ``?page=-1`` or Arabic-Indic digits as page 1:
+    a link built wrong showed the first 50 workloads as its answer. The API refuses such a
+    ``limit`` or ``offset`` (400, ``config.pagination``); the page names it as it names a filter."""
+    do_submit_workload(researcher, **submit_kwargs(name="mine"))
+
+    response = browser.get("/workloads/", {"page": raw})
+
+    assert response.status_code == 400
+    assert f"page: {whole_number_problem('page', raw, 1)}".replace(">", "&gt;") in response.content.decode()
+    assert list(response.context["page"]) == []
+
+
+def test_a_page_past_the_last_is_a_404_and_page_one_of_nothing_is_empty(browser, researcher, submit_kwargs):  # noqa: F811
+    """``?page=999`` answered the last page as if it were page 999."""
+    do_submit_workload(researcher, **submit_kwargs(name="mine"))
+
+    assert browser.get("/workloads/", {"page": "2"}).status_code == 404
+    assert [w.name for w in browser.get("/workloads/", {"page": "1"}).context["page"]] == ["mine"]
+    assert browser.get("/workloads/", {"page": ""}).status_code == 200
+    assert browser.get("/workloads/", {"page": "1", "state": "running"}).status_code == 200
+    assert browser.get("/workloads/", {"page": "9" * 100}).status_code == 404
