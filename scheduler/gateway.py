@@ -213,6 +213,9 @@ connections ending at once (a SIGTERM with its agents connected, closing them al
 hundreds of Redis connections together, and a web process still ran 8 s after its SIGTERM with 250
 of its connections waiting in ``group_discard`` (docs/benchmarks/api_load.md, web30). Queued behind
 a few slots they reuse a few pooled connections, one round trip each."""
+LAYER_SEND_TIMEOUT_S = 5.0
+"""How long a push (or a close of agent connections) from a thread waits for its channel-layer
+sends on the process's own layer loop; a push not sent by then is repaired by the next heartbeat."""
 HUBS_REJOIN_S = 3600.0
 """How often the hub joins :data:`HUBS_GROUP` (its delegate) and each connection its host's group again
 (channels-redis drops a member after its group expiry: a day)."""
@@ -263,21 +266,30 @@ def _group_sends(sends: list[tuple[str, dict[str, Any]]], what: str, ids: list[i
     if layer is None:
         return
 
-    async def send_all() -> None:
+    async def send_all(layer: Any = layer) -> None:
         for group, message in sends:
             await layer.group_send(group, dict(message))
 
     try:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         loop = _server_loop
-        if _is_in_memory(layer) and loop is not None and loop.is_running():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                loop.create_task(send_all())
-            else:
-                asyncio.run_coroutine_threadsafe(send_all(), loop)
+        if _is_in_memory(layer):
+            if loop is not None and loop.is_running():
+                if running is loop:
+                    loop.create_task(send_all())
+                else:
+                    asyncio.run_coroutine_threadsafe(send_all(), loop)
+                return
+        elif running is None:
+            # The process's own layer loop (:func:`_log_tail_runner`): ``async_to_sync`` made a thread,
+            # an event loop and a Redis connection per push in the tick's process (its connect and
+            # handshake ~4 ms of CPU, 26–89 ms of the tick's hooks under load), and in a web process
+            # it waited for the server's event loop (docs/benchmarks/api_load.md, "push36").
+            private, own = _log_tail_runner()
+            asyncio.run_coroutine_threadsafe(send_all(own), private).result(LAYER_SEND_TIMEOUT_S)
             return
         async_to_sync(send_all)()
     except Exception:  # a failed push is repaired by the next heartbeat
@@ -1213,9 +1225,10 @@ _log_tail_loop: tuple[str, asyncio.AbstractEventLoop, Any] | None = None
 
 
 def _log_tail_runner() -> tuple[asyncio.AbstractEventLoop, Any]:
-    """This process's log-tail event loop (a daemon thread) and its own channel layer instance,
-    made on first use (again when ``CHANNEL_LAYERS`` changed). Only that loop ever receives on
-    that layer instance, whatever thread asks for a log tail."""
+    """This process's own channel-layer event loop (a daemon thread) and its own channel layer
+    instance, made on first use (again when ``CHANNEL_LAYERS`` changed): log tails are asked, and
+    the pushes of threads sent (:func:`_group_sends`), there. Only that loop ever receives on that
+    layer instance, whatever thread asks for a log tail."""
     global _log_tail_loop
     from channels import DEFAULT_CHANNEL_LAYER
     from channels.layers import channel_layers
