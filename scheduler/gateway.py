@@ -646,7 +646,9 @@ def _gang_rows(attempt_pks: list[int]) -> list[tuple[Any, ...]]:
     """(attempt pk, rank, open, host id, GPU index, GPU uuid, host name, host's ``address`` label or
     None, host CPUs, host memory, cluster's ``allow_root_workloads``, host's registered GPUs) of every
     GPU row of ``attempt_pks`` (one query). PostgreSQL: each lookup by index (``OFFSET 0``, as
-    :func:`_open_on`), the host's GPU count by its ``host`` index."""
+    :func:`_open_on`), each distinct host's GPU count by the GPUs' ``host`` index; the connections
+    run with ``jit=off`` (config/settings.py), so the estimate of those counts on tables without
+    statistics compiles nothing (it did in "lat32", docs/benchmarks/api_load.md)."""
     from scheduler.models import Cluster, Host
 
     if not _postgresql():
