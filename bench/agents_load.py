@@ -953,7 +953,9 @@ def main() -> None:
             if not args.sigterm_connected:  # else the web processes were stopped on purpose
                 layout.check()
             report(args, stats, window, timings)
-            _report_ticks(scratch / "logs" / "worker.log", getattr(args, "start_times", None))
+            _report_ticks(
+                scratch / "logs" / "worker.log", getattr(args, "start_times", None), getattr(args, "layer_in", None)
+            )
             _report_autogroups(args.cpu_groups)
         finally:
             _stop_with_dumps(layout, timings)
@@ -1039,12 +1041,16 @@ def _report_autogroups(groups: dict[str, int]) -> None:
     print("sessions' autogroup nice: " + ", ".join(shown))
 
 
-def _report_ticks(log: Path, start_times: Any = None) -> None:
+def _report_ticks(log: Path, start_times: Any = None, layer_in: Any = None) -> None:
     """The worker's ticks that started work (their INFO line, ``LOG_LEVEL=INFO``): a start's
     ``placed_at`` is its tick's beginning, so a start reaches no agent before its tick committed.
     With ``start_times`` (placed_at, server send, agent receipt per wire id: :func:`report`), each
     start's placed_at → its tick's commit → the web process's send → receipt: the tick is the one
-    whose beginning (the log line's time less its seconds) is its placed_at."""
+    whose beginning (the log line's time less its seconds) is its placed_at. With ``layer_in``
+    ([host id, epoch s] per ``desired.state`` a consumer got), commit → send is split at the first
+    ``desired.state`` of the start's host after the commit, where one came before the send (else
+    the start is counted as sent by a heartbeat flush)."""
+    import bisect
     import datetime as dt
     import re
 
@@ -1078,8 +1084,15 @@ def _report_ticks(log: Path, start_times: Any = None) -> None:
             + ", ".join(f"{k} {pct(v, 50):.0f} / {pct(v, 99):.0f}" for k, v in phases.items())
         )
     if commits and start_times:
-        placed, sent, receipt = start_times
+        placed, sent, receipt = start_times[:3]
         split: dict[str, list[float]] = {}
+        layer: dict[int, list[float]] = {}
+        for hid, at in layer_in or ():
+            layer.setdefault(int(hid), []).append(at)
+        for times in layer.values():
+            times.sort()
+        host_of = {int(w): int(h) for w, h in (start_times[3] if len(start_times) > 3 else {}).items()}
+        flushed = 0
         for wire, at in placed.items():
             p = at.timestamp()
             began, committed = min(commits, key=lambda c: abs(c[0] - p))
@@ -1091,11 +1104,21 @@ def _report_ticks(log: Path, start_times: Any = None) -> None:
                 ("send → receipt", receipt[wire] - sent[wire]),
             ):
                 split.setdefault(name, []).append(value * 1000)
+            if wire in host_of:
+                row = layer.get(host_of[wire], [])
+                i = bisect.bisect_left(row, committed)
+                if i < len(row) and row[i] <= sent[wire]:
+                    hop = split.setdefault("(of which) commit → desired.state", [])
+                    hop.append((row[i] - committed) * 1000)
+                    split.setdefault("desired.state → send", []).append((sent[wire] - row[i]) * 1000)
+                else:
+                    flushed += 1
         if split:
-            n = len(next(iter(split.values())))
+            n = len(split["placed → commit"])
             print(
                 f"start split per start ({n} matched to their tick): "
                 + ", ".join(f"{k} p50 {pct(v, 50):.0f} / p99 {pct(v, 99):.0f} ms" for k, v in split.items())
+                + (f" ({flushed} sent before any desired.state: a heartbeat flush's)" if host_of else "")
             )
 
 
@@ -1336,7 +1359,9 @@ def report(args: argparse.Namespace, stats: Stats, window: float, timings: Path)
             f"p50 {pct(d, 50):.1f} ms, p99 {pct(d, 99):.0f} ms, max {max(d):.0f} ms"
         )
     lat = [x * 1000 for x in latencies]
-    args.start_times = (placed, sent_starts, stats.starts)  # for _report_ticks's per-start split
+    # for _report_ticks's per-start split (and each start's host, for its desired.state hop)
+    args.start_times = (placed, sent_starts, stats.starts, hops.get("start_hosts", {}))
+    args.layer_in = hops.get("layer_in", [])  # and its commit → consumer desired.state hop
     if sent_starts:
         server = [
             (sent_starts[a] - placed[a].timestamp()) * 1000 for a in stats.starts if a in placed and a in sent_starts

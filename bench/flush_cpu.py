@@ -8,7 +8,9 @@ of them stored, as ``AgentHub.flush`` does) and their views reporting every open
 so nothing is to start: the steady state of busy hosts. Writes to that database (last heartbeats,
 samples, roll-ups). ``--profile`` prints cProfile's top functions. ``--starts``: the views report
 nothing running, so every open attempt of the flushed hosts is started again (a push after
-placements: its parts read whole, their gangs' layout, the ``start`` messages built)."""
+placements: its parts read whole, their gangs' layout, the ``start`` messages built). ``--push F``:
+only the push thread's ``desired_commands_many`` (no heartbeat written), each host's open attempts
+unreported with probability F (a tick's new placements; push36: ``--hosts 70 --push 0.5``)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=150, help="flushes measured (after 10 unmeasured)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--starts", action="store_true", help="views report nothing running: everything open starts")
+    parser.add_argument("--push", type=float, default=None, metavar="F", help="desired_commands_many only (see above)")
     args = parser.parse_args()
     import django
 
@@ -69,7 +72,21 @@ def main() -> None:
             for g in range(8)
         ]
 
+    busy = sorted(running)
+
+    def push() -> None:
+        batch = rng.sample(busy, min(args.hosts, len(busy)))
+        views = [
+            gateway.AgentView(h, {w for w in running[h] if rng.random() >= args.push}, generation=generation[h])
+            for h in batch
+        ]
+        commands = gateway.desired_commands_many(views)
+        started[0] += sum(isinstance(m, protocol.Start) for ms in commands.values() for m in ms or ())
+
     def flush() -> None:
+        if args.push is not None:
+            push()
+            return
         batch, now = rng.sample(hosts, min(args.hosts, len(hosts))), timezone.now()
         reports = [lifecycle.HeartbeatReport(h, now, samples(), store_samples=rng.random() < 1 / 3) for h in batch]
         views = [
@@ -90,9 +107,10 @@ def main() -> None:
         profile.disable()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     print(
-        f"{len(hosts)} hosts, {sum(map(len, running.values()))} open attempt parts; {args.n} flushes of {args.hosts}"
-        f" hosts: CPU {cpu / args.n * 1e3:.2f} ms per flush ({cpu / args.n / args.hosts * 1e3:.3f} ms per host),"
-        f" wall {wall / args.n * 1e3:.2f} ms; {started[0] / (args.n + 10):.1f} starts per flush"
+        f"{len(hosts)} hosts, {sum(map(len, running.values()))} open attempt parts; {args.n} "
+        f"{'pushes' if args.push is not None else 'flushes'} of {args.hosts}"
+        f" hosts: CPU {cpu / args.n * 1e3:.2f} ms each ({cpu / args.n / args.hosts * 1e3:.3f} ms per host),"
+        f" wall {wall / args.n * 1e3:.2f} ms; {started[0] / (args.n + 10):.1f} starts each"
     )
     if profile:
         pstats.Stats(profile).sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(40)

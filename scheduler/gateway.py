@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import signal
 import threading
@@ -212,6 +213,9 @@ connections ending at once (a SIGTERM with its agents connected, closing them al
 hundreds of Redis connections together, and a web process still ran 8 s after its SIGTERM with 250
 of its connections waiting in ``group_discard`` (docs/benchmarks/api_load.md, web30). Queued behind
 a few slots they reuse a few pooled connections, one round trip each."""
+LAYER_SEND_TIMEOUT_S = 5.0
+"""How long a push (or a close of agent connections) from a thread waits for its channel-layer
+sends on the process's own layer loop; a push not sent by then is repaired by the next heartbeat."""
 HUBS_REJOIN_S = 3600.0
 """How often the hub joins :data:`HUBS_GROUP` (its delegate) and each connection its host's group again
 (channels-redis drops a member after its group expiry: a day)."""
@@ -262,21 +266,30 @@ def _group_sends(sends: list[tuple[str, dict[str, Any]]], what: str, ids: list[i
     if layer is None:
         return
 
-    async def send_all() -> None:
+    async def send_all(layer: Any = layer) -> None:
         for group, message in sends:
             await layer.group_send(group, dict(message))
 
     try:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         loop = _server_loop
-        if _is_in_memory(layer) and loop is not None and loop.is_running():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                loop.create_task(send_all())
-            else:
-                asyncio.run_coroutine_threadsafe(send_all(), loop)
+        if _is_in_memory(layer):
+            if loop is not None and loop.is_running():
+                if running is loop:
+                    loop.create_task(send_all())
+                else:
+                    asyncio.run_coroutine_threadsafe(send_all(), loop)
+                return
+        elif running is None:
+            # The process's own layer loop (:func:`_log_tail_runner`): ``async_to_sync`` made a thread,
+            # an event loop and a Redis connection per push in the tick's process (its connect and
+            # handshake ~4 ms of CPU, 26–89 ms of the tick's hooks under load), and in a web process
+            # it waited for the server's event loop (docs/benchmarks/api_load.md, "push36").
+            private, own = _log_tail_runner()
+            asyncio.run_coroutine_threadsafe(send_all(own), private).result(LAYER_SEND_TIMEOUT_S)
             return
         async_to_sync(send_all)()
     except Exception:  # a failed push is repaired by the next heartbeat
@@ -551,8 +564,7 @@ _PART_FIELDS = (
     "gpu__host__memory_bytes",
     *_OWNER_FIELDS,
 )
-"""One GPU row of an attempt read whole (:func:`_parts_of_rows`); the host's GPU count is read apart
-(:func:`_host_gpu_counts`)."""
+"""One GPU row of an attempt read whole (:func:`_parts_of_rows`, the plain reading :func:`_open_parts`)."""
 _LAYOUT_FIELDS = ("attempt_id", "rank", "gpu__host__name", "gpu__host__labels")
 """One GPU row of an attempt for its gang layout (:func:`_layout_of_rows`)."""
 
@@ -569,24 +581,6 @@ def _with_host_gpus(rows: Any) -> Any:
         output_field=IntegerField(),
     )
     return rows.annotate(host_gpus=host_gpus)
-
-
-def _host_gpu_counts(host_ids: Collection[int]) -> dict[int, int]:
-    """host id → its registered GPUs (one query of the GPU table alone), for the per-GPU share of
-    its CPUs and memory. Read apart from the parts: as a correlated count in their query, the
-    planner's estimate of it (per row, times the rows it expects of ``attempt_id IN``) passed
-    ``jit_above_cost`` on tables without statistics, and the push's read spent 0.4 s compiling
-    (docs/benchmarks/api_load.md, "lat32")."""
-    if not host_ids:
-        return {}
-    return dict(
-        GPU.objects.registered()
-        .filter(host_id__in=sorted(host_ids))
-        .order_by()
-        .values("host_id")
-        .annotate(n=Count("id"))
-        .values_list("host_id", "n")
-    )
 
 
 def _open_parts(host_ids: Collection[int], attempt_pks: Collection[int] | None = None) -> dict[int, dict[int, _Part]]:
@@ -606,18 +600,145 @@ def _parts_and_layout(
     host_ids: Collection[int], attempt_pks: Collection[int]
 ) -> tuple[dict[int, dict[int, _Part]], dict[int, tuple[int, str, int]]]:
     """``(_open_parts(host_ids, attempt_pks), _gang_layout(attempt_pks))`` in two queries: every GPU
-    row of those attempts (any host, open or not, as the layout counts them), the parts taken from
-    the open rows on ``host_ids`` of attempts not ended; then the GPU counts of those hosts."""
+    row of those attempts (any host, open or not, as the layout counts them) with its host's name,
+    ``address`` label, CPUs, memory, GPU count and its cluster's ``allow_root_workloads``
+    (:func:`_gang_rows`); then each attempt once with its workload and owner (:func:`_attempt_rows`).
+    The parts are the open rows on ``host_ids`` of attempts not ended.
+
+    The workload's command, environment and mounts are decoded once per attempt and no host's
+    labels at all: read with every GPU row (the plain join), a push of ~70 hosts decoded ~1,300
+    JSON values for ~75 starts, ⅖ of its CPU, on a thread sharing its process's GIL with the
+    HTTP threads (docs/benchmarks/api_load.md, "push36")."""
     hosts = set(host_ids)
-    rows = list(
-        AttemptGPU.objects.filter(attempt_id__in=sorted(attempt_pks)).values_list(
-            *_PART_FIELDS, *_LAYOUT_FIELDS, "open", "attempt__ended_at"
+    pks = sorted(attempt_pks)
+    gang = _gang_rows(pks)
+    attempts = _attempt_rows(pks)
+    by_host: dict[int, dict[int, _Part]] = defaultdict(dict)
+    layout: list[tuple[int, int, str, dict[str, Any]]] = []
+    for pk, rank, is_open, host_id, index, uuid, name, address, host_c, host_m, root, host_gpus in gang:
+        layout.append((pk, rank, name, {"address": address}))
+        a = attempts.get(pk)
+        if a is None or not is_open or a[4] or host_id not in hosts:
+            continue
+        aid = a[0]
+        part = by_host[host_id].get(aid)
+        if part is None:
+            _aid, wid, stop_at, stop_reason, _ended, image, command, env, mounts, req_c, req_m, req_shm, *owner = a
+            part = by_host[host_id][aid] = _Part(
+                attempt_id=aid,
+                pk=pk,
+                workload_id=wid,
+                stop_reason=stop_reason or "stopped",
+                stopping=stop_at is not None,
+                image=image or "",
+                command=[str(c) for c in (command or [])],
+                env=env or {},
+                rank=rank,
+                gpus=[],
+                owner=owner_of(*owner),
+                allow_root=bool(root),
+                requests=(req_c, req_m, req_shm),
+                host_res=(host_c, host_m),
+                host_gpus=host_gpus or 0,
+                mounts=[protocol.Mount(**m) for m in (mounts or [])],
+            )
+        part.gpus.append((index, uuid))
+    return by_host, _layout_of_rows(layout)
+
+
+def _gang_rows(attempt_pks: list[int]) -> list[tuple[Any, ...]]:
+    """(attempt pk, rank, open, host id, GPU index, GPU uuid, host name, host's ``address`` label or
+    None, host CPUs, host memory, cluster's ``allow_root_workloads``, host's registered GPUs) of every
+    GPU row of ``attempt_pks`` (one query). PostgreSQL: each lookup by index (``OFFSET 0``, as
+    :func:`_open_on`), each distinct host's GPU count by the GPUs' ``host`` index; the connections
+    run with ``jit=off`` (config/settings.py), so the estimate of those counts on tables without
+    statistics compiles nothing (it did in "lat32", docs/benchmarks/api_load.md)."""
+    from scheduler.models import Cluster, Host
+
+    if not _postgresql():
+        rows = _with_host_gpus(AttemptGPU.objects.filter(attempt_id__in=attempt_pks)).values_list(
+            "attempt_id",
+            "rank",
+            "open",
+            "gpu__host_id",
+            "gpu__index",
+            "gpu__uuid",
+            "gpu__host__name",
+            "gpu__host__labels__address",
+            "gpu__host__cpus",
+            "gpu__host__memory_bytes",
+            "gpu__host__cluster__allow_root_workloads",
+            "host_gpus",
         )
+        return list(rows)
+    rows = _raw_rows(
+        "WITH r AS MATERIALIZED (SELECT ag.attempt_id, ag.rank, ag.open, g.host_id, g.index, g.uuid "  # noqa: S608 -- our tables
+        "FROM unnest(%s::bigint[]) x(id) "
+        f"CROSS JOIN LATERAL (SELECT attempt_id, gpu_id, rank, open FROM {_table(AttemptGPU)} "
+        "WHERE attempt_id = x.id OFFSET 0) ag "
+        f"CROSS JOIN LATERAL (SELECT host_id, index, uuid FROM {_table(GPU)} WHERE id = ag.gpu_id OFFSET 0) g), "
+        "hs AS (SELECT h.id, h.name, h.labels -> 'address' AS address, h.cpus, h.memory_bytes, "
+        f"c.allow_root_workloads, (SELECT count(*) FROM {_table(GPU)} WHERE host_id = h.id AND removed_at IS NULL) AS n "
+        "FROM (SELECT DISTINCT host_id FROM r) d "
+        f"CROSS JOIN LATERAL (SELECT id, name, labels, cpus, memory_bytes, cluster_id FROM {_table(Host)} "
+        "WHERE id = d.host_id OFFSET 0) h "
+        f"CROSS JOIN LATERAL (SELECT allow_root_workloads FROM {_table(Cluster)} WHERE id = h.cluster_id OFFSET 0) c) "
+        "SELECT r.attempt_id, r.rank, r.open, r.host_id, r.index, r.uuid, hs.name, hs.address, hs.cpus, "
+        "hs.memory_bytes, hs.allow_root_workloads, hs.n FROM r JOIN hs ON hs.id = r.host_id",
+        attempt_pks,
     )
-    n, m = len(_PART_FIELDS), len(_LAYOUT_FIELDS)
-    part_rows = [row[:n] for row in rows if row[-2] and row[-1] is None and row[0] in hosts]
-    parts = _parts_of_rows(part_rows, _host_gpu_counts({row[0] for row in part_rows}))
-    return parts, _layout_of_rows(row[n : n + m] for row in rows)
+    return [(*r[:7], None if r[7] is None else json.loads(r[7]), *r[8:]) for r in rows]
+
+
+def _attempt_rows(attempt_pks: list[int]) -> dict[int, tuple[Any, ...]]:
+    """attempt pk → (wire id, workload id, stop requested at, stop reason, ended, image, command,
+    env, mounts, requested CPUs, memory, shared memory, owner's user name, uid, gid, groups), one
+    row per attempt (one query): its JSON decoded once, whatever its number of GPUs."""
+    from django.contrib.auth import get_user_model
+
+    from scheduler.models import Attempt, Workload
+
+    if not _postgresql():
+        rows = Attempt.objects.filter(pk__in=attempt_pks).values_list(
+            "pk",
+            "wire_id",
+            "workload_id",
+            "stop_requested_at",
+            "stop_reason",
+            "ended_at",
+            "workload__image",
+            "workload__command",
+            "workload__env",
+            "workload__mounts",
+            "workload__cpus",
+            "workload__memory_bytes",
+            "workload__shared_memory_bytes",
+            "workload__owner__username",
+            "workload__owner__posix_uid",
+            "workload__owner__posix_gid",
+            "workload__owner__posix_groups",
+        )
+        return {r[0]: (*r[1:5], r[5] is not None, *r[6:]) for r in rows}
+    rows = _raw_rows(
+        "SELECT a.id, a.wire_id, a.workload_id, a.stop_requested_at, a.stop_reason, a.ended_at IS NOT NULL, "  # noqa: S608 -- our tables
+        "w.image, w.command, w.env, w.mounts, w.cpus, w.memory_bytes, w.shared_memory_bytes, "
+        "u.username, u.posix_uid, u.posix_gid, u.posix_groups "
+        "FROM unnest(%s::bigint[]) x(id) "
+        f"CROSS JOIN LATERAL (SELECT id, wire_id, workload_id, stop_requested_at, stop_reason, ended_at "
+        f"FROM {_table(Attempt)} WHERE id = x.id OFFSET 0) a "
+        f"CROSS JOIN LATERAL (SELECT image, command, env, mounts, cpus, memory_bytes, shared_memory_bytes, owner_id "
+        f"FROM {_table(Workload)} WHERE id = a.workload_id OFFSET 0) w "
+        f"CROSS JOIN LATERAL (SELECT username, posix_uid, posix_gid, posix_groups FROM {_table(get_user_model())} "
+        "WHERE id = w.owner_id OFFSET 0) u",
+        attempt_pks,
+    )
+    loads = _json_value
+    return {r[0]: (*r[1:7], loads(r[7]), loads(r[8]), loads(r[9]), *r[10:16], loads(r[16])) for r in rows}
+
+
+def _json_value(raw: Any) -> Any:
+    """A JSON column as a raw cursor returns it (text; None for SQL NULL) decoded."""
+    return json.loads(raw) if isinstance(raw, str) else raw
 
 
 def _parts_of_rows(rows: Iterable[Sequence[Any]], host_gpus: dict[int, int]) -> dict[int, dict[int, _Part]]:
@@ -1110,9 +1231,10 @@ _log_tail_loop: tuple[str, asyncio.AbstractEventLoop, Any] | None = None
 
 
 def _log_tail_runner() -> tuple[asyncio.AbstractEventLoop, Any]:
-    """This process's log-tail event loop (a daemon thread) and its own channel layer instance,
-    made on first use (again when ``CHANNEL_LAYERS`` changed). Only that loop ever receives on
-    that layer instance, whatever thread asks for a log tail."""
+    """This process's own channel-layer event loop (a daemon thread) and its own channel layer
+    instance, made on first use (again when ``CHANNEL_LAYERS`` changed): log tails are asked, and
+    the pushes of threads sent (:func:`_group_sends`), there. Only that loop ever receives on that
+    layer instance, whatever thread asks for a log tail."""
     global _log_tail_loop
     from channels import DEFAULT_CHANNEL_LAYER
     from channels.layers import channel_layers
