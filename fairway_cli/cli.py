@@ -44,10 +44,11 @@ travels to an agent in one start message; a test keeps the two equal)."""
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
-    def __init__(self, exit_code: int, message: str) -> None:
+    def __init__(self, exit_code: int, message: str, code: str = "") -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
+        self.code = code  # the API's error code, when the server refused
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -203,6 +204,10 @@ def _error_text(status: int, body: Any) -> str:
     return f"refused ({code}):\n  " + "\n  ".join(lines)
 
 
+def _error_code(body: Any) -> str:
+    return str(body.get("code", "")) if isinstance(body, dict) else ""
+
+
 API_PATH = "/api/v1"
 
 
@@ -278,7 +283,7 @@ class Api:
                 "URL (the site's root, e.g. https://fairway.example.org)?",
             )
         if response.status_code >= 400:
-            raise CliError(EXIT_API, _error_text(response.status_code, data))
+            raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data))
         return escaped(data) if self.escape else data
 
 
@@ -894,12 +899,32 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
     return EXIT_OK
 
 
+FINAL_WORKLOAD_STATES = ("succeeded", "failed", "canceled")
+"""States a workload never leaves (``scheduler.models.Workload.FINAL_STATES``)."""
+
+
 def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=False)  # the log text is escaped below, offsets need it raw
     wid = _workload_id(args.id)
     printed: dict[int, int] = {}  # rank -> end offset already written
+    waited = False
     while True:
-        tail = api.call("GET", f"workloads/{wid}/logs/", params={"tail": args.tail, "attempt": args.attempt})
+        try:
+            tail = api.call("GET", f"workloads/{wid}/logs/", params={"tail": args.tail, "attempt": args.attempt})
+        except CliError as exc:
+            # `fairway submit … && fairway logs ID -f` met a workload still pending and stopped at
+            # once (tryout36): following waits for its first attempt, unless it ended without one.
+            if not (args.follow and args.attempt is None and exc.code == "no_attempt"):
+                raise
+            state = api.call("GET", f"workloads/{wid}/")["state"]
+            if state in FINAL_WORKLOAD_STATES:
+                raise CliError(EXIT_API, f"#{wid} ended {state} without an attempt: no log") from None
+            if not waited and not args.json:
+                out.write(f"[#{wid} is {state}: waiting for its first attempt to start]\n")
+                out.flush()
+            waited = True
+            time.sleep(args.interval)
+            continue
         if args.json:
             emit_json(tail, out)
             return EXIT_OK
@@ -1350,7 +1375,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
     p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
-    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the attempt ends")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing until the attempt ends (a pending workload: from its start)",
+    )
     p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
 

@@ -27,7 +27,9 @@ def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
             return None
         data = response.json()
         if response.status_code >= 400:
-            raise fairway_cli.CliError(fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, data))
+            raise fairway_cli.CliError(
+                fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, data), fairway_cli._error_code(data)
+            )
         return fairway_cli.escaped(data) if self.escape else data
 
     monkeypatch.setattr(fairway_cli.Api, "call", call)
