@@ -75,7 +75,7 @@ from scheduler.services import (
     host_actions,
     may_read_private,
 )
-from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, parse_submission
+from web.forms import NotificationForm, SpecForm, SubmitForm, parse_submission, spec_example
 
 logger = logging.getLogger(__name__)
 
@@ -200,9 +200,21 @@ def submit(request: HttpRequest) -> HttpResponse:
     """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
     scope = _scope(request)
     clusters, models = _cluster_choices()
-    kwargs = {"budgets": scope.submit_budgets, "clusters": clusters, "models": models}
+    budgets = scope.submit_budgets
+    kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
     form = SubmitForm(**kwargs)
-    spec_form = SpecForm(initial={"spec": SPEC_EXAMPLE})
+    example_models = (
+        sorted(
+            set(
+                GPU.objects.filter(host__cluster__name=clusters[0], host__removed_at__isnull=True).values_list(
+                    "model", flat=True
+                )
+            )
+        )
+        if clusters
+        else []
+    )
+    spec_form = SpecForm(initial={"spec": spec_example(budgets, clusters, example_models)})
     spec_errors: list[str] = []
     quote_lines: list[Any] = []
     quote_terms: Any = None

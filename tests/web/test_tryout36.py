@@ -1,0 +1,39 @@
+"""A new lab's tryout (tryout36): what a researcher, leadership or an operator tripped on, one test each."""
+
+from __future__ import annotations
+
+import yaml
+from django.test import Client
+
+from accounts.services import do_add_membership
+from scheduler.models import Workload
+from scheduler.services import do_create_cluster, do_register_host
+from tests.conftest import connected, gpu_specs
+
+
+def test_the_submit_page_s_yaml_example_is_this_install_s_and_submits_as_it_stands(org_tree, django_user_model):
+    """The YAML example named budget nlp/olmo, cluster ``default`` and 8 × A100 on every install:
+    on a lab's ``h100`` cluster "Submit spec" refused the page's own example. It names a budget the
+    user may submit to, a cluster and a GPU model of this install, and 1 GPU."""
+    cluster = do_create_cluster("h100")
+    host, _token = do_register_host(cluster, "gpu1", gpu_specs("gpu1", "H100", 4), {})
+    connected(host)
+    user = django_user_model.objects.create_user(username="alice", password="pw")
+    do_add_membership(user, org_tree["vision/sam"])
+    web = Client()
+    web.force_login(user)
+
+    example = web.get("/submit/").context["spec_form"].initial["spec"]
+    spec = yaml.safe_load(example)
+    assert (spec["budget"], spec["cluster"], spec["gpu_model"], spec["gpu_count"]) == ("vision/sam", "h100", "H100", 1)
+    assert "cpus" not in spec and "memory" not in spec  # left as comments: the per-GPU share fits any host
+
+    response = web.post("/submit/", {"spec": example})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    workload = Workload.objects.get()
+    assert (workload.budget.path, workload.cluster.name, workload.gpu_model, workload.gpu_count) == (
+        "vision/sam",
+        "h100",
+        "H100",
+        1,
+    )
