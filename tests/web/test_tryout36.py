@@ -37,3 +37,11 @@ def test_the_submit_page_s_yaml_example_is_this_install_s_and_submits_as_it_stan
         "H100",
         1,
     )
+
+
+def test_the_example_quotes_only_the_names_yaml_would_misread() -> None:
+    from web.forms import spec_example
+
+    spec = yaml.safe_load(spec_example(["nlp/olmo"], ["on"], ["100"]))
+    assert (spec["budget"], spec["cluster"], spec["gpu_model"]) == ("nlp/olmo", "on", "100")
+    assert "budget: nlp/olmo\n" in spec_example(["nlp/olmo"], ["h100"], ["H100"])
