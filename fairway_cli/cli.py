@@ -238,8 +238,16 @@ class Api:
         self.session = requests.Session()
 
     def call(
-        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, auth: bool = True
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        auth: bool = True,
+        raw: bool = False,
     ) -> Any:
+        """The answer's JSON (``raw``: a 200's body as text, e.g. a CSV report)."""
         headers = {"Accept": "application/json", "User-Agent": f"fairway-cli/{__version__}"}
         if auth:
             if not self.token:
@@ -268,6 +276,8 @@ class Api:
             raise CliError(EXIT_UNREACHABLE, unreachable_text(self.server, exc)) from None
         if response.status_code == 204:
             return None
+        if raw and response.status_code == 200:
+            return response.text
         try:
             data = response.json()
         except ValueError:
@@ -1078,6 +1088,21 @@ HISTORY_COLUMNS = (
 )
 
 
+def cmd_statement(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """A budget's accounting statement, the API's ``budgets/{id}/statement.csv``, by the budget's path."""
+    api = Api(config.server, config.token, escape=False)
+    path = args.budget.strip().strip("/")
+    found = [b for b in api.call("GET", "budgets/") if b["path"] == path]
+    if not found:
+        raise CliError(EXIT_API, f"no budget {escape_text(path)!r} (`fairway budgets` lists them)")
+    budget = min(found, key=lambda b: (b["archived"], -b["id"]))  # the live one, else the latest archived
+    text = api.call(
+        "GET", f"budgets/{budget['id']}/statement.csv", params={"since": args.since, "until": args.until}, raw=True
+    )
+    out.write(escape_text(text, keep="\n"))
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """Finished attempts like ``sacct``; ``--csv`` for a spreadsheet (every field, one row each)."""
     # CSV too: it goes to the terminal unless redirected, and its cells are other users' text.
@@ -1393,6 +1418,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
     p.add_argument("--cluster", "-c")
     p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
+
+    p = add("statement", cmd_statement, "a budget's statement (CSV): GPU-hours by UTC day, project and user")
+    p.add_argument("budget", help="a budget path, e.g. nlp or nlp/olmo (members of it or above, admins)")
+    p.add_argument("--since", help="first UTC day: YYYY-MM-DD, a date-time or 7d back (default: 30 days ago)")
+    p.add_argument("--until", help="last UTC day, as --since (default today)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")

@@ -570,8 +570,17 @@ def budgets(request: HttpRequest) -> HttpResponse:
             "plots": plots,
             "accessible": scope.accessible,
             "window_days": _window_days(),
+            "statements": _statement_links(scope),
         },
     )
+
+
+def _statement_links(scope: Scope) -> list[tuple[str, str]]:
+    """(path, URL) of the statement CSV of every budget the user may read one of (the API's rule:
+    members of the budget or above it, admins), by path. tryout36: a member found no statement in
+    the UI, only ``GET /api/v1/budgets/{id}/statement.csv`` with a budget id to look up."""
+    readable = set(scope.tree) if scope.user.is_staff or scope.user.is_superuser else scope.accessible
+    return sorted((scope.paths[pk], f"/api/v1/budgets/{pk}/statement.csv") for pk in readable if pk in scope.paths)
 
 
 CURVE_POINTS = 29

@@ -55,3 +55,15 @@ def test_logs_without_follow_of_a_pending_workload_still_exits_1(researcher, hos
     workload = do_submit_workload(researcher, **submit_kwargs())
     err = run_cli(monkeypatch, researcher, "logs", str(workload.pk), expect=fairway_cli.EXIT_API)
     assert "has no attempt yet" in err and "(no_attempt)" in err
+
+
+def test_statement_prints_a_budget_s_csv_by_its_path(researcher, outsider, hosts, monkeypatch):
+    """The statement (README: members of the budget, admins) had no CLI: a researcher needed the
+    budget's id and a token for ``GET /api/v1/budgets/{id}/statement.csv``. ``fairway statement
+    nlp/olmo`` prints it, refused as the API refuses it."""
+    out = run_cli(monkeypatch, researcher, "statement", "nlp/olmo", "--since", "7d")
+    assert out.splitlines()[0] == "budget,day,project,user,allocated_gpu_hours,unallocated_gpu_hours,total_gpu_hours"
+    err = run_cli(monkeypatch, researcher, "statement", "nlp/gpt", expect=fairway_cli.EXIT_API)
+    assert "no budget 'nlp/gpt' (`fairway budgets` lists them)" in err
+    err = run_cli(monkeypatch, outsider, "statement", "nlp/olmo", expect=fairway_cli.EXIT_API)
+    assert "Only members of this budget and admins may read its statement. (forbidden)" in err

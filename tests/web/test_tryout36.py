@@ -45,3 +45,21 @@ def test_the_example_quotes_only_the_names_yaml_would_misread() -> None:
     spec = yaml.safe_load(spec_example(["nlp/olmo"], ["on"], ["100"]))
     assert (spec["budget"], spec["cluster"], spec["gpu_model"]) == ("nlp/olmo", "on", "100")
     assert "budget: nlp/olmo\n" in spec_example(["nlp/olmo"], ["h100"], ["H100"])
+
+
+def test_the_budgets_page_links_the_statements_its_reader_may_download(researcher, outsider, org_tree, cluster):
+    """The statement CSV (members of the budget, admins) had no link in the UI: a member had to
+    find the budget's id and call the API with a token. The budgets page links each budget the
+    reader may read one of; the link answers the CSV in the browser's session."""
+    web = Client()
+    web.force_login(researcher)
+    page = web.get("/budgets/")
+    olmo = org_tree["nlp/olmo"].pk
+    assert page.context["statements"] == [("nlp/olmo", f"/api/v1/budgets/{olmo}/statement.csv")]
+    assert f'href="/api/v1/budgets/{olmo}/statement.csv"' in page.content.decode()
+    csv = web.get(f"/api/v1/budgets/{olmo}/statement.csv")
+    assert csv.status_code == 200 and csv.content.decode().startswith("budget,day,project,user,")
+    other = Client()
+    other.force_login(outsider)
+    assert [path for path, _url in other.get("/budgets/").context["statements"]] == ["vision/sam"]
+    assert other.get(f"/api/v1/budgets/{olmo}/statement.csv").status_code == 403
