@@ -63,3 +63,12 @@ def test_the_budgets_page_links_the_statements_its_reader_may_download(researche
     other.force_login(outsider)
     assert [path for path, _url in other.get("/budgets/").context["statements"]] == ["vision/sam"]
     assert other.get(f"/api/v1/budgets/{olmo}/statement.csv").status_code == 403
+
+
+def test_the_admin_budget_list_leads_to_the_standing_and_the_pyramid(admin):
+    """Leadership edits shares in the admin, but nothing there led to what the shares did: the
+    budgets page's standing and the metrics page's pyramid."""
+    web = Client()
+    web.force_login(admin)
+    page = web.get("/admin/budgets/budget/").content.decode()
+    assert 'href="/budgets/">Standing' in page and 'href="/metrics/">Pyramid' in page
