@@ -462,7 +462,7 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     several or none, a usage error that lists them (``CliError``)."""
     body: dict[str, Any] = {}
     if args.file:
-        import yaml  # only here: the CLI's wheel needs PyYAML for -f alone
+        import yaml  # only here: PyYAML serves -f alone (a requirement of the CLI's wheel all the same)
 
         from fairway_cli import strict_yaml
 

@@ -24,10 +24,10 @@ Fairway CLI installer (served by the Fairway server at /cli/install.sh).
   bash install.sh [--prefix DIR] [--bin-dir DIR] [--python PYTHON] [--server URL]
   bash install.sh --uninstall [--prefix DIR] [--bin-dir DIR]
 
-Installs `fairway` (the researchers' command line, pure Python plus `requests`) into its own
+Installs `fairway` (the researchers' command line, pure Python plus `requests` and PyYAML) into its own
 virtualenv, DIR/venv (default ~/.local/share/fairway-cli), and links DIR/venv/bin/fairway into
 the bin directory (default ~/.local/bin). No root needed. Run again to upgrade to this server's
-version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for `requests`.
+version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for those two.
 USAGE
 }
 
@@ -73,7 +73,7 @@ except Exception as exc:
 PY
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME" \
-    || die "pip could not install fairway's dependency (requests): this machine needs a package index (PIP_INDEX_URL) or a directory of wheels (PIP_FIND_LINKS=DIR PIP_NO_INDEX=1)"
+    || die "pip could not install fairway's dependencies (requests, PyYAML): this machine needs a package index (PIP_INDEX_URL) or a directory of wheels (PIP_FIND_LINKS=DIR PIP_NO_INDEX=1)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$DOWNLOAD/$WHEEL_NAME"
 ln -sf "$VENV/bin/fairway" "$BIN_DIR/fairway"
 say "installed: $("$BIN_DIR/fairway" --version)"
