@@ -72,3 +72,13 @@ def test_the_admin_budget_list_leads_to_the_standing_and_the_pyramid(admin):
     web.force_login(admin)
     page = web.get("/admin/budgets/budget/").content.decode()
     assert 'href="/budgets/">Standing' in page and 'href="/metrics/">Pyramid' in page
+
+
+def test_the_admin_budget_form_says_what_shares_hold_and_caps_do(admin, org_tree):
+    """The budget form showed "Cap gpu hours", "Cap period days" and "On cap" bare."""
+    web = Client()
+    web.force_login(admin)
+    page = web.get(f"/admin/budgets/budget/{org_tree['nlp/olmo'].pk}/change/").content.decode()
+    assert "Cap (GPU-hours)" in page and "Cap period (days)" in page
+    assert "Empty: no cap." in page and "runs unallocated (free, preemptible) or waits" in page
+    assert "Weight among its siblings" in page
