@@ -57,6 +57,19 @@ class BudgetAdminForm(forms.ModelForm):
     class Meta:
         model = Budget
         fields = EDITABLE_FIELDS
+        # Leadership met "Cap gpu hours", "Cap period days" and "On cap" with no word of what they
+        # do (tryout36). Here, not on the model: help texts there would be a migration.
+        labels = {"cap_gpu_hours": "Cap (GPU-hours)", "cap_period_days": "Cap period (days)"}
+        help_texts = {
+            "shares": "Weight among its siblings, a whole number ≥ 1: its share of each cluster is "
+            "shares ÷ the live siblings' shares × its parent's share.",
+            "hold": "Start no new attempts of this budget or anything under it; running work carries on.",
+            "cap_gpu_hours": "Most allocated GPU-hours this budget and everything under it may use in the "
+            "cap period, all clusters together. Empty: no cap.",
+            "cap_period_days": "The rolling period the cap counts over, in days (e.g. 30: the last 30 days).",
+            "on_cap": "Once the cap is reached, its new work runs unallocated (free, preemptible) or waits "
+            "until its usage falls below the cap.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

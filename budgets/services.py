@@ -197,14 +197,8 @@ def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fracti
     from scheduler.policy.types import Budget as ShareNode
 
     tree = load_tree() if tree is None else tree
-    busy_leaves = set(
-        Workload.objects.exclude(state__in=Workload.FINAL_STATES).values_list("budget_id", flat=True).distinct()
-    )
-    busy: set[int] = set()
-    for leaf in busy_leaves:
-        if leaf in tree:
-            busy.update(ancestor_ids(tree[leaf], tree))
-    live = {str(bid) for bid, b in tree.items() if b.archived_at is None or bid in busy}
+    unfinished = Workload.objects.exclude(state__in=Workload.FINAL_STATES)
+    busy = {str(bid) for bid in unfinished.values_list("budget_id", flat=True).distinct()}
     by_root: dict[int, list[ShareNode]] = defaultdict(list)
     for bid, b in tree.items():
         by_root[ancestor_ids(b, tree)[-1]].append(
@@ -218,7 +212,8 @@ def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fracti
         )
     shares: dict[int, Fraction] = {}
     for nodes in by_root.values():
-        shares.update((int(key), s) for key, s in BudgetTree(nodes).normalized_shares(live).items())
+        share_tree = BudgetTree(nodes)
+        shares.update((int(key), s) for key, s in share_tree.normalized_shares(share_tree.live(busy)).items())
     return shares
 
 

@@ -44,10 +44,11 @@ travels to an agent in one start message; a test keeps the two equal)."""
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
-    def __init__(self, exit_code: int, message: str) -> None:
+    def __init__(self, exit_code: int, message: str, code: str = "") -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
+        self.code = code  # the API's error code, when the server refused
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -203,6 +204,10 @@ def _error_text(status: int, body: Any) -> str:
     return f"refused ({code}):\n  " + "\n  ".join(lines)
 
 
+def _error_code(body: Any) -> str:
+    return str(body.get("code", "")) if isinstance(body, dict) else ""
+
+
 API_PATH = "/api/v1"
 
 
@@ -233,8 +238,16 @@ class Api:
         self.session = requests.Session()
 
     def call(
-        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None, auth: bool = True
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        auth: bool = True,
+        raw: bool = False,
     ) -> Any:
+        """The answer's JSON (``raw``: a 200's body as text, e.g. a CSV report)."""
         headers = {"Accept": "application/json", "User-Agent": f"fairway-cli/{__version__}"}
         if auth:
             if not self.token:
@@ -263,6 +276,8 @@ class Api:
             raise CliError(EXIT_UNREACHABLE, unreachable_text(self.server, exc)) from None
         if response.status_code == 204:
             return None
+        if raw and response.status_code == 200:
+            return response.text
         try:
             data = response.json()
         except ValueError:
@@ -278,7 +293,7 @@ class Api:
                 "URL (the site's root, e.g. https://fairway.example.org)?",
             )
         if response.status_code >= 400:
-            raise CliError(EXIT_API, _error_text(response.status_code, data))
+            raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data))
         return escaped(data) if self.escape else data
 
 
@@ -447,7 +462,7 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     several or none, a usage error that lists them (``CliError``)."""
     body: dict[str, Any] = {}
     if args.file:
-        import yaml  # only here: the CLI's wheel needs PyYAML for -f alone
+        import yaml  # only here: PyYAML serves -f alone (a requirement of the CLI's wheel all the same)
 
         from fairway_cli import strict_yaml
 
@@ -894,12 +909,32 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
     return EXIT_OK
 
 
+FINAL_WORKLOAD_STATES = ("succeeded", "failed", "canceled")
+"""States a workload never leaves (``scheduler.models.Workload.FINAL_STATES``)."""
+
+
 def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=False)  # the log text is escaped below, offsets need it raw
     wid = _workload_id(args.id)
     printed: dict[int, int] = {}  # rank -> end offset already written
+    waited = False
     while True:
-        tail = api.call("GET", f"workloads/{wid}/logs/", params={"tail": args.tail, "attempt": args.attempt})
+        try:
+            tail = api.call("GET", f"workloads/{wid}/logs/", params={"tail": args.tail, "attempt": args.attempt})
+        except CliError as exc:
+            # `fairway submit … && fairway logs ID -f` met a workload still pending and stopped at
+            # once (tryout36): following waits for its first attempt, unless it ended without one.
+            if not (args.follow and args.attempt is None and exc.code == "no_attempt"):
+                raise
+            state = api.call("GET", f"workloads/{wid}/")["state"]
+            if state in FINAL_WORKLOAD_STATES:
+                raise CliError(EXIT_API, f"#{wid} ended {state} without an attempt: no log") from None
+            if not waited and not args.json:
+                out.write(f"[#{wid} is {state}: waiting for its first attempt to start]\n")
+                out.flush()
+            waited = True
+            time.sleep(args.interval)
+            continue
         if args.json:
             emit_json(tail, out)
             return EXIT_OK
@@ -1051,6 +1086,21 @@ HISTORY_COLUMNS = (
     "exit_code",
     "charged_gpu_hours",
 )
+
+
+def cmd_statement(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """A budget's accounting statement, the API's ``budgets/{id}/statement.csv``, by the budget's path."""
+    api = Api(config.server, config.token, escape=False)
+    path = args.budget.strip().strip("/")
+    found = [b for b in api.call("GET", "budgets/") if b["path"] == path]
+    if not found:
+        raise CliError(EXIT_API, f"no budget {escape_text(path)!r} (`fairway budgets` lists them)")
+    budget = min(found, key=lambda b: (b["archived"], -b["id"]))  # the live one, else the latest archived
+    text = api.call(
+        "GET", f"budgets/{budget['id']}/statement.csv", params={"since": args.since, "until": args.until}, raw=True
+    )
+    out.write(escape_text(text, keep="\n"))
+    return EXIT_OK
 
 
 def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -1350,7 +1400,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
     p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
-    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the attempt ends")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing until the attempt ends (a pending workload: from its start)",
+    )
     p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
 
@@ -1363,6 +1418,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
     p.add_argument("--cluster", "-c")
     p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
+
+    p = add("statement", cmd_statement, "a budget's statement (CSV): GPU-hours by UTC day, project and user")
+    p.add_argument("budget", help="a budget path, e.g. nlp or nlp/olmo (members of it or above, admins)")
+    p.add_argument("--since", help="first UTC day: YYYY-MM-DD, a date-time or 7d back (default: 30 days ago)")
+    p.add_argument("--until", help="last UTC day, as --since (default today)")
 
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")

@@ -77,6 +77,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+SERVER_URL="${SERVER_URL%/}"  # --server https://host/ asked //agent/… of it
 if [ -n "$PREFIX" ]; then
     mkdir -p "$PREFIX"
     PREFIX="$(cd "$PREFIX" && pwd)"
@@ -102,6 +103,17 @@ stop_background_agent() {
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$PIDFILE"
+}
+
+# The Requires-Dist lines of a wheel, comma-separated ("websockets==17.4, PyYAML==6.0.4, ...").
+wheel_requires() {
+    "$PYTHON" - "$1" <<'PY' 2>/dev/null || true
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    lines = wheel.read(meta).decode().splitlines()
+print(", ".join(line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")))
+PY
 }
 
 # A setting of the joined config (`fairway-agent join` writes plain `key: value` YAML), "" if none.
@@ -211,7 +223,10 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 say "installing the agent into $VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME"
+# pip's own "No matching distribution found for websockets" left an air-gapped host's operator
+# without the way out (tryout36): the server serves the agent's wheel, not its dependencies.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME" \
+    || die "pip could not install the agent's dependencies ($(wheel_requires "$DOWNLOAD/$WHEEL_NAME")): this host needs a package index (PIP_INDEX_URL) or a directory of their wheels (PIP_FIND_LINKS=DIR PIP_NO_INDEX=1; through sudo: sudo PIP_FIND_LINKS=DIR PIP_NO_INDEX=1 FAIRWAY_JOIN_TOKEN=... bash)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$DOWNLOAD/$WHEEL_NAME"
 
 if [ -s "$CONFIG" ] && grep -q '^token:' "$CONFIG"; then

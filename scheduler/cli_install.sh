@@ -24,10 +24,10 @@ Fairway CLI installer (served by the Fairway server at /cli/install.sh).
   bash install.sh [--prefix DIR] [--bin-dir DIR] [--python PYTHON] [--server URL]
   bash install.sh --uninstall [--prefix DIR] [--bin-dir DIR]
 
-Installs `fairway` (the researchers' command line, pure Python plus `requests`) into its own
+Installs `fairway` (the researchers' command line, pure Python plus `requests` and PyYAML) into its own
 virtualenv, DIR/venv (default ~/.local/share/fairway-cli), and links DIR/venv/bin/fairway into
 the bin directory (default ~/.local/bin). No root needed. Run again to upgrade to this server's
-version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for `requests`.
+version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for those two.
 USAGE
 }
 
@@ -43,6 +43,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# The site's root, as `fairway login --server` takes it: `https://host/` or `https://host/api/v1`
+# (README's "REST API at /api/v1/") asked HTTP 404 of /api/v1/cli/… in a traceback (tryout36).
+SERVER_URL="${SERVER_URL%/}"; SERVER_URL="${SERVER_URL%/api/v1}"
 VENV="$PREFIX/venv"
 if [ "$UNINSTALL" = 1 ]; then
     rm -rf "$VENV"
@@ -59,13 +62,18 @@ say "fairway $CLI_VERSION from $SERVER_URL into $VENV"
 mkdir -p "$PREFIX" "$BIN_DIR"
 DOWNLOAD="$(mktemp -d)"
 trap 'rm -rf "$DOWNLOAD"' EXIT
+# An unreachable server was a urllib traceback (tryout36): one line, naming the URL.
 "$PYTHON" - "$SERVER_URL/cli/$WHEEL_NAME" "$DOWNLOAD/$WHEEL_NAME" <<'PY'
 import shutil, sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=60) as answer, open(sys.argv[2], "wb") as out:  # noqa: S310
-    shutil.copyfileobj(answer, out)
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=60) as answer, open(sys.argv[2], "wb") as out:  # noqa: S310
+        shutil.copyfileobj(answer, out)
+except Exception as exc:
+    sys.exit(f"install.sh: cannot download {sys.argv[1]}: {exc} (is the Fairway server there? --server URL)")
 PY
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DOWNLOAD/$WHEEL_NAME" \
+    || die "pip could not install fairway's dependencies (requests, PyYAML): this machine needs a package index (PIP_INDEX_URL) or a directory of wheels (PIP_FIND_LINKS=DIR PIP_NO_INDEX=1)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$DOWNLOAD/$WHEEL_NAME"
 ln -sf "$VENV/bin/fairway" "$BIN_DIR/fairway"
 say "installed: $("$BIN_DIR/fairway" --version)"

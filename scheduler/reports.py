@@ -590,6 +590,21 @@ def _held_path(workload: Workload, tree: dict[int, Budget] | None) -> str:
     return budget_paths(tree).get(held[0].pk, "") if held else ""
 
 
+def _cap_numbers(path: str, tree: dict[int, Budget] | None) -> str:
+    """`` (0.01 GPU-hours of allocated use per 7 days)``: the cap of the live budget at ``path``, as
+    leadership set it (tryout36: the sentence gave no number); "" when it has none any more."""
+    tree = tree if tree is not None else load_tree()
+    paths = budget_paths(tree)
+    for pk, budget in tree.items():
+        if paths.get(pk) == path and budget.archived_at is None and budget.cap_gpu_hours is not None:
+            days = budget.cap_period_days
+            return (
+                f" ({gpu_hours_text(float(budget.cap_gpu_hours))} GPU-hours of allocated use per "
+                f"{days} day{'' if days == 1 else 's'})"
+            )
+    return ""
+
+
 def _lines(
     workload: Workload, detail: dict[str, Any], numbers: dict[str, Any], tree: dict[int, Budget] | None = None
 ) -> list[str]:
@@ -626,14 +641,15 @@ def _lines(
             else "Its budget (or a budget above it) is on hold: no new work starts until leadership releases it."
         )
     elif reason == "budget_capped":
+        cap = _cap_numbers(str(detail.get("budget", "")), tree)
         if detail.get("unfunded"):
             lines.append(
-                f"Budget {detail.get('budget')} has reached its cap, so this workload may only run unallocated "
+                f"Budget {detail.get('budget')} has reached its cap{cap}, so this workload may only run unallocated "
                 "(unfunded): it waits for GPUs that no allocated work can use."
             )
         else:
             lines.append(
-                f"Budget {detail.get('budget')} has reached its cap and holds new work until its usage "
+                f"Budget {detail.get('budget')} has reached its cap{cap} and holds new work until its usage "
                 "falls below the cap."
             )
     elif reason == "awaiting_preemption":

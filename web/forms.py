@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import yaml
@@ -255,3 +257,27 @@ cpus: 64          # per host; leave out for the per-GPU share
 memory: 512G
 shared_memory: 64G
 """
+"""The spec's shape; :func:`spec_example` puts in this install's names."""
+
+
+def _yaml_text(value: str) -> str:
+    """``value`` as a YAML string: bare when YAML reads it back as that text, else quoted."""
+    plain = re.fullmatch(r"[A-Za-z][A-Za-z0-9_./+-]*", value) and value.lower() not in _YAML_WORDS
+    return value if plain else json.dumps(value)
+
+
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
+
+
+def spec_example(budgets: list[str], clusters: list[str], models: list[str]) -> str:
+    """The submit page's YAML example with a budget the user may submit to, a cluster and a GPU
+    model of this install and 1 GPU: as it stands it could be submitted (tryout36: it named
+    ``nlp/olmo``, ``default`` and 8 × A100 on every install). Per-host CPUs and memory stay as
+    comments, the per-GPU share fitting any host."""
+    text = SPEC_EXAMPLE.replace("gpu_count: 8", "gpu_count: 1")
+    for field, values in (("budget", budgets), ("cluster", clusters), ("gpu_model", models)):
+        if values:
+            text = re.sub(rf"(?m)^{field}: .*$", lambda _m, f=field, v=values[0]: f"{f}: {_yaml_text(v)}", text)
+    for field in ("cpus", "memory", "shared_memory"):
+        text = re.sub(rf"(?m)^{field}: ", f"# {field}: ", text)
+    return text

@@ -76,7 +76,7 @@ from scheduler.services import (
     host_actions,
     may_read_private,
 )
-from web.forms import SPEC_EXAMPLE, NotificationForm, SpecForm, SubmitForm, parse_submission
+from web.forms import NotificationForm, SpecForm, SubmitForm, parse_submission, spec_example
 
 logger = logging.getLogger(__name__)
 
@@ -201,9 +201,21 @@ def submit(request: HttpRequest) -> HttpResponse:
     """The submit form (or a pasted YAML spec); field errors come from ``do_submit_workload``."""
     scope = _scope(request)
     clusters, models = _cluster_choices()
-    kwargs = {"budgets": scope.submit_budgets, "clusters": clusters, "models": models}
+    budgets = scope.submit_budgets
+    kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
     form = SubmitForm(**kwargs)
-    spec_form = SpecForm(initial={"spec": SPEC_EXAMPLE})
+    example_models = (
+        sorted(
+            set(
+                GPU.objects.filter(host__cluster__name=clusters[0], host__removed_at__isnull=True).values_list(
+                    "model", flat=True
+                )
+            )
+        )
+        if clusters
+        else []
+    )
+    spec_form = SpecForm(initial={"spec": spec_example(budgets, clusters, example_models)})
     spec_errors: list[str] = []
     quote_lines: list[Any] = []
     quote_terms: Any = None
@@ -578,8 +590,17 @@ def budgets(request: HttpRequest) -> HttpResponse:
             "plots": plots,
             "accessible": scope.accessible,
             "window_days": _window_days(),
+            "statements": _statement_links(scope),
         },
     )
+
+
+def _statement_links(scope: Scope) -> list[tuple[str, str]]:
+    """(path, URL) of the statement CSV of every budget the user may read one of (the API's rule:
+    members of the budget or above it, admins), by path. tryout36: a member found no statement in
+    the UI, only ``GET /api/v1/budgets/{id}/statement.csv`` with a budget id to look up."""
+    readable = set(scope.tree) if scope.user.is_staff or scope.user.is_superuser else scope.accessible
+    return sorted((scope.paths[pk], f"/api/v1/budgets/{pk}/statement.csv") for pk in readable if pk in scope.paths)
 
 
 CURVE_POINTS = 29

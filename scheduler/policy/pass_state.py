@@ -97,12 +97,7 @@ class PassState:
 
     def live_budgets_walk(self) -> set[str]:
         """:meth:`live_budgets` from every attempt and pending workload."""
-        busy = {a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending}
-        busy_tree: set[str] = set()
-        for b in busy:
-            if b in self.tree.chain:
-                busy_tree.update(self.tree.chain[b])
-        return {k for k, b in self.tree.budgets.items() if not b.archived or k in busy_tree}
+        return self.tree.live({a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending})
 
     def ratio(self, budget: str, extra: int = 0) -> Fraction:
         """Exact ``(U + C + extra) / s(b)``; divide by GPUs × W for the displayed ratio."""

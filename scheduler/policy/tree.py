@@ -124,6 +124,16 @@ class BudgetTree:
         a, b = split
         return (load[a] + commitment) * self.budgets[b].shares < load[b] * self.budgets[a].shares
 
+    def live(self, busy: Iterable[str]) -> set[str]:
+        """The budgets that count in their siblings' normalization (§3.7): every non-archived budget,
+        and an archived one while it or a budget below it has unfinished work (``busy``: budgets
+        with work; unknown keys ignored). The tick, the budgets page and the what-if all ask here."""
+        busy_tree: set[str] = set()
+        for b in busy:
+            if b in self.chain:
+                busy_tree.update(self.chain[b])
+        return {k for k, b in self.budgets.items() if not b.archived or k in busy_tree}
+
     def normalized_shares(self, live: set[str]) -> dict[str, Fraction]:
         """``s(b)`` for every budget: shares over the live siblings' shares × ``s(parent)``.
 

@@ -119,9 +119,13 @@ def _leaves(budgets: list[Budget]) -> list[str]:
     return sorted(b.key for b in budgets if b.key not in parents)
 
 
-def _entitlements(budgets: list[Budget], gpus: int, seconds: int) -> dict[str, float]:
+def _entitlements(budgets: list[Budget], gpus: int, seconds: int, jobs: list[DemandJob]) -> dict[str, float]:
+    """``E(b)`` over the replay. An archived budget counts in its siblings' normalization only
+    while it has unfinished work, as the tick and the budgets page count it now (§3.7,
+    ``PassState.live_budgets``): counting every budget gave an archived project's share to nobody
+    (tryout36)."""
     tree = BudgetTree(budgets)
-    shares = tree.normalized_shares(set(tree.budgets))
+    shares = tree.normalized_shares(tree.live(j.budget for j in jobs if j.finished_at is None))
     return {k: float(v) * gpus * seconds for k, v in shares.items()}
 
 
@@ -141,7 +145,7 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
     """Per leaf budget, what happened: delivered, demand, attainment, wait p50/p90 (hours)."""
     lo, hi = demand.since, demand.now
     gpus = sum(h.size for h in demand.hosts)
-    ent = _entitlements(demand.budgets, gpus, hi - lo)
+    ent = _entitlements(demand.budgets, gpus, hi - lo, demand.jobs)
     out: dict[str, dict[str, Any]] = {}
     for b in _leaves(demand.budgets):
         jobs = [j for j in demand.jobs if j.budget == b]
@@ -199,7 +203,7 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
 
     sim = TraceSim(inputs, schedule) if trace else None
     simulated: dict[str, dict[str, Any]] = {}
-    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon)
+    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon, jobs)
     if sim is not None:
         m = sim.run()
         dem = window_demand(m, T0, horizon, 1)[0]  # one window, the whole replay: capped at each job's work

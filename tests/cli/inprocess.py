@@ -16,7 +16,9 @@ def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
     api = APIClient()
     api.force_authenticate(user)
 
-    def call(self: Any, method: str, path: str, *, body: Any = None, params: Any = None, auth: bool = True) -> Any:
+    def call(
+        self: Any, method: str, path: str, *, body: Any = None, params: Any = None, auth: bool = True, raw: bool = False
+    ) -> Any:
         clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
         url = f"/api/v1/{path.lstrip('/')}"
         if method == "GET":
@@ -25,9 +27,13 @@ def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
             response = getattr(api, method.lower())(url, body or {}, format="json")
         if response.status_code == 204:
             return None
+        if raw and response.status_code == 200:
+            return response.content.decode()
         data = response.json()
         if response.status_code >= 400:
-            raise fairway_cli.CliError(fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, data))
+            raise fairway_cli.CliError(
+                fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, data), fairway_cli._error_code(data)
+            )
         return fairway_cli.escaped(data) if self.escape else data
 
     monkeypatch.setattr(fairway_cli.Api, "call", call)

@@ -113,6 +113,17 @@ def test_create_join_token_takes_durations_as_every_command_does(capsys: pytest.
             call_command("create_join_token", "--cluster", "c1", "--ttl", ttl)
 
 
+@pytest.mark.django_db
+def test_join_token_for_an_unknown_cluster_says_where_clusters_come_from() -> None:
+    """``manage.py create_join_token --cluster h100`` on a fresh install said only "no such cluster:
+    h100"; the README's agent section never said a cluster is made in the admin first."""
+    with pytest.raises(CommandError, match=r"no such cluster: h100 \(there is no cluster yet\); .*Clusters → Add"):
+        call_command("create_join_token", "--cluster", "h100")
+    Cluster.objects.create(name="a100")
+    with pytest.raises(CommandError, match=r"no such cluster: h100 \(the clusters are: a100\)"):
+        call_command("create_join_token", "--cluster", "h100")
+
+
 def test_the_served_wheel_and_script(client: Client) -> None:
     script = client.get("/agent/install.sh")
     assert script.status_code == 200

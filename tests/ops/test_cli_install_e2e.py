@@ -22,9 +22,9 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 
 
 def cli_wheelhouse(dest: Path) -> Path:
-    """Wheels of ``requests`` and what it requires, repackaged from this environment."""
+    """Wheels of the CLI's dependencies and what they require, repackaged from this environment."""
     dest.mkdir(parents=True, exist_ok=True)
-    todo, seen = ["requests"], set()
+    todo, seen = ["requests", "PyYAML"], set()
     while todo:
         name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
         if name in seen:
@@ -66,6 +66,17 @@ def test_the_served_install_script_installs_a_working_fairway(live_server, tmp_p
     assert fairway.is_symlink()
     version = subprocess.run([str(fairway), "--version"], capture_output=True, text=True, timeout=60)  # noqa: S603
     assert version.stdout.strip() == f"fairway {CLI_VERSION}"
+    # tryout36: the wheel did not require PyYAML, so `fairway submit -f job.yaml` was a traceback
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: a\nname: b\n")
+    submit = subprocess.run(  # noqa: S603
+        [str(fairway), "--server", live_server.url, "submit", "-f", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "FAIRWAY_TOKEN": "x", "FAIRWAY_CONFIG": str(tmp_path / "config.json")},
+    )
+    assert "Traceback" not in submit.stderr and "given twice" in submit.stderr, submit.stderr
     site = next((prefix / "venv" / "lib").glob("python3*/site-packages"))
     assert not {"config", "web", "scheduler", "agent"} & {p.name for p in site.iterdir()}
 

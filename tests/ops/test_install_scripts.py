@@ -3,8 +3,11 @@ into bash, and the agent's ``--uninstall --purge``."""
 
 from __future__ import annotations
 
+import http.server
 import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,103 @@ def test_the_agent_unit_follows_the_kept_config_not_the_options(tmp_path: Path):
     assert _unit(tmp_path, config=config)["After"] == {"network-online.target", "podman.socket"}
     config = "host_name: gpu-9\ntoken: fwh_x\nruntime: process\n"
     assert _unit(tmp_path, "--runtime", "docker", config=config)["After"] == {"network-online.target"}
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    """Serves ``files`` (path → bytes), 404 otherwise, and records every path asked."""
+
+    files: dict[str, bytes] = {}
+    asked: list[str] = []
+
+    def do_GET(self) -> None:
+        self.asked.append(self.path)
+        body = self.files.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def files_server():
+    """``(url, files, asked)``: a throwaway HTTP server on a free local port."""
+    handler = type("Handler", (_Files,), {"files": {}, "asked": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler.files, handler.asked
+    server.shutdown()
+    server.server_close()
+
+
+def _fake_python(tmp_path: Path) -> Path:
+    """A ``--python`` whose virtualenvs' pip finds nothing (a host with no package index)."""
+    fake = tmp_path / "python3"
+    fake.write_text(
+        "#!/bin/bash\n"
+        'if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi\n'
+        'if [ "$1 $2" = "-m pip" ]; then echo "ERROR: No matching distribution found for websockets" >&2; exit 1; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+def test_the_cli_install_from_an_unreachable_server_says_so_in_one_line(tmp_path: Path):
+    """tryout36: a wrong --server (or a server down) was a urllib traceback."""
+    home = tmp_path / "home"
+    done = subprocess.run(  # noqa: S603 -- bash runs the script this server serves
+        [BASH, "-s", "--", "--server", "http://127.0.0.1:9", "--prefix", str(tmp_path / "cli")],
+        input=_served("/cli/install.sh").decode(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHON": sys.executable},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("install.sh: cannot download http://127.0.0.1:9/cli/fairway_cli-")
+    assert "--server URL" in done.stderr
+
+
+def test_the_cli_install_takes_the_api_url_as_the_server(tmp_path: Path, files_server):
+    """README calls /api/v1/ "the REST API": `--server https://host/api/v1/` asked /api/v1/cli/…
+    (HTTP 404, a traceback); the script takes the site's root from it, as `fairway login` does."""
+    url, _files, asked = files_server
+    done = subprocess.run(  # noqa: S603 -- bash runs the script this server serves
+        [BASH, "-s", "--", "--server", f"{url}/api/v1/", "--prefix", str(tmp_path / "cli")],
+        input=_served("/cli/install.sh").decode(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHON": sys.executable},
+    )
+    assert done.returncode == 1  # this server has no wheel
+    assert [path.split("fairway_cli-")[0] for path in asked] == ["/cli/"]
+
+
+def test_an_agent_host_without_a_package_index_is_told_what_to_give_pip(tmp_path: Path, files_server):
+    """tryout36: on a host with no index, pip's "No matching distribution found for websockets"
+    ended the install with no word of what the agent needs or how to give it to pip."""
+    from scheduler.agent_install import WHEEL, WHEEL_NAME
+
+    url, files, _asked = files_server
+    files[f"/agent/{WHEEL_NAME}"] = WHEEL.build()
+    done = subprocess.run(  # noqa: S603 -- bash runs the script this server serves
+        [BASH, "-s", "--", "--no-systemd", "--prefix", str(tmp_path / "agent"), "--server", url],
+        input=_served("/agent/install.sh").decode(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "FAIRWAY_JOIN_TOKEN": "fwj_x", "PYTHON": str(_fake_python(tmp_path))},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("install.sh: pip could not install the agent's dependencies (websockets==")
+    assert "PyYAML==" in last and "PIP_FIND_LINKS=DIR PIP_NO_INDEX=1" in last
+    assert "joining" not in done.stdout

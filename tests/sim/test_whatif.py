@@ -162,3 +162,39 @@ def test_the_admin_what_if_names_the_changed_program(recorded, admin) -> None:  
         "/admin/budgets/budget/what-if/", {"shares": "shares:\n  vision: 4\n", "window": "2d", "cluster": "default"}
     ).content.decode()
     assert "Shares changed: vision 1→4" in page
+
+
+def test_an_archived_budget_without_work_leaves_its_share_to_its_siblings(recorded, org_tree) -> None:  # noqa: ANN001
+    """tryout36: with nlp/tulu archived (no work), the admin's what-if gave nlp/olmo half of nlp's
+    entitlement, actual and simulated, where the budgets page and the tick give it all (§3.7: an
+    archived budget without work drops out of its siblings' normalization)."""
+    from budgets.services import do_archive_budget
+
+    do_archive_budget(org_tree["nlp/tulu"])
+    demand = load_demand(None, timedelta(days=2), recorded)
+    rows = {r["budget"]: r for r in whatif(demand, demand.budgets)["budgets"]}
+    nlp_share = 2 / 3  # nlp 2 : vision 1
+    whole = nlp_share * 20 * 48  # 20 GPUs for 48 hours
+    assert rows["nlp/olmo"]["actual"]["entitlement_gpu_h"] == pytest.approx(whole, abs=0.1)
+    assert rows["nlp/olmo"]["simulated"]["entitlement_gpu_h"] == pytest.approx(whole, abs=0.1)
+    assert rows["vision/sam"]["simulated"]["entitlement_gpu_h"] == pytest.approx(20 * 48 / 3, abs=0.1)
+
+
+def test_an_archived_budget_with_unfinished_work_keeps_its_share(recorded, org_tree, cluster, researcher) -> None:  # noqa: ANN001
+    from budgets.services import do_archive_budget
+
+    Workload.objects.create(
+        name="tulu-left",
+        owner=researcher,
+        budget=org_tree["nlp/tulu"],
+        cluster=cluster,
+        gpu_model="A100",
+        gpu_count=1,
+        command=["true"],
+        min_runtime_s=3600,
+        submitted_at=recorded - timedelta(hours=1),
+    )
+    do_archive_budget(org_tree["nlp/tulu"])
+    demand = load_demand(None, timedelta(days=2), recorded)
+    rows = {r["budget"]: r for r in whatif(demand, demand.budgets)["budgets"]}
+    assert rows["nlp/olmo"]["simulated"]["entitlement_gpu_h"] == pytest.approx(20 * 48 / 3, abs=0.1)

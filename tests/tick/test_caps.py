@@ -170,3 +170,18 @@ def test_a_cap_adds_one_query_to_the_snapshot_whatever_the_size(cluster):
         return len(ctx.captured_queries)
 
     assert queries(1, 1) == queries(50, 20) == 8  # no open attempt: their GPUs are not read (lat32)
+
+
+def test_a_workload_held_by_a_cap_is_told_the_cap_s_numbers(cluster, pushed):
+    """tryout36: "Budget alpha has reached its cap and holds new work until its usage falls below
+    the cap." named no cap: the reader had to find it on the budgets page."""
+    from scheduler.reports import explain_pending
+
+    tw = cluster
+    _cap(tw.alpha, "2", days=7, on_cap=Budget.OnCap.HOLD)
+    _used(tw, tw.alpha, 2, start_ago=2 * HOUR, end_ago=HOUR)
+    workload, _attempt = _next_start(tw, tw.alpha)
+    assert explain_pending(workload).sentences[0] == (
+        "Budget alpha has reached its cap (2 GPU-hours of allocated use per 7 days) and holds new work "
+        "until its usage falls below the cap."
+    )

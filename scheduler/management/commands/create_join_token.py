@@ -34,7 +34,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         cluster = Cluster.objects.filter(name=opts["cluster"]).first()
         if cluster is None:
-            raise CommandError(f"no such cluster: {opts['cluster']}")
+            # A first install has no cluster at all, and nothing said where one comes from (tryout36).
+            names = list(Cluster.objects.values_list("name", flat=True)[:20])
+            known = f"the clusters are: {', '.join(names)}" if names else "there is no cluster yet"
+            raise CommandError(
+                f"no such cluster: {opts['cluster']} ({known}); an admin creates one at /admin/ → Clusters → Add"
+            )
         try:
             ttl = parse_ttl(opts["ttl"])
             row, token = do_create_join_token(None, cluster, ttl, opts["note"])
