@@ -877,6 +877,9 @@ class BlockingSerializer(serializers.Serializer):
 STOP_ENDS_AS = {
     str(Attempt.EndReason.CANCELED): Workload.State.CANCELED,
     "timeout": Workload.State.FAILED,  # the max_runtime stop (DESIGN.md §4) where the build has it
+    # A gang's part exited on its own: the others are stopped; it ends as that part did (PART_EXIT_REASONS).
+    str(Attempt.EndReason.SUCCEEDED): Workload.State.SUCCEEDED,
+    str(Attempt.EndReason.FAILED): Workload.State.FAILED,
 }
 """What a stop leads to; every other stop (preemption, drain, fault) requeues: pending (DESIGN.md §4)."""
 
