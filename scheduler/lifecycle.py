@@ -588,13 +588,16 @@ def _release_gang_part(
     ended_at: datetime,
     exit_code: int | None,
     cluster_id: int,
+    failed_start: str | None = None,
 ) -> bool:
     """The exit of one part of a gang (``attempt``, locked; ``links`` its GPU rows: GPU, host, open)
     reported by ``host`` while other hosts still hold parts: the part's GPUs are released (its rows
     closed), the attempt stays open until the last part reports, and, unless a stop was issued
     already, the others are stopped now with this part's own outcome as the stop's reason (the
-    gang ends as its first part to exit on its own, with that part's exit code: ``PART_EXIT_REASONS``).
-    True when it did so; False (end the attempt as usual) when ``host`` holds the last part.
+    gang ends as its first part to exit on its own, with that part's exit code: ``PART_EXIT_REASONS``;
+    ``failed_start``: the part failed to start, saying so, and the gang ends as
+    :func:`attempt_failed_to_start` ends one). True when it did so; False (end the attempt as usual)
+    when ``host`` holds the last part.
 
     Ending the whole attempt at the first part's exit (brk36) released every host's GPUs while the
     other parts still ran (their stop's grace period: 30 s by default): the tick placed new work on
@@ -604,15 +607,19 @@ def _release_gang_part(
         return False
     AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(open=False)
     if attempt.stop_requested_at is None:
-        reason = Attempt.EndReason.SUCCEEDED if exit_code == 0 else Attempt.EndReason.FAILED
+        if failed_start is not None:
+            reason = Attempt.EndReason.FAILED if attempt.started_at else Attempt.EndReason.FAILED_TO_START
+            said = f"failed to start ({failed_start[:200]})" if failed_start else "failed to start"
+        else:
+            reason = Attempt.EndReason.SUCCEEDED if exit_code == 0 else Attempt.EndReason.FAILED
+            said = f"exited (exit {exit_code})" if exit_code is not None else "exited (no exit code)"
         attempt.stop_requested_at, attempt.stop_reason, attempt.exit_code = ended_at, reason, exit_code
         attempt.save(update_fields=["stop_requested_at", "stop_reason", "exit_code"])
-        code = f"exit {exit_code}" if exit_code is not None else "no exit code"
         WorkloadEvent.objects.create(
             workload_id=attempt.workload_id,
             at=ended_at,
             kind="part_exited",
-            message=f"attempt {attempt.number}: its part on {host.name} exited ({code}); the other parts are "
+            message=f"attempt {attempt.number}: its part on {host.name} {said}; the other parts are "
             f"stopped and it ends {reason} once they release their GPUs",
             data={"attempt": attempt.pk, "host": host.name, "exit_code": exit_code, "reason": reason},
         )
@@ -747,7 +754,10 @@ def attempt_failed_to_start(
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
         ended_at = exit_time(now, age_s, attempt, alive_at)
-        _end_attempt(attempt, ended_at=ended_at, reason=reason, message=message, locked=workload)
+        links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+        if _release_gang_part(attempt, host, links, ended_at, None, workload.cluster_id, failed_start=message):
+            return True
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, message=message, locked=workload, links=links)
         if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
             _cordon_after_start_failures(host, now, message)
     return True

@@ -87,3 +87,22 @@ def test_the_batched_exits_release_a_part_as_one_report_does(gang):
     attempt.refresh_from_db()
     assert attempt.ended_at is None and _open_hosts(attempt) == {"h2"} and attempt.stop_reason == "succeeded"
     assert Attempt.objects.get(pk=single.pk).end_reason == "succeeded"
+
+
+def test_a_part_that_fails_to_start_releases_only_its_own_gpus(tw, pushed, ticks):
+    h1, h2 = tw.host("h1", 2), tw.host("h2", 2)
+    w = tw.workload(gpus=4, min_runtime=600)
+    attempt = tw.attempt(w, list(GPU.objects.order_by("host__name", "index")), started_ago=None)  # starting
+    # When h2's part cannot start (its image pull failed) while h1's starts
+    assert lifecycle.attempt_failed_to_start(h2, attempt.pk, "pull failed", now=tw.now)
+    # Then only h2's GPUs are released and h1's part is stopped
+    attempt.refresh_from_db()
+    assert attempt.ended_at is None and _open_hosts(attempt) == {"h1"} and attempt.stop_reason == "failed_to_start"
+    assert (
+        "part on h2 failed to start (pull failed)" in WorkloadEvent.objects.get(workload=w, kind="part_exited").message
+    )
+    # When h1's part, stopped, reports its exit, the gang ends as a failed start: requeued
+    assert lifecycle.attempt_exited(h1, attempt.pk, 143, now=tw.now + timedelta(seconds=2))
+    attempt.refresh_from_db()
+    assert attempt.end_reason == "failed_to_start" and _open_hosts(attempt) == set()
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
