@@ -815,8 +815,11 @@ def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime
         if found is None or found[0].stop_requested_at is None:
             return False
         attempt, workload = found
+        links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+        if _release_gang_part(attempt, host, links, now, None, workload.cluster_id):
+            return True  # a gang's part that does not run there: the others still release theirs
         note = "not running on the agent"
-        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message=note, locked=workload)
+        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message=note, locked=workload, links=links)
     return True
 
 

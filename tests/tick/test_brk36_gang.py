@@ -106,3 +106,15 @@ def test_a_part_that_fails_to_start_releases_only_its_own_gpus(tw, pushed, ticks
     attempt.refresh_from_db()
     assert attempt.end_reason == "failed_to_start" and _open_hosts(attempt) == set()
     assert Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
+
+
+def test_a_part_its_host_does_not_run_releases_only_its_own_gpus(gang):
+    tw, h1, h2, w, attempt = gang
+    Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=tw.now, stop_reason="preempted")
+    # When h2's agent answers the stop with "stopped" (it does not run the attempt) while h1's part ends
+    assert lifecycle.attempt_stopped_unknown(h2, attempt.pk, now=tw.now + timedelta(seconds=1))
+    attempt.refresh_from_db()
+    assert attempt.ended_at is None and _open_hosts(attempt) == {"h1"}
+    assert lifecycle.attempt_exited(h1, attempt.pk, 143, now=tw.now + timedelta(seconds=3))
+    attempt.refresh_from_db()
+    assert attempt.end_reason == "preempted" and Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
