@@ -589,6 +589,8 @@ def _release_gang_part(
     exit_code: int | None,
     cluster_id: int,
     failed_start: str | None = None,
+    *,
+    gone: bool = False,
 ) -> bool:
     """The exit of one part of a gang (``attempt``, locked; ``links`` its GPU rows: GPU, host, open)
     reported by ``host`` while other hosts still hold parts: the part's GPUs are released (its rows
@@ -596,7 +598,8 @@ def _release_gang_part(
     already, the others are stopped now with this part's own outcome as the stop's reason (the
     gang ends as its first part to exit on its own, with that part's exit code: ``PART_EXIT_REASONS``;
     ``failed_start``: the part failed to start, saying so, and the gang ends as
-    :func:`attempt_failed_to_start` ends one). True when it did so; False (end the attempt as usual)
+    :func:`attempt_failed_to_start` ends one; ``gone``: its agent reconnected without it, and the gang
+    ends ``lost``, requeued, as :func:`host_hello` ends one). True when it did so; False (end the attempt as usual)
     when ``host`` holds the last part.
 
     Ending the whole attempt at the first part's exit (brk36) released every host's GPUs while the
@@ -607,7 +610,9 @@ def _release_gang_part(
         return False
     AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(open=False)
     if attempt.stop_requested_at is None:
-        if failed_start is not None:
+        if gone:
+            reason, said = Attempt.EndReason.LOST, "is gone (its agent reconnected without it)"
+        elif failed_start is not None:
             reason = Attempt.EndReason.FAILED if attempt.started_at else Attempt.EndReason.FAILED_TO_START
             said = f"failed to start ({failed_start[:200]})" if failed_start else "failed to start"
         else:
@@ -1284,6 +1289,10 @@ def host_hello(
             attempt = _lock_open_attempt(host, attempt_id)
             if attempt is None:
                 continue
+            if attempt.stop_requested_at is not None or attempt.started_at is not None:
+                links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+                if _release_gang_part(attempt, host, links, last_seen or now, None, host.cluster_id, gone=True):
+                    continue  # a gang's part: the others still hold their GPUs until they report
             if attempt.stop_requested_at is not None:
                 _end_attempt(
                     attempt,

@@ -118,3 +118,16 @@ def test_a_part_its_host_does_not_run_releases_only_its_own_gpus(gang):
     assert lifecycle.attempt_exited(h1, attempt.pk, 143, now=tw.now + timedelta(seconds=3))
     attempt.refresh_from_db()
     assert attempt.end_reason == "preempted" and Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
+
+
+def test_a_part_gone_when_its_agent_reconnects_releases_only_its_own_gpus(gang):
+    tw, h1, h2, w, attempt = gang
+    gpus = [lifecycle.GpuReport(g.index, g.uuid, g.model, g.memory_mb, "healthy") for g in h2.gpus.order_by("index")]
+    # When h2's agent reconnects without its part (while h1's still runs)
+    lifecycle.host_hello(h2, agent_version="t", gpus=gpus, running=[], now=tw.now)
+    attempt.refresh_from_db()
+    assert attempt.ended_at is None and _open_hosts(attempt) == {"h1"} and attempt.stop_reason == "lost"
+    # When h1's part, stopped, reports its exit, the gang ends lost: requeued
+    assert lifecycle.attempt_exited(h1, attempt.pk, 143, now=tw.now + timedelta(seconds=2))
+    attempt.refresh_from_db()
+    assert attempt.end_reason == "lost" and Workload.objects.get(pk=w.pk).state == Workload.State.PENDING
