@@ -19,7 +19,15 @@ from urllib.parse import urlparse
 
 import yaml
 
-from agent.protocol import MAX_BYTES, MAX_CPUS, MAX_GPU_MEMORY_MB, MAX_HEARTBEAT_S, MAX_HOST_GPUS, MIN_HEARTBEAT_S
+from agent.protocol import (
+    MAX_BYTES,
+    MAX_CPUS,
+    MAX_GPU_MEMORY_MB,
+    MAX_HEARTBEAT_S,
+    MAX_HOST_GPUS,
+    MIN_HEARTBEAT_S,
+    MIN_MEMORY_BYTES,
+)
 from agent.runtime.isolation import IsolationConfig
 
 ENV_PREFIX = "FAIRWAY_"
@@ -63,11 +71,18 @@ class AgentConfig:
     memory: int | None = None
 
 
+_DIGITS = re.compile(r"[0-9]{1,30}")
+"""A whole number as text (the environment, an option): ASCII digits, few enough for any bound here."""
+
+
 def _whole(value: Any) -> int:
     """An integer from YAML or the environment; a boolean or a fraction (``8.9``) is refused, not
-    truncated."""
+    truncated. Text is ASCII digits: ``int()`` read ``FAIRWAY_GPUS=1_0`` as 10 and Arabic-Indic or
+    fullwidth digits as numbers (brk36; the CLI's and the server settings' rule since left36)."""
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise ValueError("must be a whole number")
+    if isinstance(value, str) and not _DIGITS.fullmatch(value.strip()):
+        raise ValueError("must be a whole number (ASCII digits 0-9)")
     return int(value)
 
 
@@ -85,6 +100,15 @@ def _at_least_one(value: Any) -> int:
     return number
 
 
+def _memory_bytes(value: Any) -> int:
+    """The host's memory, in bytes: at least what one attempt runs in (``memory: 64``, meant as
+    gigabytes, was 64 bytes, and every start on the host failed; brk36)."""
+    number = _whole(value)
+    if number < MIN_MEMORY_BYTES:
+        raise ValueError(f"is bytes and must be at least {MIN_MEMORY_BYTES} (6 MiB); 64 GiB is {64 << 30}")
+    return number
+
+
 def _at_most(most: int, parse: Callable[[Any], int]) -> Callable[[Any], int]:
     """``parse``, then at most ``most``: what the agent protocol carries (a larger value was taken,
     and every hello was then unencodable: the agent reconnected for good, brk34)."""
@@ -99,6 +123,10 @@ def _at_most(most: int, parse: Callable[[Any], int]) -> Callable[[Any], int]:
 
 
 def _positive_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("must be a finite number > 0")
+    if isinstance(value, str) and (not value.isascii() or "_" in value):  # float() read "1_0" and "٥" too
+        raise ValueError("must be a number such as 5 or 0.5 (ASCII digits 0-9)")
     number = float(value)
     if not 0 < number < math.inf:
         raise ValueError("must be a finite number > 0")
@@ -200,7 +228,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "docker_url": lambda v: "" if v is None else str(v).strip(),
     "isolation": lambda v: _isolation(v),
     "cpus": lambda v: None if v in (None, "") else _at_most(MAX_CPUS, _at_least_one)(v),
-    "memory": lambda v: None if v in (None, "") else _at_most(MAX_BYTES, _at_least_one)(v),
+    "memory": lambda v: None if v in (None, "") else _at_most(MAX_BYTES, _memory_bytes)(v),
 }
 KEYS = tuple(f.name for f in fields(AgentConfig))
 

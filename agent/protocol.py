@@ -46,6 +46,10 @@ MAX_CPUS = 1 << 20
 """Most CPUs a ``hello`` reports or a ``start`` limits to."""
 MAX_BYTES = 1 << 62
 """Largest memory size a ``hello`` reports or a ``start`` limits to, bytes."""
+MIN_MEMORY_BYTES = 6 << 20
+"""The least memory one attempt runs in: Docker's own floor for a container (6 MiB). A workload's
+request below it is refused at submission, and so is a host's memory below it, in a ``hello`` or
+the agent's config (``memory: 64``, meant as gigabytes, is 64 bytes: every start there failed)."""
 
 MIN_HEARTBEAT_S, MAX_HEARTBEAT_S = 0.05, 3600.0
 """The heartbeat periods a ``welcome`` sets, seconds (the agent's ``heartbeat`` is held to them too)."""
@@ -202,6 +206,7 @@ class HostIsolation:
 
 Cpus = Annotated[int, Range(1, MAX_CPUS)]
 Bytes = Annotated[int, Range(1, MAX_BYTES)]
+HostBytes = Annotated[int, Range(MIN_MEMORY_BYTES, MAX_BYTES)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +224,7 @@ class Hello(Message):
     attempts: Annotated[list[AttemptStatus], Size(4096)]
     isolation: HostIsolation | None = None
     cpus: Cpus | None = None
-    memory: Bytes | None = None
+    memory: HostBytes | None = None
 
     WIRE_OPTIONAL: ClassVar[frozenset[str]] = frozenset({"isolation", "cpus", "memory"})
 

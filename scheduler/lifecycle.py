@@ -149,10 +149,12 @@ def _end_attempt(
     exit_code: int | None = None,
     message: str = "",
     locked: LockedWorkload | None = None,
+    links: Sequence[tuple[int, int, bool]] | None = None,
 ) -> None:
     """Close ``attempt`` (locked by the caller), charge it, release its GPUs, move its workload on.
     ``locked``: its workload's fields as the caller read them under the workload's lock in this
-    transaction (:func:`_lock_open_attempt_and_workload`); None: locked and read here.
+    transaction (:func:`_lock_open_attempt_and_workload`); None: locked and read here. ``links``:
+    its GPU rows (GPU, host, open) as the caller read them in this transaction; None: read here.
 
     Charge: ``gpus × (ended_at − started_at)`` GPU-seconds for allocated attempts
     that were confirmed started (:func:`charged_seconds`: so history, ``ls`` and the budget's
@@ -160,7 +162,9 @@ def _end_attempt(
     (§4). A lost attempt passes the host's last heartbeat as ``ended_at``.
     """
     ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
-    gpu_links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id"))
+    if links is None:
+        links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+    gpu_links = [(gpu, host) for gpu, host, _open in links]
     _close_attempt(attempt, ended_at, reason, exit_code, len(gpu_links))
     attempt.save(update_fields=["ended_at", "end_reason", "exit_code", "charged_gpu_seconds"])
     AttemptGPU.objects.filter(attempt=attempt, open=True).update(open=False)
@@ -541,8 +545,19 @@ def attempt_exited(
             # were held from then). docs/policy.md, "An exit without a confirmed start".
             note = "dated at its placement: its start was never reported"
             _confirm_start(attempt, host or attempt.host, attempt.placed_at, now, note, workload=workload)
-        reason = _exit_reason(attempt, exit_code, ended_at)
-        _end_attempt(attempt, ended_at=ended_at, reason=reason, exit_code=exit_code, message=message, locked=workload)
+        links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+        if _release_gang_part(attempt, host, links, ended_at, exit_code, workload.cluster_id):
+            return True
+        reason, exit_code = _exit_outcome(attempt, exit_code, ended_at)
+        _end_attempt(
+            attempt,
+            ended_at=ended_at,
+            reason=reason,
+            exit_code=exit_code,
+            message=message,
+            locked=workload,
+            links=links,
+        )
     return True
 
 
@@ -551,6 +566,71 @@ def _exit_reason(attempt: Attempt, exit_code: int | None, ended_at: datetime) ->
     if attempt.stop_reason and (attempt.stop_requested_at is None or attempt.stop_requested_at <= ended_at):
         return attempt.stop_reason
     return Attempt.EndReason.SUCCEEDED if exit_code == 0 else Attempt.EndReason.FAILED
+
+
+PART_EXIT_REASONS = frozenset({Attempt.EndReason.SUCCEEDED, Attempt.EndReason.FAILED})
+"""The stop reasons only a gang's part issues, by exiting on its own (:func:`_release_gang_part`)."""
+
+
+def _exit_outcome(attempt: Attempt, exit_code: int | None, ended_at: datetime) -> tuple[str, int | None]:
+    """An exit's end reason (:func:`_exit_reason`) and exit code: a gang that ends as its first part
+    to exit on its own (:func:`_release_gang_part`) keeps that part's code, not the SIGTERM of the last."""
+    reason = _exit_reason(attempt, exit_code, ended_at)
+    if reason == attempt.stop_reason and reason in PART_EXIT_REASONS:
+        return reason, attempt.exit_code
+    return reason, exit_code
+
+
+def _release_gang_part(
+    attempt: Attempt,
+    host: Host | None,
+    links: Sequence[tuple[int, int, bool]],
+    ended_at: datetime,
+    exit_code: int | None,
+    cluster_id: int,
+    failed_start: str | None = None,
+    *,
+    gone: bool = False,
+) -> bool:
+    """The exit of one part of a gang (``attempt``, locked; ``links`` its GPU rows: GPU, host, open)
+    reported by ``host`` while other hosts still hold parts: the part's GPUs are released (its rows
+    closed), the attempt stays open until the last part reports, and, unless a stop was issued
+    already, the others are stopped now with this part's own outcome as the stop's reason (the
+    gang ends as its first part to exit on its own, with that part's exit code: ``PART_EXIT_REASONS``;
+    ``failed_start``: the part failed to start, saying so, and the gang ends as
+    :func:`attempt_failed_to_start` ends one; ``gone``: its agent reconnected without it, and the gang
+    ends ``lost``, requeued, as :func:`host_hello` ends one). True when it did so; False (end the attempt as usual)
+    when ``host`` holds the last part.
+
+    Ending the whole attempt at the first part's exit (brk36) released every host's GPUs while the
+    other parts still ran (their stop's grace period: 30 s by default): the tick placed new work on
+    GPUs a process of the gang still held. A gang is still charged as one attempt: all its GPUs from
+    its start to its last part's release (docs/policy.md, "A gang's parts exit")."""
+    if host is None or not any(is_open and hid != host.pk for _g, hid, is_open in links):
+        return False
+    AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(open=False)
+    if attempt.stop_requested_at is None:
+        if gone:
+            reason, said = Attempt.EndReason.LOST, "is gone (its agent reconnected without it)"
+        elif failed_start is not None:
+            reason = Attempt.EndReason.FAILED if attempt.started_at else Attempt.EndReason.FAILED_TO_START
+            said = f"failed to start ({failed_start[:200]})" if failed_start else "failed to start"
+        else:
+            reason = Attempt.EndReason.SUCCEEDED if exit_code == 0 else Attempt.EndReason.FAILED
+            said = f"exited (exit {exit_code})" if exit_code is not None else "exited (no exit code)"
+        attempt.stop_requested_at, attempt.stop_reason, attempt.exit_code = ended_at, reason, exit_code
+        attempt.save(update_fields=["stop_requested_at", "stop_reason", "exit_code"])
+        WorkloadEvent.objects.create(
+            workload_id=attempt.workload_id,
+            at=ended_at,
+            kind="part_exited",
+            message=f"attempt {attempt.number}: its part on {host.name} {said}; the other parts are "
+            f"stopped and it ends {reason} once they release their GPUs",
+            data={"attempt": attempt.pk, "host": host.name, "exit_code": exit_code, "reason": reason},
+        )
+    notify.request_tick_on_commit(cluster_id)  # the part's GPUs are free
+    notify.push_hosts_on_commit({hid for _g, hid, _o in links})
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,9 +680,11 @@ def attempts_exited(reports: Sequence[ExitEvent]) -> list[bool]:
             if attempt.started_at is None:  # as attempt_exited: dated at its placement
                 note = "dated at its placement: its start was never reported"
                 _confirm_start(attempt, r.host, attempt.placed_at, r.now, note, workload=locked)
-            reason = _exit_reason(attempt, r.exit_code, ended_at)  # on the unclamped instant, as there
+            if _release_gang_part(attempt, r.host, links[attempt.pk], ended_at, r.exit_code, locked.cluster_id):
+                continue  # its own statements, as there: the attempt stays open
+            reason, code = _exit_outcome(attempt, r.exit_code, ended_at)  # on the unclamped instant, as there
             ended_at = max(ended_at, attempt.started_at or attempt.placed_at)
-            _close_attempt(attempt, ended_at, reason, r.exit_code, len(links[attempt.pk]))
+            _close_attempt(attempt, ended_at, reason, code, len(links[attempt.pk]))
             workload = _workload_of(attempt, locked)
             message = without_host_paths(locked.mounts or [], r.message)
             ended.append((attempt, workload, _move_workload_on(workload, attempt, message)))
@@ -677,7 +759,10 @@ def attempt_failed_to_start(
         else:
             reason = attempt.stop_reason or Attempt.EndReason.FAILED_TO_START
         ended_at = exit_time(now, age_s, attempt, alive_at)
-        _end_attempt(attempt, ended_at=ended_at, reason=reason, message=message, locked=workload)
+        links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+        if _release_gang_part(attempt, host, links, ended_at, None, workload.cluster_id, failed_start=message):
+            return True
+        _end_attempt(attempt, ended_at=ended_at, reason=reason, message=message, locked=workload, links=links)
         if host is not None and reason == Attempt.EndReason.FAILED_TO_START:
             _cordon_after_start_failures(host, now, message)
     return True
@@ -735,8 +820,11 @@ def attempt_stopped_unknown(host: Host | None, attempt_id: int, *, now: datetime
         if found is None or found[0].stop_requested_at is None:
             return False
         attempt, workload = found
+        links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+        if _release_gang_part(attempt, host, links, now, None, workload.cluster_id):
+            return True  # a gang's part that does not run there: the others still release theirs
         note = "not running on the agent"
-        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message=note, locked=workload)
+        _end_attempt(attempt, ended_at=now, reason=attempt.stop_reason, message=note, locked=workload, links=links)
     return True
 
 
@@ -1211,6 +1299,10 @@ def host_hello(
             attempt = _lock_open_attempt(host, attempt_id)
             if attempt is None:
                 continue
+            if attempt.stop_requested_at is not None or attempt.started_at is not None:
+                links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
+                if _release_gang_part(attempt, host, links, last_seen or now, None, host.cluster_id, gone=True):
+                    continue  # a gang's part: the others still hold their GPUs until they report
             if attempt.stop_requested_at is not None:
                 _end_attempt(
                     attempt,

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from accounts.services import is_manager, is_member
-from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES
+from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import submission_problem
 from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
@@ -311,10 +311,9 @@ MAX_CPUS = 4096
 CPUS_PROBLEM = f"cpus is a whole number of CPUs per host, 1-{MAX_CPUS}."
 """The refusal of a CPU request out of range, in the words of every surface (the submit form's too)."""
 MAX_MEMORY_BYTES = 1 << 50  # 1 PiB: above any host
-MIN_MEMORY_BYTES = 6 << 20
-"""The least memory a workload may ask: Docker's own floor for a container (6 MiB). Below it no
-program starts: the attempt's cgroup killed every try before its command ran (a Slurm user's
-``--mem 32000``, megabytes there, is 32000 bytes here)."""
+# The least memory a workload may ask, MIN_MEMORY_BYTES (agent.protocol: a host's memory is held
+# to it too): below it the attempt's cgroup killed every try before its command ran (a Slurm user's
+# ``--mem 32000``, megabytes there, is 32000 bytes here).
 
 
 def _check_requests(cpus: object, memory: object, shm: object, refuse: Callable[[str, str, str], None]) -> bool:

@@ -12,6 +12,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 from datetime import datetime
+from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
@@ -27,7 +28,7 @@ from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEve
 from scheduler.services import SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
+_DURATION_PART = re.compile(r"(\d{1,18}(?:\.\d{1,18})?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _PLAIN_INT = re.compile(r"[0-9]{1,18}")
 """Digits accepted as a number: ASCII only (``"²".isdigit()`` is true, ``int("²")`` fails) and
@@ -54,7 +55,12 @@ def parse_duration_s(value: Any) -> int:
             parts = _DURATION_PART.findall(compact)
             if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
                 raise ValueError(f"{value!r} is not a duration like 2h30m")
-            seconds = sum(float(n) * _UNIT_S[u.lower()] for n, u in parts)
+            # Exact decimals: in floats "1.1h" was 3960.0000000000005 s, refused as a fraction of a
+            # second (brk36); a Fraction of the digits as written is 3960.
+            exact = sum(Fraction(n) * _UNIT_S[u.lower()] for n, u in parts)
+            if exact.denominator != 1:
+                raise ValueError("a duration is a whole number of seconds >= 0")
+            seconds = int(exact)
     else:
         raise ValueError("not a duration")
     # "1111…1d" overflows to inf and int(inf) raises OverflowError; an int is finite (and a
@@ -871,6 +877,9 @@ class BlockingSerializer(serializers.Serializer):
 STOP_ENDS_AS = {
     str(Attempt.EndReason.CANCELED): Workload.State.CANCELED,
     "timeout": Workload.State.FAILED,  # the max_runtime stop (DESIGN.md §4) where the build has it
+    # A gang's part exited on its own: the others are stopped; it ends as that part did (PART_EXIT_REASONS).
+    str(Attempt.EndReason.SUCCEEDED): Workload.State.SUCCEEDED,
+    str(Attempt.EndReason.FAILED): Workload.State.FAILED,
 }
 """What a stop leads to; every other stop (preemption, drain, fault) requeues: pending (DESIGN.md §4)."""
 

@@ -84,6 +84,16 @@ def _dt(t: int) -> datetime:
     return datetime.fromtimestamp(t, tz=UTC)
 
 
+def _agents_exit(attempt: Attempt, exit_code: int | None, now: datetime) -> None:
+    """The simulated agents report ``attempt``'s exit, each host its own part, rank 0's first (a
+    gang's part releases only its host's GPUs: ``lifecycle._release_gang_part``)."""
+    hosts: dict[int, Host] = {}
+    for link in AttemptGPU.objects.filter(attempt=attempt, open=True).select_related("gpu__host").order_by("rank"):
+        hosts.setdefault(link.gpu.host_id, link.gpu.host)
+    for host in hosts.values() or [attempt.host]:
+        lifecycle.attempt_exited(host, attempt.pk, exit_code, now=now)
+
+
 @dataclass(frozen=True, slots=True)
 class _Event:
     """Something a simulated agent does at ``at``: an attempt exits, or an offline host's attempts are lost."""
@@ -407,7 +417,7 @@ class DbBackend:
                     self.log.preempted.append(self._name(a.workload_id))
             if self.sc.settings.grace == 0:
                 for a in stopped:
-                    lifecycle.attempt_exited(a.host, a.pk, None, now=now)
+                    _agents_exit(a, None, now)
         if result.starts:
             refs: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
             for aid, rank, hname, idx in AttemptGPU.objects.filter(attempt_id__in=result.starts).values_list(
@@ -477,7 +487,7 @@ class DbBackend:
         if ev.kind == "attempt":
             attempt = Attempt.objects.select_related("host").filter(pk=ev.ident, ended_at__isnull=True).first()
             if attempt is not None:
-                lifecycle.attempt_exited(attempt.host, attempt.pk, ev.exit_code, now=now)
+                _agents_exit(attempt, ev.exit_code, now)
         elif ev.kind == "timeout":
             with transaction.atomic():  # what the tick does first (tick.run_tick)
                 lifecycle.stop_timed_out(ev.ident, now)
@@ -543,7 +553,7 @@ class DbBackend:
             a = self._open_attempt(wid)
             if a is None:
                 raise ValueError(f"workload {wid!r} has no running attempt to {'finish' if code == 0 else 'fail'}")
-            lifecycle.attempt_exited(a.host, a.pk, code, now=_dt(self.t))
+            _agents_exit(a, code, _dt(self.t))
 
     def cancel(self, ids: list[str]) -> None:
         assert self.sc is not None  # noqa: S101 - setup() runs first
@@ -561,7 +571,7 @@ class DbBackend:
             # The agent gets the stop now (simulated time); it releases the GPUs `grace` later.
             self._agent_stop_at[before.pk] = self.t
             if self.sc.settings.grace == 0:
-                lifecycle.attempt_exited(before.host, before.pk, None, now=_dt(self.t))
+                _agents_exit(before, None, _dt(self.t))
 
     def gpu(self, host: str, index: int, health: str, xid: int | None) -> None:
         sample = lifecycle.GpuSample(index=index, health=health, xids=(xid,) if xid is not None else ())

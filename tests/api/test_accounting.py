@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from scheduler import lifecycle
-from scheduler.models import Attempt, Workload
+from scheduler.models import Attempt, Host, Workload
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
 from tests.cli.inprocess import run_cli
@@ -31,7 +31,8 @@ def _ran_an_hour_and_was_preempted(researcher, cluster, kwargs, at):
     first = Attempt.objects.select_related("host").get(workload=w)
     lifecycle.attempt_started(first.host, first.pk, now=at - timedelta(hours=2))
     Attempt.objects.filter(pk=first.pk).update(stop_requested_at=at - timedelta(hours=1), stop_reason="preempted")
-    lifecycle.attempt_exited(first.host, first.pk, None, now=at - timedelta(hours=1))
+    for host in Host.objects.filter(gpus__attempt_links__attempt=first).distinct():  # each part of a gang
+        lifecycle.attempt_exited(host, first.pk, None, now=at - timedelta(hours=1))
     run_tick(cluster.pk)
     return w, first
 

@@ -398,8 +398,8 @@ def test_the_gang_ends_succeeded_on_both_hosts(prod: Stack) -> None:
     w = prod.wait(lambda: prod.final(prod.workloads["gang"]), 30, "the gang to end")
     ((attempt),) = w["attempts"]
     assert (w["state"], attempt["end_reason"], attempt["exit_code"]) == ("succeeded", "succeeded", 0), w
-    # The first part to exit ends the attempt; the server then stops the other part (``not_wanted``)
-    # unless it exited too. Either way both processes are gone and neither ran again.
+    # The first part to exit releases its host's GPUs and stops the other part (unless it exited too);
+    # the attempt ends when both have reported (brk36). Either way both processes are gone and neither ran again.
     prod.wait(
         lambda: all(
             "standin: done" in (log := prod.attempt_log(h, attempt["id"])) or "SIGTERM received" in log
