@@ -225,9 +225,12 @@ def _load_snapshot(
     ]
     links: dict[int, list[tuple[int, int]]] = defaultdict(list)
     # an attempt's GPU rows close with its end, in the same transaction
-    for aid, gid, rank in AttemptGPU.objects.filter(open=True, attempt_id__in=[r[0] for r in attempt_rows]).values_list(
-        "attempt_id", "gpu_id", "rank"
-    ):
+    open_links = (
+        AttemptGPU.objects.filter(_pk_in(AttemptGPU, "attempt_id", [r[0] for r in attempt_rows]), open=True)
+        if attempt_rows
+        else AttemptGPU.objects.none()  # no query, as ``__in=[]``
+    )
+    for aid, gid, rank in open_links.values_list("attempt_id", "gpu_id", "rank"):
         links[aid].append((rank, gid))
 
     def named(wid: int) -> str:
@@ -665,6 +668,17 @@ def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
     )
     rows.sort(key=itemgetter(0))
     return rows
+
+
+def _pk_in(model: Any, column: str, ids: list[int]) -> Q | RawSQL:
+    """``column IN ids`` for ``model``'s own table: on PostgreSQL ``= ANY(%s)`` with the ids as one
+    array parameter. Django's ``__in`` compiles one placeholder per id, and psycopg adapts each:
+    ~30 ms of CPU of a tick at 5,848 open attempts (its snapshot's read of their GPU rows, 52 ms of
+    CPU in all, 14 ms with the array); the plan is the same (the column's index)."""
+    if connection.vendor != "postgresql":
+        return Q(**{f"{column}__in": ids})
+    sql = f'"{model._meta.db_table}"."{column}" = ANY(%s)'
+    return RawSQL(sql, (ids,), output_field=BooleanField())  # noqa: S611 - names from the model, ids a parameter
 
 
 def _epoch_sql(column: str, *, up: bool = False) -> str:

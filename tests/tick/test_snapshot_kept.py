@@ -315,3 +315,29 @@ def test_the_kept_hardware_reads_as_many_statements_as_every_row(tw, pushed, dja
     for read in (_hardware_plain, _hardware_kept, _hardware_kept):
         with django_assert_num_queries(2):
             read(tw.cluster.pk, SnapshotIndex(cluster_id=tw.cluster.pk))
+
+
+def test_the_open_attempts_gpu_rows_are_read_with_one_array_parameter_on_postgresql(tw, pushed):
+    """The snapshot reads its open attempts' GPU rows by their ids as one ``= ANY(%s)`` array on
+    PostgreSQL (Django's ``__in`` compiles and adapts one placeholder per id: ~30 ms of CPU at 5,848
+    open attempts), ``IN`` elsewhere; none at all when no attempt is open."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduler.models import AttemptGPU
+
+    table = AttemptGPU._meta.db_table
+    host = tw.host("h1", gpus=2)
+    with CaptureQueriesContext(connection) as ctx:
+        load_snapshot(tw.cluster, tw.now)
+    assert not [q for q in ctx.captured_queries if f'FROM "{table}"' in q["sql"]]
+    for gpu in host.gpus.order_by("index"):
+        tw.attempt(tw.workload(gpus=1), gpus=[gpu])
+    with CaptureQueriesContext(connection) as ctx:
+        snap, _index = load_snapshot(tw.cluster, tw.now)
+    (read,) = [q["sql"] for q in ctx.captured_queries if f'FROM "{table}"' in q["sql"]]
+    if connection.vendor == "postgresql":
+        assert "= ANY(" in read and " IN (" not in read, read
+    else:
+        assert " IN (" in read, read
+    assert len(snap.attempts) == 2
