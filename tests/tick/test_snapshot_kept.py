@@ -341,3 +341,22 @@ def test_the_open_attempts_gpu_rows_are_read_with_one_array_parameter_on_postgre
     else:
         assert " IN (" in read, read
     assert len(snap.attempts) == 2
+
+
+def test_an_agents_hello_with_the_same_cpus_and_memory_keeps_the_hardware(tw, pushed, monkeypatch):
+    """A reconnecting agent's hello rewrites its host's CPUs and memory only when they changed: the
+    write forgets the hardware every process keeps (the tick's snapshot, submissions' checks)."""
+    from scheduler import tasks
+    from scheduler.hardware_memo import MEMO
+    from scheduler.lifecycle import GpuReport
+
+    monkeypatch.setattr(tasks, "request_tick", lambda cid: None)
+    host = tw.host("h1", gpus=2)
+    reports = [GpuReport(index=g.index, uuid=g.uuid, model=g.model) for g in host.gpus.order_by("index")]
+    lifecycle.host_hello(host, agent_version="1", gpus=reports, running=[], cpus=32, memory=2**36, now=tw.now)
+    token = MEMO.version()
+    lifecycle.host_hello(host, agent_version="1", gpus=reports, running=[], cpus=32, memory=2**36, now=tw.now)
+    assert MEMO.version() == token
+    lifecycle.host_hello(host, agent_version="1", gpus=reports, running=[], cpus=64, memory=2**36, now=tw.now)
+    assert MEMO.version() != token
+    assert Host.objects.get(pk=host.pk).cpus == 64
