@@ -133,7 +133,9 @@ def load_snapshot(
     Queries: hosts, GPUs, budgets, open attempts, their GPUs, pending workloads,
     closed allocated attempts inside the window, usage entries — eight in all,
     whatever the size of the cluster, plus one aggregate when some budget has a
-    cap (:func:`_capped_budgets`). Times become integer epoch seconds.
+    cap (:func:`_capped_budgets`). Times become integer epoch seconds. The hosts' and GPUs' two
+    queries read only their volatile rows while the process keeps the stable ones
+    (:func:`_hardware_kept`; :func:`_hardware_plain`, every row, is its oracle).
     """
     with _collector_paused():
         return _load_snapshot(cluster, now, workload_key)
