@@ -284,14 +284,16 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
 
 
 def time_ticks(
-    cluster_id: int, now: datetime, repeat: int, forget: bool = False
+    cluster_id: int, now: datetime, repeat: int, forget: bool = False, plain_hardware: bool = False
 ) -> tuple[dict[str, float], list[dict[str, float]], Any, int, tuple[int, int]]:
     """Run ``repeat + 1`` ticks, each rolled back; return the medians, the runs, one result, its query
-    count and (pending workloads whose reason code changed, whose reason or detail changed)."""
+    count and (pending workloads whose reason code changed, whose reason or detail changed).
+    ``plain_hardware``: each snapshot reads every host and GPU row (``scheduler.snapshot._hardware_plain``,
+    as before the hardware was kept between ticks)."""
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from scheduler import tick
+    from scheduler import snapshot, tick
     from scheduler.models import Workload
 
     phases: dict[str, float] = {}
@@ -318,6 +320,9 @@ def time_ticks(
     result = None
     queries = 0
     tick.load_snapshot, tick.schedule, tick._apply = timed("load"), timed("policy"), timed("apply")
+    kept_hardware = snapshot._hardware_kept
+    if plain_hardware:
+        snapshot._hardware_kept = snapshot._hardware_plain  # type: ignore[assignment]
     try:
         for i in range(repeat + 1):
             phases.clear()
@@ -340,6 +345,7 @@ def time_ticks(
                 runs.append({**phases, "total": total, "total_cpu": total_cpu})
     finally:
         tick.load_snapshot, tick.schedule, tick._apply = real["load"], real["policy"], real["apply"]
+        snapshot._hardware_kept = kept_hardware  # type: ignore[assignment]
     assert result is not None and result.status == "ran", result
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     return med, runs, result, queries, changed
@@ -354,6 +360,12 @@ def main() -> None:
         action="store_true",
         help="time each state twice more: each timed tick's snapshot keeping nothing from the tick before "
         "(scheduler.snapshot.forget_kept)",
+    )
+    ap.add_argument(
+        "--plain-hardware",
+        action="store_true",
+        help="time each state once more with every host and GPU row read by each snapshot "
+        "(scheduler.snapshot._hardware_plain), not the hardware kept between ticks (needs REDIS_URL)",
     )
     args = ap.parse_args()
 
@@ -399,9 +411,18 @@ def main() -> None:
             f"{Attempt.objects.filter(ended_at__isnull=False).count():,} closed attempts in the window "
             f"(engine {built:.1f} s, bulk_create {written:.1f} s)"
         )
-        for forget in (False, True) if args.forget_kept else (False,):
-            med, runs, result, queries, (codes, changed) = time_ticks(cluster_id, dt(engine.now), args.repeat, forget)
-            print("  the snapshot builds every pending workload again:" if forget else "  after a tick before:")
+        variants = [(False, False)] + [(True, False)] * args.forget_kept + [(False, True)] * args.plain_hardware
+        for forget, plain in variants:
+            med, runs, result, queries, (codes, changed) = time_ticks(
+                cluster_id, dt(engine.now), args.repeat, forget, plain
+            )
+            print(
+                "  the snapshot builds every pending workload again:"
+                if forget
+                else "  the snapshot reads every host and GPU row:"
+                if plain
+                else "  after a tick before:"
+            )
             print(
                 f"  one tick: {len(result.starts)} starts, {len(result.stops)} stops, {len(result.reservations)} "
                 f"reserved hosts; stored reasons rewritten: {changed:,} ({codes:,} with a new code); "

@@ -6,10 +6,16 @@ one grouped query and a JSON decode per host, ~1.3 ms of a 8–9 ms submission a
 Hardware changes when a host registers, says hello with other CPUs or memory, is relabelled or
 removed, or its GPUs change; heartbeats, health and nominations do not touch it. So a process
 keeps what it read under a version (:class:`config.memo.VersionedMemo`, one cache read per
-submission), and every write of those fields forgets it: ``Host``'s and ``GPU``'s ``save``
+submission), and every write of those fields (a host's cluster, name, labels, CPUs, memory and
+removal, a GPU's host, index and model) forgets it: ``Host``'s and ``GPU``'s ``save``
 (all fields, or ``update_fields`` naming one of them) and ``delete`` signals (``scheduler.apps``)
 and their querysets' ``update``/``bulk_update`` (naming one of them), ``bulk_create`` and
 ``delete`` (``scheduler.models``). The plain reading stays the oracle (``tests/api/test_web_tier.py``).
+
+A tick's snapshot keeps its cluster's stable hosts and GPUs under the same version
+(``scheduler.snapshot._hardware_kept``) and reads only the volatile fields (host state, drain,
+last heartbeat; GPU health, nomination) of the rows where they differ from the default
+(``tests/tick/test_snapshot_kept.py`` compares it with ``_hardware_plain``).
 
 The clusters themselves (a handful of rows, which change when one is created or edited) are kept
 under the same version (:func:`shared_cluster`): a submission resolves its ``cluster`` from them

@@ -1251,6 +1251,9 @@ def host_hello(
         _host_back_online(locked, now, first=last_seen is None)
         _check_inventory(locked, gpus, now)
         locked.isolation = _clean_isolation(isolation)
+        # CPUs and memory are written only when they changed: their write forgets the hardware every
+        # process keeps (scheduler.hardware_memo), which an agent's reconnect alone does not change.
+        sized = ["cpus", "memory_bytes"] if (locked.cpus, locked.memory_bytes) != (cpus, memory) else []
         locked.cpus, locked.memory_bytes = cpus, memory
         locked.save(
             update_fields=[
@@ -1260,8 +1263,7 @@ def host_hello(
                 "state_before_offline",
                 "pending_inventory",
                 "isolation",
-                "cpus",
-                "memory_bytes",
+                *sized,
             ]
         )
         HostEvent.objects.create(

@@ -12,7 +12,7 @@ from config.memo import ForgettingQuerySet, VersionedMemo
 
 
 class _HardwareQuerySet(ForgettingQuerySet):
-    """Bulk writes of hardware fields forget the hardware web processes keep (``scheduler.hardware_memo``)."""
+    """Bulk writes of hardware fields forget the hardware web processes and ticks keep (``scheduler.hardware_memo``)."""
 
     def memo(self) -> VersionedMemo:
         from scheduler.hardware_memo import MEMO
@@ -28,11 +28,11 @@ class ClusterQuerySet(_HardwareQuerySet):
 
 
 class HostQuerySet(_HardwareQuerySet):
-    memo_fields = frozenset({"cluster", "cluster_id", "labels", "removed_at", "cpus", "memory_bytes"})
+    memo_fields = frozenset({"cluster", "cluster_id", "name", "labels", "removed_at", "cpus", "memory_bytes"})
 
 
 class GPUQuerySet(_HardwareQuerySet):
-    memo_fields = frozenset({"host", "host_id", "model", "removed_at"})
+    memo_fields = frozenset({"host", "host_id", "index", "model", "removed_at"})
 
     def registered(self) -> GPUQuerySet:
         """The GPUs in their hosts' inventories: not removed by an approved inventory
