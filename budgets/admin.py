@@ -359,7 +359,7 @@ class ShareChangeAdmin(admin.ModelAdmin):
     """Audit history: who changed which budget's shares (or hold, archive) when. Read-only."""
 
     list_display = ["at", "budget", "kind", "old_shares", "new_shares", "actor_name", "note"]
-    list_filter = ["budget", "actor", "kind", ("at", admin.DateFieldListFilter)]
+    list_filter = ["budget", ("actor", admin.RelatedOnlyFieldListFilter), "kind", ("at", admin.DateFieldListFilter)]
     search_fields = ["budget__name", "actor_name", "note"]
     list_select_related = ["budget", "budget__parent"]
     date_hierarchy = "at"

@@ -431,7 +431,8 @@ def cmd_whoami(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     out.write(f"{me['username']} on {config.server}{' (admin)' if me.get('is_staff') else ''}\n")
     for m in me.get("memberships", []):
-        out.write(f"  {m['role']} of {m['budget']}\n")
+        # Marked as the budgets page marks it (its "archived" badge): it takes no new work.
+        out.write(f"  {m['role']} of {m['budget']}{' (archived)' if m.get('archived') else ''}\n")
     return EXIT_OK
 
 

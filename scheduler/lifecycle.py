@@ -1231,7 +1231,8 @@ def host_hello(
     docs/isolation.md), stored on the host; None from an agent older than the field.
     ``cpus``, ``memory``: what the host offers (DESIGN.md §3.3), stored as reported (None: an
     agent older than the fields, unknown: no CPU or memory constraint there); unlike GPUs, a change
-    needs no approval (docs/resources.md).
+    needs no approval (docs/resources.md), except while a GPU inventory waits for one: then they
+    wait with it in ``pending_inventory`` (docs/deploy.md).
 
     Returns the attempts of ``running`` still not confirmed started (reported running without
     the age of their start: an agent older than that report, or a start still in progress, e.g.
@@ -1251,10 +1252,12 @@ def host_hello(
         _host_back_online(locked, now, first=last_seen is None)
         _check_inventory(locked, gpus, now)
         locked.isolation = _clean_isolation(isolation)
-        # CPUs and memory are written only when they changed: their write forgets the hardware every
-        # process keeps (scheduler.hardware_memo), which an agent's reconnect alone does not change.
-        sized = ["cpus", "memory_bytes"] if (locked.cpus, locked.memory_bytes) != (cpus, memory) else []
-        locked.cpus, locked.memory_bytes = cpus, memory
+        if locked.pending_inventory is not None:
+            # The CPUs and memory of a hello whose GPUs wait for approval wait with them (applied by
+            # do_approve_host_inventory): one unapproved report changes nothing (docs/deploy.md).
+            locked.pending_inventory = {**locked.pending_inventory, "cpus": cpus, "memory_bytes": memory}
+            cpus, memory = locked.cpus, locked.memory_bytes
+        sized = _set_size(locked, cpus, memory)
         locked.save(
             update_fields=[
                 "agent_version",
@@ -1328,6 +1331,16 @@ def host_hello(
             "pk", flat=True
         )
     )
+
+
+def _set_size(host: Host, cpus: int | None, memory: int | None) -> list[str]:
+    """Set ``host``'s CPUs and memory; the fields to save: none when they did not change, since
+    their write forgets the hardware every process keeps (scheduler.hardware_memo), which an
+    agent's reconnect alone does not change."""
+    if (host.cpus, host.memory_bytes) == (cpus, memory):
+        return []
+    host.cpus, host.memory_bytes = cpus, memory
+    return ["cpus", "memory_bytes"]
 
 
 def _held_running_at(last_seen: datetime | None, attempt_ids: Sequence[int]) -> set[int]:
@@ -1487,7 +1500,9 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
         )
         if pending.get("cordoned"):
             _resume_after_hold(locked, now, "GPU inventory approved")
-        locked.save(update_fields=["pending_inventory", "state", "state_before_offline"])
+        # The CPUs and memory the held hello reported (host_hello); none kept by an older hold.
+        sized = _set_size(locked, pending["cpus"], pending["memory_bytes"]) if "cpus" in pending else []
+        locked.save(update_fields=["pending_inventory", "state", "state_before_offline", *sized])
         notify.request_tick_on_commit(locked.cluster_id)
         notify.push_hosts_on_commit([locked.pk])
     return locked

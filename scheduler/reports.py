@@ -823,12 +823,12 @@ def estimate_words(workload: Workload) -> str:
     if not estimable(workload.pending_reason, workload.pending_detail):
         # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
         return (
-            "None while it waits as said above: the estimate lets no work end on its own (only "
-            "at its wall-time limit) and no hold, cap or hardware change, so none is given until "
-            "that wait is over."
+            "Not given while it waits as said above: the estimate lets no work end on its own "
+            "(only at its wall-time limit) and no hold, cap or hardware change, so it gives one "
+            "once that wait is over."
         )
     every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (
-        f"None yet: estimates are refreshed every {every:g} s and after ticks that start or stop work, "
-        "and there is none when no start is found within one window without other work ending."
+        f"Not known yet: estimates are refreshed every {every:g} s and after ticks that start or stop "
+        "work, and give no time when no start is found within one window without other work ending."
     )

@@ -17,14 +17,20 @@ class LoginSerializer(serializers.Serializer):
 
 class MembershipSerializer(FieldsOnceMixin, serializers.ModelSerializer):
     budget = serializers.SerializerMethodField()
+    # As the budgets page's "archived" badge (``Budget.archived``): the budget takes no new work.
+    archived = serializers.SerializerMethodField()
 
     class Meta:
         model = Membership
-        fields = ["budget_id", "budget", "role"]
+        fields = ["budget_id", "budget", "role", "archived"]
         read_only_fields = fields
 
     def get_budget(self, obj: Membership) -> str:
         return (self.context.get("budget_paths") or {}).get(obj.budget_id, str(obj.budget_id))
+
+    def get_archived(self, obj: Membership) -> bool:
+        budget = (self.context.get("budget_tree") or {}).get(obj.budget_id)
+        return bool(budget is not None and budget.archived)
 
 
 class MeSerializer(FieldsOnceMixin, serializers.ModelSerializer):

@@ -21,7 +21,9 @@ def test_login_returns_a_token_that_authenticates(researcher, org_tree):
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     me = client.get("/api/v1/me/").json()
     assert me["username"] == "researcher"
-    assert me["memberships"] == [{"budget_id": org_tree["nlp/olmo"].pk, "budget": "nlp/olmo", "role": "member"}]
+    assert me["memberships"] == [
+        {"budget_id": org_tree["nlp/olmo"].pk, "budget": "nlp/olmo", "role": "member", "archived": False}
+    ]
     assert me["submit_budgets"] == ["nlp/olmo"]
 
 

@@ -104,7 +104,7 @@ def test_a_workload_waiting_on_a_dependency_says_why_it_has_no_estimate(
     run_tick(cluster.pk)
     detail = researcher_client.get(f"/api/v1/workloads/{second}/").json()
     assert detail["pending_reason"] == "dependency" and detail["estimated_start"] is None
-    assert detail["estimated_start_words"].startswith("None while it waits as said above")
+    assert detail["estimated_start_words"].startswith("Not given while it waits as said above")
     assert f"#{first}" in " ".join(detail["pending_explanation"]["sentences"])
 
 
@@ -125,5 +125,26 @@ def test_a_hold_clears_the_estimate_on_every_surface_at_the_next_tick(
     assert w.pending_reason == "held" and w.estimated_start is None
     seen = _surfaces(w, researcher, researcher_client, monkeypatch)
     assert seen["api list"] is None and seen["api detail"] is None
-    assert seen["words"].startswith("None while it waits as said above")
+    assert seen["words"].startswith("Not given while it waits as said above")
     assert f"{latest:%H:%M:%S}" not in seen["ls"] + seen["show"] + seen["detail page"]
+
+
+def test_no_estimate_reads_as_a_sentence_not_a_leaked_none_on_every_surface(
+    researcher, researcher_client, submission, cluster, monkeypatch
+):
+    """tryout: the page read "Estimated start: None while it waits…" and "None yet…", as if a
+    Python None had leaked. The words are made once (``estimate_words``) and every surface
+    prints the same sentence, which does not start with "None"."""
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    second = researcher_client.post("/api/v1/workloads/", submission(after=[str(first)]), format="json").json()["id"]
+    run_tick(cluster.pk)
+    for wid in (first, second):
+        w = Workload.objects.get(pk=wid)
+        if w.state != Workload.State.PENDING:
+            continue
+        seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+        words = seen["words"]
+        assert words and not words.startswith("None")
+        assert f"Estimated start: {html.escape(words)}" in seen["detail page"]
+        assert f"estimated start: {words}" in seen["show"]
+        assert "start: None" not in seen["detail page"] + seen["show"]

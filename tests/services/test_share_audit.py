@@ -191,3 +191,15 @@ def test_what_if_bad_input_shows_the_line_and_changes_nothing(admin: User, recor
 def test_what_if_needs_staff(researcher: User, recorded: None) -> None:
     response = _client(researcher).get(reverse("admin:budgets_budget_what_if"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_by_actor_filter_lists_only_users_who_made_share_changes(
+    admin: User, researcher: User, manager: User, org_tree: dict[str, Budget]
+) -> None:
+    """left38 tryout: the "By actor" filter listed every user of the instance (a long list of
+    people who never changed a share, each giving an empty page)."""
+    do_set_shares(admin, org_tree["nlp/olmo"], 5)
+    listing = _client(admin).get(reverse("admin:budgets_sharechange_changelist"))
+    (actor,) = [f for f in listing.context["cl"].filter_specs if f.field_path == "actor"]
+    assert [pk for pk, _name in actor.lookup_choices] == [admin.pk]
+    assert f"actor__id__exact={researcher.pk}" not in listing.content.decode()

@@ -173,8 +173,8 @@ def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
     w = do_submit_workload(researcher, **submit_kwargs())
     assert w.estimated_start is None
     assert estimate_words(w) == (
-        "None yet: estimates are refreshed every 10 s and after ticks that start or stop work, "
-        "and there is none when no start is found within one window without other work ending."
+        "Not known yet: estimates are refreshed every 10 s and after ticks that start or stop "
+        "work, and give no time when no start is found within one window without other work ending."
     )
 
 
