@@ -192,7 +192,19 @@ class Tail:
     def _rest(self, leaf: str) -> Rest | None:
         """:data:`Rest` of ``leaf``'s whole queue (the part the dispatch has passed asks no
         more: a bound) but its shapes that fail outright (:func:`_failed_outright`); None where
-        the queue is not its budget's kept list (no index)."""
+        the queue is not its budget's kept list (no index). Kept while ``leaf``'s failures
+        outright stand (``Memo.outright_of``: it reads only those, and its queue's shapes, which
+        do not change in a pass); callers only read it."""
+        kept = self.ps.memo.outright_of
+        got = kept.get(("rest", leaf), _UNREAD)
+        if got is _UNREAD:
+            got = kept[("rest", leaf)] = self._rest_fresh(leaf)
+        elif self.ps.check and got != (fresh := self._rest_fresh(leaf)):
+            raise AssertionError(f"kept rest of {leaf} at {self.ps.now}: {got} != {fresh}")
+        return got  # type: ignore[no-any-return]
+
+    def _rest_fresh(self, leaf: str) -> Rest | None:
+        """:meth:`_rest` computed."""
         shapes = self._shapes(leaf)
         if shapes is None:
             return None
