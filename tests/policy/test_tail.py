@@ -30,6 +30,7 @@ def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -
         return got
 
     monkeypatch.setattr(tail.Tail, "rest_idle", counted)
+    monkeypatch.setattr(tail.Tail, "whole_after_decisions", True)  # the proof asked at every chance
     return seen
 
 
@@ -295,3 +296,19 @@ def test_kept_rests_and_thresholds_are_reused_and_checked(tmp_path: Path, monkey
     monkeypatch.setattr(memo.Memo, "failed_outright", lambda self, budget: None)
     with pytest.raises(AssertionError, match="kept (rest|skip thresholds)"):
         TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+def test_the_whole_rest_is_asked_only_before_a_decision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the whole rest's proof is asked at the dispatch's first step only, never after
+    the dispatch decided something (pol36: it seldom holds there); decisions are unchanged
+    (``run_checked``: the fresh ``schedule()``'s), and queues are still proved one by one."""
+    real = tail.Tail.rest_idle
+    seen = {"before": 0, "after": 0}
+
+    def counted(self: tail.Tail) -> bool:
+        seen["after" if self.decided_once else "before"] += 1
+        return real(self)
+
+    monkeypatch.setattr(tail.Tail, "rest_idle", counted)
+    run_checked(busy_trace(tmp_path, 1))
+    assert seen["before"] > 0 and seen["after"] == 0
