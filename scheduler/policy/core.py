@@ -275,6 +275,7 @@ class Pass(SkipRuns):
                 fails = outright.setdefault(self._outright_key(w), [])
                 fails[:] = [f for f in fails if not (n <= f[0] and m <= f[1])]
                 fails.append((n, m))
+                self.memo.failed_outright(w.budget)
             disp.done(w, admitted)
             if rest is not None and rest.step(self._progress(), w.budget):
                 break

@@ -22,6 +22,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+OUTRIGHT_USES = ("thresholds", "rest")
+"""The kinds of answer kept in ``Memo.outright_of``: ``SkipRuns._threshold``, ``Tail._rest``."""
+
 
 class Memo:
     """Cached answers of one pass (module docstring). Plain dicts, read and filled by the pass."""
@@ -38,6 +41,7 @@ class Memo:
         "level_table",
         "levels",
         "outright",
+        "outright_of",
         "reason",
         "sides",
         "single_ranked",
@@ -59,6 +63,10 @@ class Memo:
         self.free_failed: dict[tuple[str, bool, int | None, int | None], list[tuple[int, int]]] = {}
         # read room and loads: (budget, model, gang, CPUs, memory) -> (GPUs, M) of workloads that failed outright
         self.outright: dict[tuple[str, str, bool, int | None, int | None], list[tuple[int, int]]] = {}
+        # read one budget's failures outright: (use, budget) -> what was derived from them (the
+        # skipped runs' thresholds, a tail proof's rest of that budget's queue); dropped with
+        # ``outright`` and, per budget, when a failure of that budget is recorded (failed_outright)
+        self.outright_of: dict[tuple[str, str], Any] = {}
         # read the state: reason tables (reservations ignored, §3.8)
         self.levels: dict[tuple[object, ...], tuple[int, dict[str, object]]] = {}
         self.level_table: dict[tuple[object, ...], Any] = {}  # per level, keyed by what it reads
@@ -92,10 +100,18 @@ class Memo:
             self.thresholds.clear()
             self.sides.clear()
             self.outright.clear()
+            self.outright_of.clear()
         if room:
             self.failed.clear()
             self.free_failed.clear()
             self.outright.clear()
+            self.outright_of.clear()
+
+    def failed_outright(self, budget: str) -> None:
+        """A failure outright of ``budget`` was recorded in ``outright``: drop what read that
+        budget's failures (``outright_of``; each entry reads only its own budget's)."""
+        for use in OUTRIGHT_USES:
+            self.outright_of.pop((use, budget), None)
 
     def reserved(self) -> None:
         """A reservation was made: drop what read the reservations (the reasons). The reason

@@ -192,8 +192,17 @@ class SkipRuns(PassState):
     def _threshold(self, budget: str) -> Thresholds:
         """Per shape (model, GPUs, CPUs, memory) of ``budget``'s workloads, the least M of the
         failures outright covering its GPUs (:meth:`_skipped`), NEVER when none: a workload of the
-        shape with no group and no nomination is skipped exactly when its M reaches it."""
-        return Thresholds(budget, self.memo.outright, self.state.largest)
+        shape with no group and no nomination is skipped exactly when its M reaches it. Kept
+        for the budget's next runs while its failures stand (``Memo.outright_of``)."""
+        kept = self.memo.outright_of
+        got = kept.get(("thresholds", budget))
+        if got is None:
+            got = kept[("thresholds", budget)] = Thresholds(budget, self.memo.outright, self.state.largest)
+        elif self.check:
+            fresh = Thresholds(budget, self.memo.outright, self.state.largest)
+            if any(fresh[s] != t for s, t in list(got.items())):
+                raise AssertionError(f"kept skip thresholds of {budget} at {self.now} differ from fresh ones")
+        return got
 
     def _run_end_walk(self, first: Workload) -> Callable[[list[Workload], int], int]:
         """The run's end found by walking it. Per (model, GPUs, CPUs, memory) the least M skipped

@@ -30,6 +30,7 @@ def _count_proofs(monkeypatch: pytest.MonkeyPatch, answer: bool | None = None) -
         return got
 
     monkeypatch.setattr(tail.Tail, "rest_idle", counted)
+    monkeypatch.setattr(tail.Tail, "whole_after_decisions", True)  # the proof asked at every chance
     return seen
 
 
@@ -267,3 +268,47 @@ def test_unallocated_shapes_from_the_index_on_random_queues() -> None:
         assert got == unallocated.rest_shapes_walk(queues, noms)
         nominated += got[1]
     assert nominated > 20
+
+
+def test_kept_rests_and_thresholds_are_reused_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queue's rest (``Tail._rest``) and a budget's skip thresholds are kept in the pass's memo
+    while that budget's failures outright stand (``Memo.outright_of``) and read again; under check
+    each kept answer is compared with a fresh one, so a memo that is not told of a new failure
+    (``Memo.failed_outright`` doing nothing) is caught."""
+    import scheduler.policy.memo as memo
+
+    real = tail.Tail._rest_fresh
+    seen = {"rest": 0, "fresh": 0}
+    real_rest = tail.Tail._rest
+
+    def counted_fresh(self: tail.Tail, leaf: str) -> tail.Rest | None:
+        seen["fresh"] += 1
+        return real(self, leaf)
+
+    def counted_rest(self: tail.Tail, leaf: str) -> tail.Rest | None:
+        seen["rest"] += 1
+        return real_rest(self, leaf)
+
+    monkeypatch.setattr(tail.Tail, "_rest_fresh", counted_fresh)
+    monkeypatch.setattr(tail.Tail, "_rest", counted_rest)
+    TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler()).run()
+    assert seen["rest"] > seen["fresh"] > 0  # some reads are of kept rests
+    monkeypatch.setattr(memo.Memo, "failed_outright", lambda self, budget: None)
+    with pytest.raises(AssertionError, match="kept (rest|skip thresholds)"):
+        TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
+
+
+def test_the_whole_rest_is_asked_only_before_a_decision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default the whole rest's proof is asked at the dispatch's first step only, never after
+    the dispatch decided something (pol36: it seldom holds there); decisions are unchanged
+    (``run_checked``: the fresh ``schedule()``'s), and queues are still proved one by one."""
+    real = tail.Tail.rest_idle
+    seen = {"before": 0, "after": 0}
+
+    def counted(self: tail.Tail) -> bool:
+        seen["after" if self.decided_once else "before"] += 1
+        return real(self)
+
+    monkeypatch.setattr(tail.Tail, "rest_idle", counted)
+    run_checked(busy_trace(tmp_path, 1))
+    assert seen["before"] > 0 and seen["after"] == 0
