@@ -745,8 +745,10 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     requested. Starting/running/preempting: the open attempt gets ``stop_requested_at`` and
     ``stop_reason="canceled"`` and its hosts are pushed; the workload keeps its state until
     the agent reports the exit (DESIGN.md §4: a cancel is a stop like any other, charged until
-    the release). A cancel overrides a preemption already under way, so the workload ends
-    instead of being requeued. Cancelling twice is harmless. Raises CancelError
+    the release). A cancel overrides a preemption (or drain, GPU fault) stop already under way,
+    so the workload ends instead of being requeued; after a ``timeout`` stop the workload ends
+    anyway, so that first stop's reason stands (DESIGN.md §4: the issued stop's reason is the end
+    reason; the cancel relabelled the timeout ``canceled``, brk37). Cancelling twice is harmless. Raises CancelError
     ``forbidden`` (403) or ``already_final`` (409).
     """
     with transaction.atomic():
@@ -776,7 +778,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             )
             WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
             request_tick_on_commit(locked.cluster_id)
-        elif attempt.stop_reason != Attempt.EndReason.CANCELED:
+        elif attempt.stop_reason not in (Attempt.EndReason.CANCELED, Attempt.EndReason.TIMEOUT):
             previous = attempt.stop_reason
             attempt.stop_requested_at = attempt.stop_requested_at or now
             attempt.stop_reason = Attempt.EndReason.CANCELED
