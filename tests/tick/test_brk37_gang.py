@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from scheduler import lifecycle
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, Workload, WorkloadEvent
+from scheduler.services import do_cancel_workload
 
 
 def _open_hosts(attempt: Attempt) -> set[str]:
@@ -53,3 +54,29 @@ def test_a_lost_host_holding_the_last_part_ends_the_gang_at_its_last_heartbeat(t
     # the stop issued by h1's own exit stands (DESIGN.md §4); the gang ends at h2's last heartbeat
     assert (attempt.end_reason, attempt.ended_at) == ("succeeded", silent_since)
     assert _open_hosts(attempt) == set()
+
+
+def test_a_cancel_after_a_parts_own_exit_keeps_the_gangs_outcome(tw, pushed, ticks):
+    # Given a gang whose part on h1 exited 0 (the others stopped: the gang ends succeeded)
+    h1, h2 = tw.host("h1", 2), tw.host("h2", 2)
+    w = tw.workload(gpus=4, min_runtime=600)
+    attempt = tw.attempt(w, list(GPU.objects.order_by("host__name", "index")), started_ago=100)
+    assert lifecycle.attempt_exited(h1, attempt.pk, 0, now=tw.now)
+    # When its owner cancels it while h2's part runs its grace period
+    do_cancel_workload(tw.user, Workload.objects.get(pk=w.pk))
+    assert lifecycle.attempt_exited(h2, attempt.pk, 143, now=tw.now + timedelta(seconds=2))
+    # Then it ends as its part did (the cancel relabelled it canceled)
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.exit_code) == ("succeeded", 0)
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.SUCCEEDED
+
+
+def test_a_cancel_after_a_parts_failure_with_retries_left_ends_the_gang(tw, pushed, ticks):
+    h1, h2 = tw.host("h1", 2), tw.host("h2", 2)
+    w = tw.workload(gpus=4, min_runtime=600, retries=2)
+    attempt = tw.attempt(w, list(GPU.objects.order_by("host__name", "index")), started_ago=100)
+    assert lifecycle.attempt_exited(h1, attempt.pk, 3, now=tw.now)  # would be retried
+    do_cancel_workload(tw.user, Workload.objects.get(pk=w.pk))
+    assert lifecycle.attempt_exited(h2, attempt.pk, 143, now=tw.now + timedelta(seconds=2))
+    assert Attempt.objects.get(pk=attempt.pk).end_reason == "canceled"
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.CANCELED
