@@ -601,9 +601,9 @@ def _release_gang_part(
     """The exit of one part of a gang (``attempt``, locked; ``links`` its GPU rows: GPU, host, open)
     reported by ``host`` while other hosts still hold parts: the part's GPUs are released (its rows
     closed), the attempt stays open until the last part reports, and, unless a stop was issued
-    already, the others are stopped now with this part's own outcome as the stop's reason (the
-    gang ends as its first part to exit on its own, with that part's exit code: ``PART_EXIT_REASONS``;
-    ``failed_start``: the part failed to start, saying so, and the gang ends as
+    already (before this part's exit), the others are stopped now with this part's own outcome as
+    the stop's reason (the gang ends as its first part to exit on its own, with that part's exit
+    code: ``PART_EXIT_REASONS``; ``failed_start``: the part failed to start, saying so, and the gang ends as
     :func:`attempt_failed_to_start` ends one; ``gone``: how the part was lost (its agent reconnected
     without it, :func:`host_hello`; its host was silent past ``HOST_LOST_AFTER_S``, :func:`sweep_hosts`),
     and the gang ends ``lost``, requeued). True when it did so; False (end the attempt as usual)
@@ -616,7 +616,15 @@ def _release_gang_part(
     if host is None or not any(is_open and hid != host.pk for _g, hid, is_open in links):
         return False
     AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(open=False)
-    if attempt.stop_requested_at is None:
+    # An exit of its own from before the stop decides, as a single attempt's does (_exit_reason): a
+    # preemption issued while the report was on its way requeued a gang whose part had exited 0 (brk37).
+    own_exit_first = (
+        failed_start is None
+        and gone is None
+        and attempt.stop_requested_at is not None
+        and attempt.stop_requested_at > ended_at
+    )
+    if attempt.stop_requested_at is None or own_exit_first:
         if gone is not None:
             reason, said = Attempt.EndReason.LOST, gone
         elif failed_start is not None:

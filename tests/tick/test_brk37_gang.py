@@ -80,3 +80,31 @@ def test_a_cancel_after_a_parts_failure_with_retries_left_ends_the_gang(tw, push
     assert lifecycle.attempt_exited(h2, attempt.pk, 143, now=tw.now + timedelta(seconds=2))
     assert Attempt.objects.get(pk=attempt.pk).end_reason == "canceled"
     assert Workload.objects.get(pk=w.pk).state == Workload.State.CANCELED
+
+
+def test_a_part_that_exited_before_a_preemption_stop_decides_the_gang(tw, pushed, ticks):
+    # Given a gang whose part on h1 exited 0 ten seconds ago, its report still on the way
+    h1, h2 = tw.host("h1", 2), tw.host("h2", 2)
+    w = tw.workload(gpus=4, min_runtime=600)
+    attempt = tw.attempt(w, list(GPU.objects.order_by("host__name", "index")), started_ago=100)
+    # When the tick preempts the gang first (five seconds ago), then the exit arrives dated before it
+    stop_at = tw.now - timedelta(seconds=5)
+    Attempt.objects.filter(pk=attempt.pk).update(stop_requested_at=stop_at, stop_reason="preempted")
+    assert lifecycle.attempt_exited(h1, attempt.pk, 0, age_s=10, now=tw.now)
+    attempt.refresh_from_db()
+    # Then the part's own exit, before any stop, decides (as a single attempt's does: DESIGN.md §4)
+    assert (attempt.stop_reason, attempt.stop_requested_at) == ("succeeded", tw.now - timedelta(seconds=10))
+    assert lifecycle.attempt_exited(h2, attempt.pk, 143, now=tw.now + timedelta(seconds=1))
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.exit_code) == ("succeeded", 0)
+    assert Workload.objects.get(pk=w.pk).state == Workload.State.SUCCEEDED  # not requeued
+
+
+def test_the_earliest_part_exit_decides_whatever_order_the_reports_arrive(tw, pushed, ticks):
+    h1, h2 = tw.host("h1", 2), tw.host("h2", 2)
+    w = tw.workload(gpus=4, min_runtime=600)
+    attempt = tw.attempt(w, list(GPU.objects.order_by("host__name", "index")), started_ago=100)
+    assert lifecycle.attempt_exited(h2, attempt.pk, 3, now=tw.now)  # h2 failed just now
+    assert lifecycle.attempt_exited(h1, attempt.pk, 0, age_s=20, now=tw.now + timedelta(seconds=1))  # h1 before
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.exit_code) == ("succeeded", 0)
