@@ -29,6 +29,7 @@ from agent.protocol import (
     MIN_MEMORY_BYTES,
 )
 from agent.runtime.isolation import IsolationConfig
+from fairway_common import strict_yaml
 
 ENV_PREFIX = "FAIRWAY_"
 GPU_BACKENDS = ("fake", "nvml")
@@ -202,7 +203,7 @@ def _token(value: Any) -> str:
 def _isolation(value: Any) -> IsolationConfig:
     if isinstance(value, str):
         try:
-            value = yaml.safe_load(value)
+            value = strict_yaml.load(value)
         except yaml.YAMLError as exc:
             raise ValueError(f"not YAML: {exc}") from None
     return IsolationConfig.parse(value)
@@ -250,7 +251,8 @@ def load_config(
     raw: dict[str, Any] = {}
     if config_file is not None:
         try:
-            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
+            # YAML 1.1's octal, base 60 and yes/no are refused, not read as 8, 90 and False (brk37)
+            loaded = strict_yaml.load(config_file.read_text(encoding="utf-8")) or {}
         except UnicodeDecodeError as exc:  # a traceback (brk32)
             raise ConfigError(f"cannot read config file {config_file}: not UTF-8 text ({exc.reason})") from None
         except (OSError, yaml.YAMLError) as exc:

@@ -465,7 +465,7 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     if args.file:
         import yaml  # only here: PyYAML serves -f alone (a requirement of the CLI's wheel all the same)
 
-        from fairway_cli import strict_yaml
+        from fairway_common import strict_yaml
 
         try:
             # At most what the server takes: -f /dev/zero or a large file by mistake read until

@@ -43,6 +43,7 @@ def _requirements() -> list[str]:
 
 WHEEL = ServedWheel(
     package_dir=AGENT_DIR,
+    shared=[AGENT_DIR.parent / "fairway_common"],
     dist_name=DIST_NAME,
     version=AGENT_VERSION,
     summary="Fairway GPU-host agent",

@@ -39,6 +39,7 @@ def requirements() -> list[str]:
 
 WHEEL = ServedWheel(
     package_dir=CLI_DIR,
+    shared=[CLI_DIR.parent / "fairway_common"],
     dist_name=DIST_NAME,
     version=CLI_VERSION,
     summary="Fairway command line (fairway)",

@@ -777,11 +777,17 @@ def _parts_of_rows(rows: Iterable[Sequence[Any]], host_gpus: dict[int, int]) -> 
 def limits_of(part: _Part) -> protocol.Limits | None:
     """The limits the runtime enforces for ``part`` (DESIGN.md §3.3): its workload's requests, a
     request left out being the host's per-GPU share of the GPUs it holds here
-    (:func:`scheduler.policy.resources.share`); a host of unknown capacity limits only what was asked."""
+    (:func:`scheduler.policy.resources.share`); a host of unknown capacity limits only what was asked.
+
+    A memory share below ``protocol.MIN_MEMORY_BYTES`` (many GPUs, little memory) is raised to it:
+    Docker refuses a smaller limit and a cgroup that small kills the command before it runs, so every
+    start failed (brk37); a request is never below it (refused at submission). The policy still
+    counts the share itself (its shares never sum past the host; docs/resources.md)."""
     (cpus, memory, shm), (host_c, host_m) = part.requests, part.host_res
     n, size = len(part.gpus), part.host_gpus
     cpus = cpus if cpus is not None else (share(host_c, n, size) if host_c is not None else None)
-    memory = memory if memory is not None else (share(host_m, n, size) if host_m is not None else None)
+    if memory is None and host_m is not None:
+        memory = max(share(host_m, n, size), protocol.MIN_MEMORY_BYTES)
     if not any((cpus, memory, shm)):
         return None
     return protocol.Limits(cpus=cpus or None, memory=memory or None, shared_memory=shm or None)

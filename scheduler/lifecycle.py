@@ -184,7 +184,13 @@ def _end_attempt(
 
 
 def _close_attempt(attempt: Attempt, ended_at: datetime, reason: str, exit_code: int | None, gpus: int) -> None:
-    """Stamp ``attempt``'s end in memory (:func:`_end_attempt`'s charge rule, ``gpus`` its GPU rows)."""
+    """Stamp ``attempt``'s end in memory (:func:`_end_attempt`'s charge rule, ``gpus`` its GPU rows).
+
+    A gang stopped ``lost`` (a part lost with its host or gone from its agent, :func:`_release_gang_part`)
+    ends, as every lost attempt does, at the instant its part was lost (the stop's: that host's last
+    heartbeat; DESIGN.md §4), though its other parts held their GPUs until they reported (brk37)."""
+    if reason == Attempt.EndReason.LOST == attempt.stop_reason and attempt.stop_requested_at is not None:
+        ended_at = max(min(ended_at, attempt.stop_requested_at), attempt.started_at or attempt.placed_at)
     charged = 0
     if attempt.allocated and attempt.started_at is not None:
         charged = gpus * charged_seconds(attempt.started_at, ended_at)
@@ -590,16 +596,17 @@ def _release_gang_part(
     cluster_id: int,
     failed_start: str | None = None,
     *,
-    gone: bool = False,
+    gone: str | None = None,
 ) -> bool:
     """The exit of one part of a gang (``attempt``, locked; ``links`` its GPU rows: GPU, host, open)
     reported by ``host`` while other hosts still hold parts: the part's GPUs are released (its rows
     closed), the attempt stays open until the last part reports, and, unless a stop was issued
-    already, the others are stopped now with this part's own outcome as the stop's reason (the
-    gang ends as its first part to exit on its own, with that part's exit code: ``PART_EXIT_REASONS``;
-    ``failed_start``: the part failed to start, saying so, and the gang ends as
-    :func:`attempt_failed_to_start` ends one; ``gone``: its agent reconnected without it, and the gang
-    ends ``lost``, requeued, as :func:`host_hello` ends one). True when it did so; False (end the attempt as usual)
+    already (before this part's exit), the others are stopped now with this part's own outcome as
+    the stop's reason (the gang ends as its first part to exit on its own, with that part's exit
+    code: ``PART_EXIT_REASONS``; ``failed_start``: the part failed to start, saying so, and the gang ends as
+    :func:`attempt_failed_to_start` ends one; ``gone``: how the part was lost (its agent reconnected
+    without it, :func:`host_hello`; its host was silent past ``HOST_LOST_AFTER_S``, :func:`sweep_hosts`),
+    and the gang ends ``lost``, requeued). True when it did so; False (end the attempt as usual)
     when ``host`` holds the last part.
 
     Ending the whole attempt at the first part's exit (brk36) released every host's GPUs while the
@@ -609,9 +616,17 @@ def _release_gang_part(
     if host is None or not any(is_open and hid != host.pk for _g, hid, is_open in links):
         return False
     AttemptGPU.objects.filter(attempt=attempt, open=True, gpu__host_id=host.pk).update(open=False)
-    if attempt.stop_requested_at is None:
-        if gone:
-            reason, said = Attempt.EndReason.LOST, "is gone (its agent reconnected without it)"
+    # An exit of its own from before the stop decides, as a single attempt's does (_exit_reason): a
+    # preemption issued while the report was on its way requeued a gang whose part had exited 0 (brk37).
+    own_exit_first = (
+        failed_start is None
+        and gone is None
+        and attempt.stop_requested_at is not None
+        and attempt.stop_requested_at > ended_at
+    )
+    if attempt.stop_requested_at is None or own_exit_first:
+        if gone is not None:
+            reason, said = Attempt.EndReason.LOST, gone
         elif failed_start is not None:
             reason = Attempt.EndReason.FAILED if attempt.started_at else Attempt.EndReason.FAILED_TO_START
             said = f"failed to start ({failed_start[:200]})" if failed_start else "failed to start"
@@ -1306,7 +1321,8 @@ def host_hello(
                 continue
             if attempt.stop_requested_at is not None or attempt.started_at is not None:
                 links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
-                if _release_gang_part(attempt, host, links, last_seen or now, None, host.cluster_id, gone=True):
+                gone = "is gone (its agent reconnected without it)"
+                if _release_gang_part(attempt, host, links, last_seen or now, None, host.cluster_id, gone=gone):
                     continue  # a gang's part: the others still hold their GPUs until they report
             if attempt.stop_requested_at is not None:
                 _end_attempt(
@@ -1619,8 +1635,10 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
     """Mark silent hosts ``offline``; end the attempts of hosts silent past ``HOST_LOST_AFTER_S``.
 
     Lost attempts end ``lost``, charged up to the host's last heartbeat (from the placement when
-    their start was never confirmed: the GPUs were held), and their workloads are requeued. Safe
-    to run twice. Returns counts.
+    their start was never confirmed: the GPUs were held), and their workloads are requeued. A
+    gang's part on a lost host releases that part only and stops the others ``lost``: the gang
+    ends when they report, charged as one attempt to its last release (docs/policy.md, "A gang's
+    parts exit"). Safe to run twice. Returns counts.
     """
     now = now or timezone.now()
     conf = settings.FAIRWAY
@@ -1665,7 +1683,15 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
                 attempt = _lock_open_attempt(None, attempt_id)
                 if attempt is None:
                     continue
+                # A gang's part on this host ends that part only (its GPUs here released, the other
+                # parts stopped ``lost``), as a part its agent reconnects without: ending the whole
+                # attempt freed the live hosts' GPUs while their parts still ran (brk37).
+                links = list(AttemptGPU.objects.filter(attempt=attempt).values_list("gpu_id", "gpu__host_id", "open"))
                 if host.last_heartbeat is None:  # never heard from: nothing ran, nothing is charged
+                    gone = f"is lost (host {host.name}: its agent never connected)"
+                    if _release_gang_part(attempt, host, links, attempt.placed_at, None, host.cluster_id, gone=gone):
+                        lost += 1
+                        continue
                     _end_attempt(
                         attempt,
                         ended_at=attempt.placed_at,
@@ -1681,6 +1707,10 @@ def sweep_hosts(now: datetime | None = None) -> dict[str, int]:
                     # "A lost attempt"). Placed after the last heartbeat: nothing to vouch for.
                     note = "dated at its placement: its host was lost before its start was reported"
                     _confirm_start(attempt, host, attempt.placed_at, now, note)
+                gone = f"is lost (host {host.name} silent since its last heartbeat)"
+                if _release_gang_part(attempt, host, links, host.last_heartbeat, None, host.cluster_id, gone=gone):
+                    lost += 1
+                    continue
                 _end_attempt(
                     attempt,
                     ended_at=host.last_heartbeat,

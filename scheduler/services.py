@@ -32,6 +32,7 @@ from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, sh
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
+from scheduler.lifecycle import REQUEUE_REASONS
 from scheduler.models import (
     GPU,
     Attempt,
@@ -738,6 +739,17 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
     return workload.budget_id in accessible
 
 
+def _cancel_replaces(stop_reason: str, workload: Workload) -> bool:
+    """Whether a cancel replaces the stop already issued to ``workload``'s attempt: none, or one after
+    which the workload would run again (a requeue, a failed start's requeue, a gang part's failure
+    with retries left). A stop that ends it keeps its reason (DESIGN.md §4: the issued stop's reason
+    is the end reason): ``canceled``, ``timeout``, and a gang part's own ``succeeded`` or ``failed``
+    without retries left (``lifecycle._release_gang_part``; brk37: relabelled ``canceled``)."""
+    if not stop_reason or stop_reason in REQUEUE_REASONS or stop_reason == Attempt.EndReason.FAILED_TO_START:
+        return True
+    return stop_reason == Attempt.EndReason.FAILED and workload.retries_used < workload.retries
+
+
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """Cancel a workload.
 
@@ -745,8 +757,10 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     requested. Starting/running/preempting: the open attempt gets ``stop_requested_at`` and
     ``stop_reason="canceled"`` and its hosts are pushed; the workload keeps its state until
     the agent reports the exit (DESIGN.md §4: a cancel is a stop like any other, charged until
-    the release). A cancel overrides a preemption already under way, so the workload ends
-    instead of being requeued. Cancelling twice is harmless. Raises CancelError
+    the release). A cancel overrides a preemption (or drain, GPU fault) stop already under way,
+    so the workload ends instead of being requeued; a stop after which the workload ends anyway
+    (``timeout``, a gang part's own exit) keeps its reason (:func:`_cancel_replaces`; brk37).
+    Cancelling twice is harmless. Raises CancelError
     ``forbidden`` (403) or ``already_final`` (409).
     """
     with transaction.atomic():
@@ -776,7 +790,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             )
             WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
             request_tick_on_commit(locked.cluster_id)
-        elif attempt.stop_reason != Attempt.EndReason.CANCELED:
+        elif _cancel_replaces(attempt.stop_reason, locked):
             previous = attempt.stop_reason
             attempt.stop_requested_at = attempt.stop_requested_at or now
             attempt.stop_reason = Attempt.EndReason.CANCELED

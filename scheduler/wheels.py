@@ -28,7 +28,8 @@ def _record_hash(data: bytes) -> str:
 
 @dataclass
 class ServedWheel:
-    """One package directory served as a wheel with one console script."""
+    """One package directory served as a wheel with one console script, and ``shared`` package
+    directories it ships too (``fairway_common``: code the agent's and the CLI's wheels both need)."""
 
     package_dir: Path
     dist_name: str  # e.g. "fairway-agent"
@@ -37,6 +38,7 @@ class ServedWheel:
     script: str  # e.g. "fairway-agent = agent.__main__:main"
     requirements: Callable[[], list[str]]
     watched: Sequence[Path] = ()  # files besides the sources that change the wheel
+    shared: Sequence[Path] = ()  # further package directories in the wheel
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cache: tuple[tuple[tuple[str, int, int], ...], bytes] | None = field(default=None, repr=False)
 
@@ -48,11 +50,15 @@ class ServedWheel:
     def file_name(self) -> str:
         return f"{self.dist_name.replace('-', '_')}-{self.version}-py3-none-any.whl"
 
+    @property
+    def packages(self) -> list[Path]:
+        return [self.package_dir, *self.shared]
+
     def sources(self) -> list[Path]:
-        return sorted(p for p in self.package_dir.rglob("*.py") if "__pycache__" not in p.parts)
+        return sorted(p for root in self.packages for p in root.rglob("*.py") if "__pycache__" not in p.parts)
 
     def build(self) -> bytes:
-        """The wheel: every ``<package>/**/*.py``, metadata and the console script."""
+        """The wheel: every ``<package>/**/*.py`` (shared packages too), metadata and the console script."""
         sources = self.sources()
         key = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in [*sources, *self.watched])
         with self._lock:
@@ -73,7 +79,8 @@ class ServedWheel:
 
     def _zip(self, sources: list[Path]) -> bytes:
         dist_info = f"{self.dist_name.replace('-', '_')}-{self.version}.dist-info"
-        files = [(f"{self.package}/{p.relative_to(self.package_dir).as_posix()}", p.read_bytes()) for p in sources]
+        root = self.package_dir.parent
+        files = [(p.relative_to(root).as_posix(), p.read_bytes()) for p in sources]
         metadata = [
             "Metadata-Version: 2.1",
             f"Name: {self.dist_name}",
@@ -89,7 +96,7 @@ class ServedWheel:
                 b"Wheel-Version: 1.0\nGenerator: fairway-server\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
             ),
             (f"{dist_info}/entry_points.txt", f"[console_scripts]\n{self.script}\n".encode()),
-            (f"{dist_info}/top_level.txt", f"{self.package}\n".encode()),
+            (f"{dist_info}/top_level.txt", "".join(f"{p.name}\n" for p in self.packages).encode()),
         ]
         record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files)
         files.append((f"{dist_info}/RECORD", (record + f"{dist_info}/RECORD,,\n").encode()))

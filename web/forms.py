@@ -15,7 +15,7 @@ from django.core.validators import MaxValueValidator
 from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
-from fairway_cli import strict_yaml
+from fairway_common import strict_yaml
 from scheduler.api.serializers import WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url

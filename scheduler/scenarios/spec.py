@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from fairway_cli import strict_yaml
+from fairway_common import strict_yaml
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem
 from scheduler.sizes import SizeError, parse_size
 from scheduler.trace import DURATION_RE, duration_seconds

@@ -460,7 +460,7 @@ class Engine:
                         self._release(a, "canceled", self.now)
                     else:
                         self._push(a.release_at, "release", a.id)
-                else:
+                elif a.stop_reason != "timeout":  # a timeout's stop stands (services.do_cancel_workload)
                     a.stop_reason = "canceled"
 
     def attempt_of(self, wid: str) -> SimAttempt | None:

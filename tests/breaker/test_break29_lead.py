@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from fairway_cli import strict_yaml
+from fairway_common import strict_yaml
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"

@@ -221,7 +221,7 @@ def test_the_strict_reader_refuses_integers_yaml_reads_in_another_base(text, rea
     ``env: {SEED: 010}`` ran with SEED=8, ``min_runtime: 1:30`` (an hour and a half?) as 90 s."""
     import yaml
 
-    from fairway_cli import strict_yaml
+    from fairway_common import strict_yaml
 
     assert yaml.safe_load(text) == {text.split(":")[0]: read_as}
     with pytest.raises(strict_yaml.Refused) as refused:
@@ -231,7 +231,7 @@ def test_the_strict_reader_refuses_integers_yaml_reads_in_another_base(text, rea
 
 
 def test_the_strict_reader_still_reads_decimal_integers():
-    from fairway_cli import strict_yaml
+    from fairway_common import strict_yaml
 
     text = "a: 0\nb: -5\nc: +7\nd: 1_000\ne: 10\nf: 0.5\ng: '010'\n"
     assert strict_yaml.load(text) == {"a": 0, "b": -5, "c": 7, "d": 1000, "e": 10, "f": 0.5, "g": "010"}

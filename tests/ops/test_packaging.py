@@ -54,7 +54,7 @@ def test_extras_mirror_the_requirements_files():
 def test_the_wheel_ships_only_the_cli_and_the_agent():
     find = PROJECT["tool"]["setuptools"]["packages"]["find"]
     top = {p.split(".")[0] for p in find_packages(str(ROOT), include=find["include"], exclude=find.get("exclude", ()))}
-    assert top == {"fairway_cli", "agent"}
+    assert top == {"fairway_cli", "agent", "fairway_common"}
     assert not top & SERVER_PACKAGES
     scripts = PROJECT["project"]["scripts"]
     assert {s.split(":")[0].split(".")[0] for s in scripts.values()} <= top
@@ -93,7 +93,7 @@ def test_cli_wheel_is_served_with_only_the_cli(client):
     assert client.get(f"/cli/{cli_install.WHEEL_NAME}").content == answer.content
     archive = zipfile.ZipFile(io.BytesIO(answer.content))
     tops = {name.split("/")[0] for name in archive.namelist()}
-    assert tops == {"fairway_cli", f"fairway_cli-{CLI_VERSION}.dist-info"}
+    assert tops == {"fairway_cli", "fairway_common", f"fairway_cli-{CLI_VERSION}.dist-info"}
     metadata = archive.read(f"fairway_cli-{CLI_VERSION}.dist-info/METADATA").decode()
     assert "Requires-Dist: requests==" in metadata
     assert f"Version: {CLI_VERSION}" in metadata
@@ -111,7 +111,8 @@ def test_cli_wheel_installs_and_reports_its_version(client, tmp_path):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in target.iterdir() if not p.name.endswith(".dist-info")) == ["bin", "fairway_cli"]
+    installed = sorted(p.name for p in target.iterdir() if not p.name.endswith(".dist-info"))
+    assert installed == ["bin", "fairway_cli", "fairway_common"]
     version = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "fairway_cli", "--version"],
         capture_output=True,

@@ -93,6 +93,15 @@ def test_a_start_carries_the_requests_or_the_hosts_per_gpu_share():
     assert limits_of(_part(1, host=(None, None))) is None  # unknown host, nothing asked: no limits
 
 
+def test_a_memory_share_below_the_floor_reaches_the_runtime_as_the_floor():
+    # Given a host of 8 GPUs and 16 MiB of memory (2 MiB a GPU: the share the policy counts)
+    # When a workload that asks no memory starts on one GPU there
+    limits = limits_of(_part(1, host=(64, 16 << 20)))
+    # Then its limit is the 6 MiB floor Docker and the cgroup can run in (2 MiB failed every start)
+    assert limits.memory == protocol.MIN_MEMORY_BYTES
+    assert limits_of(_part(4, host=(64, 16 << 20))).memory == 8 << 20  # above the floor: the share
+
+
 def test_the_demo_replay_asks_cpus_and_memory_from_the_gpu_count(db):
     call_command("seed_demo", "--hosts", "1", "--gpus", "8", stdout=StringIO())
     replay("--start", "34805", "--limit", "40", "--cpus-per-gpu", "6", "--memory-per-gpu", "48G")

@@ -75,6 +75,17 @@ def test_cancel_replaces_a_preemption_under_way(researcher, pending, hosts):
     assert attempt.stop_requested_at == first_request  # the grace period already running is kept
 
 
+def test_cancel_after_the_wall_time_stop_keeps_the_timeout(researcher, pending, hosts):
+    # Given an attempt the tick stopped for its wall-time limit (the workload ends failed anyway)
+    attempt = _start(pending, hosts["a100-1"], 4, stop_reason=Attempt.EndReason.TIMEOUT)
+    # When its owner cancels it during the grace period
+    do_cancel_workload(researcher, pending)
+    # Then the first stop's reason stands (DESIGN.md §4): it was relabelled canceled
+    attempt.refresh_from_db()
+    assert attempt.stop_reason == Attempt.EndReason.TIMEOUT
+    assert not WorkloadEvent.objects.filter(workload=pending, kind="cancel_requested").exists()
+
+
 def test_cancel_twice_is_harmless(researcher, pending, hosts):
     _start(pending, hosts["a100-1"], 4)
     do_cancel_workload(researcher, pending)

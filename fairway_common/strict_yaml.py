@@ -1,6 +1,6 @@
 """The one reader of YAML that people write by hand: workload specs (the web form, ``fairway submit
--f``) and scenario files. It lives in the CLI's package because the CLI ships alone (the wheel holds
-``fairway_cli`` and ``agent``); the server imports it from here.
+-f``), scenario files and the agent's config file. It lives in ``fairway_common``, which the agent's
+and the CLI's wheels both ship (each installs alone); the server imports it from here.
 
 ``yaml.SafeLoader`` refusing what a hand-written document never needs and what silently changes it:
 
@@ -12,7 +12,11 @@
   100,000-digit number costs seconds to parse);
 - an integer written in another base than ten: YAML 1.1 reads ``010`` as octal 8, ``1:30`` as 90
   (base 60), ``0x1F`` as 31, so ``env: {SEED: 010}`` ran with ``SEED=8`` and ``min_runtime: 1:30``
-  as 90 s (brk30). Decimal with ``_`` separators, a sign or a single ``0`` stay numbers.
+  as 90 s (brk30), and the agent's ``cpus: 010`` ran with 8 CPUs (brk37). Decimal with ``_``
+  separators, a sign or a single ``0`` stay numbers; a float in base 60 (``1:30.5``) is refused too.
+
+It reads ``yes``, ``no``, ``on`` and ``off`` as text, as YAML 1.2 does, not as YAML 1.1's booleans
+(``host_name: no`` named the agent's host "False", brk37); ``true`` and ``false`` stay booleans.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ INT_DIGITS = 40
 
 DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9_]*)")
 """An integer's text YAML 1.1 reads in base ten (its other forms: ``0o``/leading ``0``, ``0x``, ``0b``, ``:``)."""
+
+BOOLEAN = re.compile(r"true|True|TRUE|false|False|FALSE")
+"""A boolean's text YAML 1.2 reads as one too (YAML 1.1 adds ``yes``/``no``/``on``/``off``: text here)."""
 
 
 class Refused(yaml.YAMLError):
@@ -78,8 +85,21 @@ class StrictLoader(yaml.SafeLoader):
             raise too_large
         return value
 
+    def construct_yaml_float(self, node: Any) -> float:
+        if ":" in str(node.value):
+            problem = f"{str(node.value)[:40]!r} is a number in base 60 in YAML: write it in decimal or quote it"
+            raise Refused("number_form", node.start_mark.line + 1, problem)
+        return float(super().construct_yaml_float(node))
+
+    def construct_yaml_bool(self, node: Any) -> bool | str:
+        if not BOOLEAN.fullmatch(str(node.value)):
+            return str(node.value)
+        return bool(super().construct_yaml_bool(node))
+
 
 StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
+StrictLoader.add_constructor("tag:yaml.org,2002:bool", StrictLoader.construct_yaml_bool)
 
 
 def load(text: str, max_int: int | None = None) -> Any:
