@@ -624,23 +624,11 @@ def _parts_and_layout(
         part = by_host[host_id].get(aid)
         if part is None:
             _aid, wid, stop_at, stop_reason, _ended, image, command, env, mounts, req_c, req_m, req_shm, *owner = a
-            part = by_host[host_id][aid] = _Part(
-                attempt_id=aid,
-                pk=pk,
-                workload_id=wid,
-                stop_reason=stop_reason or "stopped",
-                stopping=stop_at is not None,
-                image=image or "",
-                command=[str(c) for c in (command or [])],
-                env=env or {},
-                rank=rank,
-                gpus=[],
-                owner=owner_of(*owner),
-                allow_root=bool(root),
-                requests=(req_c, req_m, req_shm),
-                host_res=(host_c, host_m),
-                host_gpus=host_gpus or 0,
-                mounts=[protocol.Mount(**m) for m in (mounts or [])],
+            part = by_host[host_id][aid] = _new_part(
+                (aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, root),
+                (req_c, req_m, req_shm),
+                (host_c, host_m, host_gpus or 0),
+                owner,
             )
         part.gpus.append((index, uuid))
     return by_host, _layout_of_rows(layout)
@@ -752,26 +740,43 @@ def _parts_of_rows(rows: Iterable[Sequence[Any]], host_gpus: dict[int, int]) -> 
         parts = by_host[host_id]
         part = parts.get(aid)
         if part is None:
-            part = parts[aid] = _Part(
-                attempt_id=aid,
-                pk=pk,
-                workload_id=wid,
-                stop_reason=stop_reason or "stopped",
-                stopping=stop_at is not None,
-                image=image or "",
-                command=[str(c) for c in (command or [])],
-                env=env or {},
-                rank=rank,
-                gpus=[],
-                owner=owner_of(*owner),
-                allow_root=bool(root),
-                requests=(req_c, req_m, req_shm),
-                host_res=(host_c, host_m),
-                host_gpus=host_gpus.get(host_id, 0),
-                mounts=[protocol.Mount(**m) for m in (mounts or [])],
+            part = parts[aid] = _new_part(
+                (aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, root),
+                (req_c, req_m, req_shm),
+                (host_c, host_m, host_gpus.get(host_id, 0)),
+                owner,
             )
         part.gpus.append((index, uuid))
     return by_host
+
+
+def _new_part(
+    attempt: Sequence[Any], requests: tuple[Any, Any, Any], host: tuple[Any, Any, int], owner: Sequence[Any]
+) -> _Part:
+    """One part, no GPU yet, from an attempt's fields as both readings have them (:func:`_parts_and_layout`,
+    the plain :func:`_parts_of_rows`): ``attempt`` (wire id, pk, workload id, stop requested at, stop
+    reason, image, command, env, mounts, rank, cluster's ``allow_root_workloads``), the workload's
+    ``requests`` (CPUs, memory, shared memory), the ``host``'s (CPUs, memory, registered GPUs) and
+    the ``owner``'s fields (:func:`owner_of`)."""
+    aid, pk, wid, stop_at, stop_reason, image, command, env, mounts, rank, root = attempt
+    return _Part(
+        attempt_id=aid,
+        pk=pk,
+        workload_id=wid,
+        stop_reason=stop_reason or "stopped",
+        stopping=stop_at is not None,
+        image=image or "",
+        command=[str(c) for c in (command or [])],
+        env=env or {},
+        rank=rank,
+        gpus=[],
+        owner=owner_of(*owner),
+        allow_root=bool(root),
+        requests=requests,
+        host_res=host[:2],
+        host_gpus=host[2],
+        mounts=[protocol.Mount(**m) for m in (mounts or [])],
+    )
 
 
 def limits_of(part: _Part) -> protocol.Limits | None:
