@@ -366,3 +366,13 @@ def test_the_cancel_over_a_stop_rule_has_one_home_called_by_the_server_and_the_s
     engine_source = (ROOT / "scheduler/sim/engine.py").read_text()
     assert "cancel_replaces(" in engine_source
     assert '!= "timeout"' not in engine_source
+
+
+# --- hand-written YAML (brk30, brk37, left39): fairway_common/strict_yaml.py, its one reader
+
+
+def test_no_source_reads_yaml_past_the_strict_reader() -> None:
+    """left39: ``agent join`` read the existing agent config with ``yaml.safe_load`` and the
+    simulator's budget and shares files were composed with plain ``SafeLoader``."""
+    assert _defining(r"(?<!\w)yaml\.(safe_load|load|full_load|unsafe_load|compose|compose_all|safe_load_all)\(") == []
+    assert _defining(r"Loader=yaml\.") == []
