@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from agent.gpu.base import GpuBackend
+from fairway_common import strict_yaml
 
 JOIN_TOKEN_ENV = "FAIRWAY_JOIN_TOKEN"  # noqa: S105 -- the name of an env var, not a secret
 
@@ -34,10 +35,22 @@ class JoinFailed(Exception):
 
 
 def already_joined(config_path: Path) -> str | None:
-    """The host name of an existing config holding a host token, else None."""
+    """The host name of an existing config holding a host token, else None (no file, not UTF-8,
+    not YAML: the join writes a new one).
+
+    The config is read as the agent reads it (``fairway_common.strict_yaml``, brk37): plain
+    ``safe_load`` read ``host_name: no`` as False (reported as this machine's name) and a token
+    given twice as its last value.
+
+    Raises:
+        JoinFailed: the strict loader refuses the config (a key twice, YAML 1.1's octal or base
+            60): the agent would refuse it too, and overwriting it would lose what it holds.
+    """
     try:
-        data = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):  # not UTF-8 was a traceback (brk32)
+        data = strict_yaml.load(config_path.read_text(encoding="utf-8"))
+    except strict_yaml.Refused as exc:
+        raise JoinFailed(f"{config_path}: {exc}; fix it, or remove it to join again") from None
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # not UTF-8 was a traceback (brk32)
         return None
     if isinstance(data, dict) and data.get("token"):
         return str(data.get("host_name") or socket.gethostname())
@@ -106,7 +119,8 @@ def join(
     ``settings`` are the other config values to write (``state_dir``, ``gpu_backend``, ...).
 
     Raises:
-        JoinFailed: no join token, no GPUs, or the server refused.
+        JoinFailed: an existing config the agent's loader refuses, no join token, no GPUs, or
+            the server refused.
     """
     existing = already_joined(config_path)
     if existing is not None:

@@ -354,15 +354,77 @@ class UsageEntryAdmin(admin.ModelAdmin):
     date_hierarchy = "end"
 
 
+class ChangedBudgetListFilter(admin.RelatedFieldListFilter):
+    """The share changes' "By budget" filter: the live budgets that have share changes, by path in
+    tree order (the default listed every budget, archived ones and never-changed ones included, by
+    ``str()``: hundreds in a big lab, each path a query per level). One query for the ids with
+    changes; the paths come from the process's budget tree. An archived budget's changes are found
+    by :class:`BudgetStateListFilter` or by its path in the search box."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[tuple[int, str]]:
+        from budgets.tree_memo import paths_of, shared_tree
+
+        changed = set(ShareChange.objects.values_list("budget_id", flat=True).distinct().order_by())
+        tree = shared_tree()
+        paths = paths_of(tree)
+        return [(pk, paths[pk]) for pk in tree_order(tree) if pk in changed and tree[pk].archived_at is None]
+
+
+class BudgetStateListFilter(admin.SimpleListFilter):
+    """Share changes of live budgets, or of archived ones (which the "By budget" list leaves out)."""
+
+    title = "budget state"
+    parameter_name = "budget_state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("live", "live"), ("archived", "archived")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ShareChange]) -> QuerySet[ShareChange]:
+        if self.value() == "live":
+            return queryset.filter(budget__archived_at__isnull=True)
+        if self.value() == "archived":
+            return queryset.filter(budget__archived_at__isnull=False)
+        return queryset
+
+
 @admin.register(ShareChange)
 class ShareChangeAdmin(admin.ModelAdmin):
-    """Audit history: who changed which budget's shares (or hold, archive) when. Read-only."""
+    """Audit history: who changed which budget's shares (or hold, archive) when. Read-only. The search
+    box finds a budget by its path (``nlp/olmo``) or any part of it, as the pages show it."""
 
-    list_display = ["at", "budget", "kind", "old_shares", "new_shares", "actor_name", "note"]
-    list_filter = ["budget", ("actor", admin.RelatedOnlyFieldListFilter), "kind", ("at", admin.DateFieldListFilter)]
+    list_display = ["at", "budget_path", "kind", "old_shares", "new_shares", "actor_name", "note"]
+    list_filter = [
+        ("budget", ChangedBudgetListFilter),
+        BudgetStateListFilter,
+        ("actor", admin.RelatedOnlyFieldListFilter),
+        "kind",
+        ("at", admin.DateFieldListFilter),
+    ]
     search_fields = ["budget__name", "actor_name", "note"]
-    list_select_related = ["budget", "budget__parent"]
     date_hierarchy = "at"
+
+    @admin.display(description="budget", ordering="budget__name")
+    def budget_path(self, obj: ShareChange) -> str:
+        """The budget's path from the process's budget tree (its ``str()`` walked the parents by
+        query beyond the one level ``select_related`` reached: queries per row)."""
+        from budgets.tree_memo import paths_of, shared_tree
+
+        return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[ShareChange], search_term: str
+    ) -> tuple[QuerySet[ShareChange], bool]:
+        """The fields' matches, and the changes of the budgets whose path contains the term (case
+        aside): the admin names budgets by path, which ``budget__name`` alone never matched."""
+        from budgets.tree_memo import paths_of, shared_tree
+
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip().strip("/").casefold()
+        if term:
+            ids = [pk for pk, path in paths_of(shared_tree()).items() if term in path.casefold()]
+            if ids:
+                found = found | queryset.filter(budget_id__in=ids)
+        return found, may_have_duplicates
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

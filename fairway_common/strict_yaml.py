@@ -1,6 +1,8 @@
 """The one reader of YAML that people write by hand: workload specs (the web form, ``fairway submit
--f``), scenario files and the agent's config file. It lives in ``fairway_common``, which the agent's
-and the CLI's wheels both ship (each installs alone); the server imports it from here.
+-f``), scenario files, the agent's config file (also as ``agent join`` reads an existing one) and,
+as a node tree (:func:`compose`), the simulator's budget files and the admin's what-if shares. It
+lives in ``fairway_common``, which the agent's and the CLI's wheels both ship (each installs
+alone); the server imports it from here.
 
 ``yaml.SafeLoader`` refusing what a hand-written document never needs and what silently changes it:
 
@@ -57,14 +59,7 @@ class StrictLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
-        for key, _value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                line = key.start_mark.line + 1
-                if key.value in seen:
-                    problem = f"{key.value[:40]!r} is given twice (also on line {seen[key.value]})"
-                    raise Refused("key_twice", line, problem)
-                seen[key.value] = line
+        _refuse_a_key_twice(node)
         return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node: Any) -> int:
@@ -97,6 +92,17 @@ class StrictLoader(yaml.SafeLoader):
         return bool(super().construct_yaml_bool(node))
 
 
+def _refuse_a_key_twice(node: yaml.MappingNode) -> None:
+    seen: dict[Any, int] = {}
+    for key, _value in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            line = key.start_mark.line + 1
+            if key.value in seen:
+                problem = f"{key.value[:40]!r} is given twice (also on line {seen[key.value]})"
+                raise Refused("key_twice", line, problem)
+            seen[key.value] = line
+
+
 StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
 StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
 StrictLoader.add_constructor("tag:yaml.org,2002:bool", StrictLoader.construct_yaml_bool)
@@ -107,3 +113,21 @@ def load(text: str, max_int: int | None = None) -> Any:
     for what is not YAML, ``RecursionError`` for thousands of nested brackets."""
     loader = type("Loader", (StrictLoader,), {"max_int": max_int})
     return yaml.load(text, Loader=loader)  # noqa: S506 -- a SafeLoader subclass
+
+
+def compose(text: str) -> yaml.Node | None:
+    """``text``'s node tree (None for an empty document) for a reader that walks the nodes to name
+    each value's line (the simulator's budget and shares files): an alias and a key given twice in
+    one mapping are refused as :func:`load` refuses them; the scalars are left as text, so their
+    reader decides what a number is. Raises :class:`Refused`, ``yaml.YAMLError`` for what is not
+    YAML, ``RecursionError`` for thousands of nested brackets."""
+    root = yaml.compose(text, Loader=StrictLoader)
+    todo = [] if root is None else [root]
+    while todo:  # no aliases: a tree, each node seen once
+        node = todo.pop()
+        if isinstance(node, yaml.MappingNode):
+            _refuse_a_key_twice(node)
+            todo.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+    return root

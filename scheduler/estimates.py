@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +33,22 @@ def estimable(reason: str, detail: Mapping[str, object] | None) -> bool:
     if reason == "dependency":
         return (detail or {}).get("group") is not None
     return reason not in NOT_ESTIMABLE
+
+
+def dependency_words(ids: Sequence[int] = ()) -> str:
+    """Why a workload waiting on its ``after`` list has no estimated start, one sentence for every
+    surface: the quote's note (``ids``: its dependencies not ended yet) and a submitted workload's
+    estimate words (``reports.estimate_words``; no ids: its pending reason names them).
+    docs/estimates.md, "A dependency's wall-time limit gives its dependent no estimate": the
+    simulation ends work only at its wall-time limit, a ``timeout`` that ends it failed and cancels
+    an ``:ok`` dependent; an ``:any`` dependent could start then, which is not simulated."""
+    which = ", ".join(f"#{i}" for i in ids) if ids else "the workloads it depends on"
+    return (
+        f"No start is estimated while it waits for {which} (after): the estimate does not follow "
+        "dependencies. In its simulation no work ends on its own, and work stopped at its wall-time limit "
+        "ends failed, which cancels an :ok dependent; an :any dependent could start then, but that is not "
+        "simulated. One is given once the wait is over."
+    )
 
 
 def not_estimable_q() -> Any:
@@ -284,11 +300,7 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
         start_note(),
     ]
     if waits_for:
-        ids = ", ".join(f"#{wid}" for wid in waits_for)
-        notes.append(
-            f"It waits for {ids} (after), not ended yet: no start is estimated until they have ended "
-            "(the simulation ends no work on its own)."
-        )
+        notes.append(dependency_words(waits_for))
     notes.extend(budget_notes(workload, snap))
     answer = None
     if members and snap is not None:

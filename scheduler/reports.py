@@ -818,9 +818,11 @@ def estimate_words(workload: Workload) -> str:
         # Never later than the reservation shown beside it (§3.8).
         why = "GPUs are reserved for it" if reserved else "if nothing else ends earlier"
         return f"By {_when(at)} at the latest ({why}). {start_note()}"
-    from scheduler.estimates import estimable
+    from scheduler.estimates import dependency_words, estimable
 
     if not estimable(workload.pending_reason, workload.pending_detail):
+        if workload.pending_reason == "dependency":  # its after list: the group's %N cap is estimable
+            return dependency_words()
         # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
         return (
             "Not given while it waits as said above: the estimate lets no work end on its own "

@@ -32,7 +32,6 @@ from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, sh
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
-from scheduler.lifecycle import REQUEUE_REASONS
 from scheduler.models import (
     GPU,
     Attempt,
@@ -46,6 +45,7 @@ from scheduler.models import (
 )
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import infeasible_request
+from scheduler.stop_rules import cancel_replaces
 
 # --- errors ----------------------------------------------------------------------------
 
@@ -739,17 +739,6 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
     return workload.budget_id in accessible
 
 
-def _cancel_replaces(stop_reason: str, workload: Workload) -> bool:
-    """Whether a cancel replaces the stop already issued to ``workload``'s attempt: none, or one after
-    which the workload would run again (a requeue, a failed start's requeue, a gang part's failure
-    with retries left). A stop that ends it keeps its reason (DESIGN.md §4: the issued stop's reason
-    is the end reason): ``canceled``, ``timeout``, and a gang part's own ``succeeded`` or ``failed``
-    without retries left (``lifecycle._release_gang_part``; brk37: relabelled ``canceled``)."""
-    if not stop_reason or stop_reason in REQUEUE_REASONS or stop_reason == Attempt.EndReason.FAILED_TO_START:
-        return True
-    return stop_reason == Attempt.EndReason.FAILED and workload.retries_used < workload.retries
-
-
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """Cancel a workload.
 
@@ -759,7 +748,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     the agent reports the exit (DESIGN.md §4: a cancel is a stop like any other, charged until
     the release). A cancel overrides a preemption (or drain, GPU fault) stop already under way,
     so the workload ends instead of being requeued; a stop after which the workload ends anyway
-    (``timeout``, a gang part's own exit) keeps its reason (:func:`_cancel_replaces`; brk37).
+    (``timeout``, a gang part's own exit) keeps its reason (:func:`scheduler.stop_rules.cancel_replaces`).
     Cancelling twice is harmless. Raises CancelError
     ``forbidden`` (403) or ``already_final`` (409).
     """
@@ -790,7 +779,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             )
             WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
             request_tick_on_commit(locked.cluster_id)
-        elif _cancel_replaces(attempt.stop_reason, locked):
+        elif cancel_replaces(attempt.stop_reason, retries_left=locked.retries_used < locked.retries):
             previous = attempt.stop_reason
             attempt.stop_requested_at = attempt.stop_requested_at or now
             attempt.stop_reason = Attempt.EndReason.CANCELED

@@ -19,7 +19,7 @@ from agent import protocol
 from budgets.services import do_archive_budget, load_tree, normalized_shares
 from scheduler import lifecycle, services
 from scheduler.gpu_text import gpu_text_problem
-from scheduler.models import GPU, Workload
+from scheduler.models import GPU, Attempt, Workload
 from scheduler.policy import PendingReason, schedule
 from scheduler.policy.admission import gpu_shapes, infeasible_request
 from scheduler.policy.core import pass_loads
@@ -323,3 +323,56 @@ def test_scenario_files_refuse_host_labels_the_join_rule_refuses_with_its_words(
 def test_host_labels_have_one_rule() -> None:
     """The label rule is written once (scheduler/gpu_text.py); the services and the scenario files call it."""
     assert _defining(r"A label key is not empty") == ["scheduler/gpu_text.py"]
+
+
+# --- a cancel over an issued stop (DESIGN.md §4): scheduler/stop_rules.py cancel_replaces
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "retries_left", "replaces"),
+    [
+        (None, False, True),  # no stop yet: the cancel is the stop
+        ("", False, True),
+        ("preempted", False, True),  # the workload would be requeued: the cancel ends it instead
+        ("drained", False, True),
+        ("gpu_fault", False, True),
+        ("failed_to_start", False, True),
+        ("failed", True, True),  # a gang part's failure with a retry left
+        ("failed", False, False),  # stops that end the workload keep their reason
+        ("timeout", False, False),
+        ("timeout", True, False),
+        ("canceled", False, False),
+        ("succeeded", False, False),
+    ],
+)
+def test_a_cancel_replaces_only_a_stop_after_which_the_workload_runs_again(
+    stop_reason: str | None, retries_left: bool, replaces: bool
+) -> None:
+    from scheduler.stop_rules import cancel_replaces
+
+    assert cancel_replaces(stop_reason, retries_left=retries_left) is replaces
+
+
+def test_the_cancel_over_a_stop_rule_has_one_home_called_by_the_server_and_the_simulator() -> None:
+    """left39: ``services._cancel_replaces`` decided it and ``Engine.cancel`` restated the timeout
+    case in a line of its own (``a.stop_reason != "timeout"``)."""
+    from scheduler import stop_rules
+
+    assert _defining(r"def _?cancel_replaces\b") == ["scheduler/stop_rules.py"]
+    assert _defining(r"^REQUEUE_REASONS = ") == ["scheduler/stop_rules.py"]
+    assert lifecycle.REQUEUE_REASONS is stop_rules.REQUEUE_REASONS
+    assert {str(r) for r in stop_rules.REQUEUE_REASONS} <= set(Attempt.EndReason.values)
+    assert "cancel_replaces(" in (ROOT / "scheduler/services.py").read_text()
+    engine_source = (ROOT / "scheduler/sim/engine.py").read_text()
+    assert "cancel_replaces(" in engine_source
+    assert '!= "timeout"' not in engine_source
+
+
+# --- hand-written YAML (brk30, brk37, left39): fairway_common/strict_yaml.py, its one reader
+
+
+def test_no_source_reads_yaml_past_the_strict_reader() -> None:
+    """left39: ``agent join`` read the existing agent config with ``yaml.safe_load`` and the
+    simulator's budget and shares files were composed with plain ``SafeLoader``."""
+    assert _defining(r"(?<!\w)yaml\.(safe_load|load|full_load|unsafe_load|compose|compose_all|safe_load_all)\(") == []
+    assert _defining(r"Loader=yaml\.") == []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from fairway_common import strict_yaml
 from scheduler.policy import Budget
 
 NODE_KEYS = frozenset({"shares", "children", "vcs"})
@@ -84,7 +85,9 @@ def load_plan(path: str, vcs: dict[str, int]) -> BudgetPlan:
 def parse_plan(text: str, vcs: dict[str, int], *, name: str = "<budgets>") -> BudgetPlan:
     """Parse budget-file text (see :func:`load_plan`)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = strict_yaml.compose(text)  # no aliases, no key twice (the reader of hand-written YAML)
+    except strict_yaml.Refused as exc:
+        raise BudgetFileError(name, exc.line, exc.problem) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -27,6 +27,7 @@ from scheduler.policy import (
 )
 from scheduler.policy.usage import UsageLedger
 from scheduler.sim.kept import PendingViews, WorkloadBook
+from scheduler.stop_rules import cancel_replaces
 
 _WORKLOAD_VIEW_FIELDS = frozenset(
     ("id", "budget", "gpus", "model", "min_runtime", "submitted_at", "seq", "cpus", "memory", "view")
@@ -460,7 +461,7 @@ class Engine:
                         self._release(a, "canceled", self.now)
                     else:
                         self._push(a.release_at, "release", a.id)
-                elif a.stop_reason != "timeout":  # a timeout's stop stands (services.do_cancel_workload)
+                elif cancel_replaces(a.stop_reason):  # DESIGN.md §4: a stop that ends the work stands
                     a.stop_reason = "canceled"
 
     def attempt_of(self, wid: str) -> SimAttempt | None:

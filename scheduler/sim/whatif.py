@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from fairway_common import strict_yaml
 from scheduler.policy import Budget, Host
 from scheduler.policy.figures import attainment, workload_demand
 from scheduler.policy.tree import BudgetTree
@@ -74,7 +75,9 @@ def parse_shares(text: str, budgets: list[Budget], *, name: str = "<shares>") ->
     tree = BudgetTree(budgets)
     by_path = {tree.path_name(k): k for k in tree.budgets if k != tree.root}
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = strict_yaml.compose(text)  # no aliases, no key twice (the reader of hand-written YAML)
+    except strict_yaml.Refused as exc:
+        raise BudgetFileError(name, exc.line, exc.problem) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise BudgetFileError(name, mark.line + 1 if mark else None, f"not valid YAML: {exc}") from None

@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from scheduler.estimates import dependency_words
 from scheduler.models import Workload
 from scheduler.reports import start_note
 from scheduler.tick import run_tick
@@ -104,7 +105,7 @@ def test_a_workload_waiting_on_a_dependency_says_why_it_has_no_estimate(
     run_tick(cluster.pk)
     detail = researcher_client.get(f"/api/v1/workloads/{second}/").json()
     assert detail["pending_reason"] == "dependency" and detail["estimated_start"] is None
-    assert detail["estimated_start_words"].startswith("Not given while it waits as said above")
+    assert detail["estimated_start_words"] == dependency_words()  # left39: says why, as its quote did
     assert f"#{first}" in " ".join(detail["pending_explanation"]["sentences"])
 
 
@@ -148,3 +149,36 @@ def test_no_estimate_reads_as_a_sentence_not_a_leaked_none_on_every_surface(
         assert f"Estimated start: {html.escape(words)}" in seen["detail page"]
         assert f"estimated start: {words}" in seen["show"]
         assert "start: None" not in seen["detail page"] + seen["show"]
+
+
+def test_an_any_dependency_on_running_work_says_why_it_has_no_estimate_in_one_sentence_everywhere(
+    researcher, researcher_client, submission, cluster, monkeypatch
+):
+    """left39: a workload after ``#12:any``, #12 running with a 3 h wall-time limit, had no estimate
+    (docs/estimates.md: the simulation follows no dependency), and the words said "the estimate
+    lets no work end on its own (only at its wall-time limit)" (the page, the API, ``fairway
+    show``) or "the simulation ends no work on its own" (the quote): both true of work without a
+    limit, neither the reason here, as #12 does end at its limit and an ``:any`` dependent could
+    start then. One sentence from the estimates module says why, on every surface."""
+    # Given #first running with a wall-time limit
+    first = researcher_client.post("/api/v1/workloads/", submission(max_runtime="3h"), format="json").json()["id"]
+    run_tick(cluster.pk)
+    assert Workload.objects.get(pk=first).state in (Workload.State.STARTING, Workload.State.RUNNING)
+    said = dependency_words()
+    assert "wall-time limit" in said and "any" in said and "follow" in said
+    # When a workload after it (any end) is quoted, Then the quote's note is the same sentence naming it
+    quoted = researcher_client.post("/api/v1/workloads/quote/", submission(after=[f"{first}:any"]), format="json")
+    body = quoted.json()
+    assert {q["estimated_start"] for q in body["quotes"]} == {None}
+    assert dependency_words([first]) in body["notes"]
+    argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h")
+    assert dependency_words([first]) in run_cli(monkeypatch, researcher, *argv, "--after", f"{first}:any", "--", "x")
+    # and once submitted, its estimate's words on the API, the page and `fairway show`
+    second = researcher_client.post("/api/v1/workloads/", submission(after=[f"{first}:any"]), format="json").json()
+    run_tick(cluster.pk)
+    w = Workload.objects.get(pk=second["id"])
+    assert (w.pending_reason, w.estimated_start) == ("dependency", None)
+    seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+    assert seen["words"] == said
+    assert html.escape(said) in seen["detail page"]
+    assert said in " ".join(seen["show"].split())

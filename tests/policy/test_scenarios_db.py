@@ -231,6 +231,45 @@ def test_db_backend_decides_like_memory_beyond_the_shared_scenarios(
     _assert_same(_canonical(result.lines, details=False), _canonical(memory.lines, details=False))
 
 
+# A cancel inside the grace period of a stop the server issued (DESIGN.md §4: the issued stop's
+# reason is the end reason): a wall-time stop stands and the workload ends failed; a drain's stop
+# (a requeue) is replaced and the workload ends canceled. One rule (scheduler/stop_rules.py
+# cancel_replaces) for the services and the simulator; both backends end the same.
+CANCEL_OVER_A_STOP = """name: cancel over an issued stop
+settings: {grace: 30s, tick_interval: 10s}
+hosts: [{name: h1, gpus: 2}, {name: h2, gpus: 2}]
+budgets: [{path: A}]
+running:
+  - {id: T1, budget: A, gpus: 2, host: h1, min_runtime: 10m, elapsed: 59m, max_runtime: 1h}
+  - {id: D1, budget: A, gpus: 2, host: h2, min_runtime: 10m, elapsed: 1h}
+steps:
+  - tick: {}
+  - at: 1m
+    expect: {preempting: [T1], running: [D1]}
+  - host: {name: h2, state: drain_now}
+  - tick: {}
+    expect: {preempting: [T1, D1]}
+  - cancel: [T1, D1]
+  - advance: 1m
+"""
+
+
+def test_both_backends_end_a_canceled_stop_by_the_one_rule(tmp_path: Path, transactional_db: None) -> None:
+    path = tmp_path / "cancel-over-a-stop.yaml"
+    path.write_text(CANCEL_OVER_A_STOP)
+    memory = MemoryBackend()
+    assert run_scenario(str(path), memory, verbose=True).ok
+    db = DbBackend(scratch_db=False)
+    try:
+        assert run_scenario(str(path), db, verbose=True).ok
+        db_states = db.states()
+    finally:
+        db.close()
+
+    assert memory.states() == {"T1": "failed", "D1": "canceled"}
+    assert db_states == memory.states()
+
+
 def test_the_command_plays_db_scenarios_in_a_scratch_database(
     django_db_setup: None, django_db_blocker: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -200,6 +200,70 @@ def test_the_by_actor_filter_lists_only_users_who_made_share_changes(
     people who never changed a share, each giving an empty page)."""
     do_set_shares(admin, org_tree["nlp/olmo"], 5)
     listing = _client(admin).get(reverse("admin:budgets_sharechange_changelist"))
-    (actor,) = [f for f in listing.context["cl"].filter_specs if f.field_path == "actor"]
+    (actor,) = [f for f in listing.context["cl"].filter_specs if getattr(f, "field_path", None) == "actor"]
     assert [pk for pk, _name in actor.lookup_choices] == [admin.pk]
     assert f"actor__id__exact={researcher.pk}" not in listing.content.decode()
+
+
+def _budget_filter(listing: Any) -> Any:
+    (spec,) = [f for f in listing.context["cl"].filter_specs if getattr(f, "field_path", None) == "budget"]
+    return spec
+
+
+def test_the_by_budget_filter_lists_live_budgets_with_share_changes_by_path(
+    admin: User, org_tree: dict[str, Budget]
+) -> None:
+    """left39: the "By budget" filter listed every budget of the instance, archived ones and those
+    never changed included, by name alone (``olmo``, not ``nlp/olmo``): hundreds in a big lab."""
+    # Given share changes of two live budgets and of one archived since, and budgets never changed
+    do_set_shares(admin, org_tree["vision/sam"], 3)
+    do_set_shares(admin, org_tree["nlp/olmo"], 5)
+    gone = org_tree["nlp/tulu"]
+    do_set_shares(admin, gone, 2)
+    do_archive_budget(gone, actor=admin)
+    # When staff open the share changes
+    listing = _client(admin).get(reverse("admin:budgets_sharechange_changelist"))
+    # Then the filter lists the live budgets with changes, by path in tree order
+    assert _budget_filter(listing).lookup_choices == [
+        (org_tree["nlp/olmo"].pk, "nlp/olmo"),
+        (org_tree["vision/sam"].pk, "vision/sam"),
+    ]
+    # and the archived budget's changes are one filter away
+    archived = _client(admin).get(reverse("admin:budgets_sharechange_changelist"), {"budget_state": "archived"})
+    assert {c.budget_id for c in archived.context["cl"].result_list} == {gone.pk}
+    live = _client(admin).get(reverse("admin:budgets_sharechange_changelist"), {"budget_state": "live"})
+    assert {c.budget_id for c in live.context["cl"].result_list} == {org_tree["nlp/olmo"].pk, org_tree["vision/sam"].pk}
+
+
+@pytest.mark.parametrize("term", ["nlp/olmo", "NLP/OLMO", "olmo"])
+def test_share_changes_are_found_by_budget_path(admin: User, org_tree: dict[str, Budget], term: str) -> None:
+    """left39: the search box matched a budget's name only, so the path the admin shows
+    (``nlp/olmo``) found nothing."""
+    do_set_shares(admin, org_tree["nlp/olmo"], 5)
+    do_set_shares(admin, org_tree["vision/sam"], 3)
+    listing = _client(admin).get(reverse("admin:budgets_sharechange_changelist"), {"q": term})
+    assert [c.budget_id for c in listing.context["cl"].result_list] == [org_tree["nlp/olmo"].pk]
+
+
+def test_the_share_changes_page_reads_the_same_queries_for_ten_budgets_as_for_two(
+    admin: User, org_tree: dict[str, Budget]
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from budgets.services import do_create_budget
+
+    client = _client(admin)
+    url = reverse("admin:budgets_sharechange_changelist")
+    do_set_shares(admin, org_tree["nlp/olmo"], 5)
+    do_set_shares(admin, org_tree["vision/sam"], 3)
+    client.get(url)
+    with CaptureQueriesContext(connection) as two:
+        client.get(url)
+    for i in range(8):
+        b = do_create_budget(name=f"t{i}", parent=org_tree["vision"])
+        do_set_shares(admin, b, 2)
+    client.get(url)
+    with CaptureQueriesContext(connection) as ten:
+        assert len(_budget_filter(client.get(url)).lookup_choices) == 10
+    assert len(ten.captured_queries) == len(two.captured_queries)

@@ -143,6 +143,24 @@ def test_budget_file_errors_name_the_line() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # safe_load's last value won: shares 5, the first line's 2 silently dropped
+        (
+            "org:\n  children:\n    g:\n      shares: 2\n      shares: 5\n      vcs: [aa, bb]\n",
+            r"line 5: 'shares' is given twice \(also on line 4\)",
+        ),
+        # aliases: a few nested ones expand to millions of budgets when the tree is walked
+        ("org:\n  children:\n    g: &g {vcs: [aa]}\n    h: *g\n", r"line 4: aliases \(\*name\) are not allowed"),
+    ],
+)
+def test_a_budget_file_is_read_by_the_strict_reader(text: str, message: str) -> None:
+    """left39: the budget file (``simulate --budgets``) was composed with plain ``SafeLoader``."""
+    with pytest.raises(BudgetFileError, match=message):
+        parse_plan(text, {"aa": 2, "bb": 3})
+
+
+@pytest.mark.parametrize(
     ("content", "message"),
     [
         ("job_id,submit_time_s,vc,num_gpus\n0,0,aa,1\n", "line 1, column 'duration_s': missing column"),

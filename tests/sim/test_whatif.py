@@ -111,6 +111,17 @@ def test_shares_given_as_a_list_or_beyond_the_database_field_are_clear_errors(re
     ]
 
 
+def test_a_shares_file_is_read_by_the_strict_reader(recorded) -> None:  # noqa: ANN001
+    """left39: the shares file (the admin's what-if, ``simulate --from-db --budgets``) was composed
+    with plain ``SafeLoader``: an alias gave one budget another's share, a second ``shares:`` was
+    "expected one top-level key"."""
+    budgets = load_demand(None, timedelta(days=2), recorded).budgets
+    with pytest.raises(BudgetFileError, match=r"line 3: aliases \(\*name\) are not allowed"):
+        parse_shares("shares:\n  vision: &v 4\n  nlp: *v\n", budgets)
+    with pytest.raises(BudgetFileError, match=r"line 3: 'shares' is given twice \(also on line 1\)"):
+        parse_shares("shares:\n  vision: 4\nshares:\n  nlp: 2\n", budgets)
+
+
 def test_demand_of_a_waiting_job_is_at_most_its_work(recorded) -> None:  # noqa: ANN001
     """sam's job waited 24 h for 8 h of work: it asked for 8 × 8 GPU-h, not 8 × 32 (present 32 h)."""
     demand = load_demand(None, timedelta(days=2), recorded)

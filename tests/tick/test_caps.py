@@ -185,3 +185,35 @@ def test_a_workload_held_by_a_cap_is_told_the_cap_s_numbers(cluster, pushed):
         "Budget alpha has reached its cap (2 GPU-hours of allocated use per 7 days) and holds new work "
         "until its usage falls below the cap."
     )
+
+
+def test_a_cap_does_not_lift_when_the_budgets_running_work_ends_in_the_tick_nor_in_estimates(cluster, pushed):
+    """left39: the forward simulation (estimates, quotes) keeps a capped budget capped. So does the
+    tick when the budget's running work ends: the period's usage counts ended attempts too, so the
+    cap lifts only as old usage leaves the rolling period (docs/estimates.md, "Holds and caps")."""
+    from scheduler.estimates import store_estimates
+
+    tw = cluster
+    # Given alpha at its cap (2 GPU-hours a day, on_cap hold) with 2 GPUs running for 2 h, and a
+    # 1-GPU workload of alpha waiting while h2's 4 GPUs are free
+    _cap(tw.alpha, "2", on_cap=Budget.OnCap.HOLD)
+    running = _used(tw, tw.alpha, 2, start_ago=2 * HOUR, end_ago=None)
+    waiting, attempt = _next_start(tw, tw.alpha)
+    assert attempt is None and waiting.pending_reason == "budget_capped"
+    store_estimates(tw.cluster.pk, tw.now)
+    waiting.refresh_from_db()
+    assert waiting.estimated_start is None
+    # When the running work ends and a tick runs ten minutes later
+    ended = tw.now + timedelta(minutes=5)
+    Attempt.objects.filter(pk=running.pk).update(ended_at=ended, end_reason=Attempt.EndReason.SUCCEEDED)
+    running.gpu_links.update(open=False)
+    Workload.objects.filter(pk=running.workload_id).update(state=Workload.State.SUCCEEDED, finished_at=ended)
+    later = tw.now + timedelta(minutes=10)
+    assert run_tick(tw.cluster.pk, now=later).status == "ran"
+    # Then the work still waits at the cap, and the estimate still has no start
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.pending_reason) == (Workload.State.PENDING, "budget_capped")
+    assert not waiting.attempts.exists()
+    store_estimates(tw.cluster.pk, later)
+    waiting.refresh_from_db()
+    assert waiting.estimated_start is None

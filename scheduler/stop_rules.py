@@ -1,0 +1,32 @@
+"""An issued stop's standing (DESIGN.md §4) as pure predicates: no ORM, no clock.
+
+One statement of each rule (STYLE.md), called by every surface that applies it: the server's
+lifecycle and cancel (``scheduler.lifecycle``, ``services.do_cancel_workload``) and the
+simulator that both the scenario runner's memory backend and the trace simulator drive
+(``scheduler.sim.engine.Engine.cancel``). Reasons are the attempt end reasons' plain strings
+(``Attempt.EndReason``'s values).
+"""
+
+from __future__ import annotations
+
+REQUEUE_REASONS = frozenset({"preempted", "drained", "gpu_fault", "lost"})
+"""End reasons after which the workload is requeued (DESIGN.md §4): the server's stops that are
+not the workload's own end, and a lost host."""
+
+FAILED_TO_START = "failed_to_start"
+"""Requeued up to ``lifecycle.MAX_START_FAILURES`` times (§4): the workload runs again."""
+
+
+def cancel_replaces(stop_reason: str | None, *, retries_left: bool = False) -> bool:
+    """Whether a user's cancel replaces the stop already issued to an attempt (``stop_reason``;
+    None or empty: no stop yet, the cancel is the stop).
+
+    Once the server has issued a stop, the attempt's end reason is that stop's reason (DESIGN.md
+    §4), so a cancel replaces only a stop after which the workload would run again: a requeue
+    (:data:`REQUEUE_REASONS`), a failed start's requeue, a gang part's ``failed`` with retries
+    left (``retries_left``: ``retries_used < retries``). A stop that ends the workload keeps its
+    reason: ``canceled``, ``timeout`` (brk37: it was relabelled ``canceled``), a gang part's own
+    ``succeeded``, or ``failed`` without retries left."""
+    if not stop_reason or stop_reason in REQUEUE_REASONS or stop_reason == FAILED_TO_START:
+        return True
+    return stop_reason == "failed" and retries_left
