@@ -68,6 +68,19 @@ class TickResult:
     """pending workloads this tick gave their first reason (new or requeued since the last tick)"""
 
 
+def wait_for_tick(cluster_id: int) -> None:
+    """Inside a transaction: take cluster ``cluster_id``'s tick lock, waiting for a tick in
+    flight to commit, and hold it until the transaction ends (no tick of the cluster starts
+    meanwhile: it is skipped, and the caller asks for one on commit). An operator's host change
+    (cordon, drain, resume, removal) takes it first, so a tick whose snapshot read the host before
+    the change never applies after it: it placed new work on a host cordoned or removed while its
+    policy ran (brk38, docs/locking.md). PostgreSQL only: on SQLite the tick's ``BEGIN IMMEDIATE``
+    holds the one write lock from its snapshot to its commit."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [TICK_LOCK_CLASS, cluster_id])
+
+
 @contextmanager
 def _locked_transaction(cluster_id: int) -> Iterator[bool]:
     """Open the tick's transaction holding the cluster's lock; yield False (no transaction work) if held.
