@@ -79,3 +79,22 @@ def test_a_host_cordoned_while_the_tick_ran_gets_no_new_attempt_after_the_cordon
     assert not committed_first
     assert Attempt.objects.filter(workload=workload, host__name=name).exists()
     assert Host.objects.get(name=name).state == Host.State.CORDONED
+
+
+def test_a_hold_put_while_the_tick_ran_applies_after_its_starts(monkeypatch, hosts, researcher, submit_kwargs) -> None:
+    """A budget's hold committed between the tick's snapshot and its apply: the tick started the
+    held budget's work after "no new attempts" was recorded (DESIGN.md §3.7). A hold now waits
+    for the ticks in flight, so it applies after their decisions, as a later hold would."""
+    from budgets.services import do_set_hold
+
+    workload = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    budget = workload.budget
+
+    _result, other, _name, committed_first = _tick_racing(
+        monkeypatch, workload.cluster_id, lambda host: do_set_hold(budget, True, note="audit")
+    )
+
+    assert other.error is None, other.error
+    assert not committed_first
+    budget.refresh_from_db()
+    assert budget.hold and Attempt.objects.filter(workload=workload).exists()
