@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
-from django.db import transaction
+from django.db import connection, transaction
 from django.http import Http404, HttpRequest, HttpResponseBase
 from django.urls import URLPattern, path
 from django.utils import timezone
@@ -93,6 +93,19 @@ def sync_rights(user: User, groups: list[str], rules: GroupRules) -> dict[str, A
         user.save(update_fields=fields)
     changes["flags"] = fields
     return changes
+
+
+FIRST_LOGIN_LOCK_CLASS = 0x4657534F
+"""First key of the advisory lock that one first login at a time holds ("FWSO")."""
+
+
+def _one_first_login_at_a_time() -> None:
+    """Inside the login's transaction: wait for any other first login (account creation or link by
+    email) to commit, so its identity is seen and a user name it took is skipped. PostgreSQL only:
+    SQLite has one writer at a time."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, 0)", [FIRST_LOGIN_LOCK_CLASS])
 
 
 def _unique_username(claims: dict[str, Any]) -> str:
@@ -175,6 +188,12 @@ class FairwayOIDCBackend(OIDCAuthenticationBackend):
         return user
 
     def _match(self, issuer: str, claims: dict[str, Any]) -> User | None:
+        identity = OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=claims["sub"]).first()
+        if identity is not None:
+            return identity.user
+        # A first login: one at a time, the subject looked up again under the lock (brk38: two at
+        # once of one person both created an account and the second's insert failed, a 500).
+        _one_first_login_at_a_time()
         identity = OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=claims["sub"]).first()
         if identity is not None:
             return identity.user

@@ -13,6 +13,7 @@ and ``$FAIRWAY_TOKEN`` override it.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import getpass
 import json
 import os
@@ -294,7 +295,26 @@ class Api:
             )
         if response.status_code >= 400:
             raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data))
+        _ANSWERED.set(self.server)
         return escaped(data) if self.escape else data
+
+
+_ANSWERED: contextvars.ContextVar[str | None] = contextvars.ContextVar("fairway_answered", default=None)
+"""The server whose JSON answer this command read last (None: none yet): an answer of another
+shape than Fairway's fails where the command reads it, and :func:`main` says so (brk38)."""
+
+_SHAPE_ERRORS = (KeyError, TypeError, IndexError, AttributeError)
+"""What reading a JSON answer of another shape raises (``row["name"]`` of a list, of None, …)."""
+
+
+def not_fairways_text(server: str, exc: BaseException) -> str:
+    """The error of a JSON answer this CLI cannot read (another service at the URL, a proxy's JSON
+    page, a server of another version)."""
+    what = f"{type(exc).__name__}: {exc}"[:120]
+    return (
+        f"{server} answered JSON that is not what this fairway reads ({what}): is it a Fairway server's URL "
+        f"(the site's root), of a version this CLI ({__version__}) speaks?"
+    )
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -1455,6 +1475,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
+    _ANSWERED.set(None)
     try:
         if args.server is not None and not args.server.startswith(("http://", "https://")):
             raise CliError(
@@ -1476,6 +1497,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except _SHAPE_ERRORS as exc:
+        server = _ANSWERED.get()
+        if server is None:  # not from a server's answer: a bug, shown as one
+            raise
+        err.write(f"fairway: {not_fairways_text(server, exc)}\n")
+        return EXIT_UNREACHABLE
     except BrokenPipeError:
         # `fairway ls | head`: the reader left. Exit quietly, like a Unix tool killed by SIGPIPE.
         if out is sys.stdout:

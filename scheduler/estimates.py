@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Case, DateTimeField, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
 from scheduler.models import Workload
@@ -202,7 +203,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
                 moved.append((w, w.estimated_start, value))
             w.estimated_start = value
             changed.append(w)
-    Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    _write_estimates(changed)
     logger.info(
         "estimates of cluster %s: %d pending (%d in the snapshot), %d found, %s, %d changed; "
         "%.2f s CPU (snapshot %.2f s)",
@@ -218,6 +219,21 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     if moved:  # notifications: an estimated start moved by more than an hour (docs/jobs.md)
         _notify_moved(moved)
     return len(changed)
+
+
+def _write_estimates(changed: list[Workload]) -> None:
+    """Write the ``estimated_start`` of ``changed`` on those still pending (by 500, one UPDATE
+    each): the rows were read unlocked, and a workload canceled or started since (both clear its
+    estimate) kept the run's estimate for good with ``bulk_update``, which writes by primary key
+    alone (brk38). On PostgreSQL the condition is read again on a row another transaction changed."""
+    for i in range(0, len(changed), 500):
+        chunk = changed[i : i + 500]
+        Workload.objects.filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING).update(
+            estimated_start=Case(
+                *(When(pk=w.pk, then=Value(w.estimated_start)) for w in chunk),
+                output_field=DateTimeField(null=True),
+            )
+        )
 
 
 def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:

@@ -1033,7 +1033,10 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
 
     if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
         raise HostError("invalid_reason", "reason", "A reason is a string of at most 500 characters, without NUL.")
+    from scheduler.tick import wait_for_tick
+
     with transaction.atomic():
+        wait_for_tick(host.cluster_id)  # before the host's row lock (docs/locking.md)
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
@@ -1224,7 +1227,10 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         raise HostError("invalid_state", "state", f"State must be one of {', '.join(SETTABLE_HOST_STATES)}.")
     if drain_now and state != Host.State.DRAINING:
         raise HostError("invalid_state", "drain_now", "drain_now only goes with state=draining.")
+    from scheduler.tick import wait_for_tick
+
     with transaction.atomic():
+        wait_for_tick(host.cluster_id)  # before the host's row lock (docs/locking.md)
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")

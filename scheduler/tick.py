@@ -16,6 +16,7 @@ the last line of defence against double-booking.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -65,6 +66,19 @@ class TickResult:
     seconds: float = 0.0
     arrivals: int = 0
     """pending workloads this tick gave their first reason (new or requeued since the last tick)"""
+
+
+def wait_for_tick(cluster_id: int) -> None:
+    """Inside a transaction: take cluster ``cluster_id``'s tick lock, waiting for a tick in
+    flight to commit, and hold it until the transaction ends (no tick of the cluster starts
+    meanwhile: it is skipped, and the caller asks for one on commit). An operator's host change
+    (cordon, drain, resume, removal) takes it first, so a tick whose snapshot read the host before
+    the change never applies after it: it placed new work on a host cordoned or removed while its
+    policy ran (brk38, docs/locking.md). PostgreSQL only: on SQLite the tick's ``BEGIN IMMEDIATE``
+    holds the one write lock from its snapshot to its commit."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [TICK_LOCK_CLASS, cluster_id])
 
 
 @contextmanager
@@ -176,7 +190,9 @@ def _apply(
     touched: set[int] = set()
     events: list[WorkloadEvent] = []
     stamp = stamps.append if stamps is not None else (lambda _item: None)
-    _lock_workloads(decisions, index)
+    gone = _lock_workloads(decisions, index)
+    if gone:
+        decisions = _without_preemptors(decisions, gone, result)
     started_workloads = _apply_starts(decisions.starts, index, now, result, touched, events)
     stamp(("starts", time.monotonic()))
     result.arrivals = _apply_pending(decisions.pending, started_workloads, index)
@@ -194,16 +210,36 @@ def _apply(
     return touched
 
 
-def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> None:
-    """Row-lock (id order) the workloads the tick starts and those whose attempts it stops."""
+def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
+    """Row-lock (id order) the workloads the tick starts, those whose attempts it stops and those
+    its stops and nominations free GPUs for; return the latter that are no longer pending (a
+    cancel committed since the snapshot), as the policy names them."""
     pk_of = index.pk_of()
     ids = {pk_of(s.workload) for s in decisions.starts}
     for stop in decisions.stops:
         info = index.attempts.get(int(stop.attempt))
         if info is not None:
             ids.add(int(info.workload_id))
-    if ids:
-        list(Workload.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+    preemptors = {s.for_workload for s in decisions.stops if s.for_workload} | set(decisions.nominations)
+    wanted = {pk_of(w): w for w in preemptors}
+    ids |= set(wanted)
+    if not ids:
+        return set()
+    states = dict(Workload.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "state"))
+    return {w for pk, w in wanted.items() if states.get(pk) != Workload.State.PENDING}
+
+
+def _without_preemptors(decisions: p.Decisions, gone: set[str], result: TickResult) -> p.Decisions:
+    """``decisions`` less the stops and nominations for the workloads of ``gone`` (no longer
+    pending: DESIGN.md §3.4 preempts only for a workload that starts once its victims leave, and a
+    canceled one never does). Its dropped stops count in ``result.dropped``."""
+    stops = [s for s in decisions.stops if s.for_workload not in gone]
+    result.dropped += len(decisions.stops) - len(stops)
+    return dataclasses.replace(
+        decisions,
+        stops=stops,
+        nominations={w: refs for w, refs in decisions.nominations.items() if w not in gone},
+    )
 
 
 def _apply_starts(
