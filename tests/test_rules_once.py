@@ -103,11 +103,12 @@ def policy_says_no(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     that shows this refusal asked the one definition."""
     calls: list[tuple[str, int]] = []
 
-    def refuse(host_sizes, model: str, gpus: int, *, cluster: str | None = None, **_requests) -> tuple[str, str]:
+    def refuse(host_table, model: str, gpus: int, *, cluster: str | None = None, **_requests) -> tuple[str, str]:
         calls.append((model, gpus))
         return "too_many_gpus", f"the policy refuses {gpus} {model} GPUs on {cluster}"
 
-    monkeypatch.setattr(services, "infeasible_request", refuse)
+    # the services judge a request on the policy's table of the kept hosts (infeasible_request's own)
+    monkeypatch.setattr(services, "infeasible_in", refuse)
     return calls
 
 

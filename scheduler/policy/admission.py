@@ -11,6 +11,7 @@ screen (``Standing.unschedulable``, per shape, on the registered hosts).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 HostCapacity = tuple[int, int | None, int | None]
 """One registered host's ``(GPUs, CPUs, memory bytes)``; None: unknown (no constraint)."""
@@ -114,6 +115,42 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+class HostTable(NamedTuple):
+    """A cluster's registered hosts as :func:`infeasible_request` reads them, from
+    :func:`host_table`: their shapes and, per GPU model, their ``(GPUs, CPUs, memory)``. Callers
+    that judge many requests against the same hosts (a web process, while its kept hardware holds)
+    build it once."""
+
+    shapes: dict[str, tuple[int, int]]
+    capacities: dict[str, list[HostCapacity]]
+
+
+def host_table(host_sizes: Iterable[tuple[str, int] | tuple[str, int, int | None, int | None]]) -> HostTable:
+    """:class:`HostTable` of hosts given as ``(model, GPUs, CPUs, memory)`` (a pair: unknown CPUs
+    and memory)."""
+    hosts = [(h[0], h[1], h[2] if len(h) > 2 else None, h[3] if len(h) > 3 else None) for h in host_sizes]
+    capacities: dict[str, list[HostCapacity]] = {}
+    for mo, n, c, m in hosts:
+        capacities.setdefault(mo, []).append((n, c, m))
+    return HostTable(gpu_shapes((m, n) for m, n, _, _ in hosts), capacities)
+
+
+def infeasible_in(
+    table: HostTable,
+    model: str,
+    gpus: int,
+    *,
+    cluster: str | None = None,
+    cpus: int | None = None,
+    memory: int | None = None,
+) -> tuple[str, str] | None:
+    """:func:`infeasible_request` on hosts already summarized by :func:`host_table`."""
+    bad = infeasible_shape(table.shapes, model, gpus, cluster=cluster)
+    if bad is None:
+        bad = infeasible_resources(table.capacities.get(model, []), table.shapes[model][0], gpus, cpus, memory)
+    return bad
+
+
 def infeasible_request(
     host_sizes: Iterable[tuple[str, int] | tuple[str, int, int | None, int | None]],
     model: str,
@@ -126,13 +163,15 @@ def infeasible_request(
     """:func:`infeasible_shape` of ``(model, GPU count)`` of every registered host of the cluster,
     then :func:`infeasible_resources` of the CPU and memory requests (hosts given as
     ``(model, GPUs, CPUs, memory)``; a pair has unknown CPUs and memory)."""
-    hosts = [(h[0], h[1], h[2] if len(h) > 2 else None, h[3] if len(h) > 3 else None) for h in host_sizes]
-    shapes = gpu_shapes((m, n) for m, n, _, _ in hosts)
-    bad = infeasible_shape(shapes, model, gpus, cluster=cluster)
-    if bad is None:
-        caps = [(n, c, m) for mo, n, c, m in hosts if mo == model]
-        bad = infeasible_resources(caps, shapes[model][0], gpus, cpus, memory)
-    return bad
+    return infeasible_in(host_table(host_sizes), model, gpus, cluster=cluster, cpus=cpus, memory=memory)
 
 
-__all__ = ["gpu_shapes", "infeasible_request", "infeasible_resources", "infeasible_shape"]
+__all__ = [
+    "HostTable",
+    "gpu_shapes",
+    "host_table",
+    "infeasible_in",
+    "infeasible_request",
+    "infeasible_resources",
+    "infeasible_shape",
+]

@@ -221,3 +221,17 @@ def test_a_leaf_name_without_its_path_is_refused_with_the_path_to_type(researche
     assert "did you mean nlp/olmo?" in error.problems[0].message
     error = _refused(researcher, submit_kwargs(budget="nlp/nope"))
     assert error.problems[0].message == "No budget 'nlp/nope'."  # no name to suggest: nothing added
+
+
+def test_the_feasibility_table_is_made_once_per_kept_hardware_list(cluster):
+    """``services._host_table``: the policy's table of a hardware list (the memo hands out the same
+    list while no hardware changed) is made once; another list (hardware changed) gets its own."""
+    from scheduler import services
+
+    one = [("A100", 8, None, None, {})]
+    table = services._host_table(one)
+    assert services._host_table(one) is table
+    assert services._check_size(cluster, "A100", 16, hardware=one)[1].code == "too_many_gpus"
+    two = [*one, ("A100", 8, None, None, {})]
+    assert services._host_table(two) is not table
+    assert services._check_size(cluster, "A100", 16, hardware=two) == ("A100", None)
