@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from config.errors import ServiceError
+from fairway_cli.numbers import instant_text
 from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import (
     GPU,
@@ -152,7 +153,7 @@ class HostAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "cluster",
-        "state",
+        "state_shown",
         "drain_now",
         "gpu_count",
         "gpu_model",
@@ -204,6 +205,15 @@ class HostAdmin(admin.ModelAdmin):
         first_model = GPU.objects.registered().filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
         n_gpus = Count("gpus", filter=Q(gpus__removed_at__isnull=True))
         return super().get_queryset(request).annotate(n_gpus=n_gpus, model=Subquery(first_model))
+
+    @admin.display(description="state", ordering="state")
+    def state_shown(self, obj: Host) -> str:
+        """The host's state, or that it left its cluster: a removed host read "Drained" with its
+        GPUs beside hosts that count, where the clusters list, the clusters page and ``fairway
+        hosts`` leave it out (try37)."""
+        if obj.removed_at is not None:
+            return f"removed {instant_text(obj.removed_at)}: not in the cluster (its GPUs count nowhere)"
+        return str(obj.get_state_display())
 
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Host) -> int:

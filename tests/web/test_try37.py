@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from scheduler.models import Host
+from scheduler.services import do_remove_host, do_set_host_state
+
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
@@ -35,3 +38,16 @@ def test_no_template_holds_a_comment_over_several_lines():
         if re.search(r"\{#(?!.*#\})", line)
     ]
     assert unclosed == []
+
+
+def test_the_admin_host_list_says_a_removed_host_left_its_cluster(admin_browser, admin, hosts):
+    """A removed host read "Drained" with its 8 GPUs in the admin's host list, beside the clusters
+    list's count without it; its state says it was removed."""
+    do_set_host_state(admin, hosts["a100-2"], "draining", "retire")
+    do_remove_host(admin, Host.objects.get(name="a100-2"), "decommissioned")
+    page = admin_browser.get("/admin/scheduler/host/").content.decode()
+    row = re.search(r"<tr>(?:(?!</tr>).)*?a100-2(?:(?!</tr>).)*</tr>", page, re.S)
+    assert row is not None
+    assert "removed " in row.group(0) and "not in the cluster" in row.group(0)
+    other = re.search(r"<tr>(?:(?!</tr>).)*?a100-1(?:(?!</tr>).)*</tr>", page, re.S)
+    assert other is not None and "Active" in other.group(0)
