@@ -30,7 +30,7 @@ import requests
 
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
-from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
 from fairway_cli.words import reason_words, silent_host_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -337,23 +337,8 @@ def resources(w: dict[str, Any]) -> str:
     return ", ".join(parts) + " per host"
 
 
-def duration(seconds: Any) -> str:
-    """``2h0m29s``: every unit from the largest to the smallest that is not zero, so a gap reads as
-    ``0m`` ("2h29s" read as 2 h 29 min); seconds are left out from a day on."""
-    try:
-        total = int(seconds)
-    except (TypeError, ValueError):
-        return ""
-    if total == 0:
-        return "0"
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    units = [(days, "d"), (hours, "h"), (minutes, "m"), (0 if days else secs, "s")]
-    shown = [i for i, (value, _unit) in enumerate(units) if value]
-    if not shown:  # under a minute's seconds dropped from a day on: cannot happen (a day is shown)
-        return "0"
-    return "".join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
+duration = duration_text
+"""``2h0m29s`` (:func:`fairway_cli.numbers.duration_text`, which the server's notes use too)."""
 
 
 Column = tuple[str, Callable[[dict[str, Any]], Any]]
