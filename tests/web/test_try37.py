@@ -51,3 +51,16 @@ def test_the_admin_host_list_says_a_removed_host_left_its_cluster(admin_browser,
     assert "removed " in row.group(0) and "not in the cluster" in row.group(0)
     other = re.search(r"<tr>(?:(?!</tr>).)*?a100-1(?:(?!</tr>).)*</tr>", page, re.S)
     assert other is not None and "Active" in other.group(0)
+
+
+def test_the_admin_budget_list_writes_each_cap_as_the_budgets_page(admin_browser, org_tree):
+    """The list's "Cap gpu hours" column gave no period, and "On cap" read "run as unallocated
+    (unfunded)" for every budget without a cap; one "cap" column in the budgets page's words."""
+    from budgets.models import Budget
+
+    olmo = Budget.objects.get(name="olmo")
+    Budget.objects.filter(pk=olmo.pk).update(cap_gpu_hours=1, cap_period_days=7, on_cap=Budget.OnCap.HOLD)
+    page = admin_browser.get("/admin/budgets/budget/").content.decode()
+    assert "1 GPU-h / 7 d, then held" in page
+    assert "run as unallocated (unfunded)</td>" not in page  # no budget without a cap names a consequence
+    assert "Cap gpu hours" not in page
