@@ -154,7 +154,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     complete = reached >= snap.now + snap.window
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
-            "id", "estimated_start", "pending_detail"
+            "id", "estimated_start", "no_start_found", "pending_detail"
         )
     )
     stored = {}
@@ -177,7 +177,14 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             # The run stopped at its CPU budget before reaching this workload's earlier estimate,
             # which it did not contradict: keep it (docs/estimates.md).
             continue
-        if w.estimated_start != value:
+        # None after a whole window searched is an answer ("none within one window", as the quote
+        # says), not "not known yet": the page said the latter (try37).
+        none_found = value is None and complete
+        if w.estimated_start == value and w.no_start_found != none_found:
+            w.no_start_found = none_found
+            changed.append(w)
+        elif w.estimated_start != value:
+            w.no_start_found = none_found
             if (
                 value is not None
                 and w.estimated_start is not None
@@ -186,7 +193,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
                 moved.append((w, w.estimated_start, value))
             w.estimated_start = value
             changed.append(w)
-    Workload.objects.bulk_update(changed, ["estimated_start"], batch_size=500)
+    Workload.objects.bulk_update(changed, ["estimated_start", "no_start_found"], batch_size=500)
     logger.info(
         "estimates of cluster %s: %d pending (%d in the snapshot), %d found, %s, %d changed; "
         "%.2f s CPU (snapshot %.2f s)",

@@ -827,6 +827,15 @@ def estimate_words(workload: Workload) -> str:
             "(only at its wall-time limit) and no hold, cap or hardware change, so it gives one "
             "once that wait is over."
         )
+    if workload.no_start_found:
+        # The quote said "none before <a week on>" for the same search; "not known yet" read as
+        # "come back later" (try37).
+        days = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
+        return (
+            f"No start within the next {days:g} days: the last estimate found none unless work "
+            "ends before its wall-time limit (the estimate lets running work end only there, and no "
+            "other work arrive); it is estimated again as work starts and stops."
+        )
     every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (
         f"Not known yet: estimates are refreshed every {every:g} s and after ticks that start or stop "
