@@ -792,9 +792,10 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
     def get_charged_gpu_seconds(self, obj: Attempt) -> int:
         """What the workload's ``accounting`` counts for this attempt: an open funded attempt is
         charged so far (the stored value, 0 until it ends, disagreed with the workload's total)."""
-        from scheduler.accounting import attempt_charged_gpu_seconds
+        from scheduler.accounting import attempt_charged_gpu_seconds, silent_until
 
-        return attempt_charged_gpu_seconds(obj, len(obj.gpu_links.all()))
+        links = obj.gpu_links.all()
+        return attempt_charged_gpu_seconds(obj, len(links), until=silent_until(links))
 
     @extend_schema_field(SilentHostSerializer(many=True))
     def get_silent_hosts(self, obj: Attempt) -> list[dict[str, Any]]:
