@@ -64,3 +64,16 @@ def test_the_admin_budget_list_writes_each_cap_as_the_budgets_page(admin_browser
     assert "1 GPU-h / 7 d, then held" in page
     assert "run as unallocated (unfunded)</td>" not in page  # no budget without a cap names a consequence
     assert "Cap gpu hours" not in page
+
+
+def test_the_workload_page_writes_a_dependency_as_the_cli(researcher, researcher_client, submission, cluster):
+    """The page read "#9 :any (running)" where ``fairway show`` says "#9:any (running)", the form
+    the submission takes (``--after 9:any``)."""
+    first = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()["id"]
+    second = researcher_client.post("/api/v1/workloads/", submission(after=[f"{first}:any"]), format="json").json()[
+        "id"
+    ]
+    browser = Client()
+    browser.force_login(researcher)
+    page = browser.get(f"/workloads/{second}/").content.decode()
+    assert re.search(rf">#{first}</a>:any <span", page), page[page.find("<dt>after") : page.find("<dt>after") + 300]
