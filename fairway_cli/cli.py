@@ -643,7 +643,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 def _why_short(w: dict[str, Any]) -> str:
     if w.get("state") != "pending":
         return ""
-    words = reason_words(w.get("pending_reason"), w.get("pending_resources"))  # an older server sends none
+    # an older server sends neither pending_resources nor pending_group_limit
+    words = reason_words(w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"))
     if w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words
