@@ -57,3 +57,36 @@ def test_a_search_that_found_no_start_says_so_on_every_surface(
     run_tick(cluster.pk)
     placed = Workload.objects.get(pk=second)
     assert placed.state != Workload.State.PENDING and not placed.no_start_found
+
+
+def test_a_workload_with_every_host_of_its_model_drained_is_not_told_the_gpus_are_held(
+    researcher, researcher_client, submission, cluster, admin
+):
+    """With its model's only host drained and idle, the page said "no work it may preempt would
+    make room (the GPUs are held by its own budget's work or by budgets further below their
+    share)", sending the reader to look for work that is not there."""
+    from scheduler.models import Host
+    from scheduler.services import do_set_host_state
+    from scheduler.tick import run_tick
+
+    do_set_host_state(admin, Host.objects.get(name="h100-1"), "draining", "maintenance")
+    run_tick(cluster.pk)
+    assert Host.objects.get(name="h100-1").state == "drained"
+    wid = researcher_client.post("/api/v1/workloads/", submission(gpu_model="H100"), format="json").json()["id"]
+    run_tick(cluster.pk)
+    detail = researcher_client.get(f"/api/v1/workloads/{wid}/").json()
+    assert detail["pending_reason"] == "insufficient_gpus"
+    why = " ".join(detail["why_pending"])
+    assert "held by its own budget" not in why
+    assert "none of them is on a host that takes new work" in why and "drained: h100-1" in why
+    # with an active host of the model the sentence is unchanged
+    wid2 = researcher_client.post("/api/v1/workloads/", submission(gpu_count=16), format="json").json()["id"]
+    first = researcher_client.post("/api/v1/workloads/", submission(gpu_count=16), format="json").json()["id"]
+    run_tick(cluster.pk)
+    waiting = [
+        w for w in (wid2, first) if researcher_client.get(f"/api/v1/workloads/{w}/").json()["state"] == "pending"
+    ]
+    assert waiting
+    assert "held by its own budget" in " ".join(
+        researcher_client.get(f"/api/v1/workloads/{waiting[0]}/").json()["why_pending"]
+    )
