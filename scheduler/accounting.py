@@ -146,11 +146,34 @@ def account_page(workloads: Sequence[Workload]) -> None:
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
-    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
+    until: dict[int, datetime] = {}
+    attempts = Attempt.objects.filter(workload_id__in=list(rows)).annotate(silent=_attempt_silent_until_sql())
+    for wid, *row, silent in attempts.values_list("workload_id", *ATTEMPT_ROW, "silent"):
         rows[wid].append(row)
-    until = silent_until_of(list(rows))
+        if silent is not None:  # its open attempt's offline host: in the same query, not one more
+            until[wid] = silent
     for w in workloads:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
+
+
+def _attempt_silent_until_sql() -> Subquery:
+    """:func:`silent_until` of an attempt row (None for a closed or not started one)."""
+    links = (
+        AttemptGPU.objects.filter(
+            attempt_id=OuterRef("pk"),
+            attempt__started_at__isnull=False,
+            attempt__ended_at__isnull=True,
+            open=True,
+            gpu__host__state=Host.State.OFFLINE,
+            gpu__host__removed_at__isnull=True,
+            gpu__host__last_heartbeat__isnull=False,
+        )
+        .order_by()
+        .values("attempt_id")
+        .annotate(until=Min("gpu__host__last_heartbeat"))
+        .values("until")
+    )
+    return Subquery(links[:1])
 
 
 def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
