@@ -108,6 +108,12 @@ class ClusterAdmin(admin.ModelAdmin):
     def host_count(self, obj: Cluster) -> int:
         return obj.n_hosts
 
+    @admin.display(description="last heartbeat", ordering="last_heartbeat")
+    def heartbeat_shown(self, obj: Host) -> str:
+        """As the clusters page, ``fairway hosts`` and every sentence write an instant
+        (``14:05:09 UTC``): the list read "Dec. 6, 2026, 9:19 a.m." beside them (try37)."""
+        return instant_text(obj.last_heartbeat) or "never"
+
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Cluster) -> int:
         return obj.n_gpus
@@ -157,7 +163,7 @@ class HostAdmin(admin.ModelAdmin):
         "drain_now",
         "gpu_count",
         "gpu_model",
-        "last_heartbeat",
+        "heartbeat_shown",
         "agent_version",
     ]
     list_filter = ["cluster", "state", "drain_now", ("removed_at", admin.EmptyFieldListFilter)]
@@ -214,6 +220,12 @@ class HostAdmin(admin.ModelAdmin):
         if obj.removed_at is not None:
             return f"removed {instant_text(obj.removed_at)}: not in the cluster (its GPUs count nowhere)"
         return str(obj.get_state_display())
+
+    @admin.display(description="last heartbeat", ordering="last_heartbeat")
+    def heartbeat_shown(self, obj: Host) -> str:
+        """As the clusters page, ``fairway hosts`` and every sentence write an instant
+        (``14:05:09 UTC``): the list read "Dec. 6, 2026, 9:19 a.m." beside them (try37)."""
+        return instant_text(obj.last_heartbeat) or "never"
 
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Host) -> int:

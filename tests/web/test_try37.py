@@ -77,3 +77,18 @@ def test_the_workload_page_writes_a_dependency_as_the_cli(researcher, researcher
     browser.force_login(researcher)
     page = browser.get(f"/workloads/{second}/").content.decode()
     assert re.search(rf">#{first}</a>:any <span", page), page[page.find("<dt>after") : page.find("<dt>after") + 300]
+
+
+def test_the_admin_host_list_writes_the_heartbeat_as_every_other_surface(admin_browser, hosts):
+    """The list read "Dec. 6, 2026, 9:19 a.m." where the clusters page and ``fairway hosts`` say
+    "09:19:48 UTC"."""
+    from django.utils import timezone
+
+    from fairway_cli.numbers import instant_text
+
+    beat = timezone.now().replace(hour=9, minute=19, second=48, microsecond=0)
+    Host.objects.filter(name="a100-1").update(last_heartbeat=beat)
+    page = admin_browser.get("/admin/scheduler/host/").content.decode()
+    assert instant_text(beat) in page
+    assert " a.m." not in page and " p.m." not in page
+    assert ">never<" in page  # a host never heard from
