@@ -289,6 +289,10 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
         "Starts are upper bounds from a forward simulation in which no running work ends before its "
         "wall-time limit and no other work arrives.",
         start_note(),
+        # "charges 8.00 GPU-h" read as a flat price: a job that ended at once was charged 0 (try37)
+        "A line's charge is its GPUs × that minimum runtime: what the budget pays if the work runs at "
+        "least that long; it is charged for every second it holds GPUs, less if it ends sooner, more if "
+        "it runs on.",
     ]
     if waits_for:
         ids = ", ".join(f"#{wid}" for wid in waits_for)

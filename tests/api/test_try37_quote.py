@@ -90,3 +90,10 @@ def test_a_workload_with_every_host_of_its_model_drained_is_not_told_the_gpus_ar
     assert "held by its own budget" in " ".join(
         researcher_client.get(f"/api/v1/workloads/{waiting[0]}/").json()["why_pending"]
     )
+
+
+def test_a_quote_says_what_its_charge_is(researcher_client, submission, cluster):
+    """The quote's "charges 8.00 GPU-h" for 8 GPUs × 1 h read as a flat price, while a workload that
+    ends at once is charged nothing; a note says the charge is GPUs × M, paid by the second."""
+    body = researcher_client.post(URL, submission(min_runtime="1h"), format="json").json()
+    assert any(n.startswith("A line's charge is its GPUs × that minimum runtime") for n in body["notes"])
