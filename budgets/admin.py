@@ -176,7 +176,7 @@ class BudgetAdmin(admin.ModelAdmin):
     form = BudgetAdminForm
     inlines = [ShareChangeInline]
     change_list_template = "admin/budgets/budget/change_list.html"
-    list_display = ["path", "shares", "normalized_share", "entitlement", "hold", "archived", "cap_gpu_hours", "on_cap"]
+    list_display = ["path", "shares", "normalized_share", "entitlement", "hold", "archived", "cap"]
     list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", ("parent", ParentListFilter)]
     search_fields = ["name", "description"]
     autocomplete_fields = ["parent"]
@@ -306,6 +306,15 @@ class BudgetAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="archived")
     def archived(self, obj: Budget) -> bool:
         return obj.archived
+
+    @admin.display(description="cap", ordering="cap_gpu_hours")
+    def cap(self, obj: Budget) -> str:
+        """The cap in the budgets page's and ``fairway budgets``' words (``1 GPU-h / 7 d, then
+        held``; "–" without one): the list's "Cap gpu hours" column gave no period and its "On cap"
+        column named a consequence for every budget without a cap (try37)."""
+        from scheduler.reports import cap_words
+
+        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, capped=False) or "–"
 
     def has_delete_permission(self, request: HttpRequest, obj: Budget | None = None) -> bool:
         # Budgets with workloads are archived, never deleted (DESIGN.md §3.7).

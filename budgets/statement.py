@@ -125,7 +125,7 @@ def budget_statement(budget: Budget, since: date, until: date, *, now: datetime 
     ids = subtree_ids([budget.pk], tree)
     # day, project, user -> [allocated, unallocated] GPU-seconds
     acc: dict[tuple[date, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    attempts = (
+    rows = list(
         Attempt.objects.filter(workload__budget_id__in=ids, started_at__isnull=False, started_at__lt=hi)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=lo))
         .annotate(n_gpus=Count("gpu_links"))
@@ -137,9 +137,17 @@ def budget_statement(budget: Budget, since: date, until: date, *, now: datetime 
             "started_at",
             "ended_at",
             "n_gpus",
+            "workload_id",
         )
     )
-    for budget_id, user, allocated, unfunded, started, ended, n_gpus in attempts:
+    from scheduler.accounting import silent_until_of
+
+    # An open attempt on an offline host up to its last heartbeat, as the budgets' usage and the
+    # workload's charge count it (try37).
+    silent = silent_until_of([row[-1] for row in rows if row[5] is None])
+    for budget_id, user, allocated, unfunded, started, ended, n_gpus, workload_id in rows:
+        if ended is None and workload_id in silent:
+            ended = min(now, silent[workload_id])
         column = 0 if allocated and not unfunded else 1
         # Whole seconds, as a closed attempt is charged and counted in the budget's usage
         # (lifecycle.charged_seconds): the exact instants gave 0.1113 GPU-h where `fairway history`

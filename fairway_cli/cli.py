@@ -31,7 +31,7 @@ import requests
 
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
-from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
 from fairway_cli.words import reason_words, silent_host_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -357,23 +357,8 @@ def resources(w: dict[str, Any]) -> str:
     return ", ".join(parts) + " per host"
 
 
-def duration(seconds: Any) -> str:
-    """``2h0m29s``: every unit from the largest to the smallest that is not zero, so a gap reads as
-    ``0m`` ("2h29s" read as 2 h 29 min); seconds are left out from a day on."""
-    try:
-        total = int(seconds)
-    except (TypeError, ValueError):
-        return ""
-    if total == 0:
-        return "0"
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    units = [(days, "d"), (hours, "h"), (minutes, "m"), (0 if days else secs, "s")]
-    shown = [i for i, (value, _unit) in enumerate(units) if value]
-    if not shown:  # under a minute's seconds dropped from a day on: cannot happen (a day is shown)
-        return "0"
-    return "".join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
+duration = duration_text
+"""``2h0m29s`` (:func:`fairway_cli.numbers.duration_text`, which the server's notes use too)."""
 
 
 Column = tuple[str, Callable[[dict[str, Any]], Any]]
@@ -678,7 +663,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
 def _why_short(w: dict[str, Any]) -> str:
     if w.get("state") != "pending":
         return ""
-    words = reason_words(w.get("pending_reason"), w.get("pending_resources"))  # an older server sends none
+    # an older server sends neither pending_resources nor pending_group_limit
+    words = reason_words(w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"))
     if w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words
@@ -1214,6 +1200,15 @@ HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume", "remove")
 
 def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=not args.json)
+    if args.action and args.action not in HOST_ACTIONS:
+        # ``fairway hosts NAME``: one host (argparse's "invalid choice: 'gpu-07'" answered it, try37)
+        if args.name:
+            raise CliError(
+                EXIT_USAGE,
+                f"fairway hosts: {args.action!r} is not an action ({', '.join(HOST_ACTIONS)}); "
+                "fairway hosts NAME shows one host",
+            )
+        return _show_host(api, args.action, args, out)
     if args.action:
         if not args.name:
             raise CliError(EXIT_USAGE, f"fairway hosts {args.action} NAME")
@@ -1260,6 +1255,71 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
+    return EXIT_OK
+
+
+def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> int:
+    """``fairway hosts NAME``: one host as ``GET hosts/{name}/`` gives it: its state and why, its
+    hardware and labels, its agent, and each GPU with its health, workload and last sample."""
+    host = api.call("GET", f"hosts/{name}/")
+    if args.json:
+        emit_json(host, out)
+        return EXIT_OK
+    state = host["state"] + (" (drain now)" if host.get("drain_now") else "")
+    labels = " ".join(f"{k}={v}" for k, v in sorted((host.get("labels") or {}).items())) or "-"
+    fields = [
+        ("cluster", host["cluster"]),
+        ("state", state),
+        ("why", host_reason(host)),
+        (
+            "hardware",
+            f"{host['gpu_count']}×{host['model']}, {host.get('cpus') or '-'} CPUs, "
+            f"{size(host.get('memory_bytes'))} memory",
+        ),
+        ("labels", labels),
+        (
+            "attempts",
+            f"{host['open_attempts']} open"
+            + (f", protected until {when(host['protected_until'])}" if host.get("protected_until") else ""),
+        ),
+        ("heartbeat", when(host.get("last_heartbeat")) or "never"),
+        ("health", host_health(host)),
+        ("agent", host.get("agent_version") or "-"),
+        ("isolation", host_isolation(host)),
+    ]
+    out.write(f"{host['name']}\n")
+    for key, value in fields:
+        if value:
+            out.write(f"  {key + ':':<11}{value}\n")
+    for warning in (host.get("isolation") or {}).get("warnings") or []:
+        out.write(f"WARN {host['name']}: {warning}\n")
+    out.write("gpus:\n")
+
+    def sample(g: dict[str, Any], key: str, unit: str) -> str:
+        value = g.get(key)
+        return "-" if value is None else f"{value:g}{unit}"
+
+    table(
+        host.get("gpus") or [],
+        [
+            ("GPU", lambda g: g["index"]),
+            ("MODEL", lambda g: g["model"]),
+            ("HEALTH", lambda g: g["health"]),
+            (
+                "WORKLOAD",
+                lambda g: (
+                    "-"
+                    if g.get("workload") is None
+                    else f"#{g['workload']}" + ("" if g.get("allocated") else " (unalloc.)")
+                ),
+            ),
+            ("UTIL", lambda g: sample(g, "utilization_pct", "%")),
+            ("MEM-USED", lambda g: sample(g, "memory_used_mb", " MiB")),
+            ("TEMP", lambda g: sample(g, "temperature_c", " °C")),
+        ],
+        out,
+        right={"GPU", "UTIL", "MEM-USED", "TEMP"},
+    )
     return EXIT_OK
 
 
@@ -1457,9 +1517,13 @@ def build_parser() -> argparse.ArgumentParser:
         "so a spreadsheet shows it as text (OWASP CSV injection)",
     )
 
-    p = add("hosts", cmd_hosts, "hosts and their GPUs; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes")
-    p.add_argument("action", nargs="?", choices=HOST_ACTIONS)
-    p.add_argument("name", nargs="?")
+    p = add(
+        "hosts",
+        cmd_hosts,
+        "hosts and their GPUs; NAME: one host; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes",
+    )
+    p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
+    p.add_argument("name", nargs="?", metavar="NAME")
     p.add_argument("--cluster", "-c")
     p.add_argument("--state")
     p.add_argument("--reason", help="why (kept in the host's audit log)")

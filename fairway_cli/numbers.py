@@ -46,7 +46,28 @@ def gpu_time_text(gpu_seconds: Any) -> str:
     return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
 
 
-__all__ = ["gpu_hours_text", "gpu_time_text", "instant_text"]
+__all__ = ["duration_text", "gpu_hours_text", "gpu_time_text", "instant_text"]
+
+
+def duration_text(seconds: Any) -> str:
+    """A duration as the CLI's tables and the server's notes write it (one form: the array quote's
+    note said "0.333333 h" beside the table's "20m", try37). ``2h0m29s``: every unit from the
+    largest to the smallest that is not zero, so a gap reads as ``0m`` ("2h29s" read as 2 h 29
+    min); seconds are left out from a day on."""
+    try:
+        total = int(seconds)
+    except (TypeError, ValueError):
+        return ""
+    if total == 0:
+        return "0"
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    units = [(days, "d"), (hours, "h"), (minutes, "m"), (0 if days else secs, "s")]
+    shown = [i for i, (value, _unit) in enumerate(units) if value]
+    if not shown:  # under a minute's seconds dropped from a day on: cannot happen (a day is shown)
+        return "0"
+    return "".join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
 
 
 def instant_text(value: Any, now: datetime | None = None, *, absolute: bool = False) -> str:

@@ -38,14 +38,18 @@ def short_words(resources: Iterable[str] | None) -> str:
     return " and ".join(SHORT_NAMES.get(r, str(r)) for r in resources or ())
 
 
-def reason_words(reason: str | None, resources: Iterable[str] | None = None) -> str:
+def reason_words(reason: str | None, resources: Iterable[str] | None = None, group_limit: Any = None) -> str:
     """A pending workload's reason in a few words: ``not enough CPUs`` for ``insufficient_gpus``
     whose ``resources`` say CPUs are what is short (its GPUs could be made free), any other reason
     followed by ``(CPUs short)`` when CPUs or memory made it worse than GPUs alone would (the
     detail page's ``scheduler.reports.short_sentence`` says the same at length). ``just submitted``
-    without a reason; an unknown code as given."""
+    without a reason; an unknown code as given. ``group_limit``: the ``%N`` of an array member's
+    ``dependency`` that is its group's limit (``pending_detail.limit``): ``array at its limit
+    (%2)``, where "waits for other workloads" read as an ``after`` wait (try37)."""
     if not reason:
         return REASON_WORDS["not_yet_considered"]
+    if reason == "dependency" and isinstance(group_limit, int) and not isinstance(group_limit, bool):
+        return f"array at its limit (%{group_limit})"
     words = REASON_WORDS.get(reason, reason)
     short = short_words(resources)
     if not short:

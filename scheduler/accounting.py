@@ -5,7 +5,10 @@ Per workload (the workloads list and detail, ``fairway ls`` / ``show``): ``submi
 it has never started, or to its end when it ended unstarted), ``elapsed_s`` (the run time of all
 its attempts, the open one up to now), ``charged_gpu_hours`` (allocated GPU-time charged: closed
 attempts' ``charged_gpu_seconds`` plus GPUs × run so far of an open funded attempt) and
-``preemptions`` (attempts ended ``preempted``). Computed from annotations (``with_accounting``:
+``preemptions`` (attempts ended ``preempted``). An open attempt on an ``offline`` host runs and
+is charged only up to that host's last heartbeat (DESIGN.md §4: it ends ``lost`` there unless the
+host returns), as the budgets' usage counts it (``snapshot``): the list said 37 GPU-min where the
+budgets said 19, and fell back to 19 when it ended lost (try37). Computed from annotations (``with_accounting``:
 aggregates over one join), or with the same values from the attempts in memory
 (``account_from_attempts``: a detail that prefetched them; ``account_page``: one light query of a
 page's attempts, cheaper to compile and to run than the aggregate GROUP BY): no query per row.
@@ -19,11 +22,22 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, DurationField, ExpressionWrapper, Max, Min, Q, QuerySet, Sum
+from django.db.models import (
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.functions import TruncSecond
 from django.utils import timezone
 
-from scheduler.models import Attempt, Workload
+from scheduler.models import Attempt, AttemptGPU, Host, Workload
 
 # A closed attempt's run in the whole seconds its charge counts (``lifecycle.charged_seconds``:
 # start and end floored), so that elapsed × GPUs is its charge (try34: 20 s beside 21 GPU-s).
@@ -32,11 +46,48 @@ _RUN = ExpressionWrapper(
 )
 
 
+def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
+    """The instant an open attempt holding ``links`` (with their GPU's host loaded) is known to have
+    run until: the earliest last heartbeat of an ``offline`` host among its open links; None when
+    none of its hosts is offline (it runs now). The rule of the budgets' usage (``snapshot``:
+    ``h.state = offline``, not removed, heard from at least once)."""
+    beats = [
+        link.gpu.host.last_heartbeat
+        for link in links
+        if link.open
+        and link.gpu.host.state == Host.State.OFFLINE
+        and link.gpu.host.removed_at is None
+        and link.gpu.host.last_heartbeat is not None
+    ]
+    return min(beats) if beats else None
+
+
+def _silent_until_sql() -> Subquery:
+    """:func:`silent_until` of a workload's open attempt, as a subquery of its row."""
+    links = (
+        AttemptGPU.objects.filter(
+            attempt__workload_id=OuterRef("pk"),
+            attempt__started_at__isnull=False,
+            attempt__ended_at__isnull=True,
+            open=True,
+            gpu__host__state=Host.State.OFFLINE,
+            gpu__host__removed_at__isnull=True,
+            gpu__host__last_heartbeat__isnull=False,
+        )
+        .order_by()
+        .values("attempt__workload_id")
+        .annotate(until=Min("gpu__host__last_heartbeat"))
+        .values("until")
+    )
+    return Subquery(links[:1])
+
+
 def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     """``queryset`` annotated with what :func:`accounting` reads (aggregates over one join)."""
     closed = Q(attempts__ended_at__isnull=False, attempts__started_at__isnull=False)
     open_ = Q(attempts__ended_at__isnull=True, attempts__started_at__isnull=False)
     return queryset.annotate(
+        acct_open_until=_silent_until_sql(),
         acct_first_start=Min("attempts__started_at"),
         acct_closed_run=Sum(_RUN, filter=closed),
         acct_charged=Sum("attempts__charged_gpu_seconds", filter=Q(attempts__ended_at__isnull=False)),
@@ -52,10 +103,11 @@ ATTEMPT_ROW = ("started_at", "ended_at", "charged_gpu_seconds", "allocated", "un
 """What :func:`account_from_attempts` reads of an attempt (the columns :func:`with_accounting` aggregates)."""
 
 
-def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]]) -> Workload:
+def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_until: datetime | None = None) -> Workload:
     """``w`` given the annotations of :func:`with_accounting` computed from its attempts' rows
     (:data:`ATTEMPT_ROW` tuples) in memory: the same values the SQL aggregates give (``None``
-    where an aggregate has no row, as SQL's MIN/MAX/SUM)."""
+    where an aggregate has no row, as SQL's MIN/MAX/SUM); ``open_until``: :func:`silent_until`
+    of its open attempt."""
     first = closed_run = charged = open_start = open_funded = None
     preemptions = 0
     for started, ended, charged_s, allocated, unfunded, end_reason in rows:
@@ -75,12 +127,17 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]]) -> Workl
     w.acct_first_start, w.acct_closed_run, w.acct_charged = first, closed_run, charged  # type: ignore[attr-defined]
     w.acct_open_start, w.acct_open_funded = open_start, open_funded  # type: ignore[attr-defined]
     w.acct_preemptions = preemptions  # type: ignore[attr-defined]
+    w.acct_open_until = open_until if open_start is not None else None  # type: ignore[attr-defined]
     return w
 
 
 def account_prefetched(w: Workload) -> Workload:
-    """:func:`account_from_attempts` over ``w.attempts.all()`` (prefetched: no query)."""
-    return account_from_attempts(w, ([getattr(a, f) for f in ATTEMPT_ROW] for a in w.attempts.all()))
+    """:func:`account_from_attempts` over ``w.attempts.all()`` (prefetched with their GPU links
+    and hosts: no query)."""
+    attempts = list(w.attempts.all())
+    open_ = [a for a in attempts if a.started_at is not None and a.ended_at is None]
+    until = silent_until(open_[0].gpu_links.all()) if open_ else None
+    return account_from_attempts(w, ([getattr(a, f) for f in ATTEMPT_ROW] for a in attempts), until)
 
 
 def account_page(workloads: Sequence[Workload]) -> None:
@@ -89,10 +146,54 @@ def account_page(workloads: Sequence[Workload]) -> None:
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
-    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
+    until: dict[int, datetime] = {}
+    attempts = Attempt.objects.filter(workload_id__in=list(rows)).annotate(silent=_attempt_silent_until_sql())
+    for wid, *row, silent in attempts.values_list("workload_id", *ATTEMPT_ROW, "silent"):
         rows[wid].append(row)
+        if silent is not None:  # its open attempt's offline host: in the same query, not one more
+            until[wid] = silent
     for w in workloads:
-        account_from_attempts(w, rows[w.pk])
+        account_from_attempts(w, rows[w.pk], until.get(w.pk))
+
+
+def _attempt_silent_until_sql() -> Subquery:
+    """:func:`silent_until` of an attempt row (None for a closed or not started one)."""
+    links = (
+        AttemptGPU.objects.filter(
+            attempt_id=OuterRef("pk"),
+            attempt__started_at__isnull=False,
+            attempt__ended_at__isnull=True,
+            open=True,
+            gpu__host__state=Host.State.OFFLINE,
+            gpu__host__removed_at__isnull=True,
+            gpu__host__last_heartbeat__isnull=False,
+        )
+        .order_by()
+        .values("attempt_id")
+        .annotate(until=Min("gpu__host__last_heartbeat"))
+        .values("until")
+    )
+    return Subquery(links[:1])
+
+
+def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
+    """:func:`silent_until` of the open attempt of each of ``workload_ids`` whose host is offline
+    (one query, of the open links on offline hosts only: usually none)."""
+    found = (
+        AttemptGPU.objects.filter(
+            attempt__workload_id__in=workload_ids,
+            attempt__started_at__isnull=False,
+            attempt__ended_at__isnull=True,
+            open=True,
+            gpu__host__state=Host.State.OFFLINE,
+            gpu__host__removed_at__isnull=True,
+            gpu__host__last_heartbeat__isnull=False,
+        )
+        .values("attempt__workload_id")
+        .annotate(until=Min("gpu__host__last_heartbeat"))
+        .values_list("attempt__workload_id", "until")
+    )
+    return dict(found)
 
 
 def as_never_started(w: Workload) -> Workload:
@@ -101,6 +202,7 @@ def as_never_started(w: Workload) -> Workload:
     w.acct_first_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
     w.acct_closed_run = w.acct_charged = None  # type: ignore[attr-defined]
     w.acct_preemptions = 0  # type: ignore[attr-defined]
+    w.acct_open_until = None  # type: ignore[attr-defined]
     return w
 
 
@@ -118,13 +220,15 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     first = getattr(w, "acct_first_start", None)
     wait = first - w.submitted_at if first is not None else (w.finished_at or now) - w.submitted_at
     elapsed = _seconds(getattr(w, "acct_closed_run", None))
+    until = getattr(w, "acct_open_until", None)
+    end = min(now, until) if until is not None else now  # an offline host: up to its last heartbeat
     open_start = getattr(w, "acct_open_start", None)
     if open_start is not None:
-        elapsed += _seconds(now - open_start)
+        elapsed += _seconds(end - open_start)
     charged = int(getattr(w, "acct_charged", None) or 0)
     funded = getattr(w, "acct_open_funded", None)
     if funded is not None:
-        charged += w.gpu_count * _seconds(now - funded)
+        charged += w.gpu_count * _seconds(end - funded)
     return {
         "started_at": first,
         "wait_s": max(0, int(wait.total_seconds())),
@@ -135,15 +239,20 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def attempt_charged_gpu_seconds(attempt: Attempt, gpus: int, now: datetime | None = None) -> int:
+def attempt_charged_gpu_seconds(
+    attempt: Attempt, gpus: int, now: datetime | None = None, until: datetime | None = None
+) -> int:
     """GPU-seconds charged to one attempt holding ``gpus`` GPUs: a closed attempt's stored charge; an
     open funded one's GPUs × its run so far (what :func:`accounting` adds for it, so an attempt's
-    row and its workload's total agree while it runs); 0 for one not started, unallocated or unfunded."""
+    row and its workload's total agree while it runs; ``until``: :func:`silent_until` of its
+    links); 0 for one not started, unallocated or unfunded."""
     if attempt.ended_at is not None:
         return int(attempt.charged_gpu_seconds)
     if attempt.started_at is None or not attempt.allocated or attempt.unfunded:
         return 0
-    return gpus * _seconds((now or timezone.now()) - attempt.started_at)
+    now = now or timezone.now()
+    end = min(now, until) if until is not None else now
+    return gpus * _seconds(end - attempt.started_at)
 
 
 def finished_attempts(since: datetime, budget_ids: set[int] | None = None, cluster: str | None = None) -> list[Attempt]:

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from config.errors import ServiceError
+from fairway_cli.numbers import instant_text
 from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import (
     GPU,
@@ -107,6 +108,12 @@ class ClusterAdmin(admin.ModelAdmin):
     def host_count(self, obj: Cluster) -> int:
         return obj.n_hosts
 
+    @admin.display(description="last heartbeat", ordering="last_heartbeat")
+    def heartbeat_shown(self, obj: Host) -> str:
+        """As the clusters page, ``fairway hosts`` and every sentence write an instant
+        (``14:05:09 UTC``): the list read "Dec. 6, 2026, 9:19 a.m." beside them (try37)."""
+        return instant_text(obj.last_heartbeat) or "never"
+
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Cluster) -> int:
         return obj.n_gpus
@@ -152,11 +159,11 @@ class HostAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "cluster",
-        "state",
+        "state_shown",
         "drain_now",
         "gpu_count",
         "gpu_model",
-        "last_heartbeat",
+        "heartbeat_shown",
         "agent_version",
     ]
     list_filter = ["cluster", "state", "drain_now", ("removed_at", admin.EmptyFieldListFilter)]
@@ -204,6 +211,21 @@ class HostAdmin(admin.ModelAdmin):
         first_model = GPU.objects.registered().filter(host=OuterRef("pk")).order_by("index").values("model")[:1]
         n_gpus = Count("gpus", filter=Q(gpus__removed_at__isnull=True))
         return super().get_queryset(request).annotate(n_gpus=n_gpus, model=Subquery(first_model))
+
+    @admin.display(description="state", ordering="state")
+    def state_shown(self, obj: Host) -> str:
+        """The host's state, or that it left its cluster: a removed host read "Drained" with its
+        GPUs beside hosts that count, where the clusters list, the clusters page and ``fairway
+        hosts`` leave it out (try37)."""
+        if obj.removed_at is not None:
+            return f"removed {instant_text(obj.removed_at)}: not in the cluster (its GPUs count nowhere)"
+        return str(obj.get_state_display())
+
+    @admin.display(description="last heartbeat", ordering="last_heartbeat")
+    def heartbeat_shown(self, obj: Host) -> str:
+        """As the clusters page, ``fairway hosts`` and every sentence write an instant
+        (``14:05:09 UTC``): the list read "Dec. 6, 2026, 9:19 a.m." beside them (try37)."""
+        return instant_text(obj.last_heartbeat) or "never"
 
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Host) -> int:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, DateTimeField, Value, When
+from django.db.models import BooleanField, Case, DateTimeField, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
 from scheduler.models import Workload
@@ -171,7 +171,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     complete = reached >= snap.now + snap.window
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
-            "id", "estimated_start", "pending_detail"
+            "id", "estimated_start", "no_start_found", "pending_detail"
         )
     )
     stored = {}
@@ -194,7 +194,14 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             # The run stopped at its CPU budget before reaching this workload's earlier estimate,
             # which it did not contradict: keep it (docs/estimates.md).
             continue
-        if w.estimated_start != value:
+        # None after a whole window searched is an answer ("none within one window", as the quote
+        # says), not "not known yet": the page said the latter (try37).
+        none_found = value is None and complete
+        if w.estimated_start == value and w.no_start_found != none_found:
+            w.no_start_found = none_found
+            changed.append(w)
+        elif w.estimated_start != value:
+            w.no_start_found = none_found
             if (
                 value is not None
                 and w.estimated_start is not None
@@ -222,17 +229,21 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
 
 
 def _write_estimates(changed: list[Workload]) -> None:
-    """Write the ``estimated_start`` of ``changed`` on those still pending (by 500, one UPDATE
-    each): the rows were read unlocked, and a workload canceled or started since (both clear its
-    estimate) kept the run's estimate for good with ``bulk_update``, which writes by primary key
-    alone (brk38). On PostgreSQL the condition is read again on a row another transaction changed."""
+    """Write the ``estimated_start`` and ``no_start_found`` of ``changed`` on those still pending
+    (by 500, one UPDATE each): the rows were read unlocked, and a workload canceled or started
+    since (both clear its estimate) kept the run's estimate for good with ``bulk_update``, which
+    writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row another transaction changed."""
     for i in range(0, len(changed), 500):
         chunk = changed[i : i + 500]
         Workload.objects.filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING).update(
             estimated_start=Case(
                 *(When(pk=w.pk, then=Value(w.estimated_start)) for w in chunk),
                 output_field=DateTimeField(null=True),
-            )
+            ),
+            no_start_found=Case(
+                *(When(pk=w.pk, then=Value(w.no_start_found)) for w in chunk),
+                output_field=BooleanField(),
+            ),
         )
 
 
@@ -314,6 +325,10 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
         "Starts are upper bounds from a forward simulation in which no running work ends before its "
         "wall-time limit and no other work arrives.",
         start_note(),
+        # "charges 8.00 GPU-h" read as a flat price: a job that ended at once was charged 0 (try37)
+        "A line's charge is its GPUs × that minimum runtime: what the budget pays if the work runs at "
+        "least that long; it is charged for every second it holds GPUs, less if it ends sooner, more if "
+        "it runs on.",
     ]
     if waits_for:
         notes.append(dependency_words(waits_for))

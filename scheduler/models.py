@@ -173,6 +173,10 @@ class Workload(models.Model):
     pending_reason = models.CharField(max_length=32, blank=True)
     pending_detail = models.JSONField(default=dict, blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
+    no_start_found = models.BooleanField(
+        default=False,
+        help_text="the last estimates run searched a whole window and found no start (estimated_start is then empty)",
+    )
     start_failures = models.PositiveIntegerField(default=0)
     duration_hint_s = models.PositiveIntegerField(null=True, blank=True, help_text="informational (e.g. trace replay)")
     # Requests per host it runs on (DESIGN.md §3.3); null: the host's per-GPU share.

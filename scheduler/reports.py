@@ -689,6 +689,12 @@ def _lines(
             )
         elif detail.get("resources"):
             lines.append(short_sentence(workload, detail))
+        elif not _active_gpus(workload):
+            # "the GPUs are held by its own budget's work or …" where no host takes work at all (every
+            # host of its model drained, cordoned or offline) sent the reader to look for that work (try37)
+            lines.append(
+                f"Not enough {workload.gpu_model} GPUs are free: none of them is on a host that takes new work."
+            )
         else:
             lines.append(
                 f"Not enough {workload.gpu_model} GPUs are free, and no work it may preempt would make room "
@@ -740,6 +746,18 @@ def short_sentence(workload: Workload, detail: dict[str, Any]) -> str:
         f"{words[0].upper()}{words[1:]} {verb} what is short, not {workload.gpu_model} GPUs: it asks for "
         f"{' and '.join(asks)} per host, more than the hosts with room for its GPUs have left."
     )
+
+
+def _active_gpus(workload: Workload) -> int:
+    """Registered GPUs of the workload's cluster and model on hosts that take new work (``active``,
+    not removed). One query."""
+    return GPU.objects.filter(
+        host__cluster_id=workload.cluster_id,
+        host__state=Host.State.ACTIVE,
+        host__removed_at__isnull=True,
+        model=workload.gpu_model,
+        removed_at__isnull=True,
+    ).count()
 
 
 def _hosts_taking_no_work(workload: Workload) -> str:
@@ -828,6 +846,15 @@ def estimate_words(workload: Workload) -> str:
             "Not given while it waits as said above: the estimate lets no work end on its own "
             "(only at its wall-time limit) and no hold, cap or hardware change, so it gives one "
             "once that wait is over."
+        )
+    if workload.no_start_found:
+        # The quote said "none before <a week on>" for the same search; "not known yet" read as
+        # "come back later" (try37).
+        days = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
+        return (
+            f"No start within the next {days:g} days: the last estimate found none unless work "
+            "ends before its wall-time limit (the estimate lets running work end only there, and no "
+            "other work arrive); it is estimated again as work starts and stops."
         )
     every = float(settings.FAIRWAY["ESTIMATE_INTERVAL_S"])
     return (

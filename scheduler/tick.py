@@ -265,7 +265,11 @@ def _apply_starts(
     if not still_pending:
         return set()
     updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING).update(
-        state=Workload.State.STARTING, pending_reason="", pending_detail={}, estimated_start=None
+        state=Workload.State.STARTING,
+        pending_reason="",
+        pending_detail={},
+        estimated_start=None,
+        no_start_found=False,
     )
     if updated != len(still_pending):  # the rows are locked: this cannot happen short of a bug
         raise RuntimeError(f"tick: claimed {len(still_pending)} pending workloads, updated {updated}")

@@ -45,7 +45,7 @@ from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
 from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS
-from scheduler.accounting import accounting, attempt_charged_gpu_seconds, with_accounting
+from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter
 from scheduler.api.hosts import hosts_queryset, state_reason
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
@@ -450,7 +450,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in a.ordered_gpu_links()],
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
-                charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now),
+                charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now, silent_until(links)),
                 silent=silent_hosts(a, links),
             )
         )

@@ -631,6 +631,10 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
         help_text="what the pending reason says is short besides GPUs (cpus, memory): "
         "``pending_detail.resources``; empty when GPUs alone decide"
     )
+    pending_group_limit = serializers.SerializerMethodField(
+        help_text="the %N of its array group when the pending reason (``dependency``) is that its group "
+        "already runs N members (``pending_detail.limit``); null otherwise"
+    )
 
     class Meta:
         model = Workload
@@ -653,6 +657,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "seq",
             "pending_reason",
             "pending_resources",
+            "pending_group_limit",
             "estimated_start",
             "finished_at",
             "accounting",
@@ -698,6 +703,18 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             value = (obj.pending_detail or {}).get("resources")
         return [str(r) for r in value] if isinstance(value, list) else []
 
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_pending_group_limit(self, obj: Workload) -> int | None:
+        """The list's words for an array member held by its group's ``%N`` read it. From the list
+        view's annotation (``ROW_JSON``) where there is one."""
+        if ROW_GROUP_LIMIT in obj.__dict__:
+            value = obj.__dict__[ROW_GROUP_LIMIT]
+        else:
+            value = (obj.pending_detail or {}).get("limit")
+        if obj.pending_reason != "dependency" or isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return value
+
     @extend_schema_field(AccountingSerializer)
     def get_accounting(self, obj: Workload) -> dict[str, Any]:
         """Like sacct: first start, wait, elapsed, GPU-hours charged, preemptions (scheduler.accounting)."""
@@ -735,7 +752,8 @@ ROW_NAMES = {"owner_name": "owner__username", "cluster_name": "cluster__name"}
 """The annotations :class:`WorkloadRowSerializer` reads, and the columns they come from."""
 
 ROW_RESOURCES = "row_resources"
-ROW_JSON = {ROW_RESOURCES: ("pending_detail", "resources")}
+ROW_GROUP_LIMIT = "row_group_limit"
+ROW_JSON = {ROW_RESOURCES: ("pending_detail", "resources"), ROW_GROUP_LIMIT: ("pending_detail", "limit")}
 """The annotations of one key of a JSON column the list's rows read (column, key): the list loads
 no ``pending_detail``, only what ``pending_resources`` needs of it, in the page's one query."""
 
@@ -792,9 +810,10 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
     def get_charged_gpu_seconds(self, obj: Attempt) -> int:
         """What the workload's ``accounting`` counts for this attempt: an open funded attempt is
         charged so far (the stored value, 0 until it ends, disagreed with the workload's total)."""
-        from scheduler.accounting import attempt_charged_gpu_seconds
+        from scheduler.accounting import attempt_charged_gpu_seconds, silent_until
 
-        return attempt_charged_gpu_seconds(obj, len(obj.gpu_links.all()))
+        links = obj.gpu_links.all()
+        return attempt_charged_gpu_seconds(obj, len(links), until=silent_until(links))
 
     @extend_schema_field(SilentHostSerializer(many=True))
     def get_silent_hosts(self, obj: Attempt) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ def test_an_array_submitted_from_the_form_shows_its_options_and_cancels_as_a_gro
     second = _form(after=f"{first.pk}:ok", name="eval")
     response = browser.post("/submit/", second)
     page = browser.get(response["Location"]).content.decode()
-    assert f"#{first.pk}</a> :ok" in page
+    assert f"#{first.pk}</a>:ok" in page
 
     response = browser.post(f"/groups/{group.pk}/cancel/")
     assert response.status_code == 302 and response["Location"] == f"/workloads/?group={group.pk}"

@@ -126,7 +126,8 @@ def silent_words(silent: Any) -> str:
 def pending_words(workload: Any) -> str:
     """A pending workload's reason in a few words (:func:`fairway_cli.words.reason_words`, as
     ``fairway ls`` writes it), with what its ``resources`` say is short."""
-    return reason_words(workload.pending_reason, (workload.pending_detail or {}).get("resources"))
+    detail = workload.pending_detail or {}
+    return reason_words(workload.pending_reason, detail.get("resources"), detail.get("limit"))
 
 
 @register.filter
