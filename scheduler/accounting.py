@@ -62,20 +62,27 @@ def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
     return min(beats) if beats else None
 
 
-def _silent_until_sql() -> Subquery:
-    """:func:`silent_until` of a workload's open attempt, as a subquery of its row."""
+def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:
+    """The open links of started, open attempts on an ``offline`` host (not removed, heard from at
+    least once) whose last heartbeat :func:`silent_until` reads, narrowed by ``where``: the one
+    statement of that rule in SQL for the three readers below."""
+    return AttemptGPU.objects.filter(
+        attempt__started_at__isnull=False,
+        attempt__ended_at__isnull=True,
+        open=True,
+        gpu__host__state=Host.State.OFFLINE,
+        gpu__host__removed_at__isnull=True,
+        gpu__host__last_heartbeat__isnull=False,
+        **where,
+    ).order_by()
+
+
+def _silent_until_sql(row: str) -> Subquery:
+    """:func:`silent_until` as a subquery of a row: ``row`` is the link's path to the row's key
+    (``attempt__workload_id`` for a workload's row, ``attempt_id`` for an attempt's)."""
     links = (
-        AttemptGPU.objects.filter(
-            attempt__workload_id=OuterRef("pk"),
-            attempt__started_at__isnull=False,
-            attempt__ended_at__isnull=True,
-            open=True,
-            gpu__host__state=Host.State.OFFLINE,
-            gpu__host__removed_at__isnull=True,
-            gpu__host__last_heartbeat__isnull=False,
-        )
-        .order_by()
-        .values("attempt__workload_id")
+        _silent_links(**{row: OuterRef("pk")})
+        .values(row)
         .annotate(until=Min("gpu__host__last_heartbeat"))
         .values("until")
     )
@@ -87,7 +94,7 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     closed = Q(attempts__ended_at__isnull=False, attempts__started_at__isnull=False)
     open_ = Q(attempts__ended_at__isnull=True, attempts__started_at__isnull=False)
     return queryset.annotate(
-        acct_open_until=_silent_until_sql(),
+        acct_open_until=_silent_until_sql("attempt__workload_id"),
         acct_first_start=Min("attempts__started_at"),
         acct_closed_run=Sum(_RUN, filter=closed),
         acct_charged=Sum("attempts__charged_gpu_seconds", filter=Q(attempts__ended_at__isnull=False)),
@@ -147,7 +154,7 @@ def account_page(workloads: Sequence[Workload]) -> None:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
     until: dict[int, datetime] = {}
-    attempts = Attempt.objects.filter(workload_id__in=list(rows)).annotate(silent=_attempt_silent_until_sql())
+    attempts = Attempt.objects.filter(workload_id__in=list(rows)).annotate(silent=_silent_until_sql("attempt_id"))
     for wid, *row, silent in attempts.values_list("workload_id", *ATTEMPT_ROW, "silent"):
         rows[wid].append(row)
         if silent is not None:  # its open attempt's offline host: in the same query, not one more
@@ -156,39 +163,11 @@ def account_page(workloads: Sequence[Workload]) -> None:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
 
 
-def _attempt_silent_until_sql() -> Subquery:
-    """:func:`silent_until` of an attempt row (None for a closed or not started one)."""
-    links = (
-        AttemptGPU.objects.filter(
-            attempt_id=OuterRef("pk"),
-            attempt__started_at__isnull=False,
-            attempt__ended_at__isnull=True,
-            open=True,
-            gpu__host__state=Host.State.OFFLINE,
-            gpu__host__removed_at__isnull=True,
-            gpu__host__last_heartbeat__isnull=False,
-        )
-        .order_by()
-        .values("attempt_id")
-        .annotate(until=Min("gpu__host__last_heartbeat"))
-        .values("until")
-    )
-    return Subquery(links[:1])
-
-
 def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
     """:func:`silent_until` of the open attempt of each of ``workload_ids`` whose host is offline
     (one query, of the open links on offline hosts only: usually none)."""
     found = (
-        AttemptGPU.objects.filter(
-            attempt__workload_id__in=workload_ids,
-            attempt__started_at__isnull=False,
-            attempt__ended_at__isnull=True,
-            open=True,
-            gpu__host__state=Host.State.OFFLINE,
-            gpu__host__removed_at__isnull=True,
-            gpu__host__last_heartbeat__isnull=False,
-        )
+        _silent_links(attempt__workload_id__in=workload_ids)
         .values("attempt__workload_id")
         .annotate(until=Min("gpu__host__last_heartbeat"))
         .values_list("attempt__workload_id", "until")
