@@ -185,8 +185,9 @@ if [ "$UNINSTALL" = 1 ]; then
         [ -z "$PREFIX" ] || rmdir "$PREFIX" 2>/dev/null || true
     fi
     say "uninstalled"
-    say "the host ${JOINED_AS:-of this machine} is still registered on the server, and schedulable until it goes offline:"
-    say "drain it (\`fairway hosts drain ${JOINED_AS:-NAME}\` or admin → Hosts); retired for good, remove it then"
+    say "the host ${JOINED_AS:-of this machine} is still registered on the server; unless it is drained already,"
+    say "it is schedulable until it goes offline: drain it (\`fairway hosts drain ${JOINED_AS:-NAME}\` or admin → Hosts);"
+    say "retired for good, remove it then"
     say "(admin → Hosts → \"Remove from the cluster\": its GPUs stop counting in every budget's entitlement)"
     exit 0
 fi

@@ -92,3 +92,13 @@ def test_the_admin_host_list_writes_the_heartbeat_as_every_other_surface(admin_b
     assert instant_text(beat) in page
     assert " a.m." not in page and " p.m." not in page
     assert ">never<" in page  # a host never heard from
+
+
+def test_the_dashboard_explains_no_window_to_a_user_without_budgets(django_user_model, cluster):
+    """A user in no budget read "Usage against entitlement over the last window" above "You are not
+    a member of any budget yet" (try37's finding): the explanation is for a table that is not there."""
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("newcomer"))
+    page = client.get("/").content.decode()
+    assert "not a member of any budget yet" in page
+    assert "Usage against entitlement over the last" not in page
