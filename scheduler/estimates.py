@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import BooleanField, Case, DateTimeField, Value, When
+from django.db.models import BooleanField, Case, DateTimeField, F, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
 from scheduler.models import Workload
@@ -232,17 +232,19 @@ def _write_estimates(changed: list[Workload]) -> None:
     """Write the ``estimated_start`` and ``no_start_found`` of ``changed`` on those still pending
     (by 500, one UPDATE each): the rows were read unlocked, and a workload canceled or started
     since (both clear its estimate) kept the run's estimate for good with ``bulk_update``, which
-    writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row another transaction changed."""
+    writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row
+    another transaction changed. Each value carries its column's type: a CASE of bare NULLs is
+    text to PostgreSQL."""
     for i in range(0, len(changed), 500):
         chunk = changed[i : i + 500]
         Workload.objects.filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING).update(
             estimated_start=Case(
-                *(When(pk=w.pk, then=Value(w.estimated_start)) for w in chunk),
-                output_field=DateTimeField(null=True),
+                *(When(pk=w.pk, then=Value(w.estimated_start, DateTimeField(null=True))) for w in chunk),
+                default=F("estimated_start"),
             ),
             no_start_found=Case(
-                *(When(pk=w.pk, then=Value(w.no_start_found)) for w in chunk),
-                output_field=BooleanField(),
+                *(When(pk=w.pk, then=Value(w.no_start_found, BooleanField())) for w in chunk),
+                default=F("no_start_found"),
             ),
         )
 
