@@ -8,6 +8,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
+from django.db import router, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -24,6 +25,7 @@ from budgets.services import (
     normalized_shares,
     request_ticks_everywhere,
     tree_order,
+    wait_for_ticks,
 )
 
 
@@ -199,6 +201,21 @@ class BudgetAdmin(admin.ModelAdmin):
         self._shares = normalized_shares()
         self._cluster_gpus = _cluster_gpus()
         return super().changelist_view(request, extra_context)
+
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        """A save of an existing budget first waits for the ticks in flight (``wait_for_ticks``), in
+        the transaction Django's own view then nests in: a cap (or a hold, or a move under a held or
+        capped parent) saved while a tick ran took effect after the tick's starts, which the tick
+        decided on the budget as it was (brk39), as a hold did (brk38). Before the form's checks,
+        which take the parent's row lock (``Budget.clean``): tick locks first, as ``do_set_hold``
+        takes them (docs/locking.md), so a hold elsewhere and this save never wait for each other."""
+        if request.method != "POST" or object_id is None:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with transaction.atomic(using=router.db_for_write(self.model)):
+            wait_for_ticks()
+            return super().changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Budget, form: Any, change: bool) -> None:
         note = form.cleaned_data.get("change_note", "")

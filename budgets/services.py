@@ -333,6 +333,18 @@ def do_set_shares(actor: object | None, budget: Budget, shares: int, note: str =
     return budget
 
 
+def wait_for_ticks() -> None:
+    """Inside a transaction: every cluster's tick lock, in id order (``scheduler.tick.wait_for_tick``),
+    held until the transaction ends: the ticks in flight commit first, and none starts meanwhile.
+    Taken first, before any budget row (docs/locking.md): a hold, and every admin save of a budget
+    (its caps, parent, hold: brk39)."""
+    from scheduler.models import Cluster  # local: budgets does not import scheduler at load
+    from scheduler.tick import wait_for_tick
+
+    for cluster_id in Cluster.objects.order_by("pk").values_list("pk", flat=True):
+        wait_for_tick(cluster_id)
+
+
 def do_set_hold(budget: Budget, hold: bool, *, actor: object | None = None, note: str = "") -> Budget:
     """Put a budget on hold (no new attempts, §3.7) or release it; records the change and
     requests a tick of every cluster. A hold first waits for the ticks in flight (each cluster's
@@ -340,11 +352,7 @@ def do_set_hold(budget: Budget, hold: bool, *, actor: object | None = None, note
     budget before the hold starts its work after it (brk38, docs/locking.md)."""
     with transaction.atomic():
         if hold:
-            from scheduler.models import Cluster  # local: budgets does not import scheduler at load
-            from scheduler.tick import wait_for_tick
-
-            for cluster_id in Cluster.objects.order_by("pk").values_list("pk", flat=True):
-                wait_for_tick(cluster_id)
+            wait_for_ticks()
         budget = Budget.objects.select_for_update().get(pk=budget.pk)
         if budget.hold != hold:
             budget.hold = hold

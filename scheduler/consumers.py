@@ -439,6 +439,9 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.inbox: asyncio.Queue[tuple[protocol.Message, datetime]] = asyncio.Queue(maxsize=INBOX_MAX)
         self.handler: asyncio.Task[None] | None = None
         self.live = False  # registered with the hub: after hello, until disconnect
+        # The hello's GPU inventory waits for approval: its heartbeats' GPU indices may not be the
+        # registered ones, and are mapped by UUID (lifecycle.record_heartbeat, brk39).
+        self.inventory_held = False
         self.closing = False  # superseded, revoked or fenced: nothing more is handled or sent
         self.generation = 0
         gateway.remember_server_loop(asyncio.get_running_loop())
@@ -733,6 +736,7 @@ class AgentConsumer(AsyncWebsocketConsumer):
                 await self.fenced()
                 return
             self.hello_done = True
+            self.inventory_held = self.host.pending_inventory is not None  # set by _hello's host_hello
             # A running attempt whose start is still unconfirmed counts as not running for this
             # reconcile: its start is sent again, once, and the agent's answer confirms it.
             self.reported_running = {a.attempt_id for a in msg.attempts if a.state == "running"} - unconfirmed

@@ -919,6 +919,7 @@ class AgentLink(Protocol):
     """What the hub needs of a connection (scheduler.consumers.AgentConsumer)."""
 
     live: bool
+    inventory_held: bool  # its hello's GPU inventory waits for approval (HeartbeatReport.inventory_held)
 
     def agent_view(self) -> AgentView: ...
 
@@ -1082,7 +1083,10 @@ class AgentHub:
             store = now - self.sampled.get(hid, -every) >= every
             if store:
                 self.sampled[hid] = now
-            reports.append(lifecycle.HeartbeatReport(hid, b.received_at, b.samples, store_samples=store))
+            held = bool(getattr(b.link, "inventory_held", False))
+            reports.append(
+                lifecycle.HeartbeatReport(hid, b.received_at, b.samples, store_samples=store, inventory_held=held)
+            )
         live = {hid: b.link for hid, b in batch.items() if b.link.live}
         views = [link.agent_view() for link in live.values()]
         try:

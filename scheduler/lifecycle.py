@@ -866,7 +866,7 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
         first = locked.last_heartbeat is None  # never heard from (the scenario runner's first contact)
         locked.last_heartbeat = now
         _host_back_online(locked, now, first=first)
-        gpus = {g.index: g for g in GPU.objects.filter(host_id=host.pk)}
+        gpus = _gpus_by_agent_index(host.pk, locked.pending_inventory)
         changed: list[GPU] = []
         health_changed: list[tuple[int, str, str]] = []
         fatal: list[tuple[int, int]] = []
@@ -925,6 +925,21 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
     host.last_heartbeat, host.state = locked.last_heartbeat, locked.state
 
 
+def _gpus_by_agent_index(host_id: int, pending: Mapping[str, Any] | None) -> dict[int, GPU]:
+    """The host's GPU rows by the index its agent gives them. The registered index, but while the
+    host's inventory waits for approval (``pending_inventory``: the agent numbers its GPUs unlike
+    the database, one fell off the bus or cards changed slots) by UUID through the reported
+    inventory: a sample of the agent's GPU 2 is that UUID's, not registered GPU 2's, whose
+    attempt a fault of another card stopped (brk39). A reported GPU not registered on the host
+    gets nothing."""
+    rows = list(GPU.objects.filter(host_id=host_id))
+    if not pending:
+        return {g.index: g for g in rows}
+    by_uuid = {g.uuid: g for g in rows}
+    reported = ((int(g["index"]), str(g["uuid"])) for g in pending.get("gpus", ()))
+    return {index: by_uuid[uuid] for index, uuid in reported if uuid in by_uuid}
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatReport:
     """One host's heartbeat as the web process buffered it: receipt time and GPU samples."""
@@ -934,6 +949,9 @@ class HeartbeatReport:
     samples: Sequence[GpuSample]
     store_samples: bool = True
     """False: only ``last_heartbeat`` (and health/XID handling); the GPU samples are not stored."""
+    inventory_held: bool = False
+    """True: the host's GPU inventory waited for approval at its agent's hello (the agent's indices
+    may not be the registered ones): written by :func:`record_heartbeat`, which maps them by UUID."""
 
 
 _HEALTH_VALUES = frozenset(GPU.Health.values)
@@ -972,7 +990,7 @@ def record_heartbeats(reports: Sequence[HeartbeatReport]) -> None:
         plain: dict[int, HeartbeatReport] = {}
         for hid, report in latest.items():
             known = gpus[hid]
-            if any(
+            if report.inventory_held or any(
                 s.index in known and (_health(s.health) != known[s.index][1] or any(x in FATAL_XIDS for x in s.xids))
                 for s in report.samples
             ):
@@ -1287,6 +1305,7 @@ def host_hello(
         notify.request_tick_on_commit(locked.cluster_id)
         notify.push_hosts_on_commit([locked.pk])
     host.state, host.last_heartbeat, host.agent_version = locked.state, locked.last_heartbeat, locked.agent_version
+    host.pending_inventory = locked.pending_inventory  # the connection maps its heartbeats by it (brk39)
 
     for attempt_id, age in sorted(started.items()):
         if attempt_id in running_ids:
@@ -1522,13 +1541,16 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
     # GPUs of this host that traded indices (cards moved between slots): each UUID is held by
     # the other's row, so each was "registered elsewhere; kept" and the approval changed nothing
     # (brk32). Such rows give up their UUID first (a placeholder, the column being unique), then
-    # take the reported one below.
+    # take the reported one below. Every row whose index reports another UUID, or whose UUID is
+    # reported at another index, does: a GPU that fell off the bus shifts the ones after it down
+    # an index, and the last row, its UUID now reported one index lower and its own index no
+    # longer reported, kept it, so the row below stayed a placeholder (brk39).
     reported = {r.index: r.uuid for r in gpus}
     claimed = {r.uuid: r.index for r in gpus}
     trading = [
         g
         for g in existing.values()
-        if reported.get(g.index, g.uuid) != g.uuid and claimed.get(g.uuid, g.index) != g.index
+        if reported.get(g.index, g.uuid) != g.uuid or claimed.get(g.uuid, g.index) != g.index
     ]
     for gpu in trading:
         gpu.uuid = f"~moving-{gpu.pk}"

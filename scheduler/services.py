@@ -19,16 +19,16 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from accounts.models import User
+from accounts.models import Membership, User
 from accounts.services import is_manager, is_member
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import submission_problem
-from budgets.services import budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
+from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
@@ -48,6 +48,9 @@ from scheduler.policy.admission import HostTable, host_table, infeasible_in
 from scheduler.stop_rules import cancel_replaces
 
 # --- errors ----------------------------------------------------------------------------
+
+
+NOT_A_MEMBER = "You are not a member of budget {path} or of a budget above it."
 
 
 class SubmissionError(ServiceError):
@@ -410,26 +413,41 @@ def _id_and_seq(drawn: int | None = None) -> dict[str, Any]:
     return {}
 
 
-def _share_lock_budget(pk: int) -> tuple[bool, int | None]:
+def _share_lock_budget(pk: int, member: tuple[int, list[int]] | None = None) -> tuple[bool, int | None, bool]:
     """A submission's lock on its budget (``budgets.services.share_lock_budget``'s one statement,
     docs/locking.md): whether the budget is archived, read under the lock, and, on PostgreSQL, the
     first workload id drawn in the same statement (:func:`_id_and_seq`: one round trip, not two);
-    None elsewhere. Only the two values the submission reads, from a cursor: no Budget built by a
-    raw queryset (half of the statement's CPU)."""
-    if connection.vendor != "postgresql":
-        return share_lock_budget(pk).archived_at is not None, None
+    None elsewhere. Only the values the submission reads, from a cursor: no Budget built by a
+    raw queryset (half of the statement's CPU).
+
+    ``member``: (user id, the budget's and its ancestors' ids): whether that user still has a
+    membership of one of them, read in the same statement under ``FOR KEY SHARE`` of the one it
+    finds (brk39): a removal committed since the submission's first check refuses it, a later one
+    waits for its commit, so no workload lands after its owner left the budget. None: not asked
+    (a superuser), True."""
+    if connection.vendor != "postgresql":  # one writer at a time: plain reads, one query as there
+        if member is None:
+            return share_lock_budget(pk).archived_at is not None, None, True
+        held = Membership.objects.filter(user_id=member[0], budget_id__in=member[1])
+        row = Budget.objects.filter(pk=pk).values_list("archived_at", Exists(held)).first()
+        if row is None:
+            raise Budget.DoesNotExist(f"budget {pk}")
+        return row[0] is not None, None, bool(row[1])
     quote = connection.ops.quote_name
     table, archived_at = quote(Budget._meta.db_table), quote(Budget._meta.get_field("archived_at").column)
+    membership = quote(Membership._meta.db_table)
     query = (
-        f"SELECT {archived_at} IS NOT NULL, nextval(pg_get_serial_sequence(%s, 'id')) "  # noqa: S608 -- the models' own names
+        f"SELECT {archived_at} IS NOT NULL, nextval(pg_get_serial_sequence(%s, 'id')), "  # noqa: S608 -- the models' own names
+        f"%s OR EXISTS (SELECT 1 FROM {membership} WHERE user_id = %s AND budget_id = ANY(%s) FOR KEY SHARE) "
         f"FROM {table} WHERE id = %s FOR SHARE"
     )
+    user_id, budget_ids = member if member is not None else (0, [])
     with connection.cursor() as cursor:
-        cursor.execute(query, [Workload._meta.db_table, pk])
+        cursor.execute(query, [Workload._meta.db_table, member is None, user_id, budget_ids, pk])
         row = cursor.fetchone()
     if row is None:
         raise Budget.DoesNotExist(f"budget {pk}")
-    return row[0], row[1]
+    return row[0], row[1], row[2]
 
 
 def _is_image_reference(image: str) -> bool:
@@ -523,7 +541,7 @@ def do_submit_workload(
     elif the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
-        refuse("not_a_member", "budget", f"You are not a member of budget {the_budget.path} or of a budget above it.")
+        refuse("not_a_member", "budget", NOT_A_MEMBER.format(path=the_budget.path))
     elif placed := submission_problem(
         the_budget.path, has_children=not is_leaf(the_budget, tree), archived=the_budget.archived
     ):
@@ -670,9 +688,12 @@ def do_submit_workload(
     with transaction.atomic():
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
-        archived, drawn = _share_lock_budget(the_budget.pk)
+        member = None if owner.is_superuser else (owner.pk, ancestor_ids(the_budget, tree))
+        archived, drawn, still_member = _share_lock_budget(the_budget.pk, member)
         if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
             raise SubmissionError(*placed)  # budget_archived: archived since the tree was read
+        if not still_member:  # removed since the check above (brk39)
+            raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=the_budget.path))
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())

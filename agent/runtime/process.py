@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -392,6 +393,28 @@ def _killpg(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def program_kind(path: str) -> str | None:
+    """``"script"`` (a regular file starting ``#!``), ``"binary"`` (any other regular file, or one
+    the agent cannot open: the owner's access check says why) or None (not a regular file: a FIFO,
+    a device, a socket). Opened without blocking and never as a terminal, then checked on the open
+    descriptor (not a name that could be swapped since), so a FIFO with execute bits named as the
+    command cannot hold the agent's event loop (brk39); at most two bytes are read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return "binary"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            head = os.read(fd, 2)
+        except OSError:
+            return "binary"
+        return "script" if head == b"#!" else "binary"
+    finally:
+        os.close(fd)
+
+
 class ProcessRuntime(StoredRuntime):
     """Runs attempts as process trees, each in its own cgroup; records, logs and exit files under
     ``state_dir``.
@@ -478,13 +501,15 @@ class ProcessRuntime(StoredRuntime):
         executable = shutil.which(program, path=env.get("PATH", os.defpath))
         if executable is None:
             self._fail(record, f"command not found or not executable: {program}")
+        kind = program_kind(executable)
+        if kind is None:
+            # A FIFO with execute bits (brk39): opened as root to read its "#!", it blocked the
+            # agent's event loop until a writer came; execve refuses what is not a regular file.
+            self._fail(record, f"cannot run {executable}: {executable} is not a regular file")
         gids = {ident.gid, *ident.groups}
         if ident.switch:
             cwd = workdir or os.getcwd()
-            script = False
-            with contextlib.suppress(OSError), open(executable, "rb") as f:  # noqa: ASYNC230 -- two bytes
-                script = f.read(2) == b"#!"  # an interpreter reads it: it must be readable too
-            run_want = 5 if script else 1
+            run_want = 5 if kind == "script" else 1  # an interpreter reads a script: readable too
             for path, want, what in ((executable, run_want, "run"), (cwd, 1, "enter the working directory")):
                 problem = access_problem(path, ident.uid, gids, want)
                 if problem is not None:

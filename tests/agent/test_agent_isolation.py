@@ -1246,3 +1246,43 @@ def test_an_attempt_cannot_signal_another_attempt_of_the_same_owner(open_state: 
     finally:
         _kill_markers()
     assert owner_isolation().status()["signals"] == "private"
+
+
+@needs_root
+def test_a_fifo_named_as_the_program_fails_to_start_and_never_blocks_the_agent(open_state: Path) -> None:
+    """brk39: a FIFO with execute bits (made by an earlier workload on a shared mount, or by its
+    owner's login) named as the command: ``shutil.which`` accepts it, and the agent's check of a
+    ``#!`` line opened it as root for reading inside its event loop, which then blocked until some
+    writer came: no heartbeat, stop or start of any attempt meanwhile. The check now opens without
+    blocking and refuses what is not a regular file (``execve`` would refuse it too)."""
+    import threading
+
+    fifo = open_state.parent / "train"
+    os.mkfifo(fifo)
+    fifo.chmod(0o777)
+    rescued = threading.Event()
+    done = threading.Event()
+
+    def rescue() -> None:  # a writer after a bound: the only way out of a blocked open
+        if done.wait(20.0):
+            return
+        rescued.set()
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            time.sleep(0.05)
+
+    rescuer = threading.Thread(target=rescue, daemon=True)
+    rescuer.start()
+
+    async def scenario() -> None:
+        rt, _ = runtime(open_state, owner_isolation())
+        try:
+            with pytest.raises(StartError, match=f"{fifo} is not a regular file"):
+                await rt.start(spec(1, [str(fifo)], owner="iso-alice"))
+        finally:
+            done.set()
+
+    run_async(scenario())
+    rescuer.join(5.0)
+    assert not rescued.is_set(), "the agent blocked opening the FIFO"
