@@ -22,6 +22,7 @@ from budgets.services import (
     do_set_shares,
     load_tree,
     normalized_shares,
+    record_move_and_cap,
     request_ticks_everywhere,
     tree_order,
 )
@@ -51,7 +52,7 @@ class BudgetAdminForm(forms.ModelForm):
         required=False,
         max_length=500,
         label="Reason for the change",
-        help_text="Kept in the audit history with a change of shares or hold.",
+        help_text="Kept in the audit history with a change of shares, hold, parent or cap.",
     )
 
     class Meta:
@@ -216,6 +217,7 @@ class BudgetAdmin(admin.ModelAdmin):
         # column back undid what committed meanwhile (an archive: the budget live again, brk34).
         changed = [f for f in EDITABLE_FIELDS if f in form.changed_data and f not in ("shares", "hold")]
         obj.save(update_fields=changed)
+        record_move_and_cap(obj, {f: form.initial.get(f) for f in changed}, request.user, note)
         if new_shares != obj.shares:
             do_set_shares(request.user, obj, new_shares, note)
         if new_hold != obj.hold:
