@@ -4,15 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('budgets', '0005_one_root'),
+        ("budgets", "0005_one_root"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='sharechange',
-            name='kind',
-            field=models.CharField(choices=[('shares', 'shares'), ('hold', 'hold'), ('release', 'release hold'), ('archive', 'archive'), ('move', 'move'), ('cap', 'cap')], default='shares', max_length=16),
+            model_name="sharechange",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("shares", "shares"),
+                    ("hold", "hold"),
+                    ("release", "release hold"),
+                    ("archive", "archive"),
+                    ("move", "move"),
+                    ("cap", "cap"),
+                ],
+                default="shares",
+                max_length=16,
+            ),
         ),
     ]
