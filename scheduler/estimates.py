@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import BooleanField, Case, DateTimeField, Value, When
+from django.db.models.functions import Cast
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
 from scheduler.models import Workload
@@ -232,16 +233,18 @@ def _write_estimates(changed: list[Workload]) -> None:
     """Write the ``estimated_start`` and ``no_start_found`` of ``changed`` on those still pending
     (by 500, one UPDATE each): the rows were read unlocked, and a workload canceled or started
     since (both clear its estimate) kept the run's estimate for good with ``bulk_update``, which
-    writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row another transaction changed."""
+    writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row another
+    transaction changed. Each value is cast to its column's type: a chunk of ``None`` estimates only
+    (psycopg binds None untyped) was a ``text`` CASE that PostgreSQL refused for the ``timestamptz`` column (try38)."""
     for i in range(0, len(changed), 500):
         chunk = changed[i : i + 500]
         Workload.objects.filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING).update(
             estimated_start=Case(
-                *(When(pk=w.pk, then=Value(w.estimated_start)) for w in chunk),
+                *(When(pk=w.pk, then=Cast(Value(w.estimated_start), DateTimeField(null=True))) for w in chunk),
                 output_field=DateTimeField(null=True),
             ),
             no_start_found=Case(
-                *(When(pk=w.pk, then=Value(w.no_start_found)) for w in chunk),
+                *(When(pk=w.pk, then=Cast(Value(w.no_start_found), BooleanField())) for w in chunk),
                 output_field=BooleanField(),
             ),
         )
