@@ -357,24 +357,43 @@ def imported_sacct_jobs(cluster: Cluster) -> set[str]:
     return {note[len(prefix) : note.rindex(sep)] for note in notes if sep in note}
 
 
-def sacct_accounts(tree: dict[int, Budget]) -> tuple[dict[str, Budget], dict[str, list[str]]]:
+def sacct_accounts(tree: dict[int, Budget]) -> tuple[dict[str, Budget], dict[str, str]]:
     """The Accounts an export may name: every live leaf budget by its path, and by its name where
-    that name is one leaf's only; the names two or more leaves share, with their paths (sorted).
-    A shared name went to whichever leaf was loaded first, silently another program's usage (try38)."""
+    that name is one leaf's only; and the Accounts refused, with why: a name two or more leaves
+    share (it went to whichever leaf was loaded first, silently another program's usage, try38), a
+    budget with sub-budgets, an archived budget (each was "no leaf budget", as if it did not exist)."""
     paths = budget_paths(tree)
+    parents = {b.parent_id for b in tree.values() if b.archived_at is None}
     leaf_ids = {b.pk for b in tree.values() if b.archived_at is None} - {b.parent_id for b in tree.values()}
     by_name: dict[str, list[int]] = {}
     budgets: dict[str, Budget] = {}
     for pk in leaf_ids:
         by_name.setdefault(tree[pk].name, []).append(pk)
         budgets[paths[pk]] = tree[pk]
-    ambiguous: dict[str, list[str]] = {}
+    refused: dict[str, str] = {}
     for name, pks in by_name.items():
         if len(pks) == 1:
             budgets.setdefault(name, tree[pks[0]])
         elif name not in budgets:
-            ambiguous[name] = sorted(paths[pk] for pk in pks)
-    return budgets, ambiguous
+            named = sorted(paths[pk] for pk in pks)
+            refused[name] = f"names {len(named)} leaf budgets ({', '.join(named)}): write its path"
+    for pk, b in sorted(tree.items()):
+        if pk in leaf_ids:
+            continue
+        if b.archived_at is not None:
+            why = f"is the archived budget {paths[pk]}"
+        elif pk in parents:
+            leaves = sorted(paths[c] for c in leaf_ids if tree[c].parent_id == pk)
+            shown = ", ".join(leaves[:3]) + (", …" if len(leaves) > 3 else "")
+            why = f"is {paths[pk]}, which has sub-budgets: usage is charged to a leaf" + (
+                f" ({shown})" if leaves else ""
+            )
+        else:
+            continue
+        for key in (paths[pk], b.name):
+            if key not in budgets:
+                refused.setdefault(key, why)
+    return budgets, refused
 
 
 def parse_sacct(
@@ -385,15 +404,15 @@ def parse_sacct(
     now: datetime,
     imported: Collection[str] = (),
     cluster: str = "",
-    ambiguous: dict[str, list[str]] | None = None,
+    ambiguous: dict[str, str] | None = None,
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
     GPUs, job steps, not started or still running); raises :class:`HistoryError` listing every
-    bad line. ``budgets``: Account → leaf budget (by path or name); ``ambiguous``: the names of
-    several leaves, with their paths (:func:`sacct_accounts`); ``users``: the usernames that
-    exist; ``imported``: the JobIDs already imported on ``cluster`` (a second import of an export
-    doubled its usage: refused like a bad line)."""
+    bad line. ``budgets``: Account → leaf budget (by path or name); ``ambiguous``: the Accounts
+    refused, with why (:func:`sacct_accounts`: a name of several leaves, a parent, an archived
+    one); ``users``: the usernames that exist; ``imported``: the JobIDs already imported on
+    ``cluster`` (a second import of an export doubled its usage: refused like a bad line)."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").removeprefix("\ufeff").split("|")  # a BOM read as "lacks JobID"
     missing = [c for c in SACCT_COLUMNS if c not in header]
@@ -448,10 +467,7 @@ def parse_sacct(
             continue
         budget = budgets.get(v["Account"])
         if budget is None and v["Account"] in (ambiguous or {}):
-            paths = (ambiguous or {})[v["Account"]]
-            here.append(
-                f"Account {v['Account']!r} names {len(paths)} leaf budgets ({', '.join(paths)}): write its path"
-            )
+            here.append(f"Account {v['Account']!r} {(ambiguous or {})[v['Account']]}")
         elif budget is None:
             here.append(f"no leaf budget for Account {v['Account']!r}")
         if v["User"] not in users:

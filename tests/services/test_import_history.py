@@ -177,7 +177,10 @@ def test_a_bad_sacct_export_names_every_bad_line_and_writes_nothing(cluster, res
         call_command("import_history", "sacct", str(f), "--cluster", "default")
     text = str(err.value)
     assert "line 3 (job 2): no user 'nobody'" in text
-    assert "line 4 (job 3): no leaf budget for Account 'nlp'" in text
+    assert (
+        "line 4 (job 3): Account 'nlp' is nlp, which has sub-budgets: usage is charged to a leaf (nlp/olmo, nlp/tulu)"
+        in text
+    )
     assert "line 5 (job 4)" in text and "line 6 (job 5): End is before Start" in text
     assert "line 8 (job 7): Start '2026-13-05T01:00:00' is not a time like 2026-11-24T10:00:00" in text
     assert "line 9 (job 8): End '1764900000' is not a time like" in text
@@ -329,7 +332,10 @@ def test_a_sacct_account_naming_two_leaf_budgets_is_refused_not_charged_to_one(
     """try38: with a leaf ``olmo`` under both ``nlp`` and ``vision``, Account ``olmo`` went to
     whichever was loaded first, silently: another program's usage. Ambiguous: a bad line naming
     both paths; the path itself still imports."""
+    from budgets.services import do_archive_budget
+
     do_create_budget(name="olmo", parent=org_tree["vision"])
+    do_archive_budget(org_tree["nlp/tulu"])
     now = timezone.now()
     s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
     f = tmp_path / "sacct.txt"
@@ -337,6 +343,7 @@ def test_a_sacct_account_naming_two_leaf_budgets_is_refused_not_charged_to_one(
         "JobID|User|Account|AllocTRES|Start|End|State\n"
         f"1|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED\n"
         f"2|researcher|nlp/olmo|gres/gpu=1|{s}|{e}|COMPLETED\n"
+        f"3|researcher|tulu|gres/gpu=1|{s}|{e}|COMPLETED\n"
     )
     before = _rows()
     with pytest.raises(CommandError) as err:
@@ -344,6 +351,7 @@ def test_a_sacct_account_naming_two_leaf_budgets_is_refused_not_charged_to_one(
     text = str(err.value)
     assert "line 2 (job 1): Account 'olmo' names 2 leaf budgets (nlp/olmo, vision/olmo): write its path" in text
     assert "line 3" not in text
+    assert "line 4 (job 3): Account 'tulu' is the archived budget nlp/tulu" in text
     assert _rows() == before
 
 
