@@ -23,6 +23,7 @@ from budgets.services import (
     do_set_shares,
     load_tree,
     normalized_shares,
+    record_move_and_cap,
     request_ticks_everywhere,
     tree_order,
     wait_for_ticks,
@@ -53,7 +54,7 @@ class BudgetAdminForm(forms.ModelForm):
         required=False,
         max_length=500,
         label="Reason for the change",
-        help_text="Kept in the audit history with a change of shares or hold.",
+        help_text="Kept in the audit history with a change of shares, hold, parent or cap.",
     )
 
     class Meta:
@@ -233,6 +234,7 @@ class BudgetAdmin(admin.ModelAdmin):
         # column back undid what committed meanwhile (an archive: the budget live again, brk34).
         changed = [f for f in EDITABLE_FIELDS if f in form.changed_data and f not in ("shares", "hold")]
         obj.save(update_fields=changed)
+        record_move_and_cap(obj, {f: form.initial.get(f) for f in changed}, request.user, note)
         if new_shares != obj.shares:
             do_set_shares(request.user, obj, new_shares, note)
         if new_hold != obj.hold:
@@ -304,21 +306,33 @@ class BudgetAdmin(admin.ModelAdmin):
 
     @admin.display(description="normalized share")
     def normalized_share(self, obj: Budget) -> str:
+        """As the budgets page's "share of cluster" and ``fairway budgets``' SHARE (one decimal; the
+        list's ``66.67%`` beside the page's ``66.7%``, try38)."""
         shares = getattr(self, "_shares", None) or normalized_shares()
-        return f"{float(shares.get(obj.pk, 0)):.2%}"
+        return f"{float(shares.get(obj.pk, 0)) * 100:.1f}%"
 
     @admin.display(description="entitlement (GPU-h per window)")
     def entitlement(self, obj: Budget) -> str:
-        """``E(b) = s(b) × registered GPUs × W`` per cluster (DESIGN.md §1), in GPU-hours."""
+        """``E(b) = s(b) × registered GPUs × W`` per cluster (DESIGN.md §1), in GPU-hours as the
+        standing rounds them (``reports._hours``) and every surface words them (``gpu_hours_text``:
+        ``56.0``, not the list's whole ``56``, try38)."""
         from django.conf import settings
+
+        from fairway_cli.numbers import gpu_hours_text
 
         shares = getattr(self, "_shares", None) or normalized_shares()
         clusters = getattr(self, "_cluster_gpus", None)
         if clusters is None:
             clusters = _cluster_gpus()
-        hours = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 3600
-        share = float(shares.get(obj.pk, 0))
-        return " · ".join(f"{name}: {share * gpus * hours:,.0f}" for name, gpus in clusters.items()) or "–"
+        window_s = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"])
+        share = shares.get(obj.pk, 0)
+        return (
+            " · ".join(
+                f"{name}: {gpu_hours_text(round(float(share * gpus * window_s) / 3600, 3))}"
+                for name, gpus in clusters.items()
+            )
+            or "–"
+        )
 
     @admin.display(boolean=True, description="archived")
     def archived(self, obj: Budget) -> bool:

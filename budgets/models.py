@@ -237,10 +237,13 @@ class UsageEntry(models.Model):
 
 
 class ShareChange(models.Model):
-    """Audit record of a change to a budget's shares (or its hold / archive), who and when.
+    """Audit record of a change to a budget's shares (or its hold / archive / place in the tree /
+    cap), who and when.
 
-    Written by the services (``do_set_shares``, ``do_set_hold``, ``do_archive_budget``) only;
-    read-only in the admin. ``actor_name`` keeps the username should the user be deleted.
+    Written by the services (``do_set_shares``, ``do_set_hold``, ``do_archive_budget``) and the
+    admin's save of a move or a cap (``budgets.services.record_move_and_cap``) only; read-only in
+    the admin. ``actor_name`` keeps the username should the user be deleted. A move or a cap change
+    keeps the shares on both sides and says what changed in ``note``.
     """
 
     class Kind(models.TextChoices):
@@ -248,6 +251,8 @@ class ShareChange(models.Model):
         HOLD = "hold", "hold"
         RELEASE = "release", "release hold"
         ARCHIVE = "archive", "archive"
+        MOVE = "move", "move"
+        CAP = "cap", "cap"
 
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="share_changes")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.SHARES)

@@ -10,6 +10,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -314,6 +315,39 @@ def _record(budget: Budget, kind: str, old: int, new: int, actor: object | None,
         actor_name=getattr(user, "username", "") if user is not None else "",
         note=(note or "")[:500],
     )
+
+
+def record_move_and_cap(budget: Budget, before: dict[str, Any], actor: object | None, note: str = "") -> None:
+    """Audit a saved change of ``budget``'s parent or cap (``before``: the fields as they were; the
+    admin's form initial). A move changes the entitlement of both parents' subtrees and a cap what a
+    program may use, but neither was recorded (try38): leadership's history showed share changes
+    only. One ``ShareChange`` per kind, the change in words before the reason."""
+    from scheduler.reports import cap_words  # local: budgets does not import scheduler at load
+
+    paths = budget_paths()
+    if "parent" in before and before["parent"] != budget.parent_id:
+        old = paths.get(before["parent"], "(none)") if before["parent"] is not None else "(none)"
+        new = paths.get(budget.parent_id, "(none)") if budget.parent_id is not None else "(none)"
+        words = f"moved from {old or '(root)'} to {new or '(root)'}"
+        _record(
+            budget, ShareChange.Kind.MOVE, budget.shares, budget.shares, actor, f"{words}: {note}" if note else words
+        )
+    cap_fields = ("cap_gpu_hours", "cap_period_days", "on_cap")
+    if any(f in before for f in cap_fields):
+        was = {f: before.get(f, getattr(budget, f)) for f in cap_fields}
+        old_cap = was["cap_gpu_hours"]
+        old_words = cap_words(
+            float(old_cap) if old_cap is not None else None, int(was["cap_period_days"]), str(was["on_cap"]), False
+        )
+        new_cap = budget.cap_gpu_hours
+        new_words = cap_words(
+            float(new_cap) if new_cap is not None else None, budget.cap_period_days, budget.on_cap, False
+        )
+        if old_words != new_words:
+            words = f"cap {old_words or 'none'} → {new_words or 'none'}"
+            _record(
+                budget, ShareChange.Kind.CAP, budget.shares, budget.shares, actor, f"{words}: {note}" if note else words
+            )
 
 
 def do_set_shares(actor: object | None, budget: Budget, shares: int, note: str = "") -> Budget:

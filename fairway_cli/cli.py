@@ -1046,7 +1046,15 @@ def cmd_share(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         table(
             tree["budgets"],
             [
-                ("Account", lambda b: " " * b["depth"] + b["name"] + (" (archived)" if b.get("archived") else "")),
+                (
+                    "Account",
+                    lambda b: (
+                        " " * b["depth"]
+                        + b["name"]
+                        + (" (archived)" if b.get("archived") else "")
+                        + (" (hold)" if b.get("hold") else "")  # as `fairway budgets` (try38)
+                    ),
+                ),
                 ("RawShares", lambda b: b["shares"] if b["parent_id"] else ""),
                 ("NormShares", lambda b: f"{b['normalized_share']:.6f}"),
                 ("RawUsage", lambda b: f"{b['usage_gpu_hours']:.3f}"),

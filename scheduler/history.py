@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import F
 
 from budgets.models import Budget, UsageEntry
+from budgets.services import budget_paths
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadEvent
 from scheduler.trace import MinRuntimeRule, TraceJob, UnallocatedRule, job_hash_fraction
 
@@ -299,17 +300,26 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def _gpus_of(tres: str) -> int | None:
-    """GPUs in an AllocTRES value (``cpu=8,gres/gpu=4,mem=64G`` or ``gres/gpu:a100=4``); None if
-    it names none. ValueError unless the count is ASCII digits up to :data:`MAX_SACCT_GPUS`
-    (``int()`` also took ``1_0``, and a count past the column was a traceback at the write)."""
+    """GPUs in an AllocTRES value (``cpu=8,gres/gpu=4,mem=64G`` or ``gres/gpu:a100=4``): its
+    ``gres/gpu`` total, else its typed counts together (``gres/gpu:a100=1,gres/gpu:v100=3``: 4; the
+    first type's alone was taken, try38); None if it names none. ValueError unless each count is
+    ASCII digits and the GPUs at most :data:`MAX_SACCT_GPUS` (``int()`` also took ``1_0``, and a
+    count past the column was a traceback at the write)."""
     total = None
+    typed = None
     for part in tres.split(","):
         key, _, value = part.partition("=")
-        if key == "gres/gpu" or (key.startswith("gres/gpu:") and total is None):
-            if not _DIGITS.fullmatch(value.strip()) or len(value.strip()) > 10 or int(value) > MAX_SACCT_GPUS:
+        if key == "gres/gpu" or key.startswith("gres/gpu:"):
+            if not _DIGITS.fullmatch(value.strip()) or len(value.strip()) > 10:
                 raise ValueError(value)
-            total = int(value)
-    return total
+            if key == "gres/gpu":
+                total = int(value)
+            else:
+                typed = (typed or 0) + int(value)
+    gpus = total if total is not None else typed
+    if gpus is not None and gpus > MAX_SACCT_GPUS:
+        raise ValueError(tres)
+    return gpus
 
 
 def _slurm_time(raw: str) -> datetime | None:
@@ -347,6 +357,45 @@ def imported_sacct_jobs(cluster: Cluster) -> set[str]:
     return {note[len(prefix) : note.rindex(sep)] for note in notes if sep in note}
 
 
+def sacct_accounts(tree: dict[int, Budget]) -> tuple[dict[str, Budget], dict[str, str]]:
+    """The Accounts an export may name: every live leaf budget by its path, and by its name where
+    that name is one leaf's only; and the Accounts refused, with why: a name two or more leaves
+    share (it went to whichever leaf was loaded first, silently another program's usage, try38), a
+    budget with sub-budgets, an archived budget (each was "no leaf budget", as if it did not exist)."""
+    paths = budget_paths(tree)
+    parents = {b.parent_id for b in tree.values() if b.archived_at is None}
+    leaf_ids = {b.pk for b in tree.values() if b.archived_at is None} - {b.parent_id for b in tree.values()}
+    by_name: dict[str, list[int]] = {}
+    budgets: dict[str, Budget] = {}
+    for pk in leaf_ids:
+        by_name.setdefault(tree[pk].name, []).append(pk)
+        budgets[paths[pk]] = tree[pk]
+    refused: dict[str, str] = {}
+    for name, pks in by_name.items():
+        if len(pks) == 1:
+            budgets.setdefault(name, tree[pks[0]])
+        elif name not in budgets:
+            named = sorted(paths[pk] for pk in pks)
+            refused[name] = f"names {len(named)} leaf budgets ({', '.join(named)}): write its path"
+    for pk, b in sorted(tree.items()):
+        if pk in leaf_ids:
+            continue
+        if b.archived_at is not None:
+            why = f"is the archived budget {paths[pk]}"
+        elif pk in parents:
+            leaves = sorted(paths[c] for c in leaf_ids if tree[c].parent_id == pk)
+            shown = ", ".join(leaves[:3]) + (", …" if len(leaves) > 3 else "")
+            why = f"is {paths[pk]}, which has sub-budgets: usage is charged to a leaf" + (
+                f" ({shown})" if leaves else ""
+            )
+        else:
+            continue
+        for key in (paths[pk], b.name):
+            if key not in budgets:
+                refused.setdefault(key, why)
+    return budgets, refused
+
+
 def parse_sacct(
     lines: Iterable[str],
     budgets: dict[str, Budget],
@@ -355,13 +404,15 @@ def parse_sacct(
     now: datetime,
     imported: Collection[str] = (),
     cluster: str = "",
+    ambiguous: dict[str, str] | None = None,
 ) -> tuple[list[SacctJob], list[str]]:
     """Parse a ``sacct --parsable2`` export (header line first, ``|``-separated; times are read
     as UTC unless they carry an offset). Returns the GPU jobs and the skipped lines' notes (no
     GPUs, job steps, not started or still running); raises :class:`HistoryError` listing every
-    bad line. ``budgets``: Account → leaf budget (by path or name); ``users``: the usernames that
-    exist; ``imported``: the JobIDs already imported on ``cluster`` (a second import of an export
-    doubled its usage: refused like a bad line)."""
+    bad line. ``budgets``: Account → leaf budget (by path or name); ``ambiguous``: the Accounts
+    refused, with why (:func:`sacct_accounts`: a name of several leaves, a parent, an archived
+    one); ``users``: the usernames that exist; ``imported``: the JobIDs already imported on
+    ``cluster`` (a second import of an export doubled its usage: refused like a bad line)."""
     it = iter(lines)
     header = next(it, "").rstrip("\n").removeprefix("\ufeff").split("|")  # a BOM read as "lacks JobID"
     missing = [c for c in SACCT_COLUMNS if c not in header]
@@ -401,11 +452,13 @@ def parse_sacct(
                 f"AllocTRES {v['AllocTRES'][:100]!r} has a GPU count that is not a whole number up to {MAX_SACCT_GPUS}"
             )
             gpus = 0
-        try:
-            start, end = _slurm_time(v["Start"]), _slurm_time(v["End"])
-        except ValueError:
-            here.append("Start and End are times like 2026-11-24T10:00:00 (or Unknown)")
-            start = end = None
+        times: dict[str, datetime | None] = {}
+        for name in ("Start", "End"):
+            try:
+                times[name] = _slurm_time(v[name])
+            except ValueError:  # named with its value: "Start and End are times like" left the reader to find which
+                here.append(f"{name} {v[name][:40]!r} is not a time like 2026-11-24T10:00:00 (or Unknown)")
+        start, end = (times["Start"], times["End"]) if len(times) == 2 else (None, None)
         if not here and (gpus is None or gpus == 0):
             skipped.append(f"line {n}: job {job} held no GPUs")
             continue
@@ -413,7 +466,9 @@ def parse_sacct(
             skipped.append(f"line {n}: job {job} has not started or not ended ({v['State']})")
             continue
         budget = budgets.get(v["Account"])
-        if budget is None:
+        if budget is None and v["Account"] in (ambiguous or {}):
+            here.append(f"Account {v['Account']!r} {(ambiguous or {})[v['Account']]}")
+        elif budget is None:
             here.append(f"no leaf budget for Account {v['Account']!r}")
         if v["User"] not in users:
             here.append(f"no user {v['User']!r}")

@@ -92,6 +92,9 @@ class BudgetStanding:
     on_cap: str = Budget.OnCap.DOWNGRADE
     capped: bool = False
     """The cap is reached now (over every cluster, as the tick judges it)."""
+    cap_used_gpu_hours: float | None = None
+    """Allocated GPU-hours of the subtree over the cap period, every cluster (what ``capped``
+    compares with the cap; ``snapshot.cap_usage``); None without a cap."""
     cap_text: str = ""
     """The cap in the words every surface shows (:func:`cap_words`); "" without a cap."""
 
@@ -120,13 +123,20 @@ def _hours(gpu_seconds: float) -> float:
     return round(float(gpu_seconds) / 3600, 3)
 
 
-def cap_words(cap_gpu_hours: float | None, period_days: int, on_cap: str, capped: bool) -> str:
+def cap_words(
+    cap_gpu_hours: float | None, period_days: int, on_cap: str, capped: bool, used_gpu_hours: float | None = None
+) -> str:
     """A budget's cap as the budgets page and ``fairway budgets`` show it: ``100 GPU-h / 30 d,
-    then unfunded``, ``(reached)`` appended when its usage has reached it; "" without a cap."""
+    then unfunded``, led by what its subtree used of it in the period when known (``41.2 of 100
+    GPU-h / 30 d``: the cap alone left leadership unable to tell how near it was, try38),
+    ``(reached)`` appended when its usage has reached it; "" without a cap."""
     if cap_gpu_hours is None:
         return ""
     then = "held" if on_cap == Budget.OnCap.HOLD else "unfunded"
-    return f"{gpu_hours_text(cap_gpu_hours)} GPU-h / {period_days} d, then {then}" + (" (reached)" if capped else "")
+    used = f"{gpu_hours_text(used_gpu_hours)} of " if used_gpu_hours is not None else ""
+    return f"{used}{gpu_hours_text(cap_gpu_hours)} GPU-h / {period_days} d, then {then}" + (
+        " (reached)" if capped else ""
+    )
 
 
 def ratio_texts(values: list[Any]) -> list[str]:
@@ -220,7 +230,7 @@ def budget_standings(
     (:func:`scheduler.policy.figures.usage_curve`).
     """
     now = now or timezone.now()
-    snap, _index = load_snapshot(cluster, now)
+    snap, index = load_snapshot(cluster, now)
     figures = budget_figures(snap, _demand(cluster.pk, now, snap.window))
     curves = usage_curve(snap, curve_points) if curve_points > 1 else {}
     total_gpus = sum(h.size for h in snap.hosts)
@@ -246,6 +256,7 @@ def budget_standings(
             continue
         cap = float(budget.cap_gpu_hours) if budget.cap_gpu_hours is not None else None
         is_capped = str(budget.id) in capped
+        cap_used = _hours(index.cap_used.get(budget.id, 0)) if cap is not None else None
         standing.budgets.append(
             BudgetStanding(
                 budget_id=budget.id,
@@ -276,7 +287,8 @@ def budget_standings(
                 cap_period_days=budget.cap_period_days,
                 on_cap=budget.on_cap,
                 capped=is_capped,
-                cap_text=cap_words(cap, budget.cap_period_days, budget.on_cap, is_capped),
+                cap_used_gpu_hours=cap_used,
+                cap_text=cap_words(cap, budget.cap_period_days, budget.on_cap, is_capped, cap_used),
             )
         )
     return standing

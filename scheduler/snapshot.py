@@ -80,6 +80,9 @@ class SnapshotIndex:
     nominated: dict[int, int] = field(default_factory=dict)
     # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
     workload_pk: dict[str, int] = field(default_factory=dict)
+    # budget pk → allocated GPU-seconds of its subtree over its cap period, for each budget with a cap
+    # (what ``capped`` compared with the cap; the budgets page's "412 used", try38)
+    cap_used: dict[int, int] = field(default_factory=dict)
 
     def pk_of(self) -> Callable[[str], int]:
         """The function from the policy's workload id to the workload's pk (a plain ``int`` live)."""
@@ -182,7 +185,8 @@ def _load_snapshot(
             "id", "name", "parent_id", "shares", "archived_at", "hold", "on_cap", "cap_gpu_hours", "cap_period_days"
         ).order_by("id")
     )
-    capped = _capped_budgets(budget_rows, now)
+    index.cap_used = cap_usage(budget_rows, now)
+    capped = _capped_budgets(budget_rows, index.cap_used)
     budgets = [
         p.Budget(
             key=str(bid),
@@ -715,12 +719,16 @@ class _IntegerSQL(RawSQL):
         return self._convert_value_noop
 
 
-def _capped_budgets(budget_rows: list[tuple[Any, ...]], now: datetime) -> set[int]:
-    """pks of the budgets whose cap is reached at ``now`` (DESIGN.md §3.7; docs/policy.md, Decisions).
+def _capped_budgets(budget_rows: list[tuple[Any, ...]], used: dict[int, int]) -> set[int]:
+    """pks of the budgets whose cap is reached (DESIGN.md §3.7; docs/policy.md, Decisions): the
+    usage :func:`cap_usage` found at least ``cap_gpu_hours × 3600`` GPU-seconds."""
+    caps = {bid: Decimal(cap) for bid, *_rest, cap, _days in budget_rows if cap is not None}
+    return {bid for bid, cap in caps.items() if used.get(bid, 0) >= int(cap * 3600)}
 
-    A budget with ``cap_gpu_hours`` is capped when the allocated usage of its subtree over its
-    rolling period ``(now − cap_period_days, now]``, in GPU-seconds, is at least
-    ``cap_gpu_hours × 3600``. Usage follows the rules of the windowed usage (§3.1), over every
+
+def cap_usage(budget_rows: list[tuple[Any, ...]], now: datetime) -> dict[int, int]:
+    """The allocated GPU-seconds of each capped budget's subtree over its rolling period
+    ``(now − cap_period_days, now]`` (DESIGN.md §3.7). Usage follows the rules of the windowed usage (§3.1), over every
     cluster (a cap limits the budget, not one cluster): closed allocated attempts pro-rata,
     open allocated attempts for the part already run (up to the last heartbeat of an offline
     host), usage entries (intervals pro-rata, lumps when charged inside the period).
@@ -729,7 +737,7 @@ def _capped_budgets(budget_rows: list[tuple[Any, ...]], now: datetime) -> set[in
     """
     caps = {bid: (Decimal(cap), days) for bid, *_rest, cap, days in budget_rows if cap is not None}
     if not caps:
-        return set()
+        return {}
     now_s = epoch(now)
     periods = sorted({days for _cap, days in caps.values()})
     starts = [now_s - days * 86400 for days in periods]
@@ -786,4 +794,4 @@ def _capped_budgets(budget_rows: list[tuple[Any, ...]], now: datetime) -> set[in
             if node in caps:
                 subtree[node] += usage[column_of[caps[node][1]]]
             node = parent.get(node)
-    return {bid for bid, (cap, _days) in caps.items() if subtree[bid] >= int(cap * 3600)}
+    return subtree

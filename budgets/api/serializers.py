@@ -106,8 +106,13 @@ class BudgetStandingSerializer(serializers.Serializer):
     cap_period_days = serializers.IntegerField()
     on_cap = serializers.CharField(help_text="downgrade (run unfunded) or hold, once the cap is reached")
     capped = serializers.BooleanField(help_text="the cap is reached now")
+    cap_used_gpu_hours = serializers.FloatField(
+        allow_null=True,
+        help_text="allocated GPU-hours of the subtree over the cap period, every cluster (what capped "
+        "compares with the cap); null: no cap",
+    )
     cap_text = serializers.CharField(
-        help_text='the cap in words, e.g. "100 GPU-h / 30 d, then unfunded"; "" without one'
+        help_text='the cap in words, e.g. "41.2 of 100 GPU-h / 30 d, then unfunded"; "" without one'
     )
 
 

@@ -51,7 +51,7 @@ def test_admin_change_pages_render(admin_web, researcher, submit_kwargs, hosts, 
 def test_budget_changelist_shows_path_and_normalized_share(admin_web, org_tree):
     page = admin_web.get(reverse("admin:budgets_budget_changelist")).content.decode()
     assert "nlp/olmo" in page
-    assert "66.67%" in page
+    assert "66.7%" in page
 
 
 @pytest.mark.parametrize(
@@ -213,12 +213,17 @@ def test_the_admin_index_names_notification_settings_in_plain_english(admin_web)
     assert "Notification settings<" in page and "settingss" not in page
 
 
-def test_the_what_if_prints_both_entitlements_to_one_decimal(admin_web, cluster, org_tree, researcher, submit_kwargs):
-    """tryout: the actual column printed 298.667 beside the simulated 597.3."""
+def test_the_what_if_prints_both_entitlements_as_the_budgets_page(
+    admin_web, cluster, org_tree, researcher, submit_kwargs
+):
+    """tryout: the actual column printed 298.667 beside the simulated 597.3; try38: both read
+    ``597.3`` beside the budgets page's and the admin list's ``597`` (``gpu_hours_text``)."""
     import re
 
     from budgets.admin import current_shares_yaml
-    from budgets.services import do_set_shares
+    from budgets.services import do_set_shares, load_tree
+    from fairway_cli.numbers import gpu_hours_text
+    from scheduler.reports import budget_standings
 
     do_set_shares(None, org_tree["nlp/olmo"], 10)  # elevenths: entitlements that do not end in .0
     do_submit_workload(researcher, **submit_kwargs())
@@ -227,10 +232,11 @@ def test_the_what_if_prints_both_entitlements_to_one_decimal(admin_web, cluster,
     ).content.decode()
     rows = re.findall(r'<tr class="whatif-row">(.*?)</tr>', page, re.S)
     assert rows
+    entitled = {b.path: gpu_hours_text(b.entitlement_gpu_hours) for b in budget_standings(cluster, load_tree()).budgets}
     for row in rows:
-        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-        for cell in cells[2:4]:
-            assert cell.strip() == "–" or re.fullmatch(r"[\d,]+\.\d", cell.strip()), cells
+        cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        assert cells[2] == entitled[cells[0]], (cells, entitled)
+        assert cells[3] == entitled[cells[0]], (cells, entitled)  # the same shares: the same entitlement
 
 
 def test_budget_changelist_is_in_tree_order_with_bounded_queries(admin_web, org_tree):
@@ -347,3 +353,24 @@ def test_a_host_label_edit_within_the_rule_is_saved(admin_web, hosts):
     response = admin_web.post(url, _host_form('{"rack": "r2"}'))
     assert response.status_code == 302
     assert Host.objects.get(pk=host.pk).labels == {"rack": "r2"}
+
+
+def test_the_budget_list_words_share_and_entitlement_as_the_budgets_page(admin_web, org_tree):
+    """try38: the admin list printed ``66.67%`` and ``56`` GPU-h where the budgets page, ``fairway
+    budgets`` and the API's standing read ``66.7%`` and ``56.0`` (entitlements below 100 GPU-hours were
+    rounded to whole hours): one wording, ``pct:1`` and ``gpu_hours_text``."""
+    from budgets.services import load_tree
+    from fairway_cli.numbers import gpu_hours_text
+    from scheduler.models import Cluster
+    from scheduler.reports import budget_standings
+    from scheduler.services import do_create_cluster, do_register_host
+
+    tiny = do_create_cluster("tiny")
+    do_register_host(tiny, "tiny-1", [(0, "GPU-tiny-0", "H100", 80000)])
+    standing = budget_standings(Cluster.objects.get(name="tiny"), load_tree())
+    olmo = next(b for b in standing.budgets if b.path == "nlp/olmo")
+    page = admin_web.get(reverse("admin:budgets_budget_changelist")).content.decode()
+    assert f"tiny: {gpu_hours_text(olmo.entitlement_gpu_hours)}" in page  # 1 GPU × 168 h × 1/3: "56.0"
+    assert "tiny: 56.0" in page
+    assert f"{olmo.normalized_share * 100:.1f}%" in page and "33.3%" in page
+    assert "66.67%" not in page

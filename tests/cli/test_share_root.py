@@ -16,3 +16,14 @@ def test_the_roots_raw_shares_are_blank_and_the_others_are_numbers(researcher, o
     assert rows[root] == ""
     assert "parent" not in "\n".join(out)
     assert rows["nlp"] == str(org_tree["nlp"].shares)
+
+
+def test_a_budget_on_hold_reads_so_in_share_as_in_budgets(researcher, org_tree, cluster, monkeypatch):
+    """try38: ``fairway budgets`` and the budgets page marked ``nlp (hold)``; ``fairway share``,
+    which marks ``(archived)``, showed nothing: a held program looked like any other."""
+    from budgets.services import do_set_hold
+
+    do_set_hold(org_tree["nlp"], True)
+    share = run_cli(monkeypatch, researcher, "share")
+    budgets = run_cli(monkeypatch, researcher, "budgets")
+    assert " nlp (hold) " in share and " nlp (hold) " in budgets

@@ -169,14 +169,21 @@ def test_a_bad_sacct_export_names_every_bad_line_and_writes_nothing(cluster, res
         f"4|researcher|olmo|gres/gpu=x|{s}|{e}|COMPLETED\n"
         f"5|researcher|olmo|gres/gpu=1|{e}|{s}|COMPLETED\n"
         "6|researcher|olmo\n"
+        f"7|researcher|olmo|gres/gpu=1|2026-13-05T01:00:00|{e}|COMPLETED\n"
+        f"8|researcher|olmo|gres/gpu=1|{s}|1764900000|COMPLETED\n"
     )
     before = _rows()
     with pytest.raises(CommandError) as err:
         call_command("import_history", "sacct", str(f), "--cluster", "default")
     text = str(err.value)
     assert "line 3 (job 2): no user 'nobody'" in text
-    assert "line 4 (job 3): no leaf budget for Account 'nlp'" in text
+    assert (
+        "line 4 (job 3): Account 'nlp' is nlp, which has sub-budgets: usage is charged to a leaf (nlp/olmo, nlp/tulu)"
+        in text
+    )
     assert "line 5 (job 4)" in text and "line 6 (job 5): End is before Start" in text
+    assert "line 8 (job 7): Start '2026-13-05T01:00:00' is not a time like 2026-11-24T10:00:00" in text
+    assert "line 9 (job 8): End '1764900000' is not a time like" in text
     assert "line 7: 3 fields" in text
     assert _rows() == before
 
@@ -317,3 +324,50 @@ def test_the_statement_names_the_slurm_user_of_imported_jobs(cluster, researcher
     users = {r.user: round(r.allocated_gpu_hours, 3) for r in rows}
     assert users.get("researcher", 0) + users.get("(usage entry)", 0) == pytest.approx(13.0, abs=0.01), users
     assert users.get("(usage entry)") == 1.0, users  # the typed-in lump only
+
+
+def test_a_sacct_account_naming_two_leaf_budgets_is_refused_not_charged_to_one(
+    cluster, researcher, org_tree, tmp_path: Path
+):
+    """try38: with a leaf ``olmo`` under both ``nlp`` and ``vision``, Account ``olmo`` went to
+    whichever was loaded first, silently: another program's usage. Ambiguous: a bad line naming
+    both paths; the path itself still imports."""
+    from budgets.services import do_archive_budget
+
+    do_create_budget(name="olmo", parent=org_tree["vision"])
+    do_archive_budget(org_tree["nlp/tulu"])
+    now = timezone.now()
+    s, e = _stamp(now - timedelta(hours=3)), _stamp(now - timedelta(hours=1))
+    f = tmp_path / "sacct.txt"
+    f.write_text(
+        "JobID|User|Account|AllocTRES|Start|End|State\n"
+        f"1|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED\n"
+        f"2|researcher|nlp/olmo|gres/gpu=1|{s}|{e}|COMPLETED\n"
+        f"3|researcher|tulu|gres/gpu=1|{s}|{e}|COMPLETED\n"
+    )
+    before = _rows()
+    with pytest.raises(CommandError) as err:
+        call_command("import_history", "sacct", str(f), "--cluster", "default")
+    text = str(err.value)
+    assert "line 2 (job 1): Account 'olmo' names 2 leaf budgets (nlp/olmo, vision/olmo): write its path" in text
+    assert "line 3" not in text
+    assert "line 4 (job 3): Account 'tulu' is the archived budget nlp/tulu" in text
+    assert _rows() == before
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        ("cpu=8,gres/gpu:h100=2,gres/gpu=2,mem=64G", 2),
+        ("gres/gpu=2,gres/gpu:h100=2", 2),
+        ("gres/gpu:a100=1,gres/gpu:v100=3", 4),
+        ("gres/gpu:a100=2", 2),
+        ("cpu=8,mem=64G", None),
+    ],
+)
+def test_the_gpus_of_an_alloctres_are_its_total_or_every_type_together(tres, gpus):
+    """try38: ``gres/gpu:a100=1,gres/gpu:v100=3`` without the total was read as 1 GPU (the first
+    type's), silently a quarter of the usage."""
+    from scheduler.history import _gpus_of
+
+    assert _gpus_of(tres) == gpus

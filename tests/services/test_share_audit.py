@@ -267,3 +267,26 @@ def test_the_share_changes_page_reads_the_same_queries_for_ten_budgets_as_for_tw
     with CaptureQueriesContext(connection) as ten:
         assert len(_budget_filter(client.get(url)).lookup_choices) == 10
     assert len(ten.captured_queries) == len(two.captured_queries)
+
+
+def test_a_move_and_a_cap_change_in_the_admin_are_recorded(admin: User, org_tree: dict[str, Budget]) -> None:
+    """try38: moving ``olmo`` from ``nlp`` to ``vision`` (both programs' entitlements change) and
+    capping it were saved with no trace in the audit history, which recorded shares, holds and
+    archives only; each is a ``ShareChange`` saying what changed, with the reason."""
+    olmo = org_tree["nlp/olmo"]
+    url = reverse("admin:budgets_budget_change", args=[olmo.pk])
+    form = _change_form(
+        olmo, parent=org_tree["vision"].pk, cap_gpu_hours="100", on_cap="hold", change_note="OLMo joins vision"
+    )
+    response = _client(admin).post(url, form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    changes = {c.kind: c for c in ShareChange.objects.all()}
+    assert set(changes) == {"move", "cap"}
+    assert changes["move"].note == "moved from nlp to vision: OLMo joins vision"
+    assert changes["cap"].note == "cap none → 100 GPU-h / 30 d, then held: OLMo joins vision"
+    assert changes["move"].actor_name == "admin" and changes["move"].budget_id == olmo.pk
+    # Saving it again unchanged records nothing more.
+    olmo.refresh_from_db()
+    again = _change_form(olmo, cap_gpu_hours="100.00")
+    assert _client(admin).post(url, again).status_code == 302
+    assert ShareChange.objects.count() == 2

@@ -29,7 +29,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from budgets.services import budget_paths, load_tree
+from budgets.services import load_tree
 from scheduler.history import (
     PHILLY_PREFIX,
     HistoryError,
@@ -37,6 +37,7 @@ from scheduler.history import (
     imported_sacct_jobs,
     parse_sacct,
     rollup_span,
+    sacct_accounts,
     simulate_philly,
     write_philly,
     write_sacct,
@@ -168,13 +169,7 @@ class Command(BaseCommand):
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"cannot read {path}: {exc}; nothing written") from None
-        tree = load_tree()
-        paths = budget_paths(tree)
-        leaf_ids = {b.pk for b in tree.values() if b.archived_at is None} - {b.parent_id for b in tree.values()}
-        budgets = {}
-        for pk in leaf_ids:
-            budgets.setdefault(tree[pk].name, tree[pk])
-            budgets[paths[pk]] = tree[pk]
+        budgets, ambiguous = sacct_accounts(load_tree())
         users = set(get_user_model().objects.values_list("username", flat=True))
         with transaction.atomic():
             # Under the cluster's row lock from the read of the jobs already imported to the write:
@@ -185,6 +180,7 @@ class Command(BaseCommand):
                 budgets,
                 users,
                 now=timezone.now(),
+                ambiguous=ambiguous,
                 imported=imported_sacct_jobs(cluster),
                 cluster=cluster.name,
             )
