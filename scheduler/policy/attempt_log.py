@@ -10,20 +10,6 @@ from dataclasses import dataclass
 from scheduler.policy.types import Attempt, Snapshot
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptChanges:
-    """The open attempts put (new, or replaced by another object: the attempt now) or dropped
-    (None) between the previous snapshot of ``source`` (number ``serial - 1``) and this one, by
-    id: what a producer that keeps its attempts by id (the forward simulation of estimates)
-    hands with a snapshot's attempts (``snap.attempts.changes``), so that :meth:`Standing.sync`
-    reads them instead of comparing every attempt (as :class:`~scheduler.policy.pending.PendingChanges`
-    for the pending workloads)."""
-
-    source: object
-    serial: int
-    changed: dict[str, Attempt | None]
-
-
 class AttemptLog:
     """A producer's record of the attempt ids it put or dropped; :meth:`cut` closes the interval
     of one snapshot. Every change of the attempts must be told, or the changes are wrong."""
@@ -42,6 +28,20 @@ class AttemptLog:
         self.serial += 1
         self._ids = set()
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptChanges:
+    """The open attempts put (new, or replaced by another object: the attempt now) or dropped
+    (None) between the previous snapshot of ``source`` (number ``serial - 1``) and this one, by
+    id: what a producer that keeps its attempts by id (the forward simulation of estimates)
+    hands with a snapshot's attempts (``snap.attempts.changes``), so that :meth:`Standing.sync`
+    reads them instead of comparing every attempt (as :class:`~scheduler.policy.pending.PendingChanges`
+    for the pending workloads)."""
+
+    source: AttemptLog
+    serial: int
+    changed: dict[str, Attempt | None]
 
 
 class AttemptsView(list[Attempt]):

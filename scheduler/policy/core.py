@@ -383,4 +383,5 @@ def _to_end(q: list[Workload], i: int) -> int:
 
 def _each(queues: Queues) -> Iterator[Workload]:
     """The queues' workloads, read only as far as the reader goes."""
-    return (w for q in queues.values() for w in q)
+    for q in queues.values():
+        yield from q

@@ -26,18 +26,6 @@ Coarse = tuple[str, str, int, int | None, int | None, bool]
 besides its minimum runtime (scheduler/policy/screen.py)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PendingChanges:
-    """The pending workloads that left (``removed``) and arrived (``added``) between the previous
-    snapshot of ``source`` (number ``serial - 1``) and this one, by workload id. A workload that
-    arrived and left in between is in neither; one replaced by a new object is in both."""
-
-    source: object
-    serial: int
-    removed: dict[str, Workload]
-    added: dict[str, Workload]
-
-
 class PendingLog:
     """A producer's record of its pending workloads' arrivals and departures; :meth:`cut` closes
     the interval of one snapshot. Every change of the pending set must be told (the simulator's
@@ -66,6 +54,18 @@ class PendingLog:
         self.serial += 1
         self._removed, self._added = {}, {}
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class PendingChanges:
+    """The pending workloads that left (``removed``) and arrived (``added``) between the previous
+    snapshot of ``source`` (number ``serial - 1``) and this one, by workload id. A workload that
+    arrived and left in between is in neither; one replaced by a new object is in both."""
+
+    source: PendingLog
+    serial: int
+    removed: dict[str, Workload]
+    added: dict[str, Workload]
 
 
 class PendingIndex:

@@ -42,7 +42,7 @@ class ReclaimIndex:
         self.version: dict[str, int] = {}
         self.victims: dict[tuple[str, int, int], list[AttemptView]] = {}
         self.dirty: dict[tuple[str, int], set[str]] = {}  # per heap: hosts changed since it was last read
-        self.ctx = KeyContext(_no_side, lambda h: state.hosts[h].fabric, state.now)
+        self.ctx = KeyContext(_no_side, state.fabric, state.now)
         state.listeners.append(self.touch)
 
     def touch(self, host: str) -> None:

@@ -162,9 +162,10 @@ def _start_from(
     if not hv.active:
         return None
     host_start(ps, w, hv, allowed, key)
-    got = ps.standing.starts[hv.name][1].get(key, _UNKNOWN)
-    if got is _UNKNOWN:
+    kept = ps.standing.starts[hv.name][1]
+    if key not in kept:
         return _VOLATILE  # not kept: read again at every call
+    got = kept[key]
     return None if got is None else got[0]
 
 
@@ -187,9 +188,6 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
             if t == ps.now:
                 break  # the earliest instant at the first name: nothing later in the walk beats it
     return best
-
-
-_UNKNOWN = (-1, -1)
 
 
 def host_start(
@@ -219,8 +217,9 @@ def host_start(
         kept = ps.standing.starts[name] = (version, {})
     if key is None:
         key = (allowed, w.gpus, w.cpus, w.memory)
-    got = kept[1].get(key, _UNKNOWN)
-    if got is not _UNKNOWN and (got is None or got[0] > got[1] or now >= got[1]):
+    # ``in``, not a sentinel tuple compared by ``is`` (identity of a tuple is no contract: cc37)
+    got = kept[1].get(key)
+    if key in kept[1] and (got is None or got[0] > got[1] or now >= got[1]):
         t = None if got is None else max(now, got[0])
         if ps.check and t != (fresh := _host_start_fresh(ps, w, hv, allowed)):
             raise AssertionError(f"kept start of {w.id} on {name} at {now}: {t} != {fresh}")

@@ -261,6 +261,11 @@ class ClusterState:
             if not resources.within_share(h, held, a.cpus, a.memory):
                 hv.over_share += sign
 
+    def fabric(self, host: str) -> str:
+        """``host``'s fabric (a :class:`~scheduler.policy.contract.KeyContext`'s reader: a method,
+        not a lambda, so that a kept index pickles with any pickler)."""
+        return self.hosts[host].fabric
+
     def only_gpus(self, hv: HostView, w: Workload, gpus: int) -> bool:
         """True when on ``hv`` only GPUs can bind ``w`` holding ``gpus`` GPUs there: no open attempt
         asks more than its share and ``w`` asks no more than its own (resources module)."""
