@@ -41,3 +41,17 @@ def test_a_caps_usage_in_its_period_shows_beside_it_on_the_page_and_the_api(admi
     assert rows["nlp"]["cap_used_gpu_hours"] == 4.0
     assert rows["nlp"]["cap_text"] == words
     assert rows["nlp/olmo"]["cap_used_gpu_hours"] is None and rows["nlp/olmo"]["cap_text"] == ""
+
+
+def test_a_cap_is_a_number_in_the_budget_list_as_in_the_tree(admin, cluster, org_tree):
+    """``GET budgets/`` sent ``cap_gpu_hours`` as the string ``"700.00"`` (DRF's decimal) and
+    ``budgets/tree/`` the number ``700.0`` (try38): one value, one type."""
+    Budget.objects.filter(pk=org_tree["nlp"].pk).update(cap_gpu_hours=700, cap_period_days=3)
+    api = APIClient()
+    api.force_authenticate(admin)
+    body = api.get("/api/v1/budgets/").json()
+    rows = {b["path"]: b for b in (body["results"] if isinstance(body, dict) else body)}
+    tree = api.get("/api/v1/budgets/tree/", {"cluster": cluster.name}).json()
+    in_tree = {b["path"]: b for s in tree for b in s["budgets"]}
+    assert rows["nlp"]["cap_gpu_hours"] == in_tree["nlp"]["cap_gpu_hours"] == 700.0
+    assert rows["nlp/olmo"]["cap_gpu_hours"] is None
