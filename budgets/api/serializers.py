@@ -23,7 +23,7 @@ class BudgetSerializer(serializers.ModelSerializer):
         read_only=True,
         allow_null=True,
         help_text="allocated GPU-hours per cap_period_days (DESIGN.md §3.7); null: no cap. A number, as in "
-        "budgets/tree/ (DRF sent the model's decimal as the string \"700.00\": try38)",
+        'budgets/tree/ (DRF sent the model\'s decimal as the string "700.00": try38)',
     )
 
     class Meta:

@@ -95,7 +95,7 @@ def _sacct_file(tmp_path, *rows: str):
         ("1\x00|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED", "holds a NUL character"),
         ("|researcher|olmo|gres/gpu=1|{s}|{e}|COMPLETED", "no JobID"),
         # converting this offset to UTC overflows
-        ("1|researcher|olmo|gres/gpu=1|0001-01-01T00:00:00+05:00|{e}|COMPLETED", "Start and End are times"),
+        ("1|researcher|olmo|gres/gpu=1|0001-01-01T00:00:00+05:00|{e}|COMPLETED", "is not a time like"),
     ],
 )
 def test_a_malformed_sacct_line_is_named_and_nothing_is_written(cluster, researcher, org_tree, tmp_path, row, problem):
