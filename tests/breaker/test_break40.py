@@ -1,0 +1,83 @@
+"""brk40: a staff member the admin gave only view permissions (an auditor, a help desk) changed
+things through the admin's actions: Django offers an action to everyone who may see the list
+unless the action names the permissions it needs (``@admin.action(permissions=...)``)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+
+from accounts.models import User
+from budgets.models import Budget
+from scheduler.models import Host, JoinToken
+from scheduler.services import do_create_join_token
+
+
+@pytest.fixture
+def viewer(db: None) -> Client:
+    """A staff member with view permissions only (deploy.md: what staff may change in the admin
+    is the Django permissions an admin gives)."""
+    user = User.objects.create_user(username="auditor", password="x", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _act(client: Client, model: str, action: str, pk: int, **extra: str):
+    data = {"action": action, "_selected_action": [pk], **extra}
+    return client.post(reverse(f"admin:{model}_changelist"), data)
+
+
+@pytest.mark.parametrize(
+    "action", ["cordon", "drain", "drain_now_action", "resume", "approve_inventory", "rotate_token", "revoke_token"]
+)
+def test_a_view_only_staff_member_cannot_act_on_hosts(viewer, hosts, action):
+    host = hosts["a100-1"]
+    if action == "resume":
+        Host.objects.filter(pk=host.pk).update(state=Host.State.CORDONED)
+    before = Host.objects.values().get(pk=host.pk)
+    _act(viewer, "scheduler_host", action, host.pk)
+    assert Host.objects.values().get(pk=host.pk) == before
+
+
+def test_a_view_only_staff_member_cannot_remove_a_host(viewer, hosts):
+    host = hosts["a100-1"]
+    _act(viewer, "scheduler_host", "remove_hosts", host.pk, confirm="yes")
+    assert Host.objects.get(pk=host.pk).removed_at is None
+
+
+def test_a_view_only_staff_member_cannot_mint_a_join_token(viewer, cluster):
+    response = _act(viewer, "scheduler_cluster", "create_join_token", cluster.pk)
+    assert not JoinToken.objects.exists()
+    assert b"join token" not in response.content
+
+
+@pytest.mark.parametrize(("action", "field"), [("hold_budgets", "hold"), ("archive_budgets", "archived_at")])
+def test_a_view_only_staff_member_cannot_hold_or_archive_a_budget(viewer, org_tree, action, field):
+    budget = org_tree["nlp/olmo"]
+    before = Budget.objects.values().get(pk=budget.pk)
+    _act(viewer, "budgets_budget", action, budget.pk)
+    assert Budget.objects.values().get(pk=budget.pk) == before
+
+
+def test_a_view_only_staff_member_cannot_revoke_join_tokens(viewer, admin, cluster):
+    row, _token = do_create_join_token(admin, cluster, note="")
+    _act(viewer, "scheduler_jointoken", "revoke", row.pk)
+    assert JoinToken.objects.get(pk=row.pk).expires_at == row.expires_at
+
+
+def test_a_staff_member_given_the_change_permission_still_acts(viewer, hosts, cluster):
+    user = User.objects.get(username="auditor")
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["change_host", "add_jointoken", "change_jointoken"])
+    )
+    host = hosts["a100-1"]
+    _act(viewer, "scheduler_host", "cordon", host.pk)
+    assert Host.objects.get(pk=host.pk).state == Host.State.CORDONED
+    _act(viewer, "scheduler_cluster", "create_join_token", cluster.pk)
+    row = JoinToken.objects.get()
+    _act(viewer, "scheduler_jointoken", "revoke", row.pk)
+    assert JoinToken.objects.get().expires_at < row.expires_at
