@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from budgets.models import Budget
-from scheduler.models import Host, JoinToken
+from scheduler.models import Host, JoinToken, Workload
 from scheduler.services import do_create_join_token
 
 
@@ -81,3 +81,23 @@ def test_a_staff_member_given_the_change_permission_still_acts(viewer, hosts, cl
     row = JoinToken.objects.get()
     _act(viewer, "scheduler_jointoken", "revoke", row.pk)
     assert JoinToken.objects.get().expires_at < row.expires_at
+
+
+@pytest.mark.parametrize("after", [["1", "1:any"], ["#1:any", "1:ok"], "1:any,1"])
+def test_one_workload_named_with_two_conditions_is_refused(researcher_client, submission, cluster, after):
+    """``after: ["1", "1:any"]`` asks both "only if 1 succeeded" and "whatever its end": the last
+    one silently won (the workload would start after 1 failed though the person also wrote 1:ok)."""
+    first = researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json")
+    assert first.status_code == 201
+    response = researcher_client.post("/api/v1/workloads/", submission(after=after), format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["code"] == "invalid_after"
+    assert "twice" in response.json()["after"][0]
+    assert Workload.objects.count() == 1
+
+
+def test_one_workload_named_twice_with_one_condition_is_taken_once(researcher_client, submission, cluster):
+    first = researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json")
+    response = researcher_client.post("/api/v1/workloads/", submission(after="1,#1:ok"), format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["after"] == [{"workload": first.json()["id"], "condition": "ok", "state": "pending"}]
