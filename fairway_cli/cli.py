@@ -7,7 +7,8 @@ token was revoked).
 
 Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
-and ``$FAIRWAY_TOKEN`` override it.
+and ``$FAIRWAY_TOKEN`` override it. The saved token goes only to the saved server: a command
+talking to another one (``--server``, ``$FAIRWAY_URL``) sends ``$FAIRWAY_TOKEN`` or nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import requests
 
@@ -66,10 +68,32 @@ def config_path() -> Path:
     return base / "fairway" / "config.json"
 
 
+def same_server(a: str, b: str) -> bool:
+    """``a`` and ``b`` name one server (:func:`server_root`'s form; scheme and host in any case)."""
+    ka, kb = urlsplit(server_root(a)), urlsplit(server_root(b))
+    return (ka.scheme.lower(), ka.netloc.lower(), ka.path) == (kb.scheme.lower(), kb.netloc.lower(), kb.path)
+
+
 @dataclass(slots=True)
 class Config:
+    """``token`` is what this command sends: ``$FAIRWAY_TOKEN``, else the saved token, which goes
+    only to the server it was saved with (``saved_server``): another server named by ``--server``
+    or ``$FAIRWAY_URL`` (a typo, ``http://`` for ``https://``, a stale variable) got it (brk40)."""
+
     server: str = DEFAULT_SERVER
     token: str = ""
+    saved_server: str = DEFAULT_SERVER
+    saved_token: str = ""
+    given_token: str = ""
+
+    def point_at(self, server: str) -> None:
+        """Talk to ``server``, with the token that may go there."""
+        self.server = server
+        self.token = self.given_token or (self.saved_token if same_server(server, self.saved_server) else "")
+
+    def withheld(self) -> bool:
+        """A saved token was not sent because the command talks to another server."""
+        return bool(self.saved_token) and not self.token and not same_server(self.server, self.saved_server)
 
     @classmethod
     def load(cls) -> Config:
@@ -86,9 +110,10 @@ class Config:
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )
-        config = cls(server=str(data.get("server") or DEFAULT_SERVER), token=str(data.get("token") or ""))
-        config.server = os.environ.get("FAIRWAY_URL") or config.server
-        config.token = os.environ.get("FAIRWAY_TOKEN") or config.token
+        saved = str(data.get("server") or DEFAULT_SERVER)
+        config = cls(saved_server=saved, saved_token=str(data.get("token") or ""))
+        config.given_token = os.environ.get("FAIRWAY_TOKEN") or ""
+        config.point_at(os.environ.get("FAIRWAY_URL") or saved)
         return config
 
     def save(self) -> Path:
@@ -1548,6 +1573,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
     _ANSWERED.set(None)
+    config: Config | None = None
     try:
         if args.server is not None and not args.server.startswith(("http://", "https://")):
             raise CliError(
@@ -1557,15 +1583,21 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             )
         config = Config.load()
         if args.server and args.command_name != "login":
-            config.server = server_root(args.server)
+            config.point_at(server_root(args.server))
         elif args.command_name == "login" and args.server:
-            config.server = args.server
+            config.point_at(args.server)
         args.server = args.server if args.command_name == "login" else None
         code = int(args.handler(args, config, out))
         out.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
         return code
     except CliError as exc:
-        err.write(f"fairway: {exc.message}\n")
+        message = exc.message
+        if exc.exit_code == EXIT_AUTH and args.command_name != "login" and config is not None and config.withheld():
+            message = (
+                f"not logged in to {config.server} (the saved token is {config.saved_server}'s and goes to no other "
+                f"server): run `fairway login --server {config.server}`, or give a token with $FAIRWAY_TOKEN"
+            )
+        err.write(f"fairway: {message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
