@@ -9,6 +9,7 @@ Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
 and ``$FAIRWAY_TOKEN`` override it. The saved token goes only to the saved server: a command
 talking to another one (``--server``, ``$FAIRWAY_URL``) sends ``$FAIRWAY_TOKEN`` or nothing.
+A config readable by others is made 0600 when read (and said on stderr).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -74,6 +76,24 @@ def same_server(a: str, b: str) -> bool:
     return (ka.scheme.lower(), ka.netloc.lower(), ka.path) == (kb.scheme.lower(), kb.netloc.lower(), kb.path)
 
 
+def _make_private(fd: int, path: Path) -> str:
+    """A config file readable by others (copied, written with the umask's 0644 on a shared login
+    node) holds a token every user there could read: made 0600 when it is ours, as the agent does
+    with its own config (brk40); the sentence to say, "" when there is nothing to say."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o077:
+        return ""
+    mode = f"{st.st_mode & 0o777:o}"
+    if st.st_uid == os.geteuid():
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            pass
+        else:
+            return f"{path} was readable by others (mode {mode}): made it 0600"
+    return f"{path} is readable by others (mode {mode}) and not yours to change: its token may be known to others"
+
+
 @dataclass(slots=True)
 class Config:
     """``token`` is what this command sends: ``$FAIRWAY_TOKEN``, else the saved token, which goes
@@ -85,6 +105,8 @@ class Config:
     saved_server: str = DEFAULT_SERVER
     saved_token: str = ""
     given_token: str = ""
+    notice: str = ""
+    """Said on stderr before the command runs (a config that was readable by others)."""
 
     def point_at(self, server: str) -> None:
         """Talk to ``server``, with the token that may go there."""
@@ -99,9 +121,11 @@ class Config:
     def load(cls) -> Config:
         path = config_path()
         data: dict[str, Any] = {}
+        notice = ""
         if path.exists():
             try:
                 with open(path, encoding="utf-8") as f:  # at most what a config holds: not /dev/zero
+                    notice = _make_private(f.fileno(), path)
                     text = f.read(MAX_CONFIG_CHARS + 1)
                 data = json.loads(text) if len(text) <= MAX_CONFIG_CHARS else None
             except (OSError, ValueError) as exc:
@@ -111,7 +135,7 @@ class Config:
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )
         saved = str(data.get("server") or DEFAULT_SERVER)
-        config = cls(saved_server=saved, saved_token=str(data.get("token") or ""))
+        config = cls(saved_server=saved, saved_token=str(data.get("token") or ""), notice=notice)
         config.given_token = os.environ.get("FAIRWAY_TOKEN") or ""
         config.point_at(os.environ.get("FAIRWAY_URL") or saved)
         return config
@@ -1582,6 +1606,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
                 "(e.g. https://fairway.example.org)",
             )
         config = Config.load()
+        if config.notice:
+            err.write(f"fairway: {config.notice}\n")
         if args.server and args.command_name != "login":
             config.point_at(server_root(args.server))
         elif args.command_name == "login" and args.server:

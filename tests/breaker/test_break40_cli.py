@@ -93,3 +93,15 @@ def test_a_login_to_another_server_keeps_its_own_refusal(saved_config, other_ser
     url, _seen = other_server
     code, err = _run("login", "--server", url, "--token", "t0123456789")
     assert code == fairway_cli.EXIT_AUTH and "refused this token" in err
+
+
+def test_a_saved_token_readable_by_others_is_made_private_on_reading(saved_config, other_server, monkeypatch):
+    """A config copied or written with the umask's 0644 (a shared login node) kept its token
+    readable by every user of the machine: ``save`` made it 0600, reading it did not (the agent
+    does, agent/__main__.py)."""
+    url, _seen = other_server
+    saved_config.chmod(0o644)
+    monkeypatch.setenv("FAIRWAY_TOKEN", "env-token-0123456789")
+    _code, err = _run("--server", url, "ls")
+    assert saved_config.stat().st_mode & 0o077 == 0
+    assert f"{saved_config} was readable by others (mode 644): made it 0600" in err
