@@ -7,7 +7,9 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import QuerySet
+from django.http import QueryDict
 from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework import serializers
 
 from budgets.services import budget_hint, resolve_budget, subtree_ids
 from scheduler.models import Cluster, Workload
@@ -98,6 +100,30 @@ class WorkloadFilter(django_filters.FilterSet):
         return queryset.filter(owner__username=value)
 
 
+REPEATED = "give it once (only state takes several values)"
+"""The refusal of a filter given more than once, under its name (the API's 400, the page's line)."""
+
+
+def one_value_each(params: QueryDict) -> tuple[QueryDict, list[str]]:
+    """The workload list's query as :class:`WorkloadFilter` reads it, on the API and the page
+    alike (brk40): ``state`` given several times is its values joined (``?state=pending&state=
+    running`` is ``?state=pending,running``: the API listed the running ones alone, as QueryDict
+    keeps the last value); any other filter given with two values is returned by name, to be
+    refused (``?owner=me&owner=rita`` listed rita's alone). Empty values count for nothing."""
+    data = params.copy()
+    states = [v for v in data.getlist("state") if v]
+    if len(states) > 1:
+        data.setlist("state", [",".join(states)])
+    twice = []
+    for name in WorkloadFilter.base_filters:
+        given = [v for v in data.getlist(name) if v]
+        if len(given) > 1:
+            twice.append(name)
+        elif given:
+            data.setlist(name, given)
+    return data, twice
+
+
 class SkipUnaskedFilterBackend(DjangoFilterBackend):
     """django-filter's backend, without building and validating a filter form on a request that
     names none of the filter set's parameters (a workload's detail and cancel, the plain list):
@@ -111,6 +137,14 @@ class SkipUnaskedFilterBackend(DjangoFilterBackend):
         if names is not None and not any(name in request.query_params for name in names):
             return queryset.all()
         return super().filter_queryset(request, queryset, view)
+
+    def get_filterset_kwargs(self, request: Any, queryset: QuerySet[Any], view: Any) -> dict[str, Any]:
+        kwargs = super().get_filterset_kwargs(request, queryset, view)
+        if issubclass(self.get_filterset_class(view, queryset) or object, WorkloadFilter):
+            kwargs["data"], twice = one_value_each(kwargs["data"])
+            if twice:
+                raise serializers.ValidationError({name: [REPEATED] for name in twice}, code="invalid")
+        return kwargs
 
 
 _NAMES: dict[type, frozenset[str] | None] = {}

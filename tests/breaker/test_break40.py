@@ -101,3 +101,33 @@ def test_one_workload_named_twice_with_one_condition_is_taken_once(researcher_cl
     response = researcher_client.post("/api/v1/workloads/", submission(after="1,#1:ok"), format="json")
     assert response.status_code == 201, response.json()
     assert response.json()["after"] == [{"workload": first.json()["id"], "condition": "ok", "state": "pending"}]
+
+
+def test_the_api_lists_every_state_given_as_the_page_does(researcher_client, submission, cluster):
+    """``?state=pending&state=canceled`` listed the canceled ones alone (QueryDict keeps the last
+    value): the page joins repeated states (``?state=pending,canceled``), the API now too."""
+    ids = [researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json").json()["id"]]
+    ids.append(researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json").json()["id"])
+    researcher_client.post(f"/api/v1/workloads/{ids[1]}/cancel/")
+    body = researcher_client.get("/api/v1/workloads/?state=pending&state=canceled").json()
+    assert sorted(w["id"] for w in body["results"]) == ids
+
+
+@pytest.mark.parametrize("surface", ["api", "page"])
+def test_another_filter_given_twice_is_refused_not_read_as_its_last(
+    researcher_client, researcher, submission, cluster, surface
+):
+    """``?owner=me&owner=teammate`` listed the teammate's workloads alone, as if the first value
+    were not there: it is a 400 naming the filter on both surfaces."""
+    researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json")
+    query = "owner=me&owner=teammate"
+    if surface == "api":
+        response = researcher_client.get(f"/api/v1/workloads/?{query}")
+        assert response.status_code == 400, response.json()
+        assert "once" in response.json()["owner"][0]
+    else:
+        web = Client()
+        web.force_login(researcher)
+        response = web.get(f"/workloads/?{query}")
+        assert response.status_code == 400
+        assert b"owner: give it once" in response.content
