@@ -46,8 +46,9 @@ from config.errors import ServiceError
 from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
-from scheduler.api.filters import REPEATED, WorkloadFilter, one_value_each
+from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import hosts_queryset, state_reason
+from scheduler.api.params import REPEATED
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization

@@ -12,6 +12,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import serializers
 
 from budgets.services import budget_hint, resolve_budget, subtree_ids
+from scheduler.api.params import REPEATED, given_twice
 from scheduler.models import Cluster, Workload
 from scheduler.services import MAX_DB_INT
 
@@ -100,28 +101,17 @@ class WorkloadFilter(django_filters.FilterSet):
         return queryset.filter(owner__username=value)
 
 
-REPEATED = "give it once (only state takes several values)"
-"""The refusal of a filter given more than once, under its name (the API's 400, the page's line)."""
-
-
 def one_value_each(params: QueryDict) -> tuple[QueryDict, list[str]]:
     """The workload list's query as :class:`WorkloadFilter` reads it, on the API and the page
     alike (brk40): ``state`` given several times is its values joined (``?state=pending&state=
     running`` is ``?state=pending,running``: the API listed the running ones alone, as QueryDict
-    keeps the last value); any other filter given with two values is returned by name, to be
-    refused (``?owner=me&owner=rita`` listed rita's alone). Empty values count for nothing."""
+    keeps the last value); the other filters given twice are returned by name
+    (:func:`~scheduler.api.params.given_twice`), to be refused. Empty values count for nothing."""
     data = params.copy()
     states = [v for v in data.getlist("state") if v]
     if len(states) > 1:
         data.setlist("state", [",".join(states)])
-    twice = []
-    for name in WorkloadFilter.base_filters:
-        given = [v for v in data.getlist(name) if v]
-        if len(given) > 1:
-            twice.append(name)
-        elif given:
-            data.setlist(name, given)
-    return data, twice
+    return data, given_twice(data, WorkloadFilter.base_filters)
 
 
 class SkipUnaskedFilterBackend(DjangoFilterBackend):
@@ -142,7 +132,7 @@ class SkipUnaskedFilterBackend(DjangoFilterBackend):
         kwargs = super().get_filterset_kwargs(request, queryset, view)
         if issubclass(self.get_filterset_class(view, queryset) or object, WorkloadFilter):
             kwargs["data"], twice = one_value_each(kwargs["data"])
-            if twice:
+            if twice:  # the list refused them already (refuse_unknown); another view would read the last
                 raise serializers.ValidationError({name: [REPEATED] for name in twice}, code="invalid")
         return kwargs
 

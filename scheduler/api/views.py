@@ -243,7 +243,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         rows); the rows are those workloads with their columns and names."""
         pages = self.paginator
         known = [*WorkloadFilter.base_filters, pages.limit_query_param, pages.offset_query_param]
-        refuse_unknown(request.query_params, known)
+        refuse_unknown(request.query_params, known, several=["state"])
         filtered = self.filter_queryset(Workload.objects.all())
         queryset = self.list_rows(filtered)
         self.paginator.count_queryset = filtered  # type: ignore[union-attr]

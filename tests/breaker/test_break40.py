@@ -131,3 +131,22 @@ def test_another_filter_given_twice_is_refused_not_read_as_its_last(
         response = web.get(f"/workloads/?{query}")
         assert response.status_code == 400
         assert b"owner: give it once" in response.content
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/workloads/history/?budget=nlp&budget=vision",
+        "/api/v1/hosts/?state=active&state=drained",
+        "/api/v1/groups/?owner=me&owner=teammate",
+        "/api/v1/workloads/?limit=1&limit=500",
+        "/api/v1/budgets/tree/?cluster=default&cluster=other",
+    ],
+)
+def test_a_parameter_given_twice_is_refused_on_every_list(researcher_client, cluster, url):
+    """Every list read the last of a repeated parameter, silently (``?budget=nlp&budget=vision``
+    reported vision alone): refused with the parameter's name, by the rule of unknown ones."""
+    response = researcher_client.get(url)
+    name = url.split("?")[1].split("=")[0]
+    assert response.status_code == 400, response.content
+    assert "once" in response.json()[name][0]
