@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from budgets.models import Budget
-from scheduler.models import Host, JoinToken, Workload
+from scheduler.models import Host, JoinToken, NotificationSettings, Workload
 from scheduler.services import do_create_join_token
 
 
@@ -150,3 +150,36 @@ def test_a_parameter_given_twice_is_refused_on_every_list(researcher_client, clu
     name = url.split("?")[1].split("=")[0]
     assert response.status_code == 400, response.content
     assert "once" in response.json()[name][0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("email_kinds", "5", "a list of event kinds"),
+        ("email_kinds", '"started"', "a list of event kinds"),
+        ("webhook_kinds", '["strated"]', "unknown event kind"),
+        ("webhook_kinds", '["failed"]', "need a webhook URL"),
+    ],
+)
+def test_the_admin_refuses_notification_settings_the_api_refuses(admin, researcher, field, value, said):
+    """The admin's form took any JSON for the kinds: ``5`` there made every start confirmation of
+    the user's workloads fail (``kind in 5``: TypeError in the transaction that records the
+    ``started`` event), and with them every other start confirmed in the same batch."""
+    client = Client()
+    client.force_login(admin)
+    data = {"user": researcher.pk, "email_kinds": "[]", "webhook_kinds": "[]", "webhook_url": "", field: value}
+    response = client.post(reverse("admin:scheduler_notificationsettings_add"), data)
+    assert response.status_code == 200  # the form again, with the error
+    assert said in response.content.decode()
+    assert not NotificationSettings.objects.exists()
+
+
+def test_the_admin_refuses_a_webhook_the_api_refuses(admin, researcher):
+    client = Client()
+    client.force_login(admin)
+    data = {"user": researcher.pk, "email_kinds": "[]", "webhook_kinds": '["failed"]'}
+    response = client.post(
+        reverse("admin:scheduler_notificationsettings_add"), {**data, "webhook_url": "http://127.0.0.1:8000/hook"}
+    )
+    assert "private or local address" in response.content.decode()
+    assert not NotificationSettings.objects.exists()
