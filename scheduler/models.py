@@ -314,8 +314,9 @@ class NotificationSettings(models.Model):
 
     def clean(self) -> None:
         """The API's and the web form's rules, for the admin's form: it took any JSON for the kinds,
-        and ``5`` there made every start confirmation of the user's work fail (``kind in 5``, in the
-        transaction recording the ``started`` event) with the others of its batch (brk40)."""
+        and ``5`` there made every start and exit report of the user's work fail (``kind in 5``, in
+        the transaction recording the ``started``, ``succeeded`` or ``failed`` event): an exited
+        attempt stayed running, holding its GPUs (brk40)."""
         from django.core.exceptions import ValidationError
 
         from scheduler.notifications import clean_kinds, webhook_problem, webhook_without_url

@@ -162,9 +162,9 @@ def test_a_parameter_given_twice_is_refused_on_every_list(researcher_client, clu
     ],
 )
 def test_the_admin_refuses_notification_settings_the_api_refuses(admin, researcher, field, value, said):
-    """The admin's form took any JSON for the kinds: ``5`` there made every start confirmation of
-    the user's workloads fail (``kind in 5``: TypeError in the transaction that records the
-    ``started`` event), and with them every other start confirmed in the same batch."""
+    """The admin's form took any JSON for the kinds: ``5`` there made every start and exit report
+    of the user's workloads fail (``kind in 5``: TypeError in the transaction that records the
+    ``started``, ``succeeded`` or ``failed`` event): an exited attempt stayed running."""
     client = Client()
     client.force_login(admin)
     data = {"user": researcher.pk, "email_kinds": "[]", "webhook_kinds": "[]", "webhook_url": "", field: value}
