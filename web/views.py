@@ -63,6 +63,7 @@ from scheduler.models import (
     Workload,
     WorkloadEvent,
 )
+from scheduler.notifications import listed_kinds
 from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
@@ -802,7 +803,11 @@ def notifications(request: HttpRequest) -> HttpResponse:
     """What the user is told, per event kind, by email and/or webhook (docs/jobs.md)."""
     pref = NotificationSettings.objects.filter(user=request.user).first()
     initial = (
-        {"email_kinds": pref.email_kinds, "webhook_kinds": pref.webhook_kinds, "webhook_url": pref.webhook_url}
+        {
+            "email_kinds": listed_kinds(pref.email_kinds),
+            "webhook_kinds": listed_kinds(pref.webhook_kinds),
+            "webhook_url": pref.webhook_url,
+        }
         if pref
         else {}
     )

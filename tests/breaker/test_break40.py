@@ -183,3 +183,33 @@ def test_the_admin_refuses_a_webhook_the_api_refuses(admin, researcher):
     )
     assert "private or local address" in response.content.decode()
     assert not NotificationSettings.objects.exists()
+
+
+def test_a_bad_settings_row_saved_before_the_fix_stops_no_exit(
+    researcher_client, researcher, submission, cluster, hosts
+):
+    """A row the admin saved before its form checked the kinds (``5``) made the exit report of
+    the user's work fail: the attempt stayed running, holding its GPUs. Such a row sends nothing."""
+    from scheduler import lifecycle
+    from scheduler.models import Attempt
+    from scheduler.tick import run_tick
+    from tests.conftest import connected
+
+    connected(*hosts.values())
+    researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json")
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.get()
+    NotificationSettings.objects.create(user=researcher, email_kinds=5, webhook_kinds="failed", webhook_url="x")
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0)
+    assert Workload.objects.get().state == Workload.State.SUCCEEDED
+
+
+def test_a_bad_settings_row_reads_as_no_kinds(researcher_client, researcher):
+    NotificationSettings.objects.create(user=researcher, email_kinds=5, webhook_kinds={"a": 1})
+    response = researcher_client.get("/api/v1/notifications/")
+    assert response.status_code == 200
+    assert (response.json()["email_kinds"], response.json()["webhook_kinds"]) == ([], [])
+    web = Client()
+    web.force_login(researcher)
+    assert web.get("/notifications/").status_code == 200
