@@ -351,19 +351,19 @@ class BudgetAdmin(admin.ModelAdmin):
         # Budgets with workloads are archived, never deleted (DESIGN.md §3.7).
         return obj is not None and not obj.workloads.exists() and super().has_delete_permission(request, obj)
 
-    @admin.action(description="Hold: start no new attempts")
+    @admin.action(description="Hold: start no new attempts", permissions=["change"])
     def hold_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
         for budget in queryset:
             do_set_hold(budget, True, actor=request.user, note="admin action")
         messages.success(request, f"{queryset.count()} budget(s) on hold.")
 
-    @admin.action(description="Release hold")
+    @admin.action(description="Release hold", permissions=["change"])
     def release_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
         for budget in queryset:
             do_set_hold(budget, False, actor=request.user, note="admin action")
         messages.success(request, f"{queryset.count()} budget(s) released.")
 
-    @admin.action(description="Archive (refuse new submissions; running work carries on)")
+    @admin.action(description="Archive (refuse new submissions; running work carries on)", permissions=["change"])
     def archive_budgets(self, request: HttpRequest, queryset: QuerySet[Budget]) -> None:
         for budget in queryset:
             do_archive_budget(budget, actor=request.user, note="admin action")

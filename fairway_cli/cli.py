@@ -7,7 +7,9 @@ token was revoked).
 
 Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
-and ``$FAIRWAY_TOKEN`` override it.
+and ``$FAIRWAY_TOKEN`` override it. The saved token goes only to the saved server: a command
+talking to another one (``--server``, ``$FAIRWAY_URL``) sends ``$FAIRWAY_TOKEN`` or nothing.
+A config readable by others is made 0600 when read (and said on stderr).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import requests
 
@@ -66,18 +70,62 @@ def config_path() -> Path:
     return base / "fairway" / "config.json"
 
 
+def same_server(a: str, b: str) -> bool:
+    """``a`` and ``b`` name one server (:func:`server_root`'s form; scheme and host in any case)."""
+    ka, kb = urlsplit(server_root(a)), urlsplit(server_root(b))
+    return (ka.scheme.lower(), ka.netloc.lower(), ka.path) == (kb.scheme.lower(), kb.netloc.lower(), kb.path)
+
+
+def _make_private(fd: int, path: Path) -> str:
+    """A config file readable by others (copied, written with the umask's 0644 on a shared login
+    node) holds a token every user there could read: made 0600 when it is ours, as the agent does
+    with its own config (brk40); the sentence to say, "" when there is nothing to say."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o077:
+        return ""
+    mode = f"{st.st_mode & 0o777:o}"
+    if st.st_uid == os.geteuid():
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            pass
+        else:
+            return f"{path} was readable by others (mode {mode}): made it 0600"
+    return f"{path} is readable by others (mode {mode}) and not yours to change: its token may be known to others"
+
+
 @dataclass(slots=True)
 class Config:
+    """``token`` is what this command sends: ``$FAIRWAY_TOKEN``, else the saved token, which goes
+    only to the server it was saved with (``saved_server``): another server named by ``--server``
+    or ``$FAIRWAY_URL`` (a typo, ``http://`` for ``https://``, a stale variable) got it (brk40)."""
+
     server: str = DEFAULT_SERVER
     token: str = ""
+    saved_server: str = DEFAULT_SERVER
+    saved_token: str = ""
+    given_token: str = ""
+    notice: str = ""
+    """Said on stderr before the command runs (a config that was readable by others)."""
+
+    def point_at(self, server: str) -> None:
+        """Talk to ``server``, with the token that may go there."""
+        self.server = server
+        self.token = self.given_token or (self.saved_token if same_server(server, self.saved_server) else "")
+
+    def withheld(self) -> bool:
+        """A saved token was not sent because the command talks to another server."""
+        return bool(self.saved_token) and not self.token and not same_server(self.server, self.saved_server)
 
     @classmethod
     def load(cls) -> Config:
         path = config_path()
         data: dict[str, Any] = {}
+        notice = ""
         if path.exists():
             try:
                 with open(path, encoding="utf-8") as f:  # at most what a config holds: not /dev/zero
+                    notice = _make_private(f.fileno(), path)
                     text = f.read(MAX_CONFIG_CHARS + 1)
                 data = json.loads(text) if len(text) <= MAX_CONFIG_CHARS else None
             except (OSError, ValueError) as exc:
@@ -86,9 +134,10 @@ class Config:
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )
-        config = cls(server=str(data.get("server") or DEFAULT_SERVER), token=str(data.get("token") or ""))
-        config.server = os.environ.get("FAIRWAY_URL") or config.server
-        config.token = os.environ.get("FAIRWAY_TOKEN") or config.token
+        saved = str(data.get("server") or DEFAULT_SERVER)
+        config = cls(saved_server=saved, saved_token=str(data.get("token") or ""), notice=notice)
+        config.given_token = os.environ.get("FAIRWAY_TOKEN") or ""
+        config.point_at(os.environ.get("FAIRWAY_URL") or saved)
         return config
 
     def save(self) -> Path:
@@ -1548,6 +1597,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
     _ANSWERED.set(None)
+    config: Config | None = None
     try:
         if args.server is not None and not args.server.startswith(("http://", "https://")):
             raise CliError(
@@ -1556,16 +1606,24 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
                 "(e.g. https://fairway.example.org)",
             )
         config = Config.load()
+        if config.notice:
+            err.write(f"fairway: {config.notice}\n")
         if args.server and args.command_name != "login":
-            config.server = server_root(args.server)
+            config.point_at(server_root(args.server))
         elif args.command_name == "login" and args.server:
-            config.server = args.server
+            config.point_at(args.server)
         args.server = args.server if args.command_name == "login" else None
         code = int(args.handler(args, config, out))
         out.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
         return code
     except CliError as exc:
-        err.write(f"fairway: {exc.message}\n")
+        message = exc.message
+        if exc.exit_code == EXIT_AUTH and args.command_name != "login" and config is not None and config.withheld():
+            message = (
+                f"not logged in to {config.server} (the saved token is {config.saved_server}'s and goes to no other "
+                f"server): run `fairway login --server {config.server}`, or give a token with $FAIRWAY_TOKEN"
+            )
+        err.write(f"fairway: {message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

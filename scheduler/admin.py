@@ -77,7 +77,12 @@ class ClusterAdmin(admin.ModelAdmin):
     search_fields = ["name"]
     actions = ["create_join_token"]
 
-    @admin.action(description="Create a join token (single use, valid 1 h) for a new host")
+    def has_join_permission(self, request: HttpRequest) -> bool:
+        """A join token lets a machine join the cluster (and run its users' work): it needs the
+        permission to add join tokens, not merely to see the clusters (brk40)."""
+        return bool(request.user.has_perm("scheduler.add_jointoken"))
+
+    @admin.action(description="Create a join token (single use, valid 1 h) for a new host", permissions=["join"])
     def create_join_token(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
         from scheduler.agent_install import public_url
 
@@ -247,23 +252,25 @@ class HostAdmin(admin.ModelAdmin):
             "{n} host(s) updated.",
         )
 
-    @admin.action(description="Cordon: no new work, running work stays")
+    @admin.action(description="Cordon: no new work, running work stays", permissions=["change"])
     def cordon(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         self._set_state(request, queryset, Host.State.CORDONED)
 
-    @admin.action(description="Drain: no new work, attempts leave as their protection ends")
+    @admin.action(description="Drain: no new work, attempts leave as their protection ends", permissions=["change"])
     def drain(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         self._set_state(request, queryset, Host.State.DRAINING)
 
-    @admin.action(description="Drain now: stop everything, ignoring protection (audited)")
+    @admin.action(description="Drain now: stop everything, ignoring protection (audited)", permissions=["change"])
     def drain_now_action(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         self._set_state(request, queryset, Host.State.DRAINING, drain_now=True)
 
-    @admin.action(description="Resume: back to active")
+    @admin.action(description="Resume: back to active", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         self._set_state(request, queryset, Host.State.ACTIVE)
 
-    @admin.action(description="Approve the GPU inventory the agent reported (resumes a host it cordoned)")
+    @admin.action(
+        description="Approve the GPU inventory the agent reported (resumes a host it cordoned)", permissions=["change"]
+    )
     def approve_inventory(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         _each(
             request,
@@ -273,7 +280,9 @@ class HostAdmin(admin.ModelAdmin):
             "GPU inventory of {n} host(s) approved.",
         )
 
-    @admin.action(description="Rotate the host token (shown once; closes the agent's connections at once)")
+    @admin.action(
+        description="Rotate the host token (shown once; closes the agent's connections at once)", permissions=["change"]
+    )
     def rotate_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         for host in queryset:
             token = do_rotate_host_token(request.user, host)
@@ -283,7 +292,10 @@ class HostAdmin(admin.ModelAdmin):
                 "(token:) and restart the agent; its open connections were closed.",
             )
 
-    @admin.action(description="Revoke the host token (closes the agent's connections; refused until rotated)")
+    @admin.action(
+        description="Revoke the host token (closes the agent's connections; refused until rotated)",
+        permissions=["change"],
+    )
     def revoke_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         done = 0
         for host in queryset:
@@ -291,7 +303,9 @@ class HostAdmin(admin.ModelAdmin):
             done += 1
         messages.success(request, f"Token of {done} host(s) revoked; their agent connections were closed.")
 
-    @admin.action(description="Remove from the cluster for good (decommissioned; drain it first)")
+    @admin.action(
+        description="Remove from the cluster for good (decommissioned; drain it first)", permissions=["change"]
+    )
     def remove_hosts(self, request: HttpRequest, queryset: QuerySet[Host]) -> TemplateResponse | None:
         """Asks first (a removal cannot be undone and the name stays taken; ``fairway hosts
         remove`` asks for ``--yes``): a page naming each host and its state, then the removal."""
@@ -461,7 +475,12 @@ class JoinTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_superuser)
 
-    @admin.action(description="Revoke (expire now) the selected unused tokens")
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        """The rows are read-only here (``has_change_permission`` is False for everyone); expiring
+        one needs the permission to change join tokens, not merely to see them (brk40)."""
+        return bool(request.user.has_perm("scheduler.change_jointoken"))
+
+    @admin.action(description="Revoke (expire now) the selected unused tokens", permissions=["revoke"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[JoinToken]) -> None:
         from django.utils import timezone
 

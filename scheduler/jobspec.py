@@ -200,7 +200,13 @@ def check(
         if m is None:
             refuse("invalid_after", "after", f"{str(item)[:40]!r} is not ID, ID:ok or ID:any.")
             continue
-        wanted[int(m.group("id"))] = m.group("cond") or "ok"
+        pk, cond = int(m.group("id")), m.group("cond") or "ok"
+        if wanted.setdefault(pk, cond) != cond:  # 12 and 12:any: the last one silently won (brk40)
+            refuse(
+                "invalid_after",
+                "after",
+                f"Workload {pk} is named twice ({pk}:{wanted[pk]} and {pk}:{cond}): name it once.",
+            )
     if wanted:
         found = {w.pk: w for w in Workload.objects.filter(pk__in=list(wanted)).only("id", "owner_id", "state")}
         for pk, cond in sorted(wanted.items()):

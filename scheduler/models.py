@@ -312,6 +312,29 @@ class NotificationSettings(models.Model):
     def __str__(self) -> str:
         return f"notifications of {self.user_id}"
 
+    def clean(self) -> None:
+        """The API's and the web form's rules, for the admin's form: it took any JSON for the kinds,
+        and ``5`` there made every start and exit report of the user's work fail (``kind in 5``, in
+        the transaction recording the ``started``, ``succeeded`` or ``failed`` event): an exited
+        attempt stayed running, holding its GPUs (brk40)."""
+        from django.core.exceptions import ValidationError
+
+        from scheduler.notifications import clean_kinds, webhook_problem, webhook_without_url
+
+        problems: dict[str, str] = {}
+        for name in ("email_kinds", "webhook_kinds"):
+            try:
+                setattr(self, name, clean_kinds(getattr(self, name)))
+            except ValueError as exc:
+                problems[name] = f"{name} is {exc}." if "unknown" not in str(exc) else f"{exc}."
+        self.webhook_url = (self.webhook_url or "").strip()
+        if self.webhook_url and (problem := webhook_problem(self.webhook_url)):
+            problems["webhook_url"] = f"Webhook refused: {problem}."
+        elif "webhook_kinds" not in problems and (problem := webhook_without_url(self.webhook_kinds, self.webhook_url)):
+            problems["webhook_url"] = f"{problem[0].upper()}{problem[1:]}."
+        if problems:
+            raise ValidationError(problems)
+
 
 class Notification(models.Model):
     """One message for one event and channel; ``key`` makes delivery idempotent (once per event)."""

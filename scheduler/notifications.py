@@ -178,6 +178,14 @@ def clean_kinds(kinds: Any) -> list[str]:
     return [k for k in KIND_LABELS if k in kinds]
 
 
+def listed_kinds(kinds: Any) -> list[Any]:
+    """A settings row's kinds as a list; a row the admin saved before its form checked them
+    (``NotificationSettings.clean``) may hold any JSON: ``kind in 5`` failed the transaction
+    recording the event, an attempt's exit with it (brk40). Such a row sends nothing, and the API
+    and the page show its kinds as none."""
+    return kinds if isinstance(kinds, list) else []
+
+
 def queue_for(events: Iterable[Any], owners: Mapping[int, int] | None = None) -> None:
     """Write the notifications ``events`` call for, and send them after the commit. ``owners``:
     workload id → owner id, as the caller read them; read here when it misses one of the events'."""
@@ -198,9 +206,9 @@ def queue_for(events: Iterable[Any], owners: Mapping[int, int] | None = None) ->
         if pref is None:
             continue
         kind = KIND_OF_EVENT[e.kind]
-        if kind in (pref.email_kinds or []):
+        if kind in listed_kinds(pref.email_kinds):
             rows.append(Notification(key=f"event-{e.pk}-email", event_id=e.pk, user_id=pref.user_id, channel="email"))
-        if kind in (pref.webhook_kinds or []) and pref.webhook_url:
+        if kind in listed_kinds(pref.webhook_kinds) and pref.webhook_url:
             rows.append(
                 Notification(key=f"event-{e.pk}-webhook", event_id=e.pk, user_id=pref.user_id, channel="webhook")
             )

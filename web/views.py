@@ -46,8 +46,9 @@ from config.errors import ServiceError
 from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
-from scheduler.api.filters import WorkloadFilter
+from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import hosts_queryset, state_reason
+from scheduler.api.params import REPEATED
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
@@ -62,6 +63,7 @@ from scheduler.models import (
     Workload,
     WorkloadEvent,
 )
+from scheduler.notifications import listed_kinds
 from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.pyramid import pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
@@ -328,10 +330,7 @@ def _as_service_error(errors: dict[str, list[str]]) -> ServiceError:
 def workloads(request: HttpRequest) -> HttpResponse:
     """Every workload (queue transparency), filtered by state, budget, owner, cluster; 50 a page."""
     scope = _scope(request)
-    params = request.GET.copy()
-    states = params.getlist("state")
-    if len(states) > 1:
-        params.setlist("state", [",".join(states)])
+    params, twice = one_value_each(request.GET)
     filters = list(WorkloadFilter.base_filters)
     # ?user=rita (the column says "user"; the filter is owner=, as the API's) listed everyone's
     # workloads as if they were rita's (brk30): a parameter that filters nothing is named too.
@@ -342,6 +341,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
     # A filter the API refuses (400, naming the value) was dropped here without a word: the page
     # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
     errors = [f"{k}: no such filter (the filters are {', '.join(filters)})" for k in unknown]
+    errors += [f"{k}: {REPEATED}" for k in twice]
     errors += [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
     # ?page= by the API's rule for limit and offset (config.pagination): Paginator.get_page read
     # ?page=abc or ?page=-1 as page 1 and ?page=999 as the last page, an answer to another question
@@ -803,7 +803,11 @@ def notifications(request: HttpRequest) -> HttpResponse:
     """What the user is told, per event kind, by email and/or webhook (docs/jobs.md)."""
     pref = NotificationSettings.objects.filter(user=request.user).first()
     initial = (
-        {"email_kinds": pref.email_kinds, "webhook_kinds": pref.webhook_kinds, "webhook_url": pref.webhook_url}
+        {
+            "email_kinds": listed_kinds(pref.email_kinds),
+            "webhook_kinds": listed_kinds(pref.webhook_kinds),
+            "webhook_url": pref.webhook_url,
+        }
         if pref
         else {}
     )

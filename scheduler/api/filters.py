@@ -7,9 +7,12 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import QuerySet
+from django.http import QueryDict
 from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework import serializers
 
 from budgets.services import budget_hint, resolve_budget, subtree_ids
+from scheduler.api.params import REPEATED, given_twice
 from scheduler.models import Cluster, Workload
 from scheduler.services import MAX_DB_INT
 
@@ -98,6 +101,19 @@ class WorkloadFilter(django_filters.FilterSet):
         return queryset.filter(owner__username=value)
 
 
+def one_value_each(params: QueryDict) -> tuple[QueryDict, list[str]]:
+    """The workload list's query as :class:`WorkloadFilter` reads it, on the API and the page
+    alike (brk40): ``state`` given several times is its values joined (``?state=pending&state=
+    running`` is ``?state=pending,running``: the API listed the running ones alone, as QueryDict
+    keeps the last value); the other filters given twice are returned by name
+    (:func:`~scheduler.api.params.given_twice`), to be refused. Empty values count for nothing."""
+    data = params.copy()
+    states = [v for v in data.getlist("state") if v]
+    if len(states) > 1:
+        data.setlist("state", [",".join(states)])
+    return data, given_twice(data, WorkloadFilter.base_filters)
+
+
 class SkipUnaskedFilterBackend(DjangoFilterBackend):
     """django-filter's backend, without building and validating a filter form on a request that
     names none of the filter set's parameters (a workload's detail and cancel, the plain list):
@@ -111,6 +127,14 @@ class SkipUnaskedFilterBackend(DjangoFilterBackend):
         if names is not None and not any(name in request.query_params for name in names):
             return queryset.all()
         return super().filter_queryset(request, queryset, view)
+
+    def get_filterset_kwargs(self, request: Any, queryset: QuerySet[Any], view: Any) -> dict[str, Any]:
+        kwargs = super().get_filterset_kwargs(request, queryset, view)
+        if issubclass(self.get_filterset_class(view, queryset) or object, WorkloadFilter):
+            kwargs["data"], twice = one_value_each(kwargs["data"])
+            if twice:  # the list refused them already (refuse_unknown); another view would read the last
+                raise serializers.ValidationError({name: [REPEATED] for name in twice}, code="invalid")
+        return kwargs
 
 
 _NAMES: dict[type, frozenset[str] | None] = {}

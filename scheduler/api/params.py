@@ -83,16 +83,30 @@ def int_param(name: str, raw: str | None, message: str) -> int | None:
     return int(raw)
 
 
-def refuse_unknown(params: Any, known: Iterable[str]) -> None:
+REPEATED = "give it once (only a list's state takes several values)"
+"""The refusal of a query parameter given twice, under its name (the API's 400, the web page's line)."""
+
+
+def given_twice(params: Any, names: Iterable[str]) -> list[str]:
+    """The parameters among ``names`` that ``params`` (a QueryDict) gives two non-empty values or
+    more: an endpoint reads one, and QueryDict's is the last (``?budget=nlp&budget=vision`` read as
+    vision alone, silently; brk40)."""
+    return sorted(n for n in names if len([v for v in params.getlist(n) if v]) > 1)
+
+
+def refuse_unknown(params: Any, known: Iterable[str], several: Iterable[str] = ()) -> None:
     """A query parameter the endpoint does not read is a 400 ``unknown_parameter`` naming the ones it
     reads, never dropped: ``?user=rita`` (the filter is ``owner``) or ``?mine=1`` listed everyone's
     workloads as if they were rita's (brk31; the web page since brk30). DRF's ``format`` is read by
-    every endpoint."""
+    every endpoint. One it reads given twice, but for those in ``several``, is a 400 ``invalid``
+    (:func:`given_twice`)."""
     names = sorted({*known, "format"})
     unknown = sorted(k for k in params if k not in names)
     if unknown:
         message = f"no such parameter (the parameters are: {', '.join(names)})"
         raise serializers.ValidationError({k: [message] for k in unknown}, code="unknown_parameter")
+    if twice := given_twice(params, [n for n in names if n not in set(several)]):
+        raise serializers.ValidationError({k: [REPEATED] for k in twice}, code="invalid")
 
 
 # A filter naming nothing that exists is a 400 naming it (as submitting to it is), never an empty

@@ -58,7 +58,7 @@ from scheduler.models import (
     WorkloadDependency,
     WorkloadEvent,
 )
-from scheduler.notifications import SETTINGS_FIELDS
+from scheduler.notifications import SETTINGS_FIELDS, listed_kinds
 from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload, may_read_private
 
@@ -243,7 +243,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         rows); the rows are those workloads with their columns and names."""
         pages = self.paginator
         known = [*WorkloadFilter.base_filters, pages.limit_query_param, pages.offset_query_param]
-        refuse_unknown(request.query_params, known)
+        refuse_unknown(request.query_params, known, several=["state"])
         filtered = self.filter_queryset(Workload.objects.all())
         queryset = self.list_rows(filtered)
         self.paginator.count_queryset = filtered  # type: ignore[union-attr]
@@ -471,7 +471,11 @@ class NotificationSettingsView(FairwayAPIView):
         pref = NotificationSettings.objects.filter(user=user).first()
         if pref is None:
             return {"email_kinds": [], "webhook_kinds": [], "webhook_url": ""}
-        return {"email_kinds": pref.email_kinds, "webhook_kinds": pref.webhook_kinds, "webhook_url": pref.webhook_url}
+        return {
+            "email_kinds": listed_kinds(pref.email_kinds),
+            "webhook_kinds": listed_kinds(pref.webhook_kinds),
+            "webhook_url": pref.webhook_url,
+        }
 
     @extend_schema(responses=NotificationSettingsSerializer)
     def get(self, request: Request) -> Response:
