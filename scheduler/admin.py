@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -508,6 +509,9 @@ class ArrayGroupAdmin(ReadOnlyMixin, admin.ModelAdmin):
 @admin.register(NotificationSettings)
 class NotificationSettingsAdmin(admin.ModelAdmin):
     list_display = ["user", "email_kinds", "webhook_kinds", "webhook_url"]
+    # A webhook typed without a scheme reads as https (Django 6's default; Django 5.2 warns
+    # while the default is still http).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
 
 @admin.register(Notification)
