@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import path as url_path
 from django.urls import reverse
 
+from budgets.admin_search import BudgetPathSearchMixin
 from budgets.models import Budget, ShareChange, UsageEntry
 from budgets.services import (
     budget_paths,
@@ -175,7 +176,8 @@ class BudgetChangeList(ChangeList):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+    budget_path_lookup = "id"
     form = BudgetAdminForm
     inlines = [ShareChangeInline]
     change_list_template = "admin/budgets/budget/change_list.html"
@@ -385,7 +387,7 @@ class BudgetAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageEntry)
-class UsageEntryAdmin(admin.ModelAdmin):
+class UsageEntryAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     list_display = ["budget", "cluster", "start", "end", "gpus", "gpu_seconds", "note"]
     list_filter = ["cluster"]
     search_fields = ["budget__name", "note"]
@@ -428,7 +430,7 @@ class BudgetStateListFilter(admin.SimpleListFilter):
 
 
 @admin.register(ShareChange)
-class ShareChangeAdmin(admin.ModelAdmin):
+class ShareChangeAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     """Audit history: who changed which budget's shares (or hold, archive) when. Read-only. The search
     box finds a budget by its path (``nlp/olmo``) or any part of it, as the pages show it."""
 
@@ -450,21 +452,6 @@ class ShareChangeAdmin(admin.ModelAdmin):
         from budgets.tree_memo import paths_of, shared_tree
 
         return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[ShareChange], search_term: str
-    ) -> tuple[QuerySet[ShareChange], bool]:
-        """The fields' matches, and the changes of the budgets whose path contains the term (case
-        aside): the admin names budgets by path, which ``budget__name`` alone never matched."""
-        from budgets.tree_memo import paths_of, shared_tree
-
-        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        term = search_term.strip().strip("/").casefold()
-        if term:
-            ids = [pk for pk, path in paths_of(shared_tree()).items() if term in path.casefold()]
-            if ids:
-                found = found | queryset.filter(budget_id__in=ids)
-        return found, may_have_duplicates
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -12,6 +12,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from budgets.admin_search import BudgetPathSearchMixin
 from config.errors import ServiceError
 from fairway_cli.numbers import instant_text
 from scheduler.lifecycle import do_approve_host_inventory
@@ -354,7 +355,7 @@ class WorkloadEventInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Workload)
-class WorkloadAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class WorkloadAdmin(BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "name",
