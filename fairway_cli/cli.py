@@ -32,7 +32,7 @@ import requests
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
-from fairway_cli.words import reason_words, silent_host_words
+from fairway_cli.words import UNFUNDED_ATTEMPT, reason_words, silent_host_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
@@ -777,8 +777,10 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(w, out)
         return EXIT_OK
     out.write(f"#{w['id']} {w['name']} — {w['state']}\n")
+    unfunded = any(a.get("unfunded") and a.get("ended_at") is None for a in w.get("attempts") or [])
     kind = (
-        f"{duration(w['min_runtime_s'])} (allocated: protected and charged)"
+        f"{duration(w['min_runtime_s'])} (allocated: protected and charged"
+        + (f"; {UNFUNDED_ATTEMPT})" if unfunded else ")")
         if w["min_runtime_s"]
         else "0 (unallocated: free, preemptible)"
     )
@@ -830,7 +832,14 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("HOSTS", host_words),
                 ("GPUS", lambda a: gpu_words(a["gpus"])),
                 ("STARTED", lambda a: when(a["started_at"]) or ("never started" if a["ended_at"] else "starting")),
-                ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
+                (
+                    "PROTECTED-UNTIL",
+                    lambda a: "unfunded"
+                    if a.get("unfunded")
+                    else when(a["protected_until"])
+                    if a["allocated"]
+                    else "unallocated",
+                ),
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
                 (
                     "REASON",
