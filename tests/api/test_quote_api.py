@@ -299,7 +299,9 @@ def test_an_array_note_with_one_member_started_says_it_once():
         charge_gpu_hours=8.0, searched_until=horizon, starts_now=True,
     )  # fmt: skip
     note = array_note(one, waits=False)
-    assert note.endswith(f"; its first member starts now; no start is found for the other 3 before {instant_text(horizon)}.")
+    assert note.endswith(
+        f"; its first member starts now; no start is found for the other 3 before {instant_text(horizon)}."
+    )
     later = now + timedelta(hours=1)
     two = ArrayQuote(
         members=5, limit=None, min_runtime_s=7200, first_start=now, last_start=None, started=2, started_by=later,

@@ -293,7 +293,9 @@ def test_a_move_and_a_cap_change_in_the_admin_are_recorded(admin: User, org_tree
 
 
 @pytest.mark.parametrize("term", ["nlp/olmo", "NLP/OLMO", "p/olm"])
-def test_budgets_and_their_pickers_find_a_budget_by_its_path(admin: User, org_tree: dict[str, Budget], term: str) -> None:
+def test_budgets_and_their_pickers_find_a_budget_by_its_path(
+    admin: User, org_tree: dict[str, Budget], term: str
+) -> None:
     """try40: the budget list's search box and the budget pickers (a membership's, a sub-budget's
     parent: the admin's autocomplete, which asks the budget list's search) matched names only, so
     the path every page and the pickers themselves show (``nlp/olmo``) found nothing."""
