@@ -884,6 +884,8 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         charged = (
             "charged until its GPUs are released"
             if stop.get("charged_until_release", w.get("allocated"))
+            else "unfunded: not charged"
+            if w.get("allocated")  # its budget's cap made this attempt unfunded
             else "unallocated: never charged"
         )
         out.write(

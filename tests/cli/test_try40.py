@@ -34,6 +34,9 @@ def test_an_unfunded_attempt_reads_unfunded_in_show_and_on_the_page(
     page = browser.get(f"/workloads/{pk}/").content.decode()
     assert "this attempt runs unfunded" in page
 
+    # its cancel said "(unallocated: never charged)" of the unfunded attempt
+    assert "(unfunded: not charged)" in run_cli(monkeypatch, researcher, "cancel", str(pk))
+
     # a funded attempt says nothing of the kind
     Attempt.objects.filter(pk=attempt.pk).update(allocated=True, unfunded=False)
     assert "unfunded" not in run_cli(monkeypatch, researcher, "show", str(pk))
