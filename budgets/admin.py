@@ -203,6 +203,11 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         self._paths = budget_paths()
         self._shares = normalized_shares()
         self._cluster_gpus = _cluster_gpus()
+        from django.utils import timezone
+
+        from scheduler.snapshot import cap_standing
+
+        self._cap_used, self._capped = cap_standing(timezone.now())
         return super().changelist_view(request, extra_context)
 
     def changeform_view(
@@ -344,10 +349,14 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     def cap(self, obj: Budget) -> str:
         """The cap in the budgets page's and ``fairway budgets``' words (``1 GPU-h / 7 d, then
         held``; "–" without one): the list's "Cap gpu hours" column gave no period and its "On cap"
-        column named a consequence for every budget without a cap (try37)."""
-        from scheduler.reports import cap_words
+        column named a consequence for every budget without a cap (try37), led by its use in the
+        period and marked ``(reached)`` as there (try40: the list alone showed neither)."""
+        from scheduler.reports import _hours, cap_words
 
-        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, capped=False) or "–"
+        if obj.cap_gpu_hours is None:
+            return "–"
+        used = _hours(self._cap_used.get(obj.pk, 0))  # as the budgets page rounds it
+        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, obj.pk in self._capped, used)
 
     def has_delete_permission(self, request: HttpRequest, obj: Budget | None = None) -> bool:
         # Budgets with workloads are archived, never deleted (DESIGN.md §3.7).
