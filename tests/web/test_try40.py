@@ -33,3 +33,19 @@ def test_the_admins_budget_list_shows_a_caps_use_as_the_budgets_page(admin, clus
     for words in ("12.0 of 10.0 GPU-h / 7 d, then unfunded (reached)", "0 of 100 GPU-h / 7 d, then unfunded"):
         assert words in page, re.findall(r"cap [^<]*", page)
         assert f">{words}<" in listing
+
+
+def test_a_bad_since_is_named_once_and_quoted_on_history_and_statements(researcher, api_client_for, org_tree):
+    """``fairway history --since 3x`` answered the help alone, without the value; ``fairway
+    statement B --since 2026-13-01`` read "since: since: '2026-13-01' is not …": one parameter,
+    one wording, the value quoted and the field named once (by the error's key)."""
+    api = api_client_for(researcher)
+    history = api.get("/api/v1/workloads/history/", {"since": "3x"})
+    assert history.status_code == 400
+    assert history.json()["since"] == [
+        "'3x' is not a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
+    ]
+    statement = api.get(f"/api/v1/budgets/{org_tree['nlp/olmo'].pk}/statement.csv", {"since": "2026-13-01"})
+    assert statement.status_code == 400
+    [message] = statement.json()["since"]
+    assert message.startswith("'2026-13-01' is not a duration back from now"), message
