@@ -49,3 +49,38 @@ def test_a_bad_since_is_named_once_and_quoted_on_history_and_statements(research
     assert statement.status_code == 400
     [message] = statement.json()["since"]
     assert message.startswith("'2026-13-01' is not a duration back from now"), message
+
+
+def test_the_admins_workload_and_attempt_lists_write_times_and_amounts_as_every_page(
+    admin, researcher, researcher_client, submission, cluster
+):
+    """The workload list read ``3600`` for a minimum runtime and ``Dec. 6, 2026, 12:06 p.m.``
+    for a submission (the pages: ``1h``, ``12:06:28 UTC``); the attempt list wrote a protection
+    ending at 12:00:15 as ``noon`` and charges in raw GPU-seconds (``4416``), where the pages
+    and the CLI write ``1.23 GPU-h``."""
+    from fairway_cli.numbers import gpu_time_text, instant_text
+    from scheduler.models import Attempt, Workload
+    from scheduler.tick import run_tick
+
+    pk = researcher_client.post("/api/v1/workloads/", submission(gpu_count=2, min_runtime="1h"), format="json").json()[
+        "id"
+    ]
+    run_tick(cluster.pk)
+    workload = Workload.objects.get(pk=pk)
+    now = timezone.now()
+    Attempt.objects.filter(workload=workload).update(
+        started_at=now - timedelta(hours=1),
+        protected_until=now,
+        ended_at=now,
+        end_reason=Attempt.EndReason.SUCCEEDED,
+        charged_gpu_seconds=7200,
+    )
+    attempt = workload.attempts.get()
+    web = Client()
+    web.force_login(admin)
+    workloads = web.get(reverse("admin:scheduler_workload_changelist")).content.decode()
+    assert ">1h<" in workloads and f">{instant_text(workload.submitted_at)}<" in workloads
+    attempts = web.get(reverse("admin:scheduler_attempt_changelist")).content.decode()
+    for text in (instant_text(attempt.started_at), instant_text(attempt.protected_until), gpu_time_text(7200)):
+        assert f">{text}<" in attempts, text
+    assert "noon" not in attempts and ">7200<" not in attempts
