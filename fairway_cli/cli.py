@@ -834,11 +834,13 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("STARTED", lambda a: when(a["started_at"]) or ("never started" if a["ended_at"] else "starting")),
                 (
                     "PROTECTED-UNTIL",
-                    lambda a: "unfunded"
-                    if a.get("unfunded")
-                    else when(a["protected_until"])
-                    if a["allocated"]
-                    else "unallocated",
+                    lambda a: (
+                        "unfunded"
+                        if a.get("unfunded")
+                        else when(a["protected_until"])
+                        if a["allocated"]
+                        else "unallocated"
+                    ),
                 ),
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
                 (

@@ -43,7 +43,8 @@ def test_a_bad_since_is_named_once_and_quoted_on_history_and_statements(research
     history = api.get("/api/v1/workloads/history/", {"since": "3x"})
     assert history.status_code == 400
     assert history.json()["since"] == [
-        "'3x' is not a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
+        "'3x' is not a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time "
+        "(e.g. 2026-11-01T00:00Z)"
     ]
     statement = api.get(f"/api/v1/budgets/{org_tree['nlp/olmo'].pk}/statement.csv", {"since": "2026-13-01"})
     assert statement.status_code == 400
