@@ -30,6 +30,7 @@ class BudgetPathSearchMixin:
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
+        # a mixin: the ModelAdmin after it in the MRO defines get_search_results
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)  # type: ignore[misc]
         ids = budget_ids_by_path(search_term)
         if ids:
