@@ -975,6 +975,10 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 out.flush()
             printed[part["rank"]] = max(seen, end)
             done = done and part["eof"]
+        if not args.follow and tail["parts"] and not any(p.get("data") or p.get("error") for p in tail["parts"]):
+            # nothing printed read as a command that did nothing (the page says "(empty)"); on
+            # stderr, so `fairway logs ID > file` still holds only the log (try40)
+            sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
         if not args.follow or done:
             return EXIT_OK
         time.sleep(args.interval)

@@ -41,3 +41,22 @@ def test_an_unfunded_attempt_reads_unfunded_in_show_and_on_the_page(
     Attempt.objects.filter(pk=attempt.pk).update(allocated=True, unfunded=False)
     assert "unfunded" not in run_cli(monkeypatch, researcher, "show", str(pk))
     assert "this attempt runs unfunded" not in browser.get(f"/workloads/{pk}/").content.decode()
+
+
+def test_logs_of_an_empty_log_say_so_on_stderr(monkeypatch, capsys):
+    """``fairway logs 16`` of an attempt that printed nothing printed nothing at all, where the page
+    says "(empty)": the reader could not tell an empty log from a command that did nothing. The
+    note goes to stderr, so ``fairway logs ID > file`` still writes only the log."""
+    from fairway_cli import cli as fairway_cli
+
+    empty = {"attempt": 1, "parts": [{"rank": 0, "host": "h1", "offset": 0, "data": "", "eof": True, "error": ""}]}
+    monkeypatch.setattr(fairway_cli.Api, "call", lambda self, method, path, **kw: empty)
+    monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
+    monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
+    assert fairway_cli.main(["logs", "16"]) == 0
+    seen = capsys.readouterr()
+    assert (seen.out, seen.err) == ("", "[#16 attempt 1: the log is empty]\n")
+    # a log with text prints only the text
+    empty["parts"][0]["data"] = "step 1\n"
+    assert fairway_cli.main(["logs", "16"]) == 0
+    assert capsys.readouterr() == ("step 1\n", "")
