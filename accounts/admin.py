@@ -10,6 +10,7 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import UserChangeForm
 
 from accounts.models import POSIX_GROUPS_HELP, Membership, OidcIdentity, User, parse_posix_groups
+from budgets.admin_search import BudgetPathSearchMixin
 
 
 class UserPosixForm(UserChangeForm):
@@ -64,7 +65,7 @@ class UserAdmin(DjangoUserAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     list_display = ["user", "budget", "role", "created_at"]
     list_filter = ["role"]
     search_fields = ["user__username", "budget__name"]

@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import path as url_path
 from django.urls import reverse
 
+from budgets.admin_search import BudgetPathSearchMixin
 from budgets.models import Budget, ShareChange, UsageEntry
 from budgets.services import (
     budget_paths,
@@ -175,7 +176,8 @@ class BudgetChangeList(ChangeList):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+    budget_path_lookup = "id"
     form = BudgetAdminForm
     inlines = [ShareChangeInline]
     change_list_template = "admin/budgets/budget/change_list.html"
@@ -201,6 +203,11 @@ class BudgetAdmin(admin.ModelAdmin):
         self._paths = budget_paths()
         self._shares = normalized_shares()
         self._cluster_gpus = _cluster_gpus()
+        from django.utils import timezone
+
+        from scheduler.snapshot import cap_standing
+
+        self._cap_used, self._capped = cap_standing(timezone.now())
         return super().changelist_view(request, extra_context)
 
     def changeform_view(
@@ -342,10 +349,14 @@ class BudgetAdmin(admin.ModelAdmin):
     def cap(self, obj: Budget) -> str:
         """The cap in the budgets page's and ``fairway budgets``' words (``1 GPU-h / 7 d, then
         held``; "–" without one): the list's "Cap gpu hours" column gave no period and its "On cap"
-        column named a consequence for every budget without a cap (try37)."""
-        from scheduler.reports import cap_words
+        column named a consequence for every budget without a cap (try37), led by its use in the
+        period and marked ``(reached)`` as there (try40: the list alone showed neither)."""
+        from scheduler.reports import _hours, cap_words
 
-        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, capped=False) or "–"
+        if obj.cap_gpu_hours is None:
+            return "–"
+        used = _hours(self._cap_used.get(obj.pk, 0))  # as the budgets page rounds it
+        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, obj.pk in self._capped, used)
 
     def has_delete_permission(self, request: HttpRequest, obj: Budget | None = None) -> bool:
         # Budgets with workloads are archived, never deleted (DESIGN.md §3.7).
@@ -385,7 +396,7 @@ class BudgetAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageEntry)
-class UsageEntryAdmin(admin.ModelAdmin):
+class UsageEntryAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     list_display = ["budget", "cluster", "start", "end", "gpus", "gpu_seconds", "note"]
     list_filter = ["cluster"]
     search_fields = ["budget__name", "note"]
@@ -428,7 +439,7 @@ class BudgetStateListFilter(admin.SimpleListFilter):
 
 
 @admin.register(ShareChange)
-class ShareChangeAdmin(admin.ModelAdmin):
+class ShareChangeAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     """Audit history: who changed which budget's shares (or hold, archive) when. Read-only. The search
     box finds a budget by its path (``nlp/olmo``) or any part of it, as the pages show it."""
 
@@ -450,21 +461,6 @@ class ShareChangeAdmin(admin.ModelAdmin):
         from budgets.tree_memo import paths_of, shared_tree
 
         return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[ShareChange], search_term: str
-    ) -> tuple[QuerySet[ShareChange], bool]:
-        """The fields' matches, and the changes of the budgets whose path contains the term (case
-        aside): the admin names budgets by path, which ``budget__name`` alone never matched."""
-        from budgets.tree_memo import paths_of, shared_tree
-
-        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        term = search_term.strip().strip("/").casefold()
-        if term:
-            ids = [pk for pk, path in paths_of(shared_tree()).items() if term in path.casefold()]
-            if ids:
-                found = found | queryset.filter(budget_id__in=ids)
-        return found, may_have_duplicates
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

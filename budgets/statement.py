@@ -65,7 +65,7 @@ def parse_range(
     """
     from rest_framework.exceptions import ValidationError
 
-    from scheduler.api.params import INSTANT_HELP, parse_instant
+    from scheduler.api.params import instant_problem, parse_instant
 
     now = now or timezone.now()
     today = today or now.astimezone(UTC).date()
@@ -76,12 +76,13 @@ def parse_range(
         try:
             day = parse_instant(field, str(text), now, now).date()
         except ValidationError:
-            problem = f"{field}: {text!r} is not {INSTANT_HELP}; the statement covers its UTC day."
+            # the field is the error's key (``since``): "since: since: '…'" on the API and the CLI (try40)
+            problem = f"{instant_problem(str(text))}; the statement covers its UTC day."
             raise StatementError("invalid_date", field, problem) from None
         # The statement reads up to the midnight after ``until``: the last day a date holds has none
         # (OverflowError, a 500, on ``until=9999-12-31``).
         if day == date.max:
-            raise StatementError("invalid_date", field, f"{field}: {text!r} is past the last day a statement covers.")
+            raise StatementError("invalid_date", field, f"{text!r} is past the last day a statement covers.")
         return day
 
     end = parse(until, "until") or today

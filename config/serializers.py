@@ -22,10 +22,14 @@ class RefusesUnknownFieldsMixin:
             return []
         return sorted(set(map(str, data.keys())) - set(self.fields))
 
+    def known_fields_text(self) -> str:
+        """The fields, as a refusal of an unknown one lists them (the API's and the web spec's)."""
+        return ", ".join(self.fields)
+
     def to_internal_value(self, data: Any) -> Any:
         unknown = self.unknown_fields(data)
         if unknown:
-            known = ", ".join(self.fields)
+            known = self.known_fields_text()
             raise serializers.ValidationError(
                 {name[:40]: [f"Unknown field (the fields are: {known})."] for name in unknown[:10]},
                 code="unknown_field",

@@ -36,7 +36,7 @@ import requests
 from fairway_cli import __version__
 from fairway_cli.args import positive_number, whole_number
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
-from fairway_cli.words import reason_words, silent_host_words
+from fairway_cli.words import UNFUNDED_ATTEMPT, reason_words, silent_host_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
@@ -826,8 +826,10 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         emit_json(w, out)
         return EXIT_OK
     out.write(f"#{w['id']} {w['name']} — {w['state']}\n")
+    unfunded = any(a.get("unfunded") and a.get("ended_at") is None for a in w.get("attempts") or [])
     kind = (
-        f"{duration(w['min_runtime_s'])} (allocated: protected and charged)"
+        f"{duration(w['min_runtime_s'])} (allocated: protected and charged"
+        + (f"; {UNFUNDED_ATTEMPT})" if unfunded else ")")
         if w["min_runtime_s"]
         else "0 (unallocated: free, preemptible)"
     )
@@ -879,7 +881,16 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("HOSTS", host_words),
                 ("GPUS", lambda a: gpu_words(a["gpus"])),
                 ("STARTED", lambda a: when(a["started_at"]) or ("never started" if a["ended_at"] else "starting")),
-                ("PROTECTED-UNTIL", lambda a: when(a["protected_until"]) if a["allocated"] else "unallocated"),
+                (
+                    "PROTECTED-UNTIL",
+                    lambda a: (
+                        "unfunded"
+                        if a.get("unfunded")
+                        else when(a["protected_until"])
+                        if a["allocated"]
+                        else "unallocated"
+                    ),
+                ),
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
                 (
                     "REASON",
@@ -924,6 +935,8 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         charged = (
             "charged until its GPUs are released"
             if stop.get("charged_until_release", w.get("allocated"))
+            else "unfunded: not charged"
+            if w.get("allocated")  # its budget's cap made this attempt unfunded
             else "unallocated: never charged"
         )
         out.write(
@@ -1011,6 +1024,10 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 out.flush()
             printed[part["rank"]] = max(seen, end)
             done = done and part["eof"]
+        if not args.follow and tail["parts"] and not any(p.get("data") or p.get("error") for p in tail["parts"]):
+            # nothing printed read as a command that did nothing (the page says "(empty)"); on
+            # stderr, so `fairway logs ID > file` still holds only the log (try40)
+            sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
         if not args.follow or done:
             return EXIT_OK
         time.sleep(args.interval)

@@ -27,6 +27,10 @@ REASON_WORDS = {
 }
 """Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
 
+UNFUNDED_ATTEMPT = "this attempt runs unfunded: its budget reached its cap, so it is neither protected nor charged"
+"""Said beside an allocated workload's minimum runtime while its open attempt runs unfunded
+(DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged"."""
+
 SHORT_NAMES = {"cpus": "CPUs", "memory": "memory"}
 """How words name each resource a reason says is short (the pending detail's ``resources``:
 ``scheduler.policy.reason_hosts.RESOURCES``); the server's sentences use the same names."""

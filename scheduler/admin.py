@@ -13,8 +13,9 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from budgets.admin_search import BudgetPathSearchMixin
 from config.errors import ServiceError
-from fairway_cli.numbers import instant_text
+from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
 from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import (
     GPU,
@@ -369,7 +370,7 @@ class WorkloadEventInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Workload)
-class WorkloadAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class WorkloadAdmin(BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "name",
@@ -378,10 +379,10 @@ class WorkloadAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "cluster",
         "gpu_count",
         "gpu_model",
-        "min_runtime_s",
+        "min_runtime",
         "state",
         "pending_reason",
-        "submitted_at",
+        "submitted",
     ]
     list_filter = ["state", "cluster", "pending_reason", "gpu_model"]
     search_fields = ["name", "owner__username", "budget__name"]
@@ -390,6 +391,15 @@ class WorkloadAdmin(ReadOnlyMixin, admin.ModelAdmin):
     inlines = [AttemptInline, WorkloadEventInline]
     actions = ["cancel"]
     exclude = ["env"]  # may hold secrets; the API masks them for members
+
+    @admin.display(description="minimum runtime", ordering="min_runtime_s")
+    def min_runtime(self, obj: Workload) -> str:
+        """As the pages write it (``1h``; ``0 (unallocated)``): the list read ``3600`` (try40)."""
+        return duration_text(obj.min_runtime_s) if obj.min_runtime_s else "0 (unallocated)"
+
+    @admin.display(description="submitted", ordering="submitted_at")
+    def submitted(self, obj: Workload) -> str:
+        return instant_text(obj.submitted_at)
 
     @admin.action(description="Cancel (pending: at once; running: stop, charged until released)")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
@@ -416,18 +426,43 @@ class AttemptAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "workload",
         "number",
         "host",
-        "allocated",
-        "started_at",
-        "protected_until",
+        "funding",
+        "started",
+        "protected",
         "stop_reason",
-        "ended_at",
+        "ended",
         "end_reason",
-        "charged_gpu_seconds",
+        "charged",
     ]
     list_filter = ["end_reason", "allocated", "unfunded", "host__cluster"]
     search_fields = ["workload__name", "host__name"]
     list_select_related = ["workload", "host"]
     inlines = [AttemptGPUInline]
+
+    # Instants and GPU-time as the pages and the CLI write them (try40: "noon", "p.m." and raw
+    # GPU-seconds here, "12:00:15 UTC" and "1.23 GPU-h" there).
+    @admin.display(description="funding", ordering="allocated")
+    def funding(self, obj: Attempt) -> str:
+        return "unfunded" if obj.unfunded else "allocated" if obj.allocated else "unallocated"
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj: Attempt) -> str:
+        return instant_text(obj.started_at) or "-"
+
+    @admin.display(description="protected until", ordering="protected_until")
+    def protected(self, obj: Attempt) -> str:
+        return instant_text(obj.protected_until) or "-"
+
+    @admin.display(description="ended", ordering="ended_at")
+    def ended(self, obj: Attempt) -> str:
+        return instant_text(obj.ended_at) or "-"
+
+    @admin.display(description="charged", ordering="charged_gpu_seconds")
+    def charged(self, obj: Attempt) -> str:
+        """A closed attempt's stored charge; an open one's is counted as it runs (the pages)."""
+        if not obj.allocated:
+            return "not charged"
+        return gpu_time_text(obj.charged_gpu_seconds) if obj.ended_at else "running"
 
 
 @admin.register(WorkloadEvent)

@@ -129,10 +129,10 @@ def array_note(q: ArrayQuote, waits: bool) -> str:
         return f"{head}; no member has a start until its after work has ended."
 
     def by(t: datetime | None) -> str:
-        return "now" if q.starts_now and t == q.first_start else f"by {instant_text(t, absolute=True)}"
+        return "now" if q.starts_now and t == q.first_start else f"by {instant_text(t)}"
 
     if q.first_start is None:
-        return f"{head}; no member starts before {instant_text(q.searched_until, absolute=True)}."
+        return f"{head}; no start is found for any member before {instant_text(q.searched_until)}."
     first = f"{head}; its first member starts {by(q.first_start)}"
     if q.last_start is not None:
         return f"{first}." if q.members == 1 else f"{first}, its last {by(q.last_start)}."
@@ -142,7 +142,9 @@ def array_note(q: ArrayQuote, waits: bool) -> str:
             f"slot of the %{q.limit} cap, which frees only when a member ends (in the estimate, at its "
             "wall-time limit): their starts are not searched."
         )
-    return (
-        f"{first}; {q.started} of its members start {by(q.started_by)}, the others not before "
-        f"{instant_text(q.searched_until, absolute=True)}."
-    )
+    # "none before" in the lines' words: the search found no start for them (one member started
+    # read "1 of its members start now" after "its first member starts now", try40)
+    unfound = f"no start is found for the other {q.members - q.started} before {instant_text(q.searched_until)}."
+    if q.started == 1:
+        return f"{first}; {unfound}"
+    return f"{first}; {q.started} of its members start {by(q.started_by)}; {unfound}"

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from config.errors import FieldProblem
+from fairway_cli.numbers import duration_text
 from scheduler import mounts as mount_catalog
 
 ARRAY_RE = re.compile(r"^(?P<items>[0-9,\-]+)(?:%(?P<limit>[0-9]+))?$")
@@ -166,7 +167,8 @@ def check(
             refuse(
                 "max_runtime_below_min_runtime",
                 "max_runtime",
-                f"The wall-time limit ({max_runtime_s} s) must be at least the minimum runtime ({min_runtime_s} s).",
+                f"The wall-time limit ({duration_text(max_runtime_s)}) must be at least the minimum runtime "
+                f"({duration_text(min_runtime_s)}).",
             )
         else:
             out.max_runtime_s = max_runtime_s
@@ -208,11 +210,23 @@ def check(
                 f"Workload {pk} is named twice ({pk}:{wanted[pk]} and {pk}:{cond}): name it once.",
             )
     if wanted:
-        found = {w.pk: w for w in Workload.objects.filter(pk__in=list(wanted)).only("id", "owner_id", "state")}
+        found = {
+            w.pk: w
+            for w in Workload.objects.filter(pk__in=list(wanted))
+            .select_related("owner")
+            .only("id", "owner__username", "state")
+        }
         for pk, cond in sorted(wanted.items()):
             w = found.get(pk)
-            if w is None or not (w.owner_id == getattr(owner, "pk", None) or getattr(owner, "is_staff", False)):
-                refuse("invalid_after", "after", f"No workload {pk} of yours to wait for.")
+            if w is None:
+                refuse("invalid_after", "after", f"No workload {pk} to wait for.")
+            elif not (w.owner_id == getattr(owner, "pk", None) or getattr(owner, "is_staff", False)):
+                # everyone sees the queue: "no workload 1 of yours" read as if #1 did not exist (try40)
+                refuse(
+                    "invalid_after",
+                    "after",
+                    f"Workload {pk} is {w.owner.username}'s: only your own workloads can be waited for.",
+                )
             elif cond == "ok" and w.state in (Workload.State.FAILED, Workload.State.CANCELED):
                 refuse(
                     "dependency_failed",

@@ -719,6 +719,18 @@ class _IntegerSQL(RawSQL):
         return self._convert_value_noop
 
 
+def cap_standing(now: datetime) -> tuple[dict[int, int], set[int]]:
+    """Every capped budget's use of its cap at ``now`` (:func:`cap_usage`: allocated GPU-seconds
+    over its period, every cluster) and the pks of those that reached it (:func:`_capped_budgets`),
+    the same figures a tick's snapshot takes, for a page that shows the caps without a snapshot
+    (the admin's budget list, try40). Two queries; one when no budget has a cap."""
+    budget_rows = list(
+        Budget.objects.values_list("id", "name", "parent_id", "cap_gpu_hours", "cap_period_days").order_by("id")
+    )
+    used = cap_usage(budget_rows, now)
+    return used, _capped_budgets(budget_rows, used)
+
+
 def _capped_budgets(budget_rows: list[tuple[Any, ...]], used: dict[int, int]) -> set[int]:
     """pks of the budgets whose cap is reached (DESIGN.md §3.7; docs/policy.md, Decisions): the
     usage :func:`cap_usage` found at least ``cap_gpu_hours × 3600`` GPU-seconds."""

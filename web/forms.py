@@ -226,10 +226,15 @@ class SpecForm(forms.Form):
             raise ServiceError("invalid_spec", "spec", "A string holds an unpaired surrogate (\\ud800-\\udfff).")
         if not isinstance(data, dict):
             raise ServiceError("invalid_spec", "spec", "The spec is a mapping of fields, e.g. command: [...].")
-        unknown = WorkloadSubmitSerializer().unknown_fields(data)
+        fields = WorkloadSubmitSerializer()
+        unknown = fields.unknown_fields(data)
         if unknown:
             names = ", ".join(name[:40] for name in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
-            raise ServiceError("invalid_spec", "spec", f"Unknown fields: {names}.")
+            # as the API's refusal, with the fields (a spec copied from a workload's API answer
+            # named min_runtime_s, and the page did not say what it takes instead: try40)
+            raise ServiceError(
+                "invalid_spec", "spec", f"Unknown fields: {names} (the fields are: {fields.known_fields_text()})."
+            )
         return data
 
 

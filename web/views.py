@@ -44,7 +44,7 @@ from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
 from config.pagination import whole_number_problem
-from fairway_cli.words import REASON_WORDS
+from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import hosts_queryset, state_reason
@@ -484,6 +484,7 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "events": list(workload.events.all()),
         "final": workload.state in Workload.FINAL_STATES,
         "open_attempt": open_attempt,
+        "unfunded_note": UNFUNDED_ATTEMPT,
         "has_attempts": bool(lanes),
         "cancel_requested": bool(open_attempt and open_attempt.stop_reason == Attempt.EndReason.CANCELED),
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),

@@ -19,6 +19,12 @@ MAX_BACK = timedelta(days=400)
 INSTANT_HELP = "a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time (e.g. 2026-11-01T00:00Z)"
 
 
+def instant_problem(raw: str) -> str:
+    """What is wrong with ``raw`` as an instant parameter, quoting it (the help alone left the
+    reader to guess which value was read, try40): every reader of :func:`parse_instant` says it so."""
+    return f"{raw[:40]!r} is not {INSTANT_HELP}"
+
+
 def _iso(raw: str) -> datetime | None:
     """``raw`` as an ISO 8601 date-time (UTC unless it says) or date (its UTC midnight), or None."""
     try:
@@ -50,7 +56,7 @@ def parse_instant(name: str, raw: str | None, now: datetime, default: datetime) 
     try:
         seconds = parse_duration(raw)
     except ValueError:
-        raise serializers.ValidationError({name: [INSTANT_HELP]}, code="invalid") from None
+        raise serializers.ValidationError({name: [instant_problem(raw)]}, code="invalid") from None
     if not 0 < seconds <= MAX_BACK.total_seconds():
         raise serializers.ValidationError({name: ["a duration from 1s to 400d back, or a date"]}, code="invalid")
     return now - timedelta(seconds=seconds)

@@ -182,3 +182,23 @@ def test_an_any_dependency_on_running_work_says_why_it_has_no_estimate_in_one_se
     assert seen["words"] == said
     assert html.escape(said) in seen["detail page"]
     assert said in " ".join(seen["show"].split())
+
+
+def test_an_estimate_earlier_than_the_reservation_is_not_credited_to_it(
+    reserved, researcher, researcher_client, monkeypatch
+):
+    """try40: a 1-GPU member whose reservation (on the host freeing at 13:48:56) was later than
+    its estimate (12:19:09, on another host) read "GPUs are reserved for it: it starts by 12:19:09
+    UTC at the latest": the reservation named as the cause of an instant it does not give. The
+    one instant stays the estimate's; the reservation's own bound is said beside it."""
+    w, latest = reserved
+    earlier = latest - timedelta(minutes=5)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=earlier)
+    seen = _surfaces(w, researcher, researcher_client, monkeypatch)
+    sentences = seen["sentences"]
+    assert f"GPUs are reserved for it: it starts by {earlier:%H:%M:%S} UTC" not in sentences
+    assert (
+        f"GPUs are also reserved for it, free by {latest:%H:%M:%S} UTC at the latest; "
+        f"it may start earlier elsewhere: by {earlier:%H:%M:%S} UTC at the latest."
+    ) in sentences
+    assert f"By {earlier:%H:%M:%S} UTC at the latest (if nothing else ends earlier)." in seen["words"]

@@ -280,3 +280,34 @@ def test_a_quote_on_a_budget_capped_with_downgrade_says_its_work_runs_unfunded(
         "nothing is charged (the lines' charges and ratios do not apply)."
     )
     assert note in body["notes"]
+
+
+def test_an_array_note_with_one_member_started_says_it_once():
+    """try40: a %2 array of 4 where one GPU was free read "its first member starts now; 1 of its
+    members start now, the others not before Dec 13 2026 11:52:39 UTC": the first member twice, a
+    plural verb for one, "not before" for a search that found nothing, and the instant in another
+    form than the lines' "none before Dec 13 11:52:54 UTC"."""
+    from datetime import UTC
+
+    from fairway_cli.numbers import instant_text
+    from scheduler.array_quote import ArrayQuote, array_note
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    horizon = now + timedelta(days=7)
+    one = ArrayQuote(
+        members=4, limit=2, min_runtime_s=7200, first_start=now, last_start=None, started=1, started_by=now,
+        charge_gpu_hours=8.0, searched_until=horizon, starts_now=True,
+    )  # fmt: skip
+    note = array_note(one, waits=False)
+    assert note.endswith(
+        f"; its first member starts now; no start is found for the other 3 before {instant_text(horizon)}."
+    )
+    later = now + timedelta(hours=1)
+    two = ArrayQuote(
+        members=5, limit=None, min_runtime_s=7200, first_start=now, last_start=None, started=2, started_by=later,
+        charge_gpu_hours=10.0, searched_until=horizon, starts_now=True,
+    )  # fmt: skip
+    assert array_note(two, waits=False).endswith(
+        f"; its first member starts now; 2 of its members start by {instant_text(later)}; "
+        f"no start is found for the other 3 before {instant_text(horizon)}."
+    )

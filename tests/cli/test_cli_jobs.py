@@ -71,7 +71,8 @@ def test_bad_job_options_print_their_field(logged_in):  # noqa: F811
     code, _out, err = logged_in("submit", "-b", "nlp/olmo", "-m", "A100", "-M", "2h", "-t", "1h",
                                 "--array", "3-1", "-v", "nope", "--", "python")  # fmt: skip
     assert code == EXIT_API
-    assert "max_runtime: The wall-time limit (3600 s) must be at least the minimum runtime" in err
+    # in the durations typed (try40: "(3600 s) ... (7200 s)" for -t 1h -M 2h)
+    assert "max_runtime: The wall-time limit (1h) must be at least the minimum runtime (2h)." in err
     assert "array: Bad array '3-1'" in err and "mounts: No mount 'nope'" in err
 
 

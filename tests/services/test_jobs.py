@@ -307,6 +307,12 @@ def test_bad_dependencies_are_refused(researcher, outsider, submit_kwargs, org_t
         with pytest.raises(SubmissionError) as exc:
             do_submit_workload(researcher, **submit_kwargs(after=after))
         assert _codes(exc) == [code], after
+    # try40: another's workload read "No workload 12 of yours to wait for", as if #12 did not exist
+    with pytest.raises(SubmissionError) as exc:
+        do_submit_workload(researcher, **submit_kwargs(after=[str(theirs.pk)]))
+    assert exc.value.problems[0].message == (
+        f"Workload {theirs.pk} is {outsider.username}'s: only your own workloads can be waited for."
+    )
     # The refusal says what a bare id means and how to wait for any end (tryout24: "--after 19"
     # was refused with ":ok can never be met", a condition the user had not written).
     with pytest.raises(SubmissionError) as exc:

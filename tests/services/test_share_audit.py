@@ -290,3 +290,30 @@ def test_a_move_and_a_cap_change_in_the_admin_are_recorded(admin: User, org_tree
     again = _change_form(olmo, cap_gpu_hours="100.00")
     assert _client(admin).post(url, again).status_code == 302
     assert ShareChange.objects.count() == 2
+
+
+@pytest.mark.parametrize("term", ["nlp/olmo", "NLP/OLMO", "p/olm"])
+def test_budgets_and_their_pickers_find_a_budget_by_its_path(
+    admin: User, org_tree: dict[str, Budget], term: str
+) -> None:
+    """try40: the budget list's search box and the budget pickers (a membership's, a sub-budget's
+    parent: the admin's autocomplete, which asks the budget list's search) matched names only, so
+    the path every page and the pickers themselves show (``nlp/olmo``) found nothing."""
+    client = _client(admin)
+    olmo = org_tree["nlp/olmo"]
+    listing = client.get(reverse("admin:budgets_budget_changelist"), {"q": term})
+    assert [b.pk for b in listing.context["cl"].result_list] == [olmo.pk]
+    picked = client.get(
+        reverse("admin:autocomplete"),
+        {"term": term, "app_label": "accounts", "model_name": "membership", "field_name": "budget"},
+    )
+    assert picked.status_code == 200
+    assert [r["text"] for r in picked.json()["results"]] == ["nlp/olmo"]
+
+
+def test_memberships_are_found_by_budget_path(admin: User, researcher: User, org_tree: dict[str, Budget]) -> None:
+    """try40: the memberships' search matched the budget's name only (``olmo``), not its path."""
+    listing = _client(admin).get(reverse("admin:accounts_membership_changelist"), {"q": "nlp/olmo"})
+    found = {(m.user.username, m.budget_id) for m in listing.context["cl"].result_list}
+    assert found == {(m.user.username, m.budget_id) for m in researcher.memberships.filter(budget=org_tree["nlp/olmo"])}
+    assert found

@@ -33,7 +33,7 @@ class Command(BaseCommand):
         try:
             since, until = parse_range(opts["since"], opts["until"])
         except StatementError as exc:
-            raise CommandError(exc.message) from None
+            raise CommandError(f"--{exc.field}: {exc.message}") from None
         if opts["out"] and (problem := out_problem(opts["out"], directory=False)):
             raise CommandError(f"{problem}; nothing written")
         text = statement_csv(budget, budget_statement(budget, since, until))
