@@ -160,9 +160,7 @@ def check(
         if not _whole(max_runtime_s) or max_runtime_s < 1:
             refuse("invalid_max_runtime", "max_runtime", "The wall-time limit is a whole number of seconds >= 1.")
         elif max_runtime_s > limit:
-            refuse(
-                "max_runtime_too_long", "max_runtime", f"The wall-time limit is at most {limit} s ({limit / 3600:g} h)."
-            )
+            refuse("max_runtime_too_long", "max_runtime", f"The wall-time limit is at most {duration_text(limit)}.")
         elif max_runtime_s < min_runtime_s:
             refuse(
                 "max_runtime_below_min_runtime",

@@ -30,6 +30,7 @@ from budgets.models import Budget
 from budgets.rules import submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
+from fairway_cli.numbers import duration_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
@@ -602,7 +603,7 @@ def do_submit_workload(
         refuse(
             "min_runtime_too_long",
             "min_runtime",
-            f"The minimum runtime is at most {max_m} s ({max_m / 3600:g} h): "
+            f"The minimum runtime is at most {duration_text(max_m)}: "
             "a longer one would make the work unpreemptible for too long.",
         )
 

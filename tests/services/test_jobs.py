@@ -125,6 +125,17 @@ def test_bad_wall_time_limits_are_refused(researcher, submit_kwargs, settings, m
     assert _codes(exc) == [code]
 
 
+def test_runtime_limits_are_said_as_durations(researcher, submit_kwargs, settings):
+    """The limits read as every duration does ("2h"), not "7200 s (2 h)" (try40's leftover)."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "MAX_RUNTIME_LIMIT_S": 7200, "MAX_MINIMUM_RUNTIME_S": 5400}
+    with pytest.raises(SubmissionError) as exc:
+        do_submit_workload(researcher, **submit_kwargs(max_runtime_s=7201))
+    assert exc.value.problems[0].message == "The wall-time limit is at most 2h."
+    with pytest.raises(SubmissionError) as exc:
+        do_submit_workload(researcher, **submit_kwargs(min_runtime_s=5401))
+    assert exc.value.problems[0].message.startswith("The minimum runtime is at most 1h30m: ")
+
+
 @pytest.mark.parametrize("retries", [-1, 11, "2", True])
 def test_bad_retries_are_refused(researcher, submit_kwargs, retries):
     with pytest.raises(SubmissionError) as exc:
@@ -290,7 +301,7 @@ def test_after_ok_waits_then_starts_and_a_failed_dependency_cancels(researcher, 
     assert c.state == Workload.State.CANCELED
     # tryout35: "workload 7 it waited for (after :ok) ended failed" named no id in its "after"
     message = c.events.get(kind="canceled").message
-    assert message == f"canceled: workload {b.pk}, which it waited for (after {b.pk}:ok), ended failed", message
+    assert message == f"workload {b.pk}, which it waited for (after {b.pk}:ok), ended failed", message
     assert anyway.state == Workload.State.STARTING  # :any starts whatever the end
 
 
