@@ -59,6 +59,9 @@ class Demand:
     hosts: list[Host]
     budgets: list[Budget]
     jobs: list[DemandJob]
+    busy: frozenset[str]
+    """Budgets with work at ``now`` (``scheduler.policy.pass_state.budgets_with_work`` of the
+    cluster's snapshot): those an archived budget needs to stay in its siblings' normalization."""
 
 
 MAX_SHARES = 2**31 - 1
@@ -122,13 +125,14 @@ def _leaves(budgets: list[Budget]) -> list[str]:
     return sorted(b.key for b in budgets if b.key not in parents)
 
 
-def _entitlements(budgets: list[Budget], gpus: int, seconds: int, jobs: list[DemandJob]) -> dict[str, float]:
+def _entitlements(budgets: list[Budget], gpus: int, seconds: int, busy: frozenset[str]) -> dict[str, float]:
     """``E(b)`` over the replay. An archived budget counts in its siblings' normalization only
-    while it has unfinished work, as the tick and the budgets page count it now (§3.7,
+    while it has work now (``busy``), as the tick and the budgets page count it (§3.7,
     ``PassState.live_budgets``): counting every budget gave an archived project's share to nobody
-    (tryout36)."""
+    (tryout36); counting only the unfinished workloads submitted inside the window dropped one
+    whose work was older, a third figure beside the page's and the admin's (left40)."""
     tree = BudgetTree(budgets)
-    shares = tree.normalized_shares(tree.live(j.budget for j in jobs if j.finished_at is None))
+    shares = tree.normalized_shares(tree.live(busy))
     return {k: float(v) * gpus * seconds for k, v in shares.items()}
 
 
@@ -148,7 +152,7 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
     """Per leaf budget, what happened: delivered, demand, attainment, wait p50/p90 (hours)."""
     lo, hi = demand.since, demand.now
     gpus = sum(h.size for h in demand.hosts)
-    ent = _entitlements(demand.budgets, gpus, hi - lo, demand.jobs)
+    ent = _entitlements(demand.budgets, gpus, hi - lo, demand.busy)
     out: dict[str, dict[str, Any]] = {}
     for b in _leaves(demand.budgets):
         jobs = [j for j in demand.jobs if j.budget == b]
@@ -206,7 +210,7 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
 
     sim = TraceSim(inputs, schedule) if trace else None
     simulated: dict[str, dict[str, Any]] = {}
-    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon, jobs)
+    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon, demand.busy)
     if sim is not None:
         m = sim.run()
         dem = window_demand(m, T0, horizon, 1)[0]  # one window, the whole replay: capped at each job's work
