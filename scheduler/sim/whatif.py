@@ -164,14 +164,20 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
 
 
 def _row(delivered: float, dem: float, ent: float, waits: list[int]) -> dict[str, Any]:
+    """One side's figures of a budget. Waits: ``wait_p50_s``/``wait_p90_s`` in whole seconds, which
+    the page and :func:`format_table` word as every duration (left40: they printed the hours,
+    ``2.12`` beside ``24.0``); ``wait_p50_h``/``wait_p90_h`` the same in hours for ``whatif.json``."""
     got = attainment(delivered, ent, dem)
+    p50, p90 = (None, None) if not waits else (round(percentile(waits, 50) or 0), round(percentile(waits, 90) or 0))
     return {
         "entitlement_gpu_h": round(ent / 3600, 1),
         "demand_gpu_h": round(dem / 3600, 1),
         "delivered_gpu_h": round(delivered / 3600, 1),
         "attainment": None if got is None else round(float(got), 4),
-        "wait_p50_h": None if not waits else round((percentile(waits, 50) or 0) / 3600, 3),
-        "wait_p90_h": None if not waits else round((percentile(waits, 90) or 0) / 3600, 3),
+        "wait_p50_s": p50,
+        "wait_p90_s": p90,
+        "wait_p50_h": None if p50 is None else round(p50 / 3600, 3),
+        "wait_p90_h": None if p90 is None else round(p90 / 3600, 3),
         "jobs": len(waits),
     }
 
@@ -258,12 +264,17 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
 def format_table(result: dict[str, Any]) -> str:
     """The per-budget comparison as plain text."""
 
+    from fairway_cli.numbers import duration_text  # the CLI's and the server's notes' one wording
+
     def f(x: Any) -> str:
         return "–" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
 
+    def wait(x: int | None) -> str:
+        return "–" if x is None else duration_text(x)
+
     lines = [
         f"What-if over {result['days']} days: {result['jobs']} workloads on {result['gpus']} GPUs "
-        "(attainment = allocated GPU-time ÷ min(entitlement, demand); waits in hours)",
+        "(attainment = allocated GPU-time ÷ min(entitlement, demand))",
         "shares changed: "
         + (", ".join(f"{c['budget']} {c['shares'][0]}→{c['shares'][1]}" for c in result.get("changed", [])) or "none"),
         f"{'budget':28} {'shares':>9} {'attain act':>10} {'attain sim':>10} {'p50 act':>8} {'p50 sim':>8} "
@@ -273,8 +284,8 @@ def format_table(result: dict[str, Any]) -> str:
         a, s = r["actual"] or {}, r["simulated"] or {}
         lines.append(
             f"{r['budget'][:28]:28} {r['shares'][0]:>4}→{r['shares'][1]:<4} {f(a.get('attainment')):>10} "
-            f"{f(s.get('attainment')):>10} {f(a.get('wait_p50_h')):>8} {f(s.get('wait_p50_h')):>8} "
-            f"{f(a.get('wait_p90_h')):>8} {f(s.get('wait_p90_h')):>8}"
+            f"{f(s.get('attainment')):>10} {wait(a.get('wait_p50_s')):>8} {wait(s.get('wait_p50_s')):>8} "
+            f"{wait(a.get('wait_p90_s')):>8} {wait(s.get('wait_p90_s')):>8}"
         )
     if result.get("actual_is_standing"):
         lines.append(
