@@ -101,3 +101,26 @@ def test_a_submission_waits_for_a_move_in_flight_and_is_refused(admin, org_tree,
     assert submission.error.problems[0].code == "not_a_member"
     assert not Workload.objects.exists()
     assert Membership.objects.filter(user=owner).exists()  # refused by the tree, not by a removal
+
+
+def test_a_budget_moved_again_at_every_try_is_refused_clearly(monkeypatch, researcher, org_tree, submit_kwargs) -> None:
+    """Each retry needs another move committed between reading the chain and locking it; should moves
+    keep coming (``MOVE_RETRIES``), the submission is refused ``budget_moved``, naming the budget,
+    and nothing is written."""
+    from scheduler import services
+
+    real = services._lock_chain
+    calls: list[list[int]] = []
+
+    def always_moved(pk: int, chain: list[int], user_id: int | None) -> Any:
+        calls.append(chain)
+        parents, *rest = real(pk, chain, user_id)
+        return {**parents, pk: -1}, *rest  # a parent the chain was not read with
+
+    monkeypatch.setattr(services, "_lock_chain", always_moved)
+    with pytest.raises(SubmissionError) as refused:
+        do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    problem = refused.value.problems[0]
+    assert problem.code == "budget_moved" and "nlp/olmo" in problem.message and "submit again" in problem.message
+    assert len(calls) == services.MOVE_RETRIES
+    assert not Workload.objects.exists()
