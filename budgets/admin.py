@@ -31,19 +31,20 @@ from budgets.services import (
 )
 
 
-def _cluster_gpus() -> dict[str, int]:
-    """Registered GPUs (hosts not removed) per cluster name, one query."""
-    from django.db.models import Count, Q
-
+def _standings() -> dict[str, dict[int, Any]]:
+    """Cluster name → budget id → its standing on that cluster (``scheduler.reports.budget_standings``,
+    the budgets page's and ``budgets/tree/``'s one computation), clusters by name. The list's share
+    and entitlement read it, so an archived budget counts while it has work on that cluster and
+    drops out (0) once it has none there, as the tick counts it (DESIGN.md §3.7; left40: the list
+    normalized over the organisation's work and showed a dropped-out budget as if live)."""
+    from budgets.tree_memo import shared_tree
     from scheduler.models import Cluster
+    from scheduler.reports import budget_standings
 
-    return dict(
-        Cluster.objects.annotate(
-            n=Count("hosts__gpus", filter=Q(hosts__removed_at__isnull=True, hosts__gpus__removed_at__isnull=True))
-        )
-        .order_by("name")
-        .values_list("name", "n")
-    )
+    tree = shared_tree()
+    return {
+        c.name: {b.budget_id: b for b in budget_standings(c, tree).budgets} for c in Cluster.objects.order_by("name")
+    }
 
 
 EDITABLE_FIELDS = ["name", "parent", "shares", "hold", "cap_gpu_hours", "cap_period_days", "on_cap", "description"]
@@ -201,8 +202,8 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         # One tree load per page instead of a parent walk per row. The admin instance is shared by
         # threads; a concurrent page may see the other's maps, which hold the same request-independent data.
         self._paths = budget_paths()
-        self._shares = normalized_shares()
-        self._cluster_gpus = _cluster_gpus()
+        self._standings = _standings()
+        self._shares = {} if self._standings else normalized_shares()  # no cluster: the organisation's
         from django.utils import timezone
 
         from scheduler.snapshot import cap_standing
@@ -314,29 +315,39 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     @admin.display(description="normalized share")
     def normalized_share(self, obj: Budget) -> str:
         """As the budgets page's "share of cluster" and ``fairway budgets``' SHARE (one decimal; the
-        list's ``66.67%`` beside the page's ``66.7%``, try38)."""
-        shares = getattr(self, "_shares", None) or normalized_shares()
-        return f"{float(shares.get(obj.pk, 0)) * 100:.1f}%"
+        list's ``66.67%`` beside the page's ``66.7%``, try38), from the clusters' standings: one
+        figure where every cluster gives the same, else ``name: figure`` per cluster (an archived
+        budget with work on one cluster only). No cluster: the organisation's
+        (``budgets.services.normalized_shares``, as ``GET budgets/``)."""
+        standings = getattr(self, "_standings", None)
+        if standings is None:
+            standings = _standings()
+        if not standings:
+            shares = getattr(self, "_shares", None) or normalized_shares()
+            return f"{float(shares.get(obj.pk, 0)) * 100:.1f}%"
+        texts = {
+            name: f"{b.normalized_share * 100:.1f}%" if (b := by_id.get(obj.pk)) is not None else "–"
+            for name, by_id in standings.items()
+        }
+        if len(set(texts.values())) == 1:
+            return next(iter(texts.values()))
+        return " · ".join(f"{name}: {text}" for name, text in texts.items())
 
     @admin.display(description="entitlement (GPU-h per window)")
     def entitlement(self, obj: Budget) -> str:
-        """``E(b) = s(b) × registered GPUs × W`` per cluster (DESIGN.md §1), in GPU-hours as the
-        standing rounds them (``reports._hours``) and every surface words them (``gpu_hours_text``:
-        ``56.0``, not the list's whole ``56``, try38)."""
-        from django.conf import settings
-
+        """``E(b) = s(b) × registered GPUs × W`` per cluster (DESIGN.md §1), the standing's (as the
+        budgets page shows it), in the words every surface uses (``gpu_hours_text``: ``56.0``, not
+        the list's whole ``56``, try38)."""
         from fairway_cli.numbers import gpu_hours_text
 
-        shares = getattr(self, "_shares", None) or normalized_shares()
-        clusters = getattr(self, "_cluster_gpus", None)
-        if clusters is None:
-            clusters = _cluster_gpus()
-        window_s = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"])
-        share = shares.get(obj.pk, 0)
+        standings = getattr(self, "_standings", None)
+        if standings is None:
+            standings = _standings()
         return (
             " · ".join(
-                f"{name}: {gpu_hours_text(round(float(share * gpus * window_s) / 3600, 3))}"
-                for name, gpus in clusters.items()
+                f"{name}: {gpu_hours_text(b.entitlement_gpu_hours)}"
+                for name, by_id in standings.items()
+                if (b := by_id.get(obj.pk)) is not None
             )
             or "–"
         )

@@ -190,8 +190,9 @@ def normalized_shares(tree: dict[int, Budget] | None = None) -> dict[int, Fracti
 
     ``s(root) = 1``; ``s(b) = shares(b) / Σ shares(live siblings) × s(parent)``. An archived
     budget with no unfinished workload in its subtree (on any cluster: this view is not per
-    cluster) drops out of its siblings' normalization (§3.7); its own share is shown as the
-    policy shows it. Each root's tree is normalized on its own.
+    cluster; the standing of each cluster, ``scheduler.reports.budget_standings``, counts that
+    cluster's work, as its tick does) drops out of its siblings' normalization (§3.7), and its own
+    share is then 0, as the policy gives it (left40). Each root's tree is normalized on its own.
     """
     from scheduler.models import Workload  # local: budgets must not depend on scheduler at import time
     from scheduler.policy.tree import BudgetTree

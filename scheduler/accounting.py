@@ -18,10 +18,12 @@ Per finished attempt (``GET /api/v1/workloads/history/``, ``fairway history``): 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     Count,
     DurationField,
@@ -34,6 +36,7 @@ from django.db.models import (
     Subquery,
     Sum,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncSecond
 from django.utils import timezone
 
@@ -62,19 +65,45 @@ def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
     return min(beats) if beats else None
 
 
+SILENT_LINK = Q(
+    open=True,
+    gpu__host__state=Host.State.OFFLINE,
+    gpu__host__removed_at__isnull=True,
+    gpu__host__last_heartbeat__isnull=False,
+)
+"""An attempt's open GPU link on an ``offline`` host (not removed, heard from at least once), whose
+last heartbeat :func:`silent_until` reads: the one statement of that rule in SQL, for the readers
+below and the caps' usage (``snapshot.cap_usage``, through :func:`silent_until_sql`)."""
+
+
 def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:
-    """The open links of started, open attempts on an ``offline`` host (not removed, heard from at
-    least once) whose last heartbeat :func:`silent_until` reads, narrowed by ``where``: the one
-    statement of that rule in SQL for the three readers below."""
+    """:data:`SILENT_LINK` of started, open attempts, narrowed by ``where``."""
     return AttemptGPU.objects.filter(
-        attempt__started_at__isnull=False,
-        attempt__ended_at__isnull=True,
-        open=True,
-        gpu__host__state=Host.State.OFFLINE,
-        gpu__host__removed_at__isnull=True,
-        gpu__host__last_heartbeat__isnull=False,
-        **where,
+        SILENT_LINK, attempt__started_at__isnull=False, attempt__ended_at__isnull=True, **where
     ).order_by()
+
+
+def silent_until_sql(attempt_id: str) -> tuple[str, tuple[Any, ...]]:
+    """:func:`silent_until` as a parenthesized SQL subquery and its parameters, for a raw statement
+    whose column ``attempt_id`` (e.g. ``a.id``) is the attempt's id; the statement's own WHERE says
+    the attempt is started and open. Compiled from :data:`SILENT_LINK` (the same joins, link → GPU →
+    host, as the statement once spelled out by hand: left40), so the rule is written once; compiled
+    once per process and database engine (a compilation costs ~1 ms of CPU, a tick with caps asks
+    every time)."""
+    return _compiled_silent_until(attempt_id, connection.vendor)
+
+
+@functools.cache
+def _compiled_silent_until(attempt_id: str, vendor: str) -> tuple[str, tuple[Any, ...]]:
+    links = (
+        AttemptGPU.objects.filter(SILENT_LINK, attempt_id=RawSQL(attempt_id, ()))  # noqa: S611 -- a column name of the caller's statement
+        .order_by()
+        .values("attempt_id")
+        .annotate(until=Min("gpu__host__last_heartbeat"))
+        .values("until")
+    )
+    sql, params = links.query.sql_with_params()
+    return f"({sql})", tuple(params)
 
 
 def _silent_until_sql(row: str) -> Subquery:

@@ -28,7 +28,7 @@ from accounts.services import is_manager, is_member
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import submission_problem
-from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
+from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text
 from scheduler import hardware_memo, histograms, jobspec
@@ -63,7 +63,8 @@ class SubmissionError(ServiceError):
     run one: their ``runtime`` label is ``process``), ``invalid_duration_hint``; jobs
     (docs/jobs.md): ``invalid_mount``, ``invalid_max_runtime``, ``max_runtime_too_long``,
     ``max_runtime_below_min_runtime``, ``invalid_retries``, ``invalid_array``, ``invalid_after``,
-    ``dependency_failed``."""
+    ``dependency_failed``; ``budget_moved`` (the budget's place in the tree kept changing while
+    the submission locked it: submit again, :data:`MOVE_RETRIES`)."""
 
 
 class CancelError(ServiceError):
@@ -414,41 +415,94 @@ def _id_and_seq(drawn: int | None = None) -> dict[str, Any]:
     return {}
 
 
+MOVE_RETRIES = 5
+"""How many times a submission reads its budget's chain of ancestors again when a move changed it
+between the read and the lock (:func:`_share_lock_budget`); each retry needs another admin's move
+committed in between, so the bound is never reached in practice. Then ``budget_moved``."""
+
+
+def _chain_up(pk: int, parents: Mapping[int, int | None]) -> list[int] | None:
+    """``pk`` and its ancestors, from ``pk`` up to the root, by ``parents`` (id → parent id); None
+    when the walk leaves ``parents`` (an ancestor not read). A corrupt cycle stops at its repeat,
+    as :func:`budgets.services.ancestor_ids` stops."""
+    ids: list[int] = []
+    node: int | None = pk
+    while node is not None and node not in ids:
+        if node not in parents:
+            return None
+        ids.append(node)
+        node = parents[node]
+    return ids
+
+
+def _lock_chain(pk: int, chain: list[int], user_id: int | None) -> tuple[dict[int, int | None], bool, int | None, bool]:
+    """One statement: the rows of ``chain`` (budget ``pk`` and the ancestors it was read with)
+    share-locked in id order, their parent ids as locked (the latest committed: a move committed
+    while the lock waited is read), whether ``pk`` is archived, on PostgreSQL the first workload id
+    drawn (:func:`_id_and_seq`; None elsewhere), and whether ``user_id`` has a membership of one of
+    ``chain`` (under ``FOR KEY SHARE`` of the one found, brk39; True for None)."""
+    if connection.vendor != "postgresql":  # one writer at a time: plain reads, one query as there
+        held = Membership.objects.filter(user_id=user_id, budget_id__in=chain)
+        rows = Budget.objects.filter(pk__in=chain).values_list("id", "parent_id", "archived_at", Exists(held))
+        found = {row[0]: row for row in rows}
+        if pk not in found:
+            raise Budget.DoesNotExist(f"budget {pk}")
+        member = user_id is None or bool(found[pk][3])
+        return {i: row[1] for i, row in found.items()}, found[pk][2] is not None, None, member
+    quote = connection.ops.quote_name
+    table, archived_at = quote(Budget._meta.db_table), quote(Budget._meta.get_field("archived_at").column)
+    parent_id, membership = quote(Budget._meta.get_field("parent").column), quote(Membership._meta.db_table)
+    query = (
+        f"SELECT id, {parent_id}, {archived_at} IS NOT NULL, "  # noqa: S608 -- the models' own names
+        "CASE WHEN id = %s THEN nextval(pg_get_serial_sequence(%s, 'id')) END, "
+        f"%s OR EXISTS (SELECT 1 FROM {membership} WHERE user_id = %s AND budget_id = ANY(%s) FOR KEY SHARE) "
+        f"FROM {table} WHERE id = ANY(%s) ORDER BY id FOR SHARE"
+    )
+    params = [pk, Workload._meta.db_table, user_id is None, user_id or 0, chain, chain]
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        rows = cursor.fetchall()
+    found = {row[0]: row for row in rows}
+    if pk not in found:
+        raise Budget.DoesNotExist(f"budget {pk}")
+    _id, _parent, archived, drawn, member = found[pk]
+    return {i: row[1] for i, row in found.items()}, archived, drawn, member
+
+
 def _share_lock_budget(pk: int, member: tuple[int, list[int]] | None = None) -> tuple[bool, int | None, bool]:
-    """A submission's lock on its budget (``budgets.services.share_lock_budget``'s one statement,
+    """A submission's lock on its budget (the share lock of ``budgets.services.share_lock_budget``,
     docs/locking.md): whether the budget is archived, read under the lock, and, on PostgreSQL, the
     first workload id drawn in the same statement (:func:`_id_and_seq`: one round trip, not two);
     None elsewhere. Only the values the submission reads, from a cursor: no Budget built by a
     raw queryset (half of the statement's CPU).
 
-    ``member``: (user id, the budget's and its ancestors' ids): whether that user still has a
-    membership of one of them, read in the same statement under ``FOR KEY SHARE`` of the one it
-    finds (brk39): a removal committed since the submission's first check refuses it, a later one
-    waits for its commit, so no workload lands after its owner left the budget. None: not asked
-    (a superuser), True."""
-    if connection.vendor != "postgresql":  # one writer at a time: plain reads, one query as there
-        if member is None:
-            return share_lock_budget(pk).archived_at is not None, None, True
-        held = Membership.objects.filter(user_id=member[0], budget_id__in=member[1])
-        row = Budget.objects.filter(pk=pk).values_list("archived_at", Exists(held)).first()
-        if row is None:
-            raise Budget.DoesNotExist(f"budget {pk}")
-        return row[0] is not None, None, bool(row[1])
-    quote = connection.ops.quote_name
-    table, archived_at = quote(Budget._meta.db_table), quote(Budget._meta.get_field("archived_at").column)
-    membership = quote(Membership._meta.db_table)
-    query = (
-        f"SELECT {archived_at} IS NOT NULL, nextval(pg_get_serial_sequence(%s, 'id')), "  # noqa: S608 -- the models' own names
-        f"%s OR EXISTS (SELECT 1 FROM {membership} WHERE user_id = %s AND budget_id = ANY(%s) FOR KEY SHARE) "
-        f"FROM {table} WHERE id = %s FOR SHARE"
+    ``member``: (user id, the budget's and its ancestors' ids as the request's tree had them):
+    whether that user still has a membership of one of them, read in the same statement under
+    ``FOR KEY SHARE`` of the one it finds (brk39: a removal committed since the submission's first
+    check refuses it, a later one waits for its commit). The statement share-locks the whole chain
+    of ancestors, not the budget alone (left40): a move of the budget or of an ancestor (the
+    admin's ``UPDATE`` of its parent, which conflicts with the share lock) committed before the
+    lock changes a locked row's parent, and the chain is then read again from the database and
+    locked again; a later move waits for the submission's commit. So the membership is judged by
+    the tree as it is when the workload lands, not as the request read it (a member of the old
+    parent submitted into a budget moved away from it). None: not asked (a superuser): the budget's
+    row alone, True. Raises ``SubmissionError("budget_moved")`` after :data:`MOVE_RETRIES` chains
+    each moved before their lock."""
+    if member is None:
+        _parents, archived, drawn, _member = _lock_chain(pk, [pk], None)
+        return archived, drawn, True
+    user_id, chain = member
+    for _ in range(MOVE_RETRIES):
+        parents, archived, drawn, still_member = _lock_chain(pk, chain, user_id)
+        if _chain_up(pk, parents) == chain:  # every locked row still points where the chain was read
+            return archived, drawn, still_member
+        # Moved since the tree was read: the chain as committed now (a plain read: rare).
+        chain = _chain_up(pk, dict(Budget.objects.values_list("id", "parent_id"))) or [pk]
+    raise SubmissionError(
+        "budget_moved",
+        "budget",
+        f"Budget {Budget.objects.get(pk=pk).path} was moved in the budget tree while this was submitted; submit again.",
     )
-    user_id, budget_ids = member if member is not None else (0, [])
-    with connection.cursor() as cursor:
-        cursor.execute(query, [Workload._meta.db_table, member is None, user_id, budget_ids, pk])
-        row = cursor.fetchone()
-    if row is None:
-        raise Budget.DoesNotExist(f"budget {pk}")
-    return row[0], row[1], row[2]
 
 
 def _is_image_reference(image: str) -> bool:
@@ -693,8 +747,9 @@ def do_submit_workload(
         archived, drawn, still_member = _share_lock_budget(the_budget.pk, member)
         if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
             raise SubmissionError(*placed)  # budget_archived: archived since the tree was read
-        if not still_member:  # removed since the check above (brk39)
-            raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=the_budget.path))
+        if not still_member:  # removed since the check above (brk39), or the budget moved (left40)
+            path = Budget.objects.get(pk=the_budget.pk).path  # where it is now (moved: not the tree's path)
+            raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=path))
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())

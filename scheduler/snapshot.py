@@ -29,6 +29,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from budgets.models import Budget, UsageEntry
+from scheduler.accounting import silent_until_sql
 from scheduler.hardware_memo import MEMO
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy import types as p
@@ -754,7 +755,10 @@ def cap_usage(budget_rows: list[tuple[Any, ...]], now: datetime) -> dict[int, in
     periods = sorted({days for _cap, days in caps.values()})
     starts = [now_s - days * 86400 for days in periods]
     since = now - timedelta(days=periods[-1])
-    a, w, link, gpu, host, entry = (m._meta.db_table for m in (Attempt, Workload, AttemptGPU, GPU, Host, UsageEntry))
+    a, w, link, entry = (m._meta.db_table for m in (Attempt, Workload, AttemptGPU, UsageEntry))
+    # An open attempt runs up to its offline host's last heartbeat: the rule of its charge, compiled
+    # from accounting's one statement of it (left40: it was spelled out here a second time).
+    silent, silent_params = silent_until_sql("a.id")
     least, greatest = ("MIN", "MAX") if connection.vendor == "sqlite" else ("LEAST", "GREATEST")
     # Rows (budget, gpus, lo, hi, lump): gpus NULL marks a lump of ``lump`` GPU-seconds at ``hi``.
     rows_sql = f"""
@@ -767,10 +771,7 @@ def cap_usage(budget_rows: list[tuple[Any, ...]], now: datetime) -> dict[int, in
         SELECT w.budget_id,
                (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id AND l."open"),
                {_epoch_sql("a.started_at", up=True)},
-               COALESCE((SELECT MIN({_epoch_sql("h.last_heartbeat")})
-                           FROM {link} l JOIN {gpu} g ON g.id = l.gpu_id JOIN {host} h ON h.id = g.host_id
-                          WHERE l.attempt_id = a.id AND l."open" AND h.state = %s AND h.removed_at IS NULL
-                            AND h.last_heartbeat IS NOT NULL), %s),
+               COALESCE({_epoch_sql(silent)}, %s),
                0
           FROM {a} a JOIN {w} w ON w.id = a.workload_id
          WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NULL
@@ -789,7 +790,7 @@ def cap_usage(budget_rows: list[tuple[Any, ...]], now: datetime) -> dict[int, in
         )
         params += [start, now_s, now_s, start, now_s, start]
     db_since = connection.ops.adapt_datetimefield_value(since)
-    params += [db_since, Host.State.OFFLINE, now_s, db_since]
+    params += [db_since, *silent_params, now_s, db_since]
     sql = f"SELECT r.budget_id, {', '.join(columns)} FROM ({rows_sql}) r GROUP BY r.budget_id"  # noqa: S608
     with connection.cursor() as cur:
         cur.execute(sql, params)

@@ -24,6 +24,13 @@ from scheduler.policy.types import Decisions, GpuRef, Snapshot, Workload
 from scheduler.policy.usage import pass_loads
 
 
+def budgets_with_work(snap: Snapshot) -> set[str]:
+    """The budgets with work of their own on ``snap``'s cluster now: an open attempt or a pending
+    workload (what keeps an archived budget in its siblings' normalization, §3.7, through
+    :meth:`BudgetTree.live`). The tick, the standing and the what-if ask here."""
+    return {a.budget for a in snap.attempts} | {w.budget for w in snap.pending}
+
+
 class PassState:
     """The state of one pass over ``snap`` (the arguments after it are what a caller already has)."""
 
@@ -97,7 +104,7 @@ class PassState:
 
     def live_budgets_walk(self) -> set[str]:
         """:meth:`live_budgets` from every attempt and pending workload."""
-        return self.tree.live({a.budget for a in self.snap.attempts} | {w.budget for w in self.snap.pending})
+        return self.tree.live(budgets_with_work(self.snap))
 
     def ratio(self, budget: str, extra: int = 0) -> Fraction:
         """Exact ``(U + C + extra) / s(b)``; divide by GPUs × W for the displayed ratio."""

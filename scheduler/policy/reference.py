@@ -297,8 +297,8 @@ def normalized_shares(snap: Snapshot, budgets: dict[str, Budget]) -> dict[str, F
     """``s(b) = shares(b) / Σ shares(live siblings) × s(parent)``, ``s(root) = 1`` (§1).
 
     §3.7: an archived budget with no work left (no open attempt, no pending workload in its
-    subtree) drops out of its siblings' normalization; its own share is then computed as if
-    it were live (it has nothing to rank).
+    subtree) drops out of its siblings' normalization; its own share is then 0 (it has nothing
+    to rank, and is entitled to nothing).
     """
     busy = {a.budget for a in snap.attempts} | {w.budget for w in snap.pending}
     with_work = {node for b in busy if b in budgets for node in _chain(budgets, b)}  # and their ancestors
@@ -310,8 +310,8 @@ def normalized_shares(snap: Snapshot, budgets: dict[str, Budget]) -> dict[str, F
             out[k] = Fraction(1)
             continue
         sibs = [x for x in budgets.values() if x.parent == b.parent]
-        denom = sum(x.shares for x in sibs if x.key in live) + (0 if k in live else b.shares)
-        out[k] = out[b.parent] * Fraction(b.shares, denom) if denom else Fraction(0)
+        denom = sum(x.shares for x in sibs if x.key in live)
+        out[k] = out[b.parent] * Fraction(b.shares, denom) if k in live and denom else Fraction(0)
     return out
 
 

@@ -139,7 +139,9 @@ class BudgetTree:
 
         ``live`` holds the budgets that count in normalization: every non-archived
         budget, plus archived ones that still have work (§3.7). A budget outside
-        ``live`` gets its share computed as if it were live (for display only).
+        ``live`` has dropped out: its share is 0 (entitled to nothing; it has nothing to rank),
+        and so is every budget under it. Before (left40) it was computed as if it were live, a
+        figure no surface should show: with its live siblings' it summed to more than its parent.
         """
         out: dict[str, Fraction] = {}
         if self.root is None:
@@ -151,8 +153,7 @@ class BudgetTree:
             kids = self.children[node]
             total = sum(self.budgets[k].shares for k in kids if k in live)
             for k in kids:
-                denom = total if k in live else total + self.budgets[k].shares
-                out[k] = out[node] * Fraction(self.budgets[k].shares, denom) if denom else Fraction(0)
+                out[k] = out[node] * Fraction(self.budgets[k].shares, total) if k in live and total else Fraction(0)
                 stack.append(k)
         return out
 

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.policy import GpuHealth, HostState
+from scheduler.policy.pass_state import budgets_with_work
 from scheduler.sim.simulate import SimulationError
 from scheduler.sim.whatif import Demand, DemandJob
 
@@ -95,4 +96,6 @@ def load_demand(cluster_name: str | None, since: timedelta, now: datetime) -> De
                 runs=runs,
             )
         )
-    return Demand(since=epoch(lo), now=t_now, hosts=hosts, budgets=budgets, jobs=jobs)
+    return Demand(
+        since=epoch(lo), now=t_now, hosts=hosts, budgets=budgets, jobs=jobs, busy=frozenset(budgets_with_work(snap))
+    )

@@ -59,6 +59,9 @@ class Demand:
     hosts: list[Host]
     budgets: list[Budget]
     jobs: list[DemandJob]
+    busy: frozenset[str]
+    """Budgets with work at ``now`` (``scheduler.policy.pass_state.budgets_with_work`` of the
+    cluster's snapshot): those an archived budget needs to stay in its siblings' normalization."""
 
 
 MAX_SHARES = 2**31 - 1
@@ -122,13 +125,14 @@ def _leaves(budgets: list[Budget]) -> list[str]:
     return sorted(b.key for b in budgets if b.key not in parents)
 
 
-def _entitlements(budgets: list[Budget], gpus: int, seconds: int, jobs: list[DemandJob]) -> dict[str, float]:
+def _entitlements(budgets: list[Budget], gpus: int, seconds: int, busy: frozenset[str]) -> dict[str, float]:
     """``E(b)`` over the replay. An archived budget counts in its siblings' normalization only
-    while it has unfinished work, as the tick and the budgets page count it now (§3.7,
+    while it has work now (``busy``), as the tick and the budgets page count it (§3.7,
     ``PassState.live_budgets``): counting every budget gave an archived project's share to nobody
-    (tryout36)."""
+    (tryout36); counting only the unfinished workloads submitted inside the window dropped one
+    whose work was older, a third figure beside the page's and the admin's (left40)."""
     tree = BudgetTree(budgets)
-    shares = tree.normalized_shares(tree.live(j.budget for j in jobs if j.finished_at is None))
+    shares = tree.normalized_shares(tree.live(busy))
     return {k: float(v) * gpus * seconds for k, v in shares.items()}
 
 
@@ -148,7 +152,7 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
     """Per leaf budget, what happened: delivered, demand, attainment, wait p50/p90 (hours)."""
     lo, hi = demand.since, demand.now
     gpus = sum(h.size for h in demand.hosts)
-    ent = _entitlements(demand.budgets, gpus, hi - lo, demand.jobs)
+    ent = _entitlements(demand.budgets, gpus, hi - lo, demand.busy)
     out: dict[str, dict[str, Any]] = {}
     for b in _leaves(demand.budgets):
         jobs = [j for j in demand.jobs if j.budget == b]
@@ -160,14 +164,20 @@ def actual(demand: Demand) -> dict[str, dict[str, Any]]:
 
 
 def _row(delivered: float, dem: float, ent: float, waits: list[int]) -> dict[str, Any]:
+    """One side's figures of a budget. Waits: ``wait_p50_s``/``wait_p90_s`` in whole seconds, which
+    the page and :func:`format_table` word as every duration (left40: they printed the hours,
+    ``2.12`` beside ``24.0``); ``wait_p50_h``/``wait_p90_h`` the same in hours for ``whatif.json``."""
     got = attainment(delivered, ent, dem)
+    p50, p90 = (None, None) if not waits else (round(percentile(waits, 50) or 0), round(percentile(waits, 90) or 0))
     return {
         "entitlement_gpu_h": round(ent / 3600, 1),
         "demand_gpu_h": round(dem / 3600, 1),
         "delivered_gpu_h": round(delivered / 3600, 1),
         "attainment": None if got is None else round(float(got), 4),
-        "wait_p50_h": None if not waits else round((percentile(waits, 50) or 0) / 3600, 3),
-        "wait_p90_h": None if not waits else round((percentile(waits, 90) or 0) / 3600, 3),
+        "wait_p50_s": p50,
+        "wait_p90_s": p90,
+        "wait_p50_h": None if p50 is None else round(p50 / 3600, 3),
+        "wait_p90_h": None if p90 is None else round(p90 / 3600, 3),
         "jobs": len(waits),
     }
 
@@ -206,7 +216,7 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
 
     sim = TraceSim(inputs, schedule) if trace else None
     simulated: dict[str, dict[str, Any]] = {}
-    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon, jobs)
+    ent = _entitlements(new_budgets, sum(h.size for h in demand.hosts), horizon, demand.busy)
     if sim is not None:
         m = sim.run()
         dem = window_demand(m, T0, horizon, 1)[0]  # one window, the whole replay: capped at each job's work
@@ -254,12 +264,17 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
 def format_table(result: dict[str, Any]) -> str:
     """The per-budget comparison as plain text."""
 
+    from fairway_cli.numbers import duration_text  # the CLI's and the server's notes' one wording
+
     def f(x: Any) -> str:
         return "–" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
 
+    def wait(x: int | None) -> str:
+        return "–" if x is None else duration_text(x)
+
     lines = [
         f"What-if over {result['days']} days: {result['jobs']} workloads on {result['gpus']} GPUs "
-        "(attainment = allocated GPU-time ÷ min(entitlement, demand); waits in hours)",
+        "(attainment = allocated GPU-time ÷ min(entitlement, demand))",
         "shares changed: "
         + (", ".join(f"{c['budget']} {c['shares'][0]}→{c['shares'][1]}" for c in result.get("changed", [])) or "none"),
         f"{'budget':28} {'shares':>9} {'attain act':>10} {'attain sim':>10} {'p50 act':>8} {'p50 sim':>8} "
@@ -269,8 +284,8 @@ def format_table(result: dict[str, Any]) -> str:
         a, s = r["actual"] or {}, r["simulated"] or {}
         lines.append(
             f"{r['budget'][:28]:28} {r['shares'][0]:>4}→{r['shares'][1]:<4} {f(a.get('attainment')):>10} "
-            f"{f(s.get('attainment')):>10} {f(a.get('wait_p50_h')):>8} {f(s.get('wait_p50_h')):>8} "
-            f"{f(a.get('wait_p90_h')):>8} {f(s.get('wait_p90_h')):>8}"
+            f"{f(s.get('attainment')):>10} {wait(a.get('wait_p50_s')):>8} {wait(s.get('wait_p50_s')):>8} "
+            f"{wait(a.get('wait_p90_s')):>8} {wait(s.get('wait_p90_s')):>8}"
         )
     if result.get("actual_is_standing"):
         lines.append(

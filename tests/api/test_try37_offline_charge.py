@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.test import Client
 from django.utils import timezone
 
+from budgets.models import Budget
 from scheduler.models import Attempt, Host, Workload
 from scheduler.tick import run_tick
 from tests.cli.inprocess import run_cli
@@ -38,9 +39,12 @@ def test_an_offline_hosts_attempt_is_charged_to_its_last_heartbeat_everywhere(
     assert detail["accounting"]["elapsed_s"] == 60
     assert detail["attempts"][0]["charged_gpu_seconds"] == 4 * 60
 
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=100)
     tree = researcher_client.get("/api/v1/budgets/tree/", {"cluster": "default"}).json()[0]
     olmo = next(b for b in tree["budgets"] if b["path"] == "nlp/olmo")
     assert abs(olmo["usage_gpu_hours"] - expected) < 0.001  # the usage: the rule the charge now follows
+    # the cap's usage too (snapshot.cap_usage, its SQL compiled from accounting's: left40)
+    assert abs(olmo["cap_used_gpu_hours"] - expected) < 0.001
 
     browser = Client()
     browser.force_login(researcher)

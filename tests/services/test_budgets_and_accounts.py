@@ -46,8 +46,9 @@ def test_archived_budget_without_work_drops_out_of_normalization(org_tree):
     do_archive_budget(org_tree["nlp/tulu"])
     shares = normalized_shares()
     assert shares[org_tree["nlp/olmo"].pk] == Fraction(2, 3)
-    # Its own share is the policy's display value: as if it were still counted (BudgetTree).
-    assert shares[org_tree["nlp/tulu"].pk] == Fraction(1, 3)
+    # Its own share is the policy's: 0, entitled to nothing (left40: it was computed as if it were
+    # still counted, 1/3, beside olmo's 2/3: more than nlp's whole share).
+    assert shares[org_tree["nlp/tulu"].pk] == 0
 
 
 def test_archiving_archives_the_subtree(org_tree):

@@ -209,3 +209,64 @@ def test_an_archived_budget_with_unfinished_work_keeps_its_share(recorded, org_t
     demand = load_demand(None, timedelta(days=2), recorded)
     rows = {r["budget"]: r for r in whatif(demand, demand.budgets)["budgets"]}
     assert rows["nlp/olmo"]["simulated"]["entitlement_gpu_h"] == pytest.approx(20 * 48 / 3, abs=0.1)
+
+
+def test_waits_read_as_every_other_duration_on_the_page_and_in_the_command(
+    recorded, org_tree, cluster, hosts, researcher, admin
+):  # noqa: ANN001, E501
+    """left40: the what-if printed waits as raw hours, ``2.12`` beside ``24.0`` and ``0.001``, where
+    every page writes a duration with the ``duration`` filter (``2h 7m 13s``, the workloads' wait
+    column) and the CLI and the server's notes with ``duration_text`` (``2h7m13s``). The rows keep the
+    wait in whole seconds (``wait_p50_s``); the page and the command's table word it."""
+    import re
+
+    from django.test import Client
+
+    from budgets.admin import current_shares_yaml
+    from fairway_cli.numbers import duration_text
+    from scheduler.sim.whatif import format_table
+    from web.templatetags.fairway import duration
+
+    now = recorded
+    odd = timedelta(hours=2, minutes=7, seconds=13)
+    w = Workload.objects.create(
+        name="tulu-odd",
+        owner=researcher,
+        budget=org_tree["nlp/tulu"],
+        cluster=cluster,
+        gpu_model="A100",
+        gpu_count=1,
+        command=["true"],
+        min_runtime_s=3600,
+        submitted_at=now - timedelta(hours=5) - odd,
+        state="succeeded",
+        finished_at=now - timedelta(hours=4),
+    )
+    start = now - timedelta(hours=5)
+    Attempt.objects.create(
+        workload=w, number=1, host=hosts["a100-1"], allocated=True, placed_at=start, started_at=start,
+        ended_at=now - timedelta(hours=4), end_reason="succeeded",
+    )  # fmt: skip
+
+    result = whatif(load_demand(None, timedelta(days=2), now), load_demand(None, timedelta(days=2), now).budgets)
+    rows = {r["budget"]: r for r in result["budgets"]}
+    assert rows["nlp/tulu"]["actual"]["wait_p50_s"] == odd.total_seconds() == 7633
+    assert rows["vision/sam"]["actual"]["wait_p90_s"] == 24 * 3600
+    table = format_table(result)
+    tulu = next(line for line in table.splitlines() if line.startswith("nlp/tulu"))
+    assert duration_text(7633) == "2h7m13s" and "2h7m13s" in tulu.split()
+    assert "2.12" not in tulu
+
+    client = Client()
+    client.force_login(admin)
+    page = client.post(
+        "/admin/budgets/budget/what-if/", {"shares": current_shares_yaml(), "window": "3d", "cluster": cluster.name}
+    ).content.decode()
+    assert "wait p50 (h)" not in page
+    cells = {
+        c[0]: c
+        for row in re.findall(r'<tr class="whatif-row">(.*?)</tr>', page, re.S)
+        for c in [[x.strip() for x in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]]
+    }
+    assert cells["nlp/tulu"][6] == duration(7633) == "2h 7m 13s", cells["nlp/tulu"]
+    assert cells["vision/sam"][8] == duration(24 * 3600) == "1d", cells["vision/sam"]
