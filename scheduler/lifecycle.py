@@ -1885,8 +1885,7 @@ def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
             at=now,
             kind="canceled",
             message=(
-                f"workload {doomed[wid][0]}, which it waited for (after {doomed[wid][0]}:ok), "
-                f"ended {doomed[wid][1]}"
+                f"workload {doomed[wid][0]}, which it waited for (after {doomed[wid][0]}:ok), ended {doomed[wid][1]}"
             ),
             data={"dependency": doomed[wid][0], "dependency_state": doomed[wid][1]},
         )
