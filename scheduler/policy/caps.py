@@ -55,7 +55,8 @@ def cap_usage(
     """Each cap's usage at ``t`` in GPU-seconds (in ``caps``' order): the windowed usage over its
     period (:func:`~scheduler.policy.usage.windowed_usage`) of the ``records`` and open
     ``attempts`` of the budgets of its subtree (``members``: :func:`cap_members`)."""
-    records, attempts = list(records), list(attempts)
+    records = [r for r in records if r.budget in members]  # the rest is under no cap
+    attempts = [a for a in attempts if a.budget in members]
     out = []
     for i, cap in enumerate(caps):
         own = windowed_usage(records, attempts, t, cap.period)
