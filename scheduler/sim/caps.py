@@ -175,6 +175,11 @@ class CapWatch:
                     self.books[i].interval(g, s, was, -1)
                     self.books[i].interval(g, s, end)
 
+    def may_lift(self, budget: str) -> bool:
+        """Some cap of ``budget``'s subtree or above it may be lifted in the simulation: one whose
+        limit is above 0 (a cap of 0 is reached by any usage, none at all included)."""
+        return any(self.caps[i].limit > 0 for i in self.members.get(budget, ()))
+
     def at(self, t: int) -> frozenset[str]:
         """The budgets whose cap is reached at ``t`` (no earlier than the last call)."""
         return frozenset(book.cap.budget for book in self.books if book.cap.reached(book.advance(t)))

@@ -1203,13 +1203,13 @@ def same_decisions(a: Decisions, b: Decisions) -> bool:
 def _may_ever_start(tree: BudgetTree, w: Workload, caps: CapWatch | None) -> bool:
     """:meth:`Forward.may_start` for ``w``, pending or not: False when its budget is unknown or
     held, or it is allocated and capped with ``on_cap=hold`` and no budget above it (itself
-    included) has a cap the simulation follows (``caps``), which may lift or move the cap."""
+    included) has a cap the simulation follows (``caps``) that may lift (a cap of 0 never does)."""
     if w.budget not in tree.budgets or tree.held(w.budget):
         return False
     capper = tree.capped_by(w.budget) if w.min_runtime > 0 else None
     if capper is None or capper.on_cap != OnCap.HOLD:
         return True
-    return caps is not None and w.budget in caps.members
+    return caps is not None and caps.may_lift(w.budget)
 
 
 def _fork(fw: Forward, w: Workload) -> Forward:
