@@ -204,11 +204,6 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         self._paths = budget_paths()
         self._standings = _standings()
         self._shares = {} if self._standings else normalized_shares()  # no cluster: the organisation's
-        from django.utils import timezone
-
-        from scheduler.snapshot import cap_standing
-
-        self._cap_used, self._capped = cap_standing(timezone.now())
         return super().changelist_view(request, extra_context)
 
     def changeform_view(
@@ -362,12 +357,19 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         held``; "–" without one): the list's "Cap gpu hours" column gave no period and its "On cap"
         column named a consequence for every budget without a cap (try37), led by its use in the
         period and marked ``(reached)`` as there (try40: the list alone showed neither)."""
-        from scheduler.reports import _hours, cap_words
+        from scheduler.reports import cap_words
 
         if obj.cap_gpu_hours is None:
             return "–"
-        used = _hours(self._cap_used.get(obj.pk, 0))  # as the budgets page rounds it
-        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, obj.pk in self._capped, used)
+        standings = getattr(self, "_standings", None)
+        if standings is None:
+            standings = _standings()
+        # A cap counts its usage on every cluster: each cluster's standing says the same words
+        # (the budgets page's ``cap_text``). No cluster: nothing has run, nothing is used.
+        for by_id in standings.values():
+            if (b := by_id.get(obj.pk)) is not None and b.cap_text:
+                return str(b.cap_text)
+        return cap_words(obj.cap_gpu_hours, obj.cap_period_days, obj.on_cap, False, 0.0)
 
     def has_delete_permission(self, request: HttpRequest, obj: Budget | None = None) -> bool:
         # Budgets with workloads are archived, never deleted (DESIGN.md §3.7).

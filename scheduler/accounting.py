@@ -73,7 +73,7 @@ SILENT_LINK = Q(
 )
 """An attempt's open GPU link on an ``offline`` host (not removed, heard from at least once), whose
 last heartbeat :func:`silent_until` reads: the one statement of that rule in SQL, for the readers
-below and the caps' usage (``snapshot.cap_usage``, through :func:`silent_until_sql`)."""
+below and the caps' usage (``snapshot.cap_records``, through :func:`silent_until_sql`)."""
 
 
 def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:

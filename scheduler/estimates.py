@@ -21,11 +21,13 @@ from scheduler.models import Workload
 
 logger = logging.getLogger(__name__)
 
-NOT_ESTIMABLE = ("held", "budget_capped", "unschedulable", "dependency")
+NOT_ESTIMABLE = ("held", "unschedulable", "dependency")
 """Reasons (§3.8) under which no estimate is expected: nothing starts them in the forward
 simulation until a person or another workload acts. Of ``dependency``, only an unmet ``after``
 list: a member waiting on its array group's ``%N`` cap (detail ``group``) starts in the
-simulation once a sibling's wall-time limit frees a slot (:func:`estimable`)."""
+simulation once a sibling's wall-time limit frees a slot (:func:`estimable`). Not
+``budget_capped``: the simulation follows caps, which lift as usage leaves their period
+(docs/estimates.md, "Caps in the simulation")."""
 
 
 def estimable(reason: str, detail: Mapping[str, object] | None) -> bool:
@@ -68,8 +70,8 @@ class Coverage:
     estimated: int
     unseen: int = 0
     """Pending allocated workloads not counted because no tick has seen them yet (no reason: they
-    were submitted or requeued since the last tick, so whether they are held, capped,
-    unschedulable or waiting on a dependency is not known yet)."""
+    were submitted or requeued since the last tick, so whether they are held, unschedulable or
+    waiting on a dependency is not known yet)."""
 
     @property
     def fraction(self) -> float | None:
@@ -78,7 +80,7 @@ class Coverage:
 
 def estimate_coverage(cluster_id: int | None = None) -> Coverage:
     """How many pending allocated workloads (``M > 0``) carry an estimated start, not counting
-    those held, capped, unschedulable or waiting on an ``after`` list (§3.8), nor those no tick has
+    those held, unschedulable or waiting on an ``after`` list (§3.8), nor those no tick has
     seen yet (no reason, so none of these is known yet: ``unseen``, counted apart). One
     aggregate query."""
     from django.db.models import Count, Q
@@ -154,21 +156,13 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     rows changed. A reservation the last tick stored (and the page shows) caps the estimate too,
     plus the grace (its room counts from the victims' release).
     Safe to run twice: it only overwrites estimates."""
-    from scheduler.sim.estimate import cap_by_reservations, forward
+    from scheduler.sim.estimate import forward
     from scheduler.snapshot import load_snapshot
 
     cpu0 = time.thread_time()
     snap, _ = load_snapshot(cluster_id, now)
     cpu1 = time.thread_time()
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
-    found, reached = forward(
-        snap,
-        grace=grace,
-        budget_s=ESTIMATE_BUDGET_S,
-        running=running_workloads(snap),
-        limits=wall_time_limits(snap),
-    )
-    complete = reached >= snap.now + snap.window
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
             "id", "estimated_start", "no_start_found", "pending_detail"
@@ -179,7 +173,17 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         reserved = (w.pending_detail or {}).get("reserved_start")
         if isinstance(reserved, int | float):
             stored[str(w.pk)] = int(reserved)
-    found = cap_by_reservations(found, stored, grace)
+    # The stored reservations cap the estimates inside ``forward``: not one made before a cap of
+    # its budget is reached or lifted in the simulation (Forward.reservation_stands).
+    found, reached = forward(
+        snap,
+        grace=grace,
+        budget_s=ESTIMATE_BUDGET_S,
+        running=running_workloads(snap),
+        limits=wall_time_limits(snap),
+        stored=stored,
+    )
+    complete = reached >= snap.now + snap.window
     changed = []
     moved = []
     for w in rows:
@@ -375,44 +379,68 @@ def _array_answer(workload: Workload, snap: Any, members: int, limit: int | None
 
 def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
     """What the workload's budget, or the nearest budget above it, does to the quote's allocated
-    lines, in the words of the pending reasons ``held`` and ``budget_capped``: on hold, or at a cap
-    that holds new work (``on_cap`` hold), no line has a start; at a cap that downgrades new work
-    (``on_cap`` downgrade) the lines' work would run unfunded: neither charged nor protected.
-    ``snap``: the snapshot the quote simulates (its budgets carry ``hold`` and ``capped``); None:
-    none is said. The simulation lifts no hold and no cap, so without these words the lines only
-    said "none before" a week away (tryout24), or priced charges and protection a downgraded
-    attempt does not get."""
+    lines, in the words of the pending reasons ``held`` and ``budget_capped``: on hold, no line has
+    a start (the simulation lifts no hold, so without these words the lines only said "none
+    before" a week away, tryout24); at a cap that holds new work (``on_cap`` hold) an allocated
+    line starts only once enough usage has left the cap's period; at a cap that downgrades new work
+    (``on_cap`` downgrade) a line's work that starts before then runs unfunded: neither charged nor
+    protected. A cap not reached now but above the budget is named too: the simulation follows
+    every cap both ways (docs/estimates.md, "Caps in the simulation"), so a line may start after
+    the budget's running work reaches it. ``snap``: the snapshot the quote simulates (its budgets
+    carry ``hold`` and ``capped``, its ``caps`` the caps); None: none is said."""
     if snap is None:
         return []
     from budgets.services import budget_paths
     from scheduler.policy.types import OnCap
 
     budgets = {b.key: b for b in snap.budgets}
+    caps = {cap.budget: cap for cap in getattr(snap, "caps", ())}
     paths = budget_paths()
     key: str | None = str(workload.budget_id)
     seen: set[str] = set()
+    notes: list[str] = []
     while key is not None and key in budgets and key not in seen:
         seen.add(key)
         node = budgets[key]
         path = paths.get(int(key), node.name) if key.isdigit() else node.name
+        cap = caps.get(key)
         if node.hold:
             return [
                 f"Budget {path} is on hold: no new work of it starts until leadership releases it, so no "
                 "start is estimated (the simulation lifts no hold)."
             ]
         if node.capped and node.on_cap == OnCap.HOLD:
+            if cap is not None and cap.limit == 0:
+                return [
+                    f"Budget {path} has reached its cap and holds new allocated work: a cap of 0 GPU-hours "
+                    "never lifts, so no allocated line has a start."
+                ]
             return [
                 f"Budget {path} has reached its cap and holds new allocated work until its usage falls "
-                "below the cap, so no allocated line has a start (the simulation lifts no cap)."
+                "below the cap: an allocated line starts only once enough of that usage has left the cap's "
+                "period (the simulation follows it), and has no start when that is not within the window."
             ]
         if node.capped:
             return [
                 f"Budget {path} has reached its cap: until its usage falls below the cap its new work runs "
                 "unfunded, as unallocated work does: its minimum runtime protects nothing, it can be "
-                "preempted at any time and nothing is charged (the lines' charges and ratios do not apply)."
+                "preempted at any time and nothing is charged (the lines' charges and ratios do not apply).",
+                "A line that starts after the cap lifts, as usage leaves its period (the simulation "
+                "follows it), runs allocated.",
             ]
+        if cap is not None and not notes:
+            then = (
+                "starts only once enough usage has left the period"
+                if node.on_cap == OnCap.HOLD
+                else "runs unfunded, neither charged nor protected (its charge and ratio do not apply)"
+            )
+            notes.append(
+                f"Budget {path} has a cap of {cap.limit / 3600:g} GPU-hours per {cap.period // 86400} days, "
+                f"not reached now; the lines follow it: if its usage reaches the cap before a line's work "
+                f"starts, that line {then}."
+            )
         key = node.parent
-    return []
+    return notes
 
 
 def do_quote(

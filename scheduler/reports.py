@@ -94,7 +94,7 @@ class BudgetStanding:
     """The cap is reached now (over every cluster, as the tick judges it)."""
     cap_used_gpu_hours: float | None = None
     """Allocated GPU-hours of the subtree over the cap period, every cluster (what ``capped``
-    compares with the cap; ``snapshot.cap_usage``); None without a cap."""
+    compares with the cap; ``policy.caps.cap_state``); None without a cap."""
     cap_text: str = ""
     """The cap in the words every surface shows (:func:`cap_words`); "" without a cap."""
 
@@ -864,7 +864,7 @@ def estimate_words(workload: Workload) -> str:
         # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
         return (
             "Not given while it waits as said above: the estimate lets no work end on its own "
-            "(only at its wall-time limit) and no hold, cap or hardware change, so it gives one "
+            "(only at its wall-time limit) and no hold or hardware change, so it gives one "
             "once that wait is over."
         )
     if workload.no_start_found:

@@ -33,6 +33,7 @@ from scheduler.accounting import silent_until_sql
 from scheduler.hardware_memo import MEMO
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy import types as p
+from scheduler.policy.caps import STILL_RUNNING, cap_members, cap_state, with_capped
 
 _HOLDING = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
 """Workload states that hold GPUs: they count against an array's ``%N`` cap."""
@@ -82,7 +83,7 @@ class SnapshotIndex:
     # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
     workload_pk: dict[str, int] = field(default_factory=dict)
     # budget pk → allocated GPU-seconds of its subtree over its cap period, for each budget with a cap
-    # (what ``capped`` compared with the cap; the budgets page's "412 used", try38)
+    # (what ``capped`` compared with the cap, ``policy.caps.cap_state``; the budgets page's "412 used", try38)
     cap_used: dict[int, int] = field(default_factory=dict)
 
     def pk_of(self) -> Callable[[str], int]:
@@ -136,8 +137,11 @@ def load_snapshot(
 
     Queries: hosts, GPUs, budgets, open attempts, their GPUs, pending workloads,
     closed allocated attempts inside the window, usage entries — eight in all,
-    whatever the size of the cluster, plus one aggregate when some budget has a
-    cap (:func:`_capped_budgets`). Times become integer epoch seconds. The hosts' and GPUs' two
+    whatever the size of the cluster, plus one when some budget has a cap: the usage records
+    its cap counts (:func:`cap_records`), which mark the budget capped by the rule of
+    :func:`scheduler.policy.caps.capped_at` and travel in the snapshot (``caps``,
+    ``cap_records``) so the forward simulation of estimates follows the caps. Times become
+    integer epoch seconds. The hosts' and GPUs' two
     queries read only their volatile rows while the process keeps the stable ones
     (:func:`_hardware_kept`; :func:`_hardware_plain`, every row, is its oracle).
     """
@@ -186,8 +190,6 @@ def _load_snapshot(
             "id", "name", "parent_id", "shares", "archived_at", "hold", "on_cap", "cap_gpu_hours", "cap_period_days"
         ).order_by("id")
     )
-    index.cap_used = cap_usage(budget_rows, now)
-    capped = _capped_budgets(budget_rows, index.cap_used)
     budgets = [
         p.Budget(
             key=str(bid),
@@ -196,11 +198,13 @@ def _load_snapshot(
             shares=shares,
             archived=archived_at is not None,
             hold=hold,
-            capped=bid in capped,
             on_cap=p.OnCap(on_cap),
         )
         for bid, name, parent_id, shares, archived_at, hold, on_cap, _cap, _days in budget_rows
     ]
+    caps = _caps(budget_rows)
+    cap_members_of = cap_members(caps, budgets)
+    records_for_caps = cap_records(caps, cap_members_of, now, cluster_id)
 
     # Open attempts and the GPUs they hold, read without a filter on the workloads' cluster (kept
     # in Python; open attempts are at most the installation's GPUs): with one, the planner of a
@@ -337,6 +341,11 @@ def _load_snapshot(
         )
         group_limits = {str(g): (lim, holding.get(g, 0)) for g, lim in sorted(capped_groups.items())}
 
+    if caps:  # DESIGN.md §3.7, the rule stated once (scheduler/policy/caps.py)
+        used, capped = cap_state(caps, cap_members_of, records_for_caps, attempts, now_s)
+        index.cap_used = {int(cap.budget): u for cap, u in zip(caps, used, strict=True)}
+        budgets = list(with_capped(budgets, caps, capped))
+
     usage: list[p.UsageRecord] = [
         p.UsageRecord(budget=str(bid), start=start, end=end, gpus=gpus)
         for bid, start, end, gpus in Attempt.objects.filter(
@@ -381,6 +390,8 @@ def _load_snapshot(
         window=window,
         max_reservations=int(conf["MAX_RESERVATIONS"]),
         group_limits=group_limits,
+        caps=tuple(caps),
+        cap_records=tuple(records_for_caps),
     )
     return snapshot, index
 
@@ -720,53 +731,42 @@ class _IntegerSQL(RawSQL):
         return self._convert_value_noop
 
 
-def cap_standing(now: datetime) -> tuple[dict[int, int], set[int]]:
-    """Every capped budget's use of its cap at ``now`` (:func:`cap_usage`: allocated GPU-seconds
-    over its period, every cluster) and the pks of those that reached it (:func:`_capped_budgets`),
-    the same figures a tick's snapshot takes, for a page that shows the caps without a snapshot
-    (the admin's budget list, try40). Two queries; one when no budget has a cap."""
-    budget_rows = list(
-        Budget.objects.values_list("id", "name", "parent_id", "cap_gpu_hours", "cap_period_days").order_by("id")
-    )
-    used = cap_usage(budget_rows, now)
-    return used, _capped_budgets(budget_rows, used)
+def _caps(budget_rows: list[tuple[Any, ...]]) -> list[p.Cap]:
+    """Each capped budget's cap (DESIGN.md §3.7): ``cap_gpu_hours × 3600`` GPU-seconds (whole
+    seconds, rounded down) per ``cap_period_days`` days."""
+    return [
+        p.Cap(str(bid), int(Decimal(cap) * 3600), int(days) * 86400)
+        for bid, *_rest, cap, days in budget_rows
+        if cap is not None
+    ]
 
 
-def _capped_budgets(budget_rows: list[tuple[Any, ...]], used: dict[int, int]) -> set[int]:
-    """pks of the budgets whose cap is reached (DESIGN.md §3.7; docs/policy.md, Decisions): the
-    usage :func:`cap_usage` found at least ``cap_gpu_hours × 3600`` GPU-seconds."""
-    caps = {bid: Decimal(cap) for bid, *_rest, cap, _days in budget_rows if cap is not None}
-    return {bid for bid, cap in caps.items() if used.get(bid, 0) >= int(cap * 3600)}
-
-
-def cap_usage(budget_rows: list[tuple[Any, ...]], now: datetime) -> dict[int, int]:
-    """The allocated GPU-seconds of each capped budget's subtree over its rolling period
-    ``(now − cap_period_days, now]`` (DESIGN.md §3.7). Usage follows the rules of the windowed usage (§3.1), over every
-    cluster (a cap limits the budget, not one cluster): closed allocated attempts pro-rata,
-    open allocated attempts for the part already run (up to the last heartbeat of an offline
-    host), usage entries (intervals pro-rata, lumps when charged inside the period).
-    Unallocated and unfunded time never counts. One aggregate query, grouped by budget with one
-    column per distinct period; none when no budget has a cap.
-    """
-    caps = {bid: (Decimal(cap), days) for bid, *_rest, cap, days in budget_rows if cap is not None}
+def cap_records(
+    caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: datetime, cluster_id: int
+) -> list[p.UsageRecord]:
+    """The allocated usage the caps count besides the cluster's open attempts
+    (``Snapshot.cap_records``): of the budgets under a cap (``members``), on every cluster, over
+    the longest cap period before ``now``: closed allocated attempts, usage entries (intervals and
+    lumps), and the open allocated attempts of other clusters, charged up to the last heartbeat of
+    an offline host, else still running (``end`` :data:`~scheduler.policy.caps.STILL_RUNNING`).
+    Unallocated and unfunded time never counts. One query; none without caps."""
     if not caps:
-        return {}
-    now_s = epoch(now)
-    periods = sorted({days for _cap, days in caps.values()})
-    starts = [now_s - days * 86400 for days in periods]
-    since = now - timedelta(days=periods[-1])
+        return []
+    since = now - timedelta(seconds=max(cap.period for cap in caps))
+    ids = sorted(int(k) for k in members)
     a, w, link, entry = (m._meta.db_table for m in (Attempt, Workload, AttemptGPU, UsageEntry))
     # An open attempt runs up to its offline host's last heartbeat: the rule of its charge, compiled
     # from accounting's one statement of it (left40: it was spelled out here a second time).
     silent, silent_params = silent_until_sql("a.id")
-    least, greatest = ("MIN", "MAX") if connection.vendor == "sqlite" else ("LEAST", "GREATEST")
+    marks = ", ".join(["%s"] * len(ids))
     # Rows (budget, gpus, lo, hi, lump): gpus NULL marks a lump of ``lump`` GPU-seconds at ``hi``.
-    rows_sql = f"""
-        SELECT w.budget_id AS budget_id,
-               (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id) AS gpus,
-               {_epoch_sql("a.started_at")} AS lo, {_epoch_sql("a.ended_at")} AS hi, 0 AS lump
+    sql = f"""
+        SELECT w.budget_id,
+               (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id),
+               {_epoch_sql("a.started_at")}, {_epoch_sql("a.ended_at")}, 0
           FROM {a} a JOIN {w} w ON w.id = a.workload_id
          WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NOT NULL AND a.ended_at > %s
+           AND w.budget_id IN ({marks})
         UNION ALL
         SELECT w.budget_id,
                (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id AND l."open"),
@@ -774,37 +774,19 @@ def cap_usage(budget_rows: list[tuple[Any, ...]], now: datetime) -> dict[int, in
                COALESCE({_epoch_sql(silent)}, %s),
                0
           FROM {a} a JOIN {w} w ON w.id = a.workload_id
-         WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NULL
+         WHERE a.allocated AND a.started_at IS NOT NULL AND a.ended_at IS NULL AND w.cluster_id <> %s
+           AND w.budget_id IN ({marks})
         UNION ALL
         SELECT e.budget_id, e.gpus, {_epoch_sql('e."start"')}, {_epoch_sql('e."end"')}, e.gpu_seconds
           FROM {entry} e
-         WHERE e."end" > %s
+         WHERE e."end" > %s AND e.budget_id IN ({marks})
     """  # noqa: S608 -- table names come from the models' meta; every value is a parameter
-    columns = []
-    params: list[Any] = []
-    for start in starts:
-        columns.append(
-            f"""SUM(CASE WHEN r.gpus IS NULL THEN (CASE WHEN r.hi > %s AND r.hi <= %s THEN r.lump ELSE 0 END)
-                    WHEN {least}(r.hi, %s) > {greatest}(r.lo, %s)
-                    THEN r.gpus * ({least}(r.hi, %s) - {greatest}(r.lo, %s)) ELSE 0 END)"""
-        )
-        params += [start, now_s, now_s, start, now_s, start]
     db_since = connection.ops.adapt_datetimefield_value(since)
-    params += [db_since, *silent_params, now_s, db_since]
-    sql = f"SELECT r.budget_id, {', '.join(columns)} FROM ({rows_sql}) r GROUP BY r.budget_id"  # noqa: S608
+    params = [db_since, *ids, *silent_params, STILL_RUNNING, cluster_id, *ids, db_since, *ids]
     with connection.cursor() as cur:
         cur.execute(sql, params)
-        own = {bid: [int(u or 0) for u in usage] for bid, *usage in cur.fetchall()}
-
-    parent = {bid: parent_id for bid, _name, parent_id, *_rest in budget_rows}
-    column_of = {days: i for i, days in enumerate(periods)}
-    subtree: dict[int, int] = dict.fromkeys(caps, 0)
-    for bid, usage in own.items():
-        node: int | None = bid
-        seen: set[int] = set()
-        while node is not None and node not in seen:  # a cycle is reported by the policy's tree
-            seen.add(node)
-            if node in caps:
-                subtree[node] += usage[column_of[caps[node][1]]]
-            node = parent.get(node)
-    return subtree
+        rows = cur.fetchall()
+    return [
+        p.UsageRecord(str(bid), lo, hi, None, int(lump or 0)) if gpus is None else p.UsageRecord(str(bid), lo, hi, gpus)
+        for bid, gpus, lo, hi, lump in rows
+    ]

@@ -563,7 +563,7 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
 
 
 def _clear_estimates(changed: list[ReasonRow]) -> None:
-    """A workload that now waits on a hold, a cap, hardware or an ``after`` list (not
+    """A workload that now waits on a hold, hardware or an ``after`` list (not
     :func:`~scheduler.estimates.estimable`) has no estimated start, as its words say: its stored
     one, found before that wait, is cleared in the same transaction rather than shown beside the
     reason until the next estimates run (up to ``ESTIMATE_INTERVAL_S``). One UPDATE, only when such

@@ -10,6 +10,7 @@ from scheduler.policy.incremental import IncrementalScheduler
 from scheduler.policy.types import (
     Attempt,
     Budget,
+    Cap,
     Decisions,
     GpuHealth,
     GpuRef,
@@ -29,6 +30,7 @@ from scheduler.policy.types import (
 __all__ = [
     "Attempt",
     "Budget",
+    "Cap",
     "Decisions",
     "GpuHealth",
     "GpuRef",

@@ -109,6 +109,22 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class Cap:
+    """A budget's cap (§3.7): at most ``limit`` GPU-seconds of allocated usage of its subtree over
+    the rolling period ``(t − period, t]`` (seconds). Whether it is reached at an instant is
+    :func:`scheduler.policy.caps.capped_at`, the one statement of the rule."""
+
+    budget: str
+    limit: int
+    period: int
+
+    def reached(self, used: int) -> bool:
+        """The cap is reached by ``used`` GPU-seconds in its period (DESIGN.md §3.7: "when its
+        allocated usage in the period reaches the cap")."""
+        return used >= self.limit
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """A pending workload.
 
@@ -228,6 +244,14 @@ class Snapshot:
     group_limits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """Array group → (``%N`` cap, members holding GPUs now): a pass starts a member only while
     the members holding GPUs plus those it started stay below the cap (§3.8 ``dependency``)."""
+    caps: Sequence[Cap] = ()
+    """The budgets' caps (§3.7). The policy reads only ``Budget.capped``; a producer that moves
+    time (the forward simulation of estimates) recomputes it from these and ``cap_records``
+    (:func:`scheduler.policy.caps.capped_at`). A budget marked capped without a cap here stays so."""
+    cap_records: Sequence[UsageRecord] = ()
+    """The allocated usage the caps count besides ``attempts``: of every capped budget's subtree,
+    on every cluster, over the longest cap period (closed attempts, usage entries, and open attempts
+    of other clusters, whose ``end`` is :data:`scheduler.policy.caps.STILL_RUNNING` while they run)."""
 
 
 @dataclass(frozen=True, slots=True)

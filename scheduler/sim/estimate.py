@@ -10,7 +10,10 @@ is released, a pass can decide something new only when
 
 - a protection ends (``started_at + M``) or a stop's grace ends (``release_at``), or
 - the Fair Tree order of two siblings changes, or a rule-2 answer (§3.4) changes: usage slides
-  with the window, so loads move although nothing starts or stops.
+  with the window, so loads move although nothing starts or stops; or
+- a budget's cap (§3.7) is reached or lifted: its usage in the cap's period moves the same way
+  (:class:`scheduler.sim.caps.CapWatch`; every budget with a cap is marked by the rule at each
+  instant, :meth:`Forward._follow_caps`).
 
 Each budget's load ``U + C`` is linear in time between breakpoints (a record's or attempt's
 start or end leaving the window, a protection ending: see :func:`_breakpoints`), so for two
@@ -77,9 +80,11 @@ from scheduler.policy import (
     Workload,
 )
 from scheduler.policy.attempt_log import AttemptLog, AttemptsView
+from scheduler.policy.caps import with_capped
 from scheduler.policy.pending import PendingChanges, PendingLog
 from scheduler.policy.tree import BudgetTree
 from scheduler.policy.usage import LoadBook, RecordBook, pass_loads
+from scheduler.sim.caps import CapWatch
 
 NEVER = float("inf")
 
@@ -512,6 +517,15 @@ class Forward:
             self._record(r)
         self.nominations = dict(snap.nominations)
         self.tree = BudgetTree(snap.budgets)
+        self.caps: CapWatch | None = CapWatch(snap) if snap.caps else None
+        """The budgets' caps followed through time (DESIGN.md §3.7; scheduler/sim/caps.py): at each
+        instant every budget with a cap is marked capped by the rule (:meth:`_follow_caps`), and
+        each instant at which that may change is an event (:meth:`next_event`). None without caps."""
+        self.capped: frozenset[str] | None = None
+        """The budgets :attr:`caps` marked capped at the last instant (None: not asked yet)."""
+        self.cap_moved: dict[str, int] = {}
+        """Budget → the first instant after the start at which the simulation marked it capped or
+        no longer capped (:meth:`reservation_stands`)."""
         self.scheduler = IncrementalScheduler(waiting_nominations=True)
         """Its idle screen skips passes whose open nominations all wait, and answers those that
         only start nominees whose victims were released (``screen.starts_only``; docs/estimates.md
@@ -553,17 +567,43 @@ class Forward:
             limit = self.limits.get(a.workload)
             if limit is not None and not a.stopping:
                 self._end_at(a, (a.started_at if a.started_at is not None else snap.now) + limit)
+        if self.caps is not None:
+            self._follow_caps()  # the budgets the first pass and the callers' tree read, by the rule
 
     def may_start(self, wid: str) -> bool:
         """False for a pending workload nothing in the simulation can start: its budget is
-        unknown or on hold, or it is allocated and its budget capped with ``on_cap=hold`` (the
-        budgets do not change in the simulation; queues.py). The simulation stops once every
-        other wanted workload has started."""
-        w = self.pending[wid]
-        if w.budget not in self.tree.budgets or self.tree.held(w.budget):
-            return False
-        capper = self.tree.capped_by(w.budget) if w.min_runtime > 0 else None
-        return capper is None or capper.on_cap != OnCap.HOLD
+        unknown or on hold, or it is allocated and its budget capped with ``on_cap=hold`` by a cap
+        the simulation does not follow (holds never change in it; a followed cap may lift:
+        :attr:`caps`; queues.py). The simulation stops once every other wanted workload has
+        started."""
+        return _may_ever_start(self.tree, self.pending[wid], self.caps)
+
+    def _follow_caps(self) -> None:
+        """Every budget with a cap marked capped at ``now`` or not, by the rule (DESIGN.md §3.7):
+        the budgets the passes read, and the tree, replaced when that changed."""
+        if self.caps is None:
+            return
+        capped = self.caps.at(self.now)
+        if capped != self.capped:
+            for key in capped ^ self.capped if self.capped is not None else ():
+                self.cap_moved.setdefault(key, self.now)
+            budgets = with_capped(self.base.budgets, self.caps.caps, capped)
+            self.base = replace(self.base, budgets=budgets)
+            self.tree = BudgetTree(budgets)
+            self.capped = capped
+
+    def reservation_stands(self, wid: str, reserved_start: int | float) -> bool:
+        """Whether a reservation of ``wid`` (the first pass's, or one the last tick stored)
+        starting at ``reserved_start`` caps its estimate (:func:`cap_by_reservations`): not when
+        a cap of its budget or one above it is reached or lifted in the simulation by its latest
+        start, since the passes then start its work unfunded or hold it (DESIGN.md §3.7) rather
+        than on the reservation made before."""
+        if not self.cap_moved:
+            return True
+        w = self.known.get(wid)
+        chain = self.tree.chain.get(w.budget, ()) if w is not None else ()
+        latest = reservation_latest(reserved_start, self.grace)
+        return all(self.cap_moved.get(b, NEVER) > latest for b in chain)
 
     def _put(self, a: Attempt) -> None:
         """``a`` in :attr:`attempts` (new, or replacing the attempt of its id), its instants kept."""
@@ -724,6 +764,8 @@ class Forward:
             end = self.now if a.charged_until is None else min(self.now, a.charged_until)
             if a.allocated and a.started_at is not None and end > a.started_at:
                 self._charge(a, a.started_at, end)
+            if self.caps is not None:
+                self.caps.closed(a, end)
             if a.id in self.requeue and a.workload in self.known:
                 self._enqueue(self.known[a.workload])  # same id, original submission
 
@@ -748,6 +790,8 @@ class Forward:
             )
             self._put(a)
             self._hold(w.id, 1)
+            if self.caps is not None:
+                self.caps.opened(a)
             self.started.setdefault(w.id, self.now)
             limit = self.limits.get(w.id)
             if limit is not None:
@@ -774,6 +818,8 @@ class Forward:
         if self.ends:
             self.time_out()
         self.release_due()
+        if self.caps is not None:
+            self._follow_caps()
         policy = self.scheduler
         check = getattr(policy, "check", False)
         after_ready = False  # the last pass was the screen's ready starts (under check: verify the next)
@@ -856,6 +902,9 @@ class Forward:
         other.touched = set()
         other.events = other.breaks = None  # rebuilt on use (_reindex)
         other.crossings = self.crossings.copy()
+        other.cap_moved = dict(self.cap_moved)
+        if self.caps is not None:
+            other.caps = self.caps.copy()
         return other
 
     def next_event(self, end: int) -> int:
@@ -869,6 +918,12 @@ class Forward:
         else:
             events, breaks = self.events, self.breaks
         best = min(end, events.first_after(now, attempts))
+        if self.caps is not None:
+            # A cap reached or lifted at an instant of its own (usage entering or leaving its
+            # period): the passes then start allocated, unfunded or held work differently.
+            t_cap = self.caps.next_change(end)
+            if t_cap < best:
+                best = t_cap
         if self.commitments:  # pending work, or a quote's hypothetical workloads (quote_starts)
             piece_end = breaks.first_after(now, attempts)
             w = self.window
@@ -959,10 +1014,13 @@ def forward(
     only: Iterable[str] | None = None,
     running: Mapping[str, Workload] | None = None,
     limits: Mapping[str, int] | None = None,
+    stored: Mapping[str, int | float] | None = None,
 ) -> tuple[dict[str, int], int]:
     """:func:`estimate_starts` and the simulated instant it reached: the horizon's end when the
     search was complete, earlier when ``budget_s`` ran out (a workload not found may then still
-    start before the horizon)."""
+    start before the horizon). ``stored``: the reservations the last tick stored (workload id →
+    reserved start), which cap the estimates as the first pass's do (:func:`cap_by_reservations`;
+    neither where a cap moves first: :meth:`Forward.reservation_stands`)."""
     horizon = snap.window if horizon is None else horizon
     end = snap.now + horizon
     fw = Forward(snap, grace, running, limits, end)
@@ -977,7 +1035,9 @@ def forward(
     found = {wid: t for wid, t in fw.started.items() if wid in wanted and t <= end}
     reserved = fw.first.reserved_start if fw.first is not None else {}
     reached = end if wanted <= fw.started.keys() else fw.now
-    return cap_by_reservations(found, {k: v for k, v in reserved.items() if k in wanted}, grace), reached
+    found = cap_by_reservations(found, {k: v for k, v in (stored or {}).items() if fw.reservation_stands(k, v)}, grace)
+    kept = {k: v for k, v in reserved.items() if k in wanted and fw.reservation_stands(k, v)}
+    return cap_by_reservations(found, kept, grace), reached
 
 
 QUOTE_BUDGET_S = 0.25
@@ -1073,7 +1133,7 @@ def quote_starts(
     out: dict[int, tuple[int | None, int]] = {}
     waiting: list[int] = []
     for i, w in enumerate(variants):
-        if not _may_ever_start(tree, w):
+        if not _may_ever_start(tree, w, shared.caps):
             out[i] = (None, end)
         elif tree.capped_by(w.budget) is not None:  # a capped budget's work may run unallocated:
             out[i] = _finish(_fork(shared, w), w, end, deadline)  # no sharing, the plain search
@@ -1140,12 +1200,16 @@ def same_decisions(a: Decisions, b: Decisions) -> bool:
     )
 
 
-def _may_ever_start(tree: BudgetTree, w: Workload) -> bool:
-    """:meth:`Forward.may_start` for a workload not yet pending."""
+def _may_ever_start(tree: BudgetTree, w: Workload, caps: CapWatch | None) -> bool:
+    """:meth:`Forward.may_start` for ``w``, pending or not: False when its budget is unknown or
+    held, or it is allocated and capped with ``on_cap=hold`` and no budget above it (itself
+    included) has a cap the simulation follows (``caps``) that may lift (a cap of 0 never does)."""
     if w.budget not in tree.budgets or tree.held(w.budget):
         return False
     capper = tree.capped_by(w.budget) if w.min_runtime > 0 else None
-    return capper is None or capper.on_cap != OnCap.HOLD
+    if capper is None or capper.on_cap != OnCap.HOLD:
+        return True
+    return caps is not None and caps.may_lift(w.budget)
 
 
 def _fork(fw: Forward, w: Workload) -> Forward:
@@ -1173,7 +1237,8 @@ def _finish(fw: Forward, w: Workload, end: int, deadline: float) -> tuple[int | 
     start = fw.started.get(w.id)
     found = {w.id: start} if start is not None and start <= end else {}
     reserved = fw.first.reserved_start if fw.first is not None else {}
-    found = cap_by_reservations(found, {k: v for k, v in reserved.items() if k == w.id}, fw.grace)
+    kept = {k: v for k, v in reserved.items() if k == w.id and fw.reservation_stands(k, v)}
+    found = cap_by_reservations(found, kept, fw.grace)
     return found.get(w.id), end if w.id in fw.started else fw.now
 
 

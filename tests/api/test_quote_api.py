@@ -311,3 +311,27 @@ def test_an_array_note_with_one_member_started_says_it_once():
         f"; its first member starts now; 2 of its members start by {instant_text(later)}; "
         f"no start is found for the other 3 before {instant_text(horizon)}."
     )
+
+
+def test_a_quote_at_a_hold_cap_that_lifts_within_the_window_starts_the_allocated_lines_at_the_lift(
+    researcher_client, submission, cluster, org_tree
+):
+    """left39: at a cap that lifts as old usage leaves its period the quote said "none" (and "the
+    simulation lifts no cap") though the tick starts the work then. The simulation follows the cap:
+    the allocated lines start at the first second the usage in the period is below the cap."""
+    from django.utils import timezone
+
+    from budgets.models import Budget, UsageEntry
+
+    olmo = org_tree["nlp/olmo"]
+    # Given olmo at its cap (1 GPU-hour a day, hold) by 2 GPUs × 1 h that ended 23 h ago
+    end = timezone.now().replace(microsecond=0) - timedelta(hours=23)
+    UsageEntry.objects.create(budget=olmo, cluster=cluster, start=end - timedelta(hours=1), end=end, gpus=2)
+    Budget.objects.filter(pk=olmo.pk).update(cap_gpu_hours=1, cap_period_days=1, on_cap="hold")
+    body = researcher_client.post(URL, submission(), format="json").json()
+    # Then the unallocated line starts now and every allocated one once 2 × (end − (t − 24 h)) < 1 h
+    lift = (end + timedelta(hours=24, minutes=-30, seconds=1)).isoformat().replace("+00:00", "Z")
+    assert {q["estimated_start"] for q in body["quotes"] if q["min_runtime_s"]} == {lift}
+    assert body["quotes"][0]["starts_now"]
+    assert not any("lifts no cap" in n for n in body["notes"])
+    assert any(n.startswith("Budget nlp/olmo has reached its cap and holds new allocated work") for n in body["notes"])

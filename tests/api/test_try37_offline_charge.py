@@ -43,7 +43,7 @@ def test_an_offline_hosts_attempt_is_charged_to_its_last_heartbeat_everywhere(
     tree = researcher_client.get("/api/v1/budgets/tree/", {"cluster": "default"}).json()[0]
     olmo = next(b for b in tree["budgets"] if b["path"] == "nlp/olmo")
     assert abs(olmo["usage_gpu_hours"] - expected) < 0.001  # the usage: the rule the charge now follows
-    # the cap's usage too (snapshot.cap_usage, its SQL compiled from accounting's: left40)
+    # the cap's usage too (snapshot.cap_records, its SQL compiled from accounting's: left40)
     assert abs(olmo["cap_used_gpu_hours"] - expected) < 0.001
 
     browser = Client()

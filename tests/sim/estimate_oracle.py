@@ -7,7 +7,10 @@ confirm starts at once and release a stopped attempt's GPUs ``grace`` seconds af
 preempted work returns to pending (with its original submission) when its GPUs are released; an
 attempt whose workload has a wall-time limit (``limits``: workload id → seconds) is stopped when it
 has run that long and is not requeued. An array group's ``%N`` cap counts its members holding GPUs
-in the simulated state (:func:`scheduler.sim.estimate.group_holding`). A workload's estimate is the
+in the simulated state (:func:`scheduler.sim.estimate.group_holding`). Every budget with a cap
+(``Snapshot.caps``) is marked capped at each second by the rule (:func:`scheduler.policy.caps.
+capped_at`) over the snapshot's cap records, the attempts the simulation released and those still
+open (DESIGN.md §3.7). A workload's estimate is the
 first second at which a pass starts it, capped by the reservation the first pass (with reasons)
 gives it, counted from its victims' release (the reservation's start plus the grace, DESIGN.md
 §3.5). No event computation, no kept state, no shortcut:
@@ -21,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from scheduler.policy import Attempt, Decisions, Snapshot, UsageRecord, Workload, schedule
+from scheduler.policy.caps import cap_members, capped_at, with_capped
+from scheduler.policy.tree import BudgetTree
 from scheduler.sim.estimate import Forward, group_holding, next_order_change, startable
 
 
@@ -46,6 +51,8 @@ def reference_estimates(
     members = {k: w.group for k, w in known.items() if w.group is not None and w.group in snap.group_limits}
     wanted = set(pending) if only is None else set(only) & set(pending)
     usage = list(snap.usage)
+    cap_records = list(snap.cap_records)
+    under_caps = cap_members(snap.caps, snap.budgets)
     nominations = dict(snap.nominations)
     requeue: set[str] = set()
     started: dict[str, int] = {}
@@ -57,6 +64,7 @@ def reference_estimates(
             end = t if a.charged_until is None else min(t, a.charged_until)
             if a.allocated and a.started_at is not None and end > a.started_at:
                 usage.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
+                cap_records.append(UsageRecord(a.budget, a.started_at, end, gpus=len(a.gpus)))
             if a.id in requeue and a.workload in known:
                 pending[a.workload] = known[a.workload]
 
@@ -67,13 +75,21 @@ def reference_estimates(
             if limit is not None and not a.stopping and began + limit <= t:
                 attempts[a.id] = replace(a, stopping=True, release_at=t + grace)
 
+    chain = BudgetTree(snap.budgets).chain
+    moved: dict[str, int] = {}  # budget -> the first second its cap was reached or lifted
+    capped: frozenset[str] | None = None
     for t in range(now, now + horizon + 1):
         time_out(t)
         release(t)
+        was, capped = capped, capped_at(snap.caps, under_caps, cap_records, attempts.values(), t)
+        for key in capped ^ was if was is not None else ():
+            moved.setdefault(key, t)
+        budgets = with_capped(snap.budgets, snap.caps, capped)
         for _ in range(50):
             s = replace(
                 snap,
                 now=t,
+                budgets=budgets,
                 hosts=list(hosts.values()),
                 attempts=list(attempts.values()),
                 pending=list(pending.values()),
@@ -111,6 +127,11 @@ def reference_estimates(
             break
     found = {w: t for w, t in started.items() if w in wanted}
     for wid, at in (first.reserved_start if first is not None else {}).items():
+        # Not a reservation made before a cap above its budget was reached or lifted (by its
+        # latest start): the passes then start its work unfunded or hold it.
+        budget = known[wid].budget if wid in known else ""
+        if any(moved.get(b, at + grace + 1) <= at + grace for b in chain.get(budget, ())):
+            continue
         if wid in wanted and (wid not in found or int(at) + grace < found[wid]):
             found[wid] = int(at) + grace
     return found
@@ -139,4 +160,9 @@ def next_event_walk(fw: Forward, end: int) -> int:
         t2 = next_order_change(fw.snapshot(), fw.tree, order=not fw.quiet, commitments=fw.commitments)
         if t2 < best:
             best = t2
+    if fw.caps is not None:  # every second until a cap is reached or lifted, by the rule
+        held = fw.caps.plain_at(fw.attempts.values(), fw.now)
+        for t in range(fw.now + 1, int(best)):
+            if fw.caps.plain_at(fw.attempts.values(), t) != held:
+                return t
     return int(best)

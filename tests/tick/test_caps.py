@@ -7,7 +7,7 @@ then start unallocated ("unfunded", ``on_cap=downgrade``) or stay pending (``on_
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from budgets.models import Budget, UsageEntry
-from scheduler.models import GPU, Attempt, Cluster, Workload
+from scheduler.models import GPU, Attempt, Cluster, Host, Workload
 from scheduler.snapshot import load_snapshot
 from scheduler.tick import run_tick
 
@@ -187,10 +187,12 @@ def test_a_workload_held_by_a_cap_is_told_the_cap_s_numbers(cluster, pushed):
     )
 
 
-def test_a_cap_does_not_lift_when_the_budgets_running_work_ends_in_the_tick_nor_in_estimates(cluster, pushed):
-    """left39: the forward simulation (estimates, quotes) keeps a capped budget capped. So does the
-    tick when the budget's running work ends: the period's usage counts ended attempts too, so the
-    cap lifts only as old usage leaves the rolling period (docs/estimates.md, "Holds and caps")."""
+def test_a_cap_lifts_as_usage_leaves_its_period_and_the_estimate_is_the_tick_that_starts_the_work(cluster, pushed):
+    """left39: the forward simulation (estimates, quotes) kept a capped budget capped, so a cap that
+    lifts as old usage leaves its period gave no estimate though the tick starts the work then. A
+    cap does not lift when the budget's running work ends (the period's usage counts ended
+    attempts too): only as that usage leaves the rolling period, an instant the simulation now
+    follows (docs/estimates.md, "Caps in the simulation")."""
     from scheduler.estimates import store_estimates
 
     tw = cluster
@@ -202,18 +204,87 @@ def test_a_cap_does_not_lift_when_the_budgets_running_work_ends_in_the_tick_nor_
     assert attempt is None and waiting.pending_reason == "budget_capped"
     store_estimates(tw.cluster.pk, tw.now)
     waiting.refresh_from_db()
-    assert waiting.estimated_start is None
-    # When the running work ends and a tick runs ten minutes later
+    assert waiting.estimated_start is None  # its running work goes on: no start within the window
+    # When the running work ends five minutes later and a tick runs ten minutes later
     ended = tw.now + timedelta(minutes=5)
     Attempt.objects.filter(pk=running.pk).update(ended_at=ended, end_reason=Attempt.EndReason.SUCCEEDED)
     running.gpu_links.update(open=False)
     Workload.objects.filter(pk=running.workload_id).update(state=Workload.State.SUCCEEDED, finished_at=ended)
     later = tw.now + timedelta(minutes=10)
     assert run_tick(tw.cluster.pk, now=later).status == "ran"
-    # Then the work still waits at the cap, and the estimate still has no start
+    # Then the work still waits at the cap
     waiting.refresh_from_db()
     assert (waiting.state, waiting.pending_reason) == (Workload.State.PENDING, "budget_capped")
     assert not waiting.attempts.exists()
+    # and its estimate is the first second at which the 4 h 10 min of the ended attempt have left
+    # enough of the day below the cap: 2 GPUs × (ended − (t − 24 h)) < 2 h from t = ended + 23 h + 1 s
     store_estimates(tw.cluster.pk, later)
     waiting.refresh_from_db()
-    assert waiting.estimated_start is None
+    assert waiting.estimated_start == ended + timedelta(hours=23, seconds=1)
+    # which is the tick that starts it, allocated: one second earlier it still waits at the cap
+    for host in ("h1", "h2"):  # the agents kept reporting
+        Host.objects.filter(name=host).update(last_heartbeat=waiting.estimated_start)
+    assert run_tick(tw.cluster.pk, now=waiting.estimated_start - timedelta(seconds=1)).status == "ran"
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.pending_reason) == (Workload.State.PENDING, "budget_capped")
+    assert run_tick(tw.cluster.pk, now=waiting.estimated_start).status == "ran"
+    waiting.refresh_from_db()
+    assert waiting.state == Workload.State.STARTING
+    assert waiting.attempts.get().allocated
+
+
+def _crossing(tw) -> tuple[Workload, datetime]:
+    """alpha runs 1 GPU for 1 h 30 min of a 2 GPU-hour daily cap (reached 30 min from now); beta
+    holds the other 7 GPUs, protected for 8 h but stopped by a 1 h wall-time limit (50 min from
+    now, released a grace later); alpha's 1-GPU workload waits for those GPUs. Returns it and the
+    instant at which the cap is reached."""
+    _used(tw, tw.alpha, 1, start_ago=90 * 60, end_ago=None)
+    beta = tw.workload(budget=tw.beta, gpus=7, min_runtime=8 * HOUR, max_runtime_s=HOUR)
+    gpus = list(GPU.objects.filter(host__name="h1").order_by("index")[1:]) + list(GPU.objects.filter(host__name="h2"))
+    tw.attempt(beta, gpus, started_ago=10 * 60)
+    waiting = tw.workload(budget=tw.alpha, gpus=1, min_runtime=HOUR)
+    assert run_tick(tw.cluster.pk, now=tw.now).status == "ran"
+    return waiting, tw.now + timedelta(minutes=30)
+
+
+def test_a_budget_whose_running_work_reaches_its_cap_is_held_after_the_crossing_in_estimates(cluster, pushed):
+    """The other direction: a budget below its cap whose running allocated work reaches it within
+    the window started allocated work in the simulation after the crossing; the tick holds it."""
+    from scheduler.estimates import store_estimates
+
+    tw = cluster
+    _cap(tw.alpha, "2", on_cap=Budget.OnCap.HOLD)
+    waiting, crossing = _crossing(tw)
+    # The tick's rule: below the cap a second before the crossing, at it from the crossing on
+    assert not _capped_at(tw, crossing - timedelta(seconds=1)) and _capped_at(tw, crossing)
+    # The estimate: beta's GPUs come back after the crossing, and alpha's running work keeps it
+    # at the cap for the rest of the window: no start
+    store_estimates(tw.cluster.pk, tw.now)
+    waiting.refresh_from_db()
+    assert waiting.estimated_start is None and waiting.no_start_found
+
+
+def test_a_budget_whose_running_work_reaches_its_cap_starts_unfunded_after_the_crossing_in_estimates(cluster, pushed):
+    from scheduler.estimates import running_workloads, wall_time_limits
+    from scheduler.sim.estimate import Forward
+
+    tw = cluster
+    _cap(tw.alpha, "2")  # on_cap downgrade
+    waiting, crossing = _crossing(tw)
+    snap, _ = load_snapshot(tw.cluster, tw.now)
+    end = snap.now + snap.window
+    fw = Forward(snap, 30, running_workloads(snap), wall_time_limits(snap), end)
+    fw.tick()
+    while str(waiting.pk) not in fw.started and fw.now < end:
+        fw.now = fw.next_event(end)
+        fw.tick()
+    # beta's limit (50 min from now) and the grace: after the crossing, so it starts unfunded
+    assert fw.started[str(waiting.pk)] == int((tw.now + timedelta(minutes=50, seconds=30)).timestamp())
+    (attempt,) = [a for a in fw.attempts.values() if a.workload == str(waiting.pk)]
+    assert not attempt.allocated
+    assert _capped_at(tw, crossing)
+
+
+def _capped_at(tw, at: datetime) -> bool:
+    snap, _ = load_snapshot(tw.cluster, at)
+    return next(b for b in snap.budgets if b.key == str(tw.alpha.pk)).capped
