@@ -98,7 +98,8 @@ def test_one_workload_named_with_two_conditions_is_refused(researcher_client, su
 
 def test_one_workload_named_twice_with_one_condition_is_taken_once(researcher_client, submission, cluster):
     first = researcher_client.post("/api/v1/workloads/", submission(gpu_count=1), format="json")
-    response = researcher_client.post("/api/v1/workloads/", submission(after="1,#1:ok"), format="json")
+    pk = first.json()["id"]  # not 1: ids go on across tests on PostgreSQL and in a long run
+    response = researcher_client.post("/api/v1/workloads/", submission(after=f"{pk},#{pk}:ok"), format="json")
     assert response.status_code == 201, response.json()
     assert response.json()["after"] == [{"workload": first.json()["id"], "condition": "ok", "state": "pending"}]
 
