@@ -11,7 +11,8 @@ host returns), as the budgets' usage counts it (``snapshot``): the list said 37 
 budgets said 19, and fell back to 19 when it ended lost (try37). Computed from annotations (``with_accounting``:
 aggregates over one join), or with the same values from the attempts in memory
 (``account_from_attempts``: a detail that prefetched them; ``account_page``: one light query of a
-page's attempts, cheaper to compile and to run than the aggregate GROUP BY): no query per row.
+page's attempts, cheaper to compile and to run than the aggregate GROUP BY, and the offline hosts
+asked for only when one of them runs): no query per row.
 
 Per finished attempt (``GET /api/v1/workloads/history/``, ``fairway history``): one query.
 """
@@ -62,17 +63,20 @@ def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
     return min(beats) if beats else None
 
 
+SILENT_HOST: dict[str, Any] = {"state": Host.State.OFFLINE, "removed_at__isnull": True, "last_heartbeat__isnull": False}
+"""The hosts whose open attempts have run only up to their last heartbeat, as a host's lookups:
+``offline``, not removed, heard from at least once (the budgets' usage, ``snapshot``)."""
+
+
 def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:
-    """The open links of started, open attempts on an ``offline`` host (not removed, heard from at
-    least once) whose last heartbeat :func:`silent_until` reads, narrowed by ``where``: the one
-    statement of that rule in SQL for the three readers below."""
+    """The open links of started, open attempts on a :data:`SILENT_HOST` whose last heartbeat
+    :func:`silent_until` reads, narrowed by ``where``: the one statement of that rule in SQL for
+    the readers below."""
     return AttemptGPU.objects.filter(
         attempt__started_at__isnull=False,
         attempt__ended_at__isnull=True,
         open=True,
-        gpu__host__state=Host.State.OFFLINE,
-        gpu__host__removed_at__isnull=True,
-        gpu__host__last_heartbeat__isnull=False,
+        **{f"gpu__host__{lookup}": value for lookup, value in SILENT_HOST.items()},
         **where,
     ).order_by()
 
@@ -149,16 +153,19 @@ def account_prefetched(w: Workload) -> Workload:
 
 def account_page(workloads: Sequence[Workload]) -> None:
     """The annotations of :func:`with_accounting` on every workload of ``workloads``: one query of
-    their attempts' :data:`ATTEMPT_ROW` columns (none when the list is empty)."""
+    their attempts' :data:`ATTEMPT_ROW` columns (none when the list is empty); when one of them
+    runs, one more: whether any host is a :data:`SILENT_HOST` (usually none), and only then a third,
+    :func:`silent_until_of` the running ones. Not a subquery per attempt row (~1.5 ms of the ORM's
+    compiling per page, session 37's list)."""
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
-    until: dict[int, datetime] = {}
-    attempts = Attempt.objects.filter(workload_id__in=list(rows)).annotate(silent=_silent_until_sql("attempt_id"))
-    for wid, *row, silent in attempts.values_list("workload_id", *ATTEMPT_ROW, "silent"):
+    running: list[int] = []
+    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
         rows[wid].append(row)
-        if silent is not None:  # its open attempt's offline host: in the same query, not one more
-            until[wid] = silent
+        if row[0] is not None and row[1] is None:  # started, not ended
+            running.append(wid)
+    until = silent_until_of(running) if running and Host.objects.filter(**SILENT_HOST).exists() else {}
     for w in workloads:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
 
