@@ -11,8 +11,8 @@ host returns), as the budgets' usage counts it (``snapshot``): the list said 37 
 budgets said 19, and fell back to 19 when it ended lost (try37). Computed from annotations (``with_accounting``:
 aggregates over one join), or with the same values from the attempts in memory
 (``account_from_attempts``: a detail that prefetched them; ``account_page``: one light query of a
-page's attempts, cheaper to compile and to run than the aggregate GROUP BY, and the offline hosts
-asked for only when one of them runs): no query per row.
+page's attempts, cheaper to compile and to run than the aggregate GROUP BY, and one of the
+running ones' links on offline hosts): no query per row.
 
 Per finished attempt (``GET /api/v1/workloads/history/``, ``fairway history``): one query.
 """
@@ -63,20 +63,17 @@ def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
     return min(beats) if beats else None
 
 
-SILENT_HOST: dict[str, Any] = {"state": Host.State.OFFLINE, "removed_at__isnull": True, "last_heartbeat__isnull": False}
-"""The hosts whose open attempts have run only up to their last heartbeat, as a host's lookups:
-``offline``, not removed, heard from at least once (the budgets' usage, ``snapshot``)."""
-
-
 def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:
-    """The open links of started, open attempts on a :data:`SILENT_HOST` whose last heartbeat
-    :func:`silent_until` reads, narrowed by ``where``: the one statement of that rule in SQL for
-    the readers below."""
+    """The open links of started, open attempts on an ``offline`` host (not removed, heard from at
+    least once) whose last heartbeat :func:`silent_until` reads, narrowed by ``where``: the one
+    statement of that rule in SQL for the three readers below."""
     return AttemptGPU.objects.filter(
         attempt__started_at__isnull=False,
         attempt__ended_at__isnull=True,
         open=True,
-        **{f"gpu__host__{lookup}": value for lookup, value in SILENT_HOST.items()},
+        gpu__host__state=Host.State.OFFLINE,
+        gpu__host__removed_at__isnull=True,
+        gpu__host__last_heartbeat__isnull=False,
         **where,
     ).order_by()
 
@@ -153,33 +150,31 @@ def account_prefetched(w: Workload) -> Workload:
 
 def account_page(workloads: Sequence[Workload]) -> None:
     """The annotations of :func:`with_accounting` on every workload of ``workloads``: one query of
-    their attempts' :data:`ATTEMPT_ROW` columns (none when the list is empty); when one of them
-    runs, one more: whether any host is a :data:`SILENT_HOST` (usually none), and only then a third,
-    :func:`silent_until_of` the running ones. Not a subquery per attempt row (~1.5 ms of the ORM's
-    compiling per page, session 37's list)."""
+    their attempts' :data:`ATTEMPT_ROW` columns (none when the list is empty) and, when one of them
+    runs, one of :func:`silent_until_of` the running ones. Not a subquery per attempt row (~1.5 ms
+    of the ORM's compiling per page, session 37's list)."""
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
     running: list[int] = []
     for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
         rows[wid].append(row)
-        if row[0] is not None and row[1] is None:  # started, not ended
+        if row[0] is not None and row[1] is None:  # started, not ended (ATTEMPT_ROW's first two)
             running.append(wid)
-    until = silent_until_of(running) if running and Host.objects.filter(**SILENT_HOST).exists() else {}
+    until = silent_until_of(running) if running else {}
     for w in workloads:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
 
 
 def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
     """:func:`silent_until` of the open attempt of each of ``workload_ids`` whose host is offline
-    (one query, of the open links on offline hosts only: usually none)."""
-    found = (
-        _silent_links(attempt__workload_id__in=workload_ids)
-        .values("attempt__workload_id")
-        .annotate(until=Min("gpu__host__last_heartbeat"))
-        .values_list("attempt__workload_id", "until")
-    )
-    return dict(found)
+    (one query, of the open links on offline hosts only: usually none; the earliest heartbeat
+    taken here, not by a GROUP BY, cheaper to compile)."""
+    until: dict[int, datetime] = {}
+    links = _silent_links(attempt__workload_id__in=workload_ids)
+    for wid, beat in links.values_list("attempt__workload_id", "gpu__host__last_heartbeat"):
+        until[wid] = min(until.get(wid, beat), beat)
+    return until
 
 
 def as_never_started(w: Workload) -> Workload:
