@@ -177,6 +177,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.middleware.InputGuardMiddleware",  # NUL in path/query, oversize bodies: before anything reads them
     "config.middleware.DatabaseBusyMiddleware",  # no database connection to be had: 503, not 500
+    "config.redis_trip.OneRedisTripMiddleware",  # the request's deferred Redis writes: one round trip at its end
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -11,7 +11,8 @@ host returns), as the budgets' usage counts it (``snapshot``): the list said 37 
 budgets said 19, and fell back to 19 when it ended lost (try37). Computed from annotations (``with_accounting``:
 aggregates over one join), or with the same values from the attempts in memory
 (``account_from_attempts``: a detail that prefetched them; ``account_page``: one light query of a
-page's attempts, cheaper to compile and to run than the aggregate GROUP BY): no query per row.
+page's attempts, cheaper to compile and to run than the aggregate GROUP BY, and one of the
+running ones' links on offline hosts): no query per row.
 
 Per finished attempt (``GET /api/v1/workloads/history/``, ``fairway history``): one query.
 """
@@ -178,30 +179,31 @@ def account_prefetched(w: Workload) -> Workload:
 
 def account_page(workloads: Sequence[Workload]) -> None:
     """The annotations of :func:`with_accounting` on every workload of ``workloads``: one query of
-    their attempts' :data:`ATTEMPT_ROW` columns (none when the list is empty)."""
+    their attempts' :data:`ATTEMPT_ROW` columns (none when the list is empty) and, when one of them
+    runs, one of :func:`silent_until_of` the running ones. Not a subquery per attempt row (~1.5 ms
+    of the ORM's compiling per page, session 37's list)."""
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
-    until: dict[int, datetime] = {}
-    attempts = Attempt.objects.filter(workload_id__in=list(rows)).annotate(silent=_silent_until_sql("attempt_id"))
-    for wid, *row, silent in attempts.values_list("workload_id", *ATTEMPT_ROW, "silent"):
+    running: list[int] = []
+    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
         rows[wid].append(row)
-        if silent is not None:  # its open attempt's offline host: in the same query, not one more
-            until[wid] = silent
+        if row[0] is not None and row[1] is None:  # started, not ended (ATTEMPT_ROW's first two)
+            running.append(wid)
+    until = silent_until_of(running) if running else {}
     for w in workloads:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
 
 
 def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
     """:func:`silent_until` of the open attempt of each of ``workload_ids`` whose host is offline
-    (one query, of the open links on offline hosts only: usually none)."""
-    found = (
-        _silent_links(attempt__workload_id__in=workload_ids)
-        .values("attempt__workload_id")
-        .annotate(until=Min("gpu__host__last_heartbeat"))
-        .values_list("attempt__workload_id", "until")
-    )
-    return dict(found)
+    (one query, of the open links on offline hosts only: usually none; the earliest heartbeat
+    taken here, not by a GROUP BY, cheaper to compile)."""
+    until: dict[int, datetime] = {}
+    links = _silent_links(attempt__workload_id__in=workload_ids)
+    for wid, beat in links.values_list("attempt__workload_id", "gpu__host__last_heartbeat"):
+        until[wid] = min(until.get(wid, beat), beat)
+    return until
 
 
 def as_never_started(w: Workload) -> Workload:

@@ -6,8 +6,9 @@ whose agent confirms the start. ``/metrics`` is scraped on any one web process. 
 multiprocess mode only shares a directory on one machine (and needs cleaning at every restart),
 so the bucket counts live in Redis instead: one hash per histogram, fields
 ``<labels>\\x1f<upper bound>`` (non-cumulative counts), ``<labels>\\x1fsum`` and
-``<labels>\\x1fcount``, incremented atomically (``HINCRBY``/``HINCRBYFLOAT`` in one pipeline).
-The collector (:func:`families`) reads them back as cumulative ``HistogramMetricFamily``. Without
+``<labels>\\x1fcount``, incremented atomically (``HINCRBY``/``HINCRBYFLOAT`` in one pipeline; in a
+request, the one of its other Redis writes, ``config.redis_trip``). The collector
+(:func:`families`) reads them back as cumulative ``HistogramMetricFamily``. Without
 ``REDIS_URL`` (the embedded single-process mode) they live in this process.
 
 A flushed Redis resets the histograms, which Prometheus handles like a process restart (a counter
@@ -29,6 +30,8 @@ from typing import Any, TypeVar
 
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
+
+from config import redis_trip
 
 logger = logging.getLogger(__name__)
 
@@ -134,12 +137,21 @@ def observe_many(observations: Sequence[tuple[Histogram, float, Sequence[str]]])
             return
         client = _client()
         if client is not None:
-            pipe = client.pipeline(transaction=False)
-            for hist, bucket, lk, value in fields:
-                pipe.hincrby(hist.key, bucket, 1)
-                pipe.hincrby(hist.key, f"{lk}{SEP}count", 1)
-                pipe.hincrbyfloat(hist.key, f"{lk}{SEP}sum", value)
-            pipe.execute()
+
+            def add(pipe: Any) -> None:
+                for hist, bucket, lk, value in fields:
+                    pipe.hincrby(hist.key, bucket, 1)
+                    pipe.hincrby(hist.key, f"{lk}{SEP}count", 1)
+                    pipe.hincrbyfloat(hist.key, f"{lk}{SEP}sum", value)
+
+            def then(results: list[Any]) -> None:
+                failed = next((r for r in results if isinstance(r, Exception)), None)
+                if failed is not None:
+                    names = ", ".join(h.name for h, _v, _l in observations)
+                    logger.warning("could not record %s", names, exc_info=failed)
+
+            # In a request: with its other Redis writes, once its response is made (config.redis_trip).
+            redis_trip.defer(client, add, then)
             return
         with _local_guard:
             for hist, bucket, lk, value in fields:

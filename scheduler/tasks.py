@@ -20,11 +20,13 @@ import logging
 import threading
 import time
 from functools import cache
+from typing import Any
 
 import dramatiq
 import redis
 from django.conf import settings
 
+from config import redis_trip
 from scheduler import lifecycle
 from scheduler.tick import run_tick
 
@@ -52,13 +54,22 @@ def _marker_key(cluster_id: int, kind: str = TICK_MARKER) -> str:
     return f"fairway:{kind}:{cluster_id}"
 
 
+def _marker_set_args(
+    cluster_id: int, kind: str = TICK_MARKER, ttl: float | None = None
+) -> tuple[str, bytes, dict[str, Any]]:
+    """The arguments of :func:`_set_marker`'s Redis ``SET`` (``NX``, expiring after ``ttl``)."""
+    ttl = settings.FAIRWAY["TICK_DEBOUNCE_S"] + MARKER_TTL_S if ttl is None else ttl
+    return _marker_key(cluster_id, kind), b"1", {"nx": True, "px": int(ttl * 1000)}
+
+
 def _set_marker(cluster_id: int, kind: str = TICK_MARKER, ttl: float | None = None) -> bool:
     """Set the cluster's ``kind`` marker ("tick pending", "estimate pending"); True when it was
     not set (the caller sends the message)."""
     ttl = settings.FAIRWAY["TICK_DEBOUNCE_S"] + MARKER_TTL_S if ttl is None else ttl
     client = _redis()
     if client is not None:
-        return bool(client.set(_marker_key(cluster_id, kind), b"1", nx=True, px=int(ttl * 1000)))
+        key, value, kw = _marker_set_args(cluster_id, kind, ttl)
+        return bool(client.set(key, value, **kw))
     with _local_guard:
         now = time.monotonic()
         expires = _local_markers.get((kind, cluster_id))
@@ -115,8 +126,10 @@ _own_tick_until: dict[int, float] = {}
 last cannot have begun (its send instant + half the debounce delay): see :func:`request_tick`."""
 
 
-def request_tick(cluster_id: int) -> bool:
-    """Ask for a tick of ``cluster_id`` soon (debounced). Returns True when a tick message was sent.
+def request_tick(cluster_id: int) -> bool | None:
+    """Ask for a tick of ``cluster_id`` soon (debounced). Returns True when a tick message was sent,
+    None when that is decided at the end of the request (``config.redis_trip``: the marker is asked
+    with the request's other Redis writes, in one round trip).
 
     Call after commit (``scheduler.notify.request_tick_on_commit``) so the tick
     sees the change that asked for it.
@@ -133,14 +146,31 @@ def request_tick(cluster_id: int) -> bool:
     now = time.monotonic()
     if now < _own_tick_until.get(cluster_id, 0.0):
         return False
+    client = _redis()
+    if client is not None and redis_trip.deferring():
+        # In a request (config.redis_trip): the marker's SET NX goes with the request's other
+        # writes once its response is made, and the message when the marker was newly set.
+        def then(results: list[object]) -> None:
+            if isinstance(results[0], Exception):
+                raise results[0]
+            if results[0]:
+                _send_tick(cluster_id, now)
+
+        key, value, kw = _marker_set_args(cluster_id)
+        redis_trip.defer(client, lambda pipe: pipe.set(key, value, **kw), then)
+        return None
     if not _set_marker(cluster_id):
         return False
-    delay_s = settings.FAIRWAY["TICK_DEBOUNCE_S"]
-    delay_ms = int(delay_s * 1000)
+    _send_tick(cluster_id, now)
+    return True
+
+
+def _send_tick(cluster_id: int, asked_at: float) -> None:
+    """The tick message of :func:`request_tick`, whose marker was newly set after ``asked_at``."""
+    delay_ms = int(settings.FAIRWAY["TICK_DEBOUNCE_S"] * 1000)
     tick.send_with_options(args=(cluster_id,), delay=delay_ms or None)
     if delay_ms > 0:
-        _own_tick_until[cluster_id] = now + delay_ms / 2000
-    return True
+        _own_tick_until[cluster_id] = asked_at + delay_ms / 2000
 
 
 @dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)

@@ -38,6 +38,7 @@ DETAIL_QUERIES = 7  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), 
 # dependencies 1 (the ``after`` list with its workloads' states, one prefetch whatever its length); the
 # accounting from the attempts, not a GROUP BY
 LIST_QUERIES = 5  # auth 1, count 1, page 1, the page's attempts 1 (accounting), tree 1: whatever the page's length
+LIST_RUNNING = 1  # more when a workload of the page runs: its links on offline hosts (accounting.account_page)
 TREE_QUERIES = 13  # auth 1, clusters 1, tree 1, then the standing of the one cluster (snapshot 8, demand 2)
 CANCEL_QUERIES = 13  # auth 1, workload 1, lock 1, nominations 1, update 1, event 1, then the detail's 7 less auth
 # (a pending workload; one with a running attempt adds its stop)
@@ -79,6 +80,41 @@ def test_detail_and_list_cost_the_same_whatever_the_queue_holds(researcher_clien
     assert many == few <= LIST_QUERIES - 2  # a warm process: the token and the tree kept
     _detail, detail_again = _count(researcher_client, "get", f"{URL}{first.pk}/")
     assert detail_again == detail_one <= DETAIL_QUERIES - KEPT
+
+
+def test_a_list_with_running_workloads_reads_their_offline_links_once(
+    researcher_client, researcher, submit_kwargs, cluster
+):
+    """The offline-host charge rule on the list (``account_page``): no query of it while nothing
+    on the page runs, one (the running workloads' links on offline hosts) when something does, with
+    a host offline or not: whatever the page's length, never a subquery per attempt row (session
+    37's list: ~1.5 ms of the ORM's compiling per page)."""
+    from datetime import timedelta
+
+    from scheduler.models import Attempt, Host
+    from scheduler.tick import run_tick
+
+    def start_all() -> None:
+        run_tick(cluster.pk)
+        Attempt.objects.filter(started_at__isnull=True, ended_at__isnull=True).update(started_at=timezone.now())
+
+    do_submit_workload(researcher, **submit_kwargs())
+    _count(researcher_client, "get", URL)  # the process loads the token and the tree once
+    _response, pending = _count(researcher_client, "get", URL)
+    start_all()
+    response, running = _count(researcher_client, "get", URL)
+    assert response.json()["results"][0]["accounting"]["started_at"] is not None
+    assert running == pending + LIST_RUNNING <= LIST_QUERIES - 2 + LIST_RUNNING
+    for _ in range(6):
+        do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+        start_all()
+    response, many = _count(researcher_client, "get", URL)
+    assert len(response.json()["results"]) == 7 and many == running
+    silent_since = timezone.now() - timedelta(hours=1)
+    Host.objects.filter(cluster=cluster).update(state=Host.State.OFFLINE, last_heartbeat=silent_since)
+    response, silent = _count(researcher_client, "get", URL)
+    assert silent == running
+    assert response.json()["results"][0]["accounting"]["elapsed_s"] == 0  # silent since before it started
 
 
 def test_detail_of_a_running_workload_has_no_query_per_attempt_or_gpu(researcher_client, researcher, submit_kwargs):
