@@ -97,6 +97,8 @@ def load(path: Path) -> tuple[TraceSim, int]:
     for bp in index.budgets.values():  # a state written by a tree whose skip index kept no spans
         if bp.runs is not None and not hasattr(bp.runs, "spans"):
             bp.runs.spans = []
+        if bp.runs is not None and not hasattr(bp.runs, "derived"):  # a tree that kept no queue rest
+            bp.runs.derived = None
     return sim, until
 
 

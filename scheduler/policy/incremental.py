@@ -163,7 +163,7 @@ class IncrementalScheduler:
         shapes = index.screen_shapes()
 
         def requests() -> Requests:
-            got = self._requests.of(tuple(index.least.items()), standing, shapes, tree)
+            got = self._requests.of(index.least_version, standing, shapes, tree)
             if self.check and got != requests_of(standing, shapes, tree):
                 raise AssertionError(f"kept screen requests differ at {snap.now}")
             return got
@@ -253,6 +253,9 @@ def _check_index(now: int, index: PendingIndex, snapshot_pending: Iterable[Workl
         raise AssertionError(f"pending shapes differ at {now}")
     if index.least != least:
         raise AssertionError(f"least minimum runtimes differ at {now}")
+    kept_list, walked = index.screen_shapes(), index.screen_shapes_walk()
+    if len(kept_list) != len(walked) or any(a is not b for a, b in zip(kept_list, walked, strict=False)):
+        raise AssertionError(f"kept screen shapes differ at {now}")
     if index.by_obj.keys() != {id(w) for w in pending.values()}:
         raise AssertionError(f"pending objects differ at {now}")
 

@@ -88,7 +88,10 @@ class PassState:
     def shares(self) -> dict[str, Fraction]:
         """Normalized shares; archived budgets without work drop out (§3.7)."""
         if self._shares is None:
-            self._shares = self.tree.normalized_shares(self.live_budgets())
+            live = self.live_budgets()
+            self._shares = self.tree.normalized_shares(live)
+            if self.check and self._shares != (walked := self.tree.normalized_shares_walk(live)):
+                raise AssertionError(f"kept normalized shares at {self.now}: {self._shares} != {walked}")
         return self._shares
 
     def live_budgets(self) -> set[str]:

@@ -92,15 +92,37 @@ class PendingIndex:
         self._source: tuple[object, int] | None = None  # the last changes followed
         self.followed = 0  # snapshots taken by their changes (tests: the fast path was used)
 
+    _screen: list[Workload] | None = None
+    """:meth:`screen_shapes` as last built; None when ``least`` changed since (class defaults:
+    an index pickled before these were kept reads as having none)."""
+
+    least_version = 0
+    """Bumped whenever ``least`` changes: a key for what is derived from it (the screen's kept
+    requests, ``IncrementalScheduler``)."""
+
     @staticmethod
     def coarse(w: Workload) -> Coarse:
         return (w.budget, w.model, w.gpus, w.cpus, w.memory, w.min_runtime > 0)
 
     def screen_shapes(self) -> list[Workload]:
         """One workload per coarse shape, of the least M pending with it: what the idle screen
-        needs (it reads the shape and takes the smallest commitment per budget and model)."""
+        needs (it reads the shape and takes the smallest commitment per budget and model). Kept
+        until ``least`` changes (:meth:`_least_changed`): the workload kept for ``(c, least[c])``
+        is replaced only when that shape's count falls to 0, which moves ``least[c]``. Callers
+        only read it; its oracle is :meth:`screen_shapes_walk` (``check``, tests)."""
+        got = self._screen
+        if got is None:
+            got = self._screen = self.screen_shapes_walk()
+        return got
+
+    def screen_shapes_walk(self) -> list[Workload]:
+        """:meth:`screen_shapes` built from ``least`` and ``shapes`` (one lookup per coarse shape)."""
         shapes = self.shapes
         return [shapes[c, m] for c, m in self.least.items()]
+
+    def _least_changed(self) -> None:
+        self._screen = None
+        self.least_version += 1
 
     def sync(self, pending: dict[str, Workload]) -> dict[str, BudgetPending]:
         """Take the index to ``pending`` (id → workload) by comparing; returns the workloads by budget."""
@@ -171,8 +193,10 @@ class PendingIndex:
         ms.discard(m)
         if not ms:
             del self.ms[c], self.least[c]
+            self._least_changed()
         elif self.least[c] == m:
             self.least[c] = min(ms)
+            self._least_changed()
 
     def _add(self, w: Workload) -> None:
         bp = self.budgets.get(w.budget)
@@ -192,6 +216,7 @@ class PendingIndex:
             self.ms.setdefault(c, set()).add(m)
             if m < self.least.get(c, m + 1):
                 self.least[c] = m
+                self._least_changed()
 
 
 def _count(counts: dict[_K, int], key: _K, delta: int) -> int:

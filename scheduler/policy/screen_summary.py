@@ -204,8 +204,9 @@ def requests_of(standing: Standing, pending: Iterable[Workload], tree: BudgetTre
 
 
 class KeptRequests:
-    """:func:`requests_of` kept while the pending shapes (a key the caller gives: the least M per
-    coarse shape, ``PendingIndex.least``), the tree and the standing's hosts are the same."""
+    """:func:`requests_of` kept while the pending shapes (a key the caller gives:
+    ``PendingIndex.least_version``, bumped at every change of the least M per coarse shape), the
+    tree and the standing's hosts are the same."""
 
     def __init__(self) -> None:
         self._key: tuple[object, object, object] | None = None

@@ -30,6 +30,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Mapping
 from itertools import islice
 from operator import attrgetter
+from typing import Any
 
 from scheduler.policy.types import Workload
 
@@ -115,7 +116,7 @@ class _Block:
 class SkipIndex:
     """One budget's allocated pending workloads in blocks (module docstring)."""
 
-    __slots__ = ("blocks", "firsts", "spans", "whole")
+    __slots__ = ("blocks", "derived", "firsts", "spans", "whole")
 
     def __init__(self, ordered: Iterable[Workload] = ()) -> None:
         ws = list(ordered)
@@ -127,6 +128,9 @@ class SkipIndex:
         # the summary of blocks [k·SPAN, (k+1)·SPAN) at k, built when first read (None: to build
         # again); a change of a block drops its span's, a change of the blocks' count from there on
         self.spans: list[_Span | None] = []
+        # what a reader derived from the list (the tail's rest of the queue, tail.queue_rest)
+        # with the key it read besides: dropped at every arrival and departure
+        self.derived: tuple[Any, ...] | None = None
 
     def _changed(self, i: int, *, count: bool = False) -> None:
         """Block ``i`` changed (``count``: blocks were added or removed from ``i`` on)."""
@@ -149,6 +153,7 @@ class SkipIndex:
         return sum(len(b.ws) for b in self.blocks)
 
     def add(self, w: Workload) -> None:
+        self.derived = None
         whole = self.whole
         if whole is not None and w.min_runtime < whole.get(s := shape_of(w), w.min_runtime + 1):
             whole[s] = w.min_runtime
@@ -173,6 +178,7 @@ class SkipIndex:
             self._changed(i)
 
     def remove(self, w: Workload) -> None:
+        self.derived = None
         if self.whole is not None and self.whole.get(shape_of(w)) == w.min_runtime:
             self.whole = None  # the least of its shape may have left: read the blocks again
         key = _order(w)

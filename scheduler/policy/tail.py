@@ -45,11 +45,14 @@ from collections.abc import Callable
 import scheduler.policy.contract as contract
 from scheduler.policy.dispatch import Dispatcher
 from scheduler.policy.gang_victims import gang_hosts_of
+from scheduler.policy.queues import BudgetPending
 from scheduler.policy.reserve import allowed_work, bound_hosts, ruled_out
 from scheduler.policy.screen import idle
 from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
+from scheduler.policy.skip_index import SkipIndex
 from scheduler.policy.skips import SkipRuns
 from scheduler.policy.state import HostView
+from scheduler.policy.types import Workload
 
 RestKey = tuple[str, str, int | None, int | None, bool]
 """(budget, model, CPUs, memory, gang)."""
@@ -201,51 +204,97 @@ class Tail:
         more: a bound) but its shapes that fail outright (:func:`_failed_outright`); None where
         the queue is not its budget's kept list (no index). Kept while ``leaf``'s failures
         outright stand (``Memo.outright_of``: it reads only those, and its queue's shapes, which
-        do not change in a pass); callers only read it."""
+        do not change in a pass), and read from the rest kept with the queue's index between
+        passes (:func:`queue_rest`); callers only read it. Under ``ps.check`` compared with
+        :meth:`_rest_fresh` at every read."""
         kept = self.ps.memo.outright_of
         got = kept.get(("rest", leaf), _UNREAD)
         if got is _UNREAD:
-            got = kept[("rest", leaf)] = self._rest_fresh(leaf)
-        elif self.ps.check and got != (fresh := self._rest_fresh(leaf)):
+            got = kept[("rest", leaf)] = self._rest_kept(leaf)
+        if self.ps.check and got != (fresh := self._rest_fresh(leaf)):
             raise AssertionError(f"kept rest of {leaf} at {self.ps.now}: {got} != {fresh}")
         return got  # type: ignore[no-any-return]
 
+    def _rest_kept(self, leaf: str) -> Rest | None:
+        """:meth:`_rest` read by :func:`queue_rest` from ``leaf``'s kept index."""
+        bp = self._kept_list(leaf)
+        if bp is None or bp.runs is None:
+            return None
+        return queue_rest(bp.runs, leaf, self.ps.state.largest, self.ps.memo.outright)
+
     def _rest_fresh(self, leaf: str) -> Rest | None:
-        """:meth:`_rest` computed."""
+        """:meth:`_rest` computed from the queue's shapes read in this pass (its oracle)."""
         shapes = self._shapes(leaf)
         if shapes is None:
             return None
-        out: Rest = {}
-        outright = self.ps.memo.outright
-        for key, gpus, m in shapes:
-            if outright and _failed_outright(outright, key, gpus, m):
-                continue
-            c = contract.commitment_of(gpus, m)
-            slot = out.get(key)
-            if slot is None:
-                out[key] = [gpus, c]
-            else:
-                slot[0] = min(slot[0], gpus)
-                slot[1] = min(slot[1], c)
-        return out
+        return rest_of(shapes, self.ps.memo.outright)
+
+    def _kept_list(self, leaf: str) -> BudgetPending | None:
+        """``leaf``'s kept pending lists, where its queue in this dispatch is their allocated list."""
+        grouped = self.ps.grouped
+        bp = grouped.get(leaf) if grouped is not None else None
+        return bp if bp is not None and self.disp.queues[leaf] is bp.allocated else None
 
     def _shapes(self, leaf: str) -> Shapes | None:
         """``leaf``'s whole queue per shape, its least M (``SkipIndex.least_all``), read once."""
         got = self.rests.get(leaf, _UNREAD)
         if got is not _UNREAD:
             return got
-        q = self.disp.queues[leaf]
-        grouped = self.ps.grouped
-        bp = grouped.get(leaf) if grouped is not None else None
-        out: Shapes | None = None
-        if bp is not None and bp.runs is not None and q is bp.allocated:
-            largest = self.ps.state.largest
-            out = [
-                ((leaf, model, cpus, memory, gpus > largest.get(model, 0)), gpus, m)
-                for (model, gpus, cpus, memory), m in bp.runs.least_all().items()
-            ]
+        bp = self._kept_list(leaf)
+        out = None if bp is None or bp.runs is None else shapes_of(bp.runs, leaf, self.ps.state.largest)
         self.rests[leaf] = out
         return out
+
+
+def shapes_of(runs: SkipIndex, leaf: str, largest: dict[str, int]) -> Shapes:
+    """``leaf``'s whole queue (its index ``runs``) per shape with its least M (``SkipIndex.least_all``)."""
+    return [
+        ((leaf, model, cpus, memory, gpus > largest.get(model, 0)), gpus, m)
+        for (model, gpus, cpus, memory), m in runs.least_all().items()
+    ]
+
+
+def rest_of(shapes: Shapes, outright: Outright) -> Rest:
+    """Per :data:`RestKey` of ``shapes``, the fewest GPUs and the smallest commitment, leaving out
+    the shapes that fail outright (:func:`_failed_outright`)."""
+    out: Rest = {}
+    for key, gpus, m in shapes:
+        if outright and _failed_outright(outright, key, gpus, m):
+            continue
+        c = contract.commitment_of(gpus, m)
+        slot = out.get(key)
+        if slot is None:
+            out[key] = [gpus, c]
+        else:
+            slot[0] = min(slot[0], gpus)
+            slot[1] = min(slot[1], c)
+    return out
+
+
+def queue_rest(runs: SkipIndex, leaf: str, largest: dict[str, int], outright: Outright) -> Rest:
+    """:func:`rest_of` ``leaf``'s whole queue (its index ``runs``): where no failure outright of
+    ``leaf`` shares a :data:`RestKey` with the queue, nothing is left out, and the rest is the
+    queue's own, kept on the index between passes (``SkipIndex.derived``, dropped at every
+    arrival and departure; its key holds ``leaf`` and ``largest``, which decides gangs); else
+    computed from the kept shapes. Its oracle: ``Tail._rest_fresh`` (``check``) and
+    :func:`queue_rest_walk` (tests/policy/test_tail.py)."""
+    kept = runs.derived
+    if kept is None or kept[0] != leaf or kept[1] != largest:
+        shapes = shapes_of(runs, leaf, largest)
+        kept = runs.derived = (leaf, dict(largest), shapes, rest_of(shapes, {}))
+    whole: Rest = kept[3]
+    if outright and any((p, model, gang, cpus, memory) in outright for p, model, cpus, memory, gang in whole):
+        return rest_of(kept[2], outright)
+    return whole
+
+
+def queue_rest_walk(queue: list[Workload], leaf: str, largest: dict[str, int], outright: Outright) -> Rest:
+    """:func:`queue_rest` read from the queue's workloads one by one (no index)."""
+    least: dict[tuple[RestKey, int], int] = {}
+    for w in queue:
+        key = ((leaf, w.model, w.cpus, w.memory, w.gpus > largest.get(w.model, 0)), w.gpus)
+        least[key] = min(least.get(key, w.min_runtime), w.min_runtime)
+    return rest_of([(key, gpus, m) for (key, gpus), m in least.items()], outright)
 
 
 def _failed_outright(outright: Outright, key: RestKey, gpus: int, m: int) -> bool:

@@ -9,7 +9,7 @@ with integer loads in GPU-seconds: no floating point decides an order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from fractions import Fraction
 
 from scheduler.policy.types import Budget
@@ -134,6 +134,10 @@ class BudgetTree:
                 busy_tree.update(self.chain[b])
         return {k for k, b in self.budgets.items() if not b.archived or k in busy_tree}
 
+    _normalized: tuple[frozenset[str], dict[str, Fraction]] | None = None
+    """The last :meth:`normalized_shares` with its live set (a class default: a tree pickled
+    before it was kept reads as having none)."""
+
     def normalized_shares(self, live: set[str]) -> dict[str, Fraction]:
         """``s(b)`` for every budget: shares over the live siblings' shares × ``s(parent)``.
 
@@ -142,7 +146,18 @@ class BudgetTree:
         ``live`` has dropped out: its share is 0 (entitled to nothing; it has nothing to rank),
         and so is every budget under it. Before (left40) it was computed as if it were live, a
         figure no surface should show: with its live siblings' it summed to more than its parent.
+        Kept for the last live set (the tree is immutable, and a kept tree is asked again
+        with the same set every pass); a copy is returned. Its oracle is
+        :meth:`normalized_shares_walk` (``check``, tests/policy/test_policy_unit.py).
         """
+        key = frozenset(live)
+        kept = self._normalized
+        if kept is None or kept[0] != key:
+            kept = self._normalized = (key, self.normalized_shares_walk(key))
+        return dict(kept[1])
+
+    def normalized_shares_walk(self, live: Set[str]) -> dict[str, Fraction]:
+        """:meth:`normalized_shares` computed down the tree."""
         out: dict[str, Fraction] = {}
         if self.root is None:
             return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.policy import GpuHealth, HostState, IncrementalScheduler, OnCap, PendingReason, StopReason, schedule
 from scheduler.policy.admission import infeasible_request
@@ -278,3 +280,21 @@ def test_infeasible_requests_are_named(gpus, model, code):
 
 def test_feasible_requests_pass():
     assert infeasible_request([("H100", 8), ("H100", 8)], "H100", 16) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "a/x", "a/y", "b", "b/z", "c"]), min_size=1, max_size=6),
+    st.dictionaries(st.sampled_from(["a", "a/x", "a/y", "b", "b/z", "c"]), st.integers(1, 5)),
+    st.lists(st.sets(st.sampled_from(["org", "a", "a/x", "a/y", "b", "b/z", "c"])), min_size=1, max_size=8),
+)
+def test_kept_normalized_shares_are_the_walk(paths: list[str], shares: dict[str, int], lives: list[set[str]]) -> None:
+    """``BudgetTree.normalized_shares`` (kept for the last live set) against the walk down the
+    tree, over a sequence of live sets (repeats and changes); a caller changing the returned dict
+    changes nothing kept."""
+    t = BudgetTree(tree(*paths, shares=shares))
+    for live in lives:
+        got = t.normalized_shares(live)
+        assert got == t.normalized_shares_walk(live)
+        got.clear()
+        assert t.normalized_shares(set(live)) == t.normalized_shares_walk(live)

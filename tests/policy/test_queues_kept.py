@@ -133,6 +133,7 @@ def test_pending_index_equals_a_fresh_grouping(steps: list[list[Workload]]) -> N
     producer's changes (``follow``, scheduler/policy/pending.py)."""
     compared, followed, log = PendingIndex(), PendingIndex(), PendingLog()
     before: dict[str, Workload] = {}
+    seen = {id(compared): ({}, -1), id(followed): ({}, -1)}  # index -> (least, version) last step
     for i, step in enumerate(steps):
         pending = {w.id: w for w in step}
         for w in before.values():
@@ -165,6 +166,13 @@ def test_pending_index_equals_a_fresh_grouping(steps: list[list[Workload]]) -> N
                 c = PendingIndex.coarse(w)
                 least[c] = min(least.get(c, w.min_runtime), w.min_runtime)
             assert index.least == least
+            # the screen's shapes kept until least changes, against the walk; least changed ->
+            # a new version (the key of the screen's kept requests)
+            kept_list, walked = index.screen_shapes(), index.screen_shapes_walk()
+            assert [id(w) for w in kept_list] == [id(w) for w in walked]
+            last_least, last_version = seen[id(index)]
+            assert last_least == least or index.least_version != last_version
+            seen[id(index)] = (dict(least), index.least_version)
     assert followed.followed == max(0, len(steps) - 1)
 
 
@@ -308,3 +316,31 @@ def test_gang_level_by_sets_is_the_plain_level(
     by_sets = reason_tables.gang_level_by_sets(never, forbidden, False, held, any(c[1] > 0 for c in per.values()), busy)
     assert by_sets == plain
     assert reason_tables.gang_level_by_sets(never, forbidden, True, held, False, busy) == 4
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(("x", "y")), st.sampled_from((1, 2)), st.integers(0, 5)), min_size=1, max_size=14
+    ),
+    st.lists(st.integers(0, 13), max_size=60),
+)
+def test_kept_screen_shapes_are_the_walk(shapes: list[tuple[str, int, int]], ops: list[int]) -> None:
+    """``PendingIndex.screen_shapes`` (kept until the least M of some coarse shape changes) against
+    its walk after every arrival or departure, on few coarse shapes holding many Ms (a shape's
+    least leaving while others stay); every change of ``least`` gives a new ``least_version``."""
+    pool = [
+        Workload(f"w{i}", LEAVES[0] if b == "x" else LEAVES[1], gpus, "H100", m, i, i)
+        for i, (b, gpus, m) in enumerate(shapes)
+    ]
+    index, pending = PendingIndex(), {}
+    for op in ops:
+        w = pool[op % len(pool)]
+        if w.id in pending:
+            del pending[w.id]
+        else:
+            pending[w.id] = w
+        least, version = dict(index.least), index.least_version
+        index.sync(dict(pending))
+        assert [id(x) for x in index.screen_shapes()] == [id(x) for x in index.screen_shapes_walk()]
+        assert index.least == least or index.least_version != version

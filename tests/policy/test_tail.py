@@ -8,13 +8,19 @@ proves). A proof that answers True blindly is caught by the same check.
 
 from __future__ import annotations
 
+from bisect import insort
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import scheduler.policy.tail as tail
 import scheduler.policy.unallocated as unallocated
 from scheduler.policy import IncrementalScheduler
+from scheduler.policy.queues import submission_order
+from scheduler.policy.skip_index import SkipIndex
+from scheduler.policy.types import Workload
 from scheduler.sim.simulate import TraceSim
 from tests.policy.trace_checks import busy_trace, run_checked
 
@@ -277,7 +283,7 @@ def test_kept_rests_and_thresholds_are_reused_and_checked(tmp_path: Path, monkey
     (``Memo.failed_outright`` doing nothing) is caught."""
     import scheduler.policy.memo as memo
 
-    real = tail.Tail._rest_fresh
+    real = tail.Tail._rest_kept
     seen = {"rest": 0, "fresh": 0}
     real_rest = tail.Tail._rest
 
@@ -289,10 +295,10 @@ def test_kept_rests_and_thresholds_are_reused_and_checked(tmp_path: Path, monkey
         seen["rest"] += 1
         return real_rest(self, leaf)
 
-    monkeypatch.setattr(tail.Tail, "_rest_fresh", counted_fresh)
+    monkeypatch.setattr(tail.Tail, "_rest_kept", counted_fresh)
     monkeypatch.setattr(tail.Tail, "_rest", counted_rest)
     TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler()).run()
-    assert seen["rest"] > seen["fresh"] > 0  # some reads are of kept rests
+    assert seen["rest"] > seen["fresh"] > 0  # some reads are of rests kept in the memo
     monkeypatch.setattr(memo.Memo, "failed_outright", lambda self, budget: None)
     with pytest.raises(AssertionError, match="kept (rest|skip thresholds)"):
         TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
@@ -312,3 +318,71 @@ def test_the_whole_rest_is_asked_only_before_a_decision(tmp_path: Path, monkeypa
     monkeypatch.setattr(tail.Tail, "rest_idle", counted)
     run_checked(busy_trace(tmp_path, 1))
     assert seen["before"] > 0 and seen["after"] == 0
+
+
+_MODELS = st.sampled_from(["H100", "A100"])
+_GPUS = st.sampled_from([1, 2, 4, 8, 16])
+_MS = st.integers(1, 6).map(lambda k: k * 60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_queue_rests_kept_across_passes_are_the_walk(data: st.DataObject) -> None:
+    """``tail.queue_rest`` (a queue's rest kept on its ``SkipIndex`` between passes, dropped at
+    each arrival and departure, recomputed where a failure outright of the budget shares a key)
+    against ``queue_rest_walk`` over the plain list, after every change of a random queue, with
+    random largest hosts and random failures outright; while neither the queue nor the largest
+    hosts changed, the kept rest is the one read."""
+    pool = [
+        Workload(
+            f"w{i}",
+            "b",
+            data.draw(_GPUS),
+            data.draw(_MODELS),
+            data.draw(_MS),
+            data.draw(st.integers(0, 9)),
+            i,
+            cpus=data.draw(st.sampled_from([None, None, 4])),
+        )
+        for i in range(data.draw(st.integers(1, 20)))
+    ]
+    index, queue = SkipIndex(), []
+    last: dict[str, int] | None = None
+    for _ in range(data.draw(st.integers(1, 30))):
+        changed = data.draw(st.booleans())
+        if changed:
+            w = data.draw(st.sampled_from(pool))
+            if w in queue:
+                queue.remove(w)
+                index.remove(w)
+            else:
+                insort(queue, w, key=submission_order)
+                index.add(w)
+        largest = {"H100": data.draw(st.sampled_from([8, 4])), "A100": 8}
+        outright: dict[tuple[str, str, bool, int | None, int | None], list[tuple[int, int]]] = {}
+        for w in data.draw(st.lists(st.sampled_from(pool), max_size=2)):
+            key = ("b", w.model, w.gpus > largest[w.model], w.cpus, w.memory)
+            outright.setdefault(key, []).append((data.draw(_GPUS), data.draw(_MS)))
+        kept = index.derived
+        got = tail.queue_rest(index, "b", largest, outright)
+        assert got == tail.queue_rest_walk(queue, "b", largest, outright)
+        if not changed and largest == last and kept is not None:
+            assert index.derived is kept
+        last = largest
+
+
+def test_a_queue_rest_kept_across_a_change_of_its_queue_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue's rest kept on its index after an arrival (``SkipIndex.add`` not dropping it) is
+    caught by the check of every read against ``Tail._rest_fresh``."""
+    real = SkipIndex.add
+
+    def add_keeping(self: SkipIndex, w: Workload) -> None:
+        kept = self.derived
+        real(self, w)
+        self.derived = kept
+
+    monkeypatch.setattr(SkipIndex, "add", add_keeping)
+    with pytest.raises(AssertionError, match="kept rest"):
+        TraceSim(busy_trace(tmp_path, 1), IncrementalScheduler(check=True)).run()
