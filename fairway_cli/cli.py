@@ -1326,6 +1326,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for h in hosts:
         if reason := host_reason(h):
             print(f"{h['name']}: {reason}", file=out)
+        if held := h.get("pending_inventory"):
+            print(f"{h['name']}: {held['summary']}", file=out)
     for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
@@ -1345,6 +1347,7 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         ("cluster", host["cluster"]),
         ("state", state),
         ("why", host_reason(host)),
+        ("inventory", (host.get("pending_inventory") or {}).get("summary", "")),
         (
             "hardware",
             f"{host['gpu_count']}×{host['model']}, {host.get('cpus') or '-'} CPUs, "
