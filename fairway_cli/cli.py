@@ -1328,6 +1328,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             print(f"{h['name']}: {reason}", file=out)
         if held := h.get("pending_inventory"):
             print(f"{h['name']}: {held['summary']}", file=out)
+        if lost := h.get("attempts_lost_at"):
+            print(f"{h['name']}: offline: {host_lost_words(h['open_attempts'], lost)}", file=out)
     for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
@@ -1357,7 +1359,12 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         (
             "attempts",
             f"{host['open_attempts']} open"
-            + (f", protected until {when(host['protected_until'])}" if host.get("protected_until") else ""),
+            + (f", protected until {when(host['protected_until'])}" if host.get("protected_until") else "")
+            + (
+                f"; {host_lost_words(host['open_attempts'], host['attempts_lost_at'])}"
+                if host.get("attempts_lost_at")
+                else ""
+            ),
         ),
         ("heartbeat", when(host.get("last_heartbeat")) or "never"),
         ("health", host_health(host)),
@@ -1415,6 +1422,13 @@ def _remove_host(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(f"{removed['name']}: removed from cluster {removed['cluster']} at {when(removed['removed_at'])}\n")
     return EXIT_OK
+
+
+def host_lost_words(open_attempts: int, lost_at: str) -> str:
+    """An offline host's open attempts and when they end ``lost`` (the API's ``attempts_lost_at``),
+    as the clusters page says it."""
+    which = "its attempt ends" if open_attempts == 1 else f"its {open_attempts} attempts end"
+    return f"{which} lost at {when(lost_at)} unless its agent is back"
 
 
 def host_reason(host: dict[str, Any]) -> str:

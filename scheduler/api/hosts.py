@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
+from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
@@ -109,6 +110,14 @@ def _gpu_counts(models: list[str]) -> str:
     return " + ".join(f"{n}×{model}" for model, n in sorted(counts.items())) or "no GPUs"
 
 
+def attempts_lost_at(host: Host, open_attempts: int) -> datetime | None:
+    """When the open attempts of an offline host end ``lost`` unless its agent is back
+    (:func:`scheduler.lifecycle.host_lost_at`); None for a host that is not offline or holds none."""
+    if host.state != Host.State.OFFLINE or not open_attempts:
+        return None
+    return lifecycle.host_lost_at(host)
+
+
 def pending_inventory(host: Host) -> dict[str, Any] | None:
     """The GPU inventory ``host``'s agent reported that differs from the registered one and waits
     for an admin's approval (``Host.pending_inventory``, docs/deploy.md §11), as ``{"gpus",
@@ -144,6 +153,7 @@ class HostSerializer(serializers.ModelSerializer):
     protected_until = serializers.SerializerMethodField()
     state_reason = serializers.SerializerMethodField()
     pending_inventory = serializers.SerializerMethodField()
+    attempts_lost_at = serializers.SerializerMethodField()
 
     class Meta:
         model = Host
@@ -164,6 +174,7 @@ class HostSerializer(serializers.ModelSerializer):
             "memory_bytes",
             "open_attempts",
             "protected_until",
+            "attempts_lost_at",
             "gpus",
             "pending_inventory",
         ]
@@ -215,6 +226,15 @@ class HostSerializer(serializers.ModelSerializer):
     )
     def get_pending_inventory(self, obj: Host) -> dict[str, Any] | None:
         return pending_inventory(obj)
+
+    @extend_schema_field(
+        serializers.DateTimeField(
+            allow_null=True,
+            help_text="an offline host: when its open attempts end lost (and are requeued) unless its agent is back",
+        )
+    )
+    def get_attempts_lost_at(self, obj: Host) -> datetime | None:
+        return attempts_lost_at(obj, len(self._attempts(obj)))
 
     def get_open_attempts(self, obj: Host) -> int:
         return len(self._attempts(obj))

@@ -174,3 +174,37 @@ def test_a_held_gpu_inventory_is_shown_wherever_hosts_are(researcher_client, adm
     browser = Client()
     browser.force_login(admin)
     assert escape(held["summary"]) in browser.get("/clusters/").content.decode()
+
+
+def test_an_offline_host_says_when_its_attempts_end_lost(researcher_client, admin, researcher, submit_kwargs, hosts):
+    """try41: an agent killed during maintenance: ``fairway hosts`` and the clusters page said
+    "offline" and "2 attempts", but not that those attempts end ``lost`` (and are requeued) once the
+    host has been silent ``HOST_LOST_AFTER_S``: the operator could not tell how long to bring it back."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from scheduler import lifecycle
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(w.cluster_id)
+    host = Workload.objects.get(pk=w.pk).attempts.get().gpu_links.first().gpu.host
+    heard = timezone.now() - timedelta(seconds=40)
+    Host.objects.filter(pk=host.pk).update(
+        state=Host.State.OFFLINE, state_before_offline="active", last_heartbeat=heard
+    )
+    lost_at = heard + timedelta(seconds=settings.FAIRWAY["HOST_LOST_AFTER_S"])
+    stamp = lost_at.isoformat().replace("+00:00", "Z")
+
+    one = researcher_client.get(f"/api/v1/hosts/{host.name}/").json()
+    assert one["attempts_lost_at"] == stamp
+    # the workload's own silent-host time is the same instant (one rule: lifecycle.host_lost_at)
+    [silent] = lifecycle.silent_hosts(Workload.objects.get(pk=w.pk).attempts.get())
+    assert silent.lost_at == lost_at
+    others = [h for h in researcher_client.get("/api/v1/hosts/").json() if h["name"] != host.name]
+    assert all(h["attempts_lost_at"] is None for h in others)
+    browser = Client()
+    browser.force_login(admin)
+    page = browser.get("/clusters/").content.decode()
+    assert "1 attempt; ends lost at " in page and "unless its agent is back" in page

@@ -19,3 +19,25 @@ def test_fairway_hosts_says_a_gpu_inventory_awaits_approval(monkeypatch, researc
     listing = run_cli(monkeypatch, researcher, "hosts")
     assert f"a100-1: {words}" in listing
     assert "a100-2: the agent reports" not in listing
+
+
+def test_fairway_hosts_says_when_an_offline_hosts_attempts_end_lost(monkeypatch, researcher, submit_kwargs, hosts):
+    """An agent killed in maintenance: the host read "offline" with its attempts, not when they end lost."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Workload
+    from scheduler.services import do_submit_workload
+    from scheduler.tick import run_tick
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(w.cluster_id)
+    host = Workload.objects.get(pk=w.pk).attempts.get().gpu_links.first().gpu.host
+    Host.objects.filter(pk=host.pk).update(
+        state="offline", state_before_offline="active", last_heartbeat=timezone.now() - timedelta(seconds=40)
+    )
+    listing = " ".join(run_cli(monkeypatch, researcher, "hosts").split())
+    assert f"{host.name}: offline: its attempt ends lost at " in listing and "unless its agent is back" in listing
+    one = " ".join(run_cli(monkeypatch, researcher, "hosts", host.name).split())
+    assert "attempts: 1 open; its attempt ends lost at " in one
