@@ -1294,8 +1294,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         else:
             line = f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}"
             if host["state"] == "offline" and (reason := host_reason(host)):
-                # the action is kept for the agent's return: say so, "offline" alone read as refused
-                line += f"; {reason} (from when its agent is back)"
+                # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
+                line += f"; {reason}"
             out.write(line + "\n")
         return EXIT_OK
     hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
@@ -1443,7 +1443,10 @@ def host_reason(host: dict[str, Any]) -> str:
     # the operator's action, true while the host drains and once it is drained ("draining by
     # lead" beside the state "drained" read as two states: tryout35)
     action = REASON_ACTIONS.get(kind, kind.replace("_", " "))
-    return f"{action}{by} at {when(reason.get('at'))}: {message}"
+    # an offline host's reason is that of the state it returns to, as the clusters page says (try41:
+    # the listing and `hosts NAME` wrote "cordoned by …" beside "offline", as if both held now)
+    back = " (from when its agent is back)" if host.get("state") == "offline" else ""
+    return f"{action}{by} at {when(reason.get('at'))}: {message}{back}"
 
 
 REASON_ACTIONS = {"draining": "drain asked", "drain_now": "drain now asked", "inventory_held": "inventory held"}

@@ -41,3 +41,16 @@ def test_fairway_hosts_says_when_an_offline_hosts_attempts_end_lost(monkeypatch,
     assert f"{host.name}: offline: its attempt ends lost at " in listing and "unless its agent is back" in listing
     one = " ".join(run_cli(monkeypatch, researcher, "hosts", host.name).split())
     assert "attempts: 1 open; its attempt ends lost at " in one
+
+
+def test_an_offline_hosts_reason_is_the_state_it_returns_to_everywhere(monkeypatch, admin, hosts):
+    """`fairway hosts` listed an offline host with "a100-1: cordoned by admin at …", as if it were
+    cordoned now; the action's answer and the clusters page said "when its agent is back"."""
+    from scheduler.services import do_set_host_state
+
+    do_set_host_state(admin, hosts["a100-1"], "cordoned", "BIOS update")
+    Host.objects.filter(name="a100-1").update(state="offline", state_before_offline="cordoned")
+    listing = run_cli(monkeypatch, admin, "hosts")
+    assert "a100-1: cordoned by admin at " in listing and "BIOS update (from when its agent is back)" in listing
+    one = " ".join(run_cli(monkeypatch, admin, "hosts", "a100-1").split())
+    assert "BIOS update (from when its agent is back)" in one
