@@ -1,0 +1,25 @@
+"""try41: the dashboard's "My budgets" marks a budget on hold, archived or capped, as the budgets page does."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.test import Client
+from django.utils import timezone
+
+from budgets.models import Budget
+
+
+def test_the_dashboard_marks_hold_archive_and_cap_as_the_budgets_page(researcher, org_tree, cluster):
+    """alice's workload read "budget capped" on her dashboard, whose "My budgets" showed nlp/olmo
+    with no cap, and an archived nlp/bert (no new work) looked live; the budgets page marked both."""
+    Budget.objects.filter(pk=org_tree["nlp/olmo"].pk).update(cap_gpu_hours=Decimal("5"), cap_period_days=7, hold=True)
+    archived = Budget.objects.create(name="old", parent=org_tree["nlp"], archived_at=timezone.now())
+    browser = Client()
+    browser.force_login(researcher)
+    dashboard = browser.get("/").content.decode()
+    budgets = browser.get("/budgets/").content.decode()
+    for page in (dashboard, budgets):
+        assert '<span class="badge pending">hold</span>' in page
+        assert "cap 0 of 5 GPU-h / 7 d" in page
+    assert archived.pk and '<span class="badge">archived</span>' in budgets
