@@ -23,3 +23,22 @@ def test_the_dashboard_marks_hold_archive_and_cap_as_the_budgets_page(researcher
         assert '<span class="badge pending">hold</span>' in page
         assert "cap 0 of 5 GPU-h / 7 d" in page
     assert archived.pk and '<span class="badge">archived</span>' in budgets
+
+
+def test_the_admins_approval_says_what_it_registered_and_the_hosts_state(admin, hosts):
+    """The approval answered "GPU inventory of 1 host(s) approved.": not which GPUs left, nor that
+    the host (drained by a GPU fault) stays drained until resumed."""
+    from scheduler.models import Host
+
+    host = hosts["a100-1"]
+    reported = [
+        {"index": g.index, "uuid": g.uuid, "model": g.model, "memory_mb": g.memory_mb, "health": "healthy"}
+        for g in host.gpus.order_by("index")[:7]
+    ]
+    Host.objects.filter(pk=host.pk).update(state="drained", pending_inventory={"gpus": reported, "cordoned": False})
+    browser = Client()
+    browser.force_login(admin)
+    page = browser.post(
+        "/admin/scheduler/host/", {"action": "approve_inventory", "_selected_action": [host.pk]}, follow=True
+    ).content.decode()
+    assert "a100-1: GPU inventory approved: 7 × A100; GPU(s) 7 removed; the host is drained." in page
