@@ -29,6 +29,7 @@ from budgets.services import (
     tree_order,
     wait_for_ticks,
 )
+from fairway_cli.numbers import instant_text
 
 
 def _standings() -> dict[str, dict[int, Any]]:
@@ -92,12 +93,20 @@ class ShareChangeInline(admin.TabularInline):
     model = ShareChange
     fk_name = "budget"
     extra = 0
-    fields = ["at", "kind", "old_shares", "new_shares", "actor_name", "note"]
+    fields = ["when", "change", "actor_name", "note"]
     readonly_fields = fields
     ordering = ["-at", "-id"]
     can_delete = False
     verbose_name = "change"
     verbose_name_plural = "history of shares, holds and archiving"
+
+    @admin.display(description="at")
+    def when(self, obj: ShareChange) -> str:
+        return instant_text(obj.at)
+
+    @admin.display(description="change")
+    def change(self, obj: ShareChange) -> str:
+        return obj.change_text()
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -456,7 +465,7 @@ class ShareChangeAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     """Audit history: who changed which budget's shares (or hold, archive) when. Read-only. The search
     box finds a budget by its path (``nlp/olmo``) or any part of it, as the pages show it."""
 
-    list_display = ["at", "budget_path", "kind", "old_shares", "new_shares", "actor_name", "note"]
+    list_display = ["when", "budget_path", "change", "actor_name", "note"]
     list_filter = [
         ("budget", ChangedBudgetListFilter),
         BudgetStateListFilter,
@@ -466,6 +475,15 @@ class ShareChangeAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     ]
     search_fields = ["budget__name", "actor_name", "note"]
     date_hierarchy = "at"
+
+    @admin.display(description="at", ordering="at")
+    def when(self, obj: ShareChange) -> str:
+        """The instant as every page writes it (``12:33:44 UTC``; Django's "Dec. 6, 2026, 12:33 p.m." before)."""
+        return instant_text(obj.at)
+
+    @admin.display(description="change", ordering="kind")
+    def change(self, obj: ShareChange) -> str:
+        return obj.change_text()
 
     @admin.display(description="budget", ordering="budget__name")
     def budget_path(self, obj: ShareChange) -> str:

@@ -273,3 +273,13 @@ class ShareChange(models.Model):
         if self.kind == self.Kind.SHARES:
             return f"{who}: shares {self.old_shares} → {self.new_shares} at {self.at:%Y-%m-%d %H:%M}"
         return f"{who}: {self.get_kind_display()} at {self.at:%Y-%m-%d %H:%M}"
+
+    def change_text(self) -> str:
+        """What changed, in words: ``shares 1 → 3``, ``hold on``, ``hold off``, ``archived``; a move
+        or a cap says it in ``note`` (``cap none → 0.15 GPU-h / 7 d, then unfunded``), so ``move``,
+        ``cap``. The audit's column (try41: a hold read as old and new shares "1 | 1")."""
+        if self.kind == self.Kind.SHARES:
+            return f"shares {self.old_shares} → {self.new_shares}"
+        return {self.Kind.HOLD: "hold on", self.Kind.RELEASE: "hold off", self.Kind.ARCHIVE: "archived"}.get(
+            self.kind, self.get_kind_display()
+        )

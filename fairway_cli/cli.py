@@ -1294,8 +1294,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         else:
             line = f"{host['name']}: {host['state']}{' (drain now)' if host['drain_now'] else ''}"
             if host["state"] == "offline" and (reason := host_reason(host)):
-                # the action is kept for the agent's return: say so, "offline" alone read as refused
-                line += f"; {reason} (from when its agent is back)"
+                # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
+                line += f"; {reason}"
             out.write(line + "\n")
         return EXIT_OK
     hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
@@ -1326,6 +1326,10 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for h in hosts:
         if reason := host_reason(h):
             print(f"{h['name']}: {reason}", file=out)
+        if held := h.get("pending_inventory"):
+            print(f"{h['name']}: {held['summary']}", file=out)
+        if lost := h.get("attempts_lost_at"):
+            print(f"{h['name']}: offline: {host_lost_words(h['open_attempts'], lost)}", file=out)
     for h in hosts:
         for warning in (h.get("isolation") or {}).get("warnings") or []:
             print(f"WARN {h['name']}: {warning}", file=out)
@@ -1345,6 +1349,7 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         ("cluster", host["cluster"]),
         ("state", state),
         ("why", host_reason(host)),
+        ("inventory", (host.get("pending_inventory") or {}).get("summary", "")),
         (
             "hardware",
             f"{host['gpu_count']}×{host['model']}, {host.get('cpus') or '-'} CPUs, "
@@ -1354,7 +1359,12 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         (
             "attempts",
             f"{host['open_attempts']} open"
-            + (f", protected until {when(host['protected_until'])}" if host.get("protected_until") else ""),
+            + (f", protected until {when(host['protected_until'])}" if host.get("protected_until") else "")
+            + (
+                f"; {host_lost_words(host['open_attempts'], host['attempts_lost_at'])}"
+                if host.get("attempts_lost_at")
+                else ""
+            ),
         ),
         ("heartbeat", when(host.get("last_heartbeat")) or "never"),
         ("health", host_health(host)),
@@ -1414,6 +1424,13 @@ def _remove_host(api: Api, args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def host_lost_words(open_attempts: int, lost_at: str) -> str:
+    """An offline host's open attempts and when they end ``lost`` (the API's ``attempts_lost_at``),
+    as the clusters page says it."""
+    which = "its attempt ends" if open_attempts == 1 else f"its {open_attempts} attempts end"
+    return f"{which} lost at {when(lost_at)} unless its agent is back"
+
+
 def host_reason(host: dict[str, Any]) -> str:
     """Why a host is cordoned or drained (the API's ``state_reason``): ``cordoned by admin at
     14:05:09 UTC: fan replacement``; "" for an active host (or an older server)."""
@@ -1426,7 +1443,10 @@ def host_reason(host: dict[str, Any]) -> str:
     # the operator's action, true while the host drains and once it is drained ("draining by
     # lead" beside the state "drained" read as two states: tryout35)
     action = REASON_ACTIONS.get(kind, kind.replace("_", " "))
-    return f"{action}{by} at {when(reason.get('at'))}: {message}"
+    # an offline host's reason is that of the state it returns to, as the clusters page says (try41:
+    # the listing and `hosts NAME` wrote "cordoned by …" beside "offline", as if both held now)
+    back = " (from when its agent is back)" if host.get("state") == "offline" else ""
+    return f"{action}{by} at {when(reason.get('at'))}: {message}{back}"
 
 
 REASON_ACTIONS = {"draining": "drain asked", "drain_now": "drain now asked", "inventory_held": "inventory held"}

@@ -274,13 +274,16 @@ class HostAdmin(admin.ModelAdmin):
         description="Approve the GPU inventory the agent reported (resumes a host it cordoned)", permissions=["change"]
     )
     def approve_inventory(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
-        _each(
-            request,
-            queryset,
-            lambda host: do_approve_host_inventory(request.user, host),
-            lambda host: host.name,
-            "GPU inventory of {n} host(s) approved.",
-        )
+        """Each host's outcome in its own words: what was registered, which GPUs left, and the state
+        it is in now (try41: "GPU inventory of 1 host(s) approved." said neither)."""
+        for host in queryset:
+            try:
+                approved = do_approve_host_inventory(request.user, host)
+            except ServiceError as exc:
+                messages.error(request, f"{host.name}: {exc.message}")
+                continue
+            event = approved.events.filter(kind="inventory_approved").latest("id")
+            messages.success(request, f"{approved.name}: {event.message}; the host is {approved.state}.")
 
     @admin.action(
         description="Rotate the host token (shown once; closes the agent's connections at once)", permissions=["change"]

@@ -1619,6 +1619,13 @@ def host_lost_after() -> timedelta:
     return timedelta(seconds=settings.FAIRWAY["HOST_LOST_AFTER_S"])
 
 
+def host_lost_at(host: Host) -> datetime:
+    """When :func:`sweep_hosts` ends the open attempts of ``host``, offline, if it stays silent:
+    :func:`host_lost_after` past its last heartbeat, or past its registration if none came. The one
+    rule of the workload's ``silent_hosts`` and the hosts' ``attempts_lost_at`` (API, CLI, page)."""
+    return (host.last_heartbeat or host.created_at) + host_lost_after()
+
+
 class SilentHost(NamedTuple):
     """An offline host of an open attempt: its name, its last heartbeat (None: never heard from)
     and when the sweep ends the attempt ``lost`` if the host stays silent."""
@@ -1636,13 +1643,11 @@ def silent_hosts(attempt: Attempt, links: Iterable[Any] | None = None) -> list[S
     :func:`host_lost_after` past the last heartbeat, or past its registration if none came."""
     if attempt.ended_at is not None:
         return []
-    lost_after = host_lost_after()
     out: dict[str, SilentHost] = {}
     for link in attempt.gpu_links.all() if links is None else links:
         host = link.gpu.host
         if host.state == Host.State.OFFLINE and host.name not in out:
-            heard = host.last_heartbeat
-            out[host.name] = SilentHost(host.name, heard, (heard or host.created_at) + lost_after)
+            out[host.name] = SilentHost(host.name, host.last_heartbeat, host_lost_at(host))
     return [out[name] for name in sorted(out)]
 
 

@@ -47,7 +47,7 @@ from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
-from scheduler.api.hosts import hosts_queryset, state_reason
+from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
 from scheduler.lifecycle import SilentHost, silent_hosts
@@ -657,6 +657,8 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 "open_attempts": len(attempts),
                 "protected_until": max(protected) if protected else None,
                 "state_reason": reason,
+                "pending_inventory": pending_inventory(host),
+                "attempts_lost_at": attempts_lost_at(host, len(attempts)),
                 "actions": host_actions(host),  # the buttons: the actions that apply now
                 # an offline host's reason is that of the state it returns to: name that state
                 "returns_as": reason["kind"].replace("_", " ") if reason and host.state == Host.State.OFFLINE else "",

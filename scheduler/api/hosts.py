@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
+from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
@@ -101,6 +102,44 @@ def state_reason(host: Host) -> dict[str, Any] | None:
     }
 
 
+def _gpu_counts(models: list[str]) -> str:
+    """``3×H100`` (``2×A100 + 1×H100`` for a mix; ``no GPUs``)."""
+    counts: dict[str, int] = {}
+    for model in models:
+        counts[model] = counts.get(model, 0) + 1
+    return " + ".join(f"{n}×{model}" for model, n in sorted(counts.items())) or "no GPUs"
+
+
+def attempts_lost_at(host: Host, open_attempts: int) -> datetime | None:
+    """When the open attempts of an offline host end ``lost`` unless its agent is back
+    (:func:`scheduler.lifecycle.host_lost_at`); None for a host that is not offline or holds none."""
+    if host.state != Host.State.OFFLINE or not open_attempts:
+        return None
+    return lifecycle.host_lost_at(host)
+
+
+def pending_inventory(host: Host) -> dict[str, Any] | None:
+    """The GPU inventory ``host``'s agent reported that differs from the registered one and waits
+    for an admin's approval (``Host.pending_inventory``, docs/deploy.md §11), as ``{"gpus",
+    "summary"}``; None when none waits. The one wording of it: the API, ``fairway hosts`` and the
+    clusters page show ``summary`` (try41: none of them showed a held inventory)."""
+    held = host.pending_inventory
+    if held is None:
+        return None
+    gpus = [
+        {key: g.get(key) for key in ("index", "uuid", "model", "memory_mb")}
+        for g in ((held.get("gpus") if isinstance(held, dict) else held) or [])
+        if isinstance(g, dict)
+    ]
+    reported = _gpu_counts([str(g["model"]) for g in gpus])
+    registered = _gpu_counts([g.model for g in host.gpus.all()])
+    return {
+        "gpus": gpus,
+        "summary": f"the agent reports {reported}, {registered} registered: awaiting an admin's approval "
+        "(admin → Hosts → Approve the GPU inventory the agent reported); resume is refused until then",
+    }
+
+
 class HostSerializer(serializers.ModelSerializer):
     """A host, its GPUs and its drain progress: ``open_attempts`` still on it and the time the last
     protection on it ends (``protected_until``; a drain ends then, DESIGN.md §6); ``state_reason``:
@@ -113,6 +152,8 @@ class HostSerializer(serializers.ModelSerializer):
     open_attempts = serializers.SerializerMethodField()
     protected_until = serializers.SerializerMethodField()
     state_reason = serializers.SerializerMethodField()
+    pending_inventory = serializers.SerializerMethodField()
+    attempts_lost_at = serializers.SerializerMethodField()
 
     class Meta:
         model = Host
@@ -133,7 +174,9 @@ class HostSerializer(serializers.ModelSerializer):
             "memory_bytes",
             "open_attempts",
             "protected_until",
+            "attempts_lost_at",
             "gpus",
+            "pending_inventory",
         ]
         read_only_fields = fields
 
@@ -168,6 +211,30 @@ class HostSerializer(serializers.ModelSerializer):
     )
     def get_state_reason(self, obj: Host) -> dict[str, Any] | None:
         return state_reason(obj)
+
+    @extend_schema_field(
+        inline_serializer(
+            "HostPendingInventory",
+            {
+                "gpus": serializers.ListField(
+                    child=serializers.DictField(), help_text="index, uuid, model, memory_mb as the agent reported"
+                ),
+                "summary": serializers.CharField(help_text="the held inventory in words"),
+            },
+            allow_null=True,
+        )
+    )
+    def get_pending_inventory(self, obj: Host) -> dict[str, Any] | None:
+        return pending_inventory(obj)
+
+    @extend_schema_field(
+        serializers.DateTimeField(
+            allow_null=True,
+            help_text="an offline host: when its open attempts end lost (and are requeued) unless its agent is back",
+        )
+    )
+    def get_attempts_lost_at(self, obj: Host) -> datetime | None:
+        return attempts_lost_at(obj, len(self._attempts(obj)))
 
     def get_open_attempts(self, obj: Host) -> int:
         return len(self._attempts(obj))

@@ -64,6 +64,7 @@ class PyramidBudget(serializers.Serializer):
     entitlement_gpu_hours = serializers.FloatField()
     demand_gpu_hours = serializers.FloatField()
     attainment = serializers.FloatField(allow_null=True, help_text="delivered ÷ owed, capped at 1 (DESIGN.md §8)")
+    archived = serializers.BooleanField(help_text="archived: takes no new work; its GPU-hours stay in its parents'")
 
 
 class PyramidSerializer(serializers.Serializer):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
+from django.utils.html import escape
 
 from scheduler.models import Host, HostEvent, Workload
 from scheduler.services import do_submit_workload
@@ -138,3 +140,71 @@ def test_resume_of_a_host_holding_an_unapproved_inventory_is_a_409(admin_client_
     assert response.json()["code"] == "inventory_pending"
     assert "approve its GPU inventory" in response.json()["detail"]
     assert Host.objects.get(name="a100-1").state == Host.State.CORDONED
+
+
+def test_a_held_gpu_inventory_is_shown_wherever_hosts_are(researcher_client, admin, hosts):
+    """try41: an agent that came back with 3 of its 4 GPUs had its inventory held for approval, but
+    the hosts API, ``fairway hosts`` and the clusters page showed the 4 registered GPUs and nothing
+    else: a drained host offered no Resume and said nothing of why. Every surface now says it."""
+    # Given a100-1 drained, whose agent now reports one GPU fewer than registered
+    registered = list(Host.objects.get(name="a100-1").gpus.order_by("index"))
+    reported = [
+        {"index": g.index, "uuid": g.uuid, "model": g.model, "memory_mb": g.memory_mb, "health": "healthy"}
+        for g in registered[:-1]
+    ]
+    Host.objects.filter(name="a100-1").update(
+        state=Host.State.DRAINED, pending_inventory={"gpus": reported, "cordoned": False, "cpus": 24}
+    )
+
+    # When anybody reads the hosts
+    rows = {h["name"]: h for h in researcher_client.get("/api/v1/hosts/").json()}
+    one = researcher_client.get("/api/v1/hosts/a100-1/").json()
+
+    # Then the held inventory is there, in numbers and in words, and nowhere else
+    held = one["pending_inventory"]
+    n = len(registered)
+    assert [g["uuid"] for g in held["gpus"]] == [g.uuid for g in registered[:-1]]
+    assert held["summary"] == (
+        f"the agent reports {n - 1}×A100, {n}×A100 registered: awaiting an admin's approval "
+        "(admin → Hosts → Approve the GPU inventory the agent reported); resume is refused until then"
+    )
+    assert rows["a100-1"]["pending_inventory"] == held
+    assert rows["a100-2"]["pending_inventory"] is None
+    # and the clusters page says the same words
+    browser = Client()
+    browser.force_login(admin)
+    assert escape(held["summary"]) in browser.get("/clusters/").content.decode()
+
+
+def test_an_offline_host_says_when_its_attempts_end_lost(researcher_client, admin, researcher, submit_kwargs, hosts):
+    """try41: an agent killed during maintenance: ``fairway hosts`` and the clusters page said
+    "offline" and "2 attempts", but not that those attempts end ``lost`` (and are requeued) once the
+    host has been silent ``HOST_LOST_AFTER_S``: the operator could not tell how long to bring it back."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from scheduler import lifecycle
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
+    run_tick(w.cluster_id)
+    host = Workload.objects.get(pk=w.pk).attempts.get().gpu_links.first().gpu.host
+    heard = timezone.now() - timedelta(seconds=40)
+    Host.objects.filter(pk=host.pk).update(
+        state=Host.State.OFFLINE, state_before_offline="active", last_heartbeat=heard
+    )
+    lost_at = heard + timedelta(seconds=settings.FAIRWAY["HOST_LOST_AFTER_S"])
+    stamp = lost_at.isoformat().replace("+00:00", "Z")
+
+    one = researcher_client.get(f"/api/v1/hosts/{host.name}/").json()
+    assert one["attempts_lost_at"] == stamp
+    # the workload's own silent-host time is the same instant (one rule: lifecycle.host_lost_at)
+    [silent] = lifecycle.silent_hosts(Workload.objects.get(pk=w.pk).attempts.get())
+    assert silent.lost_at == lost_at
+    others = [h for h in researcher_client.get("/api/v1/hosts/").json() if h["name"] != host.name]
+    assert all(h["attempts_lost_at"] is None for h in others)
+    browser = Client()
+    browser.force_login(admin)
+    page = browser.get("/clusters/").content.decode()
+    assert "1 attempt; ends lost at " in page and "unless its agent is back" in page

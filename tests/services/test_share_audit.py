@@ -317,3 +317,22 @@ def test_memberships_are_found_by_budget_path(admin: User, researcher: User, org
     found = {(m.user.username, m.budget_id) for m in listing.context["cl"].result_list}
     assert found == {(m.user.username, m.budget_id) for m in researcher.memberships.filter(budget=org_tree["nlp/olmo"])}
     assert found
+
+
+def test_the_audit_lists_what_changed_in_words_and_utc(admin: User, org_tree: dict[str, Budget]) -> None:
+    """try41: the audit listed a hold as "hold | 1 | 1 | admin action" (old and new shares beside a
+    change of no shares; "release hold" alike) and its time as "Dec. 6, 2026, 12:33 p.m.", where
+    every other page writes "12:33:44 UTC". It now says what changed, at the instant pages use."""
+    from fairway_cli.numbers import instant_text
+
+    olmo = org_tree["nlp/olmo"]
+    do_set_shares(admin, olmo, 3, note="push")
+    do_set_hold(olmo, True, actor=admin, note="admin action")
+    do_set_hold(olmo, False, actor=admin, note="admin action")
+    listing = _client(admin).get(reverse("admin:budgets_sharechange_changelist")).content.decode()
+    assert "shares 1 → 3" in listing and "hold on" in listing and "hold off" in listing
+    for change in ShareChange.objects.all():
+        assert instant_text(change.at) in listing
+    assert "p.m." not in listing and "a.m." not in listing
+    page = _client(admin).get(reverse("admin:budgets_budget_change", args=[olmo.pk])).content.decode()
+    assert "shares 1 → 3" in page and "hold off" in page

@@ -93,7 +93,10 @@ def test_rollup_is_an_idempotent_upsert_and_the_api_returns_the_fractions(hour_w
     assert total["utilization_of_occupied"] == pytest.approx(2520 / 4500, abs=1e-5)
     assert total["utilization"] == pytest.approx(2520 / 4500 * 8100 / reg, abs=1e-5)
     assert total["utilization_measured"] == pytest.approx(4500 / 8100, abs=1e-5)
-    assert total["utilization_text"] == "20% (measured over 56% of the occupied GPU-time)"
+    # try41: the 20 % of registered time came with no word of the 56 % mean over the occupied time
+    assert total["utilization_text"] == (
+        "20% (occupied GPU-time at 56% mean utilization, measured over 56% of the occupied GPU-time)"
+    )
     assert total["impact"] == pytest.approx(7200 / 8100, abs=1e-5)
     assert total["availability"] >= total["occupancy"] >= total["utilization"]
     assert c1["hours"][0]["occupancy"] == total["occupancy"]
@@ -207,4 +210,5 @@ def test_utilization_never_says_it_was_measured_over_0_or_100_percent(measured, 
     ).utilization_text()
     assert text.startswith("50%")
     assert "measured over 0%" not in text and "measured over 100%" not in text
-    assert text == ("50%" if words is None else f"50% (measured over {words} of the occupied GPU-time)")
+    mean = "50% (occupied GPU-time at 50% mean utilization"
+    assert text == (f"{mean})" if words is None else f"{mean}, measured over {words} of the occupied GPU-time)")

@@ -70,3 +70,24 @@ def test_metrics_page_writes_the_range_as_fairway_metrics_does(researcher, clust
     html = browser.get("/metrics/").content.decode()
     start, now = instant_text(hour_of(at)), instant_text(at)
     assert f"Covers {start} to {now}: 0 complete hours and the current hour up to {now}." in html, html
+
+
+def test_the_impact_table_keeps_an_archived_budget_that_delivered_in_the_window(
+    researcher, cluster, submit_kwargs, researcher_client, monkeypatch
+):
+    """try41: archiving nlp/olmo (its work still running) took it out of the pyramid's per-budget
+    table while nlp's row still counted its GPU-hours: nlp's children no longer added up to nlp,
+    and the budgets page listed it (marked archived). The table now keeps it, marked the same."""
+    _busy(researcher, cluster, submit_kwargs, monkeypatch)
+    from budgets.models import Budget
+
+    olmo = Budget.objects.get(name="olmo")
+    Budget.objects.filter(pk=olmo.pk).update(archived_at=timezone.now())
+    [c] = researcher_client.get("/api/v1/metrics/pyramid/").json()
+    rows = {b["path"]: b for b in c["budgets"]}
+    assert rows["nlp/olmo"]["archived"] is True and rows["nlp"]["archived"] is False
+    assert rows["nlp/olmo"]["delivered_gpu_hours"] == rows["nlp"]["delivered_gpu_hours"] > 0
+    browser = Client()
+    browser.force_login(researcher)
+    html = browser.get("/metrics/").content.decode()
+    assert '<td>nlp/olmo <span class="badge">archived</span></td>' in html
