@@ -775,7 +775,6 @@ def do_submit_workload(
             if not numbered:  # another backend: the id first, then seq
                 Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
             workload.seq = workload.pk
-            jobs.create_dependencies(workload)
             workload.submitted_event = WorkloadEvent.objects.create(  # type: ignore[attr-defined]
                 workload=workload,
                 at=now,
@@ -802,6 +801,7 @@ def do_submit_workload(
             )
             first = first or workload
             members.append(workload)
+        jobs.create_dependencies(members)
         request_tick_on_commit(the_cluster.id)
     assert first is not None  # noqa: S101 -- jobs.indices is never empty
     first.submitted_members = members  # type: ignore[attr-defined] -- every workload of this submission
