@@ -3,11 +3,19 @@ token out of the process list, an array's dependencies written in bulk) and this
 
 from __future__ import annotations
 
+import asyncio
 import math
+import re
+import socket
+from pathlib import Path
+from typing import Any
 
+import uvicorn
+import websockets
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agent.protocol import MAX_MESSAGE_BYTES
 from scheduler.models import Workload, WorkloadDependency
 from scheduler.services import do_submit_workload
 
@@ -43,3 +51,80 @@ def test_an_arrays_dependencies_are_written_in_bulk_not_per_member(researcher, s
     assert _dependency_inserts(with_deps) <= statements, _dependency_inserts(with_deps)
     # the after list's checks: a fixed number of reads, whatever the number of members
     assert len(with_deps.captured_queries) <= len(without.captured_queries) + statements + 4
+
+
+def _web_commands() -> list[str]:
+    """The web process's command line in the Procfile, the image's entry point and the systemd unit."""
+    repo = Path(__file__).resolve().parents[2]
+    procfile = next(line for line in (repo / "Procfile").read_text().splitlines() if line.startswith("web: "))
+    entry = (repo / "deploy" / "image" / "entrypoint.sh").read_text().split("\nweb)\n", 1)[1].split(";;", 1)[0]
+    unit = next(
+        line
+        for line in (repo / "deploy" / "systemd" / "fairway-web.service").read_text().splitlines()
+        if line.startswith("ExecStart=")
+    )
+    return [procfile, entry, unit]
+
+
+def test_every_web_command_takes_agent_frames_no_larger_than_the_protocol():
+    """brk40 leftover: uvicorn took websocket messages up to its default 16 MiB, and only then did
+    the app refuse one over the protocol's 256 KiB. Every way to start a web process sets
+    ``--ws-max-size`` to ``MAX_MESSAGE_BYTES``, as ``manage.py serve`` does."""
+    from scheduler.management.commands.serve import WS_MAX_SIZE_BYTES, server_config
+
+    assert WS_MAX_SIZE_BYTES == MAX_MESSAGE_BYTES
+    assert server_config("config.asgi:application", "127.0.0.1", 8000).ws_max_size == MAX_MESSAGE_BYTES
+    for command in _web_commands():
+        sizes = re.findall(r"--ws-max-size[ =](\d+)", command)
+        assert sizes == [str(MAX_MESSAGE_BYTES)], command
+
+
+def test_the_web_server_refuses_an_oversized_agent_frame_at_the_websocket_layer():
+    """Given ``manage.py serve``'s uvicorn settings (a recording app in place of Fairway's), when a
+    client sends a frame of exactly ``MAX_MESSAGE_BYTES`` and then one a byte larger, then the first
+    reaches the app and the second never does: the server closes the connection with 1009
+    (message too big) instead of buffering it for the app to refuse."""
+    from scheduler.management.commands.serve import server_config
+
+    received: list[int] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "websocket"
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            received.append(len(message.get("text") or message.get("bytes") or b""))
+
+    async def scenario() -> int | None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        config = server_config(app, "127.0.0.1", port, "warning")
+        config.http, config.loop = "h11", "asyncio"  # the websocket layer is the same; no uvloop in the test loop
+        server = uvicorn.Server(config)
+        serving = asyncio.create_task(server.serve())
+        try:
+            while not server.started:  # noqa: ASYNC110 -- uvicorn's Server has a flag, no event
+                await asyncio.sleep(0.01)
+            async with websockets.connect(f"ws://127.0.0.1:{port}/ws/agent/", max_size=None) as ws:
+                await ws.send("x" * MAX_MESSAGE_BYTES)
+                for _ in range(200):
+                    if received:
+                        break
+                    await asyncio.sleep(0.01)
+                await ws.send("y" * (MAX_MESSAGE_BYTES + 1))
+                try:
+                    await asyncio.wait_for(ws.recv(), 10)
+                except websockets.ConnectionClosed as closed:
+                    return closed.rcvd.code if closed.rcvd else None
+            return None
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(serving, 10)
+
+    code = asyncio.run(scenario())
+    assert code == 1009, code
+    assert received == [MAX_MESSAGE_BYTES]
