@@ -1,0 +1,68 @@
+"""brk41: the agent against a server whose commands would put two attempts on one GPU."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from agent_testkit import FakeServer, make_agent, run_async, running, standin, start_msg
+
+from agent import client as agent_client
+from agent.protocol import AttemptEvent, Heartbeat, Hello, Stop
+
+
+def test_a_start_waits_for_its_gpus_while_another_attempt_still_holds_them(state_dir: Path) -> None:
+    """Given attempt 20 running on GPU 1 (as one the server ended as lost, placed anew while its
+    process runs on), when a ``start`` of attempt 21 names GPUs 1 and 2, then 21 does not run
+    beside it: it starts once 20 has exited (its stop, grace included), never on a GPU still held.
+    Before, both ran on GPU 1 at once, two owners' work sharing one device's memory."""
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)) as _task:
+            await server.expect(lambda m: isinstance(m, Hello))
+            await server.send(start_msg(20, standin(60), gpus=[1]))
+            await server.expect_event(20, "started")
+
+            await server.send(start_msg(21, standin(60), gpus=[1, 2]))
+            await asyncio.sleep(0.6)  # three heartbeats: 21 still waits
+            beat = await server.expect(lambda m: isinstance(m, Heartbeat))
+            assert isinstance(beat, Heartbeat) and beat.running == [20]
+            await server.send(start_msg(21, standin(60), gpus=[1, 2]))  # repeated: still the one start
+
+            await server.send(Stop(attempt_id=20, reason="lost", grace_s=5))
+            assert (await server.expect_event(20, "exited")).exit_code == 143
+            await server.expect_event(21, "started")
+            await server.send(Stop(attempt_id=21, reason="done", grace_s=5))
+            await server.expect_event(21, "exited")
+
+    run_async(scenario(), timeout=30)
+
+
+def test_a_start_stopped_or_timed_out_while_it_waits_for_its_gpus_never_runs(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``stop`` for an attempt waiting for its GPUs ends it ``stopped`` (nothing ran); a wait
+    past :data:`agent.client.GPU_WAIT_S` ends it ``failed_to_start``, naming who holds them."""
+    monkeypatch.setattr(agent_client, "GPU_WAIT_S", 1.0)
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)) as _task:
+            await server.expect(lambda m: isinstance(m, Hello))
+            await server.send(start_msg(30, standin(60), gpus=[0]))
+            await server.expect_event(30, "started")
+
+            await server.send(start_msg(31, standin(60), gpus=[0]))
+            await asyncio.sleep(0.3)
+            await server.send(Stop(attempt_id=31, reason="canceled", grace_s=5))
+            stopped = await server.expect_event(31, "stopped")
+            assert "waited for its GPUs" in (stopped.message or "")
+
+            await server.send(start_msg(32, standin(60), gpus=[3, 0]))
+            failed = await server.expect(lambda m: isinstance(m, AttemptEvent) and m.attempt_id == 32, within=5)
+            assert isinstance(failed, AttemptEvent) and failed.state == "failed_to_start"
+            assert "GPU 0 by attempt 30" in (failed.message or "")
+            await server.send(Stop(attempt_id=30, reason="done", grace_s=5))
+            await server.expect_event(30, "exited")
+
+    run_async(scenario(), timeout=30)
