@@ -66,3 +66,25 @@ def test_a_start_stopped_or_timed_out_while_it_waits_for_its_gpus_never_runs(
             await server.expect_event(30, "exited")
 
     run_async(scenario(), timeout=30)
+
+
+def test_join_writes_its_config_through_no_file_planted_at_its_temporary_name(tmp_path: Path) -> None:
+    """brk41: ``fairway-agent join`` wrote the config (the host token) to ``.<name>.<pid>`` beside
+    it, opened without ``O_EXCL`` and following links: in a directory another user may write (a
+    ``--config`` under a shared directory), a link planted at that predictable name made the root
+    agent truncate and overwrite the file it pointed to with the config, and a file planted there
+    (the planter's, readable by them) received the token. The temporary file is a new one of the agent's
+    (``mkstemp``), whatever lies in the directory."""
+    import os
+
+    from agent.join import write_config
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    config = tmp_path / "agent.yaml"
+    pid = os.getpid()
+    (tmp_path / f".agent.yaml.{pid}").symlink_to(victim)
+    write_config(config, {"host_token": "fwh_secret"})
+    assert victim.read_text() == "keep\n"
+    assert "fwh_secret" in config.read_text() and (config.stat().st_mode & 0o777) == 0o600
+    assert not config.is_symlink()
