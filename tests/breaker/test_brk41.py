@@ -128,3 +128,28 @@ def test_the_web_server_refuses_an_oversized_agent_frame_at_the_websocket_layer(
     code = asyncio.run(scenario())
     assert code == 1009, code
     assert received == [MAX_MESSAGE_BYTES]
+
+
+def test_readyz_gives_its_details_only_to_the_scrape_token_when_one_is_set(cluster, client, monkeypatch, settings):
+    """brk41: /readyz answered anyone each check's detail: a failing database's or Redis's
+    exception text (their host, port and user: ``connection to server at "db.internal" … for user
+    "fairway"``) and the names of late clusters, which ``FAIRWAY_METRICS_TOKEN`` keeps from
+    anonymous scrapes of /metrics. With the token set, a request without it gets each check's
+    pass or fail alone; with it, the details as before; without a token set, as before."""
+    from scheduler import health, prom
+
+    prom.record_tick(cluster.pk, 0.01)
+
+    def broken() -> tuple[bool, str]:
+        raise ConnectionError('connection to server at "db.internal" (10.0.0.5), port 5432 failed: user "fairway"')
+
+    monkeypatch.setitem(health.CHECKS, "database", broken)
+    settings.FAIRWAY_METRICS_TOKEN = "s3cret-scrape"
+    anonymous = client.get("/readyz")
+    assert anonymous.status_code == 503
+    assert anonymous.json()["checks"]["database"] == {"ok": False}
+    assert "db.internal" not in anonymous.content.decode() and "detail" not in anonymous.content.decode()
+    bearer = client.get("/readyz", HTTP_AUTHORIZATION="Bearer s3cret-scrape")
+    assert bearer.status_code == 503 and "db.internal" in bearer.json()["checks"]["database"]["detail"]
+    settings.FAIRWAY_METRICS_TOKEN = ""
+    assert "db.internal" in client.get("/readyz").json()["checks"]["database"]["detail"]
