@@ -112,6 +112,16 @@ def _retry_or_raise(exc: Exception) -> Exception | None:
     return None
 
 
+def _env_problem(msg: Start) -> str | None:
+    """Why the start's environment cannot be given to a process: a name with ``=`` (brk41: the
+    process runtime reported the start, then its exec refused the name, exit 126; the docker
+    runtime handed the engine ``CUDA_VISIBLE_DEVICES=0,1,2,3=x``, an entry for the variable the
+    agent sets itself). The server refuses such names at submission; a server that sends one
+    anyway gets ``failed_to_start``, nothing started."""
+    bad = sorted(name for name in msg.env if "=" in name)
+    return f"environment variable names cannot contain '=': {bad[0][:100]!r}" if bad else None
+
+
 class Agent:
     """One host agent: connects to ``config.server`` and runs what the server asks for."""
 
@@ -437,7 +447,7 @@ class Agent:
             log.info("start of attempt %d: already %s", msg.attempt_id, known.state)
             await self._report(known)
             return
-        problem = self._check_gpus(msg)
+        problem = self._check_gpus(msg) or _env_problem(msg)
         if problem:
             log.warning("refusing start of attempt %d: %s", msg.attempt_id, problem)
             await self._send(AttemptEvent(msg.attempt_id, "failed_to_start", message=problem))

@@ -88,3 +88,21 @@ def test_join_writes_its_config_through_no_file_planted_at_its_temporary_name(tm
     assert victim.read_text() == "keep\n"
     assert "fwh_secret" in config.read_text() and (config.stat().st_mode & 0o777) == 0o600
     assert not config.is_symlink()
+
+
+def test_a_start_whose_env_names_hold_an_equals_sign_fails_to_start(state_dir: Path) -> None:
+    """A server sending an env name with ``=`` (``CUDA_VISIBLE_DEVICES=0,1,2,3``) gets
+    ``failed_to_start`` naming it, nothing run; before, the process runtime reported ``started``
+    and its exec then refused the name (exit 126), and the docker runtime passed the engine an
+    entry for a variable the agent sets itself."""
+    from dataclasses import replace
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)) as _task:
+            await server.expect(lambda m: isinstance(m, Hello))
+            start = start_msg(40, standin(1), gpus=[0])
+            await server.send(replace(start, env={"CUDA_VISIBLE_DEVICES=0,1,2,3": "x", "OK": "1"}))
+            failed = await server.expect_event(40, "failed_to_start")
+            assert "cannot contain '='" in (failed.message or "") and "CUDA_VISIBLE_DEVICES=0,1,2,3" in failed.message
+
+    run_async(scenario(), timeout=30)
