@@ -1327,3 +1327,30 @@ def test_a_read_only_mount_is_read_only_to_the_attempt_whatever_its_file_modes(o
         (data / "host-still-writes").write_text("ok")  # the host's own view is unchanged
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_root
+def test_an_admin_set_system_uid_needs_both_root_consents(open_state: Path) -> None:
+    """brk41: a ``start`` whose owner carried an admin-set uid ran as that uid whatever it was: a
+    system account (``postgres``, ``www-data``, the uid of a host service) below ``nss_min_uid``,
+    which the agent never takes by name. Such a uid is refused as root is, unless both consents
+    (the cluster's and the host's ``allow_root``) are given; a uid from ``nss_min_uid`` up is
+    used as before, and a lower ``nss_min_uid`` admits it."""
+    from agent.runtime.isolation import IdentityError
+
+    isolation = owner_isolation()
+    with pytest.raises(IdentityError, match="system account below isolation.nss_min_uid"):
+        isolation.resolve("iso-alice", uid=33)
+    with pytest.raises(IdentityError, match="system account"):
+        owner_isolation(allow_root=True).resolve("iso-alice", uid=33, cluster_allows_root=False)
+    assert owner_isolation(allow_root=True).resolve("iso-alice", uid=33, cluster_allows_root=True).uid == 33
+    assert owner_isolation(nss_min_uid=30).resolve("iso-alice", uid=33).uid == 33
+    assert isolation.resolve("iso-alice", uid=1000).uid == 1000
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, isolation)
+        with pytest.raises(StartError, match="uid 33"):
+            await rt.start(spec(1, ["id"], owner="iso-alice", owner_uid=33))
+        assert rt.get(1).state == "failed_to_start"
+
+    run_async(scenario())
