@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agent.protocol import MAX_MESSAGE_BYTES
-from scheduler.models import Workload, WorkloadDependency
+from scheduler.models import Workload, WorkloadDependency, WorkloadEvent
 from scheduler.services import do_submit_workload
 
 DEPENDENCY_TABLE = WorkloadDependency._meta.db_table
@@ -51,6 +51,13 @@ def test_an_arrays_dependencies_are_written_in_bulk_not_per_member(researcher, s
     assert _dependency_inserts(with_deps) <= statements, _dependency_inserts(with_deps)
     # the after list's checks: a fixed number of reads, whatever the number of members
     assert len(with_deps.captured_queries) <= len(without.captured_queries) + statements + 4
+    # and the members' submitted events: one bulk_create too (as many statements as its batches)
+    event_table = WorkloadEvent._meta.db_table
+    events = [q for q in without.captured_queries if q["sql"].startswith("INSERT") and event_table in q["sql"]]
+    event_fields = [f for f in WorkloadEvent._meta.concrete_fields if not f.primary_key]
+    per_event_statement = connection.ops.bulk_batch_size(event_fields, list(range(members))) or members
+    assert len(events) <= math.ceil(members / per_event_statement), len(events)
+    assert WorkloadEvent.objects.filter(workload__group=first.group, kind="submitted").count() == members
 
 
 def _web_commands() -> list[str]:
