@@ -80,6 +80,12 @@ close the sockets of agents gone without a word."""
 HOUSEKEEPING_S = 5.0
 """Period of log capping and pruning, in seconds."""
 
+GPU_WAIT_S = 600.0
+"""Longest wait of a ``start`` for its GPUs held by another attempt of this host (one still in its
+stop's grace period), seconds; then it fails to start. The server's own bound on a start
+(``FAIRWAY_START_TIMEOUT_S``, 600 s) ends it there too."""
+GPU_WAIT_POLL_S = 0.1
+
 MAX_HELLO_EXITS = 1024
 """Most unacknowledged exits listed in one ``hello`` (the rest follow after they are acked)."""
 
@@ -106,6 +112,16 @@ def _retry_or_raise(exc: Exception) -> Exception | None:
     return None
 
 
+def _env_problem(msg: Start) -> str | None:
+    """Why the start's environment cannot be given to a process: a name with ``=`` (brk41: the
+    process runtime reported the start, then its exec refused the name, exit 126; the docker
+    runtime handed the engine ``CUDA_VISIBLE_DEVICES=0,1,2,3=x``, an entry for the variable the
+    agent sets itself). The server refuses such names at submission; a server that sends one
+    anyway gets ``failed_to_start``, nothing started."""
+    bad = sorted(name for name in msg.env if "=" in name)
+    return f"environment variable names cannot contain '=': {bad[0][:100]!r}" if bad else None
+
+
 class Agent:
     """One host agent: connects to ``config.server`` and runs what the server asks for."""
 
@@ -128,6 +144,7 @@ class Agent:
         self._gpu_uuids: list[str] = []
         self._starting: set[int] = set()  # attempts whose runtime start is in progress
         self._stop_after_start: dict[int, Stop] = {}
+        self._gpu_claims: dict[int, frozenset[int]] = {}  # attempts starting → the GPUs they hold
         self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
         runtime.on_exit = self._on_exit
 
@@ -430,7 +447,7 @@ class Agent:
             log.info("start of attempt %d: already %s", msg.attempt_id, known.state)
             await self._report(known)
             return
-        problem = self._check_gpus(msg)
+        problem = self._check_gpus(msg) or _env_problem(msg)
         if problem:
             log.warning("refusing start of attempt %d: %s", msg.attempt_id, problem)
             await self._send(AttemptEvent(msg.attempt_id, "failed_to_start", message=problem))
@@ -458,14 +475,54 @@ class Agent:
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.
         self._spawn(self._start(spec))
 
+    def _gpu_holders(self, spec: AttemptSpec) -> dict[int, int]:
+        """The GPUs of ``spec`` that another attempt of this host holds → that attempt: one running
+        (a stop's grace period, an attempt the server took for lost and placed anew) or starting."""
+        held: dict[int, int] = {}
+        for record in self.runtime.records():
+            if record.state == "running" and record.attempt_id != spec.attempt_id:
+                held.update(dict.fromkeys(record.gpu_indices, record.attempt_id))
+        for attempt_id, gpus in self._gpu_claims.items():
+            if attempt_id != spec.attempt_id:
+                held.update(dict.fromkeys(gpus, attempt_id))
+        return {i: held[i] for i in spec.gpu_indices if i in held}
+
+    async def _claim_gpus(self, spec: AttemptSpec) -> str | None:
+        """Wait until no other attempt holds ``spec``'s GPUs, then hold them; or why not (a stop came,
+        or :data:`GPU_WAIT_S` passed). brk41: a start for a GPU another attempt still held (the
+        server ended that one as lost and placed a new one there while its process was in its
+        grace period) ran both on one device, two owners' work sharing its memory."""
+        deadline = time.monotonic() + GPU_WAIT_S
+        held = self._gpu_holders(spec)
+        if held:
+            log.info("start of attempt %d: waiting for GPUs held by other attempts %s", spec.attempt_id, held)
+        while held:
+            if spec.attempt_id in self._stop_after_start:
+                return "stopped while it waited for its GPUs"
+            if time.monotonic() >= deadline:
+                words = ", ".join(f"GPU {i} by attempt {a}" for i, a in sorted(held.items()))
+                return f"its GPUs are still held by other attempts here ({words})"
+            await asyncio.sleep(GPU_WAIT_POLL_S)
+            held = self._gpu_holders(spec)
+        self._gpu_claims[spec.attempt_id] = frozenset(spec.gpu_indices)
+        return None
+
     async def _start(self, spec: AttemptSpec) -> None:
         try:
+            problem = await self._claim_gpus(spec)
+            if problem is not None:
+                log.warning("attempt %d not started: %s", spec.attempt_id, problem)
+                stop = self._stop_after_start.pop(spec.attempt_id, None)
+                state: Literal["stopped", "failed_to_start"] = "stopped" if stop else "failed_to_start"
+                await self._send(AttemptEvent(spec.attempt_id, state, message=problem))
+                return
             await self.runtime.start(spec)
         except StartError as exc:
             await self._send(AttemptEvent(spec.attempt_id, "failed_to_start", message=str(exc)))
             return
         finally:
             self._starting.discard(spec.attempt_id)
+            self._gpu_claims.pop(spec.attempt_id, None)
         self.gpu.note_busy(self.runtime.busy_gpu_indices())
         # Not sent while disconnected: the next hello lists the attempt with the age of its start.
         await self._send_start(spec.attempt_id, "started", None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -95,13 +96,19 @@ def post_join(
 def write_config(path: Path, values: Mapping[str, Any]) -> None:
     """Write ``values`` as YAML to ``path`` atomically, mode 0600 (it holds the host token)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("# Fairway agent config, written by `fairway-agent join`. Holds the host token: keep it 0600.\n")
-        yaml.safe_dump(dict(values), f, sort_keys=False)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    # A new file of this process's (O_EXCL, 0600), not a predictable name: a link or file another
+    # user planted in the directory at ``.<name>.<pid>`` was written through (brk41).
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("# Fairway agent config, written by `fairway-agent join`. Holds the host token: keep it 0600.\n")
+            yaml.safe_dump(dict(values), f, sort_keys=False)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def join(

@@ -439,8 +439,25 @@ def emit_json(data: Any, out: TextIO) -> None:
 # --- commands -------------------------------------------------------------------------------------
 
 
+TOKEN_FROM_STDIN = "-"  # noqa: S105 -- the "read it from stdin" marker, not a token
+"""``fairway login --token -`` (or ``--token`` alone): the token is read from standard input, not
+given in the command line, where every user of the machine sees it (``ps``, ``/proc/PID/cmdline``)."""
+
+
+def read_token() -> str:
+    """The token of ``--token -``: typed at a prompt that does not echo it on a terminal, else the
+    first line of standard input (a pipe, a file: ``fairway login --token - < token.txt``)."""
+    token = getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline()
+    token = token.strip()
+    if not token:
+        raise CliError(EXIT_USAGE, "no token on standard input (--token -); nothing saved")
+    return token
+
+
 def cmd_login(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     config.server = server_root(args.server or config.server)
+    if args.token == TOKEN_FROM_STDIN:
+        args.token = read_token()
     if args.token:
         api = Api(config.server, args.token, escape=not args.json)
         try:
@@ -1510,7 +1527,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("login", cmd_login, "log in and save a token")
     p.add_argument("--username", "-u")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
-    p.add_argument("--token", help="use a personal API token instead of a password")
+    p.add_argument(
+        "--token",
+        nargs="?",
+        const=TOKEN_FROM_STDIN,
+        metavar="TOKEN",
+        help="use a personal API token instead of a password; `--token -` (or `--token` alone) reads it from"
+        " standard input, or asks for it without echo on a terminal: `--token TOKEN` shows the token to every"
+        " user of this machine (the process list)",
+    )
     add("logout", cmd_logout, "delete the saved token on the server")
     add("whoami", cmd_whoami, "who am I, and my budgets")
 

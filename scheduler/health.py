@@ -12,8 +12,11 @@
   exclude ``tick`` (a stopped worker is not a reason to stop serving the web UI and the agents),
   alerting should not.
 
-Both are unauthenticated, cheap (a few queries, no snapshot) and exempt from the HTTPS redirect;
-they reveal only check names, pass or fail, and the release number.
+Both are unauthenticated, cheap (a few queries, no snapshot) and exempt from the HTTPS redirect.
+With ``FAIRWAY_METRICS_TOKEN`` set, a ``/readyz`` without that bearer token reveals only check
+names, pass or fail, and the release number: each check's ``detail`` (an exception's text, with
+the database's or Redis's host and user; the names of late clusters) goes only to a request that
+bears it, as ``/metrics`` does (brk41: every detail went to anyone).
 """
 
 from __future__ import annotations
@@ -136,6 +139,10 @@ def readyz(request: HttpRequest) -> JsonResponse:
         return JsonResponse(
             {"detail": f"unknown check(s): {', '.join(sorted(unknown))}", "checks": sorted(CHECKS)}, status=400
         )
+    from scheduler.prom import scrape_authorized  # here: scheduler.prom imports this module (its reports)
+
     ready, results = run_checks(exclude)
+    if not scrape_authorized(request):
+        results = {name: {"ok": result["ok"]} for name, result in results.items()}
     body = {"status": "ok" if ready else "unavailable", "version": SERVER_VERSION, "checks": results}
     return JsonResponse(body, status=200 if ready else 503)

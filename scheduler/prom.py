@@ -285,7 +285,9 @@ class FairwayCollector(Collector):
         yield hour
 
 
-def _authorized(request: HttpRequest) -> bool:
+def scrape_authorized(request: HttpRequest) -> bool:
+    """Whether ``request`` may read monitoring details: anyone without ``FAIRWAY_METRICS_TOKEN``,
+    else a request bearing it (``/metrics``; ``/readyz``'s check details)."""
     token = getattr(settings, "FAIRWAY_METRICS_TOKEN", "")
     if not token:
         return True
@@ -297,7 +299,7 @@ def _authorized(request: HttpRequest) -> bool:
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """``GET /metrics``: Prometheus text format (bearer token when ``FAIRWAY_METRICS_TOKEN`` is set)."""
-    if not _authorized(request):
+    if not scrape_authorized(request):
         response = HttpResponse("unauthorized\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response

@@ -94,6 +94,10 @@ def container_spec(
         "network_mode": network_mode(spec, network),
         "volumes": volumes,
         "detach": True,
+        # As the process runtime's wrapper (no_new_privs): a setuid-root file or a file capability
+        # in the image raises nothing, so ``--user`` holds (brk41: a setuid shell made an owner's
+        # workload root in its container, with the engine's default capabilities).
+        "security_opt": ["no-new-privileges"],
     }
     if identity is not None and identity.switch:
         kwargs["user"] = f"{identity.uid}:{identity.gid}"

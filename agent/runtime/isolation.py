@@ -879,8 +879,8 @@ class Isolation:
         server older than the field) leaves it to the host's setting alone.
 
         Raises:
-            IdentityError: no owner where one is needed, uid 0 without both consents, an account
-                that cannot be made.
+            IdentityError: no owner where one is needed, uid 0 or an admin-set system uid (below
+                ``nss_min_uid``) without both consents, an account that cannot be made.
         """
         cfg = self.config
         if cfg.mode == "agent" or not self.is_root:
@@ -896,6 +896,13 @@ class Isolation:
                 if other is not None and other != account_gecos(name or ""):
                     raise IdentityError(f"uid {uid} is the dedicated account {pw.pw_name} of another user ({other})")
             ident = Identity(uid, default_gid if gid is None else gid, tuple(groups), user, home, "admin")
+            if 0 < uid < cfg.nss_min_uid and not (cfg.allow_root and cluster_allows_root is not False):
+                # A system account (postgres, www-data, a service's), never taken by name either
+                # (brk41: the server's uid was used whatever it was); root-equivalent to the host.
+                raise IdentityError(
+                    f"refusing to run an attempt as uid {uid} ({user}), a system account below isolation.nss_min_uid"
+                    f" ({cfg.nss_min_uid}): it needs both root consents, or a lower nss_min_uid"
+                )
         elif not name:
             raise IdentityError("the start names no owner: this agent runs attempts only as their owner")
         else:

@@ -140,7 +140,14 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
                 os.close(os.open(p, os.O_WRONLY | os.O_CREAT, 0o600))
             check(libc.mount(f"/proc/self/fd/{f}".encode(), p.encode(), None, 0x1000 | 0x4000, None), f"bind {p}")
             os.close(f)
-        os.chdir(here)  # the old working directory may be the host's /tmp, now hidden
+        for p in tmp["read_only"]:  # the catalog's read-only mounts (docs/jobs.md): each bound onto itself
+            check(libc.mount(p.encode(), p.encode(), None, 0x1000 | 0x4000, None), f"bind mount {p}")  # MS_REC
+            keep_flags = os.statvfs(p).f_flag & 8  # the host's noexec
+            # MS_REMOUNT|MS_BIND|MS_RDONLY|MS_NOSUID|MS_NODEV; no command keeps CAP_SYS_ADMIN to undo it
+            check(libc.mount(None, p.encode(), None, 0x20 | 0x1000 | 1 | 2 | 4 | keep_flags, None), f"{p} read-only")
+        # the old working directory may be the host's /tmp, now hidden; after the binds, a working
+        # directory in a read-only mount is the read-only one
+        os.chdir(here)
     except OSError as e:
         if made:
             refuse(f"cannot make the private /tmp, /var/tmp and /dev/shm: {e}")
@@ -315,6 +322,7 @@ def private_tmp_payload(
         "dir": str(tmpdir),
         "var": str(var_tmp / "tmp") if var_tmp is not None else None,
         "var_at": var_at,
+        "read_only": [m.host_path for m in spec.mounts if m.read_only],
     }
 
 

@@ -7,7 +7,7 @@ cmd=${1:-web}
 case "$cmd" in
 web)
     exec uvicorn config.asgi:application --host "${HOST:-0.0.0.0}" --port "${PORT:-8000}" \
-        --workers "${WEB_WORKERS:-2}" --http httptools --loop uvloop --timeout-graceful-shutdown 30 --ws websockets-sansio --ws-ping-interval 120 --ws-ping-timeout 60 --lifespan off --proxy-headers "$@" ;;
+        --workers "${WEB_WORKERS:-2}" --http httptools --loop uvloop --timeout-graceful-shutdown 30 --ws websockets-sansio --ws-ping-interval 120 --ws-ping-timeout 60 --ws-max-size 262144 --lifespan off --proxy-headers "$@" ;;
 worker)
     exec python manage.py rundramatiq --queues scheduler notifications default \
         --processes "${WORKER_PROCESSES:-2}" --threads "${WORKER_THREADS:-4}" "$@" ;;

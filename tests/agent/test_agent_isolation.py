@@ -1286,3 +1286,71 @@ def test_a_fifo_named_as_the_program_fails_to_start_and_never_blocks_the_agent(o
     run_async(scenario())
     rescuer.join(5.0)
     assert not rescued.is_set(), "the agent blocked opening the FIFO"
+
+
+@needs_root
+def test_a_read_only_mount_is_read_only_to_the_attempt_whatever_its_file_modes(open_state: Path) -> None:
+    """brk41: the process runtime gave a catalog mount marked read-only (the default) as the host
+    path itself, so an attempt wrote there whenever the files' modes let its owner (a group-writable
+    dataset, a 0777 scratch directory). With a root agent the attempt's mount namespace binds each
+    read-only mount onto itself read-only (nosuid, nodev): writes fail with ``EROFS``, the working
+    directory in it included; a writable mount stays writable; the host's view is unchanged."""
+    from agent.protocol import Mount
+
+    base = Path(tempfile.mkdtemp(prefix="fw-ro-", dir="/var/lib" if os.path.isdir("/var/lib") else None))
+    data, work = base / "data", base / "work"
+    try:
+        for d in (data, work):
+            d.mkdir()
+            os.chmod(d, 0o777)  # noqa: S103 -- writable by the attempt's owner through its modes
+        os.chmod(base, 0o755)  # noqa: S103 -- reachable
+        mounts = (
+            Mount(name="data", host_path=str(data), container_path="/data", read_only=True),
+            Mount(name="work", host_path=str(work), container_path="/work", read_only=False),
+        )
+        script = (
+            "touch ./cwd-file 2>&1; touch $FAIRWAY_MOUNT_DATA/x 2>&1; touch $FAIRWAY_MOUNT_WORK/y && echo work-ok; "
+            "mount -o remount,rw $FAIRWAY_MOUNT_DATA 2>/dev/null || echo no-remount"
+        )
+
+        async def scenario() -> None:
+            rt, exits = runtime(open_state, owner_isolation())
+            await rt.start(spec(1, ["sh", "-c", script], owner="iso-alice", mounts=mounts))
+            done = await asyncio.wait_for(exits.get(), 10)
+            out = log_of(rt, 1)
+            assert done.exit_code == 0, out
+            assert out.count("Read-only file system") == 2, out
+            assert "work-ok" in out and "no-remount" in out, out
+
+        run_async(scenario())
+        assert not (data / "x").exists() and not (data / "cwd-file").exists() and (work / "y").exists()
+        (data / "host-still-writes").write_text("ok")  # the host's own view is unchanged
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_root
+def test_an_admin_set_system_uid_needs_both_root_consents(open_state: Path) -> None:
+    """brk41: a ``start`` whose owner carried an admin-set uid ran as that uid whatever it was: a
+    system account (``postgres``, ``www-data``, the uid of a host service) below ``nss_min_uid``,
+    which the agent never takes by name. Such a uid is refused as root is, unless both consents
+    (the cluster's and the host's ``allow_root``) are given; a uid from ``nss_min_uid`` up is
+    used as before, and a lower ``nss_min_uid`` admits it."""
+    from agent.runtime.isolation import IdentityError
+
+    isolation = owner_isolation()
+    with pytest.raises(IdentityError, match="system account below isolation.nss_min_uid"):
+        isolation.resolve("iso-alice", uid=33)
+    with pytest.raises(IdentityError, match="system account"):
+        owner_isolation(allow_root=True).resolve("iso-alice", uid=33, cluster_allows_root=False)
+    assert owner_isolation(allow_root=True).resolve("iso-alice", uid=33, cluster_allows_root=True).uid == 33
+    assert owner_isolation(nss_min_uid=30).resolve("iso-alice", uid=33).uid == 33
+    assert isolation.resolve("iso-alice", uid=1000).uid == 1000
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, isolation)
+        with pytest.raises(StartError, match="uid 33"):
+            await rt.start(spec(1, ["id"], owner="iso-alice", owner_uid=33))
+        assert rt.get(1).state == "failed_to_start"
+
+    run_async(scenario())

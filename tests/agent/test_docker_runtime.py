@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -431,3 +432,33 @@ def test_single_host_containers_see_no_abstract_socket_of_the_host_or_each_other
         netns, count = seen[i].split()
         assert netns != host_netns and count == "0", seen  # its own: none of the host's sockets
     assert seen[1] != seen[2], seen  # nor each other's namespace
+
+
+def test_a_container_gains_no_privileges_through_a_setuid_file_of_its_image(state_dir: Path, podman: str) -> None:
+    """brk41: the container of an owner's attempt ran as ``--user uid:gid``, but without
+    ``no-new-privileges``: any image a submitter builds can hold a setuid-root file (``chmod u+s``
+    on a shell), and running it made the workload uid 0 in its container with the engine's default
+    capabilities (``DAC_OVERRIDE``: every file of the shared mounts, whoever owns it), which the
+    two root consents (docs/isolation.md) are there to refuse. As the process runtime's wrapper
+    does (``no_new_privs``), every container now runs with ``no-new-privileges``: the kernel's
+    flag is set in it (``NoNewPrivs: 1``), so setuid and file capabilities raise nothing."""
+    from dataclasses import replace
+
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    assert "no-new-privileges" in container_spec(spec(7, "true"), state_dir, nvidia=False)["security_opt"]
+    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+
+    async def scenario() -> None:
+        rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
+        exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.recover()
+        await rt.start(replace(spec(41, "echo uid=$(id -u); grep NoNewPrivs /proc/self/status"), owner="iso-alice"))
+        assert (await asyncio.wait_for(exits.get(), 30)).exit_code == 0
+        log = await wait_log(rt, 41, "NoNewPrivs")
+        assert f"uid={isolation.resolve('iso-alice').uid}" in log
+        assert re.search(r"NoNewPrivs:\s*1", log), log
+        await rt.close()
+
+    run_async(scenario())

@@ -241,6 +241,7 @@ def _web_argv(port: int) -> list[str]:
     return [
         PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
         "--workers", "1", "--ws", "websockets-sansio", "--ws-ping-interval", "120", "--ws-ping-timeout", "60",
+        "--ws-max-size", "262144",
         "--lifespan", "off", "--proxy-headers", "--timeout-graceful-shutdown", "30",
         "--log-level", "warning",
     ]  # fmt: skip

@@ -21,6 +21,7 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from agent.protocol import MAX_MESSAGE_BYTES
 from fairway_cli.args import whole_number
 from scheduler.management.production import refuse_without_shared_services
 
@@ -36,6 +37,34 @@ partition) is closed within 3 minutes, before its host is lost (``FAIRWAY_HOST_L
 must notice a dead link soon and reconnect; the host's state comes from its heartbeats. At
 uvicorn's default (20 s) each connection carried two pings and two pongs every 20 s, as many
 control frames as heartbeats (docs/deploy.md, "The agent link")."""
+
+WS_MAX_SIZE_BYTES = MAX_MESSAGE_BYTES
+"""The largest websocket message the web processes take (uvicorn's ``--ws-max-size``; the Procfile,
+the image and the systemd unit say the same): the agent protocol's own limit, so a larger frame is
+refused by the server's websocket layer (close 1009, "message too big") before it is buffered. At
+uvicorn's default (16 MiB) one host's token could make a web process hold 16 MiB per frame that
+the app then refused (brk41)."""
+
+
+def server_config(app: Any, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
+    """The web process's uvicorn settings (``manage.py serve``; the Procfile's command line says the same)."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http="httptools",  # the C parser and libuv loop, as the Procfile (docs/benchmarks/api_load.md)
+        loop="uvloop",
+        # A bound on the graceful shutdown (HTTP requests in flight); agent connections end at
+        # once (scheduler/consumers.py, AgentConsumer.__call__; docs/deploy.md, "Restarting").
+        timeout_graceful_shutdown=30,
+        ws="websockets-sansio",
+        ws_ping_interval=WS_PING_INTERVAL_S,
+        ws_ping_timeout=WS_PING_TIMEOUT_S,
+        ws_max_size=WS_MAX_SIZE_BYTES,
+        lifespan="off",
+        log_level=log_level,
+        proxy_headers=True,
+    )
 
 
 def start_worker(threads: int = 1) -> dramatiq.Worker:
@@ -97,22 +126,7 @@ class Command(BaseCommand):
         embedded = not settings.REDIS_URL
         with_worker = embedded or opts["with_worker"]
         with_clock = embedded or opts["with_clock"]
-        config = uvicorn.Config(
-            "config.asgi:application",
-            host=opts["host"],
-            port=opts["port"],
-            http="httptools",  # the C parser and libuv loop, as the Procfile (docs/benchmarks/api_load.md)
-            loop="uvloop",
-            # A bound on the graceful shutdown (HTTP requests in flight); agent connections end at
-            # once (scheduler/consumers.py, AgentConsumer.__call__; docs/deploy.md, "Restarting").
-            timeout_graceful_shutdown=30,
-            ws="websockets-sansio",
-            ws_ping_interval=WS_PING_INTERVAL_S,
-            ws_ping_timeout=WS_PING_TIMEOUT_S,
-            lifespan="off",
-            log_level=opts["log_level"],
-            proxy_headers=True,
-        )
+        config = server_config("config.asgi:application", opts["host"], opts["port"], opts["log_level"])
         server = uvicorn.Server(config)
         if with_worker:
             size_the_pool_for_this_process()
