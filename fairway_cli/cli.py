@@ -950,7 +950,7 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     else:
         stop = w.get("stop") or {}
         charged = (
-            "charged until its GPUs are released"
+            "charged until then"
             if stop.get("charged_until_release", w.get("allocated"))
             else "unfunded: not charged"
             if w.get("allocated")  # its budget's cap made this attempt unfunded

@@ -60,3 +60,16 @@ def test_logs_of_an_empty_log_say_so_on_stderr(monkeypatch, capsys):
     empty["parts"][0]["data"] = "step 1\n"
     assert fairway_cli.main(["logs", "16"]) == 0
     assert capsys.readouterr() == ("step 1\n", "")
+
+
+def test_a_cancel_of_a_running_allocated_attempt_says_released_once(
+    monkeypatch, researcher, researcher_client, submission, cluster
+):
+    """try41: "it ends canceled once its GPUs are released (charged until its GPUs are released)"."""
+    pk = researcher_client.post("/api/v1/workloads/", submission(gpu_count=1, min_runtime="1h"), format="json").json()[
+        "id"
+    ]
+    run_tick(cluster.pk)
+    said = run_cli(monkeypatch, researcher, "cancel", str(pk))
+    assert said.count("released") == 1, said
+    assert "once its GPUs are released (charged until then)" in said, said
