@@ -440,7 +440,7 @@ class Demo:
 
 class CoverageSampler:
     """Samples, every ``every`` seconds during the replay, how many pending allocated workloads
-    carry an estimated start (``scheduler.estimates.estimate_coverage``: held, capped,
+    carry an estimated start (``scheduler.estimates.estimate_coverage``: held,
     unschedulable and dependency-waiting ones not counted, nor those no tick has seen yet, whose
     reason is not known: summed apart and shown), and sums the samples."""
 
@@ -489,7 +489,7 @@ class CoverageSampler:
         return (
             f"estimate coverage: {self.estimated} of {self.counted} pending allocated workloads "
             f"({100 * self.estimated / self.counted:.1f} %) over {self.samples} samples every {self.every:g} s "
-            f"carried an estimated start (worst sample {100 * (self.worst or 0):.1f} %; held, capped, "
+            f"carried an estimated start (worst sample {100 * (self.worst or 0):.1f} %; held, "
             "unschedulable and dependency-waiting ones not counted, nor the "
             f"{self.unseen} not yet seen by a tick, whose reason is not known yet; counting those: "
             f"{100 * self.estimated / (self.counted + self.unseen):.1f} %)"
