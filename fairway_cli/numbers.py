@@ -49,11 +49,12 @@ def gpu_time_text(gpu_seconds: Any) -> str:
 __all__ = ["duration_text", "gpu_hours_text", "gpu_time_text", "instant_text"]
 
 
-def duration_text(seconds: Any) -> str:
+def duration_text(seconds: Any, sep: str = "") -> str:
     """A duration as the CLI's tables and the server's notes write it (one form: the array quote's
     note said "0.333333 h" beside the table's "20m", try37). ``2h0m29s``: every unit from the
     largest to the smallest that is not zero, so a gap reads as ``0m`` ("2h29s" read as 2 h 29
-    min); seconds are left out from a day on."""
+    min); seconds are left out from a day on. ``sep`` goes between the units: the pages' ``duration``
+    filter writes ``2h 0m 29s`` (one rule for both: the pages wrote ``2h 29s``, lead 38)."""
     try:
         total = int(seconds)
     except (TypeError, ValueError):
@@ -67,7 +68,7 @@ def duration_text(seconds: Any) -> str:
     shown = [i for i, (value, _unit) in enumerate(units) if value]
     if not shown:  # under a minute's seconds dropped from a day on: cannot happen (a day is shown)
         return "0"
-    return "".join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
+    return sep.join(f"{value}{unit}" for value, unit in units[shown[0] : shown[-1] + 1])
 
 
 def instant_text(value: Any, now: datetime | None = None, *, absolute: bool = False) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from fairway_cli.numbers import gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
 from fairway_cli.words import reason_words, silent_host_words
 from scheduler.sizes import format_size
 
@@ -25,20 +25,10 @@ def size(n: Any) -> str:
 
 @register.filter
 def duration(seconds: Any) -> str:
-    """Seconds as ``2h 30m`` / ``45s`` / ``1d 2h``; ``0`` → ``0 (unallocated)`` is the caller's business."""
-    try:
-        total = int(seconds)
-    except (TypeError, ValueError):
-        return ""
-    if total < 60:
-        return f"{total}s"
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
-    if secs and not days:
-        parts.append(f"{secs}s")
-    return " ".join(p for p in parts if p)
+    """Seconds as ``2h 30m`` / ``45s`` / ``1d 2h``: the CLI's and the server's notes' one rule
+    (``fairway_cli.numbers.duration_text``), its units apart; ``0`` → ``0 (unallocated)`` is the
+    caller's business."""
+    return duration_text(seconds, sep=" ")
 
 
 @register.filter
