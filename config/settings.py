@@ -486,6 +486,10 @@ FAIRWAY_POSIX_MIN_GID = env_int("FAIRWAY_POSIX_MIN_GID", 1000, minimum=1, maximu
 
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
+# Per web process, seconds an answer is kept: /readyz's check results (any caller), and /metrics's
+# exposition while no token is set (anyone may scrape): a flood costs one set of queries each.
+FAIRWAY_READYZ_CACHE_S = env_float("FAIRWAY_READYZ_CACHE_S", 1.0, minimum=0.0, maximum=60.0)
+FAIRWAY_METRICS_CACHE_S = env_float("FAIRWAY_METRICS_CACHE_S", 5.0, minimum=0.0, maximum=300.0)
 
 # --- Production (docs/deploy.md) ---------------------------------------------------------------
 # FAIRWAY_ENV=production turns on safe defaults behind a TLS-terminating proxy; each one can be
