@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import UserChangeForm
 
-from accounts.models import POSIX_GROUPS_HELP, Membership, OidcIdentity, User, parse_posix_groups
+from accounts.models import POSIX_GROUPS_HELP, Membership, OidcIdentity, User, parse_posix_groups, system_gids
 from budgets.admin_search import BudgetPathSearchMixin
+from scheduler.models import Cluster
 
 
 class UserPosixForm(UserChangeForm):
@@ -27,6 +29,26 @@ class UserPosixForm(UserChangeForm):
 
     def clean_posix_groups(self) -> list[int]:
         return parse_posix_groups(self.cleaned_data.get("posix_groups") or "")
+
+    def clean(self) -> dict[str, Any]:
+        """A system group (gid 0, or below ``FAIRWAY_POSIX_MIN_GID``: ``disk``, ``docker``,
+        ``shadow``) as the gid or an extra group is root-equivalent on a host: every agent refuses
+        the start unless the cluster's ``allow_root_workloads`` and the host's
+        ``isolation.allow_root`` both allow it (sec41, as a system uid), so it is refused here
+        while no cluster does. Each agent still checks its own consent and ``GID_MIN``."""
+        cleaned = super().clean()
+        gid = cleaned.get("posix_gid")
+        for field, gids in (("posix_gid", [] if gid is None else [gid]), ("posix_groups", cleaned.get("posix_groups"))):
+            system = system_gids(gids or [])
+            if system and not Cluster.objects.filter(allow_root_workloads=True).exists():
+                self.add_error(
+                    field,
+                    f"{', '.join(map(str, system))}: a system group (gid 0, or below {settings.FAIRWAY_POSIX_MIN_GID})"
+                    " is root-equivalent on GPU hosts; agents refuse it unless the cluster's allow_root_workloads"
+                    " and the host's isolation.allow_root are both on, and no cluster allows root workloads."
+                    " Use a group from the host's normal range (getent group).",
+                )
+        return cleaned
 
 
 class MembershipInline(admin.TabularInline):

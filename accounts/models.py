@@ -27,6 +27,14 @@ MAX_POSIX_ID = 2**32 - 2
 POSIX_GROUPS_HELP = "extra group ids, e.g. 2000, 2001 (or the JSON list [2000, 2001])"
 
 
+def system_gids(gids: list[int]) -> list[int]:
+    """The system groups among ``gids`` (gid 0, or below ``FAIRWAY_POSIX_MIN_GID``, the hosts'
+    first normal gid: useradd's ``GID_MIN``, 1000), each once, in order: root-equivalent on a
+    host (``disk``, ``docker``, ``shadow``), so agents need both root consents for them."""
+    low = settings.FAIRWAY_POSIX_MIN_GID
+    return [g for g in dict.fromkeys(gids) if g == 0 or g < low]
+
+
 def parse_posix_groups(text: str) -> list[int]:
     """Group ids as an admin types them: ``2000, 2001``, ``2000 2001`` or the JSON list
     ``[2000, 2001]``; empty: none. Raises the validator's ValidationError on anything else."""

@@ -2,6 +2,7 @@
 
     python -m agent run --server ws://127.0.0.1:8000/ws/agent/ --token T --host-name h1 \\
         --gpus 8 --model H100 --state-dir DIR --heartbeat 5 [--config agent.yaml]
+        # exit 77: an admin removed the host (the install script's unit does not restart it)
     python -m agent inject-fault --state-dir DIR --gpu 3 --xid 79 [--xid 31] [--ecc 1] [--degraded]
     python -m agent inject-fault --state-dir DIR [--gpu 3] --clear
     FAIRWAY_JOIN_TOKEN=fwj_... python -m agent join --server http://fairway:8000 --config agent.yaml \
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 
 from agent import AGENT_VERSION
-from agent.client import Agent
+from agent.client import EXIT_HOST_REMOVED, Agent, HostRemoved
 from agent.config import ENV_PREFIX, GPU_BACKENDS, RUNTIMES, AgentConfig, ConfigError, load_config
 from agent.gpu.base import GpuBackend, GpuUnavailable
 from agent.gpu.fake import FakeGpuBackend, Fault, fault_problem, read_faults, write_faults
@@ -308,6 +309,8 @@ def _run(args: argparse.Namespace) -> int:
     agent = Agent(config, gpu, runtime)
     try:
         asyncio.run(agent.run(install_signal_handlers=True))
+    except HostRemoved:
+        return EXIT_HOST_REMOVED  # logged once by the agent; systemd's RestartPreventExitStatus
     finally:
         gpu.close()
     return 0

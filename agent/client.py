@@ -32,6 +32,7 @@ from agent.config import AgentConfig
 from agent.gpu.base import GpuBackend
 from agent.health import HealthFile
 from agent.protocol import (
+    CLOSE_HOST_REMOVED,
     MAX_MESSAGE_BYTES,
     SERVER_MESSAGE_TYPES,
     Ack,
@@ -68,6 +69,19 @@ CLOSE_UNAUTHORIZED = 4401
 """Close code of a connection whose host token is unknown, rotated or revoked."""
 CLOSE_SUPERSEDED = 4409
 """Close code of a connection the server replaced by a newer one with the same host token."""
+EXIT_HOST_REMOVED = 77
+"""Exit status of ``fairway-agent run`` whose host an admin removed (the server closed with
+:data:`agent.protocol.CLOSE_HOST_REMOVED`): the install script's systemd unit names it in
+``RestartPreventExitStatus=``, so the agent is not restarted against a server that refuses it
+for good (sec41: it reconnected every ``backoff_max`` seconds, logging an error each time).
+77 is sysexits' ``EX_NOPERM``; the agent's other statuses are 0, 1 (a backend or runtime
+unavailable) and 2 (bad usage or config)."""
+HOST_REMOVED_LOG = "host removed from Fairway by an admin; stopping, re-run the install script to rejoin"
+
+
+class HostRemoved(Exception):
+    """The server closed the link with :data:`CLOSE_HOST_REMOVED`: :meth:`Agent.run` ends with it."""
+
 
 PING_INTERVAL_S = 20.0
 PING_TIMEOUT_S = 20.0
@@ -161,6 +175,7 @@ class Agent:
 
         Raises:
             websockets.exceptions.InvalidURI: the server URL is unusable.
+            HostRemoved: the server closed the link because an admin removed the host.
         """
         loop = asyncio.get_running_loop()
         if install_signal_handlers:
@@ -234,6 +249,9 @@ class Agent:
                 self.health.update(connected=False, last_disconnect=f"{time.time():.0f}: close code {ws.close_code}")
             if self._stopping.is_set():
                 return
+            if ws.close_code == CLOSE_HOST_REMOVED:
+                log.error(HOST_REMOVED_LOG)  # one line, then the agent exits (EXIT_HOST_REMOVED)
+                raise HostRemoved(ws.close_reason or "")
             log.warning("disconnected from the server (close code %s %s)", ws.close_code, ws.close_reason or "")
             if ws.close_code == CLOSE_SUPERSEDED:
                 log.error("the server accepted a newer connection with this host's token: does another agent use it?")

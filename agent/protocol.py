@@ -37,6 +37,11 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 256 * 1024
+CLOSE_HOST_REMOVED = 4410
+"""Close code of the server to the agent of a host an admin removed (at once, and at every later
+connect): for good, as HTTP's 410 Gone. The agent stops (``agent.client.EXIT_HOST_REMOVED``)
+instead of reconnecting; 4401 (token unknown, rotated or revoked) and 4409 (superseded) are retried."""
+HOST_REMOVED_REASON = "host removed from Fairway by an admin"
 """Largest encoded envelope either side sends or accepts, in bytes of UTF-8."""
 MAX_HOST_GPUS = 256
 """Most GPUs one host reports (``hello``, ``heartbeat``) or one ``start`` names; a join is held to it too."""

@@ -480,8 +480,16 @@ if FAIRWAY["HOST_OFFLINE_AFTER_S"] >= FAIRWAY["HOST_LOST_AFTER_S"]:
         f"FAIRWAY_HOST_LOST_AFTER_S={FAIRWAY['HOST_LOST_AFTER_S']}"
     )
 
+# The hosts' first normal gid (useradd's GID_MIN): the user admin refuses a lower gid or extra
+# group (a system group: disk, docker, gid 0) while no cluster allows root workloads (docs/isolation.md).
+FAIRWAY_POSIX_MIN_GID = env_int("FAIRWAY_POSIX_MIN_GID", 1000, minimum=1, maximum=2**31 - 1)
+
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")
+# Per web process, seconds an answer is kept: /readyz's check results (any caller), and /metrics's
+# exposition while no token is set (anyone may scrape): a flood costs one set of queries each.
+FAIRWAY_READYZ_CACHE_S = env_float("FAIRWAY_READYZ_CACHE_S", 1.0, minimum=0.0, maximum=60.0)
+FAIRWAY_METRICS_CACHE_S = env_float("FAIRWAY_METRICS_CACHE_S", 5.0, minimum=0.0, maximum=300.0)
 
 # --- Production (docs/deploy.md) ---------------------------------------------------------------
 # FAIRWAY_ENV=production turns on safe defaults behind a TLS-terminating proxy; each one can be

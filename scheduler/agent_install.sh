@@ -149,6 +149,8 @@ Wants=$after
 ExecStart=$VENV/bin/fairway-agent run --config $CONFIG
 Restart=always
 RestartSec=5
+# 77: an admin removed this host from Fairway (the agent says so and stops): re-run the install script to rejoin.
+RestartPreventExitStatus=77
 # Attempts run in their own sessions and must outlive agent restarts and upgrades:
 # stop only the agent process, never the attempts in its cgroup.
 KillMode=process

@@ -22,7 +22,9 @@ One live connection per host (docs/deploy.md, "The agent link"): each accepted c
 bumps ``Host.link_generation``; older connections of the host are closed with 4409
 (``agent.superseded`` to the host's group) and, should that message be lost, are fenced: a
 desired-state computation for a stale generation sends nothing and closes them. Rotating
-or revoking the token bumps it too and closes the connections with 4401 (``agent.revoked``).
+or revoking the token bumps it too and closes the connections with 4401 (``agent.revoked``);
+removing the host closes them with 4410 (``protocol.CLOSE_HOST_REMOVED``), as it refuses the
+agent's every later connect: the agent then stops instead of reconnecting.
 Attempt ids on the wire are ``Attempt.wire_id``s, translated to primary keys here.
 """
 
@@ -110,14 +112,18 @@ def _open_link(token: str) -> Host | None:
 
 
 @agent_db
-def _link_refusal(token: str) -> str:
+def _link_refusal(token: str) -> tuple[str, bool]:
     return gateway.link_refusal(token)
 
 
 @agent_db
-def _same_token(host: Host) -> bool:
-    """The host still has the token this connection was accepted with (not rotated or revoked)."""
-    return Host.objects.filter(pk=host.pk, token_hash=host.token_hash, removed_at__isnull=True).exists()
+def _token_state(host: Host) -> str:
+    """``same``: the host still has the token this connection was accepted with; ``removed``: an
+    admin removed the host; ``changed``: its token was rotated or revoked."""
+    row = Host.objects.filter(pk=host.pk).values_list("token_hash", "removed_at").first()
+    if row is not None and row[1] is not None:
+        return "removed"
+    return "same" if row is not None and row[0] == host.token_hash else "changed"
 
 
 @agent_db
@@ -450,10 +456,12 @@ class AgentConsumer(AsyncWebsocketConsumer):
         await self.accept()
         if host is None:
             # the host and the reason when known, never the token (the IP alone named nobody: ops35)
-            why = await _link_refusal(token)
+            why, removed = await _link_refusal(token)
             logger.warning("agent connection refused: %s (from %s)", why, self.scope.get("client"))
-            # and the agent is told it too (its log said "rotated or revoked?" to a removed host)
-            await self.close(code=CLOSE_UNAUTHORIZED, reason=_close_reason(why))
+            # and the agent is told it too (its log said "rotated or revoked?" to a removed host);
+            # a removed host's with its own code, on which the agent stops (sec41: it retried for ever)
+            code = protocol.CLOSE_HOST_REMOVED if removed else CLOSE_UNAUTHORIZED
+            await self.close(code=code, reason=_close_reason(why))
             return
         self.host = host
         self.generation = host.link_generation
@@ -605,11 +613,17 @@ class AgentConsumer(AsyncWebsocketConsumer):
         revoked; connections accepted since (with the new token) stay."""
         before = event.get("before")
         if before is None or self.generation < int(before):
-            await self._shut(CLOSE_UNAUTHORIZED, f"host token {event.get('reason') or 'changed'}")
+            if event.get("reason") == "removed":  # services.do_remove_host
+                await self._shut(protocol.CLOSE_HOST_REMOVED, protocol.HOST_REMOVED_REASON)
+            else:
+                await self._shut(CLOSE_UNAUTHORIZED, f"host token {event.get('reason') or 'changed'}")
 
     async def fenced(self) -> None:
-        """The hub found this connection stale (a newer one, or another token, since)."""
-        if self.host is not None and not await _same_token(self.host):
+        """The hub found this connection stale (a newer one, another token, or the host removed since)."""
+        state = "same" if self.host is None else await _token_state(self.host)
+        if state == "removed":
+            await self._shut(protocol.CLOSE_HOST_REMOVED, protocol.HOST_REMOVED_REASON)
+        elif state == "changed":
             await self._shut(CLOSE_UNAUTHORIZED, "host token changed")
         else:
             await self._shut(CLOSE_SUPERSEDED, "no longer the host's live connection")

@@ -176,23 +176,24 @@ def open_agent_link(token: str) -> Any:
     return host
 
 
-def link_refusal(token: str) -> str:
+def link_refusal(token: str) -> tuple[str, bool]:
     """Why :func:`open_agent_link` refused ``token``, for the server's log: the host it names
     when one does (a removed host's agent, or a token rotated, revoked or removed while it
-    connected), and never the token itself. Read only on a refusal."""
+    connected), and never the token itself; and whether that host was removed (the agent is
+    told so with its own close code, ``protocol.CLOSE_HOST_REMOVED``). Read only on a refusal."""
     from scheduler.models import Host
     from scheduler.services import _is_text, hash_host_token
 
     if not token:
-        return "no host token (no Authorization: Bearer header)"
+        return "no host token (no Authorization: Bearer header)", False
     if not _is_text(token):
-        return "a host token that is not text"
+        return "a host token that is not text", False
     host = Host.objects.filter(token_hash=hash_host_token(token)).only("name", "removed_at").first()
     if host is None:
-        return "unknown host token (mistyped, or rotated or revoked since)"
+        return "unknown host token (mistyped, or rotated or revoked since)", False
     if host.removed_at is not None:
-        return f"host {ascii(host.name)} was removed from the cluster"
-    return f"host {ascii(host.name)}: its token was rotated, revoked or removed while it connected"
+        return f"host {ascii(host.name)} was removed from the cluster", True
+    return f"host {ascii(host.name)}: its token was rotated, revoked or removed while it connected", False
 
 
 HUBS_GROUP = "agent.hubs"

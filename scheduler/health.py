@@ -13,6 +13,9 @@
   alerting should not.
 
 Both are unauthenticated, cheap (a few queries, no snapshot) and exempt from the HTTPS redirect.
+``/readyz``'s results are kept ``FAIRWAY_READYZ_CACHE_S`` (1 s) per process and set of checks
+(:class:`Recent`): a flood of anonymous probes costs one set of queries per interval, whatever
+its rate (sec41: each request ran them).
 With ``FAIRWAY_METRICS_TOKEN`` set, a ``/readyz`` without that bearer token reveals only check
 names, pass or fail, and the release number: each check's ``detail`` (an exception's text, with
 the database's or Redis's host and user; the names of late clusters) goes only to a request that
@@ -22,6 +25,7 @@ bears it, as ``/metrics`` does (brk41: every detail went to anyone).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +42,47 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TICK_INTERVALS = 3.0
 _migrated = False
+clock = time.monotonic  # the kept answers' clock (tests move it)
+
+
+class Recent:
+    """The last answer of each key's computation, kept ``seconds()`` seconds from its start: one
+    computation per key and interval in this process, whatever the request rate (a request that
+    comes while one runs waits for it and shares its answer). 0 or less: computed every time."""
+
+    def __init__(self, seconds: Callable[[], float]) -> None:
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._kept: dict[object, tuple[float, Any]] = {}
+
+    def get(self, key: object, compute: Callable[[], Any]) -> Any:
+        ttl = self.seconds()
+        if ttl <= 0:
+            return compute()
+        with self._lock:
+            kept = self._kept.get(key)
+            now = clock()
+            if kept is not None and 0 <= now - kept[0] < ttl:
+                return kept[1]
+            value = compute()
+            self._kept[key] = (now, value)
+            return value
+
+    def forget(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
+READY = Recent(lambda: float(getattr(settings, "FAIRWAY_READYZ_CACHE_S", 1.0)))
+"""``/readyz``'s check results by the checks left out."""
+METRICS = Recent(lambda: float(getattr(settings, "FAIRWAY_METRICS_CACHE_S", 5.0)))
+"""``/metrics``'s exposition while no ``FAIRWAY_METRICS_TOKEN`` is set (:func:`scheduler.prom.metrics_view`)."""
+
+
+def forget_recent() -> None:
+    """Forget every kept answer (tests; a process's next request computes afresh)."""
+    READY.forget()
+    METRICS.forget()
 
 
 def tick_intervals() -> float:
@@ -141,7 +186,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         )
     from scheduler.prom import scrape_authorized  # here: scheduler.prom imports this module (its reports)
 
-    ready, results = run_checks(exclude)
+    ready, results = READY.get(frozenset(exclude), lambda: run_checks(exclude))
     if not scrape_authorized(request):
         results = {name: {"ok": result["ok"]} for name, result in results.items()}
     body = {"status": "ok" if ready else "unavailable", "version": SERVER_VERSION, "checks": results}

@@ -13,7 +13,10 @@ Naming follows the Prometheus conventions (tests/ops/test_metrics_conventions.py
 base units in the name (``_seconds``, ``_gpu_seconds``, ``_ratio`` for 0..1), counters end in
 ``_total``, one quantity per metric name (labels only split that quantity).
 
-``FAIRWAY_METRICS_TOKEN`` set: the scrape must send ``Authorization: Bearer <token>``.
+``FAIRWAY_METRICS_TOKEN`` set: the scrape must send ``Authorization: Bearer <token>``, and each
+is collected afresh. Unset, anyone may scrape, so the exposition is kept
+``FAIRWAY_METRICS_CACHE_S`` (5 s) per process (``health.METRICS``): an anonymous flood costs one
+set of queries per interval, not one per request (sec41).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from budgets.models import Budget
-from scheduler import histograms
+from scheduler import health, histograms
 from scheduler.models import Attempt, Cluster, Host, Workload
 from scheduler.reports import occupancy
 
@@ -303,6 +306,15 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         response = HttpResponse("unauthorized\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
+    # With a token only Prometheus gets here: always fresh. Without, anyone may scrape: one
+    # exposition per FAIRWAY_METRICS_CACHE_S and process (sec41).
+    open_to_anyone = not getattr(settings, "FAIRWAY_METRICS_TOKEN", "")
+    body = health.METRICS.get("metrics", exposition) if open_to_anyone else exposition()
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def exposition() -> bytes:
+    """The Prometheus text of a fresh collection (every family's queries)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FairwayCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    return generate_latest(registry)

@@ -83,6 +83,15 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 
 @pytest.fixture(autouse=True)
+def _fresh_monitoring_answers() -> None:
+    """``/readyz`` and ``/metrics`` keep their answers a second or a few per process
+    (``scheduler.health.Recent``): every test starts with none kept."""
+    from scheduler import health
+
+    health.forget_recent()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings: Any) -> None:
     """PBKDF2 at full strength costs a third of a second per persona; tests need no strength."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import grp
 import hashlib
 import logging
 import os
@@ -76,6 +77,7 @@ class IsolationConfig:
     allow_root: bool = False
     nss: bool = True
     nss_min_uid: int = 1000
+    min_gid: int | None = None  # admin-set gids below it need both root consents; None: GID_MIN of /etc/login.defs
     cgroup: str = "auto"
     cgroup_parent: str = ""  # "" = <the agent's own cgroup>/fairway
     pids_max: int = DEFAULT_PIDS_MAX  # tasks (processes and threads) per attempt; 0: no limit
@@ -120,6 +122,10 @@ class IsolationConfig:
                 # 0 or below would map Fairway users named root, daemon, bin… onto system accounts
                 if not (_is_uid(value) and 0 < value < 2**31):
                     raise ValueError("nss_min_uid must be a whole number in 1..2147483647")
+            elif key == "min_gid":
+                # gid 0 needs both consents whatever this says; 1 admits every other group
+                if not (_is_uid(value) and 0 < value < 2**31):
+                    raise ValueError("min_gid must be a whole number in 1..2147483647")
             elif key == "account_prefix":
                 # a dedicated account is prefix + name: an empty prefix or one starting with "-"
                 # would let a user name become a useradd option or an existing system account
@@ -136,6 +142,38 @@ class IsolationConfig:
                 value = str(value)
             values[key] = value
         return cls(**values)
+
+
+LOGIN_DEFS = Path("/etc/login.defs")
+DEFAULT_GID_MIN = 1000
+
+
+def first_normal_gid(path: Path = LOGIN_DEFS) -> int:
+    """The host's first gid of a normal group: ``GID_MIN`` of ``/etc/login.defs`` as ``useradd``
+    and ``groupadd`` read it (a line ``GID_MIN <number>``; decimal, ``0x`` hex or ``0`` octal),
+    else 1000, their default. Groups below it are the system's (``disk``, ``docker``, ``shadow``)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return DEFAULT_GID_MIN
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "GID_MIN":
+            text = words[1]
+            try:
+                value = int(text, 8) if len(text) > 1 and text.startswith("0") and text.isdigit() else int(text, 0)
+            except ValueError:
+                return DEFAULT_GID_MIN
+            return value if 0 < value < 2**31 else DEFAULT_GID_MIN
+    return DEFAULT_GID_MIN
+
+
+def group_label(gid: int) -> str:
+    """``gid`` as the host's NSS names it (``6 (disk)``; files, LDAP, sssd: ``getent group``)."""
+    try:
+        return f"{gid} ({grp.getgrgid(gid).gr_name})"
+    except (KeyError, OverflowError):
+        return str(gid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -846,8 +884,11 @@ class Isolation:
     limits: LimitSetup | None = None
     devices: DeviceSetup | None = None
     sockets: str | None = None  # "": abstract unix sockets and signals kept to each attempt (Landlock), else why not
+    min_gid: int = 0  # admin-set gids below it need both root consents (config.min_gid, else the host's GID_MIN)
 
     def __post_init__(self) -> None:
+        if not self.min_gid:
+            self.min_gid = self.config.min_gid or first_normal_gid()
         if self.cgroups is None:
             self.cgroups = detect_cgroups(self.config.cgroup, self.config.cgroup_parent)
         if self.limits is None:
@@ -880,7 +921,8 @@ class Isolation:
 
         Raises:
             IdentityError: no owner where one is needed, uid 0 or an admin-set system uid (below
-                ``nss_min_uid``) without both consents, an account that cannot be made.
+                ``nss_min_uid``) or system gid (0 or below ``min_gid``) without both consents, an
+                account that cannot be made.
         """
         cfg = self.config
         if cfg.mode == "agent" or not self.is_root:
@@ -902,6 +944,16 @@ class Isolation:
                 raise IdentityError(
                     f"refusing to run an attempt as uid {uid} ({user}), a system account below isolation.nss_min_uid"
                     f" ({cfg.nss_min_uid}): it needs both root consents, or a lower nss_min_uid"
+                )
+            # The same for the groups an admin set (sec41): a system group (disk, docker, shadow,
+            # gid 0) is root-equivalent on the host. A passwd entry's own primary group is the host's.
+            admin_gids = ((gid,) if gid is not None else ()) + tuple(groups)
+            system = [g for g in dict.fromkeys(admin_gids) if g == 0 or g < self.min_gid]
+            if system and not (cfg.allow_root and cluster_allows_root is not False):
+                raise IdentityError(
+                    f"refusing to run an attempt with group {', '.join(map(group_label, system[:5]))}, a system"
+                    f" group below isolation.min_gid ({self.min_gid}): root-equivalent on the host, it needs"
+                    " both root consents (or a lower isolation.min_gid; gid 0 always needs them)"
                 )
         elif not name:
             raise IdentityError("the start names no owner: this agent runs attempts only as their owner")

@@ -1354,3 +1354,53 @@ def test_an_admin_set_system_uid_needs_both_root_consents(open_state: Path) -> N
         assert rt.get(1).state == "failed_to_start"
 
     run_async(scenario())
+
+
+@needs_root
+def test_admin_set_system_groups_need_both_root_consents(open_state: Path, tmp_path: Path) -> None:
+    """sec41: the uid rule of brk41 left the groups alone: an admin-set supplementary group (or
+    primary gid) such as ``disk``, ``docker``, ``shadow`` or gid 0 gave the workload a group that
+    is root-equivalent on the host. A gid below the host's first normal gid (``GID_MIN`` of
+    ``/etc/login.defs``, as ``useradd`` reads it; 1000 without one), gid 0 included, is refused
+    as an admin-set system uid is, unless both root consents are given; the refusal names the
+    group as the host's NSS does and the start fails with it. ``isolation.min_gid`` lowers it."""
+    import grp
+
+    from agent.runtime.isolation import IdentityError, first_normal_gid
+
+    isolation = owner_isolation()
+    disk = grp.getgrnam("disk").gr_gid if any(g.gr_name == "disk" for g in grp.getgrall()) else 6
+    for groups, gid in (((disk,), None), ((62092, 0), None), ((), 0), ((), disk), ((999,), None)):
+        with pytest.raises(IdentityError, match=r"system group below isolation.min_gid \(1000\)"):
+            isolation.resolve("iso-alice", uid=62090, gid=gid, groups=groups)
+    with pytest.raises(IdentityError, match=rf"group {disk} \(disk\)"):
+        isolation.resolve("iso-alice", uid=62090, groups=(62092, disk))
+    with pytest.raises(IdentityError, match="system group"):
+        owner_isolation(allow_root=True).resolve("iso-alice", uid=62090, groups=(0,), cluster_allows_root=False)
+    both = owner_isolation(allow_root=True).resolve("iso-alice", uid=62090, groups=(0, disk), cluster_allows_root=True)
+    assert both.groups == (0, disk)
+    assert owner_isolation(min_gid=5).resolve("iso-alice", uid=62090, groups=(disk,)).groups == (disk,)
+    with pytest.raises(IdentityError, match="system group"):  # gid 0 whatever min_gid says
+        owner_isolation(min_gid=1).resolve("iso-alice", uid=62090, groups=(0,))
+    assert isolation.resolve("iso-alice", uid=62090, gid=62091, groups=(1000, 62092)).groups == (1000, 62092)
+
+    # the first normal gid as useradd reads it
+    defs = tmp_path / "login.defs"
+    defs.write_text("# GID_MIN 7\nUID_MIN 500\n  GID_MIN\t\t 2000 \nGID_MAX 60000\n")
+    assert first_normal_gid(defs) == 2000
+    defs.write_text("GID_MIN nonsense\n")
+    assert first_normal_gid(defs) == 1000
+    assert first_normal_gid(tmp_path / "absent") == 1000
+    assert IsolationConfig.parse({"min_gid": 500}).min_gid == 500
+    for bad in (0, -1, "x", True, 2**31):
+        with pytest.raises(ValueError, match="min_gid"):
+            IsolationConfig.parse({"min_gid": bad})
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, isolation)
+        with pytest.raises(StartError, match=rf"group {disk} \(disk\)"):
+            await rt.start(spec(1, ["id"], owner="iso-alice", owner_uid=62090, owner_groups=(disk,)))
+        record = rt.get(1)
+        assert record.state == "failed_to_start" and "system group" in record.message
+
+    run_async(scenario())

@@ -159,3 +159,41 @@ def test_an_invalid_posix_identity_is_refused_with_a_clear_error_and_changes_not
     errors = answer.context["adminform"].form.errors.as_text()  # type: ignore[attr-defined]
     assert words in errors, errors
     assert _identity(user) == (7000, 7000, [1])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"posix_uid": "7000", "posix_groups": "6"},  # disk
+        {"posix_uid": "7000", "posix_groups": "2000, 0"},  # root's group
+        {"posix_uid": "7000", "posix_groups": "[999]"},
+        {"posix_uid": "7000", "posix_gid": "0"},
+        {"posix_uid": "7000", "posix_gid": "42"},  # shadow
+    ],
+)
+def test_an_admin_set_system_group_is_refused_unless_a_cluster_allows_root_workloads(
+    admin_client: object, fields: dict[str, str]
+) -> None:
+    """sec41: a system group (``disk``, ``docker``, ``shadow``, gid 0: below the first normal gid,
+    ``FAIRWAY_POSIX_MIN_GID``, 1000 as useradd's ``GID_MIN``) is root-equivalent on a host. The
+    admin refuses it with the reason while no cluster allows root workloads (every agent would
+    refuse the start: it needs the cluster's and the host's consent, as a system uid); once one
+    does, it is saved and each agent still checks its own host's consent and ``GID_MIN``."""
+    from accounts.models import User
+    from scheduler.models import Cluster
+
+    user = User.objects.create(username="gina", posix_uid=7000)
+    answer = _admin_change(admin_client, user, **fields)
+    assert answer.status_code == 200  # type: ignore[attr-defined]
+    errors = answer.context["adminform"].form.errors.as_text()  # type: ignore[attr-defined]
+    assert "system group" in errors and "allow_root_workloads" in errors, errors
+    assert _identity(user) == (7000, None, [])
+
+    normal = {"posix_uid": "7000", "posix_gid": "1000", "posix_groups": "1000, 2000"}
+    assert _admin_change(admin_client, user, **normal).status_code == 302  # type: ignore[attr-defined]
+    assert _identity(user) == (7000, 1000, [1000, 2000])
+
+    Cluster.objects.create(name="trusted", allow_root_workloads=True)
+    assert _admin_change(admin_client, user, **fields).status_code == 302  # type: ignore[attr-defined]
+    assert _identity(user)[0] == 7000

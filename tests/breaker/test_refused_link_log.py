@@ -68,7 +68,8 @@ def test_a_removed_hosts_agent_is_told_why_in_the_close_frame():
 
     out = asyncio.run(_close_of([(b"authorization", f"Bearer {gone_token}".encode())]))
 
-    assert out["type"] == "websocket.close" and out["code"] == 4401, out
+    # sec41: with its own code (4410), on which the agent stops instead of reconnecting
+    assert out["type"] == "websocket.close" and out["code"] == 4410, out
     assert out.get("reason") == "host 'retired-7' was removed from the cluster", out
     unknown = asyncio.run(_close_of([(b"authorization", b"Bearer fwh_nope")]))
     assert "unknown host token" in unknown.get("reason", ""), unknown

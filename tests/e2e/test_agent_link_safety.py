@@ -226,6 +226,24 @@ async def _rotate(host: Host, token: str) -> None:
     await fresh.disconnect()
 
 
+def test_removing_a_host_closes_its_connection_with_the_host_removed_code(host_token):
+    """sec41: removal closed the open connection with 4401 ("host token removed"), which the agent
+    retries; it is 4410 now, at once and at every later connect (tests/e2e/test_host_removed.py
+    runs the real agent on it)."""
+    asyncio.run(_remove(*host_token))
+
+
+async def _remove(host: Host, token: str) -> None:
+    from scheduler.services import do_remove_host
+
+    comm = await _welcomed(token)
+    await sync_to_async(do_remove_host)(None, host, "decommissioned")
+    assert (await _until_closed(comm))[0] == protocol.CLOSE_HOST_REMOVED == 4410
+    again = _communicator(token)
+    assert (await again.connect())[0]
+    assert (await _until_closed(again))[0] == 4410
+
+
 def test_revoking_a_host_token_closes_its_connections_and_refuses_the_token(host_token):
     asyncio.run(_revoke(*host_token))
 

@@ -41,6 +41,10 @@ def live_world(
 
 
 def scrape_text(client: Client) -> str:
+    """A fresh scrape (not the exposition a process keeps a few seconds without a token)."""
+    from scheduler import health
+
+    health.METRICS.forget()
     answer = client.get("/metrics")
     assert answer.status_code == 200, answer.content
     return answer.content.decode()

@@ -32,7 +32,8 @@ def tick_at(cluster_id: int, at: float) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_ticks():
+def _no_ticks(settings):
+    settings.FAIRWAY_READYZ_CACHE_S = 0  # each request checks (the flood test keeps them)
     forget_ticks()
     yield
     forget_ticks()
@@ -110,3 +111,43 @@ def test_probes_are_exempt_from_the_https_redirect():
     from django.conf import settings
 
     assert {r"^livez$", r"^readyz$", r"^metrics$"} <= set(settings.SECURE_REDIRECT_EXEMPT)
+
+
+def test_anonymous_readyz_floods_cost_one_set_of_queries_per_interval(cluster, client, settings, monkeypatch):
+    """sec41: every ``/readyz`` ran its checks (queries, a Redis PING), so an anonymous flood
+    cost database work per request. Each process now keeps the checks' results
+    ``FAIRWAY_READYZ_CACHE_S`` (1 s): N requests within the interval cost at most one set of
+    queries, whatever N; the next interval checks again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    prom.record_tick(cluster.pk, 0.01)
+    now = [1000.0]
+    monkeypatch.setattr(health, "clock", lambda: now[0])
+    health.forget_recent()
+    health.check_migrations()  # remembered once true: the steady state's queries from here
+    settings.FAIRWAY_READYZ_CACHE_S = 1.0  # the default (the module's fixture sets 0)
+    with CaptureQueriesContext(connection) as first:
+        assert client.get("/readyz").status_code == 200
+    assert len(first) >= 2  # SELECT 1 and the clusters
+    with CaptureQueriesContext(connection) as flood:
+        for _ in range(25):
+            answer = client.get("/readyz")
+            assert answer.status_code == 200 and answer.json()["checks"]["database"]["ok"] is True
+        now[0] += 0.9
+        assert client.get("/readyz").status_code == 200
+    assert len(flood) == 0, [q["sql"] for q in flood]
+    # another exclude set is another answer; the next interval checks again
+    with CaptureQueriesContext(connection) as other:
+        for _ in range(5):
+            assert client.get("/readyz?exclude=tick").status_code == 200
+    assert 0 < len(other) < len(first)
+    now[0] += 0.2
+    with CaptureQueriesContext(connection) as later:
+        for _ in range(5):
+            client.get("/readyz")
+    assert len(later) == len(first)
+    # a failure is seen within the interval too
+    settings.FAIRWAY_READYZ_CACHE_S = 0
+    monkeypatch.setitem(health.CHECKS, "redis", lambda: (False, "down"))
+    assert client.get("/readyz").status_code == 503

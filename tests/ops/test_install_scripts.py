@@ -234,3 +234,15 @@ def test_an_agent_host_without_a_package_index_is_told_what_to_give_pip(tmp_path
     assert last.startswith("install.sh: pip could not install the agent's dependencies (websockets==")
     assert "PyYAML==" in last and "PIP_FIND_LINKS=DIR PIP_NO_INDEX=1" in last
     assert "joining" not in done.stdout
+
+
+def test_the_agent_unit_does_not_restart_an_agent_whose_host_was_removed(tmp_path: Path) -> None:
+    """sec41: a removed host's agent exits with EXIT_HOST_REMOVED (tests/e2e/test_host_removed.py);
+    ``Restart=always`` would start it again every 5 s, each start refused: the unit names that
+    status in ``RestartPreventExitStatus=``, every other exit still restarts it."""
+    from agent.client import EXIT_HOST_REMOVED
+
+    done = _bash_stdin(_served("/agent/install.sh"), "--print-unit", "--prefix", str(tmp_path / "agent"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\nRestart=always\n" in done.stdout
+    assert f"\nRestartPreventExitStatus={EXIT_HOST_REMOVED}\n" in done.stdout, done.stdout

@@ -104,3 +104,43 @@ def test_exporter_gpu_states_are_the_apis(world, client, api_client_for):
     assert ("fairway_gpus", (c, ("state", "unhealthy"))) not in m
     assert m[("fairway_unhealthy_gpus", (c,))] == api["unhealthy"] == 2
     assert sum(exported.values()) == api["gpus"] == 7
+
+
+def test_anonymous_scrapes_without_a_token_cost_one_set_of_queries_per_interval(world, client, settings, monkeypatch):
+    """sec41: without ``FAIRWAY_METRICS_TOKEN`` anyone may scrape, and every scrape ran the
+    collector's queries: an anonymous flood cost database work per request. Without a token the
+    exposition is kept ``FAIRWAY_METRICS_CACHE_S`` (5 s) per process, so N scrapes within it cost
+    one set of queries; with a token every authorized scrape is fresh (Prometheus alone)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduler import health
+
+    now = [5000.0]
+    monkeypatch.setattr(health, "clock", lambda: now[0])
+    health.forget_recent()
+    assert settings.FAIRWAY_METRICS_CACHE_S == 5.0
+    with CaptureQueriesContext(connection) as first:
+        before = scrape(client)
+    assert len(first) > 5
+    with CaptureQueriesContext(connection) as flood:
+        for _ in range(20):
+            assert scrape(client) == before
+        now[0] += 4.5
+        assert scrape(client) == before
+    assert len(flood) == 0, [q["sql"] for q in flood]
+    now[0] += 1
+    with CaptureQueriesContext(connection) as later:
+        scrape(client)
+        scrape(client)
+    assert len(later) == len(first)
+
+    settings.FAIRWAY_METRICS_TOKEN = "s3cret-scrape"
+    with CaptureQueriesContext(connection) as refused:
+        for _ in range(10):
+            assert client.get("/metrics").status_code == 401
+    assert len(refused) == 0
+    with CaptureQueriesContext(connection) as scrapes:
+        scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-scrape")
+        scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-scrape")
+    assert len(scrapes) == 2 * len(first)
