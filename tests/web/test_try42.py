@@ -144,3 +144,13 @@ def test_in_a_browser_the_budgets_page_and_the_submit_form_say_the_windows_and_l
                 assert page.evaluate(DANGLING_JS) == [], path
         finally:
             browser.close()
+
+
+def test_the_admin_index_names_gpus_as_every_page_does(admin):
+    """The admin's index (and its breadcrumbs) said "Gpus" where every page says "GPUs"."""
+    browser = Client()
+    browser.force_login(admin)
+    index = browser.get("/admin/").content.decode()
+    assert ">GPUs<" in index
+    assert "Gpus" not in index
+    assert "Gpus" not in browser.get("/admin/scheduler/gpu/").content.decode()
