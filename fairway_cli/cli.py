@@ -924,6 +924,9 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     shown = events[max(0, len(events) - args.events) :] if args.events else []
     if shown:
         out.write("events:\n")
+        if left_out := len(events) - len(shown):  # the page and the API show every one (try42)
+            plural = "s" if left_out > 1 else ""
+            out.write(f"  … {left_out} earlier event{plural}: fairway show {w['id']} --events {len(events)}\n")
         for e in shown:
             actor = f" (by {e['actor']})" if e.get("actor") else ""
             out.write(f"  {when(e['at'])}  {e['kind']}: {e['message']}{actor}\n")

@@ -138,6 +138,8 @@ class GPU(models.Model):
     class Meta:
         ordering = ["host__name", "index"]
         constraints = [models.UniqueConstraint(fields=["host", "index"], name="gpu_unique_host_index")]
+        verbose_name = "GPU"  # the admin's index said "Gpus" (try42)
+        verbose_name_plural = "GPUs"
 
     def __str__(self) -> str:
         return f"{self.host.name}:{self.index}"

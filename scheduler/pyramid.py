@@ -41,6 +41,10 @@ from django.utils import timezone
 from scheduler.models import GPU, AttemptGPU, Cluster, ClusterHourlyMetrics, Host
 
 HOUR = timedelta(hours=1)
+DEFAULT_RANGE = timedelta(days=7)
+"""The range the pyramid covers unless asked otherwise: the metrics page's, ``GET
+metrics/pyramid/``'s and ``fairway metrics``' (``--days 7``). The API's was the last 24 hours,
+so it showed other figures than the page for the same cluster and moment (try42)."""
 
 
 def hour_of(at: datetime) -> datetime:

@@ -321,9 +321,14 @@ def _check_size(
     hardware = _hardware(cluster) if hardware is None else hardware
     if not gpu_model:
         models = sorted({model for model, *_rest in hardware})
-        if len(models) != 1:
-            have = ", ".join(models) or "none"
-            return gpu_model, FieldProblem("unknown_model", "gpu_model", f"Give a GPU model (cluster has: {have}).")
+        # in the words of the refusal of a named model (policy.admission.infeasible_request): "Give a
+        # GPU model (cluster has: none)." asked for a choice that did not exist (try42)
+        if not models:
+            message = f"Cluster {cluster.name} has no GPUs yet (it has: no registered hosts)."
+            return gpu_model, FieldProblem("unknown_model", "gpu_model", message)
+        if len(models) > 1:
+            message = f"Give a GPU model: cluster {cluster.name} has {', '.join(models)}."
+            return gpu_model, FieldProblem("unknown_model", "gpu_model", message)
         gpu_model = models[0]
     bad = infeasible_in(_host_table(hardware), gpu_model, gpu_count, cluster=cluster.name, cpus=cpus, memory=memory)
     if bad is None:

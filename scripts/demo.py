@@ -415,6 +415,14 @@ class Demo:
         print(f"CLI: .venv/bin/fairway login --server {url} -u researcher   (password as above)", flush=True)
         print(f"Logs: {self.logs}", flush=True)
 
+    def print_kept(self) -> None:
+        """What ``--exit`` leaves: it stops at once, so no URL to open, but the replay's database."""
+        say(
+            "EXIT=1: stopping now. The replay's database stays in "
+            f"{self.var} until the next demo; to browse it (logins as above, no agents: its hosts "
+            f"go offline): FAIRWAY_VAR_DIR={self.var} .venv/bin/python manage.py serve --port {self.port}"
+        )
+
     # --- stopping ----------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -588,6 +596,17 @@ def say(message: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def after_replay(demo: Any, *, exit_now: bool) -> None:
+    """Once the replay is done: with ``--exit`` say what is left and return (the caller stops
+    everything), else print the URLs and logins again and serve until Ctrl-C. ``--exit`` printed
+    the URLs and logins as well, then stopped the server in the same second (try42)."""
+    if exit_now:
+        demo.print_kept()
+        return
+    demo.print_access()
+    demo.serve_forever()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run the Fairway demo (see docs/demo.md).")
     parser.add_argument("--exit", action="store_true", help="exit when the replay is done (make demo EXIT=1)")
@@ -631,9 +650,7 @@ def main() -> int:
         demo.print_access()  # the replay takes minutes: the UI and the CLI can follow it live
         code = demo.run_replay()
         say(f"replay finished with exit code {code} after {time.monotonic() - started:.0f} s of demo")
-        demo.print_access()
-        if not args.exit:
-            demo.serve_forever()
+        after_replay(demo, exit_now=args.exit)
     except KeyboardInterrupt:
         print(flush=True)
         if code is None:  # interrupted before the replay ended

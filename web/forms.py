@@ -15,6 +15,7 @@ from django.core.validators import MaxValueValidator
 from agent.protocol import MAX_MESSAGE_BYTES
 from config.errors import ServiceError
 from config.parsers import find_unencodable
+from fairway_cli.numbers import duration_text
 from fairway_common import strict_yaml
 from scheduler.api.serializers import WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
@@ -115,8 +116,9 @@ class SubmitForm(forms.Form):
         retries.validators.append(MaxValueValidator(most))
         retries.error_messages.update(min_value=retries_problem(most), max_value=retries_problem(most))
         retries.widget.attrs["max"] = most
+        # the refusal's words (services: "at most 1d"); whole hours floored 5400 s to "1 h" (try42)
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
-        self.fields["min_runtime"].help_text += f" At most {max_m // 3600} h."
+        self.fields["min_runtime"].help_text += f" At most {duration_text(max_m)}."
 
     def submission(self) -> dict[str, Any]:
         """The API-shaped submission (after ``is_valid()``); env lines that do not parse are field errors.

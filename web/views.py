@@ -15,7 +15,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -65,7 +65,7 @@ from scheduler.models import (
 )
 from scheduler.notifications import listed_kinds
 from scheduler.notifications import save_settings as save_notification_settings
-from scheduler.pyramid import pyramid_report
+from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
 from scheduler.services import (
     HOST_ACTIONS,
@@ -590,7 +590,7 @@ def budgets(request: HttpRequest) -> HttpResponse:
             "standings": standings,
             "plots": plots,
             "accessible": scope.accessible,
-            "window_days": _window_days(),
+            "window_s": _window_s(),
             "statements": _statement_links(scope),
         },
     )
@@ -620,10 +620,10 @@ def _usage_plot(b: Any, width: int = 160, height: int = 36) -> dict[str, str]:
     return {"usage": usage, "entitlement": ent, "width": str(width), "height": str(height)}
 
 
-def _window_days() -> float:
+def _window_s() -> int:
     from django.conf import settings
 
-    return int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
+    return int(settings.FAIRWAY["LOOKBACK_WINDOW_S"])
 
 
 def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
@@ -750,7 +750,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     clusters = list(Cluster.objects.order_by("name"))
     now = timezone.now()
     pyramids = []
-    for report in pyramid_report(clusters, now - timedelta(days=7), now, now):
+    for report in pyramid_report(clusters, now - DEFAULT_RANGE, now, now):
         hours = report["hours"]
         # The chart's first and last points (hour starts), written under it as its time axis.
         ends = [datetime.fromisoformat(hours[i]["hour"]) for i in (0, -1)] if hours else [None, None]

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from config.api import FairwayAPIView
 from scheduler.api.params import INSTANT_HELP, cluster_param, parse_instant, refuse_unknown
 from scheduler.models import Cluster
-from scheduler.pyramid import pyramid_report
+from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 
 MAX_RANGE = timedelta(days=400)
 
@@ -77,13 +77,14 @@ class PyramidSerializer(serializers.Serializer):
 
 
 class PyramidView(FairwayAPIView):
-    """The pyramid of the hourly roll-ups plus the current, partial hour: default the last 24 hours,
+    """The pyramid of the hourly roll-ups plus the current, partial hour: default the last 7 days (the
+    metrics page's and ``fairway metrics``' range, ``pyramid.DEFAULT_RANGE``),
     every cluster; ``range`` says what is covered."""
 
     @extend_schema(
         parameters=[
             OpenApiParameter("cluster", OpenApiTypes.STR, description="one cluster (name)"),
-            OpenApiParameter("since", OpenApiTypes.STR, description=f"start, {INSTANT_HELP} (default: 24 hours ago)"),
+            OpenApiParameter("since", OpenApiTypes.STR, description=f"start, {INSTANT_HELP} (default: 7 days ago)"),
             OpenApiParameter("until", OpenApiTypes.STR, description="end, exclusive, the same forms (default: now)"),
         ],
         responses=PyramidSerializer(many=True),
@@ -93,7 +94,7 @@ class PyramidView(FairwayAPIView):
         now = timezone.now()
         until = parse_instant("until", request.query_params.get("until"), now, now)
         try:
-            since = parse_instant("since", request.query_params.get("since"), now, until - timedelta(hours=24))
+            since = parse_instant("since", request.query_params.get("since"), now, until - DEFAULT_RANGE)
         except OverflowError:
             raise serializers.ValidationError({"until": ["out of range"]}) from None
         if since >= until:

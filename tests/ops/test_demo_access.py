@@ -50,3 +50,27 @@ def test_the_demo_database_is_readable_only_by_its_owner(demo, tmp_path, monkeyp
     args = SimpleNamespace(hosts=1, gpus=1, history_days=0)
     demo.Demo.prepare(SimpleNamespace(var=var, logs=var / "logs", manage=manage, args=args))
     assert seen["mode"] == 0o600
+
+
+def test_the_demo_with_exit_does_not_print_urls_it_is_about_to_stop_serving(demo, capsys):
+    """try42: `make demo EXIT=1` printed "Web UI: http://127.0.0.1:8745/ ... login admin / ..."
+    after the replay, as if it kept serving, then stopped the server in the same second. With
+    EXIT=1 it now says that it stops and how to browse the replay's database afterwards."""
+    calls: list[str] = []
+    fake = SimpleNamespace(
+        port=8745,
+        var=Path("/work/x/var/demo"),
+        logs=Path("/work/x/var/demo/logs"),
+        print_access=lambda: calls.append("print_access"),
+        serve_forever=lambda: calls.append("serve_forever"),
+    )
+    fake.print_kept = lambda: demo.Demo.print_kept(fake)
+    demo.after_replay(fake, exit_now=True)
+    out = capsys.readouterr().out
+    assert calls == []
+    assert "Web UI:" not in out
+    assert "stopping" in out
+    assert "FAIRWAY_VAR_DIR=/work/x/var/demo .venv/bin/python manage.py serve --port 8745" in out
+
+    demo.after_replay(fake, exit_now=False)  # without EXIT=1: the URLs, then it serves
+    assert calls == ["print_access", "serve_forever"]
