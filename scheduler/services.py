@@ -1304,6 +1304,20 @@ def host_action_problem(host: Host, verb: str) -> str | None:
     return None
 
 
+HOST_OPERATOR_PERMISSION = "scheduler.change_host"
+"""What operating a host (cordon, drain, drain now, resume, remove) needs beside ``is_staff``, on
+every surface: the admin's actions, the hosts API (``fairway hosts``) and the clusters page
+(docs/deploy.md; brk42: the API and the page took any staff member, a view-only one included)."""
+
+HOST_OPERATOR_REFUSAL = "Only admins with the change_host permission cordon, drain, resume or remove hosts."
+
+
+def may_operate_hosts(user: User | None) -> bool:
+    """Whether ``user`` may cordon, drain, drain now, resume or remove hosts: staff holding
+    :data:`HOST_OPERATOR_PERMISSION` (a superuser holds every permission)."""
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(HOST_OPERATOR_PERMISSION))
+
+
 def host_actions(host: Host) -> list[str]:
     """The verbs of :data:`HOST_ACTIONS` that apply to ``host`` now (:func:`host_action_problem`)."""
     return [verb for verb in HOST_ACTIONS if host_action_problem(host, verb) is None]
