@@ -12,8 +12,10 @@ from rest_framework.test import APIClient
 
 from accounts.models import User
 from accounts.services import create_api_token
-from scheduler.models import Host, HostEvent
-from scheduler.services import HOST_OPERATOR_REFUSAL
+from fairway_cli.cli import EXIT_OK, EXIT_USAGE
+from scheduler.models import Host, HostEvent, Workload
+from scheduler.services import HOST_OPERATOR_REFUSAL, do_submit_workload
+from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
 
 HOST_VERBS = ["cordon", "drain", "drain-now", "resume"]
 
@@ -97,3 +99,99 @@ def test_a_staff_member_with_change_host_still_acts_on_both(hosts, verb):
     client.post(f"/hosts/{other.name}/{verb}/", {"reason": "x"})
     other.refresh_from_db()
     assert other.state == {"cordon": "cordoned", "drain": "draining", "drain-now": "draining", "resume": "active"}[verb]
+
+
+# --- fairway submit -f SPEC with flags ---------------------------------------------------------
+
+
+def _spec(tmp_path: Any, extra: str) -> str:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("budget: nlp/olmo\ngpu_model: A100\ncommand: [python, s.py]\nmin_runtime: 1h\n" + extra)
+    return str(spec)
+
+
+@pytest.mark.parametrize("written", ["[{a}]", '"{a}"', "{a}", '"#{a}:ok"'])
+def test_after_in_a_spec_and_after_flags_are_all_waited_for(
+    logged_in,  # noqa: F811
+    researcher,
+    submit_kwargs,
+    tmp_path,
+    written,
+):
+    """``-v`` and ``--env`` add to the spec's mounts and env, but ``--after`` replaced the spec's
+    ``after``: ``-f job.yaml --after 13`` silently dropped the spec's ``after: [12]``, so the job
+    could start before 12 had produced what it reads."""
+    first, second = (do_submit_workload(researcher, **submit_kwargs(name=n)) for n in ("first", "second"))
+    spec = _spec(tmp_path, f"name: third\nafter: {written.format(a=first.pk)}\n")
+    code, _out, err = logged_in("submit", "-f", spec, "--after", f"{second.pk}:any")
+    assert code == EXIT_OK, err
+    made = Workload.objects.get(name="third")
+    assert sorted(made.dependencies.values_list("after_id", "condition")) == [(first.pk, "ok"), (second.pk, "any")]
+
+
+def test_mounts_in_a_spec_written_as_one_name_are_not_split_into_letters_by_a_v_flag(
+    logged_in,  # noqa: F811
+    tmp_path,
+):
+    """``mounts: datasets`` (one string) beside ``-v home`` became ``["d", "a", "t", ...,
+    "home"]``: the server then refused a mount ``'d'`` the person never wrote."""
+    code, _out, err = logged_in("submit", "-f", _spec(tmp_path, "mounts: datasets\n"), "-v", "home")
+    assert code == EXIT_USAGE, err
+    assert "mounts" in err and "a list" in err and "'d'" not in err
+    assert not Workload.objects.exists()
+
+
+# --- budget names ------------------------------------------------------------------------------
+
+SPOOFS = ["olmo\u200b", "\u202eomlo", "ol\u00admo", "olmo\x1b[8m", "ol\nmo", "ol\u2028mo"]
+
+
+@pytest.mark.parametrize("name", SPOOFS)
+def test_a_budget_name_with_an_invisible_character_is_refused_as_every_other_name(org_tree, name):
+    """A budget's name is on every page and in every path (``nlp/olmo``), but it took a zero-width
+    space, a bidirectional override or a control character that workload names, GPU models, labels,
+    token names and a trace's VCs refuse (``gpu_text.invisible_problem``): ``olmo\\u200b`` beside
+    ``olmo`` showed as a second ``nlp/olmo`` that ``-b nlp/olmo`` could never name (pasted from a
+    chat or a wiki page, such characters come along unseen)."""
+    from budgets.models import Budget
+    from budgets.services import BudgetError, do_create_budget
+
+    count = Budget.objects.count()
+    with pytest.raises(BudgetError) as refused:
+        do_create_budget(name=name, parent=org_tree["nlp"])
+    assert refused.value.problems[0].code == "invalid_name"
+    assert "U+" in refused.value.problems[0].message
+    assert Budget.objects.count() == count
+
+
+@pytest.mark.parametrize("name", SPOOFS[:3])
+def test_the_admin_refuses_such_a_budget_name_too(org_tree, name):
+    from django.core.exceptions import ValidationError
+
+    from budgets.models import Budget
+
+    with pytest.raises(ValidationError) as refused:
+        Budget(name=name, parent=org_tree["nlp"]).full_clean()
+    assert "U+" in str(refused.value.message_dict["name"])
+
+
+def test_a_scenario_file_refuses_such_a_budget_name_on_both_backends(tmp_path):
+    """brk30's rule: a scenario file the db backend cannot store is refused when read, not taken by
+    the memory backend alone."""
+    from scheduler.scenarios.spec import ScenarioError, load_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        'name: s\nhosts:\n  - {name: h1, gpus: 8}\nbudgets:\n  - {path: "A/ol\\u200bmo", shares: 1}\n'
+        "steps:\n  - expect: {usage: {A: 0}}\n"
+    )
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(path)
+    assert "U+200B" in str(refused.value)
+
+
+def test_plain_names_still_pass(org_tree):
+    from budgets.services import do_create_budget
+
+    for name in ("olmo-2", "Ünïcödé", "vc 1", "数据"):
+        assert do_create_budget(name=name, parent=org_tree["vision"]).name == name
