@@ -511,7 +511,7 @@ def _is_image_reference(image: str) -> bool:
     return m is not None and len(m.group("name")) <= 255
 
 
-@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
+@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),) if w.pk is not None else None)
 def do_submit_workload(
     owner: User,
     *,

@@ -195,3 +195,43 @@ def test_plain_names_still_pass(org_tree):
 
     for name in ("olmo-2", "Ünïcödé", "vc 1", "数据"):
         assert do_create_budget(name=name, parent=org_tree["vision"]).name == name
+
+
+# --- the submissions histogram ------------------------------------------------------------------
+
+
+def _submissions_counted() -> float:
+    from scheduler import histograms
+
+    raw = histograms._raw(histograms.SUBMISSION_DURATION)  # noqa: SLF001 -- the stored series
+    return sum(v for k, v in raw.items() if k.endswith(f"{histograms.SEP}count"))
+
+
+def test_a_quote_is_not_counted_as_a_submission(researcher_client, submission, cluster):
+    """``fairway_submission_duration_seconds`` counts submissions (its ``_count`` is the rate a
+    dashboard draws), but every quote (a ``dry_run`` of the submission, 30 a minute per user) was
+    counted as one."""
+    from scheduler import histograms
+
+    histograms.reset()
+    assert researcher_client.post("/api/v1/workloads/quote/", submission(), format="json").status_code == 200
+    assert _submissions_counted() == 0
+    assert researcher_client.post("/api/v1/workloads/", submission(), format="json").status_code == 201
+    assert _submissions_counted() == 1
+
+
+def test_the_submit_pages_checks_and_quotes_are_not_counted_as_submissions(researcher, cluster):
+    """The page runs a refused form's submission in a transaction it rolls back, to list every
+    problem at once (``web.views._all_problems``): counted as a submission though none was made."""
+    from scheduler import histograms
+
+    histograms.reset()
+    client = _web(researcher)
+    form = {"name": "x", "command": "python t.py", "cluster": "default", "gpu_model": "A100", "gpu_count": "1",
+            "budget": "nlp/olmo", "min_runtime": "1h", "retries": "0"}  # fmt: skip
+    assert client.post("/submit/", {**form, "cpus": "0"}).status_code == 400  # the form refuses cpus
+    assert client.post("/submit/", {**form, "quote": "1"}).status_code == 200
+    assert not Workload.objects.exists()
+    assert _submissions_counted() == 0
+    assert client.post("/submit/", form).status_code == 302
+    assert _submissions_counted() == 1
