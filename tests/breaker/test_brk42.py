@@ -235,3 +235,56 @@ def test_the_submit_pages_checks_and_quotes_are_not_counted_as_submissions(resea
     assert _submissions_counted() == 0
     assert client.post("/submit/", form).status_code == 302
     assert _submissions_counted() == 1
+
+
+# --- estimate_moved notifications ---------------------------------------------------------------
+
+
+def test_an_estimate_flipping_back_and_forth_notifies_once_an_hour(researcher, submit_kwargs):
+    """Any researcher moves others' estimates by hours by submitting a large job their budget ranks
+    first and cancelling it (free while pending), again and again: each estimate run (every 15 s
+    or so) wrote an ``estimate_moved`` event and sent every owner who chose it an email or webhook
+    per flip, hundreds an hour. Now at most one an hour per workload, and a move is judged from
+    the start its owner was last told."""
+    from datetime import UTC, datetime, timedelta
+
+    from scheduler.estimates import _notify_moved
+    from scheduler.models import Notification, NotificationSettings, WorkloadEvent
+
+    researcher.email = "r@example.org"
+    researcher.save(update_fields=["email"])
+    NotificationSettings.objects.create(user=researcher, email_kinds=["estimate_moved"])
+    w = do_submit_workload(researcher, **submit_kwargs())
+    a = datetime(2026, 3, 3, 11, 0, tzinfo=UTC)
+    b = a + timedelta(hours=3)
+    for _ in range(3):  # the flood: A -> B, B -> A, ...
+        _notify_moved([(w, a, b)])
+        _notify_moved([(w, b, a)])
+    events = WorkloadEvent.objects.filter(workload=w, kind="estimate_moved")
+    assert events.count() == 1 and events.get().data == {"from": a.isoformat(), "to": b.isoformat()}
+    assert Notification.objects.count() == 1
+
+    # An hour on: a move judged from what the owner was told (B), not from the last run's value.
+    events.update(at=events.get().at - timedelta(hours=2))
+    _notify_moved([(w, a, b + timedelta(minutes=30))])  # 30 min from B: nothing new to tell
+    assert events.count() == 1
+    _notify_moved([(w, b, a)])  # back to A, 3 h from B: told, from B
+    assert events.count() == 2
+    assert events.order_by("-id").first().data == {"from": b.isoformat(), "to": a.isoformat()}
+    assert Notification.objects.count() == 2
+
+
+def test_each_workload_has_its_own_hour(researcher, submit_kwargs):
+    from datetime import UTC, datetime, timedelta
+
+    from scheduler.estimates import _notify_moved
+    from scheduler.models import WorkloadEvent
+
+    one, two = (do_submit_workload(researcher, **submit_kwargs(name=n)) for n in ("one", "two"))
+    a = datetime(2026, 3, 3, 11, 0, tzinfo=UTC)
+    _notify_moved([(one, a, a + timedelta(hours=2))])
+    _notify_moved([(one, a + timedelta(hours=2), a), (two, a, a + timedelta(hours=2))])
+    assert sorted(WorkloadEvent.objects.filter(kind="estimate_moved").values_list("workload__name", flat=True)) == [
+        "one",
+        "two",
+    ]
