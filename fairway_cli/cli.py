@@ -578,10 +578,13 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         "array": args.array,
     }
     body.update({k: v for k, v in flags.items() if v is not None})
+    # -v and --after add to the spec's lists, as --env adds to its env (brk42: --after replaced the
+    # spec's after, silently dropping a dependency; -v split a spec's "mounts: data" into letters).
     if args.mount:
-        body["mounts"] = [*(body.get("mounts") or []), *args.mount]
+        body["mounts"] = [*_spec_list(body.get("mounts"), "mounts", "mount names", split=False), *args.mount]
     if args.after:
-        body["after"] = [a.strip() for item in args.after for a in item.split(",") if a.strip()]
+        flagged = [a.strip() for item in args.after for a in item.split(",") if a.strip()]
+        body["after"] = [*_spec_list(body.get("after"), "after", "ID[:ok|any]", split=True), *flagged]
     command = list(args.command or [])
     if command and command[0] == "--":
         command = command[1:]
@@ -601,6 +604,20 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     if "budget" not in body:
         body["budget"] = _sole_budget(api)
     return body
+
+
+def _spec_list(value: Any, field: str, items: str, *, split: bool) -> list[Any]:
+    """The spec's ``field`` as a list a flag can add to: none, a list, or (``split``, as the server
+    reads ``after``) a number or a comma-separated string; ``CliError`` (usage) for anything else."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    if split and isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if split and isinstance(value, str):
+        return [a.strip() for a in value.split(",") if a.strip()]
+    raise CliError(EXIT_USAGE, f"{field} in the spec is a list of {items}, not {escape_text(repr(value))[:60]}")
 
 
 def _sole_budget(api: Api) -> str:

@@ -6,6 +6,7 @@ snapshot, measures how many pending workloads carry an estimate and answers quot
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -209,7 +210,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             if (
                 value is not None
                 and w.estimated_start is not None
-                and abs(value - w.estimated_start).total_seconds() > 3600
+                and abs(value - w.estimated_start).total_seconds() > ESTIMATE_MOVED_S
             ):
                 moved.append((w, w.estimated_start, value))
             w.estimated_start = value
@@ -253,8 +254,50 @@ def _write_estimates(changed: list[Workload]) -> None:
         )
 
 
+ESTIMATE_MOVED_S = 3600
+"""An estimated start that moves by more than this is an ``estimate_moved`` event (docs/jobs.md),
+and a workload has at most one such event in this long."""
+
+
+def _told(moved: list[tuple[Workload, datetime, datetime]], now: datetime) -> list[tuple[Workload, datetime, datetime]]:
+    """The moves of ``moved`` to tell their owners: a workload's first, then one an hour at most
+    (:data:`ESTIMATE_MOVED_S`), each judged from the start its last ``estimate_moved`` event told
+    (brk42: anyone's submit and cancel of a large job flipped others' estimates back and forth by
+    hours at every estimate run, an email or webhook each time). Two queries."""
+    from django.db.models import Max
+
+    from scheduler.models import WorkloadEvent
+
+    last_ids = (
+        WorkloadEvent.objects.filter(workload_id__in=[w.pk for w, _old, _new in moved], kind="estimate_moved")
+        .values("workload_id")
+        .annotate(last=Max("id"))
+        .values_list("last", flat=True)
+    )
+    last = {
+        wid: (at, data)
+        for wid, at, data in WorkloadEvent.objects.filter(pk__in=list(last_ids)).values_list(
+            "workload_id", "at", "data"
+        )
+    }
+    told = []
+    for w, old, new in moved:
+        if w.pk in last:
+            at, data = last[w.pk]
+            if (now - at).total_seconds() < ESTIMATE_MOVED_S:
+                continue
+            # an event written otherwise: judged from the last run's estimate
+            with contextlib.suppress(TypeError, KeyError, ValueError):
+                old = datetime.fromisoformat(data["to"])
+            if abs(new - old).total_seconds() <= ESTIMATE_MOVED_S:
+                continue
+        told.append((w, old, new))
+    return told
+
+
 def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
-    """One ``estimate_moved`` event per workload, queued for its owner's notifications."""
+    """One ``estimate_moved`` event per workload whose move is told (:func:`_told`), queued for its
+    owner's notifications."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -262,6 +305,9 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
     from scheduler import notify
     from scheduler.models import WorkloadEvent
 
+    moved = _told(moved, timezone.now())
+    if not moved:
+        return
     with transaction.atomic():
         events = WorkloadEvent.objects.bulk_create(
             WorkloadEvent(

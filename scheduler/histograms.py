@@ -222,8 +222,10 @@ def _le(upper: float) -> str:
     return floatToGoString(upper)
 
 
-def timed(hist: Histogram, labels_of: Callable[[Any], Sequence[str]]) -> Callable[[F], F]:
-    """Decorator: observe the wall time of each call that returns (labels from its result)."""
+def timed(hist: Histogram, labels_of: Callable[[Any], Sequence[str] | None]) -> Callable[[F], F]:
+    """Decorator: observe the wall time of each call that returns (labels from its result; None:
+    the call is not observed, e.g. a submission's ``dry_run``, brk42: every quote was counted as a
+    submission)."""
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
@@ -231,7 +233,9 @@ def timed(hist: Histogram, labels_of: Callable[[Any], Sequence[str]]) -> Callabl
             began = time.perf_counter()
             result = fn(*args, **kwargs)
             try:
-                observe(hist, time.perf_counter() - began, *labels_of(result))
+                labels = labels_of(result)
+                if labels is not None:
+                    observe(hist, time.perf_counter() - began, *labels)
             except Exception:
                 logger.warning("could not record %s", hist.name, exc_info=True)
             return result

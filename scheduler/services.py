@@ -516,7 +516,7 @@ def _is_image_reference(image: str) -> bool:
     return m is not None and len(m.group("name")) <= 255
 
 
-@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),))
+@histograms.timed(histograms.SUBMISSION_DURATION, lambda w: (str(w.cluster_id),) if w.pk is not None else None)
 def do_submit_workload(
     owner: User,
     *,
@@ -1307,6 +1307,20 @@ def host_action_problem(host: Host, verb: str) -> str | None:
     if target == Host.State.ACTIVE and host.pending_inventory is not None:  # as do_set_host_state refuses
         return _inventory_pending(host)
     return None
+
+
+HOST_OPERATOR_PERMISSION = "scheduler.change_host"
+"""What operating a host (cordon, drain, drain now, resume, remove) needs beside ``is_staff``, on
+every surface: the admin's actions, the hosts API (``fairway hosts``) and the clusters page
+(docs/deploy.md; brk42: the API and the page took any staff member, a view-only one included)."""
+
+HOST_OPERATOR_REFUSAL = "Only admins with the change_host permission cordon, drain, resume or remove hosts."
+
+
+def may_operate_hosts(user: User | None) -> bool:
+    """Whether ``user`` may cordon, drain, drain now, resume or remove hosts: staff holding
+    :data:`HOST_OPERATOR_PERMISSION` (a superuser holds every permission)."""
+    return bool(user is not None and user.is_active and user.is_staff and user.has_perm(HOST_OPERATOR_PERMISSION))
 
 
 def host_actions(host: Host) -> list[str]:

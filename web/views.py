@@ -26,7 +26,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.paginator import EmptyPage, Paginator
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Prefetch, QuerySet
 from django.forms.utils import ErrorDict
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
@@ -76,6 +76,7 @@ from scheduler.services import (
     do_submit_workload,
     host_action_problem,
     host_actions,
+    may_operate_hosts,
     may_read_private,
 )
 from web.forms import NotificationForm, SpecForm, SubmitForm, parse_submission, spec_example
@@ -290,23 +291,16 @@ def submit(request: HttpRequest) -> HttpResponse:
     )
 
 
-class _DryRun(Exception):
-    """Rolls back a submission made only to collect its problems."""
-
-
 def _all_problems(user: User, form: SubmitForm, data: dict[str, Any]) -> None:
     """Add to ``form`` every problem the API's parser and the service find in ``data`` on fields the
     form did not already refuse, so one answer lists them all. Nothing is created: the service
-    runs inside a transaction that is rolled back."""
+    checks it as a quote does (``dry_run``; brk42: a submission in a transaction rolled back was
+    counted as a submission by ``fairway_submission_duration_seconds``)."""
     service_kwargs, errors = parse_submission(data)
     problems = [(field, message) for field, messages in errors.items() for message in messages]
     if service_kwargs is not None:
         try:
-            with transaction.atomic():
-                do_submit_workload(user, **service_kwargs)
-                raise _DryRun
-        except _DryRun:
-            pass
+            do_submit_workload(user, dry_run=True, **service_kwargs)
         except ServiceError as exc:
             problems += [(p.field, p.message) for p in exc.problems]
     for field, message in problems:
@@ -678,21 +672,29 @@ def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
         {"cluster": c, "occupancy": occ[c.name], "hosts": _host_rows(hosts_queryset().filter(cluster=c))}
         for c in cluster_list
     ]
-    return _render(request, "web/clusters.html", {"nav": "clusters", "sections": sections})
+    return _render(
+        request,
+        "web/clusters.html",
+        # the actions' column, by the rule the action view and the API apply (brk42: every staff member saw it)
+        {"nav": "clusters", "sections": sections, "operates_hosts": may_operate_hosts(request.user)},
+    )
 
 
 @login_required
 @require_POST
 def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
-    """Cordon, drain, drain now or resume a host: admins (staff) only. Anyone else is sent back
-    to the cluster page with the reason (a bare "403 Forbidden" before, and a traceback logged
-    by Django's handler for PermissionDenied): a warning line is logged."""
+    """Cordon, drain, drain now or resume a host: admins (staff) with ``change_host`` only, as in
+    the admin and the API (``services.may_operate_hosts``; brk42: any staff member, a view-only one
+    included). Anyone else is sent back to the cluster page with the reason (a bare "403
+    Forbidden" before, and a traceback logged by Django's handler for PermissionDenied): a warning
+    line is logged."""
     if verb not in HOST_ACTIONS:
         raise Http404(f"no host action {verb!r}")
     host = get_object_or_404(Host, name=name)
-    if not request.user.is_staff:
-        logger.warning("host action %s on %s refused: %s is not an admin", verb, host.name, request.user)
-        messages.error(request, f"{host.name}: only admins cordon, drain or resume hosts.")
+    if not may_operate_hosts(request.user):
+        logger.warning("host action %s on %s refused: %s may not change hosts", verb, host.name, request.user)
+        refusal = "only admins with the change_host permission cordon, drain or resume hosts."
+        messages.error(request, f"{host.name}: {refusal}")
         return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
     if problem := host_action_problem(host, verb):  # the rule of the page's buttons
         messages.error(request, problem)

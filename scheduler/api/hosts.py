@@ -21,7 +21,12 @@ from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
-from scheduler.services import do_remove_host, do_set_host_state
+from scheduler.services import (
+    HOST_OPERATOR_REFUSAL,
+    do_remove_host,
+    do_set_host_state,
+    may_operate_hosts,
+)
 
 
 class GpuSerializer(serializers.ModelSerializer):
@@ -279,7 +284,13 @@ def hosts_queryset() -> QuerySet[Host]:
 
 
 class IsAdminForHosts(IsAdminUser):
-    message = "Only admins (staff) cordon, drain, resume or remove hosts."
+    """Staff with ``change_host`` (``services.may_operate_hosts``), the admin's rule for its host
+    actions: a view-only staff member drained and removed hosts here (brk42)."""
+
+    message = HOST_OPERATOR_REFUSAL
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return may_operate_hosts(request.user)
 
 
 @extend_schema(

@@ -272,10 +272,13 @@ def _model(v: Any, file: str, key: str) -> str:
 
 
 def _budget_path(v: Any, file: str, key: str) -> str:
-    """A budget's path: names of 1-100 characters joined by '/' (the rule of the db backend's Budget)."""
+    """A budget's path: names of 1-100 characters joined by '/', printable text (the rule of the db
+    backend's Budget, ``budgets.models.budget_name_problem``)."""
     path = _str(v, file, key)
     if any(not 0 < len(name) <= MAX_BUDGET_NAME for name in path.split("/")):
         raise ScenarioError(file, key, f"{path[:120]!r}: each name of a path is 1-{MAX_BUDGET_NAME} characters")
+    if problem := invisible_problem(path):
+        raise ScenarioError(file, key, f"a budget path {problem}")
     return path
 
 

@@ -205,7 +205,7 @@ def test_tokens_page_shows_a_new_token_once_and_revokes(browser, researcher):
 def test_only_admins_operate_hosts_from_the_cluster_page(browser, admin_browser, hosts):
     assert b"Drain now" not in browser.get("/clusters/").content
     refused = browser.post("/hosts/a100-1/drain/", follow=True)  # back to the page, with the reason
-    assert b"only admins cordon, drain or resume hosts" in refused.content
+    assert b"only admins with the change_host permission cordon, drain or resume hosts" in refused.content
     assert Host.objects.get(name="a100-1").state == "active"
 
     assert b"Drain now" in admin_browser.get("/clusters/").content

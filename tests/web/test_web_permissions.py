@@ -43,7 +43,7 @@ def test_host_actions_from_the_web(world, persona, verb, caplog):  # noqa: F811
     if persona not in {"admin", "anonymous"}:
         assert state_of_the_world() == before
         page = client.get(response["Location"])
-        assert b"a100-1: only admins cordon, drain or resume hosts." in page.content
+        assert b"a100-1: only admins with the change_host permission cordon, drain or resume hosts." in page.content
         assert [r.levelname for r in caplog.records if "refused" in r.getMessage()] == ["WARNING"]
     elif persona == "anonymous":
         assert state_of_the_world() == before
