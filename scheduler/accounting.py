@@ -50,31 +50,52 @@ _RUN = ExpressionWrapper(
 )
 
 
+def host_silent_since(state: str, removed_at: datetime | None, last_heartbeat: datetime | None) -> datetime | None:
+    """The rule "a host is offline" for charging, stated once (DESIGN.md §4): a host in state
+    ``offline`` (the sweep marks it so once its agent is silent for ``HOST_OFFLINE_AFTER_S``), not
+    removed and heard from at least once, has run its attempts up to its last heartbeat, which this
+    returns; None for any other host (its attempts run now). Its SQL form is :data:`SILENT_HOST`
+    (compared with this on every combination in tests/api/test_offline_rule_once.py). Read by
+    :func:`silent_until`, the accounting's queries and the snapshot's hosts (the budgets' usage,
+    ``Attempt.charged_until``): one rule, whatever surface."""
+    if state == Host.State.OFFLINE and removed_at is None and last_heartbeat is not None:
+        return last_heartbeat
+    return None
+
+
 def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
     """The instant an open attempt holding ``links`` (with their GPU's host loaded) is known to have
-    run until: the earliest last heartbeat of an ``offline`` host among its open links; None when
-    none of its hosts is offline (it runs now). The rule of the budgets' usage (``snapshot``:
-    ``h.state = offline``, not removed, heard from at least once)."""
+    run until: the earliest last heartbeat of a silent host (:func:`host_silent_since`) among its
+    open links; None when none of its hosts is (it runs now)."""
     beats = [
-        link.gpu.host.last_heartbeat
+        beat
         for link in links
         if link.open
-        and link.gpu.host.state == Host.State.OFFLINE
-        and link.gpu.host.removed_at is None
-        and link.gpu.host.last_heartbeat is not None
+        and (beat := host_silent_since(link.gpu.host.state, link.gpu.host.removed_at, link.gpu.host.last_heartbeat))
+        is not None
     ]
     return min(beats) if beats else None
 
 
-SILENT_LINK = Q(
-    open=True,
-    gpu__host__state=Host.State.OFFLINE,
-    gpu__host__removed_at__isnull=True,
-    gpu__host__last_heartbeat__isnull=False,
-)
-"""An attempt's open GPU link on an ``offline`` host (not removed, heard from at least once), whose
-last heartbeat :func:`silent_until` reads: the one statement of that rule in SQL, for the readers
-below and the caps' usage (``snapshot.cap_records``, through :func:`silent_until_sql`)."""
+def _silent_host(prefix: str = "") -> Q:
+    """:func:`host_silent_since`'s condition as a ``Q`` on the host at ``prefix`` (``""``: the
+    host itself, ``"gpu__host__"``: an attempt link's host)."""
+    return Q(
+        **{
+            f"{prefix}state": Host.State.OFFLINE,
+            f"{prefix}removed_at__isnull": True,
+            f"{prefix}last_heartbeat__isnull": False,
+        }
+    )
+
+
+SILENT_HOST = _silent_host()
+"""A host :func:`host_silent_since` gives a last heartbeat for, in SQL (``Host`` rows)."""
+
+SILENT_LINK = Q(open=True) & _silent_host("gpu__host__")
+"""An attempt's open GPU link on a silent host (:data:`SILENT_HOST`), whose last heartbeat
+:func:`silent_until` reads: the rule in SQL, for the readers below and the caps' usage
+(``snapshot.cap_records``, through :func:`silent_until_sql`)."""
 
 
 def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:
