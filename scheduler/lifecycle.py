@@ -27,12 +27,9 @@ from agent.protocol import FATAL_XIDS
 from scheduler import histograms, metrics, notify
 from scheduler.gpu_text import gpu_text_problem
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
-from scheduler.stop_rules import REQUEUE_REASONS
+from scheduler.stop_rules import MAX_START_FAILURES, REQUEUE_REASONS
 
 logger = logging.getLogger(__name__)
-
-MAX_START_FAILURES = 3
-"""A workload is requeued after ``failed_to_start`` at most this many times, then fails (§4)."""
 
 _LIVE = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
 
