@@ -1428,6 +1428,9 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         out,
         right={"GPU", "UTIL", "MEM-USED", "TEMP"},
     )
+    for g in host.get("gpus") or []:
+        if g.get("report_text"):  # no sample: the server's words for why (scheduler.gpu_report)
+            out.write(f"GPU {g['index']}: {g['report_text']}\n")
     return EXIT_OK
 
 
