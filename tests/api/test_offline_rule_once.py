@@ -6,7 +6,9 @@ state at the same instant, on either side of ``HOST_OFFLINE_AFTER_S``."""
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -66,3 +68,17 @@ def test_snapshot_and_accounting_agree_at_the_offline_threshold(past, researcher
         assert open_attempt.charged_until == (snap.epoch(heartbeat) if past else None)
         usage = windowed_usage(s.usage, s.attempts, snap.epoch(now), s.window)
         assert usage[open_attempt.budget] == acct["charged_gpu_seconds"]
+
+
+def test_no_other_source_states_the_rule_again():
+    """The snapshot wrote ``state == Host.State.OFFLINE and last`` beside accounting's rule; the
+    scenario runner ``state=OFFLINE, removed_at__isnull=True, last_heartbeat__isnull=False``."""
+    root = Path(__file__).resolve().parents[2]
+    again = re.compile(r"State\.OFFLINE\s+and\s+\w*last|last_heartbeat__isnull=False")
+    offenders = [
+        str(path.relative_to(root))
+        for folder in ("scheduler", "web", "budgets")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path.name != "accounting.py" and again.search(path.read_text())
+    ]
+    assert offenders == []
