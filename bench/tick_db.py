@@ -1,6 +1,6 @@
 """Full tick benchmark on PostgreSQL (DESIGN.md §9): snapshot load + policy + apply. Prints, asserts nothing.
 
-    python bench/tick_db.py [--repeat 5] [--quick]
+    python bench/tick_db.py [--repeat 5] [--quick] [--caps N]
 
 The states are those ``bench/tick.py`` times at the first size: ``bench.synth.make_settled(1250,
 25000)``, a state the policy itself produced (1,250 hosts × 8 GPUs, 60 budgets in 3 levels, ~5,000
@@ -19,7 +19,10 @@ work); the per-budget history lumps are usage entries.
 Every timed tick runs inside an outer transaction that is rolled back afterwards, so every run
 sees the same state (and the commit itself is not timed). Times: median of ``--repeat`` runs after
 one untimed warm-up, split into snapshot load, policy and apply (lock and the cluster check are in
-the total). The SQL query count is that of one tick (``CaptureQueriesContext``).
+the total). The SQL query count is that of one tick (``CaptureQueriesContext``). ``--caps N`` times
+each state again with a cap on N budgets (every few budgets by pk, leaves and inner ones; a cap
+no budget reaches, 30-day period, so the decisions are the same) and prints the caps' own part:
+``snapshot.cap_records`` (the query) and ``cap_state`` (the totals in Python).
 """
 
 from __future__ import annotations
@@ -283,6 +286,17 @@ def populate(engine: Any, previous: dict[str, Any]) -> int:
     return cluster.pk
 
 
+def set_caps(n: int) -> None:
+    """A cap no budget reaches (10^6 GPU-hours per 30 days) on ``n`` budgets spread over the tree:
+    every ``len / n``-th by pk, leaves and inner budgets alike."""
+    from budgets.models import Budget
+
+    pks = list(Budget.objects.order_by("pk").values_list("pk", flat=True))
+    step = max(1, len(pks) // n)
+    chosen = pks[::step][:n]
+    Budget.objects.filter(pk__in=chosen).update(cap_gpu_hours=1_000_000, cap_period_days=30)
+
+
 def time_ticks(
     cluster_id: int, now: datetime, repeat: int, forget: bool = False, plain_hardware: bool = False
 ) -> tuple[dict[str, float], list[dict[str, float]], Any, int, tuple[int, int]]:
@@ -297,7 +311,13 @@ def time_ticks(
     from scheduler.models import Workload
 
     phases: dict[str, float] = {}
-    real = {"load": tick.load_snapshot, "policy": tick.schedule, "apply": tick._apply}
+    real = {
+        "load": tick.load_snapshot,
+        "policy": tick.schedule,
+        "apply": tick._apply,
+        "caps_sql": snapshot.cap_records,
+        "caps_py": snapshot.cap_state,
+    }
 
     def timed(key: str):  # noqa: ANN202
         def wrapper(*a: Any, **k: Any) -> Any:
@@ -320,6 +340,7 @@ def time_ticks(
     result = None
     queries = 0
     tick.load_snapshot, tick.schedule, tick._apply = timed("load"), timed("policy"), timed("apply")
+    snapshot.cap_records, snapshot.cap_state = timed("caps_sql"), timed("caps_py")  # type: ignore[assignment]
     kept_hardware = snapshot._hardware_kept
     if plain_hardware:
         snapshot._hardware_kept = snapshot._hardware_plain  # type: ignore[assignment]
@@ -342,9 +363,11 @@ def time_ticks(
                     changed = (codes, sum(1 for pk, rd in after.items() if before[pk] != rd))
                 transaction.set_rollback(True)
             if i > 0:  # the first run warms caches and is not counted
-                runs.append({**phases, "total": total, "total_cpu": total_cpu})
+                caps = {k: 0.0 for k in ("caps_sql", "caps_sql_cpu", "caps_py", "caps_py_cpu")}
+                runs.append({**caps, **phases, "total": total, "total_cpu": total_cpu})
     finally:
         tick.load_snapshot, tick.schedule, tick._apply = real["load"], real["policy"], real["apply"]
+        snapshot.cap_records, snapshot.cap_state = real["caps_sql"], real["caps_py"]  # type: ignore[assignment]
         snapshot._hardware_kept = kept_hardware  # type: ignore[assignment]
     assert result is not None and result.status == "ran", result
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -366,6 +389,13 @@ def main() -> None:
         action="store_true",
         help="time each state once more with every host and GPU row read by each snapshot "
         "(scheduler.snapshot._hardware_plain), not the hardware kept between ticks (needs REDIS_URL)",
+    )
+    ap.add_argument(
+        "--caps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time each state once more with a cap (never reached) on N budgets, and print the caps' part",
     )
     args = ap.parse_args()
 
@@ -411,8 +441,13 @@ def main() -> None:
             f"{Attempt.objects.filter(ended_at__isnull=False).count():,} closed attempts in the window "
             f"(engine {built:.1f} s, bulk_create {written:.1f} s)"
         )
-        variants = [(False, False)] + [(True, False)] * args.forget_kept + [(False, True)] * args.plain_hardware
-        for forget, plain in variants:
+        variants = (
+            [(False, False, 0)] + [(True, False, 0)] * args.forget_kept + [(False, True, 0)] * args.plain_hardware
+        )
+        variants += [(False, False, args.caps)] * bool(args.caps)
+        for forget, plain, ncaps in variants:
+            if ncaps:
+                set_caps(ncaps)
             med, runs, result, queries, (codes, changed) = time_ticks(
                 cluster_id, dt(engine.now), args.repeat, forget, plain
             )
@@ -421,6 +456,8 @@ def main() -> None:
                 if forget
                 else "  the snapshot reads every host and GPU row:"
                 if plain
+                else f"  after a tick before, with caps on {ncaps} budgets:"
+                if ncaps
                 else "  after a tick before:"
             )
             print(
@@ -440,6 +477,12 @@ def main() -> None:
                 f"total {med['total']:.3f} s (target 2.0 s: {verdict}); this process's CPU: "
                 f"load {med['load_cpu']:.3f} s, policy {med['policy_cpu']:.3f} s, apply {med['apply_cpu']:.3f} s, "
                 f"total {med['total_cpu']:.3f} s"
+            )
+            print(
+                f"  the caps' part: cap_records {med['caps_sql']:.3f} s (CPU {med['caps_sql_cpu']:.3f}), "
+                f"cap_state {med['caps_py']:.3f} s (CPU {med['caps_py_cpu']:.3f}): "
+                f"{100 * (med['caps_sql'] + med['caps_py']) / med['total']:.1f} % of the tick's wall time, "
+                f"{100 * (med['caps_sql_cpu'] + med['caps_py_cpu']) / med['total_cpu']:.1f} % of its CPU"
             )
 
 

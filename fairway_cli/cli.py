@@ -789,10 +789,10 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("WAIT", lambda w: duration(_acct(w).get("wait_s")) or "-"),
             ("ELAPSED", _elapsed),
             ("CHARGED", lambda w: gpu_hours_cell(w)),
-            ("PREEMPT", lambda w: _acct(w).get("preemptions", 0)),
+            ("REQUEUES", lambda w: _acct(w).get("requeues", "-")),
         ],
         out,
-        right={"ID", "WAIT", "ELAPSED", "CHARGED", "PREEMPT"},
+        right={"ID", "WAIT", "ELAPSED", "CHARGED", "REQUEUES"},
     )
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
@@ -812,6 +812,13 @@ def _require_group(api: Api, group: int) -> None:
 
 def _acct(w: dict[str, Any]) -> dict[str, Any]:
     return w.get("accounting") or {}
+
+
+def _requeues_text(acct: dict[str, Any]) -> str:
+    """``2 (1 preempted)``: the times it went back to the queue, every cause, and of them the preemptions."""
+    if "requeues" not in acct:
+        return "-"
+    return f"{acct['requeues']} ({acct.get('preemptions', 0)} preempted)" if acct["requeues"] else "0"
 
 
 def _elapsed(w: dict[str, Any]) -> str:
@@ -884,7 +891,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             if w["min_runtime_s"]
             else "unallocated: never charged",
         ),
-        ("preemptions", str(_acct(w).get("preemptions", 0))),
+        ("requeues", _requeues_text(_acct(w))),
         ("finished", when(w.get("finished_at"))),
         ("image", w.get("image") or "-"),
         ("command", shlex.join(w.get("command") or [])),
@@ -1441,6 +1448,9 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         out,
         right={"GPU", "UTIL", "MEM-USED", "TEMP"},
     )
+    for g in host.get("gpus") or []:
+        if g.get("report_text"):  # no sample: the server's words for why (scheduler.gpu_report)
+            out.write(f"GPU {g['index']}: {g['report_text']}\n")
     return EXIT_OK
 
 

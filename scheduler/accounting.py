@@ -1,11 +1,13 @@
 """Accounting like Slurm's sacct: per workload and per finished attempt, what it waited, ran and cost.
 
 Per workload (the workloads list and detail, ``fairway ls`` / ``show``): ``submitted_at``,
-``started_at`` (first agent-confirmed start), ``wait_s`` (submission to first start; to now while
-it has never started, or to its end when it ended unstarted), ``elapsed_s`` (the run time of all
-its attempts, the open one up to now), ``charged_gpu_hours`` (allocated GPU-time charged: closed
-attempts' ``charged_gpu_seconds`` plus GPUs × run so far of an open funded attempt) and
-``preemptions`` (attempts ended ``preempted``). An open attempt on an ``offline`` host runs and
+``started_at`` (first agent-confirmed start), ``wait_s`` (its whole time in the queue: from
+submission to its end, or now, less the run of its attempts, so every wait across requeues counts;
+left41: it stopped at the first start), ``elapsed_s`` (the run time of all its attempts, the open
+one up to now), ``charged_gpu_hours`` (allocated GPU-time charged: closed attempts'
+``charged_gpu_seconds`` plus GPUs × run so far of an open funded attempt), ``requeues`` (times it
+went back to the queue, every cause: ``stop_rules.requeue_count``) and ``preemptions`` (of those,
+attempts ended ``preempted``). An open attempt on an ``offline`` host runs and
 is charged only up to that host's last heartbeat (DESIGN.md §4: it ends ``lost`` there unless the
 host returns), as the budgets' usage counts it (``snapshot``): the list said 37 GPU-min where the
 budgets said 19, and fell back to 19 when it ended lost (try37). Computed from annotations (``with_accounting``:
@@ -42,6 +44,7 @@ from django.db.models.functions import TruncSecond
 from django.utils import timezone
 
 from scheduler.models import Attempt, AttemptGPU, Host, Workload
+from scheduler.stop_rules import FAILED_TO_START, REQUEUE_REASONS, requeue_count
 
 # A closed attempt's run in the whole seconds its charge counts (``lifecycle.charged_seconds``:
 # start and end floored), so that elapsed × GPUs is its charge (try34: 20 s beside 21 GPU-s).
@@ -50,31 +53,52 @@ _RUN = ExpressionWrapper(
 )
 
 
+def host_silent_since(state: str, removed_at: datetime | None, last_heartbeat: datetime | None) -> datetime | None:
+    """The rule "a host is offline" for charging, stated once (DESIGN.md §4): a host in state
+    ``offline`` (the sweep marks it so once its agent is silent for ``HOST_OFFLINE_AFTER_S``), not
+    removed and heard from at least once, has run its attempts up to its last heartbeat, which this
+    returns; None for any other host (its attempts run now). Its SQL form is :data:`SILENT_HOST`
+    (compared with this on every combination in tests/api/test_offline_rule_once.py). Read by
+    :func:`silent_until`, the accounting's queries and the snapshot's hosts (the budgets' usage,
+    ``Attempt.charged_until``): one rule, whatever surface."""
+    if state == Host.State.OFFLINE and removed_at is None and last_heartbeat is not None:
+        return last_heartbeat
+    return None
+
+
 def silent_until(links: Iterable[AttemptGPU]) -> datetime | None:
     """The instant an open attempt holding ``links`` (with their GPU's host loaded) is known to have
-    run until: the earliest last heartbeat of an ``offline`` host among its open links; None when
-    none of its hosts is offline (it runs now). The rule of the budgets' usage (``snapshot``:
-    ``h.state = offline``, not removed, heard from at least once)."""
+    run until: the earliest last heartbeat of a silent host (:func:`host_silent_since`) among its
+    open links; None when none of its hosts is (it runs now)."""
     beats = [
-        link.gpu.host.last_heartbeat
+        beat
         for link in links
         if link.open
-        and link.gpu.host.state == Host.State.OFFLINE
-        and link.gpu.host.removed_at is None
-        and link.gpu.host.last_heartbeat is not None
+        and (beat := host_silent_since(link.gpu.host.state, link.gpu.host.removed_at, link.gpu.host.last_heartbeat))
+        is not None
     ]
     return min(beats) if beats else None
 
 
-SILENT_LINK = Q(
-    open=True,
-    gpu__host__state=Host.State.OFFLINE,
-    gpu__host__removed_at__isnull=True,
-    gpu__host__last_heartbeat__isnull=False,
-)
-"""An attempt's open GPU link on an ``offline`` host (not removed, heard from at least once), whose
-last heartbeat :func:`silent_until` reads: the one statement of that rule in SQL, for the readers
-below and the caps' usage (``snapshot.cap_records``, through :func:`silent_until_sql`)."""
+def _silent_host(prefix: str = "") -> Q:
+    """:func:`host_silent_since`'s condition as a ``Q`` on the host at ``prefix`` (``""``: the
+    host itself, ``"gpu__host__"``: an attempt link's host)."""
+    return Q(
+        **{
+            f"{prefix}state": Host.State.OFFLINE,
+            f"{prefix}removed_at__isnull": True,
+            f"{prefix}last_heartbeat__isnull": False,
+        }
+    )
+
+
+SILENT_HOST = _silent_host()
+"""A host :func:`host_silent_since` gives a last heartbeat for, in SQL (``Host`` rows)."""
+
+SILENT_LINK = Q(open=True) & _silent_host("gpu__host__")
+"""An attempt's open GPU link on a silent host (:data:`SILENT_HOST`), whose last heartbeat
+:func:`silent_until` reads: the rule in SQL, for the readers below and the caps' usage
+(``snapshot.cap_records``, through :func:`silent_until_sql`)."""
 
 
 def _silent_links(**where: Any) -> QuerySet[AttemptGPU]:
@@ -133,6 +157,8 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
             "attempts__started_at", filter=open_ & Q(attempts__allocated=True, attempts__unfunded=False)
         ),
         acct_preemptions=Count("attempts", filter=Q(attempts__end_reason=Attempt.EndReason.PREEMPTED)),
+        acct_requeue_ends=Count("attempts", filter=Q(attempts__end_reason__in=sorted(REQUEUE_REASONS))),
+        acct_start_failures=Count("attempts", filter=Q(attempts__end_reason=FAILED_TO_START)),
     )
 
 
@@ -146,7 +172,7 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
     where an aggregate has no row, as SQL's MIN/MAX/SUM); ``open_until``: :func:`silent_until`
     of its open attempt."""
     first = closed_run = charged = open_start = open_funded = None
-    preemptions = 0
+    preemptions = requeue_ends = start_failures = 0
     for started, ended, charged_s, allocated, unfunded, end_reason in rows:
         if started is not None:
             first = started if first is None or started < first else first
@@ -161,9 +187,12 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
             charged = charged_s if charged is None else charged + charged_s
         if end_reason == Attempt.EndReason.PREEMPTED:
             preemptions += 1
+        requeue_ends += end_reason in REQUEUE_REASONS
+        start_failures += end_reason == FAILED_TO_START
     w.acct_first_start, w.acct_closed_run, w.acct_charged = first, closed_run, charged  # type: ignore[attr-defined]
     w.acct_open_start, w.acct_open_funded = open_start, open_funded  # type: ignore[attr-defined]
     w.acct_preemptions = preemptions  # type: ignore[attr-defined]
+    w.acct_requeue_ends, w.acct_start_failures = requeue_ends, start_failures  # type: ignore[attr-defined]
     w.acct_open_until = open_until if open_start is not None else None  # type: ignore[attr-defined]
     return w
 
@@ -211,7 +240,7 @@ def as_never_started(w: Workload) -> Workload:
     :func:`with_accounting` without a query: nothing started, run or charged."""
     w.acct_first_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
     w.acct_closed_run = w.acct_charged = None  # type: ignore[attr-defined]
-    w.acct_preemptions = 0  # type: ignore[attr-defined]
+    w.acct_preemptions = w.acct_requeue_ends = w.acct_start_failures = 0  # type: ignore[attr-defined]
     w.acct_open_until = None  # type: ignore[attr-defined]
     return w
 
@@ -228,24 +257,31 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     """The accounting fields of one workload annotated by :func:`with_accounting` (see the module)."""
     now = now or timezone.now()
     first = getattr(w, "acct_first_start", None)
-    wait = first - w.submitted_at if first is not None else (w.finished_at or now) - w.submitted_at
-    elapsed = _seconds(getattr(w, "acct_closed_run", None))
+    closed_run = _seconds(getattr(w, "acct_closed_run", None))
+    elapsed = closed_run
     until = getattr(w, "acct_open_until", None)
     end = min(now, until) if until is not None else now  # an offline host: up to its last heartbeat
     open_start = getattr(w, "acct_open_start", None)
     if open_start is not None:
         elapsed += _seconds(end - open_start)
+    # In the queue: from submission to its end (or now), less the time its attempts ran, the open
+    # one up to now (held on an offline host is not queued): every wait, across requeues.
+    running = _seconds(now - open_start) if open_start is not None else 0
+    wait = _seconds((w.finished_at or now) - w.submitted_at) - closed_run - running
     charged = int(getattr(w, "acct_charged", None) or 0)
     funded = getattr(w, "acct_open_funded", None)
     if funded is not None:
         charged += w.gpu_count * _seconds(end - funded)
     return {
         "started_at": first,
-        "wait_s": max(0, int(wait.total_seconds())),
+        "wait_s": max(0, wait),
         "elapsed_s": elapsed,
         "charged_gpu_hours": round(charged / 3600, 4),
         "charged_gpu_seconds": charged,
         "preemptions": int(getattr(w, "acct_preemptions", 0) or 0),
+        "requeues": requeue_count(
+            int(getattr(w, "acct_requeue_ends", 0) or 0), int(getattr(w, "acct_start_failures", 0) or 0)
+        ),
     }
 
 

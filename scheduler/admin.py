@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from budgets.admin_search import BudgetPathSearchMixin
 from config.errors import ServiceError
 from fairway_cli.numbers import duration_text, gpu_time_text, instant_text
+from scheduler.gpu_report import unreported
 from scheduler.lifecycle import do_approve_host_inventory
 from scheduler.models import (
     GPU,
@@ -126,12 +127,23 @@ class ClusterAdmin(admin.ModelAdmin):
         return obj.n_gpus
 
 
+def _gpu_report(gpu: GPU) -> str:
+    """ "reported", or "missing from the agent's last report since …" (``scheduler.gpu_report``):
+    the words of the API, the clusters page and ``fairway hosts``."""
+    gap = unreported(gpu)
+    return gap.text if gap else "reported"
+
+
 class GPUInline(admin.TabularInline):
     model = GPU
     extra = 0
-    fields = ["index", "uuid", "model", "memory_mb", "health", "nominated_for", "removed_at"]
+    fields = ["index", "uuid", "model", "memory_mb", "health", "report", "nominated_for", "removed_at"]
     readonly_fields = fields
     can_delete = False
+
+    @admin.display(description="in the agent's report")
+    def report(self, obj: GPU) -> str:
+        return _gpu_report(obj)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -337,10 +349,15 @@ class HostAdmin(admin.ModelAdmin):
 
 @admin.register(GPU)
 class GPUAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["__str__", "model", "memory_mb", "health", "uuid", "nominated_for", "removed_at"]
+    list_display = ["__str__", "model", "memory_mb", "health", "report", "uuid", "nominated_for", "removed_at"]
     list_filter = ["health", "model", "host__cluster", ("removed_at", admin.EmptyFieldListFilter)]
     search_fields = ["uuid", "host__name"]
     list_select_related = ["host"]
+    readonly_fields = ["report"]  # on the change page too, beside its (then empty) last sample
+
+    @admin.display(description="in the agent's report")
+    def report(self, obj: GPU) -> str:
+        return _gpu_report(obj)
 
 
 class AttemptInline(ReadOnlyMixin, admin.TabularInline):

@@ -25,14 +25,12 @@ from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
 from scheduler import histograms, metrics, notify
+from scheduler.gpu_report import MISSING, missing_on_hold
 from scheduler.gpu_text import gpu_text_problem
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, HostEvent, Workload, WorkloadEvent
-from scheduler.stop_rules import REQUEUE_REASONS
+from scheduler.stop_rules import MAX_START_FAILURES, REQUEUE_REASONS
 
 logger = logging.getLogger(__name__)
-
-MAX_START_FAILURES = 3
-"""A workload is requeued after ``failed_to_start`` at most this many times, then fails (§4)."""
 
 _LIVE = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
 
@@ -1442,7 +1440,12 @@ def _check_inventory(host: Host, gpus: Sequence[GpuReport], now: datetime) -> No
     ]
     already = host.pending_inventory or {}
     cordon = host.state == Host.State.ACTIVE
-    host.pending_inventory = {"gpus": pending, "cordoned": bool(already.get("cordoned")) or cordon}
+    # A registered GPU the agent left out is measured by nothing now: its last sample goes, and
+    # every surface says since when it is missing (scheduler.gpu_report, left41).
+    missing = missing_on_hold([g.uuid for g in registered.values()], {g.uuid for g in gpus}, already, now)
+    host.pending_inventory = {"gpus": pending, "cordoned": bool(already.get("cordoned")) or cordon, MISSING: missing}
+    if missing:
+        GPU.objects.filter(host=host, uuid__in=list(missing)).update(last_sample={})
     if already.get("gpus") != pending:
         registered_list = [[g.index, g.uuid, g.model] for g in sorted(registered.values(), key=lambda g: g.index)]
         HostEvent.objects.create(

@@ -14,7 +14,7 @@ import gc
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,7 +29,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from budgets.models import Budget, UsageEntry
-from scheduler.accounting import silent_until_sql
+from scheduler.accounting import host_silent_since, silent_until_sql
 from scheduler.hardware_memo import MEMO
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload, WorkloadDependency
 from scheduler.policy import types as p
@@ -432,10 +432,7 @@ def _hardware_plain(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
     :func:`_hardware_kept`."""
     host_rows, gpu_rows = _host_rows(cluster_id), _gpu_rows(cluster_id)
     host_name_by_id = {hid: name for hid, name, *_ in host_rows}
-    # An offline host's attempts are charged only up to its last heartbeat (DESIGN.md §4).
-    silent_since = {
-        hid: epoch(last) for hid, _n, state, _l, _d, last, *_r in host_rows if state == Host.State.OFFLINE and last
-    }
+    silent_since = _silent_since((hid, state, last) for hid, _n, state, _l, _d, last, *_r in host_rows)
     gpus_of_host: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
     gpu_ref_by_id: dict[int, p.GpuRef] = {}
     for gid, hid, hname, idx, model, health, nominated_for in gpu_rows:
@@ -469,6 +466,19 @@ def _hardware_plain(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
         )
     hosts.sort(key=lambda h: h.name)
     return hosts, gpu_ref_by_id, silent_since
+
+
+def _silent_since(hosts: Iterable[tuple[int, str, datetime | None]]) -> dict[int, int]:
+    """Each silent host's last heartbeat (epoch seconds) among ``hosts`` (pk, state, last heartbeat;
+    rows of hosts not removed): an offline host's attempts are charged and have run only up to its
+    last heartbeat (DESIGN.md §4), by accounting's one rule (:func:`~scheduler.accounting.host_silent_since`),
+    so the budgets' usage and the workloads' charges agree."""
+    out: dict[int, int] = {}
+    for hid, state, last in hosts:
+        beat = host_silent_since(state, None, last)  # the rows are of hosts not removed
+        if beat is not None:
+            out[hid] = epoch(beat)
+    return out
 
 
 @dataclass(slots=True)
@@ -582,15 +592,13 @@ def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
         if nominated is not None:
             index.nominated[gid] = nominated
     changed: dict[int, tuple[str, bool]] = {}
-    silent_since: dict[int, int] = {}
-    for hid, state, drain_now, last in volatile_hosts:
+    for hid, state, drain_now, _last in volatile_hosts:
         name = kept.name_by_host_id.get(hid)
         if name is None:
             continue  # registered after the kept rows' version was read
         index.host_state_by_name[name] = state
         changed[hid] = (state, bool(drain_now))
-        if state == Host.State.OFFLINE and last:
-            silent_since[hid] = epoch(last)
+    silent_since = _silent_since((hid, state, last) for hid, state, _d, last in volatile_hosts if hid in changed)
     for gid in health:
         changed.setdefault(kept.gpu_host_id[gid], (_ACTIVE, False))
     hosts: list[p.Host] = []

@@ -14,7 +14,19 @@ REQUEUE_REASONS = frozenset({"preempted", "drained", "gpu_fault", "lost"})
 not the workload's own end, and a lost host."""
 
 FAILED_TO_START = "failed_to_start"
-"""Requeued up to ``lifecycle.MAX_START_FAILURES`` times (§4): the workload runs again."""
+"""Requeued up to :data:`MAX_START_FAILURES` times (§4): the workload runs again."""
+
+MAX_START_FAILURES = 3
+"""A workload is requeued after ``failed_to_start`` at most this many times, then fails (§4)."""
+
+
+def requeue_count(requeue_ends: int, start_failures: int) -> int:
+    """How many times a workload went back to the queue, from its attempts' ends: those with a
+    reason of :data:`REQUEUE_REASONS` (preempted, drained, GPU fault, lost) and its failed starts
+    but the one that failed it (:data:`MAX_START_FAILURES`). What ``fairway ls`` (REQUEUES), the
+    workloads page and the API (``accounting.requeues``) show (``scheduler.accounting``); a retry
+    after the workload's own failure is not a requeue (``retries_used``, docs/jobs.md)."""
+    return requeue_ends + min(start_failures, MAX_START_FAILURES)
 
 
 def cancel_replaces(stop_reason: str | None, *, retries_left: bool = False) -> bool:

@@ -50,6 +50,7 @@ from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
+from scheduler.gpu_report import unreported_in
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
@@ -640,7 +641,15 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 css = "free"
             if gpu.health == GPU.Health.DEGRADED:
                 css += " degraded"
-            gpus.append({"gpu": gpu, "css": css, "workload": link.attempt.workload_id if link else None})
+            gap = unreported_in(host.pending_inventory, gpu.uuid)  # no sample: it says so (gpu_report)
+            gpus.append(
+                {
+                    "gpu": gpu,
+                    "css": css,
+                    "workload": link.attempt.workload_id if link else None,
+                    "unreported": gap.text if gap else "",
+                }
+            )
         protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
         reason = state_reason(host)
         rows.append(

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from config.api import FairwayAPIView, FairwayViewSet
 from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
+from scheduler.gpu_report import unreported
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import (
@@ -30,8 +31,13 @@ from scheduler.services import (
 
 
 class GpuSerializer(serializers.ModelSerializer):
-    """One GPU with its latest sample and the workload holding it (``null``: free)."""
+    """One GPU with its latest sample and the workload holding it (``null``: free). A GPU missing
+    from its agent's last report (an inventory held for approval) has no sample: ``reported``
+    false, ``missing_since`` and ``report_text`` say since when (``scheduler.gpu_report``)."""
 
+    reported = serializers.SerializerMethodField()
+    missing_since = serializers.SerializerMethodField()
+    report_text = serializers.SerializerMethodField()
     utilization_pct = serializers.SerializerMethodField()
     memory_used_mb = serializers.SerializerMethodField()
     temperature_c = serializers.SerializerMethodField()
@@ -46,6 +52,9 @@ class GpuSerializer(serializers.ModelSerializer):
             "model",
             "memory_mb",
             "health",
+            "reported",
+            "missing_since",
+            "report_text",
             "utilization_pct",
             "memory_used_mb",
             "temperature_c",
@@ -54,7 +63,23 @@ class GpuSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(serializers.BooleanField())
+    def get_reported(self, obj: GPU) -> bool:
+        return unreported(obj) is None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_missing_since(self, obj: GPU) -> str | None:
+        gap = unreported(obj)
+        return serializers.DateTimeField().to_representation(gap.since) if gap and gap.since else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_report_text(self, obj: GPU) -> str | None:
+        gap = unreported(obj)
+        return gap.text if gap else None
+
     def _sample(self, obj: GPU, key: str) -> float | None:
+        if unreported(obj) is not None:
+            return None  # measured by nothing now (its sample is dropped at the hold; an older hold's stays)
         value = (obj.last_sample or {}).get(key)
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 

@@ -613,10 +613,17 @@ class HistorySerializer(serializers.Serializer):
 
 class AccountingSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(allow_null=True, help_text="first agent-confirmed start")
-    wait_s = serializers.IntegerField(help_text="submission to first start (to now, or its end, if never started)")
+    wait_s = serializers.IntegerField(
+        help_text="time in the queue in total: submission to its end (or now) less the run of its attempts, "
+        "every wait across requeues"
+    )
     elapsed_s = serializers.IntegerField(help_text="run time of all its attempts, the open one up to now")
     charged_gpu_hours = serializers.FloatField(help_text="allocated GPU-hours charged to its budget")
-    preemptions = serializers.IntegerField(help_text="attempts ended by preemption")
+    requeues = serializers.IntegerField(
+        help_text="times it went back to the queue: attempts ended preempted, drained, gpu_fault, lost, "
+        "or failed_to_start (not the one that failed it)"
+    )
+    preemptions = serializers.IntegerField(help_text="of the requeues, attempts ended preempted")
 
 
 class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMixin, serializers.ModelSerializer):
@@ -717,7 +724,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
 
     @extend_schema_field(AccountingSerializer)
     def get_accounting(self, obj: Workload) -> dict[str, Any]:
-        """Like sacct: first start, wait, elapsed, GPU-hours charged, preemptions (scheduler.accounting)."""
+        """Like sacct: first start, wait, elapsed, GPU-hours charged, requeues (scheduler.accounting)."""
         from scheduler.accounting import accounting
 
         if not hasattr(obj, "acct_preemptions"):

@@ -50,6 +50,7 @@ from accounts.models import User
 from budgets.models import Budget, UsageEntry
 from budgets.services import BudgetError, do_archive_budget, do_create_budget, do_set_hold
 from scheduler import lifecycle, tasks
+from scheduler.accounting import SILENT_HOST
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent
 from scheduler.policy.views import budget_usage, dispatch_order, ratio_order
 from scheduler.scenarios.runner import ROOT, expand_budgets, host_from_spec, place_running
@@ -476,9 +477,7 @@ class DbBackend:
         busy_hosts = set(
             AttemptGPU.objects.filter(open=True, attempt__ended_at__isnull=True).values_list("gpu__host_id", flat=True)
         )
-        for hid, last in Host.objects.filter(
-            state=Host.State.OFFLINE, removed_at__isnull=True, last_heartbeat__isnull=False, pk__in=busy_hosts
-        ).values_list("pk", "last_heartbeat"):
+        for hid, last in Host.objects.filter(SILENT_HOST, pk__in=busy_hosts).values_list("pk", "last_heartbeat"):
             events.append(_Event(epoch(last) + lost_after, "lost", hid))
         return events
 

@@ -57,10 +57,11 @@ def test_list_and_detail_carry_wait_elapsed_charge_and_preemptions(preempted_onc
     acct = next(r for r in rows if r["id"] == w.pk)["accounting"]
     assert acct == {
         "started_at": (at - timedelta(hours=2)).isoformat().replace("+00:00", "Z"),
-        "wait_s": H,
+        "wait_s": H + H // 2,  # 1 h before the first start, 30 min before the second (left41)
         "elapsed_s": H + H // 2,
         "charged_gpu_hours": 6.0,  # 4 GPUs × 1 h closed + 4 GPUs × 30 min so far
         "preemptions": 1,
+        "requeues": 1,
     }
     assert researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["accounting"] == acct
 
@@ -129,14 +130,14 @@ def test_cli_ls_show_history_and_share(preempted_once, researcher, monkeypatch):
     w, _at = preempted_once
     out = run_cli(monkeypatch, researcher, "ls")
     header, *lines = out.splitlines()
-    for column in ("SUBMITTED", "STARTED", "WAIT", "ELAPSED", "CHARGED", "PREEMPT"):
+    for column in ("SUBMITTED", "STARTED", "WAIT", "ELAPSED", "CHARGED", "REQUEUES"):
         assert column in header
     row = next(line for line in lines if line.split()[0] == str(w.pk))
-    assert row.split()[-5:] == ["1h", "1h30m", "6.00", "GPU-h", "1"]  # as the web's list writes it
+    assert row.split()[-5:] == ["1h30m", "1h30m", "6.00", "GPU-h", "1"]  # as the web's list writes it
 
     shown = run_cli(monkeypatch, researcher, "show", str(w.pk))
-    assert "wait:            1h" in shown and "charged:         6.00 GPU-h" in shown
-    assert "preemptions:     1" in shown
+    assert "wait:            1h30m" in shown and "charged:         6.00 GPU-h" in shown
+    assert "requeues:        1 (1 preempted)" in shown
 
     text = run_cli(monkeypatch, researcher, "history", "--since", "7d", "--csv")
     [record] = list(csv.DictReader(io.StringIO(text)))
@@ -159,7 +160,7 @@ def test_web_list_shows_the_accounting(preempted_once, researcher):
     page = APIClient()
     page.force_login(researcher)
     html = page.get("/workloads/").content.decode()
-    assert '<td class="num small acct-preemptions">1</td>' in html
+    assert '<td class="num small acct-requeues">1</td>' in html
     assert '<td class="num small acct-charged">6.00 GPU-h</td>' in html
 
 

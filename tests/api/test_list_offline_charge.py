@@ -21,7 +21,10 @@ from scheduler.models import GPU, Attempt, AttemptGPU, Host, Workload
 from scheduler.services import do_submit_workload
 
 FIELDS = ("acct_first_start", "acct_closed_run", "acct_charged", "acct_open_start", "acct_open_funded")
-FIELDS += ("acct_preemptions", "acct_open_until")
+FIELDS += ("acct_preemptions", "acct_requeue_ends", "acct_start_failures", "acct_open_until")
+
+ENDS = ("preempted", "", "drained", "gpu_fault", "lost", "failed_to_start", "succeeded", "failed")
+"""End reasons given in turn to the closed attempts: the requeues' causes and the others (left41)."""
 
 host_state = st.tuples(
     st.sampled_from([Host.State.ACTIVE, Host.State.OFFLINE, Host.State.DRAINING]),
@@ -69,7 +72,7 @@ def test_the_list_s_accounting_is_the_aggregates_and_the_detail_s(researcher, su
                     started_at=None if started is None else now - timedelta(seconds=started),
                     ended_at=None if ended is None else now - timedelta(seconds=ended),
                     charged_gpu_seconds=0 if ended is None else 7 * number,
-                    end_reason="preempted" if ended is not None and number % 2 else "",
+                    end_reason=ENDS[(number + workload.pk) % len(ENDS)] if ended is not None else "",
                 )
                 for host_index, link_open in links:
                     pool = free[host_index]
