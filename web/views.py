@@ -39,7 +39,12 @@ from knox.models import AuthToken
 
 from accounts.auth import sweep_expired_tokens
 from accounts.models import User
-from accounts.services import accessible_budget_ids, do_create_personal_token, do_revoke_token
+from accounts.services import (
+    accessible_budget_ids,
+    do_create_personal_token,
+    do_revoke_token,
+    submit_budget_paths,
+)
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
@@ -96,13 +101,7 @@ class Scope:
 
     @property
     def submit_budgets(self) -> list[str]:
-        allowed = set(self.tree) if self.user.is_superuser else self.accessible
-        live_parents = {b.parent_id for b in self.tree.values() if b.archived_at is None}
-        return sorted(
-            self.paths[b]
-            for b in allowed
-            if b in self.tree and self.tree[b].archived_at is None and b not in live_parents
-        )
+        return submit_budget_paths(self.user, self.tree, accessible=self.accessible)
 
     def may_see_private(self, workload: Workload) -> bool:
         return may_read_private(self.user, workload, self.accessible)
