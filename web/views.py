@@ -48,6 +48,7 @@ from accounts.services import (
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from config.one_read import one_read_view
 from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
@@ -120,6 +121,7 @@ def _render(request: HttpRequest, template: str, context: dict[str, Any], *, sta
 
 
 @login_required
+@one_read_view
 def dashboard(request: HttpRequest) -> HttpResponse:
     """My workloads by state, my budgets' standing among their siblings, cluster occupancy."""
     scope = _scope(request)
@@ -576,6 +578,7 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@one_read_view
 def budgets(request: HttpRequest) -> HttpResponse:
     """The share tree per cluster: shares as %, entitlement per window, usage, ratio, rank, attainment."""
     scope = _scope(request)
@@ -667,6 +670,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
 
 
 @login_required
+@one_read_view
 def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
     """Clusters with occupancy and their hosts: GPU health grid, states, drain progress; admin actions."""
     cluster_list = list(Cluster.objects.order_by("name"))
@@ -743,6 +747,7 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
 
 
 @login_required
+@one_read_view
 def metrics(request: HttpRequest) -> HttpResponse:
     """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups
     and the current, partial hour) with each budget's delivered and owed GPU-hours."""
