@@ -71,6 +71,25 @@ def accessible_budget_ids(
     return subtree_ids(roots, load_tree() if tree is None else tree)
 
 
+def submit_budget_paths(
+    user: User,
+    tree: dict[int, Budget] | None = None,
+    memberships: dict[int, str] | None = None,
+    accessible: set[int] | None = None,
+) -> list[str]:
+    """Paths, sorted, of the live leaf budgets ``user`` may submit to (a superuser: every one): the
+    one list of ``me/``'s ``submit_budgets``, the submit page's choices and the default of a
+    submission that names no budget (``scheduler.services.do_submit_workload``: the only one).
+    ``accessible``: :func:`accessible_budget_ids` already computed this request."""
+    tree = load_tree() if tree is None else tree
+    if user.is_superuser:
+        allowed = set(tree)
+    else:
+        allowed = accessible_budget_ids(user, tree, memberships) if accessible is None else accessible
+    live_parents = {b.parent_id for b in tree.values() if b.archived_at is None}
+    return sorted(tree[b].path for b in allowed if b in tree and tree[b].archived_at is None and b not in live_parents)
+
+
 def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.MEMBER) -> Membership:
     """Make ``user`` a member of ``budget`` with ``role`` (updates the role if already a member).
 

@@ -530,8 +530,8 @@ def _env_pairs(pairs: list[str], secret: bool, given: set[str] | None = None) ->
 
 def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     """The request body of ``fairway submit`` (and ``--quote``) from its flags and ``-f`` spec.
-    Without a budget, the requester's one submit budget (``me/``'s ``submit_budgets``); with
-    several or none, a usage error that lists them (``CliError``)."""
+    Without a budget the server takes the requester's one submit budget, or refuses listing the
+    choices (the service's one rule for the API, the page and the CLI: num42)."""
     body: dict[str, Any] = {}
     if args.file:
         import yaml  # only here: PyYAML serves -f alone (a requirement of the CLI's wheel all the same)
@@ -601,8 +601,6 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         body["gpu_count"] = 1
     if missing:
         raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
-    if "budget" not in body:
-        body["budget"] = _sole_budget(api)
     return body
 
 
@@ -618,19 +616,6 @@ def _spec_list(value: Any, field: str, items: str, *, split: bool) -> list[Any]:
     if split and isinstance(value, str):
         return [a.strip() for a in value.split(",") if a.strip()]
     raise CliError(EXIT_USAGE, f"{field} in the spec is a list of {items}, not {escape_text(repr(value))[:60]}")
-
-
-def _sole_budget(api: Api) -> str:
-    """The one budget path the requester may submit to; ``CliError`` (usage) naming the choices
-    when there are several, or saying there are none."""
-    # Sent back as it came (an escaped path would name another budget); escaped where printed.
-    budgets = Api(api.server, api.token, api.timeout, escape=False).call("GET", "me/").get("submit_budgets") or []
-    if len(budgets) == 1:
-        return str(budgets[0])
-    if not budgets:
-        raise CliError(EXIT_USAGE, "missing: budget (-b): you may submit to no budget yet")
-    choices = ", ".join(escaped(budgets))
-    raise CliError(EXIT_USAGE, f"missing: budget (-b): you may submit to several, give one of: {choices}")
 
 
 def _why(w: dict[str, Any], out: TextIO) -> None:
@@ -1572,10 +1557,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("submit", cmd_submit, "submit a workload: flags, a YAML spec (-f), or both (flags win)")
     p.add_argument("-f", "--file", help="YAML spec with the API's fields (- for stdin)")
     p.add_argument("--name")
-    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo")
+    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo (default: the only one you may submit to)")
     p.add_argument("--cluster", "-c")
     p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
-    p.add_argument("--gpu-model", "-m")
+    p.add_argument(
+        "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
+    )
     p.add_argument("--image", "-i")
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
     p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")

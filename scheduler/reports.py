@@ -23,6 +23,7 @@ from budgets.models import Budget
 from budgets.services import ancestor_ids, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
 from fairway_cli.words import short_words
+from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
 from scheduler.policy.figures import (
@@ -173,7 +174,9 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     the run time a finished workload needed there). A workload asks from the instant its
     prerequisites were final, and not in a current wait of a reason in
     :data:`~scheduler.policy.figures.NOT_ASKING` (held, capped, waiting for other work, no
-    hardware): :func:`~scheduler.policy.figures.asking_span`. Two queries."""
+    hardware): :func:`~scheduler.policy.figures.asking_span`. A workload running on an ``offline``
+    host asks up to that host's last heartbeat (:func:`scheduler.accounting.silent_until_of`, where
+    its usage stops). Two queries, three when work runs."""
     since = now - timedelta(seconds=window_s)
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, min_runtime_s__gt=0, submitted_at__lt=now)
@@ -192,6 +195,7 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
     now_s, since_s = math.floor(now.timestamp()), math.floor(since.timestamp())
     ran: dict[int, int] = defaultdict(int)
     last_end: dict[int, datetime] = {}
+    running: list[int] = []
     for wid, started, ended in (
         Attempt.objects.filter(workload_id__in=ids, started_at__isnull=False, started_at__lt=now)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
@@ -200,8 +204,14 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
         lo, hi = max(math.floor(started.timestamp()), since_s), min(math.floor((ended or now).timestamp()), now_s)
         if hi > lo:
             ran[wid] += hi - lo
-        if ended is not None and (wid not in last_end or ended > last_end[wid]):
+        if ended is None:
+            running.append(wid)
+        elif wid not in last_end or ended > last_end[wid]:
             last_end[wid] = ended
+    # A running attempt on an offline host asks, as it is charged and its usage counts, only up to
+    # that host's last heartbeat (DESIGN.md §4; accounting's one statement of the rule): counted to
+    # now, its demand grew while its usage stood still and the attainment fell (num42).
+    silent = silent_until_of(running) if running else {}
     demand: dict[str, int] = defaultdict(int)
     for wid, budget_id, gpus, submitted_at, finished_at, state, reason, ready_at, open_after in rows:
         # Prerequisites not all final (or final only after ``now``): not ready; none: ready at once.
@@ -211,7 +221,7 @@ def _demand(cluster_id: int, now: datetime, window_s: int) -> dict[str, int]:
         waiting = None
         if state == Workload.State.PENDING and reason in NOT_ASKING:
             waiting = math.floor(max(submitted_at, last_end.get(wid, submitted_at)).timestamp())
-        end = math.floor(min(finished_at or now, now).timestamp())
+        end = math.floor(min(finished_at or now, now, silent.get(wid, now)).timestamp())
         lo, hi = asking_span(max(math.floor(submitted_at.timestamp()), since_s), end, ready, waiting)
         if hi > lo:
             need = ran[wid] if finished_at is not None and finished_at <= now else None

@@ -24,7 +24,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from accounts.models import Membership, User
-from accounts.services import is_manager, is_member
+from accounts.services import is_manager, is_member, submit_budget_paths
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import submission_problem
@@ -65,6 +65,13 @@ class SubmissionError(ServiceError):
     ``max_runtime_below_min_runtime``, ``invalid_retries``, ``invalid_array``, ``invalid_after``,
     ``dependency_failed``; ``budget_moved`` (the budget's place in the tree kept changing while
     the submission locked it: submit again, :data:`MOVE_RETRIES`)."""
+
+
+def sole_budget_problem(choices: Sequence[str]) -> str:
+    """The refusal of a submission naming no budget when ``owner`` may submit to several or none."""
+    if not choices:
+        return "Name a budget: you may submit to no budget yet."
+    return f"Name a budget: you may submit to several: {', '.join(choices)}."
 
 
 class CancelError(ServiceError):
@@ -521,7 +528,7 @@ def do_submit_workload(
     owner: User,
     *,
     name: str,
-    budget: Budget | int | str,
+    budget: Budget | int | str | None,
     cluster: Cluster | int | str | None,
     gpu_model: str,
     gpu_count: int,
@@ -551,7 +558,9 @@ def do_submit_workload(
         ``job_options`` (``jobspec.JobOptions``) carry the ``after`` list and the array.
 
         ``budget``: a Budget, id or path (``nlp/olmo``) — a live leaf that ``owner`` is a member
-        of (or of an ancestor; superusers may use any). ``cluster``: a Cluster, id or name (None:
+        of (or of an ancestor; superusers may use any); None or "": the only one ``owner`` may submit
+        to (``accounts.services.submit_budget_paths``), refused with the choices when there are
+        several. ``cluster``: a Cluster, id or name (None:
         the only cluster). ``min_runtime_s``: 0..``FAIRWAY["MAX_MINIMUM_RUNTIME_S"]`` seconds, 0 =
         unallocated. ``command``: non-empty argv list. ``env``: see ``normalize_env``.
         ``cpus``, ``memory_bytes``: requests per host (None: the host's per-GPU share, DESIGN.md
@@ -592,11 +601,21 @@ def do_submit_workload(
         refuse("invalid_image", "image", f"{IMAGE_PROBLEM} Not {shown(image)}.")
 
     tree = load_tree() if tree is None else tree
+    if budget is None or budget == "":
+        # None named: the one live leaf the owner may submit to, for the API, the page and the CLI
+        # alike (the CLI alone picked it, the API said "This field is required.": num42)
+        choices = submit_budget_paths(owner, tree, memberships)
+        if len(choices) == 1:
+            budget = choices[0]
+        else:
+            refuse("unknown_budget", "budget", sole_budget_problem(choices))
     huge = _is_int(budget) and not 0 < budget <= MAX_DB_INT  # type: ignore[operator]
     the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:
         the_budget = tree.get(the_budget.id, the_budget)  # a Budget passed in: use the tree's copy
-    if the_budget is None and not _is_reference(budget, Budget):
+    if budget is None or budget == "":
+        pass  # refused above
+    elif the_budget is None and not _is_reference(budget, Budget):
         refuse("unknown_budget", "budget", f"budget must be a budget path or id, not {json_kind(budget)}.")
     elif the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")

@@ -43,6 +43,10 @@ def _env_lines(text: str, field: str, secret: bool) -> tuple[dict[str, Any], lis
     return env, problems
 
 
+GPU_MODEL_DEFAULT = "the cluster's only model (name one where it has several)"
+"""The GPU model's blank choice, as the API's ``gpu_model`` and ``fairway submit -m`` word it."""
+
+
 class SubmitForm(forms.Form):
     """The submit page's form. ``budget`` offers only the leaf budgets the user may submit to."""
 
@@ -67,7 +71,7 @@ class SubmitForm(forms.Form):
     gpu_count = forms.IntegerField(
         label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM}
     )
-    budget = forms.ChoiceField()
+    budget = forms.ChoiceField(required=False)  # blank: the service's one default (or its refusal)
     min_runtime = forms.CharField(
         label="Minimum runtime",
         initial="1h",
@@ -106,9 +110,13 @@ class SubmitForm(forms.Form):
 
     def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["budget"].choices = [(b, b) for b in budgets]
+        # Several: a blank first choice the service refuses listing them (num42); one: that one.
+        blank = [("", "choose one")] if len(budgets) > 1 else []
+        self.fields["budget"].choices = blank + [(b, b) for b in budgets]
         self.fields["cluster"].choices = [(c, c) for c in clusters]
-        self.fields["gpu_model"].choices = [("", "any (the cluster's only model)")] + [(m, m) for m in models]
+        # Blank is the cluster's one model; where it has several, the service asks for one (try42's
+        # words): "any" read as any model on a cluster of several (num42).
+        self.fields["gpu_model"].choices = [("", GPU_MODEL_DEFAULT)] + [(m, m) for m in models]
         most = int(settings.FAIRWAY["MAX_RETRIES"])
         retries = self.fields["retries"]
         assert isinstance(retries, forms.IntegerField)  # noqa: S101 -- narrows the type for mypy

@@ -39,10 +39,16 @@ from knox.models import AuthToken
 
 from accounts.auth import sweep_expired_tokens
 from accounts.models import User
-from accounts.services import accessible_budget_ids, do_create_personal_token, do_revoke_token
+from accounts.services import (
+    accessible_budget_ids,
+    do_create_personal_token,
+    do_revoke_token,
+    submit_budget_paths,
+)
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
 from config.errors import ServiceError
+from config.one_read import one_read_view
 from config.pagination import whole_number_problem
 from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
@@ -98,13 +104,7 @@ class Scope:
 
     @property
     def submit_budgets(self) -> list[str]:
-        allowed = set(self.tree) if self.user.is_superuser else self.accessible
-        live_parents = {b.parent_id for b in self.tree.values() if b.archived_at is None}
-        return sorted(
-            self.paths[b]
-            for b in allowed
-            if b in self.tree and self.tree[b].archived_at is None and b not in live_parents
-        )
+        return submit_budget_paths(self.user, self.tree, accessible=self.accessible)
 
     def may_see_private(self, workload: Workload) -> bool:
         return may_read_private(self.user, workload, self.accessible)
@@ -123,6 +123,7 @@ def _render(request: HttpRequest, template: str, context: dict[str, Any], *, sta
 
 
 @login_required
+@one_read_view
 def dashboard(request: HttpRequest) -> HttpResponse:
     """My workloads by state, my budgets' standing among their siblings, cluster occupancy."""
     scope = _scope(request)
@@ -572,6 +573,7 @@ async def workload_logs(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@one_read_view
 def budgets(request: HttpRequest) -> HttpResponse:
     """The share tree per cluster: shares as %, entitlement per window, usage, ratio, rank, attainment."""
     scope = _scope(request)
@@ -671,6 +673,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
 
 
 @login_required
+@one_read_view
 def clusters(request: HttpRequest, name: str | None = None) -> HttpResponse:
     """Clusters with occupancy and their hosts: GPU health grid, states, drain progress; admin actions."""
     cluster_list = list(Cluster.objects.order_by("name"))
@@ -755,6 +758,7 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
 
 
 @login_required
+@one_read_view
 def metrics(request: HttpRequest) -> HttpResponse:
     """Occupancy now, per cluster, and the four-metric pyramid of the last 7 days (hourly roll-ups
     and the current, partial hour) with each budget's delivered and owed GPU-hours."""

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from accounts.models import Membership, User
+from accounts.services import submit_budget_paths
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
 
 
@@ -59,12 +60,7 @@ class MeSerializer(FieldsOnceMixin, serializers.ModelSerializer):
 
     def get_submit_budgets(self, obj: User) -> list[str]:
         tree: dict[int, Any] = self.context.get("budget_tree") or {}
-        paths: dict[int, str] = self.context.get("budget_paths") or {}
-        allowed = set(tree) if obj.is_superuser else self.context.get("accessible_budget_ids") or set()
-        live_parents = {b.parent_id for b in tree.values() if b.archived_at is None}
-        return sorted(
-            paths[bid] for bid in allowed if bid in tree and tree[bid].archived_at is None and bid not in live_parents
-        )
+        return submit_budget_paths(obj, tree, accessible=self.context.get("accessible_budget_ids") or set())
 
 
 class TokenSerializer(serializers.Serializer):

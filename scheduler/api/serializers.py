@@ -381,8 +381,9 @@ def drf_representation(serializer: Any, instance: Any) -> dict[str, Any]:
 class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
-    ``budget``: path (``nlp/olmo``) or id. ``cluster``: name (optional when there is one
-    cluster). ``gpu_model``: optional when the cluster has one model. ``command``: argv list
+    ``budget``: path (``nlp/olmo``) or id (optional when the requester may submit to one budget
+    only: that one). ``cluster``: name (optional when there is one cluster). ``gpu_model``:
+    optional when the cluster has one model (required where it has several). ``command``: argv list
     or a string split like a shell would. ``min_runtime``: seconds or ``"2h30m"``.
     ``env``: ``{"NAME": "value"}`` or ``{"NAME": {"value": "...", "secret": true}}``.
     ``name``: defaults to the command's program name. ``cpus``, ``memory``, ``shared_memory``:
@@ -394,7 +395,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     """
 
     name = _NullableStrField(required=False, allow_null=True)
-    budget = _StrOrIntField()
+    budget = _StrOrIntField(required=False, allow_null=True)
     cluster = _StrOrIntField(required=False, allow_null=True)
     gpu_model = _NullableStrField(required=False, allow_null=True)
     gpu_count = _CountField()
@@ -476,7 +477,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             name = program.rsplit("/", 1)[-1].replace("\x00", "").strip()[:200] or "workload"
         return {
             "name": name,
-            "budget": data["budget"],
+            "budget": data.get("budget"),
             "cluster": data.get("cluster"),
             "gpu_model": data.get("gpu_model") or "",
             "gpu_count": data["gpu_count"],
