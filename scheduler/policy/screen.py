@@ -117,6 +117,7 @@ def idle(
     requests: Callable[[], Requests] | None = None,
     shape_count: Callable[[Coarse], int] | None = None,
     allowed_in: AllowedIn | None = None,
+    waits: bool | None = None,
 ) -> bool:
     """True only when a pass over the snapshot ``standing`` was built or synced from would
     start, stop and change nothing (and, with open nominations, keep them as they are).
@@ -132,10 +133,21 @@ def idle(
     coarse shape (:func:`pending_shape_count`); shapes held only by nominees then want no
     preemption (module docstring). ``allowed_in``: rule 2's answers as the caller keeps them
     (:data:`AllowedIn`, over the same ``loads``); else read from each budget's thresholds
-    (:func:`contract.allowed_reader`).
+    (:func:`contract.allowed_reader`). ``waits``: :func:`nominations_wait` of this state as the
+    caller keeps it (True: every open nomination waits), else computed here.
     """
     got = _screen(
-        standing, pending, tree, loads, nominees, kept, requests, shape_count, ready=False, allowed_in=allowed_in
+        standing,
+        pending,
+        tree,
+        loads,
+        nominees,
+        kept,
+        requests,
+        shape_count,
+        ready=False,
+        allowed_in=allowed_in,
+        waits=waits,
     )
     return got == []
 
@@ -172,16 +184,22 @@ def _screen(
     *,
     ready: bool,
     allowed_in: AllowedIn | None = None,
+    waits: bool | None = None,
 ) -> list[str] | None:
-    """The ready nominees (sorted) when the pass decides nothing beyond starting them, else None."""
+    """The ready nominees (sorted) when the pass decides nothing beyond starting them, else None.
+    ``waits`` (only without ``ready``): the caller's kept answer of :func:`nominations_wait`."""
     starting: list[str] = []
     if standing.noms:
         if nominees is None:
             return None
-        got = nominations_wait(standing, nominees, tree, ready=ready)
-        if got is None:
-            return None
-        starting = got
+        if waits is not None and not ready:
+            if not waits:
+                return None
+        else:
+            got = nominations_wait(standing, nominees, tree, ready=ready)
+            if got is None:
+                return None
+            starting = got
     if standing.draining or _fault_due(standing):
         return None
     summary = kept.of(standing) if kept is not None else summary_of(standing)

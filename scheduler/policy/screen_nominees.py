@@ -95,6 +95,33 @@ def nominations_wait(
     return starting
 
 
+class KeptWaits:
+    """:func:`nominations_wait` (every open nomination waits) kept while nothing is decided
+    (est41; ``tail.Tail``'s proofs ask it for every queue): it reads only the open nominations,
+    their nominees, the budget tree and the owners, stopping marks and usability of the
+    nominated GPUs, none of which a pass changes without deciding something (a start, a stop,
+    a nomination or a reservation changes the caller's ``mark``, its counts of decisions); a
+    nomination a waiting group member drops leaves fewer to test (so the count of open
+    nominations is part of the key). Compared with a fresh test under ``check``."""
+
+    def __init__(self) -> None:
+        self.key: tuple[object, int] | None = None
+        self.answer = False
+
+    def of(
+        self, standing: Standing, nominees: Mapping[str, Workload], tree: BudgetTree, mark: object, check: bool
+    ) -> bool | None:
+        """True: every open nomination waits; False: one does not; None: none is open."""
+        if not standing.noms:
+            return None
+        key = (mark, len(standing.noms))
+        if key != self.key:
+            self.key, self.answer = key, nominations_wait(standing, nominees, tree) is not None
+        elif check and self.answer != (fresh := nominations_wait(standing, nominees, tree) is not None):
+            raise AssertionError(f"the nominations test kept: {self.answer} != {fresh}")
+        return self.answer
+
+
 def _apart(hosts: Mapping[str, HostView], gpus: tuple[GpuRef, ...], limited: set[str]) -> bool:
     """False when a host of ``gpus`` with CPU or memory limits already holds a ready nomination
     (the first start there would count against the second's fit); records those hosts."""

@@ -48,6 +48,7 @@ from scheduler.policy.gang_victims import gang_hosts_of
 from scheduler.policy.queues import BudgetPending
 from scheduler.policy.reserve import allowed_work, bound_hosts, ruled_out
 from scheduler.policy.screen import idle
+from scheduler.policy.screen_nominees import KeptWaits
 from scheduler.policy.screen_summary import NONE, KeptSummary, Requests
 from scheduler.policy.skip_index import SkipIndex
 from scheduler.policy.skips import SkipRuns
@@ -94,6 +95,7 @@ class Tail:
         self.at: str | None = None  # the queue of the last workload returned
         self.watch: tuple[str, object] | None = None  # under ps.check: a proved queue being walked
         self.decided_once = False  # the dispatch decided something: the whole rest is no more asked
+        self.waits = KeptWaits()  # the screen's nominations test, while self.mark stands
 
     def step(self, progress: object, leaf: str) -> bool:
         """After each workload of ``leaf`` the dispatch handled, with the pass's counts of
@@ -182,11 +184,11 @@ class Tail:
         return mine is not None and not _may_reserve(self.ps, mine) and self._screen(mine)
 
     def _screen(self, rest: Rest) -> bool:
-        """:func:`screen.idle` over the pass's state with ``rest`` as its requests."""
+        """:func:`screen.idle` over the pass's state with ``rest`` as its requests (``ok``: :class:`KeptWaits`)."""
         ps = self.ps
-        req = requests(ps, rest)
+        req, ok = requests(ps, rest), self.waits.of(ps.standing, ps.pending, ps.tree, self.mark, ps.check)
         return idle(
-            ps.standing, (), ps.tree, lambda: ps.load, ps.pending, self.kept, lambda: req, allowed_in=self._allowed_in
+            ps.standing, (), ps.tree, lambda: ps.load, ps.pending, self.kept, lambda: req, None, self._allowed_in, ok
         )
 
     def _allowed_in(self, p: str, c: int, budgets: set[str]) -> frozenset[str]:
@@ -225,9 +227,7 @@ class Tail:
     def _rest_fresh(self, leaf: str) -> Rest | None:
         """:meth:`_rest` computed from the queue's shapes read in this pass (its oracle)."""
         shapes = self._shapes(leaf)
-        if shapes is None:
-            return None
-        return rest_of(shapes, self.ps.memo.outright)
+        return None if shapes is None else rest_of(shapes, self.ps.memo.outright)
 
     def _kept_list(self, leaf: str) -> BudgetPending | None:
         """``leaf``'s kept pending lists, where its queue in this dispatch is their allocated list."""
