@@ -65,7 +65,21 @@ class SkipRuns(PassState):
         A workload of the same key with no fewer GPUs and an M from the floor on has a commitment
         allowed no more budgets (:meth:`PassState.allowed_floor`, rule 2 monotone) and is refused
         by every host refusing ``w`` (and by more reserved later): it fails the same way.
-        Under ``check`` a workload like ``w`` at the floor is searched for (:meth:`_verify_floor`)."""
+        Under ``check`` a workload like ``w`` at the floor is searched for (:meth:`_verify_floor`).
+        The reservations are read once each (``Decisions.reserved_start``: a gang's is on several
+        hosts), not per reserved host as :meth:`_outright_floor_walk`, its oracle under ``check``."""
+        n, m, now = w.gpus, w.min_runtime, self.now
+        floor = -(-self.allowed_floor(w.budget, n * m) // n)
+        for wid, start in self.dec.reserved_start.items():
+            if wid != w.id and now + m > start:
+                floor = max(floor, start - now + 1)
+        floor = min(floor, m)
+        if self.check and floor != (walked := self._outright_floor_walk(w)):
+            raise AssertionError(f"floor of {w.id} at {now}: {floor} != {walked}")
+        return floor
+
+    def _outright_floor_walk(self, w: Workload) -> int:
+        """:meth:`_outright_floor` reading every reserved host's reservation (its oracle)."""
         n, m, now = w.gpus, w.min_runtime, self.now
         floor = -(-self.allowed_floor(w.budget, n * m) // n)
         for wid, start in self.reserved.values():

@@ -68,6 +68,7 @@ class ClusterState:
         # every bump's host in order (bump): readers keep a mark and read what changed since
         self._log: list[str] = []
         self._log_base = 0  # marks before it are no longer in the log (changed_since: None)
+        self._last: dict[str, int] = {}  # host -> the position of its last bump (changed_since)
         self.malformed = False
         """Set when two open attempts claimed one GPU or one id: only a fresh build says what a pass sees."""
         self.pass_changed: dict[str, bool] = {}
@@ -145,6 +146,7 @@ class ClusterState:
         """The host changed (its GPUs, work, nominations or protections): a new version, logged."""
         self.version[host] = self.version.get(host, 0) + 1
         log = self._log
+        self._last[host] = self._log_base + len(log)
         log.append(host)
         if len(log) > _LOG_KEPT:
             self._log_base += len(log)
@@ -157,11 +159,25 @@ class ClusterState:
     def changed_since(self, mark: int) -> set[str] | None:
         """The hosts bumped since ``mark`` (:meth:`mark`); None when the log no longer reaches
         back that far (the reader reads every host). Versions only grow, so a host not named
-        has the version it had at ``mark``."""
+        has the version it had at ``mark``. A stretch longer than the hosts ever bumped is read
+        from each host's last bump instead (the same set: a host was bumped after ``mark``
+        exactly when its last bump was); its oracle is :meth:`changed_since_walk`."""
         i = mark - self._log_base
         if i < 0:
             return None
+        if len(self._log) - i > len(self._last):
+            return {h for h, at in self._last.items() if at >= mark}
         return set(self._log[i:]) if i < len(self._log) else set()
+
+    def changed_since_walk(self, mark: int) -> set[str] | None:
+        """:meth:`changed_since` read from every bump in the log since ``mark`` (its oracle)."""
+        i = mark - self._log_base
+        return None if i < 0 else set(self._log[i:])
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        if "_last" not in state:  # pickled before the last bumps were kept: the log has them
+            self._last = {h: self._log_base + k for k, h in enumerate(self._log)}
 
     def kept_per_host(
         self,

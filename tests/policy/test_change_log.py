@@ -12,11 +12,15 @@ host per reading, for one reader at a time (a skipped invalidation), fails that 
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import scheduler.policy.state as state_module
 from scheduler.policy import IncrementalScheduler
 from scheduler.policy.state import ClusterState
 from scheduler.sim.simulate import TraceSim
@@ -82,3 +86,44 @@ def test_a_forgotten_change_is_caught(
     with pytest.raises(AssertionError, match=message):
         for seed in (11, 12, 13):
             TraceSim(_inputs(tmp_path, seed), IncrementalScheduler(check=True)).run()
+
+
+@st.composite
+def _bumps(draw: st.DrawFn) -> tuple[list[str | None], int]:
+    """Bumps of a few hosts with marks taken among them (None: take a mark), and a log size."""
+    hosts = [f"h{i}" for i in range(draw(st.integers(1, 6)))]
+    steps = draw(st.lists(st.one_of(st.none(), st.sampled_from(hosts)), min_size=1, max_size=80))
+    return steps, draw(st.integers(2, 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_bumps())
+def test_changed_since_reads_each_hosts_last_bump_as_the_log(case: tuple[list[str | None], int]) -> None:
+    """A stretch of the log longer than the hosts is read from each host's last bump: the same
+    set as every bump since the mark (``changed_since_walk``), before and after the log is cut,
+    and from a state pickled before the last bumps were kept."""
+    steps, kept = case
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(state_module, "_LOG_KEPT", kept)
+        _compare_log(steps)
+
+
+def _compare_log(steps: list[str | None]) -> None:
+    st_ = ClusterState([], [], {})
+    marks = [st_.mark()]
+    for host in steps:
+        if host is None:
+            marks.append(st_.mark())
+        else:
+            st_.bump(host)
+        for mark in marks:
+            assert st_.changed_since(mark) == st_.changed_since_walk(mark)
+    old = dict(st_.__dict__)
+    del old["_last"]
+    loaded = ClusterState.__new__(ClusterState)
+    loaded.__setstate__(old)
+    for mark in marks:
+        assert loaded.changed_since(mark) == st_.changed_since_walk(mark)
+    st_.bump("h0")
+    copied = pickle.loads(pickle.dumps(st_))  # noqa: S301 (written here)
+    assert all(copied.changed_since(m) == st_.changed_since_walk(m) for m in marks)
