@@ -455,6 +455,9 @@ FAIRWAY = {
     "MAX_RUNTIME_LIMIT_S": env_int("FAIRWAY_MAX_RUNTIME_LIMIT_S", 7 * 24 * 3600, minimum=1),
     "MAX_RETRIES": env_int("FAIRWAY_MAX_RETRIES", 10, minimum=0),
     "MAX_ARRAY_SIZE": env_int("FAIRWAY_MAX_ARRAY_SIZE", 1000, minimum=1),
+    # The most pending + running workloads one user may hold, array members one by one (Slurm's
+    # MaxSubmitJobs; lim42: the throttle alone let one user queue millions); 0: no limit.
+    "MAX_SUBMITTED_PER_USER": env_int("FAIRWAY_MAX_SUBMITTED_PER_USER", 10_000, minimum=0, maximum=10**9),
     # Notifications (docs/jobs.md): webhook hosts allowed besides public addresses (comma list,
     # e.g. "hooks.slack.com,10.0.0.5"); private, loopback and link-local targets are refused
     # unless listed here.

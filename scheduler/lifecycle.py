@@ -24,6 +24,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from agent.protocol import FATAL_XIDS
+from fairway_cli.numbers import duration_text
 from scheduler import histograms, metrics, notify
 from scheduler.gpu_report import MISSING, missing_on_hold
 from scheduler.gpu_text import gpu_text_problem
@@ -1825,7 +1826,7 @@ def stop_timed_out(cluster_id: int, now: datetime) -> list[int]:
             workload_id=wid,
             at=now,
             kind="timeout",
-            message=f"attempt {number} stopping: wall-time limit of {limit} s reached",
+            message=f"attempt {number} stopping: wall-time limit of {duration_text(limit)} reached",
             data={"attempt": aid, "reason": "timeout", "max_runtime_s": limit},
         )
         for aid, wid, number, limit in claimed

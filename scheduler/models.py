@@ -199,7 +199,11 @@ class Workload(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["cluster", "state"], name="workload_cluster_state")]
+        indexes = [
+            models.Index(fields=["cluster", "state"], name="workload_cluster_state"),
+            # a submission counts its owner's live work (services.submitted_count, lim42)
+            models.Index(fields=["owner", "state"], name="workload_owner_state"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"

@@ -64,7 +64,8 @@ class SubmissionError(ServiceError):
     (docs/jobs.md): ``invalid_mount``, ``invalid_max_runtime``, ``max_runtime_too_long``,
     ``max_runtime_below_min_runtime``, ``invalid_retries``, ``invalid_array``, ``invalid_after``,
     ``dependency_failed``; ``budget_moved`` (the budget's place in the tree kept changing while
-    the submission locked it: submit again, :data:`MOVE_RETRIES`)."""
+    the submission locked it: submit again, :data:`MOVE_RETRIES`); ``too_many_submitted`` (429:
+    the owner holds the most pending + running workloads one user may, :func:`submitted_count`)."""
 
 
 def sole_budget_problem(choices: Sequence[str]) -> str:
@@ -165,8 +166,12 @@ MAX_DB_INT = 2**63 - 1
 """The largest id (bigint); integer inputs beyond it are refused before any query."""
 MAX_GPU_COUNT = 2**31 - 1
 """``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
-CANCEL_FORBIDDEN = "Only the owner, a budget manager or staff may cancel."
+CANCEL_FORBIDDEN = "Only the owner, a budget manager or an admin with the change_workload permission may cancel."
 """The refusal of a cancel by someone else, for one workload or a group alike."""
+LOGS_FORBIDDEN = (
+    "Only the workload's owner, members of its budget and admins with the view_workload permission may read its logs."
+)
+"""The refusal of another's logs (``may_read_private``), on the API and the page."""
 GPU_COUNT_PROBLEM = "gpu_count is an integer >= 1."
 """The refusal of a GPU count below 1, in the words of every surface (the submit form's too)."""
 MAX_SHOWN_CHARS = 80
@@ -447,12 +452,17 @@ def _chain_up(pk: int, parents: Mapping[int, int | None]) -> list[int] | None:
     return ids
 
 
-def _lock_chain(pk: int, chain: list[int], user_id: int | None) -> tuple[dict[int, int | None], bool, int | None, bool]:
+def _lock_chain(
+    pk: int, chain: list[int], user_id: int | None, serialize: bool = False
+) -> tuple[dict[int, int | None], bool, int | None, bool]:
     """One statement: the rows of ``chain`` (budget ``pk`` and the ancestors it was read with)
     share-locked in id order, their parent ids as locked (the latest committed: a move committed
     while the lock waited is read), whether ``pk`` is archived, on PostgreSQL the first workload id
     drawn (:func:`_id_and_seq`; None elsewhere), and whether ``user_id`` has a membership of one of
-    ``chain`` (under ``FOR KEY SHARE`` of the one found, brk39; True for None)."""
+    ``chain`` (under ``FOR KEY SHARE`` of the one found, brk39; True for None). ``serialize``
+    (PostgreSQL): also take ``user_id``'s submission lock (:data:`SUBMIT_LOCK_CLASS`), so that
+    the count of :func:`submitted_count`, a later statement, sees that user's other submissions
+    committed (lim42)."""
     if connection.vendor != "postgresql":  # one writer at a time: plain reads, one query as there
         held = Membership.objects.filter(user_id=user_id, budget_id__in=chain)
         rows = Budget.objects.filter(pk__in=chain).values_list("id", "parent_id", "archived_at", Exists(held))
@@ -467,21 +477,25 @@ def _lock_chain(pk: int, chain: list[int], user_id: int | None) -> tuple[dict[in
     query = (
         f"SELECT id, {parent_id}, {archived_at} IS NOT NULL, "  # noqa: S608 -- the models' own names
         "CASE WHEN id = %s THEN nextval(pg_get_serial_sequence(%s, 'id')) END, "
-        f"%s OR EXISTS (SELECT 1 FROM {membership} WHERE user_id = %s AND budget_id = ANY(%s) FOR KEY SHARE) "
+        f"%s OR EXISTS (SELECT 1 FROM {membership} WHERE user_id = %s AND budget_id = ANY(%s) FOR KEY SHARE), "
+        "CASE WHEN %s AND id = %s THEN pg_advisory_xact_lock(%s, %s)::text END "
         f"FROM {table} WHERE id = ANY(%s) ORDER BY id FOR SHARE"
     )
-    params = [pk, Workload._meta.db_table, user_id is None, user_id or 0, chain, chain]
+    params = [pk, Workload._meta.db_table, user_id is None, user_id or 0, chain]
+    params += [serialize and user_id is not None, pk, SUBMIT_LOCK_CLASS, user_id or 0, chain]
     with connection.cursor() as cursor:
         cursor.execute(query, params)
         rows = cursor.fetchall()
     found = {row[0]: row for row in rows}
     if pk not in found:
         raise Budget.DoesNotExist(f"budget {pk}")
-    _id, _parent, archived, drawn, member = found[pk]
+    _id, _parent, archived, drawn, member, _locked = found[pk]
     return {i: row[1] for i, row in found.items()}, archived, drawn, member
 
 
-def _share_lock_budget(pk: int, member: tuple[int, list[int]] | None = None) -> tuple[bool, int | None, bool]:
+def _share_lock_budget(
+    pk: int, member: tuple[int, list[int]] | None = None, *, serialize: bool = False
+) -> tuple[bool, int | None, bool]:
     """A submission's lock on its budget (the share lock of ``budgets.services.share_lock_budget``,
     docs/locking.md): whether the budget is archived, read under the lock, and, on PostgreSQL, the
     first workload id drawn in the same statement (:func:`_id_and_seq`: one round trip, not two);
@@ -498,14 +512,15 @@ def _share_lock_budget(pk: int, member: tuple[int, list[int]] | None = None) -> 
     locked again; a later move waits for the submission's commit. So the membership is judged by
     the tree as it is when the workload lands, not as the request read it (a member of the old
     parent submitted into a budget moved away from it). None: not asked (a superuser): the budget's
-    row alone, True. Raises ``SubmissionError("budget_moved")`` after :data:`MOVE_RETRIES` chains
+    row alone, True. ``serialize``: take the user's submission lock too (:func:`_lock_chain`).
+    Raises ``SubmissionError("budget_moved")`` after :data:`MOVE_RETRIES` chains
     each moved before their lock."""
     if member is None:
         _parents, archived, drawn, _member = _lock_chain(pk, [pk], None)
         return archived, drawn, True
     user_id, chain = member
     for _ in range(MOVE_RETRIES):
-        parents, archived, drawn, still_member = _lock_chain(pk, chain, user_id)
+        parents, archived, drawn, still_member = _lock_chain(pk, chain, user_id, serialize)
         if _chain_up(pk, parents) == chain:  # every locked row still points where the chain was read
             return archived, drawn, still_member
         # Moved since the tree was read: the chain as committed now (a plain read: rare).
@@ -514,6 +529,60 @@ def _share_lock_budget(pk: int, member: tuple[int, list[int]] | None = None) -> 
         "budget_moved",
         "budget",
         f"Budget {Budget.objects.get(pk=pk).path} was moved in the budget tree while this was submitted; submit again.",
+    )
+
+
+SUBMIT_LOCK_CLASS = 0x4657_5355
+"""First key of the advisory lock a user's submissions take one at a time while a submission
+limit is set ("FWSU"; the tick's is "FWAY", a budget move's "FWBB"); the second is the user id."""
+
+SUBMIT_LIMIT_CODE = "too_many_submitted"
+"""The code of a submission refused by ``FAIRWAY_MAX_SUBMITTED_PER_USER`` (HTTP 429)."""
+
+LIVE_STATES = tuple(state for state in Workload.State if state not in Workload.FINAL_STATES)
+"""The states a workload counts in its owner's limit: pending and running (starting, preempting)."""
+
+
+def submitted_count_oracle(user_id: int, cap: int) -> int:
+    """:func:`submitted_count` as a queryset (the readable rule; the tests' oracle)."""
+    return Workload.objects.filter(owner_id=user_id, state__in=LIVE_STATES).order_by().values("pk")[:cap].count()
+
+
+def submitted_count(user_id: int, cap: int) -> int:
+    """How many workloads of ``user_id`` are pending or running (:data:`LIVE_STATES`), counted up to
+    ``cap``: one statement reading at most ``cap`` entries of the index ``workload_owner_state``
+    (``SELECT COUNT(*) FROM (... LIMIT cap)``), so a user holding a million costs what one
+    holding ``cap`` does. A constant statement from a cursor: the queryset's compilation was half
+    of the check's CPU (:func:`submitted_count_oracle`, which ``tests/services/test_submit_limit.py``
+    compares it with, and with a count in Python)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SUBMITTED_COUNT_SQL, [user_id, *LIVE_STATES, cap])
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+_SUBMITTED_COUNT_SQL = (
+    f"SELECT COUNT(*) FROM (SELECT 1 FROM {Workload._meta.db_table} "  # noqa: S608 -- the model's own names
+    f"WHERE owner_id = %s AND state IN ({', '.join(['%s'] * len(LIVE_STATES))}) LIMIT %s) AS live"
+)
+
+
+def _check_submitted_limit(owner: User, adding: int, limit: int) -> None:
+    """Refuse (``too_many_submitted``, 429) a submission of ``adding`` workloads that would give
+    ``owner`` more than ``limit`` pending + running ones (Slurm's MaxSubmitJobs; its reason
+    QOSMaxSubmitJobPerUserLimit). Run under the user's submission lock (:func:`_lock_chain`)."""
+    held = submitted_count(owner.pk, limit + 1)
+    if held + adding <= limit:
+        return
+    held_text = f"more than {limit:,} workloads" if held > limit else f"{held:,} workload{'s' * (held != 1)}"
+    what = "this workload" if adding == 1 else f"this array of {adding:,}"
+    raise SubmissionError(
+        SUBMIT_LIMIT_CODE,
+        None,
+        f"You have {held_text} pending or running; one user may have at most {limit:,} "
+        f"(FAIRWAY_MAX_SUBMITTED_PER_USER, as Slurm's MaxSubmitJobs), and {what} would go past it. "
+        "Cancel some, or submit again when some have ended.",
+        status=429,
     )
 
 
@@ -768,12 +837,15 @@ def do_submit_workload(
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
         member = None if owner.is_superuser else (owner.pk, ancestor_ids(the_budget, tree))
-        archived, drawn, still_member = _share_lock_budget(the_budget.pk, member)
+        limit = 0 if owner.is_superuser else settings.FAIRWAY["MAX_SUBMITTED_PER_USER"]
+        archived, drawn, still_member = _share_lock_budget(the_budget.pk, member, serialize=bool(limit))
         if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
             raise SubmissionError(*placed)  # budget_archived: archived since the tree was read
         if not still_member:  # removed since the check above (brk39), or the budget moved (left40)
             path = Budget.objects.get(pk=the_budget.pk).path  # where it is now (moved: not the tree's path)
             raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=path))
+        if limit:  # after the lock: a statement of its own, so it sees the user's other submissions committed
+            _check_submitted_limit(owner, len(jobs.indices), limit)
         locked = copy.copy(the_budget)  # the tree's row (shared by the process's requests: not changed)
         now = timezone.now()
         group = jobs.create_group(owner, the_cluster, name.strip())
@@ -838,28 +910,45 @@ def do_submit_workload(
 # --- cancel --------------------------------------------------------------------------------
 
 
+WORKLOAD_CANCEL_PERMISSION = "scheduler.change_workload"
+"""What cancelling other people's work needs beside ``is_staff`` (lim42: any staff member, a
+view-only one included, cancelled anyone's work; the rule of host actions, brk42)."""
+
+WORKLOAD_READ_PERMISSIONS = ("scheduler.view_workload", "scheduler.change_workload")
+"""Either lets a staff member read other people's logs and env values (the admin's rule: change
+implies view)."""
+
+
+def _staff_may(actor: User, *perms: str) -> bool:
+    """Whether ``actor`` is active staff holding one of ``perms`` (a superuser holds every one).
+    Asked last, after the rules that need no query (the permissions are read once a request)."""
+    return bool(actor.is_active and actor.is_staff and any(actor.has_perm(p) for p in perms))
+
+
 def can_cancel(
     actor: User, workload: Workload, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
 ) -> bool:
-    """The owner, staff, and managers of the workload's budget or an ancestor may cancel it.
-    ``tree``, ``memberships``: already loaded this request (no query then)."""
+    """The owner, managers of the workload's budget or an ancestor, superusers and staff with
+    :data:`WORKLOAD_CANCEL_PERMISSION` may cancel it. ``tree``, ``memberships``: already loaded
+    this request (no query then)."""
     if not actor.is_authenticated:
         return False
-    if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
+    if actor.is_superuser or workload.owner_id == actor.pk:
         return True
-    return is_manager(actor, workload.budget, tree, memberships)
+    return is_manager(actor, workload.budget, tree, memberships) or _staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
 
 
 def may_read_private(actor: User, workload: Workload, accessible: set[int] | frozenset[int]) -> bool:
     """Whether ``actor`` may read ``workload``'s logs and env values: its owner (always, as Slurm
     shows users their own jobs: leaving a budget governs new submissions, not the work already
     submitted), members of its budget or an ancestor (``accessible``: ``accounts.services.
-    accessible_budget_ids``), and staff (README.md, the API's table of who may do what)."""
+    accessible_budget_ids``), superusers and staff with one of :data:`WORKLOAD_READ_PERMISSIONS`
+    (README.md, the API's table of who may do what)."""
     if not actor.is_authenticated:
         return False
-    if actor.is_staff or actor.is_superuser or workload.owner_id == actor.pk:
+    if actor.is_superuser or workload.owner_id == actor.pk or workload.budget_id in accessible:
         return True
-    return workload.budget_id in accessible
+    return _staff_may(actor, *WORKLOAD_READ_PERMISSIONS)
 
 
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
@@ -924,9 +1013,11 @@ def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
     """Whether ``actor`` may cancel array group ``group``: whether they may cancel one of its
     ``members`` (all of them, final or not: a foreign group is refused whether or not anything is
     left to cancel). One check per (owner, budget) among the members; a group without members
-    is its owner's and staff's."""
+    is its owner's, superusers' and staff's with :data:`WORKLOAD_CANCEL_PERMISSION`."""
     if not members:
-        return actor.is_authenticated and (actor.is_staff or actor.is_superuser or group.owner_id == actor.pk)
+        return actor.is_authenticated and (
+            actor.is_superuser or group.owner_id == actor.pk or _staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
+        )
     distinct = {(w.owner_id, w.budget_id): w for w in members}
     return any(can_cancel(actor, w) for w in distinct.values())
 

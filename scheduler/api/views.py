@@ -60,7 +60,13 @@ from scheduler.models import (
 )
 from scheduler.notifications import SETTINGS_FIELDS, listed_kinds
 from scheduler.notifications import save_settings as save_notification_settings
-from scheduler.services import do_cancel_group, do_cancel_workload, do_submit_workload, may_read_private
+from scheduler.services import (
+    LOGS_FORBIDDEN,
+    do_cancel_group,
+    do_cancel_workload,
+    do_submit_workload,
+    may_read_private,
+)
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
 HISTORY_MAX = 10_000
@@ -89,7 +95,7 @@ class WorkloadLogsMixin:
         if workload is None:
             raise no_such("workload", pk)
         if not may_read_private(request.user, workload, self.accessible_budget_ids):
-            raise PermissionDenied("Only the workload's owner and members of its budget may read its logs.")
+            raise PermissionDenied(LOGS_FORBIDDEN)
         values: dict[str, int | None] = {"tail": 16384, "attempt": None}
         for field in values:  # the refusal names the parameter that is not a number
             given = int_param(field, request.query_params.get(field), f"{field} is an integer.")

@@ -29,11 +29,13 @@ URL = "/api/v1/workloads/"
 # which a warm process answers from memory (accounts.auth.kept_token_rows, budgets.tree_memo): KEPT
 # queries fewer once the process read them.
 KEPT = 3
-SUBMIT_QUERIES = 8  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+insert+event 3 (PostgreSQL
+SUBMIT_QUERIES = 9  # auth 1, tree 1, memberships 1, cluster 1, hardware 1, lock+insert+event 3 (PostgreSQL
 # draws the id in the lock's statement, scheduler.services._share_lock_budget; SQLite reads it inside the
 # insert; scheduler.services._id_and_seq) (a warm process: auth and the 3 writes, the cluster and its
 # hardware kept by scheduler.hardware_memo); the answer is built from what was written (no attempt yet, the
-# submitted event, no dependency without ``after``)
+# submitted event, no dependency without ``after``); + the owner's live-work count 1 (lim42: the per-user
+# limit FAIRWAY_MAX_SUBMITTED_PER_USER, a statement after the lock so it sees the user's other
+# submissions committed: scheduler.services.submitted_count)
 DETAIL_QUERIES = 7  # auth 1, workload 1, attempts 1 (+ their GPUs 1 when any), events 1, tree 1, memberships 1,
 # dependencies 1 (the ``after`` list with its workloads' states, one prefetch whatever its length); the
 # accounting from the attempts, not a GROUP BY
@@ -55,7 +57,7 @@ def test_a_submission_costs_a_fixed_number_of_queries(researcher_client, submiss
     _count(researcher_client, "post", URL, data=submission(), format="json")  # warm caches (content types)
     response, queries = _count(researcher_client, "post", URL, data=submission(), format="json")
     assert response.status_code == 201, response.json()
-    assert queries <= SUBMIT_QUERIES - KEPT - 2 == 3  # the cluster and its hardware kept too: the 3 writes
+    assert queries <= SUBMIT_QUERIES - KEPT - 2 == 4  # the cluster and its hardware kept too: the 3 writes, the count
 
 
 def test_a_cancel_costs_a_fixed_number_of_queries(researcher_client, submission, cluster):

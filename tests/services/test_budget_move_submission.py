@@ -112,9 +112,9 @@ def test_a_budget_moved_again_at_every_try_is_refused_clearly(monkeypatch, resea
     real = services._lock_chain
     calls: list[list[int]] = []
 
-    def always_moved(pk: int, chain: list[int], user_id: int | None) -> Any:
+    def always_moved(pk: int, chain: list[int], user_id: int | None, serialize: bool = False) -> Any:
         calls.append(chain)
-        parents, *rest = real(pk, chain, user_id)
+        parents, *rest = real(pk, chain, user_id, serialize)
         return {**parents, pk: -1}, *rest  # a parent the chain was not read with
 
     monkeypatch.setattr(services, "_lock_chain", always_moved)

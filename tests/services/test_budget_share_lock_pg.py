@@ -87,12 +87,13 @@ def _until(predicate: Callable[[], bool]) -> bool:
     return False
 
 
-def test_two_submissions_into_one_budget_do_not_wait_for_each_other(researcher, submit_kwargs) -> None:
+def test_two_submissions_into_one_budget_do_not_wait_for_each_other(researcher, teammate, submit_kwargs) -> None:
     first = Held(lambda: do_submit_workload(researcher, **submit_kwargs(name="first")))
     assert first.done.wait(BOUND_S), first.error
     # While the first submission's transaction is open (its budget lock held), a second one into
-    # the same budget commits: it does not wait for the first.
-    second = Held(lambda: do_submit_workload(researcher, **submit_kwargs(name="second")))
+    # the same budget commits: it does not wait for the first. Another user's: one user's
+    # submissions wait for each other while a per-user limit is set (lim42, test_submit_limit_pg).
+    second = Held(lambda: do_submit_workload(teammate, **submit_kwargs(name="second")))
     try:
         assert second.done.wait(BOUND_S), "the second submission waited for the first one's budget lock"
         assert not first.ended.is_set()

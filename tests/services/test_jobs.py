@@ -163,7 +163,10 @@ def test_a_workload_past_its_wall_time_is_stopped_as_timeout_and_ends_failed(res
     run_tick(w.cluster_id, now=t0 + timedelta(seconds=900))
     attempt.refresh_from_db()
     assert (attempt.stop_reason, attempt.stop_requested_at) == ("timeout", t0 + timedelta(seconds=900))
-    assert WorkloadEvent.objects.filter(workload=w, kind="timeout").exists()
+    event = WorkloadEvent.objects.get(workload=w, kind="timeout")
+    # lim42: the duration in the project's words (fairway_cli.numbers.duration_text), not "900 s"
+    assert event.message == "attempt 1 stopping: wall-time limit of 15m reached"
+    assert event.data["max_runtime_s"] == 900
 
     lifecycle.attempt_exited(attempt.host, attempt.pk, -15, now=t0 + timedelta(seconds=930))
     attempt.refresh_from_db()

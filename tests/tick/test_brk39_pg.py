@@ -58,12 +58,12 @@ def test_a_submission_whose_membership_was_removed_meanwhile_is_refused(monkeypa
     real = services._share_lock_budget
     seen: dict[str, Any] = {}
 
-    def remove_then_lock(*args: Any) -> Any:
+    def remove_then_lock(*args: Any, **kwargs: Any) -> Any:
         if "other" not in seen:
             other = Waiting(lambda: Membership.objects.filter(user=researcher).delete())
             assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
             seen["other"] = other
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(services, "_share_lock_budget", remove_then_lock)
     with pytest.raises(SubmissionError) as refused:
