@@ -76,7 +76,12 @@ EXIT_HOST_REMOVED = 77
 for good (sec41: it reconnected every ``backoff_max`` seconds, logging an error each time).
 77 is sysexits' ``EX_NOPERM``; the agent's other statuses are 0, 1 (a backend or runtime
 unavailable) and 2 (bad usage or config)."""
-HOST_REMOVED_LOG = "host removed from Fairway by an admin; stopping, re-run the install script to rejoin"
+HOST_REMOVED_LOG = (
+    "host removed from Fairway by an admin; stopping. To rejoin: the install script with --uninstall,"
+    " then again with a new join token and --host-name NEW (this name stays taken)"
+)
+"""try43: it said "re-run the install script to rejoin", but a rerun keeps the config holding the
+refused token ("already joined") and the agent exits 77 again; a join under the old name is refused."""
 
 
 class HostRemoved(Exception):
