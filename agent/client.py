@@ -84,6 +84,13 @@ HOST_REMOVED_LOG = (
 refused token ("already joined") and the agent exits 77 again; a join under the old name is refused."""
 
 
+REFUSED_LINK_HINT = (
+    "an admin's new host token (Hosts admin: Rotate the host token) goes in the agent's config,"
+    " token:, then restart the agent"
+)
+"""try43: on 4401 the agent said only that the token was refused; the way out was in the admin's message alone."""
+
+
 class HostRemoved(Exception):
     """The server closed the link with :data:`CLOSE_HOST_REMOVED`: :meth:`Agent.run` ends with it."""
 
@@ -261,7 +268,11 @@ class Agent:
             if ws.close_code == CLOSE_SUPERSEDED:
                 log.error("the server accepted a newer connection with this host's token: does another agent use it?")
             elif ws.close_code == CLOSE_UNAUTHORIZED:
-                log.error("the server refused the host token: %s", ws.close_reason or "rotated or revoked?")
+                log.error(
+                    "the server refused the host token: %s; %s",
+                    ws.close_reason or "rotated or revoked?",
+                    REFUSED_LINK_HINT,
+                )
             delay = next(self._delays)
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)
