@@ -16,6 +16,15 @@ def main():
             "available on your PYTHONPATH environment variable? Did you "
             "forget to activate a virtual environment?"
         ) from exc
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 -- reads the settings module: a malformed variable stops here
+    except ImproperlyConfigured as exc:
+        # try43: the variable's name came last in a 50-line traceback through Django's internals.
+        sys.stderr.write(f"manage.py: configuration: {exc}\n")
+        sys.exit(2)
     execute_from_command_line(sys.argv)
 
 

@@ -37,10 +37,19 @@ class UserPosixForm(UserChangeForm):
         ``isolation.allow_root`` both allow it (sec41, as a system uid), so it is refused here
         while no cluster does. Each agent still checks its own consent and ``GID_MIN``."""
         cleaned = super().clean()
+        root_allowed = Cluster.objects.filter(allow_root_workloads=True).exists
+        if cleaned.get("posix_uid") == 0 and not root_allowed():
+            # try43: uid 0 was saved without a word while gid 0 was refused; every agent refuses its starts.
+            self.add_error(
+                "posix_uid",
+                "uid 0 is root on GPU hosts; agents refuse it unless the cluster's allow_root_workloads and the"
+                " host's isolation.allow_root are both on, and no cluster allows root workloads. Set the"
+                " person's own uid (getent passwd NAME), or leave it empty to map the name on each host.",
+            )
         gid = cleaned.get("posix_gid")
         for field, gids in (("posix_gid", [] if gid is None else [gid]), ("posix_groups", cleaned.get("posix_groups"))):
             system = system_gids(gids or [])
-            if system and not Cluster.objects.filter(allow_root_workloads=True).exists():
+            if system and not root_allowed():
                 self.add_error(
                     field,
                     f"{', '.join(map(str, system))}: a system group (gid 0, or below {settings.FAIRWAY_POSIX_MIN_GID})"

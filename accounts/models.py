@@ -39,6 +39,9 @@ def parse_posix_groups(text: str) -> list[int]:
     """Group ids as an admin types them: ``2000, 2001``, ``2000 2001`` or the JSON list
     ``[2000, 2001]``; empty: none. Raises the validator's ValidationError on anything else."""
     words = text.strip().removeprefix("[").removesuffix("]").replace(",", " ").split()
+    named = next((w for w in words if not w.lstrip("-").isdigit() and w.isascii() and w.isprintable()), None)
+    if named is not None:  # try43: `docker` typed by name met only the list's message
+        raise ValidationError(f"{named}: group ids are numbers; `getent group {named}` on a host gives its gid")
     if not all(w.isascii() and w.isdigit() for w in words):
         validate_posix_groups(None)  # the one message for a bad list
     groups = [int(w) for w in words]

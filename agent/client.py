@@ -76,7 +76,19 @@ EXIT_HOST_REMOVED = 77
 for good (sec41: it reconnected every ``backoff_max`` seconds, logging an error each time).
 77 is sysexits' ``EX_NOPERM``; the agent's other statuses are 0, 1 (a backend or runtime
 unavailable) and 2 (bad usage or config)."""
-HOST_REMOVED_LOG = "host removed from Fairway by an admin; stopping, re-run the install script to rejoin"
+HOST_REMOVED_LOG = (
+    "host removed from Fairway by an admin; stopping. To rejoin: the install script with --uninstall,"
+    " then again with a new join token and --host-name NEW (this name stays taken)"
+)
+"""try43: it said "re-run the install script to rejoin", but a rerun keeps the config holding the
+refused token ("already joined") and the agent exits 77 again; a join under the old name is refused."""
+
+
+REFUSED_LINK_HINT = (
+    "an admin's new host token (Hosts admin: Rotate the host token) goes in the agent's config,"
+    " token:, then restart the agent"
+)
+"""try43: on 4401 the agent said only that the token was refused; the way out was in the admin's message alone."""
 
 
 class HostRemoved(Exception):
@@ -256,7 +268,11 @@ class Agent:
             if ws.close_code == CLOSE_SUPERSEDED:
                 log.error("the server accepted a newer connection with this host's token: does another agent use it?")
             elif ws.close_code == CLOSE_UNAUTHORIZED:
-                log.error("the server refused the host token: %s", ws.close_reason or "rotated or revoked?")
+                log.error(
+                    "the server refused the host token: %s; %s",
+                    ws.close_reason or "rotated or revoked?",
+                    REFUSED_LINK_HINT,
+                )
             delay = next(self._delays)
             log.info("reconnecting in %.1f s", delay)
             await asyncio.sleep(delay)

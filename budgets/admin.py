@@ -67,6 +67,9 @@ class BudgetAdminForm(forms.ModelForm):
         # do (tryout36). Here, not on the model: help texts there would be a migration.
         labels = {"cap_gpu_hours": "Cap (GPU-hours)", "cap_period_days": "Cap period (days)"}
         help_texts = {
+            # try43: the first budget made silently became the root, and the second program was refused.
+            "parent": "Empty only for the organisation's root, the first budget made (e.g. the lab's name); "
+            "programs go under it, projects under them.",
             "shares": "Weight among its siblings, a whole number ≥ 1: its share of each cluster is "
             "shares ÷ the live siblings' shares × its parent's share.",
             "hold": "Start no new attempts of this budget or anything under it; running work carries on.",

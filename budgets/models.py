@@ -55,7 +55,9 @@ def placement_problem(name: str | None, parent: Budget | None, pk: int | None = 
             return (
                 "second_root",
                 "parent",
-                f"The organisation has one root budget, {root.name}: choose a parent under it.",
+                f"The organisation has one root budget, {root.name}: choose a parent under it (the first budget"
+                f" made is the root; if {root.name} was meant as a program, rename it to the organisation's name"
+                " and make the program under it).",
             )
     else:
         archived = parent.archived_at is not None

@@ -149,7 +149,7 @@ Wants=$after
 ExecStart=$VENV/bin/fairway-agent run --config $CONFIG
 Restart=always
 RestartSec=5
-# 77: an admin removed this host from Fairway (the agent says so and stops): re-run the install script to rejoin.
+# 77: an admin removed this host from Fairway (the agent says so and stops): to rejoin, --uninstall, then install with a new join token and --host-name NEW.
 RestartPreventExitStatus=77
 # Attempts run in their own sessions and must outlive agent restarts and upgrades:
 # stop only the agent process, never the attempts in its cgroup.

@@ -298,8 +298,8 @@ class DockerRuntime(StoredRuntime):
         record.started_mono = monotonic_s()
         self.store.save(record)
         self._watch(record, container)
-        log.info("attempt %d started: container %s, image %s, GPUs %s", spec.attempt_id, container.short_id,
-                 spec.image, spec.gpu_uuids or "-")  # fmt: skip
+        log.info("attempt %d (workload #%d) started: container %s, image %s, GPUs %s", spec.attempt_id,
+                 spec.workload_id, container.short_id, spec.image, spec.gpu_uuids or "-")  # fmt: skip
         return record
 
     def _create_and_start(self, kwargs: dict[str, Any]) -> Any:

@@ -657,8 +657,9 @@ class ProcessRuntime(StoredRuntime):
         rest.add_done_callback(self._start_done)
         await asyncio.shield(rest)
         log.info(
-            "attempt %d started: pid %d as %s (uid %d, %s), cgroup %s, GPUs %s, command %s",
+            "attempt %d (workload #%d) started: pid %d as %s (uid %d, %s), cgroup %s, GPUs %s, command %s",
             spec.attempt_id,
+            spec.workload_id,
             proc.pid,
             ident.user,
             ident.uid,

@@ -370,3 +370,26 @@ def test_a_live_server_keeps_the_agents_connection_across_many_pings(state_dir: 
             assert server.ws is first and len(server.headers) == 1
 
     run_async(scenario())
+
+
+def test_a_refused_host_token_says_where_the_new_one_goes(state_dir: Path, caplog) -> None:
+    """try43: after "Rotate the host token" the agent logged "the server refused the host token:
+    unknown host token (mistyped, or rotated or revoked since)" at every retry, and nothing about
+    the way out, which the admin's message alone gave (put it in the config's ``token:``, restart)."""
+    from agent.client import CLOSE_UNAUTHORIZED
+
+    async def scenario() -> None:
+        async with FakeServer() as server, running(make_agent(server.url, state_dir)):
+            await server.expect(lambda m: isinstance(m, Hello))
+            assert server.ws is not None
+            await server.ws.close(CLOSE_UNAUTHORIZED, "unknown host token (mistyped, or rotated or revoked since)")
+            for _ in range(100):
+                if any("refused the host token" in r.getMessage() for r in caplog.records):
+                    return
+                await asyncio.sleep(0.05)
+
+    with caplog.at_level("INFO", logger="agent.client"):
+        run_async(scenario())
+    (line,) = [r.getMessage() for r in caplog.records if "refused the host token" in r.getMessage()]
+    assert "rotated or revoked since" in line, line
+    assert "new host token" in line and "token:" in line and "restart the agent" in line, line

@@ -197,3 +197,39 @@ def test_an_admin_set_system_group_is_refused_unless_a_cluster_allows_root_workl
     Cluster.objects.create(name="trusted", allow_root_workloads=True)
     assert _admin_change(admin_client, user, **fields).status_code == 302  # type: ignore[attr-defined]
     assert _identity(user)[0] == 7000
+
+
+@pytest.mark.django_db
+def test_an_admin_set_uid_0_is_refused_unless_a_cluster_allows_root_workloads(admin_client: object) -> None:
+    """try43: the admin refused gid 0 and every system group, yet saved ``posix_uid`` 0 without a
+    word; every agent then refuses each start of the user's work (uid 0 needs both root consents,
+    docs/isolation.md), which the operator learns only from failed starts. Refused here, as the
+    system groups are, while no cluster allows root workloads."""
+    from accounts.models import User
+    from scheduler.models import Cluster
+
+    user = User.objects.create(username="hank", posix_uid=7000)
+    answer = _admin_change(admin_client, user, posix_uid="0", posix_gid="2000")
+    assert answer.status_code == 200  # type: ignore[attr-defined]
+    errors = answer.context["adminform"].form.errors.as_text()  # type: ignore[attr-defined]
+    assert "uid 0 is root" in errors and "allow_root_workloads" in errors, errors
+    assert _identity(user) == (7000, None, [])
+
+    Cluster.objects.create(name="trusted", allow_root_workloads=True)
+    assert _admin_change(admin_client, user, posix_uid="0", posix_gid="2000").status_code == 302  # type: ignore[attr-defined]
+    assert _identity(user) == (0, 2000, [])
+
+
+@pytest.mark.django_db
+def test_a_group_typed_by_name_is_answered_with_how_to_find_its_gid(admin_client: object) -> None:
+    """try43: an operator who typed ``docker`` (the README names groups so) was answered "a list of
+    at most 64 group ids (integers 0..4294967294)": the answer now names the word and the way to
+    its number."""
+    from accounts.models import User
+
+    user = User.objects.create(username="ivan", posix_uid=7000)
+    answer = _admin_change(admin_client, user, posix_uid="7000", posix_groups="docker, 2001")
+    assert answer.status_code == 200  # type: ignore[attr-defined]
+    errors = answer.context["adminform"].form.errors.as_text()  # type: ignore[attr-defined]
+    assert "docker: group ids are numbers" in errors and "getent group docker" in errors, errors
+    assert _identity(user) == (7000, None, [])

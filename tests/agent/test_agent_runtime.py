@@ -326,3 +326,19 @@ def test_the_attempt_is_recorded_before_the_agent_first_waits_on_its_wrapper(
         assert early.cgroup == record.cgroup
 
     run_async(scenario())
+
+
+def test_the_start_line_names_the_workload(state_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """try43: the agent's log named an attempt only by its wire id (``attempt 8325578641763426498
+    started``), which nothing an operator sees (``fairway ls``, the pages: workload #1) shows; the
+    start line now names the workload too, so a host's log can be read beside the queue."""
+
+    async def scenario() -> None:
+        runtime, exits = runtime_with_exits(state_dir)
+        with caplog.at_level("INFO", logger="agent.runtime.process"):
+            await runtime.start(spec(7, standin(0.1)))
+        await asyncio.wait_for(exits.get(), 10)
+
+    run_async(scenario())
+    (line,) = [r.getMessage() for r in caplog.records if "started" in r.getMessage()]
+    assert line.startswith("attempt 7 (workload #47) started: pid "), line

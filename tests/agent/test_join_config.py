@@ -60,3 +60,21 @@ class _NoGpu(GpuBackend):
 
     def sample(self) -> list[Any]:  # pragma: no cover - never sampled
         raise AssertionError("the join sampled the GPUs")
+
+
+def test_the_removed_hosts_advice_is_what_rejoins_it(tmp_path: Path) -> None:
+    """try43: a removed host's agent logged "re-run the install script to rejoin", but a rerun keeps
+    the config holding the refused token (the script's "already joined", the join's "nothing to
+    do") and the agent exits 77 again; and the host's name stays taken (a join under it is a 409).
+    The line now says what rejoins: uninstall, then install with a new join token and another name."""
+    from agent.client import HOST_REMOVED_LOG
+
+    config = tmp_path / "agent.yaml"
+    config.write_text("server: ws://s/agent/\ntoken: fwh_refused\nhost_name: n1\n")
+    no_gpu: Any = None  # never read: the existing config ends the join first
+    report = join(server="http://s", join_token="fwj_new", config_path=config, host_name="n1", gpu=no_gpu, settings={})
+    assert "nothing to do" in report  # a rerun of the install script does not rejoin
+    assert "re-run the install script" not in HOST_REMOVED_LOG
+    assert "--uninstall" in HOST_REMOVED_LOG and "new join token" in HOST_REMOVED_LOG
+    assert "--host-name" in HOST_REMOVED_LOG and "stays taken" in HOST_REMOVED_LOG
+    assert "\n" not in HOST_REMOVED_LOG  # one line

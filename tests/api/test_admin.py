@@ -374,3 +374,21 @@ def test_the_budget_list_words_share_and_entitlement_as_the_budgets_page(admin_w
     assert "tiny: 56.0" in page
     assert f"{olmo.normalized_share * 100:.1f}%" in page and "33.3%" in page
     assert "66.67%" not in page
+
+
+@pytest.mark.django_db
+def test_the_first_budget_is_said_to_be_the_root_where_leadership_makes_it(admin_web):
+    """try43: an operator made the programs `nlp` then `vision` in the admin; `nlp`, the first, had
+    silently become the organisation's root and `vision` was refused ("choose a parent under
+    it"). The add page's parent field says what an empty parent makes, and the refusal says how
+    to recover when the root was meant as a program."""
+    from budgets.models import Budget
+
+    page = admin_web.get(reverse("admin:budgets_budget_add")).content.decode()
+    assert "Empty only for the organisation&#x27;s root" in page or "Empty only for the organisation's root" in page
+    Budget.objects.create(name="nlp")
+    form = {"name": "vision", "shares": "1", "parent": "", "on_cap": "downgrade", "description": ""}
+    form.update({"share_changes-TOTAL_FORMS": "0", "share_changes-INITIAL_FORMS": "0"})
+    text = admin_web.post(reverse("admin:budgets_budget_add"), form).content.decode()
+    assert "one root budget, nlp: choose a parent under it" in text
+    assert "the first budget made is the root" in text and "rename it" in text, text[-3000:]

@@ -35,7 +35,7 @@ def test_a_removed_hosts_agent_logs_one_line_and_exits_with_its_own_status(stack
     assert agent.returncode == EXIT_HOST_REMOVED, stack.agent_output()
     out = stack.agent_output()
     assert out.count(HOST_REMOVED_LOG) == 1, out
-    assert "re-run the install script to rejoin" in HOST_REMOVED_LOG
+    assert "--uninstall" in HOST_REMOVED_LOG and "--host-name" in HOST_REMOVED_LOG
     assert "reconnecting in" not in out and "refused the host token" not in out, out
 
     # started again (by hand, or a unit without RestartPreventExitStatus), it is refused at
