@@ -1,0 +1,77 @@
+"""brk43: a breaker round on this session's changes (lim42, num42, left41, sec41, brk42)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from scheduler.models import Workload, WorkloadEvent
+from scheduler.services import do_submit_workload
+
+# --- estimate_moved: a move made inside the hour is told once the hour is over -------------------
+
+
+def _estimates_run(monkeypatch: Any, w: Workload, start: datetime) -> None:
+    """One estimate run of ``w``'s cluster whose forward simulation finds ``start`` for ``w``."""
+    import scheduler.sim.estimate as sim_estimate
+    from scheduler.estimates import store_estimates
+
+    monkeypatch.setattr(sim_estimate, "forward", lambda *_a, **_k: ({str(w.pk): start.timestamp()}, 1e12))
+    store_estimates(w.cluster_id, datetime.now(UTC))
+
+
+def test_a_move_held_back_by_the_hour_is_told_when_the_hour_is_over(hosts, researcher, submit_kwargs, monkeypatch):
+    """brk42 tells a workload's owner of at most one ``estimate_moved`` an hour. A move made inside
+    that hour (B -> E, 5 h later, for good: the cluster lost hosts) was dropped, and since the
+    estimate no longer moves after it, no later run saw a move: the owner, told B, was never told
+    E (docs/jobs.md: a move is judged "from the one last told"). Now the move is told on the first
+    run after the hour."""
+    w = do_submit_workload(researcher, **submit_kwargs())
+    a = datetime(2030, 3, 3, 11, 0, tzinfo=UTC)
+    b, e = a + timedelta(hours=3), a + timedelta(hours=8)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=a)
+    events = WorkloadEvent.objects.filter(workload=w, kind="estimate_moved")
+
+    _estimates_run(monkeypatch, w, b)  # A -> B: told
+    assert list(events.values_list("data", flat=True)) == [{"from": a.isoformat(), "to": b.isoformat()}]
+    _estimates_run(monkeypatch, w, e)  # B -> E within the hour: held back
+    assert events.count() == 1
+    _estimates_run(monkeypatch, w, e)  # still E, still within the hour
+    assert events.count() == 1
+
+    events.update(at=events.get().at - timedelta(hours=2))  # the hour is over
+    _estimates_run(monkeypatch, w, e)  # E again: no move since the last run, but the owner was told B
+    assert list(events.order_by("id").values_list("data", flat=True)) == [
+        {"from": a.isoformat(), "to": b.isoformat()},
+        {"from": b.isoformat(), "to": e.isoformat()},
+    ]
+    _estimates_run(monkeypatch, w, e)  # told once
+    assert events.count() == 2
+
+
+def test_a_held_back_move_that_went_back_is_not_told(hosts, researcher, submit_kwargs, monkeypatch):
+    """The flood brk42 stopped: B -> A -> B inside the hour; once it is over the estimate is B, as
+    told: nothing to tell (nor after the workload stops being pending)."""
+    w = do_submit_workload(researcher, **submit_kwargs())
+    a = datetime(2030, 3, 3, 11, 0, tzinfo=UTC)
+    b = a + timedelta(hours=3)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=a)
+    events = WorkloadEvent.objects.filter(workload=w, kind="estimate_moved")
+    _estimates_run(monkeypatch, w, b)
+    for start in (a, b, a, b):
+        _estimates_run(monkeypatch, w, start)
+    assert events.count() == 1
+    events.update(at=events.get().at - timedelta(hours=2))
+    _estimates_run(monkeypatch, w, b + timedelta(minutes=30))
+    assert events.count() == 1
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Any:
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
