@@ -75,3 +75,46 @@ def _fresh_cache() -> Any:
     cache.clear()
     yield
     cache.clear()
+
+
+# --- /readyz and /metrics kept answers: a request that waits for a computation shares it ----------
+
+
+def test_a_request_waiting_for_a_slow_computation_shares_its_answer(monkeypatch):
+    """sec41 keeps /readyz's checks and /metrics' exposition ``seconds()`` from the computation's
+    start, and a request that comes while one runs waits for it, "and shares its answer". It did
+    not when the computation took longer than the interval (a slow database: the very time a
+    flood hurts): the waiter found the answer already stale and computed again, so the requests
+    went one after another through the lock, each running every query (N x the check's time, where
+    they ran side by side before)."""
+    import threading
+    import time
+
+    from scheduler import health
+
+    now = [1000.0]
+    monkeypatch.setattr(health, "clock", lambda: now[0])
+    kept = health.Recent(lambda: 1.0)
+    started, go = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow() -> str:
+        calls.append("slow")
+        started.set()
+        go.wait(5)
+        now[0] += 3.0  # the checks took 3 s, longer than the 1 s they are kept
+        return "first"
+
+    answers: list[str] = []
+    first = threading.Thread(target=lambda: answers.append(kept.get("k", slow)))
+    first.start()
+    assert started.wait(5)
+    second = threading.Thread(target=lambda: answers.append(kept.get("k", lambda: calls.append("again") or "again")))
+    second.start()
+    time.sleep(0.2)  # the second request is waiting for the first's computation
+    go.set()
+    first.join(5)
+    second.join(5)
+    assert calls == ["slow"] and answers == ["first", "first"]
+    now[0] += 1.5  # a request after the answer was kept its interval: computed afresh
+    assert kept.get("k", lambda: "fresh") == "fresh"
