@@ -56,11 +56,10 @@ def test_concurrent_arrays_of_one_user_never_pass_the_limit_together(settings, r
     budgets, against a limit of 10: exactly three arrays land (9), every other is refused 429."""
     from django.db import connections as conns
 
+    from accounts.services import do_add_membership
     from scheduler import notify
     from scheduler.models import Workload
     from scheduler.services import SUBMIT_LIMIT_CODE, SubmissionError, do_submit_workload
-
-    from accounts.services import do_add_membership
 
     settings.FAIRWAY = {**settings.FAIRWAY, "MAX_SUBMITTED_PER_USER": 10}
     do_add_membership(researcher, org_tree["nlp/tulu"])
