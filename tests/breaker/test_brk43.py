@@ -118,3 +118,25 @@ def test_a_request_waiting_for_a_slow_computation_shares_its_answer(monkeypatch)
     assert calls == ["slow"] and answers == ["first", "first"]
     now[0] += 1.5  # a request after the answer was kept its interval: computed afresh
     assert kept.get("k", lambda: "fresh") == "fresh"
+
+
+# --- sec41's GID_MIN: read as useradd and groupadd read it ---------------------------------------
+
+
+def test_gid_min_is_read_as_shadow_reads_login_defs(tmp_path):
+    """shadow's ``def_load`` stores every line's value in turn, so the last ``GID_MIN`` is the one
+    useradd and groupadd use, and it drops the double quotes around a value. The agent took the
+    first line (``GID_MIN 500`` then ``GID_MIN 1000``: groups 500..999, which the host's tools
+    treat as system groups, passed without the root consents), and a quoted value fell back to
+    1000 (``"2000"``: 1000..1999 passed)."""
+    from agent.runtime.isolation import first_normal_gid
+
+    defs = tmp_path / "login.defs"
+    defs.write_text("GID_MIN 500\nSYS_GID_MAX 999\nGID_MIN 1000\n")
+    assert first_normal_gid(defs) == 1000
+    defs.write_text('GID_MIN\t"2000"\n')
+    assert first_normal_gid(defs) == 2000
+    defs.write_text("GID_MIN 500\nGID_MIN nonsense\n")  # the last one, invalid: the default, not 500
+    assert first_normal_gid(defs) == 1000
+    defs.write_text("#GID_MIN 100\nGID_MIN 0x7d0\n")
+    assert first_normal_gid(defs) == 2000
