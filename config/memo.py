@@ -37,6 +37,12 @@ from django.db import models, transaction
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 READ = object()  # VersionedMemo.get's token: read it now
+SNAPSHOT_READ = "fairway_snapshot_read"
+"""Set on a connection while its transaction reads the snapshot of its first query
+(``config.one_read``, REPEATABLE READ): a value loaded there may be older than a version read after
+that query, so :meth:`VersionedMemo.get` uses it without keeping it (brk43: a page kept a removed
+host's hardware under the version its removal left, for every later snapshot of the process)."""
+
 PER_REQUEST: list[VersionedMemo] = []
 """The memos whose versions an API request reads together (:func:`request_tokens`)."""
 
@@ -99,7 +105,7 @@ class VersionedMemo:
         if token is not None and kept is not None and kept[0] == token:
             return kept[1]  # type: ignore[no-any-return]  # kept by this same name's loader
         value = loader()
-        if token is not None:
+        if token is not None and not getattr(transaction.get_connection(), SNAPSHOT_READ, False):
             with self._lock:
                 store[name] = (token, value)
         return value

@@ -5,7 +5,9 @@ A page that shows one quantity twice (the dashboard's pending work under "My wor
 moments and, under a burst of submissions, showed two counts of the same thing (52 and 59, num42).
 :func:`one_read` runs the reads in one transaction, on PostgreSQL at ``REPEATABLE READ``: its
 first query takes the snapshot every later one reads (the default ``READ COMMITTED`` takes one per
-statement). On SQLite a transaction's reads see one state already. Nested in a transaction begun
+statement). On SQLite a transaction's reads see one state already. The process's memos
+(``config.memo``) use what they load there without keeping it: it is as old as the first query,
+perhaps older than the version they read after it (brk43). Nested in a transaction begun
 elsewhere, it is a savepoint of that one, which decided its own isolation.
 """
 
@@ -18,6 +20,8 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from config.memo import SNAPSHOT_READ
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -27,10 +31,17 @@ def one_read(using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
     connection = connections[using]
     outermost = not connection.in_atomic_block
     with transaction.atomic(using=using):
-        if outermost and connection.vendor == "postgresql":
+        snapshot = outermost and connection.vendor == "postgresql"
+        if snapshot:
             with connection.cursor() as cursor:  # must come before the transaction's first query
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        yield
+            # what the process's memos load here is as old as the first query: used, not kept (brk43)
+            setattr(connection, SNAPSHOT_READ, True)
+        try:
+            yield
+        finally:
+            if snapshot:
+                setattr(connection, SNAPSHOT_READ, False)
 
 
 def one_read_view(view: F) -> F:

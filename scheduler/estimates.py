@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db.models import BooleanField, Case, DateTimeField, F, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
@@ -228,8 +229,16 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         time.thread_time() - cpu0,
         cpu1 - cpu0,
     )
-    if moved:  # notifications: an estimated start moved by more than an hour (docs/jobs.md)
-        _notify_moved(moved)
+    # notifications: an estimated start moved by more than an hour (docs/jobs.md); with the moves
+    # held back by the hour before, judged again (brk43: told B, then B -> E within the hour, the
+    # estimate stayed E and no later run saw a move: the owner was never told E)
+    key = f"{HELD_BACK_KEY}:{cluster_id}"
+    held = set(cache.get(key) or ())
+    held_now = held - {w.pk for w, _old, _new in moved}
+    again = [(w, w.estimated_start, w.estimated_start) for w in rows if w.pk in held_now and w.estimated_start]
+    still = _notify_moved(moved + again) if moved or again else []
+    if set(still) != held:
+        cache.set(key, sorted(still), HELD_BACK_S)
     return len(changed)
 
 
@@ -259,11 +268,21 @@ ESTIMATE_MOVED_S = 3600
 and a workload has at most one such event in this long."""
 
 
-def _told(moved: list[tuple[Workload, datetime, datetime]], now: datetime) -> list[tuple[Workload, datetime, datetime]]:
+HELD_BACK_KEY = "fairway:estimates:held-back"
+"""The cache key (``:cluster id``) of the pending workloads whose move :func:`_told` held back by the
+hour: each later estimate run judges them again, so a move made within the hour is told after it."""
+HELD_BACK_S = 2 * 86400
+"""How long the held-back workloads are kept without an estimate run (a stopped tick)."""
+
+
+def _told(
+    moved: list[tuple[Workload, datetime, datetime]], now: datetime
+) -> tuple[list[tuple[Workload, datetime, datetime]], list[int]]:
     """The moves of ``moved`` to tell their owners: a workload's first, then one an hour at most
     (:data:`ESTIMATE_MOVED_S`), each judged from the start its last ``estimate_moved`` event told
     (brk42: anyone's submit and cancel of a large job flipped others' estimates back and forth by
-    hours at every estimate run, an email or webhook each time). Two queries."""
+    hours at every estimate run, an email or webhook each time); and the ids of those held back by
+    the hour (:data:`HELD_BACK_KEY`: judged again at later runs). Two queries."""
     from django.db.models import Max
 
     from scheduler.models import WorkloadEvent
@@ -281,23 +300,25 @@ def _told(moved: list[tuple[Workload, datetime, datetime]], now: datetime) -> li
         )
     }
     told = []
+    held = []
     for w, old, new in moved:
         if w.pk in last:
             at, data = last[w.pk]
             if (now - at).total_seconds() < ESTIMATE_MOVED_S:
+                held.append(w.pk)
                 continue
             # an event written otherwise: judged from the last run's estimate
             with contextlib.suppress(TypeError, KeyError, ValueError):
                 old = datetime.fromisoformat(data["to"])
-            if abs(new - old).total_seconds() <= ESTIMATE_MOVED_S:
-                continue
+        if abs(new - old).total_seconds() <= ESTIMATE_MOVED_S:  # a held-back one judged again included
+            continue
         told.append((w, old, new))
-    return told
+    return told, held
 
 
-def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
+def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> list[int]:
     """One ``estimate_moved`` event per workload whose move is told (:func:`_told`), queued for its
-    owner's notifications."""
+    owner's notifications; returns the ids of those held back by the hour."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -305,9 +326,9 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
     from scheduler import notify
     from scheduler.models import WorkloadEvent
 
-    moved = _told(moved, timezone.now())
+    moved, held = _told(moved, timezone.now())
     if not moved:
-        return
+        return held
     with transaction.atomic():
         events = WorkloadEvent.objects.bulk_create(
             WorkloadEvent(
@@ -322,6 +343,7 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
             for w, old, new in moved
         )
         notify.events_on_commit(events)
+    return held
 
 
 QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600)

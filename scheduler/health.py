@@ -53,19 +53,22 @@ class Recent:
     def __init__(self, seconds: Callable[[], float]) -> None:
         self.seconds = seconds
         self._lock = threading.Lock()
-        self._kept: dict[object, tuple[float, Any]] = {}
+        self._kept: dict[object, tuple[float, float, Any]] = {}  # key: (start, end, answer)
 
     def get(self, key: object, compute: Callable[[], Any]) -> Any:
         ttl = self.seconds()
         if ttl <= 0:
             return compute()
+        arrived = clock()
         with self._lock:
             kept = self._kept.get(key)
             now = clock()
-            if kept is not None and 0 <= now - kept[0] < ttl:
-                return kept[1]
+            # fresh, or computed while this request waited for it (brk43: a computation longer than
+            # the interval left every waiter a stale answer, and each computed again in turn)
+            if kept is not None and (0 <= now - kept[0] < ttl or kept[1] >= arrived):
+                return kept[2]
             value = compute()
-            self._kept[key] = (now, value)
+            self._kept[key] = (now, clock(), value)
             return value
 
     def forget(self) -> None:

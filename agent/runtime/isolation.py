@@ -150,22 +150,27 @@ DEFAULT_GID_MIN = 1000
 
 def first_normal_gid(path: Path = LOGIN_DEFS) -> int:
     """The host's first gid of a normal group: ``GID_MIN`` of ``/etc/login.defs`` as ``useradd``
-    and ``groupadd`` read it (a line ``GID_MIN <number>``; decimal, ``0x`` hex or ``0`` octal),
+    and ``groupadd`` read it (the last line ``GID_MIN <number>``, the number perhaps in double
+    quotes; decimal, ``0x`` hex or ``0`` octal),
     else 1000, their default. Groups below it are the system's (``disk``, ``docker``, ``shadow``)."""
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return DEFAULT_GID_MIN
+    text = None
     for line in lines:
-        words = line.split()
-        if len(words) >= 2 and words[0] == "GID_MIN":
-            text = words[1]
-            try:
-                value = int(text, 8) if len(text) > 1 and text.startswith("0") and text.isdigit() else int(text, 0)
-            except ValueError:
-                return DEFAULT_GID_MIN
-            return value if 0 < value < 2**31 else DEFAULT_GID_MIN
-    return DEFAULT_GID_MIN
+        # as shadow's def_load: every line's value in turn, so the last one counts; the value
+        # without the double quotes around it (brk43: the first line counted, '"2000"' failed)
+        words = line.strip().split(None, 1)
+        if len(words) == 2 and words[0] == "GID_MIN":
+            text = words[1].lstrip(' "\t').split('"', 1)[0].strip()
+    if text is None:
+        return DEFAULT_GID_MIN
+    try:
+        value = int(text, 8) if len(text) > 1 and text.startswith("0") and text.isdigit() else int(text, 0)
+    except ValueError:
+        return DEFAULT_GID_MIN
+    return value if 0 < value < 2**31 else DEFAULT_GID_MIN
 
 
 def group_label(gid: int) -> str:
