@@ -619,6 +619,7 @@ def do_submit_workload(
     array: str | None = None,
     memberships: dict[int, str] | None = None,
     hardware_token: Any = None,
+    submitted_limit: int | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -649,6 +650,10 @@ def do_submit_workload(
         first (the others are ``workload.group.members``; ``workload.submitted_members`` lists
         every workload created, the first included, in index order); a ``dry_run`` returns one unsaved workload
         without group or dependencies.
+
+        ``submitted_limit``: the most pending + running workloads ``owner`` may then hold (None:
+        ``FAIRWAY_MAX_SUBMITTED_PER_USER``; 0: no limit; superusers have none): a trace replay, which
+        submits a whole lab's jobs as one user, chooses its own (``replay_trace --submit-limit``).
     """
     problems: list[FieldProblem] = []
 
@@ -837,7 +842,8 @@ def do_submit_workload(
         # Share-lock the budget so an archive running now either precedes (we refuse) or follows us,
         # while other submissions into it go on (docs/locking.md, "Budgets").
         member = None if owner.is_superuser else (owner.pk, ancestor_ids(the_budget, tree))
-        limit = 0 if owner.is_superuser else settings.FAIRWAY["MAX_SUBMITTED_PER_USER"]
+        limit = settings.FAIRWAY["MAX_SUBMITTED_PER_USER"] if submitted_limit is None else submitted_limit
+        limit = 0 if owner.is_superuser else limit
         archived, drawn, still_member = _share_lock_budget(the_budget.pk, member, serialize=bool(limit))
         if placed := submission_problem(the_budget.path, has_children=False, archived=archived):
             raise SubmissionError(*placed)  # budget_archived: archived since the tree was read

@@ -192,3 +192,19 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([5.0], 0.9) == 5.0
     assert percentile([float(i) for i in range(1, 11)], 0.9) == 9.0
     assert percentile([float(i) for i in range(1, 101)], 0.9) == 90.0
+
+
+def test_a_replay_is_not_held_to_the_per_user_limit_unless_it_names_one(seeded: None, settings) -> None:
+    """A replay submits a whole lab's jobs as one user: ``FAIRWAY_MAX_SUBMITTED_PER_USER`` (a per-user
+    limit, lim42) would refuse the 11th of a trace replayed past a limit of 10; ``--submit-limit``
+    keeps one for the replay."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "MAX_SUBMITTED_PER_USER": 10}
+
+    out = replay("--start", str(START), "--limit", "12", "--max-duration", "1h")
+    assert "Submitted 12 of 12 jobs" in out
+    assert Workload.objects.filter(owner__username="researcher").count() == 12
+
+    Workload.objects.all().delete()
+    with pytest.raises(CommandError, match="7 of 12 jobs were rejected at submission"):
+        replay("--start", str(START), "--limit", "12", "--max-duration", "1h", "--submit-limit", "5")
+    assert Workload.objects.filter(owner__username="researcher").count() == 5

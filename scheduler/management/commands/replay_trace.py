@@ -134,6 +134,15 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-model", default="H100")
         parser.add_argument("--user", default="researcher", help="username that submits the workloads")
         parser.add_argument(
+            "--submit-limit",
+            type=whole_number(0),
+            default=0,
+            metavar="N",
+            help="the most pending + running workloads --user may hold during the replay (default 0: no limit; "
+            "the replay submits a whole lab's jobs as one user, so FAIRWAY_MAX_SUBMITTED_PER_USER, a per-user "
+            "limit, does not apply unless given here)",
+        )
+        parser.add_argument(
             "--wait",
             action=argparse.BooleanOptionalAction,
             default=True,
@@ -241,6 +250,7 @@ class Command(BaseCommand):
             self._submit_all(
                 run, bar, user=user, cluster=cluster, budgets=budgets, gpu_model=gpu_model,
                 python=str(opts["workload_python"]), per_gpu=per_gpu, wall_time_slack=slack,
+                submit_limit=int(opts["submit_limit"]),
             )  # fmt: skip
             if wait:
                 self._wait(run, bar, timeout=timeout)
@@ -329,6 +339,7 @@ class Command(BaseCommand):
         python: str = sys.executable,
         per_gpu: tuple[int, int] = (0, 0),
         wall_time_slack: int | None = None,
+        submit_limit: int = 0,
     ) -> None:
         """Submit every planned job at its instant, updating ``bar`` (finished, with submitted as postfix).
 
@@ -382,6 +393,7 @@ class Command(BaseCommand):
                     duration_hint_s=math.ceil(planned.run_s),
                     cpus=per_gpu[0] * min(job.num_gpus, host_size) or None,
                     memory_bytes=per_gpu[1] * min(job.num_gpus, host_size) or None,
+                    submitted_limit=submit_limit,
                 )
             except SubmissionError as exc:
                 where = f" ({exc.field})" if getattr(exc, "field", None) else ""
