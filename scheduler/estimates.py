@@ -19,7 +19,7 @@ from django.core.cache import cache
 from django.db.models import BooleanField, Case, DateTimeField, F, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
-from scheduler.models import Workload
+from scheduler.models import Workload, cluster_label
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     logger.info(
         "estimates of cluster %s: %d pending (%d in the snapshot), %d found, %s, %d changed; "
         "%.2f s CPU (snapshot %.2f s)",
-        cluster_id,
+        cluster_label(cluster_id),
         len(rows),
         len(snap.pending),
         len(found),
