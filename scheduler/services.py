@@ -336,7 +336,7 @@ def _check_size(
         # in the words of the refusal of a named model (policy.admission.infeasible_request): "Give a
         # GPU model (cluster has: none)." asked for a choice that did not exist (try42)
         if not models:
-            message = f"Cluster {cluster.name} has no GPUs yet (it has: no registered hosts)."
+            message = f"Cluster {cluster.name} has no GPUs yet (it has: {_no_gpus_words(cluster)})."
             return gpu_model, FieldProblem("unknown_model", "gpu_model", message)
         if len(models) > 1:
             message = f"Give a GPU model: cluster {cluster.name} has {', '.join(models)}."
@@ -346,7 +346,22 @@ def _check_size(
     if bad is None:
         return gpu_model, None
     code, message = bad
+    if not hardware and message.endswith("(it has: no registered hosts)."):
+        message = message.replace("no registered hosts", _no_gpus_words(cluster))  # the policy knows no hosts
     return gpu_model, FieldProblem(code, _FEASIBILITY_FIELD[code], message)
+
+
+def _no_gpus_words(cluster: Cluster) -> str:
+    """What a cluster with no registered GPU has, in a submission's refusal: no hosts, or hosts whose
+    GPUs are not registered (yet: an inventory awaiting approval) (fin43: "no registered hosts" was
+    said of both)."""
+    hosts = Host.objects.filter(cluster=cluster, removed_at__isnull=True)
+    count = hosts.count()
+    if not count:
+        return "no registered hosts"
+    pending = hosts.filter(pending_inventory__isnull=False).exists()
+    gpus = "GPUs awaiting inventory approval" if pending else "no registered GPUs"
+    return f"{count} registered host{'s' if count != 1 else ''}, {gpus}"
 
 
 MAX_CPUS = 4096
