@@ -10,9 +10,9 @@ new token loads again). A reader takes the token *before* it loads, so a value i
 under a token newer than its rows; what the writer's own thread loads before its transaction ends
 is kept for that thread alone, and dropped when the transaction ends (a rollback would take those
 rows back with no commit to forget them): the write's ``on_commit`` callback marks it, and a value
-is never served once Django has discarded that callback (rolled back, fin43). A cache that loses the token costs one load; a cache that
-cannot be read costs a load per read, never a wrong answer; a local-memory cache (no ``REDIS_URL``)
-keeps nothing (:func:`shared`).
+is never served once Django has discarded that callback (rolled back, fin43). A cache that loses
+the token costs one load; a cache that cannot be read costs a load per read, never a wrong
+answer; a local-memory cache (no ``REDIS_URL``) keeps nothing (:func:`shared`).
 
 The values are shared by the requests of a process: read them, never change them.
 

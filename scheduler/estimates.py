@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -397,7 +397,8 @@ def idle_hosts_words(cluster_id: int) -> str:
     takes new work (1 drained)", or "" while a host is active."""
     from scheduler.models import Host
 
-    states = Counter(Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True).values_list("state", flat=True))
+    hosts = Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True)
+    states = Counter(hosts.values_list("state", flat=True))
     if states.get(Host.State.ACTIVE):
         return ""
     if not states:

@@ -33,7 +33,18 @@ from django.db.models import Case, Max, Value, When
 from django.utils import timezone
 
 from scheduler import lifecycle, notify, tick_figures
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent, cluster_label, new_wire_id
+from scheduler.models import (
+    GPU,
+    Attempt,
+    AttemptGPU,
+    Cluster,
+    Host,
+    HostEvent,
+    Workload,
+    WorkloadEvent,
+    cluster_label,
+    new_wire_id,
+)
 from scheduler.policy import schedule
 from scheduler.policy import types as p
 from scheduler.snapshot import SnapshotIndex, load_snapshot

@@ -26,17 +26,16 @@ def _name(pk: int) -> str:
 def test_a_rolled_back_write_is_never_served(nested, reader):
     memo = VersionedMemo("fairway:test:fin43-rollback")
     cluster = Cluster.objects.create(name="fin43", description="committed")
-    with pytest.raises(_Undo):
-        with transaction.atomic():
-            if nested:
-                with transaction.atomic():  # written in a savepoint that is released
-                    Cluster.objects.filter(pk=cluster.pk).update(description="rolled back")
-                    memo.forget()
-            else:
+    with pytest.raises(_Undo), transaction.atomic():
+        if nested:
+            with transaction.atomic():  # written in a savepoint that is released
                 Cluster.objects.filter(pk=cluster.pk).update(description="rolled back")
                 memo.forget()
-            assert memo.get("d", lambda: _name(cluster.pk)) == "rolled back"  # its own write
-            raise _Undo
+        else:
+            Cluster.objects.filter(pk=cluster.pk).update(description="rolled back")
+            memo.forget()
+        assert memo.get("d", lambda: _name(cluster.pk)) == "rolled back"  # its own write
+        raise _Undo
     with one_read() if reader == "one_read" else transaction.atomic():
         assert memo.get("d", lambda: _name(cluster.pk)) == "committed"
     assert memo.get("d", lambda: _name(cluster.pk)) == "committed"
