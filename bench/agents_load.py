@@ -1060,7 +1060,7 @@ def _report_ticks(log: Path, start_times: Any = None, layer_in: Any = None) -> N
     phases: dict[str, list[float]] = {}
     commits: list[tuple[float, float]] = []  # (beginning, commit) epoch s per tick with its phases
     for m in re.finditer(
-        r"^(\S+ \S+) INFO scheduler\.tick: tick cluster=\S+: (\d+) started.*\((\d+\.\d+)s(?:; ([^)]*))?\)",
+        r"^(\S+ \S+) INFO scheduler\.tick: tick cluster .+?: (\d+) started.*\((\d+\.\d+)s(?:; ([^)]*))?\)",
         log.read_text(errors="replace"),
         re.M,
     ):

@@ -9,9 +9,10 @@ commit of the current transaction (a reader that loaded between the write and th
 new token loads again). A reader takes the token *before* it loads, so a value is never kept
 under a token newer than its rows; what the writer's own thread loads before its transaction ends
 is kept for that thread alone, and dropped when the transaction ends (a rollback would take those
-rows back with no commit to forget them). A cache that loses the token costs one load; a cache that
-cannot be read costs a load per read, never a wrong answer; a local-memory cache (no ``REDIS_URL``)
-keeps nothing (:func:`shared`).
+rows back with no commit to forget them): the write's ``on_commit`` callback marks it, and a value
+is never served once Django has discarded that callback (rolled back, fin43). A cache that loses
+the token costs one load; a cache that cannot be read costs a load per read, never a wrong
+answer; a local-memory cache (no ``REDIS_URL``) keeps nothing (:func:`shared`).
 
 The values are shared by the requests of a process: read them, never change them.
 
@@ -24,6 +25,7 @@ one per memo. Taken before anything is loaded, so the rule above holds.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import threading
@@ -123,10 +125,17 @@ class VersionedMemo:
             self._kept.clear()
         self._drop()
         connection = transaction.get_connection()
-        if connection.in_atomic_block:
-            self._writing.conn, self._writing.kept = connection, {}
-            self._writing.scope = tuple(connection.savepoint_ids)
-        transaction.on_commit(self._drop)
+        if not connection.in_atomic_block:
+            transaction.on_commit(self._drop)  # runs now
+            return
+        # A callback of its own marks this write: Django keeps it while the write may still commit
+        # and discards it on the rollback of the transaction (or savepoint) that wrote (fin43).
+        marker = functools.partial(self._drop)
+        transaction.on_commit(marker)
+        if getattr(self._writing, "conn", None) is not connection:
+            self._writing.conn, self._writing.markers = connection, []
+        self._writing.markers.append(marker)
+        self._writing.kept, self._writing.scope = {}, tuple(connection.savepoint_ids)
 
     def _own_write(self) -> dict[Hashable, tuple[str, Any]] | None:
         """What this thread keeps while it reads inside the transaction that wrote (and forgot),
@@ -135,9 +144,15 @@ class VersionedMemo:
         connection = getattr(self._writing, "conn", None)
         if connection is None:
             return None
-        if not connection.in_atomic_block:
-            self._writing.conn = self._writing.kept = None  # that transaction has ended
+        pending = {id(entry[1]) for entry in connection.run_on_commit}
+        markers = [marker for marker in self._writing.markers if id(marker) in pending]
+        if not connection.in_atomic_block or not markers:
+            # That transaction has ended (committed, or rolled back: never serve what it loaded),
+            # or every savepoint that wrote was rolled back.
+            self._writing.conn = self._writing.kept = self._writing.markers = None
             return None
+        if len(markers) != len(self._writing.markers):  # a savepoint that wrote was rolled back
+            self._writing.markers, self._writing.kept = markers, {}
         scope = tuple(connection.savepoint_ids)
         if scope[: len(self._writing.scope)] != self._writing.scope:
             # The savepoint that wrote has ended (released or rolled back): load again.

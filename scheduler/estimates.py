@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from django.core.cache import cache
 from django.db.models import BooleanField, Case, DateTimeField, F, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
-from scheduler.models import Workload
+from scheduler.models import Workload, cluster_label
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     logger.info(
         "estimates of cluster %s: %d pending (%d in the snapshot), %d found, %s, %d changed; "
         "%.2f s CPU (snapshot %.2f s)",
-        cluster_id,
+        cluster_label(cluster_id),
         len(rows),
         len(snap.pending),
         len(found),
@@ -383,6 +384,28 @@ class QuoteTerms:
     starts and the whole array's charge, at the user's own minimum runtime."""
 
 
+def work_running(cluster_id: int) -> bool:
+    """Whether any attempt of the cluster is open: the estimate words' "running work ends before its
+    wall-time limit" applies only then (fin43: said with the only host drained and nothing running)."""
+    from scheduler.models import Attempt
+
+    return Attempt.objects.filter(workload__cluster_id=cluster_id, ended_at__isnull=True).exists()
+
+
+def idle_hosts_words(cluster_id: int) -> str:
+    """Why nothing can start on a cluster where nothing runs, by its hosts' states: ", and no host
+    takes new work (1 drained)", or "" while a host is active."""
+    from scheduler.models import Host
+
+    hosts = Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True)
+    states = Counter(hosts.values_list("state", flat=True))
+    if states.get(Host.State.ACTIVE):
+        return ""
+    if not states:
+        return ", and it has no hosts"
+    return ", and no host takes new work (" + ", ".join(f"{n} {state}" for state, n in sorted(states.items())) + ")"
+
+
 def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
     """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result);
     ``snap``, the snapshot the quote simulates, for :func:`budget_notes`."""
@@ -395,9 +418,15 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
     )
     members = len(jobs.indices) if jobs is not None and jobs.array else None
     limit = jobs.limit if members else None
-    notes = [
+    first = (
         "Starts are upper bounds from a forward simulation in which no running work ends before its "
-        "wall-time limit and no other work arrives.",
+        "wall-time limit and no other work arrives."
+        if work_running(workload.cluster_id)
+        else "Starts are upper bounds from a forward simulation in which no other work arrives "
+        "(nothing is running on the cluster now)."
+    )
+    notes = [
+        first,
         start_note(),
         # "charges 8.00 GPU-h" read as a flat price: a job that ended at once was charged 0 (try37)
         "A line's charge is its GPUs × that minimum runtime: what the budget pays if the work runs at "

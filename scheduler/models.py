@@ -556,6 +556,13 @@ class GpuMinuteSample(models.Model):
         return self.power_sum_w / self.samples if self.samples else 0.0
 
 
+def cluster_label(cluster_id: int) -> str:
+    """A cluster as a log line names it: ``lab (1)``, its name with its id (``#1`` once it is gone);
+    the one label of the worker's lines that know only the id (fin43)."""
+    name = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True).first()
+    return f"{name} ({cluster_id})" if name is not None else f"#{cluster_id}"
+
+
 class ClusterHourlyMetrics(models.Model):
     """One hour of one cluster in GPU-seconds: the four-metric pyramid of DESIGN.md §8 (``scheduler.pyramid``).
 

@@ -881,6 +881,13 @@ def estimate_words(workload: Workload) -> str:
         # The quote said "none before <a week on>" for the same search; "not known yet" read as
         # "come back later" (try37).
         days = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
+        from scheduler.estimates import idle_hosts_words, work_running
+
+        if not work_running(workload.cluster_id):  # no running work to end (fin43)
+            return (
+                f"No start within the next {days:g} days: nothing is running on the cluster"
+                f"{idle_hosts_words(workload.cluster_id)}; it is estimated again as hosts and work change."
+            )
         return (
             f"No start within the next {days:g} days: the last estimate found none unless work "
             "ends before its wall-time limit (the estimate lets running work end only there, and no "

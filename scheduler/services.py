@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +48,8 @@ from scheduler.models import (
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import HostTable, host_table, infeasible_in
 from scheduler.stop_rules import cancel_replaces
+
+logger = logging.getLogger(__name__)
 
 # --- errors ----------------------------------------------------------------------------
 
@@ -336,7 +339,7 @@ def _check_size(
         # in the words of the refusal of a named model (policy.admission.infeasible_request): "Give a
         # GPU model (cluster has: none)." asked for a choice that did not exist (try42)
         if not models:
-            message = f"Cluster {cluster.name} has no GPUs yet (it has: no registered hosts)."
+            message = f"Cluster {cluster.name} has no GPUs yet (it has: {_no_gpus_words(cluster)})."
             return gpu_model, FieldProblem("unknown_model", "gpu_model", message)
         if len(models) > 1:
             message = f"Give a GPU model: cluster {cluster.name} has {', '.join(models)}."
@@ -346,7 +349,22 @@ def _check_size(
     if bad is None:
         return gpu_model, None
     code, message = bad
+    if not hardware and message.endswith("(it has: no registered hosts)."):
+        message = message.replace("no registered hosts", _no_gpus_words(cluster))  # the policy knows no hosts
     return gpu_model, FieldProblem(code, _FEASIBILITY_FIELD[code], message)
+
+
+def _no_gpus_words(cluster: Cluster) -> str:
+    """What a cluster with no registered GPU has, in a submission's refusal: no hosts, or hosts whose
+    GPUs are not registered (yet: an inventory awaiting approval) (fin43: "no registered hosts" was
+    said of both)."""
+    hosts = Host.objects.filter(cluster=cluster, removed_at__isnull=True)
+    count = hosts.count()
+    if not count:
+        return "no registered hosts"
+    pending = hosts.filter(pending_inventory__isnull=False).exists()
+    gpus = "GPUs awaiting inventory approval" if pending else "no registered GPUs"
+    return f"{count} registered host{'s' if count != 1 else ''}, {gpus}"
 
 
 MAX_CPUS = 4096
@@ -1214,6 +1232,7 @@ def do_rotate_host_token(actor: User | None, host: Host) -> str:
     misses is fenced by the bumped ``link_generation``: sent nothing, closed at its next flush)."""
     token, digest = _new_host_token()
     _replace_host_token(actor, host, digest, "token_rotated", "rotated")
+    _log_host_action(actor, host, "rotated the token of {host}")
     return token
 
 
@@ -1221,6 +1240,16 @@ def do_revoke_host_token(actor: User | None, host: Host) -> None:
     """Revoke ``host``'s token: no agent connects with it any more, its open connections are closed
     at once (as :func:`do_rotate_host_token`). :func:`do_rotate_host_token` issues a new one."""
     _replace_host_token(actor, host, "revoked:" + secrets.token_hex(24), "token_revoked", "revoked")
+    _log_host_action(actor, host, "revoked the token of {host}")
+
+
+def _log_host_action(actor: User | None, host: Host, what: str, reason: str = "") -> None:
+    """The one server log line of a host action (fin43): who, which host, what, and the reason."""
+    who = actor.get_username() if actor is not None else "the system"
+    cluster = Cluster.objects.filter(pk=host.cluster_id).values_list("name", flat=True).first()
+    where = f"host {host.name} (cluster {cluster})"
+    what = what.replace("{host}", where) if "{host}" in what else f"{what} {where}"
+    logger.info("%s %s%s", who, what, f": {reason}" if reason else "")
 
 
 def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, reason: str) -> None:
@@ -1285,6 +1314,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
         transaction.on_commit(lambda: gateway.close_host_links([locked.pk], "removed", before=generation))
         request_tick_on_commit(locked.cluster_id)
     locked.removed_at, locked.link_generation = now, generation
+    _log_host_action(actor, locked, "removed", reason)
     return locked
 
 
@@ -1497,6 +1527,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         )
         request_tick_on_commit(locked.cluster_id)
         push_hosts_on_commit([locked.pk])
+    what = {"resumed": "resumed", "cordoned": "cordoned", "drain_now": "drained now", "draining": "drained"}[kind]
+    _log_host_action(actor, locked, what, reason)
     return locked
 
 

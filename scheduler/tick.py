@@ -33,7 +33,18 @@ from django.db.models import Case, Max, Value, When
 from django.utils import timezone
 
 from scheduler import lifecycle, notify, tick_figures
-from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent, Workload, WorkloadEvent, new_wire_id
+from scheduler.models import (
+    GPU,
+    Attempt,
+    AttemptGPU,
+    Cluster,
+    Host,
+    HostEvent,
+    Workload,
+    WorkloadEvent,
+    cluster_label,
+    new_wire_id,
+)
 from scheduler.policy import schedule
 from scheduler.policy import types as p
 from scheduler.snapshot import SnapshotIndex, load_snapshot
@@ -148,8 +159,8 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     result.seconds = time.monotonic() - began
     if result.starts or result.stops or result.host_states:
         logger.info(
-            "tick cluster=%s: %d started, %d stopped, host states %s, %d dropped (%.3fs; %s)",
-            cluster_id,
+            "tick cluster %s: %d started, %d stopped, host states %s, %d dropped (%.3fs; %s)",
+            cluster_label(cluster_id),
             len(result.starts),
             len(result.stops),
             result.host_states or "-",

@@ -102,3 +102,15 @@ def test_the_dashboard_explains_no_window_to_a_user_without_budgets(django_user_
     page = client.get("/").content.decode()
     assert "not a member of any budget yet" in page
     assert "Usage against entitlement over the last" not in page
+
+
+def test_the_dashboard_does_not_tell_a_superuser_they_cannot_submit(django_user_model, cluster, org_tree):
+    """fin43: a superuser in no budget read "You are not a member of any budget yet; ask your program
+    lead" although a superuser may submit to any budget."""
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root-admin", password="x"))
+    page = client.get("/").content.decode()
+    assert "not a member of any budget yet" not in page
+    assert "may submit to any budget" in page
+    submit = client.get("/submit/").content.decode()
+    assert "not a member of any budget" not in submit
