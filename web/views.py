@@ -334,6 +334,12 @@ def submit(request: HttpRequest) -> HttpResponse:
             "submit_token": secrets.token_urlsafe(24),
             "again": again,
             "again_secrets": _secret_names(again),
+            # one NAME=value a line: a value with a line break cannot come back through the form
+            "again_multiline": [
+                n
+                for n, e in ((again.env or {}) if again else {}).items()
+                if "\n" in e.get("value", "") or "\r" in e.get("value", "")
+            ],
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
