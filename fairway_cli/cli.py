@@ -562,6 +562,17 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
             problem = f"the spec {args.file} holds a value JSON cannot carry ({exc}); quote it"
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
+    _flagged(args, body)
+    missing = [f for f in ("command", "min_runtime") if f not in body]
+    if "gpu_count" not in body:
+        body["gpu_count"] = 1
+    if missing:
+        raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
+    return body
+
+
+def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
+    """Lay the submission flags of ``fairway submit`` (and ``resubmit``) over ``body``."""
     flags = {
         "name": args.name,
         "budget": args.budget,
@@ -596,12 +607,6 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         env.update(_env_pairs(args.env or [], secret=False, given=given))
         env.update(_env_pairs(args.secret_env or [], secret=True, given=given))
         body["env"] = env
-    missing = [f for f in ("command", "min_runtime") if f not in body]
-    if "gpu_count" not in body:
-        body["gpu_count"] = 1
-    if missing:
-        raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
-    return body
 
 
 def _spec_list(value: Any, field: str, items: str, *, split: bool) -> list[Any]:
@@ -653,6 +658,11 @@ def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return _quote(args, config, out)
     api = Api(config.server, config.token, escape=not args.json)
     w = api.call("POST", "workloads/", body=_submission(args, api))
+    return _submitted(args, w, out)
+
+
+def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
+    """Print the answer to a submission (``fairway submit``, ``fairway resubmit``)."""
     if args.json:
         emit_json(w, out)
         return EXIT_OK
@@ -660,8 +670,9 @@ def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     array = w.get("array")
     what = _array_submitted(array) if array else f"#{w['id']} {w['name']}"
     each = "each " if array and array["count"] > 1 else ""
+    again = f" (again from #{w['resubmitted_from']})" if w.get("resubmitted_from") else ""
     out.write(
-        f"submitted {what}: {each}{w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
+        f"submitted {what}{again}: {each}{w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
         f"budget {w['budget']}, {kind} — {w['state']}\n"
     )
     if w.get("group"):
@@ -684,10 +695,12 @@ def _array_submitted(array: dict[str, Any]) -> str:
     return f"{count} members {numbers} ({names}){limit}"
 
 
-def _quote(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    """``fairway submit --quote``: the server's quote for this submission; nothing is submitted."""
+def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "workloads/quote/") -> int:
+    """``fairway submit --quote`` (``resubmit --quote``: ``path`` its quote): the server's quote for
+    this submission; nothing is submitted."""
     api = Api(config.server, config.token, escape=not args.json)
-    q = api.call("POST", "workloads/quote/", body=_submission(args, api))
+    body = _resubmission(args) if path != "workloads/quote/" else _submission(args, api)
+    q = api.call("POST", path, body=body)
     if args.json:
         emit_json(q, out)
         return EXIT_OK
@@ -847,7 +860,10 @@ def host_words(attempt: dict[str, Any]) -> str:
 
 
 def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
+    if args.spec and not args.json:
+        return _show_spec(_workload_id(args.id), config, out)
+    path = f"workloads/{_workload_id(args.id)}/" + ("spec/" if args.spec else "")
+    w = Api(config.server, config.token, escape=not args.json).call("GET", path)
     if args.json:
         emit_json(w, out)
         return EXIT_OK
@@ -891,6 +907,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ),
         ("after", ", ".join(f"#{d['workload']}:{d['condition']} ({d['state']})" for d in w.get("after") or [])),
         ("array", f"group {w['group']}, index {w['array_index']}" if w.get("group") else ""),
+        ("submitted again", f"from #{w['resubmitted_from']}" if w.get("resubmitted_from") else ""),
     ]
     if w.get("env") is not None:
         facts.append(("env", " ".join(f"{k}={v['value']}" for k, v in w["env"].items()) or "-"))
@@ -939,6 +956,40 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         for e in shown:
             actor = f" (by {e['actor']})" if e.get("actor") else ""
             out.write(f"  {when(e['at'])}  {e['kind']}: {e['message']}{actor}\n")
+    return EXIT_OK
+
+
+def _resubmission(args: argparse.Namespace) -> dict[str, Any]:
+    """The body of ``fairway resubmit``: only the fields its flags change (the server keeps the
+    rest of the workload's spec; ``--env``/``--secret-env`` replace those variables only)."""
+    body: dict[str, Any] = {}
+    _flagged(args, body)
+    return body
+
+
+def cmd_resubmit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway resubmit ID [flags]``: a new workload from ID's spec, the flags changing it."""
+    pk = _workload_id(args.id)
+    if args.quote:
+        return _quote(args, config, out, f"workloads/{pk}/resubmit/quote/")
+    api = Api(config.server, config.token, escape=not args.json)
+    return _submitted(args, api.call("POST", f"workloads/{pk}/resubmit/", body=_resubmission(args)), out)
+
+
+SPEC_HEADER = (
+    "# The spec of workload #{id}: `fairway submit -f FILE` submits it (or `fairway resubmit {id}`).\n"
+    "# A secret's value is never shown: give it where it says <secret: give its value>.\n"
+)
+
+
+def _show_spec(pk: int, config: Config, out: TextIO) -> int:
+    """``fairway show ID --spec``: the workload's spec as YAML that ``fairway submit -f`` reads.
+    Not escaped for the terminal: YAML writes every control and non-ASCII character as an escape."""
+    import yaml
+
+    spec = Api(config.server, config.token, escape=False).call("GET", f"workloads/{pk}/spec/")
+    out.write(SPEC_HEADER.format(id=pk))
+    out.write(yaml.safe_dump(spec, sort_keys=False, allow_unicode=False, default_flow_style=None, width=100))
     return EXIT_OK
 
 
@@ -1517,6 +1568,48 @@ def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
 # --- parser ---------------------------------------------------------------------------------------
 
 
+def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> None:
+    """The flags of ``fairway submit``, and of ``fairway resubmit`` (``again``: each replaces that
+    field of the workload's spec; ``--env``/``--secret-env`` those variables)."""
+    p.add_argument("--name")
+    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo (default: the only one you may submit to)")
+    p.add_argument("--cluster", "-c")
+    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
+    p.add_argument(
+        "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
+    )
+    p.add_argument("--image", "-i")
+    p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
+    p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
+    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
+    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
+    p.add_argument(
+        "--secret-env",
+        "-s",
+        action="append",
+        metavar="NAME[=VALUE]",
+        help="stored, never shown back; NAME alone reads the value from this shell",
+    )
+    replaces = " (replaces its list)" if again else ""
+    p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog" + replaces)
+    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
+    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit (default 0)")
+    p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
+    p.add_argument(
+        "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
+    )
+    p.add_argument(
+        "--quote",
+        action="store_true",
+        help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
+    )
+    if again:  # after the id: a REMAINDER there took the flags too (fairway resubmit 12 -g 2)
+        p.add_argument("command", nargs="*", help="-- program args... (replaces its command)")
+    else:
+        p.add_argument("command", nargs=argparse.REMAINDER, help="-- program args...")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
@@ -1556,39 +1649,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("submit", cmd_submit, "submit a workload: flags, a YAML spec (-f), or both (flags win)")
     p.add_argument("-f", "--file", help="YAML spec with the API's fields (- for stdin)")
-    p.add_argument("--name")
-    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo (default: the only one you may submit to)")
-    p.add_argument("--cluster", "-c")
-    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
-    p.add_argument(
-        "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
+    _submission_flags(p)
+
+    p = add(
+        "resubmit",
+        cmd_resubmit,
+        "submit a workload again: its spec, the flags changing it (secret values: yours are reused, "
+        "another's must be given with -s NAME)",
     )
-    p.add_argument("--image", "-i")
-    p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
-    p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
-    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
-    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
-    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
-    p.add_argument(
-        "--secret-env",
-        "-s",
-        action="append",
-        metavar="NAME[=VALUE]",
-        help="stored, never shown back; NAME alone reads the value from this shell",
-    )
-    p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog")
-    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
-    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit (default 0)")
-    p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end")
-    p.add_argument(
-        "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
-    )
-    p.add_argument(
-        "--quote",
-        action="store_true",
-        help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
-    )
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- program args...")
+    p.add_argument("id", help="the workload to submit again (any state)")
+    _submission_flags(p, again=True)
 
     p = add("ls", cmd_ls, "list workloads (unfinished ones unless --all or --state)")
     p.add_argument("--state", help="comma-separated states")
@@ -1602,6 +1672,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
     p.add_argument("id")
+    p.add_argument(
+        "--spec",
+        action="store_true",
+        help="print its spec as YAML for `fairway submit -f` (secret values as placeholders to fill in)",
+    )
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
@@ -1667,12 +1742,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _before_command(argv: list[str]) -> list[str]:
+    """``argv`` up to its ``--``: ``fairway resubmit ID [flags] -- COMMAND`` is parsed without the
+    command, which follows (argparse matches ``ID`` and a ``*`` positional at once, so a command
+    after the flags went unrecognized)."""
+    return argv[: argv.index("--")] if "--" in argv else argv
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        head = _before_command(argv)
+        split = "resubmit" in head and head != argv
+        args = parser.parse_args(head if split else argv)
+        if split and args.command_name == "resubmit":
+            args.command = argv[len(head) + 1 :]
+        elif split:  # "resubmit" was another command's value (--name resubmit)
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
     _ANSWERED.set(None)

@@ -194,6 +194,15 @@ class Workload(models.Model):
     retries_used = models.PositiveIntegerField(default=0)
     group = models.ForeignKey("ArrayGroup", null=True, blank=True, on_delete=models.PROTECT, related_name="members")
     array_index = models.PositiveIntegerField(null=True, blank=True)
+    # A resubmission's original (docs/jobs.md "Submit again"); its resubmissions: ``resubmissions``.
+    resubmitted_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="resubmissions",
+        help_text="the workload this one was submitted again from",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

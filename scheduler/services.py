@@ -117,6 +117,25 @@ MAX_START_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - 32 * 1024
 """Command and env travel to the agent in one ``start`` frame of at most ``MAX_MESSAGE_BYTES``
 (UTF-8); the rest of the frame (GPU UUIDs, rendezvous variables, image) fits in 32 KiB."""
 SECRET_MASK = "********"  # noqa: S105 -- the mask shown instead of a secret, not a password
+SECRET_PLACEHOLDER = "<secret: give its value>"  # noqa: S105 -- stands for a value never shown back
+"""A secret's value in a spec Fairway writes back (``GET workloads/{id}/spec/``, ``fairway show
+--spec``): never the value. A submission holding it is refused (``secret_values_required``,
+:func:`secret_values_problem`); a resubmission by the workload's owner puts the stored value
+in its place server-side (``scheduler.resubmit``), anyone else's must give one."""
+SECRET_VALUES_REQUIRED = "secret_values_required"  # noqa: S105 -- an error code
+
+
+def secret_values_problem(names: Sequence[str]) -> SubmissionError:
+    """The refusal of a submission whose secret variables ``names`` carry no value (the
+    placeholder of a spec written back, or a secret another user's resubmission cannot copy)."""
+    listed = ", ".join(names)
+    return SubmissionError(
+        SECRET_VALUES_REQUIRED,
+        "env",
+        f"Give the value of the secret variable{'s' * (len(names) != 1)} {listed}: a secret's value is never "
+        "shown back, and only its owner's resubmission reuses it (fairway submit/resubmit -s NAME, "
+        "the form's secret env, or the spec's env).",
+    )
 
 
 def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -135,6 +154,7 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     if len(env) > MAX_ENV_VARS:
         raise SubmissionError("invalid_env", "env", f"At most {MAX_ENV_VARS} environment variables.")
     out: dict[str, dict[str, Any]] = {}
+    unvalued: list[str] = []
     for name, raw in env.items():
         if not isinstance(name, str) or len(name) > MAX_ENV_NAME_CHARS or not ENV_NAME_RE.fullmatch(name):
             raise SubmissionError(
@@ -161,7 +181,11 @@ def normalize_env(env: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         value = str(value)
         if "\x00" in value or len(value) > MAX_ENV_VALUE_CHARS:
             raise SubmissionError("invalid_env", "env", f"{name}: the value is too long or contains a NUL byte.")
+        if value == SECRET_PLACEHOLDER:  # a spec written back, its secret not filled in
+            unvalued.append(name)
         out[name] = {"value": value, "secret": secret}
+    if unvalued:
+        raise secret_values_problem(unvalued)
     return out
 
 
@@ -638,6 +662,7 @@ def do_submit_workload(
     memberships: dict[int, str] | None = None,
     hardware_token: Any = None,
     submitted_limit: int | None = None,
+    resubmitted_from: Workload | None = None,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
 
@@ -672,6 +697,9 @@ def do_submit_workload(
         ``submitted_limit``: the most pending + running workloads ``owner`` may then hold (None:
         ``FAIRWAY_MAX_SUBMITTED_PER_USER``; 0: no limit; superusers have none): a trace replay, which
         submits a whole lab's jobs as one user, chooses its own (``replay_trace --submit-limit``).
+
+        ``resubmitted_from``: the workload this submission copies (``scheduler.resubmit``): kept on
+        the new workload(s), and their ``submitted`` event says "resubmitted from #N".
     """
     problems: list[FieldProblem] = []
 
@@ -851,6 +879,7 @@ def do_submit_workload(
         "mounts": jobs.mounts,
         "max_runtime_s": jobs.max_runtime_s,
         "retries": jobs.retries,
+        "resubmitted_from": resubmitted_from,
     }
     if dry_run:
         unsaved = Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
@@ -900,7 +929,9 @@ def do_submit_workload(
                 at=now,
                 kind="submitted",
                 actor=owner,
-                message=f"submitted to {the_budget.path} on {the_cluster.name}" + jobs.describe(index),
+                message=(f"resubmitted from #{resubmitted_from.pk}; " if resubmitted_from is not None else "")
+                + f"submitted to {the_budget.path} on {the_cluster.name}"
+                + jobs.describe(index),
                 data={
                     "budget": the_budget.path,
                     "cluster": the_cluster.name,
@@ -917,6 +948,7 @@ def do_submit_workload(
                         if v is not None
                     },
                     **jobs.event_data(index),
+                    **({"resubmitted_from": resubmitted_from.pk} if resubmitted_from is not None else {}),
                 },
             )
             first = first or workload

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 import yaml
@@ -296,3 +297,41 @@ def spec_example(budgets: list[str], clusters: list[str], models: list[str]) -> 
     for field in ("cpus", "memory", "shared_memory"):
         text = re.sub(rf"(?m)^{field}: ", f"# {field}: ", text)
     return text
+
+
+def _size_initial(value: Any) -> str:
+    """Bytes as the form's size fields read them: ``64G`` where that is exact, else the bytes."""
+    from scheduler.sizes import format_size, parse_size
+
+    if not isinstance(value, int):
+        return ""
+    text = format_size(value)
+    return text if parse_size(text) == value else str(value)
+
+
+def form_initial(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The submit form's fields holding ``spec`` (``scheduler.resubmit.workload_spec``: "Submit
+    again"), and the names of its secret variables, whose values the form leaves blank (never
+    shown back: the page says so, and the owner may keep them server-side)."""
+    env = spec.get("env") or {}
+    secrets = [name for name, entry in env.items() if isinstance(entry, dict) and entry.get("secret")]
+    plain = {name: entry for name, entry in env.items() if name not in secrets}
+    return {
+        "name": spec.get("name", ""),
+        "image": spec.get("image", ""),
+        "command": shlex.join(spec.get("command") or []),
+        "env": "\n".join(f"{name}={value}" for name, value in plain.items()),
+        "secret_env": "\n".join(f"{name}=" for name in secrets),
+        "cluster": spec.get("cluster"),
+        "budget": spec.get("budget"),
+        "gpu_model": spec.get("gpu_model", ""),
+        "gpu_count": spec.get("gpu_count"),
+        "min_runtime": spec.get("min_runtime"),
+        "cpus": spec.get("cpus"),
+        "memory": _size_initial(spec.get("memory")),
+        "shared_memory": _size_initial(spec.get("shared_memory")),
+        "mounts": ", ".join(spec.get("mounts") or []),
+        "max_runtime": spec.get("max_runtime") or "",
+        "retries": spec.get("retries", 0),
+        "array": spec.get("array") or "",
+    }, secrets

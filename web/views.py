@@ -86,7 +86,7 @@ from scheduler.services import (
     may_operate_hosts,
     may_read_private,
 )
-from web.forms import NotificationForm, SpecForm, SubmitForm, parse_submission, spec_example
+from web.forms import NotificationForm, SpecForm, SubmitForm, form_initial, parse_submission, spec_example
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +200,29 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
     return key, redirect("web-workloads")
 
 
+def _again(request: HttpRequest, scope: Scope) -> Workload | None:
+    """The workload the submit page submits again ("Submit again": ``?again=N``, then the form's
+    ``again``); None without one. 404 for none such, 403 for whoever may not read its spec (the
+    API's rule, ``scheduler.resubmit``)."""
+    from django.core.exceptions import PermissionDenied
+
+    from scheduler.resubmit import RESUBMIT_FORBIDDEN
+
+    raw = (request.POST if request.method == "POST" else request.GET).get("again", "")
+    if not raw:
+        return None
+    old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first() if _is_pk(raw) else None
+    if old is None:
+        raise Http404(f"No workload {raw[:40]!r}.")
+    if not scope.may_see_private(old):
+        raise PermissionDenied(RESUBMIT_FORBIDDEN)
+    return old
+
+
+def _is_pk(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 @login_required
 @never_cache  # the page shows back the secret env typed (a refusal, a quote): kept from caches (brk31)
 def submit(request: HttpRequest) -> HttpResponse:
@@ -208,7 +231,15 @@ def submit(request: HttpRequest) -> HttpResponse:
     clusters, models = _cluster_choices()
     budgets = scope.submit_budgets
     kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
-    form = SubmitForm(**kwargs)
+    again = _again(request, scope)  # "Submit again": the workload whose spec the form holds
+    again_path = scope.paths.get(again.budget_id, str(again.budget_id)) if again is not None else ""
+    if again is not None:
+        from scheduler.resubmit import workload_spec
+
+        initial, _secrets = form_initial(workload_spec(again, again_path))
+        form = SubmitForm(initial=initial, **kwargs)
+    else:
+        form = SubmitForm(**kwargs)
     example_models = (
         sorted(
             set(
@@ -238,6 +269,19 @@ def submit(request: HttpRequest) -> HttpResponse:
                 if form.errors:
                     _all_problems(request.user, form, data)
                     data = None
+                elif again is not None:
+                    from scheduler.resubmit import resubmission_data
+
+                    # the form holds the whole env; the owner's ticked "keep" fills the blank secrets
+                    data = resubmission_data(
+                        request.user,
+                        again,
+                        data,
+                        budget_path=again_path,
+                        accessible=scope.accessible,
+                        keep_secrets=request.POST.get("keep_secrets") == "1",
+                        whole_env=True,
+                    )
             if data is not None:
                 service_kwargs, errors = parse_submission(data)
                 if service_kwargs is not None and "quote" in request.POST:
@@ -254,11 +298,11 @@ def submit(request: HttpRequest) -> HttpResponse:
                     _quoted, quote_lines, quote_terms = do_quote(request.user, **service_kwargs)
                 elif service_kwargs is not None:
                     # A double click posted the page twice: two workloads, both charged (break29)
-                    once, again = _submit_once(request)
-                    if again is not None:
-                        return again
+                    once, already = _submit_once(request)
+                    if already is not None:
+                        return already
                     try:
-                        workload = do_submit_workload(request.user, **service_kwargs)
+                        workload = do_submit_workload(request.user, **service_kwargs, resubmitted_from=again)
                     except BaseException:
                         if once:
                             cache.delete(once)
@@ -288,9 +332,24 @@ def submit(request: HttpRequest) -> HttpResponse:
             "quote_lines": quote_lines,
             "quote_terms": quote_terms,
             "submit_token": secrets.token_urlsafe(24),
+            "again": again,
+            "again_secrets": _secret_names(again),
+            # one NAME=value a line: a value with a line break cannot come back through the form
+            "again_multiline": [
+                n
+                for n, e in ((again.env or {}) if again else {}).items()
+                if "\n" in e.get("value", "") or "\r" in e.get("value", "")
+            ],
+            "again_owner": again is not None and again.owner_id == request.user.pk,
+            "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
+
+
+def _secret_names(workload: Workload | None) -> list[str]:
+    """The names of ``workload``'s secret variables (none without one)."""
+    return [n for n, e in ((workload.env or {}) if workload else {}).items() if e.get("secret")]
 
 
 def _all_problems(user: User, form: SubmitForm, data: dict[str, Any]) -> None:
@@ -485,6 +544,7 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "cancel_requested": bool(open_attempt and open_attempt.stop_reason == Attempt.EndReason.CANCELED),
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
         "can_cancel_group": workload.group_id is not None and can_cancel(request.user, workload),
+        "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
     }
 
 

@@ -496,6 +496,17 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
         }
 
 
+class WorkloadResubmitSerializer(WorkloadSubmitSerializer):
+    """Input of ``POST /api/v1/workloads/{id}/resubmit/``: overrides of the workload's spec
+    (``GET workloads/{id}/spec/``), the fields of a submission, every one optional; ``null``
+    clears an optional one. ``env`` is laid over the spec's by name (``null`` drops a variable);
+    a secret's value is reused only for its owner (docs/jobs.md "Submit again")."""
+
+    gpu_count = _CountField(required=False)
+    command = _CommandField(required=False)
+    min_runtime = _DurationField(required=False)
+
+
 class QuoteLineSerializer(serializers.Serializer):
     """One minimum runtime of a quote (DESIGN.md §3.8)."""
 
@@ -944,6 +955,12 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
     events = WorkloadEventSerializer(many=True, read_only=True)
     after = serializers.SerializerMethodField()
     mounts = serializers.SerializerMethodField()
+    resubmitted_from = serializers.IntegerField(
+        source="resubmitted_from_id",
+        read_only=True,
+        allow_null=True,
+        help_text="the workload this one was submitted again from (POST workloads/{id}/resubmit/); null: none",
+    )
 
     def get_after(self, obj: Workload) -> list[dict[str, Any]]:
         """``[{"workload": 12, "condition": "ok", "state": "running"}]``: what it waits for."""
@@ -976,6 +993,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "retries",
             "retries_used",
             "after",
+            "resubmitted_from",
             "can_cancel",
             "attempts",
             "events",

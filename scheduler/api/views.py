@@ -40,6 +40,7 @@ from scheduler.api.serializers import (
     QuoteSerializer,
     WorkloadDetailSerializer,
     WorkloadListSerializer,
+    WorkloadResubmitSerializer,
     WorkloadRowSerializer,
     WorkloadSubmitSerializer,
     WorkloadSubmittedSerializer,
@@ -231,6 +232,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         if self.action == "cancel":
             # Only its id: the cancel reads the row under its lock, the answer after it (_detail).
             return Workload.objects.only("id")
+        if self.action in ("resubmit", "resubmit_quote", "spec"):
+            return Workload.objects.select_related("cluster")  # its spec: the row and its cluster's name
         queryset = Workload.objects.select_related("owner", "cluster", "budget")
         return queryset.prefetch_related(*self.detail_prefetches())  # accounting from the attempts
 
@@ -276,6 +279,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             return WorkloadListSerializer if getattr(self, "swagger_fake_view", False) else WorkloadRowSerializer
         if self.action == "create":
             return WorkloadSubmitSerializer
+        if self.action in ("resubmit", "resubmit_quote"):
+            return WorkloadResubmitSerializer
         return WorkloadDetailSerializer
 
     def _detail(self, workload_id: int) -> dict:
@@ -294,12 +299,16 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             hardware_token=hardware_memo.MEMO.token(request),  # read with the tree's (config.memo)
             **kwargs,
         )
+        return self._submitted(workload, bool(kwargs["after"]))
+
+    def _submitted(self, workload: Workload, after: bool) -> Response:
+        """201 with the workload a submission just wrote."""
         # The row just written (owner, budget, cluster attached) is the answer: no second read of
         # it. Known without a query: no attempt yet, the one ``submitted`` event the service wrote,
         # and, without an ``after`` list, no dependencies.
         _prefill(workload, "attempts", [])
         _prefill(workload, "events", [workload.submitted_event])
-        if not kwargs["after"]:
+        if not after:
             _prefill(workload, "dependencies", [])
         else:
             prefetch_related_objects(
@@ -390,7 +399,10 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
 
         serializer = WorkloadSubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        workload, lines, terms = do_quote(request.user, **serializer.to_service_kwargs())
+        return self._quote_answer(*do_quote(request.user, **serializer.to_service_kwargs()))
+
+    @staticmethod
+    def _quote_answer(workload: Workload, lines: list[Any], terms: Any) -> Response:
         body = {
             "budget": workload.budget.path,
             "cluster": workload.cluster.name,
@@ -402,6 +414,77 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             "notes": terms.notes,
         }
         return Response(QuoteSerializer(body).data)
+
+    def _resubmission(self, request: Request) -> dict[str, Any]:
+        """``do_submit_workload``'s arguments that submit this workload again with the request's
+        overrides (``scheduler.resubmit``): 403 for whoever may not read its spec; the overrides
+        parsed, and the result refused, as a submission's."""
+        from scheduler.resubmit import resubmission_data
+
+        old = self.get_object()
+        WorkloadResubmitSerializer(data=request.data).is_valid(raise_exception=True)  # the overrides' form
+        data = resubmission_data(
+            request.user,
+            old,
+            request.data,
+            budget_path=budget_paths(self.budget_tree).get(old.budget_id, str(old.budget_id)),
+            accessible=self.accessible_budget_ids,
+        )
+        serializer = WorkloadSubmitSerializer(data=data)
+        serializer.is_valid(raise_exception=True)
+        return {**serializer.to_service_kwargs(), "resubmitted_from": old}
+
+    @extend_schema(request=WorkloadResubmitSerializer, responses={201: WorkloadSubmittedSerializer})
+    @action(detail=True, methods=["post"])
+    def resubmit(self, request: Request, pk: str | None = None) -> Response:
+        """Submit again (docs/jobs.md "Submit again"): a new workload from this one's spec
+        (``spec/``) with the body's overrides, through the submission's every rule; 201 with the new
+        workload (``resubmitted_from``: this one), as ``POST workloads/``. Any state may be
+        submitted again. Not copied: its ``after`` list and its array group (a member comes back as
+        ``array: "<index>"``). Secret values are reused for the owner only: anyone else gets 400
+        ``secret_values_required`` naming them unless the body's ``env`` gives them. 403
+        ``forbidden`` for whoever may not read its env; 429 ``too_many_submitted`` past the limit."""
+        kwargs = self._resubmission(request)
+        workload = do_submit_workload(
+            request.user,
+            tree=self.budget_tree,
+            memberships=self.memberships,
+            hardware_token=hardware_memo.MEMO.token(request),
+            **kwargs,
+        )
+        return self._submitted(workload, bool(kwargs["after"]))
+
+    @extend_schema(request=WorkloadResubmitSerializer, responses=QuoteSerializer)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="resubmit/quote",
+        url_name="resubmit-quote",
+        throttle_classes=[*api_settings.DEFAULT_THROTTLE_CLASSES, QuoteRateThrottle],
+    )
+    def resubmit_quote(self, request: Request, pk: str | None = None) -> Response:
+        """The quote (``quote/``) of this resubmission: the same body as ``resubmit/``, the same
+        refusals; nothing is written."""
+        from scheduler.estimates import do_quote
+
+        kwargs = self._resubmission(request)
+        kwargs.pop("resubmitted_from")
+        return self._quote_answer(*do_quote(request.user, **kwargs))
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def spec(self, request: Request, pk: str | None = None) -> Response:
+        """The workload's spec: the submission fields that make it again (``POST workloads/``'s,
+        ``fairway submit -f``'s YAML), what ``resubmit/`` submits. Secret values are the
+        placeholder ``<secret: give its value>``, which a submission refuses
+        (``secret_values_required``). 403 ``forbidden`` for whoever may not read its env."""
+        from scheduler.resubmit import RESUBMIT_FORBIDDEN, workload_spec
+
+        workload = self.get_object()
+        if not may_read_private(request.user, workload, self.accessible_budget_ids):
+            raise PermissionDenied(RESUBMIT_FORBIDDEN)
+        path = budget_paths(self.budget_tree).get(workload.budget_id, str(workload.budget_id))
+        return Response(workload_spec(workload, path))
 
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
