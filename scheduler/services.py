@@ -943,7 +943,7 @@ WORKLOAD_READ_PERMISSIONS = ("scheduler.view_workload", "scheduler.change_worklo
 implies view)."""
 
 
-def _staff_may(actor: User, *perms: str) -> bool:
+def staff_may(actor: User, *perms: str) -> bool:
     """Whether ``actor`` is active staff holding one of ``perms`` (a superuser holds every one).
     Asked last, after the rules that need no query (the permissions are read once a request)."""
     return bool(actor.is_active and actor.is_staff and any(actor.has_perm(p) for p in perms))
@@ -959,7 +959,7 @@ def can_cancel(
         return False
     if actor.is_superuser or workload.owner_id == actor.pk:
         return True
-    return is_manager(actor, workload.budget, tree, memberships) or _staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
+    return is_manager(actor, workload.budget, tree, memberships) or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
 
 
 def may_read_private(actor: User, workload: Workload, accessible: set[int] | frozenset[int]) -> bool:
@@ -972,7 +972,7 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
         return False
     if actor.is_superuser or workload.owner_id == actor.pk or workload.budget_id in accessible:
         return True
-    return _staff_may(actor, *WORKLOAD_READ_PERMISSIONS)
+    return staff_may(actor, *WORKLOAD_READ_PERMISSIONS)
 
 
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
@@ -1040,7 +1040,7 @@ def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
     is its owner's, superusers' and staff's with :data:`WORKLOAD_CANCEL_PERMISSION`."""
     if not members:
         return actor.is_authenticated and (
-            actor.is_superuser or group.owner_id == actor.pk or _staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
+            actor.is_superuser or group.owner_id == actor.pk or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
         )
     distinct = {(w.owner_id, w.budget_id): w for w in members}
     return any(can_cancel(actor, w) for w in distinct.values())
