@@ -1227,6 +1227,7 @@ def do_register_host(
 
 def do_rotate_host_token(actor: User | None, host: Host) -> str:
     """Give ``host`` a new token (the old one stops working at once); returns the plaintext.
+    Raises HostError ``host_removed`` for a removed host (its agent is refused with 4410 for good).
 
     The host's open agent connections are closed at once (after commit; any the message
     misses is fenced by the bumped ``link_generation``: sent nothing, closed at its next flush)."""
@@ -1238,7 +1239,8 @@ def do_rotate_host_token(actor: User | None, host: Host) -> str:
 
 def do_revoke_host_token(actor: User | None, host: Host) -> None:
     """Revoke ``host``'s token: no agent connects with it any more, its open connections are closed
-    at once (as :func:`do_rotate_host_token`). :func:`do_rotate_host_token` issues a new one."""
+    at once (as :func:`do_rotate_host_token`). :func:`do_rotate_host_token` issues a new one.
+    Raises HostError ``host_removed`` for a removed host."""
     _replace_host_token(actor, host, "revoked:" + secrets.token_hex(24), "token_revoked", "revoked")
     _log_host_action(actor, host, "revoked the token of {host}")
 
@@ -1258,7 +1260,11 @@ def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, 
     from scheduler import gateway
 
     with transaction.atomic():
-        Host.objects.filter(pk=host.pk).update(token_hash=digest, link_generation=F("link_generation") + 1)
+        # Not of a removed host (brk44): its new token was refused for good, and the old one, held by
+        # its agent, was then refused as unknown (4401, retried for ever) instead of as removed (4410).
+        mine = Host.objects.filter(pk=host.pk, removed_at__isnull=True)
+        if not mine.update(token_hash=digest, link_generation=F("link_generation") + 1):
+            raise HostError("host_removed", None, f"Host {host.name} was removed from the cluster.")
         generation = Host.objects.values_list("link_generation", flat=True).get(pk=host.pk)
         HostEvent.objects.create(
             host=host, at=timezone.now(), kind=kind, actor=actor, message="open agent connections closed"

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 
 from accounts.models import User
+from scheduler.models import Host, HostEvent
 from tests.cli.inprocess import run_cli
 from tests.conftest import PASSWORD
 
@@ -53,3 +54,43 @@ def test_the_budgets_page_links_only_the_statements_one_may_read(org_tree, clien
 @pytest.mark.django_db
 def test_the_cli_says_why_bare_staff_read_no_statement(org_tree, monkeypatch):
     assert "view_budget" in run_cli(monkeypatch, _staff("bare"), "statement", "nlp", expect=1)
+
+
+# --- a removed host's token ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("action", ["rotate", "revoke"])
+def test_a_removed_hosts_token_is_neither_rotated_nor_revoked(hosts, host_tokens, action):
+    """A rotation gave a removed host a token the admin was told to put in its agent's config (it is
+    refused there with 4410 for good), and took the removal's 4410 from the token its agent holds:
+    it was then refused as unknown (4401), which an agent retries for ever."""
+    from scheduler.gateway import link_refusal
+    from scheduler.services import HostError, do_remove_host, do_revoke_host_token, do_rotate_host_token
+
+    host = do_remove_host(None, hosts["a100-1"])
+    before = Host.objects.values_list("token_hash", "link_generation").get(pk=host.pk)
+    events = HostEvent.objects.filter(host=host).count()
+    with pytest.raises(HostError) as refused:
+        (do_rotate_host_token if action == "rotate" else do_revoke_host_token)(None, host)
+    assert refused.value.code == "host_removed"
+    assert Host.objects.values_list("token_hash", "link_generation").get(pk=host.pk) == before
+    assert HostEvent.objects.filter(host=host).count() == events
+    assert link_refusal(host_tokens["a100-1"]) == ("host 'a100-1' was removed from the cluster", True)
+
+
+@pytest.mark.django_db
+def test_the_admins_rotation_of_a_removed_host_says_so_and_shows_no_token(hosts, admin, client):
+    from scheduler.services import do_remove_host
+
+    removed = do_remove_host(None, hosts["a100-1"])
+    client.force_login(admin)
+    answer = client.post(
+        "/admin/scheduler/host/",
+        {"action": "rotate_token", "_selected_action": [removed.pk, hosts["a100-2"].pk]},
+        follow=True,
+    )
+    said = [str(m) for m in answer.context["messages"]]
+    assert "a100-1: Host a100-1 was removed from the cluster." in said
+    assert not any(m.startswith("a100-1: new host token") for m in said)
+    assert any(m.startswith("a100-2: new host token") for m in said)
