@@ -1481,7 +1481,7 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
     another live host stays there); registered GPUs the agent no longer reports leave the host's
     inventory (``GPU.removed_at``: placement, the cluster's GPU count, the pyramid; their rows stay
     for the attempts that ran on them, and return if reported again). A host cordoned by the hold
-    is resumed. Raises ServiceError ``no_pending_inventory``, ``mixed_models`` (all GPUs of a host
+    is resumed. Raises ServiceError ``host_removed``, ``no_pending_inventory``, ``mixed_models`` (all GPUs of a host
     are of one model: such a host must leave and join again) or ``gpu_busy`` (409: a GPU to leave
     still holds an open attempt; drain first, as ``do_remove_host`` asks).
     """
@@ -1490,6 +1490,10 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
     now = timezone.now()
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
+        if locked.removed_at is not None:  # it resumed a removed host and registered GPUs on it (brk44)
+            from scheduler.services import host_removed_error
+
+            raise host_removed_error(locked)
         pending = locked.pending_inventory
         if not pending:
             raise ServiceError("no_pending_inventory", None, f"Host {locked.name} has no inventory awaiting approval.")

@@ -1225,6 +1225,13 @@ def do_register_host(
     return host, token
 
 
+def host_removed_error(host: Host) -> HostError:
+    """The refusal (``host_removed``) of every action on a host removed from its cluster: a state
+    change, an inventory approval, a token rotation or revocation, a second removal (brk44: the
+    approval and the token's rotation and revocation took a removed host)."""
+    return HostError("host_removed", None, f"Host {host.name} was removed from the cluster.")
+
+
 def do_rotate_host_token(actor: User | None, host: Host) -> str:
     """Give ``host`` a new token (the old one stops working at once); returns the plaintext.
     Raises HostError ``host_removed`` for a removed host (its agent is refused with 4410 for good).
@@ -1264,7 +1271,7 @@ def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, 
         # its agent, was then refused as unknown (4401, retried for ever) instead of as removed (4410).
         mine = Host.objects.filter(pk=host.pk, removed_at__isnull=True)
         if not mine.update(token_hash=digest, link_generation=F("link_generation") + 1):
-            raise HostError("host_removed", None, f"Host {host.name} was removed from the cluster.")
+            raise host_removed_error(host)
         generation = Host.objects.values_list("link_generation", flat=True).get(pk=host.pk)
         HostEvent.objects.create(
             host=host, at=timezone.now(), kind=kind, actor=actor, message="open agent connections closed"
@@ -1294,7 +1301,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
         wait_for_tick(host.cluster_id)  # before the host's row lock (docs/locking.md)
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
-            raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
+            raise host_removed_error(locked)
         open_attempts = Attempt.objects.filter(gpu_links__gpu__host=locked, gpu_links__open=True).distinct().count()
         if open_attempts:
             raise HostError(
@@ -1445,7 +1452,7 @@ def host_action_problem(host: Host, verb: str) -> str | None:
     buttons and of the web action that refuses the others (``do_set_host_state`` stays idempotent
     for the API and the admin: a repeat there is a no-op)."""
     if host.removed_at is not None:
-        return f"Host {host.name} was removed from the cluster."
+        return host_removed_error(host).message
     state, drain_now = HOST_ACTIONS[verb]
     current = _returns_as(host)
     target = _state_target(current, state, drain_now)
@@ -1503,7 +1510,7 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         wait_for_tick(host.cluster_id)  # before the host's row lock (docs/locking.md)
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
-            raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
+            raise host_removed_error(locked)
         offline = locked.state == Host.State.OFFLINE
         current = _returns_as(locked)
         target = _state_target(current, state, drain_now)

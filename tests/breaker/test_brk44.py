@@ -94,3 +94,33 @@ def test_the_admins_rotation_of_a_removed_host_says_so_and_shows_no_token(hosts,
     assert "a100-1: Host a100-1 was removed from the cluster." in said
     assert not any(m.startswith("a100-1: new host token") for m in said)
     assert any(m.startswith("a100-2: new host token") for m in said)
+
+
+@pytest.mark.django_db
+def test_a_removed_hosts_held_inventory_is_not_approved(hosts):
+    """A host whose agent's GPU inventory awaited approval was removed (or removed while the approval
+    waited for its lock): the approval, the one host action that did not refuse a removed host,
+    resumed it (state active), put its GPUs back in an inventory and made GPU rows for it."""
+    from config.errors import ServiceError
+    from scheduler import lifecycle
+    from scheduler.models import GPU
+    from scheduler.services import do_remove_host
+
+    host = hosts["a100-1"]
+    gpus = list(GPU.objects.filter(host=host).order_by("index"))
+    reported = [lifecycle.GpuReport(g.index, g.uuid, "A100") for g in gpus[:7]]
+    reported.append(lifecycle.GpuReport(8, "GPU-new-card", "A100"))
+    lifecycle.host_hello(host, agent_version="t", gpus=reported, running=[])
+    assert Host.objects.get(pk=host.pk).pending_inventory is not None
+    do_remove_host(None, Host.objects.get(pk=host.pk))
+    before = Host.objects.values_list("state", "state_before_offline", "pending_inventory").get(pk=host.pk)
+    rows = sorted(GPU.objects.values_list("pk", "host_id", "uuid", "removed_at"))
+    events = HostEvent.objects.filter(host=host).count()
+
+    with pytest.raises(ServiceError) as refused:
+        lifecycle.do_approve_host_inventory(None, Host.objects.get(pk=host.pk))
+
+    assert (refused.value.code, refused.value.message) == ("host_removed", "Host a100-1 was removed from the cluster.")
+    assert Host.objects.values_list("state", "state_before_offline", "pending_inventory").get(pk=host.pk) == before
+    assert sorted(GPU.objects.values_list("pk", "host_id", "uuid", "removed_at")) == rows
+    assert HostEvent.objects.filter(host=host).count() == events
