@@ -1568,7 +1568,8 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
     for report in gpus:
         gpu = existing.get(report.index)
         if gpu is None:
-            # A UUID seen before on another index or host moves with the device.
+            # A UUID seen before: at another index of this host, its row moves there; on another
+            # (removed) host, its row stays there for the history, this host gets one (leave_to_history).
             moved = GPU.objects.filter(uuid=report.uuid).first()
             if moved is not None and moved.host_id != host.pk:
                 # A host speaks only of its own GPUs (DESIGN.md §7): a UUID registered on another
@@ -1581,7 +1582,9 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
                 if not other_removed or AttemptGPU.objects.filter(gpu=moved, open=True).exists():
                     logger.warning("GPU %s reported by %s is registered on another host; ignored", report.uuid, host)
                     continue
-            if moved is not None:
+                GPU.objects.filter(pk=moved.pk).leave_to_history()  # its old host's history names it
+                moved = None
+            if moved is not None:  # of this host, at another index
                 moved.host, moved.index, moved.model, moved.memory_mb, moved.removed_at = (
                     host,
                     report.index,

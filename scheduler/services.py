@@ -1145,8 +1145,8 @@ def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
         )
     if Host.objects.filter(name=name).exists():
         raise HostError("host_exists", "name", f"A host named {name} is already registered.")
-    # GPUs of a removed host move with the device to the host that reports them (as an inventory
-    # approval moves them, lifecycle._register_gpus), unless an attempt still holds one.
+    # GPUs of a removed host go with the device to the host that reports them (as an inventory
+    # approval takes them, lifecycle._register_gpus), unless an attempt still holds one.
     taken = list(
         GPU.objects.filter(uuid__in=[g[1] for g in specs])
         .filter(Q(host__removed_at__isnull=True, removed_at__isnull=True) | Q(attempt_links__open=True))
@@ -1195,20 +1195,10 @@ def do_register_host(
                     state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
                     state_before_offline=Host.State.ACTIVE,
                 )
-                # what _refuse_taken left registered: GPUs of removed hosts, moving here
-                moving = set(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
-                for i, u, m, mem in specs:
-                    if u in moving:  # a queryset update: it forgets the hardware web processes keep
-                        GPU.objects.filter(uuid=u).update(
-                            host=host, index=i, model=m, memory_mb=mem, health=GPU.Health.HEALTHY,
-                            last_sample={}, nominated_for=None, removed_at=None,
-                        )  # fmt: skip
+                # what _refuse_taken left registered (GPUs of removed hosts) stays with its host's history
+                GPU.objects.filter(uuid__in=[g[1] for g in specs]).leave_to_history()
                 GPU.objects.bulk_create(
-                    [
-                        GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem)
-                        for i, u, m, mem in sorted(specs)
-                        if u not in moving
-                    ]
+                    [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
                 )
         except IntegrityError:
             _refuse_taken(name, specs)

@@ -124,3 +124,78 @@ def test_a_removed_hosts_held_inventory_is_not_approved(hosts):
     assert Host.objects.values_list("state", "state_before_offline", "pending_inventory").get(pk=host.pk) == before
     assert sorted(GPU.objects.values_list("pk", "host_id", "uuid", "removed_at")) == rows
     assert HostEvent.objects.filter(host=host).count() == events
+
+
+def _ran_on(gpu, researcher, submit_kwargs):
+    """A finished attempt of ``researcher`` that held ``gpu`` an hour, two hours ago."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.models import Attempt, AttemptGPU, Workload
+    from scheduler.services import do_submit_workload
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    now = timezone.now()
+    attempt = Attempt.objects.create(
+        workload=w,
+        number=1,
+        host=gpu.host,
+        allocated=True,
+        placed_at=now - timedelta(hours=2),
+        started_at=now - timedelta(hours=2),
+        ended_at=now - timedelta(hours=1),
+        end_reason="succeeded",
+    )
+    AttemptGPU.objects.create(attempt=attempt, gpu=gpu, open=False)
+    Workload.objects.filter(pk=w.pk).update(state="succeeded", finished_at=now - timedelta(hours=1))
+    return attempt
+
+
+@pytest.mark.django_db
+def test_a_machine_that_rejoins_under_another_name_leaves_its_old_hosts_history_alone(
+    hosts, researcher, submit_kwargs, admin_client_api
+):
+    """docs/deploy.md §9: "a machine that comes back joins under another name, and its GPUs (by UUID)
+    move to it", its old host's history staying. The GPU rows themselves moved, so every attempt
+    that ran on the removed host named the new one: the API's ``hosts`` and ``gpus``
+    (``a100-1b:0`` beside ``host: a100-1``), the history (sacct), the page and ``fairway show``."""
+    from scheduler.models import GPU
+    from scheduler.services import do_register_host, do_remove_host
+
+    old = hosts["a100-1"]
+    gpu = GPU.objects.get(host=old, index=3)
+    attempt = _ran_on(gpu, researcher, submit_kwargs)
+    do_remove_host(None, old)
+    specs = [(g.index, g.uuid, "A100", 81920) for g in GPU.objects.filter(host=old).order_by("index")]
+
+    new, _token = do_register_host(old.cluster, "a100-1b", specs)
+
+    assert sorted(GPU.objects.filter(host=new).values_list("index", "uuid")) == [(i, u) for i, u, _m, _mb in specs]
+    shown = admin_client_api.get(f"/api/v1/workloads/{attempt.workload_id}/").json()["attempts"][0]
+    assert (shown["host"], shown["hosts"], shown["gpus"]) == ("a100-1", ["a100-1"], ["a100-1:3"])
+    (row,) = admin_client_api.get("/api/v1/workloads/history/").json()["results"]
+    assert row["hosts"] == ["a100-1"]
+
+
+@pytest.mark.django_db
+def test_an_approved_inventory_taking_a_removed_hosts_card_leaves_that_hosts_history_alone(
+    hosts, researcher, submit_kwargs
+):
+    from scheduler import lifecycle
+    from scheduler.models import GPU, Attempt
+    from scheduler.services import do_remove_host
+
+    old, other = hosts["a100-1"], hosts["a100-2"]
+    card = GPU.objects.get(host=old, index=5)
+    attempt = _ran_on(card, researcher, submit_kwargs)
+    do_remove_host(None, old)
+    reported = [lifecycle.GpuReport(g.index, g.uuid, "A100") for g in GPU.objects.filter(host=other)]
+    reported.append(lifecycle.GpuReport(8, card.uuid, "A100"))  # the card, moved into a100-2
+    lifecycle.host_hello(other, agent_version="t", gpus=reported, running=[])
+
+    lifecycle.do_approve_host_inventory(None, Host.objects.get(pk=other.pk))
+
+    assert GPU.objects.get(host=other, index=8).uuid == card.uuid
+    assert Attempt.objects.get(pk=attempt.pk).host_names() == ["a100-1"]
+    assert [str(link.gpu) for link in Attempt.objects.get(pk=attempt.pk).ordered_gpu_links()] == ["a100-1:5"]
