@@ -595,9 +595,10 @@ def budgets(request: HttpRequest) -> HttpResponse:
 
 
 def _statement_links(scope: Scope) -> list[tuple[str, str]]:
-    """(path, URL) of the statement CSV of every budget the user may read one of (the API's rule:
-    members of the budget or above it, admins: ``budgets.statement.may_read_statement``), by path. tryout36: a member found no statement in
-    the UI, only ``GET /api/v1/budgets/{id}/statement.csv`` with a budget id to look up."""
+    """(path, URL) of the statement CSV of every budget the user may read one of (the API's rule,
+    ``budgets.statement.may_read_statement``: members of the budget or above it, admins), by path.
+    tryout36: a member found no statement in the UI, only ``GET /api/v1/budgets/{id}/statement.csv``
+    with a budget id to look up."""
     readable = [pk for pk in scope.tree if may_read_statement(scope.user, pk, scope.accessible)]
     return sorted((scope.paths[pk], f"/api/v1/budgets/{pk}/statement.csv") for pk in readable if pk in scope.paths)
 

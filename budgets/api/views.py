@@ -78,7 +78,13 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
         """The budget's accounting statement as CSV: GPU-hours by UTC day, allocated vs unallocated, by
         project (leaf) and user, the budget and everything under it. Members of the budget (or an
         ancestor) and admins."""
-        from budgets.statement import STATEMENT_REFUSAL, budget_statement, may_read_statement, parse_range, statement_csv
+        from budgets.statement import (
+            STATEMENT_REFUSAL,
+            budget_statement,
+            may_read_statement,
+            parse_range,
+            statement_csv,
+        )
 
         budget = self.get_object()
         if not may_read_statement(request.user, budget.pk, self.accessible_budget_ids):
