@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -33,6 +34,30 @@ CSV_HEADER = ["budget", "day", "project", "user", "allocated_gpu_hours", "unallo
 
 class StatementError(ServiceError):
     """A bad date range (400)."""
+
+
+STATEMENT_READ_PERMISSIONS = ("budgets.view_budget", "budgets.change_budget")
+"""Either lets a staff member read any budget's statement: what the admin's "Download statement"
+action needs, the budget list (brk44: ``is_staff`` alone read every budget's, each user's GPU-hours,
+on the API, the CLI and the budgets page)."""
+
+STATEMENT_REFUSAL = (
+    "Only members of this budget (or of a budget above it) and admins with the view_budget permission "
+    "may read its statement."
+)
+
+
+def may_read_statement(user: Any, budget_id: int, accessible: set[int] | frozenset[int]) -> bool:
+    """Whether ``user`` may read budget ``budget_id``'s statement: members of it or of an ancestor
+    (``accessible``: ``accounts.services.accessible_budget_ids``), superusers and staff holding one
+    of :data:`STATEMENT_READ_PERMISSIONS` (README.md, the API's table of who may do what)."""
+    from scheduler.services import staff_may
+
+    if not user.is_authenticated:
+        return False
+    if user.is_superuser or budget_id in accessible:
+        return True
+    return staff_may(user, *STATEMENT_READ_PERMISSIONS)
 
 
 @dataclass(frozen=True)

@@ -302,7 +302,11 @@ class HostAdmin(admin.ModelAdmin):
     )
     def rotate_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         for host in queryset:
-            token = do_rotate_host_token(request.user, host)
+            try:
+                token = do_rotate_host_token(request.user, host)
+            except ServiceError as exc:
+                messages.error(request, f"{host.name}: {exc.message}")
+                continue
             messages.warning(
                 request,
                 f"{host.name}: new host token {token} (shown once). Put it in the agent's config "
@@ -314,11 +318,13 @@ class HostAdmin(admin.ModelAdmin):
         permissions=["change"],
     )
     def revoke_token(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
-        done = 0
-        for host in queryset:
-            do_revoke_host_token(request.user, host)
-            done += 1
-        messages.success(request, f"Token of {done} host(s) revoked; their agent connections were closed.")
+        _each(
+            request,
+            queryset,
+            lambda host: do_revoke_host_token(request.user, host),
+            lambda host: host.name,
+            "Token of {n} host(s) revoked; their agent connections were closed.",
+        )
 
     @admin.action(
         description="Remove from the cluster for good (decommissioned; drain it first)", permissions=["change"]

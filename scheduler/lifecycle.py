@@ -1481,7 +1481,7 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
     another live host stays there); registered GPUs the agent no longer reports leave the host's
     inventory (``GPU.removed_at``: placement, the cluster's GPU count, the pyramid; their rows stay
     for the attempts that ran on them, and return if reported again). A host cordoned by the hold
-    is resumed. Raises ServiceError ``no_pending_inventory``, ``mixed_models`` (all GPUs of a host
+    is resumed. Raises ServiceError ``host_removed``, ``no_pending_inventory``, ``mixed_models`` (all GPUs of a host
     are of one model: such a host must leave and join again) or ``gpu_busy`` (409: a GPU to leave
     still holds an open attempt; drain first, as ``do_remove_host`` asks).
     """
@@ -1490,6 +1490,10 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
     now = timezone.now()
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
+        if locked.removed_at is not None:  # it resumed a removed host and registered GPUs on it (brk44)
+            from scheduler.services import host_removed_error
+
+            raise host_removed_error(locked)
         pending = locked.pending_inventory
         if not pending:
             raise ServiceError("no_pending_inventory", None, f"Host {locked.name} has no inventory awaiting approval.")
@@ -1564,7 +1568,8 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
     for report in gpus:
         gpu = existing.get(report.index)
         if gpu is None:
-            # A UUID seen before on another index or host moves with the device.
+            # A UUID seen before: at another index of this host, its row moves there; on another
+            # (removed) host, its row stays there for the history, this host gets one (leave_to_history).
             moved = GPU.objects.filter(uuid=report.uuid).first()
             if moved is not None and moved.host_id != host.pk:
                 # A host speaks only of its own GPUs (DESIGN.md §7): a UUID registered on another
@@ -1577,7 +1582,9 @@ def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
                 if not other_removed or AttemptGPU.objects.filter(gpu=moved, open=True).exists():
                     logger.warning("GPU %s reported by %s is registered on another host; ignored", report.uuid, host)
                     continue
-            if moved is not None:
+                GPU.objects.filter(pk=moved.pk).leave_to_history()  # its old host's history names it
+                moved = None
+            if moved is not None:  # of this host, at another index
                 moved.host, moved.index, moved.model, moved.memory_mb, moved.removed_at = (
                     host,
                     report.index,

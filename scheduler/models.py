@@ -7,6 +7,8 @@ import secrets
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models import Value
+from django.db.models.functions import Cast, Concat, Left
 
 from config.memo import ForgettingQuerySet, VersionedMemo
 
@@ -38,6 +40,17 @@ class GPUQuerySet(_HardwareQuerySet):
         """The GPUs in their hosts' inventories: not removed by an approved inventory
         (``removed_at``). A removed host's GPUs are the caller's to leave out (``host__removed_at``)."""
         return self.filter(removed_at__isnull=True)
+
+    def leave_to_history(self) -> int:
+        """Free the UUIDs of these rows, GPUs that another host now reports (a machine that joined
+        again under another name after its host's removal; a card moved from a removed host, or
+        from one whose approved inventory dropped it): each row stays with its old host and index
+        for the attempts and samples that name it, its UUID kept behind ``~<id>~`` (the column is
+        unique), and the reporting host gets a row of its own. The rows themselves moved (brk44):
+        every attempt that had run on the old host then named the new one (its ``hosts`` and
+        ``gpus`` on the API, the history, the pages and ``fairway show``)."""
+        mark = Concat(Value("~"), Cast("pk", models.CharField()), Value("~"), Left("uuid", 40))
+        return self.update(uuid=mark, nominated_for=None)
 
 
 class Cluster(models.Model):

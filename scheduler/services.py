@@ -975,7 +975,7 @@ WORKLOAD_READ_PERMISSIONS = ("scheduler.view_workload", "scheduler.change_worklo
 implies view)."""
 
 
-def _staff_may(actor: User, *perms: str) -> bool:
+def staff_may(actor: User, *perms: str) -> bool:
     """Whether ``actor`` is active staff holding one of ``perms`` (a superuser holds every one).
     Asked last, after the rules that need no query (the permissions are read once a request)."""
     return bool(actor.is_active and actor.is_staff and any(actor.has_perm(p) for p in perms))
@@ -991,7 +991,7 @@ def can_cancel(
         return False
     if actor.is_superuser or workload.owner_id == actor.pk:
         return True
-    return is_manager(actor, workload.budget, tree, memberships) or _staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
+    return is_manager(actor, workload.budget, tree, memberships) or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
 
 
 def may_read_private(actor: User, workload: Workload, accessible: set[int] | frozenset[int]) -> bool:
@@ -1004,7 +1004,7 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
         return False
     if actor.is_superuser or workload.owner_id == actor.pk or workload.budget_id in accessible:
         return True
-    return _staff_may(actor, *WORKLOAD_READ_PERMISSIONS)
+    return staff_may(actor, *WORKLOAD_READ_PERMISSIONS)
 
 
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
@@ -1072,7 +1072,7 @@ def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
     is its owner's, superusers' and staff's with :data:`WORKLOAD_CANCEL_PERMISSION`."""
     if not members:
         return actor.is_authenticated and (
-            actor.is_superuser or group.owner_id == actor.pk or _staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
+            actor.is_superuser or group.owner_id == actor.pk or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)
         )
     distinct = {(w.owner_id, w.budget_id): w for w in members}
     return any(can_cancel(actor, w) for w in distinct.values())
@@ -1177,8 +1177,8 @@ def _refuse_taken(name: str, specs: Sequence[GpuSpec]) -> None:
         )
     if Host.objects.filter(name=name).exists():
         raise HostError("host_exists", "name", f"A host named {name} is already registered.")
-    # GPUs of a removed host move with the device to the host that reports them (as an inventory
-    # approval moves them, lifecycle._register_gpus), unless an attempt still holds one.
+    # GPUs of a removed host go with the device to the host that reports them (as an inventory
+    # approval takes them, lifecycle._register_gpus), unless an attempt still holds one.
     taken = list(
         GPU.objects.filter(uuid__in=[g[1] for g in specs])
         .filter(Q(host__removed_at__isnull=True, removed_at__isnull=True) | Q(attempt_links__open=True))
@@ -1227,20 +1227,10 @@ def do_register_host(
                     state=Host.State.OFFLINE,  # until its agent's first hello (the docstring)
                     state_before_offline=Host.State.ACTIVE,
                 )
-                # what _refuse_taken left registered: GPUs of removed hosts, moving here
-                moving = set(GPU.objects.filter(uuid__in=[g[1] for g in specs]).values_list("uuid", flat=True))
-                for i, u, m, mem in specs:
-                    if u in moving:  # a queryset update: it forgets the hardware web processes keep
-                        GPU.objects.filter(uuid=u).update(
-                            host=host, index=i, model=m, memory_mb=mem, health=GPU.Health.HEALTHY,
-                            last_sample={}, nominated_for=None, removed_at=None,
-                        )  # fmt: skip
+                # what _refuse_taken left registered (GPUs of removed hosts) stays with its host's history
+                GPU.objects.filter(uuid__in=[g[1] for g in specs]).leave_to_history()
                 GPU.objects.bulk_create(
-                    [
-                        GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem)
-                        for i, u, m, mem in sorted(specs)
-                        if u not in moving
-                    ]
+                    [GPU(host=host, index=i, uuid=u, model=m, memory_mb=mem) for i, u, m, mem in sorted(specs)]
                 )
         except IntegrityError:
             _refuse_taken(name, specs)
@@ -1257,8 +1247,16 @@ def do_register_host(
     return host, token
 
 
+def host_removed_error(host: Host) -> HostError:
+    """The refusal (``host_removed``) of every action on a host removed from its cluster: a state
+    change, an inventory approval, a token rotation or revocation, a second removal (brk44: the
+    approval and the token's rotation and revocation took a removed host)."""
+    return HostError("host_removed", None, f"Host {host.name} was removed from the cluster.")
+
+
 def do_rotate_host_token(actor: User | None, host: Host) -> str:
     """Give ``host`` a new token (the old one stops working at once); returns the plaintext.
+    Raises HostError ``host_removed`` for a removed host (its agent is refused with 4410 for good).
 
     The host's open agent connections are closed at once (after commit; any the message
     misses is fenced by the bumped ``link_generation``: sent nothing, closed at its next flush)."""
@@ -1270,7 +1268,8 @@ def do_rotate_host_token(actor: User | None, host: Host) -> str:
 
 def do_revoke_host_token(actor: User | None, host: Host) -> None:
     """Revoke ``host``'s token: no agent connects with it any more, its open connections are closed
-    at once (as :func:`do_rotate_host_token`). :func:`do_rotate_host_token` issues a new one."""
+    at once (as :func:`do_rotate_host_token`). :func:`do_rotate_host_token` issues a new one.
+    Raises HostError ``host_removed`` for a removed host."""
     _replace_host_token(actor, host, "revoked:" + secrets.token_hex(24), "token_revoked", "revoked")
     _log_host_action(actor, host, "revoked the token of {host}")
 
@@ -1290,7 +1289,11 @@ def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, 
     from scheduler import gateway
 
     with transaction.atomic():
-        Host.objects.filter(pk=host.pk).update(token_hash=digest, link_generation=F("link_generation") + 1)
+        # Not of a removed host (brk44): its new token was refused for good, and the old one, held by
+        # its agent, was then refused as unknown (4401, retried for ever) instead of as removed (4410).
+        mine = Host.objects.filter(pk=host.pk, removed_at__isnull=True)
+        if not mine.update(token_hash=digest, link_generation=F("link_generation") + 1):
+            raise host_removed_error(host)
         generation = Host.objects.values_list("link_generation", flat=True).get(pk=host.pk)
         HostEvent.objects.create(
             host=host, at=timezone.now(), kind=kind, actor=actor, message="open agent connections closed"
@@ -1320,7 +1323,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
         wait_for_tick(host.cluster_id)  # before the host's row lock (docs/locking.md)
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
-            raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
+            raise host_removed_error(locked)
         open_attempts = Attempt.objects.filter(gpu_links__gpu__host=locked, gpu_links__open=True).distinct().count()
         if open_attempts:
             raise HostError(
@@ -1471,7 +1474,7 @@ def host_action_problem(host: Host, verb: str) -> str | None:
     buttons and of the web action that refuses the others (``do_set_host_state`` stays idempotent
     for the API and the admin: a repeat there is a no-op)."""
     if host.removed_at is not None:
-        return f"Host {host.name} was removed from the cluster."
+        return host_removed_error(host).message
     state, drain_now = HOST_ACTIONS[verb]
     current = _returns_as(host)
     target = _state_target(current, state, drain_now)
@@ -1529,7 +1532,7 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         wait_for_tick(host.cluster_id)  # before the host's row lock (docs/locking.md)
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
-            raise HostError("host_removed", None, f"Host {locked.name} was removed from the cluster.")
+            raise host_removed_error(locked)
         offline = locked.state == Host.State.OFFLINE
         current = _returns_as(locked)
         target = _state_target(current, state, drain_now)

@@ -47,6 +47,7 @@ from accounts.services import (
 )
 from budgets.models import Budget
 from budgets.services import budget_paths, load_tree
+from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
@@ -654,10 +655,11 @@ def budgets(request: HttpRequest) -> HttpResponse:
 
 
 def _statement_links(scope: Scope) -> list[tuple[str, str]]:
-    """(path, URL) of the statement CSV of every budget the user may read one of (the API's rule:
-    members of the budget or above it, admins), by path. tryout36: a member found no statement in
-    the UI, only ``GET /api/v1/budgets/{id}/statement.csv`` with a budget id to look up."""
-    readable = set(scope.tree) if scope.user.is_staff or scope.user.is_superuser else scope.accessible
+    """(path, URL) of the statement CSV of every budget the user may read one of (the API's rule,
+    ``budgets.statement.may_read_statement``: members of the budget or above it, admins), by path.
+    tryout36: a member found no statement in the UI, only ``GET /api/v1/budgets/{id}/statement.csv``
+    with a budget id to look up."""
+    readable = [pk for pk in scope.tree if may_read_statement(scope.user, pk, scope.accessible)]
     return sorted((scope.paths[pk], f"/api/v1/budgets/{pk}/statement.csv") for pk in readable if pk in scope.paths)
 
 

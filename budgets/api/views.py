@@ -78,12 +78,17 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
         """The budget's accounting statement as CSV: GPU-hours by UTC day, allocated vs unallocated, by
         project (leaf) and user, the budget and everything under it. Members of the budget (or an
         ancestor) and admins."""
-        from budgets.statement import budget_statement, parse_range, statement_csv
+        from budgets.statement import (
+            STATEMENT_REFUSAL,
+            budget_statement,
+            may_read_statement,
+            parse_range,
+            statement_csv,
+        )
 
         budget = self.get_object()
-        user = request.user
-        if not (user.is_superuser or user.is_staff or budget.pk in self.accessible_budget_ids):
-            raise PermissionDenied("Only members of this budget and admins may read its statement.")
+        if not may_read_statement(request.user, budget.pk, self.accessible_budget_ids):
+            raise PermissionDenied(STATEMENT_REFUSAL)
         from scheduler.api.params import refuse_unknown
 
         refuse_unknown(request.query_params, ["since", "until"])  # ?sinc= read as the default range

@@ -24,7 +24,7 @@ from agent.gpu.fake import MODEL_MEMORY_MB, fake_gpu_uuid
 from budgets.models import Budget
 from budgets.services import do_create_budget
 from scheduler.models import Host
-from scheduler.services import do_create_cluster, do_register_host, do_rotate_host_token
+from scheduler.services import HostError, do_create_cluster, do_register_host, do_rotate_host_token
 
 ROOT = "org"
 PROGRAMS: dict[str, list[str]] = {
@@ -126,7 +126,10 @@ class Command(BaseCommand):
             if existing is not None:
                 if existing.cluster_id != cluster.pk:
                     raise CommandError(f"host {name} exists in another cluster")
-                tokens[name] = do_rotate_host_token(None, existing)
+                try:
+                    tokens[name] = do_rotate_host_token(None, existing)
+                except HostError as exc:  # a removed host's (brk44): its token is refused for good
+                    raise CommandError(f"host {name}: {exc.message}") from None
                 continue
             gpus = [(g, fake_gpu_uuid(name, g), model, memory) for g in range(options["gpus"])]
             _host, tokens[name] = do_register_host(cluster, name, gpus, {"rack": f"r{(i - 1) // 4 + 1}"})
