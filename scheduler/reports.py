@@ -883,10 +883,16 @@ def estimate_words(workload: Workload) -> str:
         days = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
         from scheduler.estimates import idle_hosts_words, work_running
 
+        closed = idle_hosts_words(workload.cluster_id)
         if not work_running(workload.cluster_id):  # no running work to end (fin43)
             return (
                 f"No start within the next {days:g} days: nothing is running on the cluster"
-                f"{idle_hosts_words(workload.cluster_id)}; it is estimated again as hosts and work change."
+                f"{closed}; it is estimated again as hosts and work change."
+            )
+        if closed:  # running work that ends frees no GPU for it while no host takes new work (try44)
+            return (
+                f"No start within the next {days:g} days: work is running on the cluster{closed}, so "
+                "nothing starts before a host takes new work again; it is estimated again as hosts and work change."
             )
         return (
             f"No start within the next {days:g} days: the last estimate found none unless work "
