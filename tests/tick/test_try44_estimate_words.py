@@ -40,3 +40,19 @@ def test_with_an_active_host_the_words_keep_the_wall_time_limit(tw):
     w = _pending_without_start(tw)
     assert "unless work ends before its wall-time limit" in estimate_words(w)
     assert not any("takes new work" in note for note in quote_terms(w).notes)
+
+
+def test_a_workload_waiting_on_its_budgets_cap_is_not_told_that_nothing_is_running(tw):
+    """try44: budget vision at its cap (on_cap hold), nothing running: the reason said "Budget
+    vision has reached its cap ... holds new work until its usage falls below the cap" and the
+    estimate "No start within the next 7 days: nothing is running on the cluster": the cap, not
+    the idle cluster, keeps it waiting (usage leaves the cap's period only as it ages)."""
+    tw.host("gpu01", gpus=2)
+    w = _pending_without_start(tw)
+    w.pending_reason = "budget_capped"
+    w.pending_detail = {"budget": "vision"}
+    w.save()
+    words = estimate_words(w)
+    assert words.startswith("No start within the next"), words
+    assert "nothing is running" not in words and "wall-time limit" not in words, words
+    assert "budget vision" in words and "cap" in words, words
