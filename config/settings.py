@@ -280,6 +280,8 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
 LANGUAGE_CODE = "en-us"
+# The admin's date-times in the pages' words (config/formats/en/formats.py: "Dec 6 2026 17:41 UTC").
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -46,7 +46,7 @@ def gpu_time_text(gpu_seconds: Any) -> str:
     return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
 
 
-__all__ = ["duration_text", "gpu_hours_text", "gpu_time_text", "instant_text"]
+__all__ = ["duration_text", "gpu_hours_text", "gpu_time_text", "instant_text", "percent_text"]
 
 
 def duration_text(seconds: Any, sep: str = "") -> str:
@@ -108,3 +108,15 @@ def instant_text(value: Any, now: datetime | None = None, *, absolute: bool = Fa
     if at.year == today.year:
         return f"{at:%b} {at.day} {at:%H:%M:%S} UTC"
     return f"{at:%b} {at.day} {at.year} {at:%H:%M:%S} UTC"
+
+
+def percent_text(value: Any, digits: int = 0) -> str:
+    """A fraction as a percentage, ``0.9834`` → ``98%`` (``digits=1``: ``98.3%``); ``–`` for None or
+    what is not a number. The pages' ``pct`` filter and the what-if table (``manage.py simulate
+    --from-db``, which printed "0.983" beside the admin page's "98.3%", try44) write it so."""
+    if value is None:
+        return "–"
+    try:
+        return f"{float(value) * 100:.{int(digits)}f}%"
+    except (TypeError, ValueError):
+        return "–"

@@ -433,6 +433,11 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
         "least that long; it is charged for every second it holds GPUs, less if it ends sooner, more if "
         "it runs on.",
     ]
+    closed = idle_hosts_words(workload.cluster_id)
+    if closed and work_running(workload.cluster_id):
+        # "none before <a week on>" under the note on running work ending read as "once it ends";
+        # it frees nothing while no host takes new work (try44: the only host draining).
+        notes.append(f"Work is running on the cluster{closed}: nothing starts before a host takes new work again.")
     if waits_for:
         notes.append(dependency_words(waits_for))
     notes.extend(budget_notes(workload, snap))

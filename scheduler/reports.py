@@ -856,6 +856,11 @@ def start_note() -> str:
     )
 
 
+def _capped_words(detail: dict[str, Any]) -> str:
+    budget = detail.get("budget")
+    return f"budget {budget}" if budget else "its budget"
+
+
 def estimate_words(workload: Workload) -> str:
     """The estimated start in words (DESIGN.md §3.8: an upper bound, or none within one window),
     then what the instant means (``start_note``)."""
@@ -883,10 +888,25 @@ def estimate_words(workload: Workload) -> str:
         days = int(settings.FAIRWAY["LOOKBACK_WINDOW_S"]) / 86400
         from scheduler.estimates import idle_hosts_words, work_running
 
+        detail = workload.pending_detail or {}
+        if workload.pending_reason == "budget_capped" and not detail.get("unfunded"):
+            # Its cap keeps it waiting, not an idle cluster or running work (try44: "nothing is
+            # running on the cluster" beside a reason naming the cap).
+            return (
+                f"No start within the next {days:g} days: {_capped_words(detail)} stays at "
+                "its cap that long (usage leaves the cap's period only as it ages); it is estimated again as "
+                "usage and caps change."
+            )
+        closed = idle_hosts_words(workload.cluster_id)
         if not work_running(workload.cluster_id):  # no running work to end (fin43)
             return (
                 f"No start within the next {days:g} days: nothing is running on the cluster"
-                f"{idle_hosts_words(workload.cluster_id)}; it is estimated again as hosts and work change."
+                f"{closed}; it is estimated again as hosts and work change."
+            )
+        if closed:  # running work that ends frees no GPU for it while no host takes new work (try44)
+            return (
+                f"No start within the next {days:g} days: work is running on the cluster{closed}, so "
+                "nothing starts before a host takes new work again; it is estimated again as hosts and work change."
             )
         return (
             f"No start within the next {days:g} days: the last estimate found none unless work "

@@ -506,9 +506,17 @@ class ProcessRuntime(StoredRuntime):
         workdir = spec.mounts[0].host_path if spec.mounts else (str(self.cwd) if self.cwd else None)
         program = spec.command[0]
         # Resolve here: the wrapper would turn "not found" into exit code 126 after "started".
-        executable = shutil.which(program, path=env.get("PATH", os.defpath))
+        # A relative path with a directory (./train.py) is the attempt's, from where it starts (its
+        # first mount): it was looked for in the agent's own directory (try44), PATH is not searched.
+        relative = os.sep in program and not os.path.isabs(program)
+        start_dir = workdir or os.getcwd()
+        executable = shutil.which(
+            os.path.join(start_dir, program) if relative else program, path=env.get("PATH", os.defpath)
+        )
         if executable is None:
-            self._fail(record, f"command not found or not executable: {program}")
+            self._fail(
+                record, f"command not found or not executable: {program}" + (f" (in {start_dir})" if relative else "")
+            )
         kind = program_kind(executable)
         if kind is None:
             # A FIFO with execute bits (brk39): opened as root to read its "#!", it blocked the

@@ -264,10 +264,10 @@ def whatif(demand: Demand, new_budgets: list[Budget], *, grace_s: int = 30, dept
 def format_table(result: dict[str, Any]) -> str:
     """The per-budget comparison as plain text."""
 
-    from fairway_cli.numbers import duration_text  # the CLI's and the server's notes' one wording
+    from fairway_cli.numbers import duration_text, percent_text  # the CLI's, the pages' one wording
 
     def f(x: Any) -> str:
-        return "–" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+        return percent_text(x, 1)  # as the admin page and the budgets page: 98.3%
 
     def wait(x: int | None) -> str:
         return "–" if x is None else duration_text(x)
@@ -290,7 +290,7 @@ def format_table(result: dict[str, Any]) -> str:
     if result.get("actual_is_standing"):
         lines.append(
             "actual attainment: each budget's standing now, as on the budgets page "
-            "(usage ÷ min(entitlement, demand), capped at 1)"
+            "(usage ÷ min(entitlement, demand), at most 100%)"
         )
     return "\n".join(lines)
 

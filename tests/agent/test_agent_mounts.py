@@ -68,3 +68,32 @@ def test_mounts_travel_in_the_start_message_and_are_optional_on_the_wire() -> No
     del plain["mounts"]  # a server older than the field
     assert not decode(json.dumps(plain)).mounts
     assert "mounts" not in json.loads(encode(replace(msg, mounts=[])))  # agents older than it take the start
+
+
+def test_a_relative_program_is_found_in_the_directory_it_starts_in(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """try44: ``fairway submit -v code -- ./train.py`` failed to start ("command not found or not
+    executable: ./train.py") although ./train.py was in the first mount, where the attempt starts
+    (docs/jobs.md): the program was looked for in the agent's own working directory. It is looked
+    for where the attempt starts, and a refusal names that directory."""
+    code, elsewhere = tmp_path / "code", tmp_path / "agent-cwd"
+    code.mkdir()
+    elsewhere.mkdir()
+    script = code / "train.py"
+    script.write_text(f"#!{sys.executable}\nimport os\nprint('trained in', os.getcwd())\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(elsewhere)  # the agent's own directory holds no train.py
+    mounts = (Mount(name="code", host_path=str(code), container_path="/code", read_only=False),)
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir)
+        exits: asyncio.Queue[AttemptRecord] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.start(_spec(1, ["./train.py"], mounts))
+        assert (await asyncio.wait_for(exits.get(), 10)).exit_code == 0
+        assert rt.read_log(1, 4096)[0].decode().splitlines() == [f"trained in {code}"]
+        with pytest.raises(StartError, match=f"command not found or not executable: ./missing.py \\(in {code}\\)"):
+            await rt.start(_spec(2, ["./missing.py"], mounts))
+
+    run_async(scenario())

@@ -85,3 +85,25 @@ def test_seed_demo_registers_hosts_and_writes_working_tokens(db, tmp_path):
     assert Host.objects.count() == 2
     assert all(authenticate_host_token(t).name == name for name, t in again.items())
     assert authenticate_host_token(tokens["philly-001"]) is None
+
+
+def test_seed_demo_on_a_labs_own_organisation_is_one_clear_error_and_changes_nothing(db):
+    """try44: an operator who had set up the lab in the admin (root ``lab``) and then ran
+    ``manage.py seed_demo`` (docs/deploy.md, "First start": "or manage.py seed_demo on a test
+    install") got a Python traceback ending in BudgetError's admin words ("choose a parent under
+    it"). It is a CommandError (manage.py: one line, status 1) naming the lab's root and what
+    seed_demo is for, and nothing is written."""
+    import pytest
+    from django.core.management.base import CommandError
+
+    from budgets.services import do_create_budget
+
+    lab = do_create_budget(name="lab", parent=None)
+    do_create_budget(name="nlp", parent=lab)
+    before = _state()
+    with pytest.raises(CommandError) as refused:
+        _seed()
+    words = str(refused.value)
+    assert "lab" in words and "org" in words
+    assert "empty database" in words
+    assert _state() == before

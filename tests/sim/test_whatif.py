@@ -270,3 +270,22 @@ def test_waits_read_as_every_other_duration_on_the_page_and_in_the_command(
     }
     assert cells["nlp/tulu"][6] == duration(7633) == "2h 7m 13s", cells["nlp/tulu"]
     assert cells["vision/sam"][8] == duration(24 * 3600) == "1d", cells["vision/sam"]
+
+
+def test_the_what_if_table_writes_attainment_as_the_admin_page_and_the_budgets_page(recorded) -> None:  # noqa: ANN001
+    """try44: ``manage.py simulate --from-db`` printed attainment as a fraction ("0.983", "1")
+    under a note saying "as on the budgets page", where the budgets page, ``fairway budgets`` and
+    the admin's what-if page (the same result) write "98.3%". One wording: the page's ``pct``."""
+    from scheduler.sim.whatif import format_table
+    from web.templatetags.fairway import pct
+
+    demand = load_demand(None, timedelta(days=2), recorded)
+    result = whatif(demand, parse_shares("shares:\n  vision: 4\n", demand.budgets))
+    table = format_table(result)
+    for r in result["budgets"]:
+        line = next(line for line in table.splitlines() if line.startswith(r["budget"]))
+        for side in ("actual", "simulated"):
+            attainment = (r[side] or {}).get("attainment")
+            if attainment is not None:
+                assert pct(attainment, 1) in line.split(), (line, attainment)
+    assert "capped at 1)" not in table

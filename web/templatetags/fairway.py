@@ -10,7 +10,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
 from fairway_cli.words import reason_words, silent_host_words
 from scheduler.sizes import format_size
 
@@ -61,13 +61,8 @@ def hours(value: Any) -> str:
 
 @register.filter
 def pct(value: Any, digits: int = 0) -> str:
-    """A fraction as a percentage: ``0.333`` → ``33%``."""
-    if value is None:
-        return "–"
-    try:
-        return f"{float(value) * 100:.{int(digits)}f}%"
-    except (TypeError, ValueError):
-        return "–"
+    """A fraction as a percentage: ``0.333`` → ``33%`` (``fairway_cli.numbers.percent_text``)."""
+    return percent_text(value, digits)
 
 
 @register.filter

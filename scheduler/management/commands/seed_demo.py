@@ -81,6 +81,17 @@ class Command(BaseCommand):
                     self.stdout.write(f"host {name} token {token}")
 
     def _budgets(self) -> Budget:
+        other = Budget.objects.filter(parent=None).exclude(name=ROOT, archived_at__isnull=True).first()
+        if other is not None:
+            # The tree has one root (docs/deploy.md, "First start"): the demo's ``org`` cannot sit
+            # beside a lab's own organisation, and moving the lab under it is not the demo's call.
+            # A traceback ending in the admin's words ("choose a parent under it") before (try44).
+            raise CommandError(
+                f"this database already holds an organisation, {other.name!r} (its root budget); seed_demo "
+                f"makes the demo organisation {ROOT!r} (with its cluster and logins), which would be a "
+                "second root: run it on an empty database (another DATABASE_URL, or FAIRWAY_VAR_DIR for "
+                "SQLite) and set up the lab's own budgets in the admin. Nothing was changed."
+            )
         root = _live_child(None, ROOT) or do_create_budget(name=ROOT, parent=None, description="the organisation")
         created = 0
         for program, vcs in PROGRAMS.items():
