@@ -1099,6 +1099,21 @@ UPDATE_RETRIES = 3
 read and its lock (each retry needs another update committed in between)."""
 
 
+UPDATE_LABELS = {
+    "name": "name",
+    "budget": "budget",
+    "gpu_model": "GPU model",
+    "gpu_count": "GPUs",
+    "min_runtime_s": "minimum runtime",
+    "max_runtime_s": "wall-time limit",
+    "retries": "retries",
+    "cpus": "CPUs",
+    "memory_bytes": "memory",
+    "shared_memory_bytes": "shared memory",
+}
+"""The words of each field in an ``updated`` event's message (its data keeps the field names)."""
+
+
 def _update_words(field: str, value: Any) -> str:
     """A value of an ``updated`` event's message, as people read it."""
     from scheduler.sizes import format_size
@@ -1237,7 +1252,10 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
             kind="updated",
             actor=actor,
             message="changed "
-            + ", ".join(f"{f}: {_update_words(f, old)} → {_update_words(f, new)}" for f, (old, new) in diff.items()),
+            + ", ".join(
+                f"{UPDATE_LABELS[f]} {_update_words(f, old)} → {_update_words(f, new)}"
+                for f, (old, new) in diff.items()
+            ),
             data={"changes": {f: [old, new] for f, (old, new) in diff.items()}},
         )
         request_tick_on_commit(current.cluster_id)

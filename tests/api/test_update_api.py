@@ -41,7 +41,10 @@ def test_the_owner_changes_size_runtimes_and_memory_and_keeps_the_place(research
     event = WorkloadEvent.objects.get(workload=pending, kind="updated")
     assert event.data["changes"]["gpu_count"] == [4, 8]
     assert event.data["changes"]["min_runtime_s"] == [7200, 1800]
-    assert "gpu_count: 4 → 8" in event.message and "min_runtime_s: 2h → 30m" in event.message
+    assert event.message == (
+        "changed name pretrain → bigger, GPUs 4 → 8, minimum runtime 2h → 30m, wall-time limit none → 12h, "
+        "retries 0 → 2, memory default → 64G"
+    )
     assert event.actor.username == "researcher"
     assert any(e["kind"] == "updated" for e in body["events"])
 
