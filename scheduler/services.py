@@ -1162,8 +1162,6 @@ def do_update_workload(
                 for name in unknown
             ]
         )
-    if "budget" in changes and changes["budget"] in (None, ""):
-        raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
     for _ in range(UPDATE_RETRIES):
         done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree)
         if done is not None:
@@ -1181,6 +1179,8 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
     if not can_cancel(actor, current, tree):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     _refuse_unless_pending(current)
+    if "budget" in changes and changes["budget"] in (None, ""):
+        raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
     new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
     moving = new_budget is not None and new_budget.pk != current.budget_id
