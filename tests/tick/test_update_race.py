@@ -137,3 +137,33 @@ def test_an_update_and_a_cancel_of_a_started_workload_are_refused(monkeypatch, h
 
     assert (refused.value.code, refused.value.status) == ("not_pending", 409)
     assert Workload.objects.get(pk=workload.pk).gpu_count == 4
+
+
+def test_an_estimate_of_the_old_request_is_not_stored(
+    monkeypatch, researcher, outsider, cluster, org_tree, submit_kwargs
+) -> None:
+    """An estimates run simulated the old request; an update committed before its write: the
+    workload keeps the update's "no estimate yet" until the next run judges the new request."""
+    from django.utils import timezone
+
+    import scheduler.sim.estimate as sim_estimate
+    from scheduler.estimates import store_estimates
+    from tests.api.fair_share_setup import olmo_waits_for_visions_protection
+
+    waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
+    real = sim_estimate.forward
+
+    def forward_then_update(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        do_update_workload(researcher, Workload.objects.get(pk=waiting.pk), {"gpu_count": 4})
+        return found
+
+    monkeypatch.setattr(sim_estimate, "forward", forward_then_update)
+    Workload.objects.filter(pk=waiting.pk).update(estimated_start=None)  # as a fresh submission has
+    store_estimates(cluster.pk, timezone.now())
+
+    row = Workload.objects.get(pk=waiting.pk)
+    assert (row.gpu_count, row.estimated_start) == (4, None)
+    monkeypatch.setattr(sim_estimate, "forward", real)
+    store_estimates(cluster.pk, timezone.now())
+    assert Workload.objects.get(pk=waiting.pk).estimated_start is not None
