@@ -1208,14 +1208,7 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
     after = {f: getattr(checked, f) for f in UPDATABLE_FIELDS if f != "budget"}
     diff = {f: (getattr(current, f), v) for f, v in after.items() if getattr(current, f) != v}
     if checked.budget.pk != current.budget_id:
-        if Attempt.objects.filter(workload_id=pk, started_at__isnull=False).exists():
-            raise UpdateError(
-                "budget_charged",
-                "budget",
-                f"The workload has run and its attempts are charged to {current.budget.path}: its budget stays "
-                "(cancel and submit again to charge another).",
-                status=409,
-            )
+        _refuse_if_charged(current)
         diff["budget"] = (current.budget.path, checked.budget.path)
     if not diff:
         return current
@@ -1232,6 +1225,8 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
         _refuse_unless_pending(locked)
         if locked.spec_version != current.spec_version:
             return None
+        if "budget" in diff:
+            _refuse_if_charged(current)  # read again under the workload's lock
         now = timezone.now()
         fields: dict[str, Any] = {f: new for f, (_old, new) in diff.items() if f != "budget"}
         if "budget" in diff:
@@ -1262,6 +1257,20 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
     return Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
 
 
+def _refuse_if_charged(workload: Workload) -> None:
+    """Refuse (``budget_charged``, 409) a budget change of a workload that has run: the window's
+    usage and the statements charge its attempts to its workload's budget (``snapshot``,
+    ``budgets.statement``), so a move would carry its past charges to the new budget."""
+    if Attempt.objects.filter(workload_id=workload.pk, started_at__isnull=False).exists():
+        raise UpdateError(
+            "budget_charged",
+            "budget",
+            f"The workload has run and its attempts are charged to {workload.budget.path}: its budget stays "
+            "(cancel and submit again to charge another).",
+            status=409,
+        )
+
+
 def _refuse_unless_pending(workload: Workload) -> None:
     if workload.state != Workload.State.PENDING:
         raise UpdateError(
@@ -1290,10 +1299,13 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
         if w.state != Workload.State.PENDING or not can_cancel(actor, w, tree):
             continue
         try:
-            changed.append(do_update_workload(actor, w, changes, tree=tree))
+            done = do_update_workload(actor, w, changes, tree=tree)
         except UpdateError as exc:
             if exc.code != "not_pending":
                 raise
+            continue
+        if done.spec_version != w.spec_version:  # changed (one already as asked is not counted)
+            changed.append(done)
     return changed
 
 
