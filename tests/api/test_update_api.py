@@ -168,6 +168,9 @@ def test_an_array_group_changes_its_pending_members(researcher, researcher_clien
     assert set(Workload.objects.filter(group=group).values_list("gpu_count", flat=True)) == {2}
     names = sorted(Workload.objects.filter(group=group).values_list("name", flat=True))
     assert names == ["pretrain[0]", "pretrain[1]", "pretrain[2]"]
+    again = researcher_client.patch(f"/api/v1/groups/{group.pk}/", {"gpu_count": 2}, format="json")
+    assert again.json()["updated"] == 0  # already as asked: nothing changed, no event
+    assert WorkloadEvent.objects.filter(workload__group=group, kind="updated").count() == 3
     r = researcher_client.patch(f"/api/v1/groups/{group.pk}/", {"name": "x"}, format="json")
     assert (r.status_code, r.json()["code"]) == (400, "not_updatable")
 
