@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from scheduler import services
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
 from tests.conftest import PASSWORD
@@ -28,6 +29,9 @@ def _log_in(page, base: str, username: str) -> None:
 
 def test_the_edit_form_changes_a_pending_workload(live_server, researcher, teammate, submit_kwargs, monkeypatch):
     w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200, max_runtime_s=14400))
+    # No tick after the update: it would start the workload (and, on PostgreSQL, hold a connection
+    # of the in-process worker past the test).
+    monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with playwright_sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
