@@ -1026,6 +1026,58 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+UPDATE_OPTIONS = (
+    ("name", "name"),
+    ("budget", "budget"),
+    ("gpus", "gpu_count"),
+    ("gpu_model", "gpu_model"),
+    ("min_runtime", "min_runtime"),
+    ("max_runtime", "max_runtime"),
+    ("retries", "retries"),
+    ("cpus", "cpus"),
+    ("memory", "memory"),
+    ("shm", "shared_memory"),
+)
+"""``fairway update``'s options → the fields of ``PATCH workloads/{id}/`` (the server checks them)."""
+CLEARABLE = ("max_runtime", "cpus", "memory", "shared_memory")
+"""Fields whose value ``none`` asks for no limit / the default again (``null`` to the server)."""
+
+
+def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway update ID|--group G [options]``: change a pending workload (``scontrol update``)."""
+    body: dict[str, Any] = {}
+    for option, field in UPDATE_OPTIONS:
+        value = getattr(args, option)
+        if value is None:
+            continue
+        body[field] = None if field in CLEARABLE and str(value).strip().lower() == "none" else value
+    if not body:
+        raise CliError(EXIT_USAGE, "give something to change, e.g. -g 8, -M 2h, -t 12h (fairway update --help)")
+    api = Api(config.server, config.token, escape=not args.json)
+    if args.group is not None:
+        if args.id is not None:
+            raise CliError(EXIT_USAGE, "give a workload id or --group ID, not both")
+        g = api.call("PATCH", f"groups/{args.group}/", body=body)
+        if args.json:
+            emit_json(g, out)
+        else:
+            out.write(f"array group {g['group']}: {g['updated']} pending members changed\n")
+        return EXIT_OK
+    if args.id is None:
+        raise CliError(EXIT_USAGE, "give a workload id or --group ID")
+    w = api.call("PATCH", f"workloads/{_workload_id(args.id)}/", body=body)
+    if args.json:
+        emit_json(w, out)
+        return EXIT_OK
+    kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
+    limit = f", wall-time limit {duration(w['max_runtime_s'])}" if w.get("max_runtime_s") else ""
+    out.write(
+        f"#{w['id']} {w['name']} now asks {w['gpu_count']} × {w['gpu_model']}, budget {w['budget']}, "
+        f"{kind}{limit} — {w['state']}, its place in the queue kept\n"
+    )
+    return EXIT_OK
+
+
 NOTIFY_KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
 
 
@@ -1682,6 +1734,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
     p.add_argument("id", nargs="?")
     p.add_argument("--group", type=_positive_int, help="an array group id")
+
+    p = add("update", cmd_update, "change a pending workload, or every pending member of an array group (--group)")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--group", type=_positive_int, help="an array group id: each pending member (not --name)")
+    p.add_argument("--name")
+    p.add_argument("--budget", "-b", help="another leaf budget you may submit to (not once the workload has run)")
+    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count")
+    p.add_argument("--gpu-model", "-m", help="GPU model")
+    p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated")
+    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt, e.g. 12h; none: no limit")
+    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit")
+    p.add_argument("--cpus", help="CPUs per host; none: the host's per-GPU share")
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")
+    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
     p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")

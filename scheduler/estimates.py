@@ -163,7 +163,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     from scheduler.snapshot import load_snapshot
 
     cpu0 = time.thread_time()
-    snap, _ = load_snapshot(cluster_id, now)
+    snap, index = load_snapshot(cluster_id, now)
     cpu1 = time.thread_time()
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     rows = list(
@@ -217,7 +217,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
                 moved.append((w, w.estimated_start, value))
             w.estimated_start = value
             changed.append(w)
-    _write_estimates(changed)
+    _write_estimates(changed, index.pending_version)
     logger.info(
         "estimates of cluster %s: %d pending (%d in the snapshot), %d found, %s, %d changed; "
         "%.2f s CPU (snapshot %.2f s)",
@@ -243,25 +243,37 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     return len(changed)
 
 
-def _write_estimates(changed: list[Workload]) -> None:
+def _write_estimates(changed: list[Workload], versions: dict[int, int] | None = None) -> None:
     """Write the ``estimated_start`` and ``no_start_found`` of ``changed`` on those still pending
     (by 500, one UPDATE each): the rows were read unlocked, and a workload canceled or started
     since (both clear its estimate) kept the run's estimate for good with ``bulk_update``, which
     writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row
     another transaction changed. Each value carries its column's type: a CASE of bare NULLs is
-    text to PostgreSQL."""
+    text to PostgreSQL. ``versions``: each workload's ``spec_version`` as the simulation read it
+    (``SnapshotIndex.pending_version``): a workload updated since keeps what the update left (no
+    estimate) until the next run judges its new request."""
+    versions = versions or {}
     for i in range(0, len(changed), 500):
         chunk = changed[i : i + 500]
         Workload.objects.filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING).update(
             estimated_start=Case(
-                *(When(pk=w.pk, then=Value(w.estimated_start, DateTimeField(null=True))) for w in chunk),
+                *(
+                    When(pk=w.pk, **_as_read(w, versions), then=Value(w.estimated_start, DateTimeField(null=True)))
+                    for w in chunk
+                ),
                 default=F("estimated_start"),
             ),
             no_start_found=Case(
-                *(When(pk=w.pk, then=Value(w.no_start_found, BooleanField())) for w in chunk),
+                *(When(pk=w.pk, **_as_read(w, versions), then=Value(w.no_start_found, BooleanField())) for w in chunk),
                 default=F("no_start_found"),
             ),
         )
+
+
+def _as_read(w: Workload, versions: dict[int, int]) -> dict[str, int]:
+    """The condition "still the request the simulation read" of :func:`_write_estimates` (none
+    where the version is not known: a caller without a snapshot)."""
+    return {"spec_version": versions[w.pk]} if w.pk in versions else {}
 
 
 ESTIMATE_MOVED_S = 3600

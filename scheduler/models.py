@@ -218,6 +218,11 @@ class Workload(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    spec_version = models.PositiveIntegerField(
+        default=0,
+        help_text="raised by every update of a pending workload's request (docs/jobs.md, 'Changing a pending "
+        "workload'): a tick whose snapshot read another version starts nothing for it",
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -1096,6 +1096,251 @@ def do_cancel_group(actor: User, group: Any) -> int:
     return done
 
 
+# --- update of a pending workload ------------------------------------------------------------
+
+
+class UpdateError(ServiceError):
+    """A refused update of a workload (:func:`do_update_workload`): ``forbidden`` (403),
+    ``not_pending`` (409: it has started or ended), ``budget_charged`` (409: a budget change of a
+    workload that has run), ``not_updatable`` (400: a field that cannot change); the values
+    themselves are refused with the submission's codes (:class:`SubmissionError`, 400)."""
+
+
+UPDATABLE_FIELDS = (
+    "name",
+    "budget",
+    "gpu_model",
+    "gpu_count",
+    "min_runtime_s",
+    "max_runtime_s",
+    "retries",
+    "cpus",
+    "memory_bytes",
+    "shared_memory_bytes",
+)
+"""What :func:`do_update_workload` may change (service names; the API's ``min_runtime``,
+``max_runtime``, ``memory``, ``shared_memory``), like Slurm's ``scontrol update`` of a pending job.
+The image, command, env, mounts, dependencies, cluster and array stay as submitted (docs/jobs.md)."""
+
+UPDATE_FORBIDDEN = (
+    "Only those who may cancel a workload may change it: its owner, a budget manager or an admin with the "
+    "change_workload permission."
+)
+UPDATE_RETRIES = 3
+"""How many times an update reads the workload again when another update committed between its
+read and its lock (each retry needs another update committed in between)."""
+
+
+UPDATE_LABELS = {
+    "name": "name",
+    "budget": "budget",
+    "gpu_model": "GPU model",
+    "gpu_count": "GPUs",
+    "min_runtime_s": "minimum runtime",
+    "max_runtime_s": "wall-time limit",
+    "retries": "retries",
+    "cpus": "CPUs",
+    "memory_bytes": "memory",
+    "shared_memory_bytes": "shared memory",
+}
+"""The words of each field in an ``updated`` event's message (its data keeps the field names)."""
+
+
+def _update_words(field: str, value: Any) -> str:
+    """A value of an ``updated`` event's message, as people read it."""
+    from scheduler.sizes import format_size
+
+    if value is None:
+        return "default" if field in ("cpus", "memory_bytes", "shared_memory_bytes") else "none"
+    if field in ("min_runtime_s", "max_runtime_s"):
+        return duration_text(value) if value else "0"
+    if field in ("memory_bytes", "shared_memory_bytes"):
+        return format_size(value)
+    return str(value)
+
+
+def do_update_workload(
+    actor: User,
+    workload: Workload,
+    changes: Mapping[str, Any],
+    *,
+    tree: dict[int, Budget] | None = None,
+) -> Workload:
+    """Change a pending workload's request (``changes``: some of :data:`UPDATABLE_FIELDS`, in
+    :func:`do_submit_workload`'s terms; ``budget`` a path or id); returns it as written.
+
+    Who: whoever may cancel it (:func:`can_cancel`). When: only while pending (``not_pending``,
+    409). The merged request is checked by :func:`do_submit_workload` itself (``dry_run``: every
+    rule of a submission — names, sizes, the policy's admission of the size on the cluster's
+    hardware, M and the wall-time limit, retries, the owner's membership of a live leaf budget and,
+    for a new budget, its mounts), so no rule is stated twice. A new budget is share-locked and the
+    owner's membership read again under the lock, as a submission does (docs/locking.md), before
+    the workload's row; a workload that has run keeps its budget (``budget_charged``: its attempts
+    are charged there). The workload keeps its submission time and sequence (its place in its
+    budget's queue, as Slurm keeps a job's age priority), its ``spec_version`` goes up (a tick whose
+    snapshot read the old request starts nothing for it: ``tick._apply_starts``), its reason,
+    estimate and nominations are cleared (the next tick judges it again), and an ``updated`` event
+    lists each field's old → new value. Nothing changed: no event, no new version."""
+    unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
+    if unknown:
+        raise UpdateError.from_problems(
+            [
+                FieldProblem(
+                    "not_updatable",
+                    name,
+                    f"{name} cannot be changed after submission (only {', '.join(UPDATABLE_FIELDS)}): "
+                    "cancel and submit again.",
+                )
+                for name in unknown
+            ]
+        )
+    for _ in range(UPDATE_RETRIES):
+        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree)
+        if done is not None:
+            return done
+        tree = None  # another update committed meanwhile: read everything again
+    raise UpdateError(
+        "changed_meanwhile", None, "The workload kept changing while this update ran; try again.", status=409
+    )
+
+
+def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget]) -> Workload | None:
+    """One try of :func:`do_update_workload`; None when another update committed between the read
+    of the workload and its lock."""
+    current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
+    if not can_cancel(actor, current, tree):
+        raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
+    _refuse_unless_pending(current)
+    if "budget" in changes and changes["budget"] in (None, ""):
+        raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
+    given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
+    new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
+    moving = new_budget is not None and new_budget.pk != current.budget_id
+    checked = do_submit_workload(
+        current.owner,
+        name=given["name"],
+        budget=changes.get("budget", current.budget_id),
+        cluster=current.cluster,
+        gpu_model=given["gpu_model"],
+        gpu_count=given["gpu_count"],
+        image=current.image,
+        command=current.command,
+        env={},  # unchanged: its rules passed at submission (and FAIRWAY_ARRAY_INDEX is the server's own)
+        min_runtime_s=given["min_runtime_s"],
+        duration_hint_s=current.duration_hint_s,
+        dry_run=True,
+        tree=tree,
+        cpus=given["cpus"],
+        memory_bytes=given["memory_bytes"],
+        shared_memory_bytes=given["shared_memory_bytes"],
+        mounts=[m["name"] for m in current.mounts] if moving else (),  # a mount may be a budget's own
+        max_runtime_s=given["max_runtime_s"],
+        retries=given["retries"],
+    )
+    after = {f: getattr(checked, f) for f in UPDATABLE_FIELDS if f != "budget"}
+    diff = {f: (getattr(current, f), v) for f, v in after.items() if getattr(current, f) != v}
+    if checked.budget.pk != current.budget_id:
+        _refuse_if_charged(current)
+        diff["budget"] = (current.budget.path, checked.budget.path)
+    if not diff:
+        return current
+    with transaction.atomic():
+        if "budget" in diff:  # the submission's lock of its budget, before the workload's row (docs/locking.md)
+            owner = current.owner
+            member = None if owner.is_superuser else (owner.pk, ancestor_ids(checked.budget, tree))
+            archived, _drawn, still_member = _share_lock_budget(checked.budget.pk, member)
+            if placed := submission_problem(checked.budget.path, has_children=False, archived=archived):
+                raise SubmissionError(*placed)
+            if not still_member:
+                raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=checked.budget.path))
+        locked = Workload.objects.select_for_update().get(pk=pk)
+        _refuse_unless_pending(locked)
+        if locked.spec_version != current.spec_version:
+            return None
+        if "budget" in diff:
+            _refuse_if_charged(current)  # read again under the workload's lock
+        now = timezone.now()
+        fields: dict[str, Any] = {f: new for f, (_old, new) in diff.items() if f != "budget"}
+        if "budget" in diff:
+            fields["budget_id"] = checked.budget.pk
+        Workload.objects.filter(pk=pk).update(
+            **fields,
+            spec_version=locked.spec_version + 1,
+            pending_reason="",
+            pending_detail={},
+            estimated_start=None,
+            no_start_found=False,
+            updated_at=now,
+        )
+        GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
+        WorkloadEvent.objects.create(
+            workload_id=pk,
+            at=now,
+            kind="updated",
+            actor=actor,
+            message="changed "
+            + ", ".join(
+                f"{UPDATE_LABELS[f]} {_update_words(f, old)} → {_update_words(f, new)}"
+                for f, (old, new) in diff.items()
+            ),
+            data={"changes": {f: [old, new] for f, (old, new) in diff.items()}},
+        )
+        request_tick_on_commit(current.cluster_id)
+    return Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
+
+
+def _refuse_if_charged(workload: Workload) -> None:
+    """Refuse (``budget_charged``, 409) a budget change of a workload that has run: the window's
+    usage and the statements charge its attempts to its workload's budget (``snapshot``,
+    ``budgets.statement``), so a move would carry its past charges to the new budget."""
+    if Attempt.objects.filter(workload_id=workload.pk, started_at__isnull=False).exists():
+        raise UpdateError(
+            "budget_charged",
+            "budget",
+            f"The workload has run and its attempts are charged to {workload.budget.path}: its budget stays "
+            "(cancel and submit again to charge another).",
+            status=409,
+        )
+
+
+def _refuse_unless_pending(workload: Workload) -> None:
+    if workload.state != Workload.State.PENDING:
+        raise UpdateError(
+            "not_pending",
+            "state",
+            f"Only a pending workload can be changed; this one is {workload.state}.",
+            status=409,
+        )
+
+
+def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list[Workload]:
+    """:func:`do_update_workload` of every pending member of array group ``group`` that ``actor``
+    may change, one by one (a member that started meanwhile is left as it is); returns those
+    changed. The members keep their own names (``name`` is refused: each is ``NAME[i]``). Raises
+    ``forbidden`` (403) when ``actor`` may change none of its members."""
+    if "name" in changes:
+        raise UpdateError(
+            "not_updatable", "name", "A group's members keep their names (NAME[i]): change one member's name alone."
+        )
+    members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
+    if not can_cancel_group(actor, group, members):
+        raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
+    tree = load_tree()
+    changed = []
+    for w in members:
+        if w.state != Workload.State.PENDING or not can_cancel(actor, w, tree):
+            continue
+        try:
+            done = do_update_workload(actor, w, changes, tree=tree)
+        except UpdateError as exc:
+            if exc.code != "not_pending":
+                raise
+            continue
+        if done.spec_version != w.spec_version:  # changed (one already as asked is not counted)
+            changed.append(done)
+    return changed
+
+
 # --- hosts ---------------------------------------------------------------------------------
 
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

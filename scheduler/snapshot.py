@@ -80,6 +80,9 @@ class SnapshotIndex:
     pending_reason: dict[int, tuple[str, Any]] = field(default_factory=dict)
     # GPU pk → workload pk it is nominated for
     nominated: dict[int, int] = field(default_factory=dict)
+    # pending workload pk → its ``spec_version`` as read: the apply starts nothing for a workload
+    # updated since (``services.do_update_workload``; docs/jobs.md, "Changing a pending workload")
+    pending_version: dict[int, int] = field(default_factory=dict)
     # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
     workload_pk: dict[str, int] = field(default_factory=dict)
     # budget pk → allocated GPU-seconds of its subtree over its cap period, for each budget with a cap
@@ -300,6 +303,7 @@ def _load_snapshot(
         waiting,
         group,
         limit,
+        version,
     ) in _pending_rows(cluster_id):
         detail = made.details.get(detail_text)
         if detail is None:
@@ -308,6 +312,7 @@ def _load_snapshot(
                 detail = json.loads(detail_text)
             made.details[detail_text] = detail
         index.pending_reason[wid] = (reason, detail)
+        index.pending_version[wid] = version
         if limit is not None:
             capped_groups[group] = limit
         fields = (
@@ -650,7 +655,7 @@ def forget_kept() -> None:
 def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
     """The pending workloads of ``cluster_id`` as rows: (pk, budget pk, GPUs, model, ``M``,
     submitted at (epoch seconds), seq, reason, detail (the stored JSON as text), CPUs, memory,
-    waiting, group pk, group's ``%N`` limit), in pk order.
+    waiting, group pk, group's ``%N`` limit, ``spec_version``), in pk order.
 
     The detail is selected as text: no converter runs per row (Django's JSON field decodes
     each one; :func:`load_snapshot` decodes only the texts it has not met). ``waiting`` is one
@@ -691,6 +696,7 @@ def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
             "waiting",
             "group_id",
             "group__limit",
+            "spec_version",
         )
         .order_by()
     )

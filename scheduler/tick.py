@@ -8,8 +8,10 @@ SQLite (the embedded mode: one process) a non-blocking ``threading.Lock`` per
 cluster does the same job.
 
 Decisions are applied with conditional updates: a workload is started only if
-it is still pending and an attempt is stopped only if it is still open and not
-already stopping, so a cancel or an exit that commits between the snapshot and
+it is still pending with the request the snapshot read (its ``spec_version``: an
+update committed meanwhile, ``services.do_update_workload``, is judged by the next
+tick instead) and an attempt is stopped only if it is still open and not
+already stopping, so a cancel, an update or an exit that commits between the snapshot and
 the apply is never overwritten; the ``one_open_attempt_per_gpu`` constraint is
 the last line of defence against double-booking.
 """
@@ -224,7 +226,9 @@ def _apply(
 def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
     """Row-lock (id order) the workloads the tick starts, those whose attempts it stops and those
     its stops and nominations free GPUs for; return the latter that are no longer pending (a
-    cancel committed since the snapshot), as the policy names them."""
+    cancel committed since the snapshot) or no longer ask what the snapshot read (an update
+    committed since: its victims were chosen for the old size, model or minimum runtime), as the
+    policy names them."""
     pk_of = index.pk_of()
     ids = {pk_of(s.workload) for s in decisions.starts}
     for stop in decisions.stops:
@@ -236,8 +240,15 @@ def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
     ids |= set(wanted)
     if not ids:
         return set()
-    states = dict(Workload.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "state"))
-    return {w for pk, w in wanted.items() if states.get(pk) != Workload.State.PENDING}
+    rows = (
+        Workload.objects.select_for_update()
+        .filter(pk__in=ids)
+        .order_by("pk")
+        .values_list("pk", "state", "spec_version")
+    )
+    as_read = {pk: (state, version) for pk, state, version in rows}
+    pending = Workload.State.PENDING
+    return {w for pk, w in wanted.items() if as_read.get(pk) != (pending, index.pending_version.get(pk))}
 
 
 def _without_preemptors(decisions: p.Decisions, gone: set[str], result: TickResult) -> p.Decisions:
@@ -265,13 +276,17 @@ def _apply_starts(
         return set()
     pk_of = index.pk_of()
     wanted = {pk_of(s.workload): s for s in starts}
-    # Claim the workloads: only those still pending start (a cancel may have committed since).
-    still_pending = set(
-        Workload.objects.select_for_update()
+    # Claim the workloads: only those still pending start (a cancel may have committed since), and
+    # only with the request the policy placed (an update may have committed since: it asks another
+    # size, model or minimum runtime, and the next tick decides again).
+    still_pending = {
+        pk
+        for pk, version in Workload.objects.select_for_update()
         .filter(pk__in=wanted, state=Workload.State.PENDING)
         .order_by("pk")
-        .values_list("pk", flat=True)
-    )
+        .values_list("pk", "spec_version")
+        if version == index.pending_version.get(pk)
+    }
     result.dropped += len(wanted) - len(still_pending)
     if not still_pending:
         return set()
@@ -531,11 +546,14 @@ class ReasonRow(NamedTuple):
     pk: int
     reason: str
     detail: dict[str, object]
+    version: int = 0
+    """the workload's ``spec_version`` the reason was judged on: an updated one keeps its cleared reason"""
 
 
 def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> int:
     """Store each pending workload's reason; only rows whose reason or detail changed are written,
-    and only while still pending (a cancel committed since the snapshot keeps its cleared reason).
+    and only while still pending with the request the snapshot read (a cancel or an update
+    committed since the snapshot keeps its cleared reason).
     Returns how many of them had no reason yet (new or requeued since the last tick)."""
     changed: list[ReasonRow] = []
     arrivals = 0
@@ -547,7 +565,7 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         reason, detail = str(info.reason), dict(info.detail)
         before = index.pending_reason[wid]
         if before != (reason, detail):
-            changed.append(ReasonRow(wid, reason, detail))
+            changed.append(ReasonRow(wid, reason, detail, index.pending_version.get(wid, 0)))
             arrivals += not before[0]
     if not changed:
         return 0
@@ -559,9 +577,9 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
             Workload.objects.select_for_update()
             .filter(pk__in=[r.pk for r in changed], state=Workload.State.PENDING)
             .order_by("pk")
-            .values_list("pk", flat=True)
+            .values_list("pk", "spec_version")
         )
-        changed = [r for r in changed if r.pk in still_pending]
+        changed = [r for r in changed if (r.pk, r.version) in still_pending]
         if changed:
             Workload.objects.bulk_update(
                 [Workload(pk=r.pk, pending_reason=r.reason, pending_detail=r.detail) for r in changed],
@@ -605,7 +623,7 @@ def _cap_estimates(changed: list[ReasonRow]) -> None:
         if not isinstance(start, int | float):
             continue
         latest = datetime.fromtimestamp(reservation_latest(start, grace), tz=UTC)
-        Workload.objects.filter(pk=r.pk, state=Workload.State.PENDING).filter(
+        Workload.objects.filter(pk=r.pk, state=Workload.State.PENDING, spec_version=r.version).filter(
             Q(estimated_start__isnull=True) | Q(estimated_start__gt=latest)
         ).update(estimated_start=latest)
 
@@ -624,15 +642,19 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     """
     table = Workload._meta.db_table
     rows_sql, params = _rows_with_json(
-        [("id", "bigint", [r.pk for r in changed]), ("reason", "text", [r.reason for r in changed])],
+        [
+            ("id", "bigint", [r.pk for r in changed]),
+            ("reason", "text", [r.reason for r in changed]),
+            ("version", "bigint", [r.version for r in changed]),
+        ],
         "detail",
         [r.detail for r in changed],
     )
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
-            f"FROM (SELECT r.id, r.reason, d.detail FROM {rows_sql}) AS v "
-            "WHERE w.id = v.id AND w.state = 'pending'",
+            f"FROM (SELECT r.id, r.reason, r.version, d.detail FROM {rows_sql}) AS v "
+            "WHERE w.id = v.id AND w.state = 'pending' AND w.spec_version = v.version",
             params,
         )
 

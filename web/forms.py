@@ -335,3 +335,46 @@ def form_initial(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         "retries": spec.get("retries", 0),
         "array": spec.get("array") or "",
     }, secrets
+
+
+class WorkloadEditForm(forms.Form):
+    """The workload page's "Change this pending workload" (``services.do_update_workload``).
+    Text fields only: the API's update serializer parses them (``WorkloadUpdateSerializer``) and the
+    service checks them as a submission; this form only shows their values and errors. Empty
+    wall-time limit, CPUs, memory or shared memory: none / the default again."""
+
+    CLEARABLE = ("max_runtime", "cpus", "memory", "shared_memory")
+
+    name = forms.CharField(required=False, max_length=200)
+    budget = forms.CharField(required=False, help_text="a leaf budget the owner may submit to")
+    gpu_count = forms.CharField(required=False, label="GPUs")
+    gpu_model = forms.CharField(required=False, label="GPU model")
+    min_runtime = forms.CharField(required=False, label="Minimum runtime", help_text="e.g. 2h, 30m; 0 = unallocated")
+    max_runtime = forms.CharField(required=False, label="Wall-time limit", help_text="e.g. 12h; empty: none")
+    retries = forms.CharField(required=False)
+    cpus = forms.CharField(required=False, label="CPUs per host", help_text="empty: the host's per-GPU share")
+    memory = forms.CharField(required=False, label="Memory per host", help_text="e.g. 64G; empty: the per-GPU share")
+    shared_memory = forms.CharField(required=False, label="Shared memory", help_text="e.g. 8G; empty: the runtime's")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, auto_id="edit_%s", **kwargs)
+
+    def body(self) -> dict[str, Any]:
+        """The posted fields as a ``PATCH workloads/{id}/`` body (after ``is_valid()``)."""
+        return {
+            name: None if name in self.CLEARABLE and not value.strip() else value.strip()
+            for name, value in self.cleaned_data.items()
+            if name in self.data  # a field not posted stays as it is
+        }
+
+    def show_problems(self, errors: dict[str, list[str]]) -> list[str]:
+        """Put the refusals (field → messages) beside their fields; return the others (not about
+        one field: not pending, forbidden), which the page shows as messages (the form may be gone)."""
+        others = []
+        for field, messages in errors.items():
+            for message in messages:
+                if field in self.fields:
+                    self.add_error(field, message)
+                else:
+                    others.append(message)
+        return others

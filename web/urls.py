@@ -11,6 +11,7 @@ urlpatterns = [
     path("workloads/", views.workloads, name="web-workloads"),
     path("workloads/<int:pk>/", views.workload, name="web-workload"),
     path("workloads/<int:pk>/cancel/", views.cancel, name="web-cancel"),
+    path("workloads/<int:pk>/update/", views.update, name="web-update"),
     path("workloads/<int:pk>/logs/", views.workload_logs, name="web-workload-logs"),
     path("groups/<int:pk>/cancel/", views.cancel_group, name="web-cancel-group"),
     path("notifications/", views.notifications, name="web-notifications"),

@@ -51,12 +51,13 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
+from fairway_cli.numbers import duration_text
 from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
-from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer
+from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer, WorkloadUpdateSerializer, parse_duration_s
 from scheduler.gpu_report import unreported_in
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
@@ -82,12 +83,14 @@ from scheduler.services import (
     do_cancel_workload,
     do_set_host_state,
     do_submit_workload,
+    do_update_workload,
     host_action_problem,
     host_actions,
     may_operate_hosts,
     may_read_private,
 )
-from web.forms import NotificationForm, SpecForm, SubmitForm, form_initial, parse_submission, spec_example
+from scheduler.sizes import SizeError, format_size, parse_size
+from web.forms import NotificationForm, SpecForm, SubmitForm, WorkloadEditForm, form_initial, parse_submission, spec_example
 
 logger = logging.getLogger(__name__)
 
@@ -513,7 +516,9 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
     return lanes, start, end
 
 
-def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) -> dict[str, Any]:
+def _workload_context(
+    request: HttpRequest, workload: Workload, scope: Scope, edit_form: WorkloadEditForm | None = None
+) -> dict[str, Any]:
     now = timezone.now()
     lanes, axis_start, axis_end = _timeline(workload, now)
     serializer = WorkloadDetailSerializer(
@@ -546,6 +551,43 @@ def _workload_context(request: HttpRequest, workload: Workload, scope: Scope) ->
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
         "can_cancel_group": workload.group_id is not None and can_cancel(request.user, workload),
         "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
+        "can_update": workload.state == Workload.State.PENDING and can_cancel(request.user, workload),
+        "edit_form": edit_form or WorkloadEditForm(initial=_edit_values(workload, scope)),
+    }
+
+
+def _exact_duration(seconds: int | None) -> str:
+    """``seconds`` as the form shows it: ``2h30m`` where that reads back exactly, else seconds."""
+    if seconds is None:
+        return ""
+    text = duration_text(seconds)
+    return text if parse_duration_s(text) == seconds else str(seconds)
+
+
+def _exact_size(n: int | None) -> str:
+    """``n`` bytes as the form shows it: ``64G`` where that reads back exactly, else bytes."""
+    if n is None:
+        return ""
+    text = format_size(n)
+    try:
+        return text if parse_size(text) == n else str(n)
+    except SizeError:
+        return str(n)
+
+
+def _edit_values(workload: Workload, scope: Scope) -> dict[str, str]:
+    """The edit form's fields filled with the workload's request as it is."""
+    return {
+        "name": workload.name,
+        "budget": scope.paths.get(workload.budget_id, str(workload.budget_id)),
+        "gpu_count": str(workload.gpu_count),
+        "gpu_model": workload.gpu_model,
+        "min_runtime": _exact_duration(workload.min_runtime_s),
+        "max_runtime": _exact_duration(workload.max_runtime_s),
+        "retries": str(workload.retries),
+        "cpus": str(workload.cpus) if workload.cpus is not None else "",
+        "memory": _exact_size(workload.memory_bytes),
+        "shared_memory": _exact_size(workload.shared_memory_bytes),
     }
 
 
@@ -580,6 +622,39 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("web-workload", pk=pk)
+
+
+@login_required
+@require_POST
+def update(request: HttpRequest, pk: int) -> HttpResponseBase:
+    """The workload page's edit form: ``do_update_workload`` with the fields parsed as the API
+    parses them; a refusal shows the page again with the typed values and each error beside its
+    field (400; 403 and 409 as the API answers them)."""
+    target = get_object_or_404(Workload, pk=pk)
+    form = WorkloadEditForm(request.POST)
+    status = 400
+    if form.is_valid():
+        serializer = WorkloadUpdateSerializer(data=form.body())
+        if serializer.is_valid():
+            try:
+                done = do_update_workload(request.user, target, serializer.to_changes())
+            except ServiceError as exc:
+                problems: dict[str, list[str]] = {}
+                for problem in exc.problems:
+                    problems.setdefault(problem.field or "", []).append(problem.message)
+                for message in form.show_problems(problems):
+                    messages.error(request, message)
+                status = exc.status
+            else:
+                messages.success(
+                    request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
+                )
+                return redirect("web-workload", pk=pk)
+        else:
+            for message in form.show_problems({f: [str(m) for m in msgs] for f, msgs in serializer.errors.items()}):
+                messages.error(request, message)
+    scope = _scope(request)
+    return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, form), status=status)
 
 
 @login_required

@@ -505,6 +505,71 @@ class WorkloadResubmitSerializer(WorkloadSubmitSerializer):
     gpu_count = _CountField(required=False)
     command = _CommandField(required=False)
     min_runtime = _DurationField(required=False)
+UPDATE_FIELDS = {
+    "name": "name",
+    "budget": "budget",
+    "gpu_model": "gpu_model",
+    "gpu_count": "gpu_count",
+    "min_runtime": "min_runtime_s",
+    "max_runtime": "max_runtime_s",
+    "retries": "retries",
+    "cpus": "cpus",
+    "memory": "memory_bytes",
+    "shared_memory": "shared_memory_bytes",
+}
+"""The API's names of the fields an update may change → ``services.UPDATABLE_FIELDS``."""
+
+
+class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
+    """Input of ``PATCH /api/v1/workloads/{id}/``: some of the submission's fields, in its formats
+    (``min_runtime: "2h"``, ``memory: "32G"``; ``null`` for ``max_runtime`` removes the wall-time
+    limit, for ``cpus``, ``memory``, ``shared_memory`` asks the host's per-GPU share again). The
+    image, command, env, mounts, dependencies, array and cluster cannot change (400
+    ``not_updatable``: cancel and submit again; docs/jobs.md, "Changing a pending workload")."""
+
+    name = _NullableStrField(required=False)
+    budget = _StrOrIntField(required=False)
+    gpu_count = _CountField(required=False)
+    min_runtime = _DurationField(required=False)
+    cluster = None
+    image = None
+    command = None
+    env = None
+    mounts = None
+    after = None
+    array = None
+
+    def to_internal_value(self, data: Any) -> Any:
+        fixed = sorted(set(map(str, data.keys())) & set(FIXED_FIELDS)) if hasattr(data, "keys") else []
+        if fixed:
+            raise serializers.ValidationError(
+                {name: [f"{name} cannot be changed after submission: cancel and submit again."] for name in fixed},
+                code="not_updatable",
+            )
+        return super().to_internal_value(data)
+
+    def validate_retries(self, value: Any) -> Any:
+        return self.validate_gpu_count(value)
+
+    def to_changes(self) -> dict[str, Any]:
+        """``services.do_update_workload``'s ``changes``: the fields given, by their service names."""
+        data = self.validated_data
+        changes = {UPDATE_FIELDS[name]: value for name, value in data.items()}
+        if "gpu_model" in changes and changes["gpu_model"] is None:
+            changes["gpu_model"] = ""  # as a submission: the cluster's only model
+        return changes
+
+
+class GroupUpdatedSerializer(serializers.Serializer):
+    """The answer of ``PATCH /api/v1/groups/{id}/``."""
+
+    group = serializers.IntegerField()
+    updated = serializers.IntegerField(help_text="how many pending members were changed")
+    members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members changed")
+
+
+FIXED_FIELDS = ("cluster", "image", "command", "env", "mounts", "after", "array")
+"""The submission's fields an update refuses (``not_updatable``)."""
 
 
 class QuoteLineSerializer(serializers.Serializer):

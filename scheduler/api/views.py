@@ -35,6 +35,7 @@ from scheduler.api.serializers import (
     ROW_NAMES,
     ArrayGroupSerializer,
     ClusterSerializer,
+    GroupUpdatedSerializer,
     HistorySerializer,
     NotificationSettingsSerializer,
     QuoteSerializer,
@@ -44,6 +45,7 @@ from scheduler.api.serializers import (
     WorkloadRowSerializer,
     WorkloadSubmitSerializer,
     WorkloadSubmittedSerializer,
+    WorkloadUpdateSerializer,
 )
 from scheduler.lifecycle import charged_seconds
 from scheduler.models import (
@@ -66,6 +68,8 @@ from scheduler.services import (
     do_cancel_group,
     do_cancel_workload,
     do_submit_workload,
+    do_update_group,
+    do_update_workload,
     may_read_private,
 )
 
@@ -229,7 +233,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             return self.list_rows(Workload.objects.all())
         if self.action == "retrieve":
             return self.detail_rows(Workload.objects.all())  # its relations: retrieve()
-        if self.action == "cancel":
+        if self.action in ("cancel", "partial_update"):
             # Only its id: the cancel reads the row under its lock, the answer after it (_detail).
             return Workload.objects.only("id")
         if self.action in ("resubmit", "resubmit_quote", "spec"):
@@ -281,6 +285,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             return WorkloadSubmitSerializer
         if self.action in ("resubmit", "resubmit_quote"):
             return WorkloadResubmitSerializer
+        if self.action == "partial_update" and getattr(self, "swagger_fake_view", False):
+            return WorkloadUpdateSerializer  # the schema's request body (the answer: the detail)
         return WorkloadDetailSerializer
 
     def _detail(self, workload_id: int) -> dict:
@@ -485,6 +491,21 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             raise PermissionDenied(RESUBMIT_FORBIDDEN)
         path = budget_paths(self.budget_tree).get(workload.budget_id, str(workload.budget_id))
         return Response(workload_spec(workload, path))
+    @extend_schema(request=WorkloadUpdateSerializer, responses=WorkloadDetailSerializer)
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        """Change a pending workload (``scontrol update``; docs/jobs.md, "Changing a pending
+        workload"): some of ``name``, ``budget``, ``gpu_model``, ``gpu_count``, ``min_runtime``,
+        ``max_runtime``, ``retries``, ``cpus``, ``memory``, ``shared_memory``, checked as a
+        submission checks them (400 in its format and codes); 200 with the workload (its ``updated``
+        event lists old → new); 400 ``not_updatable`` (image, command, env, mounts, after, array,
+        cluster); 403 ``forbidden`` (only those who may cancel it); 409 ``not_pending`` (it has
+        started or ended), ``budget_charged`` (a workload that has run keeps its budget). It keeps
+        its place in its budget's queue (submission time and sequence)."""
+        workload = self.get_object()
+        serializer = WorkloadUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        do_update_workload(request.user, workload, serializer.to_changes(), tree=self.budget_tree)
+        return Response(self._detail(workload.pk))
 
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
@@ -549,6 +570,18 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         group = self.get_object()
         canceled = do_cancel_group(request.user, group)
         return Response({"group": group.pk, "canceled": canceled})
+
+    @extend_schema(request=WorkloadUpdateSerializer, responses=GroupUpdatedSerializer)
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        """Change every pending member of the group as ``PATCH workloads/{id}/`` changes one (not
+        ``name``: each member keeps ``NAME[i]``); members that started are left as they are.
+        200 ``{"group", "updated", "members"}`` (the ids changed); 403 ``forbidden``; 400 as a
+        workload's update."""
+        group = self.get_object()
+        serializer = WorkloadUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        changed = do_update_group(request.user, group, serializer.to_changes())
+        return Response({"group": group.pk, "updated": len(changed), "members": [w.pk for w in changed]})
 
 
 class NotificationSettingsView(FairwayAPIView):
