@@ -28,13 +28,18 @@ RESUBMIT_FORBIDDEN = (
 (``scheduler.services.may_read_private``)."""
 
 
-def _duration(seconds: int) -> int | str:
+def spec_duration(seconds: int) -> int | str:
     """``seconds`` as a spec writes it: ``2h`` where that reads back exactly, else the seconds."""
     text = duration_text(seconds)
     try:
         return text if parse_duration_s(text) == seconds else seconds
     except ValueError:
         return seconds
+
+
+def exact_duration_text(seconds: int | None) -> str:
+    """:func:`spec_duration` as a form's text field holds it; empty for None."""
+    return "" if seconds is None else str(spec_duration(seconds))
 
 
 def _array_index_name(workload: Workload) -> str:
@@ -68,12 +73,12 @@ def workload_spec(workload: Workload, budget_path: str) -> dict[str, Any]:
         "image": workload.image,
         "command": list(workload.command or []),
         "env": env,
-        "min_runtime": _duration(workload.min_runtime_s),
+        "min_runtime": spec_duration(workload.min_runtime_s),
         "cpus": workload.cpus,
         "memory": workload.memory_bytes,
         "shared_memory": workload.shared_memory_bytes,
         "mounts": [m["name"] for m in workload.mounts or []],
-        "max_runtime": _duration(workload.max_runtime_s) if workload.max_runtime_s else None,
+        "max_runtime": spec_duration(workload.max_runtime_s) if workload.max_runtime_s else None,
         "retries": workload.retries,
         "array": str(workload.array_index) if workload.array_index is not None else None,
     }

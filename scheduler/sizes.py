@@ -49,3 +49,15 @@ def format_size(n: int | None) -> str:
     if n is None:
         return "—"
     return bytes_text(n)  # the agent's words for its end reasons too: one statement
+
+
+def exact_size_text(n: object) -> str:
+    """``n`` bytes as a form or a spec writes them to read back exactly: ``64G`` where
+    :func:`parse_size` gives ``n`` again, else the bytes; empty for anything but a whole number."""
+    if not isinstance(n, int) or isinstance(n, bool):
+        return ""
+    text = format_size(n)
+    try:
+        return text if parse_size(text) == n else str(n)
+    except SizeError:
+        return str(n)

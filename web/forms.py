@@ -22,6 +22,7 @@ from scheduler.api.serializers import WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
 from scheduler.services import CPUS_PROBLEM, GPU_COUNT_PROBLEM, MAX_CPUS
+from scheduler.sizes import exact_size_text
 
 ENV_HELP = "One NAME=value per line."
 
@@ -299,16 +300,6 @@ def spec_example(budgets: list[str], clusters: list[str], models: list[str]) -> 
     return text
 
 
-def _size_initial(value: Any) -> str:
-    """Bytes as the form's size fields read them: ``64G`` where that is exact, else the bytes."""
-    from scheduler.sizes import format_size, parse_size
-
-    if not isinstance(value, int):
-        return ""
-    text = format_size(value)
-    return text if parse_size(text) == value else str(value)
-
-
 def form_initial(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The submit form's fields holding ``spec`` (``scheduler.resubmit.workload_spec``: "Submit
     again"), and the names of its secret variables, whose values the form leaves blank (never
@@ -328,8 +319,8 @@ def form_initial(spec: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         "gpu_count": spec.get("gpu_count"),
         "min_runtime": spec.get("min_runtime"),
         "cpus": spec.get("cpus"),
-        "memory": _size_initial(spec.get("memory")),
-        "shared_memory": _size_initial(spec.get("shared_memory")),
+        "memory": exact_size_text(spec.get("memory")),
+        "shared_memory": exact_size_text(spec.get("shared_memory")),
         "mounts": ", ".join(spec.get("mounts") or []),
         "max_runtime": spec.get("max_runtime") or "",
         "retries": spec.get("retries", 0),

@@ -51,13 +51,12 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.numbers import duration_text
 from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
-from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer, WorkloadUpdateSerializer, parse_duration_s
+from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.gpu_report import unreported_in
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
@@ -76,6 +75,7 @@ from scheduler.notifications import listed_kinds
 from scheduler.notifications import save_settings as save_notification_settings
 from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
+from scheduler.resubmit import exact_duration_text
 from scheduler.services import (
     HOST_ACTIONS,
     can_cancel,
@@ -89,8 +89,16 @@ from scheduler.services import (
     may_operate_hosts,
     may_read_private,
 )
-from scheduler.sizes import SizeError, format_size, parse_size
-from web.forms import NotificationForm, SpecForm, SubmitForm, WorkloadEditForm, form_initial, parse_submission, spec_example
+from scheduler.sizes import exact_size_text
+from web.forms import (
+    NotificationForm,
+    SpecForm,
+    SubmitForm,
+    WorkloadEditForm,
+    form_initial,
+    parse_submission,
+    spec_example,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -556,25 +564,6 @@ def _workload_context(
     }
 
 
-def _exact_duration(seconds: int | None) -> str:
-    """``seconds`` as the form shows it: ``2h30m`` where that reads back exactly, else seconds."""
-    if seconds is None:
-        return ""
-    text = duration_text(seconds)
-    return text if parse_duration_s(text) == seconds else str(seconds)
-
-
-def _exact_size(n: int | None) -> str:
-    """``n`` bytes as the form shows it: ``64G`` where that reads back exactly, else bytes."""
-    if n is None:
-        return ""
-    text = format_size(n)
-    try:
-        return text if parse_size(text) == n else str(n)
-    except SizeError:
-        return str(n)
-
-
 def _edit_values(workload: Workload, scope: Scope) -> dict[str, str]:
     """The edit form's fields filled with the workload's request as it is."""
     return {
@@ -582,12 +571,12 @@ def _edit_values(workload: Workload, scope: Scope) -> dict[str, str]:
         "budget": scope.paths.get(workload.budget_id, str(workload.budget_id)),
         "gpu_count": str(workload.gpu_count),
         "gpu_model": workload.gpu_model,
-        "min_runtime": _exact_duration(workload.min_runtime_s),
-        "max_runtime": _exact_duration(workload.max_runtime_s),
+        "min_runtime": exact_duration_text(workload.min_runtime_s),
+        "max_runtime": exact_duration_text(workload.max_runtime_s),
         "retries": str(workload.retries),
         "cpus": str(workload.cpus) if workload.cpus is not None else "",
-        "memory": _exact_size(workload.memory_bytes),
-        "shared_memory": _exact_size(workload.shared_memory_bytes),
+        "memory": exact_size_text(workload.memory_bytes),
+        "shared_memory": exact_size_text(workload.shared_memory_bytes),
     }
 
 

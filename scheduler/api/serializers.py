@@ -505,6 +505,8 @@ class WorkloadResubmitSerializer(WorkloadSubmitSerializer):
     gpu_count = _CountField(required=False)
     command = _CommandField(required=False)
     min_runtime = _DurationField(required=False)
+
+
 UPDATE_FIELDS = {
     "name": "name",
     "budget": "budget",

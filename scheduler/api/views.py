@@ -491,6 +491,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             raise PermissionDenied(RESUBMIT_FORBIDDEN)
         path = budget_paths(self.budget_tree).get(workload.budget_id, str(workload.budget_id))
         return Response(workload_spec(workload, path))
+
     @extend_schema(request=WorkloadUpdateSerializer, responses=WorkloadDetailSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Change a pending workload (``scontrol update``; docs/jobs.md, "Changing a pending
