@@ -34,10 +34,9 @@ def test_each_host_action_logs_one_line_on_commit(admin, hosts, caplog, django_c
         (lambda: do_remove_host(admin, host, "decommissioned"), f"admin removed {where}: decommissioned"),
     ]
     for action, line in steps:
-        with django_capture_on_commit_callbacks(execute=True):
-            with transaction.atomic():
-                action()
-                assert _lines(caplog) == []  # not before the commit
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            action()
+            assert _lines(caplog) == []  # not before the commit
         assert _lines(caplog) == [line]
 
 
@@ -61,10 +60,9 @@ def test_a_host_action_rolled_back_logs_nothing(name, admin, hosts, caplog, djan
     caplog.set_level(logging.INFO, logger="scheduler.services")
     caplog.clear()
 
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
-        with transaction.atomic():
-            ACTIONS[name](admin, host)
-            raise RuntimeError("the surrounding transaction fails")
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError), transaction.atomic():
+        ACTIONS[name](admin, host)
+        raise RuntimeError("the surrounding transaction fails")
 
     assert _lines(caplog) == []
     assert Host.objects.filter(pk=host.pk).values().get() == before
