@@ -42,7 +42,7 @@ class Command(DramatiqCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         refuse_without_shared_services("rundramatiq (the worker)")
         self.stdout = OutputWrapper(_LogLines())  # type: ignore[arg-type] -- a write/flush stream
-        os.environ["FAIRWAY_DRAMATIQ_PYTHON"] = sys.executable
+        os.environ["_FAIRWAY_DRAMATIQ_PYTHON"] = sys.executable
         super().handle(*args, **options)
 
     def _resolve_executable(self, exec_name: str) -> str:
