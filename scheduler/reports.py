@@ -240,7 +240,7 @@ def budget_standings(
     (:func:`scheduler.policy.figures.usage_curve`).
     """
     now = now or timezone.now()
-    snap, index = load_snapshot(cluster, now)
+    snap, index = load_snapshot(cluster, now, with_cap_records=False)  # nothing simulated: caps summed in SQL
     figures = budget_figures(snap, _demand(cluster.pk, now, snap.window))
     curves = usage_curve(snap, curve_points) if curve_points > 1 else {}
     total_gpus = sum(h.size for h in snap.hosts)

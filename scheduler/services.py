@@ -1520,12 +1520,16 @@ def do_revoke_host_token(actor: User | None, host: Host) -> None:
 
 
 def _log_host_action(actor: User | None, host: Host, what: str, reason: str = "") -> None:
-    """The one server log line of a host action (fin43): who, which host, what, and the reason."""
+    """The one server log line of a host action (fin43): who, which host, what, and the reason.
+    Written when the surrounding transaction commits (left44): an action a caller's transaction
+    rolls back (an admin action over several hosts, a failed request) logs nothing, so the log
+    never claims what did not happen. Outside any transaction it is written at once."""
     who = actor.get_username() if actor is not None else "the system"
     cluster = Cluster.objects.filter(pk=host.cluster_id).values_list("name", flat=True).first()
     where = f"host {host.name} (cluster {cluster})"
     what = what.replace("{host}", where) if "{host}" in what else f"{what} {where}"
-    logger.info("%s %s%s", who, what, f": {reason}" if reason else "")
+    line = ("%s %s%s", who, what, f": {reason}" if reason else "")
+    transaction.on_commit(lambda: logger.info(*line))
 
 
 def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, reason: str) -> None:

@@ -144,7 +144,7 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
         lifecycle.stop_timed_out(cluster_id, now)
         lifecycle.settle_dependencies(cluster_id, now)
         stamps.append(("timeouts", time.monotonic()))
-        snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key)
+        snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key, with_cap_records=False)
         stamps.append(("snapshot", time.monotonic()))
         decisions = schedule(snapshot)
         stamps.append(("policy", time.monotonic()))

@@ -268,6 +268,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     quote_lines: list[Any] = []
     quote_terms: Any = None
     mode = "form"
+    limited = False
     if request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
         try:
@@ -326,6 +327,9 @@ def submit(request: HttpRequest) -> HttpResponse:
                 else:
                     raise _as_service_error(errors)
         except ServiceError as exc:
+            # A limit (the per-user submission limit, the quote rate) answers 429, as the API does:
+            # the form is fine, the request came too soon or too many (left44: the page said 400).
+            limited = exc.status == 429
             for problem in exc.problems:
                 field = problem.field if problem.field in form.fields else None
                 if mode == "form":
@@ -355,7 +359,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
-        status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
+        status=429 if limited else 400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
 
 
