@@ -645,7 +645,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:
-        until = b.get("protection_text")  # the server's words; an older server sends only the instant
+        # the server's words (text: why it is in the way; an older server sends protection_text or the instant)
+        until = b.get("text") or b.get("protection_text")
         if until is None and b.get("protected_until"):
             until = f"protected until {when(b['protected_until'])}"
         out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")

@@ -968,15 +968,34 @@ class PendingNumbersSerializer(serializers.Serializer):
     )
 
 
+class FurtherBelowSerializer(serializers.Serializer):
+    side = serializers.CharField(help_text="the forbidden work's side: the child of the common ancestor holding it")
+    ratio = serializers.FloatField()
+    ratio_text = serializers.CharField()
+    waiting_side = serializers.CharField(help_text="the waiting workload's side, counting its commitment")
+    waiting_ratio = serializers.FloatField()
+    waiting_ratio_text = serializers.CharField()
+
+
 class BlockingSerializer(serializers.Serializer):
     workload = serializers.IntegerField()
     name = serializers.CharField()
     budget = serializers.CharField()
     protected_until = serializers.DateTimeField(
-        allow_null=True, help_text="its protection end; while starting, the earliest (now + M); null if unallocated"
+        allow_null=True,
+        help_text="its protection end (a fair_share reason's forbidden work: null, no end makes room); while "
+        "starting, the earliest (now + M); null if unallocated",
     )
     starting = serializers.BooleanField(help_text="not confirmed started yet: protected until M after it starts")
-    protection_text = serializers.CharField(help_text="the protection end in words, as the page and the CLI show it")
+    forbidden = serializers.BooleanField(
+        help_text="rule 2 forbids preempting it for this workload (reason fair_share): its side is further below "
+        "its share"
+    )
+    further_below = FurtherBelowSerializer(
+        allow_null=True, help_text="for forbidden work: the two sides rule 2 compared, with their ratios"
+    )
+    text = serializers.CharField(help_text="why it is in the way, in words, as the page and the CLI show it")
+    protection_text = serializers.CharField(help_text="the same words as text (kept for older clients)")
 
 
 STOP_ENDS_AS = {
