@@ -9,6 +9,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from config.memo import ForgettingQuerySet, VersionedMemo
+from scheduler.policy.types import Hold
 
 
 class _HardwareQuerySet(ForgettingQuerySet):
@@ -194,6 +195,19 @@ class Workload(models.Model):
     retries_used = models.PositiveIntegerField(default=0)
     group = models.ForeignKey("ArrayGroup", null=True, blank=True, on_delete=models.PROTECT, related_name="members")
     array_index = models.PositiveIntegerField(null=True, blank=True)
+    # Its own hold (docs/jobs.md "Hold and release"; Slurm's ``scontrol hold``): a held pending
+    # workload never starts (reason ``held``); set and cleared only by scheduler.services.
+    hold = models.CharField(
+        max_length=8,
+        choices=[("", "not held"), (Hold.USER, "user hold"), (Hold.ADMIN, "admin hold")],
+        default="",
+        blank=True,
+        help_text="user: its owner or a budget manager held it (they may release it); admin: an admin did",
+    )
+    held_at = models.DateTimeField(null=True, blank=True)
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

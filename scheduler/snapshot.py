@@ -78,6 +78,9 @@ class SnapshotIndex:
     attempts: dict[int, OpenAttemptInfo] = field(default_factory=dict)
     # pending workload pk → (pending_reason, pending_detail) as stored, to write only changes
     pending_reason: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    # pending workload pk → its own hold as read (only the held ones): the tick writes a reason only
+    # where the hold is still what the policy saw (a hold or release committed meanwhile stands)
+    held: dict[int, str] = field(default_factory=dict)
     # GPU pk → workload pk it is nominated for
     nominated: dict[int, int] = field(default_factory=dict)
     # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
@@ -104,6 +107,7 @@ def policy_workload(
     *,
     waiting: bool = False,
     group: str | None = None,
+    hold: str = "",
 ) -> p.Workload:
     """The policy's workload for a database workload's fields: the one builder of the pending
     workloads a snapshot reads, of the workloads of its running attempts (requeued by the forward
@@ -122,6 +126,7 @@ def policy_workload(
         memory=memory,
         waiting=waiting,
         group=group,
+        hold=hold,
     )
 
 
@@ -300,6 +305,7 @@ def _load_snapshot(
         waiting,
         group,
         limit,
+        hold,
     ) in _pending_rows(cluster_id):
         detail = made.details.get(detail_text)
         if detail is None:
@@ -308,6 +314,8 @@ def _load_snapshot(
                 detail = json.loads(detail_text)
             made.details[detail_text] = detail
         index.pending_reason[wid] = (reason, detail)
+        if hold:
+            index.held[wid] = hold
         if limit is not None:
             capped_groups[group] = limit
         fields = (
@@ -322,11 +330,12 @@ def _load_snapshot(
             memory,
             bool(waiting),
             str(group) if limit is not None else None,
+            hold,
         )
         workload = kept.workloads.get(fields)
         if workload is None:
-            k, b, n, m, mr, sub, sq, c, mem, wait, grp = fields
-            workload = policy_workload(k, b, n, m, mr, sub, sq, c, mem, waiting=wait, group=grp)
+            k, b, n, m, mr, sub, sq, c, mem, wait, grp, hd = fields
+            workload = policy_workload(k, b, n, m, mr, sub, sq, c, mem, waiting=wait, group=grp, hold=hd)
         made.workloads[fields] = workload
         pending.append(workload)
     if workload_key is str:  # the scenario runner's keys are its own: it keeps nothing
@@ -650,7 +659,7 @@ def forget_kept() -> None:
 def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
     """The pending workloads of ``cluster_id`` as rows: (pk, budget pk, GPUs, model, ``M``,
     submitted at (epoch seconds), seq, reason, detail (the stored JSON as text), CPUs, memory,
-    waiting, group pk, group's ``%N`` limit), in pk order.
+    waiting, group pk, group's ``%N`` limit, its own hold), in pk order.
 
     The detail is selected as text: no converter runs per row (Django's JSON field decodes
     each one; :func:`load_snapshot` decodes only the texts it has not met). ``waiting`` is one
@@ -691,6 +700,7 @@ def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
             "waiting",
             "group_id",
             "group__limit",
+            "hold",
         )
         .order_by()
     )

@@ -8,8 +8,9 @@ SQLite (the embedded mode: one process) a non-blocking ``threading.Lock`` per
 cluster does the same job.
 
 Decisions are applied with conditional updates: a workload is started only if
-it is still pending and an attempt is stopped only if it is still open and not
-already stopping, so a cancel or an exit that commits between the snapshot and
+it is still pending and not held (docs/jobs.md "Hold and release") and an attempt
+is stopped only if it is still open and not already stopping, so a cancel, a hold
+or an exit that commits between the snapshot and
 the apply is never overwritten; the ``one_open_attempt_per_gpu`` constraint is
 the last line of defence against double-booking.
 """
@@ -223,8 +224,8 @@ def _apply(
 
 def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
     """Row-lock (id order) the workloads the tick starts, those whose attempts it stops and those
-    its stops and nominations free GPUs for; return the latter that are no longer pending (a
-    cancel committed since the snapshot), as the policy names them."""
+    its stops and nominations free GPUs for; return the latter that are no longer pending or now
+    held (a cancel or a hold committed since the snapshot), as the policy names them."""
     pk_of = index.pk_of()
     ids = {pk_of(s.workload) for s in decisions.starts}
     for stop in decisions.stops:
@@ -236,14 +237,15 @@ def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
     ids |= set(wanted)
     if not ids:
         return set()
-    states = dict(Workload.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "state"))
-    return {w for pk, w in wanted.items() if states.get(pk) != Workload.State.PENDING}
+    rows = Workload.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "state", "hold")
+    startable = {pk for pk, state, hold in rows if state == Workload.State.PENDING and not hold}
+    return {w for pk, w in wanted.items() if pk not in startable}
 
 
 def _without_preemptors(decisions: p.Decisions, gone: set[str], result: TickResult) -> p.Decisions:
     """``decisions`` less the stops and nominations for the workloads of ``gone`` (no longer
-    pending: DESIGN.md §3.4 preempts only for a workload that starts once its victims leave, and a
-    canceled one never does). Its dropped stops count in ``result.dropped``."""
+    pending or now held: DESIGN.md §3.4 preempts only for a workload that starts once its victims
+    leave, and a canceled or held one does not). Its dropped stops count in ``result.dropped``."""
     stops = [s for s in decisions.stops if s.for_workload not in gone]
     result.dropped += len(decisions.stops) - len(stops)
     return dataclasses.replace(
@@ -265,17 +267,18 @@ def _apply_starts(
         return set()
     pk_of = index.pk_of()
     wanted = {pk_of(s.workload): s for s in starts}
-    # Claim the workloads: only those still pending start (a cancel may have committed since).
+    # Claim the workloads: only those still pending and not held start (a cancel or a hold may have
+    # committed since the snapshot; either locked the row first, so one of the two wins whole).
     still_pending = set(
         Workload.objects.select_for_update()
-        .filter(pk__in=wanted, state=Workload.State.PENDING)
+        .filter(pk__in=wanted, state=Workload.State.PENDING, hold="")
         .order_by("pk")
         .values_list("pk", flat=True)
     )
     result.dropped += len(wanted) - len(still_pending)
     if not still_pending:
         return set()
-    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING).update(
+    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING, hold="").update(
         state=Workload.State.STARTING,
         pending_reason="",
         pending_detail={},
@@ -526,16 +529,19 @@ def _apply_host_states(
 
 
 class ReasonRow(NamedTuple):
-    """A pending workload's reason to store: its pk, reason code and detail."""
+    """A pending workload's reason to store: its pk, reason code and detail, and its own hold as
+    the snapshot read it (written only where the hold is still that)."""
 
     pk: int
     reason: str
     detail: dict[str, object]
+    hold: str = ""
 
 
 def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: SnapshotIndex) -> int:
     """Store each pending workload's reason; only rows whose reason or detail changed are written,
-    and only while still pending (a cancel committed since the snapshot keeps its cleared reason).
+    and only while still pending with the hold the snapshot read (a cancel committed since the
+    snapshot keeps its cleared reason, a hold its ``held``, a release its cleared one).
     Returns how many of them had no reason yet (new or requeued since the last tick)."""
     changed: list[ReasonRow] = []
     arrivals = 0
@@ -547,7 +553,7 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         reason, detail = str(info.reason), dict(info.detail)
         before = index.pending_reason[wid]
         if before != (reason, detail):
-            changed.append(ReasonRow(wid, reason, detail))
+            changed.append(ReasonRow(wid, reason, detail, index.held.get(wid, "")))
             arrivals += not before[0]
     if not changed:
         return 0
@@ -555,13 +561,13 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
     if connection.vendor == "postgresql":
         _write_reasons_pg(changed)
     else:
-        still_pending = set(
+        still_pending = dict(
             Workload.objects.select_for_update()
             .filter(pk__in=[r.pk for r in changed], state=Workload.State.PENDING)
             .order_by("pk")
-            .values_list("pk", flat=True)
+            .values_list("pk", "hold")
         )
-        changed = [r for r in changed if r.pk in still_pending]
+        changed = [r for r in changed if still_pending.get(r.pk) == r.hold]
         if changed:
             Workload.objects.bulk_update(
                 [Workload(pk=r.pk, pending_reason=r.reason, pending_detail=r.detail) for r in changed],
@@ -605,7 +611,7 @@ def _cap_estimates(changed: list[ReasonRow]) -> None:
         if not isinstance(start, int | float):
             continue
         latest = datetime.fromtimestamp(reservation_latest(start, grace), tz=UTC)
-        Workload.objects.filter(pk=r.pk, state=Workload.State.PENDING).filter(
+        Workload.objects.filter(pk=r.pk, state=Workload.State.PENDING, hold=r.hold).filter(
             Q(estimated_start__isnull=True) | Q(estimated_start__gt=latest)
         ).update(estimated_start=latest)
 
@@ -620,19 +626,23 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     of JSON documents an escape of every quote (12,257 reasons: 0.42 s to pass them, against
     0.08 s as one JSON array); each dominated a tick with thousands of pending workloads. The
     condition on ``state`` does the job of a row lock (a cancel committed meanwhile keeps its
-    cleared reason).
+    cleared reason, a hold or a release committed meanwhile its own reason).
     """
     table = Workload._meta.db_table
     rows_sql, params = _rows_with_json(
-        [("id", "bigint", [r.pk for r in changed]), ("reason", "text", [r.reason for r in changed])],
+        [
+            ("id", "bigint", [r.pk for r in changed]),
+            ("reason", "text", [r.reason for r in changed]),
+            ("hold", "text", [r.hold for r in changed]),
+        ],
         "detail",
         [r.detail for r in changed],
     )
     with connection.cursor() as cur:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
-            f"FROM (SELECT r.id, r.reason, d.detail FROM {rows_sql}) AS v "
-            "WHERE w.id = v.id AND w.state = 'pending'",
+            f"FROM (SELECT r.id, r.reason, r.hold, d.detail FROM {rows_sql}) AS v "
+            "WHERE w.id = v.id AND w.state = 'pending' AND w.hold = v.hold",
             params,
         )
 
