@@ -122,3 +122,26 @@ def test_a_held_workload_never_starts_and_keeps_its_place_when_released(tw, push
 
     assert Attempt.objects.get().workload_id == first.pk
     assert Workload.objects.get(pk=third.pk).state == Workload.State.PENDING
+
+
+def test_the_estimates_run_gives_a_held_workload_no_estimated_start(tw, pushed):
+    """The forward simulation of ``scheduler.estimates`` (the one the lists, the API and the CLI
+    read): the held workload gets none, the one behind it gets the GPU's release."""
+    from django.utils import timezone
+
+    from scheduler.estimates import store_estimates
+
+    tw.host("h1", 1)
+    other = tw.workload(budget=tw.beta, gpus=1)
+    tw.attempt(other, list(GPU.objects.all()), started_ago=60)  # protected for an hour, then preemptible
+    first = tw.workload(gpus=1)
+    second = tw.workload(gpus=1)
+    do_hold_workload(tw.user, first)
+    Workload.objects.filter(pk=first.pk).update(estimated_start=timezone.now())  # a stale one
+
+    store_estimates(tw.cluster.pk, timezone.now())
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.estimated_start is None
+    assert second.estimated_start is not None
