@@ -9,7 +9,6 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from config.memo import ForgettingQuerySet, VersionedMemo
-from scheduler.policy.types import Hold
 
 
 class _HardwareQuerySet(ForgettingQuerySet):
@@ -199,7 +198,7 @@ class Workload(models.Model):
     # workload never starts (reason ``held``); set and cleared only by scheduler.services.
     hold = models.CharField(
         max_length=8,
-        choices=[("", "not held"), (Hold.USER, "user hold"), (Hold.ADMIN, "admin hold")],
+        choices=[("", "not held"), ("user", "user hold"), ("admin", "admin hold")],  # policy.types.Hold
         default="",
         blank=True,
         help_text="user: its owner or a budget manager held it (they may release it); admin: an admin did",
