@@ -587,6 +587,7 @@ def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
         "max_runtime": args.max_runtime,
         "retries": args.retries,
         "array": args.array,
+        "hold": args.hold,
     }
     body.update({k: v for k, v in flags.items() if v is not None})
     # -v and --after add to the spec's lists, as --env adds to its env (brk42: --after replaced the
@@ -678,6 +679,9 @@ def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
     )
     if w.get("group"):
         out.write(f"array group {w['group']}: fairway ls --group {w['group']}; fairway cancel --group {w['group']}\n")
+    if w.get("hold"):
+        release = f"--group {w['group']}" if w.get("group") else str(w["id"])
+        out.write(f"held: it starts only after `fairway release {release}`\n")
     return EXIT_OK
 
 
@@ -745,8 +749,10 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
 def _why_short(w: dict[str, Any]) -> str:
     if w.get("state") != "pending":
         return ""
-    # an older server sends neither pending_resources nor pending_group_limit
-    words = reason_words(w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"))
+    # an older server sends neither pending_resources nor pending_group_limit (nor hold)
+    words = reason_words(
+        w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"), w.get("hold")
+    )
     if w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words
@@ -1077,6 +1083,60 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         f"{kind}{limit} — {w['state']}, its place in the queue kept\n"
     )
     return EXIT_OK
+
+
+HOLD_KIND_WORDS = {"user": "user hold: you, the owner or a budget manager may release it", "admin": "admin hold"}
+
+
+def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway hold`` / ``fairway release`` (Slurm's ``scontrol hold/release``; docs/jobs.md
+    "Hold and release"): each id in turn, or every pending member of ``--group``. A refused id
+    does not stop the others: the refusals are said on stderr at the end, exit :data:`EXIT_API`."""
+    api = Api(config.server, config.token, escape=not args.json)
+    if args.group is not None:
+        if args.ids:
+            raise CliError(EXIT_USAGE, "give workload ids or --group ID, not both")
+        g = api.call("POST", f"groups/{args.group}/{verb}/", body={})
+        if args.json:
+            emit_json(g, out)
+        else:
+            done = g["held" if verb == "hold" else "released"]
+            out.write(f"array group {g['group']}: {done} pending member{'' if done == 1 else 's'} {verb_past(verb)}\n")
+        return EXIT_OK
+    if not args.ids:
+        raise CliError(EXIT_USAGE, "give one or more workload ids or --group ID")
+    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    answers: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for wid in ids:
+        try:
+            w = api.call("POST", f"workloads/{wid}/{verb}/", body={})
+        except CliError as exc:
+            if exc.exit_code != EXIT_API:
+                raise  # unreachable, not logged in: the next ids would fail alike
+            refused.append(f"#{wid}: {exc.message}")
+            continue
+        answers.append(w)
+        if not args.json:
+            kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
+            out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
+    if args.json:
+        emit_json(answers, out)
+    if refused:
+        raise CliError(EXIT_API, "\n".join(refused))
+    return EXIT_OK
+
+
+def verb_past(verb: str) -> str:
+    return "held" if verb == "hold" else "released"
+
+
+def cmd_hold(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    return _hold_or_release("hold", args, config, out)
+
+
+def cmd_release(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    return _hold_or_release("release", args, config, out)
 
 
 NOTIFY_KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
@@ -1653,6 +1713,9 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
     )
     p.add_argument(
+        "--hold", "-H", action="store_true", default=None, help="submit it held: it waits until `fairway release`"
+    )
+    p.add_argument(
         "--quote",
         action="store_true",
         help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
@@ -1749,6 +1812,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpus", help="CPUs per host; none: the host's per-GPU share")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")
+
+    p = add("hold", cmd_hold, "hold pending workloads (they never start until released), or an array group's")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--group", type=_positive_int, help="an array group id: every pending member")
+
+    p = add("release", cmd_release, "release held workloads (back in their place in the queue), or an array group's")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--group", type=_positive_int, help="an array group id: every held member")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
     p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")

@@ -216,12 +216,25 @@ class Workload(models.Model):
         related_name="resubmissions",
         help_text="the workload this one was submitted again from",
     )
+    # Its own hold (docs/jobs.md "Hold and release"; Slurm's ``scontrol hold``): a held pending
+    # workload never starts (reason ``held``); set and cleared only by scheduler.services.
+    hold = models.CharField(
+        max_length=8,
+        choices=[("", "not held"), ("user", "user hold"), ("admin", "admin hold")],  # policy.types.Hold
+        default="",
+        blank=True,
+        help_text="user: its owner or a budget manager held it (they may release it); admin: an admin did",
+    )
+    held_at = models.DateTimeField(null=True, blank=True)
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     spec_version = models.PositiveIntegerField(
         default=0,
-        help_text="raised by every update of a pending workload's request (docs/jobs.md, 'Changing a pending "
-        "workload'): a tick whose snapshot read another version starts nothing for it",
+        help_text="raised by every update, hold and release of a pending workload (docs/jobs.md, 'Changing a "
+        "pending workload'): a tick whose snapshot read another version starts nothing for it",
     )
 
     class Meta:

@@ -22,7 +22,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import ancestor_ids, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import short_words
+from fairway_cli.words import HOLD_WORDS, short_words
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -698,6 +698,17 @@ def _held_path(workload: Workload, tree: dict[int, Budget] | None) -> str:
     return budget_paths(tree).get(held[0].pk, "") if held else ""
 
 
+def _own_hold_sentence(workload: Workload) -> str:
+    """The reason ``held`` of a workload on a hold of its own (docs/jobs.md "Hold and release"):
+    which kind, since when, and who may release it."""
+    since = f" since {instant_text(workload.held_at)}" if workload.held_at else ""
+    who = "an admin" if workload.hold == "admin" else "its owner or a budget manager (or an admin)"
+    return (
+        f"{HOLD_WORDS.get(workload.hold, 'held').capitalize()} ({workload.hold} hold){since}: it never starts "
+        f"until {who} releases it, and then keeps its place in its budget's queue."
+    )
+
+
 def _cap_numbers(path: str, tree: dict[int, Budget] | None) -> str:
     """`` (0.01 GPU-hours of allocated use per 7 days)``: the cap of the live budget at ``path``, as
     leadership set it (tryout36: the sentence gave no number); "" when it has none any more."""
@@ -739,6 +750,8 @@ def _lines(
                 if d.after.state not in Workload.FINAL_STATES
             ]
             lines.append(f"It waits for {', '.join(waits) or 'the workloads it depends on'} to end.")
+    elif reason == "held" and workload.hold:
+        lines.append(_own_hold_sentence(workload))
     elif reason == "held":
         # the policy's detail names no budget: "its budget (or a budget above it)" left the reader
         # to find which of them leadership had held

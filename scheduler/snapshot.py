@@ -81,7 +81,8 @@ class SnapshotIndex:
     # GPU pk → workload pk it is nominated for
     nominated: dict[int, int] = field(default_factory=dict)
     # pending workload pk → its ``spec_version`` as read: the apply starts nothing for a workload
-    # updated since (``services.do_update_workload``; docs/jobs.md, "Changing a pending workload")
+    # updated, held or released since (``services.do_update_workload``, ``do_hold_workload``,
+    # ``do_release_workload``; docs/jobs.md), and writes no reason judged on the old one
     pending_version: dict[int, int] = field(default_factory=dict)
     # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
     workload_pk: dict[str, int] = field(default_factory=dict)
@@ -107,6 +108,7 @@ def policy_workload(
     *,
     waiting: bool = False,
     group: str | None = None,
+    hold: str = "",
 ) -> p.Workload:
     """The policy's workload for a database workload's fields: the one builder of the pending
     workloads a snapshot reads, of the workloads of its running attempts (requeued by the forward
@@ -125,6 +127,7 @@ def policy_workload(
         memory=memory,
         waiting=waiting,
         group=group,
+        hold=hold,
     )
 
 
@@ -315,6 +318,7 @@ def _load_snapshot(
         group,
         limit,
         version,
+        hold,
     ) in _pending_rows(cluster_id):
         detail = made.details.get(detail_text)
         if detail is None:
@@ -338,11 +342,12 @@ def _load_snapshot(
             memory,
             bool(waiting),
             str(group) if limit is not None else None,
+            hold,
         )
         workload = kept.workloads.get(fields)
         if workload is None:
-            k, b, n, m, mr, sub, sq, c, mem, wait, grp = fields
-            workload = policy_workload(k, b, n, m, mr, sub, sq, c, mem, waiting=wait, group=grp)
+            k, b, n, m, mr, sub, sq, c, mem, wait, grp, hd = fields
+            workload = policy_workload(k, b, n, m, mr, sub, sq, c, mem, waiting=wait, group=grp, hold=hd)
         made.workloads[fields] = workload
         pending.append(workload)
     if workload_key is str:  # the scenario runner's keys are its own: it keeps nothing
@@ -669,7 +674,7 @@ def forget_kept() -> None:
 def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
     """The pending workloads of ``cluster_id`` as rows: (pk, budget pk, GPUs, model, ``M``,
     submitted at (epoch seconds), seq, reason, detail (the stored JSON as text), CPUs, memory,
-    waiting, group pk, group's ``%N`` limit, ``spec_version``), in pk order.
+    waiting, group pk, group's ``%N`` limit, ``spec_version``, its own hold), in pk order.
 
     The detail is selected as text: no converter runs per row (Django's JSON field decodes
     each one; :func:`load_snapshot` decodes only the texts it has not met). ``waiting`` is one
@@ -711,6 +716,7 @@ def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
             "group_id",
             "group__limit",
             "spec_version",
+            "hold",
         )
         .order_by()
     )

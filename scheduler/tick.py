@@ -9,9 +9,10 @@ cluster does the same job.
 
 Decisions are applied with conditional updates: a workload is started only if
 it is still pending with the request the snapshot read (its ``spec_version``: an
-update committed meanwhile, ``services.do_update_workload``, is judged by the next
-tick instead) and an attempt is stopped only if it is still open and not
-already stopping, so a cancel, an update or an exit that commits between the snapshot and
+update, a hold or a release committed meanwhile, ``services.do_update_workload``,
+``do_hold_workload``, ``do_release_workload``, is judged by the next tick instead)
+and an attempt is stopped only if it is still open and not already stopping, so a
+cancel, an update, a hold or an exit that commits between the snapshot and
 the apply is never overwritten; the ``one_open_attempt_per_gpu`` constraint is
 the last line of defence against double-booking.
 """
@@ -253,8 +254,8 @@ def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
 
 def _without_preemptors(decisions: p.Decisions, gone: set[str], result: TickResult) -> p.Decisions:
     """``decisions`` less the stops and nominations for the workloads of ``gone`` (no longer
-    pending: DESIGN.md §3.4 preempts only for a workload that starts once its victims leave, and a
-    canceled one never does). Its dropped stops count in ``result.dropped``."""
+    pending or now held: DESIGN.md §3.4 preempts only for a workload that starts once its victims
+    leave, and a canceled or held one does not). Its dropped stops count in ``result.dropped``."""
     stops = [s for s in decisions.stops if s.for_workload not in gone]
     result.dropped += len(decisions.stops) - len(stops)
     return dataclasses.replace(
@@ -290,7 +291,7 @@ def _apply_starts(
     result.dropped += len(wanted) - len(still_pending)
     if not still_pending:
         return set()
-    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING).update(
+    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING, hold="").update(
         state=Workload.State.STARTING,
         pending_reason="",
         pending_detail={},
@@ -541,7 +542,8 @@ def _apply_host_states(
 
 
 class ReasonRow(NamedTuple):
-    """A pending workload's reason to store: its pk, reason code and detail."""
+    """A pending workload's reason to store: its pk, reason code and detail, and its own hold as
+    the snapshot read it (written only where the hold is still that)."""
 
     pk: int
     reason: str
@@ -573,7 +575,7 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
     if connection.vendor == "postgresql":
         _write_reasons_pg(changed)
     else:
-        still_pending = set(
+        still_pending = dict(
             Workload.objects.select_for_update()
             .filter(pk__in=[r.pk for r in changed], state=Workload.State.PENDING)
             .order_by("pk")
@@ -638,7 +640,7 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     of JSON documents an escape of every quote (12,257 reasons: 0.42 s to pass them, against
     0.08 s as one JSON array); each dominated a tick with thousands of pending workloads. The
     condition on ``state`` does the job of a row lock (a cancel committed meanwhile keeps its
-    cleared reason).
+    cleared reason, a hold or a release committed meanwhile its own reason).
     """
     table = Workload._meta.db_table
     rows_sql, params = _rows_with_json(

@@ -109,6 +109,11 @@ class SubmitForm(forms.Form):
     array = forms.CharField(
         required=False, help_text="One workload per index, e.g. 0-99%10 (at most 10 at once); FAIRWAY_ARRAY_INDEX."
     )
+    hold = forms.BooleanField(
+        required=False,
+        label="Submit held",
+        help_text="It waits (reason: held by its owner) until you release it from its page; it keeps its place.",
+    )
 
     def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -163,6 +168,7 @@ class SubmitForm(forms.Form):
             "retries": data.get("retries") or 0,
             "after": data.get("after") or None,
             "array": data.get("array") or None,
+            "hold": data.get("hold") in (True, "on", "true", "1"),
         }
 
 

@@ -81,6 +81,9 @@ from scheduler.services import (
     can_cancel,
     do_cancel_group,
     do_cancel_workload,
+    do_hold_group,
+    do_hold_workload,
+    do_release_workload,
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
@@ -88,6 +91,7 @@ from scheduler.services import (
     host_actions,
     may_operate_hosts,
     may_read_private,
+    may_release_admin_hold,
 )
 from scheduler.sizes import exact_size_text
 from web.forms import (
@@ -449,7 +453,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
 
 def _workload(pk: int) -> Workload:
     return get_object_or_404(
-        Workload.objects.select_related("owner", "cluster", "budget").prefetch_related(
+        Workload.objects.select_related("owner", "cluster", "budget", "held_by").prefetch_related(
             Prefetch(
                 "attempts",
                 queryset=Attempt.objects.select_related("host")
@@ -538,13 +542,21 @@ def _workload_context(
     )
     open_attempt = next((a for a in workload.attempts.all() if a.ended_at is None), None)
     why = explain_pending(workload, now)
+    may_control = workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload)
     return {
         "nav": "workloads",
         "w": workload,
         "budget_path": scope.paths.get(workload.budget_id, str(workload.budget_id)),
         "env": serializer.get_env(workload),
         "may_see_private": scope.may_see_private(workload),
-        "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
+        "can_cancel": may_control,
+        # docs/jobs.md "Hold and release": whoever may cancel it holds a pending one; an admin's
+        # hold only an admin releases
+        "can_hold": may_control and workload.state == Workload.State.PENDING and workload.hold != "admin",
+        "can_release": may_control
+        and workload.state == Workload.State.PENDING
+        and bool(workload.hold)
+        and (workload.hold != "admin" or may_release_admin_hold(request.user)),
         # The parts of the explanation: the sentences, the numbers, the blocking work (linked).
         "why": why.sentences,
         "why_numbers": why.numbers,
@@ -648,6 +660,40 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                 messages.error(request, message)
     scope = _scope(request)
     return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, form), status=status)
+
+
+@login_required
+@require_POST
+def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
+    """Hold (``verb`` ``hold``) or release (``release``) workload ``pk``: its page's buttons."""
+    target = get_object_or_404(Workload, pk=pk)
+    try:
+        if verb == "hold":
+            done = do_hold_workload(request.user, target)
+            messages.success(
+                request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
+            )
+        else:
+            do_release_workload(request.user, target)
+            messages.success(request, f"Released {target.name} (#{target.pk}): back in its place in the queue.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect("web-workload", pk=pk)
+
+
+@login_required
+@require_POST
+def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
+    """Hold or release every pending member of array group ``pk``; back to the group's list."""
+    group = get_object_or_404(ArrayGroup, pk=pk)
+    try:
+        n = do_hold_group(request.user, group, release=verb == "release")
+        messages.success(
+            request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(f"{reverse('web-workloads')}?group={group.pk}")
 
 
 @login_required

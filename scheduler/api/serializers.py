@@ -391,7 +391,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     host's per-GPU share of CPUs and memory, the runtime's ``/dev/shm``. Jobs (docs/jobs.md):
     ``mounts`` (names of the cluster's catalog), ``max_runtime`` (wall-time limit per attempt,
     >= ``min_runtime``), ``retries`` (re-runs after a non-zero exit), ``after``
-    (``ID[:ok|any]``), ``array`` (``0-99%10``: one workload per index, ``FAIRWAY_ARRAY_INDEX``).
+    (``ID[:ok|any]``), ``array`` (``0-99%10``: one workload per index, ``FAIRWAY_ARRAY_INDEX``),
+    ``hold`` (``true``: submitted on a user hold, docs/jobs.md "Hold and release").
     """
 
     name = _NullableStrField(required=False, allow_null=True)
@@ -411,6 +412,9 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     retries = _CountField(required=False, allow_null=True)
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
+    hold = serializers.BooleanField(
+        required=False, default=False, help_text="submit it held (``sbatch -H``): it waits until released"
+    )
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":
@@ -493,6 +497,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "retries": data.get("retries") or 0,
             "after": data.get("after") or [],
             "array": data.get("array") or None,
+            "hold": data.get("hold", False),
         }
 
 
@@ -744,6 +749,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "pending_reason",
             "pending_resources",
             "pending_group_limit",
+            "hold",
             "estimated_start",
             "finished_at",
             "accounting",
@@ -769,6 +775,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "submitted_at",
             "seq",
             "pending_reason",
+            "hold",
             "estimated_start",
             "finished_at",
             "group_id",
@@ -835,6 +842,8 @@ class WorkloadRowSerializer(WorkloadListSerializer):
 
 
 ROW_NAMES = {"owner_name": "owner__username", "cluster_name": "cluster__name"}
+HELD_BY_NAME = "held_by_name"
+"""The detail's annotation of who held the workload (``views.detail_rows``)."""
 """The annotations :class:`WorkloadRowSerializer` reads, and the columns they come from."""
 
 ROW_RESOURCES = "row_resources"
@@ -1028,9 +1037,11 @@ class PendingExplanationSerializer(serializers.Serializer):
 
 class WorkloadDetailSerializer(WorkloadListSerializer):
     """One workload with its attempts and events. ``env`` is null for people outside its budget;
-    secret values are always masked. ``can_cancel`` says whether the requester may cancel it."""
+    secret values are always masked. ``can_cancel`` says whether the requester may cancel it
+    (and hold or release it: docs/jobs.md "Hold and release"; ``hold``, ``held_at``, ``held_by``)."""
 
     env = serializers.SerializerMethodField()
+    held_by = serializers.SerializerMethodField(help_text="who placed its hold (null: not held, or an account gone)")
     env_visible = serializers.SerializerMethodField()
     can_cancel = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
@@ -1080,6 +1091,8 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "retries_used",
             "after",
             "resubmitted_from",
+            "held_at",
+            "held_by",
             "can_cancel",
             "attempts",
             "events",
@@ -1137,6 +1150,16 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             shown[name] = {"value": SECRET_MASK if secret else spec.get("value", ""), "secret": secret}
         return shown
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_held_by(self, obj: Workload) -> str | None:
+        """The user name of who held it: the detail's annotation (``views.detail_rows``) where
+        there is one, else one query."""
+        if not obj.held_by_id:
+            return None
+        if HELD_BY_NAME in obj.__dict__:
+            return obj.__dict__[HELD_BY_NAME]
+        return obj.held_by.username if obj.held_by else None
+
     def get_can_cancel(self, obj: Workload) -> bool:
         from scheduler.services import can_cancel
 
@@ -1144,6 +1167,16 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         if request is None or obj.state in Workload.FINAL_STATES:
             return False
         return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
+
+
+class GroupHoldSerializer(serializers.Serializer):
+    group = serializers.IntegerField()
+    held = serializers.IntegerField(help_text="pending members held by this request")
+
+
+class GroupReleaseSerializer(serializers.Serializer):
+    group = serializers.IntegerField()
+    released = serializers.IntegerField(help_text="held pending members released by this request")
 
 
 class SubmittedArraySerializer(serializers.Serializer):
