@@ -581,7 +581,7 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
             .order_by("pk")
             .values_list("pk", "spec_version")
         )
-        changed = [r for r in changed if (r.pk, r.version) in still_pending]
+        changed = [r for r in changed if still_pending.get(r.pk) == r.version]
         if changed:
             Workload.objects.bulk_update(
                 [Workload(pk=r.pk, pending_reason=r.reason, pending_detail=r.detail) for r in changed],

@@ -545,12 +545,22 @@ class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
     mounts = None
     after = None
     array = None
+    hold = None
 
     def to_internal_value(self, data: Any) -> Any:
         fixed = sorted(set(map(str, data.keys())) & set(FIXED_FIELDS)) if hasattr(data, "keys") else []
         if fixed:
             raise serializers.ValidationError(
                 {name: [f"{name} cannot be changed after submission: cancel and submit again."] for name in fixed},
+                code="not_updatable",
+            )
+        if hasattr(data, "keys") and "hold" in data:
+            raise serializers.ValidationError(
+                {
+                    "hold": [
+                        "Hold or release it with POST workloads/{id}/hold/ or release/ (fairway hold, fairway release)."
+                    ]
+                },
                 code="not_updatable",
             )
         return super().to_internal_value(data)
