@@ -86,7 +86,15 @@ from scheduler.services import (
     may_operate_hosts,
     may_read_private,
 )
-from web.forms import NotificationForm, SpecForm, SubmitForm, form_initial, parse_submission, spec_example
+from web.forms import (
+    NotificationForm,
+    SpecForm,
+    SubmitForm,
+    env_line_holds,
+    form_initial,
+    parse_submission,
+    spec_example,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +227,11 @@ def _again(request: HttpRequest, scope: Scope) -> Workload | None:
     return old
 
 
+def _offered(choices: list[str], value: Any) -> list[str]:
+    """``choices`` with ``value`` among them (a resubmitted workload's own, kept chosen)."""
+    return choices if not value or value in choices else [*choices, value]
+
+
 def _is_pk(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= 18
 
@@ -237,6 +250,14 @@ def submit(request: HttpRequest) -> HttpResponse:
         from scheduler.resubmit import workload_spec
 
         initial, _secrets = form_initial(workload_spec(again, again_path))
+        # Its budget, cluster and GPU model stay chosen where no longer offered (a budget left, a
+        # model removed): the select showed, and submitted, another one; the service refuses
+        # them in the API's words (not_a_member, unknown_model), or the person picks another (brk45).
+        kwargs = {
+            "budgets": _offered(budgets, initial["budget"]),
+            "clusters": _offered(clusters, initial["cluster"]),
+            "models": _offered(models, initial["gpu_model"]),
+        }
         form = SubmitForm(initial=initial, **kwargs)
     else:
         form = SubmitForm(**kwargs)
@@ -335,16 +356,23 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again": again,
             "again_secrets": _secret_names(again),
             # one NAME=value a line: a value with a line break cannot come back through the form
-            "again_multiline": [
-                n
-                for n, e in ((again.env or {}) if again else {}).items()
-                if "\n" in e.get("value", "") or "\r" in e.get("value", "")
-            ],
+            "again_multiline": _unformable_env(again),
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
         status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
+
+
+def _unformable_env(workload: Workload | None) -> list[str]:
+    """The plain variables of ``workload`` whose ``NAME=value`` line the form's env parser does not
+    read back as that value (a line break of any kind, blanks at its end): the page names them. Not
+    its secrets, which the form never holds (blank; the owner's "keep" reuses them server-side)."""
+    return [
+        name
+        for name, entry in ((workload.env or {}) if workload else {}).items()
+        if not entry.get("secret") and not env_line_holds(name, entry.get("value", ""))
+    ]
 
 
 def _secret_names(workload: Workload | None) -> list[str]:

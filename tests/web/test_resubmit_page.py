@@ -163,4 +163,4 @@ def test_the_button_opens_the_prefilled_form_in_a_browser(live_server, old, rese
 def test_a_value_the_form_cannot_hold_is_named(researcher, submit_kwargs):
     old = do_submit_workload(researcher, **submit_kwargs(env={"CONFIG": "a: 1\nb: 2"}))
     page = _client(researcher).get(f"/submit/?again={old.pk}").content.decode()
-    assert 'id="again-multiline"' in page and "CONFIG spans several lines" in page
+    assert 'id="again-multiline"' in page and "CONFIG cannot pass through this form unchanged" in page
