@@ -208,22 +208,16 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
     return key, redirect("web-workloads")
 
 
-def _again(request: HttpRequest, scope: Scope) -> Workload | None:
+def _again(request: HttpRequest) -> Workload | None:
     """The workload the submit page submits again ("Submit again": ``?again=N``, then the form's
-    ``again``); None without one. 404 for none such, 403 for whoever may not read its spec (the
-    API's rule, ``scheduler.resubmit``)."""
-    from django.core.exceptions import PermissionDenied
-
-    from scheduler.resubmit import RESUBMIT_FORBIDDEN
-
+    ``again``); None without one, 404 for none such. Whether the person may read its spec is
+    :func:`submit`'s to ask (``Scope.may_see_private``)."""
     raw = (request.POST if request.method == "POST" else request.GET).get("again", "")
     if not raw:
         return None
     old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first() if _is_pk(raw) else None
     if old is None:
         raise Http404(f"No workload {raw[:40]!r}.")
-    if not scope.may_see_private(old):
-        raise PermissionDenied(RESUBMIT_FORBIDDEN)
     return old
 
 
@@ -244,7 +238,15 @@ def submit(request: HttpRequest) -> HttpResponse:
     clusters, models = _cluster_choices()
     budgets = scope.submit_budgets
     kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
-    again = _again(request, scope)  # "Submit again": the workload whose spec the form holds
+    again = _again(request)  # "Submit again": the workload whose spec the form holds
+    if again is not None and not scope.may_see_private(again):
+        # The API's refusal (scheduler.resubmit), said on the workload's page: a bare "403
+        # Forbidden" gave no reason and Django logged a traceback (brk45, as brk42's host actions).
+        from scheduler.resubmit import RESUBMIT_FORBIDDEN
+
+        logger.warning("submit again of #%s refused: %s may not read its spec", again.pk, request.user)
+        messages.error(request, RESUBMIT_FORBIDDEN)
+        return redirect("web-workload", pk=again.pk)
     again_path = scope.paths.get(again.budget_id, str(again.budget_id)) if again is not None else ""
     if again is not None:
         from scheduler.resubmit import workload_spec

@@ -9,8 +9,6 @@ which the form never holds, is never named there (its line breaks told another m
 
 from __future__ import annotations
 
-from typing import Any
-
 from accounts.models import Membership
 from accounts.services import do_add_membership
 from scheduler.models import GPU, Workload
@@ -56,3 +54,18 @@ def test_every_value_the_env_lines_cannot_carry_is_named_and_no_secret(researche
         page = _client(user).get(f"/submit/?again={old.pk}").content.decode()
         assert "The value of PAD, SEP cannot pass through this form unchanged" in page
         assert "TOKEN cannot" not in page and "OK," not in page
+
+
+def test_whoever_may_not_read_it_is_sent_back_with_the_reason(researcher, outsider, submit_kwargs, caplog):
+    """The API and the CLI say why (``RESUBMIT_FORBIDDEN``); the page answered a bare "403
+    Forbidden" and Django logged the refusal's traceback (brk42's rule for a page's refusal)."""
+    old = do_submit_workload(researcher, **submit_kwargs())
+    client = _client(outsider)
+    for response in (
+        client.get(f"/submit/?again={old.pk}", follow=True),
+        client.post("/submit/", {"again": str(old.pk), "command": "x", "keep_secrets": "1"}, follow=True),
+    ):
+        assert response.redirect_chain == [(f"/workloads/{old.pk}/", 302)]
+        assert "may read its spec or submit it again" in response.content.decode()
+    assert Workload.objects.count() == 1
+    assert not [r for r in caplog.records if r.exc_info]
