@@ -45,6 +45,13 @@ def _env_lines(text: str, field: str, secret: bool) -> tuple[dict[str, Any], lis
     return env, problems
 
 
+def env_line_holds(name: str, value: str) -> bool:
+    """Whether the form's env line ``NAME=value`` reads back as ``value`` (a line break of any kind
+    splits it, blanks at its end are dropped): "Submit again" names the values it cannot hold."""
+    env, problems = _env_lines(f"{name}={value}", "env", secret=False)
+    return not problems and env == {name: {"value": value, "secret": False}}
+
+
 GPU_MODEL_DEFAULT = "the cluster's only model (name one where it has several)"
 """The GPU model's blank choice, as the API's ``gpu_model`` and ``fairway submit -m`` word it."""
 

@@ -99,6 +99,7 @@ from web.forms import (
     SpecForm,
     SubmitForm,
     WorkloadEditForm,
+    env_line_holds,
     form_initial,
     parse_submission,
     spec_example,
@@ -216,23 +217,22 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
     return key, redirect("web-workloads")
 
 
-def _again(request: HttpRequest, scope: Scope) -> Workload | None:
+def _again(request: HttpRequest) -> Workload | None:
     """The workload the submit page submits again ("Submit again": ``?again=N``, then the form's
-    ``again``); None without one. 404 for none such, 403 for whoever may not read its spec (the
-    API's rule, ``scheduler.resubmit``)."""
-    from django.core.exceptions import PermissionDenied
-
-    from scheduler.resubmit import RESUBMIT_FORBIDDEN
-
+    ``again``); None without one, 404 for none such. Whether the person may read its spec is
+    :func:`submit`'s to ask (``Scope.may_see_private``)."""
     raw = (request.POST if request.method == "POST" else request.GET).get("again", "")
     if not raw:
         return None
     old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first() if _is_pk(raw) else None
     if old is None:
         raise Http404(f"No workload {raw[:40]!r}.")
-    if not scope.may_see_private(old):
-        raise PermissionDenied(RESUBMIT_FORBIDDEN)
     return old
+
+
+def _offered(choices: list[str], value: Any) -> list[str]:
+    """``choices`` with ``value`` among them (a resubmitted workload's own, kept chosen)."""
+    return choices if not value or value in choices else [*choices, value]
 
 
 def _is_pk(text: str) -> bool:
@@ -247,12 +247,28 @@ def submit(request: HttpRequest) -> HttpResponse:
     clusters, models = _cluster_choices()
     budgets = scope.submit_budgets
     kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
-    again = _again(request, scope)  # "Submit again": the workload whose spec the form holds
+    again = _again(request)  # "Submit again": the workload whose spec the form holds
+    if again is not None and not scope.may_see_private(again):
+        # The API's refusal (scheduler.resubmit), said on the workload's page: a bare "403
+        # Forbidden" gave no reason and Django logged a traceback (brk45, as brk42's host actions).
+        from scheduler.resubmit import RESUBMIT_FORBIDDEN
+
+        logger.warning("submit again of #%s refused: %s may not read its spec", again.pk, request.user)
+        messages.error(request, RESUBMIT_FORBIDDEN)
+        return redirect("web-workload", pk=again.pk)
     again_path = scope.paths.get(again.budget_id, str(again.budget_id)) if again is not None else ""
     if again is not None:
         from scheduler.resubmit import workload_spec
 
         initial, _secrets = form_initial(workload_spec(again, again_path))
+        # Its budget, cluster and GPU model stay chosen where no longer offered (a budget left, a
+        # model removed): the select showed, and submitted, another one; the service refuses
+        # them in the API's words (not_a_member, unknown_model), or the person picks another (brk45).
+        kwargs = {
+            "budgets": _offered(budgets, initial["budget"]),
+            "clusters": _offered(clusters, initial["cluster"]),
+            "models": _offered(models, initial["gpu_model"]),
+        }
         form = SubmitForm(initial=initial, **kwargs)
     else:
         form = SubmitForm(**kwargs)
@@ -355,16 +371,23 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again": again,
             "again_secrets": _secret_names(again),
             # one NAME=value a line: a value with a line break cannot come back through the form
-            "again_multiline": [
-                n
-                for n, e in ((again.env or {}) if again else {}).items()
-                if "\n" in e.get("value", "") or "\r" in e.get("value", "")
-            ],
+            "again_multiline": _unformable_env(again),
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
         status=429 if limited else 400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
+
+
+def _unformable_env(workload: Workload | None) -> list[str]:
+    """The plain variables of ``workload`` whose ``NAME=value`` line the form's env parser does not
+    read back as that value (a line break of any kind, blanks at its end): the page names them. Not
+    its secrets, which the form never holds (blank; the owner's "keep" reuses them server-side)."""
+    return [
+        name
+        for name, entry in ((workload.env or {}) if workload else {}).items()
+        if not entry.get("secret") and not env_line_holds(name, entry.get("value", ""))
+    ]
 
 
 def _secret_names(workload: Workload | None) -> list[str]:

@@ -487,7 +487,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "gpu_count": data["gpu_count"],
             "image": data.get("image") if data.get("image") is not None else "",
             "command": command,
-            "env": data.get("env") or {},
+            # None: no env; anything else for normalize_env ([] or "" was taken as none: brk45)
+            "env": {} if data.get("env") is None else data["env"],
             "min_runtime_s": data["min_runtime"],
             "cpus": data.get("cpus"),
             "memory_bytes": data.get("memory"),
