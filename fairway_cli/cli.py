@@ -117,8 +117,9 @@ class Config:
         """A saved token was not sent because the command talks to another server."""
         return bool(self.saved_token) and not self.token and not same_server(self.server, self.saved_server)
 
-    @classmethod
-    def load(cls) -> Config:
+    @staticmethod
+    def read() -> tuple[dict[str, Any], str]:
+        """The saved config's fields ({} without a file) and the notice :func:`_make_private` gives."""
         path = config_path()
         data: dict[str, Any] = {}
         notice = ""
@@ -134,6 +135,11 @@ class Config:
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )
+        return data, notice
+
+    @classmethod
+    def load(cls) -> Config:
+        data, notice = cls.read()
         saved = str(data.get("server") or DEFAULT_SERVER)
         config = cls(saved_server=saved, saved_token=str(data.get("token") or ""), notice=notice)
         config.given_token = os.environ.get("FAIRWAY_TOKEN") or ""
@@ -154,6 +160,30 @@ class Config:
         except OSError as exc:
             raise CliError(EXIT_USAGE, f"cannot save {path}: {exc.strerror or exc}") from None
         return path
+
+
+def adopt_server(server: str) -> tuple[bool, str]:
+    """Save ``server`` as the CLI's default server, as the served install script does
+    (``scheduler/cli_install.sh``; tryout45: it saved nothing, so ``fairway login -u X`` asked
+    127.0.0.1:8000), unless the config already names a server: the user's choice stays, and so
+    does a token saved for the default server (a config with a token and no server). Returns
+    whether ``server`` is the default now, and the sentence the script prints."""
+    root = server_root(server)
+    path = config_path()
+    try:
+        data, _notice = Config.read()
+        saved = str(data.get("server") or "")
+        if saved and same_server(saved, root):
+            return True, f"{path} already names {root} as the default server"
+        if saved or data.get("token"):
+            kept = saved or DEFAULT_SERVER
+            return False, (
+                f"{path} keeps the server it names, {kept}; `fairway --server {root} login` makes {root} the default"
+            )
+        Config(server=root).save()
+    except CliError as exc:
+        return False, f"{exc.message}; `fairway --server {root} login` saves the server"
+    return True, f"saved {root} as the default server in {path}"
 
 
 # --- HTTP -----------------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""tryout45: the CLI installer saves the server it came from; every option says what it does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fairway_cli import cli
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "fairway" / "config.json"
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(path))
+    monkeypatch.delenv("FAIRWAY_URL", raising=False)
+    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
+    return path
+
+
+def test_the_installer_saves_its_server_as_the_default(config_file: Path):
+    """`curl SERVER/cli/install.sh | bash` then `fairway login -u X` asked 127.0.0.1:8000."""
+    saved, text = cli.adopt_server("https://fairway.example.org/api/v1/")
+    assert saved
+    assert json.loads(config_file.read_text()) == {"server": "https://fairway.example.org", "token": ""}
+    assert config_file.stat().st_mode & 0o777 == 0o600
+    assert "https://fairway.example.org" in text and str(config_file) in text
+    config = cli.Config.load()
+    assert config.server == "https://fairway.example.org"
+
+
+def test_the_installer_keeps_a_server_the_user_chose(config_file: Path):
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(json.dumps({"server": "https://mine.example.org", "token": "fw_x"}))
+    saved, text = cli.adopt_server("https://fairway.example.org")
+    assert not saved
+    assert json.loads(config_file.read_text()) == {"server": "https://mine.example.org", "token": "fw_x"}
+    assert "https://mine.example.org" in text and "--server https://fairway.example.org login" in text
+    # the same server again (a reinstall to upgrade): nothing to change, and it is the default
+    saved, text = cli.adopt_server("https://mine.example.org/")
+    assert saved and "already" in text
+    assert json.loads(config_file.read_text())["token"] == "fw_x"
+
+
+def test_the_installer_keeps_a_token_saved_for_the_default_server(config_file: Path):
+    """A config with a token and no server logged in to the default: moving it would send that
+    token nowhere (it goes only to the server it was saved with)."""
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(json.dumps({"token": "fw_x"}))
+    saved, text = cli.adopt_server("https://fairway.example.org")
+    assert not saved and cli.DEFAULT_SERVER in text
+    assert json.loads(config_file.read_text()) == {"token": "fw_x"}
+
+
+def test_an_unreadable_config_is_said_not_raised(config_file: Path):
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text("[]")
+    saved, text = cli.adopt_server("https://fairway.example.org")
+    assert not saved and "not a Fairway CLI config" in text
+    assert config_file.read_text() == "[]"
