@@ -134,7 +134,7 @@ def check_token_name(name: object) -> None:
         raise AccountError("invalid_name", "name", f"The token name {problem}.")
 
 
-COMMAND_TOKEN_NAME = "manage.py create_token"
+COMMAND_TOKEN_NAME = "manage.py create_token"  # noqa: S105 -- a name, not a secret
 """The name of a token ``manage.py create_token`` makes without ``--name``: it said "login" with no
 name on the tokens page, as if a login had made it (tryout45)."""
 
