@@ -1722,7 +1722,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
-    p.add_argument("id")
+    p.add_argument("id", help="the workload's id")
     p.add_argument(
         "--spec",
         action="store_true",
@@ -1731,7 +1731,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
-    p.add_argument("id", nargs="?")
+    p.add_argument("id", nargs="?", help="the workload's id (or --group)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
@@ -1740,7 +1740,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook", metavar="URL", help="Slack-compatible webhook URL ('' to remove)")
 
     p = add("logs", cmd_logs, "the tail of a workload's log")
-    p.add_argument("id")
+    p.add_argument("id", help="the workload's id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
     p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
     p.add_argument(
@@ -1785,7 +1785,7 @@ def build_parser() -> argparse.ArgumentParser:
         "hosts and their GPUs; NAME: one host; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes",
     )
     p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
-    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the host an ACTION acts on")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
     p.add_argument("--state", help="only hosts in this state: " + ", ".join(HOST_STATES))
     p.add_argument("--reason", help="why (kept in the host's audit log)")

@@ -79,7 +79,7 @@ def test_notifications_say_plainly_what_is_not_set(logged_in, settings):  # noqa
 
 
 def test_every_option_of_every_command_has_help():
-    """`fairway ls --help` said nothing of --budget and --limit."""
+    """`fairway ls --help` said nothing of --budget and --limit (nor `show --help` of its id)."""
     import argparse
 
     missing = []
@@ -89,8 +89,8 @@ def test_every_option_of_every_command_has_help():
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
                     walk(sub, f"{prefix}{name} ")
-            elif action.option_strings and not action.help:
-                missing.append(prefix + "/".join(action.option_strings))
+            elif not action.help:  # options and positional arguments alike
+                missing.append(prefix + ("/".join(action.option_strings) or action.dest))
 
     walk(fw.build_parser(), "fairway ")
     assert missing == []
