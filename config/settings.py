@@ -322,6 +322,7 @@ if REDIS_URL:
             "dramatiq.middleware.Callbacks",
             "dramatiq.middleware.Retries",
             "django_dramatiq.middleware.DbConnectionsMiddleware",
+            "scheduler.worker_boot.ForgetEstimateMarkers",  # a restarted estimates process resumes at once
         ],
     }
 else:
@@ -335,6 +336,7 @@ else:
             "dramatiq.middleware.Callbacks",
             "dramatiq.middleware.Retries",
             "django_dramatiq.middleware.DbConnectionsMiddleware",
+            "scheduler.worker_boot.ForgetEstimateMarkers",  # a restarted estimates process resumes at once
         ],
     }
 DRAMATIQ_AUTODISCOVER_MODULES = ["tasks"]

@@ -117,8 +117,9 @@ class Config:
         """A saved token was not sent because the command talks to another server."""
         return bool(self.saved_token) and not self.token and not same_server(self.server, self.saved_server)
 
-    @classmethod
-    def load(cls) -> Config:
+    @staticmethod
+    def read() -> tuple[dict[str, Any], str]:
+        """The saved config's fields ({} without a file) and the notice :func:`_make_private` gives."""
         path = config_path()
         data: dict[str, Any] = {}
         notice = ""
@@ -134,6 +135,11 @@ class Config:
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )
+        return data, notice
+
+    @classmethod
+    def load(cls) -> Config:
+        data, notice = cls.read()
         saved = str(data.get("server") or DEFAULT_SERVER)
         config = cls(saved_server=saved, saved_token=str(data.get("token") or ""), notice=notice)
         config.given_token = os.environ.get("FAIRWAY_TOKEN") or ""
@@ -154,6 +160,30 @@ class Config:
         except OSError as exc:
             raise CliError(EXIT_USAGE, f"cannot save {path}: {exc.strerror or exc}") from None
         return path
+
+
+def adopt_server(server: str) -> tuple[bool, str]:
+    """Save ``server`` as the CLI's default server, as the served install script does
+    (``scheduler/cli_install.sh``; tryout45: it saved nothing, so ``fairway login -u X`` asked
+    127.0.0.1:8000), unless the config already names a server: the user's choice stays, and so
+    does a token saved for the default server (a config with a token and no server). Returns
+    whether ``server`` is the default now, and the sentence the script prints."""
+    root = server_root(server)
+    path = config_path()
+    try:
+        data, _notice = Config.read()
+        saved = str(data.get("server") or "")
+        if saved and same_server(saved, root):
+            return True, f"{path} already names {root} as the default server"
+        if saved or data.get("token"):
+            kept = saved or DEFAULT_SERVER
+            return False, (
+                f"{path} keeps the server it names, {kept}; `fairway --server {root} login` makes {root} the default"
+            )
+        Config(server=root).save()
+    except CliError as exc:
+        return False, f"{exc.message}; `fairway --server {root} login` saves the server"
+    return True, f"saved {root} as the default server in {path}"
 
 
 # --- HTTP -----------------------------------------------------------------------------------------
@@ -1166,8 +1196,18 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
         # the server sends to the account's address: without one every email is refused unsent
         address = api.call("GET", "me/").get("email")
         email = f" -> {address or '(no address on your account: ask an admin)'}"
-    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}{email}\n")
-    out.write(f"webhook: {', '.join(current['webhook_kinds']) or '-'} -> {current['webhook_url'] or '(no URL)'}\n")
+    # Said plainly when nothing is set (tryout45: "webhook: - -> (no URL)").
+    out.write(f"email:   {', '.join(current['email_kinds']) + email if email else 'none (--email KINDS sends them)'}\n")
+    kinds, url = ", ".join(current["webhook_kinds"]), current["webhook_url"]
+    if kinds and url:
+        webhook = f"{kinds} -> {url}"
+    elif url:
+        webhook = f"{url}, for no kinds: nothing is sent (--webhook-kinds KINDS)"
+    elif kinds:  # refused by the server (webhook_url_required) since a tryout: said if an old row has it
+        webhook = f"{kinds}, but no URL: nothing is sent (--webhook URL)"
+    else:
+        webhook = "none (--webhook URL --webhook-kinds KINDS sets one)"
+    out.write(f"webhook: {webhook}\n")
     return EXIT_OK
 
 
@@ -1681,22 +1721,33 @@ def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
 # --- parser ---------------------------------------------------------------------------------------
 
 
+CLUSTER_HELP = "only this cluster (its name)"
+HOST_STATES = ("active", "cordoned", "draining", "drained", "offline")
+"""A host's states (``scheduler.models.Host.State``; a test keeps the two equal)."""
+
+
 def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> None:
     """The flags of ``fairway submit``, and of ``fairway resubmit`` (``again``: each replaces that
     field of the workload's spec; ``--env``/``--secret-env`` those variables)."""
-    p.add_argument("--name")
-    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo (default: the only one you may submit to)")
-    p.add_argument("--cluster", "-c")
+
+    def default(text: str) -> str:
+        return " (default: the workload's)" if again else f" (default: {text})"
+
+    p.add_argument("--name", help="the name" + default("the program's name, the command's first word"))
+    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo" + default("the only one you may submit to"))
+    p.add_argument("--cluster", "-c", help="the cluster to run on (its name)" + default("the only cluster"))
     p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
     p.add_argument(
         "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
     )
-    p.add_argument("--image", "-i")
+    p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
     p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
-    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
+    p.add_argument(
+        "--env", "-e", action="append", metavar="NAME=VALUE", help="an environment variable of the workload (repeat it)"
+    )
     p.add_argument(
         "--secret-env",
         "-s",
@@ -1749,7 +1800,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("login", cmd_login, "log in and save a token")
-    p.add_argument("--username", "-u")
+    p.add_argument("--username", "-u", help="your user name (asked for when not given)")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.add_argument(
         "--token",
@@ -1778,16 +1829,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("ls", cmd_ls, "list workloads (unfinished ones unless --all or --state)")
     p.add_argument("--state", help="comma-separated states")
-    p.add_argument("--budget", "-b")
+    p.add_argument("--budget", "-b", help="a budget (path or id) and its sub-budgets")
     p.add_argument("--owner", "-u", help="username")
     p.add_argument("--mine", action="store_true", help="only mine")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
     p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
-    p.add_argument("--limit", type=_positive_int, default=50)
+    p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
-    p.add_argument("id")
+    p.add_argument("id", help="the workload's id")
     p.add_argument(
         "--spec",
         action="store_true",
@@ -1796,7 +1847,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
-    p.add_argument("id", nargs="?")
+    p.add_argument("id", nargs="?", help="the workload's id (or --group)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
 
     p = add("update", cmd_update, "change a pending workload, or every pending member of an array group (--group)")
@@ -1827,7 +1878,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook", metavar="URL", help="Slack-compatible webhook URL ('' to remove)")
 
     p = add("logs", cmd_logs, "the tail of a workload's log")
-    p.add_argument("id")
+    p.add_argument("id", help="the workload's id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
     p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
     p.add_argument(
@@ -1840,13 +1891,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
 
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
 
     p = add("share", cmd_share, "the share tree like sshare: shares, usage, EffectvUsage (÷ parent's), ratio, rank")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
 
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
     p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("statement", cmd_statement, "a budget's statement (CSV): GPU-hours by UTC day, project and user")
@@ -1857,8 +1908,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
-    p.add_argument("--cluster", "-c")
-    p.add_argument("--limit", type=_positive_int, default=1000)
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
+    p.add_argument("--limit", type=_positive_int, default=1000, help="at most this many, newest first (default 1000)")
     p.add_argument(
         "--csv",
         action="store_true",
@@ -1872,9 +1923,9 @@ def build_parser() -> argparse.ArgumentParser:
         "hosts and their GPUs; NAME: one host; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes",
     )
     p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
-    p.add_argument("name", nargs="?", metavar="NAME")
-    p.add_argument("--cluster", "-c")
-    p.add_argument("--state")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the host an ACTION acts on")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
+    p.add_argument("--state", help="only hosts in this state: " + ", ".join(HOST_STATES))
     p.add_argument("--reason", help="why (kept in the host's audit log)")
     p.add_argument("--yes", action="store_true", help="remove: yes, take the host out of its cluster for good")
     return parser
