@@ -1851,9 +1851,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", type=_positive_int, help="an array group id")
 
     p = add("update", cmd_update, "change a pending workload, or every pending member of an array group (--group)")
-    p.add_argument("id", nargs="?")
+    p.add_argument("id", nargs="?", help="the pending workload to change (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: each pending member (not --name)")
-    p.add_argument("--name")
+    p.add_argument("--name", help="a new name")
     p.add_argument("--budget", "-b", help="another leaf budget you may submit to (not once the workload has run)")
     p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count")
     p.add_argument("--gpu-model", "-m", help="GPU model")
@@ -1865,11 +1865,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")
 
     p = add("hold", cmd_hold, "hold pending workloads (they never start until released), or an array group's")
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to hold (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: every pending member")
 
     p = add("release", cmd_release, "release held workloads (back in their place in the queue), or an array group's")
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to release (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: every held member")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
