@@ -112,3 +112,36 @@ def _fresh_cache() -> Any:
     cache.clear()
     yield
     cache.clear()
+
+
+# --- the user admin: a system uid (1..999) is refused up front, as uid 0 and system groups are --
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("uid", ["1", "33", "999"])
+def test_an_admin_set_system_uid_is_refused_unless_a_cluster_allows_root_workloads(admin_client, settings, uid):
+    """The admin saved ``posix_uid`` 33 (www-data) without a word; every agent then refuses each
+    start of the user's work (below ``isolation.nss_min_uid``, a system account: it needs both root
+    consents), which the operator learns only from failed starts. Refused here with the rule, as
+    uid 0 and the system groups are, while no cluster allows root workloads."""
+    from accounts.models import User
+    from scheduler.models import Cluster
+    from tests.agent.test_agent_owner_identity import _admin_change, _identity
+
+    user = User.objects.create(username="ivy", posix_uid=7000)
+    answer = _admin_change(admin_client, user, posix_uid=uid, posix_gid="2000")
+    assert answer.status_code == 200
+    errors = answer.context["adminform"].form.errors.as_text()
+    assert f"uid {uid}" in errors and "system account" in errors and "below 1000" in errors, errors
+    assert "allow_root_workloads" in errors and "FAIRWAY_POSIX_MIN_UID" in errors, errors
+    assert _identity(user) == (7000, None, [])
+
+    assert _admin_change(admin_client, user, posix_uid="1000", posix_gid="2000").status_code == 302
+    settings.FAIRWAY_POSIX_MIN_UID = 500  # a site whose hosts' UID_MIN is 500
+    if int(uid) >= 500:
+        assert _admin_change(admin_client, user, posix_uid=uid, posix_gid="2000").status_code == 302
+        assert _identity(user)[0] == int(uid)
+    settings.FAIRWAY_POSIX_MIN_UID = 1000
+    Cluster.objects.create(name="trusted", allow_root_workloads=True)
+    assert _admin_change(admin_client, user, posix_uid=uid, posix_gid="2000").status_code == 302
+    assert _identity(user) == (int(uid), 2000, [])
