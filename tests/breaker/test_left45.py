@@ -145,3 +145,50 @@ def test_an_admin_set_system_uid_is_refused_unless_a_cluster_allows_root_workloa
     Cluster.objects.create(name="trusted", allow_root_workloads=True)
     assert _admin_change(admin_client, user, posix_uid=uid, posix_gid="2000").status_code == 302
     assert _identity(user) == (int(uid), 2000, [])
+
+
+# --- host-action reasons: one line, no control characters, on every surface ---------------------
+
+FORGED = "disk swap\n2026-12-06 10:00:00 INFO scheduler.services: admin resumed host a100-2"
+
+
+@pytest.mark.parametrize("reason", [FORGED, "late\r", "tab\there", "\x1b[31mred", "sep\u2028line"])
+def test_a_host_action_reason_with_a_control_character_is_refused_by_the_api(admin_client_api, hosts, reason):
+    """A reason went whole into the server's log line (a newline forges the next line) and into
+    ``state_reason`` on the pages: refused with a 400 that says why, nothing changed."""
+    from scheduler.models import Host, HostEvent
+
+    events = HostEvent.objects.count()
+    for action in ("cordon", "drain", "drain-now", "remove"):
+        answer = admin_client_api.post(f"/api/v1/hosts/a100-1/{action}/", {"reason": reason}, format="json")
+        assert answer.status_code == 400, (action, answer.content)
+        assert "control characters" in answer.json()["reason"][0], answer.json()
+    assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
+    assert Host.objects.get(name="a100-1").removed_at is None
+    assert HostEvent.objects.count() == events
+
+
+def test_a_host_action_reason_with_a_newline_is_refused_by_the_page_the_cli_and_the_service(admin, hosts, monkeypatch):
+    from django.test import Client
+
+    from scheduler.models import Host, HostEvent
+    from scheduler.services import HostError, do_remove_host, do_set_host_state
+    from tests.cli.inprocess import run_cli
+
+    events = HostEvent.objects.count()
+    web = Client()
+    web.force_login(admin)
+    response = web.post("/hosts/a100-1/drain/", {"reason": FORGED}, follow=True)
+    assert b"control characters" in response.content
+    err = run_cli(monkeypatch, admin, "hosts", "cordon", "a100-1", "--reason", FORGED, expect=1)
+    assert "control characters" in err, err
+    host = Host.objects.get(name="a100-1")
+    with pytest.raises(HostError, match="control characters"):
+        do_set_host_state(admin, host, Host.State.CORDONED, "a\nb")
+    with pytest.raises(HostError, match="control characters"):
+        do_remove_host(admin, host, "a\x7fb")
+    assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
+    assert HostEvent.objects.count() == events
+    # one line of any script stays a reason
+    do_set_host_state(admin, host, Host.State.CORDONED, "Lüfter defekt — 風扇")
+    assert Host.objects.get(name="a100-1").state == Host.State.CORDONED
