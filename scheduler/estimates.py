@@ -289,7 +289,7 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
     owner's notifications, and the new start stored as the one told: only on the workloads still
     pending, read under their row locks in the transaction that writes the events (a run takes up
     to seconds: one the tick started or its owner cancelled meanwhile is told nothing). Four
-    queries by 500 workloads, whatever their number (the events by the database's batch)."""
+    queries by 500 moves, whatever their number (the events' insert by the database's batch)."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -298,13 +298,15 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
     from scheduler.models import WorkloadEvent
 
     now = timezone.now()
-    told = _told(moved, now)
-    for i in range(0, len(told), 500):
-        chunk = told[i : i + 500]
+    for i in range(0, len(moved), 500):
+        chunk = _told(moved[i : i + 500], now)
+        if not chunk:
+            continue
         with transaction.atomic():
             pending = set(
                 Workload.objects.select_for_update()
                 .filter(pk__in=[w.pk for w, _old, _new in chunk], state=Workload.State.PENDING)
+                .order_by("pk")  # docs/locking.md: several workloads in id order, one statement
                 .values_list("pk", flat=True)
             )
             chunk = [m for m in chunk if m[0].pk in pending]
