@@ -10,7 +10,15 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.contrib.auth.forms import UserChangeForm
 
-from accounts.models import POSIX_GROUPS_HELP, Membership, OidcIdentity, User, parse_posix_groups, system_gids
+from accounts.models import (
+    POSIX_GROUPS_HELP,
+    Membership,
+    OidcIdentity,
+    User,
+    parse_posix_groups,
+    system_gids,
+    system_uid,
+)
 from budgets.admin_search import BudgetPathSearchMixin
 from scheduler.models import Cluster
 
@@ -44,6 +52,17 @@ class UserPosixForm(UserChangeForm):
                 "posix_uid",
                 "uid 0 is root on GPU hosts; agents refuse it unless the cluster's allow_root_workloads and the"
                 " host's isolation.allow_root are both on, and no cluster allows root workloads. Set the"
+                " person's own uid (getent passwd NAME), or leave it empty to map the name on each host.",
+            )
+        uid = cleaned.get("posix_uid")
+        if uid and system_uid(uid) and not root_allowed():
+            # left45: a system account (www-data, postgres) was saved; every agent refuses its starts.
+            low = settings.FAIRWAY_POSIX_MIN_UID
+            self.add_error(
+                "posix_uid",
+                f"uid {uid} is a system account (below {low}, FAIRWAY_POSIX_MIN_UID: the hosts' first normal"
+                " uid, isolation.nss_min_uid); agents refuse it unless the cluster's allow_root_workloads and"
+                " the host's isolation.allow_root are both on, and no cluster allows root workloads. Set the"
                 " person's own uid (getent passwd NAME), or leave it empty to map the name on each host.",
             )
         gid = cleaned.get("posix_gid")

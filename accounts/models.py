@@ -30,9 +30,20 @@ POSIX_GROUPS_HELP = "extra group ids, e.g. 2000, 2001 (or the JSON list [2000, 2
 def system_gids(gids: list[int]) -> list[int]:
     """The system groups among ``gids`` (gid 0, or below ``FAIRWAY_POSIX_MIN_GID``, the hosts'
     first normal gid: useradd's ``GID_MIN``, 1000), each once, in order: root-equivalent on a
-    host (``disk``, ``docker``, ``shadow``), so agents need both root consents for them."""
-    low = settings.FAIRWAY_POSIX_MIN_GID
-    return [g for g in dict.fromkeys(gids) if g == 0 or g < low]
+    host (``disk``, ``docker``, ``shadow``), so agents need both root consents for them. The
+    agent's rule (``agent.runtime.isolation.system_ids``)."""
+    from agent.runtime.isolation import system_ids
+
+    return system_ids(gids, settings.FAIRWAY_POSIX_MIN_GID)
+
+
+def system_uid(uid: int) -> bool:
+    """Whether ``uid`` is a system account's (0, or below ``FAIRWAY_POSIX_MIN_UID``, the hosts'
+    first normal uid: the agents' ``isolation.nss_min_uid``, useradd's ``UID_MIN``, 1000): agents
+    need both root consents for it. The agent's rule (``agent.runtime.isolation.system_ids``)."""
+    from agent.runtime.isolation import system_ids
+
+    return bool(system_ids([uid], settings.FAIRWAY_POSIX_MIN_UID))
 
 
 def parse_posix_groups(text: str) -> list[int]:

@@ -491,6 +491,9 @@ if FAIRWAY["HOST_OFFLINE_AFTER_S"] >= FAIRWAY["HOST_LOST_AFTER_S"]:
 # The hosts' first normal gid (useradd's GID_MIN): the user admin refuses a lower gid or extra
 # group (a system group: disk, docker, gid 0) while no cluster allows root workloads (docs/isolation.md).
 FAIRWAY_POSIX_MIN_GID = env_int("FAIRWAY_POSIX_MIN_GID", 1000, minimum=1, maximum=2**31 - 1)
+# The hosts' first normal uid (the agents' isolation.nss_min_uid, useradd's UID_MIN): the user admin
+# refuses a lower posix_uid (a system account) likewise (docs/isolation.md).
+FAIRWAY_POSIX_MIN_UID = env_int("FAIRWAY_POSIX_MIN_UID", 1000, minimum=1, maximum=2**31 - 1)
 
 # Prometheus scrape of /metrics: with a token set, the scrape sends `Authorization: Bearer <token>`.
 FAIRWAY_METRICS_TOKEN = env_str("FAIRWAY_METRICS_TOKEN", "")

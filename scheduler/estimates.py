@@ -6,7 +6,6 @@ snapshot, measures how many pending workloads carry an estimate and answers quot
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -16,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import BooleanField, Case, DateTimeField, F, Value, When
 
 from scheduler.array_quote import ArrayQuote, array_note, array_quote
@@ -168,7 +166,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
     rows = list(
         Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
-            "id", "estimated_start", "no_start_found", "pending_detail"
+            "id", "estimated_start", "no_start_found", "estimate_told", "pending_detail"
         )
     )
     stored = {}
@@ -188,7 +186,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     )
     complete = reached >= snap.now + snap.window
     changed = []
-    moved = []
+    moved = []  # (workload, the start last told, the new one): judged in _notify_moved
     for w in rows:
         at = found.get(str(w.pk))
         value = datetime.fromtimestamp(at, tz=UTC) if at is not None else None
@@ -204,17 +202,14 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         # None after a whole window searched is an answer ("none within one window", as the quote
         # says), not "not known yet": the page said the latter (try37).
         none_found = value is None and complete
-        if w.estimated_start == value and w.no_start_found != none_found:
+        told = w.estimate_told
+        if value is not None and told is None:
+            # its first estimate (or its first since it left pending): what a move is judged from
+            w.estimate_told = value
+        elif value is not None and told is not None and abs(value - told).total_seconds() > ESTIMATE_MOVED_S:
+            moved.append((w, told, value))
+        if w.estimated_start != value or w.no_start_found != none_found or w.estimate_told != told:
             w.no_start_found = none_found
-            changed.append(w)
-        elif w.estimated_start != value:
-            w.no_start_found = none_found
-            if (
-                value is not None
-                and w.estimated_start is not None
-                and abs(value - w.estimated_start).total_seconds() > ESTIMATE_MOVED_S
-            ):
-                moved.append((w, w.estimated_start, value))
             w.estimated_start = value
             changed.append(w)
     _write_estimates(changed, index.pending_version)
@@ -230,21 +225,16 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
         time.thread_time() - cpu0,
         cpu1 - cpu0,
     )
-    # notifications: an estimated start moved by more than an hour (docs/jobs.md); with the moves
-    # held back by the hour before, judged again (brk43: told B, then B -> E within the hour, the
-    # estimate stayed E and no later run saw a move: the owner was never told E)
-    key = f"{HELD_BACK_KEY}:{cluster_id}"
-    held = set(cache.get(key) or ())
-    held_now = held - {w.pk for w, _old, _new in moved}
-    again = [(w, w.estimated_start, w.estimated_start) for w in rows if w.pk in held_now and w.estimated_start]
-    still = _notify_moved(moved + again) if moved or again else []
-    if set(still) != held:
-        cache.set(key, sorted(still), HELD_BACK_S)
+    # notifications: an estimated start more than an hour from the one last told (docs/jobs.md),
+    # judged from the stored reference at every run: a move held back by the hour is told after it
+    # (brk43), and a start sliding under an hour a run is told once it slid an hour in all (left45)
+    if moved:
+        _notify_moved(moved)
     return len(changed)
 
 
 def _write_estimates(changed: list[Workload], versions: dict[int, int] | None = None) -> None:
-    """Write the ``estimated_start`` and ``no_start_found`` of ``changed`` on those still pending
+    """Write the ``estimated_start``, ``no_start_found`` and ``estimate_told`` of ``changed`` on those still pending
     (by 500, one UPDATE each): the rows were read unlocked, and a workload canceled or started
     since (both clear its estimate) kept the run's estimate for good with ``bulk_update``, which
     writes by primary key alone (brk38). On PostgreSQL the condition is read again on a row
@@ -267,6 +257,13 @@ def _write_estimates(changed: list[Workload], versions: dict[int, int] | None = 
                 *(When(pk=w.pk, **_as_read(w, versions), then=Value(w.no_start_found, BooleanField())) for w in chunk),
                 default=F("no_start_found"),
             ),
+            estimate_told=Case(
+                *(
+                    When(pk=w.pk, **_as_read(w, versions), then=Value(w.estimate_told, DateTimeField(null=True)))
+                    for w in chunk
+                ),
+                default=F("estimate_told"),
+            ),
         )
 
 
@@ -281,57 +278,33 @@ ESTIMATE_MOVED_S = 3600
 and a workload has at most one such event in this long."""
 
 
-HELD_BACK_KEY = "fairway:estimates:held-back"
-"""The cache key (``:cluster id``) of the pending workloads whose move :func:`_told` held back by the
-hour: each later estimate run judges them again, so a move made within the hour is told after it."""
-HELD_BACK_S = 2 * 86400
-"""How long the held-back workloads are kept without an estimate run (a stopped tick)."""
-
-
-def _told(
-    moved: list[tuple[Workload, datetime, datetime]], now: datetime
-) -> tuple[list[tuple[Workload, datetime, datetime]], list[int]]:
-    """The moves of ``moved`` to tell their owners: a workload's first, then one an hour at most
-    (:data:`ESTIMATE_MOVED_S`), each judged from the start its last ``estimate_moved`` event told
-    (brk42: anyone's submit and cancel of a large job flipped others' estimates back and forth by
-    hours at every estimate run, an email or webhook each time); and the ids of those held back by
-    the hour (:data:`HELD_BACK_KEY`: judged again at later runs). Two queries."""
-    from django.db.models import Max
+def _told(moved: list[tuple[Workload, datetime, datetime]], now: datetime) -> list[tuple[Workload, datetime, datetime]]:
+    """The moves of ``moved`` to tell their owners: those of workloads without an ``estimate_moved``
+    event in the last :data:`ESTIMATE_MOVED_S` (brk42: anyone's submit and cancel of a large job
+    flipped others' estimates back and forth by hours at every estimate run, an email or webhook
+    each time). One held back stays judged from its reference (``Workload.estimate_told``) at
+    every later run, so it is told once the hour is over if the estimate is still that far from
+    the one told (brk43). One query."""
+    from datetime import timedelta
 
     from scheduler.models import WorkloadEvent
 
-    last_ids = (
-        WorkloadEvent.objects.filter(workload_id__in=[w.pk for w, _old, _new in moved], kind="estimate_moved")
-        .values("workload_id")
-        .annotate(last=Max("id"))
-        .values_list("last", flat=True)
+    recent = set(
+        WorkloadEvent.objects.filter(
+            workload_id__in=[w.pk for w, _old, _new in moved],
+            kind="estimate_moved",
+            at__gt=now - timedelta(seconds=ESTIMATE_MOVED_S),
+        ).values_list("workload_id", flat=True)
     )
-    last = {
-        wid: (at, data)
-        for wid, at, data in WorkloadEvent.objects.filter(pk__in=list(last_ids)).values_list(
-            "workload_id", "at", "data"
-        )
-    }
-    told = []
-    held = []
-    for w, old, new in moved:
-        if w.pk in last:
-            at, data = last[w.pk]
-            if (now - at).total_seconds() < ESTIMATE_MOVED_S:
-                held.append(w.pk)
-                continue
-            # an event written otherwise: judged from the last run's estimate
-            with contextlib.suppress(TypeError, KeyError, ValueError):
-                old = datetime.fromisoformat(data["to"])
-        if abs(new - old).total_seconds() <= ESTIMATE_MOVED_S:  # a held-back one judged again included
-            continue
-        told.append((w, old, new))
-    return told, held
+    return [m for m in moved if m[0].pk not in recent]
 
 
-def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> list[int]:
+def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
     """One ``estimate_moved`` event per workload whose move is told (:func:`_told`), queued for its
-    owner's notifications; returns the ids of those held back by the hour."""
+    owner's notifications, and the new start stored as the one told: only on the workloads still
+    pending, read under their row locks in the transaction that writes the events (a run takes up
+    to seconds: one the tick started or its owner cancelled meanwhile is told nothing). Four
+    queries by 500 moves, whatever their number (the events' insert by the database's batch)."""
     from django.db import transaction
     from django.utils import timezone
 
@@ -339,24 +312,40 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> list[int]
     from scheduler import notify
     from scheduler.models import WorkloadEvent
 
-    moved, held = _told(moved, timezone.now())
-    if not moved:
-        return held
-    with transaction.atomic():
-        events = WorkloadEvent.objects.bulk_create(
-            WorkloadEvent(
-                workload_id=w.pk,
-                at=timezone.now(),
-                kind="estimate_moved",
-                # Stored and read later: the absolute form, whole seconds rounded up (as every surface).
-                message=f"estimated start moved from {instant_text(old, absolute=True)} "
-                f"to {instant_text(new, absolute=True)}",
-                data={"from": old.isoformat(), "to": new.isoformat()},
+    now = timezone.now()
+    for i in range(0, len(moved), 500):
+        chunk = _told(moved[i : i + 500], now)
+        if not chunk:
+            continue
+        with transaction.atomic():
+            pending = set(
+                Workload.objects.select_for_update()
+                .filter(pk__in=[w.pk for w, _old, _new in chunk], state=Workload.State.PENDING)
+                .order_by("pk")  # docs/locking.md: several workloads in id order, one statement
+                .values_list("pk", flat=True)
             )
-            for w, old, new in moved
-        )
-        notify.events_on_commit(events)
-    return held
+            chunk = [m for m in chunk if m[0].pk in pending]
+            if not chunk:
+                continue
+            Workload.objects.filter(pk__in=[w.pk for w, _old, _new in chunk]).update(
+                estimate_told=Case(
+                    *(When(pk=w.pk, then=Value(new, DateTimeField())) for w, _old, new in chunk),
+                    default=F("estimate_told"),
+                )
+            )
+            events = WorkloadEvent.objects.bulk_create(
+                WorkloadEvent(
+                    workload_id=w.pk,
+                    at=now,
+                    kind="estimate_moved",
+                    # Stored and read later: the absolute form, whole seconds rounded up (as every surface).
+                    message=f"estimated start moved from {instant_text(old, absolute=True)} "
+                    f"to {instant_text(new, absolute=True)}",
+                    data={"from": old.isoformat(), "to": new.isoformat()},
+                )
+                for w, old, new in chunk
+            )
+            notify.events_on_commit(events)
 
 
 QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600)

@@ -192,6 +192,11 @@ class Workload(models.Model):
         default=False,
         help_text="the last estimates run searched a whole window and found no start (estimated_start is then empty)",
     )
+    estimate_told = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="the estimated start an estimate_moved is judged from: the last one told, or the first one given",
+    )
     start_failures = models.PositiveIntegerField(default=0)
     duration_hint_s = models.PositiveIntegerField(null=True, blank=True, help_text="informational (e.g. trace replay)")
     # Requests per host it runs on (DESIGN.md §3.3); null: the host's per-GPU share.

@@ -93,7 +93,36 @@ class HoldError(ServiceError):
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
     ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
-    ``host_busy``, ``inventory_pending``."""
+    ``host_busy``, ``inventory_pending``, ``invalid_reason``."""
+
+
+HOST_REASON_MAX = 500
+
+
+def host_reason_problem(reason: object) -> str | None:
+    """Why ``reason`` is no host-action reason (cordon, drain, drain now, resume, remove), or None:
+    one line of at most :data:`HOST_REASON_MAX` characters without control characters (Unicode
+    ``Cc``: NUL, newline, carriage return, tab, escape, DEL…; nor the line and paragraph
+    separators). It goes whole into the server's log line and into ``state_reason`` on every
+    surface: a newline forged a log line of its own (left45; NUL was a 500 on PostgreSQL, brk25).
+    Refused at input rather than escaped in the log line: the reason stays as typed everywhere.
+    The one rule of the API, the page, the CLI (through the API) and the services."""
+    import unicodedata
+
+    if not isinstance(reason, str) or len(reason) > HOST_REASON_MAX:
+        return f"A reason is one line of at most {HOST_REASON_MAX} characters, without NUL or other control characters."
+    bad = next((c for c in reason if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:
+        return (
+            f"A reason is one line of at most {HOST_REASON_MAX} characters, without NUL or other control characters"
+            f" (line breaks, tabs, escapes); this one holds U+{ord(bad):04X}."
+        )
+    return None
+
+
+def _check_host_reason(reason: object) -> None:
+    if problem := host_reason_problem(reason):
+        raise HostError("invalid_reason", "reason", problem)
 
 
 # --- submission --------------------------------------------------------------------------
@@ -1727,8 +1756,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
 
     from scheduler import gateway
 
-    if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
-        raise HostError("invalid_reason", "reason", "A reason is a string of at most 500 characters, without NUL.")
+    _check_host_reason(reason)
     from scheduler.tick import wait_for_tick
 
     with transaction.atomic():
@@ -1932,8 +1960,7 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
     NUL through, a 500 on PostgreSQL), ``host_removed`` or ``inventory_pending`` (resuming a host
     whose agent's GPU inventory awaits an admin's approval: the approval resumes it, docs/deploy.md).
     """
-    if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
-        raise HostError("invalid_reason", "reason", "A reason is a string of at most 500 characters, without NUL.")
+    _check_host_reason(reason)
     if state not in SETTABLE_HOST_STATES:
         raise HostError("invalid_state", "state", f"State must be one of {', '.join(SETTABLE_HOST_STATES)}.")
     if drain_now and state != Host.State.DRAINING:

@@ -297,6 +297,7 @@ def _apply_starts(
         pending_detail={},
         estimated_start=None,
         no_start_found=False,
+        estimate_told=None,  # requeued, it is judged afresh from its first estimate then
     )
     if updated != len(still_pending):  # the rows are locked: this cannot happen short of a bug
         raise RuntimeError(f"tick: claimed {len(still_pending)} pending workloads, updated {updated}")

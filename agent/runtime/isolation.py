@@ -148,6 +148,15 @@ LOGIN_DEFS = Path("/etc/login.defs")
 DEFAULT_GID_MIN = 1000
 
 
+def system_ids(ids: tuple[int, ...] | list[int], first_normal: int) -> list[int]:
+    """The system accounts' or groups' ids among ``ids``, each once, in order: 0 (root) or below
+    ``first_normal``, the host's first normal id (``isolation.nss_min_uid`` for uids, ``min_gid``
+    or ``GID_MIN`` for gids; useradd's ``UID_MIN``/``GID_MIN``, 1000). Root-equivalent on the
+    host, they need both root consents. The one rule: the server's user admin reads it too
+    (``accounts.models.system_uid``, ``system_gids``)."""
+    return [i for i in dict.fromkeys(ids) if i == 0 or i < first_normal]
+
+
 def first_normal_gid(path: Path = LOGIN_DEFS) -> int:
     """The host's first gid of a normal group: ``GID_MIN`` of ``/etc/login.defs`` as ``useradd``
     and ``groupadd`` read it (the last line ``GID_MIN <number>``, the number perhaps in double
@@ -943,7 +952,11 @@ class Isolation:
                 if other is not None and other != account_gecos(name or ""):
                     raise IdentityError(f"uid {uid} is the dedicated account {pw.pw_name} of another user ({other})")
             ident = Identity(uid, default_gid if gid is None else gid, tuple(groups), user, home, "admin")
-            if 0 < uid < cfg.nss_min_uid and not (cfg.allow_root and cluster_allows_root is not False):
+            if (
+                uid != 0
+                and system_ids([uid], cfg.nss_min_uid)
+                and not (cfg.allow_root and cluster_allows_root is not False)
+            ):
                 # A system account (postgres, www-data, a service's), never taken by name either
                 # (brk41: the server's uid was used whatever it was); root-equivalent to the host.
                 raise IdentityError(
@@ -953,7 +966,7 @@ class Isolation:
             # The same for the groups an admin set (sec41): a system group (disk, docker, shadow,
             # gid 0) is root-equivalent on the host. A passwd entry's own primary group is the host's.
             admin_gids = ((gid,) if gid is not None else ()) + tuple(groups)
-            system = [g for g in dict.fromkeys(admin_gids) if g == 0 or g < self.min_gid]
+            system = system_ids(admin_gids, self.min_gid)
             if system and not (cfg.allow_root and cluster_allows_root is not False):
                 raise IdentityError(
                     f"refusing to run an attempt with group {', '.join(map(group_label, system[:5]))}, a system"

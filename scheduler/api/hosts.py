@@ -26,6 +26,7 @@ from scheduler.services import (
     HOST_OPERATOR_REFUSAL,
     do_remove_host,
     do_set_host_state,
+    host_reason_problem,
     may_operate_hosts,
 )
 
@@ -365,8 +366,8 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
             message = "Unknown field (the fields are: reason)."
             raise serializers.ValidationError({k[:40]: [message] for k in unknown[:10]}, code="unknown_field")
         reason = request.data.get("reason", "")
-        if not isinstance(reason, str) or len(reason) > 500 or "\x00" in reason:
-            raise serializers.ValidationError({"reason": ["A reason is a string of at most 500 characters."]})
+        if problem := host_reason_problem(reason):  # the services' rule, before the host is looked at
+            raise serializers.ValidationError({"reason": [problem]}, code="invalid_reason")
         return reason
 
     def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:

@@ -240,7 +240,7 @@ def test_the_submit_pages_checks_and_quotes_are_not_counted_as_submissions(resea
 # --- estimate_moved notifications ---------------------------------------------------------------
 
 
-def test_an_estimate_flipping_back_and_forth_notifies_once_an_hour(researcher, submit_kwargs):
+def test_an_estimate_flipping_back_and_forth_notifies_once_an_hour(hosts, researcher, submit_kwargs, monkeypatch):
     """Any researcher moves others' estimates by hours by submitting a large job their budget ranks
     first and cancelling it (free while pending), again and again: each estimate run (every 15 s
     or so) wrote an ``estimate_moved`` event and sent every owner who chose it an email or webhook
@@ -248,8 +248,9 @@ def test_an_estimate_flipping_back_and_forth_notifies_once_an_hour(researcher, s
     the start its owner was last told."""
     from datetime import UTC, datetime, timedelta
 
-    from scheduler.estimates import _notify_moved
-    from scheduler.models import Notification, NotificationSettings, WorkloadEvent
+    import scheduler.sim.estimate as sim_estimate
+    from scheduler.estimates import store_estimates
+    from scheduler.models import Notification, NotificationSettings, Workload, WorkloadEvent
 
     researcher.email = "r@example.org"
     researcher.save(update_fields=["email"])
@@ -257,18 +258,24 @@ def test_an_estimate_flipping_back_and_forth_notifies_once_an_hour(researcher, s
     w = do_submit_workload(researcher, **submit_kwargs())
     a = datetime(2026, 3, 3, 11, 0, tzinfo=UTC)
     b = a + timedelta(hours=3)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=a, estimate_told=a)  # given A by a run
+
+    def run(start: datetime) -> None:  # an estimate run whose simulation finds ``start`` for w
+        monkeypatch.setattr(sim_estimate, "forward", lambda *_a, **_k: ({str(w.pk): start.timestamp()}, 1e12))
+        store_estimates(w.cluster_id, datetime.now(UTC))
+
     for _ in range(3):  # the flood: A -> B, B -> A, ...
-        _notify_moved([(w, a, b)])
-        _notify_moved([(w, b, a)])
+        run(b)
+        run(a)
     events = WorkloadEvent.objects.filter(workload=w, kind="estimate_moved")
     assert events.count() == 1 and events.get().data == {"from": a.isoformat(), "to": b.isoformat()}
     assert Notification.objects.count() == 1
 
     # An hour on: a move judged from what the owner was told (B), not from the last run's value.
     events.update(at=events.get().at - timedelta(hours=2))
-    _notify_moved([(w, a, b + timedelta(minutes=30))])  # 30 min from B: nothing new to tell
+    run(b + timedelta(minutes=30))  # 30 min from B: nothing new to tell
     assert events.count() == 1
-    _notify_moved([(w, b, a)])  # back to A, 3 h from B: told, from B
+    run(a)  # back to A, 3 h from B: told, from B
     assert events.count() == 2
     assert events.order_by("-id").first().data == {"from": b.isoformat(), "to": a.isoformat()}
     assert Notification.objects.count() == 2

@@ -31,7 +31,7 @@ def test_a_move_held_back_by_the_hour_is_told_when_the_hour_is_over(hosts, resea
     w = do_submit_workload(researcher, **submit_kwargs())
     a = datetime(2030, 3, 3, 11, 0, tzinfo=UTC)
     b, e = a + timedelta(hours=3), a + timedelta(hours=8)
-    Workload.objects.filter(pk=w.pk).update(estimated_start=a)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=a, estimate_told=a)  # given A by a run
     events = WorkloadEvent.objects.filter(workload=w, kind="estimate_moved")
 
     _estimates_run(monkeypatch, w, b)  # A -> B: told
@@ -57,7 +57,7 @@ def test_a_held_back_move_that_went_back_is_not_told(hosts, researcher, submit_k
     w = do_submit_workload(researcher, **submit_kwargs())
     a = datetime(2030, 3, 3, 11, 0, tzinfo=UTC)
     b = a + timedelta(hours=3)
-    Workload.objects.filter(pk=w.pk).update(estimated_start=a)
+    Workload.objects.filter(pk=w.pk).update(estimated_start=a, estimate_told=a)  # given A by a run
     events = WorkloadEvent.objects.filter(workload=w, kind="estimate_moved")
     _estimates_run(monkeypatch, w, b)
     for start in (a, b, a, b):
