@@ -1317,7 +1317,9 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     """:func:`do_update_workload` of every pending member of array group ``group`` that ``actor``
     may change, one by one (a member that started meanwhile is left as it is); returns those
     changed. The members keep their own names (``name`` is refused: each is ``NAME[i]``). Raises
-    ``forbidden`` (403) when ``actor`` may change none of its members."""
+    ``forbidden`` (403) when ``actor`` may change none of its members, ``budget_charged`` (409)
+    before any change when a budget move meets a member that has run (one that runs meanwhile is
+    left as it is, as one that started)."""
     if "name" in changes:
         raise UpdateError(
             "not_updatable", "name", "A group's members keep their names (NAME[i]): change one member's name alone."
@@ -1326,16 +1328,22 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     if not can_cancel_group(actor, group, members):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     tree = load_tree()
+    mine = [w for w in members if w.state == Workload.State.PENDING and can_cancel(actor, w, tree)]
+    if "budget" in changes and changes["budget"] not in (None, ""):
+        # Every member that has run is refused before any member changes (brk46: the members before
+        # it had moved when the group's answer was 409 ``budget_charged``).
+        target = resolve_budget(changes["budget"], tree)
+        for w in mine:
+            if target is not None and target.pk != w.budget_id:
+                _refuse_if_charged(w)
     changed = []
-    for w in members:
-        if w.state != Workload.State.PENDING or not can_cancel(actor, w, tree):
-            continue
+    for w in mine:
         try:
             done = do_update_workload(actor, w, changes, tree=tree)
         except UpdateError as exc:
-            if exc.code != "not_pending":
+            if exc.code not in ("not_pending", "budget_charged"):
                 raise
-            continue
+            continue  # started, or ran and was requeued, since the members were read: left as it is
         if done.spec_version != w.spec_version:  # changed (one already as asked is not counted)
             changed.append(done)
     return changed
