@@ -1126,6 +1126,11 @@ UPDATE_FORBIDDEN = (
     "Only those who may cancel a workload may change it: its owner, a budget manager or an admin with the "
     "change_workload permission."
 )
+CHANGED_MEANWHILE = "changed_meanwhile"
+CHANGED_SINCE_SHOWN = (
+    "This workload was changed since this page was shown (another update): its request as it is now is shown "
+    "below; make your change again."
+)
 UPDATE_RETRIES = 3
 """How many times an update reads the workload again when another update committed between its
 read and its lock (each retry needs another update committed in between)."""
@@ -1165,6 +1170,7 @@ def do_update_workload(
     changes: Mapping[str, Any],
     *,
     tree: dict[int, Budget] | None = None,
+    seen_version: int | None = None,
 ) -> Workload:
     """Change a pending workload's request (``changes``: some of :data:`UPDATABLE_FIELDS`, in
     :func:`do_submit_workload`'s terms; ``budget`` a path or id); returns it as written.
@@ -1180,7 +1186,11 @@ def do_update_workload(
     budget's queue, as Slurm keeps a job's age priority), its ``spec_version`` goes up (a tick whose
     snapshot read the old request starts nothing for it: ``tick._apply_starts``), its reason,
     estimate and nominations are cleared (the next tick judges it again), and an ``updated`` event
-    lists each field's old → new value. Nothing changed: no event, no new version."""
+    lists each field's old → new value. Nothing changed: no event, no new version.
+
+    ``seen_version``: the ``spec_version`` of the request the caller showed, when it sends every
+    field whatever it changed (the web form): another version is refused ``changed_meanwhile``
+    (409), so a form shown before another update never writes its old values back over it."""
     unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
     if unknown:
         raise UpdateError.from_problems(
@@ -1195,22 +1205,26 @@ def do_update_workload(
             ]
         )
     for _ in range(UPDATE_RETRIES):
-        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree)
+        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree, seen_version)
         if done is not None:
             return done
         tree = None  # another update committed meanwhile: read everything again
     raise UpdateError(
-        "changed_meanwhile", None, "The workload kept changing while this update ran; try again.", status=409
+        CHANGED_MEANWHILE, None, "The workload kept changing while this update ran; try again.", status=409
     )
 
 
-def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget]) -> Workload | None:
+def _update_once(
+    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
+) -> Workload | None:
     """One try of :func:`do_update_workload`; None when another update committed between the read
-    of the workload and its lock."""
+    of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
     current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
     if not can_cancel(actor, current, tree):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     _refuse_unless_pending(current)
+    if seen_version is not None and seen_version != current.spec_version:
+        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
     if "budget" in changes and changes["budget"] in (None, ""):
         raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}

@@ -35,3 +35,93 @@ def test_a_group_budget_move_refused_for_one_member_changes_no_member(
     # the other fields still change for every member
     r = researcher_client.patch(f"/api/v1/groups/{group.pk}/", {"gpu_count": 2}, format="json")
     assert (r.status_code, r.json()["updated"]) == (200, 3), r.json()
+
+
+def _form_values(html: str) -> dict[str, str]:
+    """The edit form's inputs as the browser posts them (name → value)."""
+    import re
+
+    form = html[html.index('id="edit-form"') :]
+    form = form[: form.index("</form>")]
+    values = {}
+    for tag in re.findall(r"<input[^>]*>", form):
+        name = re.search(r'name="([^"]*)"', tag)
+        value = re.search(r'value="([^"]*)"', tag)
+        if name:
+            values[name.group(1)] = value.group(1) if value else ""
+    return values
+
+
+def test_a_stale_edit_form_does_not_undo_a_change_made_since_it_was_shown(
+    client, researcher, manager, submit_kwargs, monkeypatch
+) -> None:
+    """The page's form posts every field: one shown before another update committed wrote its old
+    values back over that update (a lost update: the manager's 4 → 8 GPUs silently undone)."""
+    from scheduler import services
+    from scheduler.services import do_update_workload
+    from tests.conftest import PASSWORD
+
+    monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200))
+    client.login(username="researcher", password=PASSWORD)
+    shown = _form_values(client.get(f"/workloads/{w.pk}/").content.decode())
+    assert shown["gpu_count"] == "4"
+    do_update_workload(manager, Workload.objects.get(pk=w.pk), {"gpu_count": 8})
+
+    r = client.post(f"/workloads/{w.pk}/update/", {**shown, "min_runtime": "30m"})
+
+    row = Workload.objects.get(pk=w.pk)
+    assert (row.gpu_count, row.min_runtime_s, row.spec_version) == (8, 7200, 1)
+    assert r.status_code == 409
+    page = r.content.decode()
+    assert "changed since this page was shown" in page
+    assert _form_values(page)["gpu_count"] == "8"  # the form shows the request as it is now
+    # posted again from the page as it is now, the change applies
+    r = client.post(f"/workloads/{w.pk}/update/", {**_form_values(page), "min_runtime": "30m"})
+    assert r.status_code == 302
+    row = Workload.objects.get(pk=w.pk)
+    assert (row.gpu_count, row.min_runtime_s, row.spec_version) == (8, 1800, 2)
+
+
+def test_a_stale_edit_form_in_a_browser_is_refused_and_shows_the_request_as_it_is(
+    live_server, researcher, manager, submit_kwargs, monkeypatch
+) -> None:
+    import shutil
+
+    import pytest
+
+    from scheduler import services
+    from scheduler.services import do_update_workload
+    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.web.test_browser_update import _log_in
+
+    playwright_sync = pytest.importorskip("playwright.sync_api")
+    if not shutil.which(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed")
+    monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200))
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            _log_in(page, live_server.url, "researcher")
+            page.goto(f"/workloads/{w.pk}/")
+            page.click("#edit-workload summary")
+            do_update_workload(manager, Workload.objects.get(pk=w.pk), {"gpu_count": 8})  # meanwhile
+            page.fill("#edit_min_runtime", "30m")
+            page.click("#edit-save")
+            page.wait_for_selector("text=changed since this page was shown")
+            page.click("#edit-workload summary")
+            shown = page.input_value("#edit_gpu_count")
+            page.fill("#edit_min_runtime", "30m")
+            page.click("#edit-save")
+            page.wait_for_url(f"{live_server.url}/workloads/{w.pk}/")
+            page.wait_for_selector("text=it keeps its place")
+        finally:
+            browser.close()
+
+    assert shown == "8"
+    row = Workload.objects.get(pk=w.pk)
+    assert (row.gpu_count, row.min_runtime_s, row.spec_version) == (8, 1800, 2)
