@@ -571,7 +571,8 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         return 0
     changed.sort()  # by pk: rows are locked in one order, as everywhere else
     if connection.vendor == "postgresql":
-        _write_reasons_pg(changed)
+        written = _write_reasons_pg(changed)
+        changed = [r for r in changed if r.pk in written]  # as below: the estimates follow the rows written
     else:
         still_pending = set(
             Workload.objects.select_for_update()
@@ -628,7 +629,7 @@ def _cap_estimates(changed: list[ReasonRow]) -> None:
         ).update(estimated_start=latest)
 
 
-def _write_reasons_pg(changed: list[ReasonRow]) -> None:
+def _write_reasons_pg(changed: list[ReasonRow]) -> set[int]:
     """Write reasons with one ``UPDATE``, only on rows still pending: three parameters whatever
     the number of rows — the ids and the reason codes as arrays, the details as one JSON array
     (row *i*'s detail is its element *i*).
@@ -638,7 +639,9 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     of JSON documents an escape of every quote (12,257 reasons: 0.42 s to pass them, against
     0.08 s as one JSON array); each dominated a tick with thousands of pending workloads. The
     condition on ``state`` does the job of a row lock (a cancel committed meanwhile keeps its
-    cleared reason).
+    cleared reason), and the one on ``spec_version`` an update's; returns the pks written, so the
+    estimates capped and cleared after it are those of the rows written (brk46: a reason judged on
+    the old request, not written, still cleared the new request's estimate).
     """
     table = Workload._meta.db_table
     rows_sql, params = _rows_with_json(
@@ -654,9 +657,10 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
             f"FROM (SELECT r.id, r.reason, r.version, d.detail FROM {rows_sql}) AS v "
-            "WHERE w.id = v.id AND w.state = 'pending' AND w.spec_version = v.version",
+            "WHERE w.id = v.id AND w.state = 'pending' AND w.spec_version = v.version RETURNING w.id",
             params,
         )
+        return {pk for (pk,) in cur.fetchall()}
 
 
 def _rows_with_json(

@@ -125,3 +125,4 @@ def test_a_stale_edit_form_in_a_browser_is_refused_and_shows_the_request_as_it_i
     assert shown == "8"
     row = Workload.objects.get(pk=w.pk)
     assert (row.gpu_count, row.min_runtime_s, row.spec_version) == (8, 1800, 2)
+
