@@ -237,7 +237,8 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     held = set(cache.get(key) or ())
     held_now = held - {w.pk for w, _old, _new in moved}
     again = [(w, w.estimated_start, w.estimated_start) for w in rows if w.pk in held_now and w.estimated_start]
-    still = _notify_moved(moved + again) if moved or again else []
+    told = _as_written(moved + again, index.pending_version) if moved or again else []
+    still = _notify_moved(told) if told else []
     if set(still) != held:
         cache.set(key, sorted(still), HELD_BACK_S)
     return len(changed)
@@ -268,6 +269,21 @@ def _write_estimates(changed: list[Workload], versions: dict[int, int] | None = 
                 default=F("no_start_found"),
             ),
         )
+
+
+def _as_written(
+    moved: list[tuple[Workload, datetime, datetime]], versions: dict[int, int]
+) -> list[tuple[Workload, datetime, datetime]]:
+    """The moves of ``moved`` whose estimate :func:`_write_estimates` wrote: still pending at the
+    version the simulation read (brk46: a move judged on the old request of a workload updated
+    before the write, which skipped it, was still told). One query; a workload updated after the
+    write is not told either (its estimate was cleared)."""
+    now = set(
+        Workload.objects.filter(pk__in=[w.pk for w, _old, _new in moved], state=Workload.State.PENDING).values_list(
+            "pk", "spec_version"
+        )
+    )
+    return [m for m in moved if (m[0].pk, versions.get(m[0].pk)) in now]
 
 
 def _as_read(w: Workload, versions: dict[int, int]) -> dict[str, int]:

@@ -126,3 +126,42 @@ def test_a_stale_edit_form_in_a_browser_is_refused_and_shows_the_request_as_it_i
     row = Workload.objects.get(pk=w.pk)
     assert (row.gpu_count, row.min_runtime_s, row.spec_version) == (8, 1800, 2)
 
+
+
+def test_an_estimate_move_of_the_old_request_is_not_told(
+    monkeypatch, researcher, outsider, cluster, org_tree, submit_kwargs
+) -> None:
+    """An estimates run read the workload's stored estimate and simulated its old request; an update
+    committed before its write. The write is skipped (the update's "no estimate yet" stays), but its
+    ``estimate_moved`` event and notification, judged on the old request, were still made."""
+    from datetime import timedelta
+
+    import scheduler.estimates as estimates
+    import scheduler.sim.estimate as sim_estimate
+    from scheduler.services import do_update_workload
+    from tests.api.fair_share_setup import olmo_waits_for_visions_protection
+
+    waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
+    real = sim_estimate.forward
+    told: list[int] = []
+    real_notify = estimates._notify_moved
+
+    def forward_then_update(*args, **kwargs):
+        found = real(*args, **kwargs)
+        do_update_workload(researcher, Workload.objects.get(pk=waiting.pk), {"gpu_count": 4})
+        return found
+
+    def notify(moved):
+        told.extend(w.pk for w, _old, _new in moved)
+        return real_notify(moved)
+
+    monkeypatch.setattr(sim_estimate, "forward", forward_then_update)
+    monkeypatch.setattr(estimates, "_notify_moved", notify)
+    far = timezone.now() + timedelta(days=3)  # the stored estimate the run moves by more than an hour
+    Workload.objects.filter(pk=waiting.pk).update(estimated_start=far)
+    estimates.store_estimates(cluster.pk, timezone.now())
+
+    row = Workload.objects.get(pk=waiting.pk)
+    assert (row.gpu_count, row.estimated_start) == (4, None)
+    assert waiting.pk not in told
+    assert not WorkloadEvent.objects.filter(workload=waiting, kind="estimate_moved").exists()
