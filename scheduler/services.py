@@ -1122,6 +1122,14 @@ UPDATABLE_FIELDS = (
 ``max_runtime``, ``memory``, ``shared_memory``), like Slurm's ``scontrol update`` of a pending job.
 The image, command, env, mounts, dependencies, cluster and array stay as submitted (docs/jobs.md)."""
 
+SCHEDULED_FIELDS = frozenset({"budget", "gpu_model", "gpu_count", "min_runtime_s", "cpus", "memory_bytes"})
+"""The fields of :data:`UPDATABLE_FIELDS` the scheduler judges a pending workload on (the pending
+rows ``snapshot._pending_rows`` reads; ``tests/tick/test_brk46_race.py`` checks they match): a
+change of one clears the workload's reason, estimate and nominations, which were decided on the old
+request. The others (name, retries, wall-time limit, shared memory) are read when it starts or ends;
+a change of them alone keeps them (brk46: a rename of a workload awaiting its preemption gave up its
+nominated GPUs, and the next tick stopped a second victim for it)."""
+
 UPDATE_FORBIDDEN = (
     "Only those who may cancel a workload may change it: its owner, a budget manager or an admin with the "
     "change_workload permission."
@@ -1277,16 +1285,12 @@ def _update_once(
         fields: dict[str, Any] = {f: new for f, (_old, new) in diff.items() if f != "budget"}
         if "budget" in diff:
             fields["budget_id"] = checked.budget.pk
-        Workload.objects.filter(pk=pk).update(
-            **fields,
-            spec_version=locked.spec_version + 1,
-            pending_reason="",
-            pending_detail={},
-            estimated_start=None,
-            no_start_found=False,
-            updated_at=now,
-        )
-        GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
+        scheduled = not SCHEDULED_FIELDS.isdisjoint(diff)
+        if scheduled:  # judged on the old request: the next tick judges the new one
+            fields.update(pending_reason="", pending_detail={}, estimated_start=None, no_start_found=False)
+        Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
+        if scheduled:
+            GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
         WorkloadEvent.objects.create(
             workload_id=pk,
             at=now,
@@ -1299,7 +1303,8 @@ def _update_once(
             ),
             data={"changes": {f: [old, new] for f, (old, new) in diff.items()}},
         )
-        request_tick_on_commit(current.cluster_id)
+        if scheduled:
+            request_tick_on_commit(current.cluster_id)
     return Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
 
 

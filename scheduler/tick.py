@@ -212,7 +212,7 @@ def _apply(
     stamp(("reasons", time.monotonic()))
     nominations = _apply_stops(decisions, index, now, result, touched, events)
     _apply_host_states(decisions.host_states, index, now, result)
-    _apply_nominations(nominations, started_workloads, index)
+    _apply_nominations(nominations, started_workloads, index, {index.pk_of()(w) for w in gone})
     if events:
         if connection.vendor == "postgresql":
             _insert_events_pg(events)
@@ -502,11 +502,17 @@ def _apply_stops(
     return nominations
 
 
-def _apply_nominations(wanted: dict[int, int], started: set[int], index: SnapshotIndex) -> None:
-    """Make GPU.nominated_for equal ``wanted`` (GPU pk → workload pk); started workloads lose theirs."""
+def _apply_nominations(
+    wanted: dict[int, int], started: set[int], index: SnapshotIndex, gone: frozenset[int] | set[int] = frozenset()
+) -> None:
+    """Make GPU.nominated_for equal ``wanted`` (GPU pk → workload pk); started workloads lose theirs.
+    The GPUs the snapshot read nominated for a workload of ``gone`` (canceled or updated since, which
+    dealt with its nominations: :func:`_lock_workloads`) are left as they are now (brk46: a rename
+    committed meanwhile kept them, and this tick cleared them)."""
     wanted = {gid: wid for gid, wid in wanted.items() if wid not in started}
     changed = {gid for gid in set(index.nominated) | set(wanted) if index.nominated.get(gid) != wanted.get(gid)}
     changed |= {gid for gid, wid in index.nominated.items() if wid in started}
+    changed -= {gid for gid, wid in index.nominated.items() if wid in gone}
     if not changed:
         return
     to_clear = [gid for gid in changed if gid not in wanted]
