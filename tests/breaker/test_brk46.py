@@ -165,3 +165,48 @@ def test_an_estimate_move_of_the_old_request_is_not_told(
     assert (row.gpu_count, row.estimated_start) == (4, None)
     assert waiting.pk not in told
     assert not WorkloadEvent.objects.filter(workload=waiting, kind="estimate_moved").exists()
+
+
+def test_two_updates_at_once_both_apply_and_are_checked_together(researcher, manager, submit_kwargs, monkeypatch):
+    """Update B read the workload, then update A committed before B's lock: B reads it again and
+    checks the merged request (A's wall-time limit of 1h against B's minimum runtime of 2h: refused),
+    while B's change of another field applies on A's, each bumping the version once."""
+    from scheduler import services
+    from scheduler.services import SubmissionError, do_update_workload
+
+    monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=1800))
+    real = services.do_submit_workload
+    once = []
+
+    def then_a(*args, **kwargs):
+        checked = real(*args, **kwargs)
+        if not once:
+            once.append(1)
+            do_update_workload(manager, Workload.objects.get(pk=w.pk), {"max_runtime_s": 3600})
+        return checked
+
+    monkeypatch.setattr(services, "do_submit_workload", then_a)
+    done = do_update_workload(researcher, Workload.objects.get(pk=w.pk), {"gpu_count": 2})
+    assert (done.gpu_count, done.max_runtime_s, done.spec_version) == (2, 3600, 2)
+
+    monkeypatch.setattr(services, "do_submit_workload", real)
+    do_update_workload(researcher, Workload.objects.get(pk=w.pk), {"max_runtime_s": None})
+    once.clear()
+
+    def then_limit(*args, **kwargs):
+        checked = real(*args, **kwargs)
+        if not once:
+            once.append(1)
+            do_update_workload(manager, Workload.objects.get(pk=w.pk), {"max_runtime_s": 3600 * 2 - 1})
+        return checked
+
+    monkeypatch.setattr(services, "do_submit_workload", then_limit)
+    try:
+        do_update_workload(researcher, Workload.objects.get(pk=w.pk), {"min_runtime_s": 7200})
+    except SubmissionError as exc:
+        assert exc.code == "max_runtime_below_min_runtime"
+    else:
+        raise AssertionError("a minimum runtime above the limit committed meanwhile was accepted")
+    row = Workload.objects.get(pk=w.pk)
+    assert (row.min_runtime_s, row.max_runtime_s, row.spec_version) == (1800, 7199, 4)
