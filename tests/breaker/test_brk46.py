@@ -127,7 +127,6 @@ def test_a_stale_edit_form_in_a_browser_is_refused_and_shows_the_request_as_it_i
     assert (row.gpu_count, row.min_runtime_s, row.spec_version) == (8, 1800, 2)
 
 
-
 def test_an_estimate_move_of_the_old_request_is_not_told(
     monkeypatch, researcher, outsider, cluster, org_tree, submit_kwargs
 ) -> None:
