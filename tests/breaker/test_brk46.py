@@ -209,3 +209,29 @@ def test_two_updates_at_once_both_apply_and_are_checked_together(researcher, man
         raise AssertionError("a minimum runtime above the limit committed meanwhile was accepted")
     row = Workload.objects.get(pk=w.pk)
     assert (row.min_runtime_s, row.max_runtime_s, row.spec_version) == (1800, 7199, 4)
+
+
+def test_an_estimates_run_writes_nothing_on_a_workload_its_simulation_did_not_read(
+    monkeypatch, researcher, outsider, cluster, org_tree, submit_kwargs
+) -> None:
+    """A workload submitted between the run's snapshot and its read of the pending rows was written
+    "no start found within a window" (``no_start_found``): an answer about a request the simulation
+    never read (``_as_read`` had no version to hold the write to)."""
+    import scheduler.estimates as estimates
+    import scheduler.snapshot as snapshot
+    from tests.api.fair_share_setup import olmo_waits_for_visions_protection
+
+    olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
+    real = snapshot.load_snapshot
+    late = []
+
+    def then_submit(*args, **kwargs):
+        read = real(*args, **kwargs)
+        late.append(do_submit_workload(researcher, **submit_kwargs(gpu_count=1)))
+        return read
+
+    monkeypatch.setattr(snapshot, "load_snapshot", then_submit)
+    estimates.store_estimates(cluster.pk, timezone.now())
+
+    row = Workload.objects.get(pk=late[0].pk)
+    assert (row.estimated_start, row.no_start_found) == (None, False)
