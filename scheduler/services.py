@@ -1193,7 +1193,8 @@ def do_update_workload(
     are charged there). The workload keeps its submission time and sequence (its place in its
     budget's queue, as Slurm keeps a job's age priority), its ``spec_version`` goes up (a tick whose
     snapshot read the old request starts nothing for it: ``tick._apply_starts``), its reason,
-    estimate and nominations are cleared (the next tick judges it again), and an ``updated`` event
+    estimate and nominations are cleared when a field the scheduler reads changed
+    (:data:`SCHEDULED_FIELDS`; the next tick judges it again), and an ``updated`` event
     lists each field's old → new value. Nothing changed: no event, no new version.
 
     ``seen_version``: the ``spec_version`` of the request the caller showed, when it sends every
