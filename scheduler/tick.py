@@ -502,9 +502,7 @@ def _apply_stops(
     return nominations
 
 
-def _apply_nominations(
-    wanted: dict[int, int], started: set[int], index: SnapshotIndex, gone: frozenset[int] | set[int] = frozenset()
-) -> None:
+def _apply_nominations(wanted: dict[int, int], started: set[int], index: SnapshotIndex, gone: set[int]) -> None:
     """Make GPU.nominated_for equal ``wanted`` (GPU pk → workload pk); started workloads lose theirs.
     The GPUs the snapshot read nominated for a workload of ``gone`` (canceled or updated since, which
     dealt with its nominations: :func:`_lock_workloads`) are left as they are now (brk46: a rename
