@@ -125,16 +125,27 @@ def create_api_token(
 MAX_TOKEN_DAYS = 3650
 
 
+def check_token_name(name: object) -> None:
+    """Raise AccountError ``invalid_name`` unless ``name`` is a token's name: 1-100 characters (once
+    stripped), no NUL, nothing invisible that shows it as another's on the tokens page."""
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 100 or "\x00" in name:
+        raise AccountError("invalid_name", "name", "A token name is 1-100 characters.")
+    if problem := invisible_problem(name):  # a name that shows as another's on the tokens page
+        raise AccountError("invalid_name", "name", f"The token name {problem}.")
+
+
+COMMAND_TOKEN_NAME = "manage.py create_token"  # noqa: S105 -- a name, not a secret
+"""The name of a token ``manage.py create_token`` makes without ``--name``: it said "login" with no
+name on the tokens page, as if a login had made it (tryout45)."""
+
+
 def do_create_personal_token(user: User, name: str, expiry_days: int | None = None) -> tuple[AuthToken, str]:
     """A personal API token named ``name`` (1-100 characters) for scripts and the CLI, valid
     ``expiry_days`` days (None: until revoked). Returns the row and the plaintext, shown once.
 
     Raises AccountError ``invalid_name`` or ``invalid_expiry`` (1..3650 days).
     """
-    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 100 or "\x00" in name:
-        raise AccountError("invalid_name", "name", "A token name is 1-100 characters.")
-    if problem := invisible_problem(name):  # a name that shows as another's on the tokens page
-        raise AccountError("invalid_name", "name", f"The token name {problem}.")
+    check_token_name(name)
     if expiry_days is not None and (
         not isinstance(expiry_days, int) or isinstance(expiry_days, bool) or not 1 <= expiry_days <= MAX_TOKEN_DAYS
     ):

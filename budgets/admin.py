@@ -446,6 +446,19 @@ class ChangedBudgetListFilter(admin.RelatedFieldListFilter):
         return [(pk, paths[pk]) for pk in tree_order(tree) if pk in changed and tree[pk].archived_at is None]
 
 
+class ActorListFilter(admin.RelatedOnlyFieldListFilter):
+    """The share changes' "By actor" filter: the users who made changes, and the changes made by
+    no account, named for what they are (Django's empty choice read "-", tryout45): a change a
+    command or a migration made (no actor), or one whose user was deleted since (its
+    ``actor_name`` stays on the row)."""
+
+    EMPTY = "no account (a command, or a deleted user)"
+
+    def __init__(self, field: Any, request: HttpRequest, params: Any, model: Any, model_admin: Any, field_path: str):
+        super().__init__(field, request, params, model, model_admin, field_path)
+        self.empty_value_display = self.EMPTY
+
+
 class BudgetStateListFilter(admin.SimpleListFilter):
     """Share changes of live budgets, or of archived ones (which the "By budget" list leaves out)."""
 
@@ -472,7 +485,7 @@ class ShareChangeAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     list_filter = [
         ("budget", ChangedBudgetListFilter),
         BudgetStateListFilter,
-        ("actor", admin.RelatedOnlyFieldListFilter),
+        ("actor", ActorListFilter),
         "kind",
         ("at", admin.DateFieldListFilter),
     ]

@@ -112,7 +112,7 @@ class Budget(models.Model):
     shares = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
     hold = models.BooleanField(default=False)
     archived_at = models.DateTimeField(null=True, blank=True)
-    cap_gpu_hours = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    cap_gpu_hours = models.DecimalField("cap GPU-hours", max_digits=12, decimal_places=2, null=True, blank=True)
     # at most ten years: the tick subtracts the period from now (a million days overflowed every tick)
     cap_period_days = models.PositiveIntegerField(
         default=30, validators=[MinValueValidator(1), MaxValueValidator(MAX_CAP_PERIOD_DAYS)]
@@ -213,8 +213,8 @@ class UsageEntry(models.Model):
     cluster = models.ForeignKey("scheduler.Cluster", on_delete=models.CASCADE, related_name="usage_entries")
     start = models.DateTimeField()
     end = models.DateTimeField(db_index=True)
-    gpus = models.PositiveIntegerField(null=True, blank=True)
-    gpu_seconds = models.BigIntegerField(default=0)
+    gpus = models.PositiveIntegerField("GPUs", null=True, blank=True)
+    gpu_seconds = models.BigIntegerField("GPU-seconds", default=0)
     note = models.CharField(max_length=200, blank=True)
 
     class Meta:

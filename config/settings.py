@@ -19,6 +19,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.logfilters import client_errors_one_line
+from config.logformat import LOG_FORMAT
 from config.priority import hold_nice_against_other_sessions
 from config.private_file import owner_only
 
@@ -321,6 +322,7 @@ if REDIS_URL:
             "dramatiq.middleware.Callbacks",
             "dramatiq.middleware.Retries",
             "django_dramatiq.middleware.DbConnectionsMiddleware",
+            "scheduler.worker_boot.ForgetEstimateMarkers",  # a restarted estimates process resumes at once
         ],
     }
 else:
@@ -334,6 +336,7 @@ else:
             "dramatiq.middleware.Callbacks",
             "dramatiq.middleware.Retries",
             "django_dramatiq.middleware.DbConnectionsMiddleware",
+            "scheduler.worker_boot.ForgetEstimateMarkers",  # a restarted estimates process resumes at once
         ],
     }
 DRAMATIQ_AUTODISCOVER_MODULES = ["tasks"]
@@ -548,7 +551,8 @@ if PRODUCTION:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # one format for every process: web, worker (dramatiq's own lines too), estimates, clock (left44)
+    "formatters": {"plain": {"format": LOG_FORMAT}},
     # a refused request (403 PermissionDenied, 404, 405) is one line, not a traceback (brk30)
     "filters": {
         "client_errors_one_line": {"()": "django.utils.log.CallbackFilter", "callback": client_errors_one_line}

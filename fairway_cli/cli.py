@@ -117,8 +117,9 @@ class Config:
         """A saved token was not sent because the command talks to another server."""
         return bool(self.saved_token) and not self.token and not same_server(self.server, self.saved_server)
 
-    @classmethod
-    def load(cls) -> Config:
+    @staticmethod
+    def read() -> tuple[dict[str, Any], str]:
+        """The saved config's fields ({} without a file) and the notice :func:`_make_private` gives."""
         path = config_path()
         data: dict[str, Any] = {}
         notice = ""
@@ -134,6 +135,11 @@ class Config:
                 raise CliError(
                     EXIT_USAGE, f"{path} is not a Fairway CLI config (a small JSON object): remove it and log in"
                 )
+        return data, notice
+
+    @classmethod
+    def load(cls) -> Config:
+        data, notice = cls.read()
         saved = str(data.get("server") or DEFAULT_SERVER)
         config = cls(saved_server=saved, saved_token=str(data.get("token") or ""), notice=notice)
         config.given_token = os.environ.get("FAIRWAY_TOKEN") or ""
@@ -154,6 +160,30 @@ class Config:
         except OSError as exc:
             raise CliError(EXIT_USAGE, f"cannot save {path}: {exc.strerror or exc}") from None
         return path
+
+
+def adopt_server(server: str) -> tuple[bool, str]:
+    """Save ``server`` as the CLI's default server, as the served install script does
+    (``scheduler/cli_install.sh``; tryout45: it saved nothing, so ``fairway login -u X`` asked
+    127.0.0.1:8000), unless the config already names a server: the user's choice stays, and so
+    does a token saved for the default server (a config with a token and no server). Returns
+    whether ``server`` is the default now, and the sentence the script prints."""
+    root = server_root(server)
+    path = config_path()
+    try:
+        data, _notice = Config.read()
+        saved = str(data.get("server") or "")
+        if saved and same_server(saved, root):
+            return True, f"{path} already names {root} as the default server"
+        if saved or data.get("token"):
+            kept = saved or DEFAULT_SERVER
+            return False, (
+                f"{path} keeps the server it names, {kept}; `fairway --server {root} login` makes {root} the default"
+            )
+        Config(server=root).save()
+    except CliError as exc:
+        return False, f"{exc.message}; `fairway --server {root} login` saves the server"
+    return True, f"saved {root} as the default server in {path}"
 
 
 # --- HTTP -----------------------------------------------------------------------------------------
@@ -587,6 +617,7 @@ def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
         "max_runtime": args.max_runtime,
         "retries": args.retries,
         "array": args.array,
+        "hold": args.hold,
     }
     body.update({k: v for k, v in flags.items() if v is not None})
     # -v and --after add to the spec's lists, as --env adds to its env (brk42: --after replaced the
@@ -645,7 +676,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:
-        until = b.get("protection_text")  # the server's words; an older server sends only the instant
+        # the server's words (text: why it is in the way; an older server sends protection_text or the instant)
+        until = b.get("text") or b.get("protection_text")
         if until is None and b.get("protected_until"):
             until = f"protected until {when(b['protected_until'])}"
         out.write(f"    blocking: #{b['workload']} {b['name']} ({b['budget']}{', ' + until if until else ''})\n")
@@ -677,6 +709,9 @@ def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
     )
     if w.get("group"):
         out.write(f"array group {w['group']}: fairway ls --group {w['group']}; fairway cancel --group {w['group']}\n")
+    if w.get("hold"):
+        release = f"--group {w['group']}" if w.get("group") else str(w["id"])
+        out.write(f"held: it starts only after `fairway release {release}`\n")
     return EXIT_OK
 
 
@@ -744,8 +779,10 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
 def _why_short(w: dict[str, Any]) -> str:
     if w.get("state") != "pending":
         return ""
-    # an older server sends neither pending_resources nor pending_group_limit
-    words = reason_words(w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"))
+    # an older server sends neither pending_resources nor pending_group_limit (nor hold)
+    words = reason_words(
+        w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"), w.get("hold")
+    )
     if w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words
@@ -1078,6 +1115,60 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+HOLD_KIND_WORDS = {"user": "user hold: you, the owner or a budget manager may release it", "admin": "admin hold"}
+
+
+def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway hold`` / ``fairway release`` (Slurm's ``scontrol hold/release``; docs/jobs.md
+    "Hold and release"): each id in turn, or every pending member of ``--group``. A refused id
+    does not stop the others: the refusals are said on stderr at the end, exit :data:`EXIT_API`."""
+    api = Api(config.server, config.token, escape=not args.json)
+    if args.group is not None:
+        if args.ids:
+            raise CliError(EXIT_USAGE, "give workload ids or --group ID, not both")
+        g = api.call("POST", f"groups/{args.group}/{verb}/", body={})
+        if args.json:
+            emit_json(g, out)
+        else:
+            done = g["held" if verb == "hold" else "released"]
+            out.write(f"array group {g['group']}: {done} pending member{'' if done == 1 else 's'} {verb_past(verb)}\n")
+        return EXIT_OK
+    if not args.ids:
+        raise CliError(EXIT_USAGE, "give one or more workload ids or --group ID")
+    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    answers: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for wid in ids:
+        try:
+            w = api.call("POST", f"workloads/{wid}/{verb}/", body={})
+        except CliError as exc:
+            if exc.exit_code != EXIT_API:
+                raise  # unreachable, not logged in: the next ids would fail alike
+            refused.append(f"#{wid}: {exc.message}")
+            continue
+        answers.append(w)
+        if not args.json:
+            kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
+            out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
+    if args.json:
+        emit_json(answers, out)
+    if refused:
+        raise CliError(EXIT_API, "\n".join(refused))
+    return EXIT_OK
+
+
+def verb_past(verb: str) -> str:
+    return "held" if verb == "hold" else "released"
+
+
+def cmd_hold(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    return _hold_or_release("hold", args, config, out)
+
+
+def cmd_release(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    return _hold_or_release("release", args, config, out)
+
+
 NOTIFY_KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
 
 
@@ -1105,8 +1196,18 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
         # the server sends to the account's address: without one every email is refused unsent
         address = api.call("GET", "me/").get("email")
         email = f" -> {address or '(no address on your account: ask an admin)'}"
-    out.write(f"email:   {', '.join(current['email_kinds']) or '-'}{email}\n")
-    out.write(f"webhook: {', '.join(current['webhook_kinds']) or '-'} -> {current['webhook_url'] or '(no URL)'}\n")
+    # Said plainly when nothing is set (tryout45: "webhook: - -> (no URL)").
+    out.write(f"email:   {', '.join(current['email_kinds']) + email if email else 'none (--email KINDS sends them)'}\n")
+    kinds, url = ", ".join(current["webhook_kinds"]), current["webhook_url"]
+    if kinds and url:
+        webhook = f"{kinds} -> {url}"
+    elif url:
+        webhook = f"{url}, for no kinds: nothing is sent (--webhook-kinds KINDS)"
+    elif kinds:  # refused by the server (webhook_url_required) since a tryout: said if an old row has it
+        webhook = f"{kinds}, but no URL: nothing is sent (--webhook URL)"
+    else:
+        webhook = "none (--webhook URL --webhook-kinds KINDS sets one)"
+    out.write(f"webhook: {webhook}\n")
     return EXIT_OK
 
 
@@ -1620,22 +1721,33 @@ def host_health(host: dict[str, Any], now: datetime | None = None) -> str:
 # --- parser ---------------------------------------------------------------------------------------
 
 
+CLUSTER_HELP = "only this cluster (its name)"
+HOST_STATES = ("active", "cordoned", "draining", "drained", "offline")
+"""A host's states (``scheduler.models.Host.State``; a test keeps the two equal)."""
+
+
 def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> None:
     """The flags of ``fairway submit``, and of ``fairway resubmit`` (``again``: each replaces that
     field of the workload's spec; ``--env``/``--secret-env`` those variables)."""
-    p.add_argument("--name")
-    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo (default: the only one you may submit to)")
-    p.add_argument("--cluster", "-c")
+
+    def default(text: str) -> str:
+        return " (default: the workload's)" if again else f" (default: {text})"
+
+    p.add_argument("--name", help="the name" + default("the program's name, the command's first word"))
+    p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo" + default("the only one you may submit to"))
+    p.add_argument("--cluster", "-c", help="the cluster to run on (its name)" + default("the only cluster"))
     p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
     p.add_argument(
         "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
     )
-    p.add_argument("--image", "-i")
+    p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
     p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
-    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
+    p.add_argument(
+        "--env", "-e", action="append", metavar="NAME=VALUE", help="an environment variable of the workload (repeat it)"
+    )
     p.add_argument(
         "--secret-env",
         "-s",
@@ -1650,6 +1762,9 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
     p.add_argument(
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"
+    )
+    p.add_argument(
+        "--hold", "-H", action="store_true", default=None, help="submit it held: it waits until `fairway release`"
     )
     p.add_argument(
         "--quote",
@@ -1685,7 +1800,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("login", cmd_login, "log in and save a token")
-    p.add_argument("--username", "-u")
+    p.add_argument("--username", "-u", help="your user name (asked for when not given)")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     p.add_argument(
         "--token",
@@ -1714,16 +1829,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("ls", cmd_ls, "list workloads (unfinished ones unless --all or --state)")
     p.add_argument("--state", help="comma-separated states")
-    p.add_argument("--budget", "-b")
+    p.add_argument("--budget", "-b", help="a budget (path or id) and its sub-budgets")
     p.add_argument("--owner", "-u", help="username")
     p.add_argument("--mine", action="store_true", help="only mine")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
     p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
-    p.add_argument("--limit", type=_positive_int, default=50)
+    p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
-    p.add_argument("id")
+    p.add_argument("id", help="the workload's id")
     p.add_argument(
         "--spec",
         action="store_true",
@@ -1732,7 +1847,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
     p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
-    p.add_argument("id", nargs="?")
+    p.add_argument("id", nargs="?", help="the workload's id (or --group)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
 
     p = add("update", cmd_update, "change a pending workload, or every pending member of an array group (--group)")
@@ -1749,13 +1864,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")
 
+    p = add("hold", cmd_hold, "hold pending workloads (they never start until released), or an array group's")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--group", type=_positive_int, help="an array group id: every pending member")
+
+    p = add("release", cmd_release, "release held workloads (back in their place in the queue), or an array group's")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--group", type=_positive_int, help="an array group id: every held member")
+
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
     p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")
     p.add_argument("--webhook-kinds", metavar="KINDS", help="comma-separated, as --email")
     p.add_argument("--webhook", metavar="URL", help="Slack-compatible webhook URL ('' to remove)")
 
     p = add("logs", cmd_logs, "the tail of a workload's log")
-    p.add_argument("id")
+    p.add_argument("id", help="the workload's id")
     p.add_argument("--attempt", type=_positive_int, help="attempt number (default: the last)")
     p.add_argument("--tail", type=_count, default=16384, help="bytes (16384)")
     p.add_argument(
@@ -1768,13 +1891,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
 
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
 
     p = add("share", cmd_share, "the share tree like sshare: shares, usage, EffectvUsage (÷ parent's), ratio, rank")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
 
     p = add("metrics", cmd_metrics, "the four-metric pyramid per cluster: availability, occupancy, utilization, impact")
-    p.add_argument("--cluster", "-c")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")
     p.add_argument("--days", type=_days_back, default=7.0, help="how far back (default 7, as the metrics page)")
 
     p = add("statement", cmd_statement, "a budget's statement (CSV): GPU-hours by UTC day, project and user")
@@ -1785,8 +1908,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
-    p.add_argument("--cluster", "-c")
-    p.add_argument("--limit", type=_positive_int, default=1000)
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
+    p.add_argument("--limit", type=_positive_int, default=1000, help="at most this many, newest first (default 1000)")
     p.add_argument(
         "--csv",
         action="store_true",
@@ -1800,9 +1923,9 @@ def build_parser() -> argparse.ArgumentParser:
         "hosts and their GPUs; NAME: one host; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes",
     )
     p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
-    p.add_argument("name", nargs="?", metavar="NAME")
-    p.add_argument("--cluster", "-c")
-    p.add_argument("--state")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the host an ACTION acts on")
+    p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
+    p.add_argument("--state", help="only hosts in this state: " + ", ".join(HOST_STATES))
     p.add_argument("--reason", help="why (kept in the host's audit log)")
     p.add_argument("--yes", action="store_true", help="remove: yes, take the host out of its cluster for good")
     return parser

@@ -27,6 +27,11 @@ REASON_WORDS = {
 }
 """Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
 
+HOLD_WORDS = {"user": "held by its owner", "admin": "held by an admin"}
+"""A workload's own hold (reason ``held`` with ``hold`` set; docs/jobs.md "Hold and release") in
+a few words, by kind: a user hold (its owner's or a budget manager's, which its owner may release)
+or an admin's. ``held`` alone is its budget's hold."""
+
 UNFUNDED_ATTEMPT = "this attempt runs unfunded: its budget reached its cap, so it is neither protected nor charged"
 """Said beside an allocated workload's minimum runtime while its open attempt runs unfunded
 (DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged"."""
@@ -42,16 +47,22 @@ def short_words(resources: Iterable[str] | None) -> str:
     return " and ".join(SHORT_NAMES.get(r, str(r)) for r in resources or ())
 
 
-def reason_words(reason: str | None, resources: Iterable[str] | None = None, group_limit: Any = None) -> str:
+def reason_words(
+    reason: str | None, resources: Iterable[str] | None = None, group_limit: Any = None, hold: Any = None
+) -> str:
     """A pending workload's reason in a few words: ``not enough CPUs`` for ``insufficient_gpus``
     whose ``resources`` say CPUs are what is short (its GPUs could be made free), any other reason
     followed by ``(CPUs short)`` when CPUs or memory made it worse than GPUs alone would (the
     detail page's ``scheduler.reports.short_sentence`` says the same at length). ``just submitted``
     without a reason; an unknown code as given. ``group_limit``: the ``%N`` of an array member's
     ``dependency`` that is its group's limit (``pending_detail.limit``): ``array at its limit
-    (%2)``, where "waits for other workloads" read as an ``after`` wait (try37)."""
+    (%2)``, where "waits for other workloads" read as an ``after`` wait (try37). ``hold``: the
+    workload's own hold (``user``, ``admin``; :data:`HOLD_WORDS`), which ``held`` then names
+    instead of its budget's."""
     if not reason:
         return REASON_WORDS["not_yet_considered"]
+    if reason == "held" and hold in HOLD_WORDS:
+        return HOLD_WORDS[hold]
     if reason == "dependency" and isinstance(group_limit, int) and not isinstance(group_limit, bool):
         return f"array at its limit (%{group_limit})"
     words = REASON_WORDS.get(reason, reason)
@@ -63,7 +74,7 @@ def reason_words(reason: str | None, resources: Iterable[str] | None = None, gro
     return f"{words} ({short} short)"
 
 
-__all__ = ["REASON_WORDS", "SHORT_NAMES", "reason_words", "short_words"]
+__all__ = ["HOLD_WORDS", "REASON_WORDS", "SHORT_NAMES", "reason_words", "short_words"]
 
 
 def silent_host_words(silent: Mapping[str, Any]) -> str:

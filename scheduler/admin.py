@@ -38,6 +38,8 @@ from scheduler.services import (
     check_labels,
     do_cancel_workload,
     do_create_join_token,
+    do_hold_workload,
+    do_release_workload,
     do_remove_host,
     do_revoke_host_token,
     do_rotate_host_token,
@@ -408,14 +410,15 @@ class WorkloadAdmin(BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
         "min_runtime",
         "state",
         "pending_reason",
+        "hold",
         "submitted",
     ]
-    list_filter = ["state", "cluster", "pending_reason", "gpu_model"]
+    list_filter = ["state", "cluster", "pending_reason", "hold", "gpu_model"]
     search_fields = ["name", "owner__username", "budget__name"]
     list_select_related = ["owner", "budget__parent", "cluster"]
     date_hierarchy = "submitted_at"
     inlines = [AttemptInline, WorkloadEventInline]
-    actions = ["cancel"]
+    actions = ["cancel", "hold_action", "release"]
     exclude = ["env"]  # may hold secrets; the API masks them for members
 
     @admin.display(description="minimum runtime", ordering="min_runtime_s")
@@ -435,6 +438,26 @@ class WorkloadAdmin(BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
             lambda workload: do_cancel_workload(request.user, workload),
             lambda workload: f"#{workload.pk}",
             "{n} workload(s) canceled or stopping.",
+        )
+
+    @admin.action(description="Hold (pending only; an admin's hold: only an admin releases it)")
+    def hold_action(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
+        _each(
+            request,
+            queryset,
+            lambda workload: do_hold_workload(request.user, workload),
+            lambda workload: f"#{workload.pk}",
+            "{n} workload(s) held.",
+        )
+
+    @admin.action(description="Release (held pending workloads: back in their place in the queue)")
+    def release(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
+        _each(
+            request,
+            queryset,
+            lambda workload: do_release_workload(request.user, workload),
+            lambda workload: f"#{workload.pk}",
+            "{n} workload(s) released.",
         )
 
 

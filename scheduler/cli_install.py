@@ -2,8 +2,8 @@
 
 - ``GET /cli/install.sh``: a one-line install for laptops and login nodes,
   ``curl -fsSL SERVER/cli/install.sh | bash``: a virtualenv under ``~/.local/share/fairway-cli``,
-  ``fairway`` linked into ``~/.local/bin``, this server's URL as the default (``FAIRWAY_URL`` in the
-  printed hint; the CLI saves it at ``fairway --server URL login``);
+  ``fairway`` linked into ``~/.local/bin``, this server's URL saved as the CLI's default
+  server (``fairway_cli.cli.adopt_server``: not over a server the CLI's config names already);
 - ``GET /cli/<wheel>`` (also ``/cli/fairway-cli.whl``): the CLI as a pure-Python wheel built on the
   fly from this server's own ``fairway_cli/`` package, so the CLI always matches its server, with
   ``requests`` (the ``cli`` extra of pyproject.toml) as its one ``Requires-Dist``.

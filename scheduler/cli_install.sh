@@ -28,6 +28,8 @@ Installs `fairway` (the researchers' command line, pure Python plus `requests` a
 virtualenv, DIR/venv (default ~/.local/share/fairway-cli), and links DIR/venv/bin/fairway into
 the bin directory (default ~/.local/bin). No root needed. Run again to upgrade to this server's
 version. pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX for those two.
+Saves the server as the CLI's default in its config (~/.config/fairway/config.json, or
+$FAIRWAY_CONFIG) unless the config names a server already.
 USAGE
 }
 
@@ -78,4 +80,18 @@ PY
 ln -sf "$VENV/bin/fairway" "$BIN_DIR/fairway"
 say "installed: $("$BIN_DIR/fairway" --version)"
 case ":$PATH:" in *":$BIN_DIR:"*) ;; *) say "add $BIN_DIR to your PATH" ;; esac
-say "next: fairway --server $SERVER_URL login"
+# This server as the CLI's default (its config, ~/.config/fairway/config.json), unless the config
+# names one already (tryout45: nothing was saved, so `fairway login -u X` asked 127.0.0.1:8000).
+if ADOPTED="$("$VENV/bin/python" -c '
+import sys
+from fairway_cli.cli import adopt_server
+saved, text = adopt_server(sys.argv[1])
+print(text)
+sys.exit(0 if saved else 3)
+' "$SERVER_URL")"; then
+    say "$ADOPTED"
+    say "next: fairway login"
+else
+    say "$ADOPTED"
+    say "next: fairway --server $SERVER_URL login"
+fi

@@ -176,8 +176,8 @@ class Workload(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads")
     budget = models.ForeignKey("budgets.Budget", on_delete=models.PROTECT, related_name="workloads")
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="workloads")
-    gpu_model = models.CharField(max_length=64)
-    gpu_count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    gpu_model = models.CharField("GPU model", max_length=64)
+    gpu_count = models.PositiveIntegerField("GPU count", validators=[MinValueValidator(1)])
     image = models.CharField(max_length=500, blank=True)
     command = models.JSONField(help_text="argv list")
     env = models.JSONField(default=dict, blank=True, help_text='{"NAME": {"value": "...", "secret": false}}')
@@ -216,12 +216,25 @@ class Workload(models.Model):
         related_name="resubmissions",
         help_text="the workload this one was submitted again from",
     )
+    # Its own hold (docs/jobs.md "Hold and release"; Slurm's ``scontrol hold``): a held pending
+    # workload never starts (reason ``held``); set and cleared only by scheduler.services.
+    hold = models.CharField(
+        max_length=8,
+        choices=[("", "not held"), ("user", "user hold"), ("admin", "admin hold")],  # policy.types.Hold
+        default="",
+        blank=True,
+        help_text="user: its owner or a budget manager held it (they may release it); admin: an admin did",
+    )
+    held_at = models.DateTimeField(null=True, blank=True)
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     spec_version = models.PositiveIntegerField(
         default=0,
-        help_text="raised by every update of a pending workload's request (docs/jobs.md, 'Changing a pending "
-        "workload'): a tick whose snapshot read another version starts nothing for it",
+        help_text="raised by every update, hold and release of a pending workload (docs/jobs.md, 'Changing a "
+        "pending workload'): a tick whose snapshot read another version starts nothing for it",
     )
 
     class Meta:
@@ -427,7 +440,7 @@ class Attempt(models.Model):
     wire_id = models.BigIntegerField(unique=True, default=new_wire_id, editable=False)
     number = models.PositiveIntegerField(help_text="1 for the first attempt of the workload")
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="attempts", help_text="first (rank 0) host")
-    gpus = models.ManyToManyField(GPU, through="AttemptGPU", related_name="attempts")
+    gpus = models.ManyToManyField(GPU, through="AttemptGPU", related_name="attempts", verbose_name="GPUs")
     allocated = models.BooleanField()
     unfunded = models.BooleanField(default=False, help_text="allocated workload run unallocated by its budget's cap")
     placed_at = models.DateTimeField(help_text="when the scheduler decided the start")
@@ -438,7 +451,7 @@ class Attempt(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True, db_index=True)
     end_reason = models.CharField(max_length=32, blank=True, choices=EndReason.choices)
     exit_code = models.IntegerField(null=True, blank=True)
-    charged_gpu_seconds = models.BigIntegerField(default=0)
+    charged_gpu_seconds = models.BigIntegerField("charged GPU-seconds", default=0)
 
     class Meta:
         ordering = ["-id"]
@@ -469,7 +482,7 @@ class AttemptGPU(models.Model):
     """A GPU held by an attempt. At most one open row per GPU: no double-booking (DESIGN.md §4)."""
 
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="gpu_links")
-    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="attempt_links")
+    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="attempt_links", verbose_name="GPU")
     rank = models.PositiveIntegerField(default=0, help_text="node rank of a gang part")
     open = models.BooleanField(default=True)
 
@@ -558,7 +571,7 @@ class GpuMinuteSample(models.Model):
     ``FAIRWAY_GPU_METRICS_RETENTION_DAYS`` by the ``prune_gpu_metrics`` actor.
     """
 
-    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="minute_samples")
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="minute_samples", verbose_name="GPU")
     minute = models.DateTimeField(db_index=True, help_text="start of the minute (UTC, seconds zero)")
     samples = models.PositiveIntegerField(default=0)
     utilization_sum = models.FloatField(default=0.0, help_text="sum of utilization_pct over the samples")
@@ -598,14 +611,24 @@ class ClusterHourlyMetrics(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hourly_metrics")
     hour = models.DateTimeField(help_text="start of the hour (UTC)")
-    registered_gpu_s = models.FloatField(default=0.0)
-    available_gpu_s = models.FloatField(default=0.0, help_text="GPU healthy and host active (sampled, see pyramid)")
-    allocated_gpu_s = models.FloatField(default=0.0, help_text="held by allocated (funded) attempts")
-    unallocated_gpu_s = models.FloatField(default=0.0, help_text="held by unallocated or unfunded attempts")
-    measured_gpu_s = models.FloatField(
-        default=0.0, help_text="occupied GPU-seconds whose NVML utilization was measured (imported history: none)"
+    registered_gpu_s = models.FloatField("registered GPU-seconds", default=0.0)
+    available_gpu_s = models.FloatField(
+        "available GPU-seconds", default=0.0, help_text="GPU healthy and host active (sampled, see pyramid)"
     )
-    utilized_gpu_s = models.FloatField(default=0.0, help_text="measured GPU-seconds × NVML utilization")
+    allocated_gpu_s = models.FloatField(
+        "allocated GPU-seconds", default=0.0, help_text="held by allocated (funded) attempts"
+    )
+    unallocated_gpu_s = models.FloatField(
+        "unallocated GPU-seconds", default=0.0, help_text="held by unallocated or unfunded attempts"
+    )
+    measured_gpu_s = models.FloatField(
+        "measured GPU-seconds",
+        default=0.0,
+        help_text="occupied GPU-seconds whose NVML utilization was measured (imported history: none)",
+    )
+    utilized_gpu_s = models.FloatField(
+        "utilized GPU-seconds", default=0.0, help_text="measured GPU-seconds × NVML utilization"
+    )
     computed_at = models.DateTimeField()
 
     class Meta:

@@ -22,7 +22,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import ancestor_ids, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import short_words
+from fairway_cli.words import HOLD_WORDS, short_words
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -38,7 +38,7 @@ from scheduler.policy.figures import (
 from scheduler.sim.estimate import reservation_latest
 from scheduler.sizes import format_size
 from scheduler.snapshot import epoch_up, load_snapshot
-from scheduler.tick_figures import shows_numbers, standing_figures
+from scheduler.tick_figures import StandingFigures, shows_numbers, standing_figures
 
 # --- budget standing -------------------------------------------------------------------------
 
@@ -240,7 +240,7 @@ def budget_standings(
     (:func:`scheduler.policy.figures.usage_curve`).
     """
     now = now or timezone.now()
-    snap, index = load_snapshot(cluster, now)
+    snap, index = load_snapshot(cluster, now, with_cap_records=False)  # nothing simulated: caps summed in SQL
     figures = budget_figures(snap, _demand(cluster.pk, now, snap.window))
     curves = usage_curve(snap, curve_points) if curve_points > 1 else {}
     total_gpus = sum(h.size for h in snap.hosts)
@@ -439,7 +439,9 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
     }
 
 
-def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _numbers(
+    workload: Workload, detail: dict[str, Any], now: datetime, standing: StandingFigures | None = None
+) -> dict[str, Any]:
     """The figures behind a fair-share comparison, from the one standing: both sides' used,
     committed and entitled GPU-hours and ratios, this workload's commitment on its side, and
     ``at``, the standing's instant: the last tick's, which decided the reason on these figures
@@ -447,7 +449,7 @@ def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[
     if not shows_numbers(detail):
         return {}
     mine, rival = detail["budget_key"], detail["rival_key"]
-    standing = standing_figures(workload.cluster_id, now)
+    standing = standing or standing_figures(workload.cluster_id, now)
     figures = standing.figures
     commitment = workload.gpu_count * workload.min_runtime_s
     a, b = figures.get(str(mine)), figures.get(str(rival))
@@ -464,15 +466,31 @@ def _numbers(workload: Workload, detail: dict[str, Any], now: datetime) -> dict[
     }
 
 
-def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | None) -> list[dict[str, Any]]:
-    """The blocking workloads the tick named that still hold GPUs, each with its budget and its
-    protection end (one query each for the workloads and their open attempts; the budgets' paths
-    from ``tree`` when given, ``budgets.services.load_tree``'s shape, else one more).
+def _blocking(
+    workload: Workload,
+    detail: dict[str, Any],
+    now: datetime,
+    tree: dict[int, Budget] | None,
+    figures: dict[str, BudgetFigures] | None = None,
+) -> list[dict[str, Any]]:
+    """The blocking workloads the tick named that still hold GPUs, each with its budget and why it
+    is in the way (one query each for the workloads and their open attempts; the budgets from
+    ``tree`` when given, ``budgets.services.load_tree``'s shape, else one more).
 
-    ``protected_until`` is never missing for allocated work: an attempt still starting is
-    protected until ``M`` after the agent confirms it (DESIGN.md §3.4), so at least ``now + M``
-    (``starting: true``; the policy's room profile assumes the same, ``contract.host_room``).
-    ``protection_text`` is that end in the words every surface shows."""
+    The policy names, under ``protected_work``, the victims rule 2 of DESIGN.md §3.4 allows that
+    are still protected, and under ``fair_share`` the work rule 2 forbids (§3.8). So:
+
+    - ``protected_work``: ``protected_until`` is the victim's protection end, never missing for
+      allocated work: an attempt still starting is protected until ``M`` after the agent confirms
+      it, so at least ``now + M`` (``starting: true``; the policy's room profile assumes the same,
+      ``contract.host_room``). The earliest instant room could be made, not a start.
+    - ``fair_share``: ``protected_until`` is null (num45: "protected until 17:12" read as "it
+      starts at 17:12" where the work may not be preempted for it at any time);
+      ``further_below`` gives the two sides rule 2 compared for this victim (its side and the
+      waiting workload's, counting its commitment), from ``figures`` (the one standing).
+
+    ``text`` is the entry in the words every surface shows (:func:`blocking_words`);
+    ``protection_text`` repeats it for clients that read only that field."""
     ids = [int(x) for x in detail.get("blocking") or [] if str(x).isdigit()]
     if not ids:
         return []
@@ -483,7 +501,9 @@ def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | N
             workload_id__in=ids, ended_at__isnull=True
         ).values_list("workload_id", "started_at", "protected_until", "allocated")
     }
+    tree = tree if tree is not None else load_tree()
     paths = budget_paths(tree)
+    forbidden = workload.pending_reason == "fair_share"
     out = []
     for wid in ids:
         w = rows.get(wid)
@@ -493,17 +513,77 @@ def _blocking(detail: dict[str, Any], now: datetime, tree: dict[int, Budget] | N
         starting = started is None
         if starting and allocated:
             until = datetime.fromtimestamp(protection_end(None, w.min_runtime_s, epoch_up(now)), tz=UTC)
-        out.append(
-            {
-                "workload": wid,
-                "name": w.name,
-                "budget": paths.get(w.budget_id, str(w.budget_id)),
-                "protected_until": until.astimezone(UTC).isoformat().replace("+00:00", "Z") if until else None,
-                "starting": starting,
-                "protection_text": _protection_words(until, starting, now),
-            }
-        )
+        entry: dict[str, Any] = {
+            "workload": wid,
+            "name": w.name,
+            "budget": paths.get(w.budget_id, str(w.budget_id)),
+            "protected_until": until.astimezone(UTC).isoformat().replace("+00:00", "Z") if until else None,
+            "starting": starting,
+            "forbidden": forbidden,
+            "further_below": None,
+        }
+        if forbidden:
+            entry["protected_until"] = None
+            entry["further_below"] = _further_below(workload, w.budget_id, tree, paths, figures or {})
+        entry["text"] = entry["protection_text"] = blocking_words(entry, until, now)
+        out.append(entry)
     return out
+
+
+def _further_below(
+    workload: Workload,
+    budget_id: int,
+    tree: dict[int, Budget],
+    paths: dict[int, str],
+    figures: dict[str, BudgetFigures],
+) -> dict[str, Any] | None:
+    """The two sides rule 2 (DESIGN.md §3.4) compares between ``workload`` and work of budget
+    ``budget_id``: the children of their lowest common ancestor (``Tree.split``'s ``(A, B)``),
+    ``waiting_side`` A with the workload's commitment, ``side`` B, with their ratios from
+    ``figures`` (texts by :func:`ratio_texts`, as the numbers print them). None when one budget
+    contains the other or a side has no share."""
+    mine, theirs = tree.get(workload.budget_id), tree.get(budget_id)
+    if mine is None or theirs is None:
+        return None
+    chain_a, chain_b = ancestor_ids(mine, tree)[::-1], ancestor_ids(theirs, tree)[::-1]
+    split = next(((a, b) for a, b in zip(chain_a, chain_b, strict=False) if a != b), None)
+    if split is None:
+        return None
+    fa, fb = figures.get(str(split[0])), figures.get(str(split[1]))
+    ra = fa.ratio_with(workload.gpu_count * workload.min_runtime_s) if fa else None
+    rb = fb.ratio if fb else None
+    if ra is None or rb is None:
+        return None
+    ta, tb = ratio_texts([ra, rb])
+    return {
+        "side": paths.get(split[1], str(split[1])),
+        "ratio": float(rb),
+        "ratio_text": tb,
+        "waiting_side": paths.get(split[0], str(split[0])),
+        "waiting_ratio": float(ra),
+        "waiting_ratio_text": ta,
+    }
+
+
+def blocking_words(entry: dict[str, Any], until: datetime | None, now: datetime) -> str:
+    """Why one blocking workload is in the way, in the words the API (``text``, ``why_pending``),
+    the page and ``fairway show`` print (DESIGN.md §3.8, docs/estimates.md "The work in the way"):
+
+    - work rule 2 forbids (``fair_share``): ``vision is further below its share (ratio 0.412× <
+      1.73× for nlp): it may not be preempted for this workload`` — no protection end, which would
+      read as the instant it starts (num45);
+    - a victim rule 2 allows (``protected_work``): its protection end (:func:`_protection_words`),
+      the earliest instant it could be preempted."""
+    if entry.get("forbidden"):
+        f = entry.get("further_below")
+        if f is None:  # a side without a share, or the standing is gone: still no protection end
+            return "its budget is further below its share: it may not be preempted for this workload"
+        rel = "<" if f["ratio"] < f["waiting_ratio"] else "="
+        return (
+            f"{f['side']} is further below its share (ratio {f['ratio_text']}× {rel} {f['waiting_ratio_text']}× "
+            f"for {f['waiting_side']}): it may not be preempted for this workload"
+        )
+    return _protection_words(until, bool(entry.get("starting")), now)
 
 
 def _protection_words(until: datetime | None, starting: bool, now: datetime) -> str:
@@ -520,8 +600,8 @@ def _protection_words(until: datetime | None, starting: bool, now: datetime) -> 
     return f"protected until {at}" if until > now else f"protection ended {at}"
 
 
-def _blocking_words(blocking: list[dict[str, Any]]) -> str:
-    return ", ".join(f"#{b['workload']} {b['name']} ({b['budget']}, {b['protection_text']})" for b in blocking)
+def _blocking_line(blocking: list[dict[str, Any]]) -> str:
+    return ", ".join(f"#{b['workload']} {b['name']} ({b['budget']}, {b['text']})" for b in blocking)
 
 
 def _fair_share_sentence(numbers: dict[str, Any]) -> str | None:
@@ -562,7 +642,7 @@ class PendingExplanation:
     def lines(self) -> list[str]:
         """Every part as text, one line each: the sentences, then the blocking work ("In the way:
         #12 name (budget, protected until …).") — the API's ``why_pending``."""
-        tail = [f"In the way: {_blocking_words(list(self.blocking))}."] if self.blocking else []
+        tail = [f"In the way: {_blocking_line(list(self.blocking))}."] if self.blocking else []
         return [*self.sentences, *tail]
 
     def as_dict(self) -> dict[str, Any]:
@@ -595,8 +675,14 @@ def explain_pending(
         numbers: dict[str, Any] = {}
         blocking: list[dict[str, Any]] = []
         if workload.pending_reason in ("fair_share", "protected_work"):
-            numbers = _numbers(workload, detail, now)
-            blocking = _blocking(detail, now, tree)
+            # one standing for the numbers and the forbidden work's sides (fair_share)
+            standing = (
+                standing_figures(workload.cluster_id, now)
+                if shows_numbers(detail) or (workload.pending_reason == "fair_share" and detail.get("blocking"))
+                else None
+            )
+            numbers = _numbers(workload, detail, now, standing)
+            blocking = _blocking(workload, detail, now, tree, standing.figures if standing else None)
         sentences = _lines(workload, detail, numbers, tree)
         out = PendingExplanation(workload.pending_reason, tuple(sentences), numbers, tuple(blocking))
     workload._pending_explanation = out  # type: ignore[attr-defined]  # one computation per request
@@ -610,6 +696,17 @@ def _held_path(workload: Workload, tree: dict[int, Budget] | None) -> str:
     budget = tree.get(workload.budget_id)
     held = [tree[i] for i in ancestor_ids(budget, tree) if i in tree and tree[i].hold] if budget is not None else []
     return budget_paths(tree).get(held[0].pk, "") if held else ""
+
+
+def _own_hold_sentence(workload: Workload) -> str:
+    """The reason ``held`` of a workload on a hold of its own (docs/jobs.md "Hold and release"):
+    which kind, since when, and who may release it."""
+    since = f" since {instant_text(workload.held_at)}" if workload.held_at else ""
+    who = "an admin" if workload.hold == "admin" else "its owner or a budget manager (or an admin)"
+    return (
+        f"{HOLD_WORDS.get(workload.hold, 'held').capitalize()} ({workload.hold} hold){since}: it never starts "
+        f"until {who} releases it, and then keeps its place in its budget's queue."
+    )
 
 
 def _cap_numbers(path: str, tree: dict[int, Budget] | None) -> str:
@@ -653,6 +750,8 @@ def _lines(
                 if d.after.state not in Workload.FINAL_STATES
             ]
             lines.append(f"It waits for {', '.join(waits) or 'the workloads it depends on'} to end.")
+    elif reason == "held" and workload.hold:
+        lines.append(_own_hold_sentence(workload))
     elif reason == "held":
         # the policy's detail names no budget: "its budget (or a budget above it)" left the reader
         # to find which of them leadership had held
@@ -688,9 +787,7 @@ def _lines(
         )
     elif reason == "protected_work":
         where = _hosts(detail) or "the hosts it needs"
-        lines.append(
-            f"Protected work on {where} ends at {_when(detail.get('protected_until'))}; it can take those GPUs then."
-        )
+        lines.append(_protected_sentence(workload, where, detail.get("protected_until")))
         if detail.get("resources"):
             lines[-1] = lines[-1].replace("those GPUs", f"those GPUs and {_short_words(detail)}")
         sentence = _fair_share_sentence(numbers)
@@ -741,6 +838,23 @@ def _lines(
                 f"latest; it may start earlier elsewhere: by {_when(at)} at the latest."
             )
     return lines
+
+
+def _protected_sentence(workload: Workload, where: str, until: Any) -> str:
+    """The ``protected_work`` sentence: the victims' protection end is the earliest instant room
+    could be made (DESIGN.md §3.8), not the start; when the estimate (the policy run forward,
+    :func:`expected_start`) finds room only after that end and its grace, the sentence says so
+    with the estimate's instant, so the page never shows two starts (num45: "ends at 17:12; it
+    can take those GPUs then" beside "by 22:42 at the latest")."""
+    sentence = f"Protected work on {where} ends at {_when(until)}, the earliest it could take those GPUs"
+    at, _reserved = expected_start(workload)
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
+    if at is not None and isinstance(until, int | float) and at > until + grace:
+        return (
+            f"{sentence}; it is not expected to start then: the estimate, which runs the scheduler forward, "
+            f"finds room for it by {_when(at)} at the latest."
+        )
+    return f"{sentence}."
 
 
 def _short_words(detail: dict[str, Any]) -> str:

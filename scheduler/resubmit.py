@@ -88,9 +88,8 @@ def workload_spec(workload: Workload, budget_path: str) -> dict[str, Any]:
 
 def _merged_env(old: Mapping[str, Any], given: Any) -> Any:
     """The spec's env with ``given`` laid over it by name (a name given replaces that variable;
-    ``null`` drops it); anything but a mapping is passed on for the submission to refuse."""
-    if given is None:
-        return dict(old)
+    ``null`` drops it); ``null`` itself (no env, as it clears any optional field) and anything but
+    a mapping are passed on for the submission to take or refuse."""
     if not isinstance(given, Mapping):
         return given
     env = dict(old)

@@ -47,6 +47,7 @@ from scheduler.models import (
 )
 from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
 from scheduler.policy.admission import HostTable, host_table, infeasible_in
+from scheduler.policy.types import Hold, PendingReason
 from scheduler.stop_rules import cancel_replaces
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,13 @@ def sole_budget_problem(choices: Sequence[str]) -> str:
 
 class CancelError(ServiceError):
     """A refused cancel: ``forbidden`` (403) or ``already_final`` (409)."""
+
+
+class HoldError(ServiceError):
+    """A refused hold or release (docs/jobs.md "Hold and release"): ``forbidden`` (403: not one
+    who may cancel it, or an admin's hold released by someone who is not an admin),
+    ``not_pending`` (409: it started or ended), ``not_held`` (409: a release of a workload on no
+    hold)."""
 
 
 class HostError(ServiceError):
@@ -194,6 +202,9 @@ MAX_DB_INT = 2**63 - 1
 MAX_GPU_COUNT = 2**31 - 1
 """``Workload.gpu_count``'s column bound (the cluster's size refuses far fewer)."""
 CANCEL_FORBIDDEN = "Only the owner, a budget manager or an admin with the change_workload permission may cancel."
+HOLD_FORBIDDEN = (
+    "Only the owner, a budget manager or an admin with the change_workload permission may hold or release it."
+)
 """The refusal of a cancel by someone else, for one workload or a group alike."""
 LOGS_FORBIDDEN = (
     "Only the workload's owner, members of its budget and admins with the view_workload permission may read its logs."
@@ -663,8 +674,12 @@ def do_submit_workload(
     hardware_token: Any = None,
     submitted_limit: int | None = None,
     resubmitted_from: Workload | None = None,
+    hold: bool = False,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
+
+        ``hold``: submit it on a user hold (``sbatch -H``; docs/jobs.md "Hold and release"): it
+        waits, reason ``held``, until released; an array's every member is held.
 
         ``dry_run``: validate exactly as a submission does and return the workload unsaved (no
         ``pk``, no event, no tick): what a quote (``scheduler.estimates.do_quote``) prices; its
@@ -856,6 +871,8 @@ def do_submit_workload(
         array=array,
     )
     problems.extend(jobs.problems)
+    if not isinstance(hold, bool):
+        refuse("invalid_hold", "hold", "hold is true or false.")
 
     if problems:
         raise SubmissionError.from_problems(problems)
@@ -881,6 +898,13 @@ def do_submit_workload(
         "retries": jobs.retries,
         "resubmitted_from": resubmitted_from,
     }
+    if hold:
+        fields |= {
+            "hold": Hold.USER,
+            "held_by": owner,
+            "pending_reason": PendingReason.HELD,
+            "pending_detail": {"hold": Hold.USER},
+        }
     if dry_run:
         unsaved = Workload(budget=the_budget, submitted_at=submitted_at or timezone.now(), **fields)
         unsaved.job_options = jobs  # type: ignore[attr-defined] -- its after list and array, for a quote
@@ -920,6 +944,7 @@ def do_submit_workload(
                 submitted_at=submitted_at or now,
                 group=group,
                 array_index=index,
+                held_at=now if hold else None,
             )
             if not numbered:  # another backend: the id first, then seq
                 Workload.objects.filter(pk=workload.pk).update(seq=workload.pk)
@@ -955,7 +980,10 @@ def do_submit_workload(
             members.append(workload)
         # Every member's event and dependencies in one bulk_create each, not a statement per member
         # (brk41: a 1000-member array cost three statements a member).
-        WorkloadEvent.objects.bulk_create([w.submitted_event for w in members])  # type: ignore[attr-defined]
+        events = [w.submitted_event for w in members]  # type: ignore[attr-defined]
+        if hold:
+            events += [_hold_event(w, owner, now, Hold.USER) for w in members]
+        WorkloadEvent.objects.bulk_create(events)
         jobs.create_dependencies(members)
         request_tick_on_commit(the_cluster.id)
     assert first is not None  # noqa: S101 -- jobs.indices is never empty
@@ -1369,6 +1397,141 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     return changed
 
 
+# --- hold and release (docs/jobs.md "Hold and release") -----------------------------------
+
+HOLD_WORDS = {Hold.USER: "held by its owner", Hold.ADMIN: "held by an admin"}
+"""A hold's kind in words (events, the page's reason); the short list words are
+``fairway_cli.words.reason_words``'."""
+RELEASE_ADMIN_HOLD = "Held by an admin: only an admin (staff with the change_workload permission) may release it."
+
+
+def may_release_admin_hold(actor: User) -> bool:
+    """Superusers and staff with :data:`WORKLOAD_CANCEL_PERMISSION`: the admins whose holds are
+    admin holds, and the only ones who may release one (Slurm's ``scontrol release`` of a job an
+    operator held)."""
+    return bool(actor.is_authenticated and (actor.is_superuser or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)))
+
+
+def hold_kind(actor: User, workload: Workload) -> str:
+    """The kind of hold ``actor`` places on ``workload``, one who may cancel it (:func:`can_cancel`):
+    its owner or a manager of its budget (or an ancestor) places a user hold, anyone else (an admin
+    acting on someone else's work) an admin hold."""
+    if workload.owner_id == actor.pk or is_manager(actor, workload.budget):
+        return Hold.USER
+    return Hold.ADMIN
+
+
+def _hold_event(workload: Workload, actor: User, now: datetime, kind: str) -> WorkloadEvent:
+    return WorkloadEvent(
+        workload=workload,
+        at=now,
+        kind="held",
+        actor=actor,
+        message=f"{HOLD_WORDS[Hold(kind)]} ({kind} hold)",
+        data={"hold": kind},
+    )
+
+
+def _lock_pending(actor: User, workload: Workload) -> Workload:
+    """``workload``'s row locked (docs/locking.md: workloads first), checked for a hold or a
+    release by ``actor``: one who may cancel it, still pending. Raises HoldError."""
+    locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
+    if not can_cancel(actor, locked):
+        raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
+    if locked.state != Workload.State.PENDING:
+        raise HoldError(
+            "not_pending",
+            "state",
+            f"Only a pending workload can be held or released; this one is {locked.state}.",
+            status=409,
+        )
+    return locked
+
+
+def do_hold_workload(actor: User, workload: Workload) -> Workload:
+    """Hold a pending workload (Slurm's ``scontrol hold``): it never starts until released, its
+    reason is ``held`` (unless ``unschedulable`` or ``dependency`` come first, §3.8), it has no
+    estimated start and drops a GPU nomination; its submission time and sequence stay, so a
+    release puts it back in its place. The kind (:func:`hold_kind`): a user hold by its owner or
+    a budget manager, an admin hold by an admin; an admin's hold replaces a user hold, and any
+    other hold of a held workload changes nothing. Records a ``held`` event (who, when, which
+    kind). Holding races the tick that starts it: both lock the row first, so either the hold
+    commits first and the tick drops the start (``tick._apply_starts``) or the tick does and this
+    refuses ``not_pending``. Raises HoldError ``forbidden`` (403), ``not_pending`` (409)."""
+    with transaction.atomic():
+        locked = _lock_pending(actor, workload)
+        kind = hold_kind(actor, locked)
+        if locked.hold == Hold.ADMIN or locked.hold == kind:
+            return locked  # already held as firmly: nothing changes
+        now = timezone.now()
+        GPU.objects.filter(nominated_for=locked).update(nominated_for=None)
+        locked.hold, locked.held_at, locked.held_by = kind, now, actor
+        locked.estimated_start = None
+        locked.spec_version += 1  # a tick whose snapshot read it unheld starts nothing for it
+        update = ["hold", "held_at", "held_by", "estimated_start", "spec_version", "updated_at"]
+        if locked.pending_reason not in (PendingReason.UNSCHEDULABLE, PendingReason.DEPENDENCY):
+            locked.pending_reason, locked.pending_detail = PendingReason.HELD, {"hold": kind}
+            update += ["pending_reason", "pending_detail"]
+        locked.save(update_fields=update)
+        _hold_event(locked, actor, now, kind).save()
+        request_tick_on_commit(locked.cluster_id)
+    return locked
+
+
+def do_release_workload(actor: User, workload: Workload) -> Workload:
+    """Release a held pending workload (Slurm's ``scontrol release``): it is scheduled again at
+    its original submission time and sequence (its place in its budget's queue; docs/jobs.md).
+    Its reason is cleared until the tick it asks for gives the new one. Records a ``released``
+    event. Raises HoldError ``forbidden`` (403: not one who may cancel it, or an admin hold and
+    ``actor`` no admin: :func:`may_release_admin_hold`), ``not_pending`` or ``not_held`` (409)."""
+    with transaction.atomic():
+        locked = _lock_pending(actor, workload)
+        if not locked.hold:
+            raise HoldError("not_held", "hold", "The workload is not on hold.", status=409)
+        if locked.hold == Hold.ADMIN and not may_release_admin_hold(actor):
+            raise HoldError(FORBIDDEN, None, RELEASE_ADMIN_HOLD, status=403)
+        now = timezone.now()
+        previous = locked.hold
+        locked.hold, locked.held_at, locked.held_by = Hold.NONE, None, None
+        locked.spec_version += 1  # a tick whose snapshot read it held leaves its reason to the next
+        update = ["hold", "held_at", "held_by", "spec_version", "updated_at"]
+        if locked.pending_reason == PendingReason.HELD and "hold" in (locked.pending_detail or {}):
+            locked.pending_reason, locked.pending_detail = "", {}
+            update += ["pending_reason", "pending_detail"]
+        locked.save(update_fields=update)
+        WorkloadEvent.objects.create(
+            workload=locked,
+            at=now,
+            kind="released",
+            actor=actor,
+            message=f"released ({previous} hold)",
+            data={"hold": previous},
+        )
+        request_tick_on_commit(locked.cluster_id)
+    return locked
+
+
+def do_hold_group(actor: User, group: Any, *, release: bool = False) -> int:
+    """Hold (``release``: release) every pending member of an array group that ``actor`` may
+    (one :func:`do_hold_workload` or :func:`do_release_workload` each, so each member's is the
+    ordinary one); members that started meanwhile, are not held (release) or hold an admin's hold
+    ``actor`` may not release are passed over. Returns how many changed. Raises HoldError
+    ``forbidden`` (403) when ``actor`` may cancel none of its members (:func:`can_cancel_group`)."""
+    members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
+    if not can_cancel_group(actor, group, members):
+        raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
+    done = 0
+    for w in members:
+        if w.state != Workload.State.PENDING or bool(w.hold) != release or not can_cancel(actor, w):
+            continue
+        try:
+            changed = do_release_workload(actor, w) if release else do_hold_workload(actor, w)
+        except HoldError:
+            continue  # started meanwhile, or an admin's hold
+        done += changed.hold != w.hold
+    return done
+
+
 # --- hosts ---------------------------------------------------------------------------------
 
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -1548,12 +1711,16 @@ def do_revoke_host_token(actor: User | None, host: Host) -> None:
 
 
 def _log_host_action(actor: User | None, host: Host, what: str, reason: str = "") -> None:
-    """The one server log line of a host action (fin43): who, which host, what, and the reason."""
+    """The one server log line of a host action (fin43): who, which host, what, and the reason.
+    Written when the surrounding transaction commits (left44): an action a caller's transaction
+    rolls back (an admin action over several hosts, a failed request) logs nothing, so the log
+    never claims what did not happen. Outside any transaction it is written at once."""
     who = actor.get_username() if actor is not None else "the system"
     cluster = Cluster.objects.filter(pk=host.cluster_id).values_list("name", flat=True).first()
     where = f"host {host.name} (cluster {cluster})"
     what = what.replace("{host}", where) if "{host}" in what else f"{what} {where}"
-    logger.info("%s %s%s", who, what, f": {reason}" if reason else "")
+    line = ("%s %s%s", who, what, f": {reason}" if reason else "")
+    transaction.on_commit(lambda: logger.info(*line))
 
 
 def _replace_host_token(actor: User | None, host: Host, digest: str, kind: str, reason: str) -> None:

@@ -81,7 +81,8 @@ class SnapshotIndex:
     # GPU pk → workload pk it is nominated for
     nominated: dict[int, int] = field(default_factory=dict)
     # pending workload pk → its ``spec_version`` as read: the apply starts nothing for a workload
-    # updated since (``services.do_update_workload``; docs/jobs.md, "Changing a pending workload")
+    # updated, held or released since (``services.do_update_workload``, ``do_hold_workload``,
+    # ``do_release_workload``; docs/jobs.md), and writes no reason judged on the old one
     pending_version: dict[int, int] = field(default_factory=dict)
     # the policy's workload id → workload pk, only when ids are not the pks as text (``workload_key``)
     workload_pk: dict[str, int] = field(default_factory=dict)
@@ -107,6 +108,7 @@ def policy_workload(
     *,
     waiting: bool = False,
     group: str | None = None,
+    hold: str = "",
 ) -> p.Workload:
     """The policy's workload for a database workload's fields: the one builder of the pending
     workloads a snapshot reads, of the workloads of its running attempts (requeued by the forward
@@ -125,11 +127,16 @@ def policy_workload(
         memory=memory,
         waiting=waiting,
         group=group,
+        hold=hold,
     )
 
 
 def load_snapshot(
-    cluster: Cluster | int, now: datetime, *, workload_key: Callable[[int], str] = str
+    cluster: Cluster | int,
+    now: datetime,
+    *,
+    workload_key: Callable[[int], str] = str,
+    with_cap_records: bool = True,
 ) -> tuple[p.Snapshot, SnapshotIndex]:
     """Read cluster ``cluster`` at ``now`` (aware datetime) into a policy snapshot.
 
@@ -144,12 +151,14 @@ def load_snapshot(
     its cap counts (:func:`cap_records`), which mark the budget capped by the rule of
     :func:`scheduler.policy.caps.capped_at` and travel in the snapshot (``caps``,
     ``cap_records``) so the forward simulation of estimates follows the caps. Times become
-    integer epoch seconds. The hosts' and GPUs' two
+    integer epoch seconds. ``with_cap_records`` False (the tick, the budgets' standing: nothing
+    simulated) leaves ``cap_records`` empty and sums the caps' usage in the database instead
+    (:func:`cap_totals`, the same one query; left44). The hosts' and GPUs' two
     queries read only their volatile rows while the process keeps the stable ones
     (:func:`_hardware_kept`; :func:`_hardware_plain`, every row, is its oracle).
     """
     with _collector_paused():
-        return _load_snapshot(cluster, now, workload_key)
+        return _load_snapshot(cluster, now, workload_key, with_cap_records=with_cap_records)
 
 
 @contextmanager
@@ -174,6 +183,8 @@ def _load_snapshot(
     now: datetime,
     workload_key: Callable[[int], str],
     hardware: Callable[[int, SnapshotIndex], _HostsRead] | None = None,
+    *,
+    with_cap_records: bool = True,
 ) -> tuple[p.Snapshot, SnapshotIndex]:
     """The snapshot; ``hardware``: how its hosts and GPUs are read (default :func:`_hardware_kept`;
     :func:`_hardware_plain` reads every row, the oracle)."""
@@ -207,7 +218,10 @@ def _load_snapshot(
     ]
     caps = _caps(budget_rows)
     cap_members_of = cap_members(caps, budgets)
-    records_for_caps = cap_records(caps, cap_members_of, now, cluster_id)
+    # The caps' usage: from their records (kept in the snapshot for the forward simulation), or,
+    # where nothing simulates, summed in the database without a record per closed attempt.
+    records_for_caps = cap_records(caps, cap_members_of, now, cluster_id) if with_cap_records else []
+    cap_sums = None if with_cap_records else cap_totals(caps, cap_members_of, now, cluster_id)
 
     # Open attempts and the GPUs they hold, read without a filter on the workloads' cluster (kept
     # in Python; open attempts are at most the installation's GPUs): with one, the planner of a
@@ -304,6 +318,7 @@ def _load_snapshot(
         group,
         limit,
         version,
+        hold,
     ) in _pending_rows(cluster_id):
         detail = made.details.get(detail_text)
         if detail is None:
@@ -327,11 +342,12 @@ def _load_snapshot(
             memory,
             bool(waiting),
             str(group) if limit is not None else None,
+            hold,
         )
         workload = kept.workloads.get(fields)
         if workload is None:
-            k, b, n, m, mr, sub, sq, c, mem, wait, grp = fields
-            workload = policy_workload(k, b, n, m, mr, sub, sq, c, mem, waiting=wait, group=grp)
+            k, b, n, m, mr, sub, sq, c, mem, wait, grp, hd = fields
+            workload = policy_workload(k, b, n, m, mr, sub, sq, c, mem, waiting=wait, group=grp, hold=hd)
         made.workloads[fields] = workload
         pending.append(workload)
     if workload_key is str:  # the scenario runner's keys are its own: it keeps nothing
@@ -347,7 +363,10 @@ def _load_snapshot(
         group_limits = {str(g): (lim, holding.get(g, 0)) for g, lim in sorted(capped_groups.items())}
 
     if caps:  # DESIGN.md §3.7, the rule stated once (scheduler/policy/caps.py)
-        used, capped = cap_state(caps, cap_members_of, records_for_caps, attempts, now_s)
+        if cap_sums is None:
+            used, capped = cap_state(caps, cap_members_of, records_for_caps, attempts, now_s)
+        else:  # the records' part summed by the database, the cluster's open attempts here
+            used, capped = cap_state(caps, cap_members_of, (), attempts, now_s, counted=cap_sums)
         index.cap_used = {int(cap.budget): u for cap, u in zip(caps, used, strict=True)}
         budgets = list(with_capped(budgets, caps, capped))
 
@@ -655,7 +674,7 @@ def forget_kept() -> None:
 def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
     """The pending workloads of ``cluster_id`` as rows: (pk, budget pk, GPUs, model, ``M``,
     submitted at (epoch seconds), seq, reason, detail (the stored JSON as text), CPUs, memory,
-    waiting, group pk, group's ``%N`` limit, ``spec_version``), in pk order.
+    waiting, group pk, group's ``%N`` limit, ``spec_version``, its own hold), in pk order.
 
     The detail is selected as text: no converter runs per row (Django's JSON field decodes
     each one; :func:`load_snapshot` decodes only the texts it has not met). ``waiting`` is one
@@ -697,6 +716,7 @@ def _pending_rows(cluster_id: int) -> list[tuple[Any, ...]]:
             "group_id",
             "group__limit",
             "spec_version",
+            "hold",
         )
         .order_by()
     )
@@ -766,14 +786,65 @@ def cap_records(
     Unallocated and unfunded time never counts. One query; none without caps."""
     if not caps:
         return []
+    sql, params = _cap_rows_sql(caps, members, now, cluster_id)
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    return [
+        p.UsageRecord(str(bid), lo, hi, None, int(lump or 0)) if gpus is None else p.UsageRecord(str(bid), lo, hi, gpus)
+        for bid, gpus, lo, hi, lump in rows
+    ]
+
+
+def cap_totals(caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: datetime, cluster_id: int) -> list[int]:
+    """Each cap's usage at ``now`` (GPU-seconds, in ``caps``' order) of :func:`cap_records`' rows,
+    summed in the database (left44): one aggregate over the same rows, each counted by the rule
+    of :func:`~scheduler.policy.usage.windowed_usage` over its cap's own period (an interval
+    ``gpus × overlap``, a lump when charged inside the period), so a tick builds no record per
+    closed attempt and walks none per cap (0.176 s of CPU at 50,000 closed attempts and 10 caps,
+    docs/benchmarks/api_load.md). The cluster's own open attempts are not in it (the snapshot
+    adds them). Its oracle: :func:`scheduler.policy.caps.cap_usage` of :func:`cap_records`
+    (tests/tick/test_cap_totals.py, on random attempts). One query; none without caps."""
+    if not caps:
+        return []
+    rows, params = _cap_rows_sql(caps, members, now, cluster_id)
+    now_s = epoch(now)
+    # (cap, budget, the period's start) for every budget under each cap
+    under = [(i, int(b), now_s - caps[i].period) for b, idx in sorted(members.items()) for i in idx]
+    if not under:
+        return [0] * len(caps)
+    big, small = ("GREATEST", "LEAST") if connection.vendor == "postgresql" else ("MAX", "MIN")
+    lo, hi = f"{big}(r.lo, m.since)", f"{small}(r.hi, %s)"
+    marks = ", ".join(["(CAST(%s AS BIGINT), CAST(%s AS BIGINT), CAST(%s AS BIGINT))"] * len(under))
+    sql = f"""
+        WITH r(budget_id, gpus, lo, hi, lump) AS ({rows}),
+             m(cap, budget_id, since) AS (VALUES {marks})
+        SELECT m.cap,
+               SUM(CASE WHEN r.gpus IS NULL THEN CASE WHEN r.hi > m.since AND r.hi <= %s THEN r.lump ELSE 0 END
+                        WHEN {hi} > {lo} THEN r.gpus * ({hi} - {lo})
+                        ELSE 0 END)
+          FROM r JOIN m ON m.budget_id = r.budget_id
+         GROUP BY m.cap
+    """  # noqa: S608 -- the rows' statement is cap_records' own; every value is a parameter
+    values = [v for row in under for v in row]
+    with connection.cursor() as cur:
+        cur.execute(sql, [*params, *values, now_s, now_s, now_s])
+        found = {int(cap): int(total or 0) for cap, total in cur.fetchall()}
+    return [found.get(i, 0) for i in range(len(caps))]
+
+
+def _cap_rows_sql(
+    caps: list[p.Cap], members: dict[str, tuple[int, ...]], now: datetime, cluster_id: int
+) -> tuple[str, list[Any]]:
+    """:func:`cap_records`' statement and its parameters: rows ``(budget, gpus, lo, hi, lump)``,
+    ``gpus`` NULL marking a lump of ``lump`` GPU-seconds at ``hi``."""
     since = now - timedelta(seconds=max(cap.period for cap in caps))
-    ids = sorted(int(k) for k in members)
+    ids = sorted(int(k) for k in members) or [0]  # no member: no row (budget ids start at 1)
     a, w, link, entry = (m._meta.db_table for m in (Attempt, Workload, AttemptGPU, UsageEntry))
     # An open attempt runs up to its offline host's last heartbeat: the rule of its charge, compiled
     # from accounting's one statement of it (left40: it was spelled out here a second time).
     silent, silent_params = silent_until_sql("a.id")
     marks = ", ".join(["%s"] * len(ids))
-    # Rows (budget, gpus, lo, hi, lump): gpus NULL marks a lump of ``lump`` GPU-seconds at ``hi``.
     sql = f"""
         SELECT w.budget_id,
                (SELECT COUNT(*) FROM {link} l WHERE l.attempt_id = a.id),
@@ -796,11 +867,4 @@ def cap_records(
          WHERE e."end" > %s AND e.budget_id IN ({marks})
     """  # noqa: S608 -- table names come from the models' meta; every value is a parameter
     db_since = connection.ops.adapt_datetimefield_value(since)
-    params = [db_since, *ids, *silent_params, STILL_RUNNING, cluster_id, *ids, db_since, *ids]
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    return [
-        p.UsageRecord(str(bid), lo, hi, None, int(lump or 0)) if gpus is None else p.UsageRecord(str(bid), lo, hi, gpus)
-        for bid, gpus, lo, hi, lump in rows
-    ]
+    return sql, [db_since, *ids, *silent_params, STILL_RUNNING, cluster_id, *ids, db_since, *ids]

@@ -247,7 +247,31 @@ def estimate_every_s() -> float:
 
 
 ESTIMATE_MARKER_TTL_S = 300.0
-"""How long an "estimate pending" marker lives at most (seconds; a run is bounded to well under it)."""
+"""How long an "estimate pending" marker lives at most (seconds; a run is bounded to well under it).
+A restarted estimates process does not wait it out: it forgets the markers as it boots
+(:func:`forget_estimate_markers`)."""
+
+ESTIMATES_QUEUE = "estimates"
+
+
+def forget_estimate_markers() -> int:
+    """Forget every cluster's "estimate pending" and "estimate again" markers; returns how many
+    were set. Called as a worker that consumes the estimates queue boots
+    (:class:`scheduler.worker_boot.ForgetEstimateMarkers`): the runs a stopped process held are
+    gone, or were given back to Redis and run again (safe: a run only overwrites estimates), so a
+    marker of theirs would only hold the clock's requests back for up to
+    :data:`ESTIMATE_MARKER_TTL_S` (tryout45: estimates stopped 3-4 minutes after a restart). The
+    "estimate recent" markers stay: the minimum gap still applies."""
+    kinds = (ESTIMATE_MARKER, ESTIMATE_AGAIN)
+    client = _redis()
+    if client is not None:
+        keys = [k for kind in kinds for k in client.scan_iter(match=f"fairway:{kind}:*", count=1000)]
+        return int(client.delete(*keys)) if keys else 0
+    with _local_guard:
+        mine = [key for key in _local_markers if key[0] in kinds]
+        for key in mine:
+            del _local_markers[key]
+    return len(mine)
 
 
 def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
@@ -274,7 +298,7 @@ def request_estimates(cluster_id: int, *, delay: bool = True) -> bool:
     return True
 
 
-@dramatiq.actor(queue_name="estimates", max_retries=0, time_limit=120_000)
+@dramatiq.actor(queue_name=ESTIMATES_QUEUE, max_retries=0, time_limit=120_000)
 def estimate_starts(cluster_id: int) -> None:
     """Store an estimated start for every pending workload of ``cluster_id`` (None: none within W).
 

@@ -9,9 +9,10 @@ cluster does the same job.
 
 Decisions are applied with conditional updates: a workload is started only if
 it is still pending with the request the snapshot read (its ``spec_version``: an
-update committed meanwhile, ``services.do_update_workload``, is judged by the next
-tick instead) and an attempt is stopped only if it is still open and not
-already stopping, so a cancel, an update or an exit that commits between the snapshot and
+update, a hold or a release committed meanwhile, ``services.do_update_workload``,
+``do_hold_workload``, ``do_release_workload``, is judged by the next tick instead)
+and an attempt is stopped only if it is still open and not already stopping, so a
+cancel, an update, a hold or an exit that commits between the snapshot and
 the apply is never overwritten; the ``one_open_attempt_per_gpu`` constraint is
 the last line of defence against double-booking.
 """
@@ -144,7 +145,7 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
         lifecycle.stop_timed_out(cluster_id, now)
         lifecycle.settle_dependencies(cluster_id, now)
         stamps.append(("timeouts", time.monotonic()))
-        snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key)
+        snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key, with_cap_records=False)
         stamps.append(("snapshot", time.monotonic()))
         decisions = schedule(snapshot)
         stamps.append(("policy", time.monotonic()))
@@ -253,8 +254,8 @@ def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex) -> set[str]:
 
 def _without_preemptors(decisions: p.Decisions, gone: set[str], result: TickResult) -> p.Decisions:
     """``decisions`` less the stops and nominations for the workloads of ``gone`` (no longer
-    pending: DESIGN.md §3.4 preempts only for a workload that starts once its victims leave, and a
-    canceled one never does). Its dropped stops count in ``result.dropped``."""
+    pending or now held: DESIGN.md §3.4 preempts only for a workload that starts once its victims
+    leave, and a canceled or held one does not). Its dropped stops count in ``result.dropped``."""
     stops = [s for s in decisions.stops if s.for_workload not in gone]
     result.dropped += len(decisions.stops) - len(stops)
     return dataclasses.replace(
@@ -290,7 +291,7 @@ def _apply_starts(
     result.dropped += len(wanted) - len(still_pending)
     if not still_pending:
         return set()
-    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING).update(
+    updated = Workload.objects.filter(pk__in=still_pending, state=Workload.State.PENDING, hold="").update(
         state=Workload.State.STARTING,
         pending_reason="",
         pending_detail={},
@@ -545,7 +546,8 @@ def _apply_host_states(
 
 
 class ReasonRow(NamedTuple):
-    """A pending workload's reason to store: its pk, reason code and detail."""
+    """A pending workload's reason to store: its pk, reason code and detail, and its own hold as
+    the snapshot read it (written only where the hold is still that)."""
 
     pk: int
     reason: str
@@ -578,13 +580,13 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         written = _write_reasons_pg(changed)
         changed = [r for r in changed if r.pk in written]  # as below: the estimates follow the rows written
     else:
-        still_pending = set(
+        still_pending = dict(
             Workload.objects.select_for_update()
             .filter(pk__in=[r.pk for r in changed], state=Workload.State.PENDING)
             .order_by("pk")
             .values_list("pk", "spec_version")
         )
-        changed = [r for r in changed if (r.pk, r.version) in still_pending]
+        changed = [r for r in changed if still_pending.get(r.pk) == r.version]
         if changed:
             Workload.objects.bulk_update(
                 [Workload(pk=r.pk, pending_reason=r.reason, pending_detail=r.detail) for r in changed],
@@ -643,7 +645,8 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> set[int]:
     of JSON documents an escape of every quote (12,257 reasons: 0.42 s to pass them, against
     0.08 s as one JSON array); each dominated a tick with thousands of pending workloads. The
     condition on ``state`` does the job of a row lock (a cancel committed meanwhile keeps its
-    cleared reason), and the one on ``spec_version`` an update's; returns the pks written, so the
+    cleared reason, a hold or a release committed meanwhile its own reason), and the one on
+    ``spec_version`` an update's; returns the pks written, so the
     estimates capped and cleared after it are those of the rows written (brk46: a reason judged on
     the old request, not written, still cleared the new request's estimate).
     """

@@ -45,6 +45,13 @@ def _env_lines(text: str, field: str, secret: bool) -> tuple[dict[str, Any], lis
     return env, problems
 
 
+def env_line_holds(name: str, value: str) -> bool:
+    """Whether the form's env line ``NAME=value`` reads back as ``value`` (a line break of any kind
+    splits it, blanks at its end are dropped): "Submit again" names the values it cannot hold."""
+    env, problems = _env_lines(f"{name}={value}", "env", secret=False)
+    return not problems and env == {name: {"value": value, "secret": False}}
+
+
 GPU_MODEL_DEFAULT = "the cluster's only model (name one where it has several)"
 """The GPU model's blank choice, as the API's ``gpu_model`` and ``fairway submit -m`` word it."""
 
@@ -109,6 +116,11 @@ class SubmitForm(forms.Form):
     array = forms.CharField(
         required=False, help_text="One workload per index, e.g. 0-99%10 (at most 10 at once); FAIRWAY_ARRAY_INDEX."
     )
+    hold = forms.BooleanField(
+        required=False,
+        label="Submit held",
+        help_text="It waits (reason: held by its owner) until you release it from its page; it keeps its place.",
+    )
 
     def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -163,6 +175,7 @@ class SubmitForm(forms.Form):
             "retries": data.get("retries") or 0,
             "after": data.get("after") or None,
             "array": data.get("array") or None,
+            "hold": data.get("hold") in (True, "on", "true", "1"),
         }
 
 

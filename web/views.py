@@ -82,6 +82,9 @@ from scheduler.services import (
     can_cancel,
     do_cancel_group,
     do_cancel_workload,
+    do_hold_group,
+    do_hold_workload,
+    do_release_workload,
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
@@ -89,6 +92,7 @@ from scheduler.services import (
     host_actions,
     may_operate_hosts,
     may_read_private,
+    may_release_admin_hold,
 )
 from scheduler.sizes import exact_size_text
 from web.forms import (
@@ -96,6 +100,7 @@ from web.forms import (
     SpecForm,
     SubmitForm,
     WorkloadEditForm,
+    env_line_holds,
     form_initial,
     parse_submission,
     spec_example,
@@ -213,23 +218,22 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
     return key, redirect("web-workloads")
 
 
-def _again(request: HttpRequest, scope: Scope) -> Workload | None:
+def _again(request: HttpRequest) -> Workload | None:
     """The workload the submit page submits again ("Submit again": ``?again=N``, then the form's
-    ``again``); None without one. 404 for none such, 403 for whoever may not read its spec (the
-    API's rule, ``scheduler.resubmit``)."""
-    from django.core.exceptions import PermissionDenied
-
-    from scheduler.resubmit import RESUBMIT_FORBIDDEN
-
+    ``again``); None without one, 404 for none such. Whether the person may read its spec is
+    :func:`submit`'s to ask (``Scope.may_see_private``)."""
     raw = (request.POST if request.method == "POST" else request.GET).get("again", "")
     if not raw:
         return None
     old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first() if _is_pk(raw) else None
     if old is None:
         raise Http404(f"No workload {raw[:40]!r}.")
-    if not scope.may_see_private(old):
-        raise PermissionDenied(RESUBMIT_FORBIDDEN)
     return old
+
+
+def _offered(choices: list[str], value: Any) -> list[str]:
+    """``choices`` with ``value`` among them (a resubmitted workload's own, kept chosen)."""
+    return choices if not value or value in choices else [*choices, value]
 
 
 def _is_pk(text: str) -> bool:
@@ -244,12 +248,28 @@ def submit(request: HttpRequest) -> HttpResponse:
     clusters, models = _cluster_choices()
     budgets = scope.submit_budgets
     kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
-    again = _again(request, scope)  # "Submit again": the workload whose spec the form holds
+    again = _again(request)  # "Submit again": the workload whose spec the form holds
+    if again is not None and not scope.may_see_private(again):
+        # The API's refusal (scheduler.resubmit), said on the workload's page: a bare "403
+        # Forbidden" gave no reason and Django logged a traceback (brk45, as brk42's host actions).
+        from scheduler.resubmit import RESUBMIT_FORBIDDEN
+
+        logger.warning("submit again of #%s refused: %s may not read its spec", again.pk, request.user)
+        messages.error(request, RESUBMIT_FORBIDDEN)
+        return redirect("web-workload", pk=again.pk)
     again_path = scope.paths.get(again.budget_id, str(again.budget_id)) if again is not None else ""
     if again is not None:
         from scheduler.resubmit import workload_spec
 
         initial, _secrets = form_initial(workload_spec(again, again_path))
+        # Its budget, cluster and GPU model stay chosen where no longer offered (a budget left, a
+        # model removed): the select showed, and submitted, another one; the service refuses
+        # them in the API's words (not_a_member, unknown_model), or the person picks another (brk45).
+        kwargs = {
+            "budgets": _offered(budgets, initial["budget"]),
+            "clusters": _offered(clusters, initial["cluster"]),
+            "models": _offered(models, initial["gpu_model"]),
+        }
         form = SubmitForm(initial=initial, **kwargs)
     else:
         form = SubmitForm(**kwargs)
@@ -269,6 +289,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     quote_lines: list[Any] = []
     quote_terms: Any = None
     mode = "form"
+    limited = False
     if request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
         try:
@@ -327,6 +348,9 @@ def submit(request: HttpRequest) -> HttpResponse:
                 else:
                     raise _as_service_error(errors)
         except ServiceError as exc:
+            # A limit (the per-user submission limit, the quote rate) answers 429, as the API does:
+            # the form is fine, the request came too soon or too many (left44: the page said 400).
+            limited = exc.status == 429
             for problem in exc.problems:
                 field = problem.field if problem.field in form.fields else None
                 if mode == "form":
@@ -348,16 +372,23 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again": again,
             "again_secrets": _secret_names(again),
             # one NAME=value a line: a value with a line break cannot come back through the form
-            "again_multiline": [
-                n
-                for n, e in ((again.env or {}) if again else {}).items()
-                if "\n" in e.get("value", "") or "\r" in e.get("value", "")
-            ],
+            "again_multiline": _unformable_env(again),
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
-        status=400 if (form.errors or spec_errors or spec_form.errors) else 200,
+        status=429 if limited else 400 if (form.errors or spec_errors or spec_form.errors) else 200,
     )
+
+
+def _unformable_env(workload: Workload | None) -> list[str]:
+    """The plain variables of ``workload`` whose ``NAME=value`` line the form's env parser does not
+    read back as that value (a line break of any kind, blanks at its end): the page names them. Not
+    its secrets, which the form never holds (blank; the owner's "keep" reuses them server-side)."""
+    return [
+        name
+        for name, entry in ((workload.env or {}) if workload else {}).items()
+        if not entry.get("secret") and not env_line_holds(name, entry.get("value", ""))
+    ]
 
 
 def _secret_names(workload: Workload | None) -> list[str]:
@@ -446,7 +477,7 @@ def workloads(request: HttpRequest) -> HttpResponse:
 
 def _workload(pk: int) -> Workload:
     return get_object_or_404(
-        Workload.objects.select_related("owner", "cluster", "budget").prefetch_related(
+        Workload.objects.select_related("owner", "cluster", "budget", "held_by").prefetch_related(
             Prefetch(
                 "attempts",
                 queryset=Attempt.objects.select_related("host")
@@ -535,13 +566,21 @@ def _workload_context(
     )
     open_attempt = next((a for a in workload.attempts.all() if a.ended_at is None), None)
     why = explain_pending(workload, now)
+    may_control = workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload)
     return {
         "nav": "workloads",
         "w": workload,
         "budget_path": scope.paths.get(workload.budget_id, str(workload.budget_id)),
         "env": serializer.get_env(workload),
         "may_see_private": scope.may_see_private(workload),
-        "can_cancel": workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload),
+        "can_cancel": may_control,
+        # docs/jobs.md "Hold and release": whoever may cancel it holds a pending one; an admin's
+        # hold only an admin releases
+        "can_hold": may_control and workload.state == Workload.State.PENDING and workload.hold != "admin",
+        "can_release": may_control
+        and workload.state == Workload.State.PENDING
+        and bool(workload.hold)
+        and (workload.hold != "admin" or may_release_admin_hold(request.user)),
         # The parts of the explanation: the sentences, the numbers, the blocking work (linked).
         "why": why.sentences,
         "why_numbers": why.numbers,
@@ -651,6 +690,40 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                 messages.error(request, message)
     scope = _scope(request)
     return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, shown), status=status)
+
+
+@login_required
+@require_POST
+def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
+    """Hold (``verb`` ``hold``) or release (``release``) workload ``pk``: its page's buttons."""
+    target = get_object_or_404(Workload, pk=pk)
+    try:
+        if verb == "hold":
+            done = do_hold_workload(request.user, target)
+            messages.success(
+                request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
+            )
+        else:
+            do_release_workload(request.user, target)
+            messages.success(request, f"Released {target.name} (#{target.pk}): back in its place in the queue.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect("web-workload", pk=pk)
+
+
+@login_required
+@require_POST
+def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
+    """Hold or release every pending member of array group ``pk``; back to the group's list."""
+    group = get_object_or_404(ArrayGroup, pk=pk)
+    try:
+        n = do_hold_group(request.user, group, release=verb == "release")
+        messages.success(
+            request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect(f"{reverse('web-workloads')}?group={group.pk}")
 
 
 @login_required

@@ -391,7 +391,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     host's per-GPU share of CPUs and memory, the runtime's ``/dev/shm``. Jobs (docs/jobs.md):
     ``mounts`` (names of the cluster's catalog), ``max_runtime`` (wall-time limit per attempt,
     >= ``min_runtime``), ``retries`` (re-runs after a non-zero exit), ``after``
-    (``ID[:ok|any]``), ``array`` (``0-99%10``: one workload per index, ``FAIRWAY_ARRAY_INDEX``).
+    (``ID[:ok|any]``), ``array`` (``0-99%10``: one workload per index, ``FAIRWAY_ARRAY_INDEX``),
+    ``hold`` (``true``: submitted on a user hold, docs/jobs.md "Hold and release").
     """
 
     name = _NullableStrField(required=False, allow_null=True)
@@ -411,6 +412,9 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     retries = _CountField(required=False, allow_null=True)
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
+    hold = serializers.BooleanField(
+        required=False, default=False, help_text="submit it held (``sbatch -H``): it waits until released"
+    )
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":
@@ -483,7 +487,8 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "gpu_count": data["gpu_count"],
             "image": data.get("image") if data.get("image") is not None else "",
             "command": command,
-            "env": data.get("env") or {},
+            # None: no env; anything else for normalize_env ([] or "" was taken as none: brk45)
+            "env": {} if data.get("env") is None else data["env"],
             "min_runtime_s": data["min_runtime"],
             "cpus": data.get("cpus"),
             "memory_bytes": data.get("memory"),
@@ -493,6 +498,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "retries": data.get("retries") or 0,
             "after": data.get("after") or [],
             "array": data.get("array") or None,
+            "hold": data.get("hold", False),
         }
 
 
@@ -540,12 +546,22 @@ class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
     mounts = None
     after = None
     array = None
+    hold = None
 
     def to_internal_value(self, data: Any) -> Any:
         fixed = sorted(set(map(str, data.keys())) & set(FIXED_FIELDS)) if hasattr(data, "keys") else []
         if fixed:
             raise serializers.ValidationError(
                 {name: [f"{name} cannot be changed after submission: cancel and submit again."] for name in fixed},
+                code="not_updatable",
+            )
+        if hasattr(data, "keys") and "hold" in data:
+            raise serializers.ValidationError(
+                {
+                    "hold": [
+                        "Hold or release it with POST workloads/{id}/hold/ or release/ (fairway hold, fairway release)."
+                    ]
+                },
                 code="not_updatable",
             )
         return super().to_internal_value(data)
@@ -744,6 +760,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "pending_reason",
             "pending_resources",
             "pending_group_limit",
+            "hold",
             "estimated_start",
             "finished_at",
             "accounting",
@@ -769,6 +786,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "submitted_at",
             "seq",
             "pending_reason",
+            "hold",
             "estimated_start",
             "finished_at",
             "group_id",
@@ -835,6 +853,8 @@ class WorkloadRowSerializer(WorkloadListSerializer):
 
 
 ROW_NAMES = {"owner_name": "owner__username", "cluster_name": "cluster__name"}
+HELD_BY_NAME = "held_by_name"
+"""The detail's annotation of who held the workload (``views.detail_rows``)."""
 """The annotations :class:`WorkloadRowSerializer` reads, and the columns they come from."""
 
 ROW_RESOURCES = "row_resources"
@@ -968,15 +988,34 @@ class PendingNumbersSerializer(serializers.Serializer):
     )
 
 
+class FurtherBelowSerializer(serializers.Serializer):
+    side = serializers.CharField(help_text="the forbidden work's side: the child of the common ancestor holding it")
+    ratio = serializers.FloatField()
+    ratio_text = serializers.CharField()
+    waiting_side = serializers.CharField(help_text="the waiting workload's side, counting its commitment")
+    waiting_ratio = serializers.FloatField()
+    waiting_ratio_text = serializers.CharField()
+
+
 class BlockingSerializer(serializers.Serializer):
     workload = serializers.IntegerField()
     name = serializers.CharField()
     budget = serializers.CharField()
     protected_until = serializers.DateTimeField(
-        allow_null=True, help_text="its protection end; while starting, the earliest (now + M); null if unallocated"
+        allow_null=True,
+        help_text="its protection end (a fair_share reason's forbidden work: null, no end makes room); while "
+        "starting, the earliest (now + M); null if unallocated",
     )
     starting = serializers.BooleanField(help_text="not confirmed started yet: protected until M after it starts")
-    protection_text = serializers.CharField(help_text="the protection end in words, as the page and the CLI show it")
+    forbidden = serializers.BooleanField(
+        help_text="rule 2 forbids preempting it for this workload (reason fair_share): its side is further below "
+        "its share"
+    )
+    further_below = FurtherBelowSerializer(
+        allow_null=True, help_text="for forbidden work: the two sides rule 2 compared, with their ratios"
+    )
+    text = serializers.CharField(help_text="why it is in the way, in words, as the page and the CLI show it")
+    protection_text = serializers.CharField(help_text="the same words as text (kept for older clients)")
 
 
 STOP_ENDS_AS = {
@@ -1009,9 +1048,11 @@ class PendingExplanationSerializer(serializers.Serializer):
 
 class WorkloadDetailSerializer(WorkloadListSerializer):
     """One workload with its attempts and events. ``env`` is null for people outside its budget;
-    secret values are always masked. ``can_cancel`` says whether the requester may cancel it."""
+    secret values are always masked. ``can_cancel`` says whether the requester may cancel it
+    (and hold or release it: docs/jobs.md "Hold and release"; ``hold``, ``held_at``, ``held_by``)."""
 
     env = serializers.SerializerMethodField()
+    held_by = serializers.SerializerMethodField(help_text="who placed its hold (null: not held, or an account gone)")
     env_visible = serializers.SerializerMethodField()
     can_cancel = serializers.SerializerMethodField()
     why_pending = serializers.SerializerMethodField()
@@ -1061,6 +1102,8 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "retries_used",
             "after",
             "resubmitted_from",
+            "held_at",
+            "held_by",
             "can_cancel",
             "attempts",
             "events",
@@ -1118,6 +1161,16 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             shown[name] = {"value": SECRET_MASK if secret else spec.get("value", ""), "secret": secret}
         return shown
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_held_by(self, obj: Workload) -> str | None:
+        """The user name of who held it: the detail's annotation (``views.detail_rows``) where
+        there is one, else one query."""
+        if not obj.held_by_id:
+            return None
+        if HELD_BY_NAME in obj.__dict__:
+            return obj.__dict__[HELD_BY_NAME]
+        return obj.held_by.username if obj.held_by else None
+
     def get_can_cancel(self, obj: Workload) -> bool:
         from scheduler.services import can_cancel
 
@@ -1125,6 +1178,16 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         if request is None or obj.state in Workload.FINAL_STATES:
             return False
         return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
+
+
+class GroupHoldSerializer(serializers.Serializer):
+    group = serializers.IntegerField()
+    held = serializers.IntegerField(help_text="pending members held by this request")
+
+
+class GroupReleaseSerializer(serializers.Serializer):
+    group = serializers.IntegerField()
+    released = serializers.IntegerField(help_text="held pending members released by this request")
 
 
 class SubmittedArraySerializer(serializers.Serializer):

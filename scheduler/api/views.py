@@ -31,10 +31,13 @@ from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
 from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, int_param, parse_instant, refuse_unknown
 from scheduler.api.serializers import (
     EVENT_ORDER,
+    HELD_BY_NAME,
     ROW_JSON,
     ROW_NAMES,
     ArrayGroupSerializer,
     ClusterSerializer,
+    GroupHoldSerializer,
+    GroupReleaseSerializer,
     GroupUpdatedSerializer,
     HistorySerializer,
     NotificationSettingsSerializer,
@@ -67,6 +70,9 @@ from scheduler.services import (
     LOGS_FORBIDDEN,
     do_cancel_group,
     do_cancel_workload,
+    do_hold_group,
+    do_hold_workload,
+    do_release_workload,
     do_submit_workload,
     do_update_group,
     do_update_workload,
@@ -208,7 +214,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """``workloads`` as a detail reads them: the row with its owner, cluster and budget, and
         :data:`RELATIONS`, which of the relations the detail shows hold rows
         (:meth:`fetch_relations` reads only those)."""
-        return workloads.select_related("owner", "cluster", "budget").annotate(**{RELATIONS: _relations_sql()})
+        return workloads.select_related("owner", "cluster", "budget").annotate(
+            **{RELATIONS: _relations_sql(), HELD_BY_NAME: F("held_by__username")}
+        )
 
     @classmethod
     def fetch_relations(cls, workload: Workload) -> Workload:
@@ -520,6 +528,29 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         final = data["state"] in Workload.FINAL_STATES
         return Response(data, status=status.HTTP_200_OK if final else status.HTTP_202_ACCEPTED)
 
+    @extend_schema(request=None, responses=WorkloadDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, pk: str | None = None) -> Response:
+        """Hold a pending workload (Slurm's ``scontrol hold``; docs/jobs.md "Hold and release"):
+        200 with the workload, reason ``held``, its ``hold`` ``user`` (by its owner or a budget
+        manager) or ``admin`` (by an admin); holding a held workload again changes nothing (an
+        admin's hold replaces a user's). 403 ``forbidden`` (who may cancel it may hold it);
+        409 ``not_pending``."""
+        workload = self.get_object()
+        do_hold_workload(request.user, workload)
+        return Response(self._detail(workload.pk))
+
+    @extend_schema(request=None, responses=WorkloadDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        """Release a held workload (``scontrol release``): 200 with the workload, back in its
+        place in its budget's queue (its submission time and sequence never changed). 403
+        ``forbidden`` (not one who may cancel it, or an admin's hold and the requester no admin);
+        409 ``not_pending``, ``not_held``."""
+        workload = self.get_object()
+        do_release_workload(request.user, workload)
+        return Response(self._detail(workload.pk))
+
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
     """Clusters and their hardware by GPU model (what a submission may ask for)."""
@@ -538,8 +569,9 @@ class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVi
 
 
 class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
-    """Array groups (docs/jobs.md): ``GET /api/v1/groups/`` (``?owner=me``), one group, and
-    ``POST /api/v1/groups/{id}/cancel/`` to cancel every member not final yet."""
+    """Array groups (docs/jobs.md): ``GET /api/v1/groups/`` (``?owner=me``), one group,
+    ``POST /api/v1/groups/{id}/cancel/`` to cancel every member not final yet, ``hold/`` and
+    ``release/`` to hold or release every pending member."""
 
     serializer_class = ArrayGroupSerializer
     filter_backends: list = []
@@ -583,6 +615,22 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         serializer.is_valid(raise_exception=True)
         changed = do_update_group(request.user, group, serializer.to_changes())
         return Response({"group": group.pk, "updated": len(changed), "members": [w.pk for w in changed]})
+
+    @extend_schema(request=None, responses=GroupHoldSerializer)
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, pk: str | None = None) -> Response:
+        """200 ``{"group", "held"}``: pending members held now (docs/jobs.md "Hold and release");
+        403 ``forbidden``."""
+        group = self.get_object()
+        return Response({"group": group.pk, "held": do_hold_group(request.user, group)})
+
+    @extend_schema(request=None, responses=GroupReleaseSerializer)
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        """200 ``{"group", "released"}``: held pending members released now (an admin's hold only
+        by an admin); 403 ``forbidden``."""
+        group = self.get_object()
+        return Response({"group": group.pk, "released": do_hold_group(request.user, group, release=True)})
 
 
 class NotificationSettingsView(FairwayAPIView):

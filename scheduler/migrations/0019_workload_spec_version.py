@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='workload',
             name='spec_version',
-            field=models.PositiveIntegerField(default=0, help_text="raised by every update of a pending workload's request (docs/jobs.md, 'Changing a pending workload'): a tick whose snapshot read another version starts nothing for it"),
+            field=models.PositiveIntegerField(default=0, help_text="raised by every update, hold and release of a pending workload (docs/jobs.md, 'Changing a pending workload'): a tick whose snapshot read another version starts nothing for it"),
         ),
     ]

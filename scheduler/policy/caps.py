@@ -70,10 +70,14 @@ def cap_state(
     records: Iterable[UsageRecord],
     attempts: Iterable[Attempt],
     t: int,
+    counted: Sequence[int] = (),
 ) -> tuple[list[int], frozenset[str]]:
     """:func:`cap_usage` at ``t`` and the budgets whose cap it reaches (:meth:`Cap.reached`):
-    :func:`capped_at` with the usage the budgets page shows ("412 used")."""
+    :func:`capped_at` with the usage the budgets page shows ("412 used"). ``counted``: each
+    cap's usage of records summed elsewhere (the database: ``snapshot.cap_totals``), added."""
     used = cap_usage(caps, members, records, attempts, t)
+    if counted:
+        used = [u + c for u, c in zip(used, counted, strict=True)]
     return used, frozenset(cap.budget for cap, u in zip(caps, used, strict=True) if cap.reached(u))
 
 

@@ -113,13 +113,18 @@ class Pass(SkipRuns):
 
     def _waits(self, w: Workload) -> bool:
         """§3.8 ``dependency``: ``w`` waits for its ``after`` list, or its array group runs its
-        ``%N`` cap (members holding GPUs plus those started in this pass); records the reason."""
+        ``%N`` cap (members holding GPUs plus those started in this pass); else ``held`` when it
+        is on a hold of its own (docs/jobs.md "Hold and release"). Records the reason; either
+        way it cannot start, so a nomination it holds is dropped."""
         full = dependency_block(self.snap, w, self.group_started)
-        if full is None:
+        if full is None and not w.hold:
             return False
         if w.id in self.noms:
             self._drop_nomination(w.id)
-        self._reason(w, PendingReason.DEPENDENCY, full)
+        if full is not None:
+            self._reason(w, PendingReason.DEPENDENCY, full)
+        else:
+            self._reason(w, PendingReason.HELD, {"hold": w.hold})
         return True
 
     def _reason(self, w: Workload, reason: PendingReason, detail: dict[str, object]) -> None:

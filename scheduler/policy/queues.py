@@ -1,9 +1,10 @@
 """The pending queues of a pass (docs/policy.md "One pass, in order", step 3).
 
-Each pending workload is ``unschedulable`` (no host set could ever hold it), ``held`` (its budget
-or an ancestor is on hold), ``budget_capped`` (cap reached, ``on_cap=hold``) or queued: allocated
-work in the allocated pass, unallocated and cap-downgraded ("unfunded") work in the unallocated
-pass, each budget's queue in submission order.
+Each pending workload is ``unschedulable`` (no host set could ever hold it), ``dependency`` or
+``held`` by a hold of its own (``waits``), ``held`` (its budget or an ancestor is on hold),
+``budget_capped`` (cap reached, ``on_cap=hold``) or queued: allocated work in the allocated pass,
+unallocated and cap-downgraded ("unfunded") work in the unallocated pass, each budget's queue in
+submission order.
 
 The pending workloads come grouped by budget (:class:`BudgetPending`): built per pass by
 :func:`group` or kept between passes by ``incremental.PendingIndex``. Without reasons, a budget
@@ -40,11 +41,12 @@ def submission_sorted(ws: Iterable[Workload]) -> list[Workload]:
 
 Queues = dict[str, list[Workload]]
 Shape = tuple[str, int, int | None, int | None, bool]
-"""(model, GPUs, CPUs, memory, may wait on a dependency): what classifying a workload reads of it."""
+"""(model, GPUs, CPUs, memory, may wait on a dependency or its own hold): what classifying a
+workload reads of it."""
 
 
 def shape_of(w: Workload) -> Shape:
-    return (w.model, w.gpus, w.cpus, w.memory, w.waiting or w.group is not None)
+    return (w.model, w.gpus, w.cpus, w.memory, w.waiting or w.group is not None or bool(w.hold))
 
 
 Reason = Callable[[Workload, PendingReason, dict[str, object]], None]
@@ -119,7 +121,8 @@ class QueueBuilder:
         return self.tree.held(budget) or (bool(bp.allocated) and self.tree.capped_by(budget) is not None)
 
     def _special(self, shape: Shape) -> bool:
-        """True when workloads of ``shape`` may need a reason of their own (unschedulable, dependency)."""
+        """True when workloads of ``shape`` may need a reason of their own (unschedulable,
+        dependency, their own hold)."""
         model, gpus, cpus, memory, may_wait = shape
         return may_wait or self.unschedulable(model, gpus, cpus, memory)
 
@@ -150,7 +153,7 @@ class QueueBuilder:
             if self.unschedulable(w.model, w.gpus, w.cpus, w.memory):
                 self.reason(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
                 continue
-            if self.waits(w):  # records the `dependency` reason
+            if self.waits(w):  # records the `dependency` reason, or `held` for its own hold
                 continue
             if held:
                 self.reason(w, PendingReason.HELD, {})

@@ -825,11 +825,17 @@ def waits_for_dependency(world: World, w: Workload) -> bool:
 def queue_of(world: World, w: Workload) -> str | None:
     """Which pass a pending workload goes to: ``"allocated"``, ``"unallocated"``, ``"unfunded"``
     (cap reached, ``on_cap=downgrade``: runs unallocated), or None with its reason recorded
-    (§3.3 unschedulable, §3.8 dependency, §3.7 held, capped with ``on_cap=hold``), in §3.8's order."""
+    (§3.3 unschedulable, §3.8 dependency, the workload's own hold, §3.7 its budget held, capped
+    with ``on_cap=hold``), in §3.8's order."""
     if unschedulable(world, w):
         world.explain(w, PendingReason.UNSCHEDULABLE, {"model": w.model, "gpus": w.gpus})
         return None
     if waits_for_dependency(world, w):
+        return None
+    if w.hold:  # its own hold (docs/jobs.md "Hold and release"): it cannot start, keeps no nomination
+        if w.id in world.nominations:
+            world.drop_nomination(w.id)
+        world.explain(w, PendingReason.HELD, {"hold": w.hold})
         return None
     if held(world, w.budget):
         world.explain(w, PendingReason.HELD)

@@ -70,7 +70,7 @@ def nominations_wait(
     limited: set[str] = set()  # hosts with CPU or memory limits holding a ready nomination
     for wid, gpus in standing.noms.items():
         w = nominees.get(wid)
-        if w is None or not w.allocated or w.group is not None or w.waiting or len(gpus) != w.gpus:
+        if w is None or not w.allocated or w.group is not None or w.waiting or w.hold or len(gpus) != w.gpus:
             return None
         if w.budget not in tree.budgets or tree.held(w.budget):
             return None

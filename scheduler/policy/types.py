@@ -57,6 +57,16 @@ class PendingReason(StrEnum):
     INSUFFICIENT_GPUS = "insufficient_gpus"
 
 
+class Hold(StrEnum):
+    """A workload's own hold (docs/jobs.md "Hold and release"; Slurm's ``scontrol hold``): a user
+    hold (its owner or a budget manager) or an admin hold. A held workload never starts: reason
+    ``held`` (§3.8, after ``unschedulable`` and ``dependency``)."""
+
+    NONE = ""
+    USER = "user"
+    ADMIN = "admin"
+
+
 class OnCap(StrEnum):
     """What a capped budget's new attempts do (§3.7)."""
 
@@ -148,6 +158,9 @@ class Workload:
     """Its ``after`` list is not met yet (the server judges it): reason ``dependency`` (§3.8)."""
     group: str | None = None
     """Its array group, whose ``%N`` cap (``Snapshot.group_limits``) it counts against."""
+    hold: str = Hold.NONE
+    """Its own hold (:class:`Hold`: ``""``, ``"user"`` or ``"admin"``): reason ``held`` (§3.8),
+    never started, no nomination kept."""
 
     @property
     def allocated(self) -> bool:

@@ -336,8 +336,9 @@ def startable(snap: Snapshot) -> list[Workload]:
     so an unmet ``after`` list stays unmet: those workloads get no estimate (docs/jobs.md). An
     array group's ``%N`` cap is the policy's (``Snapshot.group_limits``): every member stays, and
     a member starts once a sibling's wall-time limit (or a preemption) frees a slot
-    (:attr:`Forward.group_limits`)."""
-    return [w for w in snap.pending if not w.waiting]
+    (:attr:`Forward.group_limits`). A workload on a hold of its own stays held (no release comes
+    in the simulation): no estimate either."""
+    return [w for w in snap.pending if not w.waiting and not w.hold]
 
 
 def group_holding(
@@ -1307,10 +1308,16 @@ def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bo
     loose = False  # a nomination the pass may give up at once
     for wid, gpus in snap.nominations.items():
         nominee = pending.get(wid)
-        # A nominee that waits (its ``after`` list, or its array group at its %N cap) loses its
+        # A nominee that waits (its ``after`` list, its own hold, or its array group at its %N cap) loses its
         # nomination at its turn (core._waits): its GPUs may return to everyone in this pass. Since
         # est31 capped members stay pending in the simulation (try32: seed 802386895).
-        if nominee is not None and len(gpus) == nominee.gpus and not nominee.waiting and nominee.group is None:
+        if (
+            nominee is not None
+            and len(gpus) == nominee.gpus
+            and not nominee.waiting
+            and not nominee.hold
+            and nominee.group is None
+        ):
             kept.update(gpus)
         elif gpus:
             loose = True

@@ -37,7 +37,9 @@ def test_the_submit_pages_quote_counts_in_the_same_throttle(quote_rate, research
     assert researcher_client.post(URL, submission(), format="json").status_code == 200
     assert 'id="quote-table"' in browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"}).content.decode()
 
-    page = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"}).content.decode()
+    refused = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"})
+    page = refused.content.decode()
 
+    assert refused.status_code == 429  # the API's status (left44: the page answered 400)
     assert "Too many quotes: try again in" in page and 'id="quote-table"' not in page
     assert Workload.objects.count() == 0

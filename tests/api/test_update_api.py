@@ -74,6 +74,7 @@ def test_null_removes_the_wall_time_limit_and_the_memory_request(researcher, res
         ({"budget": "nope"}, "budget", "unknown_budget"),
         ({"image": "other:1"}, "image", "not_updatable"),
         ({"command": ["true"]}, "command", "not_updatable"),
+        ({"hold": True}, "hold", "not_updatable"),
         ({"gpus": 8}, "gpus", "unknown_field"),
     ],
 )

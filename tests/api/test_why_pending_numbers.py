@@ -61,7 +61,8 @@ def test_api_page_and_cli_explain_with_numbers_and_blocking_work(blocked, resear
     assert why["numbers"]["first"] == "other_budget"
     blocking = {b["workload"]: b for b in why["blocking"]}
     assert set(blocking) <= {r.pk for r in rivals} and blocking
-    assert all(b["budget"] == "vision/sam" and b["protected_until"] for b in blocking.values())
+    # rule 2 forbids this work whatever its protection: no protection end, which read as a start (num45)
+    assert all(b["budget"] == "vision/sam" and b["forbidden"] and not b["protected_until"] for b in blocking.values())
     assert f"{mine['ratio_text']}×" in why["sentence"] and f"{theirs['ratio_text']}×" in why["sentence"]
     assert "vision goes first" in why["sentence"]
     assert not any("that work" in line for line in body["why_pending"])  # the work in the way is named
@@ -87,13 +88,18 @@ def test_not_pending_explains_nothing(blocked, researcher_client):
 
 @pytest.fixture
 def blocked_by_starting(researcher, outsider, cluster, org_tree, submit_kwargs, django_capture_on_commit_callbacks):
-    """As ``blocked``, but vision's two attempts are still starting (no agent confirmed them):
-    protected, with no ``protected_until`` stored yet."""
+    """vision/sam's two 8-GPU attempts on the A100s are still starting (no agent confirmed them):
+    protected, with no ``protected_until`` stored yet; nlp/olmo, further below its share, waits for
+    them (``protected_work``: rule 2 allows them once unprotected)."""
     with django_capture_on_commit_callbacks(execute=True):
-        rivals = vision_runs_while_olmo_has_used_more(outsider, cluster, org_tree, submit_kwargs, started=False)
+        rivals = [
+            do_submit_workload(outsider, **submit_kwargs(budget=org_tree["vision/sam"], gpu_count=8)) for _ in range(2)
+        ]
+        run_tick(cluster.pk)
         waiting = do_submit_workload(researcher, **submit_kwargs(gpu_count=8, name="waits"))
         run_tick(cluster.pk)
     waiting.refresh_from_db()
+    assert waiting.pending_reason == "protected_work"
     assert not Attempt.objects.filter(started_at__isnull=False).exists()
     return waiting, rivals
 

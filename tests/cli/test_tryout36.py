@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from budgets.statement import STATEMENT_REFUSAL
 from fairway_cli import cli as fairway_cli
 from scheduler.models import Workload
 from scheduler.services import do_cancel_workload, do_submit_workload
@@ -66,4 +67,4 @@ def test_statement_prints_a_budget_s_csv_by_its_path(researcher, outsider, hosts
     err = run_cli(monkeypatch, researcher, "statement", "nlp/gpt", expect=fairway_cli.EXIT_API)
     assert "no budget 'nlp/gpt' (`fairway budgets` lists them)" in err
     err = run_cli(monkeypatch, outsider, "statement", "nlp/olmo", expect=fairway_cli.EXIT_API)
-    assert "Only members of this budget and admins may read its statement. (forbidden)" in err
+    assert f"{STATEMENT_REFUSAL} (forbidden)" in err

@@ -131,7 +131,7 @@ def test_researcher_submits_watches_reads_why_pending_and_cancels(
     waiting = submit_form(page, stack, name="waits", budget="beta", duration=5, min_runtime="60")
     page.wait_for_selector("#why-pending p:has-text('Protected work on h1 ends at')", timeout=30_000)
     why = page.inner_text("#why-pending")
-    assert "it can take those GPUs then" in why
+    assert "the earliest it could take those GPUs" in why
     assert "Estimated start" in why
     shot("07-workload-pending-why")
 

@@ -24,6 +24,7 @@ from scheduler.policy import (
     Budget,
     Decisions,
     GpuHealth,
+    Hold,
     Host,
     HostState,
     OnCap,
@@ -454,6 +455,7 @@ def crowded_snapshot(seed: int) -> Snapshot:
     ]
     usage = [UsageRecord(rnd.choice("abc"), T0 - 100, T0 - 100, None, rnd.randint(0, 50) * H)]
     pending, groups = _with_dependencies(random.Random(seed ^ 0x5EED), pending)
+    pending = _with_holds(random.Random(seed ^ 0x401D), pending)
     return Snapshot(
         T0, hosts, budgets, attempts, pending, usage, max_reservations=rnd.choice([1, 2, 8]), group_limits=groups
     )
@@ -470,6 +472,15 @@ def _with_dependencies(jr: random.Random, pending: list[Workload]) -> tuple[list
         for w in pending
     ]
     return out, groups
+
+
+def _with_holds(hr: random.Random, pending: list[Workload]) -> list[Workload]:
+    """In about a third of the snapshots, some pending workloads are on a hold of their own, a
+    user's or an admin's (docs/jobs.md "Hold and release"), beside dependencies and group caps.
+    Its own random stream: the other draws of a seed stay what they were."""
+    if hr.random() < 2 / 3:
+        return pending
+    return [replace(w, hold=hr.choice([Hold.USER, Hold.ADMIN])) if hr.random() < 0.3 else w for w in pending]
 
 
 def _in_grace(snap: Snapshot) -> bool:

@@ -51,6 +51,7 @@ def _workloads(draw: st.DrawFn, n: int) -> list[Workload]:
                 draw(st.integers(0, 5)),
                 i,
                 waiting=draw(st.sampled_from((False, False, False, True))),
+                hold=draw(st.sampled_from(("", "", "", "", "user", "admin"))),
             )
         )
     return out
@@ -208,7 +209,10 @@ def test_whole_budgets_classify_as_each_workload(
             BudgetTree(budgets),
             lambda m, g, *_resources: (m, g) in bad,
             lambda w, r, _d, out=reasons: out.__setitem__(w.id, r),
-            lambda w, out=reasons: w.waiting and (out.__setitem__(w.id, PendingReason.DEPENDENCY) or True),
+            lambda w, out=reasons: (
+                (w.waiting or bool(w.hold))
+                and (out.__setitem__(w.id, PendingReason.DEPENDENCY if w.waiting else PendingReason.HELD) or True)
+            ),
             with_reasons=with_reasons,
         )
         if each:  # the plain classification: every budget workload by workload

@@ -72,7 +72,7 @@ def test_cordon_drain_now_and_resume_are_audited(admin, hosts, django_capture_on
     host = hosts["a100-1"]
     with django_capture_on_commit_callbacks() as callbacks:
         do_set_host_state(admin, host, Host.State.CORDONED, "maintenance tomorrow")
-    assert len(callbacks) == 2  # a tick and a push
+    assert len(callbacks) == 3  # a tick, a push and the log line (left44: on commit)
     do_set_host_state(admin, host, Host.State.DRAINING, "fan failure", drain_now=True)
     host.refresh_from_db()
     assert (host.state, host.drain_now) == (Host.State.DRAINING, True)

@@ -78,6 +78,9 @@ def test_zero_is_unlimited_and_a_quote_is_not_refused(researcher, submit_kwargs,
         do_submit_workload(researcher, **submit_kwargs())
 
 
+SPEC = "budget: nlp/olmo\ncluster: default\ngpu_model: A100\ngpu_count: 1\nmin_runtime: 0\ncommand: [x]\n"
+
+
 def test_the_api_the_page_and_the_cli_refuse_in_one_wording(
     researcher, researcher_client, submission, submit_kwargs, limit, monkeypatch, tmp_path
 ):
@@ -93,11 +96,14 @@ def test_the_api_the_page_and_the_cli_refuse_in_one_wording(
     browser = Client()
     browser.force_login(researcher)
     page = browser.post("/submit/", _form())
-    assert page.status_code == 400
+    assert page.status_code == 429  # as the API: a limit, not a bad form (left44; it was 400)
     assert body["detail"] in page.context["form"].non_field_errors()
+    pasted = browser.post("/submit/", {"spec": SPEC})
+    assert pasted.status_code == 429
+    assert body["detail"] in pasted.context["spec_errors"]
 
     spec = tmp_path / "job.yaml"
-    spec.write_text("budget: nlp/olmo\ncluster: default\ngpu_model: A100\ngpu_count: 1\nmin_runtime: 0\ncommand: [x]\n")
+    spec.write_text(SPEC)
     err = run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=1)
     assert body["detail"] in err and SUBMIT_LIMIT_CODE in err
     assert Workload.objects.count() == 1

@@ -167,6 +167,9 @@ def test_a_cap_adds_one_query_to_the_snapshot_whatever_the_size(cluster):
             tw.workload(gpus=1)
         with CaptureQueriesContext(connection) as ctx:
             load_snapshot(tw.cluster, tw.now)
+        with CaptureQueriesContext(connection) as summed:  # the tick's: the caps summed in SQL (left44)
+            load_snapshot(tw.cluster, tw.now, with_cap_records=False)
+        assert len(summed.captured_queries) == len(ctx.captured_queries)
         return len(ctx.captured_queries)
 
     assert queries(1, 1) == queries(50, 20) == 8  # no open attempt: their GPUs are not read (lat32)

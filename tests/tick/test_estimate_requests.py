@@ -117,3 +117,43 @@ def test_a_run_begins_no_sooner_than_the_minimum_gap_after_the_last_one(one_gpu,
     tasks.estimate_starts.fn(cluster.pk)
     assert tasks.request_estimates(cluster.pk)  # no gap: the debounce only, as before
     assert delays[3] == 2000
+
+
+def _boot_worker(queues: set[str] | None) -> None:
+    """Boot (and stop) a dramatiq worker on the configured broker, as ``rundramatiq`` and
+    ``serve --with-worker`` do: its boot runs the broker's middleware."""
+    import dramatiq
+
+    worker = dramatiq.Worker(dramatiq.get_broker(), queues=queues, worker_threads=1, worker_timeout=50)
+    worker.start()
+    worker.stop(timeout=5000)
+
+
+def test_a_restarted_estimates_worker_resumes_within_one_interval(one_gpu):
+    """tryout45: a run queued or running when the estimates process was restarted left its
+    "estimate pending" marker for up to 300 s, so the clock's requests sent nothing and estimates
+    stopped for 3-4 minutes. A worker that consumes the estimates queue forgets the markers as it
+    boots (the runs the old process held are gone, or given back and run again, which is safe): the
+    clock's next request, within one interval, sends a run."""
+    cluster, sent = one_gpu
+    assert tasks.request_estimates(cluster.pk)
+    assert not tasks.request_estimates(cluster.pk)  # a run is queued: single flight
+    sent.clear()
+
+    _boot_worker({"scheduler", "notifications", "default"})  # the worker process: not its markers
+    assert not tasks.request_estimates(cluster.pk)
+    assert sent == []
+
+    _boot_worker({"estimates"})  # the estimates process, restarted
+    assert tasks.request_estimates(cluster.pk)
+    assert sent == [(cluster.pk,)]
+    assert not tasks.request_estimates(cluster.pk)  # single flight again
+
+
+def test_an_embedded_worker_forgets_the_markers_too(one_gpu):
+    """``serve --with-worker`` consumes every queue, estimates included."""
+    cluster, sent = one_gpu
+    assert tasks.request_estimates(cluster.pk)
+    _boot_worker(None)
+    assert tasks.request_estimates(cluster.pk)
+    assert sent == [(cluster.pk,), (cluster.pk,)]

@@ -143,7 +143,7 @@ def test_the_collector_is_paused_while_a_snapshot_is_built_and_resumed_after(tw,
 
     seen: list[bool] = []
     real = snapshot._load_snapshot
-    monkeypatch.setattr(snapshot, "_load_snapshot", lambda *a: seen.append(gc.isenabled()) or real(*a))
+    monkeypatch.setattr(snapshot, "_load_snapshot", lambda *a, **kw: seen.append(gc.isenabled()) or real(*a, **kw))
     assert gc.isenabled()
     load_snapshot(tw.cluster, tw.now)
     assert seen == [False]

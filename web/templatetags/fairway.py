@@ -112,7 +112,7 @@ def pending_words(workload: Any) -> str:
     """A pending workload's reason in a few words (:func:`fairway_cli.words.reason_words`, as
     ``fairway ls`` writes it), with what its ``resources`` say is short."""
     detail = workload.pending_detail or {}
-    return reason_words(workload.pending_reason, detail.get("resources"), detail.get("limit"))
+    return reason_words(workload.pending_reason, detail.get("resources"), detail.get("limit"), workload.hold)
 
 
 @register.filter

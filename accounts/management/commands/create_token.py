@@ -1,4 +1,5 @@
-"""``manage.py create_token USERNAME [--expiry-hours H]``: print a new API token (for the CLI/demo)."""
+"""``manage.py create_token USERNAME [--name NAME] [--expiry-hours H]``: print a new personal API token
+(for the CLI/demo), named for the command unless ``--name`` is given."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.models import User
-from accounts.services import create_api_token
+from accounts.models import ApiTokenInfo, User
+from accounts.services import COMMAND_TOKEN_NAME, AccountError, check_token_name, create_api_token
 from fairway_cli.args import positive_number
 
 
@@ -17,6 +18,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
+        parser.add_argument(
+            "--name",
+            default=COMMAND_TOKEN_NAME,
+            help=f"the token's name on the tokens page (1-100 characters; default: {COMMAND_TOKEN_NAME!r})",
+        )
         parser.add_argument(  # timedelta holds at most 999,999,999 days
             "--expiry-hours", type=positive_number(24 * 36500), default=None, help="default: never expires"
         )
@@ -29,5 +35,12 @@ class Command(BaseCommand):
         hours = options["expiry_hours"]
         if hours is not None and hours <= 0:
             raise CommandError("--expiry-hours must be > 0")
-        _instance, token = create_api_token(user, expiry=timedelta(hours=hours) if hours else None)
+        try:
+            check_token_name(options["name"])
+        except AccountError as exc:
+            raise CommandError(exc.message) from None
+        expiry = timedelta(hours=hours) if hours else None
+        _instance, token = create_api_token(
+            user, expiry=expiry, name=options["name"].strip(), kind=ApiTokenInfo.Kind.PERSONAL
+        )
         self.stdout.write(token)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Any
@@ -10,6 +11,8 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from fairway_cli.args import positive_number
 from scheduler.management.production import refuse_without_shared_services
+
+logger = logging.getLogger("scheduler.clock")  # the clock's own logger: its lines in Fairway's log format
 
 
 class Command(BaseCommand):
@@ -29,8 +32,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: done.set())
         clock = Clock(interval=opts["interval"]).start()
-        self.stdout.write(f"clock: a tick of every cluster every {clock.interval:g}s")
-        self.stdout.flush()
+        logger.info("a tick of every cluster every %gs", clock.interval)
         done.wait()
         clock.stop()
-        self.stdout.write("clock: stopped")
+        logger.info("stopped")

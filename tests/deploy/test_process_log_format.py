@@ -1,0 +1,85 @@
+"""left44: the worker (``manage.py rundramatiq``) and the clock write every line in Fairway's one
+log format (``config.settings.LOG_FORMAT``: ``2026-12-06 16:44:27,191 INFO name: message``).
+
+dramatiq's main process wrote its own (``[2026-12-06 16:44:27,190] [PID 20671] [MainThread]
+[dramatiq.MainProcess] [INFO] Dramatiq '2.2.1' is booting up.``) beside its worker processes' lines
+in Fairway's, the command printed `` * Discovered tasks module: …`` and the clock ``clock: a tick of
+every cluster every 5s``, with no time at all."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.deploy.test_check_deploy import ROOT
+
+LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.()]+: \S")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """The embedded mode (no Redis: dramatiq's stub broker), a database of the test's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWAY_", "DJANGO_"))}
+    env.pop("REDIS_URL", None)
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'log.sqlite3'}", FAIRWAY_VAR_DIR=str(tmp_path))
+    return env
+
+
+def _run_until(args: list[str], env: dict[str, str], ready: str, timeout: float = 90) -> list[str]:
+    """``manage.py <args>`` until a line holds ``ready``, then SIGTERM; every line it wrote."""
+    proc = subprocess.Popen(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # dramatiq forks: the whole group is stopped
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if ready in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)  # as systemd stops it; dramatiq stops its workers
+        out, _ = proc.communicate(timeout=60)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    lines += out.splitlines()
+    assert any(ready in line for line in lines), "\n".join(lines)
+    return [line for line in lines if line.strip()]
+
+
+def test_the_worker_logs_every_line_in_fairways_format(tmp_path):
+    lines = _run_until(
+        ["rundramatiq", "--queues", "scheduler", "--processes", "1", "--threads", "1"],
+        _env(tmp_path),
+        ready="Worker process is ready for action",
+    )
+    assert [line for line in lines if not LINE.match(line)] == [], "\n".join(lines)
+    said = "\n".join(lines)
+    assert "INFO dramatiq.MainProcess: Dramatiq '" in said  # dramatiq's main process, Fairway's format
+    assert "Discovered tasks module: 'scheduler.tasks'" in said
+    assert "Worker has been shut down." in said
+
+
+def test_the_clock_logs_every_line_in_fairways_format(tmp_path):
+    interval = "30"
+    env = _env(tmp_path)
+    migrated = subprocess.run(  # noqa: S603 -- our own manage.py, fixed arguments
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    lines = _run_until(["clock", "--interval", interval], env, ready="a tick of every cluster")
+    assert [line for line in lines if not LINE.match(line)] == [], "\n".join(lines)
+    said = "\n".join(lines)
+    assert f"INFO scheduler.clock: a tick of every cluster every {interval}s" in said
+    assert "INFO scheduler.clock: stopped" in said

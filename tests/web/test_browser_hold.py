@@ -1,0 +1,92 @@
+"""Hold and release from the workload page, and "Submit held" on the form, in a real browser
+(Playwright driving Debian's Chromium; docs/jobs.md "Hold and release"). Skipped when
+``/usr/bin/chromium`` or the ``playwright`` package is missing."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from django.test import Client
+
+from scheduler.models import Workload
+from scheduler.services import do_hold_workload, do_submit_workload
+from tests.conftest import PASSWORD
+from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
+
+
+def _log_in(page, base: str, username: str) -> None:  # noqa: ANN001 -- Playwright's Page
+    page.goto("/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def test_the_owner_holds_and_releases_from_the_page_and_submits_held(
+    live_server, researcher, submit_kwargs, cluster, monkeypatch
+):
+    work = do_submit_workload(researcher, **submit_kwargs())
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            _log_in(page, live_server.url, "researcher")
+            page.goto(f"/workloads/{work.pk}/")
+            assert page.locator("#release-button").count() == 0
+            page.click("#hold-button")
+            page.wait_for_selector("#release-button")
+            why = page.inner_text("#why-pending")
+            fact = page.inner_text("#hold-fact")
+            held_page_hold_buttons = page.locator("#hold-button").count()
+            events = page.inner_text("body")
+            page.click("#release-button")
+            page.wait_for_selector("#hold-button")
+            released_why = page.inner_text("#why-pending")
+            released_events = page.inner_text("body")
+
+            page.goto("/submit/")
+            page.fill("#id_command", "python train.py")
+            page.fill("#id_gpu_count", "1")
+            page.fill("#id_min_runtime", "1h")
+            page.select_option("#id_gpu_model", "A100")
+            page.check("#id_hold")
+            page.get_by_role("button", name="Submit", exact=True).click()
+            page.wait_for_selector("#why-pending")
+            submitted_why = page.inner_text("#why-pending")
+            submitted_buttons = (page.locator("#release-button").count(), page.locator("#hold-button").count())
+        finally:
+            browser.close()
+
+    assert "Held by its owner (user hold) since" in why
+    assert "Estimated start: Not given" in why
+    assert fact.startswith("user hold by researcher since")
+    assert held_page_hold_buttons == 0
+    assert "held by its owner (user hold)" in events and "released (user hold)" in released_events
+    assert "Held by its owner" not in released_why
+    work.refresh_from_db()
+    assert (work.hold, work.held_at) == ("", None)
+    submitted = Workload.objects.exclude(pk=work.pk).get()
+    assert (submitted.hold, submitted.held_by) == ("user", researcher)
+    assert "Held by its owner (user hold)" in submitted_why
+    assert submitted_buttons == (1, 0)
+
+
+def test_an_admins_hold_shows_no_release_button_to_the_owner(researcher, admin, submit_kwargs):
+    work = do_submit_workload(researcher, **submit_kwargs())
+    do_hold_workload(admin, work)
+    owner = Client()
+    owner.force_login(researcher)
+    page = owner.get(f"/workloads/{work.pk}/").content.decode()
+    assert 'id="release-button"' not in page and 'id="hold-button"' not in page
+    assert "admin hold" in page and "Held by an admin (admin hold)" in page
+    refused = owner.post(f"/workloads/{work.pk}/release/", follow=True).content.decode()
+    assert "only an admin" in refused
+    assert Workload.objects.get(pk=work.pk).hold == "admin"
+    listing = owner.get("/workloads/").content.decode()
+    assert "held by an admin" in listing
