@@ -164,11 +164,15 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     snap, index = load_snapshot(cluster_id, now)
     cpu1 = time.thread_time()
     grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
-    rows = list(
-        Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
+    rows = [
+        w
+        for w in Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
             "id", "estimated_start", "no_start_found", "estimate_told", "pending_detail"
         )
-    )
+        # read by the simulation: one submitted since the snapshot was answered "no start found"
+        # about a request it never read (brk46); the next run judges it
+        if w.pk in index.pending_version
+    ]
     stored = {}
     for w in rows:
         reserved = (w.pending_detail or {}).get("reserved_start")
@@ -227,9 +231,11 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     )
     # notifications: an estimated start more than an hour from the one last told (docs/jobs.md),
     # judged from the stored reference at every run: a move held back by the hour is told after it
-    # (brk43), and a start sliding under an hour a run is told once it slid an hour in all (left45)
-    if moved:
-        _notify_moved(moved)
+    # (brk43), and a start sliding under an hour a run is told once it slid an hour in all (left45);
+    # only where the run wrote the estimate: still pending at the version it read (brk46)
+    told = _as_written(moved, index.pending_version) if moved else []
+    if told:
+        _notify_moved(told)
     return len(changed)
 
 
@@ -265,6 +271,21 @@ def _write_estimates(changed: list[Workload], versions: dict[int, int] | None = 
                 default=F("estimate_told"),
             ),
         )
+
+
+def _as_written(
+    moved: list[tuple[Workload, datetime, datetime]], versions: dict[int, int]
+) -> list[tuple[Workload, datetime, datetime]]:
+    """The moves of ``moved`` whose estimate :func:`_write_estimates` wrote: still pending at the
+    version the simulation read (brk46: a move judged on the old request of a workload updated
+    before the write, which skipped it, was still told). One query; a workload updated after the
+    write is not told either (its estimate was cleared)."""
+    now = set(
+        Workload.objects.filter(pk__in=[w.pk for w, _old, _new in moved], state=Workload.State.PENDING).values_list(
+            "pk", "spec_version"
+        )
+    )
+    return [m for m in moved if (m[0].pk, versions.get(m[0].pk)) in now]
 
 
 def _as_read(w: Workload, versions: dict[int, int]) -> dict[str, int]:

@@ -1179,9 +1179,22 @@ UPDATABLE_FIELDS = (
 ``max_runtime``, ``memory``, ``shared_memory``), like Slurm's ``scontrol update`` of a pending job.
 The image, command, env, mounts, dependencies, cluster and array stay as submitted (docs/jobs.md)."""
 
+SCHEDULED_FIELDS = frozenset({"budget", "gpu_model", "gpu_count", "min_runtime_s", "cpus", "memory_bytes"})
+"""The fields of :data:`UPDATABLE_FIELDS` the scheduler judges a pending workload on (the pending
+rows ``snapshot._pending_rows`` reads; ``tests/tick/test_brk46_race.py`` checks they match): a
+change of one clears the workload's reason, estimate and nominations, which were decided on the old
+request. The others (name, retries, wall-time limit, shared memory) are read when it starts or ends;
+a change of them alone keeps them (brk46: a rename of a workload awaiting its preemption gave up its
+nominated GPUs, and the next tick stopped a second victim for it)."""
+
 UPDATE_FORBIDDEN = (
     "Only those who may cancel a workload may change it: its owner, a budget manager or an admin with the "
     "change_workload permission."
+)
+CHANGED_MEANWHILE = "changed_meanwhile"
+CHANGED_SINCE_SHOWN = (
+    "This workload was changed since this page was shown (another update): its request as it is now is shown "
+    "below; make your change again."
 )
 UPDATE_RETRIES = 3
 """How many times an update reads the workload again when another update committed between its
@@ -1222,6 +1235,7 @@ def do_update_workload(
     changes: Mapping[str, Any],
     *,
     tree: dict[int, Budget] | None = None,
+    seen_version: int | None = None,
 ) -> Workload:
     """Change a pending workload's request (``changes``: some of :data:`UPDATABLE_FIELDS`, in
     :func:`do_submit_workload`'s terms; ``budget`` a path or id); returns it as written.
@@ -1236,8 +1250,13 @@ def do_update_workload(
     are charged there). The workload keeps its submission time and sequence (its place in its
     budget's queue, as Slurm keeps a job's age priority), its ``spec_version`` goes up (a tick whose
     snapshot read the old request starts nothing for it: ``tick._apply_starts``), its reason,
-    estimate and nominations are cleared (the next tick judges it again), and an ``updated`` event
-    lists each field's old → new value. Nothing changed: no event, no new version."""
+    estimate and nominations are cleared when a field the scheduler reads changed
+    (:data:`SCHEDULED_FIELDS`; the next tick judges it again), and an ``updated`` event
+    lists each field's old → new value. Nothing changed: no event, no new version.
+
+    ``seen_version``: the ``spec_version`` of the request the caller showed, when it sends every
+    field whatever it changed (the web form): another version is refused ``changed_meanwhile``
+    (409), so a form shown before another update never writes its old values back over it."""
     unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
     if unknown:
         raise UpdateError.from_problems(
@@ -1252,22 +1271,26 @@ def do_update_workload(
             ]
         )
     for _ in range(UPDATE_RETRIES):
-        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree)
+        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree, seen_version)
         if done is not None:
             return done
         tree = None  # another update committed meanwhile: read everything again
     raise UpdateError(
-        "changed_meanwhile", None, "The workload kept changing while this update ran; try again.", status=409
+        CHANGED_MEANWHILE, None, "The workload kept changing while this update ran; try again.", status=409
     )
 
 
-def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget]) -> Workload | None:
+def _update_once(
+    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
+) -> Workload | None:
     """One try of :func:`do_update_workload`; None when another update committed between the read
-    of the workload and its lock."""
+    of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
     current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
     if not can_cancel(actor, current, tree):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     _refuse_unless_pending(current)
+    if seen_version is not None and seen_version != current.spec_version:
+        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
     if "budget" in changes and changes["budget"] in (None, ""):
         raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
@@ -1320,16 +1343,12 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
         fields: dict[str, Any] = {f: new for f, (_old, new) in diff.items() if f != "budget"}
         if "budget" in diff:
             fields["budget_id"] = checked.budget.pk
-        Workload.objects.filter(pk=pk).update(
-            **fields,
-            spec_version=locked.spec_version + 1,
-            pending_reason="",
-            pending_detail={},
-            estimated_start=None,
-            no_start_found=False,
-            updated_at=now,
-        )
-        GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
+        scheduled = not SCHEDULED_FIELDS.isdisjoint(diff)
+        if scheduled:  # judged on the old request: the next tick judges the new one
+            fields.update(pending_reason="", pending_detail={}, estimated_start=None, no_start_found=False)
+        Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
+        if scheduled:
+            GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
         WorkloadEvent.objects.create(
             workload_id=pk,
             at=now,
@@ -1342,7 +1361,8 @@ def _update_once(actor: User, pk: int, changes: Mapping[str, Any], tree: dict[in
             ),
             data={"changes": {f: [old, new] for f, (old, new) in diff.items()}},
         )
-        request_tick_on_commit(current.cluster_id)
+        if scheduled:
+            request_tick_on_commit(current.cluster_id)
     return Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
 
 
@@ -1374,7 +1394,9 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     """:func:`do_update_workload` of every pending member of array group ``group`` that ``actor``
     may change, one by one (a member that started meanwhile is left as it is); returns those
     changed. The members keep their own names (``name`` is refused: each is ``NAME[i]``). Raises
-    ``forbidden`` (403) when ``actor`` may change none of its members."""
+    ``forbidden`` (403) when ``actor`` may change none of its members, ``budget_charged`` (409)
+    before any change when a budget move meets a member that has run (one that runs meanwhile is
+    left as it is, as one that started)."""
     if "name" in changes:
         raise UpdateError(
             "not_updatable", "name", "A group's members keep their names (NAME[i]): change one member's name alone."
@@ -1383,16 +1405,22 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     if not can_cancel_group(actor, group, members):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     tree = load_tree()
+    mine = [w for w in members if w.state == Workload.State.PENDING and can_cancel(actor, w, tree)]
+    if "budget" in changes and changes["budget"] not in (None, ""):
+        # Every member that has run is refused before any member changes (brk46: the members before
+        # it had moved when the group's answer was 409 ``budget_charged``).
+        target = resolve_budget(changes["budget"], tree)
+        for w in mine:
+            if target is not None and target.pk != w.budget_id:
+                _refuse_if_charged(w)
     changed = []
-    for w in members:
-        if w.state != Workload.State.PENDING or not can_cancel(actor, w, tree):
-            continue
+    for w in mine:
         try:
             done = do_update_workload(actor, w, changes, tree=tree)
         except UpdateError as exc:
-            if exc.code != "not_pending":
+            if exc.code not in ("not_pending", "budget_charged"):
                 raise
-            continue
+            continue  # started, or ran and was requeued, since the members were read: left as it is
         if done.spec_version != w.spec_version:  # changed (one already as asked is not counted)
             changed.append(done)
     return changed

@@ -213,7 +213,7 @@ def _apply(
     stamp(("reasons", time.monotonic()))
     nominations = _apply_stops(decisions, index, now, result, touched, events)
     _apply_host_states(decisions.host_states, index, now, result)
-    _apply_nominations(nominations, started_workloads, index)
+    _apply_nominations(nominations, started_workloads, index, {index.pk_of()(w) for w in gone})
     if events:
         if connection.vendor == "postgresql":
             _insert_events_pg(events)
@@ -504,11 +504,15 @@ def _apply_stops(
     return nominations
 
 
-def _apply_nominations(wanted: dict[int, int], started: set[int], index: SnapshotIndex) -> None:
-    """Make GPU.nominated_for equal ``wanted`` (GPU pk → workload pk); started workloads lose theirs."""
+def _apply_nominations(wanted: dict[int, int], started: set[int], index: SnapshotIndex, gone: set[int]) -> None:
+    """Make GPU.nominated_for equal ``wanted`` (GPU pk → workload pk); started workloads lose theirs.
+    The GPUs the snapshot read nominated for a workload of ``gone`` (canceled or updated since, which
+    dealt with its nominations: :func:`_lock_workloads`) are left as they are now (brk46: a rename
+    committed meanwhile kept them, and this tick cleared them)."""
     wanted = {gid: wid for gid, wid in wanted.items() if wid not in started}
     changed = {gid for gid in set(index.nominated) | set(wanted) if index.nominated.get(gid) != wanted.get(gid)}
     changed |= {gid for gid, wid in index.nominated.items() if wid in started}
+    changed -= {gid for gid, wid in index.nominated.items() if wid in gone}
     if not changed:
         return
     to_clear = [gid for gid in changed if gid not in wanted]
@@ -574,7 +578,8 @@ def _apply_pending(pending: dict[str, p.PendingInfo], started: set[int], index: 
         return 0
     changed.sort()  # by pk: rows are locked in one order, as everywhere else
     if connection.vendor == "postgresql":
-        _write_reasons_pg(changed)
+        written = _write_reasons_pg(changed)
+        changed = [r for r in changed if r.pk in written]  # as below: the estimates follow the rows written
     else:
         still_pending = dict(
             Workload.objects.select_for_update()
@@ -631,7 +636,7 @@ def _cap_estimates(changed: list[ReasonRow]) -> None:
         ).update(estimated_start=latest)
 
 
-def _write_reasons_pg(changed: list[ReasonRow]) -> None:
+def _write_reasons_pg(changed: list[ReasonRow]) -> set[int]:
     """Write reasons with one ``UPDATE``, only on rows still pending: three parameters whatever
     the number of rows — the ids and the reason codes as arrays, the details as one JSON array
     (row *i*'s detail is its element *i*).
@@ -641,7 +646,10 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
     of JSON documents an escape of every quote (12,257 reasons: 0.42 s to pass them, against
     0.08 s as one JSON array); each dominated a tick with thousands of pending workloads. The
     condition on ``state`` does the job of a row lock (a cancel committed meanwhile keeps its
-    cleared reason, a hold or a release committed meanwhile its own reason).
+    cleared reason, a hold or a release committed meanwhile its own reason), and the one on
+    ``spec_version`` an update's; returns the pks written, so the
+    estimates capped and cleared after it are those of the rows written (brk46: a reason judged on
+    the old request, not written, still cleared the new request's estimate).
     """
     table = Workload._meta.db_table
     rows_sql, params = _rows_with_json(
@@ -657,9 +665,10 @@ def _write_reasons_pg(changed: list[ReasonRow]) -> None:
         cur.execute(
             f"UPDATE {table} AS w SET pending_reason = v.reason, pending_detail = v.detail "  # noqa: S608 - table name from the model, values are parameters
             f"FROM (SELECT r.id, r.reason, r.version, d.detail FROM {rows_sql}) AS v "
-            "WHERE w.id = v.id AND w.state = 'pending' AND w.spec_version = v.version",
+            "WHERE w.id = v.id AND w.state = 'pending' AND w.spec_version = v.version RETURNING w.id",
             params,
         )
+        return {pk for (pk,) in cur.fetchall()}
 
 
 def _rows_with_json(

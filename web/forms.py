@@ -359,6 +359,9 @@ class WorkloadEditForm(forms.Form):
     cpus = forms.CharField(required=False, label="CPUs per host", help_text="empty: the host's per-GPU share")
     memory = forms.CharField(required=False, label="Memory per host", help_text="e.g. 64G; empty: the per-GPU share")
     shared_memory = forms.CharField(required=False, label="Shared memory", help_text="e.g. 8G; empty: the runtime's")
+    version = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    """the ``spec_version`` shown: every field is posted, changed or not (``do_update_workload``'s
+    ``seen_version``: a form shown before another update is refused rather than undo it, brk46)"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="edit_%s", **kwargs)
@@ -368,7 +371,7 @@ class WorkloadEditForm(forms.Form):
         return {
             name: None if name in self.CLEARABLE and not value.strip() else value.strip()
             for name, value in self.cleaned_data.items()
-            if name in self.data  # a field not posted stays as it is
+            if name in self.data and name != "version"  # a field not posted stays as it is
         }
 
     def show_problems(self, errors: dict[str, list[str]]) -> list[str]:

@@ -77,6 +77,7 @@ from scheduler.pyramid import DEFAULT_RANGE, pyramid_report
 from scheduler.reports import budget_standings, estimate_words, explain_pending, occupancy
 from scheduler.resubmit import exact_duration_text
 from scheduler.services import (
+    CHANGED_MEANWHILE,
     HOST_ACTIONS,
     can_cancel,
     do_cancel_group,
@@ -616,6 +617,7 @@ def _edit_values(workload: Workload, scope: Scope) -> dict[str, str]:
         "cpus": str(workload.cpus) if workload.cpus is not None else "",
         "memory": exact_size_text(workload.memory_bytes),
         "shared_memory": exact_size_text(workload.shared_memory_bytes),
+        "version": str(workload.spec_version),
     }
 
 
@@ -660,12 +662,15 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
     field (400; 403 and 409 as the API answers them)."""
     target = get_object_or_404(Workload, pk=pk)
     form = WorkloadEditForm(request.POST)
+    shown: WorkloadEditForm | None = form
     status = 400
     if form.is_valid():
         serializer = WorkloadUpdateSerializer(data=form.body())
         if serializer.is_valid():
             try:
-                done = do_update_workload(request.user, target, serializer.to_changes())
+                done = do_update_workload(
+                    request.user, target, serializer.to_changes(), seen_version=form.cleaned_data["version"]
+                )
             except ServiceError as exc:
                 problems: dict[str, list[str]] = {}
                 for problem in exc.problems:
@@ -673,6 +678,8 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                 for message in form.show_problems(problems):
                     messages.error(request, message)
                 status = exc.status
+                if exc.code == CHANGED_MEANWHILE:
+                    shown = None  # the request as it is now, at its version (the typed one is refused again)
             else:
                 messages.success(
                     request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
@@ -682,7 +689,7 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
             for message in form.show_problems({f: [str(m) for m in msgs] for f, msgs in serializer.errors.items()}):
                 messages.error(request, message)
     scope = _scope(request)
-    return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, form), status=status)
+    return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, shown), status=status)
 
 
 @login_required
