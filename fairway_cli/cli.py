@@ -1736,15 +1736,15 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     p.add_argument("--name", help="the name" + default("the program's name, the command's first word"))
     p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo" + default("the only one you may submit to"))
     p.add_argument("--cluster", "-c", help="the cluster to run on (its name)" + default("the only cluster"))
-    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
+    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count" + default("1"))
     p.add_argument(
-        "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
+        "--gpu-model", "-m", help="e.g. A100" + default("the cluster's only model; name one where it has several")
     )
     p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
-    p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
-    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
-    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
+    p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
+    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G, at most --memory" + default("the runtime's"))
     p.add_argument(
         "--env", "-e", action="append", metavar="NAME=VALUE", help="an environment variable of the workload (repeat it)"
     )
@@ -1758,7 +1758,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     replaces = " (replaces its list)" if again else ""
     p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog" + replaces)
     p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
-    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit (default 0)")
+    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit" + default("0"))
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
     p.add_argument(
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"

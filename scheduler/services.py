@@ -1251,7 +1251,8 @@ def do_update_workload(
     budget's queue, as Slurm keeps a job's age priority), its ``spec_version`` goes up (a tick whose
     snapshot read the old request starts nothing for it: ``tick._apply_starts``), its reason,
     estimate and nominations are cleared when a field the scheduler reads changed
-    (:data:`SCHEDULED_FIELDS`; the next tick judges it again), and an ``updated`` event
+    (:data:`SCHEDULED_FIELDS`; the next tick judges it again; a held one keeps its ``held``
+    reason, which no size changes), and an ``updated`` event
     lists each field's old → new value. Nothing changed: no event, no new version.
 
     ``seen_version``: the ``spec_version`` of the request the caller showed, when it sends every
@@ -1345,7 +1346,9 @@ def _update_once(
             fields["budget_id"] = checked.budget.pk
         scheduled = not SCHEDULED_FIELDS.isdisjoint(diff)
         if scheduled:  # judged on the old request: the next tick judges the new one
-            fields.update(pending_reason="", pending_detail={}, estimated_start=None, no_start_found=False)
+            fields.update(estimated_start=None, no_start_found=False)
+            if not (locked.hold and locked.pending_reason == PendingReason.HELD):
+                fields.update(pending_reason="", pending_detail={})  # a held one still says held (try46)
         Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
         if scheduled:
             GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request

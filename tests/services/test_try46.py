@@ -1,0 +1,16 @@
+"""try46: hold, update and submit again read as one family (docs/jobs.md)."""
+
+from __future__ import annotations
+
+from scheduler.services import do_hold_workload, do_submit_workload, do_update_workload
+
+
+def test_a_held_workload_changed_still_says_held(researcher, submit_kwargs):
+    """A new GPU count cleared a held workload's reason: until the next tick its page and
+    `fairway ls` said "just submitted" / "not considered yet" of work that never starts until
+    released."""
+    w = do_submit_workload(researcher, **submit_kwargs())
+    do_hold_workload(researcher, w)
+    changed = do_update_workload(researcher, w, {"gpu_count": 2})
+    assert (changed.gpu_count, changed.hold) == (2, "user")
+    assert (changed.pending_reason, changed.pending_detail) == ("held", {"hold": "user"})
