@@ -1098,7 +1098,8 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(g, out)
         else:
-            out.write(f"array group {g['group']}: {g['updated']} pending members changed\n")
+            n = g["updated"]
+            out.write(f"array group {g['group']}: {n} pending member{'' if n == 1 else 's'} changed\n")
         return EXIT_OK
     if args.id is None:
         raise CliError(EXIT_USAGE, "give a workload id or --group ID")
@@ -1108,9 +1109,10 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
     limit = f", wall-time limit {duration(w['max_runtime_s'])}" if w.get("max_runtime_s") else ""
+    held = f", held (fairway release {w['id']})" if w.get("hold") else ""  # changed, still waiting for it
     out.write(
         f"#{w['id']} {w['name']} now asks {w['gpu_count']} × {w['gpu_model']}, budget {w['budget']}, "
-        f"{kind}{limit} — {w['state']}, its place in the queue kept\n"
+        f"{kind}{limit} — {w['state']}{held}, its place in the queue kept\n"
     )
     return EXIT_OK
 
@@ -1131,7 +1133,8 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             emit_json(g, out)
         else:
             done = g["held" if verb == "hold" else "released"]
-            out.write(f"array group {g['group']}: {done} pending member{'' if done == 1 else 's'} {verb_past(verb)}\n")
+            which = "pending" if verb == "hold" else "held"
+            out.write(f"array group {g['group']}: {done} {which} member{'' if done == 1 else 's'} {verb_past(verb)}\n")
         return EXIT_OK
     if not args.ids:
         raise CliError(EXIT_USAGE, "give one or more workload ids or --group ID")
