@@ -1543,16 +1543,17 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
     return locked
 
 
-def do_hold_group(actor: User, group: Any, *, release: bool = False) -> int:
+def do_hold_group(actor: User, group: Any, *, release: bool = False) -> list[int]:
     """Hold (``release``: release) every pending member of an array group that ``actor`` may
     (one :func:`do_hold_workload` or :func:`do_release_workload` each, so each member's is the
     ordinary one); members that started meanwhile, are not held (release) or hold an admin's hold
-    ``actor`` may not release are passed over. Returns how many changed. Raises HoldError
+    ``actor`` may not release are passed over. Returns the ids of those changed (try46: as
+    :func:`do_update_group`'s answer names them). Raises HoldError
     ``forbidden`` (403) when ``actor`` may cancel none of its members (:func:`can_cancel_group`)."""
     members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
-    done = 0
+    done: list[int] = []
     for w in members:
         if w.state != Workload.State.PENDING or bool(w.hold) != release or not can_cancel(actor, w):
             continue
@@ -1560,7 +1561,8 @@ def do_hold_group(actor: User, group: Any, *, release: bool = False) -> int:
             changed = do_release_workload(actor, w) if release else do_hold_workload(actor, w)
         except HoldError:
             continue  # started meanwhile, or an admin's hold
-        done += changed.hold != w.hold
+        if changed.hold != w.hold:
+            done.append(w.pk)
     return done
 
 

@@ -736,7 +736,7 @@ def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     """Hold or release every pending member of array group ``pk``; back to the group's list."""
     group = get_object_or_404(ArrayGroup, pk=pk)
     try:
-        n = do_hold_group(request.user, group, release=verb == "release")
+        n = len(do_hold_group(request.user, group, release=verb == "release"))
         messages.success(
             request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
         )
