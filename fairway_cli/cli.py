@@ -1098,7 +1098,8 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(g, out)
         else:
-            out.write(f"array group {g['group']}: {g['updated']} pending members changed\n")
+            n = g["updated"]
+            out.write(f"array group {g['group']}: {n} pending member{'' if n == 1 else 's'} changed\n")
         return EXIT_OK
     if args.id is None:
         raise CliError(EXIT_USAGE, "give a workload id or --group ID")
@@ -1108,9 +1109,10 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
     limit = f", wall-time limit {duration(w['max_runtime_s'])}" if w.get("max_runtime_s") else ""
+    held = f", held (fairway release {w['id']})" if w.get("hold") else ""  # changed, still waiting for it
     out.write(
         f"#{w['id']} {w['name']} now asks {w['gpu_count']} × {w['gpu_model']}, budget {w['budget']}, "
-        f"{kind}{limit} — {w['state']}, its place in the queue kept\n"
+        f"{kind}{limit} — {w['state']}{held}, its place in the queue kept\n"
     )
     return EXIT_OK
 
@@ -1131,7 +1133,8 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             emit_json(g, out)
         else:
             done = g["held" if verb == "hold" else "released"]
-            out.write(f"array group {g['group']}: {done} pending member{'' if done == 1 else 's'} {verb_past(verb)}\n")
+            which = "pending" if verb == "hold" else "held"
+            out.write(f"array group {g['group']}: {done} {which} member{'' if done == 1 else 's'} {verb_past(verb)}\n")
         return EXIT_OK
     if not args.ids:
         raise CliError(EXIT_USAGE, "give one or more workload ids or --group ID")
@@ -1736,15 +1739,15 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     p.add_argument("--name", help="the name" + default("the program's name, the command's first word"))
     p.add_argument("--budget", "-b", help="leaf budget path, e.g. nlp/olmo" + default("the only one you may submit to"))
     p.add_argument("--cluster", "-c", help="the cluster to run on (its name)" + default("the only cluster"))
-    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count (default 1)")
+    p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count" + default("1"))
     p.add_argument(
-        "--gpu-model", "-m", help="e.g. A100 (default: the cluster's only model; name one where it has several)"
+        "--gpu-model", "-m", help="e.g. A100" + default("the cluster's only model; name one where it has several")
     )
     p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
-    p.add_argument("--cpus", type=_positive_int, help="CPUs per host (default: the host's per-GPU share)")
-    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M (default: the per-GPU share)")
-    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G (at most --memory; default: the runtime's)")
+    p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
+    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G, at most --memory" + default("the runtime's"))
     p.add_argument(
         "--env", "-e", action="append", metavar="NAME=VALUE", help="an environment variable of the workload (repeat it)"
     )
@@ -1758,7 +1761,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     replaces = " (replaces its list)" if again else ""
     p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog" + replaces)
     p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
-    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit (default 0)")
+    p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit" + default("0"))
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
     p.add_argument(
         "--array", metavar="0-99[%N]", help="one workload per index (FAIRWAY_ARRAY_INDEX), at most N at once"

@@ -23,7 +23,7 @@ REASON_WORDS = {
     "protected_work": "waiting for protection to end",
     "fair_share": "other budgets go first",
     "insufficient_gpus": "not enough GPUs",
-    "not_yet_considered": "just submitted",
+    "not_yet_considered": "not considered yet",  # just submitted, changed or released (try46)
 }
 """Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
 
@@ -53,7 +53,7 @@ def reason_words(
     """A pending workload's reason in a few words: ``not enough CPUs`` for ``insufficient_gpus``
     whose ``resources`` say CPUs are what is short (its GPUs could be made free), any other reason
     followed by ``(CPUs short)`` when CPUs or memory made it worse than GPUs alone would (the
-    detail page's ``scheduler.reports.short_sentence`` says the same at length). ``just submitted``
+    detail page's ``scheduler.reports.short_sentence`` says the same at length). ``not considered yet``
     without a reason; an unknown code as given. ``group_limit``: the ``%N`` of an array member's
     ``dependency`` that is its group's limit (``pending_detail.limit``): ``array at its limit
     (%2)``, where "waits for other workloads" read as an ``after`` wait (try37). ``hold``: the

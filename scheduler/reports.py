@@ -730,7 +730,9 @@ def _lines(
     reason = workload.pending_reason
     lines: list[str] = []
     if not reason:
-        lines.append("Submitted; the scheduler has not considered it yet (it will within a few seconds).")
+        lines.append(  # just submitted, changed or released (try46: "Submitted;" of work waiting for hours)
+            "The scheduler has not considered it yet (it will within a few seconds)."
+        )
     elif reason == "unschedulable":
         lines.append(
             f"No host of cluster {workload.cluster.name} can ever hold {detail.get('gpus', workload.gpu_count)} "

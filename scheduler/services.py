@@ -1251,7 +1251,8 @@ def do_update_workload(
     budget's queue, as Slurm keeps a job's age priority), its ``spec_version`` goes up (a tick whose
     snapshot read the old request starts nothing for it: ``tick._apply_starts``), its reason,
     estimate and nominations are cleared when a field the scheduler reads changed
-    (:data:`SCHEDULED_FIELDS`; the next tick judges it again), and an ``updated`` event
+    (:data:`SCHEDULED_FIELDS`; the next tick judges it again; a held one keeps its ``held``
+    reason, which no size changes), and an ``updated`` event
     lists each field's old → new value. Nothing changed: no event, no new version.
 
     ``seen_version``: the ``spec_version`` of the request the caller showed, when it sends every
@@ -1345,7 +1346,9 @@ def _update_once(
             fields["budget_id"] = checked.budget.pk
         scheduled = not SCHEDULED_FIELDS.isdisjoint(diff)
         if scheduled:  # judged on the old request: the next tick judges the new one
-            fields.update(pending_reason="", pending_detail={}, estimated_start=None, no_start_found=False)
+            fields.update(estimated_start=None, no_start_found=False)
+            if not (locked.hold and locked.pending_reason == PendingReason.HELD):
+                fields.update(pending_reason="", pending_detail={})  # a held one still says held (try46)
         Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
         if scheduled:
             GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
@@ -1540,16 +1543,17 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
     return locked
 
 
-def do_hold_group(actor: User, group: Any, *, release: bool = False) -> int:
+def do_hold_group(actor: User, group: Any, *, release: bool = False) -> list[int]:
     """Hold (``release``: release) every pending member of an array group that ``actor`` may
     (one :func:`do_hold_workload` or :func:`do_release_workload` each, so each member's is the
     ordinary one); members that started meanwhile, are not held (release) or hold an admin's hold
-    ``actor`` may not release are passed over. Returns how many changed. Raises HoldError
+    ``actor`` may not release are passed over. Returns the ids of those changed (try46: as
+    :func:`do_update_group`'s answer names them). Raises HoldError
     ``forbidden`` (403) when ``actor`` may cancel none of its members (:func:`can_cancel_group`)."""
     members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
-    done = 0
+    done: list[int] = []
     for w in members:
         if w.state != Workload.State.PENDING or bool(w.hold) != release or not can_cancel(actor, w):
             continue
@@ -1557,7 +1561,8 @@ def do_hold_group(actor: User, group: Any, *, release: bool = False) -> int:
             changed = do_release_workload(actor, w) if release else do_hold_workload(actor, w)
         except HoldError:
             continue  # started meanwhile, or an admin's hold
-        done += changed.hold != w.hold
+        if changed.hold != w.hold:
+            done.append(w.pk)
     return done
 
 

@@ -597,10 +597,29 @@ def _workload_context(
         "has_attempts": bool(lanes),
         "cancel_requested": bool(open_attempt and open_attempt.stop_reason == Attempt.EndReason.CANCELED),
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
-        "can_cancel_group": workload.group_id is not None and can_cancel(request.user, workload),
+        **_group_actions(request.user, workload),
         "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
         "can_update": workload.state == Workload.State.PENDING and can_cancel(request.user, workload),
         "edit_form": edit_form or WorkloadEditForm(initial=_edit_values(workload, scope)),
+    }
+
+
+def _group_actions(user: User, workload: Workload) -> dict[str, bool]:
+    """Which of the group's buttons the workload's page offers: each only where it would change a
+    member (try46: a finished group offered "Cancel the group", "Hold the group" and "Release the
+    group" alike, and a held one "Hold the group"), as the member's own buttons follow its state."""
+    if workload.group_id is None or not can_cancel(user, workload):
+        return {"can_cancel_group": False, "can_hold_group": False, "can_release_group": False}
+    live = list(
+        Workload.objects.filter(group_id=workload.group_id)
+        .exclude(state__in=Workload.FINAL_STATES)
+        .values_list("state", "hold")
+    )
+    pending = [hold for state, hold in live if state == Workload.State.PENDING]
+    return {
+        "can_cancel_group": bool(live),
+        "can_hold_group": any(not hold for hold in pending),
+        "can_release_group": any(hold and (hold != "admin" or may_release_admin_hold(user)) for hold in pending),
     }
 
 
@@ -717,7 +736,7 @@ def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     """Hold or release every pending member of array group ``pk``; back to the group's list."""
     group = get_object_or_404(ArrayGroup, pk=pk)
     try:
-        n = do_hold_group(request.user, group, release=verb == "release")
+        n = len(do_hold_group(request.user, group, release=verb == "release"))
         messages.success(
             request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
         )

@@ -1183,11 +1183,13 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
 class GroupHoldSerializer(serializers.Serializer):
     group = serializers.IntegerField()
     held = serializers.IntegerField(help_text="pending members held by this request")
+    members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members held")
 
 
 class GroupReleaseSerializer(serializers.Serializer):
     group = serializers.IntegerField()
     released = serializers.IntegerField(help_text="held pending members released by this request")
+    members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members released")
 
 
 class SubmittedArraySerializer(serializers.Serializer):

@@ -622,7 +622,8 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         """200 ``{"group", "held"}``: pending members held now (docs/jobs.md "Hold and release");
         403 ``forbidden``."""
         group = self.get_object()
-        return Response({"group": group.pk, "held": do_hold_group(request.user, group)})
+        done = do_hold_group(request.user, group)
+        return Response({"group": group.pk, "held": len(done), "members": done})
 
     @extend_schema(request=None, responses=GroupReleaseSerializer)
     @action(detail=True, methods=["post"])
@@ -630,7 +631,8 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         """200 ``{"group", "released"}``: held pending members released now (an admin's hold only
         by an admin); 403 ``forbidden``."""
         group = self.get_object()
-        return Response({"group": group.pk, "released": do_hold_group(request.user, group, release=True)})
+        done = do_hold_group(request.user, group, release=True)
+        return Response({"group": group.pk, "released": len(done), "members": done})
 
 
 class NotificationSettingsView(FairwayAPIView):

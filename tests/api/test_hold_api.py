@@ -88,9 +88,12 @@ def test_a_group_is_held_and_released(researcher_client, outsider_client, resear
     do_submit_workload(researcher, **submit_kwargs(), array="0-2")
     group = ArrayGroup.objects.get()
     assert outsider_client.post(f"/api/v1/groups/{group.pk}/hold/").status_code == 403
-    assert researcher_client.post(f"/api/v1/groups/{group.pk}/hold/").json() == {"group": group.pk, "held": 3}
+    ids = list(group.members.order_by("pk").values_list("pk", flat=True))
+    held = researcher_client.post(f"/api/v1/groups/{group.pk}/hold/").json()
+    assert held == {"group": group.pk, "held": 3, "members": ids}
     assert set(group.members.values_list("hold", flat=True)) == {"user"}
-    assert researcher_client.post(f"/api/v1/groups/{group.pk}/release/").json() == {"group": group.pk, "released": 3}
+    released = researcher_client.post(f"/api/v1/groups/{group.pk}/release/").json()
+    assert released == {"group": group.pk, "released": 3, "members": ids}
     assert set(group.members.values_list("hold", flat=True)) == {""}
 
 

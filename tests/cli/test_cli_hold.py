@@ -57,7 +57,7 @@ def test_a_group_is_held_and_released(monkeypatch, researcher, submit_kwargs):
     out = run_cli(monkeypatch, researcher, "hold", "--group", str(group.pk))
     assert out == f"array group {group.pk}: 3 pending members held\n"
     out = run_cli(monkeypatch, researcher, "release", "--group", str(group.pk))
-    assert out == f"array group {group.pk}: 3 pending members released\n"
+    assert out == f"array group {group.pk}: 3 held members released\n"
 
 
 def test_submit_held(monkeypatch, researcher, cluster, tmp_path):

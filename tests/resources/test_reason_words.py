@@ -23,7 +23,7 @@ def test_reason_words_name_what_is_short():
     assert reason_words("insufficient_gpus", ["cpus", "memory"]) == "not enough CPUs and memory"
     assert reason_words("reserved_for_other", ["cpus"]) == "GPUs reserved for a larger job (CPUs short)"
     assert reason_words("fair_share", []) == REASON_WORDS["fair_share"]
-    assert reason_words("", None) == reason_words(None, None) == "just submitted"
+    assert reason_words("", None) == reason_words(None, None) == "not considered yet"
     assert reason_words("some_new_reason", None) == "some_new_reason"
 
 
