@@ -1543,15 +1543,16 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
 def do_hold_group(actor: User, group: Any, *, release: bool = False) -> int:
     """Hold (``release``: release) every pending member of an array group that ``actor`` may
     (one :func:`do_hold_workload` or :func:`do_release_workload` each, so each member's is the
-    ordinary one); members that started meanwhile, are not held (release) or hold an admin's hold
-    ``actor`` may not release are passed over. Returns how many changed. Raises HoldError
-    ``forbidden`` (403) when ``actor`` may cancel none of its members (:func:`can_cancel_group`)."""
+    ordinary one: an admin's hold replaces a member's user hold, brk47); members that started
+    meanwhile, are not held (release) or hold an admin's hold ``actor`` may not release are passed
+    over. Returns how many changed. Raises HoldError ``forbidden`` (403) when ``actor`` may cancel
+    none of its members (:func:`can_cancel_group`)."""
     members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
     done = 0
     for w in members:
-        if w.state != Workload.State.PENDING or bool(w.hold) != release or not can_cancel(actor, w):
+        if w.state != Workload.State.PENDING or (release and not w.hold) or not can_cancel(actor, w):
             continue
         try:
             changed = do_release_workload(actor, w) if release else do_hold_workload(actor, w)

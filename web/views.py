@@ -51,7 +51,7 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
+from fairway_cli.words import UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
@@ -984,7 +984,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,
-            "reason_words": REASON_WORDS,
         },
     )
 

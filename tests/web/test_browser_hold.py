@@ -90,3 +90,25 @@ def test_an_admins_hold_shows_no_release_button_to_the_owner(researcher, admin, 
     assert Workload.objects.get(pk=work.pk).hold == "admin"
     listing = owner.get("/workloads/").content.decode()
     assert "held by an admin" in listing
+
+
+def test_the_metrics_page_tells_a_workloads_own_hold_from_its_budgets(
+    live_server, researcher, admin, submit_kwargs, cluster, monkeypatch
+):
+    # brk47: "Why work waits" counted every `held` as "budget on hold", a workload's own included.
+    do_submit_workload(researcher, **submit_kwargs(), hold=True)
+    do_hold_workload(admin, do_submit_workload(researcher, **submit_kwargs()))
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            _log_in(page, live_server.url, "researcher")
+            page.goto("/metrics/")
+            waits = page.locator("h3", has_text="Why work waits").locator("xpath=..").inner_text()
+        finally:
+            browser.close()
+
+    assert "budget on hold" not in waits
+    assert "held by its owner held\t1" in waits and "held by an admin held\t1" in waits

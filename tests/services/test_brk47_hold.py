@@ -1,0 +1,47 @@
+"""brk47: holds attacked (docs/jobs.md "Hold and release"): what a hold promised and did not keep."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.models import ArrayGroup
+from scheduler.reports import occupancy
+from scheduler.services import HoldError, do_hold_group, do_hold_workload, do_release_workload, do_submit_workload
+
+
+def test_an_admins_group_hold_replaces_the_members_user_holds(researcher, admin, submit_kwargs):
+    # A member its owner had held kept its user hold under the admin's group hold: the owner
+    # released it at once, and it ran while the admin's hold stood over its siblings.
+    first = do_submit_workload(researcher, **submit_kwargs(), array="0-2")
+    group = ArrayGroup.objects.get(pk=first.group_id)
+    do_hold_workload(researcher, first)
+
+    assert do_hold_group(admin, group) == 3
+    assert set(group.members.values_list("hold", flat=True)) == {"admin"}
+    assert do_hold_group(admin, group) == 0  # again: nothing changes
+    assert do_hold_group(researcher, group, release=True) == 0
+    with pytest.raises(HoldError) as refused:
+        do_release_workload(researcher, first)
+    assert refused.value.status == 403
+    assert set(group.members.values_list("hold", flat=True)) == {"admin"}
+
+
+def test_why_work_waits_tells_a_workloads_own_hold_from_its_budgets(researcher, admin, submit_kwargs, cluster):
+    # The metrics page and GET /metrics/ counted every `held` as "budget on hold", a workload's
+    # own hold (its owner's or an admin's) included.
+    mine = do_submit_workload(researcher, **submit_kwargs(), hold=True)
+    theirs = do_submit_workload(researcher, **submit_kwargs())
+    do_hold_workload(admin, theirs)
+    budget_held = do_submit_workload(researcher, **submit_kwargs())
+    type(budget_held).objects.filter(pk=budget_held.pk).update(pending_reason="held", pending_detail={})
+    assert mine.hold == "user"
+
+    (occ,) = occupancy([cluster])
+
+    assert occ.pending_by_reason == {"held": 3}
+    assert occ.pending_held == {"admin": 1, "user": 1}
+    assert occ.why_waits() == [
+        ("budget on hold", "held", 1),
+        ("held by its owner", "held", 1),
+        ("held by an admin", "held", 1),
+    ]
