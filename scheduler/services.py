@@ -1450,6 +1450,13 @@ def hold_kind(actor: User, workload: Workload) -> str:
     return Hold.ADMIN
 
 
+def hold_changes(actor: User, workload: Workload) -> bool:
+    """Whether a hold by ``actor`` changes ``workload``'s: not already held as firmly (an admin's
+    hold stands whoever holds it again; an admin's replaces a user hold). The service's rule and
+    the page's "Hold" button's (brk47: an admin saw none on a user-held workload)."""
+    return workload.hold != Hold.ADMIN and workload.hold != hold_kind(actor, workload)
+
+
 def _hold_event(workload: Workload, actor: User, now: datetime, kind: str) -> WorkloadEvent:
     return WorkloadEvent(
         workload=workload,
@@ -1489,9 +1496,9 @@ def do_hold_workload(actor: User, workload: Workload) -> Workload:
     refuses ``not_pending``. Raises HoldError ``forbidden`` (403), ``not_pending`` (409)."""
     with transaction.atomic():
         locked = _lock_pending(actor, workload)
-        kind = hold_kind(actor, locked)
-        if locked.hold == Hold.ADMIN or locked.hold == kind:
+        if not hold_changes(actor, locked):
             return locked  # already held as firmly: nothing changes
+        kind = hold_kind(actor, locked)
         now = timezone.now()
         GPU.objects.filter(nominated_for=locked).update(nominated_for=None)
         locked.hold, locked.held_at, locked.held_by = kind, now, actor

@@ -88,6 +88,7 @@ from scheduler.services import (
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
+    hold_changes,
     host_action_problem,
     host_actions,
     may_operate_hosts,
@@ -574,9 +575,9 @@ def _workload_context(
         "env": serializer.get_env(workload),
         "may_see_private": scope.may_see_private(workload),
         "can_cancel": may_control,
-        # docs/jobs.md "Hold and release": whoever may cancel it holds a pending one; an admin's
-        # hold only an admin releases
-        "can_hold": may_control and workload.state == Workload.State.PENDING and workload.hold != "admin",
+        # docs/jobs.md "Hold and release": whoever may cancel it holds a pending one (an admin a
+        # user-held one: an admin's hold replaces it); an admin's hold only an admin releases
+        "can_hold": may_control and workload.state == Workload.State.PENDING and hold_changes(request.user, workload),
         "can_release": may_control
         and workload.state == Workload.State.PENDING
         and bool(workload.hold)
