@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.estimates import HELD_QUOTE_NOTE
 from scheduler.models import ArrayGroup
 from scheduler.reports import occupancy
 from scheduler.services import HoldError, do_hold_group, do_hold_workload, do_release_workload, do_submit_workload
@@ -45,3 +46,13 @@ def test_why_work_waits_tells_a_workloads_own_hold_from_its_budgets(researcher, 
         ("held by its owner", "held", 1),
         ("held by an admin", "held", 1),
     ]
+
+
+def test_a_quote_of_a_held_submission_says_the_starts_are_for_a_release(researcher_client, submission, cluster):
+    # `fairway submit --hold --quote` and the form's quote with "Submit held" said "now" with no
+    # word that the workload, submitted held, starts only once released.
+    held = researcher_client.post("/api/v1/workloads/quote/", submission(hold=True), format="json").json()
+    plain = researcher_client.post("/api/v1/workloads/quote/", submission(), format="json").json()
+
+    assert [q["estimated_start"] is not None for q in held["quotes"]] == [True] * len(held["quotes"])
+    assert HELD_QUOTE_NOTE in held["notes"] and HELD_QUOTE_NOTE not in plain["notes"]
