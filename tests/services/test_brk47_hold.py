@@ -56,3 +56,29 @@ def test_a_quote_of_a_held_submission_says_the_starts_are_for_a_release(research
 
     assert [q["estimated_start"] is not None for q in held["quotes"]] == [True] * len(held["quotes"])
     assert HELD_QUOTE_NOTE in held["notes"] and HELD_QUOTE_NOTE not in plain["notes"]
+
+
+def test_the_admins_hold_and_release_actions_are_the_services_and_count_what_changed(
+    client, admin, researcher, submit_kwargs
+):
+    # The actions had no test; "Hold" counted a workload already on an admin's hold as held.
+    from django.contrib.messages import get_messages
+    from django.urls import reverse
+
+    from scheduler.models import WorkloadEvent
+
+    client.force_login(admin)
+    mine = do_submit_workload(researcher, **submit_kwargs(), hold=True)
+    other = do_submit_workload(researcher, **submit_kwargs())
+    do_hold_workload(admin, other)
+    changelist = reverse("admin:scheduler_workload_changelist")
+
+    held = client.post(changelist, {"action": "hold_action", "_selected_action": [mine.pk, other.pk]}, follow=True)
+
+    assert [str(m) for m in get_messages(held.wsgi_request)] == ["1 workload(s) held."]
+    mine.refresh_from_db()
+    assert (mine.hold, mine.held_by) == ("admin", admin)
+    assert WorkloadEvent.objects.filter(workload=mine, kind="held", actor=admin, data={"hold": "admin"}).exists()
+    released = client.post(changelist, {"action": "release", "_selected_action": [mine.pk]}, follow=True)
+    assert [str(m) for m in get_messages(released.wsgi_request)] == ["1 workload(s) released."]
+    assert WorkloadEvent.objects.filter(workload=mine, kind="released", actor=admin).exists()
