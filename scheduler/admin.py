@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django import forms
@@ -44,6 +44,7 @@ from scheduler.services import (
     do_revoke_host_token,
     do_rotate_host_token,
     do_set_host_state,
+    hold_changes,
 )
 
 
@@ -61,7 +62,7 @@ class ReadOnlyMixin:
 
 
 def _each(
-    request: HttpRequest, rows: QuerySet[Any], act: Callable[[Any], object], label: Callable[[Any], str], done_msg: str
+    request: HttpRequest, rows: Iterable[Any], act: Callable[[Any], object], label: Callable[[Any], str], done_msg: str
 ) -> None:
     """Apply a service to each selected row: a refusal is shown per row, the count of the others
     once (``done_msg`` with ``{n}``)."""
@@ -442,9 +443,10 @@ class WorkloadAdmin(BudgetPathSearchMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Hold (pending only; an admin's hold: only an admin releases it)")
     def hold_action(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
+        # a workload already held as firmly is passed over, not counted as held (brk47)
         _each(
             request,
-            queryset,
+            [w for w in queryset.select_related("budget") if hold_changes(request.user, w)],
             lambda workload: do_hold_workload(request.user, workload),
             lambda workload: f"#{workload.pk}",
             "{n} workload(s) held.",

@@ -428,6 +428,14 @@ def idle_hosts_words(cluster_id: int) -> str:
     return ", and no host takes new work (" + ", ".join(f"{n} {state}" for state, n in sorted(states.items())) + ")"
 
 
+HELD_QUOTE_NOTE = (
+    "Submitted held, it starts only once released (fairway release, the page's Release): the lines "
+    "say when it would start were it released now."
+)
+"""The quote's note for a submission on hold (docs/jobs.md "Hold and release"; brk47: the lines
+said "now" with no word of the hold)."""
+
+
 def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
     """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result);
     ``snap``, the snapshot the quote simulates, for :func:`budget_notes`."""
@@ -462,6 +470,8 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
         notes.append(f"Work is running on the cluster{closed}: nothing starts before a host takes new work again.")
     if waits_for:
         notes.append(dependency_words(waits_for))
+    if workload.hold:
+        notes.append(HELD_QUOTE_NOTE)
     notes.extend(budget_notes(workload, snap))
     answer = None
     if members and snap is not None:

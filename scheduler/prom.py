@@ -24,6 +24,7 @@ from __future__ import annotations
 import hmac
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -39,6 +40,7 @@ from prometheus_client.registry import Collector
 from budgets.models import Budget
 from scheduler import health, histograms
 from scheduler.models import Attempt, Cluster, Host, Workload
+from scheduler.policy.types import PendingReason
 from scheduler.reports import occupancy
 
 TICK_KEY = "fairway:tick-seconds"
@@ -126,15 +128,32 @@ class FairwayCollector(Collector):
         pending = GaugeMetricFamily(
             "fairway_pending_workloads", "Pending workloads by reason", labels=["cluster", "reason"]
         )
+        # Of reason ``held``, those on a hold of their own, by kind (docs/jobs.md "Hold and
+        # release"; brk47: the reason alone counts them with its budget's hold): the same query.
+        own_holds = GaugeMetricFamily(
+            "fairway_held_workloads",
+            "Pending workloads of reason held on a hold of their own, by kind (the rest: their budget's hold)",
+            labels=["cluster", "hold"],
+        )
+        by_reason: Counter[tuple[str, str]] = Counter()
+        by_hold: Counter[tuple[str, str]] = Counter()
         rows = (
             Workload.objects.filter(state=Workload.State.PENDING)
-            .values_list("cluster_id", "pending_reason")
+            .values_list("cluster_id", "pending_reason", "hold")
             .annotate(n=Count("id"))
             .order_by()
         )
-        for cid, reason, n in rows:
-            pending.add_metric([names.get(cid, str(cid)), reason or "not_yet_considered"], n)
+        for cid, reason, hold, n in rows:
+            cluster = names.get(cid, str(cid))
+            by_reason[cluster, reason or "not_yet_considered"] += n
+            if reason == PendingReason.HELD and hold:
+                by_hold[cluster, hold] += n
+        for labels, n in sorted(by_reason.items()):
+            pending.add_metric(list(labels), n)
+        for labels, n in sorted(by_hold.items()):
+            own_holds.add_metric(list(labels), n)
         yield pending
+        yield own_holds
 
         workloads = GaugeMetricFamily("fairway_workloads", "Live workloads by state", labels=["cluster", "state"])
         live = Workload.objects.exclude(state__in=Workload.FINAL_STATES)

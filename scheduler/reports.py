@@ -22,7 +22,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import ancestor_ids, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import HOLD_WORDS, short_words
+from fairway_cli.words import HOLD_WORDS, reason_words, short_words
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -35,6 +35,7 @@ from scheduler.policy.figures import (
     usage_curve,
     workload_demand,
 )
+from scheduler.policy.types import PendingReason
 from scheduler.sim.estimate import reservation_latest
 from scheduler.sizes import format_size
 from scheduler.snapshot import epoch_up, load_snapshot
@@ -328,6 +329,9 @@ class Occupancy:
     hosts_by_state: dict[str, int] = field(default_factory=dict)
     workloads_by_state: dict[str, int] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
+    pending_held: dict[str, int] = field(default_factory=dict)
+    """Of the pending ``held``: those on a hold of their own, by kind (``user``, ``admin``;
+    docs/jobs.md "Hold and release"); the rest wait for their budget's hold."""
     models: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -336,6 +340,18 @@ class Occupancy:
 
     def fraction(self, part: int) -> float:
         return part / self.gpus if self.gpus else 0.0
+
+    def why_waits(self) -> list[tuple[str, str, int]]:
+        """ "Why work waits" on the metrics page: (words, reason code, count) per reason, a
+        workload's own hold apart from its budget's (brk47: every ``held`` read "budget on
+        hold"), in the words of the lists (:func:`fairway_cli.words.reason_words`)."""
+        rows = []
+        for reason, n in self.pending_by_reason.items():
+            own = self.pending_held if reason == PendingReason.HELD else {}
+            if budgets := n - sum(own.values()):
+                rows.append((reason_words(reason), reason, budgets))
+            rows += [(reason_words(reason, hold=kind), reason, own[kind]) for kind in HOLD_WORDS if kind in own]
+        return rows
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -376,12 +392,14 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
     ):
         host_states[cid][state] += 1
     live = Workload.objects.filter(cluster_id__in=by_id).exclude(state__in=Workload.FINAL_STATES)
-    for cid, state, reason in live.values_list("cluster_id", "state", "pending_reason"):
+    for cid, state, reason, hold in live.values_list("cluster_id", "state", "pending_reason", "hold"):
         occ = by_id[cid]
         occ.workloads_by_state[state] = occ.workloads_by_state.get(state, 0) + 1
         if state == Workload.State.PENDING:
             key = reason or "not_yet_considered"
             occ.pending_by_reason[key] = occ.pending_by_reason.get(key, 0) + 1
+            if key == PendingReason.HELD and hold:
+                occ.pending_held[hold] = occ.pending_held.get(hold, 0) + 1
     for cid, occ in by_id.items():
         occ.hosts_by_state = dict(sorted(host_states[cid].items()))
         occ.models = dict(sorted(occ.models.items()))

@@ -1453,6 +1453,13 @@ def hold_kind(actor: User, workload: Workload) -> str:
     return Hold.ADMIN
 
 
+def hold_changes(actor: User, workload: Workload) -> bool:
+    """Whether a hold by ``actor`` changes ``workload``'s: not already held as firmly (an admin's
+    hold stands whoever holds it again; an admin's replaces a user hold). The service's rule and
+    the page's "Hold" button's (brk47: an admin saw none on a user-held workload)."""
+    return workload.hold != Hold.ADMIN and workload.hold != hold_kind(actor, workload)
+
+
 def _hold_event(workload: Workload, actor: User, now: datetime, kind: str) -> WorkloadEvent:
     return WorkloadEvent(
         workload=workload,
@@ -1492,9 +1499,9 @@ def do_hold_workload(actor: User, workload: Workload) -> Workload:
     refuses ``not_pending``. Raises HoldError ``forbidden`` (403), ``not_pending`` (409)."""
     with transaction.atomic():
         locked = _lock_pending(actor, workload)
-        kind = hold_kind(actor, locked)
-        if locked.hold == Hold.ADMIN or locked.hold == kind:
+        if not hold_changes(actor, locked):
             return locked  # already held as firmly: nothing changes
+        kind = hold_kind(actor, locked)
         now = timezone.now()
         GPU.objects.filter(nominated_for=locked).update(nominated_for=None)
         locked.hold, locked.held_at, locked.held_by = kind, now, actor
@@ -1546,16 +1553,17 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
 def do_hold_group(actor: User, group: Any, *, release: bool = False) -> list[int]:
     """Hold (``release``: release) every pending member of an array group that ``actor`` may
     (one :func:`do_hold_workload` or :func:`do_release_workload` each, so each member's is the
-    ordinary one); members that started meanwhile, are not held (release) or hold an admin's hold
-    ``actor`` may not release are passed over. Returns the ids of those changed (try46: as
-    :func:`do_update_group`'s answer names them). Raises HoldError
-    ``forbidden`` (403) when ``actor`` may cancel none of its members (:func:`can_cancel_group`)."""
+    ordinary one: an admin's hold replaces a member's user hold, brk47); members that started
+    meanwhile, are not held (release) or hold an admin's hold ``actor`` may not release are passed
+    over. Returns the ids of those changed (try46: as :func:`do_update_group`'s answer names them).
+    Raises HoldError ``forbidden`` (403) when ``actor`` may cancel none of its members
+    (:func:`can_cancel_group`)."""
     members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
     done: list[int] = []
     for w in members:
-        if w.state != Workload.State.PENDING or bool(w.hold) != release or not can_cancel(actor, w):
+        if w.state != Workload.State.PENDING or (release and not w.hold) or not can_cancel(actor, w):
             continue
         try:
             changed = do_release_workload(actor, w) if release else do_hold_workload(actor, w)

@@ -51,7 +51,7 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import REASON_WORDS, UNFUNDED_ATTEMPT
+from fairway_cli.words import UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
@@ -88,6 +88,7 @@ from scheduler.services import (
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
+    hold_changes,
     host_action_problem,
     host_actions,
     may_operate_hosts,
@@ -574,9 +575,9 @@ def _workload_context(
         "env": serializer.get_env(workload),
         "may_see_private": scope.may_see_private(workload),
         "can_cancel": may_control,
-        # docs/jobs.md "Hold and release": whoever may cancel it holds a pending one; an admin's
-        # hold only an admin releases
-        "can_hold": may_control and workload.state == Workload.State.PENDING and workload.hold != "admin",
+        # docs/jobs.md "Hold and release": whoever may cancel it holds a pending one (an admin a
+        # user-held one: an admin's hold replaces it); an admin's hold only an admin releases
+        "can_hold": may_control and workload.state == Workload.State.PENDING and hold_changes(request.user, workload),
         "can_release": may_control
         and workload.state == Workload.State.PENDING
         and bool(workload.hold)
@@ -1003,7 +1004,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,
-            "reason_words": REASON_WORDS,
         },
     )
 

@@ -423,6 +423,11 @@ class OccupancySerializer(serializers.Serializer):
     hosts_by_state = serializers.DictField(child=serializers.IntegerField())
     workloads_by_state = serializers.DictField(child=serializers.IntegerField())
     pending_by_reason = serializers.DictField(child=serializers.IntegerField())
+    pending_held = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="of pending_by_reason's held: those on a hold of their own, by kind (user, admin); "
+        "the rest wait for their budget's hold",
+    )
     models = serializers.DictField(child=serializers.IntegerField(), help_text="GPUs by model")
 
 

@@ -144,3 +144,21 @@ def test_anonymous_scrapes_without_a_token_cost_one_set_of_queries_per_interval(
         scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-scrape")
         scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-scrape")
     assert len(scrapes) == 2 * len(first)
+
+
+def test_pending_held_workloads_tell_their_own_hold_from_their_budgets(tw, client):
+    # brk47: `fairway_pending_workloads{reason="held"}` counted a workload's own hold (its owner's
+    # or an admin's) with its budget's hold, and nothing told them apart.
+    tw.workload(pending_reason="held", pending_detail={"hold": "user"}, hold="user")
+    tw.workload(pending_reason="held", pending_detail={"hold": "admin"}, hold="admin")
+    tw.workload(pending_reason="held", pending_detail={"hold": "admin"}, hold="admin")
+    tw.workload(pending_reason="held")  # its budget's hold
+    tw.workload(pending_reason="dependency", hold="user")  # held, but a dependency comes first
+
+    m = scrape(client)
+
+    c = ("cluster", "c1")
+    assert m[("fairway_pending_workloads", (c, ("reason", "held")))] == 4
+    assert m[("fairway_held_workloads", (c, ("hold", "user")))] == 1
+    assert m[("fairway_held_workloads", (c, ("hold", "admin")))] == 2
+    assert m[("fairway_pending_workloads", (c, ("reason", "dependency")))] == 1

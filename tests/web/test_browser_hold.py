@@ -90,3 +90,52 @@ def test_an_admins_hold_shows_no_release_button_to_the_owner(researcher, admin, 
     assert Workload.objects.get(pk=work.pk).hold == "admin"
     listing = owner.get("/workloads/").content.decode()
     assert "held by an admin" in listing
+
+
+def test_the_metrics_page_tells_a_workloads_own_hold_from_its_budgets(
+    live_server, researcher, admin, submit_kwargs, cluster, monkeypatch
+):
+    # brk47: "Why work waits" counted every `held` as "budget on hold", a workload's own included.
+    do_submit_workload(researcher, **submit_kwargs(), hold=True)
+    do_hold_workload(admin, do_submit_workload(researcher, **submit_kwargs()))
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            _log_in(page, live_server.url, "researcher")
+            page.goto("/metrics/")
+            waits = page.locator("h3", has_text="Why work waits").locator("xpath=..").inner_text()
+        finally:
+            browser.close()
+
+    assert "budget on hold" not in waits
+    assert "held by its owner held\t1" in waits and "held by an admin held\t1" in waits
+
+
+def test_an_admin_replaces_a_user_hold_from_the_page(live_server, researcher, admin, submit_kwargs, monkeypatch):
+    # brk47: the page showed an admin no "Hold" on a workload its owner held, though an admin's
+    # hold replaces a user hold (which its owner could otherwise release at any time).
+    work = do_submit_workload(researcher, **submit_kwargs(), hold=True)
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            _log_in(page, live_server.url, "admin")
+            page.goto(f"/workloads/{work.pk}/")
+            page.click("#hold-button")
+            page.wait_for_selector("#hold-fact:has-text('admin hold')")
+            after = (page.locator("#hold-button").count(), page.locator("#release-button").count())
+        finally:
+            browser.close()
+
+    assert after == (0, 1)
+    work.refresh_from_db()
+    assert (work.hold, work.held_by) == ("admin", admin)
+    owner = Client()
+    owner.force_login(researcher)
+    page = owner.get(f"/workloads/{work.pk}/").content.decode()
+    assert 'id="release-button"' not in page and 'id="hold-button"' not in page
