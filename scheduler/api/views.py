@@ -47,8 +47,8 @@ from scheduler.api.serializers import (
     WorkloadListSerializer,
     WorkloadResubmitSerializer,
     WorkloadRowSerializer,
-    WorkloadSubmitSerializer,
     WorkloadSpecSerializer,
+    WorkloadSubmitSerializer,
     WorkloadSubmittedSerializer,
     WorkloadUpdateSerializer,
 )

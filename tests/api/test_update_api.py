@@ -192,7 +192,7 @@ def test_the_schema_documents_the_patch(db) -> None:
     assert "patch" in schema["paths"]["/api/v1/groups/{id}/"]
 
 
-def test_the_group_patch_schema_has_no_name_and_a_name_is_refused_as_before(researcher, researcher_client, submit_kwargs):
+def test_the_group_patch_has_no_name_and_refuses_it_as_before(researcher, researcher_client, submit_kwargs):
     """api48: the groups' PATCH documented ``name`` (it reused the workload's update body) though
     a group's members keep their names; the body is its own, and ``name`` is refused with the
     service's code and message, nothing changed."""
