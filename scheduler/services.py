@@ -1393,6 +1393,10 @@ def _refuse_unless_pending(workload: Workload) -> None:
         )
 
 
+GROUP_NAME_NOT_UPDATABLE = "A group's members keep their names (NAME[i]): change one member's name alone."
+"""Why a group's update refuses ``name`` (the service's refusal, and the API's before it)."""
+
+
 def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list[Workload]:
     """:func:`do_update_workload` of every pending member of array group ``group`` that ``actor``
     may change, one by one (a member that started meanwhile is left as it is); returns those
@@ -1401,9 +1405,7 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     before any change when a budget move meets a member that has run (one that runs meanwhile is
     left as it is, as one that started)."""
     if "name" in changes:
-        raise UpdateError(
-            "not_updatable", "name", "A group's members keep their names (NAME[i]): change one member's name alone."
-        )
+        raise UpdateError("not_updatable", "name", GROUP_NAME_NOT_UPDATABLE)
     members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)

@@ -25,7 +25,7 @@ from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
-from scheduler.services import SECRET_MASK
+from scheduler.services import GROUP_NAME_NOT_UPDATABLE, SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
 _DURATION_PART = re.compile(r"(\d{1,18}(?:\.\d{1,18})?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
@@ -576,6 +576,40 @@ class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
         if "gpu_model" in changes and changes["gpu_model"] is None:
             changes["gpu_model"] = ""  # as a submission: the cluster's only model
         return changes
+
+
+class GroupUpdateSerializer(WorkloadUpdateSerializer):
+    """Input of ``PATCH /api/v1/groups/{id}/``: a workload's update (:class:`WorkloadUpdateSerializer`)
+    but ``name``: each member keeps ``NAME[i]`` (400 ``not_updatable``, the service's refusal)."""
+
+    name = None
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "keys") and "name" in data:  # before unknown_field: the service's refusal
+            raise serializers.ValidationError({"name": [GROUP_NAME_NOT_UPDATABLE]}, code="not_updatable")
+        return super().to_internal_value(data)
+
+
+class WorkloadSpecSerializer(serializers.Serializer):
+    """The answer of ``GET /api/v1/workloads/{id}/spec/`` (schema only): the keys of
+    :func:`scheduler.resubmit.workload_spec`, a submission's fields; those empty are left out."""
+
+    name = serializers.CharField()
+    budget = serializers.CharField(help_text="the budget's path")
+    cluster = serializers.CharField()
+    gpu_model = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    image = serializers.CharField(required=False)
+    command = serializers.ListField(child=serializers.CharField())
+    env = _EnvField(required=False)
+    min_runtime = _DurationField()
+    cpus = serializers.IntegerField(required=False)
+    memory = serializers.IntegerField(required=False, help_text="bytes")
+    shared_memory = serializers.IntegerField(required=False, help_text="bytes")
+    mounts = _NamesField(required=False)
+    max_runtime = _OptionalDurationField(required=False)
+    retries = serializers.IntegerField()
+    array = serializers.CharField(required=False, help_text="an array member's index: one workload of that index")
 
 
 class GroupUpdatedSerializer(serializers.Serializer):

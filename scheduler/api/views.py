@@ -39,6 +39,7 @@ from scheduler.api.serializers import (
     GroupHoldSerializer,
     GroupReleaseSerializer,
     GroupUpdatedSerializer,
+    GroupUpdateSerializer,
     HistorySerializer,
     NotificationSettingsSerializer,
     QuoteSerializer,
@@ -46,6 +47,7 @@ from scheduler.api.serializers import (
     WorkloadListSerializer,
     WorkloadResubmitSerializer,
     WorkloadRowSerializer,
+    WorkloadSpecSerializer,
     WorkloadSubmitSerializer,
     WorkloadSubmittedSerializer,
     WorkloadUpdateSerializer,
@@ -173,6 +175,19 @@ def _relations_sql() -> RawSQL:
             f"CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE {table}.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
         )
     return RawSQL(" + ".join(probes), [], output_field=IntegerField())  # noqa: S611 -- the models' own names, no input
+
+
+def refuse_body(request: Request) -> None:
+    """The body of an action that reads none (hold, release, cancel) must be empty (``{}``, the
+    CLI's, or none): ``{"reason": "x"}`` was accepted and ignored (api48); a 400 ``unknown_field``
+    naming its keys, nothing done."""
+    data = request.data
+    if not data:
+        return
+    if not hasattr(data, "keys"):
+        raise ValidationError({"non_field_errors": ["This action takes no body (or {})."]}, code="invalid")
+    message = "Unknown field (this action takes no body)."
+    raise ValidationError({str(k)[:40]: [message] for k in sorted(map(str, data.keys()))[:10]}, code="unknown_field")
 
 
 class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
@@ -485,7 +500,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         kwargs.pop("resubmitted_from")
         return self._quote_answer(*do_quote(request.user, **kwargs))
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses=WorkloadSpecSerializer)
     @action(detail=True, methods=["get"])
     def spec(self, request: Request, pk: str | None = None) -> Response:
         """The workload's spec: the submission fields that make it again (``POST workloads/``'s,
@@ -522,6 +537,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         stop was issued to its running attempt: ``stop`` says which, and ``stop.ends_as`` the
         state to expect (``canceled``) once the agent reports the release (it keeps running, and an
         allocated attempt is charged, until then); 403 ``forbidden``; 409 ``already_final``."""
+        refuse_body(request)
         workload = self.get_object()
         do_cancel_workload(request.user, workload)
         data = self._detail(workload.pk)
@@ -536,6 +552,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         manager) or ``admin`` (by an admin); holding a held workload again changes nothing (an
         admin's hold replaces a user's). 403 ``forbidden`` (who may cancel it may hold it);
         409 ``not_pending``."""
+        refuse_body(request)
         workload = self.get_object()
         do_hold_workload(request.user, workload)
         return Response(self._detail(workload.pk))
@@ -547,6 +564,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         place in its budget's queue (its submission time and sequence never changed). 403
         ``forbidden`` (not one who may cancel it, or an admin's hold and the requester no admin);
         409 ``not_pending``, ``not_held``."""
+        refuse_body(request)
         workload = self.get_object()
         do_release_workload(request.user, workload)
         return Response(self._detail(workload.pk))
@@ -600,18 +618,19 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         """200 ``{"group", "canceled"}``: members canceled (or asked to stop); 403 ``forbidden``."""
+        refuse_body(request)
         group = self.get_object()
         canceled = do_cancel_group(request.user, group)
         return Response({"group": group.pk, "canceled": canceled})
 
-    @extend_schema(request=WorkloadUpdateSerializer, responses=GroupUpdatedSerializer)
+    @extend_schema(request=GroupUpdateSerializer, responses=GroupUpdatedSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Change every pending member of the group as ``PATCH workloads/{id}/`` changes one (not
         ``name``: each member keeps ``NAME[i]``); members that started are left as they are.
         200 ``{"group", "updated", "members"}`` (the ids changed); 403 ``forbidden``; 400 as a
         workload's update."""
         group = self.get_object()
-        serializer = WorkloadUpdateSerializer(data=request.data)
+        serializer = GroupUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         changed = do_update_group(request.user, group, serializer.to_changes())
         return Response({"group": group.pk, "updated": len(changed), "members": [w.pk for w in changed]})
@@ -621,6 +640,7 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
     def hold(self, request: Request, pk: str | None = None) -> Response:
         """200 ``{"group", "held"}``: pending members held now (docs/jobs.md "Hold and release");
         403 ``forbidden``."""
+        refuse_body(request)
         group = self.get_object()
         done = do_hold_group(request.user, group)
         return Response({"group": group.pk, "held": len(done), "members": done})
@@ -630,6 +650,7 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
     def release(self, request: Request, pk: str | None = None) -> Response:
         """200 ``{"group", "released"}``: held pending members released now (an admin's hold only
         by an admin); 403 ``forbidden``."""
+        refuse_body(request)
         group = self.get_object()
         done = do_hold_group(request.user, group, release=True)
         return Response({"group": group.pk, "released": len(done), "members": done})

@@ -109,3 +109,31 @@ def test_the_schema_lists_hold_and_release(db):
         assert "requestBody" not in post, path
         assert {"200", "403", "409"} <= set(post["responses"]), path
     assert "hold" in schema["components"]["schemas"]["WorkloadSubmitRequest"]["properties"]
+
+
+@pytest.mark.parametrize("verb", ["hold", "release", "cancel"])
+def test_a_body_the_action_does_not_read_is_refused(researcher_client, researcher, submit_kwargs, verb):
+    """api48: ``{"reason": "x"}`` was accepted and ignored (the reason never recorded); a body is
+    a 400 ``unknown_field`` naming its keys, nothing done; an empty body (the CLI's ``{}``) acts."""
+    one = do_submit_workload(researcher, **submit_kwargs())
+    do_submit_workload(researcher, **submit_kwargs(), array="0-1")
+    group = ArrayGroup.objects.get()
+    for url in (f"{URL}{one.pk}/{verb}/", f"/api/v1/groups/{group.pk}/{verb}/"):
+        r = researcher_client.post(url, {"reason": "x"}, format="json")
+        assert (r.status_code, r.json()["code"]) == (400, "unknown_field"), url
+        assert "reason" in r.json()
+        r = researcher_client.post(url, [1], format="json")
+        assert r.status_code == 400, url
+    assert set(Workload.objects.values_list("hold", "state")) == {("", Workload.State.PENDING)}
+    assert not WorkloadEvent.objects.exclude(kind="submitted").exists()
+    for url in (f"{URL}{one.pk}/{verb}/", f"/api/v1/groups/{group.pk}/{verb}/"):
+        assert researcher_client.post(url, {}, format="json").status_code in (200, 202, 409), url  # 409: not held
+        assert researcher_client.post(url).status_code in (200, 202, 409), url
+    if verb == "hold":
+        assert set(Workload.objects.values_list("hold", flat=True)) == {"user"}
+
+
+def test_the_schema_says_the_actions_take_no_body(db):
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    for path in ("/api/v1/workloads/{id}/cancel/", "/api/v1/groups/{id}/cancel/"):
+        assert "requestBody" not in schema["paths"][path]["post"], path

@@ -186,3 +186,17 @@ def test_the_detail_links_the_original_and_the_schema_has_the_actions(researcher
     for path in ("/api/v1/workloads/{id}/resubmit/", "/api/v1/workloads/{id}/resubmit/quote/"):
         assert path in schema
     assert "/api/v1/workloads/{id}/spec/" in schema
+
+
+def test_the_schema_describes_the_spec_fields(db):
+    """api48: ``GET workloads/{id}/spec/`` was a free-form object; its fields are workload_spec's."""
+    import yaml
+    from rest_framework.test import APIClient
+
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    ok = schema["paths"]["/api/v1/workloads/{id}/spec/"]["get"]["responses"]["200"]
+    ref = ok["content"]["application/json"]["schema"]["$ref"]
+    fields = set(schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]["properties"])
+    keys = {"name", "budget", "cluster", "gpu_model", "gpu_count", "image", "command", "env", "min_runtime"}
+    keys |= {"cpus", "memory", "shared_memory", "mounts", "max_runtime", "retries", "array"}
+    assert fields == keys

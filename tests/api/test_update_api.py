@@ -190,3 +190,21 @@ def test_the_schema_documents_the_patch(db) -> None:
     patch = schema["paths"]["/api/v1/workloads/{id}/"]["patch"]
     assert patch["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("WorkloadUpdateRequest")
     assert "patch" in schema["paths"]["/api/v1/groups/{id}/"]
+
+
+def test_the_group_patch_has_no_name_and_refuses_it_as_before(researcher, researcher_client, submit_kwargs):
+    """api48: the groups' PATCH documented ``name`` (it reused the workload's update body) though
+    a group's members keep their names; the body is its own, and ``name`` is refused with the
+    service's code and message, nothing changed."""
+    from scheduler.services import GROUP_NAME_NOT_UPDATABLE
+
+    schema = yaml.safe_load(APIClient().get("/api/schema/").content)
+    ref = schema["paths"]["/api/v1/groups/{id}/"]["patch"]["requestBody"]["content"]["application/json"]["schema"]
+    body = schema["components"]["schemas"][ref["$ref"].rsplit("/", 1)[-1]]
+    assert "name" not in body["properties"] and "gpu_count" in body["properties"]
+    first = do_submit_workload(researcher, **submit_kwargs(array="0-1", gpu_count=1))
+    r = researcher_client.patch(f"/api/v1/groups/{first.group_id}/", {"name": "x", "gpu_count": 2}, format="json")
+    assert (r.status_code, r.json()["code"], r.json()["name"]) == (400, "not_updatable", [GROUP_NAME_NOT_UPDATABLE])
+    assert set(Workload.objects.values_list("gpu_count", flat=True)) == {1}
+    r = researcher_client.patch(f"/api/v1/groups/{first.group_id}/", {"gpus": 2}, format="json")
+    assert (r.status_code, r.json()["code"]) == (400, "unknown_field")
