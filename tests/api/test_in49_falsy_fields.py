@@ -58,3 +58,12 @@ def test_retries_zero_is_a_real_value(researcher_client, submission):
     response = researcher_client.post("/api/v1/workloads/", submission(retries=0), format="json")
     assert response.status_code == 201, response.json()
     assert Workload.objects.get(pk=response.json()["id"]).retries == 0
+
+
+@pytest.mark.parametrize(("field", "value", "code"), [c for c in CASES if c[1] in ({}, "", False)])
+def test_resubmit_refuses_them_too(researcher_client, submission, field, value, code):
+    old = researcher_client.post("/api/v1/workloads/", submission(), format="json").json()
+    before = Workload.objects.count()
+    again = researcher_client.post(f"/api/v1/workloads/{old['id']}/resubmit/", {field: value}, format="json")
+    assert again.status_code == 400 and again.json()["code"] == code, again.json()
+    assert Workload.objects.count() == before
