@@ -153,13 +153,13 @@ def check(
         out.problems.append(FieldProblem(code, where, message))
 
     cfg = settings.FAIRWAY
-    if cluster is not None and mounts:
+    if isinstance(mounts, str) or not isinstance(mounts, Sequence):  # {}, "", 0, false were none (in49)
+        refuse("invalid_mount", "mounts", "mounts is a list of mount names")
+    elif cluster is not None and mounts:
         resolved, problems = mount_catalog.resolve(owner, cluster, budget, mounts)
         for p in problems:
             refuse("invalid_mount", "mounts", p)
         out.mounts = resolved
-    elif mounts and (isinstance(mounts, str) or not isinstance(mounts, Sequence)):
-        refuse("invalid_mount", "mounts", "mounts is a list of mount names")
 
     if max_runtime_s is not None:
         limit = cfg["MAX_RUNTIME_LIMIT_S"]
@@ -185,7 +185,9 @@ def check(
 
     if type(array) is int:  # array: 7 read "Bad array '7': an array is like 0-99, ..."; after: [7] is taken
         array = str(array)
-    if array is not None and array != "":
+    if array is not None and not isinstance(array, str):  # {}, [], false (in49)
+        refuse("invalid_array", "array", "array is a string like 0-99%10.")
+    elif array is not None:  # "" was taken as none (in49): parse_array refuses it
         try:
             indices, cap = parse_array(array, cfg["MAX_ARRAY_SIZE"])
         except ValueError as exc:

@@ -441,12 +441,13 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             ) from None
 
     def validate_retries(self, value: Any) -> Any:
-        return self.validate_gpu_count(value) if value is not None else 0
+        return self.validate_gpu_count(value)
 
     def validate_after(self, value: Any) -> Any:
         if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value if value is not None else []
+            # "12,13:any" (docs/jobs.md); "" or " , " named no workload and read as none (in49)
+            return [v.strip() for v in value.split(",") if v.strip()] or [value]
+        return value
 
     def validate_gpu_count(self, value: Any) -> Any:
         if isinstance(value, str) and _PLAIN_INT.fullmatch(value.strip()):
@@ -493,11 +494,13 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "cpus": data.get("cpus"),
             "memory_bytes": data.get("memory"),
             "shared_memory_bytes": data.get("shared_memory"),
-            "mounts": data.get("mounts") or [],
+            # absent or None: not given; any other value for check to take or refuse ({}, "", 0 and
+            # false were read as none: in49); retries 0 is a real value
+            "mounts": [] if data.get("mounts") is None else data["mounts"],
             "max_runtime_s": data.get("max_runtime"),
-            "retries": data.get("retries") or 0,
-            "after": data.get("after") or [],
-            "array": data.get("array") or None,
+            "retries": 0 if data.get("retries") is None else data["retries"],
+            "after": [] if data.get("after") is None else data["after"],
+            "array": data.get("array"),
             "hold": data.get("hold", False),
         }
 
