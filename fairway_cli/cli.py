@@ -829,7 +829,7 @@ def _pending_words(w: dict[str, Any]) -> str:
 def _why_short(w: dict[str, Any]) -> str:
     """:func:`_pending_words` and the estimated start: ``fairway ls``'s column, ``fairway wait``'s lines."""
     words = _pending_words(w)
-    if words and w.get("estimated_start"):
+    if w.get("state") == "pending" and w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words
 
