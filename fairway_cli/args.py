@@ -13,6 +13,8 @@ import math
 import re
 from collections.abc import Callable
 
+from fairway_cli.numbers import parse_duration_s
+
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 """ASCII digits only, as the API's ``int_param`` reads them: ``int()`` took ``١`` (Arabic-Indic),
 ``１`` (fullwidth), ``1_0`` and blanks around, which no other surface reads as a number."""
@@ -48,5 +50,21 @@ def positive_number(maximum: float = math.inf) -> Callable[[str], float]:
             most = "" if math.isinf(maximum) else f" and at most {maximum:g}"
             raise argparse.ArgumentTypeError(f"must be above 0{most}")
         return value
+
+    return parse
+
+
+def duration_s(minimum: int = 1) -> Callable[[str], int]:
+    """A duration as the API reads one (``90``, ``90s``, ``30m``, ``2h30m``, ``1d``:
+    :func:`fairway_cli.numbers.parse_duration_s`), in seconds, at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            seconds = parse_duration_s(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 30m or 2h30m") from None
+        if seconds < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}s")
+        return seconds
 
     return parse

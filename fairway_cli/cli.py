@@ -3,7 +3,8 @@ logs, budgets, hosts. Tables for people, ``--json`` for scripts.
 
 Exit codes: 0 success; 1 the server refused (4xx: the error's code and message are printed);
 2 bad usage; 3 the server cannot be reached or failed (5xx); 4 not logged in (no token, or the
-token was revoked).
+token was revoked). ``fairway wait`` (and ``submit --wait``) adds: 1 a workload did not succeed,
+124 ``--timeout`` ran out, 130 interrupted (:func:`wait_for`).
 
 Configuration: ``$FAIRWAY_CONFIG`` or ``$XDG_CONFIG_HOME/fairway/config.json`` (default
 ``~/.config/fairway/config.json``, mode 0600) holds ``server`` and ``token``; ``$FAIRWAY_URL``
@@ -34,8 +35,9 @@ from urllib.parse import urlsplit
 import requests
 
 from fairway_cli import __version__
-from fairway_cli.args import positive_number, whole_number
+from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.waiting import FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import UNFUNDED_ATTEMPT, reason_words, silent_host_words
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -49,11 +51,13 @@ travels to an agent in one start message; a test keeps the two equal)."""
 class CliError(Exception):
     """Stops the command with ``exit_code`` after printing ``message`` to stderr."""
 
-    def __init__(self, exit_code: int, message: str, code: str = "") -> None:
+    def __init__(self, exit_code: int, message: str, code: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
         self.code = code  # the API's error code, when the server refused
+        self.retry_after = retry_after
+        """Seconds the server asked to wait before asking again (a 429's or 503's ``Retry-After``)."""
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -364,8 +368,9 @@ class Api:
             data = None
         if response.status_code == 401:
             raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
+        retry_after = retry_after_s(response.headers.get("Retry-After"))
         if response.status_code >= 500:
-            raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}")
+            raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}", retry_after=retry_after)
         if data is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
             raise CliError(
                 EXIT_UNREACHABLE,
@@ -373,9 +378,24 @@ class Api:
                 "URL (the site's root, e.g. https://fairway.example.org)?",
             )
         if response.status_code >= 400:
-            raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data))
+            raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data), retry_after)
         _ANSWERED.set(self.server)
         return escaped(data) if self.escape else data
+
+
+MAX_RETRY_AFTER_S = 600
+"""The longest ``Retry-After`` the CLI honours: a longer one (or an HTTP date) is read as this."""
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` header's seconds (RFC 9110 §10.2.3), at most :data:`MAX_RETRY_AFTER_S`;
+    None without one. An HTTP date is read as the most (the CLI does not read the server's clock)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return float(min(int(text[:6]), MAX_RETRY_AFTER_S))
+    return float(MAX_RETRY_AFTER_S)
 
 
 _ANSWERED: contextvars.ContextVar[str | None] = contextvars.ContextVar("fairway_answered", default=None)
@@ -686,17 +706,37 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
 
 
 def cmd_submit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    _check_wait_flags(args)
     if args.quote:
         return _quote(args, config, out)
     api = Api(config.server, config.token, escape=not args.json)
     w = api.call("POST", "workloads/", body=_submission(args, api))
-    return _submitted(args, w, out)
+    return _submitted(args, w, out, api)
 
 
-def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
-    """Print the answer to a submission (``fairway submit``, ``fairway resubmit``)."""
+def _check_wait_flags(args: argparse.Namespace) -> None:
+    """``--wait`` and ``--wait-timeout`` of ``submit``/``resubmit`` go together, and not with ``--quote``."""
+    if args.timeout is not None and not args.wait:
+        raise CliError(EXIT_USAGE, "--wait-timeout goes with --wait")
+    if args.wait and args.quote:
+        raise CliError(EXIT_USAGE, "--quote submits nothing: there is nothing to --wait for")
+
+
+def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO, api: Api) -> int:
+    """Print the answer to a submission (``fairway submit``, ``fairway resubmit``); with
+    ``--wait``, then wait for it (an array: its group) as ``fairway wait`` does (with ``--json``
+    only the wait's JSON is printed: one document)."""
+    code = _submitted_words(args, w, out)
+    if not args.wait:
+        return code
+    out.flush()
+    return wait_for(api, args, out, [w["id"]], w.get("group"))
+
+
+def _submitted_words(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
     if args.json:
-        emit_json(w, out)
+        if not args.wait:
+            emit_json(w, out)
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
     array = w.get("array")
@@ -776,14 +816,20 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
     return EXIT_OK
 
 
-def _why_short(w: dict[str, Any]) -> str:
+def _pending_words(w: dict[str, Any]) -> str:
+    """Why a pending workload waits, in the list's words ("" when it is not pending)."""
     if w.get("state") != "pending":
         return ""
     # an older server sends neither pending_resources nor pending_group_limit (nor hold)
-    words = reason_words(
+    return reason_words(
         w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"), w.get("hold")
     )
-    if w.get("estimated_start"):
+
+
+def _why_short(w: dict[str, Any]) -> str:
+    """:func:`_pending_words` and the estimated start: ``fairway ls``'s column, ``fairway wait``'s lines."""
+    words = _pending_words(w)
+    if w.get("state") == "pending" and w.get("estimated_start"):
         words += f"; by {when(w['estimated_start'])}"
     return words
 
@@ -834,11 +880,11 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _require_group(api: Api, group: int) -> None:
-    """Stop with "no group N" when array group ``group`` does not exist (an empty listing of a
-    group that exists stays an empty table)."""
+def _require_group(api: Api, group: int) -> dict[str, Any]:
+    """Array group ``group`` (``groups/{id}/``); stop with "no group N" when it does not exist (an
+    empty listing of a group that exists stays an empty table)."""
     try:
-        api.call("GET", f"groups/{group}/")
+        return api.call("GET", f"groups/{group}/")
     except CliError as exc:
         if exc.exit_code != EXIT_API:
             raise
@@ -1007,10 +1053,11 @@ def _resubmission(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_resubmit(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """``fairway resubmit ID [flags]``: a new workload from ID's spec, the flags changing it."""
     pk = _workload_id(args.id)
+    _check_wait_flags(args)
     if args.quote:
         return _quote(args, config, out, f"workloads/{pk}/resubmit/quote/")
     api = Api(config.server, config.token, escape=not args.json)
-    return _submitted(args, api.call("POST", f"workloads/{pk}/resubmit/", body=_resubmission(args)), out)
+    return _submitted(args, api.call("POST", f"workloads/{pk}/resubmit/", body=_resubmission(args)), out, api)
 
 
 SPEC_HEADER = (
@@ -1215,7 +1262,10 @@ def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> 
 
 
 FINAL_WORKLOAD_STATES = ("succeeded", "failed", "canceled")
-"""States a workload never leaves (``scheduler.models.Workload.FINAL_STATES``)."""
+"""States a workload never leaves (``scheduler.models.Workload.FINAL_STATES``; a test keeps the
+two equal: the CLI imports nothing of the server)."""
+SUCCEEDED = FINAL_WORKLOAD_STATES[0]
+"""The one final state that is a success (``fairway wait`` exits 0 when every workload reached it)."""
 
 
 def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -1267,6 +1317,167 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if not args.follow or done:
             return EXIT_OK
         time.sleep(args.interval)
+
+
+EXIT_NOT_SUCCEEDED = 1
+"""``fairway wait``: every workload is final, and at least one did not succeed (failed, canceled)."""
+EXIT_TIMEOUT = 124
+"""``fairway wait --timeout``: the time ran out first (the code GNU ``timeout`` exits with)."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT): what a shell reports for a program it stopped so."""
+
+
+def _wait_flags(p: argparse.ArgumentParser, *, after_submit: bool = False) -> None:
+    """The options of ``fairway wait``, and of ``submit``/``resubmit`` (``after_submit``: ``--wait``,
+    and ``--wait-timeout``, since their ``-t`` is the wall-time limit); both fill ``args.timeout``
+    and ``args.interval``."""
+    timeout = "--wait-timeout" if after_submit else "--timeout"
+    if after_submit:
+        p.add_argument(
+            "--wait",
+            action="store_true",
+            help="then wait until it ends (an array: every member), as `fairway wait`; exit 0 only if it succeeded",
+        )
+    p.add_argument(
+        timeout,
+        dest="timeout",
+        type=_wait_timeout,
+        metavar="DURATION",
+        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on",
+    )
+    # The first pause between polls (then backing off to 15x it): short in tests, as `logs --interval`.
+    interval = "--wait-interval" if after_submit else "--interval"
+    p.add_argument(interval, dest="interval", type=_poll_interval, default=FIRST_INTERVAL_S, help=argparse.SUPPRESS)
+
+
+_wait_timeout = duration_s(1)
+_poll_interval = positive_number(60)
+
+
+def _wait_key(w: dict[str, Any]) -> tuple[str, str]:
+    """What makes a progress line: a new state, or while pending a new reason (an estimate that
+    moves alone is not news every poll)."""
+    return w["state"], _pending_words(w)
+
+
+def _wait_line(before: dict[str, Any] | None, w: dict[str, Any]) -> str:
+    """``#12 train: pending (…)`` first, then ``#12 pending → running``; while pending, why and
+    the estimated start in ``fairway ls``'s words (:func:`_why_short`, the API's ``pending_reason``
+    and ``estimated_start`` that ``fairway show`` explains)."""
+    why = _why_short(w)
+    why = f" ({why})" if why else ""
+    if before is None:
+        return f"#{w['id']} {w['name']}: {w['state']}{why}"
+    return f"#{w['id']} {before['state']} → {w['state']}{why}"
+
+
+def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int] = (), group: int | None = None) -> int:
+    """Wait until every workload of ``ids`` (or every member of array ``group``) is final
+    (:data:`FINAL_WORKLOAD_STATES`), a line on ``out`` per change (none with ``--json``, which
+    prints the final states), and exit as docs/jobs.md "Wait for workloads" says: 0 every one
+    succeeded, :data:`EXIT_NOT_SUCCEEDED` else, :data:`EXIT_TIMEOUT` when ``args.timeout``
+    seconds ran out first, :data:`EXIT_INTERRUPTED` on Ctrl-C. Every id is read once before
+    waiting: an unknown one stops it with ``CliError`` (:data:`EXIT_API`), nothing waited for.
+    The one function of ``fairway wait``, ``submit --wait`` and ``resubmit --wait``."""
+    if group is not None:
+        members = len(_require_group(api, group)["members"])
+
+        def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member: one request
+            page = api.call("GET", "workloads/", params={"group": group, "limit": max(members, 1)})
+            return {w["id"]: w for w in sorted(page["results"], key=lambda w: w["id"])}  # newest first: in order
+
+    else:
+
+        def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:
+            return {pk: api.call("GET", f"workloads/{pk}/") for pk in sorted(todo)}
+
+    first = _first_read(fetch, set(ids)) if group is None else fetch(set())
+    first = dict(sorted(first.items()))
+
+    def polled(todo: set[int]) -> dict[int, dict[str, Any]]:
+        try:
+            return fetch(todo)
+        except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
+            if exc.exit_code == EXIT_UNREACHABLE or exc.retry_after is not None:
+                # its first sentence: "cannot reach URL: ConnectionError", "Request was throttled"
+                raise TryLater(exc.message.split(". ")[0], exc.retry_after) from None
+            raise
+
+    def said(text: str) -> None:
+        if not args.json:
+            out.write(text + "\n")
+            out.flush()
+
+    try:
+        outcome = poll_until_final(
+            first,
+            polled,
+            is_final=lambda w: w["state"] in FINAL_WORKLOAD_STATES,
+            key=_wait_key,
+            on_change=lambda before, w: said(_wait_line(before, w)),
+            on_later=lambda later, pause: said(f"[{later.message}: asking again in {duration(round(pause))}]"),
+            interval=args.interval,
+            timeout=args.timeout,
+        )
+    except KeyboardInterrupt:
+        raise CliError(
+            EXIT_INTERRUPTED, "interrupted: stopped waiting; the workloads go on (`fairway cancel ID` stops one)"
+        ) from None
+    return _waited(args, outcome, out)
+
+
+def _first_read(fetch: Callable[[set[int]], dict[int, dict[str, Any]]], ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Every id read once; the unknown ones named together (``CliError``, :data:`EXIT_API`)."""
+    rows: dict[int, dict[str, Any]] = {}
+    unknown: list[str] = []
+    for pk in sorted(ids):
+        try:
+            rows.update(fetch({pk}))
+        except CliError as exc:
+            if exc.code != "not_found":
+                raise
+            unknown.append(f"#{pk}")
+    if unknown:
+        raise CliError(EXIT_API, f"no workload {', '.join(unknown)}: nothing waited for", "not_found")
+    return rows
+
+
+def _waited(args: argparse.Namespace, outcome: Outcome, out: TextIO) -> int:
+    """Print how the wait ended (``--json``: every workload's id, name and state, and whether the
+    time ran out) and return its exit code."""
+    rows = list(outcome.rows.values())
+    failed = [w for w in rows if w["state"] != SUCCEEDED]
+    code = EXIT_TIMEOUT if outcome.timed_out else EXIT_NOT_SUCCEEDED if failed else EXIT_OK
+    if args.json:
+        emit_json(
+            {
+                "workloads": [{"id": w["id"], "name": w["name"], "state": w["state"]} for w in rows],
+                "timed_out": outcome.timed_out,
+                "exit_code": code,
+            },
+            out,
+        )
+        return code
+    if outcome.timed_out:
+        failed = [w for w in rows if w["state"] not in FINAL_WORKLOAD_STATES]
+    listed = ", ".join(f"#{w['id']} {w['state']}" for w in failed[:10]) + (", …" if len(failed) > 10 else "")
+    if outcome.timed_out:
+        out.write(f"timed out after {duration(args.timeout)}; still not final: {listed}\n")
+    elif failed:
+        out.write(f"{len(rows) - len(failed)} of {len(rows)} succeeded; not: {listed}\n")
+    else:
+        out.write(f"{'all ' if len(rows) > 1 else ''}{len(rows)} succeeded\n")
+    return code
+
+
+def cmd_wait(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway wait ID... | --group G``: block until they end (Slurm's ``sbatch --wait``)."""
+    if args.group is not None and args.ids:
+        raise CliError(EXIT_USAGE, "give workload ids or --group ID, not both")
+    if args.group is None and not args.ids:
+        raise CliError(EXIT_USAGE, "give one or more workload ids or --group ID")
+    ids = list(dict.fromkeys(_workload_id(i) for i in args.ids))  # every id checked before any request
+    return wait_for(Api(config.server, config.token, escape=not args.json), args, out, ids, args.group)
 
 
 def ratio_cell(b: dict[str, Any]) -> str:
@@ -1774,6 +1985,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         action="store_true",
         help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
     )
+    _wait_flags(p, after_submit=True)
     if again:  # after the id: a REMAINDER there took the flags too (fairway resubmit 12 -g 2)
         p.add_argument("command", nargs="*", help="-- program args... (replaces its command)")
     else:
@@ -1892,6 +2104,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--raw", action="store_true", help="print terminal escapes of the log as they are (colours)")
     p.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+
+    p = add(
+        "wait",
+        cmd_wait,
+        f"wait until workloads end, a line per change; exit 0 if every one succeeded, {EXIT_NOT_SUCCEEDED} if any"
+        f" failed or was canceled, {EXIT_TIMEOUT} if --timeout ran out, {EXIT_INTERRUPTED} on Ctrl-C (sbatch --wait)",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to wait for (or --group G)")
+    p.add_argument("--group", type=_positive_int, help="an array group id: every member")
+    _wait_flags(p)
 
     p = add("budgets", cmd_budgets, "the budget tree: shares, entitlement, usage, ratio, rank")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP + " (default: every cluster)")

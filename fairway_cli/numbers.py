@@ -8,7 +8,9 @@ They live in the CLI's package because the CLI imports nothing of the server (it
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import Any
 
 
@@ -46,7 +48,15 @@ def gpu_time_text(gpu_seconds: Any) -> str:
     return f"{hours:,.0f} GPU-h" if hours >= 100 else f"{hours:.2f} GPU-h"
 
 
-__all__ = ["duration_text", "gpu_hours_text", "gpu_time_text", "instant_text", "percent_text"]
+__all__ = [
+    "PLAIN_INT",
+    "duration_text",
+    "gpu_hours_text",
+    "gpu_time_text",
+    "instant_text",
+    "parse_duration_s",
+    "percent_text",
+]
 
 
 def duration_text(seconds: Any, sep: str = "") -> str:
@@ -120,3 +130,51 @@ def percent_text(value: Any, digits: int = 0) -> str:
         return f"{float(value) * 100:.{int(digits)}f}%"
     except (TypeError, ValueError):
         return "–"
+
+
+_DURATION_PART = re.compile(r"(\d{1,18}(?:\.\d{1,18})?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+PLAIN_INT = re.compile(r"[0-9]{1,18}")
+"""Digits accepted as a number: ASCII only (``"²".isdigit()`` is true, ``int("²")`` fails) and
+short enough for ``int()`` (4300 digits at most) and for any database integer."""
+
+
+def parse_duration_s(value: Any) -> int:
+    """Seconds from ``3600``, ``"3600"``, ``"2h30m"``, ``"90m"``, ``"1d 2h"``, ``"1.5h"``, ``"45s"``.
+
+    The one reading of a duration a person types: the API's ``min_runtime`` and ``max_runtime``
+    (``scheduler.api.serializers``) and ``fairway wait --timeout`` call it (here, in the CLI's
+    package, because the CLI imports nothing of the server).
+
+    Raises ValueError on anything else, on a negative value and on a fraction of a second.
+    """
+    if isinstance(value, bool):
+        raise ValueError("not a duration")
+    if isinstance(value, int):
+        seconds: float = value
+    elif isinstance(value, float):
+        seconds = value
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if PLAIN_INT.fullmatch(text):
+            seconds = int(text)
+        else:
+            compact = text.replace(" ", "")
+            parts = _DURATION_PART.findall(compact)
+            if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
+                raise ValueError(f"{value!r} is not a duration like 2h30m")
+            # Exact decimals: in floats "1.1h" was 3960.0000000000005 s, refused as a fraction of a
+            # second (brk36); a Fraction of the digits as written is 3960.
+            exact = sum(Fraction(n) * _UNIT_S[u.lower()] for n, u in parts)
+            if exact.denominator != 1:
+                raise ValueError("a duration is a whole number of seconds >= 0")
+            seconds = int(exact)
+    else:
+        raise ValueError("not a duration")
+    # "1111…1d" overflows to inf and int(inf) raises OverflowError; an int is finite (and a
+    # 4,000-digit one would overflow math.isfinite itself).
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise ValueError("a duration is a whole number of seconds >= 0")
+    if seconds < 0 or seconds != int(seconds):
+        raise ValueError("a duration is a whole number of seconds >= 0")
+    return int(seconds)

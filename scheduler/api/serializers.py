@@ -7,12 +7,9 @@ string, digits); every rule about what may be submitted lives in
 
 from __future__ import annotations
 
-import math
-import re
 import shlex
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
@@ -24,52 +21,13 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
+from fairway_cli.numbers import PLAIN_INT, parse_duration_s
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import GROUP_NAME_NOT_UPDATABLE, SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
-_DURATION_PART = re.compile(r"(\d{1,18}(?:\.\d{1,18})?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
-_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_PLAIN_INT = re.compile(r"[0-9]{1,18}")
-"""Digits accepted as a number: ASCII only (``"²".isdigit()`` is true, ``int("²")`` fails) and
-short enough for ``int()`` (4300 digits at most) and for any database integer."""
-
-
-def parse_duration_s(value: Any) -> int:
-    """Seconds from ``3600``, ``"3600"``, ``"2h30m"``, ``"90m"``, ``"1d 2h"``, ``"1.5h"``, ``"45s"``.
-
-    Raises ValueError on anything else, on a negative value and on a fraction of a second.
-    """
-    if isinstance(value, bool):
-        raise ValueError("not a duration")
-    if isinstance(value, int):
-        seconds: float = value
-    elif isinstance(value, float):
-        seconds = value
-    elif isinstance(value, str):
-        text = value.strip().lower()
-        if _PLAIN_INT.fullmatch(text):
-            seconds = int(text)
-        else:
-            compact = text.replace(" ", "")
-            parts = _DURATION_PART.findall(compact)
-            if not parts or "".join(f"{n}{u}" for n, u in parts) != compact:
-                raise ValueError(f"{value!r} is not a duration like 2h30m")
-            # Exact decimals: in floats "1.1h" was 3960.0000000000005 s, refused as a fraction of a
-            # second (brk36); a Fraction of the digits as written is 3960.
-            exact = sum(Fraction(n) * _UNIT_S[u.lower()] for n, u in parts)
-            if exact.denominator != 1:
-                raise ValueError("a duration is a whole number of seconds >= 0")
-            seconds = int(exact)
-    else:
-        raise ValueError("not a duration")
-    # "1111…1d" overflows to inf and int(inf) raises OverflowError; an int is finite (and a
-    # 4,000-digit one would overflow math.isfinite itself).
-    if isinstance(seconds, float) and not math.isfinite(seconds):
-        raise ValueError("a duration is a whole number of seconds >= 0")
-    if seconds < 0 or seconds != int(seconds):
-        raise ValueError("a duration is a whole number of seconds >= 0")
-    return int(seconds)
+_PLAIN_INT = PLAIN_INT
+"""Digits accepted as a number (:data:`fairway_cli.numbers.PLAIN_INT`, the duration parser's)."""
 
 
 def mount_catalog(cluster: Cluster) -> list[dict[str, Any]]:
