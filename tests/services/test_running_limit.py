@@ -183,3 +183,44 @@ def test_a_group_update_still_changes_only_pending_members(researcher, submit_kw
     changed = do_update_group(researcher, group, {"max_runtime_s": 2 * HOUR})
     assert {w.pk for w in changed}.isdisjoint(started)
     assert set(Workload.objects.filter(pk__in=started).values_list("max_runtime_s", flat=True)) == {4 * HOUR}
+
+
+def test_the_forward_simulation_ends_the_running_member_at_its_changed_limit(researcher, submit_kwargs, settings):
+    """docs/estimates.md "Wall-time limits": the next member of a %1 group starts when the running
+    one's limit frees its slot (a grace later): the limit as changed, not as submitted."""
+    from scheduler.estimates import store_estimates
+
+    first = do_submit_workload(
+        researcher, **submit_kwargs(gpu_count=1, min_runtime_s=HOUR, max_runtime_s=4 * HOUR, array="0-1%1")
+    )
+    now = timezone.now().replace(microsecond=0)
+    run_tick(first.cluster_id, now=now)
+    runner = Workload.objects.get(group=first.group, state=Workload.State.STARTING)
+    waiting = Workload.objects.get(group=first.group, state=Workload.State.PENDING)
+    grace = int(settings.FAIRWAY["GRACE_PERIOD_S"])
+    store_estimates(first.cluster_id, now)
+    assert Workload.objects.get(pk=waiting.pk).estimated_start == now + timedelta(seconds=4 * HOUR + grace)
+
+    do_update_workload(researcher, runner, {"max_runtime_s": 2 * HOUR})
+    store_estimates(first.cluster_id, now)
+
+    assert Workload.objects.get(pk=waiting.pk).estimated_start == now + timedelta(seconds=2 * HOUR + grace)
+
+
+def test_a_change_asks_for_estimates_and_a_limit_already_passed_for_a_tick(
+    researcher, submit_kwargs, monkeypatch, django_capture_on_commit_callbacks
+):
+    from scheduler import tasks
+
+    asked: list[tuple[str, int]] = []
+    monkeypatch.setattr(tasks, "request_estimates", lambda cid, **kw: asked.append(("estimates", cid)))
+    monkeypatch.setattr(tasks, "request_tick", lambda cid: asked.append(("tick", cid)))
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=HOUR, max_runtime_s=4 * HOUR))
+    _running(w, started_ago_s=3 * HOUR)
+    with django_capture_on_commit_callbacks(execute=True):
+        do_update_workload(researcher, w, {"max_runtime_s": 3 * HOUR + 600})
+    assert asked == [("estimates", w.cluster_id)]
+    asked.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        do_update_workload(researcher, w, {"max_runtime_s": 2 * HOUR})
+    assert sorted(asked) == [("estimates", w.cluster_id), ("tick", w.cluster_id)]
