@@ -1128,7 +1128,8 @@ CLEARABLE = ("max_runtime", "cpus", "memory", "shared_memory")
 
 
 def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
-    """``fairway update ID|--group G [options]``: change a pending workload (``scontrol update``)."""
+    """``fairway update ID|--group G [options]``: change a pending workload (``scontrol update``), or
+    the wall-time limit (``-t``) of a running one (lowered by its owner, raised by an admin)."""
     body: dict[str, Any] = {}
     for option, field in UPDATE_OPTIONS:
         value = getattr(args, option)
@@ -1153,6 +1154,10 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = api.call("PATCH", f"workloads/{_workload_id(args.id)}/", body=body)
     if args.json:
         emit_json(w, out)
+        return EXIT_OK
+    if w["state"] != "pending":  # a started workload changes only its wall-time limit (docs/jobs.md)
+        limit = duration(w["max_runtime_s"]) if w.get("max_runtime_s") else "none"
+        out.write(f"#{w['id']} {w['name']} — {w['state']}: wall-time limit now {limit}, counted from its start\n")
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
     limit = f", wall-time limit {duration(w['max_runtime_s'])}" if w.get("max_runtime_s") else ""
@@ -2065,15 +2070,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?", help="the workload's id (or --group)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
 
-    p = add("update", cmd_update, "change a pending workload, or every pending member of an array group (--group)")
-    p.add_argument("id", nargs="?", help="the pending workload to change (or --group G)")
+    p = add(
+        "update",
+        cmd_update,
+        "change a pending workload (a running one: only -t), or every pending member of an array group (--group)",
+    )
+    p.add_argument("id", nargs="?", help="the workload to change (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: each pending member (not --name)")
     p.add_argument("--name", help="a new name")
     p.add_argument("--budget", "-b", help="another leaf budget you may submit to (not once the workload has run)")
     p.add_argument("--gpus", "-g", type=_positive_int, help="GPU count")
     p.add_argument("--gpu-model", "-m", help="GPU model")
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated")
-    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt, e.g. 12h; none: no limit")
+    p.add_argument(
+        "--max-runtime",
+        "-t",
+        help="wall-time limit per attempt, e.g. 12h; none: no limit (of a running workload: you may lower it, "
+        "an admin raise it)",
+    )
     p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit")
     p.add_argument("--cpus", help="CPUs per host; none: the host's per-GPU share")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")

@@ -132,6 +132,31 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def max_runtime_problem(max_runtime_s: Any, min_runtime_s: int) -> FieldProblem | None:
+    """Why ``max_runtime_s`` (seconds, not None) cannot be a wall-time limit of a workload whose
+    minimum runtime is ``min_runtime_s``, or None: a whole number >= 1 (``invalid_max_runtime``),
+    at most ``FAIRWAY_MAX_RUNTIME_LIMIT_S`` (``max_runtime_too_long``), at least M
+    (``max_runtime_below_min_runtime``: the limit would cut the protection it declared, DESIGN.md
+    §4). The one rule of a submission and of a change of a running workload's limit."""
+    limit = settings.FAIRWAY["MAX_RUNTIME_LIMIT_S"]
+    if not _whole(max_runtime_s) or max_runtime_s < 1:
+        return FieldProblem(
+            "invalid_max_runtime", "max_runtime", "The wall-time limit is a whole number of seconds >= 1."
+        )
+    if max_runtime_s > limit:
+        return FieldProblem(
+            "max_runtime_too_long", "max_runtime", f"The wall-time limit is at most {duration_text(limit)}."
+        )
+    if max_runtime_s < min_runtime_s:
+        return FieldProblem(
+            "max_runtime_below_min_runtime",
+            "max_runtime",
+            f"The wall-time limit ({duration_text(max_runtime_s)}) must be at least the minimum runtime "
+            f"({duration_text(min_runtime_s)}).",
+        )
+    return None
+
+
 def check(
     owner: Any,
     *,
@@ -162,18 +187,8 @@ def check(
         out.mounts = resolved
 
     if max_runtime_s is not None:
-        limit = cfg["MAX_RUNTIME_LIMIT_S"]
-        if not _whole(max_runtime_s) or max_runtime_s < 1:
-            refuse("invalid_max_runtime", "max_runtime", "The wall-time limit is a whole number of seconds >= 1.")
-        elif max_runtime_s > limit:
-            refuse("max_runtime_too_long", "max_runtime", f"The wall-time limit is at most {duration_text(limit)}.")
-        elif max_runtime_s < min_runtime_s:
-            refuse(
-                "max_runtime_below_min_runtime",
-                "max_runtime",
-                f"The wall-time limit ({duration_text(max_runtime_s)}) must be at least the minimum runtime "
-                f"({duration_text(min_runtime_s)}).",
-            )
+        if problem := max_runtime_problem(max_runtime_s, min_runtime_s):
+            out.problems.append(problem)
         else:
             out.max_runtime_s = max_runtime_s
 

@@ -1814,12 +1814,17 @@ def stop_timed_out(cluster_id: int, now: datetime) -> list[int]:
     if not rows:
         return []
     list(Workload.objects.select_for_update().filter(pk__in=[w for _a, w in rows]).order_by("pk").values_list("pk"))
-    claimed = list(
-        Attempt.objects.select_for_update()
+    # The limit is read again under the workload's lock: a change of a running workload's limit
+    # (services._update_limit_once, which locks the row first) committed after the read above must
+    # not be lost: a raised (or removed) limit no longer stops it now (docs/jobs.md).
+    claimed = [
+        (aid, wid, number, limit)
+        for aid, wid, number, started, limit in Attempt.objects.select_for_update()
         .filter(pk__in=[a for a, _w in rows], ended_at__isnull=True, stop_requested_at__isnull=True)
         .order_by("pk")
-        .values_list("pk", "workload_id", "number", "workload__max_runtime_s")
-    )
+        .values_list("pk", "workload_id", "number", "started_at", "workload__max_runtime_s")
+        if limit is not None and started + timedelta(seconds=limit) <= now
+    ]
     if not claimed:
         return []
     Attempt.objects.filter(pk__in=[a for a, *_ in claimed]).update(

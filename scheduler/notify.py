@@ -18,6 +18,15 @@ def request_tick_on_commit(cluster_id: int) -> None:
     transaction.on_commit(lambda: tasks.request_tick(cluster_id))
 
 
+def request_estimates_on_commit(cluster_id: int) -> None:
+    """Ask for (debounced, single-flight) estimated starts of ``cluster_id`` once the transaction
+    commits: a change the forward simulation reads that no tick would ask them for (a running
+    workload's wall-time limit, docs/jobs.md)."""
+    from scheduler import tasks  # local import: tasks imports the broker
+
+    transaction.on_commit(lambda: tasks.request_estimates(cluster_id))
+
+
 def push_hosts_on_commit(host_ids: Iterable[int]) -> None:
     """Push the desired state of these hosts to their agents once the transaction commits."""
     from scheduler import gateway  # local import: gateway imports channels

@@ -45,7 +45,7 @@ from scheduler.models import (
     Workload,
     WorkloadEvent,
 )
-from scheduler.notify import push_hosts_on_commit, request_tick_on_commit
+from scheduler.notify import push_hosts_on_commit, request_estimates_on_commit, request_tick_on_commit
 from scheduler.policy.admission import HostTable, host_table, infeasible_in
 from scheduler.policy.types import Hold, PendingReason
 from scheduler.stop_rules import cancel_replaces
@@ -1158,7 +1158,9 @@ def do_cancel_group(actor: User, group: Any) -> int:
 
 class UpdateError(ServiceError):
     """A refused update of a workload (:func:`do_update_workload`): ``forbidden`` (403),
-    ``not_pending`` (409: it has started or ended), ``budget_charged`` (409: a budget change of a
+    ``not_pending`` (409: it has started or ended; of a started one only the wall-time limit
+    changes), ``raise_needs_admin`` (403: a started workload's limit raised or removed by one who is
+    no admin), ``budget_charged`` (409: a budget change of a
     workload that has run), ``not_updatable`` (400: a field that cannot change); the values
     themselves are refused with the submission's codes (:class:`SubmissionError`, 400)."""
 
@@ -1257,7 +1259,11 @@ def do_update_workload(
 
     ``seen_version``: the ``spec_version`` of the request the caller showed, when it sends every
     field whatever it changed (the web form): another version is refused ``changed_meanwhile``
-    (409), so a form shown before another update never writes its old values back over it."""
+    (409), so a form shown before another update never writes its old values back over it.
+
+    A started workload (:data:`LIMIT_STATES`) may change only its wall-time limit
+    (:func:`_update_limit_once`: lowered by whoever may cancel it, raised or removed by an admin;
+    docs/jobs.md "The wall-time limit of a running workload"); any other field is ``not_pending``."""
     unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
     if unknown:
         raise UpdateError.from_problems(
@@ -1289,6 +1295,8 @@ def _update_once(
     current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
     if not can_cancel(actor, current, tree):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
+    if current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
+        return _update_limit_once(actor, current, changes.get("max_runtime_s", current.max_runtime_s), seen_version)
     _refuse_unless_pending(current)
     if seen_version is not None and seen_version != current.spec_version:
         raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
@@ -1369,6 +1377,82 @@ def _update_once(
     return Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
 
 
+# --- the wall-time limit of a running workload (Slurm's scontrol update TimeLimit=) ------------
+
+LIMIT_STATES = (Workload.State.STARTING, Workload.State.RUNNING)
+"""The states in which a workload's wall-time limit (and only it) may still change: its attempt
+holds GPUs and no stop was issued (a preempting one ends or comes back pending first)."""
+
+RUNNING_UPDATABLE_FIELDS = ("max_runtime_s",)
+"""What :func:`do_update_workload` may change of a workload in :data:`LIMIT_STATES`; any other
+field is refused ``not_pending`` as before (docs/jobs.md "The wall-time limit of a running workload")."""
+
+RAISE_NEEDS_ADMIN = (
+    "Only an admin (staff with the change_workload permission) may raise or remove the wall-time limit of a "
+    "workload that has started; you may lower it."
+)
+
+
+def may_raise_limit(actor: User) -> bool:
+    """Whether ``actor`` may raise (or remove) the wall-time limit of a started workload: the admins
+    of :func:`may_release_admin_hold` (Slurm: only an operator raises a job's ``TimeLimit``)."""
+    return may_release_admin_hold(actor)
+
+
+def limit_raised(old: int | None, new: int | None) -> bool:
+    """Whether a change of a wall-time limit from ``old`` to ``new`` (seconds; None: no limit)
+    raises it: a larger one, or none where there was one."""
+    return old is not None and (new is None or new > old)
+
+
+def _update_limit_once(actor: User, current: Workload, new: Any, seen_version: int | None) -> Workload | None:
+    """:func:`do_update_workload` of a started workload (:data:`LIMIT_STATES`), which may change only
+    its wall-time limit: lowered by whoever may cancel it (never below M: :func:`jobspec.max_runtime_problem`,
+    the submission's rule with its cap), raised or removed only by an admin (``raise_needs_admin``,
+    403). A limit the attempt has already run past stops it at the next tick, a ``timeout`` (Slurm).
+    None when another update committed between the read and the lock (the caller tries again)."""
+    if seen_version is not None and seen_version != current.spec_version:
+        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
+    old = current.max_runtime_s
+    if new == old:
+        return current
+    if new is not None and (problem := jobspec.max_runtime_problem(new, current.min_runtime_s)):
+        raise SubmissionError.from_problems([problem])
+    if limit_raised(old, new) and not may_raise_limit(actor):
+        raise UpdateError("raise_needs_admin", "max_runtime", RAISE_NEEDS_ADMIN, status=403)
+    with transaction.atomic():
+        # The workload's row first, as the tick's stop_timed_out takes it (docs/locking.md): a stop
+        # issued before this lock makes it preempting (refused below), one after it reads this limit.
+        locked = Workload.objects.select_for_update().get(pk=current.pk)
+        if locked.state not in LIMIT_STATES:
+            _refuse_unless_pending(locked)
+        if locked.spec_version != current.spec_version:
+            return None
+        now = timezone.now()
+        started = (
+            Attempt.objects.filter(workload_id=current.pk, ended_at__isnull=True)
+            .values_list("started_at", flat=True)
+            .first()
+        )
+        past = new is not None and started is not None and started + timedelta(seconds=new) <= now
+        Workload.objects.filter(pk=current.pk).update(
+            max_runtime_s=new, spec_version=locked.spec_version + 1, updated_at=now
+        )
+        words = f"changed wall-time limit {_update_words('max_runtime_s', old)} → {_update_words('max_runtime_s', new)}"
+        WorkloadEvent.objects.create(
+            workload_id=current.pk,
+            at=now,
+            kind="updated",
+            actor=actor,
+            message=words + (" (already run longer: it stops at the next pass, timeout)" if past else ""),
+            data={"changes": {"max_runtime_s": [old, new]}, "state": locked.state},
+        )
+        if past:
+            request_tick_on_commit(current.cluster_id)
+        request_estimates_on_commit(current.cluster_id)  # the forward simulation ends it at its limit
+    return Workload.objects.select_related("budget", "owner", "cluster").get(pk=current.pk)
+
+
 def _refuse_if_charged(workload: Workload) -> None:
     """Refuse (``budget_charged``, 409) a budget change of a workload that has run: the window's
     usage and the statements charge its attempts to its workload's budget (``snapshot``,
@@ -1388,7 +1472,8 @@ def _refuse_unless_pending(workload: Workload) -> None:
         raise UpdateError(
             "not_pending",
             "state",
-            f"Only a pending workload can be changed; this one is {workload.state}.",
+            f"Only a pending workload can be changed; this one is {workload.state}"
+            + (" (of a started one, only its wall-time limit)." if workload.state in LIMIT_STATES else "."),
             status=409,
         )
 

@@ -79,6 +79,7 @@ from scheduler.resubmit import exact_duration_text
 from scheduler.services import (
     CHANGED_MEANWHILE,
     HOST_ACTIONS,
+    LIMIT_STATES,
     can_cancel,
     do_cancel_group,
     do_cancel_workload,
@@ -92,6 +93,7 @@ from scheduler.services import (
     host_action_problem,
     host_actions,
     may_operate_hosts,
+    may_raise_limit,
     may_read_private,
     may_release_admin_hold,
 )
@@ -106,6 +108,7 @@ from web.forms import (
     parse_submission,
     spec_example,
 )
+from web.templatetags.fairway import duration
 
 logger = logging.getLogger(__name__)
 
@@ -567,6 +570,7 @@ def _workload_context(
     )
     open_attempt = next((a for a in workload.attempts.all() if a.ended_at is None), None)
     why = explain_pending(workload, now)
+    form = edit_form or WorkloadEditForm(initial=_edit_values(workload, scope))
     may_control = workload.state not in Workload.FINAL_STATES and can_cancel(request.user, workload)
     return {
         "nav": "workloads",
@@ -600,8 +604,12 @@ def _workload_context(
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
         **_group_actions(request.user, workload),
         "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
-        "can_update": workload.state == Workload.State.PENDING and can_cancel(request.user, workload),
-        "edit_form": edit_form or WorkloadEditForm(initial=_edit_values(workload, scope)),
+        # docs/jobs.md: a pending workload's request changes; of a started one only its wall-time limit
+        "can_update": workload.state in (Workload.State.PENDING, *LIMIT_STATES) and can_cancel(request.user, workload),
+        "limit_only": workload.state in LIMIT_STATES,
+        "may_raise_limit": may_raise_limit(request.user),
+        "edit_form": form,
+        "edit_fields": [form["max_runtime"]] if workload.state in LIMIT_STATES else form.visible_fields(),
     }
 
 
@@ -701,9 +709,14 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                 if exc.code == CHANGED_MEANWHILE:
                     shown = None  # the request as it is now, at its version (the typed one is refused again)
             else:
-                messages.success(
-                    request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
-                )
+                if done.state in LIMIT_STATES:
+                    limit = duration(done.max_runtime_s) if done.max_runtime_s else "none"
+                    said = f"Changed {done.name} (#{done.pk}): wall-time limit now {limit}, counted from its start."
+                    messages.success(request, said)
+                else:
+                    messages.success(
+                        request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
+                    )
                 return redirect("web-workload", pk=pk)
         else:
             for message in form.show_problems({f: [str(m) for m in msgs] for f, msgs in serializer.errors.items()}):

@@ -524,7 +524,13 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         event lists old → new); 400 ``not_updatable`` (image, command, env, mounts, after, array,
         cluster); 403 ``forbidden`` (only those who may cancel it); 409 ``not_pending`` (it has
         started or ended), ``budget_charged`` (a workload that has run keeps its budget). It keeps
-        its place in its budget's queue (submission time and sequence)."""
+        its place in its budget's queue (submission time and sequence).
+
+        A starting or running workload takes ``max_runtime`` alone (Slurm's ``TimeLimit=``;
+        docs/jobs.md "The wall-time limit of a running workload"): lowered by whoever may cancel it,
+        never below its minimum runtime (400 ``max_runtime_below_min_runtime``); raised or removed
+        (``null``) only by an admin (403 ``raise_needs_admin``); a limit it has already run past
+        stops it (``timeout``) at the next tick. Any other field: 409 ``not_pending``."""
         workload = self.get_object()
         serializer = WorkloadUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -77,12 +77,56 @@ def test_the_edit_form_changes_a_pending_workload(live_server, researcher, teamm
     assert teammate_form == 0
 
 
-def test_no_form_once_it_is_not_pending(client, researcher, submit_kwargs):
+def test_once_it_runs_the_form_offers_only_the_wall_time_limit(client, researcher, submit_kwargs):
+    """ext50: of a running workload only the wall-time limit changes (docs/jobs.md); a form posted
+    with the other fields is refused as before, and a finished one has no form."""
     w = do_submit_workload(researcher, **submit_kwargs())
     client.login(username="researcher", password=PASSWORD)
-    assert b'id="edit-form"' in client.get(f"/workloads/{w.pk}/").content
+    assert b'id="edit_gpu_count"' in client.get(f"/workloads/{w.pk}/").content
     Workload.objects.filter(pk=w.pk).update(state=Workload.State.RUNNING)
 
-    assert b'id="edit-form"' not in client.get(f"/workloads/{w.pk}/").content
+    page = client.get(f"/workloads/{w.pk}/").content
+    assert b'id="edit_max_runtime"' in page and b'id="edit_gpu_count"' not in page
     r = client.post(f"/workloads/{w.pk}/update/", {"gpu_count": "2", "min_runtime": "1h", "retries": "0"})
     assert r.status_code == 409 and b"Only a pending workload can be changed" in r.content
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.SUCCEEDED)
+    assert b'id="edit-form"' not in client.get(f"/workloads/{w.pk}/").content
+
+
+def test_the_limit_of_a_running_workload_in_a_browser(live_server, researcher, submit_kwargs, monkeypatch):
+    """ext50: the owner sees only the wall-time limit, a raise is refused beside it, a lowering is saved."""
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=3600, max_runtime_s=4 * 3600))
+    Workload.objects.filter(pk=w.pk).update(state=Workload.State.RUNNING)
+    monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
+    monkeypatch.setattr(services, "request_estimates_on_commit", lambda cluster_id: None)
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            _log_in(page, live_server.url, "researcher")
+            page.goto(f"/workloads/{w.pk}/")
+            summary = page.inner_text("#edit-workload summary")
+            page.click("#edit-workload summary")
+            note = page.inner_text("#edit-limit-note")
+            filled = page.input_value("#edit_max_runtime")
+            others = page.locator("#edit_gpu_count, #edit_min_runtime, #edit_budget").count()
+            page.fill("#edit_max_runtime", "5h")
+            page.click("#edit-save")
+            refused = page.inner_text("#edit_max_runtime-errors")
+            still = Workload.objects.get(pk=w.pk).max_runtime_s
+            page.fill("#edit_max_runtime", "2h")
+            page.click("#edit-save")
+            page.wait_for_url(f"{live_server.url}/workloads/{w.pk}/")
+            body = page.inner_text("body")
+        finally:
+            browser.close()
+
+    assert summary == "Change the wall-time limit"
+    assert "only an admin may raise or remove it" in note
+    assert (filled, others) == ("4h", 0)
+    assert "Only an admin" in refused and still == 4 * 3600
+    assert Workload.objects.get(pk=w.pk).max_runtime_s == 2 * 3600
+    assert "wall-time limit now 2h, counted from its start" in body
+    assert "changed wall-time limit 4h → 2h" in body
