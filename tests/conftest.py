@@ -35,6 +35,9 @@ from tests.dbsessions import end_stray_sessions
 
 PASSWORD = "correct horse battery staple"
 
+# The browser tests' fixtures (``chromium``, ``new_page``): Playwright driving Debian's Chromium.
+pytest_plugins = ["tests.browser"]
+
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; a serial run never calls it
 def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:

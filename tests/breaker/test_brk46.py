@@ -84,43 +84,28 @@ def test_a_stale_edit_form_does_not_undo_a_change_made_since_it_was_shown(
 
 
 def test_a_stale_edit_form_in_a_browser_is_refused_and_shows_the_request_as_it_is(
-    live_server, researcher, manager, submit_kwargs, monkeypatch
+    new_page, researcher, manager, submit_kwargs, monkeypatch
 ) -> None:
-    import shutil
-
-    import pytest
-
     from scheduler import services
     from scheduler.services import do_update_workload
-    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
-    from tests.web.test_browser_update import _log_in
+    from tests.browser import log_in
 
-    playwright_sync = pytest.importorskip("playwright.sync_api")
-    if not shutil.which(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed")
     monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200))
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            _log_in(page, live_server.url, "researcher")
-            page.goto(f"/workloads/{w.pk}/")
-            page.click("#edit-workload summary")
-            do_update_workload(manager, Workload.objects.get(pk=w.pk), {"gpu_count": 8})  # meanwhile
-            page.fill("#edit_min_runtime", "30m")
-            page.click("#edit-save")
-            page.wait_for_selector("text=changed since this page was shown")
-            page.click("#edit-workload summary")
-            shown = page.input_value("#edit_gpu_count")
-            page.fill("#edit_min_runtime", "30m")
-            page.click("#edit-save")
-            page.wait_for_url(f"{live_server.url}/workloads/{w.pk}/")
-            page.wait_for_selector("text=it keeps its place")
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{w.pk}/")
+    page.click("#edit-workload summary")
+    do_update_workload(manager, Workload.objects.get(pk=w.pk), {"gpu_count": 8})  # meanwhile
+    page.fill("#edit_min_runtime", "30m")
+    page.click("#edit-save")
+    page.wait_for_selector("text=changed since this page was shown")
+    page.click("#edit-workload summary")
+    shown = page.input_value("#edit_gpu_count")
+    page.fill("#edit_min_runtime", "30m")
+    page.click("#edit-save")
+    page.wait_for_url(f"/workloads/{w.pk}/")
+    page.wait_for_selector("text=it keeps its place")
 
     assert shown == "8"
     row = Workload.objects.get(pk=w.pk)

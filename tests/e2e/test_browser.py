@@ -12,27 +12,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.browser import Chromium, log_in
 
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
+REPO = Path(__file__).resolve().parents[2]
+VIEWPORT = {"width": 1360, "height": 900}
 
 
 @pytest.fixture
@@ -43,18 +32,9 @@ def shots(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def page(stack: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM reads are safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1360, "height": 900}, base_url=stack.base_url)
-        context.set_default_timeout(20_000)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+def page(stack: Any, chromium: Chromium) -> Any:
+    # the browser, asked for after the stack, is closed before the stack stops
+    return chromium.page(stack.base_url, viewport=VIEWPORT)
 
 
 @pytest.fixture
@@ -82,7 +62,7 @@ def submit_form(page: Any, stack: Any, *, name: str, budget: str, duration: floa
 
 
 def test_researcher_submits_watches_reads_why_pending_and_cancels(
-    _no_stray_sessions: None, stack: Any, page: Any, shot: Any, shots: Path
+    _no_stray_sessions: None, stack: Any, chromium: Chromium, page: Any, shot: Any, shots: Path
 ) -> None:
     from accounts.models import User
     from scheduler.models import Workload
@@ -95,10 +75,7 @@ def test_researcher_submits_watches_reads_why_pending_and_cancels(
     page.goto("/")
     assert "/login/" in page.url
     shot("01-login")
-    page.fill("#id_username", "rita")
-    page.fill("#id_password", "rita-password")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{stack.base_url}/")
+    log_in(page, "rita", "rita-password")
 
     # A refused submission shows the service's errors beside the fields.
     page.goto("/submit/")
@@ -154,14 +131,9 @@ def test_researcher_submits_watches_reads_why_pending_and_cancels(
     # An admin drains the host from the cluster page: the protected attempt may finish its
     # minimum runtime, and the page shows when the drain will end; then resumes it.
     User.objects.create_user("ada", password="ada-password", is_staff=True, is_superuser=True)
-    admin_context = page.context.browser.new_context(viewport={"width": 1360, "height": 900}, base_url=stack.base_url)
+    admin_page = chromium.page(stack.base_url, viewport=VIEWPORT)
     try:
-        admin_page = admin_context.new_page()
-        admin_page.goto("/login/")
-        admin_page.fill("#id_username", "ada")
-        admin_page.fill("#id_password", "ada-password")
-        admin_page.click("button[type=submit]")
-        admin_page.wait_for_url(f"{stack.base_url}/")
+        log_in(admin_page, "ada", "ada-password")
         admin_page.goto("/clusters/")
         admin_page.fill("#host-h1 input.host-reason", "firmware update")  # one reason, any button
         admin_page.click("#host-h1 button[formaction$='/drain/']")
@@ -172,7 +144,7 @@ def test_researcher_submits_watches_reads_why_pending_and_cancels(
         admin_page.click("#host-h1 button[formaction$='/resume/']")
         admin_page.wait_for_selector("#host-h1 .badge.active")
     finally:
-        admin_context.close()
+        admin_page.context.close()
 
     # Cancel the pending one from its page.
     page.goto(f"/workloads/{waiting}/")

@@ -9,76 +9,61 @@ docs/screenshots/), else to the test's temporary directory. Skipped without /usr
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
 from accounts.models import Membership, User
 from tests.sso.conftest import add_person
 from tests.sso.provider import Provider
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"]
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
-
 
 def test_a_researcher_logs_in_through_the_identity_provider_and_uses_a_personal_token(
     _no_stray_sessions: None,
     sso: Provider,
     live_server: Any,
+    new_page: Any,
     org_tree: Any,
     cluster: Any,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     shots = Path(os.environ.get("FAIRWAY_SCREENSHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # the test's ORM reads beside Playwright's loop
     add_person(sso, "nora", groups=["lab-nlp", "lab-nlp-leads"])
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 760}, base_url=live_server.url)
-        page.set_default_timeout(20_000)
-        try:
-            page.goto("/budgets/")
-            assert "/login/" in page.url
-            page.screenshot(path=str(shots / "sso-01-login.png"))
-            page.click("#sso-login")
-            page.wait_for_url(f"{sso.issuer}/authorize?**")
-            page.fill("#idp-username", "nora")
-            page.fill("#idp-password", "wrong")
-            page.click("#idp-submit")
-            assert "Wrong user name or password" in page.inner_text("#idp-error")
-            page.fill("#idp-username", "nora")
-            page.fill("#idp-password", "nora-idp-password")
-            page.screenshot(path=str(shots / "sso-02-identity-provider.png"))
-            page.click("#idp-submit")
-            page.wait_for_url(f"{live_server.url}/budgets/")
-            assert "nora" in page.inner_text("header")
-            page.screenshot(path=str(shots / "sso-03-logged-in-budgets.png"), full_page=True)
+    page = new_page(viewport={"width": 1200, "height": 760})
+    page.goto("/budgets/")
+    assert "/login/" in page.url
+    page.screenshot(path=str(shots / "sso-01-login.png"))
+    page.click("#sso-login")
+    page.wait_for_url(f"{sso.issuer}/authorize?**")
+    page.fill("#idp-username", "nora")
+    page.fill("#idp-password", "wrong")
+    page.click("#idp-submit")
+    assert "Wrong user name or password" in page.inner_text("#idp-error")
+    page.fill("#idp-username", "nora")
+    page.fill("#idp-password", "nora-idp-password")
+    page.screenshot(path=str(shots / "sso-02-identity-provider.png"))
+    page.click("#idp-submit")
+    page.wait_for_url(f"{live_server.url}/budgets/")
+    assert "nora" in page.inner_text("header")
+    page.screenshot(path=str(shots / "sso-03-logged-in-budgets.png"), full_page=True)
 
-            # The browser tests before this one end stray backends of the test database
-            # (pg_terminate_backend); a connection of this thread they ended is replaced here.
-            from django.db import connection
+    # The browser tests before this one end stray backends of the test database
+    # (pg_terminate_backend); a connection of this thread they ended is replaced here.
+    from django.db import connection
 
-            connection.close_if_unusable_or_obsolete()
-            nora = User.objects.get(username="nora")
-            assert dict(Membership.objects.filter(user=nora).values_list("budget__name", "role")) == {
-                "nlp": "member",
-                "olmo": "manager",
-            }
+    connection.close_if_unusable_or_obsolete()
+    nora = User.objects.get(username="nora")
+    assert dict(Membership.objects.filter(user=nora).values_list("budget__name", "role")) == {
+        "nlp": "member",
+        "olmo": "manager",
+    }
 
-            page.goto("/tokens/")
-            page.fill("input[name=name]", "laptop")
-            page.click("form.filters button[type=submit]")
-            token = page.inner_text("#new-token").strip()
-            page.screenshot(path=str(shots / "sso-04-personal-token.png"), full_page=True)
-        finally:
-            browser.close()
+    page.goto("/tokens/")
+    page.fill("input[name=name]", "laptop")
+    page.click("form.filters button[type=submit]")
+    token = page.inner_text("#new-token").strip()
+    page.screenshot(path=str(shots / "sso-04-personal-token.png"), full_page=True)
     me = requests.get(f"{live_server.url}/api/v1/budgets/", headers={"Authorization": f"Token {token}"}, timeout=10)
     assert me.status_code == 200

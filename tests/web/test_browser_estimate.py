@@ -1,5 +1,5 @@
 """A waiting workload's page in a real browser (Playwright driving Debian's Chromium, as
-tests/e2e/test_browser.py launches it): its reason, its reservation and its estimated start agree
+tests/browser.py launches it): its reason, its reservation and its estimated start agree
 (DESIGN.md §3.8: a workload holding a reservation is never estimated later than its start).
 Skipped when ``/usr/bin/chromium`` or the ``playwright`` package is missing."""
 
@@ -7,21 +7,15 @@ from __future__ import annotations
 
 import calendar
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from django.conf import settings
 from django.utils import timezone
 
 from scheduler.estimates import store_estimates
 from scheduler.models import Workload
 from tests.api.fair_share_setup import olmo_waits_for_visions_protection
-from tests.conftest import PASSWORD
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
+from tests.browser import log_in
 
 _WHEN = re.compile(r"(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}) )?(?P<hms>\d{2}:\d{2}:\d{2}) UTC")
 
@@ -39,7 +33,7 @@ def _parse_when(text: str, now: datetime) -> datetime:
 
 
 def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
-    live_server, researcher, outsider, submit_kwargs, org_tree, cluster, monkeypatch
+    new_page, researcher, outsider, submit_kwargs, org_tree, cluster
 ):
     # nlp/olmo, further below its share, may preempt vision/sam's work on both A100 hosts once its
     # protection ends in 10 minutes.
@@ -55,22 +49,11 @@ def test_a_waiting_workloads_reason_reservation_and_estimate_agree(
     assert waiting.estimated_start.timestamp() <= reserved_start + settings.FAIRWAY["GRACE_PERIOD_S"]
     assert Workload.objects.filter(state="pending").count() == 1
 
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            page.goto("/login/")
-            page.fill("#id_username", "researcher")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            page.goto(f"/workloads/{waiting.pk}/")
-            why = page.inner_text("#why-pending")
-            estimate = page.inner_text("#estimated-start")
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{waiting.pk}/")
+    why = page.inner_text("#why-pending")
+    estimate = page.inner_text("#estimated-start")
 
     assert "protected" in why.lower()  # the reason: the victims are still protected
     reservation = re.search(r"reserved for it: it starts by (.+?) at the latest", why)

@@ -4,64 +4,40 @@
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
 from django.test import Client
 
 from scheduler.models import Workload
 from scheduler.services import do_hold_workload, do_submit_workload
-from tests.conftest import PASSWORD
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
+from tests.browser import log_in
 
 
-def _log_in(page, base: str, username: str) -> None:  # noqa: ANN001 -- Playwright's Page
-    page.goto("/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
-def test_the_owner_holds_and_releases_from_the_page_and_submits_held(
-    live_server, researcher, submit_kwargs, cluster, monkeypatch
-):
+def test_the_owner_holds_and_releases_from_the_page_and_submits_held(new_page, researcher, submit_kwargs, cluster):
     work = do_submit_workload(researcher, **submit_kwargs())
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            _log_in(page, live_server.url, "researcher")
-            page.goto(f"/workloads/{work.pk}/")
-            assert page.locator("#release-button").count() == 0
-            page.click("#hold-button")
-            page.wait_for_selector("#release-button")
-            why = page.inner_text("#why-pending")
-            fact = page.inner_text("#hold-fact")
-            held_page_hold_buttons = page.locator("#hold-button").count()
-            events = page.inner_text("body")
-            page.click("#release-button")
-            page.wait_for_selector("#hold-button")
-            released_why = page.inner_text("#why-pending")
-            released_events = page.inner_text("body")
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{work.pk}/")
+    assert page.locator("#release-button").count() == 0
+    page.click("#hold-button")
+    page.wait_for_selector("#release-button")
+    why = page.inner_text("#why-pending")
+    fact = page.inner_text("#hold-fact")
+    held_page_hold_buttons = page.locator("#hold-button").count()
+    events = page.inner_text("body")
+    page.click("#release-button")
+    page.wait_for_selector("#hold-button")
+    released_why = page.inner_text("#why-pending")
+    released_events = page.inner_text("body")
 
-            page.goto("/submit/")
-            page.fill("#id_command", "python train.py")
-            page.fill("#id_gpu_count", "1")
-            page.fill("#id_min_runtime", "1h")
-            page.select_option("#id_gpu_model", "A100")
-            page.check("#id_hold")
-            page.get_by_role("button", name="Submit", exact=True).click()
-            page.wait_for_selector("#why-pending")
-            submitted_why = page.inner_text("#why-pending")
-            submitted_buttons = (page.locator("#release-button").count(), page.locator("#hold-button").count())
-        finally:
-            browser.close()
+    page.goto("/submit/")
+    page.fill("#id_command", "python train.py")
+    page.fill("#id_gpu_count", "1")
+    page.fill("#id_min_runtime", "1h")
+    page.select_option("#id_gpu_model", "A100")
+    page.check("#id_hold")
+    page.get_by_role("button", name="Submit", exact=True).click()
+    page.wait_for_selector("#why-pending")
+    submitted_why = page.inner_text("#why-pending")
+    submitted_buttons = (page.locator("#release-button").count(), page.locator("#hold-button").count())
 
     assert "Held by its owner (user hold) since" in why
     assert "Estimated start: Not given" in why
@@ -93,44 +69,30 @@ def test_an_admins_hold_shows_no_release_button_to_the_owner(researcher, admin, 
 
 
 def test_the_metrics_page_tells_a_workloads_own_hold_from_its_budgets(
-    live_server, researcher, admin, submit_kwargs, cluster, monkeypatch
+    new_page, researcher, admin, submit_kwargs, cluster
 ):
     # brk47: "Why work waits" counted every `held` as "budget on hold", a workload's own included.
     do_submit_workload(researcher, **submit_kwargs(), hold=True)
     do_hold_workload(admin, do_submit_workload(researcher, **submit_kwargs()))
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            _log_in(page, live_server.url, "researcher")
-            page.goto("/metrics/")
-            waits = page.locator("h3", has_text="Why work waits").locator("xpath=..").inner_text()
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto("/metrics/")
+    waits = page.locator("h3", has_text="Why work waits").locator("xpath=..").inner_text()
 
     assert "budget on hold" not in waits
     assert "held by its owner held\t1" in waits and "held by an admin held\t1" in waits
 
 
-def test_an_admin_replaces_a_user_hold_from_the_page(live_server, researcher, admin, submit_kwargs, monkeypatch):
+def test_an_admin_replaces_a_user_hold_from_the_page(new_page, researcher, admin, submit_kwargs):
     # brk47: the page showed an admin no "Hold" on a workload its owner held, though an admin's
     # hold replaces a user hold (which its owner could otherwise release at any time).
     work = do_submit_workload(researcher, **submit_kwargs(), hold=True)
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            _log_in(page, live_server.url, "admin")
-            page.goto(f"/workloads/{work.pk}/")
-            page.click("#hold-button")
-            page.wait_for_selector("#hold-fact:has-text('admin hold')")
-            after = (page.locator("#hold-button").count(), page.locator("#release-button").count())
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, "admin")
+    page.goto(f"/workloads/{work.pk}/")
+    page.click("#hold-button")
+    page.wait_for_selector("#hold-fact:has-text('admin hold')")
+    after = (page.locator("#hold-button").count(), page.locator("#release-button").count())
 
     assert after == (0, 1)
     work.refresh_from_db()

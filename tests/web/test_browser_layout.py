@@ -1,26 +1,20 @@
 """The pages a manager reads, in a real browser at a phone's width (390 px) and a desktop's
 (1280 px): nothing overflows the viewport or its card sideways (a wide table scrolls inside its
 card), every form field has a label, every page has a title, and the browser logs no error and
-asks for nothing outside the server (no CDN). Playwright drives Debian's Chromium as
-tests/e2e/test_browser.py launches it; skipped when either is missing."""
+asks for nothing outside the server (no CDN). Playwright drives Debian's Chromium
+(tests/browser.py); skipped when either is missing."""
 
 from __future__ import annotations
 
-import shutil
 from pprint import pformat
 from typing import Any
 
-import pytest
 from django.utils import timezone
 
 from scheduler.estimates import store_estimates
 from scheduler.models import Workload
 from tests.api.fair_share_setup import olmo_waits_for_visions_protection
-from tests.conftest import PASSWORD
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
+from tests.browser import log_in
 
 # What a reader would find wrong on the page in front of them, as sentences.
 FAULTS_JS = """() => {
@@ -69,13 +63,13 @@ CHART_JS = """() => {
 
 def test_pages_fit_phone_and_desktop_with_labels_titles_and_no_errors(
     live_server: Any,
+    new_page: Any,
     researcher: Any,
     outsider: Any,
     manager: Any,
     submit_kwargs: Any,
     org_tree: Any,
     cluster: Any,
-    monkeypatch: Any,
 ) -> None:
     waiting = olmo_waits_for_visions_protection(researcher, outsider, cluster, org_tree, submit_kwargs)
     store_estimates(cluster.pk, timezone.now())
@@ -83,45 +77,34 @@ def test_pages_fit_phone_and_desktop_with_labels_titles_and_no_errors(
     assert running is not None
     paths = ["/", "/workloads/", f"/workloads/{waiting.pk}/", f"/workloads/{running.pk}/", "/submit/"]
     paths += ["/budgets/", "/metrics/", "/clusters/", "/tokens/"]
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     found: dict[str, list[str]] = {}
     heard: list[str] = []  # what the browser reports while a page loads
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            for width in (390, 1280):
-                context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 800})
-                page = context.new_page()
-                page.set_default_timeout(20_000)
-                page.on("pageerror", lambda e: heard.append(f"script error: {e}"))
-                # A request the next page's navigation aborts (a live panel's refresh) is no fault.
-                page.on(
-                    "requestfailed",
-                    lambda r: None if r.failure == "net::ERR_ABORTED" else heard.append(f"failed request: {r.url}"),
-                )
-                page.on("response", lambda r: heard.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
-                page.on(
-                    "request",
-                    lambda r: None if r.url.startswith(live_server.url) else heard.append(f"outside: {r.url}"),
-                )
-                page.goto("/login/")
-                found[f"{width} /login/"] = page.evaluate(FAULTS_JS)
-                page.fill("#id_username", "manager")
-                page.fill("#id_password", PASSWORD)
-                page.click("button[type=submit]")
-                page.wait_for_url(f"{live_server.url}/")
-                for path in paths:
-                    page.goto(path)
-                    found[f"{width} {path}"] = page.evaluate(FAULTS_JS) + heard[:]
-                    heard.clear()
-                page.goto("/metrics/")
-                found[f"{width} pyramid chart"] = page.evaluate(CHART_JS)
-                page.click("header form[action$='/logout/'] button")
-                page.wait_for_url(f"{live_server.url}/login/")
-                found[f"{width} logout"] = heard[:]
-                heard.clear()
-                context.close()
-        finally:
-            browser.close()
+    for width in (390, 1280):
+        page = new_page(viewport={"width": width, "height": 800})
+        page.on("pageerror", lambda e: heard.append(f"script error: {e}"))
+        # A request the next page's navigation aborts (a live panel's refresh) is no fault.
+        page.on(
+            "requestfailed",
+            lambda r: None if r.failure == "net::ERR_ABORTED" else heard.append(f"failed request: {r.url}"),
+        )
+        page.on("response", lambda r: heard.append(f"{r.status}: {r.url}") if r.status >= 400 else None)
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith(live_server.url) else heard.append(f"outside: {r.url}"),
+        )
+        page.goto("/login/")
+        found[f"{width} /login/"] = page.evaluate(FAULTS_JS)
+        log_in(page, "manager")
+        for path in paths:
+            page.goto(path)
+            found[f"{width} {path}"] = page.evaluate(FAULTS_JS) + heard[:]
+            heard.clear()
+        page.goto("/metrics/")
+        found[f"{width} pyramid chart"] = page.evaluate(CHART_JS)
+        page.click("header form[action$='/logout/'] button")
+        page.wait_for_url(f"{live_server.url}/login/")
+        found[f"{width} logout"] = heard[:]
+        heard.clear()
+        page.context.close()
     faults = {where: faults for where, faults in found.items() if faults}
     assert not faults, pformat(faults, width=120)

@@ -5,67 +5,42 @@ who may not cancel it."""
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-
 from scheduler import services
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
+from tests.browser import log_in
 from tests.conftest import PASSWORD
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-pytestmark = pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
 
 
-def _log_in(page, base: str, username: str) -> None:
-    page.goto("/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-
-
-def test_the_edit_form_changes_a_pending_workload(live_server, researcher, teammate, submit_kwargs, monkeypatch):
+def test_the_edit_form_changes_a_pending_workload(new_page, researcher, teammate, submit_kwargs, monkeypatch):
     w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=7200, max_runtime_s=14400))
     # No tick after the update: it would start the workload (and, on PostgreSQL, hold a connection
     # of the in-process worker past the test).
     monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            _log_in(page, live_server.url, "researcher")
-            page.goto(f"/workloads/{w.pk}/")
-            page.click("#edit-workload summary")
-            filled = {
-                name: page.input_value(f"#edit_{name}")
-                for name in ("gpu_count", "min_runtime", "max_runtime", "budget")
-            }
-            # A refusal: the wall-time limit below the minimum runtime, beside its field; typed values kept.
-            page.fill("#edit_gpu_count", "8")
-            page.fill("#edit_max_runtime", "1h")
-            page.click("#edit-save")
-            refused = page.inner_text("#edit_max_runtime-errors")
-            kept = page.input_value("#edit_gpu_count")
-            still = Workload.objects.get(pk=w.pk).gpu_count
-            # Then a good change.
-            page.fill("#edit_max_runtime", "12h")
-            page.fill("#edit_min_runtime", "30m")
-            page.click("#edit-save")
-            page.wait_for_url(f"{live_server.url}/workloads/{w.pk}/")
-            body = page.inner_text("body")
-            facts = page.inner_text(".facts")
-            # Someone who may not cancel it sees no form.
-            other = browser.new_context(base_url=live_server.url).new_page()
-            _log_in(other, live_server.url, "teammate")
-            other.goto(f"/workloads/{w.pk}/")
-            teammate_form = other.locator("#edit-form").count()
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{w.pk}/")
+    page.click("#edit-workload summary")
+    filled = {name: page.input_value(f"#edit_{name}") for name in ("gpu_count", "min_runtime", "max_runtime", "budget")}
+    # A refusal: the wall-time limit below the minimum runtime, beside its field; typed values kept.
+    page.fill("#edit_gpu_count", "8")
+    page.fill("#edit_max_runtime", "1h")
+    page.click("#edit-save")
+    refused = page.inner_text("#edit_max_runtime-errors")
+    kept = page.input_value("#edit_gpu_count")
+    still = Workload.objects.get(pk=w.pk).gpu_count
+    # Then a good change.
+    page.fill("#edit_max_runtime", "12h")
+    page.fill("#edit_min_runtime", "30m")
+    page.click("#edit-save")
+    page.wait_for_url(f"/workloads/{w.pk}/")
+    body = page.inner_text("body")
+    facts = page.inner_text(".facts")
+    # Someone who may not cancel it sees no form.
+    other = new_page()
+    log_in(other, "teammate")
+    other.goto(f"/workloads/{w.pk}/")
+    teammate_form = other.locator("#edit-form").count()
 
     assert filled == {"gpu_count": "4", "min_runtime": "2h", "max_runtime": "4h", "budget": "nlp/olmo"}
     assert "must be at least the minimum runtime" in refused and kept == "8" and still == 4

@@ -4,7 +4,6 @@ server-side for the owner only; a Playwright browser test of the button and the 
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import pytest
@@ -12,8 +11,7 @@ from django.test import Client
 
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
-from tests.conftest import PASSWORD
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import log_in
 
 
 @pytest.fixture
@@ -125,37 +123,22 @@ def test_the_submission_limit_refuses_it_on_the_page(old, researcher, settings):
     assert Workload.objects.count() == 1
 
 
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-
-
-@pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
-def test_the_button_opens_the_prefilled_form_in_a_browser(live_server, old, researcher, monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            page.goto("/login/")
-            page.fill("#id_username", "researcher")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            page.goto(f"/workloads/{old.pk}/")
-            page.click("#resubmit-button")
-            page.wait_for_selector("#again-note")
-            assert page.input_value("#id_name") == "pretrain"
-            assert page.input_value("#id_command") == "python train.py"
-            assert page.input_value("#id_secret_env") == "HF_TOKEN="
-            assert "hf_owner_secret" not in page.content()
-            page.fill("#id_gpu_count", "2")
-            page.check("#keep-secrets")
-            page.click("#submit-form button[type=submit]:not([name])")
-            page.wait_for_selector("#resubmitted-from")
-            link = page.inner_text("#resubmitted-from")
-            new_url = page.url
-        finally:
-            browser.close()
+def test_the_button_opens_the_prefilled_form_in_a_browser(new_page, old, researcher):
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{old.pk}/")
+    page.click("#resubmit-button")
+    page.wait_for_selector("#again-note")
+    assert page.input_value("#id_name") == "pretrain"
+    assert page.input_value("#id_command") == "python train.py"
+    assert page.input_value("#id_secret_env") == "HF_TOKEN="
+    assert "hf_owner_secret" not in page.content()
+    page.fill("#id_gpu_count", "2")
+    page.check("#keep-secrets")
+    page.click("#submit-form button[type=submit]:not([name])")
+    page.wait_for_selector("#resubmitted-from")
+    link = page.inner_text("#resubmitted-from")
+    new_url = page.url
     new = Workload.objects.exclude(pk=old.pk).get()
     assert link == f"#{old.pk}" and new_url.endswith(f"/workloads/{new.pk}/")
     assert (new.gpu_count, new.env["HF_TOKEN"]["value"]) == (2, "hf_owner_secret")

@@ -12,6 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from fairway_cli.numbers import duration_text
+from tests.browser import log_in
 from web.forms import SubmitForm
 
 
@@ -105,45 +106,26 @@ DANGLING_JS = """() => [...document.querySelectorAll('[aria-describedby]')].flat
 
 
 def test_in_a_browser_the_budgets_page_and_the_submit_form_say_the_windows_and_limits_as_elsewhere(
-    live_server, researcher, org_tree, cluster, monkeypatch, settings
+    new_page, researcher, org_tree, cluster, settings
 ):
-    """The pages as a researcher reads them (Playwright, Debian's Chromium, as tests/e2e/test_browser.py):
+    """The pages as a researcher reads them (Playwright, Debian's Chromium, tests/browser.py):
     the budgets page's intro names the window as its header does, the submit form's limit reads
     as the refusal's."""
-    import shutil
-
-    from tests.conftest import PASSWORD
-    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
-
-    playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    if not shutil.which(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed")
     settings.FAIRWAY = {**settings.FAIRWAY, "MAX_MINIMUM_RUNTIME_S": 5400}
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            page.goto("/login/")
-            page.fill("#id_username", researcher.username)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            page.goto("/budgets/")
-            intro = page.inner_text("main p")
-            assert "over the lookback window (7d)." in intro
-            assert "× 7d =" in page.inner_text("main h2")
-            page.goto("/submit/")
-            assert page.inner_text("#id_min_runtime_helptext").endswith("At most 1h30m.")
-            # each field's aria-describedby (Django's) names its help text: none pointed anywhere
-            dangling = page.evaluate(DANGLING_JS)
-            assert dangling == [], dangling
-            for path in ("/notifications/", "/tokens/", "/workloads/"):
-                page.goto(path)
-                assert page.evaluate(DANGLING_JS) == [], path
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, researcher.username)
+    page.goto("/budgets/")
+    intro = page.inner_text("main p")
+    assert "over the lookback window (7d)." in intro
+    assert "× 7d =" in page.inner_text("main h2")
+    page.goto("/submit/")
+    assert page.inner_text("#id_min_runtime_helptext").endswith("At most 1h30m.")
+    # each field's aria-describedby (Django's) names its help text: none pointed anywhere
+    dangling = page.evaluate(DANGLING_JS)
+    assert dangling == [], dangling
+    for path in ("/notifications/", "/tokens/", "/workloads/"):
+        page.goto(path)
+        assert page.evaluate(DANGLING_JS) == [], path
 
 
 def test_the_admin_index_names_gpus_as_every_page_does(admin):
