@@ -68,35 +68,28 @@ def test_once_it_runs_the_form_offers_only_the_wall_time_limit(client, researche
     assert b'id="edit-form"' not in client.get(f"/workloads/{w.pk}/").content
 
 
-def test_the_limit_of_a_running_workload_in_a_browser(live_server, researcher, submit_kwargs, monkeypatch):
+def test_the_limit_of_a_running_workload_in_a_browser(new_page, live_server, researcher, submit_kwargs, monkeypatch):
     """ext50: the owner sees only the wall-time limit, a raise is refused beside it, a lowering is saved."""
     w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=3600, max_runtime_s=4 * 3600))
     Workload.objects.filter(pk=w.pk).update(state=Workload.State.RUNNING)
     monkeypatch.setattr(services, "request_tick_on_commit", lambda cluster_id: None)
     monkeypatch.setattr(services, "request_estimates_on_commit", lambda cluster_id: None)
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            _log_in(page, live_server.url, "researcher")
-            page.goto(f"/workloads/{w.pk}/")
-            summary = page.inner_text("#edit-workload summary")
-            page.click("#edit-workload summary")
-            note = page.inner_text("#edit-limit-note")
-            filled = page.input_value("#edit_max_runtime")
-            others = page.locator("#edit_gpu_count, #edit_min_runtime, #edit_budget").count()
-            page.fill("#edit_max_runtime", "5h")
-            page.click("#edit-save")
-            refused = page.inner_text("#edit_max_runtime-errors")
-            still = Workload.objects.get(pk=w.pk).max_runtime_s
-            page.fill("#edit_max_runtime", "2h")
-            page.click("#edit-save")
-            page.wait_for_url(f"{live_server.url}/workloads/{w.pk}/")
-            body = page.inner_text("body")
-        finally:
-            browser.close()
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto(f"/workloads/{w.pk}/")
+    summary = page.inner_text("#edit-workload summary")
+    page.click("#edit-workload summary")
+    note = page.inner_text("#edit-limit-note")
+    filled = page.input_value("#edit_max_runtime")
+    others = page.locator("#edit_gpu_count, #edit_min_runtime, #edit_budget").count()
+    page.fill("#edit_max_runtime", "5h")
+    page.click("#edit-save")
+    refused = page.inner_text("#edit_max_runtime-errors")
+    still = Workload.objects.get(pk=w.pk).max_runtime_s
+    page.fill("#edit_max_runtime", "2h")
+    page.click("#edit-save")
+    page.wait_for_url(f"{live_server.url}/workloads/{w.pk}/")
+    body = page.inner_text("body")
 
     assert summary == "Change the wall-time limit"
     assert "only an admin may raise or remove it" in note
