@@ -45,6 +45,13 @@ def test_cancel_mine_with_yes_leaves_anothers_work(monkeypatch, researcher, mine
     assert all(after[w.pk] == before[w.pk] for w in theirs)
 
 
+def test_many_are_sent_a_chunk_a_request(monkeypatch, researcher, mine):
+    monkeypatch.setattr(fairway_cli, "BULK_CHUNK", 2)
+    answer = json.loads(run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes", "--json"))
+    assert (answer["changed"], answer["ids"], answer["skipped"]) == (3, [w.pk for w in mine], 0)
+    assert {s for s, _ in _states().values()} == {"canceled"}
+
+
 def test_a_dry_run_lists_them_and_changes_nothing(monkeypatch, researcher, mine, theirs):
     before = _states()
     out = run_cli(monkeypatch, researcher, "hold", "--state", "pending", "--dry-run")
