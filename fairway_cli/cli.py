@@ -1051,6 +1051,8 @@ BULK_CHUNK = 200
 """Ids per request of a confirmed bulk action: each workload is a transaction of its own (2-30 ms
 measured), so a request stays well inside the 30 s the CLI waits for an answer, whatever the count."""
 BULK_PAST = {"cancel": "canceled", "hold": "held", "release": "released"}
+SKIPS_SHOWN = 20
+"""Ids shown per reason a workload was left as it is (others' work can be thousands)."""
 
 
 def _workloads(n: int) -> str:
@@ -1062,11 +1064,13 @@ def _skip_lines(answer: dict[str, Any]) -> list[str]:
     by_code: dict[str, list[int]] = {}
     for skip in answer["skips"]:
         by_code.setdefault(skip["code"], []).append(skip["id"])
-    return [
-        f"{_workloads(len(ids))} left as they are ({code}): {' '.join(f'#{i}' for i in ids)}"
-        f" — {answer['reasons'].get(code, '')}"
-        for code, ids in by_code.items()
-    ]
+    lines = []
+    for code, ids in by_code.items():
+        shown = " ".join(f"#{i}" for i in ids[:SKIPS_SHOWN])
+        more = f" (+{len(ids) - SKIPS_SHOWN} more; --json lists them)" if len(ids) > SKIPS_SHOWN else ""
+        reason = answer["reasons"].get(code, "")
+        lines.append(f"{_workloads(len(ids))} left as they are ({code}): {shown}{more} — {reason}")
+    return lines
 
 
 def _confirmed(args: argparse.Namespace, verb: str, n: int, out: TextIO) -> bool:

@@ -24,8 +24,9 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
+from scheduler import bulk
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
-from scheduler.services import GROUP_NAME_NOT_UPDATABLE, SECRET_MASK
+from scheduler.services import GROUP_NAME_NOT_UPDATABLE, MAX_DB_INT, SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
 _DURATION_PART = re.compile(r"(\d{1,18}(?:\.\d{1,18})?)\s*(d|h|m|s)", re.IGNORECASE | re.ASCII)
@@ -1243,15 +1244,15 @@ class BulkActionSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
     """The body of ``POST workloads/bulk/``; the workloads are those the query's filters match
     (the workload list's)."""
 
-    action = serializers.ChoiceField(choices=["cancel", "hold", "release"], help_text="what to do to each")
+    action = serializers.ChoiceField(choices=list(bulk.ACTIONS), help_text="what to do to each")
     dry_run = _StrictBooleanField(
         required=False, default=False, help_text="only say what would change (ids, counts, skips); nothing changes"
     )
     ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        child=serializers.IntegerField(min_value=1, max_value=MAX_DB_INT),
         required=False,
         allow_empty=True,
-        max_length=10_000,
+        max_length=bulk.BULK_MAX,
         help_text="act only on these of the matches (the ids a dry run answered: nothing matched since is touched)",
     )
 

@@ -52,6 +52,12 @@ def test_many_are_sent_a_chunk_a_request(monkeypatch, researcher, mine):
     assert {s for s, _ in _states().values()} == {"canceled"}
 
 
+def test_many_skips_are_shown_by_the_first_ids(monkeypatch, researcher, teammate, submit_kwargs, theirs):
+    monkeypatch.setattr(fairway_cli, "SKIPS_SHOWN", 1)
+    out = run_cli(monkeypatch, researcher, "cancel", "--state", "pending", "--dry-run")
+    assert f"2 workloads left as they are (forbidden): #{theirs[0].pk} (+1 more; --json lists them) — " in out
+
+
 def test_a_dry_run_lists_them_and_changes_nothing(monkeypatch, researcher, mine, theirs):
     before = _states()
     out = run_cli(monkeypatch, researcher, "hold", "--state", "pending", "--dry-run")
