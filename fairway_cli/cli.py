@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextvars
 import getpass
+import io
 import json
 import os
 import re
@@ -834,17 +835,30 @@ def _why_short(w: dict[str, Any]) -> str:
     return words
 
 
-def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+UNFINISHED_STATES = "pending,starting,running,preempting"
+
+
+def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> dict[str, Any]:
+    """The workload list's filters from ``--state``, ``--budget``, ``--mine``/``--owner``,
+    ``--cluster``, ``--group``: ``fairway ls``'s query and a bulk cancel/hold/release's alike, so
+    the bulk action takes what ``ls`` shows. Without ``--state`` (and ``--group``) the unfinished
+    states, unless ``everything`` (``ls --all``)."""
+    if args.mine and args.owner:
+        raise CliError(EXIT_USAGE, "give --mine or --owner USER, not both")
     params = {
         "state": args.state,
         "budget": args.budget,
         "owner": "me" if args.mine else args.owner,
         "cluster": args.cluster,
         "group": args.group,
-        "limit": args.limit,
     }
-    if not args.all and not args.state and args.group is None:
-        params["state"] = "pending,starting,running,preempting"
+    if not everything and not args.state and args.group is None:
+        params["state"] = UNFINISHED_STATES
+    return params
+
+
+def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    params = {**workload_filters(args, everything=args.all), "limit": args.limit}
     api = Api(config.server, config.token, escape=not args.json)
     page = api.call("GET", "workloads/", params=params)
     rows = page["results"]
@@ -1077,7 +1091,114 @@ def _show_spec(pk: int, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+BULK_FILTERS = ("mine", "owner", "state", "budget", "cluster")
+"""The options that make cancel, hold and release act on what a filter matches (with ``--group``
+too, once one of these or ``--dry-run`` is given)."""
+BULK_CHUNK = 200
+"""Ids per request of a confirmed bulk action: each workload is a transaction of its own (2-30 ms
+measured), so a request stays well inside the 30 s the CLI waits for an answer, whatever the count."""
+BULK_PAST = {"cancel": "canceled", "hold": "held", "release": "released"}
+SKIPS_SHOWN = 20
+"""Ids shown per reason a workload was left as it is (others' work can be thousands)."""
+
+
+def _workloads(n: int) -> str:
+    return f"{n} workload{'' if n == 1 else 's'}"
+
+
+def _skip_lines(answer: dict[str, Any]) -> list[str]:
+    """The skipped workloads by reason: ``2 workloads left as they are (forbidden): #4 #5 — Only ...``."""
+    by_code: dict[str, list[int]] = {}
+    for skip in answer["skips"]:
+        by_code.setdefault(skip["code"], []).append(skip["id"])
+    lines = []
+    for code, ids in by_code.items():
+        shown = " ".join(f"#{i}" for i in ids[:SKIPS_SHOWN])
+        more = f" (+{len(ids) - SKIPS_SHOWN} more; --json lists them)" if len(ids) > SKIPS_SHOWN else ""
+        reason = answer["reasons"].get(code, "")
+        lines.append(f"{_workloads(len(ids))} left as they are ({code}): {shown}{more} — {reason}")
+    return lines
+
+
+def _confirmed(args: argparse.Namespace, verb: str, n: int, out: TextIO) -> bool:
+    """``--yes``, or the person at the terminal answers yes; without a terminal, a refusal."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise CliError(
+            EXIT_USAGE,
+            f"{_workloads(n)} to {verb}: add --yes to {verb} them (no terminal to ask on), or --dry-run to list them",
+        )
+    out.write(f"{verb.capitalize()} these {_workloads(n)}? [y/N] ")
+    out.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway cancel|hold|release`` by filters (``POST workloads/bulk/``; docs/jobs.md "Bulk
+    actions"): the count (``--dry-run``: the ids too, nothing changed), a confirmation unless
+    ``--yes``, then the action on exactly the ids counted, :data:`BULK_CHUNK` a request."""
+    if getattr(args, "ids", None) or getattr(args, "id", None) is not None:
+        raise CliError(EXIT_USAGE, "give workload ids or filters (--mine, --state, ...), not both")
+    if args.json and not (args.yes or args.dry_run):
+        raise CliError(EXIT_USAGE, "--json needs --yes (or --dry-run): there is no question to answer")
+    params = workload_filters(args)
+    api = Api(config.server, config.token, escape=not args.json)
+    preview = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "dry_run": True})
+    text = out if not args.json else io.StringIO()
+    n = preview["changed"]
+    if not preview["matched"]:
+        text.write(f"no workload matches: nothing to {verb}\n")
+    else:
+        stopping = len(preview["stopping"])
+        started = f" ({stopping} started: they would be asked to stop)" if stopping else ""
+        text.write(f"{_workloads(preview['matched'])} match: {n} to {verb}{started}\n")
+    if args.dry_run:
+        if n:
+            text.write("  " + " ".join(f"#{i}" for i in preview["ids"]) + "\n")
+        for line in _skip_lines(preview):
+            text.write(line + "\n")
+        text.write("dry run: nothing changed\n")
+        if args.json:
+            emit_json(preview, out)
+        return EXIT_OK
+    for line in _skip_lines(preview):
+        text.write(line + "\n")
+    if not n:
+        if args.json:
+            emit_json(preview, out)
+        return EXIT_OK
+    if not _confirmed(args, verb, n, text):
+        text.write("nothing changed\n")
+        return EXIT_OK
+    done: dict[str, Any] = {**preview, "dry_run": False, "ids": [], "stopping": [], "skips": [], "reasons": {}}
+    for start in range(0, n, BULK_CHUNK):
+        chunk = preview["ids"][start : start + BULK_CHUNK]
+        answer = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "ids": chunk})
+        for key in ("ids", "stopping", "skips"):
+            done[key] += answer[key]
+        done["reasons"].update(answer["reasons"])
+    done["changed"], done["skipped"] = len(done["ids"]), len(done["skips"])
+    stopped = len(done["stopping"])
+    asked = f" ({stopped} asked to stop: they end canceled once their GPUs are released)" if stopped else ""
+    text.write(f"{BULK_PAST[verb]} {_workloads(done['changed'])}{asked}\n")
+    for line in _skip_lines(done):
+        text.write(line + "\n")
+    if args.json:
+        done["skips"] = sorted(preview["skips"] + done["skips"], key=lambda skip: skip["id"])
+        done["reasons"] = {**preview["reasons"], **done["reasons"]}
+        done["skipped"] = len(done["skips"])
+        emit_json(done, out)
+    return EXIT_OK
+
+
+def _by_filter(args: argparse.Namespace) -> bool:
+    return args.dry_run or any(getattr(args, name) for name in BULK_FILTERS)
+
+
 def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    if _by_filter(args):
+        return _bulk("cancel", args, config, out)
     if args.group is not None:
         g = Api(config.server, config.token, escape=not args.json).call("POST", f"groups/{args.group}/cancel/", body={})
         if args.json:
@@ -1086,7 +1207,7 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             out.write(f"array group {g['group']}: {g['canceled']} workloads canceled or stopping\n")
         return EXIT_OK
     if args.id is None:
-        raise CliError(EXIT_USAGE, "give a workload id or --group ID")
+        raise CliError(EXIT_USAGE, "give a workload id, --group ID or filters (--mine, --state, ...)")
     w = Api(config.server, config.token, escape=not args.json).call(
         "POST", f"workloads/{_workload_id(args.id)}/cancel/", body={}
     )
@@ -1176,6 +1297,8 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     """``fairway hold`` / ``fairway release`` (Slurm's ``scontrol hold/release``; docs/jobs.md
     "Hold and release"): each id in turn, or every pending member of ``--group``. A refused id
     does not stop the others: the refusals are said on stderr at the end, exit :data:`EXIT_API`."""
+    if _by_filter(args):
+        return _bulk(verb, args, config, out)
     api = Api(config.server, config.token, escape=not args.json)
     if args.group is not None:
         if args.ids:
@@ -1189,7 +1312,7 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             out.write(f"array group {g['group']}: {done} {which} member{'' if done == 1 else 's'} {verb_past(verb)}\n")
         return EXIT_OK
     if not args.ids:
-        raise CliError(EXIT_USAGE, "give one or more workload ids or --group ID")
+        raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
     ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
@@ -1997,6 +2120,17 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         p.add_argument("command", nargs=argparse.REMAINDER, help="-- program args...")
 
 
+def _bulk_flags(p: argparse.ArgumentParser, verb: str) -> None:
+    """The filters of ``fairway ls`` on cancel, hold and release: act on what they match."""
+    p.add_argument("--mine", action="store_true", help=f"{verb} my workloads that match (see fairway ls --mine)")
+    p.add_argument("--owner", "-u", help="a user's workloads (yours, or those you may act on)")
+    p.add_argument("--state", help="comma-separated states (default: the unfinished ones, as fairway ls)")
+    p.add_argument("--budget", "-b", help="a budget (path or id) and its sub-budgets")
+    p.add_argument("--cluster", "-c", help="a cluster")
+    p.add_argument("--dry-run", action="store_true", help=f"list the workloads it would {verb}; change nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do it without asking (needed without a terminal)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairway", description="Fairway: GPU time by budgets.")
     parser.add_argument("--version", action="version", version=f"fairway {__version__}")
@@ -2066,9 +2200,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
-    p = add("cancel", cmd_cancel, "cancel a workload, or every member of an array group (--group)")
-    p.add_argument("id", nargs="?", help="the workload's id (or --group)")
+    p = add(
+        "cancel",
+        cmd_cancel,
+        "cancel a workload, every member of an array group (--group), or what filters match (--mine --state pending)",
+    )
+    p.add_argument("id", nargs="?", help="the workload's id (or --group, or filters)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
+    _bulk_flags(p, "cancel")
 
     p = add(
         "update",
@@ -2096,10 +2235,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("hold", cmd_hold, "hold pending workloads (they never start until released), or an array group's")
     p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to hold (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: every pending member")
+    _bulk_flags(p, "hold")
 
     p = add("release", cmd_release, "release held workloads (back in their place in the queue), or an array group's")
     p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to release (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: every held member")
+    _bulk_flags(p, "release")
 
     p = add("notifications", cmd_notifications, "show or set what you are told, by email or webhook")
     p.add_argument("--email", metavar="KINDS", help=f"comma-separated: {', '.join(NOTIFY_KINDS)} ('' for none)")

@@ -1064,6 +1064,19 @@ def may_read_private(actor: User, workload: Workload, accessible: set[int] | fro
     return staff_may(actor, *WORKLOAD_READ_PERMISSIONS)
 
 
+def cancel_refusal(
+    actor: User, workload: Workload, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> CancelError | None:
+    """Why ``actor`` may not cancel ``workload`` as it reads now, or None: ``forbidden`` (403: not
+    one who may, :func:`can_cancel`), ``already_final`` (409). The rule of :func:`do_cancel_workload`
+    (on the locked row) and of a bulk action's preview (``scheduler.bulk``)."""
+    if not can_cancel(actor, workload, tree, memberships):
+        return CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
+    if workload.state in Workload.FINAL_STATES:
+        return CancelError("already_final", "state", f"The workload has already ended ({workload.state}).", status=409)
+    return None
+
+
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """Cancel a workload.
 
@@ -1079,10 +1092,8 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """
     with transaction.atomic():
         locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
-        if not can_cancel(actor, locked):
-            raise CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
-        if locked.state in Workload.FINAL_STATES:
-            raise CancelError("already_final", "state", f"The workload has already ended ({locked.state}).", status=409)
+        if (refusal := cancel_refusal(actor, locked)) is not None:
+            raise refusal
         now = timezone.now()
         attempt = Attempt.objects.select_for_update().filter(workload=locked, ended_at__isnull=True).first()
         if locked.state == Workload.State.PENDING or attempt is None:
@@ -1531,20 +1542,24 @@ def may_release_admin_hold(actor: User) -> bool:
     return bool(actor.is_authenticated and (actor.is_superuser or staff_may(actor, WORKLOAD_CANCEL_PERMISSION)))
 
 
-def hold_kind(actor: User, workload: Workload) -> str:
+def hold_kind(
+    actor: User, workload: Workload, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> str:
     """The kind of hold ``actor`` places on ``workload``, one who may cancel it (:func:`can_cancel`):
     its owner or a manager of its budget (or an ancestor) places a user hold, anyone else (an admin
     acting on someone else's work) an admin hold."""
-    if workload.owner_id == actor.pk or is_manager(actor, workload.budget):
+    if workload.owner_id == actor.pk or is_manager(actor, workload.budget, tree, memberships):
         return Hold.USER
     return Hold.ADMIN
 
 
-def hold_changes(actor: User, workload: Workload) -> bool:
+def hold_changes(
+    actor: User, workload: Workload, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> bool:
     """Whether a hold by ``actor`` changes ``workload``'s: not already held as firmly (an admin's
     hold stands whoever holds it again; an admin's replaces a user hold). The service's rule and
     the page's "Hold" button's (brk47: an admin saw none on a user-held workload)."""
-    return workload.hold != Hold.ADMIN and workload.hold != hold_kind(actor, workload)
+    return workload.hold != Hold.ADMIN and workload.hold != hold_kind(actor, workload, tree, memberships)
 
 
 def _hold_event(workload: Workload, actor: User, now: datetime, kind: str) -> WorkloadEvent:
@@ -1558,19 +1573,41 @@ def _hold_event(workload: Workload, actor: User, now: datetime, kind: str) -> Wo
     )
 
 
-def _lock_pending(actor: User, workload: Workload) -> Workload:
-    """``workload``'s row locked (docs/locking.md: workloads first), checked for a hold or a
-    release by ``actor``: one who may cancel it, still pending. Raises HoldError."""
-    locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
-    if not can_cancel(actor, locked):
-        raise HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
-    if locked.state != Workload.State.PENDING:
-        raise HoldError(
+def hold_refusal(
+    actor: User,
+    workload: Workload,
+    *,
+    release: bool = False,
+    tree: dict[int, Budget] | None = None,
+    memberships: dict[int, str] | None = None,
+) -> HoldError | None:
+    """Why ``actor`` may not hold (``release``: release) ``workload`` as it reads now, or None: not
+    one who may cancel it (``forbidden``), not pending (``not_pending``); a release also: no hold
+    (``not_held``), an admin's hold and ``actor`` no admin (``forbidden``). The rule of
+    :func:`do_hold_workload` and :func:`do_release_workload` (on the locked row) and of a bulk
+    action's preview (``scheduler.bulk``)."""
+    if not can_cancel(actor, workload, tree, memberships):
+        return HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
+    if workload.state != Workload.State.PENDING:
+        return HoldError(
             "not_pending",
             "state",
-            f"Only a pending workload can be held or released; this one is {locked.state}.",
+            f"Only a pending workload can be held or released; this one is {workload.state}.",
             status=409,
         )
+    if release and not workload.hold:
+        return HoldError("not_held", "hold", "The workload is not on hold.", status=409)
+    if release and workload.hold == Hold.ADMIN and not may_release_admin_hold(actor):
+        return HoldError(FORBIDDEN, None, RELEASE_ADMIN_HOLD, status=403)
+    return None
+
+
+def _lock_pending(actor: User, workload: Workload, *, release: bool = False) -> Workload:
+    """``workload``'s row locked (docs/locking.md: workloads first), checked for a hold or a
+    release by ``actor`` (:func:`hold_refusal`). Raises HoldError."""
+    locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
+    if (refusal := hold_refusal(actor, locked, release=release)) is not None:
+        raise refusal
     return locked
 
 
@@ -1611,11 +1648,7 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
     event. Raises HoldError ``forbidden`` (403: not one who may cancel it, or an admin hold and
     ``actor`` no admin: :func:`may_release_admin_hold`), ``not_pending`` or ``not_held`` (409)."""
     with transaction.atomic():
-        locked = _lock_pending(actor, workload)
-        if not locked.hold:
-            raise HoldError("not_held", "hold", "The workload is not on hold.", status=409)
-        if locked.hold == Hold.ADMIN and not may_release_admin_hold(actor):
-            raise HoldError(FORBIDDEN, None, RELEASE_ADMIN_HOLD, status=403)
+        locked = _lock_pending(actor, workload, release=True)
         now = timezone.now()
         previous = locked.hold
         locked.hold, locked.held_at, locked.held_by = Hold.NONE, None, None

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.dashboard, name="web-dashboard"),
     path("submit/", views.submit, name="web-submit"),
     path("workloads/", views.workloads, name="web-workloads"),
+    path("workloads/bulk/", views.workloads_bulk, name="web-workloads-bulk"),
     path("workloads/<int:pk>/", views.workload, name="web-workload"),
     path("workloads/<int:pk>/cancel/", views.cancel, name="web-cancel"),
     path("workloads/<int:pk>/update/", views.update, name="web-update"),

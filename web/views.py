@@ -34,7 +34,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 from knox.models import AuthToken
 
 from accounts.auth import sweep_expired_tokens
@@ -57,6 +57,7 @@ from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
 from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer, WorkloadUpdateSerializer
+from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.gpu_report import unreported_in
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
@@ -429,23 +430,33 @@ def _as_service_error(errors: dict[str, list[str]]) -> ServiceError:
 # --- workloads -----------------------------------------------------------------------------------
 
 
-@login_required
-def workloads(request: HttpRequest) -> HttpResponse:
-    """Every workload (queue transparency), filtered by state, budget, owner, cluster; 50 a page."""
-    scope = _scope(request)
+def _list_filters(
+    request: HttpRequest, queryset: QuerySet[Workload], extra: tuple[str, ...] = ()
+) -> tuple[dict[str, str], WorkloadFilter, list[str]]:
+    """The workload list's filters of the request's query (its params, the filter set over
+    ``queryset``, the problems in words), as the list page and its bulk actions read them;
+    ``extra``: the page's own parameters besides the filters."""
     params, twice = one_value_each(request.GET)
     filters = list(WorkloadFilter.base_filters)
     # ?user=rita (the column says "user"; the filter is owner=, as the API's) listed everyone's
     # workloads as if they were rita's (brk30): a parameter that filters nothing is named too.
-    unknown = [k for k in params if k not in {*filters, "page"}]
+    unknown = [k for k in params if k not in {*filters, *extra}]
     params = {k: v for k, v in params.items() if v and k in filters}
-    queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
     filtered = WorkloadFilter(params, queryset=queryset, request=request)
     # A filter the API refuses (400, naming the value) was dropped here without a word: the page
     # of ?budget=nlp/olmoo listed every workload as if they were that budget's. Name it, list none.
     errors = [f"{k}: no such filter (the filters are {', '.join(filters)})" for k in unknown]
     errors += [f"{k}: {REPEATED}" for k in twice]
     errors += [f"{field}: {message}" for field, messages in filtered.errors.items() for message in messages]
+    return params, filtered, errors
+
+
+@login_required
+def workloads(request: HttpRequest) -> HttpResponse:
+    """Every workload (queue transparency), filtered by state, budget, owner, cluster; 50 a page."""
+    scope = _scope(request)
+    queryset = with_accounting(Workload.objects.select_related("owner", "cluster")).order_by("-id")
+    params, filtered, errors = _list_filters(request, queryset, ("page",))
     # ?page= by the API's rule for limit and offset (config.pagination): Paginator.get_page read
     # ?page=abc or ?page=-1 as page 1 and ?page=999 as the last page, an answer to another question
     # (left37). A malformed page is named as a filter is (400); one past the last is a 404 (Django's
@@ -477,6 +488,68 @@ def workloads(request: HttpRequest) -> HttpResponse:
     if request.htmx and request.htmx.target == "workload-rows":
         return _render(request, "web/_workload_rows.html", context)  # 200: htmx swaps no 4xx
     return _render(request, "web/workloads.html", context, status=400 if errors else 200)
+
+
+BULK_VERBS = {"cancel": ("Cancel", "Canceled"), "hold": ("Hold", "Held"), "release": ("Release", "Released")}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
+    """Cancel, hold or release the workloads the list shows with the query's filters
+    (docs/jobs.md "Bulk actions"): GET previews them (``do_bulk_action(dry_run=True)``: the
+    count, the skips) with a confirmation button; its POST acts on the ids previewed, then back to
+    the list with the same filters."""
+    action = request.GET.get("action", "")
+    params, filtered, errors = _list_filters(request, Workload.objects.all(), ("action",))
+    if action not in BULK_VERBS:
+        errors.append(f"action: one of {', '.join(BULK_VERBS)}")
+    if not errors:
+        try:
+            require_filter(params, WorkloadFilter.base_filters)
+        except ServiceError as exc:
+            errors.append(exc.message)
+    back = f"{reverse('web-workloads')}?{urlencode(params)}"
+    context: dict[str, Any] = {
+        "nav": "workloads",
+        "errors": errors,
+        "back": back,
+        "action": action,
+        "here": request.get_full_path(),
+    }
+    if errors:
+        return _render(request, "web/bulk.html", context, status=400)
+    workloads = filtered.qs
+    if request.method == "POST":
+        raw = request.POST.get("ids", "")
+        if not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in raw.split(",") if part):
+            context["errors"] = ["ids: workload ids, comma-separated"]
+            return _render(request, "web/bulk.html", context, status=400)
+        workloads = workloads.filter(pk__in=[int(part) for part in raw.split(",") if part])
+    try:
+        outcome = do_bulk_action(request.user, action, workloads, dry_run=request.method != "POST")
+    except ServiceError as exc:
+        context["errors"] = [exc.message]
+        return _render(request, "web/bulk.html", context, status=400)
+    if request.method == "POST":
+        done = f"{BULK_VERBS[action][1]} {len(outcome.changed)} workloads"
+        if outcome.stopping:
+            done += f" ({len(outcome.stopping)} asked to stop: they end canceled once their GPUs are released)"
+        if outcome.skipped:
+            done += f"; {len(outcome.skipped)} left as they are (changed meanwhile)"
+        messages.success(request, done + ".")
+        return redirect(back)
+    skips: dict[str, list[int]] = {}
+    for pk, code in outcome.skipped:
+        skips.setdefault(code, []).append(pk)
+    context |= {
+        "outcome": outcome,
+        "verb": BULK_VERBS[action][0],
+        "ids": ",".join(map(str, outcome.changed)),
+        "skips": [(code, outcome.reasons[code], pks) for code, pks in skips.items()],
+        "filters": params,
+    }
+    return _render(request, "web/bulk.html", context)
 
 
 def _workload(pk: int) -> Workload:

@@ -22,8 +22,9 @@ from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
 from fairway_cli.numbers import PLAIN_INT, parse_duration_s
+from scheduler import bulk
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
-from scheduler.services import GROUP_NAME_NOT_UPDATABLE, SECRET_MASK
+from scheduler.services import GROUP_NAME_NOT_UPDATABLE, MAX_DB_INT, SECRET_MASK
 from scheduler.sizes import SizeError, parse_size
 
 _PLAIN_INT = PLAIN_INT
@@ -1185,6 +1186,69 @@ class GroupReleaseSerializer(serializers.Serializer):
     group = serializers.IntegerField()
     released = serializers.IntegerField(help_text="held pending members released by this request")
     members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members released")
+
+
+class _StrictBooleanField(serializers.BooleanField):
+    """A JSON ``true`` or ``false`` only: ``"yes"``, ``"no"``, ``0`` or ``"false"`` are refused
+    (a preview asked for as ``"dry_run": "no"`` must not be read as a go-ahead, nor the reverse)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class BulkActionSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
+    """The body of ``POST workloads/bulk/``; the workloads are those the query's filters match
+    (the workload list's)."""
+
+    action = serializers.ChoiceField(choices=list(bulk.ACTIONS), help_text="what to do to each")
+    dry_run = _StrictBooleanField(
+        required=False, default=False, help_text="only say what would change (ids, counts, skips); nothing changes"
+    )
+    ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_DB_INT),
+        required=False,
+        allow_empty=True,
+        max_length=bulk.BULK_MAX,
+        help_text="act only on these of the matches (the ids a dry run answered: nothing matched since is touched)",
+    )
+
+
+class BulkSkipSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    code = serializers.CharField(help_text="the single-workload action's refusal, e.g. forbidden, not_pending")
+
+
+class BulkOutcomeSerializer(serializers.Serializer):
+    """The answer of ``POST workloads/bulk/`` (``scheduler.bulk.BulkOutcome``)."""
+
+    action = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    matched = serializers.IntegerField(help_text="workloads the filters match")
+    changed = serializers.IntegerField(help_text="workloads changed (a dry run: that would change)")
+    ids = serializers.ListField(child=serializers.IntegerField(), help_text="their ids, ascending")
+    stopping = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="of a cancel's ids, those asked to stop: they end canceled once their GPUs are released",
+    )
+    skipped = serializers.IntegerField(help_text="matches left as they are")
+    skips = BulkSkipSerializer(many=True, help_text="each one left, ascending by id, with its code")
+    reasons = serializers.DictField(child=serializers.CharField(), help_text="each skip code's message")
+
+    @staticmethod
+    def of(outcome: Any) -> dict[str, Any]:
+        return {
+            "action": outcome.action,
+            "dry_run": outcome.dry_run,
+            "matched": outcome.matched,
+            "changed": len(outcome.changed),
+            "ids": outcome.changed,
+            "stopping": outcome.stopping,
+            "skipped": len(outcome.skipped),
+            "skips": [{"id": pk, "code": code} for pk, code in outcome.skipped],
+            "reasons": outcome.reasons,
+        }
 
 
 class SubmittedArraySerializer(serializers.Serializer):

@@ -35,6 +35,8 @@ from scheduler.api.serializers import (
     ROW_JSON,
     ROW_NAMES,
     ArrayGroupSerializer,
+    BulkActionSerializer,
+    BulkOutcomeSerializer,
     ClusterSerializer,
     GroupHoldSerializer,
     GroupReleaseSerializer,
@@ -52,6 +54,7 @@ from scheduler.api.serializers import (
     WorkloadSubmittedSerializer,
     WorkloadUpdateSerializer,
 )
+from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.lifecycle import charged_seconds
 from scheduler.models import (
     GPU,
@@ -549,6 +552,43 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         data = self._detail(workload.pk)
         final = data["state"] in Workload.FINAL_STATES
         return Response(data, status=status.HTTP_200_OK if final else status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=BulkActionSerializer,
+        responses=BulkOutcomeSerializer,
+        parameters=[
+            OpenApiParameter(name, OpenApiTypes.STR, description=f"the workload list's {name} filter")
+            for name in WorkloadFilter.base_filters
+        ],
+    )
+    @action(detail=False, methods=["post"])
+    def bulk(self, request: Request) -> Response:
+        """Cancel, hold or release every workload the query's filters match: the workload list's
+        filters (``?owner=me&state=pending&budget=nlp&cluster=c&group=7``), so what the list shows
+        is what this acts on (Slurm's ``scancel -u me --state=PENDING``; docs/jobs.md "Bulk
+        actions"). Each workload by its own action's rules, one at a time in id order; those the
+        requester may not act on, or whose state refuses it, are skipped with that action's code.
+        200 with counts, the ids changed and the skips; ``dry_run``: the same answer, nothing
+        changed. 400 ``filter_required`` (no filter), ``too_many_matched`` (more than 10,000),
+        a filter's error as the list's, ``unknown_field``."""
+        names = list(WorkloadFilter.base_filters)
+        refuse_unknown(request.query_params, names, several=["state"])
+        require_filter(request.query_params, names)
+        serializer = BulkActionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body = serializer.validated_data
+        workloads = self.filter_queryset(Workload.objects.all())
+        if "ids" in body:
+            workloads = workloads.filter(pk__in=body["ids"])
+        outcome = do_bulk_action(
+            request.user,
+            body["action"],
+            workloads,
+            dry_run=body["dry_run"],
+            tree=self.budget_tree,
+            memberships=self.memberships,
+        )
+        return Response(BulkOutcomeSerializer.of(outcome))
 
     @extend_schema(request=None, responses=WorkloadDetailSerializer)
     @action(detail=True, methods=["post"])

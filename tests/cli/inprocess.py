@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from typing import Any
+from urllib.parse import urlencode
 
 from rest_framework.test import APIClient
 
@@ -23,8 +24,9 @@ def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
         url = f"/api/v1/{path.lstrip('/')}"
         if method == "GET":
             response = api.get(url, clean)
-        else:
-            response = getattr(api, method.lower())(url, body or {}, format="json")
+        else:  # a write's params go in its query string, as requests sends them
+            query = f"?{urlencode(clean)}" if clean else ""
+            response = getattr(api, method.lower())(url + query, body or {}, format="json")
         if response.status_code == 204:
             return None
         if raw and response.status_code == 200:

@@ -1,0 +1,174 @@
+"""Bulk cancel, hold and release of the workloads a filter matches (docs/jobs.md "Bulk actions"):
+Slurm's ``scancel -u me --state=PENDING --partition=…`` and ``scontrol hold`` of many jobs.
+
+The matches are the workload list's own (``scheduler.api.filters.WorkloadFilter``: what
+``fairway ls`` shows with the same filters); each is acted on by the single-workload service
+(:func:`~scheduler.services.do_cancel_workload`, ``do_hold_workload``, ``do_release_workload``),
+so a bulk action has no rule of its own: who may, what is refused, what an event says, how it
+races the tick are that service's. Those ``actor`` may not act on, or whose state refuses it, are
+skipped and named with the refusal's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import QuerySet
+
+from accounts.models import User
+from accounts.services import user_memberships
+from budgets.models import Budget
+from budgets.services import load_tree
+from config.errors import ServiceError
+from scheduler.models import Workload
+from scheduler.services import (
+    cancel_refusal,
+    do_cancel_workload,
+    do_hold_workload,
+    do_release_workload,
+    hold_changes,
+    hold_refusal,
+)
+
+BULK_MAX = 10_000
+"""The most workloads one bulk action may match (its preview too): a larger match is refused
+whole (``too_many_matched``), never cut at an arbitrary id. It bounds the request's work (one
+short transaction per workload) and its answer."""
+
+ACTIONS = ("cancel", "hold", "release")
+
+FILTER_REQUIRED = (
+    "Name at least one filter (state, budget, owner, cluster or group): a bulk action never takes "
+    "the whole queue (owner=me for your own work)."
+)
+
+UNCHANGED = "unchanged"
+UNCHANGED_WORDS = "Already held as firmly: holding it again changes nothing."
+
+
+class BulkError(ServiceError):
+    """A refused bulk action, nothing changed: ``filter_required`` (no filter named),
+    ``too_many_matched`` (more than :data:`BULK_MAX` matches), ``invalid_action``."""
+
+
+@dataclass
+class BulkOutcome:
+    """What a bulk action did (``dry_run``: would do). ``matched``: how many workloads the filter
+    matched; ``changed``: the ids changed, ascending (a cancel's include those asked to stop,
+    also listed in ``stopping``: they end canceled once their GPUs are released; a preview's
+    ``stopping``: those that have started); ``skipped``: ``(id, code)`` of the others, ascending;
+    ``reasons``: each skip code's message."""
+
+    action: str
+    dry_run: bool
+    matched: int = 0
+    changed: list[int] = field(default_factory=list)
+    stopping: list[int] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def skip(self, pk: int, code: str, message: str) -> None:
+        self.skipped.append((pk, code))
+        self.reasons.setdefault(code, message)
+
+
+def require_filter(params: Mapping[str, Any], names: Any) -> None:
+    """Refuse ``filter_required`` when ``params`` gives none of the filters ``names`` a value."""
+    if not any(str(params.get(name) or "").strip() for name in names):
+        raise BulkError("filter_required", None, FILTER_REQUIRED)
+
+
+def _matches(workloads: QuerySet[Workload]) -> list[Workload]:
+    """The matched workloads in id order (the order of every lock of several workloads,
+    docs/locking.md), with what the refusals read; refused ``too_many_matched`` past
+    :data:`BULK_MAX` (one row more is read to know)."""
+    rows = list(
+        workloads.order_by("pk").only("id", "owner_id", "budget_id", "state", "hold", "cluster_id")[: BULK_MAX + 1]
+    )
+    if len(rows) > BULK_MAX:
+        raise BulkError(
+            "too_many_matched",
+            None,
+            f"The filter matches more than {BULK_MAX:,} workloads, the most one bulk action takes: narrow it "
+            "(owner=me, a state, a budget, a cluster, a group).",
+        )
+    return rows
+
+
+def _refusal(
+    actor: User, action: str, w: Workload, tree: dict[int, Budget], memberships: dict[int, str]
+) -> tuple[str, str] | None:
+    """Why the single-workload service would refuse ``action`` on ``w`` as read, or None."""
+    if action == "cancel":
+        problem = cancel_refusal(actor, w, tree, memberships)
+    else:
+        problem = hold_refusal(actor, w, release=action == "release", tree=tree, memberships=memberships)
+    if problem is not None:
+        return problem.code, problem.message
+    if action == "hold" and not hold_changes(actor, w, tree, memberships):
+        return UNCHANGED, UNCHANGED_WORDS
+    return None
+
+
+def _apply(actor: User, action: str, w: Workload) -> tuple[bool, bool]:
+    """``action`` on ``w`` by its service (one transaction, the row locked first); (changed,
+    stopping). Raises the service's error when the row, read again under its lock, refuses it."""
+    if action == "cancel":
+        done = do_cancel_workload(actor, w)
+        return True, done.state not in Workload.FINAL_STATES
+    service: Callable[[User, Workload], Workload] = do_release_workload if action == "release" else do_hold_workload
+    done = service(actor, w)
+    return done.hold != w.hold, False
+
+
+def do_bulk_action(
+    actor: User,
+    action: str,
+    workloads: QuerySet[Workload],
+    *,
+    dry_run: bool = False,
+    tree: dict[int, Budget] | None = None,
+    memberships: dict[int, str] | None = None,
+) -> BulkOutcome:
+    """Cancel, hold or release (``action``) every workload of ``workloads`` that ``actor`` may,
+    one by one in id order, each by its single-workload service in a transaction of its own (no
+    transaction spans two workloads: each holds one workload's row, then its attempt and GPUs,
+    as a single cancel does, so the tick never waits long and cannot deadlock with it; a bulk
+    action is therefore not atomic, as Slurm's ``scancel`` of many jobs is not). A workload whose
+    row, read again under its lock, refuses the action (the tick started it meanwhile) is skipped
+    with the service's code. ``dry_run``: the same reads and refusals, nothing written.
+    ``tree``, ``memberships``: already loaded this request. Raises BulkError ``invalid_action``,
+    ``too_many_matched`` (nothing changed)."""
+    if action not in ACTIONS:
+        raise BulkError("invalid_action", "action", f"The actions are: {', '.join(ACTIONS)}.")
+    tree = load_tree() if tree is None else tree
+    memberships = user_memberships(actor) if memberships is None else memberships
+    outcome = BulkOutcome(action=action, dry_run=dry_run)
+    rows = _matches(workloads)
+    outcome.matched = len(rows)
+    for w in rows:
+        if w.budget_id in tree:
+            w.budget = tree[w.budget_id]  # the permission's ancestry, from the tree: no query per row
+        refused = _refusal(actor, action, w, tree, memberships)
+        if refused is not None:
+            outcome.skip(w.pk, *refused)
+            continue
+        if dry_run:
+            outcome.changed.append(w.pk)
+            if action == "cancel" and w.state != Workload.State.PENDING:
+                outcome.stopping.append(w.pk)
+            continue
+        try:
+            changed, stopping = _apply(actor, action, w)
+        except ServiceError as exc:
+            outcome.skip(w.pk, exc.code, exc.message)
+            continue
+        if not changed:
+            outcome.skip(w.pk, UNCHANGED, UNCHANGED_WORDS)
+            continue
+        outcome.changed.append(w.pk)
+        if stopping:
+            outcome.stopping.append(w.pk)
+    return outcome
