@@ -4,15 +4,12 @@ The browser test drives Debian's Chromium with Playwright (skipped without them)
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from django.test import Client
 
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
-from tests.conftest import PASSWORD
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import log_in
 
 
 @pytest.fixture
@@ -86,34 +83,19 @@ def test_the_post_acts_only_on_the_ids_previewed(client_of, researcher, mine, su
     assert bad.status_code == 400
 
 
-@pytest.mark.skipif(not shutil.which(CHROMIUM), reason="Debian's chromium is not installed")
-def test_cancel_these_from_the_list_in_a_browser(
-    _no_stray_sessions, live_server, researcher, mine, theirs, monkeypatch
-):
-    playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(base_url=live_server.url).new_page()
-            page.set_default_timeout(20_000)
-            page.goto("/login/")
-            page.fill("#id_username", "researcher")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            page.goto("/workloads/?state=pending")
-            offer = page.inner_text("#bulk-actions")
-            page.click("#bulk-cancel")
-            page.wait_for_selector("#bulk-confirm")
-            count = page.inner_text("#bulk-count")
-            skips = page.inner_text("#bulk-skips")
-            untouched = {w.pk: w.state for w in Workload.objects.all()}
-            page.click("#bulk-confirm")
-            page.wait_for_url(f"{live_server.url}/workloads/?state=pending")
-            notice = page.inner_text(".notice")
-        finally:
-            browser.close()
+def test_cancel_these_from_the_list_in_a_browser(_no_stray_sessions, new_page, live_server, researcher, mine, theirs):
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto("/workloads/?state=pending")
+    offer = page.inner_text("#bulk-actions")
+    page.click("#bulk-cancel")
+    page.wait_for_selector("#bulk-confirm")
+    count = page.inner_text("#bulk-count")
+    skips = page.inner_text("#bulk-skips")
+    untouched = {w.pk: w.state for w in Workload.objects.all()}
+    page.click("#bulk-confirm")
+    page.wait_for_url(f"{live_server.url}/workloads/?state=pending")
+    notice = page.inner_text(".notice")
 
     assert "Cancel these 3" in offer
     assert "3 workloads match: 2 to cancel" in count and "forbidden" in skips
