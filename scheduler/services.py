@@ -1281,17 +1281,13 @@ def do_update_workload(
     )
 
 
-def _update_once(
-    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
-) -> Workload | None:
-    """One try of :func:`do_update_workload`; None when another update committed between the read
-    of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
-    current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
-    if not can_cancel(actor, current, tree):
-        raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
-    _refuse_unless_pending(current)
-    if seen_version is not None and seen_version != current.spec_version:
-        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
+def _checked_update(
+    current: Workload, changes: Mapping[str, Any], tree: dict[int, Budget]
+) -> tuple[Workload, dict[str, tuple[Any, Any]]]:
+    """``current``'s request with ``changes`` checked as a submission (:func:`do_submit_workload`'s
+    ``dry_run``; a budget move of a workload that has run refused ``budget_charged``): the checked
+    workload and what changes (field → (old, new)). Raises as :func:`do_update_workload` refuses;
+    writes nothing (a group's update checks every member with it before any changes)."""
     if "budget" in changes and changes["budget"] in (None, ""):
         raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
@@ -1323,6 +1319,21 @@ def _update_once(
     if checked.budget.pk != current.budget_id:
         _refuse_if_charged(current)
         diff["budget"] = (current.budget.path, checked.budget.path)
+    return checked, diff
+
+
+def _update_once(
+    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
+) -> Workload | None:
+    """One try of :func:`do_update_workload`; None when another update committed between the read
+    of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
+    current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
+    if not can_cancel(actor, current, tree):
+        raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
+    _refuse_unless_pending(current)
+    if seen_version is not None and seen_version != current.spec_version:
+        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
+    checked, diff = _checked_update(current, changes, tree)
     if not diff:
         return current
     with transaction.atomic():
@@ -1401,23 +1412,22 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     """:func:`do_update_workload` of every pending member of array group ``group`` that ``actor``
     may change, one by one (a member that started meanwhile is left as it is); returns those
     changed. The members keep their own names (``name`` is refused: each is ``NAME[i]``). Raises
-    ``forbidden`` (403) when ``actor`` may change none of its members, ``budget_charged`` (409)
-    before any change when a budget move meets a member that has run (one that runs meanwhile is
-    left as it is, as one that started)."""
+    ``forbidden`` (403) when ``actor`` may change none of its members; every member is checked
+    (:func:`_checked_update`) before any changes, so a refusal of one (``budget_charged``, 409: a
+    budget move meets a member that has run; a 400 of a member's own values) changes no member (one
+    that starts or runs meanwhile is left as it is)."""
     if "name" in changes:
         raise UpdateError("not_updatable", "name", GROUP_NAME_NOT_UPDATABLE)
-    members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
+    members = list(Workload.objects.filter(group=group).select_related("budget", "owner", "cluster").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     tree = load_tree()
     mine = [w for w in members if w.state == Workload.State.PENDING and can_cancel(actor, w, tree)]
-    if "budget" in changes and changes["budget"] not in (None, ""):
-        # Every member that has run is refused before any member changes (brk46: the members before
-        # it had moved when the group's answer was 409 ``budget_charged``).
-        target = resolve_budget(changes["budget"], tree)
-        for w in mine:
-            if target is not None and target.pk != w.budget_id:
-                _refuse_if_charged(w)
+    for w in mine:
+        # Every member is checked before any changes: a refusal of one (a budget move of one that has
+        # run, brk46; its own wall-time limit below the new minimum runtime, brk50) answered 400 or 409
+        # after the members before it had changed.
+        _checked_update(w, changes, tree)
     changed = []
     for w in mine:
         try:

@@ -1,0 +1,24 @@
+"""brk50: breaking resubmit, update, holds and statements (the features of rounds 44-49)."""
+
+from __future__ import annotations
+
+from scheduler.models import ArrayGroup, Workload, WorkloadEvent
+from scheduler.services import do_submit_workload, do_update_workload
+
+
+def test_a_group_update_refused_for_one_members_own_values_changes_no_member(
+    researcher, researcher_client, submit_kwargs
+) -> None:
+    """A group's change refused for one member (its own wall-time limit, set on it alone, is below
+    the group's new minimum runtime) answered 400 after the members before it had changed: the
+    person read "refused" while one member now asked 2h30m."""
+    first = do_submit_workload(researcher, **submit_kwargs(array="0-2", min_runtime_s=3600, max_runtime_s=3 * 3600))
+    group = ArrayGroup.objects.get(pk=first.group_id)
+    members = list(Workload.objects.filter(group=group).order_by("pk"))
+    do_update_workload(researcher, members[1], {"max_runtime_s": 2 * 3600})
+
+    r = researcher_client.patch(f"/api/v1/groups/{group.pk}/", {"min_runtime": "150m"}, format="json")
+
+    assert (r.status_code, r.json()["code"]) == (400, "max_runtime_below_min_runtime"), r.json()
+    assert set(Workload.objects.filter(group=group).values_list("min_runtime_s", flat=True)) == {3600}
+    assert not WorkloadEvent.objects.filter(workload__in=[members[0], members[2]], kind="updated").exists()
