@@ -900,6 +900,16 @@ def do_submit_workload(
         array=array,
     )
     problems.extend(jobs.problems)
+    if not any(p.field == "name" for p in problems) and jobs.indices[-1] is not None:
+        # a member is named NAME[i]: the longest index must fit too (brk50: a 500 on PostgreSQL's varchar)
+        suffix = f"[{jobs.indices[-1]}]"
+        if len(name.strip()) + len(suffix) > 200:
+            refuse(
+                "invalid_name",
+                "name",
+                f"A name is 1-200 characters with the array's index: {len(name.strip())} and {suffix} make "
+                f"{len(name.strip()) + len(suffix)} (at most {200 - len(suffix)} before {suffix}).",
+            )
     if not isinstance(hold, bool):
         refuse("invalid_hold", "hold", "hold is true or false.")
 

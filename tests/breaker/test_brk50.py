@@ -22,3 +22,19 @@ def test_a_group_update_refused_for_one_members_own_values_changes_no_member(
     assert (r.status_code, r.json()["code"]) == (400, "max_runtime_below_min_runtime"), r.json()
     assert set(Workload.objects.filter(group=group).values_list("min_runtime_s", flat=True)) == {3600}
     assert not WorkloadEvent.objects.filter(workload__in=[members[0], members[2]], kind="updated").exists()
+
+
+def test_an_array_whose_member_names_pass_200_characters_is_refused_by_name(
+    researcher_client, submission, cluster
+) -> None:
+    """A member's name is the name and its ``[index]``: a 200-character name (or 197 with index 10)
+    passed the name rule, and every member's 204 characters were a 500 on PostgreSQL
+    (``varchar(200)``), stored whole on SQLite; a resubmission of such a member alike."""
+    r = researcher_client.post("/api/v1/workloads/", submission(name="x" * 197, array="9-10"), format="json")
+
+    assert (r.status_code, r.json()["code"]) == (400, "invalid_name"), r.json()
+    assert "[10]" in r.json()["name"][0]
+    assert not Workload.objects.exists()
+    # one whose every member fits is taken
+    r = researcher_client.post("/api/v1/workloads/", submission(name="x" * 197, array="0-9"), format="json")
+    assert r.status_code == 201, r.json()
