@@ -49,3 +49,17 @@ def test_an_array_spec_longer_than_the_group_keeps_is_refused(researcher_client,
     assert (r.status_code, r.json()["code"]) == (400, "invalid_array"), r.json()
     assert "64 characters" in r.json()["array"][0]
     assert not Workload.objects.exists()
+
+
+def test_an_admin_is_offered_the_groups_hold_where_it_replaces_its_members_user_holds(
+    client, admin, researcher, submit_kwargs
+) -> None:
+    """brk47 made an admin's hold replace a user hold (``services.hold_changes``, the member's own
+    button's rule), but the group's button was offered only where a member was not held at all: an
+    admin saw no "Hold the group" on a group its owner had held, which ``POST groups/G/hold/`` does
+    change (every member to an admin hold)."""
+    first = do_submit_workload(researcher, **submit_kwargs(), array="0-1", hold=True)
+    client.force_login(admin)
+    assert 'id="hold-group-button"' in client.get(f"/workloads/{first.pk}/").content.decode()
+    client.force_login(researcher)  # the owner's own holds: nothing to change
+    assert 'id="hold-group-button"' not in client.get(f"/workloads/{first.pk}/").content.decode()
