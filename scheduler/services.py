@@ -9,6 +9,7 @@ save important rows themselves.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import logging
@@ -1436,8 +1437,15 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     for w in mine:
         # Every member is checked before any changes: a refusal of one (a budget move of one that has
         # run, brk46; its own wall-time limit below the new minimum runtime, brk50) answered 400 or 409
-        # after the members before it had changed.
-        _checked_update(w, changes, tree)
+        # after the members before it had changed. The refusal names the member.
+        try:
+            _checked_update(w, changes, tree)
+        except ServiceError as exc:
+            named = type(exc).from_problems(
+                [dataclasses.replace(p, message=f"{w.name} (#{w.pk}): {p.message}") for p in exc.problems]
+            )
+            named.status = exc.status
+            raise named from None
     changed = []
     for w in mine:
         try:

@@ -20,6 +20,7 @@ def test_a_group_update_refused_for_one_members_own_values_changes_no_member(
     r = researcher_client.patch(f"/api/v1/groups/{group.pk}/", {"min_runtime": "150m"}, format="json")
 
     assert (r.status_code, r.json()["code"]) == (400, "max_runtime_below_min_runtime"), r.json()
+    assert r.json()["max_runtime"][0].startswith(f"pretrain[1] (#{members[1].pk}): The wall-time limit (2h)")
     assert set(Workload.objects.filter(group=group).values_list("min_runtime_s", flat=True)) == {3600}
     assert not WorkloadEvent.objects.filter(workload__in=[members[0], members[2]], kind="updated").exists()
 
