@@ -1301,6 +1301,11 @@ def _checked_update(
     writes nothing (a group's update checks every member with it before any changes)."""
     if "budget" in changes and changes["budget"] in (None, ""):
         raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
+    own = tree.get(current.budget_id)
+    if isinstance(changes.get("budget"), str) and own is not None and changes["budget"].strip().strip("/") == own.path:
+        # its own path names its own budget (brk50: the edit form posts it; with that budget archived and
+        # a new one of its path, the live one won and a rename moved the workload there)
+        changes = {**changes, "budget": current.budget_id}
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
     new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
     moving = new_budget is not None and new_budget.pk != current.budget_id

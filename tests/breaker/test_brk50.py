@@ -64,3 +64,28 @@ def test_an_admin_is_offered_the_groups_hold_where_it_replaces_its_members_user_
     assert 'id="hold-group-button"' in client.get(f"/workloads/{first.pk}/").content.decode()
     client.force_login(researcher)  # the owner's own holds: nothing to change
     assert 'id="hold-group-button"' not in client.get(f"/workloads/{first.pk}/").content.decode()
+
+
+def test_the_edit_form_does_not_move_a_workload_to_a_new_budget_of_its_budgets_path(
+    client, researcher, org_tree, submit_kwargs
+) -> None:
+    """The edit form posts every field, the budget as its path. With the workload's budget archived
+    (its pending work carries on) and a new ``nlp/olmo`` created, that path names the new one (a
+    live budget wins): a rename on the page moved the workload, unasked, to the new budget, charged
+    there, where ``PATCH {"name": …}`` is refused ``budget_archived``. The workload's own path names
+    its own budget."""
+    from accounts.services import do_add_membership
+    from budgets.services import do_archive_budget, do_create_budget
+
+    w = do_submit_workload(researcher, **submit_kwargs())
+    do_archive_budget(org_tree["nlp/olmo"])
+    fresh = do_create_budget(name="olmo", parent=org_tree["nlp"])
+    do_add_membership(researcher, fresh)
+    client.force_login(researcher)
+    form = {"name": "renamed", "budget": "nlp/olmo", "gpu_count": "4", "gpu_model": "A100", "min_runtime": "1h"}
+
+    r = client.post(f"/workloads/{w.pk}/update/", {**form, "version": str(w.spec_version)})
+
+    w.refresh_from_db()
+    assert w.budget_id == org_tree["nlp/olmo"].pk, "moved to the new nlp/olmo"
+    assert r.status_code == 400 and "archived" in r.content.decode()  # as the API refuses it
