@@ -43,6 +43,11 @@ def parse_array(spec: str, most: int) -> tuple[list[int], int | None]:
     m = ARRAY_RE.match(spec.strip()) if isinstance(spec, str) else None
     if m is None:
         raise ValueError("an array is like 0-99, 1,3,5-7 or 0-99%10")
+    from scheduler.models import ArrayGroup
+
+    kept = ArrayGroup._meta.get_field("spec").max_length  # the group keeps it as submitted (brk50: a 500 past it)
+    if len(spec.strip()) > kept:
+        raise ValueError(f"an array is at most {kept} characters (ranges: 0-99 rather than 0,1,2,…)")
     indices: set[int] = set()
     for item in m.group("items").split(","):
         lo, sep, hi = item.partition("-")

@@ -9,6 +9,7 @@ save important rows themselves.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import logging
@@ -900,6 +901,16 @@ def do_submit_workload(
         array=array,
     )
     problems.extend(jobs.problems)
+    if not any(p.field == "name" for p in problems) and jobs.indices[-1] is not None:
+        # a member is named NAME[i]: the longest index must fit too (brk50: a 500 on PostgreSQL's varchar)
+        suffix = f"[{jobs.indices[-1]}]"
+        if len(name.strip()) + len(suffix) > 200:
+            refuse(
+                "invalid_name",
+                "name",
+                f"A name is 1-200 characters with the array's index: {len(name.strip())} and {suffix} make "
+                f"{len(name.strip()) + len(suffix)} (at most {200 - len(suffix)} before {suffix}).",
+            )
     if not isinstance(hold, bool):
         refuse("invalid_hold", "hold", "hold is true or false.")
 
@@ -1298,21 +1309,20 @@ def do_update_workload(
     )
 
 
-def _update_once(
-    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
-) -> Workload | None:
-    """One try of :func:`do_update_workload`; None when another update committed between the read
-    of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
-    current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
-    if not can_cancel(actor, current, tree):
-        raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
-    if current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
-        return _update_limit_once(actor, current, changes.get("max_runtime_s", current.max_runtime_s), seen_version)
-    _refuse_unless_pending(current)
-    if seen_version is not None and seen_version != current.spec_version:
-        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
+def _checked_update(
+    current: Workload, changes: Mapping[str, Any], tree: dict[int, Budget]
+) -> tuple[Workload, dict[str, tuple[Any, Any]]]:
+    """``current``'s request with ``changes`` checked as a submission (:func:`do_submit_workload`'s
+    ``dry_run``; a budget move of a workload that has run refused ``budget_charged``): the checked
+    workload and what changes (field → (old, new)). Raises as :func:`do_update_workload` refuses;
+    writes nothing (a group's update checks every member with it before any changes)."""
     if "budget" in changes and changes["budget"] in (None, ""):
         raise SubmissionError("unknown_budget", "budget", "Name the budget to move the workload to.")
+    own = tree.get(current.budget_id)
+    if isinstance(changes.get("budget"), str) and own is not None and changes["budget"].strip().strip("/") == own.path:
+        # its own path names its own budget (brk50: the edit form posts it; with that budget archived and
+        # a new one of its path, the live one won and a rename moved the workload there)
+        changes = {**changes, "budget": current.budget_id}
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
     new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
     moving = new_budget is not None and new_budget.pk != current.budget_id
@@ -1342,6 +1352,23 @@ def _update_once(
     if checked.budget.pk != current.budget_id:
         _refuse_if_charged(current)
         diff["budget"] = (current.budget.path, checked.budget.path)
+    return checked, diff
+
+
+def _update_once(
+    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
+) -> Workload | None:
+    """One try of :func:`do_update_workload`; None when another update committed between the read
+    of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
+    current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
+    if not can_cancel(actor, current, tree):
+        raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
+    if current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
+        return _update_limit_once(actor, current, changes.get("max_runtime_s", current.max_runtime_s), seen_version)
+    _refuse_unless_pending(current)
+    if seen_version is not None and seen_version != current.spec_version:
+        raise UpdateError(CHANGED_MEANWHILE, None, CHANGED_SINCE_SHOWN, status=409)
+    checked, diff = _checked_update(current, changes, tree)
     if not diff:
         return current
     with transaction.atomic():
@@ -1497,23 +1524,29 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     """:func:`do_update_workload` of every pending member of array group ``group`` that ``actor``
     may change, one by one (a member that started meanwhile is left as it is); returns those
     changed. The members keep their own names (``name`` is refused: each is ``NAME[i]``). Raises
-    ``forbidden`` (403) when ``actor`` may change none of its members, ``budget_charged`` (409)
-    before any change when a budget move meets a member that has run (one that runs meanwhile is
-    left as it is, as one that started)."""
+    ``forbidden`` (403) when ``actor`` may change none of its members; every member is checked
+    (:func:`_checked_update`) before any changes, so a refusal of one (``budget_charged``, 409: a
+    budget move meets a member that has run; a 400 of a member's own values) changes no member (one
+    that starts or runs meanwhile is left as it is)."""
     if "name" in changes:
         raise UpdateError("not_updatable", "name", GROUP_NAME_NOT_UPDATABLE)
-    members = list(Workload.objects.filter(group=group).select_related("budget").order_by("pk"))
+    members = list(Workload.objects.filter(group=group).select_related("budget", "owner", "cluster").order_by("pk"))
     if not can_cancel_group(actor, group, members):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
     tree = load_tree()
     mine = [w for w in members if w.state == Workload.State.PENDING and can_cancel(actor, w, tree)]
-    if "budget" in changes and changes["budget"] not in (None, ""):
-        # Every member that has run is refused before any member changes (brk46: the members before
-        # it had moved when the group's answer was 409 ``budget_charged``).
-        target = resolve_budget(changes["budget"], tree)
-        for w in mine:
-            if target is not None and target.pk != w.budget_id:
-                _refuse_if_charged(w)
+    for w in mine:
+        # Every member is checked before any changes: a refusal of one (a budget move of one that has
+        # run, brk46; its own wall-time limit below the new minimum runtime, brk50) answered 400 or 409
+        # after the members before it had changed. The refusal names the member.
+        try:
+            _checked_update(w, changes, tree)
+        except ServiceError as exc:
+            named = type(exc).from_problems(
+                [dataclasses.replace(p, message=f"{w.name} (#{w.pk}): {p.message}") for p in exc.problems]
+            )
+            named.status = exc.status
+            raise named from None
     changed = []
     for w in mine:
         try:

@@ -695,13 +695,15 @@ def _group_actions(user: User, workload: Workload) -> dict[str, bool]:
     live = list(
         Workload.objects.filter(group_id=workload.group_id)
         .exclude(state__in=Workload.FINAL_STATES)
-        .values_list("state", "hold")
+        .only("state", "hold", "owner_id", "budget_id")
     )
-    pending = [hold for state, hold in live if state == Workload.State.PENDING]
+    # one member of each budget and hold asked (a manager's rule reads the budget): a few, not one per member
+    pending = list({(w.budget_id, w.hold): w for w in live if w.state == Workload.State.PENDING}.values())
     return {
         "can_cancel_group": bool(live),
-        "can_hold_group": any(not hold for hold in pending),
-        "can_release_group": any(hold and (hold != "admin" or may_release_admin_hold(user)) for hold in pending),
+        # the service's rule (brk50: an admin's hold, which replaces user holds, was offered only on unheld members)
+        "can_hold_group": any(hold_changes(user, w) for w in pending),
+        "can_release_group": any(w.hold and (w.hold != "admin" or may_release_admin_hold(user)) for w in pending),
     }
 
 
