@@ -1,4 +1,4 @@
-"""A quote for an array submission (DESIGN.md §3.8, docs/estimates.md "Quotes of arrays").
+"""A quote for an array submission (DESIGN.md §3.8, docs/estimates.md "Quotes", arrays).
 
 The quote's lines price one member as if it were submitted alone; a user submitting an array
 wants, for their own minimum runtime, when its members would start (the first and the last) and

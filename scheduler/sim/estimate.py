@@ -988,8 +988,8 @@ def cap_by_reservations(found: dict[str, int], reserved: Mapping[str, int | floa
 YOUNG_COLLECTIONS_AFTER = 20_000
 """The collector's first threshold while :func:`forward` runs (Python's default is 700): at the
 bench state 505 young collections, 0.5–0.8 s of ≈ 13 s, walking what each pass builds; at this
-threshold 11, 0.1 s (docs/estimates.md, "Eleventh pass"). Reference counting still frees what
-dies; only cycles wait longer."""
+threshold 11, 0.1 s (docs/benchmarks/estimates-rounds.md, "Eleventh pass"). Reference counting
+still frees what dies; only cycles wait longer."""
 
 
 @contextmanager

@@ -1219,7 +1219,7 @@ def test_a_layout_started_niced_as_a_whole_keeps_the_workers_session_equal_to_th
     stays at 0, as the web processes' (uvicorn's do not read the settings as session leaders).
     Before, it took the inherited nice (19 under the benches): on a busy machine the worker got
     no CPU to boot, no tick ran and nothing started (bench/agents_load.py --layout: its log empty,
-    0 CPU s in 54 s; docs/deploy.md §4)."""
+    0 CPU s in 54 s; docs/benchmarks/deploy-rounds.md, section 4)."""
     if not _autogroups_on():
         pytest.skip("this kernel has no autogroups, or they are off (the file shows nothing)")
     assert _session_autogroup_nice(own_session=True, parent_nice=5) == "0"

@@ -1,7 +1,7 @@
 """The collector's first threshold raised while a forward simulation runs
-(``estimate.fewer_young_collections``; docs/estimates.md, "Eleventh pass"): the estimates are
-those of a run at the default threshold, and the threshold is put back, also when two runs
-overlap (threads) or something else changed it meanwhile."""
+(``estimate.fewer_young_collections``; docs/benchmarks/estimates-rounds.md, "Eleventh pass"): the
+estimates are those of a run at the default threshold, and the threshold is put back, also when
+two runs overlap (threads) or something else changed it meanwhile."""
 
 from __future__ import annotations
 
