@@ -1431,6 +1431,17 @@ RAISE_NEEDS_ADMIN = (
 )
 
 
+LIMIT_STOP_ASKED = "Its attempt was asked to stop (a cancel): its wall-time limit no longer changes."
+
+
+def limit_may_change(workload: Workload, attempt: Attempt | None) -> bool:
+    """Whether the wall-time limit of ``workload`` (started; ``attempt``: its open attempt) may
+    still change: starting or running and its attempt not asked to stop (brk51: a cancel leaves it
+    running until its GPUs are released, and its limit changed). The rule of
+    :func:`_update_limit_once` (on the locked row) and of the workload page's form."""
+    return workload.state in LIMIT_STATES and (attempt is None or attempt.stop_requested_at is None)
+
+
 def may_raise_limit(actor: User) -> bool:
     """Whether ``actor`` may raise (or remove) the wall-time limit of a started workload: the admins
     of :func:`may_release_admin_hold` (Slurm: only an operator raises a job's ``TimeLimit``)."""
@@ -1462,16 +1473,15 @@ def _update_limit_once(actor: User, current: Workload, new: Any, seen_version: i
         # The workload's row first, as the tick's stop_timed_out takes it (docs/locking.md): a stop
         # issued before this lock makes it preempting (refused below), one after it reads this limit.
         locked = Workload.objects.select_for_update().get(pk=current.pk)
-        if locked.state not in LIMIT_STATES:
+        attempt = Attempt.objects.filter(workload_id=current.pk, ended_at__isnull=True).first()
+        if not limit_may_change(locked, attempt):
+            if locked.state in LIMIT_STATES:  # its attempt was asked to stop: it ends as asked
+                raise UpdateError("not_pending", "state", LIMIT_STOP_ASKED, status=409)
             _refuse_unless_pending(locked)
         if locked.spec_version != current.spec_version:
             return None
         now = timezone.now()
-        started = (
-            Attempt.objects.filter(workload_id=current.pk, ended_at__isnull=True)
-            .values_list("started_at", flat=True)
-            .first()
-        )
+        started = attempt.started_at if attempt is not None else None
         past = new is not None and started is not None and started + timedelta(seconds=new) <= now
         Workload.objects.filter(pk=current.pk).update(
             max_runtime_s=new, spec_version=locked.spec_version + 1, updated_at=now

@@ -1,0 +1,60 @@
+"""brk51 (breaker): wait50, ext50 (a running workload's wall-time limit) and bulk50 attacked."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from scheduler import lifecycle
+from scheduler.models import Attempt, Workload, WorkloadEvent
+from scheduler.services import UpdateError, do_cancel_workload, do_submit_workload, do_update_workload
+from scheduler.tick import run_tick
+
+HOUR = 3600
+
+
+def _running(w: Workload, started_ago_s: int = 0) -> Attempt:
+    """Start ``w`` (a tick), confirmed ``started_ago_s`` seconds ago."""
+    at = timezone.now() - timedelta(seconds=started_ago_s)
+    run_tick(w.cluster_id, now=at)
+    attempt = Attempt.objects.select_related("host").get(workload=w, ended_at__isnull=True)
+    assert lifecycle.attempt_started(attempt.host, attempt.pk, now=at)
+    w.refresh_from_db()
+    assert w.state == Workload.State.RUNNING
+    return attempt
+
+
+@pytest.fixture
+def canceling(researcher, submit_kwargs) -> Workload:
+    """Running for 3 hours (M 1h, a 4h limit), its owner's cancel asked it to stop: still running
+    until its GPUs are released."""
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=HOUR, max_runtime_s=4 * HOUR))
+    _running(w, started_ago_s=3 * HOUR)
+    do_cancel_workload(researcher, w)
+    w.refresh_from_db()
+    assert w.state == Workload.State.RUNNING
+    return w
+
+
+@pytest.mark.parametrize("who, value", [("researcher", 2 * HOUR), ("admin", 8 * HOUR), ("admin", None)])
+def test_the_limit_of_a_workload_asked_to_stop_no_longer_changes(request, canceling, who, value):
+    """docs/jobs.md: a stop already issued (a cancel too) refuses the change `not_pending`. A cancel
+    leaves the workload `running` until its agent releases the GPUs, and its limit changed: a
+    lowering's event said "it stops at the next pass, timeout", which never came (the tick stops
+    no attempt already asked to stop)."""
+    with pytest.raises(UpdateError) as refused:
+        do_update_workload(request.getfixturevalue(who), canceling, {"max_runtime_s": value})
+    assert (refused.value.code, refused.value.status) == ("not_pending", 409)
+    row = Workload.objects.get(pk=canceling.pk)
+    assert (row.max_runtime_s, row.spec_version) == (4 * HOUR, canceling.spec_version)
+    assert not WorkloadEvent.objects.filter(workload=canceling, kind="updated").exists()
+
+
+def test_the_page_of_a_workload_asked_to_stop_offers_no_limit_form(researcher, canceling):
+    client = Client()
+    client.force_login(researcher)
+    page = client.get(f"/workloads/{canceling.pk}/").content.decode()
+    assert 'id="edit-form"' not in page
