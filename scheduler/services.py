@@ -1260,6 +1260,7 @@ def do_update_workload(
     *,
     tree: dict[int, Budget] | None = None,
     seen_version: int | None = None,
+    pending_only: bool = False,
 ) -> Workload:
     """Change a pending workload's request (``changes``: some of :data:`UPDATABLE_FIELDS`, in
     :func:`do_submit_workload`'s terms; ``budget`` a path or id); returns it as written.
@@ -1283,6 +1284,9 @@ def do_update_workload(
     field whatever it changed (the web form): another version is refused ``changed_meanwhile``
     (409), so a form shown before another update never writes its old values back over it.
 
+    ``pending_only``: a started workload is refused ``not_pending`` whatever the changes (a group's
+    update, whose members that started meanwhile are left as they are: brk51).
+
     A started workload (:data:`LIMIT_STATES`) may change only its wall-time limit
     (:func:`_update_limit_once`: lowered by whoever may cancel it, raised or removed by an admin;
     docs/jobs.md "The wall-time limit of a running workload"); any other field is ``not_pending``."""
@@ -1300,7 +1304,9 @@ def do_update_workload(
             ]
         )
     for _ in range(UPDATE_RETRIES):
-        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree, seen_version)
+        done = _update_once(
+            actor, workload.pk, changes, load_tree() if tree is None else tree, seen_version, pending_only
+        )
         if done is not None:
             return done
         tree = None  # another update committed meanwhile: read everything again
@@ -1356,14 +1362,19 @@ def _checked_update(
 
 
 def _update_once(
-    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
+    actor: User,
+    pk: int,
+    changes: Mapping[str, Any],
+    tree: dict[int, Budget],
+    seen_version: int | None,
+    pending_only: bool = False,
 ) -> Workload | None:
     """One try of :func:`do_update_workload`; None when another update committed between the read
     of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
     current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
     if not can_cancel(actor, current, tree):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
-    if current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
+    if not pending_only and current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
         return _update_limit_once(actor, current, changes.get("max_runtime_s", current.max_runtime_s), seen_version)
     _refuse_unless_pending(current)
     if seen_version is not None and seen_version != current.spec_version:
@@ -1560,7 +1571,7 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     changed = []
     for w in mine:
         try:
-            done = do_update_workload(actor, w, changes, tree=tree)
+            done = do_update_workload(actor, w, changes, tree=tree, pending_only=True)
         except UpdateError as exc:
             if exc.code not in ("not_pending", "budget_charged"):
                 raise

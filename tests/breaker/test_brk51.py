@@ -58,3 +58,34 @@ def test_the_page_of_a_workload_asked_to_stop_offers_no_limit_form(researcher, c
     client.force_login(researcher)
     page = client.get(f"/workloads/{canceling.pk}/").content.decode()
     assert 'id="edit-form"' not in page
+
+
+@pytest.mark.parametrize("value", [2 * HOUR, 8 * HOUR])
+def test_a_group_update_leaves_a_member_that_started_after_the_check_as_it_is(
+    researcher, submit_kwargs, monkeypatch, value
+):
+    """docs/jobs.md: a group's update changes only its pending members, "one that starts meanwhile
+    is left as it is". Every member is checked first (brk50), then changed one by one: a member the
+    tick started in between went down the running workload's limit path, so a lowering changed a
+    running member and a raise by its owner answered 403 ``raise_needs_admin`` after the members
+    before it had changed."""
+    from scheduler import services
+
+    kw = submit_kwargs(gpu_count=1, min_runtime_s=HOUR, max_runtime_s=4 * HOUR, array="0-1")
+    members = do_submit_workload(researcher, **kw)
+    group = (members[0] if isinstance(members, list) else members).group
+    checked_update = services._checked_update
+    checked: list[int] = []
+
+    def then_a_tick(current, changes, tree):  # the tick starts both once both are checked
+        answer = checked_update(current, changes, tree)
+        checked.append(current.pk)
+        if len(checked) == 2:
+            run_tick(current.cluster_id)
+        return answer
+
+    monkeypatch.setattr(services, "_checked_update", then_a_tick)
+    assert services.do_update_group(researcher, group, {"max_runtime_s": value}) == []
+    rows = Workload.objects.filter(group=group)
+    assert {(w.state, w.max_runtime_s) for w in rows} == {(Workload.State.STARTING, 4 * HOUR)}
+    assert not WorkloadEvent.objects.filter(workload__group=group, kind="updated").exists()
