@@ -1088,6 +1088,18 @@ def cancel_refusal(
     return None
 
 
+def cancel_changes(workload: Workload, attempt: Attempt | None) -> bool:
+    """Whether a cancel of ``workload`` (not final; ``attempt``: its open attempt, None without one)
+    changes it: pending or without an attempt it is canceled; else its attempt is asked to stop,
+    unless a stop that ends it was issued already (:func:`~scheduler.stop_rules.cancel_replaces`:
+    an earlier cancel, its timeout), which it keeps. The rule of :func:`do_cancel_workload` (on the
+    locked rows) and of a bulk cancel's preview (``scheduler.bulk``; brk51: it counted such work
+    changed and "asked to stop")."""
+    if workload.state == Workload.State.PENDING or attempt is None:
+        return True
+    return cancel_replaces(attempt.stop_reason, retries_left=workload.retries_used < workload.retries)
+
+
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """Cancel a workload.
 
@@ -1126,7 +1138,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             )
             WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
             request_tick_on_commit(locked.cluster_id)
-        elif cancel_replaces(attempt.stop_reason, retries_left=locked.retries_used < locked.retries):
+        elif cancel_changes(locked, attempt):
             previous = attempt.stop_reason
             attempt.stop_requested_at = attempt.stop_requested_at or now
             attempt.stop_reason = Attempt.EndReason.CANCELED

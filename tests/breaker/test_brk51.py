@@ -89,3 +89,34 @@ def test_a_group_update_leaves_a_member_that_started_after_the_check_as_it_is(
     rows = Workload.objects.filter(group=group)
     assert {(w.state, w.max_runtime_s) for w in rows} == {(Workload.State.STARTING, 4 * HOUR)}
     assert not WorkloadEvent.objects.filter(workload__group=group, kind="updated").exists()
+
+
+def test_a_bulk_cancel_names_work_already_stopping_unchanged_not_canceled(researcher, submit_kwargs, canceling):
+    """bulk50 answers ``changed``: "workloads changed", ``stopping``: "asked to stop: they end
+    canceled". A workload its earlier cancel (or its own timeout) already stops is changed by no
+    second cancel (``do_cancel_workload`` keeps the stop issued: no write, no event), yet a bulk
+    cancel counted it changed and stopping, every time (``fairway cancel --mine --state running``
+    said "canceled 2 workloads (2 asked to stop)" twice, the page "Cancel these 2"), a timeout one
+    too, which ends ``failed``, not canceled. It is skipped ``unchanged``, as a hold that changes
+    nothing is."""
+    from scheduler.bulk import do_bulk_action
+
+    timing_out = do_submit_workload(
+        researcher, **submit_kwargs(name="t", gpu_count=1, min_runtime_s=HOUR, max_runtime_s=2 * HOUR)
+    )
+    _running(timing_out, started_ago_s=3 * HOUR)
+    run_tick(timing_out.cluster_id)  # its limit passed: a timeout stop
+    assert Workload.objects.get(pk=timing_out.pk).state == Workload.State.PREEMPTING
+    fresh = do_submit_workload(researcher, **submit_kwargs(name="f", gpu_count=1))
+    _running(fresh)
+    events = WorkloadEvent.objects.count()
+    started = Workload.objects.filter(pk__in=[canceling.pk, timing_out.pk, fresh.pk])
+
+    for dry_run in (True, False):
+        outcome = do_bulk_action(researcher, "cancel", started, dry_run=dry_run)
+        assert (outcome.changed, outcome.stopping) == ([fresh.pk], [fresh.pk])
+        assert outcome.skipped == [(canceling.pk, "unchanged"), (timing_out.pk, "unchanged")]
+        assert "stop" in outcome.reasons["unchanged"]
+    assert WorkloadEvent.objects.count() == events + 1  # the fresh one's cancel_requested alone
+    stop = Attempt.objects.get(workload=timing_out, ended_at__isnull=True).stop_reason
+    assert stop == Attempt.EndReason.TIMEOUT
