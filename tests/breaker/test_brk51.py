@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
@@ -120,3 +121,29 @@ def test_a_bulk_cancel_names_work_already_stopping_unchanged_not_canceled(resear
     assert WorkloadEvent.objects.count() == events + 1  # the fresh one's cancel_requested alone
     stop = Attempt.objects.get(workload=timing_out, ended_at__isnull=True).stop_reason
     assert stop == Attempt.EndReason.TIMEOUT
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bulk_question_is_asked_on_stderr_so_a_redirected_stdout_still_shows_it(
+    monkeypatch, capsys, researcher, submit_kwargs
+):
+    """``fairway cancel --mine --state pending > log`` (a terminal's stdin, stdout to a file or a
+    pipe) wrote "Cancel these 2 workloads? [y/N]" into the file and waited on the keyboard with
+    nothing on the screen. The question goes to stderr, as ``rm -i``'s and ``getpass``'s do; the
+    count and the outcome stay on stdout."""
+    import sys
+
+    from tests.cli.inprocess import run_cli
+
+    for i in range(2):
+        do_submit_workload(researcher, **submit_kwargs(name=f"r{i}"))
+    monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
+    out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--state", "pending")
+    assert "Cancel these 2 workloads? [y/N] " in capsys.readouterr().err
+    assert "[y/N]" not in out
+    assert out.startswith("2 workloads match: 2 to cancel\n") and out.endswith("canceled 2 workloads\n")
+    assert set(Workload.objects.values_list("state", flat=True)) == {"canceled"}
