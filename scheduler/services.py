@@ -1454,13 +1454,15 @@ RAISE_NEEDS_ADMIN = (
 )
 
 
-LIMIT_STOP_ASKED = "Its attempt was asked to stop (a cancel): its wall-time limit no longer changes."
+LIMIT_STOP_ASKED = (
+    "Its attempt was asked to stop (a cancel, or a gang part's exit): its wall-time limit no longer changes."
+)
 
 
 def limit_may_change(workload: Workload, attempt: Attempt | None) -> bool:
     """Whether the wall-time limit of ``workload`` (started; ``attempt``: its open attempt) may
-    still change: starting or running and its attempt not asked to stop (brk51: a cancel leaves it
-    running until its GPUs are released, and its limit changed). The rule of
+    still change: starting or running and its attempt not asked to stop (brk51: a cancel, or a gang
+    part's exit, leaves it running until its GPUs are released, and its limit changed). The rule of
     :func:`_update_limit_once` (on the locked row) and of the workload page's form."""
     return workload.state in LIMIT_STATES and (attempt is None or attempt.stop_requested_at is None)
 
