@@ -47,7 +47,10 @@ FILTER_REQUIRED = (
 
 UNCHANGED = "unchanged"
 UNCHANGED_WORDS = "Already held as firmly: holding it again changes nothing."
-STOPPING_WORDS = "Already asked to stop by a stop that ends it (a cancel, its timeout): cancelling it changes nothing."
+STOPPING_WORDS = (
+    "Already asked to stop by a stop that ends it (a cancel, its timeout, a gang part's exit): cancelling it "
+    "changes nothing."
+)
 
 
 class BulkError(ServiceError):
