@@ -1120,8 +1120,10 @@ def _skip_lines(answer: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _confirmed(args: argparse.Namespace, verb: str, n: int, out: TextIO) -> bool:
-    """``--yes``, or the person at the terminal answers yes; without a terminal, a refusal."""
+def _confirmed(args: argparse.Namespace, verb: str, n: int) -> bool:
+    """``--yes``, or the person at the terminal answers yes; without a terminal, a refusal. The
+    question goes to stderr, as ``rm -i``'s: with stdout redirected (``> log``) it was written
+    into the file while the command waited on the keyboard (brk51)."""
     if args.yes:
         return True
     if not sys.stdin.isatty():
@@ -1129,8 +1131,8 @@ def _confirmed(args: argparse.Namespace, verb: str, n: int, out: TextIO) -> bool
             EXIT_USAGE,
             f"{_workloads(n)} to {verb}: add --yes to {verb} them (no terminal to ask on), or --dry-run to list them",
         )
-    out.write(f"{verb.capitalize()} these {_workloads(n)}? [y/N] ")
-    out.flush()
+    sys.stderr.write(f"{verb.capitalize()} these {_workloads(n)}? [y/N] ")
+    sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
@@ -1168,7 +1170,7 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
         if args.json:
             emit_json(preview, out)
         return EXIT_OK
-    if not _confirmed(args, verb, n, text):
+    if not _confirmed(args, verb, n):
         text.write("nothing changed\n")
         return EXIT_OK
     done: dict[str, Any] = {**preview, "dry_run": False, "ids": [], "stopping": [], "skips": [], "reasons": {}}

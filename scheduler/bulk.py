@@ -22,8 +22,9 @@ from accounts.services import user_memberships
 from budgets.models import Budget
 from budgets.services import load_tree
 from config.errors import ServiceError
-from scheduler.models import Workload
+from scheduler.models import Attempt, Workload
 from scheduler.services import (
+    cancel_changes,
     cancel_refusal,
     do_cancel_workload,
     do_hold_workload,
@@ -46,6 +47,10 @@ FILTER_REQUIRED = (
 
 UNCHANGED = "unchanged"
 UNCHANGED_WORDS = "Already held as firmly: holding it again changes nothing."
+STOPPING_WORDS = (
+    "Already asked to stop by a stop that ends it (a cancel, its timeout, a gang part's exit): cancelling it "
+    "changes nothing."
+)
 
 
 class BulkError(ServiceError):
@@ -85,7 +90,9 @@ def _matches(workloads: QuerySet[Workload]) -> list[Workload]:
     docs/locking.md), with what the refusals read; refused ``too_many_matched`` past
     :data:`BULK_MAX` (one row more is read to know)."""
     rows = list(
-        workloads.order_by("pk").only("id", "owner_id", "budget_id", "state", "hold", "cluster_id")[: BULK_MAX + 1]
+        workloads.order_by("pk").only(
+            "id", "owner_id", "budget_id", "state", "hold", "cluster_id", "retries", "retries_used"
+        )[: BULK_MAX + 1]
     )
     if len(rows) > BULK_MAX:
         raise BulkError(
@@ -97,12 +104,30 @@ def _matches(workloads: QuerySet[Workload]) -> list[Workload]:
     return rows
 
 
+def _open_attempts(action: str, rows: list[Workload]) -> dict[int, Attempt]:
+    """The open attempts of the started ``rows`` (workload id → attempt) that a cancel reads
+    (:func:`~scheduler.services.cancel_changes`); none for a hold or a release. One query."""
+    started = [w.pk for w in rows if w.state != Workload.State.PENDING]
+    if action != "cancel" or not started:
+        return {}
+    attempts = Attempt.objects.filter(workload_id__in=started, ended_at__isnull=True).only("workload_id", "stop_reason")
+    return {a.workload_id: a for a in attempts}
+
+
 def _refusal(
-    actor: User, action: str, w: Workload, tree: dict[int, Budget], memberships: dict[int, str]
+    actor: User,
+    action: str,
+    w: Workload,
+    tree: dict[int, Budget],
+    memberships: dict[int, str],
+    attempts: dict[int, Attempt],
 ) -> tuple[str, str] | None:
-    """Why the single-workload service would refuse ``action`` on ``w`` as read, or None."""
+    """Why the single-workload service would refuse ``action`` on ``w`` as read (``attempts``: the
+    open attempts of :func:`_open_attempts`), or None; ``unchanged`` for one it would not change."""
     if action == "cancel":
         problem = cancel_refusal(actor, w, tree, memberships)
+        if problem is None and not cancel_changes(w, attempts.get(w.pk)):
+            return UNCHANGED, STOPPING_WORDS
     else:
         problem = hold_refusal(actor, w, release=action == "release", tree=tree, memberships=memberships)
     if problem is not None:
@@ -148,10 +173,11 @@ def do_bulk_action(
     outcome = BulkOutcome(action=action, dry_run=dry_run)
     rows = _matches(workloads)
     outcome.matched = len(rows)
+    attempts = _open_attempts(action, rows)
     for w in rows:
         if w.budget_id in tree:
             w.budget = tree[w.budget_id]  # the permission's ancestry, from the tree: no query per row
-        refused = _refusal(actor, action, w, tree, memberships)
+        refused = _refusal(actor, action, w, tree, memberships, attempts)
         if refused is not None:
             outcome.skip(w.pk, *refused)
             continue

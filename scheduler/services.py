@@ -1088,6 +1088,18 @@ def cancel_refusal(
     return None
 
 
+def cancel_changes(workload: Workload, attempt: Attempt | None) -> bool:
+    """Whether a cancel of ``workload`` (not final; ``attempt``: its open attempt, None without one)
+    changes it: pending or without an attempt it is canceled; else its attempt is asked to stop,
+    unless a stop that ends it was issued already (:func:`~scheduler.stop_rules.cancel_replaces`:
+    an earlier cancel, its timeout), which it keeps. The rule of :func:`do_cancel_workload` (on the
+    locked rows) and of a bulk cancel's preview (``scheduler.bulk``; brk51: it counted such work
+    changed and "asked to stop")."""
+    if workload.state == Workload.State.PENDING or attempt is None:
+        return True
+    return cancel_replaces(attempt.stop_reason, retries_left=workload.retries_used < workload.retries)
+
+
 def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     """Cancel a workload.
 
@@ -1126,7 +1138,7 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             )
             WorkloadEvent.objects.create(workload=locked, at=now, kind="canceled", actor=actor, message="canceled")
             request_tick_on_commit(locked.cluster_id)
-        elif cancel_replaces(attempt.stop_reason, retries_left=locked.retries_used < locked.retries):
+        elif cancel_changes(locked, attempt):
             previous = attempt.stop_reason
             attempt.stop_requested_at = attempt.stop_requested_at or now
             attempt.stop_reason = Attempt.EndReason.CANCELED
@@ -1260,6 +1272,7 @@ def do_update_workload(
     *,
     tree: dict[int, Budget] | None = None,
     seen_version: int | None = None,
+    pending_only: bool = False,
 ) -> Workload:
     """Change a pending workload's request (``changes``: some of :data:`UPDATABLE_FIELDS`, in
     :func:`do_submit_workload`'s terms; ``budget`` a path or id); returns it as written.
@@ -1283,6 +1296,9 @@ def do_update_workload(
     field whatever it changed (the web form): another version is refused ``changed_meanwhile``
     (409), so a form shown before another update never writes its old values back over it.
 
+    ``pending_only``: a started workload is refused ``not_pending`` whatever the changes (a group's
+    update, whose members that started meanwhile are left as they are: brk51).
+
     A started workload (:data:`LIMIT_STATES`) may change only its wall-time limit
     (:func:`_update_limit_once`: lowered by whoever may cancel it, raised or removed by an admin;
     docs/jobs.md "The wall-time limit of a running workload"); any other field is ``not_pending``."""
@@ -1300,7 +1316,9 @@ def do_update_workload(
             ]
         )
     for _ in range(UPDATE_RETRIES):
-        done = _update_once(actor, workload.pk, changes, load_tree() if tree is None else tree, seen_version)
+        done = _update_once(
+            actor, workload.pk, changes, load_tree() if tree is None else tree, seen_version, pending_only
+        )
         if done is not None:
             return done
         tree = None  # another update committed meanwhile: read everything again
@@ -1356,14 +1374,19 @@ def _checked_update(
 
 
 def _update_once(
-    actor: User, pk: int, changes: Mapping[str, Any], tree: dict[int, Budget], seen_version: int | None
+    actor: User,
+    pk: int,
+    changes: Mapping[str, Any],
+    tree: dict[int, Budget],
+    seen_version: int | None,
+    pending_only: bool = False,
 ) -> Workload | None:
     """One try of :func:`do_update_workload`; None when another update committed between the read
     of the workload and its lock (the next try reads it again, and meets ``seen_version`` again)."""
     current = Workload.objects.select_related("budget", "owner", "cluster").get(pk=pk)
     if not can_cancel(actor, current, tree):
         raise UpdateError(FORBIDDEN, None, UPDATE_FORBIDDEN, status=403)
-    if current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
+    if not pending_only and current.state in LIMIT_STATES and set(changes) <= set(RUNNING_UPDATABLE_FIELDS):
         return _update_limit_once(actor, current, changes.get("max_runtime_s", current.max_runtime_s), seen_version)
     _refuse_unless_pending(current)
     if seen_version is not None and seen_version != current.spec_version:
@@ -1431,6 +1454,19 @@ RAISE_NEEDS_ADMIN = (
 )
 
 
+LIMIT_STOP_ASKED = (
+    "Its attempt was asked to stop (a cancel, or a gang part's exit): its wall-time limit no longer changes."
+)
+
+
+def limit_may_change(workload: Workload, attempt: Attempt | None) -> bool:
+    """Whether the wall-time limit of ``workload`` (started; ``attempt``: its open attempt) may
+    still change: starting or running and its attempt not asked to stop (brk51: a cancel, or a gang
+    part's exit, leaves it running until its GPUs are released, and its limit changed). The rule of
+    :func:`_update_limit_once` (on the locked row) and of the workload page's form."""
+    return workload.state in LIMIT_STATES and (attempt is None or attempt.stop_requested_at is None)
+
+
 def may_raise_limit(actor: User) -> bool:
     """Whether ``actor`` may raise (or remove) the wall-time limit of a started workload: the admins
     of :func:`may_release_admin_hold` (Slurm: only an operator raises a job's ``TimeLimit``)."""
@@ -1462,16 +1498,15 @@ def _update_limit_once(actor: User, current: Workload, new: Any, seen_version: i
         # The workload's row first, as the tick's stop_timed_out takes it (docs/locking.md): a stop
         # issued before this lock makes it preempting (refused below), one after it reads this limit.
         locked = Workload.objects.select_for_update().get(pk=current.pk)
-        if locked.state not in LIMIT_STATES:
+        attempt = Attempt.objects.filter(workload_id=current.pk, ended_at__isnull=True).first()
+        if not limit_may_change(locked, attempt):
+            if locked.state in LIMIT_STATES:  # its attempt was asked to stop: it ends as asked
+                raise UpdateError("not_pending", "state", LIMIT_STOP_ASKED, status=409)
             _refuse_unless_pending(locked)
         if locked.spec_version != current.spec_version:
             return None
         now = timezone.now()
-        started = (
-            Attempt.objects.filter(workload_id=current.pk, ended_at__isnull=True)
-            .values_list("started_at", flat=True)
-            .first()
-        )
+        started = attempt.started_at if attempt is not None else None
         past = new is not None and started is not None and started + timedelta(seconds=new) <= now
         Workload.objects.filter(pk=current.pk).update(
             max_runtime_s=new, spec_version=locked.spec_version + 1, updated_at=now
@@ -1550,7 +1585,7 @@ def do_update_group(actor: User, group: Any, changes: Mapping[str, Any]) -> list
     changed = []
     for w in mine:
         try:
-            done = do_update_workload(actor, w, changes, tree=tree)
+            done = do_update_workload(actor, w, changes, tree=tree, pending_only=True)
         except UpdateError as exc:
             if exc.code not in ("not_pending", "budget_charged"):
                 raise

@@ -93,6 +93,7 @@ from scheduler.services import (
     hold_changes,
     host_action_problem,
     host_actions,
+    limit_may_change,
     may_operate_hosts,
     may_raise_limit,
     may_read_private,
@@ -678,7 +679,8 @@ def _workload_context(
         **_group_actions(request.user, workload),
         "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
         # docs/jobs.md: a pending workload's request changes; of a started one only its wall-time limit
-        "can_update": workload.state in (Workload.State.PENDING, *LIMIT_STATES) and can_cancel(request.user, workload),
+        "can_update": (workload.state == Workload.State.PENDING or limit_may_change(workload, open_attempt))
+        and can_cancel(request.user, workload),
         "limit_only": workload.state in LIMIT_STATES,
         "may_raise_limit": may_raise_limit(request.user),
         "edit_form": form,

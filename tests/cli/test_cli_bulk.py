@@ -78,10 +78,10 @@ def test_without_yes_and_no_terminal_it_refuses(monkeypatch, researcher, mine):
     assert {s for s, _ in _states().values()} == {"pending"}
 
 
-def test_it_asks_and_does_only_on_yes(monkeypatch, researcher, mine):
+def test_it_asks_and_does_only_on_yes(monkeypatch, capsys, researcher, mine):
     monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
     out = run_cli(monkeypatch, researcher, "hold", "--mine")
-    assert "Hold these 3 workloads? [y/N] " in out and "nothing changed" in out
+    assert "Hold these 3 workloads? [y/N] " in capsys.readouterr().err and "nothing changed" in out
     assert {h for _, h in _states().values()} == {""}
     monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
     out = run_cli(monkeypatch, researcher, "hold", "--mine")
