@@ -708,6 +708,10 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
         else:
             for message in form.show_problems({f: [str(m) for m in msgs] for f, msgs in serializer.errors.items()}):
                 messages.error(request, message)
+    else:
+        for field in form.hidden_fields():  # its error has no place beside a field: a message (left50)
+            for message in field.errors:
+                messages.error(request, message)
     scope = _scope(request)
     return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, shown), status=status)
 
