@@ -413,7 +413,10 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
     hold = serializers.BooleanField(
-        required=False, default=False, help_text="submit it held (``sbatch -H``): it waits until released"
+        required=False,
+        default=False,
+        allow_null=True,
+        help_text="submit it held (``sbatch -H``): it waits until released; null: not given (not held)",
     )
 
     def validate_cpus(self, value: Any) -> Any:
@@ -501,7 +504,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "retries": 0 if data.get("retries") is None else data["retries"],
             "after": [] if data.get("after") is None else data["after"],
             "array": data.get("array"),
-            "hold": data.get("hold", False),
+            "hold": data.get("hold") is True,  # null: not given, as absent (left50)
         }
 
 
@@ -558,6 +561,9 @@ class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
                 {name: [f"{name} cannot be changed after submission: cancel and submit again."] for name in fixed},
                 code="not_updatable",
             )
+        if hasattr(data, "keys") and "hold" in data and data["hold"] is None:
+            # null is "not given" (as in a submission): no hold change (left50; was not_updatable)
+            data = {k: v for k, v in data.items() if k != "hold"}
         if hasattr(data, "keys") and "hold" in data:
             raise serializers.ValidationError(
                 {
