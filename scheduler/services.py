@@ -1135,21 +1135,22 @@ def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
     return any(can_cancel(actor, w) for w in distinct.values())
 
 
-def do_cancel_group(actor: User, group: Any) -> int:
+def do_cancel_group(actor: User, group: Any) -> list[int]:
     """Cancel every member of an array group that is not final yet (one ``do_cancel_workload``
-    each, so each member's cancel is the ordinary one); returns how many were canceled or asked
-    to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
+    each, so each member's cancel is the ordinary one); returns the ids of those canceled or asked
+    to stop, in id order (as :func:`do_hold_group`). Raises CancelError ``forbidden`` (403) when
+    ``actor`` may cancel none of them."""
     members = list(Workload.objects.filter(group=group).select_related("budget"))
     if not can_cancel_group(actor, group, members):
         raise CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
     live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
-    done = 0
-    for w in live:
+    done = []
+    for w in sorted(live, key=lambda w: w.pk):
         try:
             do_cancel_workload(actor, w)
         except CancelError:
             continue  # it became final meanwhile
-        done += 1
+        done.append(w.pk)
     return done
 
 

@@ -756,7 +756,7 @@ def cancel_group(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Cancel every member of array group ``pk`` not final yet; back to the group's list."""
     group = get_object_or_404(ArrayGroup, pk=pk)
     try:
-        n = do_cancel_group(request.user, group)
+        n = len(do_cancel_group(request.user, group))
         messages.success(request, f"Canceled {n} workloads of array group {group.pk}.")
     except ServiceError as exc:
         messages.error(request, exc.message)

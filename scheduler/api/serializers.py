@@ -1223,6 +1223,15 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
 
 
+class GroupCanceledSerializer(serializers.Serializer):
+    """The answer of ``POST /api/v1/groups/{id}/cancel/``: the shape of a group's hold, release
+    and update (``group``, what was done, ``members``)."""
+
+    group = serializers.IntegerField()
+    canceled = serializers.IntegerField(help_text="members canceled or asked to stop by this request")
+    members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members canceled")
+
+
 class GroupHoldSerializer(serializers.Serializer):
     group = serializers.IntegerField()
     held = serializers.IntegerField(help_text="pending members held by this request")

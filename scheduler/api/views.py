@@ -36,6 +36,7 @@ from scheduler.api.serializers import (
     ROW_NAMES,
     ArrayGroupSerializer,
     ClusterSerializer,
+    GroupCanceledSerializer,
     GroupHoldSerializer,
     GroupReleaseSerializer,
     GroupUpdatedSerializer,
@@ -615,13 +616,15 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
                 qs = qs.filter(owner__username=owner)
         return qs.order_by("-id")
 
+    @extend_schema(request=None, responses=GroupCanceledSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        """200 ``{"group", "canceled"}``: members canceled (or asked to stop); 403 ``forbidden``."""
+        """200 ``{"group", "canceled", "members"}``: members canceled (or asked to stop), their
+        ids (the shape of hold, release and update: left50); 403 ``forbidden``."""
         refuse_body(request)
         group = self.get_object()
-        canceled = do_cancel_group(request.user, group)
-        return Response({"group": group.pk, "canceled": canceled})
+        done = do_cancel_group(request.user, group)
+        return Response({"group": group.pk, "canceled": len(done), "members": done})
 
     @extend_schema(request=GroupUpdateSerializer, responses=GroupUpdatedSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
