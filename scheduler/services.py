@@ -32,6 +32,7 @@ from budgets.rules import submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text
+from fairway_cli.words import resubmitted_from_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
@@ -743,7 +744,8 @@ def do_submit_workload(
         submits a whole lab's jobs as one user, chooses its own (``replay_trace --submit-limit``).
 
         ``resubmitted_from``: the workload this submission copies (``scheduler.resubmit``): kept on
-        the new workload(s), and their ``submitted`` event says "resubmitted from #N".
+        the new workload(s), and their ``submitted`` event says "resubmitted from #N"
+        (``fairway_cli.words.resubmitted_from_text``).
     """
     problems: list[FieldProblem] = []
 
@@ -983,7 +985,7 @@ def do_submit_workload(
                 at=now,
                 kind="submitted",
                 actor=owner,
-                message=(f"resubmitted from #{resubmitted_from.pk}; " if resubmitted_from is not None else "")
+                message=(f"{resubmitted_from_text(resubmitted_from.pk)}; " if resubmitted_from is not None else "")
                 + f"submitted to {the_budget.path} on {the_cluster.name}"
                 + jobs.describe(index),
                 data={

@@ -51,7 +51,7 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import UNFUNDED_ATTEMPT
+from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
@@ -600,6 +600,8 @@ def _workload_context(
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
         **_group_actions(request.user, workload),
         "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
+        "resubmitted_from_label": RESUBMITTED_FROM,  # the words of every surface (fairway_cli.words)
+        "resubmitted_as_label": RESUBMITTED_AS,
         "can_update": workload.state == Workload.State.PENDING and can_cancel(request.user, workload),
         "edit_form": edit_form or WorkloadEditForm(initial=_edit_values(workload, scope)),
     }

@@ -1112,6 +1112,15 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         allow_null=True,
         help_text="the workload this one was submitted again from (POST workloads/{id}/resubmit/); null: none",
     )
+    resubmissions = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_resubmissions(self, obj: Workload) -> list[int]:
+        """The ids of the workloads submitted again from this one, in id order (``?resubmitted_from=``
+        lists them): prefetched by the detail (``views.detail_prefetches``), else one query."""
+        if "resubmissions" in getattr(obj, "_prefetched_objects_cache", {}):
+            return [w.pk for w in obj.resubmissions.all()]
+        return list(obj.resubmissions.order_by("id").values_list("id", flat=True))
 
     def get_after(self, obj: Workload) -> list[dict[str, Any]]:
         """``[{"workload": 12, "condition": "ok", "state": "running"}]``: what it waits for."""
@@ -1145,6 +1154,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "retries_used",
             "after",
             "resubmitted_from",
+            "resubmissions",
             "held_at",
             "held_by",
             "can_cancel",

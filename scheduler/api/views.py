@@ -158,7 +158,7 @@ RELATIONS = "fairway_relations"
 """The annotation of :meth:`WorkloadViewSet.detail_rows`: the sum of the bits of
 :data:`RELATION_BITS` whose relation holds a row of the workload."""
 
-RELATION_BITS = {"attempts": 1, "dependencies": 2}
+RELATION_BITS = {"attempts": 1, "dependencies": 2, "resubmissions": 4}
 """The relations of a detail that many workloads have no row in (never started; waits for nothing)."""
 
 
@@ -173,7 +173,8 @@ def _relations_sql() -> RawSQL:
         relation = Workload._meta.get_field(name)
         table, column = quote(relation.related_model._meta.db_table), quote(relation.field.column)
         probes.append(
-            f"CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE {table}.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
+            # aliased: a relation of the workload table itself (resubmissions) names the outer row too
+            f"CASE WHEN EXISTS (SELECT 1 FROM {table} AS rel WHERE rel.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
         )
     return RawSQL(" + ".join(probes), [], output_field=IntegerField())  # noqa: S611 -- the models' own names, no input
 
@@ -223,6 +224,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .only("workload", "after", "condition", "after__state")
                 .order_by("after_id"),
             ),
+            Prefetch("resubmissions", queryset=Workload.objects.only("id", "resubmitted_from").order_by("id")),
         ]
 
     @staticmethod
@@ -335,9 +337,10 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """201 with the workload a submission just wrote."""
         # The row just written (owner, budget, cluster attached) is the answer: no second read of
         # it. Known without a query: no attempt yet, the one ``submitted`` event the service wrote,
-        # and, without an ``after`` list, no dependencies.
+        # no resubmission, and, without an ``after`` list, no dependencies.
         _prefill(workload, "attempts", [])
         _prefill(workload, "events", [workload.submitted_event])
+        _prefill(workload, "resubmissions", [])  # nothing is submitted again from it yet
         if not after:
             _prefill(workload, "dependencies", [])
         else:
