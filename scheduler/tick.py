@@ -246,15 +246,31 @@ def _lock_workloads(decisions: p.Decisions, index: SnapshotIndex, reasons: Itera
     ids.update(reasons)
     if not ids:
         return set()
-    rows = (
-        Workload.objects.select_for_update()
-        .filter(pk__in=ids)
-        .order_by("pk")
-        .values_list("pk", "state", "spec_version")
-    )
+    if connection.vendor == "postgresql":
+        rows = _lock_workloads_pg(ids)
+    else:
+        rows = list(
+            Workload.objects.select_for_update()
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values_list("pk", "state", "spec_version")
+        )
     as_read = {pk: (state, version) for pk, state, version in rows}
     pending = Workload.State.PENDING
     return {w for pk, w in wanted.items() if as_read.get(pk) != (pending, index.pending_version.get(pk))}
+
+
+def _lock_workloads_pg(ids: set[int]) -> list[tuple[int, str, int]]:
+    """:func:`_lock_workloads`'s statement on PostgreSQL: the ids as one array parameter (``= ANY``),
+    not one placeholder each: with every changed reason among them (12,257 at the first size) the
+    ORM's ``IN`` list cost ~0.1 s of building and passing, the row locks themselves ~0.01 s."""
+    table = Workload._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT id, state, spec_version FROM {table} WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE",  # noqa: S608 - table name from the model, values are parameters
+            [sorted(ids)],
+        )
+        return [(int(pk), str(state), int(version)) for pk, state, version in cur.fetchall()]
 
 
 def _without_preemptors(decisions: p.Decisions, gone: set[str], result: TickResult) -> p.Decisions:
