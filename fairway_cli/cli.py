@@ -39,7 +39,13 @@ from fairway_cli import __version__
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
 from fairway_cli.waiting import FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
-from fairway_cli.words import UNFUNDED_ATTEMPT, reason_words, silent_host_words
+from fairway_cli.words import (
+    UNFUNDED_ATTEMPT,
+    reason_words,
+    resubmitted_as_text,
+    resubmitted_from_text,
+    silent_host_words,
+)
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
@@ -743,7 +749,7 @@ def _submitted_words(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -
     array = w.get("array")
     what = _array_submitted(array) if array else f"#{w['id']} {w['name']}"
     each = "each " if array and array["count"] > 1 else ""
-    again = f" (again from #{w['resubmitted_from']})" if w.get("resubmitted_from") else ""
+    again = f" ({resubmitted_from_text(w['resubmitted_from'])})" if w.get("resubmitted_from") else ""
     out.write(
         f"submitted {what}{again}: {each}{w['gpu_count']} × {w['gpu_model']} on {w['cluster']}, "
         f"budget {w['budget']}, {kind} — {w['state']}\n"
@@ -851,8 +857,9 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
         "owner": "me" if args.mine else args.owner,
         "cluster": args.cluster,
         "group": args.group,
+        "resubmitted_from": getattr(args, "resubmitted_from", None),
     }
-    if not everything and not args.state and args.group is None:
+    if not everything and not args.state and args.group is None and params["resubmitted_from"] is None:
         params["state"] = UNFINISHED_STATES
     return params
 
@@ -1004,7 +1011,9 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         ),
         ("after", ", ".join(f"#{d['workload']}:{d['condition']} ({d['state']})" for d in w.get("after") or [])),
         ("array", f"group {w['group']}, index {w['array_index']}" if w.get("group") else ""),
-        ("submitted again", f"from #{w['resubmitted_from']}" if w.get("resubmitted_from") else ""),
+        ("origin", resubmitted_from_text(w["resubmitted_from"]) if w.get("resubmitted_from") else ""),
+        # an older server sends no resubmissions
+        ("resubmissions", resubmitted_as_text(w["resubmissions"]) if w.get("resubmissions") else ""),
     ]
     if w.get("env") is not None:
         facts.append(("env", " ".join(f"{k}={v['value']}" for k, v in w["env"].items()) or "-"))
@@ -2191,6 +2200,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
     p.add_argument("--all", "-a", action="store_true", help="include finished workloads")
     p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
+    p.add_argument(
+        "--resubmitted-from",
+        type=_positive_int,
+        metavar="ID",
+        help="the workloads resubmitted from workload ID (all states)",
+    )
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")

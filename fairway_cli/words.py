@@ -86,3 +86,21 @@ def silent_host_words(silent: Mapping[str, Any]) -> str:
         f"host {silent['host']} silent since {since}; ends lost at {instant_text(silent['lost_at'])} "
         "unless it returns (charged up to its last heartbeat)"
     )
+
+
+RESUBMITTED_FROM = "resubmitted from"
+RESUBMITTED_AS = "resubmitted as"
+"""How every surface names a resubmission's origin and its copies (docs/jobs.md "Submit again"):
+the page's labels, and the words of :func:`resubmitted_from_text` and :func:`resubmitted_as_text`
+(left50: "again from", "submitted again from" and "resubmitted from" said one thing)."""
+
+
+def resubmitted_from_text(pk: int) -> str:
+    """``resubmitted from #12``: the origin of a workload submitted again from #12 (its
+    ``submitted`` event, ``fairway resubmit``'s answer, ``fairway show``)."""
+    return f"{RESUBMITTED_FROM} #{pk}"
+
+
+def resubmitted_as_text(pks: Iterable[int]) -> str:
+    """``resubmitted as #13, #14``: the workloads submitted again from one (``fairway show``)."""
+    return f"{RESUBMITTED_AS} " + ", ".join(f"#{pk}" for pk in pks)

@@ -247,11 +247,31 @@ def _write_estimates(changed: list[Workload], versions: dict[int, int] | None = 
     another transaction changed. Each value carries its column's type: a CASE of bare NULLs is
     text to PostgreSQL. ``versions``: each workload's ``spec_version`` as the simulation read it
     (``SnapshotIndex.pending_version``): a workload updated since keeps what the update left (no
-    estimate) until the next run judges its new request."""
+    estimate) until the next run judges its new request.
+
+    Each chunk (in id order) is its own transaction that locks its rows first, in id order, in one
+    statement (docs/locking.md), then writes them: the ``UPDATE`` alone took them in the order
+    PostgreSQL's plan chose, and deadlocked with the tick's or any ordered locker (left50)."""
+    from django.db import transaction
+
     versions = versions or {}
+    changed = sorted(changed, key=lambda w: w.pk)
     for i in range(0, len(changed), 500):
         chunk = changed[i : i + 500]
-        Workload.objects.filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING).update(
+        with transaction.atomic():
+            _write_chunk(chunk, versions)
+
+
+def _write_chunk(chunk: list[Workload], versions: dict[int, int]) -> None:
+    """:func:`_write_estimates` of one chunk, inside its transaction."""
+    pending = list(
+        Workload.objects.select_for_update()
+        .filter(pk__in=[w.pk for w in chunk], state=Workload.State.PENDING)
+        .order_by("pk")  # docs/locking.md: several workloads in id order, one statement
+        .values_list("pk", flat=True)
+    )
+    if pending:
+        Workload.objects.filter(pk__in=pending, state=Workload.State.PENDING).update(
             estimated_start=Case(
                 *(
                     When(pk=w.pk, **_as_read(w, versions), then=Value(w.estimated_start, DateTimeField(null=True)))

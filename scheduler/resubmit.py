@@ -82,8 +82,12 @@ def workload_spec(workload: Workload, budget_path: str) -> dict[str, Any]:
         "retries": workload.retries,
         "array": str(workload.array_index) if workload.array_index is not None else None,
     }
-    empty = ("image", "env", "cpus", "memory", "shared_memory", "mounts", "max_runtime", "array")
-    return {k: v for k, v in spec.items() if not (k in empty and v in (None, "", [], {}))}
+    return {k: v for k, v in spec.items() if not (k in SPEC_LEFT_OUT_EMPTY and v in (None, "", [], {}))}
+
+
+SPEC_LEFT_OUT_EMPTY = ("image", "env", "cpus", "memory", "shared_memory", "mounts", "max_runtime", "array")
+"""The keys of :func:`workload_spec` left out when empty (the schema's optional ones:
+``WorkloadSpecSerializer``)."""
 
 
 def _merged_env(old: Mapping[str, Any], given: Any) -> Any:

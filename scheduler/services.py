@@ -33,6 +33,7 @@ from budgets.rules import submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text
+from fairway_cli.words import resubmitted_from_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
@@ -744,7 +745,8 @@ def do_submit_workload(
         submits a whole lab's jobs as one user, chooses its own (``replay_trace --submit-limit``).
 
         ``resubmitted_from``: the workload this submission copies (``scheduler.resubmit``): kept on
-        the new workload(s), and their ``submitted`` event says "resubmitted from #N".
+        the new workload(s), and their ``submitted`` event says "resubmitted from #N"
+        (``fairway_cli.words.resubmitted_from_text``).
     """
     problems: list[FieldProblem] = []
 
@@ -994,7 +996,7 @@ def do_submit_workload(
                 at=now,
                 kind="submitted",
                 actor=owner,
-                message=(f"resubmitted from #{resubmitted_from.pk}; " if resubmitted_from is not None else "")
+                message=(f"{resubmitted_from_text(resubmitted_from.pk)}; " if resubmitted_from is not None else "")
                 + f"submitted to {the_budget.path} on {the_cluster.name}"
                 + jobs.describe(index),
                 data={
@@ -1169,21 +1171,22 @@ def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:
     return any(can_cancel(actor, w) for w in distinct.values())
 
 
-def do_cancel_group(actor: User, group: Any) -> int:
+def do_cancel_group(actor: User, group: Any) -> list[int]:
     """Cancel every member of an array group that is not final yet (one ``do_cancel_workload``
-    each, so each member's cancel is the ordinary one); returns how many were canceled or asked
-    to stop. Raises CancelError ``forbidden`` (403) when ``actor`` may cancel none of them."""
+    each, so each member's cancel is the ordinary one); returns the ids of those canceled or asked
+    to stop, in id order (as :func:`do_hold_group`). Raises CancelError ``forbidden`` (403) when
+    ``actor`` may cancel none of them."""
     members = list(Workload.objects.filter(group=group).select_related("budget"))
     if not can_cancel_group(actor, group, members):
         raise CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
     live = [w for w in members if w.state not in Workload.FINAL_STATES and can_cancel(actor, w)]
-    done = 0
-    for w in live:
+    done = []
+    for w in sorted(live, key=lambda w: w.pk):
         try:
             do_cancel_workload(actor, w)
         except CancelError:
             continue  # it became final meanwhile
-        done += 1
+        done.append(w.pk)
     return done
 
 

@@ -359,9 +359,27 @@ class WorkloadEditForm(forms.Form):
     cpus = forms.CharField(required=False, label="CPUs per host", help_text="empty: the host's per-GPU share")
     memory = forms.CharField(required=False, label="Memory per host", help_text="e.g. 64G; empty: the per-GPU share")
     shared_memory = forms.CharField(required=False, label="Shared memory", help_text="e.g. 8G; empty: the runtime's")
-    version = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    version = forms.CharField(required=False, widget=forms.HiddenInput)
     """the ``spec_version`` shown: every field is posted, changed or not (``do_update_workload``'s
     ``seen_version``: a form shown before another update is refused rather than undo it, brk46)"""
+
+    VERSION_GARBLED = (
+        "This form's version of the request is not one the page showed (edited or garbled): reload the "
+        "workload's page and make the change again."
+    )
+    """The refusal of a ``version`` that is no whole number from 0 up (``invalid_version``): the field
+    is hidden, so the page shows it as a message (left50: a bare 400)."""
+
+    def clean_version(self) -> int | None:
+        """The posted ``version`` as a number; none posted: None (no check, as the API's update)."""
+        from scheduler.services import MAX_DB_INT
+
+        text = self.cleaned_data.get("version", "")
+        if not text:
+            return None
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_DB_INT:
+            raise forms.ValidationError(self.VERSION_GARBLED, code="invalid_version")
+        return int(text)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, auto_id="edit_%s", **kwargs)

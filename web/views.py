@@ -51,7 +51,7 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import UNFUNDED_ATTEMPT
+from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
@@ -678,6 +678,8 @@ def _workload_context(
         "dependencies": list(workload.dependencies.select_related("after").order_by("after_id")),
         **_group_actions(request.user, workload),
         "resubmissions": list(workload.resubmissions.order_by("id").values_list("id", flat=True)),
+        "resubmitted_from_label": RESUBMITTED_FROM,  # the words of every surface (fairway_cli.words)
+        "resubmitted_as_label": RESUBMITTED_AS,
         # docs/jobs.md: a pending workload's request changes; of a started one only its wall-time limit
         "can_update": (workload.state == Workload.State.PENDING or limit_may_change(workload, open_attempt))
         and can_cancel(request.user, workload),
@@ -798,6 +800,10 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
         else:
             for message in form.show_problems({f: [str(m) for m in msgs] for f, msgs in serializer.errors.items()}):
                 messages.error(request, message)
+    else:
+        for field in form.hidden_fields():  # its error has no place beside a field: a message (left50)
+            for message in field.errors:
+                messages.error(request, message)
     scope = _scope(request)
     return _render(request, "web/workload.html", _workload_context(request, _workload(pk), scope, shown), status=status)
 
@@ -842,7 +848,7 @@ def cancel_group(request: HttpRequest, pk: int) -> HttpResponseBase:
     """Cancel every member of array group ``pk`` not final yet; back to the group's list."""
     group = get_object_or_404(ArrayGroup, pk=pk)
     try:
-        n = do_cancel_group(request.user, group)
+        n = len(do_cancel_group(request.user, group))
         messages.success(request, f"Canceled {n} workloads of array group {group.pk}.")
     except ServiceError as exc:
         messages.error(request, exc.message)

@@ -64,6 +64,11 @@ def _known_group(value: int | None) -> None:
         raise _refused(f"No group {value}.")
 
 
+def _known_workload(value: int | None) -> None:
+    if value is not None and not Workload.objects.filter(pk=value).exists():
+        raise _refused(f"No workload {value}.")
+
+
 def _known_cluster(value: str) -> None:
     if not Cluster.objects.filter(name=value).exists():
         raise _refused(f"No cluster {value!r}.")
@@ -72,7 +77,8 @@ def _known_cluster(value: str) -> None:
 class WorkloadFilter(django_filters.FilterSet):
     """``state``: one or more states, comma-separated. ``budget``: a path or id; includes the
     budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name. ``group``: an
-    array group id. An unknown state, budget, owner, cluster or group is a 400 naming it (the API; the web page
+    array group id. ``resubmitted_from``: a workload id, the workloads submitted again from it (left50).
+    An unknown state, budget, owner, cluster, group or workload is a 400 naming it (the API; the web page
     ignores an invalid filter), as submitting to one is, not an empty list."""
 
     state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
@@ -80,10 +86,11 @@ class WorkloadFilter(django_filters.FilterSet):
     owner = django_filters.CharFilter(method="filter_owner", validators=[known_owner])
     cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
     group = IdFilter(field_name="group_id", validators=[_known_group])
+    resubmitted_from = IdFilter(field_name="resubmitted_from_id", validators=[_known_workload])
 
     class Meta:
         model = Workload
-        fields = ["state", "budget", "owner", "cluster", "group"]
+        fields = ["state", "budget", "owner", "cluster", "group", "resubmitted_from"]
 
     def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         states = [s.strip() for s in value.split(",") if s.strip()]

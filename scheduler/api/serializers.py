@@ -372,7 +372,10 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
     hold = serializers.BooleanField(
-        required=False, default=False, help_text="submit it held (``sbatch -H``): it waits until released"
+        required=False,
+        default=False,
+        allow_null=True,
+        help_text="submit it held (``sbatch -H``): it waits until released; null: not given (not held)",
     )
 
     def validate_cpus(self, value: Any) -> Any:
@@ -460,7 +463,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "retries": 0 if data.get("retries") is None else data["retries"],
             "after": [] if data.get("after") is None else data["after"],
             "array": data.get("array"),
-            "hold": data.get("hold", False),
+            "hold": data.get("hold") is True,  # null: not given, as absent (left50)
         }
 
 
@@ -517,6 +520,9 @@ class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
                 {name: [f"{name} cannot be changed after submission: cancel and submit again."] for name in fixed},
                 code="not_updatable",
             )
+        if hasattr(data, "keys") and "hold" in data and data["hold"] is None:
+            # null is "not given" (as in a submission): no hold change (left50; was not_updatable)
+            data = {k: v for k, v in data.items() if k != "hold"}
         if hasattr(data, "keys") and "hold" in data:
             raise serializers.ValidationError(
                 {
@@ -1065,6 +1071,15 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         allow_null=True,
         help_text="the workload this one was submitted again from (POST workloads/{id}/resubmit/); null: none",
     )
+    resubmissions = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
+    def get_resubmissions(self, obj: Workload) -> list[int]:
+        """The ids of the workloads submitted again from this one, in id order (``?resubmitted_from=``
+        lists them): prefetched by the detail (``views.detail_prefetches``), else one query."""
+        if "resubmissions" in getattr(obj, "_prefetched_objects_cache", {}):
+            return [w.pk for w in obj.resubmissions.all()]
+        return list(obj.resubmissions.order_by("id").values_list("id", flat=True))
 
     def get_after(self, obj: Workload) -> list[dict[str, Any]]:
         """``[{"workload": 12, "condition": "ok", "state": "running"}]``: what it waits for."""
@@ -1098,6 +1113,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "retries_used",
             "after",
             "resubmitted_from",
+            "resubmissions",
             "held_at",
             "held_by",
             "can_cancel",
@@ -1174,6 +1190,15 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         if request is None or obj.state in Workload.FINAL_STATES:
             return False
         return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
+
+
+class GroupCanceledSerializer(serializers.Serializer):
+    """The answer of ``POST /api/v1/groups/{id}/cancel/``: the shape of a group's hold, release
+    and update (``group``, what was done, ``members``)."""
+
+    group = serializers.IntegerField()
+    canceled = serializers.IntegerField(help_text="members canceled or asked to stop by this request")
+    members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members canceled")
 
 
 class GroupHoldSerializer(serializers.Serializer):

@@ -38,6 +38,7 @@ from scheduler.api.serializers import (
     BulkActionSerializer,
     BulkOutcomeSerializer,
     ClusterSerializer,
+    GroupCanceledSerializer,
     GroupHoldSerializer,
     GroupReleaseSerializer,
     GroupUpdatedSerializer,
@@ -160,7 +161,7 @@ RELATIONS = "fairway_relations"
 """The annotation of :meth:`WorkloadViewSet.detail_rows`: the sum of the bits of
 :data:`RELATION_BITS` whose relation holds a row of the workload."""
 
-RELATION_BITS = {"attempts": 1, "dependencies": 2}
+RELATION_BITS = {"attempts": 1, "dependencies": 2, "resubmissions": 4}
 """The relations of a detail that many workloads have no row in (never started; waits for nothing)."""
 
 
@@ -175,7 +176,8 @@ def _relations_sql() -> RawSQL:
         relation = Workload._meta.get_field(name)
         table, column = quote(relation.related_model._meta.db_table), quote(relation.field.column)
         probes.append(
-            f"CASE WHEN EXISTS (SELECT 1 FROM {table} WHERE {table}.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
+            # aliased: a relation of the workload table itself (resubmissions) names the outer row too
+            f"CASE WHEN EXISTS (SELECT 1 FROM {table} AS rel WHERE rel.{column} = {workload}) THEN {bit} ELSE 0 END"  # noqa: S608 -- the models' own names
         )
     return RawSQL(" + ".join(probes), [], output_field=IntegerField())  # noqa: S611 -- the models' own names, no input
 
@@ -225,6 +227,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 .only("workload", "after", "condition", "after__state")
                 .order_by("after_id"),
             ),
+            Prefetch("resubmissions", queryset=Workload.objects.only("id", "resubmitted_from").order_by("id")),
         ]
 
     @staticmethod
@@ -337,9 +340,10 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         """201 with the workload a submission just wrote."""
         # The row just written (owner, budget, cluster attached) is the answer: no second read of
         # it. Known without a query: no attempt yet, the one ``submitted`` event the service wrote,
-        # and, without an ``after`` list, no dependencies.
+        # no resubmission, and, without an ``after`` list, no dependencies.
         _prefill(workload, "attempts", [])
         _prefill(workload, "events", [workload.submitted_event])
+        _prefill(workload, "resubmissions", [])  # nothing is submitted again from it yet
         if not after:
             _prefill(workload, "dependencies", [])
         else:
@@ -661,13 +665,15 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
                 qs = qs.filter(owner__username=owner)
         return qs.order_by("-id")
 
+    @extend_schema(request=None, responses=GroupCanceledSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
-        """200 ``{"group", "canceled"}``: members canceled (or asked to stop); 403 ``forbidden``."""
+        """200 ``{"group", "canceled", "members"}``: members canceled (or asked to stop), their
+        ids (the shape of hold, release and update: left50); 403 ``forbidden``."""
         refuse_body(request)
         group = self.get_object()
-        canceled = do_cancel_group(request.user, group)
-        return Response({"group": group.pk, "canceled": canceled})
+        done = do_cancel_group(request.user, group)
+        return Response({"group": group.pk, "canceled": len(done), "members": done})
 
     @extend_schema(request=GroupUpdateSerializer, responses=GroupUpdatedSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:

@@ -24,7 +24,7 @@ def test_the_owner_submits_again_with_overrides(monkeypatch, researcher, old):
         monkeypatch, researcher, "resubmit", str(old.pk), "-g", "2", "-M", "30m", "-t", "1h", "--retries", "0"
     )
     new = Workload.objects.exclude(pk=old.pk).get()
-    assert f"submitted #{new.pk} pretrain (again from #{old.pk}): 2 × A100 on default, budget nlp/olmo" in out
+    assert f"submitted #{new.pk} pretrain (resubmitted from #{old.pk}): 2 × A100 on default, budget nlp/olmo" in out
     assert (new.gpu_count, new.min_runtime_s, new.max_runtime_s, new.retries) == (2, 1800, 3600, 0)
     assert new.env["HF_TOKEN"]["value"] == "hf_owner" and new.resubmitted_from == old
     shown = run_cli(monkeypatch, researcher, "show", str(new.pk))

@@ -80,8 +80,8 @@ def test_an_update_waiting_for_the_tick_is_refused_not_pending(monkeypatch, host
     real_lock = tick._lock_workloads
     seen: dict[str, Any] = {}
 
-    def lock_then_update(decisions: Any, index: Any) -> Any:
-        gone = real_lock(decisions, index)
+    def lock_then_update(decisions: Any, index: Any, reasons: Any = ()) -> Any:
+        gone = real_lock(decisions, index, reasons)
         other = Waiting(lambda: do_update_workload(researcher, Workload.objects.get(pk=workload.pk), {"gpu_count": 8}))
         assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
         seen["other"] = other
