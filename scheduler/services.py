@@ -1535,7 +1535,10 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
         previous = locked.hold
         locked.hold, locked.held_at, locked.held_by = Hold.NONE, None, None
         locked.spec_version += 1  # a tick whose snapshot read it held leaves its reason to the next
-        update = ["hold", "held_at", "held_by", "spec_version", "updated_at"]
+        # An estimates run while it was held found no start (nothing starts held work there): that
+        # answer said "No start within the next 7 days" once it was released (try50); forgotten, as an update does
+        locked.estimated_start, locked.no_start_found = None, False
+        update = ["hold", "held_at", "held_by", "estimated_start", "no_start_found", "spec_version", "updated_at"]
         if locked.pending_reason == PendingReason.HELD and "hold" in (locked.pending_detail or {}):
             locked.pending_reason, locked.pending_detail = "", {}
             update += ["pending_reason", "pending_detail"]
