@@ -1010,11 +1010,19 @@ def estimate_words(workload: Workload) -> str:
     if not estimable(workload.pending_reason, workload.pending_detail):
         if workload.pending_reason == "dependency":  # its after list: the group's %N cap is estimable
             return dependency_words()
-        # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
+        # As its quote said ("none: waits for #12"): no refresh brings one while it waits. Said
+        # for the wait at hand (try50: a held workload read "the estimate lets no work end on its
+        # own (only at its wall-time limit) and no hold or hardware change", which named neither).
+        if workload.pending_reason == "held" and workload.hold:
+            return "Not given while it is held: the estimate releases no hold, so it gives one once it is released."
+        if workload.pending_reason == "held":
+            return (
+                "Not given while its budget is on hold: the estimate lifts no hold, so it gives one "
+                "once the budget is released."
+            )
         return (
-            "Not given while it waits as said above: the estimate lets no work end on its own "
-            "(only at its wall-time limit) and no hold or hardware change, so it gives one "
-            "once that wait is over."
+            "Not given while no host can hold it: the estimate registers no hardware, so it gives one "
+            "once such a host is registered."
         )
     if workload.no_start_found:
         # The quote said "none before <a week on>" for the same search; "not known yet" read as

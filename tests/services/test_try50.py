@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from scheduler.estimates import store_estimates
-from scheduler.models import Workload
+from scheduler.models import Host, Workload
 from scheduler.reports import estimate_words
 from scheduler.services import do_release_workload, do_submit_workload
 from scheduler.tick import run_tick
@@ -26,3 +26,27 @@ def test_a_release_forgets_the_estimate_run_made_while_it_was_held(researcher, s
     row = Workload.objects.get(pk=released.pk)
     assert (row.estimated_start, row.no_start_found) == (None, False)
     assert estimate_words(row).startswith("Not known yet")
+
+
+def test_no_estimate_says_which_wait_keeps_it(researcher, submit_kwargs, org_tree):
+    """try50: a workload held by its owner read "Not given while it waits as said above: the
+    estimate lets no work end on its own (only at its wall-time limit) and no hold or hardware
+    change…", words that named neither its hold nor what ends the wait. Each wait says its own."""
+    from budgets.services import do_set_hold
+
+    held = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, hold=True))
+    too_big = do_submit_workload(researcher, **submit_kwargs(gpu_model="H100", gpu_count=4))
+    Host.objects.filter(name="h100-1").update(removed_at=timezone.now())  # its only H100 host retired
+    run_tick(held.cluster_id)
+    held.refresh_from_db()
+    too_big.refresh_from_db()
+    assert (held.pending_reason, too_big.pending_reason) == ("held", "unschedulable")
+    assert estimate_words(held) == (
+        "Not given while it is held: the estimate releases no hold, so it gives one once it is released."
+    )
+    assert estimate_words(too_big).startswith("Not given while no host can hold it")
+    do_release_workload(researcher, held)
+    do_set_hold(org_tree["nlp/olmo"], True)
+    run_tick(held.cluster_id)
+    held.refresh_from_db()
+    assert estimate_words(held).startswith("Not given while its budget is on hold")
