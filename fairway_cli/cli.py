@@ -593,12 +593,24 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     _flagged(args, body)
-    missing = [f for f in ("command", "min_runtime") if f not in body]
+    missing = [MISSING_WORDS[f] for f in ("command", "min_runtime") if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
-        raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
+        raise CliError(EXIT_USAGE, "missing: " + "; ".join(missing))
     return body
+
+
+MISSING_WORDS = {
+    # the flag and what it means, not the API's field alone (try50: "missing: min_runtime (flags or
+    # a spec with -f)" to a researcher who had typed flags, --quote included)
+    "command": "the command: after -- (e.g. -- python train.py), or command in the -f spec",
+    "min_runtime": (
+        "the minimum runtime: -M DURATION (e.g. -M 2h; -M 0: unallocated, free and preemptible at any time), "
+        "or min_runtime in the -f spec; `fairway submit --quote -M 2h ...` compares it with 0, 30m, 2h and 8h"
+    ),
+}
+"""What ``fairway submit`` says of a required field it was not given (flags nor spec)."""
 
 
 def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
@@ -1744,7 +1756,12 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--gpu-model", "-m", help="e.g. A100" + default("the cluster's only model; name one where it has several")
     )
     p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
-    p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
+    p.add_argument(
+        "--min-runtime",
+        "-M",
+        help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
+        + (" (default: the workload's)" if again else " (required, here or in the -f spec)"),
+    )
     p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G, at most --memory" + default("the runtime's"))
