@@ -56,7 +56,7 @@ from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
-from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer, WorkloadUpdateSerializer
+from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.gpu_report import unreported_in
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
@@ -661,13 +661,21 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
         if done.state == Workload.State.CANCELED:
             messages.success(request, f"Canceled {target.name} (#{target.pk}).")
         else:
+            # The API's ``stop`` words, as `fairway cancel` prints them: the release said once (try50)
+            # and an attempt its budget's cap made unfunded not called charged.
+            attempt = Attempt.objects.filter(workload=done, ended_at__isnull=True).first()
             charged = (
-                "it is charged until its GPUs are released" if done.allocated else "unallocated work is never charged"
+                "charged until then"
+                if attempt is not None and attempt.charged_until_release
+                else "unfunded: not charged"
+                if done.allocated
+                else "unallocated: never charged"
             )
+            ends_as = STOP_ENDS_AS.get(attempt.stop_reason, "canceled") if attempt is not None else "canceled"
             messages.success(
                 request,
-                f"Stop issued for {target.name} (#{target.pk}): it ends canceled once its GPUs are "
-                f"released; {charged}.",
+                f"Stop issued for {target.name} (#{target.pk}): it ends {ends_as} once its GPUs are "
+                f"released ({charged}).",
             )
     except ServiceError as exc:
         messages.error(request, exc.message)
