@@ -54,3 +54,40 @@ def test_the_pages_cancel_of_unfunded_work_says_not_charged_as_the_api(
     w2, attempt2 = _running(researcher, cluster, submit_kwargs, gpu_count=1)
     Attempt.objects.filter(pk=attempt2.pk).update(unfunded=True)
     assert "(unfunded: not charged)" in run_cli(monkeypatch, researcher, "cancel", str(w2.pk))
+
+
+def test_the_tokens_page_shows_a_cli_login_that_works_when_copied(live_server, researcher, monkeypatch):
+    """try50: the new token's hint read ``fairway --server URL login --token 1192c23546b…``: copied,
+    the ellipsis is no token ("holds characters no API token has"), and a token on the command line
+    is one README tells people not to type (the process list). It shows ``login --token -``, which
+    reads the token from the prompt or a file, and the whole token stays in its own box."""
+    import shutil
+
+    playwright_sync = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    from tests.conftest import PASSWORD
+    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not shutil.which(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with playwright_sync.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=live_server.url).new_page()
+            page.set_default_timeout(20_000)
+            page.goto("/login/")
+            page.fill("#id_username", "researcher")
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{live_server.url}/")
+            page.goto("/tokens/")
+            page.fill("input[name=name]", "laptop")
+            page.get_by_role("button", name="Create token").click()
+            page.wait_for_selector("#new-token")
+            token = page.inner_text("#new-token").strip()
+            hint = page.inner_text("#token-login")
+        finally:
+            browser.close()
+    assert len(token) == 64 and "…" not in token
+    assert f"fairway --server {live_server.url} login --token -, then paste it at the prompt" in hint, hint
+    assert token[:11] not in hint and "…" not in hint.replace("… login --token - < token.txt", "")
