@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -2053,6 +2053,15 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
 
 
 # --- clusters ------------------------------------------------------------------------------
+
+
+def unknown_cluster_words(names: Iterable[str]) -> str:
+    """The words of a command given cluster names that do not exist: the names, the clusters there
+    are (or none yet) and where one comes from (tryout36). ``create_join_token`` and ``run_tick``
+    say it alike (try50: ``run_tick nope`` said "no such cluster: nope" alone)."""
+    known = list(Cluster.objects.order_by("name").values_list("name", flat=True)[:20])
+    there = f"the clusters are: {', '.join(known)}" if known else "there is no cluster yet"
+    return f"no such cluster: {', '.join(sorted(names))} ({there}); an admin creates one at /admin/ → Clusters → Add"
 
 
 def do_create_cluster(name: str, description: str = "") -> Cluster:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from scheduler.estimates import store_estimates
@@ -50,3 +53,16 @@ def test_no_estimate_says_which_wait_keeps_it(researcher, submit_kwargs, org_tre
     run_tick(held.cluster_id)
     held.refresh_from_db()
     assert estimate_words(held).startswith("Not given while its budget is on hold")
+
+
+def test_run_tick_of_an_unknown_cluster_names_the_clusters_there_are(cluster):
+    """try50: ``manage.py run_tick nope`` said "no such cluster: nope" alone, where
+    ``create_join_token`` names the clusters there are and where one comes from; one sentence now."""
+    with pytest.raises(CommandError) as refused:
+        call_command("run_tick", "nope", "default")
+    assert str(refused.value) == (
+        "no such cluster: nope (the clusters are: default); an admin creates one at /admin/ → Clusters → Add"
+    )
+    with pytest.raises(CommandError) as again:
+        call_command("create_join_token", "--cluster", "nope")
+    assert str(again.value) == str(refused.value)
