@@ -1230,10 +1230,16 @@ FINAL_WORKLOAD_STATES = ("succeeded", "failed", "canceled")
 """States a workload never leaves (``scheduler.models.Workload.FINAL_STATES``)."""
 
 
+def _workload_open(api: Api, wid: int) -> bool:
+    """Whether workload ``wid`` has not ended (it may still start or print)."""
+    return api.call("GET", f"workloads/{wid}/")["state"] not in FINAL_WORKLOAD_STATES
+
+
 def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=False)  # the log text is escaped below, offsets need it raw
     wid = _workload_id(args.id)
     printed: dict[int, int] = {}  # rank -> end offset already written
+    errors: set[str] = set()  # each part's error, said once
     waited = False
     while True:
         try:
@@ -1258,8 +1264,14 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         done = True
         for part in tail["parts"]:
             if part.get("error"):
-                if not printed:
-                    out.write(f"[{escape_text(str(part['host']))}: {escape_text(str(part['error']))}]\n")
+                said = f"[{escape_text(str(part['host']))}: {escape_text(str(part['error']))}]\n"
+                if not printed and said not in errors:
+                    out.write(said)
+                    out.flush()
+                errors.add(said)
+                # no data is no end: an attempt still starting, a host offline for a while (try50:
+                # "agent: no attempt … here" ended `logs -f` at once); followed until the workload ends
+                done = done and not (args.follow and _workload_open(api, wid))
                 continue
             data = part["data"]
             start = part["offset"]

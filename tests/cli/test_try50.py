@@ -25,3 +25,33 @@ def test_submit_without_a_command_names_where_it_goes(researcher, hosts, monkeyp
     err = run_cli(monkeypatch, researcher, "submit", "-m", "A100", "-M", "1h", expect=2)
     assert "missing: the command: after -- (e.g. -- python train.py), or command in the -f spec" in err
     assert not Workload.objects.exists()
+
+
+def test_logs_follow_waits_through_an_attempt_still_starting(monkeypatch, capsys):
+    """try50: ``fairway logs 8 -f`` right after a release printed the agent's "no attempt … here"
+    and exited 0: a part with an error counted as done. Following, it says the attempt is starting
+    once and keeps following until the workload ends."""
+    from fairway_cli import cli as fairway_cli
+
+    note = "attempt 1 is starting on gpu1: no log yet"
+    starting = {"attempt": 1, "parts": [{"rank": 0, "host": "gpu1", "error": note}]}
+    running = {"attempt": 1, "parts": [{"rank": 0, "host": "gpu1", "offset": 0, "data": "step 1\n", "eof": True}]}
+    answers = iter([starting, {"state": "starting"}, starting, {"state": "starting"}, running])
+    monkeypatch.setattr(fairway_cli.Api, "call", lambda self, method, path, **kw: next(answers))
+    monkeypatch.setattr(fairway_cli.time, "sleep", lambda s: None)
+    monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
+    monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
+    assert fairway_cli.main(["logs", "8", "-f"]) == 0
+    assert capsys.readouterr().out == "[gpu1: attempt 1 is starting on gpu1: no log yet]\nstep 1\n"
+
+
+def test_logs_follow_ends_on_an_error_once_the_workload_ended(monkeypatch, capsys):
+    from fairway_cli import cli as fairway_cli
+
+    offline = {"attempt": 1, "parts": [{"rank": 0, "host": "gpu1", "error": "host gpu1 is offline"}]}
+    answers = iter([offline, {"state": "failed"}])
+    monkeypatch.setattr(fairway_cli.Api, "call", lambda self, method, path, **kw: next(answers))
+    monkeypatch.setenv("FAIRWAY_URL", "http://in-process")
+    monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
+    assert fairway_cli.main(["logs", "8", "-f"]) == 0
+    assert capsys.readouterr().out == "[gpu1: host gpu1 is offline]\n"

@@ -66,3 +66,24 @@ def test_run_tick_of_an_unknown_cluster_names_the_clusters_there_are(cluster):
     with pytest.raises(CommandError) as again:
         call_command("create_join_token", "--cluster", "nope")
     assert str(again.value) == str(refused.value)
+
+
+def test_the_log_of_an_attempt_still_starting_says_so(researcher, submit_kwargs, monkeypatch):
+    """try50: ``fairway release 8; fairway logs 8 -f`` printed "[gpu1: agent: no attempt
+    2502142751402001392 here]" and stopped: the attempt was placed, its agent had not started it
+    yet. An attempt its agent has not confirmed says it is starting, with no log yet."""
+    from scheduler import gateway
+    from scheduler.models import Attempt
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    run_tick(w.cluster_id)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    assert attempt.started_at is None
+    monkeypatch.setattr(
+        gateway,
+        "request_log_tails",
+        lambda hosts, wire_id, tail: {h: {"error": f"agent: no attempt {wire_id} here"} for h in hosts},
+    )
+    [part] = gateway.attempt_log_tails(attempt.pk, 100)
+    host = attempt.host.name
+    assert (part.error, part.eof) == (f"attempt 1 is starting on {host}: no log yet", False)
