@@ -769,7 +769,13 @@ def _lines(
                 for d in workload.dependencies.select_related("after").order_by("after_id")
                 if d.after.state not in Workload.FINAL_STATES
             ]
-            lines.append(f"It waits for {', '.join(waits) or 'the workloads it depends on'} to end.")
+            # The dependencies may have ended since the last tick wrote the reason (try50: "It waits
+            # for the workloads it depends on to end." of work whose dependency had succeeded).
+            lines.append(
+                f"It waits for {', '.join(waits)} to end."
+                if waits
+                else "The workloads it waited for have ended: the scheduler judges it again within a few seconds."
+            )
     elif reason == "held" and workload.hold:
         lines.append(_own_hold_sentence(workload))
     elif reason == "held":

@@ -87,3 +87,21 @@ def test_the_log_of_an_attempt_still_starting_says_so(researcher, submit_kwargs,
     [part] = gateway.attempt_log_tails(attempt.pk, 100)
     host = attempt.host.name
     assert (part.error, part.eof) == (f"attempt 1 is starting on {host}: no log yet", False)
+
+
+def test_why_pending_of_work_whose_dependencies_ended_since_the_tick(researcher, submit_kwargs):
+    """try50: ``fairway show`` of a workload whose ``after`` dependency had just succeeded said "It
+    waits for the workloads it depends on to end." (the last tick's reason, no dependency left to
+    name). It says they have ended and the scheduler judges it again."""
+    from scheduler.reports import explain_pending
+
+    first = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    then = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, after=[str(first.pk)]))
+    run_tick(then.cluster_id)
+    then.refresh_from_db()
+    assert then.pending_reason == "dependency"
+    assert f"It waits for #{first.pk} (" in explain_pending(then).lines()[0]
+    Workload.objects.filter(pk=first.pk).update(state=Workload.State.SUCCEEDED, finished_at=timezone.now())
+    assert explain_pending(Workload.objects.get(pk=then.pk)).lines()[0] == (
+        "The workloads it waited for have ended: the scheduler judges it again within a few seconds."
+    )
