@@ -1247,6 +1247,12 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         except CliError as exc:
             # `fairway submit … && fairway logs ID -f` met a workload still pending and stopped at
             # once (tryout36): following waits for its first attempt, unless it ended without one.
+            if exc.code == "no_attempt" and args.attempt is None and not args.follow:
+                # try50: said nothing of -f, which waits for the start
+                state = api.call("GET", f"workloads/{wid}/")["state"]
+                if state not in FINAL_WORKLOAD_STATES:
+                    hint = f"it is {state}: `fairway logs {wid} -f` waits for its start"
+                    raise CliError(exc.exit_code, f"{exc.message}\n  {hint}", exc.code) from None
             if not (args.follow and args.attempt is None and exc.code == "no_attempt"):
                 raise
             state = api.call("GET", f"workloads/{wid}/")["state"]

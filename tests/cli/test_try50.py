@@ -55,3 +55,14 @@ def test_logs_follow_ends_on_an_error_once_the_workload_ended(monkeypatch, capsy
     monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
     assert fairway_cli.main(["logs", "8", "-f"]) == 0
     assert capsys.readouterr().out == "[gpu1: host gpu1 is offline]\n"
+
+
+def test_logs_of_a_pending_workload_says_follow_waits(researcher, hosts, monkeypatch, submit_kwargs):
+    """try50: ``fairway logs 3`` of a pending workload said "This workload has no attempt yet.
+    (no_attempt)" and nothing of ``-f``, which waits for its start (tryout36)."""
+    from scheduler.services import do_submit_workload
+
+    w = do_submit_workload(researcher, **submit_kwargs())
+    err = run_cli(monkeypatch, researcher, "logs", str(w.pk), expect=1)
+    assert "This workload has no attempt yet." in err
+    assert f"it is pending: `fairway logs {w.pk} -f` waits for its start" in err
