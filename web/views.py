@@ -709,9 +709,12 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                 if exc.code == CHANGED_MEANWHILE:
                     shown = None  # the request as it is now, at its version (the typed one is refused again)
             else:
-                messages.success(
-                    request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
-                )
+                if done.spec_version == target.spec_version:  # the service changed nothing (try50)
+                    messages.info(request, f"Nothing to change: #{done.pk} already asks that.")
+                else:
+                    messages.success(
+                        request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
+                    )
                 return redirect("web-workload", pk=pk)
         else:
             for message in form.show_problems({f: [str(m) for m in msgs] for f, msgs in serializer.errors.items()}):

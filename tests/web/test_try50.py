@@ -91,3 +91,17 @@ def test_the_tokens_page_shows_a_cli_login_that_works_when_copied(live_server, r
     assert len(token) == 64 and "…" not in token
     assert f"fairway --server {live_server.url} login --token -, then paste it at the prompt" in hint, hint
     assert token[:11] not in hint and "…" not in hint.replace("… login --token - < token.txt", "")
+
+
+def test_the_pages_update_that_changes_nothing_says_so(browser, researcher, submit_kwargs):
+    """try50: "Save changes" with the values as they were said "Changed python (#16): it keeps its
+    place in its budget's queue." though nothing changed (no event, no new version)."""
+    from scheduler.models import Workload
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=4, min_runtime_s=3600))
+    same = {"gpu_count": "4", "min_runtime": "1h", "retries": "0", "version": str(w.spec_version)}
+    page = browser.post(f"/workloads/{w.pk}/update/", same, follow=True).content.decode()
+    assert f"Nothing to change: #{w.pk} already asks that." in page and "Changed " not in page
+    page = browser.post(f"/workloads/{w.pk}/update/", {**same, "gpu_count": "2"}, follow=True).content.decode()
+    assert f"Changed pretrain (#{w.pk})" in page
+    assert Workload.objects.get(pk=w.pk).gpu_count == 2
