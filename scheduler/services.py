@@ -72,6 +72,14 @@ class SubmissionError(ServiceError):
     the owner holds the most pending + running workloads one user may, :func:`submitted_count`)."""
 
 
+def not_a_member_problem(path: str, choices: Sequence[str]) -> str:
+    """The refusal of a submission to a budget ``path`` the owner is no member of, naming the
+    budgets ``choices`` the owner may submit to (try50: ``-b nlp`` by a member of nlp/olmo was told
+    only what it may not do)."""
+    where = f"You may submit to: {', '.join(choices)}." if choices else "You may submit to no budget yet."
+    return f"{NOT_A_MEMBER.format(path=path)} {where}"
+
+
 def sole_budget_problem(choices: Sequence[str]) -> str:
     """The refusal of a submission naming no budget when ``owner`` may submit to several or none."""
     if not choices:
@@ -784,7 +792,8 @@ def do_submit_workload(
     elif the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
-        refuse("not_a_member", "budget", NOT_A_MEMBER.format(path=the_budget.path))
+        choices = submit_budget_paths(owner, tree, memberships)
+        refuse("not_a_member", "budget", not_a_member_problem(the_budget.path, choices))
     elif placed := submission_problem(
         the_budget.path, has_children=not is_leaf(the_budget, tree), archived=the_budget.archived
     ):

@@ -105,3 +105,18 @@ def test_why_pending_of_work_whose_dependencies_ended_since_the_tick(researcher,
     assert explain_pending(Workload.objects.get(pk=then.pk)).lines()[0] == (
         "The workloads it waited for have ended: the scheduler judges it again within a few seconds."
     )
+
+
+def test_a_budget_one_is_not_a_member_of_names_those_one_may_submit_to(researcher, submit_kwargs, org_tree):
+    """try50: ``fairway submit -b nlp`` by a member of nlp/olmo said "You are not a member of budget
+    nlp or of a budget above it." and nothing of where to submit; it names the choices, as a
+    submission naming no budget does (``sole_budget_problem``)."""
+    from scheduler.services import SubmissionError
+
+    with pytest.raises(SubmissionError) as refused:
+        do_submit_workload(researcher, **submit_kwargs(budget=org_tree["nlp"]))
+    [problem] = refused.value.problems
+    assert (problem.code, problem.field) == ("not_a_member", "budget")
+    assert problem.message == (
+        "You are not a member of budget nlp or of a budget above it. You may submit to: nlp/olmo."
+    )
