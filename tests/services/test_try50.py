@@ -120,3 +120,11 @@ def test_a_budget_one_is_not_a_member_of_names_those_one_may_submit_to(researche
     assert problem.message == (
         "You are not a member of budget nlp or of a budget above it. You may submit to: nlp/olmo."
     )
+
+
+def test_budget_statement_of_a_leafs_name_alone_says_its_path(org_tree):
+    """try50: ``manage.py budget_statement olmo`` said "no budget 'olmo'" where a submission says
+    "Budgets are named by their path: did you mean nlp/olmo?" (``budgets.services.budget_hint``)."""
+    with pytest.raises(CommandError) as refused:
+        call_command("budget_statement", "olmo")
+    assert str(refused.value) == "no budget 'olmo'. Budgets are named by their path: did you mean nlp/olmo?"
