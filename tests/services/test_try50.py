@@ -128,3 +128,18 @@ def test_budget_statement_of_a_leafs_name_alone_says_its_path(org_tree):
     with pytest.raises(CommandError) as refused:
         call_command("budget_statement", "olmo")
     assert str(refused.value) == "no budget 'olmo'. Budgets are named by their path: did you mean nlp/olmo?"
+
+
+def test_a_statement_from_a_future_day_names_the_default_until_as_such():
+    """try50: ``fairway statement vision/det --since 2026-12-07`` said "since (2026-12-07) is after
+    until (2026-12-06)" to someone who gave no until: it names today, the default."""
+    from datetime import date
+
+    from budgets.statement import StatementError, parse_range
+
+    with pytest.raises(StatementError) as refused:
+        parse_range("2026-12-07", None, today=date(2026, 12, 6))
+    assert refused.value.message == "since (2026-12-07) is after today (2026-12-06, the default until)."
+    with pytest.raises(StatementError) as typed:
+        parse_range("2026-12-07", "2026-12-01", today=date(2026, 12, 6))
+    assert typed.value.message == "since (2026-12-07) is after until (2026-12-01)."
