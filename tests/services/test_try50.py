@@ -143,3 +143,39 @@ def test_a_statement_from_a_future_day_names_the_default_until_as_such():
     with pytest.raises(StatementError) as typed:
         parse_range("2026-12-07", "2026-12-01", today=date(2026, 12, 6))
     assert typed.value.message == "since (2026-12-07) is after until (2026-12-01)."
+
+
+def test_a_separate_clock_without_redis_says_it_reaches_no_worker(settings, monkeypatch, caplog):
+    """try50: ``manage.py clock`` and ``rundramatiq`` started without ``REDIS_URL`` outside production
+    ran, logged nothing wrong, and no tick ever happened (each on a broker in its own memory); they
+    say so at start and point at ``serve``, which runs both without Redis."""
+    import threading
+
+    from scheduler import clock as clock_module
+    from scheduler.management.production import embedded_warning
+
+    settings.PRODUCTION, settings.REDIS_URL = False, ""
+
+    class Stub:
+        interval = 5.0
+
+        def start(self) -> Stub:
+            return self
+
+        def stop(self) -> None:
+            pass
+
+    class Done(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            return True
+
+    monkeypatch.setattr(clock_module, "Clock", lambda interval=None: Stub())
+    monkeypatch.setattr(threading, "Event", Done)
+    monkeypatch.setattr("signal.signal", lambda *a: None)
+    with caplog.at_level("WARNING", logger="scheduler.clock"):
+        call_command("clock")
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [embedded_warning("clock")]
+    assert "reaches no other process" in said[0] and "`manage.py serve` runs the worker and the clock" in said[0]
+    settings.REDIS_URL = "redis://127.0.0.1:6379/7"
+    assert embedded_warning("worker") is None
