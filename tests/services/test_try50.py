@@ -122,12 +122,16 @@ def test_a_budget_one_is_not_a_member_of_names_those_one_may_submit_to(researche
     )
 
 
-def test_budget_statement_of_a_leafs_name_alone_says_its_path(org_tree):
-    """try50: ``manage.py budget_statement olmo`` said "no budget 'olmo'" where a submission says
-    "Budgets are named by their path: did you mean nlp/olmo?" (``budgets.services.budget_hint``)."""
+def test_budget_statement_of_a_leafs_name_alone_says_its_path(org_tree, researcher, api_client_for):
+    """try50: ``manage.py budget_statement olmo`` and ``GET workloads/history/?budget=olmo`` said "no
+    budget 'olmo'" where the lists' filter says "Budgets are named by their path: did you mean
+    nlp/olmo?" (one sentence now: ``budgets.services.unknown_budget_words``)."""
     with pytest.raises(CommandError) as refused:
         call_command("budget_statement", "olmo")
-    assert str(refused.value) == "no budget 'olmo'. Budgets are named by their path: did you mean nlp/olmo?"
+    said = "No budget 'olmo'. Budgets are named by their path: did you mean nlp/olmo?"
+    assert str(refused.value) == said
+    history = api_client_for(researcher).get("/api/v1/workloads/history/?budget=olmo")
+    assert (history.status_code, history.json()) == (400, {"budget": [said], "code": "invalid"})
 
 
 def test_a_statement_from_a_future_day_names_the_default_until_as_such():
