@@ -144,6 +144,13 @@ def resolve_budget(ref: Budget | int | str, tree: dict[int, Budget] | None = Non
     return None
 
 
+def unknown_budget_words(ref: str, tree: dict[int, Budget] | None = None) -> str:
+    """The one sentence of an unknown budget ("No budget 'olmo'. Budgets are named by their path:
+    did you mean nlp/olmo?"): the lists' budget filter, history's and ``manage.py
+    budget_statement``'s (try50: history said "no budget 'olmo'" alone)."""
+    return f"No budget {ref!r}.{budget_hint(ref, tree)}"
+
+
 def budget_hint(ref: object, tree: dict[int, Budget] | None = None) -> str:
     """What to add to "No budget 'olmo'." so the person knows what to type: the live budgets whose
     own name is the last part of ``ref`` (``" Budgets are named by their path: did you mean

@@ -110,12 +110,15 @@ def parse_range(
             raise StatementError("invalid_date", field, f"{text!r} is past the last day a statement covers.")
         return day
 
-    end = parse(until, "until") or today
+    given_until = parse(until, "until")
+    end = given_until or today
     # The default covers the 30 days to ``until``, or fewer when ``until`` is within 30 days of the
     # first day a date holds (``until=0001-01-01`` took 29 days off it: OverflowError, a 500).
     start = parse(since, "since") or end - min(timedelta(days=DEFAULT_DAYS - 1), end - date.min)
     if start > end:
-        raise StatementError("invalid_range", "since", f"since ({start}) is after until ({end}).")
+        # until not given: its default said so, not as if the person had typed it (try50)
+        bound = f"until ({end})" if given_until else f"today ({end}, the default until)"
+        raise StatementError("invalid_range", "since", f"since ({start}) is after {bound}.")
     if (end - start).days + 1 > MAX_DAYS:
         raise StatementError("range_too_long", "since", f"A statement covers at most {MAX_DAYS} days.")
     return start, end

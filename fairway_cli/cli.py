@@ -620,12 +620,24 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     _flagged(args, body)
-    missing = [f for f in ("command", "min_runtime") if f not in body]
+    missing = [MISSING_WORDS[f] for f in ("command", "min_runtime") if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
-        raise CliError(EXIT_USAGE, f"missing: {', '.join(missing)} (flags or a spec with -f)")
+        raise CliError(EXIT_USAGE, "missing: " + "; ".join(missing))
     return body
+
+
+MISSING_WORDS = {
+    # the flag and what it means, not the API's field alone (try50: "missing: min_runtime (flags or
+    # a spec with -f)" to a researcher who had typed flags, --quote included)
+    "command": "the command: after -- (e.g. -- python train.py), or command in the -f spec",
+    "min_runtime": (
+        "the minimum runtime: -M DURATION (e.g. -M 2h; -M 0: unallocated, free and preemptible at any time), "
+        "or min_runtime in the -f spec; `fairway submit --quote -M 2h ...` compares it with 0, 30m, 2h and 8h"
+    ),
+}
+"""What ``fairway submit`` says of a required field it was not given (flags nor spec)."""
 
 
 def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
@@ -1407,10 +1419,16 @@ SUCCEEDED = FINAL_WORKLOAD_STATES[0]
 """The one final state that is a success (``fairway wait`` exits 0 when every workload reached it)."""
 
 
+def _workload_open(api: Api, wid: int) -> bool:
+    """Whether workload ``wid`` has not ended (it may still start or print)."""
+    return api.call("GET", f"workloads/{wid}/")["state"] not in FINAL_WORKLOAD_STATES
+
+
 def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=False)  # the log text is escaped below, offsets need it raw
     wid = _workload_id(args.id)
     printed: dict[int, int] = {}  # rank -> end offset already written
+    errors: set[str] = set()  # each part's error, said once
     waited = False
     while True:
         try:
@@ -1418,6 +1436,12 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         except CliError as exc:
             # `fairway submit … && fairway logs ID -f` met a workload still pending and stopped at
             # once (tryout36): following waits for its first attempt, unless it ended without one.
+            if exc.code == "no_attempt" and args.attempt is None and not args.follow:
+                # try50: said nothing of -f, which waits for the start
+                state = api.call("GET", f"workloads/{wid}/")["state"]
+                if state not in FINAL_WORKLOAD_STATES:
+                    hint = f"it is {state}: `fairway logs {wid} -f` waits for its start"
+                    raise CliError(exc.exit_code, f"{exc.message}\n  {hint}", exc.code) from None
             if not (args.follow and args.attempt is None and exc.code == "no_attempt"):
                 raise
             state = api.call("GET", f"workloads/{wid}/")["state"]
@@ -1435,8 +1459,14 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         done = True
         for part in tail["parts"]:
             if part.get("error"):
-                if not printed:
-                    out.write(f"[{escape_text(str(part['host']))}: {escape_text(str(part['error']))}]\n")
+                said = f"[{escape_text(str(part['host']))}: {escape_text(str(part['error']))}]\n"
+                if not printed and said not in errors:
+                    out.write(said)
+                    out.flush()
+                errors.add(said)
+                # no data is no end: an attempt still starting, a host offline for a while (try50:
+                # "agent: no attempt … here" ended `logs -f` at once); followed until the workload ends
+                done = done and not (args.follow and _workload_open(api, wid))
                 continue
             data = part["data"]
             start = part["offset"]
@@ -2094,7 +2124,12 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--gpu-model", "-m", help="e.g. A100" + default("the cluster's only model; name one where it has several")
     )
     p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
-    p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
+    p.add_argument(
+        "--min-runtime",
+        "-M",
+        help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
+        + (" (default: the workload's)" if again else " (required, here or in the -f spec)"),
+    )
     p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G, at most --memory" + default("the runtime's"))

@@ -1290,7 +1290,11 @@ def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:
     A part whose host is offline or removed gets an ``error`` without asking."""
     from scheduler.models import Attempt, Host
 
-    wire_id = Attempt.objects.filter(pk=attempt_id).values_list("wire_id", flat=True).first()
+    row = Attempt.objects.filter(pk=attempt_id).values_list("wire_id", "number", "started_at", "ended_at").first()
+    wire_id, number, started_at, ended_at = row if row is not None else (None, 0, None, None)
+    # placed, not yet confirmed by its agent: its agent may not know it yet ("no attempt … here",
+    # which `fairway logs -f` printed and stopped at, try50)
+    starting = started_at is None and ended_at is None
     parts: dict[int, tuple[str, int, str, bool]] = {}
     for host_id, name, rank, state, removed in AttemptGPU.objects.filter(attempt_id=attempt_id).values_list(
         "gpu__host_id", "gpu__host__name", "rank", "gpu__host__state", "gpu__host__removed_at"
@@ -1306,7 +1310,9 @@ def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:
             out.append(LogTail(name, rank, error=f"host {name} is {'removed' if removed else 'offline'}"))
             continue
         reply = replies.get(host_id, {"error": "no such attempt"})
-        if reply.get("error"):
+        if reply.get("error") and starting:
+            out.append(LogTail(name, rank, error=f"attempt {number} is starting on {name}: no log yet"))
+        elif reply.get("error"):
             out.append(LogTail(name, rank, error=str(reply["error"])))
         else:
             out.append(

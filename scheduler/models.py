@@ -482,6 +482,13 @@ class Attempt(models.Model):
     def is_open(self) -> bool:
         return self.ended_at is None
 
+    @property
+    def charged_until_release(self) -> bool:
+        """Whether its GPU-time is charged until its GPUs are released: allocated, and not made
+        unfunded by its budget's cap. The one rule of the API's ``stop`` and the page's cancel
+        message (try50: the page read ``allocated`` alone and told an unfunded attempt it was charged)."""
+        return self.allocated and not self.unfunded
+
 
 class AttemptGPU(models.Model):
     """A GPU held by an attempt. At most one open row per GPU: no double-booking (DESIGN.md §4)."""

@@ -769,7 +769,13 @@ def _lines(
                 for d in workload.dependencies.select_related("after").order_by("after_id")
                 if d.after.state not in Workload.FINAL_STATES
             ]
-            lines.append(f"It waits for {', '.join(waits) or 'the workloads it depends on'} to end.")
+            # The dependencies may have ended since the last tick wrote the reason (try50: "It waits
+            # for the workloads it depends on to end." of work whose dependency had succeeded).
+            lines.append(
+                f"It waits for {', '.join(waits)} to end."
+                if waits
+                else "The workloads it waited for have ended: the scheduler judges it again within a few seconds."
+            )
     elif reason == "held" and workload.hold:
         lines.append(_own_hold_sentence(workload))
     elif reason == "held":
@@ -1010,11 +1016,19 @@ def estimate_words(workload: Workload) -> str:
     if not estimable(workload.pending_reason, workload.pending_detail):
         if workload.pending_reason == "dependency":  # its after list: the group's %N cap is estimable
             return dependency_words()
-        # As its quote said ("none: waits for #12"): no refresh brings one while it waits.
+        # As its quote said ("none: waits for #12"): no refresh brings one while it waits. Said
+        # for the wait at hand (try50: a held workload read "the estimate lets no work end on its
+        # own (only at its wall-time limit) and no hold or hardware change", which named neither).
+        if workload.pending_reason == "held" and workload.hold:
+            return "Not given while it is held: the estimate releases no hold, so it gives one once it is released."
+        if workload.pending_reason == "held":
+            return (
+                "Not given while its budget is on hold: the estimate lifts no hold, so it gives one "
+                "once the budget is released."
+            )
         return (
-            "Not given while it waits as said above: the estimate lets no work end on its own "
-            "(only at its wall-time limit) and no hold or hardware change, so it gives one "
-            "once that wait is over."
+            "Not given while no host can hold it: the estimate registers no hardware, so it gives one "
+            "once such a host is registered."
         )
     if workload.no_start_found:
         # The quote said "none before <a week on>" for the same search; "not known yet" read as

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -72,6 +72,14 @@ class SubmissionError(ServiceError):
     ``dependency_failed``; ``budget_moved`` (the budget's place in the tree kept changing while
     the submission locked it: submit again, :data:`MOVE_RETRIES`); ``too_many_submitted`` (429:
     the owner holds the most pending + running workloads one user may, :func:`submitted_count`)."""
+
+
+def not_a_member_problem(path: str, choices: Sequence[str]) -> str:
+    """The refusal of a submission to a budget ``path`` the owner is no member of, naming the
+    budgets ``choices`` the owner may submit to (try50: ``-b nlp`` by a member of nlp/olmo was told
+    only what it may not do)."""
+    where = f"You may submit to: {', '.join(choices)}." if choices else "You may submit to no budget yet."
+    return f"{NOT_A_MEMBER.format(path=path)} {where}"
 
 
 def sole_budget_problem(choices: Sequence[str]) -> str:
@@ -787,7 +795,8 @@ def do_submit_workload(
     elif the_budget is None:
         refuse("unknown_budget", "budget", f"No budget {shown(budget)}.{budget_hint(budget, tree)}")
     elif not (owner.is_superuser or is_member(owner, the_budget, tree, memberships)):
-        refuse("not_a_member", "budget", NOT_A_MEMBER.format(path=the_budget.path))
+        choices = submit_budget_paths(owner, tree, memberships)
+        refuse("not_a_member", "budget", not_a_member_problem(the_budget.path, choices))
     elif placed := submission_problem(
         the_budget.path, has_children=not is_leaf(the_budget, tree), archived=the_budget.archived
     ):
@@ -1724,7 +1733,10 @@ def do_release_workload(actor: User, workload: Workload) -> Workload:
         previous = locked.hold
         locked.hold, locked.held_at, locked.held_by = Hold.NONE, None, None
         locked.spec_version += 1  # a tick whose snapshot read it held leaves its reason to the next
-        update = ["hold", "held_at", "held_by", "spec_version", "updated_at"]
+        # An estimates run while it was held found no start (nothing starts held work there): that
+        # answer said "No start within the next 7 days" once it was released (try50); forgotten, as an update does
+        locked.estimated_start, locked.no_start_found = None, False
+        update = ["hold", "held_at", "held_by", "estimated_start", "no_start_found", "spec_version", "updated_at"]
         if locked.pending_reason == PendingReason.HELD and "hold" in (locked.pending_detail or {}):
             locked.pending_reason, locked.pending_detail = "", {}
             update += ["pending_reason", "pending_detail"]
@@ -2239,6 +2251,15 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
 
 
 # --- clusters ------------------------------------------------------------------------------
+
+
+def unknown_cluster_words(names: Iterable[str]) -> str:
+    """The words of a command given cluster names that do not exist: the names, the clusters there
+    are (or none yet) and where one comes from (tryout36). ``create_join_token`` and ``run_tick``
+    say it alike (try50: ``run_tick nope`` said "no such cluster: nope" alone)."""
+    known = list(Cluster.objects.order_by("name").values_list("name", flat=True)[:20])
+    there = f"the clusters are: {', '.join(known)}" if known else "there is no cluster yet"
+    return f"no such cluster: {', '.join(sorted(names))} ({there}); an admin creates one at /admin/ → Clusters → Add"
 
 
 def do_create_cluster(name: str, description: str = "") -> Cluster:

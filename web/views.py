@@ -56,7 +56,7 @@ from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
 from scheduler.api.params import REPEATED
-from scheduler.api.serializers import EVENT_ORDER, WorkloadDetailSerializer, WorkloadUpdateSerializer
+from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.gpu_report import unreported_in
 from scheduler.lifecycle import SilentHost, silent_hosts
@@ -748,13 +748,21 @@ def cancel(request: HttpRequest, pk: int) -> HttpResponseBase:
         if done.state == Workload.State.CANCELED:
             messages.success(request, f"Canceled {target.name} (#{target.pk}).")
         else:
+            # The API's ``stop`` words, as `fairway cancel` prints them: the release said once (try50)
+            # and an attempt its budget's cap made unfunded not called charged.
+            attempt = Attempt.objects.filter(workload=done, ended_at__isnull=True).first()
             charged = (
-                "it is charged until its GPUs are released" if done.allocated else "unallocated work is never charged"
+                "charged until then"
+                if attempt is not None and attempt.charged_until_release
+                else "unfunded: not charged"
+                if done.allocated
+                else "unallocated: never charged"
             )
+            ends_as = STOP_ENDS_AS.get(attempt.stop_reason, "canceled") if attempt is not None else "canceled"
             messages.success(
                 request,
-                f"Stop issued for {target.name} (#{target.pk}): it ends canceled once its GPUs are "
-                f"released; {charged}.",
+                f"Stop issued for {target.name} (#{target.pk}): it ends {ends_as} once its GPUs are "
+                f"released ({charged}).",
             )
     except ServiceError as exc:
         messages.error(request, exc.message)
@@ -788,7 +796,9 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                 if exc.code == CHANGED_MEANWHILE:
                     shown = None  # the request as it is now, at its version (the typed one is refused again)
             else:
-                if done.state in LIMIT_STATES:
+                if done.spec_version == target.spec_version:  # the service changed nothing (try50)
+                    messages.info(request, f"Nothing to change: #{done.pk} already asks that.")
+                elif done.state in LIMIT_STATES:
                     limit = duration(done.max_runtime_s) if done.max_runtime_s else "none"
                     said = f"Changed {done.name} (#{done.pk}): wall-time limit now {limit}, counted from its start."
                     messages.success(request, said)

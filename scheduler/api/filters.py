@@ -11,7 +11,7 @@ from django.http import QueryDict
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import serializers
 
-from budgets.services import budget_hint, resolve_budget, subtree_ids
+from budgets.services import resolve_budget, subtree_ids, unknown_budget_words
 from scheduler.api.params import REPEATED, given_twice
 from scheduler.models import Cluster, Workload
 from scheduler.services import MAX_DB_INT
@@ -46,7 +46,7 @@ def _known_states(value: str) -> None:
 
 def _known_budget(value: str) -> None:
     if resolve_budget(value) is None:
-        raise _refused(f"No budget {value!r}.{budget_hint(value)}")
+        raise _refused(unknown_budget_words(value))
 
 
 def known_owner(value: str) -> None:

@@ -1144,7 +1144,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "requested_at": serializers.DateTimeField().to_representation(attempt.stop_requested_at),
             "attempt": attempt.number,
             "ends_as": str(ends_as),
-            "charged_until_release": bool(attempt.allocated and not attempt.unfunded),
+            "charged_until_release": attempt.charged_until_release,
         }
 
     @extend_schema_field(PendingExplanationSerializer)

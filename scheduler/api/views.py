@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from budgets.services import budget_paths
+from budgets.services import budget_paths, unknown_budget_words
 from config.api import FairwayAPIView, FairwayViewSet, no_such
 from config.api import prefill as _prefill
 from config.pagination import FairwayLimitOffsetPagination
@@ -387,7 +387,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         if params.get("budget"):
             found = resolve_budget(params["budget"].replace("\x00", ""), self.budget_tree)
             if found is None:
-                raise ValidationError({"budget": [f"no budget {params['budget']!r}"]}, code="invalid")
+                raise ValidationError(
+                    {"budget": [unknown_budget_words(params["budget"], self.budget_tree)]}, code="invalid"
+                )
             budget_ids = subtree_ids([found.id], self.budget_tree)
         attempts = finished_attempts(since, budget_ids, cluster_param(params.get("cluster")))
         shown = attempts[:limit]

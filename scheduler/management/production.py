@@ -47,3 +47,17 @@ def refuse_without_shared_services(process: str) -> None:
     why = refusal(process)
     if why:
         raise CommandError(why)
+
+
+def embedded_warning(process: str) -> str | None:
+    """What a separate ``process`` (the clock, a worker) says at start outside production without
+    ``REDIS_URL``: it runs, on a broker in its own memory, and reaches no other process (try50: an
+    operator trying the README's process list on one box saw three processes run and no tick).
+    None with Redis, or in production (refused there: :func:`refusal`)."""
+    if settings.PRODUCTION or settings.REDIS_URL:
+        return None
+    return (
+        f"REDIS_URL is not set: this {process} runs on a broker in its own memory and reaches no other "
+        "process (no tick reaches a worker). Without Redis, `manage.py serve` runs the worker and the "
+        "clock itself; set REDIS_URL to run them apart (docs/deploy.md §4)."
+    )

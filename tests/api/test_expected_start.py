@@ -126,7 +126,7 @@ def test_a_hold_clears_the_estimate_on_every_surface_at_the_next_tick(
     assert w.pending_reason == "held" and w.estimated_start is None
     seen = _surfaces(w, researcher, researcher_client, monkeypatch)
     assert seen["api list"] is None and seen["api detail"] is None
-    assert seen["words"].startswith("Not given while it waits as said above")
+    assert seen["words"].startswith("Not given while its budget is on hold")
     assert f"{latest:%H:%M:%S}" not in seen["ls"] + seen["show"] + seen["detail page"]
 
 

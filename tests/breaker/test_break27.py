@@ -68,7 +68,7 @@ def test_a_spec_file_without_end_is_refused_not_read_into_memory(researcher, mon
     assert "longer than" in run_cli(monkeypatch, researcher, "submit", "-f", "-", expect=2)
     spec = tmp_path / "job.yaml"
     spec.write_text("name: ok\\n" + "#" * (MAX_SPEC_CHARS - 20) + "\\n", encoding="utf-8")
-    assert "missing: command" in run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
+    assert "missing: the command" in run_cli(monkeypatch, researcher, "submit", "-f", str(spec), expect=2)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from budgets.services import resolve_budget
+from budgets.services import resolve_budget, unknown_budget_words
 from budgets.statement import StatementError, budget_statement, parse_range, statement_csv
 from config.outpath import out_problem
 
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         ref = opts["budget"]
         budget = resolve_budget(int(ref) if ref.isascii() and ref.isdigit() else ref)  # '²'.isdigit()
         if budget is None:
-            raise CommandError(f"no budget {ref!r}")
+            raise CommandError(unknown_budget_words(ref))  # "olmo": did you mean nlp/olmo? (try50)
         try:
             since, until = parse_range(opts["since"], opts["until"])
         except StatementError as exc:

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from fairway_cli.args import positive_number
-from scheduler.management.production import refuse_without_shared_services
+from scheduler.management.production import embedded_warning, refuse_without_shared_services
 
 logger = logging.getLogger("scheduler.clock")  # the clock's own logger: its lines in Fairway's log format
 
@@ -25,6 +25,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         refuse_without_shared_services("clock")
+        if warning := embedded_warning("clock"):
+            logger.warning("%s", warning)
         import scheduler.tasks  # noqa: F401 -- declares the actors on the broker
         from scheduler.clock import Clock
 

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.errors import ServiceError
 from scheduler.models import Cluster
-from scheduler.services import JOIN_TOKEN_MAX_TTL, do_create_join_token
+from scheduler.services import JOIN_TOKEN_MAX_TTL, do_create_join_token, unknown_cluster_words
 from scheduler.trace import parse_duration
 
 
@@ -35,11 +35,7 @@ class Command(BaseCommand):
         cluster = Cluster.objects.filter(name=opts["cluster"]).first()
         if cluster is None:
             # A first install has no cluster at all, and nothing said where one comes from (tryout36).
-            names = list(Cluster.objects.values_list("name", flat=True)[:20])
-            known = f"the clusters are: {', '.join(names)}" if names else "there is no cluster yet"
-            raise CommandError(
-                f"no such cluster: {opts['cluster']} ({known}); an admin creates one at /admin/ → Clusters → Add"
-            )
+            raise CommandError(unknown_cluster_words([opts["cluster"]]))
         try:
             ttl = parse_ttl(opts["ttl"])
             row, token = do_create_join_token(None, cluster, ttl, opts["note"])

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler.models import Cluster
+from scheduler.services import unknown_cluster_words
 from scheduler.tick import run_tick
 
 
@@ -22,7 +23,7 @@ class Command(BaseCommand):
             clusters = clusters.filter(name__in=opts["clusters"])
             missing = set(opts["clusters"]) - set(clusters.values_list("name", flat=True))
             if missing:
-                raise CommandError(f"no such cluster: {', '.join(sorted(missing))}")
+                raise CommandError(unknown_cluster_words(missing))
         for cluster in clusters:
             result = run_tick(cluster.pk)
             self.stdout.write(

@@ -18,7 +18,7 @@ from typing import Any
 from django.core.management.base import OutputWrapper
 from django_dramatiq.management.commands.rundramatiq import Command as DramatiqCommand
 
-from scheduler.management.production import refuse_without_shared_services
+from scheduler.management.production import embedded_warning, refuse_without_shared_services
 
 logger = logging.getLogger("scheduler.worker")
 
@@ -41,6 +41,8 @@ class _LogLines:
 class Command(DramatiqCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         refuse_without_shared_services("rundramatiq (the worker)")
+        if warning := embedded_warning("worker"):
+            logger.warning("%s", warning)
         self.stdout = OutputWrapper(_LogLines())  # type: ignore[arg-type] -- a write/flush stream
         os.environ["_FAIRWAY_DRAMATIQ_PYTHON"] = sys.executable
         super().handle(*args, **options)
