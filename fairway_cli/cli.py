@@ -37,7 +37,7 @@ import requests
 
 from fairway_cli import __version__
 from fairway_cli.args import duration_s, positive_number, whole_number
-from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.numbers import CLEARABLE, duration_text, gpu_hours_text, gpu_time_text, instant_text, means_none
 from fairway_cli.waiting import FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import UNFUNDED_ATTEMPT, reason_words, silent_host_words
 
@@ -432,6 +432,13 @@ MAX_DAYS_BACK = 400
 
 _positive_int = whole_number(1)
 _count = whole_number(0)  # --events -3 dropped the first three events instead
+
+
+def _cpus(text: str) -> int | str:
+    """``--cpus``: a whole number >= 1, or ``none`` (:func:`_override`: the host's per-GPU share)."""
+    return text if means_none(text) else _positive_int(text)
+
+
 _days_back = positive_number(MAX_DAYS_BACK)  # 1e308 overflowed the date, nan failed in it, -3 asked for the future
 
 
@@ -640,7 +647,7 @@ def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
         "array": args.array,
         "hold": args.hold,
     }
-    body.update({k: v for k, v in flags.items() if v is not None})
+    body.update({k: _override(k, v) for k, v in flags.items() if v is not None})
     # -v and --after add to the spec's lists, as --env adds to its env (brk42: --after replaced the
     # spec's after, silently dropping a dependency; -v split a spec's "mounts: data" into letters).
     if args.mount:
@@ -1244,8 +1251,13 @@ UPDATE_OPTIONS = (
     ("shm", "shared_memory"),
 )
 """``fairway update``'s options → the fields of ``PATCH workloads/{id}/`` (the server checks them)."""
-CLEARABLE = ("max_runtime", "cpus", "memory", "shared_memory")
-"""Fields whose value ``none`` asks for no limit / the default again (``null`` to the server)."""
+
+
+def _override(field: str, value: Any) -> Any:
+    """A flag's value for the API's ``field``: ``none`` in a field of :data:`CLEARABLE` is ``null``
+    (no limit, the default again), for ``fairway update`` and ``submit``/``resubmit`` alike
+    (:func:`fairway_cli.numbers.means_none`, the server's rule too)."""
+    return None if field in CLEARABLE and means_none(value) else value
 
 
 def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -1256,7 +1268,7 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         value = getattr(args, option)
         if value is None:
             continue
-        body[field] = None if field in CLEARABLE and str(value).strip().lower() == "none" else value
+        body[field] = _override(field, value)
     if not body:
         raise CliError(EXIT_USAGE, "give something to change, e.g. -g 8, -M 2h, -t 12h (fairway update --help)")
     api = Api(config.server, config.token, escape=not args.json)
@@ -2084,9 +2096,15 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     )
     p.add_argument("--image", "-i", help="container image, e.g. nvcr.io/nvidia/pytorch:24.05-py3" + default("none"))
     p.add_argument("--min-runtime", "-M", help="seconds or 2h30m; 0 = unallocated (free, preemptible)")
-    p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
-    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
-    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G, at most --memory" + default("the runtime's"))
+    none = "; none: the host's per-GPU share" if again else ""
+    p.add_argument("--cpus", type=_cpus, help="CPUs per host" + default("the host's per-GPU share") + none)
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share") + none)
+    p.add_argument(
+        "--shm",
+        help="size of /dev/shm, e.g. 8G, at most --memory"
+        + default("the runtime's")
+        + ("; none: the runtime's" if again else ""),
+    )
     p.add_argument(
         "--env", "-e", action="append", metavar="NAME=VALUE", help="an environment variable of the workload (repeat it)"
     )
@@ -2099,7 +2117,11 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     )
     replaces = " (replaces its list)" if again else ""
     p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog" + replaces)
-    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
+    p.add_argument(
+        "--max-runtime",
+        "-t",
+        help="wall-time limit per attempt (>= minimum runtime), e.g. 12h" + ("; none: no limit" if again else ""),
+    )
     p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit" + default("0"))
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
     p.add_argument(

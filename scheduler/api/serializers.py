@@ -21,7 +21,7 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
-from fairway_cli.numbers import PLAIN_INT, parse_duration_s
+from fairway_cli.numbers import CLEARABLE, PLAIN_INT, means_none, parse_duration_s
 from scheduler import bulk
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import GROUP_NAME_NOT_UPDATABLE, MAX_DB_INT, SECRET_MASK
@@ -374,6 +374,14 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     hold = serializers.BooleanField(
         required=False, default=False, help_text="submit it held (``sbatch -H``): it waits until released"
     )
+
+    def to_internal_value(self, data: Any) -> Any:
+        cleared = [f for f in CLEARABLE if isinstance(data, dict) and means_none(data.get(f))]
+        if cleared:  # "none": null, the one rule of fairway_cli.numbers.means_none
+            data = data.copy()  # a form's QueryDict copies as one, mutable
+            for name in cleared:
+                data[name] = None
+        return super().to_internal_value(data)
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":
