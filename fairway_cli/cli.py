@@ -1328,6 +1328,7 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
+    me: list[str] = []  # the requester's user name, read once where an answer needs it
     for wid in ids:
         try:
             w = api.call("POST", f"workloads/{wid}/{verb}/", body={})
@@ -1337,9 +1338,20 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             refused.append(f"#{wid}: {exc.message}")
             continue
         answers.append(w)
-        if not args.json:
-            kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
-            out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
+        if args.json:
+            continue
+        if verb == "hold" and w.get("hold") == "admin" and not me:
+            me.append(str(api.call("GET", "me/").get("username") or ""))
+        if verb == "hold" and w.get("hold") == "admin" and w.get("held_by") != me[0]:
+            # Someone else's admin hold: this hold changed nothing (the API's 200 no-op). A
+            # non-admin's hold is a user hold; an admin's own hold names them as held_by.
+            by = f" ({w['held_by']})" if w.get("held_by") else ""
+            out.write(
+                f"#{w['id']} {w['name']} already held by an admin{by}: nothing changed; only an admin may release it\n"
+            )
+            continue
+        kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
+        out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
     if args.json:
         emit_json(answers, out)
     if refused:
