@@ -337,6 +337,16 @@ def drf_representation(serializer: Any, instance: Any) -> dict[str, Any]:
     return serializers.Serializer.to_representation(serializer, instance)  # type: ignore[no-any-return]
 
 
+class _HoldField(serializers.BooleanField):
+    """A submission's ``hold`` (schema: a boolean), passed on as given: ``do_submit_workload``
+    refuses anything but ``true`` or ``false`` (``invalid_hold``), the one rule of the API, a YAML
+    spec and the form alike, as the API reads its other booleans (``dry_run``, an env entry's
+    ``secret``). DRF's own reading took ``"yes"``, ``"on"``, ``1`` and ``"true"`` as true (left51)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+
 class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
@@ -371,7 +381,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     retries = _CountField(required=False, allow_null=True)
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
-    hold = serializers.BooleanField(
+    hold = _HoldField(
         required=False, default=False, help_text="submit it held (``sbatch -H``): it waits until released"
     )
 
