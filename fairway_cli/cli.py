@@ -1541,9 +1541,12 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
     else:
 
         def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:
-            return {pk: api.call("GET", f"workloads/{pk}/") for pk in sorted(todo)}
+            rows = _by_ids(api, todo)
+            if gone := sorted(todo - rows.keys()):  # deleted while waited for (read once already)
+                raise CliError(EXIT_API, f"no workload {', '.join(f'#{pk}' for pk in gone)} any more", "not_found")
+            return rows
 
-    first = _first_read(fetch, set(ids)) if group is None else fetch(set())
+    first = _first_read(api, set(ids)) if group is None else fetch(set())
     first = dict(sorted(first.items()))
 
     def polled(todo: set[int]) -> dict[int, dict[str, Any]]:
@@ -1578,19 +1581,30 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
     return _waited(args, outcome, out)
 
 
-def _first_read(fetch: Callable[[set[int]], dict[int, dict[str, Any]]], ids: set[int]) -> dict[int, dict[str, Any]]:
-    """Every id read once; the unknown ones named together (``CliError``, :data:`EXIT_API`)."""
+LIST_MAX_IDS = 500
+"""The most ids one ``GET workloads/?id=…`` takes (the server's ``scheduler.api.filters.MAX_IDS``;
+a test keeps the two equal: the CLI imports nothing of the server)."""
+
+
+def _by_ids(api: Api, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """The list rows of the workloads ``ids`` that exist, by id ascending: one list request per
+    :data:`LIST_MAX_IDS` ids (``fairway wait``'s poll: one ``GET workloads/{id}/`` each before)."""
     rows: dict[int, dict[str, Any]] = {}
-    unknown: list[str] = []
-    for pk in sorted(ids):
-        try:
-            rows.update(fetch({pk}))
-        except CliError as exc:
-            if exc.code != "not_found":
-                raise
-            unknown.append(f"#{pk}")
-    if unknown:
-        raise CliError(EXIT_API, f"no workload {', '.join(unknown)}: nothing waited for", "not_found")
+    todo = sorted(ids)
+    for start in range(0, len(todo), LIST_MAX_IDS):
+        chunk = todo[start : start + LIST_MAX_IDS]
+        page = api.call("GET", "workloads/", params={"id": ",".join(map(str, chunk)), "limit": len(chunk)})
+        rows.update((w["id"], w) for w in page["results"])
+    return dict(sorted(rows.items()))
+
+
+def _first_read(api: Api, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Every id read once; the unknown ones named together (``CliError``, :data:`EXIT_API`)."""
+    rows = _by_ids(api, ids)
+    if unknown := sorted(ids - rows.keys()):
+        raise CliError(
+            EXIT_API, f"no workload {', '.join(f'#{pk}' for pk in unknown)}: nothing waited for", "not_found"
+        )
     return rows
 
 

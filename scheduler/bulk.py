@@ -40,7 +40,7 @@ short transaction per workload) and its answer."""
 ACTIONS = ("cancel", "hold", "release")
 
 FILTER_REQUIRED = (
-    "Name at least one filter (state, budget, owner, cluster or group): a bulk action never takes "
+    "Name at least one filter (state, budget, owner, cluster, group or id): a bulk action never takes "
     "the whole queue (owner=me for your own work)."
 )
 
