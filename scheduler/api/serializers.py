@@ -1228,9 +1228,15 @@ class BulkActionSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
         child=serializers.IntegerField(min_value=1, max_value=MAX_DB_INT),
         required=False,
         allow_empty=True,
-        max_length=bulk.BULK_MAX,
-        help_text="act only on these of the matches (the ids a dry run answered: nothing matched since is touched)",
+        help_text="act only on these of the matches (the ids a dry run answered: nothing matched since is "
+        "touched); at most FAIRWAY_BULK_MAX",
     )
+
+    def validate_ids(self, value: list[int]) -> list[int]:
+        most = bulk.bulk_max()  # a setting: read per request, not fixed in the class (DRF's max_length)
+        if len(value) > most:
+            raise serializers.ValidationError(f"Ensure this field has no more than {most} elements.", code="max_length")
+        return value
 
 
 class BulkSkipSerializer(serializers.Serializer):
