@@ -1340,15 +1340,17 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
         answers.append(w)
         if args.json:
             continue
-        if verb == "hold" and w.get("hold") == "admin" and not me:
+        if verb == "hold" and w.get("hold") and not me:
             me.append(str(api.call("GET", "me/").get("username") or ""))
-        if verb == "hold" and w.get("hold") == "admin" and w.get("held_by") != me[0]:
-            # Someone else's admin hold: this hold changed nothing (the API's 200 no-op). A
-            # non-admin's hold is a user hold; an admin's own hold names them as held_by.
-            by = f" ({w['held_by']})" if w.get("held_by") else ""
-            out.write(
-                f"#{w['id']} {w['name']} already held by an admin{by}: nothing changed; only an admin may release it\n"
-            )
+        if verb == "hold" and w.get("hold") and w.get("held_by") != me[0]:
+            # Someone else's hold: this one changed nothing (the API's 200 no-op), since a hold that
+            # changes writes its requester as held_by (an admin's replacing a user hold included).
+            if w["hold"] == "admin":
+                by = f" ({w['held_by']})" if w.get("held_by") else ""
+                said = f"already held by an admin{by}: nothing changed; only an admin may release it"
+            else:
+                said = f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
+            out.write(f"#{w['id']} {w['name']} {said}\n")
             continue
         kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
         out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")

@@ -36,3 +36,13 @@ def test_the_admin_who_holds_it_still_reads_held(monkeypatch, researcher, admin,
     do_hold_workload(researcher, w)
     assert run_cli(monkeypatch, admin, "hold", str(w.pk)) == f"#{w.pk} w0 held (admin hold)\n"
     assert Workload.objects.get(pk=w.pk).hold == "admin"
+
+
+def test_a_managers_noop_hold_of_the_owners_hold_names_the_owner(monkeypatch, researcher, manager, submit_kwargs):
+    w = do_submit_workload(researcher, **submit_kwargs(name="w0"))
+    do_hold_workload(researcher, w)
+    assert run_cli(monkeypatch, manager, "hold", str(w.pk)) == (
+        f"#{w.pk} w0 already held by researcher (user hold): nothing changed\n"
+    )
+    held = Workload.objects.get(pk=w.pk)
+    assert (held.hold, held.held_by) == ("user", researcher)
