@@ -26,6 +26,21 @@ def submission_problem(path: str, *, has_children: bool, archived: bool) -> Refu
     return None
 
 
+def archived_growth_problem(path: str, grown: list[str]) -> Refusal | None:
+    """Why a pending workload staying in archived budget ``path`` may not take a change, or None:
+    archiving refuses new work only (DESIGN.md §3.7), so its pending work may shrink but not grow
+    (``budget_archived``; docs/jobs.md "Changing a pending workload"). ``grown``: the changes that
+    add demand, in words (``scheduler.services.archived_growth``)."""
+    if not grown:
+        return None
+    return (
+        "budget_archived",
+        "budget",
+        f"Budget {path} is archived: its pending work may shrink but not grow ({', '.join(grown)}). "
+        "Move it to a live budget, or cancel it.",
+    )
+
+
 def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | None:
     """Why budget ``path`` takes no new sub-budget, or None: it is archived (``budget_archived``)
     or has ``unfinished`` workloads of its own (``parent_has_work``; DESIGN.md §3.7: workloads are

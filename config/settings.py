@@ -463,6 +463,10 @@ FAIRWAY = {
     # The most pending + running workloads one user may hold, array members one by one (Slurm's
     # MaxSubmitJobs; lim42: the throttle alone let one user queue millions); 0: no limit.
     "MAX_SUBMITTED_PER_USER": env_int("FAIRWAY_MAX_SUBMITTED_PER_USER", 10_000, minimum=0, maximum=10**9),
+    # The most workloads one bulk cancel, hold or release (and its preview) may match: a larger match
+    # is refused whole (scheduler.bulk, docs/jobs.md "Bulk actions"). It bounds one request's work
+    # (a short transaction per workload) and its answer.
+    "BULK_MAX": env_int("FAIRWAY_BULK_MAX", 10_000, minimum=1, maximum=10**7),
     # Notifications (docs/jobs.md): webhook hosts allowed besides public addresses (comma list,
     # e.g. "hooks.slack.com,10.0.0.5"); private, loopback and link-local targets are refused
     # unless listed here.

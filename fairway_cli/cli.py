@@ -37,7 +37,7 @@ import requests
 
 from fairway_cli import __version__
 from fairway_cli.args import duration_s, positive_number, whole_number
-from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
+from fairway_cli.numbers import CLEARABLE, duration_text, gpu_hours_text, gpu_time_text, instant_text, means_none
 from fairway_cli.waiting import FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
@@ -438,6 +438,13 @@ MAX_DAYS_BACK = 400
 
 _positive_int = whole_number(1)
 _count = whole_number(0)  # --events -3 dropped the first three events instead
+
+
+def _cpus(text: str) -> int | str:
+    """``--cpus``: a whole number >= 1, or ``none`` (:func:`_override`: the host's per-GPU share)."""
+    return text if means_none(text) else _positive_int(text)
+
+
 _days_back = positive_number(MAX_DAYS_BACK)  # 1e308 overflowed the date, nan failed in it, -3 asked for the future
 
 
@@ -658,7 +665,7 @@ def _flagged(args: argparse.Namespace, body: dict[str, Any]) -> None:
         "array": args.array,
         "hold": args.hold,
     }
-    body.update({k: v for k, v in flags.items() if v is not None})
+    body.update({k: _override(k, v) for k, v in flags.items() if v is not None})
     # -v and --after add to the spec's lists, as --env adds to its env (brk42: --after replaced the
     # spec's after, silently dropping a dependency; -v split a spec's "mounts: data" into letters).
     if args.mount:
@@ -1267,8 +1274,13 @@ UPDATE_OPTIONS = (
     ("shm", "shared_memory"),
 )
 """``fairway update``'s options → the fields of ``PATCH workloads/{id}/`` (the server checks them)."""
-CLEARABLE = ("max_runtime", "cpus", "memory", "shared_memory")
-"""Fields whose value ``none`` asks for no limit / the default again (``null`` to the server)."""
+
+
+def _override(field: str, value: Any) -> Any:
+    """A flag's value for the API's ``field``: ``none`` in a field of :data:`CLEARABLE` is ``null``
+    (no limit, the default again), for ``fairway update`` and ``submit``/``resubmit`` alike
+    (:func:`fairway_cli.numbers.means_none`, the server's rule too)."""
+    return None if field in CLEARABLE and means_none(value) else value
 
 
 def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -1279,7 +1291,7 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         value = getattr(args, option)
         if value is None:
             continue
-        body[field] = None if field in CLEARABLE and str(value).strip().lower() == "none" else value
+        body[field] = _override(field, value)
     if not body:
         raise CliError(EXIT_USAGE, "give something to change, e.g. -g 8, -M 2h, -t 12h (fairway update --help)")
     api = Api(config.server, config.token, escape=not args.json)
@@ -1339,6 +1351,7 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
+    me: list[str] = []  # the requester's user name, read once where an answer needs it
     for wid in ids:
         try:
             w = api.call("POST", f"workloads/{wid}/{verb}/", body={})
@@ -1348,9 +1361,22 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             refused.append(f"#{wid}: {exc.message}")
             continue
         answers.append(w)
-        if not args.json:
-            kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
-            out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
+        if args.json:
+            continue
+        if verb == "hold" and w.get("hold") and not me:
+            me.append(str(api.call("GET", "me/").get("username") or ""))
+        if verb == "hold" and w.get("hold") and w.get("held_by") != me[0]:
+            # Someone else's hold: this one changed nothing (the API's 200 no-op), since a hold that
+            # changes writes its requester as held_by (an admin's replacing a user hold included).
+            if w["hold"] == "admin":
+                by = f" ({w['held_by']})" if w.get("held_by") else ""
+                said = f"already held by an admin{by}: nothing changed; only an admin may release it"
+            else:
+                said = f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
+            out.write(f"#{w['id']} {w['name']} {said}\n")
+            continue
+        kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
+        out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
     if args.json:
         emit_json(answers, out)
     if refused:
@@ -1558,9 +1584,12 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
     else:
 
         def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:
-            return {pk: api.call("GET", f"workloads/{pk}/") for pk in sorted(todo)}
+            rows = _by_ids(api, todo)
+            if gone := sorted(todo - rows.keys()):  # deleted while waited for (read once already)
+                raise CliError(EXIT_API, f"no workload {', '.join(f'#{pk}' for pk in gone)} any more", "not_found")
+            return rows
 
-    first = _first_read(fetch, set(ids)) if group is None else fetch(set())
+    first = _first_read(api, set(ids)) if group is None else fetch(set())
     first = dict(sorted(first.items()))
 
     def polled(todo: set[int]) -> dict[int, dict[str, Any]]:
@@ -1595,19 +1624,30 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
     return _waited(args, outcome, out)
 
 
-def _first_read(fetch: Callable[[set[int]], dict[int, dict[str, Any]]], ids: set[int]) -> dict[int, dict[str, Any]]:
-    """Every id read once; the unknown ones named together (``CliError``, :data:`EXIT_API`)."""
+LIST_MAX_IDS = 500
+"""The most ids one ``GET workloads/?id=…`` takes (the server's ``scheduler.api.filters.MAX_IDS``;
+a test keeps the two equal: the CLI imports nothing of the server)."""
+
+
+def _by_ids(api: Api, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """The list rows of the workloads ``ids`` that exist, by id ascending: one list request per
+    :data:`LIST_MAX_IDS` ids (``fairway wait``'s poll: one ``GET workloads/{id}/`` each before)."""
     rows: dict[int, dict[str, Any]] = {}
-    unknown: list[str] = []
-    for pk in sorted(ids):
-        try:
-            rows.update(fetch({pk}))
-        except CliError as exc:
-            if exc.code != "not_found":
-                raise
-            unknown.append(f"#{pk}")
-    if unknown:
-        raise CliError(EXIT_API, f"no workload {', '.join(unknown)}: nothing waited for", "not_found")
+    todo = sorted(ids)
+    for start in range(0, len(todo), LIST_MAX_IDS):
+        chunk = todo[start : start + LIST_MAX_IDS]
+        page = api.call("GET", "workloads/", params={"id": ",".join(map(str, chunk)), "limit": len(chunk)})
+        rows.update((w["id"], w) for w in page["results"])
+    return dict(sorted(rows.items()))
+
+
+def _first_read(api: Api, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Every id read once; the unknown ones named together (``CliError``, :data:`EXIT_API`)."""
+    rows = _by_ids(api, ids)
+    if unknown := sorted(ids - rows.keys()):
+        raise CliError(
+            EXIT_API, f"no workload {', '.join(f'#{pk}' for pk in unknown)}: nothing waited for", "not_found"
+        )
     return rows
 
 
@@ -2130,9 +2170,15 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
         + (" (default: the workload's)" if again else " (required, here or in the -f spec)"),
     )
-    p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
-    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
-    p.add_argument("--shm", help="size of /dev/shm, e.g. 8G, at most --memory" + default("the runtime's"))
+    none = "; none: the host's per-GPU share" if again else ""
+    p.add_argument("--cpus", type=_cpus, help="CPUs per host" + default("the host's per-GPU share") + none)
+    p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share") + none)
+    p.add_argument(
+        "--shm",
+        help="size of /dev/shm, e.g. 8G, at most --memory"
+        + default("the runtime's")
+        + ("; none: the runtime's" if again else ""),
+    )
     p.add_argument(
         "--env", "-e", action="append", metavar="NAME=VALUE", help="an environment variable of the workload (repeat it)"
     )
@@ -2145,7 +2191,11 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     )
     replaces = " (replaces its list)" if again else ""
     p.add_argument("--mount", "-v", action="append", metavar="NAME", help="a mount of the cluster's catalog" + replaces)
-    p.add_argument("--max-runtime", "-t", help="wall-time limit per attempt (>= minimum runtime), e.g. 12h")
+    p.add_argument(
+        "--max-runtime",
+        "-t",
+        help="wall-time limit per attempt (>= minimum runtime), e.g. 12h" + ("; none: no limit" if again else ""),
+    )
     p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit" + default("0"))
     p.add_argument("--after", action="append", metavar="ID[:ok|any]", help="wait for these workloads to end" + replaces)
     p.add_argument(

@@ -139,6 +139,19 @@ PLAIN_INT = re.compile(r"[0-9]{1,18}")
 short enough for ``int()`` (4300 digits at most) and for any database integer."""
 
 
+CLEARABLE = ("max_runtime", "cpus", "memory", "shared_memory")
+"""The fields (the API's names) an override may clear: no wall-time limit, the host's per-GPU share
+of CPUs and memory, the runtime's ``/dev/shm``."""
+
+
+def means_none(value: Any) -> bool:
+    """``value`` is the word ``none`` (any case, blanks around): in a field of :data:`CLEARABLE` it
+    reads as ``null``. The one rule of a submission, an update (``PATCH workloads/{id}/``, ``fairway
+    update -t none``) and a resubmission's overrides (``fairway resubmit ID --cpus none``), API, CLI
+    and YAML spec alike (docs/jobs.md "Changing a pending workload")."""
+    return isinstance(value, str) and value.strip().lower() == "none"
+
+
 def parse_duration_s(value: Any) -> int:
     """Seconds from ``3600``, ``"3600"``, ``"2h30m"``, ``"90m"``, ``"1d 2h"``, ``"1.5h"``, ``"45s"``.
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from accounts.models import User
@@ -33,15 +34,18 @@ from scheduler.services import (
     hold_refusal,
 )
 
-BULK_MAX = 10_000
-"""The most workloads one bulk action may match (its preview too): a larger match is refused
-whole (``too_many_matched``), never cut at an arbitrary id. It bounds the request's work (one
-short transaction per workload) and its answer."""
+
+def bulk_max() -> int:
+    """The most workloads one bulk action may match (its preview too), ``FAIRWAY_BULK_MAX``
+    (default 10,000): a larger match is refused whole (``too_many_matched``), never cut at an
+    arbitrary id. It bounds the request's work (one short transaction per workload) and its answer."""
+    return int(settings.FAIRWAY["BULK_MAX"])
+
 
 ACTIONS = ("cancel", "hold", "release")
 
 FILTER_REQUIRED = (
-    "Name at least one filter (state, budget, owner, cluster or group): a bulk action never takes "
+    "Name at least one filter (state, budget, owner, cluster, group or id): a bulk action never takes "
     "the whole queue (owner=me for your own work)."
 )
 
@@ -55,7 +59,7 @@ STOPPING_WORDS = (
 
 class BulkError(ServiceError):
     """A refused bulk action, nothing changed: ``filter_required`` (no filter named),
-    ``too_many_matched`` (more than :data:`BULK_MAX` matches), ``invalid_action``."""
+    ``too_many_matched`` (more than :func:`bulk_max` matches), ``invalid_action``."""
 
 
 @dataclass
@@ -88,17 +92,18 @@ def require_filter(params: Mapping[str, Any], names: Any) -> None:
 def _matches(workloads: QuerySet[Workload]) -> list[Workload]:
     """The matched workloads in id order (the order of every lock of several workloads,
     docs/locking.md), with what the refusals read; refused ``too_many_matched`` past
-    :data:`BULK_MAX` (one row more is read to know)."""
+    :func:`bulk_max` (one row more is read to know)."""
+    most = bulk_max()
     rows = list(
         workloads.order_by("pk").only(
             "id", "owner_id", "budget_id", "state", "hold", "cluster_id", "retries", "retries_used"
-        )[: BULK_MAX + 1]
+        )[: most + 1]
     )
-    if len(rows) > BULK_MAX:
+    if len(rows) > most:
         raise BulkError(
             "too_many_matched",
             None,
-            f"The filter matches more than {BULK_MAX:,} workloads, the most one bulk action takes: narrow it "
+            f"The filter matches more than {most:,} workloads, the most one bulk action takes: narrow it "
             "(owner=me, a state, a budget, a cluster, a group).",
         )
     return rows

@@ -29,7 +29,7 @@ from accounts.models import Membership, User
 from accounts.services import is_manager, is_member, submit_budget_paths
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
-from budgets.rules import submission_problem
+from budgets.rules import archived_growth_problem, submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text
@@ -714,8 +714,14 @@ def do_submit_workload(
     submitted_limit: int | None = None,
     resubmitted_from: Workload | None = None,
     hold: bool = False,
+    archived_ok: bool = False,
 ) -> Workload:
     """Submit a workload; returns it pending, with ``seq`` equal to its id.
+
+        ``archived_ok`` (with ``dry_run``): the request already lives in ``budget``
+        (:func:`do_update_workload` checking a change that stays in it): the budget's archive, which
+        refuses new work only, is not judged here; the update refuses growth itself
+        (:func:`archived_growth`).
 
         ``hold``: submit it on a user hold (``sbatch -H``; docs/jobs.md "Hold and release"): it
         waits, reason ``held``, until released; an array's every member is held.
@@ -798,7 +804,9 @@ def do_submit_workload(
         choices = submit_budget_paths(owner, tree, memberships)
         refuse("not_a_member", "budget", not_a_member_problem(the_budget.path, choices))
     elif placed := submission_problem(
-        the_budget.path, has_children=not is_leaf(the_budget, tree), archived=the_budget.archived
+        the_budget.path,
+        has_children=not is_leaf(the_budget, tree),
+        archived=the_budget.archived and not (archived_ok and dry_run),
     ):
         refuse(*placed)
 
@@ -1277,6 +1285,48 @@ def _update_words(field: str, value: Any) -> str:
     return str(value)
 
 
+def _change_text(field: str, old: Any, new: Any) -> str:
+    """One change as people read it: ``GPUs 4 → 8`` (an ``updated`` event's message, a refusal)."""
+    return f"{UPDATE_LABELS[field]} {_update_words(field, old)} → {_update_words(field, new)}"
+
+
+ARCHIVED_SHRINKS = (
+    "gpu_count",
+    "min_runtime_s",
+    "max_runtime_s",
+    "retries",
+    "cpus",
+    "memory_bytes",
+    "shared_memory_bytes",
+)
+"""The fields a pending workload of an archived budget may lower (not raise): each asks for GPUs,
+GPU-time (M commits ``gpus × M``, the wall-time limit and the retries bound the run) or room on a host."""
+
+
+def archived_growth(diff: Mapping[str, tuple[Any, Any]]) -> list[str]:
+    """The changes of ``diff`` (field → (old, new), :func:`_checked_update`'s) that add demand, in
+    words, for a workload staying in an archived budget (docs/jobs.md "Changing a pending
+    workload": archiving refuses new work only, DESIGN.md §3.7, so what asks no more may change).
+
+    Adds demand: another GPU model (a request of other hardware), and a raise of a field of
+    :data:`ARCHIVED_SHRINKS`. No limit (None) is more than any wall-time limit; the default CPUs,
+    memory or shm (None, the host's per-GPU share, the runtime's) compares with no number without
+    a host, so a change from or to it counts as growth too. The name never does."""
+    grown = []
+    for field, (old, new) in diff.items():
+        if field == "gpu_model":
+            grows = True
+        elif field == "max_runtime_s":
+            grows = old is not None and (new is None or new > old)
+        elif field in ARCHIVED_SHRINKS:
+            grows = old is None or new is None or new > old
+        else:
+            grows = False
+        if grows:
+            grown.append(_change_text(field, old, new))
+    return grown
+
+
 def do_update_workload(
     actor: User,
     workload: Workload,
@@ -1356,6 +1406,7 @@ def _checked_update(
     given = {**{f: getattr(current, f) for f in UPDATABLE_FIELDS if f != "budget"}, **changes}
     new_budget = resolve_budget(changes["budget"], tree) if "budget" in changes else None
     moving = new_budget is not None and new_budget.pk != current.budget_id
+    staying_archived = not moving and own is not None and own.archived  # judged by archived_growth below
     checked = do_submit_workload(
         current.owner,
         name=given["name"],
@@ -1376,9 +1427,12 @@ def _checked_update(
         mounts=[m["name"] for m in current.mounts] if moving else (),  # a mount may be a budget's own
         max_runtime_s=given["max_runtime_s"],
         retries=given["retries"],
+        archived_ok=staying_archived,
     )
     after = {f: getattr(checked, f) for f in UPDATABLE_FIELDS if f != "budget"}
     diff = {f: (getattr(current, f), v) for f, v in after.items() if getattr(current, f) != v}
+    if staying_archived and own is not None and (grew := archived_growth_problem(own.path, archived_growth(diff))):
+        raise SubmissionError(*grew)
     if checked.budget.pk != current.budget_id:
         _refuse_if_charged(current)
         diff["budget"] = (current.budget.path, checked.budget.path)
@@ -1438,11 +1492,7 @@ def _update_once(
             at=now,
             kind="updated",
             actor=actor,
-            message="changed "
-            + ", ".join(
-                f"{UPDATE_LABELS[f]} {_update_words(f, old)} → {_update_words(f, new)}"
-                for f, (old, new) in diff.items()
-            ),
+            message="changed " + ", ".join(_change_text(f, old, new) for f, (old, new) in diff.items()),
             data={"changes": {f: [old, new] for f, (old, new) in diff.items()}},
         )
         if scheduled:

@@ -34,6 +34,24 @@ def _refused(text: str) -> forms.ValidationError:
     return forms.ValidationError("%(text)s", params={"text": text})
 
 
+MAX_IDS = 500
+"""The most ids one ``?id=`` names (``fairway wait`` asks in chunks of it: ``fairway_cli.cli.LIST_MAX_IDS``,
+kept equal by a test): it bounds the query's ``IN`` list and the URL (500 ids of 7 digits: 4 KB)."""
+
+
+def workload_ids(value: str) -> list[int]:
+    """``?id=12,#13, 14``: the ids, in order (``#`` allowed, as the pages write them). Raises a
+    refusal naming the first that is no workload id (ASCII digits, 1 to a database integer), or
+    more than :data:`MAX_IDS`."""
+    parts = [p.strip().removeprefix("#") for p in value.split(",") if p.strip()]
+    if len(parts) > MAX_IDS:
+        raise _refused(f"At most {MAX_IDS} ids at once, not {len(parts)}: ask in parts.")
+    for part in parts:
+        if not (part.isascii() and part.isdigit() and len(part) <= 19 and 1 <= int(part) <= MAX_DB_INT):
+            raise _refused(f"{part[:40]!r} is not a workload id (a whole number from 1).")
+    return [int(p) for p in parts]
+
+
 def _known_states(value: str) -> None:
     """A typo (``?state=runing``) listed nothing, as if no workload ran: it is a 400 that names
     the states."""
@@ -79,7 +97,9 @@ class WorkloadFilter(django_filters.FilterSet):
     budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name. ``group``: an
     array group id. ``resubmitted_from``: a workload id, the workloads submitted again from it (left50).
     An unknown state, budget, owner, cluster, group or workload is a 400 naming it (the API; the web page
-    ignores an invalid filter), as submitting to one is, not an empty list."""
+    ignores an invalid filter), as submitting to one is, not an empty list. ``id``: workload ids,
+    comma-separated, at most :data:`MAX_IDS`; an id of no workload is not listed (``fairway wait``
+    names those missing)."""
 
     state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
     budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
@@ -87,14 +107,18 @@ class WorkloadFilter(django_filters.FilterSet):
     cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
     group = IdFilter(field_name="group_id", validators=[_known_group])
     resubmitted_from = IdFilter(field_name="resubmitted_from_id", validators=[_known_workload])
+    id = django_filters.CharFilter(method="filter_id", validators=[workload_ids])
 
     class Meta:
         model = Workload
-        fields = ["state", "budget", "owner", "cluster", "group", "resubmitted_from"]
+        fields = ["state", "budget", "owner", "cluster", "group", "resubmitted_from", "id"]
 
     def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         states = [s.strip() for s in value.split(",") if s.strip()]
         return queryset.filter(state__in=states)
+
+    def filter_id(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        return queryset.filter(pk__in=workload_ids(value))
 
     def filter_budget(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         budget = resolve_budget(value)

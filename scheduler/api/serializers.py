@@ -21,7 +21,7 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
-from fairway_cli.numbers import PLAIN_INT, parse_duration_s
+from fairway_cli.numbers import CLEARABLE, PLAIN_INT, means_none, parse_duration_s
 from scheduler import bulk
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import GROUP_NAME_NOT_UPDATABLE, MAX_DB_INT, SECRET_MASK
@@ -337,6 +337,16 @@ def drf_representation(serializer: Any, instance: Any) -> dict[str, Any]:
     return serializers.Serializer.to_representation(serializer, instance)  # type: ignore[no-any-return]
 
 
+class _HoldField(serializers.BooleanField):
+    """A submission's ``hold`` (schema: a boolean), passed on as given: ``do_submit_workload``
+    refuses anything but ``true`` or ``false`` (``invalid_hold``), the one rule of the API, a YAML
+    spec and the form alike, as the API reads its other booleans (``dry_run``, an env entry's
+    ``secret``). DRF's own reading took ``"yes"``, ``"on"``, ``1`` and ``"true"`` as true (left51)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+
 class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, serializers.Serializer):
     """Input of ``POST /api/v1/workloads/``.
 
@@ -371,12 +381,20 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
     retries = _CountField(required=False, allow_null=True)
     after = _AfterField(required=False, allow_null=True)
     array = _NullableStrField(required=False, allow_null=True)
-    hold = serializers.BooleanField(
+    hold = _HoldField(
         required=False,
         default=False,
         allow_null=True,
         help_text="submit it held (``sbatch -H``): it waits until released; null: not given (not held)",
     )
+
+    def to_internal_value(self, data: Any) -> Any:
+        cleared = [f for f in CLEARABLE if isinstance(data, dict) and means_none(data.get(f))]
+        if cleared:  # "none": null, the one rule of fairway_cli.numbers.means_none
+            data = data.copy()  # a form's QueryDict copies as one, mutable
+            for name in cleared:
+                data[name] = None
+        return super().to_internal_value(data)
 
     def validate_cpus(self, value: Any) -> Any:
         if value == "":
@@ -463,7 +481,9 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "retries": 0 if data.get("retries") is None else data["retries"],
             "after": [] if data.get("after") is None else data["after"],
             "array": data.get("array"),
-            "hold": data.get("hold") is True,  # null: not given, as absent (left50)
+            "hold": False
+            if data.get("hold") is None
+            else data["hold"],  # null: not given (left50); else as given (left51)
         }
 
 
@@ -1235,9 +1255,15 @@ class BulkActionSerializer(RefusesUnknownFieldsMixin, serializers.Serializer):
         child=serializers.IntegerField(min_value=1, max_value=MAX_DB_INT),
         required=False,
         allow_empty=True,
-        max_length=bulk.BULK_MAX,
-        help_text="act only on these of the matches (the ids a dry run answered: nothing matched since is touched)",
+        help_text="act only on these of the matches (the ids a dry run answered: nothing matched since is "
+        "touched); at most FAIRWAY_BULK_MAX",
     )
+
+    def validate_ids(self, value: list[int]) -> list[int]:
+        most = bulk.bulk_max()  # a setting: read per request, not fixed in the class (DRF's max_length)
+        if len(value) > most:
+            raise serializers.ValidationError(f"Ensure this field has no more than {most} elements.", code="max_length")
+        return value
 
 
 class BulkSkipSerializer(serializers.Serializer):

@@ -575,8 +575,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         actions"). Each workload by its own action's rules, one at a time in id order; those the
         requester may not act on, or whose state refuses it, are skipped with that action's code.
         200 with counts, the ids changed and the skips; ``dry_run``: the same answer, nothing
-        changed. 400 ``filter_required`` (no filter), ``too_many_matched`` (more than 10,000),
-        a filter's error as the list's, ``unknown_field``."""
+        changed. 400 ``filter_required`` (no filter), ``too_many_matched`` (more than
+        ``FAIRWAY_BULK_MAX``, default 10,000), a filter's error as the list's, ``unknown_field``."""
         names = list(WorkloadFilter.base_filters)
         refuse_unknown(request.query_params, names, several=["state"])
         require_filter(request.query_params, names)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import bulk
 from scheduler.models import ArrayGroup, Workload, WorkloadEvent
 from scheduler.services import do_submit_workload
 
@@ -83,8 +82,8 @@ def test_a_bad_input_is_a_400_naming_it_and_nothing_changes(researcher_client, m
     assert _rows() == before
 
 
-def test_more_matches_than_the_cap_are_refused(monkeypatch, researcher_client, mine):
-    monkeypatch.setattr(bulk, "BULK_MAX", 2)
+def test_more_matches_than_the_cap_are_refused(settings, researcher_client, mine):
+    settings.FAIRWAY = {**settings.FAIRWAY, "BULK_MAX": 2}
     response = researcher_client.post(f"{URL}?owner=me", {"action": "cancel", "dry_run": True}, format="json")
     assert (response.status_code, response.json()["code"]) == (400, "too_many_matched")
     assert "more than 2 workloads" in response.json()["non_field_errors"][0]

@@ -72,8 +72,8 @@ def test_the_edit_form_does_not_move_a_workload_to_a_new_budget_of_its_budgets_p
     """The edit form posts every field, the budget as its path. With the workload's budget archived
     (its pending work carries on) and a new ``nlp/olmo`` created, that path names the new one (a
     live budget wins): a rename on the page moved the workload, unasked, to the new budget, charged
-    there, where ``PATCH {"name": …}`` is refused ``budget_archived``. The workload's own path names
-    its own budget."""
+    there. The workload's own path names its own budget, where a rename is taken (left51: an
+    archived budget's pending work may shrink or be renamed, not grow)."""
     from accounts.services import do_add_membership
     from budgets.services import do_archive_budget, do_create_budget
 
@@ -88,4 +88,7 @@ def test_the_edit_form_does_not_move_a_workload_to_a_new_budget_of_its_budgets_p
 
     w.refresh_from_db()
     assert w.budget_id == org_tree["nlp/olmo"].pk, "moved to the new nlp/olmo"
-    assert r.status_code == 400 and "archived" in r.content.decode()  # as the API refuses it
+    assert r.status_code == 302 and w.name == "renamed"  # as the API takes it
+    r = client.post(f"/workloads/{w.pk}/update/", {**form, "gpu_count": "8", "version": str(w.spec_version)})
+    w.refresh_from_db()
+    assert r.status_code == 400 and "archived" in r.content.decode() and w.gpu_count == 4  # growth: refused

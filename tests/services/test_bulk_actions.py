@@ -60,8 +60,8 @@ def test_a_filter_matching_nothing_does_nothing(researcher, mine):
     assert set(Workload.objects.values_list("state", flat=True)) == {"pending"}
 
 
-def test_more_matches_than_the_cap_are_refused_whole(monkeypatch, researcher, mine):
-    monkeypatch.setattr(bulk, "BULK_MAX", 2)
+def test_more_matches_than_the_cap_are_refused_whole(settings, researcher, mine):
+    settings.FAIRWAY = {**settings.FAIRWAY, "BULK_MAX": 2}
     for dry_run in (True, False):
         with pytest.raises(BulkError) as refused:
             do_bulk_action(researcher, "cancel", Workload.objects.all(), dry_run=dry_run)
