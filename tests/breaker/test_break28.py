@@ -162,6 +162,7 @@ def test_an_answer_that_is_no_json_says_it_is_no_fairway_api(monkeypatch):
 
     class Html:
         status_code = 200
+        headers: dict[str, str] = {}  # a response's, as requests gives (read for Retry-After)
 
         def json(self):
             raise ValueError("no JSON")
