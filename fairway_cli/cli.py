@@ -30,15 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 
-from fairway_cli import __version__
+from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text
-from fairway_cli.waiting import FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
+from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     reason_words,
@@ -48,6 +48,7 @@ from fairway_cli.words import (
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
+_T = TypeVar("_T")
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 MAX_SPEC_CHARS = 256 * 1024
@@ -749,7 +750,8 @@ def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO, api: Ap
     if not args.wait:
         return code
     out.flush()
-    return wait_for(api, args, out, [w["id"]], w.get("group"))
+    what = f"array group {w['group']}" if w.get("group") else f"#{w['id']}"
+    return wait_for(api, args, out, [w["id"]], w.get("group"), submitted=what)
 
 
 def _submitted_words(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
@@ -919,7 +921,7 @@ def _require_group(api: Api, group: int) -> dict[str, Any]:
     try:
         return api.call("GET", f"groups/{group}/")
     except CliError as exc:
-        if exc.exit_code != EXIT_API:
+        if exc.exit_code != EXIT_API or _busy(exc):  # a 429 is not "no group" (left52)
             raise
         raise CliError(EXIT_API, f"no group {group}") from None
 
@@ -1540,16 +1542,37 @@ def _wait_line(before: dict[str, Any] | None, w: dict[str, Any]) -> str:
     return f"#{w['id']} {before['state']} → {w['state']}{why}"
 
 
-def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int] = (), group: int | None = None) -> int:
+def wait_for(
+    api: Api,
+    args: argparse.Namespace,
+    out: TextIO,
+    ids: Sequence[int] = (),
+    group: int | None = None,
+    *,
+    submitted: str = "",
+) -> int:
     """Wait until every workload of ``ids`` (or every member of array ``group``) is final
     (:data:`FINAL_WORKLOAD_STATES`), a line on ``out`` per change (none with ``--json``, which
     prints the final states), and exit as docs/jobs.md "Wait for workloads" says: 0 every one
     succeeded, :data:`EXIT_NOT_SUCCEEDED` else, :data:`EXIT_TIMEOUT` when ``args.timeout``
     seconds ran out first, :data:`EXIT_INTERRUPTED` on Ctrl-C. Every id is read once before
     waiting: an unknown one stops it with ``CliError`` (:data:`EXIT_API`), nothing waited for.
-    The one function of ``fairway wait``, ``submit --wait`` and ``resubmit --wait``."""
+    The one function of ``fairway wait``, ``submit --wait`` and ``resubmit --wait``; ``submitted``
+    names the work those just submitted (``#12``, ``array group 3``), whose first read
+    :func:`_read_submitted` asks again while the server is busy or unreachable."""
+
+    def said(text: str) -> None:
+        if not args.json:
+            out.write(text + "\n")
+            out.flush()
+
+    deadline = None if args.timeout is None else waiting.time.monotonic() + args.timeout
+
+    def entry(read: Callable[[], _T]) -> _T:
+        return _read_submitted(read, submitted, args, said, deadline) if submitted else read()
+
     if group is not None:
-        members = len(_require_group(api, group)["members"])
+        members = len(entry(lambda: _require_group(api, group))["members"])
 
         def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member: one request
             page = api.call("GET", "workloads/", params={"group": group, "limit": max(members, 1)})
@@ -1560,22 +1583,16 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
         def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:
             return {pk: api.call("GET", f"workloads/{pk}/") for pk in sorted(todo)}
 
-    first = _first_read(fetch, set(ids)) if group is None else fetch(set())
+    first = entry(lambda: _first_read(fetch, set(ids)) if group is None else fetch(set()))
     first = dict(sorted(first.items()))
 
     def polled(todo: set[int]) -> dict[int, dict[str, Any]]:
         try:
             return fetch(todo)
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
-            if exc.exit_code == EXIT_UNREACHABLE or exc.retry_after is not None:
-                # its first sentence: "cannot reach URL: ConnectionError", "Request was throttled"
-                raise TryLater(exc.message.split(". ")[0], exc.retry_after) from None
+            if _busy(exc):
+                raise TryLater(_busy_words(exc), exc.retry_after) from None
             raise
-
-    def said(text: str) -> None:
-        if not args.json:
-            out.write(text + "\n")
-            out.flush()
 
     try:
         outcome = poll_until_final(
@@ -1586,13 +1603,60 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
             on_change=lambda before, w: said(_wait_line(before, w)),
             on_later=lambda later, pause: said(f"[{later.message}: asking again in {duration(round(pause))}]"),
             interval=args.interval,
-            timeout=args.timeout,
+            timeout=None if deadline is None else max(deadline - waiting.time.monotonic(), 0.0),
         )
     except KeyboardInterrupt:
         raise CliError(
             EXIT_INTERRUPTED, "interrupted: stopped waiting; the workloads go on (`fairway cancel ID` stops one)"
         ) from None
     return _waited(args, outcome, out)
+
+
+def _busy(exc: CliError) -> bool:
+    """The server is busy (429, 503: ``retry_after``) or unreachable for a moment: a wait asks again."""
+    return exc.exit_code == EXIT_UNREACHABLE or exc.retry_after is not None
+
+
+def _busy_words(exc: CliError) -> str:
+    """A :func:`_busy` error's first sentence: "cannot reach URL: ConnectionError", "Request was throttled"."""
+    return exc.message.split(". ")[0]
+
+
+def _read_submitted(
+    read: Callable[[], _T],
+    submitted: str,
+    args: argparse.Namespace,
+    said: Callable[[str], None],
+    deadline: float | None,
+) -> _T:
+    """The first read of a wait for work just submitted (``submit``/``resubmit --wait``). The
+    submission succeeded: a busy or unreachable server is asked again, as the wait's polls are
+    (``fairway_cli.waiting``'s pauses, never shorter than a ``Retry-After``), where exiting 1 or 3
+    read as a failed submission and a script submitted it again (left52). Any error, and a
+    ``--wait-timeout`` that runs out first, says that ``submitted`` was submitted."""
+    pause, failing = args.interval, False
+    while True:
+        try:
+            return read()
+        except CliError as exc:
+            if not _busy(exc):
+                raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
+            grown = pause * BACKOFF if failing else pause
+            pause = max(min(grown, args.interval * CAP_FACTOR), exc.retry_after or 0.0)
+            left = None if deadline is None else deadline - waiting.time.monotonic()
+            if left is not None and left <= 0:
+                raise CliError(
+                    EXIT_TIMEOUT,
+                    f"timed out after {duration(args.timeout)}; {submitted} was submitted, but could not be read:"
+                    f" {exc.message}",
+                ) from None
+            if not failing:
+                said(f"[{submitted} was submitted; {_busy_words(exc)}: asking again in {duration(round(pause))}]")
+            failing = True
+            try:
+                waiting.time.sleep(pause if left is None else min(pause, left))
+            except KeyboardInterrupt:
+                raise CliError(EXIT_INTERRUPTED, f"interrupted: stopped waiting; {submitted} was submitted") from None
 
 
 def _first_read(fetch: Callable[[set[int]], dict[int, dict[str, Any]]], ids: set[int]) -> dict[int, dict[str, Any]]:
