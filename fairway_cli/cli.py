@@ -41,6 +41,7 @@ from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, in
 from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
+    nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
@@ -1300,6 +1301,9 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = api.call("PATCH", f"workloads/{_workload_id(args.id)}/", body=body)
     if args.json:
         emit_json(w, out)
+        return EXIT_OK
+    if w.get("changed") is False:  # every value was already its own: nothing written (left52)
+        out.write(nothing_to_change_text(w["id"]) + "\n")
         return EXIT_OK
     if w["state"] != "pending":  # a started workload changes only its wall-time limit (docs/jobs.md)
         limit = duration(w["max_runtime_s"]) if w.get("max_runtime_s") else "none"

@@ -104,3 +104,10 @@ def resubmitted_from_text(pk: int) -> str:
 def resubmitted_as_text(pks: Iterable[int]) -> str:
     """``resubmitted as #13, #14``: the workloads submitted again from one (``fairway show``)."""
     return f"{RESUBMITTED_AS} " + ", ".join(f"#{pk}" for pk in pks)
+
+
+def nothing_to_change_text(pk: int) -> str:
+    """``Nothing to change: #12 already asks that.``: an update whose values are the workload's own
+    (no event, no new version; ``do_update_workload``), said by its web page and ``fairway update``
+    (the API's ``changed: false``; left52: the CLI said "now asks …")."""
+    return f"Nothing to change: #{pk} already asks that."

@@ -51,7 +51,7 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT
+from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT, nothing_to_change_text
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
@@ -797,7 +797,7 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                     shown = None  # the request as it is now, at its version (the typed one is refused again)
             else:
                 if done.spec_version == target.spec_version:  # the service changed nothing (try50)
-                    messages.info(request, f"Nothing to change: #{done.pk} already asks that.")
+                    messages.info(request, nothing_to_change_text(done.pk))
                 elif done.state in LIMIT_STATES:
                     limit = duration(done.max_runtime_s) if done.max_runtime_s else "none"
                     said = f"Changed {done.name} (#{done.pk}): wall-time limit now {limit}, counted from its start."

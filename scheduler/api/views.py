@@ -539,12 +539,16 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         docs/jobs.md "The wall-time limit of a running workload"): lowered by whoever may cancel it,
         never below its minimum runtime (400 ``max_runtime_below_min_runtime``); raised or removed
         (``null``) only by an admin (403 ``raise_needs_admin``); a limit it has already run past
-        stops it (``timeout``) at the next tick. Any other field: 409 ``not_pending``."""
+        stops it (``timeout``) at the next tick. Any other field: 409 ``not_pending``.
+
+        ``changed``: false when every value given was already the workload's (nothing written, no
+        event; ``fairway update`` and the web page then say ``nothing_to_change_text``)."""
         workload = self.get_object()
         serializer = WorkloadUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        do_update_workload(request.user, workload, serializer.to_changes(), tree=self.budget_tree)
-        return Response(self._detail(workload.pk))
+        version = workload.spec_version  # read before: the queryset may defer it
+        done = do_update_workload(request.user, workload, serializer.to_changes(), tree=self.budget_tree)
+        return Response({**self._detail(workload.pk), "changed": done.spec_version != version})
 
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from fairway_cli import waiting
 from fairway_cli.cli import EXIT_OK, EXIT_TIMEOUT
+from fairway_cli.words import nothing_to_change_text
 from scheduler.models import Workload
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
 from tests.cli.test_cli_wait import FakeTime
@@ -148,3 +149,18 @@ def test_a_refusal_of_the_first_read_says_it_was_submitted(fairway, clock, flaky
     w = Workload.objects.get()
     assert code == 1
     assert err.startswith(f"fairway: #{w.pk} was submitted, but ")
+
+
+def test_update_to_the_same_values_says_nothing_to_change_as_the_web_page_does(fairway, researcher_client):
+    code, _out, err = fairway("submit", "-b", "nlp/olmo", "-m", "A100", "-g", "4", "-M", "2h", "--", "true")
+    assert code == EXIT_OK, err
+    w = Workload.objects.get()
+
+    code, out, err = fairway("update", str(w.pk), "-g", "4", "-M", "2h")
+
+    assert (code, err) == (EXIT_OK, "")
+    assert out == f"{nothing_to_change_text(w.pk)}\n" == f"Nothing to change: #{w.pk} already asks that.\n"
+    same = researcher_client.patch(f"/api/v1/workloads/{w.pk}/", {"gpu_count": 4}, format="json").json()
+    assert same["changed"] is False
+    answer = researcher_client.patch(f"/api/v1/workloads/{w.pk}/", {"gpu_count": 2}, format="json").json()
+    assert (answer["changed"], answer["gpu_count"]) == (True, 2)
