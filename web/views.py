@@ -460,17 +460,20 @@ def workloads(request: HttpRequest) -> HttpResponse:
     params, filtered, errors = _list_filters(request, queryset, ("page",))
     # ?page= by the API's rule for limit and offset (config.pagination): Paginator.get_page read
     # ?page=abc or ?page=-1 as page 1 and ?page=999 as the last page, an answer to another question
-    # (left37). A malformed page is named as a filter is (400); one past the last is a 404 (Django's
-    # paginated views' answer); page 1 of an empty list is that empty page.
+    # (left37). A malformed page is named as a filter is (400); one past the last redirects to the
+    # last, its filters kept, as Django's admin does (left52: a 404 after the list shrank, a
+    # canceled batch); page 1 of an empty list is that empty page.
     raw_page = request.GET.get("page") or "1"
     if problem := whole_number_problem("page", raw_page, 1):
         errors.append(f"page: {problem}")
-        raw_page = "1"
+    if errors:
+        raw_page = "1"  # the list shows none, and says why
     paginator = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE)
     try:
         page = paginator.page(int(raw_page))
     except EmptyPage:
-        raise Http404(f"No page {raw_page}: the list has {paginator.num_pages}.") from None
+        last = {**params, "page": paginator.num_pages} if paginator.num_pages > 1 else params
+        return redirect(f"{reverse('web-workloads')}?{urlencode(last)}" if last else reverse("web-workloads"))
     now = timezone.now()
     for w in page:
         w.acct = accounting(w, now)
