@@ -1168,6 +1168,15 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
         raise CliError(EXIT_USAGE, "give workload ids or filters (--mine, --state, ...), not both")
     if args.json and not (args.yes or args.dry_run):
         raise CliError(EXIT_USAGE, "--json needs --yes (or --dry-run): there is no question to answer")
+    # The server's rule (scheduler.bulk.require_filter) on the filters given: the unfinished states
+    # workload_filters adds by default narrow nothing (left52: `cancel --dry-run` took the whole queue).
+    given = workload_filters(args, everything=True)
+    if not any(str(value if value is not None else "").strip() for value in given.values()):
+        raise CliError(
+            EXIT_USAGE,
+            "name at least one filter (--mine, --owner, --state, --budget, --cluster, --group): a bulk "
+            f"{verb} never takes the whole queue (the unfinished states it takes by default narrow nothing)",
+        )
     params = workload_filters(args)
     api = Api(config.server, config.token, escape=not args.json)
     preview = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "dry_run": True})

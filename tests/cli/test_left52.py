@@ -12,7 +12,7 @@ import requests
 from django.utils import timezone
 
 from fairway_cli import waiting
-from fairway_cli.cli import EXIT_OK, EXIT_TIMEOUT
+from fairway_cli.cli import EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
 from fairway_cli.words import nothing_to_change_text
 from scheduler.models import Workload
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
@@ -164,3 +164,21 @@ def test_update_to_the_same_values_says_nothing_to_change_as_the_web_page_does(f
     assert same["changed"] is False
     answer = researcher_client.patch(f"/api/v1/workloads/{w.pk}/", {"gpu_count": 2}, format="json").json()
     assert (answer["changed"], answer["gpu_count"]) == (True, 2)
+
+
+@pytest.mark.parametrize("verb", ["cancel", "hold", "release"])
+def test_a_bulk_dry_run_without_a_filter_is_refused_as_the_api_refuses(monkeypatch, researcher, submit_kwargs, verb):
+    """The default unfinished states are not a filter: ``--dry-run`` alone previewed the whole queue."""
+    from scheduler.services import do_submit_workload
+    from tests.cli.inprocess import run_cli
+
+    do_submit_workload(researcher, **submit_kwargs())
+
+    err = run_cli(monkeypatch, researcher, verb, "--dry-run", expect=EXIT_USAGE)
+
+    assert err == (
+        "fairway: name at least one filter (--mine, --owner, --state, --budget, --cluster, --group): a bulk "
+        f"{verb} never takes the whole queue (the unfinished states it takes by default narrow nothing)\n"
+    )
+    assert "1 workload match" in run_cli(monkeypatch, researcher, verb, "--dry-run", "--mine")
+    assert "match" in run_cli(monkeypatch, researcher, verb, "--dry-run", "--state", "pending")
