@@ -41,11 +41,13 @@ from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, in
 from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
+    budget_hint_text,
     nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
     silent_host_words,
+    unknown_budget_text,
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -1866,9 +1868,12 @@ def cmd_statement(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """A budget's accounting statement, the API's ``budgets/{id}/statement.csv``, by the budget's path."""
     api = Api(config.server, config.token, escape=False)
     path = args.budget.strip().strip("/")
-    found = [b for b in api.call("GET", "budgets/") if b["path"] == path]
-    if not found:
-        raise CliError(EXIT_API, f"no budget {escape_text(path)!r} (`fairway budgets` lists them)")
+    budgets = api.call("GET", "budgets/")
+    found = [b for b in budgets if b["path"] == path]
+    if not found:  # `olmo` for nlp/olmo: the server's suggestion, from the list (left52)
+        live = [b["path"] for b in budgets if not b["archived"] and b["parent"] is not None]
+        listed = "" if budget_hint_text(path, live) else " `fairway budgets` lists them."
+        raise CliError(EXIT_API, escape_text(unknown_budget_text(path, live)) + listed)
     budget = min(found, key=lambda b: (b["archived"], -b["id"]))  # the live one, else the latest archived
     text = api.call(
         "GET", f"budgets/{budget['id']}/statement.csv", params={"since": args.since, "until": args.until}, raw=True

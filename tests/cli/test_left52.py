@@ -182,3 +182,20 @@ def test_a_bulk_dry_run_without_a_filter_is_refused_as_the_api_refuses(monkeypat
     )
     assert "1 workload match" in run_cli(monkeypatch, researcher, verb, "--dry-run", "--mine")
     assert "match" in run_cli(monkeypatch, researcher, verb, "--dry-run", "--state", "pending")
+
+
+def test_a_statement_of_a_leafs_name_suggests_its_paths_as_history_does(monkeypatch, researcher, org_tree):
+    """``fairway statement olmo`` said only "`fairway budgets` lists them"; history's sentence names
+    nlp/olmo (``budgets.services.unknown_budget_words``): one rule, ``fairway_cli.words.budget_hint_text``."""
+    from budgets.services import do_create_budget, unknown_budget_words
+    from tests.cli.inprocess import run_cli
+
+    err = run_cli(monkeypatch, researcher, "statement", "olmo", expect=1)
+
+    assert err == f"fairway: {unknown_budget_words('olmo')}\n"
+    assert err == "fairway: No budget 'olmo'. Budgets are named by their path: did you mean nlp/olmo?\n"
+    do_create_budget(name="olmo", parent=org_tree["vision"])
+    err = run_cli(monkeypatch, researcher, "statement", "/OLMO/", expect=1)
+    assert err.endswith("did you mean nlp/olmo or vision/olmo?\n")
+    err = run_cli(monkeypatch, researcher, "statement", "nlp/gpt", expect=1)
+    assert err == "fairway: No budget 'nlp/gpt'. `fairway budgets` lists them.\n"
