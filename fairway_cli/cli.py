@@ -589,8 +589,9 @@ def _env_pairs(pairs: list[str], secret: bool, given: set[str] | None = None) ->
     return env
 
 
-def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
-    """The request body of ``fairway submit`` (and ``--quote``) from its flags and ``-f`` spec.
+def _submission(args: argparse.Namespace, api: Api, *, quote: bool = False) -> dict[str, Any]:
+    """The request body of ``fairway submit`` (and ``--quote``: ``quote``, where the minimum
+    runtime may be left out and the server quotes its ladder) from its flags and ``-f`` spec.
     Without a budget the server takes the requester's one submit budget, or refuses listing the
     choices (the service's one rule for the API, the page and the CLI: num42)."""
     body: dict[str, Any] = {}
@@ -624,7 +625,7 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     _flagged(args, body)
-    missing = [MISSING_WORDS[f] for f in ("command", "min_runtime") if f not in body]
+    missing = [MISSING_WORDS[f] for f in ("command", *(() if quote else ("min_runtime",))) if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
@@ -638,7 +639,7 @@ MISSING_WORDS = {
     "command": "the command: after -- (e.g. -- python train.py), or command in the -f spec",
     "min_runtime": (
         "the minimum runtime: -M DURATION (e.g. -M 2h; -M 0: unallocated, free and preemptible at any time), "
-        "or min_runtime in the -f spec; `fairway submit --quote -M 2h ...` compares it with 0, 30m, 2h and 8h"
+        "or min_runtime in the -f spec; `fairway submit --quote ...` without -M compares the usual ones"
     ),
 }
 """What ``fairway submit`` says of a required field it was not given (flags nor spec)."""
@@ -798,7 +799,7 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
     """``fairway submit --quote`` (``resubmit --quote``: ``path`` its quote): the server's quote for
     this submission; nothing is submitted."""
     api = Api(config.server, config.token, escape=not args.json)
-    body = _resubmission(args) if path != "workloads/quote/" else _submission(args, api)
+    body = _resubmission(args) if path != "workloads/quote/" else _submission(args, api, quote=True)
     q = api.call("POST", path, body=body)
     if args.json:
         emit_json(q, out)
@@ -833,7 +834,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
         ],
         out,
     )
-    out.write("* your minimum runtime.\n")
+    if any(r["yours"] for r in q["quotes"]):
+        out.write("* your minimum runtime.\n")
     # The server's words for what the lines assume (an older server sends none).
     for note in q.get("notes") or ["Starts are upper bounds: nothing else ending earlier is assumed."]:
         out.write(f"{note}\n")
@@ -2210,7 +2212,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--min-runtime",
         "-M",
         help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
-        + (" (default: the workload's)" if again else " (required, here or in the -f spec)"),
+        + (" (default: the workload's)" if again else " (required, here or in the -f spec; not with --quote)"),
     )
     p.add_argument("--cpus", type=_positive_int, help="CPUs per host" + default("the host's per-GPU share"))
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G or 512M" + default("the per-GPU share"))
@@ -2239,7 +2241,8 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     p.add_argument(
         "--quote",
         action="store_true",
-        help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
+        help="submit nothing: show the estimated start, charge and ratio for the usual minimum runtimes"
+        " (0, 30m, 2h, 8h, 24h: the server's) and yours",
     )
     _wait_flags(p, after_submit=True)
     if again:  # after the id: a REMAINDER there took the flags too (fairway resubmit 12 -g 2)

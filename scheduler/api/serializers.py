@@ -452,7 +452,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "command": command,
             # None: no env; anything else for normalize_env ([] or "" was taken as none: brk45)
             "env": {} if data.get("env") is None else data["env"],
-            "min_runtime_s": data["min_runtime"],
+            "min_runtime_s": data.get("min_runtime"),  # required but of a quote (WorkloadQuoteSerializer)
             "cpus": data.get("cpus"),
             "memory_bytes": data.get("memory"),
             "shared_memory_bytes": data.get("shared_memory"),
@@ -465,6 +465,14 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "array": data.get("array"),
             "hold": data.get("hold") is True,  # null: not given, as absent (left50)
         }
+
+
+class WorkloadQuoteSerializer(WorkloadSubmitSerializer):
+    """Input of ``POST /api/v1/workloads/quote/``: a submission's body, ``min_runtime`` optional
+    (DESIGN.md §3.8: a quote answers for several minimum runtimes; without one, the ladder
+    ``scheduler.estimates.QUOTE_RUNTIMES_S`` alone, none of its lines ``yours``)."""
+
+    min_runtime = _DurationField(required=False)
 
 
 class WorkloadResubmitSerializer(WorkloadSubmitSerializer):

@@ -48,6 +48,7 @@ from scheduler.api.serializers import (
     QuoteSerializer,
     WorkloadDetailSerializer,
     WorkloadListSerializer,
+    WorkloadQuoteSerializer,
     WorkloadResubmitSerializer,
     WorkloadRowSerializer,
     WorkloadSpecSerializer,
@@ -314,6 +315,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             return WorkloadSubmitSerializer
         if self.action in ("resubmit", "resubmit_quote"):
             return WorkloadResubmitSerializer
+        if self.action == "quote":
+            return WorkloadQuoteSerializer
         if self.action == "partial_update" and getattr(self, "swagger_fake_view", False):
             return WorkloadUpdateSerializer  # the schema's request body (the answer: the detail)
         return WorkloadDetailSerializer
@@ -427,15 +430,16 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     )
     def quote(self, request: Request) -> Response:
         """Quote before submitting (DESIGN.md §3.8): the submission's body, validated like a
-        submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
-        and the request's own, the estimated start, the GPU-hours charged and the ratio after
+        submission (400 in the same format) but for ``min_runtime``, which may be left out; 200
+        with, for minimum runtimes 0, 30 min, 2 h, 8 h, 24 h (``scheduler.estimates.QUOTE_RUNTIMES_S``,
+        up to the site's longest) and the request's own, the estimated start, the GPU-hours charged and the ratio after
         admission; ``waits_for`` (its ``after`` work not ended: then no start), ``array`` (the lines
         price one member; it gives the whole array's first and last starts and charge) and
         ``notes`` (what the lines assume, in words). Nothing is written. Throttled per user on top
         of the API's rates (429, ``FAIRWAY_THROTTLE_QUOTE``: :class:`config.throttling.QuoteRateThrottle`)."""
         from scheduler.estimates import do_quote
 
-        serializer = WorkloadSubmitSerializer(data=request.data)
+        serializer = WorkloadQuoteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return self._quote_answer(*do_quote(request.user, **serializer.to_service_kwargs()))
 

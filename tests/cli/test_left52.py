@@ -199,3 +199,15 @@ def test_a_statement_of_a_leafs_name_suggests_its_paths_as_history_does(monkeypa
     assert err.endswith("did you mean nlp/olmo or vision/olmo?\n")
     err = run_cli(monkeypatch, researcher, "statement", "nlp/gpt", expect=1)
     assert err == "fairway: No budget 'nlp/gpt'. `fairway budgets` lists them.\n"
+
+
+def test_submit_quote_without_m_prices_the_servers_ladder(fairway):
+    code, out, err = fairway("submit", "--quote", "-b", "nlp/olmo", "-g", "2", "-m", "A100", "--", "python")
+
+    assert code == EXIT_OK, err
+    lines = out.splitlines()
+    assert [row.split()[0] for row in lines[2:7]] == ["0", "30m", "2h", "8h", "1d"]
+    assert "*" not in out  # no line is "your minimum runtime"
+    assert Workload.objects.count() == 0
+    code, _out, err = fairway("submit", "-b", "nlp/olmo", "-m", "A100", "--", "python")
+    assert code == 2 and "the minimum runtime: -M DURATION" in err and "--quote ...` without -M" in err
