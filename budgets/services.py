@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from budgets.models import Budget, ShareChange, budget_name_problem, placement_problem
 from config.errors import ServiceError
+from fairway_cli.words import budget_hint_text, unknown_budget_text
 
 
 class BudgetError(ServiceError):
@@ -147,29 +148,25 @@ def resolve_budget(ref: Budget | int | str, tree: dict[int, Budget] | None = Non
 def unknown_budget_words(ref: str, tree: dict[int, Budget] | None = None) -> str:
     """The one sentence of an unknown budget ("No budget 'olmo'. Budgets are named by their path:
     did you mean nlp/olmo?"): the lists' budget filter, history's and ``manage.py
-    budget_statement``'s (try50: history said "no budget 'olmo'" alone)."""
-    return f"No budget {ref!r}.{budget_hint(ref, tree)}"
+    budget_statement``'s (try50: history said "no budget 'olmo'" alone); ``fairway statement``
+    says it from the API's list (``fairway_cli.words.unknown_budget_text``, left52)."""
+    return unknown_budget_text(ref, _live_paths(tree))
 
 
 def budget_hint(ref: object, tree: dict[int, Budget] | None = None) -> str:
-    """What to add to "No budget 'olmo'." so the person knows what to type: the live budgets whose
-    own name is the last part of ``ref`` (``" Budgets are named by their path: did you mean
-    nlp/olmo?"``), or "" when none is. A leaf's name alone does not resolve (:func:`resolve_budget`
-    walks paths from below the root), and the same name may sit under two programs."""
+    """What to add to "No budget 'olmo'." so the person knows what to type
+    (``fairway_cli.words.budget_hint_text``: the live budgets whose own name is the last part of
+    ``ref``), or "" when none is."""
     if not isinstance(ref, str):
         return ""
-    parts = [p for p in ref.strip().strip("/").split("/") if p]
-    if not parts:
-        return ""
+    return budget_hint_text(ref, _live_paths(tree))
+
+
+def _live_paths(tree: dict[int, Budget] | None) -> Iterator[str]:
+    """The paths of the live budgets below the root (the names a hint may suggest); the tree is
+    read when the first is asked (a ref with no name asks none)."""
     tree = load_tree() if tree is None else tree
-    last = parts[-1].casefold()
-    paths = sorted(
-        b.path for b in tree.values() if b.archived_at is None and b.parent_id is not None and b.name.casefold() == last
-    )
-    if not paths:
-        return ""
-    shown = " or ".join(paths[:3]) + (f" (or {len(paths) - 3} more)" if len(paths) > 3 else "")
-    return f" Budgets are named by their path: did you mean {shown}?"
+    yield from (b.path for b in tree.values() if b.archived_at is None and b.parent_id is not None)
 
 
 def _live_first(b: Budget) -> tuple[int, float]:

@@ -30,24 +30,28 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 
-from fairway_cli import __version__
+from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import CLEARABLE, duration_text, gpu_hours_text, gpu_time_text, instant_text, means_none
-from fairway_cli.waiting import FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
+from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
+    budget_hint_text,
+    nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
     silent_host_words,
+    unknown_budget_text,
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
+_T = TypeVar("_T")
 EXIT_SIGPIPE = 128 + 13  # what a shell reports for a program killed by SIGPIPE
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 MAX_SPEC_CHARS = 256 * 1024
@@ -592,8 +596,9 @@ def _env_pairs(pairs: list[str], secret: bool, given: set[str] | None = None) ->
     return env
 
 
-def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
-    """The request body of ``fairway submit`` (and ``--quote``) from its flags and ``-f`` spec.
+def _submission(args: argparse.Namespace, api: Api, *, quote: bool = False) -> dict[str, Any]:
+    """The request body of ``fairway submit`` (and ``--quote``: ``quote``, where the minimum
+    runtime may be left out and the server quotes its ladder) from its flags and ``-f`` spec.
     Without a budget the server takes the requester's one submit budget, or refuses listing the
     choices (the service's one rule for the API, the page and the CLI: num42)."""
     body: dict[str, Any] = {}
@@ -627,7 +632,7 @@ def _submission(args: argparse.Namespace, api: Api) -> dict[str, Any]:
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     _flagged(args, body)
-    missing = [MISSING_WORDS[f] for f in ("command", "min_runtime") if f not in body]
+    missing = [MISSING_WORDS[f] for f in ("command", *(() if quote else ("min_runtime",))) if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
@@ -641,7 +646,7 @@ MISSING_WORDS = {
     "command": "the command: after -- (e.g. -- python train.py), or command in the -f spec",
     "min_runtime": (
         "the minimum runtime: -M DURATION (e.g. -M 2h; -M 0: unallocated, free and preemptible at any time), "
-        "or min_runtime in the -f spec; `fairway submit --quote -M 2h ...` compares it with 0, 30m, 2h and 8h"
+        "or min_runtime in the -f spec; `fairway submit --quote ...` without -M compares the usual ones"
     ),
 }
 """What ``fairway submit`` says of a required field it was not given (flags nor spec)."""
@@ -756,7 +761,8 @@ def _submitted(args: argparse.Namespace, w: dict[str, Any], out: TextIO, api: Ap
     if not args.wait:
         return code
     out.flush()
-    return wait_for(api, args, out, [w["id"]], w.get("group"))
+    what = f"array group {w['group']}" if w.get("group") else f"#{w['id']}"
+    return wait_for(api, args, out, [w["id"]], w.get("group"), submitted=what)
 
 
 def _submitted_words(args: argparse.Namespace, w: dict[str, Any], out: TextIO) -> int:
@@ -800,7 +806,7 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
     """``fairway submit --quote`` (``resubmit --quote``: ``path`` its quote): the server's quote for
     this submission; nothing is submitted."""
     api = Api(config.server, config.token, escape=not args.json)
-    body = _resubmission(args) if path != "workloads/quote/" else _submission(args, api)
+    body = _resubmission(args) if path != "workloads/quote/" else _submission(args, api, quote=True)
     q = api.call("POST", path, body=body)
     if args.json:
         emit_json(q, out)
@@ -835,7 +841,8 @@ def _quote(args: argparse.Namespace, config: Config, out: TextIO, path: str = "w
         ],
         out,
     )
-    out.write("* your minimum runtime.\n")
+    if any(r["yours"] for r in q["quotes"]):
+        out.write("* your minimum runtime.\n")
     # The server's words for what the lines assume (an older server sends none).
     for note in q.get("notes") or ["Starts are upper bounds: nothing else ending earlier is assumed."]:
         out.write(f"{note}\n")
@@ -926,7 +933,7 @@ def _require_group(api: Api, group: int) -> dict[str, Any]:
     try:
         return api.call("GET", f"groups/{group}/")
     except CliError as exc:
-        if exc.exit_code != EXIT_API:
+        if exc.exit_code != EXIT_API or _busy(exc):  # a 429 is not "no group" (left52)
             raise
         raise CliError(EXIT_API, f"no group {group}") from None
 
@@ -1172,6 +1179,15 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
         raise CliError(EXIT_USAGE, "give workload ids or filters (--mine, --state, ...), not both")
     if args.json and not (args.yes or args.dry_run):
         raise CliError(EXIT_USAGE, "--json needs --yes (or --dry-run): there is no question to answer")
+    # The server's rule (scheduler.bulk.require_filter) on the filters given: the unfinished states
+    # workload_filters adds by default narrow nothing (left52: `cancel --dry-run` took the whole queue).
+    given = workload_filters(args, everything=True)
+    if not any(str(value if value is not None else "").strip() for value in given.values()):
+        raise CliError(
+            EXIT_USAGE,
+            "name at least one filter (--mine, --owner, --state, --budget, --cluster, --group): a bulk "
+            f"{verb} never takes the whole queue (the unfinished states it takes by default narrow nothing)",
+        )
     params = workload_filters(args)
     api = Api(config.server, config.token, escape=not args.json)
     preview = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "dry_run": True})
@@ -1310,6 +1326,9 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     w = api.call("PATCH", f"workloads/{_workload_id(args.id)}/", body=body)
     if args.json:
         emit_json(w, out)
+        return EXIT_OK
+    if w.get("changed") is False:  # every value was already its own: nothing written (left52)
+        out.write(nothing_to_change_text(w["id"]) + "\n")
         return EXIT_OK
     if w["state"] != "pending":  # a started workload changes only its wall-time limit (docs/jobs.md)
         limit = duration(w["max_runtime_s"]) if w.get("max_runtime_s") else "none"
@@ -1566,16 +1585,37 @@ def _wait_line(before: dict[str, Any] | None, w: dict[str, Any]) -> str:
     return f"#{w['id']} {before['state']} → {w['state']}{why}"
 
 
-def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int] = (), group: int | None = None) -> int:
+def wait_for(
+    api: Api,
+    args: argparse.Namespace,
+    out: TextIO,
+    ids: Sequence[int] = (),
+    group: int | None = None,
+    *,
+    submitted: str = "",
+) -> int:
     """Wait until every workload of ``ids`` (or every member of array ``group``) is final
     (:data:`FINAL_WORKLOAD_STATES`), a line on ``out`` per change (none with ``--json``, which
     prints the final states), and exit as docs/jobs.md "Wait for workloads" says: 0 every one
     succeeded, :data:`EXIT_NOT_SUCCEEDED` else, :data:`EXIT_TIMEOUT` when ``args.timeout``
     seconds ran out first, :data:`EXIT_INTERRUPTED` on Ctrl-C. Every id is read once before
     waiting: an unknown one stops it with ``CliError`` (:data:`EXIT_API`), nothing waited for.
-    The one function of ``fairway wait``, ``submit --wait`` and ``resubmit --wait``."""
+    The one function of ``fairway wait``, ``submit --wait`` and ``resubmit --wait``; ``submitted``
+    names the work those just submitted (``#12``, ``array group 3``), whose first read
+    :func:`_read_submitted` asks again while the server is busy or unreachable."""
+
+    def said(text: str) -> None:
+        if not args.json:
+            out.write(text + "\n")
+            out.flush()
+
+    deadline = None if args.timeout is None else waiting.time.monotonic() + args.timeout
+
+    def entry(read: Callable[[], _T]) -> _T:
+        return _read_submitted(read, submitted, args, said, deadline) if submitted else read()
+
     if group is not None:
-        members = len(_require_group(api, group)["members"])
+        members = len(entry(lambda: _require_group(api, group))["members"])
 
         def fetch(todo: set[int]) -> dict[int, dict[str, Any]]:  # every member: one request
             page = api.call("GET", "workloads/", params={"group": group, "limit": max(members, 1)})
@@ -1589,22 +1629,16 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
                 raise CliError(EXIT_API, f"no workload {', '.join(f'#{pk}' for pk in gone)} any more", "not_found")
             return rows
 
-    first = _first_read(api, set(ids)) if group is None else fetch(set())
+    first = entry(lambda: _first_read(api, set(ids)) if group is None else fetch(set()))
     first = dict(sorted(first.items()))
 
     def polled(todo: set[int]) -> dict[int, dict[str, Any]]:
         try:
             return fetch(todo)
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
-            if exc.exit_code == EXIT_UNREACHABLE or exc.retry_after is not None:
-                # its first sentence: "cannot reach URL: ConnectionError", "Request was throttled"
-                raise TryLater(exc.message.split(". ")[0], exc.retry_after) from None
+            if _busy(exc):
+                raise TryLater(_busy_words(exc), exc.retry_after) from None
             raise
-
-    def said(text: str) -> None:
-        if not args.json:
-            out.write(text + "\n")
-            out.flush()
 
     try:
         outcome = poll_until_final(
@@ -1615,13 +1649,60 @@ def wait_for(api: Api, args: argparse.Namespace, out: TextIO, ids: Sequence[int]
             on_change=lambda before, w: said(_wait_line(before, w)),
             on_later=lambda later, pause: said(f"[{later.message}: asking again in {duration(round(pause))}]"),
             interval=args.interval,
-            timeout=args.timeout,
+            timeout=None if deadline is None else max(deadline - waiting.time.monotonic(), 0.0),
         )
     except KeyboardInterrupt:
         raise CliError(
             EXIT_INTERRUPTED, "interrupted: stopped waiting; the workloads go on (`fairway cancel ID` stops one)"
         ) from None
     return _waited(args, outcome, out)
+
+
+def _busy(exc: CliError) -> bool:
+    """The server is busy (429, 503: ``retry_after``) or unreachable for a moment: a wait asks again."""
+    return exc.exit_code == EXIT_UNREACHABLE or exc.retry_after is not None
+
+
+def _busy_words(exc: CliError) -> str:
+    """A :func:`_busy` error's first sentence: "cannot reach URL: ConnectionError", "Request was throttled"."""
+    return exc.message.split(". ")[0]
+
+
+def _read_submitted(
+    read: Callable[[], _T],
+    submitted: str,
+    args: argparse.Namespace,
+    said: Callable[[str], None],
+    deadline: float | None,
+) -> _T:
+    """The first read of a wait for work just submitted (``submit``/``resubmit --wait``). The
+    submission succeeded: a busy or unreachable server is asked again, as the wait's polls are
+    (``fairway_cli.waiting``'s pauses, never shorter than a ``Retry-After``), where exiting 1 or 3
+    read as a failed submission and a script submitted it again (left52). Any error, and a
+    ``--wait-timeout`` that runs out first, says that ``submitted`` was submitted."""
+    pause, failing = args.interval, False
+    while True:
+        try:
+            return read()
+        except CliError as exc:
+            if not _busy(exc):
+                raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
+            grown = pause * BACKOFF if failing else pause
+            pause = max(min(grown, args.interval * CAP_FACTOR), exc.retry_after or 0.0)
+            left = None if deadline is None else deadline - waiting.time.monotonic()
+            if left is not None and left <= 0:
+                raise CliError(
+                    EXIT_TIMEOUT,
+                    f"timed out after {duration(args.timeout)}; {submitted} was submitted, but could not be read:"
+                    f" {exc.message}",
+                ) from None
+            if not failing:
+                said(f"[{submitted} was submitted; {_busy_words(exc)}: asking again in {duration(round(pause))}]")
+            failing = True
+            try:
+                waiting.time.sleep(pause if left is None else min(pause, left))
+            except KeyboardInterrupt:
+                raise CliError(EXIT_INTERRUPTED, f"interrupted: stopped waiting; {submitted} was submitted") from None
 
 
 LIST_MAX_IDS = 500
@@ -1829,9 +1910,12 @@ def cmd_statement(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     """A budget's accounting statement, the API's ``budgets/{id}/statement.csv``, by the budget's path."""
     api = Api(config.server, config.token, escape=False)
     path = args.budget.strip().strip("/")
-    found = [b for b in api.call("GET", "budgets/") if b["path"] == path]
-    if not found:
-        raise CliError(EXIT_API, f"no budget {escape_text(path)!r} (`fairway budgets` lists them)")
+    budgets = api.call("GET", "budgets/")
+    found = [b for b in budgets if b["path"] == path]
+    if not found:  # `olmo` for nlp/olmo: the server's suggestion, from the list (left52)
+        live = [b["path"] for b in budgets if not b["archived"] and b["parent"] is not None]
+        listed = "" if budget_hint_text(path, live) else " `fairway budgets` lists them."
+        raise CliError(EXIT_API, escape_text(unknown_budget_text(path, live)) + listed)
     budget = min(found, key=lambda b: (b["archived"], -b["id"]))  # the live one, else the latest archived
     text = api.call(
         "GET", f"budgets/{budget['id']}/statement.csv", params={"since": args.since, "until": args.until}, raw=True
@@ -2168,7 +2252,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--min-runtime",
         "-M",
         help="seconds or 2h30m; 0 = unallocated (free, preemptible)"
-        + (" (default: the workload's)" if again else " (required, here or in the -f spec)"),
+        + (" (default: the workload's)" if again else " (required, here or in the -f spec; not with --quote)"),
     )
     none = "; none: the host's per-GPU share" if again else ""
     p.add_argument("--cpus", type=_cpus, help="CPUs per host" + default("the host's per-GPU share") + none)
@@ -2207,7 +2291,8 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
     p.add_argument(
         "--quote",
         action="store_true",
-        help="submit nothing: show the estimated start, charge and ratio for minimum runtimes 0, 30m, 2h, 8h and yours",
+        help="submit nothing: show the estimated start, charge and ratio for the usual minimum runtimes"
+        " (0, 30m, 2h, 8h, 24h: the server's) and yours",
     )
     _wait_flags(p, after_submit=True)
     if again:  # after the id: a REMAINDER there took the flags too (fairway resubmit 12 -g 2)

@@ -104,3 +104,35 @@ def resubmitted_from_text(pk: int) -> str:
 def resubmitted_as_text(pks: Iterable[int]) -> str:
     """``resubmitted as #13, #14``: the workloads submitted again from one (``fairway show``)."""
     return f"{RESUBMITTED_AS} " + ", ".join(f"#{pk}" for pk in pks)
+
+
+def nothing_to_change_text(pk: int) -> str:
+    """``Nothing to change: #12 already asks that.``: an update whose values are the workload's own
+    (no event, no new version; ``do_update_workload``), said by its web page and ``fairway update``
+    (the API's ``changed: false``; left52: the CLI said "now asks …")."""
+    return f"Nothing to change: #{pk} already asks that."
+
+
+def budget_hint_text(ref: object, live_paths: Iterable[str]) -> str:
+    """What to add to "No budget 'olmo'." so the person knows what to type: of ``live_paths`` (the
+    paths of the live budgets below the root), those whose own name, their last part, is the last
+    part of ``ref`` in any case (``" Budgets are named by their path: did you mean nlp/olmo?"``),
+    or "" when none is. A leaf's name alone does not resolve (``budgets.services.resolve_budget``
+    walks paths from below the root), and the same name may sit under two programs. The server's
+    (``budgets.services.budget_hint``) and ``fairway statement``'s (left52) one rule."""
+    if not isinstance(ref, str):
+        return ""
+    parts = [p for p in ref.strip().strip("/").split("/") if p]
+    if not parts:
+        return ""
+    last = parts[-1].casefold()
+    paths = sorted(path for path in live_paths if path.rsplit("/", 1)[-1].casefold() == last)
+    if not paths:
+        return ""
+    shown = " or ".join(paths[:3]) + (f" (or {len(paths) - 3} more)" if len(paths) > 3 else "")
+    return f" Budgets are named by their path: did you mean {shown}?"
+
+
+def unknown_budget_text(ref: str, live_paths: Iterable[str]) -> str:
+    """The one sentence of an unknown budget: ``No budget 'olmo'.`` and :func:`budget_hint_text`."""
+    return f"No budget {ref!r}.{budget_hint_text(ref, live_paths)}"

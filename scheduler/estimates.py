@@ -389,8 +389,22 @@ def _notify_moved(moved: list[tuple[Workload, datetime, datetime]]) -> None:
             notify.events_on_commit(events)
 
 
-QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600)
-"""The minimum runtimes every quote shows (0, 30 min, 2 h, 8 h), beside the user's own."""
+QUOTE_RUNTIMES_S = (0, 1800, 7200, 8 * 3600, 24 * 3600)
+"""The minimum runtimes every quote shows (0: unallocated, 30 min, 2 h, 8 h, 24 h: a short run, an
+afternoon, a working day, a day and night), beside the user's own, and alone when none is given
+(left52: a quote needed ``min_runtime``, as a submission does). Those past the site's longest
+(``FAIRWAY_MAX_MINIMUM_RUNTIME_S``) are left out: :func:`quote_runtimes`."""
+
+NO_OWN_ARRAY_NOTE = "The whole array is quoted at its own minimum runtime: give one to see it."
+"""The note of an array quoted without a minimum runtime (its lines still price one member)."""
+
+
+def quote_runtimes(own: int | None) -> list[int]:
+    """The minimum runtimes a quote prices, ascending: :data:`QUOTE_RUNTIMES_S` up to the site's
+    longest minimum runtime, and ``own``, the request's (None: not given)."""
+    longest = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
+    ladder = {m for m in QUOTE_RUNTIMES_S if m <= longest}
+    return sorted(ladder if own is None else {*ladder, own})
 
 
 @dataclass(frozen=True)
@@ -456,9 +470,10 @@ HELD_QUOTE_NOTE = (
 said "now" with no word of the hold)."""
 
 
-def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
+def quote_terms(workload: Workload, snap: Any = None, *, own: bool = True) -> QuoteTerms:
     """The terms of a quote for ``workload`` (a ``do_submit_workload(..., dry_run=True)`` result);
-    ``snap``, the snapshot the quote simulates, for :func:`budget_notes`."""
+    ``snap``, the snapshot the quote simulates, for :func:`budget_notes`; ``own``: the request gave
+    its minimum runtime (without one an array has no whole-array answer, which is priced at it)."""
     from scheduler.reports import start_note
 
     jobs = getattr(workload, "job_options", None)
@@ -494,7 +509,9 @@ def quote_terms(workload: Workload, snap: Any = None) -> QuoteTerms:
         notes.append(HELD_QUOTE_NOTE)
     notes.extend(budget_notes(workload, snap))
     answer = None
-    if members and snap is not None:
+    if members and not own:
+        notes.append(NO_OWN_ARRAY_NOTE)
+    elif members and snap is not None:
         answer = _array_answer(workload, snap, members, limit)
         if waits_for:  # as the lines: a workload waiting on a dependency has no estimate
             answer = replace(answer, first_start=None, last_start=None, started=0, started_by=None, starts_now=False)
@@ -600,8 +617,9 @@ def budget_notes(workload: Workload, snap: Any = None) -> list[str]:
 def do_quote(
     owner: object, *, now: datetime | None = None, **submission: object
 ) -> tuple[Workload, list[QuoteLine], QuoteTerms]:
-    """Quote a workload before submission (DESIGN.md §3.8): for minimum runtimes 0, 30 min, 2 h,
-    8 h and the one given, the estimated start (one forward simulation with the workload added
+    """Quote a workload before submission (DESIGN.md §3.8): for the minimum runtimes of
+    :func:`quote_runtimes` (the ladder and the one given; ``min_runtime_s`` None: the ladder
+    alone, no line ``yours``), the estimated start (one forward simulation with the workload added
     per minimum runtime, :func:`scheduler.sim.estimate.quote`), the GPU-hours its protected part
     would charge (``gpus × M``) and its budget's ratio with that commitment added.
 
@@ -616,6 +634,9 @@ def do_quote(
     from scheduler.sim.estimate import QUOTE_ID, quote
     from scheduler.snapshot import load_snapshot, policy_workload
 
+    own = submission.get("min_runtime_s")
+    if own is None:  # validated as any other request: every line below prices its own M
+        submission = {**submission, "min_runtime_s": 0}
     workload = services.do_submit_workload(owner, dry_run=True, **submission)  # type: ignore[arg-type]
     now = now or timezone.now()
     snap, _ = load_snapshot(workload.cluster.pk, now)
@@ -631,8 +652,7 @@ def do_quote(
         workload.cpus,
         workload.memory_bytes,
     )
-    own = workload.min_runtime_s
-    runtimes = sorted({*QUOTE_RUNTIMES_S, own})
+    runtimes = quote_runtimes(None if own is None else workload.min_runtime_s)
     rows = quote(
         snap,
         hypothetical,
@@ -647,7 +667,7 @@ def do_quote(
             datetime.fromtimestamp(q.start, tz=UTC) if q.start is not None else None,
             q.charge_gpu_seconds / 3600,
             q.ratio_after,
-            q.min_runtime == own,
+            own is not None and q.min_runtime == workload.min_runtime_s,
             datetime.fromtimestamp(q.searched_until, tz=UTC),
             starts_now=q.start is not None and q.start <= snap.now,
         )
@@ -657,7 +677,7 @@ def do_quote(
     from scheduler.reports import ratio_texts
 
     texts = ratio_texts([line.ratio_after for line in lines])
-    terms = quote_terms(workload, snap)
+    terms = quote_terms(workload, snap, own=own is not None)
     lines = [
         replace(
             line,

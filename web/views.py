@@ -51,11 +51,12 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT
+from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT, nothing_to_change_text
+from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
 from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_inventory, state_reason
-from scheduler.api.params import REPEATED
+from scheduler.api.params import REPEATED, given_twice
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.gpu_report import unreported_in
@@ -460,17 +461,20 @@ def workloads(request: HttpRequest) -> HttpResponse:
     params, filtered, errors = _list_filters(request, queryset, ("page",))
     # ?page= by the API's rule for limit and offset (config.pagination): Paginator.get_page read
     # ?page=abc or ?page=-1 as page 1 and ?page=999 as the last page, an answer to another question
-    # (left37). A malformed page is named as a filter is (400); one past the last is a 404 (Django's
-    # paginated views' answer); page 1 of an empty list is that empty page.
+    # (left37). A malformed page is named as a filter is (400); one past the last redirects to the
+    # last, its filters kept, as Django's admin does (left52: a 404 after the list shrank, a
+    # canceled batch); page 1 of an empty list is that empty page.
     raw_page = request.GET.get("page") or "1"
     if problem := whole_number_problem("page", raw_page, 1):
         errors.append(f"page: {problem}")
-        raw_page = "1"
+    if errors:
+        raw_page = "1"  # the list shows none, and says why
     paginator = Paginator(filtered.qs if not errors else queryset.none(), PAGE_SIZE)
     try:
         page = paginator.page(int(raw_page))
     except EmptyPage:
-        raise Http404(f"No page {raw_page}: the list has {paginator.num_pages}.") from None
+        last = {**params, "page": paginator.num_pages} if paginator.num_pages > 1 else params
+        return redirect(f"{reverse('web-workloads')}?{urlencode(last)}" if last else reverse("web-workloads"))
     now = timezone.now()
     for w in page:
         w.acct = accounting(w, now)
@@ -503,6 +507,8 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
     the list with the same filters."""
     action = request.GET.get("action", "")
     params, filtered, errors = _list_filters(request, Workload.objects.all(), ("action",))
+    # ?action=hold&action=cancel was read as its last value, silently (left52): refused as a filter given twice
+    errors += [f"{k}: {REPEATED}" for k in given_twice(request.GET, ("action",))]
     if action not in BULK_VERBS:
         errors.append(f"action: one of {', '.join(BULK_VERBS)}")
     if not errors:
@@ -523,10 +529,17 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
     workloads = filtered.qs
     if request.method == "POST":
         raw = request.POST.get("ids", "")
-        if not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in raw.split(",") if part):
+        parts = [part for part in raw.split(",") if part]
+        if given_twice(request.POST, ("ids",)):
+            context["errors"] = [f"ids: {REPEATED}"]
+            return _render(request, "web/bulk.html", context, status=400)
+        if not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in parts):
             context["errors"] = ["ids: workload ids, comma-separated"]
             return _render(request, "web/bulk.html", context, status=400)
-        workloads = workloads.filter(pk__in=[int(part) for part in raw.split(",") if part])
+        if len(parts) > (most := bulk.bulk_max()):  # the API's cap of its ids (BulkActionSerializer), read when asked
+            context["errors"] = [f"ids: at most {most:,} workloads in one bulk action: narrow the filter"]
+            return _render(request, "web/bulk.html", context, status=400)
+        workloads = workloads.filter(pk__in=[int(part) for part in parts])
     try:
         outcome = do_bulk_action(request.user, action, workloads, dry_run=request.method != "POST")
     except ServiceError as exc:
@@ -797,7 +810,7 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                     shown = None  # the request as it is now, at its version (the typed one is refused again)
             else:
                 if done.spec_version == target.spec_version:  # the service changed nothing (try50)
-                    messages.info(request, f"Nothing to change: #{done.pk} already asks that.")
+                    messages.info(request, nothing_to_change_text(done.pk))
                 elif done.state in LIMIT_STATES:
                     limit = duration(done.max_runtime_s) if done.max_runtime_s else "none"
                     said = f"Changed {done.name} (#{done.pk}): wall-time limit now {limit}, counted from its start."

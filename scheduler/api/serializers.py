@@ -470,7 +470,7 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             "command": command,
             # None: no env; anything else for normalize_env ([] or "" was taken as none: brk45)
             "env": {} if data.get("env") is None else data["env"],
-            "min_runtime_s": data["min_runtime"],
+            "min_runtime_s": data.get("min_runtime"),  # required but of a quote (WorkloadQuoteSerializer)
             "cpus": data.get("cpus"),
             "memory_bytes": data.get("memory"),
             "shared_memory_bytes": data.get("shared_memory"),
@@ -485,6 +485,14 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
             if data.get("hold") is None
             else data["hold"],  # null: not given (left50); else as given (left51)
         }
+
+
+class WorkloadQuoteSerializer(WorkloadSubmitSerializer):
+    """Input of ``POST /api/v1/workloads/quote/``: a submission's body, ``min_runtime`` optional
+    (DESIGN.md §3.8: a quote answers for several minimum runtimes; without one, the ladder
+    ``scheduler.estimates.QUOTE_RUNTIMES_S`` alone, none of its lines ``yours``)."""
+
+    min_runtime = _DurationField(required=False)
 
 
 class WorkloadResubmitSerializer(WorkloadSubmitSerializer):
@@ -1210,6 +1218,19 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         if request is None or obj.state in Workload.FINAL_STATES:
             return False
         return can_cancel(request.user, obj, self.context.get("budget_tree"), self.context.get("memberships"))
+
+
+class WorkloadUpdatedSerializer(WorkloadDetailSerializer):
+    """The answer of ``PATCH /api/v1/workloads/{id}/``: the workload as written, and whether the
+    update changed anything (left52; schema only, the view adds ``changed`` to the detail)."""
+
+    changed = serializers.BooleanField(
+        read_only=True, help_text="false when every value given was already the workload's (nothing written)"
+    )
+
+    class Meta(WorkloadDetailSerializer.Meta):
+        fields = [*WorkloadDetailSerializer.Meta.fields, "changed"]
+        read_only_fields = fields
 
 
 class GroupCanceledSerializer(serializers.Serializer):

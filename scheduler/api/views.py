@@ -48,11 +48,13 @@ from scheduler.api.serializers import (
     QuoteSerializer,
     WorkloadDetailSerializer,
     WorkloadListSerializer,
+    WorkloadQuoteSerializer,
     WorkloadResubmitSerializer,
     WorkloadRowSerializer,
     WorkloadSpecSerializer,
     WorkloadSubmitSerializer,
     WorkloadSubmittedSerializer,
+    WorkloadUpdatedSerializer,
     WorkloadUpdateSerializer,
 )
 from scheduler.bulk import do_bulk_action, require_filter
@@ -314,6 +316,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
             return WorkloadSubmitSerializer
         if self.action in ("resubmit", "resubmit_quote"):
             return WorkloadResubmitSerializer
+        if self.action == "quote":
+            return WorkloadQuoteSerializer
         if self.action == "partial_update" and getattr(self, "swagger_fake_view", False):
             return WorkloadUpdateSerializer  # the schema's request body (the answer: the detail)
         return WorkloadDetailSerializer
@@ -427,15 +431,16 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     )
     def quote(self, request: Request) -> Response:
         """Quote before submitting (DESIGN.md §3.8): the submission's body, validated like a
-        submission (400 in the same format); 200 with, for minimum runtimes 0, 30 min, 2 h, 8 h
-        and the request's own, the estimated start, the GPU-hours charged and the ratio after
+        submission (400 in the same format) but for ``min_runtime``, which may be left out; 200
+        with, for minimum runtimes 0, 30 min, 2 h, 8 h, 24 h (``scheduler.estimates.QUOTE_RUNTIMES_S``,
+        up to the site's longest) and the request's own, the estimated start, the GPU-hours charged and the ratio after
         admission; ``waits_for`` (its ``after`` work not ended: then no start), ``array`` (the lines
         price one member; it gives the whole array's first and last starts and charge) and
         ``notes`` (what the lines assume, in words). Nothing is written. Throttled per user on top
         of the API's rates (429, ``FAIRWAY_THROTTLE_QUOTE``: :class:`config.throttling.QuoteRateThrottle`)."""
         from scheduler.estimates import do_quote
 
-        serializer = WorkloadSubmitSerializer(data=request.data)
+        serializer = WorkloadQuoteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return self._quote_answer(*do_quote(request.user, **serializer.to_service_kwargs()))
 
@@ -524,7 +529,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         path = budget_paths(self.budget_tree).get(workload.budget_id, str(workload.budget_id))
         return Response(workload_spec(workload, path))
 
-    @extend_schema(request=WorkloadUpdateSerializer, responses=WorkloadDetailSerializer)
+    @extend_schema(request=WorkloadUpdateSerializer, responses=WorkloadUpdatedSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Change a pending workload (``scontrol update``; docs/jobs.md, "Changing a pending
         workload"): some of ``name``, ``budget``, ``gpu_model``, ``gpu_count``, ``min_runtime``,
@@ -539,12 +544,16 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         docs/jobs.md "The wall-time limit of a running workload"): lowered by whoever may cancel it,
         never below its minimum runtime (400 ``max_runtime_below_min_runtime``); raised or removed
         (``null``) only by an admin (403 ``raise_needs_admin``); a limit it has already run past
-        stops it (``timeout``) at the next tick. Any other field: 409 ``not_pending``."""
+        stops it (``timeout``) at the next tick. Any other field: 409 ``not_pending``.
+
+        ``changed``: false when every value given was already the workload's (nothing written, no
+        event; ``fairway update`` and the web page then say ``nothing_to_change_text``)."""
         workload = self.get_object()
         serializer = WorkloadUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        do_update_workload(request.user, workload, serializer.to_changes(), tree=self.budget_tree)
-        return Response(self._detail(workload.pk))
+        version = workload.spec_version  # read before: the queryset may defer it
+        done = do_update_workload(request.user, workload, serializer.to_changes(), tree=self.budget_tree)
+        return Response({**self._detail(workload.pk), "changed": done.spec_version != version})
 
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:

@@ -24,9 +24,9 @@ def test_a_quote_prices_every_minimum_runtime_and_writes_nothing(researcher_clie
     body = response.json()
     assert (body["budget"], body["cluster"], body["gpu_model"], body["gpu_count"]) == ("nlp/olmo", "default", "A100", 4)
     lines = body["quotes"]
-    assert [q["min_runtime_s"] for q in lines] == [0, 1800, 3600, 7200, 28800]
-    assert [q["yours"] for q in lines] == [False, False, True, False, False]
-    assert [q["charge_gpu_hours"] for q in lines] == [0.0, 2.0, 4.0, 8.0, 32.0]
+    assert [q["min_runtime_s"] for q in lines] == [0, 1800, 3600, 7200, 28800, 86400]
+    assert [q["yours"] for q in lines] == [False, False, True, False, False, False]
+    assert [q["charge_gpu_hours"] for q in lines] == [0.0, 2.0, 4.0, 8.0, 32.0, 96.0]
     ratios = [q["ratio_after"] for q in lines]
     assert ratios == sorted(ratios) and ratios[0] < ratios[-1]
     assert all(q["estimated_start"] is not None for q in lines)  # 16 A100s are free
@@ -135,11 +135,11 @@ def test_a_quote_with_after_work_not_ended_has_no_start_and_says_for_what(
 
     argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h")
     out = run_cli(monkeypatch, researcher, *argv, "--after", str(first), "--", "python")
-    assert out.count(f"none: waits for #{first}") == 5 and note in out
+    assert out.count(f"none: waits for #{first}") == 6 and note in out
     browser = Client()
     browser.force_login(researcher)
     page = browser.post("/submit/", {**_form(min_runtime="1h", after=str(first)), "quote": "1"}).content.decode()
-    assert len(re.findall(f"none: waits for #{first}</td>", page)) == 5
+    assert len(re.findall(f"none: waits for #{first}</td>", page)) == 6
 
     Workload.objects.filter(pk=first).update(state=Workload.State.SUCCEEDED)
     done = researcher_client.post(URL, submission(after=[f"{first}:ok"]), format="json").json()

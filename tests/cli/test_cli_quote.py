@@ -17,15 +17,15 @@ def test_submit_quote_prints_every_minimum_runtime_and_submits_nothing(logged_in
     lines = out.splitlines()
     assert lines[0] == "quote (nothing submitted): 2 × A100 on default, budget nlp/olmo"
     assert lines[1].split()[:2] == ["MIN-RUNTIME", "STARTS"]
-    body = lines[2:7]
-    assert [row.split()[0] for row in body] == ["0", "30m", "1h", "2h", "8h"]
+    body = lines[2:8]
+    assert [row.split()[0] for row in body] == ["0", "30m", "1h", "2h", "8h", "1d"]
     assert "1h *" in body[2] and "2.00 GPU-h" in body[2] and "16.00 GPU-h" in body[4]
     assert all(" now " in row for row in body)  # free GPUs: "now", not the current second (tryout26)
     assert Workload.objects.count() == 0
 
     code, out, _ = logged_in("--json", *argv)
     assert code == EXIT_OK
-    assert [q["min_runtime_s"] for q in json.loads(out)["quotes"]] == [0, 1800, 3600, 7200, 28800]
+    assert [q["min_runtime_s"] for q in json.loads(out)["quotes"]] == [0, 1800, 3600, 7200, 28800, 86400]
 
 
 def test_submit_quote_reports_the_submissions_errors(logged_in):  # noqa: F811

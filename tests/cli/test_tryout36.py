@@ -65,6 +65,6 @@ def test_statement_prints_a_budget_s_csv_by_its_path(researcher, outsider, hosts
     out = run_cli(monkeypatch, researcher, "statement", "nlp/olmo", "--since", "7d")
     assert out.splitlines()[0] == "budget,day,project,user,allocated_gpu_hours,unallocated_gpu_hours,total_gpu_hours"
     err = run_cli(monkeypatch, researcher, "statement", "nlp/gpt", expect=fairway_cli.EXIT_API)
-    assert "no budget 'nlp/gpt' (`fairway budgets` lists them)" in err
+    assert "No budget 'nlp/gpt'. `fairway budgets` lists them." in err
     err = run_cli(monkeypatch, outsider, "statement", "nlp/olmo", expect=fairway_cli.EXIT_API)
     assert f"{STATEMENT_REFUSAL} (forbidden)" in err

@@ -23,12 +23,13 @@ def test_a_page_that_is_no_whole_number_is_a_400_naming_it_and_lists_none(browse
     assert list(response.context["page"]) == []
 
 
-def test_a_page_past_the_last_is_a_404_and_page_one_of_nothing_is_empty(browser, researcher, submit_kwargs):  # noqa: F811
-    """``?page=999`` answered the last page as if it were page 999."""
+def test_a_page_past_the_last_redirects_and_page_one_of_nothing_is_empty(browser, researcher, submit_kwargs):  # noqa: F811
+    """``?page=999`` answered the last page as if it were page 999; it redirects there now (left52:
+    tests/web/test_left52.py), its address saying which page it is."""
     do_submit_workload(researcher, **submit_kwargs(name="mine"))
 
-    assert browser.get("/workloads/", {"page": "2"}).status_code == 404
+    assert browser.get("/workloads/", {"page": "2"})["Location"] == "/workloads/"
     assert [w.name for w in browser.get("/workloads/", {"page": "1"}).context["page"]] == ["mine"]
     assert browser.get("/workloads/", {"page": ""}).status_code == 200
     assert browser.get("/workloads/", {"page": "1", "state": "running"}).status_code == 200
-    assert browser.get("/workloads/", {"page": "9" * 100}).status_code == 404
+    assert browser.get("/workloads/", {"page": "9" * 100}).status_code == 302

@@ -15,7 +15,7 @@ def test_quote_first_shows_the_quote_and_submits_nothing(browser):  # noqa: F811
     page = response.content.decode()
     table = page[page.index('id="quote-table"') :]
     rows = re.findall(r"<tr(?: class=\"yours\")?><td>(.*?)</td>", table)
-    assert [re.sub("<.*?>", "", r).strip() for r in rows] == ["0 (unallocated)", "30m", "1h (yours)", "2h", "8h"]
+    assert [re.sub("<.*?>", "", r).strip() for r in rows] == ["0 (unallocated)", "30m", "1h (yours)", "2h", "8h", "1d"]
     assert "2.00 GPU-h" in table and "32.00 GPU-h" in table  # 4 GPUs × 30 min, × 8 h
     assert 'value="pretrain"' in page  # the form keeps what was typed
     assert Workload.objects.count() == 0 and WorkloadEvent.objects.count() == 0
@@ -41,9 +41,9 @@ def test_the_quote_prints_each_ratio_after_as_the_api_and_the_cli_write_it(brows
     shown = re.findall(r"<td>([^<]*)×</td></tr>", table)
     argv = ("submit", "--quote", "-b", "nlp/olmo", "-c", "default", "-g", "4", "-m", "A100", "-M", "1h", "--", "python")
     cli_ratios = [
-        line.split()[-1].removesuffix("×") for line in run_cli(monkeypatch, researcher, *argv).splitlines()[2:7]
+        line.split()[-1].removesuffix("×") for line in run_cli(monkeypatch, researcher, *argv).splitlines()[2:8]
     ]
     api = [q["ratio_after_text"] for q in json.loads(run_cli(monkeypatch, researcher, "--json", *argv))["quotes"]]
 
-    assert len(shown) == 5 and len(set(shown)) == 5
+    assert len(shown) == 6 and len(set(shown)) == 6
     assert shown == cli_ratios == api
