@@ -6,7 +6,6 @@ import pytest
 from django.test import Client
 from django.utils.html import escape
 
-from scheduler import bulk
 from scheduler.api.params import REPEATED
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
@@ -53,9 +52,9 @@ def test_a_bulk_action_given_twice_is_refused_not_read_as_its_last(browser, rese
     assert _states() == before
 
 
-def test_the_bulk_confirmation_takes_at_most_the_apis_cap_of_ids(browser, researcher, submit_kwargs, monkeypatch):
+def test_the_bulk_confirmation_takes_at_most_the_apis_cap_of_ids(browser, researcher, submit_kwargs, settings):
     mine = [do_submit_workload(researcher, **submit_kwargs(name=f"r{i}")) for i in range(3)]
-    monkeypatch.setattr(bulk, "BULK_MAX", 2)
+    settings.FAIRWAY = {**settings.FAIRWAY, "BULK_MAX": 2}  # FAIRWAY_BULK_MAX (left51)
     before = _states()
 
     response = browser.post("/workloads/bulk/?action=hold&owner=me", {"ids": ",".join(str(w.pk) for w in mine)})
