@@ -167,7 +167,7 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
     rows = [
         w
         for w in Workload.objects.filter(cluster_id=cluster_id, state=Workload.State.PENDING).only(
-            "id", "estimated_start", "no_start_found", "estimate_told", "pending_detail"
+            "id", "estimated_start", "no_start_found", "estimate_told", "pending_reason", "pending_detail"
         )
         # read by the simulation: one submitted since the snapshot was answered "no start found"
         # about a request it never read (brk46); the next run judges it
@@ -204,8 +204,11 @@ def store_estimates(cluster_id: int, now: datetime) -> int:
             # which it did not contradict: keep it (docs/estimates.md).
             continue
         # None after a whole window searched is an answer ("none within one window", as the quote
-        # says), not "not known yet": the page said the latter (try37).
-        none_found = value is None and complete
+        # says), not "not known yet": the page said the latter (try37). Not of a workload no
+        # simulation starts (held, its budget held, no host, an after list): its wait ends outside
+        # the run, and the answer outlived it ("No start within the next 7 days" once its budget
+        # was released, until the next run: brk52)
+        none_found = value is None and complete and estimable(w.pending_reason, w.pending_detail)
         told = w.estimate_told
         if value is not None and told is None:
             # its first estimate (or its first since it left pending): what a move is judged from

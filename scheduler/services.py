@@ -30,7 +30,7 @@ from accounts.services import is_manager, is_member, submit_budget_paths
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import archived_growth_problem, submission_problem
-from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget
+from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text
 from fairway_cli.words import resubmitted_from_text
@@ -1469,6 +1469,12 @@ def _update_once(
                 raise SubmissionError(*placed)
             if not still_member:
                 raise SubmissionError("not_a_member", "budget", NOT_A_MEMBER.format(path=checked.budget.path))
+        elif grown := archived_growth(diff):
+            # its own budget's archive read again under its share lock, as a move's (brk52: archived
+            # after the tree was read, a growth passed as one of a live budget)
+            own = share_lock_budget(current.budget_id)
+            if own.archived and (grew := archived_growth_problem(own.path, grown)):
+                raise SubmissionError(*grew)
         locked = Workload.objects.select_for_update().get(pk=pk)
         _refuse_unless_pending(locked)
         if locked.spec_version != current.spec_version:

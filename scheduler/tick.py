@@ -1,4 +1,6 @@
-"""The scheduling tick: lock → snapshot → policy → apply, in one transaction (DESIGN.md §2).
+"""The scheduling tick: lock → snapshot → policy → apply, in one transaction (DESIGN.md §2), after
+the wall-time limits' stops and the unmet dependencies' cancels, each in a transaction of its own
+under the same lock (docs/locking.md).
 
 Exactly one tick per cluster runs at a time. On PostgreSQL the lock is
 ``pg_try_advisory_xact_lock(TICK_LOCK_CLASS, cluster_id)``, held until the
@@ -135,16 +137,22 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     """
     began = time.monotonic()
     now = now or timezone.now()
+    for step in (lifecycle.stop_timed_out, lifecycle.settle_dependencies):
+        # Each its own transaction (docs/locking.md: several workloads in one statement, id order):
+        # in the decisions' transaction, its rows locked before the decisions' own took workloads
+        # out of id order, and deadlocked with an ordered locker of both (brk52).
+        with _locked_transaction(cluster_id) as acquired:
+            if not acquired:
+                return TickResult(cluster_id=cluster_id, status="skipped")
+            step(cluster_id, now)
+    stamps = [("timeouts", time.monotonic())]
     with _locked_transaction(cluster_id) as acquired:
         if not acquired:
             return TickResult(cluster_id=cluster_id, status="skipped")
         if not Cluster.objects.filter(pk=cluster_id).exists():
             return TickResult(cluster_id=cluster_id, status="no_cluster")
-        stamps = [("lock", time.monotonic())]
+        stamps.append(("lock", time.monotonic()))
         transaction.on_commit(lambda: stamps.append(("commit", time.monotonic())))
-        lifecycle.stop_timed_out(cluster_id, now)
-        lifecycle.settle_dependencies(cluster_id, now)
-        stamps.append(("timeouts", time.monotonic()))
         snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key, with_cap_records=False)
         stamps.append(("snapshot", time.monotonic()))
         decisions = schedule(snapshot)
@@ -175,8 +183,9 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
 
 
 def _phases(began: float, stamps: list[tuple[str, float]]) -> str:
-    """The tick's phases for its log line: ``name=ms`` each, from the previous stamp ("lock" from
-    the tick's beginning, which is its placements' ``placed_at``); "commit" is the transaction's
+    """The tick's phases for its log line: ``name=ms`` each, from the previous stamp ("timeouts",
+    the limits' and dependencies' transactions, from the tick's beginning, which is its placements'
+    ``placed_at``; "lock" the decisions' lock after them); "commit" is the transaction's
     end, "hooks" its ``on_commit`` callbacks after it (the push, notifications, figures)."""
     parts, last = [], began
     for name, at in stamps:
