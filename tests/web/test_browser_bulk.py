@@ -83,7 +83,7 @@ def test_the_post_acts_only_on_the_ids_previewed(client_of, researcher, mine, su
     assert bad.status_code == 400
 
 
-def test_cancel_these_from_the_list_in_a_browser(_no_stray_sessions, new_page, live_server, researcher, mine, theirs):
+def test_cancel_these_from_the_list_in_a_browser(new_page, live_server, researcher, mine, theirs):
     page = new_page()
     log_in(page, "researcher")
     page.goto("/workloads/?state=pending")
