@@ -1384,15 +1384,11 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             continue
         if verb == "hold" and w.get("hold") and not me:
             me.append(str(api.call("GET", "me/").get("username") or ""))
-        if verb == "hold" and w.get("hold") and w.get("held_by") != me[0]:
-            # Someone else's hold: this one changed nothing (the API's 200 no-op), since a hold that
-            # changes writes its requester as held_by (an admin's replacing a user hold included).
-            if w["hold"] == "admin":
-                by = f" ({w['held_by']})" if w.get("held_by") else ""
-                said = f"already held by an admin{by}: nothing changed; only an admin may release it"
-            else:
-                said = f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
-            out.write(f"#{w['id']} {w['name']} {said}\n")
+        # Someone else's hold changed nothing (the API's 200 no-op), since a hold that changes
+        # writes its requester as held_by (an admin's replacing a user hold included); one's own
+        # changed nothing where the answer says so (``changed``, left53).
+        if verb == "hold" and w.get("hold") and (w.get("held_by") != me[0] or w.get("changed") is False):
+            out.write(f"#{w['id']} {w['name']} {hold_unchanged_text(w, me[0])}\n")
             continue
         kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
         out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
@@ -1401,6 +1397,17 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))
     return EXIT_OK
+
+
+def hold_unchanged_text(w: dict[str, Any], me: str) -> str:
+    """What ``fairway hold`` says of a workload its hold changed nothing of, held already by an
+    admin (left51), by another (a user hold) or by the requester (left53)."""
+    if w.get("held_by") == me:
+        return "already held by you: nothing changed"
+    if w["hold"] == "admin":
+        by = f" ({w['held_by']})" if w.get("held_by") else ""
+        return f"already held by an admin{by}: nothing changed; only an admin may release it"
+    return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
 
 
 def verb_past(verb: str) -> str:

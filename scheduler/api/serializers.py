@@ -1235,6 +1235,15 @@ class WorkloadUpdatedSerializer(WorkloadDetailSerializer):
         read_only_fields = fields
 
 
+class WorkloadHeldSerializer(WorkloadUpdatedSerializer):
+    """The answer of ``POST /api/v1/workloads/{id}/hold/``: the workload, and whether the hold
+    changed it (left53: ``fairway hold`` of one's own hold said "held"; schema only)."""
+
+    changed = serializers.BooleanField(
+        read_only=True, help_text="false when it was already held as firmly (nothing written, no event)"
+    )
+
+
 class GroupCanceledSerializer(serializers.Serializer):
     """The answer of ``POST /api/v1/groups/{id}/cancel/``: the shape of a group's hold, release
     and update (``group``, what was done, ``members``)."""
