@@ -2422,7 +2422,7 @@ def build_parser() -> argparse.ArgumentParser:
         "an admin raise it)",
     )
     p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit")
-    p.add_argument("--cpus", help="CPUs per host; none: the host's per-GPU share")
+    p.add_argument("--cpus", type=_cpus, help="CPUs per host; none: the host's per-GPU share")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")
 
