@@ -872,9 +872,10 @@ UNFINISHED_STATES = "pending,starting,running,preempting"
 
 def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> dict[str, Any]:
     """The workload list's filters from ``--state``, ``--budget``, ``--mine``/``--owner``,
-    ``--cluster``, ``--group``: ``fairway ls``'s query and a bulk cancel/hold/release's alike, so
-    the bulk action takes what ``ls`` shows. Without ``--state`` (and ``--group``) the unfinished
-    states, unless ``everything`` (``ls --all``)."""
+    ``--cluster``, ``--group`` (``ls``'s ``--resubmitted-from`` and ``--id`` too): ``fairway ls``'s
+    query and a bulk cancel/hold/release's alike, so the bulk action takes what ``ls`` shows.
+    Without ``--state`` (and ``--group``, ``--resubmitted-from``, ``--id``) the unfinished states,
+    unless ``everything`` (``ls --all``)."""
     if args.mine and args.owner:
         raise CliError(EXIT_USAGE, "give --mine or --owner USER, not both")
     params = {
@@ -884,8 +885,9 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
         "cluster": args.cluster,
         "group": args.group,
         "resubmitted_from": getattr(args, "resubmitted_from", None),
+        "id": getattr(args, "id_list", None),
     }
-    if not everything and not args.state and args.group is None and params["resubmitted_from"] is None:
+    if not everything and not args.state and args.group is None and not (params["resubmitted_from"] or params["id"]):
         params["state"] = UNFINISHED_STATES
     return params
 
@@ -971,6 +973,20 @@ def _workload_id(value: str) -> int:
     if not text.isascii() or not text.isdigit() or len(text) > 18:
         raise CliError(EXIT_USAGE, f"{value!r} is not a workload id")
     return int(text)
+
+
+def _id_list(text: str) -> str:
+    """``ls --id 12,#13``: workload ids, comma-separated (:func:`_workload_id` each, at most
+    :data:`LIST_MAX_IDS`), as the list's ``id`` filter reads them: ``12,13``."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("give at least one id")
+    if len(parts) > LIST_MAX_IDS:
+        raise argparse.ArgumentTypeError(f"at most {LIST_MAX_IDS} ids at once, not {len(parts)}")
+    try:
+        return ",".join(str(_workload_id(p)) for p in parts)
+    except CliError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def gpu_words(names: Sequence[str]) -> str:
@@ -2382,6 +2398,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         metavar="ID",
         help="the workloads resubmitted from workload ID (all states)",
+    )
+    p.add_argument(
+        "--id", dest="id_list", type=_id_list, metavar="ID,ID", help="these workloads, comma-separated (all states)"
     )
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
