@@ -1524,6 +1524,9 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(tail, out)
             return EXIT_OK
+        # an attempt named that has ended grows no more: printed once (left53: followed, its host
+        # gone, until the workload ended)
+        finished = args.attempt is not None and bool(tail.get("ended"))
         done = True
         for part in tail["parts"]:
             if part.get("error"):
@@ -1534,7 +1537,7 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 errors.add(said)
                 # no data is no end: an attempt still starting, a host offline for a while (try50:
                 # "agent: no attempt … here" ended `logs -f` at once); followed until the workload ends
-                done = done and not (args.follow and _workload_open(api, wid))
+                done = done and not (args.follow and not finished and _workload_open(api, wid))
                 continue
             data = part["data"]
             start = part["offset"]
@@ -1551,7 +1554,7 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             # nothing printed read as a command that did nothing (the page says "(empty)"); on
             # stderr, so `fairway logs ID > file` still holds only the log (try40)
             sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
-        if not args.follow or done:
+        if not args.follow or done or finished:
             return EXIT_OK
         time.sleep(args.interval)
 

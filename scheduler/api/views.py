@@ -106,9 +106,10 @@ class WorkloadLogsMixin:
 
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> Response:
-        """200 ``{"workload", "attempt", "attempt_id", "parts": [{"host", "rank", "data", "offset",
-        "eof", "error"}]}`` (last attempt unless ``attempt``); 403 ``forbidden`` for others;
-        404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
+        """200 ``{"workload", "attempt", "attempt_id", "ended", "parts": [{"host", "rank", "data",
+        "offset", "eof", "error"}]}`` (last attempt unless ``attempt``; ``ended``: the attempt has
+        ended, its log grows no more); 403 ``forbidden`` for others; 404 ``no_attempt``; 400
+        ``invalid`` for a bad ``attempt``/``tail``."""
         from scheduler.gateway import attempt_log_tails
 
         workload = Workload.objects.select_related("budget").filter(pk=pk).first() if _is_id(pk) else None
@@ -134,6 +135,7 @@ class WorkloadLogsMixin:
                 "workload": workload.pk,
                 "attempt": attempt.number,
                 "attempt_id": attempt.pk,
+                "ended": attempt.ended_at is not None,
                 "parts": [
                     {"host": p.host, "rank": p.rank, "data": p.data, "offset": p.offset, "eof": p.eof, "error": p.error}
                     for p in parts
