@@ -872,9 +872,10 @@ UNFINISHED_STATES = "pending,starting,running,preempting"
 
 def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> dict[str, Any]:
     """The workload list's filters from ``--state``, ``--budget``, ``--mine``/``--owner``,
-    ``--cluster``, ``--group``: ``fairway ls``'s query and a bulk cancel/hold/release's alike, so
-    the bulk action takes what ``ls`` shows. Without ``--state`` (and ``--group``) the unfinished
-    states, unless ``everything`` (``ls --all``)."""
+    ``--cluster``, ``--group`` (``ls``'s ``--resubmitted-from`` and ``--id`` too): ``fairway ls``'s
+    query and a bulk cancel/hold/release's alike, so the bulk action takes what ``ls`` shows.
+    Without ``--state`` (and ``--group``, ``--resubmitted-from``, ``--id``) the unfinished states,
+    unless ``everything`` (``ls --all``)."""
     if args.mine and args.owner:
         raise CliError(EXIT_USAGE, "give --mine or --owner USER, not both")
     params = {
@@ -884,8 +885,9 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
         "cluster": args.cluster,
         "group": args.group,
         "resubmitted_from": getattr(args, "resubmitted_from", None),
+        "id": getattr(args, "id_list", None),
     }
-    if not everything and not args.state and args.group is None and params["resubmitted_from"] is None:
+    if not everything and not args.state and args.group is None and not (params["resubmitted_from"] or params["id"]):
         params["state"] = UNFINISHED_STATES
     return params
 
@@ -971,6 +973,20 @@ def _workload_id(value: str) -> int:
     if not text.isascii() or not text.isdigit() or len(text) > 18:
         raise CliError(EXIT_USAGE, f"{value!r} is not a workload id")
     return int(text)
+
+
+def _id_list(text: str) -> str:
+    """``ls --id 12,#13``: workload ids, comma-separated (:func:`_workload_id` each, at most
+    :data:`LIST_MAX_IDS`), as the list's ``id`` filter reads them: ``12,13``."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("give at least one id")
+    if len(parts) > LIST_MAX_IDS:
+        raise argparse.ArgumentTypeError(f"at most {LIST_MAX_IDS} ids at once, not {len(parts)}")
+    try:
+        return ",".join(str(_workload_id(p)) for p in parts)
+    except CliError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def gpu_words(names: Sequence[str]) -> str:
@@ -1384,15 +1400,11 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             continue
         if verb == "hold" and w.get("hold") and not me:
             me.append(str(api.call("GET", "me/").get("username") or ""))
-        if verb == "hold" and w.get("hold") and w.get("held_by") != me[0]:
-            # Someone else's hold: this one changed nothing (the API's 200 no-op), since a hold that
-            # changes writes its requester as held_by (an admin's replacing a user hold included).
-            if w["hold"] == "admin":
-                by = f" ({w['held_by']})" if w.get("held_by") else ""
-                said = f"already held by an admin{by}: nothing changed; only an admin may release it"
-            else:
-                said = f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
-            out.write(f"#{w['id']} {w['name']} {said}\n")
+        # Someone else's hold changed nothing (the API's 200 no-op), since a hold that changes
+        # writes its requester as held_by (an admin's replacing a user hold included); one's own
+        # changed nothing where the answer says so (``changed``, left53).
+        if verb == "hold" and w.get("hold") and (w.get("held_by") != me[0] or w.get("changed") is False):
+            out.write(f"#{w['id']} {w['name']} {hold_unchanged_text(w, me[0])}\n")
             continue
         kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
         out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
@@ -1401,6 +1413,17 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))
     return EXIT_OK
+
+
+def hold_unchanged_text(w: dict[str, Any], me: str) -> str:
+    """What ``fairway hold`` says of a workload its hold changed nothing of, held already by an
+    admin (left51), by another (a user hold) or by the requester (left53)."""
+    if w.get("held_by") == me:
+        return "already held by you: nothing changed"
+    if w["hold"] == "admin":
+        by = f" ({w['held_by']})" if w.get("held_by") else ""
+        return f"already held by an admin{by}: nothing changed; only an admin may release it"
+    return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
 
 
 def verb_past(verb: str) -> str:
@@ -1501,6 +1524,9 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.json:
             emit_json(tail, out)
             return EXIT_OK
+        # an attempt named that has ended grows no more: printed once (left53: followed, its host
+        # gone, until the workload ended)
+        finished = args.attempt is not None and bool(tail.get("ended"))
         done = True
         for part in tail["parts"]:
             if part.get("error"):
@@ -1511,7 +1537,7 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 errors.add(said)
                 # no data is no end: an attempt still starting, a host offline for a while (try50:
                 # "agent: no attempt … here" ended `logs -f` at once); followed until the workload ends
-                done = done and not (args.follow and _workload_open(api, wid))
+                done = done and not (args.follow and not finished and _workload_open(api, wid))
                 continue
             data = part["data"]
             start = part["offset"]
@@ -1528,7 +1554,7 @@ def cmd_logs(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             # nothing printed read as a command that did nothing (the page says "(empty)"); on
             # stderr, so `fairway logs ID > file` still holds only the log (try40)
             sys.stderr.write(f"[#{wid} attempt {tail.get('attempt', '?')}: the log is empty]\n")
-        if not args.follow or done:
+        if not args.follow or done or finished:
             return EXIT_OK
         time.sleep(args.interval)
 
@@ -2376,6 +2402,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="the workloads resubmitted from workload ID (all states)",
     )
+    p.add_argument(
+        "--id", dest="id_list", type=_id_list, metavar="ID,ID", help="these workloads, comma-separated (all states)"
+    )
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
     p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
@@ -2415,7 +2444,7 @@ def build_parser() -> argparse.ArgumentParser:
         "an admin raise it)",
     )
     p.add_argument("--retries", type=_count, help="re-runs after a non-zero exit")
-    p.add_argument("--cpus", help="CPUs per host; none: the host's per-GPU share")
+    p.add_argument("--cpus", type=_cpus, help="CPUs per host; none: the host's per-GPU share")
     p.add_argument("--memory", "--mem", help="memory per host, e.g. 32G; none: the per-GPU share")
     p.add_argument("--shm", help="size of /dev/shm, e.g. 8G; none: the runtime's")
 

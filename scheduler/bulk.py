@@ -27,7 +27,7 @@ from scheduler.models import Attempt, Workload
 from scheduler.services import (
     cancel_changes,
     cancel_refusal,
-    do_cancel_workload,
+    cancel_workload,
     do_hold_workload,
     do_release_workload,
     hold_changes,
@@ -146,8 +146,8 @@ def _apply(actor: User, action: str, w: Workload) -> tuple[bool, bool]:
     """``action`` on ``w`` by its service (one transaction, the row locked first); (changed,
     stopping). Raises the service's error when the row, read again under its lock, refuses it."""
     if action == "cancel":
-        done = do_cancel_workload(actor, w)
-        return True, done.state not in Workload.FINAL_STATES
+        done, changed = cancel_workload(actor, w)  # what the service changed, not what was read (left53)
+        return changed, changed and done.state not in Workload.FINAL_STATES
     service: Callable[[User, Workload], Workload] = do_release_workload if action == "release" else do_hold_workload
     done = service(actor, w)
     return done.hold != w.hold, False
@@ -197,7 +197,7 @@ def do_bulk_action(
             outcome.skip(w.pk, exc.code, exc.message)
             continue
         if not changed:
-            outcome.skip(w.pk, UNCHANGED, UNCHANGED_WORDS)
+            outcome.skip(w.pk, UNCHANGED, STOPPING_WORDS if action == "cancel" else UNCHANGED_WORDS)
             continue
         outcome.changed.append(w.pk)
         if stopping:

@@ -1132,6 +1132,13 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
     Cancelling twice is harmless. Raises CancelError
     ``forbidden`` (403) or ``already_final`` (409).
     """
+    return cancel_workload(actor, workload)[0]
+
+
+def cancel_workload(actor: User, workload: Workload) -> tuple[Workload, bool]:
+    """:func:`do_cancel_workload`, and whether it changed anything (:func:`cancel_changes` on the
+    locked rows: false for one whose stop that ends it was already asked, a cancel by another
+    meanwhile; left53: a bulk cancel counted those changed)."""
     with transaction.atomic():
         locked = Workload.objects.select_for_update().select_related("budget").get(pk=workload.pk)
         if (refusal := cancel_refusal(actor, locked)) is not None:
@@ -1172,7 +1179,9 @@ def do_cancel_workload(actor: User, workload: Workload) -> Workload:
             )
             host_ids = AttemptGPU.objects.filter(attempt=attempt).values_list("gpu__host_id", flat=True)
             push_hosts_on_commit([attempt.host_id, *host_ids])
-    return locked
+        else:
+            return locked, False
+    return locked, True
 
 
 def can_cancel_group(actor: User, group: Any, members: list[Workload]) -> bool:

@@ -17,16 +17,6 @@ from scheduler.models import Cluster, Workload
 from scheduler.services import MAX_DB_INT
 
 
-class IdFilter(django_filters.NumberFilter):
-    """A row id: a whole number a database integer holds (1 to 2^63 - 1), else a 400 with the
-    field's message (a larger one overflowed SQLite's integer: a 500)."""
-
-    field_class = forms.IntegerField
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, min_value=1, max_value=MAX_DB_INT, **kwargs)  # type: ignore[arg-type]
-
-
 def _refused(text: str) -> forms.ValidationError:
     """A refusal whose text quotes the client's value: django-filter formats every message with
     ``%`` (``message % params``), so the text goes in as a parameter, never as the format (a value
@@ -39,17 +29,43 @@ MAX_IDS = 500
 kept equal by a test): it bounds the query's ``IN`` list and the URL (500 ids of 7 digits: 4 KB)."""
 
 
+def parse_id(text: str, noun: str = "workload") -> int:
+    """One id as every id filter reads it (``id``'s items, ``group``, ``resubmitted_from``):
+    ``12`` or ``#12`` (as the pages write them), ASCII digits, 1 to a database integer. Raises one
+    refusal naming it otherwise (left53: ``?resubmitted_from=#12`` was "Enter a whole number.")."""
+    part = text.strip().removeprefix("#")
+    if not (part.isascii() and part.isdigit() and len(part) <= 19 and 1 <= int(part) <= MAX_DB_INT):
+        raise _refused(f"{part[:40]!r} is not a {noun} id (a whole number from 1).")
+    return int(part)
+
+
+NO_IDS = "Give at least one id."
+
+
 def workload_ids(value: str) -> list[int]:
-    """``?id=12,#13, 14``: the ids, in order (``#`` allowed, as the pages write them). Raises a
-    refusal naming the first that is no workload id (ASCII digits, 1 to a database integer), or
-    more than :data:`MAX_IDS`."""
-    parts = [p.strip().removeprefix("#") for p in value.split(",") if p.strip()]
+    """``?id=12,#13, 14``: the ids, in order (:func:`parse_id` each). Raises a refusal naming the
+    first that is no workload id, more than :data:`MAX_IDS`, or none at all (``?id=,`` listed
+    nothing while ``?id=`` listed everything, left53: both are :data:`NO_IDS`)."""
+    parts = [p for p in value.split(",") if p.strip()]
+    if not parts:
+        raise _refused(NO_IDS)
     if len(parts) > MAX_IDS:
         raise _refused(f"At most {MAX_IDS} ids at once, not {len(parts)}: ask in parts.")
-    for part in parts:
-        if not (part.isascii() and part.isdigit() and len(part) <= 19 and 1 <= int(part) <= MAX_DB_INT):
-            raise _refused(f"{part[:40]!r} is not a workload id (a whole number from 1).")
-    return [int(p) for p in parts]
+    return [parse_id(p) for p in parts]
+
+
+class IdsField(forms.CharField):
+    """``id``'s form field: given empty (``?id=``) it is :data:`NO_IDS`, as ``?id=,`` is, not "no
+    filter" (absent, it is no filter)."""
+
+    def clean(self, value: Any) -> Any:
+        if value is not None and not str(value).strip():
+            raise forms.ValidationError(NO_IDS, code="invalid")
+        return super().clean(value)
+
+
+class IdsFilter(django_filters.CharFilter):
+    field_class = IdsField
 
 
 def _known_states(value: str) -> None:
@@ -75,16 +91,19 @@ def known_owner(value: str) -> None:
         raise _refused(f"No user {value!r}.")
 
 
-def _known_group(value: int | None) -> None:
+def _known_group(value: str) -> None:
+    """One message per value: not an id, or no group of that id (``?group=0`` said both)."""
     from scheduler.models import ArrayGroup
 
-    if value is not None and not ArrayGroup.objects.filter(pk=value).exists():
-        raise _refused(f"No group {value}.")
+    pk = parse_id(value, "group")
+    if not ArrayGroup.objects.filter(pk=pk).exists():
+        raise _refused(f"No group {pk}.")
 
 
-def _known_workload(value: int | None) -> None:
-    if value is not None and not Workload.objects.filter(pk=value).exists():
-        raise _refused(f"No workload {value}.")
+def _known_workload(value: str) -> None:
+    pk = parse_id(value)
+    if not Workload.objects.filter(pk=pk).exists():
+        raise _refused(f"No workload {pk}.")
 
 
 def _known_cluster(value: str) -> None:
@@ -105,9 +124,9 @@ class WorkloadFilter(django_filters.FilterSet):
     budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
     owner = django_filters.CharFilter(method="filter_owner", validators=[known_owner])
     cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
-    group = IdFilter(field_name="group_id", validators=[_known_group])
-    resubmitted_from = IdFilter(field_name="resubmitted_from_id", validators=[_known_workload])
-    id = django_filters.CharFilter(method="filter_id", validators=[workload_ids])
+    group = django_filters.CharFilter(method="filter_group", validators=[_known_group])
+    resubmitted_from = django_filters.CharFilter(method="filter_resubmitted_from", validators=[_known_workload])
+    id = IdsFilter(method="filter_id", validators=[workload_ids])
 
     class Meta:
         model = Workload
@@ -116,6 +135,12 @@ class WorkloadFilter(django_filters.FilterSet):
     def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         states = [s.strip() for s in value.split(",") if s.strip()]
         return queryset.filter(state__in=states)
+
+    def filter_group(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        return queryset.filter(group_id=parse_id(value, "group"))
+
+    def filter_resubmitted_from(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        return queryset.filter(resubmitted_from_id=parse_id(value))
 
     def filter_id(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         return queryset.filter(pk__in=workload_ids(value))
@@ -169,7 +194,7 @@ class SkipUnaskedFilterBackend(DjangoFilterBackend):
 
 
 _NAMES: dict[type, frozenset[str] | None] = {}
-_ONE_PARAMETER = (django_filters.CharFilter, django_filters.NumberFilter, IdFilter)
+_ONE_PARAMETER = (django_filters.CharFilter, django_filters.NumberFilter, IdsFilter)
 """Filters whose form field reads one parameter named as the filter (no range or multi-widget)."""
 
 

@@ -524,7 +524,7 @@ UPDATE_FIELDS = {
 class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
     """Input of ``PATCH /api/v1/workloads/{id}/``: some of the submission's fields, in its formats
     (``min_runtime: "2h"``, ``memory: "32G"``; ``null`` for ``max_runtime`` removes the wall-time
-    limit, for ``cpus``, ``memory``, ``shared_memory`` asks the host's per-GPU share again). The
+    limit, for ``retries`` is 0, for ``cpus``, ``memory``, ``shared_memory`` asks the host's per-GPU share again). The
     image, command, env, mounts, dependencies, array and cluster cannot change (400
     ``not_updatable``: cancel and submit again; docs/jobs.md, "Changing a pending workload")."""
 
@@ -563,7 +563,9 @@ class WorkloadUpdateSerializer(WorkloadSubmitSerializer):
         return super().to_internal_value(data)
 
     def validate_retries(self, value: Any) -> Any:
-        return self.validate_gpu_count(value)
+        # null is none, 0 re-runs, as in a submission and a resubmission (left53: a PATCH refused it),
+        # as max_runtime's null is no limit
+        return 0 if value is None else self.validate_gpu_count(value)
 
     def to_changes(self) -> dict[str, Any]:
         """``services.do_update_workload``'s ``changes``: the fields given, by their service names."""
@@ -1231,6 +1233,15 @@ class WorkloadUpdatedSerializer(WorkloadDetailSerializer):
     class Meta(WorkloadDetailSerializer.Meta):
         fields = [*WorkloadDetailSerializer.Meta.fields, "changed"]
         read_only_fields = fields
+
+
+class WorkloadHeldSerializer(WorkloadUpdatedSerializer):
+    """The answer of ``POST /api/v1/workloads/{id}/hold/``: the workload, and whether the hold
+    changed it (left53: ``fairway hold`` of one's own hold said "held"; schema only)."""
+
+    changed = serializers.BooleanField(
+        read_only=True, help_text="false when it was already held as firmly (nothing written, no event)"
+    )
 
 
 class GroupCanceledSerializer(serializers.Serializer):

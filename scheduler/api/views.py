@@ -47,6 +47,7 @@ from scheduler.api.serializers import (
     NotificationSettingsSerializer,
     QuoteSerializer,
     WorkloadDetailSerializer,
+    WorkloadHeldSerializer,
     WorkloadListSerializer,
     WorkloadQuoteSerializer,
     WorkloadResubmitSerializer,
@@ -105,9 +106,10 @@ class WorkloadLogsMixin:
 
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> Response:
-        """200 ``{"workload", "attempt", "attempt_id", "parts": [{"host", "rank", "data", "offset",
-        "eof", "error"}]}`` (last attempt unless ``attempt``); 403 ``forbidden`` for others;
-        404 ``no_attempt``; 400 ``invalid`` for a bad ``attempt``/``tail``."""
+        """200 ``{"workload", "attempt", "attempt_id", "ended", "parts": [{"host", "rank", "data",
+        "offset", "eof", "error"}]}`` (last attempt unless ``attempt``; ``ended``: the attempt has
+        ended, its log grows no more); 403 ``forbidden`` for others; 404 ``no_attempt``; 400
+        ``invalid`` for a bad ``attempt``/``tail``."""
         from scheduler.gateway import attempt_log_tails
 
         workload = Workload.objects.select_related("budget").filter(pk=pk).first() if _is_id(pk) else None
@@ -133,6 +135,7 @@ class WorkloadLogsMixin:
                 "workload": workload.pk,
                 "attempt": attempt.number,
                 "attempt_id": attempt.pk,
+                "ended": attempt.ended_at is not None,
                 "parts": [
                     {"host": p.host, "rank": p.rank, "data": p.data, "offset": p.offset, "eof": p.eof, "error": p.error}
                     for p in parts
@@ -605,18 +608,19 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         )
         return Response(BulkOutcomeSerializer.of(outcome))
 
-    @extend_schema(request=None, responses=WorkloadDetailSerializer)
+    @extend_schema(request=None, responses=WorkloadHeldSerializer)
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, pk: str | None = None) -> Response:
         """Hold a pending workload (Slurm's ``scontrol hold``; docs/jobs.md "Hold and release"):
         200 with the workload, reason ``held``, its ``hold`` ``user`` (by its owner or a budget
         manager) or ``admin`` (by an admin); holding a held workload again changes nothing (an
-        admin's hold replaces a user's). 403 ``forbidden`` (who may cancel it may hold it);
-        409 ``not_pending``."""
+        admin's hold replaces a user's): ``changed`` false then. 403 ``forbidden`` (who may cancel
+        it may hold it); 409 ``not_pending``."""
         refuse_body(request)
         workload = self.get_object()
-        do_hold_workload(request.user, workload)
-        return Response(self._detail(workload.pk))
+        version = workload.spec_version  # read before: a hold that changes bumps it
+        done = do_hold_workload(request.user, workload)
+        return Response({**self._detail(workload.pk), "changed": done.spec_version != version})
 
     @extend_schema(request=None, responses=WorkloadDetailSerializer)
     @action(detail=True, methods=["post"])
