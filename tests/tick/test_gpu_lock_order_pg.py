@@ -7,7 +7,8 @@ picks (the heap's, the JSON's): each took GPU rows out of id order, and deadlock
 transaction that took the same two rows in id order, or with each other (the tick cleared the
 higher id, the flush updated the lower and waited for the higher, the tick then set the lower).
 A per-host heartbeat's ``bulk_update`` and a cancel's clearing of nominations did the same. Each of
-the four tests below deadlocked before the change (``deadlock detected``).
+the five tests below deadlocked before the change (``deadlock detected``); the last one is the
+breaker's case itself, the tick against the flush.
 Each test makes the interleaving happen for sure, as test_workload_lock_order_pg.py does: the
 ordered locker holds the lower id and waits until the writer is blocked, then asks for the higher.
 Skipped on SQLite (one writer, no row locks).
@@ -140,3 +141,48 @@ def test_a_cancel_clearing_nominations_does_not_deadlock_with_an_ordered_gpu_wri
     # Then neither was chosen as a deadlock victim, and the nominations are gone
     assert errors == []
     assert not GPU.objects.filter(nominated_for=w).exists()
+
+
+def test_the_ticks_nominations_and_the_heartbeat_flush_do_not_deadlock(hosts, researcher, submit_kwargs):
+    # Given GPU hi nominated for a workload, which the tick moves to GPU lo (clear hi, set lo)
+    host = hosts["h100-1"]
+    lo, hi = GPU.objects.filter(host=host, index__in=[0, 1]).order_by("pk")
+    w = do_submit_workload(researcher, **submit_kwargs(name="nominated"))
+    GPU.objects.filter(pk=hi.pk).update(nominated_for=w)
+    GPU.objects.filter(pk=lo.pk).update(memory_mb=F("memory_mb"))  # the heap: hi, then lo
+    GPU.objects.filter(pk=hi.pk).update(memory_mb=F("memory_mb"))  # ... then lo, then hi
+    index = SimpleNamespace(nominated={hi.pk: w.pk})
+    samples = [
+        lifecycle.GpuSample(index=i, health=GPU.Health.HEALTHY, sample={"utilization_pct": 50.0}) for i in (0, 1)
+    ]
+    report = lifecycle.HeartbeatReport(host.pk, timezone.now(), samples)
+    errors: list[BaseException] = []
+    holding, go_on = threading.Event(), threading.Event()
+
+    def pause_after_first_gpu_statement(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        if '"scheduler_gpu"' in sql and not holding.is_set():
+            holding.set()
+            go_on.wait(10)
+        return result
+
+    def nominate() -> None:
+        with connection.execute_wrapper(pause_after_first_gpu_statement), transaction.atomic():
+            tick._apply_nominations({lo.pk: w.pk}, set(), index, set())  # type: ignore[arg-type]
+
+    # When the flush writes both samples after the tick's first GPU statement, before its second
+    ticker = _in_thread(nominate, errors)
+    assert holding.wait(10)
+    flusher = _in_thread(lambda: lifecycle.record_heartbeats([report]), errors)
+    assert _wait_until_blocked(), "the flush never waited"
+    go_on.set()
+    ticker.join(30)
+    flusher.join(30)
+
+    # Then neither was chosen as a deadlock victim: the nomination moved, the samples are stored
+    assert errors == []
+    assert dict(GPU.objects.filter(pk__in=[lo.pk, hi.pk]).values_list("pk", "nominated_for")) == {
+        lo.pk: w.pk,
+        hi.pk: None,
+    }
+    assert GPU.objects.filter(pk__in=[lo.pk, hi.pk], last_sample__utilization_pct=50.0).count() == 2
