@@ -168,7 +168,7 @@ def _end_attempt(
     event = _move_workload_on(workload, attempt, message)
     workload.save(update_fields=["state", "finished_at", "start_failures", "retries_used", "updated_at"])
     if workload.state in Workload.FINAL_STATES:
-        GPU.objects.filter(nominated_for_id=workload.pk).update(nominated_for=None)
+        GPU.objects.filter(nominated_for_id=workload.pk).update_in_id_order(nominated_for=None)
     event.save()
     notify.events_on_commit([event])
     notify.request_tick_on_commit(workload.cluster_id)
@@ -707,7 +707,7 @@ def attempts_exited(reports: Sequence[ExitEvent]) -> list[bool]:
             )
             final = [w.pk for _a, w, _e in ended if w.state in Workload.FINAL_STATES]
             if final:
-                GPU.objects.filter(nominated_for_id__in=final).update(nominated_for=None)
+                GPU.objects.filter(nominated_for_id__in=final).update_in_id_order(nominated_for=None)
             events = WorkloadEvent.objects.bulk_create([e for _a, _w, e in ended])
             notify.events_on_commit(events, owners={a.workload_id: workloads[a.workload_id].owner_id for a in done})
             for cluster_id in sorted({w.cluster_id for _a, w, _e in ended}):
@@ -883,8 +883,8 @@ def record_heartbeat(host: Host, samples: Sequence[GpuSample], *, now: datetime 
                 gpu.last_sample = dict(s.sample)
                 minute_rows.append((gpu.pk, health, gpu.last_sample))
             changed.append(gpu)
-        if changed:
-            GPU.objects.bulk_update(changed, ["health", "last_sample"])
+        if changed:  # docs/locking.md: GPU rows in id order (one statement), then the UPDATE
+            GPU.objects.bulk_update_in_id_order(changed, ["health", "last_sample"])
         metrics.record_samples(minute_rows, now)
         events = [
             HostEvent(
@@ -1111,7 +1111,11 @@ def _touch_hosts_and_store_samples(
     sample, received) of the hosts it touched; returns those hosts. One statement on PostgreSQL
     (nineteenth pass: data-modifying CTEs, the samples' writes joined to the touched hosts'
     ``RETURNING``; two round trips fewer per flush); :func:`_touch_and_store_plain` is its oracle
-    and other engines' path (tests/test_gateway_batch.py)."""
+    and other engines' path (tests/test_gateway_batch.py). The GPU rows are locked in id order
+    first (docs/locking.md, gpu53): a materialized ``FOR NO KEY UPDATE`` in id order drives the
+    UPDATE, which writes a row only once that CTE has yielded it, so whatever join PostgreSQL
+    picks, the rows are taken in id order (the UPDATE alone took them in its plan's order and
+    deadlocked with the tick's nominations)."""
     from django.db import connection
 
     if connection.vendor != "postgresql" or not times:
@@ -1129,9 +1133,11 @@ def _touch_hosts_and_store_samples(
             f"WITH touched AS (UPDATE {host_table} AS h SET last_heartbeat = v.t "  # noqa: S608 -- our own tables
             "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, t timestamptz) "
             "WHERE h.id = v.id AND h.state <> %s RETURNING h.id), "
+            f"glocked AS MATERIALIZED (SELECT id FROM {gpu_table} WHERE id = ANY(%s::bigint[]) "
+            "ORDER BY id FOR NO KEY UPDATE), "
             f"gpus AS (UPDATE {gpu_table} AS g SET last_sample = v.s "
-            "FROM jsonb_to_recordset(%s::jsonb) AS v(id bigint, host bigint, s jsonb) "
-            "WHERE g.id = v.id AND v.host IN (SELECT id FROM touched)), "
+            "FROM glocked AS l, jsonb_to_recordset(%s::jsonb) AS v(id bigint, host bigint, s jsonb) "
+            "WHERE g.id = l.id AND g.id = v.id AND v.host IN (SELECT id FROM touched)), "
             f"minutes AS (INSERT INTO {minute_table} AS m "
             "(gpu_id, minute, samples, utilization_sum, memory_used_max_mb, temperature_max_c, power_sum_w, "
             "health_worst) "
@@ -1143,6 +1149,7 @@ def _touch_hosts_and_store_samples(
             [
                 json.dumps([{"id": hid, "t": t.isoformat()} for hid, t in times.items()]),
                 Host.State.OFFLINE,
+                sorted(rows),
                 json.dumps([{"id": gid, "host": hid, "s": s} for gid, (hid, _h, s, _t) in rows.items()]),
                 json.dumps(samples),
             ],
@@ -1205,6 +1212,7 @@ def _store_samples(rows: Mapping[int, tuple[str, dict[str, Any], datetime]]) -> 
     # long arrays costs more than the statement), PostgreSQL unpacks it with jsonb_to_recordset.
     gpu_table = connection.ops.quote_name(GPU._meta.db_table)
     minute_table = connection.ops.quote_name(GpuMinuteSample._meta.db_table)
+    GPU.objects.filter(pk__in=list(rows)).lock_in_id_order()  # docs/locking.md (gpu53)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {gpu_table} AS g SET last_sample = v.s "  # noqa: S608 -- our own table name
@@ -1425,7 +1433,7 @@ def _check_inventory(host: Host, gpus: Sequence[GpuReport], now: datetime) -> No
                 gpu.memory_mb = g.memory_mb
                 changed.append(gpu)
         if changed:
-            GPU.objects.bulk_update(changed, ["memory_mb"])
+            GPU.objects.bulk_update_in_id_order(changed, ["memory_mb"])
         if host.pending_inventory is not None:
             cordoned = bool(host.pending_inventory.get("cordoned"))
             host.pending_inventory = None
@@ -1446,7 +1454,7 @@ def _check_inventory(host: Host, gpus: Sequence[GpuReport], now: datetime) -> No
     missing = missing_on_hold([g.uuid for g in registered.values()], {g.uuid for g in gpus}, already, now)
     host.pending_inventory = {"gpus": pending, "cordoned": bool(already.get("cordoned")) or cordon, MISSING: missing}
     if missing:
-        GPU.objects.filter(host=host, uuid__in=list(missing)).update(last_sample={})
+        GPU.objects.filter(host=host, uuid__in=list(missing)).update_in_id_order(last_sample={})
     if already.get("gpus") != pending:
         registered_list = [[g.index, g.uuid, g.model] for g in sorted(registered.values(), key=lambda g: g.index)]
         HostEvent.objects.create(
@@ -1545,7 +1553,15 @@ def do_approve_host_inventory(actor: Any, host: Host) -> Host:
 
 
 def _register_gpus(host: Host, gpus: Sequence[GpuReport]) -> None:
-    existing = {g.index: g for g in GPU.objects.filter(host=host)}
+    # docs/locking.md: every GPU row of the host and every row holding a reported UUID (a card that
+    # moves here from a removed host), in id order, in one statement, before the writes below (the
+    # placeholders, the moves, the bulk updates, the approval's removals after them). FOR UPDATE,
+    # not NO KEY: they change UUIDs (a key), so no lock is upgraded while others are held.
+    reported_elsewhere = Q(uuid__in=[r.uuid for r in gpus]) & (
+        Q(removed_at__isnull=False) | Q(host__removed_at__isnull=False)
+    )
+    locked = GPU.objects.filter(Q(host=host) | reported_elsewhere)  # a live host's cards stay unlocked: never moved
+    existing = {g.index: g for g in locked.select_for_update(of=("self",)).order_by("pk") if g.host_id == host.pk}
     # GPUs of this host that traded indices (cards moved between slots): each UUID is held by
     # the other's row, so each was "registered elsewhere; kept" and the approval changed nothing
     # (brk32). Such rows give up their UUID first (a placeholder, the column being unique), then
@@ -1891,7 +1907,7 @@ def settle_dependencies(cluster_id: int, now: datetime) -> list[int]:
         .order_by("pk")
         .values_list("pk", flat=True)
     )
-    GPU.objects.filter(nominated_for_id__in=ids).update(nominated_for=None)
+    GPU.objects.filter(nominated_for_id__in=ids).update_in_id_order(nominated_for=None)
     Workload.objects.filter(pk__in=ids).update(
         state=Workload.State.CANCELED,
         finished_at=now,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Value
 from django.db.models.functions import Cast, Concat, Left
 
@@ -50,7 +51,36 @@ class GPUQuerySet(_HardwareQuerySet):
         every attempt that had run on the old host then named the new one (its ``hosts`` and
         ``gpus`` on the API, the history, the pages and ``fairway show``)."""
         mark = Concat(Value("~"), Cast("pk", models.CharField()), Value("~"), Left("uuid", 40))
-        return self.update(uuid=mark, nominated_for=None)
+        with transaction.atomic(savepoint=False):
+            ids = self.lock_in_id_order(key_change=True)  # the UUID is a key: FOR UPDATE at once
+            return self.model._default_manager.filter(pk__in=ids).update(uuid=mark, nominated_for=None) if ids else 0
+
+    def lock_in_id_order(self, *, key_change: bool = False) -> list[int]:
+        """Lock these rows as an UPDATE of them would (``FOR NO KEY UPDATE``: attempts' GPU links
+        still insert), in id order, in one statement; returns their ids. docs/locking.md: GPU rows
+        come last in the lock order, and a transaction that writes several takes them this way
+        first (gpu53: an ``UPDATE`` takes them in the order PostgreSQL picks, and the tick's two
+        nomination UPDATEs, the heartbeat's samples, deadlocked with an ordered writer). Only the
+        GPU rows (``of=self``: no host joined by a filter). ``key_change``: ``FOR UPDATE``, for a
+        writer of the UUID (a key: its UPDATE would upgrade the lock while holding the others).
+        Opens a transaction when none is open."""
+        with transaction.atomic(savepoint=False):
+            locking = self.select_for_update(no_key=not key_change, of=("self",))
+            return list(locking.order_by("pk").values_list("pk", flat=True))
+
+    def bulk_update_in_id_order(self, objs: list[GPU], fields: list[str]) -> None:
+        """``bulk_update(objs, fields)``, its rows locked first by :meth:`lock_in_id_order` (Django's
+        ``bulk_update`` is an ``UPDATE … WHERE id IN (…)``, in the order PostgreSQL picks)."""
+        with transaction.atomic(savepoint=False):
+            self.filter(pk__in=[o.pk for o in objs]).lock_in_id_order()
+            self.bulk_update(objs, fields)
+
+    def update_in_id_order(self, **fields: Any) -> int:
+        """``update(**fields)`` of these rows, locked first by :meth:`lock_in_id_order` (no UPDATE
+        when none matched: one query, as before, for the common empty case)."""
+        with transaction.atomic(savepoint=False):
+            ids = self.lock_in_id_order()
+            return self.model._default_manager.filter(pk__in=ids).update(**fields) if ids else 0
 
 
 class Cluster(models.Model):

@@ -1146,7 +1146,7 @@ def cancel_workload(actor: User, workload: Workload) -> tuple[Workload, bool]:
         now = timezone.now()
         attempt = Attempt.objects.select_for_update().filter(workload=locked, ended_at__isnull=True).first()
         if locked.state == Workload.State.PENDING or attempt is None:
-            GPU.objects.filter(nominated_for=locked).update(nominated_for=None)
+            GPU.objects.filter(nominated_for=locked).update_in_id_order(nominated_for=None)
             locked.state = Workload.State.CANCELED
             locked.finished_at = now
             locked.pending_reason = ""
@@ -1501,7 +1501,7 @@ def _update_once(
                 fields.update(pending_reason="", pending_detail={})  # a held one still says held (try46)
         Workload.objects.filter(pk=pk).update(**fields, spec_version=locked.spec_version + 1, updated_at=now)
         if scheduled:
-            GPU.objects.filter(nominated_for_id=pk).update(nominated_for=None)  # chosen for the old request
+            GPU.objects.filter(nominated_for_id=pk).update_in_id_order(nominated_for=None)  # chosen for the old request
         WorkloadEvent.objects.create(
             workload_id=pk,
             at=now,
@@ -1772,7 +1772,7 @@ def do_hold_workload(actor: User, workload: Workload) -> Workload:
             return locked  # already held as firmly: nothing changes
         kind = hold_kind(actor, locked)
         now = timezone.now()
-        GPU.objects.filter(nominated_for=locked).update(nominated_for=None)
+        GPU.objects.filter(nominated_for=locked).update_in_id_order(nominated_for=None)
         locked.hold, locked.held_at, locked.held_by = kind, now, actor
         locked.estimated_start = None
         locked.spec_version += 1  # a tick whose snapshot read it unheld starts nothing for it
@@ -2085,7 +2085,7 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
         now = timezone.now()
         # a queryset update: it forgets the hardware the web processes keep (HostQuerySet.memo_fields)
         Host.objects.filter(pk=locked.pk).update(removed_at=now, link_generation=F("link_generation") + 1)
-        GPU.objects.filter(host=locked).update(nominated_for=None)
+        GPU.objects.filter(host=locked).update_in_id_order(nominated_for=None)
         generation = Host.objects.values_list("link_generation", flat=True).get(pk=locked.pk)
         HostEvent.objects.create(
             host=locked,

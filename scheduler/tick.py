@@ -545,6 +545,9 @@ def _apply_nominations(wanted: dict[int, int], started: set[int], index: Snapsho
     changed -= {gid for gid, wid in index.nominated.items() if wid in gone}
     if not changed:
         return
+    # docs/locking.md: every GPU row both UPDATEs write, in id order, in one statement first (gpu53:
+    # the clear then the set took them out of id order and deadlocked with the heartbeat's samples).
+    GPU.objects.filter(pk__in=changed).lock_in_id_order()
     to_clear = [gid for gid in changed if gid not in wanted]
     if to_clear:
         GPU.objects.filter(pk__in=to_clear).update(nominated_for=None)

@@ -611,7 +611,7 @@ class DbBackend:
             for i, u, m, mem in GPU.objects.filter(host=host).values_list("index", "uuid", "model", "memory_mb")
         ]
         lifecycle.host_hello(host, agent_version="scenario", gpus=gpus, running=[], now=now)
-        GPU.objects.filter(host=host).update(nominated_for=None)
+        GPU.objects.filter(host=host).update_in_id_order(nominated_for=None)
         Host.objects.filter(pk=host.pk).update(removed_at=now)
         HostEvent.objects.create(host=host, at=now, kind="removed", message="removed from the cluster (scenario)")
 
