@@ -16,12 +16,13 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
-from agent_testkit import run_async
+from agent_testkit import run_async as _run_async
 
 from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StartError
 from agent.runtime.isolation import IsolationConfig
@@ -39,6 +40,18 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 """
+
+
+T = TypeVar("T")
+SCENARIO_TIMEOUT_S = 120.0
+"""A scenario's whole limit: real containers through podman, whose own waits (an exit 30 s, a log
+line 20 s) are longer than agent_testkit's 20 s default; under a full ``make test`` a container's
+start alone took most of that default (the fresh clone of session 41: a TimeoutError between the
+exit and its log line)."""
+
+
+def run_async(coro: Coroutine[Any, Any, T], timeout: float = SCENARIO_TIMEOUT_S) -> T:
+    return _run_async(coro, timeout)
 
 
 def _podman_usable() -> str | None:
