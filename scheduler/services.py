@@ -1588,7 +1588,7 @@ def _update_limit_once(actor: User, current: Workload, new: Any, seen_version: i
         Workload.objects.filter(pk=current.pk).update(
             max_runtime_s=new, spec_version=locked.spec_version + 1, updated_at=now
         )
-        words = f"changed wall-time limit {_update_words('max_runtime_s', old)} → {_update_words('max_runtime_s', new)}"
+        words = "changed " + _change_text("max_runtime_s", old, new)  # the updated event's one wording
         WorkloadEvent.objects.create(
             workload_id=current.pk,
             at=now,
