@@ -16,10 +16,15 @@ from django.urls import path as url_path
 from django.urls import reverse
 
 from budgets.admin_search import BudgetPathSearchMixin
-from budgets.models import Budget, ShareChange, UsageEntry
+from budgets.models import Budget, ShareBoost, ShareChange, UsageEntry
 from budgets.services import (
+    BudgetError,
+    apply_due_boosts,
+    boost_problem,
+    boost_words,
     budget_paths,
     do_archive_budget,
+    do_schedule_boost,
     do_set_hold,
     do_set_shares,
     load_tree,
@@ -121,6 +126,39 @@ class ShareChangeInline(admin.TabularInline):
         return False
 
 
+class ShareBoostForm(forms.ModelForm):
+    """Schedule a temporary share: :func:`budgets.services.boost_problem`'s rule, read under the
+    budget's row lock (the admin's POST runs in one transaction: ``ShareBoostAdmin.changeform_view``)."""
+
+    class Meta:
+        model = ShareBoost
+        fields = ["budget", "shares", "starts_at", "ends_at", "note"]
+        help_texts = {
+            "shares": "The budget's shares while the temporary share is active, a whole number ≥ 1.",
+            "starts_at": "When it begins (UTC); empty: now.",
+            "ends_at": "When the budget's shares return to the value they had before (UTC).",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["starts_at"].required = False
+        self.fields["starts_at"].initial = None
+        self.fields["shares"].min_value = 1
+        self.fields["shares"].widget.attrs["min"] = 1
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        budget = data.get("budget")
+        if budget is None or self.errors:
+            return data
+        budget = Budget.objects.select_for_update().get(pk=budget.pk)
+        problem = boost_problem(budget, data.get("shares"), data.get("starts_at"), data.get("ends_at"))
+        if problem is not None:
+            _code, field, message = problem
+            raise forms.ValidationError({field: message})
+        return data
+
+
 class WhatIfForm(forms.Form):
     shares = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 14, "cols": 60, "style": "font-family: monospace"}),
@@ -198,10 +236,11 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", ("parent", ParentListFilter)]
     search_fields = ["name", "description"]
     autocomplete_fields = ["parent"]
-    readonly_fields = ["archived_at", "created_at"]
+    readonly_fields = ["temporary_shares", "archived_at", "created_at"]
     fields = [
         *EDITABLE_FIELDS,
         "change_note",
+        "temporary_shares",
         "archived_at",
         "created_at",
     ]
@@ -315,6 +354,16 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         )
         return [position.asc(), "name", "pk"]
 
+    @admin.display(description="temporary shares")
+    def temporary_shares(self, obj: Budget) -> str:
+        """The budget's temporary shares not ended yet, in the words of every surface (scheduled ones:
+        from when), or "–"; scheduled under "Temporary shares" (a form field would post with the
+        budget's own; an inline would too)."""
+        if obj.pk is None:
+            return "–"
+        boosts = obj.share_boosts.filter(ended_at__isnull=True).order_by("starts_at")
+        return "; ".join(boost_words(b) for b in boosts) or "–"
+
     @admin.display(description="path")
     def path(self, obj: Budget) -> str:
         return getattr(self, "_paths", {}).get(obj.pk) or obj.path
@@ -418,6 +467,63 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         response = HttpResponse("".join(parts), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="statement-{since}-{until}.csv"'
         return response
+
+
+@admin.register(ShareBoost)
+class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
+    """Temporary shares ("deadline boosts", docs/standing.md): scheduled here, applied and undone by
+    the clock through the share-edit service. Who may change a budget may schedule one; a scheduled
+    one may be deleted before it starts; none is edited (schedule another instead)."""
+
+    form = ShareBoostForm
+    list_display = ["budget_path", "shares", "starts_at", "ends_at", "base_shares", "state", "actor_name", "note"]
+    list_filter = [("ended_at", admin.EmptyFieldListFilter)]
+    search_fields = ["budget__name", "note", "actor_name"]
+    autocomplete_fields = ["budget"]
+
+    @admin.display(description="budget", ordering="budget__name")
+    def budget_path(self, obj: ShareBoost) -> str:
+        from budgets.tree_memo import paths_of, shared_tree
+
+        return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
+
+    @admin.display(description="state")
+    def state(self, obj: ShareBoost) -> str:
+        return boost_words(obj) if obj.ended_at is None else "ended"
+
+    def _may_edit_budgets(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("budgets.change_budget")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return super().has_add_permission(request) and self._may_edit_budgets(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ShareBoost | None = None) -> bool:
+        if obj is not None and obj.applied_at is not None:
+            return False  # active or ended: an explicit edit of the shares ends one early
+        return super().has_delete_permission(request, obj) and self._may_edit_budgets(request)
+
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        if request.method != "POST":
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with transaction.atomic(using=router.db_for_write(self.model)):  # the form's lock holds until saved
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: ShareBoost, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            saved = do_schedule_boost(
+                request.user, data["budget"], data["shares"], data["ends_at"], data.get("starts_at"), data["note"]
+            )
+        except BudgetError as exc:  # checked by the form under the same lock: not expected
+            raise PermissionDenied(str(exc)) from exc
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+        transaction.on_commit(apply_due_boosts)  # one starting now need not wait for the clock
 
 
 @admin.register(UsageEntry)

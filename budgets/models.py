@@ -247,7 +247,8 @@ class ShareChange(models.Model):
     """Audit record of a change to a budget's shares (or its hold / archive / place in the tree /
     cap), who and when.
 
-    Written by the services (``do_set_shares``, ``do_set_hold``, ``do_archive_budget``) and the
+    Written by the services (``do_set_shares``, also at a temporary share's start and end:
+    :class:`ShareBoost`; ``do_set_hold``, ``do_archive_budget``) and the
     admin's save of a move or a cap (``budgets.services.record_move_and_cap``) only; read-only in
     the admin. ``actor_name`` keeps the username should the user be deleted. A move or a cap change
     keeps the shares on both sides and says what changed in ``note``.
@@ -290,3 +291,47 @@ class ShareChange(models.Model):
         return {self.Kind.HOLD: "hold on", self.Kind.RELEASE: "hold off", self.Kind.ARCHIVE: "archived"}.get(
             self.kind, self.get_kind_display()
         )
+
+
+class ShareBoost(models.Model):
+    """A temporary share ("deadline boost"): ``shares`` for ``budget`` from ``starts_at`` until
+    ``ends_at``, then back to ``base_shares`` (docs/standing.md, "Temporary shares").
+
+    Scheduled by leadership (the admin: ``budgets.services.do_schedule_boost``); applied at its
+    start and undone at its end by the clock (``budgets.services.apply_due_boosts``) through
+    ``do_set_shares``, the admin edit's path, so both leave the same ``ShareChange`` records.
+    ``base_shares`` is filled when it is applied (the shares the budget had then); an explicit
+    edit of the shares while it is active replaces it and ends the boost. States: scheduled
+    (``applied_at`` None), active (applied, ``ended_at`` None), ended.
+    """
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="share_boosts")
+    shares = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    starts_at = models.DateTimeField("from", default=timezone.now)
+    ends_at = models.DateTimeField("until", db_index=True)
+    base_shares = models.PositiveIntegerField("then", null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    actor = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="share_boosts"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    note = models.CharField("reason", max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-starts_at", "-id"]
+        verbose_name = "temporary share"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(shares__gte=1), name="shareboost_shares_positive"),
+            models.CheckConstraint(condition=models.Q(ends_at__gt=models.F("starts_at")), name="shareboost_ends_after"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget}: share {self.shares} until {self.ends_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def state(self) -> str:
+        if self.ended_at is not None:
+            return "ended"
+        return "active" if self.applied_at is not None else "scheduled"

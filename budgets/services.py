@@ -15,9 +15,10 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from budgets.models import Budget, ShareChange, budget_name_problem, placement_problem
+from budgets.models import Budget, ShareBoost, ShareChange, budget_name_problem, placement_problem
 from config.errors import ServiceError
-from fairway_cli.words import budget_hint_text, unknown_budget_text
+from fairway_cli.numbers import instant_text
+from fairway_cli.words import boost_text, budget_hint_text, unknown_budget_text
 
 
 class BudgetError(ServiceError):
@@ -355,10 +356,16 @@ def record_move_and_cap(budget: Budget, before: dict[str, Any], actor: object | 
             )
 
 
-def do_set_shares(actor: object | None, budget: Budget, shares: int, note: str = "") -> Budget:
+def do_set_shares(
+    actor: object | None, budget: Budget, shares: int, note: str = "", *, by_boost: bool = False
+) -> Budget:
     """Set a budget's shares (an integer >= 1, else BudgetError ``invalid_shares``), record who
     changed them from what to what (``ShareChange``), and request a tick of every cluster.
-    Setting the shares a budget already has records nothing."""
+    Setting the shares a budget already has records nothing.
+
+    The one path of every change of shares: the admin's edit, and a temporary share's start and end
+    (``by_boost``, :func:`apply_due_boosts`). An explicit edit while a temporary share is active
+    replaces the value it would return to, and ends it (docs/standing.md, "Temporary shares")."""
     if not isinstance(shares, int) or isinstance(shares, bool) or shares < 1:
         raise BudgetError("invalid_shares", "shares", "Shares are an integer >= 1.")
     with transaction.atomic():
@@ -368,8 +375,139 @@ def do_set_shares(actor: object | None, budget: Budget, shares: int, note: str =
             budget.shares = shares
             budget.save(update_fields=["shares"])
             _record(budget, ShareChange.Kind.SHARES, old, shares, actor, note)
+            if not by_boost:
+                ShareBoost.objects.filter(budget_id=budget.pk, applied_at__isnull=False, ended_at__isnull=True).update(
+                    base_shares=shares, ended_at=timezone.now()
+                )
             request_ticks_everywhere()
     return budget
+
+
+# --- temporary shares ("deadline boosts") ----------------------------------------------------
+
+
+def boost_problem(
+    budget: Budget, shares: object, starts_at: Any, ends_at: Any, now: Any = None
+) -> tuple[str, str, str] | None:
+    """Why a temporary share of ``shares`` for ``budget`` from ``starts_at`` (None: now) until
+    ``ends_at`` cannot be scheduled, as ``(code, field, message)``, or None when it can: the one
+    rule of :func:`do_schedule_boost` and the admin's form. Read under the budget's row lock, so
+    two schedulings of one budget never both pass the overlap check."""
+    now = now or timezone.now()
+    if not isinstance(shares, int) or isinstance(shares, bool) or shares < 1:
+        return "invalid_shares", "shares", "Shares are an integer >= 1."
+    if ends_at is None:
+        return "until_required", "ends_at", "Give the instant the temporary share ends (until)."
+    if ends_at <= now:
+        return "until_past", "ends_at", f"Until ({instant_text(ends_at, absolute=True)}) is not in the future."
+    start = starts_at or now
+    if start >= ends_at:
+        return "from_after_until", "starts_at", "From is after until: the temporary share would never be active."
+    if budget.archived_at is not None:
+        return "budget_archived", "budget", f"Budget {budget.path} is archived: its shares count for nothing."
+    clash = (
+        ShareBoost.objects.filter(budget_id=budget.pk, ended_at__isnull=True, starts_at__lt=ends_at, ends_at__gt=start)
+        .order_by("starts_at")
+        .first()
+    )
+    if clash is not None:
+        return (
+            "overlap",
+            "starts_at",
+            f"Budget {budget.path} has a temporary share then already: share {clash.shares} from"
+            f" {instant_text(clash.starts_at, absolute=True)} until {instant_text(clash.ends_at, absolute=True)}.",
+        )
+    return None
+
+
+def do_schedule_boost(
+    actor: object | None, budget: Budget, shares: int, ends_at: Any, starts_at: Any = None, note: str = ""
+) -> ShareBoost:
+    """Schedule a temporary share (BudgetError with :func:`boost_problem`'s code when refused;
+    nothing is written then). The clock applies it at its start (:func:`apply_due_boosts`)."""
+    now = timezone.now()
+    with transaction.atomic():
+        budget = Budget.objects.select_for_update().get(pk=budget.pk)
+        problem = boost_problem(budget, shares, starts_at, ends_at, now)
+        if problem is not None:
+            raise BudgetError(*problem)
+        user = actor if getattr(actor, "pk", None) is not None else None
+        return ShareBoost.objects.create(
+            budget=budget,
+            shares=shares,
+            starts_at=starts_at or now,
+            ends_at=ends_at,
+            actor=user,
+            actor_name=getattr(user, "username", "") if user is not None else "",
+            note=(note or "")[:500],
+        )
+
+
+def apply_due_boosts(now: Any = None) -> int:
+    """Start and end the temporary shares due at ``now`` (the clock's sweep asks every few
+    seconds): the ones whose end has come first, so one ending and another starting on a budget at
+    the same instant hand over in order. Each in its own short transaction under the budget's row
+    lock, read again there: applied at most once however many workers ask. Returns how many
+    changed state."""
+    now = now or timezone.now()
+    pending = ShareBoost.objects.filter(ended_at__isnull=True)
+    ending = list(pending.filter(ends_at__lte=now).order_by("ends_at", "pk").values_list("pk", flat=True))
+    starting = list(
+        pending.filter(applied_at__isnull=True, starts_at__lte=now, ends_at__gt=now)
+        .order_by("starts_at", "pk")
+        .values_list("pk", flat=True)
+    )
+    return sum(_step_boost(pk, now) for pk in [*ending, *starting])
+
+
+def _step_boost(pk: int, now: Any) -> bool:
+    """Start or end temporary share ``pk`` if it is due at ``now``; False when it was not (another
+    worker did it, or an edit ended it)."""
+    with transaction.atomic():
+        budget_id = ShareBoost.objects.filter(pk=pk).values_list("budget_id", flat=True).first()
+        if budget_id is None:
+            return False
+        budget = Budget.objects.select_for_update().get(pk=budget_id)  # the budget's lock first, as every edit
+        boost = ShareBoost.objects.select_for_update().get(pk=pk)
+        if boost.ended_at is not None:
+            return False
+        actor = boost.actor
+        if boost.ends_at <= now:
+            if boost.applied_at is not None and boost.base_shares is not None:
+                note = f"temporary share {boost.shares} ended"
+                do_set_shares(actor, budget, boost.base_shares, note, by_boost=True)
+            boost.ended_at = now
+            boost.save(update_fields=["ended_at"])
+            return True
+        if boost.applied_at is not None or boost.starts_at > now:
+            return False
+        if budget.archived_at is not None:  # archived since it was scheduled: nothing to raise
+            boost.ended_at = now
+            boost.save(update_fields=["ended_at"])
+            return True
+        boost.base_shares, boost.applied_at = budget.shares, now
+        boost.save(update_fields=["base_shares", "applied_at"])
+        words = boost_text(boost.shares, boost.ends_at, boost.base_shares)
+        note = f"temporary {words}: {boost.note}" if boost.note else f"temporary {words}"
+        do_set_shares(actor, budget, boost.shares, note, by_boost=True)
+        return True
+
+
+def active_boosts(budget_ids: Iterable[int] | None = None) -> dict[int, ShareBoost]:
+    """Budget id → its active temporary share (one query)."""
+    boosts = ShareBoost.objects.filter(applied_at__isnull=False, ended_at__isnull=True)
+    if budget_ids is not None:
+        boosts = boosts.filter(budget_id__in=list(budget_ids))
+    return {b.budget_id: b for b in boosts}
+
+
+def boost_words(boost: ShareBoost | None, now: Any = None) -> str:
+    """``share 3 until Dec 20 00:00:00 UTC (then 1)`` for an active temporary share; one not begun
+    says from when (``share 3 from … until …``); "" for None."""
+    if boost is None:
+        return ""
+    starts = boost.starts_at if boost.applied_at is None else None
+    return boost_text(boost.shares, boost.ends_at, boost.base_shares, now, starts=starts)
 
 
 def wait_for_ticks() -> None:

@@ -1828,7 +1828,8 @@ def cmd_budgets(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                         + (" (hold)" if b["hold"] else "")
                     ),
                 ),
-                ("SHARES", lambda b: b["shares"] if b["parent_id"] else ""),
+                # a temporary share in the server's words (an older one sends none)
+                ("SHARES", lambda b: (b.get("boost_text") or b["shares"]) if b["parent_id"] else ""),
                 ("SHARE", lambda b: f"{b['normalized_share'] * 100:.1f}%"),
                 ("ENTITLED GPU-H", lambda b: gpu_hours_text(b["entitlement_gpu_hours"])),
                 ("USED GPU-H", lambda b: gpu_hours_text(b["usage_gpu_hours"])),

@@ -136,3 +136,13 @@ def budget_hint_text(ref: object, live_paths: Iterable[str]) -> str:
 def unknown_budget_text(ref: str, live_paths: Iterable[str]) -> str:
     """The one sentence of an unknown budget: ``No budget 'olmo'.`` and :func:`budget_hint_text`."""
     return f"No budget {ref!r}.{budget_hint_text(ref, live_paths)}"
+
+
+def boost_text(shares: int, until: Any, then_shares: int | None, now: Any = None, *, starts: Any = None) -> str:
+    """A budget's temporary share as every surface shows it (the budgets page, ``fairway budgets``,
+    the API's ``boost_text``, the admin): ``share 3 until Dec 20 00:00:00 UTC (then 1)``; the
+    instants in :func:`~fairway_cli.numbers.instant_text`'s words. ``starts``: one not begun yet
+    (the admin), ``share 3 from Dec 18 09:00:00 UTC until Dec 20 00:00:00 UTC``."""
+    then = f" (then {then_shares})" if then_shares is not None else ""
+    since = f" from {instant_text(starts, now)}" if starts is not None else ""
+    return f"share {shares}{since} until {instant_text(until, now)}{then}"

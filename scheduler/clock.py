@@ -60,6 +60,7 @@ class Clock:
         if sweep:
             tasks.sweep_hosts.send()
             tasks.start_timeouts.send()
+            tasks.apply_share_boosts.send()
             if now >= self._next_prune:
                 self._next_prune = now + tasks.PRUNE_METRICS_EVERY_S
                 tasks.prune_gpu_metrics.send()

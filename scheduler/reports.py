@@ -20,7 +20,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from budgets.models import Budget
-from budgets.services import ancestor_ids, budget_paths, load_tree, tree_walk
+from budgets.services import active_boosts, ancestor_ids, boost_words, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
 from fairway_cli.words import HOLD_WORDS, reason_words, short_words
 from scheduler.accounting import silent_until_of
@@ -99,6 +99,12 @@ class BudgetStanding:
     compares with the cap; ``policy.caps.cap_state``); None without a cap."""
     cap_text: str = ""
     """The cap in the words every surface shows (:func:`cap_words`); "" without a cap."""
+    boost_until: datetime | None = None
+    """When its active temporary share ends (docs/standing.md, "Temporary shares"); None: none."""
+    boost_then_shares: int | None = None
+    """The shares it returns to then."""
+    boost_text: str = ""
+    """``share 3 until Dec 20 00:00:00 UTC (then 1)`` (``budgets.services.boost_words``); "" without one."""
 
 
 @dataclass(slots=True)
@@ -258,6 +264,7 @@ def budget_standings(
         return values.get(str(bid), 0) + sum(subtree_sum(values, c) for c in children.get(bid, ()))
 
     capped = {b.key for b in snap.budgets if b.capped}
+    boosts = active_boosts()
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
     order = tree_walk(tree)
     texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
@@ -300,6 +307,9 @@ def budget_standings(
                 capped=is_capped,
                 cap_used_gpu_hours=cap_used,
                 cap_text=cap_words(cap, budget.cap_period_days, budget.on_cap, is_capped, cap_used),
+                boost_until=boost.ends_at if (boost := boosts.get(budget.id)) else None,
+                boost_then_shares=boost.base_shares if boost else None,
+                boost_text=boost_words(boost, now),
             )
         )
     return standing

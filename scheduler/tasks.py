@@ -209,6 +209,17 @@ def start_timeouts() -> None:
         logger.info("start timeouts: %d attempts failed to start", ended)
 
 
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
+def apply_share_boosts() -> None:
+    """Start and end the temporary shares that are due (``budgets.services.apply_due_boosts``; the
+    clock asks with every sweep, so a boost takes effect within a sweep interval of its instant)."""
+    from budgets.services import apply_due_boosts
+
+    changed = apply_due_boosts()
+    if changed:
+        logger.info("temporary shares: %d started or ended", changed)
+
+
 ROLLUP_EVERY_S = 300.0
 """The clock asks for :func:`rollup_pyramid` this often (seconds), besides right after each hour."""
 

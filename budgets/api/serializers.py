@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rest_framework import serializers
 
-from budgets.models import Budget
+from budgets.models import Budget, ShareBoost
+from budgets.services import boost_words
 
 
 class BudgetSerializer(serializers.ModelSerializer):
@@ -19,6 +21,11 @@ class BudgetSerializer(serializers.ModelSerializer):
     archived = serializers.BooleanField(read_only=True)
     access = serializers.SerializerMethodField()
     can_submit = serializers.SerializerMethodField()
+    boost_until = serializers.SerializerMethodField(help_text="when its active temporary share ends; null: none")
+    boost_then_shares = serializers.SerializerMethodField(help_text="the shares it returns to then")
+    boost_text = serializers.SerializerMethodField(
+        help_text='the temporary share in words, e.g. "share 3 until Dec 20 00:00:00 UTC (then 1)"; "" without one'
+    )
     cap_gpu_hours = serializers.FloatField(
         read_only=True,
         allow_null=True,
@@ -34,6 +41,9 @@ class BudgetSerializer(serializers.ModelSerializer):
             "path",
             "parent",
             "shares",
+            "boost_until",
+            "boost_then_shares",
+            "boost_text",
             "normalized_share",
             "leaf",
             "hold",
@@ -56,6 +66,20 @@ class BudgetSerializer(serializers.ModelSerializer):
 
     def get_normalized_share(self, obj: Budget) -> float:
         return float(self._ctx("normalized_shares").get(obj.id, 0))
+
+    def _boost(self, obj: Budget) -> ShareBoost | None:
+        return self._ctx("active_boosts").get(obj.id)
+
+    def get_boost_until(self, obj: Budget) -> datetime | None:
+        boost = self._boost(obj)
+        return boost.ends_at if boost is not None else None
+
+    def get_boost_then_shares(self, obj: Budget) -> int | None:
+        boost = self._boost(obj)
+        return boost.base_shares if boost is not None else None
+
+    def get_boost_text(self, obj: Budget) -> str:
+        return boost_words(self._boost(obj))
 
     def get_leaf(self, obj: Budget) -> bool:
         return obj.id not in self._ctx("live_parent_ids")
@@ -119,6 +143,13 @@ class BudgetStandingSerializer(serializers.Serializer):
     )
     cap_text = serializers.CharField(
         help_text='the cap in words, e.g. "41.2 of 100 GPU-h / 30 d, then unfunded"; "" without one'
+    )
+    boost_until = serializers.DateTimeField(
+        allow_null=True, help_text="when its active temporary share ends (docs/standing.md); null: none"
+    )
+    boost_then_shares = serializers.IntegerField(allow_null=True, help_text="the shares it returns to then")
+    boost_text = serializers.CharField(
+        help_text='the temporary share in words, e.g. "share 3 until Dec 20 00:00:00 UTC (then 1)"; "" without one'
     )
 
 

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from budgets.api.serializers import BudgetSerializer, ClusterStandingSerializer
 from budgets.models import Budget
-from budgets.services import normalized_shares
+from budgets.services import active_boosts, normalized_shares
 from config.api import FairwayViewSet
 
 _DAY = "the day of an instant: a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time"
@@ -101,5 +101,6 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
         context = super().get_serializer_context()
         tree = self.budget_tree
         context["normalized_shares"] = normalized_shares(tree)
+        context["active_boosts"] = active_boosts()
         context["live_parent_ids"] = {b.parent_id for b in tree.values() if b.archived_at is None and b.parent_id}
         return context
