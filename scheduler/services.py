@@ -2492,7 +2492,7 @@ def apply_due_drains(cluster_id: int, now: datetime) -> list[int]:
     )
     applied: list[int] = []
     for pk in due:
-        locked = Host.objects.select_for_update().select_related("drain_at_by").filter(pk=pk).first()
+        locked = Host.objects.select_for_update().filter(pk=pk).first()
         if locked is None or locked.drain_at is None or locked.drain_at > now:
             continue  # cancelled, replaced or applied since the read
         at, by, drain_now, reason = locked.drain_at, locked.drain_at_by, locked.drain_at_now, locked.drain_at_reason
