@@ -183,3 +183,13 @@ def test_a_drain_done_by_hand_meanwhile_makes_the_schedule_moot(admin, hosts):
     assert host.drain_at is None
     moot = HostEvent.objects.filter(host=host).latest("id")
     assert (moot.kind, moot.data["why"]) == ("drain_unscheduled", "moot")
+
+
+def test_a_scheduled_drain_of_an_offline_host_is_kept_for_its_return(admin, hosts):
+    host = hosts["a100-1"]
+    at = timezone.now() + timedelta(hours=1)
+    do_schedule_drain(admin, host, at)
+    Host.objects.filter(pk=host.pk).update(state=Host.State.OFFLINE, state_before_offline=Host.State.ACTIVE)
+    assert apply_due_drains(host.cluster_id, at) == [host.pk]
+    host.refresh_from_db()
+    assert (host.state, host.state_before_offline, host.drain_at) == (Host.State.OFFLINE, Host.State.DRAINING, None)

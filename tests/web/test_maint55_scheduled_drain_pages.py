@@ -92,5 +92,7 @@ def test_the_hosts_admin_schedules_and_cancels_a_drain(admin, hosts):
     assert (host.drain_at, host.drain_at_now, host.drain_at_reason) == (at, True, "BIOS")
     listing = client.get(url).content.decode()
     assert "drain now scheduled at" in listing
+    change = client.get(reverse("admin:scheduler_host_change", args=[pk])).content.decode()
+    assert "drain now scheduled at" in change and "by admin: BIOS" in change
     client.post(url, {"action": "cancel_scheduled_drain", "_selected_action": [pk]}, follow=True)
     assert Host.objects.get(pk=pk).drain_at is None
