@@ -417,12 +417,12 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         """A drain (or drain now) at once, or at the body's ``at`` (a time) or ``in`` (a duration
         from now): scheduled (``services.do_schedule_drain``), applied then by the tick."""
         reason = self._reason(request, ("reason", "at", "in"))
-        at, after = request.data.get("at"), request.data.get("in")
-        if at is None and after is None:
+        if "at" not in request.data and "in" not in request.data:
             return self._change(request, Host.State.DRAINING, drain_now)
-        if at is not None and after is not None:
+        at, after = request.data.get("at"), request.data.get("in")
+        if "at" in request.data and "in" in request.data:
             raise serializers.ValidationError({"at": ["Give at (a time) or in (a duration from now), not both."]})
-        if after is not None:
+        if "in" in request.data:  # {"in": null} is refused, not read as "now"
             try:
                 seconds = parse_duration_s(after)
             except ValueError:
@@ -435,7 +435,7 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         try:
             do_schedule_drain(request.user, host, at, reason, drain_now=drain_now)
         except HostError as exc:
-            if exc.field == "at" and after is not None:  # said of the duration the body gave
+            if exc.field == "at" and "in" in request.data:  # said of the duration the body gave
                 raise HostError(exc.code, "in", exc.message, status=exc.status) from None
             raise
         return self._host(host)

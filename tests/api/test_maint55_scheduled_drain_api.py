@@ -72,6 +72,8 @@ def test_only_admins_schedule_or_cancel(researcher_client, hosts, verb):
         ("drain", {"at": "2099-01-01T00:00Z"}, "at", "at most 366 days"),
         ("drain", {"at": "2099-01-01T00:00"}, "at", "names its zone"),
         ("drain", {"at": 5}, "at", "ISO 8601"),
+        ("drain", {"at": None}, "at", "ISO 8601"),  # not a drain at once
+        ("drain-now", {"in": None}, "in", "duration"),
         ("drain-now", {"in": "soon"}, "in", "duration"),
         ("drain-now", {"in": "0"}, "in", "is past"),
         ("drain-now", {"in": "99999999999999d"}, "in", "at most 366 days"),
