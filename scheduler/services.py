@@ -2422,7 +2422,6 @@ def _unschedule_drain(actor: User | None, locked: Host, reason: str, why: str) -
         message=reason or why,
         data={"at": at.isoformat() if at else None, "drain_now": drain_now, "why": why},
     )
-    push_hosts_on_commit([locked.pk])
     when = instant_text(at, absolute=True)
     _log_host_action(actor, locked, f"cancelled the drain of {{host}} scheduled at {when} ({why})", reason)
 
@@ -2460,7 +2459,6 @@ def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = 
                 "replaces": replaced.isoformat() if replaced else None,
             },
         )
-        push_hosts_on_commit([locked.pk])
     what = "drain now" if drain_now else "drain"
     _log_host_action(actor, locked, f"scheduled a {what} of {{host}} at {instant_text(when, absolute=True)}", reason)
     return locked
