@@ -103,7 +103,7 @@ class HoldError(ServiceError):
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
     ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
-    ``host_busy``, ``inventory_pending``, ``invalid_reason``."""
+    ``host_busy``, ``inventory_pending``, ``invalid_reason``, ``invalid_at``, ``no_scheduled_drain``."""
 
 
 HOST_REASON_MAX = 500
@@ -2354,8 +2354,8 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
     with its zone: ``2026-12-10T08:00Z``), checked: after ``now`` and at most
     :data:`SCHEDULED_DRAIN_MAX` ahead. The one reading of the API's ``at``, the page's and the
     admin's field (the CLI's ``--at`` and ``--in`` go through the API). Raises HostError
-    ``invalid_at``: unreadable, without a zone (read as UTC, a local time would drain an hour
-    early or late), past, or too far."""
+    ``invalid_at``: unreadable, without a zone (refused, not read as UTC: a local time typed so
+    would drain hours early or late), past, or too far."""
     from django.utils.dateparse import parse_datetime
 
     now = now or timezone.now()
