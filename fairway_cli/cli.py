@@ -2036,7 +2036,9 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
-HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume", "remove")
+HOST_ACTIONS = ("cordon", "drain", "drain-now", "resume", "cancel-drain", "remove")
+SCHEDULABLE_HOST_ACTIONS = ("drain", "drain-now")
+"""The actions ``--at`` / ``--in`` schedule for later (the API's ``at`` and ``in``)."""
 
 
 def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -2055,7 +2057,17 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             raise CliError(EXIT_USAGE, f"fairway hosts {args.action} NAME")
         if args.action == "remove":
             return _remove_host(api, args, out)
-        host = api.call("POST", f"hosts/{args.name}/{args.action}/", body={"reason": args.reason or ""})
+        body = {"reason": args.reason or ""}
+        if args.at is not None or args.in_ is not None:
+            if args.action not in SCHEDULABLE_HOST_ACTIONS:
+                raise CliError(
+                    EXIT_USAGE, f"fairway hosts: --at and --in schedule a drain or drain-now, not {args.action}"
+                )
+            if args.at is not None and args.in_ is not None:
+                raise CliError(EXIT_USAGE, "fairway hosts: give --at (a UTC time) or --in (a duration), not both")
+            # the server reads both (the time against its own clock): one rule, the API's
+            body.update({"at": args.at} if args.at is not None else {"in": args.in_})
+        host = api.call("POST", f"hosts/{args.name}/{args.action}/", body=body)
         if args.json:
             emit_json(host, out)
         else:
@@ -2063,6 +2075,10 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             if host["state"] == "offline" and (reason := host_reason(host)):
                 # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
                 line += f"; {reason}"
+            if scheduled := host.get("scheduled_drain"):
+                line += f"; {scheduled['summary']}"
+            elif args.action == "cancel-drain":
+                line += "; no drain scheduled"
             out.write(line + "\n")
         return EXIT_OK
     hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
@@ -2095,6 +2111,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             print(f"{h['name']}: {reason}", file=out)
         if held := h.get("pending_inventory"):
             print(f"{h['name']}: {held['summary']}", file=out)
+        if scheduled := h.get("scheduled_drain"):
+            print(f"{h['name']}: {scheduled['summary']}", file=out)
         if lost := h.get("attempts_lost_at"):
             print(f"{h['name']}: offline: {host_lost_words(h['open_attempts'], lost)}", file=out)
     for h in hosts:
@@ -2116,6 +2134,7 @@ def _show_host(api: Api, name: str, args: argparse.Namespace, out: TextIO) -> in
         ("cluster", host["cluster"]),
         ("state", state),
         ("why", host_reason(host)),
+        ("scheduled", (host.get("scheduled_drain") or {}).get("summary", "")),
         ("inventory", (host.get("pending_inventory") or {}).get("summary", "")),
         (
             "hardware",
@@ -2517,7 +2536,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "hosts",
         cmd_hosts,
-        "hosts and their GPUs; NAME: one host; admins: cordon|drain|drain-now|resume NAME, remove NAME --yes",
+        "hosts and their GPUs; NAME: one host; admins: cordon|drain|drain-now|resume NAME, "
+        "drain|drain-now NAME --at TIME|--in DURATION (scheduled), cancel-drain NAME, remove NAME --yes",
     )
     p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
     p.add_argument("name", nargs="?", metavar="NAME", help="the host an ACTION acts on")
@@ -2525,6 +2545,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", help="only hosts in this state: " + ", ".join(HOST_STATES))
     p.add_argument("--reason", help="why (kept in the host's audit log)")
     p.add_argument("--yes", action="store_true", help="remove: yes, take the host out of its cluster for good")
+    p.add_argument(
+        "--at",
+        metavar="TIME",
+        help="drain, drain-now: schedule it for this UTC time, e.g. 2026-12-10T08:00Z (resume, cancel-drain cancel it)",
+    )
+    p.add_argument(
+        "--in", dest="in_", metavar="DURATION", help="drain, drain-now: schedule it this long from now, e.g. 2h, 1d 6h"
+    )
     return parser
 
 

@@ -34,8 +34,10 @@ from scheduler.models import (
     WorkloadEvent,
 )
 from scheduler.services import (
+    SCHEDULED_DRAIN_FORM,
     HostError,
     check_labels,
+    do_cancel_scheduled_drain,
     do_cancel_workload,
     do_create_join_token,
     do_hold_workload,
@@ -43,8 +45,10 @@ from scheduler.services import (
     do_remove_host,
     do_revoke_host_token,
     do_rotate_host_token,
+    do_schedule_drain,
     do_set_host_state,
     hold_changes,
+    scheduled_drain,
 )
 
 
@@ -119,6 +123,12 @@ class ClusterAdmin(admin.ModelAdmin):
     def host_count(self, obj: Cluster) -> int:
         return obj.n_hosts
 
+    @admin.display(description="scheduled drain", ordering="drain_at")
+    def scheduled_drain_shown(self, obj: Host) -> str:
+        """The one wording of a scheduled drain (``services.scheduled_drain``), "-" when none."""
+        shown = scheduled_drain(obj)
+        return shown["summary"] if shown else "-"
+
     @admin.display(description="last heartbeat", ordering="last_heartbeat")
     def heartbeat_shown(self, obj: Host) -> str:
         """As the clusters page, ``fairway hosts`` and every sentence write an instant
@@ -183,6 +193,7 @@ class HostAdmin(admin.ModelAdmin):
         "cluster",
         "state_shown",
         "drain_now",
+        "scheduled_drain_shown",
         "gpu_count",
         "gpu_model",
         "heartbeat_shown",
@@ -190,13 +201,14 @@ class HostAdmin(admin.ModelAdmin):
     ]
     list_filter = ["cluster", "state", "drain_now", ("removed_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "labels"]
-    list_select_related = ["cluster"]
+    list_select_related = ["cluster", "drain_at_by"]
     readonly_fields = [
         "cluster",
         "name",
         "state",
         "state_before_offline",
         "drain_now",
+        "scheduled_drain_shown",
         "agent_version",
         "last_heartbeat",
         "removed_at",
@@ -211,6 +223,8 @@ class HostAdmin(admin.ModelAdmin):
         "drain",
         "drain_now_action",
         "resume",
+        "schedule_drain",
+        "cancel_scheduled_drain",
         "approve_inventory",
         "rotate_token",
         "revoke_token",
@@ -242,6 +256,12 @@ class HostAdmin(admin.ModelAdmin):
         if obj.removed_at is not None:
             return f"removed {instant_text(obj.removed_at)}: not in the cluster (its GPUs count nowhere)"
         return str(obj.get_state_display())
+
+    @admin.display(description="scheduled drain", ordering="drain_at")
+    def scheduled_drain_shown(self, obj: Host) -> str:
+        """The one wording of a scheduled drain (``services.scheduled_drain``), "-" when none."""
+        shown = scheduled_drain(obj)
+        return shown["summary"] if shown else "-"
 
     @admin.display(description="last heartbeat", ordering="last_heartbeat")
     def heartbeat_shown(self, obj: Host) -> str:
@@ -284,6 +304,43 @@ class HostAdmin(admin.ModelAdmin):
     @admin.action(description="Resume: back to active", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
         self._set_state(request, queryset, Host.State.ACTIVE)
+
+    @admin.action(description="Schedule a drain (or a drain now) for a later time", permissions=["change"])
+    def schedule_drain(self, request: HttpRequest, queryset: QuerySet[Host]) -> TemplateResponse | None:
+        """Asks for the time (``services.drain_time``'s form), drain or drain now and a reason, then
+        schedules it on each host (``services.do_schedule_drain``; a refusal per host, nothing changed
+        there). The tick applies it at that time (docs/deploy.md, "Scheduled drains")."""
+        if request.POST.get("confirm") != "yes":
+            hosts = list(queryset.select_related("cluster", "drain_at_by").order_by("name"))
+            context = {
+                **self.admin_site.each_context(request),
+                "title": f"Schedule a drain of {len(hosts)} host{'s' if len(hosts) != 1 else ''}",
+                "hosts": [(h, scheduled_drain(h)) for h in hosts],
+                "form_words": SCHEDULED_DRAIN_FORM,
+                "opts": self.model._meta,
+            }
+            return TemplateResponse(request, "admin/scheduler/host/schedule_drain.html", context)
+        at = request.POST.get("at", "")
+        drain_now = request.POST.get("drain_now") == "on"
+        reason = request.POST.get("reason", "") or f"admin action by {request.user}"
+        _each(
+            request,
+            queryset,
+            lambda host: do_schedule_drain(request.user, host, at, reason, drain_now=drain_now),
+            lambda host: host.name,
+            "{n} host(s): " + ("drain now" if drain_now else "drain") + f" scheduled at {instant_text(at)}.",
+        )
+        return None
+
+    @admin.action(description="Cancel the scheduled drain", permissions=["change"])
+    def cancel_scheduled_drain(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        _each(
+            request,
+            queryset,
+            lambda host: do_cancel_scheduled_drain(request.user, host, f"admin action by {request.user}"),
+            lambda host: host.name,
+            "{n} host(s): scheduled drain cancelled.",
+        )
 
     @admin.action(
         description="Approve the GPU inventory the agent reported (resumes a host it cordoned)", permissions=["change"]

@@ -139,6 +139,14 @@ class Host(models.Model):
     # (an agent older than the fields), no CPU or memory constraint there (docs/resources.md).
     cpus = models.PositiveIntegerField(null=True, blank=True, editable=False)
     memory_bytes = models.BigIntegerField(null=True, blank=True, editable=False)
+    # A drain an admin scheduled for a later time (docs/deploy.md, "Scheduled drains"): the tick
+    # applies it at ``drain_at`` as the immediate one (``services.apply_due_drains``); null: none.
+    drain_at = models.DateTimeField(null=True, blank=True, db_index=True, editable=False)
+    drain_at_now = models.BooleanField(default=False, editable=False, help_text="the scheduled drain is a drain now")
+    drain_at_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    drain_at_reason = models.CharField(max_length=500, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = HostQuerySet.as_manager()

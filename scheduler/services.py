@@ -32,7 +32,7 @@ from budgets.models import Budget
 from budgets.rules import archived_growth_problem, submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
-from fairway_cli.numbers import duration_text
+from fairway_cli.numbers import duration_text, instant_text
 from fairway_cli.words import resubmitted_from_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
@@ -103,7 +103,7 @@ class HoldError(ServiceError):
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
     ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
-    ``host_busy``, ``inventory_pending``, ``invalid_reason``."""
+    ``host_busy``, ``inventory_pending``, ``invalid_reason``, ``invalid_at``, ``no_scheduled_drain``."""
 
 
 HOST_REASON_MAX = 500
@@ -2084,7 +2084,14 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
             )
         now = timezone.now()
         # a queryset update: it forgets the hardware the web processes keep (HostQuerySet.memo_fields)
-        Host.objects.filter(pk=locked.pk).update(removed_at=now, link_generation=F("link_generation") + 1)
+        Host.objects.filter(pk=locked.pk).update(
+            removed_at=now,
+            link_generation=F("link_generation") + 1,
+            drain_at=None,  # a scheduled drain goes with it
+            drain_at_now=False,
+            drain_at_by=None,
+            drain_at_reason="",
+        )
         GPU.objects.filter(host=locked).update_in_id_order(nominated_for=None)
         generation = Host.objects.values_list("link_generation", flat=True).get(pk=locked.pk)
         HostEvent.objects.create(
@@ -2231,6 +2238,9 @@ def host_action_problem(host: Host, verb: str) -> str | None:
         return f"Host {host.name} is drained (empty): there is nothing to drain now."
     if verb == "drain" and current == Host.State.DRAINING:  # of a drain now too: not a way to slow it
         return f"Host {host.name} is draining already."
+    if verb == "resume" and host.drain_at is not None:  # a resume cancels the scheduled drain, of an active host too
+        refused = target != current and host.pending_inventory is not None  # as do_set_host_state refuses
+        return _inventory_pending(host) if refused else None
     if target == current and host.drain_now == drain_now:
         where = f"offline and returns as {current}" if host.state == Host.State.OFFLINE else current
         return f"Host {host.name} is {where}: nothing to {verb.replace('-', ' ')}."
@@ -2264,7 +2274,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
     An offline host keeps ``offline`` and gets the new state as the one to return to. Draining
     a drained host changes nothing. Records a HostEvent (``cordoned``, ``draining``,
     ``drain_now``, ``resumed``) with the actor and reason — drain now is audited (DESIGN.md §6)
-    — and requests a tick and a push of the host after commit. Raises HostError
+    — and requests a tick and a push of the host after commit. A resume also cancels a scheduled
+    drain (:func:`do_schedule_drain`), of an active host too. Raises HostError
     ``invalid_state``, ``invalid_reason`` (over 500 characters or holding NUL: the web form passed
     NUL through, a 500 on PostgreSQL), ``host_removed`` or ``inventory_pending`` (resuming a host
     whose agent's GPU inventory awaits an admin's approval: the approval resumes it, docs/deploy.md).
@@ -2281,38 +2292,230 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise host_removed_error(locked)
-        offline = locked.state == Host.State.OFFLINE
-        current = _returns_as(locked)
-        target = _state_target(current, state, drain_now)
-        if target == current and locked.drain_now == drain_now:
-            return locked
-        if target == Host.State.ACTIVE and locked.pending_inventory is not None:
-            raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
-        if offline:
-            locked.state_before_offline = target
-        else:
-            locked.state = target
-        locked.drain_now = drain_now
-        locked.save(update_fields=["state", "state_before_offline", "drain_now"])
-        kind = {
-            Host.State.ACTIVE: "resumed",
-            Host.State.CORDONED: "cordoned",
-            Host.State.DRAINING: "drain_now" if drain_now else "draining",
-            Host.State.DRAINED: "draining",
-        }[target]
+        if state == Host.State.ACTIVE and locked.drain_at is not None:
+            _unschedule_drain(actor, locked, reason, "cancelled by a resume")
+        kind = _change_host_state(actor, locked, state, reason, drain_now)
+    if kind is not None:
+        what = {"resumed": "resumed", "cordoned": "cordoned", "drain_now": "drained now", "draining": "drained"}[kind]
+        _log_host_action(actor, locked, what, reason)
+    return locked
+
+
+def _change_host_state(
+    actor: User | None,
+    locked: Host,
+    state: str,
+    reason: str,
+    drain_now: bool,
+    scheduled: Mapping[str, Any] | None = None,
+) -> str | None:
+    """:func:`do_set_host_state`'s change of ``locked`` (row-locked, not removed, under the
+    cluster's tick lock): the one rule of an operator's change, immediate or scheduled
+    (:func:`apply_due_drains`; ``scheduled`` goes into its event's data). Returns the kind of the
+    event recorded, or None when it changes nothing."""
+    offline = locked.state == Host.State.OFFLINE
+    current = _returns_as(locked)
+    target = _state_target(current, state, drain_now)
+    if target == current and locked.drain_now == drain_now:
+        return None
+    if target == Host.State.ACTIVE and locked.pending_inventory is not None:
+        raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
+    if offline:
+        locked.state_before_offline = target
+    else:
+        locked.state = target
+    locked.drain_now = drain_now
+    locked.save(update_fields=["state", "state_before_offline", "drain_now"])
+    kind = {
+        Host.State.ACTIVE: "resumed",
+        Host.State.CORDONED: "cordoned",
+        Host.State.DRAINING: "drain_now" if drain_now else "draining",
+        Host.State.DRAINED: "draining",
+    }[target]
+    data: dict[str, Any] = {"from": current, "to": target, "drain_now": drain_now, "offline": offline}
+    if scheduled is not None:
+        data["scheduled"] = dict(scheduled)
+    HostEvent.objects.create(host=locked, at=timezone.now(), kind=kind, actor=actor, message=reason, data=data)
+    request_tick_on_commit(locked.cluster_id)
+    push_hosts_on_commit([locked.pk])
+    return kind
+
+
+# --- scheduled drains (docs/deploy.md, "Scheduled drains") ---------------------------------------
+
+SCHEDULED_DRAIN_MAX = timedelta(days=366)
+"""How far ahead a drain may be scheduled: a typed year (2062 for 2026) is refused, not kept for ever."""
+
+SCHEDULED_DRAIN_FORM = "an ISO 8601 UTC time such as 2026-12-10T08:00Z (or with an offset: +01:00)"
+
+
+def drain_time(value: object, now: datetime | None = None) -> datetime:
+    """The instant a drain is scheduled for, from ``value`` (an aware datetime, or ISO 8601 text
+    with its zone: ``2026-12-10T08:00Z``), checked: after ``now`` and at most
+    :data:`SCHEDULED_DRAIN_MAX` ahead. The one reading of the API's ``at``, the page's and the
+    admin's field (the CLI's ``--at`` and ``--in`` go through the API). Raises HostError
+    ``invalid_at``: unreadable, without a zone (refused, not read as UTC: a local time typed so
+    would drain hours early or late), past, or too far."""
+    from django.utils.dateparse import parse_datetime
+
+    now = now or timezone.now()
+    at: datetime | None
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str) and _is_text(value) and len(value) <= 64:
+        try:
+            at = parse_datetime(value.strip())
+        except ValueError:
+            at = None
+    else:
+        at = None
+    if at is None:
+        raise HostError("invalid_at", "at", f"A drain's time is {SCHEDULED_DRAIN_FORM}; {str(value)[:64]!r} is not.")
+    if at.tzinfo is None:
+        raise HostError("invalid_at", "at", f"A drain's time names its zone: {SCHEDULED_DRAIN_FORM}.")
+    if at <= now:
+        raise HostError(
+            "invalid_at",
+            "at",
+            f"A drain is scheduled for a later time: {instant_text(at, absolute=True)} is past (drain it now instead).",
+        )
+    if at > now + SCHEDULED_DRAIN_MAX:
+        raise HostError(
+            "invalid_at",
+            "at",
+            f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: "
+            f"{instant_text(at, absolute=True)} is later.",
+        )
+    return at
+
+
+def scheduled_drain(host: Host) -> dict[str, Any] | None:
+    """``host``'s scheduled drain as ``{"at", "drain_now", "by", "reason", "summary"}`` (``by``: the
+    admin who scheduled it, None once that user is deleted), or None. ``summary`` is the one
+    wording of it: the API, ``fairway hosts``, the clusters page and the admin show it."""
+    if host.drain_at is None:
+        return None
+    by = host.drain_at_by.get_username() if host.drain_at_by is not None else None
+    what = "drain now" if host.drain_at_now else "drain"
+    summary = f"{what} scheduled at {instant_text(host.drain_at)}" + (f" by {by}" if by else "")
+    if host.drain_at_reason:
+        summary += f": {host.drain_at_reason}"
+    return {
+        "at": host.drain_at,
+        "drain_now": host.drain_at_now,
+        "by": by,
+        "reason": host.drain_at_reason,
+        "summary": summary,
+    }
+
+
+def _unschedule_drain(actor: User | None, locked: Host, reason: str, why: str) -> None:
+    """Forget ``locked``'s scheduled drain (row-locked), recording a ``drain_unscheduled`` event."""
+    at, drain_now = locked.drain_at, locked.drain_at_now
+    locked.drain_at, locked.drain_at_now, locked.drain_at_by, locked.drain_at_reason = None, False, None, ""
+    locked.save(update_fields=["drain_at", "drain_at_now", "drain_at_by", "drain_at_reason"])
+    HostEvent.objects.create(
+        host=locked,
+        at=timezone.now(),
+        kind="drain_unscheduled",
+        actor=actor,
+        message=reason or why,
+        data={"at": at.isoformat() if at else None, "drain_now": drain_now, "why": why},
+    )
+    when = instant_text(at, absolute=True)
+    _log_host_action(actor, locked, f"cancelled the drain of {{host}} scheduled at {when} ({why})", reason)
+
+
+def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = "", *, drain_now: bool = False) -> Host:
+    """Schedule a drain (``drain_now``: a drain now) of ``host`` at ``at`` (:func:`drain_time`),
+    replacing the one scheduled before. Until then the host schedules as it is; at ``at`` the
+    tick drains it as :func:`do_set_host_state` would (:func:`apply_due_drains`). Records a
+    ``drain_scheduled`` event (who, the time, the one replaced). Raises HostError ``invalid_at``,
+    ``invalid_reason``, ``host_removed``, ``invalid_state`` (the drain would change nothing now:
+    the host drains already, :func:`host_action_problem`). Admins only, as every host action:
+    the surfaces check :func:`may_operate_hosts`."""
+    _check_host_reason(reason)
+    when = drain_time(at)
+    verb = "drain-now" if drain_now else "drain"
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        if locked.removed_at is not None:
+            raise host_removed_error(locked)
+        if problem := host_action_problem(locked, verb):
+            raise HostError("invalid_state", "at", problem, status=409)
+        replaced = locked.drain_at
+        locked.drain_at, locked.drain_at_now, locked.drain_at_by = when, drain_now, actor
+        locked.drain_at_reason = reason
+        locked.save(update_fields=["drain_at", "drain_at_now", "drain_at_by", "drain_at_reason"])
         HostEvent.objects.create(
             host=locked,
             at=timezone.now(),
-            kind=kind,
+            kind="drain_scheduled",
             actor=actor,
             message=reason,
-            data={"from": current, "to": target, "drain_now": drain_now, "offline": offline},
+            data={
+                "at": when.isoformat(),
+                "drain_now": drain_now,
+                "replaces": replaced.isoformat() if replaced else None,
+            },
         )
-        request_tick_on_commit(locked.cluster_id)
-        push_hosts_on_commit([locked.pk])
-    what = {"resumed": "resumed", "cordoned": "cordoned", "drain_now": "drained now", "draining": "drained"}[kind]
-    _log_host_action(actor, locked, what, reason)
+    what = "drain now" if drain_now else "drain"
+    _log_host_action(actor, locked, f"scheduled a {what} of {{host}} at {instant_text(when, absolute=True)}", reason)
     return locked
+
+
+def do_cancel_scheduled_drain(actor: User | None, host: Host, reason: str = "") -> Host:
+    """Cancel ``host``'s scheduled drain (a resume cancels it too). Raises HostError
+    ``host_removed``, ``invalid_reason`` or ``no_scheduled_drain`` (409: none is scheduled)."""
+    _check_host_reason(reason)
+    with transaction.atomic():
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        if locked.removed_at is not None:
+            raise host_removed_error(locked)
+        if locked.drain_at is None:
+            raise HostError("no_scheduled_drain", None, f"Host {locked.name} has no drain scheduled.", status=409)
+        _unschedule_drain(actor, locked, reason, "cancelled")
+    return locked
+
+
+def apply_due_drains(cluster_id: int, now: datetime) -> list[int]:
+    """Drain the hosts of ``cluster_id`` whose scheduled drain is due at ``now``, as the admin who
+    scheduled it would have with :func:`do_set_host_state` (the one rule: :func:`_change_host_state`);
+    returns their ids. Run by the tick before its snapshot, in a transaction of its own under the
+    cluster's tick lock (``tick.run_tick``): each host is row-locked (id order), its schedule read
+    again and cleared in the transaction that applies it, so a drain is applied at most once, a
+    second tick finds nothing, and a host removed meanwhile is left alone (its schedule dropped)."""
+    due = list(
+        Host.objects.filter(cluster_id=cluster_id, drain_at__lte=now).order_by("pk").values_list("pk", flat=True)
+    )
+    applied: list[int] = []
+    for pk in due:
+        locked = Host.objects.select_for_update().filter(pk=pk).first()
+        if locked is None or locked.drain_at is None or locked.drain_at > now:
+            continue  # cancelled, replaced or applied since the read
+        at, by, drain_now, reason = locked.drain_at, locked.drain_at_by, locked.drain_at_now, locked.drain_at_reason
+        locked.drain_at, locked.drain_at_now, locked.drain_at_by, locked.drain_at_reason = None, False, None, ""
+        locked.save(update_fields=["drain_at", "drain_at_now", "drain_at_by", "drain_at_reason"])
+        if locked.removed_at is not None:
+            continue
+        scheduled = {"at": at.isoformat(), "by": by.get_username() if by is not None else None}
+        kind = _change_host_state(by, locked, Host.State.DRAINING, reason, drain_now, scheduled)
+        what = "drain now" if drain_now else "drain"
+        if kind is None:
+            HostEvent.objects.create(
+                host=locked,
+                at=timezone.now(),
+                kind="drain_unscheduled",
+                actor=by,
+                message=f"the {what} scheduled at {instant_text(at, absolute=True)} changed nothing: "
+                f"the host was {_returns_as(locked)} already",
+                data={"at": at.isoformat(), "drain_now": drain_now, "why": "moot"},
+            )
+            continue
+        applied.append(locked.pk)
+        done = "drained now" if drain_now else "drained"
+        _log_host_action(by, locked, f"{done} {{host}} as scheduled at {instant_text(at, absolute=True)}", reason)
+    return applied
 
 
 # --- clusters ------------------------------------------------------------------------------

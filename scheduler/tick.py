@@ -37,7 +37,7 @@ from django.db import connection, transaction
 from django.db.models import Case, Max, Value, When
 from django.utils import timezone
 
-from scheduler import lifecycle, notify, tick_figures
+from scheduler import lifecycle, notify, services, tick_figures
 from scheduler.models import (
     GPU,
     Attempt,
@@ -137,8 +137,9 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     """
     began = time.monotonic()
     now = now or timezone.now()
-    for step in (lifecycle.stop_timed_out, lifecycle.settle_dependencies):
-        # Each its own transaction (docs/locking.md: several workloads in one statement, id order):
+    for step in (services.apply_due_drains, lifecycle.stop_timed_out, lifecycle.settle_dependencies):
+        # Each its own transaction (docs/locking.md: several workloads in one statement, id order;
+        # a scheduled drain is applied and cleared in one, at most once: docs/deploy.md):
         # in the decisions' transaction, its rows locked before the decisions' own took workloads
         # out of id order, and deadlocked with an ordered locker of both (brk52).
         with _locked_transaction(cluster_id) as acquired:

@@ -84,10 +84,12 @@ from scheduler.services import (
     LIMIT_STATES,
     can_cancel,
     do_cancel_group,
+    do_cancel_scheduled_drain,
     do_cancel_workload,
     do_hold_group,
     do_hold_workload,
     do_release_workload,
+    do_schedule_drain,
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
@@ -99,6 +101,7 @@ from scheduler.services import (
     may_raise_limit,
     may_read_private,
     may_release_admin_hold,
+    scheduled_drain,
 )
 from scheduler.sizes import exact_size_text
 from web.forms import (
@@ -1009,6 +1012,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 "state_reason": reason,
                 "pending_inventory": pending_inventory(host),
                 "attempts_lost_at": attempts_lost_at(host, len(attempts)),
+                "scheduled_drain": scheduled_drain(host),
                 "actions": host_actions(host),  # the buttons: the actions that apply now
                 # an offline host's reason is that of the state it returns to: name that state
                 "returns_as": reason["kind"].replace("_", " ") if reason and host.state == Host.State.OFFLINE else "",
@@ -1045,7 +1049,7 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     included). Anyone else is sent back to the cluster page with the reason (a bare "403
     Forbidden" before, and a traceback logged by Django's handler for PermissionDenied): a warning
     line is logged."""
-    if verb not in HOST_ACTIONS:
+    if verb not in HOST_ACTIONS and verb != "cancel-drain":
         raise Http404(f"no host action {verb!r}")
     host = get_object_or_404(Host, name=name)
     if not may_operate_hosts(request.user):
@@ -1053,9 +1057,26 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
         refusal = "only admins with the change_host permission cordon, drain or resume hosts."
         messages.error(request, f"{host.name}: {refusal}")
         return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
+    back = redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
+    at = request.POST.get("at", "").strip()
+    if verb == "cancel-drain" or (at and verb in ("drain", "drain-now")):
+        # a drain at a later time (docs/deploy.md, "Scheduled drains"), or its cancel: the services' rules
+        try:
+            if verb == "cancel-drain":
+                do_cancel_scheduled_drain(request.user, host, request.POST.get("reason", ""))
+                messages.success(request, f"{host.name}: scheduled drain cancelled.")
+            else:
+                reason = request.POST.get("reason", "")
+                shown = scheduled_drain(
+                    do_schedule_drain(request.user, host, at, reason, drain_now=verb == "drain-now")
+                )
+                messages.success(request, f"{host.name}: {shown['summary'] if shown else 'drain scheduled'}.")
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+        return back
     if problem := host_action_problem(host, verb):  # the rule of the page's buttons
         messages.error(request, problem)
-        return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
+        return back
     state, now = HOST_ACTIONS[verb]
     try:
         # The whole reason: the service refuses one over 500 characters, as the API does (it was cut here: brk30)

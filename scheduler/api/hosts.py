@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
+from fairway_cli.numbers import parse_duration_s
 from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.gpu_report import unreported
@@ -24,10 +25,16 @@ from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, HostEvent
 from scheduler.reports import occupancy
 from scheduler.services import (
     HOST_OPERATOR_REFUSAL,
+    SCHEDULED_DRAIN_FORM,
+    SCHEDULED_DRAIN_MAX,
+    HostError,
+    do_cancel_scheduled_drain,
     do_remove_host,
+    do_schedule_drain,
     do_set_host_state,
     host_reason_problem,
     may_operate_hosts,
+    scheduled_drain,
 )
 
 
@@ -185,6 +192,7 @@ class HostSerializer(serializers.ModelSerializer):
     state_reason = serializers.SerializerMethodField()
     pending_inventory = serializers.SerializerMethodField()
     attempts_lost_at = serializers.SerializerMethodField()
+    scheduled_drain = serializers.SerializerMethodField()
 
     class Meta:
         model = Host
@@ -195,6 +203,7 @@ class HostSerializer(serializers.ModelSerializer):
             "state",
             "state_reason",
             "drain_now",
+            "scheduled_drain",
             "labels",
             "agent_version",
             "isolation",
@@ -245,6 +254,22 @@ class HostSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(
         inline_serializer(
+            "HostScheduledDrain",
+            {
+                "at": serializers.DateTimeField(help_text="when the tick drains the host"),
+                "drain_now": serializers.BooleanField(help_text="a drain now (protection ignored) at that time"),
+                "by": serializers.CharField(allow_null=True, help_text="the admin who scheduled it"),
+                "reason": serializers.CharField(),
+                "summary": serializers.CharField(help_text="the scheduled drain in words"),
+            },
+            allow_null=True,
+        )
+    )
+    def get_scheduled_drain(self, obj: Host) -> dict[str, Any] | None:
+        return scheduled_drain(obj)
+
+    @extend_schema_field(
+        inline_serializer(
             "HostPendingInventory",
             {
                 "gpus": serializers.ListField(
@@ -279,6 +304,16 @@ class HostSerializer(serializers.ModelSerializer):
 _reason_body = inline_serializer(
     "HostActionRequest", {"reason": serializers.CharField(required=False, allow_blank=True, max_length=500)}
 )
+_drain_body = inline_serializer(
+    "HostDrainRequest",
+    {
+        "reason": serializers.CharField(required=False, allow_blank=True, max_length=500),
+        "at": serializers.CharField(
+            required=False, help_text=f"schedule the drain for this time: {SCHEDULED_DRAIN_FORM}"
+        ),
+        "in": serializers.CharField(required=False, help_text="schedule the drain this long from now: 2h, 1d 6h"),
+    },
+)
 
 
 class HostRemovedSerializer(serializers.Serializer):
@@ -300,7 +335,7 @@ def hosts_queryset() -> QuerySet[Host]:
     events = HostEvent.objects.filter(kind__in=kinds).select_related("actor").order_by("-id")
     return (
         Host.objects.filter(removed_at__isnull=True)
-        .select_related("cluster")
+        .select_related("cluster", "drain_at_by")
         .prefetch_related(
             Prefetch("gpus", queryset=gpus),
             Prefetch("events", queryset=events[:_REASON_EVENTS_KEPT], to_attr="reason_events"),
@@ -346,7 +381,7 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         return queryset
 
     def get_permissions(self) -> list[Any]:
-        if self.action in {"cordon", "drain", "drain_now", "resume", "remove"}:
+        if self.action in {"cordon", "drain", "drain_now", "resume", "remove", "cancel_drain"}:
             return [IsAuthenticated(), IsAdminForHosts()]
         return super().get_permissions()
 
@@ -356,14 +391,14 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         except Http404:  # "Not found." said nothing of the name a mistyped `fairway hosts drain` gave
             raise exceptions.NotFound(f"No host {self.kwargs.get(self.lookup_field, '')!r}.") from None
 
-    def _reason(self, request: Request) -> str:
-        """The body's ``reason`` ("" when none); a 400 for any other body."""
+    def _reason(self, request: Request, fields: tuple[str, ...] = ("reason",)) -> str:
+        """The body's ``reason`` ("" when none); a 400 for any other body (a field not in ``fields``)."""
         # A body other than {"reason": ...} ({"reasn": ...}, a list) acted without its reason (brk31)
         if not isinstance(request.data, dict):
             raise serializers.ValidationError({"non_field_errors": ['The body is {"reason": "..."} or empty.']})
-        unknown = sorted(str(k) for k in request.data if k != "reason")
+        unknown = sorted(str(k) for k in request.data if k not in fields)
         if unknown:
-            message = "Unknown field (the fields are: reason)."
+            message = f"Unknown field (the fields are: {', '.join(fields)})."
             raise serializers.ValidationError({k[:40]: [message] for k in unknown[:10]}, code="unknown_field")
         reason = request.data.get("reason", "")
         if problem := host_reason_problem(reason):  # the services' rule, before the host is looked at
@@ -373,7 +408,37 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
     def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
         host = self.get_object()
         do_set_host_state(request.user, host, state, self._reason(request), drain_now=drain_now)
+        return self._host(host)
+
+    def _host(self, host: Host) -> Response:
         return Response(HostSerializer(self.get_queryset().get(pk=host.pk), context=self.get_serializer_context()).data)
+
+    def _drain(self, request: Request, drain_now: bool) -> Response:
+        """A drain (or drain now) at once, or at the body's ``at`` (a time) or ``in`` (a duration
+        from now): scheduled (``services.do_schedule_drain``), applied then by the tick."""
+        reason = self._reason(request, ("reason", "at", "in"))
+        if "at" not in request.data and "in" not in request.data:
+            return self._change(request, Host.State.DRAINING, drain_now)
+        at, after = request.data.get("at"), request.data.get("in")
+        if "at" in request.data and "in" in request.data:
+            raise serializers.ValidationError({"at": ["Give at (a time) or in (a duration from now), not both."]})
+        if "in" in request.data:  # {"in": null} is refused, not read as "now"
+            try:
+                seconds = parse_duration_s(after)
+            except ValueError:
+                raise serializers.ValidationError(
+                    {"in": ["in is a duration from now: seconds (an integer) or like 2h30m, 1d 6h."]}, code="invalid_at"
+                ) from None
+            # past the furthest schedulable time, refused as such by the service (not an overflow)
+            at = timezone.now() + min(timedelta(seconds=min(seconds, 10**9)), SCHEDULED_DRAIN_MAX + timedelta(days=1))
+        host = self.get_object()
+        try:
+            do_schedule_drain(request.user, host, at, reason, drain_now=drain_now)
+        except HostError as exc:
+            if exc.field == "at" and "in" in request.data:  # said of the duration the body gave
+                raise HostError(exc.code, "in", exc.message, status=exc.status) from None
+            raise
+        return self._host(host)
 
     @extend_schema(request=_reason_body, responses=HostSerializer)
     @action(detail=True, methods=["post"])
@@ -381,23 +446,34 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
         """Cordon: no new work; running work stays (DESIGN.md §6). Admins only."""
         return self._change(request, Host.State.CORDONED)
 
-    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @extend_schema(request=_drain_body, responses=HostSerializer)
     @action(detail=True, methods=["post"])
     def drain(self, request: Request, name: str | None = None) -> Response:
-        """Drain: no new work; attempts leave as their protection ends. Admins only."""
-        return self._change(request, Host.State.DRAINING)
+        """Drain: no new work; attempts leave as their protection ends. With ``at`` (or ``in``):
+        scheduled for that time, replacing any scheduled before (docs/deploy.md). Admins only."""
+        return self._drain(request, drain_now=False)
 
-    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @extend_schema(request=_drain_body, responses=HostSerializer)
     @action(detail=True, methods=["post"], url_path="drain-now")
     def drain_now(self, request: Request, name: str | None = None) -> Response:
-        """Drain now: stop every attempt at once, ignoring protection (audited). Admins only."""
-        return self._change(request, Host.State.DRAINING, drain_now=True)
+        """Drain now: stop every attempt at once, ignoring protection (audited). With ``at`` (or
+        ``in``): scheduled for that time. Admins only."""
+        return self._drain(request, drain_now=True)
 
     @extend_schema(request=_reason_body, responses=HostSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, name: str | None = None) -> Response:
-        """Resume: the host is schedulable again. Admins only."""
+        """Resume: the host is schedulable again; cancels its scheduled drain too. Admins only."""
         return self._change(request, Host.State.ACTIVE)
+
+    @extend_schema(request=_reason_body, responses=HostSerializer)
+    @action(detail=True, methods=["post"], url_path="cancel-drain")
+    def cancel_drain(self, request: Request, name: str | None = None) -> Response:
+        """Cancel the host's scheduled drain, leaving its state as it is (409 ``no_scheduled_drain``
+        when none is). Admins only."""
+        host = self.get_object()
+        do_cancel_scheduled_drain(request.user, host, self._reason(request))
+        return self._host(host)
 
     @extend_schema(request=_reason_body, responses=HostRemovedSerializer)
     @action(detail=True, methods=["post"])
