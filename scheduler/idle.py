@@ -79,9 +79,11 @@ def after_s() -> int:
     return int(settings.FAIRWAY["IDLE_AFTER_S"])
 
 
-def idle_attempts(attempt_ids: Iterable[int] | None = None, now: datetime | None = None) -> dict[int, Idle]:
-    """The idle ones of the open, started attempts (all of them, or those of ``attempt_ids``),
-    by attempt id: the module's rule, in one query."""
+def idle_attempts(
+    attempt_ids: Iterable[int] | None = None, now: datetime | None = None, *, workload_ids: Iterable[int] | None = None
+) -> dict[int, Idle]:
+    """The idle ones of the open, started attempts (all of them, or those of ``attempt_ids``, or
+    of ``workload_ids``), by attempt id: the module's rule, in one query."""
     from scheduler.models import AttemptGPU, GpuMinuteSample
 
     after = after_s()
@@ -100,6 +102,11 @@ def idle_attempts(attempt_ids: Iterable[int] | None = None, now: datetime | None
         if not ids:
             return {}
         links = links.filter(attempt_id__in=ids)
+    if workload_ids is not None:
+        wids = sorted(set(workload_ids))
+        if not wids:
+            return {}
+        links = links.filter(attempt__workload_id__in=wids)
     # Only the minutes that began after the confirmed start: the one it started in may hold the
     # samples of the work before it on that GPU.
     samples = GpuMinuteSample.objects.filter(
@@ -138,13 +145,7 @@ def idle_attempts(attempt_ids: Iterable[int] | None = None, now: datetime | None
 
 def idle_of_workloads(workload_ids: Iterable[int], now: datetime | None = None) -> dict[int, Idle]:
     """The idle open attempt of each of these workloads, by workload id (a workload runs one attempt at a time)."""
-    from scheduler.models import Attempt
-
-    ids = list(workload_ids)
-    if not ids or after_s() <= 0:
-        return {}
-    attempt_ids = Attempt.objects.filter(workload_id__in=ids, ended_at__isnull=True).values_list("pk", flat=True)
-    return {i.workload_id: i for i in idle_attempts(list(attempt_ids), now).values()}
+    return {i.workload_id: i for i in idle_attempts(None, now, workload_ids=workload_ids).values()}
 
 
 def idle_workload_ids(now: datetime | None = None) -> set[int]:

@@ -55,7 +55,7 @@ KIND_LABELS = {
     "failed": "failed",
     "preempted": "preempted",
     "estimate_moved": "estimated start moved by more than an hour",
-    "idle": "idle: its GPUs unused for a while",
+    "idle": "idle (its GPUs unused)",
 }
 
 MAX_TRIES = 6

@@ -91,8 +91,7 @@ def test_off_nothing_is_idle(researcher_client, two, settings):
 
 
 def test_the_list_reads_the_idle_rule_in_one_query(researcher_client, two):
-    """The page's rows ask the rule once, whatever their number (one query for their open attempts,
-    one for the rule)."""
+    """The page's rows ask the rule once, whatever their number: one query, of the running rows."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
