@@ -10,10 +10,11 @@ reported, and unknown is not idle. The attempt is idle since the latest of its G
 
 :func:`idle_attempts` is that rule, read by every surface (the API's ``idle`` and ``?idle=``, the
 workload page, ``fairway ls`` and ``show`` through the API) and by :func:`tell_idle`, which the
-clock's sweep runs (``tasks.check_idle``) to tell owners once per idle stretch. One query: per
-open GPU link of the attempts asked about, three lookups of the samples' ``(gpu, minute)`` index
-(latest sample, latest busy one, first one), each a probe or a short scan back over an idle
-stretch. Fairway does not stop idle work (docs/jobs.md says why).
+clock's sweep runs (``tasks.check_idle``) to tell owners once per idle stretch. Two queries at
+most, by the samples' ``(gpu, minute)`` index: one probe per open GPU link of the attempts asked
+about (its latest reported minute: quiet or not); then, for the attempts whose every GPU is quiet
+now only, each GPU's last busy minute (a short scan back over the idle stretch) and first sample.
+Fairway does not stop idle work (docs/jobs.md says why).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import Case, F, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 
 from fairway_cli.words import idle_held_text, idle_words
@@ -83,7 +84,7 @@ def idle_attempts(
     attempt_ids: Iterable[int] | None = None, now: datetime | None = None, *, workload_ids: Iterable[int] | None = None
 ) -> dict[int, Idle]:
     """The idle ones of the open, started attempts (all of them, or those of ``attempt_ids``, or
-    of ``workload_ids``), by attempt id: the module's rule, in one query."""
+    of ``workload_ids``), by attempt id: the module's rule, in two queries at most."""
     from scheduler.models import AttemptGPU, GpuMinuteSample
 
     after = after_s()
@@ -107,30 +108,44 @@ def idle_attempts(
         if not wids:
             return {}
         links = links.filter(attempt__workload_id__in=wids)
+    reported_from = now.replace(second=0, microsecond=0) - timedelta(seconds=REPORTED_S)
     # Only the minutes that began after the confirmed start: the one it started in may hold the
     # samples of the work before it on that GPU.
     samples = GpuMinuteSample.objects.filter(
         gpu_id=OuterRef("gpu_id"), minute__gte=OuterRef("attempt__started_at"), samples__gt=0
     )
-    rows = links.annotate(
-        last_seen=Subquery(samples.order_by("-minute").values("minute")[:1]),
-        last_busy=Subquery(
-            samples.filter(utilization_sum__gte=F("samples") * pct).order_by("-minute").values("minute")[:1]
-        ),
-        first_seen=Subquery(samples.order_by("minute").values("minute")[:1]),
-    ).values_list("attempt_id", "attempt__workload_id", "last_seen", "last_busy", "first_seen")
-    reported_from = now.replace(second=0, microsecond=0) - timedelta(seconds=REPORTED_S)
-    since: dict[int, datetime | None] = {}
+    quiet = Case(When(utilization_sum__lt=F("samples") * pct, then=Value(True)), default=Value(False))
+    # First every GPU's latest reported minute (one probe each): True under the threshold, False
+    # at or above it, None when the GPU is not reported. Only the attempts whose every GPU is quiet
+    # now are read further (most running work is busy: a third of the probes).
+    latest = links.annotate(
+        quiet=Subquery(samples.filter(minute__gte=reported_from).order_by("-minute").annotate(q=quiet).values("q")[:1])
+    ).values_list("attempt_id", "attempt__workload_id", "quiet")
     workloads: dict[int, int] = {}
     gpus: dict[int, int] = {}
-    for attempt_id, workload_id, last_seen, last_busy, first_seen in rows:
+    candidates: dict[int, bool] = {}
+    for attempt_id, workload_id, is_quiet in latest:
         workloads[attempt_id] = workload_id
         gpus[attempt_id] = gpus.get(attempt_id, 0) + 1
-        if attempt_id in since and since[attempt_id] is None:
-            continue  # a GPU of it is busy or unknown already
-        gpu_since = None
-        if last_seen is not None and last_seen >= reported_from and (last_busy is None or last_busy < last_seen):
-            gpu_since = last_busy + MINUTE if last_busy is not None else first_seen
+        candidates[attempt_id] = candidates.get(attempt_id, True) and bool(is_quiet)
+    quiet_ids = sorted(pk for pk, ok in candidates.items() if ok)
+    if not quiet_ids:
+        return {}
+    # Then, of those, each GPU's last busy minute and first sample: it is idle since the minute
+    # after the busy one, or since its first sample (a busy minute come meanwhile: since after now).
+    rows = (
+        links.filter(attempt_id__in=quiet_ids)
+        .annotate(
+            last_busy=Subquery(
+                samples.filter(utilization_sum__gte=F("samples") * pct).order_by("-minute").values("minute")[:1]
+            ),
+            first_seen=Subquery(samples.order_by("minute").values("minute")[:1]),
+        )
+        .values_list("attempt_id", "last_busy", "first_seen")
+    )
+    since: dict[int, datetime | None] = {}
+    for attempt_id, last_busy, first_seen in rows:
+        gpu_since = last_busy + MINUTE if last_busy is not None else first_seen
         before = since.get(attempt_id, gpu_since)
         since[attempt_id] = None if gpu_since is None or before is None else max(before, gpu_since)
     found = {}

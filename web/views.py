@@ -56,6 +56,7 @@ from fairway_cli.words import (
     RESUBMITTED_FROM,
     UNFUNDED_ATTEMPT,
     idle_held_text,
+    idle_words,
     nothing_to_change_text,
 )
 from scheduler import bulk
@@ -66,7 +67,7 @@ from scheduler.api.params import REPEATED, given_twice
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.gpu_report import unreported_in
-from scheduler.idle import idle_attempts
+from scheduler.idle import idle_attempts, idle_of_workloads
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
@@ -483,8 +484,10 @@ def workloads(request: HttpRequest) -> HttpResponse:
         last = {**params, "page": paginator.num_pages} if paginator.num_pages > 1 else params
         return redirect(f"{reverse('web-workloads')}?{urlencode(last)}" if last else reverse("web-workloads"))
     now = timezone.now()
+    idle = idle_of_workloads([w.pk for w in page if w.state == Workload.State.RUNNING], now)
     for w in page:
         w.acct = accounting(w, now)
+        w.idle_text = idle_words(idle[w.pk].as_data()) if w.pk in idle else ""
     context = {
         "nav": "workloads",
         "page": page,

@@ -128,8 +128,16 @@ def test_the_query_count_does_not_grow_with_the_attempts(tw, ticks, django_asser
     for g in gpus:
         _running(tw, [g])
         _fill(tw, g, 0.0, 90)
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):  # every GPU's latest minute; the quiet ones' stretches
         assert len(idle.idle_attempts(now=tw.now)) == 8
+    _fill(tw, gpus[0], 30.0, -1, -1)  # busy now: its attempt is not read further
+    with django_assert_num_queries(2):
+        assert len(idle.idle_attempts(now=tw.now + timedelta(minutes=1))) == 7
+    for g in gpus:
+        GpuMinuteSample.objects.filter(gpu=g, minute=_minute(tw, -1)).delete()
+        _fill(tw, g, 30.0, -1, -1)
+    with django_assert_num_queries(1):  # none quiet now: one query
+        assert idle.idle_attempts(now=tw.now + timedelta(minutes=1)) == {}
 
 
 @pytest.fixture

@@ -35,3 +35,22 @@ def test_the_workload_page_marks_an_idle_attempt(new_page, researcher, submit_kw
     page.goto(f"/workloads/{busy.pk}/")
     page.wait_for_selector("text=worker")
     assert page.locator(".idle-marker").count() == 0
+
+
+def test_the_workload_list_marks_and_filters_idle_work(new_page, researcher, submit_kwargs):
+    idle = do_submit_workload(researcher, **submit_kwargs(name="idler", gpu_count=2))
+    busy = do_submit_workload(researcher, **submit_kwargs(name="worker", gpu_count=2))
+    run_on(idle, "a100-1", 0.0)
+    run_on(busy, "a100-2", 60.0)
+
+    page = new_page()
+    log_in(page, "researcher")
+    page.goto("/workloads/")
+    rows = page.locator("#workload-rows")
+    assert rows.locator(".idle-marker").count() == 1
+    assert re.match(r"idle for 1h (19|20)m \(GPUs < 1 % since ", rows.locator(".idle-marker").inner_text())
+    page.select_option("select[name=idle]", "true")  # the filter form: htmx swaps the rows
+    page.wait_for_url("**/workloads/?*idle=true*")
+    page.wait_for_function("!document.querySelector('#workload-rows').innerText.includes('worker')")
+    text = page.inner_text("#workload-rows")
+    assert "idler" in text and "worker" not in text
