@@ -177,8 +177,9 @@ def tell_idle(now: datetime | None = None) -> int:
     """Tell the owners of the attempts idle now that were not told of this idle stretch (an
     ``idle`` workload event and its notifications); returns how many were told. An attempt is told
     once per stretch: again only after a busy minute began a new one (``Attempt.idle_told_since``,
-    set by a compare-and-set, so two checks at once tell once)."""
-    from scheduler.models import Attempt, WorkloadEvent
+    set by a compare-and-set, so two checks at once tell once). Each told attempt is its own
+    transaction: its workload's row, then the attempt's (docs/locking.md)."""
+    from scheduler.models import Attempt, Workload, WorkloadEvent
     from scheduler.notify import events_on_commit
 
     now = now or timezone.now()
@@ -194,6 +195,10 @@ def tell_idle(now: datetime | None = None) -> int:
     for pk in sorted(candidates):
         i = idle[pk]
         with transaction.atomic():
+            # docs/locking.md: the workload before its attempt, as a cancel and an exit report lock
+            # them (the event's insert takes a key-share lock of the workload: after the attempt's,
+            # it waited for a cancel holding the workload and waiting for the attempt).
+            list(Workload.objects.select_for_update().filter(pk=i.workload_id).values_list("pk"))
             claimed = (
                 Attempt.objects.filter(pk=pk, ended_at__isnull=True)
                 .filter(Q(idle_told_since__isnull=True) | Q(idle_told_since__lt=i.since))
