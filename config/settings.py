@@ -431,6 +431,10 @@ FAIRWAY = {
     # Days of per-minute GPU samples kept (scheduler/metrics.py); read here so that a bad value
     # stops the process at start, not every hourly prune in a worker (try34).
     "GPU_METRICS_RETENTION_DAYS": env_int("FAIRWAY_GPU_METRICS_RETENTION_DAYS", 30, minimum=1, maximum=36500),
+    # Idle GPU alerts (scheduler/idle.py, docs/jobs.md "Idle GPUs"): a running attempt whose every GPU
+    # reports under IDLE_UTIL_PCT % for IDLE_AFTER_S seconds is idle; its owner is told. 0 s: off.
+    "IDLE_UTIL_PCT": env_float("FAIRWAY_IDLE_UTIL_PCT", 1.0, minimum=0.0, maximum=100.0),
+    "IDLE_AFTER_S": env_int("FAIRWAY_IDLE_AFTER_S", 3600, minimum=0),
     "TICK_INTERVAL_S": env_float("FAIRWAY_TICK_INTERVAL_S", 5.0, minimum=0.1),
     "ESTIMATE_INTERVAL_S": env_float("FAIRWAY_ESTIMATE_INTERVAL_S", 60.0, minimum=0.5),
     # A tick that starts, stops or sees new pending work asks for estimates this much later

@@ -42,6 +42,7 @@ from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, 
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
+    idle_held_text,
     nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
@@ -894,6 +895,8 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
 
 def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     params = {**workload_filters(args, everything=args.all), "limit": args.limit}
+    if args.idle:
+        params["idle"] = "true"
     api = Api(config.server, config.token, escape=not args.json)
     page = api.call("GET", "workloads/", params=params)
     rows = page["results"]
@@ -912,7 +915,7 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("CLUSTER", lambda w: w["cluster"]),
             ("GPUS", lambda w: f"{w['gpu_count']}×{w['gpu_model']}"),
             ("MIN-RUNTIME", lambda w: duration(w["min_runtime_s"]) if w["min_runtime_s"] else "0 (unalloc.)"),
-            ("STATE", lambda w: w["state"]),
+            ("STATE", lambda w: w["state"] + (" (idle)" if w.get("idle") else "")),
             ("WHY / ESTIMATE", _why_short),
             ("SUBMITTED", lambda w: when(w["submitted_at"])),
             ("STARTED", lambda w: when(_acct(w).get("started_at")) or "-"),
@@ -924,6 +927,9 @@ def cmd_ls(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         out,
         right={"ID", "WAIT", "ELAPSED", "CHARGED", "REQUEUES"},
     )
+    for w in rows:
+        if w.get("idle"):
+            out.write(f"#{w['id']} {idle_held_text(w['idle'])}\n")
     if page.get("count", 0) > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
     return EXIT_OK
@@ -1062,6 +1068,8 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     for label, value in facts:
         if value:
             out.write(f"  {label + ':':<17}{value}\n")
+    if w.get("idle"):
+        out.write(f"  {idle_held_text(w['idle'])}\n")
     _why(w, out)
     if w.get("attempts"):
         out.write("attempts:\n")
@@ -1438,7 +1446,7 @@ def cmd_release(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return _hold_or_release("release", args, config, out)
 
 
-NOTIFY_KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
+NOTIFY_KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved", "idle")
 
 
 def cmd_notifications(args: argparse.Namespace, config: Config, out: TextIO) -> int:
@@ -2424,6 +2432,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--id", dest="id_list", type=_id_list, metavar="ID,ID", help="these workloads, comma-separated (all states)"
+    )
+    p.add_argument(
+        "--idle", action="store_true", help="only running workloads whose GPUs are idle (docs/jobs.md 'Idle GPUs')"
     )
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fairway_cli.numbers import instant_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, instant_text
 
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
@@ -86,6 +86,22 @@ def silent_host_words(silent: Mapping[str, Any]) -> str:
         f"host {silent['host']} silent since {since}; ends lost at {instant_text(silent['lost_at'])} "
         "unless it returns (charged up to its last heartbeat)"
     )
+
+
+def idle_words(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
+    """An idle attempt in a few words, on every surface (the workload page, ``fairway ls`` and
+    ``show``, the ``idle`` event): ``idle for 1h 20m (GPUs < 1 % since 10:05:00 UTC)``. ``idle``:
+    the API's ``idle`` object (``seconds``, ``since``, ``threshold_pct``), from ``scheduler.idle``;
+    ``absolute``: the instant in full (a stored event's message)."""
+    minutes = int(idle.get("seconds") or 0) // 60 * 60
+    since = instant_text(idle.get("since"), absolute=absolute)
+    return f"idle for {duration_text(minutes, ' ')} (GPUs < {float(idle.get('threshold_pct') or 0):g} % since {since})"
+
+
+def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
+    """:func:`idle_words` with the GPU-hours held idle: ``idle for 1h 20m (GPUs < 1 % since …):
+    10.7 GPU-hours held idle`` (``fairway ls`` and ``show``, the workload page)."""
+    return f"{idle_words(idle, absolute=absolute)}: {gpu_hours_text(idle.get('gpu_hours'))} GPU-hours held idle"
 
 
 RESUBMITTED_FROM = "resubmitted from"

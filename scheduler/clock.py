@@ -30,6 +30,7 @@ class Clock:
         self._rolled_up_hour: object = None
         self._next_prune = 0.0
         self._next_resend = 0.0
+        self._next_idle = 0.0
         self._next_rollup = 0.0
         self._thread: threading.Thread | None = None
 
@@ -64,6 +65,9 @@ class Clock:
             if now >= self._next_prune:
                 self._next_prune = now + tasks.PRUNE_METRICS_EVERY_S
                 tasks.prune_gpu_metrics.send()
+            if now >= self._next_idle and settings.FAIRWAY["IDLE_AFTER_S"] > 0:  # idle GPU alerts (scheduler.idle)
+                self._next_idle = now + tasks.CHECK_IDLE_EVERY_S
+                tasks.check_idle.send()
             if now >= self._next_resend:  # lost delayed messages (retries): tasks.resend_stale_notifications
                 self._next_resend = now + tasks.RESEND_NOTIFICATIONS_EVERY_S
                 tasks.resend_stale_notifications.send()

@@ -386,7 +386,7 @@ class Mount(models.Model):
 class NotificationSettings(models.Model):
     """What a user is told, per event kind and channel (docs/jobs.md "Notifications")."""
 
-    KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved")
+    KINDS = ("started", "succeeded", "failed", "preempted", "estimate_moved", "idle")
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings"
@@ -495,6 +495,12 @@ class Attempt(models.Model):
     end_reason = models.CharField(max_length=32, blank=True, choices=EndReason.choices)
     exit_code = models.IntegerField(null=True, blank=True)
     charged_gpu_seconds = models.BigIntegerField("charged GPU-seconds", default=0)
+    idle_told_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="the start of the idle stretch its owner was last told of (scheduler.idle): told once a stretch",
+    )
 
     class Meta:
         ordering = ["-id"]

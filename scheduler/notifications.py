@@ -45,6 +45,7 @@ KIND_OF_EVENT = {
     "failed": "failed",
     "preempted": "preempted",
     "estimate_moved": "estimate_moved",
+    "idle": "idle",
 }
 """WorkloadEvent kind → the notification kind a user may choose."""
 
@@ -54,6 +55,7 @@ KIND_LABELS = {
     "failed": "failed",
     "preempted": "preempted",
     "estimate_moved": "estimated start moved by more than an hour",
+    "idle": "idle (its GPUs unused)",
 }
 
 MAX_TRIES = 6

@@ -357,6 +357,18 @@ def prune_gpu_metrics() -> None:
         logger.info("GPU metrics: pruned %d minute samples", deleted)
 
 
+CHECK_IDLE_EVERY_S = 60.0
+"""The clock asks for :func:`check_idle` this often (seconds): the samples it reads are per minute."""
+
+
+@dramatiq.actor(queue_name=QUEUE, max_retries=0, time_limit=120_000)
+def check_idle() -> None:
+    """Tell the owners of newly idle attempts (``scheduler.idle.tell_idle``); no retry: the clock asks again."""
+    from scheduler import idle
+
+    idle.tell_idle()
+
+
 RESEND_NOTIFICATIONS_EVERY_S = 300.0
 """The clock asks for :func:`resend_stale_notifications` this often (seconds)."""
 

@@ -51,7 +51,14 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT, nothing_to_change_text
+from fairway_cli.words import (
+    RESUBMITTED_AS,
+    RESUBMITTED_FROM,
+    UNFUNDED_ATTEMPT,
+    idle_held_text,
+    idle_words,
+    nothing_to_change_text,
+)
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
@@ -60,6 +67,7 @@ from scheduler.api.params import REPEATED, given_twice
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
 from scheduler.gpu_report import unreported_in
+from scheduler.idle import idle_attempts, idle_of_workloads
 from scheduler.lifecycle import SilentHost, silent_hosts
 from scheduler.metrics import attempt_utilization
 from scheduler.models import (
@@ -479,8 +487,10 @@ def workloads(request: HttpRequest) -> HttpResponse:
         last = {**params, "page": paginator.num_pages} if paginator.num_pages > 1 else params
         return redirect(f"{reverse('web-workloads')}?{urlencode(last)}" if last else reverse("web-workloads"))
     now = timezone.now()
+    idle = idle_of_workloads([w.pk for w in page if w.state == Workload.State.RUNNING], now)
     for w in page:
         w.acct = accounting(w, now)
+        w.idle_text = idle_words(idle[w.pk].as_data()) if w.pk in idle else ""
     context = {
         "nav": "workloads",
         "page": page,
@@ -596,6 +606,9 @@ class Lane:
     hosts: list[str]
     utilization: float | None
     charged_gpu_seconds: int
+    idle: str = ""
+    """An open attempt idle on every GPU (:func:`scheduler.idle.idle_attempts`, as the API's ``idle``
+    and ``fairway show``), in words: ``idle for 1h 20m (GPUs < 1 % since …): 2.67 GPU-hours held idle``."""
     silent: list[SilentHost] = dataclasses.field(default_factory=list)
     """An open attempt's hosts that are offline (:func:`scheduler.lifecycle.silent_hosts`, as the
     API's ``silent_hosts`` and ``fairway show``), so "running" with a growing charge is not all
@@ -610,6 +623,8 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
     for a in attempts:
         end = max(end, a.ended_at or now)
     span = max((end - start).total_seconds(), 1.0)
+    running = [a.pk for a in attempts if a.ended_at is None]
+    idle = idle_attempts(running, now) if running and workload.state == Workload.State.RUNNING else {}
     lanes = []
     for a in attempts:
         begin = a.started_at or a.placed_at
@@ -644,6 +659,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 hosts=a.host_names(),
                 utilization=round(sum(utils) / len(utils), 1) if utils else None,
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now, silent_until(links)),
+                idle=idle_held_text(idle[a.pk].as_data()) if a.pk in idle else "",
                 silent=silent_hosts(a, links),
             )
         )

@@ -111,6 +111,14 @@ def _known_cluster(value: str) -> None:
         raise _refused(f"No cluster {value!r}.")
 
 
+IDLE_VALUES = {"true": True, "false": False}
+
+
+def _idle_value(value: str) -> None:
+    if value.strip().lower() not in IDLE_VALUES:
+        raise _refused(f"idle is true or false, not {value[:40]!r}.")
+
+
 class WorkloadFilter(django_filters.FilterSet):
     """``state``: one or more states, comma-separated. ``budget``: a path or id; includes the
     budgets under it. ``owner``: a username or ``me``. ``cluster``: a cluster name. ``group``: an
@@ -118,7 +126,8 @@ class WorkloadFilter(django_filters.FilterSet):
     An unknown state, budget, owner, cluster, group or workload is a 400 naming it (the API; the web page
     ignores an invalid filter), as submitting to one is, not an empty list. ``id``: workload ids,
     comma-separated, at most :data:`MAX_IDS`; an id of no workload is not listed (``fairway wait``
-    names those missing)."""
+    names those missing). ``idle``: ``true``, the workloads whose running attempt is idle
+    (``scheduler.idle``: the one rule of the pages and the CLI), ``false`` the others."""
 
     state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
     budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
@@ -127,10 +136,19 @@ class WorkloadFilter(django_filters.FilterSet):
     group = django_filters.CharFilter(method="filter_group", validators=[_known_group])
     resubmitted_from = django_filters.CharFilter(method="filter_resubmitted_from", validators=[_known_workload])
     id = IdsFilter(method="filter_id", validators=[workload_ids])
+    idle = django_filters.CharFilter(method="filter_idle", validators=[_idle_value])
 
     class Meta:
         model = Workload
-        fields = ["state", "budget", "owner", "cluster", "group", "resubmitted_from", "id"]
+        fields = ["state", "budget", "owner", "cluster", "group", "resubmitted_from", "id", "idle"]
+
+    def filter_idle(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        from scheduler.idle import idle_workload_ids
+
+        ids = idle_workload_ids()
+        if IDLE_VALUES[value.strip().lower()]:
+            return queryset.filter(pk__in=ids)
+        return queryset.exclude(pk__in=ids)
 
     def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         states = [s.strip() for s in value.split(",") if s.strip()]

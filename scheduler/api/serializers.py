@@ -753,6 +753,19 @@ class AccountingSerializer(serializers.Serializer):
     preemptions = serializers.IntegerField(help_text="of the requeues, attempts ended preempted")
 
 
+class IdleSerializer(serializers.Serializer):
+    since = serializers.DateTimeField(help_text="every GPU of its open attempt under threshold_pct since this minute")
+    seconds = serializers.IntegerField(help_text="idle this long (at least FAIRWAY_IDLE_AFTER_S)")
+    gpus = serializers.IntegerField(help_text="GPUs it holds")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours held idle: gpus times seconds")
+    threshold_pct = serializers.FloatField(help_text="FAIRWAY_IDLE_UTIL_PCT")
+
+
+IDLE = "row_idle"
+"""The attribute a list page's rows carry their ``idle`` in (``scheduler.idle.idle_of_workloads``,
+one query for the page); without it a running workload reads its own."""
+
+
 class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMixin, serializers.ModelSerializer):
     """A queue row: what everybody may see (queue transparency)."""
 
@@ -768,6 +781,10 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
     pending_group_limit = serializers.SerializerMethodField(
         help_text="the %N of its array group when the pending reason (``dependency``) is that its group "
         "already runs N members (``pending_detail.limit``); null otherwise"
+    )
+    idle = serializers.SerializerMethodField(
+        help_text="its running attempt's GPUs all under FAIRWAY_IDLE_UTIL_PCT for FAIRWAY_IDLE_AFTER_S or "
+        'longer (scheduler.idle; docs/jobs.md "Idle GPUs"); null when not idle, or not known to be'
     )
 
     class Meta:
@@ -798,6 +815,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "accounting",
             "group",
             "array_index",
+            "idle",
         ]
         read_only_fields = fields
         # The workload columns these fields read (the list view loads only these; ``allocated``
@@ -850,6 +868,24 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
         if obj.pending_reason != "dependency" or isinstance(value, bool) or not isinstance(value, int):
             return None
         return value
+
+    @extend_schema_field(IdleSerializer(allow_null=True))
+    def get_idle(self, obj: Workload) -> dict[str, Any] | None:
+        """``scheduler.idle``'s answer for its open attempt: the list page's (:data:`IDLE`), else its own."""
+        if IDLE in obj.__dict__:
+            idle = obj.__dict__[IDLE]
+        elif obj.state != Workload.State.RUNNING:
+            return None
+        else:
+            from scheduler.idle import idle_attempts, idle_of_workloads
+
+            attempts = getattr(obj, "_prefetched_objects_cache", {}).get("attempts")
+            if attempts is not None:  # a detail: its open attempt known, no query for it
+                open_ids = [a.pk for a in attempts if a.ended_at is None]
+                idle = next(iter(idle_attempts(open_ids).values()), None) if open_ids else None
+            else:
+                idle = idle_of_workloads([obj.pk]).get(obj.pk)
+        return idle.as_data() if idle is not None else None
 
     @extend_schema_field(AccountingSerializer)
     def get_accounting(self, obj: Workload) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from scheduler.api.params import INSTANT_HELP, MAX_BACK, cluster_param, int_para
 from scheduler.api.serializers import (
     EVENT_ORDER,
     HELD_BY_NAME,
+    IDLE,
     ROW_JSON,
     ROW_NAMES,
     ArrayGroupSerializer,
@@ -59,6 +60,7 @@ from scheduler.api.serializers import (
     WorkloadUpdateSerializer,
 )
 from scheduler.bulk import do_bulk_action, require_filter
+from scheduler.idle import idle_of_workloads
 from scheduler.lifecycle import charged_seconds
 from scheduler.models import (
     GPU,
@@ -297,6 +299,9 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         page = self.paginate_queryset(queryset)
         rows = list(page if page is not None else queryset)
         account_page(rows)
+        idle = idle_of_workloads([w.pk for w in rows if w.state == Workload.State.RUNNING])
+        for w in rows:
+            w.__dict__[IDLE] = idle.get(w.pk)
         data = self.get_serializer(rows, many=True).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 

@@ -179,7 +179,7 @@ def test_the_workload_list_names_a_parameter_it_does_not_filter_by(
     assert response.status_code == 400
     assert list(response.context["page"]) == []
     assert response.context["filter_errors"] == [
-        "user: no such filter (the filters are state, budget, owner, cluster, group, resubmitted_from, id)"
+        "user: no such filter (the filters are state, budget, owner, cluster, group, resubmitted_from, id, idle)"
     ]
     page = response.content.decode()
     assert "<label>owner<input" in page
