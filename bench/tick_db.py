@@ -19,7 +19,8 @@ work); the per-budget history lumps are usage entries.
 Every timed tick runs inside an outer transaction that is rolled back afterwards, so every run
 sees the same state (and the commit itself is not timed). Times: median of ``--repeat`` runs after
 one untimed warm-up, split into snapshot load, policy and apply (lock and the cluster check are in
-the total). The SQL query count is that of one tick (``CaptureQueriesContext``). ``--caps N`` times
+the total), and apply's locks (``_lock_workloads``), starts and pending reasons. The SQL query count
+is that of one tick (``CaptureQueriesContext``). ``--caps N`` times
 each state again with a cap on N budgets (every few budgets by pk, leaves and inner ones; a cap
 no budget reaches, 30-day period, so the decisions are the same) and prints the caps' own part:
 ``snapshot.cap_records`` (the query) and ``cap_state`` (the totals in Python).
@@ -317,7 +318,12 @@ def time_ticks(
         "apply": tick._apply,
         "caps_sql": snapshot.cap_records,
         "caps_py": snapshot.cap_state,
+        "locks": tick._lock_workloads,
+        "starts": tick._apply_starts,
+        "reasons": tick._apply_pending,
     }
+    parts = ("locks", "starts", "reasons")  # apply's parts (the rest: stops, hosts, nominations, events)
+    real_name = {"locks": "_lock_workloads", "starts": "_apply_starts", "reasons": "_apply_pending"}
 
     def timed(key: str):  # noqa: ANN202
         def wrapper(*a: Any, **k: Any) -> Any:
@@ -341,6 +347,8 @@ def time_ticks(
     queries = 0
     tick.load_snapshot, tick.schedule, tick._apply = timed("load"), timed("policy"), timed("apply")
     snapshot.cap_records, snapshot.cap_state = timed("caps_sql"), timed("caps_py")  # type: ignore[assignment]
+    for key in parts:
+        setattr(tick, real_name[key], timed(key))
     kept_hardware = snapshot._hardware_kept
     if plain_hardware:
         snapshot._hardware_kept = snapshot._hardware_plain  # type: ignore[assignment]
@@ -364,10 +372,13 @@ def time_ticks(
                 transaction.set_rollback(True)
             if i > 0:  # the first run warms caches and is not counted
                 caps = {k: 0.0 for k in ("caps_sql", "caps_sql_cpu", "caps_py", "caps_py_cpu")}
+                caps |= {k + cpu: 0.0 for k in parts for cpu in ("", "_cpu")}  # a quiet tick skips some
                 runs.append({**caps, **phases, "total": total, "total_cpu": total_cpu})
     finally:
         tick.load_snapshot, tick.schedule, tick._apply = real["load"], real["policy"], real["apply"]
         snapshot.cap_records, snapshot.cap_state = real["caps_sql"], real["caps_py"]  # type: ignore[assignment]
+        for key in parts:
+            setattr(tick, real_name[key], real[key])
         snapshot._hardware_kept = kept_hardware  # type: ignore[assignment]
     assert result is not None and result.status == "ran", result
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -467,14 +478,17 @@ def main() -> None:
             )
             for n, r in enumerate(runs, 1):
                 print(
-                    f"  run {n}: load {r['load']:.3f}  policy {r['policy']:.3f}  apply {r['apply']:.3f}  "
+                    f"  run {n}: load {r['load']:.3f}  policy {r['policy']:.3f}  apply {r['apply']:.3f} "
+                    f"(locks {r['locks']:.3f}, starts {r['starts']:.3f}, reasons {r['reasons']:.3f})  "
                     f"total {r['total']:.3f}  (CPU of this process: load {r['load_cpu']:.3f}  "
                     f"total {r['total_cpu']:.3f})"
                 )
             verdict = "met" if med["total"] <= 2.0 else "MISSED"
             print(
                 f"  median: load {med['load']:.3f} s, policy {med['policy']:.3f} s, apply {med['apply']:.3f} s, "
-                f"total {med['total']:.3f} s (target 2.0 s: {verdict}); this process's CPU: "
+                f"total {med['total']:.3f} s (target 2.0 s: {verdict}); apply's locks {med['locks']:.3f} s, starts "
+                f"{med['starts']:.3f} s, reasons {med['reasons']:.3f} s (CPU {med['reasons_cpu']:.3f}); "
+                "this process's CPU: "
                 f"load {med['load_cpu']:.3f} s, policy {med['policy_cpu']:.3f} s, apply {med['apply_cpu']:.3f} s, "
                 f"total {med['total_cpu']:.3f} s"
             )

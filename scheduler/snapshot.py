@@ -157,18 +157,20 @@ def load_snapshot(
     queries read only their volatile rows while the process keeps the stable ones
     (:func:`_hardware_kept`; :func:`_hardware_plain`, every row, is its oracle).
     """
-    with _collector_paused():
+    with collector_paused():
         return _load_snapshot(cluster, now, workload_key, with_cap_records=with_cap_records)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused while a snapshot is built: its rows and
     dataclasses (tens of thousands) set off ~200 collections of the young generations and one or
-    two of the whole heap, 0.05–0.15 s of a 0.2–0.3 s load (1,250 hosts, 19,152 pending). Reference
-    counting still frees what the load drops; the cycles wait for the next collection. Process-
-    wide: a thread entering while another has paused it leaves the resumption to that one, so the
-    collector is resumed by whoever paused it and never left paused."""
+    two of the whole heap, 0.05–0.15 s of a 0.2–0.3 s load (1,250 hosts, 19,152 pending). The tick
+    keeps it paused through its policy and apply too (:func:`scheduler.tick.run_tick`: they make no
+    cyclic garbage at that size, and a full collection among them walked the snapshot for 0.1–0.25
+    s). Reference counting still frees what they drop; the cycles wait for the next collection.
+    Process-wide: a thread entering while another has paused it leaves the resumption to that one,
+    so the collector is resumed by whoever paused it and never left paused."""
     paused_here = gc.isenabled()
     gc.disable()
     try:

@@ -52,7 +52,7 @@ from scheduler.models import (
 )
 from scheduler.policy import schedule
 from scheduler.policy import types as p
-from scheduler.snapshot import SnapshotIndex, load_snapshot
+from scheduler.snapshot import SnapshotIndex, collector_paused, load_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -154,17 +154,18 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
             return TickResult(cluster_id=cluster_id, status="no_cluster")
         stamps.append(("lock", time.monotonic()))
         transaction.on_commit(lambda: stamps.append(("commit", time.monotonic())))
-        snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key, with_cap_records=False)
-        stamps.append(("snapshot", time.monotonic()))
-        decisions = schedule(snapshot)
-        stamps.append(("policy", time.monotonic()))
-        pk_of = index.pk_of()
-        result = TickResult(
-            cluster_id=cluster_id,
-            status="ran",
-            reservations={host: pk_of(wid) for host, wid in decisions.reservations.items()},
-        )
-        touched_hosts = _apply(decisions, snapshot, index, now, result, stamps)
+        with collector_paused():  # snapshot, policy and apply: no full collection walks the snapshot
+            snapshot, index = load_snapshot(cluster_id, now, workload_key=workload_key, with_cap_records=False)
+            stamps.append(("snapshot", time.monotonic()))
+            decisions = schedule(snapshot)
+            stamps.append(("policy", time.monotonic()))
+            pk_of = index.pk_of()
+            result = TickResult(
+                cluster_id=cluster_id,
+                status="ran",
+                reservations={host: pk_of(wid) for host, wid in decisions.reservations.items()},
+            )
+            touched_hosts = _apply(decisions, snapshot, index, now, result, stamps)
         notify.push_hosts_on_commit(touched_hosts)
         tick_figures.remember_on_commit(cluster_id, snapshot, decisions, now)
     stamps.append(("hooks", time.monotonic()))
@@ -735,7 +736,7 @@ def _json_array(values: Iterable[object]) -> str:
     """``values`` as one JSON array: the one parameter that carries a column of JSON documents
     into an ``unnest`` statement (``jsonb_array_elements``), where a text array would escape every
     quote of every document."""
-    return "[" + ",".join(json.dumps(v) for v in values) + "]"
+    return json.dumps(list(values), separators=(",", ":"))
 
 
 def _describe(gpus: tuple[p.GpuRef, ...]) -> str:

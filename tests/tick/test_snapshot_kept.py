@@ -156,6 +156,34 @@ def test_the_collector_is_paused_while_a_snapshot_is_built_and_resumed_after(tw,
         gc.enable()
 
 
+def test_the_tick_keeps_the_collector_paused_through_its_policy_and_apply(tw, pushed, monkeypatch):
+    """run_tick: no collection between the snapshot and the writes (a full one walked the snapshot
+    in the policy: 0.1–0.25 s at 19,152 pending); resumed after, and after a failure too."""
+    import gc
+
+    from scheduler import tick
+
+    tw.host("h1", 2)
+    tw.workload(gpus=1)
+    tw.workload(gpus=4)
+    seen: list[tuple[str, bool]] = []
+    schedule, apply = tick.schedule, tick._apply
+    monkeypatch.setattr(tick, "schedule", lambda s: seen.append(("policy", gc.isenabled())) or schedule(s))
+    monkeypatch.setattr(tick, "_apply", lambda *a, **kw: seen.append(("apply", gc.isenabled())) or apply(*a, **kw))
+    assert gc.isenabled()
+    assert tick.run_tick(tw.cluster.pk, now=tw.now).starts
+    assert seen == [("policy", False), ("apply", False)]
+    assert gc.isenabled()
+
+    def fails(_snapshot):
+        raise RuntimeError("policy failed")
+
+    monkeypatch.setattr(tick, "schedule", fails)
+    with pytest.raises(RuntimeError, match="policy failed"):
+        tick.run_tick(tw.cluster.pk, now=tw.now)
+    assert gc.isenabled()
+
+
 def _hardware_both(cluster_id, now):
     """The snapshot with the kept hardware, then one with every host and GPU row read (the oracle)."""
     from scheduler.snapshot import _hardware_plain, _load_snapshot

@@ -112,3 +112,56 @@ def test_the_snapshot_s_epoch_seconds_from_sql_are_those_of_python(tw):
     ).values_list("submitted_at", "down", "up")
     got = sorted((at, down, up) for at, down, up in rows)
     assert got == [(at, epoch(at), epoch_up(at)) for at in times]
+
+
+def _fresh_reasons(tw) -> dict[int, tuple[str, object]]:
+    """The oracle: every pending workload's reason and detail as the policy computes them from a
+    snapshot read now, by pk, as JSON stores them (tuples become lists)."""
+    import json
+
+    from scheduler.policy import schedule
+    from scheduler.snapshot import load_snapshot
+
+    snapshot, index = load_snapshot(tw.cluster.pk, tw.now, with_cap_records=False)
+    pk_of = index.pk_of()
+    return {
+        pk_of(wid): (str(info.reason), json.loads(json.dumps(dict(info.detail))))
+        for wid, info in schedule(snapshot).pending.items()
+    }
+
+
+def _stored_reasons() -> dict[int, tuple[str, object]]:
+    rows = Workload.objects.filter(state="pending").values_list("pk", "pending_reason", "pending_detail")
+    return {pk: (reason, detail) for pk, reason, detail in rows}
+
+
+def test_the_stored_reasons_are_those_a_fresh_computation_gives(tw, pushed):
+    """After each tick every pending workload's stored reason and detail are those computed afresh
+    for the state it read (all of them compared, not only those it wrote): whatever was stored
+    before — nothing, a stale reason, a detail with quotes and non-ASCII text, the right one — and
+    while thousands of rows would take one statement here a few do (the same statement)."""
+    h1 = tw.host("h1", 2)
+    tw.host("h2", 4)
+    runner = tw.workload(budget=tw.beta, gpus=2, min_runtime=3600)
+    tw.attempt(runner, list(h1.gpus.order_by("index")))
+    for i in range(14):
+        tw.workload(budget=tw.alpha if i % 3 else tw.beta, gpus=(1, 2, 4, 8)[i % 4], min_runtime=600 * (i % 3))
+    nowhere = tw.workload()
+    Workload.objects.filter(pk=nowhere.pk).update(gpu_model="A100")  # no such hardware: stays pending
+    tw.workload(hold="user")
+    tw.workload(pending_reason="fair_share", pending_detail={"budget": 'qu"ote \\ é ✓', "blocking": ["1", "2"]})
+
+    for round_ in range(3):
+        expected = _fresh_reasons(tw)
+        result = run_tick(tw.cluster.pk, now=tw.now)
+        assert result.status == "ran"
+        started = set(Workload.objects.filter(attempts__pk__in=result.starts).values_list("pk", flat=True))
+        stored = _stored_reasons()
+        assert stored == {pk: reason for pk, reason in expected.items() if pk not in started}
+        assert all(reason for reason, _detail in stored.values())
+        # the next round: a stale reason, a stale detail, a newcomer
+        assert stored[nowhere.pk][1]  # a detail to make stale
+        first = min(stored)
+        Workload.objects.filter(pk=first).update(pending_reason="stale", pending_detail={"é": ['"']})
+        Workload.objects.filter(pk=nowhere.pk).update(pending_detail={"stale": True})
+        tw.workload(gpus=1 + round_)
