@@ -1259,38 +1259,60 @@ def _by_filter(args: argparse.Namespace) -> bool:
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway cancel ID...`` (each in turn, as Slurm's ``scancel 3 8``: a refused id does not
+    stop the others, the refusals said on stderr at the end, exit :data:`EXIT_API`), ``--group G``
+    or filters (:func:`_bulk`)."""
     if _by_filter(args):
         return _bulk("cancel", args, config, out)
+    api = Api(config.server, config.token, escape=not args.json)
     if args.group is not None:
-        g = Api(config.server, config.token, escape=not args.json).call("POST", f"groups/{args.group}/cancel/", body={})
+        if args.ids:
+            raise CliError(EXIT_USAGE, "give workload ids or --group ID, not both")
+        g = api.call("POST", f"groups/{args.group}/cancel/", body={})
         if args.json:
             emit_json(g, out)
         else:
             out.write(f"array group {g['group']}: {g['canceled']} workloads canceled or stopping\n")
         return EXIT_OK
-    if args.id is None:
-        raise CliError(EXIT_USAGE, "give a workload id, --group ID or filters (--mine, --state, ...)")
-    w = Api(config.server, config.token, escape=not args.json).call(
-        "POST", f"workloads/{_workload_id(args.id)}/cancel/", body={}
-    )
+    if not args.ids:
+        raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
+    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    answers: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for wid in ids:
+        try:
+            w = api.call("POST", f"workloads/{wid}/cancel/", body={})
+        except CliError as exc:
+            if exc.exit_code != EXIT_API or len(ids) == 1:
+                raise  # unreachable, not logged in: the next ids would fail alike; one id: as before
+            refused.append(f"#{wid}: {exc.message}")
+            continue
+        answers.append(w)
+        if not args.json:
+            out.write(_canceled_text(w) + "\n")
     if args.json:
-        emit_json(w, out)
-    elif w["state"] == "canceled":
-        out.write(f"#{w['id']} {w['name']} canceled\n")
-    else:
-        stop = w.get("stop") or {}
-        charged = (
-            "charged until then"
-            if stop.get("charged_until_release", w.get("allocated"))
-            else "unfunded: not charged"
-            if w.get("allocated")  # its budget's cap made this attempt unfunded
-            else "unallocated: never charged"
-        )
-        out.write(
-            f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
-            f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})\n"
-        )
+        emit_json(answers[0] if len(ids) == 1 else answers, out)
+    if refused:
+        raise CliError(EXIT_API, "\n".join(refused))
     return EXIT_OK
+
+
+def _canceled_text(w: dict[str, Any]) -> str:
+    """What ``fairway cancel`` says of one workload the server canceled or asked to stop."""
+    if w["state"] == "canceled":
+        return f"#{w['id']} {w['name']} canceled"
+    stop = w.get("stop") or {}
+    charged = (
+        "charged until then"
+        if stop.get("charged_until_release", w.get("allocated"))
+        else "unfunded: not charged"
+        if w.get("allocated")  # its budget's cap made this attempt unfunded
+        else "unallocated: never charged"
+    )
+    return (
+        f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
+        f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})"
+    )
 
 
 UPDATE_OPTIONS = (
@@ -2376,7 +2398,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("whoami", cmd_whoami, "who am I, and my budgets")
 
     p = add("submit", cmd_submit, "submit a workload: flags, a YAML spec (-f), or both (flags win)")
-    p.add_argument("-f", "--file", help="YAML spec with the API's fields (- for stdin)")
+    p.add_argument(
+        "-f",
+        "--file",
+        help="YAML spec with the API's fields: gpu_count, min_runtime, ... (docs/jobs.md, "
+        '"A spec file"; `fairway show ID --spec` writes one; - for stdin)',
+    )
     _submission_flags(p)
 
     p = add(
@@ -2419,9 +2446,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "cancel",
         cmd_cancel,
-        "cancel a workload, every member of an array group (--group), or what filters match (--mine --state pending)",
+        "cancel workloads (ID...), every member of an array group (--group), or what filters match "
+        "(--mine --state pending)",
     )
-    p.add_argument("id", nargs="?", help="the workload's id (or --group, or filters)")
+    p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to cancel (or --group G, or filters)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
     _bulk_flags(p, "cancel")
 

@@ -1,0 +1,58 @@
+"""try55, a new user's walk through the README: ``fairway cancel`` of several ids as ``scancel 3 8``,
+and the log of a workload that ended without ever starting."""
+
+from __future__ import annotations
+
+import json
+
+from fairway_cli.cli import EXIT_API, EXIT_USAGE
+from scheduler.models import Workload
+from scheduler.services import do_cancel_workload, do_submit_workload
+from tests.cli.inprocess import run_cli
+
+
+def test_cancel_takes_several_ids_as_scancel(monkeypatch, researcher, submit_kwargs):
+    """``fairway cancel 3 8`` was a usage error ("unrecognized arguments: 8") though hold and
+    release take several ids, and Slurm's ``scancel 3 8`` cancels both."""
+    a, b = (do_submit_workload(researcher, **submit_kwargs(name=f"w{i}")) for i in range(2))
+
+    out = run_cli(monkeypatch, researcher, "cancel", str(a.pk), f"#{b.pk}")
+
+    assert out == f"#{a.pk} w0 canceled\n#{b.pk} w1 canceled\n"
+    assert set(Workload.objects.values_list("state", flat=True)) == {"canceled"}
+
+
+def test_one_refused_id_does_not_stop_the_others(monkeypatch, researcher, admin, submit_kwargs):
+    a, b = (do_submit_workload(researcher, **submit_kwargs(name=f"w{i}")) for i in range(2))
+    do_cancel_workload(admin, a)
+
+    err = run_cli(monkeypatch, researcher, "cancel", str(a.pk), str(b.pk), expect=EXIT_API)
+
+    assert err.startswith(f"fairway: #{a.pk}: ")
+    assert Workload.objects.get(pk=b.pk).state == "canceled"
+
+
+def test_cancel_of_one_id_answers_as_before_and_several_a_list_in_json(monkeypatch, researcher, submit_kwargs):
+    a, b, c = (do_submit_workload(researcher, **submit_kwargs(name=f"w{i}")) for i in range(3))
+    assert json.loads(run_cli(monkeypatch, researcher, "cancel", str(a.pk), "--json"))["id"] == a.pk
+    answer = json.loads(run_cli(monkeypatch, researcher, "cancel", str(b.pk), str(c.pk), "--json"))
+    assert [w["id"] for w in answer] == [b.pk, c.pk]
+
+
+def test_bad_ids_change_nothing(monkeypatch, researcher, submit_kwargs):
+    a = do_submit_workload(researcher, **submit_kwargs())
+    assert "not a workload id" in run_cli(monkeypatch, researcher, "cancel", str(a.pk), "12x", expect=EXIT_USAGE)
+    assert "not both" in run_cli(monkeypatch, researcher, "cancel", str(a.pk), "--mine", expect=EXIT_USAGE)
+    assert "not both" in run_cli(monkeypatch, researcher, "cancel", str(a.pk), "--group", "1", expect=EXIT_USAGE)
+    assert Workload.objects.get().state == "pending"
+
+
+def test_logs_of_a_workload_canceled_before_it_started_says_it_never_ran(monkeypatch, researcher, submit_kwargs):
+    """It said "This workload has no attempt yet.": there never will be one."""
+    w = do_submit_workload(researcher, **submit_kwargs())
+    do_cancel_workload(researcher, w)
+
+    err = run_cli(monkeypatch, researcher, "logs", str(w.pk), expect=EXIT_API)
+
+    assert "yet" not in err
+    assert "This workload ended canceled without an attempt: it never ran, so it has no log." in err
