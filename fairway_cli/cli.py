@@ -632,7 +632,8 @@ def _submission(args: argparse.Namespace, api: Api, *, quote: bool = False) -> d
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     _flagged(args, body)
-    missing = [MISSING_WORDS[f] for f in ("command", *(() if quote else ("min_runtime",))) if f not in body]
+    # A quote needs neither: the server quotes the usual minimum runtimes, whatever would run (try55).
+    missing = [MISSING_WORDS[f] for f in (() if quote else ("command", "min_runtime")) if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:

@@ -56,3 +56,21 @@ def test_logs_of_a_workload_canceled_before_it_started_says_it_never_ran(monkeyp
 
     assert "yet" not in err
     assert "This workload ended canceled without an attempt: it never ran, so it has no log." in err
+
+
+def test_a_quote_needs_no_command(monkeypatch, researcher, cluster, researcher_client):
+    """``fairway submit -g 2 --quote`` said "missing: the command": a quote runs nothing, and the
+    answer (start, charge, ratio) does not depend on what would run."""
+    out = run_cli(monkeypatch, researcher, "submit", "-b", "nlp/olmo", "-m", "A100", "-g", "2", "--quote")
+    assert out.startswith(f"quote (nothing submitted): 2 × A100 on {cluster.name}, budget nlp/olmo\n")
+    answer = researcher_client.post(
+        "/api/v1/workloads/quote/", {"budget": "nlp/olmo", "gpu_model": "A100", "gpu_count": 2}, format="json"
+    )
+    assert answer.status_code == 200, answer.json()
+    assert Workload.objects.count() == 0
+    # a submission still needs one, and a quote's bad command is still refused
+    assert "the command" in run_cli(monkeypatch, researcher, "submit", "-b", "nlp/olmo", "-M", "1h", expect=EXIT_USAGE)
+    bad = researcher_client.post(
+        "/api/v1/workloads/quote/", {"budget": "nlp/olmo", "gpu_count": 1, "command": []}, format="json"
+    )
+    assert bad.status_code == 400 and "command" in str(bad.json())
