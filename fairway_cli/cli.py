@@ -880,7 +880,7 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
     if args.mine and args.owner:
         raise CliError(EXIT_USAGE, "give --mine or --owner USER, not both")
     params = {
-        "state": args.state,
+        "state": args.state.lower() if args.state else args.state,  # squeue -t RUNNING (try55)
         "budget": args.budget,
         "owner": "me" if args.mine else args.owner,
         "cluster": args.cluster,
@@ -2417,7 +2417,11 @@ def build_parser() -> argparse.ArgumentParser:
     _submission_flags(p, again=True)
 
     p = add("ls", cmd_ls, "list workloads (unfinished ones unless --all or --state)")
-    p.add_argument("--state", help="comma-separated states")
+    p.add_argument(
+        "--state",
+        help=f"comma-separated states, any case: {UNFINISHED_STATES.replace(',', ', ')}, "
+        f"{', '.join(FINAL_WORKLOAD_STATES)}",
+    )
     p.add_argument("--budget", "-b", help="a budget (path or id) and its sub-budgets")
     p.add_argument("--owner", "-u", help="username")
     p.add_argument("--mine", action="store_true", help="only mine")

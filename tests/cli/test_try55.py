@@ -74,3 +74,12 @@ def test_a_quote_needs_no_command(monkeypatch, researcher, cluster, researcher_c
         "/api/v1/workloads/quote/", {"budget": "nlp/olmo", "gpu_count": 1, "command": []}, format="json"
     )
     assert bad.status_code == 400 and "command" in str(bad.json())
+
+
+def test_state_filters_take_any_case_as_squeue_t(monkeypatch, researcher, submit_kwargs):
+    """``fairway ls --state RUNNING`` (squeue -t RUNNING) was refused "No state 'RUNNING'"."""
+    w = do_submit_workload(researcher, **submit_kwargs())
+
+    assert f"\n{w.pk:>2} " in "\n" + run_cli(monkeypatch, researcher, "ls", "--state", "Pending,RUNNING")
+    out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--state", "PENDING", "--dry-run")
+    assert out.startswith("1 workload match: 1 to cancel")
