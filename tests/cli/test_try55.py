@@ -55,7 +55,7 @@ def test_logs_of_a_workload_canceled_before_it_started_says_it_never_ran(monkeyp
     err = run_cli(monkeypatch, researcher, "logs", str(w.pk), expect=EXIT_API)
 
     assert "yet" not in err
-    assert "This workload ended canceled without an attempt: it never ran, so it has no log." in err
+    assert "This workload ended canceled without an attempt: it never ran." in err
 
 
 def test_a_quote_needs_no_command(monkeypatch, researcher, cluster, researcher_client):
