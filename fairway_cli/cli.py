@@ -2341,7 +2341,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--quote",
         action="store_true",
         help="submit nothing: show the estimated start, charge and ratio for the usual minimum runtimes"
-        " (0, 30m, 2h, 8h, 24h: the server's) and yours",
+        " (0, 30m, 2h, 8h, 1d, as its table writes them: the server's) and yours",
     )
     _wait_flags(p, after_submit=True)
     if again:  # after the id: a REMAINDER there took the flags too (fairway resubmit 12 -g 2)

@@ -83,3 +83,14 @@ def test_state_filters_take_any_case_as_squeue_t(monkeypatch, researcher, submit
     assert f"\n{w.pk:>2} " in "\n" + run_cli(monkeypatch, researcher, "ls", "--state", "Pending,RUNNING")
     out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--state", "PENDING", "--dry-run")
     assert out.startswith("1 workload match: 1 to cancel")
+
+
+def test_quotes_help_names_the_runtimes_as_its_table_writes_them():
+    """The help said "24h" where the quote's table writes "1d"."""
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, "-m", "fairway_cli", "submit", "--help"], capture_output=True, text=True)
+    help_text = " ".join(shown.stdout.split())
+
+    assert "(0, 30m, 2h, 8h, 1d, as its table writes them" in help_text and "24h" not in help_text
