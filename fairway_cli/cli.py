@@ -346,7 +346,11 @@ class Api:
         headers = {"Accept": "application/json", "User-Agent": f"fairway-cli/{__version__}"}
         if auth:
             if not self.token:
-                raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
+                raise CliError(  # naming the server: a first command went to the default one (try55)
+                    EXIT_AUTH,
+                    f"not logged in to {self.server}: run `fairway login`, "
+                    "or `fairway login --server URL` for another server",
+                )
             if not _TOKEN_TEXT.fullmatch(self.token):  # '€' was a UnicodeEncodeError traceback (brk32)
                 raise CliError(
                     EXIT_USAGE,

@@ -94,3 +94,22 @@ def test_quotes_help_names_the_runtimes_as_its_table_writes_them():
     help_text = " ".join(shown.stdout.split())
 
     assert "(0, 30m, 2h, 8h, 1d, as its table writes them" in help_text and "24h" not in help_text
+
+
+def test_not_logged_in_names_the_server_and_how_to_name_another(tmp_path, monkeypatch):
+    """A first `fairway ls` said "not logged in: run `fairway login`", and `fairway login` then
+    went to the default http://127.0.0.1:8000, which the message never named."""
+    import io
+
+    from fairway_cli import cli as fairway_cli
+
+    monkeypatch.setenv("FAIRWAY_CONFIG", str(tmp_path / "none.json"))
+    monkeypatch.delenv("FAIRWAY_URL", raising=False)
+    monkeypatch.delenv("FAIRWAY_TOKEN", raising=False)
+    err = io.StringIO()
+
+    assert fairway_cli.main(["ls"], out=io.StringIO(), err=err) == fairway_cli.EXIT_AUTH
+    assert err.getvalue() == (
+        f"fairway: not logged in to {fairway_cli.DEFAULT_SERVER}: run `fairway login`, "
+        "or `fairway login --server URL` for another server\n"
+    )
