@@ -347,7 +347,11 @@ class Api:
         headers = {"Accept": "application/json", "User-Agent": f"fairway-cli/{__version__}"}
         if auth:
             if not self.token:
-                raise CliError(EXIT_AUTH, "not logged in: run `fairway login`")
+                raise CliError(  # naming the server: a first command went to the default one (try55)
+                    EXIT_AUTH,
+                    f"not logged in to {self.server}: run `fairway login`, "
+                    "or `fairway login --server URL` for another server",
+                )
             if not _TOKEN_TEXT.fullmatch(self.token):  # '€' was a UnicodeEncodeError traceback (brk32)
                 raise CliError(
                     EXIT_USAGE,
@@ -633,7 +637,8 @@ def _submission(args: argparse.Namespace, api: Api, *, quote: bool = False) -> d
             raise CliError(EXIT_USAGE, problem) from None
         body.update(spec)
     _flagged(args, body)
-    missing = [MISSING_WORDS[f] for f in ("command", *(() if quote else ("min_runtime",))) if f not in body]
+    # A quote needs neither: the server quotes the usual minimum runtimes, whatever would run (try55).
+    missing = [MISSING_WORDS[f] for f in (() if quote else ("command", "min_runtime")) if f not in body]
     if "gpu_count" not in body:
         body["gpu_count"] = 1
     if missing:
@@ -880,7 +885,7 @@ def workload_filters(args: argparse.Namespace, *, everything: bool = False) -> d
     if args.mine and args.owner:
         raise CliError(EXIT_USAGE, "give --mine or --owner USER, not both")
     params = {
-        "state": args.state,
+        "state": args.state.lower() if args.state else args.state,  # squeue -t RUNNING (try55)
         "budget": args.budget,
         "owner": "me" if args.mine else args.owner,
         "cluster": args.cluster,
@@ -1267,38 +1272,60 @@ def _by_filter(args: argparse.Namespace) -> bool:
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway cancel ID...`` (each in turn, as Slurm's ``scancel 3 8``: a refused id does not
+    stop the others, the refusals said on stderr at the end, exit :data:`EXIT_API`), ``--group G``
+    or filters (:func:`_bulk`)."""
     if _by_filter(args):
         return _bulk("cancel", args, config, out)
+    api = Api(config.server, config.token, escape=not args.json)
     if args.group is not None:
-        g = Api(config.server, config.token, escape=not args.json).call("POST", f"groups/{args.group}/cancel/", body={})
+        if args.ids:
+            raise CliError(EXIT_USAGE, "give workload ids or --group ID, not both")
+        g = api.call("POST", f"groups/{args.group}/cancel/", body={})
         if args.json:
             emit_json(g, out)
         else:
             out.write(f"array group {g['group']}: {g['canceled']} workloads canceled or stopping\n")
         return EXIT_OK
-    if args.id is None:
-        raise CliError(EXIT_USAGE, "give a workload id, --group ID or filters (--mine, --state, ...)")
-    w = Api(config.server, config.token, escape=not args.json).call(
-        "POST", f"workloads/{_workload_id(args.id)}/cancel/", body={}
-    )
+    if not args.ids:
+        raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
+    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    answers: list[dict[str, Any]] = []
+    refused: list[str] = []
+    for wid in ids:
+        try:
+            w = api.call("POST", f"workloads/{wid}/cancel/", body={})
+        except CliError as exc:
+            if exc.exit_code != EXIT_API or len(ids) == 1:
+                raise  # unreachable, not logged in: the next ids would fail alike; one id: as before
+            refused.append(f"#{wid}: {exc.message}")
+            continue
+        answers.append(w)
+        if not args.json:
+            out.write(_canceled_text(w) + "\n")
     if args.json:
-        emit_json(w, out)
-    elif w["state"] == "canceled":
-        out.write(f"#{w['id']} {w['name']} canceled\n")
-    else:
-        stop = w.get("stop") or {}
-        charged = (
-            "charged until then"
-            if stop.get("charged_until_release", w.get("allocated"))
-            else "unfunded: not charged"
-            if w.get("allocated")  # its budget's cap made this attempt unfunded
-            else "unallocated: never charged"
-        )
-        out.write(
-            f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
-            f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})\n"
-        )
+        emit_json(answers[0] if len(ids) == 1 else answers, out)
+    if refused:
+        raise CliError(EXIT_API, "\n".join(refused))
     return EXIT_OK
+
+
+def _canceled_text(w: dict[str, Any]) -> str:
+    """What ``fairway cancel`` says of one workload the server canceled or asked to stop."""
+    if w["state"] == "canceled":
+        return f"#{w['id']} {w['name']} canceled"
+    stop = w.get("stop") or {}
+    charged = (
+        "charged until then"
+        if stop.get("charged_until_release", w.get("allocated"))
+        else "unfunded: not charged"
+        if w.get("allocated")  # its budget's cap made this attempt unfunded
+        else "unallocated: never charged"
+    )
+    return (
+        f"#{w['id']} {w['name']}: stop issued to attempt {stop.get('attempt', '?')}; "
+        f"it ends {stop.get('ends_as', 'canceled')} once its GPUs are released ({charged})"
+    )
 
 
 UPDATE_OPTIONS = (
@@ -2346,7 +2373,7 @@ def _submission_flags(p: argparse.ArgumentParser, *, again: bool = False) -> Non
         "--quote",
         action="store_true",
         help="submit nothing: show the estimated start, charge and ratio for the usual minimum runtimes"
-        " (0, 30m, 2h, 8h, 24h: the server's) and yours",
+        " (0, 30m, 2h, 8h, 1d, as its table writes them: the server's) and yours",
     )
     _wait_flags(p, after_submit=True)
     if again:  # after the id: a REMAINDER there took the flags too (fairway resubmit 12 -g 2)
@@ -2404,7 +2431,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("whoami", cmd_whoami, "who am I, and my budgets")
 
     p = add("submit", cmd_submit, "submit a workload: flags, a YAML spec (-f), or both (flags win)")
-    p.add_argument("-f", "--file", help="YAML spec with the API's fields (- for stdin)")
+    p.add_argument(
+        "-f",
+        "--file",
+        help="YAML spec with the API's fields: gpu_count, min_runtime, ... (docs/jobs.md, "
+        '"A spec file"; `fairway show ID --spec` writes one; - for stdin)',
+    )
     _submission_flags(p)
 
     p = add(
@@ -2417,7 +2449,11 @@ def build_parser() -> argparse.ArgumentParser:
     _submission_flags(p, again=True)
 
     p = add("ls", cmd_ls, "list workloads (unfinished ones unless --all or --state)")
-    p.add_argument("--state", help="comma-separated states")
+    p.add_argument(
+        "--state",
+        help=f"comma-separated states, any case: {UNFINISHED_STATES.replace(',', ', ')}, "
+        f"{', '.join(FINAL_WORKLOAD_STATES)}",
+    )
     p.add_argument("--budget", "-b", help="a budget (path or id) and its sub-budgets")
     p.add_argument("--owner", "-u", help="username")
     p.add_argument("--mine", action="store_true", help="only mine")
@@ -2450,9 +2486,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "cancel",
         cmd_cancel,
-        "cancel a workload, every member of an array group (--group), or what filters match (--mine --state pending)",
+        "cancel workloads (ID...), every member of an array group (--group), or what filters match "
+        "(--mine --state pending)",
     )
-    p.add_argument("id", nargs="?", help="the workload's id (or --group, or filters)")
+    p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to cancel (or --group G, or filters)")
     p.add_argument("--group", type=_positive_int, help="an array group id")
     _bulk_flags(p, "cancel")
 

@@ -265,16 +265,20 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     if open_start is not None:
         elapsed += _seconds(end - open_start)
     # In the queue: from submission to its end (or now), less the time its attempts ran, the open
-    # one up to now (held on an offline host is not queued): every wait, across requeues.
-    running = _seconds(now - open_start) if open_start is not None else 0
-    wait = _seconds((w.finished_at or now) - w.submitted_at) - closed_run - running
+    # one up to now (held on an offline host is not queued): every wait, across requeues. Cut to
+    # whole seconds once, at the end: cutting "now - submitted" and "now - start" each made a
+    # running workload's wait read 1s, then 0, then 1s again as now moved on (try55).
+    queued = (w.finished_at or now) - w.submitted_at - timedelta(seconds=closed_run)
+    if open_start is not None:
+        queued -= now - open_start
+    wait = _seconds(queued)
     charged = int(getattr(w, "acct_charged", None) or 0)
     funded = getattr(w, "acct_open_funded", None)
     if funded is not None:
         charged += w.gpu_count * _seconds(end - funded)
     return {
         "started_at": first,
-        "wait_s": max(0, wait),
+        "wait_s": wait,
         "elapsed_s": elapsed,
         "charged_gpu_hours": round(charged / 3600, 4),
         "charged_gpu_seconds": charged,

@@ -131,6 +131,15 @@ def _hours(gpu_seconds: float) -> float:
     return round(float(gpu_seconds) / 3600, 3)
 
 
+def no_attempt_words(state: str) -> str:
+    """What a workload without an attempt says of it (the API's ``no_attempt``, its page's
+    attempts and log tail): a pending one may still get one; a finished one never ran, which
+    "no attempt yet" did not say of a workload canceled before it started (try55)."""
+    if state in Workload.FINAL_STATES:
+        return f"This workload ended {state} without an attempt: it never ran."
+    return "This workload has no attempt yet."
+
+
 def cap_words(
     cap_gpu_hours: float | None, period_days: int, on_cap: str, capped: bool, used_gpu_hours: float | None = None
 ) -> str:

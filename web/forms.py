@@ -18,7 +18,7 @@ from config.errors import ServiceError
 from config.parsers import find_unencodable
 from fairway_cli.numbers import duration_text
 from fairway_common import strict_yaml
-from scheduler.api.serializers import WorkloadSubmitSerializer
+from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
 from scheduler.services import CPUS_PROBLEM, GPU_COUNT_PROBLEM, MAX_CPUS
@@ -122,8 +122,18 @@ class SubmitForm(forms.Form):
         help_text="It waits (reason: held by its owner) until you release it from its page; it keeps its place.",
     )
 
-    def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        budgets: list[str],
+        clusters: list[str],
+        models: list[str],
+        quoting: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if quoting:  # "Quote first" needs neither, as the API's quote (try55)
+            self.fields["command"].required = self.fields["min_runtime"].required = False
         # Several: a blank first choice the service refuses listing them (num42); one: that one.
         blank = [("", "choose one")] if len(budgets) > 1 else []
         self.fields["budget"].choices = blank + [(b, b) for b in budgets]
@@ -263,9 +273,16 @@ class SpecForm(forms.Form):
         return data
 
 
-def parse_submission(data: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """Run the API's submission parser: service keyword arguments, or errors by field."""
-    serializer = WorkloadSubmitSerializer(data=data)
+def parse_submission(
+    data: dict[str, Any], *, quote: bool = False
+) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
+    """Run the API's submission parser: service keyword arguments, or errors by field. ``quote``:
+    the quote's (``WorkloadQuoteSerializer``), where a blank command or minimum runtime is not given."""
+    if quote:
+        data = {k: v for k, v in data.items() if not (k in ("command", "min_runtime") and v in ("", None))}
+        serializer: WorkloadSubmitSerializer = WorkloadQuoteSerializer(data=data)
+    else:
+        serializer = WorkloadSubmitSerializer(data=data)
     if not serializer.is_valid():
         return None, {field: [str(m) for m in messages] for field, messages in serializer.errors.items()}
     return serializer.to_service_kwargs(), {}

@@ -490,9 +490,21 @@ class WorkloadSubmitSerializer(FieldsOnceMixin, RefusesUnknownFieldsMixin, seria
 class WorkloadQuoteSerializer(WorkloadSubmitSerializer):
     """Input of ``POST /api/v1/workloads/quote/``: a submission's body, ``min_runtime`` optional
     (DESIGN.md §3.8: a quote answers for several minimum runtimes; without one, the ladder
-    ``scheduler.estimates.QUOTE_RUNTIMES_S`` alone, none of its lines ``yours``)."""
+    ``scheduler.estimates.QUOTE_RUNTIMES_S`` alone, none of its lines ``yours``), ``command``
+    too: a quote runs nothing, and its start, charge and ratio do not depend on what would run
+    (try55: ``fairway submit -g 2 --quote`` said "missing: the command"). A command given is
+    checked as a submission's."""
 
     min_runtime = _DurationField(required=False)
+    command = _CommandField(required=False)
+
+    def to_service_kwargs(self) -> dict[str, Any]:
+        self.validated_data.setdefault("command", list(QUOTE_COMMAND))
+        return super().to_service_kwargs()
+
+
+QUOTE_COMMAND = ("true",)
+"""What a quote without a command is checked as (any valid command: the quote does not read it)."""
 
 
 class WorkloadResubmitSerializer(WorkloadSubmitSerializer):

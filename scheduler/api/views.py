@@ -129,7 +129,11 @@ class WorkloadLogsMixin:
         attempts = Attempt.objects.filter(workload=workload)
         attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
         if attempt is None:
-            which = "attempt yet" if number is None else f"attempt {number}" if 0 < number < 10**9 else "such attempt"
+            if number is None:
+                from scheduler.reports import no_attempt_words
+
+                raise NotFound(no_attempt_words(workload.state), code="no_attempt")
+            which = f"attempt {number}" if 0 < number < 10**9 else "such attempt"
             raise NotFound(f"This workload has no {which}.", code="no_attempt")
         parts = attempt_log_tails(attempt.pk, tail)
         return Response(

@@ -68,4 +68,4 @@ def test_logs_partial_only_for_members(world, persona):  # noqa: F811
     elif persona == "outsider":
         assert b"owner and members of its budget only" in response.content
     else:
-        assert b"No attempt yet" in response.content
+        assert b"This workload has no attempt yet." in response.content

@@ -108,6 +108,14 @@ def silent_words(silent: Any) -> str:
 
 
 @register.filter
+def no_attempt(workload: Any) -> str:
+    """``scheduler.reports.no_attempt_words``: "no attempt yet", or that it ended without one."""
+    from scheduler.reports import no_attempt_words
+
+    return no_attempt_words(workload.state)
+
+
+@register.filter
 def pending_words(workload: Any) -> str:
     """A pending workload's reason in a few words (:func:`fairway_cli.words.reason_words`, as
     ``fairway ls`` writes it), with what its ``resources`` say is short."""
