@@ -18,7 +18,7 @@ from config.errors import ServiceError
 from config.parsers import find_unencodable
 from fairway_cli.numbers import duration_text
 from fairway_common import strict_yaml
-from scheduler.api.serializers import WorkloadSubmitSerializer
+from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
 from scheduler.services import CPUS_PROBLEM, GPU_COUNT_PROBLEM, MAX_CPUS
@@ -122,8 +122,17 @@ class SubmitForm(forms.Form):
         help_text="It waits (reason: held by its owner) until you release it from its page; it keeps its place.",
     )
 
-    def __init__(self, *args: Any, budgets: list[str], clusters: list[str], models: list[str], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        budgets: list[str],
+        clusters: list[str],
+        models: list[str],
+        quote: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.quote = quote
         # Several: a blank first choice the service refuses listing them (num42); one: that one.
         blank = [("", "choose one")] if len(budgets) > 1 else []
         self.fields["budget"].choices = blank + [(b, b) for b in budgets]
@@ -141,6 +150,12 @@ class SubmitForm(forms.Form):
         # the refusal's words (services: "at most 1d"); whole hours floored 5400 s to "1 h" (try42)
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
         self.fields["min_runtime"].help_text += f" At most {duration_text(max_m)}."
+        from scheduler.estimates import quote_runtimes
+
+        ladder = ", ".join(duration_text(m) if m else "0" for m in quote_runtimes(None))
+        self.fields["min_runtime"].help_text += f" Empty, Quote first prices {ladder}."
+        # "Quote first" without one prices the API's ladder (scheduler.estimates.quote_runtimes)
+        self.fields["min_runtime"].required = not quote
 
     def submission(self) -> dict[str, Any]:
         """The API-shaped submission (after ``is_valid()``); env lines that do not parse are field errors.
@@ -157,7 +172,7 @@ class SubmitForm(forms.Form):
             self.add_error("secret_env", problem)
         for name in sorted(env.keys() & secret.keys()):  # one of the two values would be dropped
             self.add_error("secret_env", f"{name} is also set in env: give it once.")
-        return {
+        submission = {
             "name": data.get("name") or None,
             "image": data.get("image") or "",
             "command": data.get("command") or "",
@@ -177,6 +192,9 @@ class SubmitForm(forms.Form):
             "array": data.get("array") or None,
             "hold": data.get("hold") in (True, "on", "true", "1"),
         }
+        if self.quote and not (data.get("min_runtime") or "").strip():
+            del submission["min_runtime"]  # not given: the quote's ladder, as the API's
+        return submission
 
 
 class NotificationForm(forms.Form):
@@ -263,9 +281,12 @@ class SpecForm(forms.Form):
         return data
 
 
-def parse_submission(data: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """Run the API's submission parser: service keyword arguments, or errors by field."""
-    serializer = WorkloadSubmitSerializer(data=data)
+def parse_submission(
+    data: dict[str, Any], *, quote: bool = False
+) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
+    """Run the API's submission parser (``quote``: its quote's, ``min_runtime`` optional):
+    service keyword arguments, or errors by field."""
+    serializer = (WorkloadQuoteSerializer if quote else WorkloadSubmitSerializer)(data=data)
     if not serializer.is_valid():
         return None, {field: [str(m) for m in messages] for field, messages in serializer.errors.items()}
     return serializer.to_service_kwargs(), {}

@@ -299,33 +299,37 @@ def submit(request: HttpRequest) -> HttpResponse:
     limited = False
     if request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
+        quote = "quote" in request.POST
         try:
             if mode == "spec":
                 spec_form = SpecForm(request.POST)
                 data = spec_form.submission() if spec_form.is_valid() else None
             else:
-                form = SubmitForm(request.POST, **kwargs)
+                form = SubmitForm(request.POST, quote=quote, **kwargs)
                 form.is_valid()
                 data = form.submission()
                 if form.errors:
-                    _all_problems(request.user, form, data)
+                    _all_problems(request.user, form, data, quote=quote)
                     data = None
                 elif again is not None:
                     from scheduler.resubmit import resubmission_data
 
                     # the form holds the whole env; the owner's ticked "keep" fills the blank secrets
+                    typed = data
                     data = resubmission_data(
                         request.user,
                         again,
-                        data,
+                        typed,
                         budget_path=again_path,
                         accessible=scope.accessible,
                         keep_secrets=request.POST.get("keep_secrets") == "1",
                         whole_env=True,
                     )
+                    if "min_runtime" not in typed:  # left blank for a quote: the ladder, not the old one's
+                        data.pop("min_runtime", None)
             if data is not None:
-                service_kwargs, errors = parse_submission(data)
-                if service_kwargs is not None and "quote" in request.POST:
+                service_kwargs, errors = parse_submission(data, quote=quote)
+                if service_kwargs is not None and quote:
                     # A quote (DESIGN.md §3.8): validated like the submission, nothing written;
                     # counted in the API's quote throttle (one log per user, config.throttling).
                     from config.throttling import quote_wait
@@ -403,16 +407,18 @@ def _secret_names(workload: Workload | None) -> list[str]:
     return [n for n, e in ((workload.env or {}) if workload else {}).items() if e.get("secret")]
 
 
-def _all_problems(user: User, form: SubmitForm, data: dict[str, Any]) -> None:
+def _all_problems(user: User, form: SubmitForm, data: dict[str, Any], *, quote: bool = False) -> None:
     """Add to ``form`` every problem the API's parser and the service find in ``data`` on fields the
     form did not already refuse, so one answer lists them all. Nothing is created: the service
     checks it as a quote does (``dry_run``; brk42: a submission in a transaction rolled back was
     counted as a submission by ``fairway_submission_duration_seconds``)."""
-    service_kwargs, errors = parse_submission(data)
+    from scheduler.estimates import quoted_submission
+
+    service_kwargs, errors = parse_submission(data, quote=quote)
     problems = [(field, message) for field, messages in errors.items() for message in messages]
     if service_kwargs is not None:
-        try:
-            do_submit_workload(user, dry_run=True, **service_kwargs)
+        try:  # a quote is checked as do_quote checks it
+            do_submit_workload(user, dry_run=True, **(quoted_submission(service_kwargs) if quote else service_kwargs))
         except ServiceError as exc:
             problems += [(p.field, p.message) for p in exc.problems]
     for field, message in problems:
