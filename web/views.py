@@ -51,7 +51,14 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT, nothing_to_change_text
+from fairway_cli.words import (
+    RESUBMITTED_AS,
+    RESUBMITTED_FROM,
+    UNFUNDED_ATTEMPT,
+    group_unchanged_text,
+    hold_unchanged_text,
+    nothing_to_change_text,
+)
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
@@ -844,10 +851,16 @@ def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     target = get_object_or_404(Workload, pk=pk)
     try:
         if verb == "hold":
+            version = target.spec_version  # read before: a hold that changes bumps it
             done = do_hold_workload(request.user, target)
-            messages.success(
-                request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
-            )
+            if done.spec_version == version:  # held already as firmly (a stale page's button): left55
+                held_by = done.held_by.username if done.held_by else None
+                unchanged = hold_unchanged_text({"hold": done.hold, "held_by": held_by}, request.user.username)
+                messages.info(request, f"{target.name} (#{target.pk}) {unchanged}")
+            else:
+                messages.success(
+                    request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
+                )
         else:
             do_release_workload(request.user, target)
             messages.success(request, f"Released {target.name} (#{target.pk}): back in its place in the queue.")
@@ -863,9 +876,12 @@ def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     group = get_object_or_404(ArrayGroup, pk=pk)
     try:
         n = len(do_hold_group(request.user, group, release=verb == "release"))
-        messages.success(
-            request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
-        )
+        if not n:  # a stale page's button: said as the CLI says it (left55)
+            messages.info(request, group_unchanged_text(group.pk, verb))
+        else:
+            messages.success(
+                request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
+            )
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect(f"{reverse('web-workloads')}?group={group.pk}")

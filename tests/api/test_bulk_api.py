@@ -119,9 +119,14 @@ def test_a_group_filter_holds_its_members_and_the_group_endpoints_still_work(
     held = researcher_client.post(f"{URL}?group={group.pk}", {"action": "hold"}, format="json").json()
     assert held["ids"] == ids
     released = researcher_client.post(f"/api/v1/groups/{group.pk}/release/").json()
-    assert released == {"group": group.pk, "released": 3, "members": ids}
+    assert released == {"group": group.pk, "released": 3, "members": ids, "changed": True}
     canceled = researcher_client.post(f"/api/v1/groups/{group.pk}/cancel/").json()
-    assert canceled == {"group": group.pk, "canceled": 3, "members": ids}  # the shape of hold and release (left50)
+    assert canceled == {
+        "group": group.pk,
+        "canceled": 3,
+        "members": ids,
+        "changed": True,
+    }  # the shape of hold and release (left50)
 
 
 def test_anonymous_is_refused(api_client_for, mine):
