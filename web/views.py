@@ -232,17 +232,18 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
     return key, redirect("web-workloads")
 
 
-def _again(request: HttpRequest) -> Workload | None:
+def _again(request: HttpRequest) -> tuple[Workload | None, str]:
     """The workload the submit page submits again ("Submit again": ``?again=N``, then the form's
-    ``again``); None without one, 404 for none such. Whether the person may read its spec is
-    :func:`submit`'s to ask (``Scope.may_see_private``)."""
+    ``again``) and "", or None and what is wrong with ``again`` in words ("" without one): not a
+    workload id, or none such (left55: a bare 404, the typed form lost). Whether the person may read
+    its spec is :func:`submit`'s to ask (``Scope.may_see_private``)."""
     raw = (request.POST if request.method == "POST" else request.GET).get("again", "")
     if not raw:
-        return None
-    old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first() if _is_pk(raw) else None
-    if old is None:
-        raise Http404(f"No workload {raw[:40]!r}.")
-    return old
+        return None, ""
+    if not _is_pk(raw):
+        return None, f"{raw[:40]!r} is not a workload id: nothing to submit again."
+    old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first()
+    return (old, "") if old is not None else (None, f"No workload #{int(raw)}: nothing to submit again.")
 
 
 def _offered(choices: list[str], value: Any) -> list[str]:
@@ -262,7 +263,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     clusters, models = _cluster_choices()
     budgets = scope.submit_budgets
     kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
-    again = _again(request)  # "Submit again": the workload whose spec the form holds
+    again, again_problem = _again(request)  # "Submit again": the workload whose spec the form holds
     if again is not None and not scope.may_see_private(again):
         # The API's refusal (scheduler.resubmit), said on the workload's page: a bare "403
         # Forbidden" gave no reason and Django logged a traceback (brk45, as brk42's host actions).
@@ -304,7 +305,18 @@ def submit(request: HttpRequest) -> HttpResponse:
     quote_terms: Any = None
     mode = "form"
     limited = False
-    if request.method == "POST":
+    if again_problem and request.method == "POST":  # the form as typed, with the reason; nothing done
+        mode = "spec" if "spec" in request.POST else "form"
+        if mode == "spec":
+            spec_form = SpecForm(request.POST)
+            spec_errors.append(again_problem)
+        else:
+            form = SubmitForm(request.POST, quote="quote" in request.POST, **kwargs)
+            form.is_valid()
+            form.add_error(None, again_problem)
+    elif again_problem:  # a new submission's form, with the reason (404: no such workload)
+        messages.error(request, again_problem)
+    elif request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
         quote = "quote" in request.POST
         try:
@@ -375,6 +387,8 @@ def submit(request: HttpRequest) -> HttpResponse:
                     form.add_error(field, problem.message)
                 else:
                     spec_errors.append(f"{problem.field}: {problem.message}" if problem.field else problem.message)
+    refused = bool(form.errors or spec_errors or spec_form.errors)
+    status = 429 if limited else 400 if refused else 404 if again_problem else 200
     return _render(
         request,
         "web/submit.html",
@@ -394,7 +408,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
-        status=429 if limited else 400 if (form.errors or spec_errors or spec_form.errors) else 200,
+        status=status,
     )
 
 
