@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 from django.utils.html import escape
 
 from scheduler.api.params import REPEATED
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
-from tests.conftest import PASSWORD
-
-
-@pytest.fixture
-def browser(researcher, cluster) -> Client:
-    client = Client()
-    assert client.login(username="researcher", password=PASSWORD)
-    return client
 
 
 def test_a_page_past_the_last_redirects_to_the_last_with_its_filters(browser, researcher, submit_kwargs, monkeypatch):

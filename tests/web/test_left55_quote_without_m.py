@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-from django.test import Client
-
 from scheduler.estimates import quote_runtimes
 from scheduler.models import Workload
 from tests.browser import log_in
@@ -19,10 +17,8 @@ def _rows(page: str) -> list[str]:
     return [re.sub("<.*?>", "", r).strip() for r in re.findall(r"<tr(?: class=\"yours\")?><td>(.*?)</td>", table)]
 
 
-def test_quote_first_without_a_minimum_runtime_prices_the_ladder(researcher, cluster):
-    client = Client()
-    client.force_login(researcher)
-    response = client.post("/submit/", {**_form(min_runtime=""), "quote": "1"})
+def test_quote_first_without_a_minimum_runtime_prices_the_ladder(browser):
+    response = browser.post("/submit/", {**_form(min_runtime=""), "quote": "1"})
 
     page = response.content.decode()
     assert response.status_code == 200, page
@@ -31,23 +27,19 @@ def test_quote_first_without_a_minimum_runtime_prices_the_ladder(researcher, clu
     assert Workload.objects.count() == 0
 
 
-def test_quote_first_of_submit_again_without_a_minimum_runtime_prices_the_ladder(researcher, cluster, submit_kwargs):
+def test_quote_first_of_submit_again_without_a_minimum_runtime_prices_the_ladder(browser, researcher, submit_kwargs):
     from scheduler.services import do_submit_workload
 
     old = do_submit_workload(researcher, **submit_kwargs())
-    client = Client()
-    client.force_login(researcher)
-    response = client.post(f"/submit/?again={old.pk}", {**_form(min_runtime=""), "quote": "1", "again": old.pk})
+    response = browser.post(f"/submit/?again={old.pk}", {**_form(min_runtime=""), "quote": "1", "again": old.pk})
 
     assert response.status_code == 200, response.content.decode()
     assert len(_rows(response.content.decode())) == len(quote_runtimes(None))
     assert Workload.objects.count() == 1
 
 
-def test_a_submission_without_a_minimum_runtime_is_still_refused(researcher, cluster):
-    client = Client()
-    client.force_login(researcher)
-    response = client.post("/submit/", _form(min_runtime=""))
+def test_a_submission_without_a_minimum_runtime_is_still_refused(browser):
+    response = browser.post("/submit/", _form(min_runtime=""))
 
     assert response.status_code == 400
     assert "This field is required" in response.content.decode()
@@ -74,7 +66,5 @@ def test_the_browser_quotes_with_the_minimum_runtime_left_empty(new_page, resear
     assert Workload.objects.count() == 0
 
 
-def test_the_field_says_what_an_empty_one_quotes(researcher, cluster):
-    client = Client()
-    client.force_login(researcher)
-    assert "Empty, Quote first prices 0, 30m, 2h, 8h, 1d." in client.get("/submit/").content.decode()
+def test_the_field_says_what_an_empty_one_quotes(browser):
+    assert "Empty, Quote first prices 0, 30m, 2h, 8h, 1d." in browser.get("/submit/").content.decode()
