@@ -11,16 +11,6 @@ from scheduler.services import do_submit_workload
 URL = "/api/v1/workloads/bulk/"
 
 
-@pytest.fixture
-def mine(researcher, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(researcher, **submit_kwargs(name=f"r{i}")) for i in range(3)]
-
-
-@pytest.fixture
-def theirs(teammate, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(teammate, **submit_kwargs(name=f"t{i}")) for i in range(2)]
-
-
 def _rows() -> list[tuple[int, str, str]]:
     return list(Workload.objects.order_by("pk").values_list("pk", "state", "hold"))
 
