@@ -149,11 +149,11 @@ class SubmitForm(forms.Form):
         retries.widget.attrs["max"] = most
         # the refusal's words (services: "at most 1d"); whole hours floored 5400 s to "1 h" (try42)
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
-        self.fields["min_runtime"].help_text += f" At most {duration_text(max_m)}."
         from scheduler.estimates import quote_runtimes
 
         ladder = ", ".join(duration_text(m) if m else "0" for m in quote_runtimes(None))
         self.fields["min_runtime"].help_text += f" Empty, Quote first prices {ladder}."
+        self.fields["min_runtime"].help_text += f" At most {duration_text(max_m)}."
         # "Quote first" without one prices the API's ladder (scheduler.estimates.quote_runtimes)
         self.fields["min_runtime"].required = not quote
 
