@@ -42,6 +42,8 @@ from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, 
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
+    group_unchanged_text,
+    hold_unchanged_text,
     idle_held_text,
     nothing_to_change_text,
     reason_words,
@@ -1368,6 +1370,8 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         g = api.call("PATCH", f"groups/{args.group}/", body=body)
         if args.json:
             emit_json(g, out)
+        elif g.get("changed") is False:
+            out.write(group_unchanged_text(g["group"], "update") + "\n")
         else:
             n = g["updated"]
             out.write(f"array group {g['group']}: {n} pending member{'' if n == 1 else 's'} changed\n")
@@ -1411,6 +1415,8 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
         g = api.call("POST", f"groups/{args.group}/{verb}/", body={})
         if args.json:
             emit_json(g, out)
+        elif g.get("changed") is False:
+            out.write(group_unchanged_text(g["group"], verb) + "\n")
         else:
             done = g["held" if verb == "hold" else "released"]
             which = "pending" if verb == "hold" else "held"
@@ -1448,17 +1454,6 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))
     return EXIT_OK
-
-
-def hold_unchanged_text(w: dict[str, Any], me: str) -> str:
-    """What ``fairway hold`` says of a workload its hold changed nothing of, held already by an
-    admin (left51), by another (a user hold) or by the requester (left53)."""
-    if w.get("held_by") == me:
-        return "already held by you: nothing changed"
-    if w["hold"] == "admin":
-        by = f" ({w['held_by']})" if w.get("held_by") else ""
-        return f"already held by an admin{by}: nothing changed; only an admin may release it"
-    return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
 
 
 def verb_past(verb: str) -> str:

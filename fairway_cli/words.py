@@ -129,6 +129,27 @@ def nothing_to_change_text(pk: int) -> str:
     return f"Nothing to change: #{pk} already asks that."
 
 
+def group_unchanged_text(group: int, verb: str) -> str:
+    """``Nothing to change: no pending member of array group 7 to hold.``: a group's ``hold``,
+    ``release`` or ``update`` (``verb``) that changed no member (the API's ``changed: false``;
+    left55: ``fairway hold --group`` said "0 pending members held"), as
+    :func:`nothing_to_change_text` says it of one workload."""
+    which = "held" if verb == "release" else "pending"
+    return f"Nothing to change: no {which} member of array group {group} to {'change' if verb == 'update' else verb}."
+
+
+def hold_unchanged_text(w: Mapping[str, Any], me: str) -> str:
+    """What ``fairway hold`` and the workload's page say of a workload its hold changed nothing
+    of (``w``: its API answer's ``hold`` and ``held_by``), held already by an admin (left51), by
+    another (a user hold) or by the requester ``me`` (left53)."""
+    if w.get("held_by") == me:
+        return "already held by you: nothing changed"
+    if w["hold"] == "admin":
+        by = f" ({w['held_by']})" if w.get("held_by") else ""
+        return f"already held by an admin{by}: nothing changed; only an admin may release it"
+    return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
+
+
 def budget_hint_text(ref: object, live_paths: Iterable[str]) -> str:
     """What to add to "No budget 'olmo'." so the person knows what to type: of ``live_paths`` (the
     paths of the live budgets below the root), those whose own name, their last part, is the last

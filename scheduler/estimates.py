@@ -410,6 +410,14 @@ def quote_runtimes(own: int | None) -> list[int]:
     return sorted(ladder if own is None else {*ladder, own})
 
 
+def quoted_submission(submission: Mapping[str, Any]) -> dict[str, Any]:
+    """``submission`` (``do_submit_workload``'s keyword arguments) as a quote validates it: a
+    minimum runtime not given (``min_runtime_s`` None) checked as 0, as any other request; the
+    lines price their own (:func:`quote_runtimes`)."""
+    given = submission.get("min_runtime_s")
+    return {**submission, "min_runtime_s": 0 if given is None else given}
+
+
 @dataclass(frozen=True)
 class QuoteLine:
     """One minimum runtime of a quote: ``start`` None means no start within one window."""
@@ -638,9 +646,7 @@ def do_quote(
     from scheduler.snapshot import load_snapshot, policy_workload
 
     own = submission.get("min_runtime_s")
-    if own is None:  # validated as any other request: every line below prices its own M
-        submission = {**submission, "min_runtime_s": 0}
-    workload = services.do_submit_workload(owner, dry_run=True, **submission)  # type: ignore[arg-type]
+    workload = services.do_submit_workload(owner, dry_run=True, **quoted_submission(submission))  # type: ignore[arg-type]
     now = now or timezone.now()
     snap, _ = load_snapshot(workload.cluster.pk, now)
     # Built as the snapshot builds a submitted workload: its CPU and memory requests count (§3.3).

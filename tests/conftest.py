@@ -36,7 +36,7 @@ from tests.dbsessions import end_stray_sessions
 PASSWORD = "correct horse battery staple"
 
 # The browser tests' fixtures (``chromium``, ``new_page``): Playwright driving Debian's Chromium.
-pytest_plugins = ["tests.browser"]
+pytest_plugins = ["tests.browser", "tests.bulk_setup", "tests.pg_locks"]
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; a serial run never calls it

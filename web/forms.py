@@ -128,12 +128,13 @@ class SubmitForm(forms.Form):
         budgets: list[str],
         clusters: list[str],
         models: list[str],
-        quoting: bool = False,
+        quote: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        if quoting:  # "Quote first" needs neither, as the API's quote (try55)
-            self.fields["command"].required = self.fields["min_runtime"].required = False
+        self.quote = quote
+        if quote:  # "Quote first" runs nothing: no command needed, as the API's quote (try55)
+            self.fields["command"].required = False
         # Several: a blank first choice the service refuses listing them (num42); one: that one.
         blank = [("", "choose one")] if len(budgets) > 1 else []
         self.fields["budget"].choices = blank + [(b, b) for b in budgets]
@@ -150,7 +151,13 @@ class SubmitForm(forms.Form):
         retries.widget.attrs["max"] = most
         # the refusal's words (services: "at most 1d"); whole hours floored 5400 s to "1 h" (try42)
         max_m = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
+        from scheduler.estimates import quote_runtimes
+
+        ladder = ", ".join(duration_text(m) if m else "0" for m in quote_runtimes(None))
+        self.fields["min_runtime"].help_text += f" Empty, Quote first prices {ladder}."
         self.fields["min_runtime"].help_text += f" At most {duration_text(max_m)}."
+        # "Quote first" without one prices the API's ladder (scheduler.estimates.quote_runtimes)
+        self.fields["min_runtime"].required = not quote
 
     def submission(self) -> dict[str, Any]:
         """The API-shaped submission (after ``is_valid()``); env lines that do not parse are field errors.
@@ -167,7 +174,7 @@ class SubmitForm(forms.Form):
             self.add_error("secret_env", problem)
         for name in sorted(env.keys() & secret.keys()):  # one of the two values would be dropped
             self.add_error("secret_env", f"{name} is also set in env: give it once.")
-        return {
+        submission = {
             "name": data.get("name") or None,
             "image": data.get("image") or "",
             "command": data.get("command") or "",
@@ -187,6 +194,9 @@ class SubmitForm(forms.Form):
             "array": data.get("array") or None,
             "hold": data.get("hold") in (True, "on", "true", "1"),
         }
+        if self.quote and not (data.get("min_runtime") or "").strip():
+            del submission["min_runtime"]  # not given: the quote's ladder, as the API's
+        return submission
 
 
 class NotificationForm(forms.Form):

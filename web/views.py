@@ -55,6 +55,8 @@ from fairway_cli.words import (
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
     UNFUNDED_ATTEMPT,
+    group_unchanged_text,
+    hold_unchanged_text,
     idle_held_text,
     idle_words,
     nothing_to_change_text,
@@ -236,17 +238,18 @@ def _submit_once(request: HttpRequest) -> tuple[str, HttpResponse | None]:
     return key, redirect("web-workloads")
 
 
-def _again(request: HttpRequest) -> Workload | None:
+def _again(request: HttpRequest) -> tuple[Workload | None, str]:
     """The workload the submit page submits again ("Submit again": ``?again=N``, then the form's
-    ``again``); None without one, 404 for none such. Whether the person may read its spec is
-    :func:`submit`'s to ask (``Scope.may_see_private``)."""
+    ``again``) and "", or None and what is wrong with ``again`` in words ("" without one): not a
+    workload id, or none such (left55: a bare 404, the typed form lost). Whether the person may read
+    its spec is :func:`submit`'s to ask (``Scope.may_see_private``)."""
     raw = (request.POST if request.method == "POST" else request.GET).get("again", "")
     if not raw:
-        return None
-    old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first() if _is_pk(raw) else None
-    if old is None:
-        raise Http404(f"No workload {raw[:40]!r}.")
-    return old
+        return None, ""
+    if not _is_pk(raw):
+        return None, f"{raw[:40]!r} is not a workload id: nothing to submit again."
+    old = Workload.objects.select_related("cluster").filter(pk=int(raw)).first()
+    return (old, "") if old is not None else (None, f"No workload #{int(raw)}: nothing to submit again.")
 
 
 def _offered(choices: list[str], value: Any) -> list[str]:
@@ -266,7 +269,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     clusters, models = _cluster_choices()
     budgets = scope.submit_budgets
     kwargs = {"budgets": budgets, "clusters": clusters, "models": models}
-    again = _again(request)  # "Submit again": the workload whose spec the form holds
+    again, again_problem = _again(request)  # "Submit again": the workload whose spec the form holds
     if again is not None and not scope.may_see_private(again):
         # The API's refusal (scheduler.resubmit), said on the workload's page: a bare "403
         # Forbidden" gave no reason and Django logged a traceback (brk45, as brk42's host actions).
@@ -308,36 +311,50 @@ def submit(request: HttpRequest) -> HttpResponse:
     quote_terms: Any = None
     mode = "form"
     limited = False
-    if request.method == "POST":
+    if again_problem and request.method == "POST":  # the form as typed, with the reason; nothing done
         mode = "spec" if "spec" in request.POST else "form"
-        quoting = "quote" in request.POST
+        if mode == "spec":
+            spec_form = SpecForm(request.POST)
+            spec_errors.append(again_problem)
+        else:
+            form = SubmitForm(request.POST, quote="quote" in request.POST, **kwargs)
+            form.is_valid()
+            form.add_error(None, again_problem)
+    elif again_problem:  # a new submission's form, with the reason (404: no such workload)
+        messages.error(request, again_problem)
+    elif request.method == "POST":
+        mode = "spec" if "spec" in request.POST else "form"
+        quote = "quote" in request.POST
         try:
             if mode == "spec":
                 spec_form = SpecForm(request.POST)
                 data = spec_form.submission() if spec_form.is_valid() else None
             else:
-                form = SubmitForm(request.POST, quoting=quoting, **kwargs)
+                form = SubmitForm(request.POST, quote=quote, **kwargs)
                 form.is_valid()
                 data = form.submission()
                 if form.errors:
-                    _all_problems(request.user, form, data, quote=quoting)
+                    _all_problems(request.user, form, data, quote=quote)
                     data = None
                 elif again is not None:
                     from scheduler.resubmit import resubmission_data
 
                     # the form holds the whole env; the owner's ticked "keep" fills the blank secrets
+                    typed = data
                     data = resubmission_data(
                         request.user,
                         again,
-                        data,
+                        typed,
                         budget_path=again_path,
                         accessible=scope.accessible,
                         keep_secrets=request.POST.get("keep_secrets") == "1",
                         whole_env=True,
                     )
+                    if "min_runtime" not in typed:  # left blank for a quote: the ladder, not the old one's
+                        data.pop("min_runtime", None)
             if data is not None:
-                service_kwargs, errors = parse_submission(data, quote=quoting)
-                if service_kwargs is not None and quoting:
+                service_kwargs, errors = parse_submission(data, quote=quote)
+                if service_kwargs is not None and quote:
                     # A quote (DESIGN.md §3.8): validated like the submission, nothing written;
                     # counted in the API's quote throttle (one log per user, config.throttling).
                     from config.throttling import quote_wait
@@ -376,6 +393,8 @@ def submit(request: HttpRequest) -> HttpResponse:
                     form.add_error(field, problem.message)
                 else:
                     spec_errors.append(f"{problem.field}: {problem.message}" if problem.field else problem.message)
+    refused = bool(form.errors or spec_errors or spec_form.errors)
+    status = 429 if limited else 400 if refused else 404 if again_problem else 200
     return _render(
         request,
         "web/submit.html",
@@ -395,7 +414,7 @@ def submit(request: HttpRequest) -> HttpResponse:
             "again_owner": again is not None and again.owner_id == request.user.pk,
             "keep_secrets": request.POST.get("keep_secrets") == "1",
         },
-        status=429 if limited else 400 if (form.errors or spec_errors or spec_form.errors) else 200,
+        status=status,
     )
 
 
@@ -420,13 +439,13 @@ def _all_problems(user: User, form: SubmitForm, data: dict[str, Any], *, quote: 
     form did not already refuse, so one answer lists them all. Nothing is created: the service
     checks it as a quote does (``dry_run``; brk42: a submission in a transaction rolled back was
     counted as a submission by ``fairway_submission_duration_seconds``)."""
+    from scheduler.estimates import quoted_submission
+
     service_kwargs, errors = parse_submission(data, quote=quote)
     problems = [(field, message) for field, messages in errors.items() for message in messages]
     if service_kwargs is not None:
-        if service_kwargs["min_runtime_s"] is None:  # a quote's ladder: checked as do_quote checks it
-            service_kwargs["min_runtime_s"] = 0
-        try:
-            do_submit_workload(user, dry_run=True, **service_kwargs)
+        try:  # a quote is checked as do_quote checks it
+            do_submit_workload(user, dry_run=True, **(quoted_submission(service_kwargs) if quote else service_kwargs))
         except ServiceError as exc:
             problems += [(p.field, p.message) for p in exc.problems]
     for field, message in problems:
@@ -860,10 +879,16 @@ def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     target = get_object_or_404(Workload, pk=pk)
     try:
         if verb == "hold":
+            version = target.spec_version  # read before: a hold that changes bumps it
             done = do_hold_workload(request.user, target)
-            messages.success(
-                request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
-            )
+            if done.spec_version == version:  # held already as firmly (a stale page's button): left55
+                held_by = done.held_by.username if done.held_by else None
+                unchanged = hold_unchanged_text({"hold": done.hold, "held_by": held_by}, request.user.username)
+                messages.info(request, f"{target.name} (#{target.pk}) {unchanged}")
+            else:
+                messages.success(
+                    request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
+                )
         else:
             do_release_workload(request.user, target)
             messages.success(request, f"Released {target.name} (#{target.pk}): back in its place in the queue.")
@@ -879,9 +904,12 @@ def hold_group(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     group = get_object_or_404(ArrayGroup, pk=pk)
     try:
         n = len(do_hold_group(request.user, group, release=verb == "release"))
-        messages.success(
-            request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
-        )
+        if not n:  # a stale page's button: said as the CLI says it (left55)
+            messages.info(request, group_unchanged_text(group.pk, verb))
+        else:
+            messages.success(
+                request, f"{'Held' if verb == 'hold' else 'Released'} {n} workloads of array group {group.pk}."
+            )
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect(f"{reverse('web-workloads')}?group={group.pk}")

@@ -622,10 +622,18 @@ class WorkloadSpecSerializer(serializers.Serializer):
     array = serializers.CharField(required=False, help_text="an array member's index: one workload of that index")
 
 
-class GroupUpdatedSerializer(serializers.Serializer):
-    """The answer of ``PATCH /api/v1/groups/{id}/``."""
+class GroupAnswerSerializer(serializers.Serializer):
+    """What every answer of a group's action holds (``group``, ``changed``) besides what was done
+    and ``members`` (left50: one shape; left55: ``changed`` as a workload's update, hold and
+    release answer it)."""
 
     group = serializers.IntegerField()
+    changed = serializers.BooleanField(help_text="false when the request changed no member (nothing written)")
+
+
+class GroupUpdatedSerializer(GroupAnswerSerializer):
+    """The answer of ``PATCH /api/v1/groups/{id}/``."""
+
     updated = serializers.IntegerField(help_text="how many pending members were changed")
     members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members changed")
 
@@ -1292,23 +1300,28 @@ class WorkloadHeldSerializer(WorkloadUpdatedSerializer):
     )
 
 
-class GroupCanceledSerializer(serializers.Serializer):
-    """The answer of ``POST /api/v1/groups/{id}/cancel/``: the shape of a group's hold, release
-    and update (``group``, what was done, ``members``)."""
+class WorkloadReleasedSerializer(WorkloadUpdatedSerializer):
+    """The answer of ``POST /api/v1/workloads/{id}/release/``: the workload, and ``changed`` as
+    its update and hold answer it (left55; a release that changes nothing is refused,
+    ``not_held``: true; schema only)."""
 
-    group = serializers.IntegerField()
+    changed = serializers.BooleanField(read_only=True, help_text="true: the hold was lifted")
+
+
+class GroupCanceledSerializer(GroupAnswerSerializer):
+    """The answer of ``POST /api/v1/groups/{id}/cancel/``: the shape of a group's hold, release
+    and update (``group``, what was done, ``members``, ``changed``)."""
+
     canceled = serializers.IntegerField(help_text="members canceled or asked to stop by this request")
     members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members canceled")
 
 
-class GroupHoldSerializer(serializers.Serializer):
-    group = serializers.IntegerField()
+class GroupHoldSerializer(GroupAnswerSerializer):
     held = serializers.IntegerField(help_text="pending members held by this request")
     members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members held")
 
 
-class GroupReleaseSerializer(serializers.Serializer):
-    group = serializers.IntegerField()
+class GroupReleaseSerializer(GroupAnswerSerializer):
     released = serializers.IntegerField(help_text="held pending members released by this request")
     members = serializers.ListField(child=serializers.IntegerField(), help_text="the ids of the members released")
 

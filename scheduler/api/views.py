@@ -51,6 +51,7 @@ from scheduler.api.serializers import (
     WorkloadHeldSerializer,
     WorkloadListSerializer,
     WorkloadQuoteSerializer,
+    WorkloadReleasedSerializer,
     WorkloadResubmitSerializer,
     WorkloadRowSerializer,
     WorkloadSpecSerializer,
@@ -631,17 +632,18 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         done = do_hold_workload(request.user, workload)
         return Response({**self._detail(workload.pk), "changed": done.spec_version != version})
 
-    @extend_schema(request=None, responses=WorkloadDetailSerializer)
+    @extend_schema(request=None, responses=WorkloadReleasedSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str | None = None) -> Response:
         """Release a held workload (``scontrol release``): 200 with the workload, back in its
-        place in its budget's queue (its submission time and sequence never changed). 403
-        ``forbidden`` (not one who may cancel it, or an admin's hold and the requester no admin);
-        409 ``not_pending``, ``not_held``."""
+        place in its budget's queue (its submission time and sequence never changed), and
+        ``changed`` as a hold's and an update's answer. 403 ``forbidden`` (not one who may cancel
+        it, or an admin's hold and the requester no admin); 409 ``not_pending``, ``not_held``."""
         refuse_body(request)
         workload = self.get_object()
-        do_release_workload(request.user, workload)
-        return Response(self._detail(workload.pk))
+        version = workload.spec_version  # read before: a release bumps it
+        done = do_release_workload(request.user, workload)
+        return Response({**self._detail(workload.pk), "changed": done.spec_version != version})
 
 
 class ClusterViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
@@ -697,7 +699,7 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         refuse_body(request)
         group = self.get_object()
         done = do_cancel_group(request.user, group)
-        return Response({"group": group.pk, "canceled": len(done), "members": done})
+        return Response({"group": group.pk, "canceled": len(done), "members": done, "changed": bool(done)})
 
     @extend_schema(request=GroupUpdateSerializer, responses=GroupUpdatedSerializer)
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
@@ -709,7 +711,8 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         serializer = GroupUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         changed = do_update_group(request.user, group, serializer.to_changes())
-        return Response({"group": group.pk, "updated": len(changed), "members": [w.pk for w in changed]})
+        members = [w.pk for w in changed]
+        return Response({"group": group.pk, "updated": len(members), "members": members, "changed": bool(members)})
 
     @extend_schema(request=None, responses=GroupHoldSerializer)
     @action(detail=True, methods=["post"])
@@ -719,7 +722,7 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         refuse_body(request)
         group = self.get_object()
         done = do_hold_group(request.user, group)
-        return Response({"group": group.pk, "held": len(done), "members": done})
+        return Response({"group": group.pk, "held": len(done), "members": done, "changed": bool(done)})
 
     @extend_schema(request=None, responses=GroupReleaseSerializer)
     @action(detail=True, methods=["post"])
@@ -729,7 +732,7 @@ class ArrayGroupViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Fairwa
         refuse_body(request)
         group = self.get_object()
         done = do_hold_group(request.user, group, release=True)
-        return Response({"group": group.pk, "released": len(done), "members": done})
+        return Response({"group": group.pk, "released": len(done), "members": done, "changed": bool(done)})
 
 
 class NotificationSettingsView(FairwayAPIView):

@@ -11,16 +11,6 @@ from scheduler.services import do_submit_workload
 URL = "/api/v1/workloads/bulk/"
 
 
-@pytest.fixture
-def mine(researcher, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(researcher, **submit_kwargs(name=f"r{i}")) for i in range(3)]
-
-
-@pytest.fixture
-def theirs(teammate, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(teammate, **submit_kwargs(name=f"t{i}")) for i in range(2)]
-
-
 def _rows() -> list[tuple[int, str, str]]:
     return list(Workload.objects.order_by("pk").values_list("pk", "state", "hold"))
 
@@ -119,9 +109,14 @@ def test_a_group_filter_holds_its_members_and_the_group_endpoints_still_work(
     held = researcher_client.post(f"{URL}?group={group.pk}", {"action": "hold"}, format="json").json()
     assert held["ids"] == ids
     released = researcher_client.post(f"/api/v1/groups/{group.pk}/release/").json()
-    assert released == {"group": group.pk, "released": 3, "members": ids}
+    assert released == {"group": group.pk, "released": 3, "members": ids, "changed": True}
     canceled = researcher_client.post(f"/api/v1/groups/{group.pk}/cancel/").json()
-    assert canceled == {"group": group.pk, "canceled": 3, "members": ids}  # the shape of hold and release (left50)
+    assert canceled == {
+        "group": group.pk,
+        "canceled": 3,
+        "members": ids,
+        "changed": True,
+    }  # the shape of hold and release (left50)
 
 
 def test_anonymous_is_refused(api_client_for, mine):

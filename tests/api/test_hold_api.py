@@ -90,10 +90,10 @@ def test_a_group_is_held_and_released(researcher_client, outsider_client, resear
     assert outsider_client.post(f"/api/v1/groups/{group.pk}/hold/").status_code == 403
     ids = list(group.members.order_by("pk").values_list("pk", flat=True))
     held = researcher_client.post(f"/api/v1/groups/{group.pk}/hold/").json()
-    assert held == {"group": group.pk, "held": 3, "members": ids}
+    assert held == {"group": group.pk, "held": 3, "members": ids, "changed": True}
     assert set(group.members.values_list("hold", flat=True)) == {"user"}
     released = researcher_client.post(f"/api/v1/groups/{group.pk}/release/").json()
-    assert released == {"group": group.pk, "released": 3, "members": ids}
+    assert released == {"group": group.pk, "released": 3, "members": ids, "changed": True}
     assert set(group.members.values_list("hold", flat=True)) == {""}
 
 

@@ -70,7 +70,7 @@ def test_only_the_owner_or_a_manager_cancels_a_group(researcher_client, outsider
     refused = outsider_client.post(f"/api/v1/groups/{body['group']}/cancel/")
     assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
     done = researcher_client.post(f"/api/v1/groups/{body['group']}/cancel/")
-    assert done.json() == {"group": body["group"], "canceled": 2, "members": body["array"]["members"]}
+    assert done.json() == {"group": body["group"], "canceled": 2, "members": body["array"]["members"], "changed": True}
     assert set(Workload.objects.values_list("state", flat=True)) == {"canceled"}
 
 
@@ -84,7 +84,12 @@ def test_a_foreign_group_whose_members_all_finished_is_refused_too(
     refused = outsider_client.post(f"/api/v1/groups/{body['group']}/cancel/")
     assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
     done = researcher_client.post(f"/api/v1/groups/{body['group']}/cancel/")
-    assert done.status_code == 200 and done.json() == {"group": body["group"], "canceled": 0, "members": []}
+    assert done.status_code == 200 and done.json() == {
+        "group": body["group"],
+        "canceled": 0,
+        "members": [],
+        "changed": False,
+    }
 
 
 @pytest.mark.parametrize(

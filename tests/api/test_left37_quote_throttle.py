@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 
 from scheduler.models import Workload
-from tests.web.test_pages import _form, browser  # noqa: F401 -- fixture
+from tests.web.test_pages import _form
 
 URL = "/api/v1/workloads/quote/"
 
@@ -31,9 +32,13 @@ def test_quotes_are_throttled_per_user_below_the_api_rate(quote_rate, researcher
     assert researcher_client.post("/api/v1/workloads/", submission(), format="json").status_code == 201
 
 
-def test_the_submit_pages_quote_counts_in_the_same_throttle(quote_rate, researcher_client, submission, browser):  # noqa: F811
+def test_the_submit_pages_quote_counts_in_the_same_throttle(
+    quote_rate, researcher_client, submission, researcher, cluster
+):
     """The page's Quote button runs the same simulation: it counts in the same log, so the API
     and the page together get the rate once; the refusal is a form error and nothing is submitted."""
+    browser = Client()
+    browser.force_login(researcher)
     assert researcher_client.post(URL, submission(), format="json").status_code == 200
     assert 'id="quote-table"' in browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"}).content.decode()
 

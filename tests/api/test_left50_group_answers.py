@@ -38,7 +38,7 @@ def test_every_group_action_answers_one_shape(researcher_client, submission):
     }
     for done, r in answers.items():
         assert r.status_code == 200, (done, r.json())
-        assert r.json() == {"group": group, done: 2, "members": live}, done
+        assert r.json() == {"group": group, done: 2, "members": live, "changed": True}, done
 
 
 def test_the_schema_describes_the_group_cancel_as_the_others(db):
@@ -49,6 +49,6 @@ def test_the_schema_describes_the_group_cancel_as_the_others(db):
         ref = ok["content"]["application/json"]["schema"]["$ref"]
         return set(schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]["properties"])
 
-    assert properties("/api/v1/groups/{id}/cancel/") == {"group", "canceled", "members"}
-    assert properties("/api/v1/groups/{id}/hold/") == {"group", "held", "members"}
-    assert properties("/api/v1/groups/{id}/", "patch") == {"group", "updated", "members"}
+    assert properties("/api/v1/groups/{id}/cancel/") == {"group", "canceled", "members", "changed"}
+    assert properties("/api/v1/groups/{id}/hold/") == {"group", "held", "members", "changed"}
+    assert properties("/api/v1/groups/{id}/", "patch") == {"group", "updated", "members", "changed"}

@@ -14,8 +14,8 @@ def test_a_group_hold_and_release_name_the_members_changed(researcher_client, re
     ids = list(group.members.order_by("pk").values_list("pk", flat=True))
     Workload.objects.filter(pk=ids[2]).update(state=Workload.State.RUNNING)
     held = researcher_client.post(f"/api/v1/groups/{group.pk}/hold/").json()
-    assert held == {"group": group.pk, "held": 2, "members": ids[:2]}
+    assert held == {"group": group.pk, "held": 2, "members": ids[:2], "changed": True}
     released = researcher_client.post(f"/api/v1/groups/{group.pk}/release/").json()
-    assert released == {"group": group.pk, "released": 2, "members": ids[:2]}
+    assert released == {"group": group.pk, "released": 2, "members": ids[:2], "changed": True}
     changed = researcher_client.patch(f"/api/v1/groups/{group.pk}/", {"gpu_count": 2}, format="json").json()
-    assert changed == {"group": group.pk, "updated": 2, "members": ids[:2]}
+    assert changed == {"group": group.pk, "updated": 2, "members": ids[:2], "changed": True}

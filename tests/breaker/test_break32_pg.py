@@ -3,50 +3,19 @@ SQLite (one writer at a time: the races cannot happen there)."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
-from scheduler import notify
 from scheduler.models import GPU, Host, JoinToken
 from scheduler.services import HostError, do_create_cluster, do_create_join_token, do_join_host
 from tests.conftest import gpu_specs
-from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Held, Waiting, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _no_side_effects(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notify, "request_tick_on_commit", lambda cluster_id: None)
-    monkeypatch.setattr(notify, "push_hosts_on_commit", lambda host_ids: None)
-
-
-class Waiting:
-    """``job`` in a thread of its own (own connection); ``pid`` its backend, ``error`` what it raised."""
-
-    def __init__(self, job: Any) -> None:
-        self.job, self.pid, self.error, self.result = job, None, None, None
-        self.ended = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                self.pid = int(cursor.fetchone()[0])
-            self.result = self.job()
-        except BaseException as exc:  # noqa: BLE001 -- reported by the test
-            self.error = exc
-        finally:
-            connections.close_all()
-            self.ended.set()
 
 
 @pytest.mark.parametrize("same", ["name", "gpu"])
@@ -65,7 +34,7 @@ def test_two_joins_of_one_host_at_once_refuse_the_second_clearly_and_keep_its_to
     assert held.done.wait(BOUND_S), held.error
     try:
         other = Waiting(lambda: do_join_host(second, name2, gpus2))
-        assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+        assert until(lambda: (other.pid is not None and waits_on_a_lock(other.pid)) or other.ended.is_set())
     finally:
         held.release()
     assert other.ended.wait(BOUND_S)
@@ -102,7 +71,7 @@ def test_two_imports_of_one_sacct_export_at_once_write_it_once(cluster, research
     assert held.done.wait(BOUND_S), held.error
     try:
         other = Waiting(run)
-        assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+        assert until(lambda: (other.pid is not None and waits_on_a_lock(other.pid)) or other.ended.is_set())
     finally:
         held.release()
     assert other.ended.wait(BOUND_S)

@@ -11,12 +11,12 @@ from django.db import connection, transaction
 from budgets.admin import EDITABLE_FIELDS, BudgetAdminForm
 from budgets.models import Budget
 from budgets.services import do_archive_budget, load_tree
-from tests.breaker.test_break32_pg import Waiting, _no_side_effects  # noqa: F401 -- its autouse fixture: no tick, no push
-from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Held, Waiting, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 
@@ -27,7 +27,7 @@ def _held_then_waiting(first: Any, second: Any) -> tuple[Held, Waiting]:
     assert held.done.wait(BOUND_S), held.error
     waiting = Waiting(second)
     try:
-        assert _until(lambda: (waiting.pid is not None and _waits_on_a_lock(waiting.pid)) or waiting.ended.is_set())
+        assert until(lambda: (waiting.pid is not None and waits_on_a_lock(waiting.pid)) or waiting.ended.is_set())
     finally:
         held.release()
     assert waiting.ended.wait(BOUND_S)

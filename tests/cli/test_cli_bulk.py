@@ -8,12 +8,11 @@ import io
 import json
 import sys
 
-import pytest
-
 from fairway_cli import cli as fairway_cli
 from fairway_cli.cli import EXIT_USAGE
 from scheduler.models import ArrayGroup, Workload
 from scheduler.services import do_submit_workload
+from tests.bulk_setup import states
 from tests.cli.inprocess import run_cli
 
 
@@ -22,25 +21,11 @@ class _Terminal(io.StringIO):
         return True
 
 
-@pytest.fixture
-def mine(researcher, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(researcher, **submit_kwargs(name=f"r{i}")) for i in range(3)]
-
-
-@pytest.fixture
-def theirs(teammate, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(teammate, **submit_kwargs(name=f"t{i}")) for i in range(2)]
-
-
-def _states() -> dict[int, tuple[str, str]]:
-    return {w.pk: (w.state, w.hold) for w in Workload.objects.all()}
-
-
 def test_cancel_mine_with_yes_leaves_anothers_work(monkeypatch, researcher, mine, theirs):
-    before = _states()
+    before = states()
     out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--state", "pending", "--yes")
     assert out == "3 workloads match: 3 to cancel\ncanceled 3 workloads\n"
-    after = _states()
+    after = states()
     assert {after[w.pk][0] for w in mine} == {"canceled"}
     assert all(after[w.pk] == before[w.pk] for w in theirs)
 
@@ -49,7 +34,7 @@ def test_many_are_sent_a_chunk_a_request(monkeypatch, researcher, mine):
     monkeypatch.setattr(fairway_cli, "BULK_CHUNK", 2)
     answer = json.loads(run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes", "--json"))
     assert (answer["changed"], answer["ids"], answer["skipped"]) == (3, [w.pk for w in mine], 0)
-    assert {s for s, _ in _states().values()} == {"canceled"}
+    assert {s for s, _ in states().values()} == {"canceled"}
 
 
 def test_many_skips_are_shown_by_the_first_ids(monkeypatch, researcher, teammate, submit_kwargs, theirs):
@@ -59,13 +44,13 @@ def test_many_skips_are_shown_by_the_first_ids(monkeypatch, researcher, teammate
 
 
 def test_a_dry_run_lists_them_and_changes_nothing(monkeypatch, researcher, mine, theirs):
-    before = _states()
+    before = states()
     out = run_cli(monkeypatch, researcher, "hold", "--state", "pending", "--dry-run")
     ids = " ".join(f"#{w.pk}" for w in mine)
     assert out.startswith(f"5 workloads match: 3 to hold\n  {ids}\n")
     assert f"2 workloads left as they are (forbidden): #{theirs[0].pk} #{theirs[1].pk} — Only the owner" in out
     assert "dry run: nothing changed" in out
-    assert _states() == before
+    assert states() == before
     answer = json.loads(run_cli(monkeypatch, researcher, "hold", "--mine", "--dry-run", "--json"))
     assert answer["ids"] == [w.pk for w in mine] and answer["dry_run"] is True
 
@@ -75,18 +60,18 @@ def test_without_yes_and_no_terminal_it_refuses(monkeypatch, researcher, mine):
     err = run_cli(monkeypatch, researcher, "cancel", "--mine", expect=EXIT_USAGE)
     assert "3 workloads match: 3 to cancel" in err or "--yes" in err
     assert "--yes" in err
-    assert {s for s, _ in _states().values()} == {"pending"}
+    assert {s for s, _ in states().values()} == {"pending"}
 
 
 def test_it_asks_and_does_only_on_yes(monkeypatch, capsys, researcher, mine):
     monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
     out = run_cli(monkeypatch, researcher, "hold", "--mine")
     assert "Hold these 3 workloads? [y/N] " in capsys.readouterr().err and "nothing changed" in out
-    assert {h for _, h in _states().values()} == {""}
+    assert {h for _, h in states().values()} == {""}
     monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
     out = run_cli(monkeypatch, researcher, "hold", "--mine")
     assert out.endswith("held 3 workloads\n")
-    assert {h for _, h in _states().values()} == {"user"}
+    assert {h for _, h in states().values()} == {"user"}
     out = run_cli(monkeypatch, researcher, "release", "--mine", "--budget", "nlp", "--cluster", "default", "--yes")
     assert out.endswith("released 3 workloads\n")
 
@@ -111,12 +96,12 @@ def test_a_filter_matching_nothing_says_so(monkeypatch, researcher, mine):
 
 
 def test_usage_errors_change_nothing(monkeypatch, researcher, mine):
-    before = _states()
+    before = states()
     assert "not both" in run_cli(monkeypatch, researcher, "cancel", str(mine[0].pk), "--mine", expect=EXIT_USAGE)
     assert "not both" in run_cli(monkeypatch, researcher, "hold", "--mine", "--owner", "x", expect=EXIT_USAGE)
     assert "--mine" in run_cli(monkeypatch, researcher, "cancel", expect=EXIT_USAGE)
     assert "No state" in run_cli(monkeypatch, researcher, "cancel", "--state", "runing", "--yes", expect=1)
-    assert _states() == before
+    assert states() == before
 
 
 def test_the_group_path_still_works(monkeypatch, researcher, submit_kwargs):

@@ -1,7 +1,7 @@
 """left53: ``fairway hold`` of a workload its requester already holds printed "held" as if it had
 changed; the API's hold answer says ``changed`` (as a PATCH's) and the CLI says "already held by
 you: nothing changed", in the one function that words a hold that changed nothing
-(``fairway_cli.cli.hold_unchanged_text``, left51's words for an admin's or another's hold)."""
+(``fairway_cli.words.hold_unchanged_text``, left51's words for an admin's or another's hold)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from django.db import connection
 
 from budgets.models import Budget
 from budgets.services import BudgetError, do_archive_budget, do_create_budget
-from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Held, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -60,7 +60,7 @@ def test_a_creation_of_the_same_name_waits_and_is_refused_as_a_duplicate(org_tre
     second = _create("twin", "nlp", org_tree, refused)
     try:
         # It waits on the live-name unique index for the first one's outcome.
-        assert _until(lambda: _waits_on_a_lock(second.backend_pid) or second.ended.is_set())
+        assert until(lambda: waits_on_a_lock(second.backend_pid) or second.ended.is_set())
         assert not second.done.is_set(), "the second creation did not wait for the first one's insert"
     finally:
         first.release()
@@ -76,7 +76,7 @@ def test_a_creation_waits_for_an_archive_of_its_parent_and_is_refused(org_tree) 
     refused: list[str] = []
     creation = _create("late", "nlp/olmo", org_tree, refused)
     try:
-        assert _until(lambda: _waits_on_a_lock(creation.backend_pid) or creation.ended.is_set())
+        assert until(lambda: waits_on_a_lock(creation.backend_pid) or creation.ended.is_set())
         assert not creation.done.is_set(), "the creation did not wait for the archive in flight"
     finally:
         archive.release()
@@ -92,7 +92,7 @@ def test_an_archive_waits_for_a_creation_in_flight_and_archives_the_new_child(or
     assert creation.done.wait(BOUND_S), creation.error
     archive = Held(lambda: do_archive_budget(Budget.objects.get(pk=org_tree["nlp"].pk)))
     try:
-        assert _until(lambda: _waits_on_a_lock(archive.backend_pid) or archive.ended.is_set())
+        assert until(lambda: waits_on_a_lock(archive.backend_pid) or archive.ended.is_set())
         assert not archive.done.is_set(), "the archive did not wait for the creation in flight"
     finally:
         creation.release()
@@ -124,7 +124,7 @@ def test_a_second_root_created_concurrently_waits_and_is_refused(second_name) ->
     assert first.done.wait(BOUND_S), first.error
     second = root(second_name)
     try:
-        assert _until(lambda: _waits_on_a_lock(second.backend_pid) or second.ended.is_set())
+        assert until(lambda: waits_on_a_lock(second.backend_pid) or second.ended.is_set())
         assert not second.done.is_set(), "the second root's creation did not wait for the first one's insert"
     finally:
         first.release()

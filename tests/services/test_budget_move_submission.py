@@ -80,8 +80,7 @@ def test_a_submission_waits_for_a_move_in_flight_and_is_refused(admin, org_tree,
     takes its locks: the submission waits for it, then sees the budget's new place and refuses a
     member of the old parent. Before, it waited for the leaf's row and then admitted the workload by
     the ancestors it had read before the move."""
-    from tests.breaker.test_break32_pg import Waiting
-    from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
+    from tests.pg_locks import BOUND_S, Held, Waiting, until, waits_on_a_lock
 
     owner, moved, new_parent = _setup(org_tree, admin, case)
     tree = load_tree()
@@ -89,8 +88,8 @@ def test_a_submission_waits_for_a_move_in_flight_and_is_refused(admin, org_tree,
     assert move.done.wait(BOUND_S), move.error
     submission = Waiting(lambda: do_submit_workload(owner, tree=tree, **submit_kwargs(gpu_count=1)))
     try:
-        waiting = lambda: submission.pid is not None and _waits_on_a_lock(submission.pid)  # noqa: E731
-        assert _until(lambda: waiting() or submission.ended.is_set())
+        waiting = lambda: submission.pid is not None and waits_on_a_lock(submission.pid)  # noqa: E731
+        assert until(lambda: waiting() or submission.ended.is_set())
         assert not submission.ended.is_set(), f"it did not wait for the move in flight: {submission.error!r}"
     finally:
         move.release()

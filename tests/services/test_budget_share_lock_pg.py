@@ -9,82 +9,20 @@ blocked while the first transaction was open).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection
 
 from budgets.models import Budget
 from budgets.services import do_archive_budget
-from scheduler import notify
 from scheduler.models import Workload
 from scheduler.services import SubmissionError, do_submit_workload
+from tests.pg_locks import BOUND_S, Held, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
-
-BOUND_S = 20.0
-"""A bound on waits that end at once when the code is right (never reached then)."""
-
-
-@pytest.fixture(autouse=True)
-def _no_side_effects(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notify, "request_tick_on_commit", lambda cluster_id: None)
-    monkeypatch.setattr(notify, "push_hosts_on_commit", lambda host_ids: None)
-
-
-class Held:
-    """``job`` run in a thread of its own (own connection) inside a transaction that stays open
-    until :meth:`release`; ``done`` is set once ``job`` returned (its locks still held)."""
-
-    def __init__(self, job: Callable[[], Any]) -> None:
-        self.job = job
-        self.done = threading.Event()
-        self.released = threading.Event()
-        self.ended = threading.Event()
-        self.error: BaseException | None = None
-        self.backend_pid: int | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                self.backend_pid = int(cursor.fetchone()[0])
-            with transaction.atomic():
-                self.job()
-                self.done.set()
-                self.released.wait(BOUND_S)
-        except BaseException as exc:  # noqa: BLE001 -- reported by the test
-            self.error = exc
-        finally:
-            connections.close_all()
-            self.ended.set()
-
-    def release(self) -> None:
-        self.released.set()
-        self.thread.join(BOUND_S)
-
-
-def _waits_on_a_lock(pid: int | None) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
-        row = cursor.fetchone()
-    return row is not None and row[0] == "Lock"
-
-
-def _until(predicate: Callable[[], bool]) -> bool:
-    done = threading.Event()
-    for _ in range(int(BOUND_S / 0.05)):
-        if predicate():
-            return True
-        done.wait(0.05)
-    return False
 
 
 def test_two_submissions_into_one_budget_do_not_wait_for_each_other(researcher, teammate, submit_kwargs) -> None:
@@ -111,7 +49,7 @@ def test_an_archive_waits_for_a_submission_in_flight(researcher, submit_kwargs, 
     archive = Held(lambda: do_archive_budget(Budget.objects.get(pk=org_tree["nlp"].pk)))
     try:
         # The archive of an ancestor (its subtree, olmo included) waits for the submission's lock.
-        assert _until(lambda: _waits_on_a_lock(archive.backend_pid) or archive.ended.is_set())
+        assert until(lambda: waits_on_a_lock(archive.backend_pid) or archive.ended.is_set())
         assert not archive.done.is_set(), "the archive did not wait for the submission in flight"
     finally:
         submission.release()
@@ -136,7 +74,7 @@ def test_a_submission_waits_for_an_archive_in_flight_and_is_refused(researcher, 
 
     submission = Held(submit)
     try:
-        assert _until(lambda: _waits_on_a_lock(submission.backend_pid) or submission.ended.is_set())
+        assert until(lambda: waits_on_a_lock(submission.backend_pid) or submission.ended.is_set())
         assert not submission.done.is_set(), "the submission did not wait for the archive in flight"
     finally:
         archive.release()

@@ -12,30 +12,17 @@ from scheduler import bulk
 from scheduler.bulk import BulkError, do_bulk_action
 from scheduler.models import ArrayGroup, Workload, WorkloadEvent
 from scheduler.services import do_hold_workload, do_submit_workload
-
-
-@pytest.fixture
-def mine(researcher, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(researcher, **submit_kwargs(name=f"r{i}")) for i in range(3)]
-
-
-@pytest.fixture
-def theirs(teammate, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(teammate, **submit_kwargs(name=f"t{i}")) for i in range(2)]
-
-
-def _states() -> dict[int, tuple[str, str]]:
-    return {w.pk: (w.state, w.hold) for w in Workload.objects.all()}
+from tests.bulk_setup import states
 
 
 def test_the_owner_cancels_their_pending_work_and_another_users_is_never_touched(researcher, mine, theirs):
-    before = _states()
+    before = states()
     outcome = do_bulk_action(researcher, "cancel", Workload.objects.filter(state="pending"))
     assert outcome.matched == 5
     assert outcome.changed == [w.pk for w in mine]
     assert outcome.skipped == [(w.pk, "forbidden") for w in theirs]
     assert "owner" in outcome.reasons["forbidden"]
-    after = _states()
+    after = states()
     assert {after[w.pk][0] for w in mine} == {"canceled"}
     assert all(after[w.pk] == before[w.pk] for w in theirs)
     assert not WorkloadEvent.objects.filter(workload__in=theirs).exclude(kind="submitted").exists()
@@ -43,11 +30,11 @@ def test_the_owner_cancels_their_pending_work_and_another_users_is_never_touched
 
 
 def test_a_dry_run_changes_nothing_and_names_what_the_run_changes(researcher, mine, theirs):
-    before = _states()
+    before = states()
     events = WorkloadEvent.objects.count()
     preview = do_bulk_action(researcher, "hold", Workload.objects.all(), dry_run=True)
     assert (preview.dry_run, preview.matched) == (True, 5)
-    assert _states() == before and WorkloadEvent.objects.count() == events
+    assert states() == before and WorkloadEvent.objects.count() == events
     done = do_bulk_action(researcher, "hold", Workload.objects.all())
     assert done.changed == preview.changed == [w.pk for w in mine]
     assert done.skipped == preview.skipped

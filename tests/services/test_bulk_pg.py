@@ -15,11 +15,12 @@ from scheduler.bulk import do_bulk_action
 from scheduler.models import Attempt, Workload, WorkloadEvent
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
-from tests.services.test_lock_order_pg import _no_side_effects, _race, _running  # noqa: F401 -- the fixture too
+from tests.services.test_lock_order_pg import _race, _running
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 

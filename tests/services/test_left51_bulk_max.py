@@ -10,13 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from scheduler import bulk
 from scheduler.bulk import BulkError, do_bulk_action
 from scheduler.models import Workload
-from scheduler.services import do_submit_workload
 from tests.breaker.test_break26 import load_settings
-
-
-@pytest.fixture
-def mine(researcher, submit_kwargs) -> list[Workload]:
-    return [do_submit_workload(researcher, **submit_kwargs(name=f"w{i}")) for i in range(3)]
 
 
 def test_the_default_and_a_value_from_the_environment(monkeypatch):

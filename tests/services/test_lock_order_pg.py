@@ -16,7 +16,7 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from scheduler import lifecycle, notify
+from scheduler import lifecycle
 from scheduler.lifecycle import charged_seconds
 from scheduler.models import Attempt, AttemptGPU, Workload
 from scheduler.services import CancelError, do_cancel_workload, do_set_host_state, do_submit_workload
@@ -25,15 +25,10 @@ from scheduler.tick import run_tick
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 N = 16
-
-
-@pytest.fixture(autouse=True)
-def _no_side_effects(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notify, "request_tick_on_commit", lambda cluster_id: None)
-    monkeypatch.setattr(notify, "push_hosts_on_commit", lambda host_ids: None)
 
 
 def _running(researcher, submit_kwargs, hosts, n: int) -> list[Attempt]:

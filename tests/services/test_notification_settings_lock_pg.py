@@ -17,7 +17,7 @@ import pytest
 from django.db import connection, connections
 
 from scheduler.models import NotificationSettings
-from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Held, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -59,7 +59,7 @@ def test_a_put_in_flight_is_waited_for_before_the_webhook_rule_is_checked(resear
     second = threading.Thread(target=second_job, daemon=True)
     second.start()
     try:
-        assert _until(lambda: bool(second_pid) and (_waits_on_a_lock(second_pid[0]) or not second.is_alive()))
+        assert until(lambda: bool(second_pid) and (waits_on_a_lock(second_pid[0]) or not second.is_alive()))
     finally:
         first.release()
     second.join(BOUND_S)

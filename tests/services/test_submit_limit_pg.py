@@ -13,18 +13,12 @@ from django.db import connection
 
 from scheduler.models import Workload
 from scheduler.services import SUBMIT_LIMIT_CODE, SubmissionError, do_submit_workload
-from tests.services.test_budget_share_lock_pg import (  # noqa: F401 -- _no_side_effects: the fixture
-    BOUND_S,
-    Held,
-    _no_side_effects,
-    _until,
-    _waits_on_a_lock,
-)
+from tests.pg_locks import BOUND_S, Held, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
-    pytest.mark.usefixtures("_no_side_effects"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 
@@ -46,7 +40,7 @@ def test_a_second_submission_waits_for_the_first_and_is_refused_at_the_limit(set
 
     second = Held(submit)
     try:
-        assert _until(lambda: _waits_on_a_lock(second.backend_pid) or second.ended.is_set())
+        assert until(lambda: waits_on_a_lock(second.backend_pid) or second.ended.is_set())
         assert not second.done.is_set(), "the second submission counted before the first committed"
     finally:
         first.release()

@@ -10,8 +10,7 @@ from django.db import connection
 
 from accounts.models import OidcIdentity, User
 from accounts.oidc import FairwayOIDCBackend
-from tests.breaker.test_break32_pg import Waiting
-from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Held, Waiting, until, waits_on_a_lock
 from tests.sso.provider import Provider
 
 pytestmark = [
@@ -40,7 +39,7 @@ def test_two_first_logins_at_once_make_one_account(sso, monkeypatch, org_tree, n
     assert first.done.wait(BOUND_S), first.error
     try:
         second = Waiting(lambda: _login(sso, monkeypatch, claims))
-        assert _until(lambda: (second.pid is not None and _waits_on_a_lock(second.pid)) or second.ended.is_set())
+        assert until(lambda: (second.pid is not None and waits_on_a_lock(second.pid)) or second.ended.is_set())
     finally:
         first.release()
     assert second.ended.wait(BOUND_S)
@@ -61,7 +60,7 @@ def test_two_people_of_one_user_name_logging_in_first_at_once_get_two_accounts(s
     assert first.done.wait(BOUND_S), first.error
     try:
         second = Waiting(lambda: _login(sso, monkeypatch, two))
-        assert _until(lambda: (second.pid is not None and _waits_on_a_lock(second.pid)) or second.ended.is_set())
+        assert until(lambda: (second.pid is not None and waits_on_a_lock(second.pid)) or second.ended.is_set())
     finally:
         first.release()
     assert second.ended.wait(BOUND_S)

@@ -12,12 +12,12 @@ from django.db import connection
 from scheduler import services, tick
 from scheduler.models import Attempt, Host, Workload
 from scheduler.services import HostError, do_submit_workload
-from tests.breaker.test_break32_pg import Waiting, _no_side_effects  # noqa: F401 -- its autouse fixture
-from tests.services.test_budget_share_lock_pg import BOUND_S, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Waiting, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the race needs PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 
@@ -35,7 +35,7 @@ def _tick_racing(
         name = decisions.starts[0].gpus[0][0]
         host = Host.objects.get(name=name)
         other = Waiting(lambda: change(host))
-        assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+        assert until(lambda: (other.pid is not None and waits_on_a_lock(other.pid)) or other.ended.is_set())
         seen.update(other=other, name=name, committed_first=other.ended.is_set() and other.error is None)
         return decisions
 

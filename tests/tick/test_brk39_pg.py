@@ -15,14 +15,14 @@ from budgets.models import Budget
 from scheduler import services
 from scheduler.models import Attempt, Workload
 from scheduler.services import SubmissionError, do_submit_workload
-from tests.breaker.test_break32_pg import Waiting, _no_side_effects  # noqa: F401 -- its autouse fixture
-from tests.services.test_budget_share_lock_pg import BOUND_S, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Waiting, until, waits_on_a_lock
 from tests.services.test_share_audit import _change_form, _client
 from tests.tick.test_brk38_pg import _tick_racing
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the race needs PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 
@@ -61,7 +61,7 @@ def test_a_submission_whose_membership_was_removed_meanwhile_is_refused(monkeypa
     def remove_then_lock(*args: Any, **kwargs: Any) -> Any:
         if "other" not in seen:
             other = Waiting(lambda: Membership.objects.filter(user=researcher).delete())
-            assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+            assert until(lambda: (other.pid is not None and waits_on_a_lock(other.pid)) or other.ended.is_set())
             seen["other"] = other
         return real(*args, **kwargs)
 

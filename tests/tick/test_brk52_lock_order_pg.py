@@ -8,23 +8,19 @@ the tick. The interleaving is made to happen for sure, as in test_workload_lock_
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
 from django.db import connection
 
 from scheduler import lifecycle, tick
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
-from tests.tick.test_workload_lock_order_pg import _in_thread, _no_side_effects, _ordered_locker, _wait_until_blocked
+from tests.pg_locks import with_an_ordered_locker_after
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
-
-__all__ = ["_no_side_effects"]  # its autouse fixture, used here too
 
 
 def test_a_tick_canceling_a_dependent_does_not_deadlock_with_an_ordered_locker(
@@ -36,26 +32,11 @@ def test_a_tick_canceling_a_dependent_does_not_deadlock_with_an_ordered_locker(
     failed = do_submit_workload(researcher, **submit_kwargs(name="failed", hold=True))
     hi = do_submit_workload(researcher, **submit_kwargs(name="dependent", after=[f"{failed.pk}:ok"]))
     Workload.objects.filter(pk=failed.pk).update(state=Workload.State.FAILED, hold="")
-    errors: list[BaseException] = []
-    threads: list[threading.Thread] = []
-    settle = lifecycle.settle_dependencies
-
-    def settle_then_wait(*args: Any, **kwargs: Any) -> Any:
-        canceled = settle(*args, **kwargs)
-        # ... when another transaction asks for both rows in id order right after the cancel
-        threads.append(_in_thread(lambda: _ordered_locker(lo.pk, hi.pk), errors))
-        assert _wait_until_blocked(), "the ordered locker never waited"
-        return canceled
-
-    monkeypatch.setattr(lifecycle, "settle_dependencies", settle_then_wait)
-
-    # When the tick goes on to write the held one's reason
-    try:
-        tick.run_tick(cluster.pk)
-    except BaseException as exc:  # noqa: BLE001
-        errors.append(exc)
-    for t in threads:
-        t.join(30)
+    # When the tick, right after its cancel, meets another transaction asking for both rows in id
+    # order, and goes on to write the held one's reason
+    _result, errors = with_an_ordered_locker_after(
+        monkeypatch, lifecycle, "settle_dependencies", lo.pk, hi.pk, lambda: tick.run_tick(cluster.pk)
+    )
 
     # Then neither side was chosen as a deadlock victim, and the tick did its work
     assert errors == []

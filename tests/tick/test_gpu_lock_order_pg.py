@@ -28,14 +28,13 @@ from django.utils import timezone
 from scheduler import lifecycle, tick
 from scheduler.models import GPU, Host
 from scheduler.services import do_cancel_workload, do_submit_workload
-from tests.tick.test_workload_lock_order_pg import _in_thread, _no_side_effects, _wait_until_blocked
+from tests.pg_locks import in_thread, wait_until_blocked
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
-
-__all__ = ["_no_side_effects"]  # its autouse fixture, used here too
 
 
 def _two_gpus_heap_reversed(host: Host) -> tuple[GPU, GPU]:
@@ -58,7 +57,7 @@ def _ordered_writer(
             go_on.wait(10)
             list(GPU.objects.select_for_update(no_key=True).filter(pk=hi).order_by().values_list("pk"))
 
-    return _in_thread(job, errors)
+    return in_thread(job, errors)
 
 
 def _race(lo: GPU, hi: GPU, write: Any) -> list[BaseException]:
@@ -66,8 +65,8 @@ def _race(lo: GPU, hi: GPU, write: Any) -> list[BaseException]:
     holding, go_on = threading.Event(), threading.Event()
     holder = _ordered_writer(lo.pk, hi.pk, errors, holding, go_on)
     assert holding.wait(10)
-    writer = _in_thread(write, errors)
-    assert _wait_until_blocked(), "the writer never waited"
+    writer = in_thread(write, errors)
+    assert wait_until_blocked(), "the writer never waited"
     go_on.set()
     holder.join(30)
     writer.join(30)
@@ -171,10 +170,10 @@ def test_the_ticks_nominations_and_the_heartbeat_flush_do_not_deadlock(hosts, re
             tick._apply_nominations({lo.pk: w.pk}, set(), index, set())  # type: ignore[arg-type]
 
     # When the flush writes both samples after the tick's first GPU statement, before its second
-    ticker = _in_thread(nominate, errors)
+    ticker = in_thread(nominate, errors)
     assert holding.wait(10)
-    flusher = _in_thread(lambda: lifecycle.record_heartbeats([report]), errors)
-    assert _wait_until_blocked(), "the flush never waited"
+    flusher = in_thread(lambda: lifecycle.record_heartbeats([report]), errors)
+    assert wait_until_blocked(), "the flush never waited"
     go_on.set()
     ticker.join(30)
     flusher.join(30)

@@ -10,12 +10,12 @@ from django.db import connection
 
 from scheduler.models import Attempt
 from scheduler.services import do_hold_workload, do_submit_workload
-from tests.breaker.test_break32_pg import _no_side_effects  # noqa: F401 -- its autouse fixture
 from tests.tick.test_brk38_pg import _tick_racing
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the race needs PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 

@@ -16,12 +16,12 @@ from scheduler import lifecycle, services
 from scheduler.models import Attempt, Workload, WorkloadEvent
 from scheduler.services import UpdateError, do_submit_workload, do_update_workload
 from scheduler.tick import run_tick
-from tests.breaker.test_break32_pg import Waiting, _no_side_effects  # noqa: F401 -- its autouse fixture
-from tests.services.test_budget_share_lock_pg import BOUND_S, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Waiting, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the race needs PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 HOUR = 3600
@@ -65,7 +65,7 @@ def test_a_raise_holding_the_row_is_read_by_the_stop_waiting_behind_it(
     try:
         assert inside.wait(BOUND_S), update.error
         stop = Waiting(lambda: _stop_timed_out(w.cluster_id))
-        assert _until(lambda: (stop.pid is not None and _waits_on_a_lock(stop.pid)) or stop.ended.is_set())
+        assert until(lambda: (stop.pid is not None and waits_on_a_lock(stop.pid)) or stop.ended.is_set())
     finally:
         gate.set()
     assert update.ended.wait(BOUND_S) and stop.ended.wait(BOUND_S)
@@ -89,7 +89,7 @@ def test_an_update_waiting_behind_the_stop_is_refused_not_pending(monkeypatch, r
     try:
         assert issued.wait(BOUND_S), stop.error
         update = Waiting(lambda: do_update_workload(admin, Workload.objects.get(pk=w.pk), {"max_runtime_s": 3 * HOUR}))
-        assert _until(lambda: (update.pid is not None and _waits_on_a_lock(update.pid)) or update.ended.is_set())
+        assert until(lambda: (update.pid is not None and waits_on_a_lock(update.pid)) or update.ended.is_set())
     finally:
         gate.set()
     assert stop.ended.wait(BOUND_S) and update.ended.wait(BOUND_S)

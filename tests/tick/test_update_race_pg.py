@@ -13,12 +13,12 @@ from django.db import connection
 from scheduler import tick
 from scheduler.models import Attempt, AttemptGPU, Workload
 from scheduler.services import UpdateError, do_submit_workload, do_update_workload
-from tests.breaker.test_break32_pg import Waiting, _no_side_effects  # noqa: F401 -- its autouse fixture
-from tests.services.test_budget_share_lock_pg import BOUND_S, _until, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Waiting, until, waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the race needs PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 
@@ -32,7 +32,7 @@ def _tick_racing(monkeypatch: pytest.MonkeyPatch, workload: Workload, changes: d
         decisions = real(snapshot)
         assert [s.workload for s in decisions.starts] == [str(workload.pk)]
         other = Waiting(lambda: do_update_workload(workload.owner, Workload.objects.get(pk=workload.pk), changes))
-        assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+        assert until(lambda: (other.pid is not None and waits_on_a_lock(other.pid)) or other.ended.is_set())
         seen["other"] = other
         return decisions
 
@@ -83,7 +83,7 @@ def test_an_update_waiting_for_the_tick_is_refused_not_pending(monkeypatch, host
     def lock_then_update(decisions: Any, index: Any, reasons: Any = ()) -> Any:
         gone = real_lock(decisions, index, reasons)
         other = Waiting(lambda: do_update_workload(researcher, Workload.objects.get(pk=workload.pk), {"gpu_count": 8}))
-        assert _until(lambda: (other.pid is not None and _waits_on_a_lock(other.pid)) or other.ended.is_set())
+        assert until(lambda: (other.pid is not None and waits_on_a_lock(other.pid)) or other.ended.is_set())
         seen["other"] = other
         return gone
 

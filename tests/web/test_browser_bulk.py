@@ -10,6 +10,7 @@ from django.test import Client
 from scheduler.models import Workload
 from scheduler.services import do_submit_workload
 from tests.browser import log_in
+from tests.bulk_setup import states
 
 
 @pytest.fixture
@@ -20,10 +21,6 @@ def mine(researcher, submit_kwargs) -> list[Workload]:
 @pytest.fixture
 def theirs(teammate, submit_kwargs) -> Workload:
     return do_submit_workload(teammate, **submit_kwargs(name="t0"))
-
-
-def _states() -> dict[int, tuple[str, str]]:
-    return {w.pk: (w.state, w.hold) for w in Workload.objects.all()}
 
 
 @pytest.fixture
@@ -44,14 +41,14 @@ def test_the_list_offers_the_actions_only_with_a_filter(client_of, researcher, m
 
 
 def test_the_preview_changes_nothing_and_names_the_skips(client_of, researcher, mine, theirs):
-    before = _states()
+    before = states()
     response = client_of(researcher).get("/workloads/bulk/?action=cancel&state=pending")
     assert response.status_code == 200
     page = response.content.decode()
     assert "3 workloads match: <strong>2 to cancel</strong>" in page
     assert "1 left as they are (forbidden: Only the owner" in page and f"#{theirs.pk}" in page
     assert f'name="ids" value="{mine[0].pk},{mine[1].pk}"' in page
-    assert _states() == before
+    assert states() == before
 
 
 @pytest.mark.parametrize(
@@ -65,11 +62,11 @@ def test_the_preview_changes_nothing_and_names_the_skips(client_of, researcher, 
     ],
 )
 def test_a_bad_query_is_named_and_nothing_changes(client_of, researcher, mine, query):
-    before = _states()
+    before = states()
     response = client_of(researcher).post(f"/workloads/bulk/{query}", {"ids": ",".join(str(w.pk) for w in mine)})
     assert response.status_code == 400
     assert 'id="bulk-errors"' in response.content.decode()
-    assert _states() == before
+    assert states() == before
 
 
 def test_the_post_acts_only_on_the_ids_previewed(client_of, researcher, mine, submit_kwargs):

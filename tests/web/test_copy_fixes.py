@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 
-import pytest
 from django.conf import settings
-from django.test import Client
 
 from scheduler import lifecycle
 from scheduler.models import Attempt, Workload, WorkloadEvent
@@ -18,26 +16,11 @@ from tests.web.test_pages import _form
 from web.templatetags.fairway import gpu_time_text, shell_join
 
 
-@pytest.fixture
-def browser(researcher, cluster) -> Client:
-    c = Client()
-    c.force_login(researcher)
-    return c
-
-
-def _running(researcher, cluster, submit_kwargs, **overrides):
-    w = do_submit_workload(researcher, **submit_kwargs(**overrides))
-    run_tick(cluster.pk)
-    attempt = Attempt.objects.select_related("host").get(workload=w)
-    lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w, attempt
-
-
-def test_cancelling_unallocated_work_never_says_charged(browser, researcher, cluster, submit_kwargs, monkeypatch):
-    w, _ = _running(researcher, cluster, submit_kwargs, min_runtime_s=0)
+def test_cancelling_unallocated_work_never_says_charged(start_running, browser, researcher, monkeypatch):
+    w, _ = start_running(min_runtime_s=0)
     page = browser.post(f"/workloads/{w.pk}/cancel/", follow=True).content.decode()
     assert "never charged" in page and "it is charged" not in page
-    w2, _ = _running(researcher, cluster, submit_kwargs, min_runtime_s=0, gpu_count=1)
+    w2, _ = start_running(min_runtime_s=0, gpu_count=1)
     out = run_cli(monkeypatch, researcher, "cancel", str(w2.pk))
     assert "never charged" in out and "charged until" not in out
 
@@ -49,9 +32,9 @@ def test_charged_gpu_time_says_gpu_minutes_or_hours():
     assert gpu_time_text(0) == "0 GPU-h"
 
 
-def test_events_name_attempt_numbers_and_the_preempting_workload(researcher, cluster, submit_kwargs):
+def test_events_name_attempt_numbers_and_the_preempting_workload(start_running, researcher, cluster, submit_kwargs):
     # Given unallocated work on every A100, allocated work preempts one of them.
-    free = [_running(researcher, cluster, submit_kwargs, min_runtime_s=0, gpu_count=8)[0] for _ in range(2)]
+    free = [start_running(min_runtime_s=0, gpu_count=8)[0] for _ in range(2)]
     taker = do_submit_workload(researcher, **submit_kwargs(gpu_count=8))
     run_tick(cluster.pk)
     stop = WorkloadEvent.objects.get(workload__in=free, kind="preempted")
@@ -59,10 +42,8 @@ def test_events_name_attempt_numbers_and_the_preempting_workload(researcher, clu
     assert stop.data["attempt_number"] == 1
 
 
-def test_cancel_of_running_work_answers_the_stop_and_the_state_to_expect(
-    researcher, cluster, submit_kwargs, researcher_client
-):
-    w, _ = _running(researcher, cluster, submit_kwargs)
+def test_cancel_of_running_work_answers_the_stop_and_the_state_to_expect(start_running, researcher_client):
+    w, _ = start_running()
     response = researcher_client.post(f"/api/v1/workloads/{w.pk}/cancel/")
     assert response.status_code == 202
     body = response.json()

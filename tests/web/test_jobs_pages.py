@@ -11,13 +11,6 @@ from tests.conftest import PASSWORD
 from tests.web.test_pages import _form
 
 
-@pytest.fixture
-def browser(researcher, cluster) -> Client:
-    client = Client()
-    assert client.login(username="researcher", password=PASSWORD)
-    return client
-
-
 def test_an_array_submitted_from_the_form_shows_its_options_and_cancels_as_a_group(browser, cluster):
     Mount.objects.create(cluster=cluster, name="datasets", host_path="/data", container_path="/datasets")
     response = browser.post(

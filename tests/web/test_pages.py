@@ -14,20 +14,6 @@ from scheduler.tick import run_tick
 from tests.conftest import PASSWORD
 
 
-@pytest.fixture
-def browser(researcher, cluster) -> Client:
-    client = Client()
-    assert client.login(username="researcher", password=PASSWORD)
-    return client
-
-
-@pytest.fixture
-def admin_browser(admin, cluster) -> Client:
-    client = Client()
-    client.force_login(admin)
-    return client
-
-
 def _form(**overrides):
     data = {
         "name": "pretrain",

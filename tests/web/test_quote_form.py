@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 from scheduler.models import Workload, WorkloadEvent
-from tests.web.test_pages import _form, browser  # noqa: F401 -- fixture
+from tests.web.test_pages import _form
 
 
-def test_quote_first_shows_the_quote_and_submits_nothing(browser):  # noqa: F811
+def test_quote_first_shows_the_quote_and_submits_nothing(browser):
     response = browser.post("/submit/", {**_form(min_runtime="1h"), "quote": "1"})
 
     assert response.status_code == 200
@@ -21,7 +21,7 @@ def test_quote_first_shows_the_quote_and_submits_nothing(browser):  # noqa: F811
     assert Workload.objects.count() == 0 and WorkloadEvent.objects.count() == 0
 
 
-def test_quote_first_shows_the_submissions_errors(browser):  # noqa: F811
+def test_quote_first_shows_the_submissions_errors(browser):
     response = browser.post("/submit/", {**_form(min_runtime="48h"), "quote": "1"})
     assert response.status_code == 400
     assert "at most" in response.content.decode()
@@ -29,7 +29,7 @@ def test_quote_first_shows_the_submissions_errors(browser):  # noqa: F811
     assert Workload.objects.count() == 0
 
 
-def test_the_quote_prints_each_ratio_after_as_the_api_and_the_cli_write_it(browser, researcher, monkeypatch):  # noqa: F811
+def test_the_quote_prints_each_ratio_after_as_the_api_and_the_cli_write_it(browser, researcher, monkeypatch):
     # The form and the CLI printed the same quote with 4 decimals and 4 significant digits
     # ("0.0538×" beside "0.05379×"). Both now print the API's ratio_after_text.
     import json

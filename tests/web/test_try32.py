@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-from django.test import Client
-
 from scheduler import lifecycle
 from scheduler.models import Attempt, Workload
 from scheduler.reports import explain_pending
@@ -13,37 +10,22 @@ from scheduler.tick import run_tick
 from tests.cli.inprocess import run_cli
 
 
-@pytest.fixture
-def browser(researcher, cluster) -> Client:
-    c = Client()
-    c.force_login(researcher)
-    return c
-
-
-def _running(researcher, cluster, submit_kwargs, **overrides) -> Workload:
-    w = do_submit_workload(researcher, **submit_kwargs(**overrides))
-    run_tick(cluster.pk)
-    for attempt in Attempt.objects.select_related("host").filter(workload=w):
-        lifecycle.attempt_started(attempt.host, attempt.pk)
-    return w
-
-
 def test_the_workload_page_says_allocated_work_is_charged_for_every_second_not_only_its_minimum_runtime(
-    browser, researcher, cluster, submit_kwargs
+    start_running, browser
 ):
     # The page said "protected and charged for 30m after each start": charged only for the minimum
     # runtime. It is charged for every second it holds GPUs (DESIGN.md §1), protected for M.
-    w = _running(researcher, cluster, submit_kwargs, min_runtime_s=1800)
+    w = start_running(min_runtime_s=1800)[0]
     page = browser.get(f"/workloads/{w.pk}/").content.decode()
     assert "charged for 30m" not in page
     assert "protected for 30m after each start; charged for every second it holds GPUs" in page
 
 
 def test_unallocated_work_short_of_gpus_does_not_say_none_are_free_when_some_are(
-    researcher, cluster, submit_kwargs, monkeypatch
+    start_running, researcher, cluster, submit_kwargs, monkeypatch
 ):
     # Given 4 of 16 A100 busy, an unallocated 16-GPU gang cannot start: 12 are free
-    _running(researcher, cluster, submit_kwargs, gpu_count=4)
+    start_running(gpu_count=4)
     gang = do_submit_workload(researcher, **submit_kwargs(gpu_count=16, min_runtime_s=0))
     run_tick(cluster.pk)
     gang.refresh_from_db()
@@ -58,19 +40,19 @@ def test_unallocated_work_short_of_gpus_does_not_say_none_are_free_when_some_are
     assert "not enough are free now for its 16 × A100" in run_cli(monkeypatch, researcher, "show", str(gang.pk))
 
 
-def test_the_metrics_page_counts_one_hour_in_the_singular(browser, researcher, cluster, submit_kwargs):
+def test_the_metrics_page_counts_one_hour_in_the_singular(start_running, browser):
     # The chart's legend read "1 hours" in a lab's first hour.
-    _running(researcher, cluster, submit_kwargs)
+    start_running()
     page = browser.get("/metrics/").content.decode()
     assert "1 hours" not in page and "1 hour</span>" in page
 
 
 def test_work_that_ran_under_a_second_has_an_elapsed_time_not_the_never_started_dash(
-    browser, researcher, cluster, submit_kwargs, monkeypatch
+    start_running, browser, researcher, monkeypatch
 ):
     # A `sleep 1` reported late on a busy server: started and ended at the same recorded instant.
     # `ls`, `show` and the web list wrote "-" (never started) beside its start time.
-    w = _running(researcher, cluster, submit_kwargs, min_runtime_s=0, gpu_count=1)
+    w = start_running(min_runtime_s=0, gpu_count=1)[0]
     attempt = Attempt.objects.select_related("host").get(workload=w)
     lifecycle.attempt_exited(attempt.host, attempt.pk, 0, age_s=5.0)
     w.refresh_from_db()
@@ -95,7 +77,7 @@ def test_a_gpu_count_past_the_column_is_refused_as_too_many_not_as_below_one(res
     ] == ["gpu_count is an integer >= 1."]
 
 
-def test_a_running_attempt_on_a_silent_host_says_so_on_its_page(browser, researcher, cluster, submit_kwargs):
+def test_a_running_attempt_on_a_silent_host_says_so_on_its_page(start_running, browser):
     # The page said "running" with its charge growing while its host was offline; if the agent
     # stays silent the attempt ends lost, charged up to the last heartbeat (DESIGN.md §4).
     from datetime import timedelta
@@ -104,7 +86,7 @@ def test_a_running_attempt_on_a_silent_host_says_so_on_its_page(browser, researc
 
     from scheduler.models import Host
 
-    w = _running(researcher, cluster, submit_kwargs)
+    w = start_running()[0]
     attempt = Attempt.objects.select_related("host").get(workload=w)
     heard = timezone.now() - timedelta(seconds=40)
     Host.objects.filter(pk=attempt.host_id).update(state=Host.State.OFFLINE, last_heartbeat=heard)

@@ -5,20 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from django.test import Client
 
 from scheduler.models import Host
 from scheduler.services import do_remove_host, do_set_host_state
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
-
-
-@pytest.fixture
-def admin_browser(admin, cluster) -> Client:
-    client = Client()
-    client.force_login(admin)
-    return client
 
 
 def test_the_cluster_page_shows_no_template_comment(admin_browser, hosts):
