@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 from scheduler.models import Workload
-from tests.web.test_pages import _form, browser  # noqa: F401 -- fixture
+from tests.web.test_pages import _form
 
 
-def test_quote_first_needs_no_command_nor_minimum_runtime(browser):  # noqa: F811
+def test_quote_first_needs_no_command_nor_minimum_runtime(browser):
     response = browser.post("/submit/", {**_form(command="", min_runtime=""), "quote": "1"})
 
     page = response.content.decode()
@@ -21,14 +21,14 @@ def test_quote_first_needs_no_command_nor_minimum_runtime(browser):  # noqa: F81
     assert Workload.objects.count() == 0
 
 
-def test_submitting_still_needs_both(browser):  # noqa: F811
+def test_submitting_still_needs_both(browser):
     response = browser.post("/submit/", _form(command="", min_runtime=""))
     assert response.status_code == 400
     assert response.content.decode().count("This field is required.") == 2
     assert Workload.objects.count() == 0
 
 
-def test_a_quotes_bad_command_is_still_refused(browser):  # noqa: F811
+def test_a_quotes_bad_command_is_still_refused(browser):
     response = browser.post("/submit/", {**_form(command="python 'unclosed", min_runtime=""), "quote": "1"})
     assert response.status_code == 400
     assert "Cannot split the command" in response.content.decode()
