@@ -42,6 +42,7 @@ from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, 
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
+    hold_unchanged_text,
     nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
@@ -1236,7 +1237,19 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
     done: dict[str, Any] = {**preview, "dry_run": False, "ids": [], "stopping": [], "skips": [], "reasons": {}}
     for start in range(0, n, BULK_CHUNK):
         chunk = preview["ids"][start : start + BULK_CHUNK]
-        answer = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "ids": chunk})
+        try:
+            answer = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "ids": chunk})
+        except CliError as exc:
+            if not start:
+                raise
+            # brk55: the error alone said nothing of the chunks before it, already done
+            raise CliError(
+                exc.exit_code,
+                f"{BULK_PAST[verb]} {_workloads(len(done['ids']))} of {n} before: {exc.message}; run the "
+                "command again for the rest (--dry-run lists them)",
+                exc.code,
+                exc.retry_after,
+            ) from None
         for key in ("ids", "stopping", "skips"):
             done[key] += answer[key]
         done["reasons"].update(answer["reasons"])
@@ -1413,17 +1426,6 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))
     return EXIT_OK
-
-
-def hold_unchanged_text(w: dict[str, Any], me: str) -> str:
-    """What ``fairway hold`` says of a workload its hold changed nothing of, held already by an
-    admin (left51), by another (a user hold) or by the requester (left53)."""
-    if w.get("held_by") == me:
-        return "already held by you: nothing changed"
-    if w["hold"] == "admin":
-        by = f" ({w['held_by']})" if w.get("held_by") else ""
-        return f"already held by an admin{by}: nothing changed; only an admin may release it"
-    return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
 
 
 def verb_past(verb: str) -> str:
@@ -1664,6 +1666,8 @@ def wait_for(
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
             if _busy(exc):
                 raise TryLater(_busy_words(exc), exc.retry_after) from None
+            if submitted:  # with --json nothing named it before (brk55), as the first read's errors do
+                raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             raise
 
     try:
@@ -1678,8 +1682,10 @@ def wait_for(
             timeout=None if deadline is None else max(deadline - waiting.time.monotonic(), 0.0),
         )
     except KeyboardInterrupt:
+        # submit --json --wait printed no id before the wait's document (brk55): name what it submitted
+        going = f"{submitted} was submitted and goes on" if submitted else "the workloads go on"
         raise CliError(
-            EXIT_INTERRUPTED, "interrupted: stopped waiting; the workloads go on (`fairway cancel ID` stops one)"
+            EXIT_INTERRUPTED, f"interrupted: stopped waiting; {going} (`fairway cancel ID` stops one)"
         ) from None
     return _waited(args, outcome, out)
 
@@ -1710,6 +1716,8 @@ def _read_submitted(
     while True:
         try:
             return read()
+        except KeyboardInterrupt:  # during the read itself (a server slow to answer), not only the pause
+            raise CliError(EXIT_INTERRUPTED, f"interrupted: stopped waiting; {submitted} was submitted") from None
         except CliError as exc:
             if not _busy(exc):
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None

@@ -136,3 +136,15 @@ def budget_hint_text(ref: object, live_paths: Iterable[str]) -> str:
 def unknown_budget_text(ref: str, live_paths: Iterable[str]) -> str:
     """The one sentence of an unknown budget: ``No budget 'olmo'.`` and :func:`budget_hint_text`."""
     return f"No budget {ref!r}.{budget_hint_text(ref, live_paths)}"
+
+
+def hold_unchanged_text(w: Mapping[str, Any], me: str) -> str:
+    """What a hold that changed nothing says of workload ``w`` (its API answer's ``hold``,
+    ``held_by``; ``me``: the requester's user name), held already by an admin (left51), by another
+    (a user hold) or by the requester (left53): ``fairway hold`` and the page's Hold (brk55)."""
+    if w.get("held_by") == me:
+        return "already held by you: nothing changed"
+    if w["hold"] == "admin":
+        by = f" ({w['held_by']})" if w.get("held_by") else ""
+        return f"already held by an admin{by}: nothing changed; only an admin may release it"
+    return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"

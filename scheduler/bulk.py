@@ -11,7 +11,7 @@ skipped and named with the refusal's code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +28,10 @@ from scheduler.services import (
     cancel_changes,
     cancel_refusal,
     cancel_workload,
-    do_hold_workload,
     do_release_workload,
     hold_changes,
     hold_refusal,
+    hold_workload,
 )
 
 
@@ -148,9 +148,10 @@ def _apply(actor: User, action: str, w: Workload) -> tuple[bool, bool]:
     if action == "cancel":
         done, changed = cancel_workload(actor, w)  # what the service changed, not what was read (left53)
         return changed, changed and done.state not in Workload.FINAL_STATES
-    service: Callable[[User, Workload], Workload] = do_release_workload if action == "release" else do_hold_workload
-    done = service(actor, w)
-    return done.hold != w.hold, False
+    if action == "release":
+        do_release_workload(actor, w)  # it changed the hold, or raised
+        return True, False
+    return hold_workload(actor, w)[1], False  # what it changed, not the hold as read (brk55)
 
 
 def do_bulk_action(

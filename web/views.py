@@ -51,7 +51,13 @@ from budgets.statement import may_read_statement
 from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
-from fairway_cli.words import RESUBMITTED_AS, RESUBMITTED_FROM, UNFUNDED_ATTEMPT, nothing_to_change_text
+from fairway_cli.words import (
+    RESUBMITTED_AS,
+    RESUBMITTED_FROM,
+    UNFUNDED_ATTEMPT,
+    hold_unchanged_text,
+    nothing_to_change_text,
+)
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
 from scheduler.api.filters import WorkloadFilter, one_value_each
@@ -86,12 +92,12 @@ from scheduler.services import (
     do_cancel_group,
     do_cancel_workload,
     do_hold_group,
-    do_hold_workload,
     do_release_workload,
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
     hold_changes,
+    hold_workload,
     host_action_problem,
     host_actions,
     limit_may_change,
@@ -838,10 +844,15 @@ def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     target = get_object_or_404(Workload, pk=pk)
     try:
         if verb == "hold":
-            done = do_hold_workload(request.user, target)
-            messages.success(
-                request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
-            )
+            done, changed = hold_workload(request.user, target)
+            if not changed:  # a page shown before another's hold (brk55): `fairway hold`'s words
+                held_by = done.held_by.username if done.held_by else None
+                said = hold_unchanged_text({"hold": done.hold, "held_by": held_by}, request.user.get_username())
+                messages.info(request, f"{target.name} (#{target.pk}) {said}.")
+            else:
+                messages.success(
+                    request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."
+                )
         else:
             do_release_workload(request.user, target)
             messages.success(request, f"Released {target.name} (#{target.pk}): back in its place in the queue.")

@@ -1,0 +1,287 @@
+"""brk55 (breaker): quotes without -M, holds (single, bulk, group, the page), the budget list's
+``archived`` filter, a bulk action's partial failure and ``submit --json --wait`` interrupted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from fairway_cli import cli as fairway_cli
+from fairway_cli import waiting
+from scheduler import services
+from scheduler.bulk import do_bulk_action
+from scheduler.models import Workload, WorkloadEvent
+from scheduler.services import do_hold_group, do_hold_workload, do_submit_workload
+from tests.cli.inprocess import run_cli
+
+HOUR = 3600
+
+
+# --- a quote without -M prices no minimum runtime its own wall-time limit refuses -------------
+
+
+def test_a_quote_prices_no_minimum_runtime_above_the_wall_time_limit(researcher_client, submission, cluster):
+    """left52's ladder (0, 30m, 2h, 8h, 24h) was priced whatever the request's wall-time limit:
+    ``fairway submit --quote -t 1h`` listed M = 2h, 8h and 24h lines charging 8, 32 and 96 GPU-h,
+    minimum runtimes a submission with that limit refuses (``max_runtime_below_min``): the ladder
+    stops at the limit, as at the site's longest minimum runtime."""
+    body = submission(max_runtime="1h")
+    del body["min_runtime"]
+    lines = researcher_client.post("/api/v1/workloads/quote/", body, format="json").json()["quotes"]
+    assert [q["min_runtime_s"] for q in lines] == [0, 1800]
+
+    lines = researcher_client.post("/api/v1/workloads/quote/", {**body, "min_runtime": "45m"}, format="json").json()[
+        "quotes"
+    ]
+    assert [(q["min_runtime_s"], q["yours"]) for q in lines] == [(0, False), (1800, False), (2700, True)]
+    refused = researcher_client.post("/api/v1/workloads/", {**body, "min_runtime": "2h"}, format="json")
+    assert refused.status_code == 400  # what the dropped lines would have priced
+
+
+# --- a hold that changed nothing is not counted (or said) as one that held --------------------
+
+
+def _admin_holds_first(monkeypatch: pytest.MonkeyPatch, admin: Any) -> None:
+    """Another request (an admin's hold) commits between a hold's read of a workload and its lock."""
+    lock = services._lock_pending
+    held: set[int] = set()
+
+    def admin_first(actor: Any, workload: Workload, *, release: bool = False) -> Workload:
+        if not release and workload.pk not in held:
+            held.add(workload.pk)
+            lock(admin, workload)
+            services.do_hold_workload(admin, workload)
+        return lock(actor, workload, release=release)
+
+    monkeypatch.setattr(services, "_lock_pending", admin_first)
+
+
+def test_a_bulk_hold_counts_no_workload_another_held_meanwhile(researcher, admin, submit_kwargs, monkeypatch):
+    """bulk50's hold counted a workload changed when its hold read differently from the row as the
+    bulk read it (``done.hold != w.hold``): an admin's hold committed in between made the owner's
+    bulk hold say "held 1 workload" though it changed nothing (the service's no-op). left53 fixed
+    the cancel alike; the hold now answers what its service changed."""
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    _admin_holds_first(monkeypatch, admin)
+
+    outcome = do_bulk_action(researcher, "hold", Workload.objects.filter(pk=w.pk))
+
+    assert (outcome.changed, outcome.skipped) == ([], [(w.pk, "unchanged")])
+    assert Workload.objects.get(pk=w.pk).hold == "admin"
+    assert WorkloadEvent.objects.filter(workload=w, kind="held", actor=researcher).count() == 0
+
+
+def test_a_group_hold_counts_no_member_another_held_meanwhile(researcher, admin, submit_kwargs, monkeypatch):
+    group = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, array="0-1")).group
+    _admin_holds_first(monkeypatch, admin)
+
+    assert do_hold_group(researcher, group) == []
+
+
+def test_the_hold_answer_says_unchanged_when_another_held_it_meanwhile(
+    researcher, researcher_client, admin, submit_kwargs, monkeypatch
+):
+    """``POST hold/``'s ``changed`` compared the version read before the lock with the one after:
+    another's hold in between read as this request's."""
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    _admin_holds_first(monkeypatch, admin)
+
+    answer = researcher_client.post(f"/api/v1/workloads/{w.pk}/hold/", {}, format="json").json()
+
+    assert (answer["hold"], answer["changed"]) == ("admin", False)
+
+
+def test_the_pages_hold_of_a_held_workload_says_what_fairway_hold_says(researcher, admin, submit_kwargs):
+    """A page shown before an admin's hold still offers "Hold"; its POST changed nothing but said
+    "Held pretrain (#1, admin hold): it does not start until released.", where ``fairway hold``
+    says "already held by an admin (admin): nothing changed; only an admin may release it"."""
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    do_hold_workload(admin, w)
+    client = Client()
+    client.force_login(researcher)
+
+    page = client.post(f"/workloads/{w.pk}/hold/", follow=True).content.decode()
+
+    assert "already held by an admin (admin): nothing changed; only an admin may release it" in page
+    assert "Held pretrain" not in page
+
+
+# --- the budget list's archived filter is true or false ---------------------------------------
+
+
+@pytest.mark.parametrize("value", ["False", "off", "nope", "f", " "])
+def test_the_budget_lists_archived_filter_refuses_what_it_does_not_read(researcher_client, org_tree, value):
+    """``GET budgets/?archived=false`` hides archived budgets; ``?archived=False`` (or ``off``, a
+    typo) listed them all without a word, as if asked for."""
+    from budgets.services import do_archive_budget
+
+    do_archive_budget(org_tree["nlp/tulu"])
+    response = researcher_client.get("/api/v1/budgets/", {"archived": value})
+
+    assert response.status_code == 400, response.json()
+    assert "archived" in response.json()
+
+
+@pytest.mark.parametrize("value, listed", [("false", False), ("0", False), ("no", False), ("true", True), ("1", True)])
+def test_the_budget_lists_archived_filter(researcher_client, org_tree, value, listed):
+    from budgets.services import do_archive_budget
+
+    do_archive_budget(org_tree["nlp/tulu"])
+    rows = researcher_client.get("/api/v1/budgets/", {"archived": value}).json()
+
+    assert any(row["id"] == org_tree["nlp/tulu"].pk for row in rows) is listed
+
+
+# --- a bulk action that fails part-way says what it did -----------------------------------------
+
+
+def test_a_bulk_cancel_failing_part_way_says_how_many_it_canceled(researcher, submit_kwargs, monkeypatch):
+    """``fairway cancel --mine --yes`` acts 200 ids a request: a chunk refused by a busy or failing
+    server ended the command with that error alone, saying nothing of the workloads the chunks
+    before had canceled."""
+    from rest_framework.test import APIClient
+
+    for i in range(3):
+        do_submit_workload(researcher, **submit_kwargs(name=f"w{i}", gpu_count=1))
+    monkeypatch.setattr(fairway_cli, "BULK_CHUNK", 1)
+    post = APIClient.post
+    confirmed: list[int] = []
+
+    class Busy:
+        status_code = 503
+
+        @staticmethod
+        def json() -> dict[str, str]:
+            return {"detail": "Service unavailable.", "code": "unavailable"}
+
+    def second_fails(self: APIClient, path: str, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if "bulk" in path and not (data or {}).get("dry_run"):
+            confirmed.append(1)
+            if len(confirmed) == 2:
+                return Busy()
+        return post(self, path, data, *args, **kwargs)
+
+    monkeypatch.setattr(APIClient, "post", second_fails)
+
+    err = run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes", expect=fairway_cli.EXIT_API)
+
+    assert Workload.objects.filter(state="canceled").count() == 1
+    assert "canceled 1 workload of 3 before" in err, err
+
+
+# --- submit --json --wait, interrupted, names what it submitted ---------------------------------
+
+
+class _Interrupt:
+    """``waiting``'s ``time``: the first pause is a Ctrl-C."""
+
+    @staticmethod
+    def monotonic() -> float:
+        return 1000.0
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+
+def _submit_wait(monkeypatch: pytest.MonkeyPatch, researcher: Any, *extra: str) -> Callable[[], str]:
+    monkeypatch.setattr(waiting, "time", _Interrupt)
+    return lambda: run_cli(
+        monkeypatch,
+        researcher,
+        "submit",
+        "-b",
+        "nlp/olmo",
+        "-c",
+        "default",
+        "-m",
+        "A100",
+        "-M",
+        "0",
+        "--wait",
+        *extra,
+        "--",
+        "true",
+        expect=fairway_cli.EXIT_INTERRUPTED,
+    )
+
+
+def test_submit_json_wait_interrupted_names_the_workload_it_submitted(researcher, cluster, monkeypatch):
+    """With ``--json`` nothing is printed before the wait's one document: a Ctrl-C (a CI job
+    cancelled) said "the workloads go on (`fairway cancel ID` stops one)", naming no id, so the
+    workload submitted could not be found to cancel. left52 named it for the first read only."""
+    err = _submit_wait(monkeypatch, researcher, "--json")()
+
+    w = Workload.objects.get()
+    assert f"#{w.pk} was submitted" in err, err
+
+
+def test_a_wait_failing_after_its_first_read_names_the_workload_submitted(researcher, cluster, monkeypatch):
+    from rest_framework.test import APIClient
+
+    get = APIClient.get
+    reads: list[int] = []
+
+    class Gone:
+        status_code = 403
+
+        @staticmethod
+        def json() -> dict[str, str]:
+            return {"detail": "You do not have permission to perform this action.", "code": "permission_denied"}
+
+    def second_refused(self: APIClient, path: str, *args: Any, **kwargs: Any) -> Any:
+        if path.endswith("/workloads/"):
+            reads.append(1)
+            if len(reads) == 2:
+                return Gone()
+        return get(self, path, *args, **kwargs)
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return 1000.0
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            return None
+
+    monkeypatch.setattr(APIClient, "get", second_refused)
+    monkeypatch.setattr(waiting, "time", Clock)
+    err = run_cli(
+        monkeypatch,
+        researcher,
+        "submit",
+        "-b",
+        "nlp/olmo",
+        "-c",
+        "default",
+        "-m",
+        "A100",
+        "-M",
+        "0",
+        "--wait",
+        "--json",
+        "--",
+        "true",
+        expect=fairway_cli.EXIT_API,
+    )
+
+    w = Workload.objects.get()
+    assert f"#{w.pk} was submitted, but" in err, err
+
+
+def test_submit_wait_interrupted_during_its_first_read_names_the_workload(researcher, cluster, monkeypatch):
+    """left52 named the submitted work for a Ctrl-C in the first read's pause; one during the read
+    itself (a server slow to answer, up to the CLI's 30 s) exited 130 without a word."""
+    from rest_framework.test import APIClient
+
+    def slow(self: APIClient, path: str, *args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(APIClient, "get", slow)
+    err = _submit_wait(monkeypatch, researcher)()
+
+    assert f"#{Workload.objects.get().pk} was submitted" in err, err
