@@ -18,7 +18,7 @@ from config.errors import ServiceError
 from config.parsers import find_unencodable
 from fairway_cli.numbers import duration_text
 from fairway_common import strict_yaml
-from scheduler.api.serializers import WorkloadSubmitSerializer
+from scheduler.api.serializers import WorkloadQuoteSerializer, WorkloadSubmitSerializer
 from scheduler.jobspec import retries_problem
 from scheduler.notifications import KIND_LABELS, webhook_problem, webhook_without_url
 from scheduler.services import CPUS_PROBLEM, GPU_COUNT_PROBLEM, MAX_CPUS
@@ -81,8 +81,11 @@ class SubmitForm(forms.Form):
         label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM}
     )
     budget = forms.ChoiceField(required=False)  # blank: the service's one default (or its refusal)
+    # Not required here: a quote may leave it out (brk55: the browser refused "Quote first" without
+    # it); the submit view requires it of a submission.
     min_runtime = forms.CharField(
         label="Minimum runtime",
+        required=False,
         initial="1h",
         help_text="Seconds or a duration like 2h30m. 0 = unallocated.",
     )
@@ -263,9 +266,14 @@ class SpecForm(forms.Form):
         return data
 
 
-def parse_submission(data: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """Run the API's submission parser: service keyword arguments, or errors by field."""
-    serializer = WorkloadSubmitSerializer(data=data)
+def parse_submission(
+    data: dict[str, Any], *, quote: bool = False
+) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
+    """Run the API's submission parser (``quote``: its quote's, which may leave ``min_runtime`` out,
+    blank or absent: brk55): service keyword arguments, or errors by field."""
+    if quote:
+        data = {k: v for k, v in data.items() if not (k == "min_runtime" and v in (None, ""))}
+    serializer = (WorkloadQuoteSerializer if quote else WorkloadSubmitSerializer)(data=data)
     if not serializer.is_valid():
         return None, {field: [str(m) for m in messages] for field, messages in serializer.errors.items()}
     return serializer.to_service_kwargs(), {}

@@ -305,16 +305,18 @@ def submit(request: HttpRequest) -> HttpResponse:
     limited = False
     if request.method == "POST":
         mode = "spec" if "spec" in request.POST else "form"
+        quoting = "quote" in request.POST  # a quote may leave the minimum runtime out, as the API's (brk55)
         try:
             if mode == "spec":
                 spec_form = SpecForm(request.POST)
                 data = spec_form.submission() if spec_form.is_valid() else None
             else:
                 form = SubmitForm(request.POST, **kwargs)
+                form.fields["min_runtime"].required = not quoting
                 form.is_valid()
                 data = form.submission()
                 if form.errors:
-                    _all_problems(request.user, form, data)
+                    _all_problems(request.user, form, data, quote=quoting)
                     data = None
                 elif again is not None:
                     from scheduler.resubmit import resubmission_data
@@ -330,8 +332,8 @@ def submit(request: HttpRequest) -> HttpResponse:
                         whole_env=True,
                     )
             if data is not None:
-                service_kwargs, errors = parse_submission(data)
-                if service_kwargs is not None and "quote" in request.POST:
+                service_kwargs, errors = parse_submission(data, quote=quoting)
+                if service_kwargs is not None and quoting:
                     # A quote (DESIGN.md §3.8): validated like the submission, nothing written;
                     # counted in the API's quote throttle (one log per user, config.throttling).
                     from config.throttling import quote_wait
@@ -409,14 +411,17 @@ def _secret_names(workload: Workload | None) -> list[str]:
     return [n for n, e in ((workload.env or {}) if workload else {}).items() if e.get("secret")]
 
 
-def _all_problems(user: User, form: SubmitForm, data: dict[str, Any]) -> None:
+def _all_problems(user: User, form: SubmitForm, data: dict[str, Any], *, quote: bool = False) -> None:
     """Add to ``form`` every problem the API's parser and the service find in ``data`` on fields the
     form did not already refuse, so one answer lists them all. Nothing is created: the service
     checks it as a quote does (``dry_run``; brk42: a submission in a transaction rolled back was
-    counted as a submission by ``fairway_submission_duration_seconds``)."""
-    service_kwargs, errors = parse_submission(data)
+    counted as a submission by ``fairway_submission_duration_seconds``). ``quote``: the request is
+    a quote's, which may leave the minimum runtime out."""
+    service_kwargs, errors = parse_submission(data, quote=quote)
     problems = [(field, message) for field, messages in errors.items() for message in messages]
     if service_kwargs is not None:
+        if service_kwargs.get("min_runtime_s") is None:  # a quote's without one: as do_quote checks it
+            service_kwargs["min_runtime_s"] = 0
         try:
             do_submit_workload(user, dry_run=True, **service_kwargs)
         except ServiceError as exc:

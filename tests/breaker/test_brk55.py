@@ -285,3 +285,53 @@ def test_submit_wait_interrupted_during_its_first_read_names_the_workload(resear
     err = _submit_wait(monkeypatch, researcher)()
 
     assert f"#{Workload.objects.get().pk} was submitted" in err, err
+
+
+# --- the submit page quotes without a minimum runtime, as the API and the CLI do --------------
+
+SPEC = "name: a\nbudget: nlp/olmo\ncluster: default\ngpu_model: A100\ngpu_count: 4\nimage: x\ncommand: [python]\n"
+
+
+@pytest.mark.parametrize("mode", ["form", "spec"])
+def test_the_pages_quote_without_a_minimum_runtime_prices_the_ladder(researcher, cluster, mode):
+    """left52: ``fairway submit --quote`` without ``-M`` and the API's quote without ``min_runtime``
+    price the ladder (docs/estimates.md: "one constant for the API, the CLI and the form"); the
+    page's "Quote first" answered "This field is required." (the form, and the spec's
+    ``min_runtime: This field is required.``)."""
+    import re
+
+    from tests.web.test_pages import _form
+
+    client = Client()
+    client.force_login(researcher)
+    post = {**_form(min_runtime=""), "quote": "1"} if mode == "form" else {"spec": SPEC, "quote": "1"}
+
+    response = client.post("/submit/", post)
+
+    page = response.content.decode()
+    assert response.status_code == 200, re.findall(r"<li>(.*?)</li>", page)
+    table = page[page.index('id="quote-table"') :]
+    rows = re.findall(r"<tr(?: class=\"yours\")?><td>(.*?)</td>", table)
+    assert [re.sub("<.*?>", "", r).strip() for r in rows] == ["0 (unallocated)", "30m", "2h", "8h", "1d"]
+    assert "yours" not in table.split("</table>")[0]
+    assert Workload.objects.count() == 0
+
+
+def test_the_page_still_needs_a_minimum_runtime_to_submit(researcher, cluster):
+    import re
+
+    from tests.web.test_pages import _form
+
+    client = Client()
+    client.force_login(researcher)
+    for post in ({**_form(min_runtime="")}, {"spec": SPEC}, {**_form(min_runtime="", gpu_count="x"), "quote": "1"}):
+        response = client.post("/submit/", post)
+        assert response.status_code == 400
+        assert Workload.objects.count() == 0
+    # a quote refused for another field names that field alone, not the minimum runtime it may leave out
+    assert "Enter a whole number." in response.content.decode()
+    assert "This field is required." not in response.content.decode()
+    # and the browser does not refuse "Quote first" without one itself
+    page = client.get("/submit/").content.decode()
+    field = re.search(r'<input[^>]*name="min_runtime"[^>]*>', page).group(0)
+    assert "required" not in field
