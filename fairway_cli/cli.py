@@ -47,6 +47,7 @@ from fairway_cli.words import (
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
+    running_limit_text,
     silent_host_words,
     unknown_budget_text,
 )
@@ -1361,7 +1362,9 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     if w["state"] != "pending":  # a started workload changes only its wall-time limit (docs/jobs.md)
         limit = duration(w["max_runtime_s"]) if w.get("max_runtime_s") else "none"
-        out.write(f"#{w['id']} {w['name']} — {w['state']}: wall-time limit now {limit}, counted from its start\n")
+        updated = [e for e in w.get("events") or [] if e.get("kind") == "updated"]  # this change's, the last
+        passed = bool(updated and (updated[-1].get("data") or {}).get("passed"))
+        out.write(f"#{w['id']} {w['name']} — {w['state']}: {running_limit_text(limit, passed)}\n")
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
     limit = f", wall-time limit {duration(w['max_runtime_s'])}" if w.get("max_runtime_s") else ""

@@ -148,3 +148,15 @@ def hold_unchanged_text(w: Mapping[str, Any], me: str) -> str:
         by = f" ({w['held_by']})" if w.get("held_by") else ""
         return f"already held by an admin{by}: nothing changed; only an admin may release it"
     return f"already held by {w.get('held_by') or 'its owner or a manager'} (user hold): nothing changed"
+
+
+LIMIT_PASSED = "already run longer: it stops at the next pass, timeout"
+"""Said of a started workload whose wall-time limit was changed below the time it has run: the
+``updated`` event (its ``data.passed``), ``fairway update`` and the page's message."""
+
+
+def running_limit_text(limit: str, passed: bool) -> str:
+    """What a change of a started workload's wall-time limit did (``limit``: the new one in the
+    surface's duration words, "none" for none; ``passed``: it has run longer already, its event's
+    ``data.passed``): ``fairway update`` and the page's message (brk55: neither said it stops now)."""
+    return f"wall-time limit now {limit}, counted from its start" + (f" ({LIMIT_PASSED})" if passed else "")

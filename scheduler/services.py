@@ -33,7 +33,7 @@ from budgets.rules import archived_growth_problem, submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text
-from fairway_cli.words import resubmitted_from_text
+from fairway_cli.words import LIMIT_PASSED, resubmitted_from_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
@@ -1594,8 +1594,13 @@ def _update_limit_once(actor: User, current: Workload, new: Any, seen_version: i
             at=now,
             kind="updated",
             actor=actor,
-            message=words + (" (already run longer: it stops at the next pass, timeout)" if past else ""),
-            data={"changes": {"max_runtime_s": [old, new]}, "state": locked.state},
+            message=words + (f" ({LIMIT_PASSED})" if past else ""),
+            # passed: the limit is already run past (fairway update and the page say it stops now)
+            data={
+                "changes": {"max_runtime_s": [old, new]},
+                "state": locked.state,
+                **({"passed": True} if past else {}),
+            },
         )
         if past:
             request_tick_on_commit(current.cluster_id)

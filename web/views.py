@@ -57,6 +57,7 @@ from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     hold_unchanged_text,
     nothing_to_change_text,
+    running_limit_text,
 )
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
@@ -824,8 +825,9 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                     messages.info(request, nothing_to_change_text(done.pk))
                 elif done.state in LIMIT_STATES:
                     limit = duration(done.max_runtime_s) if done.max_runtime_s else "none"
-                    said = f"Changed {done.name} (#{done.pk}): wall-time limit now {limit}, counted from its start."
-                    messages.success(request, said)
+                    event = WorkloadEvent.objects.filter(workload=done, kind="updated").order_by("-id").first()
+                    passed = bool(event is not None and (event.data or {}).get("passed"))
+                    messages.success(request, f"Changed {done.name} (#{done.pk}): {running_limit_text(limit, passed)}.")
                 else:
                     messages.success(
                         request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."

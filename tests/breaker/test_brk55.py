@@ -335,3 +335,31 @@ def test_the_page_still_needs_a_minimum_runtime_to_submit(researcher, cluster):
     page = client.get("/submit/").content.decode()
     field = re.search(r'<input[^>]*name="min_runtime"[^>]*>', page).group(0)
     assert "required" not in field
+
+
+# --- a running limit lowered below the time already run says it stops now, everywhere -----------
+
+
+def test_a_limit_below_the_time_run_says_it_stops_on_the_cli_and_the_page(researcher, submit_kwargs, monkeypatch):
+    """The ``updated`` event says "already run longer: it stops at the next pass, timeout", but
+    ``fairway update ID -t 2h`` said only "wall-time limit now 2h, counted from its start" (and the
+    page "Changed …: wall-time limit now 2h, counted from its start."), of work stopped seconds later."""
+    from tests.breaker.test_brk51 import _running
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=HOUR, max_runtime_s=5 * HOUR))
+    _running(w, started_ago_s=3 * HOUR)
+    said = "(already run longer: it stops at the next pass, timeout)"
+
+    out = run_cli(monkeypatch, researcher, "update", str(w.pk), "-t", "2h")
+    assert out.strip() == f"#{w.pk} pretrain — running: wall-time limit now 2h, counted from its start {said}"
+    out = run_cli(monkeypatch, researcher, "update", str(w.pk), "-t", "1h")  # still past: said again
+    assert out.strip().endswith(said)
+
+    client = Client()
+    client.force_login(researcher)
+    w2 = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=HOUR, max_runtime_s=5 * HOUR))
+    _running(w2, started_ago_s=3 * HOUR)
+    page = client.post(f"/workloads/{w2.pk}/update/", {"max_runtime": "4h"}, follow=True).content.decode()
+    assert "wall-time limit now 4h, counted from its start." in page and said not in page
+    page = client.post(f"/workloads/{w2.pk}/update/", {"max_runtime": "2h"}, follow=True).content.decode()
+    assert f"wall-time limit now 2h, counted from its start {said}." in page
