@@ -68,7 +68,7 @@ class BulkOutcome:
     matched; ``changed``: the ids changed, ascending (a cancel's include those asked to stop,
     also listed in ``stopping``: they end canceled once their GPUs are released; a preview's
     ``stopping``: those that have started); ``skipped``: ``(id, code)`` of the others, ascending;
-    ``reasons``: each skip code's message."""
+    ``reasons``: each skip code's message (its messages, when its skips had several: brk55)."""
 
     action: str
     dry_run: bool
@@ -80,7 +80,11 @@ class BulkOutcome:
 
     def skip(self, pk: int, code: str, message: str) -> None:
         self.skipped.append((pk, code))
-        self.reasons.setdefault(code, message)
+        said = self.reasons.get(code)
+        if said is None:
+            self.reasons[code] = message
+        elif message not in said:  # one code, another reason (forbidden: not one's own, or an admin's hold)
+            self.reasons[code] = f"{said} {message}"
 
 
 def require_filter(params: Mapping[str, Any], names: Any) -> None:

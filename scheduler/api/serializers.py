@@ -1323,7 +1323,9 @@ class BulkOutcomeSerializer(serializers.Serializer):
     )
     skipped = serializers.IntegerField(help_text="matches left as they are")
     skips = BulkSkipSerializer(many=True, help_text="each one left, ascending by id, with its code")
-    reasons = serializers.DictField(child=serializers.CharField(), help_text="each skip code's message")
+    reasons = serializers.DictField(
+        child=serializers.CharField(), help_text="each skip code's message (its messages, when its skips had several)"
+    )
 
     @staticmethod
     def of(outcome: Any) -> dict[str, Any]:

@@ -379,3 +379,23 @@ def test_bulk_ids_past_the_cap_are_refused_before_each_id_is_parsed(researcher_c
     ).json()
 
     assert answer == {"ids": ["Ensure this field has no more than 2 elements."], "code": "max_length"}
+
+
+# --- a skip code with two reasons says both -------------------------------------------------
+
+
+def test_a_bulk_release_says_each_reason_of_a_code_not_only_the_first(researcher, teammate, admin, submit_kwargs):
+    """``reasons`` kept the first message of each code: a release of another's held work (forbidden:
+    not one who may) and of one's own admin-held work (forbidden: only an admin may release it)
+    explained both as "Only the owner, a budget manager or an admin … may hold or release it",
+    which the owner reads as not theirs."""
+    from scheduler.services import HOLD_FORBIDDEN, RELEASE_ADMIN_HOLD
+
+    theirs = do_submit_workload(teammate, **submit_kwargs(gpu_count=1, hold=True))
+    mine = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    do_hold_workload(admin, mine)
+
+    outcome = do_bulk_action(researcher, "release", Workload.objects.all(), dry_run=True)
+
+    assert outcome.skipped == [(theirs.pk, "forbidden"), (mine.pk, "forbidden")]
+    assert HOLD_FORBIDDEN in outcome.reasons["forbidden"] and RELEASE_ADMIN_HOLD in outcome.reasons["forbidden"]
