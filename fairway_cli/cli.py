@@ -42,6 +42,7 @@ from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, 
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
+    bulk_stopping_text,
     hold_unchanged_text,
     nothing_to_change_text,
     reason_words,
@@ -1215,7 +1216,7 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
         text.write(f"no workload matches: nothing to {verb}\n")
     else:
         stopping = len(preview["stopping"])
-        started = f" ({stopping} started: they would be asked to stop)" if stopping else ""
+        started = f" {bulk_stopping_text(stopping, done=False)}" if stopping else ""
         text.write(f"{_workloads(preview['matched'])} match: {n} to {verb}{started}\n")
     if args.dry_run:
         if n:
@@ -1256,7 +1257,7 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
         done["reasons"].update(answer["reasons"])
     done["changed"], done["skipped"] = len(done["ids"]), len(done["skips"])
     stopped = len(done["stopping"])
-    asked = f" ({stopped} asked to stop: they end canceled once their GPUs are released)" if stopped else ""
+    asked = f" {bulk_stopping_text(stopped, done=True)}" if stopped else ""
     text.write(f"{BULK_PAST[verb]} {_workloads(done['changed'])}{asked}\n")
     for line in _skip_lines(done):
         text.write(line + "\n")

@@ -55,6 +55,7 @@ from fairway_cli.words import (
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
     UNFUNDED_ATTEMPT,
+    bulk_stopping_text,
     hold_unchanged_text,
     nothing_to_change_text,
     running_limit_text,
@@ -560,7 +561,7 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
     if request.method == "POST":
         done = f"{BULK_VERBS[action][1]} {len(outcome.changed)} workloads"
         if outcome.stopping:
-            done += f" ({len(outcome.stopping)} asked to stop: they end canceled once their GPUs are released)"
+            done += f" {bulk_stopping_text(len(outcome.stopping), done=True)}"
         if outcome.skipped:
             done += f"; {len(outcome.skipped)} left as they are (changed meanwhile)"
         messages.success(request, done + ".")
@@ -572,6 +573,7 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
         "outcome": outcome,
         "verb": BULK_VERBS[action][0],
         "ids": ",".join(map(str, outcome.changed)),
+        "stopping_words": bulk_stopping_text(len(outcome.stopping), done=False),
         "skips": [(code, outcome.reasons[code], pks) for code, pks in skips.items()],
         "filters": params,
     }

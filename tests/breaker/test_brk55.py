@@ -399,3 +399,28 @@ def test_a_bulk_release_says_each_reason_of_a_code_not_only_the_first(researcher
 
     assert outcome.skipped == [(theirs.pk, "forbidden"), (mine.pk, "forbidden")]
     assert HOLD_FORBIDDEN in outcome.reasons["forbidden"] and RELEASE_ADMIN_HOLD in outcome.reasons["forbidden"]
+
+
+# --- a bulk cancel of started work: one wording, and no charge claimed of unallocated work -------
+
+
+def test_a_bulk_cancel_of_started_work_is_worded_once_and_claims_no_charge(researcher, submit_kwargs, monkeypatch):
+    """The page's preview said "(1 started: asked to stop, they end canceled once their GPUs are
+    released, charged until then)" of unallocated work (M = 0: never charged, as the single cancel
+    says), and ``fairway cancel --dry-run`` "(1 started: they would be asked to stop)": one wording
+    for both, the CLI's and the page's "done" alike (``fairway_cli.words.bulk_stopping_text``)."""
+    from fairway_cli.words import bulk_stopping_text
+    from tests.breaker.test_brk51 import _running
+
+    w = do_submit_workload(researcher, **submit_kwargs(gpu_count=1, min_runtime_s=0))
+    _running(w)
+    client = Client()
+    client.force_login(researcher)
+
+    page = client.get("/workloads/bulk/", {"action": "cancel", "owner": "me"}).content.decode()
+    out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--dry-run")
+
+    assert "charged until then" not in page
+    assert bulk_stopping_text(1, done=False) in page and bulk_stopping_text(1, done=False) in out
+    out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes")
+    assert bulk_stopping_text(1, done=True) in out
