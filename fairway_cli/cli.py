@@ -978,18 +978,27 @@ def _workload_id(value: str) -> int:
     return int(text)
 
 
+def _one_id(text: str) -> int:
+    """An argument naming one workload, ``12`` or ``#12`` as the pages write it (:func:`_workload_id`;
+    brk55: ``ls --resubmitted-from #12`` was "not a whole number" where the list's filter takes it)."""
+    try:
+        pk = _workload_id(text)
+    except CliError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    if pk < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return pk
+
+
 def _id_list(text: str) -> str:
-    """``ls --id 12,#13``: workload ids, comma-separated (:func:`_workload_id` each, at most
+    """``ls --id 12,#13``: workload ids, comma-separated (:func:`_one_id` each, at most
     :data:`LIST_MAX_IDS`), as the list's ``id`` filter reads them: ``12,13``."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise argparse.ArgumentTypeError("give at least one id")
     if len(parts) > LIST_MAX_IDS:
         raise argparse.ArgumentTypeError(f"at most {LIST_MAX_IDS} ids at once, not {len(parts)}")
-    try:
-        return ",".join(str(_workload_id(p)) for p in parts)
-    except CliError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
+    return ",".join(str(_one_id(p)) for p in parts)
 
 
 def gpu_words(names: Sequence[str]) -> str:
@@ -2410,7 +2419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
     p.add_argument(
         "--resubmitted-from",
-        type=_positive_int,
+        type=_one_id,
         metavar="ID",
         help="the workloads resubmitted from workload ID (all states)",
     )

@@ -424,3 +424,27 @@ def test_a_bulk_cancel_of_started_work_is_worded_once_and_claims_no_charge(resea
     assert bulk_stopping_text(1, done=False) in page and bulk_stopping_text(1, done=False) in out
     out = run_cli(monkeypatch, researcher, "cancel", "--mine", "--yes")
     assert bulk_stopping_text(1, done=True) in out
+
+
+# --- fairway ls --resubmitted-from takes #12, as the list's filter and the pages write it ----------
+
+
+def test_ls_resubmitted_from_takes_an_id_as_the_pages_write_it(researcher, submit_kwargs, monkeypatch):
+    """left53 made ``?resubmitted_from=#12`` the API's (the pages and ``fairway show`` write
+    "resubmitted from #12"; ``ls --id #12`` and ``wait #12`` take it), but ``fairway ls
+    --resubmitted-from #12`` was a usage error ("'#12' is not a whole number")."""
+    old = do_submit_workload(researcher, **submit_kwargs(gpu_count=1))
+    again = researcher_client_resubmit(researcher, old.pk)
+
+    out = run_cli(monkeypatch, researcher, "ls", "--resubmitted-from", f"#{old.pk}")
+
+    assert f"{again}" in out.split()
+    run_cli(monkeypatch, researcher, "ls", "--resubmitted-from", "0", expect=fairway_cli.EXIT_USAGE)
+
+
+def researcher_client_resubmit(user: Any, pk: int) -> int:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(user)
+    return client.post(f"/api/v1/workloads/{pk}/resubmit/", {}, format="json").json()["id"]
