@@ -972,8 +972,10 @@ def gpu_hours_cell(w: dict[str, Any]) -> str:
 
 
 def _workload_id(value: str) -> int:
+    """A workload's id as typed, ``12`` or ``#12``: 1 up (brk55: ``fairway wait 0`` asked the server,
+    whose 400 exited 1, wait's "did not succeed"); a usage error otherwise."""
     text = value.lstrip("#")
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
+    if not text.isascii() or not text.isdigit() or len(text) > 18 or int(text) < 1:
         raise CliError(EXIT_USAGE, f"{value!r} is not a workload id")
     return int(text)
 
@@ -982,12 +984,9 @@ def _one_id(text: str) -> int:
     """An argument naming one workload, ``12`` or ``#12`` as the pages write it (:func:`_workload_id`;
     brk55: ``ls --resubmitted-from #12`` was "not a whole number" where the list's filter takes it)."""
     try:
-        pk = _workload_id(text)
+        return _workload_id(text)
     except CliError as exc:
         raise argparse.ArgumentTypeError(exc.message) from None
-    if pk < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return pk
 
 
 def _id_list(text: str) -> str:

@@ -448,3 +448,11 @@ def researcher_client_resubmit(user: Any, pk: int) -> int:
     client = APIClient()
     client.force_authenticate(user)
     return client.post(f"/api/v1/workloads/{pk}/resubmit/", {}, format="json").json()["id"]
+
+
+def test_wait_for_workload_0_is_a_usage_error_not_a_failed_workload(researcher, cluster, monkeypatch):
+    """``fairway wait 0`` asked the server, whose 400 exits 1: ``fairway wait``'s "a workload did not
+    succeed". No workload has id 0: a usage error (2) before any request, as ``wait abc``."""
+    err = run_cli(monkeypatch, researcher, "wait", "0", expect=fairway_cli.EXIT_USAGE)
+    assert "'0' is not a workload id" in err
+    run_cli(monkeypatch, researcher, "show", "#0", expect=fairway_cli.EXIT_USAGE)
