@@ -42,6 +42,7 @@ from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, 
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
+    bulk_stopping_text,
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
@@ -49,6 +50,7 @@ from fairway_cli.words import (
     reason_words,
     resubmitted_as_text,
     resubmitted_from_text,
+    running_limit_text,
     silent_host_words,
     unknown_budget_text,
 )
@@ -982,24 +984,32 @@ def gpu_hours_cell(w: dict[str, Any]) -> str:
 
 
 def _workload_id(value: str) -> int:
+    """A workload's id as typed, ``12`` or ``#12``: 1 up (brk55: ``fairway wait 0`` asked the server,
+    whose 400 exited 1, wait's "did not succeed"); a usage error otherwise."""
     text = value.lstrip("#")
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
+    if not text.isascii() or not text.isdigit() or len(text) > 18 or int(text) < 1:
         raise CliError(EXIT_USAGE, f"{value!r} is not a workload id")
     return int(text)
 
 
+def _one_id(text: str) -> int:
+    """An argument naming one workload, ``12`` or ``#12`` as the pages write it (:func:`_workload_id`;
+    brk55: ``ls --resubmitted-from #12`` was "not a whole number" where the list's filter takes it)."""
+    try:
+        return _workload_id(text)
+    except CliError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
 def _id_list(text: str) -> str:
-    """``ls --id 12,#13``: workload ids, comma-separated (:func:`_workload_id` each, at most
+    """``ls --id 12,#13``: workload ids, comma-separated (:func:`_one_id` each, at most
     :data:`LIST_MAX_IDS`), as the list's ``id`` filter reads them: ``12,13``."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise argparse.ArgumentTypeError("give at least one id")
     if len(parts) > LIST_MAX_IDS:
         raise argparse.ArgumentTypeError(f"at most {LIST_MAX_IDS} ids at once, not {len(parts)}")
-    try:
-        return ",".join(str(_workload_id(p)) for p in parts)
-    except CliError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
+    return ",".join(str(_one_id(p)) for p in parts)
 
 
 def gpu_words(names: Sequence[str]) -> str:
@@ -1228,7 +1238,7 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
         text.write(f"no workload matches: nothing to {verb}\n")
     else:
         stopping = len(preview["stopping"])
-        started = f" ({stopping} started: they would be asked to stop)" if stopping else ""
+        started = f" {bulk_stopping_text(stopping, done=False)}" if stopping else ""
         text.write(f"{_workloads(preview['matched'])} match: {n} to {verb}{started}\n")
     if args.dry_run:
         if n:
@@ -1251,13 +1261,25 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
     done: dict[str, Any] = {**preview, "dry_run": False, "ids": [], "stopping": [], "skips": [], "reasons": {}}
     for start in range(0, n, BULK_CHUNK):
         chunk = preview["ids"][start : start + BULK_CHUNK]
-        answer = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "ids": chunk})
+        try:
+            answer = api.call("POST", "workloads/bulk/", params=params, body={"action": verb, "ids": chunk})
+        except CliError as exc:
+            if not start:
+                raise
+            # brk55: the error alone said nothing of the chunks before it, already done
+            raise CliError(
+                exc.exit_code,
+                f"{BULK_PAST[verb]} {_workloads(len(done['ids']))} of {n} before: {exc.message}; run the "
+                "command again for the rest (--dry-run lists them)",
+                exc.code,
+                exc.retry_after,
+            ) from None
         for key in ("ids", "stopping", "skips"):
             done[key] += answer[key]
         done["reasons"].update(answer["reasons"])
     done["changed"], done["skipped"] = len(done["ids"]), len(done["skips"])
     stopped = len(done["stopping"])
-    asked = f" ({stopped} asked to stop: they end canceled once their GPUs are released)" if stopped else ""
+    asked = f" {bulk_stopping_text(stopped, done=True)}" if stopped else ""
     text.write(f"{BULK_PAST[verb]} {_workloads(done['changed'])}{asked}\n")
     for line in _skip_lines(done):
         text.write(line + "\n")
@@ -1387,7 +1409,9 @@ def cmd_update(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     if w["state"] != "pending":  # a started workload changes only its wall-time limit (docs/jobs.md)
         limit = duration(w["max_runtime_s"]) if w.get("max_runtime_s") else "none"
-        out.write(f"#{w['id']} {w['name']} — {w['state']}: wall-time limit now {limit}, counted from its start\n")
+        updated = [e for e in w.get("events") or [] if e.get("kind") == "updated"]  # this change's, the last
+        passed = bool(updated and (updated[-1].get("data") or {}).get("passed"))
+        out.write(f"#{w['id']} {w['name']} — {w['state']}: {running_limit_text(limit, passed)}\n")
         return EXIT_OK
     kind = f"minimum runtime {duration(w['min_runtime_s'])}" if w["min_runtime_s"] else "unallocated"
     limit = f", wall-time limit {duration(w['max_runtime_s'])}" if w.get("max_runtime_s") else ""
@@ -1694,6 +1718,8 @@ def wait_for(
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
             if _busy(exc):
                 raise TryLater(_busy_words(exc), exc.retry_after) from None
+            if submitted:  # with --json nothing named it before (brk55), as the first read's errors do
+                raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             raise
 
     try:
@@ -1708,8 +1734,10 @@ def wait_for(
             timeout=None if deadline is None else max(deadline - waiting.time.monotonic(), 0.0),
         )
     except KeyboardInterrupt:
+        # submit --json --wait printed no id before the wait's document (brk55): name what it submitted
+        going = f"{submitted} was submitted and goes on" if submitted else "the workloads go on"
         raise CliError(
-            EXIT_INTERRUPTED, "interrupted: stopped waiting; the workloads go on (`fairway cancel ID` stops one)"
+            EXIT_INTERRUPTED, f"interrupted: stopped waiting; {going} (`fairway cancel ID` stops one)"
         ) from None
     return _waited(args, outcome, out)
 
@@ -1740,6 +1768,8 @@ def _read_submitted(
     while True:
         try:
             return read()
+        except KeyboardInterrupt:  # during the read itself (a server slow to answer), not only the pause
+            raise CliError(EXIT_INTERRUPTED, f"interrupted: stopped waiting; {submitted} was submitted") from None
         except CliError as exc:
             if not _busy(exc):
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
@@ -2457,7 +2487,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", type=_positive_int, help="the members of one array group (all states)")
     p.add_argument(
         "--resubmitted-from",
-        type=_positive_int,
+        type=_one_id,
         metavar="ID",
         help="the workloads resubmitted from workload ID (all states)",
     )

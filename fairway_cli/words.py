@@ -183,3 +183,25 @@ def boost_text(shares: int, until: Any, then_shares: int | None, now: Any = None
     then = f" (then {then_shares})" if then_shares is not None else ""
     since = f" from {instant_text(starts, now)}" if starts is not None else ""
     return f"share {shares}{since} until {instant_text(until, now)}{then}"
+
+
+LIMIT_PASSED = "already run longer: it stops at the next pass, timeout"
+"""Said of a started workload whose wall-time limit was changed below the time it has run: the
+``updated`` event (its ``data.passed``), ``fairway update`` and the page's message."""
+
+
+def running_limit_text(limit: str, passed: bool) -> str:
+    """What a change of a started workload's wall-time limit did (``limit``: the new one in the
+    surface's duration words, "none" for none; ``passed``: it has run longer already, its event's
+    ``data.passed``): ``fairway update`` and the page's message (brk55: neither said it stops now)."""
+    return f"wall-time limit now {limit}, counted from its start" + (f" ({LIMIT_PASSED})" if passed else "")
+
+
+def bulk_stopping_text(n: int, *, done: bool) -> str:
+    """A bulk cancel's started work (``stopping``: ``n`` of its ids), in parentheses after its count:
+    a preview's (``done`` false: they would be asked to stop) or the cancel's. Nothing of a charge:
+    each attempt's funding decides it (brk55: the page's preview said "charged until then" of
+    unallocated work). ``fairway cancel`` by filters and the page's bulk cancel alike."""
+    if done:
+        return f"({n} asked to stop: they end canceled once their GPUs are released)"
+    return f"({n} started: they would be asked to stop, and end canceled once their GPUs are released)"

@@ -11,7 +11,7 @@ skipped and named with the refusal's code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +28,10 @@ from scheduler.services import (
     cancel_changes,
     cancel_refusal,
     cancel_workload,
-    do_hold_workload,
     do_release_workload,
     hold_changes,
     hold_refusal,
+    hold_workload,
 )
 
 
@@ -68,7 +68,7 @@ class BulkOutcome:
     matched; ``changed``: the ids changed, ascending (a cancel's include those asked to stop,
     also listed in ``stopping``: they end canceled once their GPUs are released; a preview's
     ``stopping``: those that have started); ``skipped``: ``(id, code)`` of the others, ascending;
-    ``reasons``: each skip code's message."""
+    ``reasons``: each skip code's message (its messages, when its skips had several: brk55)."""
 
     action: str
     dry_run: bool
@@ -80,7 +80,11 @@ class BulkOutcome:
 
     def skip(self, pk: int, code: str, message: str) -> None:
         self.skipped.append((pk, code))
-        self.reasons.setdefault(code, message)
+        said = self.reasons.get(code)
+        if said is None:
+            self.reasons[code] = message
+        elif message not in said:  # one code, another reason (forbidden: not one's own, or an admin's hold)
+            self.reasons[code] = f"{said} {message}"
 
 
 def require_filter(params: Mapping[str, Any], names: Any) -> None:
@@ -148,9 +152,10 @@ def _apply(actor: User, action: str, w: Workload) -> tuple[bool, bool]:
     if action == "cancel":
         done, changed = cancel_workload(actor, w)  # what the service changed, not what was read (left53)
         return changed, changed and done.state not in Workload.FINAL_STATES
-    service: Callable[[User, Workload], Workload] = do_release_workload if action == "release" else do_hold_workload
-    done = service(actor, w)
-    return done.hold != w.hold, False
+    if action == "release":
+        do_release_workload(actor, w)  # it changed the hold, or raised
+        return True, False
+    return hold_workload(actor, w)[1], False  # what it changed, not the hold as read (brk55)
 
 
 def do_bulk_action(

@@ -402,10 +402,14 @@ NO_OWN_ARRAY_NOTE = "The whole array is quoted at its own minimum runtime: give 
 """The note of an array quoted without a minimum runtime (its lines still price one member)."""
 
 
-def quote_runtimes(own: int | None) -> list[int]:
+def quote_runtimes(own: int | None, limit: int | None = None) -> list[int]:
     """The minimum runtimes a quote prices, ascending: :data:`QUOTE_RUNTIMES_S` up to the site's
-    longest minimum runtime, and ``own``, the request's (None: not given)."""
+    longest minimum runtime and the request's wall-time limit ``limit`` (None: none; brk55: a
+    ``-t 1h`` quote priced M = 2h, 8h, 24h, which a submission with that limit refuses), and
+    ``own``, the request's (None: not given)."""
     longest = int(settings.FAIRWAY["MAX_MINIMUM_RUNTIME_S"])
+    if limit is not None:
+        longest = min(longest, limit)
     ladder = {m for m in QUOTE_RUNTIMES_S if m <= longest}
     return sorted(ladder if own is None else {*ladder, own})
 
@@ -661,7 +665,7 @@ def do_quote(
         workload.cpus,
         workload.memory_bytes,
     )
-    runtimes = quote_runtimes(None if own is None else workload.min_runtime_s)
+    runtimes = quote_runtimes(None if own is None else workload.min_runtime_s, workload.max_runtime_s)
     rows = quote(
         snap,
         hypothetical,

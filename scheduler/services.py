@@ -33,7 +33,7 @@ from budgets.rules import archived_growth_problem, submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text, instant_text
-from fairway_cli.words import resubmitted_from_text
+from fairway_cli.words import LIMIT_PASSED, resubmitted_from_text
 from scheduler import hardware_memo, histograms, jobspec
 from scheduler.gpu_text import gpu_text_problem, invisible_problem, labels_problem, storable_text
 from scheduler.models import (
@@ -1594,8 +1594,13 @@ def _update_limit_once(actor: User, current: Workload, new: Any, seen_version: i
             at=now,
             kind="updated",
             actor=actor,
-            message=words + (" (already run longer: it stops at the next pass, timeout)" if past else ""),
-            data={"changes": {"max_runtime_s": [old, new]}, "state": locked.state},
+            message=words + (f" ({LIMIT_PASSED})" if past else ""),
+            # passed: the limit is already run past (fairway update and the page say it stops now)
+            data={
+                "changes": {"max_runtime_s": [old, new]},
+                "state": locked.state,
+                **({"passed": True} if past else {}),
+            },
         )
         if past:
             request_tick_on_commit(current.cluster_id)
@@ -1766,10 +1771,18 @@ def do_hold_workload(actor: User, workload: Workload) -> Workload:
     kind). Holding races the tick that starts it: both lock the row first, so either the hold
     commits first and the tick drops the start (``tick._apply_starts``) or the tick does and this
     refuses ``not_pending``. Raises HoldError ``forbidden`` (403), ``not_pending`` (409)."""
+    return hold_workload(actor, workload)[0]
+
+
+def hold_workload(actor: User, workload: Workload) -> tuple[Workload, bool]:
+    """:func:`do_hold_workload`, and whether it changed anything (:func:`hold_changes` on the
+    locked row: false for one held as firmly already, by another's hold committed meanwhile too;
+    brk55: a bulk or group hold compared the hold with the row as read before the lock, the API's
+    ``changed`` the version, and counted another's hold as theirs)."""
     with transaction.atomic():
         locked = _lock_pending(actor, workload)
         if not hold_changes(actor, locked):
-            return locked  # already held as firmly: nothing changes
+            return locked, False  # already held as firmly: nothing changes
         kind = hold_kind(actor, locked)
         now = timezone.now()
         GPU.objects.filter(nominated_for=locked).update_in_id_order(nominated_for=None)
@@ -1783,7 +1796,7 @@ def do_hold_workload(actor: User, workload: Workload) -> Workload:
         locked.save(update_fields=update)
         _hold_event(locked, actor, now, kind).save()
         request_tick_on_commit(locked.cluster_id)
-    return locked
+    return locked, True
 
 
 def do_release_workload(actor: User, workload: Workload) -> Workload:
@@ -1834,10 +1847,11 @@ def do_hold_group(actor: User, group: Any, *, release: bool = False) -> list[int
         if w.state != Workload.State.PENDING or (release and not w.hold) or not can_cancel(actor, w):
             continue
         try:
-            changed = do_release_workload(actor, w) if release else do_hold_workload(actor, w)
+            # a release that returns changed the hold (it raises otherwise); a hold says whether it did
+            changed = bool(do_release_workload(actor, w)) if release else hold_workload(actor, w)[1]
         except HoldError:
             continue  # started meanwhile, or an admin's hold
-        if changed.hold != w.hold:
+        if changed:  # what the service changed, not the hold as read before its lock (brk55)
             done.append(w.pk)
     return done
 

@@ -81,8 +81,11 @@ class SubmitForm(forms.Form):
         label="GPUs", min_value=1, initial=1, error_messages={"min_value": GPU_COUNT_PROBLEM}
     )
     budget = forms.ChoiceField(required=False)  # blank: the service's one default (or its refusal)
+    # Not required here: a quote may leave it out (brk55: the browser refused "Quote first" without
+    # it); the submit view requires it of a submission.
     min_runtime = forms.CharField(
         label="Minimum runtime",
+        required=False,
         initial="1h",
         help_text="Seconds or a duration like 2h30m. 0 = unallocated.",
     )

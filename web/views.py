@@ -55,11 +55,13 @@ from fairway_cli.words import (
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
     UNFUNDED_ATTEMPT,
+    bulk_stopping_text,
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
     idle_words,
     nothing_to_change_text,
+    running_limit_text,
 )
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
@@ -97,13 +99,13 @@ from scheduler.services import (
     do_cancel_scheduled_drain,
     do_cancel_workload,
     do_hold_group,
-    do_hold_workload,
     do_release_workload,
     do_schedule_drain,
     do_set_host_state,
     do_submit_workload,
     do_update_workload,
     hold_changes,
+    hold_workload,
     host_action_problem,
     host_actions,
     limit_may_change,
@@ -583,7 +585,7 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
     if request.method == "POST":
         done = f"{BULK_VERBS[action][1]} {len(outcome.changed)} workloads"
         if outcome.stopping:
-            done += f" ({len(outcome.stopping)} asked to stop: they end canceled once their GPUs are released)"
+            done += f" {bulk_stopping_text(len(outcome.stopping), done=True)}"
         if outcome.skipped:
             done += f"; {len(outcome.skipped)} left as they are (changed meanwhile)"
         messages.success(request, done + ".")
@@ -595,6 +597,7 @@ def workloads_bulk(request: HttpRequest) -> HttpResponseBase:
         "outcome": outcome,
         "verb": BULK_VERBS[action][0],
         "ids": ",".join(map(str, outcome.changed)),
+        "stopping_words": bulk_stopping_text(len(outcome.stopping), done=False),
         "skips": [(code, outcome.reasons[code], pks) for code, pks in skips.items()],
         "filters": params,
     }
@@ -854,8 +857,9 @@ def update(request: HttpRequest, pk: int) -> HttpResponseBase:
                     messages.info(request, nothing_to_change_text(done.pk))
                 elif done.state in LIMIT_STATES:
                     limit = duration(done.max_runtime_s) if done.max_runtime_s else "none"
-                    said = f"Changed {done.name} (#{done.pk}): wall-time limit now {limit}, counted from its start."
-                    messages.success(request, said)
+                    event = WorkloadEvent.objects.filter(workload=done, kind="updated").order_by("-id").first()
+                    passed = bool(event is not None and (event.data or {}).get("passed"))
+                    messages.success(request, f"Changed {done.name} (#{done.pk}): {running_limit_text(limit, passed)}.")
                 else:
                     messages.success(
                         request, f"Changed {done.name} (#{done.pk}): it keeps its place in its budget's queue."
@@ -879,12 +883,11 @@ def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
     target = get_object_or_404(Workload, pk=pk)
     try:
         if verb == "hold":
-            version = target.spec_version  # read before: a hold that changes bumps it
-            done = do_hold_workload(request.user, target)
-            if done.spec_version == version:  # held already as firmly (a stale page's button): left55
+            done, changed = hold_workload(request.user, target)
+            if not changed:  # a page shown before another's hold (brk55): `fairway hold`'s words
                 held_by = done.held_by.username if done.held_by else None
-                unchanged = hold_unchanged_text({"hold": done.hold, "held_by": held_by}, request.user.username)
-                messages.info(request, f"{target.name} (#{target.pk}) {unchanged}")
+                said = hold_unchanged_text({"hold": done.hold, "held_by": held_by}, request.user.get_username())
+                messages.info(request, f"{target.name} (#{target.pk}) {said}.")
             else:
                 messages.success(
                     request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."

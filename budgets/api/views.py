@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -20,6 +20,10 @@ from budgets.services import active_boosts, normalized_shares
 from config.api import FairwayViewSet
 
 _DAY = "the day of an instant: a duration back from now (e.g. 7d, 36h, 2w) or an ISO 8601 date or date-time"
+
+
+ARCHIVED_VALUES = {"": True, "true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+"""``?archived=``'s values: whether archived budgets are listed (empty: not given, listed)."""
 
 
 class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewSet):
@@ -35,7 +39,12 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
             from scheduler.api.params import refuse_unknown
 
             refuse_unknown(self.request.query_params, ["archived"])
-        if self.request.query_params.get("archived") in {"false", "0", "no"}:
+        archived = self.request.query_params.get("archived") or ""
+        if archived not in ARCHIVED_VALUES:  # brk55: ?archived=False (or a typo) listed them all, as if asked
+            raise ValidationError(
+                {"archived": [f"{archived[:40]!r}: give true or false (also 1 or 0, yes or no)."]}, code="invalid"
+            )
+        if not ARCHIVED_VALUES[archived]:
             queryset = queryset.filter(archived_at__isnull=True)
         return queryset
 

@@ -83,11 +83,11 @@ from scheduler.services import (
     do_cancel_group,
     do_cancel_workload,
     do_hold_group,
-    do_hold_workload,
     do_release_workload,
     do_submit_workload,
     do_update_group,
     do_update_workload,
+    hold_workload,
     may_read_private,
 )
 
@@ -628,9 +628,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         it may hold it); 409 ``not_pending``."""
         refuse_body(request)
         workload = self.get_object()
-        version = workload.spec_version  # read before: a hold that changes bumps it
-        done = do_hold_workload(request.user, workload)
-        return Response({**self._detail(workload.pk), "changed": done.spec_version != version})
+        _done, changed = hold_workload(request.user, workload)  # not another's hold meanwhile (brk55)
+        return Response({**self._detail(workload.pk), "changed": changed})
 
     @extend_schema(request=None, responses=WorkloadReleasedSerializer)
     @action(detail=True, methods=["post"])
