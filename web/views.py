@@ -887,7 +887,7 @@ def hold(request: HttpRequest, pk: int, verb: str) -> HttpResponseBase:
             if not changed:  # a page shown before another's hold (brk55): `fairway hold`'s words
                 held_by = done.held_by.username if done.held_by else None
                 said = hold_unchanged_text({"hold": done.hold, "held_by": held_by}, request.user.get_username())
-                messages.info(request, f"{target.name} (#{target.pk}) {said}.")
+                messages.info(request, f"{target.name} (#{target.pk}) {said}")
             else:
                 messages.success(
                     request, f"Held {target.name} (#{target.pk}, {done.hold} hold): it does not start until released."

@@ -331,10 +331,11 @@ def test_the_page_still_needs_a_minimum_runtime_to_submit(researcher, cluster):
     # a quote refused for another field names that field alone, not the minimum runtime it may leave out
     assert "Enter a whole number." in response.content.decode()
     assert "This field is required." not in response.content.decode()
-    # and the browser does not refuse "Quote first" without one itself
+    # and the browser does not refuse "Quote first" without one itself: the form is not checked by
+    # the browser (the server says what is missing, for a quote or a submission alike)
     page = client.get("/submit/").content.decode()
-    field = re.search(r'<input[^>]*name="min_runtime"[^>]*>', page).group(0)
-    assert "required" not in field
+    form = re.search(r'<form[^>]*id="submit-form"[^>]*>', page).group(0)
+    assert "novalidate" in form
 
 
 # --- a running limit lowered below the time already run says it stops now, everywhere -----------

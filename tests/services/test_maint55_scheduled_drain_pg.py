@@ -14,18 +14,14 @@ from django.utils import timezone
 
 from scheduler.models import Host, HostEvent
 from scheduler.services import apply_due_drains, do_cancel_scheduled_drain, do_schedule_drain
-from tests.services.test_budget_share_lock_pg import (  # noqa: F401 -- _no_side_effects: the fixture
-    BOUND_S,
-    Held,
-    _no_side_effects,
-    _until,
-    _waits_on_a_lock,
-)
+from tests.pg_locks import BOUND_S, Held
+from tests.pg_locks import until as _until
+from tests.pg_locks import waits_on_a_lock as _waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
-    pytest.mark.usefixtures("_no_side_effects"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
 
 

@@ -13,13 +13,14 @@ from django.utils import timezone
 
 from budgets.models import Budget, ShareBoost, ShareChange
 from budgets.services import apply_due_boosts, do_schedule_boost
-from tests.services.test_budget_share_lock_pg import BOUND_S, Held, _no_side_effects, _waits_on_a_lock
+from tests.pg_locks import BOUND_S, Held
+from tests.pg_locks import waits_on_a_lock as _waits_on_a_lock
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks need PostgreSQL"),
+    pytest.mark.usefixtures("no_tick_pushes"),
 ]
-__all__ = ["_no_side_effects"]  # the autouse fixture, used here too
 
 
 def _wait_for(condition, what: str) -> None:  # noqa: ANN001
