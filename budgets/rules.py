@@ -57,3 +57,11 @@ def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | N
             "(let them finish or cancel them first).",
         )
     return None
+
+
+def boost_problem(path: str, *, archived: bool) -> Refusal | None:
+    """Why budget ``path`` takes no temporary share, or None: an archived budget's shares count
+    for nothing (``budget_archived``; docs/standing.md "Temporary shares")."""
+    if archived:
+        return "budget_archived", "budget", f"Budget {path} is archived: its shares count for nothing."
+    return None

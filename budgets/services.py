@@ -15,6 +15,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from budgets import rules
 from budgets.models import Budget, ShareBoost, ShareChange, budget_name_problem, placement_problem
 from config.errors import ServiceError
 from fairway_cli.numbers import instant_text
@@ -403,8 +404,9 @@ def boost_problem(
     start = starts_at or now
     if start >= ends_at:
         return "from_after_until", "starts_at", "From is after until: the temporary share would never be active."
-    if budget.archived_at is not None:
-        return "budget_archived", "budget", f"Budget {budget.path} is archived: its shares count for nothing."
+    archived = rules.boost_problem(budget.path, archived=budget.archived_at is not None)
+    if archived is not None:
+        return archived
     clash = (
         ShareBoost.objects.filter(budget_id=budget.pk, ended_at__isnull=True, starts_at__lt=ends_at, ends_at__gt=start)
         .order_by("starts_at")
