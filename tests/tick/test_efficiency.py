@@ -3,15 +3,21 @@ with the pyramid's utilization on the same samples."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from scheduler.efficiency import efficiency_of_attempts, workload_efficiency
 from scheduler.models import GPU, Attempt, GpuMinuteSample, Host
-from scheduler.pyramid import Pyramid, compute_hour, hour_of
+from scheduler.pyramid import Pyramid, compute_hour, hour_of, minute_utilization, weigh_minutes
+
+_hosts = itertools.count()
 
 
 def _held(tw, gpus, workload=None, *, placed, ended=None, **fields):
@@ -191,3 +197,70 @@ def test_a_week_on_eight_gpus_is_one_query(tw, ticks, capsys):
     assert e.held == 8 * 7 * 86400 and e.measured == e.held
     with capsys.disabled():
         print(f"\nefficiency of a week on 8 GPUs ({connection.vendor}): {took * 1000:.0f} ms")
+
+
+class _Undone(Exception):
+    pass
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    spans=st.lists(
+        st.tuples(st.integers(0, 600), st.integers(0, 600), st.booleans()), min_size=1, max_size=3
+    ),  # placed (s after the base), held (s), still running
+    samples=st.dictionaries(
+        st.tuples(st.integers(0, 1), st.integers(-2, 22)),  # (GPU, minute after the base)
+        st.tuples(st.floats(-10, 130), st.integers(1, 4), st.integers(0, 80_000)),  # mean, samples, memory
+        max_size=40,
+    ),
+    pct=st.sampled_from([1.0, 30.0, 100.0]),
+)
+def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
+    """The fast path (SQL sums of the wholly held minutes, the partly held ones in Python) against
+    the oracle: :func:`weigh_minutes` over every sample of the GPU, and the idle and memory rules
+    read minute by minute."""
+    settings.FAIRWAY = {**settings.FAIRWAY, "IDLE_UTIL_PCT": pct}
+    try:
+        with transaction.atomic():
+            host = tw.host(f"p{next(_hosts)}", 2)
+            gpus = list(GPU.objects.filter(host=host).order_by("index"))
+            GPU.objects.filter(host=host).update(memory_mb=80_000)
+            base = tw.now.replace(second=0) - timedelta(hours=1)
+            now = base + timedelta(minutes=15, seconds=7)
+            for (g, m), (mean, n, memory) in samples.items():
+                _sample(gpus[g], base + timedelta(minutes=m), mean, samples=n, memory=memory)
+            attempts = []
+            for i, (placed_s, held_s, running) in enumerate(spans):
+                placed = base + timedelta(seconds=placed_s)
+                ended = None if running and i == len(spans) - 1 else placed + timedelta(seconds=held_s)
+                a = _held(tw, [gpus[i % 2]] if i < 2 else gpus, placed=placed, ended=ended)
+                attempts.append(a)
+            found = efficiency_of_attempts([a.pk for a in attempts], now)
+            for a in attempts:
+                a0, a1 = a.placed_at, a.ended_at or now
+                held = measured = utilized = idle = 0.0
+                peak = None
+                for link in a.gpu_links.all():
+                    rows = {r.minute: r for r in GpuMinuteSample.objects.filter(gpu_id=link.gpu_id, samples__gt=0)}
+                    if a1 <= a0:
+                        continue
+                    held += (a1 - a0).total_seconds()
+                    series = {m: minute_utilization(r.utilization_sum, r.samples) for m, r in rows.items()}
+                    part, util = weigh_minutes(a0, a1, series)
+                    measured += part
+                    utilized += util
+                    quiet = {m: v for m, v in series.items() if rows[m].utilization_sum < rows[m].samples * pct}
+                    idle += weigh_minutes(a0, a1, quiet)[0]
+                    held_rows = [r for m, r in rows.items() if m < a1 and m + timedelta(minutes=1) > a0]
+                    peak = max(
+                        [r.memory_used_max_mb for r in held_rows] + ([peak] if peak is not None else []), default=None
+                    )
+                e = found[a.pk]
+                assert e.held == pytest.approx(held)
+                assert e.measured == pytest.approx(measured)
+                assert e.utilized == pytest.approx(utilized)
+                assert e.idle == pytest.approx(idle)
+                assert e.memory_peak_mb == peak
+            raise _Undone
+    except _Undone:
+        pass
