@@ -1121,8 +1121,8 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             for silent in a.get("silent_hosts") or []:
                 out.write(f"  attempt {a['number']}: {silent_host_words(silent)}\n")
         if w.get("efficiency"):  # an older server sends none
-            several = " (all attempts)" if len(w["attempts"]) > 1 else ""
-            out.write(f"efficiency{several}: fairway seff {w['id']} for each attempt\n")
+            several = len(w["attempts"]) > 1
+            out.write(f"efficiency (all attempts; each: fairway seff {w['id']}):\n" if several else "efficiency:\n")
             _efficiency_block(w["efficiency"], out)
     events = w.get("events") or []
     # [-0:] was every event; with fewer events than --events, len - N < 0 showed only the last ones

@@ -90,7 +90,7 @@ def test_history_has_each_attempts_mean_utilization(researcher_client, twice):
 
 def test_fairway_show_seff_and_history(monkeypatch, researcher, twice):
     shown = run_cli(monkeypatch, researcher, "show", str(twice.pk))
-    assert f"efficiency (all attempts): fairway seff {twice.pk} for each attempt" in shown
+    assert f"efficiency (all attempts; each: fairway seff {twice.pk}):\n  GPU-time held:" in shown
     assert "GPU-time held:   4 GPU-hours (2 GPUs)" in shown
     assert "GPU utilization: 80% (mean over the measured GPU-time)" in shown
     assert "Peak GPU memory: 30.0 of 80.0 GiB (38%)" in shown
@@ -113,6 +113,7 @@ def test_fairway_seff_of_a_running_and_a_pending_workload(monkeypatch, researche
     Workload.objects.filter(pk=running.pk).update(state=Workload.State.RUNNING)
     seff = run_cli(monkeypatch, researcher, "seff", str(running.pk))
     assert "GPU-hours (1 GPU, so far)" in seff
+    assert "efficiency:\n  GPU-time held:" in run_cli(monkeypatch, researcher, "show", str(running.pk))
     assert "Idle minutes:    100% of the measured GPU-time under 1 %" in seff
     pending = do_submit_workload(researcher, **submit_kwargs(name="waiter"))
     assert "none yet: nothing held" in run_cli(monkeypatch, researcher, "seff", str(pending.pk))
