@@ -43,6 +43,7 @@ from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
+    efficiency_lines,
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
@@ -53,6 +54,7 @@ from fairway_cli.words import (
     running_limit_text,
     silent_host_words,
     unknown_budget_text,
+    utilization_words,
 )
 
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_AUTH = 0, 1, 2, 3, 4
@@ -1118,6 +1120,10 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         for a in w["attempts"]:
             for silent in a.get("silent_hosts") or []:
                 out.write(f"  attempt {a['number']}: {silent_host_words(silent)}\n")
+        if w.get("efficiency"):  # an older server sends none
+            several = len(w["attempts"]) > 1
+            out.write(f"efficiency (all attempts; each: fairway seff {w['id']}):\n" if several else "efficiency:\n")
+            _efficiency_block(w["efficiency"], out)
     events = w.get("events") or []
     # [-0:] was every event; with fewer events than --events, len - N < 0 showed only the last ones
     shown = events[max(0, len(events) - args.events) :] if args.events else []
@@ -1129,6 +1135,45 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         for e in shown:
             actor = f" (by {e['actor']})" if e.get("actor") else ""
             out.write(f"  {when(e['at'])}  {e['kind']}: {e['message']}{actor}\n")
+    return EXIT_OK
+
+
+def _efficiency_block(e: dict[str, Any], out: TextIO, indent: str = "  ") -> None:
+    for label, words in efficiency_lines(e):
+        out.write(f"{indent}{label + ':':<17}{words}\n")
+
+
+def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway seff ID``: how well a workload used the GPUs it held, like Slurm's ``seff``: all its
+    attempts together, then each (the API's ``efficiency``; docs/jobs.md "Efficiency")."""
+    w = Api(config.server, config.token, escape=not args.json).call("GET", f"workloads/{_workload_id(args.id)}/")
+    attempts = w.get("attempts") or []
+    if args.json:
+        emit_json(
+            {
+                "id": w["id"],
+                "efficiency": w.get("efficiency"),
+                "attempts": [{"number": a["number"], "efficiency": a.get("efficiency")} for a in attempts],
+            },
+            out,
+        )
+        return EXIT_OK
+    out.write(f"Workload:        #{w['id']} {w['name']}\n")
+    out.write(f"State:           {w['state']}\n")
+    out.write(f"User/budget:     {w['owner']}/{w['budget']}\n")
+    out.write(f"GPUs:            {w['gpu_count']} × {w['gpu_model']}\n")
+    if w.get("efficiency") is None:
+        raise CliError(EXIT_API, "the server does not report efficiency (an older version)")
+    if not attempts:
+        out.write("Attempts:        none yet: nothing held\n")
+        return EXIT_OK
+    out.write(f"Attempts:        {len(attempts)}\n")
+    _efficiency_block(w["efficiency"], out, indent="")
+    if len(attempts) > 1:
+        for a in attempts:
+            if a.get("efficiency"):
+                out.write(f"attempt {a['number']}:\n")
+                _efficiency_block(a["efficiency"], out)
     return EXIT_OK
 
 
@@ -1990,6 +2035,7 @@ HISTORY_COLUMNS = (
     "end_reason",
     "exit_code",
     "charged_gpu_hours",
+    "utilization",
 )
 
 
@@ -2030,7 +2076,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         writer.writerow(HISTORY_COLUMNS)
         for r in rows:
             writer.writerow(
-                [csv_cell(host_words(r) if c == "hosts" else "" if r[c] is None else r[c]) for c in HISTORY_COLUMNS]
+                [csv_cell(host_words(r) if c == "hosts" else "" if r.get(c) is None else r[c]) for c in HISTORY_COLUMNS]
             )
         return EXIT_OK
     table(
@@ -2047,9 +2093,11 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
             ("STATE", lambda r: r["end_reason"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")),
             ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
+            # an older server sends no utilization: not measured is not what it said
+            ("UTIL", lambda r: utilization_words(r["utilization"]) if "utilization" in r else "-"),
         ],
         out,
-        right={"ELAPSED", "CHARGED"},
+        right={"ELAPSED", "CHARGED", "UTIL"},
     )
     if page["count"] > len(rows):
         out.write(f"({len(rows)} of {page['count']}; --limit for more)\n")
@@ -2507,6 +2555,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print its spec as YAML for `fairway submit -f` (secret values as placeholders to fill in)",
     )
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
+
+    p = add("seff", cmd_seff, "how well a workload used its GPUs, like Slurm's seff: utilization, idle, memory")
+    p.add_argument("id", help="the workload's id")
 
     p = add(
         "cancel",

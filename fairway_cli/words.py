@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fairway_cli.numbers import duration_text, gpu_hours_text, instant_text
+from fairway_cli.numbers import duration_text, gpu_hours_text, instant_text, percent_text
 
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
@@ -102,6 +102,55 @@ def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
     """:func:`idle_words` with the GPU-hours held idle: ``idle for 1h 20m (GPUs < 1 % since …):
     10.7 GPU-hours held idle`` (``fairway ls`` and ``show``, the workload page)."""
     return f"{idle_words(idle, absolute=absolute)}: {gpu_hours_text(idle.get('gpu_hours'))} GPU-hours held idle"
+
+
+NOT_MEASURED = "not measured"
+"""How every surface says a figure of efficiency had no sample to come from (docs/jobs.md
+"Efficiency"): never 0 %, never a dash."""
+
+
+def utilization_words(value: Any) -> str:
+    """A mean GPU utilization (0..1, the API's ``efficiency.utilization``) as ``63%``, or
+    :data:`NOT_MEASURED` when None (``fairway history``'s column, the workload page's)."""
+    return NOT_MEASURED if value is None else percent_text(value)
+
+
+def _share_words(part: float) -> str:
+    """A share that is not none as a percentage that never reads as none: ``less than 1%``."""
+    return "less than 1%" if 0 < part < 0.005 else percent_text(part)
+
+
+def efficiency_lines(e: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The API's ``efficiency`` object (``scheduler.efficiency``) as ``(label, words)`` lines, like
+    Slurm's ``seff``: ``fairway show``'s "Efficiency" block, ``fairway seff`` and the workload page."""
+    held = f"{gpu_hours_text(e.get('gpu_hours'))} GPU-hours"
+    gpus = int(e.get("gpus") or 0)
+    if gpus:
+        held += f" ({gpus} GPU{'s' if gpus != 1 else ''}"
+        held += ", so far)" if e.get("running") else ")"
+    lines = [("GPU-time held", held), ("GPU utilization", utilization_words(e.get("utilization")))]
+    if e.get("utilization") is not None:
+        lines[-1] = ("GPU utilization", f"{lines[-1][1]} (mean over the measured GPU-time)")
+    idle = e.get("idle")
+    pct = float(e.get("idle_threshold_pct") or 0)
+    lines.append(
+        (
+            "Idle minutes",
+            NOT_MEASURED if idle is None else f"{_share_words(idle)} of the measured GPU-time under {pct:g} %",
+        )
+    )
+    peak, total = e.get("memory_peak_mb"), e.get("memory_total_mb")
+    if peak is None:
+        memory = NOT_MEASURED
+    elif total:
+        memory = f"{peak / 1024:.1f} of {total / 1024:.1f} GiB ({percent_text(peak / total)})"
+    else:
+        memory = f"{peak / 1024:.1f} GiB"
+    lines.append(("Peak GPU memory", memory))
+    missing = e.get("not_measured")
+    if missing:
+        lines.append((NOT_MEASURED.capitalize(), f"{_share_words(missing)} of the GPU-time held had no samples"))
+    return lines
 
 
 RESUBMITTED_FROM = "resubmitted from"

@@ -80,6 +80,12 @@ def after_s() -> int:
     return int(settings.FAIRWAY["IDLE_AFTER_S"])
 
 
+def quiet_minute(pct: float) -> Q:
+    """A ``GpuMinuteSample`` whose mean utilization is under ``pct`` (:func:`threshold_pct`): an idle
+    minute, of this module's rule and of ``scheduler.efficiency``'s share of minutes idle."""
+    return Q(utilization_sum__lt=F("samples") * pct)
+
+
 def idle_attempts(
     attempt_ids: Iterable[int] | None = None, now: datetime | None = None, *, workload_ids: Iterable[int] | None = None
 ) -> dict[int, Idle]:
@@ -114,7 +120,7 @@ def idle_attempts(
     samples = GpuMinuteSample.objects.filter(
         gpu_id=OuterRef("gpu_id"), minute__gte=OuterRef("attempt__started_at"), samples__gt=0
     )
-    quiet = Case(When(utilization_sum__lt=F("samples") * pct, then=Value(True)), default=Value(False))
+    quiet = Case(When(quiet_minute(pct), then=Value(True)), default=Value(False))
     # First every GPU's latest reported minute (one probe each): True under the threshold, False
     # at or above it, None when the GPU is not reported. Only the attempts whose every GPU is quiet
     # now are read further (most running work is busy: a third of the probes).
@@ -136,9 +142,7 @@ def idle_attempts(
     rows = (
         links.filter(attempt_id__in=quiet_ids)
         .annotate(
-            last_busy=Subquery(
-                samples.filter(utilization_sum__gte=F("samples") * pct).order_by("-minute").values("minute")[:1]
-            ),
+            last_busy=Subquery(samples.exclude(quiet_minute(pct)).order_by("-minute").values("minute")[:1]),
             first_seen=Subquery(samples.order_by("minute").values("minute")[:1]),
         )
         .values_list("attempt_id", "last_busy", "first_seen")

@@ -1,4 +1,5 @@
-"""GPU metrics time series: per-minute roll-ups of heartbeat samples, retention, utilization per attempt.
+"""GPU metrics time series: per-minute roll-ups of heartbeat samples, retention (an attempt's
+utilization: ``scheduler.efficiency``).
 
 Design: one row per (GPU, minute) in :class:`~scheduler.models.GpuMinuteSample`, accumulated
 from every heartbeat (count, utilization sum, max memory, max temperature, power sum, worst
@@ -19,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.models import GPU, Attempt, AttemptGPU, GpuMinuteSample
+from scheduler.models import GPU, GpuMinuteSample
 
 DEFAULT_RETENTION_DAYS = 30
 _HEALTH_RANK = {GPU.Health.HEALTHY: 0, GPU.Health.DEGRADED: 1, GPU.Health.UNHEALTHY: 2}
@@ -90,27 +91,3 @@ def prune(now: datetime | None = None, days: int | None = None) -> int:
     cutoff = now - timedelta(days=days if days is not None else retention_days())
     deleted, _ = GpuMinuteSample.objects.filter(minute__lt=cutoff).delete()
     return deleted
-
-
-def attempt_utilization(attempt: Attempt, now: datetime | None = None) -> float | None:
-    """GPU-time-weighted mean utilization (%) of ``attempt`` over its run, from the minute samples.
-
-    Each (GPU, minute) sample counts with the seconds of that minute the attempt ran
-    (``started_at``, else ``placed_at``, to ``ended_at`` or now). None without any sample.
-    """
-    begin = attempt.started_at or attempt.placed_at
-    end = attempt.ended_at or now or timezone.now()
-    if begin is None or end <= begin:
-        return None
-    gpu_ids = list(AttemptGPU.objects.filter(attempt_id=attempt.pk).values_list("gpu_id", flat=True))
-    rows = GpuMinuteSample.objects.filter(
-        gpu_id__in=gpu_ids, minute__gte=minute_of(begin), minute__lt=end, samples__gt=0
-    ).values_list("minute", "utilization_sum", "samples")
-    weighted = weight = 0.0
-    for minute, util_sum, n in rows:
-        overlap = (min(end, minute + timedelta(minutes=1)) - max(begin, minute)).total_seconds()
-        if overlap <= 0:
-            continue
-        weighted += overlap * util_sum / n
-        weight += overlap
-    return weighted / weight if weight else None

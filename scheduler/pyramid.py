@@ -64,6 +64,45 @@ def _utilization(sample: Any) -> float | None:
     return min(100.0, max(0.0, float(value))) / 100.0
 
 
+MINUTE = timedelta(minutes=1)
+
+
+def minute_utilization(total: float, samples: int) -> float:
+    """A minute sample's mean NVML utilization as 0..1 (its ``utilization_sum`` over ``samples``,
+    clamped to 0..100 %): how every GPU-time weighted utilization reads a minute (the pyramid's,
+    ``scheduler.efficiency``'s; :func:`minute_utilization_sql` is the same in SQL)."""
+    return min(100.0, max(0.0, total / samples)) / 100.0
+
+
+def minute_utilization_sql() -> Any:
+    """:func:`minute_utilization` of a ``GpuMinuteSample`` row as a database expression, in percent
+    (0..100): for sums over many minutes in one query (``scheduler.efficiency``)."""
+    from django.db.models import F, FloatField, Value
+    from django.db.models.functions import Cast, Greatest, Least
+
+    mean = F("utilization_sum") / Cast("samples", FloatField())
+    return Greatest(Least(mean, Value(100.0)), Value(0.0))
+
+
+def weigh_minutes(a0: datetime, a1: datetime, series: dict[datetime, float]) -> tuple[float, float]:
+    """The one rule of a GPU-time weighted utilization: one GPU held over ``[a0, a1)``, with
+    ``series`` (minute → :func:`minute_utilization`) its sampled minutes. Each sampled minute
+    weighs the seconds of it the GPU was held: returns ``(measured, utilized)`` GPU-seconds, the
+    held seconds of sampled minutes and those times their utilization. A minute without a sample
+    is not measured (never 0 %). The pyramid's (:func:`compute_hour`) and an attempt's
+    (``scheduler.efficiency``, which sums the minutes wholly held in SQL: each weighs a minute)."""
+    measured = utilized = 0.0
+    minute = a0.replace(second=0, microsecond=0)
+    while minute < a1:
+        nxt = minute + MINUTE
+        if (util := series.get(minute)) is not None:
+            part = _overlap(a0, a1, minute, nxt)
+            measured += part
+            utilized += part * util
+        minute = nxt
+    return measured, utilized
+
+
 def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[int, dict[datetime, float]]:
     """GPU id → minute → mean utilization (0..1) from the per-minute roll-ups, if that table exists."""
     try:
@@ -73,7 +112,7 @@ def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[
     out: dict[int, dict[datetime, float]] = defaultdict(dict)
     rows = GpuMinuteSample.objects.filter(gpu_id__in=gpu_ids, minute__gte=start, minute__lt=end, samples__gt=0)
     for gpu_id, minute, total, n in rows.values_list("gpu_id", "minute", "utilization_sum", "samples").iterator():
-        out[gpu_id][minute] = min(100.0, max(0.0, total / n)) / 100.0
+        out[gpu_id][minute] = minute_utilization(total, n)
     return out
 
 
@@ -129,14 +168,9 @@ def compute_hour(cluster: Cluster, hour: datetime, now: datetime | None = None) 
             seconds = (a1 - a0).total_seconds()
             occupied[funded] += seconds
             if series:
-                minute = a0.replace(second=0, microsecond=0)
-                while minute < a1:
-                    nxt = minute + timedelta(minutes=1)
-                    if (util := series.get(minute)) is not None:
-                        part = _overlap(a0, a1, minute, nxt)
-                        measured += part
-                        utilized += part * util
-                    minute = nxt
+                part, util = weigh_minutes(a0, a1, series)
+                measured += part
+                utilized += util
             elif stand_in is not None:
                 measured += seconds
                 utilized += seconds * stand_in

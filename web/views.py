@@ -56,12 +56,14 @@ from fairway_cli.words import (
     RESUBMITTED_FROM,
     UNFUNDED_ATTEMPT,
     bulk_stopping_text,
+    efficiency_lines,
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
     idle_words,
     nothing_to_change_text,
     running_limit_text,
+    utilization_words,
 )
 from scheduler import bulk
 from scheduler.accounting import accounting, attempt_charged_gpu_seconds, silent_until, with_accounting
@@ -70,10 +72,10 @@ from scheduler.api.hosts import attempts_lost_at, hosts_queryset, pending_invent
 from scheduler.api.params import REPEATED, given_twice
 from scheduler.api.serializers import EVENT_ORDER, STOP_ENDS_AS, WorkloadDetailSerializer, WorkloadUpdateSerializer
 from scheduler.bulk import do_bulk_action, require_filter
+from scheduler.efficiency import workload_efficiency
 from scheduler.gpu_report import unreported_in
 from scheduler.idle import idle_attempts, idle_of_workloads
 from scheduler.lifecycle import SilentHost, silent_hosts
-from scheduler.metrics import attempt_utilization
 from scheduler.models import (
     GPU,
     ArrayGroup,
@@ -629,7 +631,8 @@ class Lane:
     protected_width: float
     gpus: list[str]
     hosts: list[str]
-    utilization: float | None
+    utilization: str
+    """Its mean GPU utilization over the time held, or "not measured" (``scheduler.efficiency``)."""
     charged_gpu_seconds: int
     idle: str = ""
     """An open attempt idle on every GPU (:func:`scheduler.idle.idle_attempts`, as the API's ``idle``
@@ -650,6 +653,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
     span = max((end - start).total_seconds(), 1.0)
     running = [a.pk for a in attempts if a.ended_at is None]
     idle = idle_attempts(running, now) if running and workload.state == Workload.State.RUNNING else {}
+    efficiency = workload_efficiency(workload, now)  # one query for every attempt
     lanes = []
     for a in attempts:
         begin = a.started_at or a.placed_at
@@ -663,17 +667,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
             )
             protected = protected / span * 100
         links = list(a.gpu_links.all())
-        # Over the attempt's run from the per-minute roll-ups; the latest sample while none exists yet.
-        mean = attempt_utilization(a, now)
-        utils = (
-            [mean]
-            if mean is not None
-            else [
-                float(link.gpu.last_sample.get("utilization_pct"))
-                for link in links
-                if a.ended_at is None and isinstance((link.gpu.last_sample or {}).get("utilization_pct"), int | float)
-            ]
-        )
+        held = efficiency.attempts.get(a.pk)
         lanes.append(
             Lane(
                 attempt=a,
@@ -682,7 +676,7 @@ def _timeline(workload: Workload, now: datetime) -> tuple[list[Lane], datetime |
                 protected_width=round(protected, 3),
                 gpus=[f"{link.gpu.host.name}:{link.gpu.index}" for link in a.ordered_gpu_links()],
                 hosts=a.host_names(),
-                utilization=round(sum(utils) / len(utils), 1) if utils else None,
+                utilization=utilization_words(held.utilization if held is not None else None),
                 charged_gpu_seconds=attempt_charged_gpu_seconds(a, len(links), now, silent_until(links)),
                 idle=idle_held_text(idle[a.pk].as_data()) if a.pk in idle else "",
                 silent=silent_hosts(a, links),
@@ -724,6 +718,8 @@ def _workload_context(
         "why_blocking": why.blocking,
         "estimate": estimate_words(workload),
         "lanes": lanes,
+        # docs/jobs.md "Efficiency": the words of fairway show and fairway seff
+        "efficiency": efficiency_lines(workload_efficiency(workload, now).total.as_data()) if lanes else [],
         "axis_start": axis_start,
         "axis_end": axis_end,
         "events": list(workload.events.all()),

@@ -749,6 +749,10 @@ class HistoryRowSerializer(serializers.Serializer):
     end_reason = serializers.CharField()
     exit_code = serializers.IntegerField(allow_null=True)
     charged_gpu_hours = serializers.FloatField()
+    utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="mean GPU utilization 0..1 over the time held (its ``efficiency.utilization``); null: not measured",
+    )
 
 
 class HistorySerializer(serializers.Serializer):
@@ -779,6 +783,29 @@ class IdleSerializer(serializers.Serializer):
     gpus = serializers.IntegerField(help_text="GPUs it holds")
     gpu_hours = serializers.FloatField(help_text="GPU-hours held idle: gpus times seconds")
     threshold_pct = serializers.FloatField(help_text="FAIRWAY_IDLE_UTIL_PCT")
+
+
+class EfficiencySerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(help_text="GPUs held (of a workload: the most of one attempt)")
+    gpu_hours = serializers.FloatField(help_text="GPU-hours held: from placement to the end, or now")
+    utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="mean NVML utilization 0..1 over the measured GPU-time held, weighted as the pyramid's; "
+        "null: not measured",
+    )
+    not_measured = serializers.FloatField(
+        allow_null=True, help_text="share 0..1 of the GPU-time held without a minute sample; null: nothing held"
+    )
+    idle = serializers.FloatField(
+        allow_null=True,
+        help_text="share 0..1 of the measured GPU-time in minutes under idle_threshold_pct; null: not measured",
+    )
+    idle_threshold_pct = serializers.FloatField(help_text="FAIRWAY_IDLE_UTIL_PCT")
+    memory_peak_mb = serializers.IntegerField(
+        allow_null=True, help_text="the most GPU memory used on one GPU in a minute (MiB); null: not measured"
+    )
+    memory_total_mb = serializers.IntegerField(allow_null=True, help_text="that GPU's memory (MiB)")
+    running = serializers.BooleanField(help_text="an attempt still holds its GPUs: the figures so far")
 
 
 IDLE = "row_idle"
@@ -973,6 +1000,7 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
         help_text="GPU-seconds charged: a closed attempt's charge, an open funded one's so far"
     )
     silent_hosts = serializers.SerializerMethodField()
+    efficiency = serializers.SerializerMethodField()
     # ``""`` until the attempt is asked to stop / ends: declared, as a read-only model field loses
     # ``allow_blank`` and the schema's enum left the blank out.
     stop_reason = serializers.ChoiceField(choices=Attempt.EndReason.choices, allow_blank=True, read_only=True)
@@ -998,8 +1026,21 @@ class AttemptSerializer(FastRepresentationMixin, FieldsOnceMixin, serializers.Mo
             "exit_code",
             "charged_gpu_seconds",
             "silent_hosts",
+            "efficiency",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(EfficiencySerializer(allow_null=True))
+    def get_efficiency(self, obj: Attempt) -> dict[str, Any] | None:
+        """How well it used its GPUs (``scheduler.efficiency``; docs/jobs.md "Efficiency"): its
+        workload's, read once for all its attempts where the workload came with it (a detail)."""
+        from scheduler.efficiency import efficiency_of_attempts, workload_efficiency
+
+        if Attempt._meta.get_field("workload").is_cached(obj):
+            found = workload_efficiency(obj.workload).attempts.get(obj.pk)
+        else:
+            found = efficiency_of_attempts([obj.pk]).get(obj.pk)
+        return found.as_data() if found is not None else None
 
     def get_charged_gpu_seconds(self, obj: Attempt) -> int:
         """What the workload's ``accounting`` counts for this attempt: an open funded attempt is
@@ -1158,6 +1199,15 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
         help_text="the workload this one was submitted again from (POST workloads/{id}/resubmit/); null: none",
     )
     resubmissions = serializers.SerializerMethodField()
+    efficiency = serializers.SerializerMethodField()
+
+    @extend_schema_field(EfficiencySerializer)
+    def get_efficiency(self, obj: Workload) -> dict[str, Any]:
+        """How well it used the GPUs it held, all its attempts together (``scheduler.efficiency``;
+        docs/jobs.md "Efficiency"); each attempt's is in its ``attempts``. One query for both."""
+        from scheduler.efficiency import workload_efficiency
+
+        return workload_efficiency(obj).total.as_data()
 
     @extend_schema_field(serializers.ListField(child=serializers.IntegerField()))
     def get_resubmissions(self, obj: Workload) -> list[int]:
@@ -1200,6 +1250,7 @@ class WorkloadDetailSerializer(WorkloadListSerializer):
             "after",
             "resubmitted_from",
             "resubmissions",
+            "efficiency",
             "held_at",
             "held_by",
             "can_cancel",

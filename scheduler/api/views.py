@@ -61,6 +61,7 @@ from scheduler.api.serializers import (
     WorkloadUpdateSerializer,
 )
 from scheduler.bulk import do_bulk_action, require_filter
+from scheduler.efficiency import efficiency_of_attempts
 from scheduler.idle import idle_of_workloads
 from scheduler.lifecycle import charged_seconds
 from scheduler.models import (
@@ -385,7 +386,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
     @action(detail=False, methods=["get"])
     def history(self, request: Request) -> Response:
         """Finished attempts, newest first, like ``sacct``: who, where, when, how long, why it ended,
-        GPU-hours charged. Two queries whatever the number of rows; 400 ``invalid`` on a bad
+        GPU-hours charged, mean GPU utilization. Three queries whatever the number of rows; 400 ``invalid`` on a bad
         ``since``, ``budget`` or ``limit``."""
         from budgets.services import resolve_budget, subtree_ids
         from scheduler.accounting import finished_attempts
@@ -412,6 +413,8 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         shown = attempts[:limit]
         # Every host of a gang (``hosts``), for the rows shown only: one more query.
         prefetch_related_objects(shown, Prefetch("gpu_links", queryset=AttemptGPU.objects.select_related("gpu__host")))
+        # Their mean GPU utilization (scheduler.efficiency): one more query.
+        held = efficiency_of_attempts([a.pk for a in shown], now)
         paths = budget_paths(self.budget_tree)
         rows = [
             {
@@ -434,6 +437,7 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
                 "end_reason": a.end_reason,
                 "exit_code": a.exit_code,
                 "charged_gpu_hours": round(a.charged_gpu_seconds / 3600, 4),
+                "utilization": held[a.pk].as_data()["utilization"] if a.pk in held else None,
             }
             for a in shown
         ]

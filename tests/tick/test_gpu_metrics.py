@@ -1,4 +1,6 @@
-"""GPU metrics time series: per-minute roll-ups from heartbeats, bounded queries, pruning, utilization per attempt."""
+"""GPU metrics time series: per-minute roll-ups from heartbeats, bounded queries, pruning.
+
+An attempt's utilization: tests/tick/test_efficiency.py."""
 
 from __future__ import annotations
 
@@ -87,27 +89,3 @@ def test_the_clock_sends_the_prune_hourly(db, monkeypatch):
     c.beat(sweep=True)
     c.beat(sweep=True)
     assert sent == ["prune"]
-
-
-def test_attempt_utilization_is_gpu_time_weighted(tw, ticks):
-    host = tw.host("h1", 2)
-    gpus = list(GPU.objects.filter(host=host).order_by("index"))
-    minute = tw.now.replace(second=0) - timedelta(minutes=10)
-    attempt = tw.attempt(tw.workload(gpus=2), gpus)
-    attempt.started_at = minute + timedelta(seconds=30)  # half of the first minute
-    attempt.ended_at = minute + timedelta(minutes=2)
-    attempt.save()
-    rows = [
-        (gpus[0], minute, 100.0),  # 30 s of GPU time at 100
-        (gpus[1], minute, 0.0),  # 30 s at 0
-        (gpus[0], minute + timedelta(minutes=1), 40.0),  # 60 s at 40
-        (gpus[1], minute + timedelta(minutes=1), 40.0),  # 60 s at 40
-        (gpus[0], minute + timedelta(minutes=2), 99.0),  # after the end: ignored
-    ]
-    for gpu, m, util in rows:
-        GpuMinuteSample.objects.create(gpu=gpu, minute=m, samples=2, utilization_sum=2 * util)
-    # (30*100 + 30*0 + 60*40 + 60*40) / 180 = 7800 / 180
-    assert metrics.attempt_utilization(attempt) == pytest.approx(7800 / 180)
-    attempt.started_at = attempt.ended_at - timedelta(seconds=1)
-    GpuMinuteSample.objects.all().delete()
-    assert metrics.attempt_utilization(attempt) is None

@@ -1,0 +1,226 @@
+"""How well an attempt, and a workload over all its attempts, used the GPUs it held, like Slurm's
+``seff`` (docs/jobs.md "Efficiency"): the one computation the API's ``efficiency``, ``fairway
+show``, ``fairway seff``, ``fairway history`` and the workload page read.
+
+Per GPU an attempt holds (``AttemptGPU``), over ``[placed_at, ended_at or now)`` (the pyramid's
+occupied time, DESIGN.md §8):
+
+- **held**: the GPU-seconds held;
+- **measured** and **utilized**: the pyramid's rule (:func:`scheduler.pyramid.weigh_minutes`):
+  each minute sample (``GpuMinuteSample``) weighs the seconds of its minute the GPU was held;
+  the mean utilization is utilized over measured, unknown (None) when nothing was measured;
+- **not measured**: the held GPU-time without a minute sample (``held - measured``), never 0 %;
+- **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
+  (:func:`scheduler.idle.quiet_minute`, the idle rule's minute), as a share of the measured time;
+- **peak memory**: the highest ``memory_used_max_mb`` of a minute of any held GPU, with that
+  GPU's memory.
+
+Unlike the pyramid's hours, no GPU's latest sample stands in for an hour without minute samples:
+that time is not measured. One query for any number of attempts (:func:`efficiency_of_attempts`):
+per GPU link, the minutes wholly held are summed in SQL (each weighs one minute) and the minutes
+the attempt was placed and ended in (partly held) are read and weighed in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, DateTimeField, ExpressionWrapper, F, IntegerField, Max, OuterRef, Subquery, Sum
+from django.db.models import Value as V
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from scheduler.idle import quiet_minute, threshold_pct
+from scheduler.models import AttemptGPU, GpuMinuteSample, Workload
+from scheduler.pyramid import MINUTE, minute_utilization, minute_utilization_sql, weigh_minutes
+
+
+@dataclass
+class Efficiency:
+    """GPU-seconds of one attempt, or of a workload's attempts added up."""
+
+    held: float = 0.0
+    measured: float = 0.0
+    utilized: float = 0.0
+    idle: float = 0.0
+    memory_peak_mb: int | None = None
+    memory_total_mb: int | None = None
+    gpus: int = 0
+    running: bool = False
+    threshold_pct: float = field(default_factory=threshold_pct)
+
+    def add(self, other: Efficiency) -> None:
+        self.held += other.held
+        self.measured += other.measured
+        self.utilized += other.utilized
+        self.idle += other.idle
+        self.gpus = max(self.gpus, other.gpus)
+        self.running = self.running or other.running
+        if other.memory_peak_mb is not None and (
+            self.memory_peak_mb is None or other.memory_peak_mb > self.memory_peak_mb
+        ):
+            self.memory_peak_mb, self.memory_total_mb = other.memory_peak_mb, other.memory_total_mb
+
+    @property
+    def utilization(self) -> float | None:
+        """The GPU-time weighted mean utilization (0..1) over the measured held time; None: not measured."""
+        return min(1.0, self.utilized / self.measured) if self.measured > 0 else None
+
+    def as_data(self) -> dict[str, Any]:
+        """The API's ``efficiency`` object (``fairway_cli.words.efficiency_lines`` writes it in words)."""
+        held, measured = self.held, min(self.measured, self.held)
+
+        def share(x: float, of: float) -> float | None:
+            return round(min(1.0, x / of), 4) if of > 0 else None
+
+        util = self.utilization
+        return {
+            "gpus": self.gpus,
+            "gpu_hours": round(held / 3600, 4),
+            "utilization": round(util, 4) if util is not None else None,
+            "not_measured": share(held - measured, held),
+            "idle": share(self.idle, measured),
+            "idle_threshold_pct": self.threshold_pct,
+            "memory_peak_mb": self.memory_peak_mb,
+            "memory_total_mb": self.memory_total_mb,
+            "running": self.running,
+        }
+
+
+def _one(samples: Any, value: Any) -> Subquery:
+    """A scalar subquery of ``samples`` (one GPU's minutes): ``value`` of the first, or an aggregate."""
+    return Subquery(samples.order_by().values("gpu_id").annotate(v=value).values("v")[:1])
+
+
+def efficiency_of_attempts(
+    attempt_ids: Iterable[int] | None = None, now: datetime | None = None, *, workload_id: int | None = None
+) -> dict[int, Efficiency]:
+    """Each attempt's :class:`Efficiency` (of ``attempt_ids``, or of the workload ``workload_id``'s
+    attempts), by attempt id: one query; an attempt without a GPU link is absent."""
+    now = now or timezone.now()
+    pct = threshold_pct()
+    links = AttemptGPU.objects.all()
+    if attempt_ids is not None:
+        ids = sorted(set(attempt_ids))
+        if not ids:
+            return {}
+        links = links.filter(attempt_id__in=ids)
+    if workload_id is not None:
+        links = links.filter(attempt__workload_id=workload_id)
+    until = Coalesce(F("attempt__ended_at"), V(now), output_field=DateTimeField())
+    links = links.annotate(
+        held_until=until,
+        whole_until=ExpressionWrapper(until - V(MINUTE), output_field=DateTimeField()),
+        first_from=ExpressionWrapper(F("attempt__placed_at") - V(MINUTE), output_field=DateTimeField()),
+    )
+    mine = GpuMinuteSample.objects.filter(gpu_id=OuterRef("gpu_id"), samples__gt=0)
+    # The minutes wholly held (each weighs a minute), and the partly held first and last ones.
+    whole = mine.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
+    first = mine.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("attempt__placed_at"))
+    last = mine.filter(
+        minute__gt=OuterRef("whole_until"),
+        minute__lt=OuterRef("held_until"),
+        minute__gte=OuterRef("attempt__placed_at"),
+    )
+    held = mine.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("held_until"))
+    rows = links.annotate(
+        whole_n=_one(whole, Count("pk")),
+        whole_util=_one(whole, Sum(minute_utilization_sql())),
+        whole_idle=_one(whole, Count("pk", filter=quiet_minute(pct))),
+        first_minute=_one(first, F("minute")),
+        first_sum=_one(first, F("utilization_sum")),
+        first_n=_one(first, F("samples")),
+        last_minute=_one(last, F("minute")),
+        last_sum=_one(last, F("utilization_sum")),
+        last_n=_one(last, F("samples")),
+        memory=_one(held, Max("memory_used_max_mb", output_field=IntegerField())),
+    ).values_list(
+        "attempt_id",
+        "attempt__placed_at",
+        "held_until",
+        "gpu__memory_mb",
+        "whole_n",
+        "whole_util",
+        "whole_idle",
+        "first_minute",
+        "first_sum",
+        "first_n",
+        "last_minute",
+        "last_sum",
+        "last_n",
+        "memory",
+        "attempt__ended_at",
+    )
+    out: dict[int, Efficiency] = {}
+    for (
+        attempt_id,
+        a0,
+        a1,
+        total_mb,
+        whole_n,
+        whole_util,
+        whole_idle,
+        first_minute,
+        first_sum,
+        first_n,
+        last_minute,
+        last_sum,
+        last_n,
+        memory,
+        ended,
+    ) in rows:
+        e = out.setdefault(attempt_id, Efficiency(threshold_pct=pct, running=ended is None))
+        e.gpus += 1
+        if a1 <= a0:
+            continue
+        e.held += (a1 - a0).total_seconds()
+        seconds = MINUTE.total_seconds()
+        e.measured += (whole_n or 0) * seconds
+        e.utilized += (whole_util or 0.0) / 100.0 * seconds
+        e.idle += (whole_idle or 0) * seconds
+        for minute, total, n in ((first_minute, first_sum, first_n), (last_minute, last_sum, last_n)):
+            if minute is None or not n:
+                continue
+            measured, utilized = weigh_minutes(a0, a1, {minute: minute_utilization(total, n)})
+            e.measured += measured
+            e.utilized += utilized
+            if total < n * pct:  # scheduler.idle.quiet_minute, of this one row
+                e.idle += measured
+        if memory is not None and (e.memory_peak_mb is None or memory > e.memory_peak_mb):
+            e.memory_peak_mb, e.memory_total_mb = int(memory), total_mb or None
+    return out
+
+
+@dataclass
+class WorkloadEfficiency:
+    """A workload's efficiency over all its attempts, and each attempt's (by attempt id)."""
+
+    total: Efficiency
+    attempts: dict[int, Efficiency]
+
+
+CACHE = "_efficiency"
+"""The attribute a workload keeps its :func:`workload_efficiency` in (the API's detail reads it
+for the workload and each attempt: one query)."""
+
+
+def workload_efficiency(workload: Workload, now: datetime | None = None) -> WorkloadEfficiency:
+    """``workload``'s efficiency, all its attempts added up, and each attempt's: one query, once per object."""
+    cached = workload.__dict__.get(CACHE)
+    if cached is not None:
+        return cached
+    prefetched = getattr(workload, "_prefetched_objects_cache", {}).get("attempts")
+    none = prefetched is not None and not prefetched  # a pending one's detail: no query
+    attempts = {} if none else efficiency_of_attempts(None, now, workload_id=workload.pk)
+    total = Efficiency()
+    for e in attempts.values():
+        total.add(e)
+    found = WorkloadEfficiency(total, attempts)
+    workload.__dict__[CACHE] = found
+    return found
+
+
+__all__ = ["Efficiency", "WorkloadEfficiency", "efficiency_of_attempts", "workload_efficiency"]
