@@ -43,6 +43,7 @@ from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
+    end_words,
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
@@ -1110,7 +1111,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
                 (
                     "REASON",
-                    lambda a: a["end_reason"] + (f" (exit {a['exit_code']})" if a["exit_code"] is not None else ""),
+                    lambda a: end_words(a["end_reason"], a["exit_code"]),
                 ),
             ],
             out,
@@ -1660,9 +1661,14 @@ def _wait_line(before: dict[str, Any] | None, w: dict[str, Any]) -> str:
     and ``estimated_start`` that ``fairway show`` explains)."""
     why = _why_short(w)
     why = f" ({why})" if why else ""
+    state = w["state"]
+    if state in FINAL_WORKLOAD_STATES and (end := w.get("last_end")):  # an older server sends none
+        # "running → failed" said nothing of the exit code `fairway show` gives (left56)
+        ended = end_words(end["reason"], end.get("exit_code"))
+        state = ended if end["reason"] == state else f"{state}: {ended}"
     if before is None:
-        return f"#{w['id']} {w['name']}: {w['state']}{why}"
-    return f"#{w['id']} {before['state']} → {w['state']}{why}"
+        return f"#{w['id']} {w['name']}: {state}{why}"
+    return f"#{w['id']} {before['state']} → {state}{why}"
 
 
 def wait_for(
@@ -2045,7 +2051,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("STARTED", lambda r: when(r["started_at"]) or "-"),
             ("ENDED", lambda r: when(r["ended_at"])),
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
-            ("STATE", lambda r: r["end_reason"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")),
+            ("STATE", lambda r: end_words(r["end_reason"], r["exit_code"])),
             ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
         ],
         out,

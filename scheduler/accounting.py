@@ -214,14 +214,35 @@ def account_page(workloads: Sequence[Workload]) -> None:
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
+    ends: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
     running: list[int] = []
-    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
-        rows[wid].append(row)
+    columns = ("workload_id", *ATTEMPT_ROW, *END_ROW)
+    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list(*columns):
+        rows[wid].append(row[: len(ATTEMPT_ROW)])
+        ends[wid].append(row[len(ATTEMPT_ROW) :])
         if row[0] is not None and row[1] is None:  # started, not ended (ATTEMPT_ROW's first two)
             running.append(wid)
     until = silent_until_of(running) if running else {}
     for w in workloads:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
+        w.__dict__[LAST_END] = last_end(ends[w.pk])
+
+
+END_ROW = ("number", "ended_at", "end_reason", "exit_code")
+"""What :func:`last_end` reads of an attempt."""
+LAST_END = "acct_last_end"
+"""The attribute :func:`account_page` leaves a row's :func:`last_end` in (the list's ``last_end``)."""
+
+
+def last_end(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """How the last attempt (the highest number) of a workload ended, from its attempts'
+    :data:`END_ROW` tuples: ``{"reason": "failed", "exit_code": 1}`` (``exit_code`` None where the
+    attempt exited with none: lost, preempted, ...); None with no attempt or one still open. What
+    ``fairway wait`` says of a workload that ended ("running → failed (exit 1)") from the list's rows."""
+    last = max(rows, key=lambda row: row[0], default=None)
+    if last is None or last[1] is None:
+        return None
+    return {"reason": last[2], "exit_code": last[3]}
 
 
 def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
@@ -242,6 +263,7 @@ def as_never_started(w: Workload) -> Workload:
     w.acct_closed_run = w.acct_charged = None  # type: ignore[attr-defined]
     w.acct_preemptions = w.acct_requeue_ends = w.acct_start_failures = 0  # type: ignore[attr-defined]
     w.acct_open_until = None  # type: ignore[attr-defined]
+    w.__dict__[LAST_END] = None
     return w
 
 
