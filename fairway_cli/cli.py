@@ -1253,8 +1253,8 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
     for line in _skip_lines(preview):
         text.write(line + "\n")
     if not n:
-        if args.json:
-            emit_json(preview, out)
+        if args.json:  # not a dry run: what happened, nothing (it said dry_run: true, left56)
+            emit_json({**preview, "dry_run": False}, out)
         return EXIT_OK
     if not _confirmed(args, verb, n):
         text.write("nothing changed\n")
