@@ -38,7 +38,18 @@ import requests
 from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import CLEARABLE, duration_text, gpu_hours_text, gpu_time_text, instant_text, means_none
-from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
+from fairway_cli.waiting import (
+    BACKOFF,
+    CAP_FACTOR,
+    FIRST_INTERVAL_S,
+    GIVE_UP_S,
+    GIVE_UP_TRIES,
+    GaveUp,
+    Outage,
+    Outcome,
+    TryLater,
+    poll_until_final,
+)
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
@@ -1638,7 +1649,9 @@ def _wait_flags(p: argparse.ArgumentParser, *, after_submit: bool = False) -> No
         dest="timeout",
         type=_wait_timeout,
         metavar="DURATION",
-        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on",
+        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on. Without it"
+        f" the wait outlives a server restart but gives up (exit {EXIT_UNREACHABLE}) once every poll has failed"
+        f" (HTTP 5xx, no connection) for {duration(int(GIVE_UP_S))} and {GIVE_UP_TRIES} polls in a row",
     )
     # The first pause between polls (then backing off to 15x it): short in tests, as `logs --interval`.
     interval = "--wait-interval" if after_submit else "--interval"
@@ -1723,7 +1736,7 @@ def wait_for(
             return fetch(todo)
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
             if _busy(exc):
-                raise TryLater(_busy_words(exc), exc.retry_after) from None
+                raise TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None) from None
             if submitted:  # with --json nothing named it before (brk55), as the first read's errors do
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             raise
@@ -1745,7 +1758,18 @@ def wait_for(
         raise CliError(
             EXIT_INTERRUPTED, f"interrupted: stopped waiting; {going} (`fairway cancel ID` stops one)"
         ) from None
+    except GaveUp as gave_up:
+        raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
     return _waited(args, outcome, out)
+
+
+def _gave_up_text(gave_up: GaveUp, submitted: str = "") -> str:
+    """Why a wait stopped asking a server that kept failing (``fairway_cli.waiting.Outage``)."""
+    going = f"{submitted} was submitted and goes on" if submitted else "the workloads go on"
+    return (
+        f"gave up waiting: the server failed every poll for {duration(round(gave_up.seconds))}"
+        f" ({gave_up.tries} in a row; last: {gave_up.last.message}); {going}: wait again once it answers"
+    )
 
 
 def _busy(exc: CliError) -> bool:
@@ -1770,7 +1794,7 @@ def _read_submitted(
     (``fairway_cli.waiting``'s pauses, never shorter than a ``Retry-After``), where exiting 1 or 3
     read as a failed submission and a script submitted it again (left52). Any error, and a
     ``--wait-timeout`` that runs out first, says that ``submitted`` was submitted."""
-    pause, failing = args.interval, False
+    pause, failing, outage = args.interval, False, Outage()
     while True:
         try:
             return read()
@@ -1779,6 +1803,10 @@ def _read_submitted(
         except CliError as exc:
             if not _busy(exc):
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
+            try:
+                outage.note(TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None))
+            except GaveUp as gave_up:
+                raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
             grown = pause * BACKOFF if failing else pause
             pause = max(min(grown, args.interval * CAP_FACTOR), exc.retry_after or 0.0)
             left = None if deadline is None else deadline - waiting.time.monotonic()
