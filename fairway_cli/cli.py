@@ -745,7 +745,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
                 for k in ("used", "committed", "entitled")
             )
             out.write(
-                f"    {side['path']}: used {used} GPU-h, committed {committed} GPU-h, entitled {entitled} GPU-h, "
+                f"    {side.get('label') or side['path']}: used {used} GPU-h, committed {committed} GPU-h, "
+                f"entitled {entitled} GPU-h, "
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:

@@ -1077,9 +1077,17 @@ class WorkloadEventSerializer(FastRepresentationMixin, FieldsOnceMixin, serializ
 
 class PendingSideSerializer(serializers.Serializer):
     path = serializers.CharField()
+    after_this_one = serializers.BooleanField(
+        required=False,
+        help_text="committed and ratio count this workload's gpus × M, as rule 2 compares them (the ratio "
+        "after admission, DESIGN.md §3.2): they exceed `fairway budgets`' by it",
+    )
+    label = serializers.CharField(
+        required=False, help_text="the side as every surface names it: the path, with ', after this one' when so"
+    )
     used_gpu_hours = serializers.FloatField(required=False, help_text="U: allocated GPU-hours in the window")
     committed_gpu_hours = serializers.FloatField(
-        required=False, help_text="C: protection still ahead (this workload's gpus × M included on its side)"
+        required=False, help_text="C: protection still ahead (after this one: its gpus × M included on its side)"
     )
     entitled_gpu_hours = serializers.FloatField(required=False, help_text="E: share × GPUs × window")
     ratio = serializers.FloatField(required=False, allow_null=True, help_text="(U + C) / E")
