@@ -1650,8 +1650,8 @@ def _wait_flags(p: argparse.ArgumentParser, *, after_submit: bool = False) -> No
         dest="timeout",
         type=_wait_timeout,
         metavar="DURATION",
-        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on. Without it"
-        f" the wait outlives a server restart but gives up (exit {EXIT_UNREACHABLE}) once every poll has failed"
+        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on. The"
+        f" wait outlives a server restart but gives up (exit {EXIT_UNREACHABLE}) once every poll has failed"
         f" (HTTP 5xx, no connection) for {duration(int(GIVE_UP_S))} and {GIVE_UP_TRIES} polls in a row",
     )
     # The first pause between polls (then backing off to 15x it): short in tests, as `logs --interval`.
