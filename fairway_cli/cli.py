@@ -38,12 +38,24 @@ import requests
 from fairway_cli import __version__, waiting
 from fairway_cli.args import duration_s, positive_number, whole_number
 from fairway_cli.numbers import CLEARABLE, duration_text, gpu_hours_text, gpu_time_text, instant_text, means_none
-from fairway_cli.waiting import BACKOFF, CAP_FACTOR, FIRST_INTERVAL_S, Outcome, TryLater, poll_until_final
+from fairway_cli.waiting import (
+    BACKOFF,
+    CAP_FACTOR,
+    FIRST_INTERVAL_S,
+    GIVE_UP_S,
+    GIVE_UP_TRIES,
+    GaveUp,
+    Outage,
+    Outcome,
+    TryLater,
+    poll_until_final,
+)
 from fairway_cli.words import (
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
     efficiency_lines,
+    end_words,
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
@@ -735,7 +747,8 @@ def _why(w: dict[str, Any], out: TextIO) -> None:
                 for k in ("used", "committed", "entitled")
             )
             out.write(
-                f"    {side['path']}: used {used} GPU-h, committed {committed} GPU-h, entitled {entitled} GPU-h, "
+                f"    {side.get('label') or side['path']}: used {used} GPU-h, committed {committed} GPU-h, "
+                f"entitled {entitled} GPU-h, "
                 f"ratio {side['ratio_text']}×\n"
             )
     for b in why.get("blocking") or []:
@@ -1112,7 +1125,7 @@ def cmd_show(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 ("ENDED", lambda a: when(a["ended_at"]) or ("stopping" if a["stop_requested_at"] else "running")),
                 (
                     "REASON",
-                    lambda a: a["end_reason"] + (f" (exit {a['exit_code']})" if a["exit_code"] is not None else ""),
+                    lambda a: end_words(a["end_reason"], a["exit_code"]),
                 ),
             ],
             out,
@@ -1297,8 +1310,8 @@ def _bulk(verb: str, args: argparse.Namespace, config: Config, out: TextIO) -> i
     for line in _skip_lines(preview):
         text.write(line + "\n")
     if not n:
-        if args.json:
-            emit_json(preview, out)
+        if args.json:  # not a dry run: what happened, nothing (it said dry_run: true, left56)
+            emit_json({**preview, "dry_run": False}, out)
         return EXIT_OK
     if not _confirmed(args, verb, n):
         text.write("nothing changed\n")
@@ -1682,7 +1695,9 @@ def _wait_flags(p: argparse.ArgumentParser, *, after_submit: bool = False) -> No
         dest="timeout",
         type=_wait_timeout,
         metavar="DURATION",
-        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on",
+        help=f"stop waiting after this long (90s, 30m, 2h30m), exit {EXIT_TIMEOUT}; the work goes on. The"
+        f" wait outlives a server restart but gives up (exit {EXIT_UNREACHABLE}) once every poll has failed"
+        f" (HTTP 5xx, no connection) for {duration(int(GIVE_UP_S))} and {GIVE_UP_TRIES} polls in a row",
     )
     # The first pause between polls (then backing off to 15x it): short in tests, as `logs --interval`.
     interval = "--wait-interval" if after_submit else "--interval"
@@ -1705,9 +1720,14 @@ def _wait_line(before: dict[str, Any] | None, w: dict[str, Any]) -> str:
     and ``estimated_start`` that ``fairway show`` explains)."""
     why = _why_short(w)
     why = f" ({why})" if why else ""
+    state = w["state"]
+    if state in FINAL_WORKLOAD_STATES and (end := w.get("last_end")):  # an older server sends none
+        # "running → failed" said nothing of the exit code `fairway show` gives (left56)
+        ended = end_words(end["reason"], end.get("exit_code"))
+        state = ended if end["reason"] == state else f"{state}: {ended}"
     if before is None:
-        return f"#{w['id']} {w['name']}: {w['state']}{why}"
-    return f"#{w['id']} {before['state']} → {w['state']}{why}"
+        return f"#{w['id']} {w['name']}: {state}{why}"
+    return f"#{w['id']} {before['state']} → {state}{why}"
 
 
 def wait_for(
@@ -1762,7 +1782,7 @@ def wait_for(
             return fetch(todo)
         except CliError as exc:  # busy or unreachable for a moment: the wait goes on (not signed out)
             if _busy(exc):
-                raise TryLater(_busy_words(exc), exc.retry_after) from None
+                raise TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None) from None
             if submitted:  # with --json nothing named it before (brk55), as the first read's errors do
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
             raise
@@ -1784,7 +1804,18 @@ def wait_for(
         raise CliError(
             EXIT_INTERRUPTED, f"interrupted: stopped waiting; {going} (`fairway cancel ID` stops one)"
         ) from None
+    except GaveUp as gave_up:
+        raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
     return _waited(args, outcome, out)
+
+
+def _gave_up_text(gave_up: GaveUp, submitted: str = "") -> str:
+    """Why a wait stopped asking a server that kept failing (``fairway_cli.waiting.Outage``)."""
+    going = f"{submitted} was submitted and goes on" if submitted else "the workloads go on"
+    return (
+        f"gave up waiting: the server failed every poll for {duration(round(gave_up.seconds))}"
+        f" ({gave_up.tries} in a row; last: {gave_up.last.message}); {going}: wait again once it answers"
+    )
 
 
 def _busy(exc: CliError) -> bool:
@@ -1809,7 +1840,7 @@ def _read_submitted(
     (``fairway_cli.waiting``'s pauses, never shorter than a ``Retry-After``), where exiting 1 or 3
     read as a failed submission and a script submitted it again (left52). Any error, and a
     ``--wait-timeout`` that runs out first, says that ``submitted`` was submitted."""
-    pause, failing = args.interval, False
+    pause, failing, outage = args.interval, False, Outage()
     while True:
         try:
             return read()
@@ -1818,6 +1849,10 @@ def _read_submitted(
         except CliError as exc:
             if not _busy(exc):
                 raise CliError(exc.exit_code, f"{submitted} was submitted, but {exc.message}", exc.code) from None
+            try:
+                outage.note(TryLater(_busy_words(exc), exc.retry_after, failed=exc.retry_after is None))
+            except GaveUp as gave_up:
+                raise CliError(EXIT_UNREACHABLE, _gave_up_text(gave_up, submitted)) from None
             grown = pause * BACKOFF if failing else pause
             pause = max(min(grown, args.interval * CAP_FACTOR), exc.retry_after or 0.0)
             left = None if deadline is None else deadline - waiting.time.monotonic()
@@ -2091,7 +2126,7 @@ def cmd_history(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("STARTED", lambda r: when(r["started_at"]) or "-"),
             ("ENDED", lambda r: when(r["ended_at"])),
             ("ELAPSED", lambda r: duration(r["elapsed_s"]) or "0"),
-            ("STATE", lambda r: r["end_reason"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")),
+            ("STATE", lambda r: end_words(r["end_reason"], r["exit_code"])),
             ("CHARGED", lambda r: gpu_time_text(r["charged_gpu_hours"] * 3600) if r["allocated"] else "free"),
             # an older server sends no utilization: not measured is not what it said
             ("UTIL", lambda r: utilization_words(r["utilization"]) if "utilization" in r else "-"),

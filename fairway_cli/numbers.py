@@ -56,6 +56,8 @@ __all__ = [
     "instant_text",
     "parse_duration_s",
     "percent_text",
+    "second_up",
+    "seconds_between",
 ]
 
 
@@ -103,9 +105,7 @@ def instant_text(value: Any, now: datetime | None = None, *, absolute: bool = Fa
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
-        at = value.astimezone(UTC)
-        if at.microsecond:
-            at = at.replace(microsecond=0) + timedelta(seconds=1)
+        at = second_up(value.astimezone(UTC))
     elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         at = datetime.fromtimestamp(math.ceil(value), tz=UTC)
     else:
@@ -118,6 +118,21 @@ def instant_text(value: Any, now: datetime | None = None, *, absolute: bool = Fa
     if at.year == today.year:
         return f"{at:%b} {at.day} {at:%H:%M:%S} UTC"
     return f"{at:%b} {at.day} {at.year} {at:%H:%M:%S} UTC"
+
+
+def second_up(value: datetime) -> datetime:
+    """THE rounding rule of every instant people read (left56): up to the whole second, as
+    :func:`instant_text` shows it and the policy reads it (``scheduler.snapshot.epoch_up``). A
+    duration between two instants shown (a workload's wait between "submitted" and "started", an
+    attempt's run between its STARTED and ENDED) is :func:`seconds_between` of them: the
+    difference of the instants as shown, so "submitted 22:35:38, started 22:35:39" never sits
+    beside "wait 0" (each rounded its own way: instants up, durations down)."""
+    return value.replace(microsecond=0) + timedelta(seconds=1) if value.microsecond else value
+
+
+def seconds_between(start: datetime, end: datetime) -> int:
+    """Whole seconds from ``start`` to ``end`` as shown (:func:`second_up` of each), 0 at least."""
+    return max(0, int((second_up(end) - second_up(start)).total_seconds()))
 
 
 def percent_text(value: Any, digits: int = 0) -> str:

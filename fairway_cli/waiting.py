@@ -21,6 +21,13 @@ BACKOFF = 1.5
 CAP_FACTOR = 15
 """… up to this many times the first pause (2 s → 30 s): a wait of hours polls twice a minute."""
 
+GIVE_UP_S = 900.0
+"""A wait gives up (exit 3) once every poll has failed for this long (15 min) …"""
+GIVE_UP_TRIES = 5
+"""… and at least this many polls in a row: a server restart or a network blip is outlived, a
+server that keeps failing (HTTP 500 on every poll) is not asked forever (left56). A busy server
+(429, or a 503 with ``Retry-After``) never counts: it answers, and says when to ask again."""
+
 Row = dict[str, Any]
 
 
@@ -29,10 +36,46 @@ class TryLater(Exception):  # noqa: N818 -- a signal to the loop, not an error t
     ``Retry-After`` seconds, when it sent one) or cannot be reached for now. The loop waits and
     polls again; the workloads go on meanwhile."""
 
-    def __init__(self, message: str, after: float | None = None) -> None:
+    def __init__(self, message: str, after: float | None = None, *, failed: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.after = after
+        self.failed = failed
+        """The server failed (a 5xx without ``Retry-After``) or could not be reached: counts toward
+        :class:`Outage`'s giving up, where a busy answer does not."""
+
+
+class GaveUp(Exception):  # noqa: N818 -- the loop's end, worded by the caller
+    """Every poll failed for :data:`GIVE_UP_S` and :data:`GIVE_UP_TRIES` polls: ``last`` the last
+    failure, ``tries`` the polls, ``seconds`` since the first."""
+
+    def __init__(self, last: TryLater, tries: int, seconds: float) -> None:
+        super().__init__(last.message)
+        self.last, self.tries, self.seconds = last, tries, seconds
+
+
+@dataclass(slots=True)
+class Outage:
+    """A run of failed polls: :meth:`note` each answer-less poll, :meth:`clear` on an answer."""
+
+    since: float | None = None
+    tries: int = 0
+
+    def note(self, later: TryLater) -> None:
+        """Count ``later``; raises :class:`GaveUp` once the run is long enough. A busy answer
+        ends the run (the server answered)."""
+        if not later.failed:
+            self.clear()
+            return
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        self.tries += 1
+        if self.tries >= GIVE_UP_TRIES and now - self.since >= GIVE_UP_S:
+            raise GaveUp(later, self.tries, now - self.since)
+
+    def clear(self) -> None:
+        self.since, self.tries = None, 0
 
 
 @dataclass(slots=True)
@@ -64,7 +107,8 @@ def poll_until_final(
     :class:`TryLater`. The pause starts at ``interval`` seconds, grows by :data:`BACKOFF` while
     nothing changes up to :data:`CAP_FACTOR` × ``interval``, is back at ``interval`` after a
     change, is never shorter than a ``Retry-After`` and never passes the deadline. ``timeout``:
-    seconds from now (None: no limit). :class:`KeyboardInterrupt` passes through.
+    seconds from now (None: no limit). Raises :class:`GaveUp` when the server keeps failing
+    (:class:`Outage`). :class:`KeyboardInterrupt` passes through.
     """
     rows = dict(first)
     for row in rows.values():
@@ -72,6 +116,7 @@ def poll_until_final(
     deadline = None if timeout is None else time.monotonic() + timeout
     pause = interval
     failing = False
+    outage = Outage()
     while True:
         todo = {pk for pk, row in rows.items() if not is_final(row)}
         if not todo:
@@ -86,12 +131,14 @@ def poll_until_final(
         try:
             fresh = fetch(todo)
         except TryLater as later:
+            outage.note(later)
             pause = max(min(pause * BACKOFF, interval * CAP_FACTOR), later.after or 0.0)
             if not failing:
                 on_later(later, pause)
             failing = True
             continue
         failing = False
+        outage.clear()
         changed = False
         for pk, row in fresh.items():
             before = rows.get(pk)

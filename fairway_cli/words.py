@@ -36,6 +36,21 @@ UNFUNDED_ATTEMPT = "this attempt runs unfunded: its budget reached its cap, so i
 """Said beside an allocated workload's minimum runtime while its open attempt runs unfunded
 (DESIGN.md §3.7), on its page and in ``fairway show``, which otherwise read "protected and charged"."""
 
+
+def side_label(path: str, after_this_one: bool) -> str:
+    """A side of a fair-share comparison as "why pending" names it (the API's ``label``, the page's
+    table, ``fairway show``): the pending workload's own budget, when its ``gpus × M`` is counted
+    in committed and ratio as rule 2 compares them (DESIGN.md §3.2: the ratio after admission),
+    reads ``nlp/olmo, after this one``, so its numbers are not taken for ``fairway budgets``' (left56)."""
+    return f"{path}, after this one" if after_this_one else path
+
+
+def end_words(reason: str, exit_code: int | None) -> str:
+    """How an attempt ended: ``failed (exit 1)``, ``lost``. ``fairway show``'s REASON column and
+    ``fairway wait``'s last line of a workload (the list row's ``last_end``) both say it so."""
+    return reason + (f" (exit {exit_code})" if exit_code is not None else "")
+
+
 SHORT_NAMES = {"cpus": "CPUs", "memory": "memory"}
 """How words name each resource a reason says is short (the pending detail's ``resources``:
 ``scheduler.policy.reason_hosts.RESOURCES``); the server's sentences use the same names."""

@@ -31,6 +31,7 @@ from django.db.models import (
     Count,
     DurationField,
     ExpressionWrapper,
+    F,
     Max,
     Min,
     OuterRef,
@@ -43,6 +44,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncSecond
 from django.utils import timezone
 
+from fairway_cli.numbers import second_up, seconds_between
 from scheduler.models import Attempt, AttemptGPU, Host, Workload
 from scheduler.stop_rules import FAILED_TO_START, REQUEUE_REASONS, requeue_count
 
@@ -51,6 +53,15 @@ from scheduler.stop_rules import FAILED_TO_START, REQUEUE_REASONS, requeue_count
 _RUN = ExpressionWrapper(
     TruncSecond("attempts__ended_at") - TruncSecond("attempts__started_at"), output_field=DurationField()
 )
+_UP = timedelta(microseconds=999_999)
+"""Added before truncating to the second: an instant rounded up (``fairway_cli.numbers.second_up``)."""
+_SHOWN_RUN = ExpressionWrapper(
+    TruncSecond(F("attempts__ended_at") + _UP) - TruncSecond(F("attempts__started_at") + _UP),
+    output_field=DurationField(),
+)
+"""A closed attempt's run between its two instants as shown (``fairway_cli.numbers.seconds_between``):
+what the wait leaves out, so the wait is the difference of the instants shown beside it (left56);
+the elapsed keeps :data:`_RUN`, its charge's seconds."""
 
 
 def host_silent_since(state: str, removed_at: datetime | None, last_heartbeat: datetime | None) -> datetime | None:
@@ -151,6 +162,7 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
         acct_open_until=_silent_until_sql("attempt__workload_id"),
         acct_first_start=Min("attempts__started_at"),
         acct_closed_run=Sum(_RUN, filter=closed),
+        acct_closed_shown=Sum(_SHOWN_RUN, filter=closed),
         acct_charged=Sum("attempts__charged_gpu_seconds", filter=Q(attempts__ended_at__isnull=False)),
         acct_open_start=Max("attempts__started_at", filter=open_),
         acct_open_funded=Max(
@@ -171,7 +183,7 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
     (:data:`ATTEMPT_ROW` tuples) in memory: the same values the SQL aggregates give (``None``
     where an aggregate has no row, as SQL's MIN/MAX/SUM); ``open_until``: :func:`silent_until`
     of its open attempt."""
-    first = closed_run = charged = open_start = open_funded = None
+    first = closed_run = closed_shown = charged = open_start = open_funded = None
     preemptions = requeue_ends = start_failures = 0
     for started, ended, charged_s, allocated, unfunded, end_reason in rows:
         if started is not None:
@@ -179,6 +191,8 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
             if ended is not None:
                 run = ended.replace(microsecond=0) - started.replace(microsecond=0)  # as _RUN
                 closed_run = run if closed_run is None else closed_run + run
+                shown = second_up(ended) - second_up(started)  # as _SHOWN_RUN
+                closed_shown = shown if closed_shown is None else closed_shown + shown
             else:
                 open_start = started if open_start is None or started > open_start else open_start
                 if allocated and not unfunded:
@@ -190,6 +204,7 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
         requeue_ends += end_reason in REQUEUE_REASONS
         start_failures += end_reason == FAILED_TO_START
     w.acct_first_start, w.acct_closed_run, w.acct_charged = first, closed_run, charged  # type: ignore[attr-defined]
+    w.acct_closed_shown = closed_shown  # type: ignore[attr-defined]
     w.acct_open_start, w.acct_open_funded = open_start, open_funded  # type: ignore[attr-defined]
     w.acct_preemptions = preemptions  # type: ignore[attr-defined]
     w.acct_requeue_ends, w.acct_start_failures = requeue_ends, start_failures  # type: ignore[attr-defined]
@@ -214,14 +229,35 @@ def account_page(workloads: Sequence[Workload]) -> None:
     if not workloads:
         return
     rows: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
+    ends: dict[int, list[tuple[Any, ...]]] = {w.pk: [] for w in workloads}
     running: list[int] = []
-    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list("workload_id", *ATTEMPT_ROW):
-        rows[wid].append(row)
+    columns = ("workload_id", *ATTEMPT_ROW, *END_ROW)
+    for wid, *row in Attempt.objects.filter(workload_id__in=list(rows)).values_list(*columns):
+        rows[wid].append(row[: len(ATTEMPT_ROW)])
+        ends[wid].append(row[len(ATTEMPT_ROW) :])
         if row[0] is not None and row[1] is None:  # started, not ended (ATTEMPT_ROW's first two)
             running.append(wid)
     until = silent_until_of(running) if running else {}
     for w in workloads:
         account_from_attempts(w, rows[w.pk], until.get(w.pk))
+        w.__dict__[LAST_END] = last_end(ends[w.pk])
+
+
+END_ROW = ("number", "ended_at", "end_reason", "exit_code")
+"""What :func:`last_end` reads of an attempt."""
+LAST_END = "acct_last_end"
+"""The attribute :func:`account_page` leaves a row's :func:`last_end` in (the list's ``last_end``)."""
+
+
+def last_end(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """How the last attempt (the highest number) of a workload ended, from its attempts'
+    :data:`END_ROW` tuples: ``{"reason": "failed", "exit_code": 1}`` (``exit_code`` None where the
+    attempt exited with none: lost, preempted, ...); None with no attempt or one still open. What
+    ``fairway wait`` says of a workload that ended ("running → failed (exit 1)") from the list's rows."""
+    last = max(rows, key=lambda row: row[0], default=None)
+    if last is None or last[1] is None:
+        return None
+    return {"reason": last[2], "exit_code": last[3]}
 
 
 def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
@@ -239,9 +275,10 @@ def as_never_started(w: Workload) -> Workload:
     """``w``, known to have no attempt yet (just submitted), given the annotations of
     :func:`with_accounting` without a query: nothing started, run or charged."""
     w.acct_first_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
-    w.acct_closed_run = w.acct_charged = None  # type: ignore[attr-defined]
+    w.acct_closed_run = w.acct_closed_shown = w.acct_charged = None  # type: ignore[attr-defined]
     w.acct_preemptions = w.acct_requeue_ends = w.acct_start_failures = 0  # type: ignore[attr-defined]
     w.acct_open_until = None  # type: ignore[attr-defined]
+    w.__dict__[LAST_END] = None
     return w
 
 
@@ -265,13 +302,14 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     if open_start is not None:
         elapsed += _seconds(end - open_start)
     # In the queue: from submission to its end (or now), less the time its attempts ran, the open
-    # one up to now (held on an offline host is not queued): every wait, across requeues. Cut to
-    # whole seconds once, at the end: cutting "now - submitted" and "now - start" each made a
-    # running workload's wait read 1s, then 0, then 1s again as now moved on (try55).
-    queued = (w.finished_at or now) - w.submitted_at - timedelta(seconds=closed_run)
+    # one up to now (held on an offline host is not queued): every wait, across requeues. Every
+    # instant as shown (fairway_cli.numbers.second_up), so the wait is the difference of the
+    # instants beside it (left56: "submitted 22:35:38, started 22:35:39" read "wait 0"); "now"
+    # rounded once for both terms, so a running workload's wait never moves (try55).
+    queued = seconds_between(w.submitted_at, w.finished_at or now) - _seconds(getattr(w, "acct_closed_shown", None))
     if open_start is not None:
-        queued -= now - open_start
-    wait = _seconds(queued)
+        queued -= seconds_between(open_start, now)
+    wait = max(0, queued)
     charged = int(getattr(w, "acct_charged", None) or 0)
     funded = getattr(w, "acct_open_funded", None)
     if funded is not None:

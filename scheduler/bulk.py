@@ -25,6 +25,7 @@ from budgets.services import load_tree
 from config.errors import ServiceError
 from scheduler.models import Attempt, Workload
 from scheduler.services import (
+    STATE_WORDS,
     cancel_changes,
     cancel_refusal,
     cancel_workload,
@@ -77,9 +78,18 @@ class BulkOutcome:
     stopping: list[int] = field(default_factory=list)
     skipped: list[tuple[int, str]] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    states: dict[str, list[str]] = field(default_factory=dict)
+    """The states met by the skips of each code of ``services.STATE_WORDS``, in order met."""
 
-    def skip(self, pk: int, code: str, message: str) -> None:
+    def skip(self, pk: int, code: str, message: str, state: str | None = None) -> None:
         self.skipped.append((pk, code))
+        if state is not None and code in STATE_WORDS:  # one sentence naming every state (left56)
+            met = self.states.setdefault(code, [])
+            many = bool(met) or code in self.reasons  # a skip of this code before
+            if state not in met:
+                met.append(state)
+            self.reasons[code] = STATE_WORDS[code](met, many=many)
+            return
         said = self.reasons.get(code)
         if said is None:
             self.reasons[code] = message
@@ -189,7 +199,7 @@ def do_bulk_action(
             w.budget = tree[w.budget_id]  # the permission's ancestry, from the tree: no query per row
         refused = _refusal(actor, action, w, tree, memberships, attempts)
         if refused is not None:
-            outcome.skip(w.pk, *refused)
+            outcome.skip(w.pk, *refused, state=w.state)
             continue
         if dry_run:
             outcome.changed.append(w.pk)
@@ -199,7 +209,7 @@ def do_bulk_action(
         try:
             changed, stopping = _apply(actor, action, w)
         except ServiceError as exc:
-            outcome.skip(w.pk, exc.code, exc.message)
+            outcome.skip(w.pk, exc.code, exc.message, state=getattr(exc, "state", None))
             continue
         if not changed:
             outcome.skip(w.pk, UNCHANGED, STOPPING_WORDS if action == "cancel" else UNCHANGED_WORDS)

@@ -22,7 +22,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import active_boosts, ancestor_ids, boost_words, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import HOLD_WORDS, reason_words, short_words
+from fairway_cli.words import HOLD_WORDS, reason_words, short_words, side_label
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -463,6 +463,8 @@ def _side(f: BudgetFigures | None, path: str, commitment: int, text: str) -> dic
     used, committed, entitled = _hours(f.usage), _hours(f.committed + commitment), _hours(f.entitlement)
     return {
         "path": path,
+        "after_this_one": commitment > 0,
+        "label": side_label(path, commitment > 0),
         "used_gpu_hours": used,
         "committed_gpu_hours": committed,
         "entitled_gpu_hours": entitled,

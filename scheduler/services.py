@@ -1103,8 +1103,33 @@ def cancel_refusal(
     if not can_cancel(actor, workload, tree, memberships):
         return CancelError(FORBIDDEN, None, CANCEL_FORBIDDEN, status=403)
     if workload.state in Workload.FINAL_STATES:
-        return CancelError("already_final", "state", f"The workload has already ended ({workload.state}).", status=409)
+        error = CancelError("already_final", "state", already_final_words([workload.state]), status=409)
+        error.state = workload.state  # type: ignore[attr-defined]  # a bulk action's reason names the states
+        return error
     return None
+
+
+def _states_text(states: Sequence[str]) -> str:
+    return states[0] if len(states) == 1 else f"{', '.join(states[:-1])} or {states[-1]}"
+
+
+def already_final_words(states: Sequence[str], many: bool = False) -> str:
+    """``already_final``'s message: of one workload, or (``many``) of a bulk action's skips, the
+    states they met named once ("(succeeded or failed)": the sentence was said once per state, left56)."""
+    if many:
+        return f"These workloads have already ended ({_states_text(states)})."
+    return f"The workload has already ended ({_states_text(states)})."
+
+
+def not_pending_words(states: Sequence[str], many: bool = False) -> str:
+    """A hold's or a release's ``not_pending`` message, as :func:`already_final_words`."""
+    these = "these are" if many else "this one is"
+    return f"Only a pending workload can be held or released; {these} {_states_text(states)}."
+
+
+STATE_WORDS = {"already_final": already_final_words, "not_pending": not_pending_words}
+"""The refusals whose message names the workload's state, by code: a bulk action words each once,
+with the states its skips met (``scheduler.bulk.BulkOutcome``)."""
 
 
 def cancel_changes(workload: Workload, attempt: Attempt | None) -> bool:
@@ -1739,12 +1764,9 @@ def hold_refusal(
     if not can_cancel(actor, workload, tree, memberships):
         return HoldError(FORBIDDEN, None, HOLD_FORBIDDEN, status=403)
     if workload.state != Workload.State.PENDING:
-        return HoldError(
-            "not_pending",
-            "state",
-            f"Only a pending workload can be held or released; this one is {workload.state}.",
-            status=409,
-        )
+        error = HoldError("not_pending", "state", not_pending_words([workload.state]), status=409)
+        error.state = workload.state  # type: ignore[attr-defined]  # a bulk action's reason names the states
+        return error
     if release and not workload.hold:
         return HoldError("not_held", "hold", "The workload is not on hold.", status=409)
     if release and workload.hold == Hold.ADMIN and not may_release_admin_hold(actor):

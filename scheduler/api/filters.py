@@ -68,14 +68,23 @@ class IdsFilter(django_filters.CharFilter):
     field_class = IdsField
 
 
-def _known_states(value: str) -> None:
-    """A typo (``?state=runing``) listed nothing, as if no workload ran: it is a 400 that names
-    the states."""
-    unknown = [s.strip() for s in value.split(",") if s.strip() and s.strip() not in Workload.State.values]
+NO_STATES = "Give at least one state."
+
+
+def workload_states(value: str) -> list[str]:
+    """``?state=pending, running``: the states, read as :func:`workload_ids` reads ids (blank
+    parts skipped). A typo (``?state=runing``) listed nothing, as if no workload ran: it is a 400
+    that names the states; ``?state=,`` listed nothing where ``?id=,`` is a 400 (left56): it is
+    :data:`NO_STATES`. ``?state=`` alone is no filter (the page's "any state")."""
+    states = [s.strip() for s in value.split(",") if s.strip()]
+    if not states:
+        raise _refused(NO_STATES)
+    unknown = [s for s in states if s not in Workload.State.values]
     if unknown:
         raise _refused(
             f"No state {', '.join(repr(s) for s in unknown)} (the states are: {', '.join(Workload.State.values)})."
         )
+    return states
 
 
 def _known_budget(value: str) -> None:
@@ -129,7 +138,7 @@ class WorkloadFilter(django_filters.FilterSet):
     names those missing). ``idle``: ``true``, the workloads whose running attempt is idle
     (``scheduler.idle``: the one rule of the pages and the CLI), ``false`` the others."""
 
-    state = django_filters.CharFilter(method="filter_state", validators=[_known_states])
+    state = django_filters.CharFilter(method="filter_state", validators=[workload_states])
     budget = django_filters.CharFilter(method="filter_budget", validators=[_known_budget])
     owner = django_filters.CharFilter(method="filter_owner", validators=[known_owner])
     cluster = django_filters.CharFilter(field_name="cluster__name", validators=[_known_cluster])
@@ -151,8 +160,7 @@ class WorkloadFilter(django_filters.FilterSet):
         return queryset.exclude(pk__in=ids)
 
     def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
-        states = [s.strip() for s in value.split(",") if s.strip()]
-        return queryset.filter(state__in=states)
+        return queryset.filter(state__in=workload_states(value))
 
     def filter_group(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         return queryset.filter(group_id=parse_id(value, "group"))

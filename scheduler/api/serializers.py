@@ -777,6 +777,11 @@ class AccountingSerializer(serializers.Serializer):
     preemptions = serializers.IntegerField(help_text="of the requeues, attempts ended preempted")
 
 
+class LastEndSerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=Attempt.EndReason.choices, help_text="the attempt's end reason")
+    exit_code = serializers.IntegerField(allow_null=True, help_text="its container's exit code; null: none")
+
+
 class IdleSerializer(serializers.Serializer):
     since = serializers.DateTimeField(help_text="every GPU of its open attempt under threshold_pct since this minute")
     seconds = serializers.IntegerField(help_text="idle this long (at least FAIRWAY_IDLE_AFTER_S)")
@@ -829,6 +834,10 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
         help_text="the %N of its array group when the pending reason (``dependency``) is that its group "
         "already runs N members (``pending_detail.limit``); null otherwise"
     )
+    last_end = serializers.SerializerMethodField(
+        help_text="how its last attempt ended: its end reason and exit code (null when the attempt "
+        "exited with none); null with no attempt or one still running (scheduler.accounting.last_end)"
+    )
     idle = serializers.SerializerMethodField(
         help_text="its running attempt's GPUs all under FAIRWAY_IDLE_UTIL_PCT for FAIRWAY_IDLE_AFTER_S or "
         'longer (scheduler.idle; docs/jobs.md "Idle GPUs"); null when not idle, or not known to be'
@@ -862,6 +871,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "accounting",
             "group",
             "array_index",
+            "last_end",
             "idle",
         ]
         read_only_fields = fields
@@ -915,6 +925,19 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
         if obj.pending_reason != "dependency" or isinstance(value, bool) or not isinstance(value, int):
             return None
         return value
+
+    @extend_schema_field(LastEndSerializer(allow_null=True))
+    def get_last_end(self, obj: Workload) -> dict[str, Any] | None:
+        """From the list page's one query of its attempts (``account_page``), a detail's prefetched
+        attempts, else one query of its own."""
+        from scheduler.accounting import END_ROW, LAST_END, last_end
+
+        if LAST_END in obj.__dict__:
+            return obj.__dict__[LAST_END]
+        attempts = getattr(obj, "_prefetched_objects_cache", {}).get("attempts")
+        if attempts is not None:
+            return last_end([getattr(a, f) for f in END_ROW] for a in attempts)
+        return last_end(Attempt.objects.filter(workload_id=obj.pk).order_by("-number")[:1].values_list(*END_ROW))
 
     @extend_schema_field(IdleSerializer(allow_null=True))
     def get_idle(self, obj: Workload) -> dict[str, Any] | None:
@@ -1095,9 +1118,17 @@ class WorkloadEventSerializer(FastRepresentationMixin, FieldsOnceMixin, serializ
 
 class PendingSideSerializer(serializers.Serializer):
     path = serializers.CharField()
+    after_this_one = serializers.BooleanField(
+        required=False,
+        help_text="committed and ratio count this workload's gpus × M, as rule 2 compares them (the ratio "
+        "after admission, DESIGN.md §3.2): they exceed `fairway budgets`' by it",
+    )
+    label = serializers.CharField(
+        required=False, help_text="the side as every surface names it: the path, with ', after this one' when so"
+    )
     used_gpu_hours = serializers.FloatField(required=False, help_text="U: allocated GPU-hours in the window")
     committed_gpu_hours = serializers.FloatField(
-        required=False, help_text="C: protection still ahead (this workload's gpus × M included on its side)"
+        required=False, help_text="C: protection still ahead (after this one: its gpus × M included on its side)"
     )
     entitled_gpu_hours = serializers.FloatField(required=False, help_text="E: share × GPUs × window")
     ratio = serializers.FloatField(required=False, allow_null=True, help_text="(U + C) / E")

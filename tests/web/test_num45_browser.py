@@ -32,6 +32,9 @@ def test_forbidden_work_in_the_way_reads_as_ratios_not_a_start(
     why = page.inner_text("#why-pending")
     in_the_way = page.inner_text("#blocking")
     ratios = page.locator("table.why-numbers td.num").all_inner_texts()
+    # left56: the waiting side's numbers count this workload's gpus × M: labelled so
+    sides = page.locator("table.why-numbers td:not(.num)").all_inner_texts()
+    assert sides == ["nlp, after this one", "vision"], sides
 
     named = [int(x) for x in re.findall(r"#(\d+) ", in_the_way)]
     assert named and set(named) <= {r.pk for r in rivals}
