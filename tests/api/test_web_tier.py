@@ -653,7 +653,7 @@ def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher
 
 
 def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instance(
-    researcher_client, researcher, submit_kwargs
+    researcher_client, researcher, submit_kwargs, monkeypatch
 ):
     """``FieldsOnceMixin`` copies field templates built on a class's first use; the plain reading is
     DRF's own ``get_fields`` per instance. Both must give the same representation, also on the
@@ -678,6 +678,8 @@ def test_serializers_with_fields_built_once_answer_as_drf_builds_them_per_instan
         (MeSerializer, list(User.objects.prefetch_related("memberships"))),  # GET /me/
         (MembershipSerializer, list(Membership.objects.all())),
     ]
+    now = timezone.now()  # a running attempt's efficiency runs to now: one instant for both builds
+    monkeypatch.setattr("scheduler.efficiency.timezone.now", lambda: now)
     for cls, rows in cases:
         assert issubclass(cls, api.FieldsOnceMixin) and rows, cls
         plain = type(f"Plain{cls.__name__}", (cls,), {"get_fields": drf.ModelSerializer.get_fields})
