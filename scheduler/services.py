@@ -2330,8 +2330,8 @@ def _change_host_state(
     offline = locked.state == Host.State.OFFLINE
     current = _returns_as(locked)
     target = _state_target(current, state, drain_now)
-    if target == current and locked.drain_now == drain_now:
-        return None
+    if target == current and (locked.drain_now or not drain_now):
+        return None  # the same state, or a drain of one drained now: never a way to slow it (brk56)
     if target == Host.State.ACTIVE and locked.pending_inventory is not None:
         raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
     if offline:
