@@ -5,8 +5,9 @@ An attempt is **idle** when every GPU it holds reports a mean utilization under
 since some minute, and that minute is at least ``FAIRWAY_IDLE_AFTER_S`` ago (0: the rule is off).
 Per GPU, over the samples since the attempt's confirmed start: it is idle since the minute after
 its last busy minute (mean at or above the threshold), or since its first sample when none was
-busy; a GPU whose latest sample is older than :data:`REPORTED_S` (or that has none) is not
-reported, and unknown is not idle. The attempt is idle since the latest of its GPUs'.
+busy, and not before its sample after a gap longer than :data:`REPORTED_S` (brk56); a GPU whose
+latest sample is older than that (or that has none) is not reported, and unknown is not idle. The
+attempt is idle since the latest of its GPUs'.
 
 :func:`idle_attempts` is that rule, read by every surface (the API's ``idle`` and ``?idle=``, the
 workload page, ``fairway ls`` and ``show`` through the API) and by :func:`tell_idle`, which the
@@ -27,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 
 from fairway_cli.words import idle_held_text, idle_words
@@ -131,8 +132,16 @@ def idle_attempts(
     quiet_ids = sorted(pk for pk, ok in candidates.items() if ok)
     if not quiet_ids:
         return {}
-    # Then, of those, each GPU's last busy minute and first sample: it is idle since the minute
-    # after the busy one, or since its first sample (a busy minute come meanwhile: since after now).
+    # Then, of those, each GPU's last busy minute, first sample and the sample after its last gap
+    # (none within REPORTED_S before it: unknown is not idle, brk56): it is idle since the latest of
+    # the minute after the busy one, its first sample and that one (a busy minute come meanwhile:
+    # since after now).
+    before = GpuMinuteSample.objects.filter(
+        gpu_id=OuterRef("gpu_id"),
+        samples__gt=0,
+        minute__lt=OuterRef("minute"),
+        minute__gte=OuterRef("minute") - timedelta(seconds=REPORTED_S),
+    )
     rows = (
         links.filter(attempt_id__in=quiet_ids)
         .annotate(
@@ -140,12 +149,15 @@ def idle_attempts(
                 samples.filter(utilization_sum__gte=F("samples") * pct).order_by("-minute").values("minute")[:1]
             ),
             first_seen=Subquery(samples.order_by("minute").values("minute")[:1]),
+            resumed=Subquery(samples.filter(~Exists(before)).order_by("-minute").values("minute")[:1]),
         )
-        .values_list("attempt_id", "last_busy", "first_seen")
+        .values_list("attempt_id", "last_busy", "first_seen", "resumed")
     )
     since: dict[int, datetime | None] = {}
-    for attempt_id, last_busy, first_seen in rows:
-        gpu_since = last_busy + MINUTE if last_busy is not None else first_seen
+    for attempt_id, last_busy, first_seen, resumed in rows:
+        gpu_since = None if first_seen is None else max(first_seen, resumed or first_seen)
+        if gpu_since is not None and last_busy is not None:
+            gpu_since = max(gpu_since, last_busy + MINUTE)
         before = since.get(attempt_id, gpu_since)
         since[attempt_id] = None if gpu_since is None or before is None else max(before, gpu_since)
     found = {}
