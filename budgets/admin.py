@@ -93,6 +93,12 @@ class BudgetAdminForm(forms.ModelForm):
         if shares is not None:
             shares.min_value = 1
             shares.widget.attrs["min"] = 1
+            # The shares the page showed, posted back: what the admin changed is judged from them,
+            # not from the row at the save (brk56: a temporary share started meanwhile, 1 → 3, and a
+            # form opened before it, saved for its description, set 1 again and ended the boost).
+            # A client that does not post them is judged from the row, as before.
+            shown = not self.is_bound or self.add_initial_prefix("shares") in self.data
+            shares.show_hidden_initial = self.instance.pk is not None and shown
 
 
 class ShareChangeInline(admin.TabularInline):
@@ -289,7 +295,7 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         changed = [f for f in EDITABLE_FIELDS if f in form.changed_data and f not in ("shares", "hold")]
         obj.save(update_fields=changed)
         record_move_and_cap(obj, {f: form.initial.get(f) for f in changed}, request.user, note)
-        if new_shares != obj.shares:
+        if "shares" in form.changed_data:  # from what the page showed: an active boost ends (brk56)
             do_set_shares(request.user, obj, new_shares, note)
         if new_hold != obj.hold:
             do_set_hold(obj, new_hold, actor=request.user, note=note)

@@ -371,14 +371,14 @@ def do_set_shares(
     with transaction.atomic():
         budget = Budget.objects.select_for_update().get(pk=budget.pk)
         old = budget.shares
+        if not by_boost:  # the value set stays, equal to the boosted one or not (brk56)
+            ShareBoost.objects.filter(budget_id=budget.pk, applied_at__isnull=False, ended_at__isnull=True).update(
+                base_shares=shares, ended_at=timezone.now()
+            )
         if old != shares:
             budget.shares = shares
             budget.save(update_fields=["shares"])
             _record(budget, ShareChange.Kind.SHARES, old, shares, actor, note)
-            if not by_boost:
-                ShareBoost.objects.filter(budget_id=budget.pk, applied_at__isnull=False, ended_at__isnull=True).update(
-                    base_shares=shares, ended_at=timezone.now()
-                )
             request_ticks_everywhere()
     return budget
 

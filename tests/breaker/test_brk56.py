@@ -36,3 +36,84 @@ def test_a_drain_of_a_host_draining_now_changes_nothing(admin, hosts):
     host.refresh_from_db()
     assert (host.state, host.drain_now) == (Host.State.DRAINING, True)
     assert not HostEvent.objects.filter(host=host, kind="draining").exists()
+
+
+# --- temporary shares: an admin's stale form, an explicit share equal to the boosted one ---------
+
+
+def _admin_client(user):
+    from django.test import Client
+
+    from tests.conftest import PASSWORD
+
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def _shares(budget) -> int:
+    from budgets.models import Budget
+
+    return Budget.objects.get(pk=budget.pk).shares
+
+
+def _shown_form(client, budget) -> dict:
+    """The budget's change form as the admin's page shows it now (its inputs and their values)."""
+    import re
+
+    from django.urls import reverse
+
+    page = client.get(reverse("admin:budgets_budget_change", args=[budget.pk])).content.decode()
+    from tests.services.test_share_audit import _change_form
+
+    data = _change_form(budget)
+    for name, value in re.findall(r'<input type="hidden" name="(initial-[a-z_]+)" value="([^"]*)"', page):
+        data[name] = value
+    return data
+
+
+def test_a_stale_budget_form_saved_after_a_boost_started_does_not_end_it(admin, org_tree):
+    """The page opened at 09:59 (shares 1), the boost (3) started at 10:00, the admin saves a new
+    description at 10:01: the form's shares 1 read as an edit of the shares (3 → 1) and ended the
+    boost at once. What the page showed is what the admin changed (the hidden initial value)."""
+    from django.urls import reverse
+
+    from budgets.models import ShareBoost
+    from budgets.services import apply_due_boosts, do_schedule_boost
+
+    olmo = org_tree["nlp/olmo"]
+    client = _admin_client(admin)
+    now = timezone.now()
+    boost = do_schedule_boost(admin, olmo, 3, now + timedelta(days=1), now + timedelta(minutes=1))
+    form = _shown_form(client, olmo)  # shares 1 shown
+    assert form.get("initial-shares") == "1"
+    assert apply_due_boosts(now + timedelta(minutes=1)) == 1 and _shares(olmo) == 3
+    form["description"] = "ACL push"
+    response = client.post(reverse("admin:budgets_budget_change", args=[olmo.pk]), form)
+    assert response.status_code == 302
+    boost = ShareBoost.objects.get(pk=boost.pk)
+    assert (boost.state, _shares(olmo)) == ("active", 3)
+
+
+def test_an_explicit_share_equal_to_the_boosted_one_is_what_stays(admin, org_tree):
+    """The page opened before the boost (shares 1), the admin raises the shares to 3 for good, the
+    boost (3) started meanwhile: nothing changed, the boost stayed, and at its end the shares fell
+    back to 1, losing the admin's edit. An explicit edit ends an active boost, equal or not."""
+    from django.urls import reverse
+
+    from budgets.models import ShareBoost
+    from budgets.services import apply_due_boosts, do_schedule_boost
+
+    olmo = org_tree["nlp/olmo"]
+    client = _admin_client(admin)
+    now = timezone.now()
+    boost = do_schedule_boost(admin, olmo, 3, now + timedelta(days=1), now + timedelta(minutes=1))
+    form = _shown_form(client, olmo)
+    apply_due_boosts(now + timedelta(minutes=1))
+    form["shares"] = 3
+    response = client.post(reverse("admin:budgets_budget_change", args=[olmo.pk]), form)
+    assert response.status_code == 302
+    boost = ShareBoost.objects.get(pk=boost.pk)
+    assert (boost.state, boost.base_shares) == ("ended", 3)
+    apply_due_boosts(now + timedelta(days=2))
+    assert _shares(olmo) == 3
