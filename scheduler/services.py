@@ -2387,18 +2387,17 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
         raise HostError("invalid_at", "at", f"A drain's time is {SCHEDULED_DRAIN_FORM}; {str(value)[:64]!r} is not.")
     if at.tzinfo is None:
         raise HostError("invalid_at", "at", f"A drain's time names its zone: {SCHEDULED_DRAIN_FORM}.")
+    try:
+        shown = instant_text(at, absolute=True)
+    except OverflowError:  # before year 1 or after 9999 in UTC (brk56: a 500 writing it)
+        shown = str(value)[:64]
     if at <= now:
         raise HostError(
-            "invalid_at",
-            "at",
-            f"A drain is scheduled for a later time: {instant_text(at, absolute=True)} is past (drain it now instead).",
+            "invalid_at", "at", f"A drain is scheduled for a later time: {shown} is past (drain it now instead)."
         )
     if at > now + SCHEDULED_DRAIN_MAX:
         raise HostError(
-            "invalid_at",
-            "at",
-            f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: "
-            f"{instant_text(at, absolute=True)} is later.",
+            "invalid_at", "at", f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: {shown} is later."
         )
     return at
 

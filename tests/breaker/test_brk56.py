@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from scheduler.models import Host, HostEvent
@@ -36,6 +37,19 @@ def test_a_drain_of_a_host_draining_now_changes_nothing(admin, hosts):
     host.refresh_from_db()
     assert (host.state, host.drain_now) == (Host.State.DRAINING, True)
     assert not HostEvent.objects.filter(host=host, kind="draining").exists()
+
+
+@pytest.mark.parametrize(
+    ("at", "words"),
+    [("9999-12-31T23:00-05:00", "days ahead"), ("0001-01-01T00:30+01:00", "is past")],
+)
+def test_a_drain_time_past_the_calendar_in_utc_is_refused_not_a_500(admin_client_api, hosts, at, words):
+    """A time whose offset takes it past year 9999 (or before year 1) in UTC: the API's ``drain/``
+    (the page's and the admin's field alike) answered 500, an OverflowError writing it in UTC."""
+    response = admin_client_api.post("/api/v1/hosts/a100-1/drain/", {"at": at}, format="json")
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["code"] == "invalid_at" and words in str(response.json())
+    assert not Host.objects.filter(drain_at__isnull=False).exists()
 
 
 # --- temporary shares: an admin's stale form, an explicit share equal to the boosted one ---------
