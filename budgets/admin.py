@@ -511,6 +511,23 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
             return False  # active or ended: an explicit edit of the shares ends one early
         return super().has_delete_permission(request, obj) and self._may_edit_budgets(request)
 
+    def delete_model(self, request: HttpRequest, obj: ShareBoost) -> None:
+        self.delete_queryset(request, ShareBoost.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ShareBoost]) -> None:
+        """Delete scheduled boosts read again under their budgets' row locks, then their own (the
+        clock's order, ``budgets.services._step_boost``): one it started since the page's check is
+        refused, nothing deleted (brk56: deleted once started, the budget kept the boosted shares)."""
+        with transaction.atomic(using=router.db_for_write(self.model)):
+            ids = list(queryset.values_list("pk", flat=True))
+            budgets = ShareBoost.objects.filter(pk__in=ids).values_list("budget_id", flat=True)
+            list(Budget.objects.select_for_update().filter(pk__in=list(budgets)).order_by("pk").values_list("pk"))
+            boosts = list(ShareBoost.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+            if started := [b for b in boosts if b.applied_at is not None]:
+                words = "; ".join(str(b) for b in started)
+                raise PermissionDenied(f"Started meanwhile, not deleted (an edit of the shares ends one): {words}.")
+            ShareBoost.objects.filter(pk__in=[b.pk for b in boosts]).delete()
+
     def changeform_view(
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
     ) -> HttpResponse:

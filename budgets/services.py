@@ -468,8 +468,8 @@ def _step_boost(pk: int, now: Any) -> bool:
         if budget_id is None:
             return False
         budget = Budget.objects.select_for_update().get(pk=budget_id)  # the budget's lock first, as every edit
-        boost = ShareBoost.objects.select_for_update().get(pk=pk)
-        if boost.ended_at is not None:
+        boost = ShareBoost.objects.select_for_update().filter(pk=pk).first()
+        if boost is None or boost.ended_at is not None:  # deleted meanwhile (brk56: DoesNotExist), or ended
             return False
         actor = boost.actor
         if boost.ends_at <= now:

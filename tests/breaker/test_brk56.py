@@ -131,3 +131,66 @@ def test_an_explicit_share_equal_to_the_boosted_one_is_what_stays(admin, org_tre
     assert (boost.state, boost.base_shares) == ("ended", 3)
     apply_due_boosts(now + timedelta(days=2))
     assert _shares(olmo) == 3
+
+
+def test_a_boost_deleted_as_the_clock_starts_it_is_not_deleted(admin, org_tree, monkeypatch):
+    """The admin's delete of a scheduled boost read it not started, then the clock started it (the
+    budget at 3, to return to 1 at its end), then the delete removed the row: nothing ever
+    returned the budget to 1. The delete reads it again under the budget's lock and refuses."""
+    from django.urls import reverse
+
+    from budgets.admin import ShareBoostAdmin
+    from budgets.models import ShareBoost
+    from budgets.services import apply_due_boosts, do_schedule_boost
+
+    olmo = org_tree["nlp/olmo"]
+    now = timezone.now()
+    boost = do_schedule_boost(admin, olmo, 3, now + timedelta(days=1), now + timedelta(minutes=1))
+    checked = ShareBoostAdmin.has_delete_permission
+
+    def then_the_clock(self, request, obj=None):  # the check passes, then the clock's start commits
+        allowed = checked(self, request, obj)
+        if obj is not None and request.method == "POST":
+            apply_due_boosts(now + timedelta(minutes=1))
+        return allowed
+
+    monkeypatch.setattr(ShareBoostAdmin, "has_delete_permission", then_the_clock)
+    response = _admin_client(admin).post(reverse("admin:budgets_shareboost_delete", args=[boost.pk]), {"post": "yes"})
+    assert response.status_code == 403
+    assert ShareBoost.objects.filter(pk=boost.pk).exists()  # (the start here rolled back with the request)
+    apply_due_boosts(now + timedelta(minutes=1))
+    assert _shares(olmo) == 3
+    apply_due_boosts(now + timedelta(days=1))
+    assert _shares(olmo) == 1  # returned at its end
+
+
+def test_a_boost_deleted_before_the_clock_read_it_again_does_not_stop_the_clock(admin, org_tree, monkeypatch):
+    """The clock listed a due boost, then its delete committed: ``_step_boost`` raised DoesNotExist
+    and the sweep stopped there, the boosts after it left for the next sweep."""
+    from budgets import services
+    from budgets.models import ShareBoost
+    from budgets.services import apply_due_boosts, do_schedule_boost
+
+    now = timezone.now()
+    gone = do_schedule_boost(admin, org_tree["nlp/olmo"], 3, now + timedelta(days=1), now + timedelta(minutes=1))
+    sam = do_schedule_boost(admin, org_tree["vision/sam"], 4, now + timedelta(days=1), now + timedelta(minutes=2))
+    step = services._step_boost
+
+    def deleted_meanwhile(pk, at):
+        if pk == gone.pk:
+            real = ShareBoost.objects.select_for_update
+
+            def select_for_update(*a, **k):  # the row's delete commits as the clock waits for the budget
+                ShareBoost.objects.filter(pk=gone.pk).delete()
+                return real(*a, **k)
+
+            monkeypatch.setattr(ShareBoost.objects, "select_for_update", select_for_update)
+            try:
+                return step(pk, at)
+            finally:
+                monkeypatch.setattr(ShareBoost.objects, "select_for_update", real)
+        return step(pk, at)
+
+    monkeypatch.setattr(services, "_step_boost", deleted_meanwhile)
+    assert apply_due_boosts(now + timedelta(minutes=2)) == 1
+    assert ShareBoost.objects.get(pk=sam.pk).state == "active"
