@@ -2141,7 +2141,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 line += "; no drain scheduled"
             out.write(line + "\n")
         return EXIT_OK
-    hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
+    state = args.state.lower() if args.state else args.state  # sinfo -t DRAINED, as ls's (try55, brk56)
+    hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": state})
     if args.json:
         emit_json(hosts, out)
         return EXIT_OK
@@ -2615,7 +2616,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
     p.add_argument("name", nargs="?", metavar="NAME", help="the host an ACTION acts on")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
-    p.add_argument("--state", help="only hosts in this state: " + ", ".join(HOST_STATES))
+    p.add_argument("--state", help="only hosts in this state, any case: " + ", ".join(HOST_STATES))
     p.add_argument("--reason", help="why (kept in the host's audit log)")
     p.add_argument("--yes", action="store_true", help="remove: yes, take the host out of its cluster for good")
     p.add_argument(

@@ -194,3 +194,16 @@ def test_a_boost_deleted_before_the_clock_read_it_again_does_not_stop_the_clock(
     monkeypatch.setattr(services, "_step_boost", deleted_meanwhile)
     assert apply_due_boosts(now + timedelta(minutes=2)) == 1
     assert ShareBoost.objects.get(pk=sam.pk).state == "active"
+
+
+# --- states in any case: fairway hosts --state too ------------------------------------------------
+
+
+def test_hosts_state_filter_takes_any_case_as_ls(monkeypatch, admin, hosts):
+    """try55 made ``fairway ls --state RUNNING`` read any case; ``fairway hosts --state DRAINED``
+    (``sinfo -t DRAINED``) still exited on the server's "No host state 'DRAINED'"."""
+    from tests.cli.inprocess import run_cli
+
+    do_set_host_state(admin, hosts["a100-1"], Host.State.CORDONED)
+    out = run_cli(monkeypatch, admin, "hosts", "--state", "CORDONED")
+    assert "a100-1" in out and "a100-2" not in out
