@@ -1313,7 +1313,8 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     if not args.ids:
         raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
-    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    # every id checked before anything changes; each once, as wait (brk56: `cancel 3 3` exited 1 on its own cancel)
+    ids = list(dict.fromkeys(_workload_id(i) for i in args.ids))
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
     for wid in ids:
@@ -1448,7 +1449,8 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
         return EXIT_OK
     if not args.ids:
         raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
-    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    # every id checked before anything changes; each once, as wait (brk56: `cancel 3 3` exited 1 on its own cancel)
+    ids = list(dict.fromkeys(_workload_id(i) for i in args.ids))
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
     me: list[str] = []  # the requester's user name, read once where an answer needs it

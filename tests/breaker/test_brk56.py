@@ -207,3 +207,23 @@ def test_hosts_state_filter_takes_any_case_as_ls(monkeypatch, admin, hosts):
     do_set_host_state(admin, hosts["a100-1"], Host.State.CORDONED)
     out = run_cli(monkeypatch, admin, "hosts", "--state", "CORDONED")
     assert "a100-1" in out and "a100-2" not in out
+
+
+# --- fairway cancel 3 8: an id given twice -------------------------------------------------------
+
+
+def test_an_id_given_twice_is_acted_on_once(monkeypatch, researcher, submit_kwargs):
+    """``fairway cancel 3 3`` (or ``3 #3``, ids pasted from two lists) canceled #3, then exited 1 on
+    its own "already ended (canceled)"; ``release 3 3`` alike on "not held"; ``wait`` took each
+    once already and ``scancel 3 3`` says nothing."""
+    from scheduler.models import Workload
+    from scheduler.services import do_submit_workload
+    from tests.cli.inprocess import run_cli
+
+    a = do_submit_workload(researcher, **submit_kwargs(name="w0"))
+    b = do_submit_workload(researcher, **submit_kwargs(name="w1"))
+    assert run_cli(monkeypatch, researcher, "hold", str(b.pk), f"#{b.pk}").count("held") == 1
+    assert run_cli(monkeypatch, researcher, "release", str(b.pk), str(b.pk)).count("released") == 1
+    out = run_cli(monkeypatch, researcher, "cancel", str(a.pk), f"#{a.pk}", str(a.pk))
+    assert out == f"#{a.pk} w0 canceled\n"
+    assert Workload.objects.get(pk=a.pk).state == "canceled"
