@@ -227,3 +227,14 @@ def test_an_id_given_twice_is_acted_on_once(monkeypatch, researcher, submit_kwar
     out = run_cli(monkeypatch, researcher, "cancel", str(a.pk), f"#{a.pk}", str(a.pk))
     assert out == f"#{a.pk} w0 canceled\n"
     assert Workload.objects.get(pk=a.pk).state == "canceled"
+
+
+def test_an_in_past_the_furthest_time_names_the_time_it_asked_for(admin_client_api, hosts):
+    """``{"in": "400d"}`` was refused naming 367 days from now ("Dec 8 2027 … is later"), a time
+    nobody asked for: it names the time 400 days from now."""
+    from fairway_cli.numbers import instant_text
+
+    response = admin_client_api.post("/api/v1/hosts/a100-1/drain/", {"in": "400d"}, format="json")
+    assert response.status_code == 400
+    asked = instant_text(timezone.now() + timedelta(days=400), absolute=True)
+    assert asked[:11] in response.json()["in"][0], response.json()
