@@ -93,6 +93,12 @@ class BudgetAdminForm(forms.ModelForm):
         if shares is not None:
             shares.min_value = 1
             shares.widget.attrs["min"] = 1
+            # The shares the page showed, posted back: what the admin changed is judged from them,
+            # not from the row at the save (brk56: a temporary share started meanwhile, 1 → 3, and a
+            # form opened before it, saved for its description, set 1 again and ended the boost).
+            # A client that does not post them is judged from the row, as before.
+            shown = not self.is_bound or self.add_initial_prefix("shares") in self.data
+            shares.show_hidden_initial = self.instance.pk is not None and shown
 
 
 class ShareChangeInline(admin.TabularInline):
@@ -289,7 +295,7 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         changed = [f for f in EDITABLE_FIELDS if f in form.changed_data and f not in ("shares", "hold")]
         obj.save(update_fields=changed)
         record_move_and_cap(obj, {f: form.initial.get(f) for f in changed}, request.user, note)
-        if new_shares != obj.shares:
+        if "shares" in form.changed_data:  # from what the page showed: an active boost ends (brk56)
             do_set_shares(request.user, obj, new_shares, note)
         if new_hold != obj.hold:
             do_set_hold(obj, new_hold, actor=request.user, note=note)
@@ -504,6 +510,23 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         if obj is not None and obj.applied_at is not None:
             return False  # active or ended: an explicit edit of the shares ends one early
         return super().has_delete_permission(request, obj) and self._may_edit_budgets(request)
+
+    def delete_model(self, request: HttpRequest, obj: ShareBoost) -> None:
+        self.delete_queryset(request, ShareBoost.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ShareBoost]) -> None:
+        """Delete scheduled boosts read again under their budgets' row locks, then their own (the
+        clock's order, ``budgets.services._step_boost``): one it started since the page's check is
+        refused, nothing deleted (brk56: deleted once started, the budget kept the boosted shares)."""
+        with transaction.atomic(using=router.db_for_write(self.model)):
+            ids = list(queryset.values_list("pk", flat=True))
+            budgets = ShareBoost.objects.filter(pk__in=ids).values_list("budget_id", flat=True)
+            list(Budget.objects.select_for_update().filter(pk__in=list(budgets)).order_by("pk").values_list("pk"))
+            boosts = list(ShareBoost.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+            if started := [b for b in boosts if b.applied_at is not None]:
+                words = "; ".join(str(b) for b in started)
+                raise PermissionDenied(f"Started meanwhile, not deleted (an edit of the shares ends one): {words}.")
+            ShareBoost.objects.filter(pk__in=[b.pk for b in boosts]).delete()
 
     def changeform_view(
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None

@@ -372,14 +372,14 @@ def do_set_shares(
     with transaction.atomic():
         budget = Budget.objects.select_for_update().get(pk=budget.pk)
         old = budget.shares
+        if not by_boost:  # the value set stays, equal to the boosted one or not (brk56)
+            ShareBoost.objects.filter(budget_id=budget.pk, applied_at__isnull=False, ended_at__isnull=True).update(
+                base_shares=shares, ended_at=timezone.now()
+            )
         if old != shares:
             budget.shares = shares
             budget.save(update_fields=["shares"])
             _record(budget, ShareChange.Kind.SHARES, old, shares, actor, note)
-            if not by_boost:
-                ShareBoost.objects.filter(budget_id=budget.pk, applied_at__isnull=False, ended_at__isnull=True).update(
-                    base_shares=shares, ended_at=timezone.now()
-                )
             request_ticks_everywhere()
     return budget
 
@@ -470,8 +470,8 @@ def _step_boost(pk: int, now: Any) -> bool:
         if budget_id is None:
             return False
         budget = Budget.objects.select_for_update().get(pk=budget_id)  # the budget's lock first, as every edit
-        boost = ShareBoost.objects.select_for_update().get(pk=pk)
-        if boost.ended_at is not None:
+        boost = ShareBoost.objects.select_for_update().filter(pk=pk).first()
+        if boost is None or boost.ended_at is not None:  # deleted meanwhile (brk56: DoesNotExist), or ended
             return False
         actor = boost.actor
         if boost.ends_at <= now:

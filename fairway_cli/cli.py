@@ -1371,7 +1371,8 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         return EXIT_OK
     if not args.ids:
         raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
-    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    # every id checked before anything changes; each once, as wait (brk56: `cancel 3 3` exited 1 on its own cancel)
+    ids = list(dict.fromkeys(_workload_id(i) for i in args.ids))
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
     for wid in ids:
@@ -1506,7 +1507,8 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
         return EXIT_OK
     if not args.ids:
         raise CliError(EXIT_USAGE, "give one or more workload ids, --group ID or filters (--mine, --state, ...)")
-    ids = [_workload_id(i) for i in args.ids]  # every id checked before anything changes
+    # every id checked before anything changes; each once, as wait (brk56: `cancel 3 3` exited 1 on its own cancel)
+    ids = list(dict.fromkeys(_workload_id(i) for i in args.ids))
     answers: list[dict[str, Any]] = []
     refused: list[str] = []
     me: list[str] = []  # the requester's user name, read once where an answer needs it
@@ -2224,7 +2226,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 line += "; no drain scheduled"
             out.write(line + "\n")
         return EXIT_OK
-    hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": args.state})
+    state = args.state.lower() if args.state else args.state  # sinfo -t DRAINED, as ls's (try55, brk56)
+    hosts = api.call("GET", "hosts/", params={"cluster": args.cluster, "state": state})
     if args.json:
         emit_json(hosts, out)
         return EXIT_OK
@@ -2701,7 +2704,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", metavar="NAME | ACTION", help=f"a host's name, or {'|'.join(HOST_ACTIONS)}")
     p.add_argument("name", nargs="?", metavar="NAME", help="the host an ACTION acts on")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
-    p.add_argument("--state", help="only hosts in this state: " + ", ".join(HOST_STATES))
+    p.add_argument("--state", help="only hosts in this state, any case: " + ", ".join(HOST_STATES))
     p.add_argument("--reason", help="why (kept in the host's audit log)")
     p.add_argument("--yes", action="store_true", help="remove: yes, take the host out of its cluster for good")
     p.add_argument(

@@ -5,15 +5,17 @@ An attempt is **idle** when every GPU it holds reports a mean utilization under
 since some minute, and that minute is at least ``FAIRWAY_IDLE_AFTER_S`` ago (0: the rule is off).
 Per GPU, over the samples since the attempt's confirmed start: it is idle since the minute after
 its last busy minute (mean at or above the threshold), or since its first sample when none was
-busy; a GPU whose latest sample is older than :data:`REPORTED_S` (or that has none) is not
-reported, and unknown is not idle. The attempt is idle since the latest of its GPUs'.
+busy, and not before its sample after a gap longer than :data:`REPORTED_S` (brk56); a GPU whose
+latest sample is older than that (or that has none) is not reported, and unknown is not idle. The
+attempt is idle since the latest of its GPUs'.
 
 :func:`idle_attempts` is that rule, read by every surface (the API's ``idle`` and ``?idle=``, the
 workload page, ``fairway ls`` and ``show`` through the API) and by :func:`tell_idle`, which the
-clock's sweep runs (``tasks.check_idle``) to tell owners once per idle stretch. Two queries at
-most, by the samples' ``(gpu, minute)`` index: one probe per open GPU link of the attempts asked
-about (its latest reported minute: quiet or not); then, for the attempts whose every GPU is quiet
-now only, each GPU's last busy minute (a short scan back over the idle stretch) and first sample.
+clock's sweep runs (``tasks.check_idle``) to tell owners once per idle stretch. Two queries, by
+the samples' ``(gpu, minute)`` index: one probe per open GPU link of the attempts asked about (its
+latest reported minute: quiet or not); then, for the attempts whose every GPU is quiet now only,
+each GPU's last busy minute (a short scan back over the idle stretch), first sample and samples
+since; a third only for a stretch missing minutes enough for a gap (:func:`_after_gaps`).
 Fairway does not stop idle work (docs/jobs.md says why).
 """
 
@@ -27,7 +29,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from fairway_cli.words import idle_held_text, idle_words
@@ -90,7 +93,7 @@ def idle_attempts(
     attempt_ids: Iterable[int] | None = None, now: datetime | None = None, *, workload_ids: Iterable[int] | None = None
 ) -> dict[int, Idle]:
     """The idle ones of the open, started attempts (all of them, or those of ``attempt_ids``, or
-    of ``workload_ids``), by attempt id: the module's rule, in two queries at most."""
+    of ``workload_ids``), by attempt id: the module's rule, in two queries (three with a gap)."""
     from scheduler.models import AttemptGPU, GpuMinuteSample
 
     after = after_s()
@@ -138,20 +141,31 @@ def idle_attempts(
     if not quiet_ids:
         return {}
     # Then, of those, each GPU's last busy minute and first sample: it is idle since the minute
-    # after the busy one, or since its first sample (a busy minute come meanwhile: since after now).
+    # after the busy one, or since its first sample (a busy minute come meanwhile: since after now);
+    # and how many samples it has since then, for the gaps (:func:`_after_gaps`).
+    last_busy = Subquery(samples.exclude(quiet_minute(pct)).order_by("-minute").values("minute")[:1])
+    after_busy = samples.filter(minute__gt=Coalesce(OuterRef("last_busy"), OuterRef("attempt__started_at")))
     rows = (
         links.filter(attempt_id__in=quiet_ids)
         .annotate(
-            last_busy=Subquery(samples.exclude(quiet_minute(pct)).order_by("-minute").values("minute")[:1]),
+            last_busy=last_busy,
             first_seen=Subquery(samples.order_by("minute").values("minute")[:1]),
+            seen=Subquery(after_busy.order_by().values("gpu_id").annotate(n=Count("pk")).values("n")[:1]),
         )
-        .values_list("attempt_id", "last_busy", "first_seen")
+        .values_list("pk", "attempt_id", "last_busy", "first_seen", "seen")
     )
     since: dict[int, datetime | None] = {}
-    for attempt_id, last_busy, first_seen in rows:
-        gpu_since = last_busy + MINUTE if last_busy is not None else first_seen
-        before = since.get(attempt_id, gpu_since)
-        since[attempt_id] = None if gpu_since is None or before is None else max(before, gpu_since)
+    gapped: dict[int, int] = {}  # link → attempt, of the stretches missing minutes enough for a gap
+    current = now.replace(second=0, microsecond=0)
+    for link_id, attempt_id, busy, first_seen, seen in rows:
+        gpu_since = None if first_seen is None else max(first_seen, busy + MINUTE if busy else first_seen)
+        _later(since, attempt_id, gpu_since)
+        # the minutes of the stretch up to the current one without a sample (the last few may be
+        # only not reported yet: read exactly below)
+        if gpu_since is not None and (int((current - gpu_since) / MINUTE) + 1 - (seen or 0)) * 60 >= REPORTED_S:
+            gapped[link_id] = attempt_id
+    if gapped:
+        _after_gaps(gapped, since, links, after_busy, last_busy)
     found = {}
     for attempt_id, began in since.items():
         if began is None:
@@ -160,6 +174,40 @@ def idle_attempts(
         if seconds >= after:
             found[attempt_id] = Idle(attempt_id, workloads[attempt_id], began, seconds, gpus[attempt_id], pct)
     return found
+
+
+def _after_gaps(
+    gapped: dict[int, int], since: dict[int, datetime | None], links: Any, after_busy: Any, last_busy: Any
+) -> None:
+    """Unknown is not idle within a stretch either (brk56: busy, an hour without samples, then one
+    quiet minute read "idle for 1h"): a stretch starts again at its latest sample with none in the
+    :data:`REPORTED_S` before it. Read only for the GPU links of ``gapped`` (link → attempt), those
+    whose stretch misses minutes enough for such a gap: a probe per sample, back to the gap."""
+    from scheduler.models import GpuMinuteSample
+
+    before = GpuMinuteSample.objects.filter(
+        gpu_id=OuterRef("gpu_id"),
+        samples__gt=0,
+        minute__lt=OuterRef("minute"),
+        minute__gte=OuterRef("minute") - timedelta(seconds=REPORTED_S),
+    )
+    resumed = (
+        links.filter(pk__in=list(gapped))
+        .annotate(
+            last_busy=last_busy,
+            resumed=Subquery(after_busy.filter(~Exists(before)).order_by("-minute").values("minute")[:1]),
+        )
+        .values_list("pk", "resumed")
+    )
+    for link_id, at in resumed:
+        if at is not None:
+            _later(since, gapped[link_id], at)
+
+
+def _later(since: dict[int, datetime | None], attempt_id: int, at: datetime | None) -> None:
+    """``since[attempt_id]``: the latest of its GPUs' starts, None once one GPU has none (no sample)."""
+    before = since.get(attempt_id, at)
+    since[attempt_id] = None if at is None or before is None else max(before, at)
 
 
 def idle_of_workloads(workload_ids: Iterable[int], now: datetime | None = None) -> dict[int, Idle]:

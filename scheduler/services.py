@@ -2352,8 +2352,8 @@ def _change_host_state(
     offline = locked.state == Host.State.OFFLINE
     current = _returns_as(locked)
     target = _state_target(current, state, drain_now)
-    if target == current and locked.drain_now == drain_now:
-        return None
+    if target == current and (locked.drain_now or not drain_now):
+        return None  # the same state, or a drain of one drained now: never a way to slow it (brk56)
     if target == Host.State.ACTIVE and locked.pending_inventory is not None:
         raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
     if offline:
@@ -2409,18 +2409,17 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
         raise HostError("invalid_at", "at", f"A drain's time is {SCHEDULED_DRAIN_FORM}; {str(value)[:64]!r} is not.")
     if at.tzinfo is None:
         raise HostError("invalid_at", "at", f"A drain's time names its zone: {SCHEDULED_DRAIN_FORM}.")
+    try:
+        shown = instant_text(at, absolute=True)
+    except OverflowError:  # before year 1 or after 9999 in UTC (brk56: a 500 writing it)
+        shown = str(value)[:64]
     if at <= now:
         raise HostError(
-            "invalid_at",
-            "at",
-            f"A drain is scheduled for a later time: {instant_text(at, absolute=True)} is past (drain it now instead).",
+            "invalid_at", "at", f"A drain is scheduled for a later time: {shown} is past (drain it now instead)."
         )
     if at > now + SCHEDULED_DRAIN_MAX:
         raise HostError(
-            "invalid_at",
-            "at",
-            f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: "
-            f"{instant_text(at, absolute=True)} is later.",
+            "invalid_at", "at", f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: {shown} is later."
         )
     return at
 

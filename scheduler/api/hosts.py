@@ -26,7 +26,6 @@ from scheduler.reports import occupancy
 from scheduler.services import (
     HOST_OPERATOR_REFUSAL,
     SCHEDULED_DRAIN_FORM,
-    SCHEDULED_DRAIN_MAX,
     HostError,
     do_cancel_scheduled_drain,
     do_remove_host,
@@ -429,8 +428,9 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
                 raise serializers.ValidationError(
                     {"in": ["in is a duration from now: seconds (an integer) or like 2h30m, 1d 6h."]}, code="invalid_at"
                 ) from None
-            # past the furthest schedulable time, refused as such by the service (not an overflow)
-            at = timezone.now() + min(timedelta(seconds=min(seconds, 10**9)), SCHEDULED_DRAIN_MAX + timedelta(days=1))
+            # past the furthest schedulable time, refused as such by the service naming the time
+            # asked for (brk56: it named 367 days ahead), not an overflow (10**9 s: about 31 years)
+            at = timezone.now() + timedelta(seconds=min(seconds, 10**9))
         host = self.get_object()
         try:
             do_schedule_drain(request.user, host, at, reason, drain_now=drain_now)

@@ -84,7 +84,7 @@ def test_missing_or_stale_samples_are_not_idle(tw, ticks):
     assert idle.idle_attempts(now=tw.now) == {}  # gpus[1] has no sample at all
     _fill(tw, gpus[1], 0.0, 150, 10)  # silent for the last 10 minutes
     assert idle.idle_attempts(now=tw.now) == {}
-    _fill(tw, gpus[1], 0.0, 2, 2)  # its latest sample began 2 minutes ago: reported
+    _fill(tw, gpus[1], 0.0, 9, 2)  # its latest sample began 2 minutes ago: reported (no gap: brk56)
     assert a.pk in idle.idle_attempts(now=tw.now)
 
 
@@ -95,7 +95,7 @@ def test_samples_before_the_start_do_not_count(tw, ticks):
     a = _running(tw, gpus, started_min_ago=45)
     assert idle.idle_attempts(now=tw.now) == {}  # idle since its start: 44 minutes, under the hour
     assert idle.idle_attempts(now=tw.now + timedelta(minutes=20)) == {}  # its samples stop: not reported
-    _fill(tw, gpus[0], 0.0, -17, -17)  # reported again 17 minutes on
+    _fill(tw, gpus[0], 0.0, -1, -17)  # reported again, each minute to 17 minutes on (a gap breaks it: brk56)
     found = idle.idle_attempts(now=tw.now + timedelta(minutes=17))
     assert a.pk in found and found[a.pk].since > a.started_at
 
@@ -228,3 +228,21 @@ def test_the_settings_refuse_bad_values(monkeypatch, name, value, words):
         load_settings(monkeypatch, FAIRWAY_IDLE_AFTER_S="0", FAIRWAY_IDLE_UTIL_PCT="0.5")["FAIRWAY"]["IDLE_AFTER_S"]
         == 0
     )
+
+
+def test_a_gap_in_the_samples_breaks_the_stretch(tw, ticks):
+    """brk56: unknown is not idle in the middle of a stretch either. Busy, then 59 minutes without a
+    sample (the agent down, the work running), then one quiet minute: it read "idle for 1h" from
+    two samples; the stretch starts after the last gap longer than ``REPORTED_S``."""
+    gpus = _gpus(tw, n=1)
+    a = _running(tw, gpus)
+    _fill(tw, gpus[0], 50.0, 150, 61)  # busy until 61 minutes ago
+    _fill(tw, gpus[0], 0.0, 60, 60)  # one quiet minute, then nothing for 59 minutes
+    _fill(tw, gpus[0], 0.0, 0, 0)  # a quiet minute now
+    assert idle.idle_attempts(now=tw.now) == {}
+    _fill(tw, gpus[0], 0.0, -1, -59)  # reported quiet for the hour after
+    found = idle.idle_attempts(now=tw.now + timedelta(minutes=60))
+    assert found[a.pk].since == _minute(tw, 0)
+    GpuMinuteSample.objects.filter(minute=_minute(tw, -30)).delete()  # a gap within REPORTED_S: no break
+    GpuMinuteSample.objects.filter(minute=_minute(tw, -31)).delete()
+    assert idle.idle_attempts(now=tw.now + timedelta(minutes=60))[a.pk].since == _minute(tw, 0)
