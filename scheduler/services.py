@@ -2089,13 +2089,17 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
             raise host_removed_error(locked)
         open_attempts = Attempt.objects.filter(gpu_links__gpu__host=locked, gpu_links__open=True).distinct().count()
         if open_attempts:
-            raise HostError(
-                "host_busy",
-                None,
-                f"Host {locked.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
-                "once it is drained (or offline and empty).",
-                status=409,
-            )
+            if locked.state == Host.State.DRAINING:  # try56: it was told "drain it first"
+                words = (
+                    f"Host {locked.name} is draining and still holds {open_attempts} attempt(s): remove it once "
+                    f"it is drained (or drain it now: `fairway hosts drain-now {locked.name}`)."
+                )
+            else:
+                words = (
+                    f"Host {locked.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
+                    "once it is drained (or offline and empty)."
+                )
+            raise HostError("host_busy", None, words, status=409)
         now = timezone.now()
         # a queryset update: it forgets the hardware the web processes keep (HostQuerySet.memo_fields)
         Host.objects.filter(pk=locked.pk).update(

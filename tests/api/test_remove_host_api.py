@@ -95,3 +95,31 @@ def test_fairway_hosts_remove_json(monkeypatch, admin, hosts):
 
     out = run_cli(monkeypatch, admin, "--json", "hosts", "remove", "h100-1", "--yes")
     assert json.loads(out)["name"] == "h100-1"
+
+
+def test_the_words_of_remove_say_the_rule_it_keeps(monkeypatch, admin, researcher, submit_kwargs, cluster, hosts):
+    """try56: without --yes the CLI said "Drain it first", then removed an idle active host at
+    once: the rule is "no open attempt" (as Slurm's `scontrol delete nodename` refuses a node with
+    jobs), so the words say that; an idle host of any state is removed (docs/deploy.md §9)."""
+    err = run_cli(monkeypatch, admin, "hosts", "remove", "a100-1", expect=2)
+    assert "Drain it first" not in err, err
+    assert "refused while it still holds an attempt" in err, err
+    assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
+    run_cli(monkeypatch, admin, "hosts", "remove", "a100-1", "--yes")
+    assert Host.objects.get(name="a100-1").removed_at is not None
+
+
+def test_removing_a_draining_host_says_when_it_empties_not_drain_it_first(
+    admin_client_api, researcher, submit_kwargs, cluster, hosts
+):
+    """try56: a host already draining was told "drain it first"."""
+    from scheduler.services import do_set_host_state
+
+    busy = _busy_host(researcher, submit_kwargs, cluster)
+    do_set_host_state(None, busy, Host.State.DRAINING)
+
+    detail = admin_client_api.post(f"/api/v1/hosts/{busy.name}/remove/", {}, format="json").json()["detail"]
+
+    assert "drain it first" not in detail, detail
+    assert f"Host {busy.name} is draining and still holds 1 attempt(s)" in detail, detail
+    assert "drain-now" in detail, detail
