@@ -2263,7 +2263,8 @@ def _remove_host(api: Api, args: argparse.Namespace, out: TextIO) -> int:
             EXIT_USAGE,
             f"fairway hosts remove {args.name} --yes: this takes the host out of its cluster for good "
             "(its GPUs leave every entitlement, its agent is refused; a machine that comes back joins "
-            "under another name). It is refused while it still holds an attempt (drain it first); add --yes to remove it.",
+            "under another name). It is refused while it still holds an attempt (drain it first); "
+            "add --yes to remove it.",
         )
     removed = api.call("POST", f"hosts/{args.name}/remove/", body={"reason": args.reason or ""})
     if args.json:
