@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("--xid", type=int, action="append", default=[], help="XID to report (repeatable)")
     fault.add_argument("--ecc", type=int, default=0, help="uncorrectable ECC errors (>0: unhealthy)")
     fault.add_argument("--degraded", action="store_true", help="flag the GPU degraded")
+    fault.add_argument(
+        "--idle", action="store_true", help="stall the GPU: 0 %% utilization even while busy (idle GPU alerts)"
+    )
     fault.add_argument("--clear", action="store_true", help="clear the GPU's faults (all GPUs without --gpu)")
     return parser
 
@@ -216,6 +219,7 @@ def _inject_fault(args: argparse.Namespace) -> int:
             xids=sorted(set(current.xids) | set(args.xid)),
             ecc_uncorrected=current.ecc_uncorrected + args.ecc,
             degraded=current.degraded or args.degraded,
+            idle=current.idle or args.idle,
         )
         # A value a heartbeat cannot carry stopped every heartbeat of the running agent (its host
         # went offline, its attempts lost): refused here, nothing written.
@@ -226,7 +230,7 @@ def _inject_fault(args: argparse.Namespace) -> int:
         faults[args.gpu] = fault
     write_faults(args.state_dir, faults)
     for index, f in sorted(faults.items()):
-        print(f"GPU {index}: {f.health} xids={f.xids} ecc_uncorrected={f.ecc_uncorrected}")
+        print(f"GPU {index}: {f.health} xids={f.xids} ecc_uncorrected={f.ecc_uncorrected}{' idle' if f.idle else ''}")
     if not faults:
         print("no faults")
     return 0
