@@ -123,3 +123,22 @@ def test_removing_a_draining_host_says_when_it_empties_not_drain_it_first(
     assert "drain it first" not in detail, detail
     assert f"Host {busy.name} is draining and still holds 1 attempt(s)" in detail, detail
     assert "drain-now" in detail, detail
+
+
+def test_a_removed_host_is_named_as_removed_not_unknown(monkeypatch, admin, admin_client_api, hosts):
+    """try56: `fairway hosts gpu3` after its removal said "No host 'gpu3'.", as for a typo, and a
+    join under the name is refused as taken: the 404 says when it was removed and that the name stays
+    taken (still a 404 `not_found`: the host is gone from the API's hosts)."""
+    admin_client_api.post("/api/v1/hosts/a100-1/remove/", {"reason": "sold"}, format="json")
+
+    again = admin_client_api.post("/api/v1/hosts/a100-1/remove/", {"reason": "sold"}, format="json")
+    assert again.status_code == 404 and "was removed from cluster default" in again.json()["detail"]
+    response = admin_client_api.get("/api/v1/hosts/a100-1/")
+
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+    detail = response.json()["detail"]
+    assert detail.startswith("Host 'a100-1' was removed from cluster default at "), detail
+    assert "its name stays taken" in detail, detail
+    err = run_cli(monkeypatch, admin, "hosts", "drain", "a100-1", expect=1)
+    assert "was removed from cluster default" in err, err
+    assert admin_client_api.get("/api/v1/hosts/nosuch/").json()["detail"] == "No host 'nosuch'."
