@@ -2135,6 +2135,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             if host["state"] == "offline" and (reason := host_reason(host)):
                 # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
                 line += f"; {reason}"
+            elif host["state"] == "offline" and args.action == "resume":  # try56: "offline" alone
+                line += "; active from when its agent is back"
             if scheduled := host.get("scheduled_drain"):
                 line += f"; {scheduled['summary']}"
             elif args.action == "cancel-drain":
