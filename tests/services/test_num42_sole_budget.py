@@ -120,6 +120,7 @@ def test_a_member_of_archived_budgets_only_is_told_they_are_archived(researcher,
         do_submit_workload(researcher, **submit_kwargs(budget=None))
 
     assert error.value.problems[0].message == (
-        "Name a budget: you may submit to no budget (archived: nlp/olmo; ask leadership for a membership of a live one)."
+        "Name a budget: you may submit to no budget (archived: nlp/olmo; "
+        "ask leadership for a membership of a live one)."
     )
     assert not Workload.objects.exists()
