@@ -41,6 +41,12 @@ def archived_growth_problem(path: str, grown: list[str]) -> Refusal | None:
     )
 
 
+def archived_boost_problem(path: str) -> Refusal:
+    """The refusal of a temporary share of archived budget ``path`` (``budget_archived``;
+    ``budgets.services.boost_problem``)."""
+    return "budget_archived", "budget", f"Budget {path} is archived: its shares count for nothing."
+
+
 def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | None:
     """Why budget ``path`` takes no new sub-budget, or None: it is archived (``budget_archived``)
     or has ``unfinished`` workloads of its own (``parent_has_work``; DESIGN.md §3.7: workloads are

@@ -16,6 +16,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from budgets.models import Budget, ShareBoost, ShareChange, budget_name_problem, placement_problem
+from budgets.rules import archived_boost_problem
 from config.errors import ServiceError
 from fairway_cli.numbers import instant_text
 from fairway_cli.words import boost_text, budget_hint_text, unknown_budget_text
@@ -404,7 +405,7 @@ def boost_problem(
     if start >= ends_at:
         return "from_after_until", "starts_at", "From is after until: the temporary share would never be active."
     if budget.archived_at is not None:
-        return "budget_archived", "budget", f"Budget {budget.path} is archived: its shares count for nothing."
+        return archived_boost_problem(budget.path)
     clash = (
         ShareBoost.objects.filter(budget_id=budget.pk, ended_at__isnull=True, starts_at__lt=ends_at, ends_at__gt=start)
         .order_by("starts_at")
