@@ -44,3 +44,16 @@ def test_the_clusters_page_marks_the_gpus_held_idle(new_page, admin, researcher,
     row = page.locator("#host-a100-1 .idle-held-note").inner_text()
     assert row.startswith(f"#{idle.pk} idle for 1h"), row
     assert page.locator("#host-a100-2 .idle-held-note").count() == 0
+
+
+def test_a_heartbeat_of_this_second_is_not_0_ago():
+    """try56: the clusters page's "last heartbeat" read "0 ago" for a heartbeat of this second."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from web.templatetags.fairway import since
+
+    now = timezone.now()
+    assert since(now, now) == "0s"
+    assert since(now - timedelta(seconds=65), now) == "1m 5s"
