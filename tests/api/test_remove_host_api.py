@@ -142,3 +142,11 @@ def test_a_removed_host_is_named_as_removed_not_unknown(monkeypatch, admin, admi
     err = run_cli(monkeypatch, admin, "hosts", "drain", "a100-1", expect=1)
     assert "was removed from cluster default" in err, err
     assert admin_client_api.get("/api/v1/hosts/nosuch/").json()["detail"] == "No host 'nosuch'."
+
+
+def test_the_admins_remove_action_says_the_same_rule():
+    """try56: the hosts admin's action read "(decommissioned; drain it first)" as the CLI did."""
+    from scheduler.admin import HostAdmin
+
+    words = HostAdmin.remove_hosts.short_description
+    assert "drain it first" not in words and "refused while it holds an attempt" in words, words
