@@ -170,14 +170,17 @@ class WhatIfForm(forms.Form):
 
 
 def current_shares_yaml() -> str:
-    """Today's live tree in the what-if shares format (every budget below a root, by path)."""
+    """Today's live tree in the what-if shares format (every budget below a root, by path); a
+    budget under a temporary share says so in a comment (try56: it read as a lasting share)."""
     tree = load_tree()
     paths = budget_paths(tree)
+    boosts = active_boosts()
     lines = ["shares:"]
     for bid in sorted(
         (b.id for b in tree.values() if b.parent_id is not None and b.archived_at is None), key=lambda i: paths[i]
     ):
-        lines.append(f"  {paths[bid]}: {tree[bid].shares}")
+        note = f"  # temporary: {boost_words(boosts[bid])}" if bid in boosts else ""
+        lines.append(f"  {paths[bid]}: {tree[bid].shares}{note}")
     return "\n".join(lines) + "\n"
 
 
