@@ -90,6 +90,17 @@ def submit_budget_paths(
     return sorted(tree[b].path for b in allowed if b in tree and tree[b].archived_at is None and b not in live_parents)
 
 
+def archived_budget_paths(
+    user: User, tree: dict[int, Budget] | None = None, memberships: dict[int, str] | None = None
+) -> list[str]:
+    """Paths, sorted, of the archived leaf budgets ``user`` was given: what a submission naming no
+    budget names when :func:`submit_budget_paths` is empty (try56)."""
+    tree = load_tree() if tree is None else tree
+    allowed = set(tree) if user.is_superuser else accessible_budget_ids(user, tree, memberships)
+    parents = {b.parent_id for b in tree.values()}
+    return sorted(tree[b].path for b in allowed if b in tree and tree[b].archived_at is not None and b not in parents)
+
+
 def do_add_membership(user: User, budget: Budget, role: str = Membership.Role.MEMBER) -> Membership:
     """Make ``user`` a member of ``budget`` with ``role`` (updates the role if already a member).
 

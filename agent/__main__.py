@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from agent import AGENT_VERSION
-from agent.client import EXIT_HOST_REMOVED, Agent, HostRemoved
+from agent.client import EXIT_HOST_REMOVED, HOST_REMOVED_FILE, Agent, HostRemoved
 from agent.config import ENV_PREFIX, GPU_BACKENDS, RUNTIMES, AgentConfig, ConfigError, load_config
 from agent.gpu.base import GpuBackend, GpuUnavailable
 from agent.gpu.fake import FakeGpuBackend, Fault, fault_problem, read_faults, write_faults
@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("--xid", type=int, action="append", default=[], help="XID to report (repeatable)")
     fault.add_argument("--ecc", type=int, default=0, help="uncorrectable ECC errors (>0: unhealthy)")
     fault.add_argument("--degraded", action="store_true", help="flag the GPU degraded")
+    fault.add_argument(
+        "--idle", action="store_true", help="stall the GPU: 0 %% utilization even while busy (idle GPU alerts)"
+    )
     fault.add_argument("--clear", action="store_true", help="clear the GPU's faults (all GPUs without --gpu)")
     return parser
 
@@ -216,6 +219,7 @@ def _inject_fault(args: argparse.Namespace) -> int:
             xids=sorted(set(current.xids) | set(args.xid)),
             ecc_uncorrected=current.ecc_uncorrected + args.ecc,
             degraded=current.degraded or args.degraded,
+            idle=current.idle or args.idle,
         )
         # A value a heartbeat cannot carry stopped every heartbeat of the running agent (its host
         # went offline, its attempts lost): refused here, nothing written.
@@ -226,7 +230,7 @@ def _inject_fault(args: argparse.Namespace) -> int:
         faults[args.gpu] = fault
     write_faults(args.state_dir, faults)
     for index, f in sorted(faults.items()):
-        print(f"GPU {index}: {f.health} xids={f.xids} ecc_uncorrected={f.ecc_uncorrected}")
+        print(f"GPU {index}: {f.health} xids={f.xids} ecc_uncorrected={f.ecc_uncorrected}{' idle' if f.idle else ''}")
     if not faults:
         print("no faults")
     return 0
@@ -310,10 +314,22 @@ def _run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(agent.run(install_signal_handlers=True))
     except HostRemoved:
+        _note_host_removed(config.state_dir)
         return EXIT_HOST_REMOVED  # logged once by the agent; systemd's RestartPreventExitStatus
     finally:
         gpu.close()
     return 0
+
+
+def _note_host_removed(state_dir: Path) -> None:
+    """Leave :data:`agent.client.HOST_REMOVED_FILE` for ``--uninstall`` (try56); best effort."""
+    import datetime
+
+    told = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        (state_dir / HOST_REMOVED_FILE).write_text(f"removed from Fairway by an admin; told at {told}\n")
+    except OSError as exc:
+        print(f"agent: cannot write {state_dir / HOST_REMOVED_FILE}: {exc}", file=sys.stderr)
 
 
 def _health(args: argparse.Namespace) -> int:

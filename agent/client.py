@@ -82,6 +82,10 @@ HOST_REMOVED_LOG = (
 )
 """try43: it said "re-run the install script to rejoin", but a rerun keeps the config holding the
 refused token ("already joined") and the agent exits 77 again; a join under the old name is refused."""
+HOST_REMOVED_FILE = "removed"
+"""The note a removed host's agent leaves in its state directory ("removed from Fairway by an admin;
+told at TIME"): the install script's ``--uninstall`` reads it (try56: it said the host "is still
+registered on the server" after an admin removed it), a new join drops it."""
 
 
 REFUSED_LINK_HINT = (

@@ -146,6 +146,10 @@ def join(
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in settings.items() if v is not None},
     }
     write_config(config_path, values)
+    if settings.get("state_dir") is not None:  # a removed host's note is not this new host's (try56)
+        from agent.client import HOST_REMOVED_FILE
+
+        Path(settings["state_dir"], HOST_REMOVED_FILE).unlink(missing_ok=True)
     return (
         f"joined cluster {answer.get('cluster', '?')} as host {values['host_name']} with {len(gpus)} x "
         f"{inventory[0].model}; config written to {config_path}"

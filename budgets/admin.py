@@ -19,6 +19,7 @@ from budgets.admin_search import BudgetPathSearchMixin
 from budgets.models import Budget, ShareBoost, ShareChange, UsageEntry
 from budgets.services import (
     BudgetError,
+    active_boosts,
     apply_due_boosts,
     boost_problem,
     boost_words,
@@ -175,14 +176,17 @@ class WhatIfForm(forms.Form):
 
 
 def current_shares_yaml() -> str:
-    """Today's live tree in the what-if shares format (every budget below a root, by path)."""
+    """Today's live tree in the what-if shares format (every budget below a root, by path); a
+    budget under a temporary share says so in a comment (try56: it read as a lasting share)."""
     tree = load_tree()
     paths = budget_paths(tree)
+    boosts = active_boosts()
     lines = ["shares:"]
     for bid in sorted(
         (b.id for b in tree.values() if b.parent_id is not None and b.archived_at is None), key=lambda i: paths[i]
     ):
-        lines.append(f"  {paths[bid]}: {tree[bid].shares}")
+        note = f"  # temporary: {boost_words(boosts[bid])}" if bid in boosts else ""
+        lines.append(f"  {paths[bid]}: {tree[bid].shares}{note}")
     return "\n".join(lines) + "\n"
 
 
@@ -238,7 +242,7 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     form = BudgetAdminForm
     inlines = [ShareChangeInline]
     change_list_template = "admin/budgets/budget/change_list.html"
-    list_display = ["path", "shares", "normalized_share", "entitlement", "hold", "archived", "cap"]
+    list_display = ["path", "shares_now", "normalized_share", "entitlement", "hold", "archived", "cap"]
     list_filter = ["hold", ("archived_at", admin.EmptyFieldListFilter), "on_cap", ("parent", ParentListFilter)]
     search_fields = ["name", "description"]
     autocomplete_fields = ["parent"]
@@ -261,6 +265,7 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         self._paths = budget_paths()
         self._standings = _standings()
         self._shares = {} if self._standings else normalized_shares()  # no cluster: the organisation's
+        self._boosts = active_boosts()
         return super().changelist_view(request, extra_context)
 
     def changeform_view(
@@ -369,6 +374,13 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
             return "–"
         boosts = obj.share_boosts.filter(ended_at__isnull=True).order_by("starts_at")
         return "; ".join(boost_words(b) for b in boosts) or "–"
+
+    @admin.display(description="shares", ordering="shares")
+    def shares_now(self, obj: Budget) -> str:
+        """The shares, and a temporary share's words while one is active: "3 (share 3 until … (then
+        1))" (try56: a plain "3" read as a lasting share; the budgets page said it was temporary)."""
+        boost = getattr(self, "_boosts", {}).get(obj.pk)
+        return f"{obj.shares} ({boost_words(boost)})" if boost is not None else str(obj.shares)
 
     @admin.display(description="path")
     def path(self, obj: Budget) -> str:

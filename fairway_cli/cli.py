@@ -2220,6 +2220,8 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             if host["state"] == "offline" and (reason := host_reason(host)):
                 # the action is kept for the agent's return (host_reason says so): "offline" alone read as refused
                 line += f"; {reason}"
+            elif host["state"] == "offline" and args.action == "resume":  # try56: "offline" alone
+                line += "; active from when its agent is back"
             if scheduled := host.get("scheduled_drain"):
                 line += f"; {scheduled['summary']}"
             elif args.action == "cancel-drain":
@@ -2349,7 +2351,8 @@ def _remove_host(api: Api, args: argparse.Namespace, out: TextIO) -> int:
             EXIT_USAGE,
             f"fairway hosts remove {args.name} --yes: this takes the host out of its cluster for good "
             "(its GPUs leave every entitlement, its agent is refused; a machine that comes back joins "
-            "under another name). Drain it first; add --yes to remove it.",
+            "under another name). It is refused while it still holds an attempt (drain it first); "
+            "add --yes to remove it.",
         )
     removed = api.call("POST", f"hosts/{args.name}/remove/", body={"reason": args.reason or ""})
     if args.json:

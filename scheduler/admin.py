@@ -387,7 +387,8 @@ class HostAdmin(admin.ModelAdmin):
         )
 
     @admin.action(
-        description="Remove from the cluster for good (decommissioned; drain it first)", permissions=["change"]
+        description="Remove from the cluster for good (decommissioned; refused while it holds an attempt)",
+        permissions=["change"],
     )
     def remove_hosts(self, request: HttpRequest, queryset: QuerySet[Host]) -> TemplateResponse | None:
         """Asks first (a removal cannot be undone and the name stays taken; ``fairway hosts

@@ -178,6 +178,8 @@ if [ "$UNINSTALL" = 1 ]; then
     fi
     stop_background_agent
     JOINED_AS="$(sed -n 's/^host_name: *//p' "$CONFIG" 2>/dev/null | head -n 1 | tr -d "'\"" || true)"
+    # the note a removed host's agent leaves (agent.client.HOST_REMOVED_FILE), read before a --purge
+    REMOVED_AT="$(sed -n 's/^removed from Fairway by an admin; told at //p' "$STATE/removed" 2>/dev/null | head -n 1 || true)"
     rm -rf "$VENV" "$CONFIG"
     rmdir "$ETC" "$RUN" 2>/dev/null || true
     [ -n "$PREFIX" ] || rmdir /opt/fairway-agent 2>/dev/null || true
@@ -187,6 +189,10 @@ if [ "$UNINSTALL" = 1 ]; then
         [ -z "$PREFIX" ] || rmdir "$PREFIX" 2>/dev/null || true
     fi
     say "uninstalled"
+    if [ -n "$REMOVED_AT" ]; then
+        say "the host ${JOINED_AS:-of this machine} was removed from the server by an admin (its agent was told at $REMOVED_AT): nothing is left to do there"
+        exit 0
+    fi
     say "the host ${JOINED_AS:-of this machine} is still registered on the server; unless it is drained already,"
     say "it is schedulable until it goes offline: drain it (\`fairway hosts drain ${JOINED_AS:-NAME}\` or admin → Hosts);"
     say "retired for good, remove it then"

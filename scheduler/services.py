@@ -26,7 +26,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from accounts.models import Membership, User
-from accounts.services import is_manager, is_member, submit_budget_paths
+from accounts.services import archived_budget_paths, is_manager, is_member, submit_budget_paths
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
 from budgets.rules import archived_growth_problem, submission_problem
@@ -82,8 +82,15 @@ def not_a_member_problem(path: str, choices: Sequence[str]) -> str:
     return f"{NOT_A_MEMBER.format(path=path)} {where}"
 
 
-def sole_budget_problem(choices: Sequence[str]) -> str:
-    """The refusal of a submission naming no budget when ``owner`` may submit to several or none."""
+def sole_budget_problem(choices: Sequence[str], archived: Sequence[str] = ()) -> str:
+    """The refusal of a submission naming no budget when ``owner`` may submit to several or none;
+    ``archived``: the archived leaves the owner was given (try56: "no budget yet" once leadership
+    archived the owner's only budget read as if none had ever been given)."""
+    if not choices and archived:
+        return (
+            f"Name a budget: you may submit to no budget (archived: {', '.join(archived)}; "
+            "ask leadership for a membership of a live one)."
+        )
     if not choices:
         return "Name a budget: you may submit to no budget yet."
     return f"Name a budget: you may submit to several: {', '.join(choices)}."
@@ -789,7 +796,8 @@ def do_submit_workload(
         if len(choices) == 1:
             budget = choices[0]
         else:
-            refuse("unknown_budget", "budget", sole_budget_problem(choices))
+            archived = [] if choices else archived_budget_paths(owner, tree, memberships)
+            refuse("unknown_budget", "budget", sole_budget_problem(choices, archived))
     huge = _is_int(budget) and not 0 < budget <= MAX_DB_INT  # type: ignore[operator]
     the_budget = None if huge else resolve_budget(budget, tree)
     if the_budget is not None:
@@ -2111,13 +2119,17 @@ def do_remove_host(actor: User | None, host: Host, reason: str = "") -> Host:
             raise host_removed_error(locked)
         open_attempts = Attempt.objects.filter(gpu_links__gpu__host=locked, gpu_links__open=True).distinct().count()
         if open_attempts:
-            raise HostError(
-                "host_busy",
-                None,
-                f"Host {locked.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
-                "once it is drained (or offline and empty).",
-                status=409,
-            )
+            if locked.state == Host.State.DRAINING:  # try56: it was told "drain it first"
+                words = (
+                    f"Host {locked.name} is draining and still holds {open_attempts} attempt(s): remove it once "
+                    f"it is drained (or drain it now: `fairway hosts drain-now {locked.name}`)."
+                )
+            else:
+                words = (
+                    f"Host {locked.name} still holds {open_attempts} attempt(s): drain it first, then remove it "
+                    "once it is drained (or offline and empty)."
+                )
+            raise HostError("host_busy", None, words, status=409)
         now = timezone.now()
         # a queryset update: it forgets the hardware the web processes keep (HostQuerySet.memo_fields)
         Host.objects.filter(pk=locked.pk).update(

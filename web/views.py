@@ -1020,7 +1020,11 @@ def _window_s() -> int:
 def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
     now = timezone.now()
     rows = []
-    for host in queryset:
+    hosts = list(queryset)
+    # the GPUs held idle (docs/jobs.md "Idle GPUs"; try56: found only in `fairway ls --idle`)
+    open_ids = [link.attempt_id for h in hosts for g in h.gpus.all() for link in g.attempt_links.all() if link.open]
+    idle = idle_attempts(open_ids, now) if open_ids else {}
+    for host in hosts:
         gpus = []
         attempts: dict[int, Attempt] = {}
         for gpu in host.gpus.all():
@@ -1037,6 +1041,9 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 css = "free"
             if gpu.health == GPU.Health.DEGRADED:
                 css += " degraded"
+            held_idle = idle.get(link.attempt_id) if link is not None else None
+            if held_idle is not None:
+                css += " idle-held"
             gap = unreported_in(host.pending_inventory, gpu.uuid)  # no sample: it says so (gpu_report)
             gpus.append(
                 {
@@ -1044,6 +1051,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                     "css": css,
                     "workload": link.attempt.workload_id if link else None,
                     "unreported": gap.text if gap else "",
+                    "idle": held_idle.text if held_idle is not None else "",
                 }
             )
         protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
@@ -1058,6 +1066,9 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                 "state_reason": reason,
                 "pending_inventory": pending_inventory(host),
                 "attempts_lost_at": attempts_lost_at(host, len(attempts)),
+                "idle": [
+                    f"#{idle[a].workload_id} {idle_held_text(idle[a].as_data())}" for a in sorted(attempts) if a in idle
+                ],
                 "scheduled_drain": scheduled_drain(host),
                 "actions": host_actions(host),  # the buttons: the actions that apply now
                 # an offline host's reason is that of the state it returns to: name that state

@@ -4,10 +4,11 @@ Faults live in ``<state dir>/faults.json`` (written by ``python -m agent inject-
 re-read on every :meth:`FakeGpuBackend.sample`, so a running agent picks them up at its next
 heartbeat::
 
-    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false}}
+    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false, "idle": false}}
 
 A fatal XID (:data:`agent.protocol.FATAL_XIDS`) or an uncorrectable ECC error makes the GPU
-``unhealthy`` (until cleared); ``degraded`` flags it ``degraded``; other XIDs are only listed. Each
+``unhealthy`` (until cleared); ``degraded`` flags it ``degraded``; ``idle`` makes it read 0 %
+utilization, busy or not (a stalled job); other XIDs are only listed. Each
 injected XID is sent at one heartbeat only, as NVML reports an XID event once.
 """
 
@@ -49,6 +50,9 @@ class Fault:
     xids: list[int] = field(default_factory=list)
     ecc_uncorrected: int = 0
     degraded: bool = False
+    idle: bool = False
+    """Stalled: the GPU reads 0 % utilization even while its work runs (a job stuck on I/O; the
+    idle GPU alerts of docs/jobs.md to try). Health is untouched."""
 
     @property
     def health(self) -> Health:
@@ -107,7 +111,12 @@ def read_faults(state_dir: Path) -> dict[int, Fault]:
         problem = fault_problem(int(key), xids, ecc)
         if problem is not None:
             raise ValueError(f"bad fault entry: {problem}")
-        faults[int(key)] = Fault(xids=xids, ecc_uncorrected=ecc, degraded=bool(entry.get("degraded", False)))
+        faults[int(key)] = Fault(
+            xids=xids,
+            ecc_uncorrected=ecc,
+            degraded=bool(entry.get("degraded", False)),
+            idle=bool(entry.get("idle", False)),
+        )
     return faults
 
 
@@ -119,7 +128,7 @@ def write_faults(state_dir: Path, faults: dict[int, Fault]) -> None:
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
-        str(i): {"xids": f.xids, "ecc_uncorrected": f.ecc_uncorrected, "degraded": f.degraded}
+        str(i): {"xids": f.xids, "ecc_uncorrected": f.ecc_uncorrected, "degraded": f.degraded, "idle": f.idle}
         for i, f in sorted(faults.items())
     }
     tmp = state_dir / f".{FAULT_FILE}.{os.getpid()}"
@@ -224,7 +233,7 @@ class FakeGpuBackend(GpuBackend):
             samples.append(
                 GpuSample(
                     index=i,
-                    utilization_pct=round(t.utilization, 1),
+                    utilization_pct=0.0 if fault.idle else round(t.utilization, 1),
                     memory_used_mb=int(t.memory_used),
                     temperature_c=round(t.temperature, 1),
                     power_w=round(t.power, 1),

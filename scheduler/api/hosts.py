@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
-from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
@@ -17,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import FairwayAPIView, FairwayViewSet
-from fairway_cli.numbers import parse_duration_s
+from fairway_cli.numbers import instant_text, parse_duration_s
 from scheduler import lifecycle
 from scheduler.api.params import cluster_param, host_state_param, refuse_unknown
 from scheduler.gpu_report import unreported
@@ -387,8 +386,20 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
     def get_object(self) -> Host:
         try:
             return super().get_object()
-        except Http404:  # "Not found." said nothing of the name a mistyped `fairway hosts drain` gave
-            raise exceptions.NotFound(f"No host {self.kwargs.get(self.lookup_field, '')!r}.") from None
+        except exceptions.NotFound:  # FairwayViewSet's "No host 'gpu3'.", also for a removed one
+            name = self.kwargs.get(self.lookup_field, "")
+            removed = (
+                Host.objects.filter(name=name, removed_at__isnull=False).select_related("cluster").first()
+                if isinstance(name, str)
+                else None
+            )
+            if removed is not None and removed.removed_at is not None:  # try56: it read as a typo
+                raise exceptions.NotFound(
+                    f"Host {name!r} was removed from cluster {removed.cluster.name} at "
+                    f"{instant_text(removed.removed_at, absolute=True)}; its name stays taken "
+                    "(a machine that comes back joins under another name)."
+                ) from None
+            raise
 
     def _reason(self, request: Request, fields: tuple[str, ...] = ("reason",)) -> str:
         """The body's ``reason`` ("" when none); a 400 for any other body (a field not in ``fields``)."""

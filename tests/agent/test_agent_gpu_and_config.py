@@ -162,3 +162,23 @@ def test_heartbeat_and_backoff_max_are_bounded_at_load(key: str, value: object, 
         load_config({"server": "ws://s/", "token": "t", key: value}, None, {})
     for fine in ("0.05", "3600") if key == "heartbeat" else ("1", "3600"):
         assert getattr(load_config({"server": "ws://s/", "token": "t", key: fine}, None, {}), key) == float(fine)
+
+
+def test_an_injected_stall_reports_a_busy_gpu_at_zero_utilization(tmp_path: Path, capsys) -> None:
+    """try56: FAIRWAY_IDLE_AFTER_S set low, an operator trying the fake backend never saw an idle
+    alert: a busy fake GPU always drifts to 75-100 %. ``inject-fault --idle`` stalls the GPU (its
+    work runs, the GPU reads 0 %, as a job stuck on I/O), healthy; ``--clear`` ends it."""
+    backend = FakeGpuBackend("h1", 2, seed=1, state_dir=tmp_path)
+    backend.note_busy({0, 1})
+
+    assert main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "1", "--idle"]) == 0
+    assert "GPU 1: healthy xids=[] ecc_uncorrected=0 idle" in capsys.readouterr().out
+    for _ in range(5):
+        busy, stalled = backend.sample()
+    assert busy.utilization_pct > 50 and stalled.utilization_pct == 0.0
+    assert stalled.health == "healthy" and backend.inventory()[1].health == "healthy"
+
+    main(["inject-fault", "--state-dir", str(tmp_path), "--gpu", "1", "--clear"])
+    for _ in range(5):
+        stalled = backend.sample()[1]
+    assert stalled.utilization_pct > 50

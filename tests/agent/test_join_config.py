@@ -78,3 +78,27 @@ def test_the_removed_hosts_advice_is_what_rejoins_it(tmp_path: Path) -> None:
     assert "--uninstall" in HOST_REMOVED_LOG and "new join token" in HOST_REMOVED_LOG
     assert "--host-name" in HOST_REMOVED_LOG and "stays taken" in HOST_REMOVED_LOG
     assert "\n" not in HOST_REMOVED_LOG  # one line
+
+
+def test_a_new_join_forgets_the_removed_hosts_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """try56: the note a removed host's agent leaves (``HOST_REMOVED_FILE``, read by ``--uninstall``)
+    belongs to the old host: a join that keeps the state directory drops it."""
+    from agent.client import HOST_REMOVED_FILE
+    from agent.gpu.fake import FakeGpuBackend
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / HOST_REMOVED_FILE).write_text("removed from Fairway by an admin; told at 2026-12-06T23:10:00Z\n")
+    answer = {"websocket_url": "ws://s/agent/", "host_token": "fwh_new", "host": "n2", "cluster": "c"}
+    monkeypatch.setattr(join_module, "post_join", lambda *args, **kwargs: answer)
+
+    join(
+        server="http://s",
+        join_token="fwj_new",
+        config_path=tmp_path / "agent.yaml",
+        host_name="n2",
+        gpu=FakeGpuBackend("n2", 1, state_dir=tmp_path / "fake"),
+        settings={"state_dir": state},
+    )
+
+    assert not (state / HOST_REMOVED_FILE).exists()

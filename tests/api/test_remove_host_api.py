@@ -95,3 +95,58 @@ def test_fairway_hosts_remove_json(monkeypatch, admin, hosts):
 
     out = run_cli(monkeypatch, admin, "--json", "hosts", "remove", "h100-1", "--yes")
     assert json.loads(out)["name"] == "h100-1"
+
+
+def test_the_words_of_remove_say_the_rule_it_keeps(monkeypatch, admin, researcher, submit_kwargs, cluster, hosts):
+    """try56: without --yes the CLI said "Drain it first", then removed an idle active host at
+    once: the rule is "no open attempt" (as Slurm's `scontrol delete nodename` refuses a node with
+    jobs), so the words say that; an idle host of any state is removed (docs/deploy.md §9)."""
+    err = run_cli(monkeypatch, admin, "hosts", "remove", "a100-1", expect=2)
+    assert "Drain it first" not in err, err
+    assert "refused while it still holds an attempt" in err, err
+    assert Host.objects.get(name="a100-1").state == Host.State.ACTIVE
+    run_cli(monkeypatch, admin, "hosts", "remove", "a100-1", "--yes")
+    assert Host.objects.get(name="a100-1").removed_at is not None
+
+
+def test_removing_a_draining_host_says_when_it_empties_not_drain_it_first(
+    admin_client_api, researcher, submit_kwargs, cluster, hosts
+):
+    """try56: a host already draining was told "drain it first"."""
+    from scheduler.services import do_set_host_state
+
+    busy = _busy_host(researcher, submit_kwargs, cluster)
+    do_set_host_state(None, busy, Host.State.DRAINING)
+
+    detail = admin_client_api.post(f"/api/v1/hosts/{busy.name}/remove/", {}, format="json").json()["detail"]
+
+    assert "drain it first" not in detail, detail
+    assert f"Host {busy.name} is draining and still holds 1 attempt(s)" in detail, detail
+    assert "drain-now" in detail, detail
+
+
+def test_a_removed_host_is_named_as_removed_not_unknown(monkeypatch, admin, admin_client_api, hosts):
+    """try56: `fairway hosts gpu3` after its removal said "No host 'gpu3'.", as for a typo, and a
+    join under the name is refused as taken: the 404 says when it was removed and that the name stays
+    taken (still a 404 `not_found`: the host is gone from the API's hosts)."""
+    admin_client_api.post("/api/v1/hosts/a100-1/remove/", {"reason": "sold"}, format="json")
+
+    again = admin_client_api.post("/api/v1/hosts/a100-1/remove/", {"reason": "sold"}, format="json")
+    assert again.status_code == 404 and "was removed from cluster default" in again.json()["detail"]
+    response = admin_client_api.get("/api/v1/hosts/a100-1/")
+
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+    detail = response.json()["detail"]
+    assert detail.startswith("Host 'a100-1' was removed from cluster default at "), detail
+    assert "its name stays taken" in detail, detail
+    err = run_cli(monkeypatch, admin, "hosts", "drain", "a100-1", expect=1)
+    assert "was removed from cluster default" in err, err
+    assert admin_client_api.get("/api/v1/hosts/nosuch/").json()["detail"] == "No host 'nosuch'."
+
+
+def test_the_admins_remove_action_says_the_same_rule():
+    """try56: the hosts admin's action read "(decommissioned; drain it first)" as the CLI did."""
+    from scheduler.admin import HostAdmin
+
+    words = HostAdmin.remove_hosts.short_description
+    assert "drain it first" not in words and "refused while it holds an attempt" in words, words

@@ -54,3 +54,12 @@ def test_an_offline_hosts_reason_is_the_state_it_returns_to_everywhere(monkeypat
     assert "a100-1: cordoned by admin at " in listing and "BIOS update (from when its agent is back)" in listing
     one = " ".join(run_cli(monkeypatch, admin, "hosts", "a100-1").split())
     assert "BIOS update (from when its agent is back)" in one
+
+
+def test_resuming_an_offline_host_says_it_returns_active(admin, hosts, monkeypatch):
+    """try56: `fairway hosts resume gpu1` of a cordoned host whose agent was away answered only
+    "gpu1: offline" (a cordon or drain there names the state it returns to)."""
+    Host.objects.filter(name="a100-1").update(state=Host.State.OFFLINE, state_before_offline=Host.State.CORDONED)
+    out = run_cli(monkeypatch, admin, "hosts", "resume", "a100-1")
+    assert out == "a100-1: offline; active from when its agent is back\n", out
+    assert Host.objects.get(name="a100-1").state_before_offline == Host.State.ACTIVE

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.client import EXIT_HOST_REMOVED, HOST_REMOVED_LOG
+from agent.client import EXIT_HOST_REMOVED, HOST_REMOVED_FILE, HOST_REMOVED_LOG
 from agent.protocol import CLOSE_HOST_REMOVED
 from scheduler.models import Host
 
@@ -37,6 +37,10 @@ def test_a_removed_hosts_agent_logs_one_line_and_exits_with_its_own_status(stack
     assert out.count(HOST_REMOVED_LOG) == 1, out
     assert "--uninstall" in HOST_REMOVED_LOG and "--host-name" in HOST_REMOVED_LOG
     assert "reconnecting in" not in out and "refused the host token" not in out, out
+    # try56: the agent leaves a note in its state directory, so `--uninstall` no longer says the
+    # host "is still registered on the server" (tests/ops/test_install_scripts.py)
+    note = (stack.state_dir / HOST_REMOVED_FILE).read_text()
+    assert note.startswith("removed from Fairway by an admin; told at "), note
 
     # started again (by hand, or a unit without RestartPreventExitStatus), it is refused at
     # connect with the same code and exits at once with the same status

@@ -63,6 +63,26 @@ def test_uninstall_purge_removes_everything_under_the_prefix(tmp_path: Path):
     assert "fairway hosts drain gpu-7" in done.stdout
 
 
+def test_uninstall_of_a_removed_host_says_it_was_removed_not_still_registered(tmp_path: Path):
+    """try56: after an admin removed the host (its agent exited 77), --uninstall still said "the
+    host gpu-9 is still registered on the server" and told the operator to drain and remove it."""
+    from agent.client import HOST_REMOVED_FILE
+
+    prefix = tmp_path / "agent"
+    for sub in ("venv/bin", "etc", "state", "run"):
+        (prefix / sub).mkdir(parents=True)
+    (prefix / "etc" / "agent.yaml").write_text("host_name: gpu-9\n")
+    (prefix / "state" / HOST_REMOVED_FILE).write_text(
+        "removed from Fairway by an admin; told at 2026-12-06T23:10:00Z\n"
+    )
+
+    done = _bash_stdin(_served("/agent/install.sh"), "--uninstall", "--no-systemd", "--prefix", str(prefix))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "still registered" not in done.stdout and "fairway hosts drain" not in done.stdout, done.stdout
+    assert "gpu-9 was removed from the server by an admin (its agent was told at 2026-12-06T23:10:00Z)" in done.stdout
+
+
 def test_uninstall_without_purge_keeps_the_state_and_the_log(tmp_path: Path):
     prefix = tmp_path / "agent"
     for sub in ("venv/bin", "etc", "state", "run"):

@@ -105,3 +105,22 @@ def test_the_gpu_model_blank_choice_says_what_it_means(researcher, cluster):
     page = browser.get("/submit/").content.decode()
     assert "any (the cluster's only model)" not in page
     assert '<option value="" selected>the cluster&#x27;s only model (name one where it has several)</option>' in page
+
+
+def test_a_member_of_archived_budgets_only_is_told_they_are_archived(researcher, org_tree, submit_kwargs):
+    """try56: once leadership archived bob's only budget, `fairway submit` told him "Name a budget:
+    you may submit to no budget yet." as if he had never been given one."""
+    from accounts.models import Membership
+    from budgets.services import do_archive_budget
+
+    assert {m.budget.path for m in Membership.objects.filter(user=researcher)} == {"nlp/olmo"}
+    do_archive_budget(org_tree["nlp/olmo"])
+
+    with pytest.raises(SubmissionError) as error:
+        do_submit_workload(researcher, **submit_kwargs(budget=None))
+
+    assert error.value.problems[0].message == (
+        "Name a budget: you may submit to no budget (archived: nlp/olmo; "
+        "ask leadership for a membership of a live one)."
+    )
+    assert not Workload.objects.exists()

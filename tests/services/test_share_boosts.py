@@ -262,3 +262,37 @@ def test_the_budget_page_lists_a_scheduled_boost_from_when(admin, org_tree):
     do_schedule_boost(admin, olmo, 4, timezone.now() + 3 * DAY, timezone.now() + DAY)
     page = _client(admin).get(reverse("admin:budgets_budget_change", args=[olmo.pk])).content.decode()
     assert "share 4 from " in page
+
+
+def test_the_budgets_admin_list_says_a_share_is_temporary(admin, org_tree):
+    """try56: during a boost the budgets admin's list showed vision's shares as a plain "9" (the
+    budgets page: "share 9 until … (then 1)"), so leadership could take it for a lasting share."""
+    olmo = org_tree["nlp/olmo"]
+    do_schedule_boost(admin, olmo, 3, timezone.now() + DAY, None, note="ACL")
+    apply_due_boosts(timezone.now())
+
+    listing = _client(admin).get(reverse("admin:budgets_budget_changelist")).content.decode()
+
+    row = listing[listing.index(">nlp/olmo<") :]
+    row = row[: row.index("</tr>")]
+    assert "3 (share 3 until " in row and "(then 1))" in row, row
+
+
+def test_the_what_if_shares_say_which_share_is_temporary(admin, org_tree, db):
+    """try56: during a boost the what-if page's shares read "nlp/olmo: 3", as if lasting, so a
+    replay "of today's shares" kept a deadline's boost for the whole window: the line says so in a
+    comment, which the shares file reads past."""
+    import yaml
+
+    from budgets.admin import current_shares_yaml
+
+    olmo = org_tree["nlp/olmo"]
+    do_schedule_boost(admin, olmo, 3, timezone.now() + DAY, None, note="ACL")
+    apply_due_boosts(timezone.now())
+
+    text = current_shares_yaml()
+
+    line = next(line for line in text.splitlines() if line.strip().startswith("nlp/olmo:"))
+    assert line.startswith("  nlp/olmo: 3  # temporary: share 3 until "), line
+    assert line.endswith("(then 1)"), line
+    assert yaml.safe_load(text)["shares"]["nlp/olmo"] == 3  # the comment is read past

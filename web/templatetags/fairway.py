@@ -47,10 +47,12 @@ def gpu_time(gpu_seconds: Any) -> str:
 
 @register.filter
 def since(value: datetime | None, until: datetime | None = None) -> str:
-    """Time from ``value`` to ``until`` (default now) as a duration."""
+    """Time from ``value`` to ``until`` (default now) as a duration; ``0s`` under a second (try56:
+    the clusters page's last heartbeat read "0 ago")."""
     if value is None:
         return ""
-    return duration(max(0, int(((until or timezone.now()) - value).total_seconds())))
+    seconds = max(0, int(((until or timezone.now()) - value).total_seconds()))
+    return duration(seconds) if seconds else "0s"
 
 
 @register.filter
