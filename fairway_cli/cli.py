@@ -2588,7 +2588,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=_positive_int, default=50, help="at most this many, newest first (default 50)")
 
-    p = add("show", cmd_show, "one workload: why pending, estimated start, attempts, events")
+    p = add("show", cmd_show, "one workload: why pending, estimated start, efficiency, attempts, events")
     p.add_argument("id", help="the workload's id")
     p.add_argument(
         "--spec",
@@ -2665,7 +2665,8 @@ def build_parser() -> argparse.ArgumentParser:
         "wait",
         cmd_wait,
         f"wait until workloads end, a line per change; exit 0 if every one succeeded, {EXIT_NOT_SUCCEEDED} if any"
-        f" failed or was canceled, {EXIT_TIMEOUT} if --timeout ran out, {EXIT_INTERRUPTED} on Ctrl-C (sbatch --wait)",
+        f" failed or was canceled, {EXIT_UNREACHABLE} if it gave up on a failing server ({duration(int(GIVE_UP_S))}),"
+        f" {EXIT_TIMEOUT} if --timeout ran out, {EXIT_INTERRUPTED} on Ctrl-C (sbatch --wait)",
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="the workloads to wait for (or --group G)")
     p.add_argument("--group", type=_positive_int, help="an array group id: every member")
@@ -2686,7 +2687,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="first UTC day: YYYY-MM-DD, a date-time or 7d back (default: 30 days ago)")
     p.add_argument("--until", help="last UTC day, as --since (default today)")
 
-    p = add("history", cmd_history, "finished attempts like sacct: when, how long, why they ended, GPU-hours")
+    p = add(
+        "history",
+        cmd_history,
+        "finished attempts like sacct: when, how long, why they ended, GPU-hours, GPU utilization",
+    )
     p.add_argument("--since", default="7d", help="how far back: 36h, 7d, 2w, 1w3d or an ISO date (default 7d)")
     p.add_argument("--budget", "-b", help="a budget and its sub-budgets")
     p.add_argument("--cluster", "-c", help=CLUSTER_HELP)
@@ -2713,7 +2718,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--at",
         metavar="TIME",
-        help="drain, drain-now: schedule it for this UTC time, e.g. 2026-12-10T08:00Z (resume, cancel-drain cancel it)",
+        help="drain, drain-now: schedule it for this time, its zone named: 2026-12-10T08:00Z or"
+        " 2026-12-10T09:00+01:00 (resume, cancel-drain cancel it)",
     )
     p.add_argument(
         "--in", dest="in_", metavar="DURATION", help="drain, drain-now: schedule it this long from now, e.g. 2h, 1d 6h"
