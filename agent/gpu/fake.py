@@ -4,11 +4,13 @@ Faults live in ``<state dir>/faults.json`` (written by ``python -m agent inject-
 re-read on every :meth:`FakeGpuBackend.sample`, so a running agent picks them up at its next
 heartbeat::
 
-    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false}}
+    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false, "no_utilization": false}}
 
 A fatal XID (:data:`agent.protocol.FATAL_XIDS`) or an uncorrectable ECC error makes the GPU
-``unhealthy`` (until cleared); ``degraded`` flags it ``degraded``; other XIDs are only listed. Each
-injected XID is sent at one heartbeat only, as NVML reports an XID event once.
+``unhealthy`` (until cleared); ``degraded`` flags it ``degraded``; ``no_utilization`` makes its
+utilization unreadable (sent as ``null``, as NVML's ``NOT_SUPPORTED`` on a MIG-mode GPU); other
+XIDs are only listed. Each injected XID is sent at one heartbeat only, as NVML reports an XID
+event once.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Fault:
     xids: list[int] = field(default_factory=list)
     ecc_uncorrected: int = 0
     degraded: bool = False
+    no_utilization: bool = False
 
     @property
     def health(self) -> Health:
@@ -107,7 +110,12 @@ def read_faults(state_dir: Path) -> dict[int, Fault]:
         problem = fault_problem(int(key), xids, ecc)
         if problem is not None:
             raise ValueError(f"bad fault entry: {problem}")
-        faults[int(key)] = Fault(xids=xids, ecc_uncorrected=ecc, degraded=bool(entry.get("degraded", False)))
+        faults[int(key)] = Fault(
+            xids=xids,
+            ecc_uncorrected=ecc,
+            degraded=bool(entry.get("degraded", False)),
+            no_utilization=bool(entry.get("no_utilization", False)),
+        )
     return faults
 
 
@@ -119,7 +127,12 @@ def write_faults(state_dir: Path, faults: dict[int, Fault]) -> None:
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
-        str(i): {"xids": f.xids, "ecc_uncorrected": f.ecc_uncorrected, "degraded": f.degraded}
+        str(i): {
+            "xids": f.xids,
+            "ecc_uncorrected": f.ecc_uncorrected,
+            "degraded": f.degraded,
+            "no_utilization": f.no_utilization,
+        }
         for i, f in sorted(faults.items())
     }
     tmp = state_dir / f".{FAULT_FILE}.{os.getpid()}"
@@ -224,7 +237,7 @@ class FakeGpuBackend(GpuBackend):
             samples.append(
                 GpuSample(
                     index=i,
-                    utilization_pct=round(t.utilization, 1),
+                    utilization_pct=None if fault.no_utilization else round(t.utilization, 1),
                     memory_used_mb=int(t.memory_used),
                     temperature_c=round(t.temperature, 1),
                     power_w=round(t.power, 1),
