@@ -3,7 +3,7 @@
     python -m agent run --server ws://127.0.0.1:8000/ws/agent/ --token T --host-name h1 \\
         --gpus 8 --model H100 --state-dir DIR --heartbeat 5 [--config agent.yaml]
         # exit 77: an admin removed the host (the install script's unit does not restart it)
-    python -m agent inject-fault --state-dir DIR --gpu 3 --xid 79 [--xid 31] [--ecc 1] [--degraded]
+    python -m agent inject-fault --state-dir DIR --gpu 3 --xid 79 [--xid 31] [--ecc 1] [--degraded] [--no-utilization]
     python -m agent inject-fault --state-dir DIR [--gpu 3] --clear
     FAIRWAY_JOIN_TOKEN=fwj_... python -m agent join --server http://fairway:8000 --config agent.yaml \
         --state-dir DIR [--gpu-backend nvml|fake --gpus 2 --model H100] [--runtime process|docker]
@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     fault.add_argument("--degraded", action="store_true", help="flag the GPU degraded")
     fault.add_argument(
         "--idle", action="store_true", help="stall the GPU: 0 %% utilization even while busy (idle GPU alerts)"
+    )
+    fault.add_argument(
+        "--no-utilization",
+        dest="no_utilization",
+        action="store_true",
+        help="make the GPU's utilization unreadable (null, as NVML on a MIG-mode GPU)",
     )
     fault.add_argument("--clear", action="store_true", help="clear the GPU's faults (all GPUs without --gpu)")
     return parser
@@ -176,6 +182,11 @@ def _join(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reading(value: float | None, unit: str) -> str:
+    """A sample's reading for ``gpus``: ``-`` when the GPU could not give it (None)."""
+    return "-" if value is None else f"{value:.0f}{unit}"
+
+
 def _gpus(args: argparse.Namespace) -> int:
     try:
         backend = make_gpu_backend(args.gpu_backend, socket.gethostname(), args.gpus, args.model)
@@ -190,8 +201,9 @@ def _gpus(args: argparse.Namespace) -> int:
         print(f"GPU {g.index} {g.uuid} {g.model} {g.memory_mb} MiB: health {s.health if s else g.health}")
         if s is not None:
             print(
-                f"  util {s.utilization_pct:.0f}%  mem {s.memory_used_mb} MiB  {s.temperature_c:.0f} C  "
-                f"{s.power_w:.0f} W  ecc_uncorrected {s.ecc_uncorrected}  xids {s.xids or '-'}"
+                f"  util {_reading(s.utilization_pct, '%')}  mem {_reading(s.memory_used_mb, ' MiB')}  "
+                f"{_reading(s.temperature_c, ' C')}  {_reading(s.power_w, ' W')}  "
+                f"ecc_uncorrected {s.ecc_uncorrected}  xids {s.xids or '-'}"
             )
     backend.close()
     return 0
@@ -220,6 +232,7 @@ def _inject_fault(args: argparse.Namespace) -> int:
             ecc_uncorrected=current.ecc_uncorrected + args.ecc,
             degraded=current.degraded or args.degraded,
             idle=current.idle or args.idle,
+            no_utilization=current.no_utilization or args.no_utilization,
         )
         # A value a heartbeat cannot carry stopped every heartbeat of the running agent (its host
         # went offline, its attempts lost): refused here, nothing written.

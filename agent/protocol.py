@@ -166,13 +166,17 @@ class GpuInfo:
 
 @dataclass(frozen=True, slots=True)
 class GpuSample:
-    """One GPU's telemetry at a heartbeat. Units: %, MiB, °C, W; ``xids``: recent XID events."""
+    """One GPU's telemetry at a heartbeat. Units: %, MiB, °C, W; ``xids``: recent XID events.
+
+    A reading the GPU could not give (NVML's ``NOT_SUPPORTED`` on a MIG-mode GPU, a transient
+    error) is ``None``: not measured, never 0 (a server before nvml56 refuses ``null``: CHANGELOG.md).
+    """
 
     index: GpuIndex
-    utilization_pct: Annotated[float, Range(0.0, 100.0)]
-    memory_used_mb: Annotated[int, Range(0, 2**40)]
-    temperature_c: Annotated[float, Range(-100.0, 300.0)]
-    power_w: Annotated[float, Range(0.0, 100_000.0)]
+    utilization_pct: Annotated[float, Range(0.0, 100.0)] | None
+    memory_used_mb: Annotated[int, Range(0, 2**40)] | None
+    temperature_c: Annotated[float, Range(-100.0, 300.0)] | None
+    power_w: Annotated[float, Range(0.0, 100_000.0)] | None
     ecc_uncorrected: Annotated[int, Range(0, _INT64)]
     health: Health
     xids: Annotated[list[Annotated[int, Range(0, 2**31 - 1)]], Size(64)]

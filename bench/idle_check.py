@@ -70,7 +70,7 @@ def _setup(attempts: int, minutes: int) -> None:
             for m in range(minutes):
                 util = 0.0 if idle and m < 90 else 60.0
                 batch.append(GpuMinuteSample(gpu=gpus[4 * i + k], minute=minute - timedelta(minutes=m), samples=6,
-                                             utilization_sum=6 * util))  # fmt: skip
+                                             utilization_samples=6, utilization_sum=6 * util))  # fmt: skip
             if len(batch) >= 50_000:
                 GpuMinuteSample.objects.bulk_create(batch)
                 batch = []

@@ -55,6 +55,8 @@ def _standings() -> dict[str, dict[int, Any]]:
 
 
 EDITABLE_FIELDS = ["name", "parent", "shares", "hold", "cap_gpu_hours", "cap_period_days", "on_cap", "description"]
+STALE_GUARDED_FIELDS = [f for f in EDITABLE_FIELDS if f != "shares"]
+"""The change form's fields judged from the value its page showed (``BudgetAdminForm``)."""
 """Budget fields leadership edits in the admin (the form and the change page list them once)."""
 
 
@@ -100,6 +102,16 @@ class BudgetAdminForm(forms.ModelForm):
             # A client that does not post them is judged from the row, as before.
             shown = not self.is_bound or self.add_initial_prefix("shares") in self.data
             shares.show_hidden_initial = self.instance.pk is not None and shown
+        # The values the page showed, posted back (hidden initial): what the admin changed is
+        # judged from them, not from the row at the save. A page opened before someone else held
+        # the budget (or released, renamed, moved or capped it), saved afterwards for its
+        # description, wrote the old value back (nvml56; shares have brk56's rule of their own).
+        # A client that does not post them is judged from the row, as before.
+        for name in STALE_GUARDED_FIELDS:
+            field = self.fields.get(name)
+            if field is not None:
+                shown = not self.is_bound or self.add_initial_prefix(name) in self.data
+                field.show_hidden_initial = self.instance.pk is not None and shown
 
 
 class ShareChangeInline(admin.TabularInline):

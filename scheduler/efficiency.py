@@ -9,7 +9,8 @@ occupied time, DESIGN.md §8):
 - **measured** and **utilized**: the pyramid's rule (:func:`scheduler.pyramid.weigh_minutes`):
   each minute sample (``GpuMinuteSample``) weighs the seconds of its minute the GPU was held;
   the mean utilization is utilized over measured, unknown (None) when nothing was measured;
-- **not measured**: the held GPU-time without a minute sample (``held - measured``), never 0 %;
+- **not measured**: the held GPU-time without a minute sample that read its utilization
+  (``held - measured``; a MIG-mode GPU NVML cannot read, nvml56), never 0 %;
 - **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
   (:func:`scheduler.idle.quiet_minute`, the idle rule's minute), as a share of the measured time;
 - **peak memory**: the highest ``memory_used_max_mb`` of a minute of any held GPU, with that
@@ -35,7 +36,7 @@ from django.utils import timezone
 
 from scheduler.idle import quiet_minute, threshold_pct
 from scheduler.models import AttemptGPU, GpuMinuteSample, Workload
-from scheduler.pyramid import MINUTE, minute_utilization, minute_utilization_sql, weigh_minutes
+from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization, minute_utilization_sql, weigh_minutes
 
 
 @dataclass
@@ -116,7 +117,8 @@ def efficiency_of_attempts(
         whole_until=ExpressionWrapper(until - V(MINUTE), output_field=DateTimeField()),
         first_from=ExpressionWrapper(F("attempt__placed_at") - V(MINUTE), output_field=DateTimeField()),
     )
-    mine = GpuMinuteSample.objects.filter(gpu_id=OuterRef("gpu_id"), samples__gt=0)
+    sampled = GpuMinuteSample.objects.filter(gpu_id=OuterRef("gpu_id"), samples__gt=0)
+    mine = sampled.filter(measured_minutes())  # the minutes whose utilization was read (nvml56)
     # The minutes wholly held (each weighs a minute), and the partly held first and last ones.
     whole = mine.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
     first = mine.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("attempt__placed_at"))
@@ -125,17 +127,17 @@ def efficiency_of_attempts(
         minute__lt=OuterRef("held_until"),
         minute__gte=OuterRef("attempt__placed_at"),
     )
-    held = mine.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("held_until"))
+    held = sampled.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("held_until"))
     rows = links.annotate(
         whole_n=_one(whole, Count("pk")),
         whole_util=_one(whole, Sum(minute_utilization_sql())),
         whole_idle=_one(whole, Count("pk", filter=quiet_minute(pct))),
         first_minute=_one(first, F("minute")),
         first_sum=_one(first, F("utilization_sum")),
-        first_n=_one(first, F("samples")),
+        first_n=_one(first, F("utilization_samples")),
         last_minute=_one(last, F("minute")),
         last_sum=_one(last, F("utilization_sum")),
-        last_n=_one(last, F("samples")),
+        last_n=_one(last, F("utilization_samples")),
         memory=_one(held, Max("memory_used_max_mb", output_field=IntegerField())),
     ).values_list(
         "attempt_id",

@@ -6,7 +6,8 @@ since some minute, and that minute is at least ``FAIRWAY_IDLE_AFTER_S`` ago (0: 
 Per GPU, over the samples since the attempt's confirmed start: it is idle since the minute after
 its last busy minute (mean at or above the threshold), or since its first sample when none was
 busy, and not before its sample after a gap longer than :data:`REPORTED_S` (brk56); a GPU whose
-latest sample is older than that (or that has none) is not reported, and unknown is not idle. The
+latest sample is older than that (or that has none, or whose utilization NVML could not read: a
+MIG-mode GPU) is not reported, and unknown is not idle. The
 attempt is idle since the latest of its GPUs'.
 
 :func:`idle_attempts` is that rule, read by every surface (the API's ``idle`` and ``?idle=``, the
@@ -34,6 +35,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from fairway_cli.words import idle_held_text, idle_words
+from scheduler.pyramid import measured_minutes
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +87,9 @@ def after_s() -> int:
 
 def quiet_minute(pct: float) -> Q:
     """A ``GpuMinuteSample`` whose mean utilization is under ``pct`` (:func:`threshold_pct`): an idle
-    minute, of this module's rule and of ``scheduler.efficiency``'s share of minutes idle."""
-    return Q(utilization_sum__lt=F("samples") * pct)
+    minute, of this module's rule and of ``scheduler.efficiency``'s share of minutes idle. A minute
+    whose utilization no sample read is not quiet: unknown is not idle (nvml56)."""
+    return measured_minutes() & Q(utilization_sum__lt=F("utilization_samples") * pct)
 
 
 def idle_attempts(
@@ -121,7 +124,7 @@ def idle_attempts(
     # Only the minutes that began after the confirmed start: the one it started in may hold the
     # samples of the work before it on that GPU.
     samples = GpuMinuteSample.objects.filter(
-        gpu_id=OuterRef("gpu_id"), minute__gte=OuterRef("attempt__started_at"), samples__gt=0
+        measured_minutes(), gpu_id=OuterRef("gpu_id"), minute__gte=OuterRef("attempt__started_at")
     )
     quiet = Case(When(quiet_minute(pct), then=Value(True)), default=Value(False))
     # First every GPU's latest reported minute (one probe each): True under the threshold, False

@@ -1082,6 +1082,7 @@ _MINUTE_MERGE = (
     "ON CONFLICT (gpu_id, minute) DO UPDATE SET "
     "samples = m.samples + 1, "
     "utilization_sum = m.utilization_sum + EXCLUDED.utilization_sum, "
+    "utilization_samples = m.utilization_samples + EXCLUDED.utilization_samples, "
     "memory_used_max_mb = GREATEST(m.memory_used_max_mb, EXCLUDED.memory_used_max_mb), "
     "temperature_max_c = GREATEST(m.temperature_max_c, EXCLUDED.temperature_max_c), "
     "power_sum_w = m.power_sum_w + EXCLUDED.power_sum_w, "
@@ -1092,14 +1093,18 @@ _MINUTE_MERGE = (
 
 
 def _minute_row(gid: int, health: str, s: Mapping[str, Any], at: datetime) -> dict[str, Any]:
-    """One GPU's sample as a row of the minute roll-up's upsert (both flush paths write these)."""
+    """One GPU's sample as a row of the minute roll-up's upsert (both flush paths write these).
+    A reading the GPU could not give (None) adds nothing and counts no sample of it, as
+    ``metrics.record_samples`` (nvml56)."""
+    util, mem, temp, power = (s.get(k) for k in ("utilization_pct", "memory_used_mb", "temperature_c", "power_w"))
     return {
         "gpu": gid,
         "minute": metrics.minute_of(at).isoformat(),
-        "util": float(s.get("utilization_pct") or 0.0),
-        "mem": int(s.get("memory_used_mb") or 0),
-        "temp": None if s.get("temperature_c") is None else float(s["temperature_c"]),
-        "power": float(s.get("power_w") or 0.0),
+        "util": 0.0 if util is None else float(util),
+        "util_n": 0 if util is None else 1,
+        "mem": None if mem is None else int(mem),
+        "temp": None if temp is None else float(temp),
+        "power": 0.0 if power is None else float(power),
         "health": health,
     }
 
@@ -1139,11 +1144,12 @@ def _touch_hosts_and_store_samples(
             "FROM glocked AS l, jsonb_to_recordset(%s::jsonb) AS v(id bigint, host bigint, s jsonb) "
             "WHERE g.id = l.id AND g.id = v.id AND v.host IN (SELECT id FROM touched)), "
             f"minutes AS (INSERT INTO {minute_table} AS m "
-            "(gpu_id, minute, samples, utilization_sum, memory_used_max_mb, temperature_max_c, power_sum_w, "
-            "health_worst) "
-            "SELECT v.gpu, v.minute, 1, v.util, v.mem, v.temp, v.power, v.health FROM jsonb_to_recordset(%s::jsonb) "
-            "AS v(gpu bigint, host bigint, minute timestamptz, util float8, mem bigint, temp float8, power float8, "
-            "health text) WHERE v.host IN (SELECT id FROM touched) "
+            "(gpu_id, minute, samples, utilization_sum, utilization_samples, memory_used_max_mb, temperature_max_c, "
+            "power_sum_w, health_worst) "
+            "SELECT v.gpu, v.minute, 1, v.util, v.util_n, v.mem, v.temp, v.power, v.health "
+            "FROM jsonb_to_recordset(%s::jsonb) "
+            "AS v(gpu bigint, host bigint, minute timestamptz, util float8, util_n int, mem bigint, temp float8, "
+            "power float8, health text) WHERE v.host IN (SELECT id FROM touched) "
             f"{_MINUTE_MERGE}) "
             "SELECT id FROM touched",
             [
@@ -1226,10 +1232,12 @@ def _store_samples(rows: Mapping[int, tuple[str, dict[str, Any], datetime]]) -> 
             return
         cursor.execute(
             f"INSERT INTO {minute_table} AS m "  # noqa: S608 -- our own table name
-            "(gpu_id, minute, samples, utilization_sum, memory_used_max_mb, temperature_max_c, power_sum_w, "
-            "health_worst) "
-            "SELECT v.gpu, v.minute, 1, v.util, v.mem, v.temp, v.power, v.health FROM jsonb_to_recordset(%s::jsonb) "
-            "AS v(gpu bigint, minute timestamptz, util float8, mem bigint, temp float8, power float8, health text) "
+            "(gpu_id, minute, samples, utilization_sum, utilization_samples, memory_used_max_mb, temperature_max_c, "
+            "power_sum_w, health_worst) "
+            "SELECT v.gpu, v.minute, 1, v.util, v.util_n, v.mem, v.temp, v.power, v.health "
+            "FROM jsonb_to_recordset(%s::jsonb) "
+            "AS v(gpu bigint, minute timestamptz, util float8, util_n int, mem bigint, temp float8, power float8, "
+            "health text) "
             f"{_MINUTE_MERGE}",
             [json.dumps(samples)],
         )

@@ -69,18 +69,31 @@ def record_samples(samples: Iterable[tuple[int, str, Mapping[str, Any]]], now: d
             row.health_worst = _worse(row.health_worst, health)
             changed.append(row)
         row.samples += 1
-        row.utilization_sum += float(s.get("utilization_pct") or 0.0)
-        row.memory_used_max_mb = max(row.memory_used_max_mb, int(s.get("memory_used_mb") or 0))
+        # A reading the GPU could not give (None) is not measured: it adds nothing, never 0 (nvml56).
+        if (util := s.get("utilization_pct")) is not None:
+            row.utilization_sum += float(util)
+            row.utilization_samples += 1
+        if (mem := s.get("memory_used_mb")) is not None:
+            row.memory_used_max_mb = int(mem) if row.memory_used_max_mb is None else max(row.memory_used_max_mb, mem)
         temp = s.get("temperature_c")
         if temp is not None:
             row.temperature_max_c = float(temp) if row.temperature_max_c is None else max(row.temperature_max_c, temp)
-        row.power_sum_w += float(s.get("power_w") or 0.0)
+        if (power := s.get("power_w")) is not None:
+            row.power_sum_w += float(power)
     if new:
         GpuMinuteSample.objects.bulk_create(new)
     if changed:
         GpuMinuteSample.objects.bulk_update(
             changed,
-            ["samples", "utilization_sum", "memory_used_max_mb", "temperature_max_c", "power_sum_w", "health_worst"],
+            [
+                "samples",
+                "utilization_sum",
+                "utilization_samples",
+                "memory_used_max_mb",
+                "temperature_max_c",
+                "power_sum_w",
+                "health_worst",
+            ],
         )
     return len(new) + len(changed)
 

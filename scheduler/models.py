@@ -630,10 +630,13 @@ class GpuMinuteSample(models.Model):
     gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="minute_samples", verbose_name="GPU")
     minute = models.DateTimeField(db_index=True, help_text="start of the minute (UTC, seconds zero)")
     samples = models.PositiveIntegerField(default=0)
-    utilization_sum = models.FloatField(default=0.0, help_text="sum of utilization_pct over the samples")
-    memory_used_max_mb = models.BigIntegerField(default=0)
+    utilization_sum = models.FloatField(default=0.0, help_text="sum of utilization_pct over the samples that read it")
+    utilization_samples = models.PositiveIntegerField(
+        default=0, help_text="the samples that read utilization_pct (none: the minute's utilization is not measured)"
+    )
+    memory_used_max_mb = models.BigIntegerField(null=True, blank=True, help_text="none: not read")
     temperature_max_c = models.FloatField(null=True, blank=True)
-    power_sum_w = models.FloatField(default=0.0, help_text="sum of power_w over the samples")
+    power_sum_w = models.FloatField(default=0.0, help_text="sum of power_w over the samples that read it")
     health_worst = models.CharField(max_length=16, choices=GPU.Health.choices, default=GPU.Health.HEALTHY)
 
     class Meta:
@@ -644,11 +647,14 @@ class GpuMinuteSample(models.Model):
         return f"GPU {self.gpu_id} at {self.minute:%Y-%m-%d %H:%M}"
 
     @property
-    def utilization_mean(self) -> float:
-        return self.utilization_sum / self.samples if self.samples else 0.0
+    def utilization_mean(self) -> float | None:
+        """Mean utilization of the samples that read it; None: not measured (never 0 %)."""
+        return self.utilization_sum / self.utilization_samples if self.utilization_samples else None
 
     @property
     def power_mean_w(self) -> float:
+        """Over every sample: one that did not read the power adds nothing (a lower bound then;
+        no count of its own, which would split the SQLite flush's batch: tests/test_gateway_batch.py)."""
         return self.power_sum_w / self.samples if self.samples else 0.0
 
 

@@ -68,19 +68,31 @@ MINUTE = timedelta(minutes=1)
 
 
 def minute_utilization(total: float, samples: int) -> float:
-    """A minute sample's mean NVML utilization as 0..1 (its ``utilization_sum`` over ``samples``,
-    clamped to 0..100 %): how every GPU-time weighted utilization reads a minute (the pyramid's,
-    ``scheduler.efficiency``'s; :func:`minute_utilization_sql` is the same in SQL)."""
+    """A minute sample's mean NVML utilization as 0..1 (its ``utilization_sum`` over
+    ``utilization_samples``, the samples that read it, clamped to 0..100 %; a minute none read is
+    not measured, never 0 %: readers skip it, :func:`measured_minutes`): how every GPU-time
+    weighted utilization reads a minute (the pyramid's, ``scheduler.efficiency``'s;
+    :func:`minute_utilization_sql` is the same in SQL)."""
     return min(100.0, max(0.0, total / samples)) / 100.0
+
+
+def measured_minutes() -> Any:
+    """The ``GpuMinuteSample`` rows whose utilization was read by a sample at least, as a filter:
+    a GPU NVML cannot read (a MIG-mode GPU, an error: ``null`` in the heartbeat) is not measured,
+    never 0 % (nvml56); every reader of a minute's utilization keeps to these."""
+    from django.db.models import Q
+
+    return Q(utilization_samples__gt=0)
 
 
 def minute_utilization_sql() -> Any:
     """:func:`minute_utilization` of a ``GpuMinuteSample`` row as a database expression, in percent
-    (0..100): for sums over many minutes in one query (``scheduler.efficiency``)."""
+    (0..100): for sums over many minutes in one query (``scheduler.efficiency``), of
+    :func:`measured_minutes` only."""
     from django.db.models import F, FloatField, Value
     from django.db.models.functions import Cast, Greatest, Least
 
-    mean = F("utilization_sum") / Cast("samples", FloatField())
+    mean = F("utilization_sum") / Cast("utilization_samples", FloatField())
     return Greatest(Least(mean, Value(100.0)), Value(0.0))
 
 
@@ -110,8 +122,9 @@ def _minute_samples(gpu_ids: list[int], start: datetime, end: datetime) -> dict[
     except ImportError:  # pragma: no cover - the time series is optional
         return {}
     out: dict[int, dict[datetime, float]] = defaultdict(dict)
-    rows = GpuMinuteSample.objects.filter(gpu_id__in=gpu_ids, minute__gte=start, minute__lt=end, samples__gt=0)
-    for gpu_id, minute, total, n in rows.values_list("gpu_id", "minute", "utilization_sum", "samples").iterator():
+    rows = GpuMinuteSample.objects.filter(measured_minutes(), gpu_id__in=gpu_ids, minute__gte=start, minute__lt=end)
+    values = rows.values_list("gpu_id", "minute", "utilization_sum", "utilization_samples")
+    for gpu_id, minute, total, n in values.iterator():
         out[gpu_id][minute] = minute_utilization(total, n)
     return out
 

@@ -9,8 +9,9 @@ Agent compatibility rule: the server accepts every agent that speaks its agent p
 ``bad_version``), whatever the agent's release number. A release that changes the protocol in an
 incompatible way raises ``PROTOCOL_VERSION`` and says so in CHANGELOG.md; additions that old agents
 can ignore (new optional fields) do not. So an agent of the same protocol, older or newer, keeps
-working; after a protocol change, agents are reinstalled from the new server (its install script
-serves its own agent).
+working (save what CHANGELOG.md says an older server refuses, as ``null`` GPU readings before
+nvml56: upgrade the server first); after a protocol change, agents are reinstalled from the new
+server (its install script serves its own agent).
 """
 
 from __future__ import annotations

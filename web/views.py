@@ -52,6 +52,7 @@ from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
 from fairway_cli.words import (
+    NOT_MEASURED,
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
     UNFUNDED_ATTEMPT,
@@ -1052,6 +1053,7 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
                     "workload": link.attempt.workload_id if link else None,
                     "unreported": gap.text if gap else "",
                     "idle": held_idle.text if held_idle is not None else "",
+                    "util": _util_text(gpu.last_sample),
                 }
             )
         protected = [a.protected_until for a in attempts.values() if a.protected_until and a.protected_until > now]
@@ -1076,6 +1078,15 @@ def _host_rows(queryset: QuerySet[Host]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _util_text(sample: Any) -> str:
+    """A GPU's latest utilization for its tile's tooltip: ``42.0% util``, ``util not measured``
+    when its sample holds none (NVML could not read it: a MIG-mode GPU, nvml56), "" without a sample."""
+    if not isinstance(sample, dict) or not sample:
+        return ""
+    value = sample.get("utilization_pct")
+    return f"util {NOT_MEASURED}" if value is None else f"{value}% util"
 
 
 @login_required

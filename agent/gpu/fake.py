@@ -4,12 +4,13 @@ Faults live in ``<state dir>/faults.json`` (written by ``python -m agent inject-
 re-read on every :meth:`FakeGpuBackend.sample`, so a running agent picks them up at its next
 heartbeat::
 
-    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false, "idle": false}}
+    {"3": {"xids": [79], "ecc_uncorrected": 0, "degraded": false, "idle": false, "no_utilization": false}}
 
 A fatal XID (:data:`agent.protocol.FATAL_XIDS`) or an uncorrectable ECC error makes the GPU
 ``unhealthy`` (until cleared); ``degraded`` flags it ``degraded``; ``idle`` makes it read 0 %
-utilization, busy or not (a stalled job); other XIDs are only listed. Each
-injected XID is sent at one heartbeat only, as NVML reports an XID event once.
+utilization, busy or not (a stalled job); ``no_utilization`` makes its utilization unreadable
+(sent as ``null``, as NVML's ``NOT_SUPPORTED`` on a MIG-mode GPU); other XIDs are only listed.
+Each injected XID is sent at one heartbeat only, as NVML reports an XID event once.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Fault:
     idle: bool = False
     """Stalled: the GPU reads 0 % utilization even while its work runs (a job stuck on I/O; the
     idle GPU alerts of docs/jobs.md to try). Health is untouched."""
+    no_utilization: bool = False
 
     @property
     def health(self) -> Health:
@@ -116,6 +118,7 @@ def read_faults(state_dir: Path) -> dict[int, Fault]:
             ecc_uncorrected=ecc,
             degraded=bool(entry.get("degraded", False)),
             idle=bool(entry.get("idle", False)),
+            no_utilization=bool(entry.get("no_utilization", False)),
         )
     return faults
 
@@ -128,7 +131,13 @@ def write_faults(state_dir: Path, faults: dict[int, Fault]) -> None:
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
-        str(i): {"xids": f.xids, "ecc_uncorrected": f.ecc_uncorrected, "degraded": f.degraded, "idle": f.idle}
+        str(i): {
+            "xids": f.xids,
+            "ecc_uncorrected": f.ecc_uncorrected,
+            "degraded": f.degraded,
+            "idle": f.idle,
+            "no_utilization": f.no_utilization,
+        }
         for i, f in sorted(faults.items())
     }
     tmp = state_dir / f".{FAULT_FILE}.{os.getpid()}"
@@ -233,7 +242,7 @@ class FakeGpuBackend(GpuBackend):
             samples.append(
                 GpuSample(
                     index=i,
-                    utilization_pct=0.0 if fault.idle else round(t.utilization, 1),
+                    utilization_pct=None if fault.no_utilization else 0.0 if fault.idle else round(t.utilization, 1),
                     memory_used_mb=int(t.memory_used),
                     temperature_c=round(t.temperature, 1),
                     power_w=round(t.power, 1),

@@ -63,6 +63,11 @@ def classify(reading: Reading, fatal_xids: set[int] | frozenset[int]) -> Health:
     return "healthy"
 
 
+def _clamp(value: float | None, low: float, high: float) -> float | None:
+    """``value`` within ``[low, high]``; None (not read) stays None."""
+    return None if value is None else min(high, max(low, value))
+
+
 def _load_nvml() -> ModuleType:
     try:
         import pynvml
@@ -226,17 +231,19 @@ class NvmlGpuBackend(GpuBackend):
             with self._lock:
                 xids, self._recent_xids[index] = self._recent_xids[index], []
                 fatal = set(self._fatal_xids[index])
-            util = self._try(lambda h=handle: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu), 0.0)
-            used = self._try(lambda h=handle: int(nvml.nvmlDeviceGetMemoryInfo(h).used) // (1024 * 1024), 0)
-            temp = self._try(lambda h=handle: float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)), 0.0)
-            power = self._try(lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 0.0)
+            # A reading NVML refuses (NOT_SUPPORTED on a MIG-mode GPU, a transient error) is None:
+            # not measured. 0 % would count the GPU unused and its work idle (nvml56).
+            util = self._try(lambda h=handle: float(nvml.nvmlDeviceGetUtilizationRates(h).gpu), None)
+            used = self._try(lambda h=handle: int(nvml.nvmlDeviceGetMemoryInfo(h).used) // (1024 * 1024), None)
+            temp = self._try(lambda h=handle: float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)), None)
+            power = self._try(lambda h=handle: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, None)
             samples.append(
                 GpuSample(
                     index=index,
-                    utilization_pct=min(100.0, max(0.0, util)),
-                    memory_used_mb=max(0, used),
-                    temperature_c=min(300.0, max(-100.0, temp)),
-                    power_w=min(100_000.0, max(0.0, power)),
+                    utilization_pct=_clamp(util, 0.0, 100.0),
+                    memory_used_mb=None if used is None else max(0, used),
+                    temperature_c=_clamp(temp, -100.0, 300.0),
+                    power_w=_clamp(power, 0.0, 100_000.0),
                     ecc_uncorrected=max(0, reading.ecc_uncorrected),
                     health=classify(reading, fatal),
                     xids=xids[-MAX_XIDS_PER_SAMPLE:],

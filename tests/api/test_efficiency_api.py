@@ -41,6 +41,7 @@ def ran(workload: Workload, host: str, number: int, began_min: int, minutes: int
                     gpu=g,
                     minute=minute + timedelta(minutes=m),
                     samples=2,
+                    utilization_samples=2,
                     utilization_sum=2 * util,
                     memory_used_max_mb=30 * 1024,
                 )  # fmt: skip

@@ -34,7 +34,9 @@ def run_on(workload: Workload, host: str, util: float, idle_min: int = 80) -> At
     minute = now.replace(second=0, microsecond=0)
     GpuMinuteSample.objects.bulk_create(
         [
-            GpuMinuteSample(gpu=g, minute=minute - timedelta(minutes=m), samples=2, utilization_sum=2 * u)
+            GpuMinuteSample(
+                gpu=g, minute=minute - timedelta(minutes=m), samples=2, utilization_samples=2, utilization_sum=2 * u
+            )
             for g in gpus
             for m in range(170)  # idle since minute - (idle_min - 1): "1h 19m" for 80
             for u in [util if m < idle_min else 50.0]

@@ -48,7 +48,9 @@ def test_idle_checks_racing_cancels_exits_and_a_tick(researcher, submit_kwargs, 
         attempts.append(attempt)
     minute = now.replace(second=0, microsecond=0)
     GpuMinuteSample.objects.bulk_create(
-        GpuMinuteSample(gpu=g, minute=minute - timedelta(minutes=m), samples=1) for g in gpus for m in range(150)
+        GpuMinuteSample(gpu=g, minute=minute - timedelta(minutes=m), samples=1, utilization_samples=1)
+        for g in gpus
+        for m in range(150)
     )
     assert len(idle.idle_attempts()) == N
 

@@ -254,7 +254,7 @@ def test_imported_hours_show_utilization_not_measured_on_every_surface(philly, r
     now = timezone.now()
     minute = max(hour_of(now), now.replace(second=0, microsecond=0) - timedelta(minutes=2))
     Attempt.objects.filter(pk=a.pk).update(placed_at=minute, started_at=minute, ended_at=None)
-    GpuMinuteSample.objects.create(gpu=gpu, minute=minute, samples=2, utilization_sum=80.0)
+    GpuMinuteSample.objects.create(gpu=gpu, minute=minute, samples=2, utilization_samples=2, utilization_sum=80.0)
     [c] = api.get("/api/v1/metrics/pyramid/", {"cluster": "philly", "since": since}).json()
     [live] = [h for h in c["hours"] if h["partial"]]
     assert live["utilization_of_occupied"] == pytest.approx(0.4)

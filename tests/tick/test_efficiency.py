@@ -31,7 +31,12 @@ def _held(tw, gpus, workload=None, *, placed, ended=None, **fields):
 
 def _sample(gpu, minute, util, samples=2, memory=0):
     GpuMinuteSample.objects.create(
-        gpu=gpu, minute=minute, samples=samples, utilization_sum=samples * util, memory_used_max_mb=memory
+        gpu=gpu,
+        minute=minute,
+        samples=samples,
+        utilization_samples=samples,
+        utilization_sum=samples * util,
+        memory_used_max_mb=memory,
     )
 
 
@@ -181,7 +186,13 @@ def test_a_week_on_eight_gpus_is_one_query(tw, ticks, capsys):
     _held(tw, gpus, w, placed=start, ended=start + timedelta(days=7))
     GpuMinuteSample.objects.bulk_create(
         [
-            GpuMinuteSample(gpu=g, minute=start + timedelta(minutes=m), samples=3, utilization_sum=3.0 * (m % 100))
+            GpuMinuteSample(
+                gpu=g,
+                minute=start + timedelta(minutes=m),
+                samples=3,
+                utilization_samples=3,
+                utilization_sum=3.0 * (m % 100),
+            )
             for g in gpus
             for m in range(7 * 24 * 60 + 1)
         ],

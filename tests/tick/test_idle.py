@@ -28,7 +28,7 @@ def _fill(tw, gpu, util: float, from_ago: int, to_ago: int = 0) -> None:
     """Minute samples of ``gpu`` at ``util`` % from ``from_ago`` minutes ago to ``to_ago`` (both in)."""
     GpuMinuteSample.objects.bulk_create(
         [
-            GpuMinuteSample(gpu=gpu, minute=_minute(tw, m), samples=4, utilization_sum=4 * util)
+            GpuMinuteSample(gpu=gpu, minute=_minute(tw, m), samples=4, utilization_samples=4, utilization_sum=4 * util)
             for m in range(to_ago, from_ago + 1)
         ]
     )

@@ -50,10 +50,16 @@ def hour_world(tw):
     Attempt.objects.filter(pk=cordoned.pk).update(placed_at=hour - timedelta(minutes=5))
     GpuMinuteSample.objects.bulk_create(
         [
-            GpuMinuteSample(gpu=g1[1], minute=hour + timedelta(minutes=m), samples=2, utilization_sum=160.0)
+            GpuMinuteSample(
+                gpu=g1[1], minute=hour + timedelta(minutes=m), samples=2, utilization_samples=2, utilization_sum=160.0
+            )
             for m in range(30, 45)
         ]
-        + [GpuMinuteSample(gpu=g1[1], minute=hour + timedelta(minutes=50), samples=1, utilization_sum=100.0)]
+        + [
+            GpuMinuteSample(
+                gpu=g1[1], minute=hour + timedelta(minutes=50), samples=1, utilization_samples=1, utilization_sum=100.0
+            )
+        ]
     )
     return tw, hour
 
