@@ -13,6 +13,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from fairway_cli.numbers import instant_text
 from scheduler.estimates import dependency_words
 from scheduler.models import Workload
 from scheduler.reports import start_note
@@ -58,7 +59,7 @@ def test_a_reserved_workload_shows_one_start_everywhere_before_any_estimate_run(
     estimated_start was null and ``fairway ls`` / the list page showed no start at all; the tick
     that stores the reservation caps the stored estimate at its latest start."""
     w, latest = reserved
-    text = f"{latest:%H:%M:%S} UTC"
+    text = instant_text(latest)
     iso = latest.isoformat().replace("+00:00", "Z")
     seen = _surfaces(w, researcher, researcher_client, monkeypatch)
     assert seen["api list"] == seen["api detail"] == iso
@@ -79,7 +80,7 @@ def test_a_later_stored_estimate_is_capped_by_a_new_reservation(reserved, resear
     assert w.estimated_start == latest
     seen = _surfaces(w, researcher, researcher_client, monkeypatch)
     assert seen["api list"] == latest.isoformat().replace("+00:00", "Z")
-    assert f"by {latest:%H:%M:%S} UTC" in seen["ls"]
+    assert f"by {instant_text(latest)}" in seen["ls"]
 
 
 def test_the_start_words_say_it_is_the_schedulers_start(reserved, researcher, researcher_client, monkeypatch):
@@ -196,9 +197,9 @@ def test_an_estimate_earlier_than_the_reservation_is_not_credited_to_it(
     Workload.objects.filter(pk=w.pk).update(estimated_start=earlier)
     seen = _surfaces(w, researcher, researcher_client, monkeypatch)
     sentences = seen["sentences"]
-    assert f"GPUs are reserved for it: it starts by {earlier:%H:%M:%S} UTC" not in sentences
+    assert f"GPUs are reserved for it: it starts by {instant_text(earlier)}" not in sentences
     assert (
-        f"GPUs are also reserved for it, free by {latest:%H:%M:%S} UTC at the latest; "
-        f"it may start earlier elsewhere: by {earlier:%H:%M:%S} UTC at the latest."
+        f"GPUs are also reserved for it, free by {instant_text(latest)} at the latest; "
+        f"it may start earlier elsewhere: by {instant_text(earlier)} at the latest."
     ) in sentences
-    assert f"By {earlier:%H:%M:%S} UTC at the latest (if nothing else ends earlier)." in seen["words"]
+    assert f"By {instant_text(earlier)} at the latest (if nothing else ends earlier)." in seen["words"]

@@ -7,6 +7,7 @@ import shlex
 
 from django.conf import settings
 
+from fairway_cli.numbers import instant_text
 from scheduler import lifecycle
 from scheduler.models import Attempt, Workload, WorkloadEvent
 from scheduler.services import do_submit_workload
@@ -134,14 +135,14 @@ def test_a_waiting_workloads_page_names_its_bounds_to_the_second_and_its_blockin
     page = browser.get(f"/workloads/{waiting.pk}/").content.decode()
 
     # Then: the reservation and the estimate name the reserved instant with its seconds...
-    assert f"GPUs are reserved for it: it starts by {reserved:%H:%M:%S} UTC at the latest." in page
-    assert f"Estimated start: By {reserved:%H:%M:%S} UTC at the latest (GPUs are reserved for it)." in page
+    assert f"GPUs are reserved for it: it starts by {instant_text(reserved)} at the latest." in page
+    assert f"Estimated start: By {instant_text(reserved)} at the latest (GPUs are reserved for it)." in page
     # ...the blocking work is listed once, linked, with its protection end to the second: the
     # policy's second (rounded up), the reservation's start, not the one before (tryout22).
     assert page.count("In the way:") == 1
     end = datetime.fromtimestamp(math.ceil(blocker.protected_until.timestamp()), tz=UTC)
     assert end + timedelta(seconds=settings.FAIRWAY["GRACE_PERIOD_S"]) == reserved  # the release
-    assert f", protected until {end:%H:%M:%S} UTC)" in page
+    assert f", protected until {instant_text(end)})" in page
 
 
 def test_a_workload_without_an_estimate_says_how_often_estimates_are_refreshed(
