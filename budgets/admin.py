@@ -25,6 +25,7 @@ from budgets.services import (
     boost_words,
     budget_paths,
     do_archive_budget,
+    do_end_boost,
     do_schedule_boost,
     do_set_hold,
     do_set_shares,
@@ -510,6 +511,7 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     list_filter = [("ended_at", admin.EmptyFieldListFilter)]
     search_fields = ["budget__name", "note", "actor_name"]
     autocomplete_fields = ["budget"]
+    actions = ["end_now"]
 
     @admin.display(description="budget", ordering="budget__name")
     def budget_path(self, obj: ShareBoost) -> str:
@@ -523,6 +525,22 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
 
     def _may_edit_budgets(self, request: HttpRequest) -> bool:
         return request.user.has_perm("budgets.change_budget")
+
+    def has_end_permission(self, request: HttpRequest) -> bool:
+        return self._may_edit_budgets(request)
+
+    @admin.action(
+        description="End now (an active one: back to its 'then' shares; a scheduled one: canceled)", permissions=["end"]
+    )
+    def end_now(self, request: HttpRequest, queryset: QuerySet[ShareBoost]) -> None:
+        """End the selected temporary shares now, as their end would (``do_end_boost``: the
+        clock's path, under each budget's row lock, at most once)."""
+        chosen = list(queryset.order_by("pk"))
+        ended = [b for b in chosen if do_end_boost(request.user, b)]
+        words = f"{len(ended)} temporary share(s) ended now" + (f": {'; '.join(map(str, ended))}" if ended else "")
+        if skipped := len(chosen) - len(ended):
+            words += f"; {skipped} had ended already"
+        messages.success(request, words + ".")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return super().has_add_permission(request) and self._may_edit_budgets(request)

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from budgets.rules import Refusal, parent_problem
 from config.memo import ForgettingQuerySet, VersionedMemo
+from fairway_cli.numbers import instant_text
 from scheduler.gpu_text import invisible_problem
 
 
@@ -222,7 +223,7 @@ class UsageEntry(models.Model):
 
     def __str__(self) -> str:
         amount = f"{self.gpus} GPUs" if self.gpus is not None else f"{self.gpu_seconds} GPU-s"
-        return f"{amount} for budget {self.budget_id} until {self.end:%Y-%m-%d %H:%M}"
+        return f"{amount} for budget {self.budget_id} until {instant_text(self.end, absolute=True)}"
 
     def clean(self) -> None:
         """What the admin may save (brk30): an interval that does not end before it starts (it was
@@ -279,8 +280,8 @@ class ShareChange(models.Model):
     def __str__(self) -> str:
         who = self.actor_name or "system"
         if self.kind == self.Kind.SHARES:
-            return f"{who}: shares {self.old_shares} → {self.new_shares} at {self.at:%Y-%m-%d %H:%M}"
-        return f"{who}: {self.get_kind_display()} at {self.at:%Y-%m-%d %H:%M}"
+            return f"{who}: shares {self.old_shares} → {self.new_shares} at {instant_text(self.at, absolute=True)}"
+        return f"{who}: {self.get_kind_display()} at {instant_text(self.at, absolute=True)}"
 
     def change_text(self) -> str:
         """What changed, in words: ``shares 1 → 3``, ``hold on``, ``hold off``, ``archived``; a move
@@ -328,7 +329,7 @@ class ShareBoost(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.budget}: share {self.shares} until {self.ends_at:%Y-%m-%d %H:%M}"
+        return f"{self.budget}: share {self.shares} until {instant_text(self.ends_at, absolute=True)}"
 
     @property
     def state(self) -> str:

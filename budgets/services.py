@@ -462,9 +462,17 @@ def apply_due_boosts(now: Any = None) -> int:
     return sum(_step_boost(pk, now) for pk in [*ending, *starting])
 
 
-def _step_boost(pk: int, now: Any) -> bool:
+def do_end_boost(actor: object | None, boost: ShareBoost) -> bool:
+    """End temporary share ``boost`` now, as its end would (the admin's "End now"): an active one
+    returns the budget to ``base_shares`` through :func:`do_set_shares`, recorded as ended early by
+    ``actor``; one not yet started is canceled (nothing to undo). The clock's path, under the
+    budget's row lock: at most once; False when it had ended already."""
+    return _step_boost(boost.pk, timezone.now(), early=True, early_by=actor)
+
+
+def _step_boost(pk: int, now: Any, *, early: bool = False, early_by: object | None = None) -> bool:
     """Start or end temporary share ``pk`` if it is due at ``now``; False when it was not (another
-    worker did it, or an edit ended it)."""
+    worker did it, or an edit ended it). ``early``: ``early_by`` ends it now, due or not."""
     with transaction.atomic():
         budget_id = ShareBoost.objects.filter(pk=pk).values_list("budget_id", flat=True).first()
         if budget_id is None:
@@ -474,9 +482,12 @@ def _step_boost(pk: int, now: Any) -> bool:
         if boost is None or boost.ended_at is not None:  # deleted meanwhile (brk56: DoesNotExist), or ended
             return False
         actor = boost.actor
-        if boost.ends_at <= now:
+        if boost.ends_at <= now or early:
             if boost.applied_at is not None and boost.base_shares is not None:
                 note = f"temporary share {boost.shares} ended"
+                if early:
+                    actor = early_by
+                    note += f" early by {getattr(actor, 'username', '') or 'the system'}"
                 do_set_shares(actor, budget, boost.base_shares, note, by_boost=True)
             boost.ended_at = now
             boost.save(update_fields=["ended_at"])

@@ -2243,6 +2243,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("CPUS", lambda h: h.get("cpus") or "-"),
             ("MEMORY", lambda h: size(h.get("memory_bytes"))),
             ("BUSY", lambda h: sum(1 for g in h["gpus"] if g["workload"] is not None)),
+            ("IDLE", lambda h: h.get("idle_gpus", "-")),  # held idle (docs/jobs.md "Idle GPUs")
             ("UNHEALTHY", lambda h: sum(1 for g in h["gpus"] if g["health"] == "unhealthy")),
             ("ATTEMPTS", lambda h: h["open_attempts"]),
             ("PROTECTED-UNTIL", lambda h: when(h["protected_until"])),
@@ -2252,7 +2253,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             ("HEALTH", host_health),
         ],
         out,
-        right={"BUSY", "UNHEALTHY", "ATTEMPTS"},
+        right={"BUSY", "IDLE", "UNHEALTHY", "ATTEMPTS"},
     )
     for h in hosts:
         if reason := host_reason(h):

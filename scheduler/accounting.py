@@ -4,7 +4,8 @@ Per workload (the workloads list and detail, ``fairway ls`` / ``show``): ``submi
 ``started_at`` (first agent-confirmed start), ``wait_s`` (its whole time in the queue: from
 submission to its end, or now, less the run of its attempts, so every wait across requeues counts;
 left41: it stopped at the first start), ``elapsed_s`` (the run time of all its attempts, the open
-one up to now), ``charged_gpu_hours`` (allocated GPU-time charged: closed attempts'
+one up to now; ``started_at`` None and ``elapsed_s`` 0 while it is pending, a requeued one too, as
+squeue shows it: left57), ``charged_gpu_hours`` (allocated GPU-time charged: closed attempts'
 ``charged_gpu_seconds`` plus GPUs × run so far of an open funded attempt), ``requeues`` (times it
 went back to the queue, every cause: ``stop_rules.requeue_count``) and ``preemptions`` (of those,
 attempts ended ``preempted``). An open attempt on an ``offline`` host runs and
@@ -310,6 +311,8 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     if open_start is not None:
         queued -= seconds_between(open_start, now)
     wait = max(0, queued)
+    if w.state == Workload.State.PENDING:  # back in the queue: no start, no run, as squeue (left57)
+        first, elapsed = None, 0
     charged = int(getattr(w, "acct_charged", None) or 0)
     funded = getattr(w, "acct_open_funded", None)
     if funded is not None:

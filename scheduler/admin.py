@@ -98,9 +98,10 @@ class ClusterAdmin(admin.ModelAdmin):
 
         for cluster in queryset:
             row, token = do_create_join_token(request.user, cluster, note=f"admin action by {request.user}")
+            until = instant_text(row.expires_at, absolute=True)
             messages.warning(
                 request,
-                f"{cluster.name}: join token {token} (shown once; valid until {row.expires_at:%Y-%m-%d %H:%M %Z}). "
+                f"{cluster.name}: join token {token} (shown once; valid until {until}). "
                 f"On the new host, as root: curl -fsSL {public_url(request)}/agent/install.sh | "
                 f"FAIRWAY_JOIN_TOKEN={token} bash -s --",
             )

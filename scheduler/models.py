@@ -12,6 +12,7 @@ from django.db.models import Value
 from django.db.models.functions import Cast, Concat, Left
 
 from config.memo import ForgettingQuerySet, VersionedMemo
+from fairway_cli.numbers import instant_text
 
 
 class _HardwareQuerySet(ForgettingQuerySet):
@@ -577,7 +578,7 @@ class WorkloadEvent(EventBase):
         ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"{self.kind} of workload {self.workload_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.kind} of workload {self.workload_id} at {instant_text(self.at, absolute=True)}"
 
 
 class HostEvent(EventBase):
@@ -591,7 +592,7 @@ class HostEvent(EventBase):
         ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"{self.kind} of host {self.host_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.kind} of host {self.host_id} at {instant_text(self.at, absolute=True)}"
 
 
 class JoinToken(models.Model):

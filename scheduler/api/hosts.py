@@ -191,6 +191,7 @@ class HostSerializer(serializers.ModelSerializer):
     pending_inventory = serializers.SerializerMethodField()
     attempts_lost_at = serializers.SerializerMethodField()
     scheduled_drain = serializers.SerializerMethodField()
+    idle_gpus = serializers.SerializerMethodField()
 
     class Meta:
         model = Host
@@ -211,6 +212,7 @@ class HostSerializer(serializers.ModelSerializer):
             "cpus",
             "memory_bytes",
             "open_attempts",
+            "idle_gpus",
             "protected_until",
             "attempts_lost_at",
             "gpus",
@@ -293,6 +295,17 @@ class HostSerializer(serializers.ModelSerializer):
     def get_open_attempts(self, obj: Host) -> int:
         return len(self._attempts(obj))
 
+    @extend_schema_field(
+        serializers.IntegerField(help_text='its GPUs held idle (docs/jobs.md "Idle GPUs": scheduler.idle)')
+    )
+    def get_idle_gpus(self, obj: Host) -> int:
+        idle = self.context.get("idle")
+        if idle is None:  # one host: its own open attempts (the list reads them once for all: HostViewSet.list)
+            idle = idle_of_hosts([obj])
+        return sum(
+            1 for gpu in obj.gpus.all() for link in gpu.attempt_links.all() if link.open and link.attempt_id in idle
+        )
+
     def get_protected_until(self, obj: Host) -> datetime | None:
         now = timezone.now()
         ends = [a.protected_until for a in self._attempts(obj) if a.protected_until and a.protected_until > now]
@@ -320,6 +333,15 @@ class HostRemovedSerializer(serializers.Serializer):
     name = serializers.CharField()
     cluster = serializers.CharField(source="cluster.name")
     removed_at = serializers.DateTimeField()
+
+
+def idle_of_hosts(hosts: list[Host]) -> set[int]:
+    """The ids of the idle open attempts on ``hosts`` (read with :func:`hosts_queryset`'s links):
+    :func:`scheduler.idle.idle_attempts`, once for them all."""
+    from scheduler.idle import idle_attempts
+
+    ids = [link.attempt_id for h in hosts for gpu in h.gpus.all() for link in gpu.attempt_links.all() if link.open]
+    return set(idle_attempts(ids)) if ids else set()
 
 
 def hosts_queryset() -> QuerySet[Host]:
@@ -377,6 +399,11 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
             if state := host_state_param(params.get("state")):
                 queryset = queryset.filter(state=state)
         return queryset
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        hosts = list(self.filter_queryset(self.get_queryset()))
+        context = {**self.get_serializer_context(), "idle": idle_of_hosts(hosts)}  # one read for the list
+        return Response(self.get_serializer_class()(hosts, many=True, context=context).data)
 
     def get_permissions(self) -> list[Any]:
         if self.action in {"cordon", "drain", "drain_now", "resume", "remove", "cancel_drain"}:

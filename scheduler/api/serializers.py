@@ -763,12 +763,16 @@ class HistorySerializer(serializers.Serializer):
 
 
 class AccountingSerializer(serializers.Serializer):
-    started_at = serializers.DateTimeField(allow_null=True, help_text="first agent-confirmed start")
+    started_at = serializers.DateTimeField(
+        allow_null=True, help_text="first agent-confirmed start; null while pending (a requeued one too: as squeue)"
+    )
     wait_s = serializers.IntegerField(
         help_text="time in the queue in total: submission to its end (or now) less the run of its attempts, "
         "every wait across requeues"
     )
-    elapsed_s = serializers.IntegerField(help_text="run time of all its attempts, the open one up to now")
+    elapsed_s = serializers.IntegerField(
+        help_text="run time of all its attempts, the open one up to now; 0 while pending (the history keeps them)"
+    )
     charged_gpu_hours = serializers.FloatField(help_text="allocated GPU-hours charged to its budget")
     requeues = serializers.IntegerField(
         help_text="times it went back to the queue: attempts ended preempted, drained, gpu_fault, lost, "

@@ -49,3 +49,26 @@ def test_two_sweeps_at_once_start_a_boost_once(admin, org_tree):
     assert Budget.objects.get(pk=olmo.pk).shares == 3
     assert ShareChange.objects.filter(budget=olmo, kind="shares").count() == 1
     assert ShareBoost.objects.get(pk=boost.pk).state == "active"
+
+
+def test_end_now_racing_the_clocks_end_ends_it_once(admin, org_tree):
+    """left57: the admin's End now and the sweep at its until, at once: the one that waited for the
+    budget's lock reads it ended; one record back to the "then" shares."""
+    from budgets.services import do_end_boost
+
+    olmo = org_tree["nlp/olmo"]
+    boost = do_schedule_boost(admin, olmo, 3, timezone.now() + timedelta(days=1))
+    apply_due_boosts()
+    results: list[object] = []
+    first = Held(lambda: results.append(do_end_boost(admin, boost)))
+    assert first.done.wait(BOUND_S), first.error
+    second = Held(lambda: results.append(apply_due_boosts(timezone.now() + timedelta(days=2))))
+    _wait_for(lambda: _waits_on_a_lock(second.backend_pid), "the sweep never waited for the lock")
+    first.release()
+    assert second.done.wait(BOUND_S), second.error
+    second.release()
+    assert first.error is None and second.error is None
+    assert results == [True, 0]
+    assert Budget.objects.get(pk=olmo.pk).shares == 1
+    back = ShareChange.objects.filter(budget=olmo, kind="shares", new_shares=1)
+    assert [c.note for c in back] == ["temporary share 3 ended early by admin"]

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from config.errors import ServiceError
+from fairway_cli.numbers import instant_text
 from scheduler.models import Cluster
 from scheduler.services import JOIN_TOKEN_MAX_TTL, do_create_join_token, unknown_cluster_words
 from scheduler.trace import parse_duration
@@ -43,8 +44,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         base = str(settings.FAIRWAY.get("PUBLIC_URL") or "http://SERVER").rstrip("/")
         self.stdout.write(token)
+        until = instant_text(row.expires_at, absolute=True)
         self.stderr.write(
-            f"join token {row.pk} for cluster {cluster.name}, valid until {row.expires_at:%Y-%m-%d %H:%M:%S %Z}, "
+            f"join token {row.pk} for cluster {cluster.name}, valid until {until}, "
             f"single use. On the new host, as root:\n"
             f"  curl -fsSL {base}/agent/install.sh | FAIRWAY_JOIN_TOKEN={token} bash -s --\n"
         )
