@@ -137,7 +137,10 @@ def run_tick(cluster_id: int, now: datetime | None = None, *, workload_key: Call
     """
     began = time.monotonic()
     now = now or timezone.now()
-    for step in (services.apply_due_drains, lifecycle.stop_timed_out, lifecycle.settle_dependencies):
+    steps = [lifecycle.stop_timed_out, lifecycle.settle_dependencies]
+    if services.drains_due(cluster_id, now):  # one indexed read; the locked step only when one is due
+        steps.insert(0, services.apply_due_drains)
+    for step in steps:
         # Each its own transaction (docs/locking.md: several workloads in one statement, id order;
         # a scheduled drain is applied and cleared in one, at most once: docs/deploy.md):
         # in the decisions' transaction, its rows locked before the decisions' own took workloads
