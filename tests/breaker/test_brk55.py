@@ -187,25 +187,14 @@ class _Interrupt:
         raise KeyboardInterrupt
 
 
+SUBMIT_WAIT = ("submit", "-b", "nlp/olmo", "-c", "default", "-m", "A100", "-M", "0", "--wait")
+"""``fairway submit --wait`` of a 1-GPU unallocated ``true``, less its trailing ``-- true``."""
+
+
 def _submit_wait(monkeypatch: pytest.MonkeyPatch, researcher: Any, *extra: str) -> Callable[[], str]:
     monkeypatch.setattr(waiting, "time", _Interrupt)
     return lambda: run_cli(
-        monkeypatch,
-        researcher,
-        "submit",
-        "-b",
-        "nlp/olmo",
-        "-c",
-        "default",
-        "-m",
-        "A100",
-        "-M",
-        "0",
-        "--wait",
-        *extra,
-        "--",
-        "true",
-        expect=fairway_cli.EXIT_INTERRUPTED,
+        monkeypatch, researcher, *SUBMIT_WAIT, *extra, "--", "true", expect=fairway_cli.EXIT_INTERRUPTED
     )
 
 
@@ -250,24 +239,7 @@ def test_a_wait_failing_after_its_first_read_names_the_workload_submitted(resear
 
     monkeypatch.setattr(APIClient, "get", second_refused)
     monkeypatch.setattr(waiting, "time", Clock)
-    err = run_cli(
-        monkeypatch,
-        researcher,
-        "submit",
-        "-b",
-        "nlp/olmo",
-        "-c",
-        "default",
-        "-m",
-        "A100",
-        "-M",
-        "0",
-        "--wait",
-        "--json",
-        "--",
-        "true",
-        expect=fairway_cli.EXIT_API,
-    )
+    err = run_cli(monkeypatch, researcher, *SUBMIT_WAIT, "--json", "--", "true", expect=fairway_cli.EXIT_API)
 
     w = Workload.objects.get()
     assert f"#{w.pk} was submitted, but" in err, err
