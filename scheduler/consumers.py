@@ -953,16 +953,20 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "busy"})
             return
         max_output = int(event["max_output"])
+        msg = protocol.Exec(
+            attempt_id=int(event["attempt_id"]),
+            command=[str(word) for word in event["command"]],
+            timeout_s=int(event["timeout_s"]),
+            max_output=max_output,
+        )
+        try:
+            protocol.encode(msg)
+        except protocol.ProtocolError as exc:  # the API checks it: answered at once, never left to time out
+            await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "exec_failed", "message": str(exc)})
+            return
         # send_msg gives the message the next id; the agent's answers name that id
         self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output)
-        await self.send_msg(
-            protocol.Exec(
-                attempt_id=int(event["attempt_id"]),
-                command=[str(word) for word in event["command"]],
-                timeout_s=int(event["timeout_s"]),
-                max_output=max_output,
-            )
-        )
+        await self.send_msg(msg)
 
     async def desired_state(self, event: dict[str, Any]) -> None:
         """Group event ``desired.state``: the database changed for the hosts it names

@@ -11,10 +11,13 @@ with the owner's secrets in reach, so neither a budget's managers nor admins may
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
-from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S
+from django.conf import settings
+
+from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode
 from config.errors import ServiceError
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
@@ -25,6 +28,17 @@ EXEC_FORBIDDEN = (
     "Only the workload's owner may run a command in it: the command runs as the owner, with the owner's secrets."
 )
 AGENT_TOO_OLD = "The agent of host {host} is older than fairway exec: it must be upgraded to run commands in attempts."
+
+
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+def exec_slots() -> int:
+    """Commands one web process waits on at once: a quarter of its request threads (at least 1).
+    Each holds a thread up to its timeout (600 s at most): unbounded, a few ``sleep 600`` would hold
+    every thread of the process and it would answer nothing else (429 ``exec_busy`` past it)."""
+    return max(1, int(settings.FAIRWAY_WEB_SYNC_THREADS) // 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +75,10 @@ def exec_arguments(data: Any) -> tuple[list[str], int, int | None]:
     number = data.get("attempt")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
         raise _refuse("invalid_attempt", "The attempt is its number (1, 2, ...).", 400, "attempt")
+    try:  # what travels to the agent in one frame (multi-byte characters: 64 KiB of them may not)
+        encode(Exec(attempt_id=1, command=list(command), timeout_s=timeout, max_output=EXEC_MAX_OUTPUT))
+    except ProtocolError:
+        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
     return list(command), timeout, number
 
 
@@ -81,7 +99,16 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     host = attempt.host
     if host.removed_at is not None or host.state == Host.State.OFFLINE:
         raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
-    reply = gateway.request_exec(host.pk, attempt.wire_id, command, timeout, EXEC_MAX_OUTPUT)
+    global _in_flight
+    with _in_flight_lock:
+        if _in_flight >= exec_slots():
+            raise _refuse("exec_busy", "This server runs as many commands as it may at once; try again shortly.", 429)
+        _in_flight += 1
+    try:
+        reply = gateway.request_exec(host.pk, attempt.wire_id, command, timeout, EXEC_MAX_OUTPUT)
+    finally:
+        with _in_flight_lock:
+            _in_flight -= 1
     error = reply.get("error")
     if error is None:
         return ExecAnswer(

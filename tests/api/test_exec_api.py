@@ -148,3 +148,22 @@ def test_the_consumer_caps_output_and_names_an_old_agent() -> None:
     finally:
         protocol.MESSAGE_TYPES["exec"] = protocol.Exec
     assert (refused.value.code, refused.value.ref) == (protocol.ERR_UNKNOWN_TYPE, 9)
+
+
+def test_a_web_process_waits_on_a_bounded_number_of_commands(running, researcher_client, monkeypatch) -> None:
+    """Each command holds a request thread up to its timeout: past a quarter of the process's
+    threads, 429 ``exec_busy``, so ``sleep 600`` a few times cannot hold every thread."""
+    from scheduler import execs
+
+    w, _attempt = running
+    monkeypatch.setattr(execs, "_in_flight", execs.exec_slots())
+    got = researcher_client.post(url(w.pk), {"command": ["id"]}, format="json")
+    assert (got.status_code, got.json()["code"]) == (429, "exec_busy")
+
+
+def test_a_command_too_large_for_one_frame_is_400(running, researcher_client, agent_answers) -> None:
+    w, _attempt = running
+    wide = ["\U0001f600" * 16384] * 4  # 65,536 characters (a submission's bound), 256 KiB of UTF-8
+    got = researcher_client.post(url(w.pk), {"command": wide}, format="json")
+    assert (got.status_code, got.json()["code"]) == (400, "invalid_command")
+    assert agent_answers[1:] == []

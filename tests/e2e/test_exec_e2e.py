@@ -83,7 +83,12 @@ def test_exec_runs_in_the_attempts_containment_end_to_end(stack: Any) -> None:
         200,
         {"exit_code": 0, "stdout": f"{OWNER_UID}\n", "stderr": "", "truncated": False, "timed_out": False},
     ), stack.agent_output()
-    print(f"exec end to end: {latency * 1000:.0f} ms")
+    took = []
+    for _ in range(5):  # warm: the channel layer's loop and connections made by the first
+        began = time.monotonic()
+        assert exec_in(stack, notes["first"], {"command": ["true"]})[1]["exit_code"] == 0
+        took.append(time.monotonic() - began)
+    print(f"exec end to end: first {latency * 1000:.0f} ms, then median {sorted(took)[2] * 1000:.0f} ms")
     assert status2 == 200 and note["stdout"] == "first\n", note  # the other attempt's note is not there
     assert other["stdout"] == "second\n"
     assert env["stdout"] == f"not-a-real-key {notes['first']}\n"  # its secret: the owner's own
