@@ -14,6 +14,7 @@ the hello as an ``attempt`` message, so that the server learns the start before 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import logging
 import random
@@ -33,12 +34,16 @@ from agent.gpu.base import GpuBackend
 from agent.health import HealthFile
 from agent.protocol import (
     CLOSE_HOST_REMOVED,
+    EXEC_CHUNK_BYTES,
     MAX_MESSAGE_BYTES,
     SERVER_MESSAGE_TYPES,
     Ack,
     AttemptEvent,
     AttemptStatus,
     Error,
+    Exec,
+    ExecOutput,
+    ExecResult,
     Heartbeat,
     Hello,
     HostIsolation,
@@ -52,7 +57,7 @@ from agent.protocol import (
     decode,
     encode,
 )
-from agent.runtime.base import AttemptSpec, Runtime, StartError
+from agent.runtime.base import AttemptSpec, ExecError, Runtime, StartError
 from agent.state import AttemptRecord, current_boot_id, monotonic_s
 
 log = logging.getLogger(__name__)
@@ -63,6 +68,8 @@ _ws_log.setLevel(logging.INFO)
 
 MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
+MAX_EXECS = 8
+"""One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``."""
 
 
 CLOSE_UNAUTHORIZED = 4401
@@ -175,6 +182,7 @@ class Agent:
         self._starting: set[int] = set()  # attempts whose runtime start is in progress
         self._stop_after_start: dict[int, Stop] = {}
         self._gpu_claims: dict[int, frozenset[int]] = {}  # attempts starting → the GPUs they hold
+        self._execs = 0  # one-shot commands running (``exec``)
         self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
         runtime.on_exit = self._on_exit
 
@@ -457,6 +465,12 @@ class Agent:
             await self._on_stop(msg)
         elif isinstance(msg, Logs):
             await self._on_logs(msg)
+        elif isinstance(msg, Exec):
+            if self._execs >= MAX_EXECS:
+                await self._send(Error(code="busy", message=f"{MAX_EXECS} commands run here already", ref=msg.id))
+                return
+            self._execs += 1
+            self._spawn(self._on_exec(msg))  # not awaited: the receive loop goes on meanwhile
         elif isinstance(msg, Ack):
             self.runtime.mark_start_reported(self._unacked_starts.pop(msg.ack, []))
             self.runtime.mark_reported(self._unacked.pop(msg.ack, []))
@@ -610,6 +624,32 @@ class Agent:
                 cut = len(data) // 2
                 data, offset = data[cut:], offset + cut
         await self._send(reply)
+
+    async def _on_exec(self, msg: Exec) -> None:
+        """Run an ``exec`` in its attempt (the runtime's containment), then send its output in
+        ``exec_output`` chunks and its ``exec_result``; an ``error`` naming it when it cannot run.
+        Answered on the connection of the moment: one lost with its connection is not sent again
+        (the server's request has timed out by then)."""
+        try:
+            try:
+                outcome = await self.runtime.exec(msg.attempt_id, list(msg.command), msg.timeout_s, msg.max_output)
+            except ExecError as exc:
+                await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                return
+            for stream, data in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
+                decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                step = EXEC_CHUNK_BYTES - 4  # a character held back from the last chunk fits
+                for at in range(0, len(data), step):
+                    text = decoder.decode(data[at : at + step], final=at + step >= len(data))
+                    if text:
+                        await self._send(ExecOutput(ref=msg.id, stream=stream, data=text))  # type: ignore[arg-type]
+            await self._send(
+                ExecResult(
+                    ref=msg.id, exit_code=outcome.exit_code, timed_out=outcome.timed_out, truncated=outcome.truncated
+                )
+            )
+        finally:
+            self._execs -= 1
 
     async def _report(self, record: AttemptRecord) -> None:
         """Answer a repeated start/stop with what is known of an attempt."""

@@ -20,8 +20,12 @@ Both sides use :func:`encode` and :func:`decode`; :func:`decode` never raises an
 :class:`ProtocolError`, so one ``except ProtocolError`` answers every malformed frame with an
 ``error`` message and the connection survives.
 
-Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``error``.
-Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``ack``, ``error``.
+Agent → server: ``hello``, ``heartbeat``, ``attempt``, ``log``, ``exec_output``, ``exec_result``, ``error``.
+Server → agent: ``welcome``, ``start``, ``stop``, ``logs``, ``exec``, ``ack``, ``error``.
+
+``exec``, ``exec_output`` and ``exec_result`` came later on version 1 (new types, no new field of
+an old one): an agent older than them answers an ``exec`` with ``error`` ``unknown_type`` naming
+its id, which the server reports as "the agent must be upgraded" (agent/README.md).
 """
 
 from __future__ import annotations
@@ -391,6 +395,55 @@ class Logs(Message):
     tail_bytes: Annotated[int, Range(0, 16 * 1024 * 1024)]
 
 
+EXEC_MAX_TIMEOUT_S = 600
+"""Longest ``exec.timeout_s``, seconds (the API's bound too)."""
+EXEC_MAX_OUTPUT = 1 << 20
+"""Most bytes of each stream (stdout, stderr) one ``exec`` sends back; past it ``truncated``."""
+EXEC_CHUNK_BYTES = 32 * 1024
+"""Most bytes of output in one ``exec_output``: escaped as ``\\u0001`` each is 6 characters, far
+below :data:`MAX_MESSAGE_BYTES`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exec(Message):
+    """Server → agent: run ``command`` once inside the running attempt ``attempt_id``'s containment
+    (its owner's identity, cgroup, namespaces and environment: docs/jobs.md, "Run a command in a
+    running workload"), no TTY, no stdin, killed after ``timeout_s``; each stream kept to
+    ``max_output`` bytes. Answered by ``exec_output`` chunks, then one ``exec_result`` (``ref``:
+    this message's id), or an ``error`` naming it."""
+
+    TYPE: ClassVar[str] = "exec"
+    attempt_id: Id
+    command: Annotated[list[Arg], Size(4096, 1)]
+    timeout_s: Annotated[int, Range(1, EXEC_MAX_TIMEOUT_S)]
+    max_output: Annotated[int, Range(0, EXEC_MAX_OUTPUT)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecOutput(Message):
+    """Agent → server: the next ``data`` of ``stream`` of the ``exec`` whose id is ``ref`` (at most
+    :data:`EXEC_CHUNK_BYTES` bytes of output, decoded as UTF-8, bad bytes replaced)."""
+
+    TYPE: ClassVar[str] = "exec_output"
+    ref: Seq
+    stream: Literal["stdout", "stderr"]
+    data: Annotated[str, Size(EXEC_CHUNK_BYTES)]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult(Message):
+    """Agent → server: the ``exec`` whose id is ``ref`` ended: ``exit_code`` (128+N: killed by
+    signal N; 124 with ``timed_out``), ``truncated``: some output was dropped at ``max_output``;
+    ``message``: why the command did not run (``exit_code`` null then)."""
+
+    TYPE: ClassVar[str] = "exec_result"
+    ref: Seq
+    exit_code: ExitCode | None
+    timed_out: bool
+    truncated: bool
+    message: Text = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Ack(Message):
     """Server → agent: the message with id ``ack`` was processed."""
@@ -400,11 +453,28 @@ class Ack(Message):
 
 
 MESSAGE_TYPES: dict[str, type[Message]] = {
-    cls.TYPE: cls for cls in (Hello, Heartbeat, AttemptEvent, Log, Error, Welcome, Start, Stop, Logs, Ack)
+    cls.TYPE: cls
+    for cls in (
+        Hello,
+        Heartbeat,
+        AttemptEvent,
+        Log,
+        Error,
+        Welcome,
+        Start,
+        Stop,
+        Logs,
+        Ack,
+        Exec,
+        ExecOutput,
+        ExecResult,
+    )
 }
-AGENT_MESSAGE_TYPES: frozenset[str] = frozenset({"hello", "heartbeat", "attempt", "log", "error"})
+AGENT_MESSAGE_TYPES: frozenset[str] = frozenset(
+    {"hello", "heartbeat", "attempt", "log", "exec_output", "exec_result", "error"}
+)
 """Types an agent sends (a server decodes with ``allowed=AGENT_MESSAGE_TYPES``)."""
-SERVER_MESSAGE_TYPES: frozenset[str] = frozenset({"welcome", "start", "stop", "logs", "ack", "error"})
+SERVER_MESSAGE_TYPES: frozenset[str] = frozenset({"welcome", "start", "stop", "logs", "exec", "ack", "error"})
 """Types a server sends (an agent decodes with ``allowed=SERVER_MESSAGE_TYPES``)."""
 
 _ENVELOPE_KEYS = ("v", "type", "id")

@@ -383,6 +383,7 @@ REST_FRAMEWORK = {
         "login": env_rate("FAIRWAY_THROTTLE_LOGIN", "30/min"),  # per client address
         "login_user": env_rate("FAIRWAY_THROTTLE_LOGIN_USER", "10/min"),  # per user name, any address
         "quote": env_rate("FAIRWAY_THROTTLE_QUOTE", "30/min"),  # per user: a quote is a forward simulation
+        "exec": env_rate("FAIRWAY_THROTTLE_EXEC", "30/min"),  # per user: a command on a GPU host (fairway exec)
     },
 }
 SPECTACULAR_SETTINGS = {

@@ -130,6 +130,14 @@ class QuoteRateThrottle(SettingsRate, OneTripThrottleMixin, throttling.UserRateT
     scope = "quote"
 
 
+class ExecRateThrottle(SettingsRate, OneTripThrottleMixin, throttling.UserRateThrottle):
+    """One-shot commands in running attempts per user (scope ``exec``, ``FAIRWAY_THROTTLE_EXEC``,
+    default 30/min), on top of the user's API rate, as quotes: each holds a request thread up to its
+    timeout and runs a process on a GPU host (``POST workloads/{id}/exec/``, docs/jobs.md)."""
+
+    scope = "exec"
+
+
 def quote_wait(request: Any) -> float | None:
     """None when ``request`` (a Django or DRF request of a signed-in user) may run a quote now,
     counted in :class:`QuoteRateThrottle`'s log; else the seconds to wait (DRF's ``wait``, at least 1)."""

@@ -1190,6 +1190,46 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     return EXIT_OK
 
 
+EXEC_HTTP_MARGIN_S = 15.0
+"""How much longer than the command's timeout ``fairway exec`` waits for the server's answer."""
+
+
+def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
+    """``fairway exec ID [--timeout 60] [--attempt N] -- CMD...``: run CMD once inside one's own
+    running workload (Slurm's ``srun --jobid --overlap``, ``kubectl exec``; docs/jobs.md, "Run a
+    command in a running workload"); its stdout and stderr to ours, its exit code ours (124: killed
+    at the timeout). No TTY, no stdin. Written as it came when not to a terminal (``> file``), its
+    control characters escaped on one (as ``fairway logs``)."""
+    if not args.command:
+        raise CliError(EXIT_USAGE, "give the command after --: fairway exec ID -- nvidia-smi")
+    body: dict[str, Any] = {"command": list(args.command), "timeout": args.timeout}
+    if args.attempt is not None:
+        body["attempt"] = args.attempt
+    api = Api(config.server, config.token, timeout=args.timeout + EXEC_HTTP_MARGIN_S, escape=False)
+    wid = _workload_id(args.id)
+    try:
+        done = api.call("POST", f"workloads/{wid}/exec/", body=body)
+    except CliError as exc:
+        if exc.message.endswith("HTTP 504"):  # the agent never answered (exec_timeout)
+            raise CliError(
+                EXIT_TIMEOUT, f"workload {wid}: its agent did not answer within {args.timeout:g} s and a few more"
+            ) from None
+        raise
+    if args.json:
+        emit_json(done, out)
+        return int(done["exit_code"])
+    err = getattr(args, "err", None) or sys.stderr
+    for stream, text in ((out, done["stdout"]), (err, done["stderr"])):
+        isatty = getattr(stream, "isatty", None)
+        stream.write(escape_text(text) if isatty is not None and isatty() else text)
+        stream.flush()
+    if done.get("truncated"):
+        err.write("fairway: output cut at 1 MiB per stream\n")
+    if done.get("timed_out"):
+        err.write(f"fairway: killed after {args.timeout:g} s (--timeout)\n")
+    return int(done["exit_code"])
+
+
 def _resubmission(args: argparse.Namespace) -> dict[str, Any]:
     """The body of ``fairway resubmit``: only the fields its flags change (the server keeps the
     rest of the workload's spec; ``--env``/``--secret-env`` replace those variables only)."""
@@ -2598,6 +2638,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--events", type=_count, default=10, help="how many recent events (10; 0: none)")
 
+    p = add(
+        "exec",
+        cmd_exec,
+        "run a command once inside your running workload (no TTY, no stdin): fairway exec ID -- nvidia-smi",
+    )
+    p.add_argument("id", help="your running workload")
+    p.add_argument(
+        "--timeout", type=_positive_int, default=60, help="seconds before the command is killed (default 60, max 600)"
+    )
+    p.add_argument("--attempt", type=_positive_int, help="its attempt number (default: the latest)")
+    p.add_argument("command", nargs="*", help="-- program args...")
+
     p = add("seff", cmd_seff, "how well a workload used its GPUs, like Slurm's seff: utilization, idle, memory")
     p.add_argument("id", help="the workload's id")
 
@@ -2742,11 +2794,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         head = _before_command(argv)
-        split = "resubmit" in head and head != argv
+        split = ("resubmit" in head or "exec" in head) and head != argv
         args = parser.parse_args(head if split else argv)
-        if split and args.command_name == "resubmit":
+        if split and args.command_name in ("resubmit", "exec"):
             args.command = argv[len(head) + 1 :]
-        elif split:  # "resubmit" was another command's value (--name resubmit)
+        elif split:  # "resubmit" or "exec" was another command's value (--name resubmit)
             args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or bad usage (2)
         return int(exc.code or 0)
@@ -2767,6 +2819,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         elif args.command_name == "login" and args.server:
             config.point_at(args.server)
         args.server = args.server if args.command_name == "login" else None
+        args.err = err
         code = int(args.handler(args, config, out))
         out.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
         return code

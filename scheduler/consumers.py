@@ -69,6 +69,8 @@ def _close_reason(why: str) -> str:
 CLOSE_SUPERSEDED = 4409
 """Close code of a connection replaced by a newer one with the same host token (docs/deploy.md)."""
 MAX_PENDING_LOG_REQUESTS = 64
+MAX_PENDING_EXECS = 16
+"""One-shot commands (``exec``) one connection waits on at once; another is answered ``busy``."""
 INBOX_MAX = 256
 """Messages of one connection read and not yet handled; beyond, the socket is read no further
 until one is (an agent sends a heartbeat every few seconds and an event per attempt change)."""
@@ -414,6 +416,46 @@ async def _attempt_event(
 _attempt_event.func = _attempt_event_plain  # type: ignore[attr-defined] -- the one-event path (tests call it)
 
 
+@dataclasses.dataclass(slots=True)
+class _PendingExec:
+    """An ``exec`` sent to the agent: where its answer goes, and its output so far, each stream
+    kept to ``max_output`` characters (an agent sending more is cut here too)."""
+
+    reply_to: str
+    max_output: int
+    stdout: list[str] = dataclasses.field(default_factory=list)
+    stderr: list[str] = dataclasses.field(default_factory=list)
+    sizes: dict[str, int] = dataclasses.field(default_factory=lambda: {"stdout": 0, "stderr": 0})
+    cut: bool = False
+
+    def add(self, stream: str, data: str) -> None:
+        room = self.max_output - self.sizes[stream]
+        if len(data) > room:
+            self.cut, data = True, data[: max(room, 0)]
+        if data:
+            (self.stdout if stream == "stdout" else self.stderr).append(data)
+            self.sizes[stream] += len(data)
+
+    def reply(self, msg: protocol.ExecResult) -> dict[str, Any]:
+        if msg.exit_code is None:
+            return {"type": "exec.reply", "error": "exec_failed", "message": msg.message or "the command did not run"}
+        return {
+            "type": "exec.reply",
+            "exit_code": msg.exit_code,
+            "stdout": "".join(self.stdout),
+            "stderr": "".join(self.stderr),
+            "truncated": msg.truncated or self.cut,
+            "timed_out": msg.timed_out,
+        }
+
+
+def _exec_refusal(msg: protocol.Error) -> dict[str, Any]:
+    """The reply to an ``exec`` the agent answered with ``error``: an agent older than ``exec``
+    (``unknown_type``) must be upgraded; else the agent's code (``exec_not_running``, ...)."""
+    code = "agent_too_old" if msg.code == protocol.ERR_UNKNOWN_TYPE else msg.code
+    return {"type": "exec.reply", "error": code, "message": msg.message}
+
+
 @agent_db
 def _desired(view: gateway.AgentView) -> list[protocol.Message] | None:
     return gateway.desired_commands_many([view])[view.host_id]
@@ -440,6 +482,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
         self.sent_stops: set[int] = set()
         # ``logs`` message id -> (attempt id, reply channel) of log tails asked for by the API
         self.log_requests: dict[int, tuple[int, str]] = {}
+        # ``exec`` message id -> its output so far (stdout, stderr, bytes kept) and reply channel
+        self.exec_requests: dict[int, _PendingExec] = {}
         self.lock = asyncio.Lock()
         # messages read and not yet handled (_handle_inbox), with their receipt times
         self.inbox: asyncio.Queue[tuple[protocol.Message, datetime]] = asyncio.Queue(maxsize=INBOX_MAX)
@@ -576,6 +620,10 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # The socket is closed: what is still queued is recorded, but nothing is sent (an ack sent
         # to it raised ClientDisconnected, logged with its traceback, once per queued event).
         self.socket_closed = True
+        for waiting in self.exec_requests.values():  # the agent will never answer on this connection
+            with contextlib.suppress(Exception):
+                await self.channel_layer.send(waiting.reply_to, {"type": "exec.reply", "error": "host_offline"})
+        self.exec_requests.clear()
         if code == CLOSE_SERVICE_RESTART:  # uvicorn's graceful shutdown (SIGTERM): the process stops
             gateway.hub().stop()
         await self._finish_inbox()
@@ -804,7 +852,19 @@ class AgentConsumer(AsyncWebsocketConsumer):
                         reply_to, {"type": "logs.reply", "data": msg.data, "offset": msg.offset, "eof": msg.eof}
                     )
                     break
+        elif isinstance(msg, protocol.ExecOutput):
+            waiting = self.exec_requests.get(msg.ref)
+            if waiting is not None:
+                waiting.add(msg.stream, msg.data)
+        elif isinstance(msg, protocol.ExecResult):
+            waiting = self.exec_requests.pop(msg.ref, None)
+            if waiting is not None:
+                await self.channel_layer.send(waiting.reply_to, waiting.reply(msg))
         elif isinstance(msg, protocol.Error):
+            ran = self.exec_requests.pop(msg.ref, None) if msg.ref is not None else None
+            if ran is not None:
+                await self.channel_layer.send(ran.reply_to, _exec_refusal(msg))
+                return
             pending = self.log_requests.pop(msg.ref, None) if msg.ref is not None else None
             if pending is not None:
                 await self.channel_layer.send(pending[1], {"type": "logs.reply", "error": f"agent: {msg.message}"})
@@ -881,6 +941,32 @@ class AgentConsumer(AsyncWebsocketConsumer):
         # send_msg gives the message the next id; the agent's error about it names that id
         self.log_requests[self.seq + 1] = (int(event["attempt_id"]), str(event["reply_to"]))
         await self.send_msg(protocol.Logs(attempt_id=int(event["attempt_id"]), tail_bytes=int(event["tail_bytes"])))
+
+    async def exec_request(self, event: dict[str, Any]) -> None:
+        """Group event ``exec.request`` (gateway.request_exec): ask the agent to run a one-shot
+        command in an attempt; its ``exec_output`` and ``exec_result`` (or ``error``) are gathered
+        here and answered to ``reply_to`` in one message, output capped at ``max_output`` per stream."""
+        if self.host is None or not self.hello_done or self.closing:
+            return
+        reply_to = str(event["reply_to"])
+        if len(self.exec_requests) >= MAX_PENDING_EXECS:
+            await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "busy"})
+            return
+        max_output = int(event["max_output"])
+        msg = protocol.Exec(
+            attempt_id=int(event["attempt_id"]),
+            command=[str(word) for word in event["command"]],
+            timeout_s=int(event["timeout_s"]),
+            max_output=max_output,
+        )
+        try:
+            protocol.encode(msg)
+        except protocol.ProtocolError as exc:  # the API checks it: answered at once, never left to time out
+            await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "exec_failed", "message": str(exc)})
+            return
+        # send_msg gives the message the next id; the agent's answers name that id
+        self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output)
+        await self.send_msg(msg)
 
     async def desired_state(self, event: dict[str, Any]) -> None:
         """Group event ``desired.state``: the database changed for the hosts it names

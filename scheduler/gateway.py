@@ -1319,3 +1319,52 @@ def attempt_log_tails(attempt_id: int, tail_bytes: int) -> list[LogTail]:
                 LogTail(name, rank, str(reply.get("data", "")), int(reply.get("offset", 0)), bool(reply.get("eof")))
             )
     return out
+
+
+# --- one-shot commands in a running attempt (``exec``: docs/jobs.md) -----------------------------
+
+EXEC_REPLY_GRACE_S = 5.0
+"""How much longer than the command's own timeout the server waits for the agent's answer."""
+
+
+def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int, max_output: int) -> dict:
+    """Ask the agent of ``host_id`` to run ``command`` in the attempt whose wire id is ``wire_id``
+    (the consumer's ``exec.request``); blocks at most ``timeout_s`` + :data:`EXEC_REPLY_GRACE_S`
+    seconds. Returns the consumer's reply (``exit_code``, ``stdout``, ``stderr``, ``truncated``,
+    ``timed_out``) or ``{"error": code, "message": words}`` (``exec_timeout``: no answer in time).
+    Call from a thread, never from the server's event loop; asked as log tails are
+    (:func:`request_log_tails`: the server's loop with the in-memory layer, else this process's own)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return {"error": "host_offline", "message": "no channel layer"}
+    wait_s = timeout_s + EXEC_REPLY_GRACE_S
+
+    async def ask(layer: Any) -> dict:
+        channel = await layer.new_channel()
+        await layer.group_send(
+            host_group(host_id),
+            {
+                "type": "exec.request",
+                "attempt_id": wire_id,
+                "command": list(command),
+                "timeout_s": timeout_s,
+                "max_output": max_output,
+                "reply_to": channel,
+            },
+        )
+        try:
+            return dict(await asyncio.wait_for(layer.receive(channel), wait_s))
+        except TimeoutError:
+            return {"error": "exec_timeout", "message": f"no answer from the agent within {wait_s:g} s"}
+
+    try:
+        if _is_in_memory(layer):
+            loop = _server_loop
+            if loop is None or not loop.is_running():
+                return {"error": "host_offline", "message": "the agent is not connected"}
+            return asyncio.run_coroutine_threadsafe(ask(layer), loop).result(wait_s + 2)
+        loop, own_layer = _log_tail_runner()
+        return asyncio.run_coroutine_threadsafe(ask(own_layer), loop).result(wait_s + 5)
+    except Exception as exc:
+        logger.warning("exec in attempt %s on host %s failed", wire_id, host_id, exc_info=True)
+        return {"error": "exec_timeout", "message": f"the request failed: {type(exc).__name__}"}

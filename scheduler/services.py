@@ -302,6 +302,34 @@ def _utf8_len(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
+def command_problem(command: Any) -> str | None:
+    """Why ``command`` is not a command a workload may run (a non-empty argv of strings whose
+    program is not blank, at most :data:`MAX_COMMAND_ARGS` arguments and :data:`MAX_COMMAND_CHARS`
+    characters, no NUL), in words; None when it is. A submission's rule, and ``exec``'s."""
+    if (
+        isinstance(command, str | bytes)
+        or not isinstance(command, Sequence)
+        or not command
+        or not all(isinstance(arg, str) for arg in command)
+        or not command[0].strip()  # "   " was admitted, and every start failed to exec it
+    ):
+        problem = "The command is a non-empty list of strings (argv)."
+        if isinstance(command, list | tuple) and command:
+            # A spec file's [train.py, --steps, 1000]: YAML reads 1000 as a number. Say which one.
+            n, arg = next(((n, a) for n, a in enumerate(command, 1) if not isinstance(a, str)), (0, ""))
+            if isinstance(arg, bool | int | float):
+                word = str(arg).lower() if isinstance(arg, bool) else shown(arg)
+                problem = f"{problem[:-1]}: argument {n}, {word}, is not a string; quote it ('{word}')."
+        return problem
+    if (
+        len(command) > MAX_COMMAND_ARGS
+        or sum(len(a) for a in command) > MAX_COMMAND_CHARS
+        or any("\x00" in a for a in command)
+    ):
+        return "The command is too long or contains a NUL byte."
+    return None
+
+
 def _start_payload_problem(command: Sequence[str], env: Mapping[str, Mapping[str, Any]]) -> FieldProblem | None:
     """A problem if command and env could not travel to the agent in one ``start`` message.
 
@@ -877,27 +905,8 @@ def do_submit_workload(
             "a longer one would make the work unpreemptible for too long.",
         )
 
-    if (
-        isinstance(command, str | bytes)
-        or not isinstance(command, Sequence)
-        or not command
-        or not all(isinstance(arg, str) for arg in command)
-        or not command[0].strip()  # "   " was admitted, and every start failed to exec it
-    ):
-        problem = "The command is a non-empty list of strings (argv)."
-        if isinstance(command, list | tuple) and command:
-            # A spec file's [train.py, --steps, 1000]: YAML reads 1000 as a number. Say which one.
-            n, arg = next(((n, a) for n, a in enumerate(command, 1) if not isinstance(a, str)), (0, ""))
-            if isinstance(arg, bool | int | float):
-                word = str(arg).lower() if isinstance(arg, bool) else shown(arg)
-                problem = f"{problem[:-1]}: argument {n}, {word}, is not a string; quote it ('{word}')."
+    if (problem := command_problem(command)) is not None:
         refuse("invalid_command", "command", problem)
-    elif (
-        len(command) > MAX_COMMAND_ARGS
-        or sum(len(a) for a in command) > MAX_COMMAND_CHARS
-        or any("\x00" in a for a in command)
-    ):
-        refuse("invalid_command", "command", "The command is too long or contains a NUL byte.")
 
     stored_env: dict[str, dict[str, Any]] = {}
     env_ok = True

@@ -70,6 +70,29 @@ class StartError(Exception):
     """The attempt could not be started (its message is reported as ``failed_to_start``)."""
 
 
+class ExecError(Exception):
+    """A one-shot command could not be run in an attempt (``exec``, docs/jobs.md): ``code`` says
+    why (``not_running``: no such running attempt here; ``unsupported``: not in this runtime or
+    for this attempt; ``failed``: its containment could not be entered), the message in words."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(slots=True)
+class ExecOutcome:
+    """What a one-shot command in an attempt gave: its ``exit_code`` (128+N: killed by signal N;
+    124: killed at the timeout, ``timed_out``), each stream's first ``max_output`` bytes, and
+    ``truncated`` when either had more."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    truncated: bool = False
+    timed_out: bool = False
+
+
 ExitCallback = Callable[[AttemptRecord], None]
 
 
@@ -134,6 +157,16 @@ class Runtime(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Stop watching attempts, leaving them running (the next agent re-adopts them)."""
+
+    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
+        """Run ``command`` once inside the running attempt ``attempt_id``'s containment, as its
+        processes run (identity, cgroup, namespaces, environment), no stdin; killed after
+        ``timeout_s`` seconds; each stream kept to ``max_output`` bytes.
+
+        Raises:
+            ExecError: it could not run there (the runtime cannot, or the attempt does not run).
+        """
+        raise ExecError("unsupported", f"the {type(self).__name__} cannot run a command in an attempt")
 
     def running_ids(self) -> list[int]:
         """Ids of the attempts running now, ascending."""

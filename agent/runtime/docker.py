@@ -29,13 +29,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.runtime.base import AttemptSpec, RuntimeUnavailable, StoredRuntime, mount_env
+from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, RuntimeUnavailable, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PIDS_MAX,
     Identity,
     Isolation,
     IsolationConfig,
     out_of_memory_message,
+    stop_then_kill_tree,
 )
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
 
@@ -313,6 +314,69 @@ class DockerRuntime(StoredRuntime):
         container = self.client.containers.create(**kwargs)
         container.start()
         return container
+
+    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
+        """Run ``command`` in the attempt's container (the engine's exec: the container's
+        namespaces, cgroup and environment) as the container's own user (``--user``: the owner),
+        no TTY, no stdin; at the timeout its process (the engine's ``Pid``, on this host) and what
+        it started are killed."""
+        record = self._records.get(attempt_id)
+        if record is None or record.state != "running":
+            raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        try:
+            container = await asyncio.to_thread(self.client.containers.get, container_name(attempt_id))
+            user = (container.attrs.get("Config") or {}).get("User") or ""
+            exec_id = (
+                await asyncio.to_thread(
+                    self.client.api.exec_create,
+                    container.id,
+                    command,
+                    stdout=True,
+                    stderr=True,
+                    stdin=False,
+                    tty=False,
+                    user=user,
+                    privileged=False,
+                )  # fmt: skip
+            )["Id"]
+            stream = await asyncio.to_thread(self.client.api.exec_start, exec_id, stream=True, demux=True)
+        except NotFound:
+            raise ExecError("not_running", f"attempt {attempt_id} has no container on this host") from None
+        except (DockerException, OSError) as exc:
+            raise ExecError("failed", f"the engine could not run it: {str(exc).splitlines()[0][:500]}") from None
+        kept: dict[int, list[bytes]] = {0: [], 1: []}
+        sizes = [0, 0]
+        cut = [False]
+
+        def read() -> None:
+            for pair in stream:
+                for i, chunk in enumerate(pair or (None, None)):
+                    if not chunk:
+                        continue
+                    room = max_output - sizes[i]
+                    if len(chunk) > room:
+                        cut[0], chunk = True, chunk[: max(room, 0)]
+                    if chunk:
+                        kept[i].append(chunk)
+                        sizes[i] += len(chunk)
+
+        reading = asyncio.ensure_future(asyncio.to_thread(read))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(reading), timeout_s)
+        except TimeoutError:
+            timed_out = True
+            pid = (await asyncio.to_thread(self.client.api.exec_inspect, exec_id)).get("Pid") or 0
+            if pid > 0:
+                await asyncio.to_thread(stop_then_kill_tree, pid)
+            with contextlib.suppress(TimeoutError, DockerException, OSError):
+                await asyncio.wait_for(asyncio.shield(reading), 5.0)
+        except (DockerException, OSError) as exc:
+            raise ExecError("failed", f"the engine's stream failed: {str(exc).splitlines()[0][:500]}") from None
+        info = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
+        code = 124 if timed_out else int(info.get("ExitCode") if info.get("ExitCode") is not None else 1)
+        out, err = b"".join(kept[0]), b"".join(kept[1])
+        return ExecOutcome(code, out, err, cut[0], timed_out)
 
     def _remove_by_name(self, name: str) -> None:
         with contextlib.suppress(DockerException, OSError):

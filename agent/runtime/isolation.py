@@ -746,6 +746,15 @@ def kill_tree(root: int, sig: signal.Signals, *, include_root: bool = True) -> N
             os.kill(root, sig)
 
 
+def stop_then_kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and its descendants, every one stopped first: a shell whose child is killed
+    before it would run its next command meanwhile (a one-shot command at its timeout: ``exec``)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(root, signal.SIGSTOP)
+    kill_tree(root, signal.SIGSTOP)
+    kill_tree(root, signal.SIGKILL)
+
+
 # --- file access as another user ---------------------------------------------------------------------
 
 

@@ -23,11 +23,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from agent.runtime import devices
-from agent.runtime.base import AttemptSpec, StoredRuntime, mount_env
+from agent.runtime.base import AttemptSpec, ExecError, ExecOutcome, StoredRuntime, mount_env
 from agent.runtime.isolation import (
     DEFAULT_PATH,
     TMPFS_PRIVATE,
@@ -45,6 +46,7 @@ from agent.runtime.isolation import (
     make_private_var_tmp,
     private_tmp_keep,
     remove_cgroup,
+    stop_then_kill_tree,
     v1_limit_cgroups,
 )
 from agent.state import (
@@ -261,6 +263,98 @@ sys.exit(code)
 """
 
 
+# The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
+# ``python -I -c _EXEC_WRAPPER FD STATUS MNT IPC UID GID GROUPS COMMAND...`` by the agent (its user, a
+# fixed environment) with stdout and stderr pipes to the agent. The agent puts it into the attempt's
+# cgroups before its go, so pids.max, the device filter and the attempt's stop cover it. It reads "1"
+# and a JSON payload from FD, enters the attempt's IPC and mount namespaces (MNT, IPC: descriptors of
+# the attempt's wrapper's, opened by the agent; -1: the attempt has none of its own), so it sees the
+# attempt's private /tmp, /var/tmp, /dev/shm and hidden GPUs, goes to the attempt's working directory,
+# takes the attempt's Landlock scope and root capability bounds as the attempt's wrapper does, switches
+# to the attempt's identity (UID "-": the agent's own, as the attempt) with no_new_privs, and execs the
+# command with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
+# exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
+_EXEC_WRAPPER = r"""
+import ctypes, json, os, signal, sys
+fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
+chunks = []
+while chunk := os.read(fd, 1 << 16):
+    chunks.append(chunk)
+os.close(fd)
+go = b"".join(chunks)
+if go[:1] != b"1":
+    sys.exit(125)
+go = json.loads(go[1:])
+libc = ctypes.CDLL(None, use_errno=True)
+def check(r, what):
+    if r != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+try:
+    for ns, what in ((ipc, "IPC"), (mnt, "mount")):
+        if ns >= 0:
+            check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
+            os.close(ns)
+    os.chdir(go["cwd"])
+    if go["scope"]:
+        libc.syscall.restype = ctypes.c_long
+        attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)
+        rfd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))
+        if rfd < 0:
+            check(-1, "landlock_create_ruleset")
+        check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
+        os.close(rfd)
+    if os.geteuid() == 0:
+        c = 0
+        while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:
+            if r and not go["caps"] >> c & 1:
+                check(libc.prctl(24, c, 0, 0, 0), f"drop capability {c}")
+            c += 1
+        head, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+        check(libc.capget(head, data), "capget")
+        data[2] &= go["caps"] & 0xFFFFFFFF
+        data[5] &= go["caps"] >> 32
+        check(libc.capset(head, data), "capset")
+        check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")
+    if uid != "-":
+        os.setgroups([int(g) for g in groups.split(",") if g])
+        os.setresgid(int(gid), int(gid), int(gid))
+        os.setresuid(int(uid), int(uid), int(uid))
+        check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
+    check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")  # after the switch, which clears it
+    os.umask(0o022)
+except OSError as e:
+    os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
+    sys.exit(125)
+os.set_inheritable(status, False)
+try:
+    os.execvpe(cmd[0], cmd, go["env"])
+except OSError as e:
+    print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
+    sys.exit(127 if isinstance(e, FileNotFoundError) else 126)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _ExecContext:
+    """What a one-shot command in a running attempt needs: its identity (the wrapper's ``UID GID
+    GROUPS`` arguments), environment, working directory, whether it has namespaces of its own,
+    the cgroups its processes are in, and its capability bounds and Landlock scope."""
+
+    ids: tuple[str, str, str]
+    env: dict[str, str]
+    cwd: str
+    namespaces: bool
+    join: list[Path]
+    caps: int
+    scope: bool
+
+
+EXEC_KILL_WAIT_S = 2.0
+"""After a one-shot command's timeout kill, how long its output pipes may stay open (a descendant
+that left its process tree holds them) before the agent stops reading, seconds."""
+
+
 ROOT_CAPS = frozenset({0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31})
 """The capabilities an attempt's command may hold (the wrapper drops every other one from its
 bounding and inheritable sets): Docker's default set for a root container less ``CAP_MKNOD``
@@ -387,6 +481,29 @@ def _hand_over(fd: int, payload: bytes) -> None:
         pipe.write(payload)
 
 
+class _Capped:
+    """A one-shot command's stream, read to its end, keeping the first ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+
+    async def read(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(1 << 16):
+            room = self.limit - self.size
+            if len(chunk) > room:
+                self.truncated = True
+                chunk = chunk[: max(room, 0)]
+            if chunk:
+                self.chunks.append(chunk)
+                self.size += len(chunk)
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
 def _remove_var_tmp(record: AttemptRecord) -> None:
     """Remove the attempt's private /var/tmp (:func:`make_private_var_tmp`), if any: its processes
     are gone, and with them the mount namespace that bound it (``rmtree`` follows no symlink the
@@ -450,6 +567,7 @@ class ProcessRuntime(StoredRuntime):
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._watchers: dict[int, asyncio.Task[None]] = {}
         self._starts: set[asyncio.Task[None]] = set()  # starts past the wrapper's spawn (see start)
+        self._exec_contexts: dict[int, _ExecContext] = {}  # running attempts started by this agent
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -658,7 +776,21 @@ class ProcessRuntime(StoredRuntime):
         # wrapper exists, so the attempt is either recorded and watched or failed and gone, never
         # a command that runs on unrecorded. close() waits for it.
         rest = asyncio.get_running_loop().create_task(
-            self._hand_over_and_watch(spec, record, proc, write_fd, status_fd, env, tmp, hide, tmpdir, cgroup),
+            self._hand_over_and_watch(
+                spec,
+                record,
+                proc,
+                write_fd,
+                status_fd,
+                env,
+                tmp,
+                hide,
+                tmpdir,
+                cgroup,
+                ids,
+                workdir,
+                [*([cgroup] if cgroup is not None else []), *limit_cgroups],
+            ),
             name=f"attempt-{spec.attempt_id}-start",
         )
         self._starts.add(rest)
@@ -699,6 +831,9 @@ class ProcessRuntime(StoredRuntime):
         hide: dict[str, object],
         tmpdir: Path,
         cgroup: Path | None,
+        ids: tuple[str, str, str],
+        workdir: str | None,
+        join: list[Path],
     ) -> None:
         """Give the wrapper ``proc`` its go, wait for its word, then watch it (or fail the start)."""
         # The environment travels through the pipe (never on disk, never in the wrapper's own
@@ -727,7 +862,96 @@ class ProcessRuntime(StoredRuntime):
         self._records[spec.attempt_id] = record
         self._procs[spec.attempt_id] = proc
         self.store.save(record)
+        # What a one-shot command in the attempt needs (exec): in memory only, as the secrets
+        # must be (docs/isolation.md); an agent restarted since does not have it.
+        self._exec_contexts[spec.attempt_id] = _ExecContext(
+            ids=ids, env=env, cwd=str(workdir or os.getcwd()), namespaces=tmp is not None, join=join, caps=caps,
+            scope=scope,
+        )  # fmt: skip
         self._watch(record)
+
+    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
+        """Run ``command`` in the running attempt ``attempt_id`` as its processes run
+        (:data:`_EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
+        record = self._records.get(attempt_id)
+        if record is None or record.state != "running" or record.pid is None:
+            raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        ctx = self._exec_contexts.get(attempt_id)
+        if ctx is None:
+            raise ExecError(
+                "unsupported",
+                f"attempt {attempt_id} was started before this agent's last restart: its environment is "
+                "kept in memory only (never on disk), so a command cannot run in it",
+            )
+        ns_fds: list[int] = []
+        try:
+            if ctx.namespaces:
+                for kind in ("mnt", "ipc"):
+                    ns_fds.append(os.open(f"/proc/{record.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+            # opened from the attempt's wrapper, not a process that took its pid since
+            if proc_start_time(record.pid) != record.proc_start or record.state != "running":
+                raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        except OSError as exc:
+            for nfd in ns_fds:
+                os.close(nfd)
+            raise ExecError("failed", f"cannot reach attempt {attempt_id}'s namespaces: {exc}") from None
+        except ExecError:
+            for nfd in ns_fds:
+                os.close(nfd)
+            raise
+        mnt, ipc = (ns_fds[0], ns_fds[1]) if ns_fds else (-1, -1)
+        read_fd, write_fd = os.pipe()
+        status_fd, status_w = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-I", "-c", _EXEC_WRAPPER, str(read_fd), str(status_w), str(mnt), str(ipc),
+                *ctx.ids, *command,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=WRAPPER_ENV, start_new_session=True, pass_fds=(read_fd, status_w, *ns_fds),
+            )  # fmt: skip
+        except OSError as exc:
+            os.close(write_fd)
+            os.close(status_fd)
+            raise ExecError("failed", f"cannot start the command: {exc}") from None
+        finally:
+            for nfd in (read_fd, status_w, *ns_fds):
+                os.close(nfd)
+        try:
+            for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
+                (path / "cgroup.procs").write_text(str(proc.pid))
+        except OSError as exc:
+            os.close(write_fd)
+            os.close(status_fd)
+            _killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
+        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope}
+        await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
+        assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
+        out, err = _Capped(max_output), _Capped(max_output)
+        readers = asyncio.gather(out.read(proc.stdout), err.read(proc.stderr))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(proc.wait(), readers)), timeout_s)
+        except TimeoutError:
+            timed_out = proc.returncode is None
+            # the command's process tree (in the attempt's cgroup, which a stop kills whole)
+            if proc.returncode is None:
+                await asyncio.to_thread(stop_then_kill_tree, proc.pid)
+            _killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            try:
+                await asyncio.wait_for(asyncio.shield(readers), EXEC_KILL_WAIT_S)
+            except TimeoutError:
+                readers.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await readers
+        status = await asyncio.to_thread(_read_status, status_fd)
+        if status.startswith(b"fail "):
+            raise ExecError("failed", status.removeprefix(b"fail ").decode(errors="replace"))
+        code = 124 if timed_out else _exit_status(proc.returncode if proc.returncode is not None else -9)
+        log.info("attempt %d: exec %s exited %d%s", attempt_id, command[:1], code, " (timed out)" if timed_out else "")
+        return ExecOutcome(code, out.data(), err.data(), out.truncated or err.truncated, timed_out)
 
     def _cgroup_name(self, attempt_id: int) -> Path:
         """The attempt's cgroup below the fairway parent, per agent (several agents may share a
@@ -918,6 +1142,7 @@ class ProcessRuntime(StoredRuntime):
         self.store.save(record)
         self._procs.pop(attempt_id, None)
         self._watchers.pop(attempt_id, None)
+        self._exec_contexts.pop(attempt_id, None)
         log.info("attempt %d exited with code %s", attempt_id, code)
 
     async def close(self) -> None:

@@ -685,6 +685,26 @@ class QuoteArraySerializer(serializers.Serializer):
     searched_until = serializers.DateTimeField(help_text="the simulated instant the search reached")
 
 
+class ExecRequestSerializer(serializers.Serializer):
+    """Input of ``POST /api/v1/workloads/{id}/exec/`` (checked by ``scheduler.execs.exec_arguments``)."""
+
+    command = serializers.ListField(child=serializers.CharField(), help_text="argv, checked as a submission's")
+    timeout = serializers.IntegerField(
+        required=False, min_value=1, max_value=600, help_text="seconds, default 60: then the command is killed (124)"
+    )
+    attempt = serializers.IntegerField(required=False, allow_null=True, help_text="its number; default the latest")
+
+
+class ExecResultSerializer(serializers.Serializer):
+    """Output of ``POST /api/v1/workloads/{id}/exec/``: the command ran in the attempt."""
+
+    exit_code = serializers.IntegerField(help_text="128+N: killed by signal N; 124: killed at the timeout")
+    stdout = serializers.CharField(help_text="its first 1 MiB (UTF-8, bad bytes replaced)")
+    stderr = serializers.CharField(help_text="its first 1 MiB (UTF-8, bad bytes replaced)")
+    truncated = serializers.BooleanField(help_text="some output was left out past 1 MiB of a stream")
+    timed_out = serializers.BooleanField(help_text="killed at its timeout")
+
+
 class QuoteSerializer(serializers.Serializer):
     """Output of ``POST /api/v1/workloads/quote/``: nothing is written."""
 

@@ -24,7 +24,7 @@ from budgets.services import budget_paths, unknown_budget_words
 from config.api import FairwayAPIView, FairwayViewSet, no_such
 from config.api import prefill as _prefill
 from config.pagination import FairwayLimitOffsetPagination
-from config.throttling import QuoteRateThrottle
+from config.throttling import ExecRateThrottle, QuoteRateThrottle
 from scheduler import hardware_memo
 from scheduler.accounting import account_page, as_never_started
 from scheduler.api.filters import SkipUnaskedFilterBackend, WorkloadFilter
@@ -39,6 +39,8 @@ from scheduler.api.serializers import (
     BulkActionSerializer,
     BulkOutcomeSerializer,
     ClusterSerializer,
+    ExecRequestSerializer,
+    ExecResultSerializer,
     GroupCanceledSerializer,
     GroupHoldSerializer,
     GroupReleaseSerializer,
@@ -584,6 +586,37 @@ class WorkloadViewSet(WorkloadLogsMixin, mixins.ListModelMixin, mixins.RetrieveM
         data = self._detail(workload.pk)
         final = data["state"] in Workload.FINAL_STATES
         return Response(data, status=status.HTTP_200_OK if final else status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=ExecRequestSerializer, responses=ExecResultSerializer)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="exec",
+        throttle_classes=[*api_settings.DEFAULT_THROTTLE_CLASSES, ExecRateThrottle],
+    )
+    def exec_command(self, request: Request, pk: str | None = None) -> Response:
+        """Run a command once inside the workload's running attempt, as its processes run (its
+        owner's identity, cgroup, private /tmp, environment: docs/jobs.md, "Run a command in a
+        running workload"); no TTY, no stdin. Body ``{"command": [...], "timeout": 60, "attempt":
+        null}``. 200 ``{"exit_code", "stdout", "stderr", "truncated", "timed_out"}`` (each stream's
+        first 1 MiB); 400 ``invalid_command``, ``invalid_timeout``, ``invalid_attempt``; 403
+        ``forbidden`` (anyone but the owner: managers and admins too); 409 ``not_running``,
+        ``host_offline``, ``agent_too_old``, ``exec_failed``; 429 (``FAIRWAY_THROTTLE_EXEC``,
+        ``exec_busy``); 504 ``exec_timeout`` (the agent did not answer)."""
+        from scheduler.execs import do_exec, exec_arguments
+
+        workload = self.get_object()
+        command, timeout, number = exec_arguments(request.data)
+        done = do_exec(request.user, workload, command, timeout, number)
+        return Response(
+            {
+                "exit_code": done.exit_code,
+                "stdout": done.stdout,
+                "stderr": done.stderr,
+                "truncated": done.truncated,
+                "timed_out": done.timed_out,
+            }
+        )
 
     @extend_schema(
         request=BulkActionSerializer,

@@ -475,3 +475,45 @@ def test_a_container_gains_no_privileges_through_a_setuid_file_of_its_image(stat
         await rt.close()
 
     run_async(scenario())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None, reason="needs root and useradd")
+def test_exec_runs_in_the_container_as_its_owner_with_its_env_timeout_and_cap(state_dir: Path, podman: str) -> None:
+    """``exec`` (docs/jobs.md, "Run a command in a running workload"): the engine's exec in the
+    attempt's container, as the container's user (the owner), with its environment; killed at
+    its timeout (124), each stream cut at ``max_output``."""
+    from dataclasses import replace
+
+    from agent.runtime.base import ExecError
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    isolation = Isolation(IsolationConfig(uid_range=(62000, 62099), account_prefix="fwt-", nss=False, cgroup="off"))
+
+    async def scenario() -> None:
+        rt = DockerRuntime(state_dir, base_url=podman, nvidia=False, pull=False, isolation=isolation)
+        rt.on_exit = lambda record: None
+        await rt.recover()
+        await rt.start(
+            replace(spec(7, "echo note > /dev/shm/note; echo ready; sleep 300", grace_s=1), owner="iso-alice")
+        )
+        await wait_log(rt, 7, "ready")
+        expected = isolation.resolve("iso-alice")
+        got = await rt.exec(
+            7, ["sh", "-c", 'id -u; cat /dev/shm/note; echo "$GREETING"; echo err >&2; exit 4'], 10, 4096
+        )
+        assert (got.exit_code, got.stdout, got.stderr) == (
+            4,
+            f"{expected.uid}\nnote\nhello from the workload\n".encode(),
+            b"err\n",
+        )
+        slow = await rt.exec(7, ["sh", "-c", "echo before; sleep 30; echo after"], 1, 4096)
+        assert (slow.exit_code, slow.timed_out, slow.stdout) == (124, True, b"before\n")
+        big = await rt.exec(7, ["head", "-c", "100000", "/dev/zero"], 10, 1000)
+        assert (len(big.stdout), big.truncated, big.exit_code) == (1000, True, 0)
+        await rt.stop(7, 1)
+        with pytest.raises(ExecError) as ended:
+            await rt.exec(7, ["true"], 10, 100)
+        assert ended.value.code == "not_running"
+        await rt.close()
+
+    run_async(scenario())

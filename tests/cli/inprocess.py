@@ -14,6 +14,13 @@ from fairway_cli import cli as fairway_cli
 
 def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
     """``fairway ARGV`` as ``user``; returns stdout (stderr on a failure the test did not expect)."""
+    code, out, err = run_cli_streams(monkeypatch, user, *argv)
+    assert code == expect, err or out
+    return out if code == 0 else err
+
+
+def run_cli_streams(monkeypatch: Any, user: Any, *argv: str) -> tuple[int, str, str]:
+    """``fairway ARGV`` as ``user``: its exit code, stdout and stderr."""
     api = APIClient()
     api.force_authenticate(user)
 
@@ -43,5 +50,4 @@ def run_cli(monkeypatch: Any, user: Any, *argv: str, expect: int = 0) -> str:
     monkeypatch.setenv("FAIRWAY_TOKEN", "in-process")
     out, err = io.StringIO(), io.StringIO()
     code = fairway_cli.main(list(argv), out=out, err=err)
-    assert code == expect, err.getvalue() or out.getvalue()
-    return out.getvalue() if code == 0 else err.getvalue()
+    return code, out.getvalue(), err.getvalue()

@@ -138,6 +138,7 @@ class Stack:
         self.agent_log = log
         self.agent: subprocess.Popen[bytes] | None = None
         self.agent_args: list[str] = []
+        self.isolation = AGENT_USER_ISOLATION  # the agent's FAIRWAY_ISOLATION (docs/isolation.md)
         self.server: uvicorn.Server | None = None
         self.web: threading.Thread | None = None
         self.port = 0
@@ -181,7 +182,7 @@ class Stack:
             self.agent = subprocess.Popen(  # noqa: S603 -- our own agent, fixed arguments
                 [sys.executable, "-m", "agent", "run", *self.agent_args],
                 cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO), "FAIRWAY_ISOLATION": AGENT_USER_ISOLATION},
+                env={**os.environ, "PYTHONPATH": str(REPO), "FAIRWAY_ISOLATION": self.isolation},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

@@ -1,0 +1,132 @@
+"""``fairway exec``: one command run once inside one's own running attempt (Slurm's ``srun
+--jobid=ID --overlap``, ``kubectl exec POD -- CMD``; docs/jobs.md, "Run a command in a running
+workload").
+
+The API asks the agent of the attempt's first (rank 0) host through the channel layer
+(:func:`scheduler.gateway.request_exec`); the agent runs the command in the attempt's containment
+(agent/runtime: its owner's identity, cgroup, namespaces and environment, secrets included) and
+answers its exit code and output. Only the workload's owner may: the command runs as the owner,
+with the owner's secrets in reach, so neither a budget's managers nor admins may run one as them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode
+from config.errors import ServiceError
+from scheduler import gateway
+from scheduler.models import Attempt, Host, Workload
+from scheduler.services import command_problem
+
+EXEC_DEFAULT_TIMEOUT_S = 60
+EXEC_FORBIDDEN = (
+    "Only the workload's owner may run a command in it: the command runs as the owner, with the owner's secrets."
+)
+AGENT_TOO_OLD = "The agent of host {host} is older than fairway exec: it must be upgraded to run commands in attempts."
+
+
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+def exec_slots() -> int:
+    """Commands one web process waits on at once: a quarter of its request threads (at least 1).
+    Each holds a thread up to its timeout (600 s at most): unbounded, a few ``sleep 600`` would hold
+    every thread of the process and it would answer nothing else (429 ``exec_busy`` past it)."""
+    return max(1, int(settings.FAIRWAY_WEB_SYNC_THREADS) // 4)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecAnswer:
+    """What the command gave: its exit code (124: killed at its timeout), its output (each
+    stream's first :data:`EXEC_MAX_OUTPUT` bytes) and whether some was dropped."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    truncated: bool
+    timed_out: bool
+
+
+def _refuse(code: str, message: str, status: int, field: str | None = None) -> ServiceError:
+    return ServiceError(code, field, message, status=status)
+
+
+def exec_arguments(data: Any) -> tuple[list[str], int, int | None]:
+    """The body of ``POST workloads/{id}/exec/`` checked: ``command`` (a submission's rule,
+    :func:`scheduler.services.command_problem`), ``timeout`` (seconds, 1..600, default 60) and
+    ``attempt`` (a number, or null: the latest). 400 in the API's format otherwise."""
+    if not isinstance(data, dict):
+        raise _refuse("invalid", 'The body is a JSON object: {"command": [...]}.', 400, "non_field_errors")
+    unknown = sorted(set(data) - {"command", "timeout", "attempt"})
+    if unknown:
+        raise _refuse("unknown_field", f"Unknown field(s): {', '.join(unknown)}.", 400, unknown[0])
+    command = data.get("command")
+    if (problem := command_problem(command)) is not None:
+        raise _refuse("invalid_command", problem, 400, "command")
+    timeout = data.get("timeout", EXEC_DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= EXEC_MAX_TIMEOUT_S:
+        raise _refuse("invalid_timeout", f"The timeout is whole seconds, 1 to {EXEC_MAX_TIMEOUT_S}.", 400, "timeout")
+    number = data.get("attempt")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
+        raise _refuse("invalid_attempt", "The attempt is its number (1, 2, ...).", 400, "attempt")
+    try:  # what travels to the agent in one frame (multi-byte characters: 64 KiB of them may not)
+        encode(Exec(attempt_id=1, command=list(command), timeout_s=timeout, max_output=EXEC_MAX_OUTPUT))
+    except ProtocolError:
+        raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
+    return list(command), timeout, number
+
+
+def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, number: int | None) -> ExecAnswer:
+    """Run ``command`` in ``workload``'s running attempt (``number``, or its latest) for its owner
+    ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
+    agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
+    ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
+    agent's runtime cannot run commands there); 504 ``exec_timeout`` (no answer within the timeout
+    and a few seconds)."""
+    if workload.owner_id != user.pk:
+        raise _refuse("forbidden", EXEC_FORBIDDEN, 403)
+    attempts = Attempt.objects.filter(workload=workload).select_related("host")
+    attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
+    if attempt is None or attempt.started_at is None or attempt.ended_at is not None:
+        which = f"attempt {number}" if number is not None else "it"
+        raise _refuse("not_running", f"Workload {workload.pk} is not running ({which} has no running attempt).", 409)
+    host = attempt.host
+    if host.removed_at is not None or host.state == Host.State.OFFLINE:
+        raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
+    global _in_flight
+    with _in_flight_lock:
+        if _in_flight >= exec_slots():
+            raise _refuse("exec_busy", "This server runs as many commands as it may at once; try again shortly.", 429)
+        _in_flight += 1
+    try:
+        reply = gateway.request_exec(host.pk, attempt.wire_id, command, timeout, EXEC_MAX_OUTPUT)
+    finally:
+        with _in_flight_lock:
+            _in_flight -= 1
+    error = reply.get("error")
+    if error is None:
+        return ExecAnswer(
+            int(reply["exit_code"]),
+            str(reply.get("stdout", "")),
+            str(reply.get("stderr", "")),
+            bool(reply.get("truncated")),
+            bool(reply.get("timed_out")),
+        )
+    message = str(reply.get("message") or "")
+    if error == "exec_timeout":
+        raise _refuse("exec_timeout", f"The agent of host {host.name} did not answer in time ({message}).", 504)
+    if error == "agent_too_old":
+        raise _refuse("agent_too_old", AGENT_TOO_OLD.format(host=host.name), 409)
+    if error == "host_offline":
+        raise _refuse("host_offline", f"The agent of host {host.name} is not connected.", 409)
+    if error in ("exec_not_running", "unknown_attempt"):
+        raise _refuse("not_running", f"Attempt {attempt.number} does not run on host {host.name}: {message}", 409)
+    if error == "busy":
+        raise _refuse("exec_busy", f"Host {host.name} runs too many commands at once; try again.", 429)
+    raise _refuse("exec_failed", f"The command could not run in attempt {attempt.number}: {message}", 409)

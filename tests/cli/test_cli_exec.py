@@ -1,0 +1,66 @@
+"""``fairway exec ID [--timeout S] [--attempt N] -- CMD...`` (docs/jobs.md, "Run a command in a
+running workload"): the command's streams to ours, its exit code ours, 124 at the timeout, --json;
+the agent's side answered in-process (the whole path: tests/e2e/test_exec_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from fairway_cli.cli import EXIT_API, EXIT_USAGE
+from scheduler import gateway, lifecycle
+from scheduler.models import Attempt
+from scheduler.services import do_submit_workload
+from scheduler.tick import run_tick
+from tests.cli.inprocess import run_cli, run_cli_streams
+
+
+@pytest.fixture
+def running(researcher: Any, cluster: Any, submit_kwargs: Any) -> Any:
+    w = do_submit_workload(researcher, **submit_kwargs())
+    run_tick(cluster.pk)
+    attempt = Attempt.objects.select_related("host").get(workload=w)
+    lifecycle.attempt_started(attempt.host, attempt.pk)
+    return w
+
+
+@pytest.fixture
+def agent(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    said: dict[str, Any] = {"answer": {}, "asked": []}
+
+    def fake(host_id: int, wire_id: int, command: list[str], timeout_s: int, max_output: int) -> dict:
+        said["asked"].append((command, timeout_s))
+        return dict(said["answer"])
+
+    monkeypatch.setattr(gateway, "request_exec", fake)
+    return said
+
+
+def test_exec_prints_both_streams_and_passes_the_exit_code(monkeypatch, researcher, running, agent):
+    agent["answer"] = {"exit_code": 3, "stdout": "GPU 0: H100\n", "stderr": "warn\n", "truncated": False,
+                       "timed_out": False}  # fmt: skip
+    code, out, err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--", "nvidia-smi", "-L")
+    assert (code, out, err) == (3, "GPU 0: H100\n", "warn\n")
+    assert agent["asked"] == [(["nvidia-smi", "-L"], 60)]
+
+
+def test_exec_timeout_attempt_and_json(monkeypatch, researcher, running, agent):
+    agent["answer"] = {"exit_code": 124, "stdout": "", "stderr": "", "truncated": True, "timed_out": True}
+    code, out, err = run_cli_streams(
+        monkeypatch, researcher, "exec", str(running.pk), "--timeout", "5", "--attempt", "1", "--", "sleep", "9"
+    )
+    assert code == 124 and "killed after 5 s" in err and "cut at 1 MiB" in err
+    assert agent["asked"] == [(["sleep", "9"], 5)]
+    code, out, _err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--json", "--", "id", "-u")
+    assert code == 124 and json.loads(out)["timed_out"] is True
+
+
+def test_exec_refusals(monkeypatch, researcher, teammate, running, agent):
+    assert "after --" in run_cli(monkeypatch, researcher, "exec", str(running.pk), expect=EXIT_USAGE)
+    err = run_cli(monkeypatch, teammate, "exec", str(running.pk), "--", "id", expect=EXIT_API)
+    assert "owner" in err
+    err = run_cli(monkeypatch, researcher, "exec", str(running.pk), "--attempt", "2", "--", "id", expect=EXIT_API)
+    assert "not running" in err
+    assert agent["asked"] == []
