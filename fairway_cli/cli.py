@@ -59,6 +59,7 @@ from fairway_cli.words import (
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
+    no_attempt_text,
     nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
@@ -1178,7 +1179,8 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if w.get("efficiency") is None:
         raise CliError(EXIT_API, "the server does not report efficiency (an older version)")
     if not attempts:
-        out.write("Attempts:        none yet: nothing held\n")
+        final = w["state"] in FINAL_WORKLOAD_STATES  # brk58: "none yet" of one canceled before it started
+        out.write(f"Attempts:        none\n{no_attempt_text(w['state'], final)}\n")
         return EXIT_OK
     out.write(f"Attempts:        {len(attempts)}\n")
     _efficiency_block(w["efficiency"], out, indent="")

@@ -117,7 +117,7 @@ def test_fairway_seff_of_a_running_and_a_pending_workload(monkeypatch, researche
     assert "efficiency:\n  GPU-time held:" in run_cli(monkeypatch, researcher, "show", str(running.pk))
     assert "Idle minutes:    100% of the measured GPU-time under 1 %" in seff
     pending = do_submit_workload(researcher, **submit_kwargs(name="waiter"))
-    assert "none yet: nothing held" in run_cli(monkeypatch, researcher, "seff", str(pending.pk))
+    assert "This workload has no attempt yet." in run_cli(monkeypatch, researcher, "seff", str(pending.pk))
     run_cli(monkeypatch, researcher, "seff", "nope", expect=2)
 
 

@@ -34,3 +34,16 @@ def test_the_hosts_admins_schedule_action_refuses_a_time_past_the_calendar(admin
     said = _messages(response.content.decode())
     assert len(said) == 1 and said[0].startswith("a100-1: A drain") and at in said[0], said
     assert Host.objects.get(pk=pk).drain_at is None
+
+
+def test_seff_of_a_workload_canceled_before_it_started_says_it_never_ran(monkeypatch, researcher, submit_kwargs):
+    """``fairway seff`` said "Attempts: none yet: nothing held" of a workload canceled before it
+    started, as ``fairway logs`` did before try55: there never will be one (the API's words)."""
+    from scheduler.services import do_cancel_workload, do_submit_workload
+    from tests.cli.inprocess import run_cli
+
+    w = do_submit_workload(researcher, **submit_kwargs())
+    assert "This workload has no attempt yet." in run_cli(monkeypatch, researcher, "seff", str(w.pk))
+    do_cancel_workload(researcher, w)
+    out = run_cli(monkeypatch, researcher, "seff", str(w.pk))
+    assert "yet" not in out and "This workload ended canceled without an attempt: it never ran." in out
