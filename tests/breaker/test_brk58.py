@@ -4,6 +4,7 @@ efficiency, the CLI's several ids). Each test failed before its fix."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
@@ -47,3 +48,31 @@ def test_seff_of_a_workload_canceled_before_it_started_says_it_never_ran(monkeyp
     do_cancel_workload(researcher, w)
     out = run_cli(monkeypatch, researcher, "seff", str(w.pk))
     assert "yet" not in out and "This workload ended canceled without an attempt: it never ran." in out
+
+
+def test_efficiency_of_an_attempt_on_an_offline_host_holds_to_its_last_heartbeat(
+    researcher, researcher_client, submission, cluster, monkeypatch
+):
+    """4 H100s placed and started 200 s ago, the host silent for the last 140 s (offline, not yet
+    lost): the workload's charge and elapsed stop at the last heartbeat on every surface (try37,
+    docs/standing.md), while its efficiency (the API's ``efficiency``, ``fairway seff``/``show``)
+    held the GPUs up to now (4 × 200 GPU-s, the rest "not measured"), and fell back to 4 × 60 when
+    it ended lost."""
+    from django.utils import timezone
+
+    from scheduler.models import Attempt, Workload
+    from scheduler.tick import run_tick
+
+    wid = researcher_client.post(
+        "/api/v1/workloads/", submission(gpu_model="H100", min_runtime="1h"), format="json"
+    ).json()["id"]
+    run_tick(cluster.pk)
+    now = timezone.now().replace(microsecond=0)
+    began = now - timedelta(seconds=200)
+    Attempt.objects.filter(workload_id=wid).update(placed_at=began, started_at=began)
+    Workload.objects.filter(pk=wid).update(state=Workload.State.RUNNING)
+    Host.objects.filter(name="h100-1").update(state=Host.State.OFFLINE, last_heartbeat=now - timedelta(seconds=140))
+    detail = researcher_client.get(f"/api/v1/workloads/{wid}/").json()
+    assert detail["accounting"]["charged_gpu_hours"] == round(4 * 60 / 3600, 4)
+    assert detail["efficiency"]["gpu_hours"] == round(4 * 60 / 3600, 4)
+    assert detail["attempts"][0]["efficiency"]["gpu_hours"] == round(4 * 60 / 3600, 4)
