@@ -76,3 +76,21 @@ def test_efficiency_of_an_attempt_on_an_offline_host_holds_to_its_last_heartbeat
     assert detail["accounting"]["charged_gpu_hours"] == round(4 * 60 / 3600, 4)
     assert detail["efficiency"]["gpu_hours"] == round(4 * 60 / 3600, 4)
     assert detail["attempts"][0]["efficiency"]["gpu_hours"] == round(4 * 60 / 3600, 4)
+
+
+def test_a_temporary_share_until_the_calendars_last_second_is_no_500(admin, org_tree):
+    """A leadership member schedules a temporary share "for ever": until 9999-12-31 23:59:59.5.
+    The admin's add answered 500 (an OverflowError: every instant is shown rounded up to the
+    second, and there is no second after it); its list and the budgets page alike."""
+    from budgets.models import ShareBoost
+
+    client = Client()
+    client.force_login(admin)
+    olmo = org_tree["nlp/olmo"]
+    form = {"budget": olmo.pk, "shares": 3, "starts_at_0": "", "starts_at_1": "", "note": "for ever"}
+    form.update({"ends_at_0": "9999-12-31", "ends_at_1": "23:59:59.5"})
+    response = client.post(reverse("admin:budgets_shareboost_add"), form)
+    assert response.status_code == 302, response.content[:500]
+    assert str(ShareBoost.objects.get()).endswith("until Dec 31 9999 23:59:59 UTC")
+    assert client.get(reverse("admin:budgets_shareboost_changelist")).status_code == 200
+    assert client.get("/budgets/").status_code == 200
