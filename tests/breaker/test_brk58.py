@@ -94,3 +94,21 @@ def test_a_temporary_share_until_the_calendars_last_second_is_no_500(admin, org_
     assert str(ShareBoost.objects.get()).endswith("until Dec 31 9999 23:59:59 UTC")
     assert client.get(reverse("admin:budgets_shareboost_changelist")).status_code == 200
     assert client.get("/budgets/").status_code == 200
+
+
+def test_a_temporary_share_of_the_root_budget_is_refused(admin, org_tree):
+    """The organisation's (the root's) shares count for nothing: ``s(root) = 1`` whatever they are
+    (DESIGN.md §1). A temporary share of it was scheduled, applied and shown ("share 3 until …")
+    while changing no one's entitlement, as an archived budget's would (refused since boost55)."""
+    from django.utils import timezone
+
+    from budgets.models import ShareBoost
+    from budgets.services import BudgetError, boost_problem, do_schedule_boost
+
+    root = org_tree["org"]
+    until = timezone.now() + timedelta(days=1)
+    with pytest.raises(BudgetError) as refused:
+        do_schedule_boost(admin, root, 3, until)
+    assert refused.value.code == "budget_root" and "org" in refused.value.message
+    assert not ShareBoost.objects.exists()
+    assert boost_problem(org_tree["nlp"], 3, None, until) is None  # its children's shares do count
