@@ -112,3 +112,31 @@ def test_a_temporary_share_of_the_root_budget_is_refused(admin, org_tree):
     assert refused.value.code == "budget_root" and "org" in refused.value.message
     assert not ShareBoost.objects.exists()
     assert boost_problem(org_tree["nlp"], 3, None, until) is None  # its children's shares do count
+
+
+@pytest.mark.parametrize("verb", ["cordon", "resume", "cancel-drain"])
+def test_the_clusters_page_refuses_a_time_with_an_action_it_does_not_schedule(admin, hosts, verb):
+    """The clusters page's row is one form: its time field and every action's button. A time typed
+    and Enter pressed submits the first button, Cordon: the host was cordoned now, the time dropped
+    unsaid (Cordon or Resume clicked with a time alike). A time goes with Drain or Drain now only,
+    as the API (``unknown_field``) and ``fairway hosts`` (``--at``) refuse it; nothing changes."""
+    from django.utils import timezone
+
+    from scheduler.models import HostEvent
+    from scheduler.services import do_schedule_drain, do_set_host_state
+
+    host = hosts["a100-1"]
+    if verb == "resume":
+        do_set_host_state(admin, host, Host.State.CORDONED)
+    if verb == "cancel-drain":
+        do_schedule_drain(admin, host, timezone.now() + timedelta(hours=2))
+    before = (Host.objects.get(pk=host.pk).state, Host.objects.get(pk=host.pk).drain_at, HostEvent.objects.count())
+    client = Client()
+    client.force_login(admin)
+    at = (timezone.now() + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%MZ")
+    response = client.post(f"/hosts/a100-1/{verb}/", {"at": at, "reason": "BIOS"}, follow=True)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "a time schedules a drain or a drain now" in page.lower(), page[:2000]
+    host = Host.objects.get(pk=host.pk)
+    assert (host.state, host.drain_at, HostEvent.objects.count()) == before
