@@ -173,7 +173,9 @@ def efficiency_lines(e: Mapping[str, Any]) -> list[tuple[str, str]]:
     lines.append(("Peak GPU memory", memory))
     missing = e.get("not_measured")
     if missing:
-        lines.append((NOT_MEASURED.capitalize(), f"{_share_words(missing)} of the GPU-time held had no samples"))
+        lines.append(
+            (NOT_MEASURED.capitalize(), f"{_share_words(missing)} of the GPU-time held had no utilization reading")
+        )
     return lines
 
 

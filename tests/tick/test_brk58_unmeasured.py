@@ -1,4 +1,5 @@
-"""brk58: breaker of the idle GPU alerts with utilization not measured (nvml56). Failed before its fix."""
+"""brk58: utilization not measured (nvml56) in the idle GPU alerts and the efficiency words.
+Each failed before its fix."""
 
 from __future__ import annotations
 
@@ -45,3 +46,20 @@ def test_an_hour_not_measured_is_no_idle_hour(tw, ticks, _idle_rule):
     assert idle.idle_attempts(now=tw.now) == {}
     _fill(tw, gpu, 0.0, -1, -60)  # quiet for the hour after
     assert idle.idle_attempts(now=tw.now + timedelta(minutes=61))[a.pk].since == _minute(tw, 0)
+
+
+def test_the_efficiency_words_of_a_gpu_sampled_but_not_read(tw, ticks):
+    """A MIG-mode GPU sends samples every few seconds, its memory read, its utilization not (nvml56).
+    ``fairway seff``/``show`` and the page said "100% of the GPU-time held had no samples" beside a
+    peak memory read from those very samples: it had no utilization reading."""
+    from fairway_cli.words import efficiency_lines
+    from scheduler.efficiency import efficiency_of_attempts
+
+    gpu = GPU.objects.get(host=tw.host("h1", 1))
+    a = tw.attempt(tw.workload(gpus=1), [gpu], started_ago=30 * 60)
+    _fill(tw, gpu, None, 29, 1)
+    GpuMinuteSample.objects.filter(gpu=gpu).update(memory_used_max_mb=2048)
+    lines = dict(efficiency_lines(efficiency_of_attempts([a.pk], now=tw.now)[a.pk].as_data()))
+    assert lines["Peak GPU memory"].startswith("2.0 ")
+    assert "no samples" not in lines["Not measured"]
+    assert lines["Not measured"].endswith("of the GPU-time held had no utilization reading")
