@@ -2190,6 +2190,10 @@ SCHEDULABLE_HOST_ACTIONS = ("drain", "drain-now")
 
 def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=not args.json)
+    scheduled = args.at is not None or args.in_ is not None
+    if scheduled and args.action not in SCHEDULABLE_HOST_ACTIONS:  # brk58: with no action, dropped unsaid
+        what = args.action if args.action in HOST_ACTIONS else "showing hosts"
+        raise CliError(EXIT_USAGE, f"fairway hosts: --at and --in schedule a drain or drain-now, not {what}")
     if args.action and args.action not in HOST_ACTIONS:
         # ``fairway hosts NAME``: one host (argparse's "invalid choice: 'gpu-07'" answered it, try37)
         if args.name:
@@ -2205,11 +2209,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.action == "remove":
             return _remove_host(api, args, out)
         body = {"reason": args.reason or ""}
-        if args.at is not None or args.in_ is not None:
-            if args.action not in SCHEDULABLE_HOST_ACTIONS:
-                raise CliError(
-                    EXIT_USAGE, f"fairway hosts: --at and --in schedule a drain or drain-now, not {args.action}"
-                )
+        if scheduled:
             if args.at is not None and args.in_ is not None:
                 raise CliError(EXIT_USAGE, "fairway hosts: give --at (a UTC time) or --in (a duration), not both")
             # the server reads both (the time against its own clock): one rule, the API's

@@ -140,3 +140,23 @@ def test_the_clusters_page_refuses_a_time_with_an_action_it_does_not_schedule(ad
     assert "a time schedules a drain or a drain now" in page.lower(), page[:2000]
     host = Host.objects.get(pk=host.pk)
     assert (host.state, host.drain_at, HostEvent.objects.count()) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["hosts", "a100-1", "--at", "2099-01-01T00:00Z"],  # "drain" forgotten: the host shown, nothing said
+        ["hosts", "--in", "2h"],  # the list, nothing said
+        ["hosts", "a100-1", "--in", "2h"],
+    ],
+)
+def test_fairway_hosts_refuses_a_time_without_a_drain(monkeypatch, admin, hosts, argv):
+    """``fairway hosts gpu-07 --at …`` (the action forgotten) showed the host and exited 0, the
+    time dropped unsaid, where ``fairway hosts cordon gpu-07 --at …`` is a usage error: a time goes
+    with drain or drain-now only."""
+    from fairway_cli.cli import EXIT_USAGE
+    from tests.cli.inprocess import run_cli
+
+    err = run_cli(monkeypatch, admin, *argv, expect=EXIT_USAGE)
+    assert "--at and --in schedule a drain or drain-now" in err
+    assert Host.objects.get(name="a100-1").drain_at is None
