@@ -59,9 +59,17 @@ def parent_problem(path: str, *, archived: bool, unfinished: int) -> Refusal | N
     return None
 
 
-def boost_problem(path: str, *, archived: bool) -> Refusal | None:
+def boost_problem(path: str, *, archived: bool, root: bool = False) -> Refusal | None:
     """Why budget ``path`` takes no temporary share, or None: an archived budget's shares count
-    for nothing (``budget_archived``; docs/standing.md "Temporary shares")."""
+    for nothing (``budget_archived``; docs/standing.md "Temporary shares"), nor do the root's, the
+    whole tree's share whatever they are (``budget_root``: ``s(root) = 1``, DESIGN.md §1; brk58)."""
+    if root:
+        return (
+            "budget_root",
+            "budget",
+            f"Budget {path} is the root: its share is the whole tree's whatever its shares; "
+            "give one of the budgets under it a temporary share.",
+        )
     if archived:
         return "budget_archived", "budget", f"Budget {path} is archived: its shares count for nothing."
     return None

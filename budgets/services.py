@@ -404,9 +404,9 @@ def boost_problem(
     start = starts_at or now
     if start >= ends_at:
         return "from_after_until", "starts_at", "From is after until: the temporary share would never be active."
-    archived = rules.boost_problem(budget.path, archived=budget.archived_at is not None)
-    if archived is not None:
-        return archived
+    refused = rules.boost_problem(budget.path, archived=budget.archived_at is not None, root=budget.parent_id is None)
+    if refused is not None:
+        return refused
     clash = (
         ShareBoost.objects.filter(budget_id=budget.pk, ended_at__isnull=True, starts_at__lt=ends_at, ends_at__gt=start)
         .order_by("starts_at")

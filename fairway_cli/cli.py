@@ -59,6 +59,7 @@ from fairway_cli.words import (
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
+    no_attempt_text,
     nothing_to_change_text,
     reason_words,
     resubmitted_as_text,
@@ -1178,7 +1179,8 @@ def cmd_seff(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     if w.get("efficiency") is None:
         raise CliError(EXIT_API, "the server does not report efficiency (an older version)")
     if not attempts:
-        out.write("Attempts:        none yet: nothing held\n")
+        final = w["state"] in FINAL_WORKLOAD_STATES  # brk58: "none yet" of one canceled before it started
+        out.write(f"Attempts:        none\n{no_attempt_text(w['state'], final)}\n")
         return EXIT_OK
     out.write(f"Attempts:        {len(attempts)}\n")
     _efficiency_block(w["efficiency"], out, indent="")
@@ -2228,6 +2230,10 @@ SCHEDULABLE_HOST_ACTIONS = ("drain", "drain-now")
 
 def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     api = Api(config.server, config.token, escape=not args.json)
+    scheduled = args.at is not None or args.in_ is not None
+    if scheduled and args.action not in SCHEDULABLE_HOST_ACTIONS:  # brk58: with no action, dropped unsaid
+        what = args.action if args.action in HOST_ACTIONS else "showing hosts"
+        raise CliError(EXIT_USAGE, f"fairway hosts: --at and --in schedule a drain or drain-now, not {what}")
     if args.action and args.action not in HOST_ACTIONS:
         # ``fairway hosts NAME``: one host (argparse's "invalid choice: 'gpu-07'" answered it, try37)
         if args.name:
@@ -2243,11 +2249,7 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         if args.action == "remove":
             return _remove_host(api, args, out)
         body = {"reason": args.reason or ""}
-        if args.at is not None or args.in_ is not None:
-            if args.action not in SCHEDULABLE_HOST_ACTIONS:
-                raise CliError(
-                    EXIT_USAGE, f"fairway hosts: --at and --in schedule a drain or drain-now, not {args.action}"
-                )
+        if scheduled:
             if args.at is not None and args.in_ is not None:
                 raise CliError(EXIT_USAGE, "fairway hosts: give --at (a UTC time) or --in (a duration), not both")
             # the server reads both (the time against its own clock): one rule, the API's

@@ -126,8 +126,16 @@ def second_up(value: datetime) -> datetime:
     duration between two instants shown (a workload's wait between "submitted" and "started", an
     attempt's run between its STARTED and ENDED) is :func:`seconds_between` of them: the
     difference of the instants as shown, so "submitted 22:35:38, started 22:35:39" never sits
-    beside "wait 0" (each rounded its own way: instants up, durations down)."""
-    return value.replace(microsecond=0) + timedelta(seconds=1) if value.microsecond else value
+    beside "wait 0" (each rounded its own way: instants up, durations down). The calendar's last
+    second (9999-12-31 23:59:59.5, a temporary share typed "for ever") has no later one: it stays
+    that second (brk58: an OverflowError, a 500 in the admin)."""
+    if not value.microsecond:
+        return value
+    whole = value.replace(microsecond=0)
+    try:
+        return whole + timedelta(seconds=1)
+    except OverflowError:
+        return whole
 
 
 def seconds_between(start: datetime, end: datetime) -> int:

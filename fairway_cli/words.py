@@ -103,6 +103,15 @@ def silent_host_words(silent: Mapping[str, Any]) -> str:
     )
 
 
+def no_attempt_text(state: str, final: bool) -> str:
+    """What a workload without an attempt says of it (the API's ``no_attempt``, its page, ``fairway
+    seff``): a pending one may still get one; a finished one (``final``) never ran, which "no
+    attempt yet" did not say of a workload canceled before it started (try55, brk58)."""
+    if final:
+        return f"This workload ended {state} without an attempt: it never ran."
+    return "This workload has no attempt yet."
+
+
 def idle_words(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
     """An idle attempt in a few words, on every surface (the workload page, ``fairway ls`` and
     ``show``, the ``idle`` event): ``idle for 1h 20m (GPUs < 1 % since 10:05:00 UTC)``. ``idle``:
@@ -164,7 +173,9 @@ def efficiency_lines(e: Mapping[str, Any]) -> list[tuple[str, str]]:
     lines.append(("Peak GPU memory", memory))
     missing = e.get("not_measured")
     if missing:
-        lines.append((NOT_MEASURED.capitalize(), f"{_share_words(missing)} of the GPU-time held had no samples"))
+        lines.append(
+            (NOT_MEASURED.capitalize(), f"{_share_words(missing)} of the GPU-time held had no utilization reading")
+        )
     return lines
 
 

@@ -143,11 +143,12 @@ def _compiled_silent_until(attempt_id: str, vendor: str) -> tuple[str, tuple[Any
     return f"({sql})", tuple(params)
 
 
-def _silent_until_sql(row: str) -> Subquery:
+def silent_until_subquery(row: str, outer: str = "pk") -> Subquery:
     """:func:`silent_until` as a subquery of a row: ``row`` is the link's path to the row's key
-    (``attempt__workload_id`` for a workload's row, ``attempt_id`` for an attempt's)."""
+    (``attempt__workload_id`` for a workload's row, ``attempt_id`` for an attempt's), ``outer``
+    that key's name in the outer row (``attempt_id`` for an attempt link's: ``scheduler.efficiency``)."""
     links = (
-        _silent_links(**{row: OuterRef("pk")})
+        _silent_links(**{row: OuterRef(outer)})
         .values(row)
         .annotate(until=Min("gpu__host__last_heartbeat"))
         .values("until")
@@ -160,7 +161,7 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     closed = Q(attempts__ended_at__isnull=False, attempts__started_at__isnull=False)
     open_ = Q(attempts__ended_at__isnull=True, attempts__started_at__isnull=False)
     return queryset.annotate(
-        acct_open_until=_silent_until_sql("attempt__workload_id"),
+        acct_open_until=silent_until_subquery("attempt__workload_id"),
         acct_first_start=Min("attempts__started_at"),
         acct_closed_run=Sum(_RUN, filter=closed),
         acct_closed_shown=Sum(_SHOWN_RUN, filter=closed),

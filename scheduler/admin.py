@@ -47,6 +47,7 @@ from scheduler.services import (
     do_rotate_host_token,
     do_schedule_drain,
     do_set_host_state,
+    drain_time,
     hold_changes,
     scheduled_drain,
 )
@@ -324,12 +325,16 @@ class HostAdmin(admin.ModelAdmin):
         at = request.POST.get("at", "")
         drain_now = request.POST.get("drain_now") == "on"
         reason = request.POST.get("reason", "") or f"admin action by {request.user}"
+        try:  # the service's reading of the time, not the text typed (brk58: a 500 past year 9999 in UTC)
+            when = instant_text(drain_time(at))
+        except HostError:
+            when = ""  # refused: each host says so below, and none is scheduled
         _each(
             request,
             queryset,
             lambda host: do_schedule_drain(request.user, host, at, reason, drain_now=drain_now),
             lambda host: host.name,
-            "{n} host(s): " + ("drain now" if drain_now else "drain") + f" scheduled at {instant_text(at)}.",
+            "{n} host(s): " + ("drain now" if drain_now else "drain") + f" scheduled at {when}.",
         )
         return None
 

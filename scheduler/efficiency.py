@@ -3,7 +3,8 @@
 show``, ``fairway seff``, ``fairway history`` and the workload page read.
 
 Per GPU an attempt holds (``AttemptGPU``), over ``[placed_at, ended_at or now)`` (the pyramid's
-occupied time, DESIGN.md §8):
+occupied time, DESIGN.md §8; an open attempt on an offline host up to its last heartbeat, as it is
+charged: ``accounting.silent_until``):
 
 - **held**: the GPU-seconds held;
 - **measured** and **utilized**: the pyramid's rule (:func:`scheduler.pyramid.weigh_minutes`):
@@ -34,6 +35,7 @@ from django.db.models import Value as V
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from scheduler.accounting import silent_until_subquery
 from scheduler.idle import quiet_minute, threshold_pct
 from scheduler.models import AttemptGPU, GpuMinuteSample, Workload
 from scheduler.pyramid import MINUTE, measured_minutes, minute_utilization, minute_utilization_sql, weigh_minutes
@@ -111,7 +113,10 @@ def efficiency_of_attempts(
         links = links.filter(attempt_id__in=ids)
     if workload_id is not None:
         links = links.filter(attempt__workload_id=workload_id)
-    until = Coalesce(F("attempt__ended_at"), V(now), output_field=DateTimeField())
+    # an open attempt on an offline host held its GPUs up to that host's last heartbeat, as it is
+    # charged (accounting.silent_until, try37; brk58: held to now here, back to it once lost)
+    silent = silent_until_subquery("attempt_id", outer="attempt_id")
+    until = Coalesce(F("attempt__ended_at"), silent, V(now), output_field=DateTimeField())
     links = links.annotate(
         held_until=until,
         whole_until=ExpressionWrapper(until - V(MINUTE), output_field=DateTimeField()),

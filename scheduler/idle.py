@@ -183,14 +183,15 @@ def _after_gaps(
     gapped: dict[int, int], since: dict[int, datetime | None], links: Any, after_busy: Any, last_busy: Any
 ) -> None:
     """Unknown is not idle within a stretch either (brk56: busy, an hour without samples, then one
-    quiet minute read "idle for 1h"): a stretch starts again at its latest sample with none in the
+    quiet minute read "idle for 1h"; brk58: alike an hour of samples whose utilization NVML could
+    not read): a stretch starts again at its latest sample with none in the
     :data:`REPORTED_S` before it. Read only for the GPU links of ``gapped`` (link → attempt), those
     whose stretch misses minutes enough for such a gap: a probe per sample, back to the gap."""
     from scheduler.models import GpuMinuteSample
 
-    before = GpuMinuteSample.objects.filter(
+    before = GpuMinuteSample.objects.filter(  # a minute not measured is no report (brk58)
+        measured_minutes(),
         gpu_id=OuterRef("gpu_id"),
-        samples__gt=0,
         minute__lt=OuterRef("minute"),
         minute__gte=OuterRef("minute") - timedelta(seconds=REPORTED_S),
     )

@@ -22,7 +22,7 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import active_boosts, ancestor_ids, boost_words, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import HOLD_WORDS, reason_words, short_words, side_label
+from fairway_cli.words import HOLD_WORDS, no_attempt_text, reason_words, short_words, side_label
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -135,9 +135,7 @@ def no_attempt_words(state: str) -> str:
     """What a workload without an attempt says of it (the API's ``no_attempt``, its page's
     attempts and log tail): a pending one may still get one; a finished one never ran, which
     "no attempt yet" did not say of a workload canceled before it started (try55)."""
-    if state in Workload.FINAL_STATES:
-        return f"This workload ended {state} without an attempt: it never ran."
-    return "This workload has no attempt yet."
+    return no_attempt_text(state, state in Workload.FINAL_STATES)
 
 
 def cap_words(

@@ -2445,6 +2445,21 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
     return at
 
 
+SCHEDULABLE_VERBS = ("drain", "drain-now")
+"""The host actions a time schedules (the API's ``at``/``in``, ``fairway hosts --at/--in``, the
+clusters page's and the admin's time field)."""
+
+
+def unscheduled_verb_problem(host: Host, verb: str) -> str | None:
+    """Why a time given with host action ``verb`` is refused, or None: a time schedules a drain or
+    a drain now only (brk58: the clusters page cordoned at once, the time typed dropped unsaid)."""
+    if verb in SCHEDULABLE_VERBS:
+        return None
+    return (
+        f"Host {host.name}: a time schedules a drain or a drain now, not a {verb.replace('-', ' ')}; nothing changed."
+    )
+
+
 def scheduled_drain(host: Host) -> dict[str, Any] | None:
     """``host``'s scheduled drain as ``{"at", "drain_now", "by", "reason", "summary"}`` (``by``: the
     admin who scheduled it, None once that user is deleted), or None. ``summary`` is the one

@@ -117,6 +117,7 @@ from scheduler.services import (
     may_read_private,
     may_release_admin_hold,
     scheduled_drain,
+    unscheduled_verb_problem,
 )
 from scheduler.sizes import exact_size_text
 from web.forms import (
@@ -1127,7 +1128,10 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
         return redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
     back = redirect(reverse("web-cluster", kwargs={"name": host.cluster.name}))
     at = request.POST.get("at", "").strip()
-    if verb == "cancel-drain" or (at and verb in ("drain", "drain-now")):
+    if at and (problem := unscheduled_verb_problem(host, verb)):  # one form: Enter submits its first button
+        messages.error(request, problem)
+        return back
+    if verb == "cancel-drain" or at:
         # a drain at a later time (docs/deploy.md, "Scheduled drains"), or its cancel: the services' rules
         try:
             if verb == "cancel-drain":

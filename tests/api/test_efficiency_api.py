@@ -95,7 +95,7 @@ def test_fairway_show_seff_and_history(monkeypatch, researcher, twice):
     assert "GPU-time held:   4 GPU-hours (2 GPUs)" in shown
     assert "GPU utilization: 80% (mean over the measured GPU-time)" in shown
     assert "Peak GPU memory: 30.0 of 80.0 GiB (38%)" in shown
-    assert "Not measured:    50% of the GPU-time held had no samples" in shown
+    assert "Not measured:    50% of the GPU-time held had no utilization reading" in shown
     seff = run_cli(monkeypatch, researcher, "seff", str(twice.pk))
     assert f"Workload:        #{twice.pk} trainer" in seff and "Attempts:        2" in seff
     assert "attempt 2:\n  GPU-time held:   2 GPU-hours (2 GPUs)\n" in seff
@@ -117,7 +117,7 @@ def test_fairway_seff_of_a_running_and_a_pending_workload(monkeypatch, researche
     assert "efficiency:\n  GPU-time held:" in run_cli(monkeypatch, researcher, "show", str(running.pk))
     assert "Idle minutes:    100% of the measured GPU-time under 1 %" in seff
     pending = do_submit_workload(researcher, **submit_kwargs(name="waiter"))
-    assert "none yet: nothing held" in run_cli(monkeypatch, researcher, "seff", str(pending.pk))
+    assert "This workload has no attempt yet." in run_cli(monkeypatch, researcher, "seff", str(pending.pk))
     run_cli(monkeypatch, researcher, "seff", "nope", expect=2)
 
 

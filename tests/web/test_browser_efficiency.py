@@ -18,5 +18,5 @@ def test_the_workload_page_shows_how_well_it_used_its_gpus(new_page, twice):  # 
     rows = dict((r.locator("th").text_content(), r.locator("td").inner_text()) for r in block.locator("tr").all())
     assert rows["GPU utilization"] == "80% (mean over the measured GPU-time)", rows
     assert rows["Peak GPU memory"] == "30.0 of 80.0 GiB (38%)", rows
-    assert rows["Not measured"] == "50% of the GPU-time held had no samples", rows
+    assert rows["Not measured"] == "50% of the GPU-time held had no utilization reading", rows
     assert page.locator(".attempt-util").all_inner_texts() == ["80%", NOT_MEASURED]
