@@ -184,13 +184,15 @@ def _after_gaps(
 ) -> None:
     """Unknown is not idle within a stretch either (brk56: busy, an hour without samples, then one
     quiet minute read "idle for 1h"): a stretch starts again at its latest sample with none in the
-    :data:`REPORTED_S` before it. Read only for the GPU links of ``gapped`` (link → attempt), those
-    whose stretch misses minutes enough for such a gap: a probe per sample, back to the gap."""
+    :data:`REPORTED_S` before it; a minute nobody read (``null``, nvml56) is no sample there either
+    (idle58: three unread minutes between two quiet ones joined them). Read only for the GPU links
+    of ``gapped`` (link → attempt), those whose stretch misses minutes enough for such a gap: a
+    probe per sample, back to the gap."""
     from scheduler.models import GpuMinuteSample
 
     before = GpuMinuteSample.objects.filter(
+        measured_minutes(),
         gpu_id=OuterRef("gpu_id"),
-        samples__gt=0,
         minute__lt=OuterRef("minute"),
         minute__gte=OuterRef("minute") - timedelta(seconds=REPORTED_S),
     )
