@@ -1,7 +1,8 @@
 """Accounting like Slurm's sacct: per workload and per finished attempt, what it waited, ran and cost.
 
 Per workload (the workloads list and detail, ``fairway ls`` / ``show``): ``submitted_at``,
-``started_at`` (first agent-confirmed start), ``wait_s`` (its whole time in the queue: from
+``started_at`` (the agent-confirmed start of its current run, or of its last once it ended:
+:func:`run_start`, idle58; it was the first), ``wait_s`` (its whole time in the queue: from
 submission to its end, or now, less the run of its attempts, so every wait across requeues counts;
 left41: it stopped at the first start), ``elapsed_s`` (the run time of all its attempts, the open
 one up to now; ``started_at`` None and ``elapsed_s`` 0 while it is pending, a requeued one too, as
@@ -162,7 +163,7 @@ def with_accounting(queryset: QuerySet[Workload]) -> QuerySet[Workload]:
     open_ = Q(attempts__ended_at__isnull=True, attempts__started_at__isnull=False)
     return queryset.annotate(
         acct_open_until=silent_until_subquery("attempt__workload_id"),
-        acct_first_start=Min("attempts__started_at"),
+        acct_last_start=Max("attempts__started_at"),
         acct_closed_run=Sum(_RUN, filter=closed),
         acct_closed_shown=Sum(_SHOWN_RUN, filter=closed),
         acct_charged=Sum("attempts__charged_gpu_seconds", filter=Q(attempts__ended_at__isnull=False)),
@@ -185,11 +186,11 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
     (:data:`ATTEMPT_ROW` tuples) in memory: the same values the SQL aggregates give (``None``
     where an aggregate has no row, as SQL's MIN/MAX/SUM); ``open_until``: :func:`silent_until`
     of its open attempt."""
-    first = closed_run = closed_shown = charged = open_start = open_funded = None
+    last = closed_run = closed_shown = charged = open_start = open_funded = None
     preemptions = requeue_ends = start_failures = 0
     for started, ended, charged_s, allocated, unfunded, end_reason in rows:
         if started is not None:
-            first = started if first is None or started < first else first
+            last = started if last is None or started > last else last
             if ended is not None:
                 run = ended.replace(microsecond=0) - started.replace(microsecond=0)  # as _RUN
                 closed_run = run if closed_run is None else closed_run + run
@@ -205,7 +206,7 @@ def account_from_attempts(w: Workload, rows: Iterable[tuple[Any, ...]], open_unt
             preemptions += 1
         requeue_ends += end_reason in REQUEUE_REASONS
         start_failures += end_reason == FAILED_TO_START
-    w.acct_first_start, w.acct_closed_run, w.acct_charged = first, closed_run, charged  # type: ignore[attr-defined]
+    w.acct_last_start, w.acct_closed_run, w.acct_charged = last, closed_run, charged  # type: ignore[attr-defined]
     w.acct_closed_shown = closed_shown  # type: ignore[attr-defined]
     w.acct_open_start, w.acct_open_funded = open_start, open_funded  # type: ignore[attr-defined]
     w.acct_preemptions = preemptions  # type: ignore[attr-defined]
@@ -276,7 +277,7 @@ def silent_until_of(workload_ids: list[int]) -> dict[int, datetime]:
 def as_never_started(w: Workload) -> Workload:
     """``w``, known to have no attempt yet (just submitted), given the annotations of
     :func:`with_accounting` without a query: nothing started, run or charged."""
-    w.acct_first_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
+    w.acct_last_start = w.acct_open_start = w.acct_open_funded = None  # type: ignore[attr-defined]
     w.acct_closed_run = w.acct_closed_shown = w.acct_charged = None  # type: ignore[attr-defined]
     w.acct_preemptions = w.acct_requeue_ends = w.acct_start_failures = 0  # type: ignore[attr-defined]
     w.acct_open_until = None  # type: ignore[attr-defined]
@@ -292,10 +293,26 @@ def _seconds(value: Any) -> int:
     return max(0, int(value) // 1_000_000)  # a backend that returns microseconds
 
 
+RUNS_NOW = (Workload.State.STARTING, Workload.State.RUNNING, Workload.State.PREEMPTING)
+"""The states of a workload with an open attempt (its current run, or the one being started)."""
+
+
+def run_start(state: str, open_start: datetime | None, last_start: datetime | None) -> datetime | None:
+    """A workload's ``started``, as squeue and sacct show a requeued job (idle58): the start of its
+    current run while it has one (``open_start``: None while that attempt is only starting, not an
+    earlier run's), none back in the queue (left57), the start of its last run once it ended
+    (``last_start``, the latest attempt's that started). Every surface reads it through
+    :func:`accounting`: the API's ``accounting.started_at``, ``fairway ls``/``show``, the web list."""
+    if state == Workload.State.PENDING:
+        return None
+    if state in RUNS_NOW:
+        return open_start
+    return last_start
+
+
 def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
     """The accounting fields of one workload annotated by :func:`with_accounting` (see the module)."""
     now = now or timezone.now()
-    first = getattr(w, "acct_first_start", None)
     closed_run = _seconds(getattr(w, "acct_closed_run", None))
     elapsed = closed_run
     until = getattr(w, "acct_open_until", None)
@@ -313,13 +330,13 @@ def accounting(w: Workload, now: datetime | None = None) -> dict[str, Any]:
         queued -= seconds_between(open_start, now)
     wait = max(0, queued)
     if w.state == Workload.State.PENDING:  # back in the queue: no start, no run, as squeue (left57)
-        first, elapsed = None, 0
+        elapsed = 0
     charged = int(getattr(w, "acct_charged", None) or 0)
     funded = getattr(w, "acct_open_funded", None)
     if funded is not None:
         charged += w.gpu_count * _seconds(end - funded)
     return {
-        "started_at": first,
+        "started_at": run_start(w.state, open_start, getattr(w, "acct_last_start", None)),
         "wait_s": wait,
         "elapsed_s": elapsed,
         "charged_gpu_hours": round(charged / 3600, 4),

@@ -784,7 +784,9 @@ class HistorySerializer(serializers.Serializer):
 
 class AccountingSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(
-        allow_null=True, help_text="first agent-confirmed start; null while pending (a requeued one too: as squeue)"
+        allow_null=True,
+        help_text="agent-confirmed start of its current run (of its last once it ended: a requeued one's latest, "
+        "as squeue and sacct); null while pending or starting",
     )
     wait_s = serializers.IntegerField(
         help_text="time in the queue in total: submission to its end (or now) less the run of its attempts, "
@@ -983,7 +985,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
 
     @extend_schema_field(AccountingSerializer)
     def get_accounting(self, obj: Workload) -> dict[str, Any]:
-        """Like sacct: first start, wait, elapsed, GPU-hours charged, requeues (scheduler.accounting)."""
+        """Like sacct: the current run's start, wait, elapsed, GPU-hours charged, requeues (scheduler.accounting)."""
         from scheduler.accounting import accounting
 
         if not hasattr(obj, "acct_preemptions"):

@@ -56,7 +56,7 @@ def test_list_and_detail_carry_wait_elapsed_charge_and_preemptions(preempted_onc
     rows = researcher_client.get("/api/v1/workloads/").json()["results"]
     acct = next(r for r in rows if r["id"] == w.pk)["accounting"]
     assert acct == {
-        "started_at": (at - timedelta(hours=2)).isoformat().replace("+00:00", "Z"),
+        "started_at": (at - timedelta(minutes=30)).isoformat().replace("+00:00", "Z"),  # this run's (idle58)
         "wait_s": H + H // 2,  # 1 h before the first start, 30 min before the second (left41)
         "elapsed_s": H + H // 2,
         "charged_gpu_hours": 6.0,  # 4 GPUs × 1 h closed + 4 GPUs × 30 min so far

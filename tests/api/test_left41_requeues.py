@@ -60,7 +60,9 @@ def test_wait_is_the_whole_queue_time_and_requeues_count_every_cause(drained_the
     assert acct["wait_s"] == 120 * M  # 30 min before the first start + 60 between the runs + 30
     assert acct["elapsed_s"] == 120 * M
     assert acct["requeues"] == 2 and acct["preemptions"] == 0  # drained, GPU fault: none preempted
-    assert acct["started_at"] == (at - timedelta(minutes=210)).isoformat().replace("+00:00", "Z")
+    assert acct["started_at"] == (at - timedelta(minutes=30)).isoformat().replace(
+        "+00:00", "Z"
+    )  # its current run (idle58)
     assert researcher_client.get(f"/api/v1/workloads/{w.pk}/").json()["accounting"] == acct
 
 

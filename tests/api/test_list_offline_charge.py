@@ -20,7 +20,7 @@ from scheduler.accounting import account_page, account_prefetched, accounting, w
 from scheduler.models import GPU, Attempt, AttemptGPU, Host, Workload
 from scheduler.services import do_submit_workload
 
-FIELDS = ("acct_first_start", "acct_closed_run", "acct_charged", "acct_open_start", "acct_open_funded")
+FIELDS = ("acct_last_start", "acct_closed_run", "acct_charged", "acct_open_start", "acct_open_funded")
 FIELDS += ("acct_preemptions", "acct_requeue_ends", "acct_start_failures", "acct_open_until")
 
 ENDS = ("preempted", "", "drained", "gpu_fault", "lost", "failed_to_start", "succeeded", "failed")

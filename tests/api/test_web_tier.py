@@ -639,7 +639,7 @@ def test_accounting_from_attempts_in_memory_equals_the_sql_aggregates(researcher
             )
         ids.append(workload.pk)
     now = timezone.now()
-    fields = ("acct_first_start", "acct_closed_run", "acct_charged", "acct_open_start", "acct_open_funded")
+    fields = ("acct_last_start", "acct_closed_run", "acct_charged", "acct_open_start", "acct_open_funded")
     sql = {w.pk: w for w in with_accounting(Workload.objects.filter(pk__in=ids))}
     page = list(Workload.objects.filter(pk__in=ids))
     account_page(page)

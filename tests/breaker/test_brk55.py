@@ -10,11 +10,11 @@ import pytest
 from django.test import Client
 
 from fairway_cli import cli as fairway_cli
-from fairway_cli import waiting
 from scheduler import services
 from scheduler.bulk import do_bulk_action
 from scheduler.models import Workload, WorkloadEvent
 from scheduler.services import do_hold_group, do_hold_workload, do_submit_workload
+from tests.cli.conftest import clock  # noqa: F401 -- the CLI's fake clock
 from tests.cli.inprocess import run_cli
 
 HOUR = 3600
@@ -175,40 +175,32 @@ def test_a_bulk_cancel_failing_part_way_says_how_many_it_canceled(researcher, su
 # --- submit --json --wait, interrupted, names what it submitted ---------------------------------
 
 
-class _Interrupt:
-    """``waiting``'s ``time``: the first pause is a Ctrl-C."""
-
-    @staticmethod
-    def monotonic() -> float:
-        return 1000.0
-
-    @staticmethod
-    def sleep(seconds: float) -> None:
-        raise KeyboardInterrupt
+def _interrupt() -> None:
+    raise KeyboardInterrupt
 
 
 SUBMIT_WAIT = ("submit", "-b", "nlp/olmo", "-c", "default", "-m", "A100", "-M", "0", "--wait")
 """``fairway submit --wait`` of a 1-GPU unallocated ``true``, less its trailing ``-- true``."""
 
 
-def _submit_wait(monkeypatch: pytest.MonkeyPatch, researcher: Any, *extra: str) -> Callable[[], str]:
-    monkeypatch.setattr(waiting, "time", _Interrupt)
+def _submit_wait(monkeypatch: pytest.MonkeyPatch, researcher: Any, fake: Any, *extra: str) -> Callable[[], str]:
+    fake(_interrupt)  # the first pause is a Ctrl-C
     return lambda: run_cli(
         monkeypatch, researcher, *SUBMIT_WAIT, *extra, "--", "true", expect=fairway_cli.EXIT_INTERRUPTED
     )
 
 
-def test_submit_json_wait_interrupted_names_the_workload_it_submitted(researcher, cluster, monkeypatch):
+def test_submit_json_wait_interrupted_names_the_workload_it_submitted(researcher, cluster, monkeypatch, clock):  # noqa: F811
     """With ``--json`` nothing is printed before the wait's one document: a Ctrl-C (a CI job
     cancelled) said "the workloads go on (`fairway cancel ID` stops one)", naming no id, so the
     workload submitted could not be found to cancel. left52 named it for the first read only."""
-    err = _submit_wait(monkeypatch, researcher, "--json")()
+    err = _submit_wait(monkeypatch, researcher, clock, "--json")()
 
     w = Workload.objects.get()
     assert f"#{w.pk} was submitted" in err, err
 
 
-def test_a_wait_failing_after_its_first_read_names_the_workload_submitted(researcher, cluster, monkeypatch):
+def test_a_wait_failing_after_its_first_read_names_the_workload_submitted(researcher, cluster, monkeypatch, clock):  # noqa: F811
     from rest_framework.test import APIClient
 
     get = APIClient.get
@@ -228,24 +220,15 @@ def test_a_wait_failing_after_its_first_read_names_the_workload_submitted(resear
                 return Gone()
         return get(self, path, *args, **kwargs)
 
-    class Clock:
-        @staticmethod
-        def monotonic() -> float:
-            return 1000.0
-
-        @staticmethod
-        def sleep(seconds: float) -> None:
-            return None
-
     monkeypatch.setattr(APIClient, "get", second_refused)
-    monkeypatch.setattr(waiting, "time", Clock)
+    clock()
     err = run_cli(monkeypatch, researcher, *SUBMIT_WAIT, "--json", "--", "true", expect=fairway_cli.EXIT_API)
 
     w = Workload.objects.get()
     assert f"#{w.pk} was submitted, but" in err, err
 
 
-def test_submit_wait_interrupted_during_its_first_read_names_the_workload(researcher, cluster, monkeypatch):
+def test_submit_wait_interrupted_during_its_first_read_names_the_workload(researcher, cluster, monkeypatch, clock):  # noqa: F811
     """left52 named the submitted work for a Ctrl-C in the first read's pause; one during the read
     itself (a server slow to answer, up to the CLI's 30 s) exited 130 without a word."""
     from rest_framework.test import APIClient
@@ -254,7 +237,7 @@ def test_submit_wait_interrupted_during_its_first_read_names_the_workload(resear
         raise KeyboardInterrupt
 
     monkeypatch.setattr(APIClient, "get", slow)
-    err = _submit_wait(monkeypatch, researcher)()
+    err = _submit_wait(monkeypatch, researcher, clock)()
 
     assert f"#{Workload.objects.get().pk} was submitted" in err, err
 

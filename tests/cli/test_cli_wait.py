@@ -1,6 +1,6 @@
 """``fairway wait``, ``submit --wait`` and ``resubmit --wait`` against a live server (docs/jobs.md
-"Wait for workloads"). The wait's clock is a fake one (``fairway_cli.waiting.time``): each pause
-it takes moves the workloads on by one scripted step, so no test sleeps."""
+"Wait for workloads"). The wait's clock is a fake one (``clock``, tests/cli/conftest.py): each
+pause it takes moves the workloads on by one scripted step, so no test sleeps."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import pytest
 import requests
 from django.utils import timezone
 
-from fairway_cli import waiting
 from fairway_cli.cli import (
     EXIT_API,
     EXIT_INTERRUPTED,
@@ -33,34 +32,6 @@ from fairway_cli.cli import (
 from scheduler.models import ArrayGroup, Workload
 from scheduler.services import do_submit_workload
 from tests.cli.test_cli import REPO, cli, logged_in  # noqa: F401 -- the live-server fixtures
-
-
-class FakeTime:
-    """``waiting``'s ``time``: ``sleep`` advances ``monotonic`` and runs the next scripted step."""
-
-    def __init__(self, *steps: Callable[[], None]) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-        self.steps = list(steps)
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        if self.steps:
-            self.steps.pop(0)()
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeTime]:
-    def install(*steps: Callable[[], None]) -> FakeTime:
-        fake = FakeTime(*steps)
-        monkeypatch.setattr(waiting, "time", fake)
-        return fake
-
-    return install
 
 
 def become(w: Workload, state: str, **fields: Any) -> Callable[[], None]:

@@ -10,7 +10,7 @@ import requests
 from fairway_cli import cli as fairway_cli
 from fairway_cli.cli import EXIT_API, EXIT_OK
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
-from tests.cli.test_cli_wait import become, clock, fairway, submitted, together  # noqa: F401 -- fixtures
+from tests.cli.test_cli_wait import become, fairway, submitted, together  # noqa: F401 -- fixtures
 
 
 def _recording(monkeypatch) -> list[str]:

@@ -4,36 +4,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import requests
 from django.utils import timezone
 
-from fairway_cli import waiting
 from fairway_cli.cli import EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
 from fairway_cli.words import nothing_to_change_text
 from scheduler.models import Workload
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
-from tests.cli.test_cli_wait import FakeTime
 
 
 @pytest.fixture
 def fairway(logged_in):  # noqa: F811 -- the imported fixture
     return logged_in
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeTime]:
-    """``clock(*steps)``: the wait's fake clock (``tests/cli/test_cli_wait.py``)."""
-
-    def install(*steps: Callable[[], None]) -> FakeTime:
-        fake = FakeTime(*steps)
-        monkeypatch.setattr(waiting, "time", fake)
-        return fake
-
-    return install
 
 
 def throttled() -> requests.Response:

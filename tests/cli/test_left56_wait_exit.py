@@ -8,7 +8,7 @@ from scheduler.models import Attempt, Workload
 from scheduler.services import do_submit_workload
 from scheduler.tick import run_tick
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
-from tests.cli.test_cli_wait import become, clock, fairway, submitted  # noqa: F401 -- fixtures
+from tests.cli.test_cli_wait import become, fairway, submitted  # noqa: F401 -- fixtures
 
 URL = "/api/v1/workloads/"
 

@@ -12,7 +12,7 @@ import requests
 from fairway_cli.cli import EXIT_OK, EXIT_UNREACHABLE
 from fairway_cli.waiting import GIVE_UP_S, GIVE_UP_TRIES
 from tests.cli.test_cli import cli, logged_in  # noqa: F401 -- the live-server fixtures
-from tests.cli.test_cli_wait import become, clock, fairway, submitted  # noqa: F401 -- fixtures
+from tests.cli.test_cli_wait import become, fairway, submitted  # noqa: F401 -- fixtures
 
 
 def _answer(status: int, retry_after: str | None = None) -> requests.Response:

@@ -246,3 +246,18 @@ def test_a_gap_in_the_samples_breaks_the_stretch(tw, ticks):
     GpuMinuteSample.objects.filter(minute=_minute(tw, -30)).delete()  # a gap within REPORTED_S: no break
     GpuMinuteSample.objects.filter(minute=_minute(tw, -31)).delete()
     assert idle.idle_attempts(now=tw.now + timedelta(minutes=60))[a.pk].since == _minute(tw, 0)
+
+
+def test_minutes_nobody_read_in_a_stretch_are_a_gap_too(tw, ticks):
+    """idle58 (the oracle, scheduler/idle_reference.py): a minute whose utilization no heartbeat read
+    (``null``, nvml56) is unknown like a minute without a sample. Quiet, then 3 minutes read by
+    nobody, then quiet: over 3 minutes between two read minutes start the stretch again, as
+    3 minutes without any sample do; the gap check counted the unread rows as samples."""
+    gpus = _gpus(tw, n=1)
+    a = _running(tw, gpus)
+    _fill(tw, gpus[0], 0.0, 150, 64)
+    GpuMinuteSample.objects.bulk_create(
+        [GpuMinuteSample(gpu=gpus[0], minute=_minute(tw, m), samples=3, utilization_samples=0) for m in (63, 62, 61)]
+    )
+    _fill(tw, gpus[0], 0.0, 60)
+    assert idle.idle_attempts(now=_minute(tw, 0))[a.pk].since == _minute(tw, 60)  # not 150 minutes
