@@ -212,7 +212,13 @@ FAIRWAY_WEB_MAX_IN_FLIGHT = env_int("FAIRWAY_WEB_MAX_IN_FLIGHT", 32, minimum=1)
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'fairway.sqlite3'}")
 try:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    # CONN_HEALTH_CHECKS: a connection the server ended (a PostgreSQL restart, a failover,
+    # pg_terminate_backend) is never reused: with the pool, psycopg's pool checks each connection
+    # it hands out (ConnectionPool.check_connection, one empty query) and replaces a dead one;
+    # without it, Django checks a kept connection before a request reuses it; the first dead one
+    # makes the pool check all its idle ones (config/dbpool.py). Before (pool58): one 500 per idle
+    # pooled connection of each process after a restart (docs/deploy.md §4).
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
 except Exception as exc:  # dj_database_url raises several types on a bad URL
     raise ImproperlyConfigured(f"DATABASE_URL={DATABASE_URL!r} is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

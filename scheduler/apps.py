@@ -8,9 +8,11 @@ class SchedulerConfig(AppConfig):
     verbose_name = "Scheduler"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_delete, post_save
 
         import scheduler.checks  # noqa: F401 -- registers the system checks
+        from config.dbpool import purge_on_first_dead_connection
         from scheduler.models import GPU, Cluster, Host
 
         # A saved or deleted cluster, host or GPU whose kept fields may have changed: web processes
@@ -28,3 +30,5 @@ class SchedulerConfig(AppConfig):
             uid = f"scheduler.hardware_memo.{model.__name__}"
             post_save.connect(saved, sender=model, weak=False, dispatch_uid=f"{uid}.save")
             post_delete.connect(deleted, sender=model, weak=False, dispatch_uid=f"{uid}.delete")
+        # After a PostgreSQL restart, the pool's dead connections found all at once (config/dbpool.py).
+        connection_created.connect(purge_on_first_dead_connection, dispatch_uid="config.dbpool")

@@ -55,7 +55,20 @@ class Chromium:
         return context.new_page()
 
     def close(self) -> None:
-        """Closes the browser and stops Playwright (again: nothing)."""
+        """Closes the database connections the test made while Playwright ran, the browser, and
+        stops Playwright (again: nothing).
+
+        While Playwright's sync API runs, its event loop counts as running in this thread, so
+        Django keeps this thread's connections in asgiref's context-variable storage instead of
+        the thread-local one: a second set, which the main greenlet's context keeps from one test
+        to the next, and which nothing else closes (the teardown after Playwright stopped sees the
+        thread-local set). ``end_stray_sessions`` ended the one connection it held and the next
+        browser test's ORM read failed with "terminating connection due to administrator command"
+        (brk55's test and the SSO one had each replaced it)."""
+        if self._browser is not None:
+            from django.db import connections
+
+            connections.close_all()  # the context-variable set: Playwright's loop still runs
         self._running.close()
         self._browser = None
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 def end_stray_sessions() -> None:
     """End every other backend of this process's test database (``test_..._<pid>``: no other
     process uses it), then close the connection pool if there is one (PostgreSQL's default,
-    ``FAIRWAY_DB_POOL``): the pool's idle connections were among those ended, and one borrowed
-    later would fail with "terminating connection due to administrator command". The next query
-    opens a fresh pool. Nothing to do on SQLite."""
+    ``FAIRWAY_DB_POOL``): the pool's idle connections were among those ended (the pool's check
+    would replace them at their next checkout, config/dbpool.py; a fresh pool costs nothing).
+    The next query opens a fresh pool. Nothing to do on SQLite."""
     from django.db import connection
 
     if connection.vendor != "postgresql":

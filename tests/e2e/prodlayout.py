@@ -1,4 +1,5 @@
-"""Helpers of ``test_production_layout.py``: real processes, a failover TCP balancer, the REST API.
+"""Helpers of ``test_production_layout.py`` and ``test_db_failover.py``: real processes, a failover
+TCP balancer, the REST API.
 
 Nothing here imports Django: the production layout is driven from outside, like an operator
 (process manager, load balancer, ``curl``) would, and read back through the API and SQL.
@@ -9,17 +10,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -262,3 +268,61 @@ def kill_attempt_processes(state_dir: Path) -> None:
         else:
             if data.get("var_tmp"):  # its private /var/tmp (docs/isolation.md): the next agent would remove it
                 shutil.rmtree(str(data["var_tmp"]), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_redis_db(redis_url: str) -> Iterator[str]:
+    """A Redis database number nobody uses (claimed with a marker key); flushed at the end."""
+    import redis
+
+    base = urlparse(redis_url)
+    marker = "fairway:prodlayout:owner"
+    for number in range(15, 0, -1):
+        url = urlunparse(base._replace(path=f"/{number}"))
+        client = redis.Redis.from_url(url)
+        if client.set(marker, os.getpid(), nx=True, ex=3600):
+            if client.dbsize() == 1:
+                break
+            client.delete(marker)  # someone else's data is there: not ours
+        client.close()
+    else:
+        pytest.skip("no free Redis database number (1..15) to run the production layout on")
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+def server_env(db_url: str, redis_url: str, var_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWAY_", "DJANGO_", "SECURE_"))}
+    env.update(
+        DATABASE_URL=db_url,
+        REDIS_URL=redis_url,
+        DJANGO_SETTINGS_MODULE="config.settings",
+        PYTHONUNBUFFERED="1",
+        FAIRWAY_ENV="production",
+        SECRET_KEY=secrets.token_urlsafe(60),
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        SECURE_SSL_REDIRECT="false",  # no TLS-terminating proxy in this test
+        FAIRWAY_VAR_DIR=str(var_dir),
+        FAIRWAY_DB_POOL_MAX_SIZE="4",
+        FAIRWAY_HEARTBEAT_S="0.5",
+        FAIRWAY_HEARTBEAT_FLUSH_S="0.1",
+        FAIRWAY_TICK_INTERVAL_S="0.5",
+        FAIRWAY_TICK_DEBOUNCE_S="0.1",
+        FAIRWAY_GRACE_PERIOD_S="3",
+        FAIRWAY_HOST_OFFLINE_AFTER_S="20",
+        LOG_LEVEL="INFO",
+    )
+    return env
+
+
+def web_argv(port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+        "--workers", "1", "--ws", "websockets-sansio", "--ws-ping-interval", "120", "--ws-ping-timeout", "60",
+        "--ws-max-size", "262144",
+        "--lifespan", "off", "--proxy-headers", "--timeout-graceful-shutdown", "30",
+        "--log-level", "warning",
+    ]  # fmt: skip

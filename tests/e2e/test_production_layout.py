@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -44,7 +43,18 @@ from urllib.parse import urlparse, urlunparse
 
 import pytest
 
-from tests.e2e.prodlayout import REPO, Api, Balancer, Processes, free_port, kill_attempt_processes, wait_for
+from tests.e2e.prodlayout import (
+    REPO,
+    Api,
+    Balancer,
+    Processes,
+    free_port,
+    kill_attempt_processes,
+    own_redis_db,
+    server_env,
+    wait_for,
+    web_argv,
+)
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -169,30 +179,6 @@ def _fresh_database() -> Iterator[str]:
             conn.execute(f'drop database if exists "{name}" with (force)')
 
 
-@contextlib.contextmanager
-def _own_redis_db() -> Iterator[str]:
-    """A Redis database number nobody uses (claimed with a marker key); flushed at the end."""
-    import redis
-
-    base = urlparse(REDIS_URL)
-    marker = "fairway:prodlayout:owner"
-    for number in range(15, 0, -1):
-        url = urlunparse(base._replace(path=f"/{number}"))
-        client = redis.Redis.from_url(url)
-        if client.set(marker, os.getpid(), nx=True, ex=3600):
-            if client.dbsize() == 1:
-                break
-            client.delete(marker)  # someone else's data is there: not ours
-        client.close()
-    else:
-        pytest.skip("no free Redis database number (1..15) to run the production layout on")
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
-
-
 SEED = """
 import json
 from datetime import timedelta
@@ -213,47 +199,13 @@ print("SEED " + json.dumps({"token": token, "joins": joins}))
 """
 
 
-def _server_env(db_url: str, redis_url: str, var_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRWAY_", "DJANGO_", "SECURE_"))}
-    env.update(
-        DATABASE_URL=db_url,
-        REDIS_URL=redis_url,
-        DJANGO_SETTINGS_MODULE="config.settings",
-        PYTHONUNBUFFERED="1",
-        FAIRWAY_ENV="production",
-        SECRET_KEY=secrets.token_urlsafe(60),
-        ALLOWED_HOSTS="127.0.0.1,localhost",
-        SECURE_SSL_REDIRECT="false",  # no TLS-terminating proxy in this test
-        FAIRWAY_VAR_DIR=str(var_dir),
-        FAIRWAY_DB_POOL_MAX_SIZE="4",
-        FAIRWAY_HEARTBEAT_S="0.5",
-        FAIRWAY_HEARTBEAT_FLUSH_S="0.1",
-        FAIRWAY_TICK_INTERVAL_S="0.5",
-        FAIRWAY_TICK_DEBOUNCE_S="0.1",
-        FAIRWAY_GRACE_PERIOD_S="3",
-        FAIRWAY_HOST_OFFLINE_AFTER_S="20",
-        LOG_LEVEL="INFO",
-    )
-    return env
-
-
-def _web_argv(port: int) -> list[str]:
-    return [
-        PY, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-        "--workers", "1", "--ws", "websockets-sansio", "--ws-ping-interval", "120", "--ws-ping-timeout", "60",
-        "--ws-max-size", "262144",
-        "--lifespan", "off", "--proxy-headers", "--timeout-graceful-shutdown", "30",
-        "--log-level", "warning",
-    ]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("prodlayout")
     with contextlib.ExitStack() as cleanup:
         db_url = cleanup.enter_context(_fresh_database())
-        redis_url = cleanup.enter_context(_own_redis_db())
-        env = _server_env(db_url, redis_url, root / "var")
+        redis_url = cleanup.enter_context(own_redis_db(REDIS_URL))
+        env = server_env(db_url, redis_url, root / "var")
         (root / "var").mkdir()
         procs = Processes(root / "logs", env)
         balancers: list[Balancer] = []
@@ -292,7 +244,7 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert collect.wait(60) == 0, procs.tail("collectstatic")
         ports = {"web1": free_port(), "web2": free_port()}
         for name, port in ports.items():
-            procs.start(name, _web_argv(port))
+            procs.start(name, web_argv(port))
         assert seeding.wait(60) == 0, procs.tail("seed")
         out = procs.output("seed")
         seed = json.loads(next(line for line in out.splitlines() if line.startswith("SEED "))[5:])

@@ -49,11 +49,6 @@ def test_a_researcher_logs_in_through_the_identity_provider_and_uses_a_personal_
     assert "nora" in page.inner_text("header")
     page.screenshot(path=str(shots / "sso-03-logged-in-budgets.png"), full_page=True)
 
-    # The browser tests before this one end stray backends of the test database
-    # (pg_terminate_backend); a connection of this thread they ended is replaced here.
-    from django.db import connection
-
-    connection.close_if_unusable_or_obsolete()
     nora = User.objects.get(username="nora")
     assert dict(Membership.objects.filter(user=nora).values_list("budget__name", "role")) == {
         "nlp": "member",

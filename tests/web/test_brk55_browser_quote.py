@@ -21,13 +21,4 @@ def test_quote_first_without_a_minimum_runtime_shows_the_ladder(new_page, resear
     rows = page.locator("#quote-table tbody tr td:first-child").all_inner_texts()
 
     assert [r.strip() for r in rows] == ["0 (unallocated)", "30m", "2h", "8h", "1d"]
-    # The browser tests before this one end stray backends of the test database
-    # (pg_terminate_backend, tests/dbsessions.py): this thread's connection and the pool's idle
-    # ones may be among them, so both are replaced here (on PostgreSQL under the full suite, a
-    # fresh clone's CI failed here twice: "terminating connection due to administrator command").
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        connection.close()
-        connection.close_pool()
     assert Workload.objects.count() == 0
