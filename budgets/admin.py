@@ -30,6 +30,7 @@ from budgets.services import (
     do_set_hold,
     do_set_shares,
     load_tree,
+    lone_shares_note,
     normalized_shares,
     record_move_and_cap,
     request_ticks_everywhere,
@@ -315,6 +316,8 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         record_move_and_cap(obj, {f: form.initial.get(f) for f in changed}, request.user, note)
         if "shares" in form.changed_data:  # from what the page showed: an active boost ends (brk56)
             do_set_shares(request.user, obj, new_shares, note)
+            if lone := lone_shares_note(obj):  # saved, and moving no share of a cluster (try58)
+                messages.warning(request, lone)
         if new_hold != obj.hold:
             do_set_hold(obj, new_hold, actor=request.user, note=note)
         obj.shares, obj.hold = new_shares, new_hold
@@ -588,6 +591,8 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
             raise PermissionDenied(str(exc)) from exc
         obj.pk = saved.pk
         obj.refresh_from_db()
+        if lone := lone_shares_note(saved.budget):  # scheduled, and moving no share of a cluster (try58)
+            messages.warning(request, lone)
         transaction.on_commit(apply_due_boosts)  # one starting now need not wait for the clock
 
 
