@@ -510,7 +510,7 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     one may be deleted before it starts; none is edited (schedule another instead)."""
 
     form = ShareBoostForm
-    list_display = ["budget_path", "shares", "starts_at", "ends_at", "base_shares", "state", "actor_name", "note"]
+    list_display = ["budget_path", "shares", "starts_shown", "ends_shown", "base_shares", "state", "actor_name", "note"]
     list_filter = [("ended_at", admin.EmptyFieldListFilter)]
     search_fields = ["budget__name", "note", "actor_name"]
     autocomplete_fields = ["budget"]
@@ -521,6 +521,16 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         from budgets.tree_memo import paths_of, shared_tree
 
         return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
+
+    @admin.display(description="from", ordering="starts_at")
+    def starts_shown(self, obj: ShareBoost) -> str:
+        """As its state and every surface write an instant (``instant_text``): Django's minutes
+        read "Dec 7 2026 01:13 UTC" beside "until 02:30:00 UTC" (try58)."""
+        return instant_text(obj.starts_at)
+
+    @admin.display(description="until", ordering="ends_at")
+    def ends_shown(self, obj: ShareBoost) -> str:
+        return instant_text(obj.ends_at)
 
     @admin.display(description="state")
     def state(self, obj: ShareBoost) -> str:
