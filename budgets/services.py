@@ -392,7 +392,8 @@ def lone_shares_note(budget: Budget) -> str | None:
     tree = load_tree()
     shares = normalized_shares(tree)
     siblings = [b for b in tree.values() if b.parent_id == budget.parent_id and b.pk != budget.pk and shares.get(b.pk)]
-    return rules.lone_shares_note(budget_paths(tree).get(budget.pk, budget.path), live_siblings=len(siblings))
+    path = budget_paths(tree).get(budget.pk, budget.path)
+    return rules.lone_shares_note(path, live_siblings=len(siblings), root=budget.parent_id is None)
 
 
 # --- temporary shares ("deadline boosts") ----------------------------------------------------
