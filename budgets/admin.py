@@ -30,6 +30,7 @@ from budgets.services import (
     do_set_hold,
     do_set_shares,
     load_tree,
+    lone_shares_note,
     normalized_shares,
     record_move_and_cap,
     request_ticks_everywhere,
@@ -315,6 +316,8 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         record_move_and_cap(obj, {f: form.initial.get(f) for f in changed}, request.user, note)
         if "shares" in form.changed_data:  # from what the page showed: an active boost ends (brk56)
             do_set_shares(request.user, obj, new_shares, note)
+            if lone := lone_shares_note(obj):  # saved, and moving no share of a cluster (try58)
+                messages.warning(request, lone)
         if new_hold != obj.hold:
             do_set_hold(obj, new_hold, actor=request.user, note=note)
         obj.shares, obj.hold = new_shares, new_hold
@@ -507,7 +510,7 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     one may be deleted before it starts; none is edited (schedule another instead)."""
 
     form = ShareBoostForm
-    list_display = ["budget_path", "shares", "starts_at", "ends_at", "base_shares", "state", "actor_name", "note"]
+    list_display = ["budget_path", "shares", "starts_shown", "ends_shown", "base_shares", "state", "actor_name", "note"]
     list_filter = [("ended_at", admin.EmptyFieldListFilter)]
     search_fields = ["budget__name", "note", "actor_name"]
     autocomplete_fields = ["budget"]
@@ -518,6 +521,16 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
         from budgets.tree_memo import paths_of, shared_tree
 
         return paths_of(shared_tree()).get(obj.budget_id) or str(obj.budget)
+
+    @admin.display(description="from", ordering="starts_at")
+    def starts_shown(self, obj: ShareBoost) -> str:
+        """As its state and every surface write an instant (``instant_text``): Django's minutes
+        read "Dec 7 2026 01:13 UTC" beside "until 02:30:00 UTC" (try58)."""
+        return instant_text(obj.starts_at)
+
+    @admin.display(description="until", ordering="ends_at")
+    def ends_shown(self, obj: ShareBoost) -> str:
+        return instant_text(obj.ends_at)
 
     @admin.display(description="state")
     def state(self, obj: ShareBoost) -> str:
@@ -588,6 +601,8 @@ class ShareBoostAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
             raise PermissionDenied(str(exc)) from exc
         obj.pk = saved.pk
         obj.refresh_from_db()
+        if lone := lone_shares_note(saved.budget):  # scheduled, and moving no share of a cluster (try58)
+            messages.warning(request, lone)
         transaction.on_commit(apply_due_boosts)  # one starting now need not wait for the clock
 
 

@@ -73,3 +73,24 @@ def boost_problem(path: str, *, archived: bool, root: bool = False) -> Refusal |
     if archived:
         return "budget_archived", "budget", f"Budget {path} is archived: its shares count for nothing."
     return None
+
+
+def lone_shares_note(path: str, *, live_siblings: int, root: bool = False) -> str | None:
+    """What a change of budget ``path``'s shares (an edit, a temporary share) does when it has no
+    live sibling, or None when it has one: shares weigh a budget against its live siblings only
+    (DESIGN.md §1, ``normalized_shares``), so alone it keeps its parent's whole share, whatever its
+    shares (try58: a deadline's temporary share of an only project was saved and changed nothing).
+    ``live_siblings``: the siblings counted in its normalization (a share above 0); ``root``: it is
+    the tree's root, which holds every cluster whole."""
+    if live_siblings:
+        return None
+    if root:
+        return (
+            f"Budget {path} is the root: shares weigh a budget against its siblings only, so its shares "
+            "change no share of a cluster (it holds every cluster whole)."
+        )
+    return (
+        f"Budget {path} has no live sibling: shares weigh a budget against its siblings only, so its "
+        "shares change no share of a cluster (it keeps its parent's whole share). To give its work more "
+        "of a cluster, change the shares of a budget above it that has siblings."
+    )

@@ -384,6 +384,18 @@ def do_set_shares(
     return budget
 
 
+def lone_shares_note(budget: Budget) -> str | None:
+    """The admin's note beside a saved change of ``budget``'s shares (an edit, a temporary
+    share) when it has no live sibling, so the change moves no share of a cluster
+    (:func:`budgets.rules.lone_shares_note`); None when it has one. Live: counted in the
+    normalization (:func:`normalized_shares` above 0)."""
+    tree = load_tree()
+    shares = normalized_shares(tree)
+    siblings = [b for b in tree.values() if b.parent_id == budget.parent_id and b.pk != budget.pk and shares.get(b.pk)]
+    path = budget_paths(tree).get(budget.pk, budget.path)
+    return rules.lone_shares_note(path, live_siblings=len(siblings), root=budget.parent_id is None)
+
+
 # --- temporary shares ("deadline boosts") ----------------------------------------------------
 
 

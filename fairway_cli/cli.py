@@ -51,6 +51,7 @@ from fairway_cli.waiting import (
     poll_until_final,
 )
 from fairway_cli.words import (
+    AVAILABILITY_MEANS,
     UNFUNDED_ATTEMPT,
     budget_hint_text,
     bulk_stopping_text,
@@ -2213,7 +2214,7 @@ def cmd_metrics(args: argparse.Namespace, config: Config, out: TextIO) -> int:
             f"{hours} complete hour{'' if hours == 1 else 's'}{partial}\n"
         )
         t = r["total"]
-        out.write(f"  availability  {_pct(t['availability'])}\n")
+        out.write(f"  availability  {_pct(t['availability'])} ({AVAILABILITY_MEANS})\n")
         out.write(
             f"  occupancy     {_pct(t['occupancy'])} ({_pct(t['occupancy_allocated'])} allocated, "
             f"{_pct(t['occupancy_unallocated'])} unallocated)\n"

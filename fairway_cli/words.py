@@ -128,6 +128,11 @@ def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
     return f"{idle_words(idle, absolute=absolute)}: {gpu_hours_text(idle.get('gpu_hours'))} GPU-hours held idle"
 
 
+AVAILABILITY_MEANS = "GPU healthy, host active, in the states at each hour's roll-up (the current hour's: now)"
+"""What the pyramid's availability counts, on the metrics page and in ``fairway metrics``: sampled,
+not replayed (docs/standing.md, "Availability is sampled"; try58: a host draining for the last
+minutes read as unavailable for the whole hour, "45%" for a cluster up all along, unexplained)."""
+
 NOT_MEASURED = "not measured"
 """How every surface says a figure of efficiency had no sample to come from (docs/jobs.md
 "Efficiency"): never 0 %, never a dash."""

@@ -167,9 +167,15 @@ class GPUInline(admin.TabularInline):
 class HostEventInline(ReadOnlyMixin, admin.TabularInline):
     model = HostEvent
     extra = 0
-    fields = ["at", "kind", "actor", "message", "data"]
+    fields = ["when", "kind", "actor", "message", "data"]
     readonly_fields = fields
     ordering = ["-id"]  # newest recorded first (HostEvent's order, reversed), whatever "at" says
+
+    @admin.display(description="at")
+    def when(self, obj: HostEvent) -> str:
+        """As the row's own name and every surface write an instant (``instant_text``): Django's
+        minutes read "01:08 UTC" under "joined of host 2 at … 01:09:00 UTC" (try58)."""
+        return instant_text(obj.at)
 
 
 class HostForm(forms.ModelForm):
@@ -212,11 +218,11 @@ class HostAdmin(admin.ModelAdmin):
         "drain_now",
         "scheduled_drain_shown",
         "agent_version",
-        "last_heartbeat",
-        "removed_at",
+        "heartbeat_shown",
+        "removed_shown",
         "pending_inventory",
         "isolation",
-        "created_at",
+        "created_shown",
     ]
     fields = [*readonly_fields, "labels"]
     inlines = [GPUInline, HostEventInline]
@@ -270,6 +276,15 @@ class HostAdmin(admin.ModelAdmin):
         """As the clusters page, ``fairway hosts`` and every sentence write an instant
         (``14:05:09 UTC``): the list read "Dec. 6, 2026, 9:19 a.m." beside them (try37)."""
         return instant_text(obj.last_heartbeat) or "never"
+
+    @admin.display(description="removed at")
+    def removed_shown(self, obj: Host) -> str:
+        """When it left the cluster for good, written as every instant (try58), "-" when it has not."""
+        return instant_text(obj.removed_at) or "-"
+
+    @admin.display(description="created at")
+    def created_shown(self, obj: Host) -> str:
+        return instant_text(obj.created_at)
 
     @admin.display(description="GPUs", ordering="n_gpus")
     def gpu_count(self, obj: Host) -> int:
@@ -593,8 +608,9 @@ class WorkloadEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def recorded_at(self, obj: WorkloadEvent) -> Any:
         """``at`` as stamped, sorted by the order the events were recorded (``EVENT_ORDER``): a
         tick stamps its events with its start, so ``at`` need not grow with the id, and sorted by
-        ``at`` a placement read before the end that allowed it."""
-        return obj.at
+        ``at`` a placement read before the end that allowed it. Written as every instant
+        (``instant_text``; Django's minutes read "01:08 UTC" for the event "at … 01:09:00 UTC", try58)."""
+        return instant_text(obj.at)
 
 
 @admin.register(HostEvent)
@@ -609,8 +625,8 @@ class HostEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="at", ordering="id")
     def recorded_at(self, obj: HostEvent) -> Any:
         """``at`` as stamped, sorted by the order the events were recorded (as ``recorded_at`` of
-        the workload event list)."""
-        return obj.at
+        the workload event list), written as every instant (try58)."""
+        return instant_text(obj.at)
 
 
 @admin.register(JoinToken)

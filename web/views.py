@@ -52,6 +52,7 @@ from config.errors import ServiceError
 from config.one_read import one_read_view
 from config.pagination import whole_number_problem
 from fairway_cli.words import (
+    AVAILABILITY_MEANS,
     NOT_MEASURED,
     RESUBMITTED_AS,
     RESUBMITTED_FROM,
@@ -1213,6 +1214,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         "web/metrics.html",
         {
             "nav": "metrics",
+            "availability_means": AVAILABILITY_MEANS,
             "occupancy": occupancy(clusters),
             "pyramids": pyramids,
             "series": PYRAMID_SERIES,

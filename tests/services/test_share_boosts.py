@@ -296,3 +296,44 @@ def test_the_what_if_shares_say_which_share_is_temporary(admin, org_tree, db):
     assert line.startswith("  nlp/olmo: 3  # temporary: share 3 until "), line
     assert line.endswith("(then 1)"), line
     assert yaml.safe_load(text)["shares"]["nlp/olmo"] == 3  # the comment is read past
+
+
+# try58: a temporary share of vision/det, the only project of vision, was "added successfully" and
+# changed nothing: shares weigh a budget against its live siblings only (DESIGN.md §1), so the
+# boosted budget kept 25.0%. The admin says so beside its success message (budgets.rules).
+LONE = "has no live sibling"
+
+
+@pytest.mark.parametrize(
+    ("path", "archive", "lone"), [("vision/sam", None, True), ("nlp/olmo", None, False), ("nlp/olmo", "nlp/tulu", True)]
+)
+def test_a_boost_of_a_budget_without_live_siblings_says_it_changes_no_share(admin, org_tree, path, archive, lone):
+    if archive:
+        do_archive_budget(org_tree[archive])
+    response = _client(admin).post(reverse("admin:budgets_shareboost_add"), _form(org_tree[path]), follow=True)
+    page = response.content.decode()
+    assert "was added successfully" in page
+    assert (LONE in page) is lone, page[:3000]
+    if lone:
+        assert f"Budget {path} {LONE}" in page
+
+
+def test_a_share_edit_of_a_budget_without_live_siblings_says_so(admin, org_tree):
+    from tests.services.test_share_audit import _change_form
+
+    client = _client(admin)
+    for path, said in (
+        ("vision/sam", f"Budget vision/sam {LONE}"),
+        ("nlp/olmo", None),
+        ("org", "Budget org is the root"),
+    ):
+        budget = org_tree[path]
+        url = reverse("admin:budgets_budget_change", args=[budget.pk])
+        page = client.post(url, _change_form(budget, shares=4), follow=True).content.decode()
+        assert _shares(budget) == 4
+        assert (said in page) if said else ("change no share of a cluster" not in page), (path, page[:3000])
+    sam = org_tree["vision/sam"]  # a save that leaves the shares alone says nothing
+    page = client.post(
+        reverse("admin:budgets_budget_change", args=[sam.pk]), _change_form(sam, shares=4, description="x"), follow=True
+    )
+    assert LONE not in page.content.decode()
