@@ -42,7 +42,7 @@ from agent.state import AttemptRecord, monotonic_s, open_private_append, write_p
 try:
     import docker
     from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-    from docker.types import DeviceRequest
+    from docker.types import DeviceRequest, LogConfig
 except ImportError:  # pragma: no cover -- the agent's requirements install it
     docker = None
 
@@ -66,13 +66,15 @@ def container_spec(
     identity: Identity | None = None,
     pids_max: int = DEFAULT_PIDS_MAX,
     network: str = "private",
+    log_max_bytes: int = 64 * 1024 * 1024,
 ) -> dict[str, Any]:
     """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine).
 
     With an ``identity`` that the agent switches to, the container runs as ``--user uid:gid``
     with its extra groups (``--group-add``), whatever the image's ``USER`` says. ``pids_max``: the
     host's ``isolation.pids_max`` (0: no limit). ``network``: the host's
-    ``isolation.container_network`` (:func:`network_mode`)."""
+    ``isolation.container_network`` (:func:`network_mode`). ``log_max_bytes``: the agent's cap of an
+    attempt's log, which the engine's own log of the container keeps to as well (:func:`engine_log`)."""
     env = dict(spec.env)
     env.update(
         NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids) if spec.gpu_uuids else "void",
@@ -98,6 +100,7 @@ def container_spec(
         # in the image raises nothing, so ``--user`` holds (brk41: a setuid shell made an owner's
         # workload root in its container, with the engine's default capabilities).
         "security_opt": ["no-new-privileges"],
+        "log_config": engine_log(log_max_bytes),
     }
     if identity is not None and identity.switch:
         kwargs["user"] = f"{identity.uid}:{identity.gid}"
@@ -109,6 +112,16 @@ def container_spec(
         ]
     kwargs.update(resource_limits(spec, pids_max))
     return kwargs
+
+
+def engine_log(log_max_bytes: int) -> Any:
+    """The container's ``LogConfig``: the engine's log of its output rotates at the agent's cap
+    (iso58; docs/isolation.md). The agent follows that log into its own capped copy; the engine's
+    copy is only what the agent has yet to read, but ``json-file`` (Docker's default; Podman's
+    ``k8s-file`` alike) kept every byte until the container was removed, so a workload printing
+    without end filled the engine's disk. Two files of half the cap each, as Docker rotates them
+    (Podman truncates at ``max-size``): at most ``log_max_bytes`` on the engine's disk."""
+    return LogConfig(type=LogConfig.types.JSON, config={"max-size": str(max(1, log_max_bytes // 2)), "max-file": "2"})
 
 
 def is_gang_part(spec: AttemptSpec) -> bool:
@@ -286,6 +299,7 @@ class DockerRuntime(StoredRuntime):
             identity=ident,
             pids_max=self.isolation.config.pids_max,
             network=self.isolation.config.container_network,
+            log_max_bytes=self.log_max_bytes,
         )
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other
