@@ -35,6 +35,7 @@ from agent.runtime.isolation import (
     Identity,
     Isolation,
     IsolationConfig,
+    mount_problem,
     out_of_memory_message,
 )
 from agent.state import AttemptRecord, monotonic_s, open_private_append, write_preempt_notice
@@ -286,6 +287,10 @@ class DockerRuntime(StoredRuntime):
         if not spec.image:
             self._fail(record, "the docker runtime needs an image")
         ident = await self._identity(record, spec)
+        if ident.switch:  # the engine binds as root: only where the owner reaches on the host (iso58)
+            for m in spec.mounts:
+                if (problem := mount_problem(m.host_path, ident.uid, {ident.gid, *ident.groups})) is not None:
+                    self._fail(record, f"user {ident.user} (uid {ident.uid}) cannot reach mount {m.name}: {problem}")
         self.store.ensure_private()
         run_dir = self.store.run_dir(spec.attempt_id)
         run_dir.mkdir(parents=True, exist_ok=True)

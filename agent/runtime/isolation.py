@@ -795,6 +795,16 @@ def access_problem(path: str, uid: int, gids: set[int], want: int = 1) -> str | 
     return walk(os.path.abspath(path), want)
 
 
+def mount_problem(path: str, uid: int, gids: set[int]) -> str | None:
+    """Why ``uid`` (in ``gids``) cannot reach the directory ``path`` on the host: a directory on the
+    way to where it leads (symlinks followed) that it cannot search; None when it can. What an
+    engine binds into a container it binds as root, following symlinks: a mount whose path the
+    owner can change (``/scratch/{user}`` in a world-writable ``/scratch``) made into a symlink
+    gave the container a directory under another owner's 0700 home (iso58; docs/isolation.md). The
+    directory itself keeps its own mode in the container, so only the way to it is checked."""
+    return access_problem(path, uid, gids, 0)  # want 0: nothing of the directory itself
+
+
 def usable_by_others(path: str) -> bool:
     """Whether an unprivileged account of its own could run the program ``path`` (e.g. the Python
     of a development checkout under a 0700 home is not): the demo and e2e tests ask this."""
