@@ -213,13 +213,20 @@ def pump():
                 data = data[os.write(1, data):]
 pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
 kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
+here = os.getcwd()  # entered as root (the agent's Popen): entered again as the owner, by its path
+def as_owner():  # in the child, past setuid: no_new_privs, and the working directory as the owner reaches it
+    libc.prctl(38, 1, 0, 0, 0)
+    os.chdir(here)
 if uid != "-":
     kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
-              preexec_fn=lambda: libc.prctl(38, 1, 0, 0, 0))
+              preexec_fn=as_owner)
 try:
     child = subprocess.Popen(cmd, **kw)
 except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
     print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
+    child = None
+except subprocess.SubprocessError:  # as_owner's chdir: a path swapped since the agent's check (iso58)
+    print(f"fairway: cannot run {cmd[0]}: user {go['user']} cannot enter {here}", file=sys.stderr, flush=True)
     child = None
 os.close(out_w)
 pumper.start()
@@ -658,7 +665,9 @@ class ProcessRuntime(StoredRuntime):
         # wrapper exists, so the attempt is either recorded and watched or failed and gone, never
         # a command that runs on unrecorded. close() waits for it.
         rest = asyncio.get_running_loop().create_task(
-            self._hand_over_and_watch(spec, record, proc, write_fd, status_fd, env, tmp, hide, tmpdir, cgroup),
+            self._hand_over_and_watch(
+                spec, record, proc, write_fd, status_fd, env, tmp, hide, tmpdir, cgroup, ident.user
+            ),
             name=f"attempt-{spec.attempt_id}-start",
         )
         self._starts.add(rest)
@@ -699,6 +708,7 @@ class ProcessRuntime(StoredRuntime):
         hide: dict[str, object],
         tmpdir: Path,
         cgroup: Path | None,
+        user: str,
     ) -> None:
         """Give the wrapper ``proc`` its go, wait for its word, then watch it (or fail the start)."""
         # The environment travels through the pipe (never on disk, never in the wrapper's own
@@ -708,7 +718,8 @@ class ProcessRuntime(StoredRuntime):
         await asyncio.to_thread(
             _hand_over,
             write_fd,
-            b"1" + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps, "scope": scope}).encode(),
+            b"1"
+            + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps, "scope": scope, "user": user}).encode(),
         )
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.

@@ -18,6 +18,7 @@ from agent_testkit import REPO_ROOT, FakeServer, kill_leftovers, run_async
 
 from agent.gpu.fake import fake_gpu_uuid
 from agent.protocol import AttemptEvent, Hello, Owner, Start
+from agent.runtime.base import AttemptSpec
 
 TOKEN = "iso58-host-token-" + "k" * 24  # noqa: S105 -- a test token
 needs_root = pytest.mark.skipif(
@@ -111,3 +112,52 @@ def test_no_attempt_finds_the_host_token_in_any_process(host_dir: Path) -> None:
                 await asyncio.to_thread(agent.wait, 10)
 
     run_async(scenario(), timeout=60)
+
+
+# --- the working directory entered as root --------------------------------------------------------------
+
+
+@needs_root
+def test_an_attempt_enters_its_working_directory_as_its_owner(host_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """iso58: the process runtime checks that the owner can enter its working directory (the first
+    mount), then its wrapper entered it as root: a mount path its owner can change (``/scratch/{user}``
+    in a world-writable ``/scratch``) swapped for a symlink between the check and the start put the
+    command inside a directory under another owner's 0700 home, whose files (mode 0644) it then read
+    by relative paths. The command now enters it again as its owner, after dropping root: the swap
+    (the check passed here, as a lost race) leaves it outside, exit 126, saying why."""
+    from agent.protocol import Mount
+    from agent.runtime import process
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
+    bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
+    home = host_dir / "home-bob"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "plan.txt").write_text("bob's plan\n")
+    os.chmod(home / "notes", 0o755)  # noqa: S103 -- bob's home (0700) kept it
+    os.chmod(home / "notes" / "plan.txt", 0o644)  # noqa: S103 -- likewise
+    os.chmod(home, 0o700)
+    for p in (home, home / "notes", home / "notes" / "plan.txt"):
+        os.chown(p, bob.uid, bob.gid)
+    scratch = host_dir / "scratch"
+    scratch.mkdir()
+    os.chmod(scratch, 0o1777)  # noqa: S103 -- a shared scratch space
+    (scratch / "iso-alice").symlink_to(home / "notes")  # swapped in after the agent's check
+    monkeypatch.setattr(process, "access_problem", lambda *a: None)  # the check passed: a race lost
+    mount = Mount(name="scratch", host_path=str(scratch / "iso-alice"), container_path="/scratch", read_only=False)
+
+    async def scenario() -> None:
+        rt = process.ProcessRuntime(host_dir / "state", cwd=REPO_ROOT, isolation=isolation)
+        exits: asyncio.Queue[object] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        await rt.start(
+            AttemptSpec(attempt_id=1, workload_id=501, command=["cat", "plan.txt"], gpu_indices=[], gpu_uuids=[],
+                        grace_s=1, owner="iso-alice", mounts=(mount,))
+        )  # fmt: skip
+        done = await asyncio.wait_for(exits.get(), 10)
+        log = rt.read_log(1, 1 << 16)[0].decode()
+        assert "bob's plan" not in log, log
+        assert getattr(done, "exit_code", None) == 126, (done, log)
+        assert f"fairway: cannot run /usr/bin/cat: user fwt-iso-alice cannot enter {home / 'notes'}" in log, log
+
+    run_async(scenario())
