@@ -205,12 +205,24 @@ for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, lambda *a: None)
 # The command writes into a pipe that this wrapper copies into the log (its own stdout), never into
 # the log file itself: with the file in hand it could fallocate() disk past its end (docs/isolation.md).
+# The log is held to the agent's cap (go["log_max"]) as it is copied, by the rule of the agent's own
+# periodic pass (agent.state.cap_log): past the cap on disk, all but its last half punched out of the
+# file's start (iso58: between two passes a flood reached GBs, written as root past the root reserve).
 out_r, out_w = os.pipe()
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 def pump():
+    cap, since = go["log_max"], 0
     while data := os.read(out_r, 1 << 16):
+        since += len(data)
         with contextlib.suppress(OSError):  # a full disk drops output; the command never blocks on it
             while data:
                 data = data[os.write(1, data):]
+        if since >= cap // 2:
+            since = 0
+            with contextlib.suppress(OSError):
+                st = os.fstat(1)
+                if st.st_blocks * 512 > cap and st.st_size > cap:
+                    libc.fallocate(1, 2 | 1, 0, st.st_size - cap // 2)  # PUNCH_HOLE|KEEP_SIZE; else the agent's pass
 pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
 kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
 here = os.getcwd()  # entered as root (the agent's Popen): entered again as the owner, by its path
@@ -719,7 +731,17 @@ class ProcessRuntime(StoredRuntime):
             _hand_over,
             write_fd,
             b"1"
-            + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps, "scope": scope, "user": user}).encode(),
+            + json.dumps(
+                {
+                    "env": env,
+                    "tmp": tmp,
+                    "hide": hide,
+                    "caps": caps,
+                    "scope": scope,
+                    "user": user,
+                    "log_max": self.log_max_bytes,
+                }
+            ).encode(),
         )
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.

@@ -4,6 +4,7 @@ the docker runtime (podman); docs/isolation.md. Each test failed before its fix.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -159,5 +160,42 @@ def test_an_attempt_enters_its_working_directory_as_its_owner(host_dir: Path, mo
         assert "bob's plan" not in log, log
         assert getattr(done, "exit_code", None) == 126, (done, log)
         assert f"fairway: cannot run /usr/bin/cat: user fwt-iso-alice cannot enter {home / 'notes'}" in log, log
+
+    run_async(scenario())
+
+
+# --- the log, between two passes of the cap --------------------------------------------------------------
+
+FLOOD = "head -c 40000000 /dev/zero | tr '\\0' x; echo; echo the-end; sleep 2"  # 40 MB, then still running
+
+
+def test_a_log_stays_near_its_cap_between_two_passes_of_the_agent(state_dir: Path) -> None:
+    """iso58: the cap (``log_max_bytes``) ran every 5 s; between two passes the wrapper (root) copied
+    whatever the workload printed into the log: 40 MB of a 1 MiB cap here, some GB a pass on a fast
+    disk, per attempt, written by root, so past the blocks a file system reserves for root, which
+    keep the agent's records and exit files writable when owners fill the disk. The wrapper now holds
+    the log to the cap as it copies (the same rule as the agent's pass: past the cap, all but the
+    last half of it dropped); here the agent makes no pass at all."""
+    from agent.runtime.isolation import CgroupSetup, Isolation, IsolationConfig
+    from agent.runtime.process import ProcessRuntime
+
+    cap = 1 << 20
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=CgroupSetup("none"))
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(state_dir, cwd=REPO_ROOT, isolation=isolation, log_max_bytes=cap)
+        exits: asyncio.Queue[object] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        rt._cap_log = lambda attempt_id: None  # type: ignore[method-assign]  # no pass of the agent's
+        await rt.start(AttemptSpec(attempt_id=1, workload_id=501, command=["sh", "-c", FLOOD], gpu_indices=[],
+                                   gpu_uuids=[], grace_s=1))  # fmt: skip
+        peak = 0
+        while exits.empty():
+            with contextlib.suppress(FileNotFoundError):
+                peak = max(peak, rt.store.log_path(1).stat().st_blocks * 512)  # noqa: ASYNC240
+            await asyncio.sleep(0.02)
+        assert peak <= 2 * cap, f"{peak} bytes of log on disk, the cap is {cap}"
+        tail, offset = rt.read_log(1, 1 << 20)
+        assert tail.endswith(b"\nthe-end\n") and offset > 39_000_000
 
     run_async(scenario())
