@@ -841,8 +841,28 @@ def dedicated_owner(pw: pwd.struct_passwd) -> str | None:
 
 
 _account_lock = threading.Lock()
-ACCOUNT_LOCK_FILE = Path("/run/lock/fairway-agent-accounts.lock")
-"""Serializes account creation between the agents of one host (the demo runs four)."""
+ACCOUNT_LOCK_FILE = Path("/run/fairway-agent-accounts.lock")
+"""Serializes account creation between the agents of one host (the demo runs four). In ``/run``,
+which only root writes: not ``/run/lock``, world-writable on Debian, where an attempt held the
+lock (every start of a dedicated account of the host waited) or made it a symlink through which
+root created a file (iso58; :func:`_open_account_lock`)."""
+
+
+def _open_account_lock(path: Path) -> int | None:
+    """``path`` opened for the account lock: the agent's own regular file, never through a symlink,
+    made if missing; None (warned) when anything else lies there: account making then goes on
+    unlocked, never blocked by whoever put it there (iso58)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.warning("no account lock %s: %s", path, exc.strerror)
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        log.warning("no account lock: %s is not the agent's own regular file (uid %d)", path, st.st_uid)
+        return None
+    return fd
 
 
 def _run(*argv: str) -> None:
@@ -862,11 +882,9 @@ def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.st
     name = account_name(prefix, user)
     lo, hi = uid_range
     with _account_lock, contextlib.ExitStack() as stack:
-        try:
-            lock = stack.enter_context(ACCOUNT_LOCK_FILE.open("a"))
+        if (lock := _open_account_lock(ACCOUNT_LOCK_FILE)) is not None:
+            stack.callback(os.close, lock)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        except OSError as exc:
-            log.debug("no account lock file %s: %s", ACCOUNT_LOCK_FILE, exc)
         try:
             pw = pwd.getpwnam(name)
         except KeyError:

@@ -199,3 +199,69 @@ def test_a_log_stays_near_its_cap_between_two_passes_of_the_agent(state_dir: Pat
         assert tail.endswith(b"\nthe-end\n") and offset > 39_000_000
 
     run_async(scenario())
+
+
+# --- the lock of account creation -------------------------------------------------------------------------
+
+HOLD = r"""
+import fcntl, os, sys, time
+lock, link, target = sys.argv[1:4]
+os.symlink(target, link)  # where the agent, as root, would create a file
+f = open(lock, "a")  # a lock file of this attempt's owner, held
+fcntl.flock(f, fcntl.LOCK_EX)
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+@needs_root
+def test_an_attempt_can_neither_hold_nor_redirect_the_account_lock(
+    host_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """iso58: the agents of a host serialize the making of dedicated accounts with a lock file in
+    ``/run/lock``, world-writable (1777) on Debian, which the agent opened as root (``open("a")``,
+    symlinks followed) on every start of a dedicated account. An attempt (``/run`` is the host's)
+    that made the file first (after a boot) and held ``flock`` on it stopped every such start of
+    the host, any owner's, while it ran; where the kernel follows symlinks in sticky directories
+    (``fs.protected_symlinks=0``, as here) a symlink there made root create a file wherever it
+    named (``/etc/nologin`` ends every non-root login). The lock is now in a directory only root
+    writes (``/run``), opened without following a symlink and used only as root's regular file:
+    else account making goes on unlocked, never blocked by it. Here its directory is made
+    world-writable, as ``/run/lock``, to plant both."""
+    from agent.runtime import isolation as iso
+    from agent.runtime.isolation import Isolation, IsolationConfig
+    from agent.runtime.process import ProcessRuntime
+
+    parent = Path(iso.ACCOUNT_LOCK_FILE).parent.stat()
+    assert parent.st_uid == 0 and not parent.st_mode & 0o022, "the lock's directory must be root's alone"
+    sticky = host_dir / "lock"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)  # noqa: S103 -- as /run/lock
+    held, link, target = sticky / "held.lock", sticky / "link.lock", host_dir / "made-by-root"
+    hold = host_dir / "hold.py"
+    hold.write_text(HOLD)
+    hold.chmod(0o755)
+    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
+
+    async def scenario() -> None:
+        rt = ProcessRuntime(host_dir / "state", cwd=REPO_ROOT, isolation=isolation)
+        monkeypatch.setattr(iso, "ACCOUNT_LOCK_FILE", host_dir / "first.lock")  # the planted ones come later
+        await rt.start(AttemptSpec(attempt_id=1, workload_id=501, command=["python3", str(hold), str(held),
+                                   str(link), str(target)], gpu_indices=[], gpu_uuids=[], grace_s=1,
+                                   owner="iso-alice"))  # fmt: skip
+        try:
+            for _ in range(250):
+                if "holding" in rt.read_log(1, 100)[0].decode():
+                    break
+                await asyncio.sleep(0.02)
+            assert "holding" in rt.read_log(1, 100)[0].decode(), rt.read_log(1, 1000)
+            for attempt_id, lock in ((2, link), (3, held)):
+                monkeypatch.setattr(iso, "ACCOUNT_LOCK_FILE", lock)
+                start = rt.start(AttemptSpec(attempt_id=attempt_id, workload_id=502, command=["true"], gpu_indices=[],
+                                             gpu_uuids=[], grace_s=1, owner="iso-carol"))  # fmt: skip
+                assert (await asyncio.wait_for(start, 10)).state == "running"
+                assert not target.exists(), "root created a file through the attempt's symlink"
+        finally:
+            await rt.stop(1, 1)
+
+    run_async(scenario(), timeout=60)
