@@ -102,6 +102,19 @@ def check(r, what):
     if r != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
+def as_owner_fs(fn):  # fn() with the owner's uid, gid and groups for its file accesses, then root's again
+    if uid == "-":
+        return fn()
+    saved = os.getgroups()
+    os.setgroups([int(g) for g in groups.split(",") if g] + [int(gid)])
+    libc.setfsgid(int(gid))
+    libc.setfsuid(int(uid))  # leaving fsuid 0 clears the file-system capabilities too
+    try:
+        return fn()
+    finally:
+        libc.setfsuid(0)
+        libc.setfsgid(0)
+        os.setgroups(saved)
 def refuse(why):  # the attempt cannot start: its command never runs
     os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
     sys.exit(125)
@@ -119,7 +132,10 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
         if os.path.isdir("/dev/mqueue"):  # the host's POSIX queues by path: this namespace's instead
             check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", 2 | 4 | 8, None), "mqueue on /dev/mqueue")
-        keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
+        # In the new namespace (bindable), and with the owner's file-system identity: the agent resolved
+        # them, but a component swapped for a symlink since then must not lead root where the owner
+        # cannot reach (iso58: a directory under another owner's 0700 home bound into this /tmp).
+        keep = as_owner_fs(lambda: [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]])
         stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
         var = os.open(tmp["var"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if tmp["var"] else -1
         for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):

@@ -19,7 +19,7 @@ from agent_testkit import REPO_ROOT, FakeServer, kill_leftovers, run_async
 
 from agent.gpu.fake import fake_gpu_uuid
 from agent.protocol import AttemptEvent, Hello, Owner, Start
-from agent.runtime.base import AttemptSpec
+from agent.runtime.base import AttemptSpec, StartError
 
 TOKEN = "iso58-host-token-" + "k" * 24  # noqa: S105 -- a test token
 needs_root = pytest.mark.skipif(
@@ -265,3 +265,53 @@ def test_an_attempt_can_neither_hold_nor_redirect_the_account_lock(
             await rt.stop(1, 1)
 
     run_async(scenario(), timeout=60)
+
+
+@needs_root
+def test_the_paths_kept_in_a_private_tmp_are_opened_as_the_attempts_owner(
+    host_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """iso58: the paths of an attempt under the host's ``/tmp`` (its program, directories, mounts)
+    are resolved by the agent, then opened by the wrapper, as root, to be bound into the private
+    ``/tmp``; a component swapped for a symlink in between (by a login of the owner's on the host)
+    bound a directory under another owner's 0700 home there, readable by its mode. The wrapper now
+    opens them with the owner's file-system identity: the start fails, nothing bound. (The swap is
+    simulated: the paths are handed over unresolved.)"""
+    from agent.runtime import process
+    from agent.runtime.isolation import Isolation, IsolationConfig
+
+    isolation = Isolation(IsolationConfig(mode="owner", uid_range=(62000, 62099), account_prefix="fwt-", nss=False))
+    bob = isolation.resolve("iso-bob", None, None, (), cluster_allows_root=False)
+    home = host_dir / "home-bob"
+    (home / "notes").mkdir(parents=True)
+    (home / "notes" / "plan.txt").write_text("bob's plan\n")
+    os.chmod(home / "notes", 0o755)  # noqa: S103 -- bob's home (0700) kept it
+    os.chmod(home / "notes" / "plan.txt", 0o644)  # noqa: S103 -- likewise
+    os.chmod(home, 0o700)
+    for p in (home, home / "notes", home / "notes" / "plan.txt"):
+        os.chown(p, bob.uid, bob.gid)
+    scratch = Path(tempfile.mkdtemp(prefix="fw-iso58-", dir="/tmp"))
+    os.chmod(scratch, 0o1777)  # noqa: S103 -- as /tmp
+    (scratch / "d").symlink_to(home / "notes")
+    monkeypatch.setattr(process, "private_tmp_keep", lambda paths, roots: [str(scratch / "d")])
+
+    async def scenario() -> None:
+        rt = process.ProcessRuntime(host_dir / "state", cwd=REPO_ROOT, isolation=isolation)
+        exits: asyncio.Queue[object] = asyncio.Queue()
+        rt.on_exit = exits.put_nowait
+        spec = AttemptSpec(attempt_id=1, workload_id=501, command=["cat", f"{scratch}/d/plan.txt"], gpu_indices=[],
+                           gpu_uuids=[], grace_s=1, owner="iso-alice", mounts=())  # fmt: skip
+        try:
+            record = await rt.start(spec)
+        except StartError as exc:
+            assert "cannot make the private /tmp, /var/tmp and /dev/shm" in str(exc), exc
+            assert "Permission denied" in str(exc), exc
+        else:
+            await asyncio.wait_for(exits.get(), 10)
+            log = rt.read_log(1, 1 << 16)[0].decode()
+            raise AssertionError(f"started ({record.state}); its log: {log!r}")
+
+    try:
+        run_async(scenario())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
