@@ -824,6 +824,9 @@ def _lines(
             f"Workloads {victims} on {detail.get('host')} are being stopped to make room for it; "
             "it starts as soon as they have left."
         )
+    elif reason == "reserved_for_other" and isinstance(detail.get("drain"), dict) and not detail.get("reserved_for"):
+        where = _hosts(detail)
+        lines.append(f"GPUs are free{' on ' + where if where else ''}, but they are reserved for maintenance.")
     elif reason == "reserved_for_other":
         where = _hosts(detail)
         lines.append(
@@ -871,6 +874,9 @@ def _lines(
         lines.append(f"Pending: {reason}.")
     if detail.get("resources") and reason in ("reserved_for_other", "protected_work", "fair_share"):
         lines.insert(1, short_sentence(workload, detail))
+    drain = detail.get("drain")
+    if isinstance(drain, dict):
+        lines.append(drain_sentence(drain))
     if detail.get("reserved_start"):
         at, by_reservation = expected_start(workload)
         if by_reservation:
@@ -883,6 +889,15 @@ def _lines(
                 f"latest; it may start earlier elsewhere: by {_when(at)} at the latest."
             )
     return lines
+
+
+def drain_sentence(drain: dict[str, Any]) -> str:
+    """A pending reason's ``drain`` detail (the policy's ``reasons._with_drain``: a drain scheduled
+    on the room it names refuses it, docs/deploy.md "Scheduled drains") in one sentence."""
+    return (
+        f"Host {drain.get('host')} drains at {_when(drain.get('at'))} before its minimum runtime would end: "
+        "it starts no work there that would still be protected then."
+    )
 
 
 def _protected_sentence(workload: Workload, where: str, until: Any) -> str:

@@ -2493,13 +2493,15 @@ def _unschedule_drain(actor: User | None, locked: Host, reason: str, why: str) -
         message=reason or why,
         data={"at": at.isoformat() if at else None, "drain_now": drain_now, "why": why},
     )
+    request_tick_on_commit(locked.cluster_id)  # the policy reads the schedule (PassState.drain_allows)
     when = instant_text(at, absolute=True)
     _log_host_action(actor, locked, f"cancelled the drain of {{host}} scheduled at {when} ({why})", reason)
 
 
 def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = "", *, drain_now: bool = False) -> Host:
     """Schedule a drain (``drain_now``: a drain now) of ``host`` at ``at`` (:func:`drain_time`),
-    replacing the one scheduled before. Until then the host schedules as it is; at ``at`` the
+    replacing the one scheduled before. Until then the host starts no allocated work whose
+    protection would end after ``at`` (docs/deploy.md "Scheduled drains"); at ``at`` the
     tick drains it as :func:`do_set_host_state` would (:func:`apply_due_drains`). Records a
     ``drain_scheduled`` event (who, the time, the one replaced). Raises HostError ``invalid_at``,
     ``invalid_reason``, ``host_removed``, ``invalid_state`` (the drain would change nothing now:
@@ -2530,6 +2532,8 @@ def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = 
                 "replaces": replaced.isoformat() if replaced else None,
             },
         )
+        # the policy reads the schedule: before it no allocated start whose protection crosses it
+        request_tick_on_commit(locked.cluster_id)
     what = "drain now" if drain_now else "drain"
     _log_host_action(actor, locked, f"scheduled a {what} of {{host}} at {instant_text(when, absolute=True)}", reason)
     return locked
