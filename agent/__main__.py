@@ -278,11 +278,18 @@ def report_isolation(isolation: Isolation, state_dir: Path) -> None:
     """Log how attempts run here and write it to ``<state>/isolation.json`` (the host's state)."""
     import json
 
-    from agent.state import fix_private_modes, write_private
+    from agent.state import closed_parent, fix_private_modes, write_private
 
     log = logging.getLogger("agent")
     status = isolation.status()
     fix_private_modes(state_dir)
+    closed = closed_parent(state_dir) if status["identity"] == "owner" else None
+    if closed is not None:
+        status["warnings"].append(
+            f"attempts cannot reach their directories under the state dir {state_dir}: {closed} is not searchable "
+            "by others, so every attempt run as its owner fails to start; make it searchable (chmod o+x) or put "
+            "the state dir under one that is (the default /var/lib/fairway-agent)"
+        )
     write_private(state_dir / "isolation.json", json.dumps(status, indent=1) + "\n")
     log.info("isolation: attempts run as %s, cgroup %s %s", status["identity"], status["cgroup"],
              status["cgroup_parent"] or status["cgroup_note"])  # fmt: skip
