@@ -50,6 +50,7 @@ from scheduler.services import (
     drain_time,
     hold_changes,
     scheduled_drain,
+    scheduled_drain_note,
 )
 
 
@@ -298,13 +299,13 @@ class HostAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[Host], state: str, *, drain_now: bool = False
     ) -> None:
         reason = f"admin action by {request.user}"
-        _each(
-            request,
-            queryset,
-            lambda host: do_set_host_state(request.user, host, state, reason, drain_now=drain_now),
-            lambda host: host.name,
-            "{n} host(s) updated.",
-        )
+
+        def act(host: Host) -> None:
+            after = do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
+            if change := scheduled_drain_note(host, after):  # left59: a resume cancelled it unsaid
+                messages.info(request, f"{host.name}: {change}.")
+
+        _each(request, queryset, act, lambda host: host.name, "{n} host(s) updated.")
 
     @admin.action(description="Cordon: no new work, running work stays", permissions=["change"])
     def cordon(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:

@@ -2332,7 +2332,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
     a drained host changes nothing. Records a HostEvent (``cordoned``, ``draining``,
     ``drain_now``, ``resumed``) with the actor and reason — drain now is audited (DESIGN.md §6)
     — and requests a tick and a push of the host after commit. A resume also cancels a scheduled
-    drain (:func:`do_schedule_drain`), of an active host too. Raises HostError
+    drain (:func:`do_schedule_drain`), of an active host too, and a drain one it covers
+    (:func:`_covers_scheduled_drain`; :func:`scheduled_drain_note` says which). Raises HostError
     ``invalid_state``, ``invalid_reason`` (over 500 characters or holding NUL: the web form passed
     NUL through, a 500 on PostgreSQL), ``host_removed`` or ``inventory_pending`` (resuming a host
     whose agent's GPU inventory awaits an admin's approval: the approval resumes it, docs/deploy.md).
@@ -2349,13 +2350,40 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise host_removed_error(locked)
-        if state == Host.State.ACTIVE and locked.drain_at is not None:
-            _unschedule_drain(actor, locked, reason, "cancelled by a resume")
+        if locked.drain_at is not None and (covered := _covers_scheduled_drain(locked, state, drain_now)):
+            _unschedule_drain(actor, locked, reason, f"cancelled by a {covered}")
         kind = _change_host_state(actor, locked, state, reason, drain_now)
     if kind is not None:
         what = {"resumed": "resumed", "cordoned": "cordoned", "drain_now": "drained now", "draining": "drained"}[kind]
         _log_host_action(actor, locked, what, reason)
     return locked
+
+
+def _covers_scheduled_drain(host: Host, state: str, drain_now: bool) -> str:
+    """The action (``resume``, ``drain``, ``drain now``) that cancels ``host``'s scheduled drain,
+    or "": a resume cancels it, a drain now any, a drain a scheduled drain (the host drains
+    already: at its time it would change nothing) but not a drain now (which still stops what
+    runs then); a cordon keeps it (docs/deploy.md, "Scheduled drains")."""
+    if state == Host.State.ACTIVE:
+        return "resume"
+    if state == Host.State.DRAINING and drain_now:
+        return "drain now"
+    if state == Host.State.DRAINING and not host.drain_at_now:
+        return "drain"
+    return ""
+
+
+def scheduled_drain_note(before: Host, after: Host) -> str:
+    """What an operator's cordon, drain, drain now or resume of ``before`` (the host as read before
+    it) did to its scheduled drain, ``after`` being the host it returned: "its drain scheduled at
+    08:00:00 UTC is cancelled" (or "stands"), "" when none was scheduled. The one wording of the
+    CLI, the API's ``scheduled_drain_change``, the clusters page and the admin (left59: a resume
+    cancelled it unsaid)."""
+    if before.drain_at is None:
+        return ""
+    what = "drain now" if before.drain_at_now else "drain"
+    fate = "stands" if after.drain_at == before.drain_at else "is cancelled"
+    return f"its {what} scheduled at {instant_text(before.drain_at)} {fate}"
 
 
 def _change_host_state(

@@ -118,6 +118,7 @@ from scheduler.services import (
     may_read_private,
     may_release_admin_hold,
     scheduled_drain,
+    scheduled_drain_note,
     unscheduled_verb_problem,
 )
 from scheduler.sizes import exact_size_text
@@ -1153,8 +1154,10 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     state, now = HOST_ACTIONS[verb]
     try:
         # The whole reason: the service refuses one over 500 characters, as the API does (it was cut here: brk30)
-        do_set_host_state(request.user, host, state, request.POST.get("reason", ""), drain_now=now)
+        after = do_set_host_state(request.user, host, state, request.POST.get("reason", ""), drain_now=now)
         done = {"cordon": "cordoned", "drain": "draining", "drain-now": "draining now", "resume": "resumed"}[verb]
+        if change := scheduled_drain_note(host, after):  # left59: a resume cancelled it unsaid
+            done += f" ({change})"
         messages.success(request, f"{host.name}: {done}.")
     except ServiceError as exc:
         messages.error(request, exc.message)
