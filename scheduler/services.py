@@ -29,7 +29,7 @@ from accounts.models import Membership, User
 from accounts.services import archived_budget_paths, is_manager, is_member, submit_budget_paths
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
-from budgets.rules import archived_growth_problem, submission_problem
+from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text, instant_text
@@ -2428,8 +2428,9 @@ def _change_host_state(
 
 # --- scheduled drains (docs/deploy.md, "Scheduled drains") ---------------------------------------
 
-SCHEDULED_DRAIN_MAX = timedelta(days=366)
-"""How far ahead a drain may be scheduled: a typed year (2062 for 2026) is refused, not kept for ever."""
+SCHEDULED_DRAIN_MAX = SCHEDULE_AHEAD_MAX
+"""How far ahead a drain may be scheduled: a typed year (2062 for 2026) is refused, not kept for
+ever (``budgets.rules.SCHEDULE_AHEAD_MAX``: a temporary share's end alike)."""
 
 SCHEDULED_DRAIN_FORM = "an ISO 8601 UTC time such as 2026-12-10T08:00Z (or with an offset: +01:00)"
 
