@@ -2265,8 +2265,9 @@ def _returns_as(host: Host) -> str:
 
 
 def _state_target(current: str, state: str, drain_now: bool) -> str:
-    """The state ``state`` sets on a host now ``current``: draining an empty (drained) host keeps it drained."""
-    if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
+    """The state ``state`` sets on a host now ``current``: draining an empty (drained) host keeps it
+    drained, a drain now too (nothing to drain now: left59, the tick's scheduled one flipped it)."""
+    if state == Host.State.DRAINING and current == Host.State.DRAINED:
         return Host.State.DRAINED
     return state
 
@@ -2401,8 +2402,10 @@ def _change_host_state(
     offline = locked.state == Host.State.OFFLINE
     current = _returns_as(locked)
     target = _state_target(current, state, drain_now)
-    if target == current and (locked.drain_now or not drain_now):
-        return None  # the same state, or a drain of one drained now: never a way to slow it (brk56)
+    if target == current and (locked.drain_now or not drain_now or target == Host.State.DRAINED):
+        # the same state, or a drain of one drained now: never a way to slow it (brk56); a drained
+        # host is empty: nothing to drain now (the page's rule, host_action_problem; left59)
+        return None
     if target == Host.State.ACTIVE and locked.pending_inventory is not None:
         raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
     if offline:
