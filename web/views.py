@@ -15,7 +15,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -1174,10 +1174,14 @@ PYRAMID_SERIES = (
 
 
 def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 160) -> list[dict[str, str]]:
-    """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first."""
+    """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first; with
+    one hour (a new cluster's first, the current one so far) each metric is a level line across
+    the chart, which spans that hour, ``dots`` at its ends (a line on the frame's edge, 0 or 100%,
+    read as nothing drawn: left59)."""
     if not hours:
         return []
-    if len(hours) == 1:  # one hour (the current one, say): a level line across the chart
+    dots = len(hours) == 1
+    if dots:
         hours = [hours[0], hours[0]]
     n = len(hours)
     step = width / max(1, n - 1)
@@ -1195,7 +1199,8 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
             if len(run) == 1:  # a lone known hour: a short dash, a single point draws nothing
                 run.append((min(width, run[0][0] + 4.0), run[0][1]))
             if run:
-                out.append({"name": key, "colour": colour, "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in run)})
+                points = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
+                out.append({"name": key, "colour": colour, "points": points, "dots": dots})
     return out
 
 
@@ -1211,6 +1216,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         hours = report["hours"]
         # The chart's first and last points (hour starts), written under it as its time axis.
         ends = [datetime.fromisoformat(hours[i]["hour"]) for i in (0, -1)] if hours else [None, None]
+        if len(hours) == 1:  # the chart spans the one hour: its start and end (left59: "01:00 … 01:00")
+            ends[1] = ends[0] + timedelta(hours=1)
         pyramids.append({**report, "chart": _pyramid_chart(hours), "chart_from": ends[0], "chart_to": ends[1]})
     return _render(
         request,
