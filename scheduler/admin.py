@@ -49,6 +49,7 @@ from scheduler.services import (
     do_set_host_state,
     drain_time,
     hold_changes,
+    no_drain_scheduled_text,
     scheduled_drain,
     scheduled_drain_note,
 )
@@ -356,9 +357,11 @@ class HostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the scheduled drain", permissions=["change"])
     def cancel_scheduled_drain(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        for host in queryset.filter(drain_at__isnull=True).order_by("name"):  # a no-op, said (left59)
+            messages.info(request, no_drain_scheduled_text(host))
         _each(
             request,
-            queryset,
+            queryset.filter(drain_at__isnull=False),
             lambda host: do_cancel_scheduled_drain(request.user, host, f"admin action by {request.user}"),
             lambda host: host.name,
             "{n} host(s): scheduled drain cancelled.",

@@ -110,7 +110,7 @@ class HoldError(ServiceError):
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
     ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
-    ``host_busy``, ``inventory_pending``, ``invalid_reason``, ``invalid_at``, ``no_scheduled_drain``."""
+    ``host_busy``, ``inventory_pending``, ``invalid_reason``, ``invalid_at``."""
 
 
 HOST_REASON_MAX = 500
@@ -2567,17 +2567,24 @@ def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = 
     return locked
 
 
+def no_drain_scheduled_text(host: Host) -> str:
+    """The words of a cancel of ``host``'s scheduled drain when none is: the clusters page refuses
+    it (it offers only what changes something), the admin says it."""
+    return f"Host {host.name} has no drain scheduled: nothing to cancel."
+
+
 def do_cancel_scheduled_drain(actor: User | None, host: Host, reason: str = "") -> Host:
-    """Cancel ``host``'s scheduled drain (a resume cancels it too). Raises HostError
-    ``host_removed``, ``invalid_reason`` or ``no_scheduled_drain`` (409: none is scheduled)."""
+    """Cancel ``host``'s scheduled drain (a resume cancels it too); with none scheduled, a no-op
+    (no event), as the API's repeat of any change and Kubernetes' uncordon of an uncordoned node
+    (left59: it was a 409 ``no_scheduled_drain``; docs/deploy.md). Raises HostError
+    ``host_removed`` or ``invalid_reason``."""
     _check_host_reason(reason)
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise host_removed_error(locked)
-        if locked.drain_at is None:
-            raise HostError("no_scheduled_drain", None, f"Host {locked.name} has no drain scheduled.", status=409)
-        _unschedule_drain(actor, locked, reason, "cancelled")
+        if locked.drain_at is not None:
+            _unschedule_drain(actor, locked, reason, "cancelled")
     return locked
 
 

@@ -117,6 +117,7 @@ from scheduler.services import (
     may_raise_limit,
     may_read_private,
     may_release_admin_hold,
+    no_drain_scheduled_text,
     scheduled_drain,
     scheduled_drain_note,
     unscheduled_verb_problem,
@@ -1136,7 +1137,9 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     if verb == "cancel-drain" or at:
         # a drain at a later time (docs/deploy.md, "Scheduled drains"), or its cancel: the services' rules
         try:
-            if verb == "cancel-drain":
+            if verb == "cancel-drain" and host.drain_at is None:  # the page refuses what changes nothing
+                messages.error(request, no_drain_scheduled_text(host))
+            elif verb == "cancel-drain":
                 do_cancel_scheduled_drain(request.user, host, request.POST.get("reason", ""))
                 messages.success(request, f"{host.name}: scheduled drain cancelled.")
             else:

@@ -522,8 +522,8 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
     @extend_schema(request=_reason_body, responses=HostSerializer)
     @action(detail=True, methods=["post"], url_path="cancel-drain")
     def cancel_drain(self, request: Request, name: str | None = None) -> Response:
-        """Cancel the host's scheduled drain, leaving its state as it is (409 ``no_scheduled_drain``
-        when none is). Admins only."""
+        """Cancel the host's scheduled drain, leaving its state as it is (with none scheduled: a
+        no-op, ``scheduled_drain`` null). Admins only."""
         host = self.get_object()
         do_cancel_scheduled_drain(request.user, host, self._reason(request))
         return self._host(host)

@@ -101,9 +101,7 @@ def test_a_second_schedule_replaces_the_first_and_resume_or_cancel_forget_it(adm
     do_cancel_scheduled_drain(admin, host, "moved to next week")
     host.refresh_from_db()
     assert host.drain_at is None
-    with pytest.raises(HostError) as info:
-        do_cancel_scheduled_drain(admin, host)
-    assert (info.value.code, info.value.status) == ("no_scheduled_drain", 409)
+    do_cancel_scheduled_drain(admin, host)  # none left: a no-op, no event (left59)
     assert _kinds(host) == [
         "drain_scheduled",
         "drain_scheduled",
