@@ -2265,7 +2265,9 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 line += f"; {reason}"
             elif host["state"] == "offline" and args.action == "resume":  # try56: "offline" alone
                 line += "; active from when its agent is back"
-            if scheduled := host.get("scheduled_drain"):
+            if change := host.get("scheduled_drain_change"):  # left59: a resume cancelled it unsaid
+                line += f" ({change})"
+            elif scheduled := host.get("scheduled_drain"):
                 line += f"; {scheduled['summary']}"
             elif args.action == "cancel-drain":
                 line += "; no drain scheduled"
