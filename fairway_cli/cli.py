@@ -880,9 +880,13 @@ def _pending_words(w: dict[str, Any]) -> str:
     """Why a pending workload waits, in the list's words ("" when it is not pending)."""
     if w.get("state") != "pending":
         return ""
-    # an older server sends neither pending_resources nor pending_group_limit (nor hold)
+    # an older server sends neither pending_resources nor pending_group_limit (nor hold, nor pending_drain)
     return reason_words(
-        w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"), w.get("hold")
+        w.get("pending_reason"),
+        w.get("pending_resources"),
+        w.get("pending_group_limit"),
+        w.get("hold"),
+        w.get("pending_drain"),
     )
 
 

@@ -22,7 +22,15 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import active_boosts, ancestor_ids, boost_words, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import HOLD_WORDS, no_attempt_text, reason_words, short_words, side_label
+from fairway_cli.words import (
+    HOLD_WORDS,
+    MAINTENANCE_WORDS,
+    drain_only,
+    no_attempt_text,
+    reason_words,
+    short_words,
+    side_label,
+)
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -349,6 +357,9 @@ class Occupancy:
     pending_held: dict[str, int] = field(default_factory=dict)
     """Of the pending ``held``: those on a hold of their own, by kind (``user``, ``admin``;
     docs/jobs.md "Hold and release"); the rest wait for their budget's hold."""
+    pending_maintenance: int = 0
+    """Of the pending ``reserved_for_other``: those a scheduled drain alone keeps out
+    (:func:`fairway_cli.words.drain_only`), "GPUs reserved for maintenance" in the lists (list59)."""
     models: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -365,8 +376,11 @@ class Occupancy:
         rows = []
         for reason, n in self.pending_by_reason.items():
             own = self.pending_held if reason == PendingReason.HELD else {}
-            if budgets := n - sum(own.values()):
+            drains = self.pending_maintenance if reason == PendingReason.RESERVED_FOR_OTHER else 0
+            if budgets := n - sum(own.values()) - drains:
                 rows.append((reason_words(reason), reason, budgets))
+            if drains:
+                rows.append((MAINTENANCE_WORDS, reason, drains))
             rows += [(reason_words(reason, hold=kind), reason, own[kind]) for kind in HOLD_WORDS if kind in own]
         return rows
 
@@ -409,7 +423,10 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
     ):
         host_states[cid][state] += 1
     live = Workload.objects.filter(cluster_id__in=by_id).exclude(state__in=Workload.FINAL_STATES)
-    for cid, state, reason, hold in live.values_list("cluster_id", "state", "pending_reason", "hold"):
+    rows = live.values_list(
+        "cluster_id", "state", "pending_reason", "hold", "pending_detail__drain", "pending_detail__reserved_for"
+    )
+    for cid, state, reason, hold, drain, reserved_for in rows:
         occ = by_id[cid]
         occ.workloads_by_state[state] = occ.workloads_by_state.get(state, 0) + 1
         if state == Workload.State.PENDING:
@@ -417,6 +434,7 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
             occ.pending_by_reason[key] = occ.pending_by_reason.get(key, 0) + 1
             if key == PendingReason.HELD and hold:
                 occ.pending_held[hold] = occ.pending_held.get(hold, 0) + 1
+            occ.pending_maintenance += drain_only(key, {"drain": drain, "reserved_for": reserved_for}) is not None
     for cid, occ in by_id.items():
         occ.hosts_by_state = dict(sorted(host_states[cid].items()))
         occ.models = dict(sorted(occ.models.items()))
@@ -824,7 +842,7 @@ def _lines(
             f"Workloads {victims} on {detail.get('host')} are being stopped to make room for it; "
             "it starts as soon as they have left."
         )
-    elif reason == "reserved_for_other" and isinstance(detail.get("drain"), dict) and not detail.get("reserved_for"):
+    elif drain_only(reason, detail) is not None:
         where = _hosts(detail)
         lines.append(f"GPUs are free{' on ' + where if where else ''}, but they are reserved for maintenance.")
     elif reason == "reserved_for_other":

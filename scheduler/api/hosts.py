@@ -557,6 +557,10 @@ class OccupancySerializer(serializers.Serializer):
         help_text="of pending_by_reason's held: those on a hold of their own, by kind (user, admin); "
         "the rest wait for their budget's hold",
     )
+    pending_maintenance = serializers.IntegerField(
+        help_text="of pending_by_reason's reserved_for_other: those a scheduled drain alone keeps out "
+        '(the lists\' "GPUs reserved for maintenance"); the rest are reserved for a larger job',
+    )
     models = serializers.DictField(child=serializers.IntegerField(), help_text="GPUs by model")
 
 
