@@ -49,6 +49,7 @@ from agent.runtime.isolation import (
     stop_then_kill_tree,
     v1_limit_cgroups,
 )
+from agent.runtime.tty import TtySession, set_size
 from agent.state import (
     AttemptRecord,
     monotonic_s,
@@ -308,10 +309,11 @@ sys.exit(code)
 # root capability bounds as the attempt's wrapper does, switches to the attempt's identity (UID "-":
 # the agent's own, as the attempt) with no_new_privs, goes to the attempt's working directory as that
 # identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
-# with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
-# exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
+# with the attempt's environment. An interactive session (``exec_tty``, payload ``tty``) first makes
+# its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal. A setup step that fails
+# writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
 _EXEC_WRAPPER = r"""
-import ctypes, json, os, signal, sys
+import ctypes, fcntl, json, os, signal, sys, termios
 fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
@@ -327,6 +329,8 @@ def check(r, what):
         e = ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
 try:
+    if go.get("tty"):  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     for ns, what in ((ipc, "IPC"), (mnt, "mount")):
         if ns >= 0:
             check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
@@ -919,9 +923,18 @@ class ProcessRuntime(StoredRuntime):
         )  # fmt: skip
         self._watch(record)
 
-    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
-        """Run ``command`` in the running attempt ``attempt_id`` as its processes run
-        (:data:`_EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
+    async def _spawn_exec(
+        self, attempt_id: int, command: list[str], *, stdin: int, stdout: int, stderr: int, tty: bool = False
+    ) -> tuple[asyncio.subprocess.Process, int]:
+        """Start ``command`` in the running attempt ``attempt_id`` as its processes run
+        (:data:`_EXEC_WRAPPER`: its cgroups, joined before its go, namespaces, Landlock scope,
+        capability bounds, identity, environment, directory); ``tty``: its stdin, stdout and stderr
+        are a pseudo-terminal's, made its controlling terminal. Returns the process (its own
+        session and process group) and the read end of its setup status (:func:`_read_status`).
+
+        Raises:
+            ExecError: no such running attempt here, or its containment could not be entered.
+        """
         record = self._records.get(attempt_id)
         if record is None or record.state != "running" or record.pid is None:
             raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
@@ -955,7 +968,7 @@ class ProcessRuntime(StoredRuntime):
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-c", _EXEC_WRAPPER, str(read_fd), str(status_w), str(mnt), str(ipc),
                 *ctx.ids, *command,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=stdin, stdout=stdout, stderr=stderr,
                 env=WRAPPER_ENV, start_new_session=True, pass_fds=(read_fd, status_w, *ns_fds),
             )  # fmt: skip
         except OSError as exc:
@@ -974,8 +987,16 @@ class ProcessRuntime(StoredRuntime):
             _killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
-        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope}
+        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "tty": tty}
         await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
+        return proc, status_fd
+
+    async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
+        """Run ``command`` in the running attempt ``attempt_id`` as its processes run
+        (:data:`_EXEC_WRAPPER`): its cgroups, namespaces, identity, environment, directory."""
+        proc, status_fd = await self._spawn_exec(
+            attempt_id, command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
         out, err = _Capped(max_output), _Capped(max_output)
         readers = asyncio.gather(out.read(proc.stdout), err.read(proc.stderr))
@@ -1001,6 +1022,32 @@ class ProcessRuntime(StoredRuntime):
         code = 124 if timed_out else _exit_status(proc.returncode if proc.returncode is not None else -9)
         log.info("attempt %d: exec %s exited %d%s", attempt_id, command[:1], code, " (timed out)" if timed_out else "")
         return ExecOutcome(code, out.data(), err.data(), out.truncated or err.truncated, timed_out)
+
+    async def exec_tty(self, attempt_id: int, command: list[str], rows: int, cols: int) -> TtySession:
+        """Start ``command`` in the running attempt ``attempt_id`` as :meth:`exec` does (the same
+        wrapper, cgroups, namespaces, identity, environment), on a new pseudo-terminal, its
+        controlling terminal (:class:`agent.runtime.tty.TtySession`)."""
+        master, slave = os.openpty()
+        try:
+            set_size(slave, rows, cols)
+            os.set_inheritable(master, False)
+            proc, status_fd = await self._spawn_exec(
+                attempt_id, command, stdin=slave, stdout=slave, stderr=slave, tty=True
+            )
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        status = await asyncio.to_thread(_read_status, status_fd)
+        session = TtySession(master, proc, stop_then_kill_tree)
+        if status.startswith(b"fail "):
+            await session.close()
+            await proc.wait()
+            session.finish()
+            raise ExecError("failed", status.removeprefix(b"fail ").decode(errors="replace"))
+        log.info("attempt %d: interactive exec %s started", attempt_id, command[:1])
+        return session
 
     def _cgroup_name(self, attempt_id: int) -> Path:
         """The attempt's cgroup below the fairway parent, per agent (several agents may share a
