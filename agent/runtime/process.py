@@ -331,6 +331,8 @@ def check(r, what):
 try:
     if go.get("tty"):  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if uid != "-":  # its own, as login's: /dev/tty opens for it (the agent opened it as root)
+            os.fchown(0, int(uid), -1)
     for ns, what in ((ipc, "IPC"), (mnt, "mount")):
         if ns >= 0:
             check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")

@@ -104,7 +104,7 @@ def test_an_interactive_session_runs_in_the_attempts_containment(stack: Any) -> 
         took.append(time.monotonic() - began)
     ws.send_binary(b"\x15")  # ^U: the line dropped
     print(f"keystroke echo end to end: median {sorted(took)[len(took) // 2] * 1000:.1f} ms, max {max(took) * 1000:.1f}")
-    ws.send_binary(b"id -u; tty; echo $FAIRWAY_WORKLOAD_ID; stty size; exit 3\n")
+    ws.send_binary(b"id -u; tty; echo $FAIRWAY_WORKLOAD_ID; stty size; echo opened >$(tty); exit 3\n")
     out, end = read_until(ws, "")
 
     # Then it ran as rita, on a terminal of the size asked for, with the attempt's environment
@@ -113,6 +113,7 @@ def test_an_interactive_session_runs_in_the_attempts_containment(stack: Any) -> 
     assert str(OWNER_UID) in lines, out
     assert any(re.fullmatch(r"/dev/pts/\d+", line) for line in lines), out
     assert str(pk) in lines and "30 100" in lines, out
+    assert "opened" in lines, out  # its terminal is its own: /dev/pts/N opens for it (as after login)
     ws.close()
 
     # and a resize reaches the command's terminal
