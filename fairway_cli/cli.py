@@ -1250,8 +1250,11 @@ def _exec_interactive(args: argparse.Namespace, config: Config) -> int:
         raise CliError(EXIT_USAGE, "an interactive session takes both -i and -t: fairway exec -it ID -- bash")
     if args.json:
         raise CliError(EXIT_USAGE, "--json is for a one-shot command, not an interactive session (-it)")
-    stdin_fd = sys.stdin.fileno()
-    if not os.isatty(stdin_fd):
+    try:
+        stdin_fd = sys.stdin.fileno()
+    except (OSError, ValueError):  # no descriptor at all (io.UnsupportedOperation is both)
+        stdin_fd = -1
+    if stdin_fd < 0 or not os.isatty(stdin_fd):
         raise CliError(EXIT_USAGE, "-t needs a terminal: stdin is not one (leave out -it to run a one-shot command)")
     wid = _workload_id(args.id)
     rows, cols = session.terminal_size(stdin_fd)
