@@ -162,7 +162,7 @@ def test_a_reader_leaving_kills_the_session_and_idle_ones_end(stack: Any, settin
     pk = owner_stack(stack)
 
     # When the reader of a session goes away without a word (its socket closed)
-    ws, _ = session(stack, pk, ["sh", "-c", "echo pid=$$; sleep 1000 & wait"])
+    ws, _ = session(stack, pk, ["sh", "-c", "echo pid=$$; sleep 1000.59 & wait"])
     out, _ = read_until(ws, r"pid=\d+")
     pid = int(re.search(r"pid=(\d+)", out).group(1))  # type: ignore[union-attr]
     assert not gone(pid)
@@ -172,7 +172,7 @@ def test_a_reader_leaving_kills_the_session_and_idle_ones_end(stack: Any, settin
     while not gone(pid) and time.monotonic() - began < 10:
         time.sleep(0.1)
     assert gone(pid), stack.agent_output()
-    out = subprocess.run(["pgrep", "-u", str(OWNER_UID), "-f", "sleep 1000"], capture_output=True, text=True)  # noqa: S603, S607
+    out = subprocess.run(["pgrep", "-u", str(OWNER_UID), "-f", "sleep 1000.59"], capture_output=True, text=True)  # noqa: S603, S607
     assert out.stdout == "", out.stdout
 
     # And a session nothing goes in or out of ends after FAIRWAY_EXEC_IDLE_TIMEOUT
