@@ -53,7 +53,7 @@ def test_exec_timeout_attempt_and_json(monkeypatch, researcher, running, agent):
     )
     assert code == 124 and "killed after 5 s" in err and "cut at 1 MiB" in err
     # try59: the cut said nothing of how to read the rest
-    assert f"fairway exec {running.pk} -- tail" in err and "/tmp/out" in err, err
+    assert f"fairway exec {running.pk} -- tail" in err and "> /tmp/out" in err, err  # noqa: S108 -- the words
     assert agent["asked"] == [(["sleep", "9"], 5)]
     code, out, _err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--json", "--", "id", "-u")
     assert code == 124 and json.loads(out)["timed_out"] is True
