@@ -1231,7 +1231,10 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         stream.write(escape_text(text) if isatty is not None and isatty() else text)
         stream.flush()
     if done.get("truncated"):
-        err.write("fairway: output cut at 1 MiB per stream\n")
+        err.write(  # try59: said nothing of how to read the rest
+            "fairway: output cut at 1 MiB per stream; for all of it, write it to a file in the workload "
+            f"(... > /tmp/out) and read that in parts: fairway exec {wid} -- tail -c 1000000 /tmp/out\n"
+        )
     if done.get("timed_out"):
         err.write(f"fairway: killed after {args.timeout:g} s (--timeout)\n")
     return int(done["exit_code"])

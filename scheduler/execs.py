@@ -21,7 +21,7 @@ from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolEr
 from config.errors import ServiceError
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
-from scheduler.services import command_problem
+from scheduler.services import already_final_words, command_problem
 
 EXEC_DEFAULT_TIMEOUT_S = 60
 EXEC_FORBIDDEN = (
@@ -82,6 +82,32 @@ def exec_arguments(data: Any) -> tuple[list[str], int, int | None]:
     return list(command), timeout, number
 
 
+def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None, number: int | None) -> str:
+    """``not_running``'s message, saying what to do (try59: "Workload 3 is not running (it has no
+    running attempt)" of a finished one): a finished workload's output is in its logs; a pending
+    one waits for its start; a wrong ``attempt`` names the running one; one starting, a moment."""
+    pk = workload.pk
+    if workload.state in Workload.FINAL_STATES:
+        return (
+            f"{already_final_words([workload.state])} A command runs only in a running attempt; "
+            "its logs keep what it wrote."
+        )
+    running = attempts.filter(started_at__isnull=False, ended_at__isnull=True).order_by("-number").first()
+    if number is not None and running is not None:
+        which = (
+            f"Attempt {number} of workload {pk} has ended"
+            if attempt is not None
+            else f"Workload {pk} has no attempt {number}"
+        )
+        return f"{which}: its running attempt is {running.number} (leave out the attempt to run in it)."
+    if attempt is not None and attempt.started_at is None and attempt.ended_at is None:
+        return f"Attempt {attempt.number} of workload {pk} is starting: try again once its host has started it."
+    return (
+        f"Workload {pk} is {workload.state}: a command runs only in a running attempt, so try again once it has "
+        f"started (its estimated start is on its page and in fairway show {pk})."
+    )
+
+
 def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, number: int | None) -> ExecAnswer:
     """Run ``command`` in ``workload``'s running attempt (``number``, or its latest) for its owner
     ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
@@ -90,12 +116,14 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     agent's runtime cannot run commands there); 504 ``exec_timeout`` (no answer within the timeout
     and a few seconds)."""
     if workload.owner_id != user.pk:
-        raise _refuse("forbidden", EXEC_FORBIDDEN, 403)
+        # try59: said nobody what to do: the owner may run it (whose name every list shows)
+        raise _refuse(
+            "forbidden", f"{EXEC_FORBIDDEN} To look inside it, ask its owner, {workload.owner.username}.", 403
+        )
     attempts = Attempt.objects.filter(workload=workload).select_related("host")
     attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
     if attempt is None or attempt.started_at is None or attempt.ended_at is not None:
-        which = f"attempt {number}" if number is not None else "it"
-        raise _refuse("not_running", f"Workload {workload.pk} is not running ({which} has no running attempt).", 409)
+        raise _refuse("not_running", not_running_words(workload, attempts, attempt, number), 409)
     host = attempt.host
     if host.removed_at is not None or host.state == Host.State.OFFLINE:
         raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)

@@ -1114,6 +1114,14 @@ def estimate_words(workload: Workload) -> str:
                 "its cap that long (usage leaves the cap's period only as it ages); it is estimated again as "
                 "usage and caps change."
             )
+        if isinstance(detail.get("drain"), dict):
+            # A scheduled drain keeps it off the host, which the estimate foresees and then never resumes
+            # (try59: "unless work ends before its wall-time limit" beside "reserved for maintenance").
+            return (
+                f"No start within the next {days:g} days: {drain_sentence(detail['drain'])[:-1]}, and once "
+                "drained none until it is resumed, which the estimate does not foresee; it is estimated again "
+                "as hosts and work change."
+            )
         closed = idle_hosts_words(workload.cluster_id)
         if not work_running(workload.cluster_id):  # no running work to end (fin43)
             return (
