@@ -275,7 +275,7 @@ sys.exit(code)
 # command with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
 # exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
 _EXEC_WRAPPER = r"""
-import ctypes, json, os, signal, sys
+import ctypes, json, os, signal, sys, time
 fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
@@ -327,11 +327,52 @@ except OSError as e:
     os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
     sys.exit(125)
 os.set_inheritable(status, False)
-try:
-    os.execvpe(cmd[0], cmd, go["env"])
-except OSError as e:
-    print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
-    sys.exit(127 if isinstance(e, FileNotFoundError) else 126)
+def run():
+    try:
+        os.execvpe(cmd[0], cmd, go["env"])
+    except OSError as e:
+        print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
+        os._exit(127 if isinstance(e, FileNotFoundError) else 126)
+if not go["reap"]:  # the attempt's cgroups hold what the command leaves behind: its end kills it
+    run()
+# No cgroup (the process-tree fallback): nothing would find what the command leaves behind (a
+# setsid daemon), so this stays its subreaper and kills what is left when the command ends.
+os.close(status)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+child = os.fork()
+if child == 0:
+    run()
+code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+code = 128 - code if code < 0 else code
+def kids():
+    table = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                t = open(f"/proc/{e}/stat").read()
+            except OSError:
+                continue
+            table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for c in table.get(todo.pop(), []):
+            out.append(c); todo.append(c)
+    return out
+for _ in range(200):
+    if not (left := kids()):
+        break
+    for p in left:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.005)
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+sys.exit(code)
 """
 
 
@@ -925,7 +966,7 @@ class ProcessRuntime(StoredRuntime):
             _killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
-        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope}
+        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join}
         await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
         assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
         out, err = _Capped(max_output), _Capped(max_output)
