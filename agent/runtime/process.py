@@ -609,6 +609,7 @@ class ProcessRuntime(StoredRuntime):
         self._watchers: dict[int, asyncio.Task[None]] = {}
         self._starts: set[asyncio.Task[None]] = set()  # starts past the wrapper's spawn (see start)
         self._exec_contexts: dict[int, _ExecContext] = {}  # running attempts started by this agent
+        self._exec_pids: dict[int, set[int]] = {}  # attempt -> its one-shot commands' wrappers (exec)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -957,6 +958,28 @@ class ProcessRuntime(StoredRuntime):
         finally:
             for nfd in (read_fd, status_w, *ns_fds):
                 os.close(nfd)
+        # without a cgroup, the attempt's stop and end find it here (its wrapper's tree is not theirs)
+        self._exec_pids.setdefault(attempt_id, set()).add(proc.pid)
+        try:
+            return await self._run_exec(attempt_id, proc, ctx, command, write_fd, status_fd, timeout_s, max_output)
+        finally:
+            if (pids := self._exec_pids.get(attempt_id)) is not None:
+                pids.discard(proc.pid)
+                if not pids:
+                    del self._exec_pids[attempt_id]
+
+    async def _run_exec(
+        self,
+        attempt_id: int,
+        proc: asyncio.subprocess.Process,
+        ctx: _ExecContext,
+        command: list[str],
+        write_fd: int,
+        status_fd: int,
+        timeout_s: float,
+        max_output: int,
+    ) -> ExecOutcome:
+        """:meth:`exec` from its wrapper's start: its cgroups, its go, its output and its end."""
         try:
             for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
                 (path / "cgroup.procs").write_text(str(proc.pid))
@@ -966,6 +989,12 @@ class ProcessRuntime(StoredRuntime):
             _killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
+        if self._exec_contexts.get(attempt_id) is not ctx:  # the attempt ended meanwhile: never its go
+            os.close(write_fd)
+            os.close(status_fd)
+            _killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
         payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join}
         await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
         assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
@@ -1099,12 +1128,22 @@ class ProcessRuntime(StoredRuntime):
             kill_cgroup(Path(record.cgroup), sig)
         else:
             kill_tree(pid, sig)
+            self._signal_execs(record.attempt_id, sig)
         if sig == signal.SIGKILL:
             # Once more by the group: a second SIGKILL harms nothing. Not a SIGTERM: the cgroup
             # or the tree above reached every process, and a second one cut short the trainers
             # that checkpoint on the first and quit at once on another.
             _killpg(pid, sig)
         return True
+
+    def _signal_execs(self, attempt_id: int, sig: signal.Signals) -> None:
+        """Signal the one-shot commands running in the attempt (exec) and what they started: in
+        its cgroup they are signalled with it; without one, the stop and the end find them here."""
+        for exec_pid in list(self._exec_pids.get(attempt_id, ())):
+            if sig == signal.SIGKILL:
+                stop_then_kill_tree(exec_pid)
+            else:
+                kill_tree(exec_pid, sig)
 
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
@@ -1142,6 +1181,9 @@ class ProcessRuntime(StoredRuntime):
         # Leftovers would hold the GPUs: the whole cgroup goes. For our own child the leader is
         # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
+        self._exec_contexts.pop(record.attempt_id, None)  # no command starts in it from here on
+        if not record.cgroup:  # else remove_cgroup below kills them with the rest
+            await asyncio.to_thread(self._signal_execs, record.attempt_id, signal.SIGKILL)
         oom = await asyncio.to_thread(
             self._at_limits, record.attempt_id, Path(record.cgroup) if record.cgroup else None
         )

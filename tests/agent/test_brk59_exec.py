@@ -10,6 +10,7 @@ import pytest
 from agent_testkit import run_async
 from test_agent_isolation import MARKERS, _kill_markers, _marker_pids, _setup, runtime, spec, wait_log
 
+from agent.runtime.base import ExecError
 from agent.runtime.isolation import Isolation, IsolationConfig
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -60,6 +61,68 @@ def test_without_cgroups_an_exec_still_passes_its_exit_code_and_times_out(state_
         await asyncio.sleep(0.1)
         assert len(_marker_pids()) == 1  # the attempt's own sleep only
         await rt.stop(1, 0.5)
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+@pytest.mark.parametrize("kind", ["v2", "v1", "none"])
+def test_a_stop_ends_the_exec_running_in_the_attempt(state_dir: Path, kind: str) -> None:
+    """docs/jobs.md: "a stop kills it with the rest". Without cgroups the stop signalled the
+    wrapper's process tree only, which an exec is not part of: the command ran on past the
+    attempt's end, as the owner, until its own timeout (up to 600 s)."""
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup(kind))
+
+    async def scenario() -> None:
+        rt, exits = runtime(state_dir, isolation)
+        await rt.start(spec(1, ["sh", "-c", f"echo up; exec sleep {MARKERS[2]}"]))
+        await wait_log(rt, 1, "up")
+        running = asyncio.ensure_future(rt.exec(1, ["sleep", MARKERS[0]], 60, 4096))
+        for _ in range(100):
+            if len(_marker_pids()) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert len(_marker_pids()) == 2
+        await rt.stop(1, 0.5)
+        await asyncio.wait_for(exits.get(), 10)
+        got = await asyncio.wait_for(running, 5)
+        assert got.exit_code in (128 + 15, 128 + 9)
+        assert _marker_pids() == []
+
+    try:
+        run_async(scenario())
+    finally:
+        _kill_markers()
+
+
+def test_an_attempt_that_ends_while_an_exec_starts_never_gives_the_command_its_go(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attempt ended between the exec's check and its go (the wrapper spawned meanwhile): the
+    command ran after the attempt, as the owner (without a cgroup, nothing ever killed it)."""
+    import agent.runtime.process as process
+
+    isolation = Isolation(IsolationConfig(mode="agent", allow_root=True), cgroups=_setup("none"))
+
+    async def scenario() -> None:
+        rt, _exits = runtime(state_dir, isolation)
+        await rt.start(spec(1, ["sh", "-c", f"echo up; exec sleep {MARKERS[2]}"]))
+        await wait_log(rt, 1, "up")
+        spawn = asyncio.create_subprocess_exec
+
+        async def spawn_then_end(*args: object, **kw: object) -> object:
+            proc = await spawn(*args, **kw)  # type: ignore[arg-type]
+            await rt.stop(1, 0.5)  # the attempt ends while the command waits for its go
+            return proc
+
+        monkeypatch.setattr(process.asyncio, "create_subprocess_exec", spawn_then_end)
+        with pytest.raises(ExecError) as refused:
+            await rt.exec(1, ["sh", "-c", f"exec sleep {MARKERS[0]}"], 30, 4096)
+        assert refused.value.code == "not_running"
+        await asyncio.sleep(0.1)
+        assert _marker_pids() == []
 
     try:
         run_async(scenario())
