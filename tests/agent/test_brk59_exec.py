@@ -8,10 +8,24 @@ from pathlib import Path
 
 import pytest
 from agent_testkit import run_async
-from test_agent_isolation import MARKERS, _kill_markers, _marker_pids, _setup, runtime, spec, wait_log
+from test_agent_isolation import (
+    MARKERS,
+    _kill_markers,
+    _marker_pids,
+    _setup,
+    needs_mount_ns,
+    needs_root,
+    open_state,
+    owner_isolation,
+    runtime,
+    spec,
+    wait_log,
+)
 
 from agent.runtime.base import ExecError
 from agent.runtime.isolation import Isolation, IsolationConfig
+
+__all__ = ["open_state"]  # the fixture, used by name
 
 pytestmark = [pytest.mark.timeout(60)]
 
@@ -128,3 +142,30 @@ def test_an_attempt_that_ends_while_an_exec_starts_never_gives_the_command_its_g
         run_async(scenario())
     finally:
         _kill_markers()
+
+
+@needs_root
+@needs_mount_ns
+def test_an_exec_cannot_ptrace_or_read_the_environ_of_its_attempts_processes(open_state: Path) -> None:
+    """docs/jobs.md (brk59): the exec is a Landlock domain of its own, not the attempt's; the page's
+    example ran ``py-spy dump --pid`` on the training process, which needs ptrace access."""
+
+    async def scenario() -> None:
+        rt, _exits = runtime(open_state, owner_isolation())
+        a = await rt.start(spec(1, ["sh", "-c", f"echo up; sleep {MARKERS[0]}"], owner="ex-alice", env={"K": "v"}))
+        await wait_log(rt, 1, "up")
+        if not rt._exec_contexts[1].scope:
+            await rt.stop(1, 1)
+            pytest.skip("no Landlock scopes on this kernel")
+        for _ in range(100):
+            if _marker_pids():
+                break
+            await asyncio.sleep(0.02)
+        (pid,) = _marker_pids()
+        assert a.uid is not None
+        got = await rt.exec(1, ["sh", "-c", f"id -u; cat /proc/{pid}/environ"], 10, 4096)
+        assert got.stdout.decode().split() == [str(a.uid)]  # the same owner, and yet refused
+        assert b"Permission denied" in got.stderr
+        await rt.stop(1, 1)
+
+    run_async(scenario(), timeout=40)
