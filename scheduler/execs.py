@@ -87,8 +87,8 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
     agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
     ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
-    agent's runtime cannot run commands there); 504 ``exec_timeout`` (no answer within the timeout
-    and a few seconds)."""
+    agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
+    nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
     if workload.owner_id != user.pk:
         raise _refuse("forbidden", EXEC_FORBIDDEN, 403)
     attempts = Attempt.objects.filter(workload=workload).select_related("host")
@@ -121,6 +121,12 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     message = str(reply.get("message") or "")
     if error == "exec_timeout":
         raise _refuse("exec_timeout", f"The agent of host {host.name} did not answer in time ({message}).", 504)
+    if error == "unavailable":
+        raise _refuse(
+            "exec_unavailable",
+            f"The server cannot reach the agents now ({message}); the command did not run. Try again shortly.",
+            503,
+        )
     if error == "agent_too_old":
         raise _refuse("agent_too_old", AGENT_TOO_OLD.format(host=host.name), 409)
     if error == "host_offline":
