@@ -273,7 +273,9 @@ sys.exit(code)
 # takes the attempt's Landlock scope and root capability bounds as the attempt's wrapper does, switches
 # to the attempt's identity (UID "-": the agent's own, as the attempt) with no_new_privs, and execs the
 # command with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
-# exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
+# exits 125, the command never run; STATUS is closed by the exec (close-on-exec). Without a cgroup
+# ("reap": the process-tree fallback) it forks before the switch and stays, as the agent's user, the
+# subreaper of the command, killing what the command left behind when it ends (brk59).
 _EXEC_WRAPPER = r"""
 import ctypes, json, os, signal, sys, time
 fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
@@ -290,6 +292,37 @@ def check(r, what):
     if r != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
+def kids():
+    table = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                t = open(f"/proc/{e}/stat").read()
+            except OSError:
+                continue
+            table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for c in table.get(todo.pop(), []):
+            out.append(c); todo.append(c)
+    return out
+def reap(child):  # the command's end: what it left behind is killed, then its exit code is ours
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    for _ in range(200):
+        if not (left := kids()):
+            break
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+    sys.exit(128 - code if code < 0 else code)
 try:
     for ns, what in ((ipc, "IPC"), (mnt, "mount")):
         if ns >= 0:
@@ -304,6 +337,15 @@ try:
             check(-1, "landlock_create_ruleset")
         check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
         os.close(rfd)
+    if go["reap"]:
+        # No cgroup (the process-tree fallback): nothing would find what the command leaves behind
+        # (a setsid daemon), so this stays its subreaper, as the agent's user (the command, as its
+        # owner, cannot kill it), and kills what is left when the command ends.
+        check(libc.prctl(36, 1, 0, 0, 0), "subreaper")  # PR_SET_CHILD_SUBREAPER
+        check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
+        if (child := os.fork()) != 0:
+            os.close(status)  # the command's own copy says how its setup went
+            reap(child)
     if os.geteuid() == 0:
         c = 0
         while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:
@@ -325,54 +367,13 @@ try:
     os.umask(0o022)
 except OSError as e:
     os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
-    sys.exit(125)
+    os._exit(125)
 os.set_inheritable(status, False)
-def run():
-    try:
-        os.execvpe(cmd[0], cmd, go["env"])
-    except OSError as e:
-        print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
-        os._exit(127 if isinstance(e, FileNotFoundError) else 126)
-if not go["reap"]:  # the attempt's cgroups hold what the command leaves behind: its end kills it
-    run()
-# No cgroup (the process-tree fallback): nothing would find what the command leaves behind (a
-# setsid daemon), so this stays its subreaper and kills what is left when the command ends.
-os.close(status)
-libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-child = os.fork()
-if child == 0:
-    run()
-code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-code = 128 - code if code < 0 else code
-def kids():
-    table = {}
-    for e in os.listdir("/proc"):
-        if e.isdigit():
-            try:
-                t = open(f"/proc/{e}/stat").read()
-            except OSError:
-                continue
-            table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for c in table.get(todo.pop(), []):
-            out.append(c); todo.append(c)
-    return out
-for _ in range(200):
-    if not (left := kids()):
-        break
-    for p in left:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
-    time.sleep(0.005)
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    except ChildProcessError:
-        pass
-sys.exit(code)
+try:
+    os.execvpe(cmd[0], cmd, go["env"])
+except OSError as e:
+    print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
+    os._exit(127 if isinstance(e, FileNotFoundError) else 126)
 """
 
 

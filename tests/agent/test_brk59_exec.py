@@ -169,3 +169,27 @@ def test_an_exec_cannot_ptrace_or_read_the_environ_of_its_attempts_processes(ope
         await rt.stop(1, 1)
 
     run_async(scenario(), timeout=40)
+
+
+@needs_root
+def test_without_cgroups_the_command_cannot_kill_its_reaper_to_leave_a_daemon(open_state: Path) -> None:
+    """The reaper of an exec without a cgroup (above) ran as the owner: the command killed it
+    (``kill -9 $PPID``) and its daemon lived on past the attempt, found by nothing."""
+
+    async def scenario() -> None:
+        rt, exits = runtime(open_state, owner_isolation(cgroup="off"))
+        await rt.start(spec(1, ["sh", "-c", f"echo up; exec sleep {MARKERS[2]}"], owner="ex-alice"))
+        await wait_log(rt, 1, "up")
+        got = await rt.exec(
+            1, ["sh", "-c", f"setsid sleep {MARKERS[0]} </dev/null >/dev/null 2>&1 & kill -9 $PPID"], 10, 4096
+        )
+        assert b"Operation not permitted" in got.stderr, got
+        await rt.stop(1, 0.5)
+        await asyncio.wait_for(exits.get(), 10)
+        await asyncio.sleep(0.1)
+        assert _marker_pids() == []
+
+    try:
+        run_async(scenario(), timeout=40)
+    finally:
+        _kill_markers()
