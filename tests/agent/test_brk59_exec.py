@@ -193,3 +193,30 @@ def test_without_cgroups_the_command_cannot_kill_its_reaper_to_leave_a_daemon(op
         run_async(scenario(), timeout=40)
     finally:
         _kill_markers()
+
+
+def test_an_exec_the_runtime_fails_unexpectedly_is_answered(state_dir: Path) -> None:
+    """Only ``ExecError`` was answered: any other error of the runtime (an engine's error past the
+    command's end, a pipe the host had no descriptor for) ended the exec's task silently, so the
+    person waited the whole timeout for a 504 "the agent did not answer", and the server's pending
+    exec held one of its connection's 16 slots."""
+    from agent_testkit import FakeServer, make_agent, running
+
+    from agent.protocol import Error, Exec, Hello
+
+    async def scenario() -> None:
+        async with FakeServer() as server:
+            agent = make_agent(server.url, state_dir)
+
+            async def broken(*_args: object) -> None:
+                raise OSError(24, "Too many open files")
+
+            agent.runtime.exec = broken  # type: ignore[method-assign]
+            async with running(agent):
+                await server.expect(lambda m: isinstance(m, Hello))
+                await server.send(Exec(attempt_id=3, command=["true"], timeout_s=5, max_output=100))
+                got = await server.expect(lambda m: isinstance(m, Error) and m.ref is not None)
+                assert isinstance(got, Error) and got.code == "exec_failed" and "Too many open files" in got.message
+            assert agent._execs == 0
+
+    run_async(scenario(), timeout=30)
