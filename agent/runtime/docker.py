@@ -366,8 +366,11 @@ class DockerRuntime(StoredRuntime):
             await asyncio.wait_for(asyncio.shield(reading), timeout_s)
         except TimeoutError:
             timed_out = True
-            pid = (await asyncio.to_thread(self.client.api.exec_inspect, exec_id)).get("Pid") or 0
-            if pid > 0:
+            running = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
+            pid = running.get("Pid") or 0
+            # an exec that ended (a process it started holds its output open) is not killed by its
+            # pid, which the host may have given another process since (brk59)
+            if pid > 0 and running.get("Running"):
                 await asyncio.to_thread(stop_then_kill_tree, pid)
             with contextlib.suppress(TimeoutError, DockerException, OSError):
                 await asyncio.wait_for(asyncio.shield(reading), 5.0)
