@@ -50,3 +50,42 @@ def test_an_exec_whose_process_ended_is_not_killed_by_its_old_pid(state_dir: Pat
         released.set()
         decoy.kill()
         decoy.wait()
+
+
+def test_an_exec_stream_held_open_does_not_hold_a_thread_of_the_agents_executor(state_dir: Path) -> None:
+    """The same exec (a background child holds its output): the stream's reader ran on the event
+    loop's default executor, which every ``to_thread`` of the agent shares (stops, logs, the GPU
+    readings of its heartbeats), and read on after the answer until that child ended: a dozen such
+    commands left the agent no thread. The reader has a thread of its own."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    released = threading.Event()
+
+    def stream() -> Any:
+        released.wait(60)
+        yield (b"bg\n", None)
+
+    api = SimpleNamespace(
+        exec_create=lambda *a, **k: {"Id": "e1"},
+        exec_start=lambda *a, **k: stream(),
+        exec_inspect=lambda *_: {"Pid": 0, "Running": False, "ExitCode": 0},
+    )
+    rt = object.__new__(DockerRuntime)
+    StoredRuntime.__init__(rt, state_dir)
+    rt.client = SimpleNamespace(
+        api=api, containers=SimpleNamespace(get=lambda _name: SimpleNamespace(id="c1", attrs={"Config": {}}))
+    )
+    rt._exits, rt._closed = {}, threading.Event()
+    rt._records[5] = AttemptRecord(attempt_id=5, workload_id=1, state="running")
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        got = await asyncio.wait_for(rt.exec(5, ["sh", "-c", "sleep 1000 &"], 1, 100), 20)
+        assert got.timed_out
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 3) == "free"
+
+    try:
+        run_async(scenario(), timeout=30)
+    finally:
+        released.set()
