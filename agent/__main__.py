@@ -1,6 +1,6 @@
 """Command line of the Fairway agent.
 
-    python -m agent run --server ws://127.0.0.1:8000/ws/agent/ --token T --host-name h1 \\
+    FAIRWAY_TOKEN=T python -m agent run --server ws://127.0.0.1:8000/ws/agent/ --host-name h1 \\
         --gpus 8 --model H100 --state-dir DIR --heartbeat 5 [--config agent.yaml]
         # exit 77: an admin removed the host (the install script's unit does not restart it)
     python -m agent inject-fault --state-dir DIR --gpu 3 --xid 79 [--xid 31] [--ecc 1] [--degraded] [--no-utilization]
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="connect to the server and run attempts")
     run.add_argument("--config", type=Path, help=f"YAML config file (env {ENV_PREFIX}CONFIG)")
     run.add_argument("--server", help="websocket URL, e.g. ws://127.0.0.1:8000/ws/agent/")
-    run.add_argument("--token", help="host token (prefer the config file or FAIRWAY_TOKEN)")
+    run.add_argument("--token", help="refused: the host token goes in the config file or FAIRWAY_TOKEN")
     run.add_argument("--host-name", dest="host_name", help="host name (default: this machine's)")
     run.add_argument("--gpus", type=int, help="number of simulated GPUs (default 8)")
     run.add_argument("--model", help="simulated GPU model (default H100)")
@@ -278,11 +278,18 @@ def report_isolation(isolation: Isolation, state_dir: Path) -> None:
     """Log how attempts run here and write it to ``<state>/isolation.json`` (the host's state)."""
     import json
 
-    from agent.state import fix_private_modes, write_private
+    from agent.state import closed_parent, fix_private_modes, write_private
 
     log = logging.getLogger("agent")
     status = isolation.status()
     fix_private_modes(state_dir)
+    closed = closed_parent(state_dir) if status["identity"] == "owner" else None
+    if closed is not None:
+        status["warnings"].append(
+            f"attempts cannot reach their directories under the state dir {state_dir}: {closed} is not searchable "
+            "by others, so every attempt run as its owner fails to start; make it searchable (chmod o+x) or put "
+            "the state dir under one that is (the default /var/lib/fairway-agent)"
+        )
     write_private(state_dir / "isolation.json", json.dumps(status, indent=1) + "\n")
     log.info("isolation: attempts run as %s, cgroup %s %s", status["identity"], status["cgroup"],
              status["cgroup_parent"] or status["cgroup_note"])  # fmt: skip
@@ -290,7 +297,17 @@ def report_isolation(isolation: Isolation, state_dir: Path) -> None:
         log.warning("isolation: %s", warning)
 
 
+CMDLINE_REFUSAL = (
+    "agent: --token puts the host token in the agent's command line, which every process of the host reads "
+    "(/proc/<pid>/cmdline, ps), its attempts included: give it in the config file (token:) or FAIRWAY_TOKEN"
+)
+"""Why ``run --token`` is refused (iso58; docs/isolation.md, "Environment, secrets, files")."""
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.token is not None:  # never shown: the refusal goes to the agent's log
+        print(CMDLINE_REFUSAL, file=sys.stderr)
+        return 2
     config_file = args.config or (Path(p) if (p := os.environ.get(ENV_PREFIX + "CONFIG")) else None)
     try:
         config = load_config(vars(args), config_file)

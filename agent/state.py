@@ -212,6 +212,20 @@ _FALLOC_FL_PUNCH_HOLE = 0x02
 _libc: ctypes.CDLL | None = None
 
 
+def closed_parent(state_dir: Path) -> Path | None:
+    """The nearest directory above ``state_dir`` that others may not search (no ``o+x``), if any.
+    Attempts run as their owners reach ``<state>/attempts/<id>.d`` by its path, with their own
+    file-system identity (iso58), so under such a directory (``/root``, pytest's 0700 temporary
+    directories) every start of an owner's attempt fails; /var/lib (0755) is fine."""
+    for parent in state_dir.resolve().parents:
+        try:
+            if not parent.stat().st_mode & stat.S_IXOTH:
+                return parent
+        except OSError:
+            return parent
+    return None
+
+
 def _punch_hole(fd: int, length: int) -> bool:
     """Free the first ``length`` bytes of ``fd`` (Linux fallocate PUNCH_HOLE); False if unsupported."""
     global _libc

@@ -491,15 +491,18 @@ class BudgetAdmin(BudgetPathSearchMixin, admin.ModelAdmin):
     @admin.action(description="Download statement (CSV, last 30 days)")
     def download_statement(self, request: HttpRequest, queryset: QuerySet[Budget]) -> HttpResponse:
         """The accounting statement of the selected budgets (each with its subtree), one CSV."""
-        from budgets.statement import budget_statement, parse_range, statement_csv
+        from budgets.statement import budget_statement, parse_range, statement_csv, statement_file_name
 
         since, until = parse_range(None, None)
         parts = []
-        for n, budget in enumerate(sorted(queryset, key=lambda b: b.path)):
+        chosen = sorted(queryset, key=lambda b: b.path)
+        for n, budget in enumerate(chosen):
             text = statement_csv(budget, budget_statement(budget, since, until))
             parts.append(text if n == 0 else text.split("\n", 1)[1])
         response = HttpResponse("".join(parts), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="statement-{since}-{until}.csv"'
+        response["Content-Disposition"] = (
+            f'attachment; filename="{statement_file_name([b.path for b in chosen], since, until)}"'
+        )
         return response
 
 

@@ -10,6 +10,10 @@ carry it, or None when the rule allows the change.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from fairway_cli.numbers import instant_text
+
 Refusal = tuple[str, str, str]
 """``(code, field, message)``: a refusal's stable code, the input field it names, its sentence."""
 
@@ -73,6 +77,26 @@ def boost_problem(path: str, *, archived: bool, root: bool = False) -> Refusal |
     if archived:
         return "budget_archived", "budget", f"Budget {path} is archived: its shares count for nothing."
     return None
+
+
+SCHEDULE_AHEAD_MAX = timedelta(days=366)
+"""How far ahead an admin schedules a change: a drain's time (``scheduler.services.drain_time``)
+and a temporary share's end (:func:`boost_until_problem`). A typed year (2062 for 2026) is refused,
+not kept for ever (left59: a temporary share had no bound and became permanent)."""
+
+
+def boost_until_problem(ends_at: datetime, now: datetime) -> Refusal | None:
+    """Why a temporary share may not end at ``ends_at``, or None: at most
+    :data:`SCHEDULE_AHEAD_MAX` after ``now`` (``until_too_far``; a lasting change is a shares
+    edit, docs/standing.md "Temporary shares")."""
+    if ends_at <= now + SCHEDULE_AHEAD_MAX:
+        return None
+    return (
+        "until_too_far",
+        "ends_at",
+        f"A temporary share ends at most {SCHEDULE_AHEAD_MAX.days} days ahead: "
+        f"{instant_text(ends_at, absolute=True)} is later (a lasting change is an edit of the budget's shares).",
+    )
 
 
 def lone_shares_note(path: str, *, live_siblings: int, root: bool = False) -> str | None:

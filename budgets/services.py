@@ -416,7 +416,9 @@ def boost_problem(
     start = starts_at or now
     if start >= ends_at:
         return "from_after_until", "starts_at", "From is after until: the temporary share would never be active."
-    refused = rules.boost_problem(budget.path, archived=budget.archived_at is not None, root=budget.parent_id is None)
+    refused = rules.boost_problem(
+        budget.path, archived=budget.archived_at is not None, root=budget.parent_id is None
+    ) or rules.boost_until_problem(ends_at, now)
     if refused is not None:
         return refused
     clash = (

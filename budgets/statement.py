@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -75,6 +76,19 @@ class StatementRow:
     @property
     def unallocated_gpu_hours(self) -> float:
         return self.unallocated_gpu_seconds / 3600
+
+
+def statement_file_name(paths: Sequence[str], since: date, until: date) -> str:
+    """The file name of the statement of budgets ``paths`` over ``since``..``until`` (UTC days):
+    ``statement-nlp-olmo-2026-11-08-2026-12-07.csv``, each path's ``/`` as ``-``, several joined by
+    ``+``, any character but ASCII letters, digits, ``.``, ``_`` and ``-`` as ``_`` (a name is any
+    text without ``/``: a quote or a ``;`` would break the header, an accent some browsers' names);
+    past 120 characters, ``N-budgets``. The one name of the API's download and the admin's action
+    (left59: the admin's named no budget, the API's its id)."""
+    safe = "+".join(re.sub(r"[^A-Za-z0-9._-]", "_", path.replace("/", "-")) for path in paths)
+    if len(safe) > 120:
+        safe = f"{len(paths)}-budgets"
+    return f"statement-{safe}-{since.isoformat()}-{until.isoformat()}.csv"
 
 
 def parse_range(

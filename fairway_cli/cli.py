@@ -880,9 +880,13 @@ def _pending_words(w: dict[str, Any]) -> str:
     """Why a pending workload waits, in the list's words ("" when it is not pending)."""
     if w.get("state") != "pending":
         return ""
-    # an older server sends neither pending_resources nor pending_group_limit (nor hold)
+    # an older server sends neither pending_resources nor pending_group_limit (nor hold, nor pending_drain)
     return reason_words(
-        w.get("pending_reason"), w.get("pending_resources"), w.get("pending_group_limit"), w.get("hold")
+        w.get("pending_reason"),
+        w.get("pending_resources"),
+        w.get("pending_group_limit"),
+        w.get("hold"),
+        w.get("pending_drain"),
     )
 
 
@@ -2265,7 +2269,9 @@ def cmd_hosts(args: argparse.Namespace, config: Config, out: TextIO) -> int:
                 line += f"; {reason}"
             elif host["state"] == "offline" and args.action == "resume":  # try56: "offline" alone
                 line += "; active from when its agent is back"
-            if scheduled := host.get("scheduled_drain"):
+            if change := host.get("scheduled_drain_change"):  # left59: a resume cancelled it unsaid
+                line += f" ({change})"
+            elif scheduled := host.get("scheduled_drain"):
                 line += f"; {scheduled['summary']}"
             elif args.action == "cancel-drain":
                 line += "; no drain scheduled"

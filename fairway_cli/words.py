@@ -27,6 +27,11 @@ REASON_WORDS = {
 }
 """Each pending reason code (DESIGN.md §3.8) in a few words, without what its ``resources`` add."""
 
+MAINTENANCE_WORDS = "GPUs reserved for maintenance"
+"""``reserved_for_other`` where a scheduled drain alone keeps it out (:func:`drain_only`; docs/deploy.md
+"Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read
+"GPUs reserved for a larger job" while the page named the drain)."""
+
 HOLD_WORDS = {"user": "held by its owner", "admin": "held by an admin"}
 """A workload's own hold (reason ``held`` with ``hold`` set; docs/jobs.md "Hold and release") in
 a few words, by kind: a user hold (its owner's or a budget manager's, which its owner may release)
@@ -62,8 +67,31 @@ def short_words(resources: Iterable[str] | None) -> str:
     return " and ".join(SHORT_NAMES.get(r, str(r)) for r in resources or ())
 
 
+def drain_only(reason: str | None, detail: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The scheduled drain (``{host, at}``: epoch seconds) that alone keeps a pending workload out:
+    reason ``reserved_for_other`` whose ``detail`` (its ``pending_detail``, or the keys ``drain`` and
+    ``reserved_for`` of it) names a ``drain`` and reserves the room for no other workload (the
+    policy's ``reasons._with_drain``); None otherwise. The page's "reserved for maintenance"
+    (``scheduler.reports``), the API list's ``pending_drain`` and the lists' words read it."""
+    drain = (detail or {}).get("drain")
+    if reason != "reserved_for_other" or not isinstance(drain, Mapping) or (detail or {}).get("reserved_for"):
+        return None
+    return drain
+
+
+def drain_words(drain: Mapping[str, Any]) -> str:
+    """:data:`MAINTENANCE_WORDS` with the host and its drain's instant, short for a list's cell:
+    ``GPUs reserved for maintenance (h1 drains Dec 8 08:00:00 UTC)``."""
+    at = instant_text(drain.get("at"))
+    return f"{MAINTENANCE_WORDS} ({drain.get('host')} drains{' ' + at if at else ''})"
+
+
 def reason_words(
-    reason: str | None, resources: Iterable[str] | None = None, group_limit: Any = None, hold: Any = None
+    reason: str | None,
+    resources: Iterable[str] | None = None,
+    group_limit: Any = None,
+    hold: Any = None,
+    drain: Mapping[str, Any] | None = None,
 ) -> str:
     """A pending workload's reason in a few words: ``not enough CPUs`` for ``insufficient_gpus``
     whose ``resources`` say CPUs are what is short (its GPUs could be made free), any other reason
@@ -73,14 +101,19 @@ def reason_words(
     ``dependency`` that is its group's limit (``pending_detail.limit``): ``array at its limit
     (%2)``, where "waits for other workloads" read as an ``after`` wait (try37). ``hold``: the
     workload's own hold (``user``, ``admin``; :data:`HOLD_WORDS`), which ``held`` then names
-    instead of its budget's."""
+    instead of its budget's. ``drain``: the scheduled drain that alone keeps it out
+    (:func:`drain_only`, the API list's ``pending_drain``): :func:`drain_words` for
+    ``reserved_for_other`` (list59)."""
     if not reason:
         return REASON_WORDS["not_yet_considered"]
     if reason == "held" and hold in HOLD_WORDS:
         return HOLD_WORDS[hold]
     if reason == "dependency" and isinstance(group_limit, int) and not isinstance(group_limit, bool):
         return f"array at its limit (%{group_limit})"
-    words = REASON_WORDS.get(reason, reason)
+    if reason == "reserved_for_other" and isinstance(drain, Mapping):
+        words = drain_words(drain)
+    else:
+        words = REASON_WORDS.get(reason, reason)
     short = short_words(resources)
     if not short:
         return words
@@ -89,7 +122,16 @@ def reason_words(
     return f"{words} ({short} short)"
 
 
-__all__ = ["HOLD_WORDS", "REASON_WORDS", "SHORT_NAMES", "reason_words", "short_words"]
+__all__ = [
+    "HOLD_WORDS",
+    "MAINTENANCE_WORDS",
+    "REASON_WORDS",
+    "SHORT_NAMES",
+    "drain_only",
+    "drain_words",
+    "reason_words",
+    "short_words",
+]
 
 
 def silent_host_words(silent: Mapping[str, Any]) -> str:

@@ -49,7 +49,9 @@ from scheduler.services import (
     do_set_host_state,
     drain_time,
     hold_changes,
+    no_drain_scheduled_text,
     scheduled_drain,
+    scheduled_drain_note,
 )
 
 
@@ -298,13 +300,13 @@ class HostAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[Host], state: str, *, drain_now: bool = False
     ) -> None:
         reason = f"admin action by {request.user}"
-        _each(
-            request,
-            queryset,
-            lambda host: do_set_host_state(request.user, host, state, reason, drain_now=drain_now),
-            lambda host: host.name,
-            "{n} host(s) updated.",
-        )
+
+        def act(host: Host) -> None:
+            after = do_set_host_state(request.user, host, state, reason, drain_now=drain_now)
+            if change := scheduled_drain_note(host, after):  # left59: a resume cancelled it unsaid
+                messages.info(request, f"{host.name}: {change}.")
+
+        _each(request, queryset, act, lambda host: host.name, "{n} host(s) updated.")
 
     @admin.action(description="Cordon: no new work, running work stays", permissions=["change"])
     def cordon(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
@@ -355,9 +357,11 @@ class HostAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the scheduled drain", permissions=["change"])
     def cancel_scheduled_drain(self, request: HttpRequest, queryset: QuerySet[Host]) -> None:
+        for host in queryset.filter(drain_at__isnull=True).order_by("name"):  # a no-op, said (left59)
+            messages.info(request, no_drain_scheduled_text(host))
         _each(
             request,
-            queryset,
+            queryset.filter(drain_at__isnull=False),
             lambda host: do_cancel_scheduled_drain(request.user, host, f"admin action by {request.user}"),
             lambda host: host.name,
             "{n} host(s): scheduled drain cancelled.",

@@ -14,8 +14,9 @@ charged: ``accounting.silent_until``):
   (``held - measured``; a MIG-mode GPU NVML cannot read, nvml56), never 0 %;
 - **idle**: the measured GPU-time in minutes under ``FAIRWAY_IDLE_UTIL_PCT``
   (:func:`scheduler.idle.quiet_minute`, the idle rule's minute), as a share of the measured time;
-- **peak memory**: the highest ``memory_used_max_mb`` of a minute of any held GPU, with that
-  GPU's memory.
+- **peak memory**: the highest ``memory_used_max_mb`` of a minute any held GPU was held whole,
+  with that GPU's memory; None (not measured) without one (a sample is the GPU's minute, not the
+  attempt's: a partly held minute may be the previous attempt's memory; left59).
 
 Unlike the pyramid's hours, no GPU's latest sample stands in for an hour without minute samples:
 that time is not measured. One query for any number of attempts (:func:`efficiency_of_attempts`):
@@ -132,7 +133,9 @@ def efficiency_of_attempts(
         minute__lt=OuterRef("held_until"),
         minute__gte=OuterRef("attempt__placed_at"),
     )
-    held = sampled.filter(minute__gt=OuterRef("first_from"), minute__lt=OuterRef("held_until"))
+    # the memory of the minutes held whole only: a sample is the GPU's minute, not the attempt's, so
+    # a partly held one may be another attempt's memory (left59: the previous job's 79 GB)
+    held = sampled.filter(minute__gte=OuterRef("attempt__placed_at"), minute__lte=OuterRef("whole_until"))
     rows = links.annotate(
         whole_n=_one(whole, Count("pk")),
         whole_util=_one(whole, Sum(minute_utilization_sql())),

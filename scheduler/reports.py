@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -22,7 +23,15 @@ from django.utils import timezone
 from budgets.models import Budget
 from budgets.services import active_boosts, ancestor_ids, boost_words, budget_paths, load_tree, tree_walk
 from fairway_cli.numbers import gpu_hours_text, instant_text
-from fairway_cli.words import HOLD_WORDS, no_attempt_text, reason_words, short_words, side_label
+from fairway_cli.words import (
+    HOLD_WORDS,
+    MAINTENANCE_WORDS,
+    drain_only,
+    no_attempt_text,
+    reason_words,
+    short_words,
+    side_label,
+)
 from scheduler.accounting import silent_until_of
 from scheduler.models import GPU, Attempt, AttemptGPU, Cluster, Host, Workload
 from scheduler.policy.contract import protection_end
@@ -166,6 +175,22 @@ def ratio_texts(values: list[Any]) -> list[str]:
     return [t if t is not None else "–" for t in texts]
 
 
+def sibling_ratio_texts(order: Sequence[tuple[Budget, int]], figures: Mapping[str, BudgetFigures]) -> list[str]:
+    """The ratio texts of the budgets in ``order``, each with the digits :func:`ratio_texts` needs
+    among its siblings (the budgets its rank compares it with, and the why-pending sentence too),
+    not over the whole tree: two budgets under different parents, equal to three digits, made every
+    ratio of the page take four ("0.8476×") while the sentence said "0.848×" (shots59)."""
+    by_parent: dict[int | None, list[int]] = defaultdict(list)
+    for i, (budget, _depth) in enumerate(order):
+        by_parent[budget.parent_id].append(i)
+    texts = [""] * len(order)
+    for members in by_parent.values():
+        ratios = [f.ratio if (f := figures.get(str(order[i][0].id))) else None for i in members]
+        for i, text in zip(members, ratio_texts(ratios), strict=True):
+            texts[i] = text
+    return texts
+
+
 def _significant(value: float, digits: int) -> str:
     """``value`` rounded to ``digits`` significant digits, in plain (not exponent) notation."""
     if value == 0:
@@ -274,7 +299,7 @@ def budget_standings(
     boosts = active_boosts()
     standing = ClusterStanding(cluster=cluster.name, gpus=total_gpus, window_s=snap.window, at=now)
     order = tree_walk(tree)
-    texts = ratio_texts([f.ratio if (f := figures.get(str(b.id))) else None for b, _ in order])
+    texts = sibling_ratio_texts(order, figures)
     for (budget, depth), text in zip(order, texts, strict=True):
         f = figures.get(str(budget.id))
         if f is None:  # a budget of another root's tree: not in this cluster's snapshot
@@ -349,6 +374,9 @@ class Occupancy:
     pending_held: dict[str, int] = field(default_factory=dict)
     """Of the pending ``held``: those on a hold of their own, by kind (``user``, ``admin``;
     docs/jobs.md "Hold and release"); the rest wait for their budget's hold."""
+    pending_maintenance: int = 0
+    """Of the pending ``reserved_for_other``: those a scheduled drain alone keeps out
+    (:func:`fairway_cli.words.drain_only`), "GPUs reserved for maintenance" in the lists (list59)."""
     models: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -365,8 +393,11 @@ class Occupancy:
         rows = []
         for reason, n in self.pending_by_reason.items():
             own = self.pending_held if reason == PendingReason.HELD else {}
-            if budgets := n - sum(own.values()):
+            drains = self.pending_maintenance if reason == PendingReason.RESERVED_FOR_OTHER else 0
+            if budgets := n - sum(own.values()) - drains:
                 rows.append((reason_words(reason), reason, budgets))
+            if drains:
+                rows.append((MAINTENANCE_WORDS, reason, drains))
             rows += [(reason_words(reason, hold=kind), reason, own[kind]) for kind in HOLD_WORDS if kind in own]
         return rows
 
@@ -409,7 +440,10 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
     ):
         host_states[cid][state] += 1
     live = Workload.objects.filter(cluster_id__in=by_id).exclude(state__in=Workload.FINAL_STATES)
-    for cid, state, reason, hold in live.values_list("cluster_id", "state", "pending_reason", "hold"):
+    rows = live.values_list(
+        "cluster_id", "state", "pending_reason", "hold", "pending_detail__drain", "pending_detail__reserved_for"
+    )
+    for cid, state, reason, hold, drain, reserved_for in rows:
         occ = by_id[cid]
         occ.workloads_by_state[state] = occ.workloads_by_state.get(state, 0) + 1
         if state == Workload.State.PENDING:
@@ -417,6 +451,7 @@ def occupancy(clusters: list[Cluster]) -> list[Occupancy]:
             occ.pending_by_reason[key] = occ.pending_by_reason.get(key, 0) + 1
             if key == PendingReason.HELD and hold:
                 occ.pending_held[hold] = occ.pending_held.get(hold, 0) + 1
+            occ.pending_maintenance += drain_only(key, {"drain": drain, "reserved_for": reserved_for}) is not None
     for cid, occ in by_id.items():
         occ.hosts_by_state = dict(sorted(host_states[cid].items()))
         occ.models = dict(sorted(occ.models.items()))
@@ -824,6 +859,9 @@ def _lines(
             f"Workloads {victims} on {detail.get('host')} are being stopped to make room for it; "
             "it starts as soon as they have left."
         )
+    elif drain_only(reason, detail) is not None:
+        where = _hosts(detail)
+        lines.append(f"GPUs are free{' on ' + where if where else ''}, but they are reserved for maintenance.")
     elif reason == "reserved_for_other":
         where = _hosts(detail)
         lines.append(
@@ -871,6 +909,9 @@ def _lines(
         lines.append(f"Pending: {reason}.")
     if detail.get("resources") and reason in ("reserved_for_other", "protected_work", "fair_share"):
         lines.insert(1, short_sentence(workload, detail))
+    drain = detail.get("drain")
+    if isinstance(drain, dict):
+        lines.append(drain_sentence(drain))
     if detail.get("reserved_start"):
         at, by_reservation = expected_start(workload)
         if by_reservation:
@@ -883,6 +924,15 @@ def _lines(
                 f"latest; it may start earlier elsewhere: by {_when(at)} at the latest."
             )
     return lines
+
+
+def drain_sentence(drain: dict[str, Any]) -> str:
+    """A pending reason's ``drain`` detail (the policy's ``reasons._with_drain``: a drain scheduled
+    on the room it names refuses it, docs/deploy.md "Scheduled drains") in one sentence."""
+    return (
+        f"Host {drain.get('host')} drains at {_when(drain.get('at'))} before its minimum runtime would end: "
+        "it starts no work there that would still be protected then."
+    )
 
 
 def _protected_sentence(workload: Workload, where: str, until: Any) -> str:

@@ -29,7 +29,7 @@ from accounts.models import Membership, User
 from accounts.services import archived_budget_paths, is_manager, is_member, submit_budget_paths
 from agent.protocol import MAX_HOST_GPUS, MAX_MESSAGE_BYTES, MIN_MEMORY_BYTES
 from budgets.models import Budget
-from budgets.rules import archived_growth_problem, submission_problem
+from budgets.rules import SCHEDULE_AHEAD_MAX, archived_growth_problem, submission_problem
 from budgets.services import ancestor_ids, budget_hint, is_leaf, load_tree, resolve_budget, share_lock_budget
 from config.errors import FORBIDDEN, FieldProblem, ServiceError
 from fairway_cli.numbers import duration_text, instant_text
@@ -110,7 +110,7 @@ class HoldError(ServiceError):
 class HostError(ServiceError):
     """A refused host change: ``invalid_host_name``, ``host_exists``, ``invalid_gpus``,
     ``duplicate_gpu``, ``mixed_models``, ``invalid_labels``, ``invalid_state``, ``host_removed``,
-    ``host_busy``, ``inventory_pending``, ``invalid_reason``, ``invalid_at``, ``no_scheduled_drain``."""
+    ``host_busy``, ``inventory_pending``, ``invalid_reason``, ``invalid_at``."""
 
 
 HOST_REASON_MAX = 500
@@ -2265,8 +2265,9 @@ def _returns_as(host: Host) -> str:
 
 
 def _state_target(current: str, state: str, drain_now: bool) -> str:
-    """The state ``state`` sets on a host now ``current``: draining an empty (drained) host keeps it drained."""
-    if state == Host.State.DRAINING and current == Host.State.DRAINED and not drain_now:
+    """The state ``state`` sets on a host now ``current``: draining an empty (drained) host keeps it
+    drained, a drain now too (nothing to drain now: left59, the tick's scheduled one flipped it)."""
+    if state == Host.State.DRAINING and current == Host.State.DRAINED:
         return Host.State.DRAINED
     return state
 
@@ -2332,7 +2333,8 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
     a drained host changes nothing. Records a HostEvent (``cordoned``, ``draining``,
     ``drain_now``, ``resumed``) with the actor and reason — drain now is audited (DESIGN.md §6)
     — and requests a tick and a push of the host after commit. A resume also cancels a scheduled
-    drain (:func:`do_schedule_drain`), of an active host too. Raises HostError
+    drain (:func:`do_schedule_drain`), of an active host too, and a drain one it covers
+    (:func:`_covers_scheduled_drain`; :func:`scheduled_drain_note` says which). Raises HostError
     ``invalid_state``, ``invalid_reason`` (over 500 characters or holding NUL: the web form passed
     NUL through, a 500 on PostgreSQL), ``host_removed`` or ``inventory_pending`` (resuming a host
     whose agent's GPU inventory awaits an admin's approval: the approval resumes it, docs/deploy.md).
@@ -2349,13 +2351,40 @@ def do_set_host_state(actor: User | None, host: Host, state: str, reason: str = 
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise host_removed_error(locked)
-        if state == Host.State.ACTIVE and locked.drain_at is not None:
-            _unschedule_drain(actor, locked, reason, "cancelled by a resume")
+        if locked.drain_at is not None and (covered := _covers_scheduled_drain(locked, state, drain_now)):
+            _unschedule_drain(actor, locked, reason, f"cancelled by a {covered}")
         kind = _change_host_state(actor, locked, state, reason, drain_now)
     if kind is not None:
         what = {"resumed": "resumed", "cordoned": "cordoned", "drain_now": "drained now", "draining": "drained"}[kind]
         _log_host_action(actor, locked, what, reason)
     return locked
+
+
+def _covers_scheduled_drain(host: Host, state: str, drain_now: bool) -> str:
+    """The action (``resume``, ``drain``, ``drain now``) that cancels ``host``'s scheduled drain,
+    or "": a resume cancels it, a drain now any, a drain a scheduled drain (the host drains
+    already: at its time it would change nothing) but not a drain now (which still stops what
+    runs then); a cordon keeps it (docs/deploy.md, "Scheduled drains")."""
+    if state == Host.State.ACTIVE:
+        return "resume"
+    if state == Host.State.DRAINING and drain_now:
+        return "drain now"
+    if state == Host.State.DRAINING and not host.drain_at_now:
+        return "drain"
+    return ""
+
+
+def scheduled_drain_note(before: Host, after: Host) -> str:
+    """What an operator's cordon, drain, drain now or resume of ``before`` (the host as read before
+    it) did to its scheduled drain, ``after`` being the host it returned: "its drain scheduled at
+    08:00:00 UTC is cancelled" (or "stands"), "" when none was scheduled. The one wording of the
+    CLI, the API's ``scheduled_drain_change``, the clusters page and the admin (left59: a resume
+    cancelled it unsaid)."""
+    if before.drain_at is None:
+        return ""
+    what = "drain now" if before.drain_at_now else "drain"
+    fate = "stands" if after.drain_at == before.drain_at else "is cancelled"
+    return f"its {what} scheduled at {instant_text(before.drain_at)} {fate}"
 
 
 def _change_host_state(
@@ -2373,8 +2402,10 @@ def _change_host_state(
     offline = locked.state == Host.State.OFFLINE
     current = _returns_as(locked)
     target = _state_target(current, state, drain_now)
-    if target == current and (locked.drain_now or not drain_now):
-        return None  # the same state, or a drain of one drained now: never a way to slow it (brk56)
+    if target == current and (locked.drain_now or not drain_now or target == Host.State.DRAINED):
+        # the same state, or a drain of one drained now: never a way to slow it (brk56); a drained
+        # host is empty: nothing to drain now (the page's rule, host_action_problem; left59)
+        return None
     if target == Host.State.ACTIVE and locked.pending_inventory is not None:
         raise HostError("inventory_pending", "state", _inventory_pending(locked), status=409)
     if offline:
@@ -2400,8 +2431,9 @@ def _change_host_state(
 
 # --- scheduled drains (docs/deploy.md, "Scheduled drains") ---------------------------------------
 
-SCHEDULED_DRAIN_MAX = timedelta(days=366)
-"""How far ahead a drain may be scheduled: a typed year (2062 for 2026) is refused, not kept for ever."""
+SCHEDULED_DRAIN_MAX = SCHEDULE_AHEAD_MAX
+"""How far ahead a drain may be scheduled: a typed year (2062 for 2026) is refused, not kept for
+ever (``budgets.rules.SCHEDULE_AHEAD_MAX``: a temporary share's end alike)."""
 
 SCHEDULED_DRAIN_FORM = "an ISO 8601 UTC time such as 2026-12-10T08:00Z (or with an offset: +01:00)"
 
@@ -2493,13 +2525,15 @@ def _unschedule_drain(actor: User | None, locked: Host, reason: str, why: str) -
         message=reason or why,
         data={"at": at.isoformat() if at else None, "drain_now": drain_now, "why": why},
     )
+    request_tick_on_commit(locked.cluster_id)  # the policy reads the schedule (PassState.drain_allows)
     when = instant_text(at, absolute=True)
     _log_host_action(actor, locked, f"cancelled the drain of {{host}} scheduled at {when} ({why})", reason)
 
 
 def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = "", *, drain_now: bool = False) -> Host:
     """Schedule a drain (``drain_now``: a drain now) of ``host`` at ``at`` (:func:`drain_time`),
-    replacing the one scheduled before. Until then the host schedules as it is; at ``at`` the
+    replacing the one scheduled before. Until then the host starts no allocated work whose
+    protection would end after ``at`` (docs/deploy.md "Scheduled drains"); at ``at`` the
     tick drains it as :func:`do_set_host_state` would (:func:`apply_due_drains`). Records a
     ``drain_scheduled`` event (who, the time, the one replaced). Raises HostError ``invalid_at``,
     ``invalid_reason``, ``host_removed``, ``invalid_state`` (the drain would change nothing now:
@@ -2530,22 +2564,31 @@ def do_schedule_drain(actor: User | None, host: Host, at: object, reason: str = 
                 "replaces": replaced.isoformat() if replaced else None,
             },
         )
+        # the policy reads the schedule: before it no allocated start whose protection crosses it
+        request_tick_on_commit(locked.cluster_id)
     what = "drain now" if drain_now else "drain"
     _log_host_action(actor, locked, f"scheduled a {what} of {{host}} at {instant_text(when, absolute=True)}", reason)
     return locked
 
 
+def no_drain_scheduled_text(host: Host) -> str:
+    """The words of a cancel of ``host``'s scheduled drain when none is: the clusters page refuses
+    it (it offers only what changes something), the admin says it."""
+    return f"Host {host.name} has no drain scheduled: nothing to cancel."
+
+
 def do_cancel_scheduled_drain(actor: User | None, host: Host, reason: str = "") -> Host:
-    """Cancel ``host``'s scheduled drain (a resume cancels it too). Raises HostError
-    ``host_removed``, ``invalid_reason`` or ``no_scheduled_drain`` (409: none is scheduled)."""
+    """Cancel ``host``'s scheduled drain (a resume cancels it too); with none scheduled, a no-op
+    (no event), as the API's repeat of any change and Kubernetes' uncordon of an uncordoned node
+    (left59: it was a 409 ``no_scheduled_drain``; docs/deploy.md). Raises HostError
+    ``host_removed`` or ``invalid_reason``."""
     _check_host_reason(reason)
     with transaction.atomic():
         locked = Host.objects.select_for_update().get(pk=host.pk)
         if locked.removed_at is not None:
             raise host_removed_error(locked)
-        if locked.drain_at is None:
-            raise HostError("no_scheduled_drain", None, f"Host {locked.name} has no drain scheduled.", status=409)
-        _unschedule_drain(actor, locked, reason, "cancelled")
+        if locked.drain_at is not None:
+            _unschedule_drain(actor, locked, reason, "cancelled")
     return locked
 
 

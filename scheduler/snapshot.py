@@ -426,7 +426,7 @@ _HostsRead = tuple[list[p.Host], dict[int, p.GpuRef], dict[int, int]]
 """What a snapshot reads of its cluster's hosts and GPUs: the policy's hosts (by name), each GPU
 pk's ref, each offline host's last heartbeat (epoch seconds); the index's host and GPU maps filled."""
 
-_HostRow = tuple[int, str, str, Any, bool, datetime | None, int | None, int | None]
+_HostRow = tuple[int, str, str, Any, bool, datetime | None, int | None, int | None, datetime | None]
 _GpuRow = tuple[int, int, str, int, str, str, int | None]
 _ACTIVE = Host.State.ACTIVE.value
 _HEALTHY = GPU.Health.HEALTHY.value
@@ -436,7 +436,7 @@ def _host_rows(cluster_id: int) -> list[_HostRow]:
     """The cluster's hosts (not removed)."""
     return list(
         Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True).values_list(
-            "id", "name", "state", "labels", "drain_now", "last_heartbeat", "cpus", "memory_bytes"
+            "id", "name", "state", "labels", "drain_now", "last_heartbeat", "cpus", "memory_bytes", "drain_at"
         )
     )
 
@@ -472,7 +472,7 @@ def _hardware_plain(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
             gpus_of_host[hid].append((idx, model, health))
 
     hosts: list[p.Host] = []
-    for hid, name, state, labels, drain_now, _last, cpus, memory in host_rows:
+    for hid, name, state, labels, drain_now, _last, cpus, memory, drain_at in host_rows:
         index.host_id_by_name[name] = hid
         index.host_state_by_name[name] = state
         gpus = sorted(gpus_of_host.get(hid, ()))
@@ -488,6 +488,7 @@ def _hardware_plain(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
                 drain_now=bool(drain_now),
                 cpus=cpus,
                 memory=memory,
+                drain_at=None if drain_at is None else epoch(drain_at),
             )
         )
     hosts.sort(key=lambda h: h.name)
@@ -540,7 +541,7 @@ def _stable_hardware(host_rows: list[_HostRow], gpu_rows: list[_GpuRow]) -> _Har
         if hid in name_by_host_id:
             gpus_of_host[hid].append((idx, model, gid))  # one GPU per index on a host (a constraint)
     placed = []
-    for hid, name, _state, labels, _drain, _last, cpus, memory in host_rows:
+    for hid, name, _state, labels, _drain, _last, cpus, memory, _at in host_rows:
         gpus = sorted(gpus_of_host.get(hid, ()))
         if not gpus:
             continue  # an agent that never said hello: no registered GPUs to schedule
@@ -567,10 +568,11 @@ def _stable_hardware(host_rows: list[_HostRow], gpu_rows: list[_GpuRow]) -> _Har
 def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
     """:func:`_hardware_plain`'s answer with the stable part kept by the process between
     snapshots (:class:`_Hardware`, under ``scheduler.hardware_memo.MEMO``'s version: one cache
-    read) and only the volatile part read: the hosts that are not active or are draining now (their
-    state, ``drain_now`` and last heartbeat) and the GPUs that are not healthy or are nominated,
-    two narrow queries (the installation's such GPUs, kept to the cluster's here, single-table).
-    Every other host is active, not draining, and every other GPU healthy and free. When the version
+    read) and only the volatile part read: the hosts that are not active, are draining now or have
+    a drain scheduled (their state, ``drain_now``, last heartbeat and ``drain_at``) and the GPUs
+    that are not healthy or are nominated, two narrow queries (the installation's such GPUs, kept
+    to the cluster's here, single-table). Every other host is active, not draining, with no drain
+    scheduled, and every other GPU healthy and free. When the version
     changed (or nothing is kept) the full rows are read, the same two queries as the plain reading,
     and both parts come from them."""
     read: tuple[list[_HostRow], list[_GpuRow]] | None = None
@@ -584,9 +586,9 @@ def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
     if read is not None:
         host_rows, gpu_rows = read
         volatile_hosts = [
-            (hid, state, drain_now, last)
-            for hid, _n, state, _l, drain_now, last, *_r in host_rows
-            if state != _ACTIVE or drain_now
+            (hid, state, drain_now, last, drain_at)
+            for hid, _n, state, _l, drain_now, last, _c, _m, drain_at in host_rows
+            if state != _ACTIVE or drain_now or drain_at is not None
         ]
         volatile_gpus = [
             (gid, health, nominated)
@@ -596,8 +598,8 @@ def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
     else:
         volatile_hosts = list(
             Host.objects.filter(cluster_id=cluster_id, removed_at__isnull=True)
-            .filter(~Q(state=_ACTIVE) | Q(drain_now=True))
-            .values_list("id", "state", "drain_now", "last_heartbeat")
+            .filter(~Q(state=_ACTIVE) | Q(drain_now=True) | Q(drain_at__isnull=False))
+            .values_list("id", "state", "drain_now", "last_heartbeat", "drain_at")
             .order_by()
         )
         volatile_gpus = list(
@@ -617,20 +619,20 @@ def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
             health[gid] = gpu_health
         if nominated is not None:
             index.nominated[gid] = nominated
-    changed: dict[int, tuple[str, bool]] = {}
-    for hid, state, drain_now, _last in volatile_hosts:
+    changed: dict[int, tuple[str, bool, int | None]] = {}
+    for hid, state, drain_now, _last, drain_at in volatile_hosts:
         name = kept.name_by_host_id.get(hid)
         if name is None:
             continue  # registered after the kept rows' version was read
         index.host_state_by_name[name] = state
-        changed[hid] = (state, bool(drain_now))
-    silent_since = _silent_since((hid, state, last) for hid, state, _d, last in volatile_hosts if hid in changed)
+        changed[hid] = (state, bool(drain_now), None if drain_at is None else epoch(drain_at))
+    silent_since = _silent_since((hid, state, last) for hid, state, _d, last, _a in volatile_hosts if hid in changed)
     for gid in health:
-        changed.setdefault(kept.gpu_host_id[gid], (_ACTIVE, False))
+        changed.setdefault(kept.gpu_host_id[gid], (_ACTIVE, False, None))
     hosts: list[p.Host] = []
     for hid, host, gpus in kept.placed:
         if hid in changed:
-            state, drain_now = changed[hid]
+            state, drain_now, drain_at = changed[hid]
             host = p.Host(
                 name=host.name,
                 model=host.model,
@@ -640,6 +642,7 @@ def _hardware_kept(cluster_id: int, index: SnapshotIndex) -> _HostsRead:
                 drain_now=drain_now,
                 cpus=host.cpus,
                 memory=host.memory,
+                drain_at=drain_at,
             )
         hosts.append(host)
     return hosts, kept.gpu_ref_by_id, silent_since

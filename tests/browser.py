@@ -13,9 +13,10 @@ and call ``log_in(page, username)``.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
@@ -65,12 +66,31 @@ class Chromium:
         thread-local set). ``end_stray_sessions`` ended the one connection it held and the next
         browser test's ORM read failed with "terminating connection due to administrator command"
         (brk55's test and the SSO one had each replaced it)."""
-        if self._browser is not None:
-            from django.db import connections
+        try:
+            if self._browser is not None:
+                from django.db import connections
 
-            connections.close_all()  # the context-variable set: Playwright's loop still runs
-        self._running.close()
-        self._browser = None
+                # the context-variable set, while Playwright's loop still runs: allowed here even
+                # where the test undid its monkeypatch (and with it the fixture's setting)
+                with _async_unsafe_allowed():
+                    connections.close_all()
+        finally:  # Playwright stopped whatever happened: its loop left running fails every later test
+            self._running.close()
+            self._browser = None
+
+
+@contextmanager
+def _async_unsafe_allowed() -> Iterator[None]:
+    """Django's ORM allowed in this thread while Playwright's event loop runs, then as before."""
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -117,7 +117,9 @@ from scheduler.services import (
     may_raise_limit,
     may_read_private,
     may_release_admin_hold,
+    no_drain_scheduled_text,
     scheduled_drain,
+    scheduled_drain_note,
     unscheduled_verb_problem,
 )
 from scheduler.sizes import exact_size_text
@@ -1135,7 +1137,9 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     if verb == "cancel-drain" or at:
         # a drain at a later time (docs/deploy.md, "Scheduled drains"), or its cancel: the services' rules
         try:
-            if verb == "cancel-drain":
+            if verb == "cancel-drain" and host.drain_at is None:  # the page refuses what changes nothing
+                messages.error(request, no_drain_scheduled_text(host))
+            elif verb == "cancel-drain":
                 do_cancel_scheduled_drain(request.user, host, request.POST.get("reason", ""))
                 messages.success(request, f"{host.name}: scheduled drain cancelled.")
             else:
@@ -1153,8 +1157,10 @@ def host_action(request: HttpRequest, name: str, verb: str) -> HttpResponseBase:
     state, now = HOST_ACTIONS[verb]
     try:
         # The whole reason: the service refuses one over 500 characters, as the API does (it was cut here: brk30)
-        do_set_host_state(request.user, host, state, request.POST.get("reason", ""), drain_now=now)
+        after = do_set_host_state(request.user, host, state, request.POST.get("reason", ""), drain_now=now)
         done = {"cordon": "cordoned", "drain": "draining", "drain-now": "draining now", "resume": "resumed"}[verb]
+        if change := scheduled_drain_note(host, after):  # left59: a resume cancelled it unsaid
+            done += f" ({change})"
         messages.success(request, f"{host.name}: {done}.")
     except ServiceError as exc:
         messages.error(request, exc.message)
@@ -1171,10 +1177,14 @@ PYRAMID_SERIES = (
 
 
 def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 160) -> list[dict[str, str]]:
-    """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first."""
+    """SVG polyline points (0–1 on the y axis) of each metric over the hours, oldest first; with
+    one hour (a new cluster's first, the current one so far) each metric is a level line across
+    the chart, which spans that hour, ``dots`` at its ends (a line on the frame's edge, 0 or 100%,
+    read as nothing drawn: left59)."""
     if not hours:
         return []
-    if len(hours) == 1:  # one hour (the current one, say): a level line across the chart
+    dots = len(hours) == 1
+    if dots:
         hours = [hours[0], hours[0]]
     n = len(hours)
     step = width / max(1, n - 1)
@@ -1192,7 +1202,8 @@ def _pyramid_chart(hours: list[dict[str, Any]], width: int = 720, height: int = 
             if len(run) == 1:  # a lone known hour: a short dash, a single point draws nothing
                 run.append((min(width, run[0][0] + 4.0), run[0][1]))
             if run:
-                out.append({"name": key, "colour": colour, "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in run)})
+                points = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
+                out.append({"name": key, "colour": colour, "points": points, "dots": dots})
     return out
 
 
@@ -1208,6 +1219,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         hours = report["hours"]
         # The chart's first and last points (hour starts), written under it as its time axis.
         ends = [datetime.fromisoformat(hours[i]["hour"]) for i in (0, -1)] if hours else [None, None]
+        if len(hours) == 1:  # the chart spans the one hour: its start and end (left59: "01:00 … 01:00")
+            ends[1] = ends[0] + timedelta(hours=1)
         pyramids.append({**report, "chart": _pyramid_chart(hours), "chart_from": ends[0], "chart_to": ends[1]})
     return _render(
         request,

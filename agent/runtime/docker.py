@@ -35,6 +35,7 @@ from agent.runtime.isolation import (
     Identity,
     Isolation,
     IsolationConfig,
+    mount_problem,
     out_of_memory_message,
     stop_then_kill_tree,
 )
@@ -43,7 +44,7 @@ from agent.state import AttemptRecord, monotonic_s, open_private_append, write_p
 try:
     import docker
     from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-    from docker.types import DeviceRequest
+    from docker.types import DeviceRequest, LogConfig
 except ImportError:  # pragma: no cover -- the agent's requirements install it
     docker = None
 
@@ -67,13 +68,15 @@ def container_spec(
     identity: Identity | None = None,
     pids_max: int = DEFAULT_PIDS_MAX,
     network: str = "private",
+    log_max_bytes: int = 64 * 1024 * 1024,
 ) -> dict[str, Any]:
     """Keyword arguments of ``containers.create`` for ``spec`` (pure: tested without an engine).
 
     With an ``identity`` that the agent switches to, the container runs as ``--user uid:gid``
     with its extra groups (``--group-add``), whatever the image's ``USER`` says. ``pids_max``: the
     host's ``isolation.pids_max`` (0: no limit). ``network``: the host's
-    ``isolation.container_network`` (:func:`network_mode`)."""
+    ``isolation.container_network`` (:func:`network_mode`). ``log_max_bytes``: the agent's cap of an
+    attempt's log, which the engine's own log of the container keeps to as well (:func:`engine_log`)."""
     env = dict(spec.env)
     env.update(
         NVIDIA_VISIBLE_DEVICES=",".join(spec.gpu_uuids) if spec.gpu_uuids else "void",
@@ -99,6 +102,7 @@ def container_spec(
         # in the image raises nothing, so ``--user`` holds (brk41: a setuid shell made an owner's
         # workload root in its container, with the engine's default capabilities).
         "security_opt": ["no-new-privileges"],
+        "log_config": engine_log(log_max_bytes),
     }
     if identity is not None and identity.switch:
         kwargs["user"] = f"{identity.uid}:{identity.gid}"
@@ -110,6 +114,16 @@ def container_spec(
         ]
     kwargs.update(resource_limits(spec, pids_max))
     return kwargs
+
+
+def engine_log(log_max_bytes: int) -> Any:
+    """The container's ``LogConfig``: the engine's log of its output rotates at the agent's cap
+    (iso58; docs/isolation.md). The agent follows that log into its own capped copy; the engine's
+    copy is only what the agent has yet to read, but ``json-file`` (Docker's default; Podman's
+    ``k8s-file`` alike) kept every byte until the container was removed, so a workload printing
+    without end filled the engine's disk. Two files of half the cap each, as Docker rotates them
+    (Podman truncates at ``max-size``): at most ``log_max_bytes`` on the engine's disk."""
+    return LogConfig(type=LogConfig.types.JSON, config={"max-size": str(max(1, log_max_bytes // 2)), "max-file": "2"})
 
 
 def is_gang_part(spec: AttemptSpec) -> bool:
@@ -274,6 +288,10 @@ class DockerRuntime(StoredRuntime):
         if not spec.image:
             self._fail(record, "the docker runtime needs an image")
         ident = await self._identity(record, spec)
+        if ident.switch:  # the engine binds as root: only where the owner reaches on the host (iso58)
+            for m in spec.mounts:
+                if (problem := mount_problem(m.host_path, ident.uid, {ident.gid, *ident.groups})) is not None:
+                    self._fail(record, f"user {ident.user} (uid {ident.uid}) cannot reach mount {m.name}: {problem}")
         self.store.ensure_private()
         run_dir = self.store.run_dir(spec.attempt_id)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -287,6 +305,7 @@ class DockerRuntime(StoredRuntime):
             identity=ident,
             pids_max=self.isolation.config.pids_max,
             network=self.isolation.config.container_network,
+            log_max_bytes=self.log_max_bytes,
         )
         self._records[spec.attempt_id] = record
         self.store.save(record)  # before the container exists: a restarted agent finds one or the other

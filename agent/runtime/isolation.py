@@ -804,6 +804,16 @@ def access_problem(path: str, uid: int, gids: set[int], want: int = 1) -> str | 
     return walk(os.path.abspath(path), want)
 
 
+def mount_problem(path: str, uid: int, gids: set[int]) -> str | None:
+    """Why ``uid`` (in ``gids``) cannot reach the directory ``path`` on the host: a directory on the
+    way to where it leads (symlinks followed) that it cannot search; None when it can. What an
+    engine binds into a container it binds as root, following symlinks: a mount whose path the
+    owner can change (``/scratch/{user}`` in a world-writable ``/scratch``) made into a symlink
+    gave the container a directory under another owner's 0700 home (iso58; docs/isolation.md). The
+    directory itself keeps its own mode in the container, so only the way to it is checked."""
+    return access_problem(path, uid, gids, 0)  # want 0: nothing of the directory itself
+
+
 def usable_by_others(path: str) -> bool:
     """Whether an unprivileged account of its own could run the program ``path`` (e.g. the Python
     of a development checkout under a 0700 home is not): the demo and e2e tests ask this."""
@@ -840,8 +850,28 @@ def dedicated_owner(pw: pwd.struct_passwd) -> str | None:
 
 
 _account_lock = threading.Lock()
-ACCOUNT_LOCK_FILE = Path("/run/lock/fairway-agent-accounts.lock")
-"""Serializes account creation between the agents of one host (the demo runs four)."""
+ACCOUNT_LOCK_FILE = Path("/run/fairway-agent-accounts.lock")
+"""Serializes account creation between the agents of one host (the demo runs four). In ``/run``,
+which only root writes: not ``/run/lock``, world-writable on Debian, where an attempt held the
+lock (every start of a dedicated account of the host waited) or made it a symlink through which
+root created a file (iso58; :func:`_open_account_lock`)."""
+
+
+def _open_account_lock(path: Path) -> int | None:
+    """``path`` opened for the account lock: the agent's own regular file, never through a symlink,
+    made if missing; None (warned) when anything else lies there: account making then goes on
+    unlocked, never blocked by whoever put it there (iso58)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.warning("no account lock %s: %s", path, exc.strerror)
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        log.warning("no account lock: %s is not the agent's own regular file (uid %d)", path, st.st_uid)
+        return None
+    return fd
 
 
 def _run(*argv: str) -> None:
@@ -861,11 +891,9 @@ def ensure_account(prefix: str, user: str, uid_range: tuple[int, int]) -> pwd.st
     name = account_name(prefix, user)
     lo, hi = uid_range
     with _account_lock, contextlib.ExitStack() as stack:
-        try:
-            lock = stack.enter_context(ACCOUNT_LOCK_FILE.open("a"))
+        if (lock := _open_account_lock(ACCOUNT_LOCK_FILE)) is not None:
+            stack.callback(os.close, lock)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        except OSError as exc:
-            log.debug("no account lock file %s: %s", ACCOUNT_LOCK_FILE, exc)
         try:
             pw = pwd.getpwnam(name)
         except KeyError:

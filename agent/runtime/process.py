@@ -104,6 +104,19 @@ def check(r, what):
     if r != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
+def as_owner_fs(fn):  # fn() with the owner's uid, gid and groups for its file accesses, then root's again
+    if uid == "-":
+        return fn()
+    saved = os.getgroups()
+    os.setgroups([int(g) for g in groups.split(",") if g] + [int(gid)])
+    libc.setfsgid(int(gid))
+    libc.setfsuid(int(uid))  # leaving fsuid 0 clears the file-system capabilities too
+    try:
+        return fn()
+    finally:
+        libc.setfsuid(0)
+        libc.setfsgid(0)
+        os.setgroups(saved)
 def refuse(why):  # the attempt cannot start: its command never runs
     os.write(status, ("fail " + why)[:4000].encode(errors="replace"))
     sys.exit(125)
@@ -121,7 +134,10 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         made = True  # from here on, a failure leaves a half-made /tmp (the host's, or one missing paths)
         if os.path.isdir("/dev/mqueue"):  # the host's POSIX queues by path: this namespace's instead
             check(libc.mount(b"mqueue", b"/dev/mqueue", b"mqueue", 2 | 4 | 8, None), "mqueue on /dev/mqueue")
-        keep = [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]]  # in the new namespace: bindable
+        # In the new namespace (bindable), and with the owner's file-system identity: the agent resolved
+        # them, but a component swapped for a symlink since then must not lead root where the owner
+        # cannot reach (iso58: a directory under another owner's 0700 home bound into this /tmp).
+        keep = as_owner_fs(lambda: [(p, os.open(p, os.O_PATH)) for p in tmp["keep"]])
         stand_in = os.open(hide["stand_in"], os.O_PATH) if hide["nodes"] else -1  # root's, mode 000, empty
         var = os.open(tmp["var"], os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if tmp["var"] else -1
         for point, opts in ((b"/tmp", b"mode=1777"), (b"/dev/shm", tmp["shm"].encode())):
@@ -207,21 +223,40 @@ for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(s, lambda *a: None)
 # The command writes into a pipe that this wrapper copies into the log (its own stdout), never into
 # the log file itself: with the file in hand it could fallocate() disk past its end (docs/isolation.md).
+# The log is held to the agent's cap (go["log_max"]) as it is copied, by the rule of the agent's own
+# periodic pass (agent.state.cap_log): past the cap on disk, all but its last half punched out of the
+# file's start (iso58: between two passes a flood reached GBs, written as root past the root reserve).
 out_r, out_w = os.pipe()
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 def pump():
+    cap, since = go["log_max"], 0
     while data := os.read(out_r, 1 << 16):
+        since += len(data)
         with contextlib.suppress(OSError):  # a full disk drops output; the command never blocks on it
             while data:
                 data = data[os.write(1, data):]
+        if since >= cap // 2:
+            since = 0
+            with contextlib.suppress(OSError):
+                st = os.fstat(1)
+                if st.st_blocks * 512 > cap and st.st_size > cap:
+                    libc.fallocate(1, 2 | 1, 0, st.st_size - cap // 2)  # PUNCH_HOLE|KEEP_SIZE; else the agent's pass
 pumper = threading.Thread(target=pump, daemon=True)  # started once the command is forked: no thread at fork
 kw = dict(umask=0o022, env=env, stdout=out_w, stderr=out_w)
+here = os.getcwd()  # entered as root (the agent's Popen): entered again as the owner, by its path
+def as_owner():  # in the child, past setuid: no_new_privs, and the working directory as the owner reaches it
+    libc.prctl(38, 1, 0, 0, 0)
+    os.chdir(here)
 if uid != "-":
     kw.update(user=int(uid), group=int(gid), extra_groups=[int(g) for g in groups.split(",") if g],
-              preexec_fn=lambda: libc.prctl(38, 1, 0, 0, 0))
+              preexec_fn=as_owner)
 try:
     child = subprocess.Popen(cmd, **kw)
 except (OSError, ValueError) as e:  # ValueError: an env name or value Popen refuses
     print(f"fairway: cannot run {cmd[0]}: {e}", file=sys.stderr, flush=True)
+    child = None
+except subprocess.SubprocessError:  # as_owner's chdir: a path swapped since the agent's check (iso58)
+    print(f"fairway: cannot run {cmd[0]}: user {go['user']} cannot enter {here}", file=sys.stderr, flush=True)
     child = None
 os.close(out_w)
 pumper.start()
@@ -269,10 +304,11 @@ sys.exit(code)
 # cgroups before its go, so pids.max, the device filter and the attempt's stop cover it. It reads "1"
 # and a JSON payload from FD, enters the attempt's IPC and mount namespaces (MNT, IPC: descriptors of
 # the attempt's wrapper's, opened by the agent; -1: the attempt has none of its own), so it sees the
-# attempt's private /tmp, /var/tmp, /dev/shm and hidden GPUs, goes to the attempt's working directory,
-# takes the attempt's Landlock scope and root capability bounds as the attempt's wrapper does, switches
-# to the attempt's identity (UID "-": the agent's own, as the attempt) with no_new_privs, and execs the
-# command with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
+# attempt's private /tmp, /var/tmp, /dev/shm and hidden GPUs, takes the attempt's Landlock scope and
+# root capability bounds as the attempt's wrapper does, switches to the attempt's identity (UID "-":
+# the agent's own, as the attempt) with no_new_privs, goes to the attempt's working directory as that
+# identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
+# with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
 # exits 125, the command never run; STATUS is closed by the exec (close-on-exec). Without a cgroup
 # ("reap": the process-tree fallback) it forks before the switch and stays, as the agent's user, the
 # subreaper of the command, killing what the command left behind when it ends (brk59).
@@ -328,7 +364,6 @@ try:
         if ns >= 0:
             check(libc.setns(ns, 0), f"enter the attempt's {what} namespace")
             os.close(ns)
-    os.chdir(go["cwd"])
     if go["scope"]:
         libc.syscall.restype = ctypes.c_long
         attr = (ctypes.c_uint64 * 3)(0, 0, 1 | 2)
@@ -363,6 +398,7 @@ try:
         os.setresgid(int(gid), int(gid), int(gid))
         os.setresuid(int(uid), int(uid), int(uid))
         check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")
+    os.chdir(go["cwd"])  # as the attempt's identity, as the attempt's wrapper enters it (iso58)
     check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")  # after the switch, which clears it
     os.umask(0o022)
 except OSError as e:
@@ -830,6 +866,7 @@ class ProcessRuntime(StoredRuntime):
                 hide,
                 tmpdir,
                 cgroup,
+                ident.user,
                 ids,
                 workdir,
                 [*([cgroup] if cgroup is not None else []), *limit_cgroups],
@@ -874,6 +911,7 @@ class ProcessRuntime(StoredRuntime):
         hide: dict[str, object],
         tmpdir: Path,
         cgroup: Path | None,
+        user: str,
         ids: tuple[str, str, str],
         workdir: str | None,
         join: list[Path],
@@ -886,7 +924,18 @@ class ProcessRuntime(StoredRuntime):
         await asyncio.to_thread(
             _hand_over,
             write_fd,
-            b"1" + json.dumps({"env": env, "tmp": tmp, "hide": hide, "caps": caps, "scope": scope}).encode(),
+            b"1"
+            + json.dumps(
+                {
+                    "env": env,
+                    "tmp": tmp,
+                    "hide": hide,
+                    "caps": caps,
+                    "scope": scope,
+                    "user": user,
+                    "log_max": self.log_max_bytes,
+                }
+            ).encode(),
         )
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.

@@ -93,6 +93,7 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
             may_read_statement,
             parse_range,
             statement_csv,
+            statement_file_name,
         )
 
         budget = self.get_object()
@@ -103,7 +104,7 @@ class BudgetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayVie
         refuse_unknown(request.query_params, ["since", "until"])  # ?sinc= read as the default range
         since, until = parse_range(request.query_params.get("since"), request.query_params.get("until"))
         response = HttpResponse(statement_csv(budget, budget_statement(budget, since, until)), content_type="text/csv")
-        response["Content-Disposition"] = f'attachment; filename="statement-{budget.pk}-{since}-{until}.csv"'
+        response["Content-Disposition"] = f'attachment; filename="{statement_file_name([budget.path], since, until)}"'
         return response
 
     def get_serializer_context(self) -> dict[str, Any]:

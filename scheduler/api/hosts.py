@@ -33,6 +33,7 @@ from scheduler.services import (
     host_reason_problem,
     may_operate_hosts,
     scheduled_drain,
+    scheduled_drain_note,
 )
 
 
@@ -191,6 +192,7 @@ class HostSerializer(serializers.ModelSerializer):
     pending_inventory = serializers.SerializerMethodField()
     attempts_lost_at = serializers.SerializerMethodField()
     scheduled_drain = serializers.SerializerMethodField()
+    scheduled_drain_change = serializers.SerializerMethodField()
     idle_gpus = serializers.SerializerMethodField()
 
     class Meta:
@@ -203,6 +205,7 @@ class HostSerializer(serializers.ModelSerializer):
             "state_reason",
             "drain_now",
             "scheduled_drain",
+            "scheduled_drain_change",
             "labels",
             "agent_version",
             "isolation",
@@ -267,6 +270,17 @@ class HostSerializer(serializers.ModelSerializer):
     )
     def get_scheduled_drain(self, obj: Host) -> dict[str, Any] | None:
         return scheduled_drain(obj)
+
+    @extend_schema_field(
+        serializers.CharField(
+            allow_null=True,
+            help_text="in the answer of a cordon, drain, drain now or resume: what it did to the host's "
+            "scheduled drain, in words ('its drain scheduled at 08:00:00 UTC is cancelled' or 'stands'); "
+            "null otherwise",
+        )
+    )
+    def get_scheduled_drain_change(self, obj: Host) -> str | None:
+        return self.context.get("scheduled_drain_change") or None
 
     @extend_schema_field(
         inline_serializer(
@@ -444,11 +458,12 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
 
     def _change(self, request: Request, state: str, drain_now: bool = False) -> Response:
         host = self.get_object()
-        do_set_host_state(request.user, host, state, self._reason(request), drain_now=drain_now)
-        return self._host(host)
+        after = do_set_host_state(request.user, host, state, self._reason(request), drain_now=drain_now)
+        return self._host(host, scheduled_drain_note(host, after))
 
-    def _host(self, host: Host) -> Response:
-        return Response(HostSerializer(self.get_queryset().get(pk=host.pk), context=self.get_serializer_context()).data)
+    def _host(self, host: Host, drain_change: str = "") -> Response:
+        context = {**self.get_serializer_context(), "scheduled_drain_change": drain_change}
+        return Response(HostSerializer(self.get_queryset().get(pk=host.pk), context=context).data)
 
     def _drain(self, request: Request, drain_now: bool) -> Response:
         """A drain (or drain now) at once, or at the body's ``at`` (a time) or ``in`` (a duration
@@ -507,8 +522,8 @@ class HostViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, FairwayViewS
     @extend_schema(request=_reason_body, responses=HostSerializer)
     @action(detail=True, methods=["post"], url_path="cancel-drain")
     def cancel_drain(self, request: Request, name: str | None = None) -> Response:
-        """Cancel the host's scheduled drain, leaving its state as it is (409 ``no_scheduled_drain``
-        when none is). Admins only."""
+        """Cancel the host's scheduled drain, leaving its state as it is (with none scheduled: a
+        no-op, ``scheduled_drain`` null). Admins only."""
         host = self.get_object()
         do_cancel_scheduled_drain(request.user, host, self._reason(request))
         return self._host(host)
@@ -541,6 +556,10 @@ class OccupancySerializer(serializers.Serializer):
         child=serializers.IntegerField(),
         help_text="of pending_by_reason's held: those on a hold of their own, by kind (user, admin); "
         "the rest wait for their budget's hold",
+    )
+    pending_maintenance = serializers.IntegerField(
+        help_text="of pending_by_reason's reserved_for_other: those a scheduled drain alone keeps out "
+        '(the lists\' "GPUs reserved for maintenance"); the rest are reserved for a larger job',
     )
     models = serializers.DictField(child=serializers.IntegerField(), help_text="GPUs by model")
 

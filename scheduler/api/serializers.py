@@ -22,6 +22,7 @@ from rest_framework.settings import ISO_8601, api_settings
 
 from config.serializers import FieldsOnceMixin, RefusesUnknownFieldsMixin
 from fairway_cli.numbers import CLEARABLE, PLAIN_INT, means_none, parse_duration_s
+from fairway_cli.words import drain_only
 from scheduler import bulk
 from scheduler.models import ArrayGroup, Attempt, Cluster, Workload, WorkloadEvent
 from scheduler.services import GROUP_NAME_NOT_UPDATABLE, MAX_DB_INT, SECRET_MASK
@@ -844,6 +845,11 @@ IDLE = "row_idle"
 one query for the page); without it a running workload reads its own."""
 
 
+class PendingDrainSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    at = serializers.IntegerField(help_text="when its drain begins (epoch seconds, as pending_detail.drain.at)")
+
+
 class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMixin, serializers.ModelSerializer):
     """A queue row: what everybody may see (queue transparency)."""
 
@@ -859,6 +865,11 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
     pending_group_limit = serializers.SerializerMethodField(
         help_text="the %N of its array group when the pending reason (``dependency``) is that its group "
         "already runs N members (``pending_detail.limit``); null otherwise"
+    )
+    pending_drain = serializers.SerializerMethodField(
+        help_text="the scheduled drain that alone keeps it out (reason reserved_for_other: "
+        "``pending_detail.drain`` where ``reserved_for`` names no workload; docs/deploy.md "
+        '"Scheduled drains"): the lists say "GPUs reserved for maintenance"; null otherwise'
     )
     last_end = serializers.SerializerMethodField(
         help_text="how its last attempt ended: its end reason and exit code (null when the attempt "
@@ -891,6 +902,7 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
             "pending_reason",
             "pending_resources",
             "pending_group_limit",
+            "pending_drain",
             "hold",
             "estimated_start",
             "finished_at",
@@ -951,6 +963,18 @@ class WorkloadListSerializer(FastRepresentationMixin, FieldsOnceMixin, _ScopedMi
         if obj.pending_reason != "dependency" or isinstance(value, bool) or not isinstance(value, int):
             return None
         return value
+
+    @extend_schema_field(PendingDrainSerializer(allow_null=True))
+    def get_pending_drain(self, obj: Workload) -> dict[str, Any] | None:
+        """The list's words for work kept out by a scheduled drain alone read it
+        (``fairway_cli.words.drain_only``). From the list view's annotations (``ROW_JSON``: the
+        keys ``drain`` and ``reserved_for``) where there are some."""
+        if ROW_DRAIN in obj.__dict__:
+            detail = {"drain": obj.__dict__[ROW_DRAIN], "reserved_for": obj.__dict__.get(ROW_RESERVED_FOR)}
+        else:
+            detail = obj.pending_detail or {}
+        drain = drain_only(obj.pending_reason, detail)
+        return {"host": drain.get("host"), "at": drain.get("at")} if drain is not None else None
 
     @extend_schema_field(LastEndSerializer(allow_null=True))
     def get_last_end(self, obj: Workload) -> dict[str, Any] | None:
@@ -1023,9 +1047,17 @@ HELD_BY_NAME = "held_by_name"
 
 ROW_RESOURCES = "row_resources"
 ROW_GROUP_LIMIT = "row_group_limit"
-ROW_JSON = {ROW_RESOURCES: ("pending_detail", "resources"), ROW_GROUP_LIMIT: ("pending_detail", "limit")}
+ROW_DRAIN = "row_drain"
+ROW_RESERVED_FOR = "row_reserved_for"
+ROW_JSON = {
+    ROW_RESOURCES: ("pending_detail", "resources"),
+    ROW_GROUP_LIMIT: ("pending_detail", "limit"),
+    ROW_DRAIN: ("pending_detail", "drain"),
+    ROW_RESERVED_FOR: ("pending_detail", "reserved_for"),
+}
 """The annotations of one key of a JSON column the list's rows read (column, key): the list loads
-no ``pending_detail``, only what ``pending_resources`` needs of it, in the page's one query."""
+no ``pending_detail``, only what ``pending_resources``, ``pending_group_limit`` and
+``pending_drain`` need of it, in the page's one query."""
 
 
 class SilentHostSerializer(serializers.Serializer):

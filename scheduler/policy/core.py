@@ -303,8 +303,13 @@ class Pass(SkipRuns):
             self._drop_nomination(w.id)  # a nomination of the wrong size is never started (defence in depth)
             nom = None
         if nom is not None and all(g not in self.state.owner for g in nom) and self._nomination_fits(w, nom):
-            self._start(w, nom, allocated=True)
-            return True
+            if not self.drains or all(self.drain_allows(w, h, self.now) for h, _ in nom):
+                self._start(w, nom, allocated=True)
+                return True
+            # its victims have left, but a host of it now drains before its protection would end:
+            # it starts there no more (docs/deploy.md "Scheduled drains"), so it is placed afresh
+            self._drop_nomination(w.id)
+            nom = None
         # §3.4: a nominated workload is first placed by the ordinary rules; if it starts elsewhere,
         # its nomination is dropped (_start releases it).
         gpus = placement.free_placement(self, w)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 
 import scheduler.policy.contract as contract
@@ -50,6 +51,7 @@ class PassState:
         # what the next snapshot is synced from (scheduler.policy.standing).
         self.standing = standing if standing is not None else Standing(snap, self.pending)
         self.state = self.standing.state
+        self.drains: Mapping[str, int] = self.standing.drains  # host -> scheduled drain (empty: none)
         self.noms: dict[str, tuple[GpuRef, ...]] = self.standing.noms
         if loads is None:
             loads = pass_loads(snap, self.tree, self.noms, self.pending)
@@ -198,11 +200,23 @@ class PassState:
         return w.gpus > self.state.largest.get(w.model, 0)
 
     def host_allowed(self, w: Workload, host: str) -> bool:
-        """May ``w`` be placed on ``host`` despite a reservation there (§3.5)?"""
+        """May ``w`` be placed on ``host`` now despite a reservation there (§3.5) or a drain
+        scheduled there (:meth:`drain_allows`)?"""
+        if self.drains and not self.drain_allows(w, host, self.now):
+            return False
         r = self.reserved.get(host)
         if r is None or r[0] == w.id or not w.allocated:
             return True
         return self.now + w.min_runtime <= r[1]
+
+    def drain_allows(self, w: Workload, host: str, start: int) -> bool:
+        """May ``w`` start on ``host`` at ``start`` by the host's scheduled drain (docs/deploy.md
+        "Scheduled drains", Slurm's maint reservation)? Not when ``w`` is allocated and its
+        protection would end after the drain's instant (``start + M > drain_at``); unallocated
+        work (M = 0) may. The policy's one statement of the rule (the oracle's:
+        ``reference.drain_allows``)."""
+        at = self.drains.get(host)
+        return at is None or not w.allocated or start + w.min_runtime <= at
 
     # ------------------------------------------------------------ failures that stand
     def failed_before(self, kind: str, w: Workload) -> bool:

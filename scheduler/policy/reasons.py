@@ -19,6 +19,8 @@ A ``protected_work`` reason names the room the reservation reads: one host, the 
 reservation's own statement (``reserve.earliest_gang``, reservations ignored): its hosts and its
 start.
 
+A scheduled drain refusing the room named is named too (``drain``: :func:`_with_drain`).
+
 The room tables are in ``reason_tables.py``, the plain host walks (CPUs and memory, the
 ``protected_work`` host) in ``reason_hosts.py``.
 """
@@ -50,6 +52,8 @@ def explain(ps: PassState, w: Workload) -> None:
         info = PendingInfo(PendingReason.FAIR_SHARE, detail)
     else:
         info = PendingInfo(PendingReason.INSUFFICIENT_GPUS, detail)  # {} or which of CPUs, memory
+    if ps.drains:
+        info = _with_drain(ps, w, info)
     ps.memo.reason[memo] = info
     ps.dec.pending[w.id] = _with_reserved_start(ps, w, info)
 
@@ -62,6 +66,28 @@ def _with_reserved_start(ps: PassState, w: Workload, shared: PendingInfo) -> Pen
     if start is None:
         return shared
     return PendingInfo(shared.reason, {**shared.detail, "reserved_start": start})
+
+
+def _with_drain(ps: PassState, w: Workload, info: PendingInfo) -> PendingInfo:
+    """The reason, naming (``drain``: host and instant) the first host of the room it names whose
+    scheduled drain refuses ``w`` then (:meth:`PassState.drain_allows`: its protection would end
+    after the drain; docs/deploy.md "Scheduled drains"). The room itself is judged as if no drain
+    were scheduled, as if no host were reserved (§3.8): where that room is free now but refused
+    only by the drain, ``reserved_for_other`` then says "reserved for maintenance" (Slurm's
+    reason for a maint reservation), ``reserved_for`` naming only a holder of that host."""
+    d = info.detail
+    hosts = d.get("hosts")
+    named = hosts if isinstance(hosts, list) else [d.get("host")]
+    at = d.get("protected_until")
+    start = at if isinstance(at, int) else ps.now
+    for h in named:
+        if isinstance(h, str) and not ps.drain_allows(w, h, start):
+            detail = {**d, "drain": {"host": h, "at": ps.drains[h]}}
+            if info.reason == PendingReason.RESERVED_FOR_OTHER:
+                r = ps.reserved.get(h)
+                detail["reserved_for"] = r[0] if r is not None and r[0] != w.id else None
+            return PendingInfo(info.reason, detail)
+    return info
 
 
 def _holder(ps: PassState, w: Workload, detail: dict[str, object]) -> str | None:

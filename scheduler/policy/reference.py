@@ -20,6 +20,7 @@ faults and drains a pass decides (§4, §6) and the product decisions of docs/po
 - §3.3 :func:`unschedulable`, :func:`free_placement` — placement; :func:`World.fits` — CPUs and memory;
 - §3.4 :func:`victim_class`, :func:`victim_key`, :func:`preempt`, :func:`place_nominated` — preemption;
 - §3.5 :func:`reserve`, :func:`reservation_allows` — reservations and backfill;
+  :func:`drain_allows` — a drain scheduled for later (docs/deploy.md "Scheduled drains");
 - §3.6 :func:`fill_unallocated` — unallocated work;
 - §3.7 :func:`queue_of` (holds, caps) and the archive rule inside :func:`normalized_shares`;
 - §3.8 :func:`pending_reason` — why pending.
@@ -615,16 +616,21 @@ def _best_gang(world: World, w: Workload, hosts: list[str]) -> _Best:
     return best
 
 
-def place_nominated(world: World, w: Workload) -> bool:
+def place_nominated(world: World, w: Workload) -> bool | None:
     """A workload with GPUs being freed for it (§3.4, docs/policy.md "Readings"): once its
     nominated GPUs are all free it starts on them; otherwise, if the ordinary rules can start it
     now elsewhere (free GPUs, nominated ones excluded, reservations honoured), it does and its
-    nomination is dropped; otherwise it waits for its victims."""
+    nomination is dropped; otherwise it waits for its victims. When its victims have left but a
+    drain scheduled on a host of its GPUs refuses it now (:func:`drain_allows`), its nomination
+    is dropped and None returned: it is then handled as a workload without one."""
     nominated = world.nominations[w.id]
     on = {h: sum(1 for g in nominated if g[0] == h) for h, _ in nominated}
     if all(world.owner(g) is None for g in nominated) and all(world.fits(w, h, n) for h, n in on.items()):
-        world.start(w, nominated, allocated=True)
-        return True
+        if all(drain_allows(world, w, h, world.now) for h in on):
+            world.start(w, nominated, allocated=True)
+            return True
+        world.drop_nomination(w.id)  # a drain scheduled there refuses it now: placed afresh
+        return None
     gpus = free_placement(world, w, honour_reservations=True)
     if gpus is not None:
         world.start(w, gpus, allocated=True)
@@ -639,9 +645,23 @@ def place_nominated(world: World, w: Workload) -> bool:
 
 
 # --------------------------------------------------------------------------- §3.5 reservations
+def drain_allows(world: World, w: Workload, host: str, start: int) -> bool:
+    """A host with a drain scheduled at ``drain_at`` (an active host: docs/deploy.md "Scheduled
+    drains", Slurm's maint reservation) starts no allocated work whose protection would end after
+    that instant: ``w`` may start there at ``start`` only if it is unallocated or
+    ``start + M <= drain_at``."""
+    h = world.hosts[host]
+    if h.drain_at is None or h.state != HostState.ACTIVE or not w.allocated:
+        return True
+    return start + w.min_runtime <= h.drain_at
+
+
 def reservation_allows(world: World, w: Workload, host: str) -> bool:
     """On a host reserved for another workload, ``w`` may be placed only if it cannot delay the
-    reservation: it is unallocated, or its protection ends at or before the reserved start."""
+    reservation: it is unallocated, or its protection ends at or before the reserved start. And
+    only if the host's scheduled drain lets it start now (:func:`drain_allows`)."""
+    if not drain_allows(world, w, host, world.now):
+        return False
     r = world.reserved.get(host)
     if r is None or r[0] == w.id or not w.allocated:
         return True
@@ -718,7 +738,7 @@ def reserve(world: World, w: Workload) -> None:
     hosts = [
         h for h in world.hosts_of_model(w.model) if world.hosts[h].state == HostState.ACTIVE and h not in world.reserved
     ]
-    best = earliest(world, w, hosts)
+    best = earliest(world, w, hosts, drains=True)
     if best is None:
         return
     t, _, chosen = best
@@ -737,15 +757,18 @@ def host_start(world: World, w: Workload, h: str) -> int | None:
     return max(ready[w.gpus - 1], res_t)
 
 
-def earliest(world: World, w: Workload, hosts: list[str]) -> tuple[int, int, tuple[str, ...]] | None:
+def earliest(
+    world: World, w: Workload, hosts: list[str], *, drains: bool = False
+) -> tuple[int, int, tuple[str, ...]] | None:
     """The earliest ``(start, fabrics, hosts)`` for ``w`` among the active ``hosts`` (§3.5):
     one host by :func:`host_start`, a gang's whole hosts at the latest of their GPUs'
-    :func:`gpu_room_at`; then fewest fabrics, then host names."""
+    :func:`gpu_room_at`; then fewest fabrics, then host names. ``drains``: only a start that
+    every host's scheduled drain allows (:func:`drain_allows`; a reservation's, not a reason's)."""
     best: tuple[int, int, tuple[str, ...]] | None = None
     if not world.is_gang(w):
         for h in hosts:
             t = host_start(world, w, h)
-            if t is not None:
+            if t is not None and (not drains or drain_allows(world, w, h, t)):
                 cand: tuple[int, int, tuple[str, ...]] = (t, 1, (h,))
                 if best is None or cand < best:
                     best = cand
@@ -761,6 +784,8 @@ def earliest(world: World, w: Workload, hosts: list[str]) -> tuple[int, int, tup
                 at[h] = max(known)
         for combo in combinations(sorted(at), w.gpus // size):
             cand = (max(at[h] for h in combo), world.fabrics(combo), combo)
+            if drains and not all(drain_allows(world, w, h, cand[0]) for h in combo):
+                continue
             if best is None or cand < best:
                 best = cand
     return best
@@ -966,7 +991,9 @@ def handle_allocated(world: World, w: Workload) -> bool:
     if waits_for_dependency(world, w):
         return False
     if w.id in world.nominations:
-        return place_nominated(world, w)
+        placed = place_nominated(world, w)
+        if placed is not None:
+            return placed
     gpus = free_placement(world, w, honour_reservations=True)
     if gpus is not None:
         world.start(w, gpus, allocated=True)

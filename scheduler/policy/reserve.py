@@ -40,7 +40,8 @@ def reserve(ps: PassState, w: Workload) -> bool:
         return False
     best = _earliest_gang(ps, w) if gang else _earliest_single(ps, w)
     if best is None:
-        ps.remember_failure(kind, w, 0)  # M plays no part in a reservation
+        # M plays no part in a reservation but through a scheduled drain (a longer M fails there too)
+        ps.remember_failure(kind, w, w.min_runtime if ps.drains else 0)
         return False
     t, _, hosts = best
     ps.reserving.add(w.id)
@@ -99,7 +100,7 @@ def _earliest_single(ps: PassState, w: Workload) -> Best | None:
     ranking = ps.memo.single_ranked.get(key)
     if ranking is None:
         ranking = ps.memo.single_ranked[key] = Ranking(_single_starts(ps, w, allowed))
-    found = ranking.first(ps.reserved)
+    found = ranking.first(ps.reserved) if not ps.drains else ranking.first_allowed(ps, w)
     best = None if found is None else (found[0], 1, (found[1],))
     if ps.check and best != (walked := _earliest_single_walk(ps, w)):
         raise AssertionError(f"kept reservation ranking for {w.id} at {ps.now}: {best} != {walked}")
@@ -120,6 +121,12 @@ class Ranking:
     def first(self, reserved: Container[str]) -> tuple[int, str] | None:
         """The earliest ``(instant, host)`` among the hosts not reserved, ties by name."""
         return next((c for c in self.ranked if c[1] not in reserved), None)
+
+    def first_allowed(self, ps: PassState, w: Workload) -> tuple[int, str] | None:
+        """:meth:`first` where a host's scheduled drain lets ``w`` start at the instant too
+        (:meth:`PassState.drain_allows`)."""
+        reserved = ps.reserved
+        return next((c for c in self.ranked if c[1] not in reserved and ps.drain_allows(w, c[1], c[0])), None)
 
 
 _VOLATILE = -(1 << 62)
@@ -180,7 +187,7 @@ def _earliest_single_walk(ps: PassState, w: Workload) -> Best | None:
         if hv.name in reserved:
             continue
         t = _host_start_fresh(ps, w, hv, allowed) if hv.active else None
-        if t is None:
+        if t is None or not ps.drain_allows(w, hv.name, t):
             continue
         cand = (t, 1, (hv.name,))
         if best is None or cand < best:
@@ -316,32 +323,44 @@ def gang_hosts(ps: PassState, model: str, size: int, cpus: int | None, memory: i
 
 
 def _earliest_gang(ps: PassState, w: Workload) -> Best | None:
-    return earliest_gang(ps, w, ps.reserved)
+    return earliest_gang(ps, w, ps.reserved, drains=True)
 
 
-def earliest_gang(ps: PassState, w: Workload, reserved: Container[str]) -> Best | None:
+def earliest_gang(ps: PassState, w: Workload, reserved: Container[str], *, drains: bool = False) -> Best | None:
     """The earliest whole-host set for the gang ``w`` among the hosts not in ``reserved``: the
-    one statement of its reservation (``ps.reserved``) and of its ``protected_work`` reason
-    (nothing: §3.8 judges as if no host were reserved). Each host's instant is read from
-    :func:`_gang_starts`; with ``ps.check`` the answer is compared with the plain walk."""
+    one statement of its reservation (``ps.reserved``; ``drains``: every host's scheduled drain
+    lets it start then, :meth:`PassState.drain_allows`) and of its ``protected_work`` reason
+    (nothing: §3.8 judges as if no host were reserved or had a drain scheduled). Each host's
+    instant is read from :func:`_gang_starts`; with ``ps.check`` the answer is compared with the
+    plain walk."""
     size = ps.state.largest[w.model]
     allowed = ps.room_budgets(w)
     now = ps.now
     per_host = [(now if t < now else t, h) for h, t in _gang_starts(ps, w, size, allowed) if h not in reserved]
-    best = _gang_best(ps, per_host, w.gpus // size)
-    if ps.check and best != (walked := _earliest_gang_walk(ps, w, reserved)):
+    best = _gang_best(ps, per_host, w.gpus // size, w if drains and ps.drains else None)
+    if ps.check and best != (walked := _earliest_gang_walk(ps, w, reserved, drains=drains)):
         raise AssertionError(f"kept gang starts for {w.id} at {ps.now}: {best} != {walked}")
     return best
 
 
-def _gang_best(ps: PassState, per_host: list[tuple[int, str]], k: int) -> Best | None:
+def _gang_best(ps: PassState, per_host: list[tuple[int, str]], k: int, w: Workload | None = None) -> Best | None:
     """The earliest ``k`` of ``(instant, host)``: the ``k``-th instant, and the fewest fabrics
-    among the hosts ready by then (``pick_hosts_by_fabric``)."""
+    among the hosts ready by then (``pick_hosts_by_fabric``). With ``w``, a host counts at an
+    instant only if its scheduled drain lets ``w`` start then (:meth:`PassState.drain_allows`):
+    the earliest instant where ``k`` such hosts are ready."""
     if len(per_host) < k:
         return None
     per_host.sort()
-    start = per_host[k - 1][0]
-    eligible = [h for t, h in per_host if t <= start]
+    if w is None:
+        start = per_host[k - 1][0]
+        eligible = [h for t, h in per_host if t <= start]
+    else:
+        for start in sorted({t for t, _ in per_host[k - 1 :]}):
+            eligible = [h for t, h in per_host if t <= start and ps.drain_allows(w, h, start)]
+            if len(eligible) >= k:
+                break
+        else:
+            return None
     st = ps.state
     chosen = pick_hosts_by_fabric(st, eligible, k)
     fabrics = len({st.hosts[h].fabric for h in chosen})
@@ -376,7 +395,7 @@ def _gang_starts(ps: PassState, w: Workload, size: int, allowed: frozenset[str])
     return out
 
 
-def _earliest_gang_walk(ps: PassState, w: Workload, reserved: Container[str]) -> Best | None:
+def _earliest_gang_walk(ps: PassState, w: Workload, reserved: Container[str], *, drains: bool) -> Best | None:
     """:func:`earliest_gang` by reading every host's room (the oracle of the kept starts)."""
     size = ps.state.largest[w.model]
     per_host: list[tuple[int, str]] = []
@@ -387,4 +406,4 @@ def _earliest_gang_walk(ps: PassState, w: Workload, reserved: Container[str]) ->
         t = room_index.room_base(ps.state, hv).vacated_at(allowed, ps.now)
         if t is not None:
             per_host.append((t, hv.name))
-    return _gang_best(ps, per_host, w.gpus // size)
+    return _gang_best(ps, per_host, w.gpus // size, w if drains and ps.drains else None)

@@ -90,9 +90,17 @@ def nominations_wait(
             continue
         if not ready or not st.nomination_fits(w, gpus) or not _apart(st.hosts, gpus, limited):
             return None
+        if standing.drains and any(_drain_refuses(standing.drains, w, h, st.now) for h, _ in gpus):
+            return None  # a drain scheduled there refuses it now: the pass drops the nomination
         starting.append(wid)
     starting.sort()
     return starting
+
+
+def _drain_refuses(drains: Mapping[str, int], w: Workload, host: str, now: int) -> bool:
+    """The host's scheduled drain refuses the allocated ``w`` now (``PassState.drain_allows``)."""
+    at = drains.get(host)
+    return at is not None and now + w.min_runtime > at
 
 
 class KeptWaits:

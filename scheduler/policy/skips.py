@@ -61,7 +61,8 @@ class SkipRuns(PassState):
     def _outright_floor(self, w: Workload) -> int:
         """The least M a failure outright of ``w`` (no reservation, no nomination) stands for at
         its GPUs: ``w``'s M reads the rules only through rule 2 at its commitment and the
-        reservations refusing it (:meth:`PassState.host_allowed`: ``now + M`` past their start).
+        reservations and scheduled drains refusing it (:meth:`PassState.host_allowed`: ``now + M``
+        past their start).
         A workload of the same key with no fewer GPUs and an M from the floor on has a commitment
         allowed no more budgets (:meth:`PassState.allowed_floor`, rule 2 monotone) and is refused
         by every host refusing ``w`` (and by more reserved later): it fails the same way.
@@ -73,6 +74,7 @@ class SkipRuns(PassState):
         for wid, start in self.dec.reserved_start.items():
             if wid != w.id and now + m > start:
                 floor = max(floor, start - now + 1)
+        floor = max(floor, self._drain_floor(w))
         floor = min(floor, m)
         if self.check and floor != (walked := self._outright_floor_walk(w)):
             raise AssertionError(f"floor of {w.id} at {now}: {floor} != {walked}")
@@ -85,7 +87,17 @@ class SkipRuns(PassState):
         for wid, start in self.reserved.values():
             if wid != w.id and now + m > start:
                 floor = max(floor, start - now + 1)
-        return min(floor, m)
+        return min(max(floor, self._drain_floor(w)), m)
+
+    def _drain_floor(self, w: Workload) -> int:
+        """The least M a failure of ``w`` stands for by the drains scheduled on hosts of its model
+        (:meth:`PassState.drain_allows`): a drain at ``T`` refuses a start at ``t`` when
+        ``t + M > T``, at any ``t`` from now (a reservation's too), so only an M above ``T − now``
+        is refused wherever ``w``'s is; else ``w``'s M itself. 0 without a drain."""
+        if not self.drains:
+            return 0
+        m, now, hosts = w.min_runtime, self.now, self.state.hosts
+        return max((min(m, at - now + 1) for h, at in self.drains.items() if hosts[h].model == w.model), default=0)
 
     def _verify_floor(self, w: Workload, floor: int, reclaim: ReclaimIndex) -> None:
         """``check``: a workload like ``w`` (another id) with M ``floor`` fails as ``w`` did: no

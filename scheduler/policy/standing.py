@@ -24,6 +24,8 @@ run, calls :func:`~scheduler.policy.schedule`.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from scheduler.policy.admission import GpuShapes, gpu_shapes, infeasible_resources, infeasible_shape
 from scheduler.policy.attempt_log import AttemptChanges, attempt_changes
@@ -53,6 +55,9 @@ class Standing:
     and :meth:`track`; :meth:`sync` then takes it to the next snapshot.
     """
 
+    drains: Mapping[str, int] = MappingProxyType({})
+    """(set in ``__init__``; empty in a standing pickled before scheduled drains were read)"""
+
     preempt_rooms: dict[tuple[str, frozenset[str]], tuple[int, dict[str, int], int, set[str]]] | None = None
     """(:meth:`_caches`; None in a standing pickled before it was kept: ``screen._preempt_rooms``
     starts it.)"""
@@ -70,6 +75,9 @@ class Standing:
         self._shapes: GpuShapes | None = None
         self._infeasible: dict[tuple[str, int, int | None, int | None], bool] = {}  # shape -> unschedulable
         self.draining = any(h.state == HostState.DRAINING for h in self.hosts)
+        # host -> its scheduled drain's instant, active hosts only (PassState.host_allowed); empty
+        # while none is scheduled, the usual case, so the rule then costs one test of a dict
+        self.drains = {h.name: h.drain_at for h in self.hosts if h.drain_at is not None and h.state == HostState.ACTIVE}
         self.sick = [hv.name for hv in self.state.hosts.values() if len(hv.healthy) < len(hv.host.gpu_health)]
         self.agg: dict[str, dict[str, list[int]]] = {}
         self.agg_budgets: set[str] = set()

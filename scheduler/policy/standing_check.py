@@ -14,7 +14,7 @@ def standing_differences(kept: Standing, fresh: Standing) -> list[str]:
     out = state_differences(kept.state, fresh.state)
     if kept.noms != fresh.noms:
         out.append("noms")
-    if (kept.draining, sorted(kept.sick)) != (fresh.draining, sorted(fresh.sick)):
+    if (kept.draining, sorted(kept.sick), kept.drains) != (fresh.draining, sorted(fresh.sick), fresh.drains):
         out.append("draining or sick hosts")  # read by the screen and by Pass._faults_and_drains
     return out + aggregate_differences(kept, fresh)
 

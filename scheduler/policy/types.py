@@ -93,6 +93,10 @@ class Host:
     """CPUs the host offers (its agent's report); None: unknown, no CPU constraint (§3.3)."""
     memory: int | None = None
     """Memory in bytes the host offers; None: unknown, no memory constraint (§3.3)."""
+    drain_at: int | None = None
+    """The instant of a drain scheduled for later (docs/deploy.md "Scheduled drains"); None: none.
+    Before it the host starts no allocated work whose protection would end after it
+    (``PassState.host_allowed``); at it the tick drains the host."""
 
     @property
     def size(self) -> int:

@@ -185,6 +185,7 @@ class Engine:
         """Closed usage: a list whose windowed usage the policy reads kept by difference."""
         self.nominations: dict[str, tuple[tuple[str, int], ...]] = {}
         self.offline_since: dict[str, int] = {}
+        self.drain_now_at: dict[str, bool] = {}  # host -> its scheduled drain is a drain now
         self.last: Decisions = Decisions()
         self.log = StepLog()
         self.seq = 0
@@ -329,6 +330,8 @@ class Engine:
             a = self.attempts.get(ident)
             if a is not None and a.release_at == self.now:
                 self._release(a, a.stop_reason or "preempted", self.now)
+        elif kind == "drain":
+            self._apply_scheduled_drain(ident)
         elif kind == "lost":
             host = ident
             since = self.offline_since.get(host)
@@ -412,6 +415,26 @@ class Engine:
             state = HostState.DRAINING
         self.hosts[host] = replace(h, gpu_health=gh, state=state)
 
+    def schedule_drain(self, host: str, at: int, *, now: bool = False) -> None:
+        """A drain (``now``: a drain now) scheduled for ``at`` (docs/deploy.md "Scheduled drains"):
+        the host carries the instant (``Host.drain_at``: before it the policy starts no allocated
+        work there whose protection would end after it) and is drained at it, before that
+        instant's pass (as the tick's ``services.apply_due_drains`` runs before its snapshot).
+        A second one replaces the first."""
+        self.hosts[host] = replace(self.hosts[host], drain_at=at)
+        self.drain_now_at[host] = now
+        self._push(at, "drain", host)
+
+    def _apply_scheduled_drain(self, host: str) -> None:
+        h = self.hosts.get(host)
+        if h is None or h.drain_at != self.now:
+            return  # cancelled, replaced or the host removed
+        now = self.drain_now_at.pop(host, False)
+        h = replace(h, drain_at=None)
+        if h.state in (HostState.ACTIVE, HostState.CORDONED) or (h.state == HostState.DRAINING and now):
+            h = replace(h, state=HostState.DRAINING, drain_now=now or h.drain_now)
+        self.hosts[host] = h
+
     def set_host_state(self, host: str, state: str) -> None:
         h = self.hosts[host]
         if state == "drain_now":
@@ -425,7 +448,9 @@ class Engine:
             self._push(self.now + self.host_lost_after, "lost", host)
         else:
             self.offline_since.pop(host, None)
-        self.hosts[host] = replace(h, state=HostState(state), drain_now=False)
+        # a resume cancels a scheduled drain (docs/deploy.md "Scheduled drains")
+        drain_at = None if state == "active" else h.drain_at
+        self.hosts[host] = replace(h, state=HostState(state), drain_now=False, drain_at=drain_at)
 
     @staticmethod
     def _lost_reason(a: SimAttempt) -> str:

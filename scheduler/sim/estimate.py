@@ -471,6 +471,11 @@ class Forward:
         self.now = snap.now
         self.grace = grace
         self.hosts: dict[str, Host] = {h.name: h for h in snap.hosts}
+        self.drain_ats: list[int] = sorted({h.drain_at for h in snap.hosts if h.drain_at is not None})
+        """The instants of the hosts' scheduled drains still ahead, earliest first (replaced, never
+        changed: shared by clones): the policy refuses allocated starts before one whose protection
+        would cross it (``Host.drain_at``), and at it the host drains (:meth:`_drain_due`), as the
+        tick's ``services.apply_due_drains`` before its snapshot (docs/deploy.md "Scheduled drains")."""
         self.attempts: dict[str, Attempt] = {}
         self.lists: _Lists = _Lists()
         """The hosts', attempts' and pending workloads' lists the snapshots hand, kept while each
@@ -818,6 +823,8 @@ class Forward:
         """Passes at ``now`` until one decides nothing new. ``probe`` (quotes) sees each pass's
         snapshot and decisions before they are applied; when it answers True the instant is
         abandoned half done (the caller restarts it from a :meth:`clone`) and tick returns False."""
+        if self.drain_ats and self.drain_ats[0] <= self.now:
+            self._drain_due()
         if self.ends:
             self.time_out()
         self.release_due()
@@ -858,6 +865,17 @@ class Forward:
                 after_ready = True
         self.quiet = False
         return True
+
+    def _drain_due(self) -> None:
+        """The hosts whose scheduled drain has come drain now (a drain: protections end; the
+        estimates do not tell a scheduled drain now from it), their schedules cleared."""
+        now = self.now
+        for name, h in list(self.hosts.items()):
+            if h.drain_at is not None and h.drain_at <= now:
+                state = HostState.DRAINING if h.state in (HostState.ACTIVE, HostState.CORDONED) else h.state
+                self.hosts[name] = replace(h, state=state, drain_at=None)
+                self.lists.hosts = None
+        self.drain_ats = [t for t in self.drain_ats if t > now]
 
     def book_at(self) -> LoadBook:
         """The open attempts' part of the loads (:class:`LoadBook`) at ``now``, synced by
@@ -921,6 +939,10 @@ class Forward:
         else:
             events, breaks = self.events, self.breaks
         best = min(end, events.first_after(now, attempts))
+        for t in self.drain_ats:  # a scheduled drain to come: the host takes no new work from then
+            if t > now:
+                best = min(best, t)
+                break
         if self.caps is not None:
             # A cap reached or lifted at an instant of its own (usage entering or leaving its
             # period): the passes then start allocated, unfunded or held work differently.
@@ -1293,8 +1315,8 @@ def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bo
     - placed: some active host of its model has ``gpus`` free GPUs nominated for nobody (a gang:
       that many in all), or free nominated GPUs that could return to everyone (other free GPUs
       exist, or the nomination is of a workload that left, that waits or is an array member (its
-      nomination is dropped when it waits: its ``after`` list or its group's ``%N`` cap), or of
-      another size);
+      nomination is dropped when it waits: its ``after`` list or its group's ``%N`` cap), of
+      another size, or on a host with a drain scheduled);
     - (allocated ``w`` only) preempts or reserves: on an active host of its model, an unallocated
       attempt; a stopping attempt with GPUs nominated for nobody (or, as above, that may return);
       an attempt the pass stops (``dec``) whose GPUs it does not all nominate; or allocated work of
@@ -1306,6 +1328,9 @@ def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bo
     pending = {p.id: p for p in snap.pending}
     kept: set[tuple[str, int]] = set()  # GPUs nominated for a pending workload of that size
     loose = False  # a nomination the pass may give up at once
+    # a nomination on a host with a drain scheduled may be given up when its victims have left
+    # (the drain refuses its nominee then: docs/deploy.md "Scheduled drains")
+    scheduled = {h.name for h in snap.hosts if h.drain_at is not None}
     for wid, gpus in snap.nominations.items():
         nominee = pending.get(wid)
         # A nominee that waits (its ``after`` list, its own hold, or its array group at its %N cap) loses its
@@ -1317,6 +1342,7 @@ def may_act(snap: Snapshot, dec: Decisions, tree: BudgetTree, w: Workload) -> bo
             and not nominee.waiting
             and not nominee.hold
             and nominee.group is None
+            and not (scheduled and any(g[0] in scheduled for g in gpus))
         ):
             kept.update(gpus)
         elif gpus:

@@ -3,6 +3,7 @@ without a driver: a one-line explanation at start."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -209,9 +210,10 @@ def test_the_agent_with_nvml_and_no_driver_exits_with_one_line(tmp_path: Path) -
     except pynvml.NVMLError:
         pass
     done = subprocess.run(  # noqa: S603 -- our own agent
-        [sys.executable, "-m", "agent", "run", "--server", "ws://127.0.0.1:9/", "--token", "t",
+        [sys.executable, "-m", "agent", "run", "--server", "ws://127.0.0.1:9/",
          "--gpu-backend", "nvml", "--state-dir", str(tmp_path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=False,
+        cwd=REPO_ROOT, env={**os.environ, "FAIRWAY_TOKEN": "t"}, capture_output=True, text=True, timeout=30,
+        check=False,
     )  # fmt: skip
     errors = [line for line in done.stderr.splitlines() if line.startswith("agent:")]
     assert done.returncode == 1 and len(errors) == 1 and "NVIDIA driver" in errors[0], done.stderr

@@ -138,6 +138,7 @@ class Stack:
         self.agent_log = log
         self.agent: subprocess.Popen[bytes] | None = None
         self.agent_args: list[str] = []
+        self.agent_token = ""  # FAIRWAY_TOKEN: a host token in argv is refused (iso58)
         self.isolation = AGENT_USER_ISOLATION  # the agent's FAIRWAY_ISOLATION (docs/isolation.md)
         self.server: uvicorn.Server | None = None
         self.web: threading.Thread | None = None
@@ -182,7 +183,12 @@ class Stack:
             self.agent = subprocess.Popen(  # noqa: S603 -- our own agent, fixed arguments
                 [sys.executable, "-m", "agent", "run", *self.agent_args],
                 cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO), "FAIRWAY_ISOLATION": self.isolation},
+                env={
+                    **os.environ,
+                    "PYTHONPATH": str(REPO),
+                    "FAIRWAY_ISOLATION": self.isolation,
+                    "FAIRWAY_TOKEN": self.agent_token,
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -325,9 +331,9 @@ def stack(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Sta
     worker = dramatiq.Worker(dramatiq.get_broker(), worker_threads=1, worker_timeout=100)
     worker.start()
     clock = Clock(interval=0.5, sweep_interval=1.0).start()
+    the_stack.agent_token = host_token
     the_stack.agent_args = [
         "--server", f"ws://127.0.0.1:{the_stack.proxy.port}/ws/agent/",
-        f"--token={host_token}",  # one argument: a token may start with "-"
         "--host-name", "h1",
         "--gpus", "2",
         "--model", "H100",

@@ -166,10 +166,12 @@ def layout(transactional_db: None, tmp_path: Path) -> Iterator[Layout]:
                                "default", "--processes", "1", "--threads", "2"])  # fmt: skip
         procs.start("clock", [PY, "manage.py", "clock"])
         agent_env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRWAY_")}
-        agent_env.update(PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", FAIRWAY_ISOLATION=AGENT_ISOLATION)
+        agent_env.update(
+            PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", FAIRWAY_ISOLATION=AGENT_ISOLATION, FAIRWAY_TOKEN=host_token
+        )
         procs.start(
             "agent",
-            [PY, "-m", "agent", "run", "--server", f"ws://127.0.0.1:{port}/ws/agent/", f"--token={host_token}",
+            [PY, "-m", "agent", "run", "--server", f"ws://127.0.0.1:{port}/ws/agent/",
              "--host-name", "h1", "--gpus", "2", "--model", "H100", "--state-dir", str(state_dir),
              "--heartbeat", "0.5", "--backoff-max", "1"],
             agent_env,

@@ -120,6 +120,10 @@ class Tally:
     grace_passes: int = 0
     """Passes that saw an attempt stopping with its release still ahead (``release_at > now``)."""
     gangs_started: int = 0
+    drain_passes: int = 0
+    """Passes where some active host had a drain scheduled for later (``Host.drain_at``)."""
+    drain_bites: int = 0
+    """Of those, passes whose decisions the scheduled drains changed (the pass without them differs)."""
     reasons: Counter[str] = field(default_factory=Counter)
     known: Counter[str] = field(default_factory=Counter)
     known_examples: dict[str, tuple[int, Snapshot]] = field(default_factory=dict)
@@ -134,6 +138,8 @@ class Tally:
         self.nominated_passes += other.nominated_passes
         self.grace_passes += other.grace_passes
         self.gangs_started += other.gangs_started
+        self.drain_passes += other.drain_passes
+        self.drain_bites += other.drain_bites
         self.reasons.update(other.reasons)
         self.known.update(other.known)
         for k, v in other.known_examples.items():
@@ -168,6 +174,7 @@ class OracleEngine(Engine):
             largest[h.model] = max(largest.get(h.model, 0), h.size)
         t.gangs_started += sum(1 for s in fast.starts if len({g[0] for g in s.gpus}) > 1)
         t.reasons.update(str(i.reason) for i in ref.pending.values())
+        _count_drains(t, snap, fast)
         diff = differences(snap, fast, ref)
         if diff:
             kind = known_fault(snap, fast)
@@ -307,8 +314,34 @@ def build_cluster(
         e.add_running(w, tuple((h.name, i) for i in idx), T0 - rnd.choice([0, 300, 1800, 2 * H]))
     for _ in range(rnd.choice([0, 1, 2, 3, 4])):
         events.append((rnd.randrange(horizon), len(events), _random_event(rnd, e, hosts, budgets, n_work)))
+    _scheduled_drains(seed, e, hosts, horizon, events)
     events.sort(key=lambda x: (x[0], x[1]))
     return e, events, horizon
+
+
+def _scheduled_drains(
+    seed: int, e: Engine, hosts: list[Host], horizon: int, events: list[tuple[int, int, Callable[[], None]]]
+) -> None:
+    """Drains scheduled for later (docs/deploy.md "Scheduled drains") on a third of the clusters,
+    from a random stream of their own (the rest of a seed's cluster is as it was): at the start or
+    at a random instant, for 5 min to 2 h ahead (the minimum runtimes are 10 min to 1 h), a drain
+    or a drain now."""
+    dr = random.Random(seed ^ 0x5D7A1)
+    if dr.random() >= 0.35:
+        return
+    for _ in range(dr.choice([1, 1, 2])):
+        host = dr.choice(hosts).name
+        ahead = dr.choice([300, 900, 1800, 3600, 2 * H])
+        now = dr.random() < 0.2
+        at = 0 if dr.random() < 0.5 else dr.randrange(horizon)
+
+        def act(host: str = host, ahead: int = ahead, now: bool = now) -> None:
+            e.schedule_drain(host, e.now + ahead, now=now)
+
+        if at == 0:
+            act()
+        else:
+            events.append((at, len(events), act))
 
 
 def _budget(rnd: random.Random, key: str, name: str, parent: str, *, leaf: bool) -> Budget:
@@ -410,6 +443,8 @@ def crowded_snapshot(seed: int) -> Snapshot:
         )
         for i in range(rnd.randint(1, 3))
     ]
+    dr = random.Random(seed ^ 0xD7A1)  # scheduled drains: a stream of their own, the rest as it was
+    hosts = [replace(h, drain_at=T0 + dr.choice([0, 300, 1800, 3600, 7200])) if dr.random() < 0.3 else h for h in hosts]
     attempts = []
     for h in hosts:
         j = 0
@@ -483,6 +518,16 @@ def _with_holds(hr: random.Random, pending: list[Workload]) -> list[Workload]:
     return [replace(w, hold=hr.choice([Hold.USER, Hold.ADMIN])) if hr.random() < 0.3 else w for w in pending]
 
 
+def _count_drains(t: Tally, snap: Snapshot, fast: Decisions) -> None:
+    """Count a pass that saw a scheduled drain, and whether the drains changed its decisions."""
+    if not any(h.drain_at is not None and h.state == HostState.ACTIVE for h in snap.hosts):
+        return
+    t.drain_passes += 1
+    plain = replace(snap, hosts=[replace(h, drain_at=None) for h in snap.hosts])
+    if decisions_view(plain, schedule(plain)) != decisions_view(snap, fast):
+        t.drain_bites += 1
+
+
 def _in_grace(snap: Snapshot) -> bool:
     """Some attempt is stopping and its GPUs come back later than now (§3.5's release)."""
     return any(a.stopping and a.release_at is not None and a.release_at > snap.now for a in snap.attempts)
@@ -498,6 +543,7 @@ def compare_once(seed: int, tally: Tally | None = None) -> Tally:
     tally.passes += 1
     tally.preemptions += sum(1 for s in fast.stops if s.for_workload)
     tally.grace_passes += _in_grace(snap)
+    _count_drains(tally, snap, fast)
     diff = differences(snap, fast, ref)
     if diff:
         kind = known_fault(snap, fast)

@@ -79,6 +79,10 @@ class CheckedEngine(Engine):
                 assert g not in freed, "GPUs being freed are not free yet"
                 nominee = next((k for k, v in snap.nominations.items() if g in v), None)
                 assert nominee in (None, s.workload), f"{s.workload} took GPUs nominated for {nominee}"
+                # a drain scheduled there: no allocated start whose protection would cross it
+                assert h.drain_at is None or not w.min_runtime or now + w.min_runtime <= h.drain_at, (
+                    f"{s.workload} started on {h.name}, protected past its drain at {h.drain_at}"
+                )
                 used.add(g)
         for s in dec.stops:
             a = attempts[s.attempt]
@@ -176,7 +180,7 @@ class CheckedEngine(Engine):
                     and res is not None
                     and res != w.id
                     and now_plus(snap.now, w.min_runtime) > dec.reserved_start.get(res, 0)
-                )
+                ) or (w.allocated and h.drain_at is not None and snap.now + w.min_runtime > h.drain_at)
                 if w.gpus <= largest and len(free) >= w.gpus and not blocked:
                     raise AssertionError(f"{w.id} ({w.gpus} GPUs) waits while {h.name} has {len(free)} idle GPUs")
 
@@ -230,8 +234,11 @@ def clusters(draw: st.DrawFn) -> dict[str, object]:
         )
     )
     steps = draw(st.lists(st.sampled_from([600, 1800, 3600, 2 * 3600]), min_size=1, max_size=5))
+    # drains scheduled for later (docs/deploy.md "Scheduled drains"): seconds ahead per host, or None
+    drains = [draw(st.sampled_from([None, None, None, 600, 1800, 3600, 7200])) for _ in hosts]
     return {
         "hosts": hosts,
+        "drains": drains,
         "budgets": budgets,
         "usage": usage,
         "workloads": workloads,
@@ -246,8 +253,10 @@ def build(c: dict[str, object]) -> CheckedEngine:
     e = CheckedEngine(start=T0, tick_interval=300, grace=c["grace"], max_reservations=2)  # type: ignore[arg-type]
     for b in c["budgets"]:  # type: ignore[attr-defined]
         e.add_budget(b)
-    for h in c["hosts"]:  # type: ignore[attr-defined]
+    for h, ahead in zip(c["hosts"], c.get("drains") or [None] * 8, strict=False):  # type: ignore[call-overload]
         e.add_host(h)
+        if ahead is not None:
+            e.schedule_drain(h.name, T0 + ahead)
     for leaf, gh in c["usage"].items():  # type: ignore[attr-defined]
         if gh:
             e.usage.append(UsageRecord(leaf, T0 - 86400, T0 - 86400, None, gh * 3600))

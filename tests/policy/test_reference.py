@@ -68,6 +68,7 @@ def test_enough_clusters_and_passes_were_compared() -> None:
     if SEEN.clusters >= 500:
         assert SEEN.preemptions and SEEN.reservations and SEEN.nominated_passes and SEEN.gangs_started
         assert SEEN.grace_passes, "no pass saw an attempt stopping with its release ahead (§3.5)"
+        assert SEEN.drain_bites, "no pass's decisions were changed by a drain scheduled for later"
         for reason in (
             "unschedulable",
             "held",

@@ -101,9 +101,7 @@ def test_a_second_schedule_replaces_the_first_and_resume_or_cancel_forget_it(adm
     do_cancel_scheduled_drain(admin, host, "moved to next week")
     host.refresh_from_db()
     assert host.drain_at is None
-    with pytest.raises(HostError) as info:
-        do_cancel_scheduled_drain(admin, host)
-    assert (info.value.code, info.value.status) == ("no_scheduled_drain", 409)
+    do_cancel_scheduled_drain(admin, host)  # none left: a no-op, no event (left59)
     assert _kinds(host) == [
         "drain_scheduled",
         "drain_scheduled",
@@ -177,7 +175,9 @@ def test_a_drain_done_by_hand_meanwhile_makes_the_schedule_moot(admin, hosts):
     host = hosts["a100-1"]
     at = timezone.now() + timedelta(hours=1)
     do_schedule_drain(admin, host, at, "x")
-    do_set_host_state(admin, host, Host.State.DRAINING, "early")
+    # a drain by hand cancels it now (left59: tests/web/test_left59_drain_notes.py); one that was
+    # drained otherwise (a race) still finds it moot
+    Host.objects.filter(pk=host.pk).update(state=Host.State.DRAINING)
     assert apply_due_drains(host.cluster_id, at) == []
     host.refresh_from_db()
     assert host.drain_at is None

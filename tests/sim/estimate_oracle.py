@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from scheduler.policy import Attempt, Decisions, Snapshot, UsageRecord, Workload, schedule
+from scheduler.policy import Attempt, Decisions, HostState, Snapshot, UsageRecord, Workload, schedule
 from scheduler.policy.caps import cap_members, capped_at, with_capped
 from scheduler.policy.tree import BudgetTree
 from scheduler.sim.estimate import Forward, group_holding, next_order_change, startable
@@ -79,6 +79,10 @@ def reference_estimates(
     moved: dict[str, int] = {}  # budget -> the first second its cap was reached or lifted
     capped: frozenset[str] | None = None
     for t in range(now, now + horizon + 1):
+        for name, h in list(hosts.items()):  # a scheduled drain due: the host drains (apply_due_drains)
+            if h.drain_at is not None and h.drain_at <= t:
+                state = HostState.DRAINING if h.state in (HostState.ACTIVE, HostState.CORDONED) else h.state
+                hosts[name] = replace(h, state=state, drain_at=None)
         time_out(t)
         release(t)
         was, capped = capped, capped_at(snap.caps, under_caps, cap_records, attempts.values(), t)
@@ -151,6 +155,9 @@ def next_event_walk(fw: Forward, end: int) -> int:
             t = a.started_at + a.min_runtime
             if fw.now < t < best:
                 best = t
+    for h in fw.hosts.values():  # a scheduled drain to come
+        if h.drain_at is not None and fw.now < h.drain_at < best:
+            best = h.drain_at
     for aid, t in fw.ends.items():
         if fw.now < t < best:
             held = fw.attempts.get(aid)

@@ -77,6 +77,27 @@ def test_partial_samples_weigh_the_held_seconds_of_each_minute(tw, ticks):
     assert data["gpus"] == 2 and data["idle_threshold_pct"] == 1.0
 
 
+def test_the_peak_memory_is_of_the_minutes_held_whole(tw, ticks):
+    """left59: samples are per GPU per minute, not per attempt: a short job placed right after a
+    79 GB one read "79 of 80 GB", the previous job's memory in the minute they shared. The peak is
+    of the minutes the attempt held whole; with none whole, not measured (docs/jobs.md)."""
+    from fairway_cli.words import NOT_MEASURED, efficiency_lines
+
+    host = tw.host("h1", 1)
+    gpu = GPU.objects.get(host=host)
+    GPU.objects.filter(host=host).update(memory_mb=80_000)
+    minute = tw.now.replace(second=0) - timedelta(minutes=10)
+    _sample(gpu, minute, 90.0, memory=79_000)  # the 79 GB job ended at minute + 20 s
+    _sample(gpu, minute + timedelta(minutes=1), 30.0, memory=2_000)
+    _sample(gpu, minute + timedelta(minutes=2), 30.0, memory=3_000)
+    short = _held(tw, [gpu], placed=minute + timedelta(seconds=25), ended=minute + timedelta(minutes=1, seconds=50))
+    data = efficiency_of_attempts([short.pk])[short.pk].as_data()
+    assert data["memory_peak_mb"] is None  # no minute held whole
+    assert dict(efficiency_lines(data))["Peak GPU memory"] == NOT_MEASURED
+    longer = _held(tw, [gpu], placed=minute + timedelta(seconds=25), ended=minute + timedelta(minutes=2, seconds=50))
+    assert efficiency_of_attempts([longer.pk])[longer.pk].memory_peak_mb == 2_000  # its whole minute only
+
+
 def test_an_attempt_inside_one_minute(tw, ticks):
     gpu = GPU.objects.get(host=tw.host("h1", 1))
     minute = tw.now.replace(second=0) - timedelta(minutes=5)
@@ -262,7 +283,8 @@ def test_the_one_query_is_the_readable_rule(tw, settings, spans, samples, pct):
                     utilized += util
                     quiet = {m: v for m, v in series.items() if rows[m].utilization_sum < rows[m].samples * pct}
                     idle += weigh_minutes(a0, a1, quiet)[0]
-                    held_rows = [r for m, r in rows.items() if m < a1 and m + timedelta(minutes=1) > a0]
+                    # the minutes held whole (left59: a partly held one is another attempt's too)
+                    held_rows = [r for m, r in rows.items() if m >= a0 and m + timedelta(minutes=1) <= a1]
                     peak = max(
                         [r.memory_used_max_mb for r in held_rows] + ([peak] if peak is not None else []), default=None
                     )

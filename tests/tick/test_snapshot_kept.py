@@ -195,7 +195,7 @@ def _hardware_both(cluster_id, now):
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 def test_the_kept_hardware_equals_every_row_read_after_random_writes(seed, org_tree, researcher, pushed, monkeypatch):
-    """Hosts registered, relabelled, renamed, resized, drained, cordoned, silent, removed; GPUs
+    """Hosts registered, relabelled, renamed, resized, drained, cordoned, drains scheduled, silent, removed; GPUs
     re-indexed, sick and well again, an inventory changed and approved; submissions, ticks (their
     nominations and host states), starts and exits: the snapshot that keeps the stable hardware
     between reads equals the one that reads every row."""
@@ -278,6 +278,8 @@ def test_the_kept_hardware_equals_every_row_read_after_random_writes(seed, org_t
         elif kind == "state":
             state = rng.choice(["cordoned", "draining", "active", "active"])
             do_set_host_state(None, host, state, drain_now=state == "draining" and rng.random() < 0.5)
+        elif kind == "schedule":  # a drain scheduled for later, or none (drain58: the policy reads it)
+            Host.objects.filter(pk=host.pk).update(drain_at=rng.choice([None, now + timedelta(hours=1)]))
         elif kind == "relabel":
             if rng.random() < 0.5:
                 Host.objects.filter(pk=host.pk).update(labels={"rack": rng.choice("abc")})
@@ -324,7 +326,7 @@ def test_the_kept_hardware_equals_every_row_read_after_random_writes(seed, org_t
         elif kind == "remove" and not Attempt.objects.filter(gpu_links__gpu__host=host, ended_at__isnull=True).exists():
             do_remove_host(None, host)
 
-    kinds = ["submit"] * 4 + ["tick"] * 3 + ["started", "exited", "state", "state", "relabel", "rename"]
+    kinds = ["submit"] * 4 + ["tick"] * 3 + ["started", "exited", "state", "state", "schedule", "relabel", "rename"]
     kinds += ["resize", "reindex", "health", "health", "silent", "inventory", "nominate", "remove", "register"]
     for _ in range(70):
         step(rng.choice(kinds))

@@ -11,7 +11,7 @@ from django import template
 from django.utils import timezone
 
 from fairway_cli.numbers import duration_text, gpu_hours_text, gpu_time_text, instant_text, percent_text
-from fairway_cli.words import reason_words, silent_host_words
+from fairway_cli.words import drain_only, reason_words, silent_host_words
 from scheduler.sizes import format_size
 
 register = template.Library()
@@ -122,7 +122,13 @@ def pending_words(workload: Any) -> str:
     """A pending workload's reason in a few words (:func:`fairway_cli.words.reason_words`, as
     ``fairway ls`` writes it), with what its ``resources`` say is short."""
     detail = workload.pending_detail or {}
-    return reason_words(workload.pending_reason, detail.get("resources"), detail.get("limit"), workload.hold)
+    return reason_words(
+        workload.pending_reason,
+        detail.get("resources"),
+        detail.get("limit"),
+        workload.hold,
+        drain_only(workload.pending_reason, detail),
+    )
 
 
 @register.filter
