@@ -636,6 +636,11 @@ class Agent:
             except ExecError as exc:
                 await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
                 return
+            except Exception as exc:  # answered all the same: else the server waits out its timeout (brk59)
+                log.exception("exec in attempt %d failed", msg.attempt_id)
+                why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+                await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id))
+                return
             for stream, data in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
                 step = EXEC_CHUNK_BYTES - 4  # a character held back from the last chunk fits

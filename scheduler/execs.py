@@ -41,6 +41,16 @@ def exec_slots() -> int:
     return max(1, int(settings.FAIRWAY_WEB_SYNC_THREADS) // 4)
 
 
+def exec_slots_per_user() -> int:
+    """Of :func:`exec_slots`, how many one person's commands may hold at once: half (at least 1),
+    so that one person's few ``sleep 600`` leave the others room (brk59: three of them answered
+    everyone else ``exec_busy`` for ten minutes)."""
+    return max(1, exec_slots() // 2)
+
+
+_in_flight_by_user: dict[int, int] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class ExecAnswer:
     """What the command gave: its exit code (124: killed at its timeout), its output (each
@@ -113,8 +123,8 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
     agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
     ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
-    agent's runtime cannot run commands there); 504 ``exec_timeout`` (no answer within the timeout
-    and a few seconds)."""
+    agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
+    nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
     if workload.owner_id != user.pk:
         # try59: said nobody what to do: the owner may run it (whose name every list shows)
         raise _refuse(
@@ -129,14 +139,25 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
         raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
     global _in_flight
     with _in_flight_lock:
+        mine = _in_flight_by_user.get(user.pk, 0)
+        if mine >= exec_slots_per_user():
+            raise _refuse(
+                "exec_busy",
+                f"You run {mine} command(s) on this server already, as many as one person may at once; "
+                "try again when one has ended.",
+                429,
+            )
         if _in_flight >= exec_slots():
             raise _refuse("exec_busy", "This server runs as many commands as it may at once; try again shortly.", 429)
         _in_flight += 1
+        _in_flight_by_user[user.pk] = mine + 1
     try:
         reply = gateway.request_exec(host.pk, attempt.wire_id, command, timeout, EXEC_MAX_OUTPUT)
     finally:
         with _in_flight_lock:
             _in_flight -= 1
+            if (left := _in_flight_by_user.pop(user.pk, 1) - 1) > 0:
+                _in_flight_by_user[user.pk] = left
     error = reply.get("error")
     if error is None:
         return ExecAnswer(
@@ -149,6 +170,12 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     message = str(reply.get("message") or "")
     if error == "exec_timeout":
         raise _refuse("exec_timeout", f"The agent of host {host.name} did not answer in time ({message}).", 504)
+    if error == "unavailable":
+        raise _refuse(
+            "exec_unavailable",
+            f"The server cannot reach the agents now ({message}); the command did not run. Try again shortly.",
+            503,
+        )
     if error == "agent_too_old":
         raise _refuse("agent_too_old", AGENT_TOO_OLD.format(host=host.name), 409)
     if error == "host_offline":

@@ -379,14 +379,40 @@ class DockerRuntime(StoredRuntime):
                         kept[i].append(chunk)
                         sizes[i] += len(chunk)
 
-        reading = asyncio.ensure_future(asyncio.to_thread(read))
+        # A thread of its own, not the loop's default executor that every to_thread of the agent
+        # shares: a process the command started that holds its output keeps the engine's stream
+        # open past the answer, to that process's end (brk59: a dozen such left the agent none).
+        loop = asyncio.get_running_loop()
+        reading: asyncio.Future[None] = loop.create_future()
+        reading.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved
+
+        def settle(error: BaseException | None) -> None:
+            if not reading.done():
+                if error is None:
+                    reading.set_result(None)
+                else:
+                    reading.set_exception(error)
+
+        def read_to_end() -> None:
+            error: BaseException | None = None
+            try:
+                read()
+            except Exception as exc:  # noqa: BLE001 -- handed to the waiting coroutine
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (the agent's end)
+                loop.call_soon_threadsafe(settle, error)
+
+        threading.Thread(target=read_to_end, name=f"exec-{attempt_id}", daemon=True).start()
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(reading), timeout_s)
         except TimeoutError:
             timed_out = True
-            pid = (await asyncio.to_thread(self.client.api.exec_inspect, exec_id)).get("Pid") or 0
-            if pid > 0:
+            running = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
+            pid = running.get("Pid") or 0
+            # an exec that ended (a process it started holds its output open) is not killed by its
+            # pid, which the host may have given another process since (brk59)
+            if pid > 0 and running.get("Running"):
                 await asyncio.to_thread(stop_then_kill_tree, pid)
             with contextlib.suppress(TimeoutError, DockerException, OSError):
                 await asyncio.wait_for(asyncio.shield(reading), 5.0)

@@ -309,9 +309,11 @@ sys.exit(code)
 # the agent's own, as the attempt) with no_new_privs, goes to the attempt's working directory as that
 # identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
 # with the attempt's environment. A setup step that fails writes "fail <why>" to STATUS and
-# exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
+# exits 125, the command never run; STATUS is closed by the exec (close-on-exec). Without a cgroup
+# ("reap": the process-tree fallback) it forks before the switch and stays, as the agent's user, the
+# subreaper of the command, killing what the command left behind when it ends (brk59).
 _EXEC_WRAPPER = r"""
-import ctypes, json, os, signal, sys
+import ctypes, json, os, signal, sys, time
 fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
@@ -326,6 +328,37 @@ def check(r, what):
     if r != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
+def kids():
+    table = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                t = open(f"/proc/{e}/stat").read()
+            except OSError:
+                continue
+            table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for c in table.get(todo.pop(), []):
+            out.append(c); todo.append(c)
+    return out
+def reap(child):  # the command's end: what it left behind is killed, then its exit code is ours
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    for _ in range(200):
+        if not (left := kids()):
+            break
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+    sys.exit(128 - code if code < 0 else code)
 try:
     for ns, what in ((ipc, "IPC"), (mnt, "mount")):
         if ns >= 0:
@@ -339,6 +372,15 @@ try:
             check(-1, "landlock_create_ruleset")
         check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
         os.close(rfd)
+    if go["reap"]:
+        # No cgroup (the process-tree fallback): nothing would find what the command leaves behind
+        # (a setsid daemon), so this stays its subreaper, as the agent's user (the command, as its
+        # owner, cannot kill it), and kills what is left when the command ends.
+        check(libc.prctl(36, 1, 0, 0, 0), "subreaper")  # PR_SET_CHILD_SUBREAPER
+        check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
+        if (child := os.fork()) != 0:
+            os.close(status)  # the command's own copy says how its setup went
+            reap(child)
     if os.geteuid() == 0:
         c = 0
         while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:
@@ -361,13 +403,13 @@ try:
     os.umask(0o022)
 except OSError as e:
     os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
-    sys.exit(125)
+    os._exit(125)
 os.set_inheritable(status, False)
 try:
     os.execvpe(cmd[0], cmd, go["env"])
 except OSError as e:
     print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
-    sys.exit(127 if isinstance(e, FileNotFoundError) else 126)
+    os._exit(127 if isinstance(e, FileNotFoundError) else 126)
 """
 
 
@@ -604,6 +646,7 @@ class ProcessRuntime(StoredRuntime):
         self._watchers: dict[int, asyncio.Task[None]] = {}
         self._starts: set[asyncio.Task[None]] = set()  # starts past the wrapper's spawn (see start)
         self._exec_contexts: dict[int, _ExecContext] = {}  # running attempts started by this agent
+        self._exec_pids: dict[int, set[int]] = {}  # attempt -> its one-shot commands' wrappers (exec)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -965,6 +1008,28 @@ class ProcessRuntime(StoredRuntime):
         finally:
             for nfd in (read_fd, status_w, *ns_fds):
                 os.close(nfd)
+        # without a cgroup, the attempt's stop and end find it here (its wrapper's tree is not theirs)
+        self._exec_pids.setdefault(attempt_id, set()).add(proc.pid)
+        try:
+            return await self._run_exec(attempt_id, proc, ctx, command, write_fd, status_fd, timeout_s, max_output)
+        finally:
+            if (pids := self._exec_pids.get(attempt_id)) is not None:
+                pids.discard(proc.pid)
+                if not pids:
+                    del self._exec_pids[attempt_id]
+
+    async def _run_exec(
+        self,
+        attempt_id: int,
+        proc: asyncio.subprocess.Process,
+        ctx: _ExecContext,
+        command: list[str],
+        write_fd: int,
+        status_fd: int,
+        timeout_s: float,
+        max_output: int,
+    ) -> ExecOutcome:
+        """:meth:`exec` from its wrapper's start: its cgroups, its go, its output and its end."""
         try:
             for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
                 (path / "cgroup.procs").write_text(str(proc.pid))
@@ -974,7 +1039,13 @@ class ProcessRuntime(StoredRuntime):
             _killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
-        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope}
+        if self._exec_contexts.get(attempt_id) is not ctx:  # the attempt ended meanwhile: never its go
+            os.close(write_fd)
+            os.close(status_fd)
+            _killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join}
         await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
         assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
         out, err = _Capped(max_output), _Capped(max_output)
@@ -1107,12 +1178,22 @@ class ProcessRuntime(StoredRuntime):
             kill_cgroup(Path(record.cgroup), sig)
         else:
             kill_tree(pid, sig)
+            self._signal_execs(record.attempt_id, sig)
         if sig == signal.SIGKILL:
             # Once more by the group: a second SIGKILL harms nothing. Not a SIGTERM: the cgroup
             # or the tree above reached every process, and a second one cut short the trainers
             # that checkpoint on the first and quit at once on another.
             _killpg(pid, sig)
         return True
+
+    def _signal_execs(self, attempt_id: int, sig: signal.Signals) -> None:
+        """Signal the one-shot commands running in the attempt (exec) and what they started: in
+        its cgroup they are signalled with it; without one, the stop and the end find them here."""
+        for exec_pid in list(self._exec_pids.get(attempt_id, ())):
+            if sig == signal.SIGKILL:
+                stop_then_kill_tree(exec_pid)
+            else:
+                kill_tree(exec_pid, sig)
 
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
@@ -1150,6 +1231,9 @@ class ProcessRuntime(StoredRuntime):
         # Leftovers would hold the GPUs: the whole cgroup goes. For our own child the leader is
         # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
+        self._exec_contexts.pop(record.attempt_id, None)  # no command starts in it from here on
+        if not record.cgroup:  # else remove_cgroup below kills them with the rest
+            await asyncio.to_thread(self._signal_execs, record.attempt_id, signal.SIGKILL)
         oom = await asyncio.to_thread(
             self._at_limits, record.attempt_id, Path(record.cgroup) if record.cgroup else None
         )
