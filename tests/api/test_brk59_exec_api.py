@@ -64,4 +64,3 @@ def test_one_person_cannot_hold_every_exec_slot_of_a_web_process(
     got = researcher_client.post(f"/api/v1/workloads/{running.pk}/exec/", {"command": ["id"]}, format="json")
     assert got.status_code == 200, got.json()
     assert execs._in_flight == cap and execs._in_flight_by_user == {researcher.pk + 1000: cap}  # given back
-
