@@ -3,6 +3,7 @@ a heading of that file (GitHub's slugs: lower case, punctuation dropped, spaces 
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -63,3 +64,53 @@ def test_a_relative_link_resolves(page, target):
     assert file.exists(), f"{page}: {target} names no file"
     if anchor and file.suffix == ".md":
         assert anchor in anchors(file), f"{page}: {target} names no heading of {path or page}"
+
+
+# `scheduler.bulk.bulk_max`, `budgets.rules.SCHEDULE_AHEAD_MAX`: a name in backticks that starts with
+# a module file of the repository (package.module, at least) names something that module defines
+# (a function, class, assignment or import) or a submodule. Shorter names (`services.x`, an API
+# field as `accounting.requeues`) and logger or permission names (`scheduler.worker`) are not read;
+# docs/benchmarks/ are records of their time, not read either.
+PACKAGES = ("scheduler", "budgets", "accounts", "web", "config", "fairway_cli", "fairway_common", "agent", "bench")
+DOTTED = re.compile(rf"`((?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
+
+
+def _defined(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign):
+            found |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return found
+
+
+def _dotted_names() -> list[tuple[str, str, Path, str]]:
+    out = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for name in sorted(set(DOTTED.findall(page.read_text()))):
+            parts = name.split(".")
+            for k in range(len(parts) - 1, 1, -1):
+                module = REPO.joinpath(*parts[:k]).with_suffix(".py")
+                if module.exists():
+                    out.append((str(page.relative_to(REPO)), name, module, parts[k]))
+                    break
+    return out
+
+
+def test_the_pages_name_module_members():
+    assert len(_dotted_names()) > 50
+
+
+def test_a_module_member_named_in_the_docs_exists():
+    cache: dict[Path, set[str]] = {}
+    missing = [
+        f"{page}: `{name}`"
+        for page, name, module, member in _dotted_names()
+        if member not in cache.setdefault(module, _defined(module)) and not (module.with_suffix("") / member).exists()
+    ]
+    assert not missing, "names no member of its module: " + ", ".join(missing)
