@@ -114,3 +114,41 @@ def test_a_module_member_named_in_the_docs_exists():
         if member not in cache.setdefault(module, _defined(module)) and not (module.with_suffix("") / member).exists()
     ]
     assert not missing, "names no member of its module: " + ", ".join(missing)
+
+
+# `PassState.drain_allows`, `tick.ReasonRow.version`: a `Class.member` in backticks, where a class of
+# that name is defined in the repository, names something its body defines (a method, a class
+# attribute or field, an attribute assigned on self, a name in its __slots__).
+CLASS_MEMBER = re.compile(r"`(?:[\w.]+\.)?([A-Z][A-Za-z0-9]+)\.([a-z_]\w*)(?:\(\))?`")
+SOURCE_DIRS = ("scheduler", "budgets", "accounts", "web", "config", "fairway_cli", "fairway_common", "agent")
+
+
+def _class_members() -> dict[str, set[str]]:
+    members: dict[str, set[str]] = {}
+    for directory in SOURCE_DIRS:
+        for path in (REPO / directory).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                found = members.setdefault(node.name, set())
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        found.add(inner.name)
+                    elif isinstance(inner, (ast.Assign, ast.AnnAssign)):
+                        targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+                        found |= {t.id for t in targets if isinstance(t, ast.Name)}
+                        found |= {t.attr for t in targets if isinstance(t, ast.Attribute)}
+                    elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                        found.add(inner.value)  # __slots__, a NamedTuple's fields by name
+    return members
+
+
+def test_a_class_member_named_in_the_docs_exists():
+    members = _class_members()
+    missing = [
+        f"{page.relative_to(REPO)}: `{cls}.{member}`"
+        for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for cls, member in sorted(set(CLASS_MEMBER.findall(page.read_text())))
+        if cls in members and member not in members[cls]
+    ]
+    assert not missing, "names no member of its class: " + ", ".join(missing)
