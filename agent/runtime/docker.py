@@ -367,17 +367,25 @@ class DockerRuntime(StoredRuntime):
         sizes = [0, 0]
         cut = [False]
 
+        desync = [False]
+
         def read() -> None:
-            for pair in stream:
-                for i, chunk in enumerate(pair or (None, None)):
-                    if not chunk:
-                        continue
-                    room = max_output - sizes[i]
-                    if len(chunk) > room:
-                        cut[0], chunk = True, chunk[: max(room, 0)]
-                    if chunk:
-                        kept[i].append(chunk)
-                        sizes[i] += len(chunk)
+            try:
+                for pair in stream:
+                    for i, chunk in enumerate(pair or (None, None)):
+                        if not chunk:
+                            continue
+                        room = max_output - sizes[i]
+                        if len(chunk) > room:
+                            cut[0], chunk = True, chunk[: max(room, 0)]
+                        if chunk:
+                            kept[i].append(chunk)
+                            sizes[i] += len(chunk)
+            except ValueError as exc:  # "N is not a valid stream": docker-py read payload as a frame header
+                # (docker/docker-py#3160, seen under load with podman's socket): the rest of the
+                # output is lost, the command ran; said as cut, its exit code still read below
+                log.warning("exec in attempt %s: the engine's output stream lost its framing (%s)", attempt_id, exc)
+                cut[0] = desync[0] = True
 
         # A thread of its own, not the loop's default executor that every to_thread of the agent
         # shares: a process the command started that holds its output keeps the engine's stream
@@ -419,6 +427,10 @@ class DockerRuntime(StoredRuntime):
         except (DockerException, OSError) as exc:
             raise ExecError("failed", f"the engine's stream failed: {str(exc).splitlines()[0][:500]}") from None
         info = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
+        deadline = time.monotonic() + timeout_s
+        while desync[0] and not timed_out and info.get("Running") and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)  # its output no longer read here: its end read from the engine
+            info = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
         code = 124 if timed_out else int(info.get("ExitCode") if info.get("ExitCode") is not None else 1)
         out, err = b"".join(kept[0]), b"".join(kept[1])
         return ExecOutcome(code, out, err, cut[0], timed_out)

@@ -89,3 +89,30 @@ def test_an_exec_stream_held_open_does_not_hold_a_thread_of_the_agents_executor(
         run_async(scenario(), timeout=30)
     finally:
         released.set()
+
+
+def test_an_exec_stream_that_loses_its_framing_answers_what_it_read_and_the_exit_code(state_dir: Path) -> None:
+    """docker-py sometimes reads payload bytes as a frame header ("0 is not a valid stream",
+    docker/docker-py#3160; met under load with podman's socket): the ``ValueError`` ended the
+    exec with no answer but "exec_failed", though the command ran. The output read so far comes
+    back, said cut, with the command's exit code from the engine once it has ended."""
+    states = iter([{"Pid": 0, "Running": True}, {"Pid": 0, "Running": True}])
+
+    def stream() -> Any:
+        yield (b"first part\n", None)
+        raise ValueError("0 is not a valid stream")
+
+    api = SimpleNamespace(
+        exec_create=lambda *a, **k: {"Id": "e1"},
+        exec_start=lambda *a, **k: stream(),
+        exec_inspect=lambda *_: next(states, {"Pid": 0, "Running": False, "ExitCode": 3}),
+    )
+    rt = object.__new__(DockerRuntime)
+    StoredRuntime.__init__(rt, state_dir)
+    rt.client = SimpleNamespace(
+        api=api, containers=SimpleNamespace(get=lambda _name: SimpleNamespace(id="c1", attrs={"Config": {}}))
+    )
+    rt._exits, rt._closed = {}, threading.Event()
+    rt._records[5] = AttemptRecord(attempt_id=5, workload_id=1, state="running")
+    got = run_async(rt.exec(5, ["sh", "-c", "head -c 100000 /dev/zero; exit 3"], 10, 1000), timeout=20)
+    assert (got.stdout, got.truncated, got.timed_out, got.exit_code) == (b"first part\n", True, False, 3)
