@@ -324,6 +324,37 @@ def _error_code(body: Any) -> str:
     return str(body.get("code", "")) if isinstance(body, dict) else ""
 
 
+def fairways_error(body: Any) -> bool:
+    """Whether ``body`` is the API's error format (README "Every error has one format"):
+    ``{"detail": "...", "code": "..."}``."""
+    return isinstance(body, dict) and isinstance(body.get("detail"), str) and isinstance(body.get("code"), str)
+
+
+def answer_error(server: str, status: int, body: Any, retry_after: float | None = None) -> CliError:
+    """The error of an answer that is not a success (``body``: its JSON, None if not JSON): the one
+    place the CLI reads a status. A 5xx in Fairway's error format says its detail (``exec``'s 503
+    ``exec_unavailable``, 504 ``exec_timeout``: left60, was "the server failed: HTTP 503"); any other
+    5xx says it did not come in Fairway's words (a proxy's 504 read like the agent's silence)."""
+    if status == 401:
+        return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
+    if status >= 500:
+        if fairways_error(body):
+            return CliError(EXIT_UNREACHABLE, _error_text(status, body), _error_code(body), retry_after)
+        return CliError(
+            EXIT_UNREACHABLE,
+            f"the server failed: HTTP {status}, not Fairway's error format: something in front of {server} "
+            "(a proxy, a load balancer) answered, or the server failed before Fairway could",
+            retry_after=retry_after,
+        )
+    if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
+        return CliError(
+            EXIT_UNREACHABLE,
+            f"{server} answered HTTP {status}, not JSON: is it a Fairway server's "
+            "URL (the site's root, e.g. https://fairway.example.org)?",
+        )
+    return CliError(EXIT_API, _error_text(status, body), _error_code(body), retry_after)
+
+
 API_PATH = "/api/v1"
 
 
@@ -402,19 +433,10 @@ class Api:
             data = response.json()
         except ValueError:
             data = None
-        if response.status_code == 401:
-            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
-        retry_after = retry_after_s(response.headers.get("Retry-After"))
-        if response.status_code >= 500:
-            raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}", retry_after=retry_after)
-        if data is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
-            raise CliError(
-                EXIT_UNREACHABLE,
-                f"{self.server} answered HTTP {response.status_code}, not JSON: is it a Fairway server's "
-                "URL (the site's root, e.g. https://fairway.example.org)?",
+        if response.status_code >= 400 or data is None:
+            raise answer_error(
+                self.server, response.status_code, data, retry_after_s(response.headers.get("Retry-After"))
             )
-        if response.status_code >= 400:
-            raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data), retry_after)
         _ANSWERED.set(self.server)
         return escaped(data) if self.escape else data
 
@@ -1217,10 +1239,8 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     try:
         done = api.call("POST", f"workloads/{wid}/exec/", body=body)
     except CliError as exc:
-        if exc.message.endswith("HTTP 504"):  # the agent never answered (exec_timeout)
-            raise CliError(
-                EXIT_TIMEOUT, f"workload {wid}: its agent did not answer within {args.timeout:g} s and a few more"
-            ) from None
+        if exc.code == "exec_timeout":  # the agent never answered; a proxy's 504 is not this (left60)
+            raise CliError(EXIT_TIMEOUT, f"workload {wid}: {exc.message}", exc.code) from None
         raise
     if args.json:
         emit_json(done, out)
