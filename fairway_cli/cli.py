@@ -1,5 +1,6 @@
 """The ``fairway`` command: log in, submit, list, show (why pending, estimated start), cancel,
-logs, budgets, hosts. Tables for people, ``--json`` for scripts.
+logs, budgets, hosts. Tables for people, ``--json`` for scripts (one document on stdout of what was
+done; a refusal prints none there, only its words on stderr and the exit code, as gh and kubectl).
 
 Exit codes: 0 success; 1 the server refused (4xx: the error's code and message are printed);
 2 bad usage; 3 the server cannot be reached or failed (5xx); 4 not logged in (no token, or the
@@ -1456,7 +1457,7 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         answers.append(w)
         if not args.json:
             out.write(_canceled_text(w) + "\n")
-    if args.json:
+    if args.json and answers:  # a refusal prints no document (left60: as gh's --json, kubectl's -o json)
         emit_json(answers[0] if len(ids) == 1 else answers, out)
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))
@@ -1603,7 +1604,7 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             continue
         kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
         out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
-    if args.json:
+    if args.json and answers:  # a refusal prints no document (left60: as gh's --json, kubectl's -o json)
         emit_json(answers, out)
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))

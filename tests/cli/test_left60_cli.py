@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
 import requests
 
-from fairway_cli.cli import EXIT_TIMEOUT, EXIT_UNREACHABLE, Api, CliError, main
+from fairway_cli.cli import EXIT_API, EXIT_TIMEOUT, EXIT_UNREACHABLE, Api, CliError, main
 from scheduler import gateway
 from tests.cli.inprocess import run_cli_streams
 from tests.cli.test_cli_exec import running  # noqa: F401 -- fixture
@@ -68,3 +69,33 @@ def test_a_proxys_504_on_exec_is_not_the_agents_silence(monkeypatch, researcher,
     code = main(["exec", str(running.pk), "--", "id"], out=out, err=err)
     assert code == EXIT_UNREACHABLE and "not Fairway's error format" in err.getvalue(), err.getvalue()
     assert "did not answer" not in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "999"],
+        ["cancel", "999"],
+        ["cancel", "999", "998"],
+        ["hold", "999"],
+        ["release", "999", "998"],
+        ["update", "999", "-t", "2h"],
+        ["resubmit", "999"],
+        ["exec", "999", "--", "id"],
+        ["wait", "999"],
+        ["logs", "999"],
+        ["hosts", "nope"],
+        ["ls", "--state", "bogus"],
+    ],
+)
+def test_json_on_a_refusal_prints_nothing_on_stdout(monkeypatch, researcher, argv):
+    """left60: as gh's ``--json`` and kubectl's ``-o json``: the refusal in words on stderr, the
+    exit code says it, stdout holds no document (``hold 999`` printed ``[]``, ``cancel 999`` nothing)."""
+    code, out, err = run_cli_streams(monkeypatch, researcher, "--json", *argv)
+    assert (code, out) == (EXIT_API, ""), (code, out)
+    assert err.startswith("fairway: ") and "999" in err or "nope" in err or "bogus" in err, err
+
+
+def test_json_of_several_ids_lists_those_done(monkeypatch, researcher, running):  # noqa: F811
+    code, out, err = run_cli_streams(monkeypatch, researcher, "--json", "cancel", str(running.pk), "999")
+    assert code == EXIT_API and [w["id"] for w in json.loads(out)] == [running.pk] and "#999" in err, (out, err)
