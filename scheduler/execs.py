@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode
+from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
@@ -45,7 +45,7 @@ def exec_slots_per_user() -> int:
     """Of :func:`exec_slots`, how many one person's commands may hold at once: half (at least 1),
     so that one person's few ``sleep 600`` leave the others room (brk59: three of them answered
     everyone else ``exec_busy`` for ten minutes)."""
-    return max(1, exec_slots() // 2)
+    return one_persons_share(exec_slots())
 
 
 _in_flight_by_user: dict[int, int] = {}
@@ -182,6 +182,13 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
         raise _refuse("host_offline", f"The agent of host {host.name} is not connected.", 409)
     if error in ("exec_not_running", "unknown_attempt"):
         raise _refuse("not_running", f"Attempt {attempt.number} does not run on host {host.name}: {message}", 409)
+    if error == "owner_busy":  # left60: one owner's share of the agent's slots (agent.client.MAX_EXECS)
+        raise _refuse(
+            "exec_busy",
+            f"You run {message} on host {host.name} already, as many as one person may there at once; "
+            "try again when one has ended.",
+            429,
+        )
     if error == "busy":
         raise _refuse("exec_busy", f"Host {host.name} runs too many commands at once; try again.", 429)
     raise _refuse("exec_failed", f"The command could not run in attempt {attempt.number}: {message}", 409)
