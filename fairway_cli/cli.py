@@ -61,6 +61,7 @@ from fairway_cli.words import (
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
+    in_flags,
     no_attempt_text,
     nothing_to_change_text,
     reason_words,
@@ -1242,7 +1243,7 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     except CliError as exc:
         if exc.code == "exec_timeout":  # the agent never answered; a proxy's 504 is not this (left60)
             raise CliError(EXIT_TIMEOUT, f"workload {wid}: {exc.message}", exc.code) from None
-        raise
+        raise CliError(exc.exit_code, in_flags(exc.message), exc.code, exc.retry_after) from None
     if args.json:
         emit_json(done, out)
         return int(done["exit_code"])

@@ -32,6 +32,24 @@ MAINTENANCE_WORDS = "GPUs reserved for maintenance"
 "Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read
 "GPUs reserved for a larger job" while the page named the drain)."""
 
+LEAVE_OUT_ATTEMPT = "leave out the attempt to run in it"
+"""What ``exec``'s ``not_running`` says to do where the ``attempt`` asked for is not the running one
+(``scheduler.execs.not_running_words``): the API's field; ``fairway exec`` says its flag
+instead (:data:`FLAG_OF_FIELD`, left60)."""
+
+FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it"}
+"""The server's words naming an API field → the CLI's, naming the flag the person typed (as
+``fairway_cli.cli.MISSING_WORDS`` names ``-M`` for ``min_runtime``)."""
+
+
+def in_flags(message: str) -> str:
+    """A server's ``message`` as the CLI says it: each field it names the flag that sets it
+    (:data:`FLAG_OF_FIELD`)."""
+    for field, flag in FLAG_OF_FIELD.items():
+        message = message.replace(field, flag)
+    return message
+
+
 HOLD_WORDS = {"user": "held by its owner", "admin": "held by an admin"}
 """A workload's own hold (reason ``held`` with ``hold`` set; docs/jobs.md "Hold and release") in
 a few words, by kind: a user hold (its owner's or a budget manager's, which its owner may release)

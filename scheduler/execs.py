@@ -19,6 +19,7 @@ from django.conf import settings
 
 from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
+from fairway_cli.words import LEAVE_OUT_ATTEMPT
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
 from scheduler.services import already_final_words, command_problem
@@ -109,7 +110,7 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
             if attempt is not None
             else f"Workload {pk} has no attempt {number}"
         )
-        return f"{which}: its running attempt is {running.number} (leave out the attempt to run in it)."
+        return f"{which}: its running attempt is {running.number} ({LEAVE_OUT_ATTEMPT})."
     if attempt is not None and attempt.started_at is None and attempt.ended_at is None:
         return f"Attempt {attempt.number} of workload {pk} is starting: try again once its host has started it."
     return (

@@ -99,3 +99,10 @@ def test_json_on_a_refusal_prints_nothing_on_stdout(monkeypatch, researcher, arg
 def test_json_of_several_ids_lists_those_done(monkeypatch, researcher, running):  # noqa: F811
     code, out, err = run_cli_streams(monkeypatch, researcher, "--json", "cancel", str(running.pk), "999")
     assert code == EXIT_API and [w["id"] for w in json.loads(out)] == [running.pk] and "#999" in err, (out, err)
+
+
+def test_exec_refusal_names_the_flag_typed(monkeypatch, researcher, running):  # noqa: F811
+    """left60: "leave out the attempt" (the API's field) to a person who typed ``--attempt``."""
+    code, _out, err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--attempt", "2", "--", "id")
+    assert code == EXIT_API and "its running attempt is 1 (leave out --attempt to run in it)" in err, err
+    assert "leave out the attempt" not in err
