@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fairway_cli.numbers import duration_text, gpu_hours_text, instant_text, percent_text
+from fairway_cli.numbers import duration_text, gpu_time_text, instant_text, percent_text
 
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
@@ -183,9 +183,11 @@ def idle_words(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
 
 
 def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
-    """:func:`idle_words` with the GPU-hours held idle: ``idle for 1h 20m (GPUs < 1 % since …):
-    10.7 GPU-hours held idle`` (``fairway ls`` and ``show``, the workload page)."""
-    return f"{idle_words(idle, absolute=absolute)}: {gpu_hours_text(idle.get('gpu_hours'))} GPU-hours held idle"
+    """:func:`idle_words` with the GPU-time held idle: ``idle for 1h 20m (GPUs < 1 % since …):
+    10.67 GPU-h held idle`` (``fairway ls`` and ``show``, the workload page), written as its
+    charged GPU-time is (:func:`gpu_time_text`; left60: "12.0 GPU-hours" beside "12.01 GPU-h")."""
+    held = int(idle.get("gpus") or 0) * int(idle.get("seconds") or 0)
+    return f"{idle_words(idle, absolute=absolute)}: {gpu_time_text(held)} held idle"
 
 
 AVAILABILITY_MEANS = "GPU healthy, host active, in the states at each hour's roll-up (the current hour's: now)"
@@ -212,7 +214,7 @@ def _share_words(part: float) -> str:
 def efficiency_lines(e: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The API's ``efficiency`` object (``scheduler.efficiency``) as ``(label, words)`` lines, like
     Slurm's ``seff``: ``fairway show``'s "Efficiency" block, ``fairway seff`` and the workload page."""
-    held = f"{gpu_hours_text(e.get('gpu_hours'))} GPU-hours"
+    held = gpu_time_text(float(e.get("gpu_hours") or 0) * 3600)  # as charged GPU-time (left60)
     gpus = int(e.get("gpus") or 0)
     if gpus:
         held += f" ({gpus} GPU{'s' if gpus != 1 else ''}"
