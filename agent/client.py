@@ -56,6 +56,7 @@ from agent.protocol import (
     Welcome,
     decode,
     encode,
+    one_persons_share,
 )
 from agent.runtime.base import AttemptSpec, ExecError, Runtime, StartError
 from agent.state import AttemptRecord, current_boot_id, monotonic_s
@@ -69,7 +70,8 @@ _ws_log.setLevel(logging.INFO)
 MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
 MAX_EXECS = 8
-"""One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``."""
+"""One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``. Of
+them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy`` past it, left60)."""
 
 
 CLOSE_UNAUTHORIZED = 4401
@@ -183,6 +185,8 @@ class Agent:
         self._stop_after_start: dict[int, Stop] = {}
         self._gpu_claims: dict[int, frozenset[int]] = {}  # attempts starting → the GPUs they hold
         self._execs = 0  # one-shot commands running (``exec``)
+        self._execs_by_owner: dict[str, int] = {}  # of them, each owner's (left60)
+        self._exec_owners: dict[int, str] = {}  # attempts started by this process → their owner's name
         self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
         runtime.on_exit = self._on_exit
 
@@ -469,8 +473,15 @@ class Agent:
             if self._execs >= MAX_EXECS:
                 await self._send(Error(code="busy", message=f"{MAX_EXECS} commands run here already", ref=msg.id))
                 return
+            owner = self._exec_owners.get(msg.attempt_id, "")
+            mine = self._execs_by_owner.get(owner, 0)
+            if mine >= one_persons_share(MAX_EXECS):  # one owner's sleep 600s held every slot (left60)
+                why = f"{mine} commands (half of the {MAX_EXECS} a host runs at once)"
+                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+                return
             self._execs += 1
-            self._spawn(self._on_exec(msg))  # not awaited: the receive loop goes on meanwhile
+            self._execs_by_owner[owner] = mine + 1
+            self._spawn(self._on_exec(msg, owner))  # not awaited: the receive loop goes on meanwhile
         elif isinstance(msg, Ack):
             self.runtime.mark_start_reported(self._unacked_starts.pop(msg.ack, []))
             self.runtime.mark_reported(self._unacked.pop(msg.ack, []))
@@ -523,6 +534,9 @@ class Agent:
             shared_memory=msg.limits.shared_memory if msg.limits else None,
             mounts=tuple(msg.mounts or ()),
         )
+        running = set(self.runtime.running_ids())  # the owners of attempts gone are forgotten
+        self._exec_owners = {a: o for a, o in self._exec_owners.items() if a in running or a in self._starting}
+        self._exec_owners[msg.attempt_id] = spec.owner
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.
         self._spawn(self._start(spec))
@@ -625,7 +639,7 @@ class Agent:
                 data, offset = data[cut:], offset + cut
         await self._send(reply)
 
-    async def _on_exec(self, msg: Exec) -> None:
+    async def _on_exec(self, msg: Exec, owner: str = "") -> None:
         """Run an ``exec`` in its attempt (the runtime's containment), then send its output in
         ``exec_output`` chunks and its ``exec_result``; an ``error`` naming it when it cannot run.
         Answered on the connection of the moment: one lost with its connection is not sent again
@@ -655,6 +669,8 @@ class Agent:
             )
         finally:
             self._execs -= 1
+            if (left := self._execs_by_owner.pop(owner, 1) - 1) > 0:
+                self._execs_by_owner[owner] = left
 
     async def _report(self, record: AttemptRecord) -> None:
         """Answer a repeated start/stop with what is known of an attempt."""

@@ -17,8 +17,9 @@ from typing import Any
 
 from django.conf import settings
 
-from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode
+from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
+from fairway_cli.words import LEAVE_OUT_ATTEMPT
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
 from scheduler.services import already_final_words, command_problem
@@ -45,7 +46,7 @@ def exec_slots_per_user() -> int:
     """Of :func:`exec_slots`, how many one person's commands may hold at once: half (at least 1),
     so that one person's few ``sleep 600`` leave the others room (brk59: three of them answered
     everyone else ``exec_busy`` for ten minutes)."""
-    return max(1, exec_slots() // 2)
+    return one_persons_share(exec_slots())
 
 
 _in_flight_by_user: dict[int, int] = {}
@@ -109,7 +110,7 @@ def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None
             if attempt is not None
             else f"Workload {pk} has no attempt {number}"
         )
-        return f"{which}: its running attempt is {running.number} (leave out the attempt to run in it)."
+        return f"{which}: its running attempt is {running.number} ({LEAVE_OUT_ATTEMPT})."
     if attempt is not None and attempt.started_at is None and attempt.ended_at is None:
         return f"Attempt {attempt.number} of workload {pk} is starting: try again once its host has started it."
     return (
@@ -182,6 +183,13 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
         raise _refuse("host_offline", f"The agent of host {host.name} is not connected.", 409)
     if error in ("exec_not_running", "unknown_attempt"):
         raise _refuse("not_running", f"Attempt {attempt.number} does not run on host {host.name}: {message}", 409)
+    if error == "owner_busy":  # left60: one owner's share of the agent's slots (agent.client.MAX_EXECS)
+        raise _refuse(
+            "exec_busy",
+            f"You run {message} on host {host.name} already, as many as one person may there at once; "
+            "try again when one has ended.",
+            429,
+        )
     if error == "busy":
         raise _refuse("exec_busy", f"Host {host.name} runs too many commands at once; try again.", 429)
     raise _refuse("exec_failed", f"The command could not run in attempt {attempt.number}: {message}", 409)

@@ -82,10 +82,13 @@ START_CLOSE_S = 10.0
 # instead, and where a step fails once / is private (a half-made /tmp) the attempt does not run. As
 # root it then drops every capability but ROOT_CAPS from the bounding and inheritable sets and clears
 # the ambient ones (a root workload must not unmount its /tmp: docs/isolation.md). Before running
-# the command it writes "ok" to the pipe STATUS, or "fail <why>" and exits 125 without running it:
+# the command it writes "ok" to the pipe STATUS ("ok tmpdir" where it fell back to TMPDIR), or "fail <why>"
+# and exits 125 without running it:
 # the agent reports the start only then.
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
+_TMP_FALLBACK = b"ok tmpdir"
+"""The wrapper's "ok" where it could not make the private /tmp and set TMPDIR to its fallback."""
 _WRAPPER = r"""
 import contextlib, ctypes, json, os, signal, subprocess, sys, threading, time
 fd, status, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7], sys.argv[7:]
@@ -123,6 +126,7 @@ def refuse(why):  # the attempt cannot start: its command never runs
 if hide.get("unfiltered"):  # the agent could not attach the device filter (docs/isolation.md)
     print(f"fairway: the host's other GPUs are hidden by path only ({hide['unfiltered']})", file=sys.stderr,
           flush=True)
+fell_back = False
 if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
     made = False
     try:
@@ -172,6 +176,7 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         print(f"fairway: no private /tmp, /var/tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr,
               flush=True)
         env.setdefault("TMPDIR", tmp["dir"])
+        fell_back = True  # said with "ok": the agent gives exec the same TMPDIR (left60)
         if hide["nodes"]:
             print(f"fairway: the host's other GPUs stay reachable ({e})", file=sys.stderr, flush=True)
     else:  # the other GPUs' device nodes: the stand-in over each, read-only (Slurm's ConstrainDevices)
@@ -215,7 +220,7 @@ if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
         check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")  # PR_CAP_AMBIENT_CLEAR_ALL
     except OSError as e:
         refuse(f"cannot drop the capabilities of a root workload: {e}")
-os.write(status, b"ok")
+os.write(status, TMP_FALLBACK if fell_back else b"ok")
 os.close(status)
 libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
@@ -295,7 +300,7 @@ for _ in range(200):
             pass
 pumper.join(5)  # the output still in the pipe reaches the log before the agent sees the exit
 sys.exit(code)
-"""
+""".replace("TMP_FALLBACK", repr(_TMP_FALLBACK))
 
 
 # The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
@@ -940,7 +945,9 @@ class ProcessRuntime(StoredRuntime):
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.
         status = await asyncio.to_thread(_read_status, status_fd)
-        if status != b"ok":
+        if status == _TMP_FALLBACK and tmp is not None:  # the attempt's TMPDIR, exec's too (left60)
+            env.setdefault("TMPDIR", str(tmp["dir"]))
+        elif status != b"ok":
             await asyncio.to_thread(proc.wait)
             oom = self._at_limits(spec.attempt_id, cgroup)
             if cgroup is not None:
