@@ -37,9 +37,13 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/python scripts/demo.py $(if $(filter 1 yes true,$(EXIT)),--exit) $(if $(PORT),--port $(PORT))
 
-# Refresh docs/screenshots/ from the browser test (Debian's chromium: apt-get install chromium).
+# Refresh docs/screenshots/ from the browser tests (Debian's chromium: apt-get install chromium):
+# the flow (login, submit, running, pending, canceled, API docs) and SSO on the e2e stack, then a
+# lab's week (the demo's seed_demo + import_history, this morning's work: test_screenshots_lab.py,
+# skipped by `make test`); the PNGs are then quantized (scripts/compress_png.py).
 screenshots: $(STAMP)
-	FAIRWAY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py tests/sso/test_sso_browser.py
+	FAIRWAY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(VENV)/bin/python -m pytest -q tests/e2e/test_browser.py tests/sso/test_sso_browser.py tests/web/test_screenshots_lab.py
+	$(VENV)/bin/python scripts/compress_png.py docs/screenshots
 
 # Regenerate the hashed locks after editing a requirements file (pip-tools in a throwaway venv,
 # Python 3.11, PyPI): requirements.lock (make, CI) and requirements-server.lock (production server).

@@ -278,6 +278,7 @@ def report_isolation(isolation: Isolation, state_dir: Path) -> None:
     """Log how attempts run here and write it to ``<state>/isolation.json`` (the host's state)."""
     import json
 
+    from agent.runtime.isolation import PRIVATE_TMP, private_tmp_keep
     from agent.state import closed_parent, fix_private_modes, write_private
 
     log = logging.getLogger("agent")
@@ -285,9 +286,17 @@ def report_isolation(isolation: Isolation, state_dir: Path) -> None:
     fix_private_modes(state_dir)
     closed = closed_parent(state_dir) if status["identity"] == "owner" else None
     if closed is not None:
+        # Only what the private /tmp binds back is opened as the owner at the start (try59: under a 0700
+        # directory of /var/lib the attempts started; their preemption notice was unreadable)
+        fails = bool(private_tmp_keep([str(state_dir)], PRIVATE_TMP))
+        what = (
+            "every attempt run as its owner fails to start"
+            if fails
+            else "attempts run as their owners cannot read their preemption notice ($FAIRWAY_PREEMPT_FILE)"
+        )
         status["warnings"].append(
             f"attempts cannot reach their directories under the state dir {state_dir}: {closed} is not searchable "
-            "by others, so every attempt run as its owner fails to start; make it searchable (chmod o+x) or put "
+            f"by others, so {what}; make it searchable (chmod o+x) or put "
             "the state dir under one that is (the default /var/lib/fairway-agent)"
         )
     write_private(state_dir / "isolation.json", json.dumps(status, indent=1) + "\n")

@@ -64,6 +64,7 @@ from agent.protocol import (
     Welcome,
     decode,
     encode,
+    one_persons_share,
 )
 from agent.runtime.base import AttemptSpec, ExecError, Runtime, StartError
 from agent.runtime.tty import InputOverflow, TtySession
@@ -78,9 +79,11 @@ _ws_log.setLevel(logging.INFO)
 MAX_LOG_TAIL_BYTES = 64 * 1024
 """Largest log tail sent in one ``log`` message, in bytes."""
 MAX_EXECS = 8
-"""One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``."""
+"""One-shot commands (``exec``) one agent runs at once; another is answered ``error`` ``busy``. Of
+them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy`` past it, left60)."""
 MAX_TTYS = 32
-"""Interactive sessions (``exec_tty``) one agent holds at once; another is answered ``error`` ``busy``."""
+"""Interactive sessions (``exec_tty``) one agent holds at once; another is answered ``error`` ``busy``.
+Of them one owner's at most :func:`agent.protocol.one_persons_share` (``owner_busy``), as of ``exec``."""
 TTY_EXIT_DRAIN_S = 0.2
 """After an interactive command ends, how long its terminal's last output is waited for (a
 background process it left may hold the terminal open for ever: it is killed then)."""
@@ -217,6 +220,8 @@ class Agent:
         self._gpu_claims: dict[int, frozenset[int]] = {}  # attempts starting → the GPUs they hold
         self._execs = 0  # one-shot commands running (``exec``)
         self._ttys: dict[int, _Tty] = {}  # ``exec_tty`` id -> its session (this connection's)
+        self._execs_by_owner: dict[str, int] = {}  # of them, each owner's (left60)
+        self._exec_owners: dict[int, str] = {}  # attempts started by this process → their owner's name
         self.health = HealthFile(config.state_dir, server=config.server, host=config.host_name)
         runtime.on_exit = self._on_exit
 
@@ -505,8 +510,15 @@ class Agent:
             if self._execs >= MAX_EXECS:
                 await self._send(Error(code="busy", message=f"{MAX_EXECS} commands run here already", ref=msg.id))
                 return
+            owner = self._exec_owners.get(msg.attempt_id, "")
+            mine = self._execs_by_owner.get(owner, 0)
+            if mine >= one_persons_share(MAX_EXECS):  # one owner's sleep 600s held every slot (left60)
+                why = f"{mine} commands (half of the {MAX_EXECS} a host runs at once)"
+                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
+                return
             self._execs += 1
-            self._spawn(self._on_exec(msg))  # not awaited: the receive loop goes on meanwhile
+            self._execs_by_owner[owner] = mine + 1
+            self._spawn(self._on_exec(msg, owner))  # not awaited: the receive loop goes on meanwhile
         elif isinstance(msg, (ExecTty, ExecInput, ExecResize, ExecAck, ExecClose)):
             await self._on_tty_message(msg)
         elif isinstance(msg, Ack):
@@ -561,6 +573,9 @@ class Agent:
             shared_memory=msg.limits.shared_memory if msg.limits else None,
             mounts=tuple(msg.mounts or ()),
         )
+        running = set(self.runtime.running_ids())  # the owners of attempts gone are forgotten
+        self._exec_owners = {a: o for a, o in self._exec_owners.items() if a in running or a in self._starting}
+        self._exec_owners[msg.attempt_id] = spec.owner
         self._starting.add(msg.attempt_id)
         # Not awaited: the receive loop must go on (stops, log tails) while a container image is pulled.
         self._spawn(self._start(spec))
@@ -663,7 +678,7 @@ class Agent:
                 data, offset = data[cut:], offset + cut
         await self._send(reply)
 
-    async def _on_exec(self, msg: Exec) -> None:
+    async def _on_exec(self, msg: Exec, owner: str = "") -> None:
         """Run an ``exec`` in its attempt (the runtime's containment), then send its output in
         ``exec_output`` chunks and its ``exec_result``; an ``error`` naming it when it cannot run.
         Answered on the connection of the moment: one lost with its connection is not sent again
@@ -673,6 +688,11 @@ class Agent:
                 outcome = await self.runtime.exec(msg.attempt_id, list(msg.command), msg.timeout_s, msg.max_output)
             except ExecError as exc:
                 await self._send(Error(code=f"exec_{exc.code}", message=str(exc)[:4000], ref=msg.id))
+                return
+            except Exception as exc:  # answered all the same: else the server waits out its timeout (brk59)
+                log.exception("exec in attempt %d failed", msg.attempt_id)
+                why = f"the agent could not run it: {type(exc).__name__}: {exc}"
+                await self._send(Error(code="exec_failed", message=why[:4000], ref=msg.id))
                 return
             for stream, data in (("stdout", outcome.stdout), ("stderr", outcome.stderr)):
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -688,6 +708,8 @@ class Agent:
             )
         finally:
             self._execs -= 1
+            if (left := self._execs_by_owner.pop(owner, 1) - 1) > 0:
+                self._execs_by_owner[owner] = left
 
     async def _report(self, record: AttemptRecord) -> None:
         """Answer a repeated start/stop with what is known of an attempt."""
@@ -716,6 +738,12 @@ class Agent:
         if isinstance(msg, ExecTty):
             if len(self._ttys) >= MAX_TTYS:
                 await self._send(Error(code="busy", message=f"{MAX_TTYS} sessions run here already", ref=msg.id))
+                return
+            owner = self._exec_owners.get(msg.attempt_id, "")
+            mine = sum(1 for t in self._ttys.values() if self._exec_owners.get(t.attempt_id, "") == owner)
+            if mine >= one_persons_share(MAX_TTYS):  # as exec's (left60): one owner's sessions, half at most
+                why = f"{mine} sessions (half of the {MAX_TTYS} a host holds at once)"
+                await self._send(Error(code="owner_busy", message=why, ref=msg.id))
                 return
             new = _Tty(msg.attempt_id, float(msg.idle_s), monotonic_s())
             self._ttys[msg.id] = new

@@ -402,6 +402,16 @@ EXEC_MAX_TIMEOUT_S = 600
 """Longest ``exec.timeout_s``, seconds (the API's bound too)."""
 EXEC_MAX_OUTPUT = 1 << 20
 """Most bytes of each stream (stdout, stderr) one ``exec`` sends back; past it ``truncated``."""
+
+
+def one_persons_share(slots: int) -> int:
+    """Of ``slots`` commands (``exec``) run at once, how many one person's may hold: half, at least
+    1, so that one person's few ``sleep 600`` leave the others room. The one rule of the web
+    process's slots (``scheduler.execs.exec_slots_per_user``, brk59) and the agent's
+    (``agent.client.MAX_EXECS`` per owner, left60)."""
+    return max(1, slots // 2)
+
+
 EXEC_CHUNK_BYTES = 32 * 1024
 """Most bytes of output in one ``exec_output``: escaped as ``\\u0001`` each is 6 characters, far
 below :data:`MAX_MESSAGE_BYTES`."""

@@ -3,6 +3,7 @@
     nice -n 10 python bench/estimates.py [--repeat 3] [--hosts 1250] [--workloads 25000] [--budget 120]
     nice -n 10 python bench/estimates.py --quick     # the quote, and estimates, at demo size only
     nice -n 19 python bench/estimates.py --horizon 3600 --repeat 1   # the big state to now + 1 h, whole
+    nice -n 19 python bench/estimates.py --drains 0,10,50 --repeat 3  # the big state with drains scheduled
 
 Estimates: one forward simulation (``scheduler.sim.estimate.estimate_starts``) over a state the
 policy itself produced (``bench.synth.make_settled``: 1,250 hosts × 8 GPUs, 60 budgets in 3
@@ -18,6 +19,12 @@ and the policy's passes: run the same command on two trees back to back to compa
 big state to now + S whatever the CPU (a fixed amount of work, steadier to compare than the
 instants a budget reaches on a shared box) and prints the estimates' hash (sha-256 of the sorted
 (id, instant) pairs, the one docs/estimates.md quotes) to check that two trees agree.
+
+``--drains 0,10,50`` (perf59) times only the big state's estimates, also with that percentage of
+its hosts given a drain scheduled for later (``bench.synth.with_drains``: instants staggered over
+the next 6 hours; the simulation drains each host at its instant, docs/deploy.md "Scheduled
+drains"), the variants timed round-robin (one run each in turn, so a shared box's load falls on
+all alike), each with its ratio to the first; with ``--horizon`` each runs to now + HORIZON.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.synth import make_settled  # noqa: E402
+from bench.synth import make_settled, with_drains  # noqa: E402
 from scheduler.policy import Decisions, IncrementalScheduler, Snapshot, Workload  # noqa: E402
 from scheduler.sim import estimate as est  # noqa: E402
 from scheduler.sim.estimate import forward, quote  # noqa: E402
@@ -62,9 +69,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=120.0, help="CPU seconds one estimate run may take")
     ap.add_argument("--quick", action="store_true", help="only demo size: the quote, and estimates")
     ap.add_argument("--horizon", type=int, help="only the big state, simulated to now + HORIZON s whatever the CPU")
+    ap.add_argument("--drains", help="percent of hosts draining-scheduled, e.g. 0,10,50 (the first: the base)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
 
+    if args.drains:
+        drain_estimates(state(args.hosts, args.workloads), [float(p) for p in args.drains.split(",")], args)
+        return
     if args.horizon is not None:
         estimates_bench(state(args.hosts, args.workloads), 1e9, args.repeat, None, args.horizon)
         return
@@ -110,6 +121,51 @@ def estimates_bench(
     if horizon is not None:
         digest = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
         print(f"           to now + {horizon:,} s: estimates' hash {digest[:8]}")
+
+
+def drain_estimates(snap: Snapshot, percents: list[float], args: argparse.Namespace) -> None:
+    """The big state's estimates with each percentage of its hosts draining-scheduled, round-robin."""
+    snaps = [with_drains(snap, p) for p in percents]
+    budget = 1e9 if args.horizon is not None else args.budget
+    times: list[list[float]] = [[] for _ in snaps]
+    outs: list[tuple[dict[str, int], int]] = [({}, 0) for _ in snaps]
+    counts = [[0, 0] for _ in snaps]
+    tick, policy = est.Forward.tick, IncrementalScheduler.__call__
+    now = [0]
+
+    def counted(self: est.Forward, max_passes: int = 50) -> None:
+        counts[now[0]][0] += 1
+        tick(self, max_passes)
+
+    def passed(self: IncrementalScheduler, s: Snapshot) -> Decisions:
+        counts[now[0]][1] += 1
+        return policy(self, s)
+
+    est.Forward.tick = counted  # type: ignore[method-assign]
+    IncrementalScheduler.__call__ = passed  # type: ignore[method-assign,assignment]
+    try:
+        for _ in range(args.repeat):
+            for i, s in enumerate(snaps):
+                now[0] = i
+                t = time.process_time()
+                outs[i] = forward(s, budget_s=budget, horizon=args.horizon)
+                times[i].append(time.process_time() - t)
+    finally:
+        est.Forward.tick = tick  # type: ignore[method-assign]
+        IncrementalScheduler.__call__ = policy  # type: ignore[method-assign]
+    base = statistics.median(times[0])
+    for p, s, ts, (found, reached), (ticks, passes) in zip(percents, snaps, times, outs, counts, strict=True):
+        med = statistics.median(ts)
+        drains = sum(1 for h in s.hosts if h.drain_at is not None)
+        digest = hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()[:8]
+        ticks, passes = ticks // args.repeat, passes // args.repeat
+        print(
+            f"estimates {len(s.hosts):5} hosts, {p:4g} % drain ({drains:4}): median {med:.3f} s CPU "
+            f"(target 1 s: {'met' if med <= 1.0 else 'MISSED'}) ×{med / base:.3f} of {percents[0]:g} %; "
+            f"{len(found):,} estimated, reached now + {reached - s.now:,} s in {ticks:,} ticks "
+            f"({1000 * med / max(1, ticks):.1f} ms per tick, {passes:,} passes), hash {digest}; "
+            f"{[round(t, 3) for t in ts]}"
+        )
 
 
 def quote_bench(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ GPU counts per workload are drawn like the Philly trace (86.7 % 1 GPU, 12.3 % 2â
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from scheduler.policy import Attempt, Budget, GpuHealth, Host, HostState, Snapshot, UsageRecord, Workload
 
@@ -135,3 +136,19 @@ def make_settled(hosts: int, workloads: int, *, seed: int = 2, after: int = 600)
         e._process_event(kind, ident)
     e.now = T0 + after
     return e
+
+
+def with_drains(snap: Snapshot, percent: float, *, hours: float = 6.0, seed: int = 3) -> Snapshot:
+    """``snap`` with ``percent`` % of its active hosts (drawn with ``seed``) given a drain
+    scheduled for later (``Host.drain_at``, docs/deploy.md "Scheduled drains"), at instants
+    staggered evenly from ``now + 10 min`` to ``now + hours``, in random host order."""
+    active = [i for i, h in enumerate(snap.hosts) if h.state == HostState.ACTIVE and h.drain_at is None]
+    n = round(len(active) * percent / 100)
+    if n == 0:
+        return snap
+    chosen = random.Random(seed).sample(active, n)
+    span = max(0, int(hours * 3600) - 600)
+    hosts = list(snap.hosts)
+    for k, i in enumerate(chosen):
+        hosts[i] = replace(hosts[i], drain_at=snap.now + 600 + span * k // max(1, n - 1))
+    return replace(snap, hosts=hosts)

@@ -1,5 +1,6 @@
 """The ``fairway`` command: log in, submit, list, show (why pending, estimated start), cancel,
-logs, budgets, hosts. Tables for people, ``--json`` for scripts.
+logs, budgets, hosts. Tables for people, ``--json`` for scripts (one document on stdout of what was
+done; a refusal prints none there, only its words on stderr and the exit code, as gh and kubectl).
 
 Exit codes: 0 success; 1 the server refused (4xx: the error's code and message are printed);
 2 bad usage; 3 the server cannot be reached or failed (5xx); 4 not logged in (no token, or the
@@ -60,6 +61,7 @@ from fairway_cli.words import (
     group_unchanged_text,
     hold_unchanged_text,
     idle_held_text,
+    in_flags,
     no_attempt_text,
     nothing_to_change_text,
     reason_words,
@@ -324,6 +326,37 @@ def _error_code(body: Any) -> str:
     return str(body.get("code", "")) if isinstance(body, dict) else ""
 
 
+def fairways_error(body: Any) -> bool:
+    """Whether ``body`` is the API's error format (README "Every error has one format"):
+    ``{"detail": "...", "code": "..."}``."""
+    return isinstance(body, dict) and isinstance(body.get("detail"), str) and isinstance(body.get("code"), str)
+
+
+def answer_error(server: str, status: int, body: Any, retry_after: float | None = None) -> CliError:
+    """The error of an answer that is not a success (``body``: its JSON, None if not JSON): the one
+    place the CLI reads a status. A 5xx in Fairway's error format says its detail (``exec``'s 503
+    ``exec_unavailable``, 504 ``exec_timeout``: left60, was "the server failed: HTTP 503"); any other
+    5xx says it did not come in Fairway's words (a proxy's 504 read like the agent's silence)."""
+    if status == 401:
+        return CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
+    if status >= 500:
+        if fairways_error(body):
+            return CliError(EXIT_UNREACHABLE, _error_text(status, body), _error_code(body), retry_after)
+        return CliError(
+            EXIT_UNREACHABLE,
+            f"the server failed: HTTP {status}, not Fairway's error format: something in front of {server} "
+            "(a proxy, a load balancer) answered, or the server failed before Fairway could",
+            retry_after=retry_after,
+        )
+    if body is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
+        return CliError(
+            EXIT_UNREACHABLE,
+            f"{server} answered HTTP {status}, not JSON: is it a Fairway server's "
+            "URL (the site's root, e.g. https://fairway.example.org)?",
+        )
+    return CliError(EXIT_API, _error_text(status, body), _error_code(body), retry_after)
+
+
 API_PATH = "/api/v1"
 
 
@@ -402,19 +435,10 @@ class Api:
             data = response.json()
         except ValueError:
             data = None
-        if response.status_code == 401:
-            raise CliError(EXIT_AUTH, "not logged in, or the token was revoked: run `fairway login`")
-        retry_after = retry_after_s(response.headers.get("Retry-After"))
-        if response.status_code >= 500:
-            raise CliError(EXIT_UNREACHABLE, f"the server failed: HTTP {response.status_code}", retry_after=retry_after)
-        if data is None:  # another site (a proxy's login page, a web root): "failed: HTTP 200" misled
-            raise CliError(
-                EXIT_UNREACHABLE,
-                f"{self.server} answered HTTP {response.status_code}, not JSON: is it a Fairway server's "
-                "URL (the site's root, e.g. https://fairway.example.org)?",
+        if response.status_code >= 400 or data is None:
+            raise answer_error(
+                self.server, response.status_code, data, retry_after_s(response.headers.get("Retry-After"))
             )
-        if response.status_code >= 400:
-            raise CliError(EXIT_API, _error_text(response.status_code, data), _error_code(data), retry_after)
         _ANSWERED.set(self.server)
         return escaped(data) if self.escape else data
 
@@ -1219,11 +1243,9 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
     try:
         done = api.call("POST", f"workloads/{wid}/exec/", body=body)
     except CliError as exc:
-        if exc.message.endswith("HTTP 504"):  # the agent never answered (exec_timeout)
-            raise CliError(
-                EXIT_TIMEOUT, f"workload {wid}: its agent did not answer within {args.timeout:g} s and a few more"
-            ) from None
-        raise
+        if exc.code == "exec_timeout":  # the agent never answered; a proxy's 504 is not this (left60)
+            raise CliError(EXIT_TIMEOUT, f"workload {wid}: {exc.message}", exc.code) from None
+        raise CliError(exc.exit_code, in_flags(exc.message), exc.code, exc.retry_after) from None
     if args.json:
         emit_json(done, out)
         return int(done["exit_code"])
@@ -1233,7 +1255,10 @@ def cmd_exec(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         stream.write(escape_text(text) if isatty is not None and isatty() else text)
         stream.flush()
     if done.get("truncated"):
-        err.write("fairway: output cut at 1 MiB per stream\n")
+        err.write(  # try59: said nothing of how to read the rest
+            "fairway: output cut at 1 MiB per stream; for all of it, write it to a file in the workload "
+            f"(... > /tmp/out) and read that in parts: fairway exec {wid} -- tail -c 1000000 /tmp/out\n"
+        )
     if done.get("timed_out"):
         err.write(f"fairway: killed after {args.timeout:g} s (--timeout)\n")
     return int(done["exit_code"])
@@ -1468,7 +1493,7 @@ def cmd_cancel(args: argparse.Namespace, config: Config, out: TextIO) -> int:
         answers.append(w)
         if not args.json:
             out.write(_canceled_text(w) + "\n")
-    if args.json:
+    if args.json and answers:  # a refusal prints no document (left60: as gh's --json, kubectl's -o json)
         emit_json(answers[0] if len(ids) == 1 else answers, out)
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))
@@ -1615,7 +1640,7 @@ def _hold_or_release(verb: str, args: argparse.Namespace, config: Config, out: T
             continue
         kind = f" ({HOLD_KIND_WORDS.get(w.get('hold') or '', w.get('hold'))})" if w.get("hold") else ""
         out.write(f"#{w['id']} {w['name']} {verb_past(verb)}{kind}\n")
-    if args.json:
+    if args.json and answers:  # a refusal prints no document (left60: as gh's --json, kubectl's -o json)
         emit_json(answers, out)
     if refused:
         raise CliError(EXIT_API, "\n".join(refused))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fairway_cli.numbers import duration_text, gpu_hours_text, instant_text, percent_text
+from fairway_cli.numbers import duration_text, gpu_time_text, instant_text, percent_text
 
 REASON_WORDS = {
     "unschedulable": "no host can ever fit it",
@@ -31,6 +31,24 @@ MAINTENANCE_WORDS = "GPUs reserved for maintenance"
 """``reserved_for_other`` where a scheduled drain alone keeps it out (:func:`drain_only`; docs/deploy.md
 "Scheduled drains"): the lists' words, its page's "reserved for maintenance" (list59: the lists read
 "GPUs reserved for a larger job" while the page named the drain)."""
+
+LEAVE_OUT_ATTEMPT = "leave out the attempt to run in it"
+"""What ``exec``'s ``not_running`` says to do where the ``attempt`` asked for is not the running one
+(``scheduler.execs.not_running_words``): the API's field; ``fairway exec`` says its flag
+instead (:data:`FLAG_OF_FIELD`, left60)."""
+
+FLAG_OF_FIELD = {LEAVE_OUT_ATTEMPT: "leave out --attempt to run in it"}
+"""The server's words naming an API field → the CLI's, naming the flag the person typed (as
+``fairway_cli.cli.MISSING_WORDS`` names ``-M`` for ``min_runtime``)."""
+
+
+def in_flags(message: str) -> str:
+    """A server's ``message`` as the CLI says it: each field it names the flag that sets it
+    (:data:`FLAG_OF_FIELD`)."""
+    for field, flag in FLAG_OF_FIELD.items():
+        message = message.replace(field, flag)
+    return message
+
 
 HOLD_WORDS = {"user": "held by its owner", "admin": "held by an admin"}
 """A workload's own hold (reason ``held`` with ``hold`` set; docs/jobs.md "Hold and release") in
@@ -165,9 +183,11 @@ def idle_words(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
 
 
 def idle_held_text(idle: Mapping[str, Any], *, absolute: bool = False) -> str:
-    """:func:`idle_words` with the GPU-hours held idle: ``idle for 1h 20m (GPUs < 1 % since …):
-    10.7 GPU-hours held idle`` (``fairway ls`` and ``show``, the workload page)."""
-    return f"{idle_words(idle, absolute=absolute)}: {gpu_hours_text(idle.get('gpu_hours'))} GPU-hours held idle"
+    """:func:`idle_words` with the GPU-time held idle: ``idle for 1h 20m (GPUs < 1 % since …):
+    10.67 GPU-h held idle`` (``fairway ls`` and ``show``, the workload page), written as its
+    charged GPU-time is (:func:`gpu_time_text`; left60: "12.0 GPU-hours" beside "12.01 GPU-h")."""
+    held = int(idle.get("gpus") or 0) * int(idle.get("seconds") or 0)
+    return f"{idle_words(idle, absolute=absolute)}: {gpu_time_text(held)} held idle"
 
 
 AVAILABILITY_MEANS = "GPU healthy, host active, in the states at each hour's roll-up (the current hour's: now)"
@@ -194,7 +214,7 @@ def _share_words(part: float) -> str:
 def efficiency_lines(e: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The API's ``efficiency`` object (``scheduler.efficiency``) as ``(label, words)`` lines, like
     Slurm's ``seff``: ``fairway show``'s "Efficiency" block, ``fairway seff`` and the workload page."""
-    held = f"{gpu_hours_text(e.get('gpu_hours'))} GPU-hours"
+    held = gpu_time_text(float(e.get("gpu_hours") or 0) * 3600)  # as charged GPU-time (left60)
     gpus = int(e.get("gpus") or 0)
     if gpus:
         held += f" ({gpus} GPU{'s' if gpus != 1 else ''}"

@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import time
 import weakref
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -425,6 +426,7 @@ class _PendingExec:
 
     reply_to: str
     max_output: int
+    deadline: float = float("inf")  # time.monotonic() past which its requester no longer waits
     stdout: list[str] = dataclasses.field(default_factory=list)
     stderr: list[str] = dataclasses.field(default_factory=list)
     sizes: dict[str, int] = dataclasses.field(default_factory=lambda: {"stdout": 0, "stderr": 0})
@@ -966,6 +968,11 @@ class AgentConsumer(AsyncWebsocketConsumer):
         if self.host is None or not self.hello_done or self.closing:
             return
         reply_to = str(event["reply_to"])
+        now = time.monotonic()
+        for ref in [ref for ref, waiting in self.exec_requests.items() if waiting.deadline < now]:
+            # its requester gave up (gateway.request_exec's wait): one the agent never answered
+            # held a slot for the connection's life, and 16 made every exec here ``busy`` (brk59)
+            del self.exec_requests[ref]
         if len(self.exec_requests) >= MAX_PENDING_EXECS:
             await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "busy"})
             return
@@ -982,7 +989,8 @@ class AgentConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.send(reply_to, {"type": "exec.reply", "error": "exec_failed", "message": str(exc)})
             return
         # send_msg gives the message the next id; the agent's answers name that id
-        self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output)
+        wait_s = int(event["timeout_s"]) + gateway.EXEC_REPLY_GRACE_S
+        self.exec_requests[self.seq + 1] = _PendingExec(reply_to, max_output, deadline=now + wait_s)
         await self.send_msg(msg)
 
     # --- interactive sessions (``exec_tty``: scheduler.exec_session relays a reader's websocket) ---

@@ -17,11 +17,12 @@ from typing import Any
 
 from django.conf import settings
 
-from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode
+from agent.protocol import EXEC_MAX_OUTPUT, EXEC_MAX_TIMEOUT_S, Exec, ProtocolError, encode, one_persons_share
 from config.errors import ServiceError
+from fairway_cli.words import LEAVE_OUT_ATTEMPT
 from scheduler import gateway
 from scheduler.models import Attempt, Host, Workload
-from scheduler.services import command_problem
+from scheduler.services import already_final_words, command_problem
 
 EXEC_DEFAULT_TIMEOUT_S = 60
 EXEC_FORBIDDEN = (
@@ -39,6 +40,16 @@ def exec_slots() -> int:
     Each holds a thread up to its timeout (600 s at most): unbounded, a few ``sleep 600`` would hold
     every thread of the process and it would answer nothing else (429 ``exec_busy`` past it)."""
     return max(1, int(settings.FAIRWAY_WEB_SYNC_THREADS) // 4)
+
+
+def exec_slots_per_user() -> int:
+    """Of :func:`exec_slots`, how many one person's commands may hold at once: half (at least 1),
+    so that one person's few ``sleep 600`` leave the others room (brk59: three of them answered
+    everyone else ``exec_busy`` for ten minutes)."""
+    return one_persons_share(exec_slots())
+
+
+_in_flight_by_user: dict[int, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +93,45 @@ def exec_arguments(data: Any) -> tuple[list[str], int, int | None]:
     return list(command), timeout, number
 
 
+def not_running_words(workload: Workload, attempts: Any, attempt: Attempt | None, number: int | None) -> str:
+    """``not_running``'s message, saying what to do (try59: "Workload 3 is not running (it has no
+    running attempt)" of a finished one): a finished workload's output is in its logs; a pending
+    one waits for its start; a wrong ``attempt`` names the running one; one starting, a moment."""
+    pk = workload.pk
+    if workload.state in Workload.FINAL_STATES:
+        return (
+            f"{already_final_words([workload.state])} A command runs only in a running attempt; "
+            "its logs keep what it wrote."
+        )
+    running = attempts.filter(started_at__isnull=False, ended_at__isnull=True).order_by("-number").first()
+    if number is not None and running is not None:
+        which = (
+            f"Attempt {number} of workload {pk} has ended"
+            if attempt is not None
+            else f"Workload {pk} has no attempt {number}"
+        )
+        return f"{which}: its running attempt is {running.number} ({LEAVE_OUT_ATTEMPT})."
+    if attempt is not None and attempt.started_at is None and attempt.ended_at is None:
+        return f"Attempt {attempt.number} of workload {pk} is starting: try again once its host has started it."
+    return (
+        f"Workload {pk} is {workload.state}: a command runs only in a running attempt, so try again once it has "
+        f"started (its estimated start is on its page and in fairway show {pk})."
+    )
+
+
 def exec_target(user: Any, workload: Workload, number: int | None) -> Attempt:
     """The running attempt (``number``, or the latest) of ``workload`` that its owner ``user`` may
     run a command in, its host selected: 403 ``forbidden`` for anyone else, 409 ``not_running``
     (no such attempt running: the agent's confirmed start and no end), ``host_offline``."""
     if workload.owner_id != user.pk:
-        raise _refuse("forbidden", EXEC_FORBIDDEN, 403)
+        # try59: said nobody what to do: the owner may run it (whose name every list shows)
+        raise _refuse(
+            "forbidden", f"{EXEC_FORBIDDEN} To look inside it, ask its owner, {workload.owner.username}.", 403
+        )
     attempts = Attempt.objects.filter(workload=workload).select_related("host")
     attempt = (attempts.filter(number=number) if number is not None else attempts.order_by("-number")).first()
     if attempt is None or attempt.started_at is None or attempt.ended_at is not None:
-        which = f"attempt {number}" if number is not None else "it"
-        raise _refuse("not_running", f"Workload {workload.pk} is not running ({which} has no running attempt).", 409)
+        raise _refuse("not_running", not_running_words(workload, attempts, attempt, number), 409)
     host = attempt.host
     if host.removed_at is not None or host.state == Host.State.OFFLINE:
         raise _refuse("host_offline", f"Host {host.name} of attempt {attempt.number} is offline.", 409)
@@ -104,20 +143,31 @@ def do_exec(user: Any, workload: Workload, command: list[str], timeout: int, num
     ``user``: 403 ``forbidden`` for anyone else; 409 ``not_running`` (no such attempt running: the
     agent's confirmed start and no end), ``host_offline`` (its agent is not connected),
     ``agent_too_old``, ``exec_failed`` (the attempt's containment could not be entered, or the
-    agent's runtime cannot run commands there); 504 ``exec_timeout`` (no answer within the timeout
-    and a few seconds)."""
+    agent's runtime cannot run commands there); 503 ``exec_unavailable`` (the channel layer failed:
+    nothing was sent); 504 ``exec_timeout`` (no answer within the timeout and a few seconds)."""
     attempt = exec_target(user, workload, number)
     host = attempt.host
     global _in_flight
     with _in_flight_lock:
+        mine = _in_flight_by_user.get(user.pk, 0)
+        if mine >= exec_slots_per_user():
+            raise _refuse(
+                "exec_busy",
+                f"You run {mine} command(s) on this server already, as many as one person may at once; "
+                "try again when one has ended.",
+                429,
+            )
         if _in_flight >= exec_slots():
             raise _refuse("exec_busy", "This server runs as many commands as it may at once; try again shortly.", 429)
         _in_flight += 1
+        _in_flight_by_user[user.pk] = mine + 1
     try:
         reply = gateway.request_exec(host.pk, attempt.wire_id, command, timeout, EXEC_MAX_OUTPUT)
     finally:
         with _in_flight_lock:
             _in_flight -= 1
+            if (left := _in_flight_by_user.pop(user.pk, 1) - 1) > 0:
+                _in_flight_by_user[user.pk] = left
     error = reply.get("error")
     if error is None:
         return ExecAnswer(
@@ -135,12 +185,25 @@ def agent_refusal(error: str, message: str, host_name: str, number: int) -> Serv
     that got no answer: the API's codes and words."""
     if error == "exec_timeout":
         return _refuse("exec_timeout", f"The agent of host {host_name} did not answer in time ({message}).", 504)
+    if error == "unavailable":
+        return _refuse(
+            "exec_unavailable",
+            f"The server cannot reach the agents now ({message}); the command did not run. Try again shortly.",
+            503,
+        )
     if error == "agent_too_old":
         return _refuse("agent_too_old", AGENT_TOO_OLD.format(host=host_name), 409)
     if error == "host_offline":
         return _refuse("host_offline", f"The agent of host {host_name} is not connected.", 409)
     if error in ("exec_not_running", "unknown_attempt"):
         return _refuse("not_running", f"Attempt {number} does not run on host {host_name}: {message}", 409)
+    if error == "owner_busy":  # left60: one owner's share of the agent's slots (agent.client.MAX_EXECS)
+        return _refuse(
+            "exec_busy",
+            f"You run {message} on host {host_name} already, as many as one person may there at once; "
+            "try again when one has ended.",
+            429,
+        )
     if error == "busy":
         return _refuse("exec_busy", f"Host {host_name} runs too many commands at once; try again.", 429)
     return _refuse("exec_failed", f"The command could not run in attempt {number}: {message}", 409)
@@ -225,7 +288,7 @@ def tty_target(user: Any, data: Any) -> TtyTarget:
         encode(ExecTty(attempt_id=1, command=list(command), rows=rows, cols=cols, idle_s=1))
     except ProtocolError:
         raise _refuse("invalid_command", "The command is too long to send to its host.", 400, "command") from None
-    workload = Workload.objects.filter(pk=pk).only("id", "owner_id").first()
+    workload = Workload.objects.filter(pk=pk).select_related("owner").first()
     if workload is None:
         raise _refuse("not_found", f"No workload {pk}.", 404)
     attempt = exec_target(user, workload, number)

@@ -1331,7 +1331,8 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
     """Ask the agent of ``host_id`` to run ``command`` in the attempt whose wire id is ``wire_id``
     (the consumer's ``exec.request``); blocks at most ``timeout_s`` + :data:`EXEC_REPLY_GRACE_S`
     seconds. Returns the consumer's reply (``exit_code``, ``stdout``, ``stderr``, ``truncated``,
-    ``timed_out``) or ``{"error": code, "message": words}`` (``exec_timeout``: no answer in time).
+    ``timed_out``) or ``{"error": code, "message": words}`` (``exec_timeout``: no answer in time;
+    ``unavailable``: the channel layer failed before the request was sent, so nothing ran).
     Call from a thread, never from the server's event loop; asked as log tails are
     (:func:`request_log_tails`: the server's loop with the in-memory layer, else this process's own)."""
     layer = get_channel_layer()
@@ -1340,18 +1341,22 @@ def request_exec(host_id: int, wire_id: int, command: list[str], timeout_s: int,
     wait_s = timeout_s + EXEC_REPLY_GRACE_S
 
     async def ask(layer: Any) -> dict:
-        channel = await layer.new_channel()
-        await layer.group_send(
-            host_group(host_id),
-            {
-                "type": "exec.request",
-                "attempt_id": wire_id,
-                "command": list(command),
-                "timeout_s": timeout_s,
-                "max_output": max_output,
-                "reply_to": channel,
-            },
-        )
+        try:
+            channel = await layer.new_channel()
+            await layer.group_send(
+                host_group(host_id),
+                {
+                    "type": "exec.request",
+                    "attempt_id": wire_id,
+                    "command": list(command),
+                    "timeout_s": timeout_s,
+                    "max_output": max_output,
+                    "reply_to": channel,
+                },
+            )
+        except Exception as exc:  # Redis down: nothing was sent, nothing ran (brk59: read "no answer in time")
+            logger.warning("exec in attempt %s on host %s not sent", wire_id, host_id, exc_info=True)
+            return {"error": "unavailable", "message": f"the channel layer failed: {type(exc).__name__}"}
         try:
             return dict(await asyncio.wait_for(layer.receive(channel), wait_s))
         except TimeoutError:

@@ -38,12 +38,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from budgets.models import Budget
+from fairway_cli.words import drain_only
 from scheduler import health, histograms
 from scheduler.models import Attempt, Cluster, Host, Workload
 from scheduler.policy.types import PendingReason
 from scheduler.reports import occupancy
 
 TICK_KEY = "fairway:tick-seconds"
+MAINTENANCE_REASON = "maintenance"
+"""``fairway_pending_workloads``' reason of a pending ``reserved_for_other`` that a scheduled drain
+alone keeps out (:func:`fairway_cli.words.drain_only`): "GPUs reserved for maintenance" in the
+lists (list59); ``reserved_for_other`` counts the rest, kept out for another workload (left60)."""
 PREEMPTION_REASONS = (
     Attempt.EndReason.PREEMPTED,
     Attempt.EndReason.DRAINED,
@@ -148,8 +153,21 @@ class FairwayCollector(Collector):
             by_reason[cluster, reason or "not_yet_considered"] += n
             if reason == PendingReason.HELD and hold:
                 by_hold[cluster, hold] += n
+        # Of ``reserved_for_other``, those a scheduled drain alone keeps out: reason ``maintenance``,
+        # "GPUs reserved for maintenance" in every list (list59, left60: a dashboard read a larger job).
+        drained = Workload.objects.filter(
+            state=Workload.State.PENDING,
+            pending_reason=PendingReason.RESERVED_FOR_OTHER,
+            pending_detail__has_key="drain",
+        ).values_list("cluster_id", "pending_detail__drain", "pending_detail__reserved_for")
+        for cid, drain, reserved_for in drained:
+            if drain_only(PendingReason.RESERVED_FOR_OTHER, {"drain": drain, "reserved_for": reserved_for}):
+                cluster = names.get(cid, str(cid))
+                by_reason[cluster, PendingReason.RESERVED_FOR_OTHER] -= 1
+                by_reason[cluster, MAINTENANCE_REASON] += 1
         for labels, n in sorted(by_reason.items()):
-            pending.add_metric(list(labels), n)
+            if n:
+                pending.add_metric(list(labels), n)
         for labels, n in sorted(by_hold.items()):
             own_holds.add_metric(list(labels), n)
         yield pending

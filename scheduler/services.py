@@ -2474,7 +2474,9 @@ def drain_time(value: object, now: datetime | None = None) -> datetime:
         raise HostError(
             "invalid_at", "at", f"A drain is scheduled at most {SCHEDULED_DRAIN_MAX.days} days ahead: {shown} is later."
         )
-    return at
+    # whole seconds, as the policy reads it (snapshot.epoch, floored) and every surface shows it (try59: "--in 1h"
+    # at 02:48:07.69 showed 02:48:08 on the host, rounded up, and 02:48:07 in the pending reason)
+    return at.replace(microsecond=0)
 
 
 SCHEDULABLE_VERBS = ("drain", "drain-now")

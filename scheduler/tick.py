@@ -585,8 +585,9 @@ def _apply_host_states(
 
 
 class ReasonRow(NamedTuple):
-    """A pending workload's reason to store: its pk, reason code and detail, and its own hold as
-    the snapshot read it (written only where the hold is still that)."""
+    """A pending workload's reason to store: its pk, reason code and detail, and the
+    ``spec_version`` it was judged on (written only where the version is still that: a hold or a
+    release raises it, so a reason judged before one is not written over it)."""
 
     pk: int
     reason: str

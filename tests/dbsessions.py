@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 def end_stray_sessions() -> None:
     """End every other backend of this process's test database (``test_..._<pid>``: no other
@@ -20,3 +23,29 @@ def end_stray_sessions() -> None:
         )
     connection.close()  # pooled: given back to the pool, which is closed next
     connection.close_pool()  # without a pool: nothing
+
+
+@contextmanager
+def pool_of(min_size: int, max_size: int) -> Iterator[None]:
+    """This test's connections through a pool of its own size (``min_size`` kept, at most
+    ``max_size``), whatever ``FAIRWAY_DB_POOL`` says; the settings' pool again afterwards.
+    PostgreSQL only: skips the test elsewhere."""
+    import pytest
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the pool is PostgreSQL's")
+    options = connection.settings_dict["OPTIONS"]
+    before = options.get("pool")
+    connection.close()
+    connection.close_pool()
+    options["pool"] = {"min_size": min_size, "max_size": max_size, "timeout": 10}
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.close_pool()
+        if before is None:
+            del options["pool"]
+        else:
+            options["pool"] = before

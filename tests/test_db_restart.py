@@ -14,6 +14,8 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
+from tests.dbsessions import pool_of
+
 
 def test_connections_are_health_checked_before_reuse() -> None:
     assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] is True
@@ -23,22 +25,8 @@ def test_connections_are_health_checked_before_reuse() -> None:
 def pool_of_four(transactional_db: None) -> Iterator[None]:
     """This test's connections through a pool that keeps 4 (a busy process's), whatever
     ``FAIRWAY_DB_POOL`` says."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the pool is PostgreSQL's")
-    options = connection.settings_dict["OPTIONS"]
-    before = options.get("pool")
-    connection.close()
-    connection.close_pool()
-    options["pool"] = {"min_size": 4, "max_size": 4, "timeout": 10}
-    try:
+    with pool_of(4, 4):
         yield
-    finally:
-        connection.close()
-        connection.close_pool()
-        if before is None:
-            del options["pool"]
-        else:
-            options["pool"] = before
 
 
 def _select_one_on_another_thread() -> tuple[Any, float]:

@@ -11,28 +11,14 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from tests.dbsessions import end_stray_sessions
+from tests.dbsessions import end_stray_sessions, pool_of
 
 
 @pytest.fixture
 def pooled(transactional_db: None) -> Iterator[None]:
     """This test's connection through a pool of two, whatever ``FAIRWAY_DB_POOL`` says."""
-    if connection.vendor != "postgresql":
-        pytest.skip("the pool is PostgreSQL's")
-    options = connection.settings_dict["OPTIONS"]
-    before = options.get("pool")
-    connection.close()
-    connection.close_pool()
-    options["pool"] = {"min_size": 2, "max_size": 4, "timeout": 10}
-    try:
+    with pool_of(2, 4):
         yield
-    finally:
-        connection.close()
-        connection.close_pool()
-        if before is None:
-            del options["pool"]
-        else:
-            options["pool"] = before
 
 
 def _select_one_on_another_thread() -> Any:

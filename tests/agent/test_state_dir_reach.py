@@ -62,3 +62,31 @@ def test_an_agent_whose_attempts_run_as_itself_needs_no_searchable_parent(tmp_pa
     state.mkdir()
     main.report_isolation(Agent(), state)  # type: ignore[arg-type]
     assert json.loads((state / "isolation.json").read_text())["warnings"] == []
+
+
+@pytest.mark.parametrize(
+    ("state", "fails"),
+    [(Path("/var/lib/closed/state"), False), (Path("/tmp/closed/state"), True)],  # noqa: S108
+)
+def test_the_warning_says_what_fails_where_the_state_dir_lies(
+    state: Path, fails: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """try59: an agent whose state dir lay under a 0700 directory of /var/lib warned "every attempt
+    run as its owner fails to start", yet its attempts started and ran: only what the private /tmp
+    binds back (a state dir under /tmp, /dev/shm, /var/tmp) is opened as the owner at the start.
+    Elsewhere the attempt starts but cannot reach its directory: its preemption notice
+    (``$FAIRWAY_PREEMPT_FILE``) is unreadable. The warning says which."""
+    import agent.__main__ as main
+
+    class Owner:
+        def status(self) -> dict[str, Any]:
+            return {"identity": "owner", "cgroup": "v2", "cgroup_parent": "/x", "cgroup_note": "", "warnings": []}
+
+    written: dict[str, str] = {}
+    monkeypatch.setattr("agent.state.closed_parent", lambda _path: state.parent)
+    monkeypatch.setattr("agent.state.fix_private_modes", lambda _path: None)
+    monkeypatch.setattr("agent.state.write_private", lambda path, text: written.setdefault("text", text))
+    main.report_isolation(Owner(), state)  # type: ignore[arg-type]
+    (said,) = json.loads(written["text"])["warnings"]
+    assert ("fails to start" in said) is fails, said
+    assert ("FAIRWAY_PREEMPT_FILE" in said) is not fails and "chmod o+x" in said, said

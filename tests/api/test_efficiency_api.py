@@ -92,13 +92,13 @@ def test_history_has_each_attempts_mean_utilization(researcher_client, twice):
 def test_fairway_show_seff_and_history(monkeypatch, researcher, twice):
     shown = run_cli(monkeypatch, researcher, "show", str(twice.pk))
     assert f"efficiency (all attempts; each: fairway seff {twice.pk}):\n  GPU-time held:" in shown
-    assert "GPU-time held:   4 GPU-hours (2 GPUs)" in shown
+    assert "GPU-time held:   4.00 GPU-h (2 GPUs)" in shown
     assert "GPU utilization: 80% (mean over the measured GPU-time)" in shown
     assert "Peak GPU memory: 30.0 of 80.0 GiB (38%)" in shown
     assert "Not measured:    50% of the GPU-time held had no utilization reading" in shown
     seff = run_cli(monkeypatch, researcher, "seff", str(twice.pk))
     assert f"Workload:        #{twice.pk} trainer" in seff and "Attempts:        2" in seff
-    assert "attempt 2:\n  GPU-time held:   2 GPU-hours (2 GPUs)\n" in seff
+    assert "attempt 2:\n  GPU-time held:   2.00 GPU-h (2 GPUs)\n" in seff
     assert f"  GPU utilization: {NOT_MEASURED}\n" in seff and f"  Idle minutes:    {NOT_MEASURED}\n" in seff
     data = json.loads(run_cli(monkeypatch, researcher, "--json", "seff", str(twice.pk)))
     assert data["efficiency"]["utilization"] == 0.8 and len(data["attempts"]) == 2
@@ -113,7 +113,7 @@ def test_fairway_seff_of_a_running_and_a_pending_workload(monkeypatch, researche
     ran(running, "a100-1", 1, 30, 20, 0.5, end=False)  # 20 sampled minutes at 0.5 %, 10 without
     Workload.objects.filter(pk=running.pk).update(state=Workload.State.RUNNING)
     seff = run_cli(monkeypatch, researcher, "seff", str(running.pk))
-    assert "GPU-hours (1 GPU, so far)" in seff
+    assert " GPU-min (1 GPU, so far)" in seff  # left60: as charged GPU-time
     assert "efficiency:\n  GPU-time held:" in run_cli(monkeypatch, researcher, "show", str(running.pk))
     assert "Idle minutes:    100% of the measured GPU-time under 1 %" in seff
     pending = do_submit_workload(researcher, **submit_kwargs(name="waiter"))

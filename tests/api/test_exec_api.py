@@ -71,6 +71,31 @@ def test_a_workload_not_running_is_409_not_running(researcher, submit_kwargs, re
     assert agent_answers[1:] == []
 
 
+def test_not_running_says_what_to_do(running, researcher, submit_kwargs, researcher_client, agent_answers) -> None:
+    """try59: "Workload 3 is not running (it has no running attempt)" of a finished one, and "Workload 1
+    is not running (attempt 2 has no running attempt)" of a running one, said neither what it was nor
+    what to do: a pending one waits for its start, a finished one's output is in its logs, a wrong
+    ``attempt`` names the running one."""
+
+    def detail(pk: int, **body: Any) -> str:
+        got = researcher_client.post(url(pk), {"command": ["id"], **body}, format="json")
+        assert (got.status_code, got.json()["code"]) == (409, "not_running"), got.json()
+        return str(got.json()["detail"])
+
+    w, attempt = running
+    said = detail(w.pk, attempt=2)
+    assert "has no attempt 2" in said and "its running attempt is 1" in said, said
+    pending = do_submit_workload(researcher, **submit_kwargs(hold=True))
+    said = detail(pending.pk)
+    assert f"Workload {pending.pk} is pending" in said and "once it has started" in said, said
+    assert f"fairway show {pending.pk}" in said, said
+    lifecycle.attempt_exited(attempt.host, attempt.pk, 0)
+    w.refresh_from_db()
+    said = detail(w.pk)
+    assert f"has already ended ({w.state})" in said and "logs" in said, said
+    assert agent_answers[1:] == []
+
+
 def test_a_host_offline_is_409_host_offline(running, researcher_client, agent_answers) -> None:
     w, attempt = running
     Host.objects.filter(pk=attempt.host_id).update(state=Host.State.OFFLINE)

@@ -106,7 +106,7 @@ def test_fairway_ls_idle_marker_and_show(monkeypatch, researcher, two):
     idle, busy, _pending = two
     table = run_cli(monkeypatch, researcher, "ls")
     assert "running (idle)" in table
-    assert re.search(rf"#{idle.pk} idle for 1h (19|20)m .*: [0-9.]+ GPU-hours held idle", table), table
+    assert re.search(rf"#{idle.pk} idle for 1h (19|20)m .*: [0-9.]+ GPU-h held idle", table), table
     assert f"#{busy.pk} idle" not in table
     only = run_cli(monkeypatch, researcher, "ls", "--idle")
     assert "idler" in only and "worker" not in only and "waiter" not in only

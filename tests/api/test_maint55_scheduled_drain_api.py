@@ -103,3 +103,18 @@ def test_a_drain_that_would_change_nothing_is_a_409_and_a_removed_host_a_404(adm
     do_remove_host(admin, hosts["a100-2"])
     response = admin_client_api.post("/api/v1/hosts/a100-2/drain/", {"at": _at(1)}, format="json")
     assert response.status_code == 404
+
+
+def test_a_drain_in_a_duration_is_one_instant_on_every_surface(admin_client_api, hosts):
+    """try59: ``fairway hosts drain gpu1 --in 1h`` showed "drain scheduled at 02:48:08 UTC" (its
+    instant, 02:48:07.69, rounded up as every instant shown) while the pending reason said "drains
+    at 02:48:07 UTC" (the policy's whole seconds, floored): a drain's time is kept in whole seconds,
+    so both read the same second."""
+    from fairway_cli.numbers import instant_text
+    from scheduler.snapshot import epoch
+
+    at = (timezone.now() + timedelta(hours=1)).replace(microsecond=690000).isoformat()
+    for body in ({"in": "1h"}, {"at": at}):
+        admin_client_api.post("/api/v1/hosts/a100-1/drain/", body, format="json")
+        drain_at = Host.objects.get(name="a100-1").drain_at
+        assert drain_at is not None and instant_text(drain_at) == instant_text(epoch(drain_at)), body

@@ -27,7 +27,10 @@ def test_an_offline_hosts_attempt_is_charged_to_its_last_heartbeat_everywhere(
     run_tick(cluster.pk)
     now = timezone.now().replace(microsecond=0)
     attempt = Attempt.objects.get(workload_id=wid)
-    Attempt.objects.filter(pk=attempt.pk).update(started_at=now - timedelta(seconds=200))
+    # placed and started 200 s ago (placement comes first: the efficiency's GPU-time held counts from it)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        placed_at=now - timedelta(seconds=200), started_at=now - timedelta(seconds=200)
+    )
     Workload.objects.filter(pk=wid).update(state=Workload.State.RUNNING)
     Host.objects.filter(name="h100-1").update(state=Host.State.OFFLINE, last_heartbeat=now - timedelta(seconds=140))
     expected = round(4 * 60 / 3600, 4)
@@ -49,7 +52,8 @@ def test_an_offline_hosts_attempt_is_charged_to_its_last_heartbeat_everywhere(
     browser = Client()
     browser.force_login(researcher)
     charges = re.compile(r"[0-9.,]+ GPU-(?:min|h)\b")
-    assert charges.findall(browser.get(f"/workloads/{wid}/").content.decode()) == ["4.0 GPU-min"]
+    # the charge and, in the same words since left60, the efficiency's GPU-time held: both to the heartbeat
+    assert charges.findall(browser.get(f"/workloads/{wid}/").content.decode()) == ["4.0 GPU-min"] * 2
     assert charges.findall(browser.get("/workloads/").content.decode()) == ["4.0 GPU-min"]
     row = next(line for line in run_cli(monkeypatch, researcher, "ls").splitlines() if line.split()[0] == str(wid))
     assert "4.0 GPU-min" in row

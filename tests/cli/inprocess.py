@@ -39,10 +39,8 @@ def run_cli_streams(monkeypatch: Any, user: Any, *argv: str) -> tuple[int, str, 
         if raw and response.status_code == 200:
             return response.content.decode()
         data = response.json()
-        if response.status_code >= 400:
-            raise fairway_cli.CliError(
-                fairway_cli.EXIT_API, fairway_cli._error_text(response.status_code, data), fairway_cli._error_code(data)
-            )
+        if response.status_code >= 400:  # read as the CLI's HTTP layer reads it
+            raise fairway_cli.answer_error("http://in-process", response.status_code, data)
         return fairway_cli.escaped(data) if self.escape else data
 
     monkeypatch.setattr(fairway_cli.Api, "call", call)

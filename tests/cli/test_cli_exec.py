@@ -52,6 +52,8 @@ def test_exec_timeout_attempt_and_json(monkeypatch, researcher, running, agent):
         monkeypatch, researcher, "exec", str(running.pk), "--timeout", "5", "--attempt", "1", "--", "sleep", "9"
     )
     assert code == 124 and "killed after 5 s" in err and "cut at 1 MiB" in err
+    # try59: the cut said nothing of how to read the rest
+    assert f"fairway exec {running.pk} -- tail" in err and "> /tmp/out" in err, err  # noqa: S108 -- the words
     assert agent["asked"] == [(["sleep", "9"], 5)]
     code, out, _err = run_cli_streams(monkeypatch, researcher, "exec", str(running.pk), "--json", "--", "id", "-u")
     assert code == 124 and json.loads(out)["timed_out"] is True
@@ -60,9 +62,9 @@ def test_exec_timeout_attempt_and_json(monkeypatch, researcher, running, agent):
 def test_exec_refusals(monkeypatch, researcher, teammate, running, agent):
     assert "after --" in run_cli(monkeypatch, researcher, "exec", str(running.pk), expect=EXIT_USAGE)
     err = run_cli(monkeypatch, teammate, "exec", str(running.pk), "--", "id", expect=EXIT_API)
-    assert "owner" in err
+    assert "owner" in err and f"ask its owner, {researcher.username}" in err, err  # try59: whom to ask
     err = run_cli(monkeypatch, researcher, "exec", str(running.pk), "--attempt", "2", "--", "id", expect=EXIT_API)
-    assert "not running" in err
+    assert "has no attempt 2: its running attempt is 1" in err, err  # try59: which one runs
     assert agent["asked"] == []
 
 

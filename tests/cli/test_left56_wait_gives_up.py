@@ -50,7 +50,7 @@ def test_a_server_failing_every_poll_is_given_up_on(fairway, submitted, clock, f
 
     assert code == EXIT_UNREACHABLE, (out, err)
     assert "gave up waiting: the server failed every poll for 15m" in err
-    assert "last: the server failed: HTTP 500" in err and "the workloads go on" in err
+    assert "last: the server failed: HTTP 500, not Fairway's error format" in err and "the workloads go on" in err
     waited = fake.now - 1000.0 - fake.sleeps[0]
     assert GIVE_UP_S <= waited < GIVE_UP_S + 60 and len(fake.sleeps) - 1 >= GIVE_UP_TRIES
     assert len([line for line in out.splitlines() if line.startswith("[")]) == 1  # said once

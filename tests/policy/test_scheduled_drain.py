@@ -127,3 +127,41 @@ def test_estimates_see_the_drain_before_and_after_its_instant():
     assert got["w"] == T0 + 3 * H
     alone = replace(s, attempts=[], hosts=[_drains(host("h1", 4), T0 + H)], pending=[pending("w", "a", 4, m=2 * H)])
     assert "w" not in estimate_starts(alone, grace=0)  # h1 drains at T0 + 1h and never comes back
+
+
+def test_a_failure_stands_down_to_the_latest_drain_of_its_model_kept_once_a_pass(monkeypatch):  # noqa: ANN001
+    # perf59: SkipRuns._drain_floor reads each model's latest drain (kept for the pass) instead of
+    # every drain; under check it is compared with the walk over every drain.
+    from scheduler.policy.core import Pass
+    from scheduler.policy.skips import SkipRuns
+
+    hosts = [
+        _drains(host("h1", 4), T0 + H),
+        _drains(host("h2", 4), T0 + 3 * H),
+        host("h3", 4),
+        _drains(host("g1", 4, model="A100"), T0 + 10 * H),
+    ]
+    guards = [
+        running(f"b{h}", "b", [(h, i) for i in range(4)], m=4 * H, started=T0 - H) for h in ("h1", "h2", "h3", "g1")
+    ]
+    s = snap(hosts, tree("a", "b"), attempts=guards, pend=[pending("w1", "a", 4, m=8 * H)])
+    p = Pass(s)
+    w = s.pending[0]
+    assert p._drain_floor(w) == p._drain_floor_walk(w) == 3 * H + 1  # the A100 drain is not its model's
+    assert p._drain_floor(replace(w, min_runtime=H)) == H  # an M below every drain: its own
+    assert p._drain_floor(replace(w, model="B200")) == 0  # no drain of its model
+    p.check = True
+    p._drains_last = {"H100": T0 + H}  # a kept answer gone wrong is caught
+    try:
+        p._drain_floor(w)
+    except AssertionError as e:
+        assert "drain floor of w1" in str(e)
+    else:
+        raise AssertionError("the check did not compare the kept drain floor")
+
+    walked = []
+    real = SkipRuns._drain_floor_walk
+    monkeypatch.setattr(SkipRuns, "_drain_floor_walk", lambda self, w: walked.append(w.id) or real(self, w))
+    s = replace(s, pending=[pending("w1", "a", 4, m=8 * H, seq=1), pending("w2", "a", 4, m=8 * H, seq=2)])
+    dec = _both(s)
+    assert dec.starts == [] and walked  # the checked scheduler compared the kept floor

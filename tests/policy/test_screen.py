@@ -60,11 +60,28 @@ def test_free_gpu_nomination_drain_and_fault_are_not_idle() -> None:
     assert not _idle(one_free)
     nominated = snap([host("h1")], _tree(), work, [pending("p", "org/a", 1)], nominations={"p": (("h1", 0),)})
     assert not _idle(nominated)
-    draining = snap([host("h1", state=HostState.DRAINING)], _tree(), work, [])
-    assert not _idle(draining)
+    draining = snap([host("h1", state=HostState.DRAINING)], _tree(), _full("org/b", protected=False), [])
+    assert not _idle(draining)  # the drain stops its unprotected work
     sick = host("h1")
     sick = replace(sick, gpu_health={**sick.gpu_health, 3: GpuHealth.UNHEALTHY})
     assert not _idle(snap([sick], _tree(), work, []))
+
+
+def test_a_draining_host_is_not_idle_only_where_the_pass_changes_it() -> None:
+    # perf59: a draining host whose every attempt is protected (or leaving) changes nothing in a
+    # pass, as a cordoned one: the estimates' passes after a scheduled drain stay screened.
+    work = _full("org/b", protected=True)
+    held = snap([host("h1", state=HostState.DRAINING), host("h2")], _tree(), work, [pending("p", "org/a", 9)])
+    assert _idle(held)
+    assert not schedule(replace(held, with_reasons=True)).changed
+    leaving = replace(held, attempts=[replace(a, stopping=True) for a in work])
+    assert _idle(leaving) and not schedule(replace(leaving, with_reasons=True)).changed
+    now = replace(held, hosts=[replace(held.hosts[0], drain_now=True), held.hosts[1]])
+    assert not _idle(now) and schedule(now).stops  # a drain now ignores protection
+    expired = replace(held, now=T0 + H)  # the protections end: the drain stops the work
+    assert not _idle(expired) and schedule(expired).stops
+    empty = replace(held, attempts=[])  # nothing left: the host turns drained
+    assert not _idle(empty) and schedule(empty).host_states == {"h1": HostState.DRAINED}
 
 
 def test_a_nomination_that_waits_on_stopping_work_is_idle_only_with_the_nominees() -> None:

@@ -29,7 +29,7 @@ def _kinds(host: Host) -> list[str]:
 
 def test_a_scheduled_drain_is_listed_and_applied_at_its_time_once(admin, hosts):
     host = hosts["a100-1"]
-    at = timezone.now() + timedelta(hours=2)
+    at = (timezone.now() + timedelta(hours=2)).replace(microsecond=0)  # kept in whole seconds (try59)
     do_schedule_drain(admin, host, at, "PSU swap")
     host.refresh_from_db()
     assert host.state == Host.State.ACTIVE  # until then it schedules as it is
@@ -77,7 +77,7 @@ def test_a_scheduled_drain_of_a_busy_host_drains_it_as_an_immediate_one(
 
 def test_a_second_schedule_replaces_the_first_and_resume_or_cancel_forget_it(admin, hosts):
     host = hosts["a100-1"]
-    first = timezone.now() + timedelta(hours=1)
+    first = (timezone.now() + timedelta(hours=1)).replace(microsecond=0)
     second = first + timedelta(hours=1)
     do_schedule_drain(admin, host, first, "a")
     do_schedule_drain(admin, host, second, "b", drain_now=True)

@@ -161,7 +161,7 @@ def test_the_owner_is_told_once_and_again_only_after_busy(tw, ticks, told, djang
         assert idle.tell_idle(tw.now + timedelta(minutes=5)) == 0  # the same stretch: told already
     event = WorkloadEvent.objects.get(kind="idle")
     assert event.workload_id == a.workload_id and event.data["attempt_id"] == a.pk
-    assert "GPU-hours held idle" in event.message and "UTC" in event.message
+    assert "GPU-h held idle" in event.message and "UTC" in event.message  # left60: as charged
     assert sorted(told) == [f"event-{event.pk}-email", f"event-{event.pk}-webhook"]
     n = Notification.objects.select_related("event__workload").get(channel="email")
     subject, text = notifications.render(n)

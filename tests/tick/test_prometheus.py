@@ -162,3 +162,19 @@ def test_pending_held_workloads_tell_their_own_hold_from_their_budgets(tw, clien
     assert m[("fairway_held_workloads", (c, ("hold", "user")))] == 1
     assert m[("fairway_held_workloads", (c, ("hold", "admin")))] == 2
     assert m[("fairway_pending_workloads", (c, ("reason", "dependency")))] == 1
+
+
+def test_pending_kept_out_by_a_scheduled_drain_alone_is_reason_maintenance(tw, client):
+    # left60: `reason="reserved_for_other"` counted the workloads a scheduled drain alone keeps out,
+    # which every list calls "GPUs reserved for maintenance" (list59): a dashboard read a larger job.
+    drain = {"host": "h1", "at": 1_796_716_800}
+    tw.workload(pending_reason="reserved_for_other", pending_detail={"drain": drain})
+    tw.workload(pending_reason="reserved_for_other", pending_detail={"drain": drain})
+    tw.workload(pending_reason="reserved_for_other", pending_detail={"drain": drain, "reserved_for": 7})
+    tw.workload(pending_reason="reserved_for_other", pending_detail={"reserved_for": 7})
+
+    m = scrape(client)
+
+    c = ("cluster", "c1")
+    assert m[("fairway_pending_workloads", (c, ("reason", "maintenance")))] == 2
+    assert m[("fairway_pending_workloads", (c, ("reason", "reserved_for_other")))] == 2
